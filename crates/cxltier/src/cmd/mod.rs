@@ -1,0 +1,8 @@
+//! One module per subcommand. Each defines `Args` (its clap arguments) and `run(Args)`.
+
+pub mod apply;
+pub mod plan;
+pub mod run;
+pub mod show;
+pub mod topo;
+pub mod touch;
