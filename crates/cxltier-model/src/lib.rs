@@ -1,1 +1,16 @@
-//! placeholder
+//! Predict what a placement of pages over memory tiers delivers, and choose interleave weights.
+//!
+//! - [`model`]: for a split of pages over tiers and a traffic mix, the peak bandwidth, the loaded
+//!   latency at a given demand, and the bandwidth and latency at a given number of outstanding requests.
+//!   The assumptions are written down in `docs/model.md`, with the error against published figures.
+//! - [`plan`]: search weight vectors for a mix and a goal, compare with DRAM alone and with the
+//!   weights the kernel derives from firmware bandwidth (its `auto` mode).
+
+pub mod model;
+pub mod plan;
+pub mod published;
+
+pub use model::{Model, ModelParams, Prediction, Split};
+pub use plan::{
+    kernel_auto_weights, parse_weights, plan, Candidate, Goal, Plan, PlanError, PlanRequest,
+};
