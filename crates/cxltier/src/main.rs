@@ -6,6 +6,7 @@
 
 mod cmd;
 mod error;
+mod live;
 mod output;
 
 use clap::{Parser, Subcommand};

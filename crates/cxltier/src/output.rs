@@ -47,7 +47,7 @@ impl Table {
         }
         let numeric = |s: &str| {
             !s.is_empty()
-                && s.chars().all(|c| c.is_ascii_digit() || ".-+%x:".contains(c))
+                && s.chars().all(|c| c.is_ascii_digit() || ".-+%x".contains(c))
                 && s.chars().any(|c| c.is_ascii_digit())
         };
         let mut out = String::new();

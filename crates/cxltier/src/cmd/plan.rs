@@ -1,17 +1,246 @@
-use crate::error::{CliError, CliResult};
+//! `cxltier plan`: choose weighted-interleave weights for a mix and a goal.
 
+use crate::error::{CliError, CliResult, Kind};
+use crate::output::{print_json, Table};
+use cxltier_model::{plan, Candidate, Goal, Plan, PlanError, PlanRequest};
+use cxltier_profile::{Mix, Profile, DEFAULT_BUILTIN};
+use serde::Serialize;
+use std::process::ExitCode;
+
+/// Choose weighted-interleave weights for a read:write mix and a goal.
+///
+/// Weights are written in tier order, fastest first: `3:1` puts 3 pages on DRAM for each page on CXL.
+/// Without --profile, plans on the live machine when it has two or more memory tiers whose performance
+/// the firmware describes (HMAT/CDAT), otherwise on the built-in profile xeon6-6900p-8xcz122. Without
+/// --mix, plans each common mix (R, 3:1, 2:1, 1:1, 2:1nt).
 #[derive(clap::Args)]
-pub struct Args {}
+#[command(long_about)]
+pub struct Args {
+    /// Built-in profile name or path to a profile TOML file
+    #[arg(long, value_name = "NAME|PATH")]
+    profile: Option<String>,
+    /// Traffic mix: R, A:B reads:writes (3:1, 2:1, 1:1), A:Bnt for non-temporal writes, or W2, W3, W5, W10
+    #[arg(long, value_name = "MIX")]
+    mix: Option<String>,
+    /// What to optimise: peak bandwidth, or mean latency at --demand
+    #[arg(long, default_value = "bandwidth", value_name = "bandwidth|latency")]
+    goal: String,
+    /// Total demand in GB/s (latency goal: the load to optimise for; default half of DRAM-only peak)
+    #[arg(long, value_name = "GBPS")]
+    demand: Option<f64>,
+    /// Only consider these weight vectors, e.g. 1:1,2:1,5:2,3:1,4:1
+    #[arg(long, value_name = "LIST")]
+    candidates: Option<String>,
+    /// Without --candidates, search every ratio with weights 1..=N per tier
+    #[arg(long, default_value_t = 10, value_name = "N")]
+    max_weight: u32,
+    /// Also print every candidate evaluated (JSON always includes them)
+    #[arg(long)]
+    sweep: bool,
+    /// Print JSON for scripts
+    #[arg(long)]
+    json: bool,
+}
 
-pub fn run(_args: Args) -> CliResult {
-    Err(CliError::runtime("not implemented yet"))
+/// Where the profile came from, for the header line.
+struct Source {
+    profile: Profile,
+    note: String,
+}
+
+fn load_profile(spec: Option<&str>) -> Result<Source, CliError> {
+    if let Some(spec) = spec {
+        let profile = Profile::load(spec).map_err(|e| {
+            CliError::bad_input(e.to_string())
+                .with_hint("fix the profile (format in docs/profiles.md) or name a built-in one, e.g. --profile xeon6-6900p-8xcz122")
+        })?;
+        let note = format!("profile {} ({})", profile.name, profile.origin);
+        return Ok(Source { profile, note });
+    }
+    match crate::live::live_profile() {
+        Ok(profile) => {
+            let note = format!("live machine ({})", profile.source);
+            Ok(Source { profile, note })
+        }
+        Err(why) => {
+            let profile = Profile::load(DEFAULT_BUILTIN).expect("built-in profile is valid");
+            Ok(Source {
+                note: format!("built-in profile {DEFAULT_BUILTIN}, because {why}; pass --profile to choose"),
+                profile,
+            })
+        }
+    }
+}
+
+fn parse_candidates(text: &str, tiers: usize) -> Result<Vec<Vec<u32>>, CliError> {
+    text.split(',')
+        .filter(|s| !s.trim().is_empty())
+        .map(|c| cxltier_model::parse_weights(c.trim(), tiers).map_err(plan_error))
+        .collect()
+}
+
+fn plan_error(e: PlanError) -> CliError {
+    match e {
+        PlanError::SingleTier(_) => CliError::new(Kind::Unsupported, e.to_string())
+            .with_hint("plan needs two or more tiers; pass --profile with a multi-tier profile"),
+        _ => CliError::bad_input(e.to_string()),
+    }
+}
+
+fn parse_mix(text: &str) -> Result<Mix, CliError> {
+    text.parse::<Mix>().map_err(|e| CliError::bad_input(e.to_string()))
+}
+
+fn build_request(args: &Args, mix: Mix, tiers: usize) -> Result<PlanRequest, CliError> {
+    let goal: Goal = args.goal.parse().map_err(plan_error)?;
+    let mut req = PlanRequest::new(mix, goal);
+    req.demand_gbps = args.demand;
+    req.max_weight = args.max_weight;
+    if let Some(c) = &args.candidates {
+        req.candidates = Some(parse_candidates(c, tiers)?);
+    }
+    Ok(req)
+}
+
+#[derive(Serialize)]
+struct AllMixes<'a> {
+    profile: &'a str,
+    source: &'a str,
+    tiers: Vec<TierJson<'a>>,
+    plans: Vec<Plan>,
+}
+
+#[derive(Serialize)]
+struct TierJson<'a> {
+    name: &'a str,
+    kind: &'a str,
+    nodes: &'a [u32],
+    capacity_bytes: u64,
+    idle_latency_ns: f64,
+}
+
+fn weights(c: &Candidate) -> String {
+    let w: Vec<String> = c.weights.iter().map(u32::to_string).collect();
+    w.join(":")
+}
+
+fn pct(ratio: f64) -> String {
+    format!("{:+.1}%", (ratio - 1.0) * 100.0)
+}
+
+pub fn run(args: Args) -> CliResult {
+    let source = load_profile(args.profile.as_deref())?;
+    let profile = &source.profile;
+    let mixes: Vec<Mix> = match &args.mix {
+        Some(m) => vec![parse_mix(m)?],
+        None => Mix::common().to_vec(),
+    };
+    let mut plans = Vec::new();
+    for mix in &mixes {
+        let req = build_request(&args, *mix, profile.tiers.len())?;
+        plans.push(plan(profile, &req).map_err(plan_error)?);
+    }
+
+    if args.json {
+        if args.mix.is_some() {
+            print_json(&plans[0])?;
+        } else {
+            let tiers = profile
+                .tiers
+                .iter()
+                .map(|t| TierJson {
+                    name: &t.name,
+                    kind: t.kind.as_str(),
+                    nodes: &t.nodes,
+                    capacity_bytes: t.capacity_bytes,
+                    idle_latency_ns: t.idle_latency_ns,
+                })
+                .collect();
+            print_json(&AllMixes { profile: &profile.name, source: &source.note, tiers, plans })?;
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+
+    println!("Planning on {}.", source.note);
+    let tier_desc: Vec<String> = profile
+        .tiers
+        .iter()
+        .map(|t| {
+            let nodes = if t.nodes.is_empty() {
+                String::new()
+            } else {
+                format!(" nodes {}", t.nodes.iter().map(u32::to_string).collect::<Vec<_>>().join(","))
+            };
+            format!("{} ({}{}, {:.0} GiB, {:.0} ns idle)", t.name, t.kind.as_str(), nodes, t.capacity_bytes as f64 / f64::from(1u32 << 30), t.idle_latency_ns)
+        })
+        .collect();
+    println!("Tiers, fastest first: {}.", tier_desc.join(", "));
+    let first = &plans[0];
+    let search = match &args.candidates {
+        Some(c) => format!("candidates {c}"),
+        None => format!("every ratio with weights 1..={} per tier", args.max_weight),
+    };
+    match first.goal {
+        Goal::Bandwidth => println!("Goal: peak bandwidth; searched {search}."),
+        Goal::Latency => println!(
+            "Goal: lowest mean latency at {} GB/s{}; searched {search}.",
+            first.demand_gbps.map_or("?".into(), |d| format!("{d:.0}")),
+            if args.demand.is_none() { " (half of DRAM-only peak; pass --demand)" } else { "" }
+        ),
+    }
+    println!();
+
+    let mut table = Table::new(["mix", "weights", "GB/s", "latency ns", "vs DRAM only", "kernel auto", "auto GB/s", "vs auto"]);
+    for p in &plans {
+        table.row([
+            p.mix.to_string(),
+            weights(&p.recommended),
+            format!("{:.1}", p.recommended.bandwidth_gbps),
+            format!("{:.0}", p.recommended.latency_ns),
+            pct(p.recommended.gain_vs_dram_only),
+            weights(&p.kernel_auto),
+            format!("{:.1}", p.kernel_auto.bandwidth_gbps),
+            match p.goal {
+                Goal::Bandwidth => pct(p.recommended.bandwidth_gbps / p.kernel_auto.bandwidth_gbps),
+                Goal::Latency => format!("{:+.0} ns", p.recommended.latency_ns - p.kernel_auto.latency_ns),
+            },
+        ]);
+    }
+    print!("{}", table.render());
+
+    if args.sweep {
+        for p in &plans {
+            println!("\nSweep for mix {} (best first):", p.mix);
+            let mut t = Table::new(["weights", "GB/s", "latency ns", "vs DRAM only"]);
+            for c in &p.sweep {
+                t.row([weights(c), format!("{:.1}", c.bandwidth_gbps), format!("{:.0}", c.latency_ns), pct(c.gain_vs_dram_only)]);
+            }
+            print!("{}", t.render());
+        }
+    }
+    println!(
+        "\nWeights are DRAM:CXL pages in tier order; `kernel auto` is what the kernel derives from firmware bandwidth.\n\
+         Latency is at full load (bandwidth goal) or at the demand (latency goal). Figures are model predictions\n\
+         (docs/model.md), not measurements. Apply with: cxltier apply --plan MIX, or cxltier run --plan MIX -- CMD."
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 /// The planner's recommended weights for `mix` (e.g. "R", "2:1", "W5") on the live machine,
 /// as (NUMA node id, weight) pairs, fastest tier first. Used by `apply --plan` and `run --plan`.
-/// Fails with a bad-input error for an unparsable mix and an unsupported error when the machine
-/// has fewer than two memory tiers with known performance.
+/// Every node of a tier gets the tier's weight. Fails with a bad-input error for an unparsable mix
+/// and an unsupported error when the machine has fewer than two memory tiers with known performance.
 pub fn planned_node_weights(mix: &str) -> Result<Vec<(u32, u32)>, CliError> {
-    let _ = mix;
-    Err(CliError::runtime("not implemented yet"))
+    let mix = parse_mix(mix)?;
+    let profile = crate::live::live_profile().map_err(|why| {
+        CliError::new(Kind::Unsupported, format!("cannot plan for this machine: {why}"))
+            .with_hint("give weights yourself (--weights), e.g. from `cxltier plan --profile ...`")
+    })?;
+    let plan = plan(&profile, &PlanRequest::new(mix, Goal::Bandwidth)).map_err(plan_error)?;
+    Ok(profile
+        .tiers
+        .iter()
+        .zip(&plan.recommended.weights)
+        .flat_map(|(t, &w)| t.nodes.iter().map(move |&n| (n, w)))
+        .collect())
 }
