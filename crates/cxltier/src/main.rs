@@ -8,6 +8,7 @@ mod cmd;
 mod error;
 mod live;
 mod output;
+mod plot;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;

@@ -40,6 +40,9 @@ pub struct Args {
     /// Print JSON for scripts
     #[arg(long)]
     json: bool,
+    /// Also write the sweep as an SVG plot (GB/s or latency against the fastest tier's page share)
+    #[arg(long, value_name = "FILE")]
+    svg: Option<std::path::PathBuf>,
 }
 
 /// Where the profile came from, for the header line.
@@ -141,6 +144,13 @@ pub fn run(args: Args) -> CliResult {
         plans.push(plan(profile, &req).map_err(plan_error)?);
     }
 
+    if let Some(path) = &args.svg {
+        write_svg(path, profile, &plans)?;
+        if !args.json {
+            eprintln!("wrote {}", path.display());
+        }
+    }
+
     if args.json {
         if args.mix.is_some() {
             print_json(&plans[0])?;
@@ -224,6 +234,41 @@ pub fn run(args: Args) -> CliResult {
          (docs/model.md), not measurements. Apply with: cxltier apply --plan MIX, or cxltier run --plan MIX -- CMD."
     );
     Ok(ExitCode::SUCCESS)
+}
+
+fn write_svg(path: &std::path::Path, profile: &Profile, plans: &[Plan]) -> Result<(), CliError> {
+    if profile.tiers.len() != 2 {
+        return Err(CliError::bad_input("--svg plots two-tier sweeps; this profile has a different number of tiers"));
+    }
+    let share = |w: &[u32]| 100.0 * f64::from(w[0]) / f64::from(w[0] + w[1]);
+    let goal = plans[0].goal;
+    let value = |c: &Candidate| match goal {
+        Goal::Bandwidth => Some(c.bandwidth_gbps),
+        Goal::Latency => c.latency_at_demand_ns,
+    };
+    let series: Vec<crate::plot::Series> = plans
+        .iter()
+        .map(|p| {
+            let mut points: Vec<(f64, f64)> =
+                p.sweep.iter().chain([&p.dram_only]).filter_map(|c| value(c).map(|v| (share(&c.weights), v))).collect();
+            points.sort_by(|a, b| a.0.total_cmp(&b.0));
+            points.dedup_by(|a, b| a.0 == b.0);
+            crate::plot::Series {
+                name: format!("mix {} (best {})", p.mix, weights(&p.recommended)),
+                marked: value(&p.recommended).map(|v| (share(&p.recommended.weights), v)),
+                points,
+            }
+        })
+        .collect();
+    let (title, y) = match goal {
+        Goal::Bandwidth => (format!("{}: predicted peak bandwidth by weights", profile.name), "GB/s"),
+        Goal::Latency => (
+            format!("{}: predicted latency at {:.0} GB/s by weights", profile.name, plans[0].demand_gbps.unwrap_or_default()),
+            "ns",
+        ),
+    };
+    let x = format!("pages on {} (%)", profile.tiers[0].name);
+    crate::plot::line_plot(path, &title, &x, y, &series)
 }
 
 /// The planner's recommended weights for `mix` (e.g. "R", "2:1", "W5") on the live machine,
