@@ -31,6 +31,8 @@ struct Cli {
 enum Command {
     /// Show the memory tiers: NUMA nodes, HMAT figures, kernel memory tiers, CXL devices, NVMe
     Topo(cmd::topo::Args),
+    /// Measure each memory tier like Intel MLC: idle latency, bandwidth per mix, loaded latency
+    Probe(cmd::probe::Args),
     /// Choose weighted-interleave weights for a read:write mix and a goal (the main job)
     Plan(cmd::plan::Args),
     /// Write the kernel's global weighted-interleave table (needs root)
@@ -47,6 +49,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Topo(args) => cmd::topo::run(args),
+        Command::Probe(args) => cmd::probe::run(args),
         Command::Plan(args) => cmd::plan::run(args),
         Command::Apply(args) => cmd::apply::run(args),
         Command::Run(args) => cmd::run::run(args),

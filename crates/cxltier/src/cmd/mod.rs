@@ -2,6 +2,7 @@
 
 pub mod apply;
 pub mod plan;
+pub mod probe;
 pub mod run;
 pub mod show;
 pub mod topo;
