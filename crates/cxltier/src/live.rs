@@ -1,9 +1,124 @@
-//! A profile of the live machine, built from the firmware's performance tables as the kernel shows them.
+//! A profile of the live machine, built from the firmware's performance tables (HMAT, or CDAT for CXL
+//! devices) as the kernel shows them in `nodeN/access0/initiators/`.
+//!
+//! Firmware gives a read and a write bandwidth and latency per node; a profile wants peak bandwidth per
+//! read:write mix. A mix with read fraction `r` is taken to run at `1 / (r/B_read + (1-r)/B_write)`
+//! (time per byte adds up), and idle latency is the read latency. The probe replaces these estimates
+//! with measurements.
 
-use cxltier_profile::Profile;
+use cxltier_profile::{Mix, MixBandwidth, Platform, Profile, Tier, TierKind};
+use cxltier_topo::{NodeKind, Topology};
+use std::path::Path;
 
-/// The live machine as a profile, or why it cannot be one (fewer than two memory tiers, or a tier
-/// whose performance the firmware does not describe).
+/// The live machine (`/`) as a profile, or why it cannot be one.
 pub fn live_profile() -> Result<Profile, String> {
-    Err("live topology support is not built yet".into())
+    let topo = Topology::discover(Path::new("/"))
+        .map_err(|e| format!("the topology could not be read ({e})"))?;
+    profile_from_topology(&topo)
+}
+
+fn tier_kind(kind: NodeKind) -> TierKind {
+    match kind {
+        NodeKind::Dram => TierKind::Dram,
+        NodeKind::Cxl => TierKind::Cxl,
+        NodeKind::Hbm => TierKind::Hbm,
+        NodeKind::Pmem => TierKind::Pmem,
+        _ => TierKind::MemoryOnly,
+    }
+}
+
+/// Build a profile from a discovered topology: one tier per group of the topology's tier order, with
+/// the nodes' firmware figures. Fails when there are fewer than two memory tiers or a tier's nodes lack
+/// firmware performance figures.
+pub fn profile_from_topology(topo: &Topology) -> Result<Profile, String> {
+    let groups: Vec<Vec<u32>> = topo
+        .tier_order()
+        .groups
+        .iter()
+        .map(|g| {
+            g.iter()
+                .copied()
+                .filter(|&n| topo.node(n).is_some_and(|node| node.has_memory()))
+                .collect::<Vec<u32>>()
+        })
+        .filter(|g| !g.is_empty())
+        .collect();
+    if groups.len() < 2 {
+        let nodes: Vec<String> = topo.memory_nodes().map(|n| n.id.to_string()).collect();
+        return Err(format!(
+            "this machine has a single memory tier (node {})",
+            nodes.join(",")
+        ));
+    }
+    let mut tiers: Vec<Tier> = Vec::new();
+    for group in &groups {
+        let (mut read_gbps, mut write_gbps, mut latency_sum, mut capacity) = (0.0, 0.0, 0.0, 0u64);
+        for &id in group {
+            let node = topo.node(id).expect("grouped nodes exist");
+            let perf = node
+                .hmat
+                .access0
+                .as_ref()
+                .map(|a| a.perf)
+                .filter(|p| p.read_bandwidth_mbps.is_some() && p.read_latency_ns.is_some())
+                .ok_or_else(|| {
+                    format!("node {id} has no firmware (HMAT/CDAT) bandwidth and latency figures")
+                })?;
+            let read = perf.read_bandwidth_mbps.unwrap_or_default() as f64 / 1000.0;
+            read_gbps += read;
+            write_gbps += perf
+                .write_bandwidth_mbps
+                .map_or(read, |w| w as f64 / 1000.0);
+            latency_sum += perf.read_latency_ns.unwrap_or_default() as f64;
+            capacity += node.mem_total_bytes;
+        }
+        let first = topo.node(group[0]).expect("grouped nodes exist");
+        let kind = tier_kind(first.kind);
+        let mut name = kind.as_str().to_string();
+        if tiers.iter().any(|t| t.name == name) {
+            name = format!(
+                "{name}-n{}",
+                group
+                    .iter()
+                    .map(u32::to_string)
+                    .collect::<Vec<_>>()
+                    .join("-")
+            );
+        }
+        let bandwidth = Mix::common()
+            .iter()
+            .map(|&mix| {
+                let r = mix.read_fraction();
+                MixBandwidth {
+                    mix,
+                    gbps: 1.0 / (r / read_gbps + (1.0 - r) / write_gbps),
+                }
+            })
+            .collect();
+        tiers.push(Tier {
+            name,
+            kind,
+            nodes: group.clone(),
+            capacity_bytes: capacity,
+            idle_latency_ns: latency_sum / group.len() as f64,
+            bandwidth,
+            firmware_bandwidth_gbps: Some(read_gbps.min(write_gbps)),
+            loaded_latency: Vec::new(),
+        });
+    }
+    Profile::from_parts(
+        "live",
+        "this machine, from firmware performance tables",
+        &format!(
+            "firmware HMAT/CDAT figures via sysfs; tiers by {}",
+            topo.tier_order().basis.as_str()
+        ),
+        "live:/sys",
+        Platform {
+            cores: None,
+            line_bytes: 64,
+        },
+        tiers,
+    )
+    .map_err(|e| e.to_string())
 }

@@ -1,0 +1,249 @@
+//! `cxltier plan` as scripts use it: the JSON contract, choices, and bad input.
+
+use std::process::{Command, Output};
+
+fn cxltier(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_cxltier"))
+        .args(args)
+        .output()
+        .expect("run cxltier")
+}
+
+fn json(args: &[&str]) -> serde_json::Value {
+    let out = cxltier(args);
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("valid JSON")
+}
+
+const CANDIDATES: &str = "1:1,2:1,5:2,3:1,4:1";
+
+#[test]
+fn json_contract_for_one_mix() {
+    let v = json(&[
+        "plan",
+        "--profile",
+        "xeon6-6900p-8xcz122",
+        "--mix",
+        "R",
+        "--candidates",
+        CANDIDATES,
+        "--json",
+    ]);
+    assert_eq!(v["mix"], "R");
+    assert_eq!(v["goal"], "bandwidth");
+    assert_eq!(v["recommended"]["weights"], serde_json::json!([3, 1]));
+    assert_eq!(
+        v["recommended"]["tiers"],
+        serde_json::json!(["dram", "cxl"])
+    );
+    for key in ["bandwidth_gbps", "latency_ns", "gain_vs_dram_only"] {
+        assert!(
+            v["recommended"][key].as_f64().is_some(),
+            "recommended.{key}"
+        );
+        assert!(
+            v["kernel_auto"][key].as_f64().is_some(),
+            "kernel_auto.{key}"
+        );
+    }
+    assert_eq!(v["kernel_auto"]["weights"], serde_json::json!([23, 8]));
+    let sweep = v["sweep"].as_array().unwrap();
+    assert_eq!(sweep.len(), 5);
+    assert!(sweep.iter().all(|c| c["weights"].is_array()
+        && c["bandwidth_gbps"].is_f64()
+        && c["latency_ns"].is_f64()));
+}
+
+#[test]
+fn mix_aliases_mean_the_same_mix() {
+    let a = json(&[
+        "plan",
+        "--profile",
+        "xeon6-6900p-8xcz122",
+        "--mix",
+        "W10",
+        "--json",
+    ]);
+    let b = json(&[
+        "plan",
+        "--profile",
+        "xeon6-6900p-8xcz122",
+        "--mix",
+        "2:1nt",
+        "--json",
+    ]);
+    assert_eq!(a["mix"], "2:1nt");
+    assert_eq!(a["recommended"], b["recommended"]);
+}
+
+#[test]
+fn default_plan_covers_each_common_mix() {
+    let v = json(&["plan", "--profile", "xeon6-6900p-8xcz122", "--json"]);
+    let mixes: Vec<&str> = v["plans"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["mix"].as_str().unwrap())
+        .collect();
+    assert_eq!(mixes, ["R", "3:1", "2:1", "1:1", "2:1nt"]);
+    // Human output of the main job works without arguments on any machine.
+    let out = cxltier(&["plan"]);
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("kernel auto") && text.contains("2:1nt"),
+        "{text}"
+    );
+}
+
+#[test]
+fn full_search_respects_max_weight() {
+    let v = json(&[
+        "plan",
+        "--profile",
+        "xeon6-6900p-8xcz122",
+        "--mix",
+        "1:1",
+        "--max-weight",
+        "4",
+        "--json",
+    ]);
+    for c in v["sweep"].as_array().unwrap() {
+        assert!(c["weights"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|w| (1..=4).contains(&w.as_u64().unwrap())));
+    }
+    assert_eq!(v["sweep"].as_array().unwrap().len(), 11);
+}
+
+#[test]
+fn latency_goal_prefers_dram_heavy_splits_at_low_load() {
+    let v = json(&[
+        "plan",
+        "--profile",
+        "xeon6-6900p-8xcz122",
+        "--mix",
+        "R",
+        "--goal",
+        "latency",
+        "--demand",
+        "50",
+        "--candidates",
+        "1:1,2:1,3:1,9:1",
+        "--json",
+    ]);
+    assert_eq!(v["recommended"]["weights"], serde_json::json!([9, 1]));
+    assert_eq!(v["demand_gbps"], 50.0);
+}
+
+fn fails(args: &[&str], code: i32, needle: &str) {
+    let out = cxltier(args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
+    assert!(err.contains(needle), "{args:?}: want {needle:?} in {err}");
+}
+
+#[test]
+fn bad_input_is_named() {
+    fails(&["plan", "--mix", "3:x"], 2, "invalid mix \"3:x\"");
+    fails(
+        &[
+            "plan",
+            "--profile",
+            "xeon6-6900p-8xcz122",
+            "--goal",
+            "speed",
+        ],
+        2,
+        "unknown goal",
+    );
+    fails(
+        &[
+            "plan",
+            "--profile",
+            "xeon6-6900p-8xcz122",
+            "--candidates",
+            "3:1,7",
+        ],
+        2,
+        "expected 2 weights",
+    );
+    fails(
+        &[
+            "plan",
+            "--profile",
+            "xeon6-6900p-8xcz122",
+            "--max-weight",
+            "0",
+        ],
+        2,
+        "--max-weight",
+    );
+    fails(
+        &[
+            "plan",
+            "--profile",
+            "xeon6-6900p-8xcz122",
+            "--mix",
+            "R",
+            "--goal",
+            "latency",
+            "--demand",
+            "5000",
+        ],
+        2,
+        "no candidate can carry",
+    );
+    fails(&["plan", "--profile", "no-such"], 2, "no such profile");
+}
+
+#[test]
+fn malformed_and_single_tier_profiles() {
+    let dir = std::env::temp_dir().join(format!("cxltier-plan-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("bad.toml");
+    std::fs::write(&bad, "format = 1\nname = \"x\"\n[[tier]]\nname = \"d\"\nkind = \"dram\"\ncapacity_gib = 1\nidle_latency_ns = -3\n[tier.bandwidth_gbps]\nR = 5\n").unwrap();
+    fails(
+        &["plan", "--profile", bad.to_str().unwrap()],
+        2,
+        &format!("{}:7:", bad.display()),
+    );
+    let single = dir.join("single.toml");
+    std::fs::write(&single, "format = 1\nname = \"x\"\n[[tier]]\nname = \"d\"\nkind = \"dram\"\ncapacity_gib = 1\nidle_latency_ns = 90\n[tier.bandwidth_gbps]\nR = 5\n").unwrap();
+    fails(
+        &["plan", "--profile", single.to_str().unwrap()],
+        4,
+        "single memory tier",
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn svg_sweep_is_written() {
+    let path = std::env::temp_dir().join(format!("cxltier-sweep-{}.svg", std::process::id()));
+    let out = cxltier(&[
+        "plan",
+        "--profile",
+        "xeon6-6900p-8xcz122",
+        "--svg",
+        path.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let svg = std::fs::read_to_string(&path).unwrap();
+    assert!(
+        svg.starts_with("<svg") && svg.contains("mix R (best 3:1)"),
+        "{}",
+        &svg[..200.min(svg.len())]
+    );
+    std::fs::remove_file(&path).ok();
+}
