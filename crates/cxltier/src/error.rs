@@ -29,7 +29,11 @@ pub struct CliError {
 
 impl CliError {
     pub fn new(kind: Kind, message: impl Into<String>) -> Self {
-        CliError { kind, message: message.into(), hint: None }
+        CliError {
+            kind,
+            message: message.into(),
+            hint: None,
+        }
     }
     pub fn bad_input(message: impl Into<String>) -> Self {
         Self::new(Kind::BadInput, message)

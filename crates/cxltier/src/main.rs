@@ -21,7 +21,12 @@ pub use error::CliError;
 /// over them delivers, chooses weighted-interleave weights for a workload's read:write mix, applies
 /// them, runs programs under a memory policy, and shows where memory really landed.
 #[derive(Parser)]
-#[command(name = "cxltier", version, propagate_version = true, max_term_width = 100)]
+#[command(
+    name = "cxltier",
+    version,
+    propagate_version = true,
+    max_term_width = 100
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -22,7 +22,10 @@ impl Table {
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
-        Table { header: header.into_iter().map(Into::into).collect(), rows: Vec::new() }
+        Table {
+            header: header.into_iter().map(Into::into).collect(),
+            rows: Vec::new(),
+        }
     }
 
     pub fn row<I, S>(&mut self, cells: I)
@@ -38,7 +41,10 @@ impl Table {
     }
 
     pub fn render(&self) -> String {
-        let ncols = self.header.len().max(self.rows.iter().map(Vec::len).max().unwrap_or(0));
+        let ncols = self
+            .header
+            .len()
+            .max(self.rows.iter().map(Vec::len).max().unwrap_or(0));
         let mut width = vec![0usize; ncols];
         for row in std::iter::once(&self.header).chain(&self.rows) {
             for (i, cell) in row.iter().enumerate() {
@@ -83,6 +89,9 @@ mod tests {
         t.row(["0", "dram", "556.0"]);
         t.row(["1", "cxl", "20.5"]);
         let text = t.render();
-        assert_eq!(text, "node  kind  GB/s\n   0  dram  556.0\n   1  cxl    20.5\n");
+        assert_eq!(
+            text,
+            "node  kind  GB/s\n   0  dram  556.0\n   1  cxl    20.5\n"
+        );
     }
 }

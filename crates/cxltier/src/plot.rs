@@ -14,9 +14,20 @@ pub struct Series {
 }
 
 /// Write a line plot of `series` to `path` as SVG.
-pub fn line_plot(path: &Path, title: &str, x_label: &str, y_label: &str, series: &[Series]) -> Result<(), CliError> {
+pub fn line_plot(
+    path: &Path,
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    series: &[Series],
+) -> Result<(), CliError> {
     let all = || series.iter().flat_map(|s| s.points.iter());
-    let (mut x0, mut x1, mut y0, mut y1) = (f64::INFINITY, f64::NEG_INFINITY, f64::INFINITY, f64::NEG_INFINITY);
+    let (mut x0, mut x1, mut y0, mut y1) = (
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+    );
     for &(x, y) in all() {
         x0 = x0.min(x);
         x1 = x1.max(x);
@@ -41,19 +52,31 @@ pub fn line_plot(path: &Path, title: &str, x_label: &str, y_label: &str, series:
         .y_label_area_size(64)
         .build_cartesian_2d(x0..x1, y0..y1)
         .map_err(|e| fail(&e))?;
-    chart.configure_mesh().x_desc(x_label).y_desc(y_label).draw().map_err(|e| fail(&e))?;
+    chart
+        .configure_mesh()
+        .x_desc(x_label)
+        .y_desc(y_label)
+        .draw()
+        .map_err(|e| fail(&e))?;
     for (i, s) in series.iter().enumerate() {
         let color = Palette99::pick(i).to_rgba();
         chart
-            .draw_series(LineSeries::new(s.points.iter().copied(), color.stroke_width(2)))
+            .draw_series(LineSeries::new(
+                s.points.iter().copied(),
+                color.stroke_width(2),
+            ))
             .map_err(|e| fail(&e))?
             .label(s.name.clone())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
+            });
         chart
             .draw_series(s.points.iter().map(|&p| Circle::new(p, 2, color.filled())))
             .map_err(|e| fail(&e))?;
         if let Some(m) = s.marked {
-            chart.draw_series(std::iter::once(Circle::new(m, 6, color.stroke_width(2)))).map_err(|e| fail(&e))?;
+            chart
+                .draw_series(std::iter::once(Circle::new(m, 6, color.stroke_width(2))))
+                .map_err(|e| fail(&e))?;
         }
     }
     chart

@@ -68,7 +68,9 @@ fn load_profile(spec: Option<&str>) -> Result<Source, CliError> {
         Err(why) => {
             let profile = Profile::load(DEFAULT_BUILTIN).expect("built-in profile is valid");
             Ok(Source {
-                note: format!("built-in profile {DEFAULT_BUILTIN}, because {why}; pass --profile to choose"),
+                note: format!(
+                    "built-in profile {DEFAULT_BUILTIN}, because {why}; pass --profile to choose"
+                ),
                 profile,
             })
         }
@@ -91,7 +93,8 @@ fn plan_error(e: PlanError) -> CliError {
 }
 
 fn parse_mix(text: &str) -> Result<Mix, CliError> {
-    text.parse::<Mix>().map_err(|e| CliError::bad_input(e.to_string()))
+    text.parse::<Mix>()
+        .map_err(|e| CliError::bad_input(e.to_string()))
 }
 
 fn build_request(args: &Args, mix: Mix, tiers: usize) -> Result<PlanRequest, CliError> {
@@ -166,7 +169,12 @@ pub fn run(args: Args) -> CliResult {
                     idle_latency_ns: t.idle_latency_ns,
                 })
                 .collect();
-            print_json(&AllMixes { profile: &profile.name, source: &source.note, tiers, plans })?;
+            print_json(&AllMixes {
+                profile: &profile.name,
+                source: &source.note,
+                tiers,
+                plans,
+            })?;
         }
         return Ok(ExitCode::SUCCESS);
     }
@@ -179,9 +187,23 @@ pub fn run(args: Args) -> CliResult {
             let nodes = if t.nodes.is_empty() {
                 String::new()
             } else {
-                format!(" nodes {}", t.nodes.iter().map(u32::to_string).collect::<Vec<_>>().join(","))
+                format!(
+                    " nodes {}",
+                    t.nodes
+                        .iter()
+                        .map(u32::to_string)
+                        .collect::<Vec<_>>()
+                        .join(",")
+                )
             };
-            format!("{} ({}{}, {:.0} GiB, {:.0} ns idle)", t.name, t.kind.as_str(), nodes, t.capacity_bytes as f64 / f64::from(1u32 << 30), t.idle_latency_ns)
+            format!(
+                "{} ({}{}, {:.0} GiB, {:.0} ns idle)",
+                t.name,
+                t.kind.as_str(),
+                nodes,
+                t.capacity_bytes as f64 / f64::from(1u32 << 30),
+                t.idle_latency_ns
+            )
         })
         .collect();
     println!("Tiers, fastest first: {}.", tier_desc.join(", "));
@@ -195,12 +217,25 @@ pub fn run(args: Args) -> CliResult {
         Goal::Latency => println!(
             "Goal: lowest mean latency at {} GB/s{}; searched {search}.",
             first.demand_gbps.map_or("?".into(), |d| format!("{d:.0}")),
-            if args.demand.is_none() { " (half of DRAM-only peak; pass --demand)" } else { "" }
+            if args.demand.is_none() {
+                " (half of DRAM-only peak; pass --demand)"
+            } else {
+                ""
+            }
         ),
     }
     println!();
 
-    let mut table = Table::new(["mix", "weights", "GB/s", "latency ns", "vs DRAM only", "kernel auto", "auto GB/s", "vs auto"]);
+    let mut table = Table::new([
+        "mix",
+        "weights",
+        "GB/s",
+        "latency ns",
+        "vs DRAM only",
+        "kernel auto",
+        "auto GB/s",
+        "vs auto",
+    ]);
     for p in &plans {
         table.row([
             p.mix.to_string(),
@@ -212,7 +247,10 @@ pub fn run(args: Args) -> CliResult {
             format!("{:.1}", p.kernel_auto.bandwidth_gbps),
             match p.goal {
                 Goal::Bandwidth => pct(p.recommended.bandwidth_gbps / p.kernel_auto.bandwidth_gbps),
-                Goal::Latency => format!("{:+.0} ns", p.recommended.latency_ns - p.kernel_auto.latency_ns),
+                Goal::Latency => format!(
+                    "{:+.0} ns",
+                    p.recommended.latency_ns - p.kernel_auto.latency_ns
+                ),
             },
         ]);
     }
@@ -223,7 +261,12 @@ pub fn run(args: Args) -> CliResult {
             println!("\nSweep for mix {} (best first):", p.mix);
             let mut t = Table::new(["weights", "GB/s", "latency ns", "vs DRAM only"]);
             for c in &p.sweep {
-                t.row([weights(c), format!("{:.1}", c.bandwidth_gbps), format!("{:.0}", c.latency_ns), pct(c.gain_vs_dram_only)]);
+                t.row([
+                    weights(c),
+                    format!("{:.1}", c.bandwidth_gbps),
+                    format!("{:.0}", c.latency_ns),
+                    pct(c.gain_vs_dram_only),
+                ]);
             }
             print!("{}", t.render());
         }
@@ -238,7 +281,9 @@ pub fn run(args: Args) -> CliResult {
 
 fn write_svg(path: &std::path::Path, profile: &Profile, plans: &[Plan]) -> Result<(), CliError> {
     if profile.tiers.len() != 2 {
-        return Err(CliError::bad_input("--svg plots two-tier sweeps; this profile has a different number of tiers"));
+        return Err(CliError::bad_input(
+            "--svg plots two-tier sweeps; this profile has a different number of tiers",
+        ));
     }
     let share = |w: &[u32]| 100.0 * f64::from(w[0]) / f64::from(w[0] + w[1]);
     let goal = plans[0].goal;
@@ -249,8 +294,12 @@ fn write_svg(path: &std::path::Path, profile: &Profile, plans: &[Plan]) -> Resul
     let series: Vec<crate::plot::Series> = plans
         .iter()
         .map(|p| {
-            let mut points: Vec<(f64, f64)> =
-                p.sweep.iter().chain([&p.dram_only]).filter_map(|c| value(c).map(|v| (share(&c.weights), v))).collect();
+            let mut points: Vec<(f64, f64)> = p
+                .sweep
+                .iter()
+                .chain([&p.dram_only])
+                .filter_map(|c| value(c).map(|v| (share(&c.weights), v)))
+                .collect();
             points.sort_by(|a, b| a.0.total_cmp(&b.0));
             points.dedup_by(|a, b| a.0 == b.0);
             crate::plot::Series {
@@ -261,9 +310,16 @@ fn write_svg(path: &std::path::Path, profile: &Profile, plans: &[Plan]) -> Resul
         })
         .collect();
     let (title, y) = match goal {
-        Goal::Bandwidth => (format!("{}: predicted peak bandwidth by weights", profile.name), "GB/s"),
+        Goal::Bandwidth => (
+            format!("{}: predicted peak bandwidth by weights", profile.name),
+            "GB/s",
+        ),
         Goal::Latency => (
-            format!("{}: predicted latency at {:.0} GB/s by weights", profile.name, plans[0].demand_gbps.unwrap_or_default()),
+            format!(
+                "{}: predicted latency at {:.0} GB/s by weights",
+                profile.name,
+                plans[0].demand_gbps.unwrap_or_default()
+            ),
             "ns",
         ),
     };
@@ -278,8 +334,11 @@ fn write_svg(path: &std::path::Path, profile: &Profile, plans: &[Plan]) -> Resul
 pub fn planned_node_weights(mix: &str) -> Result<Vec<(u32, u32)>, CliError> {
     let mix = parse_mix(mix)?;
     let profile = crate::live::live_profile().map_err(|why| {
-        CliError::new(Kind::Unsupported, format!("cannot plan for this machine: {why}"))
-            .with_hint("give weights yourself (--weights), e.g. from `cxltier plan --profile ...`")
+        CliError::new(
+            Kind::Unsupported,
+            format!("cannot plan for this machine: {why}"),
+        )
+        .with_hint("give weights yourself (--weights), e.g. from `cxltier plan --profile ...`")
     })?;
     let plan = plan(&profile, &PlanRequest::new(mix, Goal::Bandwidth)).map_err(plan_error)?;
     Ok(profile
