@@ -1,1 +1,60 @@
-//! placeholder
+//! Thin, safe wrappers over the Linux system calls cxltier needs, and the only crate in the
+//! workspace allowed to use `unsafe`.
+//!
+//! - memory policy: [`set_mempolicy`], [`get_mempolicy`], [`node_of_address`], [`mems_allowed`],
+//!   [`kernel_supports`], with [`Policy`], [`Mode`] and [`NodeMask`];
+//! - page placement: [`query_pages`] and [`move_pages`] (`move_pages(2)`);
+//! - memory: [`Mapping`], an owned anonymous `mmap`, with [`Mapping::advise`] (`madvise`) and
+//!   [`Mapping::bind`] (`mbind`);
+//! - [`page_size`];
+//! - [`signal`]: blocking, waiting for and forwarding signals while supervising a child;
+//! - [`stream`]: non-temporal stores for memory bandwidth measurements.
+//!
+//! Every `unsafe` block states why it is sound in a `// SAFETY:` comment. Errors are [`SysError`]s
+//! that name the call and say, where the errno allows, what the cause is and what to do.
+//!
+//! Running a program under a policy needs no `unsafe` here: set the policy with [`set_mempolicy`]
+//! on the calling thread, then start the program with `std::process::Command` (`spawn`, or
+//! `std::os::unix::process::CommandExt::exec`). A thread's memory policy is copied to children and
+//! kept across `execve`.
+
+#![deny(unsafe_op_in_unsafe_fn)]
+
+#[warn(missing_docs, clippy::undocumented_unsafe_blocks)]
+mod error;
+#[warn(missing_docs, clippy::undocumented_unsafe_blocks)]
+mod mapping;
+#[warn(missing_docs, clippy::undocumented_unsafe_blocks)]
+mod mempolicy;
+#[warn(missing_docs, clippy::undocumented_unsafe_blocks)]
+mod pages;
+#[warn(missing_docs, clippy::undocumented_unsafe_blocks)]
+pub mod signal;
+pub mod stream;
+
+pub use error::{errno_name, ErrorKind, SysError};
+pub use mapping::{Advice, Mapping, MbindFlags};
+pub use mempolicy::{
+    get_mempolicy, kernel_supports, mems_allowed, node_of_address, set_mempolicy, Mode, ModeFlags,
+    NodeMask, Policy,
+};
+pub use pages::{move_pages, query_pages, Moved, PageStatus};
+
+/// The base page size in bytes (`sysconf(_SC_PAGESIZE)`, what `getpagesize()` returns).
+pub fn page_size() -> usize {
+    // SAFETY: sysconf takes an integer and touches no memory of ours.
+    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    usize::try_from(size)
+        .ok()
+        .filter(|&s| s > 0)
+        .unwrap_or(4096)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn page_size_is_a_power_of_two() {
+        let p = super::page_size();
+        assert!(p >= 4096 && p.is_power_of_two());
+    }
+}

@@ -1,8 +1,446 @@
-use crate::error::{CliError, CliResult};
+//! `cxltier probe`: measure each memory tier like Intel MLC does, and write a profile.
 
+use crate::error::{CliError, CliResult, Kind};
+use crate::output::{print_json, Table};
+use crate::plot::{line_plot, Series};
+use cxltier_probe::host::Host;
+use cxltier_probe::progress::Bar;
+use cxltier_probe::report::{Report, TargetReport};
+use cxltier_probe::{plan, profile, Config, ErrorKind, ProbeError};
+use cxltier_profile::Mix;
+use cxltier_topo::{format_bytes, Topology};
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// Measure each memory tier like Intel MLC: idle latency, bandwidth per mix, loaded latency.
+///
+/// For each NUMA node (all memory nodes by default), two buffers are bound to the node with
+/// mbind(MPOL_BIND) before first touch, on huge pages where the kernel gives them, and their
+/// placement is verified with move_pages. Idle latency is a dependent pointer chase through a random
+/// cycle over every cache line of the chase buffer (median of several runs). Bandwidth is measured
+/// per read:write mix with one pinned thread per CPU of the node's socket (or --threads), each on its
+/// own slice, with wide vector loads and stores chosen for the CPU; non-temporal mixes (2:1nt) use
+/// streaming stores. Both requested bytes and memory traffic (read-for-ownership included) are
+/// reported: see docs/probe.md.
+///
+/// --loaded-latency adds MLC-style loaded-latency curves: one thread chases pointers while the
+/// others make traffic, throttled by an injected delay swept from long to none. With --weights and
+/// two or more --nodes, a buffer interleaved over those nodes (MPOL_WEIGHTED_INTERLEAVE; the kernel's
+/// global weights are set for its allocation and restored right after, which needs root) is
+/// measured too, so DRAM alone and DRAM+CXL curves land on one plot (--svg).
+///
+/// --out writes a profile that `cxltier plan --profile` and `cxltier topo --profile` read.
 #[derive(clap::Args)]
-pub struct Args {}
+#[command(long_about)]
+pub struct Args {
+    /// NUMA nodes to probe, e.g. 0,1 (default: every node with memory)
+    #[arg(long, value_name = "LIST")]
+    nodes: Option<String>,
+    /// Read:write mixes to measure: R, A:B (3:1, 2:1, 1:1), A:Bnt for non-temporal stores, or W2, W3, W5, W10
+    #[arg(long, value_name = "LIST", default_value = "R,3:1,2:1,1:1,2:1nt")]
+    mixes: String,
+    /// Threads per node (default: every CPU of the node, or of the nearest node with CPUs)
+    #[arg(long, value_name = "N")]
+    threads: Option<usize>,
+    /// Size of each of the two buffers per node, e.g. 2G (default: 4x the last-level cache, at least 256M)
+    #[arg(long, value_name = "SIZE")]
+    buffer: Option<String>,
+    /// Seconds per bandwidth measurement, and for the idle-latency runs together
+    #[arg(long, value_name = "SECONDS", default_value_t = 2.0)]
+    duration: f64,
+    /// Also measure loaded-latency curves (latency while other threads make traffic)
+    #[arg(long)]
+    loaded_latency: bool,
+    /// Also probe a buffer interleaved over --nodes with these weighted-interleave weights, e.g. 3:1
+    #[arg(long, value_name = "W:W", requires = "nodes")]
+    weights: Option<String>,
+    /// Idle-latency runs per node (the median is reported)
+    #[arg(long, value_name = "N", default_value_t = 7)]
+    runs: usize,
+    /// Use base pages only (no transparent huge pages)
+    #[arg(long)]
+    no_huge_pages: bool,
+    /// Write the results as a profile (TOML) for `cxltier plan --profile`
+    #[arg(long, value_name = "PROFILE.toml")]
+    out: Option<PathBuf>,
+    /// Name of the profile written with --out (default: probe-HOSTNAME)
+    #[arg(long, value_name = "NAME", requires = "out")]
+    name: Option<String>,
+    /// Print JSON for scripts
+    #[arg(long)]
+    json: bool,
+    /// Write SVG plots (bandwidth per mix; loaded-latency curves) into this directory
+    #[arg(long, value_name = "DIR")]
+    svg: Option<PathBuf>,
+}
 
-pub fn run(_args: Args) -> CliResult {
-    Err(CliError::runtime("not implemented yet"))
+fn probe_error(e: ProbeError) -> CliError {
+    let kind = match e.kind() {
+        ErrorKind::BadInput => Kind::BadInput,
+        ErrorKind::Permission => Kind::Permission,
+        ErrorKind::Unsupported => Kind::Unsupported,
+        ErrorKind::Runtime => Kind::Runtime,
+    };
+    let hint = e.hint();
+    let err = CliError::new(kind, e.to_string());
+    match hint {
+        Some(h) => err.with_hint(h),
+        None => err,
+    }
+}
+
+/// The JSON document: the report, plus where the profile went.
+#[derive(Serialize)]
+struct Output<'a> {
+    #[serde(flatten)]
+    report: &'a Report,
+    profile: Option<String>,
+    svg: Vec<String>,
+}
+
+pub fn run(args: Args) -> CliResult {
+    let root = Path::new("/");
+    let topo = Topology::discover(root).map_err(|e| probe_error(ProbeError::Topology(e)))?;
+    let config = Config {
+        nodes: args.nodes.clone(),
+        mixes: args.mixes.clone(),
+        threads: args.threads,
+        buffer: args.buffer.clone(),
+        duration_s: args.duration,
+        loaded_latency: args.loaded_latency,
+        weights: args.weights.clone(),
+        want_profile: args.out.is_some(),
+        latency_runs: args.runs,
+        huge_pages: !args.no_huge_pages,
+    };
+    let host = Host::detect(root);
+    let plan = plan(&config, &topo, host).map_err(probe_error)?;
+    // Output paths are checked before measuring, so a typo does not cost a whole probe.
+    if let Some(out) = &args.out {
+        let dir = out
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        if !dir.is_dir() {
+            return Err(CliError::bad_input(format!(
+                "--out {}: directory {} does not exist",
+                out.display(),
+                dir.display()
+            )));
+        }
+    }
+    if let Some(dir) = &args.svg {
+        std::fs::create_dir_all(dir).map_err(|e| {
+            CliError::bad_input(format!(
+                "--svg {}: cannot create the directory: {e}",
+                dir.display()
+            ))
+        })?;
+    }
+    cxltier_probe::preflight(&plan, root).map_err(probe_error)?;
+    for w in &plan.warnings {
+        eprintln!("cxltier: warning: {w}");
+    }
+
+    let bar = Bar::new(false);
+    let report = cxltier_probe::run(&plan, root, &bar).map_err(probe_error)?;
+    for w in report.warnings.iter().skip(plan.warnings.len()) {
+        eprintln!("cxltier: warning: {w}");
+    }
+
+    let mut profile_path = None;
+    if let Some(out) = &args.out {
+        let name = args
+            .name
+            .clone()
+            .unwrap_or_else(|| format!("probe-{}", report.host.hostname));
+        let text = profile::to_toml(&report, &name);
+        profile::check(&text, &out.display().to_string()).map_err(|e| {
+            CliError::runtime(format!("the measured profile does not validate: {e}"))
+        })?;
+        std::fs::write(out, &text)
+            .map_err(|e| CliError::runtime(format!("cannot write {}: {e}", out.display())))?;
+        profile_path = Some(out.display().to_string());
+    }
+    let svg = match &args.svg {
+        Some(dir) => write_svgs(dir, &report)?,
+        None => Vec::new(),
+    };
+
+    if args.json {
+        print_json(&Output {
+            report: &report,
+            profile: profile_path,
+            svg,
+        })?;
+    } else {
+        print!("{}", render(&report));
+        if let Some(p) = profile_path {
+            let n = report.targets.iter().filter(|t| t.kind.is_some()).count();
+            println!(
+                "\nprofile written to {p} ({n} tier{}); use it with `cxltier plan --profile {p}`",
+                if n == 1 { "" } else { "s" }
+            );
+        }
+        for s in &svg {
+            println!("plot written to {s}");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn gb(x: f64) -> String {
+    if x >= 100.0 {
+        format!("{x:.1}")
+    } else {
+        format!("{x:.2}")
+    }
+}
+
+fn placement_cell(t: &TargetReport) -> String {
+    let c = &t.chase_placement;
+    if t.weights.is_some() {
+        let shares: Vec<String> = c
+            .share_per_node
+            .iter()
+            .map(|(n, s)| format!("n{n} {:.0}%", s * 100.0))
+            .collect();
+        format!("verified {}", shares.join(" "))
+    } else if c.verified && t.traffic_placement.verified {
+        format!(
+            "verified ({} pages)",
+            c.pages_checked + t.traffic_placement.pages_checked
+        )
+    } else {
+        "NOT verified".into()
+    }
+}
+
+fn huge_cell(t: &TargetReport) -> String {
+    let c = &t.chase_placement;
+    let len = t.idle_latency.chase_lines * 64;
+    if len == 0 {
+        return "-".into();
+    }
+    format!(
+        "{:.0}%",
+        (c.huge_page_bytes as f64 / len as f64 * 100.0).min(100.0)
+    )
+}
+
+/// The tables for people.
+fn render(r: &Report) -> String {
+    let mut out = String::new();
+    let threads: Vec<String> = r.targets.iter().map(|t| t.threads.to_string()).collect();
+    out.push_str(&format!(
+        "cxltier probe on {} ({}), Linux {}\n",
+        r.host.hostname, r.host.cpu_model, r.host.kernel
+    ));
+    out.push_str(&format!(
+        "{} buffers x2 per target{}, last-level cache {}, {} s per mix, {} thread(s), loads/stores {}, non-temporal stores {}\n\n",
+        format_bytes(r.settings.buffer_bytes),
+        if r.settings.huge_pages_requested { format!(" (THP {})", r.host.thp_mode) } else { " (base pages)".into() },
+        format_bytes(r.host.llc_bytes),
+        r.settings.duration_s,
+        dedup(&threads).join("/"),
+        r.host.vector_isa,
+        r.host.nt_store_isa,
+    ));
+
+    out.push_str(&format!(
+        "Idle latency: ns per dependent load, median of {} runs\n",
+        r.settings.latency_runs
+    ));
+    let mut t = Table::new([
+        "target",
+        "kind",
+        "cpus",
+        "placement",
+        "huge pages",
+        "latency ns",
+        "min",
+        "max",
+        "spread",
+    ]);
+    for x in &r.targets {
+        t.row([
+            x.name.clone(),
+            x.kind
+                .map(|k| k.as_str().to_string())
+                .unwrap_or_else(|| "interleave".into()),
+            cxltier_topo::nodelist::format(&x.cpus),
+            placement_cell(x),
+            huge_cell(x),
+            format!("{:.1}", x.idle_latency.ns),
+            format!("{:.1}", x.idle_latency.min_ns),
+            format!("{:.1}", x.idle_latency.max_ns),
+            format!("{:.1}%", x.idle_latency.spread_pct),
+        ]);
+    }
+    out.push_str(&t.render());
+
+    out.push_str(
+        "\nBandwidth: GB/s (10^9 B/s). requested = bytes the threads read and wrote; traffic adds the\n\
+         read-for-ownership of each line written with regular stores (non-temporal stores need none)\n",
+    );
+    let mut t = Table::new([
+        "target",
+        "mix",
+        "threads",
+        "requested",
+        "traffic",
+        "mem read",
+        "mem write",
+        "spread",
+    ]);
+    for x in &r.targets {
+        for b in &x.bandwidth {
+            t.row([
+                x.name.clone(),
+                b.mix.to_string(),
+                b.threads.to_string(),
+                gb(b.requested_gbps),
+                gb(b.traffic_gbps),
+                gb(b.traffic_read_gbps),
+                gb(b.traffic_write_gbps),
+                format!("{:.1}%", b.spread_pct),
+            ]);
+        }
+    }
+    out.push_str(&t.render());
+
+    for x in &r.targets {
+        for c in &x.loaded_latency {
+            out.push_str(&format!(
+                "\nLoaded latency: {}, mix {} ({} traffic thread(s) + 1 chasing)\n",
+                x.name,
+                c.mix,
+                x.threads.saturating_sub(1).max(1)
+            ));
+            let mut t = Table::new(["delay", "traffic GB/s", "requested GB/s", "latency ns"]);
+            for p in &c.points {
+                t.row([
+                    p.delay.to_string(),
+                    gb(p.traffic_gbps),
+                    gb(p.requested_gbps),
+                    format!("{:.1}", p.latency_ns),
+                ]);
+            }
+            out.push_str(&t.render());
+            if x.kind.is_some() && !c.profile.dropped.is_empty() {
+                out.push_str(&format!(
+                    "  for the profile, {} of {} points kept (bandwidth rising, latency not falling, within the idle latency and peak)\n",
+                    c.profile.points.len(),
+                    c.points.len()
+                ));
+            }
+        }
+    }
+    if !r.weight_changes.is_empty() {
+        let ch: Vec<String> = r
+            .weight_changes
+            .iter()
+            .map(|c| {
+                format!(
+                    "node{} {}->{}",
+                    c.node,
+                    c.before
+                        .map(|b| b.to_string())
+                        .unwrap_or_else(|| "?".into()),
+                    c.during
+                )
+            })
+            .collect();
+        out.push_str(&format!(
+            "\nweighted-interleave table set for the interleaved buffer's allocation ({}) and restored\n",
+            ch.join(", ")
+        ));
+    }
+    out.push_str(&format!("\nprobe took {:.1} s\n", r.elapsed_s));
+    out
+}
+
+fn dedup(xs: &[String]) -> Vec<String> {
+    let mut v: Vec<String> = Vec::new();
+    for x in xs {
+        if !v.contains(x) {
+            v.push(x.clone());
+        }
+    }
+    v
+}
+
+fn mix_file(mix: Mix) -> String {
+    mix.to_string().replace(':', "-")
+}
+
+/// Plots: bandwidth per mix for every target, and one loaded-latency plot per mix with every target's
+/// curve (so DRAM alone and DRAM+CXL interleaved share the axes).
+fn write_svgs(dir: &Path, r: &Report) -> Result<Vec<String>, CliError> {
+    let mut written = Vec::new();
+    let mut series = Vec::new();
+    for t in &r.targets {
+        for nt in [false, true] {
+            let pts: Vec<(f64, f64)> = t
+                .bandwidth
+                .iter()
+                .filter(|b| b.mix.is_non_temporal() == nt)
+                .map(|b| (b.mix.read_fraction() * 100.0, b.traffic_gbps))
+                .collect();
+            if !pts.is_empty() {
+                series.push(Series {
+                    name: format!(
+                        "{}{}",
+                        t.name,
+                        if nt { " (non-temporal stores)" } else { "" }
+                    ),
+                    points: pts,
+                    marked: None,
+                });
+            }
+        }
+    }
+    if !series.is_empty() {
+        let path = dir.join("bandwidth.svg");
+        line_plot(
+            &path,
+            &format!("Memory traffic by read share ({})", r.host.hostname),
+            "reads, % of requests",
+            "GB/s (memory traffic)",
+            &series,
+        )?;
+        written.push(path.display().to_string());
+    }
+    for &mix in &r.settings.mixes {
+        let series: Vec<Series> = r
+            .targets
+            .iter()
+            .filter_map(|t| {
+                let c = t.loaded_latency.iter().find(|c| c.mix == mix)?;
+                Some(Series {
+                    name: t.name.clone(),
+                    points: c
+                        .points
+                        .iter()
+                        .map(|p| (p.traffic_gbps, p.latency_ns))
+                        .collect(),
+                    marked: None,
+                })
+            })
+            .collect();
+        if series.is_empty() {
+            continue;
+        }
+        let path = dir.join(format!("loaded-latency-{}.svg", mix_file(mix)));
+        line_plot(
+            &path,
+            &format!("Loaded latency, mix {mix} ({})", r.host.hostname),
+            "GB/s (memory traffic)",
+            "latency, ns",
+            &series,
+        )?;
+        written.push(path.display().to_string());
+    }
+    Ok(written)
 }

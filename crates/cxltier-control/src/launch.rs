@@ -1,0 +1,161 @@
+//! Running a program under a memory policy.
+//!
+//! A memory policy belongs to a thread, is copied to children and survives `exec`. So:
+//!
+//! - [`exec_under`] sets the policy on the calling thread and replaces the process with the program
+//!   (`numactl`'s way): the program's exit status and signals are simply its own.
+//! - [`spawn_under`] sets the policy, starts the program as a child (which inherits it), puts the
+//!   caller's own policy back and returns a [`Supervised`] child. [`Supervised::wait`] forwards
+//!   SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to us (the terminal's Ctrl-C reaches the child by
+//!   itself) until the child exits. This is for callers that must clean up afterwards, such as
+//!   restoring the global weighted-interleave table. The caller should be single-threaded.
+
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command, ExitStatus};
+use std::time::Duration;
+
+use cxltier_sys::signal::{self, BlockedSignals, SIGCHLD, SIGHUP, SIGINT, SIGQUIT, SIGTERM};
+use cxltier_sys::{get_mempolicy, set_mempolicy, Policy};
+
+use crate::ControlError;
+
+/// Signals forwarded to a supervised child.
+pub const FORWARDED: [i32; 4] = [SIGINT, SIGTERM, SIGHUP, SIGQUIT];
+
+fn spawn_error(cmd: &Command, source: std::io::Error) -> ControlError {
+    ControlError::Spawn {
+        program: cmd.get_program().to_string_lossy().into_owned(),
+        source,
+    }
+}
+
+/// Set `policy` on the calling thread and `exec` `cmd`. Returns only if something failed; the
+/// thread's previous policy is then back in place.
+pub fn exec_under(policy: &Policy, cmd: &mut Command) -> ControlError {
+    let previous = match get_mempolicy() {
+        Ok(p) => p,
+        Err(e) => return e.into(),
+    };
+    if let Err(e) = set_mempolicy(policy) {
+        return e.into();
+    }
+    let err = cmd.exec();
+    let _ = set_mempolicy(&previous);
+    spawn_error(cmd, err)
+}
+
+/// A child started by [`spawn_under`], with the forwarded signals blocked in the caller until it is
+/// dropped.
+pub struct Supervised {
+    child: Child,
+    signals: BlockedSignals,
+}
+
+/// Start `cmd` as a child under `policy`, leaving the caller's own policy as it was.
+pub fn spawn_under(policy: &Policy, cmd: &mut Command) -> Result<Supervised, ControlError> {
+    let mut blocked = FORWARDED.to_vec();
+    blocked.push(SIGCHLD);
+    // Block first, so that a signal arriving between spawn and wait is not lost (nor kills us
+    // before the caller can clean up). The child starts with an empty mask.
+    let signals = BlockedSignals::block(&blocked)?;
+    signal::unblock_in_child(cmd)?;
+    let previous = get_mempolicy()?;
+    set_mempolicy(policy)?;
+    let spawned = cmd.spawn();
+    // Our own policy goes back whatever happened; the child has its copy.
+    let restored = set_mempolicy(&previous);
+    let child = spawned.map_err(|e| spawn_error(cmd, e))?;
+    let supervised = Supervised { child, signals };
+    restored?;
+    Ok(supervised)
+}
+
+impl Supervised {
+    /// The child's process id.
+    pub fn id(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Wait for the child to exit, forwarding [`FORWARDED`] signals sent to us with `kill` (signals
+    /// from the terminal reach the child directly, as it shares our process group, and are not sent
+    /// twice).
+    pub fn wait(&mut self) -> Result<ExitStatus, ControlError> {
+        loop {
+            match self.child.try_wait() {
+                Ok(Some(status)) => return Ok(status),
+                Ok(None) => {}
+                Err(e) => {
+                    return Err(ControlError::Spawn {
+                        program: format!("child {}", self.child.id()),
+                        source: e,
+                    })
+                }
+            }
+            match self.signals.wait(Duration::from_millis(250))? {
+                Some(r) if r.signal != SIGCHLD && !r.from_kernel => {
+                    // The child may have exited meanwhile; then there is nothing to forward to.
+                    let _ = signal::kill(self.child.id(), r.signal);
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+impl Drop for Supervised {
+    fn drop(&mut self) {
+        // Signals that arrived after the child exited were for it; taking them here keeps them
+        // from killing us when the mask is restored.
+        self.signals.drain();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cxltier_sys::{mems_allowed, Mode};
+    use std::os::unix::process::ExitStatusExt;
+
+    #[test]
+    fn exit_status_comes_back_and_own_policy_is_kept() {
+        // In a thread of its own: policy and signal mask are per thread.
+        std::thread::spawn(|| {
+            let policy = Policy::new(Mode::Bind, mems_allowed().unwrap());
+            let mut cmd = Command::new("sh");
+            cmd.args(["-c", "exit 7"]);
+            let mut child = spawn_under(&policy, &mut cmd).unwrap();
+            assert_eq!(child.wait().unwrap().code(), Some(7));
+            drop(child);
+            assert_eq!(get_mempolicy().unwrap().mode, Mode::Default);
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn death_by_signal_is_reported() {
+        std::thread::spawn(|| {
+            let mut cmd = Command::new("sleep");
+            cmd.arg("30");
+            let mut child = spawn_under(&Policy::default_policy(), &mut cmd).unwrap();
+            signal::kill(child.id(), SIGTERM).unwrap();
+            assert_eq!(child.wait().unwrap().signal(), Some(SIGTERM));
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn missing_program_is_named() {
+        std::thread::spawn(|| {
+            let mut cmd = Command::new("/nonexistent/cxltier-test-program");
+            let e = spawn_under(&Policy::default_policy(), &mut cmd)
+                .err()
+                .unwrap();
+            assert!(e.to_string().contains("cxltier-test-program"), "{e}");
+            assert_eq!(get_mempolicy().unwrap().mode, Mode::Default);
+        })
+        .join()
+        .unwrap();
+    }
+}

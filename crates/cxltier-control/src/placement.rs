@@ -1,0 +1,675 @@
+//! Where memory is.
+//!
+//! [`touch`] allocates anonymous memory, writes every page (so the kernel allocates each under the
+//! calling thread's memory policy) and asks `move_pages(2)` which node each page landed on.
+//! [`show`] reads a process's `/proc/PID/numa_maps` (joined with `/proc/PID/maps` for end addresses
+//! and names like `[vdso]`) into bytes per node, per mapping and in total.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use cxltier_sys::{errno_name, get_mempolicy, query_pages, Advice, Mapping, PageStatus};
+use serde::{Serialize, Serializer};
+
+use crate::ControlError;
+
+/// Where the pages of a [`touch`] landed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Placement {
+    /// Bytes asked for.
+    pub bytes: u64,
+    /// The base page size used for counting.
+    pub page_size: u64,
+    /// Pages touched (the size rounded up to whole pages).
+    pub pages: u64,
+    /// Pages per node.
+    pub nodes: BTreeMap<u32, u64>,
+    /// Pages the kernel could not place (see `failures`).
+    pub failed: u64,
+    /// Failed pages by the kernel's reason (`ENOENT`, `EFAULT` ...).
+    pub failures: BTreeMap<String, u64>,
+    /// Whether transparent huge pages were allowed (`--huge`); otherwise every base page was
+    /// allocated on its own.
+    pub huge: bool,
+    /// The calling thread's memory policy mode while touching (`default`, `bind`,
+    /// `weighted-interleave` ...).
+    pub policy: String,
+    /// The policy's nodes.
+    pub policy_nodes: Vec<u32>,
+    /// The policy's mode flags (`static-nodes`, `relative-nodes`, `numa-balancing`).
+    pub policy_flags: Vec<String>,
+}
+
+impl Placement {
+    /// The share of pages on `node`, in percent of all pages touched.
+    pub fn percent(&self, node: u32) -> f64 {
+        if self.pages == 0 {
+            return 0.0;
+        }
+        *self.nodes.get(&node).unwrap_or(&0) as f64 * 100.0 / self.pages as f64
+    }
+}
+
+/// Memory that [`touch`] allocated, kept mapped while this lives.
+pub struct Touched {
+    /// Where the pages landed.
+    pub placement: Placement,
+    /// The memory itself; unmapped on drop.
+    pub mapping: Mapping,
+}
+
+/// Allocate `bytes` of anonymous memory, write every page in address order, and report which node
+/// each page is on. Unless `huge`, the mapping is advised `MADV_NOHUGEPAGE` first, so that no
+/// transparent huge page (of any size) lands whole on one node and skews the counts.
+pub fn touch(bytes: u64, huge: bool) -> Result<Touched, ControlError> {
+    let policy = get_mempolicy()?;
+    let len = usize::try_from(bytes).map_err(|_| ControlError::BadSize {
+        text: bytes.to_string(),
+        reason: "larger than this machine's address space".into(),
+    })?;
+    let page = cxltier_sys::page_size();
+    let mut mapping = Mapping::anonymous(len)?;
+    mapping.advise(if huge {
+        Advice::HugePage
+    } else {
+        Advice::NoHugePage
+    })?;
+    mapping.write_each(page, 0xa5);
+    let addrs: Vec<usize> = mapping.page_addresses(page).collect();
+    let status = query_pages(None, &addrs)?;
+    let placement = count(bytes, page as u64, &status, huge, &policy);
+    Ok(Touched { placement, mapping })
+}
+
+fn count(
+    bytes: u64,
+    page_size: u64,
+    status: &[PageStatus],
+    huge: bool,
+    policy: &cxltier_sys::Policy,
+) -> Placement {
+    let mut nodes = BTreeMap::new();
+    let mut failures = BTreeMap::new();
+    for s in status {
+        match s {
+            PageStatus::Node(n) => *nodes.entry(*n).or_insert(0) += 1,
+            PageStatus::Error(e) => *failures.entry(errno_name(*e)).or_insert(0) += 1,
+        }
+    }
+    Placement {
+        bytes,
+        page_size,
+        pages: status.len() as u64,
+        nodes,
+        failed: failures.values().sum(),
+        failures,
+        huge,
+        policy: policy.mode.name().to_string(),
+        policy_nodes: policy.nodes.nodes(),
+        policy_flags: policy.flags.names().into_iter().map(String::from).collect(),
+    }
+}
+
+/// What a mapping is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MappingKind {
+    /// A file (or shared memory, or a hugetlbfs file).
+    File,
+    /// The brk heap.
+    Heap,
+    /// The main thread's stack.
+    Stack,
+    /// Private anonymous memory (malloc arenas, mmap, thread stacks).
+    Anon,
+    /// A kernel-provided mapping with no pages of its own to report (`[vdso]`, `[vvar]`).
+    Special,
+}
+
+impl MappingKind {
+    /// A short lowercase name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MappingKind::File => "file",
+            MappingKind::Heap => "heap",
+            MappingKind::Stack => "stack",
+            MappingKind::Anon => "anon",
+            MappingKind::Special => "special",
+        }
+    }
+}
+
+fn hex<S: Serializer>(v: &u64, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&format!("{v:#x}"))
+}
+
+fn hex_opt<S: Serializer>(v: &Option<u64>, s: S) -> Result<S::Ok, S::Error> {
+    match v {
+        Some(v) => hex(v, s),
+        None => s.serialize_none(),
+    }
+}
+
+/// One mapping of a process, from `numa_maps`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MappingPlacement {
+    /// Start address (JSON: hex string `"0x7f..."`).
+    #[serde(serialize_with = "hex")]
+    pub start: u64,
+    /// End address (exclusive) from `/proc/PID/maps`, if the mapping was still there.
+    #[serde(serialize_with = "hex_opt")]
+    pub end: Option<u64>,
+    /// What the mapping is.
+    pub kind: MappingKind,
+    /// The file path, or the kernel's name for a special mapping (`[vdso]`, `[anon:...]`).
+    pub name: Option<String>,
+    /// The mapping's memory policy mode (`default`, `bind`, `interleave`, `weighted-interleave`,
+    /// `preferred`, `preferred-many`, `local`).
+    pub policy: String,
+    /// The policy's nodes.
+    pub policy_nodes: Vec<u32>,
+    /// The policy's mode flags (`static-nodes`, `relative-nodes`, `numa-balancing`).
+    pub policy_flags: Vec<String>,
+    /// A hugetlbfs mapping.
+    pub huge: bool,
+    /// The mapping's page size in bytes (`kernelpagesize_kB`).
+    pub page_size: u64,
+    /// Resident bytes per node.
+    pub nodes: BTreeMap<u32, u64>,
+    /// Resident bytes in total.
+    pub bytes: u64,
+}
+
+/// Where a process's resident memory is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ProcessPlacement {
+    pub pid: u32,
+    /// The command name (`/proc/PID/comm`).
+    pub command: String,
+    /// Resident bytes per node, all mappings together.
+    pub nodes: BTreeMap<u32, u64>,
+    /// Resident bytes in total.
+    pub total_bytes: u64,
+    /// Every mapping, in address order (including those with nothing resident).
+    pub mappings: Vec<MappingPlacement>,
+}
+
+impl ProcessPlacement {
+    /// The share of resident bytes on `node`, in percent.
+    pub fn percent(&self, node: u32) -> f64 {
+        if self.total_bytes == 0 {
+            return 0.0;
+        }
+        *self.nodes.get(&node).unwrap_or(&0) as f64 * 100.0 / self.total_bytes as f64
+    }
+}
+
+/// Read process `pid`'s placement from `/proc`.
+pub fn show(pid: u32) -> Result<ProcessPlacement, ControlError> {
+    show_in(Path::new("/proc"), pid)
+}
+
+/// [`show`] with another procfs root (for recorded samples).
+pub fn show_in(proc_root: &Path, pid: u32) -> Result<ProcessPlacement, ControlError> {
+    let dir = proc_root.join(pid.to_string());
+    let numa_maps = dir.join("numa_maps");
+    let text = read_proc(&numa_maps, pid, &dir)?;
+    let maps = read_proc(&dir.join("maps"), pid, &dir)
+        .map(|t| parse_maps(&t))
+        .unwrap_or_default();
+    let command = std::fs::read_to_string(dir.join("comm"))
+        .map(|c| c.trim_end().to_string())
+        .unwrap_or_default();
+    let page_size = cxltier_sys::page_size() as u64;
+    let mut mappings = parse_numa_maps(&text, &numa_maps, page_size)?;
+    for m in &mut mappings {
+        if let Some((end, name)) = maps.get(&m.start) {
+            m.end = Some(*end);
+            if m.name.is_none() && !name.is_empty() {
+                m.name = Some(name.clone());
+                if m.kind == MappingKind::Anon
+                    && name.starts_with('[')
+                    && !name.starts_with("[anon")
+                {
+                    m.kind = MappingKind::Special;
+                }
+            }
+        }
+    }
+    let mut nodes = BTreeMap::new();
+    for m in &mappings {
+        for (n, b) in &m.nodes {
+            *nodes.entry(*n).or_insert(0) += b;
+        }
+    }
+    Ok(ProcessPlacement {
+        pid,
+        command,
+        total_bytes: nodes.values().sum(),
+        nodes,
+        mappings,
+    })
+}
+
+fn read_proc(path: &Path, pid: u32, dir: &Path) -> Result<String, ControlError> {
+    match std::fs::read_to_string(path) {
+        Ok(t) => Ok(t),
+        Err(e) => Err(match (e.kind(), e.raw_os_error()) {
+            (io::ErrorKind::PermissionDenied, _) => ControlError::ProcessPermission {
+                pid,
+                path: path.to_path_buf(),
+            },
+            // The process exited between open and read.
+            (_, Some(errno)) if errno == ESRCH => ControlError::NoProcess { pid },
+            (io::ErrorKind::NotFound, _) if dir.is_dir() => ControlError::NoNumaMaps {
+                path: path.to_path_buf(),
+            },
+            (io::ErrorKind::NotFound, _) => ControlError::NoProcess { pid },
+            _ => ControlError::Read {
+                path: path.to_path_buf(),
+                source: e,
+            },
+        }),
+    }
+}
+
+/// `ESRCH`, the same number on every Linux architecture.
+const ESRCH: i32 = 3;
+
+/// `/proc/PID/maps` as start → (end, name).
+fn parse_maps(text: &str) -> BTreeMap<u64, (u64, String)> {
+    let mut out = BTreeMap::new();
+    for line in text.lines() {
+        let mut fields = line.splitn(6, ' ');
+        let Some(range) = fields.next() else { continue };
+        let Some((s, e)) = range.split_once('-') else {
+            continue;
+        };
+        let (Ok(s), Ok(e)) = (u64::from_str_radix(s, 16), u64::from_str_radix(e, 16)) else {
+            continue;
+        };
+        let name = fields.nth(4).unwrap_or("").trim().to_string();
+        out.insert(s, (e, name));
+    }
+    out
+}
+
+/// Undo the kernel's octal escapes in paths (`\040` for a space, `\012` for a newline ...).
+fn unescape(path: &str) -> String {
+    let bytes = path.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'\\'
+            && i + 3 < bytes.len()
+            && bytes[i + 1..i + 4]
+                .iter()
+                .all(|b| (b'0'..=b'7').contains(b))
+        {
+            let v = (bytes[i + 1] - b'0') as u32 * 64
+                + (bytes[i + 2] - b'0') as u32 * 8
+                + (bytes[i + 3] - b'0') as u32;
+            if let Ok(b) = u8::try_from(v) {
+                out.push(b);
+                i += 4;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The kernel's policy names in `numa_maps` (`mpol_to_str`), two of which contain a space.
+const KERNEL_MODES: [(&str, &str); 7] = [
+    ("weighted interleave", "weighted-interleave"),
+    ("prefer (many)", "preferred-many"),
+    ("default", "default"),
+    ("prefer", "preferred"),
+    ("bind", "bind"),
+    ("interleave", "interleave"),
+    ("local", "local"),
+];
+
+/// Parse a policy as `mpol_to_str` prints it: `mode[=flag[|flag]][:nodes]`. Returns (mode, flags,
+/// nodes) with our names.
+fn parse_policy(text: &str) -> Result<(String, Vec<String>, Vec<u32>), String> {
+    let (head, nodes) = match text.split_once(':') {
+        Some((h, n)) => (
+            h,
+            cxltier_topo::nodelist::parse(n).map_err(|e| e.to_string())?,
+        ),
+        None => (text, Vec::new()),
+    };
+    let (mode, flags) = match head.split_once('=') {
+        Some((m, f)) => (m, f.split('|').collect::<Vec<_>>()),
+        None => (head, Vec::new()),
+    };
+    let mode = KERNEL_MODES
+        .iter()
+        .find(|(k, _)| *k == mode)
+        .map(|(_, ours)| ours.to_string())
+        .ok_or_else(|| format!("unknown policy {mode:?}"))?;
+    let flags = flags
+        .into_iter()
+        .map(|f| match f {
+            "static" => "static-nodes".to_string(),
+            "relative" => "relative-nodes".to_string(),
+            "balancing" => "numa-balancing".to_string(),
+            other => other.to_string(),
+        })
+        .collect();
+    Ok((mode, flags, nodes))
+}
+
+/// Parse `numa_maps` text. `path` is for error messages; `base_page` is the size assumed for a
+/// line without `kernelpagesize_kB`.
+pub fn parse_numa_maps(
+    text: &str,
+    path: &Path,
+    base_page: u64,
+) -> Result<Vec<MappingPlacement>, ControlError> {
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let err = |reason: String| ControlError::NumaMaps {
+            path: PathBuf::from(path),
+            line: i + 1,
+            text: line.to_string(),
+            reason,
+        };
+        let (addr, rest) = line.split_once(' ').unwrap_or((line, ""));
+        let start = u64::from_str_radix(addr, 16)
+            .map_err(|_| err(format!("{addr:?} is not a hex address")))?;
+        // The policy is the next field, except that two kernel mode names contain a space.
+        let rest = rest.trim_start();
+        let policy_len = KERNEL_MODES
+            .iter()
+            .filter(|(k, _)| k.contains(' '))
+            .find(|(k, _)| rest.starts_with(k))
+            .map_or(0, |(k, _)| k.len());
+        let policy_end = rest[policy_len..]
+            .find(' ')
+            .map_or(rest.len(), |p| p + policy_len);
+        let (policy_text, fields) = rest.split_at(policy_end);
+        if policy_text.is_empty() {
+            return Err(err("no policy after the address".into()));
+        }
+        let (policy, policy_flags, policy_nodes) = parse_policy(policy_text).map_err(&err)?;
+
+        let mut kind = MappingKind::Anon;
+        let mut name = None;
+        let mut huge = false;
+        let mut page_kb = None;
+        let mut pages: BTreeMap<u32, u64> = BTreeMap::new();
+        for field in fields.split_whitespace() {
+            let number = |v: &str| {
+                v.parse::<u64>()
+                    .map_err(|_| err(format!("{field:?}: {v:?} is not a count")))
+            };
+            match field.split_once('=') {
+                Some(("file", p)) => {
+                    let p = unescape(p);
+                    kind = if p.starts_with("/anon_hugepage") {
+                        MappingKind::Anon
+                    } else {
+                        MappingKind::File
+                    };
+                    name = Some(p);
+                }
+                Some(("kernelpagesize_kB", v)) => page_kb = Some(number(v)?),
+                Some((k, v))
+                    if k.len() > 1
+                        && k.starts_with('N')
+                        && k[1..].bytes().all(|b| b.is_ascii_digit()) =>
+                {
+                    let node: u32 = k[1..]
+                        .parse()
+                        .map_err(|_| err(format!("{k:?} is not a node")))?;
+                    pages.insert(node, number(v)?);
+                }
+                Some(_) => {} // anon=, dirty=, mapped=, mapmax=, active=, writeback=, swapcache=
+                None if field == "heap" => kind = MappingKind::Heap,
+                None if field == "stack" || field.starts_with("stack:") => {
+                    kind = MappingKind::Stack
+                }
+                None if field == "huge" => huge = true,
+                None => {} // fields added by later kernels
+            }
+        }
+        let page_size = page_kb.map_or(base_page, |kb| kb * 1024);
+        let nodes: BTreeMap<u32, u64> = pages
+            .into_iter()
+            .map(|(n, p)| (n, p.saturating_mul(page_size)))
+            .collect();
+        out.push(MappingPlacement {
+            start,
+            end: None,
+            kind,
+            name,
+            policy,
+            policy_nodes,
+            policy_flags,
+            huge,
+            page_size,
+            bytes: nodes.values().sum(),
+            nodes,
+        });
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testdir::TempDir;
+    use crate::ErrorClass;
+
+    /// `cat /proc/self/numa_maps` on a one-node machine (Linux 6.18, 4 KiB pages, default policy).
+    const RECORDED: &str = include_str!("../tests/fixtures/numa_maps/cat-1node.txt");
+    /// A hand-written two-node sample: weighted interleave, THP, hugetlb, escaped paths, flags.
+    const TWO_NODES: &str = include_str!("../tests/fixtures/numa_maps/two-node.txt");
+
+    #[test]
+    fn recorded_one_node_sample() {
+        let maps = parse_numa_maps(RECORDED, Path::new("numa_maps"), 4096).unwrap();
+        assert_eq!(maps.len(), 37);
+        assert!(maps.iter().all(|m| m.policy == "default"));
+        assert!(maps.iter().all(|m| m.nodes.keys().all(|&n| n == 0)));
+        let heap = maps.iter().find(|m| m.kind == MappingKind::Heap).unwrap();
+        assert_eq!(heap.bytes, 4 * 4096);
+        let stack = maps.iter().find(|m| m.kind == MappingKind::Stack).unwrap();
+        assert_eq!(stack.bytes, 3 * 4096);
+        let libc = maps
+            .iter()
+            .find(|m| m.name.as_deref() == Some("/usr/lib/x86_64-linux-gnu/libc.so.6"))
+            .unwrap();
+        assert_eq!(libc.kind, MappingKind::File);
+        assert_eq!(libc.bytes, 38 * 4096);
+        let empty: Vec<_> = maps.iter().filter(|m| m.bytes == 0).collect();
+        assert_eq!(empty.len(), 3, "vvar/vdso lines carry no counts");
+        let total: u64 = maps.iter().map(|m| m.bytes).sum();
+        assert_eq!(total, 425 * 4096);
+    }
+
+    #[test]
+    fn recorded_samples_under_a_process_policy() {
+        // `cxltier run --weights 1 -- cat /proc/self/numa_maps` and `run --bind 0 -- ...` on the
+        // same machine: this kernel reports the process policy on every mapping.
+        for (text, mode) in [
+            (
+                include_str!("../tests/fixtures/numa_maps/cat-weighted-interleave-1node.txt"),
+                "weighted-interleave",
+            ),
+            (
+                include_str!("../tests/fixtures/numa_maps/cat-bind-1node.txt"),
+                "bind",
+            ),
+        ] {
+            let maps = parse_numa_maps(text, Path::new("numa_maps"), 4096).unwrap();
+            assert_eq!(maps.len(), 37);
+            for m in &maps {
+                assert_eq!(m.policy, mode);
+                assert_eq!(m.policy_nodes, vec![0]);
+            }
+            assert!(maps
+                .iter()
+                .any(|m| m.kind == MappingKind::Heap && m.bytes > 0));
+        }
+    }
+
+    #[test]
+    fn hand_written_two_node_sample() {
+        let maps = parse_numa_maps(TWO_NODES, Path::new("numa_maps"), 4096).unwrap();
+        let wi = &maps[0];
+        assert_eq!(wi.policy, "weighted-interleave");
+        assert_eq!(wi.policy_nodes, vec![0, 1]);
+        assert_eq!(wi.kind, MappingKind::Anon);
+        assert_eq!(
+            wi.nodes,
+            BTreeMap::from([(0, 3072 * 4096), (1, 1024 * 4096)])
+        );
+        assert_eq!(wi.bytes, 16 << 20);
+
+        let pm = &maps[1];
+        assert_eq!(pm.policy, "preferred-many");
+        assert_eq!(pm.policy_nodes, vec![1, 2]);
+
+        let bind = &maps[2];
+        assert_eq!(bind.policy, "bind");
+        assert_eq!(bind.policy_flags, vec!["static-nodes".to_string()]);
+        assert_eq!(bind.policy_nodes, vec![1]);
+        assert_eq!(bind.name.as_deref(), Some("/data/my file.bin"));
+        assert_eq!(bind.kind, MappingKind::File);
+
+        let hugetlb = &maps[3];
+        assert!(hugetlb.huge);
+        assert_eq!(hugetlb.kind, MappingKind::Anon);
+        assert_eq!(hugetlb.page_size, 2 << 20);
+        assert_eq!(hugetlb.nodes, BTreeMap::from([(1, 4 << 20)]));
+
+        let thp = &maps[4];
+        assert_eq!(thp.policy, "interleave");
+        assert_eq!(thp.page_size, 4096);
+        assert_eq!(thp.nodes, BTreeMap::from([(0, 2 << 20), (1, 2 << 20)]));
+
+        assert_eq!(maps[5].policy, "preferred");
+        assert_eq!(maps[5].policy_flags, vec!["relative-nodes".to_string()]);
+        assert_eq!(maps[6].policy, "local");
+        assert_eq!(maps[6].kind, MappingKind::Stack);
+        assert_eq!(maps[7].bytes, 0);
+    }
+
+    #[test]
+    fn garbled_lines_name_the_line() {
+        for (bad, why) in [
+            ("zz default anon=1 N0=1", "hex address"),
+            ("7f00 default N0=x kernelpagesize_kB=4", "not a count"),
+            ("7f00 sometimes N0=1", "unknown policy"),
+            ("7f00 interleave:0-x N0=1", "node/cpu list"),
+            ("7f00", "no policy"),
+        ] {
+            let text = format!("7e00 default\n{bad}\n");
+            let e = parse_numa_maps(&text, Path::new("/proc/1/numa_maps"), 4096).unwrap_err();
+            let msg = e.to_string();
+            assert!(msg.contains("/proc/1/numa_maps:2:"), "{msg}");
+            assert!(msg.contains(why), "{bad}: {msg}");
+        }
+    }
+
+    #[test]
+    fn show_from_a_recorded_proc_tree() {
+        let t = TempDir::new("proc");
+        t.write("4242/numa_maps", TWO_NODES);
+        t.write(
+            "4242/maps",
+            "7f0000000000-7f0001000000 rw-p 00000000 00:00 0 \n\
+             7f2000000000-7f2000400000 rw-s 00000000 00:10 77  /data/my file.bin\n\
+             7ffc00000000-7ffc00021000 rw-p 00000000 00:00 0                          [stack]\n",
+        );
+        t.write("4242/comm", "bench\n");
+        let p = show_in(t.path(), 4242).unwrap();
+        assert_eq!(p.command, "bench");
+        assert_eq!(p.mappings[0].end, Some(0x7f0001000000));
+        assert_eq!(
+            p.total_bytes,
+            p.mappings.iter().map(|m| m.bytes).sum::<u64>()
+        );
+        assert_eq!(
+            p.nodes.values().sum::<u64>(),
+            p.total_bytes,
+            "per-node totals add up"
+        );
+        let json = serde_json::to_value(&p).unwrap();
+        assert_eq!(json["mappings"][0]["start"], "0x7f0000000000");
+        assert_eq!(json["mappings"][0]["kind"], "anon");
+        assert_eq!(json["mappings"][0]["nodes"]["0"], 3072 * 4096);
+        assert!(json["mappings"][3]["end"].is_null());
+
+        let e = show_in(t.path(), 4343).unwrap_err();
+        assert!(matches!(e, ControlError::NoProcess { pid: 4343 }), "{e}");
+        assert_eq!(e.class(), ErrorClass::BadInput);
+        t.write("4444/comm", "x\n");
+        let e = show_in(t.path(), 4444).unwrap_err();
+        assert_eq!(e.class(), ErrorClass::Unsupported, "{e}");
+    }
+
+    #[test]
+    fn show_self_sees_touched_memory() {
+        let touched = touch(4 << 20, false).unwrap();
+        let p = show(std::process::id()).unwrap();
+        let m = p
+            .mappings
+            .iter()
+            .find(|m| m.start == touched.mapping.addr() as u64)
+            .expect("the touched mapping is listed");
+        assert_eq!(m.bytes, 4 << 20);
+        assert_eq!(m.end, Some(touched.mapping.addr() as u64 + (4 << 20)));
+        assert!(p.total_bytes >= 4 << 20);
+    }
+
+    #[test]
+    fn touch_places_every_page() {
+        let t = touch(1 << 20, false).unwrap();
+        let p = &t.placement;
+        assert_eq!(p.pages, (1 << 20) / p.page_size);
+        assert_eq!(p.failed, 0);
+        assert_eq!(p.nodes.values().sum::<u64>(), p.pages);
+        let allowed = cxltier_sys::mems_allowed().unwrap();
+        assert!(p.nodes.keys().all(|&n| allowed.contains(n)));
+        let json = serde_json::to_value(p).unwrap();
+        for key in ["bytes", "page_size", "pages", "nodes", "failed", "policy"] {
+            assert!(json.get(key).is_some(), "{key}");
+        }
+        // One page more than asked for when the size is not a multiple of the page size.
+        let t = touch(4097, false).unwrap();
+        assert_eq!(t.placement.pages, 4096 / t.placement.page_size + 1);
+        assert_eq!(t.placement.bytes, 4097);
+    }
+
+    #[test]
+    fn counts_failures_by_reason() {
+        let status = [
+            PageStatus::Node(0),
+            PageStatus::Node(1),
+            PageStatus::Node(0),
+            PageStatus::Error(2),
+        ];
+        let p = count(
+            16384,
+            4096,
+            &status,
+            false,
+            &cxltier_sys::Policy::default_policy(),
+        );
+        assert_eq!(p.nodes, BTreeMap::from([(0, 2), (1, 1)]));
+        assert_eq!(p.failed, 1);
+        assert_eq!(p.failures, BTreeMap::from([("ENOENT".to_string(), 1)]));
+        assert_eq!(p.percent(0), 50.0);
+        assert_eq!(p.policy, "default");
+    }
+}
