@@ -34,19 +34,12 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Show the memory tiers: NUMA nodes, HMAT figures, kernel memory tiers, CXL devices, NVMe
     Topo(cmd::topo::Args),
-    /// Measure each memory tier like Intel MLC: idle latency, bandwidth per mix, loaded latency
     Probe(cmd::probe::Args),
-    /// Choose weighted-interleave weights for a read:write mix and a goal (the main job)
     Plan(cmd::plan::Args),
-    /// Write the kernel's global weighted-interleave table (needs root)
     Apply(cmd::apply::Args),
-    /// Run a command under a memory policy (weighted interleave, interleave, bind, preferred)
     Run(cmd::run::Args),
-    /// Show where a process's resident memory lives, per node and per mapping
     Show(cmd::show::Args),
-    /// Allocate and touch memory under the current policy and report which node each page landed on
     Touch(cmd::touch::Args),
 }
 
