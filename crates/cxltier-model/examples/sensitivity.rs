@@ -9,12 +9,21 @@ use cxltier_profile::{Mix, Profile};
 fn main() {
     let p = Profile::load("xeon6-6900p-8xcz122").expect("built-in profile");
     let utils = [0.90, 0.95, 0.98];
-    println!("| kappa \\ u_peak | {} |", utils.map(|u| format!("{u:.2}")).join(" | "));
+    println!(
+        "| kappa \\ u_peak | {} |",
+        utils.map(|u| format!("{u:.2}")).join(" | ")
+    );
     println!("|---|---|---|---|");
     for kappa in [0.05, 0.1, 0.2, 0.4] {
         let mut cells = Vec::new();
         for u in utils {
-            let m = Model::with_params(&p, ModelParams { peak_utilization: u, queueing_factor: kappa });
+            let m = Model::with_params(
+                &p,
+                ModelParams {
+                    peak_utilization: u,
+                    queueing_factor: kappa,
+                },
+            );
             let rows: Vec<_> = XEON6_READ_SWEEP
                 .iter()
                 .map(|&(w, measured)| {
@@ -28,7 +37,11 @@ fn main() {
                 })
                 .collect();
             let max = rows.iter().map(|r| r.error.abs()).fold(0.0, f64::max);
-            cells.push(format!("{:.1}% (max {:.1}%)", median_abs_error(&rows) * 100.0, max * 100.0));
+            cells.push(format!(
+                "{:.1}% (max {:.1}%)",
+                median_abs_error(&rows) * 100.0,
+                max * 100.0
+            ));
         }
         println!("| {kappa} | {} |", cells.join(" | "));
     }
