@@ -1,1 +1,280 @@
-//! placeholder
+//! The QEMU lab suite's harness.
+//!
+//! A lab test boots one topology with `lab/run`, runs a check script from `lab/checks/` inside the
+//! guest, and reads back what the script printed on the guest console:
+//!
+//! - `CHECK <name> PASS|FAIL <detail>`: one result of a check made inside the guest;
+//! - `BEGIN-DATA <name>` ... `END-DATA <name>`: a block of raw output (for example
+//!   `cxltier topo --json`) kept for checks made on the host, which add their own results with
+//!   [`Report::check`].
+//!
+//! [`Report::verdict`] then compares the results against the list of checks the test expects: it
+//! fails listing every `FAIL`, every expected check that never reported (a check that did not run is
+//! a failure), every check reported twice and every check that is not on the list.
+
+pub mod host;
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// The outcome of one check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Check {
+    /// The check's name, unique within a topology.
+    pub name: String,
+    /// Whether it passed.
+    pub pass: bool,
+    /// What was seen, for people.
+    pub detail: String,
+}
+
+/// What one guest run reported: check results and data blocks.
+#[derive(Debug, Default, Clone)]
+pub struct Report {
+    /// The topology booted.
+    pub topology: String,
+    /// Results in the order they were reported.
+    pub checks: Vec<Check>,
+    /// Data blocks by name.
+    pub data: BTreeMap<String, String>,
+    /// Lines that were neither checks nor data (command noise), kept for diagnosis.
+    pub other: Vec<String>,
+    /// `lab/run`'s exit status (`None` if it was killed by a signal or could not start).
+    pub status: Option<i32>,
+    /// What `lab/run` printed on stderr.
+    pub stderr: String,
+    /// Wall time of the boot, build included.
+    pub elapsed: Duration,
+}
+
+impl Report {
+    /// Parses the guest's console output.
+    pub fn parse(topology: &str, output: &str) -> Report {
+        let mut report = Report {
+            topology: topology.to_string(),
+            ..Report::default()
+        };
+        let mut block: Option<(String, String)> = None;
+        for line in output.lines() {
+            if let Some((name, text)) = block.as_mut() {
+                if line.strip_prefix("END-DATA ").map(str::trim) == Some(name.as_str()) {
+                    let (name, text) = block.take().expect("inside a block");
+                    report.data.insert(name, text);
+                } else {
+                    text.push_str(line);
+                    text.push('\n');
+                }
+                continue;
+            }
+            if let Some(name) = line.strip_prefix("BEGIN-DATA ") {
+                block = Some((name.trim().to_string(), String::new()));
+            } else if let Some(rest) = line.strip_prefix("CHECK ") {
+                let mut parts = rest.splitn(3, ' ');
+                let name = parts.next().unwrap_or_default().to_string();
+                let verdict = parts.next().unwrap_or_default();
+                let detail = parts.next().unwrap_or_default().trim().to_string();
+                match verdict {
+                    "PASS" | "FAIL" => report.checks.push(Check {
+                        name,
+                        pass: verdict == "PASS",
+                        detail,
+                    }),
+                    _ => report.other.push(line.to_string()),
+                }
+            } else if !line.trim().is_empty() {
+                report.other.push(line.to_string());
+            }
+        }
+        if let Some((name, text)) = block {
+            // An unterminated block: keep what came, the checks that need it will say so.
+            report.data.insert(name, text);
+        }
+        report
+    }
+
+    /// Adds the result of a check made on the host.
+    pub fn check(&mut self, name: &str, pass: bool, detail: impl Into<String>) {
+        self.checks.push(Check {
+            name: name.to_string(),
+            pass,
+            detail: detail.into(),
+        });
+    }
+
+    /// A data block, or an explanation of why it is missing.
+    pub fn data(&self, name: &str) -> Result<&str, String> {
+        self.data
+            .get(name)
+            .map(String::as_str)
+            .ok_or_else(|| format!("the guest sent no data block '{name}'"))
+    }
+
+    /// A summary table of every result, for people.
+    pub fn summary(&self) -> String {
+        let mut out = format!(
+            "lab {}: {} checks, {} passed, {} failed, boot and run {:.1} s\n",
+            self.topology,
+            self.checks.len(),
+            self.checks.iter().filter(|c| c.pass).count(),
+            self.checks.iter().filter(|c| !c.pass).count(),
+            self.elapsed.as_secs_f64()
+        );
+        let width = self.checks.iter().map(|c| c.name.len()).max().unwrap_or(0);
+        for c in &self.checks {
+            let verdict = if c.pass { "PASS" } else { "FAIL" };
+            let _ = writeln!(out, "  {verdict}  {:width$}  {}", c.name, c.detail);
+        }
+        out
+    }
+
+    /// `Ok` when every expected check reported exactly once and passed, and nothing else reported;
+    /// otherwise every problem, one a line.
+    pub fn verdict(&self, expected: &[&str]) -> Result<(), String> {
+        let mut problems = Vec::new();
+        if self.status != Some(0) {
+            problems.push(format!(
+                "lab/run exited with {} (the check script must exit 0)",
+                self.status
+                    .map_or_else(|| "no status (killed)".to_string(), |s| s.to_string())
+            ));
+        }
+        for c in self.checks.iter().filter(|c| !c.pass) {
+            problems.push(format!("FAIL {}: {}", c.name, c.detail));
+        }
+        for name in expected {
+            match self.checks.iter().filter(|c| c.name == *name).count() {
+                0 => problems.push(format!("MISSING {name}: the check never reported")),
+                1 => {}
+                n => problems.push(format!("DUPLICATE {name}: reported {n} times")),
+            }
+        }
+        for c in &self.checks {
+            if !expected.contains(&c.name.as_str()) {
+                problems.push(format!(
+                    "UNEXPECTED {}: not in the test's list of checks",
+                    c.name
+                ));
+            }
+        }
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            let mut out = format!("lab {}: {} problem(s)\n", self.topology, problems.len());
+            for p in problems {
+                let _ = writeln!(out, "  {p}");
+            }
+            if !self.other.is_empty() {
+                out.push_str("  other guest output:\n");
+                for line in self.other.iter().take(40) {
+                    let _ = writeln!(out, "    {line}");
+                }
+            }
+            if !self.stderr.trim().is_empty() {
+                out.push_str("  lab/run stderr:\n");
+                for line in self
+                    .stderr
+                    .lines()
+                    .rev()
+                    .take(20)
+                    .collect::<Vec<_>>()
+                    .into_iter()
+                    .rev()
+                {
+                    let _ = writeln!(out, "    {line}");
+                }
+            }
+            Err(out)
+        }
+    }
+}
+
+/// The repository's root directory.
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("lab/ has a parent")
+        .to_path_buf()
+}
+
+/// Boots TOPOLOGY with `lab/run`, running `sh /lab/SCRIPT` from `lab/checks/` inside the guest, and
+/// parses what it printed. `timeout` bounds the whole boot (LAB_TIMEOUT).
+pub fn boot(topology: &str, script: &str, timeout: Duration) -> Report {
+    let root = repo_root();
+    let started = Instant::now();
+    let output = Command::new(root.join("lab/run"))
+        .arg(topology)
+        .arg("--")
+        .arg("sh")
+        .arg(format!("/lab/{script}"))
+        .env("LAB_FILES", root.join("lab/checks"))
+        .env("LAB_TIMEOUT", timeout.as_secs().to_string())
+        .current_dir(&root)
+        .output();
+    let elapsed = started.elapsed();
+    match output {
+        Ok(out) => {
+            let mut report = Report::parse(topology, &String::from_utf8_lossy(&out.stdout));
+            report.status = out.status.code();
+            report.stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+            report.elapsed = elapsed;
+            report
+        }
+        Err(err) => Report {
+            topology: topology.to_string(),
+            stderr: format!("could not start lab/run: {err}"),
+            elapsed,
+            ..Report::default()
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const OUT: &str = "noise\nCHECK a PASS fine\nCHECK b FAIL 3 != 4\nBEGIN-DATA j\n{\"x\": 1}\nCHECK c PASS inside\nEND-DATA j\nCHECK weird MAYBE\n";
+
+    #[test]
+    fn parses_checks_and_data() {
+        let r = Report::parse("hmat", OUT);
+        assert_eq!(r.checks.len(), 2);
+        assert_eq!(
+            r.checks[1],
+            Check {
+                name: "b".into(),
+                pass: false,
+                detail: "3 != 4".into()
+            }
+        );
+        assert_eq!(r.data("j").unwrap(), "{\"x\": 1}\nCHECK c PASS inside\n");
+        assert_eq!(r.other, vec!["noise", "CHECK weird MAYBE"]);
+        assert!(r.data("k").is_err());
+    }
+
+    #[test]
+    fn verdict_lists_failures_missing_duplicates_and_unexpected() {
+        let mut r = Report::parse("hmat", OUT);
+        r.status = Some(0);
+        r.check("a", true, "again");
+        r.check("z", true, "");
+        let err = r.verdict(&["a", "b", "m", "z"]).unwrap_err();
+        assert!(err.contains("FAIL b: 3 != 4"), "{err}");
+        assert!(err.contains("MISSING m"), "{err}");
+        assert!(err.contains("DUPLICATE a"), "{err}");
+        assert!(!err.contains("UNEXPECTED z"), "{err}");
+        let mut ok = Report::parse("cxl", "CHECK a PASS\n");
+        assert!(ok.verdict(&["a"]).is_err(), "no exit status is a failure");
+        ok.status = Some(0);
+        assert!(ok.verdict(&["a"]).is_ok());
+        assert!(ok.verdict(&[]).unwrap_err().contains("UNEXPECTED a"));
+    }
+
+    #[test]
+    fn unterminated_block_is_kept() {
+        let r = Report::parse("cxl", "BEGIN-DATA t\npartial\n");
+        assert_eq!(r.data("t").unwrap(), "partial\n");
+    }
+}

@@ -1,0 +1,103 @@
+//! The lab suite: boots each QEMU topology once (`lab/run`), runs its check script from
+//! `lab/checks/` inside the guest, adds the checks made on the host from the guest's data, and fails
+//! listing every failed or missing check. Needs what `scripts/lab-deps` installs and network access
+//! on the first run (see lab/README.md). Run with `cargo test -p cxltier-lab -- --nocapture`.
+
+use cxltier_lab::{boot, host, Report};
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// The machine has two cores: the two guests never boot at the same time.
+static ONE_GUEST_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+/// Each boot (build, boot, checks, power-off) must end within this.
+const BOOT_TIMEOUT: Duration = Duration::from_secs(150);
+
+/// Checks both check scripts run inside the guest (lab/checks/lib.sh).
+const GUEST_COMMON: &[&str] = &[
+    "cxltier-runs",
+    "kernel-6.12",
+    "node1-cpuless",
+    "node1-has-memory",
+    "weighted-interleave-sysfs",
+    "topo-runs",
+    "topo-json-runs",
+    "apply-dry-run-unchanged",
+    "apply-dry-run-prints",
+    "apply-changes-table",
+    "apply-prints-old-and-new",
+    "apply-unknown-node",
+    "apply-unknown-node-unchanged",
+    "apply-zero-weight",
+    "apply-zero-weight-unchanged",
+    "run-weights-runs",
+    "run-interleave-runs",
+    "run-bind-node1-runs",
+    "show-pid-runs",
+    "touch-bad-size",
+    "run-bind-unknown-node",
+];
+
+/// Checks made on the host for both topologies (cxltier_lab::host::common).
+const HOST_COMMON: &[&str] = &[
+    "topo-json-parses",
+    "topo-json-nodes",
+    "topo-agrees-with-numactl",
+    "topo-json-weighted-interleave",
+    "weights-3-1-places-75-percent-on-node0",
+    "interleave-places-50-percent-on-node0",
+    "bind-1-places-all-on-node1",
+    "show-pid-sees-node1",
+];
+
+const HMAT: &[&str] = &[
+    // lab/checks/hmat.sh
+    "hmat-sysfs-node0",
+    "hmat-sysfs-node1",
+    // cxltier_lab::host::hmat
+    "topo-json-hmat-node0",
+    "topo-json-hmat-node1",
+    "topo-json-node1-memory-only",
+    "topo-json-node1-in-slower-tier",
+];
+
+const CXL: &[&str] = &[
+    // lab/checks/cxl.sh
+    "cxl-region0",
+    "dax-target-node1",
+    "memory-tiers-split",
+    // cxltier_lab::host::cxl
+    "topo-json-node1-cxl",
+    "topo-json-cxl-memdev",
+    "topo-json-cxl-region",
+    "topo-json-node1-in-slower-tier",
+];
+
+fn run_topology(topology: &str, specific: &[&str], host_checks: fn(&mut Report)) {
+    let _guard = ONE_GUEST_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let mut report = boot(topology, &format!("{topology}.sh"), BOOT_TIMEOUT);
+    host::common(&mut report);
+    host_checks(&mut report);
+    println!("{}", report.summary());
+    let expected: Vec<&str> = GUEST_COMMON
+        .iter()
+        .chain(HOST_COMMON)
+        .chain(specific)
+        .copied()
+        .collect();
+    if let Err(problems) = report.verdict(&expected) {
+        panic!("{problems}");
+    }
+}
+
+#[test]
+fn topology_hmat() {
+    run_topology("hmat", HMAT, host::hmat);
+}
+
+#[test]
+fn topology_cxl() {
+    run_topology("cxl", CXL, host::cxl);
+}
