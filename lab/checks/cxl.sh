@@ -12,6 +12,15 @@ tiers=$(for t in /sys/devices/virtual/memory_tiering/memory_tier*; do printf '%s
 verdict memory-tiers-split "$tiers (DRAM in tier 4, CXL in tier 22)" \
     test -z "${tiers##*memory_tier4:0 *}" -a -z "${tiers##*memory_tier22:1 *}"
 check_topo
+
+# The emulated device gives the kernel no performance figures for node1: plan says so and falls back
+# to the built-in profile, and --plan refuses with exit 4 rather than guess.
+capture plan cxltier plan --mix R
+verdict plan-falls-back-without-figures "$(brief "$T/plan.out")" \
+    grep -q "built-in profile.*no firmware" "$T/plan.out"
+capture applyplan cxltier apply --plan R --dry-run
+verdict apply-plan-needs-figures "rc=$rc $(brief "$T/applyplan.err")" \
+    sh -c "test $rc = 4 && grep -q 'cannot plan for this machine' '$T/applyplan.err'"
 check_apply
 check_run
 check_show

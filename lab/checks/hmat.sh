@@ -14,6 +14,14 @@ verdict hmat-sysfs-node0 "read_latency $(hmat node0 read_latency) read_bandwidth
 verdict hmat-sysfs-node1 "read_latency $(hmat node1 read_latency) read_bandwidth $(hmat node1 read_bandwidth)" \
     test "$(hmat node1 read_latency)" = 250 -a "$(hmat node1 read_bandwidth)" = 40960
 check_topo
+
+# With HMAT figures for both nodes, the planner plans on the live machine, and --plan applies it.
+capture plan cxltier plan --mix R --json
+verdict plan-live-profile "$(brief "$T/plan.out")" grep -q '"profile": "live"' "$T/plan.out"
+before=$(wi_table)
+capture applyplan cxltier apply --plan R --dry-run
+verdict apply-plan-dry-run "rc=$rc $(brief "$T/applyplan.out")" \
+    test "$rc" = 0 -a "$before" = "$(wi_table)" -a -s "$T/applyplan.out"
 check_apply
 check_run
 check_show

@@ -54,6 +54,8 @@ const HMAT: &[&str] = &[
     // lab/checks/hmat.sh
     "hmat-sysfs-node0",
     "hmat-sysfs-node1",
+    "plan-live-profile",
+    "apply-plan-dry-run",
     // cxltier_lab::host::hmat
     "topo-json-hmat-node0",
     "topo-json-hmat-node1",
@@ -66,6 +68,8 @@ const CXL: &[&str] = &[
     "cxl-region0",
     "dax-target-node1",
     "memory-tiers-split",
+    "plan-falls-back-without-figures",
+    "apply-plan-needs-figures",
     // cxltier_lab::host::cxl
     "topo-json-node1-cxl",
     "topo-json-cxl-memdev",
