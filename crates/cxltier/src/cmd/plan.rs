@@ -197,11 +197,11 @@ pub fn run(args: Args) -> CliResult {
                 )
             };
             format!(
-                "{} ({}{}, {:.0} GiB, {:.0} ns idle)",
+                "{} ({}{}, {}, {:.0} ns idle)",
                 t.name,
                 t.kind.as_str(),
                 nodes,
-                t.capacity_bytes as f64 / f64::from(1u32 << 30),
+                cxltier_topo::format_bytes(t.capacity_bytes),
                 t.idle_latency_ns
             )
         })
@@ -272,7 +272,7 @@ pub fn run(args: Args) -> CliResult {
         }
     }
     println!(
-        "\nWeights are DRAM:CXL pages in tier order; `kernel auto` is what the kernel derives from firmware bandwidth.\n\
+        "\nWeights are pages per tier, fastest tier first; `kernel auto` is what the kernel derives from firmware bandwidth.\n\
          Latency is at full load (bandwidth goal) or at the demand (latency goal). Figures are model predictions\n\
          (docs/model.md), not measurements. Apply with: cxltier apply --plan MIX, or cxltier run --plan MIX -- CMD."
     );
