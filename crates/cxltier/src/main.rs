@@ -41,6 +41,8 @@ enum Command {
     Run(cmd::run::Args),
     Show(cmd::show::Args),
     Touch(cmd::touch::Args),
+    Serve(cmd::serve::Args),
+    Ycsb(cmd::ycsb::Args),
 }
 
 fn main() -> ExitCode {
@@ -53,6 +55,8 @@ fn main() -> ExitCode {
         Command::Run(args) => cmd::run::run(args),
         Command::Show(args) => cmd::show::run(args),
         Command::Touch(args) => cmd::touch::run(args),
+        Command::Serve(args) => cmd::serve::run(args),
+        Command::Ycsb(args) => cmd::ycsb::run(args),
     };
     match result {
         Ok(code) => code,

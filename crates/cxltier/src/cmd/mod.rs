@@ -4,6 +4,8 @@ pub mod apply;
 pub mod plan;
 pub mod probe;
 pub mod run;
+pub mod serve;
 pub mod show;
 pub mod topo;
 pub mod touch;
+pub mod ycsb;
