@@ -62,7 +62,14 @@ impl TierKind {
         }
     }
 
-    fn parse(s: &str) -> Option<TierKind> {
+    /// The tier kind for a topology node kind name (`cxltier_topo::NodeKind::as_str`): the memory
+    /// kinds map one to one, anything else (`memory-only`, `cpu-only`, ...) is `MemoryOnly`.
+    pub fn for_node_kind(name: &str) -> TierKind {
+        TierKind::parse(name).unwrap_or(TierKind::MemoryOnly)
+    }
+
+    /// Parse a kind as written in profiles: `dram`, `cxl`, `hbm`, `pmem` or `memory-only`.
+    pub fn parse(s: &str) -> Option<TierKind> {
         Some(match s {
             "dram" => TierKind::Dram,
             "cxl" => TierKind::Cxl,

@@ -7,7 +7,7 @@
 //! with measurements.
 
 use cxltier_profile::{Mix, MixBandwidth, Platform, Profile, Tier, TierKind};
-use cxltier_topo::{NodeKind, Topology};
+use cxltier_topo::Topology;
 use std::path::Path;
 
 /// The live machine (`/`) as a profile, or why it cannot be one.
@@ -15,16 +15,6 @@ pub fn live_profile() -> Result<Profile, String> {
     let topo = Topology::discover(Path::new("/"))
         .map_err(|e| format!("the topology could not be read ({e})"))?;
     profile_from_topology(&topo)
-}
-
-fn tier_kind(kind: NodeKind) -> TierKind {
-    match kind {
-        NodeKind::Dram => TierKind::Dram,
-        NodeKind::Cxl => TierKind::Cxl,
-        NodeKind::Hbm => TierKind::Hbm,
-        NodeKind::Pmem => TierKind::Pmem,
-        _ => TierKind::MemoryOnly,
-    }
 }
 
 /// Build a profile from a discovered topology: one tier per group of the topology's tier order, with
@@ -73,7 +63,7 @@ pub fn profile_from_topology(topo: &Topology) -> Result<Profile, String> {
             capacity += node.mem_total_bytes;
         }
         let first = topo.node(group[0]).expect("grouped nodes exist");
-        let kind = tier_kind(first.kind);
+        let kind = TierKind::for_node_kind(first.kind.as_str());
         let mut name = kind.as_str().to_string();
         if tiers.iter().any(|t| t.name == name) {
             name = format!(
