@@ -112,3 +112,42 @@ pub fn profile_from_topology(topo: &Topology) -> Result<Profile, String> {
     )
     .map_err(|e| e.to_string())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture(name: &str) -> Topology {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../cxltier-topo/tests/fixtures")
+            .join(name);
+        Topology::discover(&root).expect("fixture")
+    }
+
+    #[test]
+    fn hmat_lab_machine_becomes_a_two_tier_profile() {
+        let p = profile_from_topology(&fixture("lab-hmat")).unwrap();
+        assert_eq!(p.tiers.len(), 2);
+        assert_eq!(
+            (p.tiers[0].nodes.clone(), p.tiers[1].nodes.clone()),
+            (vec![0], vec![1])
+        );
+        assert_eq!(
+            (p.tiers[0].idle_latency_ns, p.tiers[1].idle_latency_ns),
+            (100.0, 250.0)
+        );
+        assert_eq!(p.tiers[0].kind, TierKind::Dram);
+        // HMAT gives 102400 and 40960 (MiB/s) for reads and writes alike: every mix gets that figure.
+        assert!((p.tiers[0].peak_bandwidth(Mix::READ_ONLY) - 102.4).abs() < 1e-9);
+        assert!((p.tiers[1].peak_bandwidth("1:1".parse().unwrap()) - 40.96).abs() < 1e-9);
+        assert_eq!(p.tiers[1].firmware_bandwidth(), 40.96);
+    }
+
+    #[test]
+    fn tiers_without_firmware_figures_are_refused() {
+        let e = profile_from_topology(&fixture("lab-cxl")).unwrap_err();
+        assert!(e.contains("has no firmware (HMAT/CDAT)"), "{e}");
+        let e = profile_from_topology(&fixture("this-host")).unwrap_err();
+        assert!(e.contains("single memory tier"), "{e}");
+    }
+}
