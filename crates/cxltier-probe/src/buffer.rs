@@ -19,7 +19,8 @@ pub struct PlacementCheck {
     /// Whether every checked page is where the policy says (for interleave: on one of its nodes,
     /// and within 5 percentage points of each node's weight share).
     pub verified: bool,
-    /// Bytes of the buffer backed by transparent huge pages (`AnonHugePages` in smaps).
+    /// Bytes of the buffer backed by transparent huge pages (from `AnonHugePages` in smaps: the
+    /// share of the mapping the buffer lies in, times the buffer's size).
     pub huge_page_bytes: u64,
     /// Whether most of the buffer is on huge pages.
     pub huge_pages: bool,
@@ -135,7 +136,8 @@ impl Buffer {
             target: placement.describe(),
             source,
         })?;
-        let huge_page_bytes = crate::host::own_anon_huge_bytes(self.map.addr()).unwrap_or(0);
+        let share = crate::host::own_huge_share(self.map.addr()).unwrap_or(0.0);
+        let huge_page_bytes = (share * self.map.len() as f64) as u64;
         let check = summarize(&status, placement, huge_page_bytes, self.map.len() as u64);
         if !check.verified {
             return Err(ProbeError::Placement {

@@ -141,25 +141,45 @@ pub fn walk(buf: &[u64], start: usize, steps: u64) -> usize {
 /// enough that reading the clock (~20-50 ns) is noise.
 pub const BATCH: u64 = 4096;
 
-/// A chase run: loads done and time taken.
+/// A chase run: loads done, wall-clock time, and the chasing thread's own CPU time.
 #[derive(Debug, Clone, Copy)]
 pub struct Run {
     pub loads: u64,
     pub elapsed: Duration,
+    /// Time the thread was on a CPU (`CLOCK_THREAD_CPUTIME_ID`), when the clock is available.
+    pub cpu: Option<Duration>,
 }
 
 impl Run {
+    /// Nanoseconds per load. Measured on the thread's CPU time when available: on a busy machine
+    /// the scheduler may take the CPU away mid-run, and wall time would count that as latency.
     pub fn ns_per_load(&self) -> f64 {
         if self.loads == 0 {
             return f64::NAN;
         }
-        self.elapsed.as_secs_f64() * 1e9 / self.loads as f64
+        self.cpu.unwrap_or(self.elapsed).as_secs_f64() * 1e9 / self.loads as f64
+    }
+
+    /// The share of the run the thread spent on a CPU (1.0 when unknown).
+    pub fn on_cpu(&self) -> f64 {
+        match self.cpu {
+            Some(c) if !self.elapsed.is_zero() => {
+                (c.as_secs_f64() / self.elapsed.as_secs_f64()).min(1.0)
+            }
+            _ => 1.0,
+        }
     }
 }
 
-/// Chase for at least `time` (and at least one batch); `pos` is carried between runs so that each
-/// run continues along the cycle rather than re-reading lines the last one left in cache.
+fn thread_cpu() -> Option<cpu_time::ThreadTime> {
+    cpu_time::ThreadTime::try_now().ok()
+}
+
+/// Chase for at least `time` of wall-clock time (and at least one batch); `pos` is carried between
+/// runs so that each run continues along the cycle rather than re-reading lines the last one left
+/// in cache.
 pub fn timed(buf: &[u64], pos: &mut usize, time: Duration) -> Run {
+    let cpu0 = thread_cpu();
     let start = Instant::now();
     let mut loads = 0u64;
     loop {
@@ -167,22 +187,13 @@ pub fn timed(buf: &[u64], pos: &mut usize, time: Duration) -> Run {
         loads += BATCH.div_ceil(16) * 16;
         let elapsed = start.elapsed();
         if elapsed >= time {
-            return Run { loads, elapsed };
+            let cpu = cpu0.and_then(|c| c.try_elapsed().ok());
+            return Run {
+                loads,
+                elapsed,
+                cpu,
+            };
         }
-    }
-}
-
-/// Chase until `stop` says so, checking it every batch; for the loaded-latency thread.
-pub fn until(buf: &[u64], pos: &mut usize, stop: impl Fn() -> bool) -> Run {
-    let start = Instant::now();
-    let mut loads = 0u64;
-    while !stop() {
-        *pos = walk(buf, *pos, BATCH);
-        loads += BATCH.div_ceil(16) * 16;
-    }
-    Run {
-        loads,
-        elapsed: start.elapsed(),
     }
 }
 

@@ -37,6 +37,12 @@ impl Host {
         }
     }
 
+    /// Whether the CPU is emulated instruction by instruction (QEMU's TCG), where timings say
+    /// nothing about the hardware.
+    pub fn is_emulated(&self) -> bool {
+        self.cpu_model.contains("QEMU TCG")
+    }
+
     /// Whether madvise(MADV_HUGEPAGE) can give huge pages.
     pub fn thp_possible(&self) -> bool {
         self.thp_mode == "always" || self.thp_mode == "madvise"
@@ -129,27 +135,42 @@ pub fn pin_current_thread(cpu: u32) -> bool {
     core_affinity::set_for_current(core_affinity::CoreId { id: cpu as usize })
 }
 
-/// Bytes of `AnonHugePages` (memory backed by transparent huge pages) in the mapping that starts at
-/// `addr`, from `smaps` text (`/proc/self/smaps`). `None` when no mapping starts there.
-pub fn anon_huge_bytes(smaps: &str, addr: usize) -> Option<u64> {
-    let mut in_mapping = false;
+/// The share of the mapping (VMA) containing `addr` that transparent huge pages back
+/// (`AnonHugePages / Size` in smaps text, `/proc/self/smaps`). Adjacent mappings with the same
+/// flags and policy are merged into one VMA by the kernel, so this is the share of that VMA.
+/// `None` when no mapping contains `addr`.
+pub fn huge_share(smaps: &str, addr: usize) -> Option<f64> {
+    let mut inside = false;
+    let mut size_kb: Option<u64> = None;
     for line in smaps.lines() {
-        if let Some(range) = mapping_header(line) {
-            if in_mapping {
+        if let Some((start, end)) = mapping_header(line) {
+            if inside {
                 // The mapping ended without an AnonHugePages line.
-                return Some(0);
+                return Some(0.0);
             }
-            in_mapping = range.0 == addr;
+            inside = start <= addr && addr < end;
+            size_kb = None;
             continue;
         }
-        if in_mapping {
-            if let Some(rest) = line.strip_prefix("AnonHugePages:") {
-                let kb: u64 = rest.trim().trim_end_matches("kB").trim().parse().ok()?;
-                return Some(kb * 1024);
-            }
+        if !inside {
+            continue;
+        }
+        let kb = |rest: &str| {
+            rest.trim()
+                .trim_end_matches("kB")
+                .trim()
+                .parse::<u64>()
+                .ok()
+        };
+        if let Some(rest) = line.strip_prefix("Size:") {
+            size_kb = kb(rest);
+        } else if let Some(rest) = line.strip_prefix("AnonHugePages:") {
+            let huge = kb(rest)?;
+            let size = size_kb.filter(|&s| s > 0)?;
+            return Some((huge as f64 / size as f64).min(1.0));
         }
     }
-    in_mapping.then_some(0)
+    inside.then_some(0.0)
 }
 
 /// `start-end perms ...` → (start, end).
@@ -165,10 +186,10 @@ fn mapping_header(line: &str) -> Option<(usize, usize)> {
     ))
 }
 
-/// [`anon_huge_bytes`] for this process.
-pub fn own_anon_huge_bytes(addr: usize) -> Option<u64> {
+/// [`huge_share`] for this process.
+pub fn own_huge_share(addr: usize) -> Option<f64> {
     let text = fs::read_to_string("/proc/self/smaps").ok()?;
-    anon_huge_bytes(&text, addr)
+    huge_share(&text, addr)
 }
 
 #[cfg(test)]
@@ -205,12 +226,12 @@ Locked:                0 kB
 Size:                  4 kB
 AnonHugePages:         0 kB
 ";
-        assert_eq!(
-            anon_huge_bytes(smaps, 0x7f00_0000_0000),
-            Some(2088960 * 1024)
-        );
-        assert_eq!(anon_huge_bytes(smaps, 0x7f00_8000_0000), Some(0));
-        assert_eq!(anon_huge_bytes(smaps, 0x1234), None);
+        let share = huge_share(smaps, 0x7f00_0000_0000).unwrap();
+        assert!((share - 2088960.0 / 2097152.0).abs() < 1e-12);
+        // An address inside the mapping (a buffer merged into a larger VMA) finds it too.
+        assert_eq!(huge_share(smaps, 0x7f00_4000_0000), Some(share));
+        assert_eq!(huge_share(smaps, 0x7f00_8000_0000), Some(0.0));
+        assert_eq!(huge_share(smaps, 0x1234), None);
     }
 
     #[test]

@@ -164,6 +164,14 @@ pub fn run(plan: &Plan, root: &Path, progress: &dyn Progress) -> Result<Report, 
             timing.latency_run,
             plan.latency_runs,
         )?;
+        if idle.on_cpu_pct < 90.0 {
+            warnings.push(format!(
+                "{}: the machine is busy (the chasing thread ran on its CPU for only {:.0}% of a \
+                 run): latency is timed on the thread's own CPU time, but other programs load the \
+                 memory too, so bandwidth and latency may be off",
+                t.name, idle.on_cpu_pct
+            ));
+        }
         progress.advance(latency_s);
 
         let mut bandwidth = Vec::new();
@@ -283,19 +291,14 @@ fn idle_latency(
             host::pin_current_thread(cpu);
             let mut p = start;
             chase::timed(buf, &mut p, run);
-            let mut ns = Vec::with_capacity(runs);
-            let mut loads = 0;
-            for _ in 0..runs {
-                let r = chase::timed(buf, &mut p, run);
-                loads += r.loads;
-                ns.push(r.ns_per_load());
-            }
-            ((ns, loads), p)
+            let results: Vec<chase::Run> =
+                (0..runs).map(|_| chase::timed(buf, &mut p, run)).collect();
+            (results, p)
         })
         .join()
         .map_err(|_| ProbeError::Thread("the pointer-chase thread panicked".into()))
     })?;
     *pos = end;
     let lines = (buf.len() / chase::WORDS_PER_LINE) as u64;
-    Ok(IdleLatency::from_runs(result.0, result.1, lines))
+    Ok(IdleLatency::from_runs(&result, lines))
 }

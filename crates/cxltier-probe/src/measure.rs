@@ -2,7 +2,7 @@
 
 use crate::chase;
 use crate::host::pin_current_thread;
-use crate::kernels::{spin, Accounting, Shape, Streams, STEP_UNITS, WORDS};
+use crate::kernels::{spin, Accounting, Shape, Streams, STEP_UNITS, STREAMS};
 use crate::ProbeError;
 use cxltier_profile::Mix;
 use serde::Serialize;
@@ -73,7 +73,7 @@ fn with_generators<R: Send>(
         return Err(ProbeError::BufferTooSmall {
             bytes: (buf_len_words(&parts) * 8) as u64,
             threads,
-            min: crate::size::short((shape.lines() as usize * STEP_UNITS * WORDS * 8) as u64),
+            min: crate::size::short((Streams::min_words(shape) * 8) as u64),
         });
     }
     let lines_per_unit = shape.lines();
@@ -94,11 +94,11 @@ fn with_generators<R: Send>(
                     let delay = ctl.delay.load(Ordering::Relaxed);
                     if delay == 0 {
                         sink ^= streams.step(STEP_UNITS);
-                        units += STEP_UNITS as u64;
+                        units += Streams::units_per_step(STEP_UNITS);
                     } else {
                         sink ^= streams.step(1);
-                        units += 1;
-                        sink ^= spin(delay * lines_per_unit);
+                        units += Streams::units_per_step(1);
+                        sink ^= spin(delay * lines_per_unit * STREAMS as u64);
                     }
                     ctl.counters[i].0.store(units, Ordering::Relaxed);
                 }
@@ -140,7 +140,7 @@ fn panic_text(e: &Box<dyn std::any::Any + Send>) -> String {
 
 /// Whether a slice of `words` is too small for one full step of `shape`.
 fn too_small(words: usize, shape: Shape) -> bool {
-    words < shape.lines() as usize * STEP_UNITS * WORDS
+    words < Streams::min_words(shape)
 }
 
 /// Bandwidth of one mix.
@@ -160,6 +160,8 @@ pub struct Bandwidth {
     pub traffic_per_requested_byte: f64,
     /// Requested GB/s of each measurement window, in order.
     pub windows_requested_gbps: Vec<f64>,
+    /// The best window's requested GB/s (the statistic STREAM reports as "best rate").
+    pub best_requested_gbps: f64,
     /// (max - min) / median of the windows, percent.
     pub spread_pct: f64,
     /// Threads the kernel would not pin to their CPU.
@@ -216,6 +218,7 @@ pub fn bandwidth(
         traffic_write_gbps: gbps(acc.traffic_write),
         traffic_per_requested_byte: acc.traffic_ratio(),
         windows_requested_gbps: windows_requested,
+        best_requested_gbps: hi,
         spread_pct: if requested > 0.0 {
             (hi - lo) / requested * 100.0
         } else {
@@ -238,6 +241,8 @@ pub struct LoadedPoint {
     pub traffic_gbps: f64,
     /// The chasing thread's own share of both (one line per load).
     pub chase_gbps: f64,
+    /// Share of the window the chasing thread was on its CPU, percent.
+    pub on_cpu_pct: f64,
 }
 
 /// Sweep `delays` (in order) with `threads - 1` generators of `mix` on `traffic` while one thread
@@ -291,6 +296,7 @@ pub fn loaded_sweep(
                                 / 1e9,
                             traffic_gbps: (units * acc.traffic() as f64 + chase_bytes) / secs / 1e9,
                             chase_gbps: chase_bytes / secs / 1e9,
+                            on_cpu_pct: run.on_cpu() * 100.0,
                         });
                         on_point(i);
                     }
@@ -363,9 +369,9 @@ mod tests {
             &cpus(),
             2,
             "2:1".parse().unwrap(),
-            &[1000, 10, 0],
-            Duration::from_millis(2),
-            Duration::from_millis(10),
+            &[100_000, 10, 0],
+            Duration::from_millis(5),
+            Duration::from_millis(40),
             &|_| {
                 done.fetch_add(1, Ordering::Relaxed);
             },
@@ -373,7 +379,7 @@ mod tests {
         .unwrap();
         assert_eq!(pts.len(), 3);
         assert_eq!(done.load(Ordering::Relaxed), 3);
-        assert_eq!(pts[0].delay, 1000);
+        assert_eq!(pts[0].delay, 100_000);
         assert!(pts
             .iter()
             .all(|p| p.latency_ns > 0.0 && p.traffic_gbps > 0.0));

@@ -7,7 +7,7 @@ use crate::host::Host;
 use crate::size::{parse_size, round_down, round_up, short};
 use crate::ProbeError;
 use cxltier_profile::{Mix, TierKind};
-use cxltier_topo::{format_bytes, nodelist, Node, NodeKind, Topology};
+use cxltier_topo::{format_bytes, nodelist, Node, Topology};
 use std::time::Duration;
 
 /// What the user asked for, as given on the command line.
@@ -228,16 +228,6 @@ pub fn initiator(topo: &Topology, node: &Node) -> Option<u32> {
         .map(|n| n.id)
 }
 
-fn tier_kind(kind: NodeKind) -> TierKind {
-    match kind {
-        NodeKind::Dram => TierKind::Dram,
-        NodeKind::Cxl => TierKind::Cxl,
-        NodeKind::Hbm => TierKind::Hbm,
-        NodeKind::Pmem => TierKind::Pmem,
-        _ => TierKind::MemoryOnly,
-    }
-}
-
 /// Check `config` against the machine and decide what to measure.
 pub fn plan(config: &Config, topo: &Topology, host: Host) -> Result<Plan, ProbeError> {
     let mut warnings = Vec::new();
@@ -344,7 +334,7 @@ pub fn plan(config: &Config, topo: &Topology, host: Host) -> Result<Plan, ProbeE
                     format_bytes(buffer_bytes)
                 ),
                 headroom: format_bytes(hr),
-                fits: (f >= MIN_BUFFER).then(|| short(f)),
+                fits: (f >= MIN_BUFFER).then(|| format!("{}M", f >> 20)),
             });
         }
     }
@@ -355,6 +345,13 @@ pub fn plan(config: &Config, topo: &Topology, host: Host) -> Result<Plan, ProbeE
             format_bytes(buffer_bytes),
             format_bytes(host.llc_bytes)
         ));
+    }
+    if host.is_emulated() {
+        warnings.push(
+            "this CPU is emulated (QEMU TCG): every figure is an emulator timing, fit for checking \
+             behaviour, not for judging the memory's speed"
+                .to_string(),
+        );
     }
     if config.huge_pages && !host.thp_possible() {
         warnings.push(format!(
@@ -407,7 +404,7 @@ pub fn plan(config: &Config, topo: &Topology, host: Host) -> Result<Plan, ProbeE
             format!("node{}", node.id),
             Placement::Node(node.id),
             node,
-            Some(tier_kind(node.kind)),
+            Some(TierKind::for_node_kind(node.kind.as_str())),
             node.mem_total_bytes,
             fw,
         )?);

@@ -53,21 +53,39 @@ pub struct IdleLatency {
     pub loads: u64,
     /// Lines in the chased cycle.
     pub chase_lines: u64,
+    /// What the time per load is measured on: `thread_cpu_time` (the chasing thread's own CPU
+    /// time, immune to the scheduler taking the CPU away) or `wall_clock`.
+    pub clock: String,
+    /// The lowest share of a run the chasing thread spent on its CPU, percent (below ~90 the
+    /// machine was busy).
+    pub on_cpu_pct: f64,
 }
 
 impl IdleLatency {
-    pub fn from_runs(runs_ns: Vec<f64>, loads: u64, chase_lines: u64) -> IdleLatency {
+    pub fn from_runs(runs: &[crate::chase::Run], chase_lines: u64) -> IdleLatency {
+        let runs_ns: Vec<f64> = runs.iter().map(|r| r.ns_per_load()).collect();
         let ns = crate::chase::median(&runs_ns);
         let min_ns = runs_ns.iter().copied().fold(f64::INFINITY, f64::min);
         let max_ns = runs_ns.iter().copied().fold(0.0, f64::max);
+        let cpu_clock = runs.iter().all(|r| r.cpu.is_some());
         IdleLatency {
             ns,
             spread_pct: (max_ns - min_ns) / ns * 100.0,
             runs_ns,
             min_ns,
             max_ns,
-            loads,
+            loads: runs.iter().map(|r| r.loads).sum(),
             chase_lines,
+            clock: if cpu_clock {
+                "thread_cpu_time"
+            } else {
+                "wall_clock"
+            }
+            .into(),
+            on_cpu_pct: runs
+                .iter()
+                .map(|r| r.on_cpu() * 100.0)
+                .fold(100.0, f64::min),
         }
     }
 }
@@ -188,6 +206,7 @@ pub(crate) mod tests {
             traffic_write_gbps: 0.0,
             traffic_per_requested_byte: acc.traffic_ratio(),
             windows_requested_gbps: vec![requested],
+            best_requested_gbps: requested,
             spread_pct: 0.0,
             unpinned_threads: 0,
         }
@@ -218,7 +237,10 @@ pub(crate) mod tests {
             threads: 2,
             chase_placement: check(),
             traffic_placement: check(),
-            idle_latency: IdleLatency::from_runs(vec![idle, idle + 0.2, idle - 0.1], 1000, 100),
+            idle_latency: IdleLatency::from_runs(
+                &[run(idle), run(idle + 0.2), run(idle - 0.1)],
+                100,
+            ),
             bandwidth: vec![
                 bw("R", 20.0 * scale),
                 bw("1:1", 12.0 * scale),
@@ -234,10 +256,21 @@ pub(crate) mod tests {
                         requested_gbps: b,
                         traffic_gbps: b,
                         chase_gbps: 0.0,
+                        on_cpu_pct: 100.0,
                     })
                     .collect(),
                 profile: crate::loaded::clean(&raw, idle, 20.0 * scale),
             }],
+        }
+    }
+
+    /// A run of 1000 loads at `ns` each.
+    fn run(ns: f64) -> crate::chase::Run {
+        let d = std::time::Duration::from_secs_f64(ns * 1000.0 / 1e9);
+        crate::chase::Run {
+            loads: 1000,
+            elapsed: d,
+            cpu: Some(d),
         }
     }
 
@@ -316,10 +349,13 @@ pub(crate) mod tests {
 
     #[test]
     fn idle_latency_statistics() {
-        let l = IdleLatency::from_runs(vec![100.0, 102.0, 101.0, 99.0], 4, 10);
-        assert_eq!(l.ns, 100.5);
-        assert_eq!(l.min_ns, 99.0);
-        assert_eq!(l.max_ns, 102.0);
-        assert!((l.spread_pct - 300.0 / 100.5).abs() < 1e-9);
+        let l = IdleLatency::from_runs(&[run(100.0), run(102.0), run(101.0), run(99.0)], 10);
+        assert!((l.ns - 100.5).abs() < 1e-6);
+        assert!((l.min_ns - 99.0).abs() < 1e-6);
+        assert!((l.max_ns - 102.0).abs() < 1e-6);
+        assert!((l.spread_pct - 300.0 / 100.5).abs() < 1e-6);
+        assert_eq!(l.loads, 4000);
+        assert_eq!(l.clock, "thread_cpu_time");
+        assert!((l.on_cpu_pct - 100.0).abs() < 1e-9);
     }
 }

@@ -135,9 +135,8 @@ pub fn nt_fill(dst: &mut [u64], seed: u64) {
     store_fence();
 }
 
-/// [`nt_fill`] without the closing fence, for loops that write many pieces and fence once at the
-/// end (a fence per piece would stall on the write-combining buffers).
-pub fn nt_write(dst: &mut [u64], seed: u64) {
+/// [`nt_fill`] without the closing fence.
+fn nt_write(dst: &mut [u64], seed: u64) {
     let isa = nt_isa();
     let (head, body, tail) = split_aligned(dst);
     fill_regular(head, seed);
@@ -152,6 +151,177 @@ pub fn nt_write(dst: &mut [u64], seed: u64) {
         _ => fill_regular(body, body_seed),
     }
     fill_regular(tail, body_seed.wrapping_add(body.len() as u64));
+}
+
+/// A way of writing one 64-byte line, for memory kernels that interleave loads and stores line by
+/// line. Kernels are written generically over it, so the choice of instruction is made once per
+/// call of the kernel, not once per line.
+///
+/// The non-temporal kinds can only be obtained from [`line_stores`], that is after the CPU was found
+/// to support them, which is what makes their use safe.
+pub trait LineStore: Copy + Send + Sync {
+    /// Write `v` to `dst`. Non-temporal kinds fall back to a regular store for a `dst` that is not
+    /// 64-byte aligned (never the case for lines of a page-aligned buffer).
+    fn store(self, dst: &mut [u64; 8], v: &[u64; 8]);
+    /// Whether the stores bypass the cache (and need [`store_fence`] at the end).
+    fn non_temporal(self) -> bool;
+}
+
+/// Regular (cached) stores.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RegularStores;
+
+impl LineStore for RegularStores {
+    #[inline(always)]
+    fn store(self, dst: &mut [u64; 8], v: &[u64; 8]) {
+        *dst = *v;
+    }
+    fn non_temporal(self) -> bool {
+        false
+    }
+}
+
+/// One 64-byte `vmovntdq zmm` per line (AVX-512F).
+#[derive(Debug, Clone, Copy)]
+pub struct NtAvx512(());
+
+/// Two 32-byte `vmovntdq ymm` per line (AVX).
+#[derive(Debug, Clone, Copy)]
+pub struct NtAvx(());
+
+/// Four 16-byte `movntdq` per line (SSE2).
+#[derive(Debug, Clone, Copy)]
+pub struct NtSse2(());
+
+/// The line stores available for non-temporal writes on this CPU (the widest, as [`nt_isa`]).
+#[derive(Debug, Clone, Copy)]
+pub enum LineStores {
+    /// AVX-512F: 64-byte stores.
+    Avx512(NtAvx512),
+    /// AVX: 32-byte stores.
+    Avx(NtAvx),
+    /// SSE2: 16-byte stores.
+    Sse2(NtSse2),
+    /// No non-temporal stores on this architecture.
+    Regular(RegularStores),
+}
+
+/// The non-temporal line store to use on this CPU.
+pub fn line_stores() -> LineStores {
+    match nt_isa() {
+        Isa::Avx512 => LineStores::Avx512(NtAvx512(())),
+        Isa::Avx2 => LineStores::Avx(NtAvx(())),
+        Isa::Sse2 => LineStores::Sse2(NtSse2(())),
+        Isa::None => LineStores::Regular(RegularStores),
+    }
+}
+
+fn aligned_line(dst: &[u64; 8]) -> bool {
+    dst.as_ptr() as usize % 64 == 0
+}
+
+impl LineStore for NtAvx512 {
+    #[inline(always)]
+    fn store(self, dst: &mut [u64; 8], v: &[u64; 8]) {
+        if !aligned_line(dst) {
+            *dst = *v;
+            return;
+        }
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: a value of this type exists only when runtime detection found AVX-512F
+        // (line_stores/nt_isa). `v` is a readable 64-byte array (vmovdqu64 needs no alignment);
+        // `dst` is an exclusively borrowed 64-byte array, 64-byte aligned (checked above) as
+        // vmovntdq zmm requires. Only zmm0 is written, declared as xmm0: a clobber of xmm0 marks the
+        // whole register, every width, as clobbered. No stack use; flags are untouched.
+        unsafe {
+            std::arch::asm!(
+                "vmovdqu64 zmm0, zmmword ptr [{v}]",
+                "vmovntdq zmmword ptr [{d}], zmm0",
+                v = in(reg) v.as_ptr(),
+                d = in(reg) dst.as_mut_ptr(),
+                out("xmm0") _,
+                options(nostack, preserves_flags),
+            );
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            *dst = *v;
+        }
+    }
+    fn non_temporal(self) -> bool {
+        true
+    }
+}
+
+impl LineStore for NtAvx {
+    #[inline(always)]
+    fn store(self, dst: &mut [u64; 8], v: &[u64; 8]) {
+        if !aligned_line(dst) {
+            *dst = *v;
+            return;
+        }
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: a value of this type exists only when runtime detection found AVX. Reads the 64
+        // bytes of `v` unaligned; writes the two 32-byte halves of `dst`, exclusively borrowed and
+        // 64-byte aligned (checked above), so each half is 32-byte aligned as vmovntdq ymm
+        // requires. Only ymm0 is written (declared as xmm0, which covers the whole register).
+        unsafe {
+            std::arch::asm!(
+                "vmovdqu ymm0, ymmword ptr [{v}]",
+                "vmovntdq ymmword ptr [{d}], ymm0",
+                "vmovdqu ymm0, ymmword ptr [{v} + 32]",
+                "vmovntdq ymmword ptr [{d} + 32], ymm0",
+                v = in(reg) v.as_ptr(),
+                d = in(reg) dst.as_mut_ptr(),
+                out("xmm0") _,
+                options(nostack, preserves_flags),
+            );
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            *dst = *v;
+        }
+    }
+    fn non_temporal(self) -> bool {
+        true
+    }
+}
+
+impl LineStore for NtSse2 {
+    #[inline(always)]
+    fn store(self, dst: &mut [u64; 8], v: &[u64; 8]) {
+        if !aligned_line(dst) {
+            *dst = *v;
+            return;
+        }
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: SSE2 is baseline on x86-64. Reads `v` unaligned; writes the four 16-byte
+        // quarters of `dst`, exclusively borrowed and 64-byte aligned (checked above), so each is
+        // 16-byte aligned as movntdq requires. Only xmm0 is written.
+        unsafe {
+            std::arch::asm!(
+                "movdqu xmm0, xmmword ptr [{v}]",
+                "movntdq xmmword ptr [{d}], xmm0",
+                "movdqu xmm0, xmmword ptr [{v} + 16]",
+                "movntdq xmmword ptr [{d} + 16], xmm0",
+                "movdqu xmm0, xmmword ptr [{v} + 32]",
+                "movntdq xmmword ptr [{d} + 32], xmm0",
+                "movdqu xmm0, xmmword ptr [{v} + 48]",
+                "movntdq xmmword ptr [{d} + 48], xmm0",
+                v = in(reg) v.as_ptr(),
+                d = in(reg) dst.as_mut_ptr(),
+                out("xmm0") _,
+                options(nostack, preserves_flags),
+            );
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            *dst = *v;
+        }
+    }
+    fn non_temporal(self) -> bool {
+        true
+    }
 }
 
 /// Make earlier non-temporal stores globally visible before any later store (`sfence`). A no-op
@@ -418,6 +588,37 @@ mod tests {
         assert!(w.len() >= 3);
         w[0] = 5;
         assert!(words(&bytes).contains(&5));
+    }
+
+    fn store_lines<S: LineStore>(s: S) {
+        let mut buf = vec![0u64; 40];
+        let off = (64 - buf.as_ptr() as usize % 64) % 64 / 8;
+        for start in [off, off + 1] {
+            let v = [1, 2, 3, 4, 5, 6, 7, start as u64];
+            let dst: &mut [u64; 8] = (&mut buf[start..start + 8]).try_into().unwrap();
+            s.store(dst, &v);
+            store_fence();
+            assert_eq!(&buf[start..start + 8], &v, "{start}");
+        }
+    }
+
+    #[test]
+    fn line_stores_write_the_line() {
+        store_lines(RegularStores);
+        assert!(!RegularStores.non_temporal());
+        if supported(Isa::Avx512) {
+            store_lines(NtAvx512(()));
+        }
+        if supported(Isa::Avx2) {
+            store_lines(NtAvx(()));
+        }
+        store_lines(NtSse2(()));
+        match line_stores() {
+            LineStores::Avx512(s) => assert!(s.non_temporal()),
+            LineStores::Avx(s) => assert!(s.non_temporal()),
+            LineStores::Sse2(s) => assert!(s.non_temporal()),
+            LineStores::Regular(s) => assert!(!s.non_temporal()),
+        }
     }
 
     #[test]
