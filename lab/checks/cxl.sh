@@ -25,4 +25,6 @@ check_apply
 check_run
 check_show
 check_bad_input
+# shellcheck source=probe.sh
+. /lab/probe.sh
 exit 0
