@@ -17,6 +17,12 @@ pub fn live_profile() -> Result<Profile, String> {
     profile_from_topology(&topo)
 }
 
+/// The kernel reports HMAT/CDAT bandwidth in MiB/s (Documentation/admin-guide/mm/numaperf.rst);
+/// profiles use GB/s (10^9 B/s), as MLC and STREAM do.
+fn mib_per_s_to_gbps(mib_per_s: u64) -> f64 {
+    mib_per_s as f64 * 1_048_576.0 / 1e9
+}
+
 /// Build a profile from a discovered topology: one tier per group of the topology's tier order, with
 /// the nodes' firmware figures. Fails when there are fewer than two memory tiers or a tier's nodes lack
 /// firmware performance figures.
@@ -137,10 +143,11 @@ mod tests {
             (100.0, 250.0)
         );
         assert_eq!(p.tiers[0].kind, TierKind::Dram);
-        // HMAT gives 102400 and 40960 (MiB/s) for reads and writes alike: every mix gets that figure.
-        assert!((p.tiers[0].peak_bandwidth(Mix::READ_ONLY) - 102.4).abs() < 1e-9);
-        assert!((p.tiers[1].peak_bandwidth("1:1".parse().unwrap()) - 40.96).abs() < 1e-9);
-        assert_eq!(p.tiers[1].firmware_bandwidth(), 40.96);
+        // HMAT gives 102400 and 40960 MiB/s for reads and writes alike: every mix gets that figure.
+        // QEMU was told 100G and 40G (GiB/s): 107.37 and 42.95 GB/s.
+        assert!((p.tiers[0].peak_bandwidth(Mix::READ_ONLY) - 107.374_182_4).abs() < 1e-6);
+        assert!((p.tiers[1].peak_bandwidth("1:1".parse().unwrap()) - 42.949_672_96).abs() < 1e-6);
+        assert!((p.tiers[1].firmware_bandwidth() - 42.949_672_96).abs() < 1e-6);
     }
 
     #[test]
