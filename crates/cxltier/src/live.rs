@@ -60,11 +60,9 @@ pub fn profile_from_topology(topo: &Topology) -> Result<Profile, String> {
                 .ok_or_else(|| {
                     format!("node {id} has no firmware (HMAT/CDAT) bandwidth and latency figures")
                 })?;
-            let read = perf.read_bandwidth_mbps.unwrap_or_default() as f64 / 1000.0;
+            let read = mib_per_s_to_gbps(perf.read_bandwidth_mbps.unwrap_or_default());
             read_gbps += read;
-            write_gbps += perf
-                .write_bandwidth_mbps
-                .map_or(read, |w| w as f64 / 1000.0);
+            write_gbps += perf.write_bandwidth_mbps.map_or(read, mib_per_s_to_gbps);
             latency_sum += perf.read_latency_ns.unwrap_or_default() as f64;
             capacity += node.mem_total_bytes;
         }
