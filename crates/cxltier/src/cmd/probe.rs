@@ -178,10 +178,14 @@ pub fn run(args: Args) -> CliResult {
         print!("{}", render(&report));
         if let Some(p) = profile_path {
             let n = report.targets.iter().filter(|t| t.kind.is_some()).count();
-            println!(
-                "\nprofile written to {p} ({n} tier{}); use it with `cxltier plan --profile {p}`",
-                if n == 1 { "" } else { "s" }
-            );
+            if n >= 2 {
+                println!("\nprofile written to {p} ({n} tiers); use it with `cxltier plan --profile {p}`");
+            } else {
+                println!(
+                    "\nprofile written to {p} (1 tier: `cxltier topo --profile {p}` shows it; planning \
+                     needs two or more tiers, so probe a second node too)"
+                );
+            }
         }
         for s in &svg {
             println!("plot written to {s}");
