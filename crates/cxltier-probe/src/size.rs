@@ -1,41 +1,21 @@
-//! Sizes on the command line: `64M`, `2G`, `512MiB`, `1.5G`, `4096`. Units are binary (K = 1024),
-//! as in numactl, MLC and most memory tools.
+//! Sizes on the command line (`64M`, `2G`, `512MiB`, `1.5G`, `4096`), parsed as every cxltier
+//! command parses them, and short forms for people.
 
 use crate::ProbeError;
 
-/// Parse a size in bytes.
+/// Parse a size in bytes, with the same syntax as every other cxltier command
+/// (`cxltier_control::size`: K/M/G/T and KiB..TiB are binary, KB..TB decimal).
 pub fn parse_size(text: &str) -> Result<u64, ProbeError> {
-    let err = |reason: &str| ProbeError::Size {
-        given: text.to_string(),
-        reason: reason.to_string(),
-    };
-    let t = text.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    if num.is_empty() {
-        return Err(err("expected a number"));
-    }
-    let value: f64 = num
-        .parse()
-        .map_err(|_| err(&format!("{num:?} is not a number")))?;
-    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "k" | "kb" | "kib" => 1 << 10,
-        "m" | "mb" | "mib" => 1 << 20,
-        "g" | "gb" | "gib" => 1 << 30,
-        "t" | "tb" | "tib" => 1 << 40,
-        other => return Err(err(&format!("unknown unit {other:?} (use K, M, G or T)"))),
-    };
-    let bytes = value * mult as f64;
-    if !(bytes.is_finite() && bytes >= 1.0) {
-        return Err(err("the size must be at least 1 byte"));
-    }
-    if bytes > (1u64 << 50) as f64 {
-        return Err(err("the size is larger than any machine's memory"));
-    }
-    Ok(bytes.round() as u64)
+    cxltier_control::size::parse_size(text).map_err(|e| match e {
+        cxltier_control::ControlError::BadSize { text, reason } => ProbeError::Size {
+            given: text,
+            reason,
+        },
+        other => ProbeError::Size {
+            given: text.to_string(),
+            reason: other.to_string(),
+        },
+    })
 }
 
 /// Round `bytes` up to a multiple of `to` (a power of two).
