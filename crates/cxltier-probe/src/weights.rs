@@ -9,13 +9,16 @@
 //! them: `cxltier topo` shows the table, `cxltier apply` sets it.
 
 use crate::ProbeError;
+use cxltier_control::weights::{WeightChange as TableChange, WeightTable};
+use cxltier_control::ControlError;
 use serde::Serialize;
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-const DIR: &str = "sys/kernel/mm/mempolicy/weighted_interleave";
+#[cfg(test)]
+const DIR: &str = cxltier_control::weights::WI_DIR;
 
-/// One node's weight before and during the probe.
+/// One node's weight before and during the probe (the probe report's stable JSON fields).
 #[derive(Debug, Clone, Serialize)]
 pub struct WeightChange {
     pub node: u32,
@@ -23,63 +26,69 @@ pub struct WeightChange {
     pub during: u8,
 }
 
-/// The table as changed for the probe; dropping it restores the table.
+/// The table as changed for the probe; dropping it restores the table. A thin RAII wrapper over
+/// [`WeightTable`]: reading, validating, writing with rollback and restoring all happen there.
 #[derive(Debug)]
 pub struct WeightGuard {
-    dir: PathBuf,
+    table: WeightTable,
+    applied: TableChange,
     pub changes: Vec<WeightChange>,
-    /// The `auto` switch's file name and its value before, when the kernel has one and it was on.
-    auto_restore: Option<String>,
     restored: bool,
 }
 
-fn read_weight(dir: &Path, node: u32) -> Option<u8> {
-    std::fs::read_to_string(dir.join(format!("node{node}")))
-        .ok()?
-        .trim()
-        .parse()
-        .ok()
+/// Translate the table's errors into the probe's (which carry the probe's hints and exit codes).
+fn probe_error(e: ControlError) -> ProbeError {
+    match e {
+        ControlError::NoWeightedInterleave { .. } => ProbeError::NoWeightedInterleave,
+        ControlError::NeedsRoot { path } => ProbeError::WeightsPermission {
+            path: path.display().to_string(),
+            source: io::Error::from(io::ErrorKind::PermissionDenied),
+        },
+        ControlError::Write { path, source, .. } | ControlError::Read { path, source } => {
+            let path = path.display().to_string();
+            if matches!(
+                source.kind(),
+                io::ErrorKind::PermissionDenied | io::ErrorKind::ReadOnlyFilesystem
+            ) {
+                ProbeError::WeightsPermission { path, source }
+            } else {
+                ProbeError::WeightsWrite { path, source }
+            }
+        }
+        other => ProbeError::Weights {
+            given: String::new(),
+            reason: other.to_string(),
+        },
+    }
 }
 
-fn write(path: &Path, value: &str) -> Result<(), ProbeError> {
-    std::fs::write(path, format!("{value}\n")).map_err(|source| {
-        let path = path.display().to_string();
-        if matches!(
-            source.kind(),
-            io::ErrorKind::PermissionDenied | io::ErrorKind::ReadOnlyFilesystem
-        ) {
-            ProbeError::WeightsPermission { path, source }
-        } else {
-            ProbeError::WeightsWrite { path, source }
-        }
-    })
+/// Read the table and validate `nodes[i]` = `weights[i]` against it, writing nothing.
+fn plan(
+    root: &Path,
+    nodes: &[u32],
+    weights: &[u32],
+) -> Result<(WeightTable, TableChange), ProbeError> {
+    let table = WeightTable::read(root).map_err(probe_error)?;
+    let pairs: Vec<(u32, u32)> = nodes.iter().copied().zip(weights.iter().copied()).collect();
+    let change = table.plan(&pairs).map_err(probe_error)?;
+    Ok((table, change))
 }
 
 /// Check, without changing anything, that the table could be set to `weights`: it exists, and either
 /// already holds them or this process may write it.
 pub fn check_writable(root: &Path, nodes: &[u32], weights: &[u32]) -> Result<(), ProbeError> {
-    let dir = root.join(DIR);
-    if !dir.is_dir() {
-        return Err(ProbeError::NoWeightedInterleave);
-    }
-    for (&n, &w) in nodes.iter().zip(weights) {
-        if read_weight(&dir, n) == Some(w.min(255) as u8) {
-            continue;
-        }
-        let path = dir.join(format!("node{n}"));
+    let (table, change) = plan(root, nodes, weights)?;
+    for nw in change.changed() {
+        let path = table.dir().join(format!("node{}", nw.node));
         std::fs::OpenOptions::new()
             .write(true)
             .open(&path)
             .map_err(|source| {
-                let path = path.display().to_string();
-                if matches!(
-                    source.kind(),
-                    io::ErrorKind::PermissionDenied | io::ErrorKind::ReadOnlyFilesystem
-                ) {
-                    ProbeError::WeightsPermission { path, source }
-                } else {
-                    ProbeError::WeightsWrite { path, source }
-                }
+                probe_error(ControlError::Write {
+                    path,
+                    source,
+                    rollback: String::new(),
+                })
             })?;
     }
     Ok(())
@@ -89,39 +98,24 @@ impl WeightGuard {
     /// Set `nodes[i]`'s weight to `weights[i]` below `root` (`/` on a live machine). Writes
     /// nothing when the table already holds these weights.
     pub fn set(root: &Path, nodes: &[u32], weights: &[u32]) -> Result<WeightGuard, ProbeError> {
-        let dir = root.join(DIR);
-        if !dir.is_dir() {
-            return Err(ProbeError::NoWeightedInterleave);
+        let (table, applied) = plan(root, nodes, weights)?;
+        if !applied.is_noop() {
+            table.apply(&applied).map_err(probe_error)?;
         }
-        let auto_restore = ["auto", "__auto_type"].iter().find_map(|name| {
-            let text = std::fs::read_to_string(dir.join(name)).ok()?;
-            matches!(text.trim(), "true" | "1" | "Y" | "y").then(|| name.to_string())
-        });
-        let mut guard = WeightGuard {
-            dir: dir.clone(),
-            changes: Vec::new(),
-            auto_restore,
-            restored: false,
-        };
-        let wanted: Vec<(u32, u8)> = nodes
-            .iter()
-            .zip(weights)
-            .map(|(&n, &w)| (n, w.min(255) as u8))
+        let changes = applied
+            .changed()
+            .map(|nw| WeightChange {
+                node: nw.node,
+                before: Some(nw.old),
+                during: nw.new,
+            })
             .collect();
-        if wanted.iter().all(|&(n, w)| read_weight(&dir, n) == Some(w)) {
-            guard.auto_restore = None;
-            return Ok(guard);
-        }
-        for (n, w) in wanted {
-            let before = read_weight(&dir, n);
-            write(&dir.join(format!("node{n}")), &w.to_string())?;
-            guard.changes.push(WeightChange {
-                node: n,
-                before,
-                during: w,
-            });
-        }
-        Ok(guard)
+        Ok(WeightGuard {
+            table,
+            applied,
+            changes,
+            restored: false,
+        })
     }
 
     /// Whether the probe changed the table.
@@ -132,30 +126,22 @@ impl WeightGuard {
     /// Put the previous weights back (and the kernel's `auto` mode, if it was on). Errors are
     /// returned as sentences for the report.
     pub fn restore(&mut self) -> Vec<String> {
-        if self.restored {
+        if self.restored || !self.changed() {
+            self.restored = true;
             return Vec::new();
         }
         self.restored = true;
-        let mut problems = Vec::new();
-        for c in self.changes.iter().rev() {
-            if let Some(b) = c.before {
-                if let Err(e) = write(&self.dir.join(format!("node{}", c.node)), &b.to_string()) {
-                    problems.push(format!(
-                        "could not restore the weight of node {}: {e}",
-                        c.node
-                    ));
-                }
-            }
-        }
-        if let Some(name) = &self.auto_restore {
-            if self.changed() {
-                if let Err(e) = write(&self.dir.join(name), "true") {
-                    problems.push(format!(
-                        "could not switch the kernel's automatic weights back on: {e}"
-                    ));
-                }
-            }
-        }
+        let report = self.table.restore(&self.applied);
+        let mut problems: Vec<String> = report
+            .failed
+            .iter()
+            .map(|(path, e)| format!("could not restore {}: {e}", path.display()))
+            .collect();
+        problems.extend(report.left_alone.iter().map(|(node, w)| {
+            format!(
+                "left node {node}'s weight at {w}: it was changed by someone else during the probe"
+            )
+        }));
         problems
     }
 }
@@ -172,7 +158,7 @@ impl Drop for WeightGuard {
 mod tests {
     use super::*;
 
-    fn table(weights: &[(u32, u8)], auto: Option<&str>) -> PathBuf {
+    fn table(weights: &[(u32, u8)], auto: Option<&str>) -> std::path::PathBuf {
         use std::sync::atomic::{AtomicU32, Ordering};
         static N: AtomicU32 = AtomicU32::new(0);
         let root = std::env::temp_dir().join(format!(
@@ -191,6 +177,14 @@ mod tests {
         root
     }
 
+    fn read_weight(dir: &std::path::Path, node: u32) -> Option<u8> {
+        std::fs::read_to_string(dir.join(format!("node{node}")))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    }
+
     #[test]
     fn sets_and_restores_the_table() {
         let root = table(&[(0, 1), (1, 1)], Some("true"));
@@ -201,8 +195,9 @@ mod tests {
             assert_eq!(g.changes[0].before, Some(1));
         }
         assert_eq!(read_weight(&root.join(DIR), 0), Some(1));
+        // The kernel reads any kstrtobool truth; the table writes "1".
         let auto = std::fs::read_to_string(root.join(DIR).join("auto")).unwrap();
-        assert_eq!(auto.trim(), "true");
+        assert!(matches!(auto.trim(), "1" | "true"), "auto is {auto:?}");
         std::fs::remove_dir_all(&root).unwrap();
     }
 
