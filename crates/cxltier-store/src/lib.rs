@@ -1,1 +1,268 @@
-//! placeholder
+//! An object store tiered over DRAM, CXL memory and an NVMe log.
+//!
+//! Every object lives in exactly one memory tier (DRAM or CXL: exclusive caching) or only on NVMe.
+//! The NVMe tier ([`log`]) is a log-structured file or block device opened with `O_DIRECT` and
+//! driven by io_uring; it holds everything that does not fit in memory, so demotion never drops
+//! data, and (with durability on) it is also the write-ahead log that recovery replays.
+//!
+//! CONTRACT (shared by the store, the log and the server; keep the signatures stable):
+//! - [`StoreBuilder`] → [`Store`]; the server owns one `Store` on one thread (no locking).
+//! - Reads: [`Store::get`] (promotes on access), [`Store::prefetch`] (batched NVMe reads through
+//!   one io_uring submission, so the server waits for the device once per event-loop batch).
+//! - Writes: [`Store::put`], [`Store::delete`], [`Store::flush_all`]; they are durable only after
+//!   [`Store::commit`], which the server calls once per event-loop iteration *before* it sends the
+//!   replies of that iteration (group commit).
+//! - Background work: [`Store::tick`] (demotion by watermarks, segment cleaning, expiry, the
+//!   `everysec` sync); the server calls it when idle and at least every 100 ms.
+
+mod admission;
+mod arena;
+pub mod log;
+mod store;
+
+pub use store::Store;
+
+use std::path::PathBuf;
+
+/// How hard the store works to keep acknowledged writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// Writes reach NVMe only when demoted or when the log buffer fills; a crash loses them.
+    None,
+    /// The log is written and `fdatasync`ed at least once a second: a crash loses at most ~1 s.
+    #[default]
+    EverySec,
+    /// Every [`Store::commit`] writes and `fdatasync`s the log before replies are sent.
+    Always,
+}
+
+/// What an object's value is; the server encodes hashes (see the server crate) — the store only
+/// keeps the tag.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Kind {
+    String = 0,
+    Hash = 1,
+}
+
+/// An object borrowed from the store (valid until the next `&mut self` call).
+#[derive(Debug, Clone, Copy)]
+pub struct ObjectRef<'a> {
+    pub kind: Kind,
+    pub value: &'a [u8],
+    /// Absolute expiry time in milliseconds since the Unix epoch, if any.
+    pub expires_at_ms: Option<u64>,
+}
+
+/// Where the NVMe tier lives: `PATH[:SIZE]` (a file, created if missing, or a block device).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SsdSpec {
+    pub path: PathBuf,
+    /// Capacity in bytes; `None` means the whole block device, or for a file: required when the
+    /// file does not exist yet (error otherwise), else its current size.
+    pub capacity: Option<u64>,
+}
+
+/// One object returned by [`Store::scan`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScanItem {
+    pub key: Vec<u8>,
+    pub kind: Kind,
+    pub value: Vec<u8>,
+    pub expires_at_ms: Option<u64>,
+}
+
+/// Where an arena's touched pages are, as the kernel reports them (`move_pages(2)`).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Placement {
+    pub tier: &'static str,
+    /// The node the arena is bound to.
+    pub node: u32,
+    /// Sampled pages per node they are on.
+    pub pages_by_node: std::collections::BTreeMap<u32, u64>,
+}
+
+/// The store's one error type: what failed, with context, and what to do about it.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// Bad configuration (budgets, paths, nodes): the message names the option and the fix.
+    #[error("{0}")]
+    Config(String),
+    /// The value is larger than the store accepts.
+    #[error("value of {len} bytes is larger than the maximum object size of {max} bytes")]
+    TooLarge { len: usize, max: usize },
+    /// Every tier is full of live data: writes fail, reads go on.
+    #[error("the store is full: {detail}")]
+    Full { detail: String },
+    /// An I/O error on the NVMe tier, with what the store was doing.
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A record failed its checksum or has an impossible header.
+    #[error("corrupt record: {0}")]
+    Corrupt(String),
+    /// A NUMA system call failed (binding an arena, ...).
+    #[error(transparent)]
+    Sys(#[from] cxltier_sys::SysError),
+}
+
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+/// Builder for a [`Store`] (foyer-style).
+#[derive(Debug, Clone)]
+pub struct StoreBuilder {
+    pub(crate) dram_bytes: u64,
+    pub(crate) cxl_bytes: u64,
+    pub(crate) ssd: Option<SsdSpec>,
+    pub(crate) durability: Durability,
+    pub(crate) dram_node: Option<u32>,
+    pub(crate) cxl_node: Option<u32>,
+    pub(crate) max_object: usize,
+}
+
+/// Per-tier statistics (`INFO`, `--json`). Field names are a stable interface.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct TierStats {
+    /// "dram", "cxl" or "nvme".
+    pub tier: &'static str,
+    /// NUMA node of a memory tier's arena.
+    pub node: Option<u32>,
+    pub capacity_bytes: u64,
+    pub objects: u64,
+    pub bytes: u64,
+    pub hits: u64,
+    pub promotions: u64,
+    pub demotions: u64,
+    /// NVMe only: reads and writes issued to the device, bytes.
+    pub reads: u64,
+    pub writes: u64,
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+}
+
+/// Whole-store statistics.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct StoreStats {
+    pub keys: u64,
+    pub index_bytes: u64,
+    pub misses: u64,
+    pub evictions_to_nvme: u64,
+    pub admissions_rejected: u64,
+    /// Device bytes written / bytes of objects the user wrote (1.0 = no amplification).
+    pub write_amplification: f64,
+    pub segments_cleaned: u64,
+    pub durability: &'static str,
+    /// No CPU-less node was found: the "cxl" tier is a second arena on the DRAM node.
+    pub cxl_emulated_on_dram: bool,
+    pub tiers: Vec<TierStats>,
+}
+
+/// A memory arena and where its pages are meant to be (for `move_pages` checks).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ArenaInfo {
+    pub tier: &'static str,
+    pub node: u32,
+    pub addr: usize,
+    pub len: usize,
+}
+
+impl StoreBuilder {
+    pub fn new() -> Self {
+        StoreBuilder {
+            dram_bytes: 256 << 20,
+            cxl_bytes: 0,
+            ssd: None,
+            durability: Durability::EverySec,
+            dram_node: None,
+            cxl_node: None,
+            max_object: 1 << 20,
+        }
+    }
+    /// DRAM budget, index included.
+    pub fn dram(mut self, bytes: u64) -> Self {
+        self.dram_bytes = bytes;
+        self
+    }
+    /// CXL budget (0: no CXL tier).
+    pub fn cxl(mut self, bytes: u64) -> Self {
+        self.cxl_bytes = bytes;
+        self
+    }
+    pub fn ssd(mut self, spec: SsdSpec) -> Self {
+        self.ssd = Some(spec);
+        self
+    }
+    pub fn durability(mut self, d: Durability) -> Self {
+        self.durability = d;
+        self
+    }
+    /// The node for the DRAM arena (default: the node of the CPU that builds the store).
+    pub fn dram_node(mut self, node: u32) -> Self {
+        self.dram_node = Some(node);
+        self
+    }
+    /// The node for the CXL arena (default: the first CPU-less memory node; none: a second
+    /// arena on the DRAM node so the code path still runs).
+    pub fn cxl_node(mut self, node: u32) -> Self {
+        self.cxl_node = Some(node);
+        self
+    }
+    /// Largest accepted value (default 1 MiB, like memcached's item_size_max).
+    pub fn max_object(mut self, bytes: usize) -> Self {
+        self.max_object = bytes;
+        self
+    }
+    /// Open (recovering from NVMe when the log holds data) and bind the arenas.
+    pub fn build(self) -> Result<Store> {
+        Store::build(self)
+    }
+}
+
+impl Default for StoreBuilder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl std::str::FromStr for Durability {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "none" | "no" => Ok(Durability::None),
+            "everysec" => Ok(Durability::EverySec),
+            "always" => Ok(Durability::Always),
+            _ => Err(format!(
+                "unknown durability {s:?}: use none, everysec or always"
+            )),
+        }
+    }
+}
+
+impl std::str::FromStr for SsdSpec {
+    type Err = String;
+    /// `PATH[:SIZE]`, SIZE with K/M/G/T (binary) suffixes.
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        let (path, size) = match s.rsplit_once(':') {
+            Some((p, size)) if !p.is_empty() => (p, Some(size)),
+            _ => (s, None),
+        };
+        if path.is_empty() {
+            return Err(
+                "--ssd needs a path: --ssd PATH[:SIZE], e.g. /var/lib/cxltier/nvme.log:8G".into(),
+            );
+        }
+        let capacity = size
+            .map(|z| {
+                cxltier_control::size::parse_size(z)
+                    .map_err(|e| format!("--ssd {s}: bad size {z:?}: {e}"))
+            })
+            .transpose()?;
+        Ok(SsdSpec {
+            path: path.into(),
+            capacity,
+        })
+    }
+}

@@ -8,7 +8,8 @@
 //!   [`Mapping::bind`] (`mbind`);
 //! - [`page_size`];
 //! - [`signal`]: blocking, waiting for and forwarding signals while supervising a child;
-//! - [`stream`]: non-temporal stores for memory bandwidth measurements.
+//! - [`stream`]: non-temporal stores for memory bandwidth measurements;
+//! - [`uring`]: aligned buffers, `O_DIRECT` files and batched io_uring reads and writes.
 //!
 //! Every `unsafe` block states why it is sound in a `// SAFETY:` comment. Errors are [`SysError`]s
 //! that name the call and say, where the errno allows, what the cause is and what to do.
@@ -31,6 +32,8 @@ mod pages;
 #[warn(missing_docs, clippy::undocumented_unsafe_blocks)]
 pub mod signal;
 pub mod stream;
+#[warn(missing_docs, clippy::undocumented_unsafe_blocks)]
+pub mod uring;
 
 pub use error::{errno_name, ErrorKind, SysError};
 pub use mapping::{Advice, Mapping, MbindFlags};

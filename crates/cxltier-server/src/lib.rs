@@ -1,0 +1,1 @@
+//! RESP2 server over the tiered store.

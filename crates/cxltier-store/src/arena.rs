@@ -1,0 +1,250 @@
+//! A memory tier's arena: one anonymous mapping bound (`mbind`, `MPOL_BIND`) to the tier's NUMA node
+//! before it is first touched, carved into slab pages of one size class each (memcached-style).
+//!
+//! A slot holds `[key_len u16][used u8][pad u8][key][value]`: the key is kept with the value so that
+//! the CLOCK hand, walking slots, can find each object's index entry.
+
+use cxltier_sys::{Mapping, MbindFlags, Mode, NodeMask, Policy};
+
+use crate::{Result, StoreError};
+
+/// Bytes of a slot before the key.
+pub const SLOT_HEADER: usize = 4;
+/// Smallest slot and growth factor between size classes.
+const MIN_SLOT: usize = 64;
+const GROWTH: f64 = 1.25;
+
+/// Where a slot is inside its arena.
+pub type SlotOffset = u64;
+
+#[derive(Debug)]
+struct Class {
+    slot_size: usize,
+    free: Vec<SlotOffset>,
+    /// Slab pages of this class, and the CLOCK hand over their slots (page index in `pages`, slot).
+    pages: Vec<usize>,
+    hand: (usize, usize),
+}
+
+/// One tier's memory.
+pub struct Arena {
+    pub tier: &'static str,
+    pub node: u32,
+    /// True when this arena stands in for a missing CXL node on the DRAM node.
+    pub emulated: bool,
+    map: Mapping,
+    page_size: usize,
+    classes: Vec<Class>,
+    /// Size class of each slab page (`u8::MAX`: not assigned yet).
+    page_class: Vec<u8>,
+    next_page: usize,
+    /// Bytes of assigned slots in use (slot sizes, not value sizes).
+    pub used_bytes: u64,
+    pub objects: u64,
+}
+
+impl std::fmt::Debug for Arena {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Arena({} on node {}, {} bytes)",
+            self.tier,
+            self.node,
+            self.map.len()
+        )
+    }
+}
+
+impl Arena {
+    /// Map `bytes` (rounded to whole slab pages) bound to `node`, for objects up to `max_slot`.
+    pub fn new(
+        tier: &'static str,
+        node: u32,
+        emulated: bool,
+        bytes: u64,
+        max_slot: usize,
+    ) -> Result<Arena> {
+        let page_size = (1usize << 20).max(max_slot.next_power_of_two());
+        let pages = (bytes as usize / page_size).max(1);
+        let map = Mapping::anonymous(pages * page_size)?;
+        let nodes = NodeMask::from_nodes([node])?;
+        map.bind(&Policy::new(Mode::Bind, nodes), MbindFlags::default())
+            .map_err(|e| {
+                StoreError::Config(format!(
+                    "cannot bind the {tier} arena to node {node}: {e}; pick a node with memory (see `cxltier topo`)"
+                ))
+            })?;
+        let mut classes = Vec::new();
+        let mut size = MIN_SLOT;
+        while size < max_slot {
+            classes.push(Class {
+                slot_size: size,
+                free: Vec::new(),
+                pages: Vec::new(),
+                hand: (0, 0),
+            });
+            size = ((size as f64 * GROWTH) as usize).next_multiple_of(8);
+        }
+        classes.push(Class {
+            slot_size: max_slot.next_multiple_of(8),
+            free: Vec::new(),
+            pages: Vec::new(),
+            hand: (0, 0),
+        });
+        Ok(Arena {
+            tier,
+            node,
+            emulated,
+            map,
+            page_size,
+            classes,
+            page_class: vec![u8::MAX; pages],
+            next_page: 0,
+            used_bytes: 0,
+            objects: 0,
+        })
+    }
+
+    pub fn capacity(&self) -> u64 {
+        self.map.len() as u64
+    }
+
+    pub fn addr(&self) -> usize {
+        self.map.addr()
+    }
+
+    /// Bytes a slot for this key and value takes, or None when larger than the largest class.
+    pub fn slot_size_for(&self, key_len: usize, value_len: usize) -> Option<usize> {
+        let need = SLOT_HEADER + key_len + value_len;
+        self.classes
+            .iter()
+            .find(|c| c.slot_size >= need)
+            .map(|c| c.slot_size)
+    }
+
+    fn class_of(&self, need: usize) -> Option<usize> {
+        self.classes.iter().position(|c| c.slot_size >= need)
+    }
+
+    /// Number of size classes.
+    pub fn class_count(&self) -> usize {
+        self.classes.len()
+    }
+
+    /// The size class a key and value need.
+    pub fn class_for(&self, key_len: usize, value_len: usize) -> Option<usize> {
+        self.class_of(SLOT_HEADER + key_len + value_len)
+    }
+
+    /// Whether a slot for `key`+`value` can be had without evicting anything.
+    pub fn has_room(&self, key_len: usize, value_len: usize) -> bool {
+        let Some(c) = self.class_of(SLOT_HEADER + key_len + value_len) else {
+            return false;
+        };
+        !self.classes[c].free.is_empty() || self.next_page < self.page_class.len()
+    }
+
+    /// Store `key` and `value` in a free slot; None when the class has no free slot and no page is
+    /// left to give it.
+    pub fn alloc(&mut self, key: &[u8], value: &[u8]) -> Option<SlotOffset> {
+        let c = self.class_of(SLOT_HEADER + key.len() + value.len())?;
+        if self.classes[c].free.is_empty() {
+            if self.next_page >= self.page_class.len() {
+                return None;
+            }
+            let page = self.next_page;
+            self.next_page += 1;
+            self.page_class[page] = c as u8;
+            self.classes[c].pages.push(page);
+            let size = self.classes[c].slot_size;
+            let base = (page * self.page_size) as u64;
+            let n = self.page_size / size;
+            // Push in reverse so slots are handed out in address order.
+            for i in (0..n).rev() {
+                self.classes[c].free.push(base + (i * size) as u64);
+            }
+        }
+        let off = self.classes[c].free.pop()?;
+        let size = self.classes[c].slot_size;
+        let slot = &mut self.map.as_mut_slice()[off as usize..off as usize + size];
+        slot[0..2].copy_from_slice(&(key.len() as u16).to_le_bytes());
+        slot[2] = 1;
+        slot[SLOT_HEADER..SLOT_HEADER + key.len()].copy_from_slice(key);
+        slot[SLOT_HEADER + key.len()..SLOT_HEADER + key.len() + value.len()].copy_from_slice(value);
+        self.used_bytes += size as u64;
+        self.objects += 1;
+        Some(off)
+    }
+
+    fn slot_size_at(&self, off: SlotOffset) -> usize {
+        let page = off as usize / self.page_size;
+        self.classes[self.page_class[page] as usize].slot_size
+    }
+
+    /// Release a slot.
+    pub fn free(&mut self, off: SlotOffset) {
+        let size = self.slot_size_at(off);
+        let page = off as usize / self.page_size;
+        let c = self.page_class[page] as usize;
+        self.map.as_mut_slice()[off as usize + 2] = 0;
+        self.classes[c].free.push(off);
+        self.used_bytes -= size as u64;
+        self.objects -= 1;
+    }
+
+    /// The value stored at `off` (of `len` bytes) after a key of `key_len` bytes.
+    pub fn value(&self, off: SlotOffset, key_len: usize, len: usize) -> &[u8] {
+        let start = off as usize + SLOT_HEADER + key_len;
+        &self.map.as_slice()[start..start + len]
+    }
+
+    /// The key stored at a used slot.
+    fn key_at(&self, off: SlotOffset) -> Option<&[u8]> {
+        let s = self.map.as_slice();
+        let o = off as usize;
+        if s[o + 2] != 1 {
+            return None;
+        }
+        let len = u16::from_le_bytes([s[o], s[o + 1]]) as usize;
+        Some(&s[o + SLOT_HEADER..o + SLOT_HEADER + len])
+    }
+
+    /// Advance class `c`'s CLOCK hand over up to `budget` slots; return the used slots seen, with
+    /// their keys, in order, for the caller to age or evict.
+    pub fn sweep(&mut self, c: usize, budget: usize) -> Vec<(SlotOffset, Vec<u8>)> {
+        let mut out = Vec::new();
+        let class = &self.classes[c];
+        if class.pages.is_empty() {
+            return out;
+        }
+        let per_page = self.page_size / class.slot_size;
+        let (mut p, mut i) = class.hand;
+        for _ in 0..budget {
+            if i >= per_page {
+                i = 0;
+                p += 1;
+            }
+            if p >= self.classes[c].pages.len() {
+                p = 0;
+            }
+            let off =
+                (self.classes[c].pages[p] * self.page_size + i * self.classes[c].slot_size) as u64;
+            i += 1;
+            if let Some(k) = self.key_at(off) {
+                out.push((off, k.to_vec()));
+            }
+        }
+        self.classes[c].hand = (p, i);
+        out
+    }
+
+    /// Addresses of the first byte of each slab page in use (for placement checks).
+    pub fn used_page_addrs(&self) -> Vec<usize> {
+        let base = self.map.addr();
+        let step = cxltier_sys::page_size();
+        (0..self.next_page * self.page_size)
+            .step_by(step * 64)
+            .map(|o| base + o)
+            .collect()
+    }
+}

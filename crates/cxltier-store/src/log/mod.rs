@@ -1,0 +1,1004 @@
+//! The NVMe tier: a log-structured store of records in fixed-size segments of one file or block
+//! device, written and read with `O_DIRECT` through io_uring.
+//!
+//! Layout: segment `i` occupies bytes `[i * segment_size, (i + 1) * segment_size)`. A segment starts
+//! with a [`SEGMENT_HEADER`]-byte header (magic, format, the segment's sequence number, checksum);
+//! records follow, packed at 8-byte boundaries:
+//!
+//! ```text
+//! crc32c u32 | total_len u32 | seq u64 | expires_at_ms u64 | key_len u16 | flags u8 | kind u8 | value_len u32 | key | value
+//! ```
+//!
+//! The checksum covers the segment's sequence number, the rest of the header, the key and the
+//! value. Salting with the segment sequence is what makes segment reuse safe: records left over from
+//! a segment's previous life fail the checksum, so recovery stops exactly at the end of what was
+//! written in this life.
+//!
+//! Invariants:
+//! - Records are appended in `seq` order; relocation by the cleaner keeps a record's `seq`, so
+//!   recovery resolves duplicates by `seq`, not by position.
+//! - A freed segment's header is overwritten with zeros (on disk) before the segment is reused and
+//!   before any tombstone that shadowed one of its records is dropped: otherwise recovery could
+//!   resurrect a deleted key.
+//! - The open segment's image lives in an aligned buffer; reads of records not yet on disk are
+//!   served from it.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use cxltier_sys::uring::{AlignedBuf, DirectFile, Uring, ALIGN};
+
+use crate::{Kind, Result, StoreError};
+
+/// Bytes reserved at the start of every segment for its header.
+pub const SEGMENT_HEADER: usize = 64;
+const RECORD_HEADER: usize = 32;
+const MAGIC: u64 = 0x4358_4c54_4c4f_4731; // "CXLTLOG1"
+const FORMAT: u32 = 1;
+const FLAG_TOMBSTONE: u8 = 1;
+const FLAG_FLUSH_ALL: u8 = 2;
+/// Segments kept free for the cleaner: user appends stop before using them.
+const RESERVED_SEGMENTS: usize = 2;
+/// Default segment size.
+pub const DEFAULT_SEGMENT_SIZE: u32 = 2 << 20;
+
+/// Where and how big the log is.
+#[derive(Debug, Clone)]
+pub struct LogConfig {
+    pub path: PathBuf,
+    /// Bytes to use; `None`: the block device's size or the existing file's size.
+    pub capacity: Option<u64>,
+    /// Bytes per segment, a multiple of 4096.
+    pub segment_size: u32,
+}
+
+impl LogConfig {
+    pub fn new(path: impl Into<PathBuf>, capacity: Option<u64>) -> LogConfig {
+        LogConfig {
+            path: path.into(),
+            capacity,
+            segment_size: DEFAULT_SEGMENT_SIZE,
+        }
+    }
+}
+
+/// Where a record is on the device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct NvLoc {
+    pub segment: u32,
+    /// Offset of the record inside its segment.
+    pub offset: u32,
+    /// The record's whole length (header, key and value).
+    pub len: u32,
+}
+
+/// A record read back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogRecord {
+    pub key: Vec<u8>,
+    pub kind: Kind,
+    pub value: Vec<u8>,
+    pub expires_at_ms: Option<u64>,
+    pub seq: u64,
+}
+
+/// A record met during recovery, in write order.
+#[derive(Debug)]
+pub struct Recovered<'a> {
+    pub key: &'a [u8],
+    pub loc: NvLoc,
+    pub seq: u64,
+    pub kind: Kind,
+    pub expires_at_ms: Option<u64>,
+    pub tombstone: bool,
+    /// Everything written before this record is gone (FLUSHALL).
+    pub flush_all: bool,
+    pub value_len: u32,
+}
+
+/// What opening found.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct OpenReport {
+    pub segments_replayed: u32,
+    pub records: u64,
+    /// Segments whose tail held bytes that were not a valid record (a torn write), dropped.
+    pub torn_tails: u32,
+}
+
+/// Device counters.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct LogStats {
+    pub reads: u64,
+    pub read_bytes: u64,
+    pub writes: u64,
+    /// Bytes written to the device (aligned blocks, tail rewrites and cleaning included).
+    pub write_bytes: u64,
+    /// Bytes of records appended for users (not by the cleaner).
+    pub appended_bytes: u64,
+    pub segments: u32,
+    pub free_segments: u32,
+    pub live_bytes: u64,
+    pub segments_cleaned: u64,
+    pub capacity: u64,
+}
+
+/// What one call of [`Log::clean`] did.
+#[derive(Debug, Clone, Default)]
+pub struct CleanReport {
+    pub segments_freed: u32,
+    pub records_moved: u64,
+    pub bytes_moved: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SegState {
+    Free,
+    Open,
+    Sealed,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Segment {
+    state: SegState,
+    seq: u64,
+    live_bytes: u64,
+    used: u32,
+}
+
+/// A tombstone and the record it shadows: the tombstone is needed while that record's segment
+/// lives (in that same life: `seq`).
+#[derive(Debug, Clone, Copy)]
+struct Shadow {
+    segment: u32,
+    seq: u64,
+}
+
+/// Who may use the segments kept free for the cleaner.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reserve {
+    /// User writes leave the reserve alone.
+    Keep,
+    /// Deletes (tiny records) may dip into it, so a full log can always be emptied by deleting.
+    TombstonesMayUse,
+    /// The cleaner may use all of it.
+    Cleaner,
+}
+
+/// The log.
+pub struct Log {
+    file: DirectFile,
+    ring: Uring,
+    path: PathBuf,
+    segment_size: u32,
+    segments: Vec<Segment>,
+    /// Index of the open segment and its image.
+    open: u32,
+    buf: AlignedBuf,
+    /// Bytes of the open segment used so far, and how far the disk has them.
+    used: usize,
+    flushed: usize,
+    next_seq: u64,
+    next_segment_seq: u64,
+    tombstones: HashMap<NvLoc, Shadow>,
+    stats: LogStats,
+}
+
+impl std::fmt::Debug for Log {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Log({}, {} segments)",
+            self.path.display(),
+            self.segments.len()
+        )
+    }
+}
+
+fn io_err(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> StoreError {
+    let context = context.into();
+    move |source| StoreError::Io { context, source }
+}
+
+fn kind_from(b: u8) -> Option<Kind> {
+    match b {
+        0 => Some(Kind::String),
+        1 => Some(Kind::Hash),
+        _ => None,
+    }
+}
+
+fn record_crc(segment_seq: u64, rest: &[u8]) -> u32 {
+    crc32c::crc32c_append(crc32c::crc32c(&segment_seq.to_le_bytes()), rest)
+}
+
+/// A record parsed from bytes (borrowing them).
+struct Parsed<'a> {
+    total: usize,
+    seq: u64,
+    expires: u64,
+    flags: u8,
+    kind: Kind,
+    key: &'a [u8],
+    value: &'a [u8],
+}
+
+/// Parse the record at the start of `bytes`, checking its checksum against `segment_seq`.
+fn parse(bytes: &[u8], segment_seq: u64) -> Option<Parsed<'_>> {
+    if bytes.len() < RECORD_HEADER {
+        return None;
+    }
+    let u32_at = |o: usize| u32::from_le_bytes(bytes[o..o + 4].try_into().unwrap());
+    let u64_at = |o: usize| u64::from_le_bytes(bytes[o..o + 8].try_into().unwrap());
+    let crc = u32_at(0);
+    let total = u32_at(4) as usize;
+    let key_len = u16::from_le_bytes([bytes[24], bytes[25]]) as usize;
+    let value_len = u32_at(28) as usize;
+    if total < RECORD_HEADER || total != RECORD_HEADER + key_len + value_len || total > bytes.len()
+    {
+        return None;
+    }
+    if record_crc(segment_seq, &bytes[4..total]) != crc {
+        return None;
+    }
+    Some(Parsed {
+        total,
+        seq: u64_at(8),
+        expires: u64_at(16),
+        flags: bytes[26],
+        kind: kind_from(bytes[27])?,
+        key: &bytes[RECORD_HEADER..RECORD_HEADER + key_len],
+        value: &bytes[RECORD_HEADER + key_len..total],
+    })
+}
+
+fn header_bytes(segment_seq: u64) -> [u8; SEGMENT_HEADER] {
+    let mut h = [0u8; SEGMENT_HEADER];
+    h[0..8].copy_from_slice(&MAGIC.to_le_bytes());
+    h[8..12].copy_from_slice(&FORMAT.to_le_bytes());
+    h[16..24].copy_from_slice(&segment_seq.to_le_bytes());
+    let crc = crc32c::crc32c(&h[0..24]);
+    h[24..28].copy_from_slice(&crc.to_le_bytes());
+    h
+}
+
+fn parse_header(block: &[u8]) -> Option<u64> {
+    let magic = u64::from_le_bytes(block[0..8].try_into().unwrap());
+    let format = u32::from_le_bytes(block[8..12].try_into().unwrap());
+    let crc = u32::from_le_bytes(block[24..28].try_into().unwrap());
+    (magic == MAGIC && format == FORMAT && crc32c::crc32c(&block[0..24]) == crc)
+        .then(|| u64::from_le_bytes(block[16..24].try_into().unwrap()))
+}
+
+const fn align8(n: usize) -> usize {
+    (n + 7) & !7
+}
+
+impl Log {
+    /// Open (creating if needed) and replay every valid record in write order through `on_record`.
+    pub fn open(
+        cfg: &LogConfig,
+        on_record: &mut dyn FnMut(Recovered<'_>),
+    ) -> Result<(Log, OpenReport)> {
+        let seg = cfg.segment_size as usize;
+        if seg < 16 * ALIGN || seg % ALIGN != 0 {
+            return Err(StoreError::Config(format!(
+                "segment size {seg} must be a multiple of 4096 and at least 64 KiB"
+            )));
+        }
+        let path = &cfg.path;
+        let exists = path.exists();
+        if !exists && cfg.capacity.is_none() {
+            return Err(StoreError::Config(format!(
+                "{} does not exist and no size was given: write --ssd {}:SIZE (e.g. :8G) to create it",
+                path.display(),
+                path.display()
+            )));
+        }
+        let file = DirectFile::open(path, !exists).map_err(|e| {
+            let hint = if e.raw_os_error() == Some(libc::EINVAL) {
+                " (this file system does not support O_DIRECT; put the NVMe tier on ext4, xfs or a block device)"
+            } else if e.kind() == std::io::ErrorKind::PermissionDenied {
+                " (no permission: run as a user that may write it, or pick another path)"
+            } else {
+                ""
+            };
+            StoreError::Io {
+                context: format!("cannot open {} with O_DIRECT{hint}", path.display()),
+                source: e,
+            }
+        })?;
+        let current = file
+            .size()
+            .map_err(io_err(format!("cannot get the size of {}", path.display())))?;
+        let capacity = match cfg.capacity {
+            Some(c) if file.is_block_device() && c > current => {
+                return Err(StoreError::Config(format!(
+                    "{} is a {} byte device; --ssd asks for {c} bytes: give a smaller size or none",
+                    path.display(),
+                    current
+                )))
+            }
+            Some(c) => c,
+            None => current,
+        };
+        let count = capacity / seg as u64;
+        if count < (RESERVED_SEGMENTS + 2) as u64 {
+            return Err(StoreError::Config(format!(
+                "{}: {capacity} bytes hold fewer than {} segments of {seg} bytes: give --ssd PATH:SIZE of at least {}",
+                path.display(),
+                RESERVED_SEGMENTS + 2,
+                (RESERVED_SEGMENTS + 2) * seg
+            )));
+        }
+        let capacity = count * seg as u64;
+        if !file.is_block_device() && current < capacity {
+            file.preallocate(capacity).map_err(|e| {
+                let free = fs_free(path).map(|f| format!(", {f} bytes are free")).unwrap_or_default();
+                StoreError::Io {
+                    context: format!(
+                        "cannot reserve {capacity} bytes for {}{free}: the disk is too full; free space or give a smaller --ssd size",
+                        path.display()
+                    ),
+                    source: e,
+                }
+            })?;
+        }
+        let ring = Uring::new(64).map_err(io_err("cannot set up io_uring for the NVMe tier"))?;
+        let mut log = Log {
+            file,
+            ring,
+            path: path.clone(),
+            segment_size: cfg.segment_size,
+            segments: vec![
+                Segment {
+                    state: SegState::Free,
+                    seq: 0,
+                    live_bytes: 0,
+                    used: 0,
+                };
+                count as usize
+            ],
+            open: 0,
+            buf: AlignedBuf::new(seg),
+            used: 0,
+            flushed: 0,
+            next_seq: 1,
+            next_segment_seq: 1,
+            tombstones: HashMap::new(),
+            stats: LogStats {
+                capacity,
+                segments: count as u32,
+                ..LogStats::default()
+            },
+        };
+        let report = log.recover(on_record)?;
+        if log.open_is_set() {
+            // Appends continue in the last segment.
+        } else {
+            log.open_new_segment()?;
+        }
+        Ok((log, report))
+    }
+
+    fn recover(&mut self, on_record: &mut dyn FnMut(Recovered<'_>)) -> Result<OpenReport> {
+        let seg = self.segment_size as u64;
+        let n = self.segments.len();
+        // Headers first, in batches.
+        let mut found: Vec<(u64, u32)> = Vec::new();
+        for start in (0..n).step_by(64) {
+            let end = (start + 64).min(n);
+            let mut bufs: Vec<AlignedBuf> = (start..end).map(|_| AlignedBuf::new(ALIGN)).collect();
+            let mut reqs: Vec<(u64, &mut AlignedBuf)> = bufs
+                .iter_mut()
+                .enumerate()
+                .map(|(i, b)| ((start + i) as u64 * seg, b))
+                .collect();
+            let results = self.ring.read_batch(&self.file, &mut reqs);
+            for (i, r) in results.into_iter().enumerate() {
+                r.map_err(io_err(format!(
+                    "reading segment headers of {}",
+                    self.path.display()
+                )))?;
+                if let Some(s) = parse_header(&bufs[i]) {
+                    found.push((s, (start + i) as u32));
+                }
+            }
+        }
+        found.sort_unstable();
+        let mut report = OpenReport::default();
+        let mut image = AlignedBuf::new(seg as usize);
+        self.open = u32::MAX;
+        for (nth, &(segment_seq, index)) in found.iter().enumerate() {
+            let mut reqs = [(index as u64 * seg, &mut image)];
+            let r = self
+                .ring
+                .read_batch(&self.file, &mut reqs)
+                .pop()
+                .expect("one result");
+            r.map_err(io_err(format!(
+                "reading segment {index} of {}",
+                self.path.display()
+            )))?;
+            self.stats.reads += 1;
+            self.stats.read_bytes += seg;
+            let mut at = SEGMENT_HEADER;
+            let mut live = 0u64;
+            while let Some(p) = parse(&image[at..], segment_seq) {
+                let loc = NvLoc {
+                    segment: index,
+                    offset: at as u32,
+                    len: p.total as u32,
+                };
+                self.next_seq = self.next_seq.max(p.seq + 1);
+                live += p.total as u64;
+                on_record(Recovered {
+                    key: p.key,
+                    loc,
+                    seq: p.seq,
+                    kind: p.kind,
+                    expires_at_ms: (p.expires != 0).then_some(p.expires),
+                    tombstone: p.flags & FLAG_TOMBSTONE != 0,
+                    flush_all: p.flags & FLAG_FLUSH_ALL != 0,
+                    value_len: p.value.len() as u32,
+                });
+                report.records += 1;
+                at += align8(p.total);
+            }
+            if at + RECORD_HEADER <= image.len()
+                && image[at..at + RECORD_HEADER].iter().any(|&b| b != 0)
+            {
+                report.torn_tails += 1;
+            }
+            // The replay above counted every record live; the store's mark_dead calls during the
+            // same replay (superseded and deleted records) take theirs off again.
+            let s = &mut self.segments[index as usize];
+            s.state = SegState::Sealed;
+            s.seq = segment_seq;
+            s.live_bytes += live;
+            s.used = at as u32;
+            self.stats.live_bytes += live;
+            self.next_segment_seq = self.next_segment_seq.max(segment_seq + 1);
+            report.segments_replayed += 1;
+            if nth + 1 == found.len() && (at + ALIGN < seg as usize || self.free_count() == 0) {
+                // Go on appending to the newest segment. Whatever follows its last valid record
+                // (a torn write) is zeroed on disk now, so that no stale bytes can ever be read as
+                // a record after the ones appended from here on.
+                self.segments[index as usize].state = SegState::Open;
+                self.open = index;
+                self.buf.copy_from_slice(&image);
+                self.buf[at..].fill(0);
+                self.used = at;
+                self.flushed = at / ALIGN * ALIGN;
+                let end = self.used;
+                self.used = seg as usize;
+                self.write_tail()?;
+                self.used = end;
+                self.flushed = end;
+            }
+        }
+        Ok(report)
+    }
+
+    fn open_is_set(&self) -> bool {
+        self.open != u32::MAX
+    }
+
+    fn free_count(&self) -> usize {
+        self.segments
+            .iter()
+            .filter(|s| s.state == SegState::Free)
+            .count()
+    }
+
+    /// Start a new open segment in a free one (the header goes to disk with the first sync).
+    fn open_new_segment(&mut self) -> Result<()> {
+        let Some(index) = self.segments.iter().position(|s| s.state == SegState::Free) else {
+            return Err(self.full());
+        };
+        let seq = self.next_segment_seq;
+        self.next_segment_seq += 1;
+        self.segments[index] = Segment {
+            state: SegState::Open,
+            seq,
+            live_bytes: 0,
+            used: SEGMENT_HEADER as u32,
+        };
+        self.open = index as u32;
+        self.buf.fill(0);
+        self.buf[..SEGMENT_HEADER].copy_from_slice(&header_bytes(seq));
+        self.used = SEGMENT_HEADER;
+        self.flushed = 0;
+        Ok(())
+    }
+
+    fn full(&self) -> StoreError {
+        StoreError::Full {
+            detail: format!(
+                "the NVMe tier {} ({} bytes) is full of live data; delete keys or restart with a larger --ssd {}:SIZE",
+                self.path.display(),
+                self.stats.capacity,
+                self.path.display()
+            ),
+        }
+    }
+
+    /// Write the open segment's unflushed bytes (whole aligned blocks; the last one may be written
+    /// again later) and seal-free state stays as is.
+    fn write_tail(&mut self) -> Result<()> {
+        if self.flushed >= self.used {
+            return Ok(());
+        }
+        let start = self.flushed / ALIGN * ALIGN;
+        let end = self.used.next_multiple_of(ALIGN);
+        let offset = self.open as u64 * self.segment_size as u64 + start as u64;
+        let n = self
+            .ring
+            .write_at(&self.file, offset, &self.buf[start..end])
+            .map_err(|e| self.write_error(e))?;
+        if n != end - start {
+            return Err(StoreError::Io {
+                context: format!(
+                    "short write to {} ({n} of {} bytes)",
+                    self.path.display(),
+                    end - start
+                ),
+                source: std::io::Error::from(std::io::ErrorKind::WriteZero),
+            });
+        }
+        self.stats.writes += 1;
+        self.stats.write_bytes += (end - start) as u64;
+        self.flushed = self.used;
+        Ok(())
+    }
+
+    fn write_error(&self, e: std::io::Error) -> StoreError {
+        if e.raw_os_error() == Some(libc::ENOSPC) {
+            return StoreError::Full {
+                detail: format!(
+                    "the disk holding {} is full (ENOSPC): free space on it; reads go on",
+                    self.path.display()
+                ),
+            };
+        }
+        StoreError::Io {
+            context: format!("writing the NVMe tier {}", self.path.display()),
+            source: e,
+        }
+    }
+
+    // One private call site per record type; a parameter struct would only rename the arguments.
+    #[allow(clippy::too_many_arguments)]
+    fn append_raw(
+        &mut self,
+        key: &[u8],
+        kind: Kind,
+        value: &[u8],
+        expires: u64,
+        flags: u8,
+        seq: u64,
+        reserve: Reserve,
+    ) -> Result<NvLoc> {
+        if key.len() > u16::MAX as usize {
+            return Err(StoreError::TooLarge {
+                len: key.len(),
+                max: u16::MAX as usize,
+            });
+        }
+        let total = RECORD_HEADER + key.len() + value.len();
+        if SEGMENT_HEADER + total > self.segment_size as usize {
+            return Err(StoreError::TooLarge {
+                len: value.len(),
+                max: self.segment_size as usize - SEGMENT_HEADER - RECORD_HEADER - key.len(),
+            });
+        }
+        if self.used + total > self.segment_size as usize {
+            // Seal the open segment and move on; user appends leave the reserve to the cleaner.
+            let keep = match reserve {
+                Reserve::Keep => RESERVED_SEGMENTS,
+                Reserve::TombstonesMayUse => 1,
+                Reserve::Cleaner => 0,
+            };
+            if self.free_count() <= keep {
+                return Err(self.full());
+            }
+            self.write_tail()?;
+            let s = &mut self.segments[self.open as usize];
+            s.state = SegState::Sealed;
+            s.used = self.used as u32;
+            self.open_new_segment()?;
+        }
+        let at = self.used;
+        let b = &mut self.buf[at..at + total];
+        b[4..8].copy_from_slice(&(total as u32).to_le_bytes());
+        b[8..16].copy_from_slice(&seq.to_le_bytes());
+        b[16..24].copy_from_slice(&expires.to_le_bytes());
+        b[24..26].copy_from_slice(&(key.len() as u16).to_le_bytes());
+        b[26] = flags;
+        b[27] = kind as u8;
+        b[28..32].copy_from_slice(&(value.len() as u32).to_le_bytes());
+        b[RECORD_HEADER..RECORD_HEADER + key.len()].copy_from_slice(key);
+        b[RECORD_HEADER + key.len()..].copy_from_slice(value);
+        let crc = record_crc(self.segments[self.open as usize].seq, &b[4..]);
+        b[0..4].copy_from_slice(&crc.to_le_bytes());
+        // Zero the padding so a torn-tail check never mistakes it for data.
+        let padded = align8(total).min(self.segment_size as usize - at);
+        self.buf[at + total..at + padded].fill(0);
+        self.used = at + padded;
+        let seg = &mut self.segments[self.open as usize];
+        seg.live_bytes += total as u64;
+        seg.used = self.used as u32;
+        self.stats.live_bytes += total as u64;
+        if reserve != Reserve::Cleaner {
+            self.stats.appended_bytes += total as u64;
+        }
+        Ok(NvLoc {
+            segment: self.open,
+            offset: at as u32,
+            len: total as u32,
+        })
+    }
+
+    /// Append a value. `Err(Full)` when the log holds only live data (after the caller cleaned).
+    pub fn append(
+        &mut self,
+        key: &[u8],
+        kind: Kind,
+        value: &[u8],
+        expires_at_ms: Option<u64>,
+    ) -> Result<NvLoc> {
+        let seq = self.next_seq;
+        let loc = self.append_raw(
+            key,
+            kind,
+            value,
+            expires_at_ms.unwrap_or(0),
+            0,
+            seq,
+            Reserve::Keep,
+        )?;
+        self.next_seq += 1;
+        Ok(loc)
+    }
+
+    /// Append a tombstone for `key`, whose newest record on the log was at `shadowed`.
+    pub fn append_tombstone(&mut self, key: &[u8], shadowed: NvLoc) -> Result<()> {
+        let seq = self.next_seq;
+        let loc = self.append_raw(
+            key,
+            Kind::String,
+            &[],
+            0,
+            FLAG_TOMBSTONE,
+            seq,
+            Reserve::TombstonesMayUse,
+        )?;
+        self.next_seq += 1;
+        self.note_tombstone(loc, shadowed);
+        Ok(())
+    }
+
+    /// Record that the tombstone at `tombstone` shadows the record at `shadowed` (used by recovery:
+    /// the store knows both locations when it replays a tombstone).
+    pub fn note_tombstone(&mut self, tombstone: NvLoc, shadowed: NvLoc) {
+        let s = self.segments[shadowed.segment as usize];
+        self.tombstones.insert(
+            tombstone,
+            Shadow {
+                segment: shadowed.segment,
+                seq: s.seq,
+            },
+        );
+    }
+
+    /// Forget everything: a flush-all record first (durably), then every older segment is wiped.
+    pub fn flush_all(&mut self) -> Result<()> {
+        let seq = self.next_seq;
+        let marker = self.append_raw(
+            b"",
+            Kind::String,
+            &[],
+            0,
+            FLAG_FLUSH_ALL,
+            seq,
+            Reserve::TombstonesMayUse,
+        )?;
+        self.next_seq += 1;
+        self.sync(true)?;
+        let older: Vec<u32> = (0..self.segments.len() as u32)
+            .filter(|&i| i != self.open && self.segments[i as usize].state == SegState::Sealed)
+            .collect();
+        for i in older {
+            self.wipe_segment(i)?;
+        }
+        self.sync(true)?;
+        // Nothing older is left for the marker to cancel, and every record of the open segment
+        // before it is dead too.
+        let open = &mut self.segments[self.open as usize];
+        self.stats.live_bytes -= open.live_bytes;
+        open.live_bytes = 0;
+        self.tombstones.clear();
+        let _ = marker;
+        Ok(())
+    }
+
+    /// Zero a sealed segment's header on disk and mark it free.
+    fn wipe_segment(&mut self, index: u32) -> Result<()> {
+        let zero = AlignedBuf::new(ALIGN);
+        let offset = index as u64 * self.segment_size as u64;
+        self.ring
+            .write_at(&self.file, offset, &zero)
+            .map_err(|e| self.write_error(e))?;
+        self.stats.writes += 1;
+        self.stats.write_bytes += ALIGN as u64;
+        let s = &mut self.segments[index as usize];
+        self.stats.live_bytes -= s.live_bytes;
+        *s = Segment {
+            state: SegState::Free,
+            seq: 0,
+            live_bytes: 0,
+            used: 0,
+        };
+        Ok(())
+    }
+
+    /// The record at `loc` is superseded or deleted.
+    pub fn mark_dead(&mut self, loc: NvLoc) {
+        let s = &mut self.segments[loc.segment as usize];
+        let n = (loc.len as u64).min(s.live_bytes);
+        s.live_bytes -= n;
+        self.stats.live_bytes -= n;
+    }
+
+    fn loc_offset(&self, loc: NvLoc) -> u64 {
+        loc.segment as u64 * self.segment_size as u64 + loc.offset as u64
+    }
+
+    fn check_loc(&self, loc: NvLoc) -> Result<u64> {
+        let s = self
+            .segments
+            .get(loc.segment as usize)
+            .ok_or_else(|| StoreError::Corrupt(format!("location {loc:?} is outside the log")))?;
+        if s.state == SegState::Free {
+            return Err(StoreError::Corrupt(format!(
+                "location {loc:?} is in a free segment"
+            )));
+        }
+        Ok(s.seq)
+    }
+
+    fn decode(bytes: &[u8], segment_seq: u64, loc: NvLoc) -> Result<LogRecord> {
+        let p = parse(bytes, segment_seq).ok_or_else(|| {
+            StoreError::Corrupt(format!(
+                "the record at segment {} offset {} fails its checksum",
+                loc.segment, loc.offset
+            ))
+        })?;
+        Ok(LogRecord {
+            key: p.key.to_vec(),
+            kind: p.kind,
+            value: p.value.to_vec(),
+            expires_at_ms: (p.expires != 0).then_some(p.expires),
+            seq: p.seq,
+        })
+    }
+
+    /// Read one record.
+    pub fn read(&mut self, loc: NvLoc) -> Result<LogRecord> {
+        self.read_many(&[loc]).pop().expect("one result")
+    }
+
+    /// Read records with one io_uring submission (records still in the open segment's buffer come
+    /// from memory).
+    pub fn read_many(&mut self, locs: &[NvLoc]) -> Vec<Result<LogRecord>> {
+        let mut out: Vec<Option<Result<LogRecord>>> = (0..locs.len()).map(|_| None).collect();
+        let mut pending: Vec<(usize, u64, usize, u64)> = Vec::new(); // (i, aligned start, skip, seg seq)
+        let mut bufs: Vec<AlignedBuf> = Vec::new();
+        for (i, &loc) in locs.iter().enumerate() {
+            let seq = match self.check_loc(loc) {
+                Ok(s) => s,
+                Err(e) => {
+                    out[i] = Some(Err(e));
+                    continue;
+                }
+            };
+            if loc.segment == self.open {
+                let at = loc.offset as usize;
+                out[i] = Some(Self::decode(&self.buf[at..at + loc.len as usize], seq, loc));
+                continue;
+            }
+            let start = self.loc_offset(loc);
+            let aligned = start / ALIGN as u64 * ALIGN as u64;
+            let skip = (start - aligned) as usize;
+            bufs.push(AlignedBuf::new(skip + loc.len as usize));
+            pending.push((i, aligned, skip, seq));
+        }
+        if !pending.is_empty() {
+            let mut reqs: Vec<(u64, &mut AlignedBuf)> = pending
+                .iter()
+                .zip(bufs.iter_mut())
+                .map(|(p, b)| (p.1, b))
+                .collect();
+            let results = self.ring.read_batch(&self.file, &mut reqs);
+            self.stats.reads += pending.len() as u64;
+            for ((&(i, _, skip, seq), res), buf) in pending.iter().zip(results).zip(&bufs) {
+                let loc = locs[i];
+                out[i] = Some(match res {
+                    Ok(n) if n >= skip + loc.len as usize => {
+                        self.stats.read_bytes += n as u64;
+                        Self::decode(&buf[skip..skip + loc.len as usize], seq, loc)
+                    }
+                    Ok(n) => Err(StoreError::Corrupt(format!(
+                        "short read at segment {} offset {}: {n} bytes",
+                        loc.segment, loc.offset
+                    ))),
+                    Err(e) => Err(StoreError::Io {
+                        context: format!("reading the NVMe tier {}", self.path.display()),
+                        source: e,
+                    }),
+                });
+            }
+        }
+        out.into_iter()
+            .map(|r| r.expect("every slot is filled"))
+            .collect()
+    }
+
+    /// Write the open segment's unflushed tail, and `fdatasync` if asked.
+    pub fn sync(&mut self, fdatasync: bool) -> Result<()> {
+        self.write_tail()?;
+        if fdatasync {
+            self.file
+                .sync_data()
+                .map_err(io_err(format!("fdatasync of {}", self.path.display())))?;
+        }
+        Ok(())
+    }
+
+    /// Whether there are records not yet written to the device.
+    pub fn has_unflushed(&self) -> bool {
+        self.flushed < self.used
+    }
+
+    /// Whether free segments are running low (below 10% of the log or the reserve plus two).
+    pub fn needs_cleaning(&self) -> bool {
+        let low = (self.segments.len() / 10).max(RESERVED_SEGMENTS + 2);
+        self.free_count() < low && self.dead_bytes() > self.segment_size as u64
+    }
+
+    fn dead_bytes(&self) -> u64 {
+        self.segments
+            .iter()
+            .filter(|s| s.state == SegState::Sealed)
+            .map(|s| s.used as u64 - SEGMENT_HEADER as u64 - s.live_bytes.min(s.used as u64))
+            .sum()
+    }
+
+    /// Clean up to `max_segments` of the sealed segments with the fewest live bytes: live records
+    /// (`is_live`; tombstones while the record they shadow lives) are appended again, keeping their
+    /// sequence numbers, reported through `relocated(key, old, new)`, and the segment is freed.
+    pub fn clean(
+        &mut self,
+        max_segments: usize,
+        is_live: &mut dyn FnMut(&[u8], NvLoc) -> bool,
+        relocated: &mut dyn FnMut(&[u8], NvLoc, NvLoc),
+    ) -> Result<CleanReport> {
+        let mut victims: Vec<(u64, u32)> = self
+            .segments
+            .iter()
+            .enumerate()
+            .filter(|(i, s)| s.state == SegState::Sealed && *i as u32 != self.open)
+            .map(|(i, s)| (s.live_bytes, i as u32))
+            .collect();
+        victims.sort_unstable();
+        let seg_size = self.segment_size as u64;
+        victims.retain(|&(live, _)| live < seg_size * 9 / 10);
+        victims.truncate(max_segments);
+        let mut report = CleanReport::default();
+        let mut image = AlignedBuf::new(seg_size as usize);
+        for (_, index) in victims {
+            let seq = self.segments[index as usize].seq;
+            let mut reqs = [(index as u64 * seg_size, &mut image)];
+            self.ring
+                .read_batch(&self.file, &mut reqs)
+                .pop()
+                .expect("one")
+                .map_err(io_err(format!("reading segment {index} to clean it")))?;
+            self.stats.reads += 1;
+            self.stats.read_bytes += seg_size;
+            let mut at = SEGMENT_HEADER;
+            let used = self.segments[index as usize].used as usize;
+            while at < used {
+                let Some(p) = parse(&image[at..], seq) else {
+                    break;
+                };
+                let old = NvLoc {
+                    segment: index,
+                    offset: at as u32,
+                    len: p.total as u32,
+                };
+                at += align8(p.total);
+                let live = if p.flags & FLAG_TOMBSTONE != 0 {
+                    self.tombstones.get(&old).is_some_and(|sh| {
+                        let s = self.segments[sh.segment as usize];
+                        s.state != SegState::Free && s.seq == sh.seq && sh.segment != index
+                    })
+                } else if p.flags & FLAG_FLUSH_ALL != 0 {
+                    false
+                } else {
+                    is_live(p.key, old)
+                };
+                if !live {
+                    self.tombstones.remove(&old);
+                    continue;
+                }
+                let new = self.append_raw(
+                    p.key,
+                    p.kind,
+                    p.value,
+                    p.expires,
+                    p.flags,
+                    p.seq,
+                    Reserve::Cleaner,
+                )?;
+                if let Some(sh) = self.tombstones.remove(&old) {
+                    self.tombstones.insert(new, sh);
+                } else {
+                    relocated(p.key, old, new);
+                }
+                report.records_moved += 1;
+                report.bytes_moved += p.total as u64;
+            }
+            // The moved records must be on disk before the only other copy goes.
+            self.sync(true)?;
+            self.wipe_segment(index)?;
+            // Tombstones that shadowed records of this segment are not needed any more.
+            let freed: Vec<NvLoc> = self
+                .tombstones
+                .iter()
+                .filter(|(_, sh)| sh.segment == index && sh.seq == seq)
+                .map(|(loc, _)| *loc)
+                .collect();
+            for loc in freed {
+                self.tombstones.remove(&loc);
+                self.mark_dead(loc);
+            }
+            report.segments_freed += 1;
+            self.stats.segments_cleaned += 1;
+        }
+        Ok(report)
+    }
+
+    pub fn stats(&self) -> LogStats {
+        LogStats {
+            free_segments: self.free_count() as u32,
+            ..self.stats.clone()
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// Free bytes on the file system holding `path` (for error messages).
+fn fs_free(path: &Path) -> Option<u64> {
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let out = std::process::Command::new("df")
+        .arg("-B1")
+        .arg("--output=avail")
+        .arg(dir)
+        .output()
+        .ok()?;
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .nth(1)?
+        .trim()
+        .parse()
+        .ok()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,269 @@
+use super::*;
+use std::collections::BTreeMap;
+
+pub(crate) fn temp_path(name: &str) -> PathBuf {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static N: AtomicU32 = AtomicU32::new(0);
+    // /tmp is a disk file system here; tmpfs would also do on Linux 6.6+ (O_DIRECT support).
+    let dir = std::env::temp_dir().join(format!(
+        "cxltier-log-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+fn cfg(path: &Path, segments: u64) -> LogConfig {
+    LogConfig {
+        path: path.to_path_buf(),
+        capacity: Some(segments * 64 * 1024),
+        segment_size: 64 * 1024,
+    }
+}
+
+/// Replay into a key → (seq, loc, tombstone) model the way the store does.
+fn open_model(c: &LogConfig) -> (Log, BTreeMap<Vec<u8>, NvLoc>) {
+    let mut latest: BTreeMap<Vec<u8>, (u64, Option<NvLoc>)> = BTreeMap::new();
+    let mut flush_seq = 0;
+    let mut dead = Vec::new();
+    let mut tombs = Vec::new();
+    let (mut log, _) = Log::open(c, &mut |r| {
+        if r.flush_all {
+            flush_seq = r.seq;
+            for (_, (_, l)) in std::mem::take(&mut latest) {
+                dead.extend(l);
+            }
+            return;
+        }
+        if r.seq < flush_seq {
+            dead.push(r.loc);
+            return;
+        }
+        match latest.get(r.key) {
+            Some(&(s, _)) if s > r.seq => dead.push(r.loc),
+            prev => {
+                if let Some(&(_, Some(l))) = prev {
+                    dead.push(l);
+                    if r.tombstone {
+                        tombs.push((r.loc, l));
+                    }
+                }
+                if r.tombstone {
+                    latest.insert(r.key.to_vec(), (r.seq, None));
+                } else {
+                    latest.insert(r.key.to_vec(), (r.seq, Some(r.loc)));
+                }
+            }
+        }
+    })
+    .unwrap();
+    for l in dead {
+        log.mark_dead(l);
+    }
+    for (t, s) in tombs {
+        log.note_tombstone(t, s);
+    }
+    let map = latest
+        .into_iter()
+        .filter_map(|(k, (_, l))| l.map(|l| (k, l)))
+        .collect();
+    (log, map)
+}
+
+#[test]
+fn append_read_and_reopen() {
+    let p = temp_path("log");
+    let c = cfg(&p, 16);
+    let mut locs = Vec::new();
+    {
+        let (mut log, report) = Log::open(&c, &mut |_| panic!("a new log has no records")).unwrap();
+        assert_eq!(report.records, 0);
+        for i in 0..200u32 {
+            let v = vec![i as u8; 700];
+            locs.push(
+                log.append(format!("k{i}").as_bytes(), Kind::String, &v, None)
+                    .unwrap(),
+            );
+        }
+        let got = log.read_many(&locs);
+        for (i, r) in got.into_iter().enumerate() {
+            assert_eq!(r.unwrap().value, vec![i as u8; 700]);
+        }
+        log.sync(true).unwrap();
+    }
+    let (mut log, map) = open_model(&c);
+    assert_eq!(map.len(), 200);
+    for i in 0..200u32 {
+        let r = log.read(map[format!("k{i}").as_bytes()]).unwrap();
+        assert_eq!(r.value, vec![i as u8; 700]);
+    }
+}
+
+#[test]
+fn a_torn_tail_is_dropped_and_earlier_records_survive() {
+    let p = temp_path("log");
+    let c = cfg(&p, 8);
+    let last;
+    {
+        let (mut log, _) = Log::open(&c, &mut |_| {}).unwrap();
+        log.append(b"a", Kind::String, b"first", None).unwrap();
+        last = log.append(b"b", Kind::String, &[7u8; 300], None).unwrap();
+        log.sync(true).unwrap();
+    }
+    // Tear the second record: flip a byte in its value on disk.
+    let mut bytes = std::fs::read(&p).unwrap();
+    let at = last.segment as usize * 64 * 1024 + last.offset as usize + 100;
+    bytes[at] ^= 0xff;
+    std::fs::write(&p, &bytes).unwrap();
+    let mut torn = 0;
+    let (log, map) = {
+        let (l, m) = open_model(&c);
+        torn += 1;
+        (l, m)
+    };
+    assert_eq!(torn, 1);
+    assert_eq!(map.len(), 1);
+    assert!(map.contains_key(&b"a"[..]));
+    drop(log);
+}
+
+#[test]
+fn cleaning_frees_segments_and_keeps_values() {
+    let p = temp_path("log");
+    let c = cfg(&p, 12);
+    let (mut log, _) = Log::open(&c, &mut |_| {}).unwrap();
+    let mut live: BTreeMap<Vec<u8>, NvLoc> = BTreeMap::new();
+    // Overwrite 20 keys many times: most of the log becomes dead.
+    for round in 0..60u32 {
+        for k in 0..20u32 {
+            let key = format!("key{k}").into_bytes();
+            let loc = match log.append(&key, Kind::String, &[round as u8; 900], None) {
+                Ok(l) => l,
+                Err(StoreError::Full { .. }) => {
+                    let mut moved = Vec::new();
+                    log.clean(4, &mut |k, l| live.get(k) == Some(&l), &mut |k, _, n| {
+                        moved.push((k.to_vec(), n))
+                    })
+                    .unwrap();
+                    for (k, n) in moved {
+                        live.insert(k, n);
+                    }
+                    log.append(&key, Kind::String, &[round as u8; 900], None)
+                        .unwrap()
+                }
+                Err(e) => panic!("{e}"),
+            };
+            if let Some(old) = live.insert(key, loc) {
+                log.mark_dead(old);
+            }
+        }
+    }
+    assert!(log.stats().segments_cleaned > 0);
+    for (k, l) in &live {
+        assert_eq!(log.read(*l).unwrap().key, *k);
+        assert_eq!(log.read(*l).unwrap().value, vec![59u8; 900]);
+    }
+    log.sync(true).unwrap();
+    drop(log);
+    let (mut log, map) = open_model(&c);
+    assert_eq!(map.len(), 20);
+    for l in map.values() {
+        assert_eq!(log.read(*l).unwrap().value, vec![59u8; 900]);
+    }
+}
+
+#[test]
+fn deleted_keys_stay_deleted_through_cleaning_and_reopen() {
+    let p = temp_path("log");
+    let c = cfg(&p, 12);
+    let (mut log, _) = Log::open(&c, &mut |_| {}).unwrap();
+    let old = log.append(b"gone", Kind::String, b"v", None).unwrap();
+    // Fill some segments with a key that is rewritten, so there is something to clean.
+    let mut live: Option<NvLoc> = None;
+    for i in 0..150u32 {
+        let l = log
+            .append(b"churn", Kind::String, &[i as u8; 1000], None)
+            .unwrap();
+        if let Some(o) = live.replace(l) {
+            log.mark_dead(o);
+        }
+        if i == 10 {
+            log.mark_dead(old);
+            log.append_tombstone(b"gone", old).unwrap();
+        }
+    }
+    let mut moved = None;
+    log.clean(
+        10,
+        &mut |k, l| k == b"churn" && Some(l) == live,
+        &mut |_, _, n| moved = Some(n),
+    )
+    .unwrap();
+    if let Some(n) = moved {
+        live = Some(n);
+    }
+    log.sync(true).unwrap();
+    drop(log);
+    let (_, map) = open_model(&c);
+    assert!(!map.contains_key(&b"gone"[..]), "a deleted key came back");
+    assert!(map.contains_key(&b"churn"[..]));
+    let _ = live;
+}
+
+#[test]
+fn a_full_log_refuses_writes_and_keeps_reads() {
+    let p = temp_path("log");
+    let c = cfg(&p, 6);
+    let (mut log, _) = Log::open(&c, &mut |_| {}).unwrap();
+    let mut locs = Vec::new();
+    let err = loop {
+        match log.append(
+            format!("k{}", locs.len()).as_bytes(),
+            Kind::String,
+            &[1u8; 2000],
+            None,
+        ) {
+            Ok(l) => locs.push(l),
+            Err(e) => break e,
+        }
+    };
+    assert!(matches!(err, StoreError::Full { .. }), "{err}");
+    assert!(err.to_string().contains("--ssd"));
+    for l in &locs {
+        assert_eq!(log.read(*l).unwrap().value.len(), 2000);
+    }
+    log.sync(true).unwrap();
+    drop(log);
+    let (_, map) = open_model(&c);
+    assert_eq!(map.len(), locs.len());
+}
+
+#[test]
+fn flush_all_forgets_everything_before_it() {
+    let p = temp_path("log");
+    let c = cfg(&p, 8);
+    let (mut log, _) = Log::open(&c, &mut |_| {}).unwrap();
+    for i in 0..100u32 {
+        log.append(format!("a{i}").as_bytes(), Kind::String, &[0u8; 800], None)
+            .unwrap();
+    }
+    log.flush_all().unwrap();
+    log.append(b"after", Kind::Hash, b"x", Some(42)).unwrap();
+    log.sync(true).unwrap();
+    drop(log);
+    let (mut log, map) = open_model(&c);
+    assert_eq!(
+        map.keys().cloned().collect::<Vec<_>>(),
+        vec![b"after".to_vec()]
+    );
+    let r = log.read(map[&b"after"[..]]).unwrap();
+    assert_eq!((r.kind, r.expires_at_ms), (Kind::Hash, Some(42)));
+}
+
+#[test]
+fn a_new_file_needs_a_size() {
+    let p = temp_path("nosize");
+    let e = Log::open(&LogConfig::new(&p, None), &mut |_| {}).unwrap_err();
+    assert!(e.to_string().contains(":SIZE"), "{e}");
+}

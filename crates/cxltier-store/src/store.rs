@@ -1,0 +1,1083 @@
+//! The store: the index, the tiers and the movement of objects between them.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use crate::admission::Sketch;
+use crate::arena::{Arena, SlotOffset};
+use crate::log::{Log, LogConfig, NvLoc};
+use crate::{
+    ArenaInfo, Durability, Kind, ObjectRef, Placement, Result, ScanItem, StoreBuilder, StoreError,
+    StoreStats, TierStats,
+};
+
+const DRAM: usize = 0;
+const CXL: usize = 1;
+/// Fraction of a memory tier above which `tick` demotes, and the level it demotes down to.
+const HIGH_WATERMARK: f64 = 0.95;
+const LOW_WATERMARK: f64 = 0.90;
+/// Sketch estimate from which a CXL object is promoted to DRAM on access.
+const PROMOTE_MIN: u8 = 3;
+/// How many slots one eviction may look at before giving up on a tier.
+const SWEEP_BUDGET: usize = 64;
+
+/// Where an object's bytes are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Place {
+    /// Only on NVMe (`nv`).
+    Nvme,
+    /// In a memory tier's arena.
+    Mem(u8, SlotOffset),
+}
+
+/// One key's index entry.
+#[derive(Debug, Clone)]
+struct Entry {
+    place: Place,
+    /// The newest copy on the NVMe log, if any.
+    nv: Option<NvLoc>,
+    /// The memory copy is newer than `nv` (write-back, durability none).
+    dirty: bool,
+    len: u32,
+    kind: Kind,
+    /// Milliseconds since the epoch; 0: never.
+    expires: u64,
+    /// Log sequence of the newest write (resolves duplicates during recovery).
+    seq: u64,
+    /// CLOCK reference count (0..=3).
+    refs: u8,
+}
+
+/// Bytes one index entry costs beyond its key: the entry, the boxed key's pointer and allocation
+/// header, and the B-tree's node slack (nodes run about two-thirds full).
+const ENTRY_OVERHEAD: u64 =
+    (std::mem::size_of::<Entry>() + 16 + 16 + (std::mem::size_of::<Entry>() + 16) / 2) as u64;
+
+#[derive(Debug, Default, Clone)]
+struct TierCounters {
+    hits: u64,
+    promotions: u64,
+    demotions: u64,
+}
+
+/// The tiered store. Single-threaded: the server owns it.
+pub struct Store {
+    index: BTreeMap<Box<[u8]>, Entry>,
+    key_bytes: u64,
+    arenas: Vec<Arena>,
+    dram_budget: u64,
+    log: Option<Log>,
+    durability: Durability,
+    max_object: usize,
+    sketch: Sketch,
+    counters: [TierCounters; 3],
+    misses: u64,
+    evictions_to_nvme: u64,
+    admissions_rejected: u64,
+    last_sync: Instant,
+    last_tick: Instant,
+    /// Values read from NVMe that no memory tier admitted, kept for the rest of the batch.
+    staged: HashMap<Box<[u8]>, (Kind, Vec<u8>, u64)>,
+    /// Where the last scan ended, for the sequential-scan prefetch hook.
+    last_scan_end: Option<Vec<u8>>,
+    expiry_cursor: Vec<u8>,
+    recovered_keys: u64,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Store({} keys, {:?})", self.index.len(), self.arenas)
+    }
+}
+
+pub(crate) fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+fn is_expired(e: &Entry, now: u64) -> bool {
+    e.expires != 0 && e.expires <= now
+}
+
+/// The first CPU-less memory node, by the topology in sysfs.
+fn cpuless_memory_node() -> Option<u32> {
+    let topo = cxltier_topo::Topology::discover(std::path::Path::new("/")).ok()?;
+    topo.nodes
+        .iter()
+        .find(|n| n.online && n.cpus.is_empty() && n.mem_total_bytes > 0)
+        .map(|n| n.id)
+}
+
+fn node_exists(node: u32) -> bool {
+    std::path::Path::new(&format!("/sys/devices/system/node/node{node}")).exists()
+}
+
+fn nodes_present() -> String {
+    let mut v: Vec<String> = std::fs::read_dir("/sys/devices/system/node")
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .filter_map(|e| {
+                    e.file_name()
+                        .to_str()
+                        .and_then(|n| n.strip_prefix("node"))
+                        .map(String::from)
+                })
+                .filter(|n| n.chars().all(|c| c.is_ascii_digit()))
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v.join(",")
+}
+
+impl Store {
+    pub(crate) fn build(b: StoreBuilder) -> Result<Store> {
+        if b.max_object < 16 || b.max_object > 64 << 20 {
+            return Err(StoreError::Config(format!(
+                "maximum object size {} must be between 16 bytes and 64 MiB",
+                b.max_object
+            )));
+        }
+        if b.dram_bytes < 8 << 20 {
+            return Err(StoreError::Config(format!(
+                "--dram {} is too small: give at least 8M (the index and the frequency sketch live there too)",
+                b.dram_bytes
+            )));
+        }
+        if b.ssd.is_none() && b.durability != Durability::None {
+            return Err(StoreError::Config(
+                "durability everysec or always needs an NVMe tier: add --ssd PATH:SIZE, or use --durability none"
+                    .into(),
+            ));
+        }
+        let dram_node = b.dram_node.unwrap_or(0);
+        for (what, n) in [("--dram-node", Some(dram_node)), ("--cxl-node", b.cxl_node)] {
+            if let Some(n) = n {
+                if !node_exists(n) {
+                    return Err(StoreError::Config(format!(
+                        "{what} {n}: there is no NUMA node {n} (nodes present: {}); see `cxltier topo`",
+                        nodes_present()
+                    )));
+                }
+            }
+        }
+        let max_slot = b.max_object + crate::arena::SLOT_HEADER + 256;
+        let sketch = Sketch::new(((b.dram_bytes / 1024) as usize).clamp(1 << 12, 1 << 20));
+        let mut arenas = vec![Arena::new(
+            "dram",
+            dram_node,
+            false,
+            b.dram_bytes,
+            max_slot,
+        )?];
+        if b.cxl_bytes > 0 {
+            let (node, emulated) = match b.cxl_node.or_else(cpuless_memory_node) {
+                Some(n) => (n, false),
+                None => (dram_node, true),
+            };
+            arenas.push(Arena::new("cxl", node, emulated, b.cxl_bytes, max_slot)?);
+        }
+        let mut store = Store {
+            index: BTreeMap::new(),
+            key_bytes: 0,
+            arenas,
+            dram_budget: b.dram_bytes,
+            log: None,
+            durability: b.durability,
+            max_object: b.max_object,
+            sketch,
+            counters: Default::default(),
+            misses: 0,
+            evictions_to_nvme: 0,
+            admissions_rejected: 0,
+            last_sync: Instant::now(),
+            last_tick: Instant::now(),
+            staged: HashMap::new(),
+            last_scan_end: None,
+            expiry_cursor: Vec::new(),
+            recovered_keys: 0,
+        };
+        if let Some(ssd) = &b.ssd {
+            store.open_log(LogConfig::new(&ssd.path, ssd.capacity))?;
+        }
+        Ok(store)
+    }
+
+    /// Open the log and rebuild the index from it.
+    fn open_log(&mut self, cfg: LogConfig) -> Result<()> {
+        let now = now_ms();
+        let mut index: BTreeMap<Box<[u8]>, Entry> = BTreeMap::new();
+        let mut deleted: HashMap<Box<[u8]>, u64> = HashMap::new();
+        let mut dead: Vec<NvLoc> = Vec::new();
+        let mut tombstones: Vec<(NvLoc, NvLoc)> = Vec::new();
+        let mut flush_seq = 0u64;
+        let (mut log, _report) = Log::open(&cfg, &mut |r| {
+            if r.flush_all {
+                flush_seq = r.seq;
+                dead.extend(index.values().filter_map(|e| e.nv));
+                index.clear();
+                deleted.clear();
+                dead.push(r.loc);
+                return;
+            }
+            if r.seq < flush_seq || deleted.get(r.key).is_some_and(|&s| s > r.seq) {
+                dead.push(r.loc);
+                return;
+            }
+            if let Some(e) = index.get(r.key) {
+                if e.seq > r.seq {
+                    dead.push(r.loc);
+                    return;
+                }
+            }
+            let old = index.remove(r.key);
+            if let Some(nv) = old.as_ref().and_then(|e| e.nv) {
+                dead.push(nv);
+            }
+            if r.tombstone {
+                deleted.insert(r.key.into(), r.seq);
+                match old.and_then(|e| e.nv) {
+                    Some(shadowed) => tombstones.push((r.loc, shadowed)),
+                    None => dead.push(r.loc),
+                }
+                return;
+            }
+            if r.expires_at_ms.is_some_and(|t| t <= now) {
+                dead.push(r.loc);
+                return;
+            }
+            index.insert(
+                r.key.into(),
+                Entry {
+                    place: Place::Nvme,
+                    nv: Some(r.loc),
+                    dirty: false,
+                    len: r.value_len,
+                    kind: r.kind,
+                    expires: r.expires_at_ms.unwrap_or(0),
+                    seq: r.seq,
+                    refs: 0,
+                },
+            );
+        })?;
+        for loc in dead {
+            log.mark_dead(loc);
+        }
+        // A tombstone whose shadowed record was itself superseded before the delete still shields
+        // it until that segment is cleaned.
+        for (t, s) in tombstones {
+            log.note_tombstone(t, s);
+        }
+        self.key_bytes = index.keys().map(|k| k.len() as u64).sum();
+        self.recovered_keys = index.len() as u64;
+        self.index = index;
+        self.log = Some(log);
+        if self.index_bytes() > self.dram_budget {
+            return Err(StoreError::Config(format!(
+                "the log holds {} keys whose index needs {} bytes, more than --dram {}: raise --dram",
+                self.index.len(),
+                self.index_bytes(),
+                self.dram_budget
+            )));
+        }
+        Ok(())
+    }
+
+    /// Keys recovered from NVMe when the store was opened.
+    pub fn recovered_keys(&self) -> u64 {
+        self.recovered_keys
+    }
+
+    fn index_bytes(&self) -> u64 {
+        self.index.len() as u64 * ENTRY_OVERHEAD + self.key_bytes + self.sketch.bytes()
+    }
+
+    /// Bytes the DRAM tier may give to objects: its budget less the index.
+    fn dram_object_limit(&self) -> u64 {
+        self.dram_budget.saturating_sub(self.index_bytes())
+    }
+
+    fn tier_limit(&self, t: usize) -> u64 {
+        if t == DRAM {
+            self.dram_object_limit().min(self.arenas[DRAM].capacity())
+        } else {
+            self.arenas[t].capacity()
+        }
+    }
+
+    /// Whether tier `t` can take a slot of `slot` bytes without evicting.
+    fn has_room(&self, t: usize, key_len: usize, len: usize) -> bool {
+        let a = &self.arenas[t];
+        let Some(slot) = a.slot_size_for(key_len, len) else {
+            return false;
+        };
+        a.used_bytes + slot as u64 <= self.tier_limit(t) && a.has_room(key_len, len)
+    }
+
+    /// Find a CLOCK victim in tier `t` of the class `key_len`/`len` need: the first slot whose
+    /// reference count is zero (counts are decremented on the way).
+    fn find_victim(&mut self, t: usize, key_len: usize, len: usize) -> Option<Vec<u8>> {
+        let class = self.arenas[t].class_for(key_len, len)?;
+        for (_, key) in self.arenas[t].sweep(class, SWEEP_BUDGET) {
+            let Some(e) = self.index.get_mut(key.as_slice()) else {
+                continue;
+            };
+            if e.refs == 0 {
+                return Some(key);
+            }
+            e.refs -= 1;
+        }
+        None
+    }
+
+    /// Move `key` out of its memory tier one step down (DRAM → CXL → NVMe). False when it cannot
+    /// move (no lower tier with room and no NVMe).
+    fn demote(&mut self, key: &[u8], depth: u8) -> Result<bool> {
+        let Some(e) = self.index.get(key) else {
+            return Ok(false);
+        };
+        let Place::Mem(t, off) = e.place else {
+            return Ok(false);
+        };
+        let t = t as usize;
+        let (len, kind, expires) = (e.len as usize, e.kind, e.expires);
+        // DRAM → CXL when there is a CXL tier with room (making room there, one level deep).
+        if t == DRAM && self.arenas.len() > CXL {
+            let mut room = self.has_room(CXL, key.len(), len);
+            if !room && depth == 0 {
+                if let Some(v) = self.find_victim(CXL, key.len(), len) {
+                    room = self.demote(&v, depth + 1)? && self.has_room(CXL, key.len(), len);
+                }
+            }
+            if room {
+                let value = self.arenas[DRAM].value(off, key.len(), len).to_vec();
+                if let Some(new) = self.arenas[CXL].alloc(key, &value) {
+                    self.arenas[DRAM].free(off);
+                    self.index.get_mut(key).expect("present").place = Place::Mem(CXL as u8, new);
+                    self.counters[DRAM].demotions += 1;
+                    return Ok(true);
+                }
+            }
+        }
+        // → NVMe: write it back first if the log lacks this version.
+        if self.log.is_none() {
+            return Ok(false);
+        }
+        let e = self.index.get(key).expect("present");
+        if e.dirty || e.nv.is_none() {
+            let value = self.arenas[t].value(off, key.len(), len).to_vec();
+            let loc = self.append(key, kind, &value, (expires != 0).then_some(expires))?;
+            let e = self.index.get_mut(key).expect("present");
+            e.nv = Some(loc);
+            e.dirty = false;
+        }
+        self.arenas[t].free(off);
+        self.index.get_mut(key).expect("present").place = Place::Nvme;
+        self.counters[t].demotions += 1;
+        self.evictions_to_nvme += 1;
+        Ok(true)
+    }
+
+    /// Append to the log, cleaning once and retrying when it is full.
+    fn append(
+        &mut self,
+        key: &[u8],
+        kind: Kind,
+        value: &[u8],
+        expires: Option<u64>,
+    ) -> Result<NvLoc> {
+        let log = self.log.as_mut().expect("callers check for the log");
+        match log.append(key, kind, value, expires) {
+            Err(StoreError::Full { .. }) => {
+                self.clean(8)?;
+                self.log
+                    .as_mut()
+                    .expect("log")
+                    .append(key, kind, value, expires)
+            }
+            other => other,
+        }
+    }
+
+    fn clean(&mut self, max: usize) -> Result<()> {
+        let Some(log) = self.log.as_mut() else {
+            return Ok(());
+        };
+        let index = &mut self.index;
+        let mut moves: Vec<(Vec<u8>, NvLoc)> = Vec::new();
+        log.clean(
+            max,
+            &mut |k, loc| index.get(k).is_some_and(|e| e.nv == Some(loc)),
+            &mut |k, _, new| moves.push((k.to_vec(), new)),
+        )?;
+        for (k, new) in moves {
+            if let Some(e) = self.index.get_mut(k.as_slice()) {
+                e.nv = Some(new);
+            }
+        }
+        Ok(())
+    }
+
+    /// Make room in tier `t` for an object, by CLOCK eviction; `candidate` (the sketch estimate of
+    /// the incoming key) must beat the victim's when given (TinyLFU admission).
+    fn make_room(
+        &mut self,
+        t: usize,
+        key_len: usize,
+        len: usize,
+        candidate: Option<u8>,
+    ) -> Result<bool> {
+        for _ in 0..8 {
+            if self.has_room(t, key_len, len) {
+                return Ok(true);
+            }
+            let Some(victim) = self.find_victim(t, key_len, len) else {
+                return Ok(false);
+            };
+            if let Some(c) = candidate {
+                if self.sketch.estimate(&victim) >= c {
+                    self.admissions_rejected += 1;
+                    return Ok(false);
+                }
+            }
+            if !self.demote(&victim, 0)? {
+                return Ok(false);
+            }
+        }
+        Ok(self.has_room(t, key_len, len))
+    }
+
+    /// Also shrinks DRAM when the index grew: demote until objects fit the budget left.
+    fn fit_dram_to_budget(&mut self) -> Result<()> {
+        let mut guard = 0;
+        while self.arenas[DRAM].used_bytes > self.dram_object_limit() && guard < 64 {
+            guard += 1;
+            let Some(v) = self.any_victim(DRAM) else {
+                break;
+            };
+            if !self.demote(&v, 0)? {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// A victim of any class in tier `t` (for watermark demotion).
+    fn any_victim(&mut self, t: usize) -> Option<Vec<u8>> {
+        // Classes in use, largest footprint first would be ideal; sweeping each class in turn is
+        // enough: the first class with a cold object gives it up.
+        for class in 0..64 {
+            if class >= self.arenas[t].class_count() {
+                break;
+            }
+            let found: Vec<(SlotOffset, Vec<u8>)> = self.arenas[t].sweep(class, SWEEP_BUDGET);
+            for (_, key) in found {
+                let Some(e) = self.index.get_mut(key.as_slice()) else {
+                    continue;
+                };
+                if e.refs == 0 {
+                    return Some(key);
+                }
+                e.refs -= 1;
+            }
+        }
+        None
+    }
+
+    /// Place bytes into tier `t` (room already made). Returns the place or None.
+    fn place_in(&mut self, t: usize, key: &[u8], value: &[u8]) -> Option<Place> {
+        self.arenas[t]
+            .alloc(key, value)
+            .map(|off| Place::Mem(t as u8, off))
+    }
+
+    fn free_place(&mut self, place: Place) {
+        if let Place::Mem(t, off) = place {
+            self.arenas[t as usize].free(off);
+        }
+    }
+
+    /// Remove an entry (expired or deleted) and release its memory; the log copy is dead.
+    fn drop_entry(&mut self, key: &[u8]) -> Option<Entry> {
+        let e = self.index.remove(key)?;
+        self.key_bytes -= key.len() as u64;
+        self.free_place(e.place);
+        if let (Some(nv), Some(log)) = (e.nv, self.log.as_mut()) {
+            log.mark_dead(nv);
+        }
+        Some(e)
+    }
+
+    /// Look a key up (expired keys are absent); counts an access, may promote.
+    pub fn get(&mut self, key: &[u8]) -> Result<Option<ObjectRef<'_>>> {
+        let now = now_ms();
+        let Some(e) = self.index.get_mut(key) else {
+            self.misses += 1;
+            return Ok(None);
+        };
+        if is_expired(e, now) {
+            self.drop_entry(key);
+            self.misses += 1;
+            return Ok(None);
+        }
+        e.refs = (e.refs + 1).min(3);
+        self.sketch.touch(key);
+        let place = e.place;
+        match place {
+            Place::Mem(t, _) => {
+                self.counters[t as usize].hits += 1;
+                if t as usize == CXL && self.sketch.estimate(key) >= PROMOTE_MIN {
+                    self.promote(key)?;
+                }
+            }
+            Place::Nvme => {
+                self.counters[2].hits += 1;
+                let value = match self.staged.remove(key) {
+                    Some((_, v, _)) => v,
+                    None => {
+                        let nv = self.index[key]
+                            .nv
+                            .expect("an NVMe-only entry has a log copy");
+                        self.log.as_mut().expect("log").read(nv)?.value
+                    }
+                };
+                self.admit_from_nvme(key, value)?;
+            }
+        }
+        Ok(self.peek(key))
+    }
+
+    /// Read an entry's object where it is now, without side effects.
+    fn peek(&self, key: &[u8]) -> Option<ObjectRef<'_>> {
+        let e = self.index.get(key)?;
+        let value = match e.place {
+            Place::Mem(t, off) => self.arenas[t as usize].value(off, key.len(), e.len as usize),
+            Place::Nvme => self.staged.get(key).map(|s| s.1.as_slice())?,
+        };
+        Some(ObjectRef {
+            kind: e.kind,
+            value,
+            expires_at_ms: (e.expires != 0).then_some(e.expires),
+        })
+    }
+
+    /// CXL → DRAM for a hot object.
+    fn promote(&mut self, key: &[u8]) -> Result<()> {
+        let e = &self.index[key];
+        let Place::Mem(t, off) = e.place else {
+            return Ok(());
+        };
+        let len = e.len as usize;
+        let est = self.sketch.estimate(key);
+        if !self.make_room(DRAM, key.len(), len, Some(est))? {
+            return Ok(());
+        }
+        // Making room may have moved this very object (DRAM victims go to CXL, whose victims go
+        // down): only promote it from where it still is.
+        if self.index.get(key).map(|e| e.place) != Some(Place::Mem(t, off)) {
+            return Ok(());
+        }
+        let value = self.arenas[t as usize].value(off, key.len(), len).to_vec();
+        if let Some(p) = self.place_in(DRAM, key, &value) {
+            self.arenas[t as usize].free(off);
+            self.index.get_mut(key).expect("present").place = p;
+            self.counters[t as usize].promotions += 1;
+        }
+        Ok(())
+    }
+
+    /// An object just read from NVMe: DRAM if the sketch rates it hot, else CXL, else keep it
+    /// staged for this batch only.
+    fn admit_from_nvme(&mut self, key: &[u8], value: Vec<u8>) -> Result<()> {
+        let est = self.sketch.estimate(key);
+        let tiers: &[usize] = if self.arenas.len() > CXL {
+            if est >= PROMOTE_MIN {
+                &[DRAM, CXL]
+            } else {
+                &[CXL, DRAM]
+            }
+        } else {
+            &[DRAM]
+        };
+        for &t in tiers {
+            if self.make_room(t, key.len(), value.len(), Some(est))? {
+                if let Some(p) = self.place_in(t, key, &value) {
+                    self.index.get_mut(key).expect("present").place = p;
+                    self.counters[2].promotions += 1;
+                    return Ok(());
+                }
+            }
+        }
+        let e = &self.index[key];
+        self.staged.insert(key.into(), (e.kind, value, e.expires));
+        Ok(())
+    }
+
+    /// Bring NVMe-only objects among `keys` into memory with one batched io_uring submission.
+    pub fn prefetch(&mut self, keys: &[&[u8]]) -> Result<()> {
+        self.staged.clear();
+        let Some(log) = self.log.as_mut() else {
+            return Ok(());
+        };
+        let mut want: Vec<(&[u8], NvLoc)> = Vec::new();
+        for &k in keys {
+            if let Some(e) = self.index.get(k) {
+                if e.place == Place::Nvme && !want.iter().any(|(w, _)| *w == k) {
+                    want.push((k, e.nv.expect("an NVMe-only entry has a log copy")));
+                }
+            }
+        }
+        if want.is_empty() {
+            return Ok(());
+        }
+        let locs: Vec<NvLoc> = want.iter().map(|w| w.1).collect();
+        let results = log.read_many(&locs);
+        for ((k, _), r) in want.into_iter().zip(results) {
+            let rec = r?;
+            let e = &self.index[k];
+            self.staged.insert(k.into(), (e.kind, rec.value, e.expires));
+        }
+        Ok(())
+    }
+
+    /// Insert or replace.
+    pub fn put(
+        &mut self,
+        key: &[u8],
+        kind: Kind,
+        value: &[u8],
+        expires_at_ms: Option<u64>,
+    ) -> Result<()> {
+        if value.len() > self.max_object {
+            return Err(StoreError::TooLarge {
+                len: value.len(),
+                max: self.max_object,
+            });
+        }
+        if key.is_empty() || key.len() > u16::MAX as usize / 2 {
+            return Err(StoreError::Config(format!(
+                "keys must be 1 to {} bytes, not {}",
+                u16::MAX / 2,
+                key.len()
+            )));
+        }
+        self.staged.remove(key);
+        let new_key = !self.index.contains_key(key);
+        if new_key && self.index_bytes() + key.len() as u64 + ENTRY_OVERHEAD > self.dram_budget {
+            return Err(StoreError::Full {
+                detail: format!(
+                    "the index of {} keys fills the DRAM budget of {} bytes: raise --dram",
+                    self.index.len(),
+                    self.dram_budget
+                ),
+            });
+        }
+        // Recent writes are hot (the insert-recency hook): they go to DRAM, making room by
+        // demotion; else CXL.
+        let mut place = None;
+        for t in 0..self.arenas.len() {
+            if self.make_room(t, key.len(), value.len(), None)? {
+                place = self.place_in(t, key, value);
+                if place.is_some() {
+                    break;
+                }
+            }
+        }
+        let nv = if self.log.is_some() && (self.durability != Durability::None || place.is_none()) {
+            match self.append(key, kind, value, expires_at_ms) {
+                Ok(loc) => Some(loc),
+                Err(e) => {
+                    if let Some(p) = place {
+                        self.free_place(p);
+                    }
+                    return Err(e);
+                }
+            }
+        } else {
+            None
+        };
+        let Some(place) = place.or(nv.map(|_| Place::Nvme)) else {
+            return Err(StoreError::Full {
+                detail: "every memory tier is full and there is no NVMe tier: add --ssd PATH:SIZE or raise --dram/--cxl"
+                    .into(),
+            });
+        };
+        // Read the old entry only now: making room may have moved it.
+        if let Some(old) = self.index.get(key).cloned() {
+            self.free_place(old.place);
+            if let (Some(onv), Some(log)) = (old.nv, self.log.as_mut()) {
+                log.mark_dead(onv);
+            }
+        } else {
+            self.key_bytes += key.len() as u64;
+        }
+        self.index.insert(
+            key.into(),
+            Entry {
+                place,
+                nv,
+                dirty: nv.is_none(),
+                len: value.len() as u32,
+                kind,
+                expires: expires_at_ms.unwrap_or(0),
+                // Sequence numbers only order records during recovery.
+                seq: 0,
+                refs: 1,
+            },
+        );
+        self.sketch.touch(key);
+        if new_key {
+            self.fit_dram_to_budget()?;
+        }
+        Ok(())
+    }
+
+    /// Change only the expiry of an existing key; false when absent.
+    pub fn set_expiry(&mut self, key: &[u8], expires_at_ms: Option<u64>) -> Result<bool> {
+        let Some(obj) = self.get(key)? else {
+            return Ok(false);
+        };
+        let (kind, value) = (obj.kind, obj.value.to_vec());
+        self.put(key, kind, &value, expires_at_ms)?;
+        Ok(true)
+    }
+
+    /// Remove; true when the key existed.
+    pub fn delete(&mut self, key: &[u8]) -> Result<bool> {
+        self.staged.remove(key);
+        let Some(e) = self.index.get(key) else {
+            return Ok(false);
+        };
+        let expired = is_expired(e, now_ms());
+        if let (Some(nv), true) = (e.nv, self.log.is_some()) {
+            // The tombstone comes first: if it cannot be written, the key stays as it was.
+            let log = self.log.as_mut().expect("log");
+            match log.append_tombstone(key, nv) {
+                Err(StoreError::Full { .. }) => {
+                    self.clean(8)?;
+                    self.log.as_mut().expect("log").append_tombstone(key, nv)?;
+                }
+                other => other?,
+            }
+        }
+        self.drop_entry(key);
+        Ok(!expired)
+    }
+
+    /// Whether a live key exists, without counting an access or reading NVMe.
+    pub fn contains(&mut self, key: &[u8]) -> bool {
+        match self.index.get(key) {
+            Some(e) if is_expired(e, now_ms()) => {
+                self.drop_entry(key);
+                false
+            }
+            Some(_) => true,
+            None => false,
+        }
+    }
+
+    /// Up to `count` live keys `>= start` in byte order, with their objects. The sequential-scan
+    /// prefetch hook: when a scan starts where the previous one ended, the keys that follow are
+    /// read from NVMe in the same batch.
+    pub fn scan(&mut self, start: &[u8], count: usize) -> Result<Vec<ScanItem>> {
+        let now = now_ms();
+        let sequential = self.last_scan_end.as_deref() == Some(start);
+        let take = if sequential { count * 2 } else { count };
+        let keys: Vec<Vec<u8>> = self
+            .index
+            .range::<[u8], _>((std::ops::Bound::Included(start), std::ops::Bound::Unbounded))
+            .filter(|(_, e)| !is_expired(e, now))
+            .take(take)
+            .map(|(k, _)| k.to_vec())
+            .collect();
+        let refs: Vec<&[u8]> = keys.iter().map(|k| k.as_slice()).collect();
+        self.prefetch(&refs)?;
+        let mut out = Vec::with_capacity(count.min(keys.len()));
+        for k in keys.iter().take(count) {
+            self.sketch.touch(k);
+            if let Some(o) = self.peek(k) {
+                out.push(ScanItem {
+                    key: k.clone(),
+                    kind: o.kind,
+                    value: o.value.to_vec(),
+                    expires_at_ms: o.expires_at_ms,
+                });
+            }
+        }
+        // Prefetched followers that fit memory are admitted (staged ones are dropped next batch).
+        if sequential {
+            for k in keys.iter().skip(count) {
+                if let Some((_, v, _)) = self.staged.remove(k.as_slice()) {
+                    self.admit_from_nvme(k, v)?;
+                }
+            }
+        }
+        self.last_scan_end = keys.get(count).cloned();
+        Ok(out)
+    }
+
+    /// Number of live keys.
+    pub fn len(&self) -> u64 {
+        self.index.len() as u64
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.index.is_empty()
+    }
+
+    /// Remove every key (durably, after the next commit).
+    pub fn flush_all(&mut self) -> Result<()> {
+        if let Some(log) = self.log.as_mut() {
+            log.flush_all()?;
+        }
+        let keys: Vec<Box<[u8]>> = self.index.keys().cloned().collect();
+        for k in keys {
+            let e = self.index.remove(&k).expect("present");
+            self.free_place(e.place);
+        }
+        self.key_bytes = 0;
+        self.staged.clear();
+        Ok(())
+    }
+
+    /// Group commit: make this batch's writes as durable as the durability setting promises.
+    pub fn commit(&mut self) -> Result<()> {
+        self.staged.clear();
+        let Some(log) = self.log.as_mut() else {
+            return Ok(());
+        };
+        match self.durability {
+            Durability::Always => {
+                if log.has_unflushed() {
+                    log.sync(true)?;
+                }
+            }
+            Durability::EverySec => {
+                if self.last_sync.elapsed() >= Duration::from_secs(1) && log.has_unflushed() {
+                    log.sync(true)?;
+                    self.last_sync = Instant::now();
+                }
+            }
+            Durability::None => {}
+        }
+        Ok(())
+    }
+
+    /// Background work; cheap when there is nothing to do.
+    pub fn tick(&mut self) -> Result<()> {
+        self.commit()?;
+        if self.last_tick.elapsed() < Duration::from_millis(10) {
+            return Ok(());
+        }
+        self.last_tick = Instant::now();
+        // Watermark demotion, tier by tier.
+        for t in 0..self.arenas.len() {
+            let limit = self.tier_limit(t) as f64;
+            let has_lower = self.log.is_some() || (t == DRAM && self.arenas.len() > CXL);
+            if has_lower && (self.arenas[t].used_bytes as f64) > limit * HIGH_WATERMARK {
+                let mut budget = 256;
+                while (self.arenas[t].used_bytes as f64) > limit * LOW_WATERMARK && budget > 0 {
+                    budget -= 1;
+                    let Some(v) = self.any_victim(t) else { break };
+                    if !self.demote(&v, 0)? {
+                        break;
+                    }
+                }
+            }
+        }
+        // Expiry sampling from a rotating cursor.
+        let now = now_ms();
+        let sample: Vec<(Vec<u8>, bool)> = self
+            .index
+            .range::<[u8], _>((
+                std::ops::Bound::Excluded(self.expiry_cursor.as_slice()),
+                std::ops::Bound::Unbounded,
+            ))
+            .take(32)
+            .map(|(k, e)| (k.to_vec(), is_expired(e, now)))
+            .collect();
+        self.expiry_cursor = sample.last().map(|s| s.0.clone()).unwrap_or_default();
+        for (k, expired) in sample {
+            if expired {
+                self.drop_entry(&k);
+            }
+        }
+        if self.log.as_ref().is_some_and(|l| l.needs_cleaning()) {
+            self.clean(2)?;
+        }
+        Ok(())
+    }
+
+    pub fn stats(&self) -> StoreStats {
+        let mut tiers = Vec::new();
+        let mut objects = [0u64; 2];
+        let mut bytes = [0u64; 2];
+        let mut nvme_only = (0u64, 0u64);
+        for e in self.index.values() {
+            match e.place {
+                Place::Mem(t, _) => {
+                    objects[t as usize] += 1;
+                    bytes[t as usize] += e.len as u64;
+                }
+                Place::Nvme => {
+                    nvme_only.0 += 1;
+                    nvme_only.1 += e.len as u64;
+                }
+            }
+        }
+        for (t, a) in self.arenas.iter().enumerate() {
+            tiers.push(TierStats {
+                tier: a.tier,
+                node: Some(a.node),
+                capacity_bytes: self.tier_limit(t),
+                objects: objects[t],
+                bytes: bytes[t],
+                hits: self.counters[t].hits,
+                promotions: self.counters[t].promotions,
+                demotions: self.counters[t].demotions,
+                ..TierStats::default()
+            });
+        }
+        let mut wa = 0.0;
+        if let Some(log) = &self.log {
+            let l = log.stats();
+            wa = if l.appended_bytes > 0 {
+                l.write_bytes as f64 / l.appended_bytes as f64
+            } else {
+                0.0
+            };
+            tiers.push(TierStats {
+                tier: "nvme",
+                node: None,
+                capacity_bytes: l.capacity,
+                objects: nvme_only.0,
+                bytes: nvme_only.1,
+                hits: self.counters[2].hits,
+                promotions: self.counters[2].promotions,
+                demotions: 0,
+                reads: l.reads,
+                writes: l.writes,
+                read_bytes: l.read_bytes,
+                write_bytes: l.write_bytes,
+            });
+        }
+        StoreStats {
+            keys: self.index.len() as u64,
+            index_bytes: self.index_bytes(),
+            misses: self.misses,
+            evictions_to_nvme: self.evictions_to_nvme,
+            admissions_rejected: self.admissions_rejected,
+            write_amplification: wa,
+            segments_cleaned: self
+                .log
+                .as_ref()
+                .map(|l| l.stats().segments_cleaned)
+                .unwrap_or(0),
+            durability: match self.durability {
+                Durability::None => "none",
+                Durability::EverySec => "everysec",
+                Durability::Always => "always",
+            },
+            cxl_emulated_on_dram: self.arenas.get(CXL).is_some_and(|a| a.emulated),
+            tiers,
+        }
+    }
+
+    pub fn arenas(&self) -> Vec<ArenaInfo> {
+        self.arenas
+            .iter()
+            .map(|a| ArenaInfo {
+                tier: a.tier,
+                node: a.node,
+                addr: a.addr(),
+                len: a.capacity() as usize,
+            })
+            .collect()
+    }
+
+    /// For each arena, the nodes its touched pages are on, as the kernel reports them
+    /// (`move_pages(2)` with no target nodes): (tier, intended node, node → pages).
+    pub fn placement(&self) -> Result<Vec<Placement>> {
+        let mut out = Vec::new();
+        for a in &self.arenas {
+            let addrs = a.used_page_addrs();
+            let mut by_node = BTreeMap::new();
+            for status in cxltier_sys::query_pages(None, &addrs)? {
+                if let Some(n) = status.node() {
+                    *by_node.entry(n).or_insert(0) += 1;
+                }
+            }
+            out.push(Placement {
+                tier: a.tier,
+                node: a.node,
+                pages_by_node: by_node,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Write everything out and sync (clean shutdown): dirty objects are written back.
+    pub fn close(mut self) -> Result<()> {
+        if self.log.is_none() {
+            return Ok(());
+        }
+        let dirty: Vec<Vec<u8>> = self
+            .index
+            .iter()
+            .filter(|(_, e)| e.dirty)
+            .map(|(k, _)| k.to_vec())
+            .collect();
+        for k in dirty {
+            let e = &self.index[k.as_slice()];
+            let Place::Mem(t, off) = e.place else {
+                continue;
+            };
+            let (kind, len, exp) = (e.kind, e.len as usize, e.expires);
+            let value = self.arenas[t as usize].value(off, k.len(), len).to_vec();
+            let loc = self.append(&k, kind, &value, (exp != 0).then_some(exp))?;
+            let e = self.index.get_mut(k.as_slice()).expect("present");
+            e.nv = Some(loc);
+            e.dirty = false;
+        }
+        self.log.as_mut().expect("log").sync(true)
+    }
+
+    /// Check the store's invariants (tests): every entry in one place, byte accounting, budgets.
+    pub fn check_invariants(&self) -> std::result::Result<(), String> {
+        let mut objects = vec![0u64; self.arenas.len()];
+        for (k, e) in &self.index {
+            match e.place {
+                Place::Mem(t, off) => {
+                    objects[t as usize] += 1;
+                    let a = &self.arenas[t as usize];
+                    let _ = a.value(off, k.len(), e.len as usize);
+                }
+                Place::Nvme => {
+                    if e.nv.is_none() {
+                        return Err(format!("{:?} is nowhere", String::from_utf8_lossy(k)));
+                    }
+                }
+            }
+            if e.dirty && matches!(e.place, Place::Nvme) {
+                return Err("a dirty entry has no memory copy".into());
+            }
+        }
+        for (t, a) in self.arenas.iter().enumerate() {
+            if a.objects != objects[t] {
+                return Err(format!(
+                    "{}: arena holds {} objects, index says {}",
+                    a.tier, a.objects, objects[t]
+                ));
+            }
+        }
+        if self.arenas[DRAM].used_bytes > self.dram_budget {
+            return Err("DRAM objects exceed the DRAM budget".into());
+        }
+        if self.key_bytes != self.index.keys().map(|k| k.len() as u64).sum::<u64>() {
+            return Err("key byte count is off".into());
+        }
+        Ok(())
+    }
+}

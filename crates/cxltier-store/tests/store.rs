@@ -1,0 +1,484 @@
+//! The store against a model, across tiers, restarts and a full NVMe tier. Files go under the
+//! system temp dir (a disk file system here; O_DIRECT also works on tmpfs since Linux 6.6).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use cxltier_store::{Durability, Kind, SsdSpec, Store, StoreBuilder, StoreError};
+use proptest::prelude::*;
+
+fn temp(name: &str) -> PathBuf {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static N: AtomicU32 = AtomicU32::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "cxltier-store-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+fn ssd(path: &std::path::Path, size: u64) -> SsdSpec {
+    SsdSpec {
+        path: path.clone(),
+        capacity: Some(size),
+    }
+}
+
+fn value(i: u64, len: usize) -> Vec<u8> {
+    (0..len).map(|j| (i as usize * 31 + j) as u8).collect()
+}
+
+fn get(s: &mut Store, k: &[u8]) -> Option<Vec<u8>> {
+    s.get(k).unwrap().map(|o| o.value.to_vec())
+}
+
+#[test]
+fn put_get_delete_and_expiry() {
+    let mut s = StoreBuilder::new()
+        .dram(16 << 20)
+        .durability(Durability::None)
+        .build()
+        .unwrap();
+    s.put(b"a", Kind::String, b"1", None).unwrap();
+    s.put(b"h", Kind::Hash, b"xyz", None).unwrap();
+    assert_eq!(get(&mut s, b"a"), Some(b"1".to_vec()));
+    assert_eq!(s.get(b"h").unwrap().unwrap().kind, Kind::Hash);
+    s.put(b"a", Kind::String, b"2", None).unwrap();
+    assert_eq!(get(&mut s, b"a"), Some(b"2".to_vec()));
+    assert!(s.delete(b"a").unwrap());
+    assert!(!s.delete(b"a").unwrap());
+    assert_eq!(get(&mut s, b"a"), None);
+    s.put(b"e", Kind::String, b"x", Some(1)).unwrap();
+    assert_eq!(get(&mut s, b"e"), None, "expired in 1970");
+    assert!(!s.contains(b"e"));
+    assert_eq!(s.len(), 1);
+    s.check_invariants().unwrap();
+}
+
+#[test]
+fn data_five_times_memory_is_all_readable_and_moves_between_tiers() {
+    let p = temp("nvme");
+    let mut s = StoreBuilder::new()
+        .dram(12 << 20)
+        .cxl(4 << 20)
+        .ssd(ssd(&p, 256 << 20))
+        .durability(Durability::EverySec)
+        .build()
+        .unwrap();
+    let n = 60_000u64; // 60 MB of values: 7× the memory left beside the index
+    for i in 0..n {
+        s.put(
+            format!("user{i:08}").as_bytes(),
+            Kind::String,
+            &value(i, 1000),
+            None,
+        )
+        .unwrap();
+        if i % 1000 == 0 {
+            s.commit().unwrap();
+            s.tick().unwrap();
+        }
+    }
+    s.check_invariants().unwrap();
+    // Read a hot set repeatedly, then everything once.
+    for _ in 0..5 {
+        for i in 0..500 {
+            s.prefetch(&[format!("user{i:08}").as_bytes()]).unwrap();
+            assert_eq!(
+                get(&mut s, format!("user{i:08}").as_bytes()),
+                Some(value(i, 1000))
+            );
+        }
+    }
+    for i in 0..n {
+        assert_eq!(
+            get(&mut s, format!("user{i:08}").as_bytes()),
+            Some(value(i, 1000)),
+            "key {i}"
+        );
+    }
+    s.check_invariants().unwrap();
+    let st = s.stats();
+    let dram = &st.tiers[0];
+    let nvme = st.tiers.iter().find(|t| t.tier == "nvme").unwrap();
+    assert!(
+        dram.demotions > 0 && nvme.reads > 0 && nvme.objects > 0,
+        "{st:?}"
+    );
+    assert!(st.tiers[1].promotions > 0 || nvme.promotions > 0, "{st:?}");
+    assert!(st.index_bytes < 8 << 20);
+    // The hot set stayed in memory.
+    let hot_in_memory = s.stats().tiers[0].objects + s.stats().tiers[1].objects;
+    assert!(hot_in_memory >= 500, "{hot_in_memory}");
+}
+
+#[test]
+fn a_scan_does_not_evict_the_hot_set() {
+    let p = temp("nvme");
+    let mut s = StoreBuilder::new()
+        .dram(10 << 20)
+        .ssd(ssd(&p, 128 << 20))
+        .durability(Durability::None)
+        .build()
+        .unwrap();
+    for i in 0..30_000u64 {
+        s.put(
+            format!("k{i:06}").as_bytes(),
+            Kind::String,
+            &value(i, 1000),
+            None,
+        )
+        .unwrap();
+    }
+    // Warm a hot set of 1000 keys.
+    for _ in 0..8 {
+        for i in 0..1000u64 {
+            get(&mut s, format!("k{i:06}").as_bytes()).unwrap();
+        }
+    }
+    let reads_before = s
+        .stats()
+        .tiers
+        .iter()
+        .find(|t| t.tier == "nvme")
+        .unwrap()
+        .reads;
+    for _ in 0..3 {
+        for i in 0..1000u64 {
+            get(&mut s, format!("k{i:06}").as_bytes()).unwrap();
+        }
+    }
+    let warm_reads = s
+        .stats()
+        .tiers
+        .iter()
+        .find(|t| t.tier == "nvme")
+        .unwrap()
+        .reads
+        - reads_before;
+    // One pass over everything else.
+    for i in 1000..30_000u64 {
+        get(&mut s, format!("k{i:06}").as_bytes()).unwrap();
+    }
+    let before = s
+        .stats()
+        .tiers
+        .iter()
+        .find(|t| t.tier == "nvme")
+        .unwrap()
+        .reads;
+    for i in 0..1000u64 {
+        assert_eq!(
+            get(&mut s, format!("k{i:06}").as_bytes()),
+            Some(value(i, 1000))
+        );
+    }
+    let after = s
+        .stats()
+        .tiers
+        .iter()
+        .find(|t| t.tier == "nvme")
+        .unwrap()
+        .reads;
+    assert!(
+        after - before <= 100 + warm_reads,
+        "the scan pushed {} of 1000 hot keys out of DRAM",
+        after - before
+    );
+    assert!(s.stats().admissions_rejected > 0);
+}
+
+#[test]
+fn recovery_after_close_and_after_a_crash_with_always() {
+    let p = temp("nvme");
+    {
+        let mut s = StoreBuilder::new()
+            .dram(8 << 20)
+            .ssd(ssd(&p, 64 << 20))
+            .durability(Durability::Always)
+            .build()
+            .unwrap();
+        for i in 0..3000u64 {
+            s.put(
+                format!("k{i}").as_bytes(),
+                Kind::String,
+                &value(i, 500),
+                None,
+            )
+            .unwrap();
+            s.commit().unwrap();
+        }
+        s.delete(b"k7").unwrap();
+        s.put(b"k8", Kind::Hash, b"new", Some(u64::MAX / 2))
+            .unwrap();
+        s.commit().unwrap();
+        // Dropped without close: a crash after the last commit.
+    }
+    {
+        let mut s = StoreBuilder::new()
+            .dram(8 << 20)
+            .ssd(ssd(&p, 64 << 20))
+            .durability(Durability::Always)
+            .build()
+            .unwrap();
+        assert_eq!(s.recovered_keys(), 2999);
+        assert_eq!(get(&mut s, b"k7"), None);
+        let o = s.get(b"k8").unwrap().unwrap();
+        assert_eq!(
+            (o.kind, o.value, o.expires_at_ms),
+            (Kind::Hash, &b"new"[..], Some(u64::MAX / 2))
+        );
+        for i in (0..3000u64).filter(|&i| i != 7 && i != 8) {
+            assert_eq!(get(&mut s, format!("k{i}").as_bytes()), Some(value(i, 500)));
+        }
+        s.flush_all().unwrap();
+        s.put(b"only", Kind::String, b"1", None).unwrap();
+        s.close().unwrap();
+    }
+    let mut s = StoreBuilder::new()
+        .dram(8 << 20)
+        .ssd(ssd(&p, 64 << 20))
+        .build()
+        .unwrap();
+    assert_eq!(s.len(), 1);
+    assert_eq!(get(&mut s, b"only"), Some(b"1".to_vec()));
+}
+
+#[test]
+fn write_back_with_durability_none_keeps_everything_on_close() {
+    let p = temp("nvme");
+    {
+        let mut s = StoreBuilder::new()
+            .dram(8 << 20)
+            .ssd(ssd(&p, 64 << 20))
+            .durability(Durability::None)
+            .build()
+            .unwrap();
+        for i in 0..20_000u64 {
+            s.put(
+                format!("k{i}").as_bytes(),
+                Kind::String,
+                &value(i, 700),
+                None,
+            )
+            .unwrap();
+        }
+        s.close().unwrap();
+    }
+    let mut s = StoreBuilder::new()
+        .dram(8 << 20)
+        .ssd(ssd(&p, 64 << 20))
+        .durability(Durability::None)
+        .build()
+        .unwrap();
+    assert_eq!(s.len(), 20_000);
+    for i in (0..20_000u64).step_by(97) {
+        assert_eq!(get(&mut s, format!("k{i}").as_bytes()), Some(value(i, 700)));
+    }
+}
+
+#[test]
+fn a_full_nvme_tier_refuses_writes_and_keeps_reads_and_data() {
+    let p = temp("nvme");
+    let mut written = Vec::new();
+    {
+        let mut s = StoreBuilder::new()
+            .dram(8 << 20)
+            .ssd(ssd(&p, 24 << 20))
+            .durability(Durability::Always)
+            .build()
+            .unwrap();
+        let err = loop {
+            let i = written.len() as u64;
+            match s.put(
+                format!("k{i}").as_bytes(),
+                Kind::String,
+                &value(i, 4000),
+                None,
+            ) {
+                Ok(()) => {
+                    s.commit().unwrap();
+                    written.push(i)
+                }
+                Err(e) => break e,
+            }
+        };
+        assert!(matches!(err, StoreError::Full { .. }), "{err}");
+        assert!(err.to_string().contains("--ssd"), "{err}");
+        for &i in &written {
+            assert_eq!(
+                get(&mut s, format!("k{i}").as_bytes()),
+                Some(value(i, 4000))
+            );
+        }
+        // Deleting makes room again.
+        for &i in written.iter().take(2000) {
+            s.delete(format!("k{i}").as_bytes()).unwrap();
+        }
+        s.put(b"again", Kind::String, b"ok", None).unwrap();
+        s.commit().unwrap();
+    }
+    let mut s = StoreBuilder::new()
+        .dram(8 << 20)
+        .ssd(ssd(&p, 24 << 20))
+        .build()
+        .unwrap();
+    assert_eq!(get(&mut s, b"again"), Some(b"ok".to_vec()));
+    for &i in written.iter().skip(2000) {
+        assert_eq!(
+            get(&mut s, format!("k{i}").as_bytes()),
+            Some(value(i, 4000))
+        );
+    }
+}
+
+#[test]
+fn memory_only_store_says_how_to_grow() {
+    let mut s = StoreBuilder::new()
+        .dram(8 << 20)
+        .durability(Durability::None)
+        .build()
+        .unwrap();
+    let mut i = 0u64;
+    let err = loop {
+        if let Err(e) = s.put(
+            format!("k{i}").as_bytes(),
+            Kind::String,
+            &value(i, 1000),
+            None,
+        ) {
+            break e;
+        }
+        i += 1;
+    };
+    assert!(err.to_string().contains("--ssd"), "{err}");
+    assert_eq!(get(&mut s, b"k0"), Some(value(0, 1000)));
+    s.check_invariants().unwrap();
+}
+
+#[test]
+fn bad_configuration_is_explained() {
+    let e = StoreBuilder::new()
+        .durability(Durability::Always)
+        .build()
+        .unwrap_err();
+    assert!(e.to_string().contains("--ssd"), "{e}");
+    let e = StoreBuilder::new()
+        .durability(Durability::None)
+        .dram_node(77)
+        .build()
+        .unwrap_err();
+    assert!(e.to_string().contains("no NUMA node 77"), "{e}");
+    let e = StoreBuilder::new()
+        .durability(Durability::None)
+        .dram(1 << 20)
+        .build()
+        .unwrap_err();
+    assert!(e.to_string().contains("--dram"), "{e}");
+    let too_big = vec![0u8; 2 << 20];
+    let mut s = StoreBuilder::new()
+        .durability(Durability::None)
+        .build()
+        .unwrap();
+    assert!(matches!(
+        s.put(b"k", Kind::String, &too_big, None),
+        Err(StoreError::TooLarge { .. })
+    ));
+}
+
+#[test]
+fn arenas_are_on_their_nodes() {
+    let mut s = StoreBuilder::new()
+        .dram(16 << 20)
+        .cxl(8 << 20)
+        .durability(Durability::None)
+        .build()
+        .unwrap();
+    for i in 0..20_000u64 {
+        s.put(
+            format!("k{i}").as_bytes(),
+            Kind::String,
+            &value(i, 1000),
+            None,
+        )
+        .unwrap();
+    }
+    let st = s.stats();
+    for p in s.placement().unwrap() {
+        assert!(
+            !p.pages_by_node.is_empty(),
+            "{} has no touched pages",
+            p.tier
+        );
+        assert_eq!(
+            p.pages_by_node.keys().copied().collect::<Vec<_>>(),
+            vec![p.node],
+            "{p:?}"
+        );
+    }
+    // One node here: the "cxl" arena stands in on DRAM and says so.
+    if !std::path::Path::new("/sys/devices/system/node/node1").exists() {
+        assert!(st.cxl_emulated_on_dram);
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Put(u8, u16),
+    Del(u8),
+    Get(u8),
+    Tick,
+    Reopen,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        5 => (any::<u8>(), 0u16..3000).prop_map(|(k, l)| Op::Put(k, l)),
+        2 => any::<u8>().prop_map(Op::Del),
+        5 => any::<u8>().prop_map(Op::Get),
+        1 => Just(Op::Tick),
+        1 => Just(Op::Reopen),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+    #[test]
+    fn behaves_like_a_map_across_tiers_and_restarts(ops in proptest::collection::vec(op(), 1..400)) {
+        let p = temp("nvme");
+        let open = || StoreBuilder::new().dram(8 << 20).cxl(1 << 20).ssd(ssd(&p, 32 << 20)).durability(Durability::Always).build().unwrap();
+        let mut s = open();
+        let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+        for (n, op) in ops.into_iter().enumerate() {
+            match op {
+                Op::Put(k, len) => {
+                    let key = format!("key{k}").into_bytes();
+                    let v = value(n as u64, len as usize * 100);
+                    s.put(&key, Kind::String, &v, None).unwrap();
+                    s.commit().unwrap();
+                    model.insert(key, v);
+                }
+                Op::Del(k) => {
+                    let key = format!("key{k}").into_bytes();
+                    prop_assert_eq!(s.delete(&key).unwrap(), model.remove(&key).is_some());
+                    s.commit().unwrap();
+                }
+                Op::Get(k) => {
+                    let key = format!("key{k}").into_bytes();
+                    prop_assert_eq!(get(&mut s, &key), model.get(&key).cloned());
+                }
+                Op::Tick => s.tick().unwrap(),
+                Op::Reopen => {
+                    drop(s);
+                    s = open();
+                }
+            }
+            s.check_invariants().map_err(TestCaseError::fail)?;
+        }
+        prop_assert_eq!(s.len(), model.len() as u64);
+        let scanned: Vec<Vec<u8>> = s.scan(b"", 1000).unwrap().into_iter().map(|r| r.key).collect();
+        prop_assert_eq!(scanned, model.keys().cloned().collect::<Vec<_>>());
+    }
+}
