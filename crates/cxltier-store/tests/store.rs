@@ -21,7 +21,7 @@ fn temp(name: &str) -> PathBuf {
 
 fn ssd(path: &std::path::Path, size: u64) -> SsdSpec {
     SsdSpec {
-        path: path.clone(),
+        path: path.to_path_buf(),
         capacity: Some(size),
     }
 }
