@@ -1,1 +1,14 @@
-//! RESP2 server over the tiered store.
+//! A RESP2 (Redis protocol) server over the cxltier tiered object store.
+//!
+//! - [`resp`]: the request parser (multibulk and inline; never panics) and reply writers;
+//! - [`commands`]: Redis semantics of each command over [`cxltier_store::Store`], including
+//!   `SCANRANGE` (the ordered range scan of YCSB workload E) and `INFO tiers`;
+//! - [`hash`]: how a hash's fields are encoded in one stored value;
+//! - [`server`]: the single-threaded event loop with batching, NVMe prefetch and group commit.
+
+pub mod commands;
+pub mod hash;
+pub mod resp;
+pub mod server;
+
+pub use server::{serve, ServerConfig, ServerError};

@@ -285,6 +285,11 @@ impl Store {
         Ok(())
     }
 
+    /// The largest value accepted.
+    pub fn max_object(&self) -> usize {
+        self.max_object
+    }
+
     /// Keys recovered from NVMe when the store was opened.
     pub fn recovered_keys(&self) -> u64 {
         self.recovered_keys

@@ -1,9 +1,169 @@
-use crate::error::{CliError, CliResult};
+//! `cxltier serve`: the tiered object store over the Redis protocol.
+
+use std::net::SocketAddr;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use cxltier_control::size::parse_size;
+use cxltier_server::{ServerConfig, ServerError};
+use cxltier_store::{Durability, SsdSpec, StoreBuilder, StoreError};
+use cxltier_topo::format_bytes;
+
+use crate::cmd::apply::control_error;
+use crate::error::{CliError, CliResult, Kind};
+
+const LONG_HELP: &str = "\
+Tiers: every object lives in exactly one memory tier, DRAM or CXL, or only on NVMe. New and hot
+objects are in DRAM; colder ones are demoted to CXL, then to NVMe (written back first, so demotion
+never drops data); an object read from NVMe is admitted to memory if the frequency sketch rates it
+above what it would displace (scans do not flush the hot set). The index is counted inside the
+DRAM budget. Without a CPU-less memory node, the CXL tier is a second arena on the DRAM node
+(reported as cxl_emulated_on_dram in INFO tiers).
+
+NVMe: --ssd PATH:SIZE is a file (created and preallocated) or a block device, opened with O_DIRECT
+and driven by io_uring, log-structured with segment cleaning.
+
+Durability: none (write-back: a crash loses what was not yet demoted), everysec (the log is synced
+at least once a second: a crash loses at most about a second), always (no write is acknowledged
+before its record is on disk; writes of one event-loop turn share one fdatasync). Restarting with
+the same --ssd recovers the store.
+
+Commands: see docs/server.md; SCANRANGE start count is the ordered range scan of YCSB workload E.
+INFO tiers shows the per-tier statistics. Stop with SIGINT, SIGTERM or SHUTDOWN.";
 
 /// Serve the tiered object store (DRAM, CXL, NVMe) over the Redis protocol
 #[derive(clap::Args)]
-pub struct Args {}
+#[command(after_long_help = LONG_HELP)]
+pub struct Args {
+    /// Address to listen on (loopback by default; other addresses expose the store to the network)
+    #[arg(long, default_value = "127.0.0.1:6379", value_name = "ADDR:PORT")]
+    bind: String,
+    /// DRAM budget, index included: 256M, 4G ...
+    #[arg(long, default_value = "256M", value_name = "SIZE")]
+    dram: String,
+    /// CXL budget (0: no CXL tier)
+    #[arg(long, default_value = "0", value_name = "SIZE")]
+    cxl: String,
+    /// The NVMe tier: a file or block device, PATH[:SIZE]
+    #[arg(long, value_name = "PATH[:SIZE]")]
+    ssd: Option<String>,
+    /// none, everysec or always (default: everysec with --ssd, none without)
+    #[arg(long, value_name = "MODE")]
+    durability: Option<String>,
+    /// Require AUTH with this password
+    #[arg(long, value_name = "PASSWORD")]
+    requirepass: Option<String>,
+    /// NUMA node of the DRAM arena (default 0)
+    #[arg(long, value_name = "NODE")]
+    dram_node: Option<u32>,
+    /// NUMA node of the CXL arena (default: the first CPU-less memory node)
+    #[arg(long, value_name = "NODE")]
+    cxl_node: Option<u32>,
+    /// Largest value accepted
+    #[arg(long, default_value = "1M", value_name = "SIZE")]
+    max_object: String,
+    /// Most connections at once
+    #[arg(long, default_value_t = 10_000, value_name = "N")]
+    max_clients: usize,
+}
 
-pub fn run(_args: Args) -> CliResult {
-    Err(CliError::runtime("not implemented yet"))
+fn store_error(e: StoreError) -> CliError {
+    let kind = match &e {
+        StoreError::Config(_) | StoreError::TooLarge { .. } => Kind::BadInput,
+        StoreError::Io { source, .. } if source.kind() == std::io::ErrorKind::PermissionDenied => {
+            Kind::Permission
+        }
+        _ => Kind::Runtime,
+    };
+    CliError::new(kind, e.to_string())
+}
+
+pub fn run(args: Args) -> CliResult {
+    let bind: SocketAddr = args.bind.parse().map_err(|_| {
+        CliError::bad_input(format!("--bind {}: not an ADDRESS:PORT", args.bind))
+            .with_hint("for example --bind 127.0.0.1:6379")
+    })?;
+    let dram = parse_size(&args.dram).map_err(control_error)?;
+    let cxl = match args.cxl.trim() {
+        "0" | "" => 0,
+        text => parse_size(text).map_err(control_error)?,
+    };
+    let max_object = parse_size(&args.max_object).map_err(control_error)? as usize;
+    let ssd: Option<SsdSpec> = args
+        .ssd
+        .as_deref()
+        .map(str::parse)
+        .transpose()
+        .map_err(CliError::bad_input)?;
+    let durability: Durability = match &args.durability {
+        Some(d) => d.parse().map_err(CliError::bad_input)?,
+        None if ssd.is_some() => Durability::EverySec,
+        None => Durability::None,
+    };
+    let mut builder = StoreBuilder::new()
+        .dram(dram)
+        .cxl(cxl)
+        .durability(durability)
+        .max_object(max_object);
+    if let Some(s) = ssd.clone() {
+        builder = builder.ssd(s);
+    }
+    if let Some(n) = args.dram_node {
+        builder = builder.dram_node(n);
+    }
+    if let Some(n) = args.cxl_node {
+        builder = builder.cxl_node(n);
+    }
+    let store = builder.build().map_err(store_error)?;
+    if !bind.ip().is_loopback() {
+        eprintln!(
+            "cxltier serve: warning: listening on {bind}, reachable from the network{}",
+            if args.requirepass.is_none() {
+                ", with no password (add --requirepass)"
+            } else {
+                ""
+            }
+        );
+    }
+    let stats = store.stats();
+    let tiers: Vec<String> = stats
+        .tiers
+        .iter()
+        .map(|t| match (t.tier, t.node) {
+            ("cxl", Some(n)) if stats.cxl_emulated_on_dram => format!(
+                "cxl {} on node{n} (no CPU-less node: emulated on DRAM)",
+                format_bytes(t.capacity_bytes)
+            ),
+            (name, Some(n)) => format!("{name} {} on node{n}", format_bytes(t.capacity_bytes)),
+            (name, None) => format!(
+                "{name} {} at {}",
+                format_bytes(t.capacity_bytes),
+                ssd.as_ref()
+                    .map(|s| s.path.display().to_string())
+                    .unwrap_or_default()
+            ),
+        })
+        .collect();
+    eprintln!(
+        "cxltier serve: listening on {bind}; {}; durability {}; {} keys recovered",
+        tiers.join(", "),
+        stats.durability,
+        store.recovered_keys()
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, Arc::clone(&stop))
+            .map_err(|e| CliError::runtime(format!("cannot handle signal {sig}: {e}")))?;
+    }
+    let cfg = ServerConfig {
+        bind,
+        requirepass: args.requirepass,
+        max_clients: args.max_clients.max(1),
+    };
+    cxltier_server::serve(cfg, store, stop).map_err(|e| match e {
+        ServerError::Bind { .. } => CliError::new(Kind::BadInput, e.to_string()),
+        other => CliError::runtime(other.to_string()),
+    })?;
+    eprintln!("cxltier serve: stopped; the store is closed");
+    Ok(std::process::ExitCode::SUCCESS)
 }
