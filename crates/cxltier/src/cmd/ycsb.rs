@@ -1,9 +1,234 @@
-use crate::error::{CliError, CliResult};
+//! `cxltier ycsb load|run`: YCSB's core workloads against a Redis-protocol or memcached server.
+
+use std::io::IsTerminal;
+use std::time::Duration;
+
+use cxltier_ycsb::{Phase, Protocol, RunConfig, ScanMethod, Spec, YcsbError};
+
+use crate::error::{CliError, CliResult, Kind};
+use crate::output::{print_json, Table};
+
+const LONG_HELP: &str = "\
+Semantics are YCSB 0.17.0's CoreWorkload: workloads A (50% read, 50% update), B (95/5), C (read
+only), D (95% read, 5% insert, latest distribution), E (95% scan of up to 100 records, 5% insert),
+F (50% read, 50% read-modify-write); keys \"user\" + FNV-64 hash of the key number (hashed insert
+order); scrambled zipfian (constant 0.99 over 10^10 ranks hashed onto the keys), latest, uniform
+and hotspot choosers; updates write one field, reads read all.
+
+Over RESP a record is a hash: insert HSET (plus ZADD _indices for servers without SCANRANGE, as
+YCSB's Redis binding does), read HGETALL, update HSET of one field, scan SCANRANGE against
+cxltier or ZRANGEBYSCORE + HGETALL against Redis. Over memcache a record is one JSON value (as
+YCSB's memcached binding stores it); workload E needs RESP.
+
+Load generation: --threads threads, each with --connections connections, each with up to
+--pipeline requests in flight. With --target the driver runs open loop: operations are scheduled
+at the target rate and latency counts from each operation's intended start, so a stalled server
+shows in the percentiles (coordinated omission corrected). Without --target it runs as fast as the
+window allows and latency counts from sending. Reads are verified (field count and lengths).
+
+Run `load` first with the same --records, then `run`.";
+
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum PhaseArg {
+    Load,
+    Run,
+}
 
 /// Load and run YCSB workloads A-F against a Redis-protocol or memcached server
 #[derive(clap::Args)]
-pub struct Args {}
+#[command(after_long_help = LONG_HELP)]
+pub struct Args {
+    /// load (insert the records) or run (the workload's operations)
+    #[arg(value_enum)]
+    phase: PhaseArg,
+    /// Workload: a, b, c, d, e or f
+    #[arg(long, default_value = "a")]
+    workload: String,
+    /// Records in the data set (recordcount)
+    #[arg(long, default_value_t = 100_000)]
+    records: u64,
+    /// Operations to run (operationcount; default: as many as records)
+    #[arg(long)]
+    ops: Option<u64>,
+    /// Stop after this many seconds even if operations remain
+    #[arg(long, value_name = "SECONDS")]
+    duration: Option<f64>,
+    /// Driver threads
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
+    /// Connections per thread
+    #[arg(long, default_value_t = 8)]
+    connections: usize,
+    /// Requests in flight per connection
+    #[arg(long, default_value_t = 16)]
+    pipeline: usize,
+    /// Target operations per second (open loop); default: as fast as possible
+    #[arg(long, value_name = "OPS")]
+    target: Option<f64>,
+    /// Fields per record
+    #[arg(long, default_value_t = 10)]
+    field_count: usize,
+    /// Bytes per field
+    #[arg(long, default_value_t = 100)]
+    field_length: usize,
+    /// First key number (insertstart)
+    #[arg(long, default_value_t = 0)]
+    insert_start: u64,
+    /// Override the workload's request distribution
+    #[arg(long, value_enum, value_name = "DIST")]
+    request_distribution: Option<cxltier_ycsb::Distribution>,
+    /// Wire protocol
+    #[arg(long, value_enum, default_value = "resp")]
+    protocol: Protocol,
+    /// Server address (default 127.0.0.1:6379 for resp, 127.0.0.1:11211 for memcache)
+    #[arg(long, value_name = "HOST:PORT")]
+    addr: Option<String>,
+    /// Password for AUTH
+    #[arg(long)]
+    password: Option<String>,
+    /// How to scan over RESP
+    #[arg(long, value_enum, default_value = "auto")]
+    scan: ScanMethod,
+    /// Random seed
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Print JSON for scripts
+    #[arg(long)]
+    json: bool,
+}
 
-pub fn run(_args: Args) -> CliResult {
-    Err(CliError::runtime("not implemented yet"))
+fn ycsb_error(e: YcsbError, addr: &str) -> CliError {
+    match e {
+        YcsbError::BadInput(m) => CliError::bad_input(m),
+        YcsbError::Connect { .. } => CliError::runtime(e.to_string()).with_hint(format!(
+            "is a server listening on {addr}? start one with `cxltier serve --bind {addr}` (or redis-server / memcached)"
+        )),
+        YcsbError::Server(m) => CliError::runtime(m),
+    }
+}
+
+pub fn run(args: Args) -> CliResult {
+    let letter = args
+        .workload
+        .trim()
+        .chars()
+        .next()
+        .filter(|_| args.workload.trim().len() == 1);
+    let mut spec = letter.and_then(Spec::core).ok_or_else(|| {
+        CliError::bad_input(format!("unknown workload {:?}", args.workload))
+            .with_hint("use one of YCSB's core workloads: a, b, c, d, e, f")
+    })?;
+    if let Some(d) = args.request_distribution {
+        spec.distribution = d;
+    }
+    if args.threads == 0 || args.connections == 0 || args.pipeline == 0 {
+        return Err(CliError::bad_input(
+            "--threads, --connections and --pipeline must be at least 1",
+        ));
+    }
+    if args.target.is_some_and(|t| !(t > 0.0 && t.is_finite())) {
+        return Err(CliError::bad_input(
+            "--target must be a positive number of operations per second",
+        ));
+    }
+    let addr = args.addr.clone().unwrap_or_else(|| match args.protocol {
+        Protocol::Resp => "127.0.0.1:6379".into(),
+        Protocol::Memcache => "127.0.0.1:11211".into(),
+    });
+    let phase = match args.phase {
+        PhaseArg::Load => Phase::Load,
+        PhaseArg::Run => Phase::Run,
+    };
+    let operations = match phase {
+        Phase::Load => args.records,
+        Phase::Run => args.ops.unwrap_or(args.records),
+    };
+    let shared = cxltier_ycsb::shared(
+        spec,
+        phase,
+        args.records,
+        args.insert_start,
+        operations,
+        args.field_count,
+        args.field_length,
+    )
+    .map_err(|e| ycsb_error(e, &addr))?;
+    let cfg = RunConfig {
+        addr: addr.clone(),
+        protocol: args.protocol,
+        scan: args.scan,
+        phase,
+        threads: args.threads,
+        connections: args.connections,
+        pipeline: args.pipeline,
+        target: args.target,
+        operations,
+        max_time: args.duration.map(Duration::from_secs_f64),
+        password: args.password.clone(),
+        seed: args.seed,
+        on_ack: None,
+        progress: !args.json && std::io::stderr().is_terminal(),
+    };
+    let report = cxltier_ycsb::run(&cfg, shared).map_err(|e| ycsb_error(e, &addr))?;
+    if args.json {
+        print_json(&report)?;
+    } else {
+        println!(
+            "{} workload {} against {} ({:?}): {} operations in {:.2} s, {:.0} ops/s; latency from {}",
+            if phase == Phase::Load { "load" } else { "run" },
+            report.workload,
+            report.addr,
+            report.protocol,
+            report.operations,
+            report.run_time_s,
+            report.throughput_ops_per_sec,
+            report.latency_from
+        );
+        let mut t = Table::new([
+            "operation",
+            "count",
+            "errors",
+            "ops/s",
+            "avg µs",
+            "p50",
+            "p90",
+            "p99",
+            "p99.9",
+            "max",
+        ]);
+        for o in &report.per_operation {
+            t.row([
+                o.operation.to_string(),
+                o.count.to_string(),
+                o.errors.to_string(),
+                format!("{:.0}", o.ops_per_sec),
+                format!("{:.0}", o.avg_us),
+                o.p50_us.to_string(),
+                o.p90_us.to_string(),
+                o.p99_us.to_string(),
+                o.p999_us.to_string(),
+                o.max_us.to_string(),
+            ]);
+        }
+        print!("{}", t.render());
+        if report.verify_errors > 0 {
+            println!(
+                "verify errors: {} reads returned an incomplete record",
+                report.verify_errors
+            );
+        }
+        if let Some(e) = &report.first_error {
+            println!("first error: {e}");
+        }
+    }
+    if report.errors > 0 || report.verify_errors > 0 {
+        return Err(CliError::new(
+            Kind::Runtime,
+            format!(
+                "{} errors and {} verify errors",
+                report.errors, report.verify_errors
+            ),
+        ));
+    }
+    Ok(std::process::ExitCode::SUCCESS)
 }

@@ -1,0 +1,887 @@
+//! Driving the load: threads, each with several pipelined connections, open loop at a target rate
+//! (latency measured from each operation's intended start: coordinated-omission corrected) or as
+//! fast as the in-flight window allows.
+
+use std::collections::VecDeque;
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use mio::net::TcpStream;
+use mio::{Events, Interest, Poll, Token};
+
+use crate::generator::java_string_hash;
+use crate::protocol::{command, parse_mc, parse_reply, McReply, Reply};
+use crate::workload::{Op, Shared, ThreadGen};
+use crate::YcsbError;
+
+/// The wire protocol.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Protocol {
+    /// Redis protocol; records are hashes.
+    Resp,
+    /// memcached text protocol; a record is one JSON value.
+    Memcache,
+}
+
+/// How to scan over RESP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum ScanMethod {
+    /// Decide from the server's INFO (cxltier: scanrange, else zset).
+    Auto,
+    /// cxltier's `SCANRANGE start count`.
+    Scanrange,
+    /// YCSB's Redis binding: a sorted set `_indices` scored by the key's Java hashCode.
+    Zset,
+}
+
+/// Load (insert every record) or run (the workload's mix).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Phase {
+    Load,
+    Run,
+}
+
+/// Called with each acknowledged insert: key and the record's fields.
+pub type AckHook = Arc<dyn Fn(&str, &[(String, Vec<u8>)]) + Send + Sync>;
+
+/// How to drive the server.
+#[derive(Clone)]
+pub struct RunConfig {
+    pub addr: String,
+    pub protocol: Protocol,
+    pub scan: ScanMethod,
+    pub phase: Phase,
+    pub threads: usize,
+    /// Connections per thread.
+    pub connections: usize,
+    /// Requests in flight per connection.
+    pub pipeline: usize,
+    /// Operations per second, all threads together (open loop); None: as fast as possible.
+    pub target: Option<f64>,
+    /// Operations to do (load: records to insert).
+    pub operations: u64,
+    /// Stop after this long even if operations remain.
+    pub max_time: Option<Duration>,
+    pub password: Option<String>,
+    pub seed: u64,
+    pub on_ack: Option<AckHook>,
+    /// Show a progress bar on stderr.
+    pub progress: bool,
+}
+
+/// One operation type's results.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct OpReport {
+    pub operation: &'static str,
+    pub count: u64,
+    pub errors: u64,
+    pub ops_per_sec: f64,
+    pub avg_us: f64,
+    pub p50_us: u64,
+    pub p90_us: u64,
+    pub p99_us: u64,
+    pub p999_us: u64,
+    pub max_us: u64,
+}
+
+/// The whole run's results.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Report {
+    pub phase: Phase,
+    pub workload: char,
+    pub protocol: Protocol,
+    pub addr: String,
+    pub threads: usize,
+    pub connections: usize,
+    pub pipeline: usize,
+    pub target_ops_per_sec: Option<f64>,
+    pub operations: u64,
+    pub run_time_s: f64,
+    pub throughput_ops_per_sec: f64,
+    pub errors: u64,
+    pub verify_errors: u64,
+    pub first_error: Option<String>,
+    /// Latencies measured from the intended start time (open loop) or from sending (closed loop).
+    pub latency_from: &'static str,
+    pub per_operation: Vec<OpReport>,
+}
+
+struct Counters {
+    hist: Vec<Histogram<u64>>,
+    errors: Vec<u64>,
+    verify_errors: u64,
+    first_error: Option<String>,
+}
+
+impl Counters {
+    fn new() -> Counters {
+        Counters {
+            hist: (0..5)
+                .map(|_| Histogram::new_with_bounds(1, 60_000_000, 3).expect("histogram bounds"))
+                .collect(),
+            errors: vec![0; 5],
+            verify_errors: 0,
+            first_error: None,
+        }
+    }
+    fn error(&mut self, op: Op, msg: String) {
+        self.errors[op.index()] += 1;
+        self.first_error.get_or_insert(msg);
+    }
+}
+
+/// What a request in flight is waiting for.
+#[derive(Debug)]
+enum Step {
+    /// The op completes with this reply.
+    Final,
+    /// An insert: acknowledge the key number when it completes.
+    Insert {
+        keynum: u64,
+        fields: Option<Vec<(String, Vec<u8>)>>,
+    },
+    /// RMW: the read came back; then write one field.
+    RmwRead { key: String },
+    /// Redis scan: the index range came back; then read each record.
+    ScanIndex,
+    /// Read after a scan's index lookup (one of `left`).
+    Ignore,
+}
+
+struct InFlight {
+    op: Op,
+    intended: Instant,
+    step: Step,
+    /// Replies still to come for this step (the last one completes it).
+    replies: u32,
+    /// Verify a HGETALL-like reply.
+    verify: bool,
+}
+
+struct Conn {
+    stream: TcpStream,
+    out: Vec<u8>,
+    input: Vec<u8>,
+    inflight: VecDeque<InFlight>,
+}
+
+fn resolve(addr: &str) -> Result<SocketAddr, YcsbError> {
+    addr.to_socket_addrs()
+        .ok()
+        .and_then(|mut a| a.next())
+        .ok_or_else(|| YcsbError::BadInput(format!("--addr {addr}: not a HOST:PORT that resolves")))
+}
+
+/// A blocking connection for setup (AUTH, INFO) and for tests.
+pub struct SimpleClient {
+    stream: std::net::TcpStream,
+    buf: Vec<u8>,
+}
+
+impl SimpleClient {
+    pub fn connect(addr: &str) -> Result<SimpleClient, YcsbError> {
+        let sa = resolve(addr)?;
+        let stream =
+            std::net::TcpStream::connect_timeout(&sa, Duration::from_secs(5)).map_err(|e| {
+                YcsbError::Connect {
+                    addr: addr.to_string(),
+                    source: e,
+                }
+            })?;
+        stream.set_read_timeout(Some(Duration::from_secs(30))).ok();
+        Ok(SimpleClient {
+            stream,
+            buf: Vec::new(),
+        })
+    }
+    /// Send one RESP command and read its reply.
+    pub fn call(&mut self, args: &[&[u8]]) -> io::Result<Reply> {
+        let mut out = Vec::new();
+        command(&mut out, args);
+        self.stream.write_all(&out)?;
+        self.read_reply()
+    }
+    fn read_reply(&mut self) -> io::Result<Reply> {
+        let mut chunk = [0u8; 65536];
+        loop {
+            match parse_reply(&self.buf) {
+                Ok(Some((r, n))) => {
+                    self.buf.drain(..n);
+                    return Ok(r);
+                }
+                Ok(None) => {}
+                Err(e) => return Err(io::Error::new(io::ErrorKind::InvalidData, e)),
+            }
+            let n = self.stream.read(&mut chunk)?;
+            if n == 0 {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "the server closed the connection",
+                ));
+            }
+            self.buf.extend_from_slice(&chunk[..n]);
+        }
+    }
+}
+
+/// Decide how to scan and check the server answers (and accepts the password).
+pub fn probe_server(cfg: &RunConfig) -> Result<ScanMethod, YcsbError> {
+    if cfg.protocol == Protocol::Memcache {
+        let sa = resolve(&cfg.addr)?;
+        std::net::TcpStream::connect_timeout(&sa, Duration::from_secs(5)).map_err(|e| {
+            YcsbError::Connect {
+                addr: cfg.addr.clone(),
+                source: e,
+            }
+        })?;
+        return Ok(ScanMethod::Zset);
+    }
+    let mut c = SimpleClient::connect(&cfg.addr)?;
+    if let Some(pw) = &cfg.password {
+        match c
+            .call(&[b"AUTH", pw.as_bytes()])
+            .map_err(|e| YcsbError::Server(e.to_string()))?
+        {
+            Reply::Error(e) => return Err(YcsbError::Server(format!("AUTH failed: {e}"))),
+            _ => {}
+        }
+    }
+    let info = match c
+        .call(&[b"INFO", b"server"])
+        .map_err(|e| YcsbError::Server(e.to_string()))?
+    {
+        Reply::Bulk(Some(b)) => String::from_utf8_lossy(&b).into_owned(),
+        Reply::Error(e) if e.starts_with("NOAUTH") => {
+            return Err(YcsbError::Server(format!(
+                "{e}: give the password with --password"
+            )))
+        }
+        other => return Err(YcsbError::Server(format!("INFO answered {other:?}"))),
+    };
+    Ok(match cfg.scan {
+        ScanMethod::Auto if info.contains("cxltier_version:") => ScanMethod::Scanrange,
+        ScanMethod::Auto => ScanMethod::Zset,
+        m => m,
+    })
+}
+
+/// Run a load or a run phase to completion.
+pub fn run(cfg: &RunConfig, shared: Arc<Shared>) -> Result<Report, YcsbError> {
+    let scan = probe_server(cfg)?;
+    if cfg.protocol == Protocol::Memcache && shared.spec.scan > 0.0 && cfg.phase == Phase::Run {
+        return Err(YcsbError::BadInput(
+            "workload e scans, and memcached has no scan: run workload e with --protocol resp"
+                .into(),
+        ));
+    }
+    let remaining = Arc::new(AtomicU64::new(cfg.operations));
+    let done = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let results = Arc::new(Mutex::new(Vec::new()));
+    let start = Instant::now();
+    let bar = (cfg.progress && cfg.operations >= 200_000).then(|| {
+        let b = indicatif::ProgressBar::new(cfg.operations);
+        b.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{prefix} [{bar:30}] {pos}/{len} {per_sec} eta {eta}",
+            )
+            .expect("valid template")
+            .progress_chars("=> "),
+        );
+        b.set_prefix(if cfg.phase == Phase::Load {
+            "load"
+        } else {
+            "run"
+        });
+        b
+    });
+    std::thread::scope(|s| -> Result<(), YcsbError> {
+        let mut handles = Vec::new();
+        for t in 0..cfg.threads {
+            let (remaining, done, stop, results, shared) = (
+                remaining.clone(),
+                done.clone(),
+                stop.clone(),
+                results.clone(),
+                shared.clone(),
+            );
+            handles.push(s.spawn(move || -> Result<(), YcsbError> {
+                let gen = ThreadGen::new(shared, cfg.seed.wrapping_add(t as u64 * 0x9e37_79b9));
+                let counters = drive(cfg, scan, gen, &remaining, &done, &stop, start)?;
+                results.lock().expect("results lock").push(counters);
+                Ok(())
+            }));
+        }
+        if let Some(b) = &bar {
+            while handles.iter().any(|h| !h.is_finished()) {
+                b.set_position(done.load(Ordering::Relaxed));
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            b.finish_and_clear();
+        }
+        let mut first = Ok(());
+        for h in handles {
+            let r = h
+                .join()
+                .unwrap_or_else(|_| Err(YcsbError::Server("a driver thread panicked".into())));
+            if r.is_err() && first.is_ok() {
+                stop.store(true, Ordering::Relaxed);
+                first = r;
+            }
+        }
+        first
+    })?;
+    let elapsed = start.elapsed().as_secs_f64();
+    let mut all = Counters::new();
+    for c in results.lock().expect("results lock").drain(..) {
+        for (a, b) in all.hist.iter_mut().zip(&c.hist) {
+            a.add(b).expect("same bounds");
+        }
+        for (a, b) in all.errors.iter_mut().zip(&c.errors) {
+            *a += b;
+        }
+        all.verify_errors += c.verify_errors;
+        if all.first_error.is_none() {
+            all.first_error = c.first_error;
+        }
+    }
+    let mut per_operation = Vec::new();
+    let mut total = 0;
+    for op in Op::ALL {
+        let h = &all.hist[op.index()];
+        let errors = all.errors[op.index()];
+        if h.len() == 0 && errors == 0 {
+            continue;
+        }
+        total += h.len();
+        per_operation.push(OpReport {
+            operation: op.name(),
+            count: h.len(),
+            errors,
+            ops_per_sec: h.len() as f64 / elapsed,
+            avg_us: h.mean(),
+            p50_us: h.value_at_quantile(0.50),
+            p90_us: h.value_at_quantile(0.90),
+            p99_us: h.value_at_quantile(0.99),
+            p999_us: h.value_at_quantile(0.999),
+            max_us: h.max(),
+        });
+    }
+    Ok(Report {
+        phase: cfg.phase,
+        workload: shared.spec.name,
+        protocol: cfg.protocol,
+        addr: cfg.addr.clone(),
+        threads: cfg.threads,
+        connections: cfg.connections,
+        pipeline: cfg.pipeline,
+        target_ops_per_sec: cfg.target,
+        operations: total,
+        run_time_s: elapsed,
+        throughput_ops_per_sec: total as f64 / elapsed,
+        errors: all.errors.iter().sum(),
+        verify_errors: all.verify_errors,
+        first_error: all.first_error,
+        latency_from: if cfg.target.is_some() {
+            "intended start (open loop)"
+        } else {
+            "send"
+        },
+        per_operation,
+    })
+}
+
+fn connect(cfg: &RunConfig, poll: &Poll, token: usize) -> Result<Conn, YcsbError> {
+    let sa = resolve(&cfg.addr)?;
+    let std_stream =
+        std::net::TcpStream::connect_timeout(&sa, Duration::from_secs(5)).map_err(|e| {
+            YcsbError::Connect {
+                addr: cfg.addr.clone(),
+                source: e,
+            }
+        })?;
+    std_stream.set_nodelay(true).ok();
+    std_stream
+        .set_nonblocking(true)
+        .map_err(|e| YcsbError::Connect {
+            addr: cfg.addr.clone(),
+            source: e,
+        })?;
+    let mut stream = TcpStream::from_std(std_stream);
+    poll.registry()
+        .register(
+            &mut stream,
+            Token(token),
+            Interest::READABLE | Interest::WRITABLE,
+        )
+        .map_err(|e| YcsbError::Connect {
+            addr: cfg.addr.clone(),
+            source: e,
+        })?;
+    let mut conn = Conn {
+        stream,
+        out: Vec::with_capacity(64 << 10),
+        input: Vec::with_capacity(64 << 10),
+        inflight: VecDeque::new(),
+    };
+    if let (Some(pw), Protocol::Resp) = (&cfg.password, cfg.protocol) {
+        command(&mut conn.out, &[b"AUTH", pw.as_bytes()]);
+        conn.inflight.push_back(InFlight {
+            op: Op::Read,
+            intended: Instant::now(),
+            step: Step::Ignore,
+            replies: 1,
+            verify: false,
+        });
+    }
+    Ok(conn)
+}
+
+/// Encode a full record as the protocol stores it; returns the fields when a hook wants them.
+fn insert_request(
+    conn: &mut Conn,
+    gen: &mut ThreadGen,
+    key: &str,
+    scan: ScanMethod,
+    proto: Protocol,
+    keep: bool,
+) -> (u32, Option<Vec<(String, Vec<u8>)>>) {
+    let n = gen.shared().field_count;
+    let mut fields: Vec<(String, Vec<u8>)> = Vec::with_capacity(n);
+    for i in 0..n {
+        let mut v = Vec::new();
+        gen.value_into(&mut v);
+        fields.push((format!("field{i}"), v));
+    }
+    let replies = match proto {
+        Protocol::Resp => {
+            let mut args: Vec<&[u8]> = Vec::with_capacity(2 + 2 * n);
+            args.push(b"HSET");
+            args.push(key.as_bytes());
+            for (f, v) in &fields {
+                args.push(f.as_bytes());
+                args.push(v);
+            }
+            command(&mut conn.out, &args);
+            if scan == ScanMethod::Zset {
+                let score = java_string_hash(key).to_string();
+                command(
+                    &mut conn.out,
+                    &[b"ZADD", b"_indices", score.as_bytes(), key.as_bytes()],
+                );
+                2
+            } else {
+                1
+            }
+        }
+        Protocol::Memcache => {
+            let json = record_json(&fields);
+            conn.out
+                .extend_from_slice(format!("set {key} 0 0 {}\r\n", json.len()).as_bytes());
+            conn.out.extend_from_slice(&json);
+            conn.out.extend_from_slice(b"\r\n");
+            1
+        }
+    };
+    (replies, keep.then_some(fields))
+}
+
+/// YCSB's memcached binding stores the field map as a JSON object.
+fn record_json(fields: &[(String, Vec<u8>)]) -> Vec<u8> {
+    let map: serde_json::Map<String, serde_json::Value> = fields
+        .iter()
+        .map(|(f, v)| {
+            (
+                f.clone(),
+                serde_json::Value::String(String::from_utf8_lossy(v).into_owned()),
+            )
+        })
+        .collect();
+    serde_json::to_vec(&map).expect("a map of strings serialises")
+}
+
+fn issue(
+    cfg: &RunConfig,
+    scan: ScanMethod,
+    gen: &mut ThreadGen,
+    conn: &mut Conn,
+    intended: Instant,
+) {
+    let op = match cfg.phase {
+        Phase::Load => Op::Insert,
+        Phase::Run => gen.next_op(),
+    };
+    let proto = cfg.protocol;
+    match op {
+        Op::Insert => {
+            let keynum = gen.shared().inserts.next_value();
+            let key = gen.key(keynum as i64);
+            let (replies, fields) =
+                insert_request(conn, gen, &key, scan, proto, cfg.on_ack.is_some());
+            conn.inflight.push_back(InFlight {
+                op,
+                intended,
+                step: Step::Insert { keynum, fields },
+                replies,
+                verify: false,
+            });
+        }
+        Op::Read | Op::ReadModifyWrite => {
+            let keynum = gen.next_keynum();
+            let key = gen.key(keynum);
+            match proto {
+                Protocol::Resp => command(&mut conn.out, &[b"HGETALL", key.as_bytes()]),
+                Protocol::Memcache => conn
+                    .out
+                    .extend_from_slice(format!("get {key}\r\n").as_bytes()),
+            }
+            let step = if op == Op::Read {
+                Step::Final
+            } else {
+                Step::RmwRead { key }
+            };
+            conn.inflight.push_back(InFlight {
+                op,
+                intended,
+                step,
+                replies: 1,
+                verify: true,
+            });
+        }
+        Op::Update => {
+            let keynum = gen.next_keynum();
+            let key = gen.key(keynum);
+            update_request(conn, gen, &key, proto);
+            conn.inflight.push_back(InFlight {
+                op,
+                intended,
+                step: Step::Final,
+                replies: 1,
+                verify: false,
+            });
+        }
+        Op::Scan => {
+            let keynum = gen.next_keynum();
+            let key = gen.key(keynum);
+            let len = gen.scan_length().to_string();
+            let step = match scan {
+                ScanMethod::Zset => {
+                    let score = java_string_hash(&key).to_string();
+                    command(
+                        &mut conn.out,
+                        &[
+                            b"ZRANGEBYSCORE",
+                            b"_indices",
+                            score.as_bytes(),
+                            b"+inf",
+                            b"LIMIT",
+                            b"0",
+                            len.as_bytes(),
+                        ],
+                    );
+                    Step::ScanIndex
+                }
+                _ => {
+                    command(
+                        &mut conn.out,
+                        &[b"SCANRANGE", key.as_bytes(), len.as_bytes()],
+                    );
+                    Step::Final
+                }
+            };
+            conn.inflight.push_back(InFlight {
+                op,
+                intended,
+                step,
+                replies: 1,
+                verify: false,
+            });
+        }
+    }
+}
+
+fn update_request(conn: &mut Conn, gen: &mut ThreadGen, key: &str, proto: Protocol) {
+    match proto {
+        Protocol::Resp => {
+            let f = format!("field{}", gen.field());
+            let mut v = Vec::new();
+            gen.value_into(&mut v);
+            command(&mut conn.out, &[b"HSET", key.as_bytes(), f.as_bytes(), &v]);
+        }
+        Protocol::Memcache => {
+            // memcached cannot change one field of a JSON value: the whole record is written
+            // (YCSB's binding replaces the value with the updated fields only, which would shrink
+            // the record and make later reads return fewer fields).
+            let _ = insert_request(conn, gen, key, ScanMethod::Scanrange, proto, false);
+        }
+    }
+}
+
+/// Check a read's reply: a full record.
+fn verify_record(reply_fields: usize, value_len_ok: bool, gen: &ThreadGen) -> bool {
+    reply_fields == gen.shared().field_count && value_len_ok
+}
+
+enum Parsed {
+    Resp(Reply),
+    Mc(McReply),
+}
+
+fn drive(
+    cfg: &RunConfig,
+    scan: ScanMethod,
+    mut gen: ThreadGen,
+    remaining: &AtomicU64,
+    done: &AtomicU64,
+    stop: &AtomicBool,
+    start: Instant,
+) -> Result<Counters, YcsbError> {
+    let mut poll = Poll::new().map_err(|e| YcsbError::Connect {
+        addr: cfg.addr.clone(),
+        source: e,
+    })?;
+    let mut conns: Vec<Conn> = (0..cfg.connections.max(1))
+        .map(|i| connect(cfg, &poll, i))
+        .collect::<Result<_, _>>()?;
+    let mut counters = Counters::new();
+    let mut events = Events::with_capacity(256);
+    let interval = cfg
+        .target
+        .map(|t| Duration::from_secs_f64(cfg.threads as f64 / t));
+    let mut next_intended = start;
+    let mut rr = 0usize;
+    let mut exhausted = false;
+    let mut chunk = vec![0u8; 256 << 10];
+    let deadline = cfg.max_time.map(|d| start + d);
+    loop {
+        let now = Instant::now();
+        if deadline.is_some_and(|d| now >= d) || stop.load(Ordering::Relaxed) {
+            exhausted = true;
+        }
+        // Issue what is due, while some connection has room in its window.
+        while !exhausted && (interval.is_none() || next_intended <= now) {
+            let n = conns.len();
+            let Some(ci) = (0..n)
+                .map(|i| (rr + i) % n)
+                .find(|&i| conns[i].inflight.len() < cfg.pipeline)
+            else {
+                break;
+            };
+            rr = (ci + 1) % n;
+            if remaining
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |r| r.checked_sub(1))
+                .is_err()
+            {
+                exhausted = true;
+                break;
+            }
+            let intended = if interval.is_some() {
+                next_intended
+            } else {
+                now
+            };
+            issue(cfg, scan, &mut gen, &mut conns[ci], intended);
+            if let Some(i) = interval {
+                next_intended += i;
+            }
+        }
+        for c in conns.iter_mut() {
+            flush(c).map_err(|e| YcsbError::Server(format!("writing to {}: {e}", cfg.addr)))?;
+        }
+        if exhausted && conns.iter().all(|c| c.inflight.is_empty()) {
+            break;
+        }
+        let timeout = match interval {
+            Some(_) if !exhausted => next_intended
+                .saturating_duration_since(Instant::now())
+                .min(Duration::from_millis(5)),
+            _ => Duration::from_millis(50),
+        };
+        if let Err(e) = poll.poll(&mut events, Some(timeout)) {
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(YcsbError::Server(e.to_string()));
+            }
+        }
+        for ev in events.iter() {
+            let c = &mut conns[ev.token().0];
+            if ev.is_readable() {
+                read_all(c, &mut chunk)
+                    .map_err(|e| YcsbError::Server(format!("reading from {}: {e}", cfg.addr)))?;
+                handle_replies(cfg, scan, &mut gen, c, &mut counters, done)?;
+            }
+        }
+    }
+    Ok(counters)
+}
+
+fn flush(c: &mut Conn) -> io::Result<()> {
+    let mut written = 0;
+    while written < c.out.len() {
+        match c.stream.write(&c.out[written..]) {
+            Ok(0) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::WriteZero,
+                    "connection closed",
+                ))
+            }
+            Ok(n) => written += n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    c.out.drain(..written);
+    Ok(())
+}
+
+fn read_all(c: &mut Conn, chunk: &mut [u8]) -> io::Result<()> {
+    loop {
+        match c.stream.read(chunk) {
+            Ok(0) => {
+                if c.inflight.is_empty() {
+                    return Ok(());
+                }
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "the server closed the connection",
+                ));
+            }
+            Ok(n) => c.input.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+fn record(counters: &mut Counters, op: Op, intended: Instant, done: &AtomicU64) {
+    let us = intended.elapsed().as_micros().max(1) as u64;
+    counters.hist[op.index()].saturating_record(us);
+    done.fetch_add(1, Ordering::Relaxed);
+}
+
+fn handle_replies(
+    cfg: &RunConfig,
+    scan: ScanMethod,
+    gen: &mut ThreadGen,
+    c: &mut Conn,
+    counters: &mut Counters,
+    done: &AtomicU64,
+) -> Result<(), YcsbError> {
+    let mut at = 0;
+    loop {
+        let parsed = match cfg.protocol {
+            Protocol::Resp => {
+                parse_reply(&c.input[at..]).map(|o| o.map(|(r, n)| (Parsed::Resp(r), n)))
+            }
+            Protocol::Memcache => {
+                parse_mc(&c.input[at..]).map(|o| o.map(|(r, n)| (Parsed::Mc(r), n)))
+            }
+        }
+        .map_err(|e| YcsbError::Server(format!("unreadable reply from {}: {e}", cfg.addr)))?;
+        let Some((reply, n)) = parsed else { break };
+        at += n;
+        let Some(mut f) = c.inflight.pop_front() else {
+            return Err(YcsbError::Server("a reply nobody asked for".into()));
+        };
+        // Errors and verification.
+        let mut ok = true;
+        match &reply {
+            Parsed::Resp(Reply::Error(e)) => {
+                counters.error(f.op, e.clone());
+                ok = false;
+            }
+            Parsed::Mc(McReply::Error(e)) => {
+                counters.error(f.op, e.clone());
+                ok = false;
+            }
+            Parsed::Resp(r) if f.verify => {
+                let good = match r {
+                    Reply::Array(Some(items)) => verify_record(
+                        items.len() / 2,
+                        items.iter().skip(1).step_by(2).all(|v| matches!(v, Reply::Bulk(Some(b)) if b.len() == gen.shared().field_length)),
+                        gen,
+                    ),
+                    _ => false,
+                };
+                if !good {
+                    counters.verify_errors += 1;
+                }
+            }
+            Parsed::Mc(McReply::Value(v)) if f.verify => {
+                let good = v.as_ref().is_some_and(|v| {
+                    serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(v)
+                        .is_ok_and(|m| m.len() == gen.shared().field_count)
+                });
+                if !good {
+                    counters.verify_errors += 1;
+                }
+            }
+            _ => {}
+        }
+        if f.replies > 1 {
+            f.replies -= 1;
+            c.inflight.push_front(f);
+            continue;
+        }
+        match std::mem::replace(&mut f.step, Step::Final) {
+            Step::Final => record(counters, f.op, f.intended, done),
+            Step::Ignore => {}
+            Step::Insert { keynum, fields } => {
+                if ok {
+                    gen.shared().inserts.acknowledge(keynum);
+                    if let (Some(hook), Some(fields)) = (&cfg.on_ack, fields) {
+                        hook(&gen.key(keynum as i64), &fields);
+                    }
+                }
+                record(counters, f.op, f.intended, done);
+            }
+            Step::RmwRead { key } => {
+                update_request(c, gen, &key, cfg.protocol);
+                c.inflight.push_back(InFlight {
+                    op: f.op,
+                    intended: f.intended,
+                    step: Step::Final,
+                    replies: 1,
+                    verify: false,
+                });
+            }
+            Step::ScanIndex => {
+                let keys: Vec<Vec<u8>> = match &reply {
+                    Parsed::Resp(Reply::Array(Some(items))) => items
+                        .iter()
+                        .filter_map(|k| match k {
+                            Reply::Bulk(Some(b)) => Some(b.clone()),
+                            _ => None,
+                        })
+                        .collect(),
+                    _ => Vec::new(),
+                };
+                if keys.is_empty() {
+                    record(counters, f.op, f.intended, done);
+                } else {
+                    for k in &keys {
+                        command(&mut c.out, &[b"HGETALL", k]);
+                    }
+                    c.inflight.push_back(InFlight {
+                        op: f.op,
+                        intended: f.intended,
+                        step: Step::Final,
+                        replies: keys.len() as u32,
+                        verify: false,
+                    });
+                }
+            }
+        }
+        let _ = scan;
+    }
+    c.input.drain(..at);
+    Ok(())
+}
