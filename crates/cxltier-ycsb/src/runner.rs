@@ -48,6 +48,9 @@ pub enum Phase {
     Run,
 }
 
+/// A record's fields.
+pub type Fields = Vec<(String, Vec<u8>)>;
+
 /// Called with each acknowledged insert: key and the record's fields.
 pub type AckHook = Arc<dyn Fn(&str, &[(String, Vec<u8>)]) + Send + Sync>;
 
@@ -143,10 +146,7 @@ enum Step {
     /// The op completes with this reply.
     Final,
     /// An insert: acknowledge the key number when it completes.
-    Insert {
-        keynum: u64,
-        fields: Option<Vec<(String, Vec<u8>)>>,
-    },
+    Insert { keynum: u64, fields: Option<Fields> },
     /// RMW: the read came back; then write one field.
     RmwRead { key: String },
     /// Redis scan: the index range came back; then read each record.
@@ -245,12 +245,11 @@ pub fn probe_server(cfg: &RunConfig) -> Result<ScanMethod, YcsbError> {
     }
     let mut c = SimpleClient::connect(&cfg.addr)?;
     if let Some(pw) = &cfg.password {
-        match c
+        if let Reply::Error(e) = c
             .call(&[b"AUTH", pw.as_bytes()])
             .map_err(|e| YcsbError::Server(e.to_string()))?
         {
-            Reply::Error(e) => return Err(YcsbError::Server(format!("AUTH failed: {e}"))),
-            _ => {}
+            return Err(YcsbError::Server(format!("AUTH failed: {e}")));
         }
     }
     let info = match c
@@ -357,7 +356,7 @@ pub fn run(cfg: &RunConfig, shared: Arc<Shared>) -> Result<Report, YcsbError> {
     for op in Op::ALL {
         let h = &all.hist[op.index()];
         let errors = all.errors[op.index()];
-        if h.len() == 0 && errors == 0 {
+        if h.is_empty() && errors == 0 {
             continue;
         }
         total += h.len();
@@ -452,7 +451,7 @@ fn insert_request(
     scan: ScanMethod,
     proto: Protocol,
     keep: bool,
-) -> (u32, Option<Vec<(String, Vec<u8>)>>) {
+) -> (u32, Option<Fields>) {
     let n = gen.shared().field_count;
     let mut fields: Vec<(String, Vec<u8>)> = Vec::with_capacity(n);
     for i in 0..n {
@@ -698,16 +697,27 @@ fn drive(
         if exhausted && conns.iter().all(|c| c.inflight.is_empty()) {
             break;
         }
-        let timeout = match interval {
+        let mut timeout = match interval {
             Some(_) if !exhausted => next_intended
                 .saturating_duration_since(Instant::now())
                 .min(Duration::from_millis(5)),
             _ => Duration::from_millis(50),
         };
+        // epoll waits in whole milliseconds: an operation due sooner would start late and its
+        // latency, counted from its intended start, would carry the driver's own delay. Poll
+        // without waiting and nap in short sleeps instead.
+        let nap = interval.is_some() && !exhausted && timeout < Duration::from_millis(1);
+        if nap {
+            timeout = Duration::ZERO;
+        }
         if let Err(e) = poll.poll(&mut events, Some(timeout)) {
             if e.kind() != io::ErrorKind::Interrupted {
                 return Err(YcsbError::Server(e.to_string()));
             }
+        }
+        if nap && events.is_empty() {
+            let wait = next_intended.saturating_duration_since(Instant::now());
+            std::thread::sleep(wait.min(Duration::from_micros(100)));
         }
         for ev in events.iter() {
             let c = &mut conns[ev.token().0];
