@@ -622,13 +622,17 @@ mod tests {
     fn show_self_sees_touched_memory() {
         let touched = touch(4 << 20, false).unwrap();
         let p = show(std::process::id()).unwrap();
+        // The kernel may merge the new mapping with an adjacent anonymous one (another test
+        // thread's), so look for the mapping that contains the touched range, not one that
+        // starts exactly at it.
+        let start = touched.mapping.addr() as u64;
+        let end = start + (4 << 20);
         let m = p
             .mappings
             .iter()
-            .find(|m| m.start == touched.mapping.addr() as u64)
-            .expect("the touched mapping is listed");
-        assert_eq!(m.bytes, 4 << 20);
-        assert_eq!(m.end, Some(touched.mapping.addr() as u64 + (4 << 20)));
+            .find(|m| m.start <= start && m.end.is_some_and(|e| e >= end))
+            .expect("the touched range lies inside a listed mapping");
+        assert!(m.bytes >= 4 << 20, "{} resident bytes", m.bytes);
         assert!(p.total_bytes >= 4 << 20);
     }
 

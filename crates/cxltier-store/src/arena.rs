@@ -24,6 +24,8 @@ struct Class {
     /// Slab pages of this class, and the CLOCK hand over their slots (page index in `pages`, slot).
     pages: Vec<usize>,
     hand: (usize, usize),
+    /// Used slots.
+    used: u64,
 }
 
 /// One tier's memory.
@@ -82,6 +84,7 @@ impl Arena {
                 free: Vec::new(),
                 pages: Vec::new(),
                 hand: (0, 0),
+                used: 0,
             });
             size = ((size as f64 * GROWTH) as usize).next_multiple_of(8);
         }
@@ -90,6 +93,7 @@ impl Arena {
             free: Vec::new(),
             pages: Vec::new(),
             hand: (0, 0),
+            used: 0,
         });
         Ok(Arena {
             tier,
@@ -124,6 +128,13 @@ impl Arena {
 
     fn class_of(&self, need: usize) -> Option<usize> {
         self.classes.iter().position(|c| c.slot_size >= need)
+    }
+
+    /// Used slots of class `c`, and the slots its pages hold.
+    pub fn class_usage(&self, c: usize) -> (u64, u64) {
+        let class = &self.classes[c];
+        let per_page = (self.page_size / class.slot_size) as u64;
+        (class.used, per_page * class.pages.len() as u64)
     }
 
     /// Number of size classes.
@@ -173,10 +184,12 @@ impl Arena {
         slot[SLOT_HEADER + key.len()..SLOT_HEADER + key.len() + value.len()].copy_from_slice(value);
         self.used_bytes += size as u64;
         self.objects += 1;
+        self.classes[c].used += 1;
         Some(off)
     }
 
-    fn slot_size_at(&self, off: SlotOffset) -> usize {
+    /// The size of the slot at `off` (its page's class).
+    pub fn slot_size_at(&self, off: SlotOffset) -> usize {
         let page = off as usize / self.page_size;
         self.classes[self.page_class[page] as usize].slot_size
     }
@@ -188,6 +201,7 @@ impl Arena {
         let c = self.page_class[page] as usize;
         self.map.as_mut_slice()[off as usize + 2] = 0;
         self.classes[c].free.push(off);
+        self.classes[c].used -= 1;
         self.used_bytes -= size as u64;
         self.objects -= 1;
     }
@@ -199,7 +213,7 @@ impl Arena {
     }
 
     /// The key stored at a used slot.
-    fn key_at(&self, off: SlotOffset) -> Option<&[u8]> {
+    pub fn key_at(&self, off: SlotOffset) -> Option<&[u8]> {
         let s = self.map.as_slice();
         let o = off as usize;
         if s[o + 2] != 1 {

@@ -82,6 +82,10 @@ pub struct Store {
     last_scan_end: Option<Vec<u8>>,
     expiry_cursor: Vec<u8>,
     recovered_keys: u64,
+    /// Index bytes a new key's entry will take, held while its `put` makes room.
+    reserved: u64,
+    /// Where `any_victim` starts looking.
+    victim_class: usize,
 }
 
 impl std::fmt::Debug for Store {
@@ -101,35 +105,83 @@ fn is_expired(e: &Entry, now: u64) -> bool {
     e.expires != 0 && e.expires <= now
 }
 
-/// The first CPU-less memory node, by the topology in sysfs.
-fn cpuless_memory_node() -> Option<u32> {
-    let topo = cxltier_topo::Topology::discover(std::path::Path::new("/")).ok()?;
-    topo.nodes
-        .iter()
-        .find(|n| n.online && n.cpus.is_empty() && n.mem_total_bytes > 0)
-        .map(|n| n.id)
+/// The NUMA nodes the store may pick from, read once from sysfs when the store is built.
+struct Nodes {
+    topo: Option<cxltier_topo::Topology>,
 }
 
-fn node_exists(node: u32) -> bool {
-    std::path::Path::new(&format!("/sys/devices/system/node/node{node}")).exists()
-}
+impl Nodes {
+    fn discover() -> Nodes {
+        Nodes {
+            topo: cxltier_topo::Topology::discover(std::path::Path::new("/")).ok(),
+        }
+    }
 
-fn nodes_present() -> String {
-    let mut v: Vec<String> = std::fs::read_dir("/sys/devices/system/node")
-        .map(|d| {
-            d.filter_map(|e| e.ok())
-                .filter_map(|e| {
-                    e.file_name()
-                        .to_str()
-                        .and_then(|n| n.strip_prefix("node"))
-                        .map(String::from)
+    /// Whether `node` exists (by the topology, or by sysfs when discovery failed).
+    fn exists(&self, node: u32) -> bool {
+        match &self.topo {
+            Some(t) => t.nodes.iter().any(|n| n.id == node),
+            None => std::path::Path::new(&format!("/sys/devices/system/node/node{node}")).exists(),
+        }
+    }
+
+    /// The node ids present, for error messages.
+    fn present(&self) -> String {
+        let mut v: Vec<u32> = match &self.topo {
+            Some(t) => t.nodes.iter().map(|n| n.id).collect(),
+            None => std::fs::read_dir("/sys/devices/system/node")
+                .map(|d| {
+                    d.filter_map(|e| e.ok())
+                        .filter_map(|e| {
+                            e.file_name()
+                                .to_str()
+                                .and_then(|n| n.strip_prefix("node"))
+                                .and_then(|n| n.parse().ok())
+                        })
+                        .collect()
                 })
-                .filter(|n| n.chars().all(|c| c.is_ascii_digit()))
-                .collect()
+                .unwrap_or_default(),
+        };
+        v.sort_unstable();
+        v.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
+    }
+
+    /// The node of the CPU this thread runs on (`/proc/self/stat` field 39), when it has memory;
+    /// else the first node with CPUs and memory; else node 0.
+    fn local(&self) -> u32 {
+        let Some(t) = &self.topo else { return 0 };
+        let cpu = std::fs::read_to_string("/proc/self/stat")
+            .ok()
+            .and_then(|s| {
+                // Fields after the command name, which is in parentheses and may hold spaces.
+                let rest = &s[s.rfind(')')? + 2..];
+                rest.split_whitespace().nth(36)?.parse::<u32>().ok()
+            });
+        let with_mem = |n: &&cxltier_topo::Node| n.online && n.has_memory();
+        cpu.and_then(|c| {
+            t.nodes
+                .iter()
+                .filter(with_mem)
+                .find(|n| n.cpus.contains(&c))
         })
-        .unwrap_or_default();
-    v.sort();
-    v.join(",")
+        .or_else(|| t.nodes.iter().filter(with_mem).find(|n| !n.cpus.is_empty()))
+        .map(|n| n.id)
+        .unwrap_or(0)
+    }
+
+    /// The first CPU-less memory node: a CXL node if the topology identifies one, else any
+    /// memory-only node.
+    fn cpuless(&self) -> Option<u32> {
+        use cxltier_topo::NodeKind;
+        let t = self.topo.as_ref()?;
+        let usable = |n: &&cxltier_topo::Node| n.online && n.has_memory() && n.cpus.is_empty();
+        t.nodes
+            .iter()
+            .filter(usable)
+            .find(|n| n.kind == NodeKind::Cxl)
+            .or_else(|| t.nodes.iter().find(usable))
+            .map(|n| n.id)
+    }
 }
 
 impl Store {
@@ -152,17 +204,18 @@ impl Store {
                     .into(),
             ));
         }
-        let dram_node = b.dram_node.unwrap_or(0);
-        for (what, n) in [("--dram-node", Some(dram_node)), ("--cxl-node", b.cxl_node)] {
+        let nodes = Nodes::discover();
+        for (what, n) in [("--dram-node", b.dram_node), ("--cxl-node", b.cxl_node)] {
             if let Some(n) = n {
-                if !node_exists(n) {
+                if !nodes.exists(n) {
                     return Err(StoreError::Config(format!(
                         "{what} {n}: there is no NUMA node {n} (nodes present: {}); see `cxltier topo`",
-                        nodes_present()
+                        nodes.present()
                     )));
                 }
             }
         }
+        let dram_node = b.dram_node.unwrap_or_else(|| nodes.local());
         let max_slot = b.max_object + crate::arena::SLOT_HEADER + 256;
         let sketch = Sketch::new(((b.dram_bytes / 1024) as usize).clamp(1 << 12, 1 << 20));
         let mut arenas = vec![Arena::new(
@@ -173,7 +226,7 @@ impl Store {
             max_slot,
         )?];
         if b.cxl_bytes > 0 {
-            let (node, emulated) = match b.cxl_node.or_else(cpuless_memory_node) {
+            let (node, emulated) = match b.cxl_node.or_else(|| nodes.cpuless()) {
                 Some(n) => (n, false),
                 None => (dram_node, true),
             };
@@ -198,6 +251,8 @@ impl Store {
             last_scan_end: None,
             expiry_cursor: Vec::new(),
             recovered_keys: 0,
+            reserved: 0,
+            victim_class: 0,
         };
         if let Some(ssd) = &b.ssd {
             store.open_log(LogConfig::new(&ssd.path, ssd.capacity))?;
@@ -245,6 +300,9 @@ impl Store {
                 return;
             }
             if r.expires_at_ms.is_some_and(|t| t <= now) {
+                // Like a tombstone: older versions replayed later (records relocated by cleaning
+                // come back out of order) must not reappear.
+                deleted.insert(r.key.into(), r.seq);
                 dead.push(r.loc);
                 return;
             }
@@ -296,7 +354,10 @@ impl Store {
     }
 
     fn index_bytes(&self) -> u64 {
-        self.index.len() as u64 * ENTRY_OVERHEAD + self.key_bytes + self.sketch.bytes()
+        self.index.len() as u64 * ENTRY_OVERHEAD
+            + self.key_bytes
+            + self.sketch.bytes()
+            + self.reserved
     }
 
     /// Bytes the DRAM tier may give to objects: its budget less the index.
@@ -375,8 +436,11 @@ impl Store {
             let value = self.arenas[t].value(off, key.len(), len).to_vec();
             let loc = self.append(key, kind, &value, (expires != 0).then_some(expires))?;
             let e = self.index.get_mut(key).expect("present");
-            e.nv = Some(loc);
+            let old = e.nv.replace(loc);
             e.dirty = false;
+            if let Some(old) = old {
+                self.log.as_mut().expect("log").mark_dead(old);
+            }
         }
         self.arenas[t].free(off);
         self.index.get_mut(key).expect("present").place = Place::Nvme;
@@ -454,38 +518,60 @@ impl Store {
         Ok(self.has_room(t, key_len, len))
     }
 
-    /// Also shrinks DRAM when the index grew: demote until objects fit the budget left.
-    fn fit_dram_to_budget(&mut self) -> Result<()> {
+    /// Shrink DRAM when the index grew (or is about to: `reserved`): demote until the objects
+    /// fit the budget the index leaves. False when they cannot (nothing can move down).
+    fn fit_dram_to_budget(&mut self) -> Result<bool> {
         let mut guard = 0;
-        while self.arenas[DRAM].used_bytes > self.dram_object_limit() && guard < 64 {
+        while self.arenas[DRAM].used_bytes > self.dram_object_limit() {
             guard += 1;
+            if guard > 4096 {
+                return Ok(false);
+            }
             let Some(v) = self.any_victim(DRAM) else {
-                break;
+                return Ok(false);
             };
             if !self.demote(&v, 0)? {
-                break;
+                return Ok(false);
             }
         }
-        Ok(())
+        Ok(true)
     }
 
-    /// A victim of any class in tier `t` (for watermark demotion).
+    /// A victim of any class in tier `t` (for watermark demotion and for shrinking DRAM). Classes
+    /// are tried in turn from a rotating start so that no class is always the one to give; in
+    /// each, the CLOCK hand may go round up to four times (reference counts are at most 3, so
+    /// a victim is found unless the cap of 64 Ki slots per class stops it first).
     fn any_victim(&mut self, t: usize) -> Option<Vec<u8>> {
-        // Classes in use, largest footprint first would be ideal; sweeping each class in turn is
-        // enough: the first class with a cold object gives it up.
-        for class in 0..64 {
-            if class >= self.arenas[t].class_count() {
-                break;
+        let n = self.arenas[t].class_count();
+        self.victim_class = (self.victim_class + 1) % n;
+        for i in 0..n {
+            let class = (self.victim_class + i) % n;
+            let (used, slots) = self.arenas[t].class_usage(class);
+            if used == 0 {
+                continue;
             }
-            let found: Vec<(SlotOffset, Vec<u8>)> = self.arenas[t].sweep(class, SWEEP_BUDGET);
-            for (_, key) in found {
-                let Some(e) = self.index.get_mut(key.as_slice()) else {
-                    continue;
-                };
-                if e.refs == 0 {
-                    return Some(key);
+            let mut left = (4 * slots).min(1 << 18);
+            let mut fallback = None;
+            while left > 0 {
+                let step = (SWEEP_BUDGET as u64 * 16).min(left);
+                left -= step;
+                let found = self.arenas[t].sweep(class, step as usize);
+                for (_, key) in found {
+                    let Some(e) = self.index.get_mut(key.as_slice()) else {
+                        continue;
+                    };
+                    if e.refs == 0 {
+                        return Some(key);
+                    }
+                    e.refs -= 1;
+                    if e.refs == 0 && fallback.is_none() {
+                        fallback = Some(key);
+                    }
                 }
-                e.refs -= 1;
+            }
+            // The cap stopped the hand: the first object it cooled down goes.
+            if fallback.is_some() {
+                return fallback;
             }
         }
         None
@@ -502,6 +588,18 @@ impl Store {
         if let Place::Mem(t, off) = place {
             self.arenas[t as usize].free(off);
         }
+    }
+
+    /// Remove an expired entry. When its memory copy is dirty (write-back) the log's copy is an
+    /// older version without this expiry, which recovery would bring back: a tombstone buries it
+    /// (best effort: if the log is full the old version may return after a restart).
+    fn expire(&mut self, key: &[u8]) {
+        if let Some(e) = self.index.get(key) {
+            if let (true, Some(nv), Some(log)) = (e.dirty, e.nv, self.log.as_mut()) {
+                let _ = log.append_tombstone(key, nv);
+            }
+        }
+        self.drop_entry(key);
     }
 
     /// Remove an entry (expired or deleted) and release its memory; the log copy is dead.
@@ -523,7 +621,7 @@ impl Store {
             return Ok(None);
         };
         if is_expired(e, now) {
-            self.drop_entry(key);
+            self.expire(key);
             self.misses += 1;
             return Ok(None);
         }
@@ -668,9 +766,18 @@ impl Store {
                 key.len()
             )));
         }
+        if expires_at_ms.is_some_and(|t| t <= now_ms()) {
+            // Already expired (e.g. EXPIREAT in the past): the write is a delete.
+            self.delete(key)?;
+            return Ok(());
+        }
         self.staged.remove(key);
         let new_key = !self.index.contains_key(key);
-        if new_key && self.index_bytes() + key.len() as u64 + ENTRY_OVERHEAD > self.dram_budget {
+        if !new_key {
+            return self.put_inner(key, kind, value, expires_at_ms);
+        }
+        let entry = key.len() as u64 + ENTRY_OVERHEAD;
+        if self.index_bytes() + entry > self.dram_budget {
             return Err(StoreError::Full {
                 detail: format!(
                     "the index of {} keys fills the DRAM budget of {} bytes: raise --dram",
@@ -679,6 +786,36 @@ impl Store {
                 ),
             });
         }
+        // Hold the new entry's index bytes while room is made, so DRAM objects and the index
+        // never add up to more than the budget.
+        self.reserved = entry;
+        let r = match self.fit_dram_to_budget() {
+            Ok(true) => self.put_inner(key, kind, value, expires_at_ms),
+            Ok(false) => Err(StoreError::Full {
+                detail: format!(
+                    "DRAM ({} bytes, {} of them index) has no object to move down for a new key: {}",
+                    self.dram_budget,
+                    self.index_bytes(),
+                    if self.log.is_none() {
+                        "add --ssd PATH:SIZE or raise --dram/--cxl"
+                    } else {
+                        "raise --dram"
+                    }
+                ),
+            }),
+            Err(e) => Err(e),
+        };
+        self.reserved = 0;
+        r
+    }
+
+    fn put_inner(
+        &mut self,
+        key: &[u8],
+        kind: Kind,
+        value: &[u8],
+        expires_at_ms: Option<u64>,
+    ) -> Result<()> {
         // Recent writes are hot (the insert-recency hook): they go to DRAM, making room by
         // demotion; else CXL.
         let mut place = None;
@@ -710,10 +847,18 @@ impl Store {
             });
         };
         // Read the old entry only now: making room may have moved it.
+        let mut kept_nv = None;
         if let Some(old) = self.index.get(key).cloned() {
             self.free_place(old.place);
             if let (Some(onv), Some(log)) = (old.nv, self.log.as_mut()) {
-                log.mark_dead(onv);
+                if nv.is_some() {
+                    log.mark_dead(onv);
+                } else {
+                    // Write-back: the old version stays the key's log copy (dirty = memory is
+                    // newer) so that a delete or an expiry can bury it with a tombstone, and it is
+                    // marked dead only when the new version is written back.
+                    kept_nv = Some(onv);
+                }
             }
         } else {
             self.key_bytes += key.len() as u64;
@@ -722,7 +867,7 @@ impl Store {
             key.into(),
             Entry {
                 place,
-                nv,
+                nv: nv.or(kept_nv),
                 dirty: nv.is_none(),
                 len: value.len() as u32,
                 kind,
@@ -733,9 +878,6 @@ impl Store {
             },
         );
         self.sketch.touch(key);
-        if new_key {
-            self.fit_dram_to_budget()?;
-        }
         Ok(())
     }
 
@@ -775,7 +917,7 @@ impl Store {
     pub fn contains(&mut self, key: &[u8]) -> bool {
         match self.index.get(key) {
             Some(e) if is_expired(e, now_ms()) => {
-                self.drop_entry(key);
+                self.expire(key);
                 false
             }
             Some(_) => true,
@@ -906,7 +1048,7 @@ impl Store {
         self.expiry_cursor = sample.last().map(|s| s.0.clone()).unwrap_or_default();
         for (k, expired) in sample {
             if expired {
-                self.drop_entry(&k);
+                self.expire(&k);
             }
         }
         if self.log.as_ref().is_some_and(|l| l.needs_cleaning()) {
@@ -1043,8 +1185,11 @@ impl Store {
             let value = self.arenas[t as usize].value(off, k.len(), len).to_vec();
             let loc = self.append(&k, kind, &value, (exp != 0).then_some(exp))?;
             let e = self.index.get_mut(k.as_slice()).expect("present");
-            e.nv = Some(loc);
+            let old = e.nv.replace(loc);
             e.dirty = false;
+            if let Some(old) = old {
+                self.log.as_mut().expect("log").mark_dead(old);
+            }
         }
         self.log.as_mut().expect("log").sync(true)
     }
@@ -1052,12 +1197,31 @@ impl Store {
     /// Check the store's invariants (tests): every entry in one place, byte accounting, budgets.
     pub fn check_invariants(&self) -> std::result::Result<(), String> {
         let mut objects = vec![0u64; self.arenas.len()];
+        let mut slot_bytes = vec![0u64; self.arenas.len()];
+        let mut slots = std::collections::HashSet::new();
         for (k, e) in &self.index {
             match e.place {
                 Place::Mem(t, off) => {
                     objects[t as usize] += 1;
                     let a = &self.arenas[t as usize];
-                    let _ = a.value(off, k.len(), e.len as usize);
+                    if !slots.insert((t, off)) {
+                        return Err(format!("two entries share {} slot {off}", a.tier));
+                    }
+                    if a.key_at(off) != Some(&k[..]) {
+                        return Err(format!(
+                            "{:?}: its {} slot {off} holds another key",
+                            String::from_utf8_lossy(k),
+                            a.tier
+                        ));
+                    }
+                    let size = a.slot_size_at(off);
+                    if crate::arena::SLOT_HEADER + k.len() + e.len as usize > size {
+                        return Err(format!(
+                            "{:?} overflows its slot",
+                            String::from_utf8_lossy(k)
+                        ));
+                    }
+                    slot_bytes[t as usize] += size as u64;
                 }
                 Place::Nvme => {
                     if e.nv.is_none() {
@@ -1076,9 +1240,35 @@ impl Store {
                     a.tier, a.objects, objects[t]
                 ));
             }
+            if a.used_bytes != slot_bytes[t] {
+                return Err(format!(
+                    "{}: arena counts {} bytes in use, the index's slots add up to {}",
+                    a.tier, a.used_bytes, slot_bytes[t]
+                ));
+            }
+            if a.used_bytes > a.capacity() {
+                return Err(format!("{}: more bytes in use than mapped", a.tier));
+            }
         }
-        if self.arenas[DRAM].used_bytes > self.dram_budget {
-            return Err("DRAM objects exceed the DRAM budget".into());
+        if self.index_bytes() > self.dram_budget {
+            return Err(format!(
+                "the index ({} bytes) exceeds the DRAM budget ({})",
+                self.index_bytes(),
+                self.dram_budget
+            ));
+        }
+        if self.arenas[DRAM].used_bytes + self.index_bytes() > self.dram_budget {
+            return Err(format!(
+                "DRAM objects ({} bytes) and the index ({} bytes) exceed the DRAM budget ({})",
+                self.arenas[DRAM].used_bytes,
+                self.index_bytes(),
+                self.dram_budget
+            ));
+        }
+        for k in self.staged.keys() {
+            if !self.index.get(k).is_some_and(|e| e.place == Place::Nvme) {
+                return Err("a staged value belongs to no NVMe-only key".into());
+            }
         }
         if self.key_bytes != self.index.keys().map(|k| k.len() as u64).sum::<u64>() {
             return Err("key byte count is off".into());

@@ -307,6 +307,12 @@ fn a_full_nvme_tier_refuses_writes_and_keeps_reads_and_data() {
         };
         assert!(matches!(err, StoreError::Full { .. }), "{err}");
         assert!(err.to_string().contains("--ssd"), "{err}");
+        // A failed overwrite leaves the old value in place.
+        let e = s
+            .put(b"k0", Kind::String, &value(99, 8000), None)
+            .unwrap_err();
+        assert!(matches!(e, StoreError::Full { .. }), "{e}");
+        s.check_invariants().unwrap();
         for &i in &written {
             assert_eq!(
                 get(&mut s, format!("k{i}").as_bytes()),
@@ -371,6 +377,14 @@ fn bad_configuration_is_explained() {
         .build()
         .unwrap_err();
     assert!(e.to_string().contains("no NUMA node 77"), "{e}");
+    assert!(e.to_string().contains("nodes present: 0"), "{e}");
+    let e = StoreBuilder::new()
+        .durability(Durability::None)
+        .cxl(8 << 20)
+        .cxl_node(78)
+        .build()
+        .unwrap_err();
+    assert!(e.to_string().contains("--cxl-node 78"), "{e}");
     let e = StoreBuilder::new()
         .durability(Durability::None)
         .dram(1 << 20)
@@ -481,4 +495,236 @@ proptest! {
         let scanned: Vec<Vec<u8>> = s.scan(b"", 1000).unwrap().into_iter().map(|r| r.key).collect();
         prop_assert_eq!(scanned, model.keys().cloned().collect::<Vec<_>>());
     }
+}
+
+#[test]
+fn the_index_is_counted_in_the_dram_budget() {
+    let p = temp("nvme");
+    let mut s = StoreBuilder::new()
+        .dram(8 << 20)
+        .ssd(ssd(&p, 64 << 20))
+        .durability(Durability::EverySec)
+        .build()
+        .unwrap();
+    let dram_at_start = s.stats().tiers[0].capacity_bytes;
+    let mut i = 0u64;
+    let err = loop {
+        if let Err(e) = s.put(format!("key{i:010}").as_bytes(), Kind::String, b"v", None) {
+            break e;
+        }
+        i += 1;
+        if i % 4096 == 0 {
+            s.tick().unwrap();
+        }
+        assert!(i < 1_000_000, "the index never filled the DRAM budget");
+    };
+    assert!(matches!(err, StoreError::Full { .. }), "{err}");
+    assert!(err.to_string().contains("--dram"), "{err}");
+    let st = s.stats();
+    assert!(st.index_bytes <= 8 << 20, "{st:?}");
+    assert!(st.tiers[0].capacity_bytes < dram_at_start / 8, "{st:?}");
+    s.check_invariants().unwrap();
+    // Existing keys still take writes and reads.
+    s.put(b"key0000000000", Kind::String, b"new", None).unwrap();
+    assert_eq!(get(&mut s, b"key0000000000"), Some(b"new".to_vec()));
+    assert_eq!(
+        get(&mut s, format!("key{:010}", i - 1).as_bytes()),
+        Some(b"v".to_vec())
+    );
+    // Deleting keys gives the index room back.
+    assert!(s.delete(b"key0000000001").unwrap());
+    s.put(b"another", Kind::String, b"x", None).unwrap();
+    s.check_invariants().unwrap();
+}
+
+#[derive(Debug, Clone)]
+enum WbOp {
+    Put(u8, u16),
+    PutExpired(u8),
+    Del(u8),
+    Get(u8),
+    Prefetch(Vec<u8>),
+    Scan(u8, u8),
+    Tick,
+    FlushAll,
+    CloseReopen,
+}
+
+fn wb_op() -> impl Strategy<Value = WbOp> {
+    prop_oneof![
+        6 => (any::<u8>(), 0u16..3000).prop_map(|(k, l)| WbOp::Put(k, l)),
+        1 => any::<u8>().prop_map(WbOp::PutExpired),
+        2 => any::<u8>().prop_map(WbOp::Del),
+        5 => any::<u8>().prop_map(WbOp::Get),
+        1 => proptest::collection::vec(any::<u8>(), 0..8).prop_map(WbOp::Prefetch),
+        1 => (any::<u8>(), 1u8..20).prop_map(|(k, n)| WbOp::Scan(k, n)),
+        1 => Just(WbOp::Tick),
+        1 => prop::bool::weighted(0.05).prop_map(|f| if f { WbOp::FlushAll } else { WbOp::Tick }),
+        1 => Just(WbOp::CloseReopen),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 16, ..ProptestConfig::default() })]
+    /// Write-back (durability none): dirty objects reach NVMe only when demoted or on close, so a
+    /// clean close and reopen must keep everything; prefetch and scan stage NVMe reads.
+    #[test]
+    fn write_back_behaves_like_a_map(ops in proptest::collection::vec(wb_op(), 1..400)) {
+        let p = temp("nvme");
+        let open = || StoreBuilder::new().dram(8 << 20).cxl(1 << 20).ssd(ssd(&p, 32 << 20)).durability(Durability::None).build().unwrap();
+        let mut s = open();
+        let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+        let key = |k: u8| format!("key{k:03}").into_bytes();
+        for (n, op) in ops.into_iter().enumerate() {
+            match op {
+                WbOp::Put(k, len) => {
+                    let v = value(n as u64, len as usize * 100);
+                    s.put(&key(k), Kind::String, &v, None).unwrap();
+                    model.insert(key(k), v);
+                }
+                WbOp::PutExpired(k) => {
+                    s.put(&key(k), Kind::String, b"gone", Some(1)).unwrap();
+                    model.remove(&key(k));
+                    prop_assert_eq!(get(&mut s, &key(k)), None);
+                }
+                WbOp::Del(k) => {
+                    prop_assert_eq!(s.delete(&key(k)).unwrap(), model.remove(&key(k)).is_some());
+                }
+                WbOp::Get(k) => {
+                    prop_assert_eq!(get(&mut s, &key(k)), model.get(&key(k)).cloned());
+                }
+                WbOp::Prefetch(ks) => {
+                    let keys: Vec<Vec<u8>> = ks.iter().map(|&k| key(k)).collect();
+                    let refs: Vec<&[u8]> = keys.iter().map(|k| k.as_slice()).collect();
+                    s.prefetch(&refs).unwrap();
+                    for k in &keys {
+                        prop_assert_eq!(get(&mut s, k), model.get(k).cloned());
+                    }
+                    s.commit().unwrap();
+                }
+                WbOp::Scan(k, count) => {
+                    let got: Vec<(Vec<u8>, Vec<u8>)> = s.scan(&key(k), count as usize).unwrap().into_iter().map(|i| (i.key, i.value)).collect();
+                    let want: Vec<(Vec<u8>, Vec<u8>)> = model.range(key(k)..).take(count as usize).map(|(k, v)| (k.clone(), v.clone())).collect();
+                    prop_assert_eq!(got, want);
+                    s.commit().unwrap();
+                }
+                WbOp::Tick => s.tick().unwrap(),
+                WbOp::FlushAll => {
+                    s.flush_all().unwrap();
+                    model.clear();
+                }
+                WbOp::CloseReopen => {
+                    s.close().unwrap();
+                    s = open();
+                }
+            }
+            s.check_invariants().map_err(TestCaseError::fail)?;
+        }
+        prop_assert_eq!(s.len(), model.len() as u64);
+        s.close().unwrap();
+        let mut s = open();
+        for (k, v) in &model {
+            prop_assert_eq!(get(&mut s, k), Some(v.clone()));
+        }
+        prop_assert_eq!(s.len(), model.len() as u64);
+    }
+}
+
+#[test]
+fn hot_cxl_objects_are_promoted_to_dram() {
+    let mut s = StoreBuilder::new()
+        .dram(8 << 20)
+        .cxl(8 << 20)
+        .durability(Durability::None)
+        .build()
+        .unwrap();
+    // 11 MB of 1 KB values: the first ones are pushed down to CXL by the later ones.
+    for i in 0..11_000u64 {
+        s.put(
+            format!("k{i:05}").as_bytes(),
+            Kind::String,
+            &value(i, 1000),
+            None,
+        )
+        .unwrap();
+        if i % 500 == 0 {
+            s.tick().unwrap();
+        }
+    }
+    let st = s.stats();
+    assert!(
+        st.tiers[0].demotions > 0 && st.tiers[1].objects > 0,
+        "{st:?}"
+    );
+    assert!(st.cxl_emulated_on_dram || st.tiers[1].node != st.tiers[0].node);
+    for _ in 0..6 {
+        for i in 0..50u64 {
+            assert_eq!(
+                get(&mut s, format!("k{i:05}").as_bytes()),
+                Some(value(i, 1000))
+            );
+        }
+    }
+    let st = s.stats();
+    assert!(st.tiers[1].hits > 0, "{st:?}");
+    assert!(st.tiers[1].promotions >= 40, "{st:?}");
+    s.check_invariants().unwrap();
+    // Everything is still there, in exactly one tier.
+    for i in 0..11_000u64 {
+        assert_eq!(
+            get(&mut s, format!("k{i:05}").as_bytes()),
+            Some(value(i, 1000))
+        );
+    }
+    s.check_invariants().unwrap();
+}
+
+#[test]
+fn expiry_is_lazy_and_sampled_by_tick_and_set_expiry_changes_it() {
+    let p = temp("nvme");
+    let mut s = StoreBuilder::new()
+        .dram(8 << 20)
+        .ssd(ssd(&p, 16 << 20))
+        .durability(Durability::Always)
+        .build()
+        .unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    for i in 0..10u64 {
+        s.put(
+            format!("t{i}").as_bytes(),
+            Kind::String,
+            b"v",
+            Some(now + 40),
+        )
+        .unwrap();
+    }
+    s.put(b"keep", Kind::String, b"k", Some(now + 40)).unwrap();
+    assert!(s.set_expiry(b"keep", None).unwrap());
+    s.put(b"kill", Kind::String, b"k", None).unwrap();
+    assert!(s.set_expiry(b"kill", Some(1)).unwrap());
+    assert!(!s.set_expiry(b"absent", Some(now + 1000)).unwrap());
+    assert_eq!(get(&mut s, b"kill"), None);
+    s.commit().unwrap();
+    assert_eq!(s.len(), 11);
+    std::thread::sleep(std::time::Duration::from_millis(60));
+    s.tick().unwrap();
+    assert_eq!(
+        s.len(),
+        1,
+        "tick's sample drops expired keys without an access"
+    );
+    assert_eq!(get(&mut s, b"keep"), Some(b"k".to_vec()));
+    s.check_invariants().unwrap();
+    drop(s);
+    let mut s = StoreBuilder::new()
+        .dram(8 << 20)
+        .ssd(ssd(&p, 16 << 20))
+        .durability(Durability::Always)
+        .build()
+        .unwrap();
+    assert_eq!(s.len(), 1, "recovery skips expired and deleted records");
+    assert_eq!(get(&mut s, b"keep"), Some(b"k".to_vec()));
 }

@@ -1,0 +1,605 @@
+//! `cxltier serve` for real: commands over TCP, redis-cli and redis-benchmark against it, bad
+//! input, kill -9 during a YCSB load with `--durability always`, a full NVMe tier, and
+//! `cxltier ycsb` against the server, redis-server and memcached.
+//!
+//! The peers (redis-server, redis-tools, memcached) are installed by scripts/peers, which
+//! scripts/test runs first; a missing peer fails the test with that instruction.
+
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use cxltier_ycsb::protocol::Reply;
+use cxltier_ycsb::{Phase, Protocol, RunConfig, ScanMethod, SimpleClient, Spec};
+
+const BIN: &str = env!("CARGO_BIN_EXE_cxltier");
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn temp(name: &str) -> PathBuf {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static N: AtomicU32 = AtomicU32::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "cxltier-serve-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+fn need(bin: &str) {
+    assert!(
+        Command::new("sh")
+            .arg("-c")
+            .arg(format!("command -v {bin}"))
+            .output()
+            .unwrap()
+            .status
+            .success(),
+        "{bin} is not installed: run scripts/peers (scripts/test does) and test again"
+    );
+}
+
+struct Server {
+    child: Child,
+    addr: String,
+}
+
+impl Server {
+    fn start(args: &[&str]) -> Server {
+        let port = free_port();
+        let addr = format!("127.0.0.1:{port}");
+        let child = Command::new(BIN)
+            .arg("serve")
+            .args(["--bind", &addr])
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let s = Server { child, addr };
+        s.wait_ready();
+        s
+    }
+    fn wait_ready(&self) {
+        let t = Instant::now();
+        while TcpStream::connect(&self.addr).is_err() {
+            assert!(
+                t.elapsed() < Duration::from_secs(20),
+                "server on {} did not come up",
+                self.addr
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    fn client(&self) -> SimpleClient {
+        SimpleClient::connect(&self.addr).unwrap()
+    }
+    fn kill9(mut self) {
+        self.child.kill().unwrap(); // SIGKILL
+        self.child.wait().unwrap();
+    }
+    fn stop(mut self) -> Output {
+        let _ = self.client().call(&[b"SHUTDOWN"]);
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_secs(20) {
+            if self.child.try_wait().unwrap().is_some() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let out = std::mem::replace(&mut self.child, Command::new("true").spawn().unwrap());
+        out.wait_with_output().unwrap()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn call(c: &mut SimpleClient, args: &[&str]) -> Reply {
+    let a: Vec<&[u8]> = args.iter().map(|s| s.as_bytes()).collect();
+    c.call(&a).unwrap()
+}
+
+fn bulk(s: &str) -> Reply {
+    Reply::Bulk(Some(s.as_bytes().to_vec()))
+}
+
+fn ok() -> Reply {
+    Reply::Simple(b"OK".to_vec())
+}
+
+#[test]
+fn commands_behave_like_redis() {
+    let ssd = temp("nvme");
+    let s = Server::start(&["--dram", "32M", "--ssd", &format!("{}:64M", ssd.display())]);
+    let mut c = s.client();
+    assert_eq!(call(&mut c, &["PING"]), Reply::Simple(b"PONG".to_vec()));
+    assert_eq!(call(&mut c, &["SET", "k", "v"]), ok());
+    assert_eq!(call(&mut c, &["GET", "k"]), bulk("v"));
+    assert_eq!(call(&mut c, &["SET", "k", "w", "NX"]), Reply::Bulk(None));
+    assert_eq!(call(&mut c, &["SET", "k", "w", "XX", "GET"]), bulk("v"));
+    assert_eq!(call(&mut c, &["SET", "n", "1", "XX"]), Reply::Bulk(None));
+    assert_eq!(call(&mut c, &["SET", "t", "x", "PX", "100000"]), ok());
+    assert!(matches!(call(&mut c, &["PTTL", "t"]), Reply::Int(n) if n > 90_000));
+    assert_eq!(call(&mut c, &["SET", "gone", "x", "PX", "1"]), ok());
+    std::thread::sleep(Duration::from_millis(5));
+    assert_eq!(call(&mut c, &["GET", "gone"]), Reply::Bulk(None));
+    assert_eq!(call(&mut c, &["INCR", "n"]), Reply::Int(1));
+    assert_eq!(call(&mut c, &["INCRBY", "n", "41"]), Reply::Int(42));
+    assert!(
+        matches!(call(&mut c, &["INCR", "k"]), Reply::Error(e) if e.contains("not an integer"))
+    );
+    assert_eq!(call(&mut c, &["MSET", "a", "1", "b", "2"]), ok());
+    assert_eq!(
+        call(&mut c, &["MGET", "a", "b", "zz"]),
+        Reply::Array(Some(vec![bulk("1"), bulk("2"), Reply::Bulk(None)]))
+    );
+    assert_eq!(call(&mut c, &["EXISTS", "a", "b", "zz"]), Reply::Int(2));
+    assert_eq!(call(&mut c, &["DEL", "a", "zz"]), Reply::Int(1));
+    assert_eq!(
+        call(&mut c, &["HSET", "h", "f1", "v1", "f2", "v2"]),
+        Reply::Int(2)
+    );
+    assert_eq!(call(&mut c, &["HSET", "h", "f1", "x"]), Reply::Int(0));
+    assert_eq!(call(&mut c, &["HGET", "h", "f1"]), bulk("x"));
+    assert_eq!(
+        call(&mut c, &["HMGET", "h", "f2", "nope"]),
+        Reply::Array(Some(vec![bulk("v2"), Reply::Bulk(None)]))
+    );
+    assert_eq!(
+        call(&mut c, &["HGETALL", "h"]),
+        Reply::Array(Some(vec![bulk("f1"), bulk("x"), bulk("f2"), bulk("v2")]))
+    );
+    assert_eq!(call(&mut c, &["HDEL", "h", "f1"]), Reply::Int(1));
+    assert!(matches!(call(&mut c, &["GET", "h"]), Reply::Error(e) if e.starts_with("WRONGTYPE")));
+    assert!(
+        matches!(call(&mut c, &["HGET", "k", "f"]), Reply::Error(e) if e.starts_with("WRONGTYPE"))
+    );
+    // The ordered range scan of workload E.
+    for k in ["r1", "r2", "r3"] {
+        call(&mut c, &["SET", k, k]);
+    }
+    assert_eq!(
+        call(&mut c, &["SCANRANGE", "r1", "2"]),
+        Reply::Array(Some(vec![
+            Reply::Array(Some(vec![bulk("r1"), bulk("r1")])),
+            Reply::Array(Some(vec![bulk("r2"), bulk("r2")])),
+        ]))
+    );
+    assert!(matches!(
+        call(&mut c, &["SCANRANGE", "r1", "x"]),
+        Reply::Error(_)
+    ));
+    assert!(
+        matches!(call(&mut c, &["GET"]), Reply::Error(e) if e.contains("wrong number of arguments"))
+    );
+    assert!(
+        matches!(call(&mut c, &["NOPE", "x"]), Reply::Error(e) if e.contains("unknown command 'NOPE'"))
+    );
+    assert_eq!(
+        call(&mut c, &["CONFIG", "GET", "appendonly"]),
+        Reply::Array(Some(vec![bulk("appendonly"), bulk("yes")]))
+    );
+    let Reply::Bulk(Some(info)) = call(&mut c, &["INFO"]) else {
+        panic!("INFO")
+    };
+    let info = String::from_utf8(info).unwrap();
+    for field in [
+        "cxltier_version:",
+        "tier_dram_objects:",
+        "tier_nvme_writes:",
+        "write_amplification:",
+        "db0:keys=",
+    ] {
+        assert!(info.contains(field), "INFO lacks {field}:\n{info}");
+    }
+    let Reply::Int(n) = call(&mut c, &["DBSIZE"]) else {
+        panic!()
+    };
+    assert!(n >= 7);
+    assert_eq!(call(&mut c, &["FLUSHALL"]), ok());
+    assert_eq!(call(&mut c, &["DBSIZE"]), Reply::Int(0));
+    let out = s.stop();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn auth_is_required_when_configured() {
+    let s = Server::start(&["--requirepass", "sekret"]);
+    let mut c = s.client();
+    assert!(matches!(call(&mut c, &["GET", "k"]), Reply::Error(e) if e.starts_with("NOAUTH")));
+    assert!(
+        matches!(call(&mut c, &["AUTH", "wrong"]), Reply::Error(e) if e.starts_with("WRONGPASS"))
+    );
+    assert_eq!(call(&mut c, &["AUTH", "sekret"]), ok());
+    assert_eq!(call(&mut c, &["SET", "k", "v"]), ok());
+}
+
+#[test]
+fn malformed_requests_get_an_error_and_hurt_nobody_else() {
+    let s = Server::start(&[]);
+    let mut good = s.client();
+    assert_eq!(call(&mut good, &["SET", "keep", "safe"]), ok());
+    for garbage in [
+        &b"*2\r\n$3\r\nGET\r\n:oops\r\n"[..],
+        b"*-x\r\n",
+        b"*1\r\n$999999999999\r\n",
+        b"\"unbalanced\r\n",
+    ] {
+        let mut raw = TcpStream::connect(&s.addr).unwrap();
+        raw.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        raw.write_all(garbage).unwrap();
+        let mut reply = Vec::new();
+        let _ = raw.read_to_end(&mut reply); // the server closes after the error
+        let reply = String::from_utf8_lossy(&reply);
+        assert!(
+            reply.starts_with("-ERR Protocol error") || reply.starts_with("-ERR unknown"),
+            "{garbage:?} got {reply:?}"
+        );
+    }
+    // A huge inline line and random bytes.
+    let mut raw = TcpStream::connect(&s.addr).unwrap();
+    let _ = raw.write_all(&vec![b'a'; 100_000]);
+    let mut raw2 = TcpStream::connect(&s.addr).unwrap();
+    let noise: Vec<u8> = (0..5000u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    let _ = raw2.write_all(&noise);
+    drop((raw, raw2));
+    assert_eq!(call(&mut good, &["GET", "keep"]), bulk("safe"));
+    assert_eq!(call(&mut good, &["PING"]), Reply::Simple(b"PONG".to_vec()));
+}
+
+#[test]
+fn bad_options_are_explained() {
+    let run = |args: &[&str]| Command::new(BIN).arg("serve").args(args).output().unwrap();
+    let out = run(&["--durability", "always"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--ssd"));
+    let out = run(&["--dram-node", "99", "--bind", "127.0.0.1:0"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no NUMA node 99"));
+    let out = run(&["--ssd", "/nonexistent-dir/x.log:1G"]);
+    assert_ne!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent-dir/x.log"));
+    let busy = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = busy.local_addr().unwrap().to_string();
+    let out = run(&["--bind", &addr]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("in use"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn load_config(addr: &str, records: u64, hook: Option<cxltier_ycsb::AckHook>) -> RunConfig {
+    RunConfig {
+        addr: addr.to_string(),
+        protocol: Protocol::Resp,
+        scan: ScanMethod::Auto,
+        phase: Phase::Load,
+        threads: 1,
+        connections: 4,
+        pipeline: 8,
+        target: None,
+        operations: records,
+        max_time: None,
+        password: None,
+        seed: 5,
+        on_ack: hook,
+        progress: false,
+    }
+}
+
+type Acked = Arc<Mutex<HashMap<String, Vec<(String, Vec<u8>)>>>>;
+
+#[test]
+fn kill_9_during_a_ycsb_load_loses_no_acknowledged_write() {
+    let ssd = temp("nvme");
+    let spec = format!("{}:256M", ssd.display());
+    let s = Server::start(&["--dram", "16M", "--ssd", &spec, "--durability", "always"]);
+    let acked: Acked = Arc::default();
+    let hook_acked = acked.clone();
+    let hook: cxltier_ycsb::AckHook = Arc::new(move |k, f| {
+        hook_acked.lock().unwrap().insert(k.to_string(), f.to_vec());
+    });
+    let cfg = load_config(&s.addr, 200_000, Some(hook));
+    let shared = cxltier_ycsb::shared(
+        Spec::core('a').unwrap(),
+        Phase::Load,
+        200_000,
+        0,
+        200_000,
+        10,
+        100,
+    )
+    .unwrap();
+    let loader = std::thread::spawn(move || cxltier_ycsb::run(&cfg, shared));
+    // Kill the server mid-load.
+    let t = Instant::now();
+    while acked.lock().unwrap().len() < 5_000 {
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "the load does not progress"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    s.kill9();
+    let result = loader.join().unwrap();
+    assert!(result.is_err(), "the load should have seen the server die");
+    let acked = acked.lock().unwrap().clone();
+    let s = Server::start(&["--dram", "16M", "--ssd", &spec, "--durability", "always"]);
+    let mut c = s.client();
+    for (key, fields) in &acked {
+        let Reply::Array(Some(items)) = c.call(&[b"HGETALL", key.as_bytes()]).unwrap() else {
+            panic!("{key} is gone after kill -9 although its insert was acknowledged")
+        };
+        assert_eq!(items.len(), 20, "{key}");
+        for (i, (f, v)) in fields.iter().enumerate() {
+            assert_eq!(items[2 * i], Reply::Bulk(Some(f.as_bytes().to_vec())));
+            assert_eq!(items[2 * i + 1], Reply::Bulk(Some(v.clone())), "{key} {f}");
+        }
+    }
+    eprintln!(
+        "{} acknowledged inserts, all present after kill -9",
+        acked.len()
+    );
+}
+
+#[test]
+fn a_full_nvme_tier_fails_writes_keeps_reads_and_data() {
+    let ssd = temp("nvme");
+    let spec = format!("{}:24M", ssd.display());
+    let s = Server::start(&["--dram", "8M", "--ssd", &spec, "--durability", "always"]);
+    let mut c = s.client();
+    let value = "x".repeat(4000);
+    let mut written = 0;
+    let err = loop {
+        match call(&mut c, &["SET", &format!("k{written}"), &value]) {
+            Reply::Simple(_) => written += 1,
+            Reply::Error(e) => break e,
+            other => panic!("{other:?}"),
+        }
+        assert!(written < 100_000, "never full");
+    };
+    assert!(err.contains("full") && err.contains("--ssd"), "{err}");
+    for i in (0..written).step_by(7) {
+        assert_eq!(
+            call(&mut c, &["GET", &format!("k{i}")]),
+            bulk(&value),
+            "k{i}"
+        );
+    }
+    // Still full for writes, still fine for reads, and nothing is lost across a restart.
+    assert!(matches!(
+        call(&mut c, &["SET", "more", &value]),
+        Reply::Error(_)
+    ));
+    s.kill9();
+    let s = Server::start(&["--dram", "8M", "--ssd", &spec, "--durability", "always"]);
+    let mut c = s.client();
+    assert_eq!(call(&mut c, &["DBSIZE"]), Reply::Int(written));
+    for i in 0..written {
+        assert_eq!(
+            call(&mut c, &["GET", &format!("k{i}")]),
+            bulk(&value),
+            "k{i}"
+        );
+    }
+    // Deleting makes room again.
+    for i in 0..written / 2 {
+        call(&mut c, &["DEL", &format!("k{i}")]);
+    }
+    assert_eq!(call(&mut c, &["SET", "more", &value]), ok());
+}
+
+#[test]
+fn redis_cli_and_redis_benchmark_work() {
+    need("redis-cli");
+    need("redis-benchmark");
+    let s = Server::start(&[]);
+    let port = s.addr.rsplit(':').next().unwrap().to_string();
+    let cli = |args: &[&str]| {
+        let out = Command::new("redis-cli")
+            .args(["-p", &port])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    assert_eq!(cli(&["ping"]), "PONG");
+    assert_eq!(cli(&["set", "k", "hello world"]), "OK");
+    assert_eq!(cli(&["get", "k"]), "hello world");
+    assert!(cli(&["info", "tiers"]).contains("tier_dram_objects:"));
+    let out = Command::new("redis-benchmark")
+        .args([
+            "-p", &port, "-t", "set,get", "-n", "20000", "-q", "-d", "100",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("SET:") && text.contains("GET:"), "{text}");
+    assert_eq!(
+        cli(&["dbsize"]),
+        "1",
+        "redis-benchmark uses one key (key:__rand_int__ without -r) plus ours"
+    );
+}
+
+fn ycsb(args: &[&str]) -> serde_json::Value {
+    let out = Command::new(BIN)
+        .arg("ycsb")
+        .args(args)
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "ycsb {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn ycsb_runs_every_workload_against_the_store_redis_and_memcached() {
+    need("redis-server");
+    need("memcached");
+    let ssd = temp("nvme");
+    let s = Server::start(&["--dram", "16M", "--ssd", &format!("{}:256M", ssd.display())]);
+    let redis_port = free_port();
+    let mut redis = Command::new("redis-server")
+        .args([
+            "--port",
+            &redis_port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mc_port = free_port();
+    let mut mc = Command::new("memcached")
+        .args([
+            "-l",
+            "127.0.0.1",
+            "-p",
+            &mc_port.to_string(),
+            "-m",
+            "64",
+            "-U",
+            "0",
+        ])
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let redis_addr = format!("127.0.0.1:{redis_port}");
+    let mc_addr = format!("127.0.0.1:{mc_port}");
+    // 20k records of 1 KB: more than the store's 16 MB of DRAM, so NVMe serves part of it.
+    for (addr, proto) in [
+        (s.addr.as_str(), "resp"),
+        (redis_addr.as_str(), "resp"),
+        (mc_addr.as_str(), "memcache"),
+    ] {
+        let load = ycsb(&[
+            "load",
+            "--records",
+            "20000",
+            "--addr",
+            addr,
+            "--protocol",
+            proto,
+        ]);
+        assert_eq!(load["operations"], 20000);
+        for w in ["a", "b", "c", "d", "e", "f"] {
+            if w == "e" && proto == "memcache" {
+                let out = Command::new(BIN)
+                    .args([
+                        "ycsb",
+                        "run",
+                        "--workload",
+                        "e",
+                        "--records",
+                        "20000",
+                        "--protocol",
+                        "memcache",
+                        "--addr",
+                        addr,
+                    ])
+                    .output()
+                    .unwrap();
+                assert_eq!(out.status.code(), Some(2));
+                assert!(String::from_utf8_lossy(&out.stderr).contains("no scan"));
+                continue;
+            }
+            let ops = if w == "e" { "2000" } else { "10000" };
+            let r = ycsb(&[
+                "run",
+                "--workload",
+                w,
+                "--records",
+                "20000",
+                "--ops",
+                ops,
+                "--addr",
+                addr,
+                "--protocol",
+                proto,
+            ]);
+            assert_eq!(r["errors"], 0, "{w} on {addr}: {r}");
+            assert_eq!(r["verify_errors"], 0, "{w} on {addr}: {r}");
+            assert_eq!(
+                r["operations"].as_u64().unwrap(),
+                ops.parse::<u64>().unwrap(),
+                "{w} on {addr}"
+            );
+        }
+    }
+    let _ = redis.kill();
+    let _ = mc.kill();
+    let _ = redis.wait();
+    let _ = mc.wait();
+    // The store really tiered: objects on NVMe and reads from it.
+    let mut c = s.client();
+    let Reply::Bulk(Some(info)) = call(&mut c, &["INFO", "tiers"]) else {
+        panic!()
+    };
+    let info = String::from_utf8(info).unwrap();
+    let field = |name: &str| -> u64 {
+        info.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name}:")))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    assert!(
+        field("tier_nvme_objects") > 0 && field("tier_nvme_reads") > 0,
+        "{info}"
+    );
+}
+
+#[test]
+fn ycsb_bad_input_is_explained() {
+    let out = Command::new(BIN)
+        .args(["ycsb", "run", "--workload", "z"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("a, b, c, d, e, f"));
+    let port = free_port();
+    let out = Command::new(BIN)
+        .args(["ycsb", "load", "--addr", &format!("127.0.0.1:{port}")])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cxltier serve"));
+}
