@@ -51,6 +51,40 @@ fn need(bin: &str) {
     );
 }
 
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
+}
+
+/// A peer server (redis-server, memcached) that is killed when the test ends, passed or not, so
+/// that no server outlives the test run.
+struct Peer(Child);
+
+impl Peer {
+    fn spawn(port: u16, cmd: &mut Command) -> Peer {
+        let peer = Peer(cmd.spawn().unwrap());
+        let t = Instant::now();
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                t.elapsed() < Duration::from_secs(20),
+                "{:?} did not listen on port {port}",
+                cmd.get_program()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        peer
+    }
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 struct Server {
     child: Child,
     addr: String,
@@ -445,9 +479,10 @@ fn redis_cli_and_redis_benchmark_work() {
     assert!(text.contains("SET:") && text.contains("GET:"), "{text}");
     assert_eq!(
         cli(&["dbsize"]),
-        "1",
-        "redis-benchmark uses one key (key:__rand_int__ without -r) plus ours"
+        "2",
+        "redis-benchmark uses one key (key:__rand_int__ without -r), plus ours"
     );
+    assert_eq!(cli(&["get", "key:__rand_int__"]).len(), 100);
 }
 
 fn ycsb(args: &[&str]) -> serde_json::Value {
@@ -472,35 +507,42 @@ fn ycsb_runs_every_workload_against_the_store_redis_and_memcached() {
     let ssd = temp("nvme");
     let s = Server::start(&["--dram", "16M", "--ssd", &format!("{}:256M", ssd.display())]);
     let redis_port = free_port();
-    let mut redis = Command::new("redis-server")
-        .args([
-            "--port",
-            &redis_port.to_string(),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-        ])
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
+    let redis = Peer::spawn(
+        redis_port,
+        Command::new("redis-server")
+            .args([
+                "--port",
+                &redis_port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
+            .stdout(Stdio::null()),
+    );
     let mc_port = free_port();
-    let mut mc = Command::new("memcached")
-        .args([
-            "-l",
-            "127.0.0.1",
-            "-p",
-            &mc_port.to_string(),
-            "-m",
-            "64",
-            "-U",
-            "0",
-        ])
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    let mc = Peer::spawn(
+        mc_port,
+        Command::new("memcached")
+            .args([
+                "-l",
+                "127.0.0.1",
+                "-p",
+                &mc_port.to_string(),
+                "-m",
+                "64",
+                "-U",
+                "0",
+            ])
+            // memcached refuses to run as root unless told which user to run as.
+            .args(if is_root() {
+                &["-u", "root"][..]
+            } else {
+                &[][..]
+            }),
+    );
     let redis_addr = format!("127.0.0.1:{redis_port}");
     let mc_addr = format!("127.0.0.1:{mc_port}");
     // 20k records of 1 KB: more than the store's 16 MB of DRAM, so NVMe serves part of it.
@@ -563,10 +605,8 @@ fn ycsb_runs_every_workload_against_the_store_redis_and_memcached() {
             );
         }
     }
-    let _ = redis.kill();
-    let _ = mc.kill();
-    let _ = redis.wait();
-    let _ = mc.wait();
+    drop(redis);
+    drop(mc);
     // The store really tiered: objects on NVMe and reads from it.
     let mut c = s.client();
     let Reply::Bulk(Some(info)) = call(&mut c, &["INFO", "tiers"]) else {
