@@ -43,6 +43,7 @@ pub fn shared(
     operations: u64,
     field_count: usize,
     field_length: usize,
+    data_integrity: bool,
 ) -> Result<Arc<Shared>, YcsbError> {
     if records == 0 {
         return Err(YcsbError::BadInput("--records must be at least 1".into()));
@@ -72,5 +73,6 @@ pub fn shared(
         zero_padding: 1,
         operation_count: operations,
         inserts: generator::AckCounter::new(first_insert),
+        data_integrity,
     }))
 }

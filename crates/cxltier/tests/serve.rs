@@ -368,6 +368,7 @@ fn kill_9_during_a_ycsb_load_loses_no_acknowledged_write() {
         200_000,
         10,
         100,
+        false,
     )
     .unwrap();
     let loader = std::thread::spawn(move || cxltier_ycsb::run(&cfg, shared));
@@ -642,4 +643,48 @@ fn ycsb_bad_input_is_explained() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("cxltier serve"));
+}
+
+#[test]
+fn data_integrity_checks_every_byte_read_back_through_the_tiers() {
+    let ssd = temp("nvme");
+    // 8 MB of DRAM for 20k records of 1 KB: most reads come back from NVMe.
+    let s = Server::start(&["--dram", "8M", "--ssd", &format!("{}:256M", ssd.display())]);
+    let common = ["--records", "20000", "--addr", &s.addr, "--data-integrity"];
+    let load = ycsb(&[&["load"][..], &common].concat());
+    assert_eq!(load["errors"], 0, "{load}");
+    let run = ycsb(&[&["run", "--workload", "a", "--ops", "20000"][..], &common].concat());
+    assert_eq!(run["errors"], 0, "{run}");
+    assert_eq!(run["verify_errors"], 0, "{run}");
+    let reads = run["per_operation"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["operation"] == "READ")
+        .unwrap()["count"]
+        .as_u64()
+        .unwrap();
+    assert!(reads > 5_000, "{run}");
+    // Negative control: damage one field of every record the way a buggy tier would (same
+    // length, other bytes); the next reads must notice.
+    let mut c = s.client();
+    for k in 0..20_000i64 {
+        let key = cxltier_ycsb::generator::key_name(k, 1);
+        let bad = "x".repeat(100);
+        assert_eq!(call(&mut c, &["HSET", &key, "field3", &bad]), Reply::Int(0));
+    }
+    let out = Command::new(BIN)
+        .args(
+            [
+                &["ycsb", "run", "--workload", "c", "--ops", "2000"][..],
+                &common,
+            ]
+            .concat(),
+        )
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("2000 verify errors"), "{err}");
+    s.stop();
 }

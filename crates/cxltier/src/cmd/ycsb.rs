@@ -89,6 +89,10 @@ pub struct Args {
     /// How to scan over RESP
     #[arg(long, value_enum, default_value = "auto")]
     scan: ScanMethod,
+    /// YCSB's dataintegrity: values are built from key and field name, and every read checks
+    /// every byte it gets back (mismatches count as verify_errors); load and run must both use it
+    #[arg(long)]
+    data_integrity: bool,
     /// Random seed
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -151,6 +155,7 @@ pub fn run(args: Args) -> CliResult {
         operations,
         args.field_count,
         args.field_length,
+        args.data_integrity,
     )
     .map_err(|e| ycsb_error(e, &addr))?;
     let cfg = RunConfig {
