@@ -360,17 +360,15 @@ fn kill_9_during_a_ycsb_load_loses_no_acknowledged_write() {
         hook_acked.lock().unwrap().insert(k.to_string(), f.to_vec());
     });
     let cfg = load_config(&s.addr, 200_000, Some(hook));
-    let shared = cxltier_ycsb::shared(
-        Spec::core('a').unwrap(),
-        Phase::Load,
-        200_000,
-        0,
-        200_000,
-        10,
-        100,
-        false,
-    )
-    .unwrap();
+    let data = cxltier_ycsb::DataSet {
+        records: 200_000,
+        insert_start: 0,
+        field_count: 10,
+        field_length: 100,
+        data_integrity: false,
+    };
+    let shared =
+        cxltier_ycsb::shared(Spec::core('a').unwrap(), Phase::Load, data, 200_000).unwrap();
     let loader = std::thread::spawn(move || cxltier_ycsb::run(&cfg, shared));
     // Kill the server mid-load.
     let t = Instant::now();
