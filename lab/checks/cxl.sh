@@ -25,6 +25,8 @@ check_apply
 check_run
 check_show
 check_bad_input
+# shellcheck source=store.sh
+. /lab/store.sh
 # shellcheck source=probe.sh
 . /lab/probe.sh
 exit 0

@@ -70,6 +70,14 @@ const CXL: &[&str] = &[
     "memory-tiers-split",
     "plan-falls-back-without-figures",
     "apply-plan-needs-figures",
+    // lab/checks/store.sh
+    "store-serve-starts",
+    "store-ycsb-load",
+    "store-ycsb-reads-correct-data",
+    "store-cxl-arena-on-node1",
+    "store-dram-arena-on-node0",
+    "store-objects-in-cxl",
+    "store-show-sees-node1",
     // lab/checks/probe.sh (emulator timings: behaviour only)
     "probe-nodes-0-1-completes",
     "probe-json-reports-node1",
