@@ -47,6 +47,42 @@ def answered(r):
     return f"{100 * (1 - r['verify_errors'] / reads):.1f}%"
 
 
+def info(name):
+    path = os.path.join(out, name + ".info")
+    if not os.path.exists(path):
+        return {}
+    d = {}
+    for line in open(path):
+        if ":" in line:
+            k, v = line.strip().split(":", 1)
+            d[k] = v
+    return d
+
+
+def nvme_reads_per_op(name, r):
+    a, b = info(name + ".before"), info(name + ".after")
+    if not r or "tier_nvme_reads" not in a or "tier_nvme_reads" not in b or not r["operations"]:
+        return None
+    return (int(b["tier_nvme_reads"]) - int(a["tier_nvme_reads"])) / r["operations"]
+
+
+def device_iops():
+    path = os.path.join(out, "fio.json")
+    try:
+        return json.load(open(path))["jobs"][0]["read"]["iops"]
+    except Exception:
+        return None
+
+
+def device_p99_us():
+    path = os.path.join(out, "fio.json")
+    try:
+        pct = json.load(open(path))["jobs"][0]["read"]["clat_ns"]["percentile"]
+        return pct["99.000000"] / 1000
+    except Exception:
+        return None
+
+
 def worst_p99(r):
     return max(o["p99_us"] for o in r["per_operation"]) if r else None
 
@@ -69,6 +105,23 @@ print("|---|---|---|---|---|---|---|---|")
 for w in WORKLOADS:
     a, b, d = load(f"big-cxltier-{w}"), load(f"big-memcached-{w}"), load(f"dram-cxltier-{w}")
     print(f"| {w.upper()} | {kops(a)} | {kops(b)} | {ratio(a, b)} | {ratio(a, d)} | {answered(a)} / {answered(b)} | {lat(a)} | {lat(b)} |")
+
+iops = device_iops()
+if iops:
+    print(f"\nThe flash file's random 4 KiB read rate (fio, O_DIRECT, io_uring, queue depth 32): "
+          f"{iops / 1000:.1f}K reads/s, p99 completion latency {device_p99_us() or 0:.0f} µs. "
+          "Bound on cxltier's throughput from NVMe reads alone "
+          "(that rate / NVMe reads per operation):\n")
+    print("| workload | NVMe reads per op | bound ops/s | cxltier ops/s | of bound |")
+    print("|---|---|---|---|---|")
+    for w in WORKLOADS:
+        r = load(f"big-cxltier-{w}")
+        rpo = nvme_reads_per_op(f"big-cxltier-{w}", r)
+        if rpo is None:
+            continue
+        bound = iops / rpo if rpo > 0 else float("inf")
+        print(f"| {w.upper()} | {rpo:.2f} | {bound / 1000:.1f}K | {kops(r)} | "
+              f"{r['throughput_ops_per_sec'] / bound:.2f} |")
 
 peaks = []
 for sys_name in ["cxltier", "memcached"]:
