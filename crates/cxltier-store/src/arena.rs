@@ -37,8 +37,12 @@ pub struct Arena {
     map: Mapping,
     page_size: usize,
     classes: Vec<Class>,
-    /// Size class of each slab page (`u8::MAX`: not assigned yet).
+    /// Size class of each slab page (`u8::MAX`: not assigned).
     page_class: Vec<u8>,
+    /// Used slots in each slab page.
+    page_used: Vec<u32>,
+    /// Pages given back to the kernel by [`Arena::release_page`], reused before `next_page`.
+    released: Vec<usize>,
     next_page: usize,
     /// Bytes of assigned slots in use (slot sizes, not value sizes).
     pub used_bytes: u64,
@@ -103,6 +107,8 @@ impl Arena {
             page_size,
             classes,
             page_class: vec![u8::MAX; pages],
+            page_used: vec![0; pages],
+            released: Vec::new(),
             next_page: 0,
             used_bytes: 0,
             objects: 0,
@@ -152,7 +158,65 @@ impl Arena {
         let Some(c) = self.class_of(SLOT_HEADER + key_len + value_len) else {
             return false;
         };
-        !self.classes[c].free.is_empty() || self.next_page < self.page_class.len()
+        !self.classes[c].free.is_empty() || self.can_assign_page()
+    }
+
+    fn can_assign_page(&self) -> bool {
+        !self.released.is_empty() || self.next_page < self.page_class.len()
+    }
+
+    /// Whether a slot for `key`+`value` would need a new slab page (its class has no free slot).
+    pub fn needs_page(&self, key_len: usize, value_len: usize) -> bool {
+        self.class_of(SLOT_HEADER + key_len + value_len)
+            .is_some_and(|c| self.classes[c].free.is_empty())
+    }
+
+    /// Bytes of slab pages assigned to classes: the arena's resident memory (a page once touched
+    /// stays resident until it is released).
+    pub fn resident_bytes(&self) -> u64 {
+        ((self.next_page - self.released.len()) * self.page_size) as u64
+    }
+
+    pub fn page_size(&self) -> usize {
+        self.page_size
+    }
+
+    /// The assigned slab page with the fewest used slots, and the keys in it: the cheapest page to
+    /// empty when the arena must shrink.
+    pub fn sparsest_page(&self) -> Option<(usize, Vec<Vec<u8>>)> {
+        let page = (0..self.next_page)
+            .filter(|&p| self.page_class[p] != u8::MAX)
+            .min_by_key(|&p| self.page_used[p])?;
+        let size = self.classes[self.page_class[page] as usize].slot_size;
+        let base = page * self.page_size;
+        let keys = (0..self.page_size / size)
+            .filter_map(|i| self.key_at((base + i * size) as u64).map(<[u8]>::to_vec))
+            .collect();
+        Some((page, keys))
+    }
+
+    /// Give an empty slab page back to the kernel (`MADV_DONTNEED`), so that the arena's resident
+    /// memory shrinks; the page can be assigned to any class again later.
+    pub fn release_page(&mut self, page: usize) -> Result<()> {
+        let c = self.page_class[page];
+        if c == u8::MAX || self.page_used[page] != 0 {
+            return Err(StoreError::Config(format!(
+                "internal: slab page {page} of the {} arena is not an empty assigned page",
+                self.tier
+            )));
+        }
+        let class = &mut self.classes[c as usize];
+        let (lo, hi) = (
+            (page * self.page_size) as u64,
+            ((page + 1) * self.page_size) as u64,
+        );
+        class.free.retain(|&o| o < lo || o >= hi);
+        class.pages.retain(|&p| p != page);
+        class.hand = (0, 0);
+        self.page_class[page] = u8::MAX;
+        self.map.discard(page * self.page_size, self.page_size)?;
+        self.released.push(page);
+        Ok(())
     }
 
     /// Store `key` and `value` in a free slot; None when the class has no free slot and no page is
@@ -160,11 +224,14 @@ impl Arena {
     pub fn alloc(&mut self, key: &[u8], value: &[u8]) -> Option<SlotOffset> {
         let c = self.class_of(SLOT_HEADER + key.len() + value.len())?;
         if self.classes[c].free.is_empty() {
-            if self.next_page >= self.page_class.len() {
-                return None;
-            }
-            let page = self.next_page;
-            self.next_page += 1;
+            let page = match self.released.pop() {
+                Some(p) => p,
+                None if self.next_page < self.page_class.len() => {
+                    self.next_page += 1;
+                    self.next_page - 1
+                }
+                None => return None,
+            };
             self.page_class[page] = c as u8;
             self.classes[c].pages.push(page);
             let size = self.classes[c].slot_size;
@@ -185,6 +252,7 @@ impl Arena {
         self.used_bytes += size as u64;
         self.objects += 1;
         self.classes[c].used += 1;
+        self.page_used[off as usize / self.page_size] += 1;
         Some(off)
     }
 
@@ -202,6 +270,7 @@ impl Arena {
         self.map.as_mut_slice()[off as usize + 2] = 0;
         self.classes[c].free.push(off);
         self.classes[c].used -= 1;
+        self.page_used[page] -= 1;
         self.used_bytes -= size as u64;
         self.objects -= 1;
     }

@@ -379,7 +379,12 @@ impl Store {
         let Some(slot) = a.slot_size_for(key_len, len) else {
             return false;
         };
-        a.used_bytes + slot as u64 <= self.tier_limit(t) && a.has_room(key_len, len)
+        // A slot that needs a new slab page makes the arena's resident memory grow by a page:
+        // the DRAM budget bounds what is resident, not only what is in use.
+        let page_fits = t != DRAM
+            || !a.needs_page(key_len, len)
+            || a.resident_bytes() + a.page_size() as u64 <= self.tier_limit(t);
+        a.used_bytes + slot as u64 <= self.tier_limit(t) && page_fits && a.has_room(key_len, len)
     }
 
     /// Find a CLOCK victim in tier `t` of the class `key_len`/`len` need: the first slot whose
@@ -533,6 +538,23 @@ impl Store {
             if !self.demote(&v, 0)? {
                 return Ok(false);
             }
+        }
+        // Pages stay resident after their objects leave: when what is resident passes the
+        // budget, empty the sparsest slab page (its objects move down) and give it back.
+        while self.arenas[DRAM].resident_bytes() > self.dram_object_limit() {
+            guard += 1;
+            if guard > 4096 {
+                return Ok(false);
+            }
+            let Some((page, keys)) = self.arenas[DRAM].sparsest_page() else {
+                return Ok(false);
+            };
+            for k in keys {
+                if !self.demote(&k, 0)? {
+                    return Ok(false);
+                }
+            }
+            self.arenas[DRAM].release_page(page)?;
         }
         Ok(true)
     }
@@ -1079,6 +1101,7 @@ impl Store {
                 tier: a.tier,
                 node: Some(a.node),
                 capacity_bytes: self.tier_limit(t),
+                resident_bytes: a.resident_bytes(),
                 objects: objects[t],
                 bytes: bytes[t],
                 hits: self.counters[t].hits,
@@ -1099,6 +1122,7 @@ impl Store {
                 tier: "nvme",
                 node: None,
                 capacity_bytes: l.capacity,
+                resident_bytes: 0,
                 objects: nvme_only.0,
                 bytes: nvme_only.1,
                 hits: self.counters[2].hits,
@@ -1261,6 +1285,14 @@ impl Store {
             return Err(format!(
                 "DRAM objects ({} bytes) and the index ({} bytes) exceed the DRAM budget ({})",
                 self.arenas[DRAM].used_bytes,
+                self.index_bytes(),
+                self.dram_budget
+            ));
+        }
+        if self.arenas[DRAM].resident_bytes() + self.index_bytes() > self.dram_budget {
+            return Err(format!(
+                "resident DRAM slab pages ({} bytes) and the index ({} bytes) exceed the DRAM budget ({})",
+                self.arenas[DRAM].resident_bytes(),
                 self.index_bytes(),
                 self.dram_budget
             ));
