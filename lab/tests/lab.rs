@@ -11,7 +11,7 @@ use std::time::Duration;
 static ONE_GUEST_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 /// Each boot (build, boot, checks, power-off) must end within this.
-const BOOT_TIMEOUT: Duration = Duration::from_secs(480);
+const BOOT_TIMEOUT: Duration = Duration::from_secs(900);
 
 /// Checks both check scripts run inside the guest (lab/checks/lib.sh).
 const GUEST_COMMON: &[&str] = &[
