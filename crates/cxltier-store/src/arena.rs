@@ -1,8 +1,9 @@
 //! A memory tier's arena: one anonymous mapping bound (`mbind`, `MPOL_BIND`) to the tier's NUMA node
 //! before it is first touched, carved into slab pages of one size class each (memcached-style).
 //!
-//! A slot holds `[key_len u16][used u8][pad u8][key][value]`: the key is kept with the value so that
-//! the CLOCK hand, walking slots, can find each object's index entry.
+//! A slot holds `[key_len u16][used u8][refs u8][key][value]`: the key is kept with the value so
+//! that the CLOCK hand, walking slots, can name its victim, and the CLOCK reference count (0..=3)
+//! is in the slot so that the hand never has to look anything up in the index.
 
 use cxltier_sys::{Mapping, MbindFlags, Mode, NodeMask, Policy};
 
@@ -247,6 +248,8 @@ impl Arena {
         let slot = &mut self.map.as_mut_slice()[off as usize..off as usize + size];
         slot[0..2].copy_from_slice(&(key.len() as u16).to_le_bytes());
         slot[2] = 1;
+        // A new slot counts as referenced once, so the hand passes it once before it may go.
+        slot[3] = 1;
         slot[SLOT_HEADER..SLOT_HEADER + key.len()].copy_from_slice(key);
         slot[SLOT_HEADER + key.len()..SLOT_HEADER + key.len() + value.len()].copy_from_slice(value);
         self.used_bytes += size as u64;
@@ -292,16 +295,27 @@ impl Arena {
         Some(&s[o + SLOT_HEADER..o + SLOT_HEADER + len])
     }
 
-    /// Advance class `c`'s CLOCK hand over up to `budget` slots; return the used slots seen, with
-    /// their keys, in order, for the caller to age or evict.
-    pub fn sweep(&mut self, c: usize, budget: usize) -> Vec<(SlotOffset, Vec<u8>)> {
-        let mut out = Vec::new();
+    /// Count an access to the object at `off` (CLOCK reference, at most 3).
+    pub fn touch(&mut self, off: SlotOffset) {
+        let r = &mut self.map.as_mut_slice()[off as usize + 3];
+        *r = (*r + 1).min(3);
+    }
+
+    /// Advance class `c`'s CLOCK hand over up to `budget` slots: a used slot whose reference
+    /// count is zero is the victim (the hand stops just past it); others have their count
+    /// decremented on the way. Returns the victim, or else the first slot whose count this sweep
+    /// brought to zero (a fallback when the budget ran out), or None.
+    pub fn sweep(&mut self, c: usize, budget: usize) -> (Option<SlotOffset>, Option<SlotOffset>) {
         let class = &self.classes[c];
         if class.pages.is_empty() {
-            return out;
+            return (None, None);
         }
         let per_page = self.page_size / class.slot_size;
+        let (slot_size, page_size) = (class.slot_size, self.page_size);
         let (mut p, mut i) = class.hand;
+        let mut cooled = None;
+        let mut victim = None;
+        let mem = self.map.as_mut_slice();
         for _ in 0..budget {
             if i >= per_page {
                 i = 0;
@@ -310,15 +324,22 @@ impl Arena {
             if p >= self.classes[c].pages.len() {
                 p = 0;
             }
-            let off =
-                (self.classes[c].pages[p] * self.page_size + i * self.classes[c].slot_size) as u64;
+            let off = self.classes[c].pages[p] * page_size + i * slot_size;
             i += 1;
-            if let Some(k) = self.key_at(off) {
-                out.push((off, k.to_vec()));
+            if mem[off + 2] != 1 {
+                continue;
+            }
+            if mem[off + 3] == 0 {
+                victim = Some(off as SlotOffset);
+                break;
+            }
+            mem[off + 3] -= 1;
+            if mem[off + 3] == 0 && cooled.is_none() {
+                cooled = Some(off as SlotOffset);
             }
         }
         self.classes[c].hand = (p, i);
-        out
+        (victim, cooled)
     }
 
     /// Addresses of the first byte of each slab page in use (for placement checks).

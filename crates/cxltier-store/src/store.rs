@@ -44,8 +44,6 @@ struct Entry {
     expires: u64,
     /// Log sequence of the newest write (resolves duplicates during recovery).
     seq: u64,
-    /// CLOCK reference count (0..=3).
-    refs: u8,
 }
 
 /// Bytes one index entry costs beyond its key: the entry, the boxed key's pointer and allocation
@@ -316,7 +314,6 @@ impl Store {
                     kind: r.kind,
                     expires: r.expires_at_ms.unwrap_or(0),
                     seq: r.seq,
-                    refs: 0,
                 },
             );
         })?;
@@ -391,16 +388,9 @@ impl Store {
     /// reference count is zero (counts are decremented on the way).
     fn find_victim(&mut self, t: usize, key_len: usize, len: usize) -> Option<Vec<u8>> {
         let class = self.arenas[t].class_for(key_len, len)?;
-        for (_, key) in self.arenas[t].sweep(class, SWEEP_BUDGET) {
-            let Some(e) = self.index.get_mut(key.as_slice()) else {
-                continue;
-            };
-            if e.refs == 0 {
-                return Some(key);
-            }
-            e.refs -= 1;
-        }
-        None
+        let (victim, _) = self.arenas[t].sweep(class, SWEEP_BUDGET);
+        let victim = victim?;
+        self.arenas[t].key_at(victim).map(<[u8]>::to_vec)
     }
 
     /// Move `key` out of its memory tier one step down (DRAM → CXL → NVMe). False when it cannot
@@ -573,27 +563,19 @@ impl Store {
                 continue;
             }
             let mut left = (4 * slots).min(1 << 18);
-            let mut fallback = None;
+            let mut fallback: Option<SlotOffset> = None;
             while left > 0 {
                 let step = (SWEEP_BUDGET as u64 * 16).min(left);
                 left -= step;
-                let found = self.arenas[t].sweep(class, step as usize);
-                for (_, key) in found {
-                    let Some(e) = self.index.get_mut(key.as_slice()) else {
-                        continue;
-                    };
-                    if e.refs == 0 {
-                        return Some(key);
-                    }
-                    e.refs -= 1;
-                    if e.refs == 0 && fallback.is_none() {
-                        fallback = Some(key);
-                    }
+                let (victim, cooled) = self.arenas[t].sweep(class, step as usize);
+                if let Some(v) = victim {
+                    return self.arenas[t].key_at(v).map(<[u8]>::to_vec);
                 }
+                fallback = fallback.or(cooled);
             }
             // The cap stopped the hand: the first object it cooled down goes.
-            if fallback.is_some() {
-                return fallback;
+            if let Some(f) = fallback {
+                return self.arenas[t].key_at(f).map(<[u8]>::to_vec);
             }
         }
         None
@@ -647,9 +629,11 @@ impl Store {
             self.misses += 1;
             return Ok(None);
         }
-        e.refs = (e.refs + 1).min(3);
-        self.sketch.touch(key);
         let place = e.place;
+        if let Place::Mem(t, off) = place {
+            self.arenas[t as usize].touch(off);
+        }
+        self.sketch.touch(key);
         match place {
             Place::Mem(t, _) => {
                 self.counters[t as usize].hits += 1;
@@ -747,9 +731,10 @@ impl Store {
             return Ok(());
         };
         let mut want: Vec<(&[u8], NvLoc)> = Vec::new();
+        let mut seen: std::collections::HashSet<&[u8]> = std::collections::HashSet::new();
         for &k in keys {
             if let Some(e) = self.index.get(k) {
-                if e.place == Place::Nvme && !want.iter().any(|(w, _)| *w == k) {
+                if e.place == Place::Nvme && seen.insert(k) {
                     want.push((k, e.nv.expect("an NVMe-only entry has a log copy")));
                 }
             }
@@ -896,7 +881,6 @@ impl Store {
                 expires: expires_at_ms.unwrap_or(0),
                 // Sequence numbers only order records during recovery.
                 seq: 0,
-                refs: 1,
             },
         );
         self.sketch.touch(key);
