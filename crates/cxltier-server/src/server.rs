@@ -1,12 +1,16 @@
-//! The event loop: one thread, non-blocking sockets, batches.
+//! The event loop: one thread, non-blocking sockets, batches, device reads that overlap.
 //!
-//! Each turn of the loop reads everything the ready connections sent, parses every complete
-//! command (pipelining), asks the store to prefetch the keys the batch will read (one io_uring
-//! submission for all NVMe misses), executes the commands in order, commits once (group commit:
-//! with `--durability always`, no write is acknowledged before its log record is on disk), and only
-//! then writes the replies, one `write` per connection.
+//! Each turn of the loop reads everything the ready connections sent and parses every complete
+//! command (pipelining) onto its connection's queue; begins, without waiting, the NVMe reads of
+//! every queued command's keys (one io_uring submission); collects the reads that finished; runs,
+//! connection by connection and in order, every command whose data is at hand (a command waits
+//! only while a read of one of its keys is in flight, and the commands behind it on the same
+//! connection wait with it); commits once (group commit: with `--durability always`, no write is
+//! acknowledged before its log record is on disk); and only then writes the replies, one `write`
+//! per connection. So requests served from memory never wait behind another client's device
+//! reads, and the device always has the reads of every waiting request at once.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -63,14 +67,21 @@ struct Conn {
     dead: bool,
     /// A protocol error was met: nothing more is parsed.
     broken: bool,
+    /// QUIT ran: what is still queued is dropped.
+    quit: bool,
+    /// Parsed commands not run yet, in order; their ranges index `input`.
+    queue: VecDeque<Pending>,
+    /// Bytes of `input` parsed onto `queue`.
+    parsed: usize,
 }
 
-/// One parsed command of the current batch: its connection and its arguments' ranges.
+/// One parsed command waiting on its connection's queue: its arguments' ranges in the
+/// connection's input, and where in the input it ends.
 struct Pending {
-    conn: Token,
     args: Vec<std::ops::Range<usize>>,
     /// A protocol error at this point of the stream: reply with it, then close.
     error: Option<String>,
+    end: usize,
 }
 
 /// Run the server until SHUTDOWN or until `stop` is set (by a signal handler). Closes the store
@@ -113,15 +124,22 @@ pub fn serve(
     let mut shutdown = false;
 
     while !shutdown && !stop.load(Ordering::Relaxed) {
-        let timeout = TICK
-            .saturating_sub(last_tick.elapsed())
-            .max(Duration::from_millis(1));
+        // With device reads in flight or commands queued, only look at the sockets: the reads
+        // are collected and the commands run below.
+        let busy = store.reads_in_flight() > 0 || conns.values().any(|c| !c.queue.is_empty());
+        let timeout = if busy {
+            Duration::ZERO
+        } else {
+            TICK.saturating_sub(last_tick.elapsed())
+                .max(Duration::from_millis(1))
+        };
         if let Err(e) = poll.poll(&mut events, Some(timeout)) {
             if e.kind() == io::ErrorKind::Interrupted {
                 continue;
             }
             return Err(e.into());
         }
+        let had_events = !events.is_empty();
         ready.clear();
         for ev in events.iter() {
             if ev.token() == LISTENER {
@@ -152,59 +170,30 @@ pub fn serve(
                 }
             }
         }
-        // Parse every complete command of every connection with input.
-        let mut batch: Vec<Pending> = Vec::new();
-        let mut consumed: HashMap<Token, usize> = HashMap::new();
-        for (&t, c) in conns.iter_mut() {
-            if c.input.is_empty() || c.broken {
-                continue;
-            }
-            let mut at = 0;
-            loop {
-                match resp::parse(&c.input[at..]) {
-                    Ok(Some(p)) => {
-                        let args = p
-                            .args
-                            .into_iter()
-                            .map(|r| r.start + at..r.end + at)
-                            .collect();
-                        batch.push(Pending {
-                            conn: t,
-                            args,
-                            error: None,
-                        });
-                        at += p.consumed;
-                    }
-                    Ok(None) => break,
-                    Err(e) => {
-                        // Commands before the garbage still run; then the error, then close:
-                        // the stream cannot be framed any more.
-                        let error = Some(format!("ERR Protocol error: {}", e.0));
-                        batch.push(Pending {
-                            conn: t,
-                            args: Vec::new(),
-                            error,
-                        });
-                        c.broken = true;
-                        c.closing = true;
-                        break;
-                    }
+        // Parse every complete command onto its connection's queue.
+        for c in conns.values_mut() {
+            parse_into_queue(c);
+        }
+        // Begin the device reads every queued command needs, and collect those that finished.
+        {
+            let mut keys: Vec<&[u8]> = Vec::new();
+            for c in conns.values() {
+                for p in &c.queue {
+                    let args: Vec<&[u8]> = p.args.iter().map(|r| &c.input[r.clone()]).collect();
+                    commands::read_keys(&args, &mut keys);
                 }
             }
-            consumed.entry(t).or_insert(at);
-        }
-        if !batch.is_empty() {
-            run_batch(&mut store, &mut info, &mut conns, &batch, &mut shutdown);
-            for (t, n) in consumed {
-                if let Some(c) = conns.get_mut(&t) {
-                    if c.broken {
-                        c.input.clear();
-                    } else {
-                        c.input.drain(..n);
-                    }
+            if !keys.is_empty() {
+                if let Err(e) = store.start_reads(&keys) {
+                    eprintln!("cxltier serve: NVMe reads could not begin (the commands will read one by one): {e}");
                 }
             }
         }
+        if let Err(e) = store.reap_reads(false) {
+            eprintln!("cxltier serve: collecting NVMe reads failed (the commands will read one by one): {e}");
+        }
+        let ran = run_ready(&mut store, &mut info, &mut conns, &mut shutdown);
+        store.end_batch();
         // Replies go out after the commit.
         for c in conns.values_mut() {
             if !c.output.is_empty() {
@@ -212,18 +201,24 @@ pub fn serve(
             }
         }
         conns.retain(|_, c| {
-            let done = c.dead || (c.closing && c.output.is_empty());
+            let done = c.dead || (c.closing && c.output.is_empty() && c.queue.is_empty());
             if done {
                 let _ = poll.registry().deregister(&mut c.stream);
             }
             !done
         });
         info.connected_clients = conns.len();
-        if batch.is_empty() || last_tick.elapsed() >= TICK {
+        if ran == 0 || last_tick.elapsed() >= TICK {
             if let Err(e) = store.tick() {
                 eprintln!("cxltier serve: background work failed: {e}");
             }
             last_tick = Instant::now();
+        }
+        // Nothing could run and nothing arrived: sleep until a device read finishes.
+        if ran == 0 && !had_events && store.reads_in_flight() > 0 {
+            if let Err(e) = store.reap_reads(true) {
+                eprintln!("cxltier serve: waiting for NVMe reads failed: {e}");
+            }
         }
     }
     for c in conns.values_mut() {
@@ -233,59 +228,122 @@ pub fn serve(
     Ok(())
 }
 
-fn run_batch(
+/// Parse the complete commands of `c`'s input onto its queue.
+fn parse_into_queue(c: &mut Conn) {
+    if c.broken || c.quit {
+        return;
+    }
+    let mut at = c.parsed;
+    while at < c.input.len() {
+        match resp::parse(&c.input[at..]) {
+            Ok(Some(p)) => {
+                let args = p
+                    .args
+                    .into_iter()
+                    .map(|r| r.start + at..r.end + at)
+                    .collect();
+                at += p.consumed;
+                c.queue.push_back(Pending {
+                    args,
+                    error: None,
+                    end: at,
+                });
+            }
+            Ok(None) => break,
+            Err(e) => {
+                // Commands before the garbage still run; then the error, then close: the stream
+                // cannot be framed any more.
+                c.queue.push_back(Pending {
+                    args: Vec::new(),
+                    error: Some(format!("ERR Protocol error: {}", e.0)),
+                    end: at,
+                });
+                c.broken = true;
+                c.closing = true;
+                break;
+            }
+        }
+    }
+    c.parsed = at;
+}
+
+/// Run, connection by connection and in order, every queued command that need not wait for a
+/// device read; commit once; return how many ran.
+fn run_ready(
     store: &mut Store,
     info: &mut ServerInfo,
     conns: &mut HashMap<Token, Conn>,
-    batch: &[Pending],
     shutdown: &mut bool,
-) {
-    // Prefetch: the keys this batch reads, one NVMe submission.
-    {
-        let mut keys: Vec<&[u8]> = Vec::new();
-        for p in batch {
-            let Some(c) = conns.get(&p.conn) else {
+) -> usize {
+    let mut ran = 0;
+    // Where each connection's replies of this turn start, and whether (and how often) it wrote,
+    // in case the commit fails.
+    let mut wrote: HashMap<Token, (bool, usize)> = HashMap::new();
+    let mut starts: HashMap<Token, usize> = HashMap::new();
+    for (&t, c) in conns.iter_mut() {
+        let mut executed = 0;
+        while let Some(p) = c.queue.front() {
+            if c.quit {
+                c.queue.clear();
+                break;
+            }
+            if p.error.is_none() {
+                let mut keys: Vec<&[u8]> = Vec::new();
+                let args: Vec<&[u8]> = p.args.iter().map(|r| &c.input[r.clone()]).collect();
+                commands::read_keys(&args, &mut keys);
+                if keys.iter().any(|k| store.must_wait(k)) {
+                    break;
+                }
+            }
+            let p = c.queue.pop_front().expect("front exists");
+            starts.entry(t).or_insert(c.output.len());
+            executed = p.end;
+            ran += 1;
+            let e = wrote.entry(t).or_insert((false, 0));
+            e.1 += 1;
+            if let Some(msg) = &p.error {
+                reply::error(&mut c.output, msg);
                 continue;
-            };
-            let args: Vec<&[u8]> = p.args.iter().map(|r| &c.input[r.clone()]).collect();
-            commands::read_keys(&args, &mut keys);
+            }
+            let input = std::mem::take(&mut c.input);
+            let args: Vec<&[u8]> = p.args.iter().map(|r| &input[r.clone()]).collect();
+            let effect = commands::execute(store, info, &mut c.session, &args, &mut c.output);
+            c.input = input;
+            match effect {
+                Effect::Wrote => e.0 = true,
+                Effect::Close => {
+                    c.closing = true;
+                    c.quit = true;
+                }
+                Effect::Shutdown => *shutdown = true,
+                Effect::Read => {}
+            }
         }
-        if let Err(e) = store.prefetch(&keys) {
-            eprintln!("cxltier serve: prefetch failed (the commands will read one by one): {e}");
+        // Drop what ran from the input; what is still queued moves down with it.
+        if executed > 0 {
+            c.input.drain(..executed);
+            c.parsed -= executed;
+            for p in &mut c.queue {
+                p.end -= executed;
+                for r in &mut p.args {
+                    *r = r.start - executed..r.end - executed;
+                }
+            }
+        }
+        if c.broken && c.queue.is_empty() {
+            c.input.clear();
+            c.parsed = 0;
         }
     }
-    // Execute in order; remember where each connection's replies of this batch start and
-    // whether it wrote, in case the commit fails.
-    let mut wrote: HashMap<Token, (usize, usize)> = HashMap::new(); // conn -> (output start, replies)
-    let mut starts: HashMap<Token, usize> = HashMap::new();
-    for p in batch {
-        let Some(c) = conns.get_mut(&p.conn) else {
-            continue;
-        };
-        starts.entry(p.conn).or_insert(c.output.len());
-        if let Some(msg) = &p.error {
-            reply::error(&mut c.output, msg);
-            continue;
-        }
-        let input = std::mem::take(&mut c.input);
-        let args: Vec<&[u8]> = p.args.iter().map(|r| &input[r.clone()]).collect();
-        let effect = commands::execute(store, info, &mut c.session, &args, &mut c.output);
-        c.input = input;
-        let e = wrote.entry(p.conn).or_insert((usize::MAX, 0));
-        e.1 += 1;
-        match effect {
-            Effect::Wrote => e.0 = e.0.min(starts[&p.conn]),
-            Effect::Close => c.closing = true,
-            Effect::Shutdown => *shutdown = true,
-            Effect::Read => {}
-        }
+    if ran == 0 {
+        return 0;
     }
     if let Err(e) = store.commit() {
-        // Nothing of this batch may be acknowledged as written: every reply of a connection that
+        // Nothing of this turn may be acknowledged as written: every reply of a connection that
         // wrote becomes the error.
         let msg = format!("ERR the write was not made durable: {e}");
-        for (t, (from, replies)) in wrote {
-            if from == usize::MAX {
+        for (t, (did_write, replies)) in wrote {
+            if !did_write {
                 continue;
             }
             if let Some(c) = conns.get_mut(&t) {
@@ -297,6 +355,7 @@ fn run_batch(
         }
         eprintln!("cxltier serve: {msg}");
     }
+    ran
 }
 
 fn accept(
@@ -342,6 +401,9 @@ fn accept(
                         closing: false,
                         dead: false,
                         broken: false,
+                        quit: false,
+                        queue: VecDeque::new(),
+                        parsed: 0,
                     },
                 );
             }

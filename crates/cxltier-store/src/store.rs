@@ -1,11 +1,11 @@
 //! The store: the index, the tiers and the movement of objects between them.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::admission::Sketch;
 use crate::arena::{Arena, SlotOffset};
-use crate::log::{Log, LogConfig, NvLoc};
+use crate::log::{Log, LogConfig, NvLoc, ReadStart, ASYNC_READS};
 use crate::{
     ArenaInfo, Durability, Kind, ObjectRef, Placement, Result, ScanItem, StoreBuilder, StoreError,
     StoreStats, TierStats,
@@ -76,6 +76,11 @@ pub struct Store {
     last_tick: Instant,
     /// Values read from NVMe that no memory tier admitted, kept for the rest of the batch.
     staged: HashMap<Box<[u8]>, (Kind, Vec<u8>, u64)>,
+    /// Device reads in flight ([`Store::start_reads`]): ticket → key, and the keys.
+    reading: HashMap<u32, Box<[u8]>>,
+    reading_keys: HashSet<Box<[u8]>>,
+    /// Values read from NVMe that no tier admitted, kept for the rest of the batch only.
+    restaged: Vec<Box<[u8]>>,
     /// Where the last scan ended, for the sequential-scan prefetch hook.
     last_scan_end: Option<Vec<u8>>,
     expiry_cursor: Vec<u8>,
@@ -246,6 +251,9 @@ impl Store {
             last_sync: Instant::now(),
             last_tick: Instant::now(),
             staged: HashMap::new(),
+            reading: HashMap::new(),
+            reading_keys: HashSet::new(),
+            restaged: Vec::new(),
             last_scan_end: None,
             expiry_cursor: Vec::new(),
             recovered_keys: 0,
@@ -609,6 +617,7 @@ impl Store {
     /// Remove an entry (expired or deleted) and release its memory; the log copy is dead.
     fn drop_entry(&mut self, key: &[u8]) -> Option<Entry> {
         let e = self.index.remove(key)?;
+        self.staged.remove(key);
         self.key_bytes -= key.len() as u64;
         self.free_place(e.place);
         if let (Some(nv), Some(log)) = (e.nv, self.log.as_mut()) {
@@ -721,6 +730,7 @@ impl Store {
         }
         let e = &self.index[key];
         self.staged.insert(key.into(), (e.kind, value, e.expires));
+        self.restaged.push(key.into());
         Ok(())
     }
 
@@ -750,6 +760,91 @@ impl Store {
             self.staged.insert(k.into(), (e.kind, rec.value, e.expires));
         }
         Ok(())
+    }
+
+    /// Whether a command reading `key` should wait: a device read begun for it by
+    /// [`Store::start_reads`] is still in flight. (A key that needs a read but has none in flight
+    /// is read by the command itself.)
+    pub fn must_wait(&self, key: &[u8]) -> bool {
+        self.reading_keys.contains(key) && !self.staged.contains_key(key)
+    }
+
+    /// Begin device reads for those of `keys` that need one and are not already being read,
+    /// without waiting: the server goes on serving what is in memory meanwhile, and
+    /// [`Store::reap_reads`] collects the values. A key whose read cannot begin (a bad location, or
+    /// too many reads in flight) is simply not staged: its command reads it itself when it runs.
+    pub fn start_reads(&mut self, keys: &[&[u8]]) -> Result<()> {
+        let Some(log) = self.log.as_mut() else {
+            return Ok(());
+        };
+        for &k in keys {
+            let Some(e) = self.index.get(k) else {
+                continue;
+            };
+            if e.place != Place::Nvme
+                || self.staged.contains_key(k)
+                || self.reading_keys.contains(k)
+            {
+                continue;
+            }
+            let nv = e.nv.expect("an NVMe-only entry has a log copy");
+            match log.start_read(nv) {
+                ReadStart::Done(Ok(rec)) => {
+                    self.staged.insert(k.into(), (e.kind, rec.value, e.expires));
+                }
+                ReadStart::Done(Err(_)) => {}
+                ReadStart::Queued(ticket) => {
+                    self.reading.insert(ticket, k.into());
+                    self.reading_keys.insert(k.into());
+                }
+                ReadStart::Full => break,
+            }
+        }
+        log.submit_reads()
+    }
+
+    /// Device reads begun by [`Store::start_reads`] and not yet collected.
+    pub fn reads_in_flight(&self) -> usize {
+        self.log.as_ref().map_or(0, Log::reads_in_flight)
+    }
+
+    /// Collect finished device reads into the staged values (only those still current: the key
+    /// may have been written, deleted or moved meanwhile); with `wait`, block until at least one
+    /// has finished. Returns how many values were staged.
+    pub fn reap_reads(&mut self, wait: bool) -> Result<usize> {
+        let Some(log) = self.log.as_mut() else {
+            return Ok(0);
+        };
+        let mut staged = 0;
+        for f in log.reap_reads(wait)? {
+            let Some(key) = self.reading.remove(&f.ticket) else {
+                continue;
+            };
+            self.reading_keys.remove(&key);
+            // Stale or failed: the command reads the key itself and reports any error.
+            let Some(Ok(rec)) = f.record else {
+                continue;
+            };
+            if let Some(e) = self.index.get(&key[..]) {
+                if e.place == Place::Nvme && e.nv == Some(f.loc) && !self.staged.contains_key(&key)
+                {
+                    self.staged.insert(key, (e.kind, rec.value, e.expires));
+                    staged += 1;
+                }
+            }
+        }
+        Ok(staged)
+    }
+
+    /// The end of a server batch: values read that no tier admitted are dropped, and staged
+    /// values are bounded (a value whose command never ran, its client gone, would stay).
+    pub fn end_batch(&mut self) {
+        for k in self.restaged.drain(..) {
+            self.staged.remove(&k);
+        }
+        if self.staged.len() > 4 * ASYNC_READS as usize {
+            self.staged.clear();
+        }
     }
 
     /// Insert or replace.

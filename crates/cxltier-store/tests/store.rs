@@ -781,3 +781,55 @@ fn dram_budget_bounds_resident_memory_as_the_index_grows() {
     }
     s.check_invariants().unwrap();
 }
+
+/// Reads that overlap: begun without waiting, collected later, never serving a stale value.
+#[test]
+fn overlapping_reads_stage_current_values_only() {
+    let p = temp("overlap.log");
+    let mut s = StoreBuilder::new()
+        .dram(8 << 20)
+        .ssd(ssd(&p, 256 << 20))
+        .durability(Durability::None)
+        .build()
+        .unwrap();
+    let n = 20_000u64;
+    for i in 0..n {
+        s.put(
+            format!("k{i:06}").as_bytes(),
+            Kind::String,
+            &value(i, 1000),
+            None,
+        )
+        .unwrap();
+    }
+    let keys: Vec<Vec<u8>> = (0..n)
+        .step_by(37)
+        .map(|i| format!("k{i:06}").into_bytes())
+        .collect();
+    let refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+    s.start_reads(&refs).unwrap();
+    assert!(s.reads_in_flight() > 0, "most keys are on NVMe only");
+    assert!(refs.iter().any(|k| s.must_wait(k)));
+    // Overwrite one key whose read is in flight: the read's (old) value must not be served.
+    let moved = refs
+        .iter()
+        .copied()
+        .find(|k| s.must_wait(k))
+        .unwrap()
+        .to_vec();
+    s.put(&moved, Kind::String, b"new value", None).unwrap();
+    while s.reads_in_flight() > 0 {
+        s.reap_reads(true).unwrap();
+    }
+    assert!(refs.iter().all(|k| !s.must_wait(k)));
+    for (k, i) in keys.iter().zip((0..n).step_by(37)) {
+        let got = s.get(k).unwrap().unwrap().value.to_vec();
+        if *k == moved {
+            assert_eq!(got, b"new value");
+        } else {
+            assert_eq!(got, value(i, 1000), "{}", String::from_utf8_lossy(k));
+        }
+    }
+    s.end_batch();
+    s.check_invariants().unwrap();
+}

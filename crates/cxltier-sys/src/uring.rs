@@ -254,6 +254,51 @@ mod tests {
     use super::*;
 
     #[test]
+    fn queued_reads_complete_into_owned_buffers() {
+        let dir = std::env::temp_dir().join(format!("cxltier-readq-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("f");
+        let file = DirectFile::open(&path, true).unwrap();
+        file.preallocate(8 * ALIGN as u64).unwrap();
+        let mut ring = Uring::new(1).unwrap();
+        for block in 0..8u8 {
+            let mut b = AlignedBuf::new(ALIGN);
+            b.fill(block + 1);
+            ring.write_at(&file, block as u64 * ALIGN as u64, &b)
+                .unwrap();
+        }
+        let mut q = ReadQueue::new(4).unwrap();
+        let mut want = std::collections::HashMap::new();
+        let mut got = std::collections::HashMap::new();
+        // Ten reads through four tickets: the queue says when it is full, reaping frees tickets.
+        let mut next = 0u8;
+        while got.len() < 10 {
+            while next < 10 {
+                match q.push(&file, (next % 8) as u64 * ALIGN as u64, ALIGN) {
+                    Some(t) => {
+                        want.insert(t, next % 8 + 1);
+                        next += 1;
+                    }
+                    None => break,
+                }
+            }
+            assert!(q.in_flight() <= 4);
+            q.submit().unwrap();
+            for d in q.reap(1).unwrap() {
+                assert_eq!(d.result.unwrap(), ALIGN);
+                let expect = want.remove(&d.ticket).unwrap();
+                assert!(d.buf.iter().all(|&x| x == expect), "ticket {}", d.ticket);
+                got.insert(got.len(), expect);
+            }
+        }
+        assert_eq!(q.in_flight(), 0);
+        // Dropping a queue with reads in flight waits for them.
+        q.push(&file, 0, ALIGN).unwrap();
+        drop(q);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
     fn direct_write_then_batched_read() {
         let dir = std::env::temp_dir().join(format!("cxltier-uring-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
@@ -282,5 +327,152 @@ mod tests {
             assert!(b.iter().all(|&x| x == (i % 4) as u8 + 1));
         }
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
+
+/// Reads that stay in flight while the caller goes on: each read goes into a buffer the queue
+/// owns until the kernel has completed it, so nothing the caller does can free memory the kernel
+/// is still writing. The store's server uses it to serve requests whose data is in memory while
+/// other requests wait for the device.
+pub struct ReadQueue {
+    ring: IoUring,
+    /// The buffer of each ticket in flight; `None` for a free ticket.
+    slots: Vec<Option<AlignedBuf>>,
+    free: Vec<u32>,
+    in_flight: usize,
+}
+
+impl std::fmt::Debug for ReadQueue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "ReadQueue({} of {} in flight)",
+            self.in_flight,
+            self.slots.len()
+        )
+    }
+}
+
+/// One finished read of a [`ReadQueue`].
+#[derive(Debug)]
+pub struct ReadDone {
+    /// The ticket [`ReadQueue::push`] gave.
+    pub ticket: u32,
+    /// Bytes read, or the error.
+    pub result: io::Result<usize>,
+    /// The buffer, now the caller's.
+    pub buf: AlignedBuf,
+}
+
+impl ReadQueue {
+    /// A queue with room for `entries` reads in flight at once.
+    pub fn new(entries: u32) -> io::Result<ReadQueue> {
+        let entries = entries.max(1);
+        let ring = Uring::new(entries)?.ring;
+        Ok(ReadQueue {
+            ring,
+            slots: (0..entries).map(|_| None).collect(),
+            free: (0..entries).rev().collect(),
+            in_flight: 0,
+        })
+    }
+
+    /// Reads queued or in flight.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight
+    }
+
+    /// Queue a read of `len` bytes (rounded up to [`ALIGN`]) at `offset` (a multiple of
+    /// [`ALIGN`]) of `file`; it goes to the kernel at the next [`ReadQueue::submit`] or
+    /// [`ReadQueue::reap`]. `None` when the queue is full: reap first.
+    pub fn push(&mut self, file: &DirectFile, offset: u64, len: usize) -> Option<u32> {
+        let ticket = self.free.pop()?;
+        let mut buf = AlignedBuf::new(len);
+        let sqe = opcode::Read::new(file.fd(), buf.as_mut_ptr(), buf.len() as u32)
+            .offset(offset)
+            .build()
+            .user_data(ticket as u64);
+        // SAFETY: the buffer's heap memory is owned by `self.slots[ticket]` from here until its
+        // completion is reaped (moving the AlignedBuf value does not move that memory), and Drop
+        // waits for every read in flight before the buffers are freed. The ring has as many
+        // entries as tickets, so a free ticket means a free submission slot. The file descriptor is
+        // resolved by the kernel when the entry is submitted; callers submit before the file can
+        // be closed (the store's log owns both and drops this queue first).
+        let pushed = unsafe { self.ring.submission().push(&sqe) };
+        if pushed.is_err() {
+            self.free.push(ticket);
+            return None;
+        }
+        self.slots[ticket as usize] = Some(buf);
+        self.in_flight += 1;
+        Some(ticket)
+    }
+
+    /// Hand the queued reads to the kernel without waiting for any.
+    pub fn submit(&mut self) -> io::Result<()> {
+        loop {
+            match self.ring.submit() {
+                Ok(_) => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if e.raw_os_error() == Some(libc::EBUSY) => return Ok(()),
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Submit what is queued and collect the finished reads, waiting until at least `min` have
+    /// finished (0: do not wait).
+    pub fn reap(&mut self, min: usize) -> io::Result<Vec<ReadDone>> {
+        let min = min.min(self.in_flight);
+        loop {
+            match self.ring.submit_and_wait(min) {
+                Ok(_) => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if e.raw_os_error() == Some(libc::EBUSY) => break,
+                Err(e) => return Err(e),
+            }
+        }
+        let mut done = Vec::new();
+        for cqe in self.ring.completion() {
+            let ticket = cqe.user_data() as u32;
+            let Some(buf) = self.slots.get_mut(ticket as usize).and_then(Option::take) else {
+                continue;
+            };
+            let res = cqe.result();
+            let result = if res < 0 {
+                Err(io::Error::from_raw_os_error(-res))
+            } else {
+                Ok(res as usize)
+            };
+            self.free.push(ticket);
+            self.in_flight -= 1;
+            done.push(ReadDone {
+                ticket,
+                result,
+                buf,
+            });
+        }
+        Ok(done)
+    }
+}
+
+impl Drop for ReadQueue {
+    fn drop(&mut self) {
+        // The kernel may still write into the buffers: wait for every read before they go.
+        while self.in_flight > 0 {
+            match self.reap(self.in_flight) {
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                // Cannot wait: leak the buffers rather than free memory the kernel may write.
+                Err(_) => {
+                    for slot in &mut self.slots {
+                        if let Some(buf) = slot.take() {
+                            std::mem::forget(buf);
+                        }
+                    }
+                    return;
+                }
+            }
+        }
     }
 }

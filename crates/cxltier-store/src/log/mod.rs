@@ -26,7 +26,31 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use cxltier_sys::uring::{AlignedBuf, DirectFile, Uring, ALIGN};
+use cxltier_sys::uring::{AlignedBuf, DirectFile, ReadQueue, Uring, ALIGN};
+
+/// Reads the log keeps in flight at most for [`Log::start_read`].
+pub const ASYNC_READS: u32 = 256;
+
+/// How a read begun with [`Log::start_read`] stands.
+#[derive(Debug)]
+pub enum ReadStart {
+    /// Already done (the record was in the open segment's buffer, or the location is bad).
+    Done(Result<LogRecord>),
+    /// In flight: its ticket comes back from [`Log::reap_reads`].
+    Queued(u32),
+    /// Too many reads in flight: reap some, then try again.
+    Full,
+}
+
+/// A read begun with [`Log::start_read`] that has finished.
+#[derive(Debug)]
+pub struct ReadFinished {
+    pub ticket: u32,
+    pub loc: NvLoc,
+    /// The record; `None` when the segment was cleaned and reused while the read was in flight
+    /// (what came back is another life's data: read the key's current location again).
+    pub record: Option<Result<LogRecord>>,
+}
 
 use crate::{Kind, Result, StoreError};
 
@@ -166,6 +190,12 @@ enum Reserve {
 
 /// The log.
 pub struct Log {
+    /// Reads in flight while the caller goes on ([`Log::start_read`]). First field: it is dropped
+    /// (waiting for its reads) before the file.
+    reads: ReadQueue,
+    /// What each ticket in flight reads: the location, the bytes to skip in the aligned buffer,
+    /// and the segment's sequence number when the read began.
+    read_meta: HashMap<u32, (NvLoc, usize, u64)>,
     file: DirectFile,
     ring: Uring,
     path: PathBuf,
@@ -344,7 +374,11 @@ impl Log {
             })?;
         }
         let ring = Uring::new(64).map_err(io_err("cannot set up io_uring for the NVMe tier"))?;
+        let reads = ReadQueue::new(ASYNC_READS)
+            .map_err(io_err("cannot set up io_uring for the NVMe tier"))?;
         let mut log = Log {
+            reads,
+            read_meta: HashMap::new(),
             file,
             ring,
             path: path.clone(),
@@ -780,6 +814,90 @@ impl Log {
             expires_at_ms: (p.expires != 0).then_some(p.expires),
             seq: p.seq,
         })
+    }
+
+    /// Begin reading the record at `loc` without waiting for it (see [`ReadStart`]); the read
+    /// goes to the device at the next [`Log::submit_reads`] or [`Log::reap_reads`].
+    pub fn start_read(&mut self, loc: NvLoc) -> ReadStart {
+        let seq = match self.check_loc(loc) {
+            Ok(s) => s,
+            Err(e) => return ReadStart::Done(Err(e)),
+        };
+        if loc.segment == self.open {
+            let at = loc.offset as usize;
+            return ReadStart::Done(Self::decode(&self.buf[at..at + loc.len as usize], seq, loc));
+        }
+        let start = self.loc_offset(loc);
+        let aligned = start / ALIGN as u64 * ALIGN as u64;
+        let skip = (start - aligned) as usize;
+        match self
+            .reads
+            .push(&self.file, aligned, skip + loc.len as usize)
+        {
+            Some(ticket) => {
+                self.read_meta.insert(ticket, (loc, skip, seq));
+                self.stats.reads += 1;
+                ReadStart::Queued(ticket)
+            }
+            None => ReadStart::Full,
+        }
+    }
+
+    /// Hand the begun reads to the device.
+    pub fn submit_reads(&mut self) -> Result<()> {
+        self.reads.submit().map_err(io_err(format!(
+            "reading the NVMe tier {}",
+            self.path.display()
+        )))
+    }
+
+    /// Reads begun and not yet reaped.
+    pub fn reads_in_flight(&self) -> usize {
+        self.reads.in_flight()
+    }
+
+    /// Collect finished reads; with `wait`, block until at least one has finished (when any is in
+    /// flight).
+    pub fn reap_reads(&mut self, wait: bool) -> Result<Vec<ReadFinished>> {
+        let done = self.reads.reap(usize::from(wait)).map_err(io_err(format!(
+            "reading the NVMe tier {}",
+            self.path.display()
+        )))?;
+        let mut out = Vec::with_capacity(done.len());
+        for d in done {
+            let Some((loc, skip, seq)) = self.read_meta.remove(&d.ticket) else {
+                continue;
+            };
+            // The segment was freed (and maybe reused) while the read was in flight.
+            if self.check_loc(loc).ok() != Some(seq) {
+                out.push(ReadFinished {
+                    ticket: d.ticket,
+                    loc,
+                    record: None,
+                });
+                continue;
+            }
+            let record = match d.result {
+                Ok(n) if n >= skip + loc.len as usize => {
+                    self.stats.read_bytes += n as u64;
+                    Self::decode(&d.buf[skip..skip + loc.len as usize], seq, loc)
+                }
+                Ok(n) => Err(StoreError::Corrupt(format!(
+                    "short read at segment {} offset {}: {n} bytes",
+                    loc.segment, loc.offset
+                ))),
+                Err(e) => Err(StoreError::Io {
+                    context: format!("reading the NVMe tier {}", self.path.display()),
+                    source: e,
+                }),
+            };
+            out.push(ReadFinished {
+                ticket: d.ticket,
+                loc,
+                record: Some(record),
+            });
+        }
+        Ok(out)
     }
 
     /// Read one record.
