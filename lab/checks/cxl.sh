@@ -25,6 +25,9 @@ check_apply
 check_run
 check_show
 check_bad_input
+# shellcheck source=tierd.sh
+. /lab/tierd.sh
+check_tierd
 # shellcheck source=probe.sh
 . /lab/probe.sh
 exit 0

@@ -50,6 +50,27 @@ const HOST_COMMON: &[&str] = &[
     "show-pid-sees-node1",
 ];
 
+/// `cxltier tierd` on both topologies: lab/checks/tierd.sh in the guest, cxltier_lab::tierd on the
+/// host.
+const TIERD: &[&str] = &[
+    "tierd-runs",
+    "tierd-says-source-and-system-wide",
+    "tierd-stop-leaves-target-running",
+    "tierd-damon-removed",
+    "tierd-workload-exits-cleanly",
+    "tierd-dry-run-moves-nothing",
+    "tierd-target-exit-handled",
+    "tierd-no-such-pid",
+    "tierd-bad-budget",
+    "tierd-hot-set-on-node0",
+    "tierd-within-rate-limit",
+    "tierd-keeps-dram-budget",
+    "tierd-untargeted-untouched",
+    "tierd-show-reflects-moves",
+    "tierd-soft-dirty-sees-writes",
+    "tierd-workload-intact",
+];
+
 const HMAT: &[&str] = &[
     // lab/checks/hmat.sh
     "hmat-sysfs-node0",
@@ -97,10 +118,12 @@ fn run_topology(topology: &str, specific: &[&str], host_checks: fn(&mut Report))
     let mut report = boot(topology, &format!("{topology}.sh"), BOOT_TIMEOUT);
     host::common(&mut report);
     host_checks(&mut report);
+    cxltier_lab::tierd::checks(&mut report);
     println!("{}", report.summary());
     let expected: Vec<&str> = GUEST_COMMON
         .iter()
         .chain(HOST_COMMON)
+        .chain(TIERD)
         .chain(specific)
         .copied()
         .collect();

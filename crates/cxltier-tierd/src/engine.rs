@@ -15,6 +15,7 @@ use crate::plan::{self, Heat, PageInfo, Reason, Thresholds};
 use crate::policy::Policy;
 use crate::procfs;
 use crate::ratelimit::TokenBucket;
+use crate::softdirty;
 use crate::TierdError;
 
 /// Where access information comes from, and why.
@@ -92,6 +93,8 @@ pub struct NodeStats {
     pub hot_bytes: u64,
     pub warm_bytes: u64,
     pub cold_bytes: u64,
+    /// Bytes written since the previous interval (soft-dirty; 0 when that tracking is off).
+    pub written_bytes: u64,
     /// Bytes by access frequency: bucket i holds pages whose region was accessed in
     /// [10 i, 10 (i + 1)) percent of the samples (the last bucket includes 100%).
     pub access_histogram_bytes: [u64; 10],
@@ -178,6 +181,7 @@ pub struct Engine {
     page_size: u64,
     budget: Option<u64>,
     started: Instant,
+    soft_dirty: bool,
 }
 
 /// How many pages one `move_pages` call queries or moves.
@@ -205,6 +209,13 @@ impl Engine {
                     setting: "--pid",
                     message: format!("process {pid} is named twice"),
                 });
+            }
+        }
+        let soft_dirty = policy.tracking.soft_dirty && softdirty::supported();
+        if soft_dirty {
+            // Start counting writes now: every page is soft-dirty from its first write.
+            for &pid in pids {
+                softdirty::clear(proc_root, pid)?;
             }
         }
         let monitor = Monitor::start(sys_root, pids, &policy.tracking)?;
@@ -237,7 +248,14 @@ impl Engine {
             page_size,
             budget,
             started: now,
+            soft_dirty,
         })
+    }
+
+    /// Whether written pages are tracked page by page (the policy asks for it and the kernel has
+    /// soft-dirty bits).
+    pub fn soft_dirty(&self) -> bool {
+        self.soft_dirty
     }
 
     /// Targets still running.
@@ -327,7 +345,14 @@ impl Engine {
         for chunk in addrs.chunks(CHUNK) {
             status.extend(query_pages(Some(pid), chunk)?);
         }
-        let pages = annotate(&addrs, &status, &regions);
+        let written = if self.soft_dirty {
+            let w = softdirty::written(&self.proc_root, pid, &ranges, page)?;
+            softdirty::clear(&self.proc_root, pid)?;
+            w
+        } else {
+            Vec::new()
+        };
+        let pages = annotate(&addrs, &status, &written, &regions);
 
         let th = self.thresholds();
         let max_acc = self.policy.max_accesses();
@@ -337,6 +362,9 @@ impl Engine {
             let n = report.nodes.entry(p.node).or_default();
             n.tier = self.tiers.tier_name(p.node);
             n.resident_bytes += self.page_size;
+            if p.written {
+                n.written_bytes += self.page_size;
+            }
             match th.heat(p) {
                 Heat::Hot => n.hot_bytes += self.page_size,
                 Heat::Warm => n.warm_bytes += self.page_size,
@@ -452,10 +480,16 @@ impl Engine {
 }
 
 /// Pair each resident page with its region's access count and age (0 and 0 outside every region).
-fn annotate(addrs: &[usize], status: &[PageStatus], regions: &[Region]) -> Vec<PageInfo> {
+/// `written` is empty when soft-dirty tracking is off.
+fn annotate(
+    addrs: &[usize],
+    status: &[PageStatus],
+    written: &[bool],
+    regions: &[Region],
+) -> Vec<PageInfo> {
     let mut out = Vec::with_capacity(addrs.len());
     let mut r = 0;
-    for (&addr, s) in addrs.iter().zip(status) {
+    for (i, (&addr, s)) in addrs.iter().zip(status).enumerate() {
         let Some(node) = s.node() else { continue };
         while r < regions.len() && regions[r].end <= addr {
             r += 1;
@@ -469,6 +503,7 @@ fn annotate(addrs: &[usize], status: &[PageStatus], regions: &[Region]) -> Vec<P
             node,
             accesses,
             age,
+            written: written.get(i).copied().unwrap_or(false),
         });
     }
     out
@@ -504,7 +539,8 @@ mod tests {
             PageStatus::Node(0),
             PageStatus::Node(1),
         ];
-        let p = annotate(&addrs, &status, &regions);
+        let written = [false, true, false, false, false, false];
+        let p = annotate(&addrs, &status, &written, &regions);
         let got: Vec<(usize, u32, u32)> = p.iter().map(|p| (p.addr, p.accesses, p.age)).collect();
         assert_eq!(
             got,
@@ -516,6 +552,7 @@ mod tests {
                 (0x5000, 0, 9)
             ]
         );
+        assert!(p[1].written && !p[0].written);
     }
 
     fn libc_enoent() -> i32 {

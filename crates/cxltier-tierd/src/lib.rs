@@ -20,6 +20,7 @@ pub mod plan;
 pub mod policy;
 pub mod procfs;
 pub mod ratelimit;
+pub mod softdirty;
 pub mod workload;
 
 #[cfg(test)]

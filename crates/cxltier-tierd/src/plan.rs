@@ -25,6 +25,8 @@ pub struct PageInfo {
     pub accesses: u32,
     /// Its DAMON region's age.
     pub age: u32,
+    /// Written since the last interval (soft-dirty).
+    pub written: bool,
 }
 
 /// How hot a page is.
@@ -48,7 +50,7 @@ pub struct Thresholds {
 
 impl Thresholds {
     pub fn heat(&self, p: &PageInfo) -> Heat {
-        if p.accesses >= self.hot_min.max(1) {
+        if p.written || p.accesses >= self.hot_min.max(1) {
             Heat::Hot
         } else if p.accesses <= self.cold_max && p.age >= self.cold_min_age {
             Heat::Cold
@@ -284,6 +286,7 @@ mod tests {
             node,
             accesses,
             age,
+            written: false,
         }
     }
 
@@ -320,6 +323,15 @@ mod tests {
             "not cold for long enough"
         );
         assert_eq!(TH.heat(&page(0, 0, 0, 3)), Heat::Cold);
+        let written = PageInfo {
+            written: true,
+            ..page(0, 0, 0, 3)
+        };
+        assert_eq!(
+            TH.heat(&written),
+            Heat::Hot,
+            "a written page is hot whatever its region says"
+        );
     }
 
     #[test]

@@ -23,6 +23,9 @@ pub struct Tracking {
     /// Fewest and most regions DAMON splits a target into (more: finer, costlier).
     pub min_regions: u64,
     pub max_regions: u64,
+    /// Also track written pages, page by page, with soft-dirty bits (`/proc/PID/clear_refs` and
+    /// `pagemap`): a page written in the last interval counts as hot, whatever its region says.
+    pub soft_dirty: bool,
 }
 
 impl Default for Tracking {
@@ -33,6 +36,7 @@ impl Default for Tracking {
             update_ms: 1000,
             min_regions: 100,
             max_regions: 1000,
+            soft_dirty: true,
         }
     }
 }

@@ -132,8 +132,12 @@ fn cgroup_pids(path: &Path) -> Result<Vec<u32>, CliError> {
     };
     let procs = dir.join("cgroup.procs");
     let text = std::fs::read_to_string(&procs).map_err(|e| {
-        CliError::bad_input(format!("--cgroup {}: cannot read {}: {e}", path.display(), procs.display()))
-            .with_hint("give a cgroup v2 directory, e.g. /sys/fs/cgroup/system.slice/foo.service")
+        CliError::bad_input(format!(
+            "--cgroup {}: cannot read {}: {e}",
+            path.display(),
+            procs.display()
+        ))
+        .with_hint("give a cgroup v2 directory, e.g. /sys/fs/cgroup/system.slice/foo.service")
     })?;
     let pids: Vec<u32> = text.lines().filter_map(|l| l.trim().parse().ok()).collect();
     if pids.is_empty() {
@@ -156,13 +160,25 @@ fn human(r: &TargetReport) -> String {
     let nodes: Vec<String> = r
         .nodes
         .iter()
-        .map(|(n, s)| format!("node{n} {} MiB (hot {})", mib(s.resident_bytes), mib(s.hot_bytes)))
+        .map(|(n, s)| {
+            format!(
+                "node{n} {} MiB (hot {})",
+                mib(s.resident_bytes),
+                mib(s.hot_bytes)
+            )
+        })
         .collect();
     let iv = &r.interval;
     let moves = if r.dry_run {
-        format!("would promote {} demote {}", iv.planned_promotions, iv.planned_demotions)
+        format!(
+            "would promote {} demote {}",
+            iv.planned_promotions, iv.planned_demotions
+        )
     } else {
-        format!("+{} -{} failed {}", iv.promoted_pages, iv.demoted_pages, iv.failed_pages)
+        format!(
+            "+{} -{} failed {}",
+            iv.promoted_pages, iv.demoted_pages, iv.failed_pages
+        )
     };
     format!(
         "{:7.1}s pid {}: {} | {moves} | waiting: rate {} room {} | {} regions",
@@ -209,21 +225,34 @@ pub fn run(args: Args) -> CliResult {
             .args(&args.command[1..])
             .spawn()
             .map_err(|e| {
-                let code = if e.kind() == std::io::ErrorKind::NotFound { Kind::BadInput } else { Kind::Runtime };
-                CliError::new(code, format!("cannot start {}: {e}", args.command[0].to_string_lossy()))
+                let code = if e.kind() == std::io::ErrorKind::NotFound {
+                    Kind::BadInput
+                } else {
+                    Kind::Runtime
+                };
+                CliError::new(
+                    code,
+                    format!("cannot start {}: {e}", args.command[0].to_string_lossy()),
+                )
             })?;
         let pid = c.id();
         child = Some(c);
         vec![pid]
     };
 
+    for &pid in &pids {
+        if !cxltier_tierd::procfs::alive(Path::new("/proc"), pid) {
+            return Err(tierd_error(TierdError::NoSuchProcess { pid }));
+        }
+    }
     let mut err = std::io::stderr();
     let _ = writeln!(
         err,
         "cxltier tierd: access source: {} ({})",
         source.name, source.reason
     );
-    let _ = writeln!(
+    let _ =
+        writeln!(
         err,
         "cxltier tierd: writing DAMON's sysfs interface (a system-wide setting): {} kdamond(s) \
          under /sys/kernel/mm/damon/admin/kdamonds monitoring pid {}; removed when tierd stops",
@@ -240,7 +269,14 @@ pub fn run(args: Args) -> CliResult {
         if args.dry_run { "; --dry-run: nothing is moved" } else { "" }
     );
     let started = Instant::now();
-    let mut engine = match Engine::start(policy.clone(), tiers, &pids, args.dry_run, root, Path::new("/proc")) {
+    let mut engine = match Engine::start(
+        policy.clone(),
+        tiers,
+        &pids,
+        args.dry_run,
+        root,
+        Path::new("/proc"),
+    ) {
         Ok(e) => e,
         Err(e) => {
             if let Some(mut c) = child {
@@ -251,13 +287,27 @@ pub fn run(args: Args) -> CliResult {
         }
     };
 
+    let _ = writeln!(
+        err,
+        "cxltier tierd: written pages: {}",
+        if engine.soft_dirty() {
+            "soft-dirty bits, page by page (a page written in the last interval counts as hot)"
+        } else if policy.tracking.soft_dirty {
+            "not tracked: this kernel has no soft-dirty bits (CONFIG_MEM_SOFT_DIRTY); hot and cold come from DAMON alone"
+        } else {
+            "not tracked (soft_dirty = false in the policy); hot and cold come from DAMON alone"
+        }
+    );
     let shared: metrics::Shared = Arc::new(Mutex::new(String::new()));
     if let Some(addr) = metrics_addr {
         if !metrics::is_loopback(&addr) {
             let _ = writeln!(err, "cxltier tierd: warning: metrics are served on {addr}, which is not loopback: anyone who can reach it can read them");
         }
         let bound = metrics::serve(&addr.to_string(), shared.clone()).map_err(tierd_error)?;
-        let _ = writeln!(err, "cxltier tierd: Prometheus metrics on http://{bound}/metrics");
+        let _ = writeln!(
+            err,
+            "cxltier tierd: Prometheus metrics on http://{bound}/metrics"
+        );
     }
 
     let stop = Arc::new(AtomicBool::new(false));
@@ -304,7 +354,10 @@ pub fn run(args: Args) -> CliResult {
             break "targets_exited";
         }
         let next = round + policy.interval();
-        while Instant::now() < next && !stop.load(Ordering::Relaxed) && deadline.is_none_or(|d| Instant::now() < d) {
+        while Instant::now() < next
+            && !stop.load(Ordering::Relaxed)
+            && deadline.is_none_or(|d| Instant::now() < d)
+        {
             std::thread::sleep(Duration::from_millis(20));
         }
     };
@@ -340,7 +393,9 @@ pub fn run(args: Args) -> CliResult {
         // CMD ended (targets_exited) or tierd was stopped: report CMD's own status when it is over.
         if reason == "targets_exited" {
             if let Ok(status) = c.wait() {
-                return Ok(ExitCode::from(status.code().unwrap_or(1).clamp(0, 255) as u8));
+                return Ok(ExitCode::from(
+                    status.code().unwrap_or(1).clamp(0, 255) as u8
+                ));
             }
         }
     }

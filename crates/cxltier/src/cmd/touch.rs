@@ -86,7 +86,11 @@ fn moving_hot_set(args: &Args, bytes: u64, hot: &str) -> CliResult {
             let line = if json {
                 serde_json::to_string(r).unwrap_or_default()
             } else {
-                let on: Vec<String> = r.hot_nodes.iter().map(|(n, p)| format!("node{n} {p}")).collect();
+                let on: Vec<String> = r
+                    .hot_nodes
+                    .iter()
+                    .map(|(n, p)| format!("node{n} {p}"))
+                    .collect();
                 format!(
                     "{:6.1}s window {} ({} pages at {:#x}): {}",
                     r.t_s,
@@ -107,7 +111,11 @@ fn moving_hot_set(args: &Args, bytes: u64, hot: &str) -> CliResult {
             "done: {} pages, {} passes, {}",
             summary.pages,
             summary.passes,
-            if summary.intact { "every page intact".to_string() } else { format!("{} pages CORRUPT", summary.corrupt_pages) }
+            if summary.intact {
+                "every page intact".to_string()
+            } else {
+                format!("{} pages CORRUPT", summary.corrupt_pages)
+            }
         );
     }
     if summary.intact {
