@@ -3,7 +3,7 @@
 #
 # A workload whose 1 MiB hot set moves every 8 s over 8 MiB, started interleaved over node0 and
 # node1, runs under tierd with a DRAM budget of 3 MiB (smaller than its footprint) and a migration
-# rate limit; a second process that tierd does not target holds 2 MiB on node1. The guest checks
+# rate limit of 1 MB/s; a second process that tierd does not target holds 2 MiB on node1. The guest checks
 # what it can see directly (exit statuses, messages, that targets survive tierd and that DAMON is
 # cleaned up); the host judges the JSON (cxltier_lab::tierd): hot set on node0, rate limit,
 # budget, the untargeted process untouched, memory intact.
@@ -35,7 +35,7 @@ check_tierd() {
     wait_for "$T/tierd-hot.out"
     hot=$(cat "$T/tierd-hot.pid" 2>/dev/null)
     t1=$(uptime_s)
-    capture tierd cxltier tierd --pid "$hot" --dram-budget 3M --max-migrate-rate 8 --interval 500 \
+    capture tierd cxltier tierd --pid "$hot" --dram-budget 3M --max-migrate-rate 1 --interval 500 \
         --duration 24 --json
     t2=$(uptime_s)
     verdict tierd-runs "pid $hot, exit $rc: $(brief "$T/tierd.err")" [ "$rc" = 0 ]

@@ -375,6 +375,12 @@ impl Engine {
         }
 
         let now = Instant::now();
+        // Stamp the report with the time the rate limit's tokens are counted at, so that the
+        // moved bytes between any two reports can be checked against the limit.
+        report.t_s = now.saturating_duration_since(self.started).as_secs_f64();
+        report.rate_limit_bound_bytes = self
+            .bucket
+            .bound(now.saturating_duration_since(self.started));
         let residency = Duration::from_millis(self.policy.placement.min_residency_ms);
         let target = &mut self.targets[i];
         target
