@@ -28,6 +28,7 @@ check_bad_input
 # shellcheck source=tierd.sh
 . /lab/tierd.sh
 check_tierd
+check_tierd_tune
 # shellcheck source=probe.sh
 . /lab/probe.sh
 exit 0

@@ -29,4 +29,5 @@ check_bad_input
 # shellcheck source=tierd.sh
 . /lab/tierd.sh
 check_tierd
+check_tierd_tune
 exit 0

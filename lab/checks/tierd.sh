@@ -1,7 +1,7 @@
 # shellcheck shell=dash
 # Checks of `cxltier tierd` inside a lab guest (sourced by hmat.sh and cxl.sh after lib.sh).
 #
-# A workload whose 1 MiB hot set moves every 8 s over 8 MiB, started interleaved over node0 and
+# A workload whose 1 MiB hot set moves every 10 s over 8 MiB, started interleaved over node0 and
 # node1, runs under tierd with a DRAM budget of 3 MiB (smaller than its footprint) and a migration
 # rate limit of 1 MB/s; a second process that tierd does not target holds 2 MiB on node1. The guest checks
 # what it can see directly (exit statuses, messages, that targets survive tierd and that DAMON is
@@ -29,14 +29,14 @@ check_tierd() {
     cxltier show --pid "$other" --json >"$T/tierd-other-before.out" 2>&1
 
     t0=$(uptime_s)
-    cxltier run --interleave -- sh -c "echo \$\$ >$T/tierd-hot.pid; exec cxltier touch 8M --hot 1M --shift-every 8 --duration 34 --report-every 0.5 --json" \
+    cxltier run --interleave -- sh -c "echo \$\$ >$T/tierd-hot.pid; exec cxltier touch 8M --hot 1M --shift-every 10 --duration 34 --report-every 0.5 --json" \
         >"$T/tierd-hot.out" 2>"$T/tierd-hot.err" &
     hot_runner=$!
     wait_for "$T/tierd-hot.out"
     hot=$(cat "$T/tierd-hot.pid" 2>/dev/null)
     t1=$(uptime_s)
     capture tierd cxltier tierd --pid "$hot" --dram-budget 3M --max-migrate-rate 1 --interval 500 \
-        --duration 24 --json
+        --duration 27 --json
     t2=$(uptime_s)
     verdict tierd-runs "pid $hot, exit $rc: $(brief "$T/tierd.err")" [ "$rc" = 0 ]
     verdict tierd-says-source-and-system-wide "$(brief "$T/tierd.err")" \
@@ -91,4 +91,26 @@ check_tierd() {
 
     bad_input tierd-no-such-pid 2 "no process" cxltier tierd --pid 999999 --duration 1
     bad_input tierd-bad-budget 2 "dram_budget" cxltier tierd --pid 1 --dram-budget lots
+}
+
+# The tuner: a bandwidth-bound loop (cxltier touch --stream, its bytes read as the progress
+# signal) tuned from the planner's split, then an exhaustive sweep of every split on the same
+# guest; the host compares the tuned split's throughput in the sweep with the sweep's best.
+check_tierd_tune() {
+    rm -f "$T/progress"
+    cxltier touch 4M --stream --progress-file "$T/progress" --duration 300 >"$T/stream.out" 2>&1 &
+    stream=$!
+    wait_for "$T/progress"
+    capture tierd-tune cxltier tierd --pid "$stream" --tune --progress "file:$T/progress" --measure 1 --json
+    verdict tierd-tune-runs "exit $rc: $(brief "$T/tierd-tune.err")" \
+        sh -c "[ $rc = 0 ] && grep -q '\"event\":\"tuned\"' '$T/tierd-tune.out'"
+    capture tierd-sweep cxltier tierd --pid "$stream" --sweep --progress "file:$T/progress" --measure 1 --json
+    verdict tierd-sweep-runs "exit $rc: $(brief "$T/tierd-sweep.err")" \
+        sh -c "[ $rc = 0 ] && grep -q '\"event\":\"swept\"' '$T/tierd-sweep.out'"
+    verdict tierd-tune-leaves-target-running "pid $stream" kill -0 "$stream"
+    kill "$stream" 2>/dev/null
+    wait "$stream" 2>/dev/null
+    data tierd-tune "$T/tierd-tune.out"
+    data tierd-sweep "$T/tierd-sweep.out"
+    bad_input tierd-tune-bad-progress 2 "progress" cxltier tierd --pid 1 --tune --progress http://x
 }

@@ -7,9 +7,9 @@ use crate::Report;
 use serde_json::Value;
 
 /// How long after its window becomes hot a hot set must be on node0.
-pub const HOT_BOUND_S: f64 = 6.0;
-/// The workload's window period (lab/checks/tierd.sh: --shift-every 8).
-const SHIFT_S: f64 = 8.0;
+pub const HOT_BOUND_S: f64 = 8.0;
+/// The workload's window period (lab/checks/tierd.sh: --shift-every 10).
+const SHIFT_S: f64 = 10.0;
 /// The workload's mapping and tierd's budget (8M, --dram-budget 3M).
 const FOOTPRINT: u64 = 8 << 20;
 const BUDGET: u64 = 3 << 20;
@@ -112,10 +112,18 @@ pub fn checks(report: &mut Report) {
                         format!("no report of window {window} {HOT_BOUND_S} s after it became hot")
                     })?;
                 let share = hot_on_node0(at)?;
+                // How the window's share on node0 got there, once a second.
+                let path: Vec<String> = hot
+                    .iter()
+                    .filter(|l| l["window"].as_f64() == Some(window))
+                    .step_by(2)
+                    .filter_map(|l| Some(format!("{:.0}", hot_on_node0(l).ok()? * 100.0)))
+                    .collect();
                 let d = format!(
-                    "window {window}: {:.0}% on node0 at {:.1} s",
+                    "window {window}: {:.0}% on node0 at {:.1} s (tierd from {start:.1} s; % each second: {})",
                     share * 100.0,
-                    f(at, "t_s")?
+                    f(at, "t_s")?,
+                    path.join(" ")
                 );
                 if share >= 0.9 {
                     judged.push(d);
@@ -221,6 +229,43 @@ pub fn checks(report: &mut Report) {
             "show --pid: the 8 MiB mapping has {on0} bytes on node0, {on1} on node1 (started 50/50 interleaved; budget {BUDGET})"
         );
         if on0 <= BUDGET && on0 + on1 == FOOTPRINT {
+            Ok(detail)
+        } else {
+            Err(detail)
+        }
+    });
+
+    record(report, "tierd-tuner-within-5-percent-of-sweep", |r| {
+        let tuned = lines(r, "tierd-tune")?
+            .into_iter()
+            .find(|l| l["event"] == "tuned")
+            .ok_or("the tuner printed no 'tuned' line")?;
+        let swept = lines(r, "tierd-sweep")?
+            .into_iter()
+            .find(|l| l["event"] == "swept")
+            .ok_or("the sweep printed no 'swept' line")?;
+        let split = tuned["fast_percent"]
+            .as_u64()
+            .ok_or("no fast_percent in the tuned line")?;
+        let points = swept["measured"]
+            .as_object()
+            .ok_or("no measured points in the sweep")?;
+        let best = points
+            .values()
+            .filter_map(Value::as_f64)
+            .fold(0.0, f64::max);
+        let at_tuned = points
+            .get(&split.to_string())
+            .and_then(Value::as_f64)
+            .ok_or_else(|| format!("the sweep did not measure {split}%"))?;
+        let detail = format!(
+            "tuned to {split}% on the fast tier (from {}%, {} splits measured); in the sweep it gives {at_tuned:.0}/s, the best split ({}%) {best:.0}/s: {:.1}%",
+            tuned["start_fast_percent"],
+            tuned["measured"].as_object().map_or(0, |m| m.len()),
+            swept["fast_percent"],
+            at_tuned / best * 100.0
+        );
+        if best > 0.0 && at_tuned >= 0.95 * best {
             Ok(detail)
         } else {
             Err(detail)

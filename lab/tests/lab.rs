@@ -11,7 +11,7 @@ use std::time::Duration;
 static ONE_GUEST_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 /// Each boot (build, boot, checks, power-off) must end within this.
-const BOOT_TIMEOUT: Duration = Duration::from_secs(150);
+const BOOT_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// Checks both check scripts run inside the guest (lab/checks/lib.sh).
 const GUEST_COMMON: &[&str] = &[
@@ -68,6 +68,11 @@ const TIERD: &[&str] = &[
     "tierd-untargeted-untouched",
     "tierd-show-reflects-moves",
     "tierd-soft-dirty-sees-writes",
+    "tierd-tune-runs",
+    "tierd-sweep-runs",
+    "tierd-tune-leaves-target-running",
+    "tierd-tune-bad-progress",
+    "tierd-tuner-within-5-percent-of-sweep",
     "tierd-workload-intact",
 ];
 

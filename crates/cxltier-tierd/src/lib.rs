@@ -21,6 +21,7 @@ pub mod policy;
 pub mod procfs;
 pub mod ratelimit;
 pub mod softdirty;
+pub mod tune;
 pub mod workload;
 
 #[cfg(test)]

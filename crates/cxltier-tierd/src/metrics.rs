@@ -9,11 +9,16 @@ use std::net::{SocketAddr, TcpListener};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::engine::{Status, TargetReport};
+use crate::engine::{NodeStats, Status, TargetReport};
 use crate::TierdError;
 
 /// The text every scrape returns; update it after each interval.
 pub type Shared = Arc<Mutex<String>>;
+
+/// A metric's name, its help text, and how to read it from a node's figures.
+type NodeMetric = (&'static str, &'static str, fn(&NodeStats) -> u64);
+/// ... from a target's report.
+type TargetMetric = (&'static str, &'static str, fn(&TargetReport) -> u64);
 
 /// Render the reports (the latest one per target) in Prometheus' text format 0.0.4.
 pub fn prometheus(reports: &[TargetReport]) -> String {
@@ -38,7 +43,7 @@ pub fn prometheus(reports: &[TargetReport]) -> String {
             }
         },
     );
-    let per_node: [(&str, &str, fn(&crate::engine::NodeStats) -> u64); 5] = [
+    let per_node: [NodeMetric; 5] = [
         (
             "resident_bytes",
             "Resident private anonymous bytes of the target on the node.",
@@ -81,7 +86,7 @@ pub fn prometheus(reports: &[TargetReport]) -> String {
             }
         }
     });
-    let totals: [(&str, &str, fn(&TargetReport) -> u64); 4] = [
+    let totals: [TargetMetric; 4] = [
         (
             "promoted_pages_total",
             "Pages moved to the fast tier.",

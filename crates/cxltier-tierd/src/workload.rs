@@ -211,3 +211,99 @@ mod tests {
         assert!(bad.validate().is_err());
     }
 }
+
+/// A bandwidth-bound loop for the tuner: `cxltier touch SIZE --stream --progress-file PATH`.
+/// It reads its whole buffer over and over and keeps the number of bytes read so far in a file
+/// (rewritten about ten times a second, atomically), the progress signal `tierd --tune` reads.
+#[derive(Debug, Clone)]
+pub struct Stream {
+    pub bytes: u64,
+    pub duration: Duration,
+    pub progress_file: std::path::PathBuf,
+}
+
+/// What [`Stream::run`] did.
+#[derive(Debug, Clone, Serialize)]
+pub struct StreamSummary {
+    pub pid: u32,
+    pub bytes_read: u64,
+    pub seconds: f64,
+}
+
+impl Stream {
+    /// Run for `duration`.
+    pub fn run(&self) -> Result<StreamSummary, TierdError> {
+        let page = cxltier_sys::page_size();
+        let len = usize::try_from(self.bytes)
+            .ok()
+            .filter(|&l| l >= page)
+            .ok_or_else(|| TierdError::Setting {
+                setting: "SIZE",
+                message: format!("{} bytes: give at least one page ({page})", self.bytes),
+            })?;
+        let mut m = Mapping::anonymous(len)?;
+        m.advise(Advice::NoHugePage)?;
+        m.write_each(page, 1);
+        let tmp = self.progress_file.with_extension("tmp");
+        let publish = |count: u64| -> Result<(), TierdError> {
+            std::fs::write(&tmp, format!("{count}\n"))
+                .and_then(|()| std::fs::rename(&tmp, &self.progress_file))
+                .map_err(|e| TierdError::io("cannot write", &self.progress_file, e))
+        };
+        publish(0)?;
+        const CHUNK: usize = 64 << 10;
+        let start = Instant::now();
+        let mut next = Duration::from_millis(100);
+        let mut count = 0u64;
+        let mut sum = 0u64;
+        'run: loop {
+            for chunk in m.as_slice().chunks(CHUNK) {
+                for word in chunk.chunks_exact(8) {
+                    sum = sum.wrapping_add(u64::from_ne_bytes(word.try_into().expect("8 bytes")));
+                }
+                count += chunk.len() as u64;
+                let t = start.elapsed();
+                if t >= next {
+                    publish(count)?;
+                    next = t + Duration::from_millis(100);
+                }
+                if t >= self.duration {
+                    break 'run;
+                }
+            }
+        }
+        std::hint::black_box(sum);
+        publish(count)?;
+        Ok(StreamSummary {
+            pid: std::process::id(),
+            bytes_read: count,
+            seconds: start.elapsed().as_secs_f64(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod stream_tests {
+    use super::*;
+
+    #[test]
+    fn the_stream_publishes_a_growing_counter() {
+        let dir = std::env::temp_dir().join(format!("cxltier-stream-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("progress");
+        let s = Stream {
+            bytes: 1 << 20,
+            duration: Duration::from_millis(300),
+            progress_file: file.clone(),
+        };
+        let summary = s.run().unwrap();
+        let published: u64 = std::fs::read_to_string(&file)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        assert_eq!(published, summary.bytes_read);
+        assert!(summary.bytes_read >= 1 << 20, "{summary:?}");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}

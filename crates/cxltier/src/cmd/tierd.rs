@@ -1,5 +1,7 @@
 //! `cxltier tierd`: auto-tiering for unmodified processes.
 
+mod tune;
+
 use crate::error::{CliError, CliResult, Kind};
 use cxltier_tierd::engine::{Status, TargetReport};
 use cxltier_tierd::{choose_source, metrics, Engine, ErrorClass, Policy, TierdError, Tiers};
@@ -79,9 +81,55 @@ pub struct Args {
     /// One JSON object per line
     #[arg(long)]
     json: bool,
+    /// Tune the target's DRAM:CXL page split against --progress instead of hot/cold placement
+    #[arg(long, requires = "progress", conflicts_with_all = ["sweep", "dry_run", "cgroup"])]
+    tune: bool,
+    /// Measure --progress at every split from all-DRAM to all-slower-tier, and keep the best
+    #[arg(long, requires = "progress", conflicts_with_all = ["dry_run", "cgroup"])]
+    sweep: bool,
+    /// The progress signal: file:PATH (a growing counter) or cmd:COMMAND (prints one)
+    #[arg(long, value_name = "SPEC")]
+    progress: Option<String>,
+    /// With --tune: the read:write mix whose planned weights are the starting split
+    #[arg(long, value_name = "MIX", default_value = "R")]
+    mix: String,
+    /// With --tune: start from these tier weights (fastest first, e.g. 3:1) instead of the plan
+    #[arg(long, value_name = "W:W")]
+    tune_start: Option<String>,
+    /// With --tune/--sweep: seconds of progress measured at each split
+    #[arg(long, value_name = "SECONDS", default_value_t = 2.0)]
+    measure: f64,
     /// Start this command and manage it
     #[arg(last = true, value_name = "CMD")]
     command: Vec<OsString>,
+}
+
+fn args_for_tune(args: &Args) -> Result<tune::TuneArgs, CliError> {
+    let pid = match (args.pid.as_slice(), args.command.is_empty()) {
+        ([pid], true) => *pid,
+        ([], false) => 0,
+        _ => {
+            return Err(CliError::bad_input(
+                "--tune and --sweep manage one target: give one --pid, or -- CMD",
+            ))
+        }
+    };
+    if !(args.measure.is_finite() && args.measure >= 0.1) {
+        return Err(CliError::bad_input(format!(
+            "--measure {}: expected at least 0.1 seconds",
+            args.measure
+        )));
+    }
+    Ok(tune::TuneArgs {
+        pid,
+        command: args.command.clone(),
+        sweep: args.sweep,
+        progress: args.progress.clone().expect("clap requires it"),
+        mix: args.mix.clone(),
+        start: args.tune_start.clone(),
+        measure: Duration::from_secs_f64(args.measure),
+        json: args.json,
+    })
 }
 
 pub(crate) fn tierd_error(err: TierdError) -> CliError {
@@ -212,6 +260,9 @@ pub fn run(args: Args) -> CliResult {
     let root = Path::new("/");
     let topo = Topology::live().map_err(|e| tierd_error(e.into()))?;
     let tiers = Tiers::from_topology(&topo).map_err(tierd_error)?;
+    if args.tune || args.sweep {
+        return tune::run(&args_for_tune(&args)?, &tiers);
+    }
     let source = choose_source(root).map_err(tierd_error)?;
     cxltier_tierd::damon::Monitor::check(root).map_err(tierd_error)?;
 

@@ -51,12 +51,19 @@ pub struct Args {
     /// With --hot: move the hot window every SECONDS
     #[arg(long, value_name = "SECONDS", default_value_t = 10.0, requires = "hot")]
     shift_every: f64,
-    /// With --hot: run this long
-    #[arg(long, value_name = "SECONDS", default_value_t = 30.0, requires = "hot")]
+    /// With --hot or --stream: run this long
+    #[arg(long, value_name = "SECONDS", default_value_t = 30.0)]
     duration: f64,
     /// With --hot: report every SECONDS
     #[arg(long, value_name = "SECONDS", default_value_t = 1.0, requires = "hot")]
     report_every: f64,
+    /// Read the memory over and over for --duration seconds (a bandwidth-bound loop), keeping the
+    /// bytes read so far in --progress-file (the progress signal for `tierd --tune`)
+    #[arg(long, requires = "progress_file", conflicts_with_all = ["hold", "huge", "hot"])]
+    stream: bool,
+    /// With --stream: the file that holds the bytes read so far
+    #[arg(long, value_name = "FILE", requires = "stream")]
+    progress_file: Option<std::path::PathBuf>,
 }
 
 fn seconds(flag: &str, s: f64) -> Result<Duration, CliError> {
@@ -139,6 +146,23 @@ pub fn run(args: Args) -> CliResult {
     let bytes = parse_size(&args.size).map_err(control_error)?;
     if let Some(hot) = &args.hot {
         return moving_hot_set(&args, bytes, hot);
+    }
+    if args.stream {
+        let s = cxltier_tierd::workload::Stream {
+            bytes,
+            duration: seconds("--duration", args.duration)?,
+            progress_file: args.progress_file.clone().expect("clap requires it"),
+        };
+        let summary = s.run().map_err(crate::cmd::tierd::tierd_error)?;
+        if args.json {
+            println!("{}", serde_json::to_string(&summary)?);
+        } else {
+            println!(
+                "read {} bytes in {:.1} s",
+                summary.bytes_read, summary.seconds
+            );
+        }
+        return Ok(ExitCode::SUCCESS);
     }
     let hold = match args.hold {
         Some(s) if !(s.is_finite() && s >= 0.0) => {
