@@ -29,5 +29,4 @@ check_bad_input
 # shellcheck source=tierd.sh
 . /lab/tierd.sh
 check_tierd
-check_tierd_tune
 exit 0

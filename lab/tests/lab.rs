@@ -68,11 +68,6 @@ const TIERD: &[&str] = &[
     "tierd-untargeted-untouched",
     "tierd-show-reflects-moves",
     "tierd-soft-dirty-sees-writes",
-    "tierd-tune-runs",
-    "tierd-sweep-runs",
-    "tierd-tune-leaves-target-running",
-    "tierd-tune-bad-progress",
-    "tierd-tuner-within-5-percent-of-sweep",
     "tierd-workload-intact",
 ];
 
@@ -109,6 +104,12 @@ const CXL: &[&str] = &[
     "probe-interleaved-3-to-1",
     "probe-loaded-latency-plot",
     "probe-buffer-too-big",
+    // lab/checks/tierd.sh check_tierd_tune, and cxltier_lab::tierd
+    "tierd-tune-runs",
+    "tierd-sweep-runs",
+    "tierd-tune-leaves-target-running",
+    "tierd-tune-bad-progress",
+    "tierd-tuner-within-5-percent-of-sweep",
     // cxltier_lab::host::cxl
     "topo-json-node1-cxl",
     "topo-json-cxl-memdev",
@@ -144,5 +145,8 @@ fn topology_hmat() {
 
 #[test]
 fn topology_cxl() {
-    run_topology("cxl", CXL, host::cxl);
+    run_topology("cxl", CXL, |report| {
+        host::cxl(report);
+        cxltier_lab::tierd::tune_checks(report);
+    });
 }

@@ -76,13 +76,37 @@ impl Progress {
             })
     }
 
-    /// Progress per second over `window`.
+    /// Wait until the counter changes (a publisher updates it now and then: timing from the
+    /// moment it changes, not from whenever we happened to read it, keeps the staleness of the
+    /// counter out of the rate). Gives the new value and when it was seen.
+    fn next_change(&self, limit: Duration) -> Result<(f64, Instant), TierdError> {
+        let first = self.read()?;
+        let since = Instant::now();
+        loop {
+            let v = self.read()?;
+            if v != first {
+                return Ok((v, Instant::now()));
+            }
+            if since.elapsed() > limit {
+                return Err(TierdError::Setting {
+                    setting: "--progress",
+                    message: format!(
+                        "the progress signal stayed at {first} for {:.1} s: is the target making progress, and does the signal count it?",
+                        limit.as_secs_f64()
+                    ),
+                });
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    /// Progress per second over about `window`, between two changes of the counter.
     pub fn rate(&self, window: Duration) -> Result<f64, TierdError> {
-        let a = self.read()?;
-        let t = Instant::now();
+        let limit = window.max(Duration::from_secs(2));
+        let (a, t) = self.next_change(limit)?;
         std::thread::sleep(window);
-        let b = self.read()?;
-        let dt = t.elapsed().as_secs_f64();
+        let (b, t2) = self.next_change(limit)?;
+        let dt = t2.duration_since(t).as_secs_f64();
         if b < a {
             return Err(TierdError::Setting {
                 setting: "--progress",
@@ -315,7 +339,12 @@ mod tests {
         assert!(Progress::parse("cmd:echo none").unwrap().read().is_err());
         assert!(Progress::parse("http://x").is_err());
         assert!(Progress::parse("file:").is_err());
+        // A counter that does not move is refused rather than measured as zero.
         let file = Progress::parse(&spec).unwrap();
-        assert_eq!(file.rate(Duration::from_millis(20)).unwrap(), 0.0);
+        let e = file
+            .rate(Duration::from_millis(20))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("stayed at 1234"), "{e}");
     }
 }
