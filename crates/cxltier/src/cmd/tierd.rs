@@ -39,6 +39,13 @@ Output: a line per target per interval; with --json, one JSON object per line (f
 docs/tierd.md). --metrics-addr serves the same figures as Prometheus text on HTTP (loopback unless
 you name another address).
 
+With --tune, tierd instead tunes one bandwidth-bound target's split of pages between the fast
+tier and the next slower one against --progress (file:PATH holding a growing counter, or
+cmd:COMMAND printing one): from the planner's weights for --mix (or --tune-start), it moves the
+target's pages to a share in tenths, measures, and climbs to the best neighbouring share until
+none is better by more than 2%, then leaves the target there. --sweep measures every share from
+100% to 0% instead and keeps the best. No DAMON and nothing system-wide is involved.
+
 Needs root (DAMON's sysfs interface, moving another process's pages). Exit status: 0 when stopped
 or when every target exited; 2 bad input (no such process, malformed policy); 3 without root;
 4 when the kernel has no DAMON (idle-page tracking alone is not enough) or the machine has a
