@@ -36,7 +36,7 @@ check_tierd() {
     hot=$(cat "$T/tierd-hot.pid" 2>/dev/null)
     t1=$(uptime_s)
     capture tierd cxltier tierd --pid "$hot" --dram-budget 3M --max-migrate-rate 1 --interval 500 \
-        --duration 27 --json
+        --duration 29 --json
     t2=$(uptime_s)
     verdict tierd-runs "pid $hot, exit $rc: $(brief "$T/tierd.err")" [ "$rc" = 0 ]
     verdict tierd-says-source-and-system-wide "$(brief "$T/tierd.err")" \

@@ -10,8 +10,10 @@ use std::time::Duration;
 /// The machine has two cores: the two guests never boot at the same time.
 static ONE_GUEST_AT_A_TIME: Mutex<()> = Mutex::new(());
 
-/// Each boot (build, boot, checks, power-off) must end within this.
-const BOOT_TIMEOUT: Duration = Duration::from_secs(300);
+/// Each boot (build, boot, checks, power-off) must end within this. The `cxl` guest's checks take
+/// minutes (QEMU emulates each access to CXL memory, and tierd's checks wait for a workload whose
+/// hot set moves), more on a busy machine.
+const BOOT_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// Checks both check scripts run inside the guest (lab/checks/lib.sh).
 const GUEST_COMMON: &[&str] = &[
