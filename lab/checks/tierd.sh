@@ -3,10 +3,10 @@
 #
 # A workload whose 1 MiB hot set moves every 10 s over 8 MiB, started interleaved over node0 and
 # node1, runs under tierd with a DRAM budget of 3 MiB (smaller than its footprint) and a migration
-# rate limit of 1 MB/s; a second process that tierd does not target holds 2 MiB on node1. The guest checks
-# what it can see directly (exit statuses, messages, that targets survive tierd and that DAMON is
-# cleaned up); the host judges the JSON (cxltier_lab::tierd): hot set on node0, rate limit,
-# budget, the untargeted process untouched, memory intact.
+# rate limit of 1 MB/s; a second process that tierd does not target holds 2 MiB on node1. The
+# guest checks what it can see directly (exit statuses, messages, that targets survive tierd and
+# that DAMON is cleaned up); the host judges the JSON (cxltier_lab::tierd): hot set on node0, rate
+# limit, budget, the untargeted process untouched, memory intact.
 
 uptime_s() { cut -d' ' -f1 /proc/uptime; }
 

@@ -182,7 +182,7 @@ pub fn checks(report: &mut Report) {
         }
         let moved = points.last().map_or(0.0, |p| p.1);
         let detail = format!(
-            "{moved} bytes moved at {rate} B/s; worst span exceeds rate x span by {worst:.0} bytes, allowed one interval's tokens ({capacity:.0}); {held} page moves held back by the limit"
+            "{moved} bytes moved at {rate} B/s; worst span exceeds rate x span by {worst:.0} bytes, allowed the bucket's capacity ({capacity:.0}); {held} page moves held back by the limit"
         );
         if moved > 0.0 && worst <= capacity + 1.0 && held > 0.0 {
             Ok(detail)

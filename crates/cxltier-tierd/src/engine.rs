@@ -222,8 +222,11 @@ impl Engine {
         let now = Instant::now();
         let rate = policy.limits.max_migrate_mbps * 1e6;
         let page_size = cxltier_sys::page_size() as u64;
-        // One interval's worth of moves may go at once, and at least one page.
-        let capacity = (rate * policy.interval().as_secs_f64()).max(page_size as f64);
+        // A burst may move one interval's worth or 2 s worth of pages, whichever is more (and at
+        // least one page): when a round takes longer than the interval (a busy machine, a large
+        // target), a bucket of one interval would throw away the tokens of the extra time.
+        let burst_s = policy.interval().as_secs_f64().max(2.0);
+        let capacity = (rate * burst_s).max(page_size as f64);
         Ok(Engine {
             bucket: TokenBucket::new(rate, capacity, now),
             targets: pids
