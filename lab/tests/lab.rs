@@ -13,7 +13,7 @@ static ONE_GUEST_AT_A_TIME: Mutex<()> = Mutex::new(());
 /// Each boot (build, boot, checks, power-off) must end within this. The `cxl` guest's checks take
 /// minutes (QEMU emulates each access to CXL memory, and tierd's checks wait for a workload whose
 /// hot set moves), more on a busy machine.
-const BOOT_TIMEOUT: Duration = Duration::from_secs(600);
+const BOOT_TIMEOUT: Duration = Duration::from_secs(900);
 
 /// Checks both check scripts run inside the guest (lab/checks/lib.sh).
 const GUEST_COMMON: &[&str] = &[
@@ -93,6 +93,14 @@ const CXL: &[&str] = &[
     "memory-tiers-split",
     "plan-falls-back-without-figures",
     "apply-plan-needs-figures",
+    // lab/checks/store.sh
+    "store-serve-starts",
+    "store-ycsb-load",
+    "store-ycsb-reads-correct-data",
+    "store-cxl-arena-on-node1",
+    "store-dram-arena-on-node0",
+    "store-objects-in-cxl",
+    "store-show-sees-node1",
     // lab/checks/probe.sh (emulator timings: behaviour only)
     "probe-nodes-0-1-completes",
     "probe-json-reports-node1",

@@ -886,8 +886,8 @@ fn info_text(store: &Store, info: &ServerInfo, section: Option<&str>) -> String 
                 .unwrap_or_else(|| "-".into());
             let _ = write!(
                 t,
-                "{p}node:{node}\r\n{p}capacity_bytes:{}\r\n{p}objects:{}\r\n{p}bytes:{}\r\n{p}hits:{}\r\n{p}promotions:{}\r\n{p}demotions:{}\r\n",
-                tier.capacity_bytes, tier.objects, tier.bytes, tier.hits, tier.promotions, tier.demotions
+                "{p}node:{node}\r\n{p}capacity_bytes:{}\r\n{p}resident_bytes:{}\r\n{p}objects:{}\r\n{p}bytes:{}\r\n{p}hits:{}\r\n{p}promotions:{}\r\n{p}demotions:{}\r\n",
+                tier.capacity_bytes, tier.resident_bytes, tier.objects, tier.bytes, tier.hits, tier.promotions, tier.demotions
             );
             if tier.tier == "nvme" {
                 let _ = write!(

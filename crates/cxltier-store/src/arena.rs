@@ -1,8 +1,9 @@
 //! A memory tier's arena: one anonymous mapping bound (`mbind`, `MPOL_BIND`) to the tier's NUMA node
 //! before it is first touched, carved into slab pages of one size class each (memcached-style).
 //!
-//! A slot holds `[key_len u16][used u8][pad u8][key][value]`: the key is kept with the value so that
-//! the CLOCK hand, walking slots, can find each object's index entry.
+//! A slot holds `[key_len u16][used u8][refs u8][key][value]`: the key is kept with the value so
+//! that the CLOCK hand, walking slots, can name its victim, and the CLOCK reference count (0..=3)
+//! is in the slot so that the hand never has to look anything up in the index.
 
 use cxltier_sys::{Mapping, MbindFlags, Mode, NodeMask, Policy};
 
@@ -37,8 +38,12 @@ pub struct Arena {
     map: Mapping,
     page_size: usize,
     classes: Vec<Class>,
-    /// Size class of each slab page (`u8::MAX`: not assigned yet).
+    /// Size class of each slab page (`u8::MAX`: not assigned).
     page_class: Vec<u8>,
+    /// Used slots in each slab page.
+    page_used: Vec<u32>,
+    /// Pages given back to the kernel by [`Arena::release_page`], reused before `next_page`.
+    released: Vec<usize>,
     next_page: usize,
     /// Bytes of assigned slots in use (slot sizes, not value sizes).
     pub used_bytes: u64,
@@ -103,6 +108,8 @@ impl Arena {
             page_size,
             classes,
             page_class: vec![u8::MAX; pages],
+            page_used: vec![0; pages],
+            released: Vec::new(),
             next_page: 0,
             used_bytes: 0,
             objects: 0,
@@ -152,7 +159,65 @@ impl Arena {
         let Some(c) = self.class_of(SLOT_HEADER + key_len + value_len) else {
             return false;
         };
-        !self.classes[c].free.is_empty() || self.next_page < self.page_class.len()
+        !self.classes[c].free.is_empty() || self.can_assign_page()
+    }
+
+    fn can_assign_page(&self) -> bool {
+        !self.released.is_empty() || self.next_page < self.page_class.len()
+    }
+
+    /// Whether a slot for `key`+`value` would need a new slab page (its class has no free slot).
+    pub fn needs_page(&self, key_len: usize, value_len: usize) -> bool {
+        self.class_of(SLOT_HEADER + key_len + value_len)
+            .is_some_and(|c| self.classes[c].free.is_empty())
+    }
+
+    /// Bytes of slab pages assigned to classes: the arena's resident memory (a page once touched
+    /// stays resident until it is released).
+    pub fn resident_bytes(&self) -> u64 {
+        ((self.next_page - self.released.len()) * self.page_size) as u64
+    }
+
+    pub fn page_size(&self) -> usize {
+        self.page_size
+    }
+
+    /// The assigned slab page with the fewest used slots, and the keys in it: the cheapest page to
+    /// empty when the arena must shrink.
+    pub fn sparsest_page(&self) -> Option<(usize, Vec<Vec<u8>>)> {
+        let page = (0..self.next_page)
+            .filter(|&p| self.page_class[p] != u8::MAX)
+            .min_by_key(|&p| self.page_used[p])?;
+        let size = self.classes[self.page_class[page] as usize].slot_size;
+        let base = page * self.page_size;
+        let keys = (0..self.page_size / size)
+            .filter_map(|i| self.key_at((base + i * size) as u64).map(<[u8]>::to_vec))
+            .collect();
+        Some((page, keys))
+    }
+
+    /// Give an empty slab page back to the kernel (`MADV_DONTNEED`), so that the arena's resident
+    /// memory shrinks; the page can be assigned to any class again later.
+    pub fn release_page(&mut self, page: usize) -> Result<()> {
+        let c = self.page_class[page];
+        if c == u8::MAX || self.page_used[page] != 0 {
+            return Err(StoreError::Config(format!(
+                "internal: slab page {page} of the {} arena is not an empty assigned page",
+                self.tier
+            )));
+        }
+        let class = &mut self.classes[c as usize];
+        let (lo, hi) = (
+            (page * self.page_size) as u64,
+            ((page + 1) * self.page_size) as u64,
+        );
+        class.free.retain(|&o| o < lo || o >= hi);
+        class.pages.retain(|&p| p != page);
+        class.hand = (0, 0);
+        self.page_class[page] = u8::MAX;
+        self.map.discard(page * self.page_size, self.page_size)?;
+        self.released.push(page);
+        Ok(())
     }
 
     /// Store `key` and `value` in a free slot; None when the class has no free slot and no page is
@@ -160,11 +225,14 @@ impl Arena {
     pub fn alloc(&mut self, key: &[u8], value: &[u8]) -> Option<SlotOffset> {
         let c = self.class_of(SLOT_HEADER + key.len() + value.len())?;
         if self.classes[c].free.is_empty() {
-            if self.next_page >= self.page_class.len() {
-                return None;
-            }
-            let page = self.next_page;
-            self.next_page += 1;
+            let page = match self.released.pop() {
+                Some(p) => p,
+                None if self.next_page < self.page_class.len() => {
+                    self.next_page += 1;
+                    self.next_page - 1
+                }
+                None => return None,
+            };
             self.page_class[page] = c as u8;
             self.classes[c].pages.push(page);
             let size = self.classes[c].slot_size;
@@ -180,11 +248,14 @@ impl Arena {
         let slot = &mut self.map.as_mut_slice()[off as usize..off as usize + size];
         slot[0..2].copy_from_slice(&(key.len() as u16).to_le_bytes());
         slot[2] = 1;
+        // A new slot counts as referenced once, so the hand passes it once before it may go.
+        slot[3] = 1;
         slot[SLOT_HEADER..SLOT_HEADER + key.len()].copy_from_slice(key);
         slot[SLOT_HEADER + key.len()..SLOT_HEADER + key.len() + value.len()].copy_from_slice(value);
         self.used_bytes += size as u64;
         self.objects += 1;
         self.classes[c].used += 1;
+        self.page_used[off as usize / self.page_size] += 1;
         Some(off)
     }
 
@@ -202,6 +273,7 @@ impl Arena {
         self.map.as_mut_slice()[off as usize + 2] = 0;
         self.classes[c].free.push(off);
         self.classes[c].used -= 1;
+        self.page_used[page] -= 1;
         self.used_bytes -= size as u64;
         self.objects -= 1;
     }
@@ -223,16 +295,27 @@ impl Arena {
         Some(&s[o + SLOT_HEADER..o + SLOT_HEADER + len])
     }
 
-    /// Advance class `c`'s CLOCK hand over up to `budget` slots; return the used slots seen, with
-    /// their keys, in order, for the caller to age or evict.
-    pub fn sweep(&mut self, c: usize, budget: usize) -> Vec<(SlotOffset, Vec<u8>)> {
-        let mut out = Vec::new();
+    /// Count an access to the object at `off` (CLOCK reference, at most 3).
+    pub fn touch(&mut self, off: SlotOffset) {
+        let r = &mut self.map.as_mut_slice()[off as usize + 3];
+        *r = (*r + 1).min(3);
+    }
+
+    /// Advance class `c`'s CLOCK hand over up to `budget` slots: a used slot whose reference
+    /// count is zero is the victim (the hand stops just past it); others have their count
+    /// decremented on the way. Returns the victim, or else the first slot whose count this sweep
+    /// brought to zero (a fallback when the budget ran out), or None.
+    pub fn sweep(&mut self, c: usize, budget: usize) -> (Option<SlotOffset>, Option<SlotOffset>) {
         let class = &self.classes[c];
         if class.pages.is_empty() {
-            return out;
+            return (None, None);
         }
         let per_page = self.page_size / class.slot_size;
+        let (slot_size, page_size) = (class.slot_size, self.page_size);
         let (mut p, mut i) = class.hand;
+        let mut cooled = None;
+        let mut victim = None;
+        let mem = self.map.as_mut_slice();
         for _ in 0..budget {
             if i >= per_page {
                 i = 0;
@@ -241,15 +324,22 @@ impl Arena {
             if p >= self.classes[c].pages.len() {
                 p = 0;
             }
-            let off =
-                (self.classes[c].pages[p] * self.page_size + i * self.classes[c].slot_size) as u64;
+            let off = self.classes[c].pages[p] * page_size + i * slot_size;
             i += 1;
-            if let Some(k) = self.key_at(off) {
-                out.push((off, k.to_vec()));
+            if mem[off + 2] != 1 {
+                continue;
+            }
+            if mem[off + 3] == 0 {
+                victim = Some(off as SlotOffset);
+                break;
+            }
+            mem[off + 3] -= 1;
+            if mem[off + 3] == 0 && cooled.is_none() {
+                cooled = Some(off as SlotOffset);
             }
         }
         self.classes[c].hand = (p, i);
-        out
+        (victim, cooled)
     }
 
     /// Addresses of the first byte of each slab page in use (for placement checks).

@@ -131,6 +131,9 @@ pub struct TierStats {
     /// NUMA node of a memory tier's arena.
     pub node: Option<u32>,
     pub capacity_bytes: u64,
+    /// Memory tiers: bytes of the arena's slab pages that are assigned (resident); for DRAM the
+    /// budget bounds this plus the index.
+    pub resident_bytes: u64,
     pub objects: u64,
     pub bytes: u64,
     pub hits: u64,

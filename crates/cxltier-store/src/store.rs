@@ -44,8 +44,6 @@ struct Entry {
     expires: u64,
     /// Log sequence of the newest write (resolves duplicates during recovery).
     seq: u64,
-    /// CLOCK reference count (0..=3).
-    refs: u8,
 }
 
 /// Bytes one index entry costs beyond its key: the entry, the boxed key's pointer and allocation
@@ -316,7 +314,6 @@ impl Store {
                     kind: r.kind,
                     expires: r.expires_at_ms.unwrap_or(0),
                     seq: r.seq,
-                    refs: 0,
                 },
             );
         })?;
@@ -379,23 +376,21 @@ impl Store {
         let Some(slot) = a.slot_size_for(key_len, len) else {
             return false;
         };
-        a.used_bytes + slot as u64 <= self.tier_limit(t) && a.has_room(key_len, len)
+        // A slot that needs a new slab page makes the arena's resident memory grow by a page:
+        // the DRAM budget bounds what is resident, not only what is in use.
+        let page_fits = t != DRAM
+            || !a.needs_page(key_len, len)
+            || a.resident_bytes() + a.page_size() as u64 <= self.tier_limit(t);
+        a.used_bytes + slot as u64 <= self.tier_limit(t) && page_fits && a.has_room(key_len, len)
     }
 
     /// Find a CLOCK victim in tier `t` of the class `key_len`/`len` need: the first slot whose
     /// reference count is zero (counts are decremented on the way).
     fn find_victim(&mut self, t: usize, key_len: usize, len: usize) -> Option<Vec<u8>> {
         let class = self.arenas[t].class_for(key_len, len)?;
-        for (_, key) in self.arenas[t].sweep(class, SWEEP_BUDGET) {
-            let Some(e) = self.index.get_mut(key.as_slice()) else {
-                continue;
-            };
-            if e.refs == 0 {
-                return Some(key);
-            }
-            e.refs -= 1;
-        }
-        None
+        let (victim, _) = self.arenas[t].sweep(class, SWEEP_BUDGET);
+        let victim = victim?;
+        self.arenas[t].key_at(victim).map(<[u8]>::to_vec)
     }
 
     /// Move `key` out of its memory tier one step down (DRAM → CXL → NVMe). False when it cannot
@@ -534,6 +529,23 @@ impl Store {
                 return Ok(false);
             }
         }
+        // Pages stay resident after their objects leave: when what is resident passes the
+        // budget, empty the sparsest slab page (its objects move down) and give it back.
+        while self.arenas[DRAM].resident_bytes() > self.dram_object_limit() {
+            guard += 1;
+            if guard > 4096 {
+                return Ok(false);
+            }
+            let Some((page, keys)) = self.arenas[DRAM].sparsest_page() else {
+                return Ok(false);
+            };
+            for k in keys {
+                if !self.demote(&k, 0)? {
+                    return Ok(false);
+                }
+            }
+            self.arenas[DRAM].release_page(page)?;
+        }
         Ok(true)
     }
 
@@ -551,27 +563,19 @@ impl Store {
                 continue;
             }
             let mut left = (4 * slots).min(1 << 18);
-            let mut fallback = None;
+            let mut fallback: Option<SlotOffset> = None;
             while left > 0 {
                 let step = (SWEEP_BUDGET as u64 * 16).min(left);
                 left -= step;
-                let found = self.arenas[t].sweep(class, step as usize);
-                for (_, key) in found {
-                    let Some(e) = self.index.get_mut(key.as_slice()) else {
-                        continue;
-                    };
-                    if e.refs == 0 {
-                        return Some(key);
-                    }
-                    e.refs -= 1;
-                    if e.refs == 0 && fallback.is_none() {
-                        fallback = Some(key);
-                    }
+                let (victim, cooled) = self.arenas[t].sweep(class, step as usize);
+                if let Some(v) = victim {
+                    return self.arenas[t].key_at(v).map(<[u8]>::to_vec);
                 }
+                fallback = fallback.or(cooled);
             }
             // The cap stopped the hand: the first object it cooled down goes.
-            if fallback.is_some() {
-                return fallback;
+            if let Some(f) = fallback {
+                return self.arenas[t].key_at(f).map(<[u8]>::to_vec);
             }
         }
         None
@@ -625,9 +629,11 @@ impl Store {
             self.misses += 1;
             return Ok(None);
         }
-        e.refs = (e.refs + 1).min(3);
-        self.sketch.touch(key);
         let place = e.place;
+        if let Place::Mem(t, off) = place {
+            self.arenas[t as usize].touch(off);
+        }
+        self.sketch.touch(key);
         match place {
             Place::Mem(t, _) => {
                 self.counters[t as usize].hits += 1;
@@ -725,9 +731,10 @@ impl Store {
             return Ok(());
         };
         let mut want: Vec<(&[u8], NvLoc)> = Vec::new();
+        let mut seen: std::collections::HashSet<&[u8]> = std::collections::HashSet::new();
         for &k in keys {
             if let Some(e) = self.index.get(k) {
-                if e.place == Place::Nvme && !want.iter().any(|(w, _)| *w == k) {
+                if e.place == Place::Nvme && seen.insert(k) {
                     want.push((k, e.nv.expect("an NVMe-only entry has a log copy")));
                 }
             }
@@ -874,7 +881,6 @@ impl Store {
                 expires: expires_at_ms.unwrap_or(0),
                 // Sequence numbers only order records during recovery.
                 seq: 0,
-                refs: 1,
             },
         );
         self.sketch.touch(key);
@@ -1079,6 +1085,7 @@ impl Store {
                 tier: a.tier,
                 node: Some(a.node),
                 capacity_bytes: self.tier_limit(t),
+                resident_bytes: a.resident_bytes(),
                 objects: objects[t],
                 bytes: bytes[t],
                 hits: self.counters[t].hits,
@@ -1099,6 +1106,7 @@ impl Store {
                 tier: "nvme",
                 node: None,
                 capacity_bytes: l.capacity,
+                resident_bytes: 0,
                 objects: nvme_only.0,
                 bytes: nvme_only.1,
                 hits: self.counters[2].hits,
@@ -1261,6 +1269,14 @@ impl Store {
             return Err(format!(
                 "DRAM objects ({} bytes) and the index ({} bytes) exceed the DRAM budget ({})",
                 self.arenas[DRAM].used_bytes,
+                self.index_bytes(),
+                self.dram_budget
+            ));
+        }
+        if self.arenas[DRAM].resident_bytes() + self.index_bytes() > self.dram_budget {
+            return Err(format!(
+                "resident DRAM slab pages ({} bytes) and the index ({} bytes) exceed the DRAM budget ({})",
+                self.arenas[DRAM].resident_bytes(),
                 self.index_bytes(),
                 self.dram_budget
             ));

@@ -410,7 +410,9 @@ fn arenas_are_on_their_nodes() {
         .durability(Durability::None)
         .build()
         .unwrap();
-    for i in 0..20_000u64 {
+    // ~15 MB of objects: more than DRAM's share of its budget (the index takes ~2 MB of it, and
+    // slab pages are whole MiB), so both arenas are touched; less than both together.
+    for i in 0..15_000u64 {
         s.put(
             format!("k{i}").as_bytes(),
             Kind::String,
@@ -727,4 +729,55 @@ fn expiry_is_lazy_and_sampled_by_tick_and_set_expiry_changes_it() {
         .unwrap();
     assert_eq!(s.len(), 1, "recovery skips expired and deleted records");
     assert_eq!(get(&mut s, b"keep"), Some(b"k".to_vec()));
+}
+
+/// The DRAM budget bounds what is resident, not only what is in use: as the index grows, slab
+/// pages whose objects moved down are given back to the kernel, so resident slab pages plus the
+/// index stay within the budget (a memory cgroup of that size would not kill the store).
+#[test]
+fn dram_budget_bounds_resident_memory_as_the_index_grows() {
+    let p = temp("resident.log");
+    let budget = 16u64 << 20;
+    let mut s = StoreBuilder::new()
+        .dram(budget)
+        .ssd(ssd(&p, 512 << 20))
+        .durability(Durability::None)
+        .build()
+        .unwrap();
+    let mut peak_resident = 0;
+    for i in 0..60_000u64 {
+        s.put(
+            format!("user{i:012}").as_bytes(),
+            Kind::String,
+            &value(i, 1000),
+            None,
+        )
+        .unwrap();
+        if i % 5_000 == 0 {
+            s.check_invariants().unwrap();
+        }
+        if i % 250 != 0 {
+            continue;
+        }
+        let st = s.stats();
+        let dram = st.tiers.iter().find(|t| t.tier == "dram").unwrap();
+        peak_resident = peak_resident.max(dram.resident_bytes);
+        assert!(
+            dram.resident_bytes + st.index_bytes <= budget,
+            "after {i} puts: resident {} + index {} > {budget}",
+            dram.resident_bytes,
+            st.index_bytes
+        );
+    }
+    let st = s.stats();
+    let dram = st.tiers.iter().find(|t| t.tier == "dram").unwrap();
+    // The index grew to most of the budget, so pages that were resident early were given back.
+    assert!(st.index_bytes > budget / 2, "{st:?}");
+    assert!(dram.resident_bytes < peak_resident, "{st:?}");
+    assert!(dram.objects > 0, "DRAM still holds objects: {st:?}");
+    for i in (0..60_000u64).step_by(997) {
+        let got = s.get(format!("user{i:012}").as_bytes()).unwrap().unwrap();
+        assert_eq!(got.value, value(i, 1000).as_slice(), "key {i}");
+    }
+    s.check_invariants().unwrap();
 }

@@ -34,16 +34,31 @@ pub enum YcsbError {
     Server(String),
 }
 
-/// The shared state of a load or run of `spec` over `records` records.
+/// The records a load writes and a run reads: YCSB's recordcount, insertstart, fieldcount,
+/// fieldlength and dataintegrity.
+#[derive(Debug, Clone, Copy)]
+pub struct DataSet {
+    pub records: u64,
+    pub insert_start: u64,
+    pub field_count: usize,
+    pub field_length: usize,
+    pub data_integrity: bool,
+}
+
+/// The shared state of a load or run of `spec` over `data`, planning `operations` operations.
 pub fn shared(
     spec: Spec,
     phase: Phase,
-    records: u64,
-    insert_start: u64,
+    data: DataSet,
     operations: u64,
-    field_count: usize,
-    field_length: usize,
 ) -> Result<Arc<Shared>, YcsbError> {
+    let DataSet {
+        records,
+        insert_start,
+        field_count,
+        field_length,
+        data_integrity,
+    } = data;
     if records == 0 {
         return Err(YcsbError::BadInput("--records must be at least 1".into()));
     }
@@ -72,5 +87,6 @@ pub fn shared(
         zero_padding: 1,
         operation_count: operations,
         inserts: generator::AckCounter::new(first_insert),
+        data_integrity,
     }))
 }

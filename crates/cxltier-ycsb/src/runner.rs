@@ -15,7 +15,7 @@ use mio::{Events, Interest, Poll, Token};
 
 use crate::generator::java_string_hash;
 use crate::protocol::{command, parse_mc, parse_reply, McReply, Reply};
-use crate::workload::{Op, Shared, ThreadGen};
+use crate::workload::{deterministic_value, Op, Shared, ThreadGen};
 use crate::YcsbError;
 
 /// The wire protocol.
@@ -161,8 +161,8 @@ struct InFlight {
     step: Step,
     /// Replies still to come for this step (the last one completes it).
     replies: u32,
-    /// Verify a HGETALL-like reply.
-    verify: bool,
+    /// Verify a HGETALL-like reply: its shape, and with data integrity on, the values of this key.
+    verify: Option<String>,
 }
 
 struct Conn {
@@ -437,7 +437,7 @@ fn connect(cfg: &RunConfig, poll: &Poll, token: usize) -> Result<Conn, YcsbError
             intended: Instant::now(),
             step: Step::Ignore,
             replies: 1,
-            verify: false,
+            verify: None,
         });
     }
     Ok(conn)
@@ -455,9 +455,10 @@ fn insert_request(
     let n = gen.shared().field_count;
     let mut fields: Vec<(String, Vec<u8>)> = Vec::with_capacity(n);
     for i in 0..n {
+        let field = format!("field{i}");
         let mut v = Vec::new();
-        gen.value_into(&mut v);
-        fields.push((format!("field{i}"), v));
+        gen.field_value(key, &field, &mut v);
+        fields.push((field, v));
     }
     let replies = match proto {
         Protocol::Resp => {
@@ -529,12 +530,13 @@ fn issue(
                 intended,
                 step: Step::Insert { keynum, fields },
                 replies,
-                verify: false,
+                verify: None,
             });
         }
         Op::Read | Op::ReadModifyWrite => {
             let keynum = gen.next_keynum();
             let key = gen.key(keynum);
+            let key_for_verify = key.clone();
             match proto {
                 Protocol::Resp => command(&mut conn.out, &[b"HGETALL", key.as_bytes()]),
                 Protocol::Memcache => conn
@@ -551,7 +553,7 @@ fn issue(
                 intended,
                 step,
                 replies: 1,
-                verify: true,
+                verify: Some(key_for_verify),
             });
         }
         Op::Update => {
@@ -563,7 +565,7 @@ fn issue(
                 intended,
                 step: Step::Final,
                 replies: 1,
-                verify: false,
+                verify: None,
             });
         }
         Op::Scan => {
@@ -600,7 +602,7 @@ fn issue(
                 intended,
                 step,
                 replies: 1,
-                verify: false,
+                verify: None,
             });
         }
     }
@@ -611,7 +613,7 @@ fn update_request(conn: &mut Conn, gen: &mut ThreadGen, key: &str, proto: Protoc
         Protocol::Resp => {
             let f = format!("field{}", gen.field());
             let mut v = Vec::new();
-            gen.value_into(&mut v);
+            gen.field_value(key, &f, &mut v);
             command(&mut conn.out, &[b"HSET", key.as_bytes(), f.as_bytes(), &v]);
         }
         Protocol::Memcache => {
@@ -623,9 +625,37 @@ fn update_request(conn: &mut Conn, gen: &mut ThreadGen, key: &str, proto: Protoc
     }
 }
 
-/// Check a read's reply: a full record.
-fn verify_record(reply_fields: usize, value_len_ok: bool, gen: &ThreadGen) -> bool {
-    reply_fields == gen.shared().field_count && value_len_ok
+fn bulk(r: &Reply) -> Option<&[u8]> {
+    match r {
+        Reply::Bulk(Some(b)) => Some(b.as_slice()),
+        _ => None,
+    }
+}
+
+/// Check a read's reply: a full record of field names and values; with data integrity on, every
+/// value must be exactly the one YCSB's `buildDeterministicValue` gives for the key and field.
+fn verify_record<'a>(
+    key: &str,
+    fields: impl Iterator<Item = (&'a [u8], &'a [u8])>,
+    gen: &ThreadGen,
+) -> bool {
+    let shared = gen.shared();
+    let mut n = 0;
+    for (name, value) in fields {
+        n += 1;
+        if value.len() != shared.field_length {
+            return false;
+        }
+        if shared.data_integrity {
+            let Ok(name) = std::str::from_utf8(name) else {
+                return false;
+            };
+            if value != deterministic_value(key, name, shared.field_length).as_slice() {
+                return false;
+            }
+        }
+    }
+    n == shared.field_count
 }
 
 enum Parsed {
@@ -812,23 +842,33 @@ fn handle_replies(
                 counters.error(f.op, e.clone());
                 ok = false;
             }
-            Parsed::Resp(r) if f.verify => {
+            Parsed::Resp(r) if f.verify.is_some() => {
+                let key = f.verify.as_deref().unwrap_or_default();
                 let good = match r {
-                    Reply::Array(Some(items)) => verify_record(
-                        items.len() / 2,
-                        items.iter().skip(1).step_by(2).all(|v| matches!(v, Reply::Bulk(Some(b)) if b.len() == gen.shared().field_length)),
-                        gen,
-                    ),
+                    Reply::Array(Some(items)) if items.len() % 2 == 0 => {
+                        let pairs: Option<Vec<(&[u8], &[u8])>> = items
+                            .chunks(2)
+                            .map(|p| Some((bulk(&p[0])?, bulk(&p[1])?)))
+                            .collect();
+                        pairs.is_some_and(|p| verify_record(key, p.into_iter(), gen))
+                    }
                     _ => false,
                 };
                 if !good {
                     counters.verify_errors += 1;
                 }
             }
-            Parsed::Mc(McReply::Value(v)) if f.verify => {
+            Parsed::Mc(McReply::Value(v)) if f.verify.is_some() => {
+                let key = f.verify.as_deref().unwrap_or_default();
                 let good = v.as_ref().is_some_and(|v| {
                     serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(v)
-                        .is_ok_and(|m| m.len() == gen.shared().field_count)
+                        .is_ok_and(|m| {
+                            let pairs: Option<Vec<(&[u8], &[u8])>> = m
+                                .iter()
+                                .map(|(k, v)| Some((k.as_bytes(), v.as_str()?.as_bytes())))
+                                .collect();
+                            pairs.is_some_and(|p| verify_record(key, p.into_iter(), gen))
+                        })
                 });
                 if !good {
                     counters.verify_errors += 1;
@@ -860,7 +900,7 @@ fn handle_replies(
                     intended: f.intended,
                     step: Step::Final,
                     replies: 1,
-                    verify: false,
+                    verify: None,
                 });
             }
             Step::ScanIndex => {
@@ -885,7 +925,7 @@ fn handle_replies(
                         intended: f.intended,
                         step: Step::Final,
                         replies: keys.len() as u32,
-                        verify: false,
+                        verify: None,
                     });
                 }
             }

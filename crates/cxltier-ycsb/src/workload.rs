@@ -136,6 +136,25 @@ pub struct Shared {
     pub operation_count: u64,
     /// Key numbers for inserts: during load from insert_start, during a run from record_count.
     pub inserts: AckCounter,
+    /// YCSB's `dataintegrity`: values are a function of key and field, and reads check them.
+    pub data_integrity: bool,
+}
+
+/// YCSB's `CoreWorkload.buildDeterministicValue`: `key:field`, then `:` and the Java hash of what
+/// is there so far (the `:` included), repeated, cut to `len` bytes. A read can then check every byte it gets back.
+pub fn deterministic_value(key: &str, field: &str, len: usize) -> Vec<u8> {
+    let mut s = String::with_capacity(len + 12);
+    s.push_str(key);
+    s.push(':');
+    s.push_str(field);
+    while s.len() < len {
+        // The separator goes in before the hash is taken, as in YCSB.
+        s.push(':');
+        let h = crate::generator::java_string_hash(&s);
+        s.push_str(&h.to_string());
+    }
+    s.truncate(len);
+    s.into_bytes()
 }
 
 /// One thread's generators.
@@ -214,6 +233,15 @@ impl ThreadGen {
 
     pub fn field(&mut self) -> usize {
         self.field.next(&mut self.rng) as usize
+    }
+
+    /// The value to write into `field` of `key`: deterministic with data integrity on, else random.
+    pub fn field_value(&mut self, key: &str, field: &str, out: &mut Vec<u8>) {
+        if self.shared.data_integrity {
+            out.extend_from_slice(&deterministic_value(key, field, self.shared.field_length));
+        } else {
+            self.value_into(out);
+        }
     }
 
     /// A field value: `field_length` printable bytes (as YCSB's RandomByteIterator makes them).

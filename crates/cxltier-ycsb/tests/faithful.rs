@@ -136,3 +136,26 @@ fn operation_mixes_match() {
         );
     }
 }
+
+#[test]
+fn data_integrity_values_are_ycsbs() {
+    let text = fixture("deterministic_values.txt");
+    let mut n = 0;
+    for line in text.lines() {
+        let mut parts = line.splitn(4, '\t');
+        let (len, key, field, value) = (
+            parts.next().unwrap().parse::<usize>().unwrap(),
+            parts.next().unwrap(),
+            parts.next().unwrap(),
+            parts.next().unwrap(),
+        );
+        assert_eq!(
+            String::from_utf8(cxltier_ycsb::workload::deterministic_value(key, field, len))
+                .unwrap(),
+            value,
+            "{key} {field} at length {len}"
+        );
+        n += 1;
+    }
+    assert_eq!(n, 48, "every fixture line was checked");
+}

@@ -51,6 +51,40 @@ fn need(bin: &str) {
     );
 }
 
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
+}
+
+/// A peer server (redis-server, memcached) that is killed when the test ends, passed or not, so
+/// that no server outlives the test run.
+struct Peer(Child);
+
+impl Peer {
+    fn spawn(port: u16, cmd: &mut Command) -> Peer {
+        let peer = Peer(cmd.spawn().unwrap());
+        let t = Instant::now();
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                t.elapsed() < Duration::from_secs(20),
+                "{:?} did not listen on port {port}",
+                cmd.get_program()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        peer
+    }
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 struct Server {
     child: Child,
     addr: String,
@@ -326,16 +360,15 @@ fn kill_9_during_a_ycsb_load_loses_no_acknowledged_write() {
         hook_acked.lock().unwrap().insert(k.to_string(), f.to_vec());
     });
     let cfg = load_config(&s.addr, 200_000, Some(hook));
-    let shared = cxltier_ycsb::shared(
-        Spec::core('a').unwrap(),
-        Phase::Load,
-        200_000,
-        0,
-        200_000,
-        10,
-        100,
-    )
-    .unwrap();
+    let data = cxltier_ycsb::DataSet {
+        records: 200_000,
+        insert_start: 0,
+        field_count: 10,
+        field_length: 100,
+        data_integrity: false,
+    };
+    let shared =
+        cxltier_ycsb::shared(Spec::core('a').unwrap(), Phase::Load, data, 200_000).unwrap();
     let loader = std::thread::spawn(move || cxltier_ycsb::run(&cfg, shared));
     // Kill the server mid-load.
     let t = Instant::now();
@@ -445,9 +478,10 @@ fn redis_cli_and_redis_benchmark_work() {
     assert!(text.contains("SET:") && text.contains("GET:"), "{text}");
     assert_eq!(
         cli(&["dbsize"]),
-        "1",
-        "redis-benchmark uses one key (key:__rand_int__ without -r) plus ours"
+        "2",
+        "redis-benchmark uses one key (key:__rand_int__ without -r), plus ours"
     );
+    assert_eq!(cli(&["get", "key:__rand_int__"]).len(), 100);
 }
 
 fn ycsb(args: &[&str]) -> serde_json::Value {
@@ -472,35 +506,42 @@ fn ycsb_runs_every_workload_against_the_store_redis_and_memcached() {
     let ssd = temp("nvme");
     let s = Server::start(&["--dram", "16M", "--ssd", &format!("{}:256M", ssd.display())]);
     let redis_port = free_port();
-    let mut redis = Command::new("redis-server")
-        .args([
-            "--port",
-            &redis_port.to_string(),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-        ])
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
+    let redis = Peer::spawn(
+        redis_port,
+        Command::new("redis-server")
+            .args([
+                "--port",
+                &redis_port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
+            .stdout(Stdio::null()),
+    );
     let mc_port = free_port();
-    let mut mc = Command::new("memcached")
-        .args([
-            "-l",
-            "127.0.0.1",
-            "-p",
-            &mc_port.to_string(),
-            "-m",
-            "64",
-            "-U",
-            "0",
-        ])
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    let mc = Peer::spawn(
+        mc_port,
+        Command::new("memcached")
+            .args([
+                "-l",
+                "127.0.0.1",
+                "-p",
+                &mc_port.to_string(),
+                "-m",
+                "64",
+                "-U",
+                "0",
+            ])
+            // memcached refuses to run as root unless told which user to run as.
+            .args(if is_root() {
+                &["-u", "root"][..]
+            } else {
+                &[][..]
+            }),
+    );
     let redis_addr = format!("127.0.0.1:{redis_port}");
     let mc_addr = format!("127.0.0.1:{mc_port}");
     // 20k records of 1 KB: more than the store's 16 MB of DRAM, so NVMe serves part of it.
@@ -563,10 +604,8 @@ fn ycsb_runs_every_workload_against_the_store_redis_and_memcached() {
             );
         }
     }
-    let _ = redis.kill();
-    let _ = mc.kill();
-    let _ = redis.wait();
-    let _ = mc.wait();
+    drop(redis);
+    drop(mc);
     // The store really tiered: objects on NVMe and reads from it.
     let mut c = s.client();
     let Reply::Bulk(Some(info)) = call(&mut c, &["INFO", "tiers"]) else {
@@ -602,4 +641,48 @@ fn ycsb_bad_input_is_explained() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("cxltier serve"));
+}
+
+#[test]
+fn data_integrity_checks_every_byte_read_back_through_the_tiers() {
+    let ssd = temp("nvme");
+    // 8 MB of DRAM for 20k records of 1 KB: most reads come back from NVMe.
+    let s = Server::start(&["--dram", "8M", "--ssd", &format!("{}:256M", ssd.display())]);
+    let common = ["--records", "20000", "--addr", &s.addr, "--data-integrity"];
+    let load = ycsb(&[&["load"][..], &common].concat());
+    assert_eq!(load["errors"], 0, "{load}");
+    let run = ycsb(&[&["run", "--workload", "a", "--ops", "20000"][..], &common].concat());
+    assert_eq!(run["errors"], 0, "{run}");
+    assert_eq!(run["verify_errors"], 0, "{run}");
+    let reads = run["per_operation"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["operation"] == "READ")
+        .unwrap()["count"]
+        .as_u64()
+        .unwrap();
+    assert!(reads > 5_000, "{run}");
+    // Negative control: damage one field of every record the way a buggy tier would (same
+    // length, other bytes); the next reads must notice.
+    let mut c = s.client();
+    for k in 0..20_000i64 {
+        let key = cxltier_ycsb::generator::key_name(k, 1);
+        let bad = "x".repeat(100);
+        assert_eq!(call(&mut c, &["HSET", &key, "field3", &bad]), Reply::Int(0));
+    }
+    let out = Command::new(BIN)
+        .args(
+            [
+                &["ycsb", "run", "--workload", "c", "--ops", "2000"][..],
+                &common,
+            ]
+            .concat(),
+        )
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("2000 verify errors"), "{err}");
+    s.stop();
 }

@@ -89,6 +89,10 @@ pub struct Args {
     /// How to scan over RESP
     #[arg(long, value_enum, default_value = "auto")]
     scan: ScanMethod,
+    /// YCSB's dataintegrity: values are built from key and field name, and every read checks
+    /// every byte it gets back (mismatches count as verify_errors); load and run must both use it
+    #[arg(long)]
+    data_integrity: bool,
     /// Random seed
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -143,16 +147,15 @@ pub fn run(args: Args) -> CliResult {
         Phase::Load => args.records,
         Phase::Run => args.ops.unwrap_or(args.records),
     };
-    let shared = cxltier_ycsb::shared(
-        spec,
-        phase,
-        args.records,
-        args.insert_start,
-        operations,
-        args.field_count,
-        args.field_length,
-    )
-    .map_err(|e| ycsb_error(e, &addr))?;
+    let data = cxltier_ycsb::DataSet {
+        records: args.records,
+        insert_start: args.insert_start,
+        field_count: args.field_count,
+        field_length: args.field_length,
+        data_integrity: args.data_integrity,
+    };
+    let shared =
+        cxltier_ycsb::shared(spec, phase, data, operations).map_err(|e| ycsb_error(e, &addr))?;
     let cfg = RunConfig {
         addr: addr.clone(),
         protocol: args.protocol,
