@@ -25,6 +25,12 @@ check_apply
 check_run
 check_show
 check_bad_input
+# shellcheck source=tierd.sh
+. /lab/tierd.sh
+check_tierd
+# The tuner only here: on hmat both nodes are the same emulated RAM, so no split is better than
+# another and a comparison with the sweep would judge noise.
+check_tierd_tune
 # shellcheck source=store.sh
 . /lab/store.sh
 # shellcheck source=probe.sh

@@ -26,4 +26,7 @@ check_apply
 check_run
 check_show
 check_bad_input
+# shellcheck source=tierd.sh
+. /lab/tierd.sh
+check_tierd
 exit 0

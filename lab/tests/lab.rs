@@ -10,7 +10,9 @@ use std::time::Duration;
 /// The machine has two cores: the two guests never boot at the same time.
 static ONE_GUEST_AT_A_TIME: Mutex<()> = Mutex::new(());
 
-/// Each boot (build, boot, checks, power-off) must end within this.
+/// Each boot (build, boot, checks, power-off) must end within this. The `cxl` guest's checks take
+/// minutes (QEMU emulates each access to CXL memory, and tierd's checks wait for a workload whose
+/// hot set moves), more on a busy machine.
 const BOOT_TIMEOUT: Duration = Duration::from_secs(900);
 
 /// Checks both check scripts run inside the guest (lab/checks/lib.sh).
@@ -48,6 +50,27 @@ const HOST_COMMON: &[&str] = &[
     "interleave-places-50-percent-on-node0",
     "bind-1-places-all-on-node1",
     "show-pid-sees-node1",
+];
+
+/// `cxltier tierd` on both topologies: lab/checks/tierd.sh in the guest, cxltier_lab::tierd on the
+/// host.
+const TIERD: &[&str] = &[
+    "tierd-runs",
+    "tierd-says-source-and-system-wide",
+    "tierd-stop-leaves-target-running",
+    "tierd-damon-removed",
+    "tierd-workload-exits-cleanly",
+    "tierd-dry-run-moves-nothing",
+    "tierd-target-exit-handled",
+    "tierd-no-such-pid",
+    "tierd-bad-budget",
+    "tierd-hot-set-on-node0",
+    "tierd-within-rate-limit",
+    "tierd-keeps-dram-budget",
+    "tierd-untargeted-untouched",
+    "tierd-show-reflects-moves",
+    "tierd-soft-dirty-sees-writes",
+    "tierd-workload-intact",
 ];
 
 const HMAT: &[&str] = &[
@@ -91,6 +114,12 @@ const CXL: &[&str] = &[
     "probe-interleaved-3-to-1",
     "probe-loaded-latency-plot",
     "probe-buffer-too-big",
+    // lab/checks/tierd.sh check_tierd_tune, and cxltier_lab::tierd
+    "tierd-tune-runs",
+    "tierd-sweep-runs",
+    "tierd-tune-leaves-target-running",
+    "tierd-tune-bad-progress",
+    "tierd-tuner-within-5-percent-of-sweep",
     // cxltier_lab::host::cxl
     "topo-json-node1-cxl",
     "topo-json-cxl-memdev",
@@ -105,10 +134,12 @@ fn run_topology(topology: &str, specific: &[&str], host_checks: fn(&mut Report))
     let mut report = boot(topology, &format!("{topology}.sh"), BOOT_TIMEOUT);
     host::common(&mut report);
     host_checks(&mut report);
+    cxltier_lab::tierd::checks(&mut report);
     println!("{}", report.summary());
     let expected: Vec<&str> = GUEST_COMMON
         .iter()
         .chain(HOST_COMMON)
+        .chain(TIERD)
         .chain(specific)
         .copied()
         .collect();
@@ -124,5 +155,8 @@ fn topology_hmat() {
 
 #[test]
 fn topology_cxl() {
-    run_topology("cxl", CXL, host::cxl);
+    run_topology("cxl", CXL, |report| {
+        host::cxl(report);
+        cxltier_lab::tierd::tune_checks(report);
+    });
 }

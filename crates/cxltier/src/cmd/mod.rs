@@ -6,6 +6,7 @@ pub mod probe;
 pub mod run;
 pub mod serve;
 pub mod show;
+pub mod tierd;
 pub mod topo;
 pub mod touch;
 pub mod ycsb;

@@ -348,3 +348,13 @@ pub fn planned_node_weights(mix: &str) -> Result<Vec<(u32, u32)>, CliError> {
         .flat_map(|(t, &w)| t.nodes.iter().map(move |&n| (n, w)))
         .collect())
 }
+
+/// The planner's weights for `mix` in tier order (fastest first), on the live machine or, when its
+/// firmware gives no figures, on the built-in profile; with a note saying which.
+pub fn planned_tier_weights(mix: &str) -> Result<(Vec<u32>, String), CliError> {
+    let mix = parse_mix(mix)?;
+    let source = load_profile(None)?;
+    let plan =
+        plan(&source.profile, &PlanRequest::new(mix, Goal::Bandwidth)).map_err(plan_error)?;
+    Ok((plan.recommended.weights.clone(), source.note))
+}

@@ -20,7 +20,14 @@ disabled for the memory (MADV_NOHUGEPAGE) unless --huge, so that each base page 
 own: a huge page lands whole on one node and would skew the counts.
 
 SIZE: bytes (4096), or a number with a unit: 64K, 64M, 1G, 64MiB, 1.5G (K/M/G/T and
-KiB/MiB/GiB/TiB are powers of 1024; KB/MB/GB/TB powers of 1000).";
+KiB/MiB/GiB/TiB are powers of 1024; KB/MB/GB/TB powers of 1000).
+
+With --hot HOT the memory becomes a workload whose hot set moves: after touching every page it
+keeps writing the pages of one window of HOT bytes, and every --shift-every seconds the window
+moves to the next HOT bytes (wrapping around), for --duration seconds. Every --report-every
+seconds it prints which window is hot and on which node its pages are (with --json, one JSON
+object per line), and at the end it checks that every page holds what was last written to it
+(exit status 1 if not): a test workload for `cxltier tierd`.";
 
 /// Allocate and touch memory under the current policy and report which node each page landed on.
 #[derive(clap::Args)]
@@ -38,6 +45,94 @@ pub struct Args {
     /// Allow transparent huge pages (MADV_HUGEPAGE) instead of forbidding them
     #[arg(long)]
     huge: bool,
+    /// Keep writing a window of this many bytes (a hot set that moves; see --help)
+    #[arg(long, value_name = "SIZE", conflicts_with_all = ["hold", "huge"])]
+    hot: Option<String>,
+    /// With --hot: move the hot window every SECONDS
+    #[arg(long, value_name = "SECONDS", default_value_t = 10.0, requires = "hot")]
+    shift_every: f64,
+    /// With --hot or --stream: run this long
+    #[arg(long, value_name = "SECONDS", default_value_t = 30.0)]
+    duration: f64,
+    /// With --hot: report every SECONDS
+    #[arg(long, value_name = "SECONDS", default_value_t = 1.0, requires = "hot")]
+    report_every: f64,
+    /// Read the memory over and over for --duration seconds (a bandwidth-bound loop), keeping the
+    /// bytes read so far in --progress-file (the progress signal for `tierd --tune`)
+    #[arg(long, requires = "progress_file", conflicts_with_all = ["hold", "huge", "hot"])]
+    stream: bool,
+    /// With --stream: the file that holds the bytes read so far
+    #[arg(long, value_name = "FILE", requires = "stream")]
+    progress_file: Option<std::path::PathBuf>,
+}
+
+fn seconds(flag: &str, s: f64) -> Result<Duration, CliError> {
+    if s.is_finite() && s > 0.0 {
+        Ok(Duration::from_secs_f64(s))
+    } else {
+        Err(CliError::bad_input(format!(
+            "{flag} {s}: expected a number of seconds above 0"
+        )))
+    }
+}
+
+fn moving_hot_set(args: &Args, bytes: u64, hot: &str) -> CliResult {
+    use cxltier_tierd::workload::HotSet;
+    let w = HotSet {
+        bytes,
+        hot_bytes: parse_size(hot).map_err(control_error)?,
+        shift_every: seconds("--shift-every", args.shift_every)?,
+        duration: seconds("--duration", args.duration)?,
+        report_every: seconds("--report-every", args.report_every)?,
+        pause: Duration::from_millis(1),
+    };
+    w.validate().map_err(crate::cmd::tierd::tierd_error)?;
+    let json = args.json;
+    let summary = w
+        .run(|r| {
+            let line = if json {
+                serde_json::to_string(r).unwrap_or_default()
+            } else {
+                let on: Vec<String> = r
+                    .hot_nodes
+                    .iter()
+                    .map(|(n, p)| format!("node{n} {p}"))
+                    .collect();
+                format!(
+                    "{:6.1}s window {} ({} pages at {:#x}): {}",
+                    r.t_s,
+                    r.window,
+                    r.hot_pages,
+                    r.hot_start,
+                    on.join(", ")
+                )
+            };
+            println!("{line}");
+            let _ = std::io::stdout().flush();
+        })
+        .map_err(crate::cmd::tierd::tierd_error)?;
+    if json {
+        println!("{}", serde_json::to_string(&summary)?);
+    } else {
+        println!(
+            "done: {} pages, {} passes, {}",
+            summary.pages,
+            summary.passes,
+            if summary.intact {
+                "every page intact".to_string()
+            } else {
+                format!("{} pages CORRUPT", summary.corrupt_pages)
+            }
+        );
+    }
+    if summary.intact {
+        Ok(ExitCode::SUCCESS)
+    } else {
+        Err(CliError::runtime(format!(
+            "{} of {} pages did not hold what was last written to them",
+            summary.corrupt_pages, summary.pages
+        )))
+    }
 }
 
 #[derive(Serialize)]
@@ -49,6 +144,26 @@ struct Report<'a> {
 
 pub fn run(args: Args) -> CliResult {
     let bytes = parse_size(&args.size).map_err(control_error)?;
+    if let Some(hot) = &args.hot {
+        return moving_hot_set(&args, bytes, hot);
+    }
+    if args.stream {
+        let s = cxltier_tierd::workload::Stream {
+            bytes,
+            duration: seconds("--duration", args.duration)?,
+            progress_file: args.progress_file.clone().expect("clap requires it"),
+        };
+        let summary = s.run().map_err(crate::cmd::tierd::tierd_error)?;
+        if args.json {
+            println!("{}", serde_json::to_string(&summary)?);
+        } else {
+            println!(
+                "read {} bytes in {:.1} s",
+                summary.bytes_read, summary.seconds
+            );
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     let hold = match args.hold {
         Some(s) if !(s.is_finite() && s >= 0.0) => {
             return Err(CliError::bad_input(format!(

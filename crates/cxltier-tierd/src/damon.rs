@@ -1,0 +1,330 @@
+//! DAMON's sysfs interface (`/sys/kernel/mm/damon/admin`): one kdamond per target process,
+//! virtual-address monitoring, and a `stat` scheme that matches every region so that
+//! `update_schemes_tried_regions` lists each region with its access count and age.
+//!
+//! Everything takes a root directory (`/` on a live system, a recorded tree in tests).
+
+use serde::Serialize;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use crate::policy::Tracking;
+use crate::TierdError;
+
+/// The admin directory under a root.
+pub fn admin_dir(root: &Path) -> PathBuf {
+    root.join("sys/kernel/mm/damon/admin")
+}
+
+/// One region DAMON reported: `[start, end)` in the target's address space, how many samples of
+/// the last aggregation interval saw it accessed, and for how many intervals that count has held.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Region {
+    pub start: usize,
+    pub end: usize,
+    pub nr_accesses: u32,
+    pub age: u32,
+}
+
+fn read(path: &Path) -> Result<String, TierdError> {
+    fs::read_to_string(path)
+        .map(|s| s.trim().to_string())
+        .map_err(|e| TierdError::io("cannot read", path, e))
+}
+
+fn read_num<T: std::str::FromStr>(path: &Path) -> Result<T, TierdError> {
+    let text = read(path)?;
+    text.parse().map_err(|_| TierdError::Parse {
+        path: path.to_path_buf(),
+        content: text.clone(),
+        why: "expected a number".into(),
+    })
+}
+
+fn write(path: &Path, value: &str) -> Result<(), TierdError> {
+    fs::write(path, value).map_err(|e| TierdError::io("cannot write", path, e))
+}
+
+/// The writes that set up monitoring, in order, as (file relative to the admin dir, value): what
+/// `--dry-run` and the stderr notice show.
+pub fn setup_writes(pids: &[u32], t: &Tracking) -> Vec<(String, String)> {
+    let mut w = vec![("kdamonds/nr_kdamonds".to_string(), pids.len().to_string())];
+    for (k, pid) in pids.iter().enumerate() {
+        let c = format!("kdamonds/{k}/contexts/0");
+        let s = format!("{c}/schemes/0");
+        let ms_to_us = |ms: u64| (ms * 1000).to_string();
+        w.extend([
+            (format!("kdamonds/{k}/contexts/nr_contexts"), "1".into()),
+            (format!("{c}/operations"), "vaddr".into()),
+            (
+                format!("{c}/monitoring_attrs/intervals/sample_us"),
+                ms_to_us(t.sample_ms),
+            ),
+            (
+                format!("{c}/monitoring_attrs/intervals/aggr_us"),
+                ms_to_us(t.aggregation_ms),
+            ),
+            (
+                format!("{c}/monitoring_attrs/intervals/update_us"),
+                ms_to_us(t.update_ms),
+            ),
+            (
+                format!("{c}/monitoring_attrs/nr_regions/max"),
+                t.max_regions.to_string(),
+            ),
+            (
+                format!("{c}/monitoring_attrs/nr_regions/min"),
+                t.min_regions.to_string(),
+            ),
+            (format!("{c}/targets/nr_targets"), "1".into()),
+            (format!("{c}/targets/0/pid_target"), pid.to_string()),
+            (format!("{c}/schemes/nr_schemes"), "1".into()),
+            // `stat` only counts: DAMON itself moves nothing; the ranges below match every region
+            // (a new scheme's ranges are 0..0, which would match none).
+            (format!("{s}/action"), "stat".into()),
+            (format!("{s}/access_pattern/sz/min"), "0".into()),
+            (format!("{s}/access_pattern/sz/max"), u64::MAX.to_string()),
+            (format!("{s}/access_pattern/nr_accesses/min"), "0".into()),
+            (
+                format!("{s}/access_pattern/nr_accesses/max"),
+                u32::MAX.to_string(),
+            ),
+            (format!("{s}/access_pattern/age/min"), "0".into()),
+            (format!("{s}/access_pattern/age/max"), u32::MAX.to_string()),
+            (format!("kdamonds/{k}/state"), "on".into()),
+        ]);
+    }
+    w
+}
+
+/// Running kdamonds, one per target; turned off and removed on [`Monitor::stop`] or drop.
+#[derive(Debug)]
+pub struct Monitor {
+    admin: PathBuf,
+    pids: Vec<u32>,
+    active: bool,
+}
+
+impl Monitor {
+    /// Check that DAMON can monitor virtual addresses and that no other tool's kdamonds exist.
+    pub fn check(root: &Path) -> Result<(), TierdError> {
+        let kdamonds = admin_dir(root).join("kdamonds");
+        let count: u32 = read_num(&kdamonds.join("nr_kdamonds"))?;
+        if count != 0 {
+            return Err(TierdError::DamonBusy {
+                dir: kdamonds,
+                count,
+            });
+        }
+        Ok(())
+    }
+
+    /// Create one kdamond per pid and turn them on. On any failure, what was set up is removed.
+    pub fn start(root: &Path, pids: &[u32], tracking: &Tracking) -> Result<Monitor, TierdError> {
+        Self::check(root)?;
+        let admin = admin_dir(root);
+        let mut monitor = Monitor {
+            admin: admin.clone(),
+            pids: pids.to_vec(),
+            active: true,
+        };
+        for (file, value) in setup_writes(pids, tracking) {
+            // Before turning the first kdamond on, make sure it can monitor virtual addresses.
+            if file.ends_with("/operations") {
+                let avail = admin.join(&file).with_file_name("avail_operations");
+                if avail.exists() {
+                    let ops = read(&avail)?;
+                    if !ops.split_whitespace().any(|o| o == "vaddr") {
+                        monitor.stop().ok();
+                        return Err(TierdError::NoVaddr { available: ops });
+                    }
+                }
+            }
+            if let Err(e) = write(&admin.join(&file), &value) {
+                monitor.stop().ok();
+                return Err(e);
+            }
+        }
+        Ok(monitor)
+    }
+
+    /// The monitored pids, in kdamond order.
+    pub fn pids(&self) -> &[u32] {
+        &self.pids
+    }
+
+    fn kdamond(&self, index: usize) -> PathBuf {
+        self.admin.join(format!("kdamonds/{index}"))
+    }
+
+    /// Whether kdamond `index` still runs (DAMON stops it by itself when its target exits).
+    pub fn running(&self, index: usize) -> bool {
+        read(&self.kdamond(index).join("state")).is_ok_and(|s| s == "on")
+    }
+
+    /// Ask kdamond `index` for its current regions (waits for its next aggregation interval), and
+    /// read them.
+    pub fn regions(&self, index: usize) -> Result<Vec<Region>, TierdError> {
+        let k = self.kdamond(index);
+        write(&k.join("state"), "update_schemes_tried_regions")?;
+        read_tried_regions(&k.join("contexts/0/schemes/0/tried_regions"))
+    }
+
+    /// Turn every kdamond off and remove them. Idempotent.
+    pub fn stop(&mut self) -> Result<(), TierdError> {
+        if !self.active {
+            return Ok(());
+        }
+        self.active = false;
+        let mut first_err = None;
+        for index in 0..self.pids.len() {
+            let state = self.kdamond(index).join("state");
+            if read(&state).is_ok_and(|s| s == "on") {
+                if let Err(e) = write(&state, "off") {
+                    first_err.get_or_insert(e);
+                }
+            }
+        }
+        let nr = self.admin.join("kdamonds/nr_kdamonds");
+        if nr.exists() {
+            if let Err(e) = write(&nr, "0") {
+                first_err.get_or_insert(e);
+            }
+        }
+        first_err.map_or(Ok(()), Err)
+    }
+}
+
+impl Drop for Monitor {
+    fn drop(&mut self) {
+        let _ = self.stop();
+    }
+}
+
+/// Read a scheme's `tried_regions` directory: numbered subdirectories with `start`, `end`,
+/// `nr_accesses` and `age`, in address order.
+pub fn read_tried_regions(dir: &Path) -> Result<Vec<Region>, TierdError> {
+    let entries = fs::read_dir(dir).map_err(|e| TierdError::io("cannot list", dir, e))?;
+    let mut numbered: Vec<(u64, PathBuf)> = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| TierdError::io("cannot list", dir, e))?;
+        if let Some(n) = entry.file_name().to_str().and_then(|s| s.parse().ok()) {
+            numbered.push((n, entry.path()));
+        }
+    }
+    numbered.sort_unstable();
+    let mut regions = Vec::with_capacity(numbered.len());
+    for (_, d) in numbered {
+        regions.push(Region {
+            start: read_num(&d.join("start"))?,
+            end: read_num(&d.join("end"))?,
+            nr_accesses: read_num(&d.join("nr_accesses"))?,
+            age: read_num(&d.join("age"))?,
+        });
+    }
+    regions.sort_unstable_by_key(|r| r.start);
+    Ok(regions)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::TempDir;
+
+    /// The files a kernel with two kdamonds would show (sysfs creates them on write; a plain
+    /// directory tree needs them up front).
+    fn fake_admin(dir: &TempDir, kdamonds: usize) {
+        dir.write("sys/kernel/mm/damon/admin/kdamonds/nr_kdamonds", "0\n");
+        for k in 0..kdamonds {
+            for (file, _) in setup_writes(&[1], &Tracking::default()).into_iter().skip(1) {
+                let file = file.replace("kdamonds/0/", &format!("kdamonds/{k}/"));
+                dir.write(&format!("sys/kernel/mm/damon/admin/{file}"), "");
+            }
+            dir.write(
+                &format!("sys/kernel/mm/damon/admin/kdamonds/{k}/contexts/0/avail_operations"),
+                "vaddr\nfvaddr\npaddr\n",
+            );
+        }
+    }
+
+    #[test]
+    fn start_writes_one_kdamond_per_target_and_stop_removes_them() {
+        let dir = TempDir::new("damon-start");
+        fake_admin(&dir, 2);
+        let mut m = Monitor::start(dir.path(), &[41, 42], &Tracking::default()).unwrap();
+        let k = "sys/kernel/mm/damon/admin/kdamonds";
+        assert_eq!(dir.read(&format!("{k}/nr_kdamonds")), "2");
+        assert_eq!(
+            dir.read(&format!("{k}/1/contexts/0/targets/0/pid_target")),
+            "42"
+        );
+        assert_eq!(dir.read(&format!("{k}/0/contexts/0/operations")), "vaddr");
+        assert_eq!(
+            dir.read(&format!(
+                "{k}/0/contexts/0/monitoring_attrs/intervals/aggr_us"
+            )),
+            "200000"
+        );
+        assert_eq!(
+            dir.read(&format!("{k}/0/contexts/0/schemes/0/access_pattern/sz/max")),
+            u64::MAX.to_string()
+        );
+        assert_eq!(dir.read(&format!("{k}/0/state")), "on");
+        assert!(m.running(1));
+        m.stop().unwrap();
+        assert_eq!(dir.read(&format!("{k}/0/state")), "off");
+        assert_eq!(dir.read(&format!("{k}/nr_kdamonds")), "0");
+    }
+
+    #[test]
+    fn busy_damon_and_missing_vaddr_are_refused() {
+        let dir = TempDir::new("damon-busy");
+        fake_admin(&dir, 1);
+        dir.write("sys/kernel/mm/damon/admin/kdamonds/nr_kdamonds", "1\n");
+        let e = Monitor::start(dir.path(), &[1], &Tracking::default()).unwrap_err();
+        assert!(matches!(e, TierdError::DamonBusy { count: 1, .. }), "{e}");
+
+        let dir = TempDir::new("damon-novaddr");
+        fake_admin(&dir, 1);
+        dir.write(
+            "sys/kernel/mm/damon/admin/kdamonds/0/contexts/0/avail_operations",
+            "paddr\n",
+        );
+        let e = Monitor::start(dir.path(), &[1], &Tracking::default()).unwrap_err();
+        assert!(e.to_string().contains("CONFIG_DAMON_VADDR"), "{e}");
+        assert_eq!(
+            dir.read("sys/kernel/mm/damon/admin/kdamonds/nr_kdamonds"),
+            "0"
+        );
+    }
+
+    #[test]
+    fn tried_regions_are_read_in_address_order() {
+        let dir = TempDir::new("damon-regions");
+        let t = "tried_regions";
+        dir.write(&format!("{t}/total_bytes"), "12288\n");
+        for (i, (start, acc, age)) in [(0x3000, 0, 9), (0x1000, 20, 2), (0x2000, 5, 0)]
+            .iter()
+            .enumerate()
+        {
+            dir.write(&format!("{t}/{i}/start"), &format!("{start}\n"));
+            dir.write(&format!("{t}/{i}/end"), &format!("{}\n", start + 0x1000));
+            dir.write(&format!("{t}/{i}/nr_accesses"), &format!("{acc}\n"));
+            dir.write(&format!("{t}/{i}/age"), &format!("{age}\n"));
+        }
+        let r = read_tried_regions(&dir.path().join(t)).unwrap();
+        assert_eq!(r.len(), 3);
+        assert_eq!(
+            r[0],
+            Region {
+                start: 0x1000,
+                end: 0x2000,
+                nr_accesses: 20,
+                age: 2
+            }
+        );
+        assert_eq!(r[2].age, 9);
+        dir.write(&format!("{t}/0/age"), "many\n");
+        assert!(read_tried_regions(&dir.path().join(t)).is_err());
+    }
+}

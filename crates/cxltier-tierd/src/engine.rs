@@ -1,0 +1,602 @@
+//! The control loop: each interval, for every target, read DAMON's regions, find where each
+//! resident page of the target's movable memory is (`move_pages` in query mode), decide what to
+//! move ([`crate::plan`]), move it (`move_pages`), and report.
+
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use cxltier_sys::{errno_name, move_pages, query_pages, PageStatus};
+use cxltier_topo::Topology;
+
+use crate::damon::{self, Monitor, Region};
+use crate::plan::{self, Heat, PageInfo, Reason, Thresholds};
+use crate::policy::Policy;
+use crate::procfs;
+use crate::ratelimit::TokenBucket;
+use crate::softdirty;
+use crate::TierdError;
+
+/// Where access information comes from, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Source {
+    /// `damon`.
+    pub name: &'static str,
+    /// Why this source: what the kernel offers.
+    pub reason: String,
+}
+
+/// Pick the access source this kernel offers: DAMON's sysfs interface with virtual-address
+/// monitoring. Idle-page tracking alone, or nothing, is refused with what to do.
+pub fn choose_source(sys_root: &Path) -> Result<Source, TierdError> {
+    let admin = damon::admin_dir(sys_root);
+    let idle = sys_root.join("sys/kernel/mm/page_idle/bitmap");
+    if admin.join("kdamonds/nr_kdamonds").exists() {
+        let reason = if idle.exists() {
+            "DAMON's sysfs interface is present (preferred over idle-page tracking, which is also \
+             present: DAMON samples regions instead of scanning every page)"
+        } else {
+            "DAMON's sysfs interface is present; this kernel has no idle-page tracking"
+        };
+        return Ok(Source {
+            name: "damon",
+            reason: reason.into(),
+        });
+    }
+    if idle.exists() {
+        return Err(TierdError::OnlyIdlePageTracking { idle });
+    }
+    Err(TierdError::NoAccessSource { damon: admin, idle })
+}
+
+/// The fast tier and the slower nodes, from the topology's tier order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Tiers {
+    pub fast: Vec<u32>,
+    pub slow: Vec<u32>,
+}
+
+impl Tiers {
+    /// The first tier group with memory is fast; every later one is slow (nearest first).
+    pub fn from_topology(topo: &Topology) -> Result<Tiers, TierdError> {
+        let memory: Vec<u32> = topo.memory_nodes().map(|n| n.id).collect();
+        let groups = cxltier_control::policy::tier_groups(topo, &memory);
+        match groups.split_first() {
+            Some((fast, rest)) if !rest.is_empty() => Ok(Tiers {
+                fast: fast.clone(),
+                slow: rest.iter().flatten().copied().collect(),
+            }),
+            _ => Err(TierdError::Topology(format!(
+                "this machine has one memory tier (nodes {memory:?}): there is nowhere to promote \
+                 or demote pages; tierd needs a slower memory node such as CXL memory (see `cxltier topo`)"
+            ))),
+        }
+    }
+
+    fn tier_name(&self, node: u32) -> &'static str {
+        if self.fast.contains(&node) {
+            "fast"
+        } else if self.slow.contains(&node) {
+            "slow"
+        } else {
+            "other"
+        }
+    }
+}
+
+/// One node's share of a target.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct NodeStats {
+    pub tier: &'static str,
+    pub resident_bytes: u64,
+    pub hot_bytes: u64,
+    pub warm_bytes: u64,
+    pub cold_bytes: u64,
+    /// Bytes written since the previous interval (soft-dirty; 0 when that tracking is off).
+    pub written_bytes: u64,
+    /// Bytes by access frequency: bucket i holds pages whose region was accessed in
+    /// [10 i, 10 (i + 1)) percent of the samples (the last bucket includes 100%).
+    pub access_histogram_bytes: [u64; 10],
+    /// Pages moved onto this node so far.
+    pub moved_in_pages: u64,
+}
+
+/// What happened in one interval.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct IntervalStats {
+    /// Moves decided (made, unless dry run).
+    pub planned_promotions: u64,
+    pub planned_demotions: u64,
+    /// Moves the kernel made.
+    pub promoted_pages: u64,
+    pub demoted_pages: u64,
+    pub failed_pages: u64,
+    pub held_by_rate: u64,
+    pub held_by_room: u64,
+    pub held_by_residency: u64,
+}
+
+/// Running totals.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Totals {
+    pub promoted_pages: u64,
+    pub demoted_pages: u64,
+    pub migrated_bytes: u64,
+    pub failed_pages: u64,
+    /// Failed moves by the kernel's per-page errno (`EBUSY`, `ENOMEM` ...).
+    pub failures: BTreeMap<String, u64>,
+}
+
+/// A target's state as reported.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    Running,
+    Exited,
+}
+
+/// One JSON line: a target after one interval.
+#[derive(Debug, Clone, Serialize)]
+pub struct TargetReport {
+    pub t_s: f64,
+    pub pid: u32,
+    pub status: Status,
+    pub source: &'static str,
+    pub dry_run: bool,
+    pub regions: usize,
+    pub page_size: u64,
+    pub dram_budget_bytes: Option<u64>,
+    pub fast_bytes: u64,
+    pub nodes: BTreeMap<u32, NodeStats>,
+    pub interval: IntervalStats,
+    pub total: Totals,
+    /// Pages whose last move failed; they are tried again in later intervals.
+    pub retry_pending: usize,
+    /// The rate limit in bytes per second, and what it allows over the run so far.
+    pub rate_limit_bytes_per_s: f64,
+    pub rate_limit_bound_bytes: f64,
+}
+
+struct Target {
+    pid: u32,
+    kdamond: usize,
+    status: Status,
+    last_moved: HashMap<usize, Instant>,
+    retry: HashSet<usize>,
+    totals: Totals,
+    moved_in: BTreeMap<u32, u64>,
+}
+
+/// The loop's state.
+pub struct Engine {
+    policy: Policy,
+    tiers: Tiers,
+    dry_run: bool,
+    sys_root: PathBuf,
+    proc_root: PathBuf,
+    monitor: Monitor,
+    targets: Vec<Target>,
+    bucket: TokenBucket,
+    page_size: u64,
+    budget: Option<u64>,
+    started: Instant,
+    soft_dirty: bool,
+}
+
+/// How many pages one `move_pages` call queries or moves.
+const CHUNK: usize = 1 << 16;
+
+impl Engine {
+    /// Validate, then start DAMON on every target. Nothing is written before every input checks out.
+    pub fn start(
+        policy: Policy,
+        tiers: Tiers,
+        pids: &[u32],
+        dry_run: bool,
+        sys_root: &Path,
+        proc_root: &Path,
+    ) -> Result<Engine, TierdError> {
+        policy.validate()?;
+        let budget = policy.dram_budget_bytes()?;
+        let mut seen = HashSet::new();
+        for &pid in pids {
+            if !procfs::alive(proc_root, pid) {
+                return Err(TierdError::NoSuchProcess { pid });
+            }
+            if !seen.insert(pid) {
+                return Err(TierdError::Setting {
+                    setting: "--pid",
+                    message: format!("process {pid} is named twice"),
+                });
+            }
+        }
+        let soft_dirty = policy.tracking.soft_dirty && softdirty::supported();
+        if soft_dirty {
+            // Start counting writes now: every page is soft-dirty from its first write.
+            for &pid in pids {
+                softdirty::clear(proc_root, pid)?;
+            }
+        }
+        let monitor = Monitor::start(sys_root, pids, &policy.tracking)?;
+        let now = Instant::now();
+        let rate = policy.limits.max_migrate_mbps * 1e6;
+        let page_size = cxltier_sys::page_size() as u64;
+        // A burst may move one interval's worth or 2 s worth of pages, whichever is more (and at
+        // least one page): when a round takes longer than the interval (a busy machine, a large
+        // target), a bucket of one interval would throw away the tokens of the extra time.
+        let burst_s = policy.interval().as_secs_f64().max(2.0);
+        let capacity = (rate * burst_s).max(page_size as f64);
+        Ok(Engine {
+            bucket: TokenBucket::new(rate, capacity, now),
+            targets: pids
+                .iter()
+                .enumerate()
+                .map(|(kdamond, &pid)| Target {
+                    pid,
+                    kdamond,
+                    status: Status::Running,
+                    last_moved: HashMap::new(),
+                    retry: HashSet::new(),
+                    totals: Totals::default(),
+                    moved_in: BTreeMap::new(),
+                })
+                .collect(),
+            policy,
+            tiers,
+            dry_run,
+            sys_root: sys_root.to_path_buf(),
+            proc_root: proc_root.to_path_buf(),
+            monitor,
+            page_size,
+            budget,
+            started: now,
+            soft_dirty,
+        })
+    }
+
+    /// Whether written pages are tracked page by page (the policy asks for it and the kernel has
+    /// soft-dirty bits).
+    pub fn soft_dirty(&self) -> bool {
+        self.soft_dirty
+    }
+
+    /// Targets still running.
+    pub fn running(&self) -> usize {
+        self.targets
+            .iter()
+            .filter(|t| t.status == Status::Running)
+            .count()
+    }
+
+    /// Turn DAMON off and remove its kdamonds. The targets keep running, their memory where it is.
+    pub fn stop(&mut self) -> Result<(), TierdError> {
+        self.monitor.stop()
+    }
+
+    /// One interval over every running target. Returns one report per target that was running at
+    /// the start of the interval (a target found gone is reported once as `exited`).
+    pub fn step(&mut self) -> Result<Vec<TargetReport>, TierdError> {
+        let mut reports = Vec::new();
+        for i in 0..self.targets.len() {
+            if self.targets[i].status != Status::Running {
+                continue;
+            }
+            match self.step_target(i) {
+                Ok(r) => reports.push(r),
+                Err(TierdError::NoSuchProcess { .. }) => {
+                    self.targets[i].status = Status::Exited;
+                    reports.push(self.exited_report(i));
+                }
+                Err(TierdError::Sys(e)) if e.kind == cxltier_sys::ErrorKind::NoSuchProcess => {
+                    self.targets[i].status = Status::Exited;
+                    reports.push(self.exited_report(i));
+                }
+                Err(e) => {
+                    // A target that exits mid-interval makes any of the reads fail: say exited.
+                    if !procfs::alive(&self.proc_root, self.targets[i].pid) {
+                        self.targets[i].status = Status::Exited;
+                        reports.push(self.exited_report(i));
+                    } else {
+                        return Err(e);
+                    }
+                }
+            }
+        }
+        Ok(reports)
+    }
+
+    fn base_report(&self, i: usize) -> TargetReport {
+        let t = &self.targets[i];
+        let elapsed = self.started.elapsed();
+        TargetReport {
+            t_s: elapsed.as_secs_f64(),
+            pid: t.pid,
+            status: t.status,
+            source: "damon",
+            dry_run: self.dry_run,
+            regions: 0,
+            page_size: self.page_size,
+            dram_budget_bytes: self.budget,
+            fast_bytes: 0,
+            nodes: BTreeMap::new(),
+            interval: IntervalStats::default(),
+            total: t.totals.clone(),
+            retry_pending: t.retry.len(),
+            rate_limit_bytes_per_s: self.policy.limits.max_migrate_mbps * 1e6,
+            rate_limit_bound_bytes: self.bucket.bound(elapsed),
+        }
+    }
+
+    fn exited_report(&self, i: usize) -> TargetReport {
+        self.base_report(i)
+    }
+
+    fn step_target(&mut self, i: usize) -> Result<TargetReport, TierdError> {
+        let pid = self.targets[i].pid;
+        if !procfs::alive(&self.proc_root, pid) {
+            return Err(TierdError::NoSuchProcess { pid });
+        }
+        let regions = self.monitor.regions(self.targets[i].kdamond)?;
+        let ranges = procfs::movable_ranges(&self.proc_root, pid)?;
+        let page = self.page_size as usize;
+        let addrs: Vec<usize> = ranges
+            .iter()
+            .flat_map(|r| (r.start..r.end).step_by(page))
+            .collect();
+        let mut status = Vec::with_capacity(addrs.len());
+        for chunk in addrs.chunks(CHUNK) {
+            status.extend(query_pages(Some(pid), chunk)?);
+        }
+        let written = if self.soft_dirty {
+            let w = softdirty::written(&self.proc_root, pid, &ranges, page)?;
+            softdirty::clear(&self.proc_root, pid)?;
+            w
+        } else {
+            Vec::new()
+        };
+        let pages = annotate(&addrs, &status, &written, &regions);
+
+        let th = self.thresholds();
+        let max_acc = self.policy.max_accesses();
+        let mut report = self.base_report(i);
+        report.regions = regions.len();
+        for p in &pages {
+            let n = report.nodes.entry(p.node).or_default();
+            n.tier = self.tiers.tier_name(p.node);
+            n.resident_bytes += self.page_size;
+            if p.written {
+                n.written_bytes += self.page_size;
+            }
+            match th.heat(p) {
+                Heat::Hot => n.hot_bytes += self.page_size,
+                Heat::Warm => n.warm_bytes += self.page_size,
+                Heat::Cold => n.cold_bytes += self.page_size,
+            }
+            let bucket = ((p.accesses as u64 * 10) / max_acc as u64).min(9) as usize;
+            n.access_histogram_bytes[bucket] += self.page_size;
+        }
+
+        let now = Instant::now();
+        // Stamp the report with the time the rate limit's tokens are counted at, so that the
+        // moved bytes between any two reports can be checked against the limit.
+        report.t_s = now.saturating_duration_since(self.started).as_secs_f64();
+        report.rate_limit_bound_bytes = self
+            .bucket
+            .bound(now.saturating_duration_since(self.started));
+        let residency = Duration::from_millis(self.policy.placement.min_residency_ms);
+        let target = &mut self.targets[i];
+        target
+            .last_moved
+            .retain(|_, at| now.saturating_duration_since(*at) < residency);
+        // Pages no longer resident need no retry.
+        let resident: HashSet<usize> = pages.iter().map(|p| p.addr).collect();
+        target.retry.retain(|a| resident.contains(a));
+        let recently: HashSet<usize> = target.last_moved.keys().copied().collect();
+
+        let mut room = BTreeMap::new();
+        for &node in self.tiers.fast.iter().chain(&self.tiers.slow) {
+            let (total, free) = procfs::node_memory(&self.sys_root, node)?;
+            let reserve = (total as f64 * self.policy.placement.min_free_percent / 100.0) as u64;
+            room.insert(node, free.saturating_sub(reserve) / self.page_size);
+        }
+        let tokens = self.bucket.available(now) / self.page_size;
+        let decision = plan::plan(&plan::Input {
+            pages: &pages,
+            fast: &self.tiers.fast,
+            slow: &self.tiers.slow,
+            room,
+            budget_pages: self.budget.map(|b| b / self.page_size),
+            tokens,
+            thresholds: th,
+            recently_moved: &recently,
+            retry: &target.retry,
+        });
+        let iv = &mut report.interval;
+        iv.held_by_rate = decision.held_by_rate;
+        iv.held_by_room = decision.held_by_room;
+        iv.held_by_residency = decision.held_by_residency;
+        for m in &decision.moves {
+            match m.reason {
+                Reason::Promote => iv.planned_promotions += 1,
+                Reason::Demote => iv.planned_demotions += 1,
+            }
+        }
+
+        if !self.dry_run && !decision.moves.is_empty() {
+            self.bucket
+                .take(decision.moves.len() as u64 * self.page_size, now);
+            for chunk in decision.moves.chunks(CHUNK) {
+                let a: Vec<usize> = chunk.iter().map(|m| m.addr).collect();
+                let n: Vec<u32> = chunk.iter().map(|m| m.to).collect();
+                let moved = move_pages(Some(pid), &a, &n, false)?;
+                for (m, s) in chunk.iter().zip(&moved.status) {
+                    if *s == PageStatus::Node(m.to) {
+                        match m.reason {
+                            Reason::Promote => {
+                                iv.promoted_pages += 1;
+                                target.totals.promoted_pages += 1;
+                            }
+                            Reason::Demote => {
+                                iv.demoted_pages += 1;
+                                target.totals.demoted_pages += 1;
+                            }
+                        }
+                        target.totals.migrated_bytes += self.page_size;
+                        *target.moved_in.entry(m.to).or_insert(0) += 1;
+                        target.last_moved.insert(m.addr, now);
+                        target.retry.remove(&m.addr);
+                    } else {
+                        // Still where it was (or gone): nothing is lost; try again later.
+                        let why = match s {
+                            PageStatus::Error(e) => errno_name(*e),
+                            PageStatus::Node(n) => format!("stayed_on_node{n}"),
+                        };
+                        iv.failed_pages += 1;
+                        target.totals.failed_pages += 1;
+                        *target.totals.failures.entry(why).or_insert(0) += 1;
+                        target.retry.insert(m.addr);
+                    }
+                }
+            }
+        }
+        let fast_pages = pages
+            .iter()
+            .filter(|p| self.tiers.fast.contains(&p.node))
+            .count() as i64
+            + iv.promoted_pages as i64
+            - iv.demoted_pages as i64;
+        report.fast_bytes = fast_pages.max(0) as u64 * self.page_size;
+        report.total = target.totals.clone();
+        report.retry_pending = target.retry.len();
+        for (node, n) in &target.moved_in {
+            let entry = report.nodes.entry(*node).or_default();
+            entry.tier = self.tiers.tier_name(*node);
+            entry.moved_in_pages = *n;
+        }
+        Ok(report)
+    }
+
+    fn thresholds(&self) -> Thresholds {
+        let max = self.policy.max_accesses() as f64;
+        let p = &self.policy.placement;
+        Thresholds {
+            hot_min: ((p.hot_percent / 100.0 * max).ceil() as u32).max(1),
+            cold_max: (p.cold_percent / 100.0 * max).floor() as u32,
+            cold_min_age: p.cold_min_age,
+        }
+    }
+}
+
+/// Pair each resident page with its region's access count and age (0 and 0 outside every region).
+/// `written` is empty when soft-dirty tracking is off.
+fn annotate(
+    addrs: &[usize],
+    status: &[PageStatus],
+    written: &[bool],
+    regions: &[Region],
+) -> Vec<PageInfo> {
+    let mut out = Vec::with_capacity(addrs.len());
+    let mut r = 0;
+    for (i, (&addr, s)) in addrs.iter().zip(status).enumerate() {
+        let Some(node) = s.node() else { continue };
+        while r < regions.len() && regions[r].end <= addr {
+            r += 1;
+        }
+        let (accesses, age) = match regions.get(r) {
+            Some(reg) if reg.start <= addr => (reg.nr_accesses, reg.age),
+            _ => (0, 0),
+        };
+        out.push(PageInfo {
+            addr,
+            node,
+            accesses,
+            age,
+            written: written.get(i).copied().unwrap_or(false),
+        });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::TempDir;
+
+    #[test]
+    fn pages_take_their_regions_heat() {
+        let regions = [
+            Region {
+                start: 0x1000,
+                end: 0x3000,
+                nr_accesses: 7,
+                age: 1,
+            },
+            Region {
+                start: 0x5000,
+                end: 0x6000,
+                nr_accesses: 0,
+                age: 9,
+            },
+        ];
+        let addrs = [0x0, 0x1000, 0x2000, 0x3000, 0x4000, 0x5000];
+        let status = [
+            PageStatus::Node(0),
+            PageStatus::Node(1),
+            PageStatus::Error(libc_enoent()),
+            PageStatus::Node(0),
+            PageStatus::Node(0),
+            PageStatus::Node(1),
+        ];
+        let written = [false, true, false, false, false, false];
+        let p = annotate(&addrs, &status, &written, &regions);
+        let got: Vec<(usize, u32, u32)> = p.iter().map(|p| (p.addr, p.accesses, p.age)).collect();
+        assert_eq!(
+            got,
+            vec![
+                (0x0, 0, 0),
+                (0x1000, 7, 1),
+                (0x3000, 0, 0),
+                (0x4000, 0, 0),
+                (0x5000, 0, 9)
+            ]
+        );
+        assert!(p[1].written && !p[0].written);
+    }
+
+    fn libc_enoent() -> i32 {
+        2
+    }
+
+    #[test]
+    fn the_source_is_damon_else_a_clear_refusal() {
+        let dir = TempDir::new("source");
+        let e = choose_source(dir.path()).unwrap_err();
+        assert!(e.to_string().contains("neither DAMON"), "{e}");
+        assert_eq!(e.class(), crate::ErrorClass::Unsupported);
+        dir.write("sys/kernel/mm/page_idle/bitmap", "");
+        let e = choose_source(dir.path()).unwrap_err();
+        assert!(e.to_string().contains("idle-page tracking"), "{e}");
+        dir.write("sys/kernel/mm/damon/admin/kdamonds/nr_kdamonds", "0\n");
+        let s = choose_source(dir.path()).unwrap();
+        assert_eq!(s.name, "damon");
+        assert!(s.reason.contains("idle-page"));
+    }
+
+    #[test]
+    fn tiers_come_from_the_recorded_lab_topologies() {
+        let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../cxltier-topo/tests/fixtures");
+        for lab in ["lab-hmat", "lab-cxl"] {
+            let topo = Topology::discover(&fixtures.join(lab)).unwrap();
+            let t = Tiers::from_topology(&topo).unwrap();
+            assert_eq!(
+                t,
+                Tiers {
+                    fast: vec![0],
+                    slow: vec![1]
+                },
+                "{lab}"
+            );
+        }
+    }
+}

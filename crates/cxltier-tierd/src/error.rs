@@ -1,0 +1,142 @@
+//! The crate's one error type.
+
+use std::io;
+use std::path::PathBuf;
+
+/// The broad class of a failure, for exit codes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorClass {
+    /// The request is wrong: malformed policy file, unknown process, bad size.
+    BadInput,
+    /// Privilege is missing (DAMON's sysfs and moving another process's pages need root).
+    Permission,
+    /// The kernel lacks what is needed (no DAMON, no idle-page tracking, one NUMA node).
+    Unsupported,
+    /// Anything else.
+    Runtime,
+}
+
+/// Everything that can go wrong in this crate.
+#[derive(Debug, thiserror::Error)]
+pub enum TierdError {
+    /// Neither DAMON nor idle-page tracking is available.
+    #[error(
+        "no access-tracking source: this kernel has neither DAMON's sysfs interface ({damon} \
+         missing; needs CONFIG_DAMON_SYSFS and CONFIG_DAMON_VADDR) nor idle-page tracking ({idle} \
+         missing; needs CONFIG_IDLE_PAGE_TRACKING); boot a kernel with DAMON (Linux 5.18+)",
+        damon = damon.display(),
+        idle = idle.display()
+    )]
+    NoAccessSource { damon: PathBuf, idle: PathBuf },
+
+    /// Only idle-page tracking is there, which this build does not drive.
+    #[error(
+        "this kernel has idle-page tracking ({}) but no DAMON sysfs interface; cxltier tierd \
+         tracks access only through DAMON: boot a kernel with CONFIG_DAMON_SYSFS and \
+         CONFIG_DAMON_VADDR",
+        idle.display()
+    )]
+    OnlyIdlePageTracking { idle: PathBuf },
+
+    /// The DAMON kernel has no virtual-address operations set.
+    #[error("DAMON here has no virtual-address monitoring (avail_operations: {available}); boot a kernel with CONFIG_DAMON_VADDR")]
+    NoVaddr { available: String },
+
+    /// Someone else's kdamonds exist.
+    #[error(
+        "DAMON's sysfs interface is in use: {count} kdamond(s) already exist in {}; cxltier tierd \
+         does not take over another tool's monitors. Stop that tool (or write 'off' to each \
+         kdamonds/N/state and 0 to nr_kdamonds) and try again",
+        dir.display()
+    )]
+    DamonBusy { dir: PathBuf, count: u32 },
+
+    /// Writing or reading sysfs/procfs failed.
+    #[error("{action} {}: {source}{}", path.display(), permission_hint(source))]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        source: io::Error,
+    },
+
+    /// A sysfs or procfs file held something unexpected.
+    #[error("unexpected content in {}: {content:?} ({why})", path.display())]
+    Parse {
+        path: PathBuf,
+        content: String,
+        why: String,
+    },
+
+    /// The policy file is wrong.
+    #[error("policy {}: {message}", path.display())]
+    Policy { path: PathBuf, message: String },
+
+    /// A setting is out of range.
+    #[error("{setting}: {message}")]
+    Setting {
+        setting: &'static str,
+        message: String,
+    },
+
+    /// A target process does not exist.
+    #[error("no process {pid}: check the id with `ps` (it may have exited)")]
+    NoSuchProcess { pid: u32 },
+
+    /// The machine has no slower tier to demote to, or no faster one to promote to.
+    #[error("{0}")]
+    Topology(String),
+
+    /// A system call failed.
+    #[error(transparent)]
+    Sys(#[from] cxltier_sys::SysError),
+
+    /// Topology discovery failed.
+    #[error(transparent)]
+    Topo(#[from] cxltier_topo::TopoError),
+
+    /// The metrics listener could not start.
+    #[error("cannot listen for metrics on {addr}: {source} (pick a free port, e.g. --metrics-addr 127.0.0.1:9464)")]
+    Listen { addr: String, source: io::Error },
+}
+
+fn permission_hint(err: &io::Error) -> &'static str {
+    if err.kind() == io::ErrorKind::PermissionDenied {
+        " (DAMON's sysfs interface and moving another process's pages need root: try sudo)"
+    } else {
+        ""
+    }
+}
+
+impl TierdError {
+    /// The class of this error, for exit codes.
+    pub fn class(&self) -> ErrorClass {
+        match self {
+            TierdError::NoAccessSource { .. }
+            | TierdError::OnlyIdlePageTracking { .. }
+            | TierdError::NoVaddr { .. } => ErrorClass::Unsupported,
+            TierdError::Topology(_) => ErrorClass::Unsupported,
+            TierdError::Io { source, .. } if source.kind() == io::ErrorKind::PermissionDenied => {
+                ErrorClass::Permission
+            }
+            TierdError::Policy { .. }
+            | TierdError::Setting { .. }
+            | TierdError::NoSuchProcess { .. }
+            | TierdError::Listen { .. } => ErrorClass::BadInput,
+            TierdError::Sys(e) => match e.kind {
+                cxltier_sys::ErrorKind::PermissionDenied => ErrorClass::Permission,
+                cxltier_sys::ErrorKind::NoSuchProcess => ErrorClass::BadInput,
+                _ => ErrorClass::Runtime,
+            },
+            TierdError::Topo(e) if e.is_permission_denied() => ErrorClass::Permission,
+            _ => ErrorClass::Runtime,
+        }
+    }
+
+    pub(crate) fn io(action: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Self {
+        TierdError::Io {
+            action,
+            path: path.into(),
+            source,
+        }
+    }
+}

@@ -1,0 +1,432 @@
+//! The placement decision for one target and one interval: a pure function from where pages are
+//! and how hot they are to the pages to move, so that every rule is tested without a kernel.
+//!
+//! Rules, in order:
+//! 1. A page is hot when its region's access count reaches the hot threshold, cold when it is at or
+//!    below the cold threshold and has stayed there for `cold_min_age` intervals, warm otherwise.
+//!    The gap between the thresholds, the age, and `min_residency` (a moved page stays put for a
+//!    while) are the hysteresis that keeps pages from ping-ponging.
+//! 2. Over the DRAM budget: demote the coldest non-hot fast-tier pages until within it.
+//! 3. Promote hot pages on slower tiers, hottest first, while the budget and the fast nodes'
+//!    watermarks leave room; when they do not, swap: demote a colder fast-tier page to make room.
+//! 4. Demote the remaining cold fast-tier pages.
+//!
+//! Every move costs one page of the rate limit's tokens; what the tokens do not cover waits for the
+//! next interval. Pages whose move failed last time come first among equals.
+
+use std::collections::{BTreeMap, HashSet};
+
+/// One resident page of the target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PageInfo {
+    pub addr: usize,
+    pub node: u32,
+    /// Its DAMON region's `nr_accesses`.
+    pub accesses: u32,
+    /// Its DAMON region's age.
+    pub age: u32,
+    /// Written since the last interval (soft-dirty).
+    pub written: bool,
+}
+
+/// How hot a page is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Heat {
+    Cold,
+    Warm,
+    Hot,
+}
+
+/// Thresholds in DAMON's units.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Thresholds {
+    /// Hot at or above this many accesses per aggregation interval (at least 1).
+    pub hot_min: u32,
+    /// Cold at or below this many ...
+    pub cold_max: u32,
+    /// ... for at least this many intervals.
+    pub cold_min_age: u32,
+}
+
+impl Thresholds {
+    pub fn heat(&self, p: &PageInfo) -> Heat {
+        if p.written || p.accesses >= self.hot_min.max(1) {
+            Heat::Hot
+        } else if p.accesses <= self.cold_max && p.age >= self.cold_min_age {
+            Heat::Cold
+        } else {
+            Heat::Warm
+        }
+    }
+}
+
+/// Everything the decision depends on.
+#[derive(Debug, Clone)]
+pub struct Input<'a> {
+    pub pages: &'a [PageInfo],
+    /// The fastest tier's nodes, and the slower nodes to demote to (preferred first).
+    pub fast: &'a [u32],
+    pub slow: &'a [u32],
+    /// Pages each node can still take above its watermark.
+    pub room: BTreeMap<u32, u64>,
+    /// Most pages of this target on the fast tier.
+    pub budget_pages: Option<u64>,
+    /// Pages the rate limit lets move now.
+    pub tokens: u64,
+    pub thresholds: Thresholds,
+    /// Pages moved too recently to move again.
+    pub recently_moved: &'a HashSet<usize>,
+    /// Pages whose last move failed.
+    pub retry: &'a HashSet<usize>,
+}
+
+/// Why a page is moved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reason {
+    /// Hot, to the fast tier.
+    Promote,
+    /// Off the fast tier: cold, or to keep within the budget or make room.
+    Demote,
+}
+
+/// One move.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Move {
+    pub addr: usize,
+    pub from: u32,
+    pub to: u32,
+    pub reason: Reason,
+}
+
+/// The decision.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Plan {
+    /// Demotions first (they make room), then promotions.
+    pub moves: Vec<Move>,
+    /// Moves wanted but left for later because the rate limit's tokens ran out.
+    pub held_by_rate: u64,
+    /// Hot pages left on slower tiers because the budget or the watermarks leave no room and no
+    /// colder fast-tier page can make room.
+    pub held_by_room: u64,
+    /// Pages left alone because they moved too recently.
+    pub held_by_residency: u64,
+}
+
+fn take_room(room: &mut BTreeMap<u32, u64>, nodes: &[u32]) -> Option<u32> {
+    // The node with the most room, first in the list on a tie.
+    let best = nodes
+        .iter()
+        .copied()
+        .filter(|n| room.get(n).copied().unwrap_or(0) > 0)
+        .max_by_key(|n| {
+            (
+                room[n],
+                std::cmp::Reverse(nodes.iter().position(|m| m == n)),
+            )
+        })?;
+    *room.get_mut(&best).expect("present") -= 1;
+    Some(best)
+}
+
+/// Decide what to move.
+pub fn plan(input: &Input) -> Plan {
+    let th = &input.thresholds;
+    let mut room = input.room.clone();
+    let mut tokens = input.tokens;
+    let mut out = Plan::default();
+    let is_fast = |n: u32| input.fast.contains(&n);
+    let is_slow = |n: u32| input.slow.contains(&n);
+
+    let mut fast_used = input.pages.iter().filter(|p| is_fast(p.node)).count() as u64;
+    let mut promote: Vec<&PageInfo> = Vec::new();
+    let mut pool: Vec<(&PageInfo, Heat)> = Vec::new();
+    for p in input.pages {
+        let heat = th.heat(p);
+        let wanted =
+            (heat == Heat::Hot && is_slow(p.node)) || (heat != Heat::Hot && is_fast(p.node));
+        if !wanted {
+            continue;
+        }
+        if input.recently_moved.contains(&p.addr) {
+            out.held_by_residency += 1;
+        } else if heat == Heat::Hot {
+            promote.push(p);
+        } else {
+            pool.push((p, heat));
+        }
+    }
+    let retry_first = |p: &PageInfo| !input.retry.contains(&p.addr);
+    promote.sort_by_key(|p| (std::cmp::Reverse(p.accesses), retry_first(p), p.addr));
+    // Coldest first: cold before warm, fewer accesses, then older.
+    pool.sort_by_key(|(p, h)| {
+        (
+            *h,
+            p.accesses,
+            std::cmp::Reverse(p.age),
+            retry_first(p),
+            p.addr,
+        )
+    });
+    let mut pool = pool.into_iter().peekable();
+    let mut demotions = Vec::new();
+    let mut promotions = Vec::new();
+
+    let demote = |p: &PageInfo, room: &mut BTreeMap<u32, u64>, demotions: &mut Vec<Move>| -> bool {
+        match take_room(room, input.slow) {
+            Some(to) => {
+                *room.entry(p.node).or_insert(0) += 1;
+                demotions.push(Move {
+                    addr: p.addr,
+                    from: p.node,
+                    to,
+                    reason: Reason::Demote,
+                });
+                true
+            }
+            None => false,
+        }
+    };
+
+    // 2. Back within the budget.
+    if let Some(budget) = input.budget_pages {
+        while fast_used > budget {
+            let Some((p, _)) = pool.peek().copied() else {
+                break;
+            };
+            if tokens == 0 {
+                out.held_by_rate += fast_used - budget;
+                break;
+            }
+            if !demote(p, &mut room, &mut demotions) {
+                break;
+            }
+            pool.next();
+            tokens -= 1;
+            fast_used -= 1;
+        }
+    }
+
+    // 3. Hot pages up.
+    let mut i = 0;
+    while i < promote.len() {
+        let p = promote[i];
+        if tokens == 0 {
+            out.held_by_rate += (promote.len() - i) as u64;
+            break;
+        }
+        let within_budget = input.budget_pages.is_none_or(|b| fast_used < b);
+        if within_budget {
+            if let Some(to) = take_room(&mut room, input.fast) {
+                promotions.push(Move {
+                    addr: p.addr,
+                    from: p.node,
+                    to,
+                    reason: Reason::Promote,
+                });
+                tokens -= 1;
+                fast_used += 1;
+                i += 1;
+                continue;
+            }
+        }
+        // No room: swap with a colder fast-tier page, if one is colder and tokens cover both.
+        let colder = pool
+            .peek()
+            .is_some_and(|(q, h)| *h != Heat::Hot && q.accesses < p.accesses);
+        if !colder {
+            out.held_by_room += (promote.len() - i) as u64;
+            break;
+        }
+        if tokens < 2 {
+            out.held_by_rate += (promote.len() - i) as u64;
+            break;
+        }
+        let (q, _) = pool.next().expect("peeked");
+        if !demote(q, &mut room, &mut demotions) {
+            out.held_by_room += (promote.len() - i) as u64;
+            break;
+        }
+        tokens -= 1;
+        fast_used -= 1;
+        // The freed page makes room on its own node for the promotion (the loop retries `p`).
+    }
+
+    // 4. Cold pages down.
+    for (p, heat) in pool {
+        if heat != Heat::Cold {
+            continue;
+        }
+        if tokens == 0 {
+            out.held_by_rate += 1;
+            continue;
+        }
+        if demote(p, &mut room, &mut demotions) {
+            tokens -= 1;
+        }
+    }
+
+    out.moves = demotions;
+    out.moves.extend(promotions);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TH: Thresholds = Thresholds {
+        hot_min: 4,
+        cold_max: 0,
+        cold_min_age: 3,
+    };
+
+    fn page(i: usize, node: u32, accesses: u32, age: u32) -> PageInfo {
+        PageInfo {
+            addr: 0x1000 * (i + 1),
+            node,
+            accesses,
+            age,
+            written: false,
+        }
+    }
+
+    fn input<'a>(
+        pages: &'a [PageInfo],
+        budget: Option<u64>,
+        tokens: u64,
+        none: &'a HashSet<usize>,
+    ) -> Input<'a> {
+        Input {
+            pages,
+            fast: &[0],
+            slow: &[1],
+            room: BTreeMap::from([(0, 1000), (1, 1000)]),
+            budget_pages: budget,
+            tokens,
+            thresholds: TH,
+            recently_moved: none,
+            retry: none,
+        }
+    }
+
+    fn count(plan: &Plan, reason: Reason) -> usize {
+        plan.moves.iter().filter(|m| m.reason == reason).count()
+    }
+
+    #[test]
+    fn heat_has_a_dead_band() {
+        assert_eq!(TH.heat(&page(0, 0, 4, 0)), Heat::Hot);
+        assert_eq!(TH.heat(&page(0, 0, 3, 100)), Heat::Warm);
+        assert_eq!(
+            TH.heat(&page(0, 0, 0, 2)),
+            Heat::Warm,
+            "not cold for long enough"
+        );
+        assert_eq!(TH.heat(&page(0, 0, 0, 3)), Heat::Cold);
+        let written = PageInfo {
+            written: true,
+            ..page(0, 0, 0, 3)
+        };
+        assert_eq!(
+            TH.heat(&written),
+            Heat::Hot,
+            "a written page is hot whatever its region says"
+        );
+    }
+
+    #[test]
+    fn hot_up_cold_down_warm_stays() {
+        let none = HashSet::new();
+        let pages = [
+            page(0, 1, 10, 0),
+            page(1, 0, 0, 9),
+            page(2, 0, 2, 9),
+            page(3, 1, 0, 9),
+        ];
+        let p = plan(&input(&pages, None, 100, &none));
+        assert_eq!(
+            p.moves,
+            vec![
+                Move {
+                    addr: 0x2000,
+                    from: 0,
+                    to: 1,
+                    reason: Reason::Demote
+                },
+                Move {
+                    addr: 0x1000,
+                    from: 1,
+                    to: 0,
+                    reason: Reason::Promote
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn the_budget_is_kept_by_swapping_colder_pages_out() {
+        let none = HashSet::new();
+        // Budget 2 pages; fast tier holds 3 warm/cold pages; 2 hot pages on the slow tier.
+        let pages = [
+            page(0, 0, 1, 0),
+            page(1, 0, 2, 0),
+            page(2, 0, 0, 5),
+            page(3, 1, 9, 0),
+            page(4, 1, 8, 0),
+        ];
+        let p = plan(&input(&pages, Some(2), 100, &none));
+        assert_eq!(count(&p, Reason::Promote), 2);
+        let fast_after = pages.iter().filter(|q| q.node == 0).count() + count(&p, Reason::Promote)
+            - count(&p, Reason::Demote);
+        assert_eq!(fast_after, 2, "{p:?}");
+        // The coldest page went first.
+        assert_eq!(p.moves[0].addr, pages[2].addr);
+        // Hot pages never go down.
+        assert!(p
+            .moves
+            .iter()
+            .all(|m| m.reason == Reason::Promote || m.addr != 0x4000));
+    }
+
+    #[test]
+    fn hot_pages_beyond_the_budget_wait_and_hot_pages_are_never_demoted_for_them() {
+        let none = HashSet::new();
+        let pages = [page(0, 0, 9, 0), page(1, 1, 9, 0), page(2, 1, 5, 0)];
+        let p = plan(&input(&pages, Some(1), 100, &none));
+        assert!(p.moves.is_empty(), "{p:?}");
+        assert_eq!(p.held_by_room, 2);
+    }
+
+    #[test]
+    fn the_rate_limit_caps_moves_and_counts_what_waits() {
+        let none = HashSet::new();
+        let pages: Vec<PageInfo> = (0..10).map(|i| page(i, 1, 9, 0)).collect();
+        let p = plan(&input(&pages, None, 3, &none));
+        assert_eq!(p.moves.len(), 3);
+        assert_eq!(p.held_by_rate, 7);
+    }
+
+    #[test]
+    fn recently_moved_pages_stay_and_failed_pages_go_first() {
+        let recent: HashSet<usize> = [0x1000].into();
+        let retry: HashSet<usize> = [0x3000].into();
+        let pages = [page(0, 1, 9, 0), page(1, 1, 9, 0), page(2, 1, 9, 0)];
+        let mut i = input(&pages, None, 1, &recent);
+        i.retry = &retry;
+        let p = plan(&i);
+        assert_eq!(p.held_by_residency, 1);
+        assert_eq!(p.moves.len(), 1);
+        assert_eq!(p.moves[0].addr, 0x3000);
+    }
+
+    #[test]
+    fn watermarks_stop_promotion_and_demotion() {
+        let none = HashSet::new();
+        let pages = [page(0, 1, 9, 0), page(1, 0, 0, 9)];
+        let mut i = input(&pages, None, 10, &none);
+        i.room = BTreeMap::from([(0, 0), (1, 0)]);
+        let p = plan(&i);
+        assert!(p.moves.is_empty(), "{p:?}");
+        assert_eq!(p.held_by_room, 1);
+    }
+}

@@ -1,0 +1,293 @@
+//! The placement policy: what counts as hot and cold, how much DRAM a target may hold, how fast
+//! pages may move. Read from a TOML file (documented in docs/tierd.md), every field optional;
+//! command-line options override the file. [`Policy::validate`] checks every value before anything
+//! is written to the kernel.
+
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+use std::time::Duration;
+
+use crate::TierdError;
+
+/// How DAMON samples access.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Tracking {
+    /// DAMON's sampling interval: how often it checks one page per region for access.
+    pub sample_ms: u64,
+    /// DAMON's aggregation interval: accesses are counted over this long (so a region's
+    /// `nr_accesses` runs from 0 to aggregation_ms / sample_ms).
+    pub aggregation_ms: u64,
+    /// How often DAMON refreshes the target's mappings.
+    pub update_ms: u64,
+    /// Fewest and most regions DAMON splits a target into (more: finer, costlier).
+    pub min_regions: u64,
+    pub max_regions: u64,
+    /// Also track written pages, page by page, with soft-dirty bits (`/proc/PID/clear_refs` and
+    /// `pagemap`): a page written in the last interval counts as hot, whatever its region says.
+    pub soft_dirty: bool,
+}
+
+impl Default for Tracking {
+    fn default() -> Self {
+        Tracking {
+            sample_ms: 10,
+            aggregation_ms: 200,
+            update_ms: 1000,
+            min_regions: 100,
+            max_regions: 1000,
+            soft_dirty: true,
+        }
+    }
+}
+
+/// What is hot, what is cold, and the hysteresis between them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Placement {
+    /// A region is hot when DAMON saw it accessed in at least this percentage of the samples of
+    /// an aggregation interval.
+    pub hot_percent: f64,
+    /// A region is cold when it was accessed in at most this percentage of samples ...
+    pub cold_percent: f64,
+    /// ... and has kept its access level for at least this many aggregation intervals.
+    pub cold_min_age: u32,
+    /// A page moved is not moved again for this long (no ping-pong between tiers).
+    pub min_residency_ms: u64,
+    /// Promote into a node only while its free memory stays above this percentage of its size
+    /// (the node's watermark); demote likewise.
+    pub min_free_percent: f64,
+}
+
+impl Default for Placement {
+    fn default() -> Self {
+        Placement {
+            hot_percent: 10.0,
+            cold_percent: 0.0,
+            cold_min_age: 5,
+            min_residency_ms: 3000,
+            min_free_percent: 2.0,
+        }
+    }
+}
+
+/// Budgets and limits.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    /// Most bytes of each target on the fastest tier ("64M", "2G"); none: as much as fits.
+    pub dram_budget: Option<String>,
+    /// Most bytes moved per second, over all targets, in MB/s (10^6 bytes).
+    pub max_migrate_mbps: f64,
+    /// How often the placement loop runs.
+    pub interval_ms: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            dram_budget: None,
+            max_migrate_mbps: 64.0,
+            interval_ms: 1000,
+        }
+    }
+}
+
+/// The whole policy.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Policy {
+    pub tracking: Tracking,
+    pub placement: Placement,
+    pub limits: Limits,
+}
+
+impl Policy {
+    /// Parse a policy from TOML text (`origin` names it in errors).
+    pub fn parse(text: &str, origin: &Path) -> Result<Policy, TierdError> {
+        let policy: Policy = toml::from_str(text).map_err(|e| TierdError::Policy {
+            path: origin.to_path_buf(),
+            message: e.to_string().trim_end().replace('\n', " "),
+        })?;
+        policy.validate().map_err(|e| TierdError::Policy {
+            path: origin.to_path_buf(),
+            message: e.to_string(),
+        })?;
+        Ok(policy)
+    }
+
+    /// Read and parse a policy file.
+    pub fn load(path: &Path) -> Result<Policy, TierdError> {
+        let text =
+            std::fs::read_to_string(path).map_err(|e| TierdError::io("cannot read", path, e))?;
+        Policy::parse(&text, path)
+    }
+
+    /// Set the DRAM budget.
+    pub fn with_dram_budget(mut self, budget: impl Into<String>) -> Self {
+        self.limits.dram_budget = Some(budget.into());
+        self
+    }
+
+    /// Set the migration rate limit.
+    pub fn with_max_migrate_mbps(mut self, mbps: f64) -> Self {
+        self.limits.max_migrate_mbps = mbps;
+        self
+    }
+
+    /// Set the loop interval.
+    pub fn with_interval_ms(mut self, ms: u64) -> Self {
+        self.limits.interval_ms = ms;
+        self
+    }
+
+    /// The DRAM budget in bytes, if any.
+    pub fn dram_budget_bytes(&self) -> Result<Option<u64>, TierdError> {
+        match &self.limits.dram_budget {
+            None => Ok(None),
+            Some(text) => cxltier_control::size::parse_size(text)
+                .map(Some)
+                .map_err(|e| TierdError::Setting {
+                    setting: "dram_budget",
+                    message: e.to_string(),
+                }),
+        }
+    }
+
+    /// The highest `nr_accesses` DAMON can report in one aggregation interval.
+    pub fn max_accesses(&self) -> u32 {
+        (self.tracking.aggregation_ms / self.tracking.sample_ms.max(1)).max(1) as u32
+    }
+
+    /// The loop interval.
+    pub fn interval(&self) -> Duration {
+        Duration::from_millis(self.limits.interval_ms)
+    }
+
+    /// Check every value; the message names the setting and the allowed range.
+    pub fn validate(&self) -> Result<(), TierdError> {
+        fn bad(setting: &'static str, message: impl Into<String>) -> Result<(), TierdError> {
+            Err(TierdError::Setting {
+                setting,
+                message: message.into(),
+            })
+        }
+        let t = &self.tracking;
+        let p = &self.placement;
+        let l = &self.limits;
+        if t.sample_ms == 0 {
+            return bad("sample_ms", "must be at least 1");
+        }
+        if t.aggregation_ms < t.sample_ms {
+            return bad(
+                "aggregation_ms",
+                format!(
+                    "{} is shorter than sample_ms {}: make it a multiple of it",
+                    t.aggregation_ms, t.sample_ms
+                ),
+            );
+        }
+        if t.update_ms == 0 {
+            return bad("update_ms", "must be at least 1");
+        }
+        if t.min_regions < 3 || t.max_regions < t.min_regions {
+            return bad(
+                "min_regions/max_regions",
+                format!(
+                    "{}..{}: DAMON needs at least 3 regions and max_regions >= min_regions",
+                    t.min_regions, t.max_regions
+                ),
+            );
+        }
+        let pct = |v: f64| v.is_finite() && (0.0..=100.0).contains(&v);
+        if !pct(p.hot_percent) || p.hot_percent == 0.0 {
+            return bad(
+                "hot_percent",
+                format!(
+                    "{}: expected a percentage above 0, at most 100",
+                    p.hot_percent
+                ),
+            );
+        }
+        if !pct(p.cold_percent) || p.cold_percent >= p.hot_percent {
+            return bad(
+                "cold_percent",
+                format!(
+                    "{}: expected a percentage below hot_percent ({}) so that pages between the two stay put",
+                    p.cold_percent, p.hot_percent
+                ),
+            );
+        }
+        if !pct(p.min_free_percent) || p.min_free_percent >= 100.0 {
+            return bad(
+                "min_free_percent",
+                format!("{}: expected 0 to below 100", p.min_free_percent),
+            );
+        }
+        if !(l.max_migrate_mbps.is_finite() && l.max_migrate_mbps > 0.0) {
+            return bad(
+                "max_migrate_rate",
+                format!("{}: expected MB/s above 0", l.max_migrate_mbps),
+            );
+        }
+        if l.interval_ms < 10 {
+            return bad(
+                "interval",
+                format!("{} ms: expected at least 10 ms", l.interval_ms),
+            );
+        }
+        self.dram_budget_bytes()?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Policy, TierdError> {
+        Policy::parse(text, Path::new("p.toml"))
+    }
+
+    #[test]
+    fn empty_file_is_the_default() {
+        assert_eq!(parse("").unwrap(), Policy::default());
+        Policy::default().validate().unwrap();
+    }
+
+    #[test]
+    fn fields_override_defaults() {
+        let p = parse(
+            "[tracking]\nsample_ms = 5\naggregation_ms = 100\n[limits]\ndram_budget = \"2M\"\nmax_migrate_mbps = 8\n",
+        )
+        .unwrap();
+        assert_eq!(p.max_accesses(), 20);
+        assert_eq!(p.dram_budget_bytes().unwrap(), Some(2 << 20));
+        assert_eq!(p.limits.max_migrate_mbps, 8.0);
+        assert_eq!(p.placement, Placement::default());
+    }
+
+    #[test]
+    fn unknown_fields_and_bad_values_are_named() {
+        let e = parse("[placement]\nhot_pct = 3\n").unwrap_err().to_string();
+        assert!(e.contains("hot_pct") && e.contains("p.toml"), "{e}");
+        let e = parse("[placement]\nhot_percent = 5\ncold_percent = 5\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("cold_percent"), "{e}");
+        let e = parse("[limits]\ndram_budget = \"lots\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("dram_budget"), "{e}");
+        let e = parse("[tracking]\nsample_ms = 0\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("sample_ms"), "{e}");
+        let e = Policy::default()
+            .with_max_migrate_mbps(0.0)
+            .validate()
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("max_migrate_rate"), "{e}");
+    }
+}

@@ -1,0 +1,309 @@
+//! A workload whose hot set moves: `cxltier touch SIZE --hot HOT --shift-every SECONDS`.
+//!
+//! It maps SIZE bytes (no transparent huge pages, so each base page can move on its own), writes
+//! every page once, then keeps writing the pages of one window of HOT bytes; every `shift_every`
+//! the window moves to the next HOT bytes (wrapping around). It reports at a fixed period which
+//! window is hot and on which node its pages are (`move_pages` in query mode), and at the end checks
+//! that every page still holds what was last written to it: moving pages must never change them.
+
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use cxltier_sys::{query_pages, Advice, Mapping, PageStatus};
+
+use crate::TierdError;
+
+/// The workload's shape.
+#[derive(Debug, Clone)]
+pub struct HotSet {
+    pub bytes: u64,
+    pub hot_bytes: u64,
+    pub shift_every: Duration,
+    pub duration: Duration,
+    pub report_every: Duration,
+    /// Pause between passes over the hot window, leaving CPU time to others.
+    pub pause: Duration,
+}
+
+/// A periodic report.
+#[derive(Debug, Clone, Serialize)]
+pub struct HotSetReport {
+    pub pid: u32,
+    pub t_s: f64,
+    /// Index of the hot window, and the time it became hot.
+    pub window: u64,
+    pub window_since_s: f64,
+    pub hot_start: usize,
+    pub hot_pages: u64,
+    /// The hot window's pages per node.
+    pub hot_nodes: BTreeMap<u32, u64>,
+    /// All pages per node.
+    pub nodes: BTreeMap<u32, u64>,
+    pub passes: u64,
+}
+
+/// The final report.
+#[derive(Debug, Clone, Serialize)]
+pub struct HotSetSummary {
+    pub pid: u32,
+    pub done: bool,
+    pub pages: u64,
+    /// Pages that held something other than what was last written to them.
+    pub corrupt_pages: u64,
+    pub intact: bool,
+    pub passes: u64,
+}
+
+const MARKER: u64 = 0x6378_6c74_6965_7200;
+
+fn nodes_of(addrs: &[usize]) -> Result<BTreeMap<u32, u64>, TierdError> {
+    let mut out = BTreeMap::new();
+    for chunk in addrs.chunks(1 << 16) {
+        for s in query_pages(None, chunk)? {
+            if let PageStatus::Node(n) = s {
+                *out.entry(n).or_insert(0) += 1;
+            }
+        }
+    }
+    Ok(out)
+}
+
+impl HotSet {
+    /// Check the shape.
+    pub fn validate(&self) -> Result<(), TierdError> {
+        let page = cxltier_sys::page_size() as u64;
+        let bad = |setting, message: String| Err(TierdError::Setting { setting, message });
+        if self.hot_bytes < page || self.hot_bytes > self.bytes {
+            return bad(
+                "--hot",
+                format!(
+                    "{} bytes: expected at least one page ({page}) and at most SIZE ({})",
+                    self.hot_bytes, self.bytes
+                ),
+            );
+        }
+        if self.shift_every.is_zero() || self.report_every.is_zero() {
+            return bad(
+                "--shift-every/--report-every",
+                "expected a number of seconds above 0".into(),
+            );
+        }
+        Ok(())
+    }
+
+    /// Run for `duration`, calling `report` periodically; returns the final check.
+    pub fn run(&self, mut report: impl FnMut(&HotSetReport)) -> Result<HotSetSummary, TierdError> {
+        self.validate()?;
+        let page = cxltier_sys::page_size();
+        let len = usize::try_from(self.bytes).map_err(|_| TierdError::Setting {
+            setting: "SIZE",
+            message: "larger than the address space".into(),
+        })?;
+        let mut m = Mapping::anonymous(len)?;
+        m.advise(Advice::NoHugePage)?;
+        let pages = len / page;
+        let hot_pages = (self.hot_bytes as usize / page).max(1);
+        let windows = pages.div_ceil(hot_pages).max(1);
+        let base = m.addr();
+        let all: Vec<usize> = (0..pages).map(|i| base + i * page).collect();
+        // Each page: a marker with its index at offset 0, and a counter at offset 64 that holds
+        // the number of the last pass that wrote it.
+        let mut last = vec![0u64; pages];
+        {
+            let mem = m.as_mut_slice();
+            for i in 0..pages {
+                let at = i * page;
+                mem[at..at + 8].copy_from_slice(&(MARKER ^ i as u64).to_ne_bytes());
+                mem[at + 64..at + 72].copy_from_slice(&0u64.to_ne_bytes());
+            }
+        }
+        let pid = std::process::id();
+        let start = Instant::now();
+        let mut next_report = Duration::ZERO;
+        let mut passes = 0u64;
+        loop {
+            let t = start.elapsed();
+            if t >= self.duration {
+                break;
+            }
+            let window = (t.as_secs_f64() / self.shift_every.as_secs_f64()) as u64;
+            let first = (window as usize % windows) * hot_pages;
+            let end = (first + hot_pages).min(pages);
+            passes += 1;
+            let mem = m.as_mut_slice();
+            for (i, l) in last.iter_mut().enumerate().take(end).skip(first) {
+                let at = i * page + 64;
+                mem[at..at + 8].copy_from_slice(&passes.to_ne_bytes());
+                *l = passes;
+            }
+            std::hint::black_box(&mut *mem);
+            if t >= next_report {
+                next_report = t + self.report_every;
+                report(&HotSetReport {
+                    pid,
+                    t_s: t.as_secs_f64(),
+                    window,
+                    window_since_s: window as f64 * self.shift_every.as_secs_f64(),
+                    hot_start: base + first * page,
+                    hot_pages: (end - first) as u64,
+                    hot_nodes: nodes_of(&all[first..end])?,
+                    nodes: nodes_of(&all)?,
+                    passes,
+                });
+            }
+            if !self.pause.is_zero() {
+                std::thread::sleep(self.pause);
+            }
+        }
+        let mem = m.as_slice();
+        let mut corrupt = 0;
+        for (i, &l) in last.iter().enumerate() {
+            let at = i * page;
+            let marker = u64::from_ne_bytes(mem[at..at + 8].try_into().expect("8 bytes"));
+            let count = u64::from_ne_bytes(mem[at + 64..at + 72].try_into().expect("8 bytes"));
+            if marker != MARKER ^ i as u64 || count != l {
+                corrupt += 1;
+            }
+        }
+        Ok(HotSetSummary {
+            pid,
+            done: true,
+            pages: pages as u64,
+            corrupt_pages: corrupt,
+            intact: corrupt == 0,
+            passes,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_window_moves_and_memory_checks_out() {
+        let page = cxltier_sys::page_size() as u64;
+        let w = HotSet {
+            bytes: 16 * page,
+            hot_bytes: 4 * page,
+            shift_every: Duration::from_millis(40),
+            duration: Duration::from_millis(200),
+            report_every: Duration::from_millis(10),
+            pause: Duration::from_millis(1),
+        };
+        let mut windows = Vec::new();
+        let s = w
+            .run(|r| {
+                assert_eq!(r.hot_pages, 4);
+                assert_eq!(r.hot_nodes.values().sum::<u64>(), 4);
+                assert_eq!(r.nodes.values().sum::<u64>(), 16);
+                windows.push(r.window);
+            })
+            .unwrap();
+        assert!(s.intact && s.pages == 16 && s.passes > 0, "{s:?}");
+        windows.dedup();
+        assert!(windows.len() >= 3, "the hot window moved: {windows:?}");
+        let bad = HotSet {
+            hot_bytes: 32 * page,
+            ..w
+        };
+        assert!(bad.validate().is_err());
+    }
+}
+
+/// A bandwidth-bound loop for the tuner: `cxltier touch SIZE --stream --progress-file PATH`.
+/// It reads its whole buffer over and over and keeps the number of bytes read so far in a file
+/// (rewritten about ten times a second, atomically), the progress signal `tierd --tune` reads.
+#[derive(Debug, Clone)]
+pub struct Stream {
+    pub bytes: u64,
+    pub duration: Duration,
+    pub progress_file: std::path::PathBuf,
+}
+
+/// What [`Stream::run`] did.
+#[derive(Debug, Clone, Serialize)]
+pub struct StreamSummary {
+    pub pid: u32,
+    pub bytes_read: u64,
+    pub seconds: f64,
+}
+
+impl Stream {
+    /// Run for `duration`.
+    pub fn run(&self) -> Result<StreamSummary, TierdError> {
+        let page = cxltier_sys::page_size();
+        let len = usize::try_from(self.bytes)
+            .ok()
+            .filter(|&l| l >= page)
+            .ok_or_else(|| TierdError::Setting {
+                setting: "SIZE",
+                message: format!("{} bytes: give at least one page ({page})", self.bytes),
+            })?;
+        let mut m = Mapping::anonymous(len)?;
+        m.advise(Advice::NoHugePage)?;
+        m.write_each(page, 1);
+        let tmp = self.progress_file.with_extension("tmp");
+        let publish = |count: u64| -> Result<(), TierdError> {
+            std::fs::write(&tmp, format!("{count}\n"))
+                .and_then(|()| std::fs::rename(&tmp, &self.progress_file))
+                .map_err(|e| TierdError::io("cannot write", &self.progress_file, e))
+        };
+        publish(0)?;
+        const CHUNK: usize = 64 << 10;
+        let start = Instant::now();
+        let mut next = Duration::from_millis(100);
+        let mut count = 0u64;
+        let mut sum = 0u64;
+        'run: loop {
+            for chunk in m.as_slice().chunks(CHUNK) {
+                for word in chunk.chunks_exact(8) {
+                    sum = sum.wrapping_add(u64::from_ne_bytes(word.try_into().expect("8 bytes")));
+                }
+                count += chunk.len() as u64;
+                let t = start.elapsed();
+                if t >= next {
+                    publish(count)?;
+                    next = t + Duration::from_millis(100);
+                }
+                if t >= self.duration {
+                    break 'run;
+                }
+            }
+        }
+        std::hint::black_box(sum);
+        publish(count)?;
+        Ok(StreamSummary {
+            pid: std::process::id(),
+            bytes_read: count,
+            seconds: start.elapsed().as_secs_f64(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod stream_tests {
+    use super::*;
+
+    #[test]
+    fn the_stream_publishes_a_growing_counter() {
+        let dir = std::env::temp_dir().join(format!("cxltier-stream-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("progress");
+        let s = Stream {
+            bytes: 1 << 20,
+            duration: Duration::from_millis(300),
+            progress_file: file.clone(),
+        };
+        let summary = s.run().unwrap();
+        let published: u64 = std::fs::read_to_string(&file)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        assert_eq!(published, summary.bytes_read);
+        assert!(summary.bytes_read >= 1 << 20, "{summary:?}");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}

@@ -1,0 +1,461 @@
+//! `cxltier tierd`: auto-tiering for unmodified processes.
+
+mod tune;
+
+use crate::error::{CliError, CliResult, Kind};
+use cxltier_tierd::engine::{Status, TargetReport};
+use cxltier_tierd::{choose_source, metrics, Engine, ErrorClass, Policy, TierdError, Tiers};
+use cxltier_topo::Topology;
+use serde::Serialize;
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitCode};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The long help: what the command does, exactly.
+const LONG_HELP: &str = "\
+Watches which pages of the target processes are accessed, with DAMON (the kernel's data access
+monitor, through /sys/kernel/mm/damon/admin: one kdamond per target, virtual-address monitoring,
+a `stat` scheme that only counts), and each interval moves pages of the targets' private anonymous
+memory with move_pages(2): hot pages to the fastest memory tier while the target's DRAM budget and
+the node's watermark leave room, cold pages to the next slower tier. A DRAM budget smaller than
+the hot set keeps the hottest pages in DRAM and swaps colder ones out. Moves are limited to
+--max-migrate-rate; a page that moved stays put for min_residency_ms, and a page must stay cold
+for cold_min_age intervals before it goes down, so pages do not ping-pong. A move the kernel
+refuses (busy page, full node) leaves the page where it was; it is counted and tried again later.
+
+Writing DAMON's sysfs interface is a system-wide action: tierd says so on stderr, refuses to run
+while another tool's kdamonds exist, and removes its own when it stops. --dry-run still runs DAMON
+(it is the only way to know what is hot) but moves nothing: it reports what it would move.
+
+Stopping tierd (SIGINT, SIGTERM, --duration) leaves the targets running and their memory where
+it is. A target that exits is reported once with status `exited`; tierd stops when none is left.
+With `-- CMD`, tierd starts CMD and tracks it; tierd ends when CMD does.
+
+Output: a line per target per interval; with --json, one JSON object per line (fields in
+docs/tierd.md). --metrics-addr serves the same figures as Prometheus text on HTTP (loopback unless
+you name another address).
+
+With --tune, tierd instead tunes one bandwidth-bound target's split of pages between the fast
+tier and the next slower one against --progress (file:PATH holding a growing counter, or
+cmd:COMMAND printing one): from the planner's weights for --mix (or --tune-start), it moves the
+target's pages to a share in tenths, measures, and climbs to the best neighbouring share until
+none is better by more than 2%, then leaves the target there. --sweep measures every share from
+100% to 0% instead and keeps the best. No DAMON and nothing system-wide is involved.
+
+Needs root (DAMON's sysfs interface, moving another process's pages). Exit status: 0 when stopped
+or when every target exited; 2 bad input (no such process, malformed policy); 3 without root;
+4 when the kernel has no DAMON (idle-page tracking alone is not enough) or the machine has a
+single memory tier.";
+
+/// Move hot pages of running processes to DRAM and cold ones to slower memory (DAMON + move_pages).
+#[derive(clap::Args)]
+#[command(
+    after_long_help = LONG_HELP,
+    group(clap::ArgGroup::new("target").required(true).args(["pid", "cgroup", "command"])),
+)]
+pub struct Args {
+    /// Processes to manage (repeat or comma-separate)
+    #[arg(long, value_name = "PID", value_delimiter = ',')]
+    pid: Vec<u32>,
+    /// Manage the processes of this cgroup v2 directory (as they are at start)
+    #[arg(long, value_name = "PATH")]
+    cgroup: Option<PathBuf>,
+    /// Placement policy (TOML; see docs/tierd.md)
+    #[arg(long, value_name = "FILE")]
+    policy: Option<PathBuf>,
+    /// Most bytes of each target in the fastest tier: 64M, 2G ...
+    #[arg(long, value_name = "SIZE")]
+    dram_budget: Option<String>,
+    /// Most MB/s (10^6 bytes) moved, over all targets
+    #[arg(long, value_name = "MB/s")]
+    max_migrate_rate: Option<f64>,
+    /// Milliseconds between placement rounds
+    #[arg(long, value_name = "MS")]
+    interval: Option<u64>,
+    /// Serve Prometheus metrics on this address (e.g. 127.0.0.1:9464)
+    #[arg(long, value_name = "ADDR:PORT")]
+    metrics_addr: Option<String>,
+    /// Stop after this many seconds
+    #[arg(long, value_name = "SECONDS")]
+    duration: Option<f64>,
+    /// Report what would move without moving anything
+    #[arg(long)]
+    dry_run: bool,
+    /// One JSON object per line
+    #[arg(long)]
+    json: bool,
+    /// Tune the target's DRAM:CXL page split against --progress instead of hot/cold placement
+    #[arg(long, requires = "progress", conflicts_with_all = ["sweep", "dry_run", "cgroup"])]
+    tune: bool,
+    /// Measure --progress at every split from all-DRAM to all-slower-tier, and keep the best
+    #[arg(long, requires = "progress", conflicts_with_all = ["dry_run", "cgroup"])]
+    sweep: bool,
+    /// The progress signal: file:PATH (a growing counter) or cmd:COMMAND (prints one)
+    #[arg(long, value_name = "SPEC")]
+    progress: Option<String>,
+    /// With --tune: the read:write mix whose planned weights are the starting split
+    #[arg(long, value_name = "MIX", default_value = "R")]
+    mix: String,
+    /// With --tune: start from these tier weights (fastest first, e.g. 3:1) instead of the plan
+    #[arg(long, value_name = "W:W")]
+    tune_start: Option<String>,
+    /// With --tune/--sweep: seconds of progress measured at each split
+    #[arg(long, value_name = "SECONDS", default_value_t = 2.0)]
+    measure: f64,
+    /// Start this command and manage it
+    #[arg(last = true, value_name = "CMD")]
+    command: Vec<OsString>,
+}
+
+fn args_for_tune(args: &Args) -> Result<tune::TuneArgs, CliError> {
+    let pid = match (args.pid.as_slice(), args.command.is_empty()) {
+        ([pid], true) => *pid,
+        ([], false) => 0,
+        _ => {
+            return Err(CliError::bad_input(
+                "--tune and --sweep manage one target: give one --pid, or -- CMD",
+            ))
+        }
+    };
+    if !(args.measure.is_finite() && args.measure >= 0.1) {
+        return Err(CliError::bad_input(format!(
+            "--measure {}: expected at least 0.1 seconds",
+            args.measure
+        )));
+    }
+    Ok(tune::TuneArgs {
+        pid,
+        command: args.command.clone(),
+        sweep: args.sweep,
+        progress: args.progress.clone().expect("clap requires it"),
+        mix: args.mix.clone(),
+        start: args.tune_start.clone(),
+        measure: Duration::from_secs_f64(args.measure),
+        json: args.json,
+    })
+}
+
+pub(crate) fn tierd_error(err: TierdError) -> CliError {
+    let kind = match err.class() {
+        ErrorClass::BadInput => Kind::BadInput,
+        ErrorClass::Permission => Kind::Permission,
+        ErrorClass::Unsupported => Kind::Unsupported,
+        ErrorClass::Runtime => Kind::Runtime,
+    };
+    CliError::new(kind, err.to_string())
+}
+
+/// The final JSON line.
+#[derive(Serialize)]
+struct Stopped {
+    event: &'static str,
+    reason: &'static str,
+    elapsed_s: f64,
+    targets_left_running: Vec<u32>,
+    damon_removed: bool,
+}
+
+fn policy(args: &Args) -> Result<Policy, CliError> {
+    let mut p = match &args.policy {
+        Some(path) => Policy::load(path).map_err(tierd_error)?,
+        None => Policy::default(),
+    };
+    if let Some(b) = &args.dram_budget {
+        p = p.with_dram_budget(b.clone());
+    }
+    if let Some(r) = args.max_migrate_rate {
+        p = p.with_max_migrate_mbps(r);
+    }
+    if let Some(ms) = args.interval {
+        p = p.with_interval_ms(ms);
+    }
+    p.validate().map_err(|e| {
+        CliError::bad_input(e.to_string()).with_hint("see docs/tierd.md for the policy settings")
+    })?;
+    Ok(p)
+}
+
+fn cgroup_pids(path: &Path) -> Result<Vec<u32>, CliError> {
+    let dir = if path.is_absolute() || path.exists() {
+        path.to_path_buf()
+    } else {
+        Path::new("/sys/fs/cgroup").join(path)
+    };
+    let procs = dir.join("cgroup.procs");
+    let text = std::fs::read_to_string(&procs).map_err(|e| {
+        CliError::bad_input(format!(
+            "--cgroup {}: cannot read {}: {e}",
+            path.display(),
+            procs.display()
+        ))
+        .with_hint("give a cgroup v2 directory, e.g. /sys/fs/cgroup/system.slice/foo.service")
+    })?;
+    let pids: Vec<u32> = text.lines().filter_map(|l| l.trim().parse().ok()).collect();
+    if pids.is_empty() {
+        return Err(CliError::bad_input(format!(
+            "--cgroup {}: the cgroup has no processes",
+            path.display()
+        )));
+    }
+    Ok(pids)
+}
+
+fn human(r: &TargetReport) -> String {
+    let mib = |b: u64| format!("{:.2}", b as f64 / (1u64 << 20) as f64);
+    if r.status == Status::Exited {
+        return format!(
+            "{:7.1}s pid {}: exited (promoted {}, demoted {}, failed {} pages in all)",
+            r.t_s, r.pid, r.total.promoted_pages, r.total.demoted_pages, r.total.failed_pages
+        );
+    }
+    let nodes: Vec<String> = r
+        .nodes
+        .iter()
+        .map(|(n, s)| {
+            format!(
+                "node{n} {} MiB (hot {})",
+                mib(s.resident_bytes),
+                mib(s.hot_bytes)
+            )
+        })
+        .collect();
+    let iv = &r.interval;
+    let moves = if r.dry_run {
+        format!(
+            "would promote {} demote {}",
+            iv.planned_promotions, iv.planned_demotions
+        )
+    } else {
+        format!(
+            "+{} -{} failed {}",
+            iv.promoted_pages, iv.demoted_pages, iv.failed_pages
+        )
+    };
+    format!(
+        "{:7.1}s pid {}: {} | {moves} | waiting: rate {} room {} | {} regions",
+        r.t_s,
+        r.pid,
+        nodes.join(", "),
+        iv.held_by_rate,
+        iv.held_by_room,
+        r.regions
+    )
+}
+
+pub fn run(args: Args) -> CliResult {
+    let policy = policy(&args)?;
+    let deadline = match args.duration {
+        Some(s) if !(s.is_finite() && s > 0.0) => {
+            return Err(CliError::bad_input(format!(
+                "--duration {s}: expected a number of seconds above 0"
+            )))
+        }
+        Some(s) => Some(Instant::now() + Duration::from_secs_f64(s)),
+        None => None,
+    };
+    let metrics_addr = match &args.metrics_addr {
+        None => None,
+        Some(a) => Some(a.parse::<std::net::SocketAddr>().map_err(|_| {
+            CliError::bad_input(format!("--metrics-addr {a}: expected ADDRESS:PORT"))
+                .with_hint("e.g. --metrics-addr 127.0.0.1:9464")
+        })?),
+    };
+    let root = Path::new("/");
+    let topo = Topology::live().map_err(|e| tierd_error(e.into()))?;
+    let tiers = Tiers::from_topology(&topo).map_err(tierd_error)?;
+    if args.tune || args.sweep {
+        return tune::run(&args_for_tune(&args)?, &tiers);
+    }
+    let source = choose_source(root).map_err(tierd_error)?;
+    cxltier_tierd::damon::Monitor::check(root).map_err(tierd_error)?;
+
+    let mut child: Option<Child> = None;
+    let pids = if !args.pid.is_empty() {
+        args.pid.clone()
+    } else if let Some(cg) = &args.cgroup {
+        cgroup_pids(cg)?
+    } else {
+        let c = Command::new(&args.command[0])
+            .args(&args.command[1..])
+            .spawn()
+            .map_err(|e| {
+                let code = if e.kind() == std::io::ErrorKind::NotFound {
+                    Kind::BadInput
+                } else {
+                    Kind::Runtime
+                };
+                CliError::new(
+                    code,
+                    format!("cannot start {}: {e}", args.command[0].to_string_lossy()),
+                )
+            })?;
+        let pid = c.id();
+        child = Some(c);
+        vec![pid]
+    };
+
+    for &pid in &pids {
+        if !cxltier_tierd::procfs::alive(Path::new("/proc"), pid) {
+            return Err(tierd_error(TierdError::NoSuchProcess { pid }));
+        }
+    }
+    let mut err = std::io::stderr();
+    let _ = writeln!(
+        err,
+        "cxltier tierd: access source: {} ({})",
+        source.name, source.reason
+    );
+    let _ =
+        writeln!(
+        err,
+        "cxltier tierd: writing DAMON's sysfs interface (a system-wide setting): {} kdamond(s) \
+         under /sys/kernel/mm/damon/admin/kdamonds monitoring pid {}; removed when tierd stops",
+        pids.len(),
+        pids.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
+    );
+    let _ = writeln!(
+        err,
+        "cxltier tierd: fast tier node(s) {:?}, slower node(s) {:?}; budget {}, rate limit {} MB/s{}",
+        tiers.fast,
+        tiers.slow,
+        policy.limits.dram_budget.as_deref().unwrap_or("none"),
+        policy.limits.max_migrate_mbps,
+        if args.dry_run { "; --dry-run: nothing is moved" } else { "" }
+    );
+    let started = Instant::now();
+    let mut engine = match Engine::start(
+        policy.clone(),
+        tiers,
+        &pids,
+        args.dry_run,
+        root,
+        Path::new("/proc"),
+    ) {
+        Ok(e) => e,
+        Err(e) => {
+            if let Some(mut c) = child {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+            return Err(tierd_error(e));
+        }
+    };
+
+    let _ = writeln!(
+        err,
+        "cxltier tierd: written pages: {}",
+        if engine.soft_dirty() {
+            "soft-dirty bits, page by page (a page written in the last interval counts as hot)"
+        } else if policy.tracking.soft_dirty {
+            "not tracked: this kernel has no soft-dirty bits (CONFIG_MEM_SOFT_DIRTY); hot and cold come from DAMON alone"
+        } else {
+            "not tracked (soft_dirty = false in the policy); hot and cold come from DAMON alone"
+        }
+    );
+    let shared: metrics::Shared = Arc::new(Mutex::new(String::new()));
+    if let Some(addr) = metrics_addr {
+        if !metrics::is_loopback(&addr) {
+            let _ = writeln!(err, "cxltier tierd: warning: metrics are served on {addr}, which is not loopback: anyone who can reach it can read them");
+        }
+        let bound = metrics::serve(&addr.to_string(), shared.clone()).map_err(tierd_error)?;
+        let _ = writeln!(
+            err,
+            "cxltier tierd: Prometheus metrics on http://{bound}/metrics"
+        );
+    }
+
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, Arc::clone(&stop))
+            .map_err(|e| CliError::runtime(format!("cannot install a signal handler: {e}")))?;
+    }
+
+    let mut latest: std::collections::BTreeMap<u32, TargetReport> = Default::default();
+    let reason = loop {
+        if stop.load(Ordering::Relaxed) {
+            break "signal";
+        }
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            break "duration";
+        }
+        let round = Instant::now();
+        if let Some(c) = child.as_mut() {
+            // Reap CMD as soon as it exits, so that it is seen as gone rather than a zombie.
+            let _ = c.try_wait();
+        }
+        let reports = match engine.step() {
+            Ok(r) => r,
+            Err(e) => {
+                let _ = engine.stop();
+                return Err(tierd_error(e));
+            }
+        };
+        let mut out = std::io::stdout().lock();
+        for r in &reports {
+            if args.json {
+                writeln!(out, "{}", serde_json::to_string(r)?)?;
+            } else {
+                writeln!(out, "{}", human(r))?;
+            }
+            latest.insert(r.pid, r.clone());
+        }
+        out.flush()?;
+        drop(out);
+        if let Ok(mut text) = shared.lock() {
+            *text = metrics::prometheus(&latest.values().cloned().collect::<Vec<_>>());
+        }
+        if engine.running() == 0 {
+            break "targets_exited";
+        }
+        let next = round + policy.interval();
+        while Instant::now() < next
+            && !stop.load(Ordering::Relaxed)
+            && deadline.is_none_or(|d| Instant::now() < d)
+        {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    let removed = engine.stop();
+    let left: Vec<u32> = pids
+        .iter()
+        .copied()
+        .filter(|p| cxltier_tierd::procfs::alive(Path::new("/proc"), *p))
+        .collect();
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string(&Stopped {
+                event: "stopped",
+                reason,
+                elapsed_s: started.elapsed().as_secs_f64(),
+                targets_left_running: left.clone(),
+                damon_removed: removed.is_ok(),
+            })?
+        );
+    }
+    let _ = writeln!(
+        err,
+        "cxltier tierd: stopped ({}); DAMON {}; targets still running, memory left where it is: {:?}",
+        reason.replace('_', " "),
+        if removed.is_ok() { "kdamonds removed" } else { "kdamonds could NOT be removed" },
+        left
+    );
+    if let Err(e) = removed {
+        return Err(tierd_error(e));
+    }
+    if let Some(mut c) = child {
+        // CMD ended (targets_exited) or tierd was stopped: report CMD's own status when it is over.
+        if reason == "targets_exited" {
+            if let Ok(status) = c.wait() {
+                return Ok(ExitCode::from(
+                    status.code().unwrap_or(1).clamp(0, 255) as u8
+                ));
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,116 @@
+# shellcheck shell=dash
+# Checks of `cxltier tierd` inside a lab guest (sourced by hmat.sh and cxl.sh after lib.sh).
+#
+# A workload whose 1 MiB hot set moves every 10 s over 8 MiB, started interleaved over node0 and
+# node1, runs under tierd with a DRAM budget of 3 MiB (smaller than its footprint) and a migration
+# rate limit of 1 MB/s; a second process that tierd does not target holds 2 MiB on node1. The
+# guest checks what it can see directly (exit statuses, messages, that targets survive tierd and
+# that DAMON is cleaned up); the host judges the JSON (cxltier_lab::tierd): hot set on node0, rate
+# limit, budget, the untargeted process untouched, memory intact.
+
+uptime_s() { cut -d' ' -f1 /proc/uptime; }
+
+# wait_for FILE: until FILE is non-empty (30 s at most).
+wait_for() {
+    _n=0
+    while [ "$_n" -lt 300 ] && ! [ -s "$1" ]; do
+        usleep 100000
+        _n=$((_n + 1))
+    done
+}
+
+check_tierd() {
+    rm -f "$T"/tierd-*.pid
+    echo 0 >/sys/kernel/mm/damon/admin/kdamonds/nr_kdamonds 2>/dev/null
+    cxltier run --bind 1 -- sh -c "echo \$\$ >$T/tierd-other.pid; exec cxltier touch 2M --json --hold 120" \
+        >"$T/tierd-other.out" 2>"$T/tierd-other.err" &
+    wait_for "$T/tierd-other.out"
+    other=$(cat "$T/tierd-other.pid" 2>/dev/null)
+    cxltier show --pid "$other" --json >"$T/tierd-other-before.out" 2>&1
+
+    t0=$(uptime_s)
+    cxltier run --interleave -- sh -c "echo \$\$ >$T/tierd-hot.pid; exec cxltier touch 8M --hot 1M --shift-every 10 --duration 34 --report-every 0.5 --json" \
+        >"$T/tierd-hot.out" 2>"$T/tierd-hot.err" &
+    hot_runner=$!
+    wait_for "$T/tierd-hot.out"
+    hot=$(cat "$T/tierd-hot.pid" 2>/dev/null)
+    t1=$(uptime_s)
+    capture tierd cxltier tierd --pid "$hot" --dram-budget 3M --max-migrate-rate 1 --interval 500 \
+        --duration 29 --json
+    t2=$(uptime_s)
+    verdict tierd-runs "pid $hot, exit $rc: $(brief "$T/tierd.err")" [ "$rc" = 0 ]
+    verdict tierd-says-source-and-system-wide "$(brief "$T/tierd.err")" \
+        sh -c "grep -q 'access source: damon' '$T/tierd.err' && grep -q 'system-wide' '$T/tierd.err'"
+    verdict tierd-stop-leaves-target-running "pid $hot alive after tierd stopped" kill -0 "$hot"
+    verdict tierd-damon-removed "nr_kdamonds $(cat /sys/kernel/mm/damon/admin/kdamonds/nr_kdamonds)" \
+        [ "$(cat /sys/kernel/mm/damon/admin/kdamonds/nr_kdamonds)" = 0 ]
+    cxltier show --pid "$hot" --json >"$T/tierd-hot-show.out" 2>&1
+    cxltier show --pid "$other" --json >"$T/tierd-other-after.out" 2>&1
+    wait "$hot_runner"
+    hot_rc=$?
+    verdict tierd-workload-exits-cleanly "exit $hot_rc: $(brief "$T/tierd-hot.err")" [ "$hot_rc" = 0 ]
+    printf '{"workload_start": %s, "tierd_start": %s, "tierd_end": %s}\n' "$t0" "$t1" "$t2" \
+        >"$T/tierd-times.out"
+    data tierd-times "$T/tierd-times.out"
+    data tierd-json "$T/tierd.out"
+    data tierd-hot "$T/tierd-hot.out"
+    data tierd-hot-show "$T/tierd-hot-show.out"
+    data tierd-other-before "$T/tierd-other-before.out"
+    data tierd-other-after "$T/tierd-other-after.out"
+    kill "$other" 2>/dev/null
+
+    # --dry-run: plans moves (4 MiB interleaved, budget 1 MiB) but moves nothing.
+    cxltier run --interleave -- sh -c "echo \$\$ >$T/tierd-dry.pid; exec cxltier touch 4M --json --hold 60" \
+        >"$T/tierd-dry-target.out" 2>&1 &
+    wait_for "$T/tierd-dry-target.out"
+    dry=$(cat "$T/tierd-dry.pid" 2>/dev/null)
+    cxltier show --pid "$dry" --json >"$T/tierd-dry-before.out" 2>&1
+    capture tierd-dry cxltier tierd --pid "$dry" --dram-budget 1M --interval 300 --duration 3 --dry-run --json
+    cxltier show --pid "$dry" --json >"$T/tierd-dry-after.out" 2>&1
+    planned=$(grep -o '"planned_demotions":[0-9]*' "$T/tierd-dry.out" | cut -d: -f2 | sort -n | tail -1)
+    moved=$(grep -o '"migrated_bytes":[0-9]*' "$T/tierd-dry.out" | cut -d: -f2 | sort -n | tail -1)
+    if [ "$rc" = 0 ] && [ "${planned:-0}" -gt 0 ] && [ "${moved:-x}" = 0 ] &&
+        cmp -s "$T/tierd-dry-before.out" "$T/tierd-dry-after.out"; then
+        pass tierd-dry-run-moves-nothing "would demote $planned pages, moved $moved bytes, placement unchanged"
+    else
+        fail tierd-dry-run-moves-nothing "exit $rc, planned '$planned', moved '$moved', placement $(cmp "$T/tierd-dry-before.out" "$T/tierd-dry-after.out" >/dev/null && echo unchanged || echo CHANGED): $(brief "$T/tierd-dry.err")"
+    fi
+    kill "$dry" 2>/dev/null
+
+    # A target that exits: tierd reports it and ends by itself.
+    cxltier touch 1M --json --hold 3 >"$T/tierd-short.out" 2>&1 &
+    short=$!
+    capture tierd-exit cxltier tierd --pid "$short" --interval 300 --duration 30 --json
+    if [ "$rc" = 0 ] && grep -q '"status":"exited"' "$T/tierd-exit.out" &&
+        grep -q '"reason":"targets_exited"' "$T/tierd-exit.out"; then
+        pass tierd-target-exit-handled "exit 0, target reported exited: $(brief "$T/tierd-exit.err")"
+    else
+        fail tierd-target-exit-handled "exit $rc: $(brief "$T/tierd-exit.out") $(brief "$T/tierd-exit.err")"
+    fi
+    wait "$short" 2>/dev/null
+
+    bad_input tierd-no-such-pid 2 "no process" cxltier tierd --pid 999999 --duration 1
+    bad_input tierd-bad-budget 2 "dram_budget" cxltier tierd --pid 1 --dram-budget lots
+}
+
+# The tuner: a bandwidth-bound loop (cxltier touch --stream, its bytes read as the progress
+# signal) tuned from the planner's split, then an exhaustive sweep of every split on the same
+# guest; the host compares the tuned split's throughput in the sweep with the sweep's best.
+check_tierd_tune() {
+    rm -f "$T/progress"
+    cxltier touch 4M --stream --progress-file "$T/progress" --duration 300 >"$T/stream.out" 2>&1 &
+    stream=$!
+    wait_for "$T/progress"
+    capture tierd-tune cxltier tierd --pid "$stream" --tune --progress "file:$T/progress" --measure 1 --json
+    verdict tierd-tune-runs "exit $rc: $(brief "$T/tierd-tune.err")" \
+        sh -c "[ $rc = 0 ] && grep -q '\"event\":\"tuned\"' '$T/tierd-tune.out'"
+    capture tierd-sweep cxltier tierd --pid "$stream" --sweep --progress "file:$T/progress" --measure 1 --json
+    verdict tierd-sweep-runs "exit $rc: $(brief "$T/tierd-sweep.err")" \
+        sh -c "[ $rc = 0 ] && grep -q '\"event\":\"swept\"' '$T/tierd-sweep.out'"
+    verdict tierd-tune-leaves-target-running "pid $stream" kill -0 "$stream"
+    kill "$stream" 2>/dev/null
+    wait "$stream" 2>/dev/null
+    data tierd-tune "$T/tierd-tune.out"
+    data tierd-sweep "$T/tierd-sweep.out"
+    bad_input tierd-tune-bad-progress 2 "progress" cxltier tierd --pid 1 --tune --progress http://x
+}

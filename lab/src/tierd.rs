@@ -1,0 +1,314 @@
+//! Host-side checks of `cxltier tierd` (lab/checks/tierd.sh sends the data): the moving hot set
+//! reaches node0 within a bounded time under a DRAM budget smaller than the footprint, migrations
+//! stay within the rate limit and the budget, an untargeted process is never touched, `show --pid`
+//! sees the moves, and the workload's memory is intact.
+
+use crate::Report;
+use serde_json::Value;
+
+/// How long after its window becomes hot a hot set must be on node0.
+pub const HOT_BOUND_S: f64 = 8.0;
+/// The workload's window period (lab/checks/tierd.sh: --shift-every 10).
+const SHIFT_S: f64 = 10.0;
+/// The workload's mapping and tierd's budget (8M, --dram-budget 3M).
+const FOOTPRINT: u64 = 8 << 20;
+const BUDGET: u64 = 3 << 20;
+
+fn record(report: &mut Report, name: &str, f: impl FnOnce(&Report) -> Result<String, String>) {
+    let (pass, detail) = match f(report) {
+        Ok(d) => (true, d),
+        Err(d) => (false, d),
+    };
+    report.check(name, pass, detail);
+}
+
+/// The JSON objects of a data block with one per line (other lines are ignored).
+fn lines(report: &Report, name: &str) -> Result<Vec<Value>, String> {
+    let text = report.data(name)?;
+    let v: Vec<Value> = text
+        .lines()
+        .filter(|l| l.trim_start().starts_with('{'))
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    if v.is_empty() {
+        return Err(format!(
+            "data '{name}' has no JSON lines: {}",
+            text.chars().take(160).collect::<String>()
+        ));
+    }
+    Ok(v)
+}
+
+fn one(report: &Report, name: &str) -> Result<Value, String> {
+    let text = report.data(name)?;
+    serde_json::from_str(text.trim()).map_err(|e| {
+        format!(
+            "data '{name}' is not JSON ({e}): {}",
+            text.chars().take(160).collect::<String>()
+        )
+    })
+}
+
+fn f(v: &Value, key: &str) -> Result<f64, String> {
+    v[key]
+        .as_f64()
+        .ok_or_else(|| format!("no number '{key}' in {}", brief(v)))
+}
+
+fn brief(v: &Value) -> String {
+    v.to_string().chars().take(200).collect()
+}
+
+/// The share of the hot window on node0 in a workload report.
+fn hot_on_node0(r: &Value) -> Result<f64, String> {
+    let pages = f(r, "hot_pages")?;
+    let on0 = r["hot_nodes"]["0"].as_f64().unwrap_or(0.0);
+    if pages <= 0.0 {
+        return Err(format!("no hot pages in {}", brief(r)));
+    }
+    Ok(on0 / pages)
+}
+
+/// Resident bytes on `node` of the process's anonymous mapping of exactly `size` bytes.
+fn mapping_on(show: &Value, size: u64, node: &str) -> Result<u64, String> {
+    let maps = show["mappings"]
+        .as_array()
+        .ok_or_else(|| format!("show JSON has no mappings: {}", brief(show)))?;
+    let m = maps
+        .iter()
+        .find(|m| {
+            let start = m["start"]
+                .as_str()
+                .and_then(|s| u64::from_str_radix(s.trim_start_matches("0x"), 16).ok());
+            let end = m["end"]
+                .as_str()
+                .and_then(|s| u64::from_str_radix(s.trim_start_matches("0x"), 16).ok());
+            m["kind"] == "anon" && matches!((start, end), (Some(a), Some(b)) if b - a == size)
+        })
+        .ok_or_else(|| format!("show JSON has no anonymous mapping of {size} bytes"))?;
+    Ok(m["nodes"][node].as_u64().unwrap_or(0))
+}
+
+/// All tierd checks.
+pub fn checks(report: &mut Report) {
+    record(report, "tierd-hot-set-on-node0", |r| {
+        let times = one(r, "tierd-times")?;
+        let start = f(&times, "tierd_start")? - f(&times, "workload_start")?;
+        let end = f(&times, "tierd_end")? - f(&times, "workload_start")?;
+        let hot = lines(r, "tierd-hot")?;
+        let mut judged = Vec::new();
+        let mut bad = Vec::new();
+        // Every window that became hot while tierd ran and stayed hot for the bound before tierd
+        // stopped: the first report at least HOT_BOUND_S after the shift.
+        let mut window = 1.0;
+        while window * SHIFT_S + HOT_BOUND_S <= end {
+            let since = window * SHIFT_S;
+            if since >= start {
+                let at = hot
+                    .iter()
+                    .filter(|l| l["window"].as_f64() == Some(window))
+                    .find(|l| l["t_s"].as_f64().is_some_and(|t| t >= since + HOT_BOUND_S))
+                    .ok_or_else(|| {
+                        format!("no report of window {window} {HOT_BOUND_S} s after it became hot")
+                    })?;
+                let share = hot_on_node0(at)?;
+                // How the window's share on node0 got there, once a second.
+                let path: Vec<String> = hot
+                    .iter()
+                    .filter(|l| l["window"].as_f64() == Some(window))
+                    .step_by(2)
+                    .filter_map(|l| Some(format!("{:.0}", hot_on_node0(l).ok()? * 100.0)))
+                    .collect();
+                let d = format!(
+                    "window {window}: {:.0}% on node0 at {:.1} s (tierd from {start:.1} s; % each second: {})",
+                    share * 100.0,
+                    f(at, "t_s")?,
+                    path.join(" ")
+                );
+                if share >= 0.9 {
+                    judged.push(d);
+                } else {
+                    bad.push(d);
+                }
+            }
+            window += 1.0;
+        }
+        if judged.is_empty() && bad.is_empty() {
+            return Err(format!(
+                "no window to judge (tierd ran {start:.1}..{end:.1} s into the workload)"
+            ));
+        }
+        let detail = format!(
+            "within {HOT_BOUND_S} s of each shift, >= 90% wanted: {}",
+            judged
+                .iter()
+                .chain(&bad)
+                .cloned()
+                .collect::<Vec<_>>()
+                .join("; ")
+        );
+        if bad.is_empty() {
+            Ok(detail)
+        } else {
+            Err(detail)
+        }
+    });
+
+    record(report, "tierd-within-rate-limit", |r| {
+        let reports = lines(r, "tierd-json")?;
+        // (t_s, cumulative bytes moved), starting from nothing at 0.
+        let mut points = vec![(0.0, 0.0)];
+        let mut rate = 0.0;
+        let mut capacity = 0.0;
+        let mut held = 0.0;
+        for l in reports.iter().filter(|l| l["status"] == "running") {
+            let t = f(l, "t_s")?;
+            rate = f(l, "rate_limit_bytes_per_s")?;
+            capacity = f(l, "rate_limit_bound_bytes")? - rate * t;
+            held += l["interval"]["held_by_rate"].as_f64().unwrap_or(0.0);
+            points.push((
+                t,
+                l["total"]["migrated_bytes"]
+                    .as_f64()
+                    .ok_or("no total.migrated_bytes")?,
+            ));
+        }
+        // The worst span: most bytes beyond rate x span.
+        let mut worst: f64 = f64::MIN;
+        for (i, a) in points.iter().enumerate() {
+            for b in &points[i + 1..] {
+                worst = worst.max((b.1 - a.1) - rate * (b.0 - a.0));
+            }
+        }
+        let moved = points.last().map_or(0.0, |p| p.1);
+        let detail = format!(
+            "{moved} bytes moved at {rate} B/s; worst span exceeds rate x span by {worst:.0} bytes, allowed the bucket's capacity ({capacity:.0}); {held} page moves held back by the limit"
+        );
+        if moved > 0.0 && worst <= capacity + 1.0 && held > 0.0 {
+            Ok(detail)
+        } else {
+            Err(detail)
+        }
+    });
+
+    record(report, "tierd-keeps-dram-budget", |r| {
+        let reports = lines(r, "tierd-json")?;
+        let last = reports
+            .iter()
+            .rfind(|l| l["status"] == "running")
+            .ok_or("no running report")?;
+        let fast = f(last, "fast_bytes")?;
+        let detail = format!("last report: {fast} bytes on the fast tier, budget {BUDGET}");
+        if fast <= BUDGET as f64 {
+            Ok(detail)
+        } else {
+            Err(detail)
+        }
+    });
+
+    record(report, "tierd-untargeted-untouched", |r| {
+        let before = one(r, "tierd-other-before")?;
+        let after = one(r, "tierd-other-after")?;
+        let b = mapping_on(&before, 2 << 20, "1")?;
+        let a = mapping_on(&after, 2 << 20, "1")?;
+        let a0 = mapping_on(&after, 2 << 20, "0")?;
+        let detail =
+            format!("its 2 MiB on node1: {b} bytes before, {a} after, {a0} on node0 after");
+        if b == 2 << 20 && a == b && a0 == 0 {
+            Ok(detail)
+        } else {
+            Err(detail)
+        }
+    });
+
+    record(report, "tierd-show-reflects-moves", |r| {
+        let show = one(r, "tierd-hot-show")?;
+        let on0 = mapping_on(&show, FOOTPRINT, "0")?;
+        let on1 = mapping_on(&show, FOOTPRINT, "1")?;
+        let detail = format!(
+            "show --pid: the 8 MiB mapping has {on0} bytes on node0, {on1} on node1 (started 50/50 interleaved; budget {BUDGET})"
+        );
+        if on0 <= BUDGET && on0 + on1 == FOOTPRINT {
+            Ok(detail)
+        } else {
+            Err(detail)
+        }
+    });
+
+    record(report, "tierd-soft-dirty-sees-writes", |r| {
+        let reports = lines(r, "tierd-json")?;
+        let most = reports
+            .iter()
+            .filter_map(|l| l["nodes"].as_object())
+            .map(|nodes| {
+                nodes
+                    .values()
+                    .filter_map(|n| n["written_bytes"].as_u64())
+                    .sum::<u64>()
+            })
+            .max()
+            .unwrap_or(0);
+        let detail =
+            format!("most bytes seen written in one interval: {most} (the hot window is 1 MiB)");
+        if most > 0 && most <= FOOTPRINT {
+            Ok(detail)
+        } else {
+            Err(detail)
+        }
+    });
+
+    record(report, "tierd-workload-intact", |r| {
+        let hot = lines(r, "tierd-hot")?;
+        let done = hot
+            .iter()
+            .find(|l| l["done"] == true)
+            .ok_or("the workload printed no final line")?;
+        if done["intact"] == true {
+            Ok(format!("{} pages, all intact", done["pages"]))
+        } else {
+            Err(format!("corrupt: {}", brief(done)))
+        }
+    });
+}
+
+/// The tuner's check (topology `cxl` only, where the slower node really is slower under
+/// emulation): the split it converged to gives, in an exhaustive sweep on the same guest, at
+/// least 95% of the best split's throughput.
+pub fn tune_checks(report: &mut Report) {
+    record(report, "tierd-tuner-within-5-percent-of-sweep", |r| {
+        let tuned = lines(r, "tierd-tune")?
+            .into_iter()
+            .find(|l| l["event"] == "tuned")
+            .ok_or("the tuner printed no 'tuned' line")?;
+        let swept = lines(r, "tierd-sweep")?
+            .into_iter()
+            .find(|l| l["event"] == "swept")
+            .ok_or("the sweep printed no 'swept' line")?;
+        let split = tuned["fast_percent"]
+            .as_u64()
+            .ok_or("no fast_percent in the tuned line")?;
+        let points = swept["measured"]
+            .as_object()
+            .ok_or("no measured points in the sweep")?;
+        let best = points
+            .values()
+            .filter_map(Value::as_f64)
+            .fold(0.0, f64::max);
+        let at_tuned = points
+            .get(&split.to_string())
+            .and_then(Value::as_f64)
+            .ok_or_else(|| format!("the sweep did not measure {split}%"))?;
+        let detail = format!(
+            "tuned to {split}% on the fast tier (from {}%, {} splits measured); in the sweep it gives {at_tuned:.0}/s, the best split ({}%) {best:.0}/s: {:.1}%",
+            tuned["start_fast_percent"],
+            tuned["measured"].as_object().map_or(0, |m| m.len()),
+            swept["fast_percent"],
+            at_tuned / best * 100.0
+        );
+        if best > 0.0 && at_tuned >= 0.95 * best {
+            Ok(detail)
+        } else {
+            Err(detail)
+        }
+    });
+}
