@@ -94,8 +94,9 @@ impl TieredArray {
                             path: dir.clone(),
                             needed,
                             available: *cap,
-                            hint: "give more space, more spill directories, or a higher memory limit"
-                                .into(),
+                            hint:
+                                "give more space, more spill directories, or a higher memory limit"
+                                    .into(),
                         });
                     }
                 }

@@ -84,8 +84,12 @@ impl ArrayConfig {
                 self.len, self.chunk
             ));
         }
-        if self.weights.iter().any(|&(_, w)| w == 0) || self.weights.iter().map(|w| w.1).sum::<u32>() > 1000 {
-            return bad("interleave weights must be 1 or more each (and sum to at most 1000)".into());
+        if self.weights.iter().any(|&(_, w)| w == 0)
+            || self.weights.iter().map(|w| w.1).sum::<u32>() > 1000
+        {
+            return bad(
+                "interleave weights must be 1 or more each (and sum to at most 1000)".into(),
+            );
         }
         for (i, (n, _)) in self.weights.iter().enumerate() {
             if self.weights[..i].iter().any(|(m, _)| m == n) {

@@ -49,7 +49,11 @@ impl TieredArray {
     /// indices (all blocks the same length, no chunk twice), gathered into one buffer in that
     /// order, handed to `compute(block_index, bytes)`, and scattered back. Stops at the first
     /// failed read, write or computation and reports it.
-    pub fn pass<F>(&mut self, blocks: &[Vec<usize>], mut compute: F) -> Result<PassReport, ArrayError>
+    pub fn pass<F>(
+        &mut self,
+        blocks: &[Vec<usize>],
+        mut compute: F,
+    ) -> Result<PassReport, ArrayError>
     where
         F: FnMut(usize, &mut [u8]) -> Result<(), String>,
     {
@@ -58,7 +62,9 @@ impl TieredArray {
         let mut seen = vec![false; self.chunks.len()];
         for b in blocks {
             if b.len() != per_block {
-                return Err(ArrayError::Config("every block of a pass must have as many chunks".into()));
+                return Err(ArrayError::Config(
+                    "every block of a pass must have as many chunks".into(),
+                ));
             }
             for &c in b {
                 if c >= seen.len() || std::mem::replace(&mut seen[c], true) {
@@ -96,8 +102,12 @@ impl TieredArray {
                         files,
                         ring,
                         chunk,
-                        job.read.as_mut().map(|(b, buf)| (blocks[*b].as_slice(), buf)),
-                        job.write.as_ref().map(|(b, buf)| (blocks[*b].as_slice(), buf)),
+                        job.read
+                            .as_mut()
+                            .map(|(b, buf)| (blocks[*b].as_slice(), buf)),
+                        job.write
+                            .as_ref()
+                            .map(|(b, buf)| (blocks[*b].as_slice(), buf)),
                     );
                     let done = Done {
                         read: job.read,
@@ -294,7 +304,9 @@ mod tests {
         assert_eq!(r.bytes_read, 11 * chunk as u64);
         assert_eq!(r.bytes_written, 11 * chunk as u64);
         // Pass 2, grouped differently: every chunk holds its own index, then add one.
-        let blocks: Vec<Vec<usize>> = (0..4).map(|b| vec![4 * b, 4 * b + 1, 4 * b + 2, 4 * b + 3]).collect();
+        let blocks: Vec<Vec<usize>> = (0..4)
+            .map(|b| vec![4 * b, 4 * b + 1, 4 * b + 2, 4 * b + 3])
+            .collect();
         a.pass(&blocks, |b, bytes| {
             for (j, c) in bytes.chunks_mut(chunk).enumerate() {
                 assert!(c.iter().all(|&x| x as usize == 4 * b + j));
@@ -309,8 +321,14 @@ mod tests {
             assert!(buf.iter().all(|&x| x as usize == i + 100), "chunk {i}");
         }
         // A failing computation stops the pass with the block named.
-        let err = a.pass(&blocks, |b, _| if b == 2 { Err("boom".into()) } else { Ok(()) });
-        assert!(err.unwrap_err().to_string().contains("block 2 failed: boom"));
+        let err = a.pass(
+            &blocks,
+            |b, _| if b == 2 { Err("boom".into()) } else { Ok(()) },
+        );
+        assert!(err
+            .unwrap_err()
+            .to_string()
+            .contains("block 2 failed: boom"));
         // A chunk twice in one pass is refused.
         assert!(a.pass(&[vec![0, 0]], |_, _| Ok(())).is_err());
         let files = a.placement().spill_files.clone();
@@ -327,7 +345,10 @@ mod tests {
         let err = TieredArray::create(&cfg).unwrap_err().to_string();
         assert!(err.contains("needs 262144 bytes"), "{err}");
         let cfg = ArrayConfig::new(64 * chunk as u64, chunk).memory_limit(0);
-        assert!(TieredArray::create(&cfg).unwrap_err().to_string().contains("no spill directory"));
+        assert!(TieredArray::create(&cfg)
+            .unwrap_err()
+            .to_string()
+            .contains("no spill directory"));
         let cfg = ArrayConfig::new(64 * chunk as u64, 1000);
         assert!(TieredArray::create(&cfg).is_err());
     }

@@ -45,7 +45,10 @@ pub fn fuse(ops: &[Op], max: usize) -> Vec<Op> {
             .drain(..)
             .partition(|b| b.qubits.iter().any(|q| op.qubits.contains(q)));
         open = rest;
-        let mut union: Vec<usize> = touching.iter().flat_map(|b| b.qubits.iter().copied()).collect();
+        let mut union: Vec<usize> = touching
+            .iter()
+            .flat_map(|b| b.qubits.iter().copied())
+            .collect();
         for &q in &op.qubits {
             if !union.contains(&q) {
                 union.push(q);
@@ -55,7 +58,10 @@ pub fn fuse(ops: &[Op], max: usize) -> Vec<Op> {
         if touching.is_empty() {
             // Nothing to merge with: join the newest open block that has room (the two act on
             // disjoint qubits, so they commute), which saves a sweep over the state.
-            if let Some(i) = (0..open.len()).rev().find(|&i| open[i].qubits.len() + union.len() <= max) {
+            if let Some(i) = (0..open.len())
+                .rev()
+                .find(|&i| open[i].qubits.len() + union.len() <= max)
+            {
                 let b = open.remove(i);
                 union.extend(b.qubits.iter().copied());
                 touching.push(b);
@@ -216,7 +222,12 @@ mod tests {
         let fused = fuse(&ops, 4);
         assert_eq!(fused.len(), 2);
         assert!(fused.iter().all(|f| f.qubits.len() == 4));
-        let ops = vec![op("h", &[0]), op("cx", &[0, 1]), op("cx", &[1, 2]), op("h", &[5])];
+        let ops = vec![
+            op("h", &[0]),
+            op("cx", &[0, 1]),
+            op("cx", &[1, 2]),
+            op("h", &[5]),
+        ];
         assert_eq!(fuse(&ops, 2).len(), 3);
         assert_eq!(fuse(&ops, 3).len(), 2);
         assert_eq!(fuse(&ops, 4).len(), 1);
@@ -236,11 +247,26 @@ mod tests {
         ];
         let passes = plan_passes(&ops, 8, 4, 2);
         assert_eq!(passes.len(), 2);
-        assert_eq!(passes[0], Pass { gates: 0..3, extra: vec![4, 5] });
-        assert_eq!(passes[1], Pass { gates: 3..5, extra: vec![6, 7] });
+        assert_eq!(
+            passes[0],
+            Pass {
+                gates: 0..3,
+                extra: vec![4, 5]
+            }
+        );
+        assert_eq!(
+            passes[1],
+            Pass {
+                gates: 3..5,
+                extra: vec![6, 7]
+            }
+        );
         // Cycling over three non-local qubits with room for two takes three passes in program
         // order; relabelling the busy qubits low takes one.
-        let cycle: Vec<Op> = [0, 4, 5, 6, 4, 5, 6].iter().map(|&q| op("h", &[q])).collect();
+        let cycle: Vec<Op> = [0, 4, 5, 6, 4, 5, 6]
+            .iter()
+            .map(|&q| op("h", &[q]))
+            .collect();
         assert_eq!(plan_passes(&cycle, 8, 4, 2).len(), 3);
         let (perm, n) = choose_layout(&cycle, 8, 4, 2);
         assert_eq!(n, 1, "{perm:?}");

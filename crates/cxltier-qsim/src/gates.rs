@@ -119,7 +119,11 @@ impl Matrix {
     pub fn expand(&self, qubits: &[usize], onto: &[usize]) -> Matrix {
         let pos: Vec<usize> = qubits
             .iter()
-            .map(|q| onto.iter().position(|o| o == q).expect("onto covers the gate's qubits"))
+            .map(|q| {
+                onto.iter()
+                    .position(|o| o == q)
+                    .expect("onto covers the gate's qubits")
+            })
             .collect();
         let mask: usize = pos.iter().map(|p| 1 << p).sum();
         let sub = |i: usize| -> usize {
@@ -230,7 +234,12 @@ pub fn ry(theta: f64) -> Matrix {
 
 /// Rotation about Z: `diag(e^{-i theta/2}, e^{i theta/2})`.
 pub fn rz(theta: f64) -> Matrix {
-    m1(Complex::expi(-theta / 2.0), ZERO, ZERO, Complex::expi(theta / 2.0))
+    m1(
+        Complex::expi(-theta / 2.0),
+        ZERO,
+        ZERO,
+        Complex::expi(theta / 2.0),
+    )
 }
 
 /// SWAP.
@@ -258,7 +267,11 @@ pub fn rzz(theta: f64) -> Matrix {
     let mut data = vec![ZERO; 16];
     for i in 0..4usize {
         let parity = (i.count_ones() % 2) as f64;
-        data[i * 4 + i] = Complex::expi(if parity == 0.0 { -theta / 2.0 } else { theta / 2.0 });
+        data[i * 4 + i] = Complex::expi(if parity == 0.0 {
+            -theta / 2.0
+        } else {
+            theta / 2.0
+        });
     }
     Matrix::from_rows(2, data)
 }

@@ -123,7 +123,10 @@ pub fn apply<T: Real>(pieces: &mut [&mut [Amp<T>]], piece_bits: usize, gate: &Pr
         for (i, &p) in gate.positions.iter().enumerate() {
             if (j >> i) & 1 == 1 {
                 if p >= piece_bits {
-                    let h = high_sorted.iter().position(|&x| x == p - piece_bits).expect("high");
+                    let h = high_sorted
+                        .iter()
+                        .position(|&x| x == p - piece_bits)
+                        .expect("high");
                     member[j] |= 1 << h;
                 } else {
                     offset[j] |= 1 << p;
@@ -131,7 +134,12 @@ pub fn apply<T: Real>(pieces: &mut [&mut [Amp<T>]], piece_bits: usize, gate: &Pr
             }
         }
     }
-    let mut low: Vec<usize> = gate.positions.iter().copied().filter(|&p| p < piece_bits).collect();
+    let mut low: Vec<usize> = gate
+        .positions
+        .iter()
+        .copied()
+        .filter(|&p| p < piece_bits)
+        .collect();
     low.sort_unstable();
     let piece_len = groups.first().map_or(0, |g| g[0].len());
     let work = |group: &mut Vec<&mut [Amp<T>]>| match k {
@@ -165,7 +173,11 @@ fn run<T: Real, const D: usize>(
     mem.copy_from_slice(&member[..D]);
     off.copy_from_slice(&offset[..D]);
     // Contiguous runs below the lowest in-piece target bit.
-    let run_bits = low.first().copied().unwrap_or(usize::BITS as usize).min(piece_len.trailing_zeros() as usize);
+    let run_bits = low
+        .first()
+        .copied()
+        .unwrap_or(usize::BITS as usize)
+        .min(piece_len.trailing_zeros() as usize);
     let run = 1usize << run_bits;
     let bases = piece_len >> low.len();
     let mut v = [[T::default(); 2]; D];
@@ -201,9 +213,18 @@ mod tests {
         let mut out = vec![[0.0; 2]; state.len()];
         let mask: usize = pos.iter().map(|p| 1 << p).sum();
         for (i, o) in out.iter_mut().enumerate() {
-            let r: usize = pos.iter().enumerate().map(|(b, p)| ((i >> p) & 1) << b).sum();
+            let r: usize = pos
+                .iter()
+                .enumerate()
+                .map(|(b, p)| ((i >> p) & 1) << b)
+                .sum();
             for c in 0..m.dim() {
-                let j = (i & !mask) | pos.iter().enumerate().map(|(b, p)| ((c >> b) & 1) << p).sum::<usize>();
+                let j = (i & !mask)
+                    | pos
+                        .iter()
+                        .enumerate()
+                        .map(|(b, p)| ((c >> b) & 1) << p)
+                        .sum::<usize>();
                 let a = m.at(r, c);
                 o[0] += a.re * state[j][0] - a.im * state[j][1];
                 o[1] += a.re * state[j][1] + a.im * state[j][0];
@@ -215,7 +236,9 @@ mod tests {
     #[test]
     fn matches_the_reference_for_any_positions_and_piece_split() {
         let n = 7;
-        let state: Vec<Amp<f64>> = (0..1 << n).map(|i| [((i * 7) % 11) as f64 - 5.0, ((i * 3) % 5) as f64]).collect();
+        let state: Vec<Amp<f64>> = (0..1 << n)
+            .map(|i| [((i * 7) % 11) as f64 - 5.0, ((i * 3) % 5) as f64])
+            .collect();
         let m3 = gates::controlled(&gates::u3(0.3, 0.2, 0.9), 2);
         let cases: Vec<(Matrix, Vec<usize>)> = vec![
             (gates::h(), vec![0]),
@@ -236,7 +259,10 @@ mod tests {
                     apply(&mut pieces, piece_bits, &Prepared::new(&m, pos.clone()));
                 }
                 for (a, b) in s.iter().zip(&want) {
-                    assert!((a[0] - b[0]).abs() < 1e-12 && (a[1] - b[1]).abs() < 1e-12, "{pos:?} {piece_bits}");
+                    assert!(
+                        (a[0] - b[0]).abs() < 1e-12 && (a[1] - b[1]).abs() < 1e-12,
+                        "{pos:?} {piece_bits}"
+                    );
                 }
             }
         }

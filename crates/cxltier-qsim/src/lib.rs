@@ -22,7 +22,7 @@ mod sim;
 
 pub use kernel::Real;
 pub use qasm::{parse, Circuit};
-pub use sim::{Options, PassInfo, RunReport, Simulation};
+pub use sim::{AnySimulation, Options, PassInfo, Precision, RunReport, Simulation};
 
 /// What can go wrong in the simulator; each message says what to do.
 #[derive(Debug, thiserror::Error)]

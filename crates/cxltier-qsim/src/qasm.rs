@@ -105,7 +105,10 @@ impl Circuit {
         if let Some(&q) = qubits.iter().find(|&&q| q >= self.num_qubits) {
             return Err(QsimError::Parse {
                 line: 0,
-                message: format!("qubit {q} is beyond the circuit's {} qubits", self.num_qubits),
+                message: format!(
+                    "qubit {q} is beyond the circuit's {} qubits",
+                    self.num_qubits
+                ),
             });
         }
         self.gates.push(Gate {
@@ -208,7 +211,9 @@ fn lex(src: &str) -> Result<Vec<(Tok, usize)>, QsimError> {
                     j += 1;
                 }
                 toks.push((Tok::Ident(text[start..j].to_string()), line));
-            } else if c.is_ascii_digit() || (c == '.' && j + 1 < b.len() && b[j + 1].is_ascii_digit()) {
+            } else if c.is_ascii_digit()
+                || (c == '.' && j + 1 < b.len() && b[j + 1].is_ascii_digit())
+            {
                 let start = j;
                 while j < b.len() && (b[j].is_ascii_digit() || b[j] == b'.') {
                     j += 1;
@@ -433,7 +438,9 @@ impl Parser {
             "include" => {
                 let file = match self.next()? {
                     Tok::Str(s) => s,
-                    other => return self.err(format!("expected a file name in quotes, found {other}")),
+                    other => {
+                        return self.err(format!("expected a file name in quotes, found {other}"))
+                    }
                 };
                 if file != "qelib1.inc" {
                     return Err(QsimError::Parse {
@@ -474,7 +481,8 @@ impl Parser {
             }),
             "reset" => Err(QsimError::Parse {
                 line,
-                message: "reset is not supported: the simulator runs the unitary part of a circuit".into(),
+                message: "reset is not supported: the simulator runs the unitary part of a circuit"
+                    .into(),
             }),
             "if" => Err(QsimError::Parse {
                 line,
@@ -581,7 +589,13 @@ impl Parser {
         Ok(())
     }
 
-    fn check_known(&self, gate: &str, nparams: usize, nargs: usize, line: usize) -> Result<(), QsimError> {
+    fn check_known(
+        &self,
+        gate: &str,
+        nparams: usize,
+        nargs: usize,
+        line: usize,
+    ) -> Result<(), QsimError> {
         let (p, q) = if let Some(&(_, p, q)) = STANDARD_GATES.iter().find(|(n, _, _)| *n == gate) {
             (p, q)
         } else if let Some(def) = self.defs.get(gate) {
@@ -663,7 +677,9 @@ impl Parser {
             }
             Tok::Number(n) => Ok(Expr::Num(n)),
             Tok::Ident(s) if s == "pi" => Ok(Expr::Num(PI)),
-            Tok::Ident(s) if matches!(s.as_str(), "sin" | "cos" | "tan" | "exp" | "ln" | "sqrt") => {
+            Tok::Ident(s)
+                if matches!(s.as_str(), "sin" | "cos" | "tan" | "exp" | "ln" | "sqrt") =>
+            {
                 self.expect_sym("(")?;
                 let e = self.expr()?;
                 self.expect_sym(")")?;
@@ -739,7 +755,12 @@ impl Parser {
             .map(|a| self.qubits_of(a, line))
             .collect::<Result<Vec<_>, _>>()?;
         // Broadcasting: whole registers are applied element by element; they must agree in size.
-        let width = resolved.iter().map(Vec::len).filter(|&l| l > 1).max().unwrap_or(1);
+        let width = resolved
+            .iter()
+            .map(Vec::len)
+            .filter(|&l| l > 1)
+            .max()
+            .unwrap_or(1);
         if resolved.iter().any(|r| r.len() != 1 && r.len() != width) {
             return Err(QsimError::Parse {
                 line,
@@ -756,7 +777,13 @@ impl Parser {
         Ok(())
     }
 
-    fn apply(&mut self, name: &str, params: &[f64], qubits: &[usize], line: usize) -> Result<(), QsimError> {
+    fn apply(
+        &mut self,
+        name: &str,
+        params: &[f64],
+        qubits: &[usize],
+        line: usize,
+    ) -> Result<(), QsimError> {
         for (i, q) in qubits.iter().enumerate() {
             if qubits[..i].contains(q) {
                 return Err(QsimError::Parse {
@@ -783,11 +810,20 @@ impl Parser {
             });
             return Ok(());
         }
-        let def = self.defs.get(name).cloned().ok_or_else(|| QsimError::Parse {
-            line,
-            message: format!("unsupported gate {name:?}"),
-        })?;
-        let env: HashMap<String, f64> = def.params.iter().cloned().zip(params.iter().copied()).collect();
+        let def = self
+            .defs
+            .get(name)
+            .cloned()
+            .ok_or_else(|| QsimError::Parse {
+                line,
+                message: format!("unsupported gate {name:?}"),
+            })?;
+        let env: HashMap<String, f64> = def
+            .params
+            .iter()
+            .cloned()
+            .zip(params.iter().copied())
+            .collect();
         for call in &def.body {
             let p = call
                 .params
@@ -797,7 +833,13 @@ impl Parser {
             let q: Vec<usize> = call
                 .args
                 .iter()
-                .map(|a| qubits[def.args.iter().position(|d| d == a).expect("checked at definition")])
+                .map(|a| {
+                    qubits[def
+                        .args
+                        .iter()
+                        .position(|d| d == a)
+                        .expect("checked at definition")]
+                })
                 .collect();
             // Gates made by a definition carry the line of the call, where the user can look.
             self.apply(&call.name, &p, &q, line)?;
@@ -857,7 +899,8 @@ mod tests {
         let (line, msg) = line_of("OPENQASM 2.0;\nqreg q[2];\nrx q[0];\n");
         assert_eq!(line, 3);
         assert!(msg.contains("takes 1 parameters"), "{msg}");
-        let (line, _) = line_of("OPENQASM 2.0;\nqreg q[1];\ncreg c[1];\nmeasure q -> c;\nx q[0];\n");
+        let (line, _) =
+            line_of("OPENQASM 2.0;\nqreg q[1];\ncreg c[1];\nmeasure q -> c;\nx q[0];\n");
         assert_eq!(line, 5);
         let (line, _) = line_of("OPENQASM 3.0;\n");
         assert_eq!(line, 1);

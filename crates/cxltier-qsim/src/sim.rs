@@ -157,7 +157,9 @@ impl<T: Real> Simulation<T> {
         let n = circuit.num_qubits;
         let a = amp_bytes::<T>();
         if n == 0 {
-            return Err(QsimError::Config("the circuit declares no qubits (add a qreg)".into()));
+            return Err(QsimError::Config(
+                "the circuit declares no qubits (add a qreg)".into(),
+            ));
         }
         if n > 50 {
             return Err(QsimError::Config(format!(
@@ -168,7 +170,9 @@ impl<T: Real> Simulation<T> {
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(options.threads)
             .build()
-            .map_err(|e| QsimError::Config(format!("cannot start {} threads: {e}", options.threads)))?;
+            .map_err(|e| {
+                QsimError::Config(format!("cannot start {} threads: {e}", options.threads))
+            })?;
         let min_bits = (cxltier_sys::uring::ALIGN / a).trailing_zeros() as usize;
         let ops = ops_of(circuit);
         let fits = options.memory_limit.is_none_or(|m| state_bytes <= m);
@@ -192,8 +196,10 @@ impl<T: Real> Simulation<T> {
                     .map(|c| &mut bytemuck::cast_slice_mut::<u8, Amp<T>>(c)[..1 << piece_bits])
                     .collect();
                 pieces[0][0] = [T::from_f64(1.0), T::default()];
-                let prepared: Vec<Prepared<T>> =
-                    fused.iter().map(|op| Prepared::new(&op.matrix, op.qubits.clone())).collect();
+                let prepared: Vec<Prepared<T>> = fused
+                    .iter()
+                    .map(|op| Prepared::new(&op.matrix, op.qubits.clone()))
+                    .collect();
                 pool.install(|| {
                     for g in &prepared {
                         kernel::apply(&mut pieces, piece_bits, g);
@@ -236,7 +242,10 @@ impl<T: Real> Simulation<T> {
         // Out of core: three block buffers of 2^c amplitudes must fit under the limit.
         let widest = ops.iter().map(|o| o.qubits.len()).max().unwrap_or(1);
         let c = ((limit / (3 * a as u64)).max(1).ilog2() as usize).min(n - 1);
-        let extra = options.max_extra.max(widest).min(c.saturating_sub(min_bits));
+        let extra = options
+            .max_extra
+            .max(widest)
+            .min(c.saturating_sub(min_bits));
         if c < min_bits + widest || extra < widest {
             let need = 3 * (1u64 << (min_bits + widest)) * a as u64;
             return Err(QsimError::Config(format!(
@@ -265,7 +274,8 @@ impl<T: Real> Simulation<T> {
         let start = Instant::now();
         let mut first = AlignedBuf::new(chunk);
         array.read_chunk(0, &mut first)?;
-        bytemuck::cast_slice_mut::<u8, Amp<T>>(&mut first[..chunk])[0] = [T::from_f64(1.0), T::default()];
+        bytemuck::cast_slice_mut::<u8, Amp<T>>(&mut first[..chunk])[0] =
+            [T::from_f64(1.0), T::default()];
         array.write_chunk(0, &first)?;
         drop(first);
         let chunk_index_bits = n - low;
@@ -277,7 +287,11 @@ impl<T: Real> Simulation<T> {
                 if q < low {
                     q
                 } else {
-                    low + pass.extra.iter().position(|&e| e == q).expect("planned as gathered")
+                    low + pass
+                        .extra
+                        .iter()
+                        .position(|&e| e == q)
+                        .expect("planned as gathered")
                 }
             };
             let local: Vec<Op> = physical[pass.gates.clone()]
@@ -289,15 +303,29 @@ impl<T: Real> Simulation<T> {
                 .collect();
             let fused = fusion::fuse(&local, options.fuse);
             fused_total += fused.len();
-            let prepared: Vec<Prepared<T>> =
-                fused.iter().map(|op| Prepared::new(&op.matrix, op.qubits.clone())).collect();
+            let prepared: Vec<Prepared<T>> = fused
+                .iter()
+                .map(|op| Prepared::new(&op.matrix, op.qubits.clone()))
+                .collect();
             let gathered: Vec<usize> = pass.extra.iter().map(|&q| q - low).collect();
-            let free: Vec<usize> = (0..chunk_index_bits).filter(|b| !gathered.contains(b)).collect();
+            let free: Vec<usize> = (0..chunk_index_bits)
+                .filter(|b| !gathered.contains(b))
+                .collect();
             let blocks: Vec<Vec<usize>> = (0..1usize << free.len())
                 .map(|f| {
-                    let base: usize = free.iter().enumerate().map(|(i, &b)| ((f >> i) & 1) << b).sum();
+                    let base: usize = free
+                        .iter()
+                        .enumerate()
+                        .map(|(i, &b)| ((f >> i) & 1) << b)
+                        .sum();
                     (0..1usize << gathered.len())
-                        .map(|m| base | gathered.iter().enumerate().map(|(i, &b)| ((m >> i) & 1) << b).sum::<usize>())
+                        .map(|m| {
+                            base | gathered
+                                .iter()
+                                .enumerate()
+                                .map(|(i, &b)| ((m >> i) & 1) << b)
+                                .sum::<usize>()
+                        })
                         .collect()
                 })
                 .collect();
@@ -351,11 +379,15 @@ impl<T: Real> Simulation<T> {
     }
 
     fn physical(&self, logical: u64) -> u64 {
-        (0..self.n).map(|q| ((logical >> q) & 1) << self.perm[q]).sum()
+        (0..self.n)
+            .map(|q| ((logical >> q) & 1) << self.perm[q])
+            .sum()
     }
 
     fn logical(&self, physical: u64) -> u64 {
-        (0..self.n).map(|q| ((physical >> self.perm[q]) & 1) << q).sum()
+        (0..self.n)
+            .map(|q| ((physical >> self.perm[q]) & 1) << q)
+            .sum()
     }
 
     /// Visit every chunk's amplitudes in physical order: `f(first_physical_index, amplitudes)`.
@@ -385,7 +417,10 @@ impl<T: Real> Simulation<T> {
         let mut out = Vec::with_capacity(indices.len());
         for &i in indices {
             let p = self.physical(i);
-            let (c, o) = ((p / self.per_chunk as u64) as usize, (p % self.per_chunk as u64) as usize);
+            let (c, o) = (
+                (p / self.per_chunk as u64) as usize,
+                (p % self.per_chunk as u64) as usize,
+            );
             self.array.read_chunk(c, &mut buf)?;
             let a = bytemuck::cast_slice::<u8, Amp<T>>(&buf[..chunk])[o];
             out.push([a[0].to_f64(), a[1].to_f64()]);
@@ -412,14 +447,22 @@ impl<T: Real> Simulation<T> {
     pub fn norm(&mut self) -> Result<f64, QsimError> {
         let mut sum = 0.0;
         self.scan(|_, amps| {
-            sum += amps.iter().map(|a| a[0].to_f64().powi(2) + a[1].to_f64().powi(2)).sum::<f64>();
+            sum += amps
+                .iter()
+                .map(|a| a[0].to_f64().powi(2) + a[1].to_f64().powi(2))
+                .sum::<f64>();
         })?;
         Ok(sum)
     }
 
     /// Sample `shots` measurements of `qubits` (in order: the first is the rightmost character of
     /// each key, as in Qiskit's counts), with a seeded generator.
-    pub fn sample(&mut self, shots: usize, qubits: &[usize], seed: u64) -> Result<BTreeMap<String, u64>, QsimError> {
+    pub fn sample(
+        &mut self,
+        shots: usize,
+        qubits: &[usize],
+        seed: u64,
+    ) -> Result<BTreeMap<String, u64>, QsimError> {
         let norm = self.norm()?;
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
         let mut targets: Vec<f64> = (0..shots).map(|_| rng.random::<f64>() * norm).collect();
@@ -448,9 +491,86 @@ impl<T: Real> Simulation<T> {
         let mut counts = BTreeMap::new();
         for h in hits {
             let l = self.logical(h);
-            let key: String = qubits.iter().rev().map(|&q| if (l >> q) & 1 == 1 { '1' } else { '0' }).collect();
+            let key: String = qubits
+                .iter()
+                .rev()
+                .map(|&q| if (l >> q) & 1 == 1 { '1' } else { '0' })
+                .collect();
             *counts.entry(key).or_insert(0) += 1;
         }
         Ok(counts)
+    }
+}
+
+/// Amplitude precision, chosen at run time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Precision {
+    /// Double precision: 16 bytes per amplitude.
+    F64,
+    /// Single precision: 8 bytes per amplitude.
+    F32,
+}
+
+/// A simulation in either precision. Its methods are compiled (and optimised) in this crate, so
+/// callers built without optimisation still run optimised kernels.
+pub enum AnySimulation {
+    /// Double precision.
+    F64(Simulation<f64>),
+    /// Single precision.
+    F32(Simulation<f32>),
+}
+
+impl AnySimulation {
+    /// Run `circuit` at `precision`.
+    pub fn run(
+        circuit: &Circuit,
+        options: &Options,
+        precision: Precision,
+    ) -> Result<AnySimulation, QsimError> {
+        Ok(match precision {
+            Precision::F64 => AnySimulation::F64(Simulation::run(circuit, options)?),
+            Precision::F32 => AnySimulation::F32(Simulation::run(circuit, options)?),
+        })
+    }
+    /// What the run did.
+    pub fn report(&self) -> &RunReport {
+        match self {
+            AnySimulation::F64(s) => s.report(),
+            AnySimulation::F32(s) => s.report(),
+        }
+    }
+    /// See [`Simulation::norm`].
+    pub fn norm(&mut self) -> Result<f64, QsimError> {
+        match self {
+            AnySimulation::F64(s) => s.norm(),
+            AnySimulation::F32(s) => s.norm(),
+        }
+    }
+    /// See [`Simulation::amplitudes`].
+    pub fn amplitudes(&mut self, indices: &[u64]) -> Result<Vec<[f64; 2]>, QsimError> {
+        match self {
+            AnySimulation::F64(s) => s.amplitudes(indices),
+            AnySimulation::F32(s) => s.amplitudes(indices),
+        }
+    }
+    /// See [`Simulation::sample`].
+    pub fn sample(
+        &mut self,
+        shots: usize,
+        qubits: &[usize],
+        seed: u64,
+    ) -> Result<BTreeMap<String, u64>, QsimError> {
+        match self {
+            AnySimulation::F64(s) => s.sample(shots, qubits, seed),
+            AnySimulation::F32(s) => s.sample(shots, qubits, seed),
+        }
+    }
+    /// See [`Simulation::statevector`].
+    pub fn statevector(&mut self) -> Result<Vec<[f64; 2]>, QsimError> {
+        match self {
+            AnySimulation::F64(s) => s.statevector(),
+            AnySimulation::F32(s) => s.statevector(),
+        }
     }
 }

@@ -26,7 +26,9 @@ fn python() -> PathBuf {
 
 fn scratch(name: &str) -> PathBuf {
     // On the root file system (not tmpfs), where O_DIRECT works.
-    let d = repo().join("target").join(format!("qsim-{name}-{}", std::process::id()));
+    let d = repo()
+        .join("target")
+        .join(format!("qsim-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&d).unwrap();
     d
 }
@@ -36,7 +38,9 @@ const HEADER: &str = "OPENQASM 2.0;\ninclude \"qelib1.inc\";\n";
 fn random_circuit(n: usize, gates: usize, seed: u64) -> String {
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let mut s = format!("{HEADER}gate mix(a) x, y {{ rzz(a) x, y; ry(a/2) y; cx y, x; }}\nqreg q[{n}];\ncreg c[{n}];\n");
-    let one = ["h", "x", "y", "z", "s", "sdg", "t", "tdg", "sx", "sxdg", "id"];
+    let one = [
+        "h", "x", "y", "z", "s", "sdg", "t", "tdg", "sx", "sxdg", "id",
+    ];
     let one_p = ["rx", "ry", "rz", "p", "u1"];
     let two = ["cx", "cy", "cz", "ch", "swap", "csx"];
     let two_p = ["crx", "cry", "crz", "cp", "cu1", "rxx", "rzz", "mix"];
@@ -54,13 +58,29 @@ fn random_circuit(n: usize, gates: usize, seed: u64) -> String {
         let (q0, q1, q2) = (qs[0], qs[1], qs[2]);
         match rng.random_range(0..9) {
             0 | 1 => writeln!(s, "{} q[{q0}];", one[rng.random_range(0..one.len())]),
-            2 => writeln!(s, "{}({a}) q[{q0}];", one_p[rng.random_range(0..one_p.len())]),
+            2 => writeln!(
+                s,
+                "{}({a}) q[{q0}];",
+                one_p[rng.random_range(0..one_p.len())]
+            ),
             3 => writeln!(s, "u3({a},{b},{c}) q[{q0}];"),
             4 => writeln!(s, "u2({a},{b}) q[{q0}];"),
-            5 => writeln!(s, "{} q[{q0}],q[{q1}];", two[rng.random_range(0..two.len())]),
-            6 => writeln!(s, "{}({a}) q[{q0}],q[{q1}];", two_p[rng.random_range(0..two_p.len())]),
+            5 => writeln!(
+                s,
+                "{} q[{q0}],q[{q1}];",
+                two[rng.random_range(0..two.len())]
+            ),
+            6 => writeln!(
+                s,
+                "{}({a}) q[{q0}],q[{q1}];",
+                two_p[rng.random_range(0..two_p.len())]
+            ),
             7 => writeln!(s, "cu3({a},{b},{c}) q[{q0}],q[{q1}];"),
-            _ => writeln!(s, "{} q[{q0}],q[{q1}],q[{q2}];", if rng.random_bool(0.5) { "ccx" } else { "cswap" }),
+            _ => writeln!(
+                s,
+                "{} q[{q0}],q[{q1}],q[{q2}];",
+                if rng.random_bool(0.5) { "ccx" } else { "cswap" }
+            ),
         }
         .unwrap();
     }
@@ -140,8 +160,17 @@ fn aer(dir: &Path, circuits: &[(String, String)]) -> Vec<Vec<[f64; 2]>> {
         paths.push(p);
     }
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/aer_statevector.py");
-    let out = Command::new(python()).arg(&script).arg(dir).args(&paths).output().unwrap();
-    assert!(out.status.success(), "Aer failed: {}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new(python())
+        .arg(&script)
+        .arg(dir)
+        .args(&paths)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "Aer failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     circuits
         .iter()
         .map(|(name, _)| {
@@ -225,7 +254,10 @@ fn three_more_qubits_than_fit_run_out_of_core_and_match_the_in_memory_run() {
     assert!((16u64 << n) > 4 * limit);
     let mut spilled = Simulation::<f64>::run(
         &circuit,
-        &Options::new().threads(2).memory_limit(limit).ssd(dir.clone(), None),
+        &Options::new()
+            .threads(2)
+            .memory_limit(limit)
+            .ssd(dir.clone(), None),
     )
     .unwrap();
     let report = spilled.report().clone();
@@ -235,11 +267,17 @@ fn three_more_qubits_than_fit_run_out_of_core_and_match_the_in_memory_run() {
     let total: u64 = report.pass_reports.iter().map(|p| p.io.bytes_written).sum();
     assert!(total >= report.placement.spilled_chunks as u64 * report.placement.chunk_bytes as u64);
     let mut memory = Simulation::<f64>::run(&circuit, &Options::new().threads(2)).unwrap();
-    let d = max_diff(&spilled.statevector().unwrap(), &memory.statevector().unwrap());
+    let d = max_diff(
+        &spilled.statevector().unwrap(),
+        &memory.statevector().unwrap(),
+    );
     assert!(d < 1e-12, "spilled vs in-memory: {d:e}");
     // Amplitude look-ups and sampling agree between the two layouts.
     let idx = [0u64, 1, 12345, (1 << n) - 1];
-    let (a, b) = (spilled.amplitudes(&idx).unwrap(), memory.amplitudes(&idx).unwrap());
+    let (a, b) = (
+        spilled.amplitudes(&idx).unwrap(),
+        memory.amplitudes(&idx).unwrap(),
+    );
     assert!(max_diff(&a, &b) < 1e-12, "{a:?} {b:?}");
     drop(spilled);
     let left: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
@@ -248,14 +286,22 @@ fn three_more_qubits_than_fit_run_out_of_core_and_match_the_in_memory_run() {
     let circuit = parse(&ghz(n)).unwrap();
     let mut spilled = Simulation::<f64>::run(
         &circuit,
-        &Options::new().threads(2).memory_limit(limit).ssd(dir.clone(), None),
+        &Options::new()
+            .threads(2)
+            .memory_limit(limit)
+            .ssd(dir.clone(), None),
     )
     .unwrap();
     let q: Vec<usize> = (0..n).collect();
     let counts = spilled.sample(1000, &q, 3).unwrap();
     let zeros = counts.get(&"0".repeat(n)).copied().unwrap_or(0);
     let ones = counts.get(&"1".repeat(n)).copied().unwrap_or(0);
-    assert_eq!(zeros + ones, 1000, "only two outcomes: {:?}", counts.keys().take(4).collect::<Vec<_>>());
+    assert_eq!(
+        zeros + ones,
+        1000,
+        "only two outcomes: {:?}",
+        counts.keys().take(4).collect::<Vec<_>>()
+    );
     assert!((400..600).contains(&zeros), "{zeros} of 1000");
     drop(spilled);
     std::fs::remove_dir_all(&dir).unwrap();

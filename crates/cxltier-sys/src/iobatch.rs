@@ -66,7 +66,9 @@ impl IoBatchRing {
                      or a seccomp filter of the container)"
                 }
                 Some(libc::ENOSYS) => "this kernel has no io_uring (Linux 5.1 or later is needed)",
-                Some(libc::ENOMEM) => "not enough locked memory for the ring (raise RLIMIT_MEMLOCK)",
+                Some(libc::ENOMEM) => {
+                    "not enough locked memory for the ring (raise RLIMIT_MEMLOCK)"
+                }
                 _ => "io_uring_setup failed",
             };
             io::Error::new(e.kind(), format!("{why}: {e}"))
@@ -81,7 +83,8 @@ impl IoBatchRing {
     /// the bytes transferred (a short transfer is an error: direct I/O on a file that is long
     /// enough never transfers less), or the error the kernel reported.
     pub fn run(&mut self, requests: &mut [IoRequest<'_>]) -> Vec<io::Result<usize>> {
-        let mut results: Vec<Option<io::Result<usize>>> = (0..requests.len()).map(|_| None).collect();
+        let mut results: Vec<Option<io::Result<usize>>> =
+            (0..requests.len()).map(|_| None).collect();
         let total = requests.len();
         let mut start = 0;
         while start < total {
@@ -166,8 +169,16 @@ mod tests {
         w0.fill(7);
         w1.fill(9);
         let results = ring.run(&mut [
-            IoRequest::Write { file: &a, offset: ALIGN as u64, buf: &w0 },
-            IoRequest::Write { file: &b, offset: 0, buf: &w1 },
+            IoRequest::Write {
+                file: &a,
+                offset: ALIGN as u64,
+                buf: &w0,
+            },
+            IoRequest::Write {
+                file: &b,
+                offset: 0,
+                buf: &w1,
+            },
         ]);
         assert!(results.iter().all(|r| matches!(r, Ok(n) if *n == ALIGN)));
         let mut r0 = AlignedBuf::new(ALIGN);
@@ -176,16 +187,32 @@ mod tests {
         w2.fill(3);
         // Three requests on a two-entry ring: the batch goes in two rounds.
         let results = ring.run(&mut [
-            IoRequest::Read { file: &a, offset: ALIGN as u64, buf: &mut r0 },
-            IoRequest::Read { file: &b, offset: 0, buf: &mut r1 },
-            IoRequest::Write { file: &a, offset: 0, buf: &w2 },
+            IoRequest::Read {
+                file: &a,
+                offset: ALIGN as u64,
+                buf: &mut r0,
+            },
+            IoRequest::Read {
+                file: &b,
+                offset: 0,
+                buf: &mut r1,
+            },
+            IoRequest::Write {
+                file: &a,
+                offset: 0,
+                buf: &w2,
+            },
         ]);
         assert!(results.iter().all(|r| matches!(r, Ok(n) if *n == ALIGN)));
         assert!(r0.iter().all(|&x| x == 7));
         assert!(r1.iter().all(|&x| x == 9));
         // Reading past the end of a file is a short transfer, reported as an error.
         let mut r3 = AlignedBuf::new(ALIGN);
-        let results = ring.run(&mut [IoRequest::Read { file: &a, offset: 8 * ALIGN as u64, buf: &mut r3 }]);
+        let results = ring.run(&mut [IoRequest::Read {
+            file: &a,
+            offset: 8 * ALIGN as u64,
+            buf: &mut r3,
+        }]);
         assert!(results[0].is_err());
         std::fs::remove_dir_all(&dir).unwrap();
     }
