@@ -365,3 +365,55 @@ mod tests {
         assert_eq!(a.memory_chunks_mut().unwrap().len(), 8);
     }
 }
+
+#[cfg(test)]
+mod failure_tests {
+    use crate::{ArrayConfig, ArrayError, TieredArray};
+    use std::process::Command;
+
+    fn chattr(flag: &str, path: &std::path::Path) {
+        let out = Command::new("chattr").arg(flag).arg(path).output();
+        let ok = matches!(&out, Ok(o) if o.status.success());
+        assert!(
+            ok,
+            "chattr {flag} {} failed ({out:?}): this test makes a spill file immutable so that \
+             writes to it really fail; it needs root and a file system with the immutable flag \
+             (ext4, xfs)",
+            path.display()
+        );
+    }
+
+    #[test]
+    fn a_failed_write_stops_the_pass_and_names_the_chunk() {
+        let dir = std::env::current_dir().unwrap().join(format!("../../target/array-fail-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let chunk = 4096;
+        let cfg = ArrayConfig::new(32 * chunk as u64, chunk).memory_limit(0).spill_dir(dir.clone(), None);
+        let mut a = TieredArray::create(&cfg).unwrap();
+        let file = a.placement().spill_files[0].clone();
+        // An immutable file still reads, but every write to it fails (EPERM), as a failing
+        // device would fail them.
+        chattr("+i", &file);
+        let blocks: Vec<Vec<usize>> = (0..16).map(|b| vec![2 * b, 2 * b + 1]).collect();
+        let mut computed = 0;
+        let result = a.pass(&blocks, |_, bytes| {
+            computed += 1;
+            bytes.fill(1);
+            Ok(())
+        });
+        chattr("-i", &file);
+        match result {
+            Err(ArrayError::Io { op, chunk, path, .. }) => {
+                assert_eq!(op, "write");
+                assert_eq!(chunk, 0, "block 0 is the first written");
+                assert_eq!(path, file);
+            }
+            other => panic!("expected a failed write, got {other:?}"),
+        }
+        // The pass stopped at the failure: block 0 is written while block 1 is computed.
+        assert!(computed <= 2, "{computed} blocks computed after the failure");
+        drop(a);
+        assert!(!file.exists());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
