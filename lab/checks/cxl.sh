@@ -27,4 +27,6 @@ check_show
 check_bad_input
 # shellcheck source=probe.sh
 . /lab/probe.sh
+# shellcheck source=qsim.sh
+. /lab/qsim.sh
 exit 0

@@ -83,6 +83,12 @@ const CXL: &[&str] = &[
     "probe-interleaved-3-to-1",
     "probe-loaded-latency-plot",
     "probe-buffer-too-big",
+    // lab/checks/qsim.sh
+    "qsim-interleave-completes",
+    "qsim-chunks-3-to-1",
+    "qsim-ghz-amplitudes",
+    "qsim-chunks-on-cxl",
+    "qsim-unknown-node",
     // cxltier_lab::host::cxl
     "topo-json-node1-cxl",
     "topo-json-cxl-memdev",

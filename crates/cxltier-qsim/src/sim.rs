@@ -255,7 +255,11 @@ impl<T: Real> Simulation<T> {
                 min_bits + widest
             )));
         }
-        let low = c - extra;
+        // Chunks are the unit of I/O: keep them at least 256 KiB (where the buffers allow) so
+        // that the device streams, even if that leaves fewer extra qubits per pass.
+        let io_bits = ((256usize << 10) / a).trailing_zeros() as usize;
+        let low = (c - extra).max(io_bits.min(c - widest));
+        let extra = c - low;
         let (perm, passes_count) = fusion::choose_layout(&ops, n, low, extra);
         let unrelabelled = fusion::plan_passes(&ops, n, low, extra).len();
         let physical = fusion::relabel(&ops, &perm);
