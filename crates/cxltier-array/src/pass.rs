@@ -385,10 +385,14 @@ mod failure_tests {
 
     #[test]
     fn a_failed_write_stops_the_pass_and_names_the_chunk() {
-        let dir = std::env::current_dir().unwrap().join(format!("../../target/array-fail-{}", std::process::id()));
+        let dir = std::env::current_dir()
+            .unwrap()
+            .join(format!("../../target/array-fail-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let chunk = 4096;
-        let cfg = ArrayConfig::new(32 * chunk as u64, chunk).memory_limit(0).spill_dir(dir.clone(), None);
+        let cfg = ArrayConfig::new(32 * chunk as u64, chunk)
+            .memory_limit(0)
+            .spill_dir(dir.clone(), None);
         let mut a = TieredArray::create(&cfg).unwrap();
         let file = a.placement().spill_files[0].clone();
         // An immutable file still reads, but every write to it fails (EPERM), as a failing
@@ -403,7 +407,9 @@ mod failure_tests {
         });
         chattr("-i", &file);
         match result {
-            Err(ArrayError::Io { op, chunk, path, .. }) => {
+            Err(ArrayError::Io {
+                op, chunk, path, ..
+            }) => {
                 assert_eq!(op, "write");
                 assert_eq!(chunk, 0, "block 0 is the first written");
                 assert_eq!(path, file);
@@ -411,7 +417,10 @@ mod failure_tests {
             other => panic!("expected a failed write, got {other:?}"),
         }
         // The pass stopped at the failure: block 0 is written while block 1 is computed.
-        assert!(computed <= 2, "{computed} blocks computed after the failure");
+        assert!(
+            computed <= 2,
+            "{computed} blocks computed after the failure"
+        );
         drop(a);
         assert!(!file.exists());
         std::fs::remove_dir_all(&dir).unwrap();

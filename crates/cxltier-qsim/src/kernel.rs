@@ -201,8 +201,20 @@ fn mul<T: Real, const D: usize>(m: &[Amp<T>], v: &[Amp<T>; D]) -> [Amp<T>; D] {
     "aarch64+neon"
 ))]
 fn run_fast<T: Real>(group: &mut [&mut [Amp<T>]], low: &[usize], matrix: &[Amp<T>]) {
-    let m2: [Amp<T>; 4] = std::array::from_fn(|i| if matrix.len() == 4 { matrix[i] } else { [T::default(); 2] });
-    let m4: [Amp<T>; 16] = std::array::from_fn(|i| if matrix.len() == 16 { matrix[i] } else { [T::default(); 2] });
+    let m2: [Amp<T>; 4] = std::array::from_fn(|i| {
+        if matrix.len() == 4 {
+            matrix[i]
+        } else {
+            [T::default(); 2]
+        }
+    });
+    let m4: [Amp<T>; 16] = std::array::from_fn(|i| {
+        if matrix.len() == 16 {
+            matrix[i]
+        } else {
+            [T::default(); 2]
+        }
+    });
     match (group, low) {
         ([s], [p]) => {
             for blk in s.chunks_exact_mut(2 << p) {
@@ -242,8 +254,19 @@ fn run_fast<T: Real>(group: &mut [&mut [Amp<T>]], low: &[usize], matrix: &[Amp<T
 }
 
 #[inline(always)]
-fn quad<T: Real>(m: &[Amp<T>; 16], a: &mut [Amp<T>], b: &mut [Amp<T>], c: &mut [Amp<T>], d: &mut [Amp<T>]) {
-    for (((x0, x1), x2), x3) in a.iter_mut().zip(b.iter_mut()).zip(c.iter_mut()).zip(d.iter_mut()) {
+fn quad<T: Real>(
+    m: &[Amp<T>; 16],
+    a: &mut [Amp<T>],
+    b: &mut [Amp<T>],
+    c: &mut [Amp<T>],
+    d: &mut [Amp<T>],
+) {
+    for (((x0, x1), x2), x3) in a
+        .iter_mut()
+        .zip(b.iter_mut())
+        .zip(c.iter_mut())
+        .zip(d.iter_mut())
+    {
         let o = mul::<T, 4>(m, &[*x0, *x1, *x2, *x3]);
         (*x0, *x1, *x2, *x3) = (o[0], o[1], o[2], o[3]);
     }

@@ -27,7 +27,8 @@ fn write(dir: &Path, name: &str, text: &str) -> String {
 }
 
 fn ghz(n: usize) -> String {
-    let mut s = format!("OPENQASM 2.0;\ninclude \"qelib1.inc\";\nqreg q[{n}];\ncreg c[{n}];\nh q[0];\n");
+    let mut s =
+        format!("OPENQASM 2.0;\ninclude \"qelib1.inc\";\nqreg q[{n}];\ncreg c[{n}];\nh q[0];\n");
     for q in 1..n {
         s += &format!("cx q[{}],q[{q}];\n", q - 1);
     }
@@ -36,7 +37,11 @@ fn ghz(n: usize) -> String {
 }
 
 fn json(out: &Output) -> Value {
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     serde_json::from_slice(&out.stdout).expect("valid JSON")
 }
 
@@ -46,7 +51,15 @@ fn json_amplitudes_counts_and_out_of_core_agree() {
     let n = 16;
     let file = write(&dir, "ghz.qasm", &ghz(n));
     let last = ((1u64 << n) - 1).to_string();
-    let mem = json(&cxltier(&["qsim", &file, "--amplitudes", &format!("0,1,{last}"), "--shots", "200", "--json"]));
+    let mem = json(&cxltier(&[
+        "qsim",
+        &file,
+        "--amplitudes",
+        &format!("0,1,{last}"),
+        "--shots",
+        "200",
+        "--json",
+    ]));
     assert_eq!(mem["mode"], "memory");
     assert_eq!(mem["qubits"], 16);
     let a0 = mem["amplitudes"]["0"].as_array().unwrap();
@@ -60,13 +73,27 @@ fn json_amplitudes_counts_and_out_of_core_agree() {
     let counts = mem["counts"].as_object().unwrap();
     let total: u64 = counts.values().map(|v| v.as_u64().unwrap()).sum();
     assert_eq!(total, 200);
-    assert!(counts.keys().all(|k| k == &"0".repeat(n) || k == &"1".repeat(n)), "{counts:?}");
+    assert!(
+        counts
+            .keys()
+            .all(|k| k == &"0".repeat(n) || k == &"1".repeat(n)),
+        "{counts:?}"
+    );
 
     // The same circuit with an eighth of the state's memory, spilled to a file.
     let ssd = dir.to_string_lossy().into_owned();
     let ooc = json(&cxltier(&[
-        "qsim", &file, "--memory-limit", "128K", "--ssd", &ssd, "--amplitudes", &format!("0,1,{last}"),
-        "--shots", "200", "--json",
+        "qsim",
+        &file,
+        "--memory-limit",
+        "128K",
+        "--ssd",
+        &ssd,
+        "--amplitudes",
+        &format!("0,1,{last}"),
+        "--shots",
+        "200",
+        "--json",
     ]));
     assert_eq!(ooc["mode"], "out_of_core");
     assert!(ooc["passes"].as_u64().unwrap() >= 1);
@@ -74,7 +101,12 @@ fn json_amplitudes_counts_and_out_of_core_agree() {
     let reports = ooc["pass_reports"].as_array().unwrap();
     assert_eq!(reports.len() as u64, ooc["passes"].as_u64().unwrap());
     for p in reports {
-        for field in ["io_wait_seconds", "compute_seconds", "bytes_read", "bytes_written"] {
+        for field in [
+            "io_wait_seconds",
+            "compute_seconds",
+            "bytes_read",
+            "bytes_written",
+        ] {
             assert!(p[field].is_number(), "{field}");
         }
     }
@@ -86,14 +118,29 @@ fn json_amplitudes_counts_and_out_of_core_agree() {
         }
     }
     // f32 agrees to single precision.
-    let f32 = json(&cxltier(&["qsim", &file, "--precision", "f32", "--amplitudes", "0", "--json"]));
+    let f32 = json(&cxltier(&[
+        "qsim",
+        &file,
+        "--precision",
+        "f32",
+        "--amplitudes",
+        "0",
+        "--json",
+    ]));
     assert_eq!(f32["state_bytes"], 8u64 << n);
     assert!((f32["amplitudes"]["0"][0].as_f64().unwrap() - a0[0].as_f64().unwrap()).abs() < 1e-6);
     // Human output names the mode and the passes.
     let out = cxltier(&["qsim", &file, "--memory-limit", "128K", "--ssd", &ssd]);
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("out of core") && text.contains("passes:"), "{text}");
-    assert!(std::fs::read_dir(&dir).unwrap().all(|e| !e.unwrap().file_name().to_string_lossy().ends_with(".spill")));
+    assert!(
+        text.contains("out of core") && text.contains("passes:"),
+        "{text}"
+    );
+    assert!(std::fs::read_dir(&dir).unwrap().all(|e| !e
+        .unwrap()
+        .file_name()
+        .to_string_lossy()
+        .ends_with(".spill")));
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -107,23 +154,54 @@ fn bad(args: &[&str], code: i32, needle: &str) {
 #[test]
 fn bad_input_names_the_problem() {
     let dir = scratch("bad");
-    let unknown = write(&dir, "u.qasm", "OPENQASM 2.0;\ninclude \"qelib1.inc\";\nqreg q[2];\nh q[0];\nfoo q[1];\n");
+    let unknown = write(
+        &dir,
+        "u.qasm",
+        "OPENQASM 2.0;\ninclude \"qelib1.inc\";\nqreg q[2];\nh q[0];\nfoo q[1];\n",
+    );
     bad(&["qsim", &unknown], 2, "u.qasm:5: unsupported gate \"foo\"");
-    let malformed = write(&dir, "m.qasm", "OPENQASM 2.0;\nqreg q[2];\ncx q[0] q[1];\nh q[0];\n");
+    let malformed = write(
+        &dir,
+        "m.qasm",
+        "OPENQASM 2.0;\nqreg q[2];\ncx q[0] q[1];\nh q[0];\n",
+    );
     bad(&["qsim", &malformed], 2, "m.qasm:3: expected \";\"");
     let ok = write(&dir, "g.qasm", &ghz(14));
     let ssd = dir.to_string_lossy().into_owned();
     bad(&["qsim", &ok, "--memory-limit", "64K"], 2, "give --ssd DIR");
     // 14 qubits = 256 KiB; with 64 KiB of memory about 200 KiB must go to the SSD.
-    bad(&["qsim", &ok, "--memory-limit", "64K", "--ssd", &format!("{ssd}:100K")], 2, "but only 102400 are available");
-    bad(&["qsim", &ok, "--memory-limit", "4K", "--ssd", &ssd], 2, "too small to run this circuit out of core");
+    bad(
+        &[
+            "qsim",
+            &ok,
+            "--memory-limit",
+            "64K",
+            "--ssd",
+            &format!("{ssd}:100K"),
+        ],
+        2,
+        "but only 102400 are available",
+    );
+    bad(
+        &["qsim", &ok, "--memory-limit", "4K", "--ssd", &ssd],
+        2,
+        "too small to run this circuit out of core",
+    );
     bad(&["qsim", &ok, "--precision", "f16"], 2, "give f64 or f32");
     bad(&["qsim", &ok, "--amplitudes", "16384"], 2, "out of range");
     bad(&["qsim", &ok, "--amplitudes", "x"], 2, "not an index");
     bad(&["qsim", &ok, "--fuse", "9"], 2, "--fuse 9");
-    bad(&["qsim", &dir.join("missing.qasm").to_string_lossy()], 2, "cannot read circuit");
+    bad(
+        &["qsim", &dir.join("missing.qasm").to_string_lossy()],
+        2,
+        "cannot read circuit",
+    );
     let file = write(&dir, "f.txt", "");
-    bad(&["qsim", &ok, "--memory-limit", "64K", "--ssd", &file], 2, "is not a directory");
+    bad(
+        &["qsim", &ok, "--memory-limit", "64K", "--ssd", &file],
+        2,
+        "is not a directory",
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -145,7 +223,16 @@ fn a_failed_write_stops_the_run_with_an_error() {
     let ssd = dir.join("ssd");
     std::fs::create_dir_all(&ssd).unwrap();
     let mut child = Command::new(BIN)
-        .args(["qsim", &file, "--memory-limit", "1M", "--ssd", &ssd.to_string_lossy(), "--threads", "1"])
+        .args([
+            "qsim",
+            &file,
+            "--memory-limit",
+            "1M",
+            "--ssd",
+            &ssd.to_string_lossy(),
+            "--threads",
+            "1",
+        ])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -156,24 +243,38 @@ fn a_failed_write_stops_the_run_with_an_error() {
         let found = std::fs::read_dir(&ssd)
             .unwrap()
             .map(|e| e.unwrap().path())
-            .find(|p| std::fs::metadata(p).map(|m| m.len() > 60 << 20).unwrap_or(false));
+            .find(|p| {
+                std::fs::metadata(p)
+                    .map(|m| m.len() > 60 << 20)
+                    .unwrap_or(false)
+            });
         if let Some(p) = found {
             break p;
         }
         assert!(Instant::now() < deadline, "no spill file appeared");
         if let Some(status) = child.try_wait().unwrap() {
             let out = child.wait_with_output().unwrap();
-            panic!("the run ended ({status}) before its spill file was seen: {}", String::from_utf8_lossy(&out.stderr));
+            panic!(
+                "the run ended ({status}) before its spill file was seen: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
         }
         std::thread::sleep(Duration::from_millis(5));
     };
-    let st = Command::new("chattr").arg("+i").arg(&spill).status().unwrap();
+    let st = Command::new("chattr")
+        .arg("+i")
+        .arg(&spill)
+        .status()
+        .unwrap();
     assert!(st.success(), "chattr +i needs root and ext4/xfs");
     let out = child.wait_with_output().unwrap();
     let _ = Command::new("chattr").arg("-i").arg(&spill).status();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(err.contains("write of chunk") && err.contains("the pass stopped"), "{err}");
+    assert!(
+        err.contains("write of chunk") && err.contains("the pass stopped"),
+        "{err}"
+    );
     // (The run tried to remove its spill file, which the immutable flag forbade; it goes with
     // the directory.)
     std::fs::remove_dir_all(&dir).unwrap();
