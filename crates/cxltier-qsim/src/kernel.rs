@@ -216,21 +216,19 @@ fn run_fast<T: Real>(group: &mut [&mut [Amp<T>]], low: &[usize], matrix: &[Amp<T
         }
     });
     match (group, low) {
+        // Targets among the lowest qubits leave runs too short to vectorise along: take STEP
+        // independent index groups at a time instead.
+        ([s], &[p]) if p < 3 => strided::<T, 2>(s, &m2, [0, 1 << p], low),
+        ([s], &[p0, p1]) if p0 < 3 => {
+            strided::<T, 4>(s, &m4, [0, 1 << p0, 1 << p1, (1 << p0) | (1 << p1)], low)
+        }
         ([s], [p]) => {
             for blk in s.chunks_exact_mut(2 << p) {
                 let (a, b) = blk.split_at_mut(1 << p);
-                for (x0, x1) in a.iter_mut().zip(b.iter_mut()) {
-                    let o = mul::<T, 2>(&m2, &[*x0, *x1]);
-                    (*x0, *x1) = (o[0], o[1]);
-                }
+                pair(&m2, a, b);
             }
         }
-        ([g0, g1], []) => {
-            for (x0, x1) in g0.iter_mut().zip(g1.iter_mut()) {
-                let o = mul::<T, 2>(&m2, &[*x0, *x1]);
-                (*x0, *x1) = (o[0], o[1]);
-            }
-        }
+        ([g0, g1], []) => pair(&m2, g0, g1),
         ([s], [p0, p1]) => {
             for blk in s.chunks_exact_mut(2 << p1) {
                 let (a, b) = blk.split_at_mut(1 << p1);
@@ -253,6 +251,122 @@ fn run_fast<T: Real>(group: &mut [&mut [Amp<T>]], low: &[usize], matrix: &[Amp<T
     }
 }
 
+/// Amplitudes per step of the lane loop: de-interleaved into arrays of this many reals, so that
+/// the compiler keeps them in vector registers (8 f32 = one AVX register, 8 f64 = two).
+const STEP: usize = 8;
+
+/// Apply a `D x D` matrix to `D` equally long lanes: element `i` of every lane forms one vector.
+/// Runs of `STEP` elements are split into real and imaginary arrays and multiplied lane-parallel;
+/// the remainder goes one element at a time.
+#[inline(always)]
+fn lanes<T: Real, const D: usize>(m: &[Amp<T>], lanes: &mut [&mut [Amp<T>]; D]) {
+    let len = lanes[0].len();
+    let mut mre = [[T::default(); D]; D];
+    let mut mim = [[T::default(); D]; D];
+    for r in 0..D {
+        for c in 0..D {
+            mre[r][c] = m[r * D + c][0];
+            mim[r][c] = m[r * D + c][1];
+        }
+    }
+    let mut start = 0;
+    while start + STEP <= len {
+        let mut re = [[T::default(); STEP]; D];
+        let mut im = [[T::default(); STEP]; D];
+        for (j, lane) in lanes.iter().enumerate() {
+            let run = &lane[start..start + STEP];
+            for e in 0..STEP {
+                re[j][e] = run[e][0];
+                im[j][e] = run[e][1];
+            }
+        }
+        for (r, lane) in lanes.iter_mut().enumerate() {
+            let mut ore = [T::default(); STEP];
+            let mut oim = [T::default(); STEP];
+            for c in 0..D {
+                let (a, b) = (mre[r][c], mim[r][c]);
+                for e in 0..STEP {
+                    ore[e] = ore[e] + a * re[c][e] - b * im[c][e];
+                    oim[e] = oim[e] + a * im[c][e] + b * re[c][e];
+                }
+            }
+            let run = &mut lane[start..start + STEP];
+            for e in 0..STEP {
+                run[e] = [ore[e], oim[e]];
+            }
+        }
+        start += STEP;
+    }
+    for i in start..len {
+        let v: [Amp<T>; D] = std::array::from_fn(|j| lanes[j][i]);
+        let o = mul::<T, D>(m, &v);
+        for (j, lane) in lanes.iter_mut().enumerate() {
+            lane[i] = o[j];
+        }
+    }
+}
+
+/// Apply a `D x D` matrix to the index groups of `s` (offsets `off` from each base; bases skip
+/// the `low` target bits), `STEP` groups at a time with the arithmetic on de-interleaved arrays.
+#[inline(always)]
+fn strided<T: Real, const D: usize>(
+    s: &mut [Amp<T>],
+    m: &[Amp<T>],
+    off: [usize; D],
+    low: &[usize],
+) {
+    let bases = s.len() >> low.len();
+    let mut mre = [[T::default(); D]; D];
+    let mut mim = [[T::default(); D]; D];
+    for r in 0..D {
+        for c in 0..D {
+            mre[r][c] = m[r * D + c][0];
+            mim[r][c] = m[r * D + c][1];
+        }
+    }
+    let mut outer = 0;
+    while outer + STEP <= bases {
+        let idx: [usize; STEP] = std::array::from_fn(|e| insert_zeros(outer + e, low));
+        let mut re = [[T::default(); STEP]; D];
+        let mut im = [[T::default(); STEP]; D];
+        for j in 0..D {
+            for e in 0..STEP {
+                let a = s[idx[e] + off[j]];
+                re[j][e] = a[0];
+                im[j][e] = a[1];
+            }
+        }
+        for r in 0..D {
+            let mut ore = [T::default(); STEP];
+            let mut oim = [T::default(); STEP];
+            for c in 0..D {
+                let (a, b) = (mre[r][c], mim[r][c]);
+                for e in 0..STEP {
+                    ore[e] = ore[e] + a * re[c][e] - b * im[c][e];
+                    oim[e] = oim[e] + a * im[c][e] + b * re[c][e];
+                }
+            }
+            for e in 0..STEP {
+                s[idx[e] + off[r]] = [ore[e], oim[e]];
+            }
+        }
+        outer += STEP;
+    }
+    for base in outer..bases {
+        let i = insert_zeros(base, low);
+        let v: [Amp<T>; D] = std::array::from_fn(|j| s[i + off[j]]);
+        let o = mul::<T, D>(m, &v);
+        for j in 0..D {
+            s[i + off[j]] = o[j];
+        }
+    }
+}
+
+#[inline(always)]
+fn pair<T: Real>(m: &[Amp<T>; 4], a: &mut [Amp<T>], b: &mut [Amp<T>]) {
+    lanes::<T, 2>(m, &mut [a, b]);
+}
+
 #[inline(always)]
 fn quad<T: Real>(
     m: &[Amp<T>; 16],
@@ -261,15 +375,7 @@ fn quad<T: Real>(
     c: &mut [Amp<T>],
     d: &mut [Amp<T>],
 ) {
-    for (((x0, x1), x2), x3) in a
-        .iter_mut()
-        .zip(b.iter_mut())
-        .zip(c.iter_mut())
-        .zip(d.iter_mut())
-    {
-        let o = mul::<T, 4>(m, &[*x0, *x1, *x2, *x3]);
-        (*x0, *x1, *x2, *x3) = (o[0], o[1], o[2], o[3]);
-    }
+    lanes::<T, 4>(m, &mut [a, b, c, d]);
 }
 
 #[inline(always)]

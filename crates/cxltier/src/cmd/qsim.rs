@@ -46,8 +46,9 @@ pub struct Args {
     /// Memory for the state and the out-of-core buffers (default: no limit)
     #[arg(long, value_name = "SIZE")]
     memory_limit: Option<String>,
-    /// Directories on NVMe file systems to spill the state to (several: striped), each DIR[:SIZE]
-    #[arg(long, value_name = "DIR[:SIZE]", num_args = 1..)]
+    /// A directory on an NVMe file system to spill the state to, DIR[:SIZE]; repeat for several
+    /// (chunks are striped over them)
+    #[arg(long, value_name = "DIR[:SIZE]")]
     ssd: Vec<String>,
     /// Place memory chunks over nodes by weight, fastest tier first (3:1), or per node (0=3,1=1)
     #[arg(long, value_name = "WEIGHTS")]
