@@ -113,18 +113,30 @@ impl IoBatchRing {
                     .expect("a round is no larger than the ring");
             }
             let mut pending = round.len();
+            let mut failures = 0u32;
             while pending > 0 {
                 if let Err(e) = self.ring.submit_and_wait(pending) {
                     match e.raw_os_error() {
                         Some(libc::EINTR) | Some(libc::EBUSY) | Some(libc::EAGAIN) => continue,
-                        // Anything else is a broken ring: the requests may still be in flight,
-                        // so keep waiting for them rather than returning with buffers lent out.
+                        // Anything else is a broken ring. The requests may still be in flight,
+                        // so returning (and freeing the buffers they write into) is not an
+                        // option: retry for a while, then abort the process rather than let
+                        // the kernel write into freed memory.
                         _ => {
-                            std::thread::yield_now();
+                            failures += 1;
+                            if failures > 10_000 {
+                                eprintln!(
+                                    "io_uring_enter keeps failing ({e}) with {pending} direct \
+                                     I/O requests in flight; aborting"
+                                );
+                                std::process::abort();
+                            }
+                            std::thread::sleep(std::time::Duration::from_micros(100));
                             continue;
                         }
                     }
                 }
+                failures = 0;
                 for cqe in self.ring.completion() {
                     let i = cqe.user_data() as usize;
                     let res = cqe.result();

@@ -152,6 +152,20 @@ fn bad(args: &[&str], code: i32, needle: &str) {
 }
 
 #[test]
+fn counts_are_keyed_by_the_classical_register() {
+    let dir = scratch("creg");
+    // q[1] = 1 measured into c[4], q[0] = 0 into c[0]: every shot reads c = 10000.
+    let file = write(
+        &dir,
+        "m.qasm",
+        "OPENQASM 2.0;\ninclude \"qelib1.inc\";\nqreg q[3];\ncreg c[5];\nx q[1];\nmeasure q[1] -> c[4];\nmeasure q[0] -> c[0];\n",
+    );
+    let out = json(&cxltier(&["qsim", &file, "--shots", "10", "--json"]));
+    assert_eq!(out["counts"], serde_json::json!({"10000": 10}));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn bad_input_names_the_problem() {
     let dir = scratch("bad");
     let unknown = write(

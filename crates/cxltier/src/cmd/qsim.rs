@@ -255,7 +255,8 @@ fn simulate(
             let mut counts = BTreeMap::new();
             for (key, n) in raw {
                 let mut bits = key.chars().rev();
-                let full: String = by_clbit
+                // Fill clbit 0 first (the key's last character), then reverse into a key.
+                let mut full: Vec<char> = by_clbit
                     .iter()
                     .map(|q| {
                         if q.is_some() {
@@ -264,8 +265,9 @@ fn simulate(
                             '0'
                         }
                     })
-                    .rev()
                     .collect();
+                full.reverse();
+                let full: String = full.into_iter().collect();
                 *counts.entry(full).or_insert(0) += n;
             }
             return finish(
