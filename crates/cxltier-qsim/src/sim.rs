@@ -33,14 +33,14 @@ impl Default for Options {
             ssd: Vec::new(),
             weights: Vec::new(),
             threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
-            fuse: 4,
+            fuse: 2,
             max_extra: 6,
         }
     }
 }
 
 impl Options {
-    /// Defaults: no memory limit, all available threads, fusion up to 4 qubits.
+    /// Defaults: no memory limit, all available threads, fusion up to 2 qubits.
     pub fn new() -> Options {
         Options::default()
     }

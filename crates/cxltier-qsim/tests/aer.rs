@@ -218,6 +218,7 @@ fn matches_qiskit_aer_in_memory_and_out_of_core() {
         for (label, options) in [
             ("memory", Options::new().threads(2)),
             ("memory-unfused", Options::new().threads(2).fuse(1)),
+            ("memory-fused-4", Options::new().threads(2).fuse(4)),
             (
                 "out-of-core",
                 Options::new()
