@@ -35,4 +35,6 @@ check_tierd_tune
 . /lab/store.sh
 # shellcheck source=probe.sh
 . /lab/probe.sh
+# shellcheck source=qsim.sh
+. /lab/qsim.sh
 exit 0

@@ -120,6 +120,12 @@ const CXL: &[&str] = &[
     "tierd-tune-leaves-target-running",
     "tierd-tune-bad-progress",
     "tierd-tuner-within-5-percent-of-sweep",
+    // lab/checks/qsim.sh
+    "qsim-interleave-completes",
+    "qsim-chunks-3-to-1",
+    "qsim-ghz-amplitudes",
+    "qsim-chunks-on-cxl",
+    "qsim-unknown-node",
     // cxltier_lab::host::cxl
     "topo-json-node1-cxl",
     "topo-json-cxl-memdev",

@@ -9,7 +9,8 @@
 //! - [`page_size`];
 //! - [`signal`]: blocking, waiting for and forwarding signals while supervising a child;
 //! - [`stream`]: non-temporal stores for memory bandwidth measurements;
-//! - [`uring`]: aligned buffers, `O_DIRECT` files and batched io_uring reads and writes.
+//! - [`uring`]: aligned buffers, `O_DIRECT` files and batched io_uring reads and writes;
+//! - [`iobatch`]: mixed batches of direct reads and writes on any number of files.
 //!
 //! Every `unsafe` block states why it is sound in a `// SAFETY:` comment. Errors are [`SysError`]s
 //! that name the call and say, where the errno allows, what the cause is and what to do.
@@ -23,6 +24,8 @@
 
 #[warn(missing_docs, clippy::undocumented_unsafe_blocks)]
 mod error;
+#[warn(missing_docs, clippy::undocumented_unsafe_blocks)]
+pub mod iobatch;
 #[warn(missing_docs, clippy::undocumented_unsafe_blocks)]
 mod mapping;
 #[warn(missing_docs, clippy::undocumented_unsafe_blocks)]

@@ -65,6 +65,13 @@ pub struct Mapping {
     len: usize,
 }
 
+// SAFETY: a Mapping owns its pages exclusively, like a Box<[u8]>: moving it to another thread moves
+// that ownership, and the memory is only reached through &self (reads) or &mut self (writes), so
+// sharing &Mapping between threads allows only concurrent reads.
+unsafe impl Send for Mapping {}
+// SAFETY: see Send above: &Mapping gives only shared, read-only access to the bytes.
+unsafe impl Sync for Mapping {}
+
 impl Mapping {
     /// Map `len` bytes (rounded up to whole pages) of anonymous memory.
     pub fn anonymous(len: usize) -> Result<Mapping, SysError> {

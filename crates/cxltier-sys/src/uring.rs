@@ -130,7 +130,7 @@ impl DirectFile {
         self.file.sync_data()
     }
 
-    fn fd(&self) -> types::Fd {
+    pub(crate) fn fd(&self) -> types::Fd {
         types::Fd(self.file.as_raw_fd())
     }
 }

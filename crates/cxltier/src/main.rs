@@ -44,6 +44,7 @@ enum Command {
     Serve(cmd::serve::Args),
     Ycsb(cmd::ycsb::Args),
     Tierd(cmd::tierd::Args),
+    Qsim(cmd::qsim::Args),
 }
 
 fn main() -> ExitCode {
@@ -59,6 +60,7 @@ fn main() -> ExitCode {
         Command::Serve(args) => cmd::serve::run(args),
         Command::Ycsb(args) => cmd::ycsb::run(args),
         Command::Tierd(args) => cmd::tierd::run(args),
+        Command::Qsim(args) => cmd::qsim::run(args),
     };
     match result {
         Ok(code) => code,

@@ -1,0 +1,83 @@
+"""Peers for bench/qsim-vs-peers: generate benchmark circuits, and time Qiskit Aer and qsim on them.
+
+  python qsim_peers.py circuit N DEPTH SEED OUT.qasm     write a layered random circuit
+  python qsim_peers.py aer FILE.qasm THREADS f64|f32      print seconds Aer spent simulating
+  python qsim_peers.py qsim FILE.qasm THREADS             print seconds qsim spent (f32 only)
+
+The circuit: DEPTH layers, each a random single-qubit rotation (u3) on every qubit, then CX on
+neighbouring pairs alternating between even and odd offsets. Gate counts are what the QASM holds.
+"""
+import math
+import random
+import sys
+import time
+
+
+def circuit(n, depth, seed, out):
+    rng = random.Random(seed)
+    lines = ['OPENQASM 2.0;', 'include "qelib1.inc";', f'qreg q[{n}];']
+    for layer in range(depth):
+        for q in range(n):
+            a, b, c = (rng.uniform(-math.pi, math.pi) for _ in range(3))
+            lines.append(f'u3({a!r},{b!r},{c!r}) q[{q}];')
+        for q in range(layer % 2, n - 1, 2):
+            lines.append(f'cx q[{q}],q[{q + 1}];')
+    with open(out, 'w') as f:
+        f.write('\n'.join(lines) + '\n')
+
+
+def aer(path, threads, precision):
+    from qiskit import qasm2, transpile
+    from qiskit_aer import AerSimulator
+    qc = qasm2.load(path, custom_instructions=qasm2.LEGACY_CUSTOM_INSTRUCTIONS)
+    qc.save_expectation_value  # noqa: B018 (Aer's instructions are registered on import)
+    sim = AerSimulator(method='statevector', precision='double' if precision == 'f64' else 'single',
+                       max_parallel_threads=threads, max_parallel_experiments=1)
+    tqc = transpile(qc, sim, optimization_level=0)
+    tqc.measure_all()
+    result = sim.run(tqc, shots=1).result()
+    # time_taken of the experiment: Aer's own clock around the simulation, without Python.
+    print(result.results[0].time_taken)
+
+
+def qsim(path, threads):
+    import cirq
+    import qsimcirq
+    from qiskit import qasm2
+    qc = qasm2.load(path, custom_instructions=qasm2.LEGACY_CUSTOM_INSTRUCTIONS)
+    qubits = cirq.LineQubit.range(qc.num_qubits)
+    ops = []
+    for inst in qc.data:
+        name = inst.operation.name
+        qs = [qubits[qc.find_bit(q).index] for q in inst.qubits]
+        if name == 'u3':
+            theta, phi, lam = (float(p) for p in inst.operation.params)
+            # Qiskit's U(theta, phi, lambda) as an explicit matrix (cirq has no u3).
+            m = [[math.cos(theta / 2), -complex(math.cos(lam), math.sin(lam)) * math.sin(theta / 2)],
+                 [complex(math.cos(phi), math.sin(phi)) * math.sin(theta / 2),
+                  complex(math.cos(phi + lam), math.sin(phi + lam)) * math.cos(theta / 2)]]
+            import numpy as np
+            ops.append(cirq.MatrixGate(np.array(m, dtype=np.complex128)).on(*qs))
+        elif name == 'cx':
+            ops.append(cirq.CNOT(*qs))
+        else:
+            raise SystemExit(f'qsim peer: gate {name} not handled')
+    c = cirq.Circuit(ops, strategy=cirq.InsertStrategy.EARLIEST)
+    c.append(cirq.measure(*qubits, key='m'))
+    sim = qsimcirq.QSimSimulator(qsim_options=qsimcirq.QSimOptions(cpu_threads=threads, max_fused_gate_size=2))
+    sim.run(cirq.Circuit([cirq.H(q) for q in qubits[:2]] + [cirq.measure(qubits[0], key='w')]), repetitions=1)
+    start = time.perf_counter()
+    sim.run(c, repetitions=1)
+    print(time.perf_counter() - start)
+
+
+if __name__ == '__main__':
+    cmd = sys.argv[1]
+    if cmd == 'circuit':
+        circuit(int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5])
+    elif cmd == 'aer':
+        aer(sys.argv[2], int(sys.argv[3]), sys.argv[4])
+    elif cmd == 'qsim':
+        qsim(sys.argv[2], int(sys.argv[3]))
+    else:
+        raise SystemExit(__doc__)

@@ -1,0 +1,332 @@
+//! The array: chunks in memory (bound per chunk) and chunks in spill files (striped).
+
+use std::path::PathBuf;
+
+use cxltier_sys::iobatch::{IoBatchRing, IoRequest};
+use cxltier_sys::uring::{AlignedBuf, DirectFile};
+use cxltier_sys::{query_pages, Mapping, MbindFlags, Mode, NodeMask, PageStatus, Policy};
+use serde::Serialize;
+
+use crate::{ArrayConfig, ArrayError};
+
+/// Where a chunk lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChunkHome {
+    /// In memory, bound to a node (or under the default policy when `None`).
+    Memory {
+        /// The node it is bound to.
+        node: Option<u32>,
+    },
+    /// In spill file `file` at byte `offset`.
+    Spilled {
+        /// Index of the spill file.
+        file: usize,
+        /// Byte offset in it.
+        offset: u64,
+    },
+}
+
+pub(crate) enum Chunk {
+    Memory(Mapping),
+    Spilled { file: usize, offset: u64 },
+}
+
+pub(crate) struct SpillFile {
+    pub(crate) path: PathBuf,
+    pub(crate) file: DirectFile,
+}
+
+/// Where the array's chunks are, as counted after creation.
+#[derive(Debug, Clone, Serialize)]
+pub struct Placement {
+    /// Chunk size in bytes.
+    pub chunk_bytes: usize,
+    /// Chunks in memory.
+    pub memory_chunks: usize,
+    /// Chunks in spill files.
+    pub spilled_chunks: usize,
+    /// Memory pages per node, as `move_pages` reported them (`node`, `pages`); empty when
+    /// verification was off.
+    pub pages_per_node: Vec<(u32, usize)>,
+    /// The spill files.
+    pub spill_files: Vec<PathBuf>,
+}
+
+/// A chunked array over memory nodes and spill files.
+pub struct TieredArray {
+    pub(crate) chunk: usize,
+    pub(crate) chunks: Vec<Chunk>,
+    pub(crate) homes: Vec<ChunkHome>,
+    pub(crate) files: Vec<SpillFile>,
+    pub(crate) ring: IoBatchRing,
+    placement: Placement,
+}
+
+impl std::fmt::Debug for TieredArray {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TieredArray")
+            .field("placement", &self.placement)
+            .finish()
+    }
+}
+
+impl TieredArray {
+    /// Allocate the array as configured: map and bind the memory chunks (then touch them, so that
+    /// each page is allocated under its chunk's policy, and verify where the pages went), create
+    /// and preallocate the spill files. Fails before allocating anything if the configuration
+    /// cannot work, and before any computation if the spill does not fit.
+    pub fn create(config: &ArrayConfig) -> Result<TieredArray, ArrayError> {
+        config.check()?;
+        let total = config.chunks();
+        let resident = config.resident_chunks();
+        let spilled = total - resident;
+        // Spill files first: refusing for lack of space must come before gigabytes are touched.
+        let mut files = Vec::new();
+        if spilled > 0 {
+            let n = config.spill.len();
+            for (i, (dir, cap)) in config.spill.iter().enumerate() {
+                let share = (spilled + n - 1 - i) / n; // chunks i, i+n, ... of the spilled ones
+                let needed = share as u64 * config.chunk as u64;
+                if let Some(cap) = cap {
+                    if needed > *cap {
+                        return Err(ArrayError::NoSpace {
+                            path: dir.clone(),
+                            needed,
+                            available: *cap,
+                            hint:
+                                "give more space, more spill directories, or a higher memory limit"
+                                    .into(),
+                        });
+                    }
+                }
+                let path = dir.join(format!(
+                    "cxltier-array-{}-{}-{i}.spill",
+                    std::process::id(),
+                    unique()
+                ));
+                let file = DirectFile::open(&path, true).map_err(|source| {
+                    let hint = if source.raw_os_error() == Some(libc_einval()) {
+                        "; the file system does not support O_DIRECT (tmpfs before Linux 6.6, some \
+                         network and FUSE file systems): spill to a directory on ext4 or xfs"
+                            .to_string()
+                    } else {
+                        String::new()
+                    };
+                    ArrayError::Open {
+                        path: path.clone(),
+                        source,
+                        hint,
+                    }
+                })?;
+                let spill = SpillFile { path, file };
+                if needed > 0 {
+                    if let Err(e) = spill.file.preallocate(needed) {
+                        let _ = std::fs::remove_file(&spill.path);
+                        return Err(ArrayError::NoSpace {
+                            path: spill.path.clone(),
+                            needed,
+                            available: 0,
+                            hint: format!(
+                                "the file system could not reserve the space ({e}); free space, add \
+                                 spill directories, or raise the memory limit"
+                            ),
+                        });
+                    }
+                }
+                files.push(spill);
+            }
+        }
+        let ring = IoBatchRing::new(64).map_err(|source| ArrayError::Open {
+            path: PathBuf::from("io_uring"),
+            source,
+            hint: String::new(),
+        })?;
+        let mut array = TieredArray {
+            chunk: config.chunk,
+            chunks: Vec::with_capacity(total),
+            homes: Vec::with_capacity(total),
+            files,
+            ring,
+            placement: Placement {
+                chunk_bytes: config.chunk,
+                memory_chunks: resident,
+                spilled_chunks: spilled,
+                pages_per_node: Vec::new(),
+                spill_files: Vec::new(),
+            },
+        };
+        array.placement.spill_files = array.files.iter().map(|f| f.path.clone()).collect();
+        let sequence: Vec<u32> = config
+            .weights
+            .iter()
+            .flat_map(|&(node, w)| std::iter::repeat_n(node, w as usize))
+            .collect();
+        let page = cxltier_sys::page_size();
+        let mut per_node: Vec<(u32, usize)> = Vec::new();
+        for i in 0..resident {
+            let mut map = Mapping::anonymous(config.chunk)?;
+            let node = (!sequence.is_empty()).then(|| sequence[i % sequence.len()]);
+            if let Some(node) = node {
+                let policy = Policy::new(Mode::Bind, NodeMask::from_nodes([node])?);
+                map.bind(&policy, MbindFlags::default())?;
+            }
+            // Touch every page now, under the chunk's policy, so that placement is decided (and
+            // checked) here rather than at the first gate.
+            map.write_each(page, 0);
+            if config.verify {
+                let addrs: Vec<usize> = map.page_addresses(page).collect();
+                let status = query_pages(None, &addrs)?;
+                let mut misplaced = 0;
+                let mut first = None;
+                for s in &status {
+                    if let Some(n) = s.node() {
+                        match per_node.iter_mut().find(|(m, _)| *m == n) {
+                            Some(e) => e.1 += 1,
+                            None => per_node.push((n, 1)),
+                        }
+                    }
+                    if let Some(want) = node {
+                        if s.node() != Some(want) {
+                            misplaced += 1;
+                            first.get_or_insert(*s);
+                        }
+                    }
+                }
+                if let (Some(want), Some(found)) = (node, first) {
+                    return Err(ArrayError::Placement {
+                        chunk: i,
+                        expected: want,
+                        misplaced,
+                        pages: status.len(),
+                        found: label(found),
+                    });
+                }
+            }
+            array.chunks.push(Chunk::Memory(map));
+            array.homes.push(ChunkHome::Memory { node });
+        }
+        let nfiles = array.files.len().max(1);
+        for j in 0..spilled {
+            let file = j % nfiles;
+            let offset = (j / nfiles) as u64 * config.chunk as u64;
+            array.chunks.push(Chunk::Spilled { file, offset });
+            array.homes.push(ChunkHome::Spilled { file, offset });
+        }
+        per_node.sort();
+        array.placement.pages_per_node = per_node;
+        Ok(array)
+    }
+
+    /// Chunk size in bytes.
+    pub fn chunk_bytes(&self) -> usize {
+        self.chunk
+    }
+
+    /// Number of chunks.
+    pub fn chunks(&self) -> usize {
+        self.chunks.len()
+    }
+
+    /// Where each chunk lives.
+    pub fn homes(&self) -> &[ChunkHome] {
+        &self.homes
+    }
+
+    /// The placement summary.
+    pub fn placement(&self) -> &Placement {
+        &self.placement
+    }
+
+    /// Whether every chunk is in memory.
+    pub fn all_in_memory(&self) -> bool {
+        self.placement.spilled_chunks == 0
+    }
+
+    /// Every chunk as a mutable slice, in order, when all are in memory (`None` otherwise).
+    pub fn memory_chunks_mut(&mut self) -> Option<Vec<&mut [u8]>> {
+        self.chunks
+            .iter_mut()
+            .map(|c| match c {
+                Chunk::Memory(m) => Some(m.as_mut_slice()),
+                Chunk::Spilled { .. } => None,
+            })
+            .collect()
+    }
+
+    /// Copy chunk `i` into `out` (`chunk_bytes` long), from memory or with one direct read.
+    pub fn read_chunk(&mut self, i: usize, out: &mut AlignedBuf) -> Result<(), ArrayError> {
+        let chunk = self.chunk;
+        match &self.chunks[i] {
+            Chunk::Memory(m) => {
+                out[..chunk].copy_from_slice(m.as_slice());
+                Ok(())
+            }
+            &Chunk::Spilled { file, offset } => {
+                let f = &self.files[file];
+                let mut req = [IoRequest::Read {
+                    file: &f.file,
+                    offset,
+                    buf: &mut out[..chunk],
+                }];
+                let r = self.ring.run(&mut req).pop().expect("one result");
+                r.map(|_| ()).map_err(|source| ArrayError::Io {
+                    op: "read",
+                    chunk: i,
+                    path: f.path.clone(),
+                    offset,
+                    source,
+                })
+            }
+        }
+    }
+
+    /// Write `data` (`chunk_bytes` long) as chunk `i`.
+    pub fn write_chunk(&mut self, i: usize, data: &AlignedBuf) -> Result<(), ArrayError> {
+        let chunk = self.chunk;
+        match &mut self.chunks[i] {
+            Chunk::Memory(m) => {
+                m.as_mut_slice().copy_from_slice(&data[..chunk]);
+                Ok(())
+            }
+            &mut Chunk::Spilled { file, offset } => {
+                let f = &self.files[file];
+                let mut req = [IoRequest::Write {
+                    file: &f.file,
+                    offset,
+                    buf: &data[..chunk],
+                }];
+                let r = self.ring.run(&mut req).pop().expect("one result");
+                r.map(|_| ()).map_err(|source| ArrayError::Io {
+                    op: "write",
+                    chunk: i,
+                    path: f.path.clone(),
+                    offset,
+                    source,
+                })
+            }
+        }
+    }
+}
+
+impl Drop for TieredArray {
+    fn drop(&mut self) {
+        for f in &self.files {
+            let _ = std::fs::remove_file(&f.path);
+        }
+    }
+}
+
+fn label(s: PageStatus) -> String {
+    s.label()
+}
+
+fn libc_einval() -> i32 {
+    22
+}
+
+fn unique() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}

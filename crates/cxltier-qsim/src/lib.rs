@@ -1,0 +1,44 @@
+//! A state-vector quantum circuit simulator over tiered arrays.
+//!
+//! [`qasm::parse`] reads OpenQASM 2.0 with the qelib1 gates; [`Simulation::run`] lays the state
+//! (2^n amplitudes, 16 bytes each in f64, 8 in f32) out as a [`cxltier_array::TieredArray`] and
+//! applies the circuit:
+//!
+//! - **in memory** when the state fits under the memory limit: chunks placed over DRAM and CXL
+//!   nodes by weight, gates fused ([`fusion::fuse`]) and applied in parallel ([`kernel::apply`]);
+//! - **out of core** otherwise: the circuit is split into passes ([`fusion::plan_passes`]), each
+//!   of which gathers the chunk's qubits plus a few others into a buffer, so that every gate of the
+//!   pass is local; qubits are relabelled first to make the passes few
+//!   ([`fusion::choose_layout`]), and each pass streams the state through the array's
+//!   triple-buffered pipeline (read k+1, compute k, write k-1).
+//!
+//! Basis states are numbered as in Qiskit: qubit 0 is the least significant bit.
+
+pub mod fusion;
+pub mod gates;
+pub mod kernel;
+pub mod qasm;
+mod sim;
+
+pub use kernel::Real;
+pub use qasm::{parse, Circuit};
+pub use sim::{AnySimulation, Options, PassInfo, Precision, RunReport, Simulation};
+
+/// What can go wrong in the simulator; each message says what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum QsimError {
+    /// Malformed or unsupported OpenQASM, with the line.
+    #[error("line {line}: {message}")]
+    Parse {
+        /// 1-based line of the program.
+        line: usize,
+        /// What is wrong and what to do.
+        message: String,
+    },
+    /// Options or a circuit that cannot run as asked.
+    #[error("{0}")]
+    Config(String),
+    /// The tiered array failed (spill space, placement, I/O).
+    #[error(transparent)]
+    Array(#[from] cxltier_array::ArrayError),
+}

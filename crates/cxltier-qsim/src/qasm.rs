@@ -1,0 +1,913 @@
+//! OpenQASM 2.0: a lexer, a parser and the standard `qelib1.inc` gates, turning a program into a
+//! flat list of unitary gates on numbered qubits. Every error names the line.
+//!
+//! Supported: `OPENQASM 2.0;`, `include "qelib1.inc";` (the gates are built in; no other include),
+//! `qreg`/`creg` (several of each; qubits are numbered in declaration order, as Qiskit does),
+//! the built-in `U` and `CX`, every qelib1 gate listed in [`STANDARD_GATES`], user `gate`
+//! definitions (expanded at each use), register broadcasting (`h q;`, `cx a, b;`), `barrier`
+//! (ignored), and `measure` at the end of the circuit (it decides which bits `--shots` counts).
+//! Refused with the line: `opaque` gates, `reset`, `if`, gates after a measurement of their
+//! qubit, and unknown gates.
+
+use std::collections::HashMap;
+use std::f64::consts::PI;
+
+use crate::gates::{self, Matrix};
+use crate::QsimError;
+
+/// The qelib1 gates this parser knows, with their parameter and qubit counts.
+pub const STANDARD_GATES: &[(&str, usize, usize)] = &[
+    ("U", 3, 1),
+    ("CX", 0, 2),
+    ("u3", 3, 1),
+    ("u2", 2, 1),
+    ("u1", 1, 1),
+    ("u0", 1, 1),
+    ("u", 3, 1),
+    ("p", 1, 1),
+    ("id", 0, 1),
+    ("x", 0, 1),
+    ("y", 0, 1),
+    ("z", 0, 1),
+    ("h", 0, 1),
+    ("s", 0, 1),
+    ("sdg", 0, 1),
+    ("t", 0, 1),
+    ("tdg", 0, 1),
+    ("sx", 0, 1),
+    ("sxdg", 0, 1),
+    ("rx", 1, 1),
+    ("ry", 1, 1),
+    ("rz", 1, 1),
+    ("cx", 0, 2),
+    ("cy", 0, 2),
+    ("cz", 0, 2),
+    ("ch", 0, 2),
+    ("csx", 0, 2),
+    ("swap", 0, 2),
+    ("crx", 1, 2),
+    ("cry", 1, 2),
+    ("crz", 1, 2),
+    ("cu1", 1, 2),
+    ("cp", 1, 2),
+    ("cu3", 3, 2),
+    ("cu", 4, 2),
+    ("rxx", 1, 2),
+    ("rzz", 1, 2),
+    ("ccx", 0, 3),
+    ("cswap", 0, 3),
+    ("c3x", 0, 4),
+    ("c4x", 0, 5),
+];
+
+/// A unitary gate on numbered qubits. Bit `i` of the matrix's row and column index is the state
+/// of `qubits[i]`.
+#[derive(Debug, Clone)]
+pub struct Gate {
+    /// The qelib1 name (or `fused`).
+    pub name: String,
+    /// The qubits, in the matrix's bit order.
+    pub qubits: Vec<usize>,
+    /// The unitary, `2^k x 2^k` for `k` qubits.
+    pub matrix: Matrix,
+    /// The line of the program it came from (0 for gates made by the simulator).
+    pub line: usize,
+}
+
+/// A parsed program: qubits, classical bits, gates, and which qubit each measured bit reads.
+#[derive(Debug, Clone, Default)]
+pub struct Circuit {
+    /// Total qubits over all `qreg`s.
+    pub num_qubits: usize,
+    /// Total classical bits over all `creg`s.
+    pub num_clbits: usize,
+    /// The unitary part, in program order.
+    pub gates: Vec<Gate>,
+    /// `(qubit, clbit)` for each `measure`, in program order.
+    pub measurements: Vec<(usize, usize)>,
+}
+
+impl Circuit {
+    /// An empty circuit on `num_qubits` qubits (for circuits built in code).
+    pub fn new(num_qubits: usize) -> Circuit {
+        Circuit {
+            num_qubits,
+            ..Circuit::default()
+        }
+    }
+
+    /// Append a standard gate by name, e.g. `push("cx", &[], &[0, 1])`.
+    pub fn push(&mut self, name: &str, params: &[f64], qubits: &[usize]) -> Result<(), QsimError> {
+        let matrix = standard_matrix(name, params).ok_or_else(|| QsimError::Parse {
+            line: 0,
+            message: format!("unknown gate {name:?} or wrong parameter count"),
+        })?;
+        if let Some(&q) = qubits.iter().find(|&&q| q >= self.num_qubits) {
+            return Err(QsimError::Parse {
+                line: 0,
+                message: format!(
+                    "qubit {q} is beyond the circuit's {} qubits",
+                    self.num_qubits
+                ),
+            });
+        }
+        self.gates.push(Gate {
+            name: name.to_string(),
+            qubits: qubits.to_vec(),
+            matrix,
+            line: 0,
+        });
+        Ok(())
+    }
+}
+
+/// The matrix of a standard gate, with Qiskit's definitions (global phases included, so that
+/// amplitudes match Qiskit's exactly). Qubit order: controls first, then targets.
+pub fn standard_matrix(name: &str, p: &[f64]) -> Option<Matrix> {
+    let &(_, nparams, _) = STANDARD_GATES.iter().find(|(n, _, _)| *n == name)?;
+    if p.len() != nparams {
+        return None;
+    }
+    Some(match name {
+        "U" | "u3" | "u" => gates::u3(p[0], p[1], p[2]),
+        "u2" => gates::u3(PI / 2.0, p[0], p[1]),
+        "u1" | "p" => gates::phase(p[0]),
+        "u0" | "id" => gates::identity(1),
+        "x" => gates::x(),
+        "y" => gates::y(),
+        "z" => gates::phase(PI),
+        "h" => gates::h(),
+        "s" => gates::phase(PI / 2.0),
+        "sdg" => gates::phase(-PI / 2.0),
+        "t" => gates::phase(PI / 4.0),
+        "tdg" => gates::phase(-PI / 4.0),
+        "sx" => gates::sx(),
+        "sxdg" => gates::sx().adjoint(),
+        "rx" => gates::rx(p[0]),
+        "ry" => gates::ry(p[0]),
+        "rz" => gates::rz(p[0]),
+        "CX" | "cx" => gates::controlled(&gates::x(), 1),
+        "cy" => gates::controlled(&gates::y(), 1),
+        "cz" => gates::controlled(&gates::phase(PI), 1),
+        "ch" => gates::controlled(&gates::h(), 1),
+        "csx" => gates::controlled(&gates::sx(), 1),
+        "swap" => gates::swap(),
+        "crx" => gates::controlled(&gates::rx(p[0]), 1),
+        "cry" => gates::controlled(&gates::ry(p[0]), 1),
+        "crz" => gates::controlled(&gates::rz(p[0]), 1),
+        "cu1" | "cp" => gates::controlled(&gates::phase(p[0]), 1),
+        "cu3" => gates::controlled(&gates::u3(p[0], p[1], p[2]), 1),
+        "cu" => gates::controlled(&gates::u3(p[0], p[1], p[2]).scaled_phase(p[3]), 1),
+        "rxx" => gates::rxx(p[0]),
+        "rzz" => gates::rzz(p[0]),
+        "ccx" => gates::controlled(&gates::x(), 2),
+        "cswap" => gates::controlled(&gates::swap(), 1),
+        "c3x" => gates::controlled(&gates::x(), 3),
+        "c4x" => gates::controlled(&gates::x(), 4),
+        _ => return None,
+    })
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Tok {
+    Ident(String),
+    Number(f64),
+    Str(String),
+    Sym(&'static str),
+}
+
+impl std::fmt::Display for Tok {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Tok::Ident(s) => write!(f, "{s:?}"),
+            Tok::Number(n) => write!(f, "{n}"),
+            Tok::Str(s) => write!(f, "\"{s}\""),
+            Tok::Sym(s) => write!(f, "{s:?}"),
+        }
+    }
+}
+
+const SYMBOLS: &[&str] = &[
+    "->", "==", ";", ",", "(", ")", "[", "]", "{", "}", "+", "-", "*", "/", "^",
+];
+
+fn lex(src: &str) -> Result<Vec<(Tok, usize)>, QsimError> {
+    let mut toks = Vec::new();
+    for (i, raw) in src.lines().enumerate() {
+        let line = i + 1;
+        let text = match raw.find("//") {
+            Some(at) => &raw[..at],
+            None => raw,
+        };
+        let b = text.as_bytes();
+        let mut j = 0;
+        while j < b.len() {
+            let c = b[j] as char;
+            if c.is_whitespace() {
+                j += 1;
+            } else if c.is_ascii_alphabetic() || c == '_' {
+                let start = j;
+                while j < b.len() && (b[j].is_ascii_alphanumeric() || b[j] == b'_') {
+                    j += 1;
+                }
+                toks.push((Tok::Ident(text[start..j].to_string()), line));
+            } else if c.is_ascii_digit()
+                || (c == '.' && j + 1 < b.len() && b[j + 1].is_ascii_digit())
+            {
+                let start = j;
+                while j < b.len() && (b[j].is_ascii_digit() || b[j] == b'.') {
+                    j += 1;
+                }
+                if j < b.len() && (b[j] == b'e' || b[j] == b'E') {
+                    j += 1;
+                    if j < b.len() && (b[j] == b'+' || b[j] == b'-') {
+                        j += 1;
+                    }
+                    while j < b.len() && b[j].is_ascii_digit() {
+                        j += 1;
+                    }
+                }
+                let s = &text[start..j];
+                let n: f64 = s.parse().map_err(|_| QsimError::Parse {
+                    line,
+                    message: format!("malformed number {s:?}"),
+                })?;
+                toks.push((Tok::Number(n), line));
+            } else if c == '"' {
+                let rest = &text[j + 1..];
+                let end = rest.find('"').ok_or_else(|| QsimError::Parse {
+                    line,
+                    message: "unterminated string".into(),
+                })?;
+                toks.push((Tok::Str(rest[..end].to_string()), line));
+                j += end + 2;
+            } else if let Some(sym) = SYMBOLS.iter().find(|s| text[j..].starts_with(**s)) {
+                toks.push((Tok::Sym(sym), line));
+                j += sym.len();
+            } else {
+                return Err(QsimError::Parse {
+                    line,
+                    message: format!("unexpected character {c:?}"),
+                });
+            }
+        }
+    }
+    Ok(toks)
+}
+
+/// A parameter expression, kept as a tree inside gate definitions.
+#[derive(Debug, Clone)]
+enum Expr {
+    Num(f64),
+    Var(String),
+    Neg(Box<Expr>),
+    Bin(char, Box<Expr>, Box<Expr>),
+    Call(String, Box<Expr>),
+}
+
+impl Expr {
+    fn eval(&self, env: &HashMap<String, f64>, line: usize) -> Result<f64, QsimError> {
+        Ok(match self {
+            Expr::Num(n) => *n,
+            Expr::Var(v) => *env.get(v).ok_or_else(|| QsimError::Parse {
+                line,
+                message: format!("unknown parameter {v:?}"),
+            })?,
+            Expr::Neg(e) => -e.eval(env, line)?,
+            Expr::Bin(op, a, b) => {
+                let (a, b) = (a.eval(env, line)?, b.eval(env, line)?);
+                match op {
+                    '+' => a + b,
+                    '-' => a - b,
+                    '*' => a * b,
+                    '/' => a / b,
+                    _ => a.powf(b),
+                }
+            }
+            Expr::Call(f, e) => {
+                let x = e.eval(env, line)?;
+                match f.as_str() {
+                    "sin" => x.sin(),
+                    "cos" => x.cos(),
+                    "tan" => x.tan(),
+                    "exp" => x.exp(),
+                    "ln" => x.ln(),
+                    _ => x.sqrt(),
+                }
+            }
+        })
+    }
+}
+
+/// A statement inside a gate definition: a gate applied to the definition's own arguments.
+#[derive(Debug, Clone)]
+struct BodyCall {
+    name: String,
+    params: Vec<Expr>,
+    args: Vec<String>,
+    line: usize,
+}
+
+#[derive(Debug, Clone)]
+struct GateDef {
+    params: Vec<String>,
+    args: Vec<String>,
+    body: Vec<BodyCall>,
+}
+
+/// An argument: a whole register, or one of its qubits.
+enum Arg {
+    Register(String),
+    Bit(String, usize),
+}
+
+struct Parser {
+    toks: Vec<(Tok, usize)>,
+    pos: usize,
+    qregs: HashMap<String, (usize, usize)>,
+    cregs: HashMap<String, (usize, usize)>,
+    defs: HashMap<String, GateDef>,
+    circuit: Circuit,
+    measured: Vec<bool>,
+}
+
+/// Parse an OpenQASM 2.0 program.
+pub fn parse(src: &str) -> Result<Circuit, QsimError> {
+    let mut p = Parser {
+        toks: lex(src)?,
+        pos: 0,
+        qregs: HashMap::new(),
+        cregs: HashMap::new(),
+        defs: HashMap::new(),
+        circuit: Circuit::default(),
+        measured: Vec::new(),
+    };
+    p.program()?;
+    Ok(p.circuit)
+}
+
+impl Parser {
+    fn line(&self) -> usize {
+        self.toks
+            .get(self.pos)
+            .or_else(|| self.toks.last())
+            .map_or(1, |t| t.1)
+    }
+
+    fn err<T>(&self, message: impl Into<String>) -> Result<T, QsimError> {
+        Err(QsimError::Parse {
+            line: self.line(),
+            message: message.into(),
+        })
+    }
+
+    fn peek(&self) -> Option<&Tok> {
+        self.toks.get(self.pos).map(|t| &t.0)
+    }
+
+    fn next(&mut self) -> Result<Tok, QsimError> {
+        match self.toks.get(self.pos) {
+            Some((t, _)) => {
+                self.pos += 1;
+                Ok(t.clone())
+            }
+            None => self.err("unexpected end of program (a missing ';' or '}'?)"),
+        }
+    }
+
+    fn is_sym(&self, s: &str) -> bool {
+        matches!(self.peek(), Some(Tok::Sym(x)) if *x == s)
+    }
+
+    fn expect_sym(&mut self, s: &str) -> Result<(), QsimError> {
+        let line = self.line();
+        match self.next()? {
+            Tok::Sym(x) if x == s => Ok(()),
+            other => Err(QsimError::Parse {
+                line,
+                message: format!("expected {s:?}, found {other}"),
+            }),
+        }
+    }
+
+    fn ident(&mut self) -> Result<String, QsimError> {
+        let line = self.line();
+        match self.next()? {
+            Tok::Ident(s) => Ok(s),
+            other => Err(QsimError::Parse {
+                line,
+                message: format!("expected a name, found {other}"),
+            }),
+        }
+    }
+
+    fn integer(&mut self) -> Result<usize, QsimError> {
+        let line = self.line();
+        match self.next()? {
+            Tok::Number(n) if n >= 0.0 && n.fract() == 0.0 => Ok(n as usize),
+            other => Err(QsimError::Parse {
+                line,
+                message: format!("expected a non-negative integer, found {other}"),
+            }),
+        }
+    }
+
+    fn program(&mut self) -> Result<(), QsimError> {
+        match (self.peek(), self.toks.get(self.pos + 1).map(|t| &t.0)) {
+            (Some(Tok::Ident(kw)), Some(Tok::Number(v))) if kw == "OPENQASM" => {
+                if *v != 2.0 {
+                    return self.err(format!(
+                        "OPENQASM {v} is not supported: this simulator reads OpenQASM 2.0"
+                    ));
+                }
+                self.pos += 2;
+                self.expect_sym(";")?;
+            }
+            _ => return self.err("a program must start with `OPENQASM 2.0;`"),
+        }
+        while self.peek().is_some() {
+            self.statement()?;
+        }
+        Ok(())
+    }
+
+    fn statement(&mut self) -> Result<(), QsimError> {
+        let line = self.line();
+        let word = self.ident()?;
+        match word.as_str() {
+            "include" => {
+                let file = match self.next()? {
+                    Tok::Str(s) => s,
+                    other => {
+                        return self.err(format!("expected a file name in quotes, found {other}"))
+                    }
+                };
+                if file != "qelib1.inc" {
+                    return Err(QsimError::Parse {
+                        line,
+                        message: format!(
+                            "cannot include {file:?}: only \"qelib1.inc\" is supported (its gates are built in)"
+                        ),
+                    });
+                }
+                self.expect_sym(";")
+            }
+            "qreg" | "creg" => {
+                let name = self.ident()?;
+                self.expect_sym("[")?;
+                let size = self.integer()?;
+                self.expect_sym("]")?;
+                self.expect_sym(";")?;
+                if self.qregs.contains_key(&name) || self.cregs.contains_key(&name) {
+                    return Err(QsimError::Parse {
+                        line,
+                        message: format!("register {name:?} is declared twice"),
+                    });
+                }
+                if word == "qreg" {
+                    self.qregs.insert(name, (self.circuit.num_qubits, size));
+                    self.circuit.num_qubits += size;
+                    self.measured.resize(self.circuit.num_qubits, false);
+                } else {
+                    self.cregs.insert(name, (self.circuit.num_clbits, size));
+                    self.circuit.num_clbits += size;
+                }
+                Ok(())
+            }
+            "gate" => self.gate_definition(),
+            "opaque" => Err(QsimError::Parse {
+                line,
+                message: "opaque gates have no definition and cannot be simulated".into(),
+            }),
+            "reset" => Err(QsimError::Parse {
+                line,
+                message: "reset is not supported: the simulator runs the unitary part of a circuit"
+                    .into(),
+            }),
+            "if" => Err(QsimError::Parse {
+                line,
+                message: "classically controlled gates (`if`) are not supported".into(),
+            }),
+            "barrier" => {
+                while !self.is_sym(";") {
+                    self.next()?;
+                }
+                self.expect_sym(";")
+            }
+            "measure" => {
+                let q = self.arg()?;
+                self.expect_sym("->")?;
+                let c = self.arg()?;
+                self.expect_sym(";")?;
+                let qs = self.qubits_of(&q, line)?;
+                let cs = self.clbits_of(&c, line)?;
+                if qs.len() != cs.len() {
+                    return Err(QsimError::Parse {
+                        line,
+                        message: format!(
+                            "measure of {} qubits into {} bits: the sizes must match",
+                            qs.len(),
+                            cs.len()
+                        ),
+                    });
+                }
+                for (q, c) in qs.into_iter().zip(cs) {
+                    self.measured[q] = true;
+                    self.circuit.measurements.push((q, c));
+                }
+                Ok(())
+            }
+            _ => self.gate_call(word, line),
+        }
+    }
+
+    fn gate_definition(&mut self) -> Result<(), QsimError> {
+        let line = self.line();
+        let name = self.ident()?;
+        let mut params = Vec::new();
+        if self.is_sym("(") {
+            self.pos += 1;
+            while !self.is_sym(")") {
+                params.push(self.ident()?);
+                if !self.is_sym(")") {
+                    self.expect_sym(",")?;
+                }
+            }
+            self.expect_sym(")")?;
+        }
+        let mut args = vec![self.ident()?];
+        while self.is_sym(",") {
+            self.pos += 1;
+            args.push(self.ident()?);
+        }
+        self.expect_sym("{")?;
+        let mut body = Vec::new();
+        while !self.is_sym("}") {
+            let call_line = self.line();
+            let gate = self.ident()?;
+            if gate == "barrier" {
+                while !self.is_sym(";") {
+                    self.next()?;
+                }
+                self.expect_sym(";")?;
+                continue;
+            }
+            let exprs = self.param_list()?;
+            let mut call_args = vec![self.ident()?];
+            while self.is_sym(",") {
+                self.pos += 1;
+                call_args.push(self.ident()?);
+            }
+            self.expect_sym(";")?;
+            if let Some(a) = call_args.iter().find(|a| !args.contains(a)) {
+                return Err(QsimError::Parse {
+                    line: call_line,
+                    message: format!("{a:?} is not an argument of gate {name:?}"),
+                });
+            }
+            self.check_known(&gate, exprs.len(), call_args.len(), call_line)?;
+            body.push(BodyCall {
+                name: gate,
+                params: exprs,
+                args: call_args,
+                line: call_line,
+            });
+        }
+        self.expect_sym("}")?;
+        if STANDARD_GATES.iter().any(|(n, _, _)| *n == name) {
+            // qelib1's own gates are built in; a program that repeats a definition of one (some
+            // exporters do) gets the built-in one, which is the same gate.
+            return Ok(());
+        }
+        if self.defs.contains_key(&name) {
+            return Err(QsimError::Parse {
+                line,
+                message: format!("gate {name:?} is defined twice"),
+            });
+        }
+        self.defs.insert(name, GateDef { params, args, body });
+        Ok(())
+    }
+
+    fn check_known(
+        &self,
+        gate: &str,
+        nparams: usize,
+        nargs: usize,
+        line: usize,
+    ) -> Result<(), QsimError> {
+        let (p, q) = if let Some(&(_, p, q)) = STANDARD_GATES.iter().find(|(n, _, _)| *n == gate) {
+            (p, q)
+        } else if let Some(def) = self.defs.get(gate) {
+            (def.params.len(), def.args.len())
+        } else {
+            let known: Vec<&str> = STANDARD_GATES.iter().map(|(n, _, _)| *n).collect();
+            return Err(QsimError::Parse {
+                line,
+                message: format!(
+                    "unsupported gate {gate:?}: define it with `gate` or use one of qelib1's: {}",
+                    known.join(" ")
+                ),
+            });
+        };
+        if p != nparams || q != nargs {
+            return Err(QsimError::Parse {
+                line,
+                message: format!(
+                    "gate {gate:?} takes {p} parameters and {q} qubits, given {nparams} and {nargs}"
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    fn param_list(&mut self) -> Result<Vec<Expr>, QsimError> {
+        let mut exprs = Vec::new();
+        if self.is_sym("(") {
+            self.pos += 1;
+            while !self.is_sym(")") {
+                exprs.push(self.expr()?);
+                if !self.is_sym(")") {
+                    self.expect_sym(",")?;
+                }
+            }
+            self.expect_sym(")")?;
+        }
+        Ok(exprs)
+    }
+
+    fn expr(&mut self) -> Result<Expr, QsimError> {
+        let mut lhs = self.term()?;
+        while self.is_sym("+") || self.is_sym("-") {
+            let op = if self.is_sym("+") { '+' } else { '-' };
+            self.pos += 1;
+            lhs = Expr::Bin(op, Box::new(lhs), Box::new(self.term()?));
+        }
+        Ok(lhs)
+    }
+
+    fn term(&mut self) -> Result<Expr, QsimError> {
+        let mut lhs = self.factor()?;
+        while self.is_sym("*") || self.is_sym("/") {
+            let op = if self.is_sym("*") { '*' } else { '/' };
+            self.pos += 1;
+            lhs = Expr::Bin(op, Box::new(lhs), Box::new(self.factor()?));
+        }
+        Ok(lhs)
+    }
+
+    fn factor(&mut self) -> Result<Expr, QsimError> {
+        let base = self.unary()?;
+        if self.is_sym("^") {
+            self.pos += 1;
+            return Ok(Expr::Bin('^', Box::new(base), Box::new(self.factor()?)));
+        }
+        Ok(base)
+    }
+
+    fn unary(&mut self) -> Result<Expr, QsimError> {
+        let line = self.line();
+        match self.next()? {
+            Tok::Sym("-") => Ok(Expr::Neg(Box::new(self.unary()?))),
+            Tok::Sym("+") => self.unary(),
+            Tok::Sym("(") => {
+                let e = self.expr()?;
+                self.expect_sym(")")?;
+                Ok(e)
+            }
+            Tok::Number(n) => Ok(Expr::Num(n)),
+            Tok::Ident(s) if s == "pi" => Ok(Expr::Num(PI)),
+            Tok::Ident(s)
+                if matches!(s.as_str(), "sin" | "cos" | "tan" | "exp" | "ln" | "sqrt") =>
+            {
+                self.expect_sym("(")?;
+                let e = self.expr()?;
+                self.expect_sym(")")?;
+                Ok(Expr::Call(s, Box::new(e)))
+            }
+            Tok::Ident(s) => Ok(Expr::Var(s)),
+            other => Err(QsimError::Parse {
+                line,
+                message: format!("expected a number or an expression, found {other}"),
+            }),
+        }
+    }
+
+    fn arg(&mut self) -> Result<Arg, QsimError> {
+        let name = self.ident()?;
+        if self.is_sym("[") {
+            self.pos += 1;
+            let i = self.integer()?;
+            self.expect_sym("]")?;
+            return Ok(Arg::Bit(name, i));
+        }
+        Ok(Arg::Register(name))
+    }
+
+    fn resolve(
+        regs: &HashMap<String, (usize, usize)>,
+        kind: &str,
+        arg: &Arg,
+        line: usize,
+    ) -> Result<Vec<usize>, QsimError> {
+        let (name, index) = match arg {
+            Arg::Register(n) => (n, None),
+            Arg::Bit(n, i) => (n, Some(*i)),
+        };
+        let &(start, size) = regs.get(name).ok_or_else(|| QsimError::Parse {
+            line,
+            message: format!("no {kind} register named {name:?} is declared"),
+        })?;
+        match index {
+            None => Ok((start..start + size).collect()),
+            Some(i) if i < size => Ok(vec![start + i]),
+            Some(i) => Err(QsimError::Parse {
+                line,
+                message: format!("{name}[{i}] is out of range: {name} has {size} bits"),
+            }),
+        }
+    }
+
+    fn qubits_of(&self, arg: &Arg, line: usize) -> Result<Vec<usize>, QsimError> {
+        Self::resolve(&self.qregs, "quantum", arg, line)
+    }
+
+    fn clbits_of(&self, arg: &Arg, line: usize) -> Result<Vec<usize>, QsimError> {
+        Self::resolve(&self.cregs, "classical", arg, line)
+    }
+
+    fn gate_call(&mut self, name: String, line: usize) -> Result<(), QsimError> {
+        let exprs = self.param_list()?;
+        let mut args = vec![self.arg()?];
+        while self.is_sym(",") {
+            self.pos += 1;
+            args.push(self.arg()?);
+        }
+        self.expect_sym(";")?;
+        self.check_known(&name, exprs.len(), args.len(), line)?;
+        let env = HashMap::new();
+        let params = exprs
+            .iter()
+            .map(|e| e.eval(&env, line))
+            .collect::<Result<Vec<f64>, _>>()?;
+        let resolved = args
+            .iter()
+            .map(|a| self.qubits_of(a, line))
+            .collect::<Result<Vec<_>, _>>()?;
+        // Broadcasting: whole registers are applied element by element; they must agree in size.
+        let width = resolved
+            .iter()
+            .map(Vec::len)
+            .filter(|&l| l > 1)
+            .max()
+            .unwrap_or(1);
+        if resolved.iter().any(|r| r.len() != 1 && r.len() != width) {
+            return Err(QsimError::Parse {
+                line,
+                message: format!("registers of different sizes given to {name:?}"),
+            });
+        }
+        for i in 0..width {
+            let qubits: Vec<usize> = resolved
+                .iter()
+                .map(|r| if r.len() == 1 { r[0] } else { r[i] })
+                .collect();
+            self.apply(&name, &params, &qubits, line)?;
+        }
+        Ok(())
+    }
+
+    fn apply(
+        &mut self,
+        name: &str,
+        params: &[f64],
+        qubits: &[usize],
+        line: usize,
+    ) -> Result<(), QsimError> {
+        for (i, q) in qubits.iter().enumerate() {
+            if qubits[..i].contains(q) {
+                return Err(QsimError::Parse {
+                    line,
+                    message: format!("gate {name:?} is given qubit {q} twice"),
+                });
+            }
+            if self.measured[*q] {
+                return Err(QsimError::Parse {
+                    line,
+                    message: format!(
+                        "gate {name:?} acts on qubit {q} after it was measured: mid-circuit \
+                         measurement is not supported (measure at the end)"
+                    ),
+                });
+            }
+        }
+        if let Some(matrix) = standard_matrix(name, params) {
+            self.circuit.gates.push(Gate {
+                name: name.to_string(),
+                qubits: qubits.to_vec(),
+                matrix,
+                line,
+            });
+            return Ok(());
+        }
+        let def = self
+            .defs
+            .get(name)
+            .cloned()
+            .ok_or_else(|| QsimError::Parse {
+                line,
+                message: format!("unsupported gate {name:?}"),
+            })?;
+        let env: HashMap<String, f64> = def
+            .params
+            .iter()
+            .cloned()
+            .zip(params.iter().copied())
+            .collect();
+        for call in &def.body {
+            let p = call
+                .params
+                .iter()
+                .map(|e| e.eval(&env, call.line))
+                .collect::<Result<Vec<f64>, _>>()?;
+            let q: Vec<usize> = call
+                .args
+                .iter()
+                .map(|a| {
+                    qubits[def
+                        .args
+                        .iter()
+                        .position(|d| d == a)
+                        .expect("checked at definition")]
+                })
+                .collect();
+            // Gates made by a definition carry the line of the call, where the user can look.
+            self.apply(&call.name, &p, &q, line)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line_of(src: &str) -> (usize, String) {
+        match parse(src) {
+            Err(QsimError::Parse { line, message }) => (line, message),
+            other => panic!("expected a parse error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn parses_registers_broadcast_and_definitions() {
+        let c = parse(
+            "OPENQASM 2.0;\ninclude \"qelib1.inc\";\nqreg a[2];\nqreg b[2];\ncreg c[4];\n\
+             gate my(theta) x, y { rz(theta/2) x; cx x, y; }\nh a;\ncx a, b;\nmy(pi) a[1], b[0];\n\
+             barrier a, b;\nmeasure a -> c[0];\n",
+        );
+        // `measure a -> c[0]` measures two qubits into one bit.
+        assert!(c.is_err());
+        let c = parse(
+            "OPENQASM 2.0;\ninclude \"qelib1.inc\";\nqreg a[2];\nqreg b[2];\ncreg c[4];\n\
+             gate my(theta) x, y { rz(theta/2) x; cx x, y; }\nh a;\ncx a, b;\nmy(-pi*2^2) a[1], b[0];\n\
+             barrier a, b;\nmeasure b -> c[2];\n"
+                .replace("measure b -> c[2]", "measure b[1] -> c[2]")
+                .as_str(),
+        )
+        .unwrap();
+        assert_eq!(c.num_qubits, 4);
+        assert_eq!(c.num_clbits, 4);
+        let names: Vec<&str> = c.gates.iter().map(|g| g.name.as_str()).collect();
+        assert_eq!(names, ["h", "h", "cx", "cx", "rz", "cx"]);
+        assert_eq!(c.gates[3].qubits, [1, 3]);
+        assert_eq!(c.gates[4].qubits, [1]);
+        assert_eq!(c.gates[4].line, 9);
+        assert_eq!(c.measurements, [(3, 2)]);
+    }
+
+    #[test]
+    fn errors_name_the_line() {
+        let (line, msg) = line_of("OPENQASM 2.0;\nqreg q[2];\nh q[0];\nfoo q[1];\n");
+        assert_eq!(line, 4);
+        assert!(msg.contains("unsupported gate \"foo\""), "{msg}");
+        let (line, _) = line_of("OPENQASM 2.0;\nqreg q[2];\n\ncx q[0] q[1];\n");
+        assert_eq!(line, 4);
+        let (line, msg) = line_of("OPENQASM 2.0;\nqreg q[2];\nh q[2];\n");
+        assert_eq!(line, 3);
+        assert!(msg.contains("out of range"), "{msg}");
+        let (line, msg) = line_of("OPENQASM 2.0;\nqreg q[2];\nrx q[0];\n");
+        assert_eq!(line, 3);
+        assert!(msg.contains("takes 1 parameters"), "{msg}");
+        let (line, _) =
+            line_of("OPENQASM 2.0;\nqreg q[1];\ncreg c[1];\nmeasure q -> c;\nx q[0];\n");
+        assert_eq!(line, 5);
+        let (line, _) = line_of("OPENQASM 3.0;\n");
+        assert_eq!(line, 1);
+        let (line, _) = line_of("OPENQASM 2.0;\nqreg q[1];\nreset q[0];\n");
+        assert_eq!(line, 3);
+        let (line, msg) = line_of("OPENQASM 2.0;\nqreg q[1];\nh q[0]\n");
+        assert_eq!(line, 3);
+        assert!(msg.contains("end of program"), "{msg}");
+    }
+}

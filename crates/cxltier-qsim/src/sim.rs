@@ -1,0 +1,580 @@
+//! The simulator: lay the state out as a tiered array, run the circuit in memory or in
+//! out-of-core passes, and read results out.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use cxltier_array::{ArrayConfig, PassReport, Placement, TieredArray};
+use cxltier_sys::uring::AlignedBuf;
+use rand::{Rng, SeedableRng};
+use serde::Serialize;
+
+use crate::fusion::{self, Op};
+use crate::kernel::{self, Amp, Prepared, Real};
+use crate::qasm::Circuit;
+use crate::QsimError;
+
+/// How to run a circuit.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub(crate) memory_limit: Option<u64>,
+    pub(crate) ssd: Vec<(PathBuf, Option<u64>)>,
+    pub(crate) weights: Vec<(u32, u32)>,
+    pub(crate) threads: usize,
+    pub(crate) fuse: usize,
+    pub(crate) max_extra: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            memory_limit: None,
+            ssd: Vec::new(),
+            weights: Vec::new(),
+            threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            fuse: 2,
+            max_extra: 6,
+        }
+    }
+}
+
+impl Options {
+    /// Defaults: no memory limit, all available threads, fusion up to 2 qubits.
+    pub fn new() -> Options {
+        Options::default()
+    }
+    /// At most `bytes` of memory for the state (and, out of core, the pipeline's buffers).
+    pub fn memory_limit(mut self, bytes: u64) -> Self {
+        self.memory_limit = Some(bytes);
+        self
+    }
+    /// Spill into a directory on an NVMe file system, using at most `cap` bytes there.
+    pub fn ssd(mut self, dir: PathBuf, cap: Option<u64>) -> Self {
+        self.ssd.push((dir, cap));
+        self
+    }
+    /// Place memory chunks over nodes by weight, e.g. `[(0, 3), (1, 1)]`.
+    pub fn weights(mut self, weights: Vec<(u32, u32)>) -> Self {
+        self.weights = weights;
+        self
+    }
+    /// Worker threads for the gate kernels.
+    pub fn threads(mut self, threads: usize) -> Self {
+        self.threads = threads.max(1);
+        self
+    }
+    /// Fuse gates up to `qubits` qubits (1 turns fusion off; at most 5).
+    pub fn fuse(mut self, qubits: usize) -> Self {
+        self.fuse = qubits.clamp(1, 5);
+        self
+    }
+    /// Out of core: at most `qubits` non-local qubits gathered per pass (smaller means larger,
+    /// faster I/O units but more passes).
+    pub fn max_extra(mut self, qubits: usize) -> Self {
+        self.max_extra = qubits;
+        self
+    }
+}
+
+/// One out-of-core pass, as reported.
+#[derive(Debug, Clone, Serialize)]
+pub struct PassInfo {
+    /// Gates of the circuit in this pass.
+    pub gates: usize,
+    /// Fused gates applied per block.
+    pub fused_gates: usize,
+    /// The non-local qubits (physical numbering) made local.
+    pub gathered_qubits: Vec<usize>,
+    /// Where the time went.
+    #[serde(flatten)]
+    pub io: PassReport,
+}
+
+/// What a run did.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunReport {
+    /// Qubits.
+    pub qubits: usize,
+    /// `f64` or `f32`.
+    pub precision: &'static str,
+    /// Bytes of the state.
+    pub state_bytes: u64,
+    /// `memory` or `out_of_core`.
+    pub mode: &'static str,
+    /// Gates in the circuit.
+    pub gates: usize,
+    /// Gates after fusion (summed over passes out of core).
+    pub fused_gates: usize,
+    /// Sweeps over the whole state: fused gates in memory, passes out of core.
+    pub passes: usize,
+    /// Out of core: passes had the qubits not been relabelled.
+    pub passes_without_relabelling: Option<usize>,
+    /// Qubits always local (the chunk's qubits) out of core.
+    pub local_qubits: Option<usize>,
+    /// Where the array's chunks are.
+    pub placement: Placement,
+    /// Each out-of-core pass.
+    pub pass_reports: Vec<PassInfo>,
+    /// Seconds setting up the array (allocation, binding, verification, preallocation).
+    pub setup_seconds: f64,
+    /// Seconds applying gates (including out-of-core I/O).
+    pub simulate_seconds: f64,
+    /// Worker threads.
+    pub threads: usize,
+}
+
+/// A finished simulation: the state in its tiered array, ready to read out.
+pub struct Simulation<T: Real> {
+    array: TieredArray,
+    n: usize,
+    /// Physical position of each logical qubit.
+    perm: Vec<usize>,
+    /// Amplitudes per chunk that belong to the state (less than a chunk for tiny states).
+    per_chunk: usize,
+    report: RunReport,
+    _t: std::marker::PhantomData<T>,
+}
+
+fn amp_bytes<T: Real>() -> usize {
+    std::mem::size_of::<Amp<T>>()
+}
+
+fn ops_of(circuit: &Circuit) -> Vec<Op> {
+    circuit
+        .gates
+        .iter()
+        .map(|g| Op {
+            qubits: g.qubits.clone(),
+            matrix: g.matrix.clone(),
+        })
+        .collect()
+}
+
+impl<T: Real> Simulation<T> {
+    /// Run `circuit` from |0...0>.
+    pub fn run(circuit: &Circuit, options: &Options) -> Result<Simulation<T>, QsimError> {
+        let n = circuit.num_qubits;
+        let a = amp_bytes::<T>();
+        if n == 0 {
+            return Err(QsimError::Config(
+                "the circuit declares no qubits (add a qreg)".into(),
+            ));
+        }
+        if n > 50 {
+            return Err(QsimError::Config(format!(
+                "{n} qubits need 2^{n} amplitudes: more than any memory or SSD array holds"
+            )));
+        }
+        let state_bytes = (1u64 << n) * a as u64;
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(options.threads)
+            .build()
+            .map_err(|e| {
+                QsimError::Config(format!("cannot start {} threads: {e}", options.threads))
+            })?;
+        let min_bits = (cxltier_sys::uring::ALIGN / a).trailing_zeros() as usize;
+        let ops = ops_of(circuit);
+        let fits = options.memory_limit.is_none_or(|m| state_bytes <= m);
+        let setup = Instant::now();
+        if fits {
+            // In memory: enough chunks that gates on the top qubits still leave groups for
+            // every thread.
+            let chunk_bits = n.saturating_sub(8).max(min_bits);
+            let chunk = (1usize << chunk_bits) * a;
+            let len = state_bytes.max(chunk as u64);
+            let config = ArrayConfig::new(len, chunk).weights(options.weights.clone());
+            let mut array = TieredArray::create(&config)?;
+            let setup_seconds = setup.elapsed().as_secs_f64();
+            let piece_bits = chunk_bits.min(n);
+            let fused = fusion::fuse(&ops, options.fuse);
+            let start = Instant::now();
+            {
+                let mut chunks = array.memory_chunks_mut().expect("all chunks are in memory");
+                let mut pieces: Vec<&mut [Amp<T>]> = chunks
+                    .iter_mut()
+                    .map(|c| &mut bytemuck::cast_slice_mut::<u8, Amp<T>>(c)[..1 << piece_bits])
+                    .collect();
+                pieces[0][0] = [T::from_f64(1.0), T::default()];
+                let prepared: Vec<Prepared<T>> = fused
+                    .iter()
+                    .map(|op| Prepared::new(&op.matrix, op.qubits.clone()))
+                    .collect();
+                pool.install(|| {
+                    for g in &prepared {
+                        kernel::apply(&mut pieces, piece_bits, g);
+                    }
+                });
+            }
+            let report = RunReport {
+                qubits: n,
+                precision: T::NAME,
+                state_bytes,
+                mode: "memory",
+                gates: ops.len(),
+                fused_gates: fused.len(),
+                passes: fused.len(),
+                passes_without_relabelling: None,
+                local_qubits: None,
+                placement: array.placement().clone(),
+                pass_reports: Vec::new(),
+                setup_seconds,
+                simulate_seconds: start.elapsed().as_secs_f64(),
+                threads: options.threads,
+            };
+            return Ok(Simulation {
+                array,
+                n,
+                perm: (0..n).collect(),
+                per_chunk: 1 << piece_bits,
+                report,
+                _t: std::marker::PhantomData,
+            });
+        }
+        let limit = options.memory_limit.expect("checked: a limit is set");
+        if options.ssd.is_empty() {
+            return Err(QsimError::Config(format!(
+                "the state of {n} qubits needs {state_bytes} bytes, more than --memory-limit \
+                 {limit}: give --ssd DIR (a directory on an NVMe file system) to spill it, or \
+                 raise the limit"
+            )));
+        }
+        // Out of core: three block buffers of 2^c amplitudes must fit under the limit.
+        let widest = ops.iter().map(|o| o.qubits.len()).max().unwrap_or(1);
+        let c = ((limit / (3 * a as u64)).max(1).ilog2() as usize).min(n - 1);
+        let extra = options
+            .max_extra
+            .max(widest)
+            .min(c.saturating_sub(min_bits));
+        if c < min_bits + widest || extra < widest {
+            let need = 3 * (1u64 << (min_bits + widest)) * a as u64;
+            return Err(QsimError::Config(format!(
+                "--memory-limit {limit} is too small to run this circuit out of core: its widest \
+                 gate has {widest} qubits, which needs three buffers of 2^{} amplitudes ({need} \
+                 bytes); raise the limit to at least {need}",
+                min_bits + widest
+            )));
+        }
+        // Chunks are the unit of I/O: keep them at least 256 KiB (where the buffers allow) so
+        // that the device streams, even if that leaves fewer extra qubits per pass.
+        let io_bits = ((256usize << 10) / a).trailing_zeros() as usize;
+        let low = (c - extra).max(io_bits.min(c - widest));
+        let extra = c - low;
+        let (perm, passes_count) = fusion::choose_layout(&ops, n, low, extra);
+        let unrelabelled = fusion::plan_passes(&ops, n, low, extra).len();
+        let physical = fusion::relabel(&ops, &perm);
+        let passes = fusion::plan_passes(&physical, n, low, extra);
+        debug_assert_eq!(passes.len(), passes_count);
+        let chunk = (1usize << low) * a;
+        let buffers = 3 * (1u64 << c) * a as u64;
+        let config = options.ssd.iter().fold(
+            ArrayConfig::new(state_bytes, chunk)
+                .memory_limit(limit - buffers)
+                .weights(options.weights.clone()),
+            |cfg, (dir, cap)| cfg.spill_dir(dir.clone(), *cap),
+        );
+        let mut array = TieredArray::create(&config)?;
+        let setup_seconds = setup.elapsed().as_secs_f64();
+        let start = Instant::now();
+        let mut first = AlignedBuf::new(chunk);
+        array.read_chunk(0, &mut first)?;
+        bytemuck::cast_slice_mut::<u8, Amp<T>>(&mut first[..chunk])[0] =
+            [T::from_f64(1.0), T::default()];
+        array.write_chunk(0, &first)?;
+        drop(first);
+        let chunk_index_bits = n - low;
+        let mut pass_reports = Vec::new();
+        let mut fused_total = 0;
+        for pass in &passes {
+            // Buffer coordinates: physical q < low stays; the i-th gathered qubit is low + i.
+            let to_buffer = |q: usize| -> usize {
+                if q < low {
+                    q
+                } else {
+                    low + pass
+                        .extra
+                        .iter()
+                        .position(|&e| e == q)
+                        .expect("planned as gathered")
+                }
+            };
+            let local: Vec<Op> = physical[pass.gates.clone()]
+                .iter()
+                .map(|op| Op {
+                    qubits: op.qubits.iter().map(|&q| to_buffer(q)).collect(),
+                    matrix: op.matrix.clone(),
+                })
+                .collect();
+            let fused = fusion::fuse(&local, options.fuse);
+            fused_total += fused.len();
+            let prepared: Vec<Prepared<T>> = fused
+                .iter()
+                .map(|op| Prepared::new(&op.matrix, op.qubits.clone()))
+                .collect();
+            let gathered: Vec<usize> = pass.extra.iter().map(|&q| q - low).collect();
+            let free: Vec<usize> = (0..chunk_index_bits)
+                .filter(|b| !gathered.contains(b))
+                .collect();
+            let blocks: Vec<Vec<usize>> = (0..1usize << free.len())
+                .map(|f| {
+                    let base: usize = free
+                        .iter()
+                        .enumerate()
+                        .map(|(i, &b)| ((f >> i) & 1) << b)
+                        .sum();
+                    (0..1usize << gathered.len())
+                        .map(|m| {
+                            base | gathered
+                                .iter()
+                                .enumerate()
+                                .map(|(i, &b)| ((m >> i) & 1) << b)
+                                .sum::<usize>()
+                        })
+                        .collect()
+                })
+                .collect();
+            let piece_bits = c.saturating_sub(6);
+            let io = array.pass(&blocks, |_, bytes| {
+                let amps = bytemuck::cast_slice_mut::<u8, Amp<T>>(bytes);
+                let mut pieces: Vec<&mut [Amp<T>]> = amps.chunks_mut(1 << piece_bits).collect();
+                pool.install(|| {
+                    for g in &prepared {
+                        kernel::apply(&mut pieces, piece_bits, g);
+                    }
+                });
+                Ok(())
+            })?;
+            pass_reports.push(PassInfo {
+                gates: pass.gates.len(),
+                fused_gates: fused.len(),
+                gathered_qubits: pass.extra.clone(),
+                io,
+            });
+        }
+        let report = RunReport {
+            qubits: n,
+            precision: T::NAME,
+            state_bytes,
+            mode: "out_of_core",
+            gates: ops.len(),
+            fused_gates: fused_total,
+            passes: passes.len(),
+            passes_without_relabelling: Some(unrelabelled),
+            local_qubits: Some(low),
+            placement: array.placement().clone(),
+            pass_reports,
+            setup_seconds,
+            simulate_seconds: start.elapsed().as_secs_f64(),
+            threads: options.threads,
+        };
+        Ok(Simulation {
+            array,
+            n,
+            perm,
+            per_chunk: 1 << low,
+            report,
+            _t: std::marker::PhantomData,
+        })
+    }
+
+    /// What the run did.
+    pub fn report(&self) -> &RunReport {
+        &self.report
+    }
+
+    fn physical(&self, logical: u64) -> u64 {
+        (0..self.n)
+            .map(|q| ((logical >> q) & 1) << self.perm[q])
+            .sum()
+    }
+
+    fn logical(&self, physical: u64) -> u64 {
+        (0..self.n)
+            .map(|q| ((physical >> self.perm[q]) & 1) << q)
+            .sum()
+    }
+
+    /// Visit every chunk's amplitudes in physical order: `f(first_physical_index, amplitudes)`.
+    fn scan(&mut self, mut f: impl FnMut(u64, &[Amp<T>])) -> Result<(), QsimError> {
+        let chunk = self.array.chunk_bytes();
+        let mut buf = AlignedBuf::new(chunk);
+        let per = self.per_chunk;
+        for i in 0..self.array.chunks() {
+            self.array.read_chunk(i, &mut buf)?;
+            let amps = bytemuck::cast_slice::<u8, Amp<T>>(&buf[..chunk]);
+            f((i * per) as u64, &amps[..per]);
+        }
+        Ok(())
+    }
+
+    /// The amplitude of basis state `index` (qubit 0 is the least significant bit, as in Qiskit).
+    pub fn amplitudes(&mut self, indices: &[u64]) -> Result<Vec<[f64; 2]>, QsimError> {
+        if let Some(&bad) = indices.iter().find(|&&i| i >> self.n != 0) {
+            return Err(QsimError::Config(format!(
+                "amplitude index {bad} is out of range: {} qubits have indices 0 to {}",
+                self.n,
+                (1u64 << self.n) - 1
+            )));
+        }
+        let chunk = self.array.chunk_bytes();
+        let mut buf = AlignedBuf::new(chunk);
+        let mut out = Vec::with_capacity(indices.len());
+        for &i in indices {
+            let p = self.physical(i);
+            let (c, o) = (
+                (p / self.per_chunk as u64) as usize,
+                (p % self.per_chunk as u64) as usize,
+            );
+            self.array.read_chunk(c, &mut buf)?;
+            let a = bytemuck::cast_slice::<u8, Amp<T>>(&buf[..chunk])[o];
+            out.push([a[0].to_f64(), a[1].to_f64()]);
+        }
+        Ok(out)
+    }
+
+    /// The whole state in logical order (for tests and small circuits).
+    pub fn statevector(&mut self) -> Result<Vec<[f64; 2]>, QsimError> {
+        let mut out = vec![[0.0; 2]; 1 << self.n];
+        let n = self.n;
+        let perm = self.perm.clone();
+        self.scan(|first, amps| {
+            for (j, a) in amps.iter().enumerate() {
+                let p = first + j as u64;
+                let l: u64 = (0..n).map(|q| ((p >> perm[q]) & 1) << q).sum();
+                out[l as usize] = [a[0].to_f64(), a[1].to_f64()];
+            }
+        })?;
+        Ok(out)
+    }
+
+    /// The squared norm of the state (1 for a correct run, up to rounding).
+    pub fn norm(&mut self) -> Result<f64, QsimError> {
+        let mut sum = 0.0;
+        self.scan(|_, amps| {
+            sum += amps
+                .iter()
+                .map(|a| a[0].to_f64().powi(2) + a[1].to_f64().powi(2))
+                .sum::<f64>();
+        })?;
+        Ok(sum)
+    }
+
+    /// Sample `shots` measurements of `qubits` (in order: the first is the rightmost character of
+    /// each key, as in Qiskit's counts), with a seeded generator.
+    pub fn sample(
+        &mut self,
+        shots: usize,
+        qubits: &[usize],
+        seed: u64,
+    ) -> Result<BTreeMap<String, u64>, QsimError> {
+        let norm = self.norm()?;
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let mut targets: Vec<f64> = (0..shots).map(|_| rng.random::<f64>() * norm).collect();
+        targets.sort_by(f64::total_cmp);
+        let mut hits: Vec<u64> = Vec::with_capacity(shots);
+        let mut acc = 0.0;
+        let mut next = 0;
+        let mut last = 0u64;
+        self.scan(|first, amps| {
+            for (j, a) in amps.iter().enumerate() {
+                let p = a[0].to_f64().powi(2) + a[1].to_f64().powi(2);
+                if p > 0.0 {
+                    last = first + j as u64;
+                }
+                acc += p;
+                while next < targets.len() && targets[next] < acc {
+                    hits.push(first + j as u64);
+                    next += 1;
+                }
+            }
+        })?;
+        // Rounding can leave the last targets just above the running sum.
+        while hits.len() < shots {
+            hits.push(last);
+        }
+        let mut counts = BTreeMap::new();
+        for h in hits {
+            let l = self.logical(h);
+            let key: String = qubits
+                .iter()
+                .rev()
+                .map(|&q| if (l >> q) & 1 == 1 { '1' } else { '0' })
+                .collect();
+            *counts.entry(key).or_insert(0) += 1;
+        }
+        Ok(counts)
+    }
+}
+
+/// Amplitude precision, chosen at run time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Precision {
+    /// Double precision: 16 bytes per amplitude.
+    F64,
+    /// Single precision: 8 bytes per amplitude.
+    F32,
+}
+
+/// A simulation in either precision. Its methods are compiled (and optimised) in this crate, so
+/// callers built without optimisation still run optimised kernels.
+pub enum AnySimulation {
+    /// Double precision.
+    F64(Simulation<f64>),
+    /// Single precision.
+    F32(Simulation<f32>),
+}
+
+impl AnySimulation {
+    /// Run `circuit` at `precision`.
+    pub fn run(
+        circuit: &Circuit,
+        options: &Options,
+        precision: Precision,
+    ) -> Result<AnySimulation, QsimError> {
+        Ok(match precision {
+            Precision::F64 => AnySimulation::F64(Simulation::run(circuit, options)?),
+            Precision::F32 => AnySimulation::F32(Simulation::run(circuit, options)?),
+        })
+    }
+    /// What the run did.
+    pub fn report(&self) -> &RunReport {
+        match self {
+            AnySimulation::F64(s) => s.report(),
+            AnySimulation::F32(s) => s.report(),
+        }
+    }
+    /// See [`Simulation::norm`].
+    pub fn norm(&mut self) -> Result<f64, QsimError> {
+        match self {
+            AnySimulation::F64(s) => s.norm(),
+            AnySimulation::F32(s) => s.norm(),
+        }
+    }
+    /// See [`Simulation::amplitudes`].
+    pub fn amplitudes(&mut self, indices: &[u64]) -> Result<Vec<[f64; 2]>, QsimError> {
+        match self {
+            AnySimulation::F64(s) => s.amplitudes(indices),
+            AnySimulation::F32(s) => s.amplitudes(indices),
+        }
+    }
+    /// See [`Simulation::sample`].
+    pub fn sample(
+        &mut self,
+        shots: usize,
+        qubits: &[usize],
+        seed: u64,
+    ) -> Result<BTreeMap<String, u64>, QsimError> {
+        match self {
+            AnySimulation::F64(s) => s.sample(shots, qubits, seed),
+            AnySimulation::F32(s) => s.sample(shots, qubits, seed),
+        }
+    }
+    /// See [`Simulation::statevector`].
+    pub fn statevector(&mut self) -> Result<Vec<[f64; 2]>, QsimError> {
+        match self {
+            AnySimulation::F64(s) => s.statevector(),
+            AnySimulation::F32(s) => s.statevector(),
+        }
+    }
+}

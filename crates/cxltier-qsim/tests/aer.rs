@@ -1,0 +1,309 @@
+//! Correctness against Qiskit Aer's statevector simulator: random, QFT, GHZ and Grover circuits,
+//! run by this simulator in memory and out of core (spilled to a file with O_DIRECT), must give
+//! Aer's amplitudes within 1e-10 at f64.
+//!
+//! Aer comes from PyPI into bench/cache/venv (`scripts/qsim-peers`, which `scripts/test` runs).
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use cxltier_qsim::{parse, Options, Simulation};
+use rand::{Rng, SeedableRng};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn python() -> PathBuf {
+    let py = repo().join("bench/cache/venv/bin/python");
+    assert!(
+        py.exists(),
+        "Qiskit Aer is not installed: run scripts/qsim-peers (it installs qiskit and qiskit-aer into bench/cache/venv)"
+    );
+    py
+}
+
+fn scratch(name: &str) -> PathBuf {
+    // On the root file system (not tmpfs), where O_DIRECT works.
+    let d = repo()
+        .join("target")
+        .join(format!("qsim-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+const HEADER: &str = "OPENQASM 2.0;\ninclude \"qelib1.inc\";\n";
+
+fn random_circuit(n: usize, gates: usize, seed: u64) -> String {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let mut s = format!("{HEADER}gate mix(a) x, y {{ rzz(a) x, y; ry(a/2) y; cx y, x; }}\nqreg q[{n}];\ncreg c[{n}];\n");
+    let one = [
+        "h", "x", "y", "z", "s", "sdg", "t", "tdg", "sx", "sxdg", "id",
+    ];
+    let one_p = ["rx", "ry", "rz", "p", "u1"];
+    let two = ["cx", "cy", "cz", "ch", "swap", "csx"];
+    let two_p = ["crx", "cry", "crz", "cp", "cu1", "rxx", "rzz", "mix"];
+    for _ in 0..gates {
+        let mut qs: Vec<usize> = Vec::new();
+        while qs.len() < 3 {
+            let q = rng.random_range(0..n);
+            if !qs.contains(&q) {
+                qs.push(q);
+            }
+        }
+        let a: f64 = rng.random_range(-3.2..3.2);
+        let b: f64 = rng.random_range(-3.2..3.2);
+        let c: f64 = rng.random_range(-3.2..3.2);
+        let (q0, q1, q2) = (qs[0], qs[1], qs[2]);
+        match rng.random_range(0..9) {
+            0 | 1 => writeln!(s, "{} q[{q0}];", one[rng.random_range(0..one.len())]),
+            2 => writeln!(
+                s,
+                "{}({a}) q[{q0}];",
+                one_p[rng.random_range(0..one_p.len())]
+            ),
+            3 => writeln!(s, "u3({a},{b},{c}) q[{q0}];"),
+            4 => writeln!(s, "u2({a},{b}) q[{q0}];"),
+            5 => writeln!(
+                s,
+                "{} q[{q0}],q[{q1}];",
+                two[rng.random_range(0..two.len())]
+            ),
+            6 => writeln!(
+                s,
+                "{}({a}) q[{q0}],q[{q1}];",
+                two_p[rng.random_range(0..two_p.len())]
+            ),
+            7 => writeln!(s, "cu3({a},{b},{c}) q[{q0}],q[{q1}];"),
+            _ => writeln!(
+                s,
+                "{} q[{q0}],q[{q1}],q[{q2}];",
+                if rng.random_bool(0.5) { "ccx" } else { "cswap" }
+            ),
+        }
+        .unwrap();
+    }
+    s.push_str("measure q -> c;\n");
+    s
+}
+
+fn qft(n: usize) -> String {
+    let mut s = format!("{HEADER}qreg q[{n}];\n");
+    // A non-trivial input: x on a few qubits, then the textbook QFT with the final swaps.
+    for q in (0..n).step_by(3) {
+        writeln!(s, "x q[{q}];").unwrap();
+    }
+    for j in (0..n).rev() {
+        writeln!(s, "h q[{j}];").unwrap();
+        for k in (0..j).rev() {
+            writeln!(s, "cp(pi/{}) q[{k}],q[{j}];", 1u64 << (j - k)).unwrap();
+        }
+    }
+    for q in 0..n / 2 {
+        writeln!(s, "swap q[{q}],q[{}];", n - 1 - q).unwrap();
+    }
+    s
+}
+
+fn ghz(n: usize) -> String {
+    let mut s = format!("{HEADER}qreg q[{n}];\nh q[0];\n");
+    for q in 1..n {
+        writeln!(s, "cx q[{}],q[{q}];", q - 1).unwrap();
+    }
+    s
+}
+
+/// Grover search over `d` data qubits for `marked`, with a Toffoli V-chain on `d - 2` ancillas
+/// for the multi-controlled Z.
+fn grover(d: usize, marked: usize, iterations: usize) -> String {
+    let anc = d - 2;
+    let n = d + anc;
+    let mut s = format!("{HEADER}qreg q[{d}];\nqreg a[{anc}];\nh q;\n");
+    let mcz = |s: &mut String| {
+        // Z on q[d-1] controlled by q[0..d-1]: compute the AND of q[0..d-2] into the ancillas.
+        writeln!(s, "ccx q[0],q[1],a[0];").unwrap();
+        for i in 2..d - 1 {
+            writeln!(s, "ccx q[{i}],a[{}],a[{}];", i - 2, i - 1).unwrap();
+        }
+        writeln!(s, "cz a[{}],q[{}];", anc - 1, d - 1).unwrap();
+        for i in (2..d - 1).rev() {
+            writeln!(s, "ccx q[{i}],a[{}],a[{}];", i - 2, i - 1).unwrap();
+        }
+        writeln!(s, "ccx q[0],q[1],a[0];").unwrap();
+    };
+    for _ in 0..iterations {
+        for q in 0..d {
+            if (marked >> q) & 1 == 0 {
+                writeln!(s, "x q[{q}];").unwrap();
+            }
+        }
+        mcz(&mut s);
+        for q in 0..d {
+            if (marked >> q) & 1 == 0 {
+                writeln!(s, "x q[{q}];").unwrap();
+            }
+        }
+        s.push_str("h q;\nx q;\n");
+        mcz(&mut s);
+        s.push_str("x q;\nh q;\n");
+    }
+    let _ = n;
+    s
+}
+
+fn aer(dir: &Path, circuits: &[(String, String)]) -> Vec<Vec<[f64; 2]>> {
+    let mut paths = Vec::new();
+    for (name, text) in circuits {
+        let p = dir.join(format!("{name}.qasm"));
+        std::fs::write(&p, text).unwrap();
+        paths.push(p);
+    }
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/aer_statevector.py");
+    let out = Command::new(python())
+        .arg(&script)
+        .arg(dir)
+        .args(&paths)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "Aer failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    circuits
+        .iter()
+        .map(|(name, _)| {
+            let bytes = std::fs::read(dir.join(format!("{name}.bin"))).unwrap();
+            bytes
+                .chunks(16)
+                .map(|c| {
+                    [
+                        f64::from_le_bytes(c[..8].try_into().unwrap()),
+                        f64::from_le_bytes(c[8..].try_into().unwrap()),
+                    ]
+                })
+                .collect()
+        })
+        .collect()
+}
+
+fn max_diff(a: &[[f64; 2]], b: &[[f64; 2]]) -> f64 {
+    assert_eq!(a.len(), b.len());
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x[0] - y[0]).abs().max((x[1] - y[1]).abs()))
+        .fold(0.0, f64::max)
+}
+
+#[test]
+fn matches_qiskit_aer_in_memory_and_out_of_core() {
+    let dir = scratch("aer");
+    let circuits = vec![
+        ("random13".to_string(), random_circuit(13, 400, 1)),
+        ("random14".to_string(), random_circuit(14, 300, 2)),
+        ("qft13".to_string(), qft(13)),
+        ("ghz16".to_string(), ghz(16)),
+        ("grover8".to_string(), grover(8, 0b1011_0011, 5)),
+    ];
+    let reference = aer(&dir, &circuits);
+    for ((name, text), want) in circuits.iter().zip(&reference) {
+        let circuit = parse(text).unwrap();
+        let state_bytes = (16u64) << circuit.num_qubits;
+        // The smallest limit that runs out of core: three buffers of 2^(8 + widest gate) amplitudes.
+        let widest = circuit.gates.iter().map(|g| g.qubits.len()).max().unwrap();
+        let minimum = 3 * (16u64 << (8 + widest));
+        // In memory, with and without fusion; then out of core with an eighth of the state's
+        // memory and spilled to a file.
+        for (label, options) in [
+            ("memory", Options::new().threads(2)),
+            ("memory-unfused", Options::new().threads(2).fuse(1)),
+            ("memory-fused-4", Options::new().threads(2).fuse(4)),
+            (
+                "out-of-core",
+                Options::new()
+                    .threads(2)
+                    .memory_limit((state_bytes / 8).max(minimum))
+                    .ssd(dir.clone(), None),
+            ),
+        ] {
+            let mut sim = Simulation::<f64>::run(&circuit, &options).unwrap();
+            if label == "out-of-core" {
+                assert_eq!(sim.report().mode, "out_of_core", "{name}");
+                assert!(sim.report().placement.spilled_chunks > 0, "{name}");
+            }
+            let got = sim.statevector().unwrap();
+            let d = max_diff(&got, want);
+            assert!(d < 1e-10, "{name} {label}: max difference {d:e} from Aer");
+            assert!((sim.norm().unwrap() - 1.0).abs() < 1e-10);
+        }
+        // f32 is checked against Aer with single-precision tolerance.
+        let mut sim = Simulation::<f32>::run(&circuit, &Options::new().threads(2)).unwrap();
+        let d = max_diff(&sim.statevector().unwrap(), want);
+        assert!(d < 1e-4, "{name} f32: max difference {d:e} from Aer");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn three_more_qubits_than_fit_run_out_of_core_and_match_the_in_memory_run() {
+    let dir = scratch("beyond");
+    // 1 MiB holds the 16-qubit state; run 19 qubits under that limit.
+    let limit = 1 << 20;
+    let n = 19;
+    let circuit = parse(&random_circuit(n, 120, 7)).unwrap();
+    assert!((16u64 << n) > 4 * limit);
+    let mut spilled = Simulation::<f64>::run(
+        &circuit,
+        &Options::new()
+            .threads(2)
+            .memory_limit(limit)
+            .ssd(dir.clone(), None),
+    )
+    .unwrap();
+    let report = spilled.report().clone();
+    assert_eq!(report.mode, "out_of_core");
+    assert!(report.passes >= 1 && report.passes <= report.gates);
+    assert!(report.passes <= report.passes_without_relabelling.unwrap());
+    let total: u64 = report.pass_reports.iter().map(|p| p.io.bytes_written).sum();
+    assert!(total >= report.placement.spilled_chunks as u64 * report.placement.chunk_bytes as u64);
+    let mut memory = Simulation::<f64>::run(&circuit, &Options::new().threads(2)).unwrap();
+    let d = max_diff(
+        &spilled.statevector().unwrap(),
+        &memory.statevector().unwrap(),
+    );
+    assert!(d < 1e-12, "spilled vs in-memory: {d:e}");
+    // Amplitude look-ups and sampling agree between the two layouts.
+    let idx = [0u64, 1, 12345, (1 << n) - 1];
+    let (a, b) = (
+        spilled.amplitudes(&idx).unwrap(),
+        memory.amplitudes(&idx).unwrap(),
+    );
+    assert!(max_diff(&a, &b) < 1e-12, "{a:?} {b:?}");
+    drop(spilled);
+    let left: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
+    assert!(left.is_empty(), "spill files are removed");
+    // Sampling out of core: a GHZ state gives only all-zeros and all-ones, about half each.
+    let circuit = parse(&ghz(n)).unwrap();
+    let mut spilled = Simulation::<f64>::run(
+        &circuit,
+        &Options::new()
+            .threads(2)
+            .memory_limit(limit)
+            .ssd(dir.clone(), None),
+    )
+    .unwrap();
+    let q: Vec<usize> = (0..n).collect();
+    let counts = spilled.sample(1000, &q, 3).unwrap();
+    let zeros = counts.get(&"0".repeat(n)).copied().unwrap_or(0);
+    let ones = counts.get(&"1".repeat(n)).copied().unwrap_or(0);
+    assert_eq!(
+        zeros + ones,
+        1000,
+        "only two outcomes: {:?}",
+        counts.keys().take(4).collect::<Vec<_>>()
+    );
+    assert!((400..600).contains(&zeros), "{zeros} of 1000");
+    drop(spilled);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

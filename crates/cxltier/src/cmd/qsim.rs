@@ -1,0 +1,448 @@
+//! `cxltier qsim CIRCUIT.qasm`: simulate a quantum circuit's state vector, in memory over DRAM and
+//! CXL nodes, or beyond memory with the state streamed from NVMe.
+
+use crate::cmd::apply::control_error;
+use crate::error::{CliError, CliResult, Kind};
+use crate::output::{print_json, Table};
+use cxltier_array::ArrayError;
+use cxltier_control::policy::assign_weights;
+use cxltier_control::size::parse_size;
+use cxltier_control::weights::WeightsSpec;
+use cxltier_control::ControlError;
+use cxltier_qsim::{parse, AnySimulation, Options, Precision, QsimError, RunReport};
+use cxltier_topo::{nodelist, Topology};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+const LONG_HELP: &str = "\
+Reads an OpenQASM 2.0 program (qelib1 gates, user `gate` definitions, `measure` at the end),
+runs it from |0...0> on a state vector of 2^n amplitudes (16 bytes each at f64, 8 at f32), and
+reports the amplitudes asked for, sampled counts, the state's norm and where the time went.
+Basis states are numbered as in Qiskit: qubit 0 is the least significant bit.
+
+In memory (the state fits under --memory-limit, or no limit): the state is split in chunks, each
+bound with mbind to a memory node (by --interleave weights over DRAM and CXL nodes, fastest tier
+first; the global weighted-interleave table is not touched) and checked with move_pages.
+
+Out of core (the state exceeds --memory-limit): chunks that do not fit live in a scratch file in
+each --ssd directory (striped, O_DIRECT, io_uring; removed at exit). The circuit runs in passes;
+each pass streams the state once through three buffers (read block k+1, compute block k, write
+block k-1) and applies every gate whose qubits it has gathered. Qubits are relabelled first so
+that the passes are few. A state larger than the --ssd space is refused before anything starts.
+
+SIZE: 4096, 64K, 512M, 16G ... (K/M/G/T powers of 1024). --ssd DIR[:SIZE] caps the space used
+in DIR. --amplitudes: indices in decimal or 0b binary, comma-separated.";
+
+/// Simulate a quantum circuit (OpenQASM 2.0) in memory or beyond it
+#[derive(clap::Args)]
+#[command(after_long_help = LONG_HELP)]
+pub struct Args {
+    /// The circuit: an OpenQASM 2.0 file
+    #[arg(value_name = "CIRCUIT.qasm")]
+    circuit: PathBuf,
+    /// Memory for the state and the out-of-core buffers (default: no limit)
+    #[arg(long, value_name = "SIZE")]
+    memory_limit: Option<String>,
+    /// A directory on an NVMe file system to spill the state to, DIR[:SIZE]; repeat for several
+    /// (chunks are striped over them)
+    #[arg(long, value_name = "DIR[:SIZE]")]
+    ssd: Vec<String>,
+    /// Place memory chunks over nodes by weight, fastest tier first (3:1), or per node (0=3,1=1)
+    #[arg(long, value_name = "WEIGHTS")]
+    interleave: Option<String>,
+    /// The nodes for --interleave in tier order, e.g. 0,1 (default: every memory node)
+    #[arg(long, value_name = "LIST", requires = "interleave")]
+    nodes: Option<String>,
+    /// Worker threads (default: every CPU)
+    #[arg(long, value_name = "N")]
+    threads: Option<usize>,
+    /// Amplitude precision
+    #[arg(long, value_name = "f64|f32", default_value = "f64")]
+    precision: String,
+    /// Sample N measurements of the measured qubits (all qubits if the circuit measures none)
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    shots: usize,
+    /// Seed for sampling
+    #[arg(long, value_name = "SEED", default_value_t = 1)]
+    seed: u64,
+    /// Print these amplitudes and their probabilities, e.g. 0,5,0b101
+    #[arg(long, value_name = "LIST")]
+    amplitudes: Option<String>,
+    /// Fuse gates up to this many qubits (1: no fusion)
+    #[arg(long, value_name = "QUBITS", default_value_t = 2)]
+    fuse: usize,
+    /// Print JSON for scripts
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Serialize)]
+struct Timings {
+    parse_seconds: f64,
+    setup_seconds: f64,
+    simulate_seconds: f64,
+    readout_seconds: f64,
+}
+
+#[derive(Serialize)]
+struct Output<'a> {
+    circuit: String,
+    #[serde(flatten)]
+    run: &'a RunReport,
+    norm: f64,
+    amplitudes: BTreeMap<String, [f64; 2]>,
+    probabilities: BTreeMap<String, f64>,
+    counts: BTreeMap<String, u64>,
+    gates_per_second: f64,
+    timings: Timings,
+}
+
+fn qsim_error(path: &std::path::Path, err: QsimError) -> CliError {
+    match err {
+        QsimError::Parse { line, message } => {
+            CliError::bad_input(format!("{}:{line}: {message}", path.display()))
+        }
+        QsimError::Config(m) => CliError::bad_input(m),
+        QsimError::Array(e) => {
+            let kind = match &e {
+                ArrayError::Config(_) | ArrayError::NoSpace { .. } => Kind::BadInput,
+                ArrayError::Sys(s) => match s.kind {
+                    cxltier_sys::ErrorKind::PermissionDenied => Kind::Permission,
+                    cxltier_sys::ErrorKind::Unsupported => Kind::Unsupported,
+                    cxltier_sys::ErrorKind::InvalidArgument => Kind::BadInput,
+                    _ => Kind::Runtime,
+                },
+                _ => Kind::Runtime,
+            };
+            CliError::new(kind, e.to_string())
+        }
+    }
+}
+
+fn parse_indices(text: &str) -> Result<Vec<u64>, CliError> {
+    text.split(',')
+        .map(|s| s.trim())
+        .filter(|s| !s.is_empty())
+        .map(|s| {
+            let parsed = match s.strip_prefix("0b") {
+                Some(bits) => u64::from_str_radix(bits, 2),
+                None => s.parse(),
+            };
+            parsed.map_err(|_| {
+                CliError::bad_input(format!(
+                    "--amplitudes: {s:?} is not an index (give decimal like 5 or binary like 0b101)"
+                ))
+            })
+        })
+        .collect()
+}
+
+fn ssd_arg(text: &str) -> Result<(PathBuf, Option<u64>), CliError> {
+    // DIR:SIZE, where SIZE parses as a size; a path with a colon and no size stays a path.
+    if let Some((dir, size)) = text.rsplit_once(':') {
+        if let Ok(cap) = parse_size(size) {
+            return Ok((PathBuf::from(dir), Some(cap)));
+        }
+    }
+    Ok((PathBuf::from(text), None))
+}
+
+pub fn run(args: Args) -> CliResult {
+    let started = Instant::now();
+    let text = std::fs::read_to_string(&args.circuit).map_err(|e| {
+        CliError::bad_input(format!(
+            "cannot read circuit {}: {e}",
+            args.circuit.display()
+        ))
+    })?;
+    let circuit = parse(&text).map_err(|e| qsim_error(&args.circuit, e))?;
+    let parse_seconds = started.elapsed().as_secs_f64();
+    let mut options = Options::new().fuse(args.fuse);
+    if args.fuse == 0 || args.fuse > 5 {
+        return Err(CliError::bad_input(format!(
+            "--fuse {}: give 1 (no fusion) to 5 qubits",
+            args.fuse
+        )));
+    }
+    if let Some(t) = args.threads {
+        if t == 0 || t > 1024 {
+            return Err(CliError::bad_input(format!(
+                "--threads {t}: give 1 to 1024"
+            )));
+        }
+        options = options.threads(t);
+    }
+    if let Some(limit) = &args.memory_limit {
+        let bytes = parse_size(limit).map_err(control_error)?;
+        if bytes == 0 {
+            return Err(CliError::bad_input(
+                "--memory-limit 0: give a size such as 512M",
+            ));
+        }
+        options = options.memory_limit(bytes);
+    }
+    for s in &args.ssd {
+        let (dir, cap) = ssd_arg(s)?;
+        options = options.ssd(dir, cap);
+    }
+    if let Some(spec) = &args.interleave {
+        let spec: WeightsSpec = spec.parse().map_err(control_error)?;
+        let nodes = args
+            .nodes
+            .as_deref()
+            .map(|n| nodelist::parse(n).map_err(|e| control_error(ControlError::NodeList(e))))
+            .transpose()?;
+        let topo = Topology::discover(std::path::Path::new("/"))
+            .map_err(|e| control_error(ControlError::Topology(e)))?;
+        let weights = assign_weights(&spec, nodes.as_deref(), &topo).map_err(control_error)?;
+        options = options.weights(weights);
+    }
+    let indices = args
+        .amplitudes
+        .as_deref()
+        .map(parse_indices)
+        .transpose()?
+        .unwrap_or_default();
+    let precision = match args.precision.as_str() {
+        "f64" => Precision::F64,
+        "f32" => Precision::F32,
+        other => {
+            return Err(CliError::bad_input(format!(
+                "--precision {other}: give f64 or f32"
+            )))
+        }
+    };
+    simulate(
+        &args,
+        &circuit,
+        &options,
+        precision,
+        &indices,
+        parse_seconds,
+    )
+}
+
+fn simulate(
+    args: &Args,
+    circuit: &cxltier_qsim::Circuit,
+    options: &Options,
+    precision: Precision,
+    indices: &[u64],
+    parse_seconds: f64,
+) -> CliResult {
+    let path = &args.circuit;
+    let mut sim =
+        AnySimulation::run(circuit, options, precision).map_err(|e| qsim_error(path, e))?;
+    let readout = Instant::now();
+    let norm = sim.norm().map_err(|e| qsim_error(path, e))?;
+    let values = sim.amplitudes(indices).map_err(|e| qsim_error(path, e))?;
+    let counts = if args.shots > 0 {
+        let qubits: Vec<usize> = if circuit.measurements.is_empty() {
+            (0..circuit.num_qubits).collect()
+        } else {
+            // Keys are the classical register, bit 0 rightmost; unmeasured bits read 0.
+            let mut by_clbit = vec![None; circuit.num_clbits];
+            for &(q, c) in &circuit.measurements {
+                by_clbit[c] = Some(q);
+            }
+            let measured: Vec<usize> = by_clbit.iter().flatten().copied().collect();
+            let raw = sim
+                .sample(args.shots, &measured, args.seed)
+                .map_err(|e| qsim_error(path, e))?;
+            let mut counts = BTreeMap::new();
+            for (key, n) in raw {
+                let mut bits = key.chars().rev();
+                // Fill clbit 0 first (the key's last character), then reverse into a key.
+                let mut full: Vec<char> = by_clbit
+                    .iter()
+                    .map(|q| {
+                        if q.is_some() {
+                            bits.next().unwrap_or('0')
+                        } else {
+                            '0'
+                        }
+                    })
+                    .collect();
+                full.reverse();
+                let full: String = full.into_iter().collect();
+                *counts.entry(full).or_insert(0) += n;
+            }
+            return finish(
+                args,
+                &sim,
+                norm,
+                indices,
+                &values,
+                counts,
+                parse_seconds,
+                readout,
+            );
+        };
+        sim.sample(args.shots, &qubits, args.seed)
+            .map_err(|e| qsim_error(path, e))?
+    } else {
+        BTreeMap::new()
+    };
+    finish(
+        args,
+        &sim,
+        norm,
+        indices,
+        &values,
+        counts,
+        parse_seconds,
+        readout,
+    )
+}
+
+#[allow(clippy::too_many_arguments)]
+fn finish(
+    args: &Args,
+    sim: &AnySimulation,
+    norm: f64,
+    indices: &[u64],
+    values: &[[f64; 2]],
+    counts: BTreeMap<String, u64>,
+    parse_seconds: f64,
+    readout: Instant,
+) -> CliResult {
+    let run = sim.report();
+    let amplitudes: BTreeMap<String, [f64; 2]> = indices
+        .iter()
+        .zip(values)
+        .map(|(i, v)| (i.to_string(), *v))
+        .collect();
+    let probabilities: BTreeMap<String, f64> = indices
+        .iter()
+        .zip(values)
+        .map(|(i, v)| (i.to_string(), v[0] * v[0] + v[1] * v[1]))
+        .collect();
+    let out = Output {
+        circuit: args.circuit.display().to_string(),
+        run,
+        norm,
+        amplitudes,
+        probabilities,
+        counts,
+        gates_per_second: if run.simulate_seconds > 0.0 {
+            run.gates as f64 / run.simulate_seconds
+        } else {
+            0.0
+        },
+        timings: Timings {
+            parse_seconds,
+            setup_seconds: run.setup_seconds,
+            simulate_seconds: run.simulate_seconds,
+            readout_seconds: readout.elapsed().as_secs_f64(),
+        },
+    };
+    if args.json {
+        print_json(&out)?;
+    } else {
+        print!("{}", render(&out, indices, values));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn render(out: &Output<'_>, indices: &[u64], values: &[[f64; 2]]) -> String {
+    let r = out.run;
+    let mut s = format!(
+        "{} qubits, {} gates ({} after fusion), {}, {} ({} bytes), {} threads\n",
+        r.qubits,
+        r.gates,
+        r.fused_gates,
+        r.precision,
+        r.mode.replace('_', " "),
+        r.state_bytes,
+        r.threads
+    );
+    let p = &r.placement;
+    s += &format!(
+        "chunks: {} of {} bytes in memory{}, {} spilled\n",
+        p.memory_chunks,
+        p.chunk_bytes,
+        if p.pages_per_node.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " (pages per node: {})",
+                p.pages_per_node
+                    .iter()
+                    .map(|(n, c)| format!("node{n}={c}"))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            )
+        },
+        p.spilled_chunks
+    );
+    if r.mode == "out_of_core" {
+        s += &format!(
+            "passes: {} ({} without relabelling qubits), {} local qubits\n",
+            r.passes,
+            r.passes_without_relabelling.unwrap_or(0),
+            r.local_qubits.unwrap_or(0)
+        );
+        let mut t = Table::new([
+            "pass",
+            "gates",
+            "fused",
+            "read MB",
+            "written MB",
+            "seconds",
+            "compute s",
+            "io wait s",
+        ]);
+        for (i, pr) in r.pass_reports.iter().enumerate() {
+            t.row([
+                i.to_string(),
+                pr.gates.to_string(),
+                pr.fused_gates.to_string(),
+                format!("{:.1}", pr.io.bytes_read as f64 / 1e6),
+                format!("{:.1}", pr.io.bytes_written as f64 / 1e6),
+                format!("{:.3}", pr.io.wall_seconds),
+                format!("{:.3}", pr.io.compute_seconds),
+                format!("{:.3}", pr.io.io_wait_seconds),
+            ]);
+        }
+        s += &t.render();
+    }
+    s += &format!(
+        "norm {:.12}; simulate {:.3} s ({:.0} gates/s), setup {:.3} s, readout {:.3} s\n",
+        out.norm,
+        out.timings.simulate_seconds,
+        out.gates_per_second,
+        out.timings.setup_seconds,
+        out.timings.readout_seconds
+    );
+    if !indices.is_empty() {
+        let mut t = Table::new(["index", "re", "im", "probability"]);
+        for (i, v) in indices.iter().zip(values) {
+            t.row([
+                i.to_string(),
+                format!("{:+.12}", v[0]),
+                format!("{:+.12}", v[1]),
+                format!("{:.12}", v[0] * v[0] + v[1] * v[1]),
+            ]);
+        }
+        s += &t.render();
+    }
+    if !out.counts.is_empty() {
+        let mut by_count: Vec<(&String, &u64)> = out.counts.iter().collect();
+        by_count.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+        let mut t = Table::new(["outcome", "count"]);
+        for (k, c) in by_count.iter().take(16) {
+            t.row([k.to_string(), c.to_string()]);
+        }
+        s += &t.render();
+        if by_count.len() > 16 {
+            s += &format!(
+                "({} more outcomes; --json lists all)\n",
+                by_count.len() - 16
+            );
+        }
+    }
+    s
+}
