@@ -43,6 +43,7 @@ enum Command {
     Touch(cmd::touch::Args),
     Serve(cmd::serve::Args),
     Ycsb(cmd::ycsb::Args),
+    Ras(cmd::ras::Args),
 }
 
 fn main() -> ExitCode {
@@ -57,6 +58,7 @@ fn main() -> ExitCode {
         Command::Touch(args) => cmd::touch::run(args),
         Command::Serve(args) => cmd::serve::run(args),
         Command::Ycsb(args) => cmd::ycsb::run(args),
+        Command::Ras(args) => cmd::ras::run(args),
     };
     match result {
         Ok(code) => code,

@@ -3,6 +3,7 @@
 pub mod apply;
 pub mod plan;
 pub mod probe;
+pub mod ras;
 pub mod run;
 pub mod serve;
 pub mod show;
