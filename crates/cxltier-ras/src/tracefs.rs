@@ -27,6 +27,17 @@ impl Tracefs {
     /// Finds tracefs below `root` and checks it has the `cxl` events.
     pub fn locate(root: &Path) -> Result<Tracefs, RasError> {
         let tried: Vec<PathBuf> = TRACEFS_DIRS.iter().map(|d| root.join(d)).collect();
+        // tracefs is mode 0700: to anyone but root it looks empty rather than absent.
+        for d in &tried {
+            if let Err(e) = fs::metadata(d.join("events")) {
+                if e.kind() == io::ErrorKind::PermissionDenied {
+                    return Err(RasError::Permission {
+                        action: "reading CXL trace events from tracefs".to_string(),
+                        path: d.clone(),
+                    });
+                }
+            }
+        }
         let dir = tried
             .iter()
             .find(|d| d.join("events").is_dir())
