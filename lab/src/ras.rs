@@ -496,7 +496,7 @@ pub fn host_checks(report: &mut Report, injections: &[Injection]) -> Vec<(String
     report.check(
         "ras-quarantine-file",
         ok,
-        format!("{}", qfile.unwrap_or_else(|e| e).trim()),
+        qfile.unwrap_or_else(|e| e).trim().to_string(),
     );
     table
 }
