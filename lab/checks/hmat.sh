@@ -28,5 +28,5 @@ check_show
 check_bad_input
 # No CXL here: `cxltier ras` says so with exit status 4 (unsupported platform).
 bad_input ras-no-cxl-devices 4 "no CXL memory devices" cxltier ras
-bad_input ras-watch-no-cxl-events 4 "no CXL trace events" cxltier ras --watch --duration 1
+bad_input ras-watch-no-cxl-devices 4 "no CXL memory devices" cxltier ras --watch --duration 1
 exit 0

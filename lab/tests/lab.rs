@@ -63,7 +63,7 @@ const HMAT: &[&str] = &[
     "topo-json-node1-in-slower-tier",
     // lab/checks/hmat.sh: no CXL here
     "ras-no-cxl-devices",
-    "ras-watch-no-cxl-events",
+    "ras-watch-no-cxl-devices",
 ];
 
 const CXL: &[&str] = &[
