@@ -6,8 +6,9 @@
 . /lab/lib.sh
 
 TR=/sys/kernel/tracing
-# How many records the host's injections produce (lab/src/ras.rs: INJECTIONS).
-EXPECTED_RECORDS=${RAS_EXPECTED_RECORDS:-7}
+# How many records the host's injections produce (lab/src/ras.rs: injections()): one per injection.
+# One more when the guest found a page of its process on CXL memory for the host to poison.
+EXPECTED_RECORDS=7
 
 no_instances() { ! ls -d "$TR"/instances/cxltier-ras-* >/dev/null 2>&1; }
 # The AER mask registers (uncorrectable, correctable) of both devices, found by walking the PCIe
@@ -43,9 +44,62 @@ after=$(config_sums)
 verdict ras-watch-dry-run-unchanged "exit $rc, AER masks $before -> $after: $(brief "$T/ras-dry.err")" \
     sh -c "[ $rc = 0 ] && [ '$before' = '$after' ] && grep -q 'would' '$T/ras-dry.err'" && no_instances
 
+# ---- a process holding memory on the CXL node: the host poisons one of its pages ----------------------
+# Its page's host physical address comes from /proc/PID/pagemap, the device address from the region's
+# start (a one-way region: DPA = HPA - region start); the host injects poison there.
+rm -f "$T/victim.pid" "$T/victim.out"
+cxltier run --bind 1 -- sh -c "echo \$\$ >$T/victim.pid; exec cxltier touch 1M --json --hold 90" \
+    >"$T/victim.out" 2>"$T/victim.err" &
+victim_runner=$!
+n=0
+while [ "$n" -lt 300 ] && ! [ -s "$T/victim.out" ]; do
+    usleep 100000
+    n=$((n + 1))
+done
+victim=$(cat "$T/victim.pid" 2>/dev/null)
+victim_dpa=
+victim_serial=
+rstart=$(cat /sys/bus/cxl/devices/region0/resource)
+rsize=$(cat /sys/bus/cxl/devices/region0/size)
+# The first present page of the process's anonymous memory inside region0 (bound to node 1, its
+# touched buffer is there).
+find_victim_page() {
+    while read -r range perms _off _dev _inode path; do
+        [ "$perms" = rw-p ] && [ -z "$path" ] || continue
+        s=${range%-*}
+        e=${range#*-}
+        i=0
+        while [ "$i" -lt 64 ] && [ $((0x$s + i * 4096)) -lt $((0x$e)) ]; do
+            va=$((0x$s + i * 4096))
+            # dd seeks; od and hexdump would read their way to the offset (pagemap has size 0).
+            entry=$(dd if="/proc/$1/pagemap" bs=8 skip=$((va / 4096)) count=1 2>/dev/null | od -An -tx8 | tr -d ' ')
+            i=$((i + 1))
+            [ -n "$entry" ] && [ $(((0x$entry >> 63) & 1)) = 1 ] || continue
+            hpa=$(((0x$entry & 0x7fffffffffffff) * 4096))
+            if [ "$hpa" -ge $((rstart)) ] && [ "$hpa" -lt $((rstart + rsize)) ]; then
+                echo "$hpa"
+                return 0
+            fi
+        done
+    done <"/proc/$1/maps"
+    return 1
+}
+victim_hpa=
+[ -n "$victim" ] && victim_hpa=$(find_victim_page "$victim")
+if [ -n "$victim_hpa" ]; then
+    victim_dpa=$(printf '0x%x' $((victim_hpa - rstart)))
+    decoder=$(cat /sys/bus/cxl/devices/region0/target0)
+    port=$(basename "$(dirname "$(readlink -f "/sys/bus/cxl/devices/$decoder")")")
+    memdev=$(basename "$(readlink -f "/sys/bus/cxl/devices/$port/uport")")
+    victim_serial=$(cat "/sys/bus/cxl/devices/$memdev/serial")
+fi
+[ -n "$victim_dpa" ] && EXPECTED_RECORDS=8
+verdict ras-victim-page-on-cxl "pid $victim, hpa $(printf '0x%x' "${victim_hpa:-0}"), dpa $victim_dpa on $memdev ($victim_serial): $(brief "$T/victim.err")" \
+    test -n "$victim_dpa" -a -n "$victim_serial"
+
 # ---- the watch, while the host injects --------------------------------------------------------------
 before=$(config_sums)
-cxltier ras --watch --json --count "$EXPECTED_RECORDS" --duration 60 --poison-interval 1 \
+cxltier ras --watch --json --count "$EXPECTED_RECORDS" --duration 40 --poison-interval 1 \
     --unmask-internal-errors --quarantine --quarantine-file "$T/quarantine.jsonl" \
     >"$T/watch.out" 2>"$T/watch.err" &
 watcher=$!
@@ -56,7 +110,7 @@ while [ "$n" -lt 300 ] && ! grep -q 'watching CXL events' "$T/watch.err" 2>/dev/
     n=$((n + 1))
 done
 # The host injects when it sees this line (the console passes a line on when the next one comes).
-echo "RAS-INJECT-READY"
+echo "RAS-INJECT-READY $victim_serial $victim_dpa $victim"
 echo "waiting for the watch to end"
 wait "$watcher"
 rc=$?
@@ -67,6 +121,10 @@ verdict ras-watch-says-system-wide "$(brief "$T/watch.err")" \
 verdict ras-watch-instance-removed "instances left: $(ls "$TR/instances" | tr '\n' ' ')" no_instances
 verdict ras-watch-aer-masks-restored "AER masks $before -> $after" [ "$before" = "$after" ]
 data ras-watch "$T/watch.out"
+verdict ras-victim-survives-soft-offline "the process holding the poisoned page still runs after its page was soft-offlined" \
+    kill -0 "$victim"
+kill "$victim" 2>/dev/null
+wait "$victim_runner" 2>/dev/null
 [ -f "$T/quarantine.jsonl" ] || : >"$T/quarantine.jsonl"
 data ras-quarantine "$T/quarantine.jsonl"
 

@@ -34,6 +34,8 @@ pub struct Injection {
     /// The device's serial.
     pub serial: u64,
     pub arguments: Value,
+    /// Poison under a page of a guest process: device and address come from the guest at run time.
+    pub victim: bool,
     /// QEMU's answer: `Ok(())` or its error.
     pub accepted: Result<(), String>,
 }
@@ -58,9 +60,21 @@ pub fn injections() -> Vec<Injection> {
         device,
         serial,
         arguments,
+        victim: false,
         accepted: Err("not injected".to_string()),
     };
     vec![
+        Injection {
+            victim: true,
+            ..inj(
+                "poison (64 B) under a page of a process",
+                "cxl-inject-poison",
+                "poison",
+                d0,
+                s0,
+                json!({"path": path(d0), "start": 0, "length": 64}),
+            )
+        },
         inj(
             "poison (64 B)",
             "cxl-inject-poison",
@@ -233,11 +247,39 @@ pub fn boot_and_inject(timeout: Duration) -> (Report, Vec<Injection>) {
     let mut reader = BufReader::new(child.stdout.take().expect("piped"));
     let mut line = String::new();
     let mut inject_note = None;
+    let mut victim_pid: Option<String> = None;
     while reader.read_line(&mut line).unwrap_or(0) > 0 {
-        if line.trim_end() == "RAS-INJECT-READY" {
+        if let Some(args) = line.trim_end().strip_prefix("RAS-INJECT-READY") {
+            // "SERIAL DPA PID" of the guest process's page, when the guest found one.
+            let mut it = args.split_whitespace();
+            let victim = match (it.next().and_then(hex), it.next().and_then(hex), it.next()) {
+                (Some(serial), Some(dpa), Some(pid)) => Some((serial, dpa, pid.to_string())),
+                _ => None,
+            };
+            for inj in injections.iter_mut().filter(|i| i.victim) {
+                match &victim {
+                    Some((serial, dpa, pid)) => {
+                        let (device, _) = *SERIALS
+                            .iter()
+                            .find(|(_, s)| s == serial)
+                            .unwrap_or(&SERIALS[0]);
+                        inj.device = device;
+                        inj.serial = *serial;
+                        inj.arguments = json!({"path": path(device), "start": dpa, "length": 64});
+                        victim_pid = Some(pid.clone());
+                    }
+                    None => {
+                        inj.accepted =
+                            Err("the guest found no page of its process on CXL memory".to_string())
+                    }
+                }
+            }
             match Qmp::connect(&socket, Duration::from_secs(5)) {
                 Ok(mut qmp) => {
-                    for inj in &mut injections {
+                    for inj in injections
+                        .iter_mut()
+                        .filter(|i| !i.victim || victim.is_some())
+                    {
                         inj.accepted = qmp.execute(inj.command, inj.arguments.clone()).map(|_| ());
                         // The guest handles each error's interrupt before the next arrives, and
                         // reads the poison lists (every second) before the fatal error.
@@ -263,8 +305,15 @@ pub fn boot_and_inject(timeout: Duration) -> (Report, Vec<Injection>) {
         report.stderr.push_str(&format!("\nQMP: {note}\n"));
     }
     report.elapsed = started.elapsed();
+    if let Some(pid) = victim_pid {
+        report.data.insert("victim-pid".to_string(), pid);
+    }
     let _ = std::fs::remove_file(&socket);
     (report, injections)
+}
+
+fn hex(s: &str) -> Option<u64> {
+    u64::from_str_radix(s.trim_start_matches("0x"), 16).ok()
 }
 
 /// The streamed records (JSON lines).
@@ -281,6 +330,9 @@ fn records(report: &Report) -> Result<Vec<Value>, String> {
 
 /// The check name for an injection.
 pub fn check_name(inj: &Injection) -> String {
+    if inj.victim {
+        return "ras-reports-poison-under-process".to_string();
+    }
     format!(
         "ras-reports-{}-{}",
         inj.expect_type.replace('_', "-"),
@@ -309,6 +361,7 @@ pub fn host_check_names() -> Vec<String> {
             "ras-poison-mapped-to-region",
             "ras-quarantine-offlined",
             "ras-quarantine-file",
+            "ras-poison-maps-to-process",
         ]
         .map(String::from),
     );
@@ -338,10 +391,17 @@ pub fn host_checks(report: &mut Report, injections: &[Injection]) -> Vec<(String
                     .iter()
                     .filter(|r| r["type"] == inj.expect_type)
                     .collect();
-                match same_type
-                    .iter()
-                    .find(|r| r["serial"].as_u64() == Some(inj.serial))
-                {
+                // Poison, media and DRAM records must also name the injected address.
+                let dpa = inj
+                    .arguments
+                    .get("start")
+                    .or_else(|| inj.arguments.get("dpa"))
+                    .and_then(Value::as_u64);
+                let matches = |r: &&&Value| {
+                    r["serial"].as_u64() == Some(inj.serial)
+                        && dpa.is_none_or(|d| r["dpa"].as_u64() == Some(d))
+                };
+                match same_type.iter().find(matches) {
                     Some(r) => (
                         true,
                         format!(
@@ -366,11 +426,11 @@ pub fn host_checks(report: &mut Report, injections: &[Injection]) -> Vec<(String
                     None => (
                         false,
                         format!(
-                            "{} records only from other devices: serials {:?}",
+                            "{} records only from other devices or addresses: {:?}",
                             inj.expect_type,
                             same_type
                                 .iter()
-                                .map(|r| r["serial"].clone())
+                                .map(|r| (r["serial"].clone(), r["dpa"].clone()))
                                 .collect::<Vec<_>>()
                         ),
                     ),
@@ -443,6 +503,7 @@ pub fn host_checks(report: &mut Report, injections: &[Injection]) -> Vec<(String
                 r["type"] == "poison"
                     && r["serial"].as_u64() == region_serial
                     && region_serial.is_some()
+                    && r["dpa"].as_u64() == Some(DPA)
             })
             .cloned()
     });
@@ -498,5 +559,37 @@ pub fn host_checks(report: &mut Report, injections: &[Injection]) -> Vec<(String
         ok,
         qfile.unwrap_or_else(|e| e).trim().to_string(),
     );
+
+    // The poison under the guest process's page names that process.
+    let pid = report
+        .data("victim-pid")
+        .ok()
+        .and_then(|p| p.trim().parse::<u64>().ok());
+    let victim = injections.iter().find(|i| i.victim);
+    let dpa = victim.and_then(|v| v.arguments["start"].as_u64());
+    let rec = recs.as_ref().ok().and_then(|recs| {
+        recs.iter()
+            .find(|r| {
+                r["type"] == "poison"
+                    && r["dpa"].as_u64() == dpa
+                    && victim.is_some_and(|v| r["serial"].as_u64() == Some(v.serial))
+            })
+            .cloned()
+    });
+    let (pass, detail) = match (&rec, pid) {
+        (Some(r), Some(pid)) => {
+            let procs = r["processes"].as_array().cloned().unwrap_or_default();
+            (
+                procs.iter().any(|p| p["pid"].as_u64() == Some(pid)),
+                format!(
+                    "pid {pid}: processes {} for hpa range {}",
+                    r["processes"], r["physical_range"]
+                ),
+            )
+        }
+        (None, _) => (false, format!("no poison record at dpa {dpa:?}")),
+        (_, None) => (false, "the guest named no process".to_string()),
+    };
+    report.check("ras-poison-maps-to-process", pass, detail);
     table
 }
