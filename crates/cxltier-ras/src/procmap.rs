@@ -36,7 +36,7 @@ const PRESENT: u64 = 1 << 63;
 /// cannot be read are skipped.
 pub fn mappers(proc_root: &Path, range: PhysRange) -> Result<Vec<Mapper>, Denied> {
     let mut out = Vec::new();
-    let mut saw_present = false;
+    let mut present = 0u64;
     let mut saw_pfn = false;
     let Ok(entries) = fs::read_dir(proc_root) else {
         return Ok(out);
@@ -86,10 +86,13 @@ pub fn mappers(proc_root: &Path, range: PhysRange) -> Result<Vec<Mapper>, Denied
                     if v & PRESENT == 0 {
                         continue;
                     }
-                    saw_present = true;
+                    present += 1;
                     let pfn = v & PFN_MASK;
                     if pfn != 0 {
                         saw_pfn = true;
+                    } else if !saw_pfn && present >= 64 {
+                        // Frame numbers are hidden from this caller: no point reading on.
+                        return Err(Denied::NoFrameNumbers);
                     }
                     if pfn >= first_pfn && pfn <= last_pfn {
                         let m = hit.get_or_insert_with(|| Mapper {
@@ -106,7 +109,7 @@ pub fn mappers(proc_root: &Path, range: PhysRange) -> Result<Vec<Mapper>, Denied
         }
         out.extend(hit);
     }
-    if saw_present && !saw_pfn {
+    if present > 0 && !saw_pfn {
         return Err(Denied::NoFrameNumbers);
     }
     Ok(out)
@@ -118,4 +121,55 @@ fn comm(dir: &Path) -> String {
         let _ = f.read_to_string(&mut s);
     }
     s.trim().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// This process's page holding `buf`: its physical range, read from our own pagemap.
+    fn own_page(buf: &[u8]) -> Option<PhysRange> {
+        let f = File::open("/proc/self/pagemap").ok()?;
+        let va = buf.as_ptr() as u64;
+        let mut e = [0u8; 8];
+        f.read_exact_at(&mut e, va / PAGE * 8).ok()?;
+        let v = u64::from_le_bytes(e);
+        let pfn = v & PFN_MASK;
+        (v & PRESENT != 0 && pfn != 0).then(|| PhysRange {
+            start: pfn * PAGE + va % PAGE,
+            end: pfn * PAGE + va % PAGE + 1,
+        })
+    }
+
+    #[test]
+    fn finds_this_process_on_its_own_page_or_says_it_may_not() {
+        let buf = vec![7u8; 3 * PAGE as usize];
+        let probe = &buf[PAGE as usize..];
+        std::hint::black_box(&buf);
+        let me = std::process::id();
+        match own_page(probe) {
+            Some(range) => {
+                let found = mappers(Path::new("/proc"), range).expect("frame numbers are visible");
+                let m = found
+                    .iter()
+                    .find(|m| m.pid == me)
+                    .expect("this process maps it");
+                assert_eq!(m.vaddr, probe.as_ptr() as u64 / PAGE * PAGE);
+                assert_eq!(m.pages, 1);
+            }
+            None => {
+                // No frame numbers (no CAP_SYS_ADMIN): the answer must be "not permitted".
+                assert_eq!(
+                    mappers(
+                        Path::new("/proc"),
+                        PhysRange {
+                            start: 0,
+                            end: u64::MAX
+                        }
+                    ),
+                    Err(Denied::NoFrameNumbers)
+                );
+            }
+        }
+    }
 }
