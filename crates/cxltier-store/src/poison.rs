@@ -182,6 +182,49 @@ mod tests {
     }
 
     #[test]
+    fn physical_ranges_are_found_through_pagemap_or_refused() {
+        use std::os::unix::fs::FileExt;
+        let p = temp("physical");
+        let _ = std::fs::remove_file(&p);
+        let mut s = StoreBuilder::new()
+            .dram(16 << 20)
+            .ssd(SsdSpec {
+                path: p.clone(),
+                capacity: Some(64 << 20),
+            })
+            .durability(Durability::EverySec)
+            .build()
+            .unwrap();
+        s.put(b"victim", Kind::String, &[9u8; 300], None).unwrap();
+        s.put(b"bystander", Kind::String, &[8u8; 300], None)
+            .unwrap();
+        s.commit().unwrap();
+        let va = match s.index[b"victim".as_slice()].place {
+            super::Place::Mem(t, off) => s.arenas[t as usize].addr() as u64 + off,
+            super::Place::Nvme => panic!("victim not in memory"),
+        };
+        // The victim's frame, as RAS would report it.
+        let f = std::fs::File::open("/proc/self/pagemap").unwrap();
+        let mut e = [0u8; 8];
+        f.read_exact_at(&mut e, va / super::PAGE * 8).unwrap();
+        let pfn = u64::from_le_bytes(e) & super::PFN_MASK;
+        if pfn == 0 {
+            // Unprivileged: frame numbers are hidden, and the store says so.
+            let err = s.poisoned_physical(&[(0, u64::MAX)]).unwrap_err();
+            assert!(err.to_string().contains("CAP_SYS_ADMIN"), "{err}");
+        } else {
+            let hpa = pfn * super::PAGE + va % super::PAGE;
+            let out = s.poisoned_physical(&[(hpa, hpa + 64)]).unwrap();
+            assert_eq!(out.restored, vec![b"victim".to_vec()]);
+            assert!(out.lost.is_empty());
+            s.check_invariants().unwrap();
+            assert_eq!(s.get(b"victim").unwrap().unwrap().value, &[9u8; 300][..]);
+            assert_eq!(s.get(b"bystander").unwrap().unwrap().value, &[8u8; 300][..]);
+        }
+        let _ = std::fs::remove_file(&p);
+    }
+
+    #[test]
     fn without_nvme_every_hit_object_is_lost() {
         let mut s = StoreBuilder::new()
             .dram(16 << 20)
