@@ -159,6 +159,10 @@ fn ras_injection_cxl() {
     for (what, how, result) in &table {
         println!("  {what} | {how} | {result}");
     }
+    println!("records streamed:");
+    for line in report.data("ras-watch").unwrap_or_default().lines() {
+        println!("  {line}");
+    }
     let host = ras::host_check_names();
     let expected: Vec<&str> = RAS_GUEST
         .iter()
