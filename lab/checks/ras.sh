@@ -33,6 +33,8 @@ verdict ras-inventory-runs "exit $rc: $(brief "$T/ras-inv.err")" [ "$rc" = 0 ]
 verdict ras-inventory-says-system-wide "$(brief "$T/ras-inv.err")" grep -q "tracefs instance" "$T/ras-inv.err"
 verdict ras-instance-removed "instances left: $(ls "$TR/instances" | tr '\n' ' ')" no_instances
 data ras-inventory "$T/ras-inv.out"
+verdict ras-inventory-sees-masked-internal-errors "Linux 6.12 leaves them masked on CXL 2.0 ports" \
+    sh -c "[ \$(grep -c '\"aer_internal_errors_masked\": true' '$T/ras-inv.out') = 2 ]"
 capture ras-table cxltier ras --no-poison
 verdict ras-table-runs "exit $rc: $(brief "$T/ras-table.out")" \
     sh -c "[ $rc = 0 ] && grep -q 'region0' '$T/ras-table.out' && grep -q '0xc0de0000' '$T/ras-table.out'"
@@ -84,15 +86,15 @@ find_victim_page() {
     done <"/proc/$1/maps"
     return 1
 }
+# The device backing region0: the host poisons the page there, and keeps the fatal error away from
+# it (a fatal error takes CXL.mem down while the kernel uses the memory as system RAM).
+decoder=$(cat /sys/bus/cxl/devices/region0/target0)
+port=$(basename "$(dirname "$(readlink -f "/sys/bus/cxl/devices/$decoder")")")
+memdev=$(basename "$(readlink -f "/sys/bus/cxl/devices/$port/uport")")
+victim_serial=$(cat "/sys/bus/cxl/devices/$memdev/serial")
 victim_hpa=
 [ -n "$victim" ] && victim_hpa=$(find_victim_page "$victim")
-if [ -n "$victim_hpa" ]; then
-    victim_dpa=$(printf '0x%x' $((victim_hpa - rstart)))
-    decoder=$(cat /sys/bus/cxl/devices/region0/target0)
-    port=$(basename "$(dirname "$(readlink -f "/sys/bus/cxl/devices/$decoder")")")
-    memdev=$(basename "$(readlink -f "/sys/bus/cxl/devices/$port/uport")")
-    victim_serial=$(cat "/sys/bus/cxl/devices/$memdev/serial")
-fi
+[ -n "$victim_hpa" ] && victim_dpa=$(printf '0x%x' $((victim_hpa - rstart)))
 [ -n "$victim_dpa" ] && EXPECTED_RECORDS=8
 verdict ras-victim-page-on-cxl "pid $victim, hpa $(printf '0x%x' "${victim_hpa:-0}"), dpa $victim_dpa on $memdev ($victim_serial): $(brief "$T/victim.err")" \
     test -n "$victim_dpa" -a -n "$victim_serial"
@@ -110,7 +112,7 @@ while [ "$n" -lt 300 ] && ! grep -q 'watching CXL events' "$T/watch.err" 2>/dev/
     n=$((n + 1))
 done
 # The host injects when it sees this line (the console passes a line on when the next one comes).
-echo "RAS-INJECT-READY $victim_serial $victim_dpa $victim"
+echo "RAS-INJECT-READY $victim_serial ${victim_dpa:--} ${victim:--}"
 echo "waiting for the watch to end"
 wait "$watcher"
 rc=$?

@@ -250,12 +250,31 @@ pub fn boot_and_inject(timeout: Duration) -> (Report, Vec<Injection>) {
     let mut victim_pid: Option<String> = None;
     while reader.read_line(&mut line).unwrap_or(0) > 0 {
         if let Some(args) = line.trim_end().strip_prefix("RAS-INJECT-READY") {
-            // "SERIAL DPA PID" of the guest process's page, when the guest found one.
+            // "SERIAL DPA PID": the serial of the device backing region0, and the device address
+            // and pid of the guest process's page on it ("-" when the guest found none).
             let mut it = args.split_whitespace();
-            let victim = match (it.next().and_then(hex), it.next().and_then(hex), it.next()) {
-                (Some(serial), Some(dpa), Some(pid)) => Some((serial, dpa, pid.to_string())),
+            let region_serial = it.next().and_then(hex);
+            let victim = match (region_serial, it.next().and_then(hex), it.next()) {
+                (Some(serial), Some(dpa), Some(pid)) if pid != "-" => {
+                    Some((serial, dpa, pid.to_string()))
+                }
                 _ => None,
             };
+            // The fatal error goes to the device that backs no memory in use: on the device
+            // backing the region, CXL.mem goes down under the kernel's feet (in the lab the guest
+            // then stopped).
+            if let Some(rs) = region_serial {
+                if let Some(&(device, serial)) = SERIALS.iter().find(|(_, s)| *s != rs) {
+                    for inj in injections
+                        .iter_mut()
+                        .filter(|i| i.command == "cxl-inject-uncorrectable-errors")
+                    {
+                        inj.device = device;
+                        inj.serial = serial;
+                        inj.arguments["path"] = json!(path(device));
+                    }
+                }
+            }
             for inj in injections.iter_mut().filter(|i| i.victim) {
                 match &victim {
                     Some((serial, dpa, pid)) => {
@@ -332,6 +351,10 @@ fn records(report: &Report) -> Result<Vec<Value>, String> {
 pub fn check_name(inj: &Injection) -> String {
     if inj.victim {
         return "ras-reports-poison-under-process".to_string();
+    }
+    if inj.command == "cxl-inject-uncorrectable-errors" {
+        // Its device is chosen at run time (the one backing no region).
+        return "ras-reports-aer-uncorrectable".to_string();
     }
     format!(
         "ras-reports-{}-{}",

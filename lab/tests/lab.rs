@@ -127,6 +127,7 @@ const RAS_GUEST: &[&str] = &[
     "ras-inventory-runs",
     "ras-inventory-says-system-wide",
     "ras-instance-removed",
+    "ras-inventory-sees-masked-internal-errors",
     "ras-table-runs",
     "ras-watch-dry-run-unchanged",
     "ras-victim-page-on-cxl",

@@ -62,6 +62,10 @@ pub struct Health {
     /// AER counters, `None` when the kernel does not handle AER for the function (firmware-first,
     /// or `pcie_ports=compat`).
     pub aer: Option<AerCounters>,
+    /// Whether the function's AER capability masks the internal errors that carry CXL protocol
+    /// errors (then `cxl_aer_*` records never come; see [`crate::aer`]). `None` when the extended
+    /// config space cannot be read (it needs root) or has no AER capability.
+    pub aer_internal_errors_masked: Option<bool>,
     /// `security/state`: `disabled`, `locked`, `unlocked`, `frozen`.
     pub security_state: Option<String>,
     /// Whether the kernel offers `trigger_poison_list` for the device (the device supports Get
@@ -177,6 +181,13 @@ fn read_health(memdev_dir: &Path, warnings: &mut Vec<String>) -> Health {
         ..Health::default()
     };
     if let Some(pci) = pci {
+        h.aer_internal_errors_masked = fs::read(pci.join("config")).ok().and_then(|c| {
+            let off = crate::aer::find_aer(&c)? as usize;
+            let word = |o: usize| Some(u32::from_le_bytes(c.get(o..o + 4)?.try_into().ok()?));
+            let uncor = word(off + 8)?;
+            let cor = word(off + 0x14)?;
+            Some(uncor & crate::aer::UNCOR_INTERNAL != 0 || cor & crate::aer::COR_INTERNAL != 0)
+        });
         h.link_speed = read_text(&pci.join("current_link_speed")).filter(|s| !s.is_empty());
         h.link_width = read_text(&pci.join("current_link_width")).and_then(|s| s.parse().ok());
         let mut aer = AerCounters::default();

@@ -403,6 +403,18 @@ fn watch(args: &Args) -> CliResult {
             masks.0.push(c);
         }
     }
+    if !args.unmask_internal_errors {
+        for d in inv
+            .devices
+            .iter()
+            .filter(|d| d.health.aer_internal_errors_masked == Some(true))
+        {
+            eprintln!(
+                "cxltier: note: {}'s AER capability masks internal errors: its CXL protocol errors (aer_correctable, aer_uncorrectable) will not be reported; --unmask-internal-errors unmasks them while watching",
+                d.memdev
+            );
+        }
+    }
     let mut w = tracefs.watch(&name, &[]).map_err(|e| ras_error(e, false))?;
     eprintln!(
         "cxltier: watching CXL events: enabled the cxl event group ({}) in a private tracefs instance {}; it is removed on exit",
