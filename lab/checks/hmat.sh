@@ -29,4 +29,7 @@ check_bad_input
 # shellcheck source=tierd.sh
 . /lab/tierd.sh
 check_tierd
+# No CXL here: `cxltier ras` says so with exit status 4 (unsupported platform).
+bad_input ras-no-cxl-devices 4 "no CXL memory devices" cxltier ras
+bad_input ras-watch-no-cxl-devices 4 "no CXL memory devices" cxltier ras --watch --duration 1
 exit 0

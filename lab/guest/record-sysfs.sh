@@ -44,6 +44,10 @@ rec_dir() {
         [ -e "$_e" ] || [ -L "$_e" ] || continue
         _n=${_e##*/}
         _p=${_e#/}
+        # A CXL region's resource is its host physical address (text); PCI resources are binary.
+        case $_p in
+            */region[0-9]*/resource) [ -f "$_e" ] && emit_file "$_p"; continue ;;
+        esac
         case $_n in
             config | rom | CDAT | resource | resource[0-9]* | firmware | firmware_node | power | \
                 remove | rescan | reset | trigger_poison_list | compaction | new_id | remove_id | \
@@ -116,7 +120,13 @@ for d in /sys/bus/cxl/devices/*; do
         mem[0-9]*)
             pci=$(dirname "$t")
             rec_files "${pci#/}/numa_node" "${pci#/}/vendor" "${pci#/}/device" "${pci#/}/class" \
-                "${pci#/}/local_cpulist" "${pci#/}/current_link_speed" "${pci#/}/current_link_width"
+                "${pci#/}/local_cpulist" "${pci#/}/current_link_speed" "${pci#/}/current_link_width" \
+                "${pci#/}/aer_dev_correctable" "${pci#/}/aer_dev_fatal" "${pci#/}/aer_dev_nonfatal"
+            # Write-only: recorded as an empty file, so that its presence (the device takes Get
+            # Poison List) is kept.
+            if [ -e "$t/trigger_poison_list" ]; then
+                printf 'F%s%s%s\n' "$tab" "${t#/}/trigger_poison_list" "$tab"
+            fi
             ;;
     esac
 done

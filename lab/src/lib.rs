@@ -14,6 +14,7 @@
 
 pub mod host;
 pub mod tierd;
+pub mod ras;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -190,6 +191,12 @@ impl Report {
             Err(out)
         }
     }
+}
+
+/// A JSON data block, parsed.
+pub fn host_json(report: &Report, name: &str) -> Result<serde_json::Value, String> {
+    let text = report.data(name)?;
+    serde_json::from_str(text.trim()).map_err(|e| format!("data '{name}' is not JSON ({e})"))
 }
 
 /// The repository's root directory.

@@ -3,7 +3,7 @@
 //! listing every failed or missing check. Needs what `scripts/lab-deps` installs and network access
 //! on the first run (see lab/README.md). Run with `cargo test -p cxltier-lab -- --nocapture`.
 
-use cxltier_lab::{boot, host, Report};
+use cxltier_lab::{boot, host, ras, Report};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -84,6 +84,9 @@ const HMAT: &[&str] = &[
     "topo-json-hmat-node1",
     "topo-json-node1-memory-only",
     "topo-json-node1-in-slower-tier",
+    // lab/checks/hmat.sh: no CXL here
+    "ras-no-cxl-devices",
+    "ras-watch-no-cxl-devices",
 ];
 
 const CXL: &[&str] = &[
@@ -165,4 +168,57 @@ fn topology_cxl() {
         host::cxl(report);
         cxltier_lab::tierd::tune_checks(report);
     });
+}
+
+/// Checks lab/checks/ras.sh runs inside the guest of the RAS boot.
+const RAS_GUEST: &[&str] = &[
+    "ras-inventory-runs",
+    "ras-inventory-says-system-wide",
+    "ras-instance-removed",
+    "ras-inventory-sees-masked-internal-errors",
+    "ras-table-runs",
+    "ras-watch-dry-run-unchanged",
+    "ras-victim-page-on-cxl",
+    "ras-watch-runs",
+    "ras-watch-says-system-wide",
+    "ras-watch-instance-removed",
+    "ras-watch-aer-masks-restored",
+    "ras-victim-survives-soft-offline",
+    "ras-unknown-memdev",
+    "ras-bad-memdev-name",
+    "ras-zero-duration",
+    "ras-watch-needs-root",
+    "ras-poison-needs-root",
+    "ras-inventory-without-root",
+    "ras-watch-no-tracefs",
+];
+
+/// Topology `cxl` once more, with a QMP socket: the host injects every CXL error type QEMU offers
+/// while `cxltier ras --watch --json` runs in the guest, and each must be reported with the right
+/// type and device (cxltier_lab::ras).
+#[test]
+fn ras_injection_cxl() {
+    let _guard = ONE_GUEST_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let (mut report, injections) = ras::boot_and_inject(BOOT_TIMEOUT);
+    let table = ras::host_checks(&mut report, &injections);
+    println!("{}", report.summary());
+    println!("injected -> reported by `cxltier ras --watch --json`:");
+    for (what, how, result) in &table {
+        println!("  {what} | {how} | {result}");
+    }
+    println!("records streamed:");
+    for line in report.data("ras-watch").unwrap_or_default().lines() {
+        println!("  {line}");
+    }
+    let host = ras::host_check_names();
+    let expected: Vec<&str> = RAS_GUEST
+        .iter()
+        .copied()
+        .chain(host.iter().map(String::as_str))
+        .collect();
+    if let Err(problems) = report.verdict(&expected) {
+        panic!("{problems}");
+    }
 }

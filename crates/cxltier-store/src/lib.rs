@@ -20,7 +20,7 @@ mod arena;
 pub mod log;
 mod store;
 
-pub use store::Store;
+pub use store::{PoisonOutcome, Store};
 
 use std::path::PathBuf;
 

@@ -1387,3 +1387,8 @@ impl Store {
         Ok(())
     }
 }
+
+// Poisoned memory: restore from NVMe or report lost keys (a child module, to see the index).
+#[path = "poison.rs"]
+mod poison;
+pub use poison::PoisonOutcome;

@@ -45,6 +45,7 @@ enum Command {
     Ycsb(cmd::ycsb::Args),
     Tierd(cmd::tierd::Args),
     Qsim(cmd::qsim::Args),
+    Ras(cmd::ras::Args),
 }
 
 fn main() -> ExitCode {
@@ -61,6 +62,7 @@ fn main() -> ExitCode {
         Command::Ycsb(args) => cmd::ycsb::run(args),
         Command::Tierd(args) => cmd::tierd::run(args),
         Command::Qsim(args) => cmd::qsim::run(args),
+        Command::Ras(args) => cmd::ras::run(args),
     };
     match result {
         Ok(code) => code,

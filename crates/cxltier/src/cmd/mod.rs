@@ -4,6 +4,7 @@ pub mod apply;
 pub mod plan;
 pub mod probe;
 pub mod qsim;
+pub mod ras;
 pub mod run;
 pub mod serve;
 pub mod show;

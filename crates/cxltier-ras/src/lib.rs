@@ -1,0 +1,90 @@
+//! RAS for CXL memory: what devices there are, what is wrong with them, and what it touches.
+//!
+//! - [`Inventory`]: every CXL memory device (`memN`) with its serial, firmware, capacity, the
+//!   region, NUMA node and memory tier its memory became, and the health the kernel exposes
+//!   without a mailbox command (PCIe link, AER counters, security state), read below a root
+//!   directory (`/` or a recorded tree).
+//! - [`Tracefs`] and [`Watch`]: a private tracefs instance with the `cxl` event group enabled, read
+//!   from its `trace_pipe`. A private instance leaves the global tracing state as it was; it is
+//!   removed again when the [`Watch`] is dropped.
+//! - [`RasEvent`]: a CXL trace event (AER correctable/uncorrectable, poison, general media, DRAM,
+//!   memory module, ...) parsed from its text ([`trace`]) and mapped to memdev, region, node and
+//!   tier, and for an address, the physical range it covers.
+//! - [`poison`]: the device's poison list (`trigger_poison_list`, reported through `cxl_poison`
+//!   events), and soft-offlining of poisoned pages.
+//! - [`procmap`]: which processes map a physical range (`/proc/PID/pagemap`, root only).
+
+pub mod aer;
+pub mod event;
+pub mod inventory;
+pub mod poison;
+pub mod procmap;
+pub mod trace;
+pub mod tracefs;
+
+pub use event::{EventType, PhysRange, RasEvent};
+pub use inventory::{Device, Health, Inventory};
+pub use tracefs::{Tracefs, Watch};
+
+use std::io;
+use std::path::PathBuf;
+
+/// Why a RAS operation failed. Each message says what to do about it.
+#[derive(Debug, thiserror::Error)]
+pub enum RasError {
+    /// No tracefs below the root.
+    #[error(
+        "no tracefs: neither {} nor {} has trace events; mount it with \
+         `mount -t tracefs nodev /sys/kernel/tracing` (the kernel needs CONFIG_TRACING)",
+        tried[0].display(), tried[1].display()
+    )]
+    NoTracefs { tried: Vec<PathBuf> },
+    /// tracefs exists but has no `cxl` event group.
+    #[error(
+        "{} does not exist: the kernel has no CXL trace events loaded; load the CXL drivers \
+         (`modprobe cxl_pci cxl_mem`; the events live in cxl_core) or use a kernel built with CONFIG_CXL_BUS",
+        path.display()
+    )]
+    NoCxlEvents { path: PathBuf },
+    /// No CXL memory device is present.
+    #[error(
+        "no CXL memory devices in {}: this machine has none, or the CXL drivers are not loaded \
+         (`modprobe cxl_acpi cxl_pci cxl_mem`)",
+        path.display()
+    )]
+    NoDevices { path: PathBuf },
+    /// A device named on the command line does not exist.
+    #[error("no CXL memory device {name}: the devices are {known}")]
+    UnknownDevice { name: String, known: String },
+    /// Reading or writing needs privileges the caller lacks.
+    #[error("{action} needs root: permission denied on {}", path.display())]
+    Permission { action: String, path: PathBuf },
+    /// Topology discovery failed.
+    #[error(transparent)]
+    Topo(#[from] cxltier_topo::TopoError),
+    /// Any other I/O failure.
+    #[error("{action} ({}): {source}", path.display())]
+    Io {
+        action: String,
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+}
+
+impl RasError {
+    /// An I/O error on PATH while doing ACTION; permission errors become [`RasError::Permission`].
+    pub fn io(action: impl Into<String>, path: impl Into<PathBuf>, source: io::Error) -> RasError {
+        let action = action.into();
+        let path = path.into();
+        if source.kind() == io::ErrorKind::PermissionDenied {
+            RasError::Permission { action, path }
+        } else {
+            RasError::Io {
+                action,
+                path,
+                source,
+            }
+        }
+    }
+}

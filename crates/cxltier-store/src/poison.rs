@@ -1,0 +1,243 @@
+//! Poisoned memory under the store's tiers: the objects on it are restored from their NVMe copy
+//! or reported lost, key by key.
+//!
+//! RAS reports poison as host physical ranges (`cxltier ras --watch`: a device's poison list or a
+//! media error, mapped to the range of its region). The store knows its objects by virtual
+//! address; [`Store::poisoned_physical`] translates through `/proc/self/pagemap`, which shows
+//! frame numbers only to CAP_SYS_ADMIN. Then, for every object whose slot overlaps a poisoned
+//! range:
+//!
+//! - its NVMe copy is current (written through, or cleaned): the memory copy is dropped without
+//!   being read (reading poison is what must not happen) and the object is served from NVMe;
+//! - otherwise (write-back data not yet on NVMe, or no NVMe tier) its only current copy is gone:
+//!   the key is removed and reported lost. Its older NVMe version, if any, is not resurrected.
+//!
+//! The freed slots return to their arena. That is safe once the kernel has soft-offlined the
+//! page (`cxltier ras --watch --quarantine`): the virtual page is then backed by a healthy frame.
+//! A page the kernel hard-offlined after consuming poison stays unmapped, and reusing its slots
+//! would fault; keeping such slots out of use is not done here.
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+
+use super::{Place, Store};
+use crate::arena::SLOT_HEADER;
+use crate::{Result, StoreError};
+
+/// What the store did about poisoned ranges.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PoisonOutcome {
+    /// Keys whose memory copy overlapped poison and whose current copy is on NVMe: now served
+    /// from NVMe.
+    pub restored: Vec<Vec<u8>>,
+    /// Keys whose only current copy overlapped poison: removed.
+    pub lost: Vec<Vec<u8>>,
+}
+
+const PAGE: u64 = 4096;
+const PFN_MASK: u64 = (1 << 55) - 1;
+const PRESENT: u64 = 1 << 63;
+
+impl Store {
+    /// Handles poisoned virtual address ranges `[start, end)` of this process.
+    pub fn poisoned(&mut self, ranges: &[(usize, usize)]) -> PoisonOutcome {
+        let overlaps = |a: usize, b: usize| ranges.iter().any(|&(s, e)| a < e && s < b);
+        let hit: Vec<Vec<u8>> = self
+            .index
+            .iter()
+            .filter_map(|(k, e)| match e.place {
+                Place::Mem(t, off) => {
+                    let start = self.arenas[t as usize].addr() + off as usize;
+                    let end = start + SLOT_HEADER + k.len() + e.len as usize;
+                    overlaps(start, end).then(|| k.to_vec())
+                }
+                Place::Nvme => None,
+            })
+            .collect();
+        let mut out = PoisonOutcome::default();
+        for k in hit {
+            let e = self
+                .index
+                .get_mut(k.as_slice())
+                .expect("listed from the index");
+            if !e.dirty && e.nv.is_some() {
+                let place = std::mem::replace(&mut e.place, Place::Nvme);
+                self.free_place(place);
+                out.restored.push(k);
+            } else {
+                // The memory copy is the only current one: nothing may read it, and an older
+                // NVMe version must not come back in its place.
+                let e = self.index.remove(k.as_slice()).expect("present");
+                self.key_bytes -= k.len() as u64;
+                self.free_place(e.place);
+                if let (Some(nv), Some(log)) = (e.nv, self.log.as_mut()) {
+                    let _ = log.append_tombstone(&k, nv);
+                    log.mark_dead(nv);
+                }
+                out.lost.push(k);
+            }
+        }
+        out
+    }
+
+    /// Handles poisoned host physical ranges `[start, end)`, as RAS reports them: finds the
+    /// store's pages on them through `/proc/self/pagemap` (needs CAP_SYS_ADMIN).
+    pub fn poisoned_physical(&mut self, ranges: &[(u64, u64)]) -> Result<PoisonOutcome> {
+        let pagemap = File::open("/proc/self/pagemap").map_err(|source| StoreError::Io {
+            context: "opening /proc/self/pagemap to find the store's pages on poisoned memory"
+                .to_string(),
+            source,
+        })?;
+        let mut virtual_ranges = Vec::new();
+        let mut present = 0u64;
+        let mut with_frame = 0u64;
+        for a in &self.arenas {
+            let base = a.addr() as u64;
+            for page in 0..a.capacity().div_ceil(PAGE) {
+                let va = base + page * PAGE;
+                let mut entry = [0u8; 8];
+                if pagemap.read_exact_at(&mut entry, va / PAGE * 8).is_err() {
+                    continue;
+                }
+                let v = u64::from_le_bytes(entry);
+                if v & PRESENT == 0 {
+                    continue;
+                }
+                present += 1;
+                let pfn = v & PFN_MASK;
+                if pfn == 0 {
+                    continue;
+                }
+                with_frame += 1;
+                let (ps, pe) = (pfn * PAGE, pfn * PAGE + PAGE);
+                for &(s, e) in ranges {
+                    if s < pe && ps < e {
+                        // Only the poisoned part of the page.
+                        let from = va + s.saturating_sub(ps);
+                        let to = va + (e.min(pe) - ps);
+                        virtual_ranges.push((from as usize, to as usize));
+                    }
+                }
+            }
+        }
+        if present > 0 && with_frame == 0 {
+            return Err(StoreError::Config(
+                "cannot map poisoned physical ranges to the store's memory: /proc/self/pagemap shows frame numbers only with CAP_SYS_ADMIN; run the store as root".to_string(),
+            ));
+        }
+        Ok(self.poisoned(&virtual_ranges))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{Durability, Kind, SsdSpec, StoreBuilder};
+
+    fn temp(name: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("cxltier-store-poison-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir.join(name)
+    }
+
+    #[test]
+    fn clean_objects_come_back_from_nvme_and_dirty_ones_are_reported_lost() {
+        let p = temp("clean-dirty");
+        let _ = std::fs::remove_file(&p);
+        let mut s = StoreBuilder::new()
+            .dram(16 << 20)
+            .ssd(SsdSpec {
+                path: p.clone(),
+                capacity: Some(64 << 20),
+            })
+            .durability(Durability::EverySec)
+            .build()
+            .unwrap();
+        for i in 0..100u32 {
+            s.put(
+                format!("k{i:03}").as_bytes(),
+                Kind::String,
+                &[i as u8; 200],
+                None,
+            )
+            .unwrap();
+        }
+        s.commit().unwrap();
+        // Poison the slots of k010 and k020.
+        let slot = |s: &super::Store, k: &str| match s.index[k.as_bytes()].place {
+            super::Place::Mem(t, off) => s.arenas[t as usize].addr() + off as usize,
+            super::Place::Nvme => panic!("{k} not in memory"),
+        };
+        let (a, b) = (slot(&s, "k010"), slot(&s, "k020"));
+        // k020 is made dirty: its newest value is only in memory.
+        s.index.get_mut(b"k020".as_slice()).unwrap().dirty = true;
+        let out = s.poisoned(&[(a + 8, a + 9), (b, b + 1)]);
+        assert_eq!(out.restored, vec![b"k010".to_vec()]);
+        assert_eq!(out.lost, vec![b"k020".to_vec()]);
+        s.check_invariants().unwrap();
+        assert_eq!(s.get(b"k010").unwrap().unwrap().value, &[10u8; 200][..]);
+        assert!(s.get(b"k020").unwrap().is_none(), "lost, not resurrected");
+        assert_eq!(s.get(b"k030").unwrap().unwrap().value, &[30u8; 200][..]);
+        assert_eq!(s.len(), 99);
+        let _ = std::fs::remove_file(&p);
+    }
+
+    #[test]
+    fn physical_ranges_are_found_through_pagemap_or_refused() {
+        use std::os::unix::fs::FileExt;
+        let p = temp("physical");
+        let _ = std::fs::remove_file(&p);
+        let mut s = StoreBuilder::new()
+            .dram(16 << 20)
+            .ssd(SsdSpec {
+                path: p.clone(),
+                capacity: Some(64 << 20),
+            })
+            .durability(Durability::EverySec)
+            .build()
+            .unwrap();
+        s.put(b"victim", Kind::String, &[9u8; 300], None).unwrap();
+        s.put(b"bystander", Kind::String, &[8u8; 300], None)
+            .unwrap();
+        s.commit().unwrap();
+        let va = match s.index[b"victim".as_slice()].place {
+            super::Place::Mem(t, off) => s.arenas[t as usize].addr() as u64 + off,
+            super::Place::Nvme => panic!("victim not in memory"),
+        };
+        // The victim's frame, as RAS would report it.
+        let f = std::fs::File::open("/proc/self/pagemap").unwrap();
+        let mut e = [0u8; 8];
+        f.read_exact_at(&mut e, va / super::PAGE * 8).unwrap();
+        let pfn = u64::from_le_bytes(e) & super::PFN_MASK;
+        if pfn == 0 {
+            // Unprivileged: frame numbers are hidden, and the store says so.
+            let err = s.poisoned_physical(&[(0, u64::MAX)]).unwrap_err();
+            assert!(err.to_string().contains("CAP_SYS_ADMIN"), "{err}");
+        } else {
+            let hpa = pfn * super::PAGE + va % super::PAGE;
+            let out = s.poisoned_physical(&[(hpa, hpa + 64)]).unwrap();
+            assert_eq!(out.restored, vec![b"victim".to_vec()]);
+            assert!(out.lost.is_empty());
+            s.check_invariants().unwrap();
+            assert_eq!(s.get(b"victim").unwrap().unwrap().value, &[9u8; 300][..]);
+            assert_eq!(s.get(b"bystander").unwrap().unwrap().value, &[8u8; 300][..]);
+        }
+        let _ = std::fs::remove_file(&p);
+    }
+
+    #[test]
+    fn without_nvme_every_hit_object_is_lost() {
+        let mut s = StoreBuilder::new()
+            .dram(16 << 20)
+            .durability(Durability::None)
+            .build()
+            .unwrap();
+        s.put(b"only", Kind::String, b"in memory", None).unwrap();
+        let a = s.arenas().iter().map(|a| a.addr).min().unwrap();
+        let len: usize = s.arenas().iter().map(|a| a.len).max().unwrap();
+        let out = s.poisoned(&[(a, a + len)]);
+        assert_eq!(out.lost, vec![b"only".to_vec()]);
+        assert!(out.restored.is_empty());
+        s.check_invariants().unwrap();
+        assert!(s.get(b"only").unwrap().is_none());
+    }
+}

@@ -1,0 +1,588 @@
+//! `cxltier ras`: CXL memory devices, their health and poison, and (with `--watch`) their error
+//! events as they happen, each tied to region, NUMA node and tier.
+
+use crate::error::{CliError, CliResult, Kind};
+use crate::output::{print_json, Table};
+use cxltier_ras::aer::{self, MaskChange};
+use cxltier_ras::poison::{self, OfflinedPage};
+use cxltier_ras::{procmap, Device, EventType, Inventory, RasError, RasEvent, Tracefs};
+use cxltier_topo::format_bytes;
+use serde::Serialize;
+use std::collections::BTreeSet;
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// CXL memory RAS: devices, health, poison lists, and error events mapped to tiers.
+///
+/// Without --watch: every CXL memory device (memdev, serial, firmware, capacity, the region and
+/// NUMA node its memory became, its memory tier), the health the kernel exposes (PCIe link, AER
+/// counters, security state) and the device's poison list. Reading the poison list enables the
+/// cxl_poison trace event in a private tracefs instance and asks each device for its list
+/// (trigger_poison_list); both are undone before exiting. Needs root; --no-poison skips it.
+///
+/// With --watch: streams CXL error and event records from tracefs (AER correctable and
+/// uncorrectable errors, poison, general media, DRAM and memory module events), each mapped to
+/// memdev, region, node and tier, and for an address, the physical range and the processes mapping
+/// it (root only). The events are enabled in a private tracefs instance, removed on exit.
+#[derive(clap::Args)]
+#[command(long_about)]
+pub struct Args {
+    /// Stream CXL error and event records as they happen (stop with Ctrl-C, --duration or --count)
+    #[arg(long)]
+    watch: bool,
+    /// Print JSON for scripts (with --watch: one JSON object per line)
+    #[arg(long)]
+    json: bool,
+    /// Only these devices (memN, comma-separated)
+    #[arg(long, value_name = "memN,...", value_delimiter = ',')]
+    memdev: Vec<String>,
+    /// Read sysfs below DIR instead of / (a recorded tree; implies --no-poison)
+    #[arg(long, value_name = "DIR", conflicts_with = "watch")]
+    sysfs_root: Option<PathBuf>,
+    /// Do not read the devices' poison lists
+    #[arg(long, conflicts_with = "watch")]
+    no_poison: bool,
+    /// With --watch: stop after this many seconds
+    #[arg(long, value_name = "SECONDS", requires = "watch")]
+    duration: Option<f64>,
+    /// With --watch: stop after this many records
+    #[arg(long, value_name = "N", requires = "watch")]
+    count: Option<u64>,
+    /// With --watch: read the poison lists every SECONDS and report entries not seen before
+    #[arg(long, value_name = "SECONDS", requires = "watch")]
+    poison_interval: Option<f64>,
+    /// With --watch: clear the Corrected/Uncorrectable Internal Error masks in each device's AER
+    /// capability, so that CXL protocol errors reach the kernel (Linux 6.12 leaves them masked on
+    /// CXL 2.0 ports); the old masks are written back on exit
+    #[arg(long, requires = "watch")]
+    unmask_internal_errors: bool,
+    /// With --watch: soft-offline poisoned pages of onlined CXL memory and record the affected
+    /// ranges in --quarantine-file
+    #[arg(long, requires = "watch")]
+    quarantine: bool,
+    /// Where --quarantine records poisoned ranges, one JSON object per line
+    #[arg(
+        long,
+        value_name = "PATH",
+        default_value = "/run/cxltier/poisoned-ranges.jsonl",
+        requires = "quarantine"
+    )]
+    quarantine_file: PathBuf,
+    /// Show what would be enabled, triggered or written, and change nothing
+    #[arg(long)]
+    dry_run: bool,
+}
+
+pub fn run(args: Args) -> CliResult {
+    validate(&args)?;
+    if args.watch {
+        watch(&args)
+    } else {
+        inventory(&args)
+    }
+}
+
+fn validate(args: &Args) -> Result<(), CliError> {
+    let positive = |name: &str, v: Option<f64>| match v {
+        Some(s) if !(s.is_finite() && s > 0.0) => Err(CliError::bad_input(format!(
+            "{name} must be a positive number of seconds, not {s}"
+        ))
+        .with_hint(format!("for example {name} 30"))),
+        _ => Ok(()),
+    };
+    positive("--duration", args.duration)?;
+    positive("--poison-interval", args.poison_interval)?;
+    if args.count == Some(0) {
+        return Err(CliError::bad_input("--count must be at least 1")
+            .with_hint("omit it to watch until stopped"));
+    }
+    for m in &args.memdev {
+        let ok = m
+            .strip_prefix("mem")
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|c| c.is_ascii_digit()));
+        if !ok {
+            return Err(
+                CliError::bad_input(format!("--memdev {m:?} is not a memory device name"))
+                    .with_hint(
+                    "name devices as the kernel does: mem0,mem1 (see `cxltier ras --no-poison`)",
+                ),
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Maps library errors to exit codes.
+fn ras_error(err: RasError, explicit_root: bool) -> CliError {
+    let (kind, hint) = match &err {
+        RasError::NoTracefs { .. } | RasError::NoCxlEvents { .. } => (Kind::Unsupported, None),
+        RasError::NoDevices { .. } if explicit_root => (
+            Kind::BadInput,
+            Some("pass a tree recorded on a machine with CXL devices (lab/record-sysfs cxl DIR)"),
+        ),
+        RasError::NoDevices { .. } => (Kind::Unsupported, None),
+        RasError::UnknownDevice { .. } => (Kind::BadInput, None),
+        RasError::Permission { .. } => (
+            Kind::Permission,
+            Some("run as root; without root, `cxltier ras --no-poison` shows the inventory"),
+        ),
+        RasError::Topo(t) if t.is_permission_denied() => (Kind::Permission, None),
+        RasError::Topo(cxltier_topo::TopoError::NoNodes { .. })
+        | RasError::Topo(cxltier_topo::TopoError::NoNodeEntries { .. })
+            if explicit_root =>
+        {
+            (Kind::BadInput, None)
+        }
+        RasError::Topo(_) | RasError::Io { .. } => (Kind::Runtime, None),
+    };
+    let e = CliError::new(kind, err.to_string());
+    match hint {
+        Some(h) => e.with_hint(h),
+        None => e,
+    }
+}
+
+#[derive(Serialize)]
+struct DeviceReport<'a> {
+    #[serde(flatten)]
+    device: &'a Device,
+    /// The poison list; `null` when it was not read.
+    poison: Option<Vec<&'a RasEvent>>,
+}
+
+#[derive(Serialize)]
+struct InventoryReport<'a> {
+    devices: Vec<DeviceReport<'a>>,
+    poison_list_read: bool,
+    warnings: &'a [String],
+}
+
+fn inventory(args: &Args) -> CliResult {
+    let explicit = args.sysfs_root.is_some();
+    let root = args
+        .sysfs_root
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("/"));
+    let mut inv = Inventory::read(&root).map_err(|e| ras_error(e, explicit))?;
+    inv.select(&args.memdev)
+        .map_err(|e| ras_error(e, explicit))?;
+    let read_poison = !args.no_poison && !explicit;
+    let mut poison = Vec::new();
+    if read_poison {
+        let tracefs = Tracefs::locate(&root).map_err(|e| ras_error(e, false))?;
+        let name = instance_name();
+        let supported: Vec<&str> = inv
+            .devices
+            .iter()
+            .filter(|d| d.health.poison_list_supported)
+            .map(|d| d.memdev.as_str())
+            .collect();
+        if args.dry_run {
+            eprintln!(
+                "cxltier: dry run: would create tracefs instance {} with cxl/cxl_poison enabled and write 1 to trigger_poison_list of {}; nothing changed",
+                tracefs.instance_dir(&name).display(),
+                list_or_none(&supported)
+            );
+        } else {
+            eprintln!(
+                "cxltier: reading poison lists: enabling cxl_poison in a private tracefs instance ({}) and asking {} for their poison lists; the instance is removed on exit",
+                tracefs.instance_dir(&name).display(),
+                list_or_none(&supported)
+            );
+            let mut w = tracefs
+                .watch(&name, &["cxl_poison".to_string()])
+                .map_err(|e| ras_error(e, false))?;
+            poison = poison::read_lists(&root, &inv, &mut w).map_err(|e| ras_error(e, false))?;
+        }
+    }
+    let read = read_poison && !args.dry_run;
+    let report = InventoryReport {
+        devices: inv
+            .devices
+            .iter()
+            .map(|d| DeviceReport {
+                device: d,
+                poison: read.then(|| {
+                    poison
+                        .iter()
+                        .filter(|p| p.memdev.as_deref() == Some(&d.memdev))
+                        .collect()
+                }),
+            })
+            .collect(),
+        poison_list_read: read,
+        warnings: &inv.warnings,
+    };
+    if args.json {
+        print_json(&report)?;
+    } else {
+        print!("{}", render_inventory(&report));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn list_or_none(names: &[&str]) -> String {
+    if names.is_empty() {
+        "no device (none supports Get Poison List)".to_string()
+    } else {
+        names.join(", ")
+    }
+}
+
+fn hex(v: Option<u64>) -> String {
+    v.map_or_else(|| "-".to_string(), |v| format!("{v:#x}"))
+}
+
+fn dash<T: ToString>(v: Option<T>) -> String {
+    v.map_or_else(|| "-".to_string(), |v| v.to_string())
+}
+
+fn render_inventory(r: &InventoryReport) -> String {
+    let mut t = Table::new([
+        "memdev", "serial", "firmware", "ram", "pmem", "pci", "region", "node", "tier", "kind",
+        "link", "aer cor", "aer unc", "poison",
+    ]);
+    for d in &r.devices {
+        let h = &d.device.health;
+        let link = match (&h.link_speed, h.link_width) {
+            (Some(s), Some(w)) => format!("{} x{w}", s.trim_end_matches(" PCIe")),
+            _ => "-".to_string(),
+        };
+        t.row([
+            d.device.memdev.clone(),
+            hex(d.device.serial),
+            dash(d.device.firmware_version.clone()),
+            format_bytes(d.device.ram_bytes),
+            format_bytes(d.device.pmem_bytes),
+            dash(d.device.pci_address.clone()),
+            dash(d.device.region.clone()),
+            dash(d.device.node),
+            dash(d.device.memory_tier),
+            dash(d.device.node_kind.clone()),
+            link,
+            dash(h.aer.as_ref().map(|a| a.correctable_total)),
+            dash(h.aer.as_ref().map(|a| a.fatal_total + a.nonfatal_total)),
+            match (&d.poison, h.poison_list_supported) {
+                (Some(p), _) => p.len().to_string(),
+                (None, false) => "unsupported".to_string(),
+                (None, true) => "not read".to_string(),
+            },
+        ]);
+    }
+    let mut out = t.render();
+    let entries: Vec<&RasEvent> = r
+        .devices
+        .iter()
+        .flat_map(|d| d.poison.iter().flatten().copied())
+        .collect();
+    if !entries.is_empty() {
+        out.push_str("\npoison\n");
+        let mut p = Table::new(["memdev", "dpa", "bytes", "hpa", "region", "node", "source"]);
+        for e in entries {
+            p.row([
+                dash(e.memdev.clone()),
+                hex(e.dpa),
+                dash(e.length_bytes),
+                hex(e.hpa),
+                dash(e.region.clone()),
+                dash(e.node),
+                dash(e.severity.clone()),
+            ]);
+        }
+        out.push_str(&p.render());
+    }
+    for w in r.warnings {
+        out.push_str(&format!("warning: {w}\n"));
+    }
+    out
+}
+
+fn instance_name() -> String {
+    format!("cxltier-ras-{}", std::process::id())
+}
+
+/// One streamed record.
+#[derive(Serialize)]
+struct WatchRecord<'a> {
+    #[serde(flatten)]
+    event: &'a RasEvent,
+    /// Pages soft-offlined for this record (with --quarantine).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    quarantine: Option<Vec<OfflinedPage>>,
+}
+
+/// A poisoned range as --quarantine records it for the store and the tiering daemon.
+#[derive(Serialize)]
+struct QuarantinedRange<'a> {
+    start: u64,
+    end: u64,
+    memdev: Option<&'a str>,
+    serial: Option<u64>,
+    region: Option<&'a str>,
+    node: Option<u32>,
+}
+
+/// Undoes the AER mask changes when dropped.
+struct MaskGuard(Vec<MaskChange>);
+
+impl Drop for MaskGuard {
+    fn drop(&mut self) {
+        for c in &self.0 {
+            if let Err(e) = c.restore() {
+                eprintln!("cxltier: warning: could not restore the AER masks: {e}");
+            }
+        }
+    }
+}
+
+fn watch(args: &Args) -> CliResult {
+    let root = PathBuf::from("/");
+    let tracefs = Tracefs::locate(&root).map_err(|e| ras_error(e, false))?;
+    let mut inv = Inventory::read(&root).map_err(|e| ras_error(e, false))?;
+    inv.select(&args.memdev).map_err(|e| ras_error(e, false))?;
+    let name = instance_name();
+    let events = tracefs.cxl_events().map_err(|e| ras_error(e, false))?;
+    let pci_dirs: Vec<(String, PathBuf)> = inv
+        .devices
+        .iter()
+        .filter_map(|d| {
+            d.pci_address
+                .as_ref()
+                .map(|p| (d.memdev.clone(), root.join("sys/bus/pci/devices").join(p)))
+        })
+        .collect();
+
+    if args.dry_run {
+        eprintln!(
+            "cxltier: dry run: would create tracefs instance {} and enable the cxl events {}",
+            tracefs.instance_dir(&name).display(),
+            events.join(", ")
+        );
+        if let Some(s) = args.poison_interval {
+            eprintln!("cxltier: dry run: would write 1 to trigger_poison_list of every device every {s} s");
+        }
+        if args.unmask_internal_errors {
+            for (memdev, dir) in &pci_dirs {
+                let c = aer::unmask_internal(dir, false).map_err(|e| ras_error(e, false))?;
+                eprintln!(
+                    "cxltier: dry run: would set the AER masks of {memdev} ({}): uncorrectable {:#010x} -> {:#010x}, correctable {:#010x} -> {:#010x}",
+                    c.config.display(), c.old_uncor_mask, c.new_uncor_mask, c.old_cor_mask, c.new_cor_mask
+                );
+            }
+        }
+        if args.quarantine {
+            eprintln!(
+                "cxltier: dry run: would soft-offline poisoned pages ({}) and append their ranges to {}",
+                root.join(poison::SOFT_OFFLINE).display(),
+                args.quarantine_file.display()
+            );
+        }
+        eprintln!("cxltier: dry run: nothing changed");
+        return Ok(ExitCode::SUCCESS);
+    }
+
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, Arc::clone(&stop))
+            .map_err(|e| CliError::runtime(format!("cannot handle signal {sig}: {e}")))?;
+    }
+
+    let mut masks = MaskGuard(Vec::new());
+    if args.unmask_internal_errors {
+        for (memdev, dir) in &pci_dirs {
+            let c = aer::unmask_internal(dir, true).map_err(|e| ras_error(e, false))?;
+            eprintln!(
+                "cxltier: changed the AER masks of {memdev} ({}): uncorrectable {:#010x} -> {:#010x}, correctable {:#010x} -> {:#010x}; restored on exit",
+                c.config.display(), c.old_uncor_mask, c.new_uncor_mask, c.old_cor_mask, c.new_cor_mask
+            );
+            masks.0.push(c);
+        }
+    }
+    if !args.unmask_internal_errors {
+        for d in inv
+            .devices
+            .iter()
+            .filter(|d| d.health.aer_internal_errors_masked == Some(true))
+        {
+            eprintln!(
+                "cxltier: note: {}'s AER capability masks internal errors: its CXL protocol errors (aer_correctable, aer_uncorrectable) will not be reported; --unmask-internal-errors unmasks them while watching",
+                d.memdev
+            );
+        }
+    }
+    let mut w = tracefs.watch(&name, &[]).map_err(|e| ras_error(e, false))?;
+    eprintln!(
+        "cxltier: watching CXL events: enabled the cxl event group ({}) in a private tracefs instance {}; it is removed on exit",
+        events.join(", "),
+        w.dir().display()
+    );
+    if args.poison_interval.is_some() {
+        eprintln!("cxltier: reading poison lists periodically: writing 1 to trigger_poison_list of every device that supports it");
+    }
+    if args.quarantine {
+        eprintln!(
+            "cxltier: quarantine: poisoned pages of onlined CXL memory are soft-offlined ({}) and their ranges appended to {}",
+            root.join(poison::SOFT_OFFLINE).display(),
+            args.quarantine_file.display()
+        );
+    }
+    let started = Instant::now();
+    let deadline = args.duration.map(Duration::from_secs_f64);
+    let interval = args.poison_interval.map(Duration::from_secs_f64);
+    let mut next_poison = Instant::now();
+    let mut seen_poison = BTreeSet::new();
+    let mut reported = 0u64;
+    let proc_root = root.join("proc");
+    let stdout = std::io::stdout();
+    if !args.json {
+        println!(
+            "{:>12}  {:<17} {:<6} {:<12} {:<8} {:<5} {:<5} {:<13} summary",
+            "time", "type", "memdev", "serial", "region", "node", "tier", "severity"
+        );
+    }
+    'outer: while !stop.load(Ordering::Relaxed) && deadline.is_none_or(|d| started.elapsed() < d) {
+        if let Some(iv) = interval {
+            if Instant::now() >= next_poison {
+                for d in inv
+                    .devices
+                    .iter()
+                    .filter(|d| d.health.poison_list_supported)
+                {
+                    poison::trigger(&root, &d.memdev).map_err(|e| ras_error(e, false))?;
+                }
+                next_poison = Instant::now() + iv;
+            }
+        }
+        let lines = w.poll().map_err(|e| ras_error(e, false))?;
+        if lines.is_empty() {
+            std::thread::sleep(Duration::from_millis(100));
+            continue;
+        }
+        for l in lines {
+            let mut e = RasEvent::from_trace(&l);
+            if e.memdev.is_some()
+                && inv
+                    .device(e.memdev.as_deref().unwrap_or_default())
+                    .is_none()
+            {
+                // A device that appeared (or was renamed) since the start.
+                if let Ok(fresh) = Inventory::read(&root) {
+                    inv = fresh;
+                    inv.select(&args.memdev).ok();
+                }
+                if !args.memdev.is_empty()
+                    && inv
+                        .device(e.memdev.as_deref().unwrap_or_default())
+                        .is_none()
+                {
+                    continue;
+                }
+            }
+            e.map(&inv);
+            if e.event_type == EventType::Poison && !seen_poison.insert(poison::key(&e)) {
+                // Every read of the poison list repeats every entry.
+                continue;
+            }
+            if let Some(range) = e.physical_range {
+                match procmap::mappers(&proc_root, range) {
+                    Ok(m) => e.processes = Some(m),
+                    Err(procmap::Denied::NoFrameNumbers) => {
+                        e.processes_note = Some("not permitted: reading frame numbers from /proc/PID/pagemap needs CAP_SYS_ADMIN".to_string())
+                    }
+                }
+            }
+            let quarantine = if args.quarantine && e.event_type == EventType::Poison {
+                quarantine_one(&root, &e, &args.quarantine_file)?
+            } else {
+                None
+            };
+            let mut out = stdout.lock();
+            if args.json {
+                let rec = WatchRecord {
+                    event: &e,
+                    quarantine,
+                };
+                writeln!(out, "{}", serde_json::to_string(&rec)?)?;
+            } else {
+                writeln!(
+                    out,
+                    "{:>12}  {:<17} {:<6} {:<12} {:<8} {:<5} {:<5} {:<13} {}{}",
+                    e.timestamp
+                        .map_or_else(|| "-".to_string(), |t| format!("{t:.6}")),
+                    e.event_type.as_str(),
+                    dash(e.memdev.clone()),
+                    hex(e.serial),
+                    dash(e.region.clone()),
+                    dash(e.node),
+                    dash(e.memory_tier),
+                    dash(e.severity.clone()),
+                    e.summary,
+                    match (e.dpa, e.hpa) {
+                        (Some(d), Some(h)) => format!(" dpa {d:#x} hpa {h:#x}"),
+                        (Some(d), None) => format!(" dpa {d:#x}"),
+                        _ => String::new(),
+                    }
+                )?;
+                if let Some(q) = &quarantine {
+                    let n = q.iter().filter(|p| p.offlined).count();
+                    writeln!(
+                        out,
+                        "{:>14}quarantine: {n} of {} pages soft-offlined",
+                        "",
+                        q.len()
+                    )?;
+                }
+            }
+            out.flush()?;
+            reported += 1;
+            if args.count.is_some_and(|c| reported >= c) {
+                break 'outer;
+            }
+        }
+    }
+    drop(w);
+    drop(masks);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Soft-offlines the pages of a poison record in onlined memory and appends its range to the
+/// quarantine file. Poison outside any region (no host address) touches no data in use.
+fn quarantine_one(
+    root: &Path,
+    e: &RasEvent,
+    file: &Path,
+) -> Result<Option<Vec<OfflinedPage>>, CliError> {
+    let (Some(range), Some(_node)) = (e.physical_range, e.node) else {
+        return Ok(None);
+    };
+    let pages = poison::soft_offline(root, range, false).map_err(|err| ras_error(err, false))?;
+    if let Some(dir) = file.parent() {
+        std::fs::create_dir_all(dir).map_err(|err| {
+            CliError::runtime(format!("cannot create {}: {err}", dir.display()))
+                .with_hint("pass --quarantine-file PATH in a writable directory")
+        })?;
+    }
+    let rec = QuarantinedRange {
+        start: range.start,
+        end: range.end,
+        memdev: e.memdev.as_deref(),
+        serial: e.serial,
+        region: e.region.as_deref(),
+        node: e.node,
+    };
+    let mut f = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(file)
+        .map_err(|err| {
+            CliError::runtime(format!("cannot append to {}: {err}", file.display()))
+                .with_hint("pass --quarantine-file PATH in a writable directory")
+        })?;
+    writeln!(f, "{}", serde_json::to_string(&rec)?)?;
+    Ok(Some(pages))
+}

@@ -1,0 +1,149 @@
+# Checks inside the `cxl` lab guest for `cxltier ras`, in a boot of its own: the host injects CXL
+# errors over QMP while `cxltier ras --watch --json` runs here (lab/src/ras.rs), then judges the
+# streamed records (data block ras-watch) against what it injected.
+# shellcheck shell=dash
+# shellcheck source=lib.sh
+. /lab/lib.sh
+
+TR=/sys/kernel/tracing
+# How many records the host's injections produce (lab/src/ras.rs: injections()): one per injection.
+# One more when the guest found a page of its process on CXL memory for the host to poison.
+EXPECTED_RECORDS=7
+
+no_instances() { ! ls -d "$TR"/instances/cxltier-ras-* >/dev/null 2>&1; }
+# The AER mask registers (uncorrectable, correctable) of both devices, found by walking the PCIe
+# extended capabilities to AER (id 1).
+rd32() { od -An -tx4 -j "$2" -N4 "$1" | tr -d ' '; }
+config_sums() {
+    for m in /sys/bus/cxl/devices/mem*; do
+        _c=$(readlink -f "$m")/../config
+        _off=256
+        while [ "$_off" -ne 0 ]; do
+            _h=$(rd32 "$_c" "$_off")
+            [ $((0x$_h & 0xffff)) -eq 1 ] && break
+            _off=$(((0x$_h >> 20) & 0xffc))
+        done
+        printf '%s:%s/%s ' "${m##*/}" "$(rd32 "$_c" $((_off + 8)))" "$(rd32 "$_c" $((_off + 20)))"
+    done
+}
+
+# ---- inventory and poison list ---------------------------------------------------------------------
+capture ras-inv cxltier ras --json
+verdict ras-inventory-runs "exit $rc: $(brief "$T/ras-inv.err")" [ "$rc" = 0 ]
+verdict ras-inventory-says-system-wide "$(brief "$T/ras-inv.err")" grep -q "tracefs instance" "$T/ras-inv.err"
+verdict ras-instance-removed "instances left: $(ls "$TR/instances" | tr '\n' ' ')" no_instances
+data ras-inventory "$T/ras-inv.out"
+verdict ras-inventory-sees-masked-internal-errors "Linux 6.12 leaves them masked on CXL 2.0 ports" \
+    sh -c "[ \$(grep -c '\"aer_internal_errors_masked\": true' '$T/ras-inv.out') = 2 ]"
+capture ras-table cxltier ras --no-poison
+verdict ras-table-runs "exit $rc: $(brief "$T/ras-table.out")" \
+    sh -c "[ $rc = 0 ] && grep -q 'region0' '$T/ras-table.out' && grep -q '0xc0de0000' '$T/ras-table.out'"
+
+# ---- dry run: nothing enabled, nothing written ------------------------------------------------------
+before=$(config_sums)
+capture ras-dry cxltier ras --watch --dry-run --unmask-internal-errors --quarantine --poison-interval 1
+after=$(config_sums)
+verdict ras-watch-dry-run-unchanged "exit $rc, AER masks $before -> $after: $(brief "$T/ras-dry.err")" \
+    sh -c "[ $rc = 0 ] && [ '$before' = '$after' ] && grep -q 'would' '$T/ras-dry.err'" && no_instances
+
+# ---- a process holding memory on the CXL node: the host poisons one of its pages ----------------------
+# Its page's host physical address comes from /proc/PID/pagemap, the device address from the region's
+# start (a one-way region: DPA = HPA - region start); the host injects poison there.
+rm -f "$T/victim.pid" "$T/victim.out"
+cxltier run --bind 1 -- sh -c "echo \$\$ >$T/victim.pid; exec cxltier touch 1M --json --hold 90" \
+    >"$T/victim.out" 2>"$T/victim.err" &
+victim_runner=$!
+n=0
+while [ "$n" -lt 300 ] && ! [ -s "$T/victim.out" ]; do
+    usleep 100000
+    n=$((n + 1))
+done
+victim=$(cat "$T/victim.pid" 2>/dev/null)
+victim_dpa=
+victim_serial=
+rstart=$(cat /sys/bus/cxl/devices/region0/resource)
+rsize=$(cat /sys/bus/cxl/devices/region0/size)
+# The first present page of the process's anonymous memory inside region0 (bound to node 1, its
+# touched buffer is there).
+find_victim_page() {
+    while read -r range perms _off _dev _inode path; do
+        [ "$perms" = rw-p ] && [ -z "$path" ] || continue
+        s=${range%-*}
+        e=${range#*-}
+        i=0
+        while [ "$i" -lt 64 ] && [ $((0x$s + i * 4096)) -lt $((0x$e)) ]; do
+            va=$((0x$s + i * 4096))
+            # dd seeks; od and hexdump would read their way to the offset (pagemap has size 0).
+            entry=$(dd if="/proc/$1/pagemap" bs=8 skip=$((va / 4096)) count=1 2>/dev/null | od -An -tx8 | tr -d ' ')
+            i=$((i + 1))
+            [ -n "$entry" ] && [ $(((0x$entry >> 63) & 1)) = 1 ] || continue
+            hpa=$(((0x$entry & 0x7fffffffffffff) * 4096))
+            if [ "$hpa" -ge $((rstart)) ] && [ "$hpa" -lt $((rstart + rsize)) ]; then
+                echo "$hpa"
+                return 0
+            fi
+        done
+    done <"/proc/$1/maps"
+    return 1
+}
+# The device backing region0: the host poisons the page there, and keeps the fatal error away from
+# it (a fatal error takes CXL.mem down while the kernel uses the memory as system RAM).
+decoder=$(cat /sys/bus/cxl/devices/region0/target0)
+port=$(basename "$(dirname "$(readlink -f "/sys/bus/cxl/devices/$decoder")")")
+memdev=$(basename "$(readlink -f "/sys/bus/cxl/devices/$port/uport")")
+victim_serial=$(cat "/sys/bus/cxl/devices/$memdev/serial")
+victim_hpa=
+[ -n "$victim" ] && victim_hpa=$(find_victim_page "$victim")
+[ -n "$victim_hpa" ] && victim_dpa=$(printf '0x%x' $((victim_hpa - rstart)))
+[ -n "$victim_dpa" ] && EXPECTED_RECORDS=8
+verdict ras-victim-page-on-cxl "pid $victim, hpa $(printf '0x%x' "${victim_hpa:-0}"), dpa $victim_dpa on $memdev ($victim_serial): $(brief "$T/victim.err")" \
+    test -n "$victim_dpa" -a -n "$victim_serial"
+
+# ---- the watch, while the host injects --------------------------------------------------------------
+before=$(config_sums)
+cxltier ras --watch --json --count "$EXPECTED_RECORDS" --duration 40 --poison-interval 1 \
+    --unmask-internal-errors --quarantine --quarantine-file "$T/quarantine.jsonl" \
+    >"$T/watch.out" 2>"$T/watch.err" &
+watcher=$!
+# Ready once it says it is watching (the events are enabled by then).
+n=0
+while [ "$n" -lt 300 ] && ! grep -q 'watching CXL events' "$T/watch.err" 2>/dev/null; do
+    usleep 100000
+    n=$((n + 1))
+done
+# The host injects when it sees this line (the console passes a line on when the next one comes).
+echo "RAS-INJECT-READY $victim_serial ${victim_dpa:--} ${victim:--}"
+echo "waiting for the watch to end"
+wait "$watcher"
+rc=$?
+after=$(config_sums)
+verdict ras-watch-runs "exit $rc: $(brief "$T/watch.err")" [ "$rc" = 0 ]
+verdict ras-watch-says-system-wide "$(brief "$T/watch.err")" \
+    sh -c "grep -q 'private tracefs instance' '$T/watch.err' && grep -q 'restored on exit' '$T/watch.err'"
+verdict ras-watch-instance-removed "instances left: $(ls "$TR/instances" | tr '\n' ' ')" no_instances
+verdict ras-watch-aer-masks-restored "AER masks $before -> $after" [ "$before" = "$after" ]
+data ras-watch "$T/watch.out"
+verdict ras-victim-survives-soft-offline "the process holding the poisoned page still runs after its page was soft-offlined" \
+    kill -0 "$victim"
+kill "$victim" 2>/dev/null
+wait "$victim_runner" 2>/dev/null
+[ -f "$T/quarantine.jsonl" ] || : >"$T/quarantine.jsonl"
+data ras-quarantine "$T/quarantine.jsonl"
+
+# ---- bad input and privilege ------------------------------------------------------------------------
+bad_input ras-unknown-memdev 2 "mem7" cxltier ras --memdev mem7 --no-poison
+bad_input ras-bad-memdev-name 2 "memory device name" cxltier ras --memdev banana
+bad_input ras-zero-duration 2 "duration" cxltier ras --watch --duration 0
+grep -q '^nobody:' /etc/passwd || echo 'nobody:x:65534:65534:nobody:/:/bin/sh' >>/etc/passwd
+bad_input ras-watch-needs-root 3 "root" su -s /bin/sh nobody -c 'cxltier ras --watch --duration 1'
+bad_input ras-poison-needs-root 3 "root" su -s /bin/sh nobody -c 'cxltier ras'
+capture ras-noroot-inventory su -s /bin/sh nobody -c 'cxltier ras --no-poison --json'
+verdict ras-inventory-without-root "exit $rc: $(brief "$T/ras-noroot-inventory.err")" \
+    sh -c "[ $rc = 0 ] && grep -q '\"memdev\": \"mem0\"' '$T/ras-noroot-inventory.out'"
+# No tracefs: unmount it (and debugfs, which would mount it again below itself).
+umount /sys/kernel/debug 2>/dev/null
+umount "$TR"
+bad_input ras-watch-no-tracefs 4 "tracefs" cxltier ras --watch --duration 1
+mount -t tracefs tracefs "$TR"
+mount -t debugfs debugfs /sys/kernel/debug
+exit 0
