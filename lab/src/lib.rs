@@ -13,8 +13,8 @@
 //! a failure), every check reported twice and every check that is not on the list.
 
 pub mod host;
-pub mod tierd;
 pub mod ras;
+pub mod tierd;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
