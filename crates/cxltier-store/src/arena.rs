@@ -295,6 +295,13 @@ impl Arena {
         Some(&s[o + SLOT_HEADER..o + SLOT_HEADER + len])
     }
 
+    /// Overwrite the value of the object at `off` (its key of `key_len` bytes stays); the caller
+    /// has checked that the value fits the slot.
+    pub fn rewrite(&mut self, off: SlotOffset, key_len: usize, value: &[u8]) {
+        let start = off as usize + SLOT_HEADER + key_len;
+        self.map.as_mut_slice()[start..start + value.len()].copy_from_slice(value);
+    }
+
     /// Count an access to the object at `off` (CLOCK reference, at most 3).
     pub fn touch(&mut self, off: SlotOffset) {
         let r = &mut self.map.as_mut_slice()[off as usize + 3];

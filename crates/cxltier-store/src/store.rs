@@ -803,6 +803,11 @@ impl Store {
         log.submit_reads()
     }
 
+    /// Whether the store has an NVMe tier (reads from the device are possible at all).
+    pub fn has_nvme(&self) -> bool {
+        self.log.is_some()
+    }
+
     /// Device reads begun by [`Store::start_reads`] and not yet collected.
     pub fn reads_in_flight(&self) -> usize {
         self.log.as_ref().map_or(0, Log::reads_in_flight)
@@ -911,6 +916,51 @@ impl Store {
         r
     }
 
+    /// An update that keeps the object's slot size (the common YCSB update: one field rewritten
+    /// at the same length) is written over the old bytes in place: no new slot, no new index
+    /// entry. False when the object is not in memory or needs another slot size.
+    fn rewrite_in_place(
+        &mut self,
+        key: &[u8],
+        kind: Kind,
+        value: &[u8],
+        expires_at_ms: Option<u64>,
+    ) -> Result<bool> {
+        let Some(Place::Mem(t, off)) = self.index.get(key).map(|e| e.place) else {
+            return Ok(false);
+        };
+        let arena = &self.arenas[t as usize];
+        if arena.slot_size_for(key.len(), value.len()) != Some(arena.slot_size_at(off)) {
+            return Ok(false);
+        }
+        let nv = if self.log.is_some() && self.durability != Durability::None {
+            Some(self.append(key, kind, value, expires_at_ms)?)
+        } else {
+            None
+        };
+        self.arenas[t as usize].rewrite(off, key.len(), value);
+        self.arenas[t as usize].touch(off);
+        // Read the entry's log copy only now: the append may have cleaned segments and moved it.
+        let e = self.index.get_mut(key).expect("present");
+        if nv.is_some() {
+            if let (Some(old), Some(log)) = (e.nv, self.log.as_mut()) {
+                log.mark_dead(old);
+            }
+            e.nv = nv;
+            e.dirty = false;
+        } else {
+            // Write-back: the old log version stays the key's copy until this one is written back
+            // (see put_inner).
+            e.dirty = true;
+        }
+        e.len = value.len() as u32;
+        e.kind = kind;
+        e.expires = expires_at_ms.unwrap_or(0);
+        e.seq = 0;
+        self.sketch.touch(key);
+        Ok(true)
+    }
+
     fn put_inner(
         &mut self,
         key: &[u8],
@@ -918,6 +968,9 @@ impl Store {
         value: &[u8],
         expires_at_ms: Option<u64>,
     ) -> Result<()> {
+        if self.rewrite_in_place(key, kind, value, expires_at_ms)? {
+            return Ok(());
+        }
         // Recent writes are hot (the insert-recency hook): they go to DRAM, making room by
         // demotion; else CXL.
         let mut place = None;
