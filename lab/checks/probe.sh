@@ -8,24 +8,10 @@
 # Sourced after lib.sh by the lab suite, or run on its own (`sh /lab/probe.sh`); prints one line
 # per check:  CHECK <name> PASS|FAIL <detail>
 
+# Run on its own, it brings the shared check functions itself.
 if ! command -v verdict >/dev/null 2>&1; then
-    T=/tmp/checks
-    mkdir -p "$T"
-    pass() { echo "CHECK $1 PASS ${2:-}"; }
-    fail() { echo "CHECK $1 FAIL ${2:-}"; }
-    verdict() {
-        _name=$1
-        _detail=$2
-        shift 2
-        if "$@"; then pass "$_name" "$_detail"; else fail "$_name" "$_detail"; fi
-    }
-    capture() {
-        _key=$1
-        shift
-        "$@" >"$T/$_key.out" 2>"$T/$_key.err"
-        rc=$?
-    }
-    brief() { tr '\n\t' '  ' <"$1" | cut -c1-160; }
+    # shellcheck source=lib.sh
+    . /lab/lib.sh
 fi
 
 # The JSON on one line without spaces, so that fields can be matched with grep.
