@@ -310,30 +310,37 @@ fn run(
         }
         "HSET" | "HMSET" => {
             need!(n >= 4 && n % 2 == 0);
-            let mut fields = match read_hash(store, args[1])? {
-                HashRead::Missing => Vec::new(),
-                HashRead::Fields(f) => f,
-                HashRead::WrongType => {
-                    reply::error(out, WRONGTYPE);
-                    return Ok(Effect::Read);
-                }
-                HashRead::Corrupt => {
-                    reply::error(out, "ERR the stored hash is corrupt; DEL the key");
-                    return Ok(Effect::Read);
-                }
-            };
-            let mut added = 0;
-            for fv in args[2..].chunks(2) {
-                match fields.iter_mut().find(|(f, _)| f.as_slice() == fv[0]) {
-                    Some(slot) => slot.1 = fv[1].to_vec(),
-                    None => {
-                        fields.push((fv[0].to_vec(), fv[1].to_vec()));
-                        added += 1;
+            // One read of the record, borrowed: the new encoding is built from the old bytes and
+            // the arguments without copying each field.
+            let (encoded, expires, added) = {
+                let (old, expires) = match store.get(args[1])? {
+                    None => (None, None),
+                    Some(o) if o.kind != Kind::Hash => {
+                        reply::error(out, WRONGTYPE);
+                        return Ok(Effect::Read);
+                    }
+                    Some(o) => (Some(o.value), o.expires_at_ms),
+                };
+                let mut fields: Vec<(&[u8], &[u8])> = match old.map(hash::decode) {
+                    None => Vec::new(),
+                    Some(Some(f)) => f,
+                    Some(None) => {
+                        reply::error(out, "ERR the stored hash is corrupt; DEL the key");
+                        return Ok(Effect::Read);
+                    }
+                };
+                let mut added = 0;
+                for fv in args[2..].chunks(2) {
+                    match fields.iter_mut().find(|(f, _)| *f == fv[0]) {
+                        Some(slot) => slot.1 = fv[1],
+                        None => {
+                            fields.push((fv[0], fv[1]));
+                            added += 1;
+                        }
                     }
                 }
-            }
-            let expires = store.get(args[1])?.and_then(|o| o.expires_at_ms);
-            let encoded = hash::encode(fields.iter().map(|(f, v)| (f.as_slice(), v.as_slice())));
+                (hash::encode(fields.iter().copied()), expires, added)
+            };
             store.put(args[1], Kind::Hash, &encoded, expires)?;
             if cmd == "HMSET" {
                 reply::ok(out);
