@@ -17,6 +17,7 @@
 
 mod admission;
 mod arena;
+mod index;
 pub mod log;
 mod store;
 

@@ -45,10 +45,10 @@ impl Store {
         let hit: Vec<Vec<u8>> = self
             .index
             .iter()
-            .filter_map(|(k, e)| match e.place {
+            .filter_map(|(k, e)| match e.place() {
                 Place::Mem(t, off) => {
                     let start = self.arenas[t as usize].addr() + off as usize;
-                    let end = start + SLOT_HEADER + k.len() + e.len as usize;
+                    let end = start + SLOT_HEADER + k.len() + e.len() as usize;
                     overlaps(start, end).then(|| k.to_vec())
                 }
                 Place::Nvme => None,
@@ -60,17 +60,17 @@ impl Store {
                 .index
                 .get_mut(k.as_slice())
                 .expect("listed from the index");
-            if !e.dirty && e.nv.is_some() {
-                let place = std::mem::replace(&mut e.place, Place::Nvme);
+            if !e.dirty() && e.nv().is_some() {
+                let place = e.place();
+                e.set_place(Place::Nvme);
                 self.free_place(place);
                 out.restored.push(k);
             } else {
                 // The memory copy is the only current one: nothing may read it, and an older
                 // NVMe version must not come back in its place.
                 let e = self.index.remove(k.as_slice()).expect("present");
-                self.key_bytes -= k.len() as u64;
-                self.free_place(e.place);
-                if let (Some(nv), Some(log)) = (e.nv, self.log.as_mut()) {
+                self.free_place(e.place());
+                if let (Some(nv), Some(log)) = (e.nv(), self.log.as_mut()) {
                     let _ = log.append_tombstone(&k, nv);
                     log.mark_dead(nv);
                 }
@@ -163,13 +163,13 @@ mod tests {
         }
         s.commit().unwrap();
         // Poison the slots of k010 and k020.
-        let slot = |s: &super::Store, k: &str| match s.index[k.as_bytes()].place {
+        let slot = |s: &super::Store, k: &str| match s.index[k.as_bytes()].place() {
             super::Place::Mem(t, off) => s.arenas[t as usize].addr() + off as usize,
             super::Place::Nvme => panic!("{k} not in memory"),
         };
         let (a, b) = (slot(&s, "k010"), slot(&s, "k020"));
         // k020 is made dirty: its newest value is only in memory.
-        s.index.get_mut(b"k020".as_slice()).unwrap().dirty = true;
+        s.index.get_mut(b"k020".as_slice()).unwrap().set_dirty(true);
         let out = s.poisoned(&[(a + 8, a + 9), (b, b + 1)]);
         assert_eq!(out.restored, vec![b"k010".to_vec()]);
         assert_eq!(out.lost, vec![b"k020".to_vec()]);
@@ -199,7 +199,7 @@ mod tests {
         s.put(b"bystander", Kind::String, &[8u8; 300], None)
             .unwrap();
         s.commit().unwrap();
-        let va = match s.index[b"victim".as_slice()].place {
+        let va = match s.index[b"victim".as_slice()].place() {
             super::Place::Mem(t, off) => s.arenas[t as usize].addr() as u64 + off,
             super::Place::Nvme => panic!("victim not in memory"),
         };

@@ -1,10 +1,12 @@
 //! The store: the index, the tiers and the movement of objects between them.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::ops::Bound;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::admission::Sketch;
 use crate::arena::{Arena, SlotOffset};
+use crate::index::{Entry, Index, Place};
 use crate::log::{Log, LogConfig, NvLoc, ReadStart, ASYNC_READS};
 use crate::{
     ArenaInfo, Durability, Kind, ObjectRef, Placement, Result, ScanItem, StoreBuilder, StoreError,
@@ -21,36 +23,6 @@ const PROMOTE_MIN: u8 = 3;
 /// How many slots one eviction may look at before giving up on a tier.
 const SWEEP_BUDGET: usize = 64;
 
-/// Where an object's bytes are.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Place {
-    /// Only on NVMe (`nv`).
-    Nvme,
-    /// In a memory tier's arena.
-    Mem(u8, SlotOffset),
-}
-
-/// One key's index entry.
-#[derive(Debug, Clone)]
-struct Entry {
-    place: Place,
-    /// The newest copy on the NVMe log, if any.
-    nv: Option<NvLoc>,
-    /// The memory copy is newer than `nv` (write-back, durability none).
-    dirty: bool,
-    len: u32,
-    kind: Kind,
-    /// Milliseconds since the epoch; 0: never.
-    expires: u64,
-    /// Log sequence of the newest write (resolves duplicates during recovery).
-    seq: u64,
-}
-
-/// Bytes one index entry costs beyond its key: the entry, the boxed key's pointer and allocation
-/// header, and the B-tree's node slack (nodes run about two-thirds full).
-const ENTRY_OVERHEAD: u64 =
-    (std::mem::size_of::<Entry>() + 16 + 16 + (std::mem::size_of::<Entry>() + 16) / 2) as u64;
-
 #[derive(Debug, Default, Clone)]
 struct TierCounters {
     hits: u64,
@@ -60,8 +32,7 @@ struct TierCounters {
 
 /// The tiered store. Single-threaded: the server owns it.
 pub struct Store {
-    index: BTreeMap<Box<[u8]>, Entry>,
-    key_bytes: u64,
+    index: Index,
     arenas: Vec<Arena>,
     dram_budget: u64,
     log: Option<Log>,
@@ -105,7 +76,7 @@ pub(crate) fn now_ms() -> u64 {
 }
 
 fn is_expired(e: &Entry, now: u64) -> bool {
-    e.expires != 0 && e.expires <= now
+    e.is_expired(now)
 }
 
 /// The NUMA nodes the store may pick from, read once from sysfs when the store is built.
@@ -236,8 +207,7 @@ impl Store {
             arenas.push(Arena::new("cxl", node, emulated, b.cxl_bytes, max_slot)?);
         }
         let mut store = Store {
-            index: BTreeMap::new(),
-            key_bytes: 0,
+            index: Index::new(),
             arenas,
             dram_budget: b.dram_bytes,
             log: None,
@@ -269,7 +239,7 @@ impl Store {
     /// Open the log and rebuild the index from it.
     fn open_log(&mut self, cfg: LogConfig) -> Result<()> {
         let now = now_ms();
-        let mut index: BTreeMap<Box<[u8]>, Entry> = BTreeMap::new();
+        let mut index = Index::new();
         let mut deleted: HashMap<Box<[u8]>, u64> = HashMap::new();
         let mut dead: Vec<NvLoc> = Vec::new();
         let mut tombstones: Vec<(NvLoc, NvLoc)> = Vec::new();
@@ -277,7 +247,7 @@ impl Store {
         let (mut log, _report) = Log::open(&cfg, &mut |r| {
             if r.flush_all {
                 flush_seq = r.seq;
-                dead.extend(index.values().filter_map(|e| e.nv));
+                dead.extend(index.values().filter_map(|e| e.nv()));
                 index.clear();
                 deleted.clear();
                 dead.push(r.loc);
@@ -288,18 +258,18 @@ impl Store {
                 return;
             }
             if let Some(e) = index.get(r.key) {
-                if e.seq > r.seq {
+                if e.seq() > r.seq {
                     dead.push(r.loc);
                     return;
                 }
             }
             let old = index.remove(r.key);
-            if let Some(nv) = old.as_ref().and_then(|e| e.nv) {
+            if let Some(nv) = old.as_ref().and_then(|e| e.nv()) {
                 dead.push(nv);
             }
             if r.tombstone {
                 deleted.insert(r.key.into(), r.seq);
-                match old.and_then(|e| e.nv) {
+                match old.and_then(|e| e.nv()) {
                     Some(shadowed) => tombstones.push((r.loc, shadowed)),
                     None => dead.push(r.loc),
                 }
@@ -312,18 +282,18 @@ impl Store {
                 dead.push(r.loc);
                 return;
             }
-            index.insert(
-                r.key.into(),
-                Entry {
-                    place: Place::Nvme,
-                    nv: Some(r.loc),
-                    dirty: false,
-                    len: r.value_len,
-                    kind: r.kind,
-                    expires: r.expires_at_ms.unwrap_or(0),
-                    seq: r.seq,
-                },
-            );
+            index.insert(r.key, {
+                let mut e = Entry::new(
+                    Place::Nvme,
+                    Some(r.loc),
+                    false,
+                    r.value_len,
+                    r.kind,
+                    r.expires_at_ms.unwrap_or(0),
+                );
+                e.set_recovery_seq(r.seq);
+                e
+            });
         })?;
         for loc in dead {
             log.mark_dead(loc);
@@ -333,7 +303,6 @@ impl Store {
         for (t, s) in tombstones {
             log.note_tombstone(t, s);
         }
-        self.key_bytes = index.keys().map(|k| k.len() as u64).sum();
         self.recovered_keys = index.len() as u64;
         self.index = index;
         self.log = Some(log);
@@ -359,10 +328,7 @@ impl Store {
     }
 
     fn index_bytes(&self) -> u64 {
-        self.index.len() as u64 * ENTRY_OVERHEAD
-            + self.key_bytes
-            + self.sketch.bytes()
-            + self.reserved
+        self.index.bytes() + self.sketch.bytes() + self.reserved
     }
 
     /// Bytes the DRAM tier may give to objects: its budget less the index.
@@ -407,11 +373,11 @@ impl Store {
         let Some(e) = self.index.get(key) else {
             return Ok(false);
         };
-        let Place::Mem(t, off) = e.place else {
+        let Place::Mem(t, off) = e.place() else {
             return Ok(false);
         };
         let t = t as usize;
-        let (len, kind, expires) = (e.len as usize, e.kind, e.expires);
+        let (len, kind, expires) = (e.len() as usize, e.kind(), e.expires());
         // DRAM → CXL when there is a CXL tier with room (making room there, one level deep).
         if t == DRAM && self.arenas.len() > CXL {
             let mut room = self.has_room(CXL, key.len(), len);
@@ -424,7 +390,10 @@ impl Store {
                 let value = self.arenas[DRAM].value(off, key.len(), len).to_vec();
                 if let Some(new) = self.arenas[CXL].alloc(key, &value) {
                     self.arenas[DRAM].free(off);
-                    self.index.get_mut(key).expect("present").place = Place::Mem(CXL as u8, new);
+                    self.index
+                        .get_mut(key)
+                        .expect("present")
+                        .set_place(Place::Mem(CXL as u8, new));
                     self.counters[DRAM].demotions += 1;
                     return Ok(true);
                 }
@@ -435,18 +404,22 @@ impl Store {
             return Ok(false);
         }
         let e = self.index.get(key).expect("present");
-        if e.dirty || e.nv.is_none() {
+        if e.dirty() || e.nv().is_none() {
             let value = self.arenas[t].value(off, key.len(), len).to_vec();
             let loc = self.append(key, kind, &value, (expires != 0).then_some(expires))?;
             let e = self.index.get_mut(key).expect("present");
-            let old = e.nv.replace(loc);
-            e.dirty = false;
+            let old = e.nv();
+            e.set_nv(Some(loc));
+            e.set_dirty(false);
             if let Some(old) = old {
                 self.log.as_mut().expect("log").mark_dead(old);
             }
         }
         self.arenas[t].free(off);
-        self.index.get_mut(key).expect("present").place = Place::Nvme;
+        self.index
+            .get_mut(key)
+            .expect("present")
+            .set_place(Place::Nvme);
         self.counters[t].demotions += 1;
         self.evictions_to_nvme += 1;
         Ok(true)
@@ -481,12 +454,12 @@ impl Store {
         let mut moves: Vec<(Vec<u8>, NvLoc)> = Vec::new();
         log.clean(
             max,
-            &mut |k, loc| index.get(k).is_some_and(|e| e.nv == Some(loc)),
+            &mut |k, loc| index.get(k).is_some_and(|e| e.nv() == Some(loc)),
             &mut |k, _, new| moves.push((k.to_vec(), new)),
         )?;
         for (k, new) in moves {
             if let Some(e) = self.index.get_mut(k.as_slice()) {
-                e.nv = Some(new);
+                e.set_nv(Some(new));
             }
         }
         Ok(())
@@ -607,7 +580,7 @@ impl Store {
     /// (best effort: if the log is full the old version may return after a restart).
     fn expire(&mut self, key: &[u8]) {
         if let Some(e) = self.index.get(key) {
-            if let (true, Some(nv), Some(log)) = (e.dirty, e.nv, self.log.as_mut()) {
+            if let (true, Some(nv), Some(log)) = (e.dirty(), e.nv(), self.log.as_mut()) {
                 let _ = log.append_tombstone(key, nv);
             }
         }
@@ -618,9 +591,8 @@ impl Store {
     fn drop_entry(&mut self, key: &[u8]) -> Option<Entry> {
         let e = self.index.remove(key)?;
         self.staged.remove(key);
-        self.key_bytes -= key.len() as u64;
-        self.free_place(e.place);
-        if let (Some(nv), Some(log)) = (e.nv, self.log.as_mut()) {
+        self.free_place(e.place());
+        if let (Some(nv), Some(log)) = (e.nv(), self.log.as_mut()) {
             log.mark_dead(nv);
         }
         Some(e)
@@ -638,7 +610,7 @@ impl Store {
             self.misses += 1;
             return Ok(None);
         }
-        let place = e.place;
+        let place = e.place();
         if let Place::Mem(t, off) = place {
             self.arenas[t as usize].touch(off);
         }
@@ -656,7 +628,7 @@ impl Store {
                     Some((_, v, _)) => v,
                     None => {
                         let nv = self.index[key]
-                            .nv
+                            .nv()
                             .expect("an NVMe-only entry has a log copy");
                         self.log.as_mut().expect("log").read(nv)?.value
                     }
@@ -670,37 +642,37 @@ impl Store {
     /// Read an entry's object where it is now, without side effects.
     fn peek(&self, key: &[u8]) -> Option<ObjectRef<'_>> {
         let e = self.index.get(key)?;
-        let value = match e.place {
-            Place::Mem(t, off) => self.arenas[t as usize].value(off, key.len(), e.len as usize),
+        let value = match e.place() {
+            Place::Mem(t, off) => self.arenas[t as usize].value(off, key.len(), e.len() as usize),
             Place::Nvme => self.staged.get(key).map(|s| s.1.as_slice())?,
         };
         Some(ObjectRef {
-            kind: e.kind,
+            kind: e.kind(),
             value,
-            expires_at_ms: (e.expires != 0).then_some(e.expires),
+            expires_at_ms: (e.expires() != 0).then_some(e.expires()),
         })
     }
 
     /// CXL → DRAM for a hot object.
     fn promote(&mut self, key: &[u8]) -> Result<()> {
         let e = &self.index[key];
-        let Place::Mem(t, off) = e.place else {
+        let Place::Mem(t, off) = e.place() else {
             return Ok(());
         };
-        let len = e.len as usize;
+        let len = e.len() as usize;
         let est = self.sketch.estimate(key);
         if !self.make_room(DRAM, key.len(), len, Some(est))? {
             return Ok(());
         }
         // Making room may have moved this very object (DRAM victims go to CXL, whose victims go
         // down): only promote it from where it still is.
-        if self.index.get(key).map(|e| e.place) != Some(Place::Mem(t, off)) {
+        if self.index.get(key).map(|e| e.place()) != Some(Place::Mem(t, off)) {
             return Ok(());
         }
         let value = self.arenas[t as usize].value(off, key.len(), len).to_vec();
         if let Some(p) = self.place_in(DRAM, key, &value) {
             self.arenas[t as usize].free(off);
-            self.index.get_mut(key).expect("present").place = p;
+            self.index.get_mut(key).expect("present").set_place(p);
             self.counters[t as usize].promotions += 1;
         }
         Ok(())
@@ -722,14 +694,15 @@ impl Store {
         for &t in tiers {
             if self.make_room(t, key.len(), value.len(), Some(est))? {
                 if let Some(p) = self.place_in(t, key, &value) {
-                    self.index.get_mut(key).expect("present").place = p;
+                    self.index.get_mut(key).expect("present").set_place(p);
                     self.counters[2].promotions += 1;
                     return Ok(());
                 }
             }
         }
         let e = &self.index[key];
-        self.staged.insert(key.into(), (e.kind, value, e.expires));
+        self.staged
+            .insert(key.into(), (e.kind(), value, e.expires()));
         self.restaged.push(key.into());
         Ok(())
     }
@@ -744,8 +717,8 @@ impl Store {
         let mut seen: std::collections::HashSet<&[u8]> = std::collections::HashSet::new();
         for &k in keys {
             if let Some(e) = self.index.get(k) {
-                if e.place == Place::Nvme && seen.insert(k) {
-                    want.push((k, e.nv.expect("an NVMe-only entry has a log copy")));
+                if e.place() == Place::Nvme && seen.insert(k) {
+                    want.push((k, e.nv().expect("an NVMe-only entry has a log copy")));
                 }
             }
         }
@@ -757,7 +730,8 @@ impl Store {
         for ((k, _), r) in want.into_iter().zip(results) {
             let rec = r?;
             let e = &self.index[k];
-            self.staged.insert(k.into(), (e.kind, rec.value, e.expires));
+            self.staged
+                .insert(k.into(), (e.kind(), rec.value, e.expires()));
         }
         Ok(())
     }
@@ -781,16 +755,17 @@ impl Store {
             let Some(e) = self.index.get(k) else {
                 continue;
             };
-            if e.place != Place::Nvme
+            if e.place() != Place::Nvme
                 || self.staged.contains_key(k)
                 || self.reading_keys.contains(k)
             {
                 continue;
             }
-            let nv = e.nv.expect("an NVMe-only entry has a log copy");
+            let nv = e.nv().expect("an NVMe-only entry has a log copy");
             match log.start_read(nv) {
                 ReadStart::Done(Ok(rec)) => {
-                    self.staged.insert(k.into(), (e.kind, rec.value, e.expires));
+                    self.staged
+                        .insert(k.into(), (e.kind(), rec.value, e.expires()));
                 }
                 ReadStart::Done(Err(_)) => {}
                 ReadStart::Queued(ticket) => {
@@ -831,9 +806,11 @@ impl Store {
                 continue;
             };
             if let Some(e) = self.index.get(&key[..]) {
-                if e.place == Place::Nvme && e.nv == Some(f.loc) && !self.staged.contains_key(&key)
+                if e.place() == Place::Nvme
+                    && e.nv() == Some(f.loc)
+                    && !self.staged.contains_key(&key)
                 {
-                    self.staged.insert(key, (e.kind, rec.value, e.expires));
+                    self.staged.insert(key, (e.kind(), rec.value, e.expires()));
                     staged += 1;
                 }
             }
@@ -883,7 +860,7 @@ impl Store {
         if !new_key {
             return self.put_inner(key, kind, value, expires_at_ms);
         }
-        let entry = key.len() as u64 + ENTRY_OVERHEAD;
+        let entry = self.index.growth_for(key);
         if self.index_bytes() + entry > self.dram_budget {
             return Err(StoreError::Full {
                 detail: format!(
@@ -926,7 +903,7 @@ impl Store {
         value: &[u8],
         expires_at_ms: Option<u64>,
     ) -> Result<bool> {
-        let Some(Place::Mem(t, off)) = self.index.get(key).map(|e| e.place) else {
+        let Some(Place::Mem(t, off)) = self.index.get(key).map(|e| e.place()) else {
             return Ok(false);
         };
         let arena = &self.arenas[t as usize];
@@ -943,20 +920,19 @@ impl Store {
         // Read the entry's log copy only now: the append may have cleaned segments and moved it.
         let e = self.index.get_mut(key).expect("present");
         if nv.is_some() {
-            if let (Some(old), Some(log)) = (e.nv, self.log.as_mut()) {
+            if let (Some(old), Some(log)) = (e.nv(), self.log.as_mut()) {
                 log.mark_dead(old);
             }
-            e.nv = nv;
-            e.dirty = false;
+            e.set_nv(nv);
+            e.set_dirty(false);
         } else {
             // Write-back: the old log version stays the key's copy until this one is written back
             // (see put_inner).
-            e.dirty = true;
+            e.set_dirty(true);
         }
-        e.len = value.len() as u32;
-        e.kind = kind;
-        e.expires = expires_at_ms.unwrap_or(0);
-        e.seq = 0;
+        e.set_len(value.len() as u32);
+        e.set_kind(kind);
+        e.set_expires(expires_at_ms.unwrap_or(0));
         self.sketch.touch(key);
         Ok(true)
     }
@@ -1004,8 +980,8 @@ impl Store {
         // Read the old entry only now: making room may have moved it.
         let mut kept_nv = None;
         if let Some(old) = self.index.get(key).cloned() {
-            self.free_place(old.place);
-            if let (Some(onv), Some(log)) = (old.nv, self.log.as_mut()) {
+            self.free_place(old.place());
+            if let (Some(onv), Some(log)) = (old.nv(), self.log.as_mut()) {
                 if nv.is_some() {
                     log.mark_dead(onv);
                 } else {
@@ -1015,21 +991,17 @@ impl Store {
                     kept_nv = Some(onv);
                 }
             }
-        } else {
-            self.key_bytes += key.len() as u64;
         }
         self.index.insert(
-            key.into(),
-            Entry {
+            key,
+            Entry::new(
                 place,
-                nv: nv.or(kept_nv),
-                dirty: nv.is_none(),
-                len: value.len() as u32,
+                nv.or(kept_nv),
+                nv.is_none(),
+                value.len() as u32,
                 kind,
-                expires: expires_at_ms.unwrap_or(0),
-                // Sequence numbers only order records during recovery.
-                seq: 0,
-            },
+                expires_at_ms.unwrap_or(0),
+            ),
         );
         self.sketch.touch(key);
         Ok(())
@@ -1052,7 +1024,7 @@ impl Store {
             return Ok(false);
         };
         let expired = is_expired(e, now_ms());
-        if let (Some(nv), true) = (e.nv, self.log.is_some()) {
+        if let (Some(nv), true) = (e.nv(), self.log.is_some()) {
             // The tombstone comes first: if it cannot be written, the key stays as it was.
             let log = self.log.as_mut().expect("log");
             match log.append_tombstone(key, nv) {
@@ -1088,7 +1060,7 @@ impl Store {
         let take = if sequential { count * 2 } else { count };
         let keys: Vec<Vec<u8>> = self
             .index
-            .range::<[u8], _>((std::ops::Bound::Included(start), std::ops::Bound::Unbounded))
+            .range_from(Bound::Included(start))
             .filter(|(_, e)| !is_expired(e, now))
             .take(take)
             .map(|(k, _)| k.to_vec())
@@ -1133,12 +1105,11 @@ impl Store {
         if let Some(log) = self.log.as_mut() {
             log.flush_all()?;
         }
-        let keys: Vec<Box<[u8]>> = self.index.keys().cloned().collect();
-        for k in keys {
-            let e = self.index.remove(&k).expect("present");
-            self.free_place(e.place);
+        let places: Vec<Place> = self.index.values().map(Entry::place).collect();
+        for p in places {
+            self.free_place(p);
         }
-        self.key_bytes = 0;
+        self.index.clear();
         self.staged.clear();
         Ok(())
     }
@@ -1192,10 +1163,7 @@ impl Store {
         let now = now_ms();
         let sample: Vec<(Vec<u8>, bool)> = self
             .index
-            .range::<[u8], _>((
-                std::ops::Bound::Excluded(self.expiry_cursor.as_slice()),
-                std::ops::Bound::Unbounded,
-            ))
+            .range_from(Bound::Excluded(self.expiry_cursor.as_slice()))
             .take(32)
             .map(|(k, e)| (k.to_vec(), is_expired(e, now)))
             .collect();
@@ -1217,14 +1185,14 @@ impl Store {
         let mut bytes = [0u64; 2];
         let mut nvme_only = (0u64, 0u64);
         for e in self.index.values() {
-            match e.place {
+            match e.place() {
                 Place::Mem(t, _) => {
                     objects[t as usize] += 1;
-                    bytes[t as usize] += e.len as u64;
+                    bytes[t as usize] += e.len() as u64;
                 }
                 Place::Nvme => {
                     nvme_only.0 += 1;
-                    nvme_only.1 += e.len as u64;
+                    nvme_only.1 += e.len() as u64;
                 }
             }
         }
@@ -1329,20 +1297,21 @@ impl Store {
         let dirty: Vec<Vec<u8>> = self
             .index
             .iter()
-            .filter(|(_, e)| e.dirty)
+            .filter(|(_, e)| e.dirty())
             .map(|(k, _)| k.to_vec())
             .collect();
         for k in dirty {
             let e = &self.index[k.as_slice()];
-            let Place::Mem(t, off) = e.place else {
+            let Place::Mem(t, off) = e.place() else {
                 continue;
             };
-            let (kind, len, exp) = (e.kind, e.len as usize, e.expires);
+            let (kind, len, exp) = (e.kind(), e.len() as usize, e.expires());
             let value = self.arenas[t as usize].value(off, k.len(), len).to_vec();
             let loc = self.append(&k, kind, &value, (exp != 0).then_some(exp))?;
             let e = self.index.get_mut(k.as_slice()).expect("present");
-            let old = e.nv.replace(loc);
-            e.dirty = false;
+            let old = e.nv();
+            e.set_nv(Some(loc));
+            e.set_dirty(false);
             if let Some(old) = old {
                 self.log.as_mut().expect("log").mark_dead(old);
             }
@@ -1355,15 +1324,15 @@ impl Store {
         let mut objects = vec![0u64; self.arenas.len()];
         let mut slot_bytes = vec![0u64; self.arenas.len()];
         let mut slots = std::collections::HashSet::new();
-        for (k, e) in &self.index {
-            match e.place {
+        for (k, e) in self.index.iter() {
+            match e.place() {
                 Place::Mem(t, off) => {
                     objects[t as usize] += 1;
                     let a = &self.arenas[t as usize];
                     if !slots.insert((t, off)) {
                         return Err(format!("two entries share {} slot {off}", a.tier));
                     }
-                    if a.key_at(off) != Some(&k[..]) {
+                    if a.key_at(off) != Some(k) {
                         return Err(format!(
                             "{:?}: its {} slot {off} holds another key",
                             String::from_utf8_lossy(k),
@@ -1371,7 +1340,7 @@ impl Store {
                         ));
                     }
                     let size = a.slot_size_at(off);
-                    if crate::arena::SLOT_HEADER + k.len() + e.len as usize > size {
+                    if crate::arena::SLOT_HEADER + k.len() + e.len() as usize > size {
                         return Err(format!(
                             "{:?} overflows its slot",
                             String::from_utf8_lossy(k)
@@ -1380,12 +1349,12 @@ impl Store {
                     slot_bytes[t as usize] += size as u64;
                 }
                 Place::Nvme => {
-                    if e.nv.is_none() {
+                    if e.nv().is_none() {
                         return Err(format!("{:?} is nowhere", String::from_utf8_lossy(k)));
                     }
                 }
             }
-            if e.dirty && matches!(e.place, Place::Nvme) {
+            if e.dirty() && matches!(e.place(), Place::Nvme) {
                 return Err("a dirty entry has no memory copy".into());
             }
         }
@@ -1430,13 +1399,11 @@ impl Store {
             ));
         }
         for k in self.staged.keys() {
-            if !self.index.get(k).is_some_and(|e| e.place == Place::Nvme) {
+            if !self.index.get(k).is_some_and(|e| e.place() == Place::Nvme) {
                 return Err("a staged value belongs to no NVMe-only key".into());
             }
         }
-        if self.key_bytes != self.index.keys().map(|k| k.len() as u64).sum::<u64>() {
-            return Err("key byte count is off".into());
-        }
+        self.index.check()?;
         Ok(())
     }
 }

@@ -737,7 +737,7 @@ fn expiry_is_lazy_and_sampled_by_tick_and_set_expiry_changes_it() {
 #[test]
 fn dram_budget_bounds_resident_memory_as_the_index_grows() {
     let p = temp("resident.log");
-    let budget = 16u64 << 20;
+    let budget = 8u64 << 20;
     let mut s = StoreBuilder::new()
         .dram(budget)
         .ssd(ssd(&p, 512 << 20))
@@ -745,11 +745,11 @@ fn dram_budget_bounds_resident_memory_as_the_index_grows() {
         .build()
         .unwrap();
     let mut peak_resident = 0;
-    for i in 0..60_000u64 {
+    for i in 0..100_000u64 {
         s.put(
             format!("user{i:012}").as_bytes(),
             Kind::String,
-            &value(i, 1000),
+            &value(i, 500),
             None,
         )
         .unwrap();
@@ -775,9 +775,9 @@ fn dram_budget_bounds_resident_memory_as_the_index_grows() {
     assert!(st.index_bytes > budget / 2, "{st:?}");
     assert!(dram.resident_bytes < peak_resident, "{st:?}");
     assert!(dram.objects > 0, "DRAM still holds objects: {st:?}");
-    for i in (0..60_000u64).step_by(997) {
+    for i in (0..100_000u64).step_by(997) {
         let got = s.get(format!("user{i:012}").as_bytes()).unwrap().unwrap();
-        assert_eq!(got.value, value(i, 1000).as_slice(), "key {i}");
+        assert_eq!(got.value, value(i, 500).as_slice(), "key {i}");
     }
     s.check_invariants().unwrap();
 }

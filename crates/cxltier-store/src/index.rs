@@ -1,0 +1,730 @@
+//! The key index: every key, in byte order, with where its object is.
+//!
+//! The index is counted inside the DRAM budget, so every byte it takes is a byte of objects that
+//! is not in DRAM. A `BTreeMap<Box<[u8]>, _>` cost about 145 bytes per key (a heap allocation per
+//! key, fat pointers, nodes of 11 slots about two-thirds full, and a 56-byte entry) and every
+//! comparison in a lookup followed a pointer to another cache line. This index keeps keys of up
+//! to 23 bytes inline (YCSB's `user` + a 64-bit hash is 23 at most), packs an entry into 32
+//! bytes, and stores sorted runs of up to [`LEAF_MAX`] key/entry pairs in one allocation each
+//! (leaves), found through a small `BTreeMap` of leaf separators. A leaf that falls below a
+//! quarter full merges with its right neighbour when the two fit in one, inserts at a leaf's ends
+//! split off one key (so keys arriving in order fill leaves), and a leaf's spare capacity is
+//! bounded: the cost per key (~60–75 bytes) hardly depends on insert order, and [`Index::bytes`]
+//! computes it from the leaves' actual capacities rather than assuming it.
+
+use std::borrow::Borrow;
+use std::cmp::Ordering;
+use std::collections::BTreeMap;
+use std::num::NonZeroU8;
+use std::ops::Bound;
+
+use crate::arena::SlotOffset;
+use crate::log::NvLoc;
+use crate::Kind;
+
+/// Longest key kept inline.
+const INLINE_MAX: usize = 23;
+
+/// A key as the index stores it: inline up to 23 bytes, else on the heap. Ordered as bytes.
+#[derive(Clone)]
+pub(crate) enum IndexKey {
+    /// `len1` is the length + 1, so that its zero is the niche that makes this enum 24 bytes.
+    Inline {
+        bytes: [u8; INLINE_MAX],
+        len1: NonZeroU8,
+    },
+    Heap(Box<[u8]>),
+}
+
+const _: () = assert!(std::mem::size_of::<IndexKey>() == 24);
+
+impl IndexKey {
+    pub(crate) fn new(key: &[u8]) -> IndexKey {
+        if key.len() <= INLINE_MAX {
+            let mut bytes = [0u8; INLINE_MAX];
+            bytes[..key.len()].copy_from_slice(key);
+            IndexKey::Inline {
+                bytes,
+                len1: NonZeroU8::new(key.len() as u8 + 1).expect("len + 1 > 0"),
+            }
+        } else {
+            IndexKey::Heap(key.into())
+        }
+    }
+
+    pub(crate) fn as_slice(&self) -> &[u8] {
+        match self {
+            IndexKey::Inline { bytes, len1 } => &bytes[..len1.get() as usize - 1],
+            IndexKey::Heap(b) => b,
+        }
+    }
+
+    /// Heap bytes this key takes beyond its 24 bytes in a leaf (the allocator rounds up to 16
+    /// and adds a 16-byte header).
+    pub(crate) fn heap_bytes(&self) -> u64 {
+        match self {
+            IndexKey::Inline { .. } => 0,
+            IndexKey::Heap(b) => (b.len() as u64).div_ceil(16) * 16 + 16,
+        }
+    }
+}
+
+impl Borrow<[u8]> for IndexKey {
+    fn borrow(&self) -> &[u8] {
+        self.as_slice()
+    }
+}
+
+impl PartialEq for IndexKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
+impl Eq for IndexKey {}
+impl PartialOrd for IndexKey {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for IndexKey {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.as_slice().cmp(other.as_slice())
+    }
+}
+
+/// Where an object's bytes are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Place {
+    /// Only on NVMe (the entry's log copy).
+    Nvme,
+    /// In a memory tier's arena.
+    Mem(u8, SlotOffset),
+}
+
+/// One key's index entry, packed into 32 bytes (it is paid for out of the DRAM budget once per
+/// key).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Entry {
+    /// `(tier + 1) << 56 | slot offset` when in memory. Top byte 0: only on NVMe; the low bits
+    /// then hold the log sequence of the record while the log is replayed (see [`Entry::seq`]).
+    mem: u64,
+    /// Milliseconds since the epoch; 0: never.
+    expires: u64,
+    /// The newest copy on the NVMe log: segment ([`NO_NV`]: none), offset, record length.
+    nv_segment: u32,
+    nv_offset: u32,
+    nv_len: u32,
+    /// Value length, with [`DIRTY`] and [`HASH`] in the top bits.
+    len_flags: u32,
+}
+
+const _: () = assert!(std::mem::size_of::<Entry>() == 32);
+
+const NO_NV: u32 = u32::MAX;
+const TIER_SHIFT: u32 = 56;
+const OFFSET_MASK: u64 = (1 << TIER_SHIFT) - 1;
+/// The memory copy is newer than the log copy (write-back, durability none).
+const DIRTY: u32 = 1 << 31;
+const HASH: u32 = 1 << 30;
+const LEN_MASK: u32 = HASH - 1;
+
+impl Entry {
+    /// `len` must be below 1 GiB (the store caps objects at 64 MiB) and memory offsets below
+    /// 2^56.
+    pub(crate) fn new(
+        place: Place,
+        nv: Option<NvLoc>,
+        dirty: bool,
+        len: u32,
+        kind: Kind,
+        expires: u64,
+    ) -> Entry {
+        let mut e = Entry {
+            mem: 0,
+            expires,
+            nv_segment: NO_NV,
+            nv_offset: 0,
+            nv_len: 0,
+            len_flags: 0,
+        };
+        e.set_place(place);
+        e.set_nv(nv);
+        e.set_len(len);
+        e.set_kind(kind);
+        e.set_dirty(dirty);
+        e
+    }
+
+    pub(crate) fn place(&self) -> Place {
+        match self.mem >> TIER_SHIFT {
+            0 => Place::Nvme,
+            t => Place::Mem(t as u8 - 1, self.mem & OFFSET_MASK),
+        }
+    }
+
+    pub(crate) fn set_place(&mut self, place: Place) {
+        self.mem = match place {
+            Place::Nvme => 0,
+            Place::Mem(t, off) => {
+                debug_assert!(off <= OFFSET_MASK && t < u8::MAX);
+                (u64::from(t) + 1) << TIER_SHIFT | (off & OFFSET_MASK)
+            }
+        };
+    }
+
+    pub(crate) fn nv(&self) -> Option<NvLoc> {
+        (self.nv_segment != NO_NV).then_some(NvLoc {
+            segment: self.nv_segment,
+            offset: self.nv_offset,
+            len: self.nv_len,
+        })
+    }
+
+    pub(crate) fn set_nv(&mut self, nv: Option<NvLoc>) {
+        match nv {
+            Some(l) => {
+                debug_assert!(l.segment != NO_NV);
+                (self.nv_segment, self.nv_offset, self.nv_len) = (l.segment, l.offset, l.len);
+            }
+            None => self.nv_segment = NO_NV,
+        }
+    }
+
+    pub(crate) fn dirty(&self) -> bool {
+        self.len_flags & DIRTY != 0
+    }
+
+    pub(crate) fn set_dirty(&mut self, dirty: bool) {
+        self.len_flags = if dirty {
+            self.len_flags | DIRTY
+        } else {
+            self.len_flags & !DIRTY
+        };
+    }
+
+    /// The value's length.
+    pub(crate) fn len(&self) -> u32 {
+        self.len_flags & LEN_MASK
+    }
+
+    pub(crate) fn set_len(&mut self, len: u32) {
+        debug_assert!(len <= LEN_MASK);
+        self.len_flags = (self.len_flags & !LEN_MASK) | (len & LEN_MASK);
+    }
+
+    pub(crate) fn kind(&self) -> Kind {
+        if self.len_flags & HASH != 0 {
+            Kind::Hash
+        } else {
+            Kind::String
+        }
+    }
+
+    pub(crate) fn set_kind(&mut self, kind: Kind) {
+        self.len_flags = match kind {
+            Kind::Hash => self.len_flags | HASH,
+            Kind::String => self.len_flags & !HASH,
+        };
+    }
+
+    /// Absolute expiry in milliseconds since the epoch; 0: never.
+    pub(crate) fn expires(&self) -> u64 {
+        self.expires
+    }
+
+    pub(crate) fn set_expires(&mut self, expires: u64) {
+        self.expires = expires;
+    }
+
+    pub(crate) fn is_expired(&self, now_ms: u64) -> bool {
+        self.expires != 0 && self.expires <= now_ms
+    }
+
+    /// The log sequence of the record this NVMe-only entry was replayed from (recovery only: it
+    /// orders records that segment cleaning relocated). Entries made at run time say 0.
+    pub(crate) fn seq(&self) -> u64 {
+        match self.place() {
+            Place::Nvme => self.mem & OFFSET_MASK,
+            Place::Mem(..) => 0,
+        }
+    }
+
+    /// Record the replayed sequence (recovery; the entry must be NVMe-only). Sequences count
+    /// records, so 2^56 is out of reach; a larger one is clamped, which only loses the ordering
+    /// of duplicates beyond it.
+    pub(crate) fn set_recovery_seq(&mut self, seq: u64) {
+        debug_assert_eq!(self.place(), Place::Nvme);
+        self.mem = seq.min(OFFSET_MASK);
+    }
+}
+
+/// Most key/entry pairs in one leaf; a full leaf splits in two halves.
+pub(crate) const LEAF_MAX: usize = 64;
+/// A leaf this small merges with its right neighbour when both fit in one.
+const LEAF_MIN: usize = LEAF_MAX / 4;
+/// Spare capacity a leaf grows by (and keeps at most, plus this, after shrinking).
+const LEAF_SLACK: usize = 8;
+/// What a leaf costs beyond its pairs: its allocation's header, and its separator key and `Vec`
+/// in the separator map (48 bytes in nodes of 11 slots, counted at half full).
+const LEAF_OVERHEAD: u64 = 16 + 48 * 2;
+const PAIR_BYTES: u64 = std::mem::size_of::<(IndexKey, Entry)>() as u64;
+
+type Leaf = Vec<(IndexKey, Entry)>;
+
+/// The ordered index (see the module doc).
+#[derive(Clone)]
+pub(crate) struct Index {
+    /// Leaves by separator: every key of a leaf is >= its separator and < the next one's. The
+    /// first leaf's separator is the empty key, so every key has a leaf; there is always one.
+    leaves: BTreeMap<IndexKey, Leaf>,
+    len: usize,
+    /// Sum of the leaves' capacities, in pairs.
+    capacity: usize,
+    heap_key_bytes: u64,
+}
+
+impl Default for Index {
+    fn default() -> Self {
+        Index::new()
+    }
+}
+
+impl Index {
+    pub(crate) fn new() -> Index {
+        let mut leaves = BTreeMap::new();
+        leaves.insert(IndexKey::new(b""), Vec::new());
+        Index {
+            leaves,
+            len: 0,
+            capacity: 0,
+            heap_key_bytes: 0,
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Bytes the index takes: every leaf's capacity, the leaves' own overhead and the keys (and
+    /// separators) kept on the heap.
+    pub(crate) fn bytes(&self) -> u64 {
+        self.capacity as u64 * PAIR_BYTES
+            + self.leaves.len() as u64 * LEAF_OVERHEAD
+            + self.heap_key_bytes
+    }
+
+    /// Bytes inserting `key` (absent) would add at most: nothing when its leaf has spare
+    /// capacity, else a growth step, and a split's overhead when the leaf is full; plus the
+    /// key's heap bytes (twice if it may become a separator).
+    pub(crate) fn growth_for(&self, key: &[u8]) -> u64 {
+        let heap = IndexKey::new(key).heap_bytes();
+        let leaf = self.leaf(key);
+        if leaf.len() < leaf.capacity() {
+            return heap;
+        }
+        let grow = LEAF_SLACK as u64 * PAIR_BYTES + heap;
+        if leaf.len() < LEAF_MAX {
+            grow
+        } else {
+            grow + LEAF_OVERHEAD + heap
+        }
+    }
+
+    fn leaf_sep(&self, key: &[u8]) -> &IndexKey {
+        self.leaves
+            .range::<[u8], _>((Bound::Unbounded, Bound::Included(key)))
+            .next_back()
+            .map(|(s, _)| s)
+            .expect("the first leaf's separator is the empty key")
+    }
+
+    fn leaf(&self, key: &[u8]) -> &Leaf {
+        self.leaves
+            .range::<[u8], _>((Bound::Unbounded, Bound::Included(key)))
+            .next_back()
+            .map(|(_, l)| l)
+            .expect("the first leaf's separator is the empty key")
+    }
+
+    fn leaf_mut(&mut self, key: &[u8]) -> &mut Leaf {
+        self.leaves
+            .range_mut::<[u8], _>((Bound::Unbounded, Bound::Included(key)))
+            .next_back()
+            .map(|(_, l)| l)
+            .expect("the first leaf's separator is the empty key")
+    }
+
+    fn search(leaf: &Leaf, key: &[u8]) -> Result<usize, usize> {
+        leaf.binary_search_by(|(k, _)| k.as_slice().cmp(key))
+    }
+
+    pub(crate) fn get(&self, key: &[u8]) -> Option<&Entry> {
+        let leaf = self.leaf(key);
+        Self::search(leaf, key).ok().map(|i| &leaf[i].1)
+    }
+
+    pub(crate) fn get_mut(&mut self, key: &[u8]) -> Option<&mut Entry> {
+        let leaf = self.leaf_mut(key);
+        match Self::search(leaf, key) {
+            Ok(i) => Some(&mut leaf[i].1),
+            Err(_) => None,
+        }
+    }
+
+    pub(crate) fn contains_key(&self, key: &[u8]) -> bool {
+        self.get(key).is_some()
+    }
+
+    /// Insert or replace; returns the entry replaced.
+    pub(crate) fn insert(&mut self, key: &[u8], entry: Entry) -> Option<Entry> {
+        let (mut capacity, mut heap) = (self.capacity, self.heap_key_bytes);
+        let leaf = self.leaf_mut(key);
+        let at = match Self::search(leaf, key) {
+            Ok(i) => return Some(std::mem::replace(&mut leaf[i].1, entry)),
+            Err(at) => at,
+        };
+        if leaf.len() == leaf.capacity() {
+            capacity -= leaf.capacity();
+            leaf.reserve_exact(LEAF_SLACK);
+            capacity += leaf.capacity();
+        }
+        let k = IndexKey::new(key);
+        heap += k.heap_bytes();
+        leaf.insert(at, (k, entry));
+        let split = (leaf.len() > LEAF_MAX).then(|| {
+            // Keys arriving in order would leave every leaf half full: an insert at either end
+            // splits off just that key, so runs of ordered inserts fill leaves.
+            let mid = if at == leaf.len() - 1 {
+                leaf.len() - 1
+            } else if at == 0 {
+                1
+            } else {
+                leaf.len() / 2
+            };
+            let right = leaf.split_off(mid);
+            capacity -= leaf.capacity();
+            leaf.shrink_to(leaf.len() + LEAF_SLACK);
+            capacity += leaf.capacity() + right.capacity();
+            right
+        });
+        if let Some(right) = split {
+            let sep = right[0].0.clone();
+            // The separator is a copy of the right leaf's first key.
+            heap += sep.heap_bytes();
+            self.leaves.insert(sep, right);
+        }
+        self.capacity = capacity;
+        self.heap_key_bytes = heap;
+        self.len += 1;
+        None
+    }
+
+    pub(crate) fn remove(&mut self, key: &[u8]) -> Option<Entry> {
+        let sep = self.leaf_sep(key).clone();
+        let leaf = self.leaves.get_mut(sep.as_slice()).expect("found above");
+        let i = Self::search(leaf, key).ok()?;
+        let (k, e) = leaf.remove(i);
+        self.heap_key_bytes -= k.heap_bytes();
+        self.len -= 1;
+        let cap = leaf.capacity();
+        if leaf.capacity() > leaf.len() + 2 * LEAF_SLACK {
+            leaf.shrink_to(leaf.len() + LEAF_SLACK);
+        }
+        self.capacity = self.capacity - cap + leaf.capacity();
+        if leaf.len() < LEAF_MIN {
+            self.merge_small(&sep);
+        }
+        Some(e)
+    }
+
+    /// Merge the leaf at `sep` (just shrunk below a quarter) into its left neighbour, or its
+    /// right neighbour into it, when the two fit in one leaf; drop an empty leaf that is not the
+    /// first.
+    fn merge_small(&mut self, sep: &IndexKey) {
+        let this_len = self.leaves[sep.as_slice()].len();
+        let left = self
+            .leaves
+            .range::<IndexKey, _>((Bound::Unbounded, Bound::Excluded(sep)))
+            .next_back()
+            .map(|(s, l)| (s.clone(), l.len()));
+        let right = self
+            .leaves
+            .range::<IndexKey, _>((Bound::Excluded(sep), Bound::Unbounded))
+            .next()
+            .map(|(s, l)| (s.clone(), l.len()));
+        let (into, from) = match (left, right) {
+            (Some((l, n)), _) if n + this_len <= LEAF_MAX => (l, sep.clone()),
+            (_, Some((r, n))) if n + this_len <= LEAF_MAX => (sep.clone(), r),
+            _ => {
+                if this_len == 0 && !sep.as_slice().is_empty() {
+                    let gone = self.leaves.remove(sep.as_slice()).expect("present");
+                    self.capacity -= gone.capacity();
+                    self.heap_key_bytes -= sep.heap_bytes();
+                }
+                return;
+            }
+        };
+        let moved = self.leaves.remove(from.as_slice()).expect("listed");
+        self.capacity -= moved.capacity();
+        self.heap_key_bytes -= from.heap_bytes();
+        let leaf = self.leaves.get_mut(into.as_slice()).expect("listed");
+        self.capacity -= leaf.capacity();
+        leaf.reserve_exact(moved.len());
+        leaf.extend(moved);
+        leaf.shrink_to(leaf.len() + LEAF_SLACK);
+        self.capacity += leaf.capacity();
+    }
+
+    pub(crate) fn clear(&mut self) {
+        *self = Index::new();
+    }
+
+    /// Pairs with keys from `start` on, in byte order.
+    pub(crate) fn range_from<'a>(
+        &'a self,
+        start: Bound<&[u8]>,
+    ) -> impl Iterator<Item = (&'a [u8], &'a Entry)> + 'a {
+        let (sep, leaf) = match start {
+            Bound::Included(k) | Bound::Excluded(k) => {
+                let sep = self.leaf_sep(k);
+                (sep, &self.leaves[sep.as_slice()])
+            }
+            Bound::Unbounded => self.leaves.first_key_value().expect("one leaf at least"),
+        };
+        let pos = match start {
+            Bound::Included(k) => leaf.partition_point(|(kk, _)| kk.as_slice() < k),
+            Bound::Excluded(k) => leaf.partition_point(|(kk, _)| kk.as_slice() <= k),
+            Bound::Unbounded => 0,
+        };
+        let rest = self
+            .leaves
+            .range::<IndexKey, _>((Bound::Excluded(sep), Bound::Unbounded))
+            .flat_map(|(_, l)| l.iter());
+        leaf[pos..]
+            .iter()
+            .chain(rest)
+            .map(|(k, e)| (k.as_slice(), e))
+    }
+
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&[u8], &Entry)> {
+        self.range_from(Bound::Unbounded)
+    }
+
+    pub(crate) fn values(&self) -> impl Iterator<Item = &Entry> {
+        self.iter().map(|(_, e)| e)
+    }
+
+    /// Check the structure (tests): order within and across leaves, separators, sizes, counts.
+    pub(crate) fn check(&self) -> Result<(), String> {
+        let mut prev: Option<&[u8]> = None;
+        let (mut n, mut cap, mut heap) = (0, 0, 0);
+        let mut first = true;
+        for (sep, leaf) in &self.leaves {
+            heap += sep.heap_bytes();
+            if first && !sep.as_slice().is_empty() {
+                return Err("the first leaf's separator is not the empty key".into());
+            }
+            if !first && leaf.is_empty() {
+                return Err("an empty leaf that is not the first".into());
+            }
+            first = false;
+            if leaf.len() > LEAF_MAX {
+                return Err(format!("a leaf of {} pairs", leaf.len()));
+            }
+            for (k, _) in leaf {
+                if k.as_slice() < sep.as_slice() {
+                    return Err("a key below its leaf's separator".into());
+                }
+                if prev.is_some_and(|p| p >= k.as_slice()) {
+                    return Err("keys out of order".into());
+                }
+                prev = Some(k.as_slice());
+                heap += k.heap_bytes();
+            }
+            n += leaf.len();
+            cap += leaf.capacity();
+        }
+        if n != self.len || cap != self.capacity || heap != self.heap_key_bytes {
+            return Err(format!(
+                "counts off: {n}/{} pairs, {cap}/{} capacity, {heap}/{} heap bytes",
+                self.len, self.capacity, self.heap_key_bytes
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl std::ops::Index<&[u8]> for Index {
+    type Output = Entry;
+    fn index(&self, key: &[u8]) -> &Entry {
+        self.get(key).expect("key present in the index")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn entry(n: u64) -> Entry {
+        Entry::new(Place::Mem(1, n), None, false, n as u32, Kind::String, 0)
+    }
+
+    #[test]
+    fn entry_fields_round_trip_through_the_packing() {
+        let nv = NvLoc {
+            segment: 7,
+            offset: 4096,
+            len: 1130,
+        };
+        let mut e = Entry::new(
+            Place::Mem(1, (1 << 50) + 24),
+            Some(nv),
+            true,
+            (64 << 20) + 5,
+            Kind::Hash,
+            1_700_000_000_123,
+        );
+        assert_eq!(e.place(), Place::Mem(1, (1 << 50) + 24));
+        assert_eq!(e.nv(), Some(nv));
+        assert!(e.dirty());
+        assert_eq!(e.len(), (64 << 20) + 5);
+        assert_eq!(e.kind(), Kind::Hash);
+        assert_eq!(e.expires(), 1_700_000_000_123);
+        assert!(e.is_expired(1_700_000_000_123) && !e.is_expired(1_700_000_000_122));
+        assert_eq!(e.seq(), 0);
+        e.set_dirty(false);
+        e.set_kind(Kind::String);
+        e.set_len(3);
+        assert!(!e.dirty());
+        assert_eq!((e.kind(), e.len()), (Kind::String, 3));
+        e.set_place(Place::Nvme);
+        e.set_recovery_seq(99);
+        assert_eq!((e.place(), e.seq()), (Place::Nvme, 99));
+        e.set_nv(None);
+        assert_eq!(e.nv(), None);
+        e.set_place(Place::Mem(0, 0));
+        assert_eq!(e.place(), Place::Mem(0, 0));
+    }
+
+    #[test]
+    fn keys_order_as_bytes_inline_or_not() {
+        let long = [b'a'; 40];
+        let keys: Vec<&[u8]> = vec![
+            b"",
+            b"a",
+            b"a\0",
+            b"ab",
+            &long,
+            b"b",
+            &[0xff; 23],
+            &[0xff; 24],
+        ];
+        for a in &keys {
+            for b in &keys {
+                assert_eq!(
+                    IndexKey::new(a).cmp(&IndexKey::new(b)),
+                    a.cmp(b),
+                    "{a:?} {b:?}"
+                );
+            }
+        }
+        assert_eq!(IndexKey::new(&long).as_slice(), &long[..]);
+        assert_eq!(IndexKey::new(&long).heap_bytes(), 48 + 16);
+        assert_eq!(IndexKey::new(b"user123").heap_bytes(), 0);
+    }
+
+    #[test]
+    fn cost_per_key_does_not_depend_on_insert_order() {
+        let n = 20_000u64;
+        let mut ascending = Index::new();
+        let mut scattered = Index::new();
+        for i in 0..n {
+            ascending.insert(format!("user{i:012}").as_bytes(), entry(i));
+            // YCSB's keys: `user` and a non-negative 64-bit hash (at most 23 bytes: inline).
+            let h = i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 1;
+            scattered.insert(format!("user{h}").as_bytes(), entry(i));
+        }
+        ascending.check().unwrap();
+        scattered.check().unwrap();
+        for ix in [&ascending, &scattered] {
+            let per_key = ix.bytes() as f64 / n as f64;
+            assert!((56.0..80.0).contains(&per_key), "{per_key} bytes per key");
+        }
+        // Deleting most keys shrinks the index with them.
+        for i in 0..n {
+            if i % 10 != 0 {
+                assert!(ascending
+                    .remove(format!("user{i:012}").as_bytes())
+                    .is_some());
+            }
+        }
+        ascending.check().unwrap();
+        let per_key = ascending.bytes() as f64 / ascending.len() as f64;
+        assert!(per_key < 100.0, "{per_key} bytes per key after deletes");
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Insert(Vec<u8>, u64),
+        Remove(Vec<u8>),
+        Range(Vec<u8>, bool),
+    }
+
+    fn key() -> impl Strategy<Value = Vec<u8>> {
+        prop_oneof![
+            proptest::collection::vec(0u8..4, 1..4),
+            proptest::collection::vec(any::<u8>(), 20..30),
+        ]
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            4 => (key(), 0u64..(1 << 29)).prop_map(|(k, v)| Op::Insert(k, v)),
+            3 => key().prop_map(Op::Remove),
+            1 => (key(), any::<bool>()).prop_map(|(k, i)| Op::Range(k, i)),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        #[test]
+        fn behaves_like_an_ordered_map(ops in proptest::collection::vec(op(), 1..600)) {
+            let mut ix = Index::new();
+            let mut model: BTreeMap<Vec<u8>, u64> = BTreeMap::new();
+            for op in ops {
+                match op {
+                    Op::Insert(k, v) => {
+                        let old = ix.insert(&k, entry(v)).map(|e| e.len() as u64);
+                        prop_assert_eq!(old, model.insert(k, v));
+                    }
+                    Op::Remove(k) => {
+                        let old = ix.remove(&k).map(|e| e.len() as u64);
+                        prop_assert_eq!(old, model.remove(&k));
+                    }
+                    Op::Range(k, incl) => {
+                        let b = if incl { Bound::Included(&k[..]) } else { Bound::Excluded(&k[..]) };
+                        let got: Vec<(Vec<u8>, u32)> =
+                            ix.range_from(b).take(20).map(|(k, e)| (k.to_vec(), e.len())).collect();
+                        let want: Vec<(Vec<u8>, u32)> = model
+                            .range::<[u8], _>((b, Bound::Unbounded))
+                            .take(20)
+                            .map(|(k, v)| (k.clone(), *v as u32))
+                            .collect();
+                        prop_assert_eq!(got, want);
+                    }
+                }
+                ix.check().map_err(TestCaseError::fail)?;
+                prop_assert_eq!(ix.len(), model.len());
+            }
+            for (k, v) in &model {
+                prop_assert_eq!(ix.get(k).map(|e| e.len()), Some(*v as u32));
+            }
+            prop_assert_eq!(ix.iter().count(), model.len());
+        }
+    }
+}
