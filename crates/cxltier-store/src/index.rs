@@ -25,6 +25,12 @@ use crate::Kind;
 /// Longest key kept inline.
 const INLINE_MAX: usize = 23;
 
+/// A lookup key as an inline [`IndexKey`] (compared by words), when it is short enough.
+#[inline]
+fn probe(key: &[u8]) -> Option<IndexKey> {
+    (key.len() <= INLINE_MAX).then(|| IndexKey::new(key))
+}
+
 /// A key as the index stores it: inline up to 23 bytes, else on the heap. Ordered as bytes.
 #[derive(Clone)]
 pub(crate) enum IndexKey {
@@ -87,8 +93,37 @@ impl PartialOrd for IndexKey {
     }
 }
 impl Ord for IndexKey {
+    /// Two inline keys compare as three big-endian words (zero-padded bytes, then the length),
+    /// the first word alone deciding almost always: the same order as their bytes, without a
+    /// call to `memcmp` per comparison (an index lookup makes about 30).
+    #[inline]
     fn cmp(&self, other: &Self) -> Ordering {
-        self.as_slice().cmp(other.as_slice())
+        match (self, other) {
+            (
+                IndexKey::Inline { bytes: a, len1: la },
+                IndexKey::Inline { bytes: b, len1: lb },
+            ) => {
+                let word = |x: &[u8; INLINE_MAX], i: usize| {
+                    u64::from_be_bytes(x[i..i + 8].try_into().expect("8 bytes"))
+                };
+                word(a, 0)
+                    .cmp(&word(b, 0))
+                    .then_with(|| word(a, 8).cmp(&word(b, 8)))
+                    .then_with(|| {
+                        // Bytes 16..23 and the length: the last word, with the length (+1) as its
+                        // low byte. Zero padding sorts a key before a longer key it is a prefix
+                        // of, and the length breaks the tie with one that goes on with zeros.
+                        let last = |x: &[u8; INLINE_MAX], l: NonZeroU8| {
+                            let mut w = [0u8; 8];
+                            w[..7].copy_from_slice(&x[16..23]);
+                            w[7] = l.get();
+                            u64::from_be_bytes(w)
+                        };
+                        last(a, *la).cmp(&last(b, *lb))
+                    })
+            }
+            _ => self.as_slice().cmp(other.as_slice()),
+        }
     }
 }
 
@@ -334,42 +369,66 @@ impl Index {
         }
     }
 
+    /// The leaf a key belongs to: (separator, leaf). `probe` is the key as an inline
+    /// [`IndexKey`] when it is short enough (word comparisons), else the bytes are compared.
+    fn leaf_entry(&self, key: &[u8], probe: Option<&IndexKey>) -> (&IndexKey, &Leaf) {
+        match probe {
+            Some(p) => self
+                .leaves
+                .range::<IndexKey, _>((Bound::Unbounded, Bound::Included(p)))
+                .next_back(),
+            None => self
+                .leaves
+                .range::<[u8], _>((Bound::Unbounded, Bound::Included(key)))
+                .next_back(),
+        }
+        .expect("the first leaf's separator is the empty key")
+    }
+
     fn leaf_sep(&self, key: &[u8]) -> &IndexKey {
-        self.leaves
-            .range::<[u8], _>((Bound::Unbounded, Bound::Included(key)))
-            .next_back()
-            .map(|(s, _)| s)
-            .expect("the first leaf's separator is the empty key")
+        let probe = probe(key);
+        self.leaf_entry(key, probe.as_ref()).0
     }
 
     fn leaf(&self, key: &[u8]) -> &Leaf {
-        self.leaves
-            .range::<[u8], _>((Bound::Unbounded, Bound::Included(key)))
-            .next_back()
-            .map(|(_, l)| l)
-            .expect("the first leaf's separator is the empty key")
+        let probe = probe(key);
+        self.leaf_entry(key, probe.as_ref()).1
     }
 
-    fn leaf_mut(&mut self, key: &[u8]) -> &mut Leaf {
-        self.leaves
-            .range_mut::<[u8], _>((Bound::Unbounded, Bound::Included(key)))
-            .next_back()
-            .map(|(_, l)| l)
-            .expect("the first leaf's separator is the empty key")
+    fn leaf_mut(&mut self, key: &[u8], probe: Option<&IndexKey>) -> &mut Leaf {
+        match probe {
+            Some(p) => self
+                .leaves
+                .range_mut::<IndexKey, _>((Bound::Unbounded, Bound::Included(p)))
+                .next_back(),
+            None => self
+                .leaves
+                .range_mut::<[u8], _>((Bound::Unbounded, Bound::Included(key)))
+                .next_back(),
+        }
+        .map(|(_, l)| l)
+        .expect("the first leaf's separator is the empty key")
     }
 
-    fn search(leaf: &Leaf, key: &[u8]) -> Result<usize, usize> {
-        leaf.binary_search_by(|(k, _)| k.as_slice().cmp(key))
+    fn search(leaf: &Leaf, key: &[u8], probe: Option<&IndexKey>) -> Result<usize, usize> {
+        match probe {
+            Some(p) => leaf.binary_search_by(|(k, _)| k.cmp(p)),
+            None => leaf.binary_search_by(|(k, _)| k.as_slice().cmp(key)),
+        }
     }
 
     pub(crate) fn get(&self, key: &[u8]) -> Option<&Entry> {
-        let leaf = self.leaf(key);
-        Self::search(leaf, key).ok().map(|i| &leaf[i].1)
+        let probe = probe(key);
+        let (_, leaf) = self.leaf_entry(key, probe.as_ref());
+        Self::search(leaf, key, probe.as_ref())
+            .ok()
+            .map(|i| &leaf[i].1)
     }
 
     pub(crate) fn get_mut(&mut self, key: &[u8]) -> Option<&mut Entry> {
-        let leaf = self.leaf_mut(key);
-        match Self::search(leaf, key) {
+        let probe = probe(key);
+        let leaf = self.leaf_mut(key, probe.as_ref());
+        match Self::search(leaf, key, probe.as_ref()) {
             Ok(i) => Some(&mut leaf[i].1),
             Err(_) => None,
         }
@@ -382,8 +441,9 @@ impl Index {
     /// Insert or replace; returns the entry replaced.
     pub(crate) fn insert(&mut self, key: &[u8], entry: Entry) -> Option<Entry> {
         let (mut capacity, mut heap) = (self.capacity, self.heap_key_bytes);
-        let leaf = self.leaf_mut(key);
-        let at = match Self::search(leaf, key) {
+        let probe = probe(key);
+        let leaf = self.leaf_mut(key, probe.as_ref());
+        let at = match Self::search(leaf, key, probe.as_ref()) {
             Ok(i) => return Some(std::mem::replace(&mut leaf[i].1, entry)),
             Err(at) => at,
         };
@@ -426,7 +486,7 @@ impl Index {
     pub(crate) fn remove(&mut self, key: &[u8]) -> Option<Entry> {
         let sep = self.leaf_sep(key).clone();
         let leaf = self.leaves.get_mut(sep.as_slice()).expect("found above");
-        let i = Self::search(leaf, key).ok()?;
+        let i = Self::search(leaf, key, probe(key).as_ref()).ok()?;
         let (k, e) = leaf.remove(i);
         self.heap_key_bytes -= k.heap_bytes();
         self.len -= 1;

@@ -377,6 +377,7 @@ impl Store {
             return Ok(false);
         };
         let t = t as usize;
+        let mut cur = *e;
         let (len, kind, expires) = (e.len() as usize, e.kind(), e.expires());
         // DRAM → CXL when there is a CXL tier with room (making room there, one level deep).
         if t == DRAM && self.arenas.len() > CXL {
@@ -384,6 +385,8 @@ impl Store {
             if !room && depth == 0 {
                 if let Some(v) = self.find_victim(CXL, key.len(), len) {
                     room = self.demote(&v, depth + 1)? && self.has_room(CXL, key.len(), len);
+                    // That demotion may have cleaned log segments and moved this entry's copy.
+                    cur = self.index[key];
                 }
             }
             if room {
@@ -403,8 +406,7 @@ impl Store {
         if self.log.is_none() {
             return Ok(false);
         }
-        let e = self.index.get(key).expect("present");
-        if e.dirty() || e.nv().is_none() {
+        if cur.dirty() || cur.nv().is_none() {
             let value = self.arenas[t].value(off, key.len(), len).to_vec();
             let loc = self.append(key, kind, &value, (expires != 0).then_some(expires))?;
             let e = self.index.get_mut(key).expect("present");
@@ -610,16 +612,24 @@ impl Store {
             self.misses += 1;
             return Ok(None);
         }
+        let e = *e;
         let place = e.place();
         if let Place::Mem(t, off) = place {
             self.arenas[t as usize].touch(off);
         }
         self.sketch.touch(key);
         match place {
-            Place::Mem(t, _) => {
+            Place::Mem(t, off) => {
                 self.counters[t as usize].hits += 1;
                 if t as usize == CXL && self.sketch.estimate(key) >= PROMOTE_MIN {
                     self.promote(key)?;
+                } else {
+                    // Staying where it is (the common hit): answer from the entry in hand.
+                    return Ok(Some(ObjectRef {
+                        kind: e.kind(),
+                        value: self.arenas[t as usize].value(off, key.len(), e.len() as usize),
+                        expires_at_ms: (e.expires() != 0).then_some(e.expires()),
+                    }));
                 }
             }
             Place::Nvme => {
