@@ -310,6 +310,26 @@ fn run(
         }
         "HSET" | "HMSET" => {
             need!(n >= 4 && n % 2 == 0);
+            // The common update (YCSB's): one existing field rewritten at the same length. Its
+            // bytes are overwritten in place; nothing else of the record is read or written.
+            if n == 4 {
+                let span = match store.get(args[1])? {
+                    Some(o) if o.kind == Kind::Hash => hash::value_span(o.value, args[2])
+                        .flatten()
+                        .filter(|r| r.len() == args[3].len()),
+                    _ => None,
+                };
+                if let Some(r) = span {
+                    if store.patch(args[1], r.start, args[3])? {
+                        if cmd == "HMSET" {
+                            reply::ok(out);
+                        } else {
+                            reply::int(out, 0);
+                        }
+                        return Ok(Effect::Wrote);
+                    }
+                }
+            }
             // One read of the record, borrowed: the new encoding is built from the old bytes and
             // the arguments without copying each field.
             let (encoded, expires, added) = {

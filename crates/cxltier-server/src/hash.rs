@@ -22,6 +22,35 @@ pub fn decode(bytes: &[u8]) -> Option<Vec<(&[u8], &[u8])>> {
     (at == bytes.len()).then_some(out)
 }
 
+/// Where the value of `field` is in an encoding: `Some(Some(range))`, `Some(None)` when the
+/// field is absent, `None` when the bytes are not a valid encoding. One pass over the lengths,
+/// no allocation: lets a one-field update of the same length be written in place.
+pub fn value_span(bytes: &[u8], field: &[u8]) -> Option<Option<std::ops::Range<usize>>> {
+    let mut at: usize = 0;
+    let mut take = |n: usize| -> Option<std::ops::Range<usize>> {
+        let end = at.checked_add(n)?;
+        bytes.get(at..end)?;
+        let r = at..end;
+        at = end;
+        Some(r)
+    };
+    let le = |r: std::ops::Range<usize>| {
+        u32::from_le_bytes(bytes[r].try_into().expect("4 bytes")) as usize
+    };
+    let count = le(take(4)?);
+    let mut found = None;
+    for _ in 0..count {
+        let fl = le(take(4)?);
+        let f = take(fl)?;
+        let vl = le(take(4)?);
+        let v = take(vl)?;
+        if found.is_none() && &bytes[f] == field {
+            found = Some(v);
+        }
+    }
+    (at == bytes.len()).then_some(found)
+}
+
 /// Encode fields (in the order given).
 pub fn encode<'a>(fields: impl IntoIterator<Item = (&'a [u8], &'a [u8])>) -> Vec<u8> {
     let mut out = vec![0u8; 4];
@@ -51,5 +80,16 @@ mod tests {
         assert!(decode(&e[..e.len() - 1]).is_none());
         assert!(decode(b"\xff\xff\xff\xff").is_none());
         assert!(decode(&encode([])).unwrap().is_empty());
+    }
+
+    #[test]
+    fn value_span_finds_a_field_or_says_why_not() {
+        let e = encode([(&b"f1"[..], &b"v1"[..]), (b"field2", b"value2"), (b"", b"")]);
+        let r = value_span(&e, b"field2").unwrap().unwrap();
+        assert_eq!(&e[r], b"value2");
+        assert_eq!(&e[value_span(&e, b"").unwrap().unwrap()], b"");
+        assert_eq!(value_span(&e, b"f3"), Some(None));
+        assert_eq!(value_span(&e[..e.len() - 1], b"f1"), None);
+        assert_eq!(value_span(b"\xff\xff\xff\xff", b"f1"), None);
     }
 }

@@ -298,8 +298,14 @@ impl Arena {
     /// Overwrite the value of the object at `off` (its key of `key_len` bytes stays); the caller
     /// has checked that the value fits the slot.
     pub fn rewrite(&mut self, off: SlotOffset, key_len: usize, value: &[u8]) {
-        let start = off as usize + SLOT_HEADER + key_len;
-        self.map.as_mut_slice()[start..start + value.len()].copy_from_slice(value);
+        self.rewrite_at(off, key_len, 0, value);
+    }
+
+    /// Overwrite `bytes` at `at` inside the value of the slot at `off` (the caller keeps it
+    /// within the value).
+    pub fn rewrite_at(&mut self, off: SlotOffset, key_len: usize, at: usize, bytes: &[u8]) {
+        let start = off as usize + SLOT_HEADER + key_len + at;
+        self.map.as_mut_slice()[start..start + bytes.len()].copy_from_slice(bytes);
     }
 
     /// Count an access to the object at `off` (CLOCK reference, at most 3).

@@ -99,10 +99,7 @@ impl Ord for IndexKey {
     #[inline]
     fn cmp(&self, other: &Self) -> Ordering {
         match (self, other) {
-            (
-                IndexKey::Inline { bytes: a, len1: la },
-                IndexKey::Inline { bytes: b, len1: lb },
-            ) => {
+            (IndexKey::Inline { bytes: a, len1: la }, IndexKey::Inline { bytes: b, len1: lb }) => {
                 let word = |x: &[u8; INLINE_MAX], i: usize| {
                     u64::from_be_bytes(x[i..i + 8].try_into().expect("8 bytes"))
                 };

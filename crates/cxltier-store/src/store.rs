@@ -947,6 +947,52 @@ impl Store {
         Ok(true)
     }
 
+    /// Overwrite part of an object's value where it is: `bytes` at `at` (the value keeps its
+    /// length), without reading and writing the whole value in memory. True when done; false
+    /// when the key is absent, expired or only on NVMe, or the range is not inside its value:
+    /// the caller then writes the whole value with [`Store::put`]. With durability on, the whole
+    /// new value still goes to the log (its records are whole values).
+    pub fn patch(&mut self, key: &[u8], at: usize, bytes: &[u8]) -> Result<bool> {
+        let Some(e) = self.index.get(key).copied() else {
+            return Ok(false);
+        };
+        let Place::Mem(t, off) = e.place() else {
+            return Ok(false);
+        };
+        let len = e.len() as usize;
+        if e.is_expired(now_ms()) || at.checked_add(bytes.len()).is_none_or(|end| end > len) {
+            return Ok(false);
+        }
+        let t = t as usize;
+        let nv = if self.log.is_some() && self.durability != Durability::None {
+            let mut value = self.arenas[t].value(off, key.len(), len).to_vec();
+            value[at..at + bytes.len()].copy_from_slice(bytes);
+            let expires = (e.expires() != 0).then_some(e.expires());
+            Some(self.append(key, e.kind(), &value, expires)?)
+        } else {
+            None
+        };
+        self.arenas[t].rewrite_at(off, key.len(), at, bytes);
+        self.arenas[t].touch(off);
+        self.staged.remove(key);
+        // Read the entry's log copy only now: the append may have cleaned segments and moved it.
+        let e = self.index.get_mut(key).expect("present");
+        match nv {
+            Some(nv) => {
+                if let (Some(old), Some(log)) = (e.nv(), self.log.as_mut()) {
+                    log.mark_dead(old);
+                }
+                e.set_nv(Some(nv));
+                e.set_dirty(false);
+            }
+            // Write-back: the old log version stays the key's copy until this one is written
+            // back (see put_inner).
+            None => e.set_dirty(true),
+        }
+        self.sketch.touch(key);
+        Ok(true)
+    }
+
     fn put_inner(
         &mut self,
         key: &[u8],

@@ -213,6 +213,13 @@ fn recovery_after_close_and_after_a_crash_with_always() {
         s.delete(b"k7").unwrap();
         s.put(b"k8", Kind::Hash, b"new", Some(u64::MAX / 2))
             .unwrap();
+        // A write in place is logged whole like any other.
+        assert!(s.patch(b"k9", 10, b"PATCHED").unwrap());
+        assert!(
+            !s.patch(b"k9", 495, b"PATCHED").unwrap(),
+            "past the value's end"
+        );
+        assert!(!s.patch(b"k7", 0, b"x").unwrap(), "deleted");
         s.commit().unwrap();
         // Dropped without close: a crash after the last commit.
     }
@@ -230,7 +237,10 @@ fn recovery_after_close_and_after_a_crash_with_always() {
             (o.kind, o.value, o.expires_at_ms),
             (Kind::Hash, &b"new"[..], Some(u64::MAX / 2))
         );
-        for i in (0..3000u64).filter(|&i| i != 7 && i != 8) {
+        let mut k9 = value(9, 500);
+        k9[10..17].copy_from_slice(b"PATCHED");
+        assert_eq!(get(&mut s, b"k9"), Some(k9));
+        for i in (0..3000u64).filter(|&i| !(7..=9).contains(&i)) {
             assert_eq!(get(&mut s, format!("k{i}").as_bytes()), Some(value(i, 500)));
         }
         s.flush_all().unwrap();
@@ -543,6 +553,7 @@ fn the_index_is_counted_in_the_dram_budget() {
 enum WbOp {
     Put(u8, u16),
     PutExpired(u8),
+    Patch(u8, u16, u8),
     Del(u8),
     Get(u8),
     Prefetch(Vec<u8>),
@@ -556,6 +567,7 @@ fn wb_op() -> impl Strategy<Value = WbOp> {
     prop_oneof![
         6 => (any::<u8>(), 0u16..3000).prop_map(|(k, l)| WbOp::Put(k, l)),
         1 => any::<u8>().prop_map(WbOp::PutExpired),
+        3 => (any::<u8>(), any::<u16>(), any::<u8>()).prop_map(|(k, at, b)| WbOp::Patch(k, at, b)),
         2 => any::<u8>().prop_map(WbOp::Del),
         5 => any::<u8>().prop_map(WbOp::Get),
         1 => proptest::collection::vec(any::<u8>(), 0..8).prop_map(WbOp::Prefetch),
@@ -588,6 +600,24 @@ proptest! {
                     s.put(&key(k), Kind::String, b"gone", Some(1)).unwrap();
                     model.remove(&key(k));
                     prop_assert_eq!(get(&mut s, &key(k)), None);
+                }
+                WbOp::Patch(k, at, b) => {
+                    // A few bytes rewritten in place; the model says where the object must end
+                    // up whether the store did it in place (true) or the caller has to put.
+                    let patch = [b, b.wrapping_add(1), b.wrapping_add(2)];
+                    let at = at as usize % 3100;
+                    let done = s.patch(&key(k), at, &patch).unwrap();
+                    match model.get_mut(&key(k)) {
+                        Some(v) if at + patch.len() <= v.len() => {
+                            if !done {
+                                let mut nv = v.clone();
+                                nv[at..at + patch.len()].copy_from_slice(&patch);
+                                s.put(&key(k), Kind::String, &nv, None).unwrap();
+                            }
+                            v[at..at + patch.len()].copy_from_slice(&patch);
+                        }
+                        _ => prop_assert!(!done, "patched an absent key or out of range"),
+                    }
                 }
                 WbOp::Del(k) => {
                     prop_assert_eq!(s.delete(&key(k)).unwrap(), model.remove(&key(k)).is_some());
