@@ -7,16 +7,35 @@ use std::path::PathBuf;
 use cxltier_store::{Durability, Kind, SsdSpec, Store, StoreBuilder, StoreError};
 use proptest::prelude::*;
 
-fn temp(name: &str) -> PathBuf {
-    use std::sync::atomic::{AtomicU32, Ordering};
-    static N: AtomicU32 = AtomicU32::new(0);
-    let dir = std::env::temp_dir().join(format!(
-        "cxltier-store-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
+/// A file path in a fresh temporary directory, removed with everything in it when dropped (the
+/// log files are hundreds of megabytes: a test run must not leave them behind).
+struct TempFile {
+    path: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl AsRef<std::path::Path> for TempFile {
+    fn as_ref(&self) -> &std::path::Path {
+        &self.path
+    }
+}
+
+impl std::ops::Deref for TempFile {
+    type Target = std::path::Path;
+    fn deref(&self) -> &std::path::Path {
+        &self.path
+    }
+}
+
+fn temp(name: &str) -> TempFile {
+    let dir = tempfile::Builder::new()
+        .prefix("cxltier-store-")
+        .tempdir()
+        .unwrap();
+    TempFile {
+        path: dir.path().join(name),
+        _dir: dir,
+    }
 }
 
 fn ssd(path: &std::path::Path, size: u64) -> SsdSpec {

@@ -26,16 +26,35 @@ fn free_port() -> u16 {
         .port()
 }
 
-fn temp(name: &str) -> PathBuf {
-    use std::sync::atomic::{AtomicU32, Ordering};
-    static N: AtomicU32 = AtomicU32::new(0);
-    let dir = std::env::temp_dir().join(format!(
-        "cxltier-serve-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
+/// A file path in a fresh temporary directory, removed with everything in it when dropped (the
+/// log files are hundreds of megabytes: a test run must not leave them behind).
+struct TempFile {
+    path: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl AsRef<std::path::Path> for TempFile {
+    fn as_ref(&self) -> &std::path::Path {
+        &self.path
+    }
+}
+
+impl std::ops::Deref for TempFile {
+    type Target = std::path::Path;
+    fn deref(&self) -> &std::path::Path {
+        &self.path
+    }
+}
+
+fn temp(name: &str) -> TempFile {
+    let dir = tempfile::Builder::new()
+        .prefix("cxltier-serve-")
+        .tempdir()
+        .unwrap();
+    TempFile {
+        path: dir.path().join(name),
+        _dir: dir,
+    }
 }
 
 fn need(bin: &str) {

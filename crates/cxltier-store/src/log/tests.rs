@@ -1,17 +1,35 @@
 use super::*;
 use std::collections::BTreeMap;
 
-pub(crate) fn temp_path(name: &str) -> PathBuf {
-    use std::sync::atomic::{AtomicU32, Ordering};
-    static N: AtomicU32 = AtomicU32::new(0);
-    // /tmp is a disk file system here; tmpfs would also do on Linux 6.6+ (O_DIRECT support).
-    let dir = std::env::temp_dir().join(format!(
-        "cxltier-log-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
+/// A file path in a fresh temporary directory, removed with everything in it when dropped (the
+/// log files are hundreds of megabytes: a test run must not leave them behind).
+pub(crate) struct TempFile {
+    path: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl AsRef<std::path::Path> for TempFile {
+    fn as_ref(&self) -> &std::path::Path {
+        &self.path
+    }
+}
+
+impl std::ops::Deref for TempFile {
+    type Target = std::path::Path;
+    fn deref(&self) -> &std::path::Path {
+        &self.path
+    }
+}
+
+pub(crate) fn temp_path(name: &str) -> TempFile {
+    let dir = tempfile::Builder::new()
+        .prefix("cxltier-log-")
+        .tempdir()
+        .unwrap();
+    TempFile {
+        path: dir.path().join(name),
+        _dir: dir,
+    }
 }
 
 fn cfg(path: &Path, segments: u64) -> LogConfig {
@@ -264,6 +282,6 @@ fn flush_all_forgets_everything_before_it() {
 #[test]
 fn a_new_file_needs_a_size() {
     let p = temp_path("nosize");
-    let e = Log::open(&LogConfig::new(&p, None), &mut |_| {}).unwrap_err();
+    let e = Log::open(&LogConfig::new(&*p, None), &mut |_| {}).unwrap_err();
     assert!(e.to_string().contains(":SIZE"), "{e}");
 }
