@@ -82,6 +82,8 @@ struct Pending {
     /// A protocol error at this point of the stream: reply with it, then close.
     error: Option<String>,
     end: usize,
+    /// Its device reads were begun (or found unneeded) in an earlier turn: not looked at again.
+    reads_begun: bool,
 }
 
 /// Run the server until SHUTDOWN or until `stop` is set (by a signal handler). Closes the store
@@ -175,10 +177,13 @@ pub fn serve(
             parse_into_queue(c);
         }
         // Begin the device reads every queued command needs, and collect those that finished.
+        // Only commands parsed this turn: the index lookups this takes are paid once per
+        // command, not once per turn it waits in its queue.
         if store.has_nvme() {
             let mut keys: Vec<&[u8]> = Vec::new();
-            for c in conns.values() {
-                for p in &c.queue {
+            for c in conns.values_mut() {
+                for p in c.queue.iter_mut().filter(|p| !p.reads_begun) {
+                    p.reads_begun = true;
                     let args: Vec<&[u8]> = p.args.iter().map(|r| &c.input[r.clone()]).collect();
                     commands::read_keys(&args, &mut keys);
                 }
@@ -247,6 +252,7 @@ fn parse_into_queue(c: &mut Conn) {
                     args,
                     error: None,
                     end: at,
+                    reads_begun: false,
                 });
             }
             Ok(None) => break,
@@ -257,6 +263,7 @@ fn parse_into_queue(c: &mut Conn) {
                     args: Vec::new(),
                     error: Some(format!("ERR Protocol error: {}", e.0)),
                     end: at,
+                    reads_begun: true,
                 });
                 c.broken = true;
                 c.closing = true;
