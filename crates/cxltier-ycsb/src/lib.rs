@@ -4,10 +4,12 @@
 //!   skewed-latest, uniform, hotspot, discrete), same arithmetic as the Java classes;
 //! - [`workload`]: the A–F mixes and per-thread key, operation and value choice;
 //! - [`protocol`]: RESP2 and memcached text encodings;
+//! - [`oracle`]: the best hit ratio a cache of K objects can reach on a workload's key choices;
 //! - [`runner`]: threads × pipelined connections, open loop at a target rate with latency from
 //!   the intended start (coordinated omission corrected), HDR histograms per operation.
 
 pub mod generator;
+pub mod oracle;
 pub mod protocol;
 pub mod runner;
 pub mod workload;

@@ -26,12 +26,20 @@ at the target rate and latency counts from each operation's intended start, so a
 shows in the percentiles (coordinated omission corrected). Without --target it runs as fast as the
 window allows and latency counts from sending. Reads are verified (field count and lengths).
 
-Run `load` first with the same --records, then `run`.";
+Run `load` first with the same --records, then `run`.
+
+`hit-bound` needs no server: it draws the workload's key choices (--draws of them) and prints,
+for each --cache-objects size, the share that falls on the most requested keys: no cache of that
+many objects can hit more often on this workload, so a store's memory hit ratio is read against
+it.";
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
 enum PhaseArg {
     Load,
     Run,
+    /// No server: the best hit ratio caches of --cache-objects keys can reach on this
+    /// workload's key choices (the most requested keys always cached)
+    HitBound,
 }
 
 /// Load and run YCSB workloads A-F against a Redis-protocol or memcached server
@@ -93,6 +101,12 @@ pub struct Args {
     /// every byte it gets back (mismatches count as verify_errors); load and run must both use it
     #[arg(long)]
     data_integrity: bool,
+    /// hit-bound: cache sizes in objects (comma-separated)
+    #[arg(long, value_delimiter = ',', value_name = "N,...")]
+    cache_objects: Vec<u64>,
+    /// hit-bound: key choices to draw
+    #[arg(long, default_value_t = 4_000_000)]
+    draws: u64,
     /// Random seed
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -142,7 +156,11 @@ pub fn run(args: Args) -> CliResult {
     let phase = match args.phase {
         PhaseArg::Load => Phase::Load,
         PhaseArg::Run => Phase::Run,
+        PhaseArg::HitBound => return hit_bound(&args, spec),
     };
+    if !args.cache_objects.is_empty() {
+        return Err(CliError::bad_input("--cache-objects is for `hit-bound`"));
+    }
     let operations = match phase {
         Phase::Load => args.records,
         Phase::Run => args.ops.unwrap_or(args.records),
@@ -232,6 +250,70 @@ pub fn run(args: Args) -> CliResult {
                 report.errors, report.verify_errors
             ),
         ));
+    }
+    Ok(std::process::ExitCode::SUCCESS)
+}
+
+#[derive(serde::Serialize)]
+struct HitBound {
+    workload: char,
+    records: u64,
+    draws: u64,
+    cache_objects: u64,
+    cache_share: f64,
+    best_hit_ratio: f64,
+}
+
+fn hit_bound(args: &Args, spec: Spec) -> CliResult {
+    if args.cache_objects.is_empty() {
+        return Err(
+            CliError::bad_input("hit-bound needs --cache-objects N[,N...]").with_hint(
+                "e.g. --cache-objects 30000,60000 for caches of 30,000 and 60,000 records",
+            ),
+        );
+    }
+    let data = cxltier_ycsb::DataSet {
+        records: args.records,
+        insert_start: args.insert_start,
+        field_count: args.field_count,
+        field_length: args.field_length,
+        data_integrity: false,
+    };
+    let workload = spec.name;
+    let shared = cxltier_ycsb::shared(spec, Phase::Run, data, args.ops.unwrap_or(args.records))
+        .map_err(|e| ycsb_error(e, "-"))?;
+    let ratios =
+        cxltier_ycsb::oracle::best_hit_ratios(shared, &args.cache_objects, args.draws, args.seed)
+            .map_err(|e| ycsb_error(e, "-"))?;
+    let rows: Vec<HitBound> = args
+        .cache_objects
+        .iter()
+        .zip(ratios)
+        .map(|(&k, r)| HitBound {
+            workload,
+            records: args.records,
+            draws: args.draws,
+            cache_objects: k,
+            cache_share: k.min(args.records) as f64 / args.records as f64,
+            best_hit_ratio: r,
+        })
+        .collect();
+    if args.json {
+        print_json(&rows)?;
+    } else {
+        let mut t = Table::new(["cache objects", "of the records", "best hit ratio"]);
+        for r in &rows {
+            t.row([
+                r.cache_objects.to_string(),
+                format!("{:.1}%", 100.0 * r.cache_share),
+                format!("{:.1}%", 100.0 * r.best_hit_ratio),
+            ]);
+        }
+        println!(
+            "workload {workload}, {} records, {} key choices drawn:",
+            args.records, args.draws
+        );
+        print!("{}", t.render());
     }
     Ok(std::process::ExitCode::SUCCESS)
 }
