@@ -134,6 +134,35 @@ if iops:
         print(f"| {w.upper()} | {rpo:.2f} | {bound / 1000:.1f}K | {kops(r)} | "
               f"{r['throughput_ops_per_sec'] / bound:.2f} |")
 
+def hit_ratio(name):
+    """Share of key accesses served from memory (DRAM or CXL) during a run, from INFO."""
+    a, b = info(name + ".before"), info(name + ".after")
+    def d(k):
+        return int(b.get(k, 0)) - int(a.get(k, 0))
+    mem = d("tier_dram_hits") + d("tier_cxl_hits")
+    total = mem + d("tier_nvme_hits")
+    return mem / total if total else None
+
+
+rows = []
+for w in ["a", "b", "c", "f"]:
+    path = os.path.join(out, f"hitbound-{w}.json")
+    got = hit_ratio(f"big-cxltier-{w}")
+    if not os.path.exists(path) or got is None:
+        continue
+    bound = json.load(open(path))[0]
+    rows.append((w, bound, got))
+if rows:
+    print("\nMemory hit ratio against its bound: the share of key accesses cxltier served from "
+          "memory, and the best any cache holding as many objects can reach on the workload's key "
+          "choices (`cxltier ycsb hit-bound`: the most requested keys always cached):\n")
+    print("| workload | objects in memory | of the records | cxltier hit ratio | best possible | of best |")
+    print("|---|---|---|---|---|---|")
+    for w, bound, got in rows:
+        print(f"| {w.upper()} | {bound['cache_objects']} | {100 * bound['cache_share']:.1f}% | "
+              f"{100 * got:.1f}% | {100 * bound['best_hit_ratio']:.1f}% | "
+              f"{got / bound['best_hit_ratio']:.2f} |")
+
 peaks = []
 for sys_name in ["cxltier", "memcached"]:
     p = os.path.join(out, f"big-{sys_name}.peak")
