@@ -20,7 +20,7 @@ mod arena;
 pub mod log;
 mod store;
 
-pub use store::{PoisonOutcome, Store};
+pub use store::{PoisonOutcome, RetiredMemory, Store};
 
 use std::path::PathBuf;
 
