@@ -15,7 +15,10 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::procmap::Mapper;
 use crate::RasError;
+
+const PAGE: u64 = 4096;
 
 /// Where `cxltier ras --watch --quarantine` writes, and where readers look, by default.
 pub const DEFAULT_PATH: &str = "/run/cxltier/poisoned-ranges.jsonl";
@@ -35,12 +38,27 @@ pub struct QuarantinedRange {
     pub region: Option<String>,
     #[serde(default)]
     pub node: Option<u32>,
+    /// The processes that mapped the range when it was quarantined, found before the pages were
+    /// soft-offlined: after that, the same virtual pages are backed by other frames, and a
+    /// process finds its data on the range only through these addresses.
+    #[serde(default)]
+    pub processes: Vec<Mapper>,
 }
 
 impl QuarantinedRange {
     /// Whether `[start, end)` overlaps this range.
     pub fn overlaps(&self, start: u64, end: u64) -> bool {
         self.start < end && start < self.end
+    }
+
+    /// Where process `pid` had the range in its address space when it was quarantined: the
+    /// poisoned bytes at the same offset in the first page it mapped. Exact for a range within
+    /// one page (poison comes in 64-byte lines); a longer range is assumed virtually contiguous
+    /// from there.
+    pub fn virtual_range(&self, pid: u32) -> Option<(u64, u64)> {
+        let m = self.processes.iter().find(|m| m.pid == pid)?;
+        let start = m.vaddr + self.start % PAGE;
+        Some((start, start + (self.end - self.start)))
     }
 }
 
@@ -193,7 +211,27 @@ mod tests {
             serial: Some(0xc0de0000),
             region: Some("region0".into()),
             node: Some(1),
+            processes: Vec::new(),
         }
+    }
+
+    #[test]
+    fn a_process_finds_the_range_at_its_virtual_address() {
+        let mut r = range(0x4000_1040);
+        r.processes.push(Mapper {
+            pid: 42,
+            comm: "cxltier".into(),
+            vaddr: 0x7f00_0000_0000,
+            pages: 1,
+        });
+        assert_eq!(
+            r.virtual_range(42),
+            Some((0x7f00_0000_0040, 0x7f00_0000_0080))
+        );
+        assert_eq!(r.virtual_range(43), None);
+        // Older lines without processes still parse.
+        let old = parse_line(br#"{"start":4096,"end":4160,"memdev":"mem0"}"#).unwrap();
+        assert!(old.processes.is_empty());
     }
 
     #[test]

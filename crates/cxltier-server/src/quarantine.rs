@@ -80,33 +80,57 @@ impl Quarantine {
                 )
             })
             .collect();
+        // Where this process had the ranges when they were quarantined (before the pages were
+        // soft-offlined and so moved to other frames), then where the ranges are now.
+        let own = std::process::id();
+        let virtual_ranges: Vec<(usize, usize)> = update
+            .added
+            .iter()
+            .filter_map(|r| r.virtual_range(own))
+            .map(|(s, e)| (s as usize, e as usize))
+            .collect();
+        let mut out = store.poisoned(&virtual_ranges);
         match store.poisoned_physical(&ranges) {
-            Ok(out) => {
-                info.ranges_applied += ranges.len() as u64;
-                info.keys_restored += out.restored.len() as u64;
-                info.keys_lost += out.lost.len() as u64;
-                eprintln!(
-                    "cxltier serve: poisoned memory {}: {} keys restored from NVMe, {} keys lost, {} bytes of the store's memory retired",
-                    described.join(", "),
-                    out.restored.len(),
-                    out.lost.len(),
-                    out.retired_bytes
-                );
-                for k in &out.lost {
-                    let k = String::from_utf8_lossy(k).into_owned();
-                    eprintln!("cxltier serve: lost key (its only current copy was on poisoned memory): {k}");
-                    info.lost_keys.push(k);
-                }
-                let over = info.lost_keys.len().saturating_sub(LOST_KEYS_SHOWN);
-                info.lost_keys.drain(..over);
+            Ok(more) => {
+                out.restored.extend(more.restored);
+                out.lost.extend(more.lost);
+                out.retired_bytes += more.retired_bytes;
             }
-            Err(e) => {
+            Err(e) if virtual_ranges.is_empty() => {
                 info.ranges_failed += ranges.len() as u64;
                 let msg = format!("poisoned memory {} not applied: {e}", described.join(", "));
                 eprintln!("cxltier serve: {msg}");
                 info.last_error = Some(msg);
+                return;
+            }
+            Err(e) => {
+                let msg = format!(
+                    "poisoned memory {}: applied where this process mapped it when it was quarantined; not looked up by physical address: {e}",
+                    described.join(", ")
+                );
+                eprintln!("cxltier serve: {msg}");
+                info.last_error = Some(msg);
             }
         }
+        info.ranges_applied += ranges.len() as u64;
+        info.keys_restored += out.restored.len() as u64;
+        info.keys_lost += out.lost.len() as u64;
+        eprintln!(
+            "cxltier serve: poisoned memory {}: {} keys restored from NVMe, {} keys lost, {} bytes of the store's memory retired",
+            described.join(", "),
+            out.restored.len(),
+            out.lost.len(),
+            out.retired_bytes
+        );
+        for k in &out.lost {
+            let k = String::from_utf8_lossy(k).into_owned();
+            eprintln!(
+                "cxltier serve: lost key (its only current copy was on poisoned memory): {k}"
+            );
+            info.lost_keys.push(k);
+        }
+        let over = info.lost_keys.len().saturating_sub(LOST_KEYS_SHOWN);
+        info.lost_keys.drain(..over);
     }
 }
 
@@ -207,6 +231,7 @@ mod tests {
                         serial: None,
                         region: None,
                         node: Some(0),
+                        processes: Vec::new(),
                     },
                 )
                 .unwrap();
@@ -244,6 +269,7 @@ mod tests {
                         serial: None,
                         region: None,
                         node: None,
+                        processes: Vec::new(),
                     },
                 )
                 .unwrap();
@@ -259,4 +285,50 @@ mod tests {
         let _ = std::fs::remove_file(&qfile);
     }
 
+
+    #[test]
+    fn a_range_this_process_mapped_is_found_at_its_virtual_address() {
+        // As after a soft-offline: the physical range is nowhere in the store any more, but the
+        // record says where this process had it. Durability none: the object is lost.
+        let qfile = temp("virtual.jsonl");
+        let mut store = StoreBuilder::new()
+            .dram(16 << 20)
+            .durability(Durability::None)
+            .build()
+            .unwrap();
+        store.put(b"only", Kind::String, &[3u8; 100], None).unwrap();
+        store.put(b"other", Kind::String, &[4u8; 100], None).unwrap();
+        let va = store.arenas()[0].addr as u64;
+        let mut info = PoisonInfo::default();
+        let mut q = Quarantine::new(&qfile, &mut info);
+        append(
+            &qfile,
+            &QuarantinedRange {
+                // A page-aligned physical address no process has: only the virtual address can
+                // find the object.
+                start: 0x10,
+                end: 0x20,
+                memdev: None,
+                serial: None,
+                region: None,
+                node: None,
+                processes: vec![cxltier_ras::procmap::Mapper {
+                    pid: std::process::id(),
+                    comm: "cxltier".into(),
+                    vaddr: va,
+                    pages: 1,
+                }],
+            },
+        )
+        .unwrap();
+        q.tick(&mut store, &mut info);
+        assert_eq!(info.keys_lost, 1, "{info:?}");
+        assert_eq!(info.lost_keys, vec!["only".to_string()]);
+        assert_eq!(info.ranges_applied, 1);
+        assert!(store.get(b"only").unwrap().is_none());
+        assert_eq!(store.get(b"other").unwrap().unwrap().value, &[4u8; 100][..]);
+        let text = info_section(&store, &info);
+        assert!(text.contains("poison_lost_keys:only\r\n"), "{text}");
+        let _ = std::fs::remove_file(&qfile);
+    }
 }

@@ -557,6 +557,7 @@ fn quarantine_one(
         serial: e.serial,
         region: e.region.clone(),
         node: e.node,
+        processes: e.processes.clone().unwrap_or_default(),
     };
     quarantine::append(file, &rec).map_err(|err| {
         CliError::runtime(err.to_string())
