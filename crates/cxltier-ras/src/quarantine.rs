@@ -160,7 +160,10 @@ impl QuarantineFile {
         self.seen = Some((now.0, now.1, self.offset + whole as u64));
         self.offset += whole as u64;
         let mut update = Update::default();
-        for raw in text[..whole].split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+        for raw in text[..whole]
+            .split(|&b| b == b'\n')
+            .filter(|l| !l.is_empty())
+        {
             self.line += 1;
             match parse_line(raw) {
                 Ok(r) if self.ranges.contains(&r) => {}
@@ -238,7 +241,11 @@ mod tests {
     fn follows_appends_skips_bad_lines_and_waits_for_whole_lines() {
         let p = temp("follow.jsonl");
         let mut q = QuarantineFile::new(&p);
-        assert_eq!(q.poll().unwrap(), Update::default(), "missing file: nothing");
+        assert_eq!(
+            q.poll().unwrap(),
+            Update::default(),
+            "missing file: nothing"
+        );
         append(&p, &range(0x1000)).unwrap();
         let u = q.poll().unwrap();
         assert_eq!(u.added, vec![range(0x1000)]);
@@ -251,7 +258,11 @@ mod tests {
         assert!(u.added.is_empty());
         assert_eq!(u.malformed.len(), 2, "{:?}", u.malformed);
         assert!(u.malformed[0].contains(":2: "), "{}", u.malformed[0]);
-        assert!(u.malformed[1].contains(":3: empty range"), "{}", u.malformed[1]);
+        assert!(
+            u.malformed[1].contains(":3: empty range"),
+            "{}",
+            u.malformed[1]
+        );
         f.write_all(b"\"end\":8256}\n").unwrap();
         let u = q.poll().unwrap();
         assert_eq!(u.added.len(), 1);

@@ -76,7 +76,8 @@ impl Quarantine {
                     r.start,
                     r.end,
                     r.memdev.as_deref().unwrap_or("device unknown"),
-                    r.node.map_or_else(|| "unknown".to_string(), |n| n.to_string())
+                    r.node
+                        .map_or_else(|| "unknown".to_string(), |n| n.to_string())
                 )
             })
             .collect();
@@ -285,7 +286,6 @@ mod tests {
         let _ = std::fs::remove_file(&qfile);
     }
 
-
     #[test]
     fn a_range_this_process_mapped_is_found_at_its_virtual_address() {
         // As after a soft-offline: the physical range is nowhere in the store any more, but the
@@ -297,7 +297,9 @@ mod tests {
             .build()
             .unwrap();
         store.put(b"only", Kind::String, &[3u8; 100], None).unwrap();
-        store.put(b"other", Kind::String, &[4u8; 100], None).unwrap();
+        store
+            .put(b"other", Kind::String, &[4u8; 100], None)
+            .unwrap();
         let va = store.arenas()[0].addr as u64;
         let mut info = PoisonInfo::default();
         let mut q = Quarantine::new(&qfile, &mut info);

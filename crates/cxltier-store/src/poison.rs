@@ -306,7 +306,10 @@ mod tests {
             .map(|i| format!("k{i:03}"))
             .find(|k| k != "k010" && (page_start..page_end).contains(&slot(&s, k)))
             .expect("a 4 KiB page holds several 256-byte slots");
-        assert_eq!(s.get(neighbour.as_bytes()).unwrap().unwrap().value, &[1; 200][..]);
+        assert_eq!(
+            s.get(neighbour.as_bytes()).unwrap().unwrap().value,
+            &[1; 200][..]
+        );
         // Free everything and fill the store again many times over the poisoned page's slots:
         // nothing lands on the retired page.
         for i in 0..100u32 {
