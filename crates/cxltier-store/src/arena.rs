@@ -228,7 +228,8 @@ impl Arena {
     /// left to give it.
     pub fn alloc(&mut self, key: &[u8], value: &[u8]) -> Option<SlotOffset> {
         let c = self.class_of(SLOT_HEADER + key.len() + value.len())?;
-        if self.classes[c].free.is_empty() {
+        // A page whose slots are all retired adds none: take another.
+        while self.classes[c].free.is_empty() {
             let page = match self.released.pop() {
                 Some(p) => p,
                 None if self.next_page < self.page_class.len() => {
