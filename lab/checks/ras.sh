@@ -85,7 +85,7 @@ find_victim_page() {
             [ -n "$entry" ] && [ $(((0x$entry >> 63) & 1)) = 1 ] || continue
             hpa=$(((0x$entry & 0x7fffffffffffff) * 4096))
             if [ "$hpa" -ge $((rstart)) ] && [ "$hpa" -lt $((rstart + rsize)) ]; then
-                echo "$hpa"
+                echo "$hpa $va"
                 return 0
             fi
         done
@@ -99,7 +99,7 @@ port=$(basename "$(dirname "$(readlink -f "/sys/bus/cxl/devices/$decoder")")")
 memdev=$(basename "$(readlink -f "/sys/bus/cxl/devices/$port/uport")")
 victim_serial=$(cat "/sys/bus/cxl/devices/$memdev/serial")
 victim_hpa=
-[ -n "$victim" ] && victim_hpa=$(find_victim_page "$victim")
+[ -n "$victim" ] && victim_hpa=$(find_victim_page "$victim" | cut -d' ' -f1)
 [ -n "$victim_hpa" ] && victim_dpa=$(printf '0x%x' $((victim_hpa - rstart)))
 [ -n "$victim_dpa" ] && EXPECTED_RECORDS=8
 verdict ras-victim-page-on-cxl "pid $victim (cxltier serve), hpa $(printf '0x%x' "${victim_hpa:-0}"), dpa $victim_dpa on $memdev ($victim_serial)" \
@@ -145,6 +145,40 @@ kill "$victim" 2>/dev/null
 wait "$victim" 2>/dev/null
 [ -f "$T/quarantine.jsonl" ] || : >"$T/quarantine.jsonl"
 data ras-quarantine "$T/quarantine.jsonl"
+
+# ---- tierd and the quarantine file: a target's page on a quarantined frame is moved off -------------
+# The range is written here and not offlined (as a tool that does not offline would leave it): tierd
+# must move the page to a healthy frame on another node and report the node's quarantined range.
+rm -f "$T/tq.pid" "$T/tq.out" "$T/tierd-q.jsonl"
+cxltier run --bind 1 -- sh -c "echo \$\$ >$T/tq.pid; exec cxltier touch 1M --json --hold 60" \
+    >"$T/tq.out" 2>"$T/tq.err" &
+tq_runner=$!
+n=0
+while [ "$n" -lt 300 ] && ! [ -s "$T/tq.out" ]; do
+    usleep 100000
+    n=$((n + 1))
+done
+tq=$(cat "$T/tq.pid" 2>/dev/null)
+tq_page=
+[ -n "$tq" ] && tq_page=$(find_victim_page "$tq")
+tq_hpa=${tq_page% *}
+tq_va=${tq_page#* }
+frame_of() {
+    entry=$(dd if="/proc/$1/pagemap" bs=8 skip=$(($2 / 4096)) count=1 2>/dev/null | od -An -tx8 | tr -d ' ')
+    echo $(((0x$entry & 0x7fffffffffffff) * 4096))
+}
+[ -n "$tq_page" ] && printf '{"start":%s,"end":%s,"memdev":"%s","node":1}\n' "$tq_hpa" $((tq_hpa + 4096)) "$memdev" >"$T/tierd-q.jsonl"
+capture tierd-q cxltier tierd --pid "${tq:-0}" --json --duration 4 --interval 500 --quarantine-file "$T/tierd-q.jsonl"
+tq_after=
+[ -n "$tq_page" ] && tq_after=$(frame_of "$tq" "$tq_va")
+qline=$(grep '"event":"quarantine"' "$T/tierd-q.out" | tail -1)
+verdict ras-tierd-moves-page-off-quarantined-frame "pid $tq va $tq_va: frame $(printf '0x%x' "${tq_hpa:-0}") -> $(printf '0x%x' "${tq_after:-0}"), exit $rc: $(echo "$qline" | cut -c1-240) $(brief "$T/tierd-q.err")" \
+    sh -c "[ $rc = 0 ] && [ -n '$tq_after' ] && [ '$tq_after' != '$tq_hpa' ] && [ '$tq_after' != 0 ] && { [ '$tq_after' -lt $((rstart)) ] || [ '$tq_after' -ge $((rstart + rsize)) ]; } && echo '$qline' | grep -Eq '\"moved_off_pages_total\":[1-9]'"
+verdict ras-tierd-reports-quarantined-node "$(echo "$qline" | cut -c1-200)" \
+    sh -c "echo '$qline' | grep -q '\"nodes\":{\"1\":{\"ranges\":1,\"bytes\":4096}}'"
+verdict ras-tierd-quarantine-target-survives "the target still runs after its page was moved" kill -0 "${tq:-0}"
+kill "$tq" 2>/dev/null
+wait "$tq_runner" 2>/dev/null
 
 # ---- bad input and privilege ------------------------------------------------------------------------
 bad_input ras-unknown-memdev 2 "mem7" cxltier ras --memdev mem7 --no-poison
