@@ -130,33 +130,45 @@ impl Store {
         let mut virtual_ranges = Vec::new();
         let mut present = 0u64;
         let mut with_frame = 0u64;
+        // Pagemap entries are read 512 at a time: one read per 2 MiB of arena.
+        let mut buf = vec![0u8; 8 * 512];
         for a in &self.arenas {
             let base = a.addr() as u64;
-            for page in 0..a.capacity().div_ceil(PAGE) {
-                let va = base + page * PAGE;
-                let mut entry = [0u8; 8];
-                if pagemap.read_exact_at(&mut entry, va / PAGE * 8).is_err() {
+            let pages = a.capacity().div_ceil(PAGE);
+            let mut first = 0;
+            while first < pages {
+                let n = (pages - first).min(512);
+                let bytes = &mut buf[..n as usize * 8];
+                if pagemap
+                    .read_exact_at(bytes, (base / PAGE + first) * 8)
+                    .is_err()
+                {
+                    first += n;
                     continue;
                 }
-                let v = u64::from_le_bytes(entry);
-                if v & PRESENT == 0 {
-                    continue;
-                }
-                present += 1;
-                let pfn = v & PFN_MASK;
-                if pfn == 0 {
-                    continue;
-                }
-                with_frame += 1;
-                let (ps, pe) = (pfn * PAGE, pfn * PAGE + PAGE);
-                for &(s, e) in ranges {
-                    if s < pe && ps < e {
-                        // Only the poisoned part of the page.
-                        let from = va + s.saturating_sub(ps);
-                        let to = va + (e.min(pe) - ps);
-                        virtual_ranges.push((from as usize, to as usize));
+                for (i, entry) in bytes.chunks_exact(8).enumerate() {
+                    let v = u64::from_le_bytes(entry.try_into().expect("8 bytes"));
+                    if v & PRESENT == 0 {
+                        continue;
+                    }
+                    present += 1;
+                    let pfn = v & PFN_MASK;
+                    if pfn == 0 {
+                        continue;
+                    }
+                    with_frame += 1;
+                    let va = base + (first + i as u64) * PAGE;
+                    let (ps, pe) = (pfn * PAGE, pfn * PAGE + PAGE);
+                    for &(s, e) in ranges {
+                        if s < pe && ps < e {
+                            // Only the poisoned part of the page.
+                            let from = va + s.saturating_sub(ps);
+                            let to = va + (e.min(pe) - ps);
+                            virtual_ranges.push((from as usize, to as usize));
+                        }
                     }
                 }
+                first += n;
             }
         }
         if present > 0 && with_frame == 0 {
