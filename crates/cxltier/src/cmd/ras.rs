@@ -114,6 +114,25 @@ fn validate(args: &Args) -> Result<(), CliError> {
             );
         }
     }
+    if args.quarantine {
+        check_quarantine_file(&args.quarantine_file)?;
+    }
+    Ok(())
+}
+
+/// A `--quarantine-file` must be a file (it may not exist yet); a directory is refused before
+/// anything runs. Shared by `ras`, `serve` and `tierd`.
+pub(crate) fn check_quarantine_file(path: &Path) -> Result<(), CliError> {
+    if path.is_dir() {
+        return Err(CliError::bad_input(format!(
+            "--quarantine-file {} is a directory",
+            path.display()
+        ))
+        .with_hint(format!(
+            "give a file, e.g. the default {}",
+            quarantine::DEFAULT_PATH
+        )));
+    }
     Ok(())
 }
 

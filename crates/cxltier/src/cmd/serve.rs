@@ -89,6 +89,7 @@ fn store_error(e: StoreError) -> CliError {
 }
 
 pub fn run(args: Args) -> CliResult {
+    crate::cmd::ras::check_quarantine_file(&args.quarantine_file)?;
     let bind: SocketAddr = args.bind.parse().map_err(|_| {
         CliError::bad_input(format!("--bind {}: not an ADDRESS:PORT", args.bind))
             .with_hint("for example --bind 127.0.0.1:6379")

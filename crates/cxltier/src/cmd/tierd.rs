@@ -253,6 +253,7 @@ fn human(r: &TargetReport) -> String {
 
 pub fn run(args: Args) -> CliResult {
     let policy = policy(&args)?;
+    crate::cmd::ras::check_quarantine_file(&args.quarantine_file)?;
     let deadline = match args.duration {
         Some(s) if !(s.is_finite() && s > 0.0) => {
             return Err(CliError::bad_input(format!(
