@@ -46,19 +46,25 @@ after=$(config_sums)
 verdict ras-watch-dry-run-unchanged "exit $rc, AER masks $before -> $after: $(brief "$T/ras-dry.err")" \
     sh -c "[ $rc = 0 ] && [ '$before' = '$after' ] && grep -q 'would' '$T/ras-dry.err'" && no_instances
 
-# ---- a process holding memory on the CXL node: the host poisons one of its pages ----------------------
-# Its page's host physical address comes from /proc/PID/pagemap, the device address from the region's
-# start (a one-way region: DPA = HPA - region start); the host injects poison there.
-rm -f "$T/victim.pid" "$T/victim.out"
-cxltier run --bind 1 -- sh -c "echo \$\$ >$T/victim.pid; exec cxltier touch 1M --json --hold 90" \
-    >"$T/victim.out" 2>"$T/victim.err" &
-victim_runner=$!
-n=0
-while [ "$n" -lt 300 ] && ! [ -s "$T/victim.out" ]; do
-    usleep 100000
-    n=$((n + 1))
+# ---- the tiered store holding data on the CXL node: the host poisons one of its pages ---------------
+# `cxltier serve` with a CXL arena (bound to node 1) and an NVMe log, loaded by YCSB with
+# --data-integrity; it follows the quarantine file the watch below writes. Its page's host physical
+# address comes from /proc/PID/pagemap, the device address from the region's start (a one-way region:
+# DPA = HPA - region start); the host injects poison there.
+ifconfig lo 127.0.0.1 up 2>/dev/null || ip link set lo up 2>/dev/null
+S=127.0.0.1:6391
+rm -f "$T/quarantine.jsonl" /root/ras-nvme
+cxltier serve --bind "$S" --dram 8M --cxl 32M --cxl-node 1 --ssd /root/ras-nvme:64M --durability always \
+    --max-object 4K --quarantine-file "$T/quarantine.jsonl" >"$T/serve.out" 2>"$T/serve.err" &
+victim=$!
+up=0
+for _ in $(seq 1 100); do
+    if printf '*1\r\n$4\r\nPING\r\n' | nc -w 1 127.0.0.1 6391 2>/dev/null | grep -q PONG; then up=1; break; fi
+    sleep 0.2
 done
-victim=$(cat "$T/victim.pid" 2>/dev/null)
+capture ras-ycsbload cxltier ycsb load --records 10000 --addr "$S" --data-integrity --json
+verdict ras-store-loaded "serve up $up, load exit $rc: $(grep -E '"(operations|errors)"' "$T/ras-ycsbload.out" | tr -d ' \n') $(brief "$T/serve.err")" \
+    sh -c "[ $up = 1 ] && [ $rc = 0 ] && grep -q '\"errors\": 0' '$T/ras-ycsbload.out'"
 victim_dpa=
 victim_serial=
 rstart=$(cat /sys/bus/cxl/devices/region0/resource)
@@ -79,7 +85,7 @@ find_victim_page() {
             [ -n "$entry" ] && [ $(((0x$entry >> 63) & 1)) = 1 ] || continue
             hpa=$(((0x$entry & 0x7fffffffffffff) * 4096))
             if [ "$hpa" -ge $((rstart)) ] && [ "$hpa" -lt $((rstart + rsize)) ]; then
-                echo "$hpa"
+                echo "$hpa $va"
                 return 0
             fi
         done
@@ -93,10 +99,10 @@ port=$(basename "$(dirname "$(readlink -f "/sys/bus/cxl/devices/$decoder")")")
 memdev=$(basename "$(readlink -f "/sys/bus/cxl/devices/$port/uport")")
 victim_serial=$(cat "/sys/bus/cxl/devices/$memdev/serial")
 victim_hpa=
-[ -n "$victim" ] && victim_hpa=$(find_victim_page "$victim")
+[ -n "$victim" ] && victim_hpa=$(find_victim_page "$victim" | cut -d' ' -f1)
 [ -n "$victim_hpa" ] && victim_dpa=$(printf '0x%x' $((victim_hpa - rstart)))
 [ -n "$victim_dpa" ] && EXPECTED_RECORDS=8
-verdict ras-victim-page-on-cxl "pid $victim, hpa $(printf '0x%x' "${victim_hpa:-0}"), dpa $victim_dpa on $memdev ($victim_serial): $(brief "$T/victim.err")" \
+verdict ras-victim-page-on-cxl "pid $victim (cxltier serve), hpa $(printf '0x%x' "${victim_hpa:-0}"), dpa $victim_dpa on $memdev ($victim_serial)" \
     test -n "$victim_dpa" -a -n "$victim_serial"
 
 # ---- the watch, while the host injects --------------------------------------------------------------
@@ -123,12 +129,56 @@ verdict ras-watch-says-system-wide "$(brief "$T/watch.err")" \
 verdict ras-watch-instance-removed "instances left: $(ls "$TR/instances" | tr '\n' ' ')" no_instances
 verdict ras-watch-aer-masks-restored "AER masks $before -> $after" [ "$before" = "$after" ]
 data ras-watch "$T/watch.out"
-verdict ras-victim-survives-soft-offline "the process holding the poisoned page still runs after its page was soft-offlined" \
+verdict ras-victim-survives-soft-offline "the server holding the poisoned page still runs after its page was soft-offlined" \
     kill -0 "$victim"
+# The server polls the quarantine file every 100 ms: the poisoned objects are served from their NVMe
+# copy, the page is retired, and every read returns the right bytes.
+sleep 1
+printf '*2\r\n$4\r\nINFO\r\n$6\r\npoison\r\n' | nc -w 2 127.0.0.1 6391 | tr -d '\r' >"$T/ras-info.out"
+pinfo() { sed -n "s/^$1://p" "$T/ras-info.out"; }
+verdict ras-store-restores-poisoned-keys "$(pinfo quarantine_ranges_applied) ranges applied, $(pinfo poison_keys_restored) keys restored, $(pinfo poison_keys_lost) lost, $(pinfo tier_cxl_retired_bytes) CXL bytes retired: $(grep 'poisoned memory' "$T/serve.err" | tr '\n' ' ' | cut -c1-300)" \
+    sh -c "[ '$(pinfo poison_keys_restored)' -ge 1 ] && [ '$(pinfo poison_keys_lost)' = 0 ] && [ '$(pinfo tier_cxl_retired_bytes)' -ge 4096 ]"
+capture ras-ycsbrun cxltier ycsb run --workload c --records 10000 --ops 2000 --addr "$S" --data-integrity --json
+verdict ras-store-reads-correct-data-after-poison "exit $rc: $(grep -E '"(operations|errors|verify_errors)"' "$T/ras-ycsbrun.out" | tr -d ' \n') $(brief "$T/ras-ycsbrun.err")" \
+    sh -c "[ $rc = 0 ] && grep -q '\"operations\": 2000' '$T/ras-ycsbrun.out' && grep -q '\"verify_errors\": 0' '$T/ras-ycsbrun.out' && grep -q '\"errors\": 0' '$T/ras-ycsbrun.out'"
 kill "$victim" 2>/dev/null
-wait "$victim_runner" 2>/dev/null
+wait "$victim" 2>/dev/null
 [ -f "$T/quarantine.jsonl" ] || : >"$T/quarantine.jsonl"
 data ras-quarantine "$T/quarantine.jsonl"
+
+# ---- tierd and the quarantine file: a target's page on a quarantined frame is moved off -------------
+# The range is written here and not offlined (as a tool that does not offline would leave it): tierd
+# must move the page to a healthy frame on another node and report the node's quarantined range.
+rm -f "$T/tq.pid" "$T/tq.out" "$T/tierd-q.jsonl"
+cxltier run --bind 1 -- sh -c "echo \$\$ >$T/tq.pid; exec cxltier touch 1M --json --hold 60" \
+    >"$T/tq.out" 2>"$T/tq.err" &
+tq_runner=$!
+n=0
+while [ "$n" -lt 300 ] && ! [ -s "$T/tq.out" ]; do
+    usleep 100000
+    n=$((n + 1))
+done
+tq=$(cat "$T/tq.pid" 2>/dev/null)
+tq_page=
+[ -n "$tq" ] && tq_page=$(find_victim_page "$tq")
+tq_hpa=${tq_page% *}
+tq_va=${tq_page#* }
+frame_of() {
+    entry=$(dd if="/proc/$1/pagemap" bs=8 skip=$(($2 / 4096)) count=1 2>/dev/null | od -An -tx8 | tr -d ' ')
+    echo $(((0x$entry & 0x7fffffffffffff) * 4096))
+}
+[ -n "$tq_page" ] && printf '{"start":%s,"end":%s,"memdev":"%s","node":1}\n' "$tq_hpa" $((tq_hpa + 4096)) "$memdev" >"$T/tierd-q.jsonl"
+capture tierd-q cxltier tierd --pid "${tq:-0}" --json --duration 4 --interval 500 --quarantine-file "$T/tierd-q.jsonl"
+tq_after=
+[ -n "$tq_page" ] && tq_after=$(frame_of "$tq" "$tq_va")
+qline=$(grep '"event":"quarantine"' "$T/tierd-q.out" | tail -1)
+verdict ras-tierd-moves-page-off-quarantined-frame "pid $tq va $tq_va: frame $(printf '0x%x' "${tq_hpa:-0}") -> $(printf '0x%x' "${tq_after:-0}"), exit $rc: $(echo "$qline" | cut -c1-240) $(brief "$T/tierd-q.err")" \
+    sh -c "[ $rc = 0 ] && [ -n '$tq_after' ] && [ '$tq_after' != '$tq_hpa' ] && [ '$tq_after' != 0 ] && { [ '$tq_after' -lt $((rstart)) ] || [ '$tq_after' -ge $((rstart + rsize)) ]; } && echo '$qline' | grep -Eq '\"moved_off_pages_total\":[1-9]'"
+verdict ras-tierd-reports-quarantined-node "$(echo "$qline" | cut -c1-200)" \
+    sh -c "echo '$qline' | grep -q '\"nodes\":{\"1\":{\"ranges\":1,\"bytes\":4096}}'"
+verdict ras-tierd-quarantine-target-survives "the target still runs after its page was moved" kill -0 "${tq:-0}"
+kill "$tq" 2>/dev/null
+wait "$tq_runner" 2>/dev/null
 
 # ---- bad input and privilege ------------------------------------------------------------------------
 bad_input ras-unknown-memdev 2 "mem7" cxltier ras --memdev mem7 --no-poison

@@ -13,12 +13,15 @@
 //! - [`poison`]: the device's poison list (`trigger_poison_list`, reported through `cxl_poison`
 //!   events), and soft-offlining of poisoned pages.
 //! - [`procmap`]: which processes map a physical range (`/proc/PID/pagemap`, root only).
+//! - [`quarantine`]: the file of poisoned ranges `--quarantine` appends to and the store's server
+//!   and the tiering daemon follow.
 
 pub mod aer;
 pub mod event;
 pub mod inventory;
 pub mod poison;
 pub mod procmap;
+pub mod quarantine;
 pub mod trace;
 pub mod tracefs;
 

@@ -4,14 +4,14 @@
 //! never "nobody".
 
 use crate::event::PhysRange;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::fs::{self, File};
 use std::io::Read;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 /// A process that maps part of a range.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Mapper {
     pub pid: u32,
     pub comm: String,

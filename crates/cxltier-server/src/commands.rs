@@ -29,6 +29,8 @@ pub struct ServerInfo {
     pub total_connections: u64,
     pub total_commands: u64,
     pub max_object: usize,
+    /// The quarantine file followed and what poison did to the store (`INFO poison`).
+    pub poison: crate::quarantine::PoisonInfo,
 }
 
 /// One connection's state.
@@ -935,6 +937,9 @@ fn info_text(store: &Store, info: &ServerInfo, section: Option<&str>) -> String 
             }
         }
         t.push_str("\r\n");
+    }
+    if want("poison") {
+        t.push_str(&crate::quarantine::info_section(store, &info.poison));
     }
     if want("keyspace") {
         let _ = write!(

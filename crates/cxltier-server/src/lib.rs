@@ -4,10 +4,13 @@
 //! - [`commands`]: Redis semantics of each command over [`cxltier_store::Store`], including
 //!   `SCANRANGE` (the ordered range scan of YCSB workload E) and `INFO tiers`;
 //! - [`hash`]: how a hash's fields are encoded in one stored value;
+//! - [`quarantine`]: follows the quarantine file of `cxltier ras --watch --quarantine` and hands
+//!   new poisoned ranges to the store (`INFO poison`);
 //! - [`server`]: the single-threaded event loop with batching, NVMe prefetch and group commit.
 
 pub mod commands;
 pub mod hash;
+pub mod quarantine;
 pub mod resp;
 pub mod server;
 

@@ -22,6 +22,7 @@ use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token};
 
 use crate::commands::{self, Effect, ServerInfo, Session};
+use crate::quarantine::Quarantine;
 use crate::resp::{self, reply};
 
 const LISTENER: Token = Token(usize::MAX);
@@ -38,6 +39,9 @@ pub struct ServerConfig {
     pub bind: SocketAddr,
     pub requirepass: Option<String>,
     pub max_clients: usize,
+    /// Follow this quarantine file (`cxltier ras --watch --quarantine`) and apply the poisoned
+    /// ranges appended to it.
+    pub quarantine_file: Option<std::path::PathBuf>,
 }
 
 /// Why the server could not start or stopped.
@@ -117,6 +121,10 @@ pub fn serve(
         max_object: store.max_object(),
         ..ServerInfo::default()
     };
+    let mut quarantine = cfg
+        .quarantine_file
+        .as_ref()
+        .map(|p| Quarantine::new(p, &mut info.poison));
     let mut conns: HashMap<Token, Conn> = HashMap::new();
     let mut next_token = 0usize;
     let mut events = Events::with_capacity(1024);
@@ -216,6 +224,9 @@ pub fn serve(
         if ran == 0 || last_tick.elapsed() >= TICK {
             if let Err(e) = store.tick() {
                 eprintln!("cxltier serve: background work failed: {e}");
+            }
+            if let Some(q) = quarantine.as_mut() {
+                q.tick(&mut store, &mut info.poison);
             }
             last_tick = Instant::now();
         }

@@ -45,6 +45,9 @@ pub struct Arena {
     /// Pages given back to the kernel by [`Arena::release_page`], reused before `next_page`.
     released: Vec<usize>,
     next_page: usize,
+    /// Byte ranges of the mapping retired because they held poison: OS-page aligned, sorted,
+    /// disjoint. No slot overlapping them is handed out again, whatever class its page gets.
+    retired: Vec<(usize, usize)>,
     /// Bytes of assigned slots in use (slot sizes, not value sizes).
     pub used_bytes: u64,
     pub objects: u64,
@@ -111,6 +114,7 @@ impl Arena {
             page_used: vec![0; pages],
             released: Vec::new(),
             next_page: 0,
+            retired: Vec::new(),
             used_bytes: 0,
             objects: 0,
         })
@@ -224,7 +228,8 @@ impl Arena {
     /// left to give it.
     pub fn alloc(&mut self, key: &[u8], value: &[u8]) -> Option<SlotOffset> {
         let c = self.class_of(SLOT_HEADER + key.len() + value.len())?;
-        if self.classes[c].free.is_empty() {
+        // A page whose slots are all retired adds none: take another.
+        while self.classes[c].free.is_empty() {
             let page = match self.released.pop() {
                 Some(p) => p,
                 None if self.next_page < self.page_class.len() => {
@@ -240,7 +245,10 @@ impl Arena {
             let n = self.page_size / size;
             // Push in reverse so slots are handed out in address order.
             for i in (0..n).rev() {
-                self.classes[c].free.push(base + (i * size) as u64);
+                let off = base + (i * size) as u64;
+                if !self.is_retired(off, size) {
+                    self.classes[c].free.push(off);
+                }
             }
         }
         let off = self.classes[c].free.pop()?;
@@ -271,11 +279,80 @@ impl Arena {
         let page = off as usize / self.page_size;
         let c = self.page_class[page] as usize;
         self.map.as_mut_slice()[off as usize + 2] = 0;
-        self.classes[c].free.push(off);
+        if !self.is_retired(off, size) {
+            self.classes[c].free.push(off);
+        }
         self.classes[c].used -= 1;
         self.page_used[page] -= 1;
         self.used_bytes -= size as u64;
         self.objects -= 1;
+    }
+
+    /// Whether the slot at `off` of `size` bytes overlaps retired memory.
+    fn is_retired(&self, off: SlotOffset, size: usize) -> bool {
+        if self.retired.is_empty() {
+            return false;
+        }
+        let (from, to) = (off as usize, off as usize + size);
+        // The first range ending after the slot's start decides: ranges are sorted and disjoint.
+        let i = self.retired.partition_point(|&(_, e)| e <= from);
+        self.retired.get(i).is_some_and(|&(s, _)| s < to)
+    }
+
+    /// Retire the OS pages holding bytes `[from, to)` of the mapping for good: free slots
+    /// overlapping them leave the free lists now, used ones when they are freed, and slab pages
+    /// assigned later skip them. The kernel takes poisoned memory out of service a page at a
+    /// time (soft or hard offline), so the store does too. Returns the bytes newly retired.
+    pub fn retire(&mut self, from: usize, to: usize) -> u64 {
+        let os_page = cxltier_sys::page_size();
+        let from = from / os_page * os_page;
+        let to = to.min(self.map.len()).next_multiple_of(os_page);
+        if from >= to {
+            return 0;
+        }
+        let before = self.retired_bytes();
+        self.retired.push((from, to));
+        self.retired.sort_unstable();
+        let mut merged: Vec<(usize, usize)> = Vec::with_capacity(self.retired.len());
+        for &(s, e) in &self.retired {
+            match merged.last_mut() {
+                Some(last) if s <= last.1 => last.1 = last.1.max(e),
+                _ => merged.push((s, e)),
+            }
+        }
+        self.retired = merged;
+        let retired = std::mem::take(&mut self.retired);
+        for class in &mut self.classes {
+            let size = class.slot_size;
+            class.free.retain(|&o| {
+                let (a, b) = (o as usize, o as usize + size);
+                !retired.iter().any(|&(s, e)| a < e && s < b)
+            });
+        }
+        self.retired = retired;
+        self.retired_bytes() - before
+    }
+
+    /// Bytes of the mapping retired for poison.
+    pub fn retired_bytes(&self) -> u64 {
+        self.retired.iter().map(|&(s, e)| (e - s) as u64).sum()
+    }
+
+    /// Checks that no free slot lies on retired memory (tests).
+    pub fn check_retired(&self) -> std::result::Result<(), String> {
+        for class in &self.classes {
+            if let Some(o) = class
+                .free
+                .iter()
+                .find(|&&o| self.is_retired(o, class.slot_size))
+            {
+                return Err(format!(
+                    "{} arena: free slot {o} lies on retired memory",
+                    self.tier
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// The value stored at `off` (of `len` bytes) after a key of `key_len` bytes.

@@ -21,7 +21,7 @@ mod index;
 pub mod log;
 mod store;
 
-pub use store::{PoisonOutcome, Store};
+pub use store::{PoisonOutcome, RetiredMemory, Store};
 
 use std::path::PathBuf;
 

@@ -12,10 +12,13 @@
 //! - otherwise (write-back data not yet on NVMe, or no NVMe tier) its only current copy is gone:
 //!   the key is removed and reported lost. Its older NVMe version, if any, is not resurrected.
 //!
-//! The freed slots return to their arena. That is safe once the kernel has soft-offlined the
-//! page (`cxltier ras --watch --quarantine`): the virtual page is then backed by a healthy frame.
-//! A page the kernel hard-offlined after consuming poison stays unmapped, and reusing its slots
-//! would fault; keeping such slots out of use is not done here.
+//! The OS pages holding poison are then retired in their arena for good: no slot overlapping
+//! them is handed out again (free ones leave the free lists at once, used ones, objects on the
+//! same page but not on the poisoned bytes, when they are freed). The kernel takes memory out of
+//! service a page at a time, and a page it hard-offlined after consuming poison stays unmapped,
+//! so reusing its slots would fault; after a soft-offline (`cxltier ras --watch --quarantine`)
+//! the page is backed by a healthy frame, and retiring it costs one page per poisoned line.
+//! [`Store::retired_memory`] counts what each tier gave up.
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -32,6 +35,16 @@ pub struct PoisonOutcome {
     pub restored: Vec<Vec<u8>>,
     /// Keys whose only current copy overlapped poison: removed.
     pub lost: Vec<Vec<u8>>,
+    /// Bytes of the store's memory newly retired (whole OS pages; never used again).
+    pub retired_bytes: u64,
+}
+
+/// Memory a tier retired because it held poison.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RetiredMemory {
+    pub tier: &'static str,
+    pub node: u32,
+    pub bytes: u64,
 }
 
 const PAGE: u64 = 4096;
@@ -55,6 +68,15 @@ impl Store {
             })
             .collect();
         let mut out = PoisonOutcome::default();
+        // Retire first, so that the slots freed below stay out of use.
+        for a in &mut self.arenas {
+            let (base, len) = (a.addr(), a.capacity() as usize);
+            for &(s, e) in ranges {
+                if s < base + len && base < e {
+                    out.retired_bytes += a.retire(s.max(base) - base, e.min(base + len) - base);
+                }
+            }
+        }
         for k in hit {
             let e = self
                 .index
@@ -80,6 +102,23 @@ impl Store {
         out
     }
 
+    /// Memory each tier retired because it held poison.
+    pub fn retired_memory(&self) -> Vec<RetiredMemory> {
+        self.arenas
+            .iter()
+            .map(|a| RetiredMemory {
+                tier: a.tier,
+                node: a.node,
+                bytes: a.retired_bytes(),
+            })
+            .collect()
+    }
+
+    /// Checks that no free slot lies on retired memory (tests).
+    pub fn check_retired(&self) -> std::result::Result<(), String> {
+        self.arenas.iter().try_for_each(|a| a.check_retired())
+    }
+
     /// Handles poisoned host physical ranges `[start, end)`, as RAS reports them: finds the
     /// store's pages on them through `/proc/self/pagemap` (needs CAP_SYS_ADMIN).
     pub fn poisoned_physical(&mut self, ranges: &[(u64, u64)]) -> Result<PoisonOutcome> {
@@ -91,33 +130,45 @@ impl Store {
         let mut virtual_ranges = Vec::new();
         let mut present = 0u64;
         let mut with_frame = 0u64;
+        // Pagemap entries are read 512 at a time: one read per 2 MiB of arena.
+        let mut buf = vec![0u8; 8 * 512];
         for a in &self.arenas {
             let base = a.addr() as u64;
-            for page in 0..a.capacity().div_ceil(PAGE) {
-                let va = base + page * PAGE;
-                let mut entry = [0u8; 8];
-                if pagemap.read_exact_at(&mut entry, va / PAGE * 8).is_err() {
+            let pages = a.capacity().div_ceil(PAGE);
+            let mut first = 0;
+            while first < pages {
+                let n = (pages - first).min(512);
+                let bytes = &mut buf[..n as usize * 8];
+                if pagemap
+                    .read_exact_at(bytes, (base / PAGE + first) * 8)
+                    .is_err()
+                {
+                    first += n;
                     continue;
                 }
-                let v = u64::from_le_bytes(entry);
-                if v & PRESENT == 0 {
-                    continue;
-                }
-                present += 1;
-                let pfn = v & PFN_MASK;
-                if pfn == 0 {
-                    continue;
-                }
-                with_frame += 1;
-                let (ps, pe) = (pfn * PAGE, pfn * PAGE + PAGE);
-                for &(s, e) in ranges {
-                    if s < pe && ps < e {
-                        // Only the poisoned part of the page.
-                        let from = va + s.saturating_sub(ps);
-                        let to = va + (e.min(pe) - ps);
-                        virtual_ranges.push((from as usize, to as usize));
+                for (i, entry) in bytes.chunks_exact(8).enumerate() {
+                    let v = u64::from_le_bytes(entry.try_into().expect("8 bytes"));
+                    if v & PRESENT == 0 {
+                        continue;
+                    }
+                    present += 1;
+                    let pfn = v & PFN_MASK;
+                    if pfn == 0 {
+                        continue;
+                    }
+                    with_frame += 1;
+                    let va = base + (first + i as u64) * PAGE;
+                    let (ps, pe) = (pfn * PAGE, pfn * PAGE + PAGE);
+                    for &(s, e) in ranges {
+                        if s < pe && ps < e {
+                            // Only the poisoned part of the page.
+                            let from = va + s.saturating_sub(ps);
+                            let to = va + (e.min(pe) - ps);
+                            virtual_ranges.push((from as usize, to as usize));
+                        }
                     }
                 }
+                first += n;
             }
         }
         if present > 0 && with_frame == 0 {
@@ -239,5 +290,64 @@ mod tests {
         assert!(out.restored.is_empty());
         s.check_invariants().unwrap();
         assert!(s.get(b"only").unwrap().is_none());
+    }
+
+    #[test]
+    fn poisoned_pages_are_retired_for_good() {
+        let mut s = StoreBuilder::new()
+            .dram(16 << 20)
+            .durability(Durability::None)
+            .build()
+            .unwrap();
+        for i in 0..100u32 {
+            s.put(format!("k{i:03}").as_bytes(), Kind::String, &[1; 200], None)
+                .unwrap();
+        }
+        let slot = |s: &super::Store, k: &str| match s.index[k.as_bytes()].place() {
+            super::Place::Mem(t, off) => s.arenas[t as usize].addr() + off as usize,
+            super::Place::Nvme => panic!("{k} not in memory"),
+        };
+        let a = slot(&s, "k010");
+        let out = s.poisoned(&[(a + 20, a + 21)]);
+        assert_eq!(out.lost, vec![b"k010".to_vec()]);
+        let os_page = cxltier_sys::page_size();
+        assert_eq!(out.retired_bytes, os_page as u64);
+        let (page_start, page_end) = (a / os_page * os_page, a / os_page * os_page + os_page);
+        // Objects on the same page but not on the poisoned bytes stay readable.
+        let neighbour = (0..100u32)
+            .map(|i| format!("k{i:03}"))
+            .find(|k| k != "k010" && (page_start..page_end).contains(&slot(&s, k)))
+            .expect("a 4 KiB page holds several 256-byte slots");
+        assert_eq!(
+            s.get(neighbour.as_bytes()).unwrap().unwrap().value,
+            &[1; 200][..]
+        );
+        // Free everything and fill the store again many times over the poisoned page's slots:
+        // nothing lands on the retired page.
+        for i in 0..100u32 {
+            s.delete(format!("k{i:03}").as_bytes()).unwrap();
+        }
+        s.check_retired().unwrap();
+        for round in 0..3u32 {
+            for i in 0..2000u32 {
+                let k = format!("r{round}-{i:05}");
+                s.put(k.as_bytes(), Kind::String, &[2; 200], None).unwrap();
+                let at = slot(&s, &k);
+                assert!(
+                    !(page_start..page_end).contains(&at),
+                    "{k} was placed on the retired page"
+                );
+            }
+            for i in 0..2000u32 {
+                s.delete(format!("r{round}-{i:05}").as_bytes()).unwrap();
+            }
+        }
+        s.check_invariants().unwrap();
+        s.check_retired().unwrap();
+        let retired = s.retired_memory();
+        assert_eq!(retired.iter().map(|r| r.bytes).sum::<u64>(), os_page as u64);
+        assert_eq!(retired[0].tier, "dram");
+        // Poison again on the same page retires nothing new.
+        assert_eq!(s.poisoned(&[(a, a + 64)]).retired_bytes, 0);
     }
 }

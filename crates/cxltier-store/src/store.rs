@@ -1467,4 +1467,4 @@ impl Store {
 // Poisoned memory: restore from NVMe or report lost keys (a child module, to see the index).
 #[path = "poison.rs"]
 mod poison;
-pub use poison::PoisonOutcome;
+pub use poison::{PoisonOutcome, RetiredMemory};

@@ -8,6 +8,8 @@
 //!   hysteresis, rate limit, retry of failed pages) as a pure function.
 //! - [`policy`]: the policy file (TOML, see docs/tierd.md).
 //! - [`metrics`]: Prometheus text and a loopback HTTP listener for it.
+//! - [`quarantine`]: follows the quarantine file of `cxltier ras --watch --quarantine`, moves the
+//!   targets' pages off poisoned frames and reports quarantined memory per node.
 //! - [`workload`]: a test workload whose hot set moves, for the lab and for demos.
 //!
 //! Nothing here prints or exits; every failure is a [`TierdError`] that says what to do.
@@ -19,6 +21,7 @@ pub mod metrics;
 pub mod plan;
 pub mod policy;
 pub mod procfs;
+pub mod quarantine;
 pub mod ratelimit;
 pub mod softdirty;
 pub mod tune;

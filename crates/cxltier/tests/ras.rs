@@ -71,6 +71,26 @@ fn bad_input_exits_2_naming_the_problem() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--count"));
 
+    let dir = std::env::temp_dir();
+    let out = cxltier(&[
+        "ras",
+        "--watch",
+        "--quarantine",
+        "--quarantine-file",
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is a directory"));
+    let out = cxltier(&[
+        "tierd",
+        "--pid",
+        "1",
+        "--quarantine-file",
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is a directory"));
+
     // A recorded tree without CXL devices is bad input when named explicitly.
     let hmat = fixture("cxltier-topo/tests/fixtures/lab-hmat");
     let out = cxltier(&["ras", "--sysfs-root", hmat.to_str().unwrap()]);

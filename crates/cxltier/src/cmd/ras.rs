@@ -5,11 +5,11 @@ use crate::error::{CliError, CliResult, Kind};
 use crate::output::{print_json, Table};
 use cxltier_ras::aer::{self, MaskChange};
 use cxltier_ras::poison::{self, OfflinedPage};
+use cxltier_ras::quarantine::{self, QuarantinedRange};
 use cxltier_ras::{procmap, Device, EventType, Inventory, RasError, RasEvent, Tracefs};
 use cxltier_topo::format_bytes;
 use serde::Serialize;
 use std::collections::BTreeSet;
-use std::fs::OpenOptions;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -69,7 +69,7 @@ pub struct Args {
     #[arg(
         long,
         value_name = "PATH",
-        default_value = "/run/cxltier/poisoned-ranges.jsonl",
+        default_value = quarantine::DEFAULT_PATH,
         requires = "quarantine"
     )]
     quarantine_file: PathBuf,
@@ -113,6 +113,25 @@ fn validate(args: &Args) -> Result<(), CliError> {
                 ),
             );
         }
+    }
+    if args.quarantine {
+        check_quarantine_file(&args.quarantine_file)?;
+    }
+    Ok(())
+}
+
+/// A `--quarantine-file` must be a file (it may not exist yet); a directory is refused before
+/// anything runs. Shared by `ras`, `serve` and `tierd`.
+pub(crate) fn check_quarantine_file(path: &Path) -> Result<(), CliError> {
+    if path.is_dir() {
+        return Err(CliError::bad_input(format!(
+            "--quarantine-file {} is a directory",
+            path.display()
+        ))
+        .with_hint(format!(
+            "give a file, e.g. the default {}",
+            quarantine::DEFAULT_PATH
+        )));
     }
     Ok(())
 }
@@ -314,17 +333,6 @@ struct WatchRecord<'a> {
     /// Pages soft-offlined for this record (with --quarantine).
     #[serde(skip_serializing_if = "Option::is_none")]
     quarantine: Option<Vec<OfflinedPage>>,
-}
-
-/// A poisoned range as --quarantine records it for the store and the tiering daemon.
-#[derive(Serialize)]
-struct QuarantinedRange<'a> {
-    start: u64,
-    end: u64,
-    memdev: Option<&'a str>,
-    serial: Option<u64>,
-    region: Option<&'a str>,
-    node: Option<u32>,
 }
 
 /// Undoes the AER mask changes when dropped.
@@ -561,28 +569,18 @@ fn quarantine_one(
         return Ok(None);
     };
     let pages = poison::soft_offline(root, range, false).map_err(|err| ras_error(err, false))?;
-    if let Some(dir) = file.parent() {
-        std::fs::create_dir_all(dir).map_err(|err| {
-            CliError::runtime(format!("cannot create {}: {err}", dir.display()))
-                .with_hint("pass --quarantine-file PATH in a writable directory")
-        })?;
-    }
     let rec = QuarantinedRange {
         start: range.start,
         end: range.end,
-        memdev: e.memdev.as_deref(),
+        memdev: e.memdev.clone(),
         serial: e.serial,
-        region: e.region.as_deref(),
+        region: e.region.clone(),
         node: e.node,
+        processes: e.processes.clone().unwrap_or_default(),
     };
-    let mut f = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(file)
-        .map_err(|err| {
-            CliError::runtime(format!("cannot append to {}: {err}", file.display()))
-                .with_hint("pass --quarantine-file PATH in a writable directory")
-        })?;
-    writeln!(f, "{}", serde_json::to_string(&rec)?)?;
+    quarantine::append(file, &rec).map_err(|err| {
+        CliError::runtime(err.to_string())
+            .with_hint("pass --quarantine-file PATH in a writable directory")
+    })?;
     Ok(Some(pages))
 }

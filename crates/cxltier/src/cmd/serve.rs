@@ -29,7 +29,12 @@ before its record is on disk; writes of one event-loop turn share one fdatasync)
 the same --ssd recovers the store.
 
 Commands: see docs/server.md; SCANRANGE start count is the ordered range scan of YCSB workload E.
-INFO tiers shows the per-tier statistics. Stop with SIGINT, SIGTERM or SHUTDOWN.";
+INFO tiers shows the per-tier statistics.
+
+Poison: the server follows --quarantine-file (polled every 100 ms). For each poisoned range added
+to it, objects whose memory copy overlaps the range are served from their NVMe copy when it is
+current, or else removed and named on stderr as lost; the OS pages holding the range are never
+used again. INFO poison shows the counts and the retired bytes per tier. Stop with SIGINT, SIGTERM or SHUTDOWN.";
 
 /// Serve the tiered object store (DRAM, CXL, NVMe) over the Redis protocol
 #[derive(clap::Args)]
@@ -65,6 +70,11 @@ pub struct Args {
     /// Most connections at once
     #[arg(long, default_value_t = 10_000, value_name = "N")]
     max_clients: usize,
+    /// Follow this file of poisoned physical ranges (written by `cxltier ras --watch
+    /// --quarantine`; missing: nothing quarantined): objects on them are restored from NVMe or
+    /// reported lost, and their memory is never used again (needs root to map the ranges)
+    #[arg(long, value_name = "PATH", default_value = cxltier_ras::quarantine::DEFAULT_PATH)]
+    quarantine_file: std::path::PathBuf,
 }
 
 fn store_error(e: StoreError) -> CliError {
@@ -79,6 +89,7 @@ fn store_error(e: StoreError) -> CliError {
 }
 
 pub fn run(args: Args) -> CliResult {
+    crate::cmd::ras::check_quarantine_file(&args.quarantine_file)?;
     let bind: SocketAddr = args.bind.parse().map_err(|_| {
         CliError::bad_input(format!("--bind {}: not an ADDRESS:PORT", args.bind))
             .with_hint("for example --bind 127.0.0.1:6379")
@@ -150,6 +161,10 @@ pub fn run(args: Args) -> CliResult {
         stats.durability,
         store.recovered_keys()
     );
+    eprintln!(
+        "cxltier serve: following the quarantine file {} (poisoned ranges; missing: none)",
+        args.quarantine_file.display()
+    );
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, Arc::clone(&stop))
@@ -159,6 +174,7 @@ pub fn run(args: Args) -> CliResult {
         bind,
         requirepass: args.requirepass,
         max_clients: args.max_clients.max(1),
+        quarantine_file: Some(args.quarantine_file),
     };
     cxltier_server::serve(cfg, store, stop).map_err(|e| match e {
         ServerError::Bind { .. } => CliError::new(Kind::BadInput, e.to_string()),

@@ -4,6 +4,7 @@ mod tune;
 
 use crate::error::{CliError, CliResult, Kind};
 use cxltier_tierd::engine::{Status, TargetReport};
+use cxltier_tierd::quarantine::Quarantine;
 use cxltier_tierd::{choose_source, metrics, Engine, ErrorClass, Policy, TierdError, Tiers};
 use cxltier_topo::Topology;
 use serde::Serialize;
@@ -85,6 +86,10 @@ pub struct Args {
     /// Report what would move without moving anything
     #[arg(long)]
     dry_run: bool,
+    /// Poisoned physical ranges to keep the targets off (written by `cxltier ras --watch
+    /// --quarantine`; missing: none), read every interval
+    #[arg(long, value_name = "PATH", default_value = cxltier_ras::quarantine::DEFAULT_PATH)]
+    quarantine_file: PathBuf,
     /// One JSON object per line
     #[arg(long)]
     json: bool,
@@ -248,6 +253,7 @@ fn human(r: &TargetReport) -> String {
 
 pub fn run(args: Args) -> CliResult {
     let policy = policy(&args)?;
+    crate::cmd::ras::check_quarantine_file(&args.quarantine_file)?;
     let deadline = match args.duration {
         Some(s) if !(s.is_finite() && s > 0.0) => {
             return Err(CliError::bad_input(format!(
@@ -327,9 +333,15 @@ pub fn run(args: Args) -> CliResult {
         if args.dry_run { "; --dry-run: nothing is moved" } else { "" }
     );
     let started = Instant::now();
+    let mut quarantine = Quarantine::new(&args.quarantine_file);
+    let _ = writeln!(
+        err,
+        "cxltier tierd: following the quarantine file {} (poisoned ranges; missing: none): target pages on them are moved to another node",
+        args.quarantine_file.display()
+    );
     let mut engine = match Engine::start(
         policy.clone(),
-        tiers,
+        tiers.clone(),
         &pids,
         args.dry_run,
         root,
@@ -403,10 +415,46 @@ pub fn run(args: Args) -> CliResult {
             }
             latest.insert(r.pid, r.clone());
         }
+        let quarantined = match quarantine.step(&pids, &tiers, Path::new("/proc"), args.dry_run) {
+            Ok(q) => q,
+            Err(e) => {
+                let _ = writeln!(
+                    err,
+                    "cxltier tierd: warning: quarantined memory not checked this round: {e}"
+                );
+                None
+            }
+        };
+        if let Some(q) = &quarantined {
+            for m in &q.malformed {
+                let _ = writeln!(err, "cxltier tierd: quarantine file: {m}");
+            }
+            if args.json {
+                writeln!(out, "{}", serde_json::to_string(q)?)?;
+            } else {
+                writeln!(
+                    out,
+                    "quarantine: {} ranges ({}); target pages on them {}, moved off {} (total {}){}",
+                    q.ranges,
+                    q.nodes
+                        .iter()
+                        .map(|(n, r)| format!("node{n}: {} ranges, {} B", r.ranges, r.bytes))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    q.pages_on_quarantined_frames,
+                    q.moved_off_pages,
+                    q.moved_off_pages_total,
+                    q.note.as_ref().map(|n| format!("; {n}")).unwrap_or_default()
+                )?;
+            }
+        }
         out.flush()?;
         drop(out);
         if let Ok(mut text) = shared.lock() {
             *text = metrics::prometheus(&latest.values().cloned().collect::<Vec<_>>());
+            if let Some(q) = &quarantined {
+                text.push_str(&cxltier_tierd::quarantine::prometheus(q));
+            }
         }
         if engine.running() == 0 {
             break "targets_exited";
