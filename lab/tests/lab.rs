@@ -207,7 +207,17 @@ fn ras_injection_cxl() {
     let _guard = ONE_GUEST_AT_A_TIME
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
-    let (mut report, injections) = ras::boot_and_inject(BOOT_TIMEOUT);
+    let (mut report, mut injections) = ras::boot_and_inject(BOOT_TIMEOUT);
+    // QEMU 10.0.2 (TCG) sometimes aborts on its own assertion while the kernel recovers from the
+    // injected fatal error (docs/ras.md): an emulator crash, not a result. One more boot then,
+    // said out loud; a second crash fails the test.
+    if report.stderr.contains("iotlb_to_section") {
+        println!(
+            "QEMU aborted in iotlb_to_section (its own assertion, during the fatal error's \
+             recovery); booting the injection run once more"
+        );
+        (report, injections) = ras::boot_and_inject(BOOT_TIMEOUT);
+    }
     let table = ras::host_checks(&mut report, &injections);
     println!("{}", report.summary());
     println!("injected -> reported by `cxltier ras --watch --json`:");
