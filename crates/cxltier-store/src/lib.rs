@@ -20,6 +20,8 @@ mod arena;
 mod index;
 pub mod log;
 mod store;
+#[cfg(feature = "test-util")]
+pub mod testing;
 
 pub use store::{PoisonOutcome, RetiredMemory, Store};
 

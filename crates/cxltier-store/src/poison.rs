@@ -184,10 +184,8 @@ impl Store {
 mod tests {
     use crate::{Durability, Kind, SsdSpec, StoreBuilder};
 
-    fn temp(name: &str) -> std::path::PathBuf {
-        let dir = std::env::temp_dir().join(format!("cxltier-store-poison-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        dir.join(name)
+    fn temp(name: &str) -> crate::testing::TempFile {
+        crate::testing::temp_file("cxltier-store-poison-", name)
     }
 
     #[test]
@@ -197,7 +195,7 @@ mod tests {
         let mut s = StoreBuilder::new()
             .dram(16 << 20)
             .ssd(SsdSpec {
-                path: p.clone(),
+                path: p.to_path_buf(),
                 capacity: Some(64 << 20),
             })
             .durability(Durability::EverySec)
@@ -240,7 +238,7 @@ mod tests {
         let mut s = StoreBuilder::new()
             .dram(16 << 20)
             .ssd(SsdSpec {
-                path: p.clone(),
+                path: p.to_path_buf(),
                 capacity: Some(64 << 20),
             })
             .durability(Durability::EverySec)

@@ -1,41 +1,14 @@
 //! The store against a model, across tiers, restarts and a full NVMe tier. Files go under the
 //! system temp dir (a disk file system here; O_DIRECT also works on tmpfs since Linux 6.6).
 
+use cxltier_store::testing::{temp_file, TempFile};
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 
 use cxltier_store::{Durability, Kind, SsdSpec, Store, StoreBuilder, StoreError};
 use proptest::prelude::*;
 
-/// A file path in a fresh temporary directory, removed with everything in it when dropped (the
-/// log files are hundreds of megabytes: a test run must not leave them behind).
-struct TempFile {
-    path: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl AsRef<std::path::Path> for TempFile {
-    fn as_ref(&self) -> &std::path::Path {
-        &self.path
-    }
-}
-
-impl std::ops::Deref for TempFile {
-    type Target = std::path::Path;
-    fn deref(&self) -> &std::path::Path {
-        &self.path
-    }
-}
-
 fn temp(name: &str) -> TempFile {
-    let dir = tempfile::Builder::new()
-        .prefix("cxltier-store-")
-        .tempdir()
-        .unwrap();
-    TempFile {
-        path: dir.path().join(name),
-        _dir: dir,
-    }
+    temp_file("cxltier-store-", name)
 }
 
 fn ssd(path: &std::path::Path, size: u64) -> SsdSpec {

@@ -5,10 +5,10 @@
 //! The peers (redis-server, redis-tools, memcached) are installed by scripts/peers, which
 //! scripts/test runs first; a missing peer fails the test with that instruction.
 
+use cxltier_store::testing::{temp_file, TempFile};
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -26,35 +26,8 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// A file path in a fresh temporary directory, removed with everything in it when dropped (the
-/// log files are hundreds of megabytes: a test run must not leave them behind).
-struct TempFile {
-    path: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl AsRef<std::path::Path> for TempFile {
-    fn as_ref(&self) -> &std::path::Path {
-        &self.path
-    }
-}
-
-impl std::ops::Deref for TempFile {
-    type Target = std::path::Path;
-    fn deref(&self) -> &std::path::Path {
-        &self.path
-    }
-}
-
 fn temp(name: &str) -> TempFile {
-    let dir = tempfile::Builder::new()
-        .prefix("cxltier-serve-")
-        .tempdir()
-        .unwrap();
-    TempFile {
-        path: dir.path().join(name),
-        _dir: dir,
-    }
+    temp_file("cxltier-serve-", name)
 }
 
 fn need(bin: &str) {

@@ -1,35 +1,9 @@
 use super::*;
+use crate::testing::{temp_file, TempFile};
 use std::collections::BTreeMap;
 
-/// A file path in a fresh temporary directory, removed with everything in it when dropped (the
-/// log files are hundreds of megabytes: a test run must not leave them behind).
-pub(crate) struct TempFile {
-    path: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl AsRef<std::path::Path> for TempFile {
-    fn as_ref(&self) -> &std::path::Path {
-        &self.path
-    }
-}
-
-impl std::ops::Deref for TempFile {
-    type Target = std::path::Path;
-    fn deref(&self) -> &std::path::Path {
-        &self.path
-    }
-}
-
 pub(crate) fn temp_path(name: &str) -> TempFile {
-    let dir = tempfile::Builder::new()
-        .prefix("cxltier-log-")
-        .tempdir()
-        .unwrap();
-    TempFile {
-        path: dir.path().join(name),
-        _dir: dir,
-    }
+    temp_file("cxltier-log-", name)
 }
 
 fn cfg(path: &Path, segments: u64) -> LogConfig {
