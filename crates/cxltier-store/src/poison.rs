@@ -20,9 +20,6 @@
 //! the page is backed by a healthy frame, and retiring it costs one page per poisoned line.
 //! [`Store::retired_memory`] counts what each tier gave up.
 
-use std::fs::File;
-use std::os::unix::fs::FileExt;
-
 use super::{Place, Store};
 use crate::arena::SLOT_HEADER;
 use crate::{Result, StoreError};
@@ -48,8 +45,6 @@ pub struct RetiredMemory {
 }
 
 const PAGE: u64 = 4096;
-const PFN_MASK: u64 = (1 << 55) - 1;
-const PRESENT: u64 = 1 << 63;
 
 impl Store {
     /// Handles poisoned virtual address ranges `[start, end)` of this process.
@@ -122,54 +117,37 @@ impl Store {
     /// Handles poisoned host physical ranges `[start, end)`, as RAS reports them: finds the
     /// store's pages on them through `/proc/self/pagemap` (needs CAP_SYS_ADMIN).
     pub fn poisoned_physical(&mut self, ranges: &[(u64, u64)]) -> Result<PoisonOutcome> {
-        let pagemap = File::open("/proc/self/pagemap").map_err(|source| StoreError::Io {
-            context: "opening /proc/self/pagemap to find the store's pages on poisoned memory"
-                .to_string(),
-            source,
-        })?;
+        let pagemap =
+            cxltier_sys::pagemap::Pagemap::open(std::path::Path::new("/proc/self/pagemap"))
+                .map_err(|source| StoreError::Io {
+                    context:
+                        "opening /proc/self/pagemap to find the store's pages on poisoned memory"
+                            .to_string(),
+                    source,
+                })?;
         let mut virtual_ranges = Vec::new();
         let mut present = 0u64;
         let mut with_frame = 0u64;
-        // Pagemap entries are read 512 at a time: one read per 2 MiB of arena.
-        let mut buf = vec![0u8; 8 * 512];
         for a in &self.arenas {
             let base = a.addr() as u64;
-            let pages = a.capacity().div_ceil(PAGE);
-            let mut first = 0;
-            while first < pages {
-                let n = (pages - first).min(512);
-                let bytes = &mut buf[..n as usize * 8];
-                if pagemap
-                    .read_exact_at(bytes, (base / PAGE + first) * 8)
-                    .is_err()
-                {
-                    first += n;
-                    continue;
+            // The arena is the store's own mapping: a failed read only ends that arena's walk.
+            let _ = pagemap.walk(base, base + a.capacity(), PAGE, |va, entry| {
+                if !entry.present() {
+                    return;
                 }
-                for (i, entry) in bytes.chunks_exact(8).enumerate() {
-                    let v = u64::from_le_bytes(entry.try_into().expect("8 bytes"));
-                    if v & PRESENT == 0 {
-                        continue;
-                    }
-                    present += 1;
-                    let pfn = v & PFN_MASK;
-                    if pfn == 0 {
-                        continue;
-                    }
-                    with_frame += 1;
-                    let va = base + (first + i as u64) * PAGE;
-                    let (ps, pe) = (pfn * PAGE, pfn * PAGE + PAGE);
-                    for &(s, e) in ranges {
-                        if s < pe && ps < e {
-                            // Only the poisoned part of the page.
-                            let from = va + s.saturating_sub(ps);
-                            let to = va + (e.min(pe) - ps);
-                            virtual_ranges.push((from as usize, to as usize));
-                        }
+                present += 1;
+                let Some(pfn) = entry.pfn() else { return };
+                with_frame += 1;
+                let (ps, pe) = (pfn * PAGE, pfn * PAGE + PAGE);
+                for &(s, e) in ranges {
+                    if s < pe && ps < e {
+                        // Only the poisoned part of the page.
+                        let from = va + s.saturating_sub(ps);
+                        let to = va + (e.min(pe) - ps);
+                        virtual_ranges.push((from as usize, to as usize));
                     }
                 }
-                first += n;
-            }
+            });
         }
         if present > 0 && with_frame == 0 {
             return Err(StoreError::Config(
@@ -232,7 +210,6 @@ mod tests {
 
     #[test]
     fn physical_ranges_are_found_through_pagemap_or_refused() {
-        use std::os::unix::fs::FileExt;
         let p = temp("physical");
         let _ = std::fs::remove_file(&p);
         let mut s = StoreBuilder::new()
@@ -253,10 +230,14 @@ mod tests {
             super::Place::Nvme => panic!("victim not in memory"),
         };
         // The victim's frame, as RAS would report it.
-        let f = std::fs::File::open("/proc/self/pagemap").unwrap();
-        let mut e = [0u8; 8];
-        f.read_exact_at(&mut e, va / super::PAGE * 8).unwrap();
-        let pfn = u64::from_le_bytes(e) & super::PFN_MASK;
+        let pm = cxltier_sys::pagemap::Pagemap::open(std::path::Path::new("/proc/self/pagemap"))
+            .unwrap();
+        let page = va / super::PAGE * super::PAGE;
+        let mut pfn = 0;
+        pm.walk(page, page + super::PAGE, super::PAGE, |_, e| {
+            pfn = e.pfn().unwrap_or(0)
+        })
+        .unwrap();
         if pfn == 0 {
             // Unprivileged: frame numbers are hidden, and the store says so.
             let err = s.poisoned_physical(&[(0, u64::MAX)]).unwrap_err();

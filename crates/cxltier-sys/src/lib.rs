@@ -30,6 +30,8 @@ pub mod iobatch;
 mod mapping;
 #[warn(missing_docs, clippy::undocumented_unsafe_blocks)]
 mod mempolicy;
+/// `/proc/PID/pagemap` entries, read in batches.
+pub mod pagemap;
 #[warn(missing_docs, clippy::undocumented_unsafe_blocks)]
 mod pages;
 #[warn(missing_docs, clippy::undocumented_unsafe_blocks)]

@@ -12,22 +12,16 @@
 //! plan may demote it again later, onto a fresh frame.
 
 use std::collections::BTreeMap;
-use std::fs::File;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use cxltier_ras::quarantine::QuarantineFile;
+use cxltier_sys::pagemap::Pagemap;
 use cxltier_sys::{errno_name, move_pages, query_pages, PageStatus};
 use serde::Serialize;
 
 use crate::engine::Tiers;
 use crate::procfs;
 use crate::TierdError;
-
-const PFN_MASK: u64 = (1 << 55) - 1;
-const PRESENT: u64 = 1 << 63;
-/// Pagemap entries read per call.
-const BATCH: usize = 512;
 
 /// A node's quarantined memory.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -185,7 +179,7 @@ pub fn pages_on(
     let page = cxltier_sys::page_size() as u64;
     let maps = procfs::movable_ranges(proc_root, pid)?;
     let path = proc_root.join(pid.to_string()).join("pagemap");
-    let pagemap = File::open(&path).map_err(|e| {
+    let pagemap = Pagemap::open(&path).map_err(|e| {
         if e.kind() == std::io::ErrorKind::NotFound {
             TierdError::NoSuchProcess { pid }
         } else {
@@ -195,36 +189,20 @@ pub fn pages_on(
     let mut hits = Vec::new();
     let mut present = 0u64;
     let mut with_frame = 0u64;
-    let mut buf = vec![0u8; 8 * BATCH];
     for m in maps {
-        let first = m.start as u64 / page;
-        let count = (m.end - m.start) as u64 / page;
-        let mut i = 0;
-        while i < count {
-            let n = (count - i).min(BATCH as u64) as usize;
-            let bytes = &mut buf[..n * 8];
-            if pagemap.read_exact_at(bytes, (first + i) * 8).is_err() {
-                // The mapping changed under us: the next interval sees the new one.
-                break;
+        // A failed read means the mapping changed under us: the next interval sees the new one.
+        let _ = pagemap.walk(m.start as u64, m.end as u64, page, |va, entry| {
+            if !entry.present() {
+                return;
             }
-            for (j, e) in bytes.chunks_exact(8).enumerate() {
-                let v = u64::from_le_bytes(e.try_into().expect("8 bytes"));
-                if v & PRESENT == 0 {
-                    continue;
-                }
-                present += 1;
-                let pfn = v & PFN_MASK;
-                if pfn == 0 {
-                    continue;
-                }
-                with_frame += 1;
-                let (s, e) = (pfn * page, pfn * page + page);
-                if ranges.iter().any(|&(rs, re)| rs < e && s < re) {
-                    hits.push(((first + i + j as u64) * page) as usize);
-                }
+            present += 1;
+            let Some(pfn) = entry.pfn() else { return };
+            with_frame += 1;
+            let (s, e) = (pfn * page, pfn * page + page);
+            if ranges.iter().any(|&(rs, re)| rs < e && s < re) {
+                hits.push(va as usize);
             }
-            i += n as u64;
-        }
+        });
     }
     Ok((hits, present == 0 || with_frame > 0))
 }
@@ -297,10 +275,12 @@ mod tests {
         let buf = vec![0x5au8; 3 * 4096];
         let page = cxltier_sys::page_size();
         let va = (buf.as_ptr() as usize).next_multiple_of(page);
-        let f = File::open("/proc/self/pagemap").unwrap();
-        let mut e = [0u8; 8];
-        f.read_exact_at(&mut e, (va / page * 8) as u64).unwrap();
-        let pfn = u64::from_le_bytes(e) & PFN_MASK;
+        let pm = Pagemap::open(Path::new("/proc/self/pagemap")).unwrap();
+        let mut pfn = 0;
+        pm.walk(va as u64, (va + page) as u64, page as u64, |_, e| {
+            pfn = e.pfn().unwrap_or(0)
+        })
+        .unwrap();
         append(&file, &range(0x1000, 0x1040, 1)).unwrap();
         if pfn == 0 {
             let r = q.step(&[me], &tiers, proc_root, true).unwrap().unwrap();
