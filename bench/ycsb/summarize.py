@@ -184,7 +184,7 @@ for sys_name in ["cxltier", "memcached"]:
         ok_lat = "yes" if p99 <= 1000 else "no"
         print(f"| {sys_name} | {w.upper()} | {kops(r)} | {p99} | {answered(r)} | {ok_tp} | {ok_lat} |")
 
-bad = [n[:-5] for n in sorted(os.listdir(out)) if n.endswith(".json") and n != "fio.json" and errors(load(n[:-5]))]
+bad = [n[:-5] for n in sorted(os.listdir(out)) if n.endswith(".json") and n != "fio.json" and not n.startswith("hitbound-") and errors(load(n[:-5]))]
 def detail(n):
     r = load(n)
     return f"{n} ({r['errors']} errors, {r['verify_errors']} reads missing or wrong)"

@@ -105,6 +105,8 @@ pub struct Report {
     pub connections: usize,
     pub pipeline: usize,
     pub target_ops_per_sec: Option<f64>,
+    /// The seed of the key and operation choices (run again with it to replay them).
+    pub seed: u64,
     pub operations: u64,
     pub run_time_s: f64,
     pub throughput_ops_per_sec: f64,
@@ -382,6 +384,7 @@ pub fn run(cfg: &RunConfig, shared: Arc<Shared>) -> Result<Report, YcsbError> {
         connections: cfg.connections,
         pipeline: cfg.pipeline,
         target_ops_per_sec: cfg.target,
+        seed: cfg.seed,
         operations: total,
         run_time_s: elapsed,
         throughput_ops_per_sec: total as f64 / elapsed,

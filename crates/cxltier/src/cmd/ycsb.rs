@@ -107,12 +107,22 @@ pub struct Args {
     /// hit-bound: key choices to draw
     #[arg(long, default_value_t = 4_000_000)]
     draws: u64,
-    /// Random seed
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
+    /// Seed of the key, operation and value choices (default: a new one each run, as YCSB does;
+    /// the report gives it, to replay a run). Runs that replay one key sequence warm a cache with
+    /// exactly the keys they will ask for.
+    #[arg(long)]
+    seed: Option<u64>,
     /// Print JSON for scripts
     #[arg(long)]
     json: bool,
+}
+
+/// A seed for a run that was given none: the clock's nanoseconds mixed with the process id.
+fn fresh_seed() -> u64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    (nanos ^ (u64::from(std::process::id()) << 32)).wrapping_mul(0x9E37_79B9_7F4A_7C15)
 }
 
 fn ycsb_error(e: YcsbError, addr: &str) -> CliError {
@@ -186,7 +196,7 @@ pub fn run(args: Args) -> CliResult {
         operations,
         max_time: args.duration.map(Duration::from_secs_f64),
         password: args.password.clone(),
-        seed: args.seed,
+        seed: args.seed.unwrap_or_else(fresh_seed),
         on_ack: None,
         progress: !args.json && std::io::stderr().is_terminal(),
     };
@@ -195,7 +205,7 @@ pub fn run(args: Args) -> CliResult {
         print_json(&report)?;
     } else {
         println!(
-            "{} workload {} against {} ({:?}): {} operations in {:.2} s, {:.0} ops/s; latency from {}",
+            "{} workload {} against {} ({:?}): {} operations in {:.2} s, {:.0} ops/s; latency from {}; seed {}",
             if phase == Phase::Load { "load" } else { "run" },
             report.workload,
             report.addr,
@@ -203,7 +213,8 @@ pub fn run(args: Args) -> CliResult {
             report.operations,
             report.run_time_s,
             report.throughput_ops_per_sec,
-            report.latency_from
+            report.latency_from,
+            report.seed
         );
         let mut t = Table::new([
             "operation",
@@ -282,9 +293,13 @@ fn hit_bound(args: &Args, spec: Spec) -> CliResult {
     let workload = spec.name;
     let shared = cxltier_ycsb::shared(spec, Phase::Run, data, args.ops.unwrap_or(args.records))
         .map_err(|e| ycsb_error(e, "-"))?;
-    let ratios =
-        cxltier_ycsb::oracle::best_hit_ratios(shared, &args.cache_objects, args.draws, args.seed)
-            .map_err(|e| ycsb_error(e, "-"))?;
+    let ratios = cxltier_ycsb::oracle::best_hit_ratios(
+        shared,
+        &args.cache_objects,
+        args.draws,
+        args.seed.unwrap_or(1),
+    )
+    .map_err(|e| ycsb_error(e, "-"))?;
     let rows: Vec<HitBound> = args
         .cache_objects
         .iter()
