@@ -19,6 +19,7 @@ pub mod gates;
 pub mod kernel;
 pub mod qasm;
 mod sim;
+pub mod sweep;
 
 pub use kernel::Real;
 pub use qasm::{parse, Circuit};
