@@ -114,7 +114,7 @@ pub struct RunReport {
     pub gates: usize,
     /// Gates after fusion (summed over passes out of core).
     pub fused_gates: usize,
-    /// Sweeps over the whole state: fused gates in memory, passes out of core.
+    /// Trips through the whole state: cache-blocked sweeps in memory, passes out of core.
     pub passes: usize,
     /// Out of core: passes had the qubits not been relabelled.
     pub passes_without_relabelling: Option<usize>,

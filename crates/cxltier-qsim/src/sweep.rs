@@ -48,12 +48,14 @@ pub fn run<T: Real>(
     relabel: bool,
     cache_bytes: usize,
 ) -> SweepReport {
-    let cache_bits = (cache_bytes / std::mem::size_of::<Amp<T>>()).max(1).ilog2() as usize;
+    // At least four groups, so that both threads of a small state have work.
+    let cache_bits = ((cache_bytes / std::mem::size_of::<Amp<T>>()).max(1).ilog2() as usize)
+        .min(n.saturating_sub(2));
     let widest = ops.iter().map(|o| o.qubits.len()).max().unwrap_or(1);
     let run_bits = piece_bits.min(cache_bits.saturating_sub(GATHERED));
-    // Too small a state to split into several cache-sized groups (or runs too short for the
-    // block kernels): one fused gate at a time over the whole state.
-    if n < cache_bits + 2 || run_bits < 3 || cache_bits < run_bits + widest {
+    // Too small a state for groups of short runs plus the widest gate: one fused gate at a time
+    // over the whole state.
+    if run_bits < 3 || cache_bits < run_bits + widest {
         let fused = fusion::fuse(ops, fuse);
         for op in &fused {
             kernel::apply(
