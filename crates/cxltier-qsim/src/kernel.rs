@@ -16,7 +16,10 @@ pub trait Real:
     + std::ops::Add<Output = Self>
     + std::ops::Sub<Output = Self>
     + std::ops::Mul<Output = Self>
+    + std::ops::Neg<Output = Self>
 {
+    /// `self * a + b`, fused (one rounding; a single instruction where the CPU has FMA).
+    fn mul_add(self, a: Self, b: Self) -> Self;
     /// From f64 (rounded for f32).
     fn from_f64(x: f64) -> Self;
     /// To f64.
@@ -26,6 +29,10 @@ pub trait Real:
 }
 
 impl Real for f64 {
+    #[inline(always)]
+    fn mul_add(self, a: f64, b: f64) -> f64 {
+        f64::mul_add(self, a, b)
+    }
     fn from_f64(x: f64) -> f64 {
         x
     }
@@ -36,6 +43,10 @@ impl Real for f64 {
 }
 
 impl Real for f32 {
+    #[inline(always)]
+    fn mul_add(self, a: f32, b: f32) -> f32 {
+        f32::mul_add(self, a, b)
+    }
     fn from_f64(x: f64) -> f32 {
         x as f32
     }
@@ -94,8 +105,23 @@ fn insert_zeros(mut x: usize, sorted_positions: &[usize]) -> usize {
 }
 
 /// Apply `gate` to the state made of `pieces` (each `1 << piece_bits` amplitudes; piece `i` holds
-/// indices `i << piece_bits ..`). Runs on the current rayon pool.
+/// indices `i << piece_bits ..`). Groups of pieces run in parallel on the current rayon pool.
 pub fn apply<T: Real>(pieces: &mut [&mut [Amp<T>]], piece_bits: usize, gate: &Prepared<T>) {
+    apply_with(pieces, piece_bits, gate, true)
+}
+
+/// [`apply`] on the calling thread only (for callers that already split the work between
+/// threads, such as the cache-blocked sweeps).
+pub fn apply_serial<T: Real>(pieces: &mut [&mut [Amp<T>]], piece_bits: usize, gate: &Prepared<T>) {
+    apply_with(pieces, piece_bits, gate, false)
+}
+
+fn apply_with<T: Real>(
+    pieces: &mut [&mut [Amp<T>]],
+    piece_bits: usize,
+    gate: &Prepared<T>,
+    parallel: bool,
+) {
     let k = gate.positions.len();
     let high: Vec<usize> = gate
         .positions
@@ -153,229 +179,308 @@ pub fn apply<T: Real>(pieces: &mut [&mut [Amp<T>]], piece_bits: usize, gate: &Pr
         .collect();
     low.sort_unstable();
     let piece_len = groups.first().map_or(0, |g| g[0].len());
-    let fast = fast_path(k, high.len());
-    let work = |group: &mut Vec<&mut [Amp<T>]>| match (fast, k) {
-        (true, _) => run_fast(group, &low, &gate.matrix),
-        (false, 1) => run::<T, 2>(group, &member, &offset, &low, piece_len, &gate.matrix),
-        (false, 2) => run::<T, 4>(group, &member, &offset, &low, piece_len, &gate.matrix),
-        (false, 3) => run::<T, 8>(group, &member, &offset, &low, piece_len, &gate.matrix),
-        (false, 4) => run::<T, 16>(group, &member, &offset, &low, piece_len, &gate.matrix),
-        (false, 5) => run::<T, 32>(group, &member, &offset, &low, piece_len, &gate.matrix),
+    let blocked = (piece_len >= BlockPlan::<T>::block() && k <= 3)
+        .then(|| BlockPlan::new(gate, &member, &offset));
+    let work = |group: &mut Vec<&mut [Amp<T>]>| match (&blocked, k) {
+        (Some(plan), _) => run_blocks(group, plan),
+        (None, 1) => run::<T, 2>(group, &member, &offset, &low, piece_len, &gate.matrix),
+        (None, 2) => run::<T, 4>(group, &member, &offset, &low, piece_len, &gate.matrix),
+        (None, 3) => run::<T, 8>(group, &member, &offset, &low, piece_len, &gate.matrix),
+        (None, 4) => run::<T, 16>(group, &member, &offset, &low, piece_len, &gate.matrix),
+        (None, 5) => run::<T, 32>(group, &member, &offset, &low, piece_len, &gate.matrix),
         _ => panic!("gates on more than 5 qubits are not supported"),
     };
-    if groups.len() == 1 {
-        work(&mut groups[0]);
+    if groups.len() == 1 || !parallel {
+        groups.iter_mut().for_each(work);
     } else {
         groups.par_iter_mut().for_each(work);
     }
 }
 
-/// Whether the iterator-based path handles a gate of `k` qubits, `high` of them across pieces.
-fn fast_path(k: usize, high: usize) -> bool {
-    matches!((k, high), (1, 0) | (1, 1) | (2, 0) | (2, 1) | (2, 2))
+/// Bytes per block: the block kernels work on runs of consecutive amplitudes that fill one
+/// 256-bit vector register (4 amplitudes at f32, 2 at f64), kept interleaved (re, im) as in
+/// memory so that a block is one vector load and store.
+const BLOCK_BYTES: usize = 32;
+
+/// A gate of up to three qubits laid out for the block kernels. Its targets inside a block
+/// (`low_mask`) are mixed by fixed shuffles; the others select `lanes` blocks (in other pieces
+/// or further along the same piece), whose amplitudes are mixed element-wise. Output lane `h` is
+/// the sum over input lanes `h2` and low-bit values `lp` of coefficient
+/// `(h * lanes + h2) * 2^low + lp` times `shuffle_lp(lane h2)`, where a coefficient holds, for
+/// every amplitude of the block, the matrix entry of its row.
+struct BlockPlan<T> {
+    /// Amplitudes per block.
+    block: usize,
+    lanes: usize,
+    low_mask: usize,
+    /// Member piece and in-piece offset of each lane.
+    member: Vec<usize>,
+    offset: Vec<usize>,
+    /// In-piece target bits at or above the block (ascending): they separate the lanes.
+    lane_bits: Vec<usize>,
+    /// Per coefficient, `A` and `B` of [`blocks`] for every real of the block (2 * block reals
+    /// each, one after the other).
+    coef_a: Vec<T>,
+    coef_b: Vec<T>,
 }
 
-#[inline(always)]
-fn mul<T: Real, const D: usize>(m: &[Amp<T>], v: &[Amp<T>; D]) -> [Amp<T>; D] {
-    let mut out = [[T::default(); 2]; D];
-    for (r, o) in out.iter_mut().enumerate() {
-        let row = &m[r * D..r * D + D];
-        let (mut re, mut im) = (T::default(), T::default());
-        for c in 0..D {
-            re = re + row[c][0] * v[c][0] - row[c][1] * v[c][1];
-            im = im + row[c][0] * v[c][1] + row[c][1] * v[c][0];
-        }
-        *o = [re, im];
+impl<T: Real> BlockPlan<T> {
+    fn block() -> usize {
+        (BLOCK_BYTES / std::mem::size_of::<Amp<T>>()).max(1)
     }
-    out
+
+    fn new(gate: &Prepared<T>, member: &[usize], offset: &[usize]) -> BlockPlan<T> {
+        let block = Self::block();
+        let block_bits = block.trailing_zeros() as usize;
+        let k = gate.positions.len();
+        // Positions are sorted, so the targets inside a block are the matrix's lowest bits.
+        let l = gate.positions.iter().filter(|&&p| p < block_bits).count();
+        let low_mask: usize = gate.positions[..l].iter().map(|&p| 1 << p).sum();
+        let lanes = 1usize << (k - l);
+        let nl = 1usize << l;
+        let dim = 1usize << k;
+        // The low-bit value (in matrix bit order) of block amplitude e.
+        let low_of = |e: usize| -> usize {
+            gate.positions[..l]
+                .iter()
+                .enumerate()
+                .map(|(i, &p)| ((e >> p) & 1) << i)
+                .sum()
+        };
+        let flat = 2 * block;
+        let mut coef_a = Vec::with_capacity(lanes * lanes * nl * flat);
+        let mut coef_b = Vec::with_capacity(lanes * lanes * nl * flat);
+        for h in 0..lanes {
+            for h2 in 0..lanes {
+                for lp in 0..nl {
+                    let col = lp | (h2 << l);
+                    for i in 0..flat {
+                        let entry = gate.matrix[((low_of(i / 2) | (h << l)) * dim) + col];
+                        coef_a.push(entry[0]);
+                        coef_b.push(if i % 2 == 0 { -entry[1] } else { entry[1] });
+                    }
+                }
+            }
+        }
+        BlockPlan {
+            block,
+            lanes,
+            low_mask,
+            member: (0..lanes).map(|h| member[h << l]).collect(),
+            offset: (0..lanes).map(|h| offset[h << l]).collect(),
+            lane_bits: gate.positions[l..]
+                .iter()
+                .copied()
+                .filter(|&p| offset.iter().any(|&o| o & (1 << p) != 0))
+                .collect(),
+            coef_a,
+            coef_b,
+        }
+    }
 }
 
-/// One- and two-qubit gates by walking the pieces with split slices: no index arithmetic and no
-/// bounds checks in the inner loops. `low` holds the in-piece target bits, ascending; the matrix
-/// is in sorted-position order (low targets first, then the piece-selecting ones). Compiled for
-/// several vector extensions; the widest the CPU has runs.
+/// Dispatch a block plan to the kernel specialised for its block size, lane count and low
+/// targets. Compiled for several vector extensions; the widest the CPU has runs.
 #[multiversion(targets(
     "x86_64+avx512f+avx512vl+avx2+fma+avx+sse4.2",
     "x86_64+avx2+fma+avx+sse4.2",
     "x86_64+sse4.2",
     "aarch64+neon"
 ))]
-fn run_fast<T: Real>(group: &mut [&mut [Amp<T>]], low: &[usize], matrix: &[Amp<T>]) {
-    let m2: [Amp<T>; 4] = std::array::from_fn(|i| {
-        if matrix.len() == 4 {
-            matrix[i]
-        } else {
-            [T::default(); 2]
-        }
-    });
-    let m4: [Amp<T>; 16] = std::array::from_fn(|i| {
-        if matrix.len() == 16 {
-            matrix[i]
-        } else {
-            [T::default(); 2]
-        }
-    });
-    match (group, low) {
-        // Targets among the lowest qubits leave runs too short to vectorise along: take STEP
-        // independent index groups at a time instead.
-        ([s], &[p]) if p < 3 => strided::<T, 2>(s, &m2, [0, 1 << p], low),
-        ([s], &[p0, p1]) if p0 < 3 => {
-            strided::<T, 4>(s, &m4, [0, 1 << p0, 1 << p1, (1 << p0) | (1 << p1)], low)
-        }
-        ([s], [p]) => {
-            for blk in s.chunks_exact_mut(2 << p) {
-                let (a, b) = blk.split_at_mut(1 << p);
-                pair(&m2, a, b);
-            }
-        }
-        ([g0, g1], []) => pair(&m2, g0, g1),
-        ([s], [p0, p1]) => {
-            for blk in s.chunks_exact_mut(2 << p1) {
-                let (a, b) = blk.split_at_mut(1 << p1);
-                for (ca, cb) in a.chunks_exact_mut(2 << p0).zip(b.chunks_exact_mut(2 << p0)) {
-                    let (a0, a1) = ca.split_at_mut(1 << p0);
-                    let (b0, b1) = cb.split_at_mut(1 << p0);
-                    quad(&m4, a0, a1, b0, b1);
-                }
-            }
-        }
-        ([g0, g1], [p]) => {
-            for (ca, cb) in g0.chunks_exact_mut(2 << p).zip(g1.chunks_exact_mut(2 << p)) {
-                let (a0, a1) = ca.split_at_mut(1 << p);
-                let (b0, b1) = cb.split_at_mut(1 << p);
-                quad(&m4, a0, a1, b0, b1);
-            }
-        }
-        ([g0, g1, g2, g3], []) => quad(&m4, g0, g1, g2, g3),
-        _ => unreachable!("fast_path admits only these shapes"),
+fn run_blocks<T: Real>(group: &mut [&mut [Amp<T>]], plan: &BlockPlan<T>) {
+    match (plan.block, plan.lanes, plan.low_mask) {
+        (4, 2, 0) => blocks::<T, 2, 0, 1, 4, 8>(group, plan),
+        (4, 4, 0) => blocks::<T, 4, 0, 1, 4, 8>(group, plan),
+        (4, 8, 0) => blocks::<T, 8, 0, 1, 4, 8>(group, plan),
+        (4, 1, 1) => blocks::<T, 1, 1, 2, 4, 8>(group, plan),
+        (4, 1, 2) => blocks::<T, 1, 2, 2, 4, 8>(group, plan),
+        (4, 2, 1) => blocks::<T, 2, 1, 2, 4, 8>(group, plan),
+        (4, 2, 2) => blocks::<T, 2, 2, 2, 4, 8>(group, plan),
+        (4, 4, 1) => blocks::<T, 4, 1, 2, 4, 8>(group, plan),
+        (4, 4, 2) => blocks::<T, 4, 2, 2, 4, 8>(group, plan),
+        (4, 1, 3) => blocks::<T, 1, 3, 4, 4, 8>(group, plan),
+        (4, 2, 3) => blocks::<T, 2, 3, 4, 4, 8>(group, plan),
+        (2, 2, 0) => blocks::<T, 2, 0, 1, 2, 4>(group, plan),
+        (2, 4, 0) => blocks::<T, 4, 0, 1, 2, 4>(group, plan),
+        (2, 8, 0) => blocks::<T, 8, 0, 1, 2, 4>(group, plan),
+        (2, 1, 1) => blocks::<T, 1, 1, 2, 2, 4>(group, plan),
+        (2, 2, 1) => blocks::<T, 2, 1, 2, 2, 4>(group, plan),
+        (2, 4, 1) => blocks::<T, 4, 1, 2, 2, 4>(group, plan),
+        other => unreachable!("block plans have at most three qubits, not {other:?}"),
     }
 }
 
-/// Amplitudes per step of the lane loop: de-interleaved into arrays of this many reals, so that
-/// the compiler keeps them in vector registers (8 f32 = one AVX register, 8 f64 = two).
-const STEP: usize = 8;
-
-/// Apply a `D x D` matrix to `D` equally long lanes: element `i` of every lane forms one vector.
-/// Runs of `STEP` elements are split into real and imaginary arrays and multiplied lane-parallel;
-/// the remainder goes one element at a time.
-#[inline(always)]
-fn lanes<T: Real, const D: usize>(m: &[Amp<T>], lanes: &mut [&mut [Amp<T>]; D]) {
-    let len = lanes[0].len();
-    let mut mre = [[T::default(); D]; D];
-    let mut mim = [[T::default(); D]; D];
-    for r in 0..D {
-        for c in 0..D {
-            mre[r][c] = m[r * D + c][0];
-            mim[r][c] = m[r * D + c][1];
-        }
-    }
-    let mut start = 0;
-    while start + STEP <= len {
-        let mut re = [[T::default(); STEP]; D];
-        let mut im = [[T::default(); STEP]; D];
-        for (j, lane) in lanes.iter().enumerate() {
-            let run = &lane[start..start + STEP];
-            for e in 0..STEP {
-                re[j][e] = run[e][0];
-                im[j][e] = run[e][1];
+/// For each low-bit value `lp` (in matrix bit order) of the targets in `LM`, the block amplitude
+/// that amplitude `e` reads: `e` with its target bits replaced by `lp`.
+const fn shuffles<const LM: usize, const NL: usize, const B: usize>() -> [[usize; B]; NL] {
+    let mut out = [[0; B]; NL];
+    let mut lp = 0;
+    while lp < NL {
+        let mut dep = 0;
+        let mut bit = 0;
+        let mut i = 0;
+        while (1 << bit) < B {
+            if LM & (1 << bit) != 0 {
+                dep |= ((lp >> i) & 1) << bit;
+                i += 1;
             }
+            bit += 1;
         }
-        for (r, lane) in lanes.iter_mut().enumerate() {
-            let mut ore = [T::default(); STEP];
-            let mut oim = [T::default(); STEP];
-            for c in 0..D {
-                let (a, b) = (mre[r][c], mim[r][c]);
-                for e in 0..STEP {
-                    ore[e] = ore[e] + a * re[c][e] - b * im[c][e];
-                    oim[e] = oim[e] + a * im[c][e] + b * re[c][e];
-                }
-            }
-            let run = &mut lane[start..start + STEP];
-            for e in 0..STEP {
-                run[e] = [ore[e], oim[e]];
-            }
+        let mut e = 0;
+        while e < B {
+            out[lp][e] = (e & !LM) | dep;
+            e += 1;
         }
-        start += STEP;
+        lp += 1;
     }
-    for i in start..len {
-        let v: [Amp<T>; D] = std::array::from_fn(|j| lanes[j][i]);
-        let o = mul::<T, D>(m, &v);
-        for (j, lane) in lanes.iter_mut().enumerate() {
-            lane[i] = o[j];
-        }
-    }
+    out
 }
 
-/// Apply a `D x D` matrix to the index groups of `s` (offsets `off` from each base; bases skip
-/// the `low` target bits), `STEP` groups at a time with the arithmetic on de-interleaved arrays.
+/// The block kernel: `D` lanes, low targets `LM` (`NL` = 2^popcount(LM) values), blocks of `B`
+/// amplitudes (`F` = 2B reals). A complex multiply-add of coefficient `c` into `o` is
+/// `o += A * x + B * swap(x)` with `A = (c.re, c.re, ...)`, `B = (-c.im, c.im, ...)` and `swap`
+/// exchanging re and im: two fused multiply-adds on the interleaved block.
 #[inline(always)]
-fn strided<T: Real, const D: usize>(
-    s: &mut [Amp<T>],
-    m: &[Amp<T>],
-    off: [usize; D],
-    low: &[usize],
+fn blocks<
+    T: Real,
+    const D: usize,
+    const LM: usize,
+    const NL: usize,
+    const B: usize,
+    const F: usize,
+>(
+    group: &mut [&mut [Amp<T>]],
+    plan: &BlockPlan<T>,
 ) {
-    let bases = s.len() >> low.len();
-    let mut mre = [[T::default(); D]; D];
-    let mut mim = [[T::default(); D]; D];
-    for r in 0..D {
-        for c in 0..D {
-            mre[r][c] = m[r * D + c][0];
-            mim[r][c] = m[r * D + c][1];
-        }
-    }
-    let mut outer = 0;
-    while outer + STEP <= bases {
-        let idx: [usize; STEP] = std::array::from_fn(|e| insert_zeros(outer + e, low));
-        let mut re = [[T::default(); STEP]; D];
-        let mut im = [[T::default(); STEP]; D];
-        for j in 0..D {
-            for e in 0..STEP {
-                let a = s[idx[e] + off[j]];
-                re[j][e] = a[0];
-                im[j][e] = a[1];
+    let shuffle = const { shuffles::<LM, NL, B>() };
+    let member: [usize; D] = std::array::from_fn(|h| plan.member[h]);
+    let offset: [usize; D] = std::array::from_fn(|h| plan.offset[h]);
+    // Lanes in address order (piece, then offset), for splitting pieces into lanes.
+    let mut order: [usize; D] = std::array::from_fn(|h| h);
+    order.sort_unstable_by_key(|&h| (member[h], offset[h]));
+    let coef_a = &plan.coef_a[..D * D * NL * F];
+    let coef_b = &plan.coef_b[..D * D * NL * F];
+    let piece_len = group[0].len();
+    // A run: the stretch below the lowest in-piece lane bit, contiguous in every lane.
+    let run_len = plan.lane_bits.first().map_or(piece_len, |&b| 1 << b);
+    let runs = (piece_len / run_len) >> plan.lane_bits.len();
+    if run_len < 4 * B {
+        // Runs of a few blocks: splitting lanes off would cost more than indexing each block.
+        for b in 0..(piece_len / B) >> plan.lane_bits.len() {
+            let base = insert_zeros(b * B, &plan.lane_bits);
+            let mut copy: [[Amp<T>; B]; D] = std::array::from_fn(|h| {
+                let at = base + offset[h];
+                group[member[h]][at..at + B]
+                    .try_into()
+                    .expect("blocks lie inside their piece")
+            });
+            {
+                let mut run: [&mut [Amp<T>; B]; D] = copy.each_mut();
+                kernel_block::<T, D, NL, F, B>(&mut run, &shuffle, coef_a, coef_b);
+            }
+            for h in 0..D {
+                let at = base + offset[h];
+                group[member[h]][at..at + B].copy_from_slice(&copy[h]);
             }
         }
-        for r in 0..D {
-            let mut ore = [T::default(); STEP];
-            let mut oim = [T::default(); STEP];
-            for c in 0..D {
-                let (a, b) = (mre[r][c], mim[r][c]);
-                for e in 0..STEP {
-                    ore[e] = ore[e] + a * re[c][e] - b * im[c][e];
-                    oim[e] = oim[e] + a * im[c][e] + b * re[c][e];
+        return;
+    }
+    for r in 0..runs {
+        let base = insert_zeros(r * run_len, &plan.lane_bits);
+        let lanes = split_lanes(group, &member, &offset, &order, base, run_len);
+        let mut blocks = lanes.map(|lane| lane.chunks_exact_mut(B));
+        for _ in 0..run_len / B {
+            let mut run: [&mut [Amp<T>; B]; D] = std::array::from_fn(|h| {
+                blocks[h]
+                    .next()
+                    .and_then(|b| b.try_into().ok())
+                    .expect("lanes hold whole blocks")
+            });
+            kernel_block::<T, D, NL, F, B>(&mut run, &shuffle, coef_a, coef_b);
+        }
+    }
+}
+
+/// The lanes of one run: lane `h` is `group[member[h]][base + offset[h]..][..len]`, split off the
+/// pieces in address `order` (lanes never overlap).
+#[inline(always)]
+fn split_lanes<'a, T, const D: usize>(
+    group: &'a mut [&mut [Amp<T>]],
+    member: &[usize; D],
+    offset: &[usize; D],
+    order: &[usize; D],
+    base: usize,
+    len: usize,
+) -> [&'a mut [Amp<T>]; D] {
+    let mut out: [Option<&'a mut [Amp<T>]>; D] = std::array::from_fn(|_| None);
+    let mut pieces = group.iter_mut().enumerate();
+    let mut current: Option<(usize, &'a mut [Amp<T>], usize)> = None;
+    for &h in order {
+        if current.as_ref().is_none_or(|c| c.0 != member[h]) {
+            let (i, piece) = pieces
+                .find(|(i, _)| *i == member[h])
+                .expect("lanes are in piece order");
+            current = Some((i, &mut **piece, 0));
+        }
+        let (_, rest, consumed) = current.as_mut().expect("set above");
+        let tail = std::mem::take(rest);
+        let (_, tail) = tail.split_at_mut(base + offset[h] - *consumed);
+        let (lane, tail) = tail.split_at_mut(len);
+        *rest = tail;
+        *consumed = base + offset[h] + len;
+        out[h] = Some(lane);
+    }
+    out.map(|lane| lane.expect("every lane is split off"))
+}
+
+/// One block of every lane through the gate.
+#[inline(always)]
+fn kernel_block<T: Real, const D: usize, const NL: usize, const F: usize, const B: usize>(
+    run: &mut [&mut [Amp<T>; B]; D],
+    shuffle: &[[usize; B]; NL],
+    coef_a: &[T],
+    coef_b: &[T],
+) {
+    {
+        // Read every lane (and its shuffles) before writing any.
+        let mut x = [[[T::default(); F]; NL]; D];
+        let mut xs = [[[T::default(); F]; NL]; D];
+        for h in 0..D {
+            for lp in 0..NL {
+                x[h][lp] = std::array::from_fn(|i| run[h][shuffle[lp][i / 2]][i % 2]);
+                xs[h][lp] = std::array::from_fn(|i| run[h][shuffle[lp][i / 2]][1 - i % 2]);
+            }
+        }
+        // All outputs at once, each with two accumulators (the `A` and the `B` terms): 2D
+        // independent chains of fused multiply-adds keep both FMA units busy despite their
+        // latency.
+        let mut oa = [[T::default(); F]; D];
+        let mut ob = [[T::default(); F]; D];
+        for h2 in 0..D {
+            for lp in 0..NL {
+                let (v, vs) = (&x[h2][lp], &xs[h2][lp]);
+                for h in 0..D {
+                    let c = ((h * D + h2) * NL + lp) * F;
+                    let a: &[T; F] = coef_a[c..c + F].try_into().expect("F reals");
+                    let bb: &[T; F] = coef_b[c..c + F].try_into().expect("F reals");
+                    for i in 0..F {
+                        oa[h][i] = a[i].mul_add(v[i], oa[h][i]);
+                    }
+                    for i in 0..F {
+                        ob[h][i] = bb[i].mul_add(vs[i], ob[h][i]);
+                    }
                 }
             }
-            for e in 0..STEP {
-                s[idx[e] + off[r]] = [ore[e], oim[e]];
+        }
+        for h in 0..D {
+            for e in 0..B {
+                run[h][e] = [
+                    oa[h][2 * e] + ob[h][2 * e],
+                    oa[h][2 * e + 1] + ob[h][2 * e + 1],
+                ];
             }
         }
-        outer += STEP;
     }
-    for base in outer..bases {
-        let i = insert_zeros(base, low);
-        let v: [Amp<T>; D] = std::array::from_fn(|j| s[i + off[j]]);
-        let o = mul::<T, D>(m, &v);
-        for j in 0..D {
-            s[i + off[j]] = o[j];
-        }
-    }
-}
-
-#[inline(always)]
-fn pair<T: Real>(m: &[Amp<T>; 4], a: &mut [Amp<T>], b: &mut [Amp<T>]) {
-    lanes::<T, 2>(m, &mut [a, b]);
-}
-
-#[inline(always)]
-fn quad<T: Real>(
-    m: &[Amp<T>; 16],
-    a: &mut [Amp<T>],
-    b: &mut [Amp<T>],
-    c: &mut [Amp<T>],
-    d: &mut [Amp<T>],
-) {
-    lanes::<T, 4>(m, &mut [a, b, c, d]);
 }
 
 #[inline(always)]
@@ -454,38 +559,65 @@ mod tests {
         out
     }
 
-    #[test]
-    fn matches_the_reference_for_any_positions_and_piece_split() {
+    fn check<T: Real>(tolerance: f64) {
         let n = 7;
         let state: Vec<Amp<f64>> = (0..1 << n)
             .map(|i| [((i * 7) % 11) as f64 - 5.0, ((i * 3) % 5) as f64])
             .collect();
-        let m3 = gates::controlled(&gates::u3(0.3, 0.2, 0.9), 2);
-        let cases: Vec<(Matrix, Vec<usize>)> = vec![
-            (gates::h(), vec![0]),
-            (gates::h(), vec![6]),
-            (gates::u3(1.0, 2.0, 3.0), vec![3]),
-            (gates::controlled(&gates::x(), 1), vec![6, 0]),
-            (gates::controlled(&gates::x(), 1), vec![2, 5]),
-            (m3.clone(), vec![4, 1, 6]),
-            (m3, vec![6, 5, 4]),
+        let dense2 = gates::controlled(&gates::u3(0.3, 0.2, 0.9), 1)
+            .times(&gates::u3(1.1, -0.4, 2.0).expand(&[0], &[0, 1]));
+        let m3 = gates::controlled(&gates::u3(0.3, 0.2, 0.9), 2)
+            .times(&gates::u3(0.7, 0.1, -1.3).expand(&[1], &[0, 1, 2]));
+        let mut cases: Vec<(Matrix, Vec<usize>)> = vec![
             (gates::controlled(&gates::x(), 4), vec![0, 6, 2, 5, 3]),
+            (gates::controlled(&gates::x(), 3), vec![1, 6, 2, 5]),
         ];
+        for a in 0..n {
+            cases.push((gates::u3(1.0, 2.0, 3.0), vec![a]));
+            for b in 0..n {
+                if a != b {
+                    cases.push((dense2.clone(), vec![a, b]));
+                }
+            }
+        }
+        for pos in [
+            [0, 1, 2],
+            [2, 1, 0],
+            [4, 1, 6],
+            [6, 5, 4],
+            [0, 3, 6],
+            [1, 2, 5],
+            [3, 0, 4],
+            [5, 6, 1],
+        ] {
+            cases.push((m3.clone(), pos.to_vec()));
+        }
         for (m, pos) in cases {
             let want = reference(&state, &m, &pos);
-            for piece_bits in [n, 5, 3, 1] {
-                let mut s = state.clone();
+            for piece_bits in [n, 5, 3, 2, 1] {
+                let mut s: Vec<Amp<T>> = state
+                    .iter()
+                    .map(|a| [T::from_f64(a[0]), T::from_f64(a[1])])
+                    .collect();
                 {
-                    let mut pieces: Vec<&mut [Amp<f64>]> = s.chunks_mut(1 << piece_bits).collect();
+                    let mut pieces: Vec<&mut [Amp<T>]> = s.chunks_mut(1 << piece_bits).collect();
                     apply(&mut pieces, piece_bits, &Prepared::new(&m, pos.clone()));
                 }
                 for (a, b) in s.iter().zip(&want) {
                     assert!(
-                        (a[0] - b[0]).abs() < 1e-12 && (a[1] - b[1]).abs() < 1e-12,
-                        "{pos:?} {piece_bits}"
+                        (a[0].to_f64() - b[0]).abs() < tolerance
+                            && (a[1].to_f64() - b[1]).abs() < tolerance,
+                        "{} {pos:?} {piece_bits}",
+                        T::NAME
                     );
                 }
             }
         }
+    }
+
+    #[test]
+    fn matches_the_reference_for_any_positions_and_piece_split() {
+        check::<f64>(1e-12);
+        check::<f32>(1e-4);
     }
 }

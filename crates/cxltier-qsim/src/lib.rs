@@ -5,7 +5,8 @@
 //! applies the circuit:
 //!
 //! - **in memory** when the state fits under the memory limit: chunks placed over DRAM and CXL
-//!   nodes by weight, gates fused ([`fusion::fuse`]) and applied in parallel ([`kernel::apply`]);
+//!   nodes by weight, gates fused ([`fusion::fuse`]) and applied in cache-blocked sweeps
+//!   ([`sweep::run`]) by the parallel block kernels ([`kernel::apply`]);
 //! - **out of core** otherwise: the circuit is split into passes ([`fusion::plan_passes`]), each
 //!   of which gathers the chunk's qubits plus a few others into a buffer, so that every gate of the
 //!   pass is local; qubits are relabelled first to make the passes few
@@ -19,6 +20,7 @@ pub mod gates;
 pub mod kernel;
 pub mod qasm;
 mod sim;
+pub mod sweep;
 
 pub use kernel::Real;
 pub use qasm::{parse, Circuit};

@@ -11,9 +11,9 @@ use rand::{Rng, SeedableRng};
 use serde::Serialize;
 
 use crate::fusion::{self, Op};
-use crate::kernel::{self, Amp, Prepared, Real};
+use crate::kernel::{Amp, Real};
 use crate::qasm::Circuit;
-use crate::QsimError;
+use crate::{sweep, QsimError};
 
 /// How to run a circuit.
 #[derive(Debug, Clone)]
@@ -24,6 +24,7 @@ pub struct Options {
     pub(crate) threads: usize,
     pub(crate) fuse: usize,
     pub(crate) max_extra: usize,
+    pub(crate) cache_bytes: usize,
 }
 
 impl Default for Options {
@@ -35,6 +36,7 @@ impl Default for Options {
             threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
             fuse: 2,
             max_extra: 6,
+            cache_bytes: sweep::CACHE_BYTES,
         }
     }
 }
@@ -67,6 +69,12 @@ impl Options {
     /// Fuse gates up to `qubits` qubits (1 turns fusion off; at most 5).
     pub fn fuse(mut self, qubits: usize) -> Self {
         self.fuse = qubits.clamp(1, 5);
+        self
+    }
+    /// Bytes of the state one thread works on at once in a cache-blocked sweep
+    /// ([`sweep::CACHE_BYTES`] by default); smaller states are applied one fused gate at a time.
+    pub fn cache_bytes(mut self, bytes: usize) -> Self {
+        self.cache_bytes = bytes.max(1);
         self
     }
     /// Out of core: at most `qubits` non-local qubits gathered per pass (smaller means larger,
@@ -106,7 +114,7 @@ pub struct RunReport {
     pub gates: usize,
     /// Gates after fusion (summed over passes out of core).
     pub fused_gates: usize,
-    /// Sweeps over the whole state: fused gates in memory, passes out of core.
+    /// Trips through the whole state: cache-blocked sweeps in memory, passes out of core.
     pub passes: usize,
     /// Out of core: passes had the qubits not been relabelled.
     pub passes_without_relabelling: Option<usize>,
@@ -187,33 +195,34 @@ impl<T: Real> Simulation<T> {
             let mut array = TieredArray::create(&config)?;
             let setup_seconds = setup.elapsed().as_secs_f64();
             let piece_bits = chunk_bits.min(n);
-            let fused = fusion::fuse(&ops, options.fuse);
             let start = Instant::now();
-            {
+            let swept = {
                 let mut chunks = array.memory_chunks_mut().expect("all chunks are in memory");
                 let mut pieces: Vec<&mut [Amp<T>]> = chunks
                     .iter_mut()
                     .map(|c| &mut bytemuck::cast_slice_mut::<u8, Amp<T>>(c)[..1 << piece_bits])
                     .collect();
                 pieces[0][0] = [T::from_f64(1.0), T::default()];
-                let prepared: Vec<Prepared<T>> = fused
-                    .iter()
-                    .map(|op| Prepared::new(&op.matrix, op.qubits.clone()))
-                    .collect();
                 pool.install(|| {
-                    for g in &prepared {
-                        kernel::apply(&mut pieces, piece_bits, g);
-                    }
-                });
-            }
+                    sweep::run(
+                        &mut pieces,
+                        piece_bits,
+                        n,
+                        &ops,
+                        options.fuse,
+                        true,
+                        options.cache_bytes,
+                    )
+                })
+            };
             let report = RunReport {
                 qubits: n,
                 precision: T::NAME,
                 state_bytes,
                 mode: "memory",
                 gates: ops.len(),
-                fused_gates: fused.len(),
-                passes: fused.len(),
+                fused_gates: swept.fused_gates,
+                passes: swept.sweeps,
                 passes_without_relabelling: None,
                 local_qubits: None,
                 placement: array.placement().clone(),
@@ -225,7 +234,7 @@ impl<T: Real> Simulation<T> {
             return Ok(Simulation {
                 array,
                 n,
-                perm: (0..n).collect(),
+                perm: swept.perm,
                 per_chunk: 1 << piece_bits,
                 report,
                 _t: std::marker::PhantomData,
@@ -305,12 +314,6 @@ impl<T: Real> Simulation<T> {
                     matrix: op.matrix.clone(),
                 })
                 .collect();
-            let fused = fusion::fuse(&local, options.fuse);
-            fused_total += fused.len();
-            let prepared: Vec<Prepared<T>> = fused
-                .iter()
-                .map(|op| Prepared::new(&op.matrix, op.qubits.clone()))
-                .collect();
             let gathered: Vec<usize> = pass.extra.iter().map(|&q| q - low).collect();
             let free: Vec<usize> = (0..chunk_index_bits)
                 .filter(|b| !gathered.contains(b))
@@ -334,19 +337,28 @@ impl<T: Real> Simulation<T> {
                 })
                 .collect();
             let piece_bits = c.saturating_sub(6);
+            let mut fused_gates = 0;
             let io = array.pass(&blocks, |_, bytes| {
                 let amps = bytemuck::cast_slice_mut::<u8, Amp<T>>(bytes);
                 let mut pieces: Vec<&mut [Amp<T>]> = amps.chunks_mut(1 << piece_bits).collect();
-                pool.install(|| {
-                    for g in &prepared {
-                        kernel::apply(&mut pieces, piece_bits, g);
-                    }
+                let swept = pool.install(|| {
+                    sweep::run(
+                        &mut pieces,
+                        piece_bits,
+                        c,
+                        &local,
+                        options.fuse,
+                        false,
+                        options.cache_bytes,
+                    )
                 });
+                fused_gates = swept.fused_gates;
                 Ok(())
             })?;
+            fused_total += fused_gates;
             pass_reports.push(PassInfo {
                 gates: pass.gates.len(),
-                fused_gates: fused.len(),
+                fused_gates,
                 gathered_qubits: pass.extra.clone(),
                 io,
             });

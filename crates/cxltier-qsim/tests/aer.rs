@@ -219,6 +219,15 @@ fn matches_qiskit_aer_in_memory_and_out_of_core() {
             ("memory", Options::new().threads(2)),
             ("memory-unfused", Options::new().threads(2).fuse(1)),
             ("memory-fused-4", Options::new().threads(2).fuse(4)),
+            // Cache-blocked sweeps (with relabelled qubits) at this size: groups of 16 KiB.
+            (
+                "memory-swept",
+                Options::new().threads(2).cache_bytes(16 << 10),
+            ),
+            (
+                "memory-swept-fused-3",
+                Options::new().threads(2).fuse(3).cache_bytes(16 << 10),
+            ),
             (
                 "out-of-core",
                 Options::new()
@@ -226,11 +235,27 @@ fn matches_qiskit_aer_in_memory_and_out_of_core() {
                     .memory_limit((state_bytes / 8).max(minimum))
                     .ssd(dir.clone(), None),
             ),
+            (
+                "out-of-core-swept",
+                Options::new()
+                    .threads(2)
+                    .memory_limit((state_bytes / 8).max(minimum))
+                    .ssd(dir.clone(), None)
+                    .cache_bytes(16 << 10),
+            ),
         ] {
             let mut sim = Simulation::<f64>::run(&circuit, &options).unwrap();
-            if label == "out-of-core" {
+            if label.starts_with("out-of-core") {
                 assert_eq!(sim.report().mode, "out_of_core", "{name}");
                 assert!(sim.report().placement.spilled_chunks > 0, "{name}");
+            }
+            if label.starts_with("memory-swept") {
+                let r = sim.report();
+                assert!(
+                    r.passes < r.fused_gates,
+                    "{name} {label}: {} sweeps",
+                    r.passes
+                );
             }
             let got = sim.statevector().unwrap();
             let d = max_diff(&got, want);
@@ -238,9 +263,14 @@ fn matches_qiskit_aer_in_memory_and_out_of_core() {
             assert!((sim.norm().unwrap() - 1.0).abs() < 1e-10);
         }
         // f32 is checked against Aer with single-precision tolerance.
-        let mut sim = Simulation::<f32>::run(&circuit, &Options::new().threads(2)).unwrap();
-        let d = max_diff(&sim.statevector().unwrap(), want);
-        assert!(d < 1e-4, "{name} f32: max difference {d:e} from Aer");
+        for options in [
+            Options::new().threads(2),
+            Options::new().threads(2).cache_bytes(8 << 10),
+        ] {
+            let mut sim = Simulation::<f32>::run(&circuit, &options).unwrap();
+            let d = max_diff(&sim.statevector().unwrap(), want);
+            assert!(d < 1e-4, "{name} f32: max difference {d:e} from Aer");
+        }
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
