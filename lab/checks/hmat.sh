@@ -29,6 +29,9 @@ check_bad_input
 # shellcheck source=tierd.sh
 . /lab/tierd.sh
 check_tierd
+# Both nodes are the same emulated RAM here: the tuned split must still be within 5% of the
+# sweep's best; a longer window keeps the emulator's noise below that.
+check_tierd_tune 2
 # No CXL here: `cxltier ras` says so with exit status 4 (unsupported platform).
 bad_input ras-no-cxl-devices 4 "no CXL memory devices" cxltier ras
 bad_input ras-watch-no-cxl-devices 4 "no CXL memory devices" cxltier ras --watch --duration 1

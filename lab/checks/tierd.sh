@@ -10,6 +10,16 @@
 
 uptime_s() { cut -d' ' -f1 /proc/uptime; }
 
+# wait_for_text FILE TEXT [TENTHS]: until FILE holds TEXT (TENTHS tenths of a second, 90 s by
+# default).
+wait_for_text() {
+    _n=0
+    while [ "$_n" -lt "${3:-900}" ] && ! grep -q "$2" "$1" 2>/dev/null; do
+        usleep 100000
+        _n=$((_n + 1))
+    done
+}
+
 # wait_for FILE: until FILE is non-empty (30 s at most).
 wait_for() {
     _n=0
@@ -97,20 +107,64 @@ check_tierd() {
 # signal) tuned from the planner's split, then an exhaustive sweep of every split on the same
 # guest; the host compares the tuned split's throughput in the sweep with the sweep's best.
 check_tierd_tune() {
+    measure=${1:-1}
     rm -f "$T/progress"
     cxltier touch 4M --stream --progress-file "$T/progress" --duration 300 >"$T/stream.out" 2>&1 &
     stream=$!
     wait_for "$T/progress"
-    capture tierd-tune cxltier tierd --pid "$stream" --tune --progress "file:$T/progress" --measure 1 --json
+    capture tierd-tune cxltier tierd --pid "$stream" --tune --progress "file:$T/progress" --measure "$measure" --json
     verdict tierd-tune-runs "exit $rc: $(brief "$T/tierd-tune.err")" \
         sh -c "[ $rc = 0 ] && grep -q '\"event\":\"tuned\"' '$T/tierd-tune.out'"
-    capture tierd-sweep cxltier tierd --pid "$stream" --sweep --progress "file:$T/progress" --measure 1 --json
+    capture tierd-sweep cxltier tierd --pid "$stream" --sweep --progress "file:$T/progress" --measure "$measure" --json
     verdict tierd-sweep-runs "exit $rc: $(brief "$T/tierd-sweep.err")" \
         sh -c "[ $rc = 0 ] && grep -q '\"event\":\"swept\"' '$T/tierd-sweep.out'"
     verdict tierd-tune-leaves-target-running "pid $stream" kill -0 "$stream"
+    verdict tierd-tune-pid-policy-named "$(grep -o "memory policy is [a-z-]*: its new allocations keep that policy" "$T/tierd-tune.err")" \
+        grep -q "memory policy is default: its new allocations keep that policy" "$T/tierd-tune.err"
     kill "$stream" 2>/dev/null
     wait "$stream" 2>/dev/null
     data tierd-tune "$T/tierd-tune.out"
     data tierd-sweep "$T/tierd-sweep.out"
     bad_input tierd-tune-bad-progress 2 "progress" cxltier tierd --pid 1 --tune --progress http://x
+}
+
+# Weights for the new allocations of a target tierd starts itself, with continuous tuning: the
+# stream starts under weighted interleave; once tuned, the kernel's table holds the tuned ratio
+# while tierd runs, a buffer the target allocates after that follows it, and when tierd stops
+# (--duration) the old table is back and the target still runs.
+check_tierd_weights() {
+    rm -f "$T/wprogress" "$T/fresh-go"
+    set_wi 1 1
+    before=$(wi_table)
+    cxltier tierd --tune --continuous --progress "file:$T/wprogress" --measure 1 --duration 40 --json \
+        -- cxltier touch 4M --stream --progress-file "$T/wprogress" --duration 120 --fresh 2M \
+        --fresh-when "$T/fresh-go" --json >"$T/tierd-wi.out" 2>"$T/tierd-wi.err" &
+    tierd=$!
+    wait_for_text "$T/tierd-wi.out" '"event":"tuned"'
+    during=$(wi_table)
+    touch "$T/fresh-go"
+    wait_for_text "$T/tierd-wi.out" '"event":"fresh_buffer"' 100
+    wait "$tierd"
+    rc=$?
+    after=$(wi_table)
+    target=$(grep -o '"event":"tuned","pid":[0-9]*' "$T/tierd-wi.out" | head -1 | grep -o '[0-9]*$')
+    verdict tierd-continuous-runs "exit $rc, $(grep -c '"event":"watch"' "$T/tierd-wi.out") watch windows, $(grep -c '"event":"tuned"' "$T/tierd-wi.out") climbs: $(brief "$T/tierd-wi.err")" \
+        sh -c "[ $rc = 0 ] && grep -q '\"event\":\"watch\"' '$T/tierd-wi.out' && grep -q '\"reason\":\"duration\"' '$T/tierd-wi.out'"
+    verdict tierd-weights-said-on-stderr "$(grep -o 'changed a system-wide setting[^;]*' "$T/tierd-wi.err" | tail -1)" \
+        grep -q 'changed a system-wide setting' "$T/tierd-wi.err"
+    verdict tierd-weights-restored "before: $before; while tuned: $during; after: $after" [ "$before" = "$after" ]
+    verdict tierd-weights-target-left-running "pid $target" kill -0 "${target:-999999}"
+    kill "${target:-999999}" 2>/dev/null
+    printf '{"before": "%s", "during": "%s", "after": "%s"}\n' "$before" "$during" "$after" >"$T/tierd-wi-table.out"
+    data tierd-wi "$T/tierd-wi.out"
+    data tierd-wi-table "$T/tierd-wi-table.out"
+
+    # --dry-run: says what it would write, writes nothing.
+    rm -f "$T/wprogress"
+    set_wi 1 1
+    before=$(wi_table)
+    capture tierd-wi-dry cxltier tierd --tune --dry-run --progress "file:$T/wprogress" --measure 1 \
+        --tune-start 1:1 --duration 3 -- cxltier touch 1M --stream --progress-file "$T/wprogress" --duration 6
+    verdict tierd-weights-dry-run "exit $rc, table $before -> $(wi_table): $(grep -o 'would set[^;]*' "$T/tierd-wi-dry.err" | head -1); $(grep -v 'would set' "$T/tierd-wi-dry.err" | tail -2 | tr '\n' ' ')" \
+        sh -c "[ $rc = 0 ] && [ '$before' = '$(wi_table)' ] && grep -q 'would set' '$T/tierd-wi-dry.err' && ! grep -q 'changed a system-wide' '$T/tierd-wi-dry.err'"
 }

@@ -71,6 +71,13 @@ const TIERD: &[&str] = &[
     "tierd-show-reflects-moves",
     "tierd-soft-dirty-sees-writes",
     "tierd-workload-intact",
+    // lab/checks/tierd.sh check_tierd_tune, and cxltier_lab::tierd::tune_checks
+    "tierd-tune-runs",
+    "tierd-sweep-runs",
+    "tierd-tune-leaves-target-running",
+    "tierd-tune-pid-policy-named",
+    "tierd-tune-bad-progress",
+    "tierd-tuner-within-5-percent-of-sweep",
 ];
 
 const HMAT: &[&str] = &[
@@ -117,12 +124,14 @@ const CXL: &[&str] = &[
     "probe-interleaved-3-to-1",
     "probe-loaded-latency-plot",
     "probe-buffer-too-big",
-    // lab/checks/tierd.sh check_tierd_tune, and cxltier_lab::tierd
-    "tierd-tune-runs",
-    "tierd-sweep-runs",
-    "tierd-tune-leaves-target-running",
-    "tierd-tune-bad-progress",
-    "tierd-tuner-within-5-percent-of-sweep",
+    // lab/checks/tierd.sh check_tierd_weights, and cxltier_lab::tierd::weights_checks
+    "tierd-continuous-runs",
+    "tierd-weights-said-on-stderr",
+    "tierd-weights-restored",
+    "tierd-weights-target-left-running",
+    "tierd-weights-dry-run",
+    "tierd-weights-follow-tuned-split",
+    "tierd-new-pages-follow-weights",
     // lab/checks/qsim.sh
     "qsim-interleave-completes",
     "qsim-chunks-3-to-1",
@@ -144,6 +153,7 @@ fn run_topology(topology: &str, specific: &[&str], host_checks: fn(&mut Report))
     host::common(&mut report);
     host_checks(&mut report);
     cxltier_lab::tierd::checks(&mut report);
+    cxltier_lab::tierd::tune_checks(&mut report);
     println!("{}", report.summary());
     let expected: Vec<&str> = GUEST_COMMON
         .iter()
@@ -166,7 +176,7 @@ fn topology_hmat() {
 fn topology_cxl() {
     run_topology("cxl", CXL, |report| {
         host::cxl(report);
-        cxltier_lab::tierd::tune_checks(report);
+        cxltier_lab::tierd::weights_checks(report);
     });
 }
 

@@ -89,10 +89,19 @@ pub struct Args {
     #[arg(long)]
     json: bool,
     /// Tune the target's DRAM:CXL page split against --progress instead of hot/cold placement
-    #[arg(long, requires = "progress", conflicts_with_all = ["sweep", "dry_run", "cgroup"])]
+    #[arg(long, requires = "progress", conflicts_with_all = ["sweep", "cgroup"])]
     tune: bool,
+    /// With --tune: after converging, keep measuring and tune again when throughput moves
+    #[arg(long, requires = "tune")]
+    continuous: bool,
+    /// With --continuous: the change in throughput (percent of the baseline) that calls for a re-tune
+    #[arg(long, value_name = "PERCENT", default_value_t = 10.0, requires = "continuous")]
+    retune_threshold: f64,
+    /// With --continuous: how many windows in a row the change must last
+    #[arg(long, value_name = "N", default_value_t = 3, requires = "continuous")]
+    retune_windows: u32,
     /// Measure --progress at every split from all-DRAM to all-slower-tier, and keep the best
-    #[arg(long, requires = "progress", conflicts_with_all = ["dry_run", "cgroup"])]
+    #[arg(long, requires = "progress", conflicts_with_all = ["cgroup"])]
     sweep: bool,
     /// The progress signal: file:PATH (a growing counter) or cmd:COMMAND (prints one)
     #[arg(long, value_name = "SPEC")]
@@ -127,8 +136,38 @@ fn args_for_tune(args: &Args) -> Result<tune::TuneArgs, CliError> {
             args.measure
         )));
     }
+    if !(args.retune_threshold.is_finite() && args.retune_threshold > 0.0) {
+        return Err(CliError::bad_input(format!(
+            "--retune-threshold {}: expected a percentage above 0, e.g. 10",
+            args.retune_threshold
+        )));
+    }
+    if args.retune_windows == 0 {
+        return Err(CliError::bad_input(
+            "--retune-windows 0: expected at least 1 window",
+        ));
+    }
+    let duration = match args.duration {
+        Some(s) if !(s.is_finite() && s > 0.0) => {
+            return Err(CliError::bad_input(format!(
+                "--duration {s}: expected a number of seconds above 0"
+            )))
+        }
+        Some(s) => Some(Duration::from_secs_f64(s)),
+        None => None,
+    };
+    if args.sweep && args.dry_run {
+        return Err(CliError::bad_input(
+            "--sweep --dry-run: the sweep moves the target's pages to measure them; it has nothing to dry-run",
+        ));
+    }
     Ok(tune::TuneArgs {
         pid,
+        continuous: args.continuous,
+        retune_threshold: args.retune_threshold / 100.0,
+        retune_windows: args.retune_windows,
+        duration,
+        dry_run: args.dry_run,
         command: args.command.clone(),
         sweep: args.sweep,
         progress: args.progress.clone().expect("clap requires it"),
