@@ -28,7 +28,7 @@ check_bad_input
 # shellcheck source=tierd.sh
 . /lab/tierd.sh
 check_tierd
-check_tierd_tune 1
+check_tierd_tune
 check_tierd_weights
 # shellcheck source=store.sh
 . /lab/store.sh

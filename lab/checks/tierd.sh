@@ -107,15 +107,14 @@ check_tierd() {
 # signal) tuned from the planner's split, then an exhaustive sweep of every split on the same
 # guest; the host compares the tuned split's throughput in the sweep with the sweep's best.
 check_tierd_tune() {
-    measure=${1:-1}
     rm -f "$T/progress"
     cxltier touch 4M --stream --progress-file "$T/progress" --duration 300 >"$T/stream.out" 2>&1 &
     stream=$!
     wait_for "$T/progress"
-    capture tierd-tune cxltier tierd --pid "$stream" --tune --progress "file:$T/progress" --measure "$measure" --json
+    capture tierd-tune cxltier tierd --pid "$stream" --tune --progress "file:$T/progress" --measure 1 --json
     verdict tierd-tune-runs "exit $rc: $(brief "$T/tierd-tune.err")" \
         sh -c "[ $rc = 0 ] && grep -q '\"event\":\"tuned\"' '$T/tierd-tune.out'"
-    capture tierd-sweep cxltier tierd --pid "$stream" --sweep --progress "file:$T/progress" --measure "$measure" --json
+    capture tierd-sweep cxltier tierd --pid "$stream" --sweep --progress "file:$T/progress" --measure 1 --json
     verdict tierd-sweep-runs "exit $rc: $(brief "$T/tierd-sweep.err")" \
         sh -c "[ $rc = 0 ] && grep -q '\"event\":\"swept\"' '$T/tierd-sweep.out'"
     verdict tierd-tune-leaves-target-running "pid $stream" kill -0 "$stream"
@@ -167,4 +166,47 @@ check_tierd_weights() {
         --tune-start 1:1 --duration 3 -- cxltier touch 1M --stream --progress-file "$T/wprogress" --duration 6
     verdict tierd-weights-dry-run "exit $rc, table $before -> $(wi_table): $(grep -o 'would set[^;]*' "$T/tierd-wi-dry.err" | head -1); $(grep -v 'would set' "$T/tierd-wi-dry.err" | tail -2 | tr '\n' ' ')" \
         sh -c "[ $rc = 0 ] && [ '$before' = '$(wi_table)' ] && grep -q 'would set' '$T/tierd-wi-dry.err' && ! grep -q 'changed a system-wide' '$T/tierd-wi-dry.err'"
+}
+
+# --cgroup follows the cgroup: a process that joins while tierd runs becomes a target, one that
+# leaves is reported once as `left` and never again; --metrics-addr serves Prometheus text on
+# loopback (fetched with busybox wget); without root tierd refuses with exit 3.
+check_tierd_cgroup() {
+    # The guest's loopback interface starts down.
+    ifconfig lo 127.0.0.1 up 2>/dev/null || ip link set lo up
+    grep -q ' /sys/fs/cgroup cgroup2 ' /proc/mounts || mount -t cgroup2 none /sys/fs/cgroup
+    cg=/sys/fs/cgroup/tierd-lab
+    mkdir -p "$cg"
+    cxltier touch 2M --json --hold 60 >"$T/cg-a.out" 2>&1 &
+    a=$!
+    echo "$a" >"$cg/cgroup.procs"
+    wait_for "$T/cg-a.out"
+    cxltier tierd --cgroup "$cg" --interval 300 --duration 14 --metrics-addr 127.0.0.1:9464 --json \
+        >"$T/tierd-cg.out" 2>"$T/tierd-cg.err" &
+    tierd=$!
+    wait_for_text "$T/tierd-cg.out" "\"pid\":$a," 300
+    cxltier touch 2M --json --hold 60 >"$T/cg-b.out" 2>&1 &
+    b=$!
+    echo "$b" >"$cg/cgroup.procs"
+    wait_for_text "$T/tierd-cg.out" "\"pid\":$b,\"status\":\"running\"" 300
+    echo "$a" >/sys/fs/cgroup/cgroup.procs
+    wait_for_text "$T/tierd-cg.out" "\"pid\":$a,\"status\":\"left\"" 300
+    sleep 2
+    wget -q -O "$T/tierd-metrics.out" http://127.0.0.1:9464/metrics
+    wrc=$?
+    wait "$tierd"
+    rc=$?
+    # Reports of a after the one saying it left (there must be none).
+    after_left=$(sed -n "/\"pid\":$a,\"status\":\"left\"/,\$p" "$T/tierd-cg.out" | grep -c "\"pid\":$a,")
+    verdict tierd-cgroup-follows-members \
+        "exit $rc; b=$b joined: $(grep -c "\"pid\":$b,\"status\":\"running\"" "$T/tierd-cg.out") reports; a=$a left: $(grep -c "\"pid\":$a,\"status\":\"left\"" "$T/tierd-cg.out") report(s), $((after_left - 1)) after; $(grep -o 'joined \[[0-9,]*\], left \[[0-9,]*\]' "$T/tierd-cg.err" | tr '\n' ' ')" \
+        sh -c "[ $rc = 0 ] && grep -q '\"pid\":$b,\"status\":\"running\"' '$T/tierd-cg.out' && [ $after_left = 1 ] && kill -0 $a && kill -0 $b"
+    verdict tierd-metrics-served \
+        "wget exit $wrc: $(grep -c '^cxltier_tierd_' "$T/tierd-metrics.out" 2>/dev/null) samples; $(grep "^cxltier_tierd_target_running" "$T/tierd-metrics.out" 2>/dev/null | tr '\n' ' ')" \
+        sh -c "[ $wrc = 0 ] && grep -q '^cxltier_tierd_target_running{pid=\"$b\"} 1' '$T/tierd-metrics.out' && grep -q '^cxltier_tierd_target_running{pid=\"$a\"} 0' '$T/tierd-metrics.out' && grep -q '^cxltier_tierd_resident_bytes{pid=\"$b\"' '$T/tierd-metrics.out'"
+    kill "$a" "$b" 2>/dev/null
+    wait "$a" "$b" 2>/dev/null
+    rmdir "$cg" 2>/dev/null
+    grep -q '^nobody:' /etc/passwd || echo 'nobody:x:65534:65534:nobody:/:/bin/sh' >>/etc/passwd
+    bad_input tierd-needs-root 3 "root" su -s /bin/sh nobody -c 'cxltier tierd --pid 1 --duration 1'
 }

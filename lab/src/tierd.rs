@@ -271,9 +271,10 @@ pub fn checks(report: &mut Report) {
     });
 }
 
-/// The tuner's check (both topologies; on `hmat` both nodes are the same emulated RAM, so there
-/// it shows the tuner is not led astray by noise): the split it converged to gives, in an
-/// exhaustive sweep on the same guest, at least 95% of the best split's throughput.
+/// The tuner's check (topology `cxl`; on `hmat` both nodes are the same emulated RAM, and the
+/// host's load moves single measurements by far more than 5%: see docs/tierd.md): the split it
+/// converged to gives, in an exhaustive sweep on the same guest, at least 95% of the best split's
+/// throughput.
 pub fn tune_checks(report: &mut Report) {
     record(report, "tierd-tuner-within-5-percent-of-sweep", |r| {
         let tuned = lines(r, "tierd-tune")?

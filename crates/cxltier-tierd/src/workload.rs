@@ -351,7 +351,11 @@ mod stream_tests {
         };
         let mut seen = Vec::new();
         let summary = s.run(|f| seen.push(f.clone())).unwrap();
-        assert_eq!(seen.len(), 1, "the trigger exists from the start: one fresh buffer");
+        assert_eq!(
+            seen.len(),
+            1,
+            "the trigger exists from the start: one fresh buffer"
+        );
         assert_eq!(seen[0].pages, 16);
         assert_eq!(seen[0].nodes.values().sum::<u64>(), 16);
         let published: u64 = std::fs::read_to_string(&file)

@@ -61,7 +61,7 @@ pub struct Args {
     /// Processes to manage (repeat or comma-separate)
     #[arg(long, value_name = "PID", value_delimiter = ',')]
     pid: Vec<u32>,
-    /// Manage the processes of this cgroup v2 directory (as they are at start)
+    /// Manage the processes of this cgroup v2 directory (re-read each interval: joiners are added, leavers dropped)
     #[arg(long, value_name = "PATH")]
     cgroup: Option<PathBuf>,
     /// Placement policy (TOML; see docs/tierd.md)
@@ -95,7 +95,12 @@ pub struct Args {
     #[arg(long, requires = "tune")]
     continuous: bool,
     /// With --continuous: the change in throughput (percent of the baseline) that calls for a re-tune
-    #[arg(long, value_name = "PERCENT", default_value_t = 10.0, requires = "continuous")]
+    #[arg(
+        long,
+        value_name = "PERCENT",
+        default_value_t = 10.0,
+        requires = "continuous"
+    )]
     retune_threshold: f64,
     /// With --continuous: how many windows in a row the change must last
     #[arg(long, value_name = "N", default_value_t = 3, requires = "continuous")]
@@ -218,7 +223,13 @@ fn policy(args: &Args) -> Result<Policy, CliError> {
     Ok(p)
 }
 
-fn cgroup_pids(path: &Path) -> Result<Vec<u32>, CliError> {
+/// The pids in a cgroup's `cgroup.procs`, or `None` when it cannot be read (the cgroup is gone).
+fn read_cgroup_procs(dir: &Path) -> Option<Vec<u32>> {
+    let text = std::fs::read_to_string(dir.join("cgroup.procs")).ok()?;
+    Some(text.lines().filter_map(|l| l.trim().parse().ok()).collect())
+}
+
+fn cgroup_pids(path: &Path) -> Result<(PathBuf, Vec<u32>), CliError> {
     let dir = if path.is_absolute() || path.exists() {
         path.to_path_buf()
     } else {
@@ -240,11 +251,17 @@ fn cgroup_pids(path: &Path) -> Result<Vec<u32>, CliError> {
             path.display()
         )));
     }
-    Ok(pids)
+    Ok((dir, pids))
 }
 
 fn human(r: &TargetReport) -> String {
     let mib = |b: u64| format!("{:.2}", b as f64 / (1u64 << 20) as f64);
+    if r.status == Status::Left {
+        return format!(
+            "{:7.1}s pid {}: left the cgroup, no longer a target (promoted {}, demoted {} pages in all)",
+            r.t_s, r.pid, r.total.promoted_pages, r.total.demoted_pages
+        );
+    }
     if r.status == Status::Exited {
         return format!(
             "{:7.1}s pid {}: exited (promoted {}, demoted {}, failed {} pages in all)",
@@ -313,10 +330,13 @@ pub fn run(args: Args) -> CliResult {
     cxltier_tierd::damon::Monitor::check(root).map_err(tierd_error)?;
 
     let mut child: Option<Child> = None;
+    let mut cgroup_dir = None;
     let pids = if !args.pid.is_empty() {
         args.pid.clone()
     } else if let Some(cg) = &args.cgroup {
-        cgroup_pids(cg)?
+        let (dir, pids) = cgroup_pids(cg)?;
+        cgroup_dir = Some(dir);
+        pids
     } else {
         let c = Command::new(&args.command[0])
             .args(&args.command[1..])
@@ -426,8 +446,41 @@ pub fn run(args: Args) -> CliResult {
             // Reap CMD as soon as it exits, so that it is seen as gone rather than a zombie.
             let _ = c.try_wait();
         }
+        // A cgroup's processes as they are now: those that joined become targets, those that
+        // left are reported once and dropped.
+        let mut left_reports = Vec::new();
+        if let Some(dir) = &cgroup_dir {
+            let Some(now) = read_cgroup_procs(dir) else {
+                break "cgroup_removed";
+            };
+            match engine.set_targets(&now) {
+                Ok((change, reports)) => {
+                    if !change.is_empty() {
+                        let list =
+                            |v: &[u32]| v.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
+                        let _ = writeln!(
+                            err,
+                            "cxltier tierd: cgroup {}: joined [{}], left [{}]; DAMON restarted \
+                             (system-wide) with one kdamond per target: pid {}",
+                            dir.display(),
+                            list(&change.joined),
+                            list(&change.left),
+                            list(&engine.running_pids())
+                        );
+                    }
+                    left_reports = reports;
+                }
+                Err(e) => {
+                    let _ = engine.stop();
+                    return Err(tierd_error(e));
+                }
+            }
+        }
         let reports = match engine.step() {
-            Ok(r) => r,
+            Ok(mut r) => {
+                left_reports.append(&mut r);
+                left_reports
+            }
             Err(e) => {
                 let _ = engine.stop();
                 return Err(tierd_error(e));
@@ -447,7 +500,7 @@ pub fn run(args: Args) -> CliResult {
         if let Ok(mut text) = shared.lock() {
             *text = metrics::prometheus(&latest.values().cloned().collect::<Vec<_>>());
         }
-        if engine.running() == 0 {
+        if engine.running() == 0 && cgroup_dir.is_none() {
             break "targets_exited";
         }
         let next = round + policy.interval();
@@ -461,7 +514,10 @@ pub fn run(args: Args) -> CliResult {
     let removed = engine.stop();
     let left: Vec<u32> = pids
         .iter()
+        .chain(latest.keys())
         .copied()
+        .collect::<std::collections::BTreeSet<u32>>()
+        .into_iter()
         .filter(|p| cxltier_tierd::procfs::alive(Path::new("/proc"), *p))
         .collect();
     if args.json {

@@ -175,8 +175,11 @@ pub fn run(args: Args) -> CliResult {
                         println!("{line}");
                     }
                 } else {
-                    let nodes: Vec<String> =
-                        f.nodes.iter().map(|(n, p)| format!("node{n} {p}")).collect();
+                    let nodes: Vec<String> = f
+                        .nodes
+                        .iter()
+                        .map(|(n, p)| format!("node{n} {p}"))
+                        .collect();
                     println!("fresh buffer: {} pages: {}", f.pages, nodes.join(", "));
                 }
             })

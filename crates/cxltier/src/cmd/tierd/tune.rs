@@ -538,12 +538,7 @@ fn tune(
     deadline: Option<Instant>,
     mut child: Option<&mut Child>,
 ) -> Result<Outcome, CliError> {
-    let mut ctl = Continuous::new(
-        start,
-        MARGIN,
-        args.retune_threshold,
-        args.retune_windows,
-    );
+    let mut ctl = Continuous::new(start, MARGIN, args.retune_threshold, args.retune_windows);
     let mut err = std::io::stderr();
     let mut child_status = None;
     let mut converged = false;
@@ -567,7 +562,7 @@ fn tune(
         if gone(&mut child, &mut child_status) {
             break "target_exited";
         }
-        let step = match ctl.next() {
+        let step = match ctl.next_step() {
             Next::Measure(k) => measure_at(pid, tiers, k, progress, args.measure).map(|(split, rate)| {
                 ctl.record(k, rate);
                 print_step(args, "tune_step", pid, k, split, rate)
