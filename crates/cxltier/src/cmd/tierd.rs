@@ -33,7 +33,9 @@ while another tool's kdamonds exist, and removes its own when it stops. --dry-ru
 
 Stopping tierd (SIGINT, SIGTERM, --duration) leaves the targets running and their memory where
 it is. A target that exits is reported once with status `exited`; tierd stops when none is left.
-With `-- CMD`, tierd starts CMD and tracks it; tierd ends when CMD does.
+With `-- CMD`, tierd starts CMD and tracks it; tierd ends when CMD does. With --cgroup, the
+cgroup's processes are re-read each interval: joiners become targets, leavers are reported once
+as `left` and dropped (DAMON is restarted for the new set).
 
 Output: a line per target per interval; with --json, one JSON object per line (fields in
 docs/tierd.md). --metrics-addr serves the same figures as Prometheus text on HTTP (loopback unless
@@ -43,8 +45,17 @@ With --tune, tierd instead tunes one bandwidth-bound target's split of pages bet
 tier and the next slower one against --progress (file:PATH holding a growing counter, or
 cmd:COMMAND printing one): from the planner's weights for --mix (or --tune-start), it moves the
 target's pages to a share in tenths, measures, and climbs to the best neighbouring share until
-none is better by more than 2%, then leaves the target there. --sweep measures every share from
-100% to 0% instead and keeps the best. No DAMON and nothing system-wide is involved.
+none is better by more than 2% (looking at both ends too before it stops), then leaves the
+target there. --sweep measures every share from 100% to 0% instead and keeps the best. Neither
+uses DAMON. With -- CMD, --tune starts CMD under weighted interleave over the two nodes and sets
+the kernel's weighted-interleave table (system-wide: said on stderr, shown but not written with
+--dry-run) to the starting and then the tuned ratio, so that CMD's new allocations follow it; the
+old weights are put back when tierd ends (CMD exits, SIGINT, SIGTERM, --duration). A --pid target
+gets the same only if it already uses weighted interleave and with --continuous; otherwise its
+new allocations keep its own policy (only a process can set its own), and tierd says so.
+--continuous keeps measuring the chosen share after converging and tunes again from it when the
+throughput stays more than --retune-threshold percent away from its baseline for
+--retune-windows windows in a row.
 
 Needs root (DAMON's sysfs interface, moving another process's pages). Exit status: 0 when stopped
 or when every target exited; 2 bad input (no such process, malformed policy); 3 without root;
