@@ -83,7 +83,7 @@ check_tierd() {
         cmp -s "$T/tierd-dry-before.out" "$T/tierd-dry-after.out"; then
         pass tierd-dry-run-moves-nothing "would demote $planned pages, moved $moved bytes, placement unchanged"
     else
-        fail tierd-dry-run-moves-nothing "exit $rc, planned '$planned', moved '$moved', placement $(cmp "$T/tierd-dry-before.out" "$T/tierd-dry-after.out" >/dev/null && echo unchanged || echo CHANGED): $(brief "$T/tierd-dry.err")"
+        fail tierd-dry-run-moves-nothing "exit $rc, planned '$planned', moved '$moved', placement $(cmp "$T/tierd-dry-before.out" "$T/tierd-dry-after.out" >/dev/null && echo unchanged || echo CHANGED): $(tail -2 "$T/tierd-dry.err" | tr '\n' ' ')"
     fi
     kill "$dry" 2>/dev/null
 
