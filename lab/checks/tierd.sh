@@ -158,14 +158,15 @@ check_tierd_weights() {
     data tierd-wi "$T/tierd-wi.out"
     data tierd-wi-table "$T/tierd-wi-table.out"
 
-    # --dry-run: says what it would write, writes nothing.
+    # --dry-run: says what it would write (2:1 -> 1:1 here), writes nothing.
     rm -f "$T/wprogress"
-    set_wi 1 1
+    set_wi 2 1
     before=$(wi_table)
     capture tierd-wi-dry cxltier tierd --tune --dry-run --progress "file:$T/wprogress" --measure 1 \
         --tune-start 1:1 --duration 3 -- cxltier touch 1M --stream --progress-file "$T/wprogress" --duration 6
     verdict tierd-weights-dry-run "exit $rc, table $before -> $(wi_table): $(grep -o 'would set[^;]*' "$T/tierd-wi-dry.err" | head -1); $(grep -v 'would set' "$T/tierd-wi-dry.err" | tail -2 | tr '\n' ' ')" \
-        sh -c "[ $rc = 0 ] && [ '$before' = '$(wi_table)' ] && grep -q 'would set' '$T/tierd-wi-dry.err' && ! grep -q 'changed a system-wide' '$T/tierd-wi-dry.err'"
+        sh -c "[ $rc = 0 ] && [ '$before' = '$(wi_table)' ] && grep -q 'would set.*node0 2 -> 1' '$T/tierd-wi-dry.err' && ! grep -q 'changed a system-wide' '$T/tierd-wi-dry.err'"
+    set_wi 1 1
 }
 
 # --cgroup follows the cgroup: a process that joins while tierd runs becomes a target, one that
