@@ -28,9 +28,8 @@ check_bad_input
 # shellcheck source=tierd.sh
 . /lab/tierd.sh
 check_tierd
-# The tuner only here: on hmat both nodes are the same emulated RAM, so no split is better than
-# another and a comparison with the sweep would judge noise.
 check_tierd_tune
+check_tierd_weights
 # shellcheck source=store.sh
 . /lab/store.sh
 # shellcheck source=probe.sh

@@ -10,6 +10,16 @@
 
 uptime_s() { cut -d' ' -f1 /proc/uptime; }
 
+# wait_for_text FILE TEXT [TENTHS]: until FILE holds TEXT (TENTHS tenths of a second, 90 s by
+# default).
+wait_for_text() {
+    _n=0
+    while [ "$_n" -lt "${3:-900}" ] && ! grep -q "$2" "$1" 2>/dev/null; do
+        usleep 100000
+        _n=$((_n + 1))
+    done
+}
+
 # wait_for FILE: until FILE is non-empty (30 s at most).
 wait_for() {
     _n=0
@@ -73,7 +83,7 @@ check_tierd() {
         cmp -s "$T/tierd-dry-before.out" "$T/tierd-dry-after.out"; then
         pass tierd-dry-run-moves-nothing "would demote $planned pages, moved $moved bytes, placement unchanged"
     else
-        fail tierd-dry-run-moves-nothing "exit $rc, planned '$planned', moved '$moved', placement $(cmp "$T/tierd-dry-before.out" "$T/tierd-dry-after.out" >/dev/null && echo unchanged || echo CHANGED): $(brief "$T/tierd-dry.err")"
+        fail tierd-dry-run-moves-nothing "exit $rc, planned '$planned', moved '$moved', placement $(cmp "$T/tierd-dry-before.out" "$T/tierd-dry-after.out" >/dev/null && echo unchanged || echo CHANGED): $(tail -2 "$T/tierd-dry.err" | tr '\n' ' ')"
     fi
     kill "$dry" 2>/dev/null
 
@@ -108,9 +118,96 @@ check_tierd_tune() {
     verdict tierd-sweep-runs "exit $rc: $(brief "$T/tierd-sweep.err")" \
         sh -c "[ $rc = 0 ] && grep -q '\"event\":\"swept\"' '$T/tierd-sweep.out'"
     verdict tierd-tune-leaves-target-running "pid $stream" kill -0 "$stream"
+    verdict tierd-tune-pid-policy-named "$(grep -o "memory policy is [a-z-]*: its new allocations keep that policy" "$T/tierd-tune.err")" \
+        grep -q "memory policy is default: its new allocations keep that policy" "$T/tierd-tune.err"
     kill "$stream" 2>/dev/null
     wait "$stream" 2>/dev/null
     data tierd-tune "$T/tierd-tune.out"
     data tierd-sweep "$T/tierd-sweep.out"
     bad_input tierd-tune-bad-progress 2 "progress" cxltier tierd --pid 1 --tune --progress http://x
+}
+
+# Weights for the new allocations of a target tierd starts itself, with continuous tuning: the
+# stream starts under weighted interleave; once tuned, the kernel's table holds the tuned ratio
+# while tierd runs, a buffer the target allocates after that follows it, and when tierd stops
+# (--duration) the old table is back and the target still runs.
+check_tierd_weights() {
+    rm -f "$T/wprogress" "$T/fresh-go"
+    set_wi 1 1
+    before=$(wi_table)
+    cxltier tierd --tune --continuous --progress "file:$T/wprogress" --measure 1 --duration 40 --json \
+        -- cxltier touch 4M --stream --progress-file "$T/wprogress" --duration 120 --fresh 2M \
+        --fresh-when "$T/fresh-go" --json >"$T/tierd-wi.out" 2>"$T/tierd-wi.err" &
+    tierd=$!
+    wait_for_text "$T/tierd-wi.out" '"event":"tuned"'
+    during=$(wi_table)
+    touch "$T/fresh-go"
+    wait_for_text "$T/tierd-wi.out" '"event":"fresh_buffer"' 100
+    wait "$tierd"
+    rc=$?
+    after=$(wi_table)
+    target=$(grep -o '"event":"tuned","pid":[0-9]*' "$T/tierd-wi.out" | head -1 | grep -o '[0-9]*$')
+    verdict tierd-continuous-runs "exit $rc, $(grep -c '"event":"watch"' "$T/tierd-wi.out") watch windows, $(grep -c '"event":"tuned"' "$T/tierd-wi.out") climbs: $(brief "$T/tierd-wi.err")" \
+        sh -c "[ $rc = 0 ] && grep -q '\"event\":\"watch\"' '$T/tierd-wi.out' && grep -q '\"reason\":\"duration\"' '$T/tierd-wi.out'"
+    verdict tierd-weights-said-on-stderr "$(grep -o 'changed a system-wide setting[^;]*' "$T/tierd-wi.err" | tail -1)" \
+        grep -q 'changed a system-wide setting' "$T/tierd-wi.err"
+    verdict tierd-weights-restored "before: $before; while tuned: $during; after: $after" [ "$before" = "$after" ]
+    verdict tierd-weights-target-left-running "pid $target" kill -0 "${target:-999999}"
+    kill "${target:-999999}" 2>/dev/null
+    printf '{"before": "%s", "during": "%s", "after": "%s"}\n' "$before" "$during" "$after" >"$T/tierd-wi-table.out"
+    data tierd-wi "$T/tierd-wi.out"
+    data tierd-wi-table "$T/tierd-wi-table.out"
+
+    # --dry-run: says what it would write (2:1 -> 1:1 here), writes nothing.
+    rm -f "$T/wprogress"
+    set_wi 2 1
+    before=$(wi_table)
+    capture tierd-wi-dry cxltier tierd --tune --dry-run --progress "file:$T/wprogress" --measure 1 \
+        --tune-start 1:1 --duration 3 -- cxltier touch 1M --stream --progress-file "$T/wprogress" --duration 6
+    verdict tierd-weights-dry-run "exit $rc, table $before -> $(wi_table): $(grep -o 'would set[^;]*' "$T/tierd-wi-dry.err" | head -1); $(grep -v 'would set' "$T/tierd-wi-dry.err" | tail -2 | tr '\n' ' ')" \
+        sh -c "[ $rc = 0 ] && [ '$before' = '$(wi_table)' ] && grep -q 'would set.*node0 2 -> 1' '$T/tierd-wi-dry.err' && ! grep -q 'changed a system-wide' '$T/tierd-wi-dry.err'"
+    set_wi 1 1
+}
+
+# --cgroup follows the cgroup: a process that joins while tierd runs becomes a target, one that
+# leaves is reported once as `left` and never again; --metrics-addr serves Prometheus text on
+# loopback (fetched with busybox wget); without root tierd refuses with exit 3.
+check_tierd_cgroup() {
+    # The guest's loopback interface starts down.
+    ifconfig lo 127.0.0.1 up 2>/dev/null || ip link set lo up
+    grep -q ' /sys/fs/cgroup cgroup2 ' /proc/mounts || mount -t cgroup2 none /sys/fs/cgroup
+    cg=/sys/fs/cgroup/tierd-lab
+    mkdir -p "$cg"
+    cxltier touch 2M --json --hold 60 >"$T/cg-a.out" 2>&1 &
+    a=$!
+    echo "$a" >"$cg/cgroup.procs"
+    wait_for "$T/cg-a.out"
+    cxltier tierd --cgroup "$cg" --interval 300 --duration 14 --metrics-addr 127.0.0.1:9464 --json \
+        >"$T/tierd-cg.out" 2>"$T/tierd-cg.err" &
+    tierd=$!
+    wait_for_text "$T/tierd-cg.out" "\"pid\":$a," 300
+    cxltier touch 2M --json --hold 60 >"$T/cg-b.out" 2>&1 &
+    b=$!
+    echo "$b" >"$cg/cgroup.procs"
+    wait_for_text "$T/tierd-cg.out" "\"pid\":$b,\"status\":\"running\"" 300
+    echo "$a" >/sys/fs/cgroup/cgroup.procs
+    wait_for_text "$T/tierd-cg.out" "\"pid\":$a,\"status\":\"left\"" 300
+    sleep 2
+    wget -q -O "$T/tierd-metrics.out" http://127.0.0.1:9464/metrics
+    wrc=$?
+    wait "$tierd"
+    rc=$?
+    # Reports of a after the one saying it left (there must be none).
+    after_left=$(sed -n "/\"pid\":$a,\"status\":\"left\"/,\$p" "$T/tierd-cg.out" | grep -c "\"pid\":$a,")
+    verdict tierd-cgroup-follows-members \
+        "exit $rc; b=$b joined: $(grep -c "\"pid\":$b,\"status\":\"running\"" "$T/tierd-cg.out") reports; a=$a left: $(grep -c "\"pid\":$a,\"status\":\"left\"" "$T/tierd-cg.out") report(s), $((after_left - 1)) after; $(grep -o 'joined \[[0-9,]*\], left \[[0-9,]*\]' "$T/tierd-cg.err" | tr '\n' ' ')" \
+        sh -c "[ $rc = 0 ] && grep -q '\"pid\":$b,\"status\":\"running\"' '$T/tierd-cg.out' && [ $after_left = 1 ] && kill -0 $a && kill -0 $b"
+    verdict tierd-metrics-served \
+        "wget exit $wrc: $(grep -c '^cxltier_tierd_' "$T/tierd-metrics.out" 2>/dev/null) samples; $(grep "^cxltier_tierd_target_running" "$T/tierd-metrics.out" 2>/dev/null | tr '\n' ' ')" \
+        sh -c "[ $wrc = 0 ] && grep -q '^cxltier_tierd_target_running{pid=\"$b\"} 1' '$T/tierd-metrics.out' && grep -q '^cxltier_tierd_target_running{pid=\"$a\"} 0' '$T/tierd-metrics.out' && grep -q '^cxltier_tierd_resident_bytes{pid=\"$b\"' '$T/tierd-metrics.out'"
+    kill "$a" "$b" 2>/dev/null
+    wait "$a" "$b" 2>/dev/null
+    rmdir "$cg" 2>/dev/null
+    grep -q '^nobody:' /etc/passwd || echo 'nobody:x:65534:65534:nobody:/:/bin/sh' >>/etc/passwd
+    bad_input tierd-needs-root 3 "root" su -s /bin/sh nobody -c 'cxltier tierd --pid 1 --duration 1'
 }

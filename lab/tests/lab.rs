@@ -71,6 +71,12 @@ const TIERD: &[&str] = &[
     "tierd-show-reflects-moves",
     "tierd-soft-dirty-sees-writes",
     "tierd-workload-intact",
+    // lab/checks/tierd.sh check_tierd_tune, and cxltier_lab::tierd::tune_checks
+    "tierd-tune-runs",
+    "tierd-sweep-runs",
+    "tierd-tune-leaves-target-running",
+    "tierd-tune-pid-policy-named",
+    "tierd-tune-bad-progress",
 ];
 
 const HMAT: &[&str] = &[
@@ -79,6 +85,10 @@ const HMAT: &[&str] = &[
     "hmat-sysfs-node1",
     "plan-live-profile",
     "apply-plan-dry-run",
+    // lab/checks/tierd.sh check_tierd_cgroup
+    "tierd-cgroup-follows-members",
+    "tierd-metrics-served",
+    "tierd-needs-root",
     // cxltier_lab::host::hmat
     "topo-json-hmat-node0",
     "topo-json-hmat-node1",
@@ -117,12 +127,16 @@ const CXL: &[&str] = &[
     "probe-interleaved-3-to-1",
     "probe-loaded-latency-plot",
     "probe-buffer-too-big",
-    // lab/checks/tierd.sh check_tierd_tune, and cxltier_lab::tierd
-    "tierd-tune-runs",
-    "tierd-sweep-runs",
-    "tierd-tune-leaves-target-running",
-    "tierd-tune-bad-progress",
+    // cxltier_lab::tierd::tune_checks (the comparison is judged here only: see docs/tierd.md)
     "tierd-tuner-within-5-percent-of-sweep",
+    // lab/checks/tierd.sh check_tierd_weights, and cxltier_lab::tierd::weights_checks
+    "tierd-continuous-runs",
+    "tierd-weights-said-on-stderr",
+    "tierd-weights-restored",
+    "tierd-weights-target-left-running",
+    "tierd-weights-dry-run",
+    "tierd-weights-follow-tuned-split",
+    "tierd-new-pages-follow-weights",
     // lab/checks/qsim.sh
     "qsim-interleave-completes",
     "qsim-chunks-3-to-1",
@@ -167,6 +181,7 @@ fn topology_cxl() {
     run_topology("cxl", CXL, |report| {
         host::cxl(report);
         cxltier_lab::tierd::tune_checks(report);
+        cxltier_lab::tierd::weights_checks(report);
     });
 }
 

@@ -45,6 +45,24 @@ fn write(path: &Path, value: &str) -> Result<(), TierdError> {
     fs::write(path, value).map_err(|e| TierdError::io("cannot write", path, e))
 }
 
+/// Write a kdamond's `state` or `nr_kdamonds`. The kernel answers EBUSY while its DAMON sysfs lock
+/// is held, which a kdamond does briefly while it serves a request (such as
+/// `update_schemes_tried_regions`): try again for up to a second before giving up.
+fn write_control(path: &Path, value: &str) -> Result<(), TierdError> {
+    const EBUSY: i32 = 16;
+    let mut tries = 0;
+    loop {
+        match fs::write(path, value) {
+            Ok(()) => return Ok(()),
+            Err(e) if e.raw_os_error() == Some(EBUSY) && tries < 50 => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            Err(e) => return Err(TierdError::io("cannot write", path, e)),
+        }
+    }
+}
+
 /// The writes that set up monitoring, in order, as (file relative to the admin dir, value): what
 /// `--dry-run` and the stderr notice show.
 pub fn setup_writes(pids: &[u32], t: &Tracking) -> Vec<(String, String)> {
@@ -166,7 +184,7 @@ impl Monitor {
     /// read them.
     pub fn regions(&self, index: usize) -> Result<Vec<Region>, TierdError> {
         let k = self.kdamond(index);
-        write(&k.join("state"), "update_schemes_tried_regions")?;
+        write_control(&k.join("state"), "update_schemes_tried_regions")?;
         read_tried_regions(&k.join("contexts/0/schemes/0/tried_regions"))
     }
 
@@ -180,14 +198,14 @@ impl Monitor {
         for index in 0..self.pids.len() {
             let state = self.kdamond(index).join("state");
             if read(&state).is_ok_and(|s| s == "on") {
-                if let Err(e) = write(&state, "off") {
+                if let Err(e) = write_control(&state, "off") {
                     first_err.get_or_insert(e);
                 }
             }
         }
         let nr = self.admin.join("kdamonds/nr_kdamonds");
         if nr.exists() {
-            if let Err(e) = write(&nr, "0") {
+            if let Err(e) = write_control(&nr, "0") {
                 first_err.get_or_insert(e);
             }
         }

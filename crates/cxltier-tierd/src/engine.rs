@@ -134,6 +134,24 @@ pub struct Totals {
 pub enum Status {
     Running,
     Exited,
+    /// No longer a target: it left the cgroup tierd follows (it still runs, untouched since).
+    Left,
+}
+
+/// What [`Engine::set_targets`] changed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TargetChange {
+    /// Processes that became targets.
+    pub joined: Vec<u32>,
+    /// Targets that are no longer (reported once, `left` or `exited`).
+    pub left: Vec<u32>,
+}
+
+impl TargetChange {
+    /// Whether nothing changed.
+    pub fn is_empty(&self) -> bool {
+        self.joined.is_empty() && self.left.is_empty()
+    }
 }
 
 /// One JSON line: a target after one interval.
@@ -261,12 +279,100 @@ impl Engine {
         self.soft_dirty
     }
 
+    /// The pids of the targets still running.
+    pub fn running_pids(&self) -> Vec<u32> {
+        self.targets
+            .iter()
+            .filter(|t| t.status == Status::Running)
+            .map(|t| t.pid)
+            .collect()
+    }
+
     /// Targets still running.
     pub fn running(&self) -> usize {
         self.targets
             .iter()
             .filter(|t| t.status == Status::Running)
             .count()
+    }
+
+    /// Make `pids` the running targets (a cgroup's processes as they are now): processes not yet
+    /// targets join, targets not in `pids` leave (reported once now, as `left` or, when gone,
+    /// `exited`). DAMON is restarted with one kdamond per target when the set changes (its
+    /// kdamonds cannot be added to while they run), so the region history starts over; what
+    /// tierd keeps per target (moves, retries, residency) carries on. Processes that are not alive
+    /// are skipped.
+    pub fn set_targets(
+        &mut self,
+        pids: &[u32],
+    ) -> Result<(TargetChange, Vec<TargetReport>), TierdError> {
+        let running: Vec<u32> = self
+            .targets
+            .iter()
+            .filter(|t| t.status == Status::Running)
+            .map(|t| t.pid)
+            .collect();
+        let mut change = TargetChange::default();
+        for &pid in pids {
+            if !running.contains(&pid)
+                && !change.joined.contains(&pid)
+                && procfs::alive(&self.proc_root, pid)
+            {
+                change.joined.push(pid);
+            }
+        }
+        change.left = running
+            .iter()
+            .copied()
+            .filter(|p| !pids.contains(p))
+            .collect();
+        if change.is_empty() {
+            return Ok((change, Vec::new()));
+        }
+        let mut reports = Vec::new();
+        for i in 0..self.targets.len() {
+            let pid = self.targets[i].pid;
+            if self.targets[i].status == Status::Running && change.left.contains(&pid) {
+                self.targets[i].status = if procfs::alive(&self.proc_root, pid) {
+                    Status::Left
+                } else {
+                    Status::Exited
+                };
+                reports.push(self.base_report(i));
+            }
+        }
+        if self.soft_dirty {
+            for &pid in &change.joined {
+                softdirty::clear(&self.proc_root, pid)?;
+            }
+        }
+        for &pid in &change.joined {
+            match self.targets.iter_mut().find(|t| t.pid == pid) {
+                // A process that left and came back keeps what tierd knew of it.
+                Some(t) => t.status = Status::Running,
+                None => self.targets.push(Target {
+                    pid,
+                    kdamond: 0,
+                    status: Status::Running,
+                    last_moved: HashMap::new(),
+                    retry: HashSet::new(),
+                    totals: Totals::default(),
+                    moved_in: BTreeMap::new(),
+                }),
+            }
+        }
+        self.monitor.stop()?;
+        let mut watched = Vec::new();
+        for t in self
+            .targets
+            .iter_mut()
+            .filter(|t| t.status == Status::Running)
+        {
+            t.kdamond = watched.len();
+            watched.push(t.pid);
+        }
+        self.monitor = Monitor::start(&self.sys_root, &watched, &self.policy.tracking)?;
+        Ok((change, reports))
     }
 
     /// Turn DAMON off and remove its kdamonds. The targets keep running, their memory where it is.
@@ -598,5 +704,62 @@ mod tests {
                 "{lab}"
             );
         }
+    }
+
+    #[test]
+    fn targets_join_and_leave_and_damon_follows() {
+        let dir = TempDir::new("engine-targets");
+        let admin = "sys/kernel/mm/damon/admin";
+        dir.write(&format!("{admin}/kdamonds/nr_kdamonds"), "0\n");
+        for k in 0..2 {
+            for (file, _) in damon::setup_writes(&[1], &Default::default())
+                .into_iter()
+                .skip(1)
+            {
+                let file = file.replace("kdamonds/0/", &format!("kdamonds/{k}/"));
+                dir.write(&format!("{admin}/{file}"), "");
+            }
+        }
+        for pid in [41, 42] {
+            dir.write(&format!("proc/{pid}/stat"), &format!("{pid} (touch) S 1"));
+        }
+        let mut policy = Policy::default();
+        policy.tracking.soft_dirty = false;
+        let tiers = Tiers {
+            fast: vec![0],
+            slow: vec![1],
+        };
+        let proc_root = dir.path().join("proc");
+        let mut e = Engine::start(policy, tiers, &[41], false, dir.path(), &proc_root).unwrap();
+        let pid_of = |k: usize| {
+            dir.read(&format!(
+                "{admin}/kdamonds/{k}/contexts/0/targets/0/pid_target"
+            ))
+        };
+
+        // Nothing changes: DAMON is left alone.
+        let (c, r) = e.set_targets(&[41]).unwrap();
+        assert!(c.is_empty() && r.is_empty());
+        // 42 joins (a pid not alive is skipped).
+        let (c, r) = e.set_targets(&[41, 42, 77]).unwrap();
+        assert_eq!(c.joined, vec![42]);
+        assert!(r.is_empty());
+        assert_eq!(dir.read(&format!("{admin}/kdamonds/nr_kdamonds")), "2");
+        assert_eq!((pid_of(0), pid_of(1)), ("41".into(), "42".into()));
+        assert_eq!(e.running(), 2);
+        // 41 leaves while alive: reported once as left, no longer watched.
+        let (c, r) = e.set_targets(&[42]).unwrap();
+        assert_eq!(c.left, vec![41]);
+        assert_eq!(r.len(), 1);
+        assert_eq!((r[0].pid, r[0].status), (41, Status::Left));
+        assert_eq!(dir.read(&format!("{admin}/kdamonds/nr_kdamonds")), "1");
+        assert_eq!(pid_of(0), "42");
+        // 42 is gone from the cgroup because it exited.
+        std::fs::remove_file(proc_root.join("42/stat")).unwrap();
+        let (_, r) = e.set_targets(&[]).unwrap();
+        assert_eq!((r[0].pid, r[0].status), (42, Status::Exited));
+        assert_eq!(e.running(), 0);
+        assert_eq!(dir.read(&format!("{admin}/kdamonds/nr_kdamonds")), "0");
+        e.stop().unwrap();
     }
 }

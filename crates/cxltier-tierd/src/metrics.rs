@@ -31,7 +31,7 @@ pub fn prometheus(reports: &[TargetReport]) -> String {
     family(
         "target_running",
         "gauge",
-        "1 while the target runs, 0 once it exited.",
+        "1 while the target runs, 0 once it exited or left the cgroup.",
         &mut |o| {
             for r in reports {
                 let _ = writeln!(

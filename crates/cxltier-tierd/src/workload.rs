@@ -220,6 +220,20 @@ pub struct Stream {
     pub bytes: u64,
     pub duration: Duration,
     pub progress_file: std::path::PathBuf,
+    /// Allocate a fresh buffer of this many bytes once the file exists (checked with each
+    /// progress update), for checking where a process's *new* allocations land.
+    pub fresh: Option<(u64, std::path::PathBuf)>,
+}
+
+/// Where the pages of a fresh buffer landed (allocated, written, then asked with `move_pages`).
+#[derive(Debug, Clone, Serialize)]
+pub struct FreshBuffer {
+    pub event: &'static str,
+    pub pid: u32,
+    pub bytes: u64,
+    pub pages: u64,
+    /// Pages per node.
+    pub nodes: std::collections::BTreeMap<u32, u64>,
 }
 
 /// What [`Stream::run`] did.
@@ -231,8 +245,8 @@ pub struct StreamSummary {
 }
 
 impl Stream {
-    /// Run for `duration`.
-    pub fn run(&self) -> Result<StreamSummary, TierdError> {
+    /// Run for `duration`; `on_fresh` hears where the fresh buffer's pages landed.
+    pub fn run(&self, mut on_fresh: impl FnMut(&FreshBuffer)) -> Result<StreamSummary, TierdError> {
         let page = cxltier_sys::page_size();
         let len = usize::try_from(self.bytes)
             .ok()
@@ -256,6 +270,7 @@ impl Stream {
         let mut next = Duration::from_millis(100);
         let mut count = 0u64;
         let mut sum = 0u64;
+        let mut fresh: Option<Mapping> = None;
         'run: loop {
             for chunk in m.as_slice().chunks(CHUNK) {
                 for word in chunk.chunks_exact(8) {
@@ -266,6 +281,13 @@ impl Stream {
                 if t >= next {
                     publish(count)?;
                     next = t + Duration::from_millis(100);
+                    if let Some((bytes, trigger)) = &self.fresh {
+                        if fresh.is_none() && trigger.exists() {
+                            let (m, report) = fresh_buffer(*bytes)?;
+                            on_fresh(&report);
+                            fresh = Some(m);
+                        }
+                    }
                 }
                 if t >= self.duration {
                     break 'run;
@@ -282,6 +304,36 @@ impl Stream {
     }
 }
 
+/// Map `bytes`, write every page, and ask where each landed.
+fn fresh_buffer(bytes: u64) -> Result<(Mapping, FreshBuffer), TierdError> {
+    let page = cxltier_sys::page_size();
+    let len = usize::try_from(bytes)
+        .ok()
+        .filter(|&l| l >= page)
+        .ok_or_else(|| TierdError::Setting {
+            setting: "--fresh",
+            message: format!("{bytes} bytes: give at least one page ({page})"),
+        })?;
+    let mut m = Mapping::anonymous(len)?;
+    m.advise(Advice::NoHugePage)?;
+    m.write_each(page, 2);
+    let addrs: Vec<usize> = m.page_addresses(page).collect();
+    let mut nodes = std::collections::BTreeMap::new();
+    for s in cxltier_sys::query_pages(None, &addrs)? {
+        if let cxltier_sys::PageStatus::Node(n) = s {
+            *nodes.entry(n).or_insert(0) += 1;
+        }
+    }
+    let report = FreshBuffer {
+        event: "fresh_buffer",
+        pid: std::process::id(),
+        bytes,
+        pages: addrs.len() as u64,
+        nodes,
+    };
+    Ok((m, report))
+}
+
 #[cfg(test)]
 mod stream_tests {
     use super::*;
@@ -295,8 +347,17 @@ mod stream_tests {
             bytes: 1 << 20,
             duration: Duration::from_millis(300),
             progress_file: file.clone(),
+            fresh: Some((64 << 10, dir.clone())),
         };
-        let summary = s.run().unwrap();
+        let mut seen = Vec::new();
+        let summary = s.run(|f| seen.push(f.clone())).unwrap();
+        assert_eq!(
+            seen.len(),
+            1,
+            "the trigger exists from the start: one fresh buffer"
+        );
+        assert_eq!(seen[0].pages, 16);
+        assert_eq!(seen[0].nodes.values().sum::<u64>(), 16);
         let published: u64 = std::fs::read_to_string(&file)
             .unwrap()
             .trim()

@@ -34,7 +34,9 @@ while another tool's kdamonds exist, and removes its own when it stops. --dry-ru
 
 Stopping tierd (SIGINT, SIGTERM, --duration) leaves the targets running and their memory where
 it is. A target that exits is reported once with status `exited`; tierd stops when none is left.
-With `-- CMD`, tierd starts CMD and tracks it; tierd ends when CMD does.
+With `-- CMD`, tierd starts CMD and tracks it; tierd ends when CMD does. With --cgroup, the
+cgroup's processes are re-read each interval: joiners become targets, leavers are reported once
+as `left` and dropped (DAMON is restarted for the new set).
 
 Output: a line per target per interval; with --json, one JSON object per line (fields in
 docs/tierd.md). --metrics-addr serves the same figures as Prometheus text on HTTP (loopback unless
@@ -44,8 +46,17 @@ With --tune, tierd instead tunes one bandwidth-bound target's split of pages bet
 tier and the next slower one against --progress (file:PATH holding a growing counter, or
 cmd:COMMAND printing one): from the planner's weights for --mix (or --tune-start), it moves the
 target's pages to a share in tenths, measures, and climbs to the best neighbouring share until
-none is better by more than 2%, then leaves the target there. --sweep measures every share from
-100% to 0% instead and keeps the best. No DAMON and nothing system-wide is involved.
+none is better by more than 2% (looking at both ends too before it stops), then leaves the
+target there. --sweep measures every share from 100% to 0% instead and keeps the best. Neither
+uses DAMON. With -- CMD, --tune starts CMD under weighted interleave over the two nodes and sets
+the kernel's weighted-interleave table (system-wide: said on stderr, shown but not written with
+--dry-run) to the starting and then the tuned ratio, so that CMD's new allocations follow it; the
+old weights are put back when tierd ends (CMD exits, SIGINT, SIGTERM, --duration). A --pid target
+gets the same only if it already uses weighted interleave and with --continuous; otherwise its
+new allocations keep its own policy (only a process can set its own), and tierd says so.
+--continuous keeps measuring the chosen share after converging and tunes again from it when the
+throughput stays more than --retune-threshold percent away from its baseline for
+--retune-windows windows in a row.
 
 Needs root (DAMON's sysfs interface, moving another process's pages). Exit status: 0 when stopped
 or when every target exited; 2 bad input (no such process, malformed policy); 3 without root;
@@ -62,7 +73,7 @@ pub struct Args {
     /// Processes to manage (repeat or comma-separate)
     #[arg(long, value_name = "PID", value_delimiter = ',')]
     pid: Vec<u32>,
-    /// Manage the processes of this cgroup v2 directory (as they are at start)
+    /// Manage the processes of this cgroup v2 directory (re-read each interval: joiners are added, leavers dropped)
     #[arg(long, value_name = "PATH")]
     cgroup: Option<PathBuf>,
     /// Placement policy (TOML; see docs/tierd.md)
@@ -94,10 +105,24 @@ pub struct Args {
     #[arg(long)]
     json: bool,
     /// Tune the target's DRAM:CXL page split against --progress instead of hot/cold placement
-    #[arg(long, requires = "progress", conflicts_with_all = ["sweep", "dry_run", "cgroup"])]
+    #[arg(long, requires = "progress", conflicts_with_all = ["sweep", "cgroup"])]
     tune: bool,
+    /// With --tune: after converging, keep measuring and tune again when throughput moves
+    #[arg(long, requires = "tune")]
+    continuous: bool,
+    /// With --continuous: the change in throughput (percent of the baseline) that calls for a re-tune
+    #[arg(
+        long,
+        value_name = "PERCENT",
+        default_value_t = 10.0,
+        requires = "continuous"
+    )]
+    retune_threshold: f64,
+    /// With --continuous: how many windows in a row the change must last
+    #[arg(long, value_name = "N", default_value_t = 3, requires = "continuous")]
+    retune_windows: u32,
     /// Measure --progress at every split from all-DRAM to all-slower-tier, and keep the best
-    #[arg(long, requires = "progress", conflicts_with_all = ["dry_run", "cgroup"])]
+    #[arg(long, requires = "progress", conflicts_with_all = ["cgroup"])]
     sweep: bool,
     /// The progress signal: file:PATH (a growing counter) or cmd:COMMAND (prints one)
     #[arg(long, value_name = "SPEC")]
@@ -132,8 +157,38 @@ fn args_for_tune(args: &Args) -> Result<tune::TuneArgs, CliError> {
             args.measure
         )));
     }
+    if !(args.retune_threshold.is_finite() && args.retune_threshold > 0.0) {
+        return Err(CliError::bad_input(format!(
+            "--retune-threshold {}: expected a percentage above 0, e.g. 10",
+            args.retune_threshold
+        )));
+    }
+    if args.retune_windows == 0 {
+        return Err(CliError::bad_input(
+            "--retune-windows 0: expected at least 1 window",
+        ));
+    }
+    let duration = match args.duration {
+        Some(s) if !(s.is_finite() && s > 0.0) => {
+            return Err(CliError::bad_input(format!(
+                "--duration {s}: expected a number of seconds above 0"
+            )))
+        }
+        Some(s) => Some(Duration::from_secs_f64(s)),
+        None => None,
+    };
+    if args.sweep && args.dry_run {
+        return Err(CliError::bad_input(
+            "--sweep --dry-run: the sweep moves the target's pages to measure them; it has nothing to dry-run",
+        ));
+    }
     Ok(tune::TuneArgs {
         pid,
+        continuous: args.continuous,
+        retune_threshold: args.retune_threshold / 100.0,
+        retune_windows: args.retune_windows,
+        duration,
+        dry_run: args.dry_run,
         command: args.command.clone(),
         sweep: args.sweep,
         progress: args.progress.clone().expect("clap requires it"),
@@ -184,7 +239,13 @@ fn policy(args: &Args) -> Result<Policy, CliError> {
     Ok(p)
 }
 
-fn cgroup_pids(path: &Path) -> Result<Vec<u32>, CliError> {
+/// The pids in a cgroup's `cgroup.procs`, or `None` when it cannot be read (the cgroup is gone).
+fn read_cgroup_procs(dir: &Path) -> Option<Vec<u32>> {
+    let text = std::fs::read_to_string(dir.join("cgroup.procs")).ok()?;
+    Some(text.lines().filter_map(|l| l.trim().parse().ok()).collect())
+}
+
+fn cgroup_pids(path: &Path) -> Result<(PathBuf, Vec<u32>), CliError> {
     let dir = if path.is_absolute() || path.exists() {
         path.to_path_buf()
     } else {
@@ -206,11 +267,17 @@ fn cgroup_pids(path: &Path) -> Result<Vec<u32>, CliError> {
             path.display()
         )));
     }
-    Ok(pids)
+    Ok((dir, pids))
 }
 
 fn human(r: &TargetReport) -> String {
     let mib = |b: u64| format!("{:.2}", b as f64 / (1u64 << 20) as f64);
+    if r.status == Status::Left {
+        return format!(
+            "{:7.1}s pid {}: left the cgroup, no longer a target (promoted {}, demoted {} pages in all)",
+            r.t_s, r.pid, r.total.promoted_pages, r.total.demoted_pages
+        );
+    }
     if r.status == Status::Exited {
         return format!(
             "{:7.1}s pid {}: exited (promoted {}, demoted {}, failed {} pages in all)",
@@ -280,10 +347,13 @@ pub fn run(args: Args) -> CliResult {
     cxltier_tierd::damon::Monitor::check(root).map_err(tierd_error)?;
 
     let mut child: Option<Child> = None;
+    let mut cgroup_dir = None;
     let pids = if !args.pid.is_empty() {
         args.pid.clone()
     } else if let Some(cg) = &args.cgroup {
-        cgroup_pids(cg)?
+        let (dir, pids) = cgroup_pids(cg)?;
+        cgroup_dir = Some(dir);
+        pids
     } else {
         let c = Command::new(&args.command[0])
             .args(&args.command[1..])
@@ -399,8 +469,41 @@ pub fn run(args: Args) -> CliResult {
             // Reap CMD as soon as it exits, so that it is seen as gone rather than a zombie.
             let _ = c.try_wait();
         }
+        // A cgroup's processes as they are now: those that joined become targets, those that
+        // left are reported once and dropped.
+        let mut left_reports = Vec::new();
+        if let Some(dir) = &cgroup_dir {
+            let Some(now) = read_cgroup_procs(dir) else {
+                break "cgroup_removed";
+            };
+            match engine.set_targets(&now) {
+                Ok((change, reports)) => {
+                    if !change.is_empty() {
+                        let list =
+                            |v: &[u32]| v.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
+                        let _ = writeln!(
+                            err,
+                            "cxltier tierd: cgroup {}: joined [{}], left [{}]; DAMON restarted \
+                             (system-wide) with one kdamond per target: pid {}",
+                            dir.display(),
+                            list(&change.joined),
+                            list(&change.left),
+                            list(&engine.running_pids())
+                        );
+                    }
+                    left_reports = reports;
+                }
+                Err(e) => {
+                    let _ = engine.stop();
+                    return Err(tierd_error(e));
+                }
+            }
+        }
         let reports = match engine.step() {
-            Ok(r) => r,
+            Ok(mut r) => {
+                left_reports.append(&mut r);
+                left_reports
+            }
             Err(e) => {
                 let _ = engine.stop();
                 return Err(tierd_error(e));
@@ -456,7 +559,7 @@ pub fn run(args: Args) -> CliResult {
                 text.push_str(&cxltier_tierd::quarantine::prometheus(q));
             }
         }
-        if engine.running() == 0 {
+        if engine.running() == 0 && cgroup_dir.is_none() {
             break "targets_exited";
         }
         let next = round + policy.interval();
@@ -470,7 +573,10 @@ pub fn run(args: Args) -> CliResult {
     let removed = engine.stop();
     let left: Vec<u32> = pids
         .iter()
+        .chain(latest.keys())
         .copied()
+        .collect::<std::collections::BTreeSet<u32>>()
+        .into_iter()
         .filter(|p| cxltier_tierd::procfs::alive(Path::new("/proc"), *p))
         .collect();
     if args.json {

@@ -64,6 +64,13 @@ pub struct Args {
     /// With --stream: the file that holds the bytes read so far
     #[arg(long, value_name = "FILE", requires = "stream")]
     progress_file: Option<std::path::PathBuf>,
+    /// With --stream: allocate and write a fresh buffer of SIZE once --fresh-when's file exists,
+    /// and print where its pages landed (where the process's new allocations go)
+    #[arg(long, value_name = "SIZE", requires_all = ["stream", "fresh_when"])]
+    fresh: Option<String>,
+    /// With --fresh: the file whose appearance triggers the fresh buffer
+    #[arg(long, value_name = "FILE", requires = "fresh")]
+    fresh_when: Option<std::path::PathBuf>,
 }
 
 fn seconds(flag: &str, s: f64) -> Result<Duration, CliError> {
@@ -152,8 +159,31 @@ pub fn run(args: Args) -> CliResult {
             bytes,
             duration: seconds("--duration", args.duration)?,
             progress_file: args.progress_file.clone().expect("clap requires it"),
+            fresh: match &args.fresh {
+                Some(size) => Some((
+                    parse_size(size).map_err(control_error)?,
+                    args.fresh_when.clone().expect("clap requires it"),
+                )),
+                None => None,
+            },
         };
-        let summary = s.run().map_err(crate::cmd::tierd::tierd_error)?;
+        let json = args.json;
+        let summary = s
+            .run(|f| {
+                if json {
+                    if let Ok(line) = serde_json::to_string(f) {
+                        println!("{line}");
+                    }
+                } else {
+                    let nodes: Vec<String> = f
+                        .nodes
+                        .iter()
+                        .map(|(n, p)| format!("node{n} {p}"))
+                        .collect();
+                    println!("fresh buffer: {} pages: {}", f.pages, nodes.join(", "));
+                }
+            })
+            .map_err(crate::cmd::tierd::tierd_error)?;
         if args.json {
             println!("{}", serde_json::to_string(&summary)?);
         } else {
