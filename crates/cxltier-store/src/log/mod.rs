@@ -299,6 +299,33 @@ fn parse_header(block: &[u8]) -> Option<u64> {
         .then(|| u64::from_le_bytes(block[16..24].try_into().unwrap()))
 }
 
+/// The device block a read covers: a record that fits in one block is placed so that it does not
+/// straddle two (the gap before it is zeros), so reading it takes one block, not two.
+const BLOCK: usize = 4096;
+
+/// Where a record of `total` bytes goes when the segment is used up to `used`: at `used`, or at
+/// the next block when it fits in a block but would straddle two from `used`.
+const fn placement(used: usize, total: usize) -> usize {
+    if total <= BLOCK && used % BLOCK + total > BLOCK {
+        used.next_multiple_of(BLOCK)
+    } else {
+        used
+    }
+}
+
+/// The record at `at`, or, when the bytes from `at` to the next block are all zeros (the gap a
+/// record was moved past, see [`placement`]), the record at that block. With its start.
+fn next_record(image: &[u8], at: usize, segment_seq: u64) -> Option<(usize, Parsed<'_>)> {
+    if let Some(p) = parse(image.get(at..)?, segment_seq) {
+        return Some((at, p));
+    }
+    let next = at.next_multiple_of(BLOCK);
+    if at % BLOCK == 0 || next >= image.len() || image[at..next].iter().any(|&b| b != 0) {
+        return None;
+    }
+    parse(&image[next..], segment_seq).map(|p| (next, p))
+}
+
 const fn align8(n: usize) -> usize {
     (n + 7) & !7
 }
@@ -457,7 +484,8 @@ impl Log {
             self.stats.read_bytes += seg;
             let mut at = SEGMENT_HEADER;
             let mut live = 0u64;
-            while let Some(p) = parse(&image[at..], segment_seq) {
+            while let Some((start, p)) = next_record(&image, at, segment_seq) {
+                at = start;
                 let loc = NvLoc {
                     segment: index,
                     offset: at as u32,
@@ -625,7 +653,7 @@ impl Log {
                 max: self.segment_size as usize - SEGMENT_HEADER - RECORD_HEADER - key.len(),
             });
         }
-        if self.used + total > self.segment_size as usize {
+        if placement(self.used, total) + total > self.segment_size as usize {
             // Seal the open segment and move on; user appends leave the reserve to the cleaner.
             let keep = match reserve {
                 Reserve::Keep => RESERVED_SEGMENTS,
@@ -641,7 +669,9 @@ impl Log {
             s.used = self.used as u32;
             self.open_new_segment()?;
         }
-        let at = self.used;
+        let at = placement(self.used, total);
+        // The gap a record moves past is zeros: recovery and the cleaner step over it.
+        self.buf[self.used..at].fill(0);
         let b = &mut self.buf[at..at + total];
         b[4..8].copy_from_slice(&(total as u32).to_le_bytes());
         b[8..16].copy_from_slice(&seq.to_le_bytes());
@@ -1026,9 +1056,10 @@ impl Log {
             let mut at = SEGMENT_HEADER;
             let used = self.segments[index as usize].used as usize;
             while at < used {
-                let Some(p) = parse(&image[at..], seq) else {
+                let Some((start, p)) = next_record(&image, at, seq) else {
                     break;
                 };
+                at = start;
                 let old = NvLoc {
                     segment: index,
                     offset: at as u32,
