@@ -86,9 +86,18 @@ impl Server {
     fn start(args: &[&str]) -> Server {
         let port = free_port();
         let addr = format!("127.0.0.1:{port}");
+        // A quarantine file the host may have (from `cxltier ras --quarantine`) must not reach
+        // these tests: each server follows one that does not exist, unless a test names its own.
+        let own_quarantine = args.contains(&"--quarantine-file");
+        let none = std::env::temp_dir().join(format!("cxltier-serve-no-quarantine-{port}.jsonl"));
         let child = Command::new(BIN)
             .arg("serve")
             .args(["--bind", &addr])
+            .args(if own_quarantine {
+                vec![]
+            } else {
+                vec!["--quarantine-file".to_string(), none.display().to_string()]
+            })
             .args(args)
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
