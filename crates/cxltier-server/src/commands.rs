@@ -74,9 +74,14 @@ fn arity(out: &mut Vec<u8>, name: &[u8]) {
     );
 }
 
-/// The key arguments of a read command, for the batch's NVMe prefetch.
-pub fn read_keys<'a>(args: &[&'a [u8]], keys: &mut Vec<&'a [u8]>) {
-    let Some(name) = args.first() else { return };
+/// The key arguments of a read command (given as its arguments, name first), for the batch's
+/// NVMe prefetch: `key` is called with each. Takes an iterator so that the server need not
+/// collect a command's arguments into a vector to ask.
+pub fn for_each_read_key<'a>(
+    mut args: impl Iterator<Item = &'a [u8]>,
+    mut key: impl FnMut(&'a [u8]),
+) {
+    let Some(name) = args.next() else { return };
     let mut upper = [0u8; 16];
     let n = name.len().min(16);
     upper[..n].copy_from_slice(&name[..n]);
@@ -84,11 +89,11 @@ pub fn read_keys<'a>(args: &[&'a [u8]], keys: &mut Vec<&'a [u8]>) {
     match &upper[..n] {
         b"GET" | b"HGETALL" | b"HGET" | b"HMGET" | b"HSET" | b"HMSET" | b"HDEL" | b"INCR"
         | b"DECR" | b"INCRBY" | b"DECRBY" | b"HLEN" | b"TTL" | b"PTTL" => {
-            if let Some(k) = args.get(1) {
-                keys.push(k);
+            if let Some(k) = args.next() {
+                key(k);
             }
         }
-        b"MGET" => keys.extend_from_slice(&args[1..]),
+        b"MGET" => args.for_each(key),
         _ => {}
     }
 }

@@ -193,12 +193,17 @@ pub mod reply {
     }
     pub fn int(out: &mut Vec<u8>, n: i64) {
         out.push(b':');
-        out.extend_from_slice(n.to_string().as_bytes());
+        out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
         out.extend_from_slice(b"\r\n");
     }
+    /// A bulk string. Lengths are formatted on the stack: an HGETALL of ten fields writes
+    /// twenty of these, and a `to_string` each was a tenth of the server's time in allocation.
     pub fn bulk(out: &mut Vec<u8>, b: &[u8]) {
+        let mut len = itoa::Buffer::new();
+        let len = len.format(b.len()).as_bytes();
+        out.reserve(len.len() + b.len() + 5);
         out.push(b'$');
-        out.extend_from_slice(b.len().to_string().as_bytes());
+        out.extend_from_slice(len);
         out.extend_from_slice(b"\r\n");
         out.extend_from_slice(b);
         out.extend_from_slice(b"\r\n");
@@ -208,7 +213,7 @@ pub mod reply {
     }
     pub fn array(out: &mut Vec<u8>, n: usize) {
         out.push(b'*');
-        out.extend_from_slice(n.to_string().as_bytes());
+        out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
         out.extend_from_slice(b"\r\n");
     }
 }

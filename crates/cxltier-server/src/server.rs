@@ -10,7 +10,7 @@
 //! per connection. So requests served from memory never wait behind another client's device
 //! reads, and the device always has the reads of every waiting request at once.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -18,6 +18,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cxltier_store::Store;
+// Looked up several times per command: foldhash rather than std's SipHash.
+use hashbrown::HashMap;
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token};
 
@@ -188,12 +190,12 @@ pub fn serve(
         // Only commands parsed this turn: the index lookups this takes are paid once per
         // command, not once per turn it waits in its queue.
         if store.has_nvme() {
-            let mut keys: Vec<&[u8]> = Vec::new();
+            let mut keys: Vec<&[u8]> = Vec::with_capacity(64);
             for c in conns.values_mut() {
                 for p in c.queue.iter_mut().filter(|p| !p.reads_begun) {
                     p.reads_begun = true;
-                    let args: Vec<&[u8]> = p.args.iter().map(|r| &c.input[r.clone()]).collect();
-                    commands::read_keys(&args, &mut keys);
+                    let args = p.args.iter().map(|r| &c.input[r.clone()]);
+                    commands::for_each_read_key(args, |k| keys.push(k));
                 }
             }
             if !keys.is_empty() {
@@ -307,10 +309,10 @@ fn run_ready(
             }
             // Nothing can wait when no read is in flight (the common case in memory).
             if p.error.is_none() && store.reads_in_flight() > 0 {
-                let mut keys: Vec<&[u8]> = Vec::new();
-                let args: Vec<&[u8]> = p.args.iter().map(|r| &c.input[r.clone()]).collect();
-                commands::read_keys(&args, &mut keys);
-                if keys.iter().any(|k| store.must_wait(k)) {
+                let mut wait = false;
+                let args = p.args.iter().map(|r| &c.input[r.clone()]);
+                commands::for_each_read_key(args, |k| wait = wait || store.must_wait(k));
+                if wait {
                     break;
                 }
             }

@@ -1,8 +1,12 @@
 //! The store: the index, the tiers and the movement of objects between them.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+// foldhash (seeded per process) rather than std's SipHash: several lookups per command, and
+// SipHash showed in profiles.
+use hashbrown::{HashMap, HashSet};
 
 use crate::admission::Sketch;
 use crate::arena::{Arena, SlotOffset};
@@ -50,6 +54,8 @@ pub struct Store {
     /// Device reads in flight ([`Store::start_reads`]): ticket → key, and the keys.
     reading: HashMap<u32, Box<[u8]>>,
     reading_keys: HashSet<Box<[u8]>>,
+    /// Reads collected from the log, kept between calls to save an allocation per batch.
+    finished_reads: Vec<crate::log::ReadFinished>,
     /// Values read from NVMe that no tier admitted, kept for the rest of the batch only.
     restaged: Vec<Box<[u8]>>,
     /// Where the last scan ended, for the sequential-scan prefetch hook.
@@ -223,6 +229,7 @@ impl Store {
             staged: HashMap::new(),
             reading: HashMap::new(),
             reading_keys: HashSet::new(),
+            finished_reads: Vec::new(),
             restaged: Vec::new(),
             last_scan_end: None,
             expiry_cursor: Vec::new(),
@@ -806,7 +813,9 @@ impl Store {
             return Ok(0);
         };
         let mut staged = 0;
-        for f in log.reap_reads(wait)? {
+        let mut finished = std::mem::take(&mut self.finished_reads);
+        let reaped = log.reap_reads(wait, &mut finished);
+        for f in finished.drain(..) {
             let Some(key) = self.reading.remove(&f.ticket) else {
                 continue;
             };
@@ -825,7 +834,8 @@ impl Store {
                 }
             }
         }
-        Ok(staged)
+        self.finished_reads = finished;
+        reaped.map(|()| staged)
     }
 
     /// The end of a server batch: values read that no tier admitted are dropped, and staged

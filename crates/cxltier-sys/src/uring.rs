@@ -340,7 +340,14 @@ pub struct ReadQueue {
     slots: Vec<Option<AlignedBuf>>,
     free: Vec<u32>,
     in_flight: usize,
+    /// Buffers handed back by [`ReadQueue::recycle`], reused by the next reads: a read then
+    /// costs no allocation and no zeroing of a fresh block.
+    spare: Vec<AlignedBuf>,
 }
+
+/// Largest buffer kept for reuse: record reads are one or a few blocks; a rare large one is
+/// freed rather than held.
+const SPARE_MAX_LEN: usize = 16 * ALIGN;
 
 impl std::fmt::Debug for ReadQueue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -374,7 +381,17 @@ impl ReadQueue {
             slots: (0..entries).map(|_| None).collect(),
             free: (0..entries).rev().collect(),
             in_flight: 0,
+            spare: Vec::new(),
         })
+    }
+
+    /// Give back a finished read's buffer for later reads to reuse (at most one per ticket is
+    /// kept). Its bytes are not cleared: a later read overwrites the part it reads, and callers
+    /// look only at the bytes its result says were read.
+    pub fn recycle(&mut self, buf: AlignedBuf) {
+        if buf.len() <= SPARE_MAX_LEN && self.spare.len() < self.slots.len() {
+            self.spare.push(buf);
+        }
     }
 
     /// Reads queued or in flight.
@@ -387,12 +404,17 @@ impl ReadQueue {
     /// [`ReadQueue::reap`]. `None` when the queue is full: reap first.
     pub fn push(&mut self, file: &DirectFile, offset: u64, len: usize) -> Option<u32> {
         let ticket = self.free.pop()?;
-        let mut buf = AlignedBuf::new(len);
-        let sqe = opcode::Read::new(file.fd(), buf.as_mut_ptr(), buf.len() as u32)
+        let need = len.max(1).next_multiple_of(ALIGN);
+        let mut buf = match self.spare.pop() {
+            Some(b) if b.len() >= need => b,
+            _ => AlignedBuf::new(need),
+        };
+        let sqe = opcode::Read::new(file.fd(), buf.as_mut_ptr(), need as u32)
             .offset(offset)
             .build()
             .user_data(ticket as u64);
-        // SAFETY: the buffer's heap memory is owned by `self.slots[ticket]` from here until its
+        // SAFETY: the kernel writes at most `need` bytes, and the buffer (fresh or reused) has at
+        // least that many. Its heap memory is owned by `self.slots[ticket]` from here until its
         // completion is reaped (moving the AlignedBuf value does not move that memory), and Drop
         // waits for every read in flight before the buffers are freed. The ring has as many
         // entries as tickets, so a free ticket means a free submission slot. The file descriptor is
@@ -423,6 +445,14 @@ impl ReadQueue {
     /// Submit what is queued and collect the finished reads, waiting until at least `min` have
     /// finished (0: do not wait).
     pub fn reap(&mut self, min: usize) -> io::Result<Vec<ReadDone>> {
+        let mut done = Vec::new();
+        self.reap_into(min, &mut done)?;
+        Ok(done)
+    }
+
+    /// [`ReadQueue::reap`] appending to `done`: a caller that reaps often keeps one vector
+    /// rather than allocating one per call.
+    pub fn reap_into(&mut self, min: usize, done: &mut Vec<ReadDone>) -> io::Result<()> {
         let min = min.min(self.in_flight);
         loop {
             match self.ring.submit_and_wait(min) {
@@ -432,7 +462,6 @@ impl ReadQueue {
                 Err(e) => return Err(e),
             }
         }
-        let mut done = Vec::new();
         for cqe in self.ring.completion() {
             let ticket = cqe.user_data() as u32;
             let Some(buf) = self.slots.get_mut(ticket as usize).and_then(Option::take) else {
@@ -452,7 +481,7 @@ impl ReadQueue {
                 buf,
             });
         }
-        Ok(done)
+        Ok(())
     }
 }
 

@@ -23,10 +23,10 @@
 //! - The open segment's image lives in an aligned buffer; reads of records not yet on disk are
 //!   served from it.
 
-use std::collections::HashMap;
+use hashbrown::HashMap;
 use std::path::{Path, PathBuf};
 
-use cxltier_sys::uring::{AlignedBuf, DirectFile, ReadQueue, Uring, ALIGN};
+use cxltier_sys::uring::{AlignedBuf, DirectFile, ReadDone, ReadQueue, Uring, ALIGN};
 
 /// Reads the log keeps in flight at most for [`Log::start_read`].
 pub const ASYNC_READS: u32 = 256;
@@ -196,6 +196,9 @@ pub struct Log {
     /// What each ticket in flight reads: the location, the bytes to skip in the aligned buffer,
     /// and the segment's sequence number when the read began.
     read_meta: HashMap<u32, (NvLoc, usize, u64)>,
+    /// Finished reads between the ring and [`Log::reap_reads`], kept to save an allocation per
+    /// call.
+    reaped: Vec<ReadDone>,
     file: DirectFile,
     ring: Uring,
     path: PathBuf,
@@ -224,9 +227,13 @@ impl std::fmt::Debug for Log {
     }
 }
 
-fn io_err(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> StoreError {
-    let context = context.into();
-    move |source| StoreError::Io { context, source }
+/// An I/O error with its context, the context made only when there is an error (reads of the
+/// NVMe tier pass here several times per command).
+fn io_err(context: impl FnOnce() -> String) -> impl FnOnce(std::io::Error) -> StoreError {
+    move |source| StoreError::Io {
+        context: context(),
+        source,
+    }
 }
 
 fn kind_from(b: u8) -> Option<Kind> {
@@ -364,9 +371,9 @@ impl Log {
                 source: e,
             }
         })?;
-        let current = file
-            .size()
-            .map_err(io_err(format!("cannot get the size of {}", path.display())))?;
+        let current = file.size().map_err(io_err(|| {
+            format!("cannot get the size of {}", path.display())
+        }))?;
         let capacity = match cfg.capacity {
             Some(c) if file.is_block_device() && c > current => {
                 return Err(StoreError::Config(format!(
@@ -400,12 +407,14 @@ impl Log {
                 }
             })?;
         }
-        let ring = Uring::new(64).map_err(io_err("cannot set up io_uring for the NVMe tier"))?;
+        let ring =
+            Uring::new(64).map_err(io_err(|| "cannot set up io_uring for the NVMe tier".into()))?;
         let reads = ReadQueue::new(ASYNC_READS)
-            .map_err(io_err("cannot set up io_uring for the NVMe tier"))?;
+            .map_err(io_err(|| "cannot set up io_uring for the NVMe tier".into()))?;
         let mut log = Log {
             reads,
             read_meta: HashMap::new(),
+            reaped: Vec::new(),
             file,
             ring,
             path: path.clone(),
@@ -456,10 +465,9 @@ impl Log {
                 .collect();
             let results = self.ring.read_batch(&self.file, &mut reqs);
             for (i, r) in results.into_iter().enumerate() {
-                r.map_err(io_err(format!(
-                    "reading segment headers of {}",
-                    self.path.display()
-                )))?;
+                r.map_err(io_err(|| {
+                    format!("reading segment headers of {}", self.path.display())
+                }))?;
                 if let Some(s) = parse_header(&bufs[i]) {
                     found.push((s, (start + i) as u32));
                 }
@@ -476,10 +484,9 @@ impl Log {
                 .read_batch(&self.file, &mut reqs)
                 .pop()
                 .expect("one result");
-            r.map_err(io_err(format!(
-                "reading segment {index} of {}",
-                self.path.display()
-            )))?;
+            r.map_err(io_err(|| {
+                format!("reading segment {index} of {}", self.path.display())
+            }))?;
             self.stats.reads += 1;
             self.stats.read_bytes += seg;
             let mut at = SEGMENT_HEADER;
@@ -875,10 +882,9 @@ impl Log {
 
     /// Hand the begun reads to the device.
     pub fn submit_reads(&mut self) -> Result<()> {
-        self.reads.submit().map_err(io_err(format!(
-            "reading the NVMe tier {}",
-            self.path.display()
-        )))
+        self.reads.submit().map_err(io_err(|| {
+            format!("reading the NVMe tier {}", self.path.display())
+        }))
     }
 
     /// Reads begun and not yet reaped.
@@ -888,46 +894,57 @@ impl Log {
 
     /// Collect finished reads; with `wait`, block until at least one has finished (when any is in
     /// flight).
-    pub fn reap_reads(&mut self, wait: bool) -> Result<Vec<ReadFinished>> {
-        let done = self.reads.reap(usize::from(wait)).map_err(io_err(format!(
-            "reading the NVMe tier {}",
-            self.path.display()
-        )))?;
-        let mut out = Vec::with_capacity(done.len());
-        for d in done {
-            let Some((loc, skip, seq)) = self.read_meta.remove(&d.ticket) else {
-                continue;
-            };
-            // The segment was freed (and maybe reused) while the read was in flight.
-            if self.check_loc(loc).ok() != Some(seq) {
-                out.push(ReadFinished {
-                    ticket: d.ticket,
-                    loc,
-                    record: None,
-                });
-                continue;
-            }
-            let record = match d.result {
-                Ok(n) if n >= skip + loc.len as usize => {
-                    self.stats.read_bytes += n as u64;
-                    Self::decode(&d.buf[skip..skip + loc.len as usize], seq, loc)
+    pub fn reap_reads(&mut self, wait: bool, out: &mut Vec<ReadFinished>) -> Result<()> {
+        let mut done = std::mem::take(&mut self.reaped);
+        let reaped = self.reads.reap_into(usize::from(wait), &mut done);
+        let result = reaped
+            .map_err(io_err(|| {
+                format!("reading the NVMe tier {}", self.path.display())
+            }))
+            .map(|()| {
+                for d in done.drain(..) {
+                    self.finish_read(d, out);
                 }
-                Ok(n) => Err(StoreError::Corrupt(format!(
-                    "short read at segment {} offset {}: {n} bytes",
-                    loc.segment, loc.offset
-                ))),
-                Err(e) => Err(StoreError::Io {
-                    context: format!("reading the NVMe tier {}", self.path.display()),
-                    source: e,
-                }),
-            };
+            });
+        done.clear();
+        self.reaped = done;
+        result
+    }
+
+    fn finish_read(&mut self, d: ReadDone, out: &mut Vec<ReadFinished>) {
+        let Some((loc, skip, seq)) = self.read_meta.remove(&d.ticket) else {
+            return;
+        };
+        // The segment was freed (and maybe reused) while the read was in flight.
+        if self.check_loc(loc).ok() != Some(seq) {
             out.push(ReadFinished {
                 ticket: d.ticket,
                 loc,
-                record: Some(record),
+                record: None,
             });
+            return;
         }
-        Ok(out)
+        let record = match d.result {
+            Ok(n) if n >= skip + loc.len as usize => {
+                self.stats.read_bytes += n as u64;
+                let r = Self::decode(&d.buf[skip..skip + loc.len as usize], seq, loc);
+                self.reads.recycle(d.buf);
+                r
+            }
+            Ok(n) => Err(StoreError::Corrupt(format!(
+                "short read at segment {} offset {}: {n} bytes",
+                loc.segment, loc.offset
+            ))),
+            Err(e) => Err(StoreError::Io {
+                context: format!("reading the NVMe tier {}", self.path.display()),
+                source: e,
+            }),
+        };
+        out.push(ReadFinished {
+            ticket: d.ticket,
+            loc,
+            record: Some(record),
+        });
     }
 
     /// Read one record.
@@ -997,7 +1014,7 @@ impl Log {
         if fdatasync {
             self.file
                 .sync_data()
-                .map_err(io_err(format!("fdatasync of {}", self.path.display())))?;
+                .map_err(io_err(|| format!("fdatasync of {}", self.path.display())))?;
         }
         Ok(())
     }
@@ -1050,7 +1067,7 @@ impl Log {
                 .read_batch(&self.file, &mut reqs)
                 .pop()
                 .expect("one")
-                .map_err(io_err(format!("reading segment {index} to clean it")))?;
+                .map_err(io_err(|| format!("reading segment {index} to clean it")))?;
             self.stats.reads += 1;
             self.stats.read_bytes += seg_size;
             let mut at = SEGMENT_HEADER;
