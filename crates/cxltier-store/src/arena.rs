@@ -11,9 +11,16 @@ use crate::{Result, StoreError};
 
 /// Bytes of a slot before the key.
 pub const SLOT_HEADER: usize = 4;
-/// Smallest slot and growth factor between size classes.
+/// Smallest slot.
 const MIN_SLOT: usize = 64;
-const GROWTH: f64 = 1.25;
+
+/// The size class after `size`: 1/16 larger (at least 8 bytes), a multiple of 8. A slot wastes
+/// at most about 6% of itself, where memcached's default factor of 1.25 wastes up to 20% (a
+/// YCSB record of 1171 bytes took a 1368-byte slot: 14% of the DRAM budget held nothing). The
+/// cost is more classes (about 160 up to 1 MiB), each in use holding at least one slab page.
+fn next_class(size: usize) -> usize {
+    (size + (size / 16).max(8)).next_multiple_of(8)
+}
 
 /// Where a slot is inside its arena.
 pub type SlotOffset = u64;
@@ -94,7 +101,7 @@ impl Arena {
                 hand: (0, 0),
                 used: 0,
             });
-            size = ((size as f64 * GROWTH) as usize).next_multiple_of(8);
+            size = next_class(size);
         }
         classes.push(Class {
             slot_size: max_slot.next_multiple_of(8),
@@ -103,6 +110,14 @@ impl Arena {
             hand: (0, 0),
             used: 0,
         });
+        // Page classes are kept in a u8, u8::MAX meaning none.
+        if classes.len() >= usize::from(u8::MAX) {
+            return Err(StoreError::Config(format!(
+                "objects of up to {max_slot} bytes need {} size classes, more than the {} an arena has; lower the largest object size",
+                classes.len(),
+                u8::MAX - 1
+            )));
+        }
         Ok(Arena {
             tier,
             node,
