@@ -1014,10 +1014,19 @@ impl Store {
             return Ok(());
         }
         // Recent writes are hot (the insert-recency hook): they go to DRAM, making room by
-        // demotion; else CXL.
+        // demotion; else CXL. Except an update of a key that lives only on NVMe (its read was
+        // not admitted): it passes admission like a read would, and when it rates below what it
+        // would displace, the new value goes straight to the log. Otherwise every update of a
+        // cold key pushed a hotter object out of memory (YCSB-A's hit ratio was the lowest).
+        let candidate = match self.index.get(key) {
+            Some(e) if self.log.is_some() && e.place() == Place::Nvme => {
+                Some(self.sketch.estimate(key))
+            }
+            _ => None,
+        };
         let mut place = None;
         for t in 0..self.arenas.len() {
-            if self.make_room(t, key.len(), value.len(), None)? {
+            if self.make_room(t, key.len(), value.len(), candidate)? {
                 place = self.place_in(t, key, value);
                 if place.is_some() {
                     break;
