@@ -826,7 +826,7 @@ mod tests {
         let own = dir.path().join(format!("proc/{pid}"));
         std::fs::create_dir_all(&own).unwrap();
         std::os::unix::fs::symlink(format!("/proc/{pid}/pagemap"), own.join("pagemap")).unwrap();
-        std::os::unix::fs::symlink("/proc/kpageflags", dir.path().join("proc/kpageflags")).unwrap();
+        crate::idle::tests::lru_kpageflags(&dir.path().join("proc/kpageflags"), frames.iter());
         dir.write(&format!("proc/{pid}/stat"), &format!("{pid} (test) R 1"));
         dir.write(
             &format!("proc/{pid}/maps"),

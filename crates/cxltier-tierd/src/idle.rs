@@ -21,6 +21,8 @@
 //! once per folio, on its head frame, and ignores the tail frames (which always read as not
 //! idle). So each frame is looked up in `/proc/kpageflags` and a tail frame is replaced by its
 //! folio's head: every page of a transparent huge page shares the head's bit, and so its history.
+//! The kernel tracks only folios on an LRU list; other frames (the shared zero page, a page still
+//! in a per-CPU batch) always read as not idle and give no observation.
 //!
 //! Everything takes a root (`/` and `/proc` on a live system; a directory tree in tests, where a
 //! plain file stands in for the bitmap and a test clears the bits of the pages it "accesses").
@@ -36,6 +38,8 @@ use cxltier_sys::pagemap::Pagemap;
 use crate::procfs::Range;
 use crate::TierdError;
 
+/// `/proc/kpageflags` bit: the page is on an LRU list, the only pages the kernel tracks idle.
+const KPF_LRU: u64 = 1 << 5;
 /// `/proc/kpageflags` bit: the first page of a compound page (a huge page or a large folio).
 const KPF_COMPOUND_HEAD: u64 = 1 << 15;
 /// `/proc/kpageflags` bit: a later page of a compound page.
@@ -184,6 +188,21 @@ impl IdlePages {
                 r.2 = h;
             }
         }
+        // The kernel tracks only folios on an LRU list (not the shared zero page a never-written
+        // page maps, nor a page still in a per-CPU batch on its way to the LRU): their bits read
+        // as "not idle" whatever happens, so they give no observation.
+        let mut flags = flags;
+        let heads: BTreeSet<u64> = head_of
+            .values()
+            .copied()
+            .filter(|h| !flags.contains_key(h))
+            .collect();
+        flags.extend(read_words(
+            &self.kpageflags,
+            &self.kpageflags_path,
+            heads.into_iter(),
+        )?);
+        let tracked = |frame: u64| flags.get(&frame).copied().unwrap_or(0) & KPF_LRU != 0;
 
         let words: BTreeSet<u64> = resident.iter().map(|r| r.2 / 64).collect();
         let mut bitmap = read_words(&self.bitmap, &self.bitmap_path, words.iter().copied())?;
@@ -201,7 +220,7 @@ impl IdlePages {
             let previous = known.get(&addr).copied();
             let mut h = previous.unwrap_or_default();
             // Observed only when this very frame was marked idle at the last scan.
-            if previous.is_some_and(|p| p.frame == frame) {
+            if tracked(frame) && previous.is_some_and(|p| p.frame == frame) {
                 let accessed = !idle;
                 let same = h.seen > 0 && (h.bits & 1 == 1) == accessed;
                 h.bits = (h.bits << 1) | u64::from(accessed);
@@ -209,7 +228,7 @@ impl IdlePages {
                 h.run = if same { h.run.saturating_add(1) } else { 1 };
                 out.observed += 1;
             }
-            h.frame = frame;
+            h.frame = if tracked(frame) { frame } else { 0 };
             now.insert(addr, h);
             let window = if history >= 64 {
                 u64::MAX
@@ -224,7 +243,7 @@ impl IdlePages {
         // Mark every frame idle for the next scan: set its bit, and leave the other bits of the
         // word as they were read (a 1 written where the kernel showed 1 changes nothing, and 0
         // bits are ignored by the kernel).
-        for &(_, _, frame) in &resident {
+        for &(_, _, frame) in resident.iter().filter(|r| tracked(r.2)) {
             *bitmap.entry(frame / 64).or_insert(0) |= 1 << (frame % 64);
         }
         write_words(&self.bitmap, &self.bitmap_path, &bitmap)?;
@@ -327,13 +346,10 @@ pub(crate) mod tests {
                 .open(dir.path().join("sys/kernel/mm/page_idle/bitmap"))
                 .unwrap();
             f.set_len(frames.div_ceil(64) * 8).unwrap();
-            dir.write("proc/kpageflags", "");
-            File::options()
-                .write(true)
-                .open(dir.path().join("proc/kpageflags"))
-                .unwrap()
-                .set_len(frames * 8)
-                .unwrap();
+            // Every frame a page on an LRU list.
+            std::fs::create_dir_all(dir.path().join("proc")).unwrap();
+            let lru: Vec<u8> = (0..frames).flat_map(|_| KPF_LRU.to_ne_bytes()).collect();
+            std::fs::write(dir.path().join("proc/kpageflags"), lru).unwrap();
             SimKernel { dir, pid: 4242 }
         }
 
@@ -382,6 +398,43 @@ pub(crate) mod tests {
     }
 
     const PAGE: usize = 4096;
+
+    /// A kpageflags file (sparse) in which `frames` are pages on an LRU list: the real frames of
+    /// a test's own pages may still sit in a per-CPU batch, off the LRU, in the real one.
+    pub(crate) fn lru_kpageflags<'a>(path: &Path, frames: impl Iterator<Item = &'a u64>) {
+        let f = File::create(path).unwrap();
+        for pfn in frames {
+            f.write_all_at(&KPF_LRU.to_ne_bytes(), pfn * 8).unwrap();
+        }
+    }
+
+    #[test]
+    fn frames_off_the_lru_give_no_observation_and_are_not_marked() {
+        // Page 1 maps a frame the kernel does not track (the zero page, say): its bit reads
+        // "not idle" whatever happens, which must not count as an access.
+        let k = SimKernel::new("idle-lru", 256);
+        k.set_flags(11, 0);
+        k.pagemap(2, |i| PRESENT | (10 + i as u64));
+        let ranges = [Range {
+            start: 0,
+            end: 2 * PAGE,
+        }];
+        let mut t = IdlePages::open(k.dir.path(), &k.proc_root(), 4).unwrap();
+        for _ in 0..3 {
+            let s = t.scan(k.pid, &ranges, PAGE).unwrap();
+            assert_eq!(s.pages[1], PageAccess::default());
+            assert!(!k.idle_bit(11));
+        }
+        let s = t.scan(k.pid, &ranges, PAGE).unwrap();
+        assert_eq!((s.resident, s.observed), (2, 1));
+        assert_eq!(
+            s.pages[0],
+            PageAccess {
+                accesses: 0,
+                age: 3
+            }
+        );
+    }
 
     #[test]
     fn accessed_pages_are_told_from_idle_ones_and_histories_add_up() {
@@ -483,7 +536,7 @@ pub(crate) mod tests {
     fn pages_of_a_huge_page_share_its_head_frames_bit() {
         // A 2 MiB page: frames 512..1024, head 512; mapped at virtual page 512.
         let k = SimKernel::new("idle-thp", 2048);
-        k.set_flags(512, KPF_COMPOUND_HEAD);
+        k.set_flags(512, KPF_COMPOUND_HEAD | KPF_LRU);
         for f in 513..1024 {
             k.set_flags(f, KPF_COMPOUND_TAIL);
         }
@@ -577,7 +630,7 @@ pub(crate) mod tests {
         let pid = std::process::id();
         std::os::unix::fs::symlink(format!("/proc/{pid}"), proc_root.join(pid.to_string()))
             .unwrap();
-        std::os::unix::fs::symlink("/proc/kpageflags", proc_root.join("kpageflags")).ok();
+        lru_kpageflags(&proc_root.join("kpageflags"), frames.iter().flatten());
         let most = frames.iter().flatten().max().copied().unwrap_or(0);
         dir.write("sys/kernel/mm/page_idle/bitmap", "");
         File::options()
@@ -586,7 +639,7 @@ pub(crate) mod tests {
             .unwrap()
             .set_len((most / 64 + 1) * 8)
             .unwrap();
-        if frames.iter().any(Option::is_none) || !proc_root.join("kpageflags").exists() {
+        if frames.iter().any(Option::is_none) {
             // Not root here: the frames are hidden, and tierd says what it needs.
             let mut t = match IdlePages::open(dir.path(), &proc_root, 4) {
                 Ok(t) => t,
