@@ -178,9 +178,19 @@ impl IdlePages {
             frames.iter().copied(),
         )?;
         let mut head_of: HashMap<u64, u64> = HashMap::new();
+        // Tail frames whose head was not found (a folio split while it was read): not observed
+        // this time.
+        let mut headless: BTreeSet<u64> = BTreeSet::new();
         for &f in &frames {
             if flags.get(&f).copied().unwrap_or(0) & KPF_COMPOUND_TAIL != 0 {
-                head_of.insert(f, self.head(f)?);
+                match self.head(f)? {
+                    Some(h) => {
+                        head_of.insert(f, h);
+                    }
+                    None => {
+                        headless.insert(f);
+                    }
+                }
             }
         }
         for r in &mut resident {
@@ -202,7 +212,9 @@ impl IdlePages {
             &self.kpageflags_path,
             heads.into_iter(),
         )?);
-        let tracked = |frame: u64| flags.get(&frame).copied().unwrap_or(0) & KPF_LRU != 0;
+        let tracked = |frame: u64| {
+            !headless.contains(&frame) && flags.get(&frame).copied().unwrap_or(0) & KPF_LRU != 0
+        };
 
         let words: BTreeSet<u64> = resident.iter().map(|r| r.2 / 64).collect();
         let mut bitmap = read_words(&self.bitmap, &self.bitmap_path, words.iter().copied())?;
@@ -251,8 +263,9 @@ impl IdlePages {
         Ok(out)
     }
 
-    /// The head frame of the folio that tail frame `pfn` belongs to.
-    fn head(&self, pfn: u64) -> Result<u64, TierdError> {
+    /// The head frame of the folio that tail frame `pfn` belongs to; `None` when none is found
+    /// (the folio was split meanwhile).
+    fn head(&self, pfn: u64) -> Result<Option<u64>, TierdError> {
         let mut end = pfn;
         while pfn - end < MAX_FOLIO_FRAMES && end > 0 {
             let start = end.saturating_sub(RUN);
@@ -263,19 +276,15 @@ impl IdlePages {
             for (k, w) in buf.chunks_exact(8).enumerate().rev() {
                 let flags = u64::from_ne_bytes(w.try_into().expect("8 bytes"));
                 if flags & KPF_COMPOUND_HEAD != 0 {
-                    return Ok(start + k as u64);
+                    return Ok(Some(start + k as u64));
                 }
                 if flags & KPF_COMPOUND_TAIL == 0 {
-                    break;
+                    return Ok(None);
                 }
             }
             end = start;
         }
-        Err(TierdError::Parse {
-            path: self.kpageflags_path.clone(),
-            content: format!("frame {pfn}"),
-            why: "a tail page of a compound page whose head could not be found".into(),
-        })
+        Ok(None)
     }
 }
 
@@ -556,6 +565,16 @@ pub(crate) mod tests {
         assert!(s.pages.iter().all(|p| p.accesses == 1));
         let s = t.scan(k.pid, &ranges, PAGE).unwrap();
         assert!(s.pages.iter().all(|p| p.accesses == 1 && p.age == 1));
+        // The huge page is split under us, leaving tails without a head: those are not observed.
+        k.set_flags(512, KPF_LRU);
+        k.set_flags(513, KPF_LRU);
+        // The old head is observed; the frame that is a page of its own now was marked as part
+        // of the huge page (through its head), so only from the next scan on.
+        let s = t.scan(k.pid, &ranges, PAGE).unwrap();
+        assert_eq!(s.observed, 1);
+        assert!(!k.idle_bit(600), "headless tails are not marked");
+        let s = t.scan(k.pid, &ranges, PAGE).unwrap();
+        assert_eq!(s.observed, 2);
     }
 
     #[test]
