@@ -261,6 +261,9 @@ struct Stopped {
     reason: &'static str,
     elapsed_s: f64,
     targets_left_running: Vec<u32>,
+    /// `damon` or `idle-page`.
+    access_source: &'static str,
+    /// DAMON's kdamonds were removed (true with idle-page tracking: nothing to remove).
     damon_removed: bool,
 }
 
@@ -660,6 +663,7 @@ pub fn run(args: Args) -> CliResult {
                 reason,
                 elapsed_s: started.elapsed().as_secs_f64(),
                 targets_left_running: left.clone(),
+                access_source: source.name,
                 damon_removed: removed.is_ok(),
             })?
         );
