@@ -30,9 +30,8 @@ check_bad_input
 . /lab/tierd.sh
 check_tierd
 check_tierd_cgroup
-# The tuner and the sweep run here too, but their comparison is judged on cxl only: both nodes
-# are the same emulated RAM here, and the host's load moves single measurements by far more than
-# the 5% the comparison allows (docs/tierd.md).
+# The tuner against the sweep: both nodes are the same emulated RAM here, so every split is about
+# as good, and the comparison rests on the alternating medians (docs/tierd.md).
 check_tierd_tune
 # No CXL here: `cxltier ras` says so with exit status 4 (unsupported platform).
 bad_input ras-no-cxl-devices 4 "no CXL memory devices" cxltier ras

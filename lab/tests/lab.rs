@@ -64,6 +64,8 @@ const TIERD: &[&str] = &[
     "tierd-target-exit-handled",
     "tierd-no-such-pid",
     "tierd-bad-budget",
+    "tierd-idle-page-unsupported",
+    "tierd-bad-access-source",
     "tierd-hot-set-on-node0",
     "tierd-within-rate-limit",
     "tierd-keeps-dram-budget",
@@ -77,6 +79,8 @@ const TIERD: &[&str] = &[
     "tierd-tune-leaves-target-running",
     "tierd-tune-pid-policy-named",
     "tierd-tune-bad-progress",
+    // cxltier_lab::tierd::tune_checks
+    "tierd-tuner-within-5-percent-of-sweep",
 ];
 
 const HMAT: &[&str] = &[
@@ -127,8 +131,6 @@ const CXL: &[&str] = &[
     "probe-interleaved-3-to-1",
     "probe-loaded-latency-plot",
     "probe-buffer-too-big",
-    // cxltier_lab::tierd::tune_checks (the comparison is judged here only: see docs/tierd.md)
-    "tierd-tuner-within-5-percent-of-sweep",
     // lab/checks/tierd.sh check_tierd_weights, and cxltier_lab::tierd::weights_checks
     "tierd-continuous-runs",
     "tierd-weights-said-on-stderr",
@@ -173,7 +175,10 @@ fn run_topology(topology: &str, specific: &[&str], host_checks: fn(&mut Report))
 
 #[test]
 fn topology_hmat() {
-    run_topology("hmat", HMAT, host::hmat);
+    run_topology("hmat", HMAT, |report| {
+        host::hmat(report);
+        cxltier_lab::tierd::tune_checks(report);
+    });
 }
 
 #[test]

@@ -1,6 +1,7 @@
-//! The control loop: each interval, for every target, read DAMON's regions, find where each
-//! resident page of the target's movable memory is (`move_pages` in query mode), decide what to
-//! move ([`crate::plan`]), move it (`move_pages`), and report.
+//! The control loop: each interval, for every target, read each page's access frequency from the
+//! access source ([`crate::access`]: DAMON or idle-page tracking), find where each resident page
+//! of the target's movable memory is (`move_pages` in query mode), decide what to move
+//! ([`crate::plan`]), move it (`move_pages`), and report.
 
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -10,45 +11,13 @@ use std::time::{Duration, Instant};
 use cxltier_sys::{errno_name, move_pages, query_pages, PageStatus};
 use cxltier_topo::Topology;
 
-use crate::damon::{self, Monitor, Region};
+use crate::access::{PageAccess, SourceKind, Tracker};
 use crate::plan::{self, Heat, PageInfo, Reason, Thresholds};
 use crate::policy::Policy;
 use crate::procfs;
 use crate::ratelimit::TokenBucket;
 use crate::softdirty;
 use crate::TierdError;
-
-/// Where access information comes from, and why.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Source {
-    /// `damon`.
-    pub name: &'static str,
-    /// Why this source: what the kernel offers.
-    pub reason: String,
-}
-
-/// Pick the access source this kernel offers: DAMON's sysfs interface with virtual-address
-/// monitoring. Idle-page tracking alone, or nothing, is refused with what to do.
-pub fn choose_source(sys_root: &Path) -> Result<Source, TierdError> {
-    let admin = damon::admin_dir(sys_root);
-    let idle = sys_root.join("sys/kernel/mm/page_idle/bitmap");
-    if admin.join("kdamonds/nr_kdamonds").exists() {
-        let reason = if idle.exists() {
-            "DAMON's sysfs interface is present (preferred over idle-page tracking, which is also \
-             present: DAMON samples regions instead of scanning every page)"
-        } else {
-            "DAMON's sysfs interface is present; this kernel has no idle-page tracking"
-        };
-        return Ok(Source {
-            name: "damon",
-            reason: reason.into(),
-        });
-    }
-    if idle.exists() {
-        return Err(TierdError::OnlyIdlePageTracking { idle });
-    }
-    Err(TierdError::NoAccessSource { damon: admin, idle })
-}
 
 /// The fast tier and the slower nodes, from the topology's tier order.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -178,7 +147,8 @@ pub struct TargetReport {
 
 struct Target {
     pid: u32,
-    kdamond: usize,
+    /// The target's slot in the access source (its kdamond, with DAMON).
+    slot: usize,
     status: Status,
     last_moved: HashMap<usize, Instant>,
     retry: HashSet<usize>,
@@ -193,7 +163,7 @@ pub struct Engine {
     dry_run: bool,
     sys_root: PathBuf,
     proc_root: PathBuf,
-    monitor: Monitor,
+    tracker: Tracker,
     targets: Vec<Target>,
     bucket: TokenBucket,
     page_size: u64,
@@ -206,11 +176,13 @@ pub struct Engine {
 const CHUNK: usize = 1 << 16;
 
 impl Engine {
-    /// Validate, then start DAMON on every target. Nothing is written before every input checks out.
+    /// Validate, then start the access source (`source`, from [`crate::choose_source`]) on every
+    /// target. Nothing is written before every input checks out.
     pub fn start(
         policy: Policy,
         tiers: Tiers,
         pids: &[u32],
+        source: SourceKind,
         dry_run: bool,
         sys_root: &Path,
         proc_root: &Path,
@@ -236,7 +208,7 @@ impl Engine {
                 softdirty::clear(proc_root, pid)?;
             }
         }
-        let monitor = Monitor::start(sys_root, pids, &policy.tracking)?;
+        let tracker = Tracker::start(source, sys_root, proc_root, pids, &policy.tracking)?;
         let now = Instant::now();
         let rate = policy.limits.max_migrate_mbps * 1e6;
         let page_size = cxltier_sys::page_size() as u64;
@@ -250,9 +222,9 @@ impl Engine {
             targets: pids
                 .iter()
                 .enumerate()
-                .map(|(kdamond, &pid)| Target {
+                .map(|(slot, &pid)| Target {
                     pid,
-                    kdamond,
+                    slot,
                     status: Status::Running,
                     last_moved: HashMap::new(),
                     retry: HashSet::new(),
@@ -265,7 +237,7 @@ impl Engine {
             dry_run,
             sys_root: sys_root.to_path_buf(),
             proc_root: proc_root.to_path_buf(),
-            monitor,
+            tracker,
             page_size,
             budget,
             started: now,
@@ -299,7 +271,8 @@ impl Engine {
     /// Make `pids` the running targets (a cgroup's processes as they are now): processes not yet
     /// targets join, targets not in `pids` leave (reported once now, as `left` or, when gone,
     /// `exited`). DAMON is restarted with one kdamond per target when the set changes (its
-    /// kdamonds cannot be added to while they run), so the region history starts over; what
+    /// kdamonds cannot be added to while they run), so the region history starts over (idle-page
+    /// tracking keeps the history of the targets that stay); what
     /// tierd keeps per target (moves, retries, residency) carries on. Processes that are not alive
     /// are skipped.
     pub fn set_targets(
@@ -352,7 +325,7 @@ impl Engine {
                 Some(t) => t.status = Status::Running,
                 None => self.targets.push(Target {
                     pid,
-                    kdamond: 0,
+                    slot: 0,
                     status: Status::Running,
                     last_moved: HashMap::new(),
                     retry: HashSet::new(),
@@ -361,23 +334,29 @@ impl Engine {
                 }),
             }
         }
-        self.monitor.stop()?;
         let mut watched = Vec::new();
         for t in self
             .targets
             .iter_mut()
             .filter(|t| t.status == Status::Running)
         {
-            t.kdamond = watched.len();
+            t.slot = watched.len();
             watched.push(t.pid);
         }
-        self.monitor = Monitor::start(&self.sys_root, &watched, &self.policy.tracking)?;
+        self.tracker
+            .restart(&self.sys_root, &watched, &self.policy.tracking)?;
         Ok((change, reports))
     }
 
-    /// Turn DAMON off and remove its kdamonds. The targets keep running, their memory where it is.
+    /// Stop the access source (DAMON: turn it off and remove its kdamonds). The targets keep
+    /// running, their memory where it is.
     pub fn stop(&mut self) -> Result<(), TierdError> {
-        self.monitor.stop()
+        self.tracker.stop()
+    }
+
+    /// The access source in use.
+    pub fn source(&self) -> SourceKind {
+        self.tracker.kind()
     }
 
     /// One interval over every running target. Returns one report per target that was running at
@@ -419,7 +398,7 @@ impl Engine {
             t_s: elapsed.as_secs_f64(),
             pid: t.pid,
             status: t.status,
-            source: "damon",
+            source: self.tracker.kind().name(),
             dry_run: self.dry_run,
             regions: 0,
             page_size: self.page_size,
@@ -443,9 +422,11 @@ impl Engine {
         if !procfs::alive(&self.proc_root, pid) {
             return Err(TierdError::NoSuchProcess { pid });
         }
-        let regions = self.monitor.regions(self.targets[i].kdamond)?;
         let ranges = procfs::movable_ranges(&self.proc_root, pid)?;
         let page = self.page_size as usize;
+        let sample = self
+            .tracker
+            .sample(self.targets[i].slot, pid, &ranges, page)?;
         let addrs: Vec<usize> = ranges
             .iter()
             .flat_map(|r| (r.start..r.end).step_by(page))
@@ -461,12 +442,12 @@ impl Engine {
         } else {
             Vec::new()
         };
-        let pages = annotate(&addrs, &status, &written, &regions);
+        let pages = annotate(&addrs, &status, &written, &sample.pages);
 
         let th = self.thresholds();
-        let max_acc = self.policy.max_accesses();
+        let max_acc = self.tracker.max_accesses(&self.policy);
         let mut report = self.base_report(i);
-        report.regions = regions.len();
+        report.regions = sample.units;
         for p in &pages {
             let n = report.nodes.entry(p.node).or_default();
             n.tier = self.tiers.tier_name(p.node);
@@ -584,7 +565,7 @@ impl Engine {
     }
 
     fn thresholds(&self) -> Thresholds {
-        let max = self.policy.max_accesses() as f64;
+        let max = self.tracker.max_accesses(&self.policy) as f64;
         let p = &self.policy.placement;
         Thresholds {
             hot_min: ((p.hot_percent / 100.0 * max).ceil() as u32).max(1),
@@ -594,30 +575,23 @@ impl Engine {
     }
 }
 
-/// Pair each resident page with its region's access count and age (0 and 0 outside every region).
+/// Pair each resident page with its access (from the access source; same order as `addrs`).
 /// `written` is empty when soft-dirty tracking is off.
 fn annotate(
     addrs: &[usize],
     status: &[PageStatus],
     written: &[bool],
-    regions: &[Region],
+    access: &[PageAccess],
 ) -> Vec<PageInfo> {
     let mut out = Vec::with_capacity(addrs.len());
-    let mut r = 0;
     for (i, (&addr, s)) in addrs.iter().zip(status).enumerate() {
         let Some(node) = s.node() else { continue };
-        while r < regions.len() && regions[r].end <= addr {
-            r += 1;
-        }
-        let (accesses, age) = match regions.get(r) {
-            Some(reg) if reg.start <= addr => (reg.nr_accesses, reg.age),
-            _ => (0, 0),
-        };
+        let a = access.get(i).copied().unwrap_or_default();
         out.push(PageInfo {
             addr,
             node,
-            accesses,
-            age,
+            accesses: a.accesses,
+            age: a.age,
             written: written.get(i).copied().unwrap_or(false),
         });
     }
@@ -630,63 +604,40 @@ mod tests {
     use crate::testutil::TempDir;
 
     #[test]
-    fn pages_take_their_regions_heat() {
-        let regions = [
-            Region {
-                start: 0x1000,
-                end: 0x3000,
-                nr_accesses: 7,
-                age: 1,
-            },
-            Region {
-                start: 0x5000,
-                end: 0x6000,
-                nr_accesses: 0,
-                age: 9,
-            },
-        ];
-        let addrs = [0x0, 0x1000, 0x2000, 0x3000, 0x4000, 0x5000];
+    fn resident_pages_take_their_access() {
+        let addrs = [0x0, 0x1000, 0x2000, 0x3000];
         let status = [
             PageStatus::Node(0),
             PageStatus::Node(1),
-            PageStatus::Error(libc_enoent()),
+            PageStatus::Error(2),
             PageStatus::Node(0),
-            PageStatus::Node(0),
-            PageStatus::Node(1),
         ];
-        let written = [false, true, false, false, false, false];
-        let p = annotate(&addrs, &status, &written, &regions);
-        let got: Vec<(usize, u32, u32)> = p.iter().map(|p| (p.addr, p.accesses, p.age)).collect();
+        let written = [false, true, false, false];
+        let access = [
+            PageAccess::default(),
+            PageAccess {
+                accesses: 7,
+                age: 1,
+            },
+            PageAccess {
+                accesses: 3,
+                age: 3,
+            },
+            PageAccess {
+                accesses: 0,
+                age: 9,
+            },
+        ];
+        let p = annotate(&addrs, &status, &written, &access);
+        let got: Vec<(usize, u32, u32, u32)> = p
+            .iter()
+            .map(|p| (p.addr, p.node, p.accesses, p.age))
+            .collect();
         assert_eq!(
             got,
-            vec![
-                (0x0, 0, 0),
-                (0x1000, 7, 1),
-                (0x3000, 0, 0),
-                (0x4000, 0, 0),
-                (0x5000, 0, 9)
-            ]
+            vec![(0x0, 0, 0, 0), (0x1000, 1, 7, 1), (0x3000, 0, 0, 9)]
         );
         assert!(p[1].written && !p[0].written);
-    }
-
-    fn libc_enoent() -> i32 {
-        2
-    }
-
-    #[test]
-    fn the_source_is_damon_else_a_clear_refusal() {
-        let dir = TempDir::new("source");
-        let e = choose_source(dir.path()).unwrap_err();
-        assert!(e.to_string().contains("neither DAMON"), "{e}");
-        assert_eq!(e.class(), crate::ErrorClass::Unsupported);
-        dir.write("sys/kernel/mm/page_idle/bitmap", "");
-        let e = choose_source(dir.path()).unwrap_err();
-        assert!(e.to_string().contains("idle-page tracking"), "{e}");
-        dir.write("sys/kernel/mm/damon/admin/kdamonds/nr_kdamonds", "0\n");
-        let s = choose_source(dir.path()).unwrap();
-        assert_eq!(s.name, "damon");
-        assert!(s.reason.contains("idle-page"));
     }
 
     #[test]
@@ -712,7 +663,7 @@ mod tests {
         let admin = "sys/kernel/mm/damon/admin";
         dir.write(&format!("{admin}/kdamonds/nr_kdamonds"), "0\n");
         for k in 0..2 {
-            for (file, _) in damon::setup_writes(&[1], &Default::default())
+            for (file, _) in crate::damon::setup_writes(&[1], &Default::default())
                 .into_iter()
                 .skip(1)
             {
@@ -730,7 +681,16 @@ mod tests {
             slow: vec![1],
         };
         let proc_root = dir.path().join("proc");
-        let mut e = Engine::start(policy, tiers, &[41], false, dir.path(), &proc_root).unwrap();
+        let mut e = Engine::start(
+            policy,
+            tiers,
+            &[41],
+            SourceKind::Damon,
+            false,
+            dir.path(),
+            &proc_root,
+        )
+        .unwrap();
         let pid_of = |k: usize| {
             dir.read(&format!(
                 "{admin}/kdamonds/{k}/contexts/0/targets/0/pid_target"
@@ -760,6 +720,193 @@ mod tests {
         assert_eq!((r[0].pid, r[0].status), (42, Status::Exited));
         assert_eq!(e.running(), 0);
         assert_eq!(dir.read(&format!("{admin}/kdamonds/nr_kdamonds")), "0");
+        e.stop().unwrap();
+    }
+
+    #[test]
+    fn idle_page_heat_feeds_the_planner() {
+        // Simulated bitmap and pagemap: 16 pages, 0..8 on the slow node, 8..16 on the fast one.
+        // Pages 2 and 3 (slow) and 9 (fast) are accessed every interval.
+        let k = crate::idle::tests::SimKernel::new("engine-idle-plan", 1024);
+        k.pagemap(16, |i| cxltier_sys::pagemap::PRESENT | (100 + i as u64));
+        let ranges = [procfs::Range {
+            start: 0,
+            end: 16 * 4096,
+        }];
+        let mut policy = Policy::default();
+        policy.placement.cold_min_age = 2;
+        policy.tracking.idle_history = 4;
+        let mut t = Tracker::start(
+            SourceKind::IdlePage,
+            k.dir.path(),
+            &k.proc_root(),
+            &[k.pid],
+            &policy.tracking,
+        )
+        .unwrap();
+        let mut sample = t.sample(0, k.pid, &ranges, 4096).unwrap();
+        for _ in 0..3 {
+            for f in [102, 103, 109] {
+                k.access(f);
+            }
+            sample = t.sample(0, k.pid, &ranges, 4096).unwrap();
+        }
+        assert_eq!(sample.units, 16);
+        let addrs: Vec<usize> = (0..16).map(|i| i * 4096).collect();
+        let status: Vec<PageStatus> = (0..16)
+            .map(|i| PageStatus::Node(if i < 8 { 1 } else { 0 }))
+            .collect();
+        let pages = annotate(&addrs, &status, &[], &sample.pages);
+        let max = t.max_accesses(&policy) as f64;
+        assert_eq!(max, 4.0);
+        let th = Thresholds {
+            hot_min: ((policy.placement.hot_percent / 100.0 * max).ceil() as u32).max(1),
+            cold_max: (policy.placement.cold_percent / 100.0 * max).floor() as u32,
+            cold_min_age: policy.placement.cold_min_age,
+        };
+        let none = HashSet::new();
+        let decision = plan::plan(&plan::Input {
+            pages: &pages,
+            fast: &[0],
+            slow: &[1],
+            room: BTreeMap::from([(0, 1000), (1, 1000)]),
+            budget_pages: Some(4),
+            tokens: 1000,
+            thresholds: th,
+            recently_moved: &none,
+            retry: &none,
+        });
+        let mut promoted: Vec<usize> = decision
+            .moves
+            .iter()
+            .filter(|m| m.reason == Reason::Promote)
+            .map(|m| m.addr / 4096)
+            .collect();
+        let mut demoted: Vec<usize> = decision
+            .moves
+            .iter()
+            .filter(|m| m.reason == Reason::Demote)
+            .map(|m| m.addr / 4096)
+            .collect();
+        promoted.sort_unstable();
+        demoted.sort_unstable();
+        assert_eq!(promoted, vec![2, 3], "the hot pages on the slow node go up");
+        assert_eq!(
+            demoted,
+            vec![8, 10, 11, 12, 13, 14, 15],
+            "every idle page on the fast node goes down; the hot one stays"
+        );
+        t.stop().unwrap();
+    }
+
+    #[test]
+    fn the_engine_reports_idle_page_heat() {
+        // The engine on this process's own pages (their nodes from move_pages), with the real
+        // pagemap and a simulated bitmap; a dry run, so nothing moves.
+        let page = cxltier_sys::page_size();
+        let mut m = cxltier_sys::Mapping::anonymous(16 * page).unwrap();
+        m.write_each(page, 1);
+        let pid = std::process::id();
+        let pm = cxltier_sys::pagemap::Pagemap::open(Path::new("/proc/self/pagemap")).unwrap();
+        let mut frames = Vec::new();
+        pm.walk(
+            m.addr() as u64,
+            (m.addr() + 16 * page) as u64,
+            page as u64,
+            |_, e| frames.push(e.pfn()),
+        )
+        .unwrap();
+        if frames.iter().any(Option::is_none) {
+            // Not root: the idle-page tests above cover the refusal.
+            return;
+        }
+        let frames: Vec<u64> = frames.into_iter().flatten().collect();
+        let node = query_pages(None, &[m.addr()]).unwrap()[0].node().unwrap();
+        let dir = TempDir::new("engine-idle");
+        let own = dir.path().join(format!("proc/{pid}"));
+        std::fs::create_dir_all(&own).unwrap();
+        std::os::unix::fs::symlink(format!("/proc/{pid}/pagemap"), own.join("pagemap")).unwrap();
+        crate::idle::tests::lru_kpageflags(&dir.path().join("proc/kpageflags"), frames.iter());
+        dir.write(&format!("proc/{pid}/stat"), &format!("{pid} (test) R 1"));
+        dir.write(
+            &format!("proc/{pid}/maps"),
+            &format!(
+                "{:x}-{:x} rw-p 00000000 00:00 0 \n",
+                m.addr(),
+                m.addr() + 16 * page
+            ),
+        );
+        for n in [node, node + 1] {
+            dir.write(
+                &format!("sys/devices/system/node/node{n}/meminfo"),
+                &format!("Node {n} MemTotal: 1048576 kB\nNode {n} MemFree: 524288 kB\n"),
+            );
+        }
+        dir.write("sys/kernel/mm/page_idle/bitmap", "");
+        let bitmap = crate::idle::bitmap_path(dir.path());
+        std::fs::File::options()
+            .write(true)
+            .open(&bitmap)
+            .unwrap()
+            .set_len((frames.iter().max().unwrap() / 64 + 1) * 8)
+            .unwrap();
+        let access = |pfn: u64| {
+            use std::os::unix::fs::FileExt;
+            let f = std::fs::File::options()
+                .read(true)
+                .write(true)
+                .open(&bitmap)
+                .unwrap();
+            let mut w = [0u8; 8];
+            f.read_exact_at(&mut w, pfn / 64 * 8).unwrap();
+            let v = u64::from_ne_bytes(w) & !(1 << (pfn % 64));
+            f.write_all_at(&v.to_ne_bytes(), pfn / 64 * 8).unwrap();
+        };
+        let mut policy = Policy::default();
+        policy.tracking.soft_dirty = false;
+        policy.tracking.idle_history = 4;
+        policy.placement.cold_min_age = 2;
+        let tiers = Tiers {
+            fast: vec![node],
+            slow: vec![node + 1],
+        };
+        let proc_root = dir.path().join("proc");
+        let mut e = Engine::start(
+            policy,
+            tiers,
+            &[pid],
+            SourceKind::IdlePage,
+            true,
+            dir.path(),
+            &proc_root,
+        )
+        .unwrap();
+        assert_eq!(e.source(), SourceKind::IdlePage);
+        let mut r = e.step().unwrap();
+        for _ in 0..3 {
+            for f in &frames[..4] {
+                access(*f);
+            }
+            std::hint::black_box(m.as_slice());
+            r = e.step().unwrap();
+        }
+        let r = &r[0];
+        assert_eq!(
+            (r.source, r.status, r.dry_run),
+            ("idle-page", Status::Running, true)
+        );
+        let n = &r.nodes[&node];
+        let p = page as u64;
+        assert_eq!(
+            (n.resident_bytes, n.hot_bytes, n.cold_bytes),
+            (16 * p, 4 * p, 12 * p)
+        );
+        // Hot pages were accessed in 3 of the last 4 intervals (3 observations so far): 75%.
+        assert_eq!(n.access_histogram_bytes[7], 4 * p);
+        assert_eq!(n.access_histogram_bytes[0], 12 * p);
+        assert_eq!(r.interval.planned_demotions, 12);
+        assert_eq!(r.interval.planned_promotions, 0);
+        assert_eq!(r.total.migrated_bytes, 0);
         e.stop().unwrap();
     }
 }

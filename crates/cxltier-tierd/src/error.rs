@@ -29,14 +29,35 @@ pub enum TierdError {
     )]
     NoAccessSource { damon: PathBuf, idle: PathBuf },
 
-    /// Only idle-page tracking is there, which this build does not drive.
+    /// Idle-page tracking was asked for, and this kernel does not have it.
     #[error(
-        "this kernel has idle-page tracking ({}) but no DAMON sysfs interface; cxltier tierd \
-         tracks access only through DAMON: boot a kernel with CONFIG_DAMON_SYSFS and \
-         CONFIG_DAMON_VADDR",
+        "this kernel has no idle-page tracking ({} missing): it needs CONFIG_IDLE_PAGE_TRACKING \
+         (Debian's 6.12 kernels are built without it); use --access-source damon, or auto to take \
+         whichever the kernel has",
         idle.display()
     )]
-    OnlyIdlePageTracking { idle: PathBuf },
+    NoIdlePageTracking { idle: PathBuf },
+
+    /// DAMON was asked for, and this kernel does not have its sysfs interface.
+    #[error(
+        "this kernel has no DAMON sysfs interface ({} missing): it needs CONFIG_DAMON_SYSFS and \
+         CONFIG_DAMON_VADDR (Linux 5.18+){}",
+        damon.display(),
+        if *idle_present { "; it has idle-page tracking: use --access-source idle-page or auto" } else { "" }
+    )]
+    NoDamon { damon: PathBuf, idle_present: bool },
+
+    /// Frame numbers in pagemap read as 0: idle-page tracking needs them.
+    #[error(
+        "{} shows no page frame numbers: reading them needs CAP_SYS_ADMIN, and idle-page \
+         tracking works on frames; run tierd as root",
+        pagemap.display()
+    )]
+    FramesHidden { pagemap: PathBuf },
+
+    /// The policy names an access source that does not exist.
+    #[error("access source {given:?}: expected auto, damon or idle-page")]
+    UnknownSource { given: String },
 
     /// The DAMON kernel has no virtual-address operations set.
     #[error("DAMON here has no virtual-address monitoring (avail_operations: {available}); boot a kernel with CONFIG_DAMON_VADDR")]
@@ -101,7 +122,8 @@ pub enum TierdError {
 
 fn permission_hint(err: &io::Error) -> &'static str {
     if err.kind() == io::ErrorKind::PermissionDenied {
-        " (DAMON's sysfs interface and moving another process's pages need root: try sudo)"
+        " (DAMON's sysfs interface, the idle-page bitmap and moving another process's pages need \
+         root: try sudo)"
     } else {
         ""
     }
@@ -112,9 +134,12 @@ impl TierdError {
     pub fn class(&self) -> ErrorClass {
         match self {
             TierdError::NoAccessSource { .. }
-            | TierdError::OnlyIdlePageTracking { .. }
+            | TierdError::NoIdlePageTracking { .. }
+            | TierdError::NoDamon { .. }
             | TierdError::NoVaddr { .. } => ErrorClass::Unsupported,
             TierdError::Topology(_) => ErrorClass::Unsupported,
+            TierdError::FramesHidden { .. } => ErrorClass::Permission,
+            TierdError::UnknownSource { .. } => ErrorClass::BadInput,
             TierdError::Io { source, .. } if source.kind() == io::ErrorKind::PermissionDenied => {
                 ErrorClass::Permission
             }

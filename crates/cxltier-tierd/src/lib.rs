@@ -1,9 +1,12 @@
 //! Auto-tiering for unmodified processes, the library behind `cxltier tierd`.
 //!
-//! - [`engine`]: the control loop. It picks the access source ([`engine::choose_source`]: DAMON's
-//!   sysfs interface), starts one kdamond per target ([`damon`]), and each interval reads the
-//!   regions' access counts, finds where each page of the target's private anonymous memory is,
+//! - [`engine`]: the control loop. Each interval it reads every target page's access frequency
+//!   from the access source, finds where each page of the target's private anonymous memory is,
 //!   decides what to move ([`plan`]) and moves it with `move_pages(2)`.
+//! - [`access`]: the plug point for access sources ([`access::choose_source`]): DAMON's sysfs
+//!   interface ([`damon`], one kdamond per target) or, on kernels without it, idle-page tracking
+//!   ([`idle`]: the page-idle bitmap and `/proc/PID/pagemap`); both give the planner per-page
+//!   access frequencies and ages in the same terms.
 //! - [`plan`]: the placement rules (hot up, cold down, per-target DRAM budget, watermarks,
 //!   hysteresis, rate limit, retry of failed pages) as a pure function.
 //! - [`policy`]: the policy file (TOML, see docs/tierd.md).
@@ -14,9 +17,11 @@
 //!
 //! Nothing here prints or exits; every failure is a [`TierdError`] that says what to do.
 
+pub mod access;
 pub mod damon;
 pub mod engine;
 mod error;
+pub mod idle;
 pub mod metrics;
 pub mod plan;
 pub mod policy;
@@ -30,6 +35,7 @@ pub mod workload;
 #[cfg(test)]
 mod testutil;
 
-pub use engine::{choose_source, Engine, Source, TargetReport, Tiers};
+pub use access::{choose_source, AccessSource, Source, SourceKind};
+pub use engine::{Engine, TargetReport, Tiers};
 pub use error::{ErrorClass, TierdError};
 pub use policy::Policy;

@@ -77,7 +77,7 @@ pub fn prometheus(reports: &[TargetReport]) -> String {
             }
         });
     }
-    family("access_bytes", "gauge", "Bytes by access frequency: the percentage of DAMON samples that saw the page's region accessed, in buckets of 10.", &mut |o| {
+    family("access_bytes", "gauge", "Bytes by access frequency: the percentage of the access source's samples that saw the page accessed (DAMON: its region; idle-page: its last intervals), in buckets of 10.", &mut |o| {
         for r in reports {
             for (node, n) in &r.nodes {
                 for (i, b) in n.access_histogram_bytes.iter().enumerate() {

@@ -21,9 +21,10 @@ use std::collections::{BTreeMap, HashSet};
 pub struct PageInfo {
     pub addr: usize,
     pub node: u32,
-    /// Its DAMON region's `nr_accesses`.
+    /// Its access frequency (DAMON: its region's `nr_accesses`; idle-page tracking: intervals
+    /// accessed among its last `idle_history`).
     pub accesses: u32,
-    /// Its DAMON region's age.
+    /// For how many intervals that level has held (DAMON: its region's age).
     pub age: u32,
     /// Written since the last interval (soft-dirty).
     pub written: bool,
@@ -37,7 +38,7 @@ pub enum Heat {
     Hot,
 }
 
-/// Thresholds in DAMON's units.
+/// Thresholds in the access source's units.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Thresholds {
     /// Hot at or above this many accesses per aggregation interval (at least 1).

@@ -7,12 +7,21 @@ use serde::{Deserialize, Serialize};
 use std::path::Path;
 use std::time::Duration;
 
+use crate::access::AccessSource;
+use crate::idle::MAX_HISTORY;
 use crate::TierdError;
 
-/// How DAMON samples access.
+/// How access is tracked: which source, and how DAMON samples.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Tracking {
+    /// `auto` (DAMON when the kernel has its sysfs interface, else idle-page tracking), `damon`
+    /// or `idle-page`.
+    pub access_source: AccessSource,
+    /// Idle-page tracking: how many intervals of each page's history make its access frequency
+    /// (a page accessed in k of its last `idle_history` intervals has k accesses out of
+    /// `idle_history`; 1 to 64).
+    pub idle_history: u32,
     /// DAMON's sampling interval: how often it checks one page per region for access.
     pub sample_ms: u64,
     /// DAMON's aggregation interval: accesses are counted over this long (so a region's
@@ -31,6 +40,8 @@ pub struct Tracking {
 impl Default for Tracking {
     fn default() -> Self {
         Tracking {
+            access_source: AccessSource::Auto,
+            idle_history: 10,
             sample_ms: 10,
             aggregation_ms: 200,
             update_ms: 1000,
@@ -154,6 +165,12 @@ impl Policy {
         }
     }
 
+    /// Set the access source.
+    pub fn with_access_source(mut self, source: AccessSource) -> Self {
+        self.tracking.access_source = source;
+        self
+    }
+
     /// The highest `nr_accesses` DAMON can report in one aggregation interval.
     pub fn max_accesses(&self) -> u32 {
         (self.tracking.aggregation_ms / self.tracking.sample_ms.max(1)).max(1) as u32
@@ -185,6 +202,12 @@ impl Policy {
                     "{} is shorter than sample_ms {}: make it a multiple of it",
                     t.aggregation_ms, t.sample_ms
                 ),
+            );
+        }
+        if !(1..=MAX_HISTORY).contains(&t.idle_history) {
+            return bad(
+                "idle_history",
+                format!("{}: expected 1 to {MAX_HISTORY} intervals", t.idle_history),
             );
         }
         if t.update_ms == 0 {
@@ -265,6 +288,10 @@ mod tests {
         assert_eq!(p.dram_budget_bytes().unwrap(), Some(2 << 20));
         assert_eq!(p.limits.max_migrate_mbps, 8.0);
         assert_eq!(p.placement, Placement::default());
+        assert_eq!(p.tracking.access_source, AccessSource::Auto);
+        let p = parse("[tracking]\naccess_source = \"idle-page\"\nidle_history = 20\n").unwrap();
+        assert_eq!(p.tracking.access_source, AccessSource::IdlePage);
+        assert_eq!(p.tracking.idle_history, 20);
     }
 
     #[test]
@@ -289,5 +316,16 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("max_migrate_rate"), "{e}");
+        let e = parse("[tracking]\naccess_source = \"idle\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("access_source") && e.contains("idle-page"),
+            "{e}"
+        );
+        let e = parse("[tracking]\nidle_history = 65\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("idle_history"), "{e}");
     }
 }

@@ -302,6 +302,37 @@ pub fn split_weights(tenths: u32) -> (u32, u32) {
     }
 }
 
+/// The order in which a sweep of `splits` over `rounds` rounds measures them: every split once per
+/// round, the list forwards in even rounds and backwards in odd ones (A B, B A, A B ... for two
+/// splits). Measuring the splits alternately, each one as often first as last, makes a load that
+/// drifts during the sweep weigh on all of them alike instead of on whichever came later.
+pub fn sweep_order(splits: &[u32], rounds: u32) -> Vec<(u32, u32)> {
+    let mut order = Vec::with_capacity(splits.len() * rounds as usize);
+    for round in 0..rounds {
+        if round % 2 == 0 {
+            order.extend(splits.iter().map(|&s| (round, s)));
+        } else {
+            order.extend(splits.iter().rev().map(|&s| (round, s)));
+        }
+    }
+    order
+}
+
+/// The median of `values` (the mean of the middle two for an even count); `None` when empty.
+pub fn median(values: &[f64]) -> Option<f64> {
+    let mut v: Vec<f64> = values.iter().copied().filter(|x| !x.is_nan()).collect();
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let mid = v.len() / 2;
+    Some(if v.len() % 2 == 1 {
+        v[mid]
+    } else {
+        (v[mid - 1] + v[mid]) / 2.0
+    })
+}
+
 fn gcd(a: u32, b: u32) -> u32 {
     if b == 0 {
         a
@@ -511,6 +542,20 @@ impl Continuous {
 mod tests {
     use super::*;
     use crate::testutil::TempDir;
+    #[test]
+    fn sweep_rounds_alternate_and_medians_ignore_one_odd_window() {
+        assert_eq!(
+            sweep_order(&[7, 10], 3),
+            vec![(0, 7), (0, 10), (1, 10), (1, 7), (2, 7), (2, 10)]
+        );
+        assert_eq!(sweep_order(&[10, 5, 0], 1), vec![(0, 10), (0, 5), (0, 0)]);
+        assert!(sweep_order(&[3], 0).is_empty());
+        assert_eq!(median(&[]), None);
+        assert_eq!(median(&[3.0, 100.0, 1.0]), Some(3.0));
+        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), Some(2.5));
+        // One window spoiled by a burst of host load does not move the median.
+        assert_eq!(median(&[10.0, 10.5, 1.0, 9.5, 10.2]), Some(10.0));
+    }
 
     fn climb(start: u32, f: impl Fn(u32) -> f64) -> (u32, Vec<u32>) {
         let mut t = Tuner::new(start, 0.02);

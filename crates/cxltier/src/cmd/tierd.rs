@@ -5,7 +5,9 @@ mod tune;
 use crate::error::{CliError, CliResult, Kind};
 use cxltier_tierd::engine::{Status, TargetReport};
 use cxltier_tierd::quarantine::Quarantine;
-use cxltier_tierd::{choose_source, metrics, Engine, ErrorClass, Policy, TierdError, Tiers};
+use cxltier_tierd::{
+    choose_source, metrics, AccessSource, Engine, ErrorClass, Policy, SourceKind, TierdError, Tiers,
+};
 use cxltier_topo::Topology;
 use serde::Serialize;
 use std::ffi::OsString;
@@ -20,7 +22,10 @@ use std::time::{Duration, Instant};
 const LONG_HELP: &str = "\
 Watches which pages of the target processes are accessed, with DAMON (the kernel's data access
 monitor, through /sys/kernel/mm/damon/admin: one kdamond per target, virtual-address monitoring,
-a `stat` scheme that only counts), and each interval moves pages of the targets' private anonymous
+a `stat` scheme that only counts) or, on a kernel without DAMON, with idle-page tracking
+(/sys/kernel/mm/page_idle/bitmap and /proc/PID/pagemap: each interval every resident page's
+frame is marked idle and checked at the next; --access-source or the policy's access_source
+picks one), and each interval moves pages of the targets' private anonymous
 memory with move_pages(2): hot pages to the fastest memory tier while the target's DRAM budget and
 the node's watermark leave room, cold pages to the next slower tier. A DRAM budget smaller than
 the hot set keeps the hottest pages in DRAM and swaps colder ones out. Moves are limited to
@@ -29,8 +34,9 @@ for cold_min_age intervals before it goes down, so pages do not ping-pong. A mov
 refuses (busy page, full node) leaves the page where it was; it is counted and tried again later.
 
 Writing DAMON's sysfs interface is a system-wide action: tierd says so on stderr, refuses to run
-while another tool's kdamonds exist, and removes its own when it stops. --dry-run still runs DAMON
-(it is the only way to know what is hot) but moves nothing: it reports what it would move.
+while another tool's kdamonds exist, and removes its own when it stops (marking pages idle in the
+page-idle bitmap is one too, and is said the same way). --dry-run still tracks access (it is the
+only way to know what is hot) but moves nothing: it reports what it would move.
 
 Stopping tierd (SIGINT, SIGTERM, --duration) leaves the targets running and their memory where
 it is. A target that exits is reported once with status `exited`; tierd stops when none is left.
@@ -47,7 +53,9 @@ tier and the next slower one against --progress (file:PATH holding a growing cou
 cmd:COMMAND printing one): from the planner's weights for --mix (or --tune-start), it moves the
 target's pages to a share in tenths, measures, and climbs to the best neighbouring share until
 none is better by more than 2% (looking at both ends too before it stops), then leaves the
-target there. --sweep measures every share from 100% to 0% instead and keeps the best. Neither
+target there. --sweep measures every share from 100% to 0% instead and keeps the best (--splits
+measures only the shares named; --rounds N measures each N times, alternately, and keeps the best
+median). Neither
 uses DAMON. With -- CMD, --tune starts CMD under weighted interleave over the two nodes and sets
 the kernel's weighted-interleave table (system-wide: said on stderr, shown but not written with
 --dry-run) to the starting and then the tuned ratio, so that CMD's new allocations follow it; the
@@ -58,10 +66,10 @@ new allocations keep its own policy (only a process can set its own), and tierd 
 throughput stays more than --retune-threshold percent away from its baseline for
 --retune-windows windows in a row.
 
-Needs root (DAMON's sysfs interface, moving another process's pages). Exit status: 0 when stopped
-or when every target exited; 2 bad input (no such process, malformed policy); 3 without root;
-4 when the kernel has no DAMON (idle-page tracking alone is not enough) or the machine has a
-single memory tier.";
+Needs root (DAMON's sysfs interface, the idle-page bitmap and page frame numbers, moving another
+process's pages). Exit status: 0 when stopped or when every target exited; 2 bad input (no such
+process, malformed policy); 3 without root; 4 when the kernel has neither DAMON nor idle-page
+tracking (or not the one --access-source names) or the machine has a single memory tier.";
 
 /// Move hot pages of running processes to DRAM and cold ones to slower memory (DAMON + move_pages).
 #[derive(clap::Args)]
@@ -76,6 +84,10 @@ pub struct Args {
     /// Manage the processes of this cgroup v2 directory (re-read each interval: joiners are added, leavers dropped)
     #[arg(long, value_name = "PATH")]
     cgroup: Option<PathBuf>,
+    /// Where access information comes from: auto (DAMON when the kernel has it, else idle-page
+    /// tracking), damon, or idle-page [default: the policy's access_source, auto]
+    #[arg(long, value_name = "SOURCE")]
+    access_source: Option<String>,
     /// Placement policy (TOML; see docs/tierd.md)
     #[arg(long, value_name = "FILE")]
     policy: Option<PathBuf>,
@@ -124,6 +136,19 @@ pub struct Args {
     /// Measure --progress at every split from all-DRAM to all-slower-tier, and keep the best
     #[arg(long, requires = "progress", conflicts_with_all = ["cgroup"])]
     sweep: bool,
+    /// With --sweep: measure only these splits (percent of pages on the fast tier, multiples of
+    /// 10, e.g. 70,100) instead of all eleven
+    #[arg(
+        long,
+        value_name = "PERCENT,...",
+        value_delimiter = ',',
+        requires = "sweep"
+    )]
+    splits: Vec<u32>,
+    /// With --sweep: measure every split this many times, alternately (A B, B A, ...), and
+    /// compare medians
+    #[arg(long, value_name = "N", default_value_t = 1, requires = "sweep")]
+    rounds: u32,
     /// The progress signal: file:PATH (a growing counter) or cmd:COMMAND (prints one)
     #[arg(long, value_name = "SPEC")]
     progress: Option<String>,
@@ -182,7 +207,27 @@ fn args_for_tune(args: &Args) -> Result<tune::TuneArgs, CliError> {
             "--sweep --dry-run: the sweep moves the target's pages to measure them; it has nothing to dry-run",
         ));
     }
+    if args.rounds == 0 {
+        return Err(CliError::bad_input("--rounds 0: expected at least 1 round"));
+    }
+    let mut splits = Vec::new();
+    for &p in &args.splits {
+        if p > 100 || p % 10 != 0 {
+            return Err(CliError::bad_input(format!(
+                "--splits {p}: expected a percentage of pages on the fast tier in tenths: 0, 10, ... 100"
+            )));
+        }
+        if splits.contains(&(p / 10)) {
+            return Err(CliError::bad_input(format!("--splits: {p} is named twice")));
+        }
+        splits.push(p / 10);
+    }
+    if splits.is_empty() {
+        splits = (0..=10).rev().collect();
+    }
     Ok(tune::TuneArgs {
+        splits,
+        rounds: args.rounds,
         pid,
         continuous: args.continuous,
         retune_threshold: args.retune_threshold / 100.0,
@@ -216,6 +261,9 @@ struct Stopped {
     reason: &'static str,
     elapsed_s: f64,
     targets_left_running: Vec<u32>,
+    /// `damon` or `idle-page`.
+    access_source: &'static str,
+    /// DAMON's kdamonds were removed (true with idle-page tracking: nothing to remove).
     damon_removed: bool,
 }
 
@@ -232,6 +280,14 @@ fn policy(args: &Args) -> Result<Policy, CliError> {
     }
     if let Some(ms) = args.interval {
         p = p.with_interval_ms(ms);
+    }
+    if let Some(src) = &args.access_source {
+        let source: AccessSource = src.parse().map_err(|_: TierdError| {
+            CliError::bad_input(format!(
+                "--access-source {src:?}: expected auto, damon or idle-page"
+            ))
+        })?;
+        p = p.with_access_source(source);
     }
     p.validate().map_err(|e| {
         CliError::bad_input(e.to_string()).with_hint("see docs/tierd.md for the policy settings")
@@ -343,8 +399,10 @@ pub fn run(args: Args) -> CliResult {
     if args.tune || args.sweep {
         return tune::run(&args_for_tune(&args)?, &tiers);
     }
-    let source = choose_source(root).map_err(tierd_error)?;
-    cxltier_tierd::damon::Monitor::check(root).map_err(tierd_error)?;
+    let source = choose_source(root, policy.tracking.access_source).map_err(tierd_error)?;
+    if source.kind == SourceKind::Damon {
+        cxltier_tierd::damon::Monitor::check(root).map_err(tierd_error)?;
+    }
 
     let mut child: Option<Child> = None;
     let mut cgroup_dir = None;
@@ -385,14 +443,27 @@ pub fn run(args: Args) -> CliResult {
         "cxltier tierd: access source: {} ({})",
         source.name, source.reason
     );
-    let _ =
-        writeln!(
-        err,
-        "cxltier tierd: writing DAMON's sysfs interface (a system-wide setting): {} kdamond(s) \
-         under /sys/kernel/mm/damon/admin/kdamonds monitoring pid {}; removed when tierd stops",
-        pids.len(),
-        pids.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
-    );
+    let pid_list = pids
+        .iter()
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join(",");
+    let _ = match source.kind {
+        SourceKind::Damon => writeln!(
+            err,
+            "cxltier tierd: writing DAMON's sysfs interface (a system-wide setting): {} kdamond(s) \
+             under /sys/kernel/mm/damon/admin/kdamonds monitoring pid {pid_list}; removed when \
+             tierd stops",
+            pids.len()
+        ),
+        SourceKind::IdlePage => writeln!(
+            err,
+            "cxltier tierd: writing /sys/kernel/mm/page_idle/bitmap (a system-wide setting): every \
+             interval the resident pages of pid {pid_list} are marked idle, which any other user \
+             of idle-page tracking sees too; nothing to remove when tierd stops (a page's idle \
+             flag clears on its next access)"
+        ),
+    };
     let _ = writeln!(
         err,
         "cxltier tierd: fast tier node(s) {:?}, slower node(s) {:?}; budget {}, rate limit {} MB/s{}",
@@ -413,6 +484,7 @@ pub fn run(args: Args) -> CliResult {
         policy.clone(),
         tiers.clone(),
         &pids,
+        source.kind,
         args.dry_run,
         root,
         Path::new("/proc"),
@@ -433,9 +505,9 @@ pub fn run(args: Args) -> CliResult {
         if engine.soft_dirty() {
             "soft-dirty bits, page by page (a page written in the last interval counts as hot)"
         } else if policy.tracking.soft_dirty {
-            "not tracked: this kernel has no soft-dirty bits (CONFIG_MEM_SOFT_DIRTY); hot and cold come from DAMON alone"
+            "not tracked: this kernel has no soft-dirty bits (CONFIG_MEM_SOFT_DIRTY); hot and cold come from the access source alone"
         } else {
-            "not tracked (soft_dirty = false in the policy); hot and cold come from DAMON alone"
+            "not tracked (soft_dirty = false in the policy); hot and cold come from the access source alone"
         }
     );
     let shared: metrics::Shared = Arc::new(Mutex::new(String::new()));
@@ -483,11 +555,15 @@ pub fn run(args: Args) -> CliResult {
                             |v: &[u32]| v.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
                         let _ = writeln!(
                             err,
-                            "cxltier tierd: cgroup {}: joined [{}], left [{}]; DAMON restarted \
-                             (system-wide) with one kdamond per target: pid {}",
+                            "cxltier tierd: cgroup {}: joined [{}], left [{}]; {}: pid {}",
                             dir.display(),
                             list(&change.joined),
                             list(&change.left),
+                            match engine.source() {
+                                SourceKind::Damon =>
+                                    "DAMON restarted (system-wide) with one kdamond per target",
+                                SourceKind::IdlePage => "idle-page tracking now follows",
+                            },
                             list(&engine.running_pids())
                         );
                     }
@@ -587,15 +663,20 @@ pub fn run(args: Args) -> CliResult {
                 reason,
                 elapsed_s: started.elapsed().as_secs_f64(),
                 targets_left_running: left.clone(),
+                access_source: source.name,
                 damon_removed: removed.is_ok(),
             })?
         );
     }
     let _ = writeln!(
         err,
-        "cxltier tierd: stopped ({}); DAMON {}; targets still running, memory left where it is: {:?}",
+        "cxltier tierd: stopped ({}); {}; targets still running, memory left where it is: {:?}",
         reason.replace('_', " "),
-        if removed.is_ok() { "kdamonds removed" } else { "kdamonds could NOT be removed" },
+        match (source.kind, removed.is_ok()) {
+            (SourceKind::Damon, true) => "DAMON kdamonds removed",
+            (SourceKind::Damon, false) => "DAMON kdamonds could NOT be removed",
+            (SourceKind::IdlePage, _) => "idle-page tracking: nothing to remove",
+        },
         left
     );
     if let Err(e) = removed {

@@ -8,7 +8,8 @@ use cxltier_control::placement::MappingKind;
 use cxltier_control::weights::{parse_tier_weights, WeightChange, WeightTable};
 use cxltier_sys::{get_mempolicy, kernel_supports, set_mempolicy, Mode, NodeMask, Policy};
 use cxltier_tierd::tune::{
-    apply_split, split_weights, Continuous, Next, Progress, SplitOutcome, Verdict,
+    apply_split, median, split_weights, sweep_order, Continuous, Next, Progress, SplitOutcome,
+    Verdict,
 };
 use cxltier_tierd::{procfs, TierdError, Tiers};
 use serde::Serialize;
@@ -27,6 +28,10 @@ pub struct TuneArgs {
     pub pid: u32,
     pub command: Vec<OsString>,
     pub sweep: bool,
+    /// With `sweep`: the splits to measure (tenths on the fast tier), in order.
+    pub splits: Vec<u32>,
+    /// With `sweep`: how many times each split is measured (alternately; medians compared).
+    pub rounds: u32,
     pub progress: String,
     pub mix: String,
     pub start: Option<String>,
@@ -53,6 +58,9 @@ struct Step<'a> {
     event: &'a str,
     pid: u32,
     fast_percent: u32,
+    /// The sweep's round (with --rounds above 1).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    round: Option<u32>,
     #[serde(flatten)]
     split: SplitOutcome,
     throughput_per_s: f64,
@@ -65,8 +73,12 @@ struct Done<'a> {
     start_fast_percent: Option<u32>,
     fast_percent: u32,
     throughput_per_s: f64,
-    /// Throughput measured at each split (fast-tier percent → per second).
+    /// Throughput measured at each split (fast-tier percent → per second; with rounds, the
+    /// median).
     measured: BTreeMap<u32, f64>,
+    /// With rounds: every window measured at each split, in the order measured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rounds: Option<BTreeMap<u32, Vec<f64>>>,
     /// The weighted-interleave weights set for the target's new allocations (fast node, slower
     /// node), or null when they are left alone.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -476,6 +488,7 @@ fn print_step(
     event: &str,
     pid: u32,
     tenths: u32,
+    round: Option<u32>,
     split: SplitOutcome,
     rate: f64,
 ) -> Result<(), CliError> {
@@ -486,13 +499,15 @@ fn print_step(
                 event,
                 pid,
                 fast_percent: tenths * 10,
+                round,
                 split,
                 throughput_per_s: rate,
             })?
         );
     } else {
         println!(
-            "{event}: {:3}% on the fast tier ({} pages moved, {} failed): {rate:.0}/s",
+            "{event}{}: {:3}% on the fast tier ({} pages moved, {} failed): {rate:.0}/s",
+            round.map_or_else(String::new, |r| format!(" (round {})", r + 1)),
             tenths * 10,
             split.moved_pages,
             split.failed_pages
@@ -565,7 +580,7 @@ fn tune(
         let step = match ctl.next_step() {
             Next::Measure(k) => measure_at(pid, tiers, k, progress, args.measure).map(|(split, rate)| {
                 ctl.record(k, rate);
-                print_step(args, "tune_step", pid, k, split, rate)
+                print_step(args, "tune_step", pid, k, None, split, rate)
             }),
             Next::Converged {
                 split,
@@ -588,6 +603,7 @@ fn tune(
                         fast_percent: split * 10,
                         throughput_per_s: throughput.unwrap_or(0.0),
                         measured: measured.iter().map(|(k, v)| (k * 10, *v)).collect(),
+                        rounds: None,
                         weights: set,
                         retunes: args.continuous.then_some(ctl.retunes()),
                     },
@@ -676,17 +692,30 @@ fn print_watch(args: &TuneArgs, line: &WatchLine) -> Result<(), CliError> {
 }
 
 fn sweep(args: &TuneArgs, pid: u32, tiers: &Tiers, progress: &Progress) -> Result<(), CliError> {
-    let mut measured = BTreeMap::new();
-    for k in (0..=10).rev() {
+    let mut samples: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
+    let many = args.rounds > 1;
+    for (round, k) in sweep_order(&args.splits, args.rounds) {
         let (split, rate) =
             measure_at(pid, tiers, k, progress, args.measure).map_err(tierd_error)?;
-        print_step(args, "sweep_point", pid, k, split, rate)?;
-        measured.insert(k, rate);
+        print_step(
+            args,
+            "sweep_point",
+            pid,
+            k,
+            many.then_some(round),
+            split,
+            rate,
+        )?;
+        samples.entry(k).or_default().push(rate);
     }
+    let measured: BTreeMap<u32, f64> = samples
+        .iter()
+        .map(|(k, v)| (*k, median(v).expect("measured at least once")))
+        .collect();
     let (&best, &rate) = measured
         .iter()
         .max_by(|a, b| a.1.total_cmp(b.1))
-        .expect("eleven points");
+        .expect("at least one split");
     apply_split(Path::new("/proc"), pid, tiers, best).map_err(tierd_error)?;
     print_done(
         args,
@@ -697,6 +726,7 @@ fn sweep(args: &TuneArgs, pid: u32, tiers: &Tiers, progress: &Progress) -> Resul
             fast_percent: best * 10,
             throughput_per_s: rate,
             measured: measured.iter().map(|(k, v)| (k * 10, *v)).collect(),
+            rounds: many.then(|| samples.iter().map(|(k, v)| (k * 10, v.clone())).collect()),
             weights: None,
             retunes: None,
         },
