@@ -21,6 +21,7 @@ use cxltier_store::Store;
 // Looked up several times per command: foldhash rather than std's SipHash.
 use hashbrown::HashMap;
 use mio::net::{TcpListener, TcpStream};
+use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
 
 use crate::commands::{self, Effect, ServerInfo, Session};
@@ -28,6 +29,8 @@ use crate::quarantine::Quarantine;
 use crate::resp::{self, reply};
 
 const LISTENER: Token = Token(usize::MAX);
+/// The store's device-read completion eventfd.
+const COMPLETIONS: Token = Token(usize::MAX - 1);
 /// Bytes read per `read` call.
 const READ_CHUNK: usize = 64 << 10;
 /// Output above which a connection is not read until its client catches up (backpressure).
@@ -135,10 +138,22 @@ pub fn serve(
     let mut buf = vec![0u8; READ_CHUNK];
     let mut shutdown = false;
 
+    // Device read completions wake the loop like sockets do (an eventfd the ring signals), for
+    // when it has nothing to do but wait: it sleeps in one epoll_wait until a request or a
+    // read's data arrives. Blocking in the ring for a completion instead left requests that
+    // arrived meanwhile unparsed and their reads unbegun for a read's time.
+    if let Some(fd) = store.read_completion_fd() {
+        poll.registry()
+            .register(&mut SourceFd(&fd), COMPLETIONS, Interest::READABLE)?;
+    }
+    let mut idle = false;
     while !shutdown && !stop.load(Ordering::Relaxed) {
-        // With device reads in flight or commands queued, only look at the sockets: the reads
-        // are collected and the commands run below.
-        let busy = store.reads_in_flight() > 0 || conns.values().any(|c| !c.queue.is_empty());
+        // With device reads in flight or commands queued, only look at the sockets (the reads
+        // are collected and the commands run below) unless the last turn found nothing to do:
+        // waking from a sleep costs more than a turn on this path, so the loop keeps its CPU
+        // while work is coming in.
+        let busy =
+            !idle && (store.reads_in_flight() > 0 || conns.values().any(|c| !c.queue.is_empty()));
         let timeout = if busy {
             Duration::ZERO
         } else {
@@ -154,6 +169,11 @@ pub fn serve(
         let had_events = !events.is_empty();
         ready.clear();
         for ev in events.iter() {
+            if ev.token() == COMPLETIONS {
+                // The reads are collected below.
+                store.clear_read_signal();
+                continue;
+            }
             if ev.token() == LISTENER {
                 accept(
                     &mut listener,
@@ -232,12 +252,9 @@ pub fn serve(
             }
             last_tick = Instant::now();
         }
-        // Nothing could run and nothing arrived: sleep until a device read finishes.
-        if ran == 0 && !had_events && store.reads_in_flight() > 0 {
-            if let Err(e) = store.reap_reads(true) {
-                eprintln!("cxltier serve: waiting for NVMe reads failed: {e}");
-            }
-        }
+        // Nothing could run and nothing arrived: the next poll sleeps until a socket or a
+        // device read has something.
+        idle = ran == 0 && !had_events;
     }
     for c in conns.values_mut() {
         flush(c);

@@ -800,6 +800,21 @@ impl Store {
         self.log.is_some()
     }
 
+    /// A file descriptor that becomes readable when a device read begun by
+    /// [`Store::start_reads`] completes (an eventfd; `None` without an NVMe tier). An event loop
+    /// registers it with its sockets so that it sleeps until either has something, rather than
+    /// blocking on the device while requests arrive.
+    pub fn read_completion_fd(&self) -> Option<std::os::fd::RawFd> {
+        self.log.as_ref().map(Log::read_completion_fd)
+    }
+
+    /// Reset that file descriptor after it fired (then [`Store::reap_reads`]).
+    pub fn clear_read_signal(&mut self) {
+        if let Some(log) = self.log.as_mut() {
+            log.clear_read_signal();
+        }
+    }
+
     /// Device reads begun by [`Store::start_reads`] and not yet collected.
     pub fn reads_in_flight(&self) -> usize {
         self.log.as_ref().map_or(0, Log::reads_in_flight)

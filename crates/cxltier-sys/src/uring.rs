@@ -10,8 +10,9 @@
 use std::alloc::{self, Layout};
 use std::fs::{File, OpenOptions};
 use std::io;
+use std::io::Read;
 use std::ops::{Deref, DerefMut};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::Path;
 use std::ptr::NonNull;
@@ -292,6 +293,27 @@ mod tests {
             }
         }
         assert_eq!(q.in_flight(), 0);
+        // The completion eventfd: quiet once cleared, readable after a read completes, and a
+        // recycled buffer serves the next read with that read's bytes.
+        q.clear_completion_signal();
+        let readable = |fd: RawFd, ms: i32| {
+            let mut p = libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: one valid pollfd, and its count.
+            unsafe { libc::poll(&mut p, 1, ms) == 1 }
+        };
+        assert!(!readable(q.completion_fd(), 0));
+        q.recycle(AlignedBuf::new(ALIGN));
+        let t = q.push(&file, 2 * ALIGN as u64, ALIGN).unwrap();
+        q.submit().unwrap();
+        assert!(readable(q.completion_fd(), 5000), "no completion signalled");
+        q.clear_completion_signal();
+        let d = q.reap(1).unwrap().pop().unwrap();
+        assert_eq!((d.ticket, d.result.as_ref().ok()), (t, Some(&ALIGN)));
+        assert!(d.buf.iter().all(|&x| x == 3));
         // Dropping a queue with reads in flight waits for them.
         q.push(&file, 0, ALIGN).unwrap();
         drop(q);
@@ -336,6 +358,10 @@ mod tests {
 /// other requests wait for the device.
 pub struct ReadQueue {
     ring: IoUring,
+    /// Signalled by the kernel at every completion (`io_uring_register(2)`'s eventfd): an event
+    /// loop waits on it together with its sockets instead of blocking in the ring, so requests
+    /// that arrive while reads are in flight are seen at once.
+    completions: File,
     /// The buffer of each ticket in flight; `None` for a free ticket.
     slots: Vec<Option<AlignedBuf>>,
     free: Vec<u32>,
@@ -376,8 +402,11 @@ impl ReadQueue {
     pub fn new(entries: u32) -> io::Result<ReadQueue> {
         let entries = entries.max(1);
         let ring = Uring::new(entries)?.ring;
+        let completions = File::from(eventfd_nonblocking()?);
+        ring.submitter().register_eventfd(completions.as_raw_fd())?;
         Ok(ReadQueue {
             ring,
+            completions,
             slots: (0..entries).map(|_| None).collect(),
             free: (0..entries).rev().collect(),
             in_flight: 0,
@@ -397,6 +426,20 @@ impl ReadQueue {
     /// Reads queued or in flight.
     pub fn in_flight(&self) -> usize {
         self.in_flight
+    }
+
+    /// A file descriptor that becomes readable when a read completes (an eventfd): register it
+    /// with `epoll` to wake up for completions and for sockets alike. Call
+    /// [`ReadQueue::clear_completion_signal`] when it fires, then reap.
+    pub fn completion_fd(&self) -> RawFd {
+        self.completions.as_raw_fd()
+    }
+
+    /// Reset the completion eventfd's counter (it is non-blocking: nothing to reset is fine).
+    pub fn clear_completion_signal(&mut self) {
+        let mut counter = [0u8; 8];
+        // WouldBlock: nothing completed since the last reset.
+        let _ = self.completions.read(&mut counter);
     }
 
     /// Queue a read of `len` bytes (rounded up to [`ALIGN`]) at `offset` (a multiple of
@@ -504,4 +547,15 @@ impl Drop for ReadQueue {
             }
         }
     }
+}
+
+/// A new eventfd, non-blocking and close-on-exec.
+fn eventfd_nonblocking() -> io::Result<OwnedFd> {
+    // SAFETY: eventfd(2) takes no pointers; it returns a new descriptor or -1.
+    let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fd is a descriptor just returned by eventfd(2), owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }

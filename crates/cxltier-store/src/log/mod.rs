@@ -892,6 +892,17 @@ impl Log {
         self.reads.in_flight()
     }
 
+    /// An eventfd that becomes readable when a begun read completes (see
+    /// [`ReadQueue::completion_fd`]).
+    pub fn read_completion_fd(&self) -> std::os::fd::RawFd {
+        self.reads.completion_fd()
+    }
+
+    /// Reset that eventfd after it fired.
+    pub fn clear_read_signal(&mut self) {
+        self.reads.clear_completion_signal();
+    }
+
     /// Collect finished reads; with `wait`, block until at least one has finished (when any is in
     /// flight).
     pub fn reap_reads(&mut self, wait: bool, out: &mut Vec<ReadFinished>) -> Result<()> {
