@@ -338,9 +338,17 @@ fn run(
                 }
             }
             // One read of the record, borrowed: the new encoding is built from the old bytes and
-            // the arguments without copying each field.
+            // the arguments without copying each field. When the one-field path above already
+            // read it, its value is at hand: reading it again with `get` would count a second
+            // access (admission would rate updated keys above read ones) and a second hit.
+            let read_above = n == 4 && store.peek(args[1]).is_some();
             let (encoded, expires, added) = {
-                let (old, expires) = match store.get(args[1])? {
+                let current = if read_above {
+                    store.peek(args[1])
+                } else {
+                    store.get(args[1])?
+                };
+                let (old, expires) = match current {
                     None => (None, None),
                     Some(o) if o.kind != Kind::Hash => {
                         reply::error(out, WRONGTYPE);

@@ -656,8 +656,11 @@ impl Store {
         Ok(self.peek(key))
     }
 
-    /// Read an entry's object where it is now, without side effects.
-    fn peek(&self, key: &[u8]) -> Option<ObjectRef<'_>> {
+    /// The object where it is now, without counting an access or moving anything: for a
+    /// command that already read the key with [`Store::get`] in this batch and needs its value
+    /// again (a value that get read from NVMe is still at hand). `None` when the key is absent,
+    /// or only on NVMe and not read in this batch.
+    pub fn peek(&self, key: &[u8]) -> Option<ObjectRef<'_>> {
         let e = self.index.get(key)?;
         let value = match e.place() {
             Place::Mem(t, off) => self.arenas[t as usize].value(off, key.len(), e.len() as usize),
@@ -976,7 +979,9 @@ impl Store {
     /// length), without reading and writing the whole value in memory. True when done; false
     /// when the key is absent, expired or only on NVMe, or the range is not inside its value:
     /// the caller then writes the whole value with [`Store::put`]. With durability on, the whole
-    /// new value still goes to the log (its records are whole values).
+    /// new value still goes to the log (its records are whole values). It does not count as an
+    /// access for admission: the caller read the key (with [`Store::get`]) to find the range,
+    /// and that read counted.
     pub fn patch(&mut self, key: &[u8], at: usize, bytes: &[u8]) -> Result<bool> {
         let Some(e) = self.index.get(key).copied() else {
             return Ok(false);
@@ -1014,7 +1019,6 @@ impl Store {
             // back (see put_inner).
             None => e.set_dirty(true),
         }
-        self.sketch.touch(key);
         Ok(true)
     }
 

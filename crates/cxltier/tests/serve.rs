@@ -259,6 +259,59 @@ fn commands_behave_like_redis() {
     );
 }
 
+/// An update of a hash that lives only on NVMe and is colder than what DRAM holds: one read of
+/// the record (one NVMe hit, one access for admission), the new value written to the log, and it
+/// reads back.
+#[test]
+fn a_cold_hash_update_reads_the_record_once() {
+    let ssd = temp("nvme");
+    let s = Server::start(&["--dram", "8M", "--ssd", &format!("{}:64M", ssd.display())]);
+    let mut c = s.client();
+    let field = "x".repeat(1000);
+    let n = 12_000;
+    for i in 0..n {
+        call(&mut c, &["HSET", &format!("h{i}"), "f", &field]);
+    }
+    // Whatever DRAM holds (the last written) becomes hot.
+    for _ in 0..4 {
+        for i in n - 8000..n {
+            call(&mut c, &["HGET", &format!("h{i}"), "f"]);
+        }
+    }
+    let stat = |c: &mut SimpleClient, name: &str| -> u64 {
+        let Reply::Bulk(Some(info)) = call(c, &["INFO", "tiers"]) else {
+            panic!("INFO")
+        };
+        let info = String::from_utf8(info).unwrap();
+        info.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+            .unwrap_or_else(|| panic!("{name} in INFO"))
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    let hits = stat(&mut c, "tier_nvme_hits");
+    let rejected = stat(&mut c, "admissions_rejected");
+    let new = "y".repeat(1000);
+    assert_eq!(call(&mut c, &["HSET", "h0", "f", &new]), Reply::Int(0));
+    assert!(
+        stat(&mut c, "admissions_rejected") > rejected,
+        "the cold record was admitted: this test needs it kept out of DRAM"
+    );
+    assert_eq!(
+        stat(&mut c, "tier_nvme_hits") - hits,
+        1,
+        "the update read the record more than once"
+    );
+    assert_eq!(call(&mut c, &["HGET", "h0", "f"]), bulk(&new));
+    let out = s.stop();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 #[test]
 fn auth_is_required_when_configured() {
     let s = Server::start(&["--requirepass", "sekret"]);
