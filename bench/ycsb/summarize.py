@@ -66,6 +66,14 @@ def nvme_reads_per_op(name, r):
     return (int(b["tier_nvme_reads"]) - int(a["tier_nvme_reads"])) / r["operations"]
 
 
+def fio_read(name):
+    """The read side of a fio run's JSON, or None."""
+    try:
+        return json.load(open(os.path.join(out, name)))["jobs"][0]["read"]
+    except Exception:
+        return None
+
+
 def device_iops():
     path = os.path.join(out, "fio.json")
     try:
@@ -184,10 +192,20 @@ for sys_name in ["cxltier", "memcached"]:
         ok_lat = "yes" if p99 <= 1000 else "no"
         print(f"| {sys_name} | {w.upper()} | {kops(r)} | {p99} | {answered(r)} | {ok_tp} | {ok_lat} |")
 
-bad = [n[:-5] for n in sorted(os.listdir(out)) if n.endswith(".json") and n != "fio.json" and not n.startswith("hitbound-") and errors(load(n[:-5]))]
+bad = [n[:-5] for n in sorted(os.listdir(out)) if n.endswith(".json") and not n.startswith("fio") and not n.startswith("hitbound-") and errors(load(n[:-5]))]
 def detail(n):
     r = load(n)
     return f"{n} ({r['errors']} errors, {r['verify_errors']} reads missing or wrong)"
 
+
+sla_fio = fio_read("fio-sla.json")
+if sla_fio:
+    pct = sla_fio["clat_ns"]["percentile"]
+    print(f"\nThe device alone at the NVMe read rate cxltier's B needs at {sla_ops / 1000:.0f}K ops/s "
+          f"({sla_fio['iops'] / 1000:.1f}K random 4 KiB reads/s, fio paced at that rate, queue depth up to 32): "
+          f"p50 {pct['50.000000'] / 1000:.0f} µs, p99 {pct['99.000000'] / 1000:.0f} µs, "
+          f"p99.9 {pct['99.900000'] / 1000:.0f} µs. An operation that reads NVMe cannot finish sooner "
+          "than its read, so with that share of operations reading, the store's p99 is bounded below "
+          "by roughly the device's p99 at this rate.")
 
 print("\nRuns with errors or failed reads: " + (", ".join(detail(n) for n in bad) if bad else "none") + ".")
