@@ -180,7 +180,7 @@ print(f"\nPeak cgroup memory (anonymous + page cache): {', '.join(peaks)}.")
 
 print(f"\n## SLA: workloads B and C at 5x the budget, open loop at {sla_ops / 1000:.0f}K ops/s "
       "(latency from the intended start)\n")
-print("| system | workload | achieved ops/s | p99 µs (worst op) | reads answered | kept up with 100K ops/s (achieved >= 99% of offered) | p99 <= 1 ms |")
+print(f"| system | workload | achieved ops/s | p99 µs (worst op) | reads answered | kept up with {sla_ops / 1000:.0f}K ops/s (achieved >= 99% of offered) | p99 <= 1 ms |")
 print("|---|---|---|---|---|---|---|")
 for sys_name in ["cxltier", "memcached"]:
     for w in ["b", "c"]:
@@ -188,7 +188,7 @@ for sys_name in ["cxltier", "memcached"]:
         if not r:
             continue
         p99 = worst_p99(r)
-        ok_tp = "yes" if r["throughput_ops_per_sec"] >= 0.99 * 100_000 else "no"
+        ok_tp = "yes" if r["throughput_ops_per_sec"] >= 0.99 * sla_ops else "no"
         ok_lat = "yes" if p99 <= 1000 else "no"
         print(f"| {sys_name} | {w.upper()} | {kops(r)} | {p99} | {answered(r)} | {ok_tp} | {ok_lat} |")
 
