@@ -168,8 +168,9 @@ impl TieredArray {
             .collect();
         let page = cxltier_sys::page_size();
         let mut per_node: Vec<(u32, usize)> = Vec::new();
+        let mut maps = Vec::with_capacity(resident);
         for i in 0..resident {
-            let mut map = Mapping::anonymous(config.chunk)?;
+            let map = Mapping::anonymous(config.chunk)?;
             // Before the first touch, so that the pages are allocated huge. The advice only
             // fails on kernels without THP (EINVAL), where base pages are all there is; the
             // placement report counts the chunks that took it.
@@ -184,9 +185,26 @@ impl TieredArray {
                 let policy = Policy::new(Mode::Bind, NodeMask::from_nodes([node])?);
                 map.bind(&policy, MbindFlags::default())?;
             }
-            // Touch every page now, under the chunk's policy, so that placement is decided (and
-            // checked) here rather than at the first gate.
-            map.write_each(page, 0);
+            maps.push((map, node));
+        }
+        // Touch every page now, under the chunk's policy, so that placement is decided (and
+        // checked) here rather than at the first computation. The kernel zeroes each new page in
+        // the thread that faults it, so the chunks are touched by one thread per CPU; a bound
+        // chunk's pages go to its node whichever thread touches them.
+        let touchers = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .min(maps.len().max(1));
+        let per_toucher = maps.len().div_ceil(touchers).max(1);
+        std::thread::scope(|scope| {
+            for part in maps.chunks_mut(per_toucher) {
+                scope.spawn(move || {
+                    for (map, _) in part {
+                        map.write_each(page, 0);
+                    }
+                });
+            }
+        });
+        for (i, (map, node)) in maps.into_iter().enumerate() {
             if config.verify {
                 let addrs: Vec<usize> = map.page_addresses(page).collect();
                 let status = query_pages(None, &addrs)?;

@@ -694,6 +694,84 @@ mod tests {
         }
     }
 
+    /// Every gate of two and three qubits on the low nine bits whose targets include a lane
+    /// bit just above the block (bits 2 and 3 at f32, 1 and 2 at f64), so that the tiled
+    /// kernel runs, against the dense reference, whole and split into pieces.
+    fn check_tiled<T: Real>(tolerance: f64) {
+        let n = 9;
+        let block_bits = BlockPlan::<T>::block().trailing_zeros() as usize;
+        let short = [block_bits, block_bits + 1];
+        let state: Vec<Amp<f64>> = (0..1 << n)
+            .map(|i| {
+                [
+                    ((i * 13) % 17) as f64 / 8.0 - 1.0,
+                    ((i * 5) % 7) as f64 / 4.0,
+                ]
+            })
+            .collect();
+        let m2 = gates::controlled(&gates::u3(0.4, -0.7, 1.9), 1)
+            .times(&gates::u3(2.1, 0.5, -0.3).expand(&[1], &[0, 1]));
+        let m3 = gates::controlled(&gates::u3(1.3, 0.6, -2.2), 1)
+            .expand(&[0, 2], &[0, 1, 2])
+            .times(&m2.expand(&[1, 0], &[0, 1, 2]));
+        let mut cases: Vec<(Matrix, Vec<usize>)> = Vec::new();
+        for a in 0..n {
+            for b in 0..n {
+                if a != b && (short.contains(&a) || short.contains(&b)) {
+                    cases.push((m2.clone(), vec![a, b]));
+                    for c in 0..n {
+                        if c != a && c != b && a < b {
+                            cases.push((m3.clone(), vec![a, b, c]));
+                        }
+                    }
+                }
+            }
+        }
+        let mut tiled_cases = 0;
+        for (m, pos) in cases {
+            let want = reference(&state, &m, &pos);
+            for piece_bits in [n, 5, 4] {
+                let gate = Prepared::<T>::new(&m, pos.clone());
+                let in_piece: Vec<usize> = gate
+                    .positions
+                    .iter()
+                    .copied()
+                    .filter(|&p| p >= block_bits && p < piece_bits)
+                    .collect();
+                if in_piece.first().is_some_and(|p| short.contains(p)) {
+                    tiled_cases += 1;
+                }
+                let mut s: Vec<Amp<T>> = state
+                    .iter()
+                    .map(|a| [T::from_f64(a[0]), T::from_f64(a[1])])
+                    .collect();
+                {
+                    let mut pieces: Vec<&mut [Amp<T>]> = s.chunks_mut(1 << piece_bits).collect();
+                    apply(&mut pieces, piece_bits, &gate);
+                }
+                for (i, (a, b)) in s.iter().zip(&want).enumerate() {
+                    assert!(
+                        (a[0].to_f64() - b[0]).abs() < tolerance
+                            && (a[1].to_f64() - b[1]).abs() < tolerance,
+                        "{} {pos:?} pieces of 2^{piece_bits}: amplitude {i} is {:?}, want {b:?}",
+                        T::NAME,
+                        [a[0].to_f64(), a[1].to_f64()]
+                    );
+                }
+            }
+        }
+        assert!(
+            tiled_cases > 100,
+            "only {tiled_cases} cases reach the tiled kernel"
+        );
+    }
+
+    #[test]
+    fn the_tiled_kernel_matches_the_reference() {
+        check_tiled::<f64>(1e-12);
+        check_tiled::<f32>(1e-4);
+    }
+
     #[test]
     fn matches_the_reference_for_any_positions_and_piece_split() {
         check::<f64>(1e-12);
