@@ -430,9 +430,8 @@ fn tiled<
     let calls = (tile / B) / sl;
     let mut at = [[0usize; D]; 2];
     for (f, row) in at.iter_mut().enumerate().take(calls) {
-        for h in 0..D {
-            let amp = deposit(f, &free) | deposit(h % sl, short_bits);
-            row[h] = amp / B;
+        for (h, block) in row.iter_mut().enumerate() {
+            *block = (deposit(f, &free) | deposit(h % sl, short_bits)) / B;
         }
     }
     let member: [usize; DH] = std::array::from_fn(|hh| plan.member[hh * sl]);
