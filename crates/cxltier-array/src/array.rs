@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use cxltier_sys::iobatch::{IoBatchRing, IoRequest};
 use cxltier_sys::uring::{AlignedBuf, DirectFile};
-use cxltier_sys::{query_pages, Mapping, MbindFlags, Mode, NodeMask, PageStatus, Policy};
+use cxltier_sys::{query_pages, Advice, Mapping, MbindFlags, Mode, NodeMask, PageStatus, Policy};
 use serde::Serialize;
 
 use crate::{ArrayConfig, ArrayError};
@@ -51,6 +51,9 @@ pub struct Placement {
     pub pages_per_node: Vec<(u32, usize)>,
     /// The spill files.
     pub spill_files: Vec<PathBuf>,
+    /// Memory chunks the kernel accepted transparent huge page advice for (chunks of 2 MiB or
+    /// more, when [`crate::ArrayConfig::huge_pages`] is on and the kernel has THP).
+    pub huge_page_chunks: usize,
 }
 
 /// A chunked array over memory nodes and spill files.
@@ -154,6 +157,7 @@ impl TieredArray {
                 spilled_chunks: spilled,
                 pages_per_node: Vec::new(),
                 spill_files: Vec::new(),
+                huge_page_chunks: 0,
             },
         };
         array.placement.spill_files = array.files.iter().map(|f| f.path.clone()).collect();
@@ -164,16 +168,43 @@ impl TieredArray {
             .collect();
         let page = cxltier_sys::page_size();
         let mut per_node: Vec<(u32, usize)> = Vec::new();
+        let mut maps = Vec::with_capacity(resident);
         for i in 0..resident {
-            let mut map = Mapping::anonymous(config.chunk)?;
+            let map = Mapping::anonymous(config.chunk)?;
+            // Before the first touch, so that the pages are allocated huge. The advice only
+            // fails on kernels without THP (EINVAL), where base pages are all there is; the
+            // placement report counts the chunks that took it.
+            if config.huge_pages
+                && config.chunk >= HUGE_PAGE
+                && map.advise(Advice::HugePage).is_ok()
+            {
+                array.placement.huge_page_chunks += 1;
+            }
             let node = (!sequence.is_empty()).then(|| sequence[i % sequence.len()]);
             if let Some(node) = node {
                 let policy = Policy::new(Mode::Bind, NodeMask::from_nodes([node])?);
                 map.bind(&policy, MbindFlags::default())?;
             }
-            // Touch every page now, under the chunk's policy, so that placement is decided (and
-            // checked) here rather than at the first gate.
-            map.write_each(page, 0);
+            maps.push((map, node));
+        }
+        // Touch every page now, under the chunk's policy, so that placement is decided (and
+        // checked) here rather than at the first computation. The kernel zeroes each new page in
+        // the thread that faults it, so the chunks are touched by one thread per CPU; a bound
+        // chunk's pages go to its node whichever thread touches them.
+        let touchers = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .min(maps.len().max(1));
+        let per_toucher = maps.len().div_ceil(touchers).max(1);
+        std::thread::scope(|scope| {
+            for part in maps.chunks_mut(per_toucher) {
+                scope.spawn(move || {
+                    for (map, _) in part {
+                        map.write_each(page, 0);
+                    }
+                });
+            }
+        });
+        for (i, (map, node)) in maps.into_iter().enumerate() {
             if config.verify {
                 let addrs: Vec<usize> = map.page_addresses(page).collect();
                 let status = query_pages(None, &addrs)?;
@@ -316,6 +347,9 @@ impl Drop for TieredArray {
         }
     }
 }
+
+/// The size of a transparent huge page on x86-64 and (4 KiB-page) aarch64.
+const HUGE_PAGE: usize = 2 << 20;
 
 fn label(s: PageStatus) -> String {
     s.label()

@@ -14,6 +14,7 @@ pub struct ArrayConfig {
     pub(crate) weights: Vec<(u32, u32)>,
     pub(crate) spill: Vec<(PathBuf, Option<u64>)>,
     pub(crate) verify: bool,
+    pub(crate) huge_pages: bool,
 }
 
 impl ArrayConfig {
@@ -27,6 +28,7 @@ impl ArrayConfig {
             weights: Vec::new(),
             spill: Vec::new(),
             verify: true,
+            huge_pages: true,
         }
     }
 
@@ -53,6 +55,13 @@ impl ArrayConfig {
     /// Whether to check each memory chunk's pages with `move_pages` after binding (default on).
     pub fn verify_placement(mut self, verify: bool) -> Self {
         self.verify = verify;
+        self
+    }
+
+    /// Whether to advise transparent huge pages (`madvise(MADV_HUGEPAGE)`) on memory chunks of
+    /// 2 MiB or more (default on): one TLB entry and one page fault per 2 MiB instead of 512.
+    pub fn huge_pages(mut self, huge: bool) -> Self {
+        self.huge_pages = huge;
         self
     }
 

@@ -364,6 +364,38 @@ mod tests {
         assert_eq!(a.placement().pages_per_node[0].0, 0);
         assert_eq!(a.memory_chunks_mut().unwrap().len(), 8);
     }
+
+    #[test]
+    fn chunks_of_2_mib_or_more_take_huge_page_advice_and_are_all_touched() {
+        // Five chunks, more than there are CPUs here, so that the parallel touch splits them.
+        let chunk = 2 << 20;
+        let cfg = ArrayConfig::new(5 * chunk as u64, chunk).weights(vec![(0, 1)]);
+        let mut a = TieredArray::create(&cfg).unwrap();
+        assert_eq!(a.placement().huge_page_chunks, 5);
+        let pages: usize = a.placement().pages_per_node.iter().map(|p| p.1).sum();
+        assert_eq!(pages, 5 * chunk / cxltier_sys::page_size());
+        assert!(a
+            .memory_chunks_mut()
+            .unwrap()
+            .iter()
+            .all(|c| c.iter().all(|&b| b == 0)));
+        let small = ArrayConfig::new(4 << 20, 1 << 20);
+        assert_eq!(
+            TieredArray::create(&small)
+                .unwrap()
+                .placement()
+                .huge_page_chunks,
+            0
+        );
+        let off = ArrayConfig::new(4 << 20, 2 << 20).huge_pages(false);
+        assert_eq!(
+            TieredArray::create(&off)
+                .unwrap()
+                .placement()
+                .huge_page_chunks,
+            0
+        );
+    }
 }
 
 #[cfg(test)]

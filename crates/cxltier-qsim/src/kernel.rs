@@ -361,30 +361,24 @@ fn blocks<
     let coef_a = &plan.coef_a[..D * D * NL * F];
     let coef_b = &plan.coef_b[..D * D * NL * F];
     let piece_len = group[0].len();
-    // A run: the stretch below the lowest in-piece lane bit, contiguous in every lane.
-    let run_len = plan.lane_bits.first().map_or(piece_len, |&b| 1 << b);
-    let runs = (piece_len / run_len) >> plan.lane_bits.len();
-    if run_len < 4 * B {
-        // Runs of a few blocks: splitting lanes off would cost more than indexing each block.
-        for b in 0..(piece_len / B) >> plan.lane_bits.len() {
-            let base = insert_zeros(b * B, &plan.lane_bits);
-            let mut copy: [[Amp<T>; B]; D] = std::array::from_fn(|h| {
-                let at = base + offset[h];
-                group[member[h]][at..at + B]
-                    .try_into()
-                    .expect("blocks lie inside their piece")
-            });
-            {
-                let mut run: [&mut [Amp<T>; B]; D] = copy.each_mut();
-                kernel_block::<T, D, NL, F, B>(&mut run, &shuffle, coef_a, coef_b);
-            }
-            for h in 0..D {
-                let at = base + offset[h];
-                group[member[h]][at..at + B].copy_from_slice(&copy[h]);
-            }
+    // Lane bits just above the block (runs of one or two blocks) are handled inside tiles.
+    let short = plan
+        .lane_bits
+        .iter()
+        .take_while(|&&b| (1usize << b) < 4 * B)
+        .count();
+    if short > 0 {
+        match D >> short {
+            1 => tiled::<T, D, 1, NL, B, F>(group, plan, short, &shuffle, coef_a, coef_b),
+            2 => tiled::<T, D, 2, NL, B, F>(group, plan, short, &shuffle, coef_a, coef_b),
+            4 => tiled::<T, D, 4, NL, B, F>(group, plan, short, &shuffle, coef_a, coef_b),
+            other => unreachable!("{D} lanes with {short} short lane bits leave {other}"),
         }
         return;
     }
+    // A run: the stretch below the lowest in-piece lane bit, contiguous in every lane.
+    let run_len = plan.lane_bits.first().map_or(piece_len, |&b| 1 << b);
+    let runs = (piece_len / run_len) >> plan.lane_bits.len();
     for r in 0..runs {
         let base = insert_zeros(r * run_len, &plan.lane_bits);
         let lanes = split_lanes(group, &member, &offset, &order, base, run_len);
@@ -399,6 +393,90 @@ fn blocks<
             kernel_block::<T, D, NL, F, B>(&mut run, &shuffle, coef_a, coef_b);
         }
     }
+}
+
+/// The block kernel for gates whose lowest lane bits (`short` of them) lie just above the block,
+/// where a run holds only one or two blocks. A *tile* spans those bits (at most four blocks);
+/// the remaining `DH` lanes (one per value of the higher lane bits) are split into runs of whole
+/// tiles as in [`blocks`], and each tile's blocks are copied into registers, mixed, and stored
+/// back. Lane `h` is high lane `h / SL` and short lane `h % SL`, `SL = D / DH`, because the short
+/// bits are the gate's lowest targets above the block.
+#[inline(always)]
+fn tiled<
+    T: Real,
+    const D: usize,
+    const DH: usize,
+    const NL: usize,
+    const B: usize,
+    const F: usize,
+>(
+    group: &mut [&mut [Amp<T>]],
+    plan: &BlockPlan<T>,
+    short: usize,
+    shuffle: &[[usize; B]; NL],
+    coef_a: &[T],
+    coef_b: &[T],
+) {
+    let sl = D / DH;
+    let (short_bits, high_bits) = plan.lane_bits.split_at(short);
+    let tile_bits = short_bits[short - 1] + 1;
+    let tile = 1usize << tile_bits;
+    let block_bits = B.trailing_zeros() as usize;
+    let free: Vec<usize> = (block_bits..tile_bits)
+        .filter(|b| !short_bits.contains(b))
+        .collect();
+    // Blocks of a tile per kernel call (at most two calls per tile: a tile has at most four
+    // blocks and at least two lanes), and for each call the block index of every lane.
+    let calls = (tile / B) / sl;
+    let mut at = [[0usize; D]; 2];
+    for (f, row) in at.iter_mut().enumerate().take(calls) {
+        for (h, block) in row.iter_mut().enumerate() {
+            *block = (deposit(f, &free) | deposit(h % sl, short_bits)) / B;
+        }
+    }
+    let member: [usize; DH] = std::array::from_fn(|hh| plan.member[hh * sl]);
+    let offset: [usize; DH] = std::array::from_fn(|hh| plan.offset[hh * sl]);
+    let mut order: [usize; DH] = std::array::from_fn(|hh| hh);
+    order.sort_unstable_by_key(|&hh| (member[hh], offset[hh]));
+    let piece_len = group[0].len();
+    let run_len = high_bits.first().map_or(piece_len, |&b| 1 << b);
+    let runs = (piece_len / run_len) >> high_bits.len();
+    for r in 0..runs {
+        let base = insert_zeros(r * run_len, high_bits);
+        let lanes = split_lanes(group, &member, &offset, &order, base, run_len);
+        let mut tiles = lanes.map(|lane| lane.chunks_exact_mut(tile));
+        for _ in 0..run_len / tile {
+            let t: [&mut [Amp<T>]; DH] =
+                std::array::from_fn(|hh| tiles[hh].next().expect("lanes hold whole tiles"));
+            for row in at.iter().take(calls) {
+                let mut copy: [[Amp<T>; B]; D] = std::array::from_fn(|h| {
+                    let i = row[h] * B;
+                    t[h / sl][i..i + B]
+                        .try_into()
+                        .expect("blocks lie inside their tile")
+                });
+                {
+                    let mut run: [&mut [Amp<T>; B]; D] = copy.each_mut();
+                    kernel_block::<T, D, NL, F, B>(&mut run, shuffle, coef_a, coef_b);
+                }
+                for h in 0..D {
+                    let i = row[h] * B;
+                    t[h / sl][i..i + B].copy_from_slice(&copy[h]);
+                }
+            }
+        }
+    }
+}
+
+/// Spread the bits of `x` over the (ascending) bit `positions`: bit `i` of `x` goes to
+/// `positions[i]`.
+#[inline]
+fn deposit(x: usize, positions: &[usize]) -> usize {
+    positions
+        .iter()
+        .enumerate()
+        .map(|(i, &p)| ((x >> i) & 1) << p)
+        .sum()
 }
 
 /// The lanes of one run: lane `h` is `group[member[h]][base + offset[h]..][..len]`, split off the
@@ -613,6 +691,84 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Every gate of two and three qubits on the low nine bits whose targets include a lane
+    /// bit just above the block (bits 2 and 3 at f32, 1 and 2 at f64), so that the tiled
+    /// kernel runs, against the dense reference, whole and split into pieces.
+    fn check_tiled<T: Real>(tolerance: f64) {
+        let n = 9;
+        let block_bits = BlockPlan::<T>::block().trailing_zeros() as usize;
+        let short = [block_bits, block_bits + 1];
+        let state: Vec<Amp<f64>> = (0..1 << n)
+            .map(|i| {
+                [
+                    ((i * 13) % 17) as f64 / 8.0 - 1.0,
+                    ((i * 5) % 7) as f64 / 4.0,
+                ]
+            })
+            .collect();
+        let m2 = gates::controlled(&gates::u3(0.4, -0.7, 1.9), 1)
+            .times(&gates::u3(2.1, 0.5, -0.3).expand(&[1], &[0, 1]));
+        let m3 = gates::controlled(&gates::u3(1.3, 0.6, -2.2), 1)
+            .expand(&[0, 2], &[0, 1, 2])
+            .times(&m2.expand(&[1, 0], &[0, 1, 2]));
+        let mut cases: Vec<(Matrix, Vec<usize>)> = Vec::new();
+        for a in 0..n {
+            for b in 0..n {
+                if a != b && (short.contains(&a) || short.contains(&b)) {
+                    cases.push((m2.clone(), vec![a, b]));
+                    for c in 0..n {
+                        if c != a && c != b && a < b {
+                            cases.push((m3.clone(), vec![a, b, c]));
+                        }
+                    }
+                }
+            }
+        }
+        let mut tiled_cases = 0;
+        for (m, pos) in cases {
+            let want = reference(&state, &m, &pos);
+            for piece_bits in [n, 5, 4] {
+                let gate = Prepared::<T>::new(&m, pos.clone());
+                let in_piece: Vec<usize> = gate
+                    .positions
+                    .iter()
+                    .copied()
+                    .filter(|&p| p >= block_bits && p < piece_bits)
+                    .collect();
+                if in_piece.first().is_some_and(|p| short.contains(p)) {
+                    tiled_cases += 1;
+                }
+                let mut s: Vec<Amp<T>> = state
+                    .iter()
+                    .map(|a| [T::from_f64(a[0]), T::from_f64(a[1])])
+                    .collect();
+                {
+                    let mut pieces: Vec<&mut [Amp<T>]> = s.chunks_mut(1 << piece_bits).collect();
+                    apply(&mut pieces, piece_bits, &gate);
+                }
+                for (i, (a, b)) in s.iter().zip(&want).enumerate() {
+                    assert!(
+                        (a[0].to_f64() - b[0]).abs() < tolerance
+                            && (a[1].to_f64() - b[1]).abs() < tolerance,
+                        "{} {pos:?} pieces of 2^{piece_bits}: amplitude {i} is {:?}, want {b:?}",
+                        T::NAME,
+                        [a[0].to_f64(), a[1].to_f64()]
+                    );
+                }
+            }
+        }
+        assert!(
+            tiled_cases > 100,
+            "only {tiled_cases} cases reach the tiled kernel"
+        );
+    }
+
+    #[test]
+    fn the_tiled_kernel_matches_the_reference() {
+        check_tiled::<f64>(1e-12);
+        check_tiled::<f32>(1e-4);
     }
 
     #[test]
