@@ -106,78 +106,67 @@ fn data_five_times_memory_is_all_readable_and_moves_between_tiers() {
     assert!(hot_in_memory >= 500, "{hot_in_memory}");
 }
 
-#[test]
-fn a_scan_does_not_evict_the_hot_set() {
-    let p = temp("nvme");
-    let mut s = StoreBuilder::new()
-        .dram(10 << 20)
-        .ssd(ssd(&p, 128 << 20))
-        .durability(Durability::None)
-        .build()
-        .unwrap();
-    for i in 0..30_000u64 {
-        s.put(
-            format!("k{i:06}").as_bytes(),
-            Kind::String,
-            &value(i, 1000),
-            None,
-        )
-        .unwrap();
-    }
-    // Warm a hot set of 1000 keys.
-    for _ in 0..8 {
-        for i in 0..1000u64 {
-            get(&mut s, format!("k{i:06}").as_bytes()).unwrap();
-        }
-    }
-    let reads_before = s
-        .stats()
-        .tiers
-        .iter()
-        .find(|t| t.tier == "nvme")
-        .unwrap()
-        .reads;
-    for _ in 0..3 {
-        for i in 0..1000u64 {
-            get(&mut s, format!("k{i:06}").as_bytes()).unwrap();
-        }
-    }
-    let warm_reads = s
-        .stats()
+fn nvme_reads(s: &Store) -> u64 {
+    s.stats()
         .tiers
         .iter()
         .find(|t| t.tier == "nvme")
         .unwrap()
         .reads
-        - reads_before;
+}
+
+fn hot_key(i: u64) -> Vec<u8> {
+    format!("k{i:06}").into_bytes()
+}
+
+/// A store of 30,000 values of 1000 bytes in 10 MiB of DRAM, keys `k000000`.., whose first 1000
+/// keys were read 8 times (the hot set); and the NVMe reads one more pass over the hot set takes
+/// (what is not in DRAM even when warm).
+fn store_with_a_hot_set(p: &std::path::Path) -> (Store, u64) {
+    let mut s = StoreBuilder::new()
+        .dram(10 << 20)
+        .ssd(ssd(p, 128 << 20))
+        .durability(Durability::None)
+        .build()
+        .unwrap();
+    for i in 0..30_000u64 {
+        s.put(&hot_key(i), Kind::String, &value(i, 1000), None)
+            .unwrap();
+    }
+    for _ in 0..8 {
+        for i in 0..1000u64 {
+            get(&mut s, &hot_key(i)).unwrap();
+        }
+    }
+    let before = nvme_reads(&s);
+    for i in 0..1000u64 {
+        get(&mut s, &hot_key(i)).unwrap();
+    }
+    let warm_reads = nvme_reads(&s) - before;
+    (s, warm_reads)
+}
+
+/// NVMe reads one pass over the hot set takes now, its values checked.
+fn hot_set_misses(s: &mut Store) -> u64 {
+    let before = nvme_reads(s);
+    for i in 0..1000u64 {
+        assert_eq!(get(s, &hot_key(i)), Some(value(i, 1000)));
+    }
+    nvme_reads(s) - before
+}
+
+#[test]
+fn a_scan_does_not_evict_the_hot_set() {
+    let p = temp("nvme");
+    let (mut s, warm_reads) = store_with_a_hot_set(&p);
     // One pass over everything else.
     for i in 1000..30_000u64 {
-        get(&mut s, format!("k{i:06}").as_bytes()).unwrap();
+        get(&mut s, &hot_key(i)).unwrap();
     }
-    let before = s
-        .stats()
-        .tiers
-        .iter()
-        .find(|t| t.tier == "nvme")
-        .unwrap()
-        .reads;
-    for i in 0..1000u64 {
-        assert_eq!(
-            get(&mut s, format!("k{i:06}").as_bytes()),
-            Some(value(i, 1000))
-        );
-    }
-    let after = s
-        .stats()
-        .tiers
-        .iter()
-        .find(|t| t.tier == "nvme")
-        .unwrap()
-        .reads;
+    let misses = hot_set_misses(&mut s);
     assert!(
-        after - before <= 100 + warm_reads,
-        "the scan pushed {} of 1000 hot keys out of DRAM",
-        after - before
+        misses <= 100 + warm_reads,
+        "the scan pushed {misses} of 1000 hot keys out of DRAM"
     );
     assert!(s.stats().admissions_rejected > 0);
 }
@@ -188,53 +177,25 @@ fn a_scan_does_not_evict_the_hot_set() {
 #[test]
 fn updates_of_cold_keys_do_not_evict_the_hot_set() {
     let p = temp("nvme");
-    let mut s = StoreBuilder::new()
-        .dram(10 << 20)
-        .ssd(ssd(&p, 128 << 20))
-        .durability(Durability::None)
-        .build()
-        .unwrap();
-    let key = |i: u64| format!("k{i:06}").into_bytes();
-    for i in 0..30_000u64 {
-        s.put(&key(i), Kind::String, &value(i, 1000), None).unwrap();
-    }
-    for _ in 0..8 {
-        for i in 0..1000u64 {
-            get(&mut s, &key(i)).unwrap();
-        }
-    }
-    let nvme_reads = |s: &Store| {
-        s.stats()
-            .tiers
-            .iter()
-            .find(|t| t.tier == "nvme")
-            .unwrap()
-            .reads
+    let (mut s, warm_reads) = store_with_a_hot_set(&p);
+    let updated = |i: u64| {
+        let mut v = value(i, 1000);
+        v[0] ^= 0xff;
+        v
     };
-    let before = nvme_reads(&s);
-    for i in 0..1000u64 {
-        get(&mut s, &key(i)).unwrap();
-    }
-    let warm_reads = nvme_reads(&s) - before;
     // Read-modify-write once over every cold key.
     for i in 1000..30_000u64 {
-        let mut v = get(&mut s, &key(i)).unwrap();
+        let mut v = get(&mut s, &hot_key(i)).unwrap();
         v[0] ^= 0xff;
-        s.put(&key(i), Kind::String, &v, None).unwrap();
+        s.put(&hot_key(i), Kind::String, &v, None).unwrap();
     }
-    let before = nvme_reads(&s);
-    for i in 0..1000u64 {
-        assert_eq!(get(&mut s, &key(i)), Some(value(i, 1000)));
-    }
-    let hot_misses = nvme_reads(&s) - before;
+    let misses = hot_set_misses(&mut s);
     assert!(
-        hot_misses <= 100 + warm_reads,
-        "the cold updates pushed {hot_misses} of 1000 hot keys out of DRAM"
+        misses <= 100 + warm_reads,
+        "the cold updates pushed {misses} of 1000 hot keys out of DRAM"
     );
     for i in (1000..30_000u64).step_by(7) {
-        let mut want = value(i, 1000);
-        want[0] ^= 0xff;
-        assert_eq!(get(&mut s, &key(i)), Some(want), "key {i}");
+        assert_eq!(get(&mut s, &hot_key(i)), Some(updated(i)), "key {i}");
     }
     s.check_invariants().unwrap();
     // And they survive a restart (the written-around values are the log's newest).
@@ -246,9 +207,11 @@ fn updates_of_cold_keys_do_not_evict_the_hot_set() {
         .build()
         .unwrap();
     for i in (1000..30_000u64).step_by(11) {
-        let mut want = value(i, 1000);
-        want[0] ^= 0xff;
-        assert_eq!(get(&mut s, &key(i)), Some(want), "key {i} after a restart");
+        assert_eq!(
+            get(&mut s, &hot_key(i)),
+            Some(updated(i)),
+            "key {i} after a restart"
+        );
     }
 }
 

@@ -922,6 +922,31 @@ impl Log {
         result
     }
 
+    /// The record a finished read of `loc` brought (at `skip` in `buf`), or why there is none.
+    fn record_read(
+        &mut self,
+        result: std::io::Result<usize>,
+        buf: &[u8],
+        skip: usize,
+        seq: u64,
+        loc: NvLoc,
+    ) -> Result<LogRecord> {
+        match result {
+            Ok(n) if n >= skip + loc.len as usize => {
+                self.stats.read_bytes += n as u64;
+                Self::decode(&buf[skip..skip + loc.len as usize], seq, loc)
+            }
+            Ok(n) => Err(StoreError::Corrupt(format!(
+                "short read at segment {} offset {}: {n} bytes",
+                loc.segment, loc.offset
+            ))),
+            Err(e) => Err(StoreError::Io {
+                context: format!("reading the NVMe tier {}", self.path.display()),
+                source: e,
+            }),
+        }
+    }
+
     fn finish_read(&mut self, d: ReadDone, out: &mut Vec<ReadFinished>) {
         let Some((loc, skip, seq)) = self.read_meta.remove(&d.ticket) else {
             return;
@@ -935,22 +960,8 @@ impl Log {
             });
             return;
         }
-        let record = match d.result {
-            Ok(n) if n >= skip + loc.len as usize => {
-                self.stats.read_bytes += n as u64;
-                let r = Self::decode(&d.buf[skip..skip + loc.len as usize], seq, loc);
-                self.reads.recycle(d.buf);
-                r
-            }
-            Ok(n) => Err(StoreError::Corrupt(format!(
-                "short read at segment {} offset {}: {n} bytes",
-                loc.segment, loc.offset
-            ))),
-            Err(e) => Err(StoreError::Io {
-                context: format!("reading the NVMe tier {}", self.path.display()),
-                source: e,
-            }),
-        };
+        let record = self.record_read(d.result, &d.buf, skip, seq, loc);
+        self.reads.recycle(d.buf);
         out.push(ReadFinished {
             ticket: d.ticket,
             loc,
@@ -997,21 +1008,7 @@ impl Log {
             let results = self.ring.read_batch(&self.file, &mut reqs);
             self.stats.reads += pending.len() as u64;
             for ((&(i, _, skip, seq), res), buf) in pending.iter().zip(results).zip(&bufs) {
-                let loc = locs[i];
-                out[i] = Some(match res {
-                    Ok(n) if n >= skip + loc.len as usize => {
-                        self.stats.read_bytes += n as u64;
-                        Self::decode(&buf[skip..skip + loc.len as usize], seq, loc)
-                    }
-                    Ok(n) => Err(StoreError::Corrupt(format!(
-                        "short read at segment {} offset {}: {n} bytes",
-                        loc.segment, loc.offset
-                    ))),
-                    Err(e) => Err(StoreError::Io {
-                        context: format!("reading the NVMe tier {}", self.path.display()),
-                        source: e,
-                    }),
-                });
+                out[i] = Some(self.record_read(res, buf, skip, seq, locs[i]));
             }
         }
         out.into_iter()
