@@ -807,15 +807,7 @@ mod tests {
         let mut m = cxltier_sys::Mapping::anonymous(16 * page).unwrap();
         m.write_each(page, 1);
         let pid = std::process::id();
-        let pm = cxltier_sys::pagemap::Pagemap::open(Path::new("/proc/self/pagemap")).unwrap();
-        let mut frames = Vec::new();
-        pm.walk(
-            m.addr() as u64,
-            (m.addr() + 16 * page) as u64,
-            page as u64,
-            |_, e| frames.push(e.pfn()),
-        )
-        .unwrap();
+        let frames = crate::testutil::frames_of(&m, 16);
         if frames.iter().any(Option::is_none) {
             // Not root: the idle-page tests above cover the refusal.
             return;

@@ -634,15 +634,7 @@ pub(crate) mod tests {
             start: m.addr(),
             end: m.addr() + 8 * page,
         }];
-        let pm = Pagemap::open(Path::new("/proc/self/pagemap")).unwrap();
-        let mut frames = Vec::new();
-        pm.walk(
-            m.addr() as u64,
-            (m.addr() + 8 * page) as u64,
-            page as u64,
-            |_, e| frames.push(e.pfn()),
-        )
-        .unwrap();
+        let frames = crate::testutil::frames_of(&m, 8);
         let dir = TempDir::new("idle-self");
         let proc_root = dir.path().join("proc");
         std::fs::create_dir_all(&proc_root).unwrap();

@@ -1,6 +1,22 @@
-//! Scratch directories for tests.
+//! Scratch directories for tests, and the frames of this process's own pages.
 
 use std::path::{Path, PathBuf};
+
+/// The page frame of each of the first `pages` pages of `m` (touched by the caller), from
+/// `/proc/self/pagemap`: `None` where the kernel hides it (not root).
+pub fn frames_of(m: &cxltier_sys::Mapping, pages: usize) -> Vec<Option<u64>> {
+    let page = cxltier_sys::page_size();
+    let pm = cxltier_sys::pagemap::Pagemap::open(Path::new("/proc/self/pagemap")).unwrap();
+    let mut frames = Vec::new();
+    pm.walk(
+        m.addr() as u64,
+        (m.addr() + pages * page) as u64,
+        page as u64,
+        |_, e| frames.push(e.pfn()),
+    )
+    .unwrap();
+    frames
+}
 
 pub struct TempDir(PathBuf);
 
