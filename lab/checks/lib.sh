@@ -10,8 +10,11 @@ WI=/sys/kernel/mm/mempolicy/weighted_interleave
 T=/tmp/checks
 mkdir -p "$T"
 
-pass() { echo "CHECK $1 PASS ${2:-}"; }
-fail() { echo "CHECK $1 FAIL ${2:-}"; }
+# Each result carries the guest's uptime when it was decided ("@83.2s"), so a slow check shows in
+# the suite's output as the gap to the one before it.
+at() { echo "@$(cut -d' ' -f1 /proc/uptime)s"; }
+pass() { echo "CHECK $1 PASS $(at) ${2:-}"; }
+fail() { echo "CHECK $1 FAIL $(at) ${2:-}"; }
 
 # verdict NAME DETAIL COMMAND...: PASS when COMMAND succeeds.
 verdict() {

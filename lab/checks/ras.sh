@@ -129,6 +129,7 @@ verdict ras-watch-says-system-wide "$(brief "$T/watch.err")" \
 verdict ras-watch-instance-removed "instances left: $(ls "$TR/instances" | tr '\n' ' ')" no_instances
 verdict ras-watch-aer-masks-restored "AER masks $before -> $after" [ "$before" = "$after" ]
 data ras-watch "$T/watch.out"
+data ras-watch-err "$T/watch.err"
 verdict ras-victim-survives-soft-offline "the server holding the poisoned page still runs after its page was soft-offlined" \
     kill -0 "$victim"
 # The server polls the quarantine file every 100 ms: the poisoned objects are served from their NVMe

@@ -248,6 +248,12 @@ fn ras_injection_cxl() {
     for line in report.data("ras-watch").unwrap_or_default().lines() {
         println!("  {line}");
     }
+    if report.checks.iter().any(|c| !c.pass) {
+        println!("the watch's standard error:");
+        for line in report.data("ras-watch-err").unwrap_or_default().lines() {
+            println!("  {line}");
+        }
+    }
     let host = ras::host_check_names();
     let expected: Vec<&str> = RAS_GUEST
         .iter()

@@ -253,6 +253,18 @@ fn list_or_none(names: &[&str]) -> String {
     }
 }
 
+/// A failed read of a poison list that earlier reads of the same device show is not about
+/// privileges: the kernel refused it this time.
+fn refused(e: &RasError) -> String {
+    match e {
+        RasError::Permission { action, path } => format!(
+            "{action} was refused this time (permission denied on {})",
+            path.display()
+        ),
+        other => other.to_string(),
+    }
+}
+
 fn hex(v: Option<u64>) -> String {
     v.map_or_else(|| "-".to_string(), |v| format!("{v:#x}"))
 }
@@ -443,6 +455,13 @@ fn watch(args: &Args) -> CliResult {
     let deadline = args.duration.map(Duration::from_secs_f64);
     let interval = args.poison_interval.map(Duration::from_secs_f64);
     let mut next_poison = Instant::now();
+    // Devices whose poison list has been read at least once, and those whose last read failed.
+    // A device's first read failing is an error (privileges, a kernel without the command); a
+    // later one is a busy mailbox (it also carries the event records the kernel fetches after each
+    // interrupt, and the lab has seen Get Poison List refused then), so the watch says so once
+    // and tries again at the next interval.
+    let mut poison_read = BTreeSet::new();
+    let mut poison_failing = BTreeSet::new();
     let mut seen_poison = BTreeSet::new();
     let mut reported = 0u64;
     let proc_root = root.join("proc");
@@ -461,7 +480,26 @@ fn watch(args: &Args) -> CliResult {
                     .iter()
                     .filter(|d| d.health.poison_list_supported)
                 {
-                    poison::trigger(&root, &d.memdev).map_err(|e| ras_error(e, false))?;
+                    match poison::trigger(&root, &d.memdev) {
+                        Ok(()) => {
+                            poison_read.insert(d.memdev.clone());
+                            if poison_failing.remove(&d.memdev) {
+                                eprintln!("cxltier: the poison list of {} reads again", d.memdev);
+                            }
+                        }
+                        Err(e) if !poison_read.contains(&d.memdev) => {
+                            return Err(ras_error(e, false))
+                        }
+                        Err(e) => {
+                            if poison_failing.insert(d.memdev.clone()) {
+                                eprintln!(
+                                    "cxltier: warning: {}; it was read before, so the watch goes on and tries again every {} s",
+                                    refused(&e),
+                                    iv.as_secs_f64()
+                                );
+                            }
+                        }
+                    }
                 }
                 next_poison = Instant::now() + iv;
             }
