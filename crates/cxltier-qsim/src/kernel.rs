@@ -9,7 +9,8 @@ use crate::gates::Matrix;
 
 /// The amplitude type: `f64` or `f32`.
 pub trait Real:
-    Pod
+    sealed::BlockKernels
+    + Pod
     + Send
     + Sync
     + Default
@@ -182,7 +183,7 @@ fn apply_with<T: Real>(
     let blocked = (piece_len >= BlockPlan::<T>::block() && k <= 3)
         .then(|| BlockPlan::new(gate, &member, &offset));
     let work = |group: &mut Vec<&mut [Amp<T>]>| match (&blocked, k) {
-        (Some(plan), _) => run_blocks(group, plan),
+        (Some(plan), _) => T::run_blocks(group, plan),
         (None, 1) => run::<T, 2>(group, &member, &offset, &low, piece_len, &gate.matrix),
         (None, 2) => run::<T, 4>(group, &member, &offset, &low, piece_len, &gate.matrix),
         (None, 3) => run::<T, 8>(group, &member, &offset, &low, piece_len, &gate.matrix),
@@ -279,15 +280,45 @@ impl<T: Real> BlockPlan<T> {
     }
 }
 
-/// Dispatch a block plan to the kernel specialised for its block size, lane count and low
-/// targets. Compiled for several vector extensions; the widest the CPU has runs.
+mod sealed {
+    use super::{Amp, BlockPlan};
+
+    /// The block kernels of one precision. They are implemented for `f32` and `f64` (concrete
+    /// types, not a generic function), so they are compiled once, optimised, in this crate,
+    /// and only for that precision's block size, instead of again in every crate that runs a
+    /// simulation (the kernels are many: lane counts x low targets x vector extensions).
+    /// The module is private, so nothing outside this crate can name the trait or call it with
+    /// the private plan type: hence the allowed `private_interfaces`.
+    #[allow(private_interfaces)]
+    pub trait BlockKernels: Sized {
+        fn run_blocks(group: &mut [&mut [Amp<Self>]], plan: &BlockPlan<Self>);
+    }
+}
+
+impl sealed::BlockKernels for f32 {
+    #[allow(private_interfaces)]
+    fn run_blocks(group: &mut [&mut [Amp<f32>]], plan: &BlockPlan<f32>) {
+        run_blocks_f32(group, plan)
+    }
+}
+
+impl sealed::BlockKernels for f64 {
+    #[allow(private_interfaces)]
+    fn run_blocks(group: &mut [&mut [Amp<f64>]], plan: &BlockPlan<f64>) {
+        run_blocks_f64(group, plan)
+    }
+}
+
+/// Dispatch an f32 block plan (blocks of 4 amplitudes) to the kernel specialised for its lane
+/// count and low targets. Compiled for several vector extensions; the widest the CPU has runs.
 #[multiversion(targets(
     "x86_64+avx512f+avx512vl+avx2+fma+avx+sse4.2",
     "x86_64+avx2+fma+avx+sse4.2",
     "x86_64+sse4.2",
     "aarch64+neon"
 ))]
-fn run_blocks<T: Real>(group: &mut [&mut [Amp<T>]], plan: &BlockPlan<T>) {
+fn run_blocks_f32(group: &mut [&mut [Amp<f32>]], plan: &BlockPlan<f32>) {
+    type T = f32;
     match (plan.block, plan.lanes, plan.low_mask) {
         (4, 2, 0) => blocks::<T, 2, 0, 1, 4, 8>(group, plan),
         (4, 4, 0) => blocks::<T, 4, 0, 1, 4, 8>(group, plan),
@@ -300,13 +331,31 @@ fn run_blocks<T: Real>(group: &mut [&mut [Amp<T>]], plan: &BlockPlan<T>) {
         (4, 4, 2) => blocks::<T, 4, 2, 2, 4, 8>(group, plan),
         (4, 1, 3) => blocks::<T, 1, 3, 4, 4, 8>(group, plan),
         (4, 2, 3) => blocks::<T, 2, 3, 4, 4, 8>(group, plan),
+        other => {
+            unreachable!("f32 block plans have blocks of 4 and at most three qubits, not {other:?}")
+        }
+    }
+}
+
+/// Dispatch an f64 block plan (blocks of 2 amplitudes); as [`run_blocks_f32`].
+#[multiversion(targets(
+    "x86_64+avx512f+avx512vl+avx2+fma+avx+sse4.2",
+    "x86_64+avx2+fma+avx+sse4.2",
+    "x86_64+sse4.2",
+    "aarch64+neon"
+))]
+fn run_blocks_f64(group: &mut [&mut [Amp<f64>]], plan: &BlockPlan<f64>) {
+    type T = f64;
+    match (plan.block, plan.lanes, plan.low_mask) {
         (2, 2, 0) => blocks::<T, 2, 0, 1, 2, 4>(group, plan),
         (2, 4, 0) => blocks::<T, 4, 0, 1, 2, 4>(group, plan),
         (2, 8, 0) => blocks::<T, 8, 0, 1, 2, 4>(group, plan),
         (2, 1, 1) => blocks::<T, 1, 1, 2, 2, 4>(group, plan),
         (2, 2, 1) => blocks::<T, 2, 1, 2, 2, 4>(group, plan),
         (2, 4, 1) => blocks::<T, 4, 1, 2, 2, 4>(group, plan),
-        other => unreachable!("block plans have at most three qubits, not {other:?}"),
+        other => {
+            unreachable!("f64 block plans have blocks of 2 and at most three qubits, not {other:?}")
+        }
     }
 }
 
