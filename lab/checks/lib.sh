@@ -1,7 +1,7 @@
 # shellcheck shell=dash
 # Functions and checks both lab topologies share; sourced by hmat.sh and cxl.sh inside the guest
 # (busybox sh, as root). Every check prints exactly one line
-#   CHECK <name> PASS|FAIL <detail>
+#   CHECK <name> PASS|FAIL @<uptime>s <detail>
 # and raw outputs that the host checks (JSON) go between BEGIN-DATA <name> and END-DATA <name>.
 # The lab suite (lab/tests/) knows the full list of check names and fails on any FAIL or on any check
 # that did not report.

@@ -6,7 +6,7 @@
 # behaviour, never performance.
 #
 # Sourced after lib.sh by the lab suite, or run on its own (`sh /lab/probe.sh`); prints one line
-# per check:  CHECK <name> PASS|FAIL <detail>
+# per check:  CHECK <name> PASS|FAIL @<uptime>s <detail>
 
 # Run on its own, it brings the shared check functions itself.
 if ! command -v verdict >/dev/null 2>&1; then

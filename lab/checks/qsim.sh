@@ -5,7 +5,7 @@
 # root file system is RAM (no O_DIRECT), so spilling to NVMe is tested on the host, not here.
 #
 # Sourced after lib.sh by cxl.sh, or run on its own (`sh /lab/qsim.sh`); prints one line per
-# check:  CHECK <name> PASS|FAIL <detail>
+# check:  CHECK <name> PASS|FAIL @<uptime>s <detail>
 
 # Run on its own, it brings the shared check functions itself.
 if ! command -v verdict >/dev/null 2>&1; then

@@ -140,7 +140,7 @@ pinfo() { sed -n "s/^$1://p" "$T/ras-info.out"; }
 verdict ras-store-restores-poisoned-keys "$(pinfo quarantine_ranges_applied) ranges applied, $(pinfo poison_keys_restored) keys restored, $(pinfo poison_keys_lost) lost, $(pinfo tier_cxl_retired_bytes) CXL bytes retired: $(grep 'poisoned memory' "$T/serve.err" | tr '\n' ' ' | cut -c1-300)" \
     sh -c "[ '$(pinfo poison_keys_restored)' -ge 1 ] && [ '$(pinfo poison_keys_lost)' = 0 ] && [ '$(pinfo tier_cxl_retired_bytes)' -ge 4096 ]"
 capture ras-ycsbrun cxltier ycsb run --workload c --records 10000 --ops 2000 --addr "$S" --data-integrity --json
-verdict ras-store-reads-correct-data-after-poison "exit $rc: $(grep -E '"(operations|errors|verify_errors)"' "$T/ras-ycsbrun.out" | tr -d ' \n') $(brief "$T/ras-ycsbrun.err")" \
+verdict ras-store-reads-correct-data-after-poison "exit $rc: $(grep -E '"(operations|errors|verify_errors|first_error)"' "$T/ras-ycsbrun.out" | tr -d ' \n') $(brief "$T/ras-ycsbrun.err")" \
     sh -c "[ $rc = 0 ] && grep -q '\"operations\": 2000' '$T/ras-ycsbrun.out' && grep -q '\"verify_errors\": 0' '$T/ras-ycsbrun.out' && grep -q '\"errors\": 0' '$T/ras-ycsbrun.out'"
 kill "$victim" 2>/dev/null
 wait "$victim" 2>/dev/null

@@ -3,7 +3,7 @@
 //! A lab test boots one topology with `lab/run`, runs a check script from `lab/checks/` inside the
 //! guest, and reads back what the script printed on the guest console:
 //!
-//! - `CHECK <name> PASS|FAIL <detail>`: one result of a check made inside the guest;
+//! - `CHECK <name> PASS|FAIL @<uptime>s <detail>`: one result of a check made inside the guest;
 //! - `BEGIN-DATA <name>` ... `END-DATA <name>`: a block of raw output (for example
 //!   `cxltier topo --json`) kept for checks made on the host, which add their own results with
 //!   [`Report::check`].
