@@ -24,7 +24,7 @@ pub struct Options {
     pub(crate) threads: usize,
     pub(crate) fuse: usize,
     pub(crate) max_extra: usize,
-    pub(crate) cache_bytes: usize,
+    pub(crate) blocking: sweep::Blocking,
 }
 
 impl Default for Options {
@@ -36,7 +36,7 @@ impl Default for Options {
             threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
             fuse: 2,
             max_extra: 6,
-            cache_bytes: sweep::CACHE_BYTES,
+            blocking: sweep::Blocking::default(),
         }
     }
 }
@@ -74,7 +74,7 @@ impl Options {
     /// Bytes of the state one thread works on at once in a cache-blocked sweep
     /// ([`sweep::CACHE_BYTES`] by default); smaller states are applied one fused gate at a time.
     pub fn cache_bytes(mut self, bytes: usize) -> Self {
-        self.cache_bytes = bytes.max(1);
+        self.blocking.group_bytes = bytes.max(1);
         self
     }
     /// Out of core: at most `qubits` non-local qubits gathered per pass (smaller means larger,
@@ -226,7 +226,7 @@ impl<T: Real> Simulation<T> {
                         &ops,
                         options.fuse,
                         true,
-                        options.cache_bytes,
+                        options.blocking,
                     )
                 })
             };
@@ -364,7 +364,7 @@ impl<T: Real> Simulation<T> {
                         &local,
                         options.fuse,
                         false,
-                        options.cache_bytes,
+                        options.blocking,
                     )
                 });
                 fused_gates = swept.fused_gates;

@@ -27,7 +27,7 @@ pub const CACHE_BYTES: usize = 4 << 20;
 const GATHERED: usize = 6;
 
 /// States of this many bytes or more are swept through a per-thread copy of each group
-/// ([`GROUP_BUFFER`]); smaller ones in place.
+/// (a buffer each thread keeps for its lifetime); smaller ones in place.
 ///
 /// A group's runs lie a power of two apart in the state (the gathered qubits are high bits).
 /// In a large state, gates on the gathered qubits then ran several times slower in place than
@@ -38,13 +38,13 @@ const GATHERED: usize = 6;
 /// against copied, 10-layer random circuits): 512 MiB states 2.79–2.94 against 3.15–3.30,
 /// 1 GiB 6.34–6.88 against 6.55–6.76, 2 GiB 15.8–16.2 against 13.4–14.2 (f32) and 13.6–13.9
 /// against 11.9–12.4 (f64). Hence the copy from 2 GiB up.
-const COPY_GROUPS_FROM: usize = 2 << 30;
+pub const COPY_GROUPS_FROM: usize = 2 << 30;
 
 thread_local! {
     /// The calling thread's copy of the group it works on, for states of
     /// [`COPY_GROUPS_FROM`] bytes or more: the thread copies its group here, applies the
     /// sweep's gates, and copies it back. The buffer lives as long as the thread (a pool's
-    /// worker); it holds at most [`CACHE_BYTES`] (or the caller's `cache_bytes`).
+    /// worker); it holds at most [`CACHE_BYTES`] (or the caller's [`Blocking::group_bytes`]).
     static GROUP_BUFFER: std::cell::RefCell<Vec<CacheLine>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
@@ -65,11 +65,30 @@ pub struct SweepReport {
     pub perm: Vec<usize>,
 }
 
+/// How a sweep blocks the state for the cache.
+#[derive(Debug, Clone, Copy)]
+pub struct Blocking {
+    /// Bytes of amplitudes a thread works on at once ([`CACHE_BYTES`] by default).
+    pub group_bytes: usize,
+    /// States of this many bytes or more copy each group into a per-thread buffer
+    /// ([`COPY_GROUPS_FROM`] by default).
+    pub copy_groups_from: usize,
+}
+
+impl Default for Blocking {
+    fn default() -> Self {
+        Blocking {
+            group_bytes: CACHE_BYTES,
+            copy_groups_from: COPY_GROUPS_FROM,
+        }
+    }
+}
+
 /// Apply `ops` (qubits given as bit positions of the state's index, `n` bits) to the state held
 /// as `pieces` of `2^piece_bits` amplitudes, fusing up to `fuse` qubits, on the current rayon
-/// pool, in groups of `cache_bytes` (see [`CACHE_BYTES`]). With `relabel`, the qubits are first relabelled to make the sweeps few (valid only
-/// while the state is |0...0>, which any relabelling leaves unchanged); the report says where
-/// each qubit went.
+/// pool, in groups as `blocking` says. With `relabel`, the qubits are first relabelled to make
+/// the sweeps few (valid only while the state is |0...0>, which any relabelling leaves
+/// unchanged); the report says where each qubit went.
 pub fn run<T: Real>(
     pieces: &mut [&mut [Amp<T>]],
     piece_bits: usize,
@@ -77,33 +96,10 @@ pub fn run<T: Real>(
     ops: &[Op],
     fuse: usize,
     relabel: bool,
-    cache_bytes: usize,
+    blocking: Blocking,
 ) -> SweepReport {
-    let copy_groups = (1usize << n) * std::mem::size_of::<Amp<T>>() >= COPY_GROUPS_FROM;
-    run_with(
-        pieces,
-        piece_bits,
-        n,
-        ops,
-        fuse,
-        relabel,
-        cache_bytes,
-        copy_groups,
-    )
-}
-
-/// [`run`], with the choice of copying groups made by the caller.
-#[allow(clippy::too_many_arguments)]
-fn run_with<T: Real>(
-    pieces: &mut [&mut [Amp<T>]],
-    piece_bits: usize,
-    n: usize,
-    ops: &[Op],
-    fuse: usize,
-    relabel: bool,
-    cache_bytes: usize,
-    copy_groups: bool,
-) -> SweepReport {
+    let cache_bytes = blocking.group_bytes;
+    let copy_groups = (1usize << n) * std::mem::size_of::<Amp<T>>() >= blocking.copy_groups_from;
     // At least four groups, so that both threads of a small state have work.
     let cache_bits = ((cache_bytes / std::mem::size_of::<Amp<T>>()).max(1).ilog2() as usize)
         .min(n.saturating_sub(2));
@@ -259,7 +255,11 @@ mod tests {
             state[0] = [1.0, 0.0];
             let piece_bits = 6;
             let mut pieces: Vec<&mut [Amp<f64>]> = state.chunks_mut(1 << piece_bits).collect();
-            let report = run_with(&mut pieces, piece_bits, n, &ops, 2, true, 16 << 10, copy);
+            let blocking = Blocking {
+                group_bytes: 16 << 10,
+                copy_groups_from: if copy { 0 } else { usize::MAX },
+            };
+            let report = run(&mut pieces, piece_bits, n, &ops, 2, true, blocking);
             assert!(report.sweeps > 3, "only {} sweeps", report.sweeps);
             states.push(state);
         }
