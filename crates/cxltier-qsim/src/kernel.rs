@@ -221,24 +221,41 @@ struct BlockPlan<T> {
     lane_bits: Vec<usize>,
     /// Per coefficient, `A` and `B` of [`blocks`] for every real of the block (2 * block reals
     /// each, one after the other).
-    coef_a: Vec<VectorBytes>,
-    coef_b: Vec<VectorBytes>,
-    _precision: std::marker::PhantomData<T>,
+    coef_a: VectorAligned<T>,
+    coef_b: VectorAligned<T>,
 }
 
-/// One vector register's worth of coefficients, aligned as a vector: a 32-byte load from a
+/// Reals stored from an address that is a multiple of the vector size: a 32-byte load from a
 /// `Vec<f32>` (aligned to 16 bytes by the allocator) straddles two cache lines every other
 /// time, and the kernels load a coefficient for every multiply-add. Aligning them made a
-/// dense two-qubit gate 25% faster.
-#[derive(Clone, Copy, bytemuck::Zeroable, bytemuck::Pod)]
-#[repr(C, align(32))]
-struct VectorBytes([u8; BLOCK_BYTES]);
+/// dense two-qubit gate 25% faster. (A `Vec` with a few spare elements in front, the start
+/// found with `align_offset`: no unsafe code, no derive.)
+struct VectorAligned<T> {
+    storage: Vec<T>,
+    start: usize,
+    len: usize,
+}
 
-/// Copy `reals` (a whole number of vectors) into vector-aligned storage.
-fn aligned<T: Real>(reals: &[T]) -> Vec<VectorBytes> {
-    let mut out = vec![VectorBytes([0; BLOCK_BYTES]); std::mem::size_of_val(reals) / BLOCK_BYTES];
-    bytemuck::cast_slice_mut::<VectorBytes, T>(&mut out).copy_from_slice(reals);
-    out
+impl<T: Real> VectorAligned<T> {
+    fn new(reals: &[T]) -> VectorAligned<T> {
+        let spare = BLOCK_BYTES / std::mem::size_of::<T>();
+        let mut storage = vec![T::default(); reals.len() + spare];
+        let start = storage.as_ptr().align_offset(BLOCK_BYTES);
+        assert!(
+            start < spare,
+            "a Vec of reals can start a vector within {spare} elements"
+        );
+        storage[start..start + reals.len()].copy_from_slice(reals);
+        VectorAligned {
+            storage,
+            start,
+            len: reals.len(),
+        }
+    }
+
+    fn as_slice(&self) -> &[T] {
+        &self.storage[self.start..self.start + self.len]
+    }
 }
 
 impl<T: Real> BlockPlan<T> {
@@ -290,9 +307,8 @@ impl<T: Real> BlockPlan<T> {
                 .copied()
                 .filter(|&p| offset.iter().any(|&o| o & (1 << p) != 0))
                 .collect(),
-            coef_a: aligned(&coef_a),
-            coef_b: aligned(&coef_b),
-            _precision: std::marker::PhantomData,
+            coef_a: VectorAligned::new(&coef_a),
+            coef_b: VectorAligned::new(&coef_b),
         }
     }
 }
@@ -424,8 +440,8 @@ fn blocks<
     // Lanes in address order (piece, then offset), for splitting pieces into lanes.
     let mut order: [usize; D] = std::array::from_fn(|h| h);
     order.sort_unstable_by_key(|&h| (member[h], offset[h]));
-    let coef_a = &bytemuck::cast_slice::<VectorBytes, T>(&plan.coef_a)[..D * D * NL * F];
-    let coef_b = &bytemuck::cast_slice::<VectorBytes, T>(&plan.coef_b)[..D * D * NL * F];
+    let coef_a = &plan.coef_a.as_slice()[..D * D * NL * F];
+    let coef_b = &plan.coef_b.as_slice()[..D * D * NL * F];
     let piece_len = group[0].len();
     // Lane bits just above the block (runs of one or two blocks) are handled inside tiles.
     let short = plan

@@ -45,14 +45,12 @@ thread_local! {
     /// [`COPY_GROUPS_FROM`] bytes or more: the thread copies its group here, applies the
     /// sweep's gates, and copies it back. The buffer lives as long as the thread (a pool's
     /// worker); it holds at most [`CACHE_BYTES`] (or the caller's [`Blocking::group_bytes`]).
-    static GROUP_BUFFER: std::cell::RefCell<Vec<CacheLine>> = const { std::cell::RefCell::new(Vec::new()) };
+    static GROUP_BUFFER: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// A cache line of a thread's group buffer: the buffer is aligned to lines, so that the block
-/// kernels' vector loads never straddle two.
-#[derive(Clone, Copy, bytemuck::Zeroable, bytemuck::Pod)]
-#[repr(C, align(64))]
-struct CacheLine([u8; 64]);
+/// The group buffer starts on a cache line, so that the block kernels' vector loads never
+/// straddle two.
+const LINE: usize = 64;
 
 /// What a sweep run did.
 #[derive(Debug, Clone)]
@@ -155,15 +153,15 @@ pub fn run<T: Real>(
             });
         } else {
             groups.par_iter_mut().for_each(|group| {
-                GROUP_BUFFER.with_borrow_mut(|lines| {
-                    let line_amps =
-                        std::mem::size_of::<CacheLine>() / std::mem::size_of::<Amp<T>>();
-                    let want = (1usize << group_bits).div_ceil(line_amps);
-                    if lines.len() < want {
-                        lines.resize(want, CacheLine([0; 64]));
+                GROUP_BUFFER.with_borrow_mut(|bytes| {
+                    let want = (std::mem::size_of::<Amp<T>>() << group_bits) + LINE;
+                    if bytes.len() < want {
+                        bytes.resize(want, 0);
                     }
-                    let buffer = &mut bytemuck::cast_slice_mut::<CacheLine, Amp<T>>(lines)
-                        [..1 << group_bits];
+                    let start = bytes.as_ptr().align_offset(LINE);
+                    let buffer = bytemuck::cast_slice_mut::<u8, Amp<T>>(
+                        &mut bytes[start..start + want - LINE],
+                    );
                     for (run, copy) in group.iter().zip(buffer.chunks_exact_mut(1 << run_bits)) {
                         copy.copy_from_slice(run);
                     }
