@@ -34,7 +34,12 @@ memcg_create() {
     local name=$1 limit=$2 ver dir
     [ "$(id -u)" = 0 ] || { echo "memcg: creating a memory cgroup needs root" >&2; return 1; }
     read -r ver dir < <(memcg_path "$name") || return 1
-    [ -d "$dir" ] && rmdir "$dir" 2>/dev/null
+    if [ -d "$dir" ] && ! rmdir "$dir" 2>/dev/null; then
+        local left
+        left=$(cat "$dir/cgroup.procs" 2>/dev/null | tr '\n' ' ')
+        echo "memcg: $dir is still in use by process(es) $left(left over from an earlier run?); stop them (kill $left) and run again" >&2
+        return 1
+    fi
     mkdir -p "$dir"
     if [ "$ver" = v2 ]; then
         echo "$limit" >"$dir/memory.max"

@@ -192,6 +192,31 @@ for sys_name in ["cxltier", "memcached"]:
         ok_lat = "yes" if p99 <= 1000 else "no"
         print(f"| {sys_name} | {w.upper()} | {kops(r)} | {p99} | {answered(r)} | {ok_tp} | {ok_lat} |")
 
+def info_fields(name):
+    path = os.path.join(out, name + ".info")
+    if not os.path.exists(path):
+        return {}
+    fields = {}
+    for line in open(path):
+        k, sep, v = line.strip().partition(":")
+        if sep:
+            fields[k] = v
+    return fields
+
+
+# The store's own NVMe reads during each SLA run (INFO tiers after CONFIG RESETSTAT): from each
+# read's start to the event loop collecting it. Next to the operations' p99 and the device's
+# paced p99 below, it says how much of the tail is the device's.
+rows = []
+for w in ["b", "c"]:
+    f = info_fields(f"sla-cxltier-{w}.after")
+    if f.get("tier_nvme_read_latency_reads", "0") not in ("", "0"):
+        rows.append(f"{w.upper()}: {int(f['tier_nvme_read_latency_reads'])} reads, p50 {f['tier_nvme_read_latency_p50_us']} µs, "
+                    f"p99 {f['tier_nvme_read_latency_p99_us']} µs, p99.9 {f['tier_nvme_read_latency_p999_us']} µs")
+if rows:
+    print("\ncxltier's NVMe reads during the SLA runs (INFO tiers, from each read's start to its collection): "
+          + "; ".join(rows) + ".")
+
 bad = [n[:-5] for n in sorted(os.listdir(out)) if n.endswith(".json") and not n.startswith("fio") and not n.startswith("hitbound-") and errors(load(n[:-5]))]
 def detail(n):
     r = load(n)

@@ -87,6 +87,19 @@ check_tierd() {
     fi
     kill "$dry" 2>/dev/null
 
+    # The rate limit, with demand it must hold back: 8 MiB all on node0 under a budget of 1 MiB
+    # is 7 MiB of demotions owed at once, more than the bucket (2 s of rate) and the 4 s run
+    # can pay at 1 MB/s. The main run above may never ask for more than the bucket holds.
+    cxltier run --bind 0 -- sh -c "echo \$\$ >$T/tierd-rate.pid; exec cxltier touch 8M --json --hold 60" \
+        >"$T/tierd-rate-target.out" 2>&1 &
+    wait_for "$T/tierd-rate-target.out"
+    rated=$(cat "$T/tierd-rate.pid" 2>/dev/null)
+    capture tierd-rate cxltier tierd --pid "$rated" --dram-budget 1M --max-migrate-rate 1 \
+        --interval 500 --duration 4 --json
+    verdict tierd-rate-runs "pid $rated, exit $rc: $(brief "$T/tierd-rate.err")" [ "$rc" = 0 ]
+    data tierd-rate-json "$T/tierd-rate.out"
+    kill "$rated" 2>/dev/null
+
     # A target that exits: tierd reports it and ends by itself.
     cxltier touch 1M --json --hold 3 >"$T/tierd-short.out" 2>&1 &
     short=$!

@@ -207,6 +207,29 @@ pub fn repo_root() -> PathBuf {
         .to_path_buf()
 }
 
+/// Where the suite's failed tests leave their problems: `scripts/test` prints this file last, so a
+/// CI log cut to its tail still says why the lab suite failed (with `--nocapture` each panic's
+/// message is printed in the middle of the guests' output).
+pub fn failures_file() -> PathBuf {
+    repo_root().join("lab/cache/failures.txt")
+}
+
+/// Append a failed test's problems to [`failures_file`] (best effort: the test fails anyway).
+pub fn record_failure(test: &str, problems: &str) {
+    use std::io::Write as _;
+    let path = failures_file();
+    if let Some(dir) = path.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+    {
+        let _ = writeln!(f, "---- {test}\n{problems}");
+    }
+}
+
 /// Boots TOPOLOGY with `lab/run`, running `sh /lab/SCRIPT` from `lab/checks/` inside the guest, and
 /// parses what it printed. `timeout` bounds the whole boot (LAB_TIMEOUT).
 pub fn boot(topology: &str, script: &str, timeout: Duration) -> Report {

@@ -81,9 +81,11 @@ pub enum ArrayError {
         found: String,
     },
     /// The caller's computation failed; the pass stopped.
-    #[error("the computation on block {block} failed: {message}")]
+    #[error("the computation on block {block} of pass {pass} failed: {message}")]
     Compute {
-        /// The block.
+        /// The pass (0 for a single pass).
+        pass: usize,
+        /// The block, within its pass.
         block: usize,
         /// The caller's message.
         message: String,

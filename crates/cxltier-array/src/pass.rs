@@ -32,8 +32,11 @@ pub struct PassReport {
     pub io_busy_seconds: f64,
 }
 
+/// One job of the I/O thread: gather the next block, scatter the one computed before.
 struct Job {
-    read: Option<(usize, AlignedBuf)>,
+    /// Step and buffer to gather into, with the positions of the block not to read: their
+    /// chunks are being computed on right now and are copied in afterwards.
+    read: Option<(usize, AlignedBuf, Vec<usize>)>,
     write: Option<(usize, AlignedBuf)>,
 }
 
@@ -57,42 +60,92 @@ impl TieredArray {
     where
         F: FnMut(usize, &mut [u8]) -> Result<(), String>,
     {
+        let mut reports = self.passes(&[blocks], |_, b, bytes| compute(b, bytes))?;
+        Ok(reports.pop().unwrap_or_default())
+    }
+
+    /// Several passes in a row as one pipeline: `compute(pass, block, bytes)` runs on every block
+    /// of every pass, in order, and the pipeline does not drain between passes (the first block
+    /// of a pass is read while the last of the one before is computed, and that one is written
+    /// while the second is read). Every pass follows the rules of [`TieredArray::pass`], and all
+    /// blocks of all passes have the same length. A chunk may appear in consecutive passes'
+    /// neighbouring blocks: a read never overtakes the computation or the write of the same
+    /// chunk (it is copied from the block that holds its newest contents instead). Returns one
+    /// report per pass; a pass's wall time runs from the start of its first block's computation
+    /// (the first pass: from the start) to the end of its last one's (the last pass: to the end
+    /// of its last write), so the reports add up to the whole run.
+    pub fn passes<F>(
+        &mut self,
+        passes: &[&[Vec<usize>]],
+        mut compute: F,
+    ) -> Result<Vec<PassReport>, ArrayError>
+    where
+        F: FnMut(usize, usize, &mut [u8]) -> Result<(), String>,
+    {
         let start = Instant::now();
-        let per_block = blocks.first().map_or(0, Vec::len);
-        let mut seen = vec![false; self.chunks.len()];
-        for b in blocks {
-            if b.len() != per_block {
-                return Err(ArrayError::Config(
-                    "every block of a pass must have as many chunks".into(),
-                ));
-            }
-            for &c in b {
-                if c >= seen.len() || std::mem::replace(&mut seen[c], true) {
-                    return Err(ArrayError::Config(format!(
-                        "chunk {c} is out of range or appears twice in one pass"
-                    )));
+        let per_block = passes.iter().find_map(|p| p.first()).map_or(0, Vec::len);
+        let mut seen = vec![usize::MAX; self.chunks.len()];
+        for (p, blocks) in passes.iter().enumerate() {
+            for b in blocks.iter() {
+                if b.len() != per_block {
+                    return Err(ArrayError::Config(
+                        "every block of every pass must have as many chunks".into(),
+                    ));
+                }
+                for &c in b {
+                    if c >= seen.len() || std::mem::replace(&mut seen[c], p) == p {
+                        return Err(ArrayError::Config(format!(
+                            "chunk {c} is out of range or appears twice in one pass"
+                        )));
+                    }
                 }
             }
         }
         let block_bytes = per_block * self.chunk;
-        let mut report = PassReport {
-            blocks: blocks.len(),
-            block_bytes,
-            ..PassReport::default()
-        };
-        if blocks.is_empty() {
-            return Ok(report);
+        let mut reports: Vec<PassReport> = passes
+            .iter()
+            .map(|blocks| PassReport {
+                blocks: blocks.len(),
+                block_bytes,
+                ..PassReport::default()
+            })
+            .collect();
+        // The pipeline runs over steps: (pass, block) in order.
+        let steps: Vec<(usize, usize)> = passes
+            .iter()
+            .enumerate()
+            .flat_map(|(p, blocks)| (0..blocks.len()).map(move |b| (p, b)))
+            .collect();
+        if steps.is_empty() || per_block == 0 {
+            return Ok(reports);
         }
+        let block_of = |s: usize| -> &[usize] {
+            let (p, b) = steps[s];
+            &passes[p][b]
+        };
+        // For each step after the first: (position in it, position in the step before) of the
+        // chunks both hold. Only neighbouring blocks of two passes can share chunks.
+        let carried: Vec<Vec<(usize, usize)>> = (0..steps.len())
+            .map(|s| {
+                if s == 0 || steps[s - 1].0 == steps[s].0 {
+                    return Vec::new();
+                }
+                let before = block_of(s - 1);
+                block_of(s)
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, c)| before.iter().position(|x| x == c).map(|j| (i, j)))
+                    .collect()
+            })
+            .collect();
         let chunk = self.chunk;
         let chunks = &mut self.chunks;
         let files = &self.files;
         let ring = &mut self.ring;
         let (job_tx, job_rx) = mpsc::channel::<Job>();
         let (done_tx, done_rx) = mpsc::channel::<Done>();
-        let mut compute_time = Duration::ZERO;
-        let mut wait_time = Duration::ZERO;
-        let mut busy_time = Duration::ZERO;
         let mut failure: Option<ArrayError> = None;
+        let steps = &steps;
         std::thread::scope(|scope| {
             scope.spawn(move || {
                 for mut job in job_rx {
@@ -104,13 +157,11 @@ impl TieredArray {
                         chunk,
                         job.read
                             .as_mut()
-                            .map(|(b, buf)| (blocks[*b].as_slice(), buf)),
-                        job.write
-                            .as_ref()
-                            .map(|(b, buf)| (blocks[*b].as_slice(), buf)),
+                            .map(|(s, buf, skip)| (block_of(*s), buf, skip.as_slice())),
+                        job.write.as_ref().map(|(s, buf)| (block_of(*s), buf)),
                     );
                     let done = Done {
-                        read: job.read,
+                        read: job.read.map(|(s, buf, _)| (s, buf)),
                         write: job.write.map(|(_, buf)| buf),
                         result,
                         busy: t.elapsed(),
@@ -121,24 +172,33 @@ impl TieredArray {
                 }
             });
             let mut spare: Vec<AlignedBuf> = (0..2).map(|_| AlignedBuf::new(block_bytes)).collect();
-            // Record one answer of the I/O thread: its busy time and bytes, or its error.
-            let account = |done: Done, report: &mut PassReport, busy: &mut Duration| {
-                *busy += done.busy;
+            // Record one answer of the I/O thread: bytes to the passes of the blocks read and
+            // written, busy time to `to` (the pass computing meanwhile); or its error.
+            let account = |done: Done,
+                           read_pass: Option<usize>,
+                           write_pass: Option<usize>,
+                           to: usize,
+                           reports: &mut [PassReport]| {
+                reports[to].io_busy_seconds += done.busy.as_secs_f64();
                 let (r, w) = done.result?;
-                report.bytes_read += r;
-                report.bytes_written += w;
+                if let Some(p) = read_pass {
+                    reports[p].bytes_read += r;
+                }
+                if let Some(p) = write_pass {
+                    reports[p].bytes_written += w;
+                }
                 Ok::<_, ArrayError>((done.read, done.write))
             };
-            let t = Instant::now();
+            let mut pass_start = start;
             job_tx
                 .send(Job {
-                    read: Some((0, AlignedBuf::new(block_bytes))),
+                    read: Some((0, AlignedBuf::new(block_bytes), Vec::new())),
                     write: None,
                 })
                 .expect("the I/O thread lives for the whole pass");
             let done = done_rx.recv().expect("the I/O thread answers every job");
-            wait_time += t.elapsed();
-            let mut current = match account(done, &mut report, &mut busy_time) {
+            reports[0].io_wait_seconds += start.elapsed().as_secs_f64();
+            let mut current = match account(done, Some(0), None, 0, &mut reports) {
                 Ok((read, _)) => read.expect("the first read returns its buffer"),
                 Err(e) => {
                     failure = Some(e);
@@ -146,9 +206,14 @@ impl TieredArray {
                 }
             };
             let mut previous: Option<(usize, AlignedBuf)> = None;
-            for k in 0..blocks.len() {
-                let read = (k + 1 < blocks.len())
-                    .then(|| (k + 1, spare.pop().expect("three buffers suffice")));
+            for s in 0..steps.len() {
+                let (p, b) = steps[s];
+                let next = s + 1;
+                let read = (next < steps.len()).then(|| {
+                    let skip = carried[next].iter().map(|&(i, _)| i).collect();
+                    (next, spare.pop().expect("three buffers suffice"), skip)
+                });
+                let write_pass = previous.as_ref().map(|&(w, _)| steps[w].0);
                 job_tx
                     .send(Job {
                         read,
@@ -156,16 +221,21 @@ impl TieredArray {
                     })
                     .expect("the I/O thread lives for the whole pass");
                 let t = Instant::now();
-                let computed = compute(current.0, &mut current.1);
-                compute_time += t.elapsed();
+                let computed = compute(p, b, &mut current.1);
+                reports[p].compute_seconds += t.elapsed().as_secs_f64();
                 let t = Instant::now();
                 let done = done_rx.recv().expect("the I/O thread answers every job");
-                wait_time += t.elapsed();
+                reports[p].io_wait_seconds += t.elapsed().as_secs_f64();
                 if let Err(message) = computed {
-                    failure = Some(ArrayError::Compute { block: k, message });
+                    failure = Some(ArrayError::Compute {
+                        pass: p,
+                        block: b,
+                        message,
+                    });
                     return;
                 }
-                let (read, written) = match account(done, &mut report, &mut busy_time) {
+                let read_pass = steps.get(next).map(|&(q, _)| q);
+                let (read, written) = match account(done, read_pass, write_pass, p, &mut reports) {
                     Ok(x) => x,
                     Err(e) => {
                         failure = Some(e);
@@ -176,12 +246,23 @@ impl TieredArray {
                     spare.push(buf);
                 }
                 previous = Some(current);
-                match read {
-                    Some(next) => current = next,
-                    None => break,
+                let Some(mut next_block) = read else { break };
+                // The chunks the next block shares with this one were not read: they were
+                // being computed on. Their newest contents are here.
+                let done_block = &previous.as_ref().expect("just set").1;
+                for &(i, j) in &carried[next] {
+                    next_block.1[i * chunk..(i + 1) * chunk]
+                        .copy_from_slice(&done_block[j * chunk..(j + 1) * chunk]);
+                }
+                current = next_block;
+                if steps[next].0 != p {
+                    reports[p].wall_seconds = pass_start.elapsed().as_secs_f64();
+                    pass_start = Instant::now();
                 }
             }
+            let last = steps[steps.len() - 1].0;
             let t = Instant::now();
+            let write_pass = previous.as_ref().map(|&(w, _)| steps[w].0);
             job_tx
                 .send(Job {
                     read: None,
@@ -189,32 +270,29 @@ impl TieredArray {
                 })
                 .expect("the I/O thread lives for the whole pass");
             let done = done_rx.recv().expect("the I/O thread answers every job");
-            wait_time += t.elapsed();
-            if let Err(e) = account(done, &mut report, &mut busy_time) {
+            reports[last].io_wait_seconds += t.elapsed().as_secs_f64();
+            if let Err(e) = account(done, None, write_pass, last, &mut reports) {
                 failure = Some(e);
             }
+            reports[last].wall_seconds = pass_start.elapsed().as_secs_f64();
             drop(job_tx);
         });
-        if let Some(e) = failure {
-            return Err(e);
+        match failure {
+            Some(e) => Err(e),
+            None => Ok(reports),
         }
-        report.wall_seconds = start.elapsed().as_secs_f64();
-        report.compute_seconds = compute_time.as_secs_f64();
-        report.io_wait_seconds = wait_time.as_secs_f64();
-        report.io_busy_seconds = busy_time.as_secs_f64();
-        Ok(report)
     }
 }
 
-/// Scatter `write` to its chunks and gather `read` from its chunks: memory chunks by copying,
-/// spilled chunks with one io_uring batch for both directions. Returns bytes read and written on
-/// files.
+/// Scatter `write` to its chunks and gather `read` from its chunks (but for the positions in its
+/// skip list): memory chunks by copying, spilled chunks with one io_uring batch for both
+/// directions. Returns bytes read and written on files.
 fn transfer(
     chunks: &mut [Chunk],
     files: &[SpillFile],
     ring: &mut IoBatchRing,
     chunk: usize,
-    read: Option<(&[usize], &mut AlignedBuf)>,
+    read: Option<(&[usize], &mut AlignedBuf, &[usize])>,
     write: Option<(&[usize], &AlignedBuf)>,
 ) -> Result<(u64, u64), ArrayError> {
     let mut requests: Vec<IoRequest<'_>> = Vec::new();
@@ -236,8 +314,20 @@ fn transfer(
             }
         }
     }
-    if let Some((ids, buf)) = read {
-        for (&c, data) in ids.iter().zip(buf.chunks_mut(chunk)) {
+    if let Some((ids, buf, skip)) = read {
+        for (i, (&c, data)) in ids.iter().zip(buf.chunks_mut(chunk)).enumerate() {
+            if skip.contains(&i) {
+                continue;
+            }
+            // A chunk written in this same batch (the last block of one pass, read again by the
+            // next pass) is copied from the block being written: the device may serve the
+            // read before the write.
+            if let Some((wids, wbuf)) = write {
+                if let Some(j) = wids.iter().position(|&x| x == c) {
+                    data.copy_from_slice(&wbuf[j * chunk..(j + 1) * chunk]);
+                    continue;
+                }
+            }
             match &chunks[c] {
                 Chunk::Memory(m) => data.copy_from_slice(m.as_slice()),
                 &Chunk::Spilled { file, offset } => {
@@ -328,12 +418,91 @@ mod tests {
         assert!(err
             .unwrap_err()
             .to_string()
-            .contains("block 2 failed: boom"));
+            .contains("block 2 of pass 0 failed: boom"));
         // A chunk twice in one pass is refused.
         assert!(a.pass(&[vec![0, 0]], |_, _| Ok(())).is_err());
         let files = a.placement().spill_files.clone();
         drop(a);
         assert!(files.iter().all(|f| !f.exists()), "spill files are removed");
+    }
+
+    #[test]
+    fn chained_passes_see_the_newest_contents_of_chunks_their_neighbouring_blocks_share() {
+        let chunk = 4096;
+        // 8 chunks: 2 in memory, 6 spilled, so that shared chunks cross both kinds.
+        let cfg = ArrayConfig::new(8 * chunk as u64, chunk)
+            .memory_limit(2 * chunk as u64)
+            .spill_dir(dir(), None);
+        let mut a = TieredArray::create(&cfg).unwrap();
+        // Pass 0 ends with the block {6, 7}; pass 1 is one block {7, 6} (both chunks being
+        // computed when it is read, in another order: carried over); pass 2 starts with {2, 3}
+        // and ends with {6, 0}; pass 3 is one block {3, 2}; pass 4 starts with {0, 6}, read
+        // while pass 3 computes and pass 2's last block, holding both, is being written
+        // (forwarded from that block, not read from the device).
+        let passes: Vec<Vec<Vec<usize>>> = vec![
+            vec![vec![0, 1], vec![2, 3], vec![4, 5], vec![6, 7]],
+            vec![vec![7, 6]],
+            vec![vec![2, 3], vec![4, 5], vec![1, 7], vec![6, 0]],
+            vec![vec![3, 2]],
+            vec![vec![0, 6], vec![1, 7], vec![4, 5], vec![2, 3]],
+        ];
+        let refs: Vec<&[Vec<usize>]> = passes.iter().map(Vec::as_slice).collect();
+        // Every computation adds 1 to each byte of its chunks: each block must see exactly the
+        // computations of the passes before it.
+        let mut count = [0u8; 8];
+        let reports = a
+            .passes(&refs, |p, b, bytes| {
+                for (j, c) in bytes.chunks_mut(chunk).enumerate() {
+                    let id = passes[p][b][j];
+                    // Chunk `id` after `n` computations holds 16 * id + n (a fresh chunk is
+                    // zeroed, as the array starts): stale or misplaced data shows.
+                    let want = if count[id] == 0 {
+                        0
+                    } else {
+                        16 * id as u8 + count[id]
+                    };
+                    assert!(
+                        c.iter().all(|&x| x == want),
+                        "pass {p} block {b} sees stale data in chunk {id}"
+                    );
+                    count[id] += 1;
+                    c.fill(16 * id as u8 + count[id]);
+                }
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(reports.len(), 5);
+        assert_eq!(reports[1].blocks, 1);
+        assert_eq!(count, [3, 3, 4, 4, 3, 3, 4, 4]);
+        // The first pass reads and writes each spilled chunk once (later ones read fewer: the
+        // chunks carried over from the block before do not go through the device).
+        let spilled: u64 = 6 * chunk as u64;
+        assert_eq!(
+            reports[0].bytes_read + reports[0].bytes_written,
+            2 * spilled
+        );
+        let mut buf = AlignedBuf::new(chunk);
+        for (i, &n) in count.iter().enumerate() {
+            a.read_chunk(i, &mut buf).unwrap();
+            assert!(buf.iter().all(|&x| x == 16 * i as u8 + n), "chunk {i}");
+        }
+        let total: f64 = reports.iter().map(|r| r.wall_seconds).sum();
+        assert!(total > 0.0);
+        // A failing computation names its pass.
+        let err = a
+            .passes(&refs, |p, b, _| {
+                if p == 2 && b == 1 {
+                    Err("boom".into())
+                } else {
+                    Ok(())
+                }
+            })
+            .unwrap_err();
+        assert!(err.to_string().contains("block 1 of pass 2 failed: boom"));
+        // Blocks of different lengths across passes are refused.
+        let one = vec![vec![0]];
+        let uneven: Vec<&[Vec<usize>]> = vec![&passes[0], &one];
+        assert!(a.passes(&uneven, |_, _, _| Ok(())).is_err());
     }
 
     #[test]

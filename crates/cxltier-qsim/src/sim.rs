@@ -307,8 +307,10 @@ impl<T: Real> Simulation<T> {
         array.write_chunk(0, &first)?;
         drop(first);
         let chunk_index_bits = n - low;
-        let mut pass_reports = Vec::new();
-        let mut fused_total = 0;
+        // Each pass's gates in buffer coordinates and its blocks (the chunks gathered into one
+        // buffer), planned up front: the passes then run as one pipeline that never drains.
+        let mut locals: Vec<Vec<Op>> = Vec::with_capacity(passes.len());
+        let mut pass_blocks: Vec<Vec<Vec<usize>>> = Vec::with_capacity(passes.len());
         for pass in &passes {
             // Buffer coordinates: physical q < low stays; the i-th gathered qubit is low + i.
             let to_buffer = |q: usize| -> usize {
@@ -322,62 +324,72 @@ impl<T: Real> Simulation<T> {
                         .expect("planned as gathered")
                 }
             };
-            let local: Vec<Op> = physical[pass.gates.clone()]
-                .iter()
-                .map(|op| Op {
-                    qubits: op.qubits.iter().map(|&q| to_buffer(q)).collect(),
-                    matrix: op.matrix.clone(),
-                })
-                .collect();
+            locals.push(
+                physical[pass.gates.clone()]
+                    .iter()
+                    .map(|op| Op {
+                        qubits: op.qubits.iter().map(|&q| to_buffer(q)).collect(),
+                        matrix: op.matrix.clone(),
+                    })
+                    .collect(),
+            );
             let gathered: Vec<usize> = pass.extra.iter().map(|&q| q - low).collect();
             let free: Vec<usize> = (0..chunk_index_bits)
                 .filter(|b| !gathered.contains(b))
                 .collect();
-            let blocks: Vec<Vec<usize>> = (0..1usize << free.len())
-                .map(|f| {
-                    let base: usize = free
-                        .iter()
-                        .enumerate()
-                        .map(|(i, &b)| ((f >> i) & 1) << b)
-                        .sum();
-                    (0..1usize << gathered.len())
-                        .map(|m| {
-                            base | gathered
-                                .iter()
-                                .enumerate()
-                                .map(|(i, &b)| ((m >> i) & 1) << b)
-                                .sum::<usize>()
-                        })
-                        .collect()
-                })
-                .collect();
-            let piece_bits = c.saturating_sub(6);
-            let mut fused_gates = 0;
-            let io = array.pass(&blocks, |_, bytes| {
-                let amps = bytemuck::cast_slice_mut::<u8, Amp<T>>(bytes);
-                let mut pieces: Vec<&mut [Amp<T>]> = amps.chunks_mut(1 << piece_bits).collect();
-                let swept = pool.install(|| {
-                    sweep::run(
-                        &mut pieces,
-                        piece_bits,
-                        c,
-                        &local,
-                        options.fuse,
-                        false,
-                        options.blocking,
-                    )
-                });
-                fused_gates = swept.fused_gates;
-                Ok(())
-            })?;
-            fused_total += fused_gates;
-            pass_reports.push(PassInfo {
+            pass_blocks.push(
+                (0..1usize << free.len())
+                    .map(|f| {
+                        let base: usize = free
+                            .iter()
+                            .enumerate()
+                            .map(|(i, &b)| ((f >> i) & 1) << b)
+                            .sum();
+                        (0..1usize << gathered.len())
+                            .map(|m| {
+                                base | gathered
+                                    .iter()
+                                    .enumerate()
+                                    .map(|(i, &b)| ((m >> i) & 1) << b)
+                                    .sum::<usize>()
+                            })
+                            .collect()
+                    })
+                    .collect(),
+            );
+        }
+        let piece_bits = c.saturating_sub(6);
+        let mut fused_gates = vec![0; passes.len()];
+        let block_lists: Vec<&[Vec<usize>]> = pass_blocks.iter().map(Vec::as_slice).collect();
+        let io = array.passes(&block_lists, |p, _, bytes| {
+            let amps = bytemuck::cast_slice_mut::<u8, Amp<T>>(bytes);
+            let mut pieces: Vec<&mut [Amp<T>]> = amps.chunks_mut(1 << piece_bits).collect();
+            let swept = pool.install(|| {
+                sweep::run(
+                    &mut pieces,
+                    piece_bits,
+                    c,
+                    &locals[p],
+                    options.fuse,
+                    false,
+                    options.blocking,
+                )
+            });
+            fused_gates[p] = swept.fused_gates;
+            Ok(())
+        })?;
+        let fused_total = fused_gates.iter().sum();
+        let pass_reports: Vec<PassInfo> = passes
+            .iter()
+            .zip(io)
+            .zip(&fused_gates)
+            .map(|((pass, io), &fused_gates)| PassInfo {
                 gates: pass.gates.len(),
                 fused_gates,
                 gathered_qubits: pass.extra.clone(),
                 io,
-            });
-        }
+            })
+            .collect();
         let report = RunReport {
             qubits: n,
             precision: T::NAME,

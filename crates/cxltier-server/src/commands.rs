@@ -608,7 +608,14 @@ fn run(
                     out,
                     "ERR CONFIG SET is not supported: restart cxltier serve with the new options",
                 ),
-                "RESETSTAT" => reply::ok(out),
+                "RESETSTAT" => {
+                    // As Redis: the activity counters start again from zero (the store's and
+                    // the server's); what is stored is untouched.
+                    store.reset_stats();
+                    info.total_commands = 0;
+                    info.total_connections = 0;
+                    reply::ok(out);
+                }
                 _ => reply::error(
                     out,
                     &format!(
@@ -936,6 +943,19 @@ fn info_text(store: &Store, info: &ServerInfo, section: Option<&str>) -> String 
                     t,
                     "{p}reads:{}\r\n{p}writes:{}\r\n{p}read_bytes:{}\r\n{p}write_bytes:{}\r\n",
                     tier.reads, tier.writes, tier.read_bytes, tier.write_bytes
+                );
+                // Latency of the record reads since start or CONFIG RESETSTAT: zeros before any.
+                let l = st.nvme_read_latency.unwrap_or(cxltier_store::ReadLatency {
+                    reads: 0,
+                    p50_us: 0,
+                    p99_us: 0,
+                    p999_us: 0,
+                    max_us: 0,
+                });
+                let _ = write!(
+                    t,
+                    "{p}read_latency_reads:{}\r\n{p}read_latency_p50_us:{}\r\n{p}read_latency_p99_us:{}\r\n{p}read_latency_p999_us:{}\r\n{p}read_latency_max_us:{}\r\n",
+                    l.reads, l.p50_us, l.p99_us, l.p999_us, l.max_us
                 );
             }
         }

@@ -1,15 +1,16 @@
 //! The event loop: one thread, non-blocking sockets, batches, device reads that overlap.
 //!
 //! Each turn of the loop reads everything the ready connections sent and parses every complete
-//! command (pipelining) onto its connection's queue; begins, without waiting, the NVMe reads of
-//! every queued command's keys (one io_uring submission); collects the reads that finished; runs,
-//! connection by connection and in order, every command whose data is at hand (a command waits
-//! only while a read of one of its keys is in flight, and the commands behind it on the same
-//! connection wait with it); commits once (group commit: with `--durability always`, no write is
-//! acknowledged before its log record is on disk); and only then writes the replies, one `write`
-//! per connection. So requests served from memory never wait behind another client's device
-//! reads, and the device always has the reads of every waiting request at once.
-
+//! command (pipelining) onto its connection's queue; collects the NVMe reads that finished;
+//! begins, without waiting, the reads the queued commands need, oldest command first, up to the
+//! store's NVMe queue depth (one io_uring submission; the rest begin in later turns as room
+//! frees); runs, connection by connection and in order, every command whose data is at hand (a
+//! command waits only while a read of one of its keys is in flight or not yet begun, and the
+//! commands behind it on the same connection wait with it); commits once (group commit: with
+//! `--durability always`, no write is acknowledged before its log record is on disk); and only
+//! then writes the replies, one `write` per connection. So requests served from memory never wait
+//! behind another client's device reads, and the device is kept busy without a queue so deep
+//! that reads only wait longer in it.
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
@@ -91,8 +92,11 @@ struct Pending {
     /// A protocol error at this point of the stream: reply with it, then close.
     error: Option<String>,
     end: usize,
-    /// Its device reads were begun (or found unneeded) in an earlier turn: not looked at again.
+    /// All its device reads were begun (or found unneeded) in an earlier turn: not looked at
+    /// again.
     reads_begun: bool,
+    /// When it was parsed, in the server's order: reads begin oldest command first.
+    seq: u64,
 }
 
 /// Run the server until SHUTDOWN or until `stop` is set (by a signal handler). Closes the store
@@ -147,6 +151,8 @@ pub fn serve(
             .register(&mut SourceFd(&fd), COMPLETIONS, Interest::READABLE)?;
     }
     let mut idle = false;
+    // Commands parsed so far: each queued command's place in arrival order.
+    let mut parsed = 0u64;
     while !shutdown && !stop.load(Ordering::Relaxed) {
         // With device reads in flight or commands queued, only look at the sockets (the reads
         // are collected and the commands run below) unless the last turn found nothing to do:
@@ -204,28 +210,40 @@ pub fn serve(
         }
         // Parse every complete command onto its connection's queue.
         for c in conns.values_mut() {
-            parse_into_queue(c);
+            parse_into_queue(c, &mut parsed);
         }
-        // Begin the device reads every queued command needs, and collect those that finished.
-        // Only commands parsed this turn: the index lookups this takes are paid once per
-        // command, not once per turn it waits in its queue.
+        // Collect the device reads that finished, then begin those the queued commands need, up
+        // to the store's NVMe queue depth, oldest command first (collecting first frees room in
+        // the queue for this turn). A command is looked at until all its reads have begun: the
+        // index lookups this takes are paid once per command unless the queue is full.
+        if let Err(e) = store.reap_reads(false) {
+            eprintln!("cxltier serve: collecting NVMe reads failed (the commands will read one by one): {e}");
+        }
         if store.has_nvme() {
-            let mut keys: Vec<&[u8]> = Vec::with_capacity(64);
-            for c in conns.values_mut() {
-                for p in c.queue.iter_mut().filter(|p| !p.reads_begun) {
-                    p.reads_begun = true;
+            let mut keys: Vec<(u64, &[u8])> = Vec::new();
+            for c in conns.values() {
+                for p in c.queue.iter().filter(|p| !p.reads_begun) {
                     let args = p.args.iter().map(|r| &c.input[r.clone()]);
-                    commands::for_each_read_key(args, |k| keys.push(k));
+                    commands::for_each_read_key(args, |k| keys.push((p.seq, k)));
                 }
             }
             if !keys.is_empty() {
+                keys.sort_by_key(|&(seq, _)| seq);
+                let keys: Vec<&[u8]> = keys.into_iter().map(|(_, k)| k).collect();
                 if let Err(e) = store.start_reads(&keys) {
                     eprintln!("cxltier serve: NVMe reads could not begin (the commands will read one by one): {e}");
                 }
+                for c in conns.values_mut() {
+                    for p in c.queue.iter_mut().filter(|p| !p.reads_begun) {
+                        let args = p.args.iter().map(|r| &c.input[r.clone()]);
+                        let mut unstarted = false;
+                        commands::for_each_read_key(args, |k| {
+                            unstarted = unstarted || store.read_unstarted(k)
+                        });
+                        p.reads_begun = !unstarted;
+                    }
+                }
             }
-        }
-        if let Err(e) = store.reap_reads(false) {
-            eprintln!("cxltier serve: collecting NVMe reads failed (the commands will read one by one): {e}");
         }
         let ran = run_ready(&mut store, &mut info, &mut conns, &mut shutdown);
         store.end_batch();
@@ -264,7 +282,7 @@ pub fn serve(
 }
 
 /// Parse the complete commands of `c`'s input onto its queue.
-fn parse_into_queue(c: &mut Conn) {
+fn parse_into_queue(c: &mut Conn, parsed: &mut u64) {
     if c.broken || c.quit {
         return;
     }
@@ -278,11 +296,13 @@ fn parse_into_queue(c: &mut Conn) {
                     .map(|r| r.start + at..r.end + at)
                     .collect();
                 at += p.consumed;
+                *parsed += 1;
                 c.queue.push_back(Pending {
                     args,
                     error: None,
                     end: at,
                     reads_begun: false,
+                    seq: *parsed,
                 });
             }
             Ok(None) => break,
@@ -294,6 +314,7 @@ fn parse_into_queue(c: &mut Conn) {
                     error: Some(format!("ERR Protocol error: {}", e.0)),
                     end: at,
                     reads_begun: true,
+                    seq: *parsed,
                 });
                 c.broken = true;
                 c.closing = true;

@@ -23,6 +23,16 @@ mod store;
 #[cfg(feature = "test-util")]
 pub mod testing;
 
+pub use log::ReadLatency;
+
+/// Object reads kept at the device at once by default. A deeper queue did not read faster on the
+/// virtual disk this was measured on (fio: about the same reads per second at depth 32 and 64), and
+/// the device completes what it is given in batches, so reads queued deeper only waited longer
+/// there: with up to 256 at once, the store's reads took a p99 of 2–3 ms at 50K reads/s where the
+/// device alone, paced, took under 0.5 ms. Waiting in the store instead, a read begins as soon as
+/// there is room and the commands it holds up are served sooner. Raise it for a device that
+/// gains from deeper queues (many NVMe drives scale to 128 and more).
+pub const DEFAULT_NVME_QUEUE_DEPTH: u32 = 32;
 pub use store::{PoisonOutcome, RetiredMemory, Store};
 
 use std::path::PathBuf;
@@ -124,6 +134,7 @@ pub struct StoreBuilder {
     pub(crate) dram_node: Option<u32>,
     pub(crate) cxl_node: Option<u32>,
     pub(crate) max_object: usize,
+    pub(crate) nvme_queue_depth: u32,
 }
 
 /// Per-tier statistics (`INFO`, `--json`). Field names are a stable interface.
@@ -164,6 +175,9 @@ pub struct StoreStats {
     /// No CPU-less node was found: the "cxl" tier is a second arena on the DRAM node.
     pub cxl_emulated_on_dram: bool,
     pub tiers: Vec<TierStats>,
+    /// The NVMe tier's record reads, from each read's start to its collection (the device's
+    /// time plus the event loop's delay in collecting it); `None` without reads.
+    pub nvme_read_latency: Option<ReadLatency>,
 }
 
 /// A memory arena and where its pages are meant to be (for `move_pages` checks).
@@ -185,6 +199,7 @@ impl StoreBuilder {
             dram_node: None,
             cxl_node: None,
             max_object: 1 << 20,
+            nvme_queue_depth: DEFAULT_NVME_QUEUE_DEPTH,
         }
     }
     /// DRAM budget, index included.
@@ -219,6 +234,13 @@ impl StoreBuilder {
     /// Largest accepted value (default 1 MiB, like memcached's item_size_max).
     pub fn max_object(mut self, bytes: usize) -> Self {
         self.max_object = bytes;
+        self
+    }
+    /// Most object reads the store keeps at the NVMe device at once (1 to
+    /// [`log::ASYNC_READS`]; default [`DEFAULT_NVME_QUEUE_DEPTH`]); reads beyond it wait in the
+    /// store and begin as earlier ones finish.
+    pub fn nvme_queue_depth(mut self, reads: u32) -> Self {
+        self.nvme_queue_depth = reads;
         self
     }
     /// Open (recovering from NVMe when the log holds data) and bind the arenas.

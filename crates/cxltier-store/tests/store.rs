@@ -171,6 +171,99 @@ fn a_scan_does_not_evict_the_hot_set() {
     assert!(s.stats().admissions_rejected > 0);
 }
 
+/// 30,000 values of 1000 bytes in 10 MiB of DRAM (about 6,000 of them fit), and 8,000 warm keys
+/// (`k022000`..) read five times: after that DRAM holds warm keys only, which a key read once or
+/// twice cannot displace.
+fn store_full_of_warm_keys(p: &std::path::Path) -> Store {
+    let mut s = StoreBuilder::new()
+        .dram(10 << 20)
+        .ssd(ssd(p, 128 << 20))
+        .durability(Durability::None)
+        .build()
+        .unwrap();
+    for i in 0..30_000u64 {
+        s.put(&hot_key(i), Kind::String, &value(i, 1000), None)
+            .unwrap();
+    }
+    for _ in 0..5 {
+        for i in 22_000..30_000u64 {
+            assert_eq!(get(&mut s, &hot_key(i)), Some(value(i, 1000)));
+        }
+    }
+    s
+}
+
+/// Background demotion keeps headroom free below the high watermark; values read from NVMe must
+/// not take it unless they beat a victim, or a scan with the store ticking (as the server does
+/// between batches) flows through that headroom and the watermark's CLOCK demotion pushes warm
+/// objects out by recency. Here DRAM holds warm keys (read five times), which a key scanned once
+/// cannot beat.
+#[test]
+fn a_scan_does_not_take_the_watermark_headroom() {
+    let p = temp("nvme");
+    let mut s = store_full_of_warm_keys(&p);
+    let admitted = |s: &Store| {
+        s.stats()
+            .tiers
+            .iter()
+            .find(|t| t.tier == "nvme")
+            .unwrap()
+            .promotions
+    };
+    let before = admitted(&s);
+    for i in 0..22_000u64 {
+        get(&mut s, &hot_key(i)).unwrap();
+        if i % 400 == 0 {
+            // `tick` demotes at most every 10 ms.
+            std::thread::sleep(std::time::Duration::from_millis(11));
+            s.tick().unwrap();
+        }
+    }
+    // Each tick reopens 1% of DRAM (some 45 of these objects): a scan let into that headroom
+    // takes thousands of places over 55 ticks (8,524 when this rule was off).
+    let scan_admitted = admitted(&s) - before;
+    assert!(
+        scan_admitted < 2_000,
+        "{scan_admitted} of the scan's 22,000 cold keys entered DRAM"
+    );
+}
+
+/// A value read from NVMe that admission kept out stays at hand for a few milliseconds across
+/// batches and commits, so that a read-modify-write's write (YCSB F), which arrives a batch
+/// later, does not read the device again; a write in between replaces it.
+#[test]
+fn a_value_kept_out_of_memory_stays_staged_briefly() {
+    let p = temp("nvme");
+    let mut s = store_full_of_warm_keys(&p);
+    let cold = hot_key(5_000);
+    let reads = nvme_reads(&s);
+    let rejected = s.stats().admissions_rejected;
+    assert_eq!(get(&mut s, &cold), Some(value(5_000, 1000)));
+    assert_eq!(nvme_reads(&s), reads + 1);
+    assert_eq!(
+        s.stats().admissions_rejected,
+        rejected + 1,
+        "kept out of memory"
+    );
+    s.commit().unwrap();
+    s.end_batch();
+    assert_eq!(get(&mut s, &cold), Some(value(5_000, 1000)));
+    assert_eq!(
+        nvme_reads(&s),
+        reads + 1,
+        "read again from the device within the window"
+    );
+    // Once the window has passed, a value kept out is dropped and read again.
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    s.end_batch();
+    assert_eq!(get(&mut s, &cold), Some(value(5_000, 1000)));
+    assert_eq!(nvme_reads(&s), reads + 2);
+    // A write replaces the staged value.
+    s.put(&cold, Kind::String, b"new", None).unwrap();
+    assert_eq!(get(&mut s, &cold), Some(b"new".to_vec()));
+    s.check_invariants().unwrap();
+}
+
 /// Updates of keys that live only on NVMe pass admission too: a pass of read-modify-writes over
 /// cold keys (YCSB-A's updates of the tail) goes to the log and leaves the hot set in DRAM, and
 /// every update reads back.
@@ -426,6 +519,18 @@ fn bad_configuration_is_explained() {
         .build()
         .unwrap_err();
     assert!(e.to_string().contains("--dram"), "{e}");
+    for depth in [0, 257] {
+        let e = StoreBuilder::new()
+            .durability(Durability::None)
+            .nvme_queue_depth(depth)
+            .build()
+            .unwrap_err();
+        assert!(
+            e.to_string().contains("--nvme-queue-depth")
+                && e.to_string().contains("between 1 and 256"),
+            "{e}"
+        );
+    }
     let too_big = vec![0u8; 2 << 20];
     let mut s = StoreBuilder::new()
         .durability(Durability::None)
@@ -891,6 +996,78 @@ fn overlapping_reads_stage_current_values_only() {
             assert_eq!(got, value(i, 1000), "{}", String::from_utf8_lossy(k));
         }
     }
+    s.end_batch();
+    s.check_invariants().unwrap();
+}
+
+/// Reads beyond the NVMe queue depth wait in the store and begin as earlier ones finish; none
+/// is lost or read twice, and the commands that need them are told to wait meanwhile.
+#[test]
+fn reads_beyond_the_queue_depth_wait_their_turn() {
+    let p = temp("depth.log");
+    let depth = 4;
+    let mut s = StoreBuilder::new()
+        .dram(8 << 20)
+        .ssd(ssd(&p, 256 << 20))
+        .durability(Durability::None)
+        .nvme_queue_depth(depth)
+        .build()
+        .unwrap();
+    let n = 20_000u64;
+    for i in 0..n {
+        s.put(
+            format!("k{i:06}").as_bytes(),
+            Kind::String,
+            &value(i, 1000),
+            None,
+        )
+        .unwrap();
+    }
+    // Keys written first: demoted to NVMe long ago, out of the open segment.
+    let keys: Vec<Vec<u8>> = (0..4000)
+        .step_by(37)
+        .map(|i| format!("k{i:06}").into_bytes())
+        .collect();
+    let refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+    let unstarted = |s: &Store| refs.iter().filter(|k| s.read_unstarted(k)).count();
+    assert_eq!(unstarted(&s), refs.len(), "every key needs a device read");
+    let before = nvme_reads(&s);
+    s.start_reads(&refs).unwrap();
+    assert_eq!(s.reads_in_flight(), depth as usize);
+    assert_eq!(unstarted(&s), refs.len() - depth as usize);
+    let waiting = refs.iter().copied().find(|k| s.read_unstarted(k)).unwrap();
+    assert!(
+        s.must_wait(waiting),
+        "a key whose read has not begun must wait"
+    );
+    let mut rounds = 0;
+    while s.reads_in_flight() > 0 {
+        s.reap_reads(true).unwrap();
+        s.start_reads(&refs).unwrap();
+        assert!(s.reads_in_flight() <= depth as usize);
+        rounds += 1;
+    }
+    assert_eq!(unstarted(&s), 0, "a read was never begun");
+    assert!(
+        rounds >= refs.len() / depth as usize,
+        "{rounds} rounds for {} reads at depth {depth}",
+        refs.len()
+    );
+    assert_eq!(
+        nvme_reads(&s) - before,
+        refs.len() as u64,
+        "each key read once"
+    );
+    // Every value is staged: the gets read nothing more from the device.
+    for (k, i) in keys.iter().zip((0..4000).step_by(37)) {
+        assert!(!s.must_wait(k));
+        assert_eq!(s.get(k).unwrap().unwrap().value, value(i, 1000).as_slice());
+    }
+    assert_eq!(
+        nvme_reads(&s) - before,
+        refs.len() as u64,
+        "a get read the device again"
+    );
     s.end_batch();
     s.check_invariants().unwrap();
 }

@@ -9,6 +9,7 @@
 //! - [`page_size`];
 //! - [`signal`]: blocking, waiting for and forwarding signals while supervising a child;
 //! - [`stream`]: non-temporal stores for memory bandwidth measurements;
+//! - [`timer`]: a one-shot timerfd that wakes an event loop at a given microsecond;
 //! - [`uring`]: aligned buffers, `O_DIRECT` files and batched io_uring reads and writes;
 //! - [`iobatch`]: mixed batches of direct reads and writes on any number of files.
 //!
@@ -37,6 +38,8 @@ mod pages;
 #[warn(missing_docs, clippy::undocumented_unsafe_blocks)]
 pub mod signal;
 pub mod stream;
+#[warn(missing_docs, clippy::undocumented_unsafe_blocks)]
+pub mod timer;
 #[warn(missing_docs, clippy::undocumented_unsafe_blocks)]
 pub mod uring;
 

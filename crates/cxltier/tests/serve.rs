@@ -55,18 +55,41 @@ fn is_root() -> bool {
 struct Peer(Child);
 
 impl Peer {
-    fn spawn(port: u16, cmd: &mut Command) -> Peer {
-        let peer = Peer(cmd.spawn().unwrap());
-        let t = Instant::now();
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+    /// Start `command(port)` on a free port, and again on another one if the child exits before
+    /// it has listened and lived on for a moment: a port free when picked may be taken by a test
+    /// running in parallel before the peer binds it (the peer then exits, and whatever answers
+    /// on the port is not it). Returns the peer and its port.
+    fn start(command: impl Fn(u16) -> Command) -> (Peer, u16) {
+        for _ in 0..5 {
+            let port = free_port();
+            let mut cmd = command(port);
+            let mut peer = Peer(cmd.spawn().unwrap());
+            let t = Instant::now();
+            let mut listening = false;
+            while t.elapsed() < Duration::from_secs(20) {
+                if peer.0.try_wait().unwrap().is_some() {
+                    break;
+                }
+                if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                    listening = true;
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            if listening {
+                // A peer that lost the port exits at once: it must still be running.
+                std::thread::sleep(Duration::from_millis(200));
+                if peer.0.try_wait().unwrap().is_none() {
+                    return (peer, port);
+                }
+            }
             assert!(
-                t.elapsed() < Duration::from_secs(20),
-                "{:?} did not listen on port {port}",
+                peer.0.try_wait().unwrap().is_some() || listening,
+                "{:?} did not listen on port {port} within 20 s",
                 cmd.get_program()
             );
-            std::thread::sleep(Duration::from_millis(20));
         }
-        peer
+        panic!("could not start a peer on any of 5 free ports");
     }
 }
 
@@ -83,33 +106,79 @@ struct Server {
 }
 
 impl Server {
+    /// Start a server on a free port. The port is free when picked, but another test running in
+    /// parallel (or a client's ephemeral port) may take it before the server binds: then the
+    /// server exits, or the test would find another test's server there. So the server is
+    /// accepted only once the process answering on the port is this child (`INFO server`'s
+    /// `process_id`), and otherwise started again on another port.
     fn start(args: &[&str]) -> Server {
-        let port = free_port();
-        let addr = format!("127.0.0.1:{port}");
-        // A quarantine file the host may have (from `cxltier ras --quarantine`) must not reach
-        // these tests: each server follows one that does not exist, unless a test names its own.
-        let own_quarantine = args.contains(&"--quarantine-file");
-        let none = std::env::temp_dir().join(format!("cxltier-serve-no-quarantine-{port}.jsonl"));
-        let child = Command::new(BIN)
-            .arg("serve")
-            .args(["--bind", &addr])
-            .args(if own_quarantine {
-                vec![]
-            } else {
-                vec!["--quarantine-file".to_string(), none.display().to_string()]
-            })
-            .args(args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let s = Server { child, addr };
-        s.wait_ready();
-        s
+        let mut exits = Vec::new();
+        for _ in 0..5 {
+            let port = free_port();
+            let addr = format!("127.0.0.1:{port}");
+            // A quarantine file the host may have (from `cxltier ras --quarantine`) must not
+            // reach these tests: each server follows one that does not exist, unless a test
+            // names its own.
+            let own_quarantine = args.contains(&"--quarantine-file");
+            let none =
+                std::env::temp_dir().join(format!("cxltier-serve-no-quarantine-{port}.jsonl"));
+            let child = Command::new(BIN)
+                .arg("serve")
+                .args(["--bind", &addr])
+                .args(if own_quarantine {
+                    vec![]
+                } else {
+                    vec!["--quarantine-file".to_string(), none.display().to_string()]
+                })
+                .args(args)
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            let mut s = Server { child, addr };
+            let password = args
+                .iter()
+                .position(|a| *a == "--requirepass")
+                .map(|i| args[i + 1]);
+            match s.wait_ready(password) {
+                Ok(()) => return s,
+                Err(why) => exits.push(why),
+            }
+        }
+        panic!("no server came up on five free ports: {}", exits.join("; "));
     }
-    fn wait_ready(&self) {
+
+    /// Wait until this child answers on its port; `Err` when it exited first or another
+    /// process answers there.
+    fn wait_ready(&mut self, password: Option<&str>) -> Result<(), String> {
         let t = Instant::now();
-        while TcpStream::connect(&self.addr).is_err() {
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                let mut err = String::new();
+                if let Some(mut e) = self.child.stderr.take() {
+                    let _ = std::io::Read::read_to_string(&mut e, &mut err);
+                }
+                return Err(format!(
+                    "the server on {} exited ({status}): {err}",
+                    self.addr
+                ));
+            }
+            if TcpStream::connect(&self.addr).is_ok() {
+                let mut c = self.client();
+                if let Some(pw) = password {
+                    c.call(&[b"AUTH", pw.as_bytes()]).unwrap();
+                }
+                let Reply::Bulk(Some(info)) = c.call(&[b"INFO", b"server"]).unwrap() else {
+                    return Err(format!("{} did not answer INFO server", self.addr));
+                };
+                let pid = format!("process_id:{}\r\n", self.child.id());
+                if String::from_utf8_lossy(&info).contains(&pid) {
+                    return Ok(());
+                }
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                return Err(format!("another process answered on {}", self.addr));
+            }
             assert!(
                 t.elapsed() < Duration::from_secs(20),
                 "server on {} did not come up",
@@ -312,6 +381,87 @@ fn a_cold_hash_update_reads_the_record_once() {
     );
 }
 
+/// A number from `INFO section`.
+fn info_stat(c: &mut SimpleClient, section: &str, name: &str) -> u64 {
+    let Reply::Bulk(Some(info)) = call(c, &["INFO", section]) else {
+        panic!("INFO {section}")
+    };
+    let info = String::from_utf8(info).unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+        .unwrap_or_else(|| panic!("{name} in INFO {section}:\n{info}"))
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// Reads from NVMe are timed in `INFO tiers`, and `CONFIG RESETSTAT` starts the activity
+/// counters again from zero without touching the data.
+#[test]
+fn nvme_reads_are_timed_and_resetstat_zeroes_the_counters() {
+    let ssd = temp("nvme");
+    let s = Server::start(&["--dram", "8M", "--ssd", &format!("{}:64M", ssd.display())]);
+    let mut c = s.client();
+    let value = "v".repeat(1000);
+    let n = 12_000;
+    for i in 0..n {
+        call(&mut c, &["SET", &format!("k{i}"), &value]);
+    }
+    assert_eq!(
+        info_stat(&mut c, "tiers", "tier_nvme_read_latency_reads"),
+        0
+    );
+    // The first keys written were demoted long ago: these reads go to the device.
+    for i in 0..200 {
+        assert_eq!(call(&mut c, &["GET", &format!("k{i}")]), bulk(&value));
+    }
+    let timed = info_stat(&mut c, "tiers", "tier_nvme_read_latency_reads");
+    let hits = info_stat(&mut c, "tiers", "tier_nvme_hits");
+    assert!(
+        hits >= 100,
+        "only {hits} of 200 reads of cold keys came from NVMe"
+    );
+    assert!(timed >= hits, "{timed} reads timed for {hits} NVMe hits");
+    let p50 = info_stat(&mut c, "tiers", "tier_nvme_read_latency_p50_us");
+    let p99 = info_stat(&mut c, "tiers", "tier_nvme_read_latency_p99_us");
+    let p999 = info_stat(&mut c, "tiers", "tier_nvme_read_latency_p999_us");
+    let max = info_stat(&mut c, "tiers", "tier_nvme_read_latency_max_us");
+    assert!(
+        0 < p50 && p50 <= p99 && p99 <= p999 && p999 <= max,
+        "percentiles out of order: p50 {p50} p99 {p99} p99.9 {p999} max {max}"
+    );
+
+    assert_eq!(call(&mut c, &["CONFIG", "RESETSTAT"]), ok());
+    for (section, field) in [
+        ("tiers", "tier_nvme_hits"),
+        ("tiers", "tier_nvme_reads"),
+        ("tiers", "tier_nvme_read_latency_reads"),
+        ("tiers", "tier_nvme_read_latency_p99_us"),
+        ("tiers", "tier_dram_hits"),
+        ("tiers", "evictions_to_nvme"),
+        ("stats", "keyspace_hits"),
+    ] {
+        assert_eq!(
+            info_stat(&mut c, section, field),
+            0,
+            "{field} after RESETSTAT"
+        );
+    }
+    assert_eq!(
+        info_stat(&mut c, "tiers", "keys"),
+        n,
+        "RESETSTAT touched the data"
+    );
+    assert_eq!(call(&mut c, &["GET", "k1"]), bulk(&value));
+    assert_eq!(call(&mut c, &["GET", &format!("k{}", n - 1)]), bulk(&value));
+    let out = s.stop();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 #[test]
 fn auth_is_required_when_configured() {
     let s = Server::start(&["--requirepass", "sekret"]);
@@ -368,6 +518,15 @@ fn bad_options_are_explained() {
     let out = run(&["--dram-node", "99", "--bind", "127.0.0.1:0"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no NUMA node 99"));
+    for depth in ["0", "257"] {
+        let out = run(&["--nvme-queue-depth", depth, "--bind", "127.0.0.1:0"]);
+        assert_eq!(out.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("--nvme-queue-depth") && err.contains("between 1 and 256"),
+            "{err}"
+        );
+    }
     let out = run(&["--ssd", "/nonexistent-dir/x.log:1G"]);
     assert_ne!(out.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent-dir/x.log"));
@@ -402,6 +561,7 @@ fn load_config(addr: &str, records: u64, hook: Option<cxltier_ycsb::AckHook>) ->
         seed: 5,
         on_ack: hook,
         progress: false,
+        send_interval: std::time::Duration::from_micros(50),
     }
 }
 
@@ -563,43 +723,41 @@ fn ycsb_runs_every_workload_against_the_store_redis_and_memcached() {
     need("memcached");
     let ssd = temp("nvme");
     let s = Server::start(&["--dram", "16M", "--ssd", &format!("{}:256M", ssd.display())]);
-    let redis_port = free_port();
-    let redis = Peer::spawn(
-        redis_port,
-        Command::new("redis-server")
-            .args([
-                "--port",
-                &redis_port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ])
-            .stdout(Stdio::null()),
-    );
-    let mc_port = free_port();
-    let mc = Peer::spawn(
-        mc_port,
-        Command::new("memcached")
-            .args([
-                "-l",
-                "127.0.0.1",
-                "-p",
-                &mc_port.to_string(),
-                "-m",
-                "64",
-                "-U",
-                "0",
-            ])
-            // memcached refuses to run as root unless told which user to run as.
-            .args(if is_root() {
-                &["-u", "root"][..]
-            } else {
-                &[][..]
-            }),
-    );
+    let (redis, redis_port) = Peer::start(|port| {
+        let mut c = Command::new("redis-server");
+        c.args([
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+        c
+    });
+    let (mc, mc_port) = Peer::start(|port| {
+        let mut c = Command::new("memcached");
+        c.args([
+            "-l",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+            "-m",
+            "64",
+            "-U",
+            "0",
+        ]);
+        // memcached refuses to run as root unless told which user to run as.
+        if is_root() {
+            c.args(["-u", "root"]);
+        }
+        c.stderr(Stdio::null());
+        c
+    });
     let redis_addr = format!("127.0.0.1:{redis_port}");
     let mc_addr = format!("127.0.0.1:{mc_port}");
     // 20k records of 1 KB: more than the store's 16 MB of DRAM, so NVMe serves part of it.
@@ -704,8 +862,17 @@ fn ycsb_bad_input_is_explained() {
 #[test]
 fn data_integrity_checks_every_byte_read_back_through_the_tiers() {
     let ssd = temp("nvme");
-    // 8 MB of DRAM for 20k records of 1 KB: most reads come back from NVMe.
-    let s = Server::start(&["--dram", "8M", "--ssd", &format!("{}:256M", ssd.display())]);
+    // 8 MB of DRAM for 20k records of 1 KB: most reads come back from NVMe. Two reads at the
+    // device at once, against the driver's 128 requests in flight: most reads wait in the server
+    // for their turn, and must still bring back the right bytes, each to its own command.
+    let s = Server::start(&[
+        "--dram",
+        "8M",
+        "--ssd",
+        &format!("{}:256M", ssd.display()),
+        "--nvme-queue-depth",
+        "2",
+    ]);
     let common = ["--records", "20000", "--addr", &s.addr, "--data-integrity"];
     let load = ycsb(&[&["load"][..], &common].concat());
     assert_eq!(load["errors"], 0, "{load}");

@@ -24,7 +24,9 @@
 //!   served from it.
 
 use hashbrown::HashMap;
+use hdrhistogram::Histogram;
 use std::path::{Path, PathBuf};
+use std::time::Instant;
 
 use cxltier_sys::uring::{AlignedBuf, DirectFile, ReadDone, ReadQueue, Uring, ALIGN};
 
@@ -146,6 +148,22 @@ pub struct LogStats {
     pub capacity: u64,
 }
 
+/// Latency of the log's device reads, in microseconds (see [`Log::read_latency`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct ReadLatency {
+    /// Reads timed.
+    pub reads: u64,
+    pub p50_us: u64,
+    pub p99_us: u64,
+    pub p999_us: u64,
+    pub max_us: u64,
+}
+
+fn new_latency_histogram() -> Histogram<u64> {
+    // 1 µs to an hour, three significant digits: a few tens of KiB.
+    Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("valid histogram bounds")
+}
+
 /// What one call of [`Log::clean`] did.
 #[derive(Debug, Clone, Default)]
 pub struct CleanReport {
@@ -194,8 +212,11 @@ pub struct Log {
     /// (waiting for its reads) before the file.
     reads: ReadQueue,
     /// What each ticket in flight reads: the location, the bytes to skip in the aligned buffer,
-    /// and the segment's sequence number when the read began.
-    read_meta: HashMap<u32, (NvLoc, usize, u64)>,
+    /// the segment's sequence number when the read began, and when it began.
+    read_meta: HashMap<u32, (NvLoc, usize, u64, Instant)>,
+    /// Microseconds from a read's start to its collection (the device's time plus the caller's
+    /// delay in collecting it: what a request waiting for the read sees).
+    read_latency: Histogram<u64>,
     /// Finished reads between the ring and [`Log::reap_reads`], kept to save an allocation per
     /// call.
     reaped: Vec<ReadDone>,
@@ -414,6 +435,7 @@ impl Log {
         let mut log = Log {
             reads,
             read_meta: HashMap::new(),
+            read_latency: new_latency_histogram(),
             reaped: Vec::new(),
             file,
             ring,
@@ -597,8 +619,31 @@ impl Log {
         if self.flushed >= self.used {
             return Ok(());
         }
-        let start = self.flushed / ALIGN * ALIGN;
         let end = self.used.next_multiple_of(ALIGN);
+        self.write_blocks(end)?;
+        self.flushed = self.used;
+        Ok(())
+    }
+
+    /// Write the open segment's whole blocks that wait, once at least `threshold` bytes of them
+    /// do, leaving the partial last block for later. Called after every batch, so that a segment
+    /// goes to the device in small writes, each a short wait, rather than in one write of the
+    /// whole segment when it fills: the event loop waits for that write, and every request in
+    /// flight with it (at 5x its memory on YCSB-B, 2 MiB segment writes put the p99 at 38 ms).
+    pub fn write_ahead(&mut self, threshold: usize) -> Result<()> {
+        let end = self.used / ALIGN * ALIGN;
+        if end <= self.flushed || end - self.flushed < threshold.max(1) {
+            return Ok(());
+        }
+        self.write_blocks(end)?;
+        self.flushed = end;
+        Ok(())
+    }
+
+    /// Write the open segment's buffer from the block holding the first unflushed byte up to
+    /// `end` (a multiple of [`ALIGN`]).
+    fn write_blocks(&mut self, end: usize) -> Result<()> {
+        let start = self.flushed / ALIGN * ALIGN;
         let offset = self.open as u64 * self.segment_size as u64 + start as u64;
         let n = self
             .ring
@@ -616,7 +661,6 @@ impl Log {
         }
         self.stats.writes += 1;
         self.stats.write_bytes += (end - start) as u64;
-        self.flushed = self.used;
         Ok(())
     }
 
@@ -872,7 +916,8 @@ impl Log {
             .push(&self.file, aligned, skip + loc.len as usize)
         {
             Some(ticket) => {
-                self.read_meta.insert(ticket, (loc, skip, seq));
+                self.read_meta
+                    .insert(ticket, (loc, skip, seq, Instant::now()));
                 self.stats.reads += 1;
                 ReadStart::Queued(ticket)
             }
@@ -948,9 +993,10 @@ impl Log {
     }
 
     fn finish_read(&mut self, d: ReadDone, out: &mut Vec<ReadFinished>) {
-        let Some((loc, skip, seq)) = self.read_meta.remove(&d.ticket) else {
+        let Some((loc, skip, seq, began)) = self.read_meta.remove(&d.ticket) else {
             return;
         };
+        self.record_latency(began);
         // The segment was freed (and maybe reused) while the read was in flight.
         if self.check_loc(loc).ok() != Some(seq) {
             out.push(ReadFinished {
@@ -1005,8 +1051,12 @@ impl Log {
                 .zip(bufs.iter_mut())
                 .map(|(p, b)| (p.1, b))
                 .collect();
+            let began = Instant::now();
             let results = self.ring.read_batch(&self.file, &mut reqs);
             self.stats.reads += pending.len() as u64;
+            for _ in &pending {
+                self.record_latency(began);
+            }
             for ((&(i, _, skip, seq), res), buf) in pending.iter().zip(results).zip(&bufs) {
                 out[i] = Some(self.record_read(res, buf, skip, seq, locs[i]));
             }
@@ -1140,6 +1190,38 @@ impl Log {
             self.stats.segments_cleaned += 1;
         }
         Ok(report)
+    }
+
+    fn record_latency(&mut self, began: Instant) {
+        let us = began.elapsed().as_micros().clamp(1, u64::MAX as u128) as u64;
+        // Beyond the histogram's range (an hour): counted at its top.
+        self.read_latency.saturating_record(us);
+    }
+
+    /// Percentiles of the reads' latency (from each read's start to its collection) since the
+    /// log was opened or [`Log::reset_stats`]; `None` before any read.
+    pub fn read_latency(&self) -> Option<ReadLatency> {
+        let h = &self.read_latency;
+        (!h.is_empty()).then(|| ReadLatency {
+            reads: h.len(),
+            p50_us: h.value_at_quantile(0.5),
+            p99_us: h.value_at_quantile(0.99),
+            p999_us: h.value_at_quantile(0.999),
+            max_us: h.max(),
+        })
+    }
+
+    /// Zero the counters of [`Log::stats`] (reads, writes, bytes, segments cleaned; not the
+    /// space figures) and the read latencies.
+    pub fn reset_stats(&mut self) {
+        let s = &mut self.stats;
+        s.reads = 0;
+        s.read_bytes = 0;
+        s.writes = 0;
+        s.write_bytes = 0;
+        s.appended_bytes = 0;
+        s.segments_cleaned = 0;
+        self.read_latency.reset();
     }
 
     pub fn stats(&self) -> LogStats {

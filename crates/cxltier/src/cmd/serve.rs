@@ -67,6 +67,10 @@ pub struct Args {
     /// Largest value accepted
     #[arg(long, default_value = "1M", value_name = "SIZE")]
     max_object: String,
+    /// Most object reads at the NVMe device at once (1-256); more wait in the server and begin as
+    /// earlier ones finish. Raise it for a drive that reads faster with deeper queues
+    #[arg(long, default_value_t = cxltier_store::DEFAULT_NVME_QUEUE_DEPTH, value_name = "N")]
+    nvme_queue_depth: u32,
     /// Most connections at once
     #[arg(long, default_value_t = 10_000, value_name = "N")]
     max_clients: usize,
@@ -115,7 +119,8 @@ pub fn run(args: Args) -> CliResult {
         .dram(dram)
         .cxl(cxl)
         .durability(durability)
-        .max_object(max_object);
+        .max_object(max_object)
+        .nvme_queue_depth(args.nvme_queue_depth);
     if let Some(s) = ssd.clone() {
         builder = builder.ssd(s);
     }
@@ -147,11 +152,12 @@ pub fn run(args: Args) -> CliResult {
             ),
             (name, Some(n)) => format!("{name} {} on node{n}", format_bytes(t.capacity_bytes)),
             (name, None) => format!(
-                "{name} {} at {}",
+                "{name} {} at {} (up to {} reads at once)",
                 format_bytes(t.capacity_bytes),
                 ssd.as_ref()
                     .map(|s| s.path.display().to_string())
-                    .unwrap_or_default()
+                    .unwrap_or_default(),
+                args.nvme_queue_depth
             ),
         })
         .collect();

@@ -73,6 +73,10 @@ pub struct Args {
     /// Target operations per second (open loop); default: as fast as possible
     #[arg(long, value_name = "OPS")]
     target: Option<f64>,
+    /// Open loop: wake at most every this many microseconds to send what has come due (those
+    /// operations go out together, late by up to this much, and their latency includes it)
+    #[arg(long, value_name = "US", default_value_t = 50)]
+    send_interval_us: u64,
     /// Fields per record
     #[arg(long, default_value_t = 10)]
     field_count: usize,
@@ -199,6 +203,7 @@ pub fn run(args: Args) -> CliResult {
         seed: args.seed.unwrap_or_else(fresh_seed),
         on_ack: None,
         progress: !args.json && std::io::stderr().is_terminal(),
+        send_interval: Duration::from_micros(args.send_interval_us),
     };
     let report = cxltier_ycsb::run(&cfg, shared).map_err(|e| ycsb_error(e, &addr))?;
     if args.json {
