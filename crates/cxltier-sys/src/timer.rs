@@ -75,8 +75,16 @@ impl Timer {
     /// whether the timer had expired. Call it when the event loop reports the descriptor readable.
     pub fn take_expiry(&mut self) -> bool {
         let mut count = [0u8; 8];
-        // WouldBlock: not expired yet (the event was stale).
-        let expired = matches!((&self.fd).read(&mut count), Ok(8));
+        // WouldBlock: not expired yet (the event was stale). A read interrupted by a signal is
+        // tried again: the event loop registers the descriptor edge-triggered, so an expiry left
+        // unread would never be reported again and a one-shot timer would be lost.
+        let expired = loop {
+            match (&self.fd).read(&mut count) {
+                Ok(n) => break n == 8,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(_) => break false,
+            }
+        };
         if expired {
             self.armed = false;
         }
