@@ -330,10 +330,12 @@ mod tests {
                 mix,
                 Duration::from_millis(10),
                 3,
-                Duration::from_millis(20),
+                Duration::from_millis(50),
             )
             .unwrap();
-            assert!(b.requested_gbps > 0.0, "{m}: {b:?}");
+            // On a loaded machine a generator thread can go a whole window without finishing a
+            // unit, so the median window may read zero: the kernels ran if any window saw work.
+            assert!(b.best_requested_gbps > 0.0, "{m}: {b:?}");
             assert_eq!(b.windows_requested_gbps.len(), 3);
             let ratio = b.traffic_gbps / b.requested_gbps;
             assert!((ratio - b.traffic_per_requested_byte).abs() < 1e-9);

@@ -71,6 +71,9 @@ pub struct Store {
     finished_reads: Vec<crate::log::ReadFinished>,
     /// Values read from NVMe that no tier admitted, and when: kept staged for [`RESTAGED_FOR`].
     restaged: std::collections::VecDeque<(Instant, Box<[u8]>)>,
+    /// How long those stay: [`RESTAGED_FOR`]; tests set it to make the window independent of
+    /// the machine's load.
+    restage_window: Duration,
     /// Where the last scan ended, for the sequential-scan prefetch hook.
     last_scan_end: Option<Vec<u8>>,
     expiry_cursor: Vec<u8>,
@@ -251,6 +254,7 @@ impl Store {
             reading_keys: HashSet::new(),
             finished_reads: Vec::new(),
             restaged: std::collections::VecDeque::new(),
+            restage_window: RESTAGED_FOR,
             last_scan_end: None,
             expiry_cursor: Vec::new(),
             recovered_keys: 0,
@@ -925,20 +929,37 @@ impl Store {
         reaped.map(|()| staged)
     }
 
+    /// Set how long a value read from NVMe that no tier admitted stays staged (default
+    /// [`RESTAGED_FOR`]): a test that checks the window cannot depend on how fast the machine runs.
+    #[cfg(feature = "test-util")]
+    pub fn set_restage_window(&mut self, window: Duration) {
+        self.restage_window = window;
+    }
+
     /// The end of a server batch: values read that no tier admitted are dropped once they are
     /// [`RESTAGED_FOR`] old, and staged values are bounded (a value whose command never ran, its
     /// client gone, would stay).
     pub fn end_batch(&mut self) {
         let now = Instant::now();
         while let Some((at, _)) = self.restaged.front() {
-            if now.duration_since(*at) < RESTAGED_FOR {
+            if now.duration_since(*at) < self.restage_window {
                 break;
             }
             let (_, k) = self.restaged.pop_front().expect("front exists");
             self.staged.remove(&k);
         }
-        if self.staged.len() > 4 * ASYNC_READS as usize {
+        // Over the bound, the oldest values kept out of memory go first, so the ones read last
+        // (those a read-modify-write is about to write) stay; only then everything staged.
+        let bound = 4 * ASYNC_READS as usize;
+        while self.staged.len() > bound {
+            let Some((_, k)) = self.restaged.pop_front() else {
+                break;
+            };
+            self.staged.remove(&k);
+        }
+        if self.staged.len() > bound {
             self.staged.clear();
+            self.restaged.clear();
         }
     }
 
