@@ -591,7 +591,7 @@ fn run(
                     let mut matched = Vec::new();
                     for pat in &args[2..] {
                         for (k, v) in &settings {
-                            if glob(&pat.to_ascii_lowercase(), k.as_bytes())
+                            if crate::glob::matches(pat, k.as_bytes(), true)
                                 && !matched.iter().any(|(m, _)| m == k)
                             {
                                 matched.push((k.clone(), v.clone()));
@@ -838,17 +838,6 @@ fn config_settings(info: &ServerInfo, store: &Store) -> Vec<(String, String)> {
         ("port".into(), info.port.to_string()),
         ("proto-max-bulk-len".into(), info.max_object.to_string()),
     ]
-}
-
-/// Redis-style glob (`*`, `?`), enough for CONFIG GET patterns.
-fn glob(pat: &[u8], s: &[u8]) -> bool {
-    match (pat.first(), s.first()) {
-        (None, None) => true,
-        (Some(b'*'), _) => glob(&pat[1..], s) || (!s.is_empty() && glob(pat, &s[1..])),
-        (Some(b'?'), Some(_)) => glob(&pat[1..], &s[1..]),
-        (Some(a), Some(b)) if a == b => glob(&pat[1..], &s[1..]),
-        _ => false,
-    }
 }
 
 fn info_text(store: &Store, info: &ServerInfo, section: Option<&str>) -> String {
