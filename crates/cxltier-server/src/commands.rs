@@ -52,6 +52,19 @@ fn now_ms() -> u64 {
         .unwrap_or(0)
 }
 
+/// When an expiry given as `t` falls, in ms since the epoch, by Redis 7's rule: `t` in ms (times
+/// 1000 for seconds) must fit an i64, and so must `now + ms` for a relative time; `None` is
+/// "invalid expire time". Saturating instead turned `EXPIRE k 9223372036854775` into a time in
+/// the past (the key was deleted) and `SET k v EX 99999999999999999` into a negative TTL.
+fn expire_at_ms(t: i64, seconds: bool, relative: bool) -> Option<i64> {
+    let ms = if seconds { t.checked_mul(1000)? } else { t };
+    if relative {
+        i64::try_from(now_ms()).ok()?.checked_add(ms)
+    } else {
+        Some(ms)
+    }
+}
+
 fn parse_i64(b: &[u8]) -> Option<i64> {
     std::str::from_utf8(b).ok()?.parse().ok()
 }
@@ -195,7 +208,14 @@ fn run(
         }
         "SETEX" | "PSETEX" => {
             need!(n == 4);
-            let Some(t) = parse_i64(args[2]).filter(|&t| t > 0) else {
+            let Some(t) = parse_i64(args[2]) else {
+                reply::error(out, NOT_INT);
+                return Ok(Effect::Read);
+            };
+            let at = (t > 0)
+                .then(|| expire_at_ms(t, cmd == "SETEX", true))
+                .flatten();
+            let Some(at) = at else {
                 reply::error(
                     out,
                     &format!(
@@ -205,17 +225,7 @@ fn run(
                 );
                 return Ok(Effect::Read);
             };
-            let ms = if cmd == "SETEX" {
-                t.saturating_mul(1000)
-            } else {
-                t
-            };
-            store.put(
-                args[1],
-                Kind::String,
-                args[3],
-                Some(now_ms().saturating_add(ms as u64)),
-            )?;
+            store.put(args[1], Kind::String, args[3], Some(at as u64))?;
             reply::ok(out);
             return Ok(Effect::Wrote);
         }
@@ -476,11 +486,17 @@ fn run(
                 reply::error(out, NOT_INT);
                 return Ok(Effect::Read);
             };
-            let at = match cmd {
-                "EXPIRE" => now_ms() as i64 + t.saturating_mul(1000),
-                "PEXPIRE" => now_ms() as i64 + t,
-                "EXPIREAT" => t.saturating_mul(1000),
-                _ => t,
+            let seconds = matches!(cmd, "EXPIRE" | "EXPIREAT");
+            let relative = matches!(cmd, "EXPIRE" | "PEXPIRE");
+            let Some(at) = expire_at_ms(t, seconds, relative) else {
+                reply::error(
+                    out,
+                    &format!(
+                        "ERR invalid expire time in '{}' command",
+                        cmd.to_lowercase()
+                    ),
+                );
+                return Ok(Effect::Read);
             };
             if at <= now_ms() as i64 {
                 let existed = store.delete(args[1])?;
@@ -711,17 +727,17 @@ fn set(store: &mut Store, args: &[&[u8]], out: &mut Vec<u8>) -> Result<Effect, S
                     reply::error(out, NOT_INT);
                     return Ok(Effect::Read);
                 };
-                if t <= 0 {
+                let at = (t > 0)
+                    .then(|| {
+                        let o = opt.as_slice();
+                        expire_at_ms(t, o == b"EX" || o == b"EXAT", o == b"EX" || o == b"PX")
+                    })
+                    .flatten();
+                let Some(at) = at else {
                     reply::error(out, "ERR invalid expire time in 'set' command");
                     return Ok(Effect::Read);
-                }
-                let t = t as u64;
-                expires = Some(match opt.as_slice() {
-                    b"EX" => now_ms().saturating_add(t.saturating_mul(1000)),
-                    b"PX" => now_ms().saturating_add(t),
-                    b"EXAT" => t.saturating_mul(1000),
-                    _ => t,
-                });
+                };
+                expires = Some(at as u64);
                 i += 1;
             }
             _ => {
@@ -971,4 +987,99 @@ fn info_text(store: &Store, info: &ServerInfo, section: Option<&str>) -> String 
         );
     }
     t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cxltier_store::StoreBuilder;
+
+    struct Db {
+        store: Store,
+        info: ServerInfo,
+        session: Session,
+    }
+
+    impl Db {
+        fn new() -> Db {
+            Db {
+                store: StoreBuilder::new()
+                    .dram(64 << 20)
+                    .max_object(16 << 20)
+                    .durability(cxltier_store::Durability::None)
+                    .build()
+                    .unwrap(),
+                info: ServerInfo::default(),
+                session: Session {
+                    authed: true,
+                    ..Session::default()
+                },
+            }
+        }
+        /// Run a command given as its words; the reply's bytes.
+        fn run(&mut self, args: &[&[u8]]) -> Vec<u8> {
+            let mut out = Vec::new();
+            execute(
+                &mut self.store,
+                &mut self.info,
+                &mut self.session,
+                args,
+                &mut out,
+            );
+            out
+        }
+        fn cmd(&mut self, line: &str) -> String {
+            let words: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();
+            String::from_utf8(self.run(&words)).unwrap()
+        }
+    }
+
+    #[test]
+    fn expire_times_out_of_range_are_refused_as_redis_does() {
+        let mut db = Db::new();
+        assert_eq!(db.cmd("SET k v"), "+OK\r\n");
+        // now + t*1000 overflows: refused, and the key is kept (it used to be deleted).
+        for (line, name) in [
+            ("EXPIRE k 9223372036854775", "expire"),
+            ("EXPIRE k 9223372036854776", "expire"),
+            ("EXPIREAT k 9223372036854776", "expireat"),
+            ("PEXPIRE k 9223372036854775807", "pexpire"),
+        ] {
+            assert_eq!(
+                db.cmd(line),
+                format!("-ERR invalid expire time in '{name}' command\r\n"),
+                "{line}"
+            );
+        }
+        assert_eq!(db.cmd("TTL k"), ":-1\r\n");
+        assert_eq!(db.cmd("GET k"), "$1\r\nv\r\n");
+        // The largest absolute time is accepted, and far in the future.
+        assert_eq!(db.cmd("PEXPIREAT k 9223372036854775807"), ":1\r\n");
+        assert_eq!(db.cmd("EXPIREAT k 9223372036854775"), ":1\r\n");
+        assert!(db.cmd("TTL k").starts_with(":92233"));
+        for (line, name) in [
+            ("SET k v EX 99999999999999999", "set"),
+            ("SET k v PX 9223372036854775807", "set"),
+            ("SET k v EXAT 9223372036854776", "set"),
+            ("SET k v EX 0", "set"),
+            ("SET k v PX -1", "set"),
+            ("SETEX k 99999999999999999 v", "setex"),
+            ("SETEX k 0 v", "setex"),
+            ("PSETEX k 9223372036854775807 v", "psetex"),
+        ] {
+            assert_eq!(
+                db.cmd(line),
+                format!("-ERR invalid expire time in '{name}' command\r\n"),
+                "{line}"
+            );
+        }
+        assert_eq!(db.cmd("SET k v EX 100"), "+OK\r\n");
+        let ttl = db.cmd("TTL k");
+        assert!(ttl == ":100\r\n" || ttl == ":99\r\n", "{ttl}");
+        assert_eq!(db.cmd("SET k v EXAT 9223372036854775"), "+OK\r\n");
+        assert!(db.cmd("TTL k").starts_with(":92233"));
+        // A time in the past still deletes, as in Redis.
+        assert_eq!(db.cmd("EXPIRE k -9223372036854775"), ":1\r\n");
+        assert_eq!(db.cmd("EXISTS k"), ":0\r\n");
+    }
 }
