@@ -30,6 +30,19 @@ pub struct ServerInfo {
     pub total_connections: u64,
     pub total_commands: u64,
     pub max_object: usize,
+    /// The connection limits in force (CONFIG GET maxclients, proto-max-bulk-len,
+    /// client-query-buffer-limit, client-output-buffer-limit as hard, soft, seconds).
+    pub max_clients: usize,
+    pub proto_max_bulk_len: usize,
+    pub client_query_buffer_limit: usize,
+    pub client_output_buffer_limit: (usize, usize, u64),
+    /// The most memory one connection's input and output buffers have held (INFO clients).
+    pub client_peak_input_buffer: usize,
+    pub client_peak_output_buffer: usize,
+    /// Connections refused at --max-clients, and closed over their buffer limits (INFO stats).
+    pub rejected_connections: u64,
+    pub client_query_buffer_limit_disconnections: u64,
+    pub client_output_buffer_limit_disconnections: u64,
     /// The quarantine file followed and what poison did to the store (`INFO poison`).
     pub poison: crate::quarantine::PoisonInfo,
 }
@@ -671,6 +684,11 @@ fn run(
                     store.reset_stats();
                     info.total_commands = 0;
                     info.total_connections = 0;
+                    info.rejected_connections = 0;
+                    info.client_query_buffer_limit_disconnections = 0;
+                    info.client_output_buffer_limit_disconnections = 0;
+                    info.client_peak_input_buffer = 0;
+                    info.client_peak_output_buffer = 0;
                     reply::ok(out);
                 }
                 _ => reply::error(
@@ -893,7 +911,24 @@ fn config_settings(info: &ServerInfo, store: &Store) -> Vec<(String, String)> {
         ("databases".into(), "1".into()),
         ("bind".into(), info.bind.clone()),
         ("port".into(), info.port.to_string()),
-        ("proto-max-bulk-len".into(), info.max_object.to_string()),
+        (
+            "proto-max-bulk-len".into(),
+            info.proto_max_bulk_len.to_string(),
+        ),
+        ("maxclients".into(), info.max_clients.to_string()),
+        (
+            "client-query-buffer-limit".into(),
+            info.client_query_buffer_limit.to_string(),
+        ),
+        (
+            "client-output-buffer-limit".into(),
+            format!(
+                "normal {} {} {}",
+                info.client_output_buffer_limit.0,
+                info.client_output_buffer_limit.1,
+                info.client_output_buffer_limit.2
+            ),
+        ),
     ]
 }
 
@@ -920,8 +955,11 @@ fn info_text(store: &Store, info: &ServerInfo, section: Option<&str>) -> String 
     if want("clients") {
         let _ = write!(
             t,
-            "# Clients\r\nconnected_clients:{}\r\n\r\n",
-            info.connected_clients
+            "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\nclient_peak_input_buffer:{}\r\nclient_peak_output_buffer:{}\r\n\r\n",
+            info.connected_clients,
+            info.max_clients,
+            info.client_peak_input_buffer,
+            info.client_peak_output_buffer
         );
     }
     if want("memory") {
@@ -956,8 +994,13 @@ fn info_text(store: &Store, info: &ServerInfo, section: Option<&str>) -> String 
         let hits: u64 = st.tiers.iter().map(|t| t.hits).sum();
         let _ = write!(
             t,
-            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\nkeyspace_hits:{hits}\r\nkeyspace_misses:{}\r\n\r\n",
-            info.total_connections, info.total_commands, st.misses
+            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\nkeyspace_hits:{hits}\r\nkeyspace_misses:{}\r\nrejected_connections:{}\r\nclient_query_buffer_limit_disconnections:{}\r\nclient_output_buffer_limit_disconnections:{}\r\n\r\n",
+            info.total_connections,
+            info.total_commands,
+            st.misses,
+            info.rejected_connections,
+            info.client_query_buffer_limit_disconnections,
+            info.client_output_buffer_limit_disconnections
         );
     }
     if want("tiers") {

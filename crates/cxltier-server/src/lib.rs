@@ -7,13 +7,18 @@
 //! - [`hash`]: how a hash's fields are encoded in one stored value;
 //! - [`quarantine`]: follows the quarantine file of `cxltier ras --watch --quarantine` and hands
 //!   new poisoned ranges to the store (`INFO poison`);
+//! - [`ratelog`]: log lines of a repeating failure held back to one per interval, counted;
 //! - [`server`]: the single-threaded event loop with batching, NVMe prefetch and group commit.
 
 pub mod commands;
 pub mod glob;
 pub mod hash;
 pub mod quarantine;
+pub mod ratelog;
 pub mod resp;
 pub mod server;
 
-pub use server::{serve, ServerConfig, ServerError};
+pub use server::{
+    bind, parse_memory, serve, serve_on, OutputBufferLimit, ServerConfig, ServerError,
+    DEFAULT_QUERY_BUFFER_LIMIT,
+};
