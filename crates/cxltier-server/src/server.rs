@@ -212,8 +212,6 @@ pub fn bind(addr: SocketAddr) -> Result<std::net::TcpListener, ServerError> {
         SocketAddr::V4(a) => format!("{}:PORT", a.ip()),
         SocketAddr::V6(a) => format!("[{}]:PORT", a.ip()),
     };
-    // EAFNOSUPPORT on Linux: the kernel has no IPv6 (disabled at boot or built without it).
-    const EAFNOSUPPORT: i32 = 97;
     let listener = std::net::TcpListener::bind(addr).map_err(|source| ServerError::Bind {
         addr,
         hint: match source.kind() {
@@ -223,7 +221,8 @@ pub fn bind(addr: SocketAddr) -> Result<std::net::TcpListener, ServerError> {
             io::ErrorKind::PermissionDenied => " (ports below 1024 need root: pick a port above 1024)".into(),
             io::ErrorKind::AddrNotAvailable if addr.is_ipv6() => " (no interface has this IPv6 address, or IPv6 is disabled: use [::1] for the loopback, an address `ip -6 addr` lists, or 127.0.0.1)".into(),
             io::ErrorKind::AddrNotAvailable => " (no interface has this address: use 127.0.0.1 or an address of this host)".into(),
-            _ if source.raw_os_error() == Some(EAFNOSUPPORT) => " (this host has no IPv6: use an IPv4 address such as 127.0.0.1)".into(),
+            // The kernel has no IPv6 (disabled at boot or built without it).
+            _ if source.raw_os_error() == Some(libc::EAFNOSUPPORT) => " (this host has no IPv6: use an IPv4 address such as 127.0.0.1)".into(),
             _ => String::new(),
         },
         source,

@@ -113,6 +113,7 @@ fn server_error(e: ServerError) -> CliError {
             std::io::ErrorKind::PermissionDenied => Kind::Permission,
             // The address is not one of this host's: the --bind given is wrong.
             std::io::ErrorKind::AddrNotAvailable => Kind::BadInput,
+            _ if source.raw_os_error() == Some(libc::EAFNOSUPPORT) => Kind::Unsupported,
             // In use and the rest: the address is fine, the host's state is not.
             _ => Kind::Runtime,
         },
