@@ -1,6 +1,7 @@
 //! The commands: Redis semantics over the tiered store.
 
 use cxltier_store::{Kind, Store, StoreError};
+use hashbrown::HashMap;
 
 use crate::hash;
 use crate::resp::reply;
@@ -29,6 +30,19 @@ pub struct ServerInfo {
     pub total_connections: u64,
     pub total_commands: u64,
     pub max_object: usize,
+    /// The connection limits in force (CONFIG GET maxclients, proto-max-bulk-len,
+    /// client-query-buffer-limit, client-output-buffer-limit as hard, soft, seconds).
+    pub max_clients: usize,
+    pub proto_max_bulk_len: usize,
+    pub client_query_buffer_limit: usize,
+    pub client_output_buffer_limit: (usize, usize, u64),
+    /// The most memory one connection's input and output buffers have held (INFO clients).
+    pub client_peak_input_buffer: usize,
+    pub client_peak_output_buffer: usize,
+    /// Connections refused at --max-clients, and closed over their buffer limits (INFO stats).
+    pub rejected_connections: u64,
+    pub client_query_buffer_limit_disconnections: u64,
+    pub client_output_buffer_limit_disconnections: u64,
     /// The quarantine file followed and what poison did to the store (`INFO poison`).
     pub poison: crate::quarantine::PoisonInfo,
 }
@@ -44,12 +58,28 @@ pub struct Session {
 const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
 const NOT_INT: &str = "ERR value is not an integer or out of range";
 const SYNTAX: &str = "ERR syntax error";
+/// Up to this many fields in one HSET/HMGET/HDEL, each is looked for by a scan of the list (no
+/// allocation: the common case); beyond, through a hash index, so the work stays linear.
+const FEW_FIELDS: usize = 8;
 
 fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0)
+}
+
+/// When an expiry given as `t` falls, in ms since the epoch, by Redis 7's rule: `t` in ms (times
+/// 1000 for seconds) must fit an i64, and so must `now + ms` for a relative time; `None` is
+/// "invalid expire time". Saturating instead turned `EXPIRE k 9223372036854775` into a time in
+/// the past (the key was deleted) and `SET k v EX 99999999999999999` into a negative TTL.
+fn expire_at_ms(t: i64, seconds: bool, relative: bool) -> Option<i64> {
+    let ms = if seconds { t.checked_mul(1000)? } else { t };
+    if relative {
+        i64::try_from(now_ms()).ok()?.checked_add(ms)
+    } else {
+        Some(ms)
+    }
 }
 
 fn parse_i64(b: &[u8]) -> Option<i64> {
@@ -195,7 +225,14 @@ fn run(
         }
         "SETEX" | "PSETEX" => {
             need!(n == 4);
-            let Some(t) = parse_i64(args[2]).filter(|&t| t > 0) else {
+            let Some(t) = parse_i64(args[2]) else {
+                reply::error(out, NOT_INT);
+                return Ok(Effect::Read);
+            };
+            let at = (t > 0)
+                .then(|| expire_at_ms(t, cmd == "SETEX", true))
+                .flatten();
+            let Some(at) = at else {
                 reply::error(
                     out,
                     &format!(
@@ -205,17 +242,7 @@ fn run(
                 );
                 return Ok(Effect::Read);
             };
-            let ms = if cmd == "SETEX" {
-                t.saturating_mul(1000)
-            } else {
-                t
-            };
-            store.put(
-                args[1],
-                Kind::String,
-                args[3],
-                Some(now_ms().saturating_add(ms as u64)),
-            )?;
+            store.put(args[1], Kind::String, args[3], Some(at as u64))?;
             reply::ok(out);
             return Ok(Effect::Wrote);
         }
@@ -365,12 +392,31 @@ fn run(
                     }
                 };
                 let mut added = 0;
-                for fv in args[2..].chunks(2) {
-                    match fields.iter_mut().find(|(f, _)| *f == fv[0]) {
-                        Some(slot) => slot.1 = fv[1],
-                        None => {
-                            fields.push((fv[0], fv[1]));
-                            added += 1;
+                if n - 2 <= 2 * FEW_FIELDS {
+                    for fv in args[2..].chunks(2) {
+                        match fields.iter_mut().find(|(f, _)| *f == fv[0]) {
+                            Some(slot) => slot.1 = fv[1],
+                            None => {
+                                fields.push((fv[0], fv[1]));
+                                added += 1;
+                            }
+                        }
+                    }
+                } else {
+                    // Many fields: a search of the list for each was quadratic (150,000 fields
+                    // held the server 15 s). An index from field to its place instead.
+                    let mut at: HashMap<&[u8], usize> = HashMap::with_capacity(fields.len());
+                    for (i, (f, _)) in fields.iter().enumerate() {
+                        at.entry(f).or_insert(i);
+                    }
+                    for fv in args[2..].chunks(2) {
+                        match at.entry(fv[0]) {
+                            hashbrown::hash_map::Entry::Occupied(e) => fields[*e.get()].1 = fv[1],
+                            hashbrown::hash_map::Entry::Vacant(e) => {
+                                e.insert(fields.len());
+                                fields.push((fv[0], fv[1]));
+                                added += 1;
+                            }
                         }
                     }
                 }
@@ -405,7 +451,19 @@ fn run(
                     }
                 },
             };
-            let find = |f: &[u8]| fields.iter().find(|(k, _)| *k == f).map(|(_, v)| *v);
+            // HMGET of many fields: an index rather than a search of the list for each. The
+            // first of equal fields wins, as in `hash::value_span`.
+            let index: Option<HashMap<&[u8], &[u8]>> = (n - 2 > FEW_FIELDS).then(|| {
+                let mut m = HashMap::with_capacity(fields.len());
+                for &(f, v) in fields.iter().rev() {
+                    m.insert(f, v);
+                }
+                m
+            });
+            let find = |f: &[u8]| match &index {
+                Some(m) => m.get(f).copied(),
+                None => fields.iter().find(|(k, _)| *k == f).map(|(_, v)| *v),
+            };
             match cmd {
                 "HGET" => match find(args[2]) {
                     Some(v) => reply::bulk(out, v),
@@ -455,9 +513,15 @@ fn run(
                 }
             };
             let before = fields.len();
+            // Many fields to delete: a set, not a search of the arguments for each field.
+            let gone: Option<hashbrown::HashSet<&[u8]>> =
+                (n - 2 > FEW_FIELDS).then(|| args[2..].iter().copied().collect());
             let kept: Vec<_> = fields
                 .into_iter()
-                .filter(|(f, _)| !args[2..].contains(&f.as_slice()))
+                .filter(|(f, _)| match &gone {
+                    Some(set) => !set.contains(f.as_slice()),
+                    None => !args[2..].contains(&f.as_slice()),
+                })
                 .collect();
             let removed = before - kept.len();
             if kept.is_empty() {
@@ -476,11 +540,17 @@ fn run(
                 reply::error(out, NOT_INT);
                 return Ok(Effect::Read);
             };
-            let at = match cmd {
-                "EXPIRE" => now_ms() as i64 + t.saturating_mul(1000),
-                "PEXPIRE" => now_ms() as i64 + t,
-                "EXPIREAT" => t.saturating_mul(1000),
-                _ => t,
+            let seconds = matches!(cmd, "EXPIRE" | "EXPIREAT");
+            let relative = matches!(cmd, "EXPIRE" | "PEXPIRE");
+            let Some(at) = expire_at_ms(t, seconds, relative) else {
+                reply::error(
+                    out,
+                    &format!(
+                        "ERR invalid expire time in '{}' command",
+                        cmd.to_lowercase()
+                    ),
+                );
+                return Ok(Effect::Read);
             };
             if at <= now_ms() as i64 {
                 let existed = store.delete(args[1])?;
@@ -591,7 +661,7 @@ fn run(
                     let mut matched = Vec::new();
                     for pat in &args[2..] {
                         for (k, v) in &settings {
-                            if glob(&pat.to_ascii_lowercase(), k.as_bytes())
+                            if crate::glob::matches(pat, k.as_bytes(), true)
                                 && !matched.iter().any(|(m, _)| m == k)
                             {
                                 matched.push((k.clone(), v.clone()));
@@ -614,6 +684,11 @@ fn run(
                     store.reset_stats();
                     info.total_commands = 0;
                     info.total_connections = 0;
+                    info.rejected_connections = 0;
+                    info.client_query_buffer_limit_disconnections = 0;
+                    info.client_output_buffer_limit_disconnections = 0;
+                    info.client_peak_input_buffer = 0;
+                    info.client_peak_output_buffer = 0;
                     reply::ok(out);
                 }
                 _ => reply::error(
@@ -711,17 +786,17 @@ fn set(store: &mut Store, args: &[&[u8]], out: &mut Vec<u8>) -> Result<Effect, S
                     reply::error(out, NOT_INT);
                     return Ok(Effect::Read);
                 };
-                if t <= 0 {
+                let at = (t > 0)
+                    .then(|| {
+                        let o = opt.as_slice();
+                        expire_at_ms(t, o == b"EX" || o == b"EXAT", o == b"EX" || o == b"PX")
+                    })
+                    .flatten();
+                let Some(at) = at else {
                     reply::error(out, "ERR invalid expire time in 'set' command");
                     return Ok(Effect::Read);
-                }
-                let t = t as u64;
-                expires = Some(match opt.as_slice() {
-                    b"EX" => now_ms().saturating_add(t.saturating_mul(1000)),
-                    b"PX" => now_ms().saturating_add(t),
-                    b"EXAT" => t.saturating_mul(1000),
-                    _ => t,
-                });
+                };
+                expires = Some(at as u64);
                 i += 1;
             }
             _ => {
@@ -836,19 +911,25 @@ fn config_settings(info: &ServerInfo, store: &Store) -> Vec<(String, String)> {
         ("databases".into(), "1".into()),
         ("bind".into(), info.bind.clone()),
         ("port".into(), info.port.to_string()),
-        ("proto-max-bulk-len".into(), info.max_object.to_string()),
+        (
+            "proto-max-bulk-len".into(),
+            info.proto_max_bulk_len.to_string(),
+        ),
+        ("maxclients".into(), info.max_clients.to_string()),
+        (
+            "client-query-buffer-limit".into(),
+            info.client_query_buffer_limit.to_string(),
+        ),
+        (
+            "client-output-buffer-limit".into(),
+            format!(
+                "normal {} {} {}",
+                info.client_output_buffer_limit.0,
+                info.client_output_buffer_limit.1,
+                info.client_output_buffer_limit.2
+            ),
+        ),
     ]
-}
-
-/// Redis-style glob (`*`, `?`), enough for CONFIG GET patterns.
-fn glob(pat: &[u8], s: &[u8]) -> bool {
-    match (pat.first(), s.first()) {
-        (None, None) => true,
-        (Some(b'*'), _) => glob(&pat[1..], s) || (!s.is_empty() && glob(pat, &s[1..])),
-        (Some(b'?'), Some(_)) => glob(&pat[1..], &s[1..]),
-        (Some(a), Some(b)) if a == b => glob(&pat[1..], &s[1..]),
-        _ => false,
-    }
 }
 
 fn info_text(store: &Store, info: &ServerInfo, section: Option<&str>) -> String {
@@ -874,8 +955,11 @@ fn info_text(store: &Store, info: &ServerInfo, section: Option<&str>) -> String 
     if want("clients") {
         let _ = write!(
             t,
-            "# Clients\r\nconnected_clients:{}\r\n\r\n",
-            info.connected_clients
+            "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\nclient_peak_input_buffer:{}\r\nclient_peak_output_buffer:{}\r\n\r\n",
+            info.connected_clients,
+            info.max_clients,
+            info.client_peak_input_buffer,
+            info.client_peak_output_buffer
         );
     }
     if want("memory") {
@@ -910,8 +994,13 @@ fn info_text(store: &Store, info: &ServerInfo, section: Option<&str>) -> String 
         let hits: u64 = st.tiers.iter().map(|t| t.hits).sum();
         let _ = write!(
             t,
-            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\nkeyspace_hits:{hits}\r\nkeyspace_misses:{}\r\n\r\n",
-            info.total_connections, info.total_commands, st.misses
+            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\nkeyspace_hits:{hits}\r\nkeyspace_misses:{}\r\nrejected_connections:{}\r\nclient_query_buffer_limit_disconnections:{}\r\nclient_output_buffer_limit_disconnections:{}\r\n\r\n",
+            info.total_connections,
+            info.total_commands,
+            st.misses,
+            info.rejected_connections,
+            info.client_query_buffer_limit_disconnections,
+            info.client_output_buffer_limit_disconnections
         );
     }
     if want("tiers") {
@@ -982,4 +1071,146 @@ fn info_text(store: &Store, info: &ServerInfo, section: Option<&str>) -> String 
         );
     }
     t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cxltier_store::StoreBuilder;
+
+    struct Db {
+        store: Store,
+        info: ServerInfo,
+        session: Session,
+    }
+
+    impl Db {
+        fn new() -> Db {
+            Db {
+                store: StoreBuilder::new()
+                    .dram(256 << 20)
+                    .max_object(16 << 20)
+                    .durability(cxltier_store::Durability::None)
+                    .build()
+                    .unwrap(),
+                info: ServerInfo::default(),
+                session: Session {
+                    authed: true,
+                    ..Session::default()
+                },
+            }
+        }
+        /// Run a command given as its words; the reply's bytes.
+        fn run(&mut self, args: &[&[u8]]) -> Vec<u8> {
+            let mut out = Vec::new();
+            execute(
+                &mut self.store,
+                &mut self.info,
+                &mut self.session,
+                args,
+                &mut out,
+            );
+            out
+        }
+        fn cmd(&mut self, line: &str) -> String {
+            let words: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();
+            String::from_utf8(self.run(&words)).unwrap()
+        }
+    }
+
+    #[test]
+    fn expire_times_out_of_range_are_refused_as_redis_does() {
+        let mut db = Db::new();
+        assert_eq!(db.cmd("SET k v"), "+OK\r\n");
+        // now + t*1000 overflows: refused, and the key is kept (it used to be deleted).
+        for (line, name) in [
+            ("EXPIRE k 9223372036854775", "expire"),
+            ("EXPIRE k 9223372036854776", "expire"),
+            ("EXPIREAT k 9223372036854776", "expireat"),
+            ("PEXPIRE k 9223372036854775807", "pexpire"),
+        ] {
+            assert_eq!(
+                db.cmd(line),
+                format!("-ERR invalid expire time in '{name}' command\r\n"),
+                "{line}"
+            );
+        }
+        assert_eq!(db.cmd("TTL k"), ":-1\r\n");
+        assert_eq!(db.cmd("GET k"), "$1\r\nv\r\n");
+        // The largest absolute time is accepted, and far in the future.
+        assert_eq!(db.cmd("PEXPIREAT k 9223372036854775807"), ":1\r\n");
+        assert_eq!(db.cmd("EXPIREAT k 9223372036854775"), ":1\r\n");
+        assert!(db.cmd("TTL k").starts_with(":92233"));
+        for (line, name) in [
+            ("SET k v EX 99999999999999999", "set"),
+            ("SET k v PX 9223372036854775807", "set"),
+            ("SET k v EXAT 9223372036854776", "set"),
+            ("SET k v EX 0", "set"),
+            ("SET k v PX -1", "set"),
+            ("SETEX k 99999999999999999 v", "setex"),
+            ("SETEX k 0 v", "setex"),
+            ("PSETEX k 9223372036854775807 v", "psetex"),
+        ] {
+            assert_eq!(
+                db.cmd(line),
+                format!("-ERR invalid expire time in '{name}' command\r\n"),
+                "{line}"
+            );
+        }
+        assert_eq!(db.cmd("SET k v EX 100"), "+OK\r\n");
+        let ttl = db.cmd("TTL k");
+        assert!(ttl == ":100\r\n" || ttl == ":99\r\n", "{ttl}");
+        assert_eq!(db.cmd("SET k v EXAT 9223372036854775"), "+OK\r\n");
+        assert!(db.cmd("TTL k").starts_with(":92233"));
+        // A time in the past still deletes, as in Redis.
+        assert_eq!(db.cmd("EXPIRE k -9223372036854775"), ":1\r\n");
+        assert_eq!(db.cmd("EXISTS k"), ":0\r\n");
+    }
+
+    /// 150,000 fields in one HSET (a search per field made this quadratic: 15 s of a frozen
+    /// server), with duplicates: the last value wins, `added` counts distinct new fields; then
+    /// HMGET and HDEL of as many.
+    #[test]
+    fn hset_hmget_hdel_of_many_fields() {
+        let mut db = Db::new();
+        const N: usize = 150_000;
+        let names: Vec<String> = (0..N).map(|i| format!("f{}", i % (N / 2))).collect();
+        let values: Vec<String> = (0..N).map(|i| format!("v{i}")).collect();
+        let mut args: Vec<&[u8]> = vec![b"HSET", b"h", b"f0", b"old"];
+        for i in 0..N {
+            args.push(names[i].as_bytes());
+            args.push(values[i].as_bytes());
+        }
+        assert_eq!(db.run(&args), format!(":{}\r\n", N / 2).into_bytes());
+        assert_eq!(db.cmd("HLEN h"), format!(":{}\r\n", N / 2));
+        // Field f<i> was set twice: at i and at i + N/2; the second wins.
+        assert_eq!(
+            db.cmd("HGET h f0"),
+            format!("${}\r\nv{}\r\n", 1 + (N / 2).to_string().len(), N / 2)
+        );
+        args.truncate(4);
+        assert_eq!(db.run(&args), b":0\r\n".to_vec());
+        assert_eq!(db.cmd("HGET h f0"), "$3\r\nold\r\n");
+
+        let mut get: Vec<&[u8]> = vec![b"HMGET", b"h"];
+        get.extend(names.iter().map(|f| f.as_bytes()));
+        get.push(b"missing");
+        let reply = db.run(&get);
+        let mut want = format!("*{}\r\n$3\r\nold\r\n", N + 1).into_bytes();
+        for i in 1..N {
+            let v = match i % (N / 2) {
+                0 => "old".to_string(),
+                j => format!("v{}", j + N / 2),
+            };
+            want.extend_from_slice(format!("${}\r\n{v}\r\n", v.len()).as_bytes());
+        }
+        want.extend_from_slice(b"$-1\r\n");
+        assert!(reply == want, "HMGET of {} fields: wrong reply", N + 1);
+
+        let mut del: Vec<&[u8]> = vec![b"HDEL", b"h"];
+        del.extend(names.iter().filter(|f| *f != "f0").map(|f| f.as_bytes()));
+        del.push(b"missing");
+        assert_eq!(db.run(&del), format!(":{}\r\n", N / 2 - 1).into_bytes());
+        assert_eq!(db.cmd("HGETALL h"), "*2\r\n$2\r\nf0\r\n$3\r\nold\r\n");
+    }
 }

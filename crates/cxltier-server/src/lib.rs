@@ -3,15 +3,22 @@
 //! - [`resp`]: the request parser (multibulk and inline; never panics) and reply writers;
 //! - [`commands`]: Redis semantics of each command over [`cxltier_store::Store`], including
 //!   `SCANRANGE` (the ordered range scan of YCSB workload E) and `INFO tiers`;
+//! - [`glob`]: Redis's glob patterns, matched in bounded time (CONFIG GET);
 //! - [`hash`]: how a hash's fields are encoded in one stored value;
 //! - [`quarantine`]: follows the quarantine file of `cxltier ras --watch --quarantine` and hands
 //!   new poisoned ranges to the store (`INFO poison`);
+//! - [`ratelog`]: log lines of a repeating failure held back to one per interval, counted;
 //! - [`server`]: the single-threaded event loop with batching, NVMe prefetch and group commit.
 
 pub mod commands;
+pub mod glob;
 pub mod hash;
 pub mod quarantine;
+pub mod ratelog;
 pub mod resp;
 pub mod server;
 
-pub use server::{serve, ServerConfig, ServerError};
+pub use server::{
+    bind, parse_memory, serve, serve_on, OutputBufferLimit, ServerConfig, ServerError,
+    DEFAULT_QUERY_BUFFER_LIMIT,
+};

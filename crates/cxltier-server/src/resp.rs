@@ -1,18 +1,31 @@
 //! RESP2 requests and replies.
 //!
-//! [`parse`] reads one command from the front of a buffer: a multibulk array of bulk strings (what
-//! every client library sends) or an inline command (what a person types into telnet). It returns
-//! the arguments as byte ranges into the buffer, so nothing is copied, and never panics, whatever
-//! the bytes.
+//! A [`Parser`] reads one command from the front of a buffer: a multibulk array of bulk strings
+//! (what every client library sends) or an inline command (what a person types into telnet). It
+//! returns the arguments as byte ranges into the buffer, so nothing is copied, and never panics,
+//! whatever the bytes. A command that has not fully arrived is not parsed again from its start
+//! when more bytes come: the parser remembers how far it got (the arguments read, the length of
+//! the bulk string being received), so each byte is looked at a bounded number of times however
+//! finely the command is split (a 7 MB command sent in 256-byte pieces was re-parsed 28,000
+//! times over).
 
 use std::ops::Range;
 
-/// Largest bulk string accepted (Redis's proto-max-bulk-len default).
+/// Largest bulk string accepted at most (Redis's proto-max-bulk-len default); the server caps it
+/// lower, to its largest object (see [`Limits`]).
 pub const MAX_BULK: usize = 512 << 20;
 /// Largest number of arguments in one command.
 pub const MAX_ARGS: usize = 1 << 20;
 /// Longest inline command line.
 pub const MAX_INLINE: usize = 64 << 10;
+/// Before AUTH, at most this many arguments in a command and this long a bulk string (Redis
+/// since 6.2.6, CVE-2021-32675): a client without the password cannot make the server buffer
+/// more than a few kilobytes.
+pub const UNAUTHENTICATED_MAX_ARGS: usize = 10;
+pub const UNAUTHENTICATED_MAX_BULK: usize = 16 << 10;
+/// Arguments' ranges reserved up front from a multibulk count: the count is the client's word,
+/// so a `*1000000` header must not reserve 16 MB before any argument arrives.
+const ARGS_RESERVED: usize = 64;
 
 /// A malformed request: the connection gets `-ERR Protocol error: ...` and is closed (as Redis
 /// does), because the stream can no longer be framed.
@@ -26,18 +39,59 @@ pub struct Parsed {
     pub consumed: usize,
 }
 
-fn find_crlf(buf: &[u8], from: usize) -> Option<usize> {
+/// What a connection may send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Longest bulk string (proto-max-bulk-len): refused from its header, before it is buffered.
+    pub max_bulk: usize,
+    /// Not authenticated yet: [`UNAUTHENTICATED_MAX_ARGS`] and [`UNAUTHENTICATED_MAX_BULK`].
+    pub unauthenticated: bool,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_bulk: MAX_BULK,
+            unauthenticated: false,
+        }
+    }
+}
+
+/// A resumable parser: one per connection, fed the buffer from the first byte of the command
+/// being received each time more bytes arrived.
+#[derive(Debug, Default)]
+pub struct Parser {
+    /// How far the command was read, from its first byte.
+    at: usize,
+    /// Where the search for the end of the current line resumes (it was not found before).
+    scan: usize,
+    /// Multibulk arguments still to come, once the count is read.
+    remaining: Option<usize>,
+    /// The length of the bulk string whose header was read; its data starts at `at`.
+    bulk: Option<usize>,
+    args: Vec<Range<usize>>,
+    /// Bytes looked at while searching for line ends and reading headers: what the parser's
+    /// work is proportional to (tests assert on it).
+    examined: u64,
+}
+
+/// The first CRLF at or after `from`, counting the bytes looked at.
+fn find_crlf(buf: &[u8], from: usize, examined: &mut u64) -> Option<usize> {
     let mut i = from;
     while i + 1 < buf.len() {
         match memchr(b'\r', &buf[i..buf.len() - 1]) {
             Some(p) => {
+                *examined += p as u64 + 1;
                 let at = i + p;
                 if buf[at + 1] == b'\n' {
                     return Some(at);
                 }
                 i = at + 1;
             }
-            None => return None,
+            None => {
+                *examined += (buf.len() - 1 - i) as u64;
+                return None;
+            }
         }
     }
     None
@@ -68,74 +122,167 @@ fn parse_int(bytes: &[u8]) -> Option<i64> {
     Some(if neg { -n } else { n })
 }
 
-/// Parse one command from the front of `buf`; `Ok(None)` when more bytes are needed.
+/// Parse one command from the front of `buf` with no state kept; `Ok(None)` when more bytes
+/// are needed.
 pub fn parse(buf: &[u8]) -> Result<Option<Parsed>, ProtocolError> {
-    if buf.is_empty() {
-        return Ok(None);
-    }
-    if buf[0] != b'*' {
-        return parse_inline(buf);
-    }
-    let Some(end) = find_crlf(buf, 1) else {
-        if buf.len() > MAX_INLINE {
-            return Err(ProtocolError("too big mbulk count string".into()));
-        }
-        return Ok(None);
-    };
-    let count =
-        parse_int(&buf[1..end]).ok_or_else(|| ProtocolError("invalid multibulk length".into()))?;
-    if count > MAX_ARGS as i64 {
-        return Err(ProtocolError("invalid multibulk length".into()));
-    }
-    let mut at = end + 2;
-    if count <= 0 {
-        return Ok(Some(Parsed {
-            args: Vec::new(),
-            consumed: at,
-        }));
-    }
-    let mut args = Vec::with_capacity(count as usize);
-    for _ in 0..count {
-        if at >= buf.len() {
-            return Ok(None);
-        }
-        if buf[at] != b'$' {
-            return Err(ProtocolError(format!(
-                "expected '$', got '{}'",
-                (buf[at] as char).escape_default()
-            )));
-        }
-        let Some(end) = find_crlf(buf, at + 1) else {
-            if buf.len() - at > 32 {
-                return Err(ProtocolError("invalid bulk length".into()));
-            }
-            return Ok(None);
-        };
-        let len = parse_int(&buf[at + 1..end])
-            .filter(|&l| (0..=MAX_BULK as i64).contains(&l))
-            .ok_or_else(|| ProtocolError("invalid bulk length".into()))? as usize;
-        let start = end + 2;
-        if buf.len() < start + len + 2 {
-            return Ok(None);
-        }
-        if &buf[start + len..start + len + 2] != b"\r\n" {
-            return Err(ProtocolError("bulk string not terminated by CRLF".into()));
-        }
-        args.push(start..start + len);
-        at = start + len + 2;
-    }
-    Ok(Some(Parsed { args, consumed: at }))
+    Parser::default().parse(buf, Limits::default())
 }
 
-/// An inline command: words separated by spaces, up to `\n` (an `\r` before it is dropped).
-/// Double quotes group words, as in Redis.
-fn parse_inline(buf: &[u8]) -> Result<Option<Parsed>, ProtocolError> {
-    let Some(nl) = memchr(b'\n', buf) else {
-        if buf.len() > MAX_INLINE {
-            return Err(ProtocolError("too big inline request".into()));
+impl Parser {
+    /// Bytes looked at so far (line-end searches and headers; bulk data is not looked at).
+    pub fn examined(&self) -> u64 {
+        self.examined
+    }
+
+    /// Whether part of a command has been read (the next call continues it).
+    pub fn in_command(&self) -> bool {
+        self.at > 0
+    }
+
+    /// Parse one command from the front of `buf`, which holds the same bytes as at the last
+    /// call and maybe more; `Ok(None)` when more bytes are needed. After a command or an error
+    /// the next call starts a new command.
+    pub fn parse(&mut self, buf: &[u8], limits: Limits) -> Result<Option<Parsed>, ProtocolError> {
+        let r = self.resume(buf, limits);
+        if !matches!(r, Ok(None)) {
+            let examined = self.examined;
+            *self = Parser {
+                examined,
+                ..Parser::default()
+            };
         }
-        return Ok(None);
-    };
+        r
+    }
+
+    fn resume(&mut self, buf: &[u8], limits: Limits) -> Result<Option<Parsed>, ProtocolError> {
+        if buf.is_empty() {
+            return Ok(None);
+        }
+        if buf[0] != b'*' {
+            return self.inline(buf);
+        }
+        let max_bulk = if limits.unauthenticated {
+            limits.max_bulk.min(UNAUTHENTICATED_MAX_BULK)
+        } else {
+            limits.max_bulk
+        };
+        let remaining = match self.remaining {
+            Some(r) => r,
+            None => {
+                let Some(end) = find_crlf(buf, self.scan.max(1), &mut self.examined) else {
+                    if buf.len() > MAX_INLINE {
+                        return Err(ProtocolError("too big mbulk count string".into()));
+                    }
+                    // A CR last may be followed by its LF: look at it again next time.
+                    self.scan = buf.len().saturating_sub(1).max(1);
+                    return Ok(None);
+                };
+                let count = parse_int(&buf[1..end])
+                    .ok_or_else(|| ProtocolError("invalid multibulk length".into()))?;
+                if limits.unauthenticated && count > UNAUTHENTICATED_MAX_ARGS as i64 {
+                    return Err(ProtocolError("unauthenticated multibulk length".into()));
+                }
+                if count > MAX_ARGS as i64 {
+                    return Err(ProtocolError("invalid multibulk length".into()));
+                }
+                self.at = end + 2;
+                if count <= 0 {
+                    return Ok(Some(Parsed {
+                        args: Vec::new(),
+                        consumed: self.at,
+                    }));
+                }
+                self.args = Vec::with_capacity((count as usize).min(ARGS_RESERVED));
+                self.remaining = Some(count as usize);
+                count as usize
+            }
+        };
+        let mut remaining = remaining;
+        while remaining > 0 {
+            let len = match self.bulk {
+                Some(len) => len,
+                None => {
+                    let at = self.at;
+                    if at >= buf.len() {
+                        self.remaining = Some(remaining);
+                        return Ok(None);
+                    }
+                    self.examined += 1;
+                    if buf[at] != b'$' {
+                        return Err(ProtocolError(format!(
+                            "expected '$', got '{}'",
+                            (buf[at] as char).escape_default()
+                        )));
+                    }
+                    let Some(end) = find_crlf(buf, self.scan.max(at + 1), &mut self.examined)
+                    else {
+                        if buf.len() - at > 32 {
+                            return Err(ProtocolError("invalid bulk length".into()));
+                        }
+                        self.scan = buf.len().saturating_sub(1).max(at + 1);
+                        self.remaining = Some(remaining);
+                        return Ok(None);
+                    };
+                    let len = parse_int(&buf[at + 1..end])
+                        .filter(|&l| l >= 0)
+                        .ok_or_else(|| ProtocolError("invalid bulk length".into()))?;
+                    if len > max_bulk as i64 {
+                        return Err(ProtocolError(if limits.unauthenticated {
+                            "unauthenticated bulk length".into()
+                        } else {
+                            format!(
+                                "invalid bulk length {len}: above proto-max-bulk-len {max_bulk} (the largest object, --max-object, and a margin)"
+                            )
+                        }));
+                    }
+                    let len = len as usize;
+                    self.at = end + 2;
+                    self.bulk = Some(len);
+                    len
+                }
+            };
+            // The bulk's data is not looked at until all of it is there: one comparison per
+            // call however many pieces it arrives in.
+            let start = self.at;
+            if buf.len() < start + len + 2 {
+                self.remaining = Some(remaining);
+                return Ok(None);
+            }
+            self.examined += 2;
+            if &buf[start + len..start + len + 2] != b"\r\n" {
+                return Err(ProtocolError("bulk string not terminated by CRLF".into()));
+            }
+            self.args.push(start..start + len);
+            self.at = start + len + 2;
+            self.bulk = None;
+            remaining -= 1;
+        }
+        Ok(Some(Parsed {
+            args: std::mem::take(&mut self.args),
+            consumed: self.at,
+        }))
+    }
+
+    /// An inline command: the search for its newline resumes where it stopped.
+    fn inline(&mut self, buf: &[u8]) -> Result<Option<Parsed>, ProtocolError> {
+        let from = self.scan.min(buf.len());
+        let Some(p) = memchr(b'\n', &buf[from..]) else {
+            self.examined += (buf.len() - from) as u64;
+            if buf.len() > MAX_INLINE {
+                return Err(ProtocolError("too big inline request".into()));
+            }
+            self.scan = buf.len();
+            self.at = buf.len();
+            return Ok(None);
+        };
+        self.examined += p as u64 + 1;
+        parse_inline(buf, from + p)
+    }
+}
+
+/// An inline command whose newline is at `nl`: words separated by spaces (an `\r` before the
+/// newline is dropped). Double quotes group words, as in Redis.
+fn parse_inline(buf: &[u8], nl: usize) -> Result<Option<Parsed>, ProtocolError> {
     let line_end = if nl > 0 && buf[nl - 1] == b'\r' {
         nl - 1
     } else {
@@ -276,23 +423,105 @@ mod tests {
         out
     }
 
-    /// Parse a stream fed in chunks, the way the server does (keep unparsed bytes, append more).
+    /// Parse a stream fed in chunks, the way the server does (keep unparsed bytes, append more,
+    /// one parser that resumes), checking against a parse from scratch each time.
     fn parse_chunked(stream: &[u8], cuts: &[usize]) -> Result<Vec<Vec<Vec<u8>>>, ProtocolError> {
         let mut buf = Vec::new();
         let mut out = Vec::new();
         let mut pos = 0;
+        let mut parser = Parser::default();
         let mut bounds: Vec<usize> = cuts.iter().map(|c| c % (stream.len() + 1)).collect();
         bounds.push(stream.len());
         bounds.sort_unstable();
         for b in bounds {
             buf.extend_from_slice(&stream[pos..b.max(pos)]);
             pos = b.max(pos);
-            while let Some(p) = parse(&buf)? {
+            loop {
+                let fresh = parse(&buf);
+                let resumed = parser.parse(&buf, Limits::default());
+                assert_eq!(resumed, fresh, "a resumed parse differs from a fresh one");
+                let Some(p) = resumed? else { break };
                 out.push(p.args.iter().map(|r| buf[r.clone()].to_vec()).collect());
                 buf.drain(..p.consumed);
             }
         }
         Ok(out)
+    }
+
+    /// A big command in small pieces: each byte is looked at a bounded number of times (the
+    /// old parser started again from the command's first byte at every piece: quadratic).
+    #[test]
+    fn a_command_in_small_pieces_is_parsed_in_linear_work() {
+        let fields: Vec<Vec<u8>> = (0..50_000)
+            .map(|i| format!("field{i}").into_bytes())
+            .collect();
+        let mut cmd = vec![b"HSET".to_vec(), b"h".to_vec()];
+        for f in &fields {
+            cmd.push(f.clone());
+            cmd.push(vec![b'v'; 20]);
+        }
+        cmd.push(vec![b'x'; 7 << 20]);
+        cmd.push(b"last".to_vec());
+        let stream = encode(&[cmd.clone()]);
+        let mut parser = Parser::default();
+        let mut got = None;
+        let mut calls = 0u64;
+        for end in (256..stream.len() + 256).step_by(256) {
+            let buf = &stream[..end.min(stream.len())];
+            calls += 1;
+            if let Some(p) = parser.parse(buf, Limits::default()).unwrap() {
+                assert_eq!(p.consumed, stream.len());
+                got = Some(
+                    p.args
+                        .iter()
+                        .map(|r| buf[r.clone()].to_vec())
+                        .collect::<Vec<_>>(),
+                );
+            }
+        }
+        assert_eq!(got.unwrap(), cmd);
+        // Headers and line ends only, each once (plus a CR that may be looked at twice per
+        // call); the 7 MiB bulk itself is not scanned.
+        let headers = (stream.len() - (7 << 20) - 20 * 50_000) as u64;
+        assert!(
+            parser.examined() <= 2 * headers + 2 * calls,
+            "{} bytes examined for {} bytes of headers in {calls} pieces",
+            parser.examined(),
+            headers
+        );
+    }
+
+    #[test]
+    fn unauthenticated_clients_may_send_little() {
+        let unauth = Limits {
+            max_bulk: 1 << 20,
+            unauthenticated: true,
+        };
+        let err = |buf: &[u8], l| Parser::default().parse(buf, l).unwrap_err().0;
+        assert_eq!(err(b"*11\r\n", unauth), "unauthenticated multibulk length");
+        assert_eq!(
+            err(b"*2\r\n$3\r\nGET\r\n$16385\r\n", unauth),
+            "unauthenticated bulk length"
+        );
+        // Refused from the header: nothing of the bulk is waited for.
+        assert!(err(b"*1\r\n$536870912\r\n", unauth).contains("unauthenticated"));
+        let ok = b"*2\r\n$4\r\nAUTH\r\n$16384\r\n";
+        assert_eq!(Parser::default().parse(ok, unauth), Ok(None));
+        // Once authenticated: the bulk is capped at the limit given, from its header.
+        let authed = Limits {
+            unauthenticated: false,
+            ..unauth
+        };
+        assert_eq!(Parser::default().parse(b"*11\r\n$1\r\n", authed), Ok(None));
+        assert_eq!(
+            Parser::default().parse(b"*1\r\n$1048576\r\n", authed),
+            Ok(None)
+        );
+        assert!(err(b"*1\r\n$1048577\r\n", authed).contains("proto-max-bulk-len 1048576"));
+        // A huge count reserves nothing much before its arguments come.
+        let mut p = Parser::default();
+        assert_eq!(p.parse(b"*1000000\r\n", authed), Ok(None));
+        assert!(p.args.capacity() <= ARGS_RESERVED);
     }
 
     proptest! {

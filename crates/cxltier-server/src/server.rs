@@ -27,15 +27,29 @@ use mio::{Events, Interest, Poll, Token};
 
 use crate::commands::{self, Effect, ServerInfo, Session};
 use crate::quarantine::Quarantine;
-use crate::resp::{self, reply};
+use crate::ratelog::RateLimitedLog;
+use crate::resp::{self, reply, Parser};
 
 const LISTENER: Token = Token(usize::MAX);
 /// The store's device-read completion eventfd.
 const COMPLETIONS: Token = Token(usize::MAX - 1);
 /// Bytes read per `read` call.
 const READ_CHUNK: usize = 64 << 10;
-/// Output above which a connection is not read until its client catches up (backpressure).
-const OUTPUT_HIGH: usize = 4 << 20;
+/// Most parsed commands waiting on one connection: beyond, nothing more of it is parsed (nor
+/// read, once its unparsed input reaches the query buffer limit) until they have run. Deep
+/// enough for any pipeline a client benefits from, small enough that a flood of `PING` costs
+/// kilobytes, not gigabytes.
+const MAX_QUEUED: usize = 1024;
+/// proto-max-bulk-len is the largest object (`--max-object`) and this margin: a bulk that could
+/// never be stored is refused from its header, before any of it is buffered.
+pub const BULK_MARGIN: usize = 64 << 10;
+/// Buffers start this big, and are given back down to it when emptied after growing past
+/// [`BUFFER_KEEP`] (one big reply must not hold its memory for the connection's life).
+const BUFFER_INITIAL: usize = 16 << 10;
+const BUFFER_KEEP: usize = 1 << 20;
+/// The default query buffer limit per connection (Redis's 1 GB is for a server of one big
+/// client; ours serves thousands).
+pub const DEFAULT_QUERY_BUFFER_LIMIT: usize = 64 << 20;
 /// How often background work runs at the least.
 const TICK: Duration = Duration::from_millis(100);
 
@@ -48,6 +62,77 @@ pub struct ServerConfig {
     /// Follow this quarantine file (`cxltier ras --watch --quarantine`) and apply the poisoned
     /// ranges appended to it.
     pub quarantine_file: Option<std::path::PathBuf>,
+    /// Most bytes of a connection's input held: past it, the connection is not read until its
+    /// queued commands have run; one command longer than this closes the connection. Raised to
+    /// fit one bulk of proto-max-bulk-len.
+    pub client_query_buffer_limit: usize,
+    /// Limits on a connection's unread replies.
+    pub client_output_buffer_limit: OutputBufferLimit,
+}
+
+/// Redis's `client-output-buffer-limit normal`: at `soft` bytes of replies not yet read by the
+/// client, its commands stop running (and it is not read) until it reads; a client that stays
+/// above `soft` for `soft_seconds` (0: no time limit) or reaches `hard` is closed, with a
+/// line on stderr.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OutputBufferLimit {
+    pub hard: usize,
+    pub soft: usize,
+    pub soft_seconds: u64,
+}
+
+impl Default for OutputBufferLimit {
+    fn default() -> Self {
+        OutputBufferLimit {
+            hard: 64 << 20,
+            soft: 4 << 20,
+            soft_seconds: 60,
+        }
+    }
+}
+
+impl std::str::FromStr for OutputBufferLimit {
+    type Err = String;
+    /// `HARD SOFT SECONDS` (bytes, with k/kb/m/mb/g/gb as Redis writes them).
+    fn from_str(text: &str) -> Result<Self, String> {
+        let words: Vec<&str> = text.split_whitespace().collect();
+        let bad = || {
+            format!(
+                "client-output-buffer-limit {text:?}: expected HARD SOFT SECONDS, e.g. \"64mb 4mb 60\" (0 SECONDS: no time limit)"
+            )
+        };
+        let [hard, soft, secs] = words[..] else {
+            return Err(bad());
+        };
+        let limit = OutputBufferLimit {
+            hard: parse_memory(hard).ok_or_else(bad)?,
+            soft: parse_memory(soft).ok_or_else(bad)?,
+            soft_seconds: secs.parse().map_err(|_| bad())?,
+        };
+        if limit.soft == 0 || limit.hard < limit.soft {
+            return Err(format!(
+                "client-output-buffer-limit {text:?}: the soft limit must be above 0 and at most the hard limit"
+            ));
+        }
+        Ok(limit)
+    }
+}
+
+/// A byte count as Redis's config writes it: `4194304`, `4mb`, `4m`, `64k`, `1gb`.
+pub fn parse_memory(text: &str) -> Option<usize> {
+    let t = text.to_ascii_lowercase();
+    let digits = t.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+    let unit: usize = match &t[digits.len()..] {
+        "" | "b" => 1,
+        "k" => 1000,
+        "kb" => 1 << 10,
+        "m" => 1_000_000,
+        "mb" => 1 << 20,
+        "g" => 1_000_000_000,
+        "gb" => 1 << 30,
+        _ => return None,
+    };
+    digits.parse::<usize>().ok()?.checked_mul(unit)
 }
 
 /// Why the server could not start or stopped.
@@ -68,8 +153,22 @@ pub enum ServerError {
 
 struct Conn {
     stream: TcpStream,
+    /// For log lines.
+    peer: Option<SocketAddr>,
+    /// The socket may have bytes not read yet (epoll is edge-triggered: no new event comes for
+    /// them, so a connection not read because of its limits is read again once it has room).
+    readable: bool,
+    /// The command being received, as far as it was parsed.
+    parser: Parser,
+    /// Parsing stopped with input left (queue full, or one command at a time before AUTH): it
+    /// resumes once commands have run, without waiting for an event.
+    more: bool,
+    /// Since when its unread replies have been at or above the soft limit.
+    over_soft_since: Option<Instant>,
     input: Vec<u8>,
+    /// Replies; the first `sent` bytes are written already.
     output: Vec<u8>,
+    sent: usize,
     session: Session,
     /// Close once the output is written.
     closing: bool,
@@ -83,6 +182,13 @@ struct Conn {
     queue: VecDeque<Pending>,
     /// Bytes of `input` parsed onto `queue`.
     parsed: usize,
+}
+
+impl Conn {
+    /// Reply bytes not written to the socket yet.
+    fn unsent(&self) -> usize {
+        self.output.len() - self.sent
+    }
 }
 
 /// One parsed command waiting on its connection's queue: its arguments' ranges in the
@@ -99,26 +205,48 @@ struct Pending {
     seq: u64,
 }
 
-/// Run the server until SHUTDOWN or until `stop` is set (by a signal handler). Closes the store
-/// cleanly on the way out.
-pub fn serve(
-    cfg: ServerConfig,
-    mut store: Store,
-    stop: Arc<AtomicBool>,
-) -> Result<(), ServerError> {
-    let mut listener = TcpListener::bind(cfg.bind).map_err(|source| ServerError::Bind {
-        addr: cfg.bind,
+/// Listen on `addr`. Separate from [`serve_on`] so that a caller can say it listens only once
+/// it does, and open the store only when the port is its own.
+pub fn bind(addr: SocketAddr) -> Result<std::net::TcpListener, ServerError> {
+    let example = match addr {
+        SocketAddr::V4(a) => format!("{}:PORT", a.ip()),
+        SocketAddr::V6(a) => format!("[{}]:PORT", a.ip()),
+    };
+    let listener = std::net::TcpListener::bind(addr).map_err(|source| ServerError::Bind {
+        addr,
         hint: match source.kind() {
             io::ErrorKind::AddrInUse => format!(
-                " (the port is in use: stop what listens there, e.g. a redis-server, or pick another with --bind {}:PORT)",
-                cfg.bind.ip()
+                " (the port is in use: stop what listens there, e.g. a redis-server, or pick another with --bind {example})"
             ),
             io::ErrorKind::PermissionDenied => " (ports below 1024 need root: pick a port above 1024)".into(),
+            io::ErrorKind::AddrNotAvailable if addr.is_ipv6() => " (no interface has this IPv6 address, or IPv6 is disabled: use [::1] for the loopback, an address `ip -6 addr` lists, or 127.0.0.1)".into(),
             io::ErrorKind::AddrNotAvailable => " (no interface has this address: use 127.0.0.1 or an address of this host)".into(),
+            // The kernel has no IPv6 (disabled at boot or built without it).
+            _ if source.raw_os_error() == Some(libc::EAFNOSUPPORT) => " (this host has no IPv6: use an IPv4 address such as 127.0.0.1)".into(),
             _ => String::new(),
         },
         source,
     })?;
+    listener.set_nonblocking(true)?;
+    Ok(listener)
+}
+
+/// Run the server until SHUTDOWN or until `stop` is set (by a signal handler). Closes the store
+/// cleanly on the way out.
+pub fn serve(cfg: ServerConfig, store: Store, stop: Arc<AtomicBool>) -> Result<(), ServerError> {
+    let listener = bind(cfg.bind)?;
+    serve_on(listener, cfg, store, stop)
+}
+
+/// [`serve`] on a listener from [`bind`].
+pub fn serve_on(
+    listener: std::net::TcpListener,
+    cfg: ServerConfig,
+    mut store: Store,
+    stop: Arc<AtomicBool>,
+) -> Result<(), ServerError> {
+    listener.set_nonblocking(true)?;
+    let mut listener = TcpListener::from_std(listener);
     let mut poll = Poll::new()?;
     poll.registry()
         .register(&mut listener, LISTENER, Interest::READABLE)?;
@@ -130,6 +258,29 @@ pub fn serve(
         max_object: store.max_object(),
         ..ServerInfo::default()
     };
+    let max_bulk = store.max_object().saturating_add(BULK_MARGIN);
+    let limits = Limits {
+        max_bulk,
+        // One bulk of the largest size must fit, or such a command could never arrive.
+        query: cfg
+            .client_query_buffer_limit
+            .max(max_bulk.saturating_add(BULK_MARGIN)),
+        output: cfg.client_output_buffer_limit,
+        password: cfg.requirepass.is_some(),
+        max_clients: cfg.max_clients,
+    };
+    info.max_clients = limits.max_clients;
+    info.proto_max_bulk_len = limits.max_bulk;
+    info.client_query_buffer_limit = limits.query;
+    info.client_output_buffer_limit = (
+        limits.output.hard,
+        limits.output.soft,
+        limits.output.soft_seconds,
+    );
+    let mut log = RateLimitedLog::default();
+    // Held so that, out of descriptors, one can be freed to accept a connection and close it
+    // with a reason rather than leave it waiting in the backlog (Redis's approach).
+    let mut spare_fd = std::fs::File::open("/dev/null").ok();
     let mut quarantine = cfg
         .quarantine_file
         .as_ref()
@@ -137,7 +288,6 @@ pub fn serve(
     let mut conns: HashMap<Token, Conn> = HashMap::new();
     let mut next_token = 0usize;
     let mut events = Events::with_capacity(1024);
-    let mut ready: Vec<Token> = Vec::new();
     let mut last_tick = Instant::now();
     let mut buf = vec![0u8; READ_CHUNK];
     let mut shutdown = false;
@@ -158,8 +308,12 @@ pub fn serve(
         // are collected and the commands run below) unless the last turn found nothing to do:
         // waking from a sleep costs more than a turn on this path, so the loop keeps its CPU
         // while work is coming in.
-        let busy =
-            !idle && (store.reads_in_flight() > 0 || conns.values().any(|c| !c.queue.is_empty()));
+        // Connections held back by their limits count too: they go on without a new event.
+        let busy = !idle
+            && (store.reads_in_flight() > 0
+                || conns.values().any(|c| {
+                    !c.queue.is_empty() || c.more || (c.readable && has_room(c, &limits))
+                }));
         let timeout = if busy {
             Duration::ZERO
         } else {
@@ -173,7 +327,6 @@ pub fn serve(
             return Err(e.into());
         }
         let had_events = !events.is_empty();
-        ready.clear();
         for ev in events.iter() {
             if ev.token() == COMPLETIONS {
                 // The reads are collected below.
@@ -187,8 +340,10 @@ pub fn serve(
                     &mut conns,
                     &mut next_token,
                     &mut info,
-                    cfg.max_clients,
-                )?;
+                    &limits,
+                    &mut spare_fd,
+                    &mut log,
+                );
                 continue;
             }
             if ev.is_writable() {
@@ -197,27 +352,31 @@ pub fn serve(
                 }
             }
             if ev.is_readable() || ev.is_read_closed() {
-                ready.push(ev.token());
-            }
-        }
-        // Read all that is there.
-        for t in &ready {
-            if let Some(c) = conns.get_mut(t) {
-                if c.output.len() < OUTPUT_HIGH {
-                    read_all(c, &mut buf);
+                if let Some(c) = conns.get_mut(&ev.token()) {
+                    c.readable = true;
                 }
             }
         }
-        // Parse every complete command onto its connection's queue.
+        // Read all that is there, from each connection within its limits; parse every complete
+        // command onto its connection's queue, up to the queue's limit.
         for c in conns.values_mut() {
-            parse_into_queue(c, &mut parsed);
+            if c.readable && has_room(c, &limits) {
+                read_all(c, &mut buf, limits.query);
+            }
+            parse_into_queue(c, &mut parsed, &limits, &mut info, &mut log);
         }
         // Collect the device reads that finished, then begin those the queued commands need, up
         // to the store's NVMe queue depth, oldest command first (collecting first frees room in
         // the queue for this turn). A command is looked at until all its reads have begun: the
         // index lookups this takes are paid once per command unless the queue is full.
         if let Err(e) = store.reap_reads(false) {
-            eprintln!("cxltier serve: collecting NVMe reads failed (the commands will read one by one): {e}");
+            if let Some(line) = log.line(
+                "reap",
+                Instant::now(),
+                &format!("collecting NVMe reads failed (the commands will read one by one): {e}"),
+            ) {
+                eprintln!("cxltier serve: {line}");
+            }
         }
         if store.has_nvme() {
             let mut keys: Vec<(u64, &[u8])> = Vec::new();
@@ -231,7 +390,15 @@ pub fn serve(
                 keys.sort_by_key(|&(seq, _)| seq);
                 let keys: Vec<&[u8]> = keys.into_iter().map(|(_, k)| k).collect();
                 if let Err(e) = store.start_reads(&keys) {
-                    eprintln!("cxltier serve: NVMe reads could not begin (the commands will read one by one): {e}");
+                    if let Some(line) = log.line(
+                        "start-reads",
+                        Instant::now(),
+                        &format!(
+                            "NVMe reads could not begin (the commands will read one by one): {e}"
+                        ),
+                    ) {
+                        eprintln!("cxltier serve: {line}");
+                    }
                 }
                 for c in conns.values_mut() {
                     for p in c.queue.iter_mut().filter(|p| !p.reads_begun) {
@@ -245,12 +412,31 @@ pub fn serve(
                 }
             }
         }
-        let ran = run_ready(&mut store, &mut info, &mut conns, &mut shutdown);
+        let ran = run_ready(
+            &mut store,
+            &mut info,
+            &mut conns,
+            &mut shutdown,
+            &limits,
+            &mut log,
+        );
         store.end_batch();
-        // Replies go out after the commit.
+        // Replies go out after the commit. A client whose unread replies stay over the soft
+        // limit too long is closed; buffers that grew for one big request are given back.
+        let now = Instant::now();
         for c in conns.values_mut() {
             if !c.output.is_empty() {
                 flush(c);
+            }
+            info.client_peak_input_buffer = info.client_peak_input_buffer.max(c.input.capacity());
+            info.client_peak_output_buffer =
+                info.client_peak_output_buffer.max(c.output.capacity());
+            check_soft_limit(c, now, &limits, &mut info, &mut log);
+            if c.output.is_empty() && c.output.capacity() > BUFFER_KEEP {
+                c.output = Vec::with_capacity(BUFFER_INITIAL);
+            }
+            if c.input.len() <= BUFFER_INITIAL && c.input.capacity() > BUFFER_KEEP {
+                c.input.shrink_to(BUFFER_INITIAL);
             }
         }
         conns.retain(|_, c| {
@@ -263,7 +449,13 @@ pub fn serve(
         info.connected_clients = conns.len();
         if ran == 0 || last_tick.elapsed() >= TICK {
             if let Err(e) = store.tick() {
-                eprintln!("cxltier serve: background work failed: {e}");
+                if let Some(line) = log.line(
+                    "tick",
+                    Instant::now(),
+                    &format!("background work failed: {e}"),
+                ) {
+                    eprintln!("cxltier serve: {line}");
+                }
             }
             if let Some(q) = quarantine.as_mut() {
                 q.tick(&mut store, &mut info.poison);
@@ -281,14 +473,50 @@ pub fn serve(
     Ok(())
 }
 
-/// Parse the complete commands of `c`'s input onto its queue.
-fn parse_into_queue(c: &mut Conn, parsed: &mut u64) {
-    if c.broken || c.quit {
+/// A connection's limits, from the server's settings.
+struct Limits {
+    max_bulk: usize,
+    query: usize,
+    output: OutputBufferLimit,
+    /// AUTH is required (before it, commands are parsed one at a time under Redis's
+    /// unauthenticated limits).
+    password: bool,
+    max_clients: usize,
+}
+
+/// Whether `c` may be read: its unread replies are under the soft limit and its input under
+/// the query buffer limit. Otherwise it is read again once it has room (backpressure: the
+/// client's writes wait in the socket buffers).
+fn has_room(c: &Conn, limits: &Limits) -> bool {
+    !c.dead && c.unsent() < limits.output.soft && c.input.len() < limits.query
+}
+
+/// Parse the complete commands of `c`'s input onto its queue, up to [`MAX_QUEUED`] (and one
+/// at a time before AUTH, so that the limits of a command are those of its sender's state when
+/// it runs). A command longer than the query buffer limit closes the connection.
+fn parse_into_queue(
+    c: &mut Conn,
+    parsed: &mut u64,
+    limits: &Limits,
+    info: &mut ServerInfo,
+    log: &mut RateLimitedLog,
+) {
+    c.more = false;
+    if c.broken || c.quit || c.dead {
         return;
     }
+    let unauthenticated = limits.password && !c.session.authed;
+    let parse_limits = resp::Limits {
+        max_bulk: limits.max_bulk,
+        unauthenticated,
+    };
     let mut at = c.parsed;
     while at < c.input.len() {
-        match resp::parse(&c.input[at..]) {
+        if c.queue.len() >= MAX_QUEUED || (unauthenticated && !c.queue.is_empty()) {
+            c.more = true;
+            break;
+        }
+        match c.parser.parse(&c.input[at..], parse_limits) {
             Ok(Some(p)) => {
                 let args = p
                     .args
@@ -309,20 +537,89 @@ fn parse_into_queue(c: &mut Conn, parsed: &mut u64) {
             Err(e) => {
                 // Commands before the garbage still run; then the error, then close: the stream
                 // cannot be framed any more.
-                c.queue.push_back(Pending {
-                    args: Vec::new(),
-                    error: Some(format!("ERR Protocol error: {}", e.0)),
-                    end: at,
-                    reads_begun: true,
-                    seq: *parsed,
-                });
-                c.broken = true;
-                c.closing = true;
+                protocol_error(c, at, *parsed, format!("ERR Protocol error: {}", e.0));
                 break;
             }
         }
     }
     c.parsed = at;
+    if !c.broken && c.queue.is_empty() && c.input.len() - c.parsed >= limits.query {
+        // Nothing queued, so nothing will free room: this one command can never be whole.
+        info.client_query_buffer_limit_disconnections += 1;
+        let text = format!(
+            "closed client {}: a command longer than the client-query-buffer-limit of {} bytes",
+            peer(c),
+            limits.query
+        );
+        if let Some(line) = log.line("query-limit", Instant::now(), &text) {
+            eprintln!("cxltier serve: {line}");
+        }
+        protocol_error(
+            c,
+            at,
+            *parsed,
+            format!(
+                "ERR Protocol error: command longer than client-query-buffer-limit ({} bytes)",
+                limits.query
+            ),
+        );
+    }
+}
+
+/// Queue `msg` as the reply at this point of `c`'s stream, and close after it.
+fn protocol_error(c: &mut Conn, at: usize, seq: u64, msg: String) {
+    c.queue.push_back(Pending {
+        args: Vec::new(),
+        error: Some(msg),
+        end: at,
+        reads_begun: true,
+        seq,
+    });
+    c.broken = true;
+    c.closing = true;
+}
+
+fn peer(c: &Conn) -> String {
+    c.peer
+        .map(|p| p.to_string())
+        .unwrap_or_else(|| "(unknown address)".into())
+}
+
+/// Close `c` now, its replies dropped, for the reason in `text` (logged, rate-limited).
+fn close_over_limit(c: &mut Conn, info: &mut ServerInfo, log: &mut RateLimitedLog, text: &str) {
+    c.output.clear();
+    c.sent = 0;
+    c.queue.clear();
+    c.dead = true;
+    info.client_output_buffer_limit_disconnections += 1;
+    if let Some(line) = log.line("output-limit", Instant::now(), text) {
+        eprintln!("cxltier serve: {line}");
+    }
+}
+
+/// Close `c` if its unread replies have stayed at or over the soft limit for the time allowed.
+fn check_soft_limit(
+    c: &mut Conn,
+    now: Instant,
+    limits: &Limits,
+    info: &mut ServerInfo,
+    log: &mut RateLimitedLog,
+) {
+    if c.dead || c.unsent() < limits.output.soft {
+        c.over_soft_since = None;
+        return;
+    }
+    let since = *c.over_soft_since.get_or_insert(now);
+    let secs = limits.output.soft_seconds;
+    if secs > 0 && now.saturating_duration_since(since) >= Duration::from_secs(secs) {
+        let text = format!(
+            "closed client {}: {} bytes of replies unread for {secs} s, over the client-output-buffer-limit soft limit of {} bytes (the client must read its replies)",
+            peer(c),
+            c.unsent(),
+            limits.output.soft
+        );
+        close_over_limit(c, info, log, &text);
+    }
 }
 
 /// Run, connection by connection and in order, every queued command that need not wait for a
@@ -332,6 +629,8 @@ fn run_ready(
     info: &mut ServerInfo,
     conns: &mut HashMap<Token, Conn>,
     shutdown: &mut bool,
+    limits: &Limits,
+    log: &mut RateLimitedLog,
 ) -> usize {
     let mut ran = 0;
     // Where each connection's replies of this turn start, and whether (and how often) it wrote,
@@ -343,6 +642,10 @@ fn run_ready(
         while let Some(p) = c.queue.front() {
             if c.quit {
                 c.queue.clear();
+                break;
+            }
+            // Its client is not reading its replies: run nothing more of it until it does.
+            if c.unsent() >= limits.output.soft {
                 break;
             }
             // Nothing can wait when no read is in flight (the common case in memory).
@@ -376,6 +679,16 @@ fn run_ready(
                 }
                 Effect::Shutdown => *shutdown = true,
                 Effect::Read => {}
+            }
+            if c.unsent() >= limits.output.hard {
+                let text = format!(
+                    "closed client {}: {} bytes of replies unread, over the client-output-buffer-limit hard limit of {} bytes (the client must read its replies; raise --client-output-buffer-limit for bigger ones)",
+                    peer(c),
+                    c.unsent(),
+                    limits.output.hard
+                );
+                close_over_limit(c, info, log, &text);
+                break;
             }
         }
         // Drop what ran from the input; what is still queued moves down with it.
@@ -412,46 +725,65 @@ fn run_ready(
                 }
             }
         }
-        eprintln!("cxltier serve: {msg}");
+        if let Some(line) = log.line("commit", Instant::now(), &msg) {
+            eprintln!("cxltier serve: {line}");
+        }
     }
     ran
 }
 
+#[allow(clippy::too_many_arguments)]
 fn accept(
     listener: &mut TcpListener,
     poll: &Poll,
     conns: &mut HashMap<Token, Conn>,
     next: &mut usize,
     info: &mut ServerInfo,
-    max_clients: usize,
-) -> io::Result<()> {
+    limits: &Limits,
+    spare_fd: &mut Option<std::fs::File>,
+    log: &mut RateLimitedLog,
+) {
+    const FULL: &str = "ERR max number of clients reached (raise --max-clients, and the open-file limit: ulimit -n)";
+    // The listener is edge-triggered: every pending connection is taken now (accepted, or
+    // accepted and closed with the reason), or it would wait in the backlog unseen.
     loop {
         match listener.accept() {
-            Ok((mut stream, _)) => {
-                if conns.len() >= max_clients {
-                    let mut out = Vec::new();
-                    reply::error(
-                        &mut out,
-                        "ERR max number of clients reached (raise --max-clients)",
-                    );
-                    let _ = stream.write(&out);
+            Ok((mut stream, peer)) => {
+                if conns.len() >= limits.max_clients {
+                    info.rejected_connections += 1;
+                    refuse(&mut stream, FULL);
                     continue;
                 }
                 let _ = stream.set_nodelay(true);
                 let t = Token(*next);
                 *next = (*next + 1) % (usize::MAX - 1);
-                poll.registry().register(
+                if let Err(e) = poll.registry().register(
                     &mut stream,
                     t,
                     Interest::READABLE | Interest::WRITABLE,
-                )?;
+                ) {
+                    if let Some(line) = log.line(
+                        "register",
+                        Instant::now(),
+                        &format!("cannot watch the connection of {peer} (closed): {e}"),
+                    ) {
+                        eprintln!("cxltier serve: {line}");
+                    }
+                    continue;
+                }
                 info.total_connections += 1;
                 conns.insert(
                     t,
                     Conn {
                         stream,
-                        input: Vec::with_capacity(16 << 10),
-                        output: Vec::with_capacity(16 << 10),
+                        peer: Some(peer),
+                        readable: true,
+                        parser: Parser::default(),
+                        more: false,
+                        over_soft_since: None,
+                        input: Vec::with_capacity(BUFFER_INITIAL),
+                        output: Vec::with_capacity(BUFFER_INITIAL),
+                        sent: 0,
                         session: Session {
                             id: info.total_connections,
                             authed: info.requirepass.is_none(),
@@ -466,45 +798,102 @@ fn accept(
                     },
                 );
             }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            // Out of descriptors and the like: keep serving the clients we have.
+            // Out of descriptors: free the spare one to take the connection and tell it why,
+            // then take the spare back.
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => {
+                if let Some(line) = log.line(
+                    "accept",
+                    Instant::now(),
+                    &format!("accept failed: {e} (connections refused; raise ulimit -n or lower --max-clients)"),
+                ) {
+                    eprintln!("cxltier serve: {line}");
+                }
+                let Some(spare) = spare_fd.take() else { return };
+                drop(spare);
+                let taken = listener.accept();
+                *spare_fd = std::fs::File::open("/dev/null").ok();
+                match taken {
+                    Ok((mut stream, _)) => {
+                        info.rejected_connections += 1;
+                        refuse(&mut stream, FULL);
+                    }
+                    // Nothing could be taken even so: try at the next event.
+                    Err(_) => return,
+                }
+            }
+            // The client gave up before it was accepted, and the like: the next one may do.
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::ConnectionAborted | io::ErrorKind::ConnectionReset
+                ) =>
+            {
+                continue
+            }
             Err(e) => {
-                eprintln!("cxltier serve: accept failed: {e}");
-                return Ok(());
+                if let Some(line) =
+                    log.line("accept", Instant::now(), &format!("accept failed: {e}"))
+                {
+                    eprintln!("cxltier serve: {line}");
+                }
+                return;
             }
         }
     }
 }
 
-fn read_all(c: &mut Conn, buf: &mut [u8]) {
+/// Tell a connection that will not be served why, then close it (by dropping it). One write
+/// on a socket just accepted: its send buffer is empty, so the reply goes in whole.
+fn refuse(stream: &mut TcpStream, msg: &str) {
+    let mut out = Vec::new();
+    reply::error(&mut out, msg);
     loop {
+        match stream.write(&out) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            _ => return,
+        }
+    }
+}
+
+/// Read what `c`'s socket has, until it has no more or the input reaches `limit` (the rest
+/// is read once the queued commands have run).
+fn read_all(c: &mut Conn, buf: &mut [u8], limit: usize) {
+    while c.input.len() < limit {
         match c.stream.read(buf) {
             Ok(0) => {
                 // The client finished sending: answer what it sent, then close.
                 c.closing = true;
+                c.readable = false;
                 return;
             }
             Ok(n) => c.input.extend_from_slice(&buf[..n]),
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                c.readable = false;
+                return;
+            }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(_) => {
                 c.dead = true;
+                c.readable = false;
                 return;
             }
         }
     }
 }
 
+/// Write what the socket takes of `c`'s replies. What was written is dropped from the front
+/// only once it is at least half the buffer: a client reading a big reply slowly would
+/// otherwise make every partial write move all the rest.
 fn flush(c: &mut Conn) {
-    let mut written = 0;
-    while written < c.output.len() {
-        match c.stream.write(&c.output[written..]) {
+    while c.sent < c.output.len() {
+        match c.stream.write(&c.output[c.sent..]) {
             Ok(0) => {
                 c.dead = true;
                 break;
             }
-            Ok(n) => written += n,
+            Ok(n) => c.sent += n,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(_) => {
@@ -513,5 +902,11 @@ fn flush(c: &mut Conn) {
             }
         }
     }
-    c.output.drain(..written);
+    if c.sent == c.output.len() {
+        c.output.clear();
+        c.sent = 0;
+    } else if c.sent >= c.output.len() / 2 {
+        c.output.drain(..c.sent);
+        c.sent = 0;
+    }
 }

@@ -7,6 +7,7 @@
 //! - memory: [`Mapping`], an owned anonymous `mmap`, with [`Mapping::advise`] (`madvise`) and
 //!   [`Mapping::bind`] (`mbind`);
 //! - [`page_size`];
+//! - [`rlimit`]: the open-file limit, read and raised;
 //! - [`signal`]: blocking, waiting for and forwarding signals while supervising a child;
 //! - [`stream`]: non-temporal stores for memory bandwidth measurements;
 //! - [`timer`]: a one-shot timerfd that wakes an event loop at a given microsecond;
@@ -35,6 +36,8 @@ mod mempolicy;
 pub mod pagemap;
 #[warn(missing_docs, clippy::undocumented_unsafe_blocks)]
 mod pages;
+#[warn(missing_docs, clippy::undocumented_unsafe_blocks)]
+pub mod rlimit;
 #[warn(missing_docs, clippy::undocumented_unsafe_blocks)]
 pub mod signal;
 pub mod stream;

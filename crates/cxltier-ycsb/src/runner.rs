@@ -229,7 +229,12 @@ impl SimpleClient {
                 Ok(None) => {}
                 Err(e) => return Err(io::Error::new(io::ErrorKind::InvalidData, e)),
             }
-            let n = self.stream.read(&mut chunk)?;
+            // A signal landing mid-read (a profiler, a test harness's SIGCHLD) is not an error.
+            let n = match self.stream.read(&mut chunk) {
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
             if n == 0 {
                 return Err(io::Error::new(
                     io::ErrorKind::UnexpectedEof,
@@ -992,4 +997,41 @@ fn handle_replies(
     }
     c.input.drain(..at);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::Reply;
+
+    /// A server that dribbles its replies one byte per write: every read returns a fragment
+    /// and the client must keep reading until a whole reply is there.
+    #[test]
+    fn simple_client_reads_a_reply_sent_one_byte_at_a_time() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let server = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            s.set_nodelay(true).unwrap();
+            let mut req = [0u8; 256];
+            for reply in [&b"$11\r\nhello world\r\n"[..], b"*2\r\n:42\r\n+OK\r\n"] {
+                let _ = s.read(&mut req).unwrap();
+                for b in reply {
+                    s.write_all(std::slice::from_ref(b)).unwrap();
+                    s.flush().unwrap();
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+        });
+        let mut c = SimpleClient::connect(&addr).unwrap();
+        assert_eq!(
+            c.call(&[b"GET", b"k"]).unwrap(),
+            Reply::Bulk(Some(b"hello world".to_vec()))
+        );
+        assert_eq!(
+            c.call(&[b"X"]).unwrap(),
+            Reply::Array(Some(vec![Reply::Int(42), Reply::Simple(b"OK".to_vec())]))
+        );
+        server.join().unwrap();
+    }
 }

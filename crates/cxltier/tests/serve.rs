@@ -537,7 +537,7 @@ fn bad_options_are_explained() {
     let busy = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = busy.local_addr().unwrap().to_string();
     let out = run(&["--bind", &addr]);
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(1));
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("in use"),
         "{}",

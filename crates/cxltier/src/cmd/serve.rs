@@ -5,7 +5,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use cxltier_control::size::parse_size;
-use cxltier_server::{ServerConfig, ServerError};
+use cxltier_server::{OutputBufferLimit, ServerConfig, ServerError};
 use cxltier_store::{Durability, SsdSpec, StoreBuilder, StoreError};
 use cxltier_topo::format_bytes;
 
@@ -71,9 +71,24 @@ pub struct Args {
     /// earlier ones finish. Raise it for a drive that reads faster with deeper queues
     #[arg(long, default_value_t = cxltier_store::DEFAULT_NVME_QUEUE_DEPTH, value_name = "N")]
     nvme_queue_depth: u32,
-    /// Most connections at once
+    /// Most connections at once; lowered (with a message) to what the open-file limit allows,
+    /// after raising the soft limit as far as the hard limit lets it
     #[arg(long, default_value_t = 10_000, value_name = "N")]
     max_clients: usize,
+    /// Most bytes of one connection's input held: past it, the connection is not read until
+    /// its queued commands have run; a single command longer than this closes the connection.
+    /// At least the proto-max-bulk-len (--max-object and 64 KiB) plus 64 KiB
+    #[arg(long, default_value = "64mb", value_name = "BYTES")]
+    client_query_buffer_limit: String,
+    /// "HARD SOFT SECONDS", as Redis's client-output-buffer-limit normal: at SOFT bytes of
+    /// replies a client has not read, its commands wait until it reads; over HARD, or over SOFT
+    /// for SECONDS (0: no time limit), it is disconnected
+    #[arg(
+        long,
+        default_value = "64mb 4mb 60",
+        value_name = "\"HARD SOFT SECONDS\""
+    )]
+    client_output_buffer_limit: String,
     /// Follow this file of poisoned physical ranges (written by `cxltier ras --watch
     /// --quarantine`; missing: nothing quarantined): objects on them are restored from NVMe or
     /// reported lost, and their memory is never used again (needs root to map the ranges)
@@ -92,12 +107,83 @@ fn store_error(e: StoreError) -> CliError {
     CliError::new(kind, e.to_string())
 }
 
+fn server_error(e: ServerError) -> CliError {
+    let kind = match &e {
+        ServerError::Bind { source, .. } => match source.kind() {
+            std::io::ErrorKind::PermissionDenied => Kind::Permission,
+            // The address is not one of this host's: the --bind given is wrong.
+            std::io::ErrorKind::AddrNotAvailable => Kind::BadInput,
+            _ if source.raw_os_error() == Some(libc::EAFNOSUPPORT) => Kind::Unsupported,
+            // In use and the rest: the address is fine, the host's state is not.
+            _ => Kind::Runtime,
+        },
+        _ => Kind::Runtime,
+    };
+    CliError::new(kind, e.to_string())
+}
+
+/// Descriptors kept for what is not a client: the store's files, the ring, epoll, the
+/// listener, the quarantine file (Redis keeps 32 too).
+const RESERVED_FDS: u64 = 32;
+
+/// `--max-clients` fitted to the open-file limit, as Redis does: the soft limit is raised as
+/// far as needed and the hard limit allows; if it is still too low, fewer clients are served
+/// and stderr says so.
+fn fit_max_clients(wanted: usize) -> Result<usize, CliError> {
+    let need = wanted as u64 + RESERVED_FDS;
+    let (soft, hard) = cxltier_sys::rlimit::open_files_limit()
+        .map_err(|e| CliError::runtime(format!("reading the open-file limit: {e}")))?;
+    if soft >= need {
+        return Ok(wanted);
+    }
+    let raised = need.min(hard);
+    let soft = match cxltier_sys::rlimit::set_open_files_limit(raised) {
+        Ok(()) => raised,
+        Err(_) => soft,
+    };
+    if soft >= need {
+        return Ok(wanted);
+    }
+    if soft <= RESERVED_FDS {
+        return Err(CliError::runtime(format!(
+            "the open-file limit is {soft}: too low to serve any client ({RESERVED_FDS} descriptors are kept for the store and the listener)"
+        ))
+        .with_hint("raise it: ulimit -n 65536 (or LimitNOFILE= in a systemd unit)"));
+    }
+    let fit = (soft - RESERVED_FDS) as usize;
+    eprintln!(
+        "cxltier serve: maxclients reduced to {fit}: the open-file limit is {soft} (hard limit {hard}) and {wanted} clients need {need}; raise it with ulimit -n (or LimitNOFILE= in a systemd unit) to serve more"
+    );
+    Ok(fit)
+}
+
 pub fn run(args: Args) -> CliResult {
     crate::cmd::ras::check_quarantine_file(&args.quarantine_file)?;
     let bind: SocketAddr = args.bind.parse().map_err(|_| {
-        CliError::bad_input(format!("--bind {}: not an ADDRESS:PORT", args.bind))
-            .with_hint("for example --bind 127.0.0.1:6379")
+        let hint = if args.bind.matches(':').count() > 1 && !args.bind.starts_with('[') {
+            "an IPv6 address goes in brackets: --bind [::1]:6379"
+        } else {
+            "for example --bind 127.0.0.1:6379, or --bind [::1]:6379 for IPv6"
+        };
+        CliError::bad_input(format!("--bind {}: not an ADDRESS:PORT", args.bind)).with_hint(hint)
     })?;
+    let query_limit = cxltier_server::parse_memory(&args.client_query_buffer_limit)
+        .filter(|&n| n > 0)
+        .ok_or_else(|| {
+            CliError::bad_input(format!(
+                "--client-query-buffer-limit {}: not a size in bytes",
+                args.client_query_buffer_limit
+            ))
+            .with_hint("for example 64mb, 512mb or 1gb")
+        })?;
+    let output_limit: OutputBufferLimit = args
+        .client_output_buffer_limit
+        .parse()
+        .map_err(|e: String| CliError::bad_input(format!("--{e}")))?;
+    let max_clients = fit_max_clients(args.max_clients.max(1))?;
+    // Listen before the store is opened (a port in use need not wait for a recovery) and say
+    // so only once it is done.
+    let listener = cxltier_server::bind(bind).map_err(server_error)?;
     let dram = parse_size(&args.dram).map_err(control_error)?;
     let cxl = match args.cxl.trim() {
         "0" | "" => 0,
@@ -179,13 +265,12 @@ pub fn run(args: Args) -> CliResult {
     let cfg = ServerConfig {
         bind,
         requirepass: args.requirepass,
-        max_clients: args.max_clients.max(1),
+        max_clients,
         quarantine_file: Some(args.quarantine_file),
+        client_query_buffer_limit: query_limit,
+        client_output_buffer_limit: output_limit,
     };
-    cxltier_server::serve(cfg, store, stop).map_err(|e| match e {
-        ServerError::Bind { .. } => CliError::new(Kind::BadInput, e.to_string()),
-        other => CliError::runtime(other.to_string()),
-    })?;
+    cxltier_server::serve_on(listener, cfg, store, stop).map_err(server_error)?;
     eprintln!("cxltier serve: stopped; the store is closed");
     Ok(std::process::ExitCode::SUCCESS)
 }
