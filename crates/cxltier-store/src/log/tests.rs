@@ -11,6 +11,7 @@ fn cfg(path: &Path, segments: u64) -> LogConfig {
         path: path.to_path_buf(),
         capacity: Some(segments * 64 * 1024),
         segment_size: 64 * 1024,
+        recover_anyway: false,
     }
 }
 
