@@ -618,10 +618,10 @@ impl Log {
             return Ok(());
         };
         // Appends go on in the newest segment only when that writes over nothing but zeros
-        // (a torn write or a damaged record stays on disk as it is, for repair) and when its
-        // header is sound.
+        // (a torn write stays on disk as it is) and when the segment holds no damage (a damaged
+        // segment is left untouched, for repair).
         let room = newest.end + ALIGN < seg || self.free_count() == 0;
-        if newest.end_is_clean && !newest.header_damaged && room {
+        if newest.end_is_clean && !newest.damaged && room {
             self.segments[newest.index as usize].state = SegState::Open;
             self.open = newest.index;
             self.buf.copy_from_slice(&image);

@@ -353,8 +353,9 @@ pub(super) struct FoundSegment {
     pub end: usize,
     pub live: u64,
     pub end_is_clean: bool,
-    /// Its header was damaged (identified from its records): never append to it.
-    pub header_damaged: bool,
+    /// Its header was damaged (identified from its records), or it holds damaged ranges: never
+    /// append to it (its bytes stay as they are, for repair).
+    pub damaged: bool,
 }
 
 /// What [`scan_log`] found.
@@ -503,7 +504,7 @@ pub(super) fn scan_log(
             end: scan.end,
             live,
             end_is_clean: scan.end_is_clean,
-            header_damaged: repaired.contains(&index),
+            damaged: repaired.contains(&index) || !scan.damaged.is_empty(),
         });
         if is_newest {
             let mut keep = AlignedBuf::new(seg);

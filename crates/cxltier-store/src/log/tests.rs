@@ -301,3 +301,284 @@ fn write_ahead_writes_whole_blocks_that_survive_a_crash() {
         assert_eq!(log.read(*l).unwrap().value, vec![i; 700]);
     }
 }
+
+const SEG: usize = 64 * 1024;
+
+/// Write `n` keys `k{i}` of 700 bytes each (about 80 per segment), synced; their locations.
+fn fill(c: &LogConfig, n: u32) -> Vec<NvLoc> {
+    let (mut log, _) = Log::open(c, &mut |_| {}).unwrap();
+    let locs = (0..n)
+        .map(|i| {
+            log.append(
+                format!("k{i}").as_bytes(),
+                Kind::String,
+                &[i as u8; 700],
+                None,
+            )
+            .unwrap()
+        })
+        .collect();
+    log.sync(true).unwrap();
+    locs
+}
+
+fn flip(path: &Path, at: usize, len: usize) {
+    let mut bytes = std::fs::read(path).unwrap();
+    for b in &mut bytes[at..at + len] {
+        *b ^= 0x5a;
+    }
+    std::fs::write(path, &bytes).unwrap();
+}
+
+fn file_at(loc: NvLoc) -> usize {
+    loc.segment as usize * SEG + loc.offset as usize
+}
+
+fn anyway(c: &LogConfig) -> LogConfig {
+    LogConfig {
+        recover_anyway: true,
+        ..c.clone()
+    }
+}
+
+/// Replay with the override; the report and the keys back with their values checked.
+fn open_anyway(c: &LogConfig) -> (Log, OpenReport, BTreeMap<Vec<u8>, NvLoc>) {
+    let mut latest = BTreeMap::new();
+    let (mut log, report) = Log::open(&anyway(c), &mut |r| {
+        latest.insert(r.key.to_vec(), r.loc);
+    })
+    .unwrap();
+    for (k, l) in &latest {
+        let i: u32 = std::str::from_utf8(&k[1..]).unwrap().parse().unwrap();
+        assert_eq!(log.read(*l).unwrap().value, vec![i as u8; 700]);
+    }
+    (log, report, latest)
+}
+
+#[test]
+fn flipped_bytes_in_a_sealed_segment_refuse_the_open_and_the_override_keeps_every_other_record() {
+    let p = temp_path("log");
+    let c = cfg(&p, 16);
+    let locs = fill(&c, 300);
+    // A record in the middle of the first (sealed) segment, with records after it there.
+    let victim = locs[40];
+    assert_eq!(victim.segment, locs[0].segment);
+    assert_eq!(locs[41].segment, victim.segment);
+    flip(&p, file_at(victim) + 200, 16);
+    let before = std::fs::read(&p).unwrap();
+    let err = Log::open(&c, &mut |_| {}).unwrap_err();
+    let StoreError::Damaged(d) = &err else {
+        panic!("{err}")
+    };
+    assert_eq!(d.report.damaged.len(), 1, "{err}");
+    let r = &d.report.damaged[0];
+    assert_eq!(r.kind, DamageKind::Records);
+    assert_eq!(r.segment, victim.segment);
+    // The range covers the damaged bytes and stops at the next valid record.
+    assert!(r.offset <= victim.offset as u64 + 200, "{r}");
+    assert_eq!(r.offset + r.bytes, locs[41].offset as u64, "{r}");
+    let text = err.to_string();
+    assert!(
+        text.contains(&format!("segment {} ", victim.segment)),
+        "{text}"
+    );
+    assert!(text.contains("--recover-anyway"), "{text}");
+    assert!(
+        std::fs::read(&p).unwrap() == before,
+        "a refused open wrote to the file"
+    );
+
+    let (_log, report, map) = open_anyway(&c);
+    assert_eq!(map.len(), 299, "every record but the damaged one");
+    assert!(!map.contains_key(&b"k40"[..]));
+    assert!(map.contains_key(&b"k41"[..]), "the record after the damage");
+    assert_eq!(report.damaged_bytes(), r.bytes);
+    assert_eq!(report.records, 299);
+}
+
+#[test]
+fn a_damaged_tail_of_an_older_segment_is_damage() {
+    let p = temp_path("log");
+    let c = cfg(&p, 16);
+    let locs = fill(&c, 300);
+    let last_of_first = locs
+        .iter()
+        .rev()
+        .find(|l| l.segment == locs[0].segment)
+        .copied()
+        .unwrap();
+    flip(&p, file_at(last_of_first) + 40, 16);
+    let err = Log::open(&c, &mut |_| {}).unwrap_err();
+    let StoreError::Damaged(d) = &err else {
+        panic!("{err}")
+    };
+    assert_eq!(d.report.damaged[0].kind, DamageKind::Tail, "{err}");
+    assert_eq!(d.report.damaged[0].offset, last_of_first.offset as u64);
+}
+
+#[test]
+fn a_damaged_header_of_the_newest_segment_is_identified_from_its_records() {
+    let p = temp_path("log");
+    let c = cfg(&p, 16);
+    let locs = fill(&c, 300);
+    let newest = locs.last().unwrap().segment;
+    flip(&p, newest as usize * SEG + 8, 16);
+    let (mut log, report, map) = open_anyway(&c);
+    assert_eq!(map.len(), 300, "{report:?}");
+    assert_eq!(report.headers_repaired, 1);
+    assert!(!report.is_damaged(), "{:?}", report.damaged);
+    // Appends go to another segment: the damaged one is never written again.
+    let l = log.append(b"new", Kind::String, b"v", None).unwrap();
+    assert_ne!(l.segment, newest);
+    log.sync(true).unwrap();
+    drop(log);
+    let (_, map) = open_model(&c);
+    assert_eq!(map.len(), 301);
+}
+
+#[test]
+fn a_segment_whose_header_and_records_are_gone_is_damage() {
+    let p = temp_path("log");
+    let c = cfg(&p, 16);
+    let locs = fill(&c, 300);
+    let seg0 = locs[0].segment as usize;
+    // Header and every record start of the first block: no record tells the segment's seq.
+    let mut bytes = std::fs::read(&p).unwrap();
+    for b in &mut bytes[seg0 * SEG..(seg0 + 1) * SEG] {
+        *b = !*b;
+    }
+    std::fs::write(&p, &bytes).unwrap();
+    let err = Log::open(&c, &mut |_| {}).unwrap_err();
+    let StoreError::Damaged(d) = &err else {
+        panic!("{err}")
+    };
+    assert_eq!(d.report.damaged[0].kind, DamageKind::Segment, "{err}");
+    assert_eq!(d.report.damaged[0].bytes, SEG as u64);
+}
+
+#[test]
+fn a_truncated_file_is_refused_and_names_the_missing_bytes() {
+    let p = temp_path("log");
+    let c = cfg(&p, 16);
+    fill(&c, 300);
+    let f = std::fs::OpenOptions::new().write(true).open(&p).unwrap();
+    f.set_len(3 * SEG as u64 + 1000).unwrap();
+    drop(f);
+    for c in [
+        c.clone(),
+        LogConfig {
+            capacity: None,
+            ..c.clone()
+        },
+    ] {
+        let err = Log::open(&c, &mut |_| {}).unwrap_err();
+        let StoreError::Damaged(d) = &err else {
+            panic!("{err}")
+        };
+        let m = d
+            .report
+            .damaged
+            .iter()
+            .find(|d| d.kind == DamageKind::Missing)
+            .unwrap();
+        assert_eq!(m.file_offset, 3 * SEG as u64 + 1000, "{err}");
+        assert_eq!(m.bytes, 16 * SEG as u64 - m.file_offset, "{err}");
+    }
+    // With the override the log gets its size back and serves the readable records.
+    let (log, _, map) = open_anyway(&c);
+    assert!(!map.is_empty());
+    assert_eq!(log.stats().capacity, 16 * SEG as u64);
+}
+
+#[test]
+fn a_damaged_open_segment_is_not_zeroed_and_repairing_it_brings_everything_back() {
+    let p = temp_path("log");
+    let c = cfg(&p, 16);
+    let locs = fill(&c, 300);
+    let newest = locs.last().unwrap().segment;
+    let in_newest: Vec<NvLoc> = locs
+        .iter()
+        .filter(|l| l.segment == newest)
+        .copied()
+        .collect();
+    assert!(in_newest.len() > 3);
+    let victim = in_newest[1];
+    let pristine = std::fs::read(&p).unwrap();
+    flip(&p, file_at(victim) + 100, 16);
+    {
+        let (mut log, report, map) = open_anyway(&c);
+        assert_eq!(map.len(), 299);
+        assert_eq!(report.damaged.len(), 1);
+        // Writes go on elsewhere and reach the disk.
+        for i in 300..400u32 {
+            log.append(
+                format!("k{i}").as_bytes(),
+                Kind::String,
+                &[i as u8; 700],
+                None,
+            )
+            .unwrap();
+        }
+        log.sync(true).unwrap();
+    }
+    let now = std::fs::read(&p).unwrap();
+    let seg = newest as usize * SEG..(newest as usize + 1) * SEG;
+    let mut damaged = pristine[seg.clone()].to_vec();
+    for b in &mut damaged[victim.offset as usize + 100..victim.offset as usize + 116] {
+        *b ^= 0x5a;
+    }
+    assert!(
+        now[seg.clone()] == damaged[..],
+        "the damaged segment was written to"
+    );
+    // Repair the 16 bytes: everything is back, and the open is no longer refused.
+    flip(&p, file_at(victim) + 100, 16);
+    let (_, map) = open_model(&c);
+    assert_eq!(map.len(), 400);
+}
+
+#[test]
+fn a_torn_write_at_the_end_of_the_newest_segment_is_not_damage_and_stays_on_disk() {
+    let p = temp_path("log");
+    let c = cfg(&p, 16);
+    let locs = fill(&c, 300);
+    let last = *locs.last().unwrap();
+    flip(&p, file_at(last) + 300, 16);
+    let torn = std::fs::read(&p).unwrap();
+    let (mut log, report) = Log::open(&c, &mut |_| {}).unwrap();
+    assert!(!report.is_damaged());
+    let t = report.torn_tail.clone().unwrap();
+    assert_eq!((t.segment, t.offset), (last.segment, last.offset as u64));
+    let l = log.append(b"after", Kind::String, b"v", None).unwrap();
+    assert_ne!(l.segment, last.segment, "appends moved to a fresh segment");
+    log.sync(true).unwrap();
+    drop(log);
+    let seg = last.segment as usize * SEG..(last.segment as usize + 1) * SEG;
+    assert!(
+        std::fs::read(&p).unwrap()[seg.clone()] == torn[seg],
+        "the torn write was written over"
+    );
+}
+
+#[test]
+fn the_image_scan_steps_over_a_bad_record() {
+    let p = temp_path("log");
+    let c = cfg(&p, 16);
+    let locs = fill(&c, 60);
+    let bytes = std::fs::read(&p).unwrap();
+    let seg = locs[0].segment as usize;
+    let mut image = bytes[seg * SEG..(seg + 1) * SEG].to_vec();
+    let seq = parse_header(&image).unwrap().0;
+    let clean = scan_segment_image(&image, seq);
+    assert_eq!(clean.records.len(), 60);
+    assert!(clean.damaged.is_empty() && clean.tail.is_none() && clean.end_is_clean);
+    image[locs[10].offset as usize + 50] ^= 1;
+    let s = scan_segment_image(&image, seq);
+    assert_eq!(s.records.len(), 59);
+    assert_eq!(
+        s.damaged,
+        vec![locs[10].offset as usize..locs[11].offset as usize]
+    );
+    // The wrong segment life reads nothing.
+    assert!(scan_segment_image(&image, seq + 1).records.is_empty());
+}
