@@ -35,6 +35,8 @@ const RESTAGED_FOR: Duration = Duration::from_millis(5);
 /// The open log segment is written ahead once this much of it waits: each write is then a short
 /// wait for the event loop (a 64 KiB write, against 2 MiB when a segment filled).
 const WRITE_AHEAD_BYTES: usize = 64 << 10;
+/// The longest key accepted.
+const MAX_KEY: usize = u16::MAX as usize / 2;
 /// How many slots one eviction may look at before giving up on a tier.
 const SWEEP_BUDGET: usize = 64;
 
@@ -178,6 +180,51 @@ impl Nodes {
     }
 }
 
+/// Refuse limits under which some value within `--max-object` could never be stored, or that a
+/// tier would silently change: every tier's arena is carved into slab pages sized for the largest
+/// object, so a tier smaller than one page holds nothing; and a record on the NVMe log lies in
+/// one segment.
+fn check_limits(b: &StoreBuilder, max_slot: usize, empty_index: u64) -> Result<()> {
+    let page = crate::arena::page_size_for(max_slot) as u64;
+    let mib = |n: u64| format!("{}M", n.div_ceil(1 << 20));
+    // The largest object whose slab pages fit in `bytes`: its slots are at most half a page
+    // larger than a power of two below it.
+    let largest_for = |bytes: u64| -> u64 {
+        let pages = 1u64 << (63 - bytes.max(1 << 20).leading_zeros());
+        pages.saturating_sub((crate::arena::SLOT_HEADER + 256) as u64)
+    };
+    if b.dram_bytes < page + empty_index {
+        return Err(StoreError::Config(format!(
+            "--max-object {} needs slab pages of {} bytes, and --dram {} less the index and frequency sketch ({empty_index} bytes) holds none: no value could ever be stored in DRAM. Give --dram of at least {} or --max-object of at most {}",
+            b.max_object,
+            page,
+            b.dram_bytes,
+            mib(page + empty_index),
+            largest_for(b.dram_bytes.saturating_sub(empty_index)),
+        )));
+    }
+    if b.cxl_bytes > 0 && b.cxl_bytes < page {
+        return Err(StoreError::Config(format!(
+            "--max-object {} needs slab pages of {page} bytes, more than --cxl {}: give --cxl of at least {} or --max-object of at most {}",
+            b.max_object,
+            b.cxl_bytes,
+            mib(page),
+            largest_for(b.cxl_bytes),
+        )));
+    }
+    if b.ssd.is_some() {
+        let max = crate::log::max_value_len(crate::log::DEFAULT_SEGMENT_SIZE, MAX_KEY);
+        if b.max_object > max {
+            return Err(StoreError::Config(format!(
+                "--max-object {} is larger than a record of the NVMe log can hold ({max} bytes: a segment of {} bytes less its header, the record's header and the longest key): give --max-object of at most {max}",
+                b.max_object,
+                crate::log::DEFAULT_SEGMENT_SIZE
+            )));
+        }
+    }
+    Ok(())
+}
+
 impl Store {
     pub(crate) fn build(b: StoreBuilder) -> Result<Store> {
         if b.max_object < 16 || b.max_object > 64 << 20 {
@@ -218,6 +265,7 @@ impl Store {
         let dram_node = b.dram_node.unwrap_or_else(|| nodes.local());
         let max_slot = b.max_object + crate::arena::SLOT_HEADER + 256;
         let sketch = Sketch::new(Sketch::width_for_keys(0));
+        check_limits(&b, max_slot, Index::new().bytes() + sketch.bytes())?;
         let mut arenas = vec![Arena::new(
             "dram",
             dram_node,
@@ -1003,10 +1051,9 @@ impl Store {
                 max: self.max_object,
             });
         }
-        if key.is_empty() || key.len() > u16::MAX as usize / 2 {
+        if key.is_empty() || key.len() > MAX_KEY {
             return Err(StoreError::Config(format!(
-                "keys must be 1 to {} bytes, not {}",
-                u16::MAX / 2,
+                "keys must be 1 to {MAX_KEY} bytes, not {}",
                 key.len()
             )));
         }

@@ -64,7 +64,11 @@ fn check_exits_0_on_a_clean_log_1_on_a_damaged_one_2_on_a_bad_path() {
     let path = p.to_str().unwrap();
     let out = cxltier(&["store", "check", path]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    assert!(text(&out.stdout).contains("keys: 2000"), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stdout).contains("keys: 2000"),
+        "{}",
+        text(&out.stdout)
+    );
     assert!(text(&out.stdout).contains("damage: none"));
 
     damage(&p);
@@ -81,7 +85,10 @@ fn check_exits_0_on_a_clean_log_1_on_a_damaged_one_2_on_a_bad_path() {
     assert_eq!(j["damaged"].as_array().unwrap().len(), 1);
     assert_eq!(j["damaged"][0]["kind"], "records");
     assert!(j["keys_possibly_stale"].as_u64().unwrap() >= 1000, "{j}");
-    assert!(std::fs::read(&*p).unwrap() == before, "check wrote to the file");
+    assert!(
+        std::fs::read(&*p).unwrap() == before,
+        "check wrote to the file"
+    );
 
     let missing = p.with_file_name("missing.log");
     let out = cxltier(&["store", "check", missing.to_str().unwrap()]);
@@ -101,7 +108,8 @@ fn free_port() -> u16 {
 fn info_recovery(port: u16) -> String {
     let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
     c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-    c.write_all(b"*2\r\n$4\r\nINFO\r\n$8\r\nrecovery\r\n").unwrap();
+    c.write_all(b"*2\r\n$4\r\nINFO\r\n$8\r\nrecovery\r\n")
+        .unwrap();
     let mut got = Vec::new();
     let mut buf = [0u8; 4096];
     // A bulk string: read until its end (the section ends with an empty line).
@@ -130,14 +138,28 @@ fn serve_refuses_a_damaged_log_and_starts_with_the_override() {
     let port = free_port();
     let bind = format!("127.0.0.1:{port}");
     let args = [
-        "serve", "--bind", &bind, "--dram", "16M", "--ssd", &ssd, "--quarantine-file", quarantine,
+        "serve",
+        "--bind",
+        &bind,
+        "--dram",
+        "16M",
+        "--ssd",
+        &ssd,
+        "--quarantine-file",
+        quarantine,
     ];
     let out = cxltier(&args);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
     let stderr = text(&out.stderr);
-    assert!(stderr.contains("is damaged") && stderr.contains("segment "), "{stderr}");
+    assert!(
+        stderr.contains("is damaged") && stderr.contains("segment "),
+        "{stderr}"
+    );
     assert!(stderr.contains("--recover-anyway"), "{stderr}");
-    assert!(std::fs::read(&*p).unwrap() == before, "a refused start wrote to the file");
+    assert!(
+        std::fs::read(&*p).unwrap() == before,
+        "a refused start wrote to the file"
+    );
 
     let mut child = Command::new(BIN)
         .args(args)
@@ -164,7 +186,10 @@ fn serve_refuses_a_damaged_log_and_starts_with_the_override() {
     child.wait().unwrap();
     assert!(info.contains("recovery_damaged_ranges:1\r\n"), "{info}");
     assert!(info.contains("recovery_keys_recovered:1999\r\n"), "{info}");
-    assert!(!info.contains("recovery_keys_possibly_stale:0\r\n"), "{info}");
+    assert!(
+        !info.contains("recovery_keys_possibly_stale:0\r\n"),
+        "{info}"
+    );
 }
 
 #[test]
@@ -184,5 +209,8 @@ fn serve_refuses_an_object_limit_no_tier_can_hold() {
     ]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
     let stderr = text(&out.stderr);
-    assert!(stderr.contains("--max-object") && stderr.contains("--dram"), "{stderr}");
+    assert!(
+        stderr.contains("--max-object") && stderr.contains("--dram"),
+        "{stderr}"
+    );
 }

@@ -73,6 +73,12 @@ const RESERVED_SEGMENTS: usize = 2;
 /// Default segment size.
 pub const DEFAULT_SEGMENT_SIZE: u32 = 2 << 20;
 
+/// The largest value a record with a key of `key_len` bytes can hold in a segment of
+/// `segment_size` bytes (a record never spans two segments).
+pub const fn max_value_len(segment_size: u32, key_len: usize) -> usize {
+    (segment_size as usize).saturating_sub(SEGMENT_HEADER + RECORD_HEADER + key_len)
+}
+
 /// Where and how big the log is.
 #[derive(Debug, Clone)]
 pub struct LogConfig {
