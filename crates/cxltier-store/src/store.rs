@@ -180,10 +180,10 @@ impl Nodes {
     }
 }
 
-/// Refuse limits under which some value within `--max-object` could never be stored, or that a
-/// tier would silently change: every tier's arena is carved into slab pages sized for the largest
-/// object, so a tier smaller than one page holds nothing; and a record on the NVMe log lies in
-/// one segment.
+/// Refuse limits under which some value within `--max-object` could never be stored: the DRAM
+/// arena is carved into slab pages sized for the largest object, and the DRAM budget (less the
+/// index) must have room for one, or nothing is ever stored in DRAM; a record on the NVMe log
+/// lies in one segment. (A CXL arena always maps at least one page, whatever `--cxl` says.)
 fn check_limits(b: &StoreBuilder, max_slot: usize, empty_index: u64) -> Result<()> {
     let page = crate::arena::page_size_for(max_slot) as u64;
     let mib = |n: u64| format!("{}M", n.div_ceil(1 << 20));
@@ -201,15 +201,6 @@ fn check_limits(b: &StoreBuilder, max_slot: usize, empty_index: u64) -> Result<(
             b.dram_bytes,
             mib(page + empty_index),
             largest_for(b.dram_bytes.saturating_sub(empty_index)),
-        )));
-    }
-    if b.cxl_bytes > 0 && b.cxl_bytes < page {
-        return Err(StoreError::Config(format!(
-            "--max-object {} needs slab pages of {page} bytes, more than --cxl {}: give --cxl of at least {} or --max-object of at most {}",
-            b.max_object,
-            b.cxl_bytes,
-            mib(page),
-            largest_for(b.cxl_bytes),
         )));
     }
     if b.ssd.is_some() {

@@ -58,18 +58,6 @@ fn a_dram_tier_smaller_than_one_slab_page_is_refused_and_the_asked_size_works() 
 }
 
 #[test]
-fn a_cxl_tier_smaller_than_one_slab_page_is_refused() {
-    let msg = config_error(
-        StoreBuilder::new()
-            .dram(256 << 20)
-            .cxl(8 << 20)
-            .max_object(16 << 20)
-            .durability(Durability::None),
-    );
-    assert!(msg.contains("--cxl of at least 32M"), "{msg}");
-}
-
-#[test]
 fn an_object_larger_than_a_log_record_is_refused_not_lowered() {
     let p = temp_file("cxltier-limits-", "log");
     let ssd = SsdSpec {
