@@ -196,21 +196,47 @@ fn serve_refuses_a_damaged_log_and_starts_with_the_override() {
 fn serve_refuses_an_object_limit_no_tier_can_hold() {
     let p = temp("nvme.log");
     let quarantine = p.with_file_name("quarantine");
-    let out = cxltier(&[
-        "serve",
-        "--bind",
-        "127.0.0.1:0",
-        "--dram",
-        "32M",
-        "--max-object",
-        "16M",
-        "--quarantine-file",
-        quarantine.to_str().unwrap(),
-    ]);
-    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
-    let stderr = text(&out.stderr);
+    let mut child = Command::new(BIN)
+        .args([
+            "serve",
+            "--bind",
+            "127.0.0.1:0",
+            "--dram",
+            "32M",
+            "--max-object",
+            "16M",
+            "--quarantine-file",
+            quarantine.to_str().unwrap(),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // A hang guard: a server that accepted the limits would listen until killed.
+    let mut waited = 0;
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break Some(s);
+        }
+        if waited >= 300 {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        waited += 1;
+    };
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    let status = status.unwrap_or_else(|| panic!("the server started with these limits: {stderr}"));
+    assert_eq!(status.code(), Some(2), "{stderr}");
     assert!(
-        stderr.contains("--max-object") && stderr.contains("--dram"),
+        stderr.contains("--max-object") && stderr.contains("--dram of at least"),
         "{stderr}"
     );
 }
