@@ -35,6 +35,9 @@ const RESTAGED_FOR: Duration = Duration::from_millis(5);
 /// The open log segment is written ahead once this much of it waits: each write is then a short
 /// wait for the event loop (a 64 KiB write, against 2 MiB when a segment filled).
 const WRITE_AHEAD_BYTES: usize = 64 << 10;
+/// A record's place in write order: its segment's sequence number, its offset there.
+type WritePos = (u64, u64);
+
 /// The longest key accepted.
 const MAX_KEY: usize = u16::MAX as usize / 2;
 /// How many slots one eviction may look at before giving up on a tier.
@@ -311,7 +314,7 @@ impl Store {
         let now = now_ms();
         let mut index = Index::new();
         // Deleted (or expired) keys: the delete's record sequence and its place in write order.
-        let mut deleted: HashMap<Box<[u8]>, (u64, (u64, u64))> = HashMap::new();
+        let mut deleted: HashMap<Box<[u8]>, (u64, WritePos)> = HashMap::new();
         let mut dead: Vec<NvLoc> = Vec::new();
         let mut tombstones: Vec<(NvLoc, NvLoc)> = Vec::new();
         let mut flush_seq = 0u64;
@@ -1713,7 +1716,7 @@ pub struct LogCheck {
 pub fn check_log(path: &std::path::Path, segment_size: u32) -> Result<LogCheck> {
     let now = now_ms();
     // key → (record seq, place in write order, deleted)
-    let mut keys: HashMap<Box<[u8]>, (u64, (u64, u64), bool)> = HashMap::new();
+    let mut keys: HashMap<Box<[u8]>, (u64, WritePos, bool)> = HashMap::new();
     let mut flush_seq = 0u64;
     let report = Log::check_file(path, segment_size, &mut |r| {
         if r.flush_all {

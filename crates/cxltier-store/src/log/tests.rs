@@ -582,3 +582,51 @@ fn the_image_scan_steps_over_a_bad_record() {
     // The wrong segment life reads nothing.
     assert!(scan_segment_image(&image, seq + 1).records.is_empty());
 }
+
+/// A segment that comes back short from the device (here: a file cut under the log) is an error
+/// for the cleaner and for a record's read, never a shorter segment whose missing records are
+/// silently dropped with it.
+#[test]
+fn a_short_read_is_an_error_not_a_shorter_segment() {
+    let p = temp_path("log");
+    let c = cfg(&p, 16);
+    let (mut log, _) = Log::open(&c, &mut |_| {}).unwrap();
+    let mut churn: Option<NvLoc> = None;
+    let mut live = None;
+    for i in 0..400u32 {
+        let l = log
+            .append(b"churn", Kind::String, &[i as u8; 700], None)
+            .unwrap();
+        if let Some(o) = churn.replace(l) {
+            log.mark_dead(o);
+        }
+        if l.segment == 2 && live.is_none() && l.offset > 32 * 1024 {
+            live = Some(
+                log.append(b"live", Kind::String, &[9u8; 700], None)
+                    .unwrap(),
+            );
+        }
+    }
+    let live = live.unwrap();
+    assert!(
+        churn.unwrap().segment > live.segment,
+        "the live record is sealed"
+    );
+    log.sync(true).unwrap();
+    let f = std::fs::OpenOptions::new().write(true).open(&p).unwrap();
+    f.set_len((live.segment as usize * SEG + 4096) as u64)
+        .unwrap();
+    drop(f);
+    assert!(
+        log.read(live).is_err(),
+        "a record past the end read as garbage"
+    );
+    let err = log
+        .clean(
+            16,
+            &mut |k, l| (k == b"live" && l == live) || (k == b"churn" && Some(l) == churn),
+            &mut |_, _, _| {},
+        )
+        .unwrap_err();
+    assert!(err.to_string().contains("bytes came back"), "{err}");
+}
