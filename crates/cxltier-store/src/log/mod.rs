@@ -11,8 +11,13 @@
 //!
 //! The checksum covers the segment's sequence number, the rest of the header, the key and the
 //! value. Salting with the segment sequence is what makes segment reuse safe: records left over from
-//! a segment's previous life fail the checksum, so recovery stops exactly at the end of what was
-//! written in this life.
+//! a segment's previous life fail the checksum, so they are never taken for this life's. It also
+//! lets recovery identify a segment whose header is damaged, from its records.
+//!
+//! Recovery ([`scan`]) steps over a record that fails its checksum to the next valid one, reports
+//! every range it could not read ([`OpenReport::damaged`]), refuses to open a log with such damage
+//! unless told to go on ([`LogConfig::recover_anyway`]), and never writes over bytes it could not
+//! read.
 //!
 //! Invariants:
 //! - Records are appended in `seq` order; relocation by the cleaner keeps a record's `seq`, so
