@@ -14,10 +14,10 @@
 //! a segment's previous life fail the checksum, so they are never taken for this life's. It also
 //! lets recovery identify a segment whose header is damaged, from its records.
 //!
-//! Recovery ([`scan_segment_image`] for each segment) steps over a record that fails its checksum to the next valid one, reports
-//! every range it could not read ([`OpenReport::damaged`]), refuses to open a log with such damage
-//! unless told to go on ([`LogConfig::recover_anyway`]), and never writes over bytes it could not
-//! read.
+//! Recovery ([`scan_segment_image`] for each segment) steps over a record that fails its checksum
+//! to the next valid one, reports every range it could not read ([`OpenReport::damaged`]),
+//! refuses to open a log with such damage unless told to go on ([`LogConfig::recover_anyway`]),
+//! and never writes over bytes it could not read.
 //!
 //! Invariants:
 //! - Records are appended in `seq` order; relocation by the cleaner keeps a record's `seq`, so
