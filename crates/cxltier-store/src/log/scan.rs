@@ -267,7 +267,7 @@ enum Header {
         seq: u64,
         log_bytes: Option<u64>,
     },
-    /// All zeros: never used, or freed.
+    /// The whole first block is zeros: never used, or freed.
     Zero,
     /// Neither: damaged. The sequence field as it reads, a hint for identifying the segment.
     Damaged {
@@ -279,7 +279,10 @@ fn classify_header(block: &[u8]) -> Header {
     if let Some((seq, log_bytes)) = parse_header(block) {
         return Header::Valid { seq, log_bytes };
     }
-    if block[..SEGMENT_HEADER].iter().all(|&b| b == 0) {
+    // Freeing a segment zeroes its whole first block, and a segment in use always has its header
+    // written with that block: a zero header with data after it in the block is a damaged header
+    // (a zeroed sector, say), not a free segment.
+    if block.iter().all(|&b| b == 0) {
         return Header::Zero;
     }
     Header::Damaged {

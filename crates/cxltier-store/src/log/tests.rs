@@ -694,3 +694,24 @@ mod image_scan_properties {
         }
     }
 }
+
+#[test]
+fn a_zeroed_header_is_not_taken_for_a_free_segment() {
+    let p = temp_path("log");
+    let c = cfg(&p, 16);
+    let locs = fill(&c, 300);
+    let seg0 = locs[0].segment as usize;
+    let mut bytes = std::fs::read(&p).unwrap();
+    bytes[seg0 * SEG..seg0 * SEG + SEGMENT_HEADER].fill(0);
+    std::fs::write(&p, &bytes).unwrap();
+    let (mut log, report) = Log::open(&c, &mut |_| {}).unwrap();
+    assert_eq!(report.headers_repaired, 1);
+    assert_eq!(report.records, 300);
+    // The segment is not handed out again for appends.
+    for i in 0..200u32 {
+        let l = log
+            .append(format!("n{i}").as_bytes(), Kind::String, &[1u8; 700], None)
+            .unwrap();
+        assert_ne!(l.segment as usize, seg0);
+    }
+}
