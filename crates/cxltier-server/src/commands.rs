@@ -990,6 +990,30 @@ fn info_text(store: &Store, info: &ServerInfo, section: Option<&str>) -> String 
             st.durability
         );
     }
+    if want("recovery") {
+        // What the store's recovery could not read at start (non-zero only with
+        // --recover-anyway) and the keys it served although they may be stale.
+        let r = store.recovery();
+        let _ = write!(
+            t,
+            "# Recovery\r\nrecovery_keys_recovered:{}\r\nrecovery_records:{}\r\nrecovery_damaged_ranges:{}\r\nrecovery_damaged_bytes:{}\r\nrecovery_keys_possibly_stale:{}\r\nrecovery_torn_tail_bytes:{}\r\nrecovery_headers_repaired:{}\r\n",
+            r.keys_recovered,
+            r.records,
+            r.damaged_ranges.len(),
+            r.damaged_bytes,
+            r.keys_possibly_stale,
+            r.torn_tail.as_ref().map_or(0, |d| d.bytes),
+            r.headers_repaired
+        );
+        for (i, d) in r.damaged_ranges.iter().enumerate() {
+            let _ = write!(
+                t,
+                "recovery_damage_{i}:segment={},offset={},bytes={},file_offset={}\r\n",
+                d.segment, d.offset, d.bytes, d.file_offset
+            );
+        }
+        t.push_str("\r\n");
+    }
     if want("stats") {
         let hits: u64 = st.tiers.iter().map(|t| t.hits).sum();
         let _ = write!(

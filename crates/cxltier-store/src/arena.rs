@@ -22,6 +22,12 @@ fn next_class(size: usize) -> usize {
     (size + (size / 16).max(8)).next_multiple_of(8)
 }
 
+/// The slab page size of an arena for slots up to `max_slot` bytes: every class's pages have it,
+/// so a tier holds nothing at all unless it has room for one.
+pub fn page_size_for(max_slot: usize) -> usize {
+    (1usize << 20).max(max_slot.next_power_of_two())
+}
+
 /// Where a slot is inside its arena.
 pub type SlotOffset = u64;
 
@@ -81,7 +87,7 @@ impl Arena {
         bytes: u64,
         max_slot: usize,
     ) -> Result<Arena> {
-        let page_size = (1usize << 20).max(max_slot.next_power_of_two());
+        let page_size = page_size_for(max_slot);
         let pages = (bytes as usize / page_size).max(1);
         let map = Mapping::anonymous(pages * page_size)?;
         let nodes = NodeMask::from_nodes([node])?;

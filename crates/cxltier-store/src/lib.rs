@@ -33,7 +33,7 @@ pub use log::ReadLatency;
 /// there is room and the commands it holds up are served sooner. Raise it for a device that
 /// gains from deeper queues (many NVMe drives scale to 128 and more).
 pub const DEFAULT_NVME_QUEUE_DEPTH: u32 = 32;
-pub use store::{PoisonOutcome, RetiredMemory, Store};
+pub use store::{check_log, LogCheck, PoisonOutcome, RetiredMemory, Store};
 
 use std::path::PathBuf;
 
@@ -117,9 +117,71 @@ pub enum StoreError {
     /// A record failed its checksum or has an impossible header.
     #[error("corrupt record: {0}")]
     Corrupt(String),
+    /// Recovery found bytes it could not read that may have held acknowledged data, and was not
+    /// told to go on: nothing was written.
+    #[error("{0}")]
+    Damaged(Box<Damage>),
     /// A NUMA system call failed (binding an arena, ...).
     #[error(transparent)]
     Sys(#[from] cxltier_sys::SysError),
+}
+
+/// What recovery could not read, for [`StoreError::Damaged`].
+#[derive(Debug, Clone)]
+pub struct Damage {
+    pub path: PathBuf,
+    pub report: log::OpenReport,
+    /// Keys whose newest readable record lies before a damaged range (so a newer version or a
+    /// delete may have been lost), when the store counted them.
+    pub keys_possibly_stale: Option<u64>,
+}
+
+impl std::fmt::Display for Damage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let r = &self.report;
+        write!(
+            f,
+            "the NVMe tier {} is damaged: {} range(s), {} bytes, could not be read and may have held acknowledged writes",
+            self.path.display(),
+            r.damaged.len(),
+            r.damaged_bytes()
+        )?;
+        const SHOWN: usize = 8;
+        for d in r.damaged.iter().take(SHOWN) {
+            write!(f, "; {d}")?;
+        }
+        if r.damaged.len() > SHOWN {
+            write!(f, "; and {} more", r.damaged.len() - SHOWN)?;
+        }
+        if let Some(k) = self.keys_possibly_stale {
+            write!(
+                f,
+                ". {k} key(s) may have lost a newer version or a delete there"
+            )?;
+        }
+        write!(
+            f,
+            ". Nothing was written. `cxltier store check {}` lists the damage; restore the file from a copy (or repair the bytes), or start with --recover-anyway to serve what is readable",
+            self.path.display()
+        )
+    }
+}
+
+/// What recovery found when the store was opened (all zeros without an NVMe tier).
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct Recovery {
+    pub keys_recovered: u64,
+    pub records: u64,
+    pub segments_replayed: u32,
+    pub damaged_ranges: Vec<log::DamagedRange>,
+    pub damaged_bytes: u64,
+    /// Keys served although a newer version or a delete may have been lost (started with the
+    /// override).
+    pub keys_possibly_stale: u64,
+    /// A write torn by a crash at the end of the newest segment (left on disk as it is).
+    pub torn_tail: Option<log::DamagedRange>,
+    /// Segments whose damaged header was identified from their records.
+    pub headers_repaired: u32,
 }
 
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
@@ -135,6 +197,7 @@ pub struct StoreBuilder {
     pub(crate) cxl_node: Option<u32>,
     pub(crate) max_object: usize,
     pub(crate) nvme_queue_depth: u32,
+    pub(crate) recover_anyway: bool,
 }
 
 /// Per-tier statistics (`INFO`, `--json`). Field names are a stable interface.
@@ -200,6 +263,7 @@ impl StoreBuilder {
             cxl_node: None,
             max_object: 1 << 20,
             nvme_queue_depth: DEFAULT_NVME_QUEUE_DEPTH,
+            recover_anyway: false,
         }
     }
     /// DRAM budget, index included.
@@ -244,6 +308,13 @@ impl StoreBuilder {
         self
     }
     /// Open (recovering from NVMe when the log holds data) and bind the arenas.
+    /// Open the NVMe tier even when recovery finds damage that may have held acknowledged data:
+    /// serve what is readable and report the damage in [`Store::recovery`]. Without it such a
+    /// store is refused with [`StoreError::Damaged`].
+    pub fn recover_anyway(mut self, yes: bool) -> Self {
+        self.recover_anyway = yes;
+        self
+    }
     pub fn build(self) -> Result<Store> {
         Store::build(self)
     }

@@ -35,6 +35,11 @@ const RESTAGED_FOR: Duration = Duration::from_millis(5);
 /// The open log segment is written ahead once this much of it waits: each write is then a short
 /// wait for the event loop (a 64 KiB write, against 2 MiB when a segment filled).
 const WRITE_AHEAD_BYTES: usize = 64 << 10;
+/// A record's place in write order: its segment's sequence number, its offset there.
+type WritePos = (u64, u64);
+
+/// The longest key accepted.
+const MAX_KEY: usize = u16::MAX as usize / 2;
 /// How many slots one eviction may look at before giving up on a tier.
 const SWEEP_BUDGET: usize = 64;
 
@@ -78,6 +83,7 @@ pub struct Store {
     last_scan_end: Option<Vec<u8>>,
     expiry_cursor: Vec<u8>,
     recovered_keys: u64,
+    recovery: crate::Recovery,
     /// Index bytes a new key's entry will take, held while its `put` makes room.
     reserved: u64,
     /// Where `any_victim` starts looking.
@@ -180,6 +186,42 @@ impl Nodes {
     }
 }
 
+/// Refuse limits under which some value within `--max-object` could never be stored: the DRAM
+/// arena is carved into slab pages sized for the largest object, and the DRAM budget (less the
+/// index) must have room for one, or nothing is ever stored in DRAM; a record on the NVMe log
+/// lies in one segment. (A CXL arena always maps at least one page, whatever `--cxl` says.)
+fn check_limits(b: &StoreBuilder, max_slot: usize, empty_index: u64) -> Result<()> {
+    let page = crate::arena::page_size_for(max_slot) as u64;
+    let mib = |n: u64| format!("{}M", n.div_ceil(1 << 20));
+    // The largest object whose slab pages fit in `bytes`: its slots are at most half a page
+    // larger than a power of two below it.
+    let largest_for = |bytes: u64| -> u64 {
+        let pages = 1u64 << (63 - bytes.max(1 << 20).leading_zeros());
+        pages.saturating_sub((crate::arena::SLOT_HEADER + 256) as u64)
+    };
+    if b.dram_bytes < page + empty_index {
+        return Err(StoreError::Config(format!(
+            "--max-object {} needs slab pages of {} bytes, and --dram {} less the index and frequency sketch ({empty_index} bytes) holds none: no value could ever be stored in DRAM. Give --dram of at least {} or --max-object of at most {}",
+            b.max_object,
+            page,
+            b.dram_bytes,
+            mib(page + empty_index),
+            largest_for(b.dram_bytes.saturating_sub(empty_index)),
+        )));
+    }
+    if b.ssd.is_some() {
+        let max = crate::log::max_value_len(crate::log::DEFAULT_SEGMENT_SIZE, MAX_KEY);
+        if b.max_object > max {
+            return Err(StoreError::Config(format!(
+                "--max-object {} is larger than a record of the NVMe log can hold ({max} bytes: a segment of {} bytes less its header, the record's header and the longest key): give --max-object of at most {max}",
+                b.max_object,
+                crate::log::DEFAULT_SEGMENT_SIZE
+            )));
+        }
+    }
+    Ok(())
+}
+
 impl Store {
     pub(crate) fn build(b: StoreBuilder) -> Result<Store> {
         if b.max_object < 16 || b.max_object > 64 << 20 {
@@ -220,6 +262,7 @@ impl Store {
         let dram_node = b.dram_node.unwrap_or_else(|| nodes.local());
         let max_slot = b.max_object + crate::arena::SLOT_HEADER + 256;
         let sketch = Sketch::new(Sketch::width_for_keys(0));
+        check_limits(&b, max_slot, Index::new().bytes() + sketch.bytes())?;
         let mut arenas = vec![Arena::new(
             "dram",
             dram_node,
@@ -258,11 +301,14 @@ impl Store {
             last_scan_end: None,
             expiry_cursor: Vec::new(),
             recovered_keys: 0,
+            recovery: crate::Recovery::default(),
             reserved: 0,
             victim_class: 0,
         };
         if let Some(ssd) = &b.ssd {
-            store.open_log(LogConfig::new(&ssd.path, ssd.capacity))?;
+            let mut cfg = LogConfig::new(&ssd.path, ssd.capacity);
+            cfg.recover_anyway = b.recover_anyway;
+            store.open_log(cfg)?;
         }
         Ok(store)
     }
@@ -271,11 +317,16 @@ impl Store {
     fn open_log(&mut self, cfg: LogConfig) -> Result<()> {
         let now = now_ms();
         let mut index = Index::new();
-        let mut deleted: HashMap<Box<[u8]>, u64> = HashMap::new();
+        // Deleted (or expired) keys: the delete's record sequence and its place in write order.
+        let mut deleted: HashMap<Box<[u8]>, (u64, WritePos)> = HashMap::new();
         let mut dead: Vec<NvLoc> = Vec::new();
         let mut tombstones: Vec<(NvLoc, NvLoc)> = Vec::new();
         let mut flush_seq = 0u64;
-        let (mut log, _report) = Log::open(&cfg, &mut |r| {
+        // Segment index → sequence number, for the place in write order of an entry's record.
+        let mut segment_seqs: HashMap<u32, u64> = HashMap::new();
+        let opened = Log::open(&cfg, &mut |r| {
+            segment_seqs.insert(r.loc.segment, r.segment_seq);
+            let at = (r.segment_seq, r.loc.offset as u64);
             if r.flush_all {
                 flush_seq = r.seq;
                 dead.extend(index.values().filter_map(|e| e.nv()));
@@ -284,7 +335,7 @@ impl Store {
                 dead.push(r.loc);
                 return;
             }
-            if r.seq < flush_seq || deleted.get(r.key).is_some_and(|&s| s > r.seq) {
+            if r.seq < flush_seq || deleted.get(r.key).is_some_and(|&(s, _)| s > r.seq) {
                 dead.push(r.loc);
                 return;
             }
@@ -299,7 +350,7 @@ impl Store {
                 dead.push(nv);
             }
             if r.tombstone {
-                deleted.insert(r.key.into(), r.seq);
+                deleted.insert(r.key.into(), (r.seq, at));
                 match old.and_then(|e| e.nv()) {
                     Some(shadowed) => tombstones.push((r.loc, shadowed)),
                     None => dead.push(r.loc),
@@ -309,7 +360,7 @@ impl Store {
             if r.expires_at_ms.is_some_and(|t| t <= now) {
                 // Like a tombstone: older versions replayed later (records relocated by cleaning
                 // come back out of order) must not reappear.
-                deleted.insert(r.key.into(), r.seq);
+                deleted.insert(r.key.into(), (r.seq, at));
                 dead.push(r.loc);
                 return;
             }
@@ -325,7 +376,30 @@ impl Store {
                 e.set_recovery_seq(r.seq);
                 e
             });
-        })?;
+        });
+        // Keys whose newest readable record (value or delete) lies before the latest damage in
+        // write order: the damaged bytes may have held a newer version or a delete of any of them.
+        let stale = |report: &crate::log::OpenReport| -> u64 {
+            let Some(last) = report.last_damage() else {
+                return 0;
+            };
+            let values = index
+                .values()
+                .filter_map(|e| e.nv())
+                .filter(|l| (segment_seqs[&l.segment], l.offset as u64) < last)
+                .count();
+            let deletes = deleted.values().filter(|&&(_, at)| at < last).count();
+            (values + deletes) as u64
+        };
+        let (mut log, report) = match opened {
+            Ok(o) => o,
+            Err(StoreError::Damaged(mut d)) => {
+                d.keys_possibly_stale = Some(stale(&d.report));
+                return Err(StoreError::Damaged(d));
+            }
+            Err(e) => return Err(e),
+        };
+        let keys_possibly_stale = stale(&report);
         for loc in dead {
             log.mark_dead(loc);
         }
@@ -335,6 +409,16 @@ impl Store {
             log.note_tombstone(t, s);
         }
         self.recovered_keys = index.len() as u64;
+        self.recovery = crate::Recovery {
+            keys_recovered: index.len() as u64,
+            records: report.records,
+            segments_replayed: report.segments_replayed,
+            damaged_bytes: report.damaged_bytes(),
+            damaged_ranges: report.damaged,
+            keys_possibly_stale,
+            torn_tail: report.torn_tail,
+            headers_repaired: report.headers_repaired,
+        };
         self.sketch.fit_keys(index.len());
         self.index = index;
         self.log = Some(log);
@@ -347,6 +431,11 @@ impl Store {
             )));
         }
         Ok(())
+    }
+
+    /// What recovery found when the store was opened: keys, damaged ranges, keys possibly stale.
+    pub fn recovery(&self) -> &crate::Recovery {
+        &self.recovery
     }
 
     /// The largest value accepted.
@@ -977,10 +1066,9 @@ impl Store {
                 max: self.max_object,
             });
         }
-        if key.is_empty() || key.len() > u16::MAX as usize / 2 {
+        if key.is_empty() || key.len() > MAX_KEY {
             return Err(StoreError::Config(format!(
-                "keys must be 1 to {} bytes, not {}",
-                u16::MAX / 2,
+                "keys must be 1 to {MAX_KEY} bytes, not {}",
                 key.len()
             )));
         }
@@ -1623,3 +1711,62 @@ impl Store {
 #[path = "poison.rs"]
 mod poison;
 pub use poison::{PoisonOutcome, RetiredMemory};
+
+/// What [`check_log`] found in a log file.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct LogCheck {
+    pub path: std::path::PathBuf,
+    pub segment_size: u32,
+    #[serde(flatten)]
+    pub report: crate::log::OpenReport,
+    pub damaged_bytes: u64,
+    /// Keys a start would serve.
+    pub keys: u64,
+    /// Keys whose newest record is a delete (or an expiry that has passed).
+    pub deleted_keys: u64,
+    /// Keys whose newest readable record lies before a damaged range: a newer version or a delete
+    /// of theirs may be lost.
+    pub keys_possibly_stale: u64,
+    /// Whether `cxltier serve` would refuse this file without `--recover-anyway`.
+    pub start_refused: bool,
+}
+
+/// Verify a log file offline, read-only (it is never written, and need not be on a file system
+/// with `O_DIRECT`): its segments and records replayed as recovery would, the keys and deletes
+/// that a start would see, every range that could not be read, and what a start would lose.
+pub fn check_log(path: &std::path::Path, segment_size: u32) -> Result<LogCheck> {
+    let now = now_ms();
+    // key → (record seq, place in write order, deleted)
+    let mut keys: HashMap<Box<[u8]>, (u64, WritePos, bool)> = HashMap::new();
+    let mut flush_seq = 0u64;
+    let report = Log::check_file(path, segment_size, &mut |r| {
+        if r.flush_all {
+            flush_seq = r.seq;
+            keys.clear();
+            return;
+        }
+        if r.seq < flush_seq || keys.get(r.key).is_some_and(|&(s, _, _)| s > r.seq) {
+            return;
+        }
+        let gone = r.tombstone || r.expires_at_ms.is_some_and(|t| t <= now);
+        keys.insert(
+            r.key.into(),
+            (r.seq, (r.segment_seq, r.loc.offset as u64), gone),
+        );
+    })?;
+    let last = report.last_damage();
+    let keys_possibly_stale = last.map_or(0, |last| {
+        keys.values().filter(|&&(_, at, _)| at < last).count() as u64
+    });
+    let deleted_keys = keys.values().filter(|&&(_, _, gone)| gone).count() as u64;
+    Ok(LogCheck {
+        path: path.to_path_buf(),
+        segment_size,
+        damaged_bytes: report.damaged_bytes(),
+        start_refused: report.is_damaged(),
+        keys: keys.len() as u64 - deleted_keys,
+        deleted_keys,
+        keys_possibly_stale,
+        report,
+    })
+}

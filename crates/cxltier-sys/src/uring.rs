@@ -226,7 +226,9 @@ impl Uring {
                 }
                 // The requests may still be in flight: keep waiting for them (the buffers must
                 // outlive them), recording the error for every one that never completes.
-                if e.raw_os_error() == Some(libc::EBUSY) {
+                // EBUSY: the completion queue is full; EAGAIN: the kernel lacked memory for the
+                // submission for now. Both pass: wait again (as the batched ring does).
+                if matches!(e.raw_os_error(), Some(libc::EBUSY) | Some(libc::EAGAIN)) {
                     continue;
                 }
                 for r in results.iter_mut() {

@@ -11,8 +11,13 @@
 //!
 //! The checksum covers the segment's sequence number, the rest of the header, the key and the
 //! value. Salting with the segment sequence is what makes segment reuse safe: records left over from
-//! a segment's previous life fail the checksum, so recovery stops exactly at the end of what was
-//! written in this life.
+//! a segment's previous life fail the checksum, so they are never taken for this life's. It also
+//! lets recovery identify a segment whose header is damaged, from its records.
+//!
+//! Recovery ([`scan_segment_image`] for each segment) steps over a record that fails its checksum
+//! to the next valid one, reports every range it could not read ([`OpenReport::damaged`]),
+//! refuses to open a log with such damage unless told to go on ([`LogConfig::recover_anyway`]),
+//! and never writes over bytes it could not read.
 //!
 //! Invariants:
 //! - Records are appended in `seq` order; relocation by the cleaner keeps a record's `seq`, so
@@ -56,6 +61,11 @@ pub struct ReadFinished {
 
 use crate::{Kind, Result, StoreError};
 
+mod scan;
+pub use scan::{
+    scan_segment_image, DamageKind, DamagedRange, OpenReport, ScannedRecord, SegmentScan,
+};
+
 /// Bytes reserved at the start of every segment for its header.
 pub const SEGMENT_HEADER: usize = 64;
 const RECORD_HEADER: usize = 32;
@@ -68,6 +78,12 @@ const RESERVED_SEGMENTS: usize = 2;
 /// Default segment size.
 pub const DEFAULT_SEGMENT_SIZE: u32 = 2 << 20;
 
+/// The largest value a record with a key of `key_len` bytes can hold in a segment of
+/// `segment_size` bytes (a record never spans two segments).
+pub const fn max_value_len(segment_size: u32, key_len: usize) -> usize {
+    (segment_size as usize).saturating_sub(SEGMENT_HEADER + RECORD_HEADER + key_len)
+}
+
 /// Where and how big the log is.
 #[derive(Debug, Clone)]
 pub struct LogConfig {
@@ -76,6 +92,10 @@ pub struct LogConfig {
     pub capacity: Option<u64>,
     /// Bytes per segment, a multiple of 4096.
     pub segment_size: u32,
+    /// Open even when recovery finds damage that may have held acknowledged data (the damage is
+    /// in the [`OpenReport`]); without it, such a log is refused with [`StoreError::Damaged`]
+    /// before anything is written.
+    pub recover_anyway: bool,
 }
 
 impl LogConfig {
@@ -84,6 +104,7 @@ impl LogConfig {
             path: path.into(),
             capacity,
             segment_size: DEFAULT_SEGMENT_SIZE,
+            recover_anyway: false,
         }
     }
 }
@@ -114,21 +135,15 @@ pub struct Recovered<'a> {
     pub key: &'a [u8],
     pub loc: NvLoc,
     pub seq: u64,
+    /// The sequence number of the segment holding it: (segment_seq, loc.offset) is its place in
+    /// write order.
+    pub segment_seq: u64,
     pub kind: Kind,
     pub expires_at_ms: Option<u64>,
     pub tombstone: bool,
     /// Everything written before this record is gone (FLUSHALL).
     pub flush_all: bool,
     pub value_len: u32,
-}
-
-/// What opening found.
-#[derive(Debug, Clone, Default, serde::Serialize)]
-pub struct OpenReport {
-    pub segments_replayed: u32,
-    pub records: u64,
-    /// Segments whose tail held bytes that were not a valid record (a torn write), dropped.
-    pub torn_tails: u32,
 }
 
 /// Device counters.
@@ -309,22 +324,37 @@ fn parse(bytes: &[u8], segment_seq: u64) -> Option<Parsed<'_>> {
     })
 }
 
-fn header_bytes(segment_seq: u64) -> [u8; SEGMENT_HEADER] {
+/// A segment header: magic, format, the segment's sequence number and their checksum; then the
+/// log's size in bytes when the segment was opened, with its own checksum (so that recovery can
+/// tell a file that was cut short).
+fn header_bytes(segment_seq: u64, log_bytes: u64) -> [u8; SEGMENT_HEADER] {
     let mut h = [0u8; SEGMENT_HEADER];
     h[0..8].copy_from_slice(&MAGIC.to_le_bytes());
     h[8..12].copy_from_slice(&FORMAT.to_le_bytes());
     h[16..24].copy_from_slice(&segment_seq.to_le_bytes());
     let crc = crc32c::crc32c(&h[0..24]);
     h[24..28].copy_from_slice(&crc.to_le_bytes());
+    h[32..40].copy_from_slice(&log_bytes.to_le_bytes());
+    let crc = crc32c::crc32c(&h[32..40]);
+    h[40..44].copy_from_slice(&crc.to_le_bytes());
     h
 }
 
-fn parse_header(block: &[u8]) -> Option<u64> {
+/// The sequence number, and the log's size when it is recorded.
+fn parse_header(block: &[u8]) -> Option<(u64, Option<u64>)> {
     let magic = u64::from_le_bytes(block[0..8].try_into().unwrap());
     let format = u32::from_le_bytes(block[8..12].try_into().unwrap());
     let crc = u32::from_le_bytes(block[24..28].try_into().unwrap());
-    (magic == MAGIC && format == FORMAT && crc32c::crc32c(&block[0..24]) == crc)
-        .then(|| u64::from_le_bytes(block[16..24].try_into().unwrap()))
+    if magic != MAGIC || format != FORMAT || crc32c::crc32c(&block[0..24]) != crc {
+        return None;
+    }
+    let size_crc = u32::from_le_bytes(block[40..44].try_into().unwrap());
+    let log_bytes = (crc32c::crc32c(&block[32..40]) == size_crc)
+        .then(|| u64::from_le_bytes(block[32..40].try_into().unwrap()));
+    Some((
+        u64::from_le_bytes(block[16..24].try_into().unwrap()),
+        log_bytes,
+    ))
 }
 
 /// The device block a read covers: a record that fits in one block is placed so that it does not
@@ -358,8 +388,42 @@ const fn align8(n: usize) -> usize {
     (n + 7) & !7
 }
 
+/// Read each `(offset, buffer)` of the log whole: bytes past `file_bytes` (a file cut short) read
+/// as zeros, and a read that comes back short before the end is an error, never taken as whole.
+fn read_whole(
+    ring: &mut Uring,
+    file: &DirectFile,
+    file_bytes: u64,
+    reqs: &mut [(u64, &mut AlignedBuf)],
+    shown: &dyn std::fmt::Display,
+) -> Result<()> {
+    let wants: Vec<usize> = reqs
+        .iter()
+        .map(|(o, b)| file_bytes.saturating_sub(*o).min(b.len() as u64) as usize)
+        .collect();
+    for (r, want) in ring.read_batch(file, reqs).into_iter().zip(&wants) {
+        let n = r.map_err(io_err(|| format!("reading {shown}")))?;
+        if n < *want {
+            return Err(StoreError::Io {
+                context: format!("reading {shown}: {n} of {want} bytes came back"),
+                source: std::io::Error::from(std::io::ErrorKind::UnexpectedEof),
+            });
+        }
+    }
+    for ((_, b), want) in reqs.iter_mut().zip(wants) {
+        b[want..].fill(0);
+    }
+    Ok(())
+}
+
 impl Log {
     /// Open (creating if needed) and replay every valid record in write order through `on_record`.
+    ///
+    /// Recovery reads everything before it writes anything: when it finds damage that may have
+    /// held acknowledged data (see [`OpenReport::damaged`]) it returns [`StoreError::Damaged`]
+    /// with the file untouched, unless `cfg.recover_anyway`. It never writes over bytes it could
+    /// not read: appends go on in the newest segment only when nothing but zeros follows its last
+    /// record there, and in a fresh segment otherwise.
     pub fn open(
         cfg: &LogConfig,
         on_record: &mut dyn FnMut(Recovered<'_>),
@@ -395,6 +459,7 @@ impl Log {
         let current = file.size().map_err(io_err(|| {
             format!("cannot get the size of {}", path.display())
         }))?;
+        let seg64 = seg as u64;
         let capacity = match cfg.capacity {
             Some(c) if file.is_block_device() && c > current => {
                 return Err(StoreError::Config(format!(
@@ -403,10 +468,19 @@ impl Log {
                     current
                 )))
             }
+            // Segments past the given size would be neither read nor kept: their records lost.
+            Some(c) if !file.is_block_device() && c / seg64 < current.div_ceil(seg64) => {
+                return Err(StoreError::Config(format!(
+                    "{} is {current} bytes; --ssd asks for {c}: a log cannot shrink (its last segments would be lost): give a size of at least {current}, or none",
+                    path.display()
+                )))
+            }
             Some(c) => c,
+            // A file cut inside a segment still has that segment read (the rest as zeros).
+            None if !file.is_block_device() => current.next_multiple_of(seg64),
             None => current,
         };
-        let count = capacity / seg as u64;
+        let count = capacity / seg64;
         if count < (RESERVED_SEGMENTS + 2) as u64 {
             return Err(StoreError::Config(format!(
                 "{}: {capacity} bytes hold fewer than {} segments of {seg} bytes: give --ssd PATH:SIZE of at least {}",
@@ -414,19 +488,6 @@ impl Log {
                 RESERVED_SEGMENTS + 2,
                 (RESERVED_SEGMENTS + 2) * seg
             )));
-        }
-        let capacity = count * seg as u64;
-        if !file.is_block_device() && current < capacity {
-            file.preallocate(capacity).map_err(|e| {
-                let free = fs_free(path).map(|f| format!(", {f} bytes are free")).unwrap_or_default();
-                StoreError::Io {
-                    context: format!(
-                        "cannot reserve {capacity} bytes for {}{free}: the disk is too full; free space or give a smaller --ssd size",
-                        path.display()
-                    ),
-                    source: e,
-                }
-            })?;
         }
         let ring =
             Uring::new(64).map_err(io_err(|| "cannot set up io_uring for the NVMe tier".into()))?;
@@ -450,7 +511,7 @@ impl Log {
                 };
                 count as usize
             ],
-            open: 0,
+            open: u32::MAX,
             buf: AlignedBuf::new(seg),
             used: 0,
             flushed: 0,
@@ -458,116 +519,130 @@ impl Log {
             next_segment_seq: 1,
             tombstones: HashMap::new(),
             stats: LogStats {
-                capacity,
+                capacity: count * seg64,
                 segments: count as u32,
                 ..LogStats::default()
             },
         };
-        let report = log.recover(on_record)?;
-        if log.open_is_set() {
-            // Appends continue in the last segment.
-        } else {
+        let scanned = {
+            let (ring, file) = (&mut log.ring, &log.file);
+            let shown = path.display();
+            let mut read =
+                |reqs: &mut [(u64, &mut AlignedBuf)]| read_whole(ring, file, current, reqs, &shown);
+            scan::scan_log(count as usize, seg, current, &mut read, on_record)?
+        };
+        let report = scanned.report.clone();
+        if report.is_damaged() && !cfg.recover_anyway {
+            return Err(StoreError::Damaged(Box::new(crate::Damage {
+                path: path.clone(),
+                report,
+                keys_possibly_stale: None,
+            })));
+        }
+        log.adopt(scanned, cfg.recover_anyway)?;
+        let capacity = log.stats.capacity;
+        if !log.file.is_block_device() && current < capacity {
+            log.file.preallocate(capacity).map_err(|e| {
+                let free = fs_free(path).map(|f| format!(", {f} bytes are free")).unwrap_or_default();
+                StoreError::Io {
+                    context: format!(
+                        "cannot reserve {capacity} bytes for {}{free}: the disk is too full; free space or give a smaller --ssd size",
+                        path.display()
+                    ),
+                    source: e,
+                }
+            })?;
+        }
+        if !log.open_is_set() {
             log.open_new_segment()?;
         }
         Ok((log, report))
     }
 
-    fn recover(&mut self, on_record: &mut dyn FnMut(Recovered<'_>)) -> Result<OpenReport> {
-        let seg = self.segment_size as u64;
-        let n = self.segments.len();
-        // Headers first, in batches.
-        let mut found: Vec<(u64, u32)> = Vec::new();
-        for start in (0..n).step_by(64) {
-            let end = (start + 64).min(n);
-            let mut bufs: Vec<AlignedBuf> = (start..end).map(|_| AlignedBuf::new(ALIGN)).collect();
-            let mut reqs: Vec<(u64, &mut AlignedBuf)> = bufs
-                .iter_mut()
-                .enumerate()
-                .map(|(i, b)| ((start + i) as u64 * seg, b))
-                .collect();
-            let results = self.ring.read_batch(&self.file, &mut reqs);
-            for (i, r) in results.into_iter().enumerate() {
-                r.map_err(io_err(|| {
-                    format!("reading segment headers of {}", self.path.display())
-                }))?;
-                if let Some(s) = parse_header(&bufs[i]) {
-                    found.push((s, (start + i) as u32));
-                }
-            }
+    /// Read a log file offline: every segment scanned as recovery would, every valid record
+    /// handed to `on_record`, the damage reported. Opens the file read-only, without `O_DIRECT`
+    /// (so it works on any file system), and never writes.
+    pub fn check_file(
+        path: &Path,
+        segment_size: u32,
+        on_record: &mut dyn FnMut(Recovered<'_>),
+    ) -> Result<OpenReport> {
+        use std::io::{Seek, SeekFrom};
+        let seg = segment_size as usize;
+        let mut file = std::fs::File::open(path).map_err(io_err(|| {
+            format!("cannot open {} to read it", path.display())
+        }))?;
+        // The end, not the metadata's length: a block device's length is 0 in its metadata.
+        let bytes = file.seek(SeekFrom::End(0)).map_err(io_err(|| {
+            format!("cannot get the size of {}", path.display())
+        }))?;
+        let count = bytes.div_ceil(seg as u64) as usize;
+        let mut read = |reqs: &mut [(u64, &mut AlignedBuf)]| scan::read_plain(&file, bytes, reqs);
+        Ok(scan::scan_log(count, seg, bytes, &mut read, on_record)?.report)
+    }
+
+    /// Take over what recovery found: the segments' states, the sequence numbers, and where
+    /// appends go on.
+    fn adopt(&mut self, scanned: scan::LogScan, recover_anyway: bool) -> Result<()> {
+        let seg = self.segment_size as usize;
+        if scanned.report.log_bytes > self.stats.capacity {
+            // A truncated file accepted with the override: it gets back its size.
+            let count = scanned.report.log_bytes / seg as u64;
+            self.segments.resize(
+                count as usize,
+                Segment {
+                    state: SegState::Free,
+                    seq: 0,
+                    live_bytes: 0,
+                    used: 0,
+                },
+            );
+            self.stats.capacity = count * seg as u64;
+            self.stats.segments = count as u32;
         }
-        found.sort_unstable();
-        let mut report = OpenReport::default();
-        let mut image = AlignedBuf::new(seg as usize);
-        self.open = u32::MAX;
-        for (nth, &(segment_seq, index)) in found.iter().enumerate() {
-            let mut reqs = [(index as u64 * seg, &mut image)];
-            let r = self
-                .ring
-                .read_batch(&self.file, &mut reqs)
-                .pop()
-                .expect("one result");
-            r.map_err(io_err(|| {
-                format!("reading segment {index} of {}", self.path.display())
-            }))?;
-            self.stats.reads += 1;
-            self.stats.read_bytes += seg;
-            let mut at = SEGMENT_HEADER;
-            let mut live = 0u64;
-            while let Some((start, p)) = next_record(&image, at, segment_seq) {
-                at = start;
-                let loc = NvLoc {
-                    segment: index,
-                    offset: at as u32,
-                    len: p.total as u32,
-                };
-                self.next_seq = self.next_seq.max(p.seq + 1);
-                live += p.total as u64;
-                on_record(Recovered {
-                    key: p.key,
-                    loc,
-                    seq: p.seq,
-                    kind: p.kind,
-                    expires_at_ms: (p.expires != 0).then_some(p.expires),
-                    tombstone: p.flags & FLAG_TOMBSTONE != 0,
-                    flush_all: p.flags & FLAG_FLUSH_ALL != 0,
-                    value_len: p.value.len() as u32,
-                });
-                report.records += 1;
-                at += align8(p.total);
-            }
-            if at + RECORD_HEADER <= image.len()
-                && image[at..at + RECORD_HEADER].iter().any(|&b| b != 0)
-            {
-                report.torn_tails += 1;
-            }
-            // The replay above counted every record live; the store's mark_dead calls during the
-            // same replay (superseded and deleted records) take theirs off again.
-            let s = &mut self.segments[index as usize];
+        self.next_seq = self.next_seq.max(scanned.max_record_seq + 1);
+        for f in &scanned.found {
+            // The replay counted every record live; the store's mark_dead calls during the same
+            // replay (superseded and deleted records) took theirs off again.
+            let s = &mut self.segments[f.index as usize];
             s.state = SegState::Sealed;
-            s.seq = segment_seq;
-            s.live_bytes += live;
-            s.used = at as u32;
-            self.stats.live_bytes += live;
-            self.next_segment_seq = self.next_segment_seq.max(segment_seq + 1);
-            report.segments_replayed += 1;
-            if nth + 1 == found.len() && (at + ALIGN < seg as usize || self.free_count() == 0) {
-                // Go on appending to the newest segment. Whatever follows its last valid record
-                // (a torn write) is zeroed on disk now, so that no stale bytes can ever be read as
-                // a record after the ones appended from here on.
-                self.segments[index as usize].state = SegState::Open;
-                self.open = index;
-                self.buf.copy_from_slice(&image);
-                self.buf[at..].fill(0);
-                self.used = at;
-                self.flushed = at / ALIGN * ALIGN;
-                let end = self.used;
-                self.used = seg as usize;
-                self.write_tail()?;
-                self.used = end;
-                self.flushed = end;
-            }
+            s.seq = f.seq;
+            s.live_bytes += f.live;
+            s.used = f.end as u32;
+            self.stats.live_bytes += f.live;
+            self.next_segment_seq = self.next_segment_seq.max(f.seq + 1);
         }
-        Ok(report)
+        // Segments nothing could be read from: the operator accepted their loss. They hold no
+        // live record, so the cleaner frees them in time.
+        debug_assert!(scanned.unreadable.is_empty() || recover_anyway);
+        for &i in &scanned.unreadable {
+            self.segments[i as usize] = Segment {
+                state: SegState::Sealed,
+                seq: 0,
+                live_bytes: 0,
+                used: seg as u32,
+            };
+        }
+        self.stats.reads += scanned.report.segments_replayed as u64;
+        self.stats.read_bytes += scanned.report.segments_replayed as u64 * seg as u64;
+        let (Some(newest), Some(image)) = (scanned.found.last(), scanned.newest_image) else {
+            return Ok(());
+        };
+        // Appends go on in the newest segment only when that writes over nothing but zeros
+        // (a torn write stays on disk as it is) and when the segment holds no damage (a damaged
+        // segment is left untouched, for repair).
+        let room = newest.end + ALIGN < seg || self.free_count() == 0;
+        if newest.end_is_clean && !newest.damaged && room {
+            self.segments[newest.index as usize].state = SegState::Open;
+            self.open = newest.index;
+            self.buf.copy_from_slice(&image);
+            self.buf[newest.end..].fill(0);
+            self.used = newest.end;
+            // The disk holds this segment up to `end`, and zeros after it to its block's end:
+            // the next write rewrites that block from the buffer, which has the same bytes.
+            self.flushed = newest.end;
+        }
+        Ok(())
     }
 
     fn open_is_set(&self) -> bool {
@@ -596,7 +671,7 @@ impl Log {
         };
         self.open = index as u32;
         self.buf.fill(0);
-        self.buf[..SEGMENT_HEADER].copy_from_slice(&header_bytes(seq));
+        self.buf[..SEGMENT_HEADER].copy_from_slice(&header_bytes(seq, self.stats.capacity));
         self.used = SEGMENT_HEADER;
         self.flushed = 0;
         Ok(())
@@ -1121,32 +1196,39 @@ impl Log {
         for (_, index) in victims {
             let seq = self.segments[index as usize].seq;
             let mut reqs = [(index as u64 * seg_size, &mut image)];
-            self.ring
+            let n = self
+                .ring
                 .read_batch(&self.file, &mut reqs)
                 .pop()
                 .expect("one")
                 .map_err(io_err(|| format!("reading segment {index} to clean it")))?;
+            if n as u64 != seg_size {
+                return Err(StoreError::Io {
+                    context: format!(
+                        "reading segment {index} of {} to clean it: {n} of {seg_size} bytes came back",
+                        self.path.display()
+                    ),
+                    source: std::io::Error::from(std::io::ErrorKind::UnexpectedEof),
+                });
+            }
             self.stats.reads += 1;
             self.stats.read_bytes += seg_size;
-            let mut at = SEGMENT_HEADER;
             let used = self.segments[index as usize].used as usize;
-            while at < used {
-                let Some((start, p)) = next_record(&image, at, seq) else {
-                    break;
-                };
-                at = start;
+            // The same scan as recovery: records after a damaged range (kept with the override)
+            // are moved too, not dropped at the first bad one.
+            let scan = scan_segment_image(&image[..used.max(SEGMENT_HEADER)], seq);
+            for p in scan.records {
                 let old = NvLoc {
                     segment: index,
-                    offset: at as u32,
+                    offset: p.offset as u32,
                     len: p.total as u32,
                 };
-                at += align8(p.total);
-                let live = if p.flags & FLAG_TOMBSTONE != 0 {
+                let live = if p.tombstone {
                     self.tombstones.get(&old).is_some_and(|sh| {
                         let s = self.segments[sh.segment as usize];
                         s.state != SegState::Free && s.seq == sh.seq && sh.segment != index
                     })
-                } else if p.flags & FLAG_FLUSH_ALL != 0 {
+                } else if p.flush_all {
                     false
                 } else {
                     is_live(p.key, old)
@@ -1155,12 +1237,13 @@ impl Log {
                     self.tombstones.remove(&old);
                     continue;
                 }
+                let flags = if p.tombstone { FLAG_TOMBSTONE } else { 0 };
                 let new = self.append_raw(
                     p.key,
                     p.kind,
                     p.value,
-                    p.expires,
-                    p.flags,
+                    p.expires_at_ms.unwrap_or(0),
+                    flags,
                     p.seq,
                     Reserve::Cleaner,
                 )?;

@@ -11,6 +11,7 @@ fn cfg(path: &Path, segments: u64) -> LogConfig {
         path: path.to_path_buf(),
         capacity: Some(segments * 64 * 1024),
         segment_size: 64 * 1024,
+        recover_anyway: false,
     }
 }
 
@@ -298,5 +299,419 @@ fn write_ahead_writes_whole_blocks_that_survive_a_crash() {
     for (k, l) in &map {
         let i: u8 = std::str::from_utf8(&k[1..]).unwrap().parse().unwrap();
         assert_eq!(log.read(*l).unwrap().value, vec![i; 700]);
+    }
+}
+
+const SEG: usize = 64 * 1024;
+
+/// Write `n` keys `k{i}` of 700 bytes each (about 80 per segment), synced; their locations.
+fn fill(c: &LogConfig, n: u32) -> Vec<NvLoc> {
+    let (mut log, _) = Log::open(c, &mut |_| {}).unwrap();
+    let locs = (0..n)
+        .map(|i| {
+            log.append(
+                format!("k{i}").as_bytes(),
+                Kind::String,
+                &[i as u8; 700],
+                None,
+            )
+            .unwrap()
+        })
+        .collect();
+    log.sync(true).unwrap();
+    locs
+}
+
+fn flip(path: &Path, at: usize, len: usize) {
+    let mut bytes = std::fs::read(path).unwrap();
+    for b in &mut bytes[at..at + len] {
+        *b ^= 0x5a;
+    }
+    std::fs::write(path, &bytes).unwrap();
+}
+
+fn file_at(loc: NvLoc) -> usize {
+    loc.segment as usize * SEG + loc.offset as usize
+}
+
+fn anyway(c: &LogConfig) -> LogConfig {
+    LogConfig {
+        recover_anyway: true,
+        ..c.clone()
+    }
+}
+
+/// Replay with the override; the report and the keys back with their values checked.
+fn open_anyway(c: &LogConfig) -> (Log, OpenReport, BTreeMap<Vec<u8>, NvLoc>) {
+    let mut latest = BTreeMap::new();
+    let (mut log, report) = Log::open(&anyway(c), &mut |r| {
+        latest.insert(r.key.to_vec(), r.loc);
+    })
+    .unwrap();
+    for (k, l) in &latest {
+        let i: u32 = std::str::from_utf8(&k[1..]).unwrap().parse().unwrap();
+        assert_eq!(log.read(*l).unwrap().value, vec![i as u8; 700]);
+    }
+    (log, report, latest)
+}
+
+#[test]
+fn flipped_bytes_in_a_sealed_segment_refuse_the_open_and_the_override_keeps_every_other_record() {
+    let p = temp_path("log");
+    let c = cfg(&p, 16);
+    let locs = fill(&c, 300);
+    // A record in the middle of the first (sealed) segment, with records after it there.
+    let victim = locs[40];
+    assert_eq!(victim.segment, locs[0].segment);
+    assert_eq!(locs[41].segment, victim.segment);
+    flip(&p, file_at(victim) + 200, 16);
+    let before = std::fs::read(&p).unwrap();
+    let err = Log::open(&c, &mut |_| {}).unwrap_err();
+    let StoreError::Damaged(d) = &err else {
+        panic!("{err}")
+    };
+    assert_eq!(d.report.damaged.len(), 1, "{err}");
+    let r = &d.report.damaged[0];
+    assert_eq!(r.kind, DamageKind::Records);
+    assert_eq!(r.segment, victim.segment);
+    // The range covers the damaged bytes and stops at the next valid record.
+    assert!(r.offset <= victim.offset as u64 + 200, "{r}");
+    assert_eq!(r.offset + r.bytes, locs[41].offset as u64, "{r}");
+    let text = err.to_string();
+    assert!(
+        text.contains(&format!("segment {} ", victim.segment)),
+        "{text}"
+    );
+    assert!(text.contains("--recover-anyway"), "{text}");
+    assert!(
+        std::fs::read(&p).unwrap() == before,
+        "a refused open wrote to the file"
+    );
+
+    let (_log, report, map) = open_anyway(&c);
+    assert_eq!(map.len(), 299, "every record but the damaged one");
+    assert!(!map.contains_key(&b"k40"[..]));
+    assert!(map.contains_key(&b"k41"[..]), "the record after the damage");
+    assert_eq!(report.damaged_bytes(), r.bytes);
+    assert_eq!(report.records, 299);
+}
+
+#[test]
+fn a_damaged_tail_of_an_older_segment_is_damage() {
+    let p = temp_path("log");
+    let c = cfg(&p, 16);
+    let locs = fill(&c, 300);
+    let last_of_first = locs
+        .iter()
+        .rev()
+        .find(|l| l.segment == locs[0].segment)
+        .copied()
+        .unwrap();
+    flip(&p, file_at(last_of_first) + 40, 16);
+    let err = Log::open(&c, &mut |_| {}).unwrap_err();
+    let StoreError::Damaged(d) = &err else {
+        panic!("{err}")
+    };
+    assert_eq!(d.report.damaged[0].kind, DamageKind::Tail, "{err}");
+    assert_eq!(d.report.damaged[0].offset, last_of_first.offset as u64);
+}
+
+#[test]
+fn a_damaged_header_of_the_newest_segment_is_identified_from_its_records() {
+    let p = temp_path("log");
+    let c = cfg(&p, 16);
+    let locs = fill(&c, 300);
+    let newest = locs.last().unwrap().segment;
+    flip(&p, newest as usize * SEG + 8, 16);
+    let (mut log, report, map) = open_anyway(&c);
+    assert_eq!(map.len(), 300, "{report:?}");
+    assert_eq!(report.headers_repaired, 1);
+    assert!(!report.is_damaged(), "{:?}", report.damaged);
+    // Appends go to another segment: the damaged one is never written again.
+    let l = log.append(b"new", Kind::String, b"v", None).unwrap();
+    assert_ne!(l.segment, newest);
+    log.sync(true).unwrap();
+    drop(log);
+    let (_, map) = open_model(&c);
+    assert_eq!(map.len(), 301);
+}
+
+#[test]
+fn a_segment_whose_header_and_records_are_gone_is_damage() {
+    let p = temp_path("log");
+    let c = cfg(&p, 16);
+    let locs = fill(&c, 300);
+    let seg0 = locs[0].segment as usize;
+    // Header and every record start of the first block: no record tells the segment's seq.
+    let mut bytes = std::fs::read(&p).unwrap();
+    for b in &mut bytes[seg0 * SEG..(seg0 + 1) * SEG] {
+        *b = !*b;
+    }
+    std::fs::write(&p, &bytes).unwrap();
+    let err = Log::open(&c, &mut |_| {}).unwrap_err();
+    let StoreError::Damaged(d) = &err else {
+        panic!("{err}")
+    };
+    assert_eq!(d.report.damaged[0].kind, DamageKind::Segment, "{err}");
+    assert_eq!(d.report.damaged[0].bytes, SEG as u64);
+}
+
+#[test]
+fn a_truncated_file_is_refused_and_names_the_missing_bytes() {
+    let p = temp_path("log");
+    let c = cfg(&p, 16);
+    fill(&c, 300);
+    let f = std::fs::OpenOptions::new().write(true).open(&p).unwrap();
+    f.set_len(3 * SEG as u64 + 1000).unwrap();
+    drop(f);
+    for c in [
+        c.clone(),
+        LogConfig {
+            capacity: None,
+            ..c.clone()
+        },
+    ] {
+        let err = Log::open(&c, &mut |_| {}).unwrap_err();
+        let StoreError::Damaged(d) = &err else {
+            panic!("{err}")
+        };
+        let m = d
+            .report
+            .damaged
+            .iter()
+            .find(|d| d.kind == DamageKind::Missing)
+            .unwrap();
+        assert_eq!(m.file_offset, 3 * SEG as u64 + 1000, "{err}");
+        assert_eq!(m.bytes, 16 * SEG as u64 - m.file_offset, "{err}");
+    }
+    // With the override the log gets its size back and serves the readable records.
+    let (log, _, map) = open_anyway(&c);
+    assert!(!map.is_empty());
+    assert_eq!(log.stats().capacity, 16 * SEG as u64);
+}
+
+#[test]
+fn a_damaged_open_segment_is_not_zeroed_and_repairing_it_brings_everything_back() {
+    let p = temp_path("log");
+    let c = cfg(&p, 16);
+    let locs = fill(&c, 300);
+    let newest = locs.last().unwrap().segment;
+    let in_newest: Vec<NvLoc> = locs
+        .iter()
+        .filter(|l| l.segment == newest)
+        .copied()
+        .collect();
+    assert!(in_newest.len() > 3);
+    let victim = in_newest[1];
+    let pristine = std::fs::read(&p).unwrap();
+    flip(&p, file_at(victim) + 100, 16);
+    {
+        let (mut log, report, map) = open_anyway(&c);
+        assert_eq!(map.len(), 299);
+        assert_eq!(report.damaged.len(), 1);
+        // Writes go on elsewhere and reach the disk.
+        for i in 300..400u32 {
+            log.append(
+                format!("k{i}").as_bytes(),
+                Kind::String,
+                &[i as u8; 700],
+                None,
+            )
+            .unwrap();
+        }
+        log.sync(true).unwrap();
+    }
+    let now = std::fs::read(&p).unwrap();
+    let seg = newest as usize * SEG..(newest as usize + 1) * SEG;
+    let mut damaged = pristine[seg.clone()].to_vec();
+    for b in &mut damaged[victim.offset as usize + 100..victim.offset as usize + 116] {
+        *b ^= 0x5a;
+    }
+    assert!(
+        now[seg.clone()] == damaged[..],
+        "the damaged segment was written to"
+    );
+    // Repair the 16 bytes: everything is back, and the open is no longer refused.
+    flip(&p, file_at(victim) + 100, 16);
+    let (_, map) = open_model(&c);
+    assert_eq!(map.len(), 400);
+}
+
+#[test]
+fn a_torn_write_at_the_end_of_the_newest_segment_is_not_damage_and_stays_on_disk() {
+    let p = temp_path("log");
+    let c = cfg(&p, 16);
+    let locs = fill(&c, 300);
+    let last = *locs.last().unwrap();
+    flip(&p, file_at(last) + 300, 16);
+    let torn = std::fs::read(&p).unwrap();
+    let (mut log, report) = Log::open(&c, &mut |_| {}).unwrap();
+    assert!(!report.is_damaged());
+    let t = report.torn_tail.clone().unwrap();
+    assert_eq!((t.segment, t.offset), (last.segment, last.offset as u64));
+    let l = log.append(b"after", Kind::String, b"v", None).unwrap();
+    assert_ne!(l.segment, last.segment, "appends moved to a fresh segment");
+    log.sync(true).unwrap();
+    drop(log);
+    let seg = last.segment as usize * SEG..(last.segment as usize + 1) * SEG;
+    assert!(
+        std::fs::read(&p).unwrap()[seg.clone()] == torn[seg],
+        "the torn write was written over"
+    );
+}
+
+#[test]
+fn the_image_scan_steps_over_a_bad_record() {
+    let p = temp_path("log");
+    let c = cfg(&p, 16);
+    let locs = fill(&c, 60);
+    let bytes = std::fs::read(&p).unwrap();
+    let seg = locs[0].segment as usize;
+    let mut image = bytes[seg * SEG..(seg + 1) * SEG].to_vec();
+    let seq = parse_header(&image).unwrap().0;
+    let clean = scan_segment_image(&image, seq);
+    assert_eq!(clean.records.len(), 60);
+    assert!(clean.damaged.is_empty() && clean.tail.is_none() && clean.end_is_clean);
+    image[locs[10].offset as usize + 50] ^= 1;
+    let s = scan_segment_image(&image, seq);
+    assert_eq!(s.records.len(), 59);
+    assert_eq!(
+        s.damaged,
+        vec![locs[10].offset as usize..locs[11].offset as usize]
+    );
+    // The wrong segment life reads nothing.
+    assert!(scan_segment_image(&image, seq + 1).records.is_empty());
+}
+
+/// A segment that comes back short from the device (here: a file cut under the log) is an error
+/// for the cleaner and for a record's read, never a shorter segment whose missing records are
+/// silently dropped with it.
+#[test]
+fn a_short_read_is_an_error_not_a_shorter_segment() {
+    let p = temp_path("log");
+    let c = cfg(&p, 16);
+    let (mut log, _) = Log::open(&c, &mut |_| {}).unwrap();
+    let mut churn: Option<NvLoc> = None;
+    let mut live = None;
+    for i in 0..400u32 {
+        let l = log
+            .append(b"churn", Kind::String, &[i as u8; 700], None)
+            .unwrap();
+        if let Some(o) = churn.replace(l) {
+            log.mark_dead(o);
+        }
+        if l.segment == 2 && live.is_none() && l.offset > 32 * 1024 {
+            live = Some(
+                log.append(b"live", Kind::String, &[9u8; 700], None)
+                    .unwrap(),
+            );
+        }
+    }
+    let live = live.unwrap();
+    assert!(
+        churn.unwrap().segment > live.segment,
+        "the live record is sealed"
+    );
+    log.sync(true).unwrap();
+    let f = std::fs::OpenOptions::new().write(true).open(&p).unwrap();
+    f.set_len((live.segment as usize * SEG + 4096) as u64)
+        .unwrap();
+    drop(f);
+    assert!(
+        log.read(live).is_err(),
+        "a record past the end read as garbage"
+    );
+    let err = log
+        .clean(
+            16,
+            &mut |k, l| (k == b"live" && l == live) || (k == b"churn" && Some(l) == churn),
+            &mut |_, _, _| {},
+        )
+        .unwrap_err();
+    assert!(err.to_string().contains("bytes came back"), "{err}");
+}
+
+mod image_scan_properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// One real segment image (records of several sizes, some moved to the next block) and its
+    /// records' (offset, length).
+    fn image() -> (Vec<u8>, u64, Vec<(usize, usize)>) {
+        let p = temp_path("log");
+        let c = cfg(&p, 8);
+        let (mut log, _) = Log::open(&c, &mut |_| {}).unwrap();
+        let mut locs = Vec::new();
+        for i in 0..60u32 {
+            let l = log
+                .append(
+                    format!("k{i}").as_bytes(),
+                    Kind::String,
+                    &vec![i as u8; 100 + (i as usize * 97) % 1500],
+                    None,
+                )
+                .unwrap();
+            locs.push(l);
+        }
+        log.sync(true).unwrap();
+        drop(log);
+        let bytes = std::fs::read(&p).unwrap();
+        let seg = locs[0].segment as usize;
+        let image = bytes[seg * SEG..(seg + 1) * SEG].to_vec();
+        let seq = parse_header(&image).unwrap().0;
+        let recs = locs
+            .iter()
+            .filter(|l| l.segment as usize == seg)
+            .map(|l| (l.offset as usize, l.len as usize))
+            .collect();
+        (image, seq, recs)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+        /// Whatever bytes are changed, the scan returns only records that were written, and
+        /// every record whose bytes were not touched.
+        #[test]
+        fn damage_never_hides_an_intact_record_nor_yields_a_changed_one(
+            flips in proptest::collection::vec((0usize..SEG, 1u8..=255), 1..24)
+        ) {
+            let (mut image, seq, recs) = image();
+            let original = image.clone();
+            for &(at, x) in &flips {
+                image[at] ^= x;
+            }
+            let s = scan_segment_image(&image, seq);
+            for r in &s.records {
+                prop_assert!(recs.contains(&(r.offset, r.total)), "a record at {} that was never written", r.offset);
+                prop_assert!(image[r.offset..r.offset + r.total] == original[r.offset..r.offset + r.total]);
+            }
+            for &(o, len) in &recs {
+                let touched = flips.iter().any(|&(at, _)| (o..o + len).contains(&at));
+                if !touched {
+                    prop_assert!(s.records.iter().any(|r| r.offset == o), "the intact record at {o} was lost");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn a_zeroed_header_is_not_taken_for_a_free_segment() {
+    let p = temp_path("log");
+    let c = cfg(&p, 16);
+    let locs = fill(&c, 300);
+    let seg0 = locs[0].segment as usize;
+    let mut bytes = std::fs::read(&p).unwrap();
+    bytes[seg0 * SEG..seg0 * SEG + SEGMENT_HEADER].fill(0);
+    std::fs::write(&p, &bytes).unwrap();
+    let (mut log, report) = Log::open(&c, &mut |_| {}).unwrap();
+    assert_eq!(report.headers_repaired, 1);
+    assert_eq!(report.records, 300);
+    // The segment is not handed out again for appends.
+    for i in 0..200u32 {
+        let l = log
+            .append(format!("n{i}").as_bytes(), Kind::String, &[1u8; 700], None)
+            .unwrap();
+        assert_ne!(l.segment as usize, seg0);
     }
 }

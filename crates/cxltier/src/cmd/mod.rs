@@ -8,6 +8,7 @@ pub mod ras;
 pub mod run;
 pub mod serve;
 pub mod show;
+pub mod store;
 pub mod tierd;
 pub mod topo;
 pub mod touch;

@@ -31,6 +31,14 @@ the same --ssd recovers the store.
 Commands: see docs/server.md; SCANRANGE start count is the ordered range scan of YCSB workload E.
 INFO tiers shows the per-tier statistics.
 
+Recovery: a restart replays the log, stepping over records that fail their checksum to the next
+valid one. Bytes it cannot read that may have held acknowledged writes (a damaged record with
+valid ones after it, a damaged segment, a truncated file) refuse the start (exit 1) with the
+ranges named, and nothing is written; --recover-anyway starts anyway, serving what is readable,
+and reports the ranges and the keys that may be stale on stderr and in INFO (recovery_*). A write
+torn by a crash at the end of the newest segment is expected, reported, and left on disk. `cxltier
+store check PATH` verifies a log offline.
+
 Poison: the server follows --quarantine-file (polled every 100 ms). For each poisoned range added
 to it, objects whose memory copy overlaps the range are served from their NVMe copy when it is
 current, or else removed and named on stderr as lost; the OS pages holding the range are never
@@ -94,9 +102,14 @@ pub struct Args {
     /// reported lost, and their memory is never used again (needs root to map the ranges)
     #[arg(long, value_name = "PATH", default_value = cxltier_ras::quarantine::DEFAULT_PATH)]
     quarantine_file: std::path::PathBuf,
+    /// Start even when the NVMe log is damaged (bytes recovery cannot read, which may have held
+    /// acknowledged writes): serve what is readable, and report the damaged ranges and the keys
+    /// that may be stale. Without it such a start is refused and nothing is written
+    #[arg(long)]
+    recover_anyway: bool,
 }
 
-fn store_error(e: StoreError) -> CliError {
+pub(crate) fn store_error(e: StoreError) -> CliError {
     let kind = match &e {
         StoreError::Config(_) | StoreError::TooLarge { .. } => Kind::BadInput,
         StoreError::Io { source, .. } if source.kind() == std::io::ErrorKind::PermissionDenied => {
@@ -206,7 +219,8 @@ pub fn run(args: Args) -> CliResult {
         .cxl(cxl)
         .durability(durability)
         .max_object(max_object)
-        .nvme_queue_depth(args.nvme_queue_depth);
+        .nvme_queue_depth(args.nvme_queue_depth)
+        .recover_anyway(args.recover_anyway);
     if let Some(s) = ssd.clone() {
         builder = builder.ssd(s);
     }
@@ -227,6 +241,7 @@ pub fn run(args: Args) -> CliResult {
             }
         );
     }
+    report_recovery(&store);
     let stats = store.stats();
     let tiers: Vec<String> = stats
         .tiers
@@ -273,4 +288,29 @@ pub fn run(args: Args) -> CliResult {
     cxltier_server::serve_on(listener, cfg, store, stop).map_err(server_error)?;
     eprintln!("cxltier serve: stopped; the store is closed");
     Ok(std::process::ExitCode::SUCCESS)
+}
+
+/// Say on stderr what recovery could not read (with --recover-anyway) and what a crash tore.
+fn report_recovery(store: &cxltier_store::Store) {
+    let r = store.recovery();
+    for d in &r.damaged_ranges {
+        eprintln!("cxltier serve: recovery: damaged: {d}");
+    }
+    if !r.damaged_ranges.is_empty() {
+        eprintln!(
+            "cxltier serve: recovery: {} range(s), {} bytes could not be read; {} key(s) are served although a newer version or a delete of theirs may be lost (--recover-anyway)",
+            r.damaged_ranges.len(),
+            r.damaged_bytes,
+            r.keys_possibly_stale
+        );
+    }
+    if let Some(t) = &r.torn_tail {
+        eprintln!("cxltier serve: recovery: left as it is: {t}");
+    }
+    if r.headers_repaired > 0 {
+        eprintln!(
+            "cxltier serve: recovery: {} segment header(s) were damaged; their records told their place, and they are not written to again",
+            r.headers_repaired
+        );
+    }
 }
