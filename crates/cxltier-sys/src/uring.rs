@@ -118,12 +118,18 @@ impl DirectFile {
     /// Reserve `len` bytes of disk space from offset 0 (`fallocate`), so that a full disk is found
     /// now rather than in the middle of a write.
     pub fn preallocate(&self, len: u64) -> io::Result<()> {
-        // SAFETY: fallocate on our own open descriptor; no memory is passed.
-        let ret = unsafe { libc::fallocate(self.file.as_raw_fd(), 0, 0, len as libc::off_t) };
-        if ret != 0 {
-            return Err(io::Error::last_os_error());
+        loop {
+            // SAFETY: fallocate on our own open descriptor; no memory is passed.
+            let ret = unsafe { libc::fallocate(self.file.as_raw_fd(), 0, 0, len as libc::off_t) };
+            if ret == 0 {
+                return Ok(());
+            }
+            let e = io::Error::last_os_error();
+            // A large reservation can be interrupted by a signal; it is safe to ask again.
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(e);
+            }
         }
-        Ok(())
     }
 
     /// Flush written data to stable storage (`fdatasync`).
@@ -219,6 +225,7 @@ impl Uring {
     /// Submit what is queued and wait until `n` completions have been collected into `results`.
     fn complete(&mut self, n: usize, results: &mut [io::Result<usize>]) {
         let mut done = 0;
+        let mut failures = 0u32;
         while done < n {
             if let Err(e) = self.ring.submit_and_wait(n - done) {
                 if e.kind() == io::ErrorKind::Interrupted {
@@ -231,12 +238,20 @@ impl Uring {
                 if matches!(e.raw_os_error(), Some(libc::EBUSY) | Some(libc::EAGAIN)) {
                     continue;
                 }
-                for r in results.iter_mut() {
-                    if matches!(r, Ok(0)) {
-                        *r = Err(io::Error::new(e.kind(), e.to_string()));
-                    }
+                // Anything else is a broken ring. The requests may still be in flight, so
+                // returning (and letting the caller free the buffers they read into or write
+                // from) is not an option: retry for a while, then abort the process rather than
+                // let the kernel touch freed memory (as the batched ring does).
+                failures += 1;
+                if failures > 10_000 {
+                    eprintln!(
+                        "io_uring_enter keeps failing ({e}) with {} direct I/O requests in flight; aborting",
+                        n - done
+                    );
+                    std::process::abort();
                 }
-                return;
+                std::thread::sleep(std::time::Duration::from_micros(100));
+                continue;
             }
             for cqe in self.ring.completion() {
                 let i = cqe.user_data() as usize;
