@@ -6,7 +6,7 @@
 
 use cxltier_server::commands::{execute, Effect, ServerInfo, Session};
 use cxltier_server::resp::parse;
-use cxltier_store::StoreBuilder;
+use cxltier_store::{Durability, StoreBuilder};
 use libfuzzer_sys::fuzz_target;
 
 /// Most commands run per input: enough for any sequence that matters, few enough that an input
@@ -67,6 +67,7 @@ fn reply_len(b: &[u8]) -> Result<usize, String> {
 fuzz_target!(|data: &[u8]| {
     let mut store = StoreBuilder::new()
         .dram(16 << 20)
+        .durability(Durability::None)
         .build()
         .expect("a DRAM-only store of 16 MiB builds");
     let mut info = ServerInfo {
