@@ -7,8 +7,8 @@
 use cxltier_server::commands::{execute, Effect, ServerInfo, Session};
 use cxltier_server::resp::parse;
 use cxltier_store::{Durability, Store, StoreBuilder};
-use std::cell::RefCell;
 use libfuzzer_sys::fuzz_target;
+use std::cell::RefCell;
 
 /// Most commands run per input: enough for any sequence that matters, few enough that an input
 /// of thousands of one-byte inline commands does not make the run crawl.

@@ -117,8 +117,15 @@ fuzz_target!(|data: &[u8]| {
     let mut seen: Vec<Seen> = Vec::new();
     let opened = Log::open(&cfg, &mut |r| {
         let loc = r.loc;
-        assert!((loc.segment as usize) < SEGMENTS, "record in segment {}", loc.segment);
-        assert!(loc.offset as usize >= SEGMENT_HEADER, "record at {loc:?} inside the header");
+        assert!(
+            (loc.segment as usize) < SEGMENTS,
+            "record in segment {}",
+            loc.segment
+        );
+        assert!(
+            loc.offset as usize >= SEGMENT_HEADER,
+            "record at {loc:?} inside the header"
+        );
         assert!(
             loc.offset as usize + loc.len as usize <= SEGMENT,
             "record at {loc:?} runs past its segment"
@@ -146,9 +153,9 @@ fuzz_target!(|data: &[u8]| {
     };
     assert!(report.segments_replayed as usize <= SEGMENTS);
     for s in &seen {
-        let r = log
-            .read(s.loc)
-            .unwrap_or_else(|e| panic!("the record replayed at {:?} does not read back: {e}", s.loc));
+        let r = log.read(s.loc).unwrap_or_else(|e| {
+            panic!("the record replayed at {:?} does not read back: {e}", s.loc)
+        });
         assert_eq!(r.key, s.key, "key at {:?}", s.loc);
         assert_eq!(r.kind, s.kind, "kind at {:?}", s.loc);
         assert_eq!(r.expires_at_ms, s.expires_at_ms, "expiry at {:?}", s.loc);
@@ -156,7 +163,9 @@ fuzz_target!(|data: &[u8]| {
     }
     match log.append(b"after-recovery", Kind::String, b"value", None) {
         Ok(loc) => {
-            let r = log.read(loc).expect("the record appended after recovery reads back");
+            let r = log
+                .read(loc)
+                .expect("the record appended after recovery reads back");
             assert_eq!(r.key, b"after-recovery");
             assert_eq!(r.value, b"value");
         }

@@ -20,23 +20,37 @@ fuzz_target!(|data: &[u8]| {
             return;
         }
     };
-    policy.validate().expect("an accepted policy validates again");
-    policy.dram_budget_bytes().expect("an accepted policy's DRAM budget parses");
+    policy
+        .validate()
+        .expect("an accepted policy validates again");
+    policy
+        .dram_budget_bytes()
+        .expect("an accepted policy's DRAM budget parses");
     let t = &policy.tracking;
     let ratio = t.aggregation_ms / t.sample_ms.max(1);
     let max = policy.max_accesses();
     assert!(max >= 1, "max_accesses {max}");
-    assert_eq!(u64::from(max), ratio.max(1), "max_accesses is not aggregation_ms / sample_ms");
+    assert_eq!(
+        u64::from(max),
+        ratio.max(1),
+        "max_accesses is not aggregation_ms / sample_ms"
+    );
     for (name, ms) in [
         ("sample_ms", t.sample_ms),
         ("aggregation_ms", t.aggregation_ms),
         ("update_ms", t.update_ms),
     ] {
-        assert!(ms.checked_mul(1000).is_some(), "{name} = {ms} overflows in microseconds");
+        assert!(
+            ms.checked_mul(1000).is_some(),
+            "{name} = {ms} overflows in microseconds"
+        );
     }
     let _ = policy.interval();
     let written = toml::to_string(&policy).expect("an accepted policy serialises");
     let back = Policy::parse(&written, Path::new("written.toml"))
         .unwrap_or_else(|e| panic!("the policy written back is refused: {e}\n{written}"));
-    assert_eq!(back, policy, "the policy changed on a round trip through TOML:\n{written}");
+    assert_eq!(
+        back, policy,
+        "the policy changed on a round trip through TOML:\n{written}"
+    );
 });

@@ -17,7 +17,10 @@ fuzz_target!(|data: &[u8]| {
             // The error renders (origin:line:column: reason) and points inside the text.
             let _ = e.to_string();
             if let Some(line) = e.line {
-                assert!(line >= 1 && line <= text.lines().count().max(1) + 1, "line {line}");
+                assert!(
+                    line >= 1 && line <= text.lines().count().max(1) + 1,
+                    "line {line}"
+                );
             }
             return;
         }
@@ -37,12 +40,25 @@ fuzz_target!(|data: &[u8]| {
         assert!(t.idle_latency_ns.is_finite() && t.idle_latency_ns > 0.0);
         for &m in &mixes {
             let bw = t.peak_bandwidth(m);
-            assert!(bw.is_finite() && bw > 0.0, "tier {}: {bw} GB/s for mix {m}", t.name);
+            assert!(
+                bw.is_finite() && bw > 0.0,
+                "tier {}: {bw} GB/s for mix {m}",
+                t.name
+            );
         }
         let fw = t.firmware_bandwidth();
-        assert!(fw.is_finite() && fw > 0.0, "tier {}: firmware bandwidth {fw}", t.name);
+        assert!(
+            fw.is_finite() && fw > 0.0,
+            "tier {}: firmware bandwidth {fw}",
+            t.name
+        );
         for c in &t.loaded_latency {
-            assert!(c.points.len() >= 2, "tier {}: a curve of {} points", t.name, c.points.len());
+            assert!(
+                c.points.len() >= 2,
+                "tier {}: a curve of {} points",
+                t.name,
+                c.points.len()
+            );
         }
     }
 });

@@ -19,14 +19,26 @@ fuzz_target!(|data: &[u8]| {
         let k = g.qubits.len();
         assert!(k >= 1, "gate {} on no qubits", g.name);
         assert_eq!(g.matrix.qubits(), k, "gate {} on {k} qubits", g.name);
-        assert_eq!(g.matrix.entries().len(), 1 << (2 * k), "gate {} matrix size", g.name);
+        assert_eq!(
+            g.matrix.entries().len(),
+            1 << (2 * k),
+            "gate {} matrix size",
+            g.name
+        );
         for (i, &q) in g.qubits.iter().enumerate() {
             assert!(q < n, "gate {} on qubit {q} of {n}", g.name);
-            assert!(!g.qubits[..i].contains(&q), "gate {} repeats qubit {q}", g.name);
+            assert!(
+                !g.qubits[..i].contains(&q),
+                "gate {} repeats qubit {q}",
+                g.name
+            );
         }
     }
     for &(q, c) in &circuit.measurements {
-        assert!(q < n && c < circuit.num_clbits, "measure {q} -> {c} outside the registers");
+        assert!(
+            q < n && c < circuit.num_clbits,
+            "measure {q} -> {c} outside the registers"
+        );
     }
     if (1..=10).contains(&n) && circuit.gates.len() <= 64 {
         let unitary = circuit.gates.iter().all(|g| g.matrix.is_unitary(1e-9));

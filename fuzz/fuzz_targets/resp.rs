@@ -38,7 +38,10 @@ fn drain(data: &[u8], avail: usize, mut at: usize, out: &mut Outcome) -> Option<
                         "argument {r:?} outside the {} consumed bytes",
                         p.consumed
                     );
-                    assert!(r.start >= prev_end, "argument {r:?} overlaps the one before");
+                    assert!(
+                        r.start >= prev_end,
+                        "argument {r:?} overlaps the one before"
+                    );
                     prev_end = r.end;
                 }
                 out.commands
@@ -58,18 +61,19 @@ fn drain(data: &[u8], avail: usize, mut at: usize, out: &mut Outcome) -> Option<
 /// Chunk lengths from a small PRNG seeded by the input itself, so that each input is split its
 /// own way and a crash reproduces from the input alone.
 fn chunks(data: &[u8]) -> impl Iterator<Item = usize> {
-    let mut x = data
-        .iter()
-        .fold(0x9e37_79b9_7f4a_7c15u64, |h, &b| {
-            (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
-        })
-        | 1;
+    let mut x = data.iter().fold(0x9e37_79b9_7f4a_7c15u64, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    }) | 1;
     std::iter::from_fn(move || {
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;
         // Mostly short pieces (the interesting splits land inside a header), sometimes long.
-        Some(if x % 8 == 0 { 1 + (x >> 8) as usize % 512 } else { 1 + (x >> 8) as usize % 8 })
+        Some(if x % 8 == 0 {
+            1 + (x >> 8) as usize % 512
+        } else {
+            1 + (x >> 8) as usize % 8
+        })
     })
 }
 
@@ -101,6 +105,9 @@ fuzz_target!(|data: &[u8]| {
     // only on short inputs, as it is quadratic.
     if data.len() <= 256 {
         let bytewise = run(data, std::iter::repeat(1));
-        assert_eq!(whole, bytewise, "the stream fed byte by byte parsed differently");
+        assert_eq!(
+            whole, bytewise,
+            "the stream fed byte by byte parsed differently"
+        );
     }
 });
