@@ -68,7 +68,9 @@ fn fix_checksums(seg: &mut [u8]) {
             None => {
                 let next = at.next_multiple_of(BLOCK);
                 match framed(next) {
-                    Some(t) if at % BLOCK != 0 && seg[at..next].iter().all(|&b| b == 0) => {
+                    Some(t)
+                        if !at.is_multiple_of(BLOCK) && seg[at..next].iter().all(|&b| b == 0) =>
+                    {
                         (next, t)
                     }
                     _ => return,
@@ -80,7 +82,7 @@ fn fix_checksums(seg: &mut [u8]) {
             &seg[start + 4..start + total],
         );
         seg[start..start + 4].copy_from_slice(&crc.to_le_bytes());
-        at = start + (total + 7) / 8 * 8;
+        at = start + total.div_ceil(8) * 8;
     }
 }
 

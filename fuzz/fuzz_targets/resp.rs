@@ -3,6 +3,7 @@
 //! (`parse_into_queue` in the server). Checks, for every command parsed:
 //! - `consumed` is at least 1 (progress) and at most the bytes offered;
 //! - every argument range lies inside the consumed bytes, in order, without overlap;
+//!
 //! and that the pieces do not change the outcome: the commands (as bytes) and whether the stream
 //! ended in a protocol error are the same as when the whole input arrives at once.
 #![no_main]
