@@ -11,6 +11,9 @@ use crate::access::AccessSource;
 use crate::idle::MAX_HISTORY;
 use crate::TierdError;
 
+/// The longest DAMON interval a policy may ask for (sampling, aggregation, update): an hour.
+pub const MAX_INTERVAL_MS: u64 = 3_600_000;
+
 /// How access is tracked: which source, and how DAMON samples.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -213,6 +216,20 @@ impl Policy {
         if t.update_ms == 0 {
             return bad("update_ms", "must be at least 1");
         }
+        // DAMON takes its intervals in microseconds (ms * 1000 must not overflow), and
+        // `max_accesses` (aggregation_ms / sample_ms) must fit the u32 the planner counts in.
+        for (setting, ms) in [
+            ("sample_ms", t.sample_ms),
+            ("aggregation_ms", t.aggregation_ms),
+            ("update_ms", t.update_ms),
+        ] {
+            if ms > MAX_INTERVAL_MS {
+                return bad(
+                    setting,
+                    format!("{ms} ms: expected at most {MAX_INTERVAL_MS} ms (an hour)"),
+                );
+            }
+        }
         if t.min_regions < 3 || t.max_regions < t.min_regions {
             return bad(
                 "min_regions/max_regions",
@@ -292,6 +309,31 @@ mod tests {
         let p = parse("[tracking]\naccess_source = \"idle-page\"\nidle_history = 20\n").unwrap();
         assert_eq!(p.tracking.access_source, AccessSource::IdlePage);
         assert_eq!(p.tracking.idle_history, 20);
+    }
+
+    #[test]
+    fn damon_intervals_are_bounded_so_that_their_consumers_can_take_them() {
+        // What the `policy` fuzz target checks of every accepted policy: a ratio aggregation_ms / sample_ms above u32::MAX
+        // was truncated by max_accesses() (4294967296 became 0: nothing could ever be hot), and
+        // an interval above u64::MAX / 1000 ms overflowed when damon.rs wrote it in microseconds.
+        let e = parse("[tracking]\nsample_ms = 1\naggregation_ms = 4294967296\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("aggregation_ms") && e.contains("3600000"), "{e}");
+        let e = parse("[tracking]\nupdate_ms = 18446744073709552\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("update_ms") && e.contains("3600000"), "{e}");
+        let e = parse(
+            "[tracking]\nsample_ms = 18446744073709552\naggregation_ms = 18446744073709552\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("_ms") && e.contains("3600000"), "{e}");
+        // An hour is the most, and is taken as it stands.
+        let p = parse("[tracking]\nsample_ms = 1\naggregation_ms = 3600000\nupdate_ms = 3600000\n")
+            .unwrap();
+        assert_eq!(p.max_accesses(), 3_600_000);
     }
 
     #[test]

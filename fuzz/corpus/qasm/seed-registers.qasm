@@ -1,0 +1,12 @@
+OPENQASM 2.0;
+include "qelib1.inc";
+qreg a[2];
+qreg b[2];
+creg c[4];
+h a;
+cx a,b;
+rz(-0.5*pi + 1/3) b[1];
+p(sin(0.5)^2) a[0];
+u2(cos(pi),ln(2)) b[0];
+c3x a[0],a[1],b[0],b[1];
+measure a -> c[0];

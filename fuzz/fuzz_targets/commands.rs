@@ -1,0 +1,120 @@
+//! The RESP parser with the command layer behind it: the input is a client's byte stream; each
+//! command parsed from it runs through `commands::execute` against a real in-memory store (DRAM
+//! only, so it stays fast), as the server's loop does. Checks that each command writes exactly one
+//! well-framed RESP2 reply, and that the store's own invariants hold after every command.
+#![no_main]
+
+use cxltier_server::commands::{execute, Effect, ServerInfo, Session};
+use cxltier_server::resp::parse;
+use cxltier_store::{Durability, Store, StoreBuilder};
+use libfuzzer_sys::fuzz_target;
+use std::cell::RefCell;
+
+/// Most commands run per input: enough for any sequence that matters, few enough that an input
+/// of thousands of one-byte inline commands does not make the run crawl.
+const MAX_COMMANDS: usize = 512;
+
+/// The length of the one RESP2 reply at the start of `b`, or why it is not one.
+fn reply_len(b: &[u8]) -> Result<usize, String> {
+    let line = |b: &[u8]| -> Result<usize, String> {
+        b.windows(2)
+            .position(|w| w == b"\r\n")
+            .ok_or_else(|| "a reply line without CRLF".to_string())
+    };
+    let (&tag, rest) = b.split_first().ok_or("an empty reply")?;
+    let end = line(rest)?;
+    let head = &rest[..end];
+    let after = 1 + end + 2;
+    let int = || -> Result<i64, String> {
+        std::str::from_utf8(head)
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| format!("{:?} is not an integer", String::from_utf8_lossy(head)))
+    };
+    match tag {
+        b'+' | b'-' => {
+            if head.contains(&b'\r') || head.contains(&b'\n') {
+                return Err("a CR or LF inside a status or error reply".into());
+            }
+            Ok(after)
+        }
+        b':' => int().map(|_| after),
+        b'$' => match int()? {
+            -1 => Ok(after),
+            n if n >= 0 => {
+                let n = n as usize;
+                if b.len() < after + n + 2 || &b[after + n..after + n + 2] != b"\r\n" {
+                    return Err(format!("a bulk reply of {n} bytes not ended by CRLF"));
+                }
+                Ok(after + n + 2)
+            }
+            n => Err(format!("bulk length {n}")),
+        },
+        b'*' => match int()? {
+            -1 => Ok(after),
+            n if n >= 0 => {
+                let mut at = after;
+                for _ in 0..n {
+                    at += reply_len(&b[at..])?;
+                }
+                Ok(at)
+            }
+            n => Err(format!("array length {n}")),
+        },
+        t => Err(format!("a reply starting with {:?}", t as char)),
+    }
+}
+
+thread_local! {
+    /// One store per process, emptied before each input: building one (its arena mapping and
+    /// index) costs more than running a few hundred commands, and the fuzzer would spend its time
+    /// there. What an input sees is the same as with a new store, but for the admission sketch's
+    /// counts, which only decide placement between tiers (there is one here).
+    static STORE: RefCell<Store> = RefCell::new(
+        StoreBuilder::new()
+            .dram(16 << 20)
+            .durability(Durability::None)
+            .build()
+            .expect("a DRAM-only store of 16 MiB builds"),
+    );
+}
+
+fuzz_target!(|data: &[u8]| STORE.with_borrow_mut(|store| run(store, data)));
+
+fn run(store: &mut Store, data: &[u8]) {
+    store.flush_all().expect("FLUSHALL on a DRAM-only store");
+    store.reset_stats();
+    let mut info = ServerInfo {
+        max_object: store.max_object(),
+        ..ServerInfo::default()
+    };
+    let mut session = Session::default();
+    let mut out = Vec::new();
+    let mut at = 0;
+    for _ in 0..MAX_COMMANDS {
+        let Ok(Some(p)) = parse(&data[at..]) else {
+            break;
+        };
+        let buf = &data[at..];
+        let args: Vec<&[u8]> = p.args.iter().map(|r| &buf[r.clone()]).collect();
+        at += p.consumed;
+        out.clear();
+        let effect = execute(store, &mut info, &mut session, &args, &mut out);
+        if args.is_empty() {
+            // An empty multibulk is ignored, like Redis: no reply.
+            assert!(out.is_empty(), "a reply to an empty command");
+        } else if effect != Effect::Shutdown {
+            let len = reply_len(&out).unwrap_or_else(|e| {
+                panic!("command {args:?} wrote a malformed reply ({e}): {out:?}")
+            });
+            assert_eq!(len, out.len(), "command {args:?} wrote more than one reply");
+        }
+        store.commit().expect("a DRAM-only store commits");
+        if let Err(e) = store.check_invariants() {
+            panic!("after {args:?}: the store's invariants fail: {e}");
+        }
+        if matches!(effect, Effect::Close | Effect::Shutdown) {
+            break;
+        }
+    }
+}
