@@ -296,6 +296,12 @@ struct Parsed<'a> {
 }
 
 /// Parse the record at the start of `bytes`, checking its checksum against `segment_seq`.
+/// The largest sequence number a segment or a record can carry. Both count up by one from 1 (a
+/// billion appends a second would take 292 years to get here); a larger one that passes its
+/// checksum was crafted, and taking it would overflow the next number handed out (or, wrapped,
+/// replay new segments before old ones at the next recovery). It reads as damage.
+pub const MAX_SEQ: u64 = 1 << 63;
+
 fn parse(bytes: &[u8], segment_seq: u64) -> Option<Parsed<'_>> {
     if bytes.len() < RECORD_HEADER {
         return None;
@@ -313,9 +319,13 @@ fn parse(bytes: &[u8], segment_seq: u64) -> Option<Parsed<'_>> {
     if record_crc(segment_seq, &bytes[4..total]) != crc {
         return None;
     }
+    let seq = u64_at(8);
+    if seq > MAX_SEQ {
+        return None;
+    }
     Some(Parsed {
         total,
-        seq: u64_at(8),
+        seq,
         expires: u64_at(16),
         flags: bytes[26],
         kind: kind_from(bytes[27])?,
@@ -346,6 +356,9 @@ fn parse_header(block: &[u8]) -> Option<(u64, Option<u64>)> {
     let format = u32::from_le_bytes(block[8..12].try_into().unwrap());
     let crc = u32::from_le_bytes(block[24..28].try_into().unwrap());
     if magic != MAGIC || format != FORMAT || crc32c::crc32c(&block[0..24]) != crc {
+        return None;
+    }
+    if u64::from_le_bytes(block[16..24].try_into().unwrap()) > MAX_SEQ {
         return None;
     }
     let size_crc = u32::from_le_bytes(block[40..44].try_into().unwrap());

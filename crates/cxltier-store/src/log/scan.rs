@@ -330,6 +330,7 @@ fn identify_seq(image: &[u8], seq_field: u64, newest: u64, taken: &HashSet<u64>)
         let target = want ^ crc32c::crc32c_combine(0, crc32c::crc32c(rest), rest.len());
         let matches = |s: u64| {
             s != 0
+                && s <= super::MAX_SEQ
                 && !taken.contains(&s)
                 && apply_basis(&basis, crc32c::crc32c(&s.to_le_bytes())) == target
         };
