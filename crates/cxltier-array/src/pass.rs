@@ -455,6 +455,38 @@ mod tests {
     }
 
     #[test]
+    fn a_short_read_of_a_spilled_chunk_is_an_error_not_a_whole_chunk() {
+        let dir = dir().join("short");
+        std::fs::create_dir_all(&dir).unwrap();
+        let chunk = 4096;
+        let cfg = ArrayConfig::new(4 * chunk as u64, chunk)
+            .memory_limit(0)
+            .spill_dir(dir.clone(), None);
+        let mut a = TieredArray::create(&cfg).unwrap();
+        // Cut the unlinked file (reached through this process's descriptor) to one and a half
+        // chunks: chunk 1 now reads short, chunks 2 and 3 read nothing.
+        let fd = std::fs::read_dir("/proc/self/fd")
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| std::fs::read_link(p).is_ok_and(|t| t.starts_with(&dir)))
+            .expect("the spill file is open");
+        let file = std::fs::OpenOptions::new().write(true).open(&fd).unwrap();
+        file.set_len(chunk as u64 + 2048).unwrap();
+        let mut buf = AlignedBuf::new(chunk);
+        a.read_chunk(0, &mut buf).unwrap();
+        for i in 1..4 {
+            let err = a.read_chunk(i, &mut buf).unwrap_err().to_string();
+            assert!(err.contains(&format!("read of chunk {i}")), "{err}");
+            assert!(err.contains("short transfer"), "{err}");
+        }
+        let blocks: Vec<Vec<usize>> = (0..4).map(|b| vec![b]).collect();
+        let err = a.pass(&blocks, |_, _| Ok(())).unwrap_err().to_string();
+        assert!(err.contains("read of chunk 1"), "{err}");
+        drop(a);
+        std::fs::remove_dir(&dir).unwrap();
+    }
+
+    #[test]
     fn a_spill_beyond_the_free_space_is_refused_with_the_shortfall() {
         // An exbibyte: more than any test machine's disk, refused before a file is created.
         let chunk = 1 << 20;
