@@ -79,10 +79,12 @@ pub const MAX_EXPR_DEPTH: usize = 256;
 pub const MAX_GATE_DEPTH: usize = 256;
 
 /// At most this many primitive gates in a circuit, after user gates are expanded (an empty
-/// expansion counts as one, so that expanding nothing is bounded too). Each is checked before
+/// expansion counts as one, so that expanding nothing is bounded too). Each gate keeps its own
+/// dense matrix and the simulator converts the list once more, about 800 bytes per gate at the
+/// peak (measured), so the limit keeps a circuit's own memory under a gigabyte. Each is checked before
 /// it is expanded: a definition's size is known when it is defined, so a program whose
 /// definitions double at each level is refused at the call, not after filling memory.
-pub const MAX_GATES: u64 = 4_000_000;
+pub const MAX_GATES: u64 = 1_000_000;
 
 /// A unitary gate on numbered qubits. Bit `i` of the matrix's row and column index is the state
 /// of `qubits[i]`.

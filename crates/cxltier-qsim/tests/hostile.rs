@@ -85,19 +85,19 @@ fn exponential_gate_expansion_is_refused_before_it_starts() {
     let (line, msg) = refused(&src);
     assert_eq!(line, 46, "{msg}");
     assert!(
-        msg.contains("1099511627776 gates") && msg.contains("limit of 4000000"),
+        msg.contains("1099511627776 gates") && msg.contains("limit of 1000000"),
         "{msg}"
     );
     // Definitions that expand to nothing still count: expanding them is work too.
     let src = doubling(60, "barrier a;") + "g60 q[0];\n";
     let (_, msg) = refused(&src);
-    assert!(msg.contains("limit of 4000000"), "{msg}");
+    assert!(msg.contains("limit of 1000000"), "{msg}");
     // The limit is over the whole circuit: broadcasting and repetition add up.
     // (Definitions of barriers only, so that nothing is materialised.)
-    let src = doubling(20, "barrier a;") + &"g20 q;\n".repeat(2);
+    let src = doubling(18, "barrier a;") + &"g18 q;\n".repeat(2);
     let (line, msg) = refused(&src);
-    assert_eq!(line, 26, "{msg}");
-    assert!(msg.contains("(2097152 before it)"), "{msg}");
+    assert_eq!(line, 24, "{msg}");
+    assert!(msg.contains("(524288 before it)"), "{msg}");
     // Below the limit, the expansion is exact.
     let c = parse(&(doubling(10, "h a;") + "g10 q;\n")).unwrap();
     assert_eq!(c.gates.len(), 2 << 10);

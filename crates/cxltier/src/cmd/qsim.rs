@@ -38,7 +38,7 @@ space) is refused before anything starts, and so is one whose resident part (the
 --memory-limit) exceeds the memory available (MemAvailable, cgroup limits).
 
 Input bounds (refused with the line, exit 2): 63 qubits, expressions nested 256 deep, gate
-definitions nested 256 deep, 4,000,000 gates after expansion; gate parameters must be finite.
+definitions nested 256 deep, 1,000,000 gates after expansion; gate parameters must be finite.
 
 SIZE: 4096, 64K, 512M, 16G ... (K/M/G/T powers of 1024). --ssd DIR[:SIZE] caps the space used
 in DIR. --amplitudes: indices in decimal or 0b binary, comma-separated.";
