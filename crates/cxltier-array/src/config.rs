@@ -123,7 +123,7 @@ impl ArrayConfig {
             if !dir.is_dir() {
                 return bad(format!(
                     "spill path {} is not a directory: give a directory on the NVMe device's file \
-                     system (a scratch file is created in it and removed afterwards)",
+                     system (a scratch file is created in it and unlinked as soon as it is open)",
                     dir.display()
                 ));
             }
