@@ -1,6 +1,6 @@
 //! The array: chunks in memory (bound per chunk) and chunks in spill files (striped).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use cxltier_sys::iobatch::{IoBatchRing, IoRequest};
 use cxltier_sys::uring::{AlignedBuf, DirectFile};
@@ -49,7 +49,8 @@ pub struct Placement {
     /// Memory pages per node, as `move_pages` reported them (`node`, `pages`); empty when
     /// verification was off.
     pub pages_per_node: Vec<(u32, usize)>,
-    /// The spill files.
+    /// The spill files, by the names they were created with (they are unlinked at once, so
+    /// these names no longer exist).
     pub spill_files: Vec<PathBuf>,
     /// Memory chunks the kernel accepted transparent huge page advice for (chunks of 2 MiB or
     /// more, when [`crate::ArrayConfig::huge_pages`] is on and the kernel has THP).
@@ -63,6 +64,7 @@ pub struct TieredArray {
     pub(crate) homes: Vec<ChunkHome>,
     pub(crate) files: Vec<SpillFile>,
     pub(crate) ring: IoBatchRing,
+    keep_spill_names: bool,
     placement: Placement,
 }
 
@@ -88,9 +90,35 @@ impl TieredArray {
         let mut files = Vec::new();
         if spilled > 0 {
             let n = config.spill.len();
+            // Bytes asked of each file system so far (by id), since several directories may
+            // share one.
+            let mut asked: Vec<(u64, u64)> = Vec::new();
             for (i, (dir, cap)) in config.spill.iter().enumerate() {
                 let share = (spilled + n - 1 - i) / n; // chunks i, i+n, ... of the spilled ones
                 let needed = share as u64 * config.chunk as u64;
+                let (fs, free) = free_space(dir)?;
+                let on_fs = match asked.iter_mut().find(|(id, _)| *id == fs) {
+                    Some(entry) => {
+                        entry.1 += needed;
+                        entry.1
+                    }
+                    None => {
+                        asked.push((fs, needed));
+                        needed
+                    }
+                };
+                if on_fs > free {
+                    return Err(ArrayError::NoSpace {
+                        path: dir.clone(),
+                        needed: on_fs,
+                        available: free,
+                        hint: format!(
+                            "the file system is {} bytes short; free space there, add spill \
+                             directories on other file systems, or raise the memory limit",
+                            on_fs - free
+                        ),
+                    });
+                }
                 if let Some(cap) = cap {
                     if needed > *cap {
                         return Err(ArrayError::NoSpace {
@@ -122,10 +150,23 @@ impl TieredArray {
                         hint,
                     }
                 })?;
+                // Unlinked at once: nothing can be left behind, whether the process returns, is
+                // interrupted or is killed; O_DIRECT and fallocate work the same on the open file.
+                if !config.keep_spill_names {
+                    std::fs::remove_file(&path).map_err(|source| ArrayError::Open {
+                        path: path.clone(),
+                        source,
+                        hint: "; the scratch file could not be unlinked after it was opened \
+                               (remove it by hand)"
+                            .into(),
+                    })?;
+                }
                 let spill = SpillFile { path, file };
                 if needed > 0 {
-                    if let Err(e) = spill.file.preallocate(needed) {
-                        let _ = std::fs::remove_file(&spill.path);
+                    if let Err(e) = preallocate(&spill.file, needed) {
+                        if config.keep_spill_names {
+                            let _ = std::fs::remove_file(&spill.path);
+                        }
                         return Err(ArrayError::NoSpace {
                             path: spill.path.clone(),
                             needed,
@@ -151,6 +192,7 @@ impl TieredArray {
             homes: Vec::with_capacity(total),
             files,
             ring,
+            keep_spill_names: config.keep_spill_names,
             placement: Placement {
                 chunk_bytes: config.chunk,
                 memory_chunks: resident,
@@ -342,8 +384,32 @@ impl TieredArray {
 
 impl Drop for TieredArray {
     fn drop(&mut self) {
-        for f in &self.files {
-            let _ = std::fs::remove_file(&f.path);
+        // Unlinked spill files (the default) vanish with their descriptors.
+        if self.keep_spill_names {
+            for f in &self.files {
+                let _ = std::fs::remove_file(&f.path);
+            }
+        }
+    }
+}
+
+/// The file system holding `dir` (its id) and the bytes an unprivileged process may still
+/// allocate on it.
+fn free_space(dir: &Path) -> Result<(u64, u64), ArrayError> {
+    let st = rustix::fs::statvfs(dir).map_err(|e| ArrayError::Open {
+        path: dir.to_path_buf(),
+        source: e.into(),
+        hint: "; cannot read the spill directory's free space (statvfs)".into(),
+    })?;
+    Ok((st.f_fsid, st.f_bavail.saturating_mul(st.f_frsize)))
+}
+
+/// `fallocate`, retried when a signal interrupts it (it can take a while on a large file).
+fn preallocate(file: &DirectFile, len: u64) -> std::io::Result<()> {
+    loop {
+        match file.preallocate(len) {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            other => return other,
         }
     }
 }

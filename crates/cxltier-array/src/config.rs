@@ -15,6 +15,9 @@ pub struct ArrayConfig {
     pub(crate) spill: Vec<(PathBuf, Option<u64>)>,
     pub(crate) verify: bool,
     pub(crate) huge_pages: bool,
+    /// Keep the spill files' names until the array is dropped (tests that act on the file by
+    /// name); by default they are unlinked as soon as they are open.
+    pub(crate) keep_spill_names: bool,
 }
 
 impl ArrayConfig {
@@ -29,6 +32,7 @@ impl ArrayConfig {
             spill: Vec::new(),
             verify: true,
             huge_pages: true,
+            keep_spill_names: false,
         }
     }
 
@@ -45,8 +49,10 @@ impl ArrayConfig {
         self
     }
 
-    /// Spill to a new file in `dir` (removed when the array is dropped); with several, chunks are
-    /// striped over them in turn. `cap` limits the bytes this directory may take.
+    /// Spill to a new file in `dir`; with several, chunks are striped over them in turn. `cap`
+    /// limits the bytes this directory may take. The file is unlinked as soon as it is open, so
+    /// it has no name while the array uses it (`df` shows its space, `ls` does not show it) and
+    /// its space returns to the file system however the process ends, even killed.
     pub fn spill_dir(mut self, dir: PathBuf, cap: Option<u64>) -> Self {
         self.spill.push((dir, cap));
         self
@@ -117,7 +123,7 @@ impl ArrayConfig {
             if !dir.is_dir() {
                 return bad(format!(
                     "spill path {} is not a directory: give a directory on the NVMe device's file \
-                     system (a scratch file is created in it and removed afterwards)",
+                     system (a scratch file is created in it and unlinked as soon as it is open)",
                     dir.display()
                 ));
             }

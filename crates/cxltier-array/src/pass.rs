@@ -427,6 +427,104 @@ mod tests {
     }
 
     #[test]
+    fn spill_files_have_no_name_while_the_array_uses_them() {
+        let dir = dir().join("unnamed");
+        std::fs::create_dir_all(&dir).unwrap();
+        let chunk = 4096;
+        let cfg = ArrayConfig::new(8 * chunk as u64, chunk)
+            .memory_limit(0)
+            .spill_dir(dir.clone(), None);
+        let mut a = TieredArray::create(&cfg).unwrap();
+        // Nothing to leave behind, however the process ends: the directory is already empty.
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
+        assert!(!a.placement().spill_files[0].exists());
+        // The unlinked file still holds the data, with direct I/O.
+        let blocks: Vec<Vec<usize>> = (0..8).map(|b| vec![b]).collect();
+        a.pass(&blocks, |b, bytes| {
+            bytes.fill(b as u8 + 1);
+            Ok(())
+        })
+        .unwrap();
+        let mut buf = AlignedBuf::new(chunk);
+        for i in 0..8 {
+            a.read_chunk(i, &mut buf).unwrap();
+            assert!(buf.iter().all(|&x| x as usize == i + 1), "chunk {i}");
+        }
+        drop(a);
+        std::fs::remove_dir(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_short_read_of_a_spilled_chunk_is_an_error_not_a_whole_chunk() {
+        let dir = dir().join("short");
+        std::fs::create_dir_all(&dir).unwrap();
+        let chunk = 4096;
+        let cfg = ArrayConfig::new(4 * chunk as u64, chunk)
+            .memory_limit(0)
+            .spill_dir(dir.clone(), None);
+        let mut a = TieredArray::create(&cfg).unwrap();
+        // Cut the unlinked file (reached through this process's descriptor) to one and a half
+        // chunks: chunk 1 now reads short, chunks 2 and 3 read nothing.
+        let fd = std::fs::read_dir("/proc/self/fd")
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| std::fs::read_link(p).is_ok_and(|t| t.starts_with(&dir)))
+            .expect("the spill file is open");
+        let file = std::fs::OpenOptions::new().write(true).open(&fd).unwrap();
+        file.set_len(chunk as u64 + 2048).unwrap();
+        let mut buf = AlignedBuf::new(chunk);
+        a.read_chunk(0, &mut buf).unwrap();
+        for i in 1..4 {
+            let err = a.read_chunk(i, &mut buf).unwrap_err().to_string();
+            assert!(err.contains(&format!("read of chunk {i}")), "{err}");
+            assert!(err.contains("short transfer"), "{err}");
+        }
+        let blocks: Vec<Vec<usize>> = (0..4).map(|b| vec![b]).collect();
+        let err = a.pass(&blocks, |_, _| Ok(())).unwrap_err().to_string();
+        assert!(err.contains("read of chunk 1"), "{err}");
+        drop(a);
+        std::fs::remove_dir(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_spill_beyond_the_free_space_is_refused_with_the_shortfall() {
+        // An exbibyte: more than any test machine's disk, refused before a file is created.
+        let chunk = 1 << 20;
+        let dir = dir().join("nospace");
+        std::fs::create_dir_all(&dir).unwrap();
+        let cfg = ArrayConfig::new(1 << 60, chunk)
+            .memory_limit(0)
+            .spill_dir(dir.clone(), None);
+        match TieredArray::create(&cfg).unwrap_err() {
+            crate::ArrayError::NoSpace {
+                needed,
+                available,
+                hint,
+                ..
+            } => {
+                assert_eq!(needed, 1 << 60);
+                assert!(available > 0, "the free space is read, not guessed");
+                assert!(
+                    hint.contains(&format!("{} bytes short", needed - available)),
+                    "{hint}"
+                );
+            }
+            other => panic!("expected NoSpace, got {other}"),
+        }
+        // Two directories on one file system add up: each half fits alone, not both.
+        let cfg = ArrayConfig::new(1 << 60, chunk)
+            .memory_limit(0)
+            .spill_dir(dir.clone(), None)
+            .spill_dir(dir.clone(), None);
+        assert!(matches!(
+            TieredArray::create(&cfg),
+            Err(crate::ArrayError::NoSpace { .. })
+        ));
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
+        std::fs::remove_dir(&dir).unwrap();
+    }
+
+    #[test]
     fn chained_passes_see_the_newest_contents_of_chunks_their_neighbouring_blocks_share() {
         let chunk = 4096;
         // 8 chunks: 2 in memory, 6 spilled, so that shared chunks cross both kinds.
@@ -591,9 +689,11 @@ mod failure_tests {
             .join(format!("../../target/array-fail-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let chunk = 4096;
-        let cfg = ArrayConfig::new(32 * chunk as u64, chunk)
+        let mut cfg = ArrayConfig::new(32 * chunk as u64, chunk)
             .memory_limit(0)
             .spill_dir(dir.clone(), None);
+        // chattr needs the file's name.
+        cfg.keep_spill_names = true;
         let mut a = TieredArray::create(&cfg).unwrap();
         let file = a.placement().spill_files[0].clone();
         // An immutable file still reads, but every write to it fails (EPERM), as a failing

@@ -18,6 +18,7 @@
 pub mod fusion;
 pub mod gates;
 pub mod kernel;
+pub mod memory;
 pub mod qasm;
 mod sim;
 pub mod sweep;

@@ -11,6 +11,7 @@
 
 use std::collections::HashMap;
 use std::f64::consts::PI;
+use std::rc::Rc;
 
 use crate::gates::{self, Matrix};
 use crate::QsimError;
@@ -60,6 +61,31 @@ pub const STANDARD_GATES: &[(&str, usize, usize)] = &[
     ("c4x", 0, 5),
 ];
 
+/// At most this many qubits over all `qreg`s: basis-state indices are `u64`, and the state of
+/// even 50 qubits (16 PiB at f64) is beyond any machine; the simulator checks the real size
+/// against memory before it allocates.
+pub const MAX_QUBITS: usize = 63;
+
+/// At most this many classical bits over all `creg`s (a register is expanded bit by bit when
+/// measured into, so its size must be bounded too).
+pub const MAX_CLBITS: usize = 1 << 16;
+
+/// At most this many nested levels in a parameter expression (parentheses, unary signs, powers,
+/// function calls). The parser is recursive; the limit keeps it far from the stack's end.
+pub const MAX_EXPR_DEPTH: usize = 256;
+
+/// At most this many nested gate definitions (a definition calling one that calls another...):
+/// expansion is recursive, one level per definition.
+pub const MAX_GATE_DEPTH: usize = 256;
+
+/// At most this many primitive gates in a circuit, after user gates are expanded (an empty
+/// expansion counts as one, so that expanding nothing is bounded too). Each gate keeps its own
+/// dense matrix and the simulator converts the list once more, about 800 bytes per gate at the
+/// peak (measured), so the limit keeps a circuit's own memory under a gigabyte. Each is checked before
+/// it is expanded: a definition's size is known when it is defined, so a program whose
+/// definitions double at each level is refused at the call, not after filling memory.
+pub const MAX_GATES: u64 = 1_000_000;
+
 /// A unitary gate on numbered qubits. Bit `i` of the matrix's row and column index is the state
 /// of `qubits[i]`.
 #[derive(Debug, Clone)]
@@ -98,6 +124,12 @@ impl Circuit {
 
     /// Append a standard gate by name, e.g. `push("cx", &[], &[0, 1])`.
     pub fn push(&mut self, name: &str, params: &[f64], qubits: &[usize]) -> Result<(), QsimError> {
+        if let Some(p) = params.iter().find(|p| !p.is_finite()) {
+            return Err(QsimError::Parse {
+                line: 0,
+                message: format!("gate {name:?} is given parameter {p}: parameters must be finite"),
+            });
+        }
         let matrix = standard_matrix(name, params).ok_or_else(|| QsimError::Parse {
             line: 0,
             message: format!("unknown gate {name:?} or wrong parameter count"),
@@ -232,6 +264,12 @@ fn lex(src: &str) -> Result<Vec<(Tok, usize)>, QsimError> {
                     line,
                     message: format!("malformed number {s:?}"),
                 })?;
+                if !n.is_finite() {
+                    return Err(QsimError::Parse {
+                        line,
+                        message: format!("number {s} is too large for a double"),
+                    });
+                }
                 toks.push((Tok::Number(n), line));
             } else if c == '"' {
                 let rest = &text[j + 1..];
@@ -255,47 +293,78 @@ fn lex(src: &str) -> Result<Vec<(Tok, usize)>, QsimError> {
     Ok(toks)
 }
 
-/// A parameter expression, kept as a tree inside gate definitions.
+/// One step of a parameter expression, in postfix order.
 #[derive(Debug, Clone)]
-enum Expr {
+enum Code {
     Num(f64),
     Var(String),
-    Neg(Box<Expr>),
-    Bin(char, Box<Expr>, Box<Expr>),
-    Call(String, Box<Expr>),
+    Neg,
+    Bin(char),
+    Call(String),
 }
 
+/// A parameter expression as postfix code (kept inside gate definitions, evaluated at each use).
+/// Flat rather than a tree: evaluating or dropping a long expression such as `1+1+...+1` costs
+/// no stack, and only parsing recurses (bounded by [`MAX_EXPR_DEPTH`]).
+#[derive(Debug, Clone, Default)]
+struct Expr(Vec<Code>);
+
 impl Expr {
-    fn eval(&self, env: &HashMap<String, f64>, line: usize) -> Result<f64, QsimError> {
-        Ok(match self {
-            Expr::Num(n) => *n,
-            Expr::Var(v) => *env.get(v).ok_or_else(|| QsimError::Parse {
-                line,
-                message: format!("unknown parameter {v:?}"),
-            })?,
-            Expr::Neg(e) => -e.eval(env, line)?,
-            Expr::Bin(op, a, b) => {
-                let (a, b) = (a.eval(env, line)?, b.eval(env, line)?);
-                match op {
-                    '+' => a + b,
-                    '-' => a - b,
-                    '*' => a * b,
-                    '/' => a / b,
-                    _ => a.powf(b),
+    /// The value, with `names[i]` bound to `values[i]`. Every intermediate value must be finite:
+    /// a NaN or infinite angle would turn the whole state into NaN.
+    fn eval(&self, names: &[String], values: &[f64], line: usize) -> Result<f64, QsimError> {
+        let bad = |message: String| Err(QsimError::Parse { line, message });
+        let mut stack: Vec<f64> = Vec::with_capacity(8);
+        for code in &self.0 {
+            // The parser emits well-formed postfix code: operands are always there.
+            let mut pop = || stack.pop().expect("postfix code is well formed");
+            let (v, what) = match code {
+                Code::Num(n) => (*n, "a number"),
+                Code::Var(v) => match names.iter().position(|n| n == v) {
+                    Some(i) => (values[i], "a parameter"),
+                    None => return bad(format!("unknown parameter {v:?}")),
+                },
+                Code::Neg => (-pop(), "negation"),
+                Code::Bin(op) => {
+                    let (b, a) = (pop(), pop());
+                    match op {
+                        '+' => (a + b, "`+`"),
+                        '-' => (a - b, "`-`"),
+                        '*' => (a * b, "`*`"),
+                        '/' if b == 0.0 => {
+                            return bad(format!("division by zero in a gate parameter ({a} / 0)"))
+                        }
+                        '/' => (a / b, "`/`"),
+                        _ => (a.powf(b), "`^`"),
+                    }
                 }
-            }
-            Expr::Call(f, e) => {
-                let x = e.eval(env, line)?;
-                match f.as_str() {
-                    "sin" => x.sin(),
-                    "cos" => x.cos(),
-                    "tan" => x.tan(),
-                    "exp" => x.exp(),
-                    "ln" => x.ln(),
-                    _ => x.sqrt(),
+                Code::Call(f) => {
+                    let x = pop();
+                    let v = match f.as_str() {
+                        "sin" => x.sin(),
+                        "cos" => x.cos(),
+                        "tan" => x.tan(),
+                        "exp" => x.exp(),
+                        "ln" => x.ln(),
+                        _ => x.sqrt(),
+                    };
+                    if !v.is_finite() {
+                        return bad(format!(
+                            "{f}({x}) is not a finite number: gate parameters must be finite"
+                        ));
+                    }
+                    (v, "a function")
                 }
+            };
+            if !v.is_finite() {
+                return bad(format!(
+                    "a gate parameter is not a finite number ({v} from {what}): parameters \
+                     must be finite"
+                ));
             }
-        })
+            stack.push(v);
+        }
+        Ok(stack.pop().expect("an expression has a value"))
     }
 }
 
@@ -313,6 +382,10 @@ struct GateDef {
     params: Vec<String>,
     args: Vec<String>,
     body: Vec<BodyCall>,
+    /// Primitive gates one use expands to (see [`MAX_GATES`]), saturating.
+    cost: u64,
+    /// Nested definitions below and including this one (see [`MAX_GATE_DEPTH`]).
+    depth: usize,
 }
 
 /// An argument: a whole register, or one of its qubits.
@@ -326,9 +399,13 @@ struct Parser {
     pos: usize,
     qregs: HashMap<String, (usize, usize)>,
     cregs: HashMap<String, (usize, usize)>,
-    defs: HashMap<String, GateDef>,
+    defs: HashMap<String, Rc<GateDef>>,
     circuit: Circuit,
     measured: Vec<bool>,
+    /// Current nesting of the expression being parsed.
+    depth: usize,
+    /// Primitive gates counted so far against [`MAX_GATES`].
+    expanded: u64,
 }
 
 /// Parse an OpenQASM 2.0 program.
@@ -341,6 +418,8 @@ pub fn parse(src: &str) -> Result<Circuit, QsimError> {
         defs: HashMap::new(),
         circuit: Circuit::default(),
         measured: Vec::new(),
+        depth: 0,
+        expanded: 0,
     };
     p.program()?;
     Ok(p.circuit)
@@ -464,6 +543,20 @@ impl Parser {
                         message: format!("register {name:?} is declared twice"),
                     });
                 }
+                let (total, max, kind) = if word == "qreg" {
+                    (self.circuit.num_qubits, MAX_QUBITS, "qubits")
+                } else {
+                    (self.circuit.num_clbits, MAX_CLBITS, "classical bits")
+                };
+                if size > max - total {
+                    return Err(QsimError::Parse {
+                        line,
+                        message: format!(
+                            "register {name:?} of {size} {kind} makes more than {max} {kind} in \
+                             all: at most {max} are supported"
+                        ),
+                    });
+                }
                 if word == "qreg" {
                     self.qregs.insert(name, (self.circuit.num_qubits, size));
                     self.circuit.num_qubits += size;
@@ -542,6 +635,7 @@ impl Parser {
         }
         self.expect_sym("{")?;
         let mut body = Vec::new();
+        let (mut cost, mut depth) = (0u64, 1usize);
         while !self.is_sym("}") {
             let call_line = self.line();
             let gate = self.ident()?;
@@ -566,6 +660,19 @@ impl Parser {
                 });
             }
             self.check_known(&gate, exprs.len(), call_args.len(), call_line)?;
+            let (callee_cost, callee_depth) =
+                self.defs.get(&gate).map_or((1, 0), |d| (d.cost, d.depth));
+            cost = cost.saturating_add(callee_cost);
+            depth = depth.max(callee_depth + 1);
+            if depth > MAX_GATE_DEPTH {
+                return Err(QsimError::Parse {
+                    line: call_line,
+                    message: format!(
+                        "gate {name:?} nests definitions more than {MAX_GATE_DEPTH} deep (each \
+                         calling the one before): flatten some of them"
+                    ),
+                });
+            }
             body.push(BodyCall {
                 name: gate,
                 params: exprs,
@@ -585,7 +692,17 @@ impl Parser {
                 message: format!("gate {name:?} is defined twice"),
             });
         }
-        self.defs.insert(name, GateDef { params, args, body });
+        self.defs.insert(
+            name,
+            Rc::new(GateDef {
+                params,
+                args,
+                body,
+                // An empty expansion still counts one, so that calling it is bounded work.
+                cost: cost.max(1),
+                depth,
+            }),
+        );
         Ok(())
     }
 
@@ -637,60 +754,100 @@ impl Parser {
     }
 
     fn expr(&mut self) -> Result<Expr, QsimError> {
-        let mut lhs = self.term()?;
+        let mut code = Vec::new();
+        self.sum(&mut code)?;
+        Ok(Expr(code))
+    }
+
+    /// One more level of nesting in an expression; refused past [`MAX_EXPR_DEPTH`] so that a
+    /// program of nested parentheses or signs cannot overflow the parser's stack.
+    fn enter(&mut self) -> Result<(), QsimError> {
+        self.depth += 1;
+        if self.depth > MAX_EXPR_DEPTH {
+            return self.err(format!(
+                "the expression is nested more than {MAX_EXPR_DEPTH} levels deep \
+                 (parentheses, signs, powers or function calls): simplify it"
+            ));
+        }
+        Ok(())
+    }
+
+    fn sum(&mut self, out: &mut Vec<Code>) -> Result<(), QsimError> {
+        self.term(out)?;
         while self.is_sym("+") || self.is_sym("-") {
             let op = if self.is_sym("+") { '+' } else { '-' };
             self.pos += 1;
-            lhs = Expr::Bin(op, Box::new(lhs), Box::new(self.term()?));
+            self.term(out)?;
+            out.push(Code::Bin(op));
         }
-        Ok(lhs)
+        Ok(())
     }
 
-    fn term(&mut self) -> Result<Expr, QsimError> {
-        let mut lhs = self.factor()?;
+    fn term(&mut self, out: &mut Vec<Code>) -> Result<(), QsimError> {
+        self.factor(out)?;
         while self.is_sym("*") || self.is_sym("/") {
             let op = if self.is_sym("*") { '*' } else { '/' };
             self.pos += 1;
-            lhs = Expr::Bin(op, Box::new(lhs), Box::new(self.factor()?));
+            self.factor(out)?;
+            out.push(Code::Bin(op));
         }
-        Ok(lhs)
+        Ok(())
     }
 
-    fn factor(&mut self) -> Result<Expr, QsimError> {
-        let base = self.unary()?;
+    fn factor(&mut self, out: &mut Vec<Code>) -> Result<(), QsimError> {
+        self.unary(out)?;
         if self.is_sym("^") {
             self.pos += 1;
-            return Ok(Expr::Bin('^', Box::new(base), Box::new(self.factor()?)));
+            // Right-associative: a^b^c is a^(b^c), one level deeper per `^`.
+            self.enter()?;
+            self.factor(out)?;
+            self.depth -= 1;
+            out.push(Code::Bin('^'));
         }
-        Ok(base)
+        Ok(())
     }
 
-    fn unary(&mut self) -> Result<Expr, QsimError> {
+    fn unary(&mut self, out: &mut Vec<Code>) -> Result<(), QsimError> {
         let line = self.line();
         match self.next()? {
-            Tok::Sym("-") => Ok(Expr::Neg(Box::new(self.unary()?))),
-            Tok::Sym("+") => self.unary(),
-            Tok::Sym("(") => {
-                let e = self.expr()?;
-                self.expect_sym(")")?;
-                Ok(e)
+            Tok::Sym("-") => {
+                self.enter()?;
+                self.unary(out)?;
+                self.depth -= 1;
+                out.push(Code::Neg);
             }
-            Tok::Number(n) => Ok(Expr::Num(n)),
-            Tok::Ident(s) if s == "pi" => Ok(Expr::Num(PI)),
+            Tok::Sym("+") => {
+                self.enter()?;
+                self.unary(out)?;
+                self.depth -= 1;
+            }
+            Tok::Sym("(") => {
+                self.enter()?;
+                self.sum(out)?;
+                self.depth -= 1;
+                self.expect_sym(")")?;
+            }
+            Tok::Number(n) => out.push(Code::Num(n)),
+            Tok::Ident(s) if s == "pi" => out.push(Code::Num(PI)),
             Tok::Ident(s)
                 if matches!(s.as_str(), "sin" | "cos" | "tan" | "exp" | "ln" | "sqrt") =>
             {
                 self.expect_sym("(")?;
-                let e = self.expr()?;
+                self.enter()?;
+                self.sum(out)?;
+                self.depth -= 1;
                 self.expect_sym(")")?;
-                Ok(Expr::Call(s, Box::new(e)))
+                out.push(Code::Call(s));
             }
-            Tok::Ident(s) => Ok(Expr::Var(s)),
-            other => Err(QsimError::Parse {
-                line,
-                message: format!("expected a number or an expression, found {other}"),
-            }),
+            Tok::Ident(s) => out.push(Code::Var(s)),
+            other => {
+                return Err(QsimError::Parse {
+                    line,
+                    message: format!("expected a number or an expression, found {other}"),
+                })
+            }
         }
+        Ok(())
     }
 
     fn arg(&mut self) -> Result<Arg, QsimError> {
@@ -745,10 +902,9 @@ impl Parser {
         }
         self.expect_sym(";")?;
         self.check_known(&name, exprs.len(), args.len(), line)?;
-        let env = HashMap::new();
         let params = exprs
             .iter()
-            .map(|e| e.eval(&env, line))
+            .map(|e| e.eval(&[], &[], line))
             .collect::<Result<Vec<f64>, _>>()?;
         let resolved = args
             .iter()
@@ -767,6 +923,21 @@ impl Parser {
                 message: format!("registers of different sizes given to {name:?}"),
             });
         }
+        // Known before anything is expanded: a definition's cost was computed when it was defined.
+        let each = self.defs.get(&name).map_or(1, |d| d.cost);
+        let cost = each.saturating_mul(width as u64);
+        if cost > MAX_GATES - self.expanded {
+            return Err(QsimError::Parse {
+                line,
+                message: format!(
+                    "this statement expands to {cost} gates ({name:?}: {each} each), which takes \
+                     the circuit past its limit of {MAX_GATES} gates ({} before it): split the \
+                     circuit or simplify its definitions",
+                    self.expanded
+                ),
+            });
+        }
+        self.expanded += cost;
         for i in 0..width {
             let qubits: Vec<usize> = resolved
                 .iter()
@@ -818,17 +989,11 @@ impl Parser {
                 line,
                 message: format!("unsupported gate {name:?}"),
             })?;
-        let env: HashMap<String, f64> = def
-            .params
-            .iter()
-            .cloned()
-            .zip(params.iter().copied())
-            .collect();
         for call in &def.body {
             let p = call
                 .params
                 .iter()
-                .map(|e| e.eval(&env, call.line))
+                .map(|e| e.eval(&def.params, params, call.line))
                 .collect::<Result<Vec<f64>, _>>()?;
             let q: Vec<usize> = call
                 .args

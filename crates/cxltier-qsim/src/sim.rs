@@ -175,6 +175,35 @@ impl<T: Real> Simulation<T> {
             )));
         }
         let state_bytes = (1u64 << n) * a as u64;
+        // What will be resident (the state, or out of core the limit's worth of chunks and
+        // buffers) must fit in the memory there is: checked before anything is allocated, since
+        // an array that does not fit is touched page by page until the OOM killer ends it.
+        let resident = options
+            .memory_limit
+            .map_or(state_bytes, |m| m.min(state_bytes));
+        if let Some(avail) = crate::memory::available(std::path::Path::new("/")) {
+            if resident > avail {
+                let f32 = if T::NAME == "f64" {
+                    format!(", or --precision f32 (half: {} bytes)", state_bytes / 2)
+                } else {
+                    String::new()
+                };
+                return Err(QsimError::Config(match options.memory_limit {
+                    Some(limit) if limit < state_bytes => format!(
+                        "--memory-limit {limit} is more than the {avail} bytes of memory \
+                         available (MemAvailable, cgroup limits): lower it, and the rest of \
+                         the state spills to --ssd"
+                    ),
+                    _ => format!(
+                        "the state of {n} qubits needs {state_bytes} bytes at {}, more than \
+                         the {avail} bytes of memory available (MemAvailable, cgroup limits): \
+                         run it out of core with --memory-limit SIZE (under {avail}) and --ssd \
+                         DIR{f32}",
+                        T::NAME
+                    ),
+                }));
+            }
+        }
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(options.threads)
             .build()

@@ -224,16 +224,7 @@ fn a_failed_write_stops_the_run_with_an_error() {
     let dir = scratch("fail");
     // 22 qubits (64 MiB) under 1 MiB: many passes, so the run is still going when the spill
     // file is made immutable, after which every write to it fails.
-    let mut s = String::from("OPENQASM 2.0;\ninclude \"qelib1.inc\";\nqreg q[22];\n");
-    for layer in 0..30 {
-        for q in 0..22 {
-            s += &format!("rx({}) q[{q}];\n", 0.1 * (layer + 1) as f64);
-        }
-        for q in 0..21 {
-            s += &format!("cx q[{q}],q[{}];\n", (q + 1 + layer % 21) % 22);
-        }
-    }
-    let file = write(&dir, "long.qasm", &s);
+    let file = write(&dir, "long.qasm", &long_circuit());
     let ssd = dir.join("ssd");
     std::fs::create_dir_all(&ssd).unwrap();
     let mut child = Command::new(BIN)
@@ -251,45 +242,146 @@ fn a_failed_write_stops_the_run_with_an_error() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    // Wait until the spill file exists at its full size (preallocated), then freeze it.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let spill = loop {
-        let found = std::fs::read_dir(&ssd)
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .find(|p| {
-                std::fs::metadata(p)
-                    .map(|m| m.len() > 60 << 20)
-                    .unwrap_or(false)
-            });
-        if let Some(p) = found {
-            break p;
-        }
-        assert!(Instant::now() < deadline, "no spill file appeared");
-        if let Some(status) = child.try_wait().unwrap() {
-            let out = child.wait_with_output().unwrap();
-            panic!(
-                "the run ended ({status}) before its spill file was seen: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    };
-    let st = Command::new("chattr")
-        .arg("+i")
-        .arg(&spill)
-        .status()
-        .unwrap();
-    assert!(st.success(), "chattr +i needs root and ext4/xfs");
+    // Wait until the spill file is open at its full size (preallocated; it has no name, so it
+    // is found among the child's descriptors), then freeze it through a descriptor of our own.
+    let spill = wait_for_spill(&mut child, &ssd, 60 << 20);
+    let immutable = rustix::fs::IFlags::IMMUTABLE;
+    let flags = rustix::fs::ioctl_getflags(&spill).unwrap();
+    rustix::fs::ioctl_setflags(&spill, flags | immutable)
+        .expect("FS_IOC_SETFLAGS needs root and ext4/xfs");
     let out = child.wait_with_output().unwrap();
-    let _ = Command::new("chattr").arg("-i").arg(&spill).status();
+    rustix::fs::ioctl_setflags(&spill, flags).unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(
         err.contains("write of chunk") && err.contains("the pass stopped"),
         "{err}"
     );
-    // (The run tried to remove its spill file, which the immutable flag forbade; it goes with
-    // the directory.)
+    drop(spill);
+    assert_eq!(std::fs::read_dir(&ssd).unwrap().count(), 0);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The spill file `child` has open in `ssd` once it is at least `len` bytes (it is unlinked as
+/// soon as it is open, so it is found among the child's descriptors), opened again through
+/// `/proc`.
+fn wait_for_spill(child: &mut std::process::Child, ssd: &Path, len: u64) -> std::fs::File {
+    let fds = PathBuf::from(format!("/proc/{}/fd", child.id()));
+    let ssd = ssd.canonicalize().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let found = std::fs::read_dir(&fds).into_iter().flatten().find_map(|e| {
+            let fd = e.ok()?.path();
+            let target = std::fs::read_link(&fd).ok()?;
+            if !target.starts_with(&ssd) {
+                return None;
+            }
+            let file = std::fs::File::open(&fd).ok()?;
+            (file.metadata().ok()?.len() >= len).then_some(file)
+        });
+        if let Some(f) = found {
+            return f;
+        }
+        assert!(Instant::now() < deadline, "no spill file was opened");
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("the run ended ({status}) before its spill file was seen");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// A circuit on 22 qubits (64 MiB at f64) long enough to run for seconds under a 1 MiB limit.
+fn long_circuit() -> String {
+    let mut s = String::from("OPENQASM 2.0;\ninclude \"qelib1.inc\";\nqreg q[22];\n");
+    for layer in 0..30 {
+        for q in 0..22 {
+            s += &format!("rx({}) q[{q}];\n", 0.1 * (layer + 1) as f64);
+        }
+        for q in 0..21 {
+            s += &format!("cx q[{q}],q[{}];\n", (q + 1 + layer % 21) % 22);
+        }
+    }
+    s
+}
+
+#[test]
+fn sigint_and_sigterm_leave_no_spill_file_behind() {
+    use std::os::unix::process::ExitStatusExt;
+    let dir = scratch("signal");
+    let file = write(&dir, "long.qasm", &long_circuit());
+    for (name, number) in [("TERM", 15), ("INT", 2)] {
+        let ssd = dir.join(format!("ssd-{name}"));
+        std::fs::create_dir_all(&ssd).unwrap();
+        let mut child = Command::new(BIN)
+            .args(["qsim", &file, "--memory-limit", "1M", "--threads", "1"])
+            .arg("--ssd")
+            .arg(&ssd)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        // The run is under way: its 64 MiB spill file is open and preallocated.
+        let spill = wait_for_spill(&mut child, &ssd, 60 << 20);
+        drop(spill);
+        let kill = Command::new("kill")
+            .args([format!("-{name}"), child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(kill.success());
+        let status = child.wait().unwrap();
+        // Ended by the signal, as shells expect (they show 128 + its number: 143, 130).
+        assert_eq!(status.signal(), Some(number), "SIG{name}: {status}");
+        let left: Vec<_> = std::fs::read_dir(&ssd).unwrap().collect();
+        assert!(left.is_empty(), "SIG{name} left {left:?}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn hostile_circuits_and_states_beyond_memory_are_refused_with_exit_2() {
+    let dir = scratch("hostile");
+    let head = "OPENQASM 2.0;\ninclude \"qelib1.inc\";\n";
+    let cases = [
+        ("qreg q[1e300];\n", ":3: ", "at most 63"),
+        ("qreg q[1000000000000];\n", ":3: ", "at most 63"),
+        ("qreg q[1];\nrz(1/0) q[0];\n", ":4: ", "division by zero"),
+        (
+            "qreg q[1];\nrz(ln(0)) q[0];\n",
+            ":4: ",
+            "not a finite number",
+        ),
+    ];
+    for (i, (body, line, needle)) in cases.iter().enumerate() {
+        let f = write(&dir, &format!("h{i}.qasm"), &format!("{head}{body}"));
+        bad(&["qsim", &f], 2, &format!("h{i}.qasm{line}"));
+        bad(&["qsim", &f], 2, needle);
+    }
+    let deep = format!(
+        "{head}qreg q[1];\nrz({}1{}) q[0];\n",
+        "(".repeat(20_000),
+        ")".repeat(20_000)
+    );
+    let f = write(&dir, "deep.qasm", &deep);
+    bad(&["qsim", &f], 2, "nested more than 256");
+    // 40 qubits: 16 TiB at f64, beyond this machine's memory; refused before allocating, with
+    // the ways out.
+    let big = write(&dir, "big.qasm", &format!("{head}qreg q[40];\nh q[0];\n"));
+    bad(&["qsim", &big], 2, "needs 17592186044416 bytes at f64");
+    bad(&["qsim", &big], 2, "--memory-limit SIZE");
+    bad(&["qsim", &big], 2, "--precision f32");
+    let ssd = dir.join("ssd");
+    std::fs::create_dir_all(&ssd).unwrap();
+    bad(
+        &[
+            "qsim",
+            &big,
+            "--memory-limit",
+            "15T",
+            "--ssd",
+            &ssd.to_string_lossy(),
+        ],
+        2,
+        "--memory-limit 16492674416640 is more than",
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -28,10 +28,17 @@ bound with mbind to a memory node (by --interleave weights over DRAM and CXL nod
 first; the global weighted-interleave table is not touched) and checked with move_pages.
 
 Out of core (the state exceeds --memory-limit): chunks that do not fit live in a scratch file in
-each --ssd directory (striped, O_DIRECT, io_uring; removed at exit). The circuit runs in passes;
+each --ssd directory (striped, O_DIRECT, io_uring). Each file is unlinked as soon as it is open,
+so `ls` does not show it while `df` counts its space, and nothing is left behind however the run
+ends (SIGINT, SIGTERM, a kill). The circuit runs in passes;
 each pass streams the state once through three buffers (read block k+1, compute block k, write
 block k-1) and applies every gate whose qubits it has gathered. Qubits are relabelled first so
-that the passes are few. A state larger than the --ssd space is refused before anything starts.
+that the passes are few. A state larger than the --ssd space (the cap, or the file system's free
+space) is refused before anything starts, and so is one whose resident part (the state, or
+--memory-limit) exceeds the memory available (MemAvailable, cgroup limits).
+
+Input bounds (refused with the line, exit 2): 63 qubits, expressions nested 256 deep, gate
+definitions nested 256 deep, 1,000,000 gates after expansion; gate parameters must be finite.
 
 SIZE: 4096, 64K, 512M, 16G ... (K/M/G/T powers of 1024). --ssd DIR[:SIZE] caps the space used
 in DIR. --amplitudes: indices in decimal or 0b binary, comma-separated.";
