@@ -25,7 +25,9 @@ pub mod sweep;
 
 pub use kernel::Real;
 pub use qasm::{parse, Circuit};
-pub use sim::{AnySimulation, Options, PassInfo, Precision, RunReport, Simulation};
+pub use sim::{
+    AnySimulation, Options, PassInfo, Precision, RunReport, Simulation, SAMPLE_BYTES_PER_SHOT,
+};
 
 /// What can go wrong in the simulator; each message says what to do.
 #[derive(Debug, thiserror::Error)]

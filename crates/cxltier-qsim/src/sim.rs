@@ -537,9 +537,20 @@ impl<T: Real> Simulation<T> {
     ) -> Result<BTreeMap<String, u64>, QsimError> {
         let norm = self.norm()?;
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-        let mut targets: Vec<f64> = (0..shots).map(|_| rng.random::<f64>() * norm).collect();
+        // 16 bytes a shot: refused cleanly when the memory is not there, not aborted part-way.
+        let too_many = |_| {
+            QsimError::Config(format!(
+                "--shots {shots}: sampling needs {} bytes of memory ({} per shot), which cannot be had: ask for fewer shots, or take them in several runs with other --seed values",
+                (shots as u128) * SAMPLE_BYTES_PER_SHOT as u128,
+                SAMPLE_BYTES_PER_SHOT
+            ))
+        };
+        let mut targets: Vec<f64> = Vec::new();
+        targets.try_reserve_exact(shots).map_err(too_many)?;
+        targets.extend((0..shots).map(|_| rng.random::<f64>() * norm));
         targets.sort_by(f64::total_cmp);
-        let mut hits: Vec<u64> = Vec::with_capacity(shots);
+        let mut hits: Vec<u64> = Vec::new();
+        hits.try_reserve_exact(shots).map_err(too_many)?;
         let mut acc = 0.0;
         let mut next = 0;
         let mut last = 0u64;
@@ -573,6 +584,10 @@ impl<T: Real> Simulation<T> {
         Ok(counts)
     }
 }
+
+/// Memory that sampling takes per shot (a target and a hit): [`Simulation::sample`] allocates
+/// it all before it scans the state once.
+pub const SAMPLE_BYTES_PER_SHOT: u64 = 16;
 
 /// Amplitude precision, chosen at run time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

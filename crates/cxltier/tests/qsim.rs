@@ -369,6 +369,13 @@ fn hostile_circuits_and_states_beyond_memory_are_refused_with_exit_2() {
     bad(&["qsim", &big], 2, "needs 17592186044416 bytes at f64");
     bad(&["qsim", &big], 2, "--memory-limit SIZE");
     bad(&["qsim", &big], 2, "--precision f32");
+    // A billion billion shots: 16 bytes each for sampling, refused before the run.
+    let one = write(&dir, "one.qasm", &format!("{head}qreg q[1];\nh q[0];\n"));
+    bad(
+        &["qsim", &one, "--shots", "1000000000000000000"],
+        2,
+        "ask for fewer shots",
+    );
     let ssd = dir.join("ssd");
     std::fs::create_dir_all(&ssd).unwrap();
     bad(

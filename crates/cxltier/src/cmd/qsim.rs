@@ -167,6 +167,17 @@ pub fn run(args: Args) -> CliResult {
     })?;
     let circuit = parse(&text).map_err(|e| qsim_error(&args.circuit, e))?;
     let parse_seconds = started.elapsed().as_secs_f64();
+    // Sampling's buffers are checked before the simulation runs, not after it.
+    let sampling = (args.shots as u64).saturating_mul(cxltier_qsim::SAMPLE_BYTES_PER_SHOT);
+    if let Some(available) = cxltier_qsim::memory::available(std::path::Path::new("/")) {
+        if sampling > available {
+            return Err(CliError::bad_input(format!(
+                "--shots {}: sampling needs {sampling} bytes of memory ({} per shot), but {available} are available: ask for fewer shots, or take them in several runs with other --seed values",
+                args.shots,
+                cxltier_qsim::SAMPLE_BYTES_PER_SHOT
+            )));
+        }
+    }
     let mut options = Options::new().fuse(args.fuse);
     if args.fuse == 0 || args.fuse > 5 {
         return Err(CliError::bad_input(format!(
