@@ -124,8 +124,7 @@ check_tierd() {
 
 # The tuner: a bandwidth-bound loop (cxltier touch --stream, its bytes read as the progress
 # signal) tuned from the planner's split, then an exhaustive sweep of every split on the same
-# guest, then the tuned split and the sweep's best measured again alternately; the host compares
-# their median throughputs.
+# guest; the host checks that each converged on a split it measured (lab/src/tierd.rs).
 check_tierd_tune() {
     rm -f "$T/progress"
     cxltier touch 4M --stream --progress-file "$T/progress" --duration 300 >"$T/stream.out" 2>&1 &
@@ -137,18 +136,8 @@ check_tierd_tune() {
     capture tierd-sweep cxltier tierd --pid "$stream" --sweep --progress "file:$T/progress" --measure 1 --json
     verdict tierd-sweep-runs "exit $rc: $(brief "$T/tierd-sweep.err")" \
         sh -c "[ $rc = 0 ] && grep -q '\"event\":\"swept\"' '$T/tierd-sweep.out'"
-    # The tuned split against the sweep's best, measured again alternately (A B, B A, ...) in
-    # short windows on the same guest: the host compares the medians (single windows move with
-    # the host's load far more than the 5% judged).
-    tuned=$(grep '"event":"tuned"' "$T/tierd-tune.out" | grep -o '"fast_percent":[0-9]*' | cut -d: -f2)
-    best=$(grep '"event":"swept"' "$T/tierd-sweep.out" | grep -o '"fast_percent":[0-9]*' | cut -d: -f2)
-    if [ -n "$tuned" ] && [ -n "$best" ] && [ "$tuned" != "$best" ]; then
-        capture tierd-confirm cxltier tierd --pid "$stream" --sweep --splits "$tuned,$best" --rounds 10 \
-            --measure 1 --progress "file:$T/progress" --json
-    else
-        printf '{"event":"not_needed","tuned":"%s","best":"%s"}\n' "$tuned" "$best" >"$T/tierd-confirm.out"
-    fi
-    data tierd-confirm "$T/tierd-confirm.out"
+    # How close the tuned split comes to the sweep's best is a comparison of two noisy emulator
+    # measurements: bench/tierd-tuner-vs-sweep measures it; the suite checks what always holds.
     verdict tierd-tune-leaves-target-running "pid $stream" kill -0 "$stream"
     verdict tierd-tune-pid-policy-named "$(grep -o "memory policy is [a-z-]*: its new allocations keep that policy" "$T/tierd-tune.err")" \
         grep -q "memory policy is default: its new allocations keep that policy" "$T/tierd-tune.err"
