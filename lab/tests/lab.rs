@@ -67,7 +67,7 @@ const TIERD: &[&str] = &[
     "tierd-bad-budget",
     "tierd-idle-page-unsupported",
     "tierd-bad-access-source",
-    "tierd-hot-set-on-node0",
+    "tierd-hot-set-reaches-node0",
     "tierd-within-rate-limit",
     "tierd-keeps-dram-budget",
     "tierd-untargeted-untouched",
