@@ -260,9 +260,15 @@ fn ras_injection_cxl() {
         println!("  {line}");
     }
     if report.checks.iter().any(|c| !c.pass) {
-        println!("the watch's standard error:");
-        for line in report.data("ras-watch-err").unwrap_or_default().lines() {
-            println!("  {line}");
+        for (block, title) in [
+            ("ras-watch-err", "the watch's standard error"),
+            ("ras-serve-err", "the server's standard error"),
+            ("ras-dmesg", "the guest kernel's CXL and AER messages"),
+        ] {
+            println!("{title}:");
+            for line in report.data(block).unwrap_or_default().lines() {
+                println!("  {line}");
+            }
         }
     }
     let host = ras::host_check_names();
