@@ -119,7 +119,7 @@ rm -f "$T/watch.rc"
     echo $? >"$T/watch.rc"
 } | while IFS= read -r rec; do
     printf '%s\n' "$rec" >>"$T/watch.out"
-    echo "RAS-RECORD $rec"
+    printf 'RAS-RECORD %s\n' "$rec"
     # The console passes a line on when the next one comes (lab/run): this one pushes the record.
     echo "ras: record $(wc -l <"$T/watch.out") of $EXPECTED_RECORDS passed on"
 done &
