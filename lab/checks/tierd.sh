@@ -20,6 +20,15 @@ wait_for_text() {
     done
 }
 
+# wait_for_text_count FILE TEXT N [TENTHS]: until FILE has N lines with TEXT (TENTHS/10 s at most).
+wait_for_text_count() {
+    _n=0
+    while [ "$_n" -lt "${4:-900}" ] && [ "$(grep -c "$2" "$1" 2>/dev/null)" -lt "$3" ]; do
+        usleep 100000
+        _n=$((_n + 1))
+    done
+}
+
 # wait_for FILE: until FILE is non-empty (30 s at most).
 wait_for() {
     _n=0
@@ -209,7 +218,10 @@ check_tierd_cgroup() {
     a=$!
     echo "$a" >"$cg/cgroup.procs"
     wait_for "$T/cg-a.out"
-    cxltier tierd --cgroup "$cg" --interval 300 --duration 14 --metrics-addr 127.0.0.1:9464 --json \
+    # tierd is stopped (SIGTERM) once the metrics were fetched: with a fixed --duration 14 a loaded
+    # machine reached the fetch after tierd had ended, and wget found nothing listening. The
+    # --duration is a hang guard.
+    cxltier tierd --cgroup "$cg" --interval 300 --duration 600 --metrics-addr 127.0.0.1:9464 --json \
         >"$T/tierd-cg.out" 2>"$T/tierd-cg.err" &
     tierd=$!
     wait_for_text "$T/tierd-cg.out" "\"pid\":$a," 300
@@ -219,9 +231,12 @@ check_tierd_cgroup() {
     wait_for_text "$T/tierd-cg.out" "\"pid\":$b,\"status\":\"running\"" 300
     echo "$a" >/sys/fs/cgroup/cgroup.procs
     wait_for_text "$T/tierd-cg.out" "\"pid\":$a,\"status\":\"left\"" 300
-    sleep 2
+    # One more report after a left, so that the metrics show it as gone (interval 300 ms).
+    n=$(grep -c '"pid":' "$T/tierd-cg.out")
+    wait_for_text_count "$T/tierd-cg.out" '"pid":' $((n + 2)) 600
     wget -q -O "$T/tierd-metrics.out" http://127.0.0.1:9464/metrics
     wrc=$?
+    kill -TERM "$tierd" 2>/dev/null
     wait "$tierd"
     rc=$?
     # Reports of a after the one saying it left (there must be none).
