@@ -112,7 +112,8 @@ check_tierd() {
     # A target that exits: tierd reports it and ends by itself.
     cxltier touch 1M --json --hold 3 >"$T/tierd-short.out" 2>&1 &
     short=$!
-    capture tierd-exit cxltier tierd --pid "$short" --interval 300 --duration 30 --json
+    # --duration is a hang guard: tierd must end by itself when the target does.
+    capture tierd-exit cxltier tierd --pid "$short" --interval 300 --duration 600 --json
     if [ "$rc" = 0 ] && grep -q '"status":"exited"' "$T/tierd-exit.out" &&
         grep -q '"reason":"targets_exited"' "$T/tierd-exit.out"; then
         pass tierd-target-exit-handled "exit 0, target reported exited: $(brief "$T/tierd-exit.err")"
