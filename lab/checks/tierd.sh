@@ -48,7 +48,9 @@ check_tierd() {
     cxltier show --pid "$other" --json >"$T/tierd-other-before.out" 2>&1
 
     t0=$(uptime_s)
-    cxltier run --interleave -- sh -c "echo \$\$ >$T/tierd-hot.pid; exec cxltier touch 8M --hot 1M --shift-every 10 --duration 34 --report-every 0.5 --json" \
+    # The workload outlives tierd (29 s) even when tierd starts late on a loaded machine (18 s
+    # after the workload was seen once): the target must still run when tierd stops.
+    cxltier run --interleave -- sh -c "echo \$\$ >$T/tierd-hot.pid; exec cxltier touch 8M --hot 1M --shift-every 10 --duration 60 --report-every 0.5 --json" \
         >"$T/tierd-hot.out" 2>"$T/tierd-hot.err" &
     hot_runner=$!
     wait_for "$T/tierd-hot.out"
