@@ -20,6 +20,15 @@ wait_for_text() {
     done
 }
 
+# wait_for_text_count FILE TEXT N [TENTHS]: until FILE has N lines with TEXT (TENTHS/10 s at most).
+wait_for_text_count() {
+    _n=0
+    while [ "$_n" -lt "${4:-900}" ] && [ "$(grep -c "$2" "$1" 2>/dev/null)" -lt "$3" ]; do
+        usleep 100000
+        _n=$((_n + 1))
+    done
+}
+
 # wait_for FILE: until FILE is non-empty (30 s at most).
 wait_for() {
     _n=0
@@ -39,7 +48,9 @@ check_tierd() {
     cxltier show --pid "$other" --json >"$T/tierd-other-before.out" 2>&1
 
     t0=$(uptime_s)
-    cxltier run --interleave -- sh -c "echo \$\$ >$T/tierd-hot.pid; exec cxltier touch 8M --hot 1M --shift-every 10 --duration 34 --report-every 0.5 --json" \
+    # The workload outlives tierd (29 s) even when tierd starts late on a loaded machine (18 s
+    # after the workload was seen once): the target must still run when tierd stops.
+    cxltier run --interleave -- sh -c "echo \$\$ >$T/tierd-hot.pid; exec cxltier touch 8M --hot 1M --shift-every 10 --duration 60 --report-every 0.5 --json" \
         >"$T/tierd-hot.out" 2>"$T/tierd-hot.err" &
     hot_runner=$!
     wait_for "$T/tierd-hot.out"
@@ -103,7 +114,8 @@ check_tierd() {
     # A target that exits: tierd reports it and ends by itself.
     cxltier touch 1M --json --hold 3 >"$T/tierd-short.out" 2>&1 &
     short=$!
-    capture tierd-exit cxltier tierd --pid "$short" --interval 300 --duration 30 --json
+    # --duration is a hang guard: tierd must end by itself when the target does.
+    capture tierd-exit cxltier tierd --pid "$short" --interval 300 --duration 600 --json
     if [ "$rc" = 0 ] && grep -q '"status":"exited"' "$T/tierd-exit.out" &&
         grep -q '"reason":"targets_exited"' "$T/tierd-exit.out"; then
         pass tierd-target-exit-handled "exit 0, target reported exited: $(brief "$T/tierd-exit.err")"
@@ -124,8 +136,7 @@ check_tierd() {
 
 # The tuner: a bandwidth-bound loop (cxltier touch --stream, its bytes read as the progress
 # signal) tuned from the planner's split, then an exhaustive sweep of every split on the same
-# guest, then the tuned split and the sweep's best measured again alternately; the host compares
-# their median throughputs.
+# guest; the host checks that each converged on a split it measured (lab/src/tierd.rs).
 check_tierd_tune() {
     rm -f "$T/progress"
     cxltier touch 4M --stream --progress-file "$T/progress" --duration 300 >"$T/stream.out" 2>&1 &
@@ -137,18 +148,8 @@ check_tierd_tune() {
     capture tierd-sweep cxltier tierd --pid "$stream" --sweep --progress "file:$T/progress" --measure 1 --json
     verdict tierd-sweep-runs "exit $rc: $(brief "$T/tierd-sweep.err")" \
         sh -c "[ $rc = 0 ] && grep -q '\"event\":\"swept\"' '$T/tierd-sweep.out'"
-    # The tuned split against the sweep's best, measured again alternately (A B, B A, ...) in
-    # short windows on the same guest: the host compares the medians (single windows move with
-    # the host's load far more than the 5% judged).
-    tuned=$(grep '"event":"tuned"' "$T/tierd-tune.out" | grep -o '"fast_percent":[0-9]*' | cut -d: -f2)
-    best=$(grep '"event":"swept"' "$T/tierd-sweep.out" | grep -o '"fast_percent":[0-9]*' | cut -d: -f2)
-    if [ -n "$tuned" ] && [ -n "$best" ] && [ "$tuned" != "$best" ]; then
-        capture tierd-confirm cxltier tierd --pid "$stream" --sweep --splits "$tuned,$best" --rounds 10 \
-            --measure 1 --progress "file:$T/progress" --json
-    else
-        printf '{"event":"not_needed","tuned":"%s","best":"%s"}\n' "$tuned" "$best" >"$T/tierd-confirm.out"
-    fi
-    data tierd-confirm "$T/tierd-confirm.out"
+    # How close the tuned split comes to the sweep's best is a comparison of two noisy emulator
+    # measurements: bench/tierd-tuner-vs-sweep measures it; the suite checks what always holds.
     verdict tierd-tune-leaves-target-running "pid $stream" kill -0 "$stream"
     verdict tierd-tune-pid-policy-named "$(grep -o "memory policy is [a-z-]*: its new allocations keep that policy" "$T/tierd-tune.err")" \
         grep -q "memory policy is default: its new allocations keep that policy" "$T/tierd-tune.err"
@@ -162,25 +163,31 @@ check_tierd_tune() {
 # Weights for the new allocations of a target tierd starts itself, with continuous tuning: the
 # stream starts under weighted interleave; once tuned, the kernel's table holds the tuned ratio
 # while tierd runs, a buffer the target allocates after that follows it, and when tierd stops
-# (--duration) the old table is back and the target still runs.
+# (SIGTERM) the old table is back and the target still runs. tierd is stopped once the check has
+# seen what it needs (tuned, the fresh buffer, a watch window), not after a fixed --duration: how
+# long the climb takes is an emulator timing (each step moves pages on emulated CXL memory), and a
+# loaded machine once needed more than the 40 s this check used to give it. The --duration and
+# the waits below are hang guards.
 check_tierd_weights() {
     rm -f "$T/wprogress" "$T/fresh-go"
     set_wi 1 1
     before=$(wi_table)
-    cxltier tierd --tune --continuous --progress "file:$T/wprogress" --measure 1 --duration 40 --json \
-        -- cxltier touch 4M --stream --progress-file "$T/wprogress" --duration 120 --fresh 2M \
+    cxltier tierd --tune --continuous --progress "file:$T/wprogress" --measure 1 --duration 600 --json \
+        -- cxltier touch 4M --stream --progress-file "$T/wprogress" --duration 900 --fresh 2M \
         --fresh-when "$T/fresh-go" --json >"$T/tierd-wi.out" 2>"$T/tierd-wi.err" &
     tierd=$!
-    wait_for_text "$T/tierd-wi.out" '"event":"tuned"'
+    wait_for_text "$T/tierd-wi.out" '"event":"tuned"' 6000
     during=$(wi_table)
     touch "$T/fresh-go"
-    wait_for_text "$T/tierd-wi.out" '"event":"fresh_buffer"' 100
+    wait_for_text "$T/tierd-wi.out" '"event":"fresh_buffer"' 1200
+    wait_for_text "$T/tierd-wi.out" '"event":"watch"' 1200
+    kill -TERM "$tierd" 2>/dev/null
     wait "$tierd"
     rc=$?
     after=$(wi_table)
     target=$(grep -o '"event":"tuned","pid":[0-9]*' "$T/tierd-wi.out" | head -1 | grep -o '[0-9]*$')
     verdict tierd-continuous-runs "exit $rc, $(grep -c '"event":"watch"' "$T/tierd-wi.out") watch windows, $(grep -c '"event":"tuned"' "$T/tierd-wi.out") climbs: $(brief "$T/tierd-wi.err")" \
-        sh -c "[ $rc = 0 ] && grep -q '\"event\":\"watch\"' '$T/tierd-wi.out' && grep -q '\"reason\":\"duration\"' '$T/tierd-wi.out'"
+        sh -c "[ $rc = 0 ] && grep -q '\"event\":\"watch\"' '$T/tierd-wi.out' && grep -q '\"reason\":\"signal\"' '$T/tierd-wi.out'"
     verdict tierd-weights-said-on-stderr "$(grep -o 'changed a system-wide setting[^;]*' "$T/tierd-wi.err" | tail -1)" \
         grep -q 'changed a system-wide setting' "$T/tierd-wi.err"
     verdict tierd-weights-restored "before: $before; while tuned: $during; after: $after" [ "$before" = "$after" ]
@@ -214,7 +221,10 @@ check_tierd_cgroup() {
     a=$!
     echo "$a" >"$cg/cgroup.procs"
     wait_for "$T/cg-a.out"
-    cxltier tierd --cgroup "$cg" --interval 300 --duration 14 --metrics-addr 127.0.0.1:9464 --json \
+    # tierd is stopped (SIGTERM) once the metrics were fetched: with a fixed --duration 14 a loaded
+    # machine reached the fetch after tierd had ended, and wget found nothing listening. The
+    # --duration is a hang guard.
+    cxltier tierd --cgroup "$cg" --interval 300 --duration 600 --metrics-addr 127.0.0.1:9464 --json \
         >"$T/tierd-cg.out" 2>"$T/tierd-cg.err" &
     tierd=$!
     wait_for_text "$T/tierd-cg.out" "\"pid\":$a," 300
@@ -224,9 +234,12 @@ check_tierd_cgroup() {
     wait_for_text "$T/tierd-cg.out" "\"pid\":$b,\"status\":\"running\"" 300
     echo "$a" >/sys/fs/cgroup/cgroup.procs
     wait_for_text "$T/tierd-cg.out" "\"pid\":$a,\"status\":\"left\"" 300
-    sleep 2
+    # One more report after a left, so that the metrics show it as gone (interval 300 ms).
+    n=$(grep -c '"pid":' "$T/tierd-cg.out")
+    wait_for_text_count "$T/tierd-cg.out" '"pid":' $((n + 2)) 600
     wget -q -O "$T/tierd-metrics.out" http://127.0.0.1:9464/metrics
     wrc=$?
+    kill -TERM "$tierd" 2>/dev/null
     wait "$tierd"
     rc=$?
     # Reports of a after the one saying it left (there must be none).

@@ -11,6 +11,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::process::{Command, Stdio};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 /// Serial numbers `lab/run` gives the two devices (`sn=` on `-device cxl-type3`).
@@ -38,6 +39,9 @@ pub struct Injection {
     pub victim: bool,
     /// QEMU's answer: `Ok(())` or its error.
     pub accepted: Result<(), String>,
+    /// How long after the injection the guest reported its record, or why it did not (then the
+    /// next error was injected without it).
+    pub seen: Result<Duration, String>,
 }
 
 fn path(device: &str) -> String {
@@ -62,6 +66,7 @@ pub fn injections() -> Vec<Injection> {
         arguments,
         victim: false,
         accepted: Err("not injected".to_string()),
+        seen: Err("not injected".to_string()),
     };
     vec![
         Injection {
@@ -210,8 +215,122 @@ impl Qmp {
     }
 }
 
+/// How long the host waits for the guest to report an injection's record before it gives up on
+/// that record and injects the next error. A hang guard, not a timing assertion: the record's
+/// absence is what the checks report.
+pub const RECORD_PATIENCE: Duration = Duration::from_secs(180);
+
+/// The console lines of a running guest, read on a thread of their own so that the host can wait
+/// for a line with a deadline while it injects.
+struct Console {
+    lines: Receiver<String>,
+    /// Everything read so far.
+    output: String,
+    /// The guest's output ended (lab/run exited or its stdout failed).
+    closed: bool,
+}
+
+impl Console {
+    fn new(stdout: impl Read + Send + 'static) -> Console {
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut reader = BufReader::new(stdout);
+            let mut buf = Vec::new();
+            loop {
+                buf.clear();
+                // read_until retries on EINTR and joins partial reads into whole lines.
+                match reader.read_until(b'\n', &mut buf) {
+                    Ok(0) => break,
+                    Ok(_) => {
+                        if tx.send(String::from_utf8_lossy(&buf).into_owned()).is_err() {
+                            break;
+                        }
+                    }
+                    Err(e) => {
+                        let _ = tx.send(format!("lab: reading the guest console failed: {e}\n"));
+                        break;
+                    }
+                }
+            }
+        });
+        Console {
+            lines: rx,
+            output: String::new(),
+            closed: false,
+        }
+    }
+
+    /// The next line, or `None` when none came within `patience` or the output ended.
+    fn next(&mut self, patience: Duration) -> Option<String> {
+        if self.closed {
+            return None;
+        }
+        match self.lines.recv_timeout(patience) {
+            Ok(line) => {
+                self.output.push_str(&line);
+                Some(line)
+            }
+            Err(RecvTimeoutError::Timeout) => None,
+            Err(RecvTimeoutError::Disconnected) => {
+                self.closed = true;
+                None
+            }
+        }
+    }
+
+    /// Waits until the guest passes on a record that `inj` produced (`RAS-RECORD <json>`, see
+    /// lab/checks/ras.sh); returns how long that took, or why it did not come.
+    fn await_record(&mut self, inj: &Injection, patience: Duration) -> Result<Duration, String> {
+        let start = Instant::now();
+        loop {
+            let left = patience.saturating_sub(start.elapsed());
+            if left.is_zero() {
+                return Err(format!(
+                    "no record within {} s of the injection; the next error was injected anyway",
+                    patience.as_secs()
+                ));
+            }
+            match self.next(left) {
+                Some(line) => {
+                    let Some(json) = line.trim_end().strip_prefix("RAS-RECORD ") else {
+                        continue;
+                    };
+                    if serde_json::from_str::<Value>(json).is_ok_and(|r| record_matches(inj, &r)) {
+                        return Ok(start.elapsed());
+                    }
+                }
+                None if self.closed => {
+                    return Err("the guest's output ended before the record came".to_string())
+                }
+                None => {}
+            }
+        }
+    }
+}
+
+/// Whether a streamed record is the one `inj` produced: same type and device (serial), and for
+/// poison, media and DRAM records the injected device address.
+pub fn record_matches(inj: &Injection, rec: &Value) -> bool {
+    let dpa = inj
+        .arguments
+        .get("start")
+        .or_else(|| inj.arguments.get("dpa"))
+        .and_then(Value::as_u64);
+    rec["type"] == inj.expect_type
+        && rec["serial"].as_u64() == Some(inj.serial)
+        && dpa.is_none_or(|d| rec["dpa"].as_u64() == Some(d))
+}
+
 /// Boots `cxl` with a QMP socket, runs `ras.sh`, injects when the guest is ready. Returns the
 /// guest's report and the injections with QEMU's answers.
+///
+/// One error is in flight at a time: after each injection the host waits until the guest's watch
+/// has reported its record (the guest passes each record on to the console) before it injects the
+/// next. Injected back to back, the records raced the device: the fatal error's recovery resets the
+/// link, and a device reset drops the event records the kernel had not fetched yet (QEMU clears the
+/// event status with the device's registers), so the event injected just before it on the same
+/// device was lost; and the device's memdev is re-probed by the recovery, which the periodic
+/// poison-list read then met half-way. See lab/README.md, "Why the RAS boot was flaky".
 pub fn boot_and_inject(timeout: Duration) -> (Report, Vec<Injection>) {
     let root = repo_root();
     let socket = root.join(format!("lab/cache/run/ras-{}.qmp", std::process::id()));
@@ -243,81 +362,75 @@ pub fn boot_and_inject(timeout: Duration) -> (Report, Vec<Injection>) {
         let _ = stderr_pipe.read_to_string(&mut s);
         s
     });
-    let mut output = String::new();
-    let mut reader = BufReader::new(child.stdout.take().expect("piped"));
-    let mut line = String::new();
+    let mut console = Console::new(child.stdout.take().expect("piped"));
     let mut inject_note = None;
     let mut victim_pid: Option<String> = None;
-    while reader.read_line(&mut line).unwrap_or(0) > 0 {
-        if let Some(args) = line.trim_end().strip_prefix("RAS-INJECT-READY") {
-            // "SERIAL DPA PID": the serial of the device backing region0, and the device address
-            // and pid of the guest process's page on it ("-" when the guest found none).
-            let mut it = args.split_whitespace();
-            let region_serial = it.next().and_then(hex);
-            let victim = match (region_serial, it.next().and_then(hex), it.next()) {
-                (Some(serial), Some(dpa), Some(pid)) if pid != "-" => {
-                    Some((serial, dpa, pid.to_string()))
-                }
-                _ => None,
-            };
-            // The fatal error goes to the device that backs no memory in use: on the device
-            // backing the region, CXL.mem goes down under the kernel's feet (in the lab the guest
-            // then stopped).
-            if let Some(rs) = region_serial {
-                if let Some(&(device, serial)) = SERIALS.iter().find(|(_, s)| *s != rs) {
-                    for inj in injections
-                        .iter_mut()
-                        .filter(|i| i.command == "cxl-inject-uncorrectable-errors")
-                    {
-                        inj.device = device;
-                        inj.serial = serial;
-                        inj.arguments["path"] = json!(path(device));
-                    }
-                }
+    // lab/run kills the guest after `timeout`; the console then ends.
+    let patience = timeout + Duration::from_secs(60);
+    while let Some(line) = console.next(patience) {
+        let Some(args) = line.trim_end().strip_prefix("RAS-INJECT-READY") else {
+            continue;
+        };
+        // "SERIAL DPA PID": the serial of the device backing region0, and the device address
+        // and pid of the guest process's page on it ("-" when the guest found none).
+        let mut it = args.split_whitespace();
+        let region_serial = it.next().and_then(hex);
+        let victim = match (region_serial, it.next().and_then(hex), it.next()) {
+            (Some(serial), Some(dpa), Some(pid)) if pid != "-" => {
+                Some((serial, dpa, pid.to_string()))
             }
-            for inj in injections.iter_mut().filter(|i| i.victim) {
-                match &victim {
-                    Some((serial, dpa, pid)) => {
-                        let (device, _) = *SERIALS
-                            .iter()
-                            .find(|(_, s)| s == serial)
-                            .unwrap_or(&SERIALS[0]);
-                        inj.device = device;
-                        inj.serial = *serial;
-                        inj.arguments = json!({"path": path(device), "start": dpa, "length": 64});
-                        victim_pid = Some(pid.clone());
-                    }
-                    None => {
-                        inj.accepted =
-                            Err("the guest found no page of its process on CXL memory".to_string())
-                    }
+            _ => None,
+        };
+        // The fatal error goes to the device that backs no memory in use: on the device
+        // backing the region, CXL.mem goes down under the kernel's feet (in the lab the guest
+        // then stopped).
+        if let Some(rs) = region_serial {
+            if let Some(&(device, serial)) = SERIALS.iter().find(|(_, s)| *s != rs) {
+                for inj in injections
+                    .iter_mut()
+                    .filter(|i| i.command == "cxl-inject-uncorrectable-errors")
+                {
+                    inj.device = device;
+                    inj.serial = serial;
+                    inj.arguments["path"] = json!(path(device));
                 }
-            }
-            match Qmp::connect(&socket, Duration::from_secs(5)) {
-                Ok(mut qmp) => {
-                    for inj in injections
-                        .iter_mut()
-                        .filter(|i| !i.victim || victim.is_some())
-                    {
-                        inj.accepted = qmp.execute(inj.command, inj.arguments.clone()).map(|_| ());
-                        // The guest handles each error's interrupt before the next arrives, and
-                        // reads the poison lists (every second) before the fatal error.
-                        let pause = if inj.command == "cxl-inject-poison" {
-                            1200
-                        } else {
-                            300
-                        };
-                        std::thread::sleep(Duration::from_millis(pause));
-                    }
-                }
-                Err(e) => inject_note = Some(e),
             }
         }
-        output.push_str(&line);
-        line.clear();
+        for inj in injections.iter_mut().filter(|i| i.victim) {
+            match &victim {
+                Some((serial, dpa, pid)) => {
+                    let (device, _) = *SERIALS
+                        .iter()
+                        .find(|(_, s)| s == serial)
+                        .unwrap_or(&SERIALS[0]);
+                    inj.device = device;
+                    inj.serial = *serial;
+                    inj.arguments = json!({"path": path(device), "start": dpa, "length": 64});
+                    victim_pid = Some(pid.clone());
+                }
+                None => {
+                    inj.accepted =
+                        Err("the guest found no page of its process on CXL memory".to_string())
+                }
+            }
+        }
+        match Qmp::connect(&socket, Duration::from_secs(5)) {
+            Ok(mut qmp) => {
+                for inj in injections
+                    .iter_mut()
+                    .filter(|i| !i.victim || victim.is_some())
+                {
+                    inj.accepted = qmp.execute(inj.command, inj.arguments.clone()).map(|_| ());
+                    if inj.accepted.is_ok() {
+                        inj.seen = console.await_record(inj, RECORD_PATIENCE);
+                    }
+                }
+            }
+            Err(e) => inject_note = Some(e),
+        }
     }
     let status = child.wait().ok().and_then(|s| s.code());
-    let mut report = Report::parse("cxl (ras)", &output);
+    let mut report = Report::parse("cxl (ras)", &console.output);
     report.status = status;
     report.stderr = stderr_reader.join().unwrap_or_default();
     if let Some(note) = inject_note {
@@ -415,35 +528,34 @@ pub fn host_checks(report: &mut Report, injections: &[Injection]) -> Vec<(String
                     .filter(|r| r["type"] == inj.expect_type)
                     .collect();
                 // Poison, media and DRAM records must also name the injected address.
-                let dpa = inj
-                    .arguments
-                    .get("start")
-                    .or_else(|| inj.arguments.get("dpa"))
-                    .and_then(Value::as_u64);
-                let matches = |r: &&&Value| {
-                    r["serial"].as_u64() == Some(inj.serial)
-                        && dpa.is_none_or(|d| r["dpa"].as_u64() == Some(d))
-                };
-                match same_type.iter().find(matches) {
+                match same_type.iter().find(|r| record_matches(inj, r)) {
                     Some(r) => (
                         true,
                         format!(
-                            "{} from {} (serial {:#x}): {} {}, region {}, node {}",
+                            "{} from {} (serial {:#x}): {} {}, region {}, node {}; {}",
                             inj.expect_type,
                             r["memdev"].as_str().unwrap_or("?"),
                             inj.serial,
                             r["severity"].as_str().unwrap_or("-"),
                             r["summary"].as_str().unwrap_or(""),
                             r["region"].as_str().unwrap_or("-"),
-                            r["node"]
+                            r["node"],
+                            match &inj.seen {
+                                Ok(d) => format!(
+                                    "passed on {:.1} s after the injection (emulator time)",
+                                    d.as_secs_f64()
+                                ),
+                                Err(e) => format!("the host did not see it in time: {e}"),
+                            }
                         ),
                     ),
                     None if same_type.is_empty() => (
                         false,
                         format!(
-                            "no {} record at all ({} records streamed)",
+                            "no {} record at all ({} records streamed; {})",
                             inj.expect_type,
-                            recs.len()
+                            recs.len(),
+                            inj.seen.as_ref().err().map_or("", String::as_str)
                         ),
                     ),
                     None => (
@@ -615,4 +727,66 @@ pub fn host_checks(report: &mut Report, injections: &[Injection]) -> Vec<(String
     };
     report.check("ras-poison-maps-to-process", pass, detail);
     table
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn injection(command: &str) -> Injection {
+        injections()
+            .into_iter()
+            .find(|i| i.command == command && !i.victim)
+            .expect("listed")
+    }
+
+    #[test]
+    fn a_record_matches_by_type_device_and_address() {
+        let dram = injection("cxl-inject-dram-event");
+        let rec = json!({"type": "dram", "serial": dram.serial, "dpa": DPA + 0x2000});
+        assert!(record_matches(&dram, &rec));
+        let other_device = json!({"type": "dram", "serial": dram.serial + 1, "dpa": DPA + 0x2000});
+        assert!(!record_matches(&dram, &other_device));
+        let other_address = json!({"type": "dram", "serial": dram.serial, "dpa": DPA});
+        assert!(!record_matches(&dram, &other_address));
+        let other_type =
+            json!({"type": "general_media", "serial": dram.serial, "dpa": DPA + 0x2000});
+        assert!(!record_matches(&dram, &other_type));
+        // The AER records carry no address: type and device are enough.
+        let aer = injection("cxl-inject-correctable-error");
+        assert!(record_matches(
+            &aer,
+            &json!({"type": "aer_correctable", "serial": aer.serial})
+        ));
+    }
+
+    /// The host waits for the injected error's own record, reading past other lines and other
+    /// records, and says why when the guest's output ends without it (a real pipe from a child).
+    #[test]
+    fn await_record_waits_for_the_injections_own_record() {
+        let dram = injection("cxl-inject-dram-event");
+        let mine = json!({"type": "dram", "serial": dram.serial, "dpa": DPA + 0x2000});
+        let other = json!({"type": "poison", "serial": dram.serial, "dpa": DPA});
+        let script = format!(
+            "printf '%s\\n' 'CHECK x PASS @1s' 'RAS-RECORD {other}' 'RAS-RECORD not json' 'RAS-RECORD {mine}' 'after'"
+        );
+        let mut child = Command::new("sh")
+            .args(["-c", &script])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut console = Console::new(child.stdout.take().unwrap());
+        // A generous hang guard; the lines are already there.
+        assert!(console.await_record(&dram, Duration::from_secs(60)).is_ok());
+        assert_eq!(
+            console.next(Duration::from_secs(60)).as_deref(),
+            Some("after\n")
+        );
+        let err = console
+            .await_record(&dram, Duration::from_secs(60))
+            .unwrap_err();
+        assert!(err.contains("output ended"), "{err}");
+        assert!(console.output.contains("CHECK x PASS"));
+        child.wait().unwrap();
+    }
 }

@@ -29,8 +29,20 @@ pub use event::{EventType, PhysRange, RasEvent};
 pub use inventory::{Device, Health, Inventory};
 pub use tracefs::{Tracefs, Watch};
 
-use std::io;
-use std::path::PathBuf;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+/// Writes `value` to an existing sysfs or tracefs attribute. The file is opened write-only, never
+/// created or truncated: `fs::write` opens with `O_CREAT`, and on sysfs an attribute that is not
+/// there (a device being re-probed, e.g. after a fatal error's recovery) then fails with EACCES,
+/// which reads as "permission denied" even for root. Without `O_CREAT` it is ENOENT, as it should
+/// be. `write_all` retries on EINTR and continues after a short write.
+pub fn write_attr(path: &Path, value: &str) -> io::Result<()> {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)?
+        .write_all(value.as_bytes())
+}
 
 /// Why a RAS operation failed. Each message says what to do about it.
 #[derive(Debug, thiserror::Error)]

@@ -15,7 +15,6 @@ use crate::tracefs::Watch;
 use crate::RasError;
 use serde::Serialize;
 use std::collections::BTreeSet;
-use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -33,7 +32,7 @@ pub fn trigger_path(root: &Path, memdev: &str) -> PathBuf {
 /// Asks the device for its poison list; the entries arrive on `watch` as `cxl_poison` events.
 pub fn trigger(root: &Path, memdev: &str) -> Result<(), RasError> {
     let path = trigger_path(root, memdev);
-    fs::write(&path, "1").map_err(|e| {
+    crate::write_attr(&path, "1").map_err(|e| {
         RasError::io(
             format!("reading the poison list of {memdev} (trigger_poison_list)"),
             &path,
@@ -129,7 +128,7 @@ pub fn soft_offline(
             });
             continue;
         }
-        match fs::write(&path, format!("{address:#x}")) {
+        match crate::write_attr(&path, &format!("{address:#x}")) {
             Ok(()) => out.push(OfflinedPage {
                 address,
                 offlined: true,
@@ -151,6 +150,46 @@ pub fn soft_offline(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
+
+    /// A root with `sys/bus/cxl/devices/mem0/` and nothing in it.
+    fn root_with_memdev(name: &str) -> PathBuf {
+        let root =
+            std::env::temp_dir().join(format!("cxltier-ras-poison-{name}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&root);
+        fs::create_dir_all(root.join(CXL_DIR).join("mem0")).unwrap();
+        root
+    }
+
+    #[test]
+    fn trigger_writes_the_existing_attribute() {
+        let root = root_with_memdev("present");
+        fs::write(trigger_path(&root, "mem0"), "").unwrap();
+        trigger(&root, "mem0").unwrap();
+        assert_eq!(
+            fs::read_to_string(trigger_path(&root, "mem0")).unwrap(),
+            "1"
+        );
+        fs::remove_dir_all(&root).unwrap();
+    }
+
+    /// A device whose attribute is missing (being re-probed after a fatal error's recovery) is
+    /// "not found", never created, and never a permission problem: on sysfs, an `O_CREAT` open of
+    /// a missing attribute fails with EACCES, which the watch took for a lack of privilege.
+    #[test]
+    fn trigger_on_a_missing_attribute_is_not_found_and_creates_nothing() {
+        let root = root_with_memdev("missing");
+        let err = trigger(&root, "mem0").unwrap_err();
+        assert!(
+            matches!(&err, RasError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound),
+            "{err:?}"
+        );
+        assert!(
+            !trigger_path(&root, "mem0").exists(),
+            "the attribute was created"
+        );
+        fs::remove_dir_all(&root).unwrap();
+    }
 
     #[test]
     fn pages_cover_the_range() {

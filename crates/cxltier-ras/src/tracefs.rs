@@ -95,7 +95,8 @@ impl Tracefs {
                 .collect()
         };
         for s in switches {
-            fs::write(&s, "1").map_err(|e| RasError::io("enabling a CXL trace event", &s, e))?;
+            crate::write_attr(&s, "1")
+                .map_err(|e| RasError::io("enabling a CXL trace event", &s, e))?;
         }
         let pipe_path = watch.dir.join("trace_pipe");
         let pipe = OpenOptions::new()

@@ -149,21 +149,48 @@ pub fn serve(addr: &str, shared: Shared) -> Result<SocketAddr, TierdError> {
         source,
     })?;
     std::thread::spawn(move || {
+        // `incoming` yields accept's errors (EINTR, a connection reset before it was accepted,
+        // descriptors running out) one by one; each is skipped and the listener goes on.
         for stream in listener.incoming() {
             let Ok(mut stream) = stream else { continue };
             let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
-            // Read the request head; its content does not matter.
-            let mut buf = [0u8; 2048];
-            let _ = stream.read(&mut buf);
             let body = shared.lock().map(|s| s.clone()).unwrap_or_default();
-            let _ = write!(
-                stream,
-                "HTTP/1.0 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                body.len()
-            );
+            let _ = answer(&mut stream, &body);
         }
     });
     Ok(local)
+}
+
+/// The most of a request head read before answering; the head's content does not matter.
+const MAX_HEAD: usize = 8192;
+
+/// Reads the request head (up to the blank line that ends it, EOF, or [`MAX_HEAD`] bytes), then
+/// writes the response. The head may come in several pieces and a read may be interrupted
+/// (EINTR): both are read on. Answering after the first piece and closing with the rest unread
+/// makes the kernel reset the connection, and the client may lose the response.
+fn answer(stream: &mut (impl Read + Write), body: &str) -> std::io::Result<()> {
+    let mut head = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n")
+        && !head.windows(2).any(|w| w == b"\n\n")
+        && head.len() < MAX_HEAD
+    {
+        match stream.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => head.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    // write_all retries on EINTR and goes on after a short write.
+    stream.write_all(
+        format!(
+            "HTTP/1.0 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .as_bytes(),
+    )?;
+    stream.flush()
 }
 
 #[cfg(test)]
@@ -218,6 +245,66 @@ mod tests {
         assert!(text.contains("cxltier_tierd_promoted_pages_total{pid=\"42\"} 3"));
         assert!(text.contains("cxltier_tierd_failures_total{pid=\"42\",error=\"EBUSY\"} 2"));
         assert!(text.contains("cxltier_tierd_target_running{pid=\"42\"} 1"));
+    }
+
+    /// A client whose request head arrives in pieces, with reads interrupted in between: the
+    /// answer comes only after the whole head was read. (A stream that yields EINTR on demand:
+    /// a real socket cannot be made to, deterministically.)
+    struct Trickle {
+        input: Vec<Vec<u8>>,
+        interrupt_next: bool,
+        written: Vec<u8>,
+        answered_with_unread_input: bool,
+    }
+
+    impl Read for Trickle {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            if std::mem::replace(&mut self.interrupt_next, false) {
+                return Err(std::io::ErrorKind::Interrupted.into());
+            }
+            self.interrupt_next = true;
+            if self.input.is_empty() {
+                return Ok(0);
+            }
+            let piece = self.input.remove(0);
+            buf[..piece.len()].copy_from_slice(&piece);
+            Ok(piece.len())
+        }
+    }
+
+    impl Write for Trickle {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            if !self.input.is_empty() {
+                self.answered_with_unread_input = true;
+            }
+            // Short writes: at most 7 bytes at a time.
+            let n = buf.len().min(7);
+            self.written.extend_from_slice(&buf[..n]);
+            Ok(n)
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn the_answer_waits_for_the_whole_head_through_eintr_and_short_io() {
+        let mut t = Trickle {
+            input: vec![
+                b"GET /metrics HTTP/1.0\r\n".to_vec(),
+                b"Host: x\r\n".to_vec(),
+                b"\r\n".to_vec(),
+            ],
+            interrupt_next: true,
+            written: Vec::new(),
+            answered_with_unread_input: false,
+        };
+        answer(&mut t, "body\n").unwrap();
+        assert!(t.input.is_empty(), "the head was not read to its end");
+        assert!(!t.answered_with_unread_input);
+        let text = String::from_utf8(t.written).unwrap();
+        assert!(text.starts_with("HTTP/1.0 200 OK\r\n"), "{text}");
+        assert!(text.ends_with("\r\n\r\nbody\n"), "{text}");
     }
 
     #[test]

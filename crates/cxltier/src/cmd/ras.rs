@@ -457,9 +457,9 @@ fn watch(args: &Args) -> CliResult {
     let mut next_poison = Instant::now();
     // Devices whose poison list has been read at least once, and those whose last read failed.
     // A device's first read failing is an error (privileges, a kernel without the command); a
-    // later one is a busy mailbox (it also carries the event records the kernel fetches after each
-    // interrupt, and the lab has seen Get Poison List refused then), so the watch says so once
-    // and tries again at the next interval.
+    // later one is the device going through something (after a fatal error the kernel's recovery
+    // re-probes its memdev, and the attribute is briefly missing, or the endpoint not yet back),
+    // so the watch says so once and reads again at the next interval, as it would anyway.
     let mut poison_read = BTreeSet::new();
     let mut poison_failing = BTreeSet::new();
     let mut seen_poison = BTreeSet::new();
