@@ -112,10 +112,22 @@ fuzz_target!(|data: &[u8]| {
         let mut f = std::fs::File::create(&path).expect("create the log file");
         f.write_all(&image).expect("write the log image");
     }
-    let cfg = LogConfig {
+    let mut cfg = LogConfig {
         segment_size: SEGMENT as u32,
         ..LogConfig::new(&path, Some((SEGMENT * SEGMENTS) as u64))
     };
+    // A damaged image is refused without a byte written; the operator's override then opens it
+    // and serves what is readable, which is what the checks below look at.
+    match Log::open(&cfg, &mut |_| {}) {
+        Err(cxltier_store::StoreError::Damaged(_)) => {
+            let after = std::fs::read(&path).expect("read the log file back");
+            assert!(after == image, "a refused open wrote to the log");
+            cfg.recover_anyway = true;
+        }
+        Err(cxltier_store::StoreError::Full { .. }) => return,
+        Err(e) => panic!("opening a log image failed: {e}"),
+        Ok(_) => {}
+    }
     let mut seen: Vec<Seen> = Vec::new();
     let opened = Log::open(&cfg, &mut |r| {
         let loc = r.loc;
