@@ -312,7 +312,12 @@ fn sigint_and_sigterm_leave_no_spill_file_behind() {
     for (name, number) in [("TERM", 15), ("INT", 2)] {
         let ssd = dir.join(format!("ssd-{name}"));
         std::fs::create_dir_all(&ssd).unwrap();
-        let mut child = Command::new(BIN)
+        // A test run started in the background of a script inherits SIGINT ignored (POSIX
+        // shells ignore it in asynchronous commands), and so would the run: coreutils' env puts
+        // the default action back before it execs, as a terminal's foreground job has it.
+        let mut child = Command::new("env")
+            .arg("--default-signal=INT,TERM")
+            .arg(BIN)
             .args(["qsim", &file, "--memory-limit", "1M", "--threads", "1"])
             .arg("--ssd")
             .arg(&ssd)
