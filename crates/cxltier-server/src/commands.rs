@@ -94,6 +94,17 @@ fn store_error(out: &mut Vec<u8>, e: &StoreError) {
     }
 }
 
+/// Redis's reply to an expiry time that is not positive or does not fit (`now + ms` overflows).
+fn invalid_expire(out: &mut Vec<u8>, cmd: &str) {
+    reply::error(
+        out,
+        &format!(
+            "ERR invalid expire time in '{}' command",
+            cmd.to_lowercase()
+        ),
+    );
+}
+
 fn arity(out: &mut Vec<u8>, name: &[u8]) {
     reply::error(
         out,
@@ -233,13 +244,7 @@ fn run(
                 .then(|| expire_at_ms(t, cmd == "SETEX", true))
                 .flatten();
             let Some(at) = at else {
-                reply::error(
-                    out,
-                    &format!(
-                        "ERR invalid expire time in '{}' command",
-                        cmd.to_lowercase()
-                    ),
-                );
+                invalid_expire(out, cmd);
                 return Ok(Effect::Read);
             };
             store.put(args[1], Kind::String, args[3], Some(at as u64))?;
@@ -543,13 +548,7 @@ fn run(
             let seconds = matches!(cmd, "EXPIRE" | "EXPIREAT");
             let relative = matches!(cmd, "EXPIRE" | "PEXPIRE");
             let Some(at) = expire_at_ms(t, seconds, relative) else {
-                reply::error(
-                    out,
-                    &format!(
-                        "ERR invalid expire time in '{}' command",
-                        cmd.to_lowercase()
-                    ),
-                );
+                invalid_expire(out, cmd);
                 return Ok(Effect::Read);
             };
             if at <= now_ms() as i64 {
@@ -793,7 +792,7 @@ fn set(store: &mut Store, args: &[&[u8]], out: &mut Vec<u8>) -> Result<Effect, S
                     })
                     .flatten();
                 let Some(at) = at else {
-                    reply::error(out, "ERR invalid expire time in 'set' command");
+                    invalid_expire(out, "SET");
                     return Ok(Effect::Read);
                 };
                 expires = Some(at as u64);
