@@ -623,16 +623,29 @@ mod tests {
         let touched = touch(4 << 20, false).unwrap();
         let p = show(std::process::id()).unwrap();
         // The kernel may merge the new mapping with an adjacent anonymous one (another test
-        // thread's), so look for the mapping that contains the touched range, not one that
-        // starts exactly at it.
+        // thread's), and another thread's mbind may split that again, so the touched range can
+        // lie in one listed mapping or across several: the mappings that overlap it must cover
+        // it, and hold at least its bytes.
         let start = touched.mapping.addr() as u64;
         let end = start + (4 << 20);
-        let m = p
+        let mut overlapping: Vec<_> = p
             .mappings
             .iter()
-            .find(|m| m.start <= start && m.end.is_some_and(|e| e >= end))
-            .expect("the touched range lies inside a listed mapping");
-        assert!(m.bytes >= 4 << 20, "{} resident bytes", m.bytes);
+            .filter(|m| m.start < end && m.end.is_none_or(|e| e > start))
+            .collect();
+        overlapping.sort_by_key(|m| m.start);
+        let mut covered = start;
+        for m in &overlapping {
+            if m.start <= covered {
+                covered = covered.max(m.end.unwrap_or(u64::MAX));
+            }
+        }
+        assert!(
+            covered >= end,
+            "the touched range {start:#x}..{end:#x} is covered by listed mappings only up to {covered:#x}"
+        );
+        let bytes: u64 = overlapping.iter().map(|m| m.bytes).sum();
+        assert!(bytes >= 4 << 20, "{bytes} resident bytes");
         assert!(p.total_bytes >= 4 << 20);
     }
 
