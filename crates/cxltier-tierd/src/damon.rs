@@ -41,8 +41,21 @@ fn read_num<T: std::str::FromStr>(path: &Path) -> Result<T, TierdError> {
     })
 }
 
+/// Writes a kernel attribute that must already exist: opened write-only, never created.
+/// `fs::write` opens with `O_CREAT`, and on sysfs (or procfs) an attribute that is missing at that
+/// moment — a kdamond's directory being rebuilt after `nr_kdamonds` changed, a process that exited
+/// — then fails with EACCES, which reads as "permission denied" even for root; without `O_CREAT`
+/// it is ENOENT, and says so. Outside sysfs (tests' scratch trees) it never leaves a stray file.
+pub(crate) fn write_existing(path: &Path, value: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    fs::OpenOptions::new()
+        .write(true)
+        .open(path)?
+        .write_all(value.as_bytes())
+}
+
 fn write(path: &Path, value: &str) -> Result<(), TierdError> {
-    fs::write(path, value).map_err(|e| TierdError::io("cannot write", path, e))
+    write_existing(path, value).map_err(|e| TierdError::io("cannot write", path, e))
 }
 
 /// Write a kdamond's `state` or `nr_kdamonds`. The kernel answers EBUSY while its DAMON sysfs lock
@@ -52,7 +65,7 @@ fn write_control(path: &Path, value: &str) -> Result<(), TierdError> {
     const EBUSY: i32 = 16;
     let mut tries = 0;
     loop {
-        match fs::write(path, value) {
+        match write_existing(path, value) {
             Ok(()) => return Ok(()),
             Err(e) if e.raw_os_error() == Some(EBUSY) && tries < 50 => {
                 tries += 1;
@@ -314,6 +327,25 @@ mod tests {
             dir.read("sys/kernel/mm/damon/admin/kdamonds/nr_kdamonds"),
             "0"
         );
+    }
+
+    /// A kdamond's files that vanish between tierd's writes (the kernel rebuilding the directory)
+    /// are reported as missing, not created: sysfs would refuse a creation as "permission
+    /// denied", and a scratch tree would gain a stray file.
+    #[test]
+    fn a_missing_attribute_is_reported_missing_and_never_created() {
+        let dir = TempDir::new("damon-missing");
+        fake_admin(&dir, 1);
+        let state = dir
+            .path()
+            .join("sys/kernel/mm/damon/admin/kdamonds/0/state");
+        std::fs::remove_file(&state).unwrap();
+        let e = Monitor::start(dir.path(), &[1], &Tracking::default()).unwrap_err();
+        assert!(
+            e.to_string().contains("No such file") && e.to_string().contains("state"),
+            "{e}"
+        );
+        assert!(!state.exists(), "tierd created {}", state.display());
     }
 
     #[test]

@@ -42,7 +42,7 @@ pub fn supported() -> bool {
 /// Clear the soft-dirty bits of every page of `pid`.
 pub fn clear(proc_root: &Path, pid: u32) -> Result<(), TierdError> {
     let path = proc_root.join(pid.to_string()).join("clear_refs");
-    std::fs::write(&path, "4").map_err(|e| match e.kind() {
+    crate::damon::write_existing(&path, "4").map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => TierdError::NoSuchProcess { pid },
         _ => TierdError::io("cannot write", path, e),
     })

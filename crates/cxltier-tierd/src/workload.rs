@@ -8,6 +8,7 @@
 
 use serde::Serialize;
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use cxltier_sys::{query_pages, Advice, Mapping, PageStatus};
@@ -92,8 +93,14 @@ impl HotSet {
         Ok(())
     }
 
-    /// Run for `duration`, calling `report` periodically; returns the final check.
-    pub fn run(&self, mut report: impl FnMut(&HotSetReport)) -> Result<HotSetSummary, TierdError> {
+    /// Run for `duration`, or until `stop` is set (a signal handler's flag: a check that stops
+    /// the workload once it has seen what it needs, not after a guessed time), calling `report`
+    /// periodically; returns the final check, which runs either way.
+    pub fn run(
+        &self,
+        stop: &AtomicBool,
+        mut report: impl FnMut(&HotSetReport),
+    ) -> Result<HotSetSummary, TierdError> {
         self.validate()?;
         let page = cxltier_sys::page_size();
         let len = usize::try_from(self.bytes).map_err(|_| TierdError::Setting {
@@ -124,7 +131,7 @@ impl HotSet {
         let mut passes = 0u64;
         loop {
             let t = start.elapsed();
-            if t >= self.duration {
+            if t >= self.duration || stop.load(Ordering::Relaxed) {
                 break;
             }
             let window = (t.as_secs_f64() / self.shift_every.as_secs_f64()) as u64;
@@ -194,7 +201,7 @@ mod tests {
         };
         let mut windows = Vec::new();
         let s = w
-            .run(|r| {
+            .run(&AtomicBool::new(false), |r| {
                 assert_eq!(r.hot_pages, 4);
                 assert_eq!(r.hot_nodes.values().sum::<u64>(), 4);
                 assert_eq!(r.nodes.values().sum::<u64>(), 16);
@@ -209,6 +216,32 @@ mod tests {
             ..w
         };
         assert!(bad.validate().is_err());
+    }
+
+    #[test]
+    fn a_stop_request_ends_the_run_with_the_final_check() {
+        let page = cxltier_sys::page_size() as u64;
+        let w = HotSet {
+            bytes: 16 * page,
+            hot_bytes: 4 * page,
+            shift_every: Duration::from_millis(40),
+            // Far longer than any test may take: only the stop request can end this run.
+            duration: Duration::from_secs(3600),
+            report_every: Duration::from_millis(10),
+            pause: Duration::from_millis(1),
+        };
+        let stop = AtomicBool::new(false);
+        let mut reports = 0;
+        let s = w
+            .run(&stop, |_| {
+                reports += 1;
+                if reports == 3 {
+                    stop.store(true, Ordering::Relaxed);
+                }
+            })
+            .unwrap();
+        assert_eq!(reports, 3, "no report after the stop request");
+        assert!(s.done && s.intact && s.pages == 16, "{s:?}");
     }
 }
 

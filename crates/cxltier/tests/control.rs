@@ -724,3 +724,36 @@ fn writing_the_live_table_without_root_exits_3_and_changes_nothing() {
     let out = as_nobody(&["apply", "--weights", &other, "--dry-run"]).unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
 }
+
+/// `touch --hot` is stopped by a signal the way --duration stops it: with its final integrity check
+/// and line, exit 0. The lab's tierd check stops it once it has seen what it needs.
+#[test]
+fn touch_hot_stops_at_sigterm_with_its_final_check() {
+    let mut child = Command::new(BIN)
+        .args(["touch", "1M", "--hot", "256K", "--shift-every", "0.2"])
+        .args(["--report-every", "0.05", "--duration", "3600", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run cxltier touch --hot");
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut lines = Vec::new();
+    // Two reports: the workload is past its setup and in its loop.
+    while lines.len() < 2 {
+        let mut line = String::new();
+        assert!(out.read_line(&mut line).unwrap() > 0, "touch ended early");
+        lines.push(line);
+    }
+    let kill = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status}, last output: {rest}");
+    let last: Value = serde_json::from_str(rest.lines().last().expect("a final line")).unwrap();
+    assert_eq!(last["done"], true, "{last}");
+    assert_eq!(last["intact"], true, "{last}");
+}

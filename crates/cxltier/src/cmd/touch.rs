@@ -24,10 +24,10 @@ KiB/MiB/GiB/TiB are powers of 1024; KB/MB/GB/TB powers of 1000).
 
 With --hot HOT the memory becomes a workload whose hot set moves: after touching every page it
 keeps writing the pages of one window of HOT bytes, and every --shift-every seconds the window
-moves to the next HOT bytes (wrapping around), for --duration seconds. Every --report-every
-seconds it prints which window is hot and on which node its pages are (with --json, one JSON
-object per line), and at the end it checks that every page holds what was last written to it
-(exit status 1 if not): a test workload for `cxltier tierd`.";
+moves to the next HOT bytes (wrapping around), for --duration seconds or until SIGINT or SIGTERM.
+Every --report-every seconds it prints which window is hot and on which node its pages are (with
+--json, one JSON object per line), and at the end, however it ends, it checks that every page holds
+what was last written to it (exit status 1 if not): a test workload for `cxltier tierd`.";
 
 /// Allocate and touch memory under the current policy and report which node each page landed on.
 #[derive(clap::Args)]
@@ -51,7 +51,7 @@ pub struct Args {
     /// With --hot: move the hot window every SECONDS
     #[arg(long, value_name = "SECONDS", default_value_t = 10.0, requires = "hot")]
     shift_every: f64,
-    /// With --hot or --stream: run this long
+    /// With --hot or --stream: run this long (--hot also stops at SIGINT or SIGTERM)
     #[arg(long, value_name = "SECONDS", default_value_t = 30.0)]
     duration: f64,
     /// With --hot: report every SECONDS
@@ -94,9 +94,16 @@ fn moving_hot_set(args: &Args, bytes: u64, hot: &str) -> CliResult {
         pause: Duration::from_millis(1),
     };
     w.validate().map_err(crate::cmd::tierd::tierd_error)?;
+    // A signal ends the run the way --duration does, with the final check and its line: a test
+    // stops the workload once it has seen what it needs.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, std::sync::Arc::clone(&stop))
+            .map_err(|e| CliError::runtime(format!("installing a signal handler: {e}")))?;
+    }
     let json = args.json;
     let summary = w
-        .run(|r| {
+        .run(&stop, |r| {
             let line = if json {
                 serde_json::to_string(r).unwrap_or_default()
             } else {
