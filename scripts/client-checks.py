@@ -2,7 +2,9 @@
 default settings (redis-py 8: RESP3 through HELLO 3, transactional pipelines). One line per check,
 PASS or FAIL with the reason; the exit status is the number of checks that failed.
 
-Usage: python client-checks.py HOST PORT
+Usage: python client-checks.py HOST PORT [2]
+With 2, the client is made with protocol=2 (RESP2, no HELLO): to see what else fails on a server
+that refuses HELLO 3. The defaults are the point; this is a diagnosis.
 Keys are under a prefix unique to the run and deleted at the end: the server's other keys are
 neither read nor changed (scan_iter matches the prefix only).
 """
@@ -15,6 +17,7 @@ import traceback
 import redis
 
 host, port = sys.argv[1], int(sys.argv[2])
+resp2 = len(sys.argv) > 3 and sys.argv[3] == "2"
 prefix = f"client-checks:{os.getpid()}:{int(time.time())}:"
 failed = 0
 
@@ -47,11 +50,14 @@ def k(name):
 
 
 # The defaults a new user gets: no protocol, no decode_responses.
-r = redis.Redis(host=host, port=port)
+r = redis.Redis(host=host, port=port, **({"protocol": 2} if resp2 else {}))
 
 
-@check("connect with defaults (HELLO 3, RESP3)")
-def _():
+def connect_resp2():
+    expect("PING", r.ping(), True)
+
+
+def connect_resp3():
     expect("PING", r.ping(), True)
     conn = r.connection_pool.get_connection()
     try:
@@ -63,6 +69,12 @@ def _():
         raise AssertionError(f"HELLO 3 replied {type(hello).__name__} {hello!r}, want a RESP3 map")
     proto = hello.get(b"proto", hello.get("proto"))
     expect("HELLO 3's proto field", proto, 3)
+
+
+if resp2:
+    check("connect with protocol=2 (RESP2, no HELLO)")(connect_resp2)
+else:
+    check("connect with defaults (HELLO 3, RESP3)")(connect_resp3)
 
 
 @check("strings")
