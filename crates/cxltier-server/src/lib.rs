@@ -8,6 +8,8 @@
 //! - [`quarantine`]: follows the quarantine file of `cxltier ras --watch --quarantine` and hands
 //!   new poisoned ranges to the store (`INFO poison`);
 //! - [`ratelog`]: log lines of a repeating failure held back to one per interval, counted;
+//! - [`table`]: the command table (name, arity, flags, keys, handler) that dispatch, arity
+//!   checks, NOAUTH, the NVMe reads begun before a command and `COMMAND` all come from;
 //! - [`server`]: the single-threaded event loop with batching, NVMe prefetch and group commit.
 
 pub mod commands;
@@ -17,6 +19,7 @@ pub mod quarantine;
 pub mod ratelog;
 pub mod resp;
 pub mod server;
+pub mod table;
 
 pub use server::{
     bind, parse_memory, serve, serve_on, OutputBufferLimit, ServerConfig, ServerError,

@@ -29,6 +29,7 @@ use crate::commands::{self, Effect, ServerInfo, Session};
 use crate::quarantine::Quarantine;
 use crate::ratelog::RateLimitedLog;
 use crate::resp::{self, reply, Parser};
+use crate::table;
 
 const LISTENER: Token = Token(usize::MAX);
 /// The store's device-read completion eventfd.
@@ -383,7 +384,7 @@ pub fn serve_on(
             for c in conns.values() {
                 for p in c.queue.iter().filter(|p| !p.reads_begun) {
                     let args = p.args.iter().map(|r| &c.input[r.clone()]);
-                    commands::for_each_read_key(args, |k| keys.push((p.seq, k)));
+                    table::for_each_read_key(args, |k| keys.push((p.seq, k)));
                 }
             }
             if !keys.is_empty() {
@@ -404,7 +405,7 @@ pub fn serve_on(
                     for p in c.queue.iter_mut().filter(|p| !p.reads_begun) {
                         let args = p.args.iter().map(|r| &c.input[r.clone()]);
                         let mut unstarted = false;
-                        commands::for_each_read_key(args, |k| {
+                        table::for_each_read_key(args, |k| {
                             unstarted = unstarted || store.read_unstarted(k)
                         });
                         p.reads_begun = !unstarted;
@@ -652,7 +653,7 @@ fn run_ready(
             if p.error.is_none() && store.reads_in_flight() > 0 {
                 let mut wait = false;
                 let args = p.args.iter().map(|r| &c.input[r.clone()]);
-                commands::for_each_read_key(args, |k| wait = wait || store.must_wait(k));
+                table::for_each_read_key(args, |k| wait = wait || store.must_wait(k));
                 if wait {
                     break;
                 }
@@ -788,6 +789,7 @@ fn accept(
                             id: info.total_connections,
                             authed: info.requirepass.is_none(),
                             name: None,
+                            proto: 2,
                         },
                         closing: false,
                         dead: false,

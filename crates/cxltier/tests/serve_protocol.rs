@@ -1,0 +1,284 @@
+//! `cxltier serve` speaking Redis's protocol over a real socket: the command table behind
+//! `COMMAND`, arity errors and NOAUTH; RESP3 (`HELLO 3`) and the shapes of its replies; `CLIENT`.
+//!
+//! The client here writes and reads raw RESP2/RESP3, so that every byte the server sends is
+//! checked (no client library in between that would hide a wrong type).
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_cxltier");
+/// Only a guard against a hang: nothing here is timed.
+const GUARD: Duration = Duration::from_secs(30);
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A RESP2 or RESP3 value as the server sent it.
+#[derive(Debug, Clone, PartialEq)]
+enum V {
+    Simple(String),
+    Err(String),
+    Int(i64),
+    Bulk(Vec<u8>),
+    NullBulk,
+    NullArray,
+    Array(Vec<V>),
+    Map(Vec<(V, V)>),
+    Set(Vec<V>),
+    Push(Vec<V>),
+    Double(String),
+    Null,
+    Bool(bool),
+    Big(String),
+    Verbatim(String, Vec<u8>),
+}
+
+impl V {
+    fn text(&self) -> String {
+        match self {
+            V::Simple(s) | V::Err(s) | V::Double(s) | V::Big(s) => s.clone(),
+            V::Bulk(b) | V::Verbatim(_, b) => String::from_utf8_lossy(b).into_owned(),
+            V::Int(i) => i.to_string(),
+            other => panic!("{other:?} is not text"),
+        }
+    }
+    /// A map's value for a key given as text.
+    fn get(&self, key: &str) -> Option<&V> {
+        match self {
+            V::Map(pairs) => pairs.iter().find(|(k, _)| k.text() == key).map(|(_, v)| v),
+            other => panic!("{other:?} is not a map"),
+        }
+    }
+    fn items(&self) -> &[V] {
+        match self {
+            V::Array(v) | V::Set(v) | V::Push(v) => v,
+            other => panic!("{other:?} is not an array"),
+        }
+    }
+}
+
+fn bulk(s: &str) -> V {
+    V::Bulk(s.as_bytes().to_vec())
+}
+
+struct Client {
+    r: BufReader<TcpStream>,
+    w: TcpStream,
+}
+
+impl Client {
+    fn connect(addr: &str) -> std::io::Result<Client> {
+        let s = TcpStream::connect(addr)?;
+        s.set_read_timeout(Some(GUARD))?;
+        Ok(Client {
+            r: BufReader::new(s.try_clone()?),
+            w: s,
+        })
+    }
+    fn send(&mut self, args: &[&str]) {
+        let mut req = format!("*{}\r\n", args.len()).into_bytes();
+        for a in args {
+            req.extend_from_slice(format!("${}\r\n{a}\r\n", a.len()).as_bytes());
+        }
+        // write_all goes on after a partial write and retries on EINTR.
+        self.w.write_all(&req).unwrap();
+    }
+    fn line(&mut self) -> String {
+        let mut l = String::new();
+        self.r.read_line(&mut l).unwrap();
+        assert!(l.ends_with("\r\n"), "a reply line without CRLF: {l:?}");
+        l.truncate(l.len() - 2);
+        l
+    }
+    fn bytes(&mut self, n: usize) -> Vec<u8> {
+        let mut b = vec![0; n + 2];
+        self.r.read_exact(&mut b).unwrap();
+        assert_eq!(&b[n..], b"\r\n");
+        b.truncate(n);
+        b
+    }
+    fn read(&mut self) -> V {
+        let l = self.line();
+        let (tag, rest) = l.split_at(1);
+        let n = || rest.parse::<i64>().unwrap();
+        match tag {
+            "+" => V::Simple(rest.into()),
+            "-" => V::Err(rest.into()),
+            ":" => V::Int(n()),
+            "$" if n() < 0 => V::NullBulk,
+            "$" => V::Bulk(self.bytes(n() as usize)),
+            "*" if n() < 0 => V::NullArray,
+            "*" => V::Array((0..n()).map(|_| self.read()).collect()),
+            "~" => V::Set((0..n()).map(|_| self.read()).collect()),
+            ">" => V::Push((0..n()).map(|_| self.read()).collect()),
+            "%" => V::Map((0..n()).map(|_| (self.read(), self.read())).collect()),
+            "," => V::Double(rest.into()),
+            "_" => V::Null,
+            "#" => V::Bool(rest == "t"),
+            "(" => V::Big(rest.into()),
+            "=" => {
+                let b = self.bytes(n() as usize);
+                V::Verbatim(
+                    String::from_utf8_lossy(&b[..3]).into_owned(),
+                    b[4..].to_vec(),
+                )
+            }
+            _ => panic!("unknown reply type {l:?}"),
+        }
+    }
+    fn call(&mut self, args: &[&str]) -> V {
+        self.send(args);
+        self.read()
+    }
+}
+
+/// A server child, killed when the test ends.
+struct Server {
+    child: Child,
+    addr: String,
+}
+
+impl Server {
+    /// Start `cxltier serve ARGS` on a free port, again on another if the port was taken before
+    /// the server bound it (the child answering must be this one: INFO's process_id).
+    fn start(args: &[&str]) -> Server {
+        let password = args
+            .iter()
+            .position(|a| *a == "--requirepass")
+            .map(|i| args[i + 1]);
+        for _ in 0..5 {
+            let port = free_port();
+            let addr = format!("127.0.0.1:{port}");
+            let none = std::env::temp_dir().join(format!("cxltier-protocol-none-{port}.jsonl"));
+            let child = Command::new(BIN)
+                .args(["serve", "--bind", &addr, "--quarantine-file"])
+                .arg(&none)
+                .args(args)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap();
+            let mut s = Server { child, addr };
+            let t = Instant::now();
+            while t.elapsed() < GUARD {
+                if s.child.try_wait().unwrap().is_some() {
+                    break;
+                }
+                if let Ok(mut c) = Client::connect(&s.addr) {
+                    if let Some(pw) = password {
+                        c.call(&["AUTH", pw]);
+                    }
+                    let info = c.call(&["INFO", "server"]).text();
+                    if info.contains(&format!("process_id:{}\r\n", s.child.id())) {
+                        return s;
+                    }
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = s.child.kill();
+            let _ = s.child.wait();
+        }
+        panic!("no server came up on five free ports");
+    }
+    fn client(&self) -> Client {
+        Client::connect(&self.addr).unwrap()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// COMMAND and its subcommands describe the table the server dispatches from: every command it
+/// knows, with Redis's arity, flags and key positions.
+#[test]
+fn command_replies_come_from_the_command_table() {
+    let s = Server::start(&[]);
+    let mut c = s.client();
+    let V::Int(count) = c.call(&["COMMAND", "COUNT"]) else {
+        panic!("COMMAND COUNT")
+    };
+    let all = c.call(&["COMMAND"]);
+    assert_eq!(all.items().len() as i64, count);
+    let list = c.call(&["COMMAND", "LIST"]);
+    assert_eq!(list.items().len() as i64, count);
+    // Every listed command is known: an arity error, never "unknown command".
+    for name in list.items() {
+        let name = name.text();
+        if ["shutdown", "quit"].contains(&name.as_str()) {
+            continue;
+        }
+        let mut args: Vec<&str> = vec![&name];
+        args.extend(["x"; 40]);
+        let r = c.call(&args);
+        if let V::Err(e) = &r {
+            assert!(!e.contains("unknown command"), "{name}: {e}");
+        }
+    }
+    // Redis's COMMAND INFO of GET: arity 2, read-only and fast, one key at 1.
+    let info = c.call(&["COMMAND", "INFO", "get", "nosuchcommand"]);
+    let get = info.items()[0].items();
+    assert_eq!(get[0], bulk("get"));
+    assert_eq!(get[1], V::Int(2));
+    let flags: Vec<String> = get[2].items().iter().map(V::text).collect();
+    assert!(flags.contains(&"readonly".to_string()) && flags.contains(&"fast".to_string()));
+    assert_eq!(&get[3..6], &[V::Int(1), V::Int(1), V::Int(1)]);
+    assert_eq!(info.items()[1], V::NullArray);
+    let mset = c.call(&["COMMAND", "INFO", "MSET"]);
+    assert_eq!(&mset.items()[0].items()[1..2], &[V::Int(-3)]);
+    assert_eq!(
+        &mset.items()[0].items()[3..6],
+        &[V::Int(1), V::Int(-1), V::Int(2)]
+    );
+    // The key extraction the server begins NVMe reads with.
+    assert_eq!(
+        c.call(&["COMMAND", "GETKEYS", "MSET", "a", "1", "b", "2"]),
+        V::Array(vec![bulk("a"), bulk("b")])
+    );
+    assert!(matches!(c.call(&["COMMAND", "GETKEYS", "PING"]), V::Err(e) if e.contains("no key")));
+    let docs = c.call(&["COMMAND", "DOCS", "get"]);
+    let V::Array(pairs) = docs else {
+        panic!("COMMAND DOCS in RESP2 is a flat array: {docs:?}")
+    };
+    assert_eq!(pairs[0], bulk("get"));
+    assert_eq!(
+        c.call(&["COMMAND", "LIST", "FILTERBY", "PATTERN", "hget*"]),
+        V::Array(vec![bulk("hget"), bulk("hgetall")])
+    );
+    // Arity from the table, names in any case.
+    assert_eq!(
+        c.call(&["GET"]),
+        V::Err("ERR wrong number of arguments for 'get' command".into())
+    );
+    assert_eq!(
+        c.call(&["hset", "h", "f"]),
+        V::Err("ERR wrong number of arguments for 'hset' command".into())
+    );
+    assert_eq!(c.call(&["sEt", "k", "v"]), V::Simple("OK".into()));
+    assert_eq!(c.call(&["get", "k"]), bulk("v"));
+}
+
+/// NOAUTH comes from the table's no_auth flag: AUTH, HELLO and QUIT run before AUTH, nothing
+/// else; an unknown command is said to be unknown first, as Redis does.
+#[test]
+fn noauth_comes_from_the_table() {
+    let s = Server::start(&["--requirepass", "pw"]);
+    let mut c = s.client();
+    assert!(matches!(c.call(&["GET", "k"]), V::Err(e) if e.starts_with("NOAUTH")));
+    assert!(matches!(c.call(&["COMMAND", "COUNT"]), V::Err(e) if e.starts_with("NOAUTH")));
+    assert!(matches!(c.call(&["NOPE"]), V::Err(e) if e.contains("unknown command")));
+    assert_eq!(c.call(&["AUTH", "pw"]), V::Simple("OK".into()));
+    assert_eq!(c.call(&["GET", "k"]), V::NullBulk);
+}
