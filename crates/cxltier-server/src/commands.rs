@@ -46,6 +46,10 @@ pub struct ServerInfo {
     pub client_output_buffer_limit_disconnections: u64,
     /// The quarantine file followed and what poison did to the store (`INFO poison`).
     pub poison: crate::quarantine::PoisonInfo,
+    /// The connections, by id (CLIENT LIST, CLIENT KILL).
+    pub clients: HashMap<u64, ClientMeta>,
+    /// Connections CLIENT KILL asked to close: the server closes them after the command.
+    pub kill: Vec<u64>,
 }
 
 /// One connection's state.
@@ -56,11 +60,64 @@ pub struct Session {
     pub name: Option<Vec<u8>>,
     /// The protocol spoken (HELLO): 2 or 3; 0 before any HELLO, which is RESP2.
     pub proto: u8,
+    /// The last command run (CLIENT LIST's `cmd`), as the table names it.
+    pub last_cmd: &'static str,
+    /// CLIENT REPLY OFF: no replies until CLIENT REPLY ON.
+    pub reply_off: bool,
+    /// CLIENT REPLY SKIP: the replies of this many commands (it and the next) are dropped.
+    pub reply_skip: u8,
+    /// CLIENT NO-EVICT ON (Redis: exempt from client eviction; cxltier evicts no clients, so it
+    /// is only reported).
+    pub no_evict: bool,
+}
+
+impl Session {
+    /// The session of a connection just accepted: RESP2, authenticated when no password is set.
+    pub fn new(id: u64, authed: bool) -> Session {
+        Session {
+            id,
+            authed,
+            proto: 2,
+            ..Session::default()
+        }
+    }
+
+    /// Whether the reply of the command that just ran is dropped (CLIENT REPLY OFF or SKIP);
+    /// counts a skipped one. The server calls it after each command.
+    pub fn drop_reply(&mut self) -> bool {
+        if self.reply_skip > 0 {
+            self.reply_skip -= 1;
+            return true;
+        }
+        self.reply_off
+    }
+}
+
+/// What `CLIENT LIST` shows of a connection other than the caller's: kept by the server in
+/// [`ServerInfo::clients`], refreshed after each turn in which the connection ran commands.
+#[derive(Debug, Clone)]
+pub struct ClientMeta {
+    pub addr: String,
+    pub laddr: String,
+    pub fd: i32,
+    pub created: std::time::Instant,
+    pub last_active: std::time::Instant,
+    pub name: Option<Vec<u8>>,
+    pub proto: u8,
+    pub last_cmd: &'static str,
+    pub no_evict: bool,
+    pub reply_off: bool,
+    /// Bytes of input not run yet, and of replies not sent yet.
+    pub qbuf: usize,
+    pub omem: usize,
 }
 
 const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
 const NOT_INT: &str = "ERR value is not an integer or out of range";
 const SYNTAX: &str = "ERR syntax error";
+/// The Redis version clients are told (HELLO, INFO's redis_version): the one whose commands and
+/// replies cxltier follows. Clients branch on it.
+pub const REDIS_VERSION: &str = "7.0.15";
 const CORRUPT_HASH: &str = "ERR the stored hash is corrupt; DEL the key";
 /// Up to this many fields in one HSET/HMGET/HDEL, each is looked for by a scan of the list (no
 /// allocation: the common case); beyond, through a hash index, so the work stays linear.
@@ -178,6 +235,7 @@ pub fn execute(
         reply::error(out, "NOAUTH Authentication required.");
         return Effect::Read;
     }
+    session.last_cmd = cmd.name;
     let mut ctx = Ctx {
         store,
         info,
@@ -233,7 +291,7 @@ pub(crate) fn echo(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErr
 
 pub(crate) fn get(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
     match ctx.store.get(args[1])? {
-        None => reply::nil(ctx.out),
+        None => reply::null(ctx.out, ctx.session.proto),
         Some(o) if o.kind != Kind::String => reply::error(ctx.out, WRONGTYPE),
         Some(o) => reply::bulk(ctx.out, o.value),
     }
@@ -241,7 +299,7 @@ pub(crate) fn get(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErro
 }
 
 pub(crate) fn set(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
-    set_command(ctx.store, args, ctx.out)
+    set_command(ctx.store, args, ctx.out, ctx.session.proto)
 }
 
 fn set_expiring(ctx: &mut Ctx<'_>, args: &[&[u8]], seconds: bool) -> Result<Effect, StoreError> {
@@ -298,7 +356,7 @@ pub(crate) fn mget(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErr
     for k in &args[1..] {
         match ctx.store.get(k)? {
             Some(o) if o.kind == Kind::String => reply::bulk(ctx.out, o.value),
-            _ => reply::nil(ctx.out),
+            _ => reply::null(ctx.out, ctx.session.proto),
         }
     }
     Ok(Effect::Read)
@@ -498,6 +556,7 @@ pub(crate) fn hvals(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreEr
 
 fn hash_query(ctx: &mut Ctx<'_>, args: &[&[u8]], q: HashQuery) -> Result<Effect, StoreError> {
     let n = args.len();
+    let proto = ctx.session.proto;
     let out = &mut *ctx.out;
     let o = ctx.store.get(args[1])?;
     let fields = match o {
@@ -530,19 +589,19 @@ fn hash_query(ctx: &mut Ctx<'_>, args: &[&[u8]], q: HashQuery) -> Result<Effect,
     match q {
         HashQuery::Get => match find(args[2]) {
             Some(v) => reply::bulk(out, v),
-            None => reply::nil(out),
+            None => reply::null(out, proto),
         },
         HashQuery::MGet => {
             reply::array(out, n - 2);
             for f in &args[2..] {
                 match find(f) {
                     Some(v) => reply::bulk(out, v),
-                    None => reply::nil(out),
+                    None => reply::null(out, proto),
                 }
             }
         }
         HashQuery::GetAll => {
-            reply::array(out, fields.len() * 2);
+            reply::map(out, proto, fields.len());
             for (f, v) in &fields {
                 reply::bulk(out, f);
                 reply::bulk(out, v);
@@ -767,7 +826,7 @@ pub(crate) fn config(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
                     }
                 }
             }
-            reply::array(ctx.out, matched.len() * 2);
+            reply::map(ctx.out, ctx.session.proto, matched.len());
             for (k, v) in matched {
                 reply::bulk(ctx.out, k.as_bytes());
                 reply::bulk(ctx.out, v.as_bytes());
@@ -811,26 +870,276 @@ pub(crate) fn command(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, Store
     Ok(Effect::Read)
 }
 
+/// Redis's rule for client names: printable ASCII without spaces.
+fn valid_client_name(name: &[u8]) -> bool {
+    name.iter().all(|&b| (b'!'..=b'~').contains(&b))
+}
+
+const BAD_CLIENT_NAME: &str =
+    "ERR Client names cannot contain spaces, newlines or special characters.";
+
+/// One line of CLIENT LIST / CLIENT INFO, in Redis 7's fields.
+fn client_line(t: &mut String, id: u64, m: &ClientMeta, now: std::time::Instant) {
+    use std::fmt::Write;
+    let mut flags = String::new();
+    if m.no_evict {
+        flags.push('e');
+    }
+    if flags.is_empty() {
+        flags.push('N');
+    }
+    let _ = writeln!(
+        t,
+        "id={id} addr={} laddr={} fd={} name={} age={} idle={} flags={flags} db=0 sub=0 psub=0 ssub=0 multi=-1 qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user=default redir=-1 resp={}",
+        m.addr,
+        m.laddr,
+        m.fd,
+        String::from_utf8_lossy(m.name.as_deref().unwrap_or_default()),
+        now.saturating_duration_since(m.created).as_secs(),
+        now.saturating_duration_since(m.last_active).as_secs(),
+        m.qbuf,
+        m.omem,
+        m.qbuf + m.omem,
+        m.last_cmd.to_ascii_lowercase(),
+        m.proto.max(2),
+    );
+}
+
+/// The caller's own line is built from its session, which is current; the others' from what
+/// the server last recorded of them.
+fn client_meta(ctx: &Ctx<'_>, id: u64) -> Option<ClientMeta> {
+    let mut m = ctx.info.clients.get(&id)?.clone();
+    if id == ctx.session.id {
+        let s = &ctx.session;
+        m.name = s.name.clone();
+        m.proto = s.proto;
+        m.last_cmd = s.last_cmd;
+        m.no_evict = s.no_evict;
+        m.reply_off = s.reply_off;
+        m.last_active = std::time::Instant::now();
+    }
+    Some(m)
+}
+
+/// A `CLIENT KILL` filter: which connections it closes.
+#[derive(Default)]
+struct KillFilter {
+    id: Option<u64>,
+    addr: Option<Vec<u8>>,
+    laddr: Option<Vec<u8>>,
+    user: Option<Vec<u8>>,
+    /// TYPE normal matches every connection here (no replicas, no masters); pubsub none yet.
+    kind_matches: bool,
+    skipme: bool,
+}
+
+fn parse_kill_filter(args: &[&[u8]]) -> Result<KillFilter, &'static str> {
+    let mut f = KillFilter {
+        skipme: true,
+        kind_matches: true,
+        ..KillFilter::default()
+    };
+    if args.len() % 2 != 0 {
+        return Err(SYNTAX);
+    }
+    for pair in args.chunks(2) {
+        let v = pair[1];
+        match pair[0].to_ascii_uppercase().as_slice() {
+            b"ID" => match parse_i64(v) {
+                Some(id) if id > 0 => f.id = Some(id as u64),
+                _ => return Err("ERR client-id should be greater than 0"),
+            },
+            b"ADDR" => f.addr = Some(v.to_vec()),
+            b"LADDR" => f.laddr = Some(v.to_vec()),
+            b"USER" => f.user = Some(v.to_vec()),
+            b"SKIPME" => match v.to_ascii_lowercase().as_slice() {
+                b"yes" => f.skipme = true,
+                b"no" => f.skipme = false,
+                _ => return Err(SYNTAX),
+            },
+            b"TYPE" => match v.to_ascii_lowercase().as_slice() {
+                b"normal" => f.kind_matches = true,
+                b"master" | b"slave" | b"replica" | b"pubsub" => f.kind_matches = false,
+                _ => return Err("ERR Unknown client type"),
+            },
+            b"MAXAGE" => match parse_i64(v) {
+                Some(_) => {}
+                None => return Err(NOT_INT),
+            },
+            _ => return Err(SYNTAX),
+        }
+    }
+    Ok(f)
+}
+
 pub(crate) fn client(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
     let n = args.len();
-    let sub = String::from_utf8_lossy(args[1]).to_ascii_uppercase();
-    match sub.as_str() {
-        "SETNAME" if n == 3 => {
-            ctx.session.name = Some(args[2].to_vec());
+    let sub = args[1].to_ascii_uppercase();
+    let proto = ctx.session.proto;
+    let wrong = |ctx: &mut Ctx<'_>| {
+        fail(
+            ctx,
+            &format!(
+                "ERR unknown subcommand or wrong number of arguments for '{}'. Try CLIENT HELP.",
+                String::from_utf8_lossy(args[1])
+            ),
+        )
+    };
+    match (sub.as_slice(), n) {
+        (b"ID", 2) => reply::int(ctx.out, ctx.session.id as i64),
+        (b"SETNAME", 3) => {
+            if !valid_client_name(args[2]) {
+                return fail(ctx, BAD_CLIENT_NAME);
+            }
+            ctx.session.name = (!args[2].is_empty()).then(|| args[2].to_vec());
             reply::ok(ctx.out);
         }
-        "GETNAME" => match &ctx.session.name {
+        (b"GETNAME", 2) => match &ctx.session.name {
             Some(nm) => reply::bulk(ctx.out, nm),
-            None => reply::nil(ctx.out),
+            None => reply::null(ctx.out, proto),
         },
-        "ID" => reply::int(ctx.out, ctx.session.id as i64),
-        "SETINFO" => reply::ok(ctx.out),
-        _ => {
-            return fail(
-                ctx,
-                &format!("ERR unknown subcommand '{}'", sub.to_lowercase()),
-            )
+        // Redis 7.2's library name and version: accepted, as clients send them at connect.
+        (b"SETINFO", 4) => reply::ok(ctx.out),
+        (b"INFO", 2) => {
+            let mut t = String::new();
+            if let Some(m) = client_meta(ctx, ctx.session.id) {
+                client_line(&mut t, ctx.session.id, &m, std::time::Instant::now());
+            }
+            reply::verbatim(ctx.out, proto, "txt", t.as_bytes());
         }
+        (b"LIST", _) => {
+            // CLIENT LIST [TYPE normal|master|replica|pubsub] [ID id ...]
+            let mut ids: Vec<u64> = ctx.info.clients.keys().copied().collect();
+            ids.sort_unstable();
+            let rest = &args[2..];
+            if let Some(kind) = rest.first() {
+                match (kind.to_ascii_uppercase().as_slice(), rest.len()) {
+                    (b"TYPE", 2) => match rest[1].to_ascii_lowercase().as_slice() {
+                        b"normal" => {}
+                        b"master" | b"slave" | b"replica" | b"pubsub" => ids.clear(),
+                        _ => {
+                            return fail(
+                                ctx,
+                                &format!(
+                                    "ERR Unknown client type '{}'",
+                                    String::from_utf8_lossy(rest[1])
+                                ),
+                            )
+                        }
+                    },
+                    (b"ID", k) if k >= 2 => {
+                        let mut wanted = Vec::new();
+                        for v in &rest[1..] {
+                            match parse_i64(v) {
+                                Some(id) if id > 0 => wanted.push(id as u64),
+                                _ => return fail(ctx, "ERR Invalid client ID"),
+                            }
+                        }
+                        ids.retain(|id| wanted.contains(id));
+                    }
+                    _ => return fail(ctx, SYNTAX),
+                }
+            }
+            let now = std::time::Instant::now();
+            let mut t = String::new();
+            for id in ids {
+                if let Some(m) = client_meta(ctx, id) {
+                    client_line(&mut t, id, &m, now);
+                }
+            }
+            reply::verbatim(ctx.out, proto, "txt", t.as_bytes());
+        }
+        (b"KILL", 3) => {
+            // The old form: CLIENT KILL addr:port.
+            let found = ctx
+                .info
+                .clients
+                .iter()
+                .find(|(_, m)| m.addr.as_bytes() == args[2])
+                .map(|(&id, _)| id);
+            match found {
+                Some(id) => {
+                    ctx.info.kill.push(id);
+                    reply::ok(ctx.out);
+                }
+                None => return fail(ctx, "ERR No such client"),
+            }
+        }
+        (b"KILL", _) if n >= 4 => {
+            let f = match parse_kill_filter(&args[2..]) {
+                Ok(f) => f,
+                Err(e) => return fail(ctx, e),
+            };
+            let me = ctx.session.id;
+            let mut killed: Vec<u64> = ctx
+                .info
+                .clients
+                .iter()
+                .filter(|(&id, m)| {
+                    f.kind_matches
+                        && f.id.is_none_or(|want| want == id)
+                        && f.addr.as_deref().is_none_or(|a| a == m.addr.as_bytes())
+                        && f.laddr.as_deref().is_none_or(|a| a == m.laddr.as_bytes())
+                        && f.user.as_deref().is_none_or(|u| u == b"default")
+                        && !(f.skipme && id == me)
+                })
+                .map(|(&id, _)| id)
+                .collect();
+            killed.sort_unstable();
+            reply::int(ctx.out, killed.len() as i64);
+            ctx.info.kill.extend(killed);
+        }
+        (b"NO-EVICT", 3) => match args[2].to_ascii_lowercase().as_slice() {
+            b"on" => {
+                ctx.session.no_evict = true;
+                reply::ok(ctx.out);
+            }
+            b"off" => {
+                ctx.session.no_evict = false;
+                reply::ok(ctx.out);
+            }
+            _ => return fail(ctx, SYNTAX),
+        },
+        (b"REPLY", 3) => match args[2].to_ascii_lowercase().as_slice() {
+            b"on" => {
+                ctx.session.reply_off = false;
+                ctx.session.reply_skip = 0;
+                reply::ok(ctx.out);
+            }
+            // No reply to these: the server drops what this command writes, and with SKIP
+            // the next command's reply too.
+            b"off" => ctx.session.reply_off = true,
+            b"skip" => ctx.session.reply_skip = 2,
+            _ => return fail(ctx, SYNTAX),
+        },
+        (b"HELP", 2) => {
+            let lines = [
+                "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                "ID",
+                "    Return the ID of the current connection.",
+                "INFO",
+                "    Return information about the current client connection.",
+                "GETNAME",
+                "    Return the name of the current connection.",
+                "SETNAME <name>",
+                "    Assign the name <name> to the current connection.",
+                "LIST [TYPE (NORMAL|MASTER|REPLICA|PUBSUB)] [ID <id> [<id> ...]]",
+                "    Return information about client connections.",
+                "KILL <ip:port>",
+                "    Kill connection made from <ip:port>.",
+                "KILL <option> <value> [<option> <value> [...]]",
+                "    Kill connections. Options are: ID, ADDR, LADDR, USER, TYPE, SKIPME, MAXAGE.",
+                "NO-EVICT (ON|OFF)",
+                "    Protect the current client connection from eviction.",
+                "REPLY (ON|OFF|SKIP)",
+                "    Control the replies sent to the current connection.",
+            ];
+            reply::array(ctx.out, lines.len());
+            for l in lines {
+                reply::simple(ctx.out, l);
+            }
+        }
+        _ => return wrong(ctx),
     }
     Ok(Effect::Read)
 }
@@ -840,7 +1149,7 @@ pub(crate) fn info(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErr
         .get(1)
         .map(|s| String::from_utf8_lossy(s).to_ascii_lowercase());
     let text = info_text(ctx.store, ctx.info, section.as_deref());
-    reply::bulk(ctx.out, text.as_bytes());
+    reply::verbatim(ctx.out, ctx.session.proto, "txt", text.as_bytes());
     Ok(Effect::Read)
 }
 
@@ -853,16 +1162,94 @@ pub(crate) fn shutdown(_ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> Result<Effect, St
     Ok(Effect::Shutdown)
 }
 
-pub(crate) fn hello(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> Result<Effect, StoreError> {
-    // RESP3 is not spoken; clients fall back to RESP2 on this error.
-    fail(
-        ctx,
-        "NOPROTO unsupported protocol version (cxltier speaks RESP2)",
-    )
+/// `HELLO [protover [AUTH username password] [SETNAME clientname]]`: choose RESP2 or RESP3,
+/// authenticate and name the connection in one step; the reply is Redis's map (in the protocol
+/// just chosen).
+pub(crate) fn hello(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    let mut proto = ctx.session.proto.max(2);
+    if let Some(v) = args.get(1) {
+        match parse_i64(v) {
+            Some(p @ 2..=3) => proto = p as u8,
+            Some(_) => {
+                return fail(
+                    ctx,
+                    "NOPROTO sorry, this protocol version is not supported.",
+                )
+            }
+            None => {
+                return fail(
+                    ctx,
+                    "ERR Protocol version is not an integer or out of range",
+                )
+            }
+        }
+    }
+    let mut auth: Option<(&[u8], &[u8])> = None;
+    let mut name: Option<&[u8]> = None;
+    let mut i = 2;
+    while i < args.len() {
+        let opt = args[i].to_ascii_uppercase();
+        match opt.as_slice() {
+            b"AUTH" if i + 2 < args.len() => {
+                auth = Some((args[i + 1], args[i + 2]));
+                i += 3;
+            }
+            b"SETNAME" if i + 1 < args.len() => {
+                name = Some(args[i + 1]);
+                i += 2;
+            }
+            _ => {
+                return fail(
+                    ctx,
+                    &format!(
+                        "ERR Syntax error in HELLO option '{}'",
+                        String::from_utf8_lossy(args[i])
+                    ),
+                )
+            }
+        }
+    }
+    if let Some((user, pass)) = auth {
+        if let Err(e) = check_password(ctx, Some(user), pass) {
+            return fail(ctx, e);
+        }
+    }
+    if ctx.info.requirepass.is_some() && !ctx.session.authed {
+        return fail(ctx, "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time");
+    }
+    if let Some(n) = name {
+        if !valid_client_name(n) {
+            return fail(ctx, BAD_CLIENT_NAME);
+        }
+        ctx.session.name = (!n.is_empty()).then(|| n.to_vec());
+    }
+    ctx.session.proto = proto;
+    let out = &mut *ctx.out;
+    reply::map(out, proto, 7);
+    reply::bulk(out, b"server");
+    reply::bulk(out, b"redis");
+    reply::bulk(out, b"version");
+    reply::bulk(out, REDIS_VERSION.as_bytes());
+    reply::bulk(out, b"proto");
+    reply::int(out, proto as i64);
+    reply::bulk(out, b"id");
+    reply::int(out, ctx.session.id as i64);
+    reply::bulk(out, b"mode");
+    reply::bulk(out, b"standalone");
+    reply::bulk(out, b"role");
+    reply::bulk(out, b"master");
+    reply::bulk(out, b"modules");
+    reply::array(out, 0);
+    Ok(Effect::Read)
 }
 
 /// SET key value [NX|XX] [GET] [EX s|PX ms|EXAT s|PXAT ms|KEEPTTL]
-fn set_command(store: &mut Store, args: &[&[u8]], out: &mut Vec<u8>) -> Result<Effect, StoreError> {
+fn set_command(
+    store: &mut Store,
+    args: &[&[u8]],
+    out: &mut Vec<u8>,
+    proto: u8,
+) -> Result<Effect, StoreError> {
     let (mut nx, mut xx, mut get, mut keepttl) = (false, false, false, false);
     let mut expires: Option<u64> = None;
     let mut i = 3;
@@ -911,7 +1298,7 @@ fn set_command(store: &mut Store, args: &[&[u8]], out: &mut Vec<u8>) -> Result<E
     if (nx && exists) || (xx && !exists) {
         match (get, old) {
             (true, Some(o)) => reply::bulk(out, &o.1),
-            _ => reply::nil(out),
+            _ => reply::null(out, proto),
         }
         return Ok(Effect::Read);
     }
@@ -921,7 +1308,7 @@ fn set_command(store: &mut Store, args: &[&[u8]], out: &mut Vec<u8>) -> Result<E
     store.put(args[1], Kind::String, args[2], expires)?;
     match (get, old) {
         (true, Some(o)) => reply::bulk(out, &o.1),
-        (true, None) => reply::nil(out),
+        (true, None) => reply::null(out, proto),
         _ => reply::ok(out),
     }
     Ok(Effect::Wrote)
@@ -1162,10 +1549,7 @@ mod tests {
                     .build()
                     .unwrap(),
                 info: ServerInfo::default(),
-                session: Session {
-                    authed: true,
-                    ..Session::default()
-                },
+                session: Session::new(0, true),
             }
         }
         /// Run a command given as its words; the reply's bytes.
@@ -1184,6 +1568,135 @@ mod tests {
             let words: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();
             String::from_utf8(self.run(&words)).unwrap()
         }
+    }
+
+    /// HELLO 3 switches the connection to RESP3: maps, nulls, verbatim strings; HELLO 2 back.
+    #[test]
+    fn hello_chooses_resp3_and_replies_take_its_shapes() {
+        let mut db = Db::new();
+        db.cmd("HSET h f v");
+        assert_eq!(db.cmd("HGETALL h"), "*2\r\n$1\r\nf\r\n$1\r\nv\r\n");
+        assert_eq!(db.cmd("GET missing"), "$-1\r\n");
+        let hello = db.cmd("HELLO 3");
+        assert!(
+            hello.starts_with("%7\r\n$6\r\nserver\r\n$5\r\nredis\r\n"),
+            "{hello}"
+        );
+        assert!(hello.contains("$5\r\nproto\r\n:3\r\n"), "{hello}");
+        assert!(
+            hello.contains("$7\r\nversion\r\n$6\r\n7.0.15\r\n"),
+            "{hello}"
+        );
+        assert_eq!(db.cmd("HGETALL h"), "%1\r\n$1\r\nf\r\n$1\r\nv\r\n");
+        assert_eq!(db.cmd("GET missing"), "_\r\n");
+        assert_eq!(db.cmd("HGET h nope"), "_\r\n");
+        assert_eq!(db.cmd("MGET missing"), "*1\r\n_\r\n");
+        assert_eq!(db.cmd("CLIENT GETNAME"), "_\r\n");
+        assert!(db.cmd("INFO server").starts_with('='));
+        assert!(db.cmd("CONFIG GET maxclients").starts_with("%1\r\n"));
+        assert!(db.cmd("COMMAND INFO get").contains("~"));
+        // HELLO with no version answers in the protocol in force.
+        assert!(db.cmd("HELLO").contains(":3\r\n"));
+        assert!(db.cmd("HELLO 2").starts_with("*14\r\n"));
+        assert_eq!(db.cmd("GET missing"), "$-1\r\n");
+        assert_eq!(
+            db.cmd("HELLO 4"),
+            "-NOPROTO sorry, this protocol version is not supported.\r\n"
+        );
+        assert!(db.cmd("HELLO x").starts_with("-ERR Protocol version"));
+        assert!(db
+            .cmd("HELLO 3 BOGUS")
+            .starts_with("-ERR Syntax error in HELLO option"));
+        assert_eq!(db.session.proto, 2, "a failed HELLO changes nothing");
+        assert!(db.cmd("HELLO 3 SETNAME me").starts_with('%'));
+        assert_eq!(db.cmd("CLIENT GETNAME"), "$2\r\nme\r\n");
+        assert!(db
+            .cmd("HELLO 3 SETNAME a\tb")
+            .starts_with("-ERR Client names cannot"));
+    }
+
+    #[test]
+    fn hello_authenticates_with_requirepass() {
+        let mut db = Db::new();
+        db.info.requirepass = Some("pw".into());
+        db.session.authed = false;
+        assert!(db
+            .cmd("HELLO 3")
+            .starts_with("-NOAUTH HELLO must be called"));
+        assert!(db
+            .cmd("HELLO 3 AUTH default wrong")
+            .starts_with("-WRONGPASS"));
+        assert!(db.cmd("HELLO 3 AUTH someone pw").starts_with("-WRONGPASS"));
+        assert_eq!(db.session.proto, 2);
+        assert!(db
+            .cmd("HELLO 3 AUTH default pw SETNAME app")
+            .starts_with("%7"));
+        assert!(db.session.authed);
+        assert_eq!(db.session.name.as_deref(), Some(&b"app"[..]));
+        assert_eq!(db.cmd("GET k"), "_\r\n");
+    }
+
+    #[test]
+    fn client_subcommands() {
+        let mut db = Db::new();
+        db.session.id = 7;
+        let now = std::time::Instant::now();
+        for (id, addr) in [(7u64, "127.0.0.1:5000"), (8, "127.0.0.1:5001")] {
+            db.info.clients.insert(
+                id,
+                ClientMeta {
+                    addr: addr.into(),
+                    laddr: "127.0.0.1:6379".into(),
+                    fd: 9,
+                    created: now,
+                    last_active: now,
+                    name: None,
+                    proto: 2,
+                    last_cmd: "NULL",
+                    no_evict: false,
+                    reply_off: false,
+                    qbuf: 0,
+                    omem: 0,
+                },
+            );
+        }
+        assert_eq!(db.cmd("CLIENT ID"), ":7\r\n");
+        assert_eq!(db.cmd("CLIENT SETNAME worker"), "+OK\r\n");
+        assert!(db
+            .cmd("CLIENT SETNAME a b")
+            .contains("wrong number of arguments"));
+        let list = db.cmd("CLIENT LIST");
+        assert!(
+            list.contains("id=7 addr=127.0.0.1:5000 laddr=127.0.0.1:6379 fd=9 name=worker "),
+            "{list}"
+        );
+        assert!(list.contains("cmd=client "), "{list}");
+        assert!(list.contains("id=8 addr=127.0.0.1:5001 "), "{list}");
+        assert!(!db.cmd("CLIENT LIST ID 8").contains("id=7"));
+        assert!(db.cmd("CLIENT LIST TYPE pubsub").starts_with("$0\r\n"));
+        assert!(db.cmd("CLIENT INFO").contains("id=7 "));
+        assert_eq!(db.cmd("CLIENT NO-EVICT on"), "+OK\r\n");
+        assert!(db.cmd("CLIENT INFO").contains(" flags=e "));
+        // KILL: the old form by address, and filters (SKIPME yes by default).
+        assert_eq!(db.cmd("CLIENT KILL 127.0.0.1:9"), "-ERR No such client\r\n");
+        assert_eq!(db.cmd("CLIENT KILL ID 7"), ":0\r\n");
+        assert_eq!(db.cmd("CLIENT KILL ID 7 SKIPME no"), ":1\r\n");
+        assert_eq!(db.cmd("CLIENT KILL LADDR 127.0.0.1:6379"), ":1\r\n");
+        assert_eq!(db.cmd("CLIENT KILL 127.0.0.1:5001"), "+OK\r\n");
+        assert_eq!(db.info.kill, [7, 8, 8]);
+        assert!(db
+            .cmd("CLIENT KILL ID 0")
+            .starts_with("-ERR client-id should be greater than 0"));
+        assert!(db.cmd("CLIENT KILL ID").starts_with("-ERR"));
+        assert!(db.cmd("CLIENT NOPE").starts_with("-ERR unknown subcommand"));
+        // REPLY: OFF and SKIP write nothing and mark what the server drops.
+        assert_eq!(db.cmd("CLIENT REPLY SKIP"), "");
+        assert!(db.session.drop_reply() && db.session.drop_reply());
+        assert!(!db.session.drop_reply());
+        assert_eq!(db.cmd("CLIENT REPLY OFF"), "");
+        assert!(db.session.drop_reply() && db.session.drop_reply());
+        assert_eq!(db.cmd("CLIENT REPLY ON"), "+OK\r\n");
+        assert!(!db.session.drop_reply());
     }
 
     #[test]

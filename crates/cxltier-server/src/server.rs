@@ -14,6 +14,7 @@
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -25,7 +26,7 @@ use mio::net::{TcpListener, TcpStream};
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
 
-use crate::commands::{self, Effect, ServerInfo, Session};
+use crate::commands::{self, ClientMeta, Effect, ServerInfo, Session};
 use crate::quarantine::Quarantine;
 use crate::ratelog::RateLimitedLog;
 use crate::resp::{self, reply, Parser};
@@ -422,6 +423,17 @@ pub fn serve_on(
             &mut log,
         );
         store.end_batch();
+        // CLIENT KILL: the connections named close once what they were sent is written.
+        if !info.kill.is_empty() {
+            for c in conns.values_mut() {
+                if info.kill.contains(&c.session.id) {
+                    c.quit = true;
+                    c.closing = true;
+                    c.queue.clear();
+                }
+            }
+            info.kill.clear();
+        }
         // Replies go out after the commit. A client whose unread replies stay over the soft
         // limit too long is closed; buffers that grew for one big request are given back.
         let now = Instant::now();
@@ -444,6 +456,7 @@ pub fn serve_on(
             let done = c.dead || (c.closing && c.output.is_empty() && c.queue.is_empty());
             if done {
                 let _ = poll.registry().deregister(&mut c.stream);
+                info.clients.remove(&c.session.id);
             }
             !done
         });
@@ -670,8 +683,13 @@ fn run_ready(
             }
             let input = std::mem::take(&mut c.input);
             let args: Vec<&[u8]> = p.args.iter().map(|r| &input[r.clone()]).collect();
+            let before = c.output.len();
             let effect = commands::execute(store, info, &mut c.session, &args, &mut c.output);
             c.input = input;
+            // CLIENT REPLY OFF or SKIP: the command ran, its reply is not sent.
+            if c.session.drop_reply() {
+                c.output.truncate(before);
+            }
             match effect {
                 Effect::Wrote => e.0 = true,
                 Effect::Close => {
@@ -690,6 +708,22 @@ fn run_ready(
                 );
                 close_over_limit(c, info, log, &text);
                 break;
+            }
+        }
+        // What CLIENT LIST shows of this connection to the others.
+        if executed > 0 {
+            if let Some(m) = info.clients.get_mut(&c.session.id) {
+                let s = &c.session;
+                if m.name != s.name {
+                    m.name.clone_from(&s.name);
+                }
+                m.proto = s.proto;
+                m.last_cmd = s.last_cmd;
+                m.no_evict = s.no_evict;
+                m.reply_off = s.reply_off;
+                m.last_active = Instant::now();
+                m.qbuf = c.input.len() - executed;
+                m.omem = c.unsent();
             }
         }
         // Drop what ran from the input; what is still queued moves down with it.
@@ -773,6 +807,27 @@ fn accept(
                     continue;
                 }
                 info.total_connections += 1;
+                let now = Instant::now();
+                info.clients.insert(
+                    info.total_connections,
+                    ClientMeta {
+                        addr: peer.to_string(),
+                        laddr: stream
+                            .local_addr()
+                            .map(|a| a.to_string())
+                            .unwrap_or_default(),
+                        fd: stream.as_raw_fd(),
+                        created: now,
+                        last_active: now,
+                        name: None,
+                        proto: 2,
+                        last_cmd: "NULL",
+                        no_evict: false,
+                        reply_off: false,
+                        qbuf: 0,
+                        omem: 0,
+                    },
+                );
                 conns.insert(
                     t,
                     Conn {
@@ -785,12 +840,7 @@ fn accept(
                         input: Vec::with_capacity(BUFFER_INITIAL),
                         output: Vec::with_capacity(BUFFER_INITIAL),
                         sent: 0,
-                        session: Session {
-                            id: info.total_connections,
-                            authed: info.requirepass.is_none(),
-                            name: None,
-                            proto: 2,
-                        },
+                        session: Session::new(info.total_connections, info.requirepass.is_none()),
                         closing: false,
                         dead: false,
                         broken: false,

@@ -282,3 +282,121 @@ fn noauth_comes_from_the_table() {
     assert_eq!(c.call(&["AUTH", "pw"]), V::Simple("OK".into()));
     assert_eq!(c.call(&["GET", "k"]), V::NullBulk);
 }
+
+/// redis-py 8 and other RESP3 clients open with `HELLO 3`: the server answers Redis's map and
+/// every reply after it takes RESP3's shapes; `HELLO 2` goes back.
+#[test]
+fn hello_3_speaks_resp3() {
+    let s = Server::start(&[]);
+    let mut c = s.client();
+    assert_eq!(c.call(&["HSET", "h", "f", "v"]), V::Int(1));
+    let hello = c.call(&["HELLO", "3", "SETNAME", "py"]);
+    assert_eq!(hello.get("server"), Some(&bulk("redis")));
+    assert_eq!(hello.get("version"), Some(&bulk("7.0.15")));
+    assert_eq!(hello.get("proto"), Some(&V::Int(3)));
+    assert_eq!(hello.get("mode"), Some(&bulk("standalone")));
+    assert_eq!(hello.get("role"), Some(&bulk("master")));
+    assert_eq!(hello.get("modules"), Some(&V::Array(vec![])));
+    let V::Int(id) = hello.get("id").unwrap().clone() else {
+        panic!("id")
+    };
+    assert_eq!(c.call(&["CLIENT", "ID"]), V::Int(id));
+    assert_eq!(c.call(&["CLIENT", "GETNAME"]), bulk("py"));
+    assert_eq!(
+        c.call(&["HGETALL", "h"]),
+        V::Map(vec![(bulk("f"), bulk("v"))])
+    );
+    assert_eq!(c.call(&["GET", "nothing"]), V::Null);
+    assert_eq!(
+        c.call(&["MGET", "nothing", "h"]),
+        V::Array(vec![V::Null, V::Null])
+    );
+    let cfg = c.call(&["CONFIG", "GET", "maxclients"]);
+    assert!(matches!(cfg.get("maxclients"), Some(V::Bulk(_))), "{cfg:?}");
+    let V::Verbatim(fmt, info) = c.call(&["INFO", "server"]) else {
+        panic!("INFO in RESP3 is a verbatim string")
+    };
+    assert_eq!(fmt, "txt");
+    assert!(String::from_utf8_lossy(&info).contains("redis_mode:standalone"));
+    let info = c.call(&["COMMAND", "INFO", "get"]);
+    let flags = &info.items()[0].items()[2];
+    assert!(matches!(flags, V::Set(_)), "{flags:?}");
+    assert!(matches!(c.call(&["HELLO", "4"]), V::Err(e) if e.starts_with("NOPROTO")));
+    assert!(matches!(c.call(&["HELLO", "2"]), V::Array(_)));
+    assert_eq!(c.call(&["GET", "nothing"]), V::NullBulk);
+}
+
+/// redis-cli's RESP3 mode (-3) reads the maps it is sent.
+#[test]
+fn redis_cli_in_resp3_mode() {
+    let s = Server::start(&[]);
+    let port = s.addr.rsplit(':').next().unwrap().to_string();
+    let cli = |args: &[&str]| {
+        let out = Command::new("redis-cli")
+            .args(["-3", "--no-raw", "-p", &port])
+            .args(args)
+            .output()
+            .expect("redis-cli is not installed: run scripts/peers (scripts/test does)");
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    assert_eq!(cli(&["hset", "h", "a", "1"]), "(integer) 1");
+    assert_eq!(cli(&["hgetall", "h"]), "1# \"a\" => \"1\"");
+    assert_eq!(cli(&["get", "missing"]), "(nil)");
+}
+
+/// CLIENT LIST shows every connection with its name; CLIENT KILL closes another; CLIENT REPLY
+/// OFF/SKIP/ON drop exactly the replies Redis drops.
+#[test]
+fn client_list_kill_and_reply() {
+    let s = Server::start(&[]);
+    let mut a = s.client();
+    let mut b = s.client();
+    assert_eq!(
+        a.call(&["CLIENT", "SETNAME", "alpha"]),
+        V::Simple("OK".into())
+    );
+    assert_eq!(
+        b.call(&["CLIENT", "SETNAME", "beta"]),
+        V::Simple("OK".into())
+    );
+    let V::Int(b_id) = b.call(&["CLIENT", "ID"]) else {
+        panic!()
+    };
+    let list = a.call(&["CLIENT", "LIST"]).text();
+    let lines: Vec<&str> = list.lines().collect();
+    assert_eq!(lines.len(), 2, "{list}");
+    assert!(lines.iter().any(|l| l.contains(" name=alpha ")), "{list}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with(&format!("id={b_id} ")) && l.contains(" name=beta ")),
+        "{list}"
+    );
+    let info = b.call(&["CLIENT", "INFO"]).text();
+    assert!(info.starts_with(&format!("id={b_id} ")) && info.contains("cmd=client"));
+    // REPLY: OFF silences until ON; SKIP silences itself and the next command only. Each
+    // silenced command still runs.
+    a.send(&["CLIENT", "REPLY", "OFF"]);
+    a.send(&["SET", "off", "1"]);
+    a.send(&["CLIENT", "REPLY", "ON"]);
+    assert_eq!(a.read(), V::Simple("OK".into()));
+    a.send(&["CLIENT", "REPLY", "SKIP"]);
+    a.send(&["SET", "skipped", "2"]);
+    assert_eq!(
+        a.call(&["MGET", "off", "skipped"]),
+        V::Array(vec![bulk("1"), bulk("2")])
+    );
+    // KILL ID closes b: its socket reaches end of file.
+    assert_eq!(
+        a.call(&["CLIENT", "KILL", "ID", &b_id.to_string()]),
+        V::Int(1)
+    );
+    let mut rest = Vec::new();
+    assert_eq!(b.r.read_to_end(&mut rest).unwrap(), 0);
+    let list = a.call(&["CLIENT", "LIST"]).text();
+    assert_eq!(list.lines().count(), 1, "{list}");
+    // SKIPME yes by default: a client's own filter does not kill it.
+    assert_eq!(a.call(&["CLIENT", "KILL", "USER", "default"]), V::Int(0));
+    assert_eq!(a.call(&["PING"]), V::Simple("PONG".into()));
+}
