@@ -50,6 +50,13 @@ pub struct ServerInfo {
     pub clients: HashMap<u64, ClientMeta>,
     /// Connections CLIENT KILL asked to close: the server closes them after the command.
     pub kill: Vec<u64>,
+    /// The id of the next connection (not reset by CONFIG RESETSTAT, unlike the count).
+    pub next_client_id: u64,
+    /// When the store was last made durable on request (SAVE, BGSAVE), in seconds since the
+    /// epoch; the start time before (LASTSAVE).
+    pub last_save: u64,
+    /// CONFIG SET's stored parameters.
+    pub knobs: crate::config::Knobs,
 }
 
 /// One connection's state.
@@ -755,9 +762,9 @@ pub(crate) fn dbsize(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> Result<Effect, Store
 
 /// FLUSHALL and FLUSHDB (one database).
 pub(crate) fn flushall(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
-    if args.len() > 2 {
-        arity(ctx.out, args[0]);
-        return Ok(Effect::Read);
+    let mode_ok = |m: &&[u8]| m.eq_ignore_ascii_case(b"ASYNC") || m.eq_ignore_ascii_case(b"SYNC");
+    if args.len() > 2 || !args.get(1).is_none_or(mode_ok) {
+        return fail(ctx, SYNTAX);
     }
     ctx.store.flush_all()?;
     reply::ok(ctx.out);
@@ -802,67 +809,6 @@ pub(crate) fn select(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
             "ERR DB index is out of range (cxltier serves database 0 only)",
         )
     }
-}
-
-pub(crate) fn config(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
-    let n = args.len();
-    let sub = String::from_utf8_lossy(args[1]).to_ascii_uppercase();
-    match sub.as_str() {
-        "GET" => {
-            if n < 3 {
-                return fail(
-                    ctx,
-                    "ERR wrong number of arguments for 'config|get' command",
-                );
-            }
-            let settings = config_settings(ctx.info, ctx.store);
-            let mut matched = Vec::new();
-            for pat in &args[2..] {
-                for (k, v) in &settings {
-                    if crate::glob::matches(pat, k.as_bytes(), true)
-                        && !matched.iter().any(|(m, _)| m == k)
-                    {
-                        matched.push((k.clone(), v.clone()));
-                    }
-                }
-            }
-            reply::map(ctx.out, ctx.session.proto, matched.len());
-            for (k, v) in matched {
-                reply::bulk(ctx.out, k.as_bytes());
-                reply::bulk(ctx.out, v.as_bytes());
-            }
-        }
-        "SET" => {
-            return fail(
-                ctx,
-                "ERR CONFIG SET is not supported: restart cxltier serve with the new options",
-            )
-        }
-        "RESETSTAT" => {
-            // As Redis: the activity counters start again from zero (the store's and
-            // the server's); what is stored is untouched.
-            ctx.store.reset_stats();
-            let info = &mut *ctx.info;
-            info.total_commands = 0;
-            info.total_connections = 0;
-            info.rejected_connections = 0;
-            info.client_query_buffer_limit_disconnections = 0;
-            info.client_output_buffer_limit_disconnections = 0;
-            info.client_peak_input_buffer = 0;
-            info.client_peak_output_buffer = 0;
-            reply::ok(ctx.out);
-        }
-        _ => {
-            return fail(
-                ctx,
-                &format!(
-                    "ERR unknown subcommand '{}'. Try CONFIG GET.",
-                    sub.to_lowercase()
-                ),
-            )
-        }
-    }
-    Ok(Effect::Read)
 }
 
 pub(crate) fn command(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
@@ -1153,6 +1099,281 @@ pub(crate) fn info(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErr
     Ok(Effect::Read)
 }
 
+/// Redis's name for how it would encode a value under the configured thresholds (OBJECT
+/// ENCODING): tools and Redis's own tests branch on it. cxltier stores every value as bytes in
+/// one tier; the name says what Redis would do, not how cxltier lays the value out.
+fn redis_encoding(info: &ServerInfo, kind: Kind, value: &[u8]) -> &'static str {
+    match kind {
+        Kind::Hash => {
+            let fields = hash::decode(value).unwrap_or_default();
+            let entries = info.knobs.int("hash-max-listpack-entries");
+            let longest = info.knobs.int("hash-max-listpack-value");
+            let small = fields.len() as i64 <= entries
+                && fields
+                    .iter()
+                    .all(|(f, v)| f.len() as i64 <= longest && v.len() as i64 <= longest);
+            if small {
+                "listpack"
+            } else {
+                "hashtable"
+            }
+        }
+        _ => {
+            // An integer without leading zeros or sign tricks that fits an i64 is "int";
+            // short strings are "embstr" (44 bytes fit one allocation with the object).
+            let int = value.len() <= 20
+                && parse_i64(value).is_some_and(|n| n.to_string().as_bytes() == value);
+            if int {
+                "int"
+            } else if value.len() <= 44 {
+                "embstr"
+            } else {
+                "raw"
+            }
+        }
+    }
+}
+
+pub(crate) fn object(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    let sub = args[1].to_ascii_uppercase();
+    let proto = ctx.session.proto;
+    if sub == b"HELP" && args.len() == 2 {
+        let lines = [
+            "OBJECT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            "ENCODING <key>",
+            "    Return the name Redis would use to encode the value stored at <key> under the",
+            "    configured thresholds (cxltier stores values as bytes in one tier).",
+            "FREQ <key>",
+            "    Return the access frequency index of the key (LFU policies only).",
+            "IDLETIME <key>",
+            "    Return the idle time of the key (cxltier keeps no access time: 0).",
+            "REFCOUNT <key>",
+            "    Return the reference count of the object stored at <key>.",
+        ];
+        reply::array(ctx.out, lines.len());
+        for l in lines {
+            reply::simple(ctx.out, l);
+        }
+        return Ok(Effect::Read);
+    }
+    if args.len() != 3 {
+        return fail(
+            ctx,
+            &format!(
+                "ERR unknown subcommand or wrong number of arguments for '{}'. Try OBJECT HELP.",
+                String::from_utf8_lossy(args[1])
+            ),
+        );
+    }
+    let key = args[2];
+    // Looked at without counting an access (Redis's OBJECT does not touch the key either); a
+    // value only on NVMe is read for ENCODING, which needs its bytes.
+    if !ctx.store.contains(key) {
+        reply::null(ctx.out, proto);
+        return Ok(Effect::Read);
+    }
+    match sub.as_slice() {
+        b"ENCODING" => {
+            let name = match ctx.store.peek(key) {
+                Some(o) => redis_encoding(ctx.info, o.kind, o.value),
+                None => match ctx.store.get(key)? {
+                    Some(o) => redis_encoding(ctx.info, o.kind, o.value),
+                    None => {
+                        reply::null(ctx.out, proto);
+                        return Ok(Effect::Read);
+                    }
+                },
+            };
+            reply::bulk(ctx.out, name.as_bytes());
+        }
+        b"REFCOUNT" => reply::int(ctx.out, 1),
+        b"IDLETIME" => reply::int(ctx.out, 0),
+        b"FREQ" => {
+            return fail(ctx, "ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.")
+        }
+        _ => {
+            return fail(
+                ctx,
+                &format!(
+                    "ERR unknown subcommand '{}'. Try OBJECT HELP.",
+                    String::from_utf8_lossy(args[1])
+                ),
+            )
+        }
+    }
+    Ok(Effect::Read)
+}
+
+/// MEMORY USAGE key [SAMPLES n]: the bytes the key costs: its key and value bytes and its
+/// 32-byte index entry (the value's bytes in whichever tier holds it).
+pub(crate) fn memory(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    let sub = args[1].to_ascii_uppercase();
+    let proto = ctx.session.proto;
+    match sub.as_slice() {
+        b"USAGE"
+            if args.len() == 3 || (args.len() == 5 && args[3].eq_ignore_ascii_case(b"SAMPLES")) =>
+        {
+            if args.len() == 5 && parse_i64(args[4]).is_none() {
+                return fail(ctx, NOT_INT);
+            }
+            let key = args[2];
+            let len = match ctx.store.peek(key) {
+                Some(o) => Some(o.value.len()),
+                None => ctx.store.get(key)?.map(|o| o.value.len()),
+            };
+            match len {
+                Some(len) => reply::int(ctx.out, (key.len() + len + INDEX_ENTRY_BYTES) as i64),
+                None => reply::null(ctx.out, proto),
+            }
+            Ok(Effect::Read)
+        }
+        _ => fail(
+            ctx,
+            &format!(
+                "ERR unknown subcommand or wrong number of arguments for '{}'. Try MEMORY HELP.",
+                String::from_utf8_lossy(args[1])
+            ),
+        ),
+    }
+}
+
+/// A key's entry in the index (docs/server.md: 32-byte packed entries).
+const INDEX_ENTRY_BYTES: usize = 32;
+
+/// WAIT numreplicas timeout: there are no replicas, so none acknowledged.
+pub(crate) fn wait(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    if parse_i64(args[1]).is_none() || parse_i64(args[2]).is_none_or(|t| t < 0) {
+        return fail(ctx, "ERR timeout is not an integer or out of range");
+    }
+    reply::int(ctx.out, 0);
+    Ok(Effect::Read)
+}
+
+pub(crate) fn time(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> Result<Effect, StoreError> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    reply::array(ctx.out, 2);
+    reply::bulk(ctx.out, now.as_secs().to_string().as_bytes());
+    reply::bulk(ctx.out, now.subsec_micros().to_string().as_bytes());
+    Ok(Effect::Read)
+}
+
+pub(crate) fn lastsave(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> Result<Effect, StoreError> {
+    reply::int(ctx.out, ctx.info.last_save as i64);
+    Ok(Effect::Read)
+}
+
+/// SAVE: what is written goes to the log at the turn's group commit, which this command's
+/// `Wrote` effect asks for; LASTSAVE then says when.
+pub(crate) fn save(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> Result<Effect, StoreError> {
+    ctx.store.commit()?;
+    ctx.info.last_save = now_ms() / 1000;
+    reply::ok(ctx.out);
+    Ok(Effect::Wrote)
+}
+
+pub(crate) fn bgsave(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    if args.len() > 2
+        || args
+            .get(1)
+            .is_some_and(|a| !a.eq_ignore_ascii_case(b"SCHEDULE"))
+    {
+        return fail(ctx, SYNTAX);
+    }
+    ctx.store.commit()?;
+    ctx.info.last_save = now_ms() / 1000;
+    reply::simple(ctx.out, "Background saving started");
+    Ok(Effect::Wrote)
+}
+
+pub(crate) fn bgrewriteaof(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> Result<Effect, StoreError> {
+    // The NVMe log is cleaned segment by segment as it runs: nothing to rewrite.
+    reply::simple(ctx.out, "Background append only file rewriting started");
+    Ok(Effect::Read)
+}
+
+pub(crate) fn debug(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    fail(
+        ctx,
+        &format!(
+            "ERR DEBUG {} is not supported by cxltier serve (no DEBUG subcommand is)",
+            String::from_utf8_lossy(args[1]).to_ascii_uppercase()
+        ),
+    )
+}
+
+const NO_SCRIPTING: &str = "ERR scripting is not supported by cxltier serve (EVAL, EVALSHA, FCALL, FUNCTION LOAD, SCRIPT LOAD): run the logic in the client, with MULTI/EXEC where it must be atomic";
+
+/// EVAL, EVALSHA, EVAL_RO, EVALSHA_RO, FCALL, FCALL_RO.
+pub(crate) fn no_scripting(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> Result<Effect, StoreError> {
+    fail(ctx, NO_SCRIPTING)
+}
+
+/// FUNCTION FLUSH and LIST succeed (there are none: test harnesses clear them between
+/// tests); the rest say scripting is not supported.
+pub(crate) fn function(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    let sub = args[1].to_ascii_uppercase();
+    match sub.as_slice() {
+        b"FLUSH" if args.len() <= 3 => flush_mode(ctx, &args[2..], Effect::Read),
+        b"LIST" => {
+            reply::array(ctx.out, 0);
+            Ok(Effect::Read)
+        }
+        b"STATS" if args.len() == 2 => {
+            let proto = ctx.session.proto;
+            reply::map(ctx.out, proto, 2);
+            reply::bulk(ctx.out, b"running_script");
+            reply::null(ctx.out, proto);
+            reply::bulk(ctx.out, b"engines");
+            reply::map(ctx.out, proto, 0);
+            Ok(Effect::Read)
+        }
+        _ => fail(ctx, NO_SCRIPTING),
+    }
+}
+
+/// SCRIPT FLUSH succeeds and SCRIPT EXISTS says no script exists; the rest say scripting is
+/// not supported.
+pub(crate) fn script(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    let sub = args[1].to_ascii_uppercase();
+    match sub.as_slice() {
+        b"FLUSH" if args.len() <= 3 => flush_mode(ctx, &args[2..], Effect::Read),
+        b"EXISTS" if args.len() >= 3 => {
+            reply::array(ctx.out, args.len() - 2);
+            for _ in 2..args.len() {
+                reply::int(ctx.out, 0);
+            }
+            Ok(Effect::Read)
+        }
+        _ => fail(ctx, NO_SCRIPTING),
+    }
+}
+
+/// An optional ASYNC|SYNC argument (FLUSHALL, FLUSHDB, FUNCTION FLUSH, SCRIPT FLUSH): +OK, or
+/// Redis's syntax error.
+fn flush_mode(ctx: &mut Ctx<'_>, mode: &[&[u8]], effect: Effect) -> Result<Effect, StoreError> {
+    match mode {
+        [] => {}
+        [m] if m.eq_ignore_ascii_case(b"ASYNC") || m.eq_ignore_ascii_case(b"SYNC") => {}
+        _ => return fail(ctx, SYNTAX),
+    }
+    reply::ok(ctx.out);
+    Ok(effect)
+}
+
+/// RESET: the connection as it was when accepted (RESP2, no name, replies on; authenticated
+/// again only when no password is set).
+pub(crate) fn reset(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> Result<Effect, StoreError> {
+    let s = &mut *ctx.session;
+    *s = Session {
+        last_cmd: s.last_cmd,
+        ..Session::new(s.id, ctx.info.requirepass.is_none())
+    };
+    reply::simple(ctx.out, "RESET");
+    Ok(Effect::Read)
+}
+
 pub(crate) fn quit(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> Result<Effect, StoreError> {
     reply::ok(ctx.out);
     Ok(Effect::Close)
@@ -1312,55 +1533,6 @@ fn set_command(
         _ => reply::ok(out),
     }
     Ok(Effect::Wrote)
-}
-
-fn config_settings(info: &ServerInfo, store: &Store) -> Vec<(String, String)> {
-    let st = store.stats();
-    let memory: u64 = st
-        .tiers
-        .iter()
-        .filter(|t| t.tier != "nvme")
-        .map(|t| t.capacity_bytes)
-        .sum();
-    vec![
-        ("maxmemory".into(), memory.to_string()),
-        ("maxmemory-policy".into(), "noeviction".into()),
-        ("save".into(), String::new()),
-        (
-            "appendonly".into(),
-            if st.durability == "none" { "no" } else { "yes" }.into(),
-        ),
-        (
-            "appendfsync".into(),
-            match st.durability {
-                "always" => "always",
-                "everysec" => "everysec",
-                _ => "no",
-            }
-            .into(),
-        ),
-        ("databases".into(), "1".into()),
-        ("bind".into(), info.bind.clone()),
-        ("port".into(), info.port.to_string()),
-        (
-            "proto-max-bulk-len".into(),
-            info.proto_max_bulk_len.to_string(),
-        ),
-        ("maxclients".into(), info.max_clients.to_string()),
-        (
-            "client-query-buffer-limit".into(),
-            info.client_query_buffer_limit.to_string(),
-        ),
-        (
-            "client-output-buffer-limit".into(),
-            format!(
-                "normal {} {} {}",
-                info.client_output_buffer_limit.0,
-                info.client_output_buffer_limit.1,
-                info.client_output_buffer_limit.2
-            ),
-        ),
-    ]
 }
 
 fn info_text(store: &Store, info: &ServerInfo, section: Option<&str>) -> String {
@@ -1696,6 +1868,134 @@ mod tests {
         assert_eq!(db.cmd("CLIENT REPLY OFF"), "");
         assert!(db.session.drop_reply() && db.session.drop_reply());
         assert_eq!(db.cmd("CLIENT REPLY ON"), "+OK\r\n");
+        assert!(!db.session.drop_reply());
+    }
+
+    #[test]
+    fn config_set_stores_knobs_and_refuses_what_it_cannot_change() {
+        let mut db = Db::new();
+        assert_eq!(
+            db.cmd("CONFIG GET hash-max-listpack-entries"),
+            "*2\r\n$25\r\nhash-max-listpack-entries\r\n$3\r\n128\r\n"
+        );
+        // An alias and its listpack name are one setting.
+        assert_eq!(db.cmd("CONFIG SET hash-max-ziplist-entries 4"), "+OK\r\n");
+        assert!(db
+            .cmd("CONFIG GET hash-max-listpack-entries")
+            .ends_with("$1\r\n4\r\n"));
+        assert_eq!(
+            db.cmd("CONFIG SET set-max-intset-entries 10 zset-max-listpack-value 32"),
+            "+OK\r\n"
+        );
+        assert!(db
+            .cmd("CONFIG GET zset-max-ziplist-value")
+            .ends_with("$2\r\n32\r\n"));
+        assert!(db
+            .cmd("CONFIG SET hash-max-listpack-value big")
+            .starts_with(
+                "-ERR CONFIG SET failed (possibly related to argument 'hash-max-listpack-value')"
+            ));
+        assert_eq!(
+            db.cmd("CONFIG SET no-such-thing 1"),
+            "-ERR Unknown option or number of arguments for CONFIG SET - 'no-such-thing'\r\n"
+        );
+        assert!(db.cmd("CONFIG SET maxmemory 1").contains("memory budget"));
+        // One bad pair and nothing is applied.
+        assert!(db
+            .cmd("CONFIG SET timeout 5 maxmemory 1")
+            .starts_with("-ERR"));
+        assert!(db.cmd("CONFIG GET timeout").ends_with("$1\r\n0\r\n"));
+        assert_eq!(db.cmd("CONFIG SET maxclients 7"), "+OK\r\n");
+        assert_eq!(db.info.max_clients, 7);
+        assert_eq!(db.cmd("CONFIG SET requirepass pw"), "+OK\r\n");
+        assert_eq!(db.info.requirepass.as_deref(), Some("pw"));
+        // An empty password clears it.
+        assert_eq!(db.cmd("CONFIG SET requirepass "), "+OK\r\n");
+        assert_eq!(db.info.requirepass, None);
+        assert!(db
+            .cmd("CONFIG REWRITE")
+            .starts_with("-ERR The server is running without a config file"));
+        assert_eq!(db.cmd("CONFIG RESETSTAT"), "+OK\r\n");
+    }
+
+    #[test]
+    fn object_encoding_follows_the_thresholds() {
+        let mut db = Db::new();
+        let long = "x".repeat(45);
+        db.cmd("SET i 12345");
+        db.cmd("SET z 012");
+        db.cmd("SET e hello");
+        db.cmd(&format!("SET r {long}"));
+        db.cmd("HSET h a 1 b 2");
+        let enc = |db: &mut Db, k: &str| db.cmd(&format!("OBJECT ENCODING {k}"));
+        assert_eq!(enc(&mut db, "i"), "$3\r\nint\r\n");
+        assert_eq!(enc(&mut db, "z"), "$6\r\nembstr\r\n");
+        assert_eq!(enc(&mut db, "e"), "$6\r\nembstr\r\n");
+        assert_eq!(enc(&mut db, "r"), "$3\r\nraw\r\n");
+        assert_eq!(enc(&mut db, "h"), "$8\r\nlistpack\r\n");
+        assert_eq!(enc(&mut db, "missing"), "$-1\r\n");
+        db.cmd("CONFIG SET hash-max-listpack-entries 1");
+        assert_eq!(enc(&mut db, "h"), "$9\r\nhashtable\r\n");
+        db.cmd("CONFIG SET hash-max-listpack-entries 128");
+        db.cmd("CONFIG SET hash-max-ziplist-value 0");
+        assert_eq!(enc(&mut db, "h"), "$9\r\nhashtable\r\n");
+        assert_eq!(db.cmd("OBJECT REFCOUNT e"), ":1\r\n");
+        assert_eq!(db.cmd("OBJECT IDLETIME e"), ":0\r\n");
+        assert!(db
+            .cmd("OBJECT FREQ e")
+            .starts_with("-ERR An LFU maxmemory policy is not selected"));
+        assert!(db.cmd("OBJECT HELP").starts_with('*'));
+        assert!(db
+            .cmd("OBJECT NOPE e")
+            .starts_with("-ERR unknown subcommand"));
+        assert_eq!(
+            db.cmd("MEMORY USAGE e"),
+            format!(":{}\r\n", 1 + 5 + INDEX_ENTRY_BYTES)
+        );
+        assert_eq!(db.cmd("MEMORY USAGE missing"), "$-1\r\n");
+    }
+
+    #[test]
+    fn server_commands_without_replicas_scripts_or_debug() {
+        let mut db = Db::new();
+        assert_eq!(db.cmd("WAIT 1 0"), ":0\r\n");
+        let time = db.cmd("TIME");
+        assert!(time.starts_with("*2\r\n$10\r\n"), "{time}");
+        let before = db.cmd("LASTSAVE");
+        assert!(before.starts_with(':'));
+        assert_eq!(db.cmd("SAVE"), "+OK\r\n");
+        assert_eq!(db.cmd("BGSAVE"), "+Background saving started\r\n");
+        assert!(db.cmd("LASTSAVE") >= before);
+        assert!(db
+            .cmd("DEBUG SLEEP 0")
+            .starts_with("-ERR DEBUG SLEEP is not supported"));
+        assert_eq!(db.cmd("FUNCTION FLUSH"), "+OK\r\n");
+        assert_eq!(db.cmd("FUNCTION FLUSH async"), "+OK\r\n");
+        assert_eq!(db.cmd("FUNCTION LIST"), "*0\r\n");
+        assert_eq!(db.cmd("SCRIPT FLUSH"), "+OK\r\n");
+        for line in [
+            "EVAL return 0",
+            "EVALSHA abc 0",
+            "FCALL f 0",
+            "FUNCTION LOAD x",
+            "SCRIPT LOAD x",
+        ] {
+            assert!(
+                db.cmd(line).starts_with("-ERR scripting is not supported"),
+                "{line}"
+            );
+        }
+        db.cmd("SET k v");
+        assert_eq!(db.cmd("FLUSHALL bogus"), "-ERR syntax error\r\n");
+        assert_eq!(db.cmd("GET k"), "$1\r\nv\r\n");
+        assert_eq!(db.cmd("FLUSHDB ASYNC"), "+OK\r\n");
+        assert_eq!(db.cmd("DBSIZE"), ":0\r\n");
+        // RESET: back to RESP2, no name, replies on.
+        db.cmd("HELLO 3 SETNAME n");
+        db.cmd("CLIENT REPLY SKIP");
+        assert_eq!(db.cmd("RESET"), "+RESET\r\n");
+        assert_eq!(db.session.proto, 2);
+        assert_eq!(db.session.name, None);
         assert!(!db.session.drop_reply());
     }
 

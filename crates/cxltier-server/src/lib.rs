@@ -3,6 +3,7 @@
 //! - [`resp`]: the request parser (multibulk and inline; never panics) and reply writers;
 //! - [`commands`]: Redis semantics of each command over [`cxltier_store::Store`], including
 //!   `SCANRANGE` (the ordered range scan of YCSB workload E) and `INFO tiers`;
+//! - [`config`]: `CONFIG GET|SET|RESETSTAT|REWRITE`, and Redis's encoding knobs, stored;
 //! - [`glob`]: Redis's glob patterns, matched in bounded time (CONFIG GET);
 //! - [`hash`]: how a hash's fields are encoded in one stored value;
 //! - [`quarantine`]: follows the quarantine file of `cxltier ras --watch --quarantine` and hands
@@ -13,6 +14,7 @@
 //! - [`server`]: the single-threaded event loop with batching, NVMe prefetch and group commit.
 
 pub mod commands;
+pub mod config;
 pub mod glob;
 pub mod hash;
 pub mod quarantine;

@@ -257,6 +257,9 @@ pub fn serve_on(
         bind: cfg.bind.ip().to_string(),
         requirepass: cfg.requirepass.clone(),
         started: Some(Instant::now()),
+        last_save: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs()),
         max_object: store.max_object(),
         ..ServerInfo::default()
     };
@@ -268,7 +271,6 @@ pub fn serve_on(
             .client_query_buffer_limit
             .max(max_bulk.saturating_add(BULK_MARGIN)),
         output: cfg.client_output_buffer_limit,
-        password: cfg.requirepass.is_some(),
         max_clients: cfg.max_clients,
     };
     info.max_clients = limits.max_clients;
@@ -342,7 +344,6 @@ pub fn serve_on(
                     &mut conns,
                     &mut next_token,
                     &mut info,
-                    &limits,
                     &mut spare_fd,
                     &mut log,
                 );
@@ -492,9 +493,6 @@ struct Limits {
     max_bulk: usize,
     query: usize,
     output: OutputBufferLimit,
-    /// AUTH is required (before it, commands are parsed one at a time under Redis's
-    /// unauthenticated limits).
-    password: bool,
     max_clients: usize,
 }
 
@@ -519,7 +517,8 @@ fn parse_into_queue(
     if c.broken || c.quit || c.dead {
         return;
     }
-    let unauthenticated = limits.password && !c.session.authed;
+    // CONFIG SET requirepass may set or clear the password while the server runs.
+    let unauthenticated = info.requirepass.is_some() && !c.session.authed;
     let parse_limits = resp::Limits {
         max_bulk: limits.max_bulk,
         unauthenticated,
@@ -774,7 +773,6 @@ fn accept(
     conns: &mut HashMap<Token, Conn>,
     next: &mut usize,
     info: &mut ServerInfo,
-    limits: &Limits,
     spare_fd: &mut Option<std::fs::File>,
     log: &mut RateLimitedLog,
 ) {
@@ -784,7 +782,8 @@ fn accept(
     loop {
         match listener.accept() {
             Ok((mut stream, peer)) => {
-                if conns.len() >= limits.max_clients {
+                // CONFIG SET maxclients changes info's limit.
+                if conns.len() >= info.max_clients {
                     info.rejected_connections += 1;
                     refuse(&mut stream, FULL);
                     continue;
@@ -807,9 +806,11 @@ fn accept(
                     continue;
                 }
                 info.total_connections += 1;
+                info.next_client_id += 1;
+                let id = info.next_client_id;
                 let now = Instant::now();
                 info.clients.insert(
-                    info.total_connections,
+                    id,
                     ClientMeta {
                         addr: peer.to_string(),
                         laddr: stream
@@ -840,7 +841,7 @@ fn accept(
                         input: Vec::with_capacity(BUFFER_INITIAL),
                         output: Vec::with_capacity(BUFFER_INITIAL),
                         sent: 0,
-                        session: Session::new(info.total_connections, info.requirepass.is_none()),
+                        session: Session::new(id, info.requirepass.is_none()),
                         closing: false,
                         dead: false,
                         broken: false,

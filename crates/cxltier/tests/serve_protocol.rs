@@ -400,3 +400,52 @@ fn client_list_kill_and_reply() {
     assert_eq!(a.call(&["CLIENT", "KILL", "USER", "default"]), V::Int(0));
     assert_eq!(a.call(&["PING"]), V::Simple("PONG".into()));
 }
+
+/// CONFIG SET changes what the server does (maxclients, requirepass) or stores Redis's knobs
+/// (OBJECT ENCODING answers by them); the harness commands of Redis's test suite answer.
+#[test]
+fn config_set_object_and_server_commands() {
+    let s = Server::start(&[]);
+    let mut c = s.client();
+    // What the test suite's setup sends.
+    assert_eq!(c.call(&["FUNCTION", "FLUSH"]), V::Simple("OK".into()));
+    assert!(
+        matches!(c.call(&["EVAL", "return 1", "0"]), V::Err(e) if e.contains("scripting is not supported"))
+    );
+    assert!(matches!(c.call(&["DEBUG", "SLEEP", "0"]), V::Err(e) if e.contains("not supported")));
+    assert_eq!(c.call(&["WAIT", "0", "0"]), V::Int(0));
+    assert_eq!(c.call(&["TIME"]).items().len(), 2);
+    assert_eq!(c.call(&["HSET", "h", "f", "v"]), V::Int(1));
+    assert_eq!(c.call(&["OBJECT", "ENCODING", "h"]), bulk("listpack"));
+    assert_eq!(
+        c.call(&["CONFIG", "SET", "hash-max-ziplist-entries", "0"]),
+        V::Simple("OK".into())
+    );
+    assert_eq!(c.call(&["OBJECT", "ENCODING", "h"]), bulk("hashtable"));
+    assert_eq!(
+        c.call(&["CONFIG", "GET", "hash-max-listpack-entries"]),
+        V::Array(vec![bulk("hash-max-listpack-entries"), bulk("0")])
+    );
+    assert!(
+        matches!(c.call(&["CONFIG", "SET", "nope", "1"]), V::Err(e) if e.contains("Unknown option"))
+    );
+    // maxclients: a connection past the new limit is told so and closed.
+    assert_eq!(
+        c.call(&["CONFIG", "SET", "maxclients", "1"]),
+        V::Simple("OK".into())
+    );
+    let mut extra = s.client();
+    assert!(matches!(extra.read(), V::Err(e) if e.contains("max number of clients")));
+    assert_eq!(
+        c.call(&["CONFIG", "SET", "maxclients", "100", "requirepass", "pw"]),
+        V::Simple("OK".into())
+    );
+    // The password set holds for new connections; this one stays authenticated.
+    let mut late = s.client();
+    assert!(matches!(late.call(&["GET", "k"]), V::Err(e) if e.starts_with("NOAUTH")));
+    assert_eq!(late.call(&["AUTH", "pw"]), V::Simple("OK".into()));
+    assert_eq!(c.call(&["PING"]), V::Simple("PONG".into()));
+    // RESET logs the connection out again.
+    assert_eq!(c.call(&["RESET"]), V::Simple("RESET".into()));
+    assert!(matches!(c.call(&["GET", "k"]), V::Err(e) if e.starts_with("NOAUTH")));
+}
