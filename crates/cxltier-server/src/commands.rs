@@ -57,6 +57,10 @@ pub struct ServerInfo {
     pub last_save: u64,
     /// CONFIG SET's stored parameters.
     pub knobs: crate::config::Knobs,
+    /// WATCHed keys and the connections watching each; the connections whose watched keys
+    /// were written since (their EXEC fails).
+    pub watchers: HashMap<Vec<u8>, Vec<u64>>,
+    pub dirty: hashbrown::HashSet<u64>,
 }
 
 /// One connection's state.
@@ -76,6 +80,37 @@ pub struct Session {
     /// CLIENT NO-EVICT ON (Redis: exempt from client eviction; cxltier evicts no clients, so it
     /// is only reported).
     pub no_evict: bool,
+    /// Inside MULTI: the commands queued for EXEC.
+    pub multi: Option<Vec<Vec<Vec<u8>>>>,
+    /// A command could not be queued (unknown, wrong arity, not allowed): EXEC aborts.
+    pub multi_failed: bool,
+    /// The keys this connection WATCHes, with the expiry each had then (a watched key that
+    /// expires is a change, as in Redis).
+    pub watched: Vec<(Vec<u8>, Option<u64>)>,
+}
+
+impl ServerInfo {
+    /// A write to `key`: the transactions watching it will fail.
+    fn touch(&mut self, key: &[u8]) {
+        if let Some(ids) = self.watchers.get(key) {
+            self.dirty.extend(ids.iter().copied());
+        }
+    }
+
+    /// Forget `session`'s watched keys (UNWATCH, EXEC, DISCARD, RESET, and when it closes).
+    pub fn unwatch(&mut self, session: &mut Session) {
+        for (key, _) in session.watched.drain(..) {
+            if let hashbrown::hash_map::EntryRef::Occupied(mut e) =
+                self.watchers.entry_ref(&key[..])
+            {
+                e.get_mut().retain(|&id| id != session.id);
+                if e.get().is_empty() {
+                    e.remove();
+                }
+            }
+        }
+        self.dirty.remove(&session.id);
+    }
 }
 
 impl Session {
@@ -86,6 +121,13 @@ impl Session {
             authed,
             proto: 2,
             ..Session::default()
+        }
+    }
+
+    /// A command failed before it could be queued: the transaction, if any, will abort.
+    fn flag_transaction(&mut self) {
+        if self.multi.is_some() {
+            self.multi_failed = true;
         }
     }
 
@@ -231,31 +273,75 @@ pub fn execute(
     info.total_commands += 1;
     let Some(cmd) = table::lookup(name) else {
         unknown_command(out, args);
+        session.flag_transaction();
         return Effect::Read;
     };
     // Redis's order: an unknown command and a wrong arity are said before NOAUTH.
     if !cmd.arity_ok(args.len()) {
         arity(out, name);
+        session.flag_transaction();
         return Effect::Read;
     }
     if info.requirepass.is_some() && !session.authed && !cmd.has(flag::NO_AUTH) {
         reply::error(out, "NOAUTH Authentication required.");
+        session.flag_transaction();
         return Effect::Read;
     }
     session.last_cmd = cmd.name;
+    if let Some(queued) = session.multi.as_mut() {
+        // Inside MULTI everything but the transaction's own commands is queued for EXEC.
+        if !matches!(
+            cmd.name,
+            "EXEC" | "DISCARD" | "MULTI" | "WATCH" | "QUIT" | "RESET"
+        ) {
+            if cmd.has(flag::NO_MULTI) {
+                reply::error(out, "ERR Command not allowed inside a transaction");
+                session.multi_failed = true;
+                return Effect::Read;
+            }
+            queued.push(args.iter().map(|a| a.to_vec()).collect());
+            reply::simple(out, "QUEUED");
+            return Effect::Read;
+        }
+    }
     let mut ctx = Ctx {
         store,
         info,
         session,
         out,
     };
-    match (cmd.handler)(&mut ctx, args) {
-        Ok(effect) => effect,
-        Err(e) => {
-            store_error(out, &e);
-            Effect::Read
+    dispatch(&mut ctx, cmd, args)
+}
+
+/// Run a command found in the table and checked: its handler, then what its write means for
+/// the clients watching its keys.
+fn dispatch(ctx: &mut Ctx<'_>, cmd: &'static table::Command, args: &[&[u8]]) -> Effect {
+    // FLUSHALL/FLUSHDB touch the watched keys that exist (Redis's rule), known only before.
+    if !ctx.info.watchers.is_empty() && cmd.name.starts_with("FLUSH") {
+        let existing: Vec<Vec<u8>> = ctx
+            .info
+            .watchers
+            .keys()
+            .filter(|k| ctx.store.contains(k))
+            .cloned()
+            .collect();
+        for k in existing {
+            ctx.info.touch(&k);
         }
     }
+    let effect = match (cmd.handler)(ctx, args) {
+        Ok(effect) => effect,
+        Err(e) => {
+            store_error(ctx.out, &e);
+            Effect::Read
+        }
+    };
+    if effect == Effect::Wrote && !ctx.info.watchers.is_empty() {
+        for i in cmd.key_positions(args.len()) {
+            ctx.info.touch(args[i]);
+        }
+    }
+    effect
 }
 
 fn unknown_command(out: &mut Vec<u8>, args: &[&[u8]]) {
@@ -1365,12 +1451,104 @@ fn flush_mode(ctx: &mut Ctx<'_>, mode: &[&[u8]], effect: Effect) -> Result<Effec
 /// RESET: the connection as it was when accepted (RESP2, no name, replies on; authenticated
 /// again only when no password is set).
 pub(crate) fn reset(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> Result<Effect, StoreError> {
+    ctx.info.unwatch(ctx.session);
     let s = &mut *ctx.session;
     *s = Session {
         last_cmd: s.last_cmd,
         ..Session::new(s.id, ctx.info.requirepass.is_none())
     };
     reply::simple(ctx.out, "RESET");
+    Ok(Effect::Read)
+}
+
+pub(crate) fn multi(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> Result<Effect, StoreError> {
+    if ctx.session.multi.is_some() {
+        return fail(ctx, "ERR MULTI calls can not be nested");
+    }
+    ctx.session.multi = Some(Vec::new());
+    ctx.session.multi_failed = false;
+    reply::ok(ctx.out);
+    Ok(Effect::Read)
+}
+
+pub(crate) fn discard(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> Result<Effect, StoreError> {
+    if ctx.session.multi.take().is_none() {
+        return fail(ctx, "ERR DISCARD without MULTI");
+    }
+    ctx.session.multi_failed = false;
+    ctx.info.unwatch(ctx.session);
+    reply::ok(ctx.out);
+    Ok(Effect::Read)
+}
+
+/// EXEC: the queued commands, one after the other with nothing in between (the loop runs one
+/// command at a time), their replies in one array; or EXECABORT after a queueing error, or a
+/// null array when a watched key changed. The server has waited for every NVMe read the
+/// queued commands need before running it, and commits the turn's writes once after it.
+pub(crate) fn exec(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> Result<Effect, StoreError> {
+    let Some(queued) = ctx.session.multi.take() else {
+        return fail(ctx, "ERR EXEC without MULTI");
+    };
+    let failed = std::mem::take(&mut ctx.session.multi_failed);
+    let now = now_ms();
+    let expired = ctx
+        .session
+        .watched
+        .iter()
+        .any(|(_, at)| at.is_some_and(|t| t <= now));
+    let dirty = ctx.info.dirty.contains(&ctx.session.id) || expired;
+    ctx.info.unwatch(ctx.session);
+    if failed {
+        return fail(
+            ctx,
+            "EXECABORT Transaction discarded because of previous errors.",
+        );
+    }
+    if dirty {
+        reply::null_array(ctx.out, ctx.session.proto);
+        return Ok(Effect::Read);
+    }
+    reply::array(ctx.out, queued.len());
+    let mut effect = Effect::Read;
+    for args in &queued {
+        let args: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
+        ctx.info.total_commands += 1;
+        let cmd = table::lookup(args[0]).expect("checked when queued");
+        ctx.session.last_cmd = cmd.name;
+        if dispatch(ctx, cmd, &args) == Effect::Wrote {
+            effect = Effect::Wrote;
+        }
+    }
+    Ok(effect)
+}
+
+pub(crate) fn watch(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    if ctx.session.multi.is_some() {
+        return fail(ctx, "ERR WATCH inside MULTI is not allowed");
+    }
+    for &key in &args[1..] {
+        if ctx.session.watched.iter().any(|(k, _)| k == key) {
+            continue;
+        }
+        // The expiry: from memory, or from the value the server read ahead from NVMe.
+        let expires = match ctx.store.peek(key) {
+            Some(o) => o.expires_at_ms,
+            None => ctx.store.get(key)?.and_then(|o| o.expires_at_ms),
+        };
+        ctx.session.watched.push((key.to_vec(), expires));
+        ctx.info
+            .watchers
+            .entry(key.to_vec())
+            .or_default()
+            .push(ctx.session.id);
+    }
+    reply::ok(ctx.out);
+    Ok(Effect::Read)
+}
+
+pub(crate) fn unwatch(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> Result<Effect, StoreError> {
+    ctx.info.unwatch(ctx.session);
+    reply::ok(ctx.out);
     Ok(Effect::Read)
 }
 
@@ -1997,6 +2175,110 @@ mod tests {
         assert_eq!(db.session.proto, 2);
         assert_eq!(db.session.name, None);
         assert!(!db.session.drop_reply());
+    }
+
+    #[test]
+    fn multi_exec_queues_and_runs_in_order() {
+        let mut db = Db::new();
+        assert_eq!(db.cmd("EXEC"), "-ERR EXEC without MULTI\r\n");
+        assert_eq!(db.cmd("DISCARD"), "-ERR DISCARD without MULTI\r\n");
+        assert_eq!(db.cmd("MULTI"), "+OK\r\n");
+        assert_eq!(db.cmd("MULTI"), "-ERR MULTI calls can not be nested\r\n");
+        assert_eq!(db.cmd("SET a 1"), "+QUEUED\r\n");
+        assert_eq!(db.cmd("INCR a"), "+QUEUED\r\n");
+        assert_eq!(db.cmd("SET s x"), "+QUEUED\r\n");
+        // A runtime error does not stop the others.
+        assert_eq!(db.cmd("INCR s"), "+QUEUED\r\n");
+        assert_eq!(db.cmd("GET a"), "+QUEUED\r\n");
+        assert_eq!(
+            db.cmd("EXEC"),
+            format!("*5\r\n+OK\r\n:2\r\n+OK\r\n-{}\r\n$1\r\n2\r\n", NOT_INT)
+        );
+        // A queueing error aborts the whole transaction.
+        db.cmd("MULTI");
+        assert_eq!(db.cmd("SET a 5"), "+QUEUED\r\n");
+        assert!(db.cmd("SET a").starts_with("-ERR wrong number"));
+        assert!(db.cmd("NOSUCH x").starts_with("-ERR unknown command"));
+        assert_eq!(
+            db.cmd("WATCH a"),
+            "-ERR WATCH inside MULTI is not allowed\r\n"
+        );
+        assert_eq!(
+            db.cmd("EXEC"),
+            "-EXECABORT Transaction discarded because of previous errors.\r\n"
+        );
+        assert_eq!(db.cmd("GET a"), "$1\r\n2\r\n");
+        db.cmd("MULTI");
+        assert_eq!(
+            db.cmd("SHUTDOWN"),
+            "-ERR Command not allowed inside a transaction\r\n"
+        );
+        assert!(db.cmd("EXEC").starts_with("-EXECABORT"));
+        db.cmd("MULTI");
+        db.cmd("SET a 9");
+        assert_eq!(db.cmd("DISCARD"), "+OK\r\n");
+        assert_eq!(db.cmd("GET a"), "$1\r\n2\r\n");
+        assert_eq!(db.cmd("MULTI"), "+OK\r\n");
+        assert_eq!(db.cmd("EXEC"), "*0\r\n");
+    }
+
+    /// A second connection's session, run against the same store and server state.
+    fn run_as(db: &mut Db, session: &mut Session, line: &str) -> String {
+        let words: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();
+        let mut out = Vec::new();
+        execute(&mut db.store, &mut db.info, session, &words, &mut out);
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn watch_fails_exec_when_a_watched_key_changes() {
+        let mut db = Db::new();
+        db.session.id = 1;
+        let mut other = Session::new(2, true);
+        db.cmd("SET k 1");
+        // Written by another connection: EXEC answers null and runs nothing.
+        assert_eq!(db.cmd("WATCH k"), "+OK\r\n");
+        assert_eq!(run_as(&mut db, &mut other, "SET k 2"), "+OK\r\n");
+        db.cmd("MULTI");
+        db.cmd("SET k 3");
+        assert_eq!(db.cmd("EXEC"), "*-1\r\n");
+        assert_eq!(db.cmd("GET k"), "$1\r\n2\r\n");
+        // The watch ended with EXEC: the next transaction runs.
+        db.cmd("MULTI");
+        db.cmd("SET k 3");
+        assert_eq!(db.cmd("EXEC"), "*1\r\n+OK\r\n");
+        assert!(db.info.watchers.is_empty() && db.info.dirty.is_empty());
+        // Reads and writes to other keys do not touch it; a write inside the transaction
+        // itself does not either.
+        db.cmd("WATCH k");
+        run_as(&mut db, &mut other, "GET k");
+        run_as(&mut db, &mut other, "SET other 1");
+        db.cmd("MULTI");
+        db.cmd("INCR k");
+        assert_eq!(db.cmd("EXEC"), "*1\r\n:4\r\n");
+        // UNWATCH forgets.
+        db.cmd("WATCH k");
+        db.cmd("UNWATCH");
+        run_as(&mut db, &mut other, "DEL k");
+        db.cmd("MULTI");
+        assert_eq!(db.cmd("EXEC"), "*0\r\n");
+        // FLUSHALL touches a watched key that exists, not one that does not.
+        db.cmd("SET k 1");
+        db.cmd("WATCH k nothing");
+        run_as(&mut db, &mut other, "FLUSHALL");
+        db.cmd("MULTI");
+        assert_eq!(db.cmd("EXEC"), "*-1\r\n");
+        db.cmd("WATCH nothing");
+        run_as(&mut db, &mut other, "FLUSHALL");
+        db.cmd("MULTI");
+        assert_eq!(db.cmd("EXEC"), "*0\r\n");
+        // A watched key that expires is a change; in RESP3 the aborted EXEC is a null.
+        db.cmd("SET t 1 PX 1");
+        db.cmd("HELLO 3");
+        db.cmd("WATCH t");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        db.cmd("MULTI");
+        assert_eq!(db.cmd("EXEC"), "_\r\n");
     }
 
     #[test]

@@ -385,8 +385,7 @@ pub fn serve_on(
             let mut keys: Vec<(u64, &[u8])> = Vec::new();
             for c in conns.values() {
                 for p in c.queue.iter().filter(|p| !p.reads_begun) {
-                    let args = p.args.iter().map(|r| &c.input[r.clone()]);
-                    table::for_each_read_key(args, |k| keys.push((p.seq, k)));
+                    read_keys(&c.input, &c.session, &p.args, |k| keys.push((p.seq, k)));
                 }
             }
             if !keys.is_empty() {
@@ -405,12 +404,13 @@ pub fn serve_on(
                 }
                 for c in conns.values_mut() {
                     for p in c.queue.iter_mut().filter(|p| !p.reads_begun) {
-                        let args = p.args.iter().map(|r| &c.input[r.clone()]);
                         let mut unstarted = false;
-                        table::for_each_read_key(args, |k| {
+                        let exec = read_keys(&c.input, &c.session, &p.args, |k| {
                             unstarted = unstarted || store.read_unstarted(k)
                         });
-                        p.reads_begun = !unstarted;
+                        // An EXEC is looked at again each turn: the commands queued ahead of
+                        // it in the same pipeline join its transaction only as they run.
+                        p.reads_begun = !unstarted && !exec;
                     }
                 }
             }
@@ -458,6 +458,7 @@ pub fn serve_on(
             if done {
                 let _ = poll.registry().deregister(&mut c.stream);
                 info.clients.remove(&c.session.id);
+                info.unwatch(&mut c.session);
             }
             !done
         });
@@ -494,6 +495,26 @@ struct Limits {
     query: usize,
     output: OutputBufferLimit,
     max_clients: usize,
+}
+
+/// The keys whose values a queued command reads (from the command table), for the NVMe reads
+/// begun before it runs; for EXEC, those of every command its transaction queued, so that a
+/// transaction runs only once all its data is at hand. Returns whether it was EXEC.
+fn read_keys<'a>(
+    input: &'a [u8],
+    session: &'a Session,
+    args: &[std::ops::Range<usize>],
+    mut key: impl FnMut(&'a [u8]),
+) -> bool {
+    let exec = args.len() == 1 && input[args[0].clone()].eq_ignore_ascii_case(b"EXEC");
+    if exec {
+        for queued in session.multi.iter().flatten() {
+            table::for_each_read_key(queued.iter().map(Vec::as_slice), &mut key);
+        }
+    } else {
+        table::for_each_read_key(args.iter().map(|r| &input[r.clone()]), key);
+    }
+    exec
 }
 
 /// Whether `c` may be read: its unread replies are under the soft limit and its input under
@@ -664,8 +685,9 @@ fn run_ready(
             // Nothing can wait when no read is in flight (the common case in memory).
             if p.error.is_none() && store.reads_in_flight() > 0 {
                 let mut wait = false;
-                let args = p.args.iter().map(|r| &c.input[r.clone()]);
-                table::for_each_read_key(args, |k| wait = wait || store.must_wait(k));
+                read_keys(&c.input, &c.session, &p.args, |k| {
+                    wait = wait || store.must_wait(k)
+                });
                 if wait {
                     break;
                 }
@@ -961,5 +983,40 @@ fn flush(c: &mut Conn) {
     } else if c.sent >= c.output.len() / 2 {
         c.output.drain(..c.sent);
         c.sent = 0;
+    }
+}
+
+#[cfg(test)]
+mod read_key_tests {
+    use super::*;
+
+    /// EXEC reads what its transaction's queued commands read: all their NVMe reads begin
+    /// before it runs, and it waits for them all.
+    #[test]
+    fn exec_reads_the_keys_of_its_queued_commands() {
+        let mut session = Session::new(1, true);
+        let cmds: [&[&str]; 4] = [
+            &["GET", "a"],
+            &["MGET", "b", "c"],
+            &["SET", "d", "v"],
+            &["EXISTS", "e"],
+        ];
+        session.multi = Some(
+            cmds.iter()
+                .map(|c| c.iter().map(|a| a.as_bytes().to_vec()).collect())
+                .collect(),
+        );
+        let input = b"execGET k".to_vec();
+        let mut keys = Vec::new();
+        let exec = read_keys(&input, &session, &[0..4], |k| keys.push(k.to_vec()));
+        assert!(exec);
+        assert_eq!(
+            keys,
+            [b"a".to_vec(), b"b".to_vec(), b"c".to_vec(), b"d".to_vec()]
+        );
+        // Any other command: its own keys.
+        keys.clear();
+        assert!(!read_keys(&input, &session, &[4..7, 8..9], |k| keys.push(k.to_vec())));
+        assert_eq!(keys, [b"k".to_vec()]);
     }
 }

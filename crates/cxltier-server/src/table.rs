@@ -151,11 +151,13 @@ pub static TABLE: &[Command] = &[
     cmd("DECR", 2, WRITE | DENYOOM | FAST | VALUES, KEY1, c::decr, "string", "Decrements the integer value of a key by one."),
     cmd("DECRBY", 3, WRITE | DENYOOM | FAST | VALUES, KEY1, c::decrby, "string", "Decrements a number from the integer value of a key."),
     cmd("DEL", -2, WRITE, ALLKEYS, c::del, "generic", "Deletes one or more keys."),
+    cmd("DISCARD", 1, NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY, NOKEYS, c::discard, "transactions", "Discards a transaction."),
     cmd("ECHO", 2, FAST, NOKEYS, c::echo, "connection", "Returns the given string."),
     cmd("EVAL", -3, NOSCRIPT | MOVABLEKEYS, NOKEYS, c::no_scripting, "scripting", "Not supported: scripting is not (says so)."),
     cmd("EVALSHA", -3, NOSCRIPT | MOVABLEKEYS, NOKEYS, c::no_scripting, "scripting", "Not supported: scripting is not (says so)."),
     cmd("EVALSHA_RO", -3, NOSCRIPT | READONLY | MOVABLEKEYS, NOKEYS, c::no_scripting, "scripting", "Not supported: scripting is not (says so)."),
     cmd("EVAL_RO", -3, NOSCRIPT | READONLY | MOVABLEKEYS, NOKEYS, c::no_scripting, "scripting", "Not supported: scripting is not (says so)."),
+    cmd("EXEC", 1, NOSCRIPT | LOADING | STALE, NOKEYS, c::exec, "transactions", "Executes all commands in a transaction."),
     cmd("EXISTS", -2, READONLY | FAST, ALLKEYS, c::exists, "generic", "Determines whether one or more keys exist."),
     cmd("EXPIRE", 3, WRITE | FAST | VALUES, KEY1, c::expire, "generic", "Sets the expiration time of a key in seconds."),
     cmd("EXPIREAT", 3, WRITE | FAST | VALUES, KEY1, c::expireat, "generic", "Sets the expiration time of a key to a Unix timestamp."),
@@ -183,6 +185,7 @@ pub static TABLE: &[Command] = &[
     cmd("MEMORY", -2, READONLY, NOKEYS, c::memory, "server", "MEMORY USAGE: the bytes a key and its value cost."),
     cmd("MGET", -2, READONLY | FAST | VALUES, ALLKEYS, c::mget, "string", "Atomically returns the string values of one or more keys."),
     cmd("MSET", -3, WRITE | DENYOOM, (1, -1, 2), c::mset, "string", "Atomically creates or modifies the string values of one or more keys."),
+    cmd("MULTI", 1, NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY, NOKEYS, c::multi, "transactions", "Starts a transaction."),
     cmd("OBJECT", -2, READONLY, NOKEYS, c::object, "generic", "OBJECT ENCODING (the name Redis would use under the configured thresholds), FREQ, IDLETIME, REFCOUNT."),
     cmd("PERSIST", 2, WRITE | FAST | VALUES, KEY1, c::persist, "generic", "Removes the expiration time of a key."),
     cmd("PEXPIRE", 3, WRITE | FAST | VALUES, KEY1, c::pexpire, "generic", "Sets the expiration time of a key in milliseconds."),
@@ -203,7 +206,9 @@ pub static TABLE: &[Command] = &[
     cmd("TTL", 2, READONLY | FAST | VALUES, KEY1, c::ttl, "generic", "Returns the expiration time in seconds of a key."),
     cmd("TYPE", 2, READONLY | FAST | VALUES, KEY1, c::type_, "generic", "Determines the type of value stored at a key."),
     cmd("UNLINK", -2, WRITE | FAST, ALLKEYS, c::del, "generic", "Asynchronously deletes one or more keys."),
+    cmd("UNWATCH", 1, NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY, NOKEYS, c::unwatch, "transactions", "Forgets about watched keys of a transaction."),
     cmd("WAIT", 3, NOSCRIPT, NOKEYS, c::wait, "generic", "Waits for replicas to acknowledge writes: there are none, so 0."),
+    cmd("WATCH", -2, NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY | VALUES, ALLKEYS, c::watch, "transactions", "Monitors changes to keys to determine the execution of a transaction."),
 ];
 
 /// ASCII case-insensitive order of `given` against an upper-case table name.

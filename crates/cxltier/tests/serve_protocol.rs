@@ -449,3 +449,77 @@ fn config_set_object_and_server_commands() {
     assert_eq!(c.call(&["RESET"]), V::Simple("RESET".into()));
     assert!(matches!(c.call(&["GET", "k"]), V::Err(e) if e.starts_with("NOAUTH")));
 }
+
+/// MULTI/EXEC over the wire as redis-py's default pipeline sends it (one write), WATCH across
+/// two connections, and a transaction whose keys live on NVMe: it runs once all its reads are
+/// at hand, with the right values, while another client is served.
+#[test]
+fn transactions() {
+    let ssd = std::env::temp_dir().join(format!("cxltier-protocol-tx-{}", std::process::id()));
+    let _ = std::fs::remove_file(&ssd);
+    let s = Server::start(&["--dram", "8M", "--ssd", &format!("{}:64M", ssd.display())]);
+    let mut a = s.client();
+    let mut b = s.client();
+    // Pipelined in one go.
+    for cmd in [
+        &["MULTI"][..],
+        &["SET", "x", "1"],
+        &["INCR", "x"],
+        &["GET", "x"],
+        &["EXEC"],
+    ] {
+        a.send(cmd);
+    }
+    assert_eq!(a.read(), V::Simple("OK".into()));
+    for _ in 0..3 {
+        assert_eq!(a.read(), V::Simple("QUEUED".into()));
+    }
+    assert_eq!(
+        a.read(),
+        V::Array(vec![V::Simple("OK".into()), V::Int(2), bulk("2")])
+    );
+    assert_eq!(a.call(&["WATCH", "x"]), V::Simple("OK".into()));
+    assert_eq!(b.call(&["SET", "x", "9"]), V::Simple("OK".into()));
+    a.call(&["MULTI"]);
+    a.call(&["SET", "x", "10"]);
+    assert_eq!(a.call(&["EXEC"]), V::NullArray);
+    assert_eq!(a.call(&["GET", "x"]), bulk("9"));
+    a.call(&["MULTI"]);
+    assert!(matches!(a.call(&["GET"]), V::Err(_)));
+    assert!(matches!(a.call(&["EXEC"]), V::Err(e) if e.starts_with("EXECABORT")));
+
+    // Enough 1 KB values that the first ones are only on NVMe.
+    let value = |i: usize| format!("{i:0>1000}");
+    for i in 0..12_000 {
+        b.send(&["SET", &format!("k{i}"), &value(i)]);
+    }
+    for _ in 0..12_000 {
+        assert_eq!(b.read(), V::Simple("OK".into()));
+    }
+    let info = a.call(&["INFO", "tiers"]).text();
+    let on_nvme: u64 = info
+        .lines()
+        .find_map(|l| l.strip_prefix("tier_nvme_objects:"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(on_nvme > 100, "nothing went to NVMe:\n{info}");
+    a.send(&["MULTI"]);
+    for i in 0..20 {
+        a.send(&["GET", &format!("k{i}")]);
+    }
+    a.send(&["MGET", "k20", "k21"]);
+    a.send(&["EXEC"]);
+    b.send(&["PING"]);
+    assert_eq!(b.read(), V::Simple("PONG".into()));
+    assert_eq!(a.read(), V::Simple("OK".into()));
+    for _ in 0..21 {
+        assert_eq!(a.read(), V::Simple("QUEUED".into()));
+    }
+    let mut want: Vec<V> = (0..20).map(|i| bulk(&value(i))).collect();
+    want.push(V::Array(vec![bulk(&value(20)), bulk(&value(21))]));
+    assert_eq!(a.read(), V::Array(want));
+    drop(s);
+    let _ = std::fs::remove_file(&ssd);
+}
