@@ -1008,7 +1008,8 @@ mod read_key_tests {
         );
         let input = b"execGET k".to_vec();
         let mut keys = Vec::new();
-        let exec = read_keys(&input, &session, &[0..4], |k| keys.push(k.to_vec()));
+        let exec_args = vec![std::ops::Range { start: 0, end: 4 }];
+        let exec = read_keys(&input, &session, &exec_args, |k| keys.push(k.to_vec()));
         assert!(exec);
         assert_eq!(
             keys,
