@@ -61,6 +61,8 @@ pub struct ServerInfo {
     /// were written since (their EXEC fails).
     pub watchers: HashMap<Vec<u8>, Vec<u64>>,
     pub dirty: hashbrown::HashSet<u64>,
+    /// Subscriptions, and the messages for other connections PUBLISH left.
+    pub pubsub: crate::pubsub::PubSub,
 }
 
 /// One connection's state.
@@ -87,6 +89,9 @@ pub struct Session {
     /// The keys this connection WATCHes, with the expiry each had then (a watched key that
     /// expires is a change, as in Redis).
     pub watched: Vec<(Vec<u8>, Option<u64>)>,
+    /// The channels and patterns it subscribes to (in the order subscribed).
+    pub channels: Vec<Vec<u8>>,
+    pub patterns: Vec<Vec<u8>>,
 }
 
 impl ServerInfo {
@@ -122,6 +127,12 @@ impl Session {
             proto: 2,
             ..Session::default()
         }
+    }
+
+    /// Subscribed to anything (in RESP2, only the pub/sub commands, PING, QUIT and RESET may
+    /// run then).
+    pub fn subscribed(&self) -> bool {
+        !self.channels.is_empty() || !self.patterns.is_empty()
     }
 
     /// A command failed before it could be queued: the transaction, if any, will abort.
@@ -287,6 +298,22 @@ pub fn execute(
         session.flag_transaction();
         return Effect::Read;
     }
+    if session.proto < 3
+        && session.subscribed()
+        && !matches!(
+            cmd.name,
+            "SUBSCRIBE" | "PSUBSCRIBE" | "UNSUBSCRIBE" | "PUNSUBSCRIBE" | "PING" | "QUIT" | "RESET"
+        )
+    {
+        reply::error(
+            out,
+            &format!(
+                "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
+                cmd.name.to_ascii_lowercase()
+            ),
+        );
+        return Effect::Read;
+    }
     session.last_cmd = cmd.name;
     if let Some(queued) = session.multi.as_mut() {
         // Inside MULTI everything but the transaction's own commands is queued for EXEC.
@@ -369,6 +396,13 @@ fn fail(ctx: &mut Ctx<'_>, msg: &str) -> Result<Effect, StoreError> {
 }
 
 pub(crate) fn ping(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    // Subscribed in RESP2: Redis answers a "pong" message, the argument or "" after it.
+    if ctx.session.proto < 3 && ctx.session.subscribed() && args.len() <= 2 {
+        reply::array(ctx.out, 2);
+        reply::bulk(ctx.out, b"pong");
+        reply::bulk(ctx.out, args.get(1).copied().unwrap_or_default());
+        return Ok(Effect::Read);
+    }
     match args.len() {
         1 => reply::simple(ctx.out, "PONG"),
         2 => reply::bulk(ctx.out, args[1]),
@@ -1452,6 +1486,7 @@ fn flush_mode(ctx: &mut Ctx<'_>, mode: &[&[u8]], effect: Effect) -> Result<Effec
 /// again only when no password is set).
 pub(crate) fn reset(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> Result<Effect, StoreError> {
     ctx.info.unwatch(ctx.session);
+    ctx.info.pubsub.drop_session(ctx.session);
     let s = &mut *ctx.session;
     *s = Session {
         last_cmd: s.last_cmd,
@@ -2279,6 +2314,79 @@ mod tests {
         std::thread::sleep(std::time::Duration::from_millis(5));
         db.cmd("MULTI");
         assert_eq!(db.cmd("EXEC"), "_\r\n");
+    }
+
+    #[test]
+    fn pubsub_subscriptions_messages_and_subscribed_mode() {
+        let mut db = Db::new();
+        db.session.id = 1;
+        let mut other = Session::new(2, true);
+        assert_eq!(
+            db.cmd("SUBSCRIBE a b"),
+            "*3\r\n$9\r\nsubscribe\r\n$1\r\na\r\n:1\r\n*3\r\n$9\r\nsubscribe\r\n$1\r\nb\r\n:2\r\n"
+        );
+        assert_eq!(
+            db.cmd("PSUBSCRIBE n*"),
+            "*3\r\n$10\r\npsubscribe\r\n$2\r\nn*\r\n:3\r\n"
+        );
+        // RESP2 subscribed mode: only the pub/sub commands, PING, QUIT and RESET.
+        assert!(db
+            .cmd("GET k")
+            .starts_with("-ERR Can't execute 'get': only (P|S)SUBSCRIBE"));
+        assert!(db
+            .cmd("PUBLISH a x")
+            .starts_with("-ERR Can't execute 'publish'"));
+        assert_eq!(db.cmd("PING"), "*2\r\n$4\r\npong\r\n$0\r\n\r\n");
+        // Another connection publishes: one message for the channel, one for the pattern.
+        assert_eq!(run_as(&mut db, &mut other, "PUBLISH a hi"), ":1\r\n");
+        assert_eq!(run_as(&mut db, &mut other, "PUBLISH news hi"), ":1\r\n");
+        assert_eq!(run_as(&mut db, &mut other, "PUBLISH zzz hi"), ":0\r\n");
+        let mut msgs = Vec::new();
+        for d in std::mem::take(&mut db.info.pubsub.outbox) {
+            assert_eq!(d.to, 1);
+            crate::pubsub::write_message(&mut msgs, 2, &d);
+        }
+        assert_eq!(
+            String::from_utf8(msgs).unwrap(),
+            "*3\r\n$7\r\nmessage\r\n$1\r\na\r\n$2\r\nhi\r\n*4\r\n$8\r\npmessage\r\n$2\r\nn*\r\n$4\r\nnews\r\n$2\r\nhi\r\n"
+        );
+        assert_eq!(
+            run_as(&mut db, &mut other, "PUBSUB CHANNELS"),
+            "*2\r\n$1\r\na\r\n$1\r\nb\r\n"
+        );
+        assert_eq!(
+            run_as(&mut db, &mut other, "PUBSUB NUMSUB a zzz"),
+            "*4\r\n$1\r\na\r\n:1\r\n$3\r\nzzz\r\n:0\r\n"
+        );
+        assert_eq!(run_as(&mut db, &mut other, "PUBSUB NUMPAT"), ":1\r\n");
+        // UNSUBSCRIBE without names: all channels; then nothing left gives a null name.
+        assert_eq!(
+            db.cmd("UNSUBSCRIBE"),
+            "*3\r\n$11\r\nunsubscribe\r\n$1\r\na\r\n:2\r\n*3\r\n$11\r\nunsubscribe\r\n$1\r\nb\r\n:1\r\n"
+        );
+        assert_eq!(
+            db.cmd("PUNSUBSCRIBE"),
+            "*3\r\n$12\r\npunsubscribe\r\n$2\r\nn*\r\n:0\r\n"
+        );
+        assert_eq!(
+            db.cmd("UNSUBSCRIBE"),
+            "*3\r\n$11\r\nunsubscribe\r\n$-1\r\n:0\r\n"
+        );
+        assert_eq!(db.cmd("GET k"), "$-1\r\n");
+        assert!(db.info.pubsub.channels.is_empty() && db.info.pubsub.patterns.is_empty());
+        // RESP3: pushes, other commands allowed, a message to oneself before PUBLISH's reply.
+        db.cmd("HELLO 3");
+        assert_eq!(
+            db.cmd("SUBSCRIBE c"),
+            ">3\r\n$9\r\nsubscribe\r\n$1\r\nc\r\n:1\r\n"
+        );
+        assert_eq!(db.cmd("GET k"), "_\r\n");
+        assert_eq!(
+            db.cmd("PUBLISH c me"),
+            ">3\r\n$7\r\nmessage\r\n$1\r\nc\r\n$2\r\nme\r\n:1\r\n"
+        );
+        assert_eq!(db.cmd("RESET"), "+RESET\r\n");
+        assert!(db.info.pubsub.channels.is_empty());
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //! - [`config`]: `CONFIG GET|SET|RESETSTAT|REWRITE`, and Redis's encoding knobs, stored;
 //! - [`glob`]: Redis's glob patterns, matched in bounded time (CONFIG GET);
 //! - [`hash`]: how a hash's fields are encoded in one stored value;
+//! - [`pubsub`]: SUBSCRIBE, PSUBSCRIBE, PUBLISH, PUBSUB, and the messages for other connections;
 //! - [`quarantine`]: follows the quarantine file of `cxltier ras --watch --quarantine` and hands
 //!   new poisoned ranges to the store (`INFO poison`);
 //! - [`ratelog`]: log lines of a repeating failure held back to one per interval, counted;
@@ -17,6 +18,7 @@ pub mod commands;
 pub mod config;
 pub mod glob;
 pub mod hash;
+pub mod pubsub;
 pub mod quarantine;
 pub mod ratelog;
 pub mod resp;

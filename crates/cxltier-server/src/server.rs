@@ -187,6 +187,15 @@ struct Conn {
 }
 
 impl Conn {
+    /// The output buffer limits of this connection: Redis's pubsub class once it subscribes.
+    fn output_limit(&self, limits: &Limits) -> OutputBufferLimit {
+        if self.session.subscribed() {
+            crate::pubsub::PUBSUB_OUTPUT_LIMIT
+        } else {
+            limits.output
+        }
+    }
+
     /// Reply bytes not written to the socket yet.
     fn unsent(&self) -> usize {
         self.output.len() - self.sent
@@ -424,6 +433,7 @@ pub fn serve_on(
             &mut log,
         );
         store.end_batch();
+        deliver_messages(&mut info, &mut conns, &limits, &mut log);
         // CLIENT KILL: the connections named close once what they were sent is written.
         if !info.kill.is_empty() {
             for c in conns.values_mut() {
@@ -459,6 +469,7 @@ pub fn serve_on(
                 let _ = poll.registry().deregister(&mut c.stream);
                 info.clients.remove(&c.session.id);
                 info.unwatch(&mut c.session);
+                info.pubsub.drop_session(&mut c.session);
             }
             !done
         });
@@ -497,6 +508,40 @@ struct Limits {
     max_clients: usize,
 }
 
+/// Move the messages PUBLISH left for other connections into their output buffers, each in its
+/// subscriber's protocol. A subscriber whose unread replies reach the pubsub hard limit is
+/// closed, as in Redis (its soft limit is checked with the others' after the turn).
+fn deliver_messages(
+    info: &mut ServerInfo,
+    conns: &mut HashMap<Token, Conn>,
+    limits: &Limits,
+    log: &mut RateLimitedLog,
+) {
+    if info.pubsub.outbox.is_empty() {
+        return;
+    }
+    let by_id: HashMap<u64, Token> = conns.iter().map(|(t, c)| (c.session.id, *t)).collect();
+    let outbox = std::mem::take(&mut info.pubsub.outbox);
+    for d in &outbox {
+        let Some(c) = by_id.get(&d.to).and_then(|t| conns.get_mut(t)) else {
+            continue;
+        };
+        if c.dead {
+            continue;
+        }
+        crate::pubsub::write_message(&mut c.output, c.session.proto, d);
+        let hard = c.output_limit(limits).hard;
+        if c.unsent() >= hard {
+            let text = format!(
+                "closed client {}: {} bytes of pub/sub messages unread, over the pubsub client-output-buffer-limit hard limit of {hard} bytes (the subscriber must read its messages)",
+                peer(c),
+                c.unsent(),
+            );
+            close_over_limit(c, info, log, &text);
+        }
+    }
+}
+
 /// The keys whose values a queued command reads (from the command table), for the NVMe reads
 /// begun before it runs; for EXEC, those of every command its transaction queued, so that a
 /// transaction runs only once all its data is at hand. Returns whether it was EXEC.
@@ -521,7 +566,7 @@ fn read_keys<'a>(
 /// the query buffer limit. Otherwise it is read again once it has room (backpressure: the
 /// client's writes wait in the socket buffers).
 fn has_room(c: &Conn, limits: &Limits) -> bool {
-    !c.dead && c.unsent() < limits.output.soft && c.input.len() < limits.query
+    !c.dead && c.unsent() < c.output_limit(limits).soft && c.input.len() < limits.query
 }
 
 /// Parse the complete commands of `c`'s input onto its queue, up to [`MAX_QUEUED`] (and one
@@ -639,18 +684,19 @@ fn check_soft_limit(
     info: &mut ServerInfo,
     log: &mut RateLimitedLog,
 ) {
-    if c.dead || c.unsent() < limits.output.soft {
+    let limit = c.output_limit(limits);
+    if c.dead || c.unsent() < limit.soft {
         c.over_soft_since = None;
         return;
     }
     let since = *c.over_soft_since.get_or_insert(now);
-    let secs = limits.output.soft_seconds;
+    let secs = limit.soft_seconds;
     if secs > 0 && now.saturating_duration_since(since) >= Duration::from_secs(secs) {
         let text = format!(
             "closed client {}: {} bytes of replies unread for {secs} s, over the client-output-buffer-limit soft limit of {} bytes (the client must read its replies)",
             peer(c),
             c.unsent(),
-            limits.output.soft
+            limit.soft
         );
         close_over_limit(c, info, log, &text);
     }
@@ -679,7 +725,7 @@ fn run_ready(
                 break;
             }
             // Its client is not reading its replies: run nothing more of it until it does.
-            if c.unsent() >= limits.output.soft {
+            if c.unsent() >= c.output_limit(limits).soft {
                 break;
             }
             // Nothing can wait when no read is in flight (the common case in memory).
@@ -720,12 +766,12 @@ fn run_ready(
                 Effect::Shutdown => *shutdown = true,
                 Effect::Read => {}
             }
-            if c.unsent() >= limits.output.hard {
+            if c.unsent() >= c.output_limit(limits).hard {
                 let text = format!(
                     "closed client {}: {} bytes of replies unread, over the client-output-buffer-limit hard limit of {} bytes (the client must read its replies; raise --client-output-buffer-limit for bigger ones)",
                     peer(c),
                     c.unsent(),
-                    limits.output.hard
+                    c.output_limit(limits).hard
                 );
                 close_over_limit(c, info, log, &text);
                 break;
