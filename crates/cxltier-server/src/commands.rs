@@ -55,6 +55,16 @@ pub struct ServerInfo {
     /// When the store was last made durable on request (SAVE, BGSAVE), in seconds since the
     /// epoch; the start time before (LASTSAVE).
     pub last_save: u64,
+    /// Redis's keyspace hits and misses: the keys read commands looked up (a write of a new
+    /// key is no miss).
+    pub keyspace_hits: u64,
+    pub keyspace_misses: u64,
+    /// The most `used_memory` INFO has reported since start or CONFIG RESETSTAT.
+    pub used_memory_peak: u64,
+    /// Commands processed, sampled at the loop's tick (instantaneous_ops_per_sec).
+    pub ops_samples: std::collections::VecDeque<(std::time::Instant, u64)>,
+    /// 40 hex digits, new at each start (INFO's run_id and master_replid).
+    pub run_id: String,
     /// CONFIG SET's stored parameters.
     pub knobs: crate::config::Knobs,
     /// WATCHed keys and the connections watching each; the connections whose watched keys
@@ -95,6 +105,33 @@ pub struct Session {
 }
 
 impl ServerInfo {
+    /// Record the command count at this tick (Redis keeps 16 samples, one per 100 ms).
+    pub fn sample_ops(&mut self, now: std::time::Instant) {
+        self.ops_samples.push_back((now, self.total_commands));
+        while self.ops_samples.len() > 16 {
+            self.ops_samples.pop_front();
+        }
+    }
+
+    /// Commands per second over the samples kept.
+    pub fn ops_per_sec(&self) -> u64 {
+        match (self.ops_samples.front(), self.ops_samples.back()) {
+            (Some(&(t0, n0)), Some(&(t1, n1))) if t1 > t0 => {
+                (n1.saturating_sub(n0) as f64 / (t1 - t0).as_secs_f64()).round() as u64
+            }
+            _ => 0,
+        }
+    }
+
+    /// A key looked up by a read command (Redis's keyspace_hits / keyspace_misses).
+    fn lookup(&mut self, found: bool) {
+        if found {
+            self.keyspace_hits += 1;
+        } else {
+            self.keyspace_misses += 1;
+        }
+    }
+
     /// A write to `key`: the transactions watching it will fail.
     fn touch(&mut self, key: &[u8]) {
         if let Some(ids) = self.watchers.get(key) {
@@ -417,7 +454,9 @@ pub(crate) fn echo(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErr
 }
 
 pub(crate) fn get(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
-    match ctx.store.get(args[1])? {
+    let o = ctx.store.get(args[1])?;
+    ctx.info.lookup(o.is_some());
+    match o {
         None => reply::null(ctx.out, ctx.session.proto),
         Some(o) if o.kind != Kind::String => reply::error(ctx.out, WRONGTYPE),
         Some(o) => reply::bulk(ctx.out, o.value),
@@ -464,12 +503,16 @@ pub(crate) fn del(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErro
 
 pub(crate) fn exists(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
     let count = args[1..].iter().filter(|k| ctx.store.contains(k)).count();
+    ctx.info.keyspace_hits += count as u64;
+    ctx.info.keyspace_misses += (args.len() - 1 - count) as u64;
     reply::int(ctx.out, count as i64);
     Ok(Effect::Read)
 }
 
 pub(crate) fn type_(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
-    let name = match ctx.store.get(args[1])? {
+    let o = ctx.store.get(args[1])?;
+    ctx.info.lookup(o.is_some());
+    let name = match o {
         None => "none",
         Some(o) if o.kind == Kind::Hash => "hash",
         Some(_) => "string",
@@ -481,7 +524,9 @@ pub(crate) fn type_(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreEr
 pub(crate) fn mget(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
     reply::array(ctx.out, args.len() - 1);
     for k in &args[1..] {
-        match ctx.store.get(k)? {
+        let o = ctx.store.get(k)?;
+        ctx.info.lookup(o.is_some());
+        match o {
             Some(o) if o.kind == Kind::String => reply::bulk(ctx.out, o.value),
             _ => reply::null(ctx.out, ctx.session.proto),
         }
@@ -686,6 +731,7 @@ fn hash_query(ctx: &mut Ctx<'_>, args: &[&[u8]], q: HashQuery) -> Result<Effect,
     let proto = ctx.session.proto;
     let out = &mut *ctx.out;
     let o = ctx.store.get(args[1])?;
+    ctx.info.lookup(o.is_some());
     let fields = match o {
         None => Vec::new(),
         Some(o) if o.kind != Kind::Hash => {
@@ -831,7 +877,9 @@ pub(crate) fn persist(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, Store
 }
 
 fn time_to_live(ctx: &mut Ctx<'_>, key: &[u8], seconds: bool) -> Result<Effect, StoreError> {
-    match ctx.store.get(key)? {
+    let o = ctx.store.get(key)?;
+    ctx.info.lookup(o.is_some());
+    match o {
         None => reply::int(ctx.out, -2),
         Some(o) => match o.expires_at_ms {
             None => reply::int(ctx.out, -1),
@@ -1211,10 +1259,11 @@ pub(crate) fn client(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
 }
 
 pub(crate) fn info(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
-    let section = args
-        .get(1)
-        .map(|s| String::from_utf8_lossy(s).to_ascii_lowercase());
-    let text = info_text(ctx.store, ctx.info, section.as_deref());
+    let sections: Vec<String> = args[1..]
+        .iter()
+        .map(|s| String::from_utf8_lossy(s).to_ascii_lowercase())
+        .collect();
+    let text = info_text(ctx.store, ctx.info, &sections);
     reply::verbatim(ctx.out, ctx.session.proto, "txt", text.as_bytes());
     Ok(Effect::Read)
 }
@@ -1748,53 +1797,101 @@ fn set_command(
     Ok(Effect::Wrote)
 }
 
-fn info_text(store: &Store, info: &ServerInfo, section: Option<&str>) -> String {
+/// The sections INFO gives without an argument (Redis's default set, and cxltier's own).
+const DEFAULT_SECTIONS: &[&str] = &[
+    "server",
+    "clients",
+    "memory",
+    "persistence",
+    "recovery",
+    "stats",
+    "replication",
+    "tiers",
+    "poison",
+    "keyspace",
+];
+
+/// Bytes as Redis's `*_human` fields write them: `1.50M`.
+fn human_bytes(n: u64) -> String {
+    const UNITS: [(&str, u64); 4] = [
+        ("T", 1 << 40),
+        ("G", 1 << 30),
+        ("M", 1 << 20),
+        ("K", 1 << 10),
+    ];
+    for (unit, size) in UNITS {
+        if n >= size {
+            return format!("{:.2}{unit}", n as f64 / size as f64);
+        }
+    }
+    format!("{n}B")
+}
+
+/// What INFO memory and CONFIG GET maxmemory report, from the memory budget: `maxmemory` is
+/// the budget (`--dram` plus the CXL tier's capacity), `used_memory` the pages the memory
+/// tiers' arenas hold resident plus the key index, which the store keeps inside the DRAM budget
+/// (the index's bytes come out of it, and an arena grows only while the budget has room).
+pub fn memory_figures(st: &cxltier_store::StoreStats) -> (u64, u64) {
+    let memory = st.tiers.iter().filter(|t| t.tier != "nvme");
+    // The DRAM tier's capacity is what the budget leaves objects after the index.
+    let max: u64 = memory.clone().map(|t| t.capacity_bytes).sum::<u64>() + st.index_bytes;
+    let used: u64 = memory.map(|t| t.resident_bytes).sum::<u64>() + st.index_bytes;
+    (used.min(max), max)
+}
+
+fn info_text(store: &Store, info: &mut ServerInfo, sections: &[String]) -> String {
     use std::fmt::Write;
     let st = store.stats();
-    let all = matches!(
-        section,
-        None | Some("all") | Some("everything") | Some("default")
-    );
+    let everything = sections.iter().any(|s| s == "all" || s == "everything");
+    let default = sections.is_empty() || sections.iter().any(|s| s == "default");
     let mut t = String::new();
-    let want = |s: &str| all || section == Some(s);
+    let want = |s: &str| {
+        everything || (default && DEFAULT_SECTIONS.contains(&s)) || sections.iter().any(|x| x == s)
+    };
     if want("server") {
         let uptime = info.started.map(|s| s.elapsed().as_secs()).unwrap_or(0);
+        let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+        let now_us = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_micros());
         let _ = write!(
             t,
-            "# Server\r\ncxltier_version:{}\r\nredis_version:7.0.0\r\nredis_mode:standalone\r\nos:Linux\r\narch_bits:64\r\nmultiplexing_api:epoll\r\nprocess_id:{}\r\ntcp_port:{}\r\nuptime_in_seconds:{}\r\n\r\n",
+            "# Server\r\nredis_version:{REDIS_VERSION}\r\ncxltier_version:{}\r\nredis_git_sha1:00000000\r\nredis_git_dirty:0\r\nredis_build_id:0\r\nredis_mode:standalone\r\nos:Linux {} {}\r\narch_bits:{}\r\nmultiplexing_api:epoll\r\nprocess_id:{}\r\nprocess_supervised:no\r\nrun_id:{}\r\ntcp_port:{}\r\nserver_time_usec:{now_us}\r\nuptime_in_seconds:{uptime}\r\nuptime_in_days:{}\r\nhz:10\r\nconfigured_hz:10\r\nexecutable:{}\r\nconfig_file:\r\n\r\n",
             env!("CARGO_PKG_VERSION"),
+            release.trim(),
+            std::env::consts::ARCH,
+            usize::BITS,
             std::process::id(),
+            info.run_id,
             info.port,
-            uptime
+            uptime / 86_400,
+            std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_default(),
         );
     }
     if want("clients") {
         let _ = write!(
             t,
-            "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\nclient_peak_input_buffer:{}\r\nclient_peak_output_buffer:{}\r\n\r\n",
+            "# Clients\r\nconnected_clients:{}\r\ncluster_connections:0\r\nmaxclients:{}\r\nclient_recent_max_input_buffer:{}\r\nclient_recent_max_output_buffer:{}\r\nclient_peak_input_buffer:{}\r\nclient_peak_output_buffer:{}\r\nblocked_clients:0\r\ntracking_clients:0\r\nclients_in_timeout_table:0\r\npubsub_clients:{}\r\nwatching_clients:{}\r\n\r\n",
             info.connected_clients,
             info.max_clients,
             info.client_peak_input_buffer,
-            info.client_peak_output_buffer
+            info.client_peak_output_buffer,
+            info.client_peak_input_buffer,
+            info.client_peak_output_buffer,
+            info.pubsub.subscribers(),
+            info.watchers.values().flatten().collect::<hashbrown::HashSet<_>>().len(),
         );
     }
     if want("memory") {
-        let memory: u64 = st
-            .tiers
-            .iter()
-            .filter(|t| t.tier != "nvme")
-            .map(|t| t.bytes)
-            .sum();
-        let cap: u64 = st
-            .tiers
-            .iter()
-            .filter(|t| t.tier != "nvme")
-            .map(|t| t.capacity_bytes)
-            .sum();
+        let (used, max) = memory_figures(&st);
+        info.used_memory_peak = info.used_memory_peak.max(used);
+        let peak = info.used_memory_peak;
         let _ = write!(
             t,
-            "# Memory\r\nused_memory:{}\r\nmaxmemory:{cap}\r\nindex_bytes:{}\r\n\r\n",
-            memory + st.index_bytes,
+            "# Memory\r\nused_memory:{used}\r\nused_memory_human:{}\r\nused_memory_peak:{peak}\r\nused_memory_peak_human:{}\r\nmaxmemory:{max}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:noeviction\r\nindex_bytes:{}\r\n\r\n",
+            human_bytes(used),
+            human_bytes(peak),
+            human_bytes(max),
             st.index_bytes
         );
     }
@@ -1831,16 +1928,26 @@ fn info_text(store: &Store, info: &ServerInfo, section: Option<&str>) -> String 
         t.push_str("\r\n");
     }
     if want("stats") {
-        let hits: u64 = st.tiers.iter().map(|t| t.hits).sum();
         let _ = write!(
             t,
-            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\nkeyspace_hits:{hits}\r\nkeyspace_misses:{}\r\nrejected_connections:{}\r\nclient_query_buffer_limit_disconnections:{}\r\nclient_output_buffer_limit_disconnections:{}\r\n\r\n",
+            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:{}\r\nrejected_connections:{}\r\nevicted_keys:0\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\nclient_query_buffer_limit_disconnections:{}\r\nclient_output_buffer_limit_disconnections:{}\r\n\r\n",
             info.total_connections,
             info.total_commands,
-            st.misses,
+            info.ops_per_sec(),
             info.rejected_connections,
+            info.keyspace_hits,
+            info.keyspace_misses,
+            info.pubsub.channels.len(),
+            info.pubsub.patterns.len(),
             info.client_query_buffer_limit_disconnections,
             info.client_output_buffer_limit_disconnections
+        );
+    }
+    if want("replication") {
+        let _ = write!(
+            t,
+            "# Replication\r\nrole:master\r\nconnected_slaves:0\r\nmaster_failover_state:no-failover\r\nmaster_replid:{}\r\nmaster_replid2:0000000000000000000000000000000000000000\r\nmaster_repl_offset:0\r\nsecond_repl_offset:-1\r\nrepl_backlog_active:0\r\nrepl_backlog_size:0\r\nrepl_backlog_first_byte_offset:0\r\nrepl_backlog_histlen:0\r\n\r\n",
+            info.run_id
         );
     }
     if want("tiers") {
@@ -2387,6 +2494,124 @@ mod tests {
         );
         assert_eq!(db.cmd("RESET"), "+RESET\r\n");
         assert!(db.info.pubsub.channels.is_empty());
+    }
+
+    fn info_field(db: &mut Db, section: &str, name: &str) -> String {
+        let text = db.cmd(&format!("INFO {section}"));
+        text.split("\r\n")
+            .find_map(|l| l.strip_prefix(&format!("{name}:")))
+            .unwrap_or_else(|| panic!("no {name} in INFO {section}: {text}"))
+            .to_string()
+    }
+
+    /// Hits and misses as Redis counts them: the keys read commands look up. A write is
+    /// neither (an HSET of a new key used to count a miss).
+    #[test]
+    fn keyspace_hits_and_misses_count_reads_only() {
+        let mut db = Db::new();
+        db.cmd("HSET h f v");
+        db.cmd("SET k v");
+        db.cmd("INCR n");
+        db.cmd("DEL nothing");
+        assert_eq!(info_field(&mut db, "stats", "keyspace_misses"), "0");
+        assert_eq!(info_field(&mut db, "stats", "keyspace_hits"), "0");
+        db.cmd("GET k");
+        db.cmd("GET missing");
+        db.cmd("MGET k h missing");
+        db.cmd("HGET h f");
+        db.cmd("EXISTS k missing");
+        db.cmd("TTL k");
+        assert_eq!(info_field(&mut db, "stats", "keyspace_hits"), "6");
+        assert_eq!(info_field(&mut db, "stats", "keyspace_misses"), "3");
+        db.cmd("CONFIG RESETSTAT");
+        assert_eq!(info_field(&mut db, "stats", "keyspace_hits"), "0");
+    }
+
+    #[test]
+    fn info_has_the_fields_tools_read() {
+        let mut db = Db::new();
+        let all = db.cmd("INFO");
+        for field in [
+            "redis_version:7.0.15\r\n",
+            "cxltier_version:",
+            "redis_mode:standalone",
+            "os:Linux ",
+            "arch_bits:64",
+            "process_id:",
+            "run_id:",
+            "uptime_in_seconds:",
+            "connected_clients:",
+            "blocked_clients:0",
+            "maxclients:",
+            "used_memory:",
+            "used_memory_human:",
+            "used_memory_peak:",
+            "maxmemory:",
+            "maxmemory_human:",
+            "maxmemory_policy:noeviction",
+            "total_connections_received:",
+            "total_commands_processed:",
+            "instantaneous_ops_per_sec:",
+            "evicted_keys:0",
+            "role:master",
+            "connected_slaves:0",
+            "tier_dram_objects:",
+            "db0:keys=",
+        ] {
+            assert!(all.contains(field), "INFO lacks {field}");
+        }
+        // Several sections by name, only those.
+        let two = db.cmd("INFO server replication");
+        assert!(two.contains("# Server") && two.contains("# Replication"));
+        assert!(!two.contains("# Clients") && !two.contains("# Tiers"));
+        assert!(db.cmd("INFO everything").contains("# Poison"));
+        // Samples taken 100 ms apart, 50 commands between them: 500/s.
+        let t0 = std::time::Instant::now();
+        db.info.total_commands = 1000;
+        db.info.sample_ops(t0);
+        db.info.total_commands = 1050;
+        db.info
+            .sample_ops(t0 + std::time::Duration::from_millis(100));
+        assert_eq!(db.info.ops_per_sec(), 500);
+    }
+
+    /// used_memory within maxmemory, both from the budget, with the store as full as it gets.
+    #[test]
+    fn used_memory_stays_within_maxmemory() {
+        let mut db = Db {
+            store: StoreBuilder::new()
+                .dram(8 << 20)
+                .durability(cxltier_store::Durability::None)
+                .build()
+                .unwrap(),
+            info: ServerInfo::default(),
+            session: Session::new(0, true),
+        };
+        let value = "v".repeat(3000);
+        let mut full = false;
+        for i in 0..20_000 {
+            let r = db.cmd(&format!("SET key{i} {value}"));
+            if r.starts_with("-OOM") {
+                full = true;
+                break;
+            }
+        }
+        assert!(full, "the store never filled");
+        let used: u64 = info_field(&mut db, "memory", "used_memory")
+            .parse()
+            .unwrap();
+        let max: u64 = info_field(&mut db, "memory", "maxmemory").parse().unwrap();
+        assert!(used <= max, "used_memory {used} > maxmemory {max}");
+        assert!(
+            used > max / 2,
+            "used_memory {used} of {max}: the store is full"
+        );
+        assert_eq!(max, 8 << 20, "maxmemory is the budget");
+        let cfg = db.cmd("CONFIG GET maxmemory");
+        assert!(
+            cfg.ends_with(&format!("${}\r\n{max}\r\n", max.to_string().len())),
+            "{cfg}"
+        );
     }
 
     #[test]

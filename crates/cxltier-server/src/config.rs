@@ -106,12 +106,7 @@ impl Knobs {
 fn settings(ctx: &Ctx<'_>) -> Vec<(String, String)> {
     let info = &*ctx.info;
     let st = ctx.store.stats();
-    let memory: u64 = st
-        .tiers
-        .iter()
-        .filter(|t| t.tier != "nvme")
-        .map(|t| t.capacity_bytes)
-        .sum();
+    let (_, memory) = crate::commands::memory_figures(&st);
     let mut all: Vec<(String, String)> = vec![
         ("maxmemory".into(), memory.to_string()),
         ("maxmemory-policy".into(), "noeviction".into()),
@@ -304,4 +299,8 @@ fn reset_stats(store: &mut Store, info: &mut crate::commands::ServerInfo) {
     info.client_output_buffer_limit_disconnections = 0;
     info.client_peak_input_buffer = 0;
     info.client_peak_output_buffer = 0;
+    info.keyspace_hits = 0;
+    info.keyspace_misses = 0;
+    info.used_memory_peak = 0;
+    info.ops_samples.clear();
 }

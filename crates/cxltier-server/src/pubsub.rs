@@ -41,6 +41,18 @@ pub struct PubSub {
 }
 
 impl PubSub {
+    /// Connections with at least one subscription.
+    pub fn subscribers(&self) -> usize {
+        let ids: hashbrown::HashSet<u64> = self
+            .channels
+            .values()
+            .chain(self.patterns.values())
+            .flatten()
+            .copied()
+            .collect();
+        ids.len()
+    }
+
     /// Forget all of `session`'s subscriptions (RESET, and when the connection closes).
     pub fn drop_session(&mut self, session: &mut Session) {
         for ch in session.channels.drain(..) {

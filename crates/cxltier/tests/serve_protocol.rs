@@ -601,3 +601,75 @@ fn pubsub_across_connections_with_bounded_subscribers() {
     );
     assert_eq!(pubc.call(&["PING"]), V::Simple("PONG".into()));
 }
+
+fn info_field(c: &mut Client, section: &str, name: &str) -> String {
+    let text = c.call(&["INFO", section]).text();
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name}:")))
+        .unwrap_or_else(|| panic!("no {name} in INFO {section}:\n{text}"))
+        .trim()
+        .to_string()
+}
+
+/// INFO as tools read it: Redis's fields, hits and misses counted as Redis does, used_memory
+/// within maxmemory; and `redis-cli --stat`, which reads them, prints a sane row.
+#[test]
+fn info_fields_and_redis_cli_stat() {
+    let s = Server::start(&["--dram", "16M"]);
+    let mut c = s.client();
+    assert_eq!(info_field(&mut c, "server", "redis_version"), "7.0.15");
+    assert_eq!(info_field(&mut c, "replication", "role"), "master");
+    assert_eq!(info_field(&mut c, "clients", "blocked_clients"), "0");
+    assert_eq!(
+        info_field(&mut c, "memory", "maxmemory"),
+        (16u64 << 20).to_string()
+    );
+    assert_eq!(info_field(&mut c, "memory", "maxmemory_human"), "16.00M");
+    info_field(&mut c, "stats", "instantaneous_ops_per_sec");
+    // Writes of new keys are no misses; reads count.
+    for i in 0..200 {
+        c.call(&["HSET", &format!("h{i}"), "f", &"x".repeat(2000)]);
+    }
+    assert_eq!(info_field(&mut c, "stats", "keyspace_misses"), "0");
+    c.call(&["GET", "nothing"]);
+    c.call(&["HGET", "h1", "f"]);
+    assert_eq!(info_field(&mut c, "stats", "keyspace_misses"), "1");
+    assert_eq!(info_field(&mut c, "stats", "keyspace_hits"), "1");
+    let used: u64 = info_field(&mut c, "memory", "used_memory").parse().unwrap();
+    let max: u64 = info_field(&mut c, "memory", "maxmemory").parse().unwrap();
+    assert!(
+        used > 0 && used <= max,
+        "used_memory {used}, maxmemory {max}"
+    );
+    assert_eq!(
+        info_field(&mut c, "keyspace", "db0"),
+        "keys=200,expires=0,avg_ttl=0"
+    );
+
+    let port = s.addr.rsplit(':').next().unwrap().to_string();
+    // --stat prints a row per interval until killed: `timeout` only ends it (a hang guard);
+    // stdbuf makes it write each row as it goes.
+    let out = Command::new("timeout")
+        .args([
+            "3",
+            "stdbuf",
+            "-oL",
+            "redis-cli",
+            "-p",
+            &port,
+            "--stat",
+            "-i",
+            "0.2",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let row = text
+        .lines()
+        .find(|l| l.starts_with("200 "))
+        .unwrap_or_else(|| panic!("no row of 200 keys from redis-cli --stat:\n{text}"));
+    let cols: Vec<&str> = row.split_whitespace().collect();
+    // keys, mem, clients, blocked, requests...
+    assert!(cols[1].ends_with('M') || cols[1].ends_with('K'), "{row}");
+    assert_eq!(cols[3], "0", "{row}");
+}
