@@ -207,6 +207,35 @@ pub struct ClientMeta {
     /// Bytes of input not run yet, and of replies not sent yet.
     pub qbuf: usize,
     pub omem: usize,
+    /// Channels and patterns subscribed; commands queued in MULTI (-1 outside).
+    pub sub: usize,
+    pub psub: usize,
+    pub multi: i64,
+}
+
+impl ClientMeta {
+    /// Copy what a session says of its connection.
+    pub fn update_from(&mut self, s: &Session) {
+        if self.name != s.name {
+            self.name.clone_from(&s.name);
+        }
+        self.proto = s.proto;
+        self.last_cmd = s.last_cmd;
+        self.no_evict = s.no_evict;
+        self.reply_off = s.reply_off;
+        self.sub = s.channels.len();
+        self.psub = s.patterns.len();
+        self.multi = s.multi.as_ref().map_or(-1, |q| q.len() as i64);
+    }
+
+    /// Redis's client type for LIST and KILL filters: pubsub once subscribed, else normal.
+    fn kind(&self) -> &'static str {
+        if self.sub + self.psub > 0 {
+            "pubsub"
+        } else {
+            "normal"
+        }
+    }
 }
 
 const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
@@ -996,6 +1025,12 @@ const BAD_CLIENT_NAME: &str =
 fn client_line(t: &mut String, id: u64, m: &ClientMeta, now: std::time::Instant) {
     use std::fmt::Write;
     let mut flags = String::new();
+    if m.sub + m.psub > 0 {
+        flags.push('P');
+    }
+    if m.multi >= 0 {
+        flags.push('x');
+    }
     if m.no_evict {
         flags.push('e');
     }
@@ -1004,13 +1039,16 @@ fn client_line(t: &mut String, id: u64, m: &ClientMeta, now: std::time::Instant)
     }
     let _ = writeln!(
         t,
-        "id={id} addr={} laddr={} fd={} name={} age={} idle={} flags={flags} db=0 sub=0 psub=0 ssub=0 multi=-1 qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user=default redir=-1 resp={}",
+        "id={id} addr={} laddr={} fd={} name={} age={} idle={} flags={flags} db=0 sub={} psub={} ssub=0 multi={} qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user=default redir=-1 resp={}",
         m.addr,
         m.laddr,
         m.fd,
         String::from_utf8_lossy(m.name.as_deref().unwrap_or_default()),
         now.saturating_duration_since(m.created).as_secs(),
         now.saturating_duration_since(m.last_active).as_secs(),
+        m.sub,
+        m.psub,
+        m.multi,
         m.qbuf,
         m.omem,
         m.qbuf + m.omem,
@@ -1024,12 +1062,7 @@ fn client_line(t: &mut String, id: u64, m: &ClientMeta, now: std::time::Instant)
 fn client_meta(ctx: &Ctx<'_>, id: u64) -> Option<ClientMeta> {
     let mut m = ctx.info.clients.get(&id)?.clone();
     if id == ctx.session.id {
-        let s = &ctx.session;
-        m.name = s.name.clone();
-        m.proto = s.proto;
-        m.last_cmd = s.last_cmd;
-        m.no_evict = s.no_evict;
-        m.reply_off = s.reply_off;
+        m.update_from(ctx.session);
         m.last_active = std::time::Instant::now();
     }
     Some(m)
@@ -1042,15 +1075,14 @@ struct KillFilter {
     addr: Option<Vec<u8>>,
     laddr: Option<Vec<u8>>,
     user: Option<Vec<u8>>,
-    /// TYPE normal matches every connection here (no replicas, no masters); pubsub none yet.
-    kind_matches: bool,
+    /// TYPE: normal or pubsub (there are no masters or replicas: those match nothing).
+    kind: Option<&'static str>,
     skipme: bool,
 }
 
 fn parse_kill_filter(args: &[&[u8]]) -> Result<KillFilter, &'static str> {
     let mut f = KillFilter {
         skipme: true,
-        kind_matches: true,
         ..KillFilter::default()
     };
     if args.len() % 2 != 0 {
@@ -1072,8 +1104,9 @@ fn parse_kill_filter(args: &[&[u8]]) -> Result<KillFilter, &'static str> {
                 _ => return Err(SYNTAX),
             },
             b"TYPE" => match v.to_ascii_lowercase().as_slice() {
-                b"normal" => f.kind_matches = true,
-                b"master" | b"slave" | b"replica" | b"pubsub" => f.kind_matches = false,
+                b"normal" => f.kind = Some("normal"),
+                b"pubsub" => f.kind = Some("pubsub"),
+                b"master" | b"slave" | b"replica" => f.kind = Some("replica"),
                 _ => return Err("ERR Unknown client type"),
             },
             b"MAXAGE" => match parse_i64(v) {
@@ -1125,12 +1158,14 @@ pub(crate) fn client(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
             // CLIENT LIST [TYPE normal|master|replica|pubsub] [ID id ...]
             let mut ids: Vec<u64> = ctx.info.clients.keys().copied().collect();
             ids.sort_unstable();
+            let mut want_kind = None;
             let rest = &args[2..];
             if let Some(kind) = rest.first() {
                 match (kind.to_ascii_uppercase().as_slice(), rest.len()) {
                     (b"TYPE", 2) => match rest[1].to_ascii_lowercase().as_slice() {
-                        b"normal" => {}
-                        b"master" | b"slave" | b"replica" | b"pubsub" => ids.clear(),
+                        b"normal" => want_kind = Some("normal"),
+                        b"pubsub" => want_kind = Some("pubsub"),
+                        b"master" | b"slave" | b"replica" => ids.clear(),
                         _ => {
                             return fail(
                                 ctx,
@@ -1158,7 +1193,9 @@ pub(crate) fn client(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
             let mut t = String::new();
             for id in ids {
                 if let Some(m) = client_meta(ctx, id) {
-                    client_line(&mut t, id, &m, now);
+                    if want_kind.is_none_or(|k| k == m.kind()) {
+                        client_line(&mut t, id, &m, now);
+                    }
                 }
             }
             reply::verbatim(ctx.out, proto, "txt", t.as_bytes());
@@ -1185,12 +1222,19 @@ pub(crate) fn client(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
                 Err(e) => return fail(ctx, e),
             };
             let me = ctx.session.id;
+            // The caller's own type from its session, which is current.
+            let my_kind = if ctx.session.subscribed() {
+                "pubsub"
+            } else {
+                "normal"
+            };
             let mut killed: Vec<u64> = ctx
                 .info
                 .clients
                 .iter()
                 .filter(|(&id, m)| {
-                    f.kind_matches
+                    f.kind
+                        .is_none_or(|k| k == if id == me { my_kind } else { m.kind() })
                         && f.id.is_none_or(|want| want == id)
                         && f.addr.as_deref().is_none_or(|a| a == m.addr.as_bytes())
                         && f.laddr.as_deref().is_none_or(|a| a == m.laddr.as_bytes())
@@ -2149,6 +2193,9 @@ mod tests {
                     reply_off: false,
                     qbuf: 0,
                     omem: 0,
+                    sub: 0,
+                    psub: 0,
+                    multi: -1,
                 },
             );
         }
@@ -2189,6 +2236,23 @@ mod tests {
         assert!(db.session.drop_reply() && db.session.drop_reply());
         assert_eq!(db.cmd("CLIENT REPLY ON"), "+OK\r\n");
         assert!(!db.session.drop_reply());
+        // Subscribed: type pubsub, flag P, sub counted; in MULTI: flag x.
+        db.cmd("HELLO 3");
+        db.cmd("SUBSCRIBE ch");
+        let pubsub = db.cmd("CLIENT LIST TYPE pubsub");
+        assert!(
+            pubsub.contains("id=7 ") && !pubsub.contains("id=8 "),
+            "{pubsub}"
+        );
+        assert!(
+            pubsub.contains(" flags=Pe ") && pubsub.contains(" sub=1 psub=0 "),
+            "{pubsub}"
+        );
+        assert!(!db.cmd("CLIENT LIST TYPE normal").contains("id=7 "));
+        assert_eq!(db.cmd("CLIENT KILL TYPE normal SKIPME no"), ":1\r\n");
+        db.cmd("MULTI");
+        db.cmd("GET k");
+        db.cmd("DISCARD");
     }
 
     #[test]

@@ -805,14 +805,7 @@ fn run_ready(
         // What CLIENT LIST shows of this connection to the others.
         if executed > 0 {
             if let Some(m) = info.clients.get_mut(&c.session.id) {
-                let s = &c.session;
-                if m.name != s.name {
-                    m.name.clone_from(&s.name);
-                }
-                m.proto = s.proto;
-                m.last_cmd = s.last_cmd;
-                m.no_evict = s.no_evict;
-                m.reply_off = s.reply_off;
+                m.update_from(&c.session);
                 m.last_active = Instant::now();
                 m.qbuf = c.input.len() - executed;
                 m.omem = c.unsent();
@@ -920,6 +913,9 @@ fn accept(
                         reply_off: false,
                         qbuf: 0,
                         omem: 0,
+                        sub: 0,
+                        psub: 0,
+                        multi: -1,
                     },
                 );
                 conns.insert(
