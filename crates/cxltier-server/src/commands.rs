@@ -987,6 +987,10 @@ fn check_password(
     given: &[u8],
 ) -> Result<(), &'static str> {
     match &ctx.info.requirepass {
+        // Redis's default user without a password takes any password given with its name
+        // (clients configured with credentials send them), but a lone password is a mistake.
+        None if user == Some(b"default") => Ok(()),
+        None if user.is_some() => Err("WRONGPASS invalid username-password pair or user is disabled."),
         None => Err("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?"),
         Some(pw) if pw.as_bytes() == given && user.is_none_or(|u| u == b"default") => {
             ctx.session.authed = true;
@@ -2149,6 +2153,17 @@ mod tests {
         assert!(db
             .cmd("HELLO 3 SETNAME a\tb")
             .starts_with("-ERR Client names cannot"));
+    }
+
+    #[test]
+    fn auth_with_a_user_and_no_password_configured() {
+        let mut db = Db::new();
+        assert_eq!(db.cmd("AUTH default anything"), "+OK\r\n");
+        assert!(db.cmd("HELLO 3 AUTH default anything").starts_with("%7"));
+        assert!(db.cmd("AUTH someone x").starts_with("-WRONGPASS"));
+        assert!(db
+            .cmd("AUTH x")
+            .starts_with("-ERR AUTH <password> called without any password"));
     }
 
     #[test]
