@@ -756,10 +756,12 @@ fn run_ready(
             // Nothing can wait when no read is in flight (the common case in memory).
             if p.error.is_none() && store.reads_in_flight() > 0 {
                 let mut wait = false;
-                read_keys(&c.input, &c.session, &p.args, |k| {
+                let exec = read_keys(&c.input, &c.session, &p.args, |k| {
                     wait = wait || store.must_wait(k)
                 });
-                if wait {
+                // Inside MULTI a command is only queued: its data is needed by EXEC, which
+                // waits for all of it.
+                if wait && (exec || c.session.multi.is_none()) {
                     break;
                 }
             }
