@@ -99,6 +99,8 @@ pub struct Session {
     /// The keys this connection WATCHes, with the expiry each had then (a watched key that
     /// expires is a change, as in Redis).
     pub watched: Vec<(Vec<u8>, Option<u64>)>,
+    /// EXEC is running its queued commands: each must write exactly one reply.
+    pub in_exec: bool,
     /// The channels and patterns it subscribes to (in the order subscribed).
     pub channels: Vec<Vec<u8>>,
     pub patterns: Vec<Vec<u8>>,
@@ -1262,6 +1264,10 @@ pub(crate) fn client(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
             }
             _ => return fail(ctx, SYNTAX),
         },
+        // Inside EXEC it would leave a hole in EXEC's array of replies.
+        (b"REPLY", 3) if ctx.session.in_exec => {
+            return fail(ctx, "ERR CLIENT REPLY is not allowed inside a transaction")
+        }
         (b"REPLY", 3) => match args[2].to_ascii_lowercase().as_slice() {
             b"on" => {
                 ctx.session.reply_off = false;
@@ -1642,6 +1648,7 @@ pub(crate) fn exec(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> Result<Effect, StoreEr
     }
     reply::array(ctx.out, queued.len());
     let mut effect = Effect::Read;
+    ctx.session.in_exec = true;
     for args in &queued {
         let args: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
         ctx.info.total_commands += 1;
@@ -1651,6 +1658,7 @@ pub(crate) fn exec(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> Result<Effect, StoreEr
             effect = Effect::Wrote;
         }
     }
+    ctx.session.in_exec = false;
     Ok(effect)
 }
 
@@ -2441,6 +2449,16 @@ mod tests {
         assert_eq!(db.cmd("GET a"), "$1\r\n2\r\n");
         assert_eq!(db.cmd("MULTI"), "+OK\r\n");
         assert_eq!(db.cmd("EXEC"), "*0\r\n");
+        // Commands that would write other than one reply each are refused inside EXEC.
+        db.cmd("MULTI");
+        for line in ["CLIENT REPLY OFF", "SUBSCRIBE a b", "UNSUBSCRIBE", "PING"] {
+            assert_eq!(db.cmd(line), "+QUEUED\r\n");
+        }
+        assert_eq!(
+            db.cmd("EXEC"),
+            "*4\r\n-ERR CLIENT REPLY is not allowed inside a transaction\r\n-ERR SUBSCRIBE isn't allowed inside a transaction\r\n-ERR UNSUBSCRIBE isn't allowed inside a transaction\r\n+PONG\r\n"
+        );
+        assert!(!db.session.drop_reply() && !db.session.subscribed());
     }
 
     /// A second connection's session, run against the same store and server state.

@@ -105,7 +105,22 @@ fn confirm(ctx: &mut Ctx<'_>, kind: &[u8], name: Option<&[u8]>) {
     reply::int(ctx.out, count as i64);
 }
 
+/// (Un)subscribing inside EXEC would write one reply per channel into EXEC's array, which holds
+/// one per command: refused there (Redis refuses SUBSCRIBE in a transaction too).
+fn refused_in_exec(ctx: &mut Ctx<'_>, name: &str) -> bool {
+    if ctx.session.in_exec {
+        reply::error(
+            ctx.out,
+            &format!("ERR {name} isn't allowed inside a transaction"),
+        );
+    }
+    ctx.session.in_exec
+}
+
 fn subscribe_to(ctx: &mut Ctx<'_>, names: &[&[u8]], pattern: bool) -> Result<Effect, StoreError> {
+    if refused_in_exec(ctx, if pattern { "PSUBSCRIBE" } else { "SUBSCRIBE" }) {
+        return Ok(Effect::Read);
+    }
     for &name in names {
         let (mine, all) = if pattern {
             (&mut ctx.session.patterns, &mut ctx.info.pubsub.patterns)
@@ -130,6 +145,16 @@ fn unsubscribe_from(
     names: &[&[u8]],
     pattern: bool,
 ) -> Result<Effect, StoreError> {
+    if refused_in_exec(
+        ctx,
+        if pattern {
+            "PUNSUBSCRIBE"
+        } else {
+            "UNSUBSCRIBE"
+        },
+    ) {
+        return Ok(Effect::Read);
+    }
     let kind: &[u8] = if pattern {
         b"punsubscribe"
     } else {
