@@ -117,9 +117,15 @@ fn run(store: &mut Store, data: &[u8]) {
         } else if effect != Effect::Shutdown {
             // (Un)subscribing confirms each channel in a reply of its own, and a RESP3
             // connection's PUBLISH to its own channel is preceded by the message.
-            let many = ["SUBSCRIBE", "PSUBSCRIBE", "UNSUBSCRIBE", "PUNSUBSCRIBE", "PUBLISH"]
-                .iter()
-                .any(|n| n.as_bytes().eq_ignore_ascii_case(args[0]));
+            let many = [
+                "SUBSCRIBE",
+                "PSUBSCRIBE",
+                "UNSUBSCRIBE",
+                "PUNSUBSCRIBE",
+                "PUBLISH",
+            ]
+            .iter()
+            .any(|n| n.as_bytes().eq_ignore_ascii_case(args[0]));
             let mut at = 0;
             let mut replies = 0;
             while at < out.len() {
@@ -129,7 +135,10 @@ fn run(store: &mut Store, data: &[u8]) {
                 replies += 1;
             }
             assert!(replies >= 1, "command {args:?} wrote no reply");
-            assert!(many || replies == 1, "command {args:?} wrote more than one reply");
+            assert!(
+                many || replies == 1,
+                "command {args:?} wrote more than one reply"
+            );
         }
         store.commit().expect("a DRAM-only store commits");
         if let Err(e) = store.check_invariants() {
