@@ -2711,6 +2711,76 @@ mod tests {
         );
     }
 
+    /// The length of the RESP2 or RESP3 frame at the start of `b`.
+    fn frame_len(b: &[u8]) -> Result<usize, String> {
+        let end = b
+            .windows(2)
+            .position(|w| w == b"\r\n")
+            .ok_or("a line without CRLF")?;
+        let head = std::str::from_utf8(&b[1..end]).map_err(|e| e.to_string())?;
+        let after = end + 2;
+        let n = || head.parse::<i64>().map_err(|e| format!("{head:?}: {e}"));
+        match b[0] {
+            b'+' | b'-' | b':' | b'_' | b'#' | b',' | b'(' => Ok(after),
+            b'$' | b'=' => match n()? {
+                -1 => Ok(after),
+                l if l >= 0 && b.len() >= after + l as usize + 2 => Ok(after + l as usize + 2),
+                l => Err(format!("bulk of {l}")),
+            },
+            t @ (b'*' | b'~' | b'>' | b'%') => match n()? {
+                -1 if t == b'*' => Ok(after),
+                c if c >= 0 => {
+                    let items = if t == b'%' { 2 * c } else { c };
+                    let mut at = after;
+                    for _ in 0..items {
+                        at += frame_len(&b[at..])?;
+                    }
+                    Ok(at)
+                }
+                c => Err(format!("aggregate of {c}")),
+            },
+            t => Err(format!("type {:?}", t as char)),
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 128, ..Default::default() })]
+        /// Any sequence of the connection-level commands (protocol switches, transactions,
+        /// subscriptions, reply suppression, resets) keeps every reply well framed: one frame
+        /// per command, none for CLIENT REPLY OFF/SKIP, one per channel for (un)subscribing.
+        #[test]
+        fn connection_commands_keep_replies_framed(picks in proptest::collection::vec(0usize..26, 1..40)) {
+            const LINES: [&str; 26] = [
+                "HELLO 3", "HELLO 2", "MULTI", "EXEC", "DISCARD", "WATCH k", "UNWATCH",
+                "SET k 1", "GET k", "HGETALL h", "HSET h f v", "SUBSCRIBE a b", "PSUBSCRIBE a*",
+                "UNSUBSCRIBE", "PUNSUBSCRIBE", "PUBLISH a m", "PING", "CLIENT REPLY SKIP",
+                "CLIENT REPLY OFF", "CLIENT REPLY ON", "RESET", "CONFIG GET maxclients",
+                "COMMAND INFO get", "INCR k", "GET", "CLIENT LIST",
+            ];
+            let mut db = Db::new();
+            for p in picks {
+                let line = LINES[p];
+                let words: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();
+                let mut out = Vec::new();
+                execute(&mut db.store, &mut db.info, &mut db.session, &words, &mut out);
+                let dropped = db.session.drop_reply();
+                let mut at = 0;
+                let mut frames = 0;
+                while at < out.len() {
+                    at += frame_len(&out[at..]).map_err(|e| proptest::test_runner::TestCaseError::fail(format!("{line}: {e}: {:?}", String::from_utf8_lossy(&out))))?;
+                    frames += 1;
+                }
+                let many = line.contains("SUBSCRIBE") || line.starts_with("PUBLISH");
+                proptest::prop_assert!(
+                    frames == 1 || (frames == 0 && dropped) || (many && frames >= 1),
+                    "{line}: {frames} frames: {:?}",
+                    String::from_utf8_lossy(&out)
+                );
+                db.info.pubsub.outbox.clear();
+            }
+        }
+    }
+
     #[test]
     fn expire_times_out_of_range_are_refused_as_redis_does() {
         let mut db = Db::new();
