@@ -1,7 +1,7 @@
 //! The RESP parser with the command layer behind it: the input is a client's byte stream; each
 //! command parsed from it runs through `commands::execute` against a real in-memory store (DRAM
 //! only, so it stays fast), as the server's loop does. Checks that each command writes exactly one
-//! well-framed RESP2 reply, and that the store's own invariants hold after every command.
+//! well-framed RESP2 or RESP3 reply, and that the store's own invariants hold after every command.
 #![no_main]
 
 use cxltier_server::commands::{execute, Effect, ServerInfo, Session};
@@ -14,7 +14,7 @@ use std::cell::RefCell;
 /// of thousands of one-byte inline commands does not make the run crawl.
 const MAX_COMMANDS: usize = 512;
 
-/// The length of the one RESP2 reply at the start of `b`, or why it is not one.
+/// The length of the one RESP2 or RESP3 reply at the start of `b`, or why it is not one.
 fn reply_len(b: &[u8]) -> Result<usize, String> {
     let line = |b: &[u8]| -> Result<usize, String> {
         b.windows(2)
@@ -32,6 +32,13 @@ fn reply_len(b: &[u8]) -> Result<usize, String> {
             .ok_or_else(|| format!("{:?} is not an integer", String::from_utf8_lossy(head)))
     };
     match tag {
+        // RESP3's one-line types (after HELLO 3): null, boolean, double, big number.
+        b'_' | b'#' | b',' | b'(' => {
+            if head.contains(&b'\r') || head.contains(&b'\n') {
+                return Err("a CR or LF inside a one-line reply".into());
+            }
+            Ok(after)
+        }
         b'+' | b'-' => {
             if head.contains(&b'\r') || head.contains(&b'\n') {
                 return Err("a CR or LF inside a status or error reply".into());
@@ -39,7 +46,7 @@ fn reply_len(b: &[u8]) -> Result<usize, String> {
             Ok(after)
         }
         b':' => int().map(|_| after),
-        b'$' => match int()? {
+        b'$' | b'=' => match int()? {
             -1 => Ok(after),
             n if n >= 0 => {
                 let n = n as usize;
@@ -50,11 +57,12 @@ fn reply_len(b: &[u8]) -> Result<usize, String> {
             }
             n => Err(format!("bulk length {n}")),
         },
-        b'*' => match int()? {
-            -1 => Ok(after),
+        b'*' | b'~' | b'>' | b'%' => match int()? {
+            -1 if tag == b'*' => Ok(after),
             n if n >= 0 => {
                 let mut at = after;
-                for _ in 0..n {
+                let items = if tag == b'%' { 2 * n } else { n };
+                for _ in 0..items {
                     at += reply_len(&b[at..])?;
                 }
                 Ok(at)
@@ -100,14 +108,37 @@ fn run(store: &mut Store, data: &[u8]) {
         at += p.consumed;
         out.clear();
         let effect = execute(store, &mut info, &mut session, &args, &mut out);
-        if args.is_empty() {
+        // CLIENT REPLY OFF and SKIP write no reply of their own (the server drops the replies
+        // of the commands they silence).
+        let silenced = session.drop_reply();
+        if args.is_empty() || (silenced && out.is_empty()) {
             // An empty multibulk is ignored, like Redis: no reply.
             assert!(out.is_empty(), "a reply to an empty command");
         } else if effect != Effect::Shutdown {
-            let len = reply_len(&out).unwrap_or_else(|e| {
-                panic!("command {args:?} wrote a malformed reply ({e}): {out:?}")
-            });
-            assert_eq!(len, out.len(), "command {args:?} wrote more than one reply");
+            // (Un)subscribing confirms each channel in a reply of its own, and a RESP3
+            // connection's PUBLISH to its own channel is preceded by the message.
+            let many = [
+                "SUBSCRIBE",
+                "PSUBSCRIBE",
+                "UNSUBSCRIBE",
+                "PUNSUBSCRIBE",
+                "PUBLISH",
+            ]
+            .iter()
+            .any(|n| n.as_bytes().eq_ignore_ascii_case(args[0]));
+            let mut at = 0;
+            let mut replies = 0;
+            while at < out.len() {
+                at += reply_len(&out[at..]).unwrap_or_else(|e| {
+                    panic!("command {args:?} wrote a malformed reply ({e}): {out:?}")
+                });
+                replies += 1;
+            }
+            assert!(replies >= 1, "command {args:?} wrote no reply");
+            assert!(
+                many || replies == 1,
+                "command {args:?} wrote more than one reply"
+            );
         }
         store.commit().expect("a DRAM-only store commits");
         if let Err(e) = store.check_invariants() {

@@ -3,20 +3,27 @@
 //! - [`resp`]: the request parser (multibulk and inline; never panics) and reply writers;
 //! - [`commands`]: Redis semantics of each command over [`cxltier_store::Store`], including
 //!   `SCANRANGE` (the ordered range scan of YCSB workload E) and `INFO tiers`;
+//! - [`config`]: `CONFIG GET|SET|RESETSTAT|REWRITE`, and Redis's encoding knobs, stored;
 //! - [`glob`]: Redis's glob patterns, matched in bounded time (CONFIG GET);
 //! - [`hash`]: how a hash's fields are encoded in one stored value;
+//! - [`pubsub`]: SUBSCRIBE, PSUBSCRIBE, PUBLISH, PUBSUB, and the messages for other connections;
 //! - [`quarantine`]: follows the quarantine file of `cxltier ras --watch --quarantine` and hands
 //!   new poisoned ranges to the store (`INFO poison`);
 //! - [`ratelog`]: log lines of a repeating failure held back to one per interval, counted;
+//! - [`table`]: the command table (name, arity, flags, keys, handler) that dispatch, arity
+//!   checks, NOAUTH, the NVMe reads begun before a command and `COMMAND` all come from;
 //! - [`server`]: the single-threaded event loop with batching, NVMe prefetch and group commit.
 
 pub mod commands;
+pub mod config;
 pub mod glob;
 pub mod hash;
+pub mod pubsub;
 pub mod quarantine;
 pub mod ratelog;
 pub mod resp;
 pub mod server;
+pub mod table;
 
 pub use server::{
     bind, parse_memory, serve, serve_on, OutputBufferLimit, ServerConfig, ServerError,

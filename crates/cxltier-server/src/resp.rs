@@ -1,4 +1,4 @@
-//! RESP2 requests and replies.
+//! RESP requests, and RESP2 and RESP3 replies.
 //!
 //! A [`Parser`] reads one command from the front of a buffer: a multibulk array of bulk strings
 //! (what every client library sends) or an inline command (what a person types into telnet). It
@@ -359,9 +359,90 @@ pub mod reply {
         out.extend_from_slice(b"$-1\r\n");
     }
     pub fn array(out: &mut Vec<u8>, n: usize) {
-        out.push(b'*');
+        header(out, b'*', n);
+    }
+
+    fn header(out: &mut Vec<u8>, tag: u8, n: usize) {
+        out.push(tag);
         out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
         out.extend_from_slice(b"\r\n");
+    }
+
+    // RESP3's types. Each takes the connection's protocol and writes what Redis 7 writes in
+    // RESP2 for the same reply when it is 2, so a handler shapes its reply once.
+
+    /// A map of `n` pairs (the 2n items follow); RESP2: a flat array of 2n.
+    pub fn map(out: &mut Vec<u8>, proto: u8, n: usize) {
+        if proto >= 3 {
+            header(out, b'%', n);
+        } else {
+            header(out, b'*', 2 * n);
+        }
+    }
+    /// A set of `n` items; RESP2: an array.
+    pub fn set(out: &mut Vec<u8>, proto: u8, n: usize) {
+        header(out, if proto >= 3 { b'~' } else { b'*' }, n);
+    }
+    /// An out-of-band push of `n` items (pub/sub messages); RESP2: an array.
+    pub fn push(out: &mut Vec<u8>, proto: u8, n: usize) {
+        header(out, if proto >= 3 { b'>' } else { b'*' }, n);
+    }
+    /// The null of a missing value; RESP2: the null bulk string.
+    pub fn null(out: &mut Vec<u8>, proto: u8) {
+        out.extend_from_slice(if proto >= 3 { b"_\r\n" } else { b"$-1\r\n" });
+    }
+    /// The null of a missing array (EXEC aborted, COMMAND INFO of an unknown name); RESP2:
+    /// the null array.
+    pub fn null_array(out: &mut Vec<u8>, proto: u8) {
+        out.extend_from_slice(if proto >= 3 { b"_\r\n" } else { b"*-1\r\n" });
+    }
+    /// A boolean; RESP2: the integer 1 or 0.
+    pub fn boolean(out: &mut Vec<u8>, proto: u8, b: bool) {
+        if proto >= 3 {
+            out.extend_from_slice(if b { b"#t\r\n" } else { b"#f\r\n" });
+        } else {
+            int(out, b as i64);
+        }
+    }
+    /// A double, written as Redis writes it (`inf`, `-inf`, `nan`, else the shortest text that
+    /// reads back the same); RESP2: that text as a bulk string.
+    pub fn double(out: &mut Vec<u8>, proto: u8, d: f64) {
+        let text = if d.is_nan() {
+            "nan".to_string()
+        } else if d.is_infinite() {
+            if d > 0.0 { "inf" } else { "-inf" }.to_string()
+        } else {
+            format!("{d}")
+        };
+        if proto >= 3 {
+            out.push(b',');
+            out.extend_from_slice(text.as_bytes());
+            out.extend_from_slice(b"\r\n");
+        } else {
+            bulk(out, text.as_bytes());
+        }
+    }
+    /// A big number given as its decimal digits; RESP2: a bulk string of them.
+    pub fn big_number(out: &mut Vec<u8>, proto: u8, digits: &str) {
+        if proto >= 3 {
+            out.push(b'(');
+            out.extend_from_slice(digits.as_bytes());
+            out.extend_from_slice(b"\r\n");
+        } else {
+            bulk(out, digits.as_bytes());
+        }
+    }
+    /// A verbatim string of format `fmt` (three letters: `txt`, `mkd`); RESP2: a bulk string.
+    pub fn verbatim(out: &mut Vec<u8>, proto: u8, fmt: &str, text: &[u8]) {
+        if proto >= 3 {
+            header(out, b'=', text.len() + 4);
+            out.extend_from_slice(fmt.as_bytes());
+            out.push(b':');
+            out.extend_from_slice(text);
+            out.extend_from_slice(b"\r\n");
+        } else {
+            bulk(out, text);
+        }
     }
 }
 

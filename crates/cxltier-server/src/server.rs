@@ -14,6 +14,7 @@
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -25,10 +26,11 @@ use mio::net::{TcpListener, TcpStream};
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
 
-use crate::commands::{self, Effect, ServerInfo, Session};
+use crate::commands::{self, ClientMeta, Effect, ServerInfo, Session};
 use crate::quarantine::Quarantine;
 use crate::ratelog::RateLimitedLog;
 use crate::resp::{self, reply, Parser};
+use crate::table;
 
 const LISTENER: Token = Token(usize::MAX);
 /// The store's device-read completion eventfd.
@@ -185,6 +187,15 @@ struct Conn {
 }
 
 impl Conn {
+    /// The output buffer limits of this connection: Redis's pubsub class once it subscribes.
+    fn output_limit(&self, limits: &Limits) -> OutputBufferLimit {
+        if self.session.subscribed() {
+            crate::pubsub::PUBSUB_OUTPUT_LIMIT
+        } else {
+            limits.output
+        }
+    }
+
     /// Reply bytes not written to the socket yet.
     fn unsent(&self) -> usize {
         self.output.len() - self.sent
@@ -255,7 +266,11 @@ pub fn serve_on(
         bind: cfg.bind.ip().to_string(),
         requirepass: cfg.requirepass.clone(),
         started: Some(Instant::now()),
+        last_save: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs()),
         max_object: store.max_object(),
+        run_id: run_id(),
         ..ServerInfo::default()
     };
     let max_bulk = store.max_object().saturating_add(BULK_MARGIN);
@@ -266,7 +281,6 @@ pub fn serve_on(
             .client_query_buffer_limit
             .max(max_bulk.saturating_add(BULK_MARGIN)),
         output: cfg.client_output_buffer_limit,
-        password: cfg.requirepass.is_some(),
         max_clients: cfg.max_clients,
     };
     info.max_clients = limits.max_clients;
@@ -289,6 +303,7 @@ pub fn serve_on(
     let mut next_token = 0usize;
     let mut events = Events::with_capacity(1024);
     let mut last_tick = Instant::now();
+    let mut last_sample = last_tick;
     let mut buf = vec![0u8; READ_CHUNK];
     let mut shutdown = false;
 
@@ -340,7 +355,6 @@ pub fn serve_on(
                     &mut conns,
                     &mut next_token,
                     &mut info,
-                    &limits,
                     &mut spare_fd,
                     &mut log,
                 );
@@ -382,8 +396,7 @@ pub fn serve_on(
             let mut keys: Vec<(u64, &[u8])> = Vec::new();
             for c in conns.values() {
                 for p in c.queue.iter().filter(|p| !p.reads_begun) {
-                    let args = p.args.iter().map(|r| &c.input[r.clone()]);
-                    commands::for_each_read_key(args, |k| keys.push((p.seq, k)));
+                    read_keys(&c.input, &c.session, &p.args, |k| keys.push((p.seq, k)));
                 }
             }
             if !keys.is_empty() {
@@ -402,12 +415,13 @@ pub fn serve_on(
                 }
                 for c in conns.values_mut() {
                     for p in c.queue.iter_mut().filter(|p| !p.reads_begun) {
-                        let args = p.args.iter().map(|r| &c.input[r.clone()]);
                         let mut unstarted = false;
-                        commands::for_each_read_key(args, |k| {
+                        let exec = read_keys(&c.input, &c.session, &p.args, |k| {
                             unstarted = unstarted || store.read_unstarted(k)
                         });
-                        p.reads_begun = !unstarted;
+                        // An EXEC is looked at again each turn: the commands queued ahead of
+                        // it in the same pipeline join its transaction only as they run.
+                        p.reads_begun = !unstarted && !exec;
                     }
                 }
             }
@@ -421,6 +435,18 @@ pub fn serve_on(
             &mut log,
         );
         store.end_batch();
+        deliver_messages(&mut info, &mut conns, &limits, &mut log);
+        // CLIENT KILL: the connections named close once what they were sent is written.
+        if !info.kill.is_empty() {
+            for c in conns.values_mut() {
+                if info.kill.contains(&c.session.id) {
+                    c.quit = true;
+                    c.closing = true;
+                    c.queue.clear();
+                }
+            }
+            info.kill.clear();
+        }
         // Replies go out after the commit. A client whose unread replies stay over the soft
         // limit too long is closed; buffers that grew for one big request are given back.
         let now = Instant::now();
@@ -443,10 +469,18 @@ pub fn serve_on(
             let done = c.dead || (c.closing && c.output.is_empty() && c.queue.is_empty());
             if done {
                 let _ = poll.registry().deregister(&mut c.stream);
+                info.clients.remove(&c.session.id);
+                info.unwatch(&mut c.session);
+                info.pubsub.drop_session(&mut c.session);
             }
             !done
         });
         info.connected_clients = conns.len();
+        // Its own clock: background work's tick also runs whenever a turn ran nothing.
+        if last_sample.elapsed() >= TICK {
+            last_sample = Instant::now();
+            info.sample_ops(last_sample);
+        }
         if ran == 0 || last_tick.elapsed() >= TICK {
             if let Err(e) = store.tick() {
                 if let Some(line) = log.line(
@@ -473,22 +507,91 @@ pub fn serve_on(
     Ok(())
 }
 
+/// 40 hex digits that differ from one start to the next (INFO's run_id): the process id and
+/// the start time, hashed.
+fn run_id() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut id = String::with_capacity(40);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let state = std::collections::hash_map::RandomState::new();
+    for i in 0..3u64 {
+        let mut h = state.build_hasher();
+        h.write_u64(now ^ u64::from(std::process::id()) ^ i);
+        id.push_str(&format!("{:016x}", h.finish()));
+    }
+    id.truncate(40);
+    id
+}
+
 /// A connection's limits, from the server's settings.
 struct Limits {
     max_bulk: usize,
     query: usize,
     output: OutputBufferLimit,
-    /// AUTH is required (before it, commands are parsed one at a time under Redis's
-    /// unauthenticated limits).
-    password: bool,
     max_clients: usize,
+}
+
+/// Move the messages PUBLISH left for other connections into their output buffers, each in its
+/// subscriber's protocol. A subscriber whose unread replies reach the pubsub hard limit is
+/// closed, as in Redis (its soft limit is checked with the others' after the turn).
+fn deliver_messages(
+    info: &mut ServerInfo,
+    conns: &mut HashMap<Token, Conn>,
+    limits: &Limits,
+    log: &mut RateLimitedLog,
+) {
+    if info.pubsub.outbox.is_empty() {
+        return;
+    }
+    let by_id: HashMap<u64, Token> = conns.iter().map(|(t, c)| (c.session.id, *t)).collect();
+    let outbox = std::mem::take(&mut info.pubsub.outbox);
+    for d in &outbox {
+        let Some(c) = by_id.get(&d.to).and_then(|t| conns.get_mut(t)) else {
+            continue;
+        };
+        if c.dead {
+            continue;
+        }
+        crate::pubsub::write_message(&mut c.output, c.session.proto, d);
+        let hard = c.output_limit(limits).hard;
+        if c.unsent() >= hard {
+            let text = format!(
+                "closed client {}: {} bytes of pub/sub messages unread, over the pubsub client-output-buffer-limit hard limit of {hard} bytes (the subscriber must read its messages)",
+                peer(c),
+                c.unsent(),
+            );
+            close_over_limit(c, info, log, &text);
+        }
+    }
+}
+
+/// The keys whose values a queued command reads (from the command table), for the NVMe reads
+/// begun before it runs; for EXEC, those of every command its transaction queued, so that a
+/// transaction runs only once all its data is at hand. Returns whether it was EXEC.
+fn read_keys<'a>(
+    input: &'a [u8],
+    session: &'a Session,
+    args: &[std::ops::Range<usize>],
+    mut key: impl FnMut(&'a [u8]),
+) -> bool {
+    let exec = args.len() == 1 && input[args[0].clone()].eq_ignore_ascii_case(b"EXEC");
+    if exec {
+        for queued in session.multi.iter().flatten() {
+            table::for_each_read_key(queued.iter().map(Vec::as_slice), &mut key);
+        }
+    } else {
+        table::for_each_read_key(args.iter().map(|r| &input[r.clone()]), key);
+    }
+    exec
 }
 
 /// Whether `c` may be read: its unread replies are under the soft limit and its input under
 /// the query buffer limit. Otherwise it is read again once it has room (backpressure: the
 /// client's writes wait in the socket buffers).
 fn has_room(c: &Conn, limits: &Limits) -> bool {
-    !c.dead && c.unsent() < limits.output.soft && c.input.len() < limits.query
+    !c.dead && c.unsent() < c.output_limit(limits).soft && c.input.len() < limits.query
 }
 
 /// Parse the complete commands of `c`'s input onto its queue, up to [`MAX_QUEUED`] (and one
@@ -505,7 +608,8 @@ fn parse_into_queue(
     if c.broken || c.quit || c.dead {
         return;
     }
-    let unauthenticated = limits.password && !c.session.authed;
+    // CONFIG SET requirepass may set or clear the password while the server runs.
+    let unauthenticated = info.requirepass.is_some() && !c.session.authed;
     let parse_limits = resp::Limits {
         max_bulk: limits.max_bulk,
         unauthenticated,
@@ -605,18 +709,19 @@ fn check_soft_limit(
     info: &mut ServerInfo,
     log: &mut RateLimitedLog,
 ) {
-    if c.dead || c.unsent() < limits.output.soft {
+    let limit = c.output_limit(limits);
+    if c.dead || c.unsent() < limit.soft {
         c.over_soft_since = None;
         return;
     }
     let since = *c.over_soft_since.get_or_insert(now);
-    let secs = limits.output.soft_seconds;
+    let secs = limit.soft_seconds;
     if secs > 0 && now.saturating_duration_since(since) >= Duration::from_secs(secs) {
         let text = format!(
             "closed client {}: {} bytes of replies unread for {secs} s, over the client-output-buffer-limit soft limit of {} bytes (the client must read its replies)",
             peer(c),
             c.unsent(),
-            limits.output.soft
+            limit.soft
         );
         close_over_limit(c, info, log, &text);
     }
@@ -645,15 +750,18 @@ fn run_ready(
                 break;
             }
             // Its client is not reading its replies: run nothing more of it until it does.
-            if c.unsent() >= limits.output.soft {
+            if c.unsent() >= c.output_limit(limits).soft {
                 break;
             }
             // Nothing can wait when no read is in flight (the common case in memory).
             if p.error.is_none() && store.reads_in_flight() > 0 {
                 let mut wait = false;
-                let args = p.args.iter().map(|r| &c.input[r.clone()]);
-                commands::for_each_read_key(args, |k| wait = wait || store.must_wait(k));
-                if wait {
+                let exec = read_keys(&c.input, &c.session, &p.args, |k| {
+                    wait = wait || store.must_wait(k)
+                });
+                // Inside MULTI a command is only queued: its data is needed by EXEC, which
+                // waits for all of it.
+                if wait && (exec || c.session.multi.is_none()) {
                     break;
                 }
             }
@@ -669,8 +777,13 @@ fn run_ready(
             }
             let input = std::mem::take(&mut c.input);
             let args: Vec<&[u8]> = p.args.iter().map(|r| &input[r.clone()]).collect();
+            let before = c.output.len();
             let effect = commands::execute(store, info, &mut c.session, &args, &mut c.output);
             c.input = input;
+            // CLIENT REPLY OFF or SKIP: the command ran, its reply is not sent.
+            if c.session.drop_reply() {
+                c.output.truncate(before);
+            }
             match effect {
                 Effect::Wrote => e.0 = true,
                 Effect::Close => {
@@ -680,15 +793,24 @@ fn run_ready(
                 Effect::Shutdown => *shutdown = true,
                 Effect::Read => {}
             }
-            if c.unsent() >= limits.output.hard {
+            if c.unsent() >= c.output_limit(limits).hard {
                 let text = format!(
                     "closed client {}: {} bytes of replies unread, over the client-output-buffer-limit hard limit of {} bytes (the client must read its replies; raise --client-output-buffer-limit for bigger ones)",
                     peer(c),
                     c.unsent(),
-                    limits.output.hard
+                    c.output_limit(limits).hard
                 );
                 close_over_limit(c, info, log, &text);
                 break;
+            }
+        }
+        // What CLIENT LIST shows of this connection to the others.
+        if executed > 0 {
+            if let Some(m) = info.clients.get_mut(&c.session.id) {
+                m.update_from(&c.session);
+                m.last_active = Instant::now();
+                m.qbuf = c.input.len() - executed;
+                m.omem = c.unsent();
             }
         }
         // Drop what ran from the input; what is still queued moves down with it.
@@ -739,7 +861,6 @@ fn accept(
     conns: &mut HashMap<Token, Conn>,
     next: &mut usize,
     info: &mut ServerInfo,
-    limits: &Limits,
     spare_fd: &mut Option<std::fs::File>,
     log: &mut RateLimitedLog,
 ) {
@@ -749,7 +870,8 @@ fn accept(
     loop {
         match listener.accept() {
             Ok((mut stream, peer)) => {
-                if conns.len() >= limits.max_clients {
+                // CONFIG SET maxclients changes info's limit.
+                if conns.len() >= info.max_clients {
                     info.rejected_connections += 1;
                     refuse(&mut stream, FULL);
                     continue;
@@ -772,6 +894,32 @@ fn accept(
                     continue;
                 }
                 info.total_connections += 1;
+                info.next_client_id += 1;
+                let id = info.next_client_id;
+                let now = Instant::now();
+                info.clients.insert(
+                    id,
+                    ClientMeta {
+                        addr: peer.to_string(),
+                        laddr: stream
+                            .local_addr()
+                            .map(|a| a.to_string())
+                            .unwrap_or_default(),
+                        fd: stream.as_raw_fd(),
+                        created: now,
+                        last_active: now,
+                        name: None,
+                        proto: 2,
+                        last_cmd: "NULL",
+                        no_evict: false,
+                        reply_off: false,
+                        qbuf: 0,
+                        omem: 0,
+                        sub: 0,
+                        psub: 0,
+                        multi: -1,
+                    },
+                );
                 conns.insert(
                     t,
                     Conn {
@@ -784,11 +932,7 @@ fn accept(
                         input: Vec::with_capacity(BUFFER_INITIAL),
                         output: Vec::with_capacity(BUFFER_INITIAL),
                         sent: 0,
-                        session: Session {
-                            id: info.total_connections,
-                            authed: info.requirepass.is_none(),
-                            name: None,
-                        },
+                        session: Session::new(id, info.requirepass.is_none()),
                         closing: false,
                         dead: false,
                         broken: false,
@@ -908,5 +1052,41 @@ fn flush(c: &mut Conn) {
     } else if c.sent >= c.output.len() / 2 {
         c.output.drain(..c.sent);
         c.sent = 0;
+    }
+}
+
+#[cfg(test)]
+mod read_key_tests {
+    use super::*;
+
+    /// EXEC reads what its transaction's queued commands read: all their NVMe reads begin
+    /// before it runs, and it waits for them all.
+    #[test]
+    fn exec_reads_the_keys_of_its_queued_commands() {
+        let mut session = Session::new(1, true);
+        let cmds: [&[&str]; 4] = [
+            &["GET", "a"],
+            &["MGET", "b", "c"],
+            &["SET", "d", "v"],
+            &["EXISTS", "e"],
+        ];
+        session.multi = Some(
+            cmds.iter()
+                .map(|c| c.iter().map(|a| a.as_bytes().to_vec()).collect())
+                .collect(),
+        );
+        let input = b"execGET k".to_vec();
+        let mut keys = Vec::new();
+        let exec_args = vec![std::ops::Range { start: 0, end: 4 }];
+        let exec = read_keys(&input, &session, &exec_args, |k| keys.push(k.to_vec()));
+        assert!(exec);
+        assert_eq!(
+            keys,
+            [b"a".to_vec(), b"b".to_vec(), b"c".to_vec(), b"d".to_vec()]
+        );
+        // Any other command: its own keys.
+        keys.clear();
+        assert!(!read_keys(&input, &session, &[4..7, 8..9], |k| keys.push(k.to_vec())));
+        assert_eq!(keys, [b"k".to_vec()]);
     }
 }

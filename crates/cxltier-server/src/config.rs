@@ -1,0 +1,306 @@
+//! `CONFIG GET|SET|RESETSTAT|REWRITE`: the parameters that mean something here, and Redis's
+//! encoding knobs, which are accepted, stored and reported (OBJECT ENCODING answers by them).
+
+use cxltier_store::{Store, StoreError};
+
+use crate::commands::{Ctx, Effect};
+use crate::resp::reply;
+
+/// A parameter that CONFIG SET stores: its name, the name it is an alias of (Redis 7 keeps the
+/// ziplist names of 6.2 as aliases of the listpack ones), its default, and whether it is an
+/// integer.
+struct Knob {
+    name: &'static str,
+    canonical: &'static str,
+    default: &'static str,
+    integer: bool,
+}
+
+const fn knob(name: &'static str, default: &'static str, integer: bool) -> Knob {
+    Knob {
+        name,
+        canonical: name,
+        default,
+        integer,
+    }
+}
+
+const fn alias(name: &'static str, canonical: &'static str, integer: bool) -> Knob {
+    Knob {
+        name,
+        canonical,
+        default: "",
+        integer,
+    }
+}
+
+/// Stored and reported; only the encoding thresholds are used (by OBJECT ENCODING). Redis 7.0's
+/// defaults.
+static KNOBS: &[Knob] = &[
+    knob("hash-max-listpack-entries", "128", true),
+    alias(
+        "hash-max-ziplist-entries",
+        "hash-max-listpack-entries",
+        true,
+    ),
+    knob("hash-max-listpack-value", "64", true),
+    alias("hash-max-ziplist-value", "hash-max-listpack-value", true),
+    knob("set-max-intset-entries", "512", true),
+    knob("set-max-listpack-entries", "128", true),
+    knob("set-max-listpack-value", "64", true),
+    knob("zset-max-listpack-entries", "128", true),
+    alias(
+        "zset-max-ziplist-entries",
+        "zset-max-listpack-entries",
+        true,
+    ),
+    knob("zset-max-listpack-value", "64", true),
+    alias("zset-max-ziplist-value", "zset-max-listpack-value", true),
+    knob("list-max-listpack-size", "-2", true),
+    alias("list-max-ziplist-size", "list-max-listpack-size", true),
+    knob("list-compress-depth", "0", true),
+    knob("stream-node-max-bytes", "4096", true),
+    knob("stream-node-max-entries", "100", true),
+    knob("timeout", "0", true),
+    knob("notify-keyspace-events", "", false),
+    knob("save", "", false),
+    knob("hz", "10", true),
+    knob("slowlog-log-slower-than", "10000", true),
+    knob("slowlog-max-len", "128", true),
+    knob("latency-monitor-threshold", "0", true),
+    knob("lua-time-limit", "5000", true),
+    alias("busy-reply-threshold", "lua-time-limit", true),
+    knob("activerehashing", "yes", false),
+    knob("lazyfree-lazy-user-del", "no", false),
+    knob("lazyfree-lazy-user-flush", "no", false),
+    knob("active-expire-effort", "1", true),
+    knob("maxmemory-samples", "5", true),
+    knob("lfu-log-factor", "10", true),
+    knob("lfu-decay-time", "1", true),
+];
+
+/// The stored knobs' values (those set; the rest have their defaults).
+#[derive(Debug, Default)]
+pub struct Knobs(hashbrown::HashMap<&'static str, String>);
+
+impl Knobs {
+    /// The value of a knob by any of its names; `None` for a name that is not a knob.
+    pub fn get(&self, name: &str) -> Option<&str> {
+        let k = KNOBS.iter().find(|k| k.name == name)?;
+        let canonical = KNOBS.iter().find(|c| c.name == k.canonical)?;
+        Some(
+            self.0
+                .get(canonical.name)
+                .map(String::as_str)
+                .unwrap_or(canonical.default),
+        )
+    }
+
+    /// An integer knob (the encoding thresholds).
+    pub fn int(&self, name: &str) -> i64 {
+        self.get(name).and_then(|v| v.parse().ok()).unwrap_or(0)
+    }
+}
+
+/// Every parameter and its value, for CONFIG GET.
+fn settings(ctx: &Ctx<'_>) -> Vec<(String, String)> {
+    let info = &*ctx.info;
+    let st = ctx.store.stats();
+    let (_, memory) = crate::commands::memory_figures(&st);
+    let mut all: Vec<(String, String)> = vec![
+        ("maxmemory".into(), memory.to_string()),
+        ("maxmemory-policy".into(), "noeviction".into()),
+        (
+            "appendonly".into(),
+            if st.durability == "none" { "no" } else { "yes" }.into(),
+        ),
+        (
+            "appendfsync".into(),
+            match st.durability {
+                "always" => "always",
+                "everysec" => "everysec",
+                _ => "no",
+            }
+            .into(),
+        ),
+        ("databases".into(), "1".into()),
+        ("bind".into(), info.bind.clone()),
+        ("port".into(), info.port.to_string()),
+        (
+            "proto-max-bulk-len".into(),
+            info.proto_max_bulk_len.to_string(),
+        ),
+        ("maxclients".into(), info.max_clients.to_string()),
+        (
+            "requirepass".into(),
+            info.requirepass.clone().unwrap_or_default(),
+        ),
+        (
+            "client-query-buffer-limit".into(),
+            info.client_query_buffer_limit.to_string(),
+        ),
+        (
+            "client-output-buffer-limit".into(),
+            format!(
+                "normal {} {} {}",
+                info.client_output_buffer_limit.0,
+                info.client_output_buffer_limit.1,
+                info.client_output_buffer_limit.2
+            ),
+        ),
+    ];
+    for k in KNOBS {
+        all.push((k.name.into(), info.knobs.get(k.name).unwrap_or("").into()));
+    }
+    all
+}
+
+/// Why a parameter cannot change while the server runs, and how to change it.
+fn read_only(name: &str) -> Option<&'static str> {
+    Some(match name {
+        "maxmemory" => "maxmemory is the memory budget of cxltier serve (--dram and --cxl): restart with another budget",
+        "maxmemory-policy" => "cxltier never evicts keys: what does not fit in memory goes to NVMe (--ssd)",
+        "appendonly" | "appendfsync" => "durability is chosen at start: restart with --durability always|everysec|none",
+        "databases" | "bind" | "port" => "restart cxltier serve with the new option",
+        "proto-max-bulk-len" => "it follows --max-object: restart with another --max-object",
+        "client-query-buffer-limit" | "client-output-buffer-limit" => {
+            "restart cxltier serve with --client-query-buffer-limit / --client-output-buffer-limit"
+        }
+        _ => return None,
+    })
+}
+
+fn set_failed(ctx: &mut Ctx<'_>, name: &str, why: &str) -> Result<Effect, StoreError> {
+    reply::error(
+        ctx.out,
+        &format!("ERR CONFIG SET failed (possibly related to argument '{name}') - {why}"),
+    );
+    Ok(Effect::Read)
+}
+
+/// CONFIG SET name value [name value ...]: all checked before any is applied, as Redis 7 does.
+fn set(ctx: &mut Ctx<'_>, pairs: &[&[u8]]) -> Result<Effect, StoreError> {
+    if pairs.is_empty() || pairs.len() % 2 != 0 {
+        reply::error(
+            ctx.out,
+            "ERR wrong number of arguments for 'config|set' command",
+        );
+        return Ok(Effect::Read);
+    }
+    let mut changes: Vec<(String, String)> = Vec::new();
+    for pair in pairs.chunks(2) {
+        let name = String::from_utf8_lossy(pair[0]).to_ascii_lowercase();
+        let value = String::from_utf8_lossy(pair[1]).into_owned();
+        if changes.iter().any(|(n, _)| *n == name) {
+            return set_failed(ctx, &name, "duplicate parameter");
+        }
+        if let Some(why) = read_only(&name) {
+            return set_failed(ctx, &name, why);
+        }
+        match name.as_str() {
+            "maxclients" => match value.parse::<usize>() {
+                Ok(n) if n >= 1 => {}
+                _ => {
+                    return set_failed(
+                        ctx,
+                        &name,
+                        "argument must be between 1 and 4294967295 inclusive",
+                    )
+                }
+            },
+            "requirepass" => {}
+            _ => match KNOBS.iter().find(|k| k.name == name) {
+                Some(k) if k.integer && value.parse::<i64>().is_err() => {
+                    return set_failed(ctx, &name, "argument couldn't be parsed into an integer")
+                }
+                Some(_) => {}
+                None => {
+                    reply::error(
+                        ctx.out,
+                        &format!(
+                            "ERR Unknown option or number of arguments for CONFIG SET - '{name}'"
+                        ),
+                    );
+                    return Ok(Effect::Read);
+                }
+            },
+        }
+        changes.push((name, value));
+    }
+    for (name, value) in changes {
+        match name.as_str() {
+            // Connections beyond the new limit are refused from now on; those open stay.
+            "maxclients" => ctx.info.max_clients = value.parse().unwrap_or(ctx.info.max_clients),
+            // Connections already authenticated stay so, as in Redis.
+            "requirepass" => ctx.info.requirepass = (!value.is_empty()).then_some(value),
+            _ => {
+                let k = KNOBS
+                    .iter()
+                    .find(|k| k.name == name)
+                    .expect("checked above");
+                ctx.info.knobs.0.insert(k.canonical, value);
+            }
+        }
+    }
+    reply::ok(ctx.out);
+    Ok(Effect::Read)
+}
+
+pub(crate) fn config(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    let n = args.len();
+    let sub = args[1].to_ascii_uppercase();
+    match (sub.as_slice(), n) {
+        (b"GET", 3..) => {
+            let settings = settings(ctx);
+            let mut matched: Vec<&(String, String)> = Vec::new();
+            for pat in &args[2..] {
+                for kv in &settings {
+                    if crate::glob::matches(pat, kv.0.as_bytes(), true)
+                        && !matched.iter().any(|m| m.0 == kv.0)
+                    {
+                        matched.push(kv);
+                    }
+                }
+            }
+            reply::map(ctx.out, ctx.session.proto, matched.len());
+            for (k, v) in matched {
+                reply::bulk(ctx.out, k.as_bytes());
+                reply::bulk(ctx.out, v.as_bytes());
+            }
+        }
+        (b"SET", _) => return set(ctx, &args[2..]),
+        (b"RESETSTAT", 2) => {
+            // As Redis: the activity counters start again from zero (the store's and the
+            // server's); what is stored is untouched.
+            reset_stats(ctx.store, ctx.info);
+            reply::ok(ctx.out);
+        }
+        (b"REWRITE", 2) => reply::error(
+            ctx.out,
+            "ERR The server is running without a config file (cxltier serve takes its settings from its command line)",
+        ),
+        _ => reply::error(
+            ctx.out,
+            &format!(
+                "ERR unknown subcommand or wrong number of arguments for '{}'. Try CONFIG HELP.",
+                String::from_utf8_lossy(args[1])
+            ),
+        ),
+    }
+    Ok(Effect::Read)
+}
+
+fn reset_stats(store: &mut Store, info: &mut crate::commands::ServerInfo) {
+    store.reset_stats();
+    info.total_commands = 0;
+    info.total_connections = 0;
+    info.rejected_connections = 0;
+    info.client_query_buffer_limit_disconnections = 0;
+    info.client_output_buffer_limit_disconnections = 0;
+    info.client_peak_input_buffer = 0;
+    info.client_peak_output_buffer = 0;
+    info.keyspace_hits = 0;
+    info.keyspace_misses = 0;
+    info.used_memory_peak = 0;
+    info.ops_samples.clear();
+}

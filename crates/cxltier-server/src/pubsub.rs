@@ -1,0 +1,307 @@
+//! Pub/sub: SUBSCRIBE, PSUBSCRIBE, their UNSUBSCRIBEs, PUBLISH and PUBSUB.
+//!
+//! A handler sees only its own connection, so PUBLISH leaves each message for another
+//! connection in [`PubSub::outbox`]; the server moves them into those connections' output
+//! buffers after the turn's commands, writing each in its subscriber's protocol (an array in
+//! RESP2, a push in RESP3). Subscribers' unread messages are bounded by Redis's pubsub class of
+//! the output buffer limits ([`PUBSUB_OUTPUT_LIMIT`]).
+
+use std::rc::Rc;
+
+use cxltier_store::StoreError;
+use hashbrown::HashMap;
+
+use crate::commands::{Ctx, Effect, Session};
+use crate::resp::reply;
+use crate::server::OutputBufferLimit;
+
+/// Redis's `client-output-buffer-limit pubsub 32mb 8mb 60`.
+pub const PUBSUB_OUTPUT_LIMIT: OutputBufferLimit = OutputBufferLimit {
+    hard: 32 << 20,
+    soft: 8 << 20,
+    soft_seconds: 60,
+};
+
+/// A message for another connection.
+#[derive(Debug)]
+pub struct Delivery {
+    pub to: u64,
+    /// The pattern it matched (a `pmessage`), or none (a `message`).
+    pub pattern: Option<Rc<[u8]>>,
+    pub channel: Rc<[u8]>,
+    pub payload: Rc<[u8]>,
+}
+
+/// Who subscribes to what, server-wide.
+#[derive(Debug, Default)]
+pub struct PubSub {
+    pub channels: HashMap<Vec<u8>, Vec<u64>>,
+    pub patterns: HashMap<Vec<u8>, Vec<u64>>,
+    pub outbox: Vec<Delivery>,
+}
+
+impl PubSub {
+    /// Connections with at least one subscription.
+    pub fn subscribers(&self) -> usize {
+        let ids: hashbrown::HashSet<u64> = self
+            .channels
+            .values()
+            .chain(self.patterns.values())
+            .flatten()
+            .copied()
+            .collect();
+        ids.len()
+    }
+
+    /// Forget all of `session`'s subscriptions (RESET, and when the connection closes).
+    pub fn drop_session(&mut self, session: &mut Session) {
+        for ch in session.channels.drain(..) {
+            remove(&mut self.channels, &ch, session.id);
+        }
+        for p in session.patterns.drain(..) {
+            remove(&mut self.patterns, &p, session.id);
+        }
+    }
+}
+
+fn remove(map: &mut HashMap<Vec<u8>, Vec<u64>>, name: &[u8], id: u64) {
+    if let Some(ids) = map.get_mut(name) {
+        ids.retain(|&i| i != id);
+        if ids.is_empty() {
+            map.remove(name);
+        }
+    }
+}
+
+/// Write one message as `proto` frames it: `message channel payload` or `pmessage pattern
+/// channel payload`.
+pub fn write_message(out: &mut Vec<u8>, proto: u8, d: &Delivery) {
+    match &d.pattern {
+        Some(p) => {
+            reply::push(out, proto, 4);
+            reply::bulk(out, b"pmessage");
+            reply::bulk(out, p);
+        }
+        None => {
+            reply::push(out, proto, 3);
+            reply::bulk(out, b"message");
+        }
+    }
+    reply::bulk(out, &d.channel);
+    reply::bulk(out, &d.payload);
+}
+
+/// The confirmation of one (un)subscription: kind, name (null for an UNSUBSCRIBE of nothing),
+/// and the connection's subscriptions after it.
+fn confirm(ctx: &mut Ctx<'_>, kind: &[u8], name: Option<&[u8]>) {
+    let count = ctx.session.channels.len() + ctx.session.patterns.len();
+    let proto = ctx.session.proto;
+    reply::push(ctx.out, proto, 3);
+    reply::bulk(ctx.out, kind);
+    match name {
+        Some(n) => reply::bulk(ctx.out, n),
+        None => reply::null(ctx.out, proto),
+    }
+    reply::int(ctx.out, count as i64);
+}
+
+/// (Un)subscribing inside EXEC would write one reply per channel into EXEC's array, which holds
+/// one per command: refused there (Redis refuses SUBSCRIBE in a transaction too).
+fn refused_in_exec(ctx: &mut Ctx<'_>, name: &str) -> bool {
+    if ctx.session.in_exec {
+        reply::error(
+            ctx.out,
+            &format!("ERR {name} isn't allowed inside a transaction"),
+        );
+    }
+    ctx.session.in_exec
+}
+
+fn subscribe_to(ctx: &mut Ctx<'_>, names: &[&[u8]], pattern: bool) -> Result<Effect, StoreError> {
+    if refused_in_exec(ctx, if pattern { "PSUBSCRIBE" } else { "SUBSCRIBE" }) {
+        return Ok(Effect::Read);
+    }
+    for &name in names {
+        let (mine, all) = if pattern {
+            (&mut ctx.session.patterns, &mut ctx.info.pubsub.patterns)
+        } else {
+            (&mut ctx.session.channels, &mut ctx.info.pubsub.channels)
+        };
+        if !mine.iter().any(|c| c == name) {
+            mine.push(name.to_vec());
+            all.entry(name.to_vec()).or_default().push(ctx.session.id);
+        }
+        confirm(
+            ctx,
+            if pattern { b"psubscribe" } else { b"subscribe" },
+            Some(name),
+        );
+    }
+    Ok(Effect::Read)
+}
+
+fn unsubscribe_from(
+    ctx: &mut Ctx<'_>,
+    names: &[&[u8]],
+    pattern: bool,
+) -> Result<Effect, StoreError> {
+    if refused_in_exec(
+        ctx,
+        if pattern {
+            "PUNSUBSCRIBE"
+        } else {
+            "UNSUBSCRIBE"
+        },
+    ) {
+        return Ok(Effect::Read);
+    }
+    let kind: &[u8] = if pattern {
+        b"punsubscribe"
+    } else {
+        b"unsubscribe"
+    };
+    // Without names: all of them; none at all still gets one confirmation, with a null name.
+    let names: Vec<Vec<u8>> = if names.is_empty() {
+        if pattern {
+            ctx.session.patterns.clone()
+        } else {
+            ctx.session.channels.clone()
+        }
+    } else {
+        names.iter().map(|n| n.to_vec()).collect()
+    };
+    if names.is_empty() {
+        confirm(ctx, kind, None);
+    }
+    for name in names {
+        let id = ctx.session.id;
+        let (mine, all) = if pattern {
+            (&mut ctx.session.patterns, &mut ctx.info.pubsub.patterns)
+        } else {
+            (&mut ctx.session.channels, &mut ctx.info.pubsub.channels)
+        };
+        if let Some(i) = mine.iter().position(|c| *c == name) {
+            mine.remove(i);
+            remove(all, &name, id);
+        }
+        confirm(ctx, kind, Some(&name));
+    }
+    Ok(Effect::Read)
+}
+
+pub(crate) fn subscribe(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    subscribe_to(ctx, &args[1..], false)
+}
+
+pub(crate) fn psubscribe(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    subscribe_to(ctx, &args[1..], true)
+}
+
+pub(crate) fn unsubscribe(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    unsubscribe_from(ctx, &args[1..], false)
+}
+
+pub(crate) fn punsubscribe(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    unsubscribe_from(ctx, &args[1..], true)
+}
+
+/// PUBLISH channel message: the number of subscriptions it reached (channel and patterns).
+pub(crate) fn publish(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    let channel: Rc<[u8]> = Rc::from(args[1]);
+    let payload: Rc<[u8]> = Rc::from(args[2]);
+    let ps = &mut ctx.info.pubsub;
+    let mut deliveries: Vec<Delivery> = Vec::new();
+    if let Some(ids) = ps.channels.get(args[1]) {
+        deliveries.extend(ids.iter().map(|&to| Delivery {
+            to,
+            pattern: None,
+            channel: channel.clone(),
+            payload: payload.clone(),
+        }));
+    }
+    for (pat, ids) in &ps.patterns {
+        if crate::glob::matches(pat, args[1], false) {
+            let pat: Rc<[u8]> = Rc::from(&pat[..]);
+            deliveries.extend(ids.iter().map(|&to| Delivery {
+                to,
+                pattern: Some(pat.clone()),
+                channel: channel.clone(),
+                payload: payload.clone(),
+            }));
+        }
+    }
+    let n = deliveries.len();
+    // A RESP3 client may publish to itself: its message comes before PUBLISH's reply, as in
+    // Redis.
+    for d in deliveries {
+        if d.to == ctx.session.id {
+            write_message(ctx.out, ctx.session.proto, &d);
+        } else {
+            ctx.info.pubsub.outbox.push(d);
+        }
+    }
+    reply::int(ctx.out, n as i64);
+    Ok(Effect::Read)
+}
+
+/// PUBSUB CHANNELS [pattern] | NUMSUB [channel ...] | NUMPAT | HELP.
+pub(crate) fn pubsub(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    let sub = args[1].to_ascii_uppercase();
+    let proto = ctx.session.proto;
+    let ps = &ctx.info.pubsub;
+    match (sub.as_slice(), args.len()) {
+        (b"CHANNELS", 2 | 3) => {
+            let mut names: Vec<&Vec<u8>> = ps
+                .channels
+                .keys()
+                .filter(|c| {
+                    args.get(2)
+                        .is_none_or(|p| crate::glob::matches(p, c, false))
+                })
+                .collect();
+            names.sort();
+            reply::array(ctx.out, names.len());
+            for n in names {
+                reply::bulk(ctx.out, n);
+            }
+        }
+        (b"NUMSUB", _) => {
+            let counts: Vec<(&[u8], usize)> = args[2..]
+                .iter()
+                .map(|c| (*c, ps.channels.get(*c).map_or(0, Vec::len)))
+                .collect();
+            reply::map(ctx.out, proto, counts.len());
+            for (c, n) in counts {
+                reply::bulk(ctx.out, c);
+                reply::int(ctx.out, n as i64);
+            }
+        }
+        (b"NUMPAT", 2) => {
+            let n = ps.patterns.len();
+            reply::int(ctx.out, n as i64);
+        }
+        (b"HELP", 2) => {
+            let lines = [
+                "PUBSUB <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                "CHANNELS [<pattern>]",
+                "    Return the currently active channels matching a <pattern> (default: '*').",
+                "NUMPAT",
+                "    Return number of subscriptions to patterns.",
+                "NUMSUB [<channel> ...]",
+                "    Return the number of subscribers for the specified channels.",
+            ];
+            reply::array(ctx.out, lines.len());
+            for l in lines {
+                reply::simple(ctx.out, l);
+            }
+        }
+        _ => reply::error(
+            ctx.out,
+            &format!(
+                "ERR unknown subcommand or wrong number of arguments for '{}'. Try PUBSUB HELP.",
+                String::from_utf8_lossy(args[1])
+            ),
+        ),
+    }
+    Ok(Effect::Read)
+}

@@ -1,0 +1,499 @@
+//! The command table, Redis's design: one entry per command with its name, arity, flags, key
+//! positions and handler. Dispatch, arity checks, NOAUTH, the keys whose NVMe reads begin before
+//! a command runs, and the `COMMAND` replies all come from it; there is no other list.
+//!
+//! The table is sorted by name, so a command is found by a binary search that compares ASCII
+//! case-insensitively in place: no allocation per command (the old dispatch upper-cased every
+//! command name into a new `String`).
+
+use std::cmp::Ordering;
+
+use cxltier_store::StoreError;
+
+use crate::commands::{self as c, Ctx, Effect};
+use crate::resp::reply;
+
+/// A command's handler: its arguments, name first, already checked against the arity.
+pub type Handler = fn(&mut Ctx<'_>, &[&[u8]]) -> Result<Effect, StoreError>;
+
+/// Redis's command flags (`COMMAND INFO` names them), and ours.
+pub mod flag {
+    pub const WRITE: u32 = 1 << 0;
+    pub const READONLY: u32 = 1 << 1;
+    pub const DENYOOM: u32 = 1 << 2;
+    pub const ADMIN: u32 = 1 << 3;
+    pub const PUBSUB: u32 = 1 << 4;
+    pub const NOSCRIPT: u32 = 1 << 5;
+    pub const BLOCKING: u32 = 1 << 6;
+    pub const LOADING: u32 = 1 << 7;
+    pub const STALE: u32 = 1 << 8;
+    pub const FAST: u32 = 1 << 9;
+    pub const NO_AUTH: u32 = 1 << 10;
+    pub const NO_MULTI: u32 = 1 << 11;
+    pub const MOVABLEKEYS: u32 = 1 << 12;
+    pub const ALLOW_BUSY: u32 = 1 << 13;
+    /// cxltier's own: the handler reads the values of its keys, so their NVMe reads begin
+    /// before it runs and it waits (without blocking the loop) until they are at hand. Commands
+    /// that only look at the index (EXISTS, DEL) go without. Not shown by `COMMAND INFO`.
+    pub const VALUES: u32 = 1 << 31;
+
+    /// Redis's names of the flags above, in `COMMAND INFO`'s order.
+    pub const NAMES: &[(u32, &str)] = &[
+        (WRITE, "write"),
+        (READONLY, "readonly"),
+        (DENYOOM, "denyoom"),
+        (ADMIN, "admin"),
+        (PUBSUB, "pubsub"),
+        (NOSCRIPT, "noscript"),
+        (BLOCKING, "blocking"),
+        (LOADING, "loading"),
+        (STALE, "stale"),
+        (FAST, "fast"),
+        (NO_AUTH, "no_auth"),
+        (NO_MULTI, "no_multi"),
+        (MOVABLEKEYS, "movablekeys"),
+        (ALLOW_BUSY, "allow_busy"),
+    ];
+}
+
+use flag::*;
+
+/// One command.
+#[derive(Debug)]
+pub struct Command {
+    /// Upper case; the table is sorted by it.
+    pub name: &'static str,
+    /// Redis's convention: `n` exactly n arguments (the name included), `-n` at least n.
+    pub arity: i32,
+    pub flags: u32,
+    /// Where the keys are: the first and last argument that is a key (a negative last counts
+    /// from the end: -1 the last argument) and the step between keys; 0 0 0 for no keys.
+    pub first_key: i32,
+    pub last_key: i32,
+    pub step: i32,
+    pub handler: Handler,
+    /// `COMMAND DOCS`: Redis's group and a one-line summary.
+    pub group: &'static str,
+    pub summary: &'static str,
+}
+
+impl Command {
+    pub fn has(&self, f: u32) -> bool {
+        self.flags & f != 0
+    }
+
+    /// Whether `n` arguments (the name included) fit the arity.
+    pub fn arity_ok(&self, n: usize) -> bool {
+        if self.arity >= 0 {
+            n == self.arity as usize
+        } else {
+            n >= self.arity.unsigned_abs() as usize
+        }
+    }
+
+    /// The positions of the key arguments of a command of `n` arguments, from the table.
+    pub fn key_positions(&self, n: usize) -> impl Iterator<Item = usize> {
+        let first = self.first_key.max(0) as usize;
+        let last = if self.last_key < 0 {
+            n as i64 + self.last_key as i64
+        } else {
+            self.last_key as i64
+        };
+        let last = if first == 0 {
+            0
+        } else {
+            last.min(n as i64 - 1).max(0) as usize
+        };
+        let step = self.step.max(1) as usize;
+        (first..=last)
+            .step_by(step)
+            .filter(move |&i| i > 0 && i < n)
+    }
+}
+
+const fn cmd(
+    name: &'static str,
+    arity: i32,
+    flags: u32,
+    keys: (i32, i32, i32),
+    handler: Handler,
+    group: &'static str,
+    summary: &'static str,
+) -> Command {
+    Command {
+        name,
+        arity,
+        flags,
+        first_key: keys.0,
+        last_key: keys.1,
+        step: keys.2,
+        handler,
+        group,
+        summary,
+    }
+}
+
+const NOKEYS: (i32, i32, i32) = (0, 0, 0);
+const KEY1: (i32, i32, i32) = (1, 1, 1);
+const ALLKEYS: (i32, i32, i32) = (1, -1, 1);
+
+/// Every command served, sorted by name (a test checks).
+#[rustfmt::skip]
+pub static TABLE: &[Command] = &[
+    cmd("AUTH", -2, NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY, NOKEYS, c::auth, "connection", "Authenticates the connection."),
+    cmd("BGREWRITEAOF", 1, ADMIN | NOSCRIPT | NO_MULTI, NOKEYS, c::bgrewriteaof, "server", "Asynchronously rewrites the append-only file to disk (the NVMe log is cleaned as it runs: nothing to do)."),
+    cmd("BGSAVE", -1, ADMIN | NOSCRIPT | NO_MULTI, NOKEYS, c::bgsave, "server", "Makes everything written durable now (as SAVE)."),
+    cmd("CLIENT", -2, NOSCRIPT | LOADING | STALE, NOKEYS, c::client, "connection", "A container for client connection commands."),
+    cmd("COMMAND", -1, LOADING | STALE, NOKEYS, c::command, "server", "Returns detailed information about all commands."),
+    cmd("CONFIG", -2, ADMIN | NOSCRIPT | LOADING | STALE, NOKEYS, crate::config::config, "server", "A container for server configuration commands."),
+    cmd("DBSIZE", 1, READONLY | FAST, NOKEYS, c::dbsize, "server", "Returns the number of keys in the database."),
+    cmd("DEBUG", -2, ADMIN | NOSCRIPT | LOADING | STALE, NOKEYS, c::debug, "server", "Not supported: says so."),
+    cmd("DECR", 2, WRITE | DENYOOM | FAST | VALUES, KEY1, c::decr, "string", "Decrements the integer value of a key by one."),
+    cmd("DECRBY", 3, WRITE | DENYOOM | FAST | VALUES, KEY1, c::decrby, "string", "Decrements a number from the integer value of a key."),
+    cmd("DEL", -2, WRITE, ALLKEYS, c::del, "generic", "Deletes one or more keys."),
+    cmd("DISCARD", 1, NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY, NOKEYS, c::discard, "transactions", "Discards a transaction."),
+    cmd("ECHO", 2, FAST, NOKEYS, c::echo, "connection", "Returns the given string."),
+    cmd("EVAL", -3, NOSCRIPT | MOVABLEKEYS, NOKEYS, c::no_scripting, "scripting", "Not supported: scripting is not (says so)."),
+    cmd("EVALSHA", -3, NOSCRIPT | MOVABLEKEYS, NOKEYS, c::no_scripting, "scripting", "Not supported: scripting is not (says so)."),
+    cmd("EVALSHA_RO", -3, NOSCRIPT | READONLY | MOVABLEKEYS, NOKEYS, c::no_scripting, "scripting", "Not supported: scripting is not (says so)."),
+    cmd("EVAL_RO", -3, NOSCRIPT | READONLY | MOVABLEKEYS, NOKEYS, c::no_scripting, "scripting", "Not supported: scripting is not (says so)."),
+    cmd("EXEC", 1, NOSCRIPT | LOADING | STALE, NOKEYS, c::exec, "transactions", "Executes all commands in a transaction."),
+    cmd("EXISTS", -2, READONLY | FAST, ALLKEYS, c::exists, "generic", "Determines whether one or more keys exist."),
+    cmd("EXPIRE", 3, WRITE | FAST | VALUES, KEY1, c::expire, "generic", "Sets the expiration time of a key in seconds."),
+    cmd("EXPIREAT", 3, WRITE | FAST | VALUES, KEY1, c::expireat, "generic", "Sets the expiration time of a key to a Unix timestamp."),
+    cmd("FCALL", -3, NOSCRIPT | MOVABLEKEYS, NOKEYS, c::no_scripting, "scripting", "Not supported: scripting is not (says so)."),
+    cmd("FCALL_RO", -3, NOSCRIPT | READONLY | MOVABLEKEYS, NOKEYS, c::no_scripting, "scripting", "Not supported: scripting is not (says so)."),
+    cmd("FLUSHALL", -1, WRITE, NOKEYS, c::flushall, "server", "Removes all keys from all databases."),
+    cmd("FLUSHDB", -1, WRITE, NOKEYS, c::flushall, "server", "Remove all keys from the current database."),
+    cmd("FUNCTION", -2, NOSCRIPT, NOKEYS, c::function, "scripting", "FLUSH and LIST (there are no functions); the rest say scripting is not supported."),
+    cmd("GET", 2, READONLY | FAST | VALUES, KEY1, c::get, "string", "Returns the string value of a key."),
+    cmd("HDEL", -3, WRITE | FAST | VALUES, KEY1, c::hdel, "hash", "Deletes one or more fields and their values from a hash."),
+    cmd("HELLO", -1, NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY, NOKEYS, c::hello, "connection", "Handshakes with the Redis server."),
+    cmd("HEXISTS", 3, READONLY | FAST | VALUES, KEY1, c::hexists, "hash", "Determines whether a field exists in a hash."),
+    cmd("HGET", 3, READONLY | FAST | VALUES, KEY1, c::hget, "hash", "Returns the value of a field in a hash."),
+    cmd("HGETALL", 2, READONLY | VALUES, KEY1, c::hgetall, "hash", "Returns all fields and values in a hash."),
+    cmd("HKEYS", 2, READONLY | VALUES, KEY1, c::hkeys, "hash", "Returns all fields in a hash."),
+    cmd("HLEN", 2, READONLY | FAST | VALUES, KEY1, c::hlen, "hash", "Returns the number of fields in a hash."),
+    cmd("HMGET", -3, READONLY | FAST | VALUES, KEY1, c::hmget, "hash", "Returns the values of all fields in a hash."),
+    cmd("HMSET", -4, WRITE | DENYOOM | FAST | VALUES, KEY1, c::hmset, "hash", "Sets the values of multiple fields."),
+    cmd("HSET", -4, WRITE | DENYOOM | FAST | VALUES, KEY1, c::hset, "hash", "Creates or modifies the value of a field in a hash."),
+    cmd("HVALS", 2, READONLY | VALUES, KEY1, c::hvals, "hash", "Returns all values in a hash."),
+    cmd("INCR", 2, WRITE | DENYOOM | FAST | VALUES, KEY1, c::incr, "string", "Increments the integer value of a key by one."),
+    cmd("INCRBY", 3, WRITE | DENYOOM | FAST | VALUES, KEY1, c::incrby, "string", "Increments the integer value of a key by a number."),
+    cmd("INFO", -1, LOADING | STALE, NOKEYS, c::info, "server", "Returns information and statistics about the server."),
+    cmd("LASTSAVE", 1, LOADING | STALE | FAST, NOKEYS, c::lastsave, "server", "Returns the Unix timestamp of the last SAVE or BGSAVE (the start before any)."),
+    cmd("MEMORY", -2, READONLY, NOKEYS, c::memory, "server", "MEMORY USAGE: the bytes a key and its value cost."),
+    cmd("MGET", -2, READONLY | FAST | VALUES, ALLKEYS, c::mget, "string", "Atomically returns the string values of one or more keys."),
+    cmd("MSET", -3, WRITE | DENYOOM, (1, -1, 2), c::mset, "string", "Atomically creates or modifies the string values of one or more keys."),
+    cmd("MULTI", 1, NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY, NOKEYS, c::multi, "transactions", "Starts a transaction."),
+    cmd("OBJECT", -2, READONLY, NOKEYS, c::object, "generic", "OBJECT ENCODING (the name Redis would use under the configured thresholds), FREQ, IDLETIME, REFCOUNT."),
+    cmd("PERSIST", 2, WRITE | FAST | VALUES, KEY1, c::persist, "generic", "Removes the expiration time of a key."),
+    cmd("PEXPIRE", 3, WRITE | FAST | VALUES, KEY1, c::pexpire, "generic", "Sets the expiration time of a key in milliseconds."),
+    cmd("PEXPIREAT", 3, WRITE | FAST | VALUES, KEY1, c::pexpireat, "generic", "Sets the expiration time of a key to a Unix milliseconds timestamp."),
+    cmd("PING", -1, FAST, NOKEYS, c::ping, "connection", "Returns the server's liveliness response."),
+    cmd("PSETEX", 4, WRITE | DENYOOM, KEY1, c::psetex, "string", "Sets both string value and expiration time in milliseconds of a key."),
+    cmd("PSUBSCRIBE", -2, PUBSUB | NOSCRIPT | LOADING | STALE, NOKEYS, crate::pubsub::psubscribe, "pubsub", "Listens for messages published to channels that match one or more patterns."),
+    cmd("PTTL", 2, READONLY | FAST | VALUES, KEY1, c::pttl, "generic", "Returns the expiration time in milliseconds of a key."),
+    cmd("PUBLISH", 3, PUBSUB | LOADING | STALE | FAST, NOKEYS, crate::pubsub::publish, "pubsub", "Posts a message to a channel."),
+    cmd("PUBSUB", -2, LOADING | STALE, NOKEYS, crate::pubsub::pubsub, "pubsub", "CHANNELS, NUMSUB, NUMPAT."),
+    cmd("PUNSUBSCRIBE", -1, PUBSUB | NOSCRIPT | LOADING | STALE, NOKEYS, crate::pubsub::punsubscribe, "pubsub", "Stops listening to messages published to channels that match one or more patterns."),
+    cmd("QUIT", -1, NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY, NOKEYS, c::quit, "connection", "Closes the connection."),
+    cmd("RESET", 1, NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY, NOKEYS, c::reset, "connection", "Resets the connection."),
+    cmd("SAVE", 1, ADMIN | NOSCRIPT | NO_MULTI, NOKEYS, c::save, "server", "Makes everything written durable now."),
+    cmd("SCANRANGE", 3, READONLY, NOKEYS, c::scanrange, "generic", "Returns up to count keys in byte order from the first key >= start, with their values (cxltier's own)."),
+    cmd("SCRIPT", -2, NOSCRIPT, NOKEYS, c::script, "scripting", "FLUSH and EXISTS (there are no scripts); the rest say scripting is not supported."),
+    cmd("SELECT", 2, LOADING | STALE | FAST, NOKEYS, c::select, "connection", "Changes the selected database."),
+    cmd("SET", -3, WRITE | DENYOOM | VALUES, KEY1, c::set, "string", "Sets the string value of a key, ignoring its type."),
+    cmd("SETEX", 4, WRITE | DENYOOM, KEY1, c::setex, "string", "Sets the string value and expiration time of a key."),
+    cmd("SHUTDOWN", -1, ADMIN | NOSCRIPT | LOADING | STALE | NO_MULTI | ALLOW_BUSY, NOKEYS, c::shutdown, "server", "Synchronously saves the database(s) to disk and shuts down the server."),
+    cmd("SUBSCRIBE", -2, PUBSUB | NOSCRIPT | LOADING | STALE, NOKEYS, crate::pubsub::subscribe, "pubsub", "Listens for messages published to channels."),
+    cmd("TIME", 1, LOADING | STALE | FAST, NOKEYS, c::time, "server", "Returns the server time."),
+    cmd("TTL", 2, READONLY | FAST | VALUES, KEY1, c::ttl, "generic", "Returns the expiration time in seconds of a key."),
+    cmd("TYPE", 2, READONLY | FAST | VALUES, KEY1, c::type_, "generic", "Determines the type of value stored at a key."),
+    cmd("UNLINK", -2, WRITE | FAST, ALLKEYS, c::del, "generic", "Asynchronously deletes one or more keys."),
+    cmd("UNSUBSCRIBE", -1, PUBSUB | NOSCRIPT | LOADING | STALE, NOKEYS, crate::pubsub::unsubscribe, "pubsub", "Stops listening to messages posted to channels."),
+    cmd("UNWATCH", 1, NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY, NOKEYS, c::unwatch, "transactions", "Forgets about watched keys of a transaction."),
+    cmd("WAIT", 3, NOSCRIPT, NOKEYS, c::wait, "generic", "Waits for replicas to acknowledge writes: there are none, so 0."),
+    cmd("WATCH", -2, NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY | VALUES, ALLKEYS, c::watch, "transactions", "Monitors changes to keys to determine the execution of a transaction."),
+];
+
+/// ASCII case-insensitive order of `given` against an upper-case table name.
+fn cmp_upper(given: &[u8], name: &str) -> Ordering {
+    let name = name.as_bytes();
+    for (a, b) in given.iter().zip(name) {
+        match a.to_ascii_uppercase().cmp(b) {
+            Ordering::Equal => {}
+            o => return o,
+        }
+    }
+    given.len().cmp(&name.len())
+}
+
+/// The command named `name`, in any case.
+pub fn lookup(name: &[u8]) -> Option<&'static Command> {
+    TABLE
+        .binary_search_by(|c| cmp_upper(name, c.name).reverse())
+        .ok()
+        .map(|i| &TABLE[i])
+}
+
+/// The key arguments of a command (given as its arguments, name first) whose handler reads their
+/// values, for the NVMe reads begun before it runs: `key` is called with each. Takes an
+/// iterator so that the server need not collect a command's arguments into a vector to ask.
+pub fn for_each_read_key<'a>(
+    mut args: impl ExactSizeIterator<Item = &'a [u8]>,
+    mut key: impl FnMut(&'a [u8]),
+) {
+    let n = args.len();
+    let Some(name) = args.next() else { return };
+    let Some(cmd) = lookup(name) else { return };
+    if !cmd.has(VALUES) || !cmd.arity_ok(n) {
+        return;
+    }
+    let mut positions = cmd.key_positions(n).peekable();
+    for (i, a) in args.enumerate() {
+        let Some(&p) = positions.peek() else { return };
+        if i + 1 == p {
+            key(a);
+            positions.next();
+        }
+    }
+}
+
+/// Redis's ACL categories of a command, from its flags and group (`COMMAND INFO`).
+fn categories(c: &Command) -> Vec<&'static str> {
+    let mut cats = Vec::new();
+    if c.has(WRITE) {
+        cats.push("@write");
+    }
+    if c.has(READONLY) {
+        cats.push("@read");
+    }
+    if c.has(ADMIN) {
+        cats.extend(["@admin", "@dangerous"]);
+    }
+    if c.has(PUBSUB) {
+        cats.push("@pubsub");
+    }
+    if c.has(BLOCKING) {
+        cats.push("@blocking");
+    }
+    cats.push(if c.has(FAST) { "@fast" } else { "@slow" });
+    cats.push(match c.group {
+        "generic" => "@keyspace",
+        "string" => "@string",
+        "hash" => "@hash",
+        "list" => "@list",
+        "set" => "@set",
+        "sorted-set" => "@sortedset",
+        "pubsub" => "@pubsub",
+        "transactions" => "@transaction",
+        "scripting" => "@scripting",
+        "connection" => "@connection",
+        _ => "@admin",
+    });
+    cats.dedup();
+    cats
+}
+
+/// One command's `COMMAND INFO` entry: name, arity, flags, first key, last key, step, ACL
+/// categories, tips, key specs, subcommands (Redis 7's ten fields).
+fn write_info(out: &mut Vec<u8>, proto: u8, c: &Command) {
+    reply::array(out, 10);
+    reply::bulk(out, c.name.to_ascii_lowercase().as_bytes());
+    reply::int(out, c.arity as i64);
+    let names: Vec<&str> = NAMES
+        .iter()
+        .filter(|(f, _)| c.has(*f))
+        .map(|(_, n)| *n)
+        .collect();
+    reply::set(out, proto, names.len());
+    for n in names {
+        reply::simple(out, n);
+    }
+    reply::int(out, c.first_key as i64);
+    reply::int(out, c.last_key as i64);
+    reply::int(out, c.step as i64);
+    let cats = categories(c);
+    reply::set(out, proto, cats.len());
+    for cat in cats {
+        reply::simple(out, cat);
+    }
+    reply::array(out, 0);
+    reply::array(out, 0);
+    reply::array(out, 0);
+}
+
+/// `COMMAND DOCS` of one command: a map of its summary and group.
+fn write_docs(out: &mut Vec<u8>, proto: u8, c: &Command) {
+    reply::bulk(out, c.name.to_ascii_lowercase().as_bytes());
+    reply::map(out, proto, 2);
+    reply::bulk(out, b"summary");
+    reply::bulk(out, c.summary.as_bytes());
+    reply::bulk(out, b"group");
+    reply::bulk(out, c.group.as_bytes());
+}
+
+/// The reply to `COMMAND [COUNT | INFO name... | DOCS name... | LIST [FILTERBY PATTERN p] |
+/// GETKEYS command args...]`, `sub` being the arguments after COMMAND.
+pub fn command_reply(out: &mut Vec<u8>, proto: u8, sub: &[&[u8]]) {
+    let Some(&which) = sub.first() else {
+        reply::array(out, TABLE.len());
+        for c in TABLE {
+            write_info(out, proto, c);
+        }
+        return;
+    };
+    let rest = &sub[1..];
+    match which.to_ascii_uppercase().as_slice() {
+        b"COUNT" if rest.is_empty() => reply::int(out, TABLE.len() as i64),
+        b"INFO" if rest.is_empty() => command_reply(out, proto, &[]),
+        b"INFO" => {
+            reply::array(out, rest.len());
+            for name in rest {
+                match lookup(name) {
+                    Some(c) => write_info(out, proto, c),
+                    None => reply::null_array(out, proto),
+                }
+            }
+        }
+        b"DOCS" => {
+            let found: Vec<&Command> = if rest.is_empty() {
+                TABLE.iter().collect()
+            } else {
+                rest.iter().filter_map(|n| lookup(n)).collect()
+            };
+            reply::map(out, proto, found.len());
+            for c in found {
+                write_docs(out, proto, c);
+            }
+        }
+        b"LIST" => {
+            let pattern = match rest {
+                [] => None,
+                [f, by, p] if f.eq_ignore_ascii_case(b"FILTERBY") => {
+                    match by.to_ascii_uppercase().as_slice() {
+                        b"PATTERN" => Some(Ok(*p)),
+                        b"ACLCAT" => Some(Err(*p)),
+                        // No modules are loaded: nothing comes from one.
+                        b"MODULE" => {
+                            reply::array(out, 0);
+                            return;
+                        }
+                        _ => {
+                            reply::error(out, "ERR syntax error");
+                            return;
+                        }
+                    }
+                }
+                _ => {
+                    reply::error(out, "ERR syntax error");
+                    return;
+                }
+            };
+            let names: Vec<String> = TABLE
+                .iter()
+                .filter(|c| match pattern {
+                    None => true,
+                    Some(Ok(p)) => {
+                        crate::glob::matches(p, c.name.to_ascii_lowercase().as_bytes(), true)
+                    }
+                    Some(Err(cat)) => categories(c)
+                        .iter()
+                        .any(|k| k.as_bytes()[1..].eq_ignore_ascii_case(cat)),
+                })
+                .map(|c| c.name.to_ascii_lowercase())
+                .collect();
+            reply::array(out, names.len());
+            for n in names {
+                reply::bulk(out, n.as_bytes());
+            }
+        }
+        b"GETKEYS" if !rest.is_empty() => {
+            let Some(c) = lookup(rest[0]) else {
+                reply::error(out, "ERR Invalid command specified");
+                return;
+            };
+            if !c.arity_ok(rest.len()) {
+                reply::error(out, "ERR Invalid number of arguments specified for command");
+                return;
+            }
+            let keys: Vec<usize> = c.key_positions(rest.len()).collect();
+            if keys.is_empty() {
+                reply::error(out, "ERR The command has no key arguments");
+                return;
+            }
+            reply::array(out, keys.len());
+            for i in keys {
+                reply::bulk(out, rest[i]);
+            }
+        }
+        _ => reply::error(
+            out,
+            &format!(
+                "ERR unknown subcommand or wrong number of arguments for '{}'. Try COMMAND HELP.",
+                String::from_utf8_lossy(which)
+            ),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_table_is_sorted_upper_case_and_unique() {
+        for w in TABLE.windows(2) {
+            assert!(w[0].name < w[1].name, "{} before {}", w[0].name, w[1].name);
+        }
+        for c in TABLE {
+            assert_eq!(c.name, c.name.to_ascii_uppercase());
+            assert!(c.arity != 0, "{}", c.name);
+            // Redis's invariants: read or write, never both; keys given as a whole triple.
+            assert!(!(c.has(WRITE) && c.has(READONLY)), "{}", c.name);
+            assert_eq!(c.first_key == 0, c.step == 0, "{}", c.name);
+        }
+    }
+
+    #[test]
+    fn lookup_is_case_insensitive_and_exact() {
+        assert_eq!(lookup(b"get").unwrap().name, "GET");
+        assert_eq!(lookup(b"GeT").unwrap().name, "GET");
+        assert_eq!(lookup(b"hgetall").unwrap().name, "HGETALL");
+        assert!(lookup(b"ge").is_none());
+        assert!(lookup(b"gets").is_none());
+        assert!(lookup(b"").is_none());
+        for c in TABLE {
+            assert!(std::ptr::eq(lookup(c.name.as_bytes()).unwrap(), c));
+            let lower = c.name.to_ascii_lowercase();
+            assert!(std::ptr::eq(lookup(lower.as_bytes()).unwrap(), c));
+        }
+    }
+
+    fn read_keys(args: &[&str]) -> Vec<String> {
+        let mut keys = Vec::new();
+        for_each_read_key(args.iter().map(|a| a.as_bytes()), |k| {
+            keys.push(String::from_utf8(k.to_vec()).unwrap())
+        });
+        keys
+    }
+
+    #[test]
+    fn read_keys_come_from_the_key_positions() {
+        assert_eq!(read_keys(&["get", "k"]), ["k"]);
+        assert_eq!(read_keys(&["MGET", "a", "b", "c"]), ["a", "b", "c"]);
+        assert_eq!(read_keys(&["HSET", "h", "f", "v"]), ["h"]);
+        assert_eq!(read_keys(&["SET", "k", "v", "EX", "10"]), ["k"]);
+        assert_eq!(read_keys(&["HMGET", "h", "f1", "f2"]), ["h"]);
+        // Commands that read no values, wrong arities and unknown commands begin no reads.
+        assert!(read_keys(&["EXISTS", "a"]).is_empty());
+        assert!(read_keys(&["DEL", "a"]).is_empty());
+        assert!(read_keys(&["MSET", "a", "1"]).is_empty());
+        assert!(read_keys(&["GET"]).is_empty());
+        assert!(read_keys(&["GET", "a", "b"]).is_empty());
+        assert!(read_keys(&["NOPE", "a"]).is_empty());
+        let mset = lookup(b"MSET").unwrap();
+        assert_eq!(mset.key_positions(7).collect::<Vec<_>>(), [1, 3, 5]);
+    }
+}

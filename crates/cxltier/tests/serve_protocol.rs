@@ -1,0 +1,675 @@
+//! `cxltier serve` speaking Redis's protocol over a real socket: the command table behind
+//! `COMMAND`, arity errors and NOAUTH; RESP3 (`HELLO 3`) and the shapes of its replies; `CLIENT`.
+//!
+//! The client here writes and reads raw RESP2/RESP3, so that every byte the server sends is
+//! checked (no client library in between that would hide a wrong type).
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_cxltier");
+/// Only a guard against a hang: nothing here is timed.
+const GUARD: Duration = Duration::from_secs(30);
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A RESP2 or RESP3 value as the server sent it.
+#[derive(Debug, Clone, PartialEq)]
+enum V {
+    Simple(String),
+    Err(String),
+    Int(i64),
+    Bulk(Vec<u8>),
+    NullBulk,
+    NullArray,
+    Array(Vec<V>),
+    Map(Vec<(V, V)>),
+    Set(Vec<V>),
+    Push(Vec<V>),
+    Double(String),
+    Null,
+    Bool(bool),
+    Big(String),
+    Verbatim(String, Vec<u8>),
+}
+
+impl V {
+    fn text(&self) -> String {
+        match self {
+            V::Simple(s) | V::Err(s) | V::Double(s) | V::Big(s) => s.clone(),
+            V::Bulk(b) | V::Verbatim(_, b) => String::from_utf8_lossy(b).into_owned(),
+            V::Int(i) => i.to_string(),
+            other => panic!("{other:?} is not text"),
+        }
+    }
+    /// A map's value for a key given as text.
+    fn get(&self, key: &str) -> Option<&V> {
+        match self {
+            V::Map(pairs) => pairs.iter().find(|(k, _)| k.text() == key).map(|(_, v)| v),
+            other => panic!("{other:?} is not a map"),
+        }
+    }
+    fn items(&self) -> &[V] {
+        match self {
+            V::Array(v) | V::Set(v) | V::Push(v) => v,
+            other => panic!("{other:?} is not an array"),
+        }
+    }
+}
+
+fn bulk(s: &str) -> V {
+    V::Bulk(s.as_bytes().to_vec())
+}
+
+struct Client {
+    r: BufReader<TcpStream>,
+    w: TcpStream,
+}
+
+impl Client {
+    fn connect(addr: &str) -> std::io::Result<Client> {
+        let s = TcpStream::connect(addr)?;
+        s.set_read_timeout(Some(GUARD))?;
+        Ok(Client {
+            r: BufReader::new(s.try_clone()?),
+            w: s,
+        })
+    }
+    fn send(&mut self, args: &[&str]) {
+        let mut req = format!("*{}\r\n", args.len()).into_bytes();
+        for a in args {
+            req.extend_from_slice(format!("${}\r\n{a}\r\n", a.len()).as_bytes());
+        }
+        // write_all goes on after a partial write and retries on EINTR.
+        self.w.write_all(&req).unwrap();
+    }
+    fn line(&mut self) -> String {
+        let mut l = String::new();
+        self.r.read_line(&mut l).unwrap();
+        assert!(l.ends_with("\r\n"), "a reply line without CRLF: {l:?}");
+        l.truncate(l.len() - 2);
+        l
+    }
+    fn bytes(&mut self, n: usize) -> Vec<u8> {
+        let mut b = vec![0; n + 2];
+        self.r.read_exact(&mut b).unwrap();
+        assert_eq!(&b[n..], b"\r\n");
+        b.truncate(n);
+        b
+    }
+    fn read(&mut self) -> V {
+        let l = self.line();
+        let (tag, rest) = l.split_at(1);
+        let n = || rest.parse::<i64>().unwrap();
+        match tag {
+            "+" => V::Simple(rest.into()),
+            "-" => V::Err(rest.into()),
+            ":" => V::Int(n()),
+            "$" if n() < 0 => V::NullBulk,
+            "$" => V::Bulk(self.bytes(n() as usize)),
+            "*" if n() < 0 => V::NullArray,
+            "*" => V::Array((0..n()).map(|_| self.read()).collect()),
+            "~" => V::Set((0..n()).map(|_| self.read()).collect()),
+            ">" => V::Push((0..n()).map(|_| self.read()).collect()),
+            "%" => V::Map((0..n()).map(|_| (self.read(), self.read())).collect()),
+            "," => V::Double(rest.into()),
+            "_" => V::Null,
+            "#" => V::Bool(rest == "t"),
+            "(" => V::Big(rest.into()),
+            "=" => {
+                let b = self.bytes(n() as usize);
+                V::Verbatim(
+                    String::from_utf8_lossy(&b[..3]).into_owned(),
+                    b[4..].to_vec(),
+                )
+            }
+            _ => panic!("unknown reply type {l:?}"),
+        }
+    }
+    fn call(&mut self, args: &[&str]) -> V {
+        self.send(args);
+        self.read()
+    }
+}
+
+/// A server child, killed when the test ends.
+struct Server {
+    child: Child,
+    addr: String,
+}
+
+impl Server {
+    /// Start `cxltier serve ARGS` on a free port, again on another if the port was taken before
+    /// the server bound it (the child answering must be this one: INFO's process_id).
+    fn start(args: &[&str]) -> Server {
+        let password = args
+            .iter()
+            .position(|a| *a == "--requirepass")
+            .map(|i| args[i + 1]);
+        for _ in 0..5 {
+            let port = free_port();
+            let addr = format!("127.0.0.1:{port}");
+            let none = std::env::temp_dir().join(format!("cxltier-protocol-none-{port}.jsonl"));
+            let child = Command::new(BIN)
+                .args(["serve", "--bind", &addr, "--quarantine-file"])
+                .arg(&none)
+                .args(args)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap();
+            let mut s = Server { child, addr };
+            let t = Instant::now();
+            while t.elapsed() < GUARD {
+                if s.child.try_wait().unwrap().is_some() {
+                    break;
+                }
+                if let Ok(mut c) = Client::connect(&s.addr) {
+                    if let Some(pw) = password {
+                        c.call(&["AUTH", pw]);
+                    }
+                    let info = c.call(&["INFO", "server"]).text();
+                    if info.contains(&format!("process_id:{}\r\n", s.child.id())) {
+                        return s;
+                    }
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = s.child.kill();
+            let _ = s.child.wait();
+        }
+        panic!("no server came up on five free ports");
+    }
+    fn client(&self) -> Client {
+        Client::connect(&self.addr).unwrap()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// COMMAND and its subcommands describe the table the server dispatches from: every command it
+/// knows, with Redis's arity, flags and key positions.
+#[test]
+fn command_replies_come_from_the_command_table() {
+    let s = Server::start(&[]);
+    let mut c = s.client();
+    let V::Int(count) = c.call(&["COMMAND", "COUNT"]) else {
+        panic!("COMMAND COUNT")
+    };
+    let all = c.call(&["COMMAND"]);
+    assert_eq!(all.items().len() as i64, count);
+    let list = c.call(&["COMMAND", "LIST"]);
+    assert_eq!(list.items().len() as i64, count);
+    // Every listed command is known: an arity error, never "unknown command".
+    for name in list.items() {
+        let name = name.text();
+        // These close the connection or answer once per argument.
+        let skip = [
+            "shutdown",
+            "quit",
+            "subscribe",
+            "psubscribe",
+            "unsubscribe",
+            "punsubscribe",
+        ];
+        if skip.contains(&name.as_str()) {
+            continue;
+        }
+        let mut args: Vec<&str> = vec![&name];
+        args.extend(["x"; 40]);
+        let r = c.call(&args);
+        if let V::Err(e) = &r {
+            assert!(!e.contains("unknown command"), "{name}: {e}");
+        }
+    }
+    // Redis's COMMAND INFO of GET: arity 2, read-only and fast, one key at 1.
+    let info = c.call(&["COMMAND", "INFO", "get", "nosuchcommand"]);
+    let get = info.items()[0].items();
+    assert_eq!(get[0], bulk("get"));
+    assert_eq!(get[1], V::Int(2));
+    let flags: Vec<String> = get[2].items().iter().map(V::text).collect();
+    assert!(flags.contains(&"readonly".to_string()) && flags.contains(&"fast".to_string()));
+    assert_eq!(&get[3..6], &[V::Int(1), V::Int(1), V::Int(1)]);
+    assert_eq!(info.items()[1], V::NullArray);
+    let mset = c.call(&["COMMAND", "INFO", "MSET"]);
+    assert_eq!(&mset.items()[0].items()[1..2], &[V::Int(-3)]);
+    assert_eq!(
+        &mset.items()[0].items()[3..6],
+        &[V::Int(1), V::Int(-1), V::Int(2)]
+    );
+    // The key extraction the server begins NVMe reads with.
+    assert_eq!(
+        c.call(&["COMMAND", "GETKEYS", "MSET", "a", "1", "b", "2"]),
+        V::Array(vec![bulk("a"), bulk("b")])
+    );
+    assert!(matches!(c.call(&["COMMAND", "GETKEYS", "PING"]), V::Err(e) if e.contains("no key")));
+    let docs = c.call(&["COMMAND", "DOCS", "get"]);
+    let V::Array(pairs) = docs else {
+        panic!("COMMAND DOCS in RESP2 is a flat array: {docs:?}")
+    };
+    assert_eq!(pairs[0], bulk("get"));
+    assert_eq!(
+        c.call(&["COMMAND", "LIST", "FILTERBY", "PATTERN", "hget*"]),
+        V::Array(vec![bulk("hget"), bulk("hgetall")])
+    );
+    // Arity from the table, names in any case.
+    assert_eq!(
+        c.call(&["GET"]),
+        V::Err("ERR wrong number of arguments for 'get' command".into())
+    );
+    assert_eq!(
+        c.call(&["hset", "h", "f"]),
+        V::Err("ERR wrong number of arguments for 'hset' command".into())
+    );
+    assert_eq!(c.call(&["sEt", "k", "v"]), V::Simple("OK".into()));
+    assert_eq!(c.call(&["get", "k"]), bulk("v"));
+}
+
+/// NOAUTH comes from the table's no_auth flag: AUTH, HELLO and QUIT run before AUTH, nothing
+/// else; an unknown command is said to be unknown first, as Redis does.
+#[test]
+fn noauth_comes_from_the_table() {
+    let s = Server::start(&["--requirepass", "pw"]);
+    let mut c = s.client();
+    assert!(matches!(c.call(&["GET", "k"]), V::Err(e) if e.starts_with("NOAUTH")));
+    assert!(matches!(c.call(&["COMMAND", "COUNT"]), V::Err(e) if e.starts_with("NOAUTH")));
+    assert!(matches!(c.call(&["NOPE"]), V::Err(e) if e.contains("unknown command")));
+    assert_eq!(c.call(&["AUTH", "pw"]), V::Simple("OK".into()));
+    assert_eq!(c.call(&["GET", "k"]), V::NullBulk);
+}
+
+/// redis-py 8 and other RESP3 clients open with `HELLO 3`: the server answers Redis's map and
+/// every reply after it takes RESP3's shapes; `HELLO 2` goes back.
+#[test]
+fn hello_3_speaks_resp3() {
+    let s = Server::start(&[]);
+    let mut c = s.client();
+    assert_eq!(c.call(&["HSET", "h", "f", "v"]), V::Int(1));
+    let hello = c.call(&["HELLO", "3", "SETNAME", "py"]);
+    assert_eq!(hello.get("server"), Some(&bulk("redis")));
+    assert_eq!(hello.get("version"), Some(&bulk("7.0.15")));
+    assert_eq!(hello.get("proto"), Some(&V::Int(3)));
+    assert_eq!(hello.get("mode"), Some(&bulk("standalone")));
+    assert_eq!(hello.get("role"), Some(&bulk("master")));
+    assert_eq!(hello.get("modules"), Some(&V::Array(vec![])));
+    let V::Int(id) = hello.get("id").unwrap().clone() else {
+        panic!("id")
+    };
+    assert_eq!(c.call(&["CLIENT", "ID"]), V::Int(id));
+    assert_eq!(c.call(&["CLIENT", "GETNAME"]), bulk("py"));
+    assert_eq!(
+        c.call(&["HGETALL", "h"]),
+        V::Map(vec![(bulk("f"), bulk("v"))])
+    );
+    assert_eq!(c.call(&["GET", "nothing"]), V::Null);
+    assert_eq!(
+        c.call(&["MGET", "nothing", "h"]),
+        V::Array(vec![V::Null, V::Null])
+    );
+    let cfg = c.call(&["CONFIG", "GET", "maxclients"]);
+    assert!(matches!(cfg.get("maxclients"), Some(V::Bulk(_))), "{cfg:?}");
+    let V::Verbatim(fmt, info) = c.call(&["INFO", "server"]) else {
+        panic!("INFO in RESP3 is a verbatim string")
+    };
+    assert_eq!(fmt, "txt");
+    assert!(String::from_utf8_lossy(&info).contains("redis_mode:standalone"));
+    let info = c.call(&["COMMAND", "INFO", "get"]);
+    let flags = &info.items()[0].items()[2];
+    assert!(matches!(flags, V::Set(_)), "{flags:?}");
+    assert!(matches!(c.call(&["HELLO", "4"]), V::Err(e) if e.starts_with("NOPROTO")));
+    assert!(matches!(c.call(&["HELLO", "2"]), V::Array(_)));
+    assert_eq!(c.call(&["GET", "nothing"]), V::NullBulk);
+}
+
+/// redis-cli's RESP3 mode (-3) reads the maps it is sent.
+#[test]
+fn redis_cli_in_resp3_mode() {
+    let s = Server::start(&[]);
+    let port = s.addr.rsplit(':').next().unwrap().to_string();
+    let cli = |args: &[&str]| {
+        let out = Command::new("redis-cli")
+            .args(["-3", "--no-raw", "-p", &port])
+            .args(args)
+            .output()
+            .expect("redis-cli is not installed: run scripts/peers (scripts/test does)");
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    assert_eq!(cli(&["hset", "h", "a", "1"]), "(integer) 1");
+    assert_eq!(cli(&["hgetall", "h"]), "1# \"a\" => \"1\"");
+    assert_eq!(cli(&["get", "missing"]), "(nil)");
+}
+
+/// CLIENT LIST shows every connection with its name; CLIENT KILL closes another; CLIENT REPLY
+/// OFF/SKIP/ON drop exactly the replies Redis drops.
+#[test]
+fn client_list_kill_and_reply() {
+    let s = Server::start(&[]);
+    let mut a = s.client();
+    let mut b = s.client();
+    assert_eq!(
+        a.call(&["CLIENT", "SETNAME", "alpha"]),
+        V::Simple("OK".into())
+    );
+    assert_eq!(
+        b.call(&["CLIENT", "SETNAME", "beta"]),
+        V::Simple("OK".into())
+    );
+    let V::Int(b_id) = b.call(&["CLIENT", "ID"]) else {
+        panic!()
+    };
+    let list = a.call(&["CLIENT", "LIST"]).text();
+    let lines: Vec<&str> = list.lines().collect();
+    assert_eq!(lines.len(), 2, "{list}");
+    assert!(lines.iter().any(|l| l.contains(" name=alpha ")), "{list}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with(&format!("id={b_id} ")) && l.contains(" name=beta ")),
+        "{list}"
+    );
+    let info = b.call(&["CLIENT", "INFO"]).text();
+    assert!(info.starts_with(&format!("id={b_id} ")) && info.contains("cmd=client"));
+    // REPLY: OFF silences until ON; SKIP silences itself and the next command only. Each
+    // silenced command still runs.
+    a.send(&["CLIENT", "REPLY", "OFF"]);
+    a.send(&["SET", "off", "1"]);
+    a.send(&["CLIENT", "REPLY", "ON"]);
+    assert_eq!(a.read(), V::Simple("OK".into()));
+    a.send(&["CLIENT", "REPLY", "SKIP"]);
+    a.send(&["SET", "skipped", "2"]);
+    assert_eq!(
+        a.call(&["MGET", "off", "skipped"]),
+        V::Array(vec![bulk("1"), bulk("2")])
+    );
+    // KILL ID closes b: its socket reaches end of file.
+    assert_eq!(
+        a.call(&["CLIENT", "KILL", "ID", &b_id.to_string()]),
+        V::Int(1)
+    );
+    let mut rest = Vec::new();
+    assert_eq!(b.r.read_to_end(&mut rest).unwrap(), 0);
+    let list = a.call(&["CLIENT", "LIST"]).text();
+    assert_eq!(list.lines().count(), 1, "{list}");
+    // SKIPME yes by default: a client's own filter does not kill it.
+    assert_eq!(a.call(&["CLIENT", "KILL", "USER", "default"]), V::Int(0));
+    assert_eq!(a.call(&["PING"]), V::Simple("PONG".into()));
+}
+
+/// CONFIG SET changes what the server does (maxclients, requirepass) or stores Redis's knobs
+/// (OBJECT ENCODING answers by them); the harness commands of Redis's test suite answer.
+#[test]
+fn config_set_object_and_server_commands() {
+    let s = Server::start(&[]);
+    let mut c = s.client();
+    // What the test suite's setup sends.
+    assert_eq!(c.call(&["FUNCTION", "FLUSH"]), V::Simple("OK".into()));
+    assert!(
+        matches!(c.call(&["EVAL", "return 1", "0"]), V::Err(e) if e.contains("scripting is not supported"))
+    );
+    assert!(matches!(c.call(&["DEBUG", "SLEEP", "0"]), V::Err(e) if e.contains("not supported")));
+    assert_eq!(c.call(&["WAIT", "0", "0"]), V::Int(0));
+    assert_eq!(c.call(&["TIME"]).items().len(), 2);
+    assert_eq!(c.call(&["HSET", "h", "f", "v"]), V::Int(1));
+    assert_eq!(c.call(&["OBJECT", "ENCODING", "h"]), bulk("listpack"));
+    assert_eq!(
+        c.call(&["CONFIG", "SET", "hash-max-ziplist-entries", "0"]),
+        V::Simple("OK".into())
+    );
+    assert_eq!(c.call(&["OBJECT", "ENCODING", "h"]), bulk("hashtable"));
+    assert_eq!(
+        c.call(&["CONFIG", "GET", "hash-max-listpack-entries"]),
+        V::Array(vec![bulk("hash-max-listpack-entries"), bulk("0")])
+    );
+    assert!(
+        matches!(c.call(&["CONFIG", "SET", "nope", "1"]), V::Err(e) if e.contains("Unknown option"))
+    );
+    // maxclients: a connection past the new limit is told so and closed.
+    assert_eq!(
+        c.call(&["CONFIG", "SET", "maxclients", "1"]),
+        V::Simple("OK".into())
+    );
+    let mut extra = s.client();
+    assert!(matches!(extra.read(), V::Err(e) if e.contains("max number of clients")));
+    assert_eq!(
+        c.call(&["CONFIG", "SET", "maxclients", "100", "requirepass", "pw"]),
+        V::Simple("OK".into())
+    );
+    // The password set holds for new connections; this one stays authenticated.
+    let mut late = s.client();
+    assert!(matches!(late.call(&["GET", "k"]), V::Err(e) if e.starts_with("NOAUTH")));
+    assert_eq!(late.call(&["AUTH", "pw"]), V::Simple("OK".into()));
+    assert_eq!(c.call(&["PING"]), V::Simple("PONG".into()));
+    // RESET logs the connection out again.
+    assert_eq!(c.call(&["RESET"]), V::Simple("RESET".into()));
+    assert!(matches!(c.call(&["GET", "k"]), V::Err(e) if e.starts_with("NOAUTH")));
+}
+
+/// MULTI/EXEC over the wire as redis-py's default pipeline sends it (one write), WATCH across
+/// two connections, and a transaction whose keys live on NVMe: it runs once all its reads are
+/// at hand, with the right values, while another client is served.
+#[test]
+fn transactions() {
+    let ssd = std::env::temp_dir().join(format!("cxltier-protocol-tx-{}", std::process::id()));
+    let _ = std::fs::remove_file(&ssd);
+    let s = Server::start(&["--dram", "8M", "--ssd", &format!("{}:64M", ssd.display())]);
+    let mut a = s.client();
+    let mut b = s.client();
+    // Pipelined in one go.
+    for cmd in [
+        &["MULTI"][..],
+        &["SET", "x", "1"],
+        &["INCR", "x"],
+        &["GET", "x"],
+        &["EXEC"],
+    ] {
+        a.send(cmd);
+    }
+    assert_eq!(a.read(), V::Simple("OK".into()));
+    for _ in 0..3 {
+        assert_eq!(a.read(), V::Simple("QUEUED".into()));
+    }
+    assert_eq!(
+        a.read(),
+        V::Array(vec![V::Simple("OK".into()), V::Int(2), bulk("2")])
+    );
+    assert_eq!(a.call(&["WATCH", "x"]), V::Simple("OK".into()));
+    assert_eq!(b.call(&["SET", "x", "9"]), V::Simple("OK".into()));
+    a.call(&["MULTI"]);
+    a.call(&["SET", "x", "10"]);
+    assert_eq!(a.call(&["EXEC"]), V::NullArray);
+    assert_eq!(a.call(&["GET", "x"]), bulk("9"));
+    a.call(&["MULTI"]);
+    assert!(matches!(a.call(&["GET"]), V::Err(_)));
+    assert!(matches!(a.call(&["EXEC"]), V::Err(e) if e.starts_with("EXECABORT")));
+
+    // Enough 1 KB values that the first ones are only on NVMe.
+    let value = |i: usize| format!("{i:0>1000}");
+    for i in 0..12_000 {
+        b.send(&["SET", &format!("k{i}"), &value(i)]);
+    }
+    for _ in 0..12_000 {
+        assert_eq!(b.read(), V::Simple("OK".into()));
+    }
+    let info = a.call(&["INFO", "tiers"]).text();
+    let on_nvme: u64 = info
+        .lines()
+        .find_map(|l| l.strip_prefix("tier_nvme_objects:"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(on_nvme > 100, "nothing went to NVMe:\n{info}");
+    a.send(&["MULTI"]);
+    for i in 0..20 {
+        a.send(&["GET", &format!("k{i}")]);
+    }
+    a.send(&["MGET", "k20", "k21"]);
+    a.send(&["EXEC"]);
+    b.send(&["PING"]);
+    assert_eq!(b.read(), V::Simple("PONG".into()));
+    assert_eq!(a.read(), V::Simple("OK".into()));
+    for _ in 0..21 {
+        assert_eq!(a.read(), V::Simple("QUEUED".into()));
+    }
+    let mut want: Vec<V> = (0..20).map(|i| bulk(&value(i))).collect();
+    want.push(V::Array(vec![bulk(&value(20)), bulk(&value(21))]));
+    assert_eq!(a.read(), V::Array(want));
+    drop(s);
+    let _ = std::fs::remove_file(&ssd);
+}
+
+/// Pub/sub across connections: a RESP2 subscriber gets arrays, a RESP3 one pushes; PSUBSCRIBE
+/// patterns; a subscriber that never reads is closed at the pubsub output limit (32 MB), its
+/// messages dropped, and the server goes on.
+#[test]
+fn pubsub_across_connections_with_bounded_subscribers() {
+    let s = Server::start(&["--max-object", "1M"]);
+    let mut pubc = s.client();
+    let mut sub2 = s.client();
+    let mut sub3 = s.client();
+    assert_eq!(
+        sub2.call(&["SUBSCRIBE", "news"]),
+        V::Array(vec![bulk("subscribe"), bulk("news"), V::Int(1)])
+    );
+    assert!(matches!(sub2.call(&["GET", "k"]), V::Err(e) if e.contains("only (P|S)SUBSCRIBE")));
+    assert!(matches!(sub3.call(&["HELLO", "3"]), V::Map(_)));
+    assert_eq!(
+        sub3.call(&["PSUBSCRIBE", "n*"]),
+        V::Push(vec![bulk("psubscribe"), bulk("n*"), V::Int(1)])
+    );
+    assert_eq!(pubc.call(&["PUBLISH", "news", "hello"]), V::Int(2));
+    assert_eq!(
+        sub2.read(),
+        V::Array(vec![bulk("message"), bulk("news"), bulk("hello")])
+    );
+    assert_eq!(
+        sub3.read(),
+        V::Push(vec![
+            bulk("pmessage"),
+            bulk("n*"),
+            bulk("news"),
+            bulk("hello")
+        ])
+    );
+    // RESP3 subscribers may run other commands.
+    assert_eq!(sub3.call(&["SET", "k", "v"]), V::Simple("OK".into()));
+    assert_eq!(
+        pubc.call(&["PUBSUB", "NUMSUB", "news"]),
+        V::Array(vec![bulk("news"), V::Int(1)])
+    );
+    assert_eq!(pubc.call(&["PUBSUB", "NUMPAT"]), V::Int(1));
+
+    // sub2 stops reading: 64 messages of 1 MB are twice the hard limit.
+    let big = "m".repeat(1 << 20);
+    let mut reached = Vec::new();
+    for _ in 0..64 {
+        let V::Int(n) = pubc.call(&["PUBLISH", "news", &big]) else {
+            panic!("PUBLISH")
+        };
+        reached.push(n);
+    }
+    // sub3 (pattern) reads what it gets meanwhile? No: it too is not reading, and is closed
+    // too; after both are gone, a message reaches nobody.
+    assert_eq!(reached.last(), Some(&0), "{reached:?}");
+    let info = pubc.call(&["INFO", "stats"]).text();
+    let closed: u64 = info
+        .lines()
+        .find_map(|l| l.strip_prefix("client_output_buffer_limit_disconnections:"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert_eq!(closed, 2, "{info}");
+    assert_eq!(
+        pubc.call(&["PUBSUB", "NUMSUB", "news"]),
+        V::Array(vec![bulk("news"), V::Int(0)])
+    );
+    assert_eq!(pubc.call(&["PING"]), V::Simple("PONG".into()));
+}
+
+fn info_field(c: &mut Client, section: &str, name: &str) -> String {
+    let text = c.call(&["INFO", section]).text();
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name}:")))
+        .unwrap_or_else(|| panic!("no {name} in INFO {section}:\n{text}"))
+        .trim()
+        .to_string()
+}
+
+/// INFO as tools read it: Redis's fields, hits and misses counted as Redis does, used_memory
+/// within maxmemory; and `redis-cli --stat`, which reads them, prints a sane row.
+#[test]
+fn info_fields_and_redis_cli_stat() {
+    let s = Server::start(&["--dram", "16M"]);
+    let mut c = s.client();
+    assert_eq!(info_field(&mut c, "server", "redis_version"), "7.0.15");
+    assert_eq!(info_field(&mut c, "replication", "role"), "master");
+    assert_eq!(info_field(&mut c, "clients", "blocked_clients"), "0");
+    assert_eq!(
+        info_field(&mut c, "memory", "maxmemory"),
+        (16u64 << 20).to_string()
+    );
+    assert_eq!(info_field(&mut c, "memory", "maxmemory_human"), "16.00M");
+    info_field(&mut c, "stats", "instantaneous_ops_per_sec");
+    // Writes of new keys are no misses; reads count.
+    for i in 0..200 {
+        c.call(&["HSET", &format!("h{i}"), "f", &"x".repeat(2000)]);
+    }
+    assert_eq!(info_field(&mut c, "stats", "keyspace_misses"), "0");
+    c.call(&["GET", "nothing"]);
+    c.call(&["HGET", "h1", "f"]);
+    assert_eq!(info_field(&mut c, "stats", "keyspace_misses"), "1");
+    assert_eq!(info_field(&mut c, "stats", "keyspace_hits"), "1");
+    let used: u64 = info_field(&mut c, "memory", "used_memory").parse().unwrap();
+    let max: u64 = info_field(&mut c, "memory", "maxmemory").parse().unwrap();
+    assert!(
+        used > 0 && used <= max,
+        "used_memory {used}, maxmemory {max}"
+    );
+    assert_eq!(
+        info_field(&mut c, "keyspace", "db0"),
+        "keys=200,expires=0,avg_ttl=0"
+    );
+
+    let port = s.addr.rsplit(':').next().unwrap().to_string();
+    // --stat prints a row per interval until killed: `timeout` only ends it (a hang guard);
+    // stdbuf makes it write each row as it goes.
+    let out = Command::new("timeout")
+        .args([
+            "3",
+            "stdbuf",
+            "-oL",
+            "redis-cli",
+            "-p",
+            &port,
+            "--stat",
+            "-i",
+            "0.2",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let row = text
+        .lines()
+        .find(|l| l.starts_with("200 "))
+        .unwrap_or_else(|| panic!("no row of 200 keys from redis-cli --stat:\n{text}"));
+    let cols: Vec<&str> = row.split_whitespace().collect();
+    // keys, mem, clients, blocked, requests...
+    assert!(cols[1].ends_with('M') || cols[1].ends_with('K'), "{row}");
+    assert_eq!(cols[3], "0", "{row}");
+}
