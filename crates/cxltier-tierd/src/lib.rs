@@ -1,6 +1,9 @@
 //! Auto-tiering for unmodified processes, the library behind `cxltier tierd`.
 //!
-//! - [`engine`]: the control loop. Each interval it reads every target page's access frequency
+//! - [`daemon`]: the daemon around the engine: targets from a [`daemon::TargetSource`] (pids, a
+//!   cgroup, a launched child), deadline, stop flag, quarantine, metrics and pacing, reported to a
+//!   [`daemon::DaemonSink`].
+//! - [`engine`]: one interval of the control loop. Each interval it reads every target page's access frequency
 //!   from the access source, finds where each page of the target's private anonymous memory is,
 //!   decides what to move ([`plan`]) and moves it with `move_pages(2)`.
 //! - [`access`]: the plug point for access sources ([`access::choose_source`]): DAMON's sysfs
@@ -18,6 +21,7 @@
 //! Nothing here prints or exits; every failure is a [`TierdError`] that says what to do.
 
 pub mod access;
+pub mod daemon;
 pub mod damon;
 pub mod engine;
 mod error;
@@ -36,6 +40,7 @@ pub mod workload;
 mod testutil;
 
 pub use access::{choose_source, AccessSource, Source, SourceKind};
+pub use daemon::{Daemon, DaemonSink, TargetSource};
 pub use engine::{Engine, TargetReport, Tiers};
 pub use error::{ErrorClass, TierdError};
 pub use policy::Policy;
