@@ -16,6 +16,9 @@
 //! - [`metrics`]: Prometheus text and a loopback HTTP listener for it.
 //! - [`quarantine`]: follows the quarantine file of `cxltier ras --watch --quarantine`, moves the
 //!   targets' pages off poisoned frames and reports quarantined memory per node.
+//! - [`tuning`]: the `--tune`/`--sweep` session: [`tune`]'s search driven against a target
+//!   ([`tuning::Measurer`]), the weighted-interleave table held at the chosen split
+//!   ([`tuning::AllocationWeights`]), reported to a [`tuning::TuneSink`].
 //! - [`workload`]: a test workload whose hot set moves, for the lab and for demos.
 //!
 //! Nothing here prints or exits; every failure is a [`TierdError`] that says what to do.
@@ -34,6 +37,7 @@ pub mod quarantine;
 pub mod ratelimit;
 pub mod softdirty;
 pub mod tune;
+pub mod tuning;
 pub mod workload;
 
 #[cfg(test)]
