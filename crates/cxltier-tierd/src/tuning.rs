@@ -12,7 +12,7 @@ use std::process::{Child, ExitStatus};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use cxltier_control::weights::{RestoreReport, WeightChange, WeightTable};
+use cxltier_control::weights::{Applied, Restored, TemporaryWeights, WeightChange};
 use cxltier_control::ControlError;
 
 use crate::engine::Tiers;
@@ -128,85 +128,69 @@ pub enum WeightsSet {
         fast: u32,
         change: WeightChange,
     },
-    /// Written: `change` against the table before it; restoring puts back `against_original`.
+    /// Written (`applied` displays the change; restoring puts back
+    /// `applied.against_original`).
     Written {
-        dir: PathBuf,
         tenths: u32,
         fast: u32,
-        change: WeightChange,
-        against_original: WeightChange,
+        applied: Applied,
     },
     /// Already in place: nothing written.
     Unchanged,
 }
 
 /// The kernel's global weighted-interleave table, set to the tuned split while the session runs
-/// and put back by [`restore`](AllocationWeights::restore).
+/// and put back by [`restore`](AllocationWeights::restore) (or when dropped): a
+/// [`TemporaryWeights`] over the fast and the first slower node.
 #[derive(Debug)]
 pub struct AllocationWeights {
-    root: PathBuf,
-    /// The table as it was before the session changed it.
-    original: WeightTable,
+    weights: TemporaryWeights,
     fast: u32,
     slow: u32,
     dry_run: bool,
-    /// What is written now, against the original values (for restoring).
-    written: Option<WeightChange>,
 }
 
 impl AllocationWeights {
     /// The table below `root` (`/` live), for the fast and the first slower node of `tiers`.
     pub fn new(root: &Path, tiers: &Tiers, dry_run: bool) -> Result<Self, ControlError> {
         Ok(AllocationWeights {
-            root: root.to_path_buf(),
-            original: WeightTable::read(root)?,
+            weights: TemporaryWeights::read(root)?,
             fast: tiers.fast[0],
             slow: tiers.slow[0],
             dry_run,
-            written: None,
         })
     }
 
     /// Set the weights of the fast and slower node to the ratio of `tenths` (not with a dry run).
     pub fn set(&mut self, tenths: u32) -> Result<([u32; 2], WeightsSet), ControlError> {
         let (wf, ws) = split_weights(tenths);
-        let current = WeightTable::read(&self.root)?;
-        let change = current.plan(&[(self.fast, wf), (self.slow, ws)])?;
-        let dir = current.dir().to_path_buf();
+        let requested = [(self.fast, wf), (self.slow, ws)];
         if self.dry_run {
+            let change = self.weights.plan(&requested)?;
             let set = WeightsSet::WouldSet {
-                dir,
+                dir: self.weights.original().dir().to_path_buf(),
                 tenths,
                 fast: self.fast,
                 change,
             };
             return Ok(([wf, ws], set));
         }
-        if change.is_noop() && self.written.is_some() {
+        if self.weights.holds() && self.weights.plan(&requested)?.is_noop() {
             // Already in place (a re-tune that kept the split): nothing to write or say.
             return Ok(([wf, ws], WeightsSet::Unchanged));
         }
-        if !change.is_noop() {
-            current.apply(&change)?;
-        }
-        // Against the values from before the session: what restoring puts back.
-        let against_original = self.original.plan(&[(self.fast, wf), (self.slow, ws)])?;
-        self.written = Some(against_original.clone());
+        let applied = self.weights.set(&requested)?;
         let set = WeightsSet::Written {
-            dir,
             tenths,
             fast: self.fast,
-            change,
-            against_original,
+            applied,
         };
         Ok(([wf, ws], set))
     }
 
-    /// Put the original weights back: what was done, and the change undone (None when nothing
-    /// was written).
-    pub fn restore(&mut self) -> Option<(RestoreReport, WeightChange)> {
-        let change = self.written.take()?;
-        Some((self.original.restore(&change), change))
+    /// Put the original weights back: None when nothing was written.
+    pub fn restore(&mut self) -> Option<Restored> {
+        self.weights.restore()
     }
 }
 
@@ -712,8 +696,9 @@ mod tests {
             ("7".into(), "3".into())
         );
 
-        let (report, _) = w.restore().expect("written, so restored");
-        assert!(report.failed.is_empty() && report.left_alone.is_empty());
+        let restored = w.restore().expect("written, so restored");
+        assert!(restored.complete());
+        assert_eq!(restored.to_string(), "node0 7 -> 1, node1 3 -> 1");
         assert_eq!(
             (weight(root.path(), 0), weight(root.path(), 1)),
             ("1".into(), "1".into())

@@ -195,19 +195,17 @@ fn say_weights(set: &WeightsSet) {
             diff(change)
         ),
         WeightsSet::Written {
-            dir,
             tenths,
             fast,
-            change,
-            against_original,
+            applied,
         } => eprintln!(
             "cxltier tierd: changed a system-wide setting: the kernel's weighted-interleave table \
              ({}), used by every process with weighted interleave, now gives the target's new \
              allocations {}% on node{fast}: {}; put back when tierd stops (by hand: {})",
-            dir.display(),
+            applied.dir.display(),
             tenths * 10,
-            diff(change),
-            undo_command(against_original, None)
+            diff(&applied.change),
+            undo_command(&applied.against_original, None)
         ),
         WeightsSet::Unchanged => {}
     }
@@ -216,9 +214,10 @@ fn say_weights(set: &WeightsSet) {
 /// Put the original weights back, saying so. Whether they are back (true when nothing was
 /// written).
 fn restore(weights: &mut AllocationWeights) -> bool {
-    let Some((r, change)) = weights.restore() else {
+    let Some(restored) = weights.restore() else {
         return true;
     };
+    let r = &restored.report;
     for (node, w) in &r.left_alone {
         eprintln!(
             "cxltier tierd: warning: node{node}'s weight is now {w}, not what tierd wrote: \
@@ -229,7 +228,7 @@ fn restore(weights: &mut AllocationWeights) -> bool {
         eprintln!(
             "cxltier tierd: could NOT restore {}: {e}; put it back with: {}",
             path.display(),
-            undo_command(&change, None)
+            undo_command(&restored.change, None)
         );
     }
     if !r.restored.is_empty() {
@@ -243,7 +242,7 @@ fn restore(weights: &mut AllocationWeights) -> bool {
             back.join(", ")
         );
     }
-    r.failed.is_empty() && r.left_alone.is_empty()
+    restored.complete()
 }
 
 fn tune_error(e: TuneError) -> CliError {
