@@ -17,7 +17,8 @@ pub mod workload;
 use std::sync::Arc;
 
 pub use runner::{
-    run, AckHook, OpReport, Phase, Protocol, Report, RunConfig, ScanMethod, SimpleClient,
+    run, AckHook, OpReport, Phase, ProgressHook, Protocol, Report, RunConfig, ScanMethod,
+    SimpleClient,
 };
 pub use workload::{Distribution, Op, Shared, Spec};
 
