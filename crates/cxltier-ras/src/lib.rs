@@ -18,6 +18,9 @@
 //! - [`quarantine`]: the file of poisoned ranges `--quarantine` appends to and the store's server
 //!   and the tiering daemon follow.
 
+// A library reports through its return values and sinks; only the CLI prints.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
 pub mod aer;
 pub mod event;
 pub mod inventory;

@@ -23,6 +23,9 @@
 //!
 //! Nothing here prints or exits; every failure is a [`TierdError`] that says what to do.
 
+// A library reports through its return values and sinks; only the CLI prints.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
 pub mod access;
 pub mod daemon;
 pub mod damon;
