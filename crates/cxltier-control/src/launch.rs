@@ -9,6 +9,8 @@
 //!   SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to us (the terminal's Ctrl-C reaches the child by
 //!   itself) until the child exits. This is for callers that must clean up afterwards, such as
 //!   restoring the global weighted-interleave table. The caller should be single-threaded.
+//! - [`spawn_with_policy`] starts the child under the policy and leaves signals alone, for a
+//!   caller that watches the child in its own loop (`tierd --tune -- CMD`).
 
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, ExitStatus};
@@ -42,6 +44,20 @@ pub fn exec_under(policy: &Policy, cmd: &mut Command) -> ControlError {
     let err = cmd.exec();
     let _ = set_mempolicy(&previous);
     spawn_error(cmd, err)
+}
+
+/// Start `cmd` as a child under `policy` (the child inherits it), putting the caller's own policy
+/// back; unlike [`spawn_under`], signals are left alone: for a caller with its own signal
+/// handling that watches the child rather than waiting for it.
+pub fn spawn_with_policy(policy: &Policy, cmd: &mut Command) -> Result<Child, ControlError> {
+    let previous = get_mempolicy()?;
+    set_mempolicy(policy)?;
+    let spawned = cmd.spawn();
+    // Our own policy goes back whatever happened; the child has its copy.
+    let restored = set_mempolicy(&previous);
+    let child = spawned.map_err(|e| spawn_error(cmd, e))?;
+    restored?;
+    Ok(child)
 }
 
 /// A child started by [`spawn_under`], with the forwarded signals blocked in the caller until it is
@@ -126,6 +142,27 @@ mod tests {
             let mut child = spawn_under(&policy, &mut cmd).unwrap();
             assert_eq!(child.wait().unwrap().code(), Some(7));
             drop(child);
+            assert_eq!(get_mempolicy().unwrap().mode, Mode::Default);
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn a_child_spawned_with_a_policy_runs_under_it_and_ours_is_kept() {
+        std::thread::spawn(|| {
+            let policy = Policy::new(Mode::Bind, mems_allowed().unwrap());
+            let mut cmd = Command::new("sh");
+            cmd.args(["-c", "exit 3"]);
+            let mut child = spawn_with_policy(&policy, &mut cmd).unwrap();
+            assert_eq!(child.wait().unwrap().code(), Some(3));
+            assert_eq!(get_mempolicy().unwrap().mode, Mode::Default);
+            let err = spawn_with_policy(&policy, &mut Command::new("/nonexistent/cxltier-x"))
+                .unwrap_err();
+            assert!(
+                matches!(&err, ControlError::Spawn { source, .. } if source.kind() == std::io::ErrorKind::NotFound),
+                "{err}"
+            );
             assert_eq!(get_mempolicy().unwrap().mode, Mode::Default);
         })
         .join()

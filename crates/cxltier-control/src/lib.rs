@@ -14,6 +14,9 @@
 //! Nothing here prints or exits. Every failure is a [`ControlError`] whose message says what went
 //! wrong and how to fix it, and whose [`ControlError::class`] tells a front end which exit code fits.
 
+// A library reports through its return values and sinks; only the CLI prints.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
 pub mod launch;
 pub mod placement;
 pub mod policy;

@@ -373,6 +373,134 @@ impl WeightTable {
     }
 }
 
+/// The weighted-interleave table changed for a while: [`set`](TemporaryWeights::set) writes a
+/// change (as often as needed), [`restore`](TemporaryWeights::restore) or dropping the guard puts
+/// the values from before the first change back. `run`, the probe and `tierd --tune` hold the
+/// table this way; the guard says nothing itself ([`Applied`] and [`Restored`] display what
+/// happened, for the caller to tell).
+#[derive(Debug)]
+pub struct TemporaryWeights {
+    /// The table as it was before the guard changed it.
+    original: WeightTable,
+    /// What is written now, against the original values (what restoring undoes).
+    held: Option<WeightChange>,
+}
+
+/// What [`TemporaryWeights::set`] wrote. Displays as the changed nodes, `node0 1 -> 3, ...`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Applied {
+    /// The table's directory.
+    pub dir: PathBuf,
+    /// The change against the table as it was just before (a no-op when it already held it).
+    pub change: WeightChange,
+    /// The change against the table from before the guard: what restoring puts back.
+    pub against_original: WeightChange,
+}
+
+impl std::fmt::Display for Applied {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let nodes: Vec<String> = self
+            .change
+            .changed()
+            .map(|n| format!("node{} {} -> {}", n.node, n.old, n.new))
+            .collect();
+        f.write_str(&nodes.join(", "))
+    }
+}
+
+/// What [`TemporaryWeights::restore`] did. Displays as the nodes put back, `node0 3 -> 1, ...`,
+/// and whether `auto` was switched back on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Restored {
+    pub report: RestoreReport,
+    /// The change that was undone (against the original values).
+    pub change: WeightChange,
+}
+
+impl Restored {
+    /// Whether every node is back as it was.
+    pub fn complete(&self) -> bool {
+        self.report.failed.is_empty() && self.report.left_alone.is_empty()
+    }
+}
+
+impl std::fmt::Display for Restored {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let nodes: Vec<String> = self
+            .report
+            .restored
+            .iter()
+            .map(|n| format!("node{} {} -> {}", n.node, n.new, n.old))
+            .collect();
+        f.write_str(&nodes.join(", "))?;
+        if self.report.auto_restored {
+            f.write_str("; auto switched back on")?;
+        }
+        Ok(())
+    }
+}
+
+impl TemporaryWeights {
+    /// Read the table below `root` (`/` on a live machine); nothing is written yet.
+    pub fn read(root: &Path) -> Result<TemporaryWeights, ControlError> {
+        Ok(TemporaryWeights {
+            original: WeightTable::read(root)?,
+            held: None,
+        })
+    }
+
+    /// The table as it was before the guard changed it.
+    pub fn original(&self) -> &WeightTable {
+        &self.original
+    }
+
+    /// What setting `requested` (node, weight) pairs would change in the table as it is now;
+    /// nothing is written (a dry run).
+    pub fn plan(&self, requested: &[(u32, u32)]) -> Result<WeightChange, ControlError> {
+        WeightTable::read(&self.original.root)?.plan(requested)
+    }
+
+    /// Whether the guard has written anything not yet restored.
+    pub fn holds(&self) -> bool {
+        self.held.is_some()
+    }
+
+    /// Set `requested` (node, weight) pairs, writing only what differs from the table now (with
+    /// rollback on a failed write).
+    pub fn set(&mut self, requested: &[(u32, u32)]) -> Result<Applied, ControlError> {
+        let current = WeightTable::read(&self.original.root)?;
+        let change = current.plan(requested)?;
+        if !change.is_noop() {
+            current.apply(&change)?;
+        }
+        let against_original = self.original.plan(requested)?;
+        self.held = Some(against_original.clone());
+        Ok(Applied {
+            dir: current.dir().to_path_buf(),
+            change,
+            against_original,
+        })
+    }
+
+    /// Put the original values back (see [`WeightTable::restore`]); None when nothing was
+    /// written. Restores once.
+    pub fn restore(&mut self) -> Option<Restored> {
+        let change = self.held.take()?;
+        Some(Restored {
+            report: self.original.restore(&change),
+            change,
+        })
+    }
+}
+
+impl Drop for TemporaryWeights {
+    fn drop(&mut self) {
+        // On a path that did not restore explicitly (an error, a panic): put the table back all
+        // the same; the caller had no chance to report it, and a library does not print.
+        let _ = self.restore();
+    }
+}
+
 /// Write `value` to an existing sysfs-style file (no create), in one `write`.
 fn write_value(path: &Path, value: &str) -> io::Result<()> {
     let mut file = OpenOptions::new().write(true).truncate(true).open(path)?;
@@ -760,5 +888,44 @@ mod tests {
         };
         assert_eq!(e.class(), ErrorClass::Permission);
         assert!(e.to_string().contains("needs root (try sudo)"));
+    }
+
+    #[test]
+    fn temporary_weights_hold_a_change_and_put_the_original_back_once() {
+        let dir = table(&[(0, 1), (1, 1)], Some(("auto", "1\n")));
+        let mut g = TemporaryWeights::read(dir.path()).unwrap();
+        assert_eq!(g.plan(&[(0, 3)]).unwrap().changed().count(), 1);
+        assert_eq!(weight_in(&dir, 0), "1", "planning writes nothing");
+        let a = g.set(&[(0, 3), (1, 1)]).unwrap();
+        assert_eq!(a.to_string(), "node0 1 -> 3");
+        assert_eq!(
+            (weight_in(&dir, 0), weight_in(&dir, 1)),
+            ("3".into(), "1".into())
+        );
+        // A second change is against the table now; restoring goes back to before the first.
+        let a = g.set(&[(0, 2), (1, 1)]).unwrap();
+        assert_eq!(a.to_string(), "node0 3 -> 2");
+        assert_eq!(a.against_original.undo_spec(), "node0=1");
+        let r = g.restore().unwrap();
+        assert!(r.complete());
+        assert_eq!(r.to_string(), "node0 2 -> 1; auto switched back on");
+        assert_eq!(weight_in(&dir, 0), "1");
+        assert_eq!(dir.read(&format!("{WI_DIR}/auto")).trim(), "1");
+        assert!(g.restore().is_none(), "restored once");
+
+        // Dropped without restoring: the table goes back all the same.
+        let mut g = TemporaryWeights::read(dir.path()).unwrap();
+        g.set(&[(1, 5)]).unwrap();
+        assert_eq!(weight_in(&dir, 1), "5");
+        drop(g);
+        assert_eq!(weight_in(&dir, 1), "1");
+
+        // Someone else changed a node meanwhile: left as found, and said.
+        let mut g = TemporaryWeights::read(dir.path()).unwrap();
+        g.set(&[(1, 5)]).unwrap();
+        dir.write(&format!("{WI_DIR}/node1"), "9\n");
+        let r = g.restore().unwrap();
+        assert!(!r.complete());
+        assert_eq!(r.report.left_alone, vec![(1, 9)]);
     }
 }

@@ -14,6 +14,9 @@
 //! - [`buffer`]: huge pages, `mbind` before first touch, `move_pages` verification;
 //! - [`profile`]: the profile writer; [`report`]: the JSON document.
 
+// A library reports through its return values and sinks; only the CLI prints.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
 pub mod buffer;
 pub mod chase;
 mod error;

@@ -5,7 +5,7 @@ use crate::buffer::PlacementCheck;
 use crate::host::Host;
 use crate::loaded::Cleaned;
 use crate::measure::{Bandwidth, LoadedPoint};
-use crate::weights::WeightChange;
+use crate::weights::WeightSetting;
 use cxltier_profile::{Mix, TierKind};
 use serde::Serialize;
 
@@ -20,7 +20,7 @@ pub struct Report {
     pub settings: Settings,
     pub targets: Vec<TargetReport>,
     /// Changes made to the kernel's weighted-interleave table for an interleaved target, if any.
-    pub weight_changes: Vec<WeightChange>,
+    pub weight_changes: Vec<WeightSetting>,
     pub warnings: Vec<String>,
 }
 

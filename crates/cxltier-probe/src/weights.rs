@@ -9,7 +9,7 @@
 //! them: `cxltier topo` shows the table, `cxltier apply` sets it.
 
 use crate::ProbeError;
-use cxltier_control::weights::{WeightChange as TableChange, WeightTable};
+use cxltier_control::weights::{TemporaryWeights, WeightChange, WeightTable};
 use cxltier_control::ControlError;
 use serde::Serialize;
 use std::io;
@@ -20,20 +20,19 @@ const DIR: &str = cxltier_control::weights::WI_DIR;
 
 /// One node's weight before and during the probe (the probe report's stable JSON fields).
 #[derive(Debug, Clone, Serialize)]
-pub struct WeightChange {
+pub struct WeightSetting {
     pub node: u32,
     pub before: Option<u8>,
     pub during: u8,
 }
 
-/// The table as changed for the probe; dropping it restores the table. A thin RAII wrapper over
-/// [`WeightTable`]: reading, validating, writing with rollback and restoring all happen there.
+/// The table as changed for the probe; dropping it restores the table. A thin wrapper over
+/// [`TemporaryWeights`] (reading, validating, writing with rollback and restoring all happen
+/// there) that speaks the probe's errors and report fields.
 #[derive(Debug)]
 pub struct WeightGuard {
-    table: WeightTable,
-    applied: TableChange,
-    pub changes: Vec<WeightChange>,
-    restored: bool,
+    weights: TemporaryWeights,
+    pub changes: Vec<WeightSetting>,
 }
 
 /// Translate the table's errors into the probe's (which carry the probe's hints and exit codes).
@@ -67,7 +66,7 @@ fn plan(
     root: &Path,
     nodes: &[u32],
     weights: &[u32],
-) -> Result<(WeightTable, TableChange), ProbeError> {
+) -> Result<(WeightTable, WeightChange), ProbeError> {
     let table = WeightTable::read(root).map_err(probe_error)?;
     let pairs: Vec<(u32, u32)> = nodes.iter().copied().zip(weights.iter().copied()).collect();
     let change = table.plan(&pairs).map_err(probe_error)?;
@@ -98,23 +97,27 @@ impl WeightGuard {
     /// Set `nodes[i]`'s weight to `weights[i]` below `root` (`/` on a live machine). Writes
     /// nothing when the table already holds these weights.
     pub fn set(root: &Path, nodes: &[u32], weights: &[u32]) -> Result<WeightGuard, ProbeError> {
-        let (table, applied) = plan(root, nodes, weights)?;
-        if !applied.is_noop() {
-            table.apply(&applied).map_err(probe_error)?;
+        let mut guard = TemporaryWeights::read(root).map_err(probe_error)?;
+        let pairs: Vec<(u32, u32)> = nodes.iter().copied().zip(weights.iter().copied()).collect();
+        if guard.plan(&pairs).map_err(probe_error)?.is_noop() {
+            return Ok(WeightGuard {
+                weights: guard,
+                changes: Vec::new(),
+            });
         }
+        let applied = guard.set(&pairs).map_err(probe_error)?;
         let changes = applied
+            .change
             .changed()
-            .map(|nw| WeightChange {
+            .map(|nw| WeightSetting {
                 node: nw.node,
                 before: Some(nw.old),
                 during: nw.new,
             })
             .collect();
         Ok(WeightGuard {
-            table,
-            applied,
+            weights: guard,
             changes,
-            restored: false,
         })
     }
 
@@ -124,14 +127,12 @@ impl WeightGuard {
     }
 
     /// Put the previous weights back (and the kernel's `auto` mode, if it was on). Errors are
-    /// returned as sentences for the report.
+    /// returned as sentences for the report. Restores once; dropping the guard restores too.
     pub fn restore(&mut self) -> Vec<String> {
-        if self.restored || !self.changed() {
-            self.restored = true;
+        let Some(restored) = self.weights.restore() else {
             return Vec::new();
-        }
-        self.restored = true;
-        let report = self.table.restore(&self.applied);
+        };
+        let report = restored.report;
         let mut problems: Vec<String> = report
             .failed
             .iter()
@@ -143,14 +144,6 @@ impl WeightGuard {
             )
         }));
         problems
-    }
-}
-
-impl Drop for WeightGuard {
-    fn drop(&mut self) {
-        for p in self.restore() {
-            eprintln!("cxltier: warning: {p}");
-        }
     }
 }
 

@@ -13,8 +13,13 @@
 //! - [`poison`]: the device's poison list (`trigger_poison_list`, reported through `cxl_poison`
 //!   events), and soft-offlining of poisoned pages.
 //! - [`procmap`]: which processes map a physical range (`/proc/PID/pagemap`, root only).
+//! - [`Watcher`]: the `--watch` loop (events mapped and reported to a [`WatchSink`], poison lists
+//!   read periodically, quarantine, AER masks cleared while it runs).
 //! - [`quarantine`]: the file of poisoned ranges `--quarantine` appends to and the store's server
 //!   and the tiering daemon follow.
+
+// A library reports through its return values and sinks; only the CLI prints.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
 
 pub mod aer;
 pub mod event;
@@ -24,10 +29,12 @@ pub mod procmap;
 pub mod quarantine;
 pub mod trace;
 pub mod tracefs;
+pub mod watcher;
 
 pub use event::{EventType, PhysRange, RasEvent};
 pub use inventory::{Device, Health, Inventory};
 pub use tracefs::{Tracefs, Watch};
+pub use watcher::{WatchError, WatchSink, Watcher};
 
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};

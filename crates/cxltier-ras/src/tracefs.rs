@@ -98,13 +98,7 @@ impl Tracefs {
             crate::write_attr(&s, "1")
                 .map_err(|e| RasError::io("enabling a CXL trace event", &s, e))?;
         }
-        let pipe_path = watch.dir.join("trace_pipe");
-        let pipe = OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NONBLOCK)
-            .open(&pipe_path)
-            .map_err(|e| RasError::io("opening the trace pipe", &pipe_path, e))?;
-        watch.pipe = Some(pipe);
+        watch.open_pipe()?;
         Ok(watch)
     }
 }
@@ -118,6 +112,31 @@ pub struct Watch {
 }
 
 impl Watch {
+    /// Open the `trace_pipe` of an instance directory that exists and has its events enabled.
+    fn open_pipe(&mut self) -> Result<(), RasError> {
+        let pipe_path = self.dir.join("trace_pipe");
+        let pipe = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&pipe_path)
+            .map_err(|e| RasError::io("opening the trace pipe", &pipe_path, e))?;
+        self.pipe = Some(pipe);
+        Ok(())
+    }
+
+    /// A watch over the `trace_pipe` of an instance directory already set up (tests: a scratch
+    /// directory whose `trace_pipe` holds recorded lines). The directory is removed on drop.
+    #[cfg(test)]
+    pub(crate) fn over(dir: PathBuf) -> Result<Watch, RasError> {
+        let mut w = Watch {
+            dir,
+            pipe: None,
+            partial: Vec::new(),
+        };
+        w.open_pipe()?;
+        Ok(w)
+    }
+
     /// The instance directory.
     pub fn dir(&self) -> &Path {
         &self.dir

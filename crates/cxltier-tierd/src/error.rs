@@ -118,6 +118,10 @@ pub enum TierdError {
     /// The metrics listener could not start.
     #[error("cannot listen for metrics on {addr}: {source} (pick a free port, e.g. --metrics-addr 127.0.0.1:9464)")]
     Listen { addr: String, source: io::Error },
+
+    /// The daemon's sink could not write its report (its output is gone).
+    #[error("{0}")]
+    Output(io::Error),
 }
 
 fn permission_hint(err: &io::Error) -> &'static str {

@@ -1,6 +1,9 @@
 //! Auto-tiering for unmodified processes, the library behind `cxltier tierd`.
 //!
-//! - [`engine`]: the control loop. Each interval it reads every target page's access frequency
+//! - [`daemon`]: the daemon around the engine: targets from a [`daemon::TargetSource`] (pids, a
+//!   cgroup, a launched child), deadline, stop flag, quarantine, metrics and pacing, reported to a
+//!   [`daemon::DaemonSink`].
+//! - [`engine`]: one interval of the control loop. Each interval it reads every target page's access frequency
 //!   from the access source, finds where each page of the target's private anonymous memory is,
 //!   decides what to move ([`plan`]) and moves it with `move_pages(2)`.
 //! - [`access`]: the plug point for access sources ([`access::choose_source`]): DAMON's sysfs
@@ -13,11 +16,18 @@
 //! - [`metrics`]: Prometheus text and a loopback HTTP listener for it.
 //! - [`quarantine`]: follows the quarantine file of `cxltier ras --watch --quarantine`, moves the
 //!   targets' pages off poisoned frames and reports quarantined memory per node.
+//! - [`tuning`]: the `--tune`/`--sweep` session: [`tune`]'s search driven against a target
+//!   ([`tuning::Measurer`]), the weighted-interleave table held at the chosen split
+//!   ([`tuning::AllocationWeights`]), reported to a [`tuning::TuneSink`].
 //! - [`workload`]: a test workload whose hot set moves, for the lab and for demos.
 //!
 //! Nothing here prints or exits; every failure is a [`TierdError`] that says what to do.
 
+// A library reports through its return values and sinks; only the CLI prints.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
 pub mod access;
+pub mod daemon;
 pub mod damon;
 pub mod engine;
 mod error;
@@ -30,12 +40,14 @@ pub mod quarantine;
 pub mod ratelimit;
 pub mod softdirty;
 pub mod tune;
+pub mod tuning;
 pub mod workload;
 
 #[cfg(test)]
 mod testutil;
 
 pub use access::{choose_source, AccessSource, Source, SourceKind};
+pub use daemon::{Daemon, DaemonSink, TargetSource};
 pub use engine::{Engine, TargetReport, Tiers};
 pub use error::{ErrorClass, TierdError};
 pub use policy::Policy;

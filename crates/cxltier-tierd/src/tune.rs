@@ -648,46 +648,6 @@ mod tests {
         assert!(e.contains("stayed at 1234"), "{e}");
     }
 
-    /// Drive [`Continuous`] for `rounds` measurements against `f(round, split)`; gives the split
-    /// after each round and the number of re-tunes.
-    fn run_continuous(rounds: usize, f: impl Fn(usize, u32) -> f64) -> (Vec<u32>, u32) {
-        let mut c = Continuous::new(7, 0.02, 0.10, 3);
-        let mut splits = Vec::new();
-        let mut climb: Vec<u32> = Vec::new();
-        for round in 0..rounds {
-            match c.next_step() {
-                Next::Measure(k) => {
-                    assert!(
-                        !climb.contains(&k),
-                        "round {round}: {k} measured twice in one climb"
-                    );
-                    climb.push(k);
-                    c.record(k, f(round, k));
-                }
-                Next::Converged { .. } => {
-                    climb.clear();
-                    continue;
-                }
-                Next::Watch(k) => {
-                    assert_eq!(k, c.split());
-                    if c.record(k, f(round, k)) == Some(Verdict::Retune) {
-                        climb.clear();
-                    }
-                }
-            }
-            splits.push(c.split());
-        }
-        (splits, c.retunes())
-    }
-
-    /// A deterministic noise source in [-1, 1].
-    fn noise(i: usize) -> f64 {
-        let x = (i as u64 + 1)
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        ((x >> 33) as f64 / (1u64 << 31) as f64) * 2.0 - 1.0
-    }
-
     #[test]
     fn split_weights_are_the_ratio_in_lowest_terms() {
         assert_eq!(split_weights(7), (7, 3));
@@ -696,46 +656,6 @@ mod tests {
         assert_eq!(split_weights(6), (3, 2));
         assert_eq!(split_weights(10), (255, 1));
         assert_eq!(split_weights(0), (1, 255));
-    }
-
-    #[test]
-    fn continuous_follows_an_optimum_that_moves() {
-        // The optimum is at 7 tenths for 200 rounds, then at 3 (the load changed): throughput at
-        // 7 drops by far more than the threshold.
-        let f = |round: usize, k: u32| {
-            let peak = if round < 200 { 7.0 } else { 3.0 };
-            100.0 - 4.0 * (k as f64 - peak).powi(2)
-        };
-        let (splits, retunes) = run_continuous(400, f);
-        assert_eq!(splits[150], 7);
-        assert_eq!(*splits.last().unwrap(), 3, "{:?}", &splits[190..260]);
-        assert_eq!(retunes, 1, "one change, one re-tune");
-        // It got there within a bounded number of rounds after the change (3 windows to notice,
-        // one climb of at most 11 points) and stayed.
-        assert!(splits[200 + 3 + 11..].iter().all(|&s| s == 3));
-    }
-
-    #[test]
-    fn a_noisy_flat_curve_never_retunes() {
-        // +-4.5% noise around a flat level, under half the 10% threshold: no re-tune, ever.
-        let (splits, retunes) =
-            run_continuous(2000, |round, _| 100.0 * (1.0 + 0.045 * noise(round)));
-        assert_eq!(retunes, 0);
-        let settled = splits[20];
-        assert!(splits[20..].iter().all(|&s| s == settled));
-    }
-
-    #[test]
-    fn a_level_change_without_a_new_optimum_retunes_once() {
-        // Everything 30% slower after round 100 (a neighbour took bandwidth); the best split is
-        // still 7: one re-tune finds it again, and the new level becomes the baseline.
-        let f = |round: usize, k: u32| {
-            let level = if round < 100 { 100.0 } else { 70.0 };
-            level - 3.0 * (k as f64 - 7.0).powi(2) + 0.5 * noise(round)
-        };
-        let (splits, retunes) = run_continuous(600, f);
-        assert_eq!(retunes, 1);
-        assert!(splits[150..].iter().all(|&s| s == 7));
     }
 
     #[test]

@@ -8,6 +8,9 @@
 //! - [`runner`]: threads × pipelined connections, open loop at a target rate with latency from
 //!   the intended start (coordinated omission corrected), HDR histograms per operation.
 
+// A library reports through its return values and sinks; only the CLI prints.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
 pub mod generator;
 pub mod oracle;
 pub mod protocol;
@@ -17,7 +20,8 @@ pub mod workload;
 use std::sync::Arc;
 
 pub use runner::{
-    run, AckHook, OpReport, Phase, Protocol, Report, RunConfig, ScanMethod, SimpleClient,
+    run, AckHook, OpReport, Phase, ProgressHook, Protocol, Report, RunConfig, ScanMethod,
+    SimpleClient,
 };
 pub use workload::{Distribution, Op, Shared, Spec};
 

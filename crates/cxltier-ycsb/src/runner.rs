@@ -20,7 +20,7 @@ use crate::workload::{deterministic_value, Op, Shared, ThreadGen};
 use crate::YcsbError;
 
 /// The wire protocol.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Protocol {
     /// Redis protocol; records are hashes.
@@ -30,7 +30,7 @@ pub enum Protocol {
 }
 
 /// How to scan over RESP.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ScanMethod {
     /// Decide from the server's INFO (cxltier: scanrange, else zset).
@@ -55,6 +55,10 @@ pub type Fields = Vec<(String, Vec<u8>)>;
 /// Called with each acknowledged insert: key and the record's fields.
 pub type AckHook = Arc<dyn Fn(&str, &[(String, Vec<u8>)]) + Send + Sync>;
 
+/// Called about every 200 ms, from the thread that called [`run`], with the operations done so
+/// far (of [`RunConfig::operations`]): for a caller that shows progress.
+pub type ProgressHook = Arc<dyn Fn(u64) + Send + Sync>;
+
 /// How to drive the server.
 #[derive(Clone)]
 pub struct RunConfig {
@@ -76,8 +80,8 @@ pub struct RunConfig {
     pub password: Option<String>,
     pub seed: u64,
     pub on_ack: Option<AckHook>,
-    /// Show a progress bar on stderr.
-    pub progress: bool,
+    /// Told the operations done as the run goes (the driver itself draws nothing).
+    pub on_progress: Option<ProgressHook>,
     /// Open loop: the shortest time between two wake-ups to send operations that have come
     /// due (those due in between go out together, late by up to this much, which their
     /// latency includes). Fewer wake-ups leave more of the CPU to the server under test.
@@ -300,22 +304,6 @@ pub fn run(cfg: &RunConfig, shared: Arc<Shared>) -> Result<Report, YcsbError> {
     let stop = Arc::new(AtomicBool::new(false));
     let results = Arc::new(Mutex::new(Vec::new()));
     let start = Instant::now();
-    let bar = (cfg.progress && cfg.operations >= 200_000).then(|| {
-        let b = indicatif::ProgressBar::new(cfg.operations);
-        b.set_style(
-            indicatif::ProgressStyle::with_template(
-                "{prefix} [{bar:30}] {pos}/{len} {per_sec} eta {eta}",
-            )
-            .expect("valid template")
-            .progress_chars("=> "),
-        );
-        b.set_prefix(if cfg.phase == Phase::Load {
-            "load"
-        } else {
-            "run"
-        });
-        b
-    });
     std::thread::scope(|s| -> Result<(), YcsbError> {
         let mut handles = Vec::new();
         for t in 0..cfg.threads {
@@ -333,12 +321,12 @@ pub fn run(cfg: &RunConfig, shared: Arc<Shared>) -> Result<Report, YcsbError> {
                 Ok(())
             }));
         }
-        if let Some(b) = &bar {
+        if let Some(hook) = &cfg.on_progress {
             while handles.iter().any(|h| !h.is_finished()) {
-                b.set_position(done.load(Ordering::Relaxed));
+                hook(done.load(Ordering::Relaxed));
                 std::thread::sleep(Duration::from_millis(200));
             }
-            b.finish_and_clear();
+            hook(done.load(Ordering::Relaxed));
         }
         let mut first = Ok(());
         for h in handles {
@@ -1032,6 +1020,70 @@ mod tests {
             c.call(&[b"X"]).unwrap(),
             Reply::Array(Some(vec![Reply::Int(42), Reply::Simple(b"OK".to_vec())]))
         );
+        server.join().unwrap();
+    }
+
+    /// A memcached stand-in that stores nothing and answers every `set` with `STORED`.
+    fn stored_server() -> (String, std::thread::JoinHandle<()>) {
+        use std::io::BufRead;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let server = std::thread::spawn(move || {
+            // The driver's reachability check, then its one connection.
+            for _ in 0..2 {
+                let (s, _) = listener.accept().unwrap();
+                let mut out = s.try_clone().unwrap();
+                let mut lines = std::io::BufReader::new(s).lines();
+                while let Some(Ok(line)) = lines.next() {
+                    if line.starts_with("set ") {
+                        let _ = lines.next();
+                        out.write_all(b"STORED\r\n").unwrap();
+                    }
+                }
+            }
+        });
+        (addr, server)
+    }
+
+    #[test]
+    fn progress_is_reported_to_the_caller_up_to_every_operation() {
+        let (addr, server) = stored_server();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let hook: ProgressHook = {
+            let seen = seen.clone();
+            Arc::new(move |done| seen.lock().unwrap().push(done))
+        };
+        let cfg = RunConfig {
+            addr,
+            protocol: Protocol::Memcache,
+            scan: ScanMethod::Auto,
+            phase: Phase::Load,
+            threads: 1,
+            connections: 1,
+            pipeline: 4,
+            target: None,
+            operations: 500,
+            max_time: None,
+            password: None,
+            seed: 1,
+            on_ack: None,
+            on_progress: Some(hook),
+            send_interval: Duration::from_micros(50),
+        };
+        let data = crate::DataSet {
+            records: 500,
+            insert_start: 0,
+            field_count: 2,
+            field_length: 8,
+            data_integrity: false,
+        };
+        let shared =
+            crate::shared(crate::Spec::core('a').unwrap(), Phase::Load, data, 500).unwrap();
+        let report = run(&cfg, shared).unwrap();
+        assert_eq!(report.operations, 500);
+        let seen = seen.lock().unwrap();
+        assert_eq!(seen.last(), Some(&500), "the last report is the whole run");
+        assert!(seen.windows(2).all(|w| w[0] <= w[1]), "{seen:?}");
         server.join().unwrap();
     }
 }

@@ -44,7 +44,7 @@ impl Op {
 }
 
 /// `requestdistribution`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Distribution {
     Zipfian,

@@ -560,7 +560,7 @@ fn load_config(addr: &str, records: u64, hook: Option<cxltier_ycsb::AckHook>) ->
         password: None,
         seed: 5,
         on_ack: hook,
-        progress: false,
+        on_progress: None,
         send_interval: std::time::Duration::from_micros(50),
     }
 }

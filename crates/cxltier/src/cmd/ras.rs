@@ -5,17 +5,17 @@ use crate::error::{CliError, CliResult, Kind};
 use crate::output::{print_json, Table};
 use cxltier_ras::aer::{self, MaskChange};
 use cxltier_ras::poison::{self, OfflinedPage};
-use cxltier_ras::quarantine::{self, QuarantinedRange};
-use cxltier_ras::{procmap, Device, EventType, Inventory, RasError, RasEvent, Tracefs};
+use cxltier_ras::quarantine;
+use cxltier_ras::watcher::Watching;
+use cxltier_ras::{Device, Inventory, RasError, RasEvent, Tracefs, WatchError, WatchSink, Watcher};
 use cxltier_topo::format_bytes;
 use serde::Serialize;
-use std::collections::BTreeSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// CXL memory RAS: devices, health, poison lists, and error events mapped to tiers.
 ///
@@ -344,50 +344,135 @@ struct WatchRecord<'a> {
     event: &'a RasEvent,
     /// Pages soft-offlined for this record (with --quarantine).
     #[serde(skip_serializing_if = "Option::is_none")]
-    quarantine: Option<Vec<OfflinedPage>>,
+    quarantine: Option<&'a [OfflinedPage]>,
 }
 
-/// Undoes the AER mask changes when dropped.
-struct MaskGuard(Vec<MaskChange>);
+/// Renders a watch: messages on stderr, records on stdout (a table, or one JSON object per line).
+struct Render {
+    json: bool,
+}
 
-impl Drop for MaskGuard {
-    fn drop(&mut self) {
-        for c in &self.0 {
-            if let Err(e) = c.restore() {
-                eprintln!("cxltier: warning: could not restore the AER masks: {e}");
+impl WatchSink for Render {
+    fn masks_changed(&mut self, memdev: &str, c: &MaskChange) {
+        eprintln!(
+            "cxltier: changed the AER masks of {memdev} ({}): uncorrectable {:#010x} -> {:#010x}, correctable {:#010x} -> {:#010x}; restored on exit",
+            c.config.display(), c.old_uncor_mask, c.new_uncor_mask, c.old_cor_mask, c.new_cor_mask
+        );
+    }
+
+    fn internal_errors_masked(&mut self, memdev: &str) {
+        eprintln!(
+            "cxltier: note: {memdev}'s AER capability masks internal errors: its CXL protocol errors (aer_correctable, aer_uncorrectable) will not be reported; --unmask-internal-errors unmasks them while watching"
+        );
+    }
+
+    fn watching(&mut self, w: &Watching<'_>) -> std::io::Result<()> {
+        eprintln!(
+            "cxltier: watching CXL events: enabled the cxl event group ({}) in a private tracefs instance {}; it is removed on exit",
+            w.events.join(", "),
+            w.instance.display()
+        );
+        if w.poison_interval.is_some() {
+            eprintln!("cxltier: reading poison lists periodically: writing 1 to trigger_poison_list of every device that supports it");
+        }
+        if let Some((soft_offline, file)) = &w.quarantine {
+            eprintln!(
+                "cxltier: quarantine: poisoned pages of onlined CXL memory are soft-offlined ({}) and their ranges appended to {}",
+                soft_offline.display(),
+                file.display()
+            );
+        }
+        if !self.json {
+            let mut out = std::io::stdout().lock();
+            writeln!(
+                out,
+                "{:>12}  {:<17} {:<6} {:<12} {:<8} {:<5} {:<5} {:<13} summary",
+                "time", "type", "memdev", "serial", "region", "node", "tier", "severity"
+            )?;
+        }
+        Ok(())
+    }
+
+    fn poison_list_failing(&mut self, e: &RasError, interval: Duration) {
+        eprintln!(
+            "cxltier: warning: {}; it was read before, so the watch goes on and tries again every {} s",
+            refused(e),
+            interval.as_secs_f64()
+        );
+    }
+
+    fn poison_list_back(&mut self, memdev: &str) {
+        eprintln!("cxltier: the poison list of {memdev} reads again");
+    }
+
+    fn record(&mut self, e: &RasEvent, quarantine: Option<&[OfflinedPage]>) -> std::io::Result<()> {
+        let mut out = std::io::stdout().lock();
+        if self.json {
+            let rec = WatchRecord {
+                event: e,
+                quarantine,
+            };
+            writeln!(out, "{}", serde_json::to_string(&rec)?)?;
+        } else {
+            writeln!(
+                out,
+                "{:>12}  {:<17} {:<6} {:<12} {:<8} {:<5} {:<5} {:<13} {}{}",
+                e.timestamp
+                    .map_or_else(|| "-".to_string(), |t| format!("{t:.6}")),
+                e.event_type.as_str(),
+                dash(e.memdev.clone()),
+                hex(e.serial),
+                dash(e.region.clone()),
+                dash(e.node),
+                dash(e.memory_tier),
+                dash(e.severity.clone()),
+                e.summary,
+                match (e.dpa, e.hpa) {
+                    (Some(d), Some(h)) => format!(" dpa {d:#x} hpa {h:#x}"),
+                    (Some(d), None) => format!(" dpa {d:#x}"),
+                    _ => String::new(),
+                }
+            )?;
+            if let Some(q) = quarantine {
+                let n = q.iter().filter(|p| p.offlined).count();
+                writeln!(
+                    out,
+                    "{:>14}quarantine: {n} of {} pages soft-offlined",
+                    "",
+                    q.len()
+                )?;
             }
         }
+        out.flush()
+    }
+
+    fn masks_not_restored(&mut self, e: &RasError) {
+        eprintln!("cxltier: warning: could not restore the AER masks: {e}");
+    }
+}
+
+fn watch_error(err: WatchError) -> CliError {
+    match err {
+        WatchError::Ras(e) => ras_error(e, false),
+        WatchError::Quarantine(e) => CliError::runtime(e.to_string())
+            .with_hint("pass --quarantine-file PATH in a writable directory"),
+        WatchError::Output(e) => CliError::from(e),
     }
 }
 
 fn watch(args: &Args) -> CliResult {
-    let root = PathBuf::from("/");
-    let tracefs = Tracefs::locate(&root).map_err(|e| ras_error(e, false))?;
-    let mut inv = Inventory::read(&root).map_err(|e| ras_error(e, false))?;
-    inv.select(&args.memdev).map_err(|e| ras_error(e, false))?;
-    let name = instance_name();
-    let events = tracefs.cxl_events().map_err(|e| ras_error(e, false))?;
-    let pci_dirs: Vec<(String, PathBuf)> = inv
-        .devices
-        .iter()
-        .filter_map(|d| {
-            d.pci_address
-                .as_ref()
-                .map(|p| (d.memdev.clone(), root.join("sys/bus/pci/devices").join(p)))
-        })
-        .collect();
-
+    let watcher = Watcher::new("/", &args.memdev).map_err(|e| ras_error(e, false))?;
     if args.dry_run {
         eprintln!(
             "cxltier: dry run: would create tracefs instance {} and enable the cxl events {}",
-            tracefs.instance_dir(&name).display(),
-            events.join(", ")
+            watcher.instance_dir().display(),
+            watcher.events().join(", ")
         );
         if let Some(s) = args.poison_interval {
             eprintln!("cxltier: dry run: would write 1 to trigger_poison_list of every device every {s} s");
         }
         if args.unmask_internal_errors {
-            for (memdev, dir) in &pci_dirs {
+            for (memdev, dir) in &watcher.pci_dirs() {
                 let c = aer::unmask_internal(dir, false).map_err(|e| ras_error(e, false))?;
                 eprintln!(
                     "cxltier: dry run: would set the AER masks of {memdev} ({}): uncorrectable {:#010x} -> {:#010x}, correctable {:#010x} -> {:#010x}",
@@ -398,7 +483,7 @@ fn watch(args: &Args) -> CliResult {
         if args.quarantine {
             eprintln!(
                 "cxltier: dry run: would soft-offline poisoned pages ({}) and append their ranges to {}",
-                root.join(poison::SOFT_OFFLINE).display(),
+                watcher.soft_offline_path().display(),
                 args.quarantine_file.display()
             );
         }
@@ -411,214 +496,14 @@ fn watch(args: &Args) -> CliResult {
         signal_hook::flag::register(sig, Arc::clone(&stop))
             .map_err(|e| CliError::runtime(format!("cannot handle signal {sig}: {e}")))?;
     }
-
-    let mut masks = MaskGuard(Vec::new());
-    if args.unmask_internal_errors {
-        for (memdev, dir) in &pci_dirs {
-            let c = aer::unmask_internal(dir, true).map_err(|e| ras_error(e, false))?;
-            eprintln!(
-                "cxltier: changed the AER masks of {memdev} ({}): uncorrectable {:#010x} -> {:#010x}, correctable {:#010x} -> {:#010x}; restored on exit",
-                c.config.display(), c.old_uncor_mask, c.new_uncor_mask, c.old_cor_mask, c.new_cor_mask
-            );
-            masks.0.push(c);
-        }
-    }
-    if !args.unmask_internal_errors {
-        for d in inv
-            .devices
-            .iter()
-            .filter(|d| d.health.aer_internal_errors_masked == Some(true))
-        {
-            eprintln!(
-                "cxltier: note: {}'s AER capability masks internal errors: its CXL protocol errors (aer_correctable, aer_uncorrectable) will not be reported; --unmask-internal-errors unmasks them while watching",
-                d.memdev
-            );
-        }
-    }
-    let mut w = tracefs.watch(&name, &[]).map_err(|e| ras_error(e, false))?;
-    eprintln!(
-        "cxltier: watching CXL events: enabled the cxl event group ({}) in a private tracefs instance {}; it is removed on exit",
-        events.join(", "),
-        w.dir().display()
-    );
-    if args.poison_interval.is_some() {
-        eprintln!("cxltier: reading poison lists periodically: writing 1 to trigger_poison_list of every device that supports it");
-    }
-    if args.quarantine {
-        eprintln!(
-            "cxltier: quarantine: poisoned pages of onlined CXL memory are soft-offlined ({}) and their ranges appended to {}",
-            root.join(poison::SOFT_OFFLINE).display(),
-            args.quarantine_file.display()
-        );
-    }
-    let started = Instant::now();
-    let deadline = args.duration.map(Duration::from_secs_f64);
-    let interval = args.poison_interval.map(Duration::from_secs_f64);
-    let mut next_poison = Instant::now();
-    // Devices whose poison list has been read at least once, and those whose last read failed.
-    // A device's first read failing is an error (privileges, a kernel without the command); a
-    // later one is the device going through something (after a fatal error the kernel's recovery
-    // re-probes its memdev, and the attribute is briefly missing, or the endpoint not yet back),
-    // so the watch says so once and reads again at the next interval, as it would anyway.
-    let mut poison_read = BTreeSet::new();
-    let mut poison_failing = BTreeSet::new();
-    let mut seen_poison = BTreeSet::new();
-    let mut reported = 0u64;
-    let proc_root = root.join("proc");
-    let stdout = std::io::stdout();
-    if !args.json {
-        println!(
-            "{:>12}  {:<17} {:<6} {:<12} {:<8} {:<5} {:<5} {:<13} summary",
-            "time", "type", "memdev", "serial", "region", "node", "tier", "severity"
-        );
-    }
-    'outer: while !stop.load(Ordering::Relaxed) && deadline.is_none_or(|d| started.elapsed() < d) {
-        if let Some(iv) = interval {
-            if Instant::now() >= next_poison {
-                for d in inv
-                    .devices
-                    .iter()
-                    .filter(|d| d.health.poison_list_supported)
-                {
-                    match poison::trigger(&root, &d.memdev) {
-                        Ok(()) => {
-                            poison_read.insert(d.memdev.clone());
-                            if poison_failing.remove(&d.memdev) {
-                                eprintln!("cxltier: the poison list of {} reads again", d.memdev);
-                            }
-                        }
-                        Err(e) if !poison_read.contains(&d.memdev) => {
-                            return Err(ras_error(e, false))
-                        }
-                        Err(e) => {
-                            if poison_failing.insert(d.memdev.clone()) {
-                                eprintln!(
-                                    "cxltier: warning: {}; it was read before, so the watch goes on and tries again every {} s",
-                                    refused(&e),
-                                    iv.as_secs_f64()
-                                );
-                            }
-                        }
-                    }
-                }
-                next_poison = Instant::now() + iv;
-            }
-        }
-        let lines = w.poll().map_err(|e| ras_error(e, false))?;
-        if lines.is_empty() {
-            std::thread::sleep(Duration::from_millis(100));
-            continue;
-        }
-        for l in lines {
-            let mut e = RasEvent::from_trace(&l);
-            if e.memdev.is_some()
-                && inv
-                    .device(e.memdev.as_deref().unwrap_or_default())
-                    .is_none()
-            {
-                // A device that appeared (or was renamed) since the start.
-                if let Ok(fresh) = Inventory::read(&root) {
-                    inv = fresh;
-                    inv.select(&args.memdev).ok();
-                }
-                if !args.memdev.is_empty()
-                    && inv
-                        .device(e.memdev.as_deref().unwrap_or_default())
-                        .is_none()
-                {
-                    continue;
-                }
-            }
-            e.map(&inv);
-            if e.event_type == EventType::Poison && !seen_poison.insert(poison::key(&e)) {
-                // Every read of the poison list repeats every entry.
-                continue;
-            }
-            if let Some(range) = e.physical_range {
-                match procmap::mappers(&proc_root, range) {
-                    Ok(m) => e.processes = Some(m),
-                    Err(procmap::Denied::NoFrameNumbers) => {
-                        e.processes_note = Some("not permitted: reading frame numbers from /proc/PID/pagemap needs CAP_SYS_ADMIN".to_string())
-                    }
-                }
-            }
-            let quarantine = if args.quarantine && e.event_type == EventType::Poison {
-                quarantine_one(&root, &e, &args.quarantine_file)?
-            } else {
-                None
-            };
-            let mut out = stdout.lock();
-            if args.json {
-                let rec = WatchRecord {
-                    event: &e,
-                    quarantine,
-                };
-                writeln!(out, "{}", serde_json::to_string(&rec)?)?;
-            } else {
-                writeln!(
-                    out,
-                    "{:>12}  {:<17} {:<6} {:<12} {:<8} {:<5} {:<5} {:<13} {}{}",
-                    e.timestamp
-                        .map_or_else(|| "-".to_string(), |t| format!("{t:.6}")),
-                    e.event_type.as_str(),
-                    dash(e.memdev.clone()),
-                    hex(e.serial),
-                    dash(e.region.clone()),
-                    dash(e.node),
-                    dash(e.memory_tier),
-                    dash(e.severity.clone()),
-                    e.summary,
-                    match (e.dpa, e.hpa) {
-                        (Some(d), Some(h)) => format!(" dpa {d:#x} hpa {h:#x}"),
-                        (Some(d), None) => format!(" dpa {d:#x}"),
-                        _ => String::new(),
-                    }
-                )?;
-                if let Some(q) = &quarantine {
-                    let n = q.iter().filter(|p| p.offlined).count();
-                    writeln!(
-                        out,
-                        "{:>14}quarantine: {n} of {} pages soft-offlined",
-                        "",
-                        q.len()
-                    )?;
-                }
-            }
-            out.flush()?;
-            reported += 1;
-            if args.count.is_some_and(|c| reported >= c) {
-                break 'outer;
-            }
-        }
-    }
-    drop(w);
-    drop(masks);
+    let mut watcher = watcher
+        .duration(args.duration.map(Duration::from_secs_f64))
+        .count(args.count)
+        .poison_interval(args.poison_interval.map(Duration::from_secs_f64))
+        .unmask_internal_errors(args.unmask_internal_errors)
+        .quarantine_file(args.quarantine.then(|| args.quarantine_file.clone()));
+    watcher
+        .run(&mut Render { json: args.json }, &stop)
+        .map_err(watch_error)?;
     Ok(ExitCode::SUCCESS)
-}
-
-/// Soft-offlines the pages of a poison record in onlined memory and appends its range to the
-/// quarantine file. Poison outside any region (no host address) touches no data in use.
-fn quarantine_one(
-    root: &Path,
-    e: &RasEvent,
-    file: &Path,
-) -> Result<Option<Vec<OfflinedPage>>, CliError> {
-    let (Some(range), Some(_node)) = (e.physical_range, e.node) else {
-        return Ok(None);
-    };
-    let pages = poison::soft_offline(root, range, false).map_err(|err| ras_error(err, false))?;
-    let rec = QuarantinedRange {
-        start: range.start,
-        end: range.end,
-        memdev: e.memdev.clone(),
-        serial: e.serial,
-        region: e.region.clone(),
-        node: e.node,
-        processes: e.processes.clone().unwrap_or_default(),
-    };
-    quarantine::append(file, &rec).map_err(|err| {
-        CliError::runtime(err.to_string())
-            .with_hint("pass --quarantine-file PATH in a writable directory")
-    })?;
-    Ok(Some(pages))
 }

@@ -4,7 +4,7 @@ use crate::cmd::apply::{auto_words, control_error, undo_command};
 use crate::error::{CliError, CliResult, Kind};
 use cxltier_control::launch::{exec_under, spawn_under};
 use cxltier_control::policy::{resolve, PolicySpec, ResolvedPolicy};
-use cxltier_control::weights::{RestoreReport, WeightChange, WeightTable, WeightsSpec};
+use cxltier_control::weights::{Restored, TemporaryWeights, WeightsSpec};
 use cxltier_control::ControlError;
 use cxltier_sys::{kernel_supports, Mode};
 use cxltier_topo::{nodelist, Topology};
@@ -153,8 +153,8 @@ pub fn run(args: Args) -> CliResult {
     if resolved.mode != Mode::WeightedInterleave {
         return exec_failure(exec_under(&policy, &mut cmd));
     }
-    let table = WeightTable::read(&root).map_err(control_error)?;
-    let change = table.plan(&resolved.weights).map_err(control_error)?;
+    let mut weights = TemporaryWeights::read(&root).map_err(control_error)?;
+    let change = weights.plan(&resolved.weights).map_err(control_error)?;
     if !kernel_supports(Mode::WeightedInterleave).map_err(|e| control_error(e.into()))? {
         return Err(CliError::new(
             Kind::Unsupported,
@@ -166,8 +166,7 @@ pub fn run(args: Args) -> CliResult {
         return exec_failure(exec_under(&policy, &mut cmd));
     }
     run_with_table_change(
-        &table,
-        &change,
+        &mut weights,
         &resolved,
         &mut cmd,
         args.sysfs_root.as_deref(),
@@ -176,43 +175,37 @@ pub fn run(args: Args) -> CliResult {
 
 /// Write the weights, run CMD as a child, put the weights back, and exit as CMD did.
 fn run_with_table_change(
-    table: &WeightTable,
-    change: &WeightChange,
+    weights: &mut TemporaryWeights,
     resolved: &ResolvedPolicy,
     cmd: &mut Command,
     root: Option<&Path>,
 ) -> CliResult {
     let policy = resolved.policy().map_err(control_error)?;
-    table.apply(change).map_err(control_error)?;
-    let diff: Vec<String> = change
-        .changed()
-        .map(|n| format!("node{} {} -> {}", n.node, n.old, n.new))
-        .collect();
+    let applied = weights.set(&resolved.weights).map_err(control_error)?;
     eprintln!(
         "cxltier: changed a system-wide setting for this run: the kernel's weighted-interleave \
-         table ({}), used by every process with weighted interleave: {}",
-        table.dir().display(),
-        diff.join(", ")
+         table ({}), used by every process with weighted interleave: {applied}",
+        applied.dir.display(),
     );
-    if let Some(auto) = change.auto.filter(|a| a.old != a.new) {
+    if let Some(auto) = applied.change.auto.filter(|a| a.old != a.new) {
         eprintln!("cxltier: {}", auto_words(auto));
     }
     eprintln!(
         "cxltier: the previous weights are restored when the command exits (by hand: {})",
-        undo_command(change, root)
+        undo_command(&applied.change, root)
     );
 
     let mut child = match spawn_under(&policy, cmd) {
         Ok(c) => c,
         Err(e) => {
-            report_restore(&table.restore(change), change, root);
+            report_restore(weights.restore(), root);
             return exec_failure(e);
         }
     };
     let status = child.wait();
-    let restored = table.restore(change);
+    let restored = weights.restore();
     drop(child);
-    report_restore(&restored, change, root);
+    report_restore(restored, root);
     let status = status.map_err(control_error)?;
     if let Some(code) = status.code() {
         return Ok(ExitCode::from(code as u8));
@@ -223,22 +216,11 @@ fn run_with_table_change(
     }
 }
 
-fn report_restore(report: &RestoreReport, change: &WeightChange, root: Option<&Path>) {
+fn report_restore(restored: Option<Restored>, root: Option<&Path>) {
+    let Some(restored) = restored else { return };
+    let report = &restored.report;
     if !report.restored.is_empty() {
-        let nodes: Vec<String> = report
-            .restored
-            .iter()
-            .map(|n| format!("node{} {} -> {}", n.node, n.new, n.old))
-            .collect();
-        eprintln!(
-            "cxltier: restored the weighted-interleave table: {}{}",
-            nodes.join(", "),
-            if report.auto_restored {
-                "; auto switched back on"
-            } else {
-                ""
-            }
-        );
+        eprintln!("cxltier: restored the weighted-interleave table: {restored}");
     }
     for (node, found) in &report.left_alone {
         eprintln!(
@@ -250,7 +232,7 @@ fn report_restore(report: &RestoreReport, change: &WeightChange, root: Option<&P
         eprintln!(
             "cxltier: error: could not restore {}: {err}; restore by hand: {}",
             path.display(),
-            undo_command(change, root)
+            undo_command(&restored.change, root)
         );
     }
 }

@@ -3,20 +3,23 @@
 mod tune;
 
 use crate::error::{CliError, CliResult, Kind};
-use cxltier_tierd::engine::{Status, TargetReport};
-use cxltier_tierd::quarantine::Quarantine;
+use cxltier_tierd::daemon::{
+    Cgroup, Launched, Pids, Starting, StopReport, TargetSource, WrittenPages,
+};
+use cxltier_tierd::engine::{Status, TargetChange, TargetReport};
+use cxltier_tierd::quarantine::QuarantineReport;
 use cxltier_tierd::{
-    choose_source, metrics, AccessSource, Engine, ErrorClass, Policy, SourceKind, TierdError, Tiers,
+    choose_source, metrics, AccessSource, Daemon, DaemonSink, ErrorClass, Policy, SourceKind,
+    TierdError, Tiers,
 };
 use cxltier_topo::Topology;
-use serde::Serialize;
 use std::ffi::OsString;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitCode};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::process::{Command, ExitCode};
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The long help: what the command does, exactly.
 const LONG_HELP: &str = "\
@@ -254,19 +257,6 @@ pub(crate) fn tierd_error(err: TierdError) -> CliError {
     CliError::new(kind, err.to_string())
 }
 
-/// The final JSON line.
-#[derive(Serialize)]
-struct Stopped {
-    event: &'static str,
-    reason: &'static str,
-    elapsed_s: f64,
-    targets_left_running: Vec<u32>,
-    /// `damon` or `idle-page`.
-    access_source: &'static str,
-    /// DAMON's kdamonds were removed (true with idle-page tracking: nothing to remove).
-    damon_removed: bool,
-}
-
 fn policy(args: &Args) -> Result<Policy, CliError> {
     let mut p = match &args.policy {
         Some(path) => Policy::load(path).map_err(tierd_error)?,
@@ -295,12 +285,6 @@ fn policy(args: &Args) -> Result<Policy, CliError> {
     Ok(p)
 }
 
-/// The pids in a cgroup's `cgroup.procs`, or `None` when it cannot be read (the cgroup is gone).
-fn read_cgroup_procs(dir: &Path) -> Option<Vec<u32>> {
-    let text = std::fs::read_to_string(dir.join("cgroup.procs")).ok()?;
-    Some(text.lines().filter_map(|l| l.trim().parse().ok()).collect())
-}
-
 fn cgroup_pids(path: &Path) -> Result<(PathBuf, Vec<u32>), CliError> {
     let dir = if path.is_absolute() || path.exists() {
         path.to_path_buf()
@@ -308,7 +292,7 @@ fn cgroup_pids(path: &Path) -> Result<(PathBuf, Vec<u32>), CliError> {
         Path::new("/sys/fs/cgroup").join(path)
     };
     let procs = dir.join("cgroup.procs");
-    let text = std::fs::read_to_string(&procs).map_err(|e| {
+    let pids = cxltier_tierd::daemon::read_cgroup_procs(&dir).map_err(|e| {
         CliError::bad_input(format!(
             "--cgroup {}: cannot read {}: {e}",
             path.display(),
@@ -316,7 +300,6 @@ fn cgroup_pids(path: &Path) -> Result<(PathBuf, Vec<u32>), CliError> {
         ))
         .with_hint("give a cgroup v2 directory, e.g. /sys/fs/cgroup/system.slice/foo.service")
     })?;
-    let pids: Vec<u32> = text.lines().filter_map(|l| l.trim().parse().ok()).collect();
     if pids.is_empty() {
         return Err(CliError::bad_input(format!(
             "--cgroup {}: the cgroup has no processes",
@@ -374,16 +357,171 @@ fn human(r: &TargetReport) -> String {
     )
 }
 
+/// Renders the daemon's events: messages on stderr, a line per report on stdout (text for people,
+/// or one JSON object per line).
+struct Render {
+    json: bool,
+    err: std::io::Stderr,
+    out: std::io::Stdout,
+    /// The cgroup followed, for the membership message.
+    cgroup: Option<PathBuf>,
+}
+
+impl DaemonSink for Render {
+    fn starting(&mut self, s: &Starting<'_>) {
+        let err = &mut self.err;
+        let _ = writeln!(
+            err,
+            "cxltier tierd: access source: {} ({})",
+            s.source.name, s.source.reason
+        );
+        let pid_list = list(s.pids);
+        let _ = match s.source.kind {
+            SourceKind::Damon => writeln!(
+                err,
+                "cxltier tierd: writing DAMON's sysfs interface (a system-wide setting): {} kdamond(s) \
+                 under /sys/kernel/mm/damon/admin/kdamonds monitoring pid {pid_list}; removed when \
+                 tierd stops",
+                s.pids.len()
+            ),
+            SourceKind::IdlePage => writeln!(
+                err,
+                "cxltier tierd: writing /sys/kernel/mm/page_idle/bitmap (a system-wide setting): every \
+                 interval the resident pages of pid {pid_list} are marked idle, which any other user \
+                 of idle-page tracking sees too; nothing to remove when tierd stops (a page's idle \
+                 flag clears on its next access)"
+            ),
+        };
+        let _ = writeln!(
+            err,
+            "cxltier tierd: fast tier node(s) {:?}, slower node(s) {:?}; budget {}, rate limit {} MB/s{}",
+            s.tiers.fast,
+            s.tiers.slow,
+            s.policy.limits.dram_budget.as_deref().unwrap_or("none"),
+            s.policy.limits.max_migrate_mbps,
+            if s.dry_run { "; --dry-run: nothing is moved" } else { "" }
+        );
+        if let Some(path) = s.quarantine_file {
+            let _ = writeln!(
+                err,
+                "cxltier tierd: following the quarantine file {} (poisoned ranges; missing: none): target pages on them are moved to another node",
+                path.display()
+            );
+        }
+    }
+
+    fn started(&mut self, written: WrittenPages) {
+        let _ = writeln!(
+            self.err,
+            "cxltier tierd: written pages: {}",
+            match written {
+                WrittenPages::SoftDirty =>
+                    "soft-dirty bits, page by page (a page written in the last interval counts as hot)",
+                WrittenPages::Unsupported =>
+                    "not tracked: this kernel has no soft-dirty bits (CONFIG_MEM_SOFT_DIRTY); hot and cold come from the access source alone",
+                WrittenPages::Off =>
+                    "not tracked (soft_dirty = false in the policy); hot and cold come from the access source alone",
+            }
+        );
+    }
+
+    fn membership(&mut self, change: &TargetChange, source: SourceKind, running: &[u32]) {
+        let _ = writeln!(
+            self.err,
+            "cxltier tierd: cgroup {}: joined [{}], left [{}]; {}: pid {}",
+            self.cgroup.as_deref().unwrap_or(Path::new("?")).display(),
+            list(&change.joined),
+            list(&change.left),
+            match source {
+                SourceKind::Damon => "DAMON restarted (system-wide) with one kdamond per target",
+                SourceKind::IdlePage => "idle-page tracking now follows",
+            },
+            list(running)
+        );
+    }
+
+    fn target(&mut self, r: &TargetReport) -> std::io::Result<()> {
+        if self.json {
+            writeln!(self.out, "{}", serde_json::to_string(r)?)
+        } else {
+            writeln!(self.out, "{}", human(r))
+        }
+    }
+
+    fn quarantine_unchecked(&mut self, e: &TierdError) {
+        let _ = writeln!(
+            self.err,
+            "cxltier tierd: warning: quarantined memory not checked this round: {e}"
+        );
+    }
+
+    fn quarantine_malformed(&mut self, line: &str) {
+        let _ = writeln!(self.err, "cxltier tierd: quarantine file: {line}");
+    }
+
+    fn quarantine(&mut self, q: &QuarantineReport) -> std::io::Result<()> {
+        if self.json {
+            return writeln!(self.out, "{}", serde_json::to_string(q)?);
+        }
+        writeln!(
+            self.out,
+            "quarantine: {} ranges ({}); target pages on them {}, moved off {} (total {}){}",
+            q.ranges,
+            q.nodes
+                .iter()
+                .map(|(n, r)| format!("node{n}: {} ranges, {} B", r.ranges, r.bytes))
+                .collect::<Vec<_>>()
+                .join(", "),
+            q.pages_on_quarantined_frames,
+            q.moved_off_pages,
+            q.moved_off_pages_total,
+            q.note
+                .as_ref()
+                .map(|n| format!("; {n}"))
+                .unwrap_or_default()
+        )
+    }
+
+    fn round_end(&mut self) -> std::io::Result<()> {
+        self.out.flush()
+    }
+
+    fn stopped(&mut self, s: &StopReport) -> std::io::Result<()> {
+        if self.json {
+            writeln!(self.out, "{}", serde_json::to_string(s)?)?;
+        }
+        let _ = writeln!(
+            self.err,
+            "cxltier tierd: stopped ({}); {}; targets still running, memory left where it is: {:?}",
+            s.reason.as_str().replace('_', " "),
+            match (s.source, s.damon_removed) {
+                (SourceKind::Damon, true) => "DAMON kdamonds removed",
+                (SourceKind::Damon, false) => "DAMON kdamonds could NOT be removed",
+                (SourceKind::IdlePage, _) => "idle-page tracking: nothing to remove",
+            },
+            s.targets_left_running
+        );
+        Ok(())
+    }
+}
+
+fn list(pids: &[u32]) -> String {
+    pids.iter()
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 pub fn run(args: Args) -> CliResult {
     let policy = policy(&args)?;
     crate::cmd::ras::check_quarantine_file(&args.quarantine_file)?;
-    let deadline = match args.duration {
+    let duration = match args.duration {
         Some(s) if !(s.is_finite() && s > 0.0) => {
             return Err(CliError::bad_input(format!(
                 "--duration {s}: expected a number of seconds above 0"
             )))
         }
-        Some(s) => Some(Instant::now() + Duration::from_secs_f64(s)),
+        Some(s) => Some(Duration::from_secs_f64(s)),
         None => None,
     };
     let metrics_addr = match &args.metrics_addr {
@@ -404,14 +542,13 @@ pub fn run(args: Args) -> CliResult {
         cxltier_tierd::damon::Monitor::check(root).map_err(tierd_error)?;
     }
 
-    let mut child: Option<Child> = None;
     let mut cgroup_dir = None;
-    let pids = if !args.pid.is_empty() {
-        args.pid.clone()
+    let targets: Box<dyn TargetSource> = if !args.pid.is_empty() {
+        Box::new(Pids(args.pid.clone()))
     } else if let Some(cg) = &args.cgroup {
         let (dir, pids) = cgroup_pids(cg)?;
-        cgroup_dir = Some(dir);
-        pids
+        cgroup_dir = Some(dir.clone());
+        Box::new(Cgroup::new(dir, pids))
     } else {
         let c = Command::new(&args.command[0])
             .args(&args.command[1..])
@@ -427,99 +564,21 @@ pub fn run(args: Args) -> CliResult {
                     format!("cannot start {}: {e}", args.command[0].to_string_lossy()),
                 )
             })?;
-        let pid = c.id();
-        child = Some(c);
-        vec![pid]
+        Box::new(Launched(c))
     };
 
-    for &pid in &pids {
-        if !cxltier_tierd::procfs::alive(Path::new("/proc"), pid) {
-            return Err(tierd_error(TierdError::NoSuchProcess { pid }));
-        }
-    }
-    let mut err = std::io::stderr();
-    let _ = writeln!(
-        err,
-        "cxltier tierd: access source: {} ({})",
-        source.name, source.reason
-    );
-    let pid_list = pids
-        .iter()
-        .map(u32::to_string)
-        .collect::<Vec<_>>()
-        .join(",");
-    let _ = match source.kind {
-        SourceKind::Damon => writeln!(
-            err,
-            "cxltier tierd: writing DAMON's sysfs interface (a system-wide setting): {} kdamond(s) \
-             under /sys/kernel/mm/damon/admin/kdamonds monitoring pid {pid_list}; removed when \
-             tierd stops",
-            pids.len()
-        ),
-        SourceKind::IdlePage => writeln!(
-            err,
-            "cxltier tierd: writing /sys/kernel/mm/page_idle/bitmap (a system-wide setting): every \
-             interval the resident pages of pid {pid_list} are marked idle, which any other user \
-             of idle-page tracking sees too; nothing to remove when tierd stops (a page's idle \
-             flag clears on its next access)"
-        ),
-    };
-    let _ = writeln!(
-        err,
-        "cxltier tierd: fast tier node(s) {:?}, slower node(s) {:?}; budget {}, rate limit {} MB/s{}",
-        tiers.fast,
-        tiers.slow,
-        policy.limits.dram_budget.as_deref().unwrap_or("none"),
-        policy.limits.max_migrate_mbps,
-        if args.dry_run { "; --dry-run: nothing is moved" } else { "" }
-    );
-    let started = Instant::now();
-    let mut quarantine = Quarantine::new(&args.quarantine_file);
-    let _ = writeln!(
-        err,
-        "cxltier tierd: following the quarantine file {} (poisoned ranges; missing: none): target pages on them are moved to another node",
-        args.quarantine_file.display()
-    );
-    let mut engine = match Engine::start(
-        policy.clone(),
-        tiers.clone(),
-        &pids,
-        source.kind,
-        args.dry_run,
-        root,
-        Path::new("/proc"),
-    ) {
-        Ok(e) => e,
-        Err(e) => {
-            if let Some(mut c) = child {
-                let _ = c.kill();
-                let _ = c.wait();
-            }
-            return Err(tierd_error(e));
-        }
-    };
-
-    let _ = writeln!(
-        err,
-        "cxltier tierd: written pages: {}",
-        if engine.soft_dirty() {
-            "soft-dirty bits, page by page (a page written in the last interval counts as hot)"
-        } else if policy.tracking.soft_dirty {
-            "not tracked: this kernel has no soft-dirty bits (CONFIG_MEM_SOFT_DIRTY); hot and cold come from the access source alone"
-        } else {
-            "not tracked (soft_dirty = false in the policy); hot and cold come from the access source alone"
-        }
-    );
     let shared: metrics::Shared = Arc::new(Mutex::new(String::new()));
+    let mut daemon = Daemon::new(policy, tiers, source, targets)
+        .dry_run(args.dry_run)
+        .duration(duration)
+        .quarantine_file(&args.quarantine_file)
+        .metrics(shared.clone());
     if let Some(addr) = metrics_addr {
         if !metrics::is_loopback(&addr) {
-            let _ = writeln!(err, "cxltier tierd: warning: metrics are served on {addr}, which is not loopback: anyone who can reach it can read them");
+            eprintln!("cxltier tierd: warning: metrics are served on {addr}, which is not loopback: anyone who can reach it can read them");
         }
-        let bound = metrics::serve(&addr.to_string(), shared.clone()).map_err(tierd_error)?;
-        let _ = writeln!(
-            err,
-            "cxltier tierd: Prometheus metrics on http://{bound}/metrics"
-        );
+        let bound = metrics::serve(&addr.to_string(), shared).map_err(tierd_error)?;
+        eprintln!("cxltier tierd: Prometheus metrics on http://{bound}/metrics");
     }
 
     let stop = Arc::new(AtomicBool::new(false));
@@ -527,170 +586,20 @@ pub fn run(args: Args) -> CliResult {
         signal_hook::flag::register(sig, Arc::clone(&stop))
             .map_err(|e| CliError::runtime(format!("cannot install a signal handler: {e}")))?;
     }
-
-    let mut latest: std::collections::BTreeMap<u32, TargetReport> = Default::default();
-    let reason = loop {
-        if stop.load(Ordering::Relaxed) {
-            break "signal";
-        }
-        if deadline.is_some_and(|d| Instant::now() >= d) {
-            break "duration";
-        }
-        let round = Instant::now();
-        if let Some(c) = child.as_mut() {
-            // Reap CMD as soon as it exits, so that it is seen as gone rather than a zombie.
-            let _ = c.try_wait();
-        }
-        // A cgroup's processes as they are now: those that joined become targets, those that
-        // left are reported once and dropped.
-        let mut left_reports = Vec::new();
-        if let Some(dir) = &cgroup_dir {
-            let Some(now) = read_cgroup_procs(dir) else {
-                break "cgroup_removed";
-            };
-            match engine.set_targets(&now) {
-                Ok((change, reports)) => {
-                    if !change.is_empty() {
-                        let list =
-                            |v: &[u32]| v.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
-                        let _ = writeln!(
-                            err,
-                            "cxltier tierd: cgroup {}: joined [{}], left [{}]; {}: pid {}",
-                            dir.display(),
-                            list(&change.joined),
-                            list(&change.left),
-                            match engine.source() {
-                                SourceKind::Damon =>
-                                    "DAMON restarted (system-wide) with one kdamond per target",
-                                SourceKind::IdlePage => "idle-page tracking now follows",
-                            },
-                            list(&engine.running_pids())
-                        );
-                    }
-                    left_reports = reports;
-                }
-                Err(e) => {
-                    let _ = engine.stop();
-                    return Err(tierd_error(e));
-                }
-            }
-        }
-        let reports = match engine.step() {
-            Ok(mut r) => {
-                left_reports.append(&mut r);
-                left_reports
-            }
-            Err(e) => {
-                let _ = engine.stop();
-                return Err(tierd_error(e));
-            }
-        };
-        let mut out = std::io::stdout().lock();
-        for r in &reports {
-            if args.json {
-                writeln!(out, "{}", serde_json::to_string(r)?)?;
-            } else {
-                writeln!(out, "{}", human(r))?;
-            }
-            latest.insert(r.pid, r.clone());
-        }
-        let quarantined = match quarantine.step(&pids, &tiers, Path::new("/proc"), args.dry_run) {
-            Ok(q) => q,
-            Err(e) => {
-                let _ = writeln!(
-                    err,
-                    "cxltier tierd: warning: quarantined memory not checked this round: {e}"
-                );
-                None
-            }
-        };
-        if let Some(q) = &quarantined {
-            for m in &q.malformed {
-                let _ = writeln!(err, "cxltier tierd: quarantine file: {m}");
-            }
-            if args.json {
-                writeln!(out, "{}", serde_json::to_string(q)?)?;
-            } else {
-                writeln!(
-                    out,
-                    "quarantine: {} ranges ({}); target pages on them {}, moved off {} (total {}){}",
-                    q.ranges,
-                    q.nodes
-                        .iter()
-                        .map(|(n, r)| format!("node{n}: {} ranges, {} B", r.ranges, r.bytes))
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                    q.pages_on_quarantined_frames,
-                    q.moved_off_pages,
-                    q.moved_off_pages_total,
-                    q.note.as_ref().map(|n| format!("; {n}")).unwrap_or_default()
-                )?;
-            }
-        }
-        out.flush()?;
-        drop(out);
-        if let Ok(mut text) = shared.lock() {
-            *text = metrics::prometheus(&latest.values().cloned().collect::<Vec<_>>());
-            if let Some(q) = &quarantined {
-                text.push_str(&cxltier_tierd::quarantine::prometheus(q));
-            }
-        }
-        if engine.running() == 0 && cgroup_dir.is_none() {
-            break "targets_exited";
-        }
-        let next = round + policy.interval();
-        while Instant::now() < next
-            && !stop.load(Ordering::Relaxed)
-            && deadline.is_none_or(|d| Instant::now() < d)
-        {
-            std::thread::sleep(Duration::from_millis(20));
-        }
+    let mut render = Render {
+        json: args.json,
+        err: std::io::stderr(),
+        out: std::io::stdout(),
+        cgroup: cgroup_dir,
     };
-    let removed = engine.stop();
-    let left: Vec<u32> = pids
-        .iter()
-        .chain(latest.keys())
-        .copied()
-        .collect::<std::collections::BTreeSet<u32>>()
-        .into_iter()
-        .filter(|p| cxltier_tierd::procfs::alive(Path::new("/proc"), *p))
-        .collect();
-    if args.json {
-        println!(
-            "{}",
-            serde_json::to_string(&Stopped {
-                event: "stopped",
-                reason,
-                elapsed_s: started.elapsed().as_secs_f64(),
-                targets_left_running: left.clone(),
-                access_source: source.name,
-                damon_removed: removed.is_ok(),
-            })?
-        );
-    }
-    let _ = writeln!(
-        err,
-        "cxltier tierd: stopped ({}); {}; targets still running, memory left where it is: {:?}",
-        reason.replace('_', " "),
-        match (source.kind, removed.is_ok()) {
-            (SourceKind::Damon, true) => "DAMON kdamonds removed",
-            (SourceKind::Damon, false) => "DAMON kdamonds could NOT be removed",
-            (SourceKind::IdlePage, _) => "idle-page tracking: nothing to remove",
-        },
-        left
-    );
-    if let Err(e) = removed {
-        return Err(tierd_error(e));
-    }
-    if let Some(mut c) = child {
-        // CMD ended (targets_exited) or tierd was stopped: report CMD's own status when it is over.
-        if reason == "targets_exited" {
-            if let Ok(status) = c.wait() {
-                return Ok(ExitCode::from(
-                    status.code().unwrap_or(1).clamp(0, 255) as u8
-                ));
-            }
-        }
-    }
-    Ok(ExitCode::SUCCESS)
+    let outcome = daemon.run(&mut render, &stop).map_err(|e| match e {
+        // The output is gone: said as any failed write is.
+        TierdError::Output(e) => CliError::from(e),
+        e => tierd_error(e),
+    })?;
+    // CMD ended and so did tierd: CMD's own status is tierd's.
+    Ok(match outcome.child_status {
+        Some(status) => ExitCode::from(status.code().unwrap_or(1).clamp(0, 255) as u8),
+        None => ExitCode::SUCCESS,
+    })
 }

@@ -3,7 +3,11 @@
 use std::io::IsTerminal;
 use std::time::Duration;
 
-use cxltier_ycsb::{Phase, Protocol, RunConfig, ScanMethod, Spec, YcsbError};
+use std::sync::Arc;
+
+use cxltier_ycsb::{
+    Distribution, Phase, ProgressHook, Protocol, RunConfig, ScanMethod, Spec, YcsbError,
+};
 
 use crate::error::{CliError, CliResult, Kind};
 use crate::output::{print_json, Table};
@@ -32,6 +36,65 @@ Run `load` first with the same --records, then `run`.
 for each --cache-objects size, the share that falls on the most requested keys: no cache of that
 many objects can hit more often on this workload, so a store's memory hit ratio is read against
 it.";
+
+/// The wire protocol (`cxltier_ycsb::Protocol`).
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum ProtocolArg {
+    /// Redis protocol; records are hashes.
+    Resp,
+    /// memcached text protocol; a record is one JSON value.
+    Memcache,
+}
+
+impl From<ProtocolArg> for Protocol {
+    fn from(p: ProtocolArg) -> Protocol {
+        match p {
+            ProtocolArg::Resp => Protocol::Resp,
+            ProtocolArg::Memcache => Protocol::Memcache,
+        }
+    }
+}
+
+/// How to scan over RESP (`cxltier_ycsb::ScanMethod`).
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum ScanArg {
+    /// Decide from the server's INFO (cxltier: scanrange, else zset).
+    Auto,
+    /// cxltier's `SCANRANGE start count`.
+    Scanrange,
+    /// YCSB's Redis binding: a sorted set `_indices` scored by the key's Java hashCode.
+    Zset,
+}
+
+impl From<ScanArg> for ScanMethod {
+    fn from(s: ScanArg) -> ScanMethod {
+        match s {
+            ScanArg::Auto => ScanMethod::Auto,
+            ScanArg::Scanrange => ScanMethod::Scanrange,
+            ScanArg::Zset => ScanMethod::Zset,
+        }
+    }
+}
+
+/// `requestdistribution` (`cxltier_ycsb::Distribution`).
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum DistributionArg {
+    Zipfian,
+    Latest,
+    Uniform,
+    Hotspot,
+}
+
+impl From<DistributionArg> for Distribution {
+    fn from(d: DistributionArg) -> Distribution {
+        match d {
+            DistributionArg::Zipfian => Distribution::Zipfian,
+            DistributionArg::Latest => Distribution::Latest,
+            DistributionArg::Uniform => Distribution::Uniform,
+            DistributionArg::Hotspot => Distribution::Hotspot,
+        }
+    }
+}
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
 enum PhaseArg {
@@ -88,10 +151,10 @@ pub struct Args {
     insert_start: u64,
     /// Override the workload's request distribution
     #[arg(long, value_enum, value_name = "DIST")]
-    request_distribution: Option<cxltier_ycsb::Distribution>,
+    request_distribution: Option<DistributionArg>,
     /// Wire protocol
     #[arg(long, value_enum, default_value = "resp")]
-    protocol: Protocol,
+    protocol: ProtocolArg,
     /// Server address (default 127.0.0.1:6379 for resp, 127.0.0.1:11211 for memcache)
     #[arg(long, value_name = "HOST:PORT")]
     addr: Option<String>,
@@ -100,7 +163,7 @@ pub struct Args {
     password: Option<String>,
     /// How to scan over RESP
     #[arg(long, value_enum, default_value = "auto")]
-    scan: ScanMethod,
+    scan: ScanArg,
     /// YCSB's dataintegrity: values are built from key and field name, and every read checks
     /// every byte it gets back (mismatches count as verify_errors); load and run must both use it
     #[arg(long)]
@@ -151,7 +214,7 @@ pub fn run(args: Args) -> CliResult {
             .with_hint("use one of YCSB's core workloads: a, b, c, d, e, f")
     })?;
     if let Some(d) = args.request_distribution {
-        spec.distribution = d;
+        spec.distribution = d.into();
     }
     if args.threads == 0 || args.connections == 0 || args.pipeline == 0 {
         return Err(CliError::bad_input(
@@ -163,7 +226,8 @@ pub fn run(args: Args) -> CliResult {
             "--target must be a positive number of operations per second",
         ));
     }
-    let addr = args.addr.clone().unwrap_or_else(|| match args.protocol {
+    let protocol = Protocol::from(args.protocol);
+    let addr = args.addr.clone().unwrap_or_else(|| match protocol {
         Protocol::Resp => "127.0.0.1:6379".into(),
         Protocol::Memcache => "127.0.0.1:11211".into(),
     });
@@ -188,10 +252,23 @@ pub fn run(args: Args) -> CliResult {
     };
     let shared =
         cxltier_ycsb::shared(spec, phase, data, operations).map_err(|e| ycsb_error(e, &addr))?;
+    // A bar for people watching a long run; nothing for scripts or short runs.
+    let bar = (!args.json && std::io::stderr().is_terminal() && operations >= 200_000).then(|| {
+        let b = indicatif::ProgressBar::new(operations);
+        b.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{prefix} [{bar:30}] {pos}/{len} {per_sec} eta {eta}",
+            )
+            .expect("valid template")
+            .progress_chars("=> "),
+        );
+        b.set_prefix(if phase == Phase::Load { "load" } else { "run" });
+        b
+    });
     let cfg = RunConfig {
         addr: addr.clone(),
-        protocol: args.protocol,
-        scan: args.scan,
+        protocol,
+        scan: args.scan.into(),
         phase,
         threads: args.threads,
         connections: args.connections,
@@ -202,10 +279,16 @@ pub fn run(args: Args) -> CliResult {
         password: args.password.clone(),
         seed: args.seed.unwrap_or_else(fresh_seed),
         on_ack: None,
-        progress: !args.json && std::io::stderr().is_terminal(),
+        on_progress: bar
+            .clone()
+            .map(|b| -> ProgressHook { Arc::new(move |done| b.set_position(done)) }),
         send_interval: Duration::from_micros(args.send_interval_us),
     };
-    let report = cxltier_ycsb::run(&cfg, shared).map_err(|e| ycsb_error(e, &addr))?;
+    let report = cxltier_ycsb::run(&cfg, shared);
+    if let Some(b) = &bar {
+        b.finish_and_clear();
+    }
+    let report = report.map_err(|e| ycsb_error(e, &addr))?;
     if args.json {
         print_json(&report)?;
     } else {
