@@ -1812,6 +1812,11 @@ fn is_internal_key(key: &[u8]) -> bool {
 /// The store's side of collections: their parts' reads, writes and deletes, and recovery's
 /// clean-up of parts a crash left behind.
 impl Store {
+    /// The kind and value of any key (chunks too) where it is now: in memory or staged.
+    pub(crate) fn peek_any(&self, key: &[u8]) -> Option<(Kind, &[u8])> {
+        self.peek_raw(key).map(|o| (o.kind, o.value))
+    }
+
     /// The kind of `key`'s entry, without counting an access.
     pub(crate) fn peek_kind(&self, key: &[u8]) -> Option<Kind> {
         self.index.get(key).map(|e| e.kind())

@@ -968,6 +968,17 @@ fn a_point_change_to_a_hundred_thousand_members_writes_a_few_chunks_not_the_coll
     let zrem = writes(&mut s, |s| {
         s.zrem(b"z", &[b"member:00070000"]).unwrap();
     });
+    let nothing = writes(&mut s, |s| {
+        assert_eq!(s.zrem(b"z", &[b"not-a-member"]).unwrap(), 0);
+        let before = s.zscore(b"z", b"member:00000001").unwrap().unwrap();
+        let flags = ZAddFlags {
+            nx: true,
+            ..ZAddFlags::default()
+        };
+        s.zadd(b"z", flags, &[(before + 1.0, b"member:00000001")])
+            .unwrap();
+    });
+    assert_eq!(nothing, 0, "a change that changes nothing writes nothing");
     let zrank = writes(&mut s, |s| {
         assert!(s.zrank(b"z", b"member:00020000", false).unwrap().is_some());
     });
@@ -1004,4 +1015,77 @@ fn a_point_change_to_a_hundred_thousand_members_writes_a_few_chunks_not_the_coll
     );
     s.check_collection(b"z").unwrap();
     s.check_collection(b"l").unwrap();
+}
+
+#[test]
+fn the_reads_an_operation_needs_can_be_started_ahead() {
+    let p = temp("nvme");
+    let mut s = StoreBuilder::new()
+        .dram(16 << 20)
+        .max_object(64 << 10)
+        .ssd(ssd(&p, 256 << 20))
+        .durability(Durability::EverySec)
+        .build()
+        .unwrap();
+    let members: Vec<Vec<u8>> = (0..20_000)
+        .map(|i| format!("{i:08}{}", "m".repeat(200)).into_bytes())
+        .collect();
+    for c in members.chunks(1000) {
+        s.list_push(b"l", ListEnd::Right, &refs(c)).unwrap();
+        s.tick().unwrap();
+    }
+    s.close().unwrap();
+    // After a restart everything is on NVMe: the root first, then one level at a time.
+    let mut s = StoreBuilder::new()
+        .dram(16 << 20)
+        .max_object(64 << 10)
+        .ssd(ssd(&p, 256 << 20))
+        .durability(Durability::EverySec)
+        .build()
+        .unwrap();
+    let probe = cxltier_store::CollectionProbe::Index(12_345);
+    let mut rounds = 0;
+    loop {
+        let keys = s.collection_reads(b"l", probe);
+        if keys.is_empty() {
+            break;
+        }
+        assert_eq!(keys.len(), 1);
+        let refs: Vec<&[u8]> = keys.iter().map(|k| k.as_slice()).collect();
+        s.start_reads(&refs).unwrap();
+        while s.reads_in_flight() > 0 {
+            s.reap_reads(true).unwrap();
+        }
+        for k in &keys {
+            assert!(!s.must_wait(k), "its read is done");
+        }
+        rounds += 1;
+        assert!(rounds < 10, "one read per level");
+    }
+    assert!(
+        rounds >= 2,
+        "the root and at least one chunk were on NVMe: {rounds}"
+    );
+    let misses = s
+        .stats()
+        .tiers
+        .iter()
+        .find(|t| t.tier == "nvme")
+        .unwrap()
+        .reads;
+    assert_eq!(
+        s.list_index(b"l", 12_345).unwrap().as_ref(),
+        Some(&members[12_345])
+    );
+    let after = s
+        .stats()
+        .tiers
+        .iter()
+        .find(|t| t.tier == "nvme")
+        .unwrap()
+        .reads;
+    assert_eq!(
+        after, misses,
+        "the operation read nothing more from the device"
+    );
 }

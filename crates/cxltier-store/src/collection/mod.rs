@@ -60,6 +60,19 @@ pub(crate) fn root_header(bytes: &[u8], key: &[u8]) -> Result<(u64, u64, Vec<u64
 /// (`None`: the scan is complete).
 pub type ScanPage<T> = (Vec<T>, Option<Vec<u8>>);
 
+/// Where in a collection an operation will go, for [`Store::collection_reads`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum CollectionProbe<'a> {
+    /// A member of a set or sorted set, a field of a hash.
+    Member(&'a [u8]),
+    /// A list position (negative from the end).
+    Index(i64),
+    /// A score of a sorted set (its range commands start there).
+    Score(f64),
+    /// A sorted set's rank (negative from the end).
+    Rank(i64),
+}
+
 /// Which end of a list.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ListEnd {
@@ -226,6 +239,13 @@ impl Store {
             }
             None => return Ok(None),
         };
+        // The root as stored, to tell whether the change changed it (an old root's freed ids
+        // were deleted by its own change: they need not be written again).
+        let before = (root.next_id > 0 || root.tops[0].count() > 0).then(|| {
+            let mut r = root.clone();
+            r.freed.clear();
+            r.encode()
+        });
         let chunk_bytes = self.chunk_bytes();
         let mut tx = Tx {
             store: self,
@@ -239,6 +259,7 @@ impl Store {
         };
         let r = f(&mut tx, &mut root)?;
         tx.flush()?;
+        let untouched = tx.next_id == root.next_id && tx.freed.is_empty();
         root.next_id = tx.next_id;
         root.freed = std::mem::take(&mut tx.freed);
         if root.tops[0].count() == 0 {
@@ -246,7 +267,13 @@ impl Store {
             self.delete_collection(key)?;
             return Ok(Some(r));
         }
-        self.put_raw(key, kind, &root.encode(), exp)?;
+        let bytes = root.encode();
+        // A change that changed nothing (a member already there, one that was not) writes
+        // nothing, the root included.
+        if untouched && before.as_deref() == Some(bytes.as_slice()) {
+            return Ok(Some(r));
+        }
+        self.put_raw(key, kind, &bytes, exp)?;
         for &id in &root.freed {
             self.chunk_delete_replaced(&chunk_key(key, root.generation, id))?;
         }
@@ -289,7 +316,7 @@ impl Store {
                 ListEnd::Left => 0,
                 ListEnd::Right => top.count(),
             };
-            tx.modify(top, Seek::Before(at), &mut |e, pos| {
+            tx.modify(top, Seek::Before(at), &mut |e, pos, _| {
                 let i = pos.unwrap_or_else(|i| i);
                 let new = members.iter().map(|m| (Vec::new(), m.to_vec()));
                 match end {
@@ -318,7 +345,7 @@ impl Store {
                     ListEnd::Right => Seek::At(top.count() - 1),
                 };
                 // Everything the leaf can give at once: one path written per leaf emptied.
-                let got = tx.modify(top, seek, &mut |e, _| match end {
+                let got = tx.modify(top, seek, &mut |e, _, _| match end {
                     ListEnd::Left => {
                         let n = want.min(e.len());
                         e.drain(..n).map(|x| x.1).collect::<Vec<_>>()
@@ -360,7 +387,7 @@ impl Store {
             let Some(i) = norm_index(index, root.tops[0].count()) else {
                 return Ok(false);
             };
-            tx.modify(&mut root.tops[0], Seek::At(i), &mut |e, pos| {
+            tx.modify(&mut root.tops[0], Seek::At(i), &mut |e, pos, _| {
                 if let Ok(p) = pos {
                     e[p].1 = value.to_vec();
                 }
@@ -410,7 +437,7 @@ impl Store {
                 })?;
                 let Some(at) = at else { return Ok(-1) };
                 let at = if before { at } else { at + 1 };
-                tx.modify(&mut root.tops[0], Seek::Before(at), &mut |e, pos| {
+                tx.modify(&mut root.tops[0], Seek::Before(at), &mut |e, pos, _| {
                     let p = pos.unwrap_or_else(|p| p);
                     e.insert(p, (Vec::new(), value.to_vec()));
                 })?;
@@ -449,7 +476,7 @@ impl Store {
                 // From the highest position down, so earlier positions stay where they were.
                 hits.sort_unstable_by(|a, b| b.cmp(a));
                 for &p in &hits {
-                    tx.modify(&mut root.tops[0], Seek::At(p), &mut |e, pos| {
+                    tx.modify(&mut root.tops[0], Seek::At(p), &mut |e, pos, _| {
                         if let Ok(p) = pos {
                             e.remove(p);
                         }
@@ -475,7 +502,7 @@ impl Store {
                         ListEnd::Left => Seek::At(0),
                         ListEnd::Right => Seek::At(top.count() - 1),
                     };
-                    let took = tx.modify(top, seek, &mut |e, _| {
+                    let took = tx.modify(top, seek, &mut |e, _, _| {
                         let k = (n as usize).min(e.len());
                         match end {
                             ListEnd::Left => drop(e.drain(..k)),
@@ -570,12 +597,13 @@ impl Store {
             .coll_write(key, Kind::ZSet, false, |tx, root| {
                 let mut n = 0;
                 for &m in members {
-                    let old = tx.modify(&mut root.tops[0], Seek::Key(m), &mut |e, pos| {
+                    let old = tx.modify(&mut root.tops[0], Seek::Key(m), &mut |e, pos, ch| {
+                        *ch = pos.is_ok();
                         pos.ok().map(|p| value_score(&e.remove(p).1))
                     })?;
                     if let Some(o) = old {
                         let sk = score_key(o, m);
-                        tx.modify(&mut root.tops[1], Seek::Key(&sk), &mut |e, pos| {
+                        tx.modify(&mut root.tops[1], Seek::Key(&sk), &mut |e, pos, _| {
                             if let Ok(p) = pos {
                                 e.remove(p);
                             }
@@ -699,12 +727,12 @@ impl Store {
                 while (out.len() as u64) < count && root.tops[1].count() > 0 {
                     let at = if max { root.tops[1].count() - 1 } else { 0 };
                     let sk = tx
-                        .modify(&mut root.tops[1], Seek::At(at), &mut |e, pos| {
+                        .modify(&mut root.tops[1], Seek::At(at), &mut |e, pos, _| {
                             pos.ok().map(|p| e.remove(p).0)
                         })?
                         .expect("a position within the count");
                     let member = sk[8..].to_vec();
-                    tx.modify(&mut root.tops[0], Seek::Key(&member), &mut |e, pos| {
+                    tx.modify(&mut root.tops[0], Seek::Key(&member), &mut |e, pos, _| {
                         if let Ok(p) = pos {
                             e.remove(p);
                         }
@@ -822,18 +850,23 @@ impl Store {
         self.coll_write(key, kind, true, |tx, root| {
             let mut added = 0;
             for &(k, v) in pairs {
-                let new = tx.modify(&mut root.tops[0], Seek::Key(k), &mut |e, pos| match pos {
-                    Ok(p) => {
-                        if e[p].1 != v {
-                            e[p].1 = v.to_vec();
+                let new = tx.modify(
+                    &mut root.tops[0],
+                    Seek::Key(k),
+                    &mut |e, pos, ch| match pos {
+                        Ok(p) => {
+                            *ch = e[p].1 != v;
+                            if *ch {
+                                e[p].1 = v.to_vec();
+                            }
+                            false
                         }
-                        false
-                    }
-                    Err(p) => {
-                        e.insert(p, (k.to_vec(), v.to_vec()));
-                        true
-                    }
-                })?;
+                        Err(p) => {
+                            e.insert(p, (k.to_vec(), v.to_vec()));
+                            true
+                        }
+                    },
+                )?;
                 added += u64::from(new);
             }
             Ok(added)
@@ -853,7 +886,8 @@ impl Store {
             .coll_write(key, kind, false, |tx, root| {
                 let mut n = 0;
                 for &k in keys {
-                    let gone = tx.modify(&mut root.tops[0], Seek::Key(k), &mut |e, pos| {
+                    let gone = tx.modify(&mut root.tops[0], Seek::Key(k), &mut |e, pos, ch| {
+                        *ch = pos.is_ok();
                         pos.ok().map(|p| e.remove(p)).is_some()
                     })?;
                     n += u64::from(gone);
@@ -953,6 +987,68 @@ impl Store {
         Ok(())
     }
 
+    /// The objects of the path an operation at `probe` will walk in the collection under `key`
+    /// that need a device read: for [`Store::start_reads`] before the command runs, so that it
+    /// never waits for the device itself. The walk stops at the first object that is only on
+    /// NVMe (what lies below it is known once it is read): call again after the reads finish
+    /// until it returns nothing. Empty when the key is absent or not a collection.
+    pub fn collection_reads(&self, key: &[u8], probe: CollectionProbe<'_>) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        if self.read_unstarted(key) {
+            out.push(key.to_vec());
+            return out;
+        }
+        let Some((kind, bytes)) = self.peek_any(key) else {
+            return out;
+        };
+        if !kind.is_collection() {
+            return out;
+        }
+        let Ok(root) = Root::decode(bytes, key) else {
+            return out;
+        };
+        let (tree, seek_key, index) = match probe {
+            CollectionProbe::Member(m) => (0, Some(m.to_vec()), None),
+            CollectionProbe::Index(i) => (0, None, Some(i)),
+            CollectionProbe::Score(s) => (1, Some(score_bytes(s).to_vec()), None),
+            CollectionProbe::Rank(r) => (1, None, Some(r)),
+        };
+        let Some(top) = root.tops.get(tree) else {
+            return out;
+        };
+        let mut index = index.and_then(|i| norm_index(i, top.count()));
+        if index.is_none() && seek_key.is_none() {
+            return out;
+        }
+        let mut node = top.clone();
+        loop {
+            let Node::Inner(c) = &node else {
+                return out;
+            };
+            let seek = match (&seek_key, index) {
+                (Some(k), _) => Seek::Key(k),
+                (None, Some(i)) => Seek::At(i),
+                (None, None) => return out,
+            };
+            let (j, s) = tree::child_for(c, seek);
+            if let Seek::At(i) = s {
+                index = Some(i);
+            }
+            let ck = chunk_key(key, root.generation, c[j].id);
+            if self.read_unstarted(&ck) {
+                out.push(ck);
+                return out;
+            }
+            let Some((_, bytes)) = self.peek_any(&ck) else {
+                return out;
+            };
+            match Node::decode(&mut node::Reader::new(bytes, key)) {
+                Ok(n) => node = n,
+                Err(_) => return out,
+            }
+        }
+    }
+
     /// Chunk writes made by collection changes since the store was built (a cost measure:
     /// a point change writes one chunk per tree level).
     pub fn collection_chunk_writes(&self) -> u64 {
@@ -1033,21 +1129,21 @@ fn zset_score(
     tx.modify(
         &mut root.tops[0],
         Seek::Key(member),
-        &mut |e, pos| match pos {
+        &mut |e, pos, _| match pos {
             Ok(p) => e[p].1 = sv.clone(),
             Err(p) => e.insert(p, (member.to_vec(), sv.clone())),
         },
     )?;
     if let Some(o) = old {
         let ok = score_key(o, member);
-        tx.modify(&mut root.tops[1], Seek::Key(&ok), &mut |e, pos| {
+        tx.modify(&mut root.tops[1], Seek::Key(&ok), &mut |e, pos, _| {
             if let Ok(p) = pos {
                 e.remove(p);
             }
         })?;
     }
     let nk = score_key(s, member);
-    tx.modify(&mut root.tops[1], Seek::Key(&nk), &mut |e, pos| {
+    tx.modify(&mut root.tops[1], Seek::Key(&nk), &mut |e, pos, _| {
         if let Err(p) = pos {
             e.insert(p, (nk.clone(), Vec::new()));
         }

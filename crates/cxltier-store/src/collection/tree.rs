@@ -20,10 +20,19 @@ pub(crate) enum Seek<'a> {
     Before(u64),
 }
 
-/// What a change does to the leaf it reaches: given its entries and the position found there
-/// (`Ok`: an entry; `Err`: where one would go).
+/// What a change does to the leaf it reaches: given its entries, the position found there
+/// (`Ok`: an entry; `Err`: where one would go) and a flag to clear when it changed nothing (then
+/// nothing is written).
 pub(crate) type LeafFn<'f, R> =
-    dyn FnMut(&mut Vec<Entry>, std::result::Result<usize, usize>) -> R + 'f;
+    dyn FnMut(&mut Vec<Entry>, std::result::Result<usize, usize>, &mut bool) -> R + 'f;
+
+/// What became of a node a change went through.
+enum Outcome {
+    /// Nothing changed below it: it stays, unwritten.
+    Same(Node),
+    /// Its replacements (none when it emptied).
+    New(Vec<Node>),
+}
 
 /// One change to a collection: the chunks it reads and writes, and the ones it replaces.
 pub(crate) struct Tx<'s> {
@@ -51,7 +60,7 @@ pub(crate) fn leaf_pos(entries: &[Entry], seek: Seek<'_>) -> std::result::Result
 }
 
 /// The child of an inner node that `seek` goes to, and `seek` made relative to that child.
-fn child_for<'a>(children: &[Child], seek: Seek<'a>) -> (usize, Seek<'a>) {
+pub(crate) fn child_for<'a>(children: &[Child], seek: Seek<'a>) -> (usize, Seek<'a>) {
     match seek {
         Seek::Key(k) => {
             let j = children
@@ -361,7 +370,13 @@ impl Tx<'_> {
         f: &mut LeafFn<'_, R>,
     ) -> Result<R> {
         let old = std::mem::replace(top, Node::empty_leaf());
-        let (mut nodes, r) = self.modify_node(old, seek, f)?;
+        let (mut nodes, r) = match self.modify_node(old, seek, f)? {
+            (Outcome::Same(n), r) => {
+                *top = n;
+                return Ok(r);
+            }
+            (Outcome::New(nodes), r) => (nodes, r),
+        };
         *top = match nodes.len() {
             0 => Node::empty_leaf(),
             1 => nodes.pop().expect("one"),
@@ -395,26 +410,34 @@ impl Tx<'_> {
         Ok(r)
     }
 
-    /// Returns the node's replacements: none (it emptied), itself, or the pieces it split into.
+    /// Returns the node's replacements: none (it emptied), itself changed, or the pieces it
+    /// split into; or the node as it was when `f` changed nothing.
     fn modify_node<R>(
         &mut self,
         node: Node,
         seek: Seek<'_>,
         f: &mut LeafFn<'_, R>,
-    ) -> Result<(Vec<Node>, R)> {
+    ) -> Result<(Outcome, R)> {
         match node {
             Node::Leaf(mut e) => {
                 let pos = leaf_pos(&e, seek);
-                let r = f(&mut e, pos);
-                if e.is_empty() {
-                    return Ok((Vec::new(), r));
+                let mut changed = true;
+                let r = f(&mut e, pos, &mut changed);
+                if !changed {
+                    return Ok((Outcome::Same(Node::Leaf(e)), r));
                 }
-                Ok((split_node(Node::Leaf(e), self.chunk_bytes), r))
+                if e.is_empty() {
+                    return Ok((Outcome::New(Vec::new()), r));
+                }
+                Ok((Outcome::New(split_node(Node::Leaf(e), self.chunk_bytes)), r))
             }
             Node::Inner(mut c) => {
                 let (j, s) = child_for(&c, seek);
                 let child = self.load(c[j].id)?;
-                let (mut pieces, r) = self.modify_node(child, s, f)?;
+                let (mut pieces, r) = match self.modify_node(child, s, f)? {
+                    (Outcome::Same(_), r) => return Ok((Outcome::Same(Node::Inner(c)), r)),
+                    (Outcome::New(p), r) => (p, r),
+                };
                 let mut lo = j;
                 let mut hi = j + 1;
                 // A small result merges with a neighbour (re-split when the two are too big),
@@ -451,9 +474,12 @@ impl Tx<'_> {
                 }
                 c.splice(lo..hi, new);
                 if c.is_empty() {
-                    return Ok((Vec::new(), r));
+                    return Ok((Outcome::New(Vec::new()), r));
                 }
-                Ok((split_node(Node::Inner(c), self.chunk_bytes), r))
+                Ok((
+                    Outcome::New(split_node(Node::Inner(c), self.chunk_bytes)),
+                    r,
+                ))
             }
         }
     }
