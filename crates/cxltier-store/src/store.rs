@@ -1389,6 +1389,60 @@ impl Store {
         self.delete_raw(key)
     }
 
+    /// `COPY`: `from`'s value (of any kind, a collection with all its parts) under `to` as well,
+    /// with its expiry. False when `from` is absent, or `to` exists and not `replace`. A
+    /// collection's parts are copied one by one (O(parts), like Redis's COPY).
+    pub fn copy_key(&mut self, from: &[u8], to: &[u8], replace: bool) -> Result<bool> {
+        if is_internal_key(to) || is_internal_key(from) {
+            return Ok(false);
+        }
+        let Some(o) = self.get(from)? else {
+            return Ok(false);
+        };
+        let (kind, value, exp) = (o.kind, o.value.to_vec(), o.expires_at_ms);
+        if from == to || (!replace && self.contains(to)) {
+            return Ok(false);
+        }
+        if !kind.is_collection() {
+            if self.index.get(to).is_some_and(|e| e.kind().is_collection()) {
+                self.delete_collection(to)?;
+            }
+            self.put_raw(to, kind, &value, exp)?;
+            return Ok(true);
+        }
+        let (generation, _, _) = crate::collection::root_header(&value, from)?;
+        let chunks = self.chunk_keys_of(from);
+        self.delete_raw(to)?;
+        // The parts first, under the new key and the same generation and ids; the root last.
+        for ck in chunks {
+            let Some((_, g, id)) = crate::collection::parse_chunk_key(&ck) else {
+                continue;
+            };
+            if g != generation {
+                continue;
+            }
+            let Some(bytes) = self.chunk_read(&ck)? else {
+                continue;
+            };
+            let nk = crate::collection::chunk_key(to, generation, id);
+            self.put_raw(&nk, Kind::Chunk, &bytes, None)?;
+        }
+        self.put_raw(to, kind, &value, exp)?;
+        Ok(true)
+    }
+
+    /// `RENAME` (`RENAMENX` without `replace`): [`Store::copy_key`], then `from` deleted.
+    pub fn rename(&mut self, from: &[u8], to: &[u8], replace: bool) -> Result<bool> {
+        if from == to {
+            return Ok(self.contains(from));
+        }
+        if !self.copy_key(from, to, replace)? {
+            return Ok(false);
+        }
+        self.delete_raw(from)?;
+        Ok(true)
+    }
+
     /// Delete a collection's root and its chunks.
     pub(crate) fn delete_collection(&mut self, key: &[u8]) -> Result<bool> {
         self.delete_raw(key)
@@ -2015,6 +2069,8 @@ pub fn check_log(path: &std::path::Path, segment_size: u32) -> Result<LogCheck> 
     let keys_possibly_stale = last.map_or(0, |last| {
         keys.values().filter(|&&(_, at, _)| at < last).count() as u64
     });
+    // Collection chunks are parts of their collection's key, not keys.
+    keys.retain(|k, _| !is_internal_key(k));
     let deleted_keys = keys.values().filter(|&&(_, _, gone)| gone).count() as u64;
     Ok(LogCheck {
         path: path.to_path_buf(),

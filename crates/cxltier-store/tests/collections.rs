@@ -1089,3 +1089,38 @@ fn the_reads_an_operation_needs_can_be_started_ahead() {
         "the operation read nothing more from the device"
     );
 }
+
+#[test]
+fn a_collection_copied_or_renamed_takes_its_parts_along() {
+    let p = temp("nvme");
+    let mut s = durable(&p, 256);
+    let items: Vec<Vec<u8>> = (0..500).map(|i| format!("i{i:04}").into_bytes()).collect();
+    s.list_push(b"a", ListEnd::Right, &refs(&items)).unwrap();
+    s.sadd(b"target", &[b"x"]).unwrap();
+    assert!(!s.copy_key(b"a", b"target", false).unwrap(), "no replace");
+    assert!(s.copy_key(b"a", b"b", false).unwrap());
+    assert!(s.rename(b"a", b"target", true).unwrap());
+    s.list_push(b"b", ListEnd::Left, &[b"only in b"]).unwrap();
+    assert_eq!(s.list_range(b"target", 0, -1).unwrap(), items);
+    assert_eq!(s.list_range(b"b", 1, -1).unwrap(), items);
+    assert_eq!(s.list_len(b"a").unwrap(), 0);
+    for k in [&b"a"[..], b"b", b"target"] {
+        s.check_collection(k).unwrap();
+    }
+    s.commit().unwrap();
+    drop(s);
+    let mut s = durable(&p, 256);
+    assert_eq!(s.recovery().chunks_dropped, 0);
+    assert_eq!(s.len(), 2);
+    assert_eq!(s.list_range(b"target", 0, -1).unwrap(), items);
+    assert_eq!(s.list_len(b"b").unwrap(), 501);
+    for k in [&b"a"[..], b"b", b"target"] {
+        s.check_collection(k).unwrap();
+    }
+    let check = cxltier_store::check_log(&p, cxltier_store::log::DEFAULT_SEGMENT_SIZE).unwrap();
+    s.close().unwrap();
+    assert_eq!(
+        check.keys, 2,
+        "chunks are not keys to the offline check either"
+    );
+}
