@@ -536,18 +536,10 @@ impl Store {
         let mut out = ZAddOutcome::default();
         self.coll_write(key, Kind::ZSet, !flags.xx, |tx, root| {
             for &(s, m) in members {
-                let old = zscore_in(tx, root, m)?;
-                match old {
-                    None if flags.xx => continue,
-                    Some(_) if flags.nx => continue,
-                    Some(o) if (flags.gt && s <= o) || (flags.lt && s >= o) => continue,
-                    _ => {}
-                }
-                if zset_score(tx, root, m, s, old)? {
-                    match old {
-                        None => out.added += 1,
-                        Some(_) => out.changed += 1,
-                    }
+                match zadd_one(tx, root, m, s, flags)? {
+                    Some(None) => out.added += 1,
+                    Some(Some(_)) => out.changed += 1,
+                    None => {}
                 }
             }
             Ok(())
@@ -1149,6 +1141,51 @@ fn zset_score(
         }
     })?;
     Ok(true)
+}
+
+/// `ZADD` of one member under `flags`, deciding in the one walk to its leaf in the member tree:
+/// `Some(old score)` when it was added (`None`) or its score changed; `None` when nothing did.
+fn zadd_one(
+    tx: &mut Tx<'_>,
+    root: &mut Root,
+    member: &[u8],
+    s: f64,
+    flags: ZAddFlags,
+) -> Result<Option<Option<f64>>> {
+    let s = if s == 0.0 { 0.0 } else { s };
+    let sv = s.to_le_bytes();
+    let done = tx.modify(&mut root.tops[0], Seek::Key(member), &mut |e, pos, ch| {
+        let old = pos.ok().map(|p| value_score(&e[p].1));
+        let apply = match old {
+            None => !flags.xx,
+            Some(o) => !(flags.nx || o == s || (flags.gt && s <= o) || (flags.lt && s >= o)),
+        };
+        *ch = apply;
+        if !apply {
+            return None;
+        }
+        match pos {
+            Ok(p) => e[p].1 = sv.to_vec(),
+            Err(p) => e.insert(p, (member.to_vec(), sv.to_vec())),
+        }
+        Some(old)
+    })?;
+    let Some(old) = done else { return Ok(None) };
+    if let Some(o) = old {
+        let ok = score_key(o, member);
+        tx.modify(&mut root.tops[1], Seek::Key(&ok), &mut |e, pos, _| {
+            if let Ok(p) = pos {
+                e.remove(p);
+            }
+        })?;
+    }
+    let nk = score_key(s, member);
+    tx.modify(&mut root.tops[1], Seek::Key(&nk), &mut |e, pos, _| {
+        if let Err(p) = pos {
+            e.insert(p, (nk.clone(), Vec::new()));
+        }
+    })?;
+    Ok(Some(old))
 }
 
 /// `n` entries of a score tree from position `from`, as (member, score).
