@@ -34,7 +34,9 @@ pub use log::ReadLatency;
 /// there is room and the commands it holds up are served sooner. Raise it for a device that
 /// gains from deeper queues (many NVMe drives scale to 128 and more).
 pub const DEFAULT_NVME_QUEUE_DEPTH: u32 = 32;
-pub use collection::{CollectionProbe, ListEnd, ScanPage, ScoreBound, ZAddFlags, ZAddOutcome};
+pub use collection::{
+    CollectionProbe, LexBound, ListEnd, ScanPage, ScoreBound, ZAddFlags, ZAddOutcome,
+};
 pub use store::{check_log, LogCheck, PoisonOutcome, RetiredMemory, Store};
 
 use std::path::PathBuf;

@@ -254,6 +254,14 @@ enum ZOp {
     ByRank(i16, i16, bool),
     ByScore(i8, bool, i8, bool, bool, u8, Option<u8>),
     Scan(Option<Vec<u8>>, u8),
+    ByLex(
+        Option<(Vec<u8>, bool)>,
+        Option<(Vec<u8>, bool)>,
+        bool,
+        u8,
+        Option<u8>,
+    ),
+    At(u8),
 }
 
 fn z_op() -> impl Strategy<Value = ZOp> {
@@ -267,6 +275,15 @@ fn z_op() -> impl Strategy<Value = ZOp> {
         3 => (-9i8..9, any::<bool>(), -9i8..9, any::<bool>(), any::<bool>(), 0u8..4, prop::option::of(0u8..8))
             .prop_map(|(a, ax, b, bx, r, o, l)| ZOp::ByScore(a, ax, b, bx, r, o, l)),
         1 => (prop::option::of(member()), 1u8..8).prop_map(|(c, n)| ZOp::Scan(c, n)),
+        2 => (
+            prop::option::of((member(), any::<bool>())),
+            prop::option::of((member(), any::<bool>())),
+            any::<bool>(),
+            0u8..3,
+            prop::option::of(0u8..6)
+        )
+            .prop_map(|(a, b, r, o, l)| ZOp::ByLex(a, b, r, o, l)),
+        1 => (0u8..40).prop_map(ZOp::At),
     ]
 }
 
@@ -301,6 +318,16 @@ fn sorted(m: &BTreeMap<Vec<u8>, f64>) -> Vec<(Vec<u8>, f64)> {
     let mut v: Vec<(Vec<u8>, f64)> = m.iter().map(|(k, s)| (k.clone(), *s)).collect();
     v.sort_by(|a, b| a.1.partial_cmp(&b.1).unwrap().then_with(|| a.0.cmp(&b.0)));
     v
+}
+
+/// A model's lex bound (`None`: the open end; `true`: exclusive).
+fn lex(x: &Option<(Vec<u8>, bool)>, lower: bool) -> cxltier_store::LexBound<'_> {
+    match x {
+        None if lower => cxltier_store::LexBound::Min,
+        None => cxltier_store::LexBound::Max,
+        Some((m, true)) => cxltier_store::LexBound::Exclusive(m),
+        Some((m, false)) => cxltier_store::LexBound::Inclusive(m),
+    }
 }
 
 fn run_zset(s: &mut Store, ops: &[ZOp]) {
@@ -411,6 +438,58 @@ fn run_zset(s: &mut Store, ops: &[ZOp]) {
                     .unwrap();
                 assert_eq!(got, want);
             }
+            ZOp::ByLex(a, b, rev, off, lim) => {
+                let bound = lex;
+                let inside = |mm: &Vec<u8>| {
+                    let lo = match a {
+                        None => true,
+                        Some((x, true)) => mm > x,
+                        Some((x, false)) => mm >= x,
+                    };
+                    let hi = match b {
+                        None => true,
+                        Some((x, true)) => mm < x,
+                        Some((x, false)) => mm <= x,
+                    };
+                    lo && hi
+                };
+                let mut v: Vec<(Vec<u8>, f64)> = m
+                    .iter()
+                    .filter(|x| inside(x.0))
+                    .map(|(x, y)| (x.clone(), *y))
+                    .collect();
+                assert_eq!(
+                    s.zlexcount(k, bound(a, true), bound(b, false)).unwrap(),
+                    v.len() as u64
+                );
+                if *rev {
+                    v.reverse();
+                }
+                let want: Vec<_> = v
+                    .into_iter()
+                    .skip(*off as usize)
+                    .take(lim.map_or(usize::MAX, usize::from))
+                    .collect();
+                let got = s
+                    .zrange_by_lex(
+                        k,
+                        bound(a, true),
+                        bound(b, false),
+                        *rev,
+                        u64::from(*off),
+                        lim.map(u64::from),
+                    )
+                    .unwrap();
+                assert_eq!(got, want);
+            }
+            ZOp::At(i) => {
+                let got = s.member_at(k, u64::from(*i)).unwrap();
+                let want = m
+                    .iter()
+                    .nth(*i as usize)
+                    .map(|(x, y)| (x.clone(), y.to_le_bytes().to_vec()));
+                assert_eq!(got, want);
+            }
             ZOp::Scan(after, n) => {
                 let (got, next) = s.zscan(k, after.as_deref(), *n as usize).unwrap();
                 let rest: Vec<(Vec<u8>, f64)> = m
@@ -439,6 +518,7 @@ enum KOp {
     Rem(Vec<Vec<u8>>),
     Get(Vec<u8>),
     Scan(u8),
+    At(u8),
 }
 
 fn k_op() -> impl Strategy<Value = KOp> {
@@ -447,6 +527,7 @@ fn k_op() -> impl Strategy<Value = KOp> {
         3 => prop::collection::vec(member(), 1..8).prop_map(KOp::Rem),
         2 => member().prop_map(KOp::Get),
         1 => (1u8..9).prop_map(KOp::Scan),
+        1 => (0u8..40).prop_map(KOp::At),
     ]
 }
 
@@ -522,6 +603,13 @@ fn run_keyed(s: &mut Store, ops: &[KOp], hash: bool) {
                 } else {
                     assert_eq!(s.sismember(k, mm).unwrap(), m.contains_key(mm));
                 }
+            }
+            KOp::At(i) => {
+                let want = m
+                    .iter()
+                    .nth(*i as usize)
+                    .map(|(a, b)| (a.clone(), b.clone()));
+                assert_eq!(s.member_at(k, u64::from(*i)).unwrap(), want);
             }
             KOp::Scan(n) => {
                 let got: BTreeSet<Vec<u8>> =

@@ -73,6 +73,16 @@ pub enum CollectionProbe<'a> {
     Rank(i64),
 }
 
+/// One end of a member range (`ZRANGEBYLEX`): `[a` is `Inclusive(a)`, `(a` `Exclusive(a)`, `-`
+/// `Min` and `+` `Max`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LexBound<'a> {
+    Min,
+    Max,
+    Inclusive(&'a [u8]),
+    Exclusive(&'a [u8]),
+}
+
 /// Which end of a list.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ListEnd {
@@ -699,6 +709,82 @@ impl Store {
                 zwalk(tx, &r.tops[1], from, rev, n)
             })?
             .unwrap_or_default())
+    }
+
+    /// Positions `[lo, hi)` of the member tree within `min..max`.
+    fn lexspan(
+        tx: &mut Tx<'_>,
+        top: &Node,
+        min: LexBound<'_>,
+        max: LexBound<'_>,
+    ) -> Result<(u64, u64)> {
+        let at = |tx: &mut Tx<'_>, b: LexBound<'_>, upper: bool| -> Result<u64> {
+            Ok(match b {
+                LexBound::Min => 0,
+                LexBound::Max => top.count(),
+                LexBound::Inclusive(m) => tx.count_below(top, m, upper)?,
+                LexBound::Exclusive(m) => tx.count_below(top, m, !upper)?,
+            })
+        };
+        let lo = at(tx, min, false)?;
+        let hi = at(tx, max, true)?;
+        Ok((lo, hi.max(lo)))
+    }
+
+    /// `ZRANGEBYLEX` (and `ZRANGE ... BYLEX [REV] [LIMIT]`): members within `min..max` in member
+    /// order (Redis defines it for members of one score, where the two orders agree), with their
+    /// scores.
+    pub fn zrange_by_lex(
+        &mut self,
+        key: &[u8],
+        min: LexBound<'_>,
+        max: LexBound<'_>,
+        rev: bool,
+        offset: u64,
+        limit: Option<u64>,
+    ) -> Result<Vec<(Vec<u8>, f64)>> {
+        Ok(self
+            .coll_read(key, Kind::ZSet, |tx, r| {
+                let (lo, hi) = Self::lexspan(tx, &r.tops[0], min, max)?;
+                let avail = (hi - lo).saturating_sub(offset);
+                let n = limit.map_or(avail, |l| l.min(avail));
+                if n == 0 {
+                    return Ok(Vec::new());
+                }
+                let from = if rev { hi - 1 - offset } else { lo + offset };
+                let mut out = Vec::with_capacity(n.min(1024) as usize);
+                tx.walk(&r.tops[0], from, rev, &mut |e| {
+                    out.push((e.0.clone(), value_score(&e.1)));
+                    (out.len() as u64) < n
+                })?;
+                Ok(out)
+            })?
+            .unwrap_or_default())
+    }
+
+    /// `ZLEXCOUNT`.
+    pub fn zlexcount(&mut self, key: &[u8], min: LexBound<'_>, max: LexBound<'_>) -> Result<u64> {
+        Ok(self
+            .coll_read(key, Kind::ZSet, |tx, r| {
+                let (lo, hi) = Self::lexspan(tx, &r.tops[0], min, max)?;
+                Ok(hi - lo)
+            })?
+            .unwrap_or(0))
+    }
+
+    /// The member at `index` in member order of a set, sorted set or chunked hash (with its
+    /// value: a hash field's value, a sorted set member's score as 8 little-endian bytes), in
+    /// O(log n): `SRANDMEMBER`, `SPOP`, `HRANDFIELD`, `ZRANDMEMBER` draw indexes below the
+    /// collection's length and fetch them with this. `None` when absent or out of range.
+    pub fn member_at(&mut self, key: &[u8], index: u64) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        let kind = match self.peek_kind(key) {
+            Some(k @ (Kind::Set | Kind::ZSet | Kind::ChunkedHash)) => k,
+            Some(Kind::List) => return Err(StoreError::WrongType { held: "list" }),
+            _ => return Ok(None),
+        };
+        Ok(self
+            .coll_read(key, kind, |tx, r| tx.find(&r.tops[0], Seek::At(index)))?
+            .flatten())
     }
 
     /// `ZCOUNT`: members with scores within `min..max`, from two paths (no member is read).
