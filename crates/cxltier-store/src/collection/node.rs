@@ -132,6 +132,63 @@ impl Node {
     }
 }
 
+/// A child of an inner node read in place.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ChildRef<'a> {
+    pub first: &'a [u8],
+    pub id: u64,
+    pub count: u64,
+}
+
+/// A node read in place from its bytes (one allocation for the slot list, none per entry): for
+/// reads that only look.
+pub(crate) enum NodeRef<'a> {
+    Leaf(Vec<(&'a [u8], &'a [u8])>),
+    Inner(Vec<ChildRef<'a>>),
+}
+
+impl<'a> NodeRef<'a> {
+    /// The same checks as [`Node::decode`], over the whole of `bytes`.
+    pub(crate) fn parse(bytes: &'a [u8], what: &'a [u8]) -> Result<NodeRef<'a>> {
+        let mut r = Reader::new(bytes, what);
+        let tag = r.u8()?;
+        let n = r.u32()? as usize;
+        let min = if tag == LEAF { LEAF_ENTRY } else { INNER_ENTRY };
+        if n > r.left() / min {
+            return Err(r.corrupt("an entry count larger than the node"));
+        }
+        let node = match tag {
+            LEAF => {
+                let mut e = Vec::with_capacity(n);
+                for _ in 0..n {
+                    let k = r.bytes()?;
+                    let v = r.bytes()?;
+                    e.push((k, v));
+                }
+                NodeRef::Leaf(e)
+            }
+            INNER => {
+                let mut c = Vec::with_capacity(n);
+                for _ in 0..n {
+                    let first = r.bytes()?;
+                    let id = r.u64()?;
+                    let count = r.u64()?;
+                    c.push(ChildRef { first, id, count });
+                }
+                if c.is_empty() {
+                    return Err(r.corrupt("an inner node without children"));
+                }
+                NodeRef::Inner(c)
+            }
+            _ => return Err(r.corrupt("an unknown node tag")),
+        };
+        if !r.done() {
+            return Err(r.corrupt("bytes after the node"));
+        }
+        Ok(node)
+    }
+}
+
 pub(crate) fn leaf_entry_size(e: &Entry) -> usize {
     LEAF_ENTRY + e.0.len() + e.1.len()
 }

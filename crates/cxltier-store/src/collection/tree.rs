@@ -5,7 +5,9 @@
 //! the caller), so a crash leaves either the old tree, untouched, or the new one whole. The
 //! chunks replaced go on the transaction's `freed` list, deleted once the root is written.
 
-use super::node::{inner_entry_size, leaf_entry_size, Child, Entry, Node, Reader};
+use super::node::{
+    inner_entry_size, leaf_entry_size, Child, ChildRef, Entry, Node, NodeRef, Reader,
+};
 use crate::{Kind, Result, Store, StoreError};
 use hashbrown::HashMap;
 
@@ -49,10 +51,58 @@ pub(crate) struct Tx<'s> {
     pub pending: HashMap<u64, Node>,
 }
 
+/// What the descent needs of a leaf entry and of an inner node's child, owned or borrowed.
+pub(crate) trait Keyed {
+    fn key(&self) -> &[u8];
+}
+
+pub(crate) trait Counted: Keyed {
+    fn count(&self) -> u64;
+}
+
+impl Keyed for Entry {
+    fn key(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl Keyed for (&[u8], &[u8]) {
+    fn key(&self) -> &[u8] {
+        self.0
+    }
+}
+
+impl Keyed for Child {
+    fn key(&self) -> &[u8] {
+        &self.first
+    }
+}
+
+impl Counted for Child {
+    fn count(&self) -> u64 {
+        self.count
+    }
+}
+
+impl Keyed for ChildRef<'_> {
+    fn key(&self) -> &[u8] {
+        self.first
+    }
+}
+
+impl Counted for ChildRef<'_> {
+    fn count(&self) -> u64 {
+        self.count
+    }
+}
+
 /// A leaf's position for `seek` (for a key: found or where it goes).
-pub(crate) fn leaf_pos(entries: &[Entry], seek: Seek<'_>) -> std::result::Result<usize, usize> {
+pub(crate) fn leaf_pos<E: Keyed>(
+    entries: &[E],
+    seek: Seek<'_>,
+) -> std::result::Result<usize, usize> {
     match seek {
-        Seek::Key(k) => entries.binary_search_by(|e| e.0.as_slice().cmp(k)),
+        Seek::Key(k) => entries.binary_search_by(|e| e.key().cmp(k)),
         Seek::At(i) if (i as usize) < entries.len() => Ok(i as usize),
         Seek::At(_) => Err(entries.len()),
         Seek::Before(i) => Err((i as usize).min(entries.len())),
@@ -60,34 +110,32 @@ pub(crate) fn leaf_pos(entries: &[Entry], seek: Seek<'_>) -> std::result::Result
 }
 
 /// The child of an inner node that `seek` goes to, and `seek` made relative to that child.
-pub(crate) fn child_for<'a>(children: &[Child], seek: Seek<'a>) -> (usize, Seek<'a>) {
+pub(crate) fn child_for<'a, C: Counted>(children: &[C], seek: Seek<'a>) -> (usize, Seek<'a>) {
     match seek {
         Seek::Key(k) => {
-            let j = children
-                .partition_point(|c| c.first.as_slice() <= k)
-                .saturating_sub(1);
+            let j = children.partition_point(|c| c.key() <= k).saturating_sub(1);
             (j, seek)
         }
         Seek::At(mut i) => {
             for (j, c) in children.iter().enumerate() {
-                if i < c.count {
+                if i < c.count() {
                     return (j, Seek::At(i));
                 }
-                i -= c.count;
+                i -= c.count();
             }
             // Past the end: the last child reports it absent.
             let last = children.len() - 1;
-            (last, Seek::At(children[last].count + i))
+            (last, Seek::At(children[last].count() + i))
         }
         Seek::Before(mut i) => {
             for (j, c) in children.iter().enumerate() {
-                if i <= c.count {
+                if i <= c.count() {
                     return (j, Seek::Before(i));
                 }
-                i -= c.count;
+                i -= c.count();
             }
             let last = children.len() - 1;
-            (last, Seek::Before(children[last].count))
+            (last, Seek::Before(children[last].count()))
         }
     }
 }
@@ -181,12 +229,10 @@ impl Tx<'_> {
             return Ok(n.clone());
         }
         let ck = self.chunk_key(id);
-        let bytes = self.store.chunk_read(&ck)?.ok_or_else(|| {
-            StoreError::Corrupt(format!(
-                "collection {:?} refers to its chunk {id}, which is missing (lost in a crash under --durability none, or in a damaged range): delete the key",
-                String::from_utf8_lossy(&self.key)
-            ))
-        })?;
+        let bytes = self
+            .store
+            .chunk_read(&ck)?
+            .ok_or_else(|| self.missing(id))?;
         let mut r = Reader::new(&bytes, &self.key);
         let node = Node::decode(&mut r)?;
         if !r.done() {
@@ -237,21 +283,45 @@ impl Tx<'_> {
         Ok(())
     }
 
-    /// Read the entry `seek` finds, without changing anything.
+    /// A chunk's bytes, for a read that parses them in place ([`NodeRef`]).
+    fn load_bytes(&mut self, id: u64) -> Result<Vec<u8>> {
+        if let Some(n) = self.pending.get(&id) {
+            let mut b = Vec::new();
+            n.encode(&mut b);
+            return Ok(b);
+        }
+        let ck = self.chunk_key(id);
+        self.store.chunk_read(&ck)?.ok_or_else(|| self.missing(id))
+    }
+
+    fn missing(&self, id: u64) -> StoreError {
+        StoreError::Corrupt(format!(
+            "collection {:?} refers to its chunk {id}, which is missing (lost in a crash under --durability none, or in a damaged range): delete the key",
+            String::from_utf8_lossy(&self.key)
+        ))
+    }
+
+    /// Read the entry `seek` finds, without changing anything. Chunks below the top are read in
+    /// place, not decoded into owned entries: a point read allocates per node, not per member.
     pub(crate) fn find(&mut self, top: &Node, seek: Seek<'_>) -> Result<Option<Entry>> {
-        let mut owned;
-        let mut node = top;
-        let mut seek = seek;
+        let (mut id, mut seek) = match top {
+            Node::Leaf(e) => return Ok(leaf_pos(e, seek).ok().map(|i| e[i].clone())),
+            Node::Inner(c) => {
+                let (j, s) = child_for(c, seek);
+                (c[j].id, s)
+            }
+        };
         loop {
-            match node {
-                Node::Leaf(e) => {
-                    return Ok(leaf_pos(e, seek).ok().map(|i| e[i].clone()));
+            let bytes = self.load_bytes(id)?;
+            match NodeRef::parse(&bytes, &self.key)? {
+                NodeRef::Leaf(e) => {
+                    return Ok(leaf_pos(&e, seek)
+                        .ok()
+                        .map(|i| (e[i].0.to_vec(), e[i].1.to_vec())));
                 }
-                Node::Inner(c) => {
-                    let (j, s) = child_for(c, seek);
-                    seek = s;
-                    owned = self.load(c[j].id)?;
-                    node = &owned;
+                NodeRef::Inner(c) => {
+                    let (j, s) = child_for(&c, seek);
+                    (id, seek) = (c[j].id, s);
                 }
             }
         }
@@ -260,17 +330,21 @@ impl Tx<'_> {
     /// Entries whose key is below `key` (with `inclusive`, at or below).
     pub(crate) fn count_below(&mut self, top: &Node, key: &[u8], inclusive: bool) -> Result<u64> {
         let below = |k: &[u8]| if inclusive { k <= key } else { k < key };
-        let mut owned;
-        let mut node = top;
-        let mut n = 0;
+        let (mut id, mut n) = match top {
+            Node::Leaf(e) => return Ok(e.partition_point(|e| below(&e.0)) as u64),
+            Node::Inner(c) => {
+                let j = c.partition_point(|c| below(&c.first)).saturating_sub(1);
+                (c[j].id, c[..j].iter().map(|c| c.count).sum::<u64>())
+            }
+        };
         loop {
-            match node {
-                Node::Leaf(e) => return Ok(n + e.partition_point(|e| below(&e.0)) as u64),
-                Node::Inner(c) => {
-                    let j = c.partition_point(|c| below(&c.first)).saturating_sub(1);
+            let bytes = self.load_bytes(id)?;
+            match NodeRef::parse(&bytes, &self.key)? {
+                NodeRef::Leaf(e) => return Ok(n + e.partition_point(|e| below(e.0)) as u64),
+                NodeRef::Inner(c) => {
+                    let j = c.partition_point(|c| below(c.first)).saturating_sub(1);
                     n += c[..j].iter().map(|c| c.count).sum::<u64>();
-                    owned = self.load(c[j].id)?;
-                    node = &owned;
+                    id = c[j].id;
                 }
             }
         }
