@@ -795,7 +795,7 @@ impl Index {
     /// and that the hash table and the leaves hold the same slots.
     pub(crate) fn check(&self) -> Result<(), String> {
         let mut prev: Option<&[u8]> = None;
-        let (mut n, mut cap, mut heap) = (0, 0, 0);
+        let (mut n, mut cap, mut heap, mut internal) = (0, 0, 0, 0);
         let mut first = true;
         let mut seen = std::collections::HashSet::new();
         for (sep, leaf) in &self.leaves {
@@ -830,6 +830,7 @@ impl Index {
                 }
                 prev = Some(k);
                 heap += pair.0.heap_bytes();
+                internal += usize::from(crate::collection::is_internal_key(k));
             }
             n += leaf.len();
             cap += leaf.capacity();
@@ -845,6 +846,12 @@ impl Index {
                 "slab off: {n} keys + {} free slots != {} slots handed out, or a free slot in use",
                 free.len(),
                 self.slab.high
+            ));
+        }
+        if internal != self.internal {
+            return Err(format!(
+                "{internal} collection chunk keys, counted {}",
+                self.internal
             ));
         }
         if n != self.len() || cap != self.leaf_capacity || heap != self.heap_key_bytes {
