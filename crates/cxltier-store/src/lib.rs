@@ -17,6 +17,7 @@
 
 mod admission;
 mod arena;
+mod collection;
 mod index;
 pub mod log;
 mod store;
@@ -33,6 +34,9 @@ pub use log::ReadLatency;
 /// there is room and the commands it holds up are served sooner. Raise it for a device that
 /// gains from deeper queues (many NVMe drives scale to 128 and more).
 pub const DEFAULT_NVME_QUEUE_DEPTH: u32 = 32;
+pub use collection::{
+    CollectionProbe, LexBound, ListEnd, ScanPage, ScoreBound, ZAddFlags, ZAddOutcome,
+};
 pub use store::{check_log, LogCheck, PoisonOutcome, RetiredMemory, Store};
 
 use std::path::PathBuf;
@@ -49,13 +53,57 @@ pub enum Durability {
     Always,
 }
 
-/// What an object's value is; the server encodes hashes (see the server crate) — the store only
-/// keeps the tag.
+/// What an object's value is. `String` and `Hash` values are encoded by the server (the store
+/// only keeps the tag); the collection kinds are roots the store encodes and reads itself (see
+/// [`Store::list_push`] and the rest of the collection API, and `docs/server.md`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
 pub enum Kind {
     String = 0,
     Hash = 1,
+    List = 2,
+    Set = 3,
+    ZSet = 4,
+    /// A hash kept as a tree of chunks (`hset`, ...), for hashes too large to rewrite whole.
+    ChunkedHash = 5,
+    /// A part of a collection, under an internal key: never returned to users.
+    Chunk = 6,
+}
+
+impl Kind {
+    /// The kind stored as `b` (in the index and in log records); `None` for an unknown byte.
+    pub fn from_u8(b: u8) -> Option<Kind> {
+        Some(match b {
+            0 => Kind::String,
+            1 => Kind::Hash,
+            2 => Kind::List,
+            3 => Kind::Set,
+            4 => Kind::ZSet,
+            5 => Kind::ChunkedHash,
+            6 => Kind::Chunk,
+            _ => return None,
+        })
+    }
+
+    /// Whether this is the root of a collection the store keeps in chunks.
+    pub fn is_collection(self) -> bool {
+        matches!(
+            self,
+            Kind::List | Kind::Set | Kind::ZSet | Kind::ChunkedHash
+        )
+    }
+
+    /// Redis's name for the type (`TYPE`).
+    pub fn type_name(self) -> &'static str {
+        match self {
+            Kind::String => "string",
+            Kind::Hash | Kind::ChunkedHash => "hash",
+            Kind::List => "list",
+            Kind::Set => "set",
+            Kind::ZSet => "zset",
+            Kind::Chunk => "none",
+        }
+    }
 }
 
 /// An object borrowed from the store (valid until the next `&mut self` call).
@@ -121,6 +169,11 @@ pub enum StoreError {
     /// told to go on: nothing was written.
     #[error("{0}")]
     Damaged(Box<Damage>),
+    /// A collection command on a key that holds another type (Redis's WRONGTYPE).
+    #[error(
+        "WRONGTYPE Operation against a key holding the wrong kind of value (it holds a {held})"
+    )]
+    WrongType { held: &'static str },
     /// A NUMA system call failed (binding an arena, ...).
     #[error(transparent)]
     Sys(#[from] cxltier_sys::SysError),
@@ -182,6 +235,9 @@ pub struct Recovery {
     pub torn_tail: Option<log::DamagedRange>,
     /// Segments whose damaged header was identified from their records.
     pub headers_repaired: u32,
+    /// Collection chunks a crash left unreferenced (written for a change whose root never made
+    /// it, or replaced by one whose deletes never did), deleted at start.
+    pub chunks_dropped: u64,
 }
 
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
@@ -198,6 +254,7 @@ pub struct StoreBuilder {
     pub(crate) max_object: usize,
     pub(crate) nvme_queue_depth: u32,
     pub(crate) recover_anyway: bool,
+    pub(crate) chunk_bytes: usize,
 }
 
 /// Per-tier statistics (`INFO`, `--json`). Field names are a stable interface.
@@ -264,6 +321,7 @@ impl StoreBuilder {
             max_object: 1 << 20,
             nvme_queue_depth: DEFAULT_NVME_QUEUE_DEPTH,
             recover_anyway: false,
+            chunk_bytes: collection::DEFAULT_CHUNK_BYTES,
         }
     }
     /// DRAM budget, index included.
@@ -313,6 +371,12 @@ impl StoreBuilder {
     /// store is refused with [`StoreError::Damaged`].
     pub fn recover_anyway(mut self, yes: bool) -> Self {
         self.recover_anyway = yes;
+        self
+    }
+    /// The size a collection's chunk is split at (default 4 KiB; at least 64 bytes). Small
+    /// chunks make a change cheaper and a tree deeper; tests use them to split often.
+    pub fn collection_chunk_bytes(mut self, bytes: usize) -> Self {
+        self.chunk_bytes = bytes;
         self
     }
     pub fn build(self) -> Result<Store> {

@@ -273,11 +273,7 @@ fn io_err(context: impl FnOnce() -> String) -> impl FnOnce(std::io::Error) -> St
 }
 
 fn kind_from(b: u8) -> Option<Kind> {
-    match b {
-        0 => Some(Kind::String),
-        1 => Some(Kind::Hash),
-        _ => None,
-    }
+    Kind::from_u8(b)
 }
 
 fn record_crc(segment_seq: u64, rest: &[u8]) -> u32 {

@@ -1,0 +1,1324 @@
+//! Lists, sets, sorted sets and hashes kept as counted B+trees of the store's own objects, so that
+//! a large collection is never read or rewritten whole and its parts tier like any object. The
+//! layout, invariants, costs and recovery are in `docs/server.md` ("Collections").
+
+mod node;
+mod tree;
+
+use node::{Entry, Node, Root};
+use tree::{check_kind, Seek, Tx};
+
+use crate::{Kind, Result, Store, StoreError};
+
+/// The first bytes of every chunk key; users' keys may not start with them.
+pub(crate) const CHUNK_PREFIX: &[u8] = b"\xff\x00\xffC";
+/// What a chunk key adds to its collection's key: the prefix, the key's length, generation, id.
+pub(crate) const CHUNK_KEY_OVERHEAD: usize = CHUNK_PREFIX.len() + 2 + 16;
+pub(crate) const DEFAULT_CHUNK_BYTES: usize = 4096;
+/// The smallest chunk size accepted (a node must hold a few entries to split at all).
+pub(crate) const MIN_CHUNK_BYTES: usize = 64;
+
+pub(crate) fn is_internal_key(key: &[u8]) -> bool {
+    key.starts_with(CHUNK_PREFIX)
+}
+
+/// The prefix every chunk key of `root` (of any generation) starts with.
+pub(crate) fn chunk_prefix(root: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(root.len() + CHUNK_KEY_OVERHEAD);
+    k.extend_from_slice(CHUNK_PREFIX);
+    k.extend_from_slice(&(root.len() as u16).to_be_bytes());
+    k.extend_from_slice(root);
+    k
+}
+
+pub(crate) fn chunk_key(root: &[u8], generation: u64, id: u64) -> Vec<u8> {
+    let mut k = chunk_prefix(root);
+    k.extend_from_slice(&generation.to_be_bytes());
+    k.extend_from_slice(&id.to_be_bytes());
+    k
+}
+
+/// (collection key, generation, id) of a chunk key.
+pub(crate) fn parse_chunk_key(k: &[u8]) -> Option<(&[u8], u64, u64)> {
+    let rest = k.strip_prefix(CHUNK_PREFIX)?;
+    let len = u16::from_be_bytes(rest.get(..2)?.try_into().ok()?) as usize;
+    let rest = &rest[2..];
+    if rest.len() != len + 16 {
+        return None;
+    }
+    let generation = u64::from_be_bytes(rest[len..len + 8].try_into().ok()?);
+    let id = u64::from_be_bytes(rest[len + 8..].try_into().ok()?);
+    Some((&rest[..len], generation, id))
+}
+
+/// A root's (generation, next chunk id, freed ids), for recovery.
+pub(crate) fn root_header(bytes: &[u8], key: &[u8]) -> Result<(u64, u64, Vec<u64>)> {
+    Root::decode_header(bytes, key)
+}
+
+/// A piece of a SCAN-family iteration: the items, and the cursor to pass to get the next piece
+/// (`None`: the scan is complete).
+pub type ScanPage<T> = (Vec<T>, Option<Vec<u8>>);
+
+/// Where in a collection an operation will go, for [`Store::collection_reads`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum CollectionProbe<'a> {
+    /// A member of a set or sorted set, a field of a hash.
+    Member(&'a [u8]),
+    /// A list position (negative from the end).
+    Index(i64),
+    /// A score of a sorted set (its range commands start there).
+    Score(f64),
+    /// A sorted set's rank (negative from the end).
+    Rank(i64),
+}
+
+/// One end of a member range (`ZRANGEBYLEX`): `[a` is `Inclusive(a)`, `(a` `Exclusive(a)`, `-`
+/// `Min` and `+` `Max`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LexBound<'a> {
+    Min,
+    Max,
+    Inclusive(&'a [u8]),
+    Exclusive(&'a [u8]),
+}
+
+/// Which end of a list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListEnd {
+    Left,
+    Right,
+}
+
+/// One end of a score range (`ZRANGEBYSCORE`): `(1.5` is `Exclusive(1.5)`; infinities are
+/// inclusive bounds of `f64::INFINITY` and `f64::NEG_INFINITY`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ScoreBound {
+    Inclusive(f64),
+    Exclusive(f64),
+}
+
+/// `ZADD`'s conditions.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ZAddFlags {
+    /// Only add new members.
+    pub nx: bool,
+    /// Only update members that exist.
+    pub xx: bool,
+    /// Only update to a greater score.
+    pub gt: bool,
+    /// Only update to a smaller score.
+    pub lt: bool,
+}
+
+/// What `ZADD` did: members added, and members whose score changed (for `CH`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ZAddOutcome {
+    pub added: u64,
+    pub changed: u64,
+}
+
+/// A score as 8 bytes whose byte order is the numeric order (-0 is 0).
+fn score_bytes(s: f64) -> [u8; 8] {
+    let s = if s == 0.0 { 0.0 } else { s };
+    let b = s.to_bits();
+    let b = if b >> 63 == 1 { !b } else { b | 1 << 63 };
+    b.to_be_bytes()
+}
+
+fn score_from_bytes(b: &[u8]) -> f64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[..8]);
+    let b = u64::from_be_bytes(a);
+    f64::from_bits(if b >> 63 == 1 { b & !(1 << 63) } else { !b })
+}
+
+/// The key of a member in a sorted set's score tree.
+fn score_key(s: f64, member: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(8 + member.len());
+    k.extend_from_slice(&score_bytes(s));
+    k.extend_from_slice(member);
+    k
+}
+
+/// The smallest score key above every key of score `s` (8 bytes: no member needed).
+fn above_score(s: f64) -> Vec<u8> {
+    let b = u64::from_be_bytes(score_bytes(s));
+    match b.checked_add(1) {
+        Some(n) => n.to_be_bytes().to_vec(),
+        // Above the largest encoding: nine bytes sort after every 8-byte prefix of it.
+        None => vec![0xff; 9],
+    }
+}
+
+fn value_score(v: &[u8]) -> f64 {
+    f64::from_le_bytes(v[..8].try_into().expect("8-byte score"))
+}
+
+/// Redis's normalisation of a `start..=stop` range over `len` items (negative from the end).
+fn norm_range(start: i64, stop: i64, len: u64) -> Option<(u64, u64)> {
+    let len = len as i64;
+    let start = if start < 0 {
+        (start + len).max(0)
+    } else {
+        start
+    };
+    let stop = if stop < 0 {
+        stop + len
+    } else {
+        stop.min(len - 1)
+    };
+    (start <= stop && start < len && stop >= 0).then_some((start as u64, stop as u64))
+}
+
+fn norm_index(i: i64, len: u64) -> Option<u64> {
+    let i = if i < 0 { i + len as i64 } else { i };
+    (i >= 0 && (i as u64) < len).then_some(i as u64)
+}
+
+impl Store {
+    /// The root of the collection under `key`, checked to be of `kind`, and its expiry.
+    fn coll_root(&mut self, key: &[u8], kind: Kind) -> Result<Option<(Root, Option<u64>)>> {
+        let Some(o) = self.get(key)? else {
+            return Ok(None);
+        };
+        check_kind(o.kind, kind)?;
+        let exp = o.expires_at_ms;
+        let root = Root::decode(o.value, key)?;
+        if root.kind != kind {
+            return Err(StoreError::Corrupt(format!(
+                "the root of {:?} says it is a {}, its entry a {}",
+                String::from_utf8_lossy(key),
+                root.kind.type_name(),
+                kind.type_name()
+            )));
+        }
+        Ok(Some((root, exp)))
+    }
+
+    /// Run a read-only `f` over the collection; `None` when the key is absent.
+    fn coll_read<R>(
+        &mut self,
+        key: &[u8],
+        kind: Kind,
+        f: impl FnOnce(&mut Tx<'_>, &Root) -> Result<R>,
+    ) -> Result<Option<R>> {
+        let Some((root, _)) = self.coll_root(key, kind)? else {
+            return Ok(None);
+        };
+        let chunk_bytes = self.chunk_bytes();
+        let mut tx = Tx {
+            store: self,
+            key: key.to_vec(),
+            generation: root.generation,
+            next_id: root.next_id,
+            freed: Vec::new(),
+            chunk_bytes,
+            first_new_id: root.next_id,
+            pending: Default::default(),
+        };
+        f(&mut tx, &root).map(Some)
+    }
+
+    /// Run a change `f` over the collection (created empty when absent and `create`), then write
+    /// its root (after the chunks `f` wrote) and delete the chunks it replaced; an emptied
+    /// collection is deleted. `None` when the key is absent and not created.
+    fn coll_write<R>(
+        &mut self,
+        key: &[u8],
+        kind: Kind,
+        create: bool,
+        f: impl FnOnce(&mut Tx<'_>, &mut Root) -> Result<R>,
+    ) -> Result<Option<R>> {
+        let (mut root, exp) = match self.coll_root(key, kind)? {
+            Some(r) => r,
+            None if create => {
+                if is_internal_key(key) || key.is_empty() {
+                    return Err(StoreError::Config(format!(
+                        "keys must not be empty or start with the bytes {CHUNK_PREFIX:?}, which the store keeps for its own objects"
+                    )));
+                }
+                let max = crate::store::MAX_KEY - CHUNK_KEY_OVERHEAD;
+                if key.len() > max {
+                    return Err(StoreError::Config(format!(
+                        "a collection's key may be at most {max} bytes (its parts' keys add {CHUNK_KEY_OVERHEAD}), not {}",
+                        key.len()
+                    )));
+                }
+                (Root::new(kind, self.new_generation()), None)
+            }
+            None => return Ok(None),
+        };
+        // The root as stored, to tell whether the change changed it (an old root's freed ids
+        // were deleted by its own change: they need not be written again).
+        let before = (root.next_id > 0 || root.tops[0].count() > 0).then(|| {
+            let mut r = root.clone();
+            r.freed.clear();
+            r.encode()
+        });
+        let chunk_bytes = self.chunk_bytes();
+        let mut tx = Tx {
+            store: self,
+            key: key.to_vec(),
+            generation: root.generation,
+            next_id: root.next_id,
+            freed: Vec::new(),
+            chunk_bytes,
+            first_new_id: root.next_id,
+            pending: Default::default(),
+        };
+        let r = f(&mut tx, &mut root)?;
+        tx.flush()?;
+        let untouched = tx.next_id == root.next_id && tx.freed.is_empty();
+        root.next_id = tx.next_id;
+        root.freed = std::mem::take(&mut tx.freed);
+        if root.tops[0].count() == 0 {
+            // Redis has no empty collections; deleting the root deletes any chunks left.
+            self.delete_collection(key)?;
+            return Ok(Some(r));
+        }
+        let bytes = root.encode();
+        // A change that changed nothing (a member already there, one that was not) writes
+        // nothing, the root included.
+        if untouched && before.as_deref() == Some(bytes.as_slice()) {
+            return Ok(Some(r));
+        }
+        self.put_raw(key, kind, &bytes, exp)?;
+        for &id in &root.freed {
+            self.chunk_delete_replaced(&chunk_key(key, root.generation, id))?;
+        }
+        Ok(Some(r))
+    }
+
+    // ---- lists ----
+
+    /// `LPUSH`/`RPUSH`: add `members` at `end` (creating the list), in the order Redis does
+    /// (`LPUSH k a b` makes `b a`). Returns the list's length.
+    pub fn list_push(&mut self, key: &[u8], end: ListEnd, members: &[&[u8]]) -> Result<u64> {
+        self.list_push_inner(key, end, members, true)
+            .map(|n| n.unwrap_or(0))
+    }
+
+    /// `LPUSHX`/`RPUSHX`: as [`Store::list_push`] only when the list exists; 0 when it does not.
+    pub fn list_push_existing(
+        &mut self,
+        key: &[u8],
+        end: ListEnd,
+        members: &[&[u8]],
+    ) -> Result<u64> {
+        self.list_push_inner(key, end, members, false)
+            .map(|n| n.unwrap_or(0))
+    }
+
+    fn list_push_inner(
+        &mut self,
+        key: &[u8],
+        end: ListEnd,
+        members: &[&[u8]],
+        create: bool,
+    ) -> Result<Option<u64>> {
+        if members.is_empty() {
+            return Ok(Some(self.list_len(key)?));
+        }
+        self.coll_write(key, Kind::List, create, |tx, root| {
+            let top = &mut root.tops[0];
+            let at = match end {
+                ListEnd::Left => 0,
+                ListEnd::Right => top.count(),
+            };
+            tx.modify(top, Seek::Before(at), &mut |e, pos, _| {
+                let i = pos.unwrap_or_else(|i| i);
+                let new = members.iter().map(|m| (Vec::new(), m.to_vec()));
+                match end {
+                    ListEnd::Left => drop(e.splice(i..i, new.rev())),
+                    ListEnd::Right => drop(e.splice(i..i, new)),
+                }
+            })?;
+            Ok(top.count())
+        })
+    }
+
+    /// `LPOP`/`RPOP` with a count: up to `count` members from `end`; `None` when the key is absent.
+    pub fn list_pop(
+        &mut self,
+        key: &[u8],
+        end: ListEnd,
+        count: u64,
+    ) -> Result<Option<Vec<Vec<u8>>>> {
+        self.coll_write(key, Kind::List, false, |tx, root| {
+            let top = &mut root.tops[0];
+            let mut out = Vec::new();
+            while (out.len() as u64) < count && top.count() > 0 {
+                let want = count as usize - out.len();
+                let seek = match end {
+                    ListEnd::Left => Seek::At(0),
+                    ListEnd::Right => Seek::At(top.count() - 1),
+                };
+                // Everything the leaf can give at once: one path written per leaf emptied.
+                let got = tx.modify(top, seek, &mut |e, _, _| match end {
+                    ListEnd::Left => {
+                        let n = want.min(e.len());
+                        e.drain(..n).map(|x| x.1).collect::<Vec<_>>()
+                    }
+                    ListEnd::Right => {
+                        let n = want.min(e.len());
+                        e.drain(e.len() - n..).rev().map(|x| x.1).collect()
+                    }
+                })?;
+                out.extend(got);
+            }
+            Ok(out)
+        })
+    }
+
+    /// `LLEN` (0 when absent).
+    pub fn list_len(&mut self, key: &[u8]) -> Result<u64> {
+        Ok(self
+            .coll_read(key, Kind::List, |_, r| Ok(r.tops[0].count()))?
+            .unwrap_or(0))
+    }
+
+    /// `LINDEX` (negative from the end).
+    pub fn list_index(&mut self, key: &[u8], index: i64) -> Result<Option<Vec<u8>>> {
+        Ok(self
+            .coll_read(key, Kind::List, |tx, r| {
+                let Some(i) = norm_index(index, r.tops[0].count()) else {
+                    return Ok(None);
+                };
+                Ok(tx.find(&r.tops[0], Seek::At(i))?.map(|e| e.1))
+            })?
+            .flatten())
+    }
+
+    /// `LSET`: `None` when the key is absent (Redis: "no such key"), `Some(false)` when the index
+    /// is out of range.
+    pub fn list_set(&mut self, key: &[u8], index: i64, value: &[u8]) -> Result<Option<bool>> {
+        self.coll_write(key, Kind::List, false, |tx, root| {
+            let Some(i) = norm_index(index, root.tops[0].count()) else {
+                return Ok(false);
+            };
+            tx.modify(&mut root.tops[0], Seek::At(i), &mut |e, pos, _| {
+                if let Ok(p) = pos {
+                    e[p].1 = value.to_vec();
+                }
+            })?;
+            Ok(true)
+        })
+    }
+
+    /// `LRANGE` (Redis's index rules); reads only the leaves it returns.
+    pub fn list_range(&mut self, key: &[u8], start: i64, stop: i64) -> Result<Vec<Vec<u8>>> {
+        Ok(self
+            .coll_read(key, Kind::List, |tx, r| {
+                let Some((a, b)) = norm_range(start, stop, r.tops[0].count()) else {
+                    return Ok(Vec::new());
+                };
+                let mut out = Vec::with_capacity((b - a + 1) as usize);
+                let n = b - a + 1;
+                tx.walk(&r.tops[0], a, false, &mut |e| {
+                    out.push(e.1.clone());
+                    (out.len() as u64) < n
+                })?;
+                Ok(out)
+            })?
+            .unwrap_or_default())
+    }
+
+    /// `LINSERT`: the new length; 0 when the key is absent, -1 when `pivot` is not in the list.
+    /// Finding the pivot reads the list up to it (as in Redis, O(n)); the insert is O(log n).
+    pub fn list_insert(
+        &mut self,
+        key: &[u8],
+        before: bool,
+        pivot: &[u8],
+        value: &[u8],
+    ) -> Result<i64> {
+        Ok(self
+            .coll_write(key, Kind::List, false, |tx, root| {
+                let mut at = None;
+                let mut i = 0u64;
+                tx.walk(&root.tops[0], 0, false, &mut |e| {
+                    if e.1 == pivot {
+                        at = Some(i);
+                        return false;
+                    }
+                    i += 1;
+                    true
+                })?;
+                let Some(at) = at else { return Ok(-1) };
+                let at = if before { at } else { at + 1 };
+                tx.modify(&mut root.tops[0], Seek::Before(at), &mut |e, pos, _| {
+                    let p = pos.unwrap_or_else(|p| p);
+                    e.insert(p, (Vec::new(), value.to_vec()));
+                })?;
+                Ok(root.tops[0].count() as i64)
+            })?
+            .unwrap_or(0))
+    }
+
+    /// `LREM`: remove up to `count` (0: all; negative: from the tail) members equal to `value`.
+    pub fn list_remove(&mut self, key: &[u8], count: i64, value: &[u8]) -> Result<u64> {
+        Ok(self
+            .coll_write(key, Kind::List, false, |tx, root| {
+                let len = root.tops[0].count();
+                if len == 0 {
+                    return Ok(0);
+                }
+                let limit = if count == 0 {
+                    u64::MAX
+                } else {
+                    count.unsigned_abs()
+                };
+                let rev = count < 0;
+                let mut hits = Vec::new();
+                let mut i = if rev { len - 1 } else { 0 };
+                tx.walk(&root.tops[0], i, rev, &mut |e| {
+                    if e.1 == value {
+                        hits.push(i);
+                    }
+                    if rev {
+                        i = i.wrapping_sub(1);
+                    } else {
+                        i += 1;
+                    }
+                    (hits.len() as u64) < limit
+                })?;
+                // From the highest position down, so earlier positions stay where they were.
+                hits.sort_unstable_by(|a, b| b.cmp(a));
+                for &p in &hits {
+                    tx.modify(&mut root.tops[0], Seek::At(p), &mut |e, pos, _| {
+                        if let Ok(p) = pos {
+                            e.remove(p);
+                        }
+                    })?;
+                }
+                Ok(hits.len() as u64)
+            })?
+            .unwrap_or(0))
+    }
+
+    /// `LTRIM`: keep `start..=stop`; a cost in the members removed, not the list's length.
+    pub fn list_trim(&mut self, key: &[u8], start: i64, stop: i64) -> Result<()> {
+        self.coll_write(key, Kind::List, false, |tx, root| {
+            let len = root.tops[0].count();
+            let (head, tail) = match norm_range(start, stop, len) {
+                Some((a, b)) => (a, len - 1 - b),
+                None => (len, 0),
+            };
+            for (end, mut n) in [(ListEnd::Left, head), (ListEnd::Right, tail)] {
+                while n > 0 && root.tops[0].count() > 0 {
+                    let top = &mut root.tops[0];
+                    let seek = match end {
+                        ListEnd::Left => Seek::At(0),
+                        ListEnd::Right => Seek::At(top.count() - 1),
+                    };
+                    let took = tx.modify(top, seek, &mut |e, _, _| {
+                        let k = (n as usize).min(e.len());
+                        match end {
+                            ListEnd::Left => drop(e.drain(..k)),
+                            ListEnd::Right => drop(e.drain(e.len() - k..)),
+                        }
+                        k as u64
+                    })?;
+                    n -= took;
+                }
+            }
+            Ok(())
+        })
+        .map(|_| ())
+    }
+
+    // ---- sorted sets ----
+
+    /// `ZADD` (with `NX`/`XX`/`GT`/`LT`); a NaN score is refused before anything changes.
+    pub fn zadd(
+        &mut self,
+        key: &[u8],
+        flags: ZAddFlags,
+        members: &[(f64, &[u8])],
+    ) -> Result<ZAddOutcome> {
+        if members.iter().any(|m| m.0.is_nan()) {
+            return Err(StoreError::Config("a score is not a number (NaN)".into()));
+        }
+        if members.is_empty() {
+            return Ok(ZAddOutcome::default());
+        }
+        let mut out = ZAddOutcome::default();
+        self.coll_write(key, Kind::ZSet, !flags.xx, |tx, root| {
+            for &(s, m) in members {
+                match zadd_one(tx, root, m, s, flags)? {
+                    Some(None) => out.added += 1,
+                    Some(Some(_)) => out.changed += 1,
+                    None => {}
+                }
+            }
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
+    /// `ZINCRBY` / `ZADD INCR`: the new score, or `None` when the flags stopped it.
+    pub fn zincrby(
+        &mut self,
+        key: &[u8],
+        flags: ZAddFlags,
+        by: f64,
+        member: &[u8],
+    ) -> Result<Option<f64>> {
+        if by.is_nan() {
+            return Err(StoreError::Config(
+                "the increment is not a number (NaN)".into(),
+            ));
+        }
+        Ok(self
+            .coll_write(key, Kind::ZSet, !flags.xx, |tx, root| {
+                let old = zscore_in(tx, root, member)?;
+                if (old.is_none() && flags.xx) || (old.is_some() && flags.nx) {
+                    return Ok(None);
+                }
+                let s = old.unwrap_or(0.0) + by;
+                if s.is_nan() {
+                    return Err(StoreError::Config(
+                        "resulting score is not a number (NaN)".into(),
+                    ));
+                }
+                if let Some(o) = old {
+                    if (flags.gt && s <= o) || (flags.lt && s >= o) {
+                        return Ok(None);
+                    }
+                }
+                zset_score(tx, root, member, s, old)?;
+                Ok(Some(s))
+            })?
+            .flatten())
+    }
+
+    /// `ZREM`: members removed.
+    pub fn zrem(&mut self, key: &[u8], members: &[&[u8]]) -> Result<u64> {
+        Ok(self
+            .coll_write(key, Kind::ZSet, false, |tx, root| {
+                let mut n = 0;
+                for &m in members {
+                    let old = tx.modify(&mut root.tops[0], Seek::Key(m), &mut |e, pos, ch| {
+                        *ch = pos.is_ok();
+                        pos.ok().map(|p| value_score(&e.remove(p).1))
+                    })?;
+                    if let Some(o) = old {
+                        let sk = score_key(o, m);
+                        tx.modify(&mut root.tops[1], Seek::Key(&sk), &mut |e, pos, _| {
+                            if let Ok(p) = pos {
+                                e.remove(p);
+                            }
+                        })?;
+                        n += 1;
+                    }
+                }
+                Ok(n)
+            })?
+            .unwrap_or(0))
+    }
+
+    /// `ZSCORE`.
+    pub fn zscore(&mut self, key: &[u8], member: &[u8]) -> Result<Option<f64>> {
+        Ok(self
+            .coll_read(key, Kind::ZSet, |tx, r| {
+                Ok(tx
+                    .find(&r.tops[0], Seek::Key(member))?
+                    .map(|e| value_score(&e.1)))
+            })?
+            .flatten())
+    }
+
+    /// `ZCARD` (0 when absent).
+    pub fn zcard(&mut self, key: &[u8]) -> Result<u64> {
+        Ok(self
+            .coll_read(key, Kind::ZSet, |_, r| Ok(r.tops[0].count()))?
+            .unwrap_or(0))
+    }
+
+    /// `ZRANK` / `ZREVRANK`.
+    pub fn zrank(&mut self, key: &[u8], member: &[u8], rev: bool) -> Result<Option<u64>> {
+        Ok(self
+            .coll_read(key, Kind::ZSet, |tx, r| {
+                let Some(e) = tx.find(&r.tops[0], Seek::Key(member))? else {
+                    return Ok(None);
+                };
+                let below =
+                    tx.count_below(&r.tops[1], &score_key(value_score(&e.1), member), false)?;
+                let len = r.tops[1].count();
+                Ok(Some(if rev { len - 1 - below } else { below }))
+            })?
+            .flatten())
+    }
+
+    /// `ZRANGE start stop [REV]` by rank: members with their scores.
+    pub fn zrange_by_rank(
+        &mut self,
+        key: &[u8],
+        start: i64,
+        stop: i64,
+        rev: bool,
+    ) -> Result<Vec<(Vec<u8>, f64)>> {
+        Ok(self
+            .coll_read(key, Kind::ZSet, |tx, r| {
+                let len = r.tops[1].count();
+                let Some((a, b)) = norm_range(start, stop, len) else {
+                    return Ok(Vec::new());
+                };
+                let n = b - a + 1;
+                let from = if rev { len - 1 - a } else { a };
+                zwalk(tx, &r.tops[1], from, rev, n)
+            })?
+            .unwrap_or_default())
+    }
+
+    /// Positions `[lo, hi)` of the score tree that lie within `min..max`.
+    fn zspan(tx: &mut Tx<'_>, top: &Node, min: ScoreBound, max: ScoreBound) -> Result<(u64, u64)> {
+        let lo = match min {
+            ScoreBound::Inclusive(s) => tx.count_below(top, &score_bytes(s), false)?,
+            ScoreBound::Exclusive(s) => tx.count_below(top, &above_score(s), false)?,
+        };
+        let hi = match max {
+            ScoreBound::Inclusive(s) => tx.count_below(top, &above_score(s), false)?,
+            ScoreBound::Exclusive(s) => tx.count_below(top, &score_bytes(s), false)?,
+        };
+        Ok((lo, hi.max(lo)))
+    }
+
+    /// `ZRANGEBYSCORE` (and `ZRANGE ... BYSCORE [REV] [LIMIT offset count]`): members with scores
+    /// within `min..max`, lowest first (highest first with `rev`), skipping `offset`, at most
+    /// `limit`. Reads the paths to the range's ends and the leaves it returns.
+    pub fn zrange_by_score(
+        &mut self,
+        key: &[u8],
+        min: ScoreBound,
+        max: ScoreBound,
+        rev: bool,
+        offset: u64,
+        limit: Option<u64>,
+    ) -> Result<Vec<(Vec<u8>, f64)>> {
+        Ok(self
+            .coll_read(key, Kind::ZSet, |tx, r| {
+                let (lo, hi) = Self::zspan(tx, &r.tops[1], min, max)?;
+                let avail = (hi - lo).saturating_sub(offset);
+                let n = limit.map_or(avail, |l| l.min(avail));
+                if n == 0 {
+                    return Ok(Vec::new());
+                }
+                let from = if rev { hi - 1 - offset } else { lo + offset };
+                zwalk(tx, &r.tops[1], from, rev, n)
+            })?
+            .unwrap_or_default())
+    }
+
+    /// Positions `[lo, hi)` of the member tree within `min..max`.
+    fn lexspan(
+        tx: &mut Tx<'_>,
+        top: &Node,
+        min: LexBound<'_>,
+        max: LexBound<'_>,
+    ) -> Result<(u64, u64)> {
+        let at = |tx: &mut Tx<'_>, b: LexBound<'_>, upper: bool| -> Result<u64> {
+            Ok(match b {
+                LexBound::Min => 0,
+                LexBound::Max => top.count(),
+                LexBound::Inclusive(m) => tx.count_below(top, m, upper)?,
+                LexBound::Exclusive(m) => tx.count_below(top, m, !upper)?,
+            })
+        };
+        let lo = at(tx, min, false)?;
+        let hi = at(tx, max, true)?;
+        Ok((lo, hi.max(lo)))
+    }
+
+    /// `ZRANGEBYLEX` (and `ZRANGE ... BYLEX [REV] [LIMIT]`): members within `min..max` in member
+    /// order (Redis defines it for members of one score, where the two orders agree), with their
+    /// scores.
+    pub fn zrange_by_lex(
+        &mut self,
+        key: &[u8],
+        min: LexBound<'_>,
+        max: LexBound<'_>,
+        rev: bool,
+        offset: u64,
+        limit: Option<u64>,
+    ) -> Result<Vec<(Vec<u8>, f64)>> {
+        Ok(self
+            .coll_read(key, Kind::ZSet, |tx, r| {
+                let (lo, hi) = Self::lexspan(tx, &r.tops[0], min, max)?;
+                let avail = (hi - lo).saturating_sub(offset);
+                let n = limit.map_or(avail, |l| l.min(avail));
+                if n == 0 {
+                    return Ok(Vec::new());
+                }
+                let from = if rev { hi - 1 - offset } else { lo + offset };
+                let mut out = Vec::with_capacity(n.min(1024) as usize);
+                tx.walk(&r.tops[0], from, rev, &mut |e| {
+                    out.push((e.0.clone(), value_score(&e.1)));
+                    (out.len() as u64) < n
+                })?;
+                Ok(out)
+            })?
+            .unwrap_or_default())
+    }
+
+    /// `ZLEXCOUNT`.
+    pub fn zlexcount(&mut self, key: &[u8], min: LexBound<'_>, max: LexBound<'_>) -> Result<u64> {
+        Ok(self
+            .coll_read(key, Kind::ZSet, |tx, r| {
+                let (lo, hi) = Self::lexspan(tx, &r.tops[0], min, max)?;
+                Ok(hi - lo)
+            })?
+            .unwrap_or(0))
+    }
+
+    /// The member at `index` in member order of a set, sorted set or chunked hash (with its
+    /// value: a hash field's value, a sorted set member's score as 8 little-endian bytes), in
+    /// O(log n): `SRANDMEMBER`, `SPOP`, `HRANDFIELD`, `ZRANDMEMBER` draw indexes below the
+    /// collection's length and fetch them with this. `None` when absent or out of range.
+    pub fn member_at(&mut self, key: &[u8], index: u64) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        let kind = match self.peek_kind(key) {
+            Some(k @ (Kind::Set | Kind::ZSet | Kind::ChunkedHash)) => k,
+            Some(Kind::List) => return Err(StoreError::WrongType { held: "list" }),
+            _ => return Ok(None),
+        };
+        Ok(self
+            .coll_read(key, kind, |tx, r| tx.find(&r.tops[0], Seek::At(index)))?
+            .flatten())
+    }
+
+    /// `ZCOUNT`: members with scores within `min..max`, from two paths (no member is read).
+    pub fn zcount(&mut self, key: &[u8], min: ScoreBound, max: ScoreBound) -> Result<u64> {
+        Ok(self
+            .coll_read(key, Kind::ZSet, |tx, r| {
+                let (lo, hi) = Self::zspan(tx, &r.tops[1], min, max)?;
+                Ok(hi - lo)
+            })?
+            .unwrap_or(0))
+    }
+
+    /// `ZPOPMIN` / `ZPOPMAX` (`max`): up to `count` members with their scores.
+    pub fn zpop(&mut self, key: &[u8], max: bool, count: u64) -> Result<Vec<(Vec<u8>, f64)>> {
+        Ok(self
+            .coll_write(key, Kind::ZSet, false, |tx, root| {
+                let mut out = Vec::new();
+                while (out.len() as u64) < count && root.tops[1].count() > 0 {
+                    let at = if max { root.tops[1].count() - 1 } else { 0 };
+                    let sk = tx
+                        .modify(&mut root.tops[1], Seek::At(at), &mut |e, pos, _| {
+                            pos.ok().map(|p| e.remove(p).0)
+                        })?
+                        .expect("a position within the count");
+                    let member = sk[8..].to_vec();
+                    tx.modify(&mut root.tops[0], Seek::Key(&member), &mut |e, pos, _| {
+                        if let Ok(p) = pos {
+                            e.remove(p);
+                        }
+                    })?;
+                    out.push((member, score_from_bytes(&sk)));
+                }
+                Ok(out)
+            })?
+            .unwrap_or_default())
+    }
+
+    /// `ZSCAN`: up to `count` members after the cursor `after` (member order) with their scores,
+    /// and the cursor to continue from (`None`: done). Every member present for the whole scan
+    /// is returned once, whatever changes meanwhile.
+    pub fn zscan(
+        &mut self,
+        key: &[u8],
+        after: Option<&[u8]>,
+        count: usize,
+    ) -> Result<ScanPage<(Vec<u8>, f64)>> {
+        let (items, next) = self.coll_scan(key, Kind::ZSet, after, count)?;
+        Ok((
+            items
+                .into_iter()
+                .map(|(m, v)| {
+                    let s = value_score(&v);
+                    (m, s)
+                })
+                .collect(),
+            next,
+        ))
+    }
+
+    // ---- sets ----
+
+    /// `SADD`: members added.
+    pub fn sadd(&mut self, key: &[u8], members: &[&[u8]]) -> Result<u64> {
+        let pairs: Vec<(&[u8], &[u8])> = members.iter().map(|m| (*m, &[][..])).collect();
+        Ok(self.keyed_set(key, Kind::Set, &pairs)?.unwrap_or(0))
+    }
+
+    /// `SREM`: members removed.
+    pub fn srem(&mut self, key: &[u8], members: &[&[u8]]) -> Result<u64> {
+        self.keyed_remove(key, Kind::Set, members)
+    }
+
+    /// `SISMEMBER`.
+    pub fn sismember(&mut self, key: &[u8], member: &[u8]) -> Result<bool> {
+        Ok(self.keyed_get(key, Kind::Set, member)?.is_some())
+    }
+
+    /// `SCARD` (0 when absent).
+    pub fn scard(&mut self, key: &[u8]) -> Result<u64> {
+        Ok(self
+            .coll_read(key, Kind::Set, |_, r| Ok(r.tops[0].count()))?
+            .unwrap_or(0))
+    }
+
+    /// `SSCAN` / `SMEMBERS` in pieces: up to `count` members after `after`, and the cursor to
+    /// continue from (`None`: done).
+    pub fn sscan(
+        &mut self,
+        key: &[u8],
+        after: Option<&[u8]>,
+        count: usize,
+    ) -> Result<ScanPage<Vec<u8>>> {
+        let (items, next) = self.coll_scan(key, Kind::Set, after, count)?;
+        Ok((items.into_iter().map(|e| e.0).collect(), next))
+    }
+
+    // ---- hashes ----
+
+    /// `HSET` on a chunked hash: fields added (not those overwritten).
+    pub fn hset(&mut self, key: &[u8], pairs: &[(&[u8], &[u8])]) -> Result<u64> {
+        Ok(self.keyed_set(key, Kind::ChunkedHash, pairs)?.unwrap_or(0))
+    }
+
+    /// `HGET`.
+    pub fn hget(&mut self, key: &[u8], field: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.keyed_get(key, Kind::ChunkedHash, field)
+    }
+
+    /// `HDEL`: fields removed.
+    pub fn hdel(&mut self, key: &[u8], fields: &[&[u8]]) -> Result<u64> {
+        self.keyed_remove(key, Kind::ChunkedHash, fields)
+    }
+
+    /// `HLEN` (0 when absent).
+    pub fn hlen(&mut self, key: &[u8]) -> Result<u64> {
+        Ok(self
+            .coll_read(key, Kind::ChunkedHash, |_, r| Ok(r.tops[0].count()))?
+            .unwrap_or(0))
+    }
+
+    /// `HSCAN` / `HGETALL` in pieces: up to `count` fields after `after` with their values, and
+    /// the cursor to continue from (`None`: done).
+    pub fn hscan(
+        &mut self,
+        key: &[u8],
+        after: Option<&[u8]>,
+        count: usize,
+    ) -> Result<ScanPage<(Vec<u8>, Vec<u8>)>> {
+        self.coll_scan(key, Kind::ChunkedHash, after, count)
+    }
+
+    fn keyed_set(
+        &mut self,
+        key: &[u8],
+        kind: Kind,
+        pairs: &[(&[u8], &[u8])],
+    ) -> Result<Option<u64>> {
+        if pairs.is_empty() {
+            return Ok(Some(0));
+        }
+        self.coll_write(key, kind, true, |tx, root| {
+            let mut added = 0;
+            for &(k, v) in pairs {
+                let new = tx.modify(
+                    &mut root.tops[0],
+                    Seek::Key(k),
+                    &mut |e, pos, ch| match pos {
+                        Ok(p) => {
+                            *ch = e[p].1 != v;
+                            if *ch {
+                                e[p].1 = v.to_vec();
+                            }
+                            false
+                        }
+                        Err(p) => {
+                            e.insert(p, (k.to_vec(), v.to_vec()));
+                            true
+                        }
+                    },
+                )?;
+                added += u64::from(new);
+            }
+            Ok(added)
+        })
+    }
+
+    fn keyed_get(&mut self, key: &[u8], kind: Kind, k: &[u8]) -> Result<Option<Vec<u8>>> {
+        Ok(self
+            .coll_read(key, kind, |tx, r| {
+                Ok(tx.find(&r.tops[0], Seek::Key(k))?.map(|e| e.1))
+            })?
+            .flatten())
+    }
+
+    fn keyed_remove(&mut self, key: &[u8], kind: Kind, keys: &[&[u8]]) -> Result<u64> {
+        Ok(self
+            .coll_write(key, kind, false, |tx, root| {
+                let mut n = 0;
+                for &k in keys {
+                    let gone = tx.modify(&mut root.tops[0], Seek::Key(k), &mut |e, pos, ch| {
+                        *ch = pos.is_ok();
+                        pos.ok().map(|p| e.remove(p)).is_some()
+                    })?;
+                    n += u64::from(gone);
+                }
+                Ok(n)
+            })?
+            .unwrap_or(0))
+    }
+
+    fn coll_scan(
+        &mut self,
+        key: &[u8],
+        kind: Kind,
+        after: Option<&[u8]>,
+        count: usize,
+    ) -> Result<(Vec<Entry>, Option<Vec<u8>>)> {
+        let count = count.max(1);
+        Ok(self
+            .coll_read(key, kind, |tx, r| {
+                let top = &r.tops[0];
+                let from = match after {
+                    Some(a) => tx.count_below(top, a, true)?,
+                    None => 0,
+                };
+                let mut out = Vec::with_capacity(count.min(1024));
+                tx.walk(top, from, false, &mut |e| {
+                    out.push(e.clone());
+                    out.len() < count
+                })?;
+                let more = from + (out.len() as u64) < top.count();
+                let next = if more {
+                    out.last().map(|e| e.0.clone())
+                } else {
+                    None
+                };
+                Ok((out, next))
+            })?
+            .unwrap_or_default())
+    }
+
+    /// Check a collection's structure (tests): every count and first key its parent keeps, keys
+    /// in order, chunks within their size, a sorted set's two trees agreeing, and its chunks in
+    /// the store exactly those its root reaches (none leaked, none missing).
+    pub fn check_collection(&mut self, key: &[u8]) -> std::result::Result<(), String> {
+        let kind = match self.peek_kind(key) {
+            Some(k) if k.is_collection() => k,
+            // No collection here: none of its parts may be left either.
+            _ => {
+                return match self.chunk_keys_of(key).len() {
+                    0 => Ok(()),
+                    n => Err(format!("{n} chunks of a missing collection")),
+                }
+            }
+        };
+        let mut reached = std::collections::BTreeSet::new();
+        let r = self
+            .coll_read(key, kind, |tx, root| {
+                let mut entries = Vec::new();
+                for top in &root.tops {
+                    let mut all = Vec::new();
+                    check_node(tx, top, true, &mut all, &mut reached)
+                        .map_err(StoreError::Corrupt)?;
+                    if kind != Kind::List && all.windows(2).any(|w| w[0].0 >= w[1].0) {
+                        return Err(StoreError::Corrupt("keys out of order".into()));
+                    }
+                    entries.push(all);
+                }
+                if kind == Kind::ZSet {
+                    let mut by_score: Vec<Vec<u8>> = entries[0]
+                        .iter()
+                        .map(|(m, v)| score_key(value_score(v), m))
+                        .collect();
+                    by_score.sort();
+                    let keys: Vec<Vec<u8>> = entries[1].iter().map(|e| e.0.clone()).collect();
+                    if by_score != keys {
+                        return Err(StoreError::Corrupt("the two trees disagree".into()));
+                    }
+                }
+                Ok(root.generation)
+            })
+            .map_err(|e| e.to_string())?;
+        let generation = r.ok_or("no root")?;
+        let stored: std::collections::BTreeSet<Vec<u8>> =
+            self.chunk_keys_of(key).into_iter().collect();
+        let want: std::collections::BTreeSet<Vec<u8>> = reached
+            .iter()
+            .map(|&id| chunk_key(key, generation, id))
+            .collect();
+        if stored != want {
+            return Err(format!(
+                "{} chunks stored, {} reached ({} stored but unreached)",
+                stored.len(),
+                want.len(),
+                stored.difference(&want).count()
+            ));
+        }
+        Ok(())
+    }
+
+    /// The objects of the path an operation at `probe` will walk in the collection under `key`
+    /// that need a device read: for [`Store::start_reads`] before the command runs, so that it
+    /// never waits for the device itself. The walk stops at the first object that is only on
+    /// NVMe (what lies below it is known once it is read): call again after the reads finish
+    /// until it returns nothing. Empty when the key is absent or not a collection.
+    pub fn collection_reads(&self, key: &[u8], probe: CollectionProbe<'_>) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        if self.read_unstarted(key) {
+            out.push(key.to_vec());
+            return out;
+        }
+        let Some((kind, bytes)) = self.peek_any(key) else {
+            return out;
+        };
+        if !kind.is_collection() {
+            return out;
+        }
+        let Ok(root) = Root::decode(bytes, key) else {
+            return out;
+        };
+        let (tree, seek_key, index) = match probe {
+            CollectionProbe::Member(m) => (0, Some(m.to_vec()), None),
+            CollectionProbe::Index(i) => (0, None, Some(i)),
+            CollectionProbe::Score(s) => (1, Some(score_bytes(s).to_vec()), None),
+            CollectionProbe::Rank(r) => (1, None, Some(r)),
+        };
+        let Some(top) = root.tops.get(tree) else {
+            return out;
+        };
+        let mut index = index.and_then(|i| norm_index(i, top.count()));
+        if index.is_none() && seek_key.is_none() {
+            return out;
+        }
+        let mut node = top.clone();
+        loop {
+            let Node::Inner(c) = &node else {
+                return out;
+            };
+            let seek = match (&seek_key, index) {
+                (Some(k), _) => Seek::Key(k),
+                (None, Some(i)) => Seek::At(i),
+                (None, None) => return out,
+            };
+            let (j, s) = tree::child_for(c, seek);
+            if let Seek::At(i) = s {
+                index = Some(i);
+            }
+            let ck = chunk_key(key, root.generation, c[j].id);
+            if self.read_unstarted(&ck) {
+                out.push(ck);
+                return out;
+            }
+            let Some((_, bytes)) = self.peek_any(&ck) else {
+                return out;
+            };
+            match Node::decode(&mut node::Reader::new(bytes, key)) {
+                Ok(n) => node = n,
+                Err(_) => return out,
+            }
+        }
+    }
+
+    /// Chunk writes made by collection changes since the store was built (a cost measure:
+    /// a point change writes one chunk per tree level).
+    pub fn collection_chunk_writes(&self) -> u64 {
+        self.chunk_writes()
+    }
+}
+
+/// Walk a node for [`Store::check_collection`], collecting its entries and the chunk ids reached.
+fn check_node(
+    tx: &mut Tx<'_>,
+    node: &Node,
+    top: bool,
+    out: &mut Vec<Entry>,
+    reached: &mut std::collections::BTreeSet<u64>,
+) -> std::result::Result<(), String> {
+    if !top && node.size() > tx.chunk_bytes && tree::may_split(node) {
+        return Err(format!(
+            "a chunk of {} bytes, over {}",
+            node.size(),
+            tx.chunk_bytes
+        ));
+    }
+    if !top && node.slots() == 0 {
+        return Err("an empty chunk".into());
+    }
+    if !top && matches!(node, Node::Inner(c) if c.len() < 2) {
+        return Err("an inner chunk with one child".into());
+    }
+    match node {
+        Node::Leaf(e) => out.extend(e.iter().cloned()),
+        Node::Inner(c) => {
+            for c in c {
+                if !reached.insert(c.id) {
+                    return Err(format!("chunk {} reached twice", c.id));
+                }
+                let child = tx.load(c.id).map_err(|e| e.to_string())?;
+                if child.count() != c.count {
+                    return Err(format!(
+                        "chunk {} holds {}, its parent says {}",
+                        c.id,
+                        child.count(),
+                        c.count
+                    ));
+                }
+                if child.first_key() != c.first.as_slice() {
+                    return Err(format!(
+                        "chunk {}'s first key is not the one its parent keeps",
+                        c.id
+                    ));
+                }
+                check_node(tx, &child, false, out, reached)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The member's score in a sorted set's member tree.
+fn zscore_in(tx: &mut Tx<'_>, root: &Root, member: &[u8]) -> Result<Option<f64>> {
+    Ok(tx
+        .find(&root.tops[0], Seek::Key(member))?
+        .map(|e| value_score(&e.1)))
+}
+
+/// Set `member`'s score to `s` (its current score `old`) in both trees; false when unchanged.
+fn zset_score(
+    tx: &mut Tx<'_>,
+    root: &mut Root,
+    member: &[u8],
+    s: f64,
+    old: Option<f64>,
+) -> Result<bool> {
+    let s = if s == 0.0 { 0.0 } else { s };
+    if old == Some(s) {
+        return Ok(false);
+    }
+    let sv = s.to_le_bytes().to_vec();
+    tx.modify(
+        &mut root.tops[0],
+        Seek::Key(member),
+        &mut |e, pos, _| match pos {
+            Ok(p) => e[p].1 = sv.clone(),
+            Err(p) => e.insert(p, (member.to_vec(), sv.clone())),
+        },
+    )?;
+    if let Some(o) = old {
+        let ok = score_key(o, member);
+        tx.modify(&mut root.tops[1], Seek::Key(&ok), &mut |e, pos, _| {
+            if let Ok(p) = pos {
+                e.remove(p);
+            }
+        })?;
+    }
+    let nk = score_key(s, member);
+    tx.modify(&mut root.tops[1], Seek::Key(&nk), &mut |e, pos, _| {
+        if let Err(p) = pos {
+            e.insert(p, (nk.clone(), Vec::new()));
+        }
+    })?;
+    Ok(true)
+}
+
+/// `ZADD` of one member under `flags`, deciding in the one walk to its leaf in the member tree:
+/// `Some(old score)` when it was added (`None`) or its score changed; `None` when nothing did.
+fn zadd_one(
+    tx: &mut Tx<'_>,
+    root: &mut Root,
+    member: &[u8],
+    s: f64,
+    flags: ZAddFlags,
+) -> Result<Option<Option<f64>>> {
+    let s = if s == 0.0 { 0.0 } else { s };
+    let sv = s.to_le_bytes();
+    let done = tx.modify(&mut root.tops[0], Seek::Key(member), &mut |e, pos, ch| {
+        let old = pos.ok().map(|p| value_score(&e[p].1));
+        let apply = match old {
+            None => !flags.xx,
+            Some(o) => !(flags.nx || o == s || (flags.gt && s <= o) || (flags.lt && s >= o)),
+        };
+        *ch = apply;
+        if !apply {
+            return None;
+        }
+        match pos {
+            Ok(p) => e[p].1 = sv.to_vec(),
+            Err(p) => e.insert(p, (member.to_vec(), sv.to_vec())),
+        }
+        Some(old)
+    })?;
+    let Some(old) = done else { return Ok(None) };
+    if let Some(o) = old {
+        let ok = score_key(o, member);
+        tx.modify(&mut root.tops[1], Seek::Key(&ok), &mut |e, pos, _| {
+            if let Ok(p) = pos {
+                e.remove(p);
+            }
+        })?;
+    }
+    let nk = score_key(s, member);
+    tx.modify(&mut root.tops[1], Seek::Key(&nk), &mut |e, pos, _| {
+        if let Err(p) = pos {
+            e.insert(p, (nk.clone(), Vec::new()));
+        }
+    })?;
+    Ok(Some(old))
+}
+
+/// `n` entries of a score tree from position `from`, as (member, score).
+fn zwalk(tx: &mut Tx<'_>, top: &Node, from: u64, rev: bool, n: u64) -> Result<Vec<(Vec<u8>, f64)>> {
+    let mut out = Vec::with_capacity(n.min(1024) as usize);
+    tx.walk(top, from, rev, &mut |e| {
+        out.push((e.0[8..].to_vec(), score_from_bytes(&e.0)));
+        (out.len() as u64) < n
+    })?;
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn score_bytes_sort_like_scores() {
+        let mut v = [
+            f64::NEG_INFINITY,
+            -1e300,
+            -2.5,
+            -f64::MIN_POSITIVE,
+            0.0,
+            f64::MIN_POSITIVE,
+            1.0,
+            3.5,
+            1e300,
+            f64::INFINITY,
+        ];
+        v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        for w in v.windows(2) {
+            assert!(score_bytes(w[0]) < score_bytes(w[1]), "{} {}", w[0], w[1]);
+            assert!(above_score(w[0]).as_slice() <= &score_bytes(w[1])[..]);
+        }
+        for s in v {
+            assert_eq!(score_from_bytes(&score_bytes(s)), s);
+        }
+        assert_eq!(score_bytes(-0.0), score_bytes(0.0));
+    }
+
+    #[test]
+    fn chunk_keys_parse_back() {
+        let k = chunk_key(b"my\xffkey", 7, 42);
+        assert!(is_internal_key(&k));
+        assert!(k.starts_with(&chunk_prefix(b"my\xffkey")));
+        assert_eq!(parse_chunk_key(&k), Some((&b"my\xffkey"[..], 7, 42)));
+        assert_eq!(parse_chunk_key(&k[..k.len() - 1]), None);
+    }
+}

@@ -1,0 +1,571 @@
+//! Counted B+trees whose nodes below the top are chunk objects of the store, changed copy-on-write.
+//!
+//! A change walks from the top (kept in the root) to one leaf, changes it, and writes every node
+//! on the way back up under a fresh chunk id: children before their parent, the root last (by
+//! the caller), so a crash leaves either the old tree, untouched, or the new one whole. The
+//! chunks replaced go on the transaction's `freed` list, deleted once the root is written.
+
+use super::node::{
+    inner_entry_size, leaf_entry_size, Child, ChildRef, Entry, Node, NodeRef, Reader,
+};
+use crate::{Kind, Result, Store, StoreError};
+use hashbrown::HashMap;
+
+/// Where in a tree an operation goes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Seek<'a> {
+    /// The entry with this key, or where it would go (ordered trees).
+    Key(&'a [u8]),
+    /// The entry at this position.
+    At(u64),
+    /// The gap before position `n` (`n` up to the count: an insert).
+    Before(u64),
+}
+
+/// What a change does to the leaf it reaches: given its entries, the position found there
+/// (`Ok`: an entry; `Err`: where one would go) and a flag to clear when it changed nothing (then
+/// nothing is written).
+pub(crate) type LeafFn<'f, R> =
+    dyn FnMut(&mut Vec<Entry>, std::result::Result<usize, usize>, &mut bool) -> R + 'f;
+
+/// What became of a node a change went through.
+enum Outcome {
+    /// Nothing changed below it: it stays, unwritten.
+    Same(Node),
+    /// Its replacements (none when it emptied).
+    New(Vec<Node>),
+}
+
+/// One change to a collection: the chunks it reads and writes, and the ones it replaces.
+pub(crate) struct Tx<'s> {
+    pub store: &'s mut Store,
+    pub key: Vec<u8>,
+    pub generation: u64,
+    pub next_id: u64,
+    pub freed: Vec<u64>,
+    pub chunk_bytes: usize,
+    /// The first id this change hands out (the root's next id when it began).
+    pub first_new_id: u64,
+    /// Nodes this change made, not yet written: a change of many members rewrites a node it
+    /// touches many times, and only its last version is written (by [`Tx::flush`]).
+    pub pending: HashMap<u64, Node>,
+}
+
+/// What the descent needs of a leaf entry and of an inner node's child, owned or borrowed.
+pub(crate) trait Keyed {
+    fn key(&self) -> &[u8];
+}
+
+pub(crate) trait Counted: Keyed {
+    fn count(&self) -> u64;
+}
+
+impl Keyed for Entry {
+    fn key(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl Keyed for (&[u8], &[u8]) {
+    fn key(&self) -> &[u8] {
+        self.0
+    }
+}
+
+impl Keyed for Child {
+    fn key(&self) -> &[u8] {
+        &self.first
+    }
+}
+
+impl Counted for Child {
+    fn count(&self) -> u64 {
+        self.count
+    }
+}
+
+impl Keyed for ChildRef<'_> {
+    fn key(&self) -> &[u8] {
+        self.first
+    }
+}
+
+impl Counted for ChildRef<'_> {
+    fn count(&self) -> u64 {
+        self.count
+    }
+}
+
+/// A leaf's position for `seek` (for a key: found or where it goes).
+pub(crate) fn leaf_pos<E: Keyed>(
+    entries: &[E],
+    seek: Seek<'_>,
+) -> std::result::Result<usize, usize> {
+    match seek {
+        Seek::Key(k) => entries.binary_search_by(|e| e.key().cmp(k)),
+        Seek::At(i) if (i as usize) < entries.len() => Ok(i as usize),
+        Seek::At(_) => Err(entries.len()),
+        Seek::Before(i) => Err((i as usize).min(entries.len())),
+    }
+}
+
+/// The child of an inner node that `seek` goes to, and `seek` made relative to that child.
+pub(crate) fn child_for<'a, C: Counted>(children: &[C], seek: Seek<'a>) -> (usize, Seek<'a>) {
+    match seek {
+        Seek::Key(k) => {
+            let j = children.partition_point(|c| c.key() <= k).saturating_sub(1);
+            (j, seek)
+        }
+        Seek::At(mut i) => {
+            for (j, c) in children.iter().enumerate() {
+                if i < c.count() {
+                    return (j, Seek::At(i));
+                }
+                i -= c.count();
+            }
+            // Past the end: the last child reports it absent.
+            let last = children.len() - 1;
+            (last, Seek::At(children[last].count() + i))
+        }
+        Seek::Before(mut i) => {
+            for (j, c) in children.iter().enumerate() {
+                if i <= c.count() {
+                    return (j, Seek::Before(i));
+                }
+                i -= c.count();
+            }
+            let last = children.len() - 1;
+            (last, Seek::Before(children[last].count()))
+        }
+    }
+}
+
+/// Cut `items` into pieces of at most about `target` bytes each (at least `min` items a piece),
+/// balanced: a node split in two halves, not a full one and a sliver.
+fn split_by_size<T>(
+    items: Vec<T>,
+    size: impl Fn(&T) -> usize,
+    target: usize,
+    min: usize,
+) -> Vec<Vec<T>> {
+    // What a node's entries may take: the target less the node's own header.
+    let target = target.saturating_sub(super::node::NODE_HEADER);
+    let total: usize = items.iter().map(&size).sum();
+    let pieces = total.div_ceil(target.max(1)).max(1);
+    let each = total.div_ceil(pieces);
+    let mut out = Vec::with_capacity(pieces);
+    let mut cur = Vec::new();
+    let mut cur_size = 0;
+    let mut left = items.len();
+    for it in items {
+        let s = size(&it);
+        if cur.len() >= min && left >= min && cur_size + s > each {
+            out.push(std::mem::take(&mut cur));
+            cur_size = 0;
+        }
+        cur_size += s;
+        cur.push(it);
+        left -= 1;
+    }
+    if !cur.is_empty() || out.is_empty() {
+        out.push(cur);
+    }
+    out
+}
+
+/// Whether a node over the chunk size is cut: a leaf of two entries or more, an inner node of
+/// four children or more (so that its pieces have two each: with long keys and small chunks,
+/// inner nodes of one child each would make a tree of unbounded height).
+pub(crate) fn may_split(node: &Node) -> bool {
+    match node {
+        Node::Leaf(e) => e.len() >= 2,
+        Node::Inner(c) => c.len() >= 2 * INNER_MIN,
+    }
+}
+
+/// Fewest children of an inner node below the top.
+const INNER_MIN: usize = 2;
+
+/// A node cut into pieces that fit a chunk (itself alone when it fits or cannot be cut).
+fn split_node(node: Node, target: usize) -> Vec<Node> {
+    if node.size() <= target || !may_split(&node) {
+        return vec![node];
+    }
+    match node {
+        Node::Leaf(e) => split_by_size(e, leaf_entry_size, target, 1)
+            .into_iter()
+            .map(Node::Leaf)
+            .collect(),
+        Node::Inner(c) => split_by_size(c, inner_entry_size, target, INNER_MIN)
+            .into_iter()
+            .map(Node::Inner)
+            .collect(),
+    }
+}
+
+/// Two neighbouring nodes of one level as one.
+fn concat(a: Node, b: Node) -> Node {
+    match (a, b) {
+        (Node::Leaf(mut a), Node::Leaf(b)) => {
+            a.extend(b);
+            Node::Leaf(a)
+        }
+        (Node::Inner(mut a), Node::Inner(b)) => {
+            a.extend(b);
+            Node::Inner(a)
+        }
+        // Levels are uniform; a mix means a damaged chunk, which decode could not see.
+        (a, _) => a,
+    }
+}
+
+impl Tx<'_> {
+    fn chunk_key(&self, id: u64) -> Vec<u8> {
+        super::chunk_key(&self.key, self.generation, id)
+    }
+
+    pub(crate) fn load(&mut self, id: u64) -> Result<Node> {
+        if let Some(n) = self.pending.get(&id) {
+            return Ok(n.clone());
+        }
+        let ck = self.chunk_key(id);
+        let bytes = self
+            .store
+            .chunk_read(&ck)?
+            .ok_or_else(|| self.missing(id))?;
+        let mut r = Reader::new(&bytes, &self.key);
+        let node = Node::decode(&mut r)?;
+        if !r.done() {
+            return Err(r.corrupt("bytes after the node"));
+        }
+        Ok(node)
+    }
+
+    /// A chunk this change replaced. One the change itself wrote is no root's and goes now; one
+    /// of the tree before the change is still the current root's, and goes after the new root
+    /// is written.
+    fn free(&mut self, id: u64) -> Result<()> {
+        if id >= self.first_new_id {
+            if self.pending.remove(&id).is_none() {
+                let ck = self.chunk_key(id);
+                self.store.chunk_delete(&ck)?;
+            }
+        } else {
+            self.freed.push(id);
+        }
+        Ok(())
+    }
+
+    fn write(&mut self, node: Node) -> Result<Child> {
+        let id = self.next_id;
+        self.next_id += 1;
+        let child = Child {
+            first: node.first_key().to_vec(),
+            id,
+            count: node.count(),
+        };
+        self.pending.insert(id, node);
+        Ok(child)
+    }
+
+    /// Write the nodes this change made (before its root: the caller writes that next).
+    pub(crate) fn flush(&mut self) -> Result<()> {
+        let mut ids: Vec<u64> = self.pending.keys().copied().collect();
+        ids.sort_unstable();
+        let mut b = Vec::new();
+        for id in ids {
+            let node = self.pending.remove(&id).expect("listed above");
+            b.clear();
+            node.encode(&mut b);
+            let ck = self.chunk_key(id);
+            self.store.chunk_write(&ck, &b)?;
+        }
+        Ok(())
+    }
+
+    /// A chunk's bytes, for a read that parses them in place ([`NodeRef`]).
+    fn load_bytes(&mut self, id: u64) -> Result<Vec<u8>> {
+        if let Some(n) = self.pending.get(&id) {
+            let mut b = Vec::new();
+            n.encode(&mut b);
+            return Ok(b);
+        }
+        let ck = self.chunk_key(id);
+        self.store.chunk_read(&ck)?.ok_or_else(|| self.missing(id))
+    }
+
+    fn missing(&self, id: u64) -> StoreError {
+        StoreError::Corrupt(format!(
+            "collection {:?} refers to its chunk {id}, which is missing (lost in a crash under --durability none, or in a damaged range): delete the key",
+            String::from_utf8_lossy(&self.key)
+        ))
+    }
+
+    /// Read the entry `seek` finds, without changing anything. Chunks below the top are read in
+    /// place, not decoded into owned entries: a point read allocates per node, not per member.
+    pub(crate) fn find(&mut self, top: &Node, seek: Seek<'_>) -> Result<Option<Entry>> {
+        let (mut id, mut seek) = match top {
+            Node::Leaf(e) => return Ok(leaf_pos(e, seek).ok().map(|i| e[i].clone())),
+            Node::Inner(c) => {
+                let (j, s) = child_for(c, seek);
+                (c[j].id, s)
+            }
+        };
+        loop {
+            let bytes = self.load_bytes(id)?;
+            match NodeRef::parse(&bytes, &self.key)? {
+                NodeRef::Leaf(e) => {
+                    return Ok(leaf_pos(&e, seek)
+                        .ok()
+                        .map(|i| (e[i].0.to_vec(), e[i].1.to_vec())));
+                }
+                NodeRef::Inner(c) => {
+                    let (j, s) = child_for(&c, seek);
+                    (id, seek) = (c[j].id, s);
+                }
+            }
+        }
+    }
+
+    /// Entries whose key is below `key` (with `inclusive`, at or below).
+    pub(crate) fn count_below(&mut self, top: &Node, key: &[u8], inclusive: bool) -> Result<u64> {
+        let below = |k: &[u8]| if inclusive { k <= key } else { k < key };
+        let (mut id, mut n) = match top {
+            Node::Leaf(e) => return Ok(e.partition_point(|e| below(&e.0)) as u64),
+            Node::Inner(c) => {
+                let j = c.partition_point(|c| below(&c.first)).saturating_sub(1);
+                (c[j].id, c[..j].iter().map(|c| c.count).sum::<u64>())
+            }
+        };
+        loop {
+            let bytes = self.load_bytes(id)?;
+            match NodeRef::parse(&bytes, &self.key)? {
+                NodeRef::Leaf(e) => return Ok(n + e.partition_point(|e| below(e.0)) as u64),
+                NodeRef::Inner(c) => {
+                    let j = c.partition_point(|c| below(c.first)).saturating_sub(1);
+                    n += c[..j].iter().map(|c| c.count).sum::<u64>();
+                    id = c[j].id;
+                }
+            }
+        }
+    }
+
+    /// Visit entries in order from position `from` (forward) or down from position `from`
+    /// (backward) while `f` says go on.
+    pub(crate) fn walk(
+        &mut self,
+        top: &Node,
+        from: u64,
+        rev: bool,
+        f: &mut dyn FnMut(&Entry) -> bool,
+    ) -> Result<()> {
+        if from >= top.count() && !rev {
+            return Ok(());
+        }
+        let from = from.min(top.count().saturating_sub(1));
+        if top.count() == 0 {
+            return Ok(());
+        }
+        self.walk_node(top, from, rev, f).map(|_| ())
+    }
+
+    fn walk_node(
+        &mut self,
+        node: &Node,
+        from: u64,
+        rev: bool,
+        f: &mut dyn FnMut(&Entry) -> bool,
+    ) -> Result<bool> {
+        match node {
+            Node::Leaf(e) => {
+                let from = from as usize;
+                if rev {
+                    for x in e[..=from.min(e.len() - 1)].iter().rev() {
+                        if !f(x) {
+                            return Ok(false);
+                        }
+                    }
+                } else {
+                    for x in e.iter().skip(from) {
+                        if !f(x) {
+                            return Ok(false);
+                        }
+                    }
+                }
+                Ok(true)
+            }
+            Node::Inner(c) => {
+                let mut start = 0u64;
+                let starts: Vec<u64> = c
+                    .iter()
+                    .map(|c| {
+                        let s = start;
+                        start += c.count;
+                        s
+                    })
+                    .collect();
+                let order: Box<dyn Iterator<Item = usize>> = if rev {
+                    Box::new((0..c.len()).rev())
+                } else {
+                    Box::new(0..c.len())
+                };
+                for j in order {
+                    let (s, n) = (starts[j], c[j].count);
+                    if n == 0 {
+                        continue;
+                    }
+                    let local = if rev {
+                        if s > from {
+                            continue;
+                        }
+                        (from - s).min(n - 1)
+                    } else {
+                        if s + n <= from {
+                            continue;
+                        }
+                        from.saturating_sub(s)
+                    };
+                    let child = self.load(c[j].id)?;
+                    if !self.walk_node(&child, local, rev, f)? {
+                        return Ok(false);
+                    }
+                }
+                Ok(true)
+            }
+        }
+    }
+
+    /// Change the leaf `seek` reaches with `f` (given the leaf's entries and the position
+    /// within it) and write the path back; the top is replaced in place. Returns what `f` did.
+    pub(crate) fn modify<R>(
+        &mut self,
+        top: &mut Node,
+        seek: Seek<'_>,
+        f: &mut LeafFn<'_, R>,
+    ) -> Result<R> {
+        let old = std::mem::replace(top, Node::empty_leaf());
+        let (mut nodes, r) = match self.modify_node(old, seek, f)? {
+            (Outcome::Same(n), r) => {
+                *top = n;
+                return Ok(r);
+            }
+            (Outcome::New(nodes), r) => (nodes, r),
+        };
+        *top = match nodes.len() {
+            0 => Node::empty_leaf(),
+            1 => nodes.pop().expect("one"),
+            _ => {
+                let mut children = Vec::with_capacity(nodes.len());
+                for n in nodes {
+                    children.push(self.write(n)?);
+                }
+                Node::Inner(children)
+            }
+        };
+        // A top with one child gives way to it: the tree shrinks a level.
+        while let Node::Inner(c) = &*top {
+            if c.len() != 1 {
+                break;
+            }
+            let id = c[0].id;
+            let child = self.load(id)?;
+            self.free(id)?;
+            *top = child;
+        }
+        // A top that grew past a chunk splits (its halves become chunks under a new top).
+        if top.size() > self.chunk_bytes && top.slots() > 1 {
+            let pieces = split_node(std::mem::replace(top, Node::empty_leaf()), self.chunk_bytes);
+            let mut children = Vec::with_capacity(pieces.len());
+            for n in pieces {
+                children.push(self.write(n)?);
+            }
+            *top = Node::Inner(children);
+        }
+        Ok(r)
+    }
+
+    /// Returns the node's replacements: none (it emptied), itself changed, or the pieces it
+    /// split into; or the node as it was when `f` changed nothing.
+    fn modify_node<R>(
+        &mut self,
+        node: Node,
+        seek: Seek<'_>,
+        f: &mut LeafFn<'_, R>,
+    ) -> Result<(Outcome, R)> {
+        match node {
+            Node::Leaf(mut e) => {
+                let pos = leaf_pos(&e, seek);
+                let mut changed = true;
+                let r = f(&mut e, pos, &mut changed);
+                if !changed {
+                    return Ok((Outcome::Same(Node::Leaf(e)), r));
+                }
+                if e.is_empty() {
+                    return Ok((Outcome::New(Vec::new()), r));
+                }
+                Ok((Outcome::New(split_node(Node::Leaf(e), self.chunk_bytes)), r))
+            }
+            Node::Inner(mut c) => {
+                let (j, s) = child_for(&c, seek);
+                let child = self.load(c[j].id)?;
+                let (mut pieces, r) = match self.modify_node(child, s, f)? {
+                    (Outcome::Same(_), r) => return Ok((Outcome::Same(Node::Inner(c)), r)),
+                    (Outcome::New(p), r) => (p, r),
+                };
+                let mut lo = j;
+                let mut hi = j + 1;
+                // A small result merges with a neighbour (re-split when the two are too big),
+                // so chunks stay between a quarter and a whole of the target.
+                // (A child that emptied just goes.)
+                let thin = |p: &Node| {
+                    p.size() < self.chunk_bytes / 4
+                        || matches!(p, Node::Inner(pc) if pc.len() < INNER_MIN)
+                };
+                if pieces.len() == 1 && thin(&pieces[0]) && c.len() > 1 {
+                    let (nb, right) = if j + 1 < c.len() {
+                        (j + 1, true)
+                    } else {
+                        (j - 1, false)
+                    };
+                    let neighbour = self.load(c[nb].id)?;
+                    let p = pieces.pop().expect("one piece");
+                    let merged = if right {
+                        concat(p, neighbour)
+                    } else {
+                        concat(neighbour, p)
+                    };
+                    pieces = split_node(merged, self.chunk_bytes);
+                    lo = lo.min(nb);
+                    hi = hi.max(nb + 1);
+                }
+                let replaced: Vec<u64> = c[lo..hi].iter().map(|c| c.id).collect();
+                for id in replaced {
+                    self.free(id)?;
+                }
+                let mut new = Vec::with_capacity(pieces.len());
+                for p in pieces {
+                    new.push(self.write(p)?);
+                }
+                c.splice(lo..hi, new);
+                if c.is_empty() {
+                    return Ok((Outcome::New(Vec::new()), r));
+                }
+                Ok((
+                    Outcome::New(split_node(Node::Inner(c), self.chunk_bytes)),
+                    r,
+                ))
+            }
+        }
+    }
+}
+
+/// The kind a root under `key` must have for an operation of kind `want`.
+pub(crate) fn check_kind(held: Kind, want: Kind) -> Result<()> {
+    if held == want {
+        Ok(())
+    } else {
+        Err(StoreError::WrongType {
+            held: held.type_name(),
+        })
+    }
+}

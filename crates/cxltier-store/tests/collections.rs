@@ -1,0 +1,1214 @@
+//! Lists, sets, sorted sets and hashes against `std` models over random operations, with chunks
+//! small enough that every few members split or merge a node; and their tiering, recovery and
+//! cost per operation.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use cxltier_store::testing::{temp_file, TempFile};
+use cxltier_store::{
+    Durability, Kind, ListEnd, ScoreBound, SsdSpec, Store, StoreBuilder, StoreError, ZAddFlags,
+};
+use proptest::prelude::*;
+
+fn temp(name: &str) -> TempFile {
+    temp_file("cxltier-coll-", name)
+}
+
+fn ssd(path: &std::path::Path, size: u64) -> SsdSpec {
+    SsdSpec {
+        path: path.to_path_buf(),
+        capacity: Some(size),
+    }
+}
+
+/// A store in DRAM whose collection chunks split at `chunk` bytes.
+fn small_chunks(chunk: usize) -> Store {
+    // Chunks of many sizes take slab pages (1 MiB each with objects of at most 64 KiB) of many
+    // size classes.
+    StoreBuilder::new()
+        .dram(64 << 20)
+        .max_object(64 << 10)
+        .durability(Durability::None)
+        .collection_chunk_bytes(chunk)
+        .build()
+        .unwrap()
+}
+
+/// Members from a small alphabet (so that they collide), now and then a long one (bigger than
+/// a small chunk by itself).
+fn member() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        8 => prop::collection::vec(b'a'..b'e', 0..5),
+        1 => prop::collection::vec(any::<u8>(), 40..90),
+    ]
+}
+
+// ---------------------------------------------------------------- lists
+
+#[derive(Debug, Clone)]
+enum ListOp {
+    Push(bool, Vec<Vec<u8>>),
+    PushX(bool, Vec<Vec<u8>>),
+    Pop(bool, u8),
+    Set(i16, Vec<u8>),
+    Insert(bool, u8, Vec<u8>),
+    Rem(i8, Vec<u8>),
+    Trim(i16, i16),
+    Index(i16),
+    Range(i16, i16),
+    Del,
+}
+
+fn list_op() -> impl Strategy<Value = ListOp> {
+    prop_oneof![
+        6 => (any::<bool>(), prop::collection::vec(member(), 1..12)).prop_map(|(l, m)| ListOp::Push(l, m)),
+        1 => (any::<bool>(), prop::collection::vec(member(), 1..3)).prop_map(|(l, m)| ListOp::PushX(l, m)),
+        3 => (any::<bool>(), 1u8..10).prop_map(|(l, n)| ListOp::Pop(l, n)),
+        2 => (-30i16..30, member()).prop_map(|(i, v)| ListOp::Set(i, v)),
+        2 => (any::<bool>(), 0u8..30, member()).prop_map(|(b, p, v)| ListOp::Insert(b, p, v)),
+        1 => (-3i8..3, member()).prop_map(|(c, v)| ListOp::Rem(c, v)),
+        1 => (-40i16..40, -40i16..40).prop_map(|(a, b)| ListOp::Trim(a, b)),
+        2 => (-40i16..40).prop_map(ListOp::Index),
+        2 => (-40i16..40, -40i16..40).prop_map(|(a, b)| ListOp::Range(a, b)),
+        1 => Just(ListOp::Del),
+    ]
+}
+
+/// Redis's `start..=stop` over `len` items.
+fn model_range(start: i64, stop: i64, len: usize) -> std::ops::Range<usize> {
+    let len = len as i64;
+    let s = if start < 0 {
+        (start + len).max(0)
+    } else {
+        start
+    };
+    let e = if stop < 0 {
+        stop + len
+    } else {
+        stop.min(len - 1)
+    };
+    if s > e || s >= len || e < 0 {
+        0..0
+    } else {
+        s as usize..e as usize + 1
+    }
+}
+
+fn model_index(i: i64, len: usize) -> Option<usize> {
+    let i = if i < 0 { i + len as i64 } else { i };
+    (i >= 0 && (i as usize) < len).then_some(i as usize)
+}
+
+fn end(left: bool) -> ListEnd {
+    if left {
+        ListEnd::Left
+    } else {
+        ListEnd::Right
+    }
+}
+
+fn refs(v: &[Vec<u8>]) -> Vec<&[u8]> {
+    v.iter().map(|m| m.as_slice()).collect()
+}
+
+fn run_list(s: &mut Store, ops: &[ListOp]) {
+    let k: &[u8] = b"list";
+    let mut m: VecDeque<Vec<u8>> = VecDeque::new();
+    for op in ops {
+        match op {
+            ListOp::Push(left, v) => {
+                let n = s.list_push(k, end(*left), &refs(v)).unwrap();
+                for x in v {
+                    if *left {
+                        m.push_front(x.clone())
+                    } else {
+                        m.push_back(x.clone())
+                    }
+                }
+                assert_eq!(n, m.len() as u64);
+            }
+            ListOp::PushX(left, v) => {
+                let n = s.list_push_existing(k, end(*left), &refs(v)).unwrap();
+                if !m.is_empty() {
+                    for x in v {
+                        if *left {
+                            m.push_front(x.clone())
+                        } else {
+                            m.push_back(x.clone())
+                        }
+                    }
+                }
+                assert_eq!(n, m.len() as u64);
+            }
+            ListOp::Pop(left, n) => {
+                let got = s.list_pop(k, end(*left), u64::from(*n)).unwrap();
+                if m.is_empty() {
+                    assert_eq!(got, None);
+                } else {
+                    let want: Vec<Vec<u8>> = (0..*n)
+                        .map_while(|_| if *left { m.pop_front() } else { m.pop_back() })
+                        .collect();
+                    assert_eq!(got, Some(want));
+                }
+            }
+            ListOp::Set(i, v) => {
+                let got = s.list_set(k, i64::from(*i), v).unwrap();
+                let want = if m.is_empty() {
+                    None
+                } else {
+                    Some(
+                        model_index(i64::from(*i), m.len())
+                            .map(|p| m[p] = v.clone())
+                            .is_some(),
+                    )
+                };
+                assert_eq!(got, want);
+            }
+            ListOp::Insert(before, p, v) => {
+                // A pivot that is in the list most of the time.
+                let pivot = m
+                    .get(*p as usize)
+                    .cloned()
+                    .unwrap_or_else(|| b"zz".to_vec());
+                let got = s.list_insert(k, *before, &pivot, v).unwrap();
+                let want = if m.is_empty() {
+                    0
+                } else {
+                    match m.iter().position(|x| *x == pivot) {
+                        None => -1,
+                        Some(at) => {
+                            m.insert(if *before { at } else { at + 1 }, v.clone());
+                            m.len() as i64
+                        }
+                    }
+                };
+                assert_eq!(got, want);
+            }
+            ListOp::Rem(c, v) => {
+                let got = s.list_remove(k, i64::from(*c), v).unwrap();
+                let limit = if *c == 0 {
+                    usize::MAX
+                } else {
+                    c.unsigned_abs() as usize
+                };
+                let mut hits: Vec<usize> = m
+                    .iter()
+                    .enumerate()
+                    .filter(|x| x.1 == v)
+                    .map(|x| x.0)
+                    .collect();
+                if *c < 0 {
+                    hits.reverse();
+                }
+                hits.truncate(limit);
+                hits.sort_unstable_by(|a, b| b.cmp(a));
+                for h in &hits {
+                    m.remove(*h);
+                }
+                assert_eq!(got, hits.len() as u64);
+            }
+            ListOp::Trim(a, b) => {
+                s.list_trim(k, i64::from(*a), i64::from(*b)).unwrap();
+                let r = model_range(i64::from(*a), i64::from(*b), m.len());
+                m = m.range(r).cloned().collect();
+            }
+            ListOp::Index(i) => {
+                let got = s.list_index(k, i64::from(*i)).unwrap();
+                assert_eq!(
+                    got,
+                    model_index(i64::from(*i), m.len()).map(|p| m[p].clone())
+                );
+            }
+            ListOp::Range(a, b) => {
+                let got = s.list_range(k, i64::from(*a), i64::from(*b)).unwrap();
+                let want: Vec<Vec<u8>> = m
+                    .range(model_range(i64::from(*a), i64::from(*b), m.len()))
+                    .cloned()
+                    .collect();
+                assert_eq!(got, want);
+            }
+            ListOp::Del => {
+                assert_eq!(s.delete(k).unwrap(), !m.is_empty());
+                m.clear();
+            }
+        }
+        s.check_collection(k)
+            .unwrap_or_else(|e| panic!("after {op:?}: {e}"));
+        assert_eq!(s.list_len(k).unwrap(), m.len() as u64);
+        assert_eq!(s.len(), u64::from(!m.is_empty()), "chunks are not keys");
+    }
+    let all = s.list_range(k, 0, -1).unwrap();
+    assert_eq!(all, m.iter().cloned().collect::<Vec<_>>());
+    s.check_invariants().unwrap();
+}
+
+// ---------------------------------------------------------------- sorted sets
+
+#[derive(Debug, Clone)]
+enum ZOp {
+    Add(u8, Vec<(i8, Vec<u8>)>),
+    Incr(i8, Vec<u8>),
+    Rem(Vec<Vec<u8>>),
+    Pop(bool, u8),
+    Rank(Vec<u8>, bool),
+    ByRank(i16, i16, bool),
+    ByScore(i8, bool, i8, bool, bool, u8, Option<u8>),
+    Scan(Option<Vec<u8>>, u8),
+    ByLex(
+        Option<(Vec<u8>, bool)>,
+        Option<(Vec<u8>, bool)>,
+        bool,
+        u8,
+        Option<u8>,
+    ),
+    At(u8),
+}
+
+fn z_op() -> impl Strategy<Value = ZOp> {
+    prop_oneof![
+        6 => (0u8..6, prop::collection::vec((-8i8..8, member()), 1..10)).prop_map(|(f, m)| ZOp::Add(f, m)),
+        2 => (-4i8..4, member()).prop_map(|(b, m)| ZOp::Incr(b, m)),
+        3 => prop::collection::vec(member(), 1..6).prop_map(ZOp::Rem),
+        1 => (any::<bool>(), 1u8..6).prop_map(|(x, n)| ZOp::Pop(x, n)),
+        2 => (member(), any::<bool>()).prop_map(|(m, r)| ZOp::Rank(m, r)),
+        2 => (-30i16..30, -30i16..30, any::<bool>()).prop_map(|(a, b, r)| ZOp::ByRank(a, b, r)),
+        3 => (-9i8..9, any::<bool>(), -9i8..9, any::<bool>(), any::<bool>(), 0u8..4, prop::option::of(0u8..8))
+            .prop_map(|(a, ax, b, bx, r, o, l)| ZOp::ByScore(a, ax, b, bx, r, o, l)),
+        1 => (prop::option::of(member()), 1u8..8).prop_map(|(c, n)| ZOp::Scan(c, n)),
+        2 => (
+            prop::option::of((member(), any::<bool>())),
+            prop::option::of((member(), any::<bool>())),
+            any::<bool>(),
+            0u8..3,
+            prop::option::of(0u8..6)
+        )
+            .prop_map(|(a, b, r, o, l)| ZOp::ByLex(a, b, r, o, l)),
+        1 => (0u8..40).prop_map(ZOp::At),
+    ]
+}
+
+fn flags(f: u8) -> ZAddFlags {
+    match f {
+        1 => ZAddFlags {
+            nx: true,
+            ..Default::default()
+        },
+        2 => ZAddFlags {
+            xx: true,
+            ..Default::default()
+        },
+        3 => ZAddFlags {
+            gt: true,
+            ..Default::default()
+        },
+        4 => ZAddFlags {
+            lt: true,
+            ..Default::default()
+        },
+        _ => ZAddFlags::default(),
+    }
+}
+
+/// Scores with halves and ties (-0 is 0).
+fn score(x: i8) -> f64 {
+    f64::from(x) / 2.0
+}
+
+fn sorted(m: &BTreeMap<Vec<u8>, f64>) -> Vec<(Vec<u8>, f64)> {
+    let mut v: Vec<(Vec<u8>, f64)> = m.iter().map(|(k, s)| (k.clone(), *s)).collect();
+    v.sort_by(|a, b| a.1.partial_cmp(&b.1).unwrap().then_with(|| a.0.cmp(&b.0)));
+    v
+}
+
+/// A model's lex bound (`None`: the open end; `true`: exclusive).
+fn lex(x: &Option<(Vec<u8>, bool)>, lower: bool) -> cxltier_store::LexBound<'_> {
+    match x {
+        None if lower => cxltier_store::LexBound::Min,
+        None => cxltier_store::LexBound::Max,
+        Some((m, true)) => cxltier_store::LexBound::Exclusive(m),
+        Some((m, false)) => cxltier_store::LexBound::Inclusive(m),
+    }
+}
+
+fn run_zset(s: &mut Store, ops: &[ZOp]) {
+    let k: &[u8] = b"zset";
+    let mut m: BTreeMap<Vec<u8>, f64> = BTreeMap::new();
+    for op in ops {
+        match op {
+            ZOp::Add(f, members) => {
+                let fl = flags(*f);
+                let list: Vec<(f64, &[u8])> = members
+                    .iter()
+                    .map(|(x, mm)| (score(*x), mm.as_slice()))
+                    .collect();
+                let got = s.zadd(k, fl, &list).unwrap();
+                let (mut added, mut changed) = (0, 0);
+                for (sc, mm) in &list {
+                    match m.get(*mm).copied() {
+                        None if fl.xx => {}
+                        None => {
+                            m.insert(mm.to_vec(), *sc);
+                            added += 1;
+                        }
+                        Some(_) if fl.nx => {}
+                        Some(o) if (fl.gt && *sc <= o) || (fl.lt && *sc >= o) => {}
+                        Some(o) => {
+                            if o != *sc {
+                                changed += 1;
+                            }
+                            m.insert(mm.to_vec(), *sc);
+                        }
+                    }
+                }
+                assert_eq!((got.added, got.changed), (added, changed));
+            }
+            ZOp::Incr(b, mm) => {
+                let got = s.zincrby(k, ZAddFlags::default(), score(*b), mm).unwrap();
+                let e = m.entry(mm.clone()).or_insert(0.0);
+                *e += score(*b);
+                assert_eq!(got, Some(*e));
+            }
+            ZOp::Rem(ms) => {
+                let got = s.zrem(k, &refs(ms)).unwrap();
+                let mut n = 0;
+                for mm in ms {
+                    n += u64::from(m.remove(mm).is_some());
+                }
+                assert_eq!(got, n);
+            }
+            ZOp::Pop(max, n) => {
+                let got = s.zpop(k, *max, u64::from(*n)).unwrap();
+                let mut v = sorted(&m);
+                if *max {
+                    v.reverse();
+                }
+                v.truncate(*n as usize);
+                for (mm, _) in &v {
+                    m.remove(mm);
+                }
+                assert_eq!(got, v);
+            }
+            ZOp::Rank(mm, rev) => {
+                let got = s.zrank(k, mm, *rev).unwrap();
+                let v = sorted(&m);
+                let want = v
+                    .iter()
+                    .position(|x| x.0 == *mm)
+                    .map(|p| if *rev { v.len() - 1 - p } else { p } as u64);
+                assert_eq!(got, want);
+                assert_eq!(s.zscore(k, mm).unwrap(), m.get(mm).copied());
+            }
+            ZOp::ByRank(a, b, rev) => {
+                let got = s
+                    .zrange_by_rank(k, i64::from(*a), i64::from(*b), *rev)
+                    .unwrap();
+                let mut v = sorted(&m);
+                if *rev {
+                    v.reverse();
+                }
+                let want = v[model_range(i64::from(*a), i64::from(*b), v.len())].to_vec();
+                assert_eq!(got, want);
+            }
+            ZOp::ByScore(a, ax, b, bx, rev, off, lim) => {
+                let bound = |x: i8, ex: bool| {
+                    if ex {
+                        ScoreBound::Exclusive(score(x))
+                    } else {
+                        ScoreBound::Inclusive(score(x))
+                    }
+                };
+                let (min, max) = (bound(*a, *ax), bound(*b, *bx));
+                let inside = |sc: f64| {
+                    (if *ax { sc > score(*a) } else { sc >= score(*a) })
+                        && (if *bx { sc < score(*b) } else { sc <= score(*b) })
+                };
+                let mut v: Vec<(Vec<u8>, f64)> =
+                    sorted(&m).into_iter().filter(|x| inside(x.1)).collect();
+                assert_eq!(s.zcount(k, min, max).unwrap(), v.len() as u64);
+                if *rev {
+                    v.reverse();
+                }
+                let want: Vec<_> = v
+                    .into_iter()
+                    .skip(*off as usize)
+                    .take(lim.map_or(usize::MAX, usize::from))
+                    .collect();
+                let got = s
+                    .zrange_by_score(k, min, max, *rev, u64::from(*off), lim.map(u64::from))
+                    .unwrap();
+                assert_eq!(got, want);
+            }
+            ZOp::ByLex(a, b, rev, off, lim) => {
+                let bound = lex;
+                let inside = |mm: &Vec<u8>| {
+                    let lo = match a {
+                        None => true,
+                        Some((x, true)) => mm > x,
+                        Some((x, false)) => mm >= x,
+                    };
+                    let hi = match b {
+                        None => true,
+                        Some((x, true)) => mm < x,
+                        Some((x, false)) => mm <= x,
+                    };
+                    lo && hi
+                };
+                let mut v: Vec<(Vec<u8>, f64)> = m
+                    .iter()
+                    .filter(|x| inside(x.0))
+                    .map(|(x, y)| (x.clone(), *y))
+                    .collect();
+                assert_eq!(
+                    s.zlexcount(k, bound(a, true), bound(b, false)).unwrap(),
+                    v.len() as u64
+                );
+                if *rev {
+                    v.reverse();
+                }
+                let want: Vec<_> = v
+                    .into_iter()
+                    .skip(*off as usize)
+                    .take(lim.map_or(usize::MAX, usize::from))
+                    .collect();
+                let got = s
+                    .zrange_by_lex(
+                        k,
+                        bound(a, true),
+                        bound(b, false),
+                        *rev,
+                        u64::from(*off),
+                        lim.map(u64::from),
+                    )
+                    .unwrap();
+                assert_eq!(got, want);
+            }
+            ZOp::At(i) => {
+                let got = s.member_at(k, u64::from(*i)).unwrap();
+                let want = m
+                    .iter()
+                    .nth(*i as usize)
+                    .map(|(x, y)| (x.clone(), y.to_le_bytes().to_vec()));
+                assert_eq!(got, want);
+            }
+            ZOp::Scan(after, n) => {
+                let (got, next) = s.zscan(k, after.as_deref(), *n as usize).unwrap();
+                let rest: Vec<(Vec<u8>, f64)> = m
+                    .iter()
+                    .filter(|x| after.as_ref().is_none_or(|a| x.0 > a))
+                    .map(|(a, b)| (a.clone(), *b))
+                    .collect();
+                let want: Vec<_> = rest.iter().take(*n as usize).cloned().collect();
+                assert_eq!(got, want);
+                assert_eq!(next.is_some(), rest.len() > *n as usize);
+            }
+        }
+        s.check_collection(k)
+            .unwrap_or_else(|e| panic!("after {op:?}: {e}"));
+        assert_eq!(s.zcard(k).unwrap(), m.len() as u64);
+    }
+    assert_eq!(s.zrange_by_rank(k, 0, -1, false).unwrap(), sorted(&m));
+    s.check_invariants().unwrap();
+}
+
+// ---------------------------------------------------------------- sets and hashes
+
+#[derive(Debug, Clone)]
+enum KOp {
+    Set(Vec<(Vec<u8>, Vec<u8>)>),
+    Rem(Vec<Vec<u8>>),
+    Get(Vec<u8>),
+    Scan(u8),
+    At(u8),
+}
+
+fn k_op() -> impl Strategy<Value = KOp> {
+    prop_oneof![
+        5 => prop::collection::vec((member(), member()), 1..10).prop_map(KOp::Set),
+        3 => prop::collection::vec(member(), 1..8).prop_map(KOp::Rem),
+        2 => member().prop_map(KOp::Get),
+        1 => (1u8..9).prop_map(KOp::Scan),
+        1 => (0u8..40).prop_map(KOp::At),
+    ]
+}
+
+/// A whole scan in steps of `n`, members changing meanwhile: every member present throughout
+/// comes back once.
+fn full_scan(s: &mut Store, k: &[u8], hash: bool, n: usize) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut cursor: Option<Vec<u8>> = None;
+    let mut step = 0u32;
+    loop {
+        let (items, next) = if hash {
+            let (i, c) = s.hscan(k, cursor.as_deref(), n).unwrap();
+            (i.into_iter().map(|x| x.0).collect::<Vec<_>>(), c)
+        } else {
+            s.sscan(k, cursor.as_deref(), n).unwrap()
+        };
+        out.extend(items);
+        // A change between steps: a member that comes and goes, another that stays.
+        step += 1;
+        let churn = format!("~churn{}", step % 3).into_bytes();
+        if hash {
+            s.hset(k, &[(churn.as_slice(), b"x".as_slice())]).unwrap();
+            s.hdel(k, &[churn.as_slice()]).unwrap();
+        } else {
+            s.sadd(k, &[churn.as_slice()]).unwrap();
+            s.srem(k, &[churn.as_slice()]).unwrap();
+        }
+        match next {
+            Some(c) => cursor = Some(c),
+            None => return out,
+        }
+    }
+}
+
+fn run_keyed(s: &mut Store, ops: &[KOp], hash: bool) {
+    let k: &[u8] = if hash { b"hash" } else { b"set" };
+    let mut m: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+    for op in ops {
+        match op {
+            KOp::Set(pairs) => {
+                let got = if hash {
+                    let p: Vec<(&[u8], &[u8])> = pairs
+                        .iter()
+                        .map(|(a, b)| (a.as_slice(), b.as_slice()))
+                        .collect();
+                    s.hset(k, &p).unwrap()
+                } else {
+                    let ms: Vec<Vec<u8>> = pairs.iter().map(|p| p.0.clone()).collect();
+                    s.sadd(k, &refs(&ms)).unwrap()
+                };
+                let mut added = 0;
+                for (a, b) in pairs {
+                    let v = if hash { b.clone() } else { Vec::new() };
+                    added += u64::from(m.insert(a.clone(), v).is_none());
+                }
+                assert_eq!(got, added);
+            }
+            KOp::Rem(ms) => {
+                let got = if hash {
+                    s.hdel(k, &refs(ms)).unwrap()
+                } else {
+                    s.srem(k, &refs(ms)).unwrap()
+                };
+                let mut n = 0;
+                for mm in ms {
+                    n += u64::from(m.remove(mm).is_some());
+                }
+                assert_eq!(got, n);
+            }
+            KOp::Get(mm) => {
+                if hash {
+                    assert_eq!(s.hget(k, mm).unwrap(), m.get(mm).cloned());
+                } else {
+                    assert_eq!(s.sismember(k, mm).unwrap(), m.contains_key(mm));
+                }
+            }
+            KOp::At(i) => {
+                let want = m
+                    .iter()
+                    .nth(*i as usize)
+                    .map(|(a, b)| (a.clone(), b.clone()));
+                assert_eq!(s.member_at(k, u64::from(*i)).unwrap(), want);
+            }
+            KOp::Scan(n) => {
+                let got: BTreeSet<Vec<u8>> =
+                    full_scan(s, k, hash, *n as usize).into_iter().collect();
+                let want: BTreeSet<Vec<u8>> = m.keys().cloned().collect();
+                assert_eq!(got, want);
+            }
+        }
+        s.check_collection(k)
+            .unwrap_or_else(|e| panic!("after {op:?}: {e}"));
+        let len = if hash {
+            s.hlen(k).unwrap()
+        } else {
+            s.scard(k).unwrap()
+        };
+        assert_eq!(len, m.len() as u64);
+    }
+    s.check_invariants().unwrap();
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    #[test]
+    fn lists_match_a_deque(ops in prop::collection::vec(list_op(), 1..80)) {
+        run_list(&mut small_chunks(64), &ops);
+    }
+
+    #[test]
+    fn sorted_sets_match_a_map(ops in prop::collection::vec(z_op(), 1..80)) {
+        run_zset(&mut small_chunks(64), &ops);
+    }
+
+    #[test]
+    fn sets_match_a_set(ops in prop::collection::vec(k_op(), 1..60)) {
+        run_keyed(&mut small_chunks(64), &ops, false);
+    }
+
+    #[test]
+    fn hashes_match_a_map(ops in prop::collection::vec(k_op(), 1..60)) {
+        run_keyed(&mut small_chunks(64), &ops, true);
+    }
+}
+
+#[test]
+fn collections_are_typed_and_their_parts_are_invisible() {
+    let mut s = small_chunks(64);
+    s.put(b"str", Kind::String, b"v", None).unwrap();
+    let wrong = s.list_push(b"str", ListEnd::Left, &[b"x"]);
+    assert!(
+        matches!(wrong, Err(StoreError::WrongType { held: "string" })),
+        "{wrong:?}"
+    );
+    let members: Vec<Vec<u8>> = (0..200)
+        .map(|i| format!("member-{i:04}").into_bytes())
+        .collect();
+    s.sadd(b"set", &refs(&members)).unwrap();
+    assert!(matches!(
+        s.zcard(b"set"),
+        Err(StoreError::WrongType { held: "set" })
+    ));
+    assert_eq!(s.len(), 2, "a collection is one key whatever its chunks");
+    let scanned = s.scan(b"", 1000).unwrap();
+    assert_eq!(
+        scanned.iter().map(|i| i.key.as_slice()).collect::<Vec<_>>(),
+        vec![&b"set"[..], b"str"]
+    );
+    assert_eq!(s.get(b"set").unwrap().unwrap().kind, Kind::Set);
+    // The reserved prefix is not a user key.
+    assert!(matches!(
+        s.put(b"\xff\x00\xffCx", Kind::String, b"v", None),
+        Err(StoreError::Config(_))
+    ));
+    // A string written over a collection takes its parts with it.
+    s.put(b"set", Kind::String, b"now a string", None).unwrap();
+    s.check_collection(b"set").unwrap();
+    assert_eq!(
+        s.scard(b"str")
+            .map_err(|e| e.to_string())
+            .unwrap_err()
+            .split(' ')
+            .next(),
+        Some("WRONGTYPE")
+    );
+    s.check_invariants().unwrap();
+    assert_eq!(s.stats().keys, 2);
+}
+
+#[test]
+fn expiry_of_the_root_removes_the_whole_collection() {
+    let mut s = small_chunks(64);
+    let members: Vec<Vec<u8>> = (0..300).map(|i| format!("m{i}").into_bytes()).collect();
+    s.list_push(b"l", ListEnd::Right, &refs(&members)).unwrap();
+    assert!(s.set_expiry(b"l", Some(u64::MAX / 2)).unwrap());
+    assert_eq!(s.list_len(b"l").unwrap(), 300, "an expiry keeps the parts");
+    s.check_collection(b"l").unwrap();
+    assert!(s.set_expiry(b"l", Some(1)).unwrap());
+    assert_eq!(s.list_len(b"l").unwrap(), 0);
+    s.check_collection(b"l").unwrap();
+    assert_eq!(s.stats().keys, 0);
+    s.check_invariants().unwrap();
+}
+
+// ---------------------------------------------------------------- tiering
+
+#[test]
+fn collections_larger_than_dram_keep_their_cold_chunks_on_nvme_and_stay_correct() {
+    let p = temp("nvme");
+    let mut s = StoreBuilder::new()
+        .dram(16 << 20)
+        .max_object(64 << 10)
+        .ssd(ssd(&p, 256 << 20))
+        .durability(Durability::None)
+        .build()
+        .unwrap();
+    // A sorted set first, then a list twice the DRAM budget that pushes it down.
+    let mut z = BTreeMap::new();
+    for batch in 0..6u32 {
+        let members: Vec<(f64, Vec<u8>)> = (0..500u32)
+            .map(|i| {
+                let n = batch * 500 + i;
+                (
+                    f64::from(n.wrapping_mul(7919) % 1000),
+                    format!("{n:06}-{}", "z".repeat(1000)).into_bytes(),
+                )
+            })
+            .collect();
+        let list: Vec<(f64, &[u8])> = members.iter().map(|(s, m)| (*s, m.as_slice())).collect();
+        s.zadd(b"z", ZAddFlags::default(), &list).unwrap();
+        for (sc, m) in members {
+            z.insert(m, sc);
+        }
+    }
+    let mut l = Vec::new();
+    for batch in 0..100u32 {
+        let members: Vec<Vec<u8>> = (0..500u32)
+            .map(|i| format!("{:07}{}", batch * 500 + i, "l".repeat(400)).into_bytes())
+            .collect();
+        s.list_push(b"l", ListEnd::Right, &refs(&members)).unwrap();
+        l.extend(members);
+        s.tick().unwrap();
+    }
+    let stats = s.stats();
+    let nvme = stats.tiers.iter().find(|t| t.tier == "nvme").unwrap();
+    assert!(nvme.objects > 100, "cold chunks went to NVMe: {nvme:?}");
+    assert_eq!(stats.keys, 2);
+    s.check_invariants().unwrap();
+    let hits_before = s
+        .stats()
+        .tiers
+        .iter()
+        .find(|t| t.tier == "nvme")
+        .unwrap()
+        .hits;
+    assert_eq!(s.zrange_by_rank(b"z", 0, -1, false).unwrap(), sorted(&z));
+    assert_eq!(s.list_range(b"l", 0, -1).unwrap(), l);
+    let hits_after = s
+        .stats()
+        .tiers
+        .iter()
+        .find(|t| t.tier == "nvme")
+        .unwrap()
+        .hits;
+    assert!(hits_after > hits_before, "the reads went to NVMe");
+    // Point operations deep in the list and set, with chunks coming back from NVMe.
+    for i in (0..l.len()).step_by(4999) {
+        assert_eq!(s.list_index(b"l", i as i64).unwrap().as_ref(), Some(&l[i]));
+        assert!(s.list_set(b"l", i as i64, b"changed").unwrap().unwrap());
+        l[i] = b"changed".to_vec();
+    }
+    assert_eq!(s.list_range(b"l", 0, -1).unwrap(), l);
+    s.check_collection(b"l").unwrap();
+    s.check_collection(b"z").unwrap();
+    s.check_invariants().unwrap();
+}
+
+// ---------------------------------------------------------------- recovery
+
+fn durable(p: &std::path::Path, chunk: usize) -> Store {
+    StoreBuilder::new()
+        .dram(32 << 20)
+        .max_object(64 << 10)
+        .ssd(ssd(p, 128 << 20))
+        .durability(Durability::Always)
+        .collection_chunk_bytes(chunk)
+        .build()
+        .unwrap()
+}
+
+/// What the test keeps of each collection, to compare after a restart.
+#[derive(Default, Clone, PartialEq)]
+struct Model {
+    list: Vec<Vec<u8>>,
+    zset: BTreeMap<Vec<u8>, f64>,
+    set: BTreeSet<Vec<u8>>,
+    hash: BTreeMap<Vec<u8>, Vec<u8>>,
+}
+
+/// Sizes only: a failed comparison of whole models would print megabytes.
+impl std::fmt::Debug for Model {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Model {{ list: {}, zset: {}, set: {}, hash: {} }}",
+            self.list.len(),
+            self.zset.len(),
+            self.set.len(),
+            self.hash.len()
+        )
+    }
+}
+
+fn change(s: &mut Store, m: &mut Model, round: u32) {
+    let items: Vec<Vec<u8>> = (0..40)
+        .map(|i| format!("r{round}-{i}").into_bytes())
+        .collect();
+    s.list_push(b"list", ListEnd::Right, &refs(&items)).unwrap();
+    m.list.extend(items.iter().cloned());
+    let popped = s.list_pop(b"list", ListEnd::Left, 7).unwrap().unwrap();
+    assert_eq!(popped, m.list.drain(..7).collect::<Vec<_>>());
+    let zs: Vec<(f64, &[u8])> = items
+        .iter()
+        .enumerate()
+        .map(|(i, x)| ((i % 9) as f64, x.as_slice()))
+        .collect();
+    s.zadd(b"zset", ZAddFlags::default(), &zs).unwrap();
+    for (sc, x) in &zs {
+        m.zset.insert(x.to_vec(), *sc);
+    }
+    s.sadd(b"set", &refs(&items)).unwrap();
+    m.set.extend(items.iter().cloned());
+    let gone: Vec<Vec<u8>> = items.iter().step_by(3).cloned().collect();
+    s.zrem(b"zset", &refs(&gone)).unwrap();
+    s.srem(b"set", &refs(&gone)).unwrap();
+    for g in &gone {
+        m.zset.remove(g);
+        m.set.remove(g);
+    }
+    let pairs: Vec<(&[u8], &[u8])> = items
+        .iter()
+        .map(|x| (x.as_slice(), b"v".as_slice()))
+        .collect();
+    s.hset(b"hash", &pairs).unwrap();
+    for x in &items {
+        m.hash.insert(x.clone(), b"v".to_vec());
+    }
+}
+
+fn read_back(s: &mut Store) -> Model {
+    let mut m = Model {
+        list: s.list_range(b"list", 0, -1).unwrap(),
+        zset: s
+            .zrange_by_rank(b"zset", 0, -1, false)
+            .unwrap()
+            .into_iter()
+            .collect(),
+        ..Model::default()
+    };
+    let mut cursor: Option<Vec<u8>> = None;
+    loop {
+        let (items, next) = s.sscan(b"set", cursor.as_deref(), 50).unwrap();
+        m.set.extend(items);
+        let Some(c) = next else { break };
+        cursor = Some(c);
+    }
+    let mut cursor: Option<Vec<u8>> = None;
+    loop {
+        let (items, next) = s.hscan(b"hash", cursor.as_deref(), 50).unwrap();
+        m.hash.extend(items);
+        let Some(c) = next else { break };
+        cursor = Some(c);
+    }
+    for k in [&b"list"[..], b"zset", b"set", b"hash"] {
+        s.check_collection(k)
+            .unwrap_or_else(|e| panic!("{}: {e}", String::from_utf8_lossy(k)));
+    }
+    s.check_invariants().unwrap();
+    m
+}
+
+#[test]
+fn collections_recover_exactly_after_close_and_after_a_crash() {
+    let p = temp("nvme");
+    let mut m = Model::default();
+    let mut s = durable(&p, 256);
+    for round in 0..10 {
+        change(&mut s, &mut m, round);
+        s.commit().unwrap();
+    }
+    s.close().unwrap();
+    let mut s = durable(&p, 256);
+    assert_eq!(s.recovery().chunks_dropped, 0);
+    assert_eq!(s.len(), 4);
+    assert_eq!(read_back(&mut s), m);
+    for round in 10..20 {
+        change(&mut s, &mut m, round);
+        s.commit().unwrap();
+    }
+    // Dropped without close: a crash after the last commit.
+    drop(s);
+    let mut s = durable(&p, 256);
+    assert_eq!(s.recovery().chunks_dropped, 0, "every change was whole");
+    assert_eq!(s.len(), 4);
+    assert_eq!(read_back(&mut s), m);
+    // A deleted collection stays deleted, its chunks with it.
+    assert!(s.delete(b"zset").unwrap());
+    s.commit().unwrap();
+    drop(s);
+    let mut s = durable(&p, 256);
+    m.zset.clear();
+    assert_eq!(s.len(), 3);
+    assert_eq!(read_back(&mut s), m);
+}
+
+#[test]
+fn a_crash_in_the_middle_of_a_split_leaves_the_old_or_the_new_collection_whole() {
+    let p = temp("nvme");
+    let mut m = Model::default();
+    let mut s = durable(&p, 256);
+    for round in 0..5 {
+        change(&mut s, &mut m, round);
+    }
+    s.commit().unwrap();
+    let chunks_before = s.collection_chunk_writes();
+    // The second chunk write of the next change fails: the first is on the log, its root is not.
+    s.fail_chunk_io_after(Some(1), None);
+    let many: Vec<(f64, Vec<u8>)> = (0..200)
+        .map(|i| (f64::from(i), format!("new{i}").into_bytes()))
+        .collect();
+    let list: Vec<(f64, &[u8])> = many.iter().map(|(a, b)| (*a, b.as_slice())).collect();
+    s.zadd(b"zset", ZAddFlags::default(), &list).unwrap_err();
+    assert_eq!(s.collection_chunk_writes(), chunks_before + 1);
+    s.commit().unwrap();
+    drop(s);
+    let mut s = durable(&p, 256);
+    assert!(
+        s.recovery().chunks_dropped >= 1,
+        "the chunk written for the lost root is dropped"
+    );
+    assert_eq!(read_back(&mut s), m, "the old collection, whole");
+
+    // Now the root is written and the replaced chunks' deletes are lost.
+    s.fail_chunk_io_after(None, Some(0));
+    s.zadd(b"zset", ZAddFlags::default(), &list).unwrap_err();
+    for (sc, x) in &many {
+        m.zset.insert(x.clone(), *sc);
+    }
+    s.commit().unwrap();
+    drop(s);
+    let mut s = durable(&p, 256);
+    assert!(
+        s.recovery().chunks_dropped >= 1,
+        "the replaced chunks are dropped"
+    );
+    assert_eq!(read_back(&mut s), m, "the new collection, whole");
+}
+
+/// Where `needle` occurs in the file.
+fn find(path: &std::path::Path, needle: &[u8]) -> usize {
+    let bytes = std::fs::read(path).unwrap();
+    bytes
+        .windows(needle.len())
+        .position(|w| w == needle)
+        .unwrap_or_else(|| panic!("{:?} not in the file", String::from_utf8_lossy(needle)))
+}
+
+#[test]
+fn a_damaged_chunk_refuses_the_start_like_any_record() {
+    let p = temp("nvme");
+    let mut s = durable(&p, 256);
+    let items: Vec<Vec<u8>> = (0..300)
+        .map(|i| format!("member{i:05}").into_bytes())
+        .collect();
+    s.sadd(b"set", &refs(&items)).unwrap();
+    s.commit().unwrap();
+    s.close().unwrap();
+    // The last record holding the member: a chunk (or the root) of the live set.
+    let needle = b"member00123";
+    let bytes = std::fs::read(&*p).unwrap();
+    let at = bytes
+        .windows(needle.len())
+        .rposition(|w| w == needle)
+        .unwrap();
+    assert!(at >= find(&p, needle));
+    let mut bytes = bytes;
+    bytes[at] ^= 0xa5;
+    std::fs::write(&*p, &bytes).unwrap();
+    let refused = StoreBuilder::new()
+        .dram(32 << 20)
+        .max_object(64 << 10)
+        .ssd(ssd(&p, 128 << 20))
+        .durability(Durability::Always)
+        .collection_chunk_bytes(256)
+        .build();
+    assert!(
+        matches!(refused, Err(StoreError::Damaged(_))),
+        "{refused:?}"
+    );
+}
+
+// ---------------------------------------------------------------- cost
+
+/// Chunk writes of one operation.
+fn writes(s: &mut Store, op: impl FnOnce(&mut Store)) -> u64 {
+    let before = s.collection_chunk_writes();
+    op(s);
+    s.collection_chunk_writes() - before
+}
+
+#[test]
+fn a_point_change_to_a_hundred_thousand_members_writes_a_few_chunks_not_the_collection() {
+    let mut s = StoreBuilder::new()
+        .dram(256 << 20)
+        .durability(Durability::None)
+        .build()
+        .unwrap();
+    let n = 100_000u32;
+    for batch in 0..(n / 1000) {
+        let members: Vec<Vec<u8>> = (0..1000)
+            .map(|i| format!("member:{:08}", batch * 1000 + i).into_bytes())
+            .collect();
+        let list: Vec<(f64, &[u8])> = members
+            .iter()
+            .enumerate()
+            .map(|(i, m)| ((i * 7 % 1000) as f64, m.as_slice()))
+            .collect();
+        s.zadd(b"z", ZAddFlags::default(), &list).unwrap();
+        s.list_push(b"l", ListEnd::Right, &refs(&members)).unwrap();
+    }
+    assert_eq!(s.zcard(b"z").unwrap(), u64::from(n));
+    assert_eq!(s.list_len(b"l").unwrap(), u64::from(n));
+    s.check_collection(b"z").unwrap();
+    s.check_collection(b"l").unwrap();
+    // A whole rewrite would be hundreds of 4 KiB chunks (100,000 members of ~30 bytes); a
+    // tree of this size is 3 levels, so a point change writes a path per tree touched.
+    let zadd = writes(&mut s, |s| {
+        s.zadd(b"z", ZAddFlags::default(), &[(0.5, b"member:00050000")])
+            .unwrap();
+    });
+    let zadd_new = writes(&mut s, |s| {
+        s.zadd(b"z", ZAddFlags::default(), &[(3.0, b"a-new-member")])
+            .unwrap();
+    });
+    let zrem = writes(&mut s, |s| {
+        s.zrem(b"z", &[b"member:00070000"]).unwrap();
+    });
+    let nothing = writes(&mut s, |s| {
+        assert_eq!(s.zrem(b"z", &[b"not-a-member"]).unwrap(), 0);
+        let before = s.zscore(b"z", b"member:00000001").unwrap().unwrap();
+        let flags = ZAddFlags {
+            nx: true,
+            ..ZAddFlags::default()
+        };
+        s.zadd(b"z", flags, &[(before + 1.0, b"member:00000001")])
+            .unwrap();
+    });
+    assert_eq!(nothing, 0, "a change that changes nothing writes nothing");
+    let zrank = writes(&mut s, |s| {
+        assert!(s.zrank(b"z", b"member:00020000", false).unwrap().is_some());
+    });
+    let lpush = writes(&mut s, |s| {
+        s.list_push(b"l", ListEnd::Left, &[b"x"]).unwrap();
+    });
+    let rpop = writes(&mut s, |s| {
+        s.list_pop(b"l", ListEnd::Right, 1).unwrap();
+    });
+    let lset = writes(&mut s, |s| {
+        assert!(s.list_set(b"l", 50_000, b"y").unwrap().unwrap());
+    });
+    let linsert_at = writes(&mut s, |s| {
+        assert_eq!(
+            s.list_index(b"l", 75_000).unwrap().unwrap(),
+            format!("member:{:08}", 74_999).into_bytes()
+        );
+    });
+    for (what, w, most) in [
+        ("zadd (score change: two trees, two paths)", zadd, 9),
+        ("zadd of a new member", zadd_new, 9),
+        ("zrem", zrem, 9),
+        ("zrank", zrank, 0),
+        ("lpush", lpush, 4),
+        ("rpop", rpop, 4),
+        ("lset", lset, 4),
+        ("lindex", linsert_at, 0),
+    ] {
+        assert!(w <= most, "{what} wrote {w} chunks");
+    }
+    assert!(
+        zadd >= 1 && lset >= 1,
+        "changes below the top write chunks: {zadd} {lset}"
+    );
+    s.check_collection(b"z").unwrap();
+    s.check_collection(b"l").unwrap();
+}
+
+#[test]
+fn the_reads_an_operation_needs_can_be_started_ahead() {
+    let p = temp("nvme");
+    let mut s = StoreBuilder::new()
+        .dram(16 << 20)
+        .max_object(64 << 10)
+        .ssd(ssd(&p, 256 << 20))
+        .durability(Durability::EverySec)
+        .build()
+        .unwrap();
+    let members: Vec<Vec<u8>> = (0..20_000)
+        .map(|i| format!("{i:08}{}", "m".repeat(200)).into_bytes())
+        .collect();
+    for c in members.chunks(1000) {
+        s.list_push(b"l", ListEnd::Right, &refs(c)).unwrap();
+        s.tick().unwrap();
+    }
+    s.close().unwrap();
+    // After a restart everything is on NVMe: the root first, then one level at a time.
+    let mut s = StoreBuilder::new()
+        .dram(16 << 20)
+        .max_object(64 << 10)
+        .ssd(ssd(&p, 256 << 20))
+        .durability(Durability::EverySec)
+        .build()
+        .unwrap();
+    let probe = cxltier_store::CollectionProbe::Index(12_345);
+    let mut rounds = 0;
+    loop {
+        let keys = s.collection_reads(b"l", probe);
+        if keys.is_empty() {
+            break;
+        }
+        assert_eq!(keys.len(), 1);
+        let refs: Vec<&[u8]> = keys.iter().map(|k| k.as_slice()).collect();
+        s.start_reads(&refs).unwrap();
+        while s.reads_in_flight() > 0 {
+            s.reap_reads(true).unwrap();
+        }
+        for k in &keys {
+            assert!(!s.must_wait(k), "its read is done");
+        }
+        rounds += 1;
+        assert!(rounds < 10, "one read per level");
+    }
+    assert!(
+        rounds >= 2,
+        "the root and at least one chunk were on NVMe: {rounds}"
+    );
+    let misses = s
+        .stats()
+        .tiers
+        .iter()
+        .find(|t| t.tier == "nvme")
+        .unwrap()
+        .reads;
+    assert_eq!(
+        s.list_index(b"l", 12_345).unwrap().as_ref(),
+        Some(&members[12_345])
+    );
+    let after = s
+        .stats()
+        .tiers
+        .iter()
+        .find(|t| t.tier == "nvme")
+        .unwrap()
+        .reads;
+    assert_eq!(
+        after, misses,
+        "the operation read nothing more from the device"
+    );
+}
+
+#[test]
+fn a_collection_copied_or_renamed_takes_its_parts_along() {
+    let p = temp("nvme");
+    let mut s = durable(&p, 256);
+    let items: Vec<Vec<u8>> = (0..500).map(|i| format!("i{i:04}").into_bytes()).collect();
+    s.list_push(b"a", ListEnd::Right, &refs(&items)).unwrap();
+    s.sadd(b"target", &[b"x"]).unwrap();
+    assert!(!s.copy_key(b"a", b"target", false).unwrap(), "no replace");
+    assert!(s.copy_key(b"a", b"b", false).unwrap());
+    assert!(s.rename(b"a", b"target", true).unwrap());
+    s.list_push(b"b", ListEnd::Left, &[b"only in b"]).unwrap();
+    assert_eq!(s.list_range(b"target", 0, -1).unwrap(), items);
+    assert_eq!(s.list_range(b"b", 1, -1).unwrap(), items);
+    assert_eq!(s.list_len(b"a").unwrap(), 0);
+    for k in [&b"a"[..], b"b", b"target"] {
+        s.check_collection(k).unwrap();
+    }
+    s.commit().unwrap();
+    drop(s);
+    let mut s = durable(&p, 256);
+    assert_eq!(s.recovery().chunks_dropped, 0);
+    assert_eq!(s.len(), 2);
+    assert_eq!(s.list_range(b"target", 0, -1).unwrap(), items);
+    assert_eq!(s.list_len(b"b").unwrap(), 501);
+    for k in [&b"a"[..], b"b", b"target"] {
+        s.check_collection(k).unwrap();
+    }
+    let check = cxltier_store::check_log(&p, cxltier_store::log::DEFAULT_SEGMENT_SIZE).unwrap();
+    s.close().unwrap();
+    assert_eq!(
+        check.keys, 2,
+        "chunks are not keys to the offline check either"
+    );
+}
