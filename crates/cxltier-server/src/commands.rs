@@ -75,6 +75,9 @@ pub struct ServerInfo {
     pub pubsub: crate::pubsub::PubSub,
     /// The SCAN cursors handed out, each standing for the key its scan goes on from.
     pub scan_cursors: crate::keyspace::Cursors,
+    /// Keys removed because their TTL passed: found so by a command (lazy expiry) or by the
+    /// store's background sampling (active expiry), INFO's `expired_keys`.
+    pub expired_keys: u64,
 }
 
 /// One connection's state.
@@ -426,6 +429,15 @@ fn dispatch(ctx: &mut Ctx<'_>, cmd: &'static table::Command, args: &[&[u8]]) -> 
         for k in existing {
             ctx.info.touch(&k);
         }
+    }
+    // Lazy expiry, counted: a key of the command whose TTL has passed is removed here, by an
+    // index lookup that reads no value, so INFO's expired_keys counts it as Redis does.
+    if cmd.first_key > 0 {
+        let before = ctx.store.len();
+        for i in cmd.key_positions(args.len()) {
+            ctx.store.contains(args[i]);
+        }
+        ctx.info.expired_keys += before.saturating_sub(ctx.store.len());
     }
     let effect = match (cmd.handler)(ctx, args) {
         Ok(effect) => effect,
@@ -2032,11 +2044,12 @@ fn info_text(store: &Store, info: &mut ServerInfo, sections: &[String]) -> Strin
     if want("stats") {
         let _ = write!(
             t,
-            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:{}\r\nrejected_connections:{}\r\nevicted_keys:0\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\nclient_query_buffer_limit_disconnections:{}\r\nclient_output_buffer_limit_disconnections:{}\r\n\r\n",
+            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:{}\r\nrejected_connections:{}\r\nexpired_keys:{}\r\nevicted_keys:0\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\nclient_query_buffer_limit_disconnections:{}\r\nclient_output_buffer_limit_disconnections:{}\r\n\r\n",
             info.total_connections,
             info.total_commands,
             info.ops_per_sec(),
             info.rejected_connections,
+            info.expired_keys,
             info.keyspace_hits,
             info.keyspace_misses,
             info.pubsub.channels.len(),
@@ -3255,5 +3268,25 @@ mod tests {
                 proptest::prop_assert!(unique.contains(k), "{} missed", k);
             }
         }
+    }
+
+    #[test]
+    fn expired_keys_counts_keys_a_command_found_expired() {
+        let mut db = Db::new();
+        db.cmd("SET gone v PX 1");
+        db.cmd("SET stays v");
+        // Let the 1 ms TTL pass (a wait for a state, not a timed assertion).
+        while db
+            .store
+            .peek(b"gone")
+            .is_some_and(|o| o.expires_at_ms > Some(now_ms()))
+        {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        assert_eq!(db.cmd("GET gone"), "$-1\r\n");
+        assert_eq!(db.cmd("GET stays"), "$1\r\nv\r\n");
+        assert_eq!(db.cmd("DEL stays"), ":1\r\n");
+        assert_eq!(info_field(&mut db, "stats", "expired_keys"), "1");
     }
 }
