@@ -3289,4 +3289,18 @@ mod tests {
         assert_eq!(db.cmd("DEL stays"), ":1\r\n");
         assert_eq!(info_field(&mut db, "stats", "expired_keys"), "1");
     }
+
+    #[test]
+    fn randomkey_reaches_every_key_of_a_small_database() {
+        let mut db = Db::new();
+        // Keys bunched in the byte space: a random point of it would almost never give "a00".
+        for k in ["a", "a0", "a00", "zzzz"] {
+            db.cmd(&format!("SET {k} v"));
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for _ in 0..200 {
+            seen.insert(db.cmd("RANDOMKEY"));
+        }
+        assert_eq!(seen.len(), 4, "{seen:?}");
+    }
 }

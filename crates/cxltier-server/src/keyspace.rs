@@ -161,15 +161,29 @@ fn random_u64() -> u64 {
     h.finish()
 }
 
-/// RANDOMKEY: the first key at or after a random point of the key order (wrapping round).
+/// Up to this many keys, RANDOMKEY picks uniformly by walking to a random position; beyond,
+/// it takes the first key after a random point of the key order (cheaper, but biased by how
+/// the keys spread over the byte space).
+const RANDOMKEY_WALK: u64 = 1024;
+
+/// RANDOMKEY: a random key, or nil when there is none.
 pub(crate) fn randomkey(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> Result<Effect, StoreError> {
-    let point = random_u64().to_be_bytes();
-    let mut items = ctx.store.scan(&point, 1)?;
-    if items.is_empty() {
-        items = ctx.store.scan(b"", 1)?;
-    }
-    match items.first() {
-        Some(it) => reply::bulk(ctx.out, &it.key),
+    let n = ctx.store.len();
+    let r = random_u64();
+    let key = if n == 0 {
+        None
+    } else if n <= RANDOMKEY_WALK {
+        let items = ctx.store.scan(b"", (r % n) as usize + 1)?;
+        items.last().map(|it| it.key.clone())
+    } else {
+        let mut items = ctx.store.scan(&r.to_be_bytes(), 1)?;
+        if items.is_empty() {
+            items = ctx.store.scan(b"", 1)?;
+        }
+        items.first().map(|it| it.key.clone())
+    };
+    match key {
+        Some(k) => reply::bulk(ctx.out, &k),
         None => reply::null(ctx.out, ctx.session.proto),
     }
     Ok(Effect::Read)
