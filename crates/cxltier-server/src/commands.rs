@@ -73,6 +73,11 @@ pub struct ServerInfo {
     pub dirty: hashbrown::HashSet<u64>,
     /// Subscriptions, and the messages for other connections PUBLISH left.
     pub pubsub: crate::pubsub::PubSub,
+    /// The SCAN cursors handed out, each standing for the key its scan goes on from.
+    pub scan_cursors: crate::keyspace::Cursors,
+    /// Keys removed because their TTL passed: found so by a command (lazy expiry) or by the
+    /// store's background sampling (active expiry), INFO's `expired_keys`.
+    pub expired_keys: u64,
 }
 
 /// One connection's state.
@@ -126,7 +131,7 @@ impl ServerInfo {
     }
 
     /// A key looked up by a read command (Redis's keyspace_hits / keyspace_misses).
-    fn lookup(&mut self, found: bool) {
+    pub(crate) fn lookup(&mut self, found: bool) {
         if found {
             self.keyspace_hits += 1;
         } else {
@@ -240,9 +245,10 @@ impl ClientMeta {
     }
 }
 
-const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
-const NOT_INT: &str = "ERR value is not an integer or out of range";
-const SYNTAX: &str = "ERR syntax error";
+pub(crate) const WRONGTYPE: &str =
+    "WRONGTYPE Operation against a key holding the wrong kind of value";
+pub(crate) const NOT_INT: &str = "ERR value is not an integer or out of range";
+pub(crate) const SYNTAX: &str = "ERR syntax error";
 /// The Redis version clients are told (HELLO, INFO's redis_version): the one whose commands and
 /// replies cxltier follows. Clients branch on it.
 pub const REDIS_VERSION: &str = "7.0.15";
@@ -251,7 +257,7 @@ const CORRUPT_HASH: &str = "ERR the stored hash is corrupt; DEL the key";
 /// allocation: the common case); beyond, through a hash index, so the work stays linear.
 const FEW_FIELDS: usize = 8;
 
-fn now_ms() -> u64 {
+pub(crate) fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
@@ -262,7 +268,7 @@ fn now_ms() -> u64 {
 /// 1000 for seconds) must fit an i64, and so must `now + ms` for a relative time; `None` is
 /// "invalid expire time". Saturating instead turned `EXPIRE k 9223372036854775` into a time in
 /// the past (the key was deleted) and `SET k v EX 99999999999999999` into a negative TTL.
-fn expire_at_ms(t: i64, seconds: bool, relative: bool) -> Option<i64> {
+pub(crate) fn expire_at_ms(t: i64, seconds: bool, relative: bool) -> Option<i64> {
     let ms = if seconds { t.checked_mul(1000)? } else { t };
     if relative {
         i64::try_from(now_ms()).ok()?.checked_add(ms)
@@ -271,7 +277,7 @@ fn expire_at_ms(t: i64, seconds: bool, relative: bool) -> Option<i64> {
     }
 }
 
-fn parse_i64(b: &[u8]) -> Option<i64> {
+pub(crate) fn parse_i64(b: &[u8]) -> Option<i64> {
     std::str::from_utf8(b).ok()?.parse().ok()
 }
 
@@ -284,7 +290,7 @@ fn store_error(out: &mut Vec<u8>, e: &StoreError) {
 }
 
 /// Redis's reply to an expiry time that is not positive or does not fit (`now + ms` overflows).
-fn invalid_expire(out: &mut Vec<u8>, cmd: &str) {
+pub(crate) fn invalid_expire(out: &mut Vec<u8>, cmd: &str) {
     reply::error(
         out,
         &format!(
@@ -424,6 +430,15 @@ fn dispatch(ctx: &mut Ctx<'_>, cmd: &'static table::Command, args: &[&[u8]]) -> 
             ctx.info.touch(&k);
         }
     }
+    // Lazy expiry, counted: a key of the command whose TTL has passed is removed here, by an
+    // index lookup that reads no value, so INFO's expired_keys counts it as Redis does.
+    if cmd.first_key > 0 {
+        let before = ctx.store.len();
+        for i in cmd.key_positions(args.len()) {
+            ctx.store.contains(args[i]);
+        }
+        ctx.info.expired_keys += before.saturating_sub(ctx.store.len());
+    }
     let effect = match (cmd.handler)(ctx, args) {
         Ok(effect) => effect,
         Err(e) => {
@@ -458,7 +473,7 @@ fn unknown_command(out: &mut Vec<u8>, args: &[&[u8]]) {
 }
 
 /// Reply with `msg` as an error; the command changed nothing.
-fn fail(ctx: &mut Ctx<'_>, msg: &str) -> Result<Effect, StoreError> {
+pub(crate) fn fail(ctx: &mut Ctx<'_>, msg: &str) -> Result<Effect, StoreError> {
     reply::error(ctx.out, msg);
     Ok(Effect::Read)
 }
@@ -857,7 +872,8 @@ pub(crate) fn hdel(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErr
     Ok(Effect::Wrote)
 }
 
-/// EXPIRE, PEXPIRE, EXPIREAT, PEXPIREAT.
+/// EXPIRE, PEXPIRE, EXPIREAT, PEXPIREAT: `key time [NX | XX | GT | LT]`, Redis 7's rules (a
+/// key without a TTL counts as one that never expires: GT never applies to it, LT always).
 fn expire_command(
     ctx: &mut Ctx<'_>,
     args: &[&[u8]],
@@ -865,6 +881,33 @@ fn expire_command(
     seconds: bool,
     relative: bool,
 ) -> Result<Effect, StoreError> {
+    let (mut nx, mut xx, mut gt, mut lt) = (false, false, false, false);
+    for opt in &args[3..] {
+        match opt.to_ascii_uppercase().as_slice() {
+            b"NX" => nx = true,
+            b"XX" => xx = true,
+            b"GT" => gt = true,
+            b"LT" => lt = true,
+            _ => {
+                return fail(
+                    ctx,
+                    &format!("ERR Unsupported option {}", String::from_utf8_lossy(opt)),
+                )
+            }
+        }
+    }
+    if nx && (xx || gt || lt) {
+        return fail(
+            ctx,
+            "ERR NX and XX, GT or LT options at the same time are not compatible",
+        );
+    }
+    if gt && lt {
+        return fail(
+            ctx,
+            "ERR GT and LT options at the same time are not compatible",
+        );
+    }
     let Some(t) = parse_i64(args[2]) else {
         return fail(ctx, NOT_INT);
     };
@@ -872,6 +915,21 @@ fn expire_command(
         invalid_expire(ctx.out, name);
         return Ok(Effect::Read);
     };
+    let Some(current) = ctx.store.get(args[1])?.map(|o| o.expires_at_ms) else {
+        reply::int(ctx.out, 0);
+        return Ok(Effect::Read);
+    };
+    let applies = match current {
+        None => !(xx || gt),
+        Some(c) => {
+            let c = c as i64;
+            !(nx || (gt && at <= c) || (lt && at >= c))
+        }
+    };
+    if !applies {
+        reply::int(ctx.out, 0);
+        return Ok(Effect::Read);
+    }
     if at <= now_ms() as i64 {
         let existed = ctx.store.delete(args[1])?;
         reply::int(ctx.out, existed as i64);
@@ -1986,11 +2044,12 @@ fn info_text(store: &Store, info: &mut ServerInfo, sections: &[String]) -> Strin
     if want("stats") {
         let _ = write!(
             t,
-            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:{}\r\nrejected_connections:{}\r\nevicted_keys:0\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\nclient_query_buffer_limit_disconnections:{}\r\nclient_output_buffer_limit_disconnections:{}\r\n\r\n",
+            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:{}\r\nrejected_connections:{}\r\nexpired_keys:{}\r\nevicted_keys:0\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\nclient_query_buffer_limit_disconnections:{}\r\nclient_output_buffer_limit_disconnections:{}\r\n\r\n",
             info.total_connections,
             info.total_commands,
             info.ops_per_sec(),
             info.rejected_connections,
+            info.expired_keys,
             info.keyspace_hits,
             info.keyspace_misses,
             info.pubsub.channels.len(),
@@ -2875,5 +2934,373 @@ mod tests {
         del.push(b"missing");
         assert_eq!(db.run(&del), format!(":{}\r\n", N / 2 - 1).into_bytes());
         assert_eq!(db.cmd("HGETALL h"), "*2\r\n$2\r\nf0\r\n$3\r\nold\r\n");
+    }
+
+    /// Each line's reply, Redis 7.0's answers (from its tests and redis-server), in order.
+    fn replies(db: &mut Db, script: &[(&str, &str)]) {
+        for (line, want) in script {
+            assert_eq!(db.cmd(line), *want, "{line}");
+        }
+    }
+
+    #[test]
+    fn string_commands_answer_as_redis_does() {
+        let mut db = Db::new();
+        replies(
+            &mut db,
+            &[
+                ("APPEND s foo", ":3\r\n"),
+                ("APPEND s bar", ":6\r\n"),
+                ("STRLEN s", ":6\r\n"),
+                ("STRLEN missing", ":0\r\n"),
+                ("GETRANGE s 0 -1", "$6\r\nfoobar\r\n"),
+                ("GETRANGE s -3 -1", "$3\r\nbar\r\n"),
+                ("GETRANGE s 0 -100", "$1\r\nf\r\n"),
+                ("GETRANGE s -1 -3", "$0\r\n\r\n"),
+                ("GETRANGE s 4 100", "$2\r\nar\r\n"),
+                ("GETRANGE missing 0 -1", "$0\r\n\r\n"),
+                (
+                    "GETRANGE s a 1",
+                    "-ERR value is not an integer or out of range\r\n",
+                ),
+                // SETRANGE past the end pads with zero bytes.
+                ("SETRANGE r 3 ab", ":5\r\n"),
+                ("GET r", "$5\r\n\0\0\0ab\r\n"),
+                ("SETRANGE r 1 X", ":5\r\n"),
+                ("GET r", "$5\r\n\0X\0ab\r\n"),
+                ("SETRANGE none 0 ", ":0\r\n"),
+                ("EXISTS none", ":0\r\n"),
+                ("SETRANGE r -1 x", "-ERR offset is out of range\r\n"),
+                (
+                    "SETRANGE r 536870911 xx",
+                    "-ERR string exceeds maximum allowed size (proto-max-bulk-len)\r\n",
+                ),
+                ("SET g v", "+OK\r\n"),
+                ("GETSET g w", "$1\r\nv\r\n"),
+                ("GETSET new x", "$-1\r\n"),
+                ("GETDEL g", "$1\r\nw\r\n"),
+                ("GETDEL g", "$-1\r\n"),
+                ("SETNX n 1", ":1\r\n"),
+                ("SETNX n 2", ":0\r\n"),
+                ("GET n", "$1\r\n1\r\n"),
+                ("MSETNX a 1 b 2", ":1\r\n"),
+                ("MSETNX b 3 c 4", ":0\r\n"),
+                ("EXISTS c", ":0\r\n"),
+                (
+                    "MSETNX a",
+                    "-ERR wrong number of arguments for 'msetnx' command\r\n",
+                ),
+                ("SET f 10.5", "+OK\r\n"),
+                ("INCRBYFLOAT f 0.1", "$4\r\n10.6\r\n"),
+                ("INCRBYFLOAT f -5.6", "$1\r\n5\r\n"),
+                ("INCRBYFLOAT nf 5.0e3", "$4\r\n5000\r\n"),
+                ("INCRBYFLOAT f x", "-ERR value is not a valid float\r\n"),
+                ("INCRBYFLOAT s 1", "-ERR value is not a valid float\r\n"),
+            ],
+        );
+        // The sum overflows to infinity.
+        db.cmd("SET big 1.7e308");
+        assert_eq!(
+            db.cmd("INCRBYFLOAT big 1.7e308"),
+            "-ERR increment would produce NaN or Infinity\r\n"
+        );
+        db.cmd("HSET h f v");
+        for line in [
+            "APPEND h x",
+            "GETRANGE h 0 1",
+            "STRLEN h",
+            "GETDEL h",
+            "SETRANGE h 0 x",
+        ] {
+            assert_eq!(db.cmd(line), format!("-{WRONGTYPE}\r\n"), "{line}");
+        }
+    }
+
+    #[test]
+    fn getex_sets_and_clears_the_ttl() {
+        let mut db = Db::new();
+        replies(
+            &mut db,
+            &[
+                ("SET k v", "+OK\r\n"),
+                ("GETEX k EX 100", "$1\r\nv\r\n"),
+                ("TTL k", ":100\r\n"),
+                ("GETEX k PERSIST", "$1\r\nv\r\n"),
+                ("TTL k", ":-1\r\n"),
+                ("GETEX k", "$1\r\nv\r\n"),
+                (
+                    "GETEX k EX 0",
+                    "-ERR invalid expire time in 'getex' command\r\n",
+                ),
+                ("GETEX k EX 10 PX 100", "-ERR syntax error\r\n"),
+                ("GETEX k FOO", "-ERR syntax error\r\n"),
+                ("GETEX missing EX 10", "$-1\r\n"),
+                ("GETEX k PXAT 1", "$1\r\nv\r\n"),
+                ("EXISTS k", ":0\r\n"),
+            ],
+        );
+    }
+
+    #[test]
+    fn bit_commands_answer_as_redis_does() {
+        let mut db = Db::new();
+        replies(
+            &mut db,
+            &[
+                ("SETBIT b 7 1", ":0\r\n"),
+                ("SETBIT b 7 1", ":1\r\n"),
+                ("GET b", "$1\r\n\x01\r\n"),
+                ("GETBIT b 7", ":1\r\n"),
+                ("GETBIT b 6", ":0\r\n"),
+                ("GETBIT b 1000", ":0\r\n"),
+                (
+                    "SETBIT b -1 1",
+                    "-ERR bit offset is not an integer or out of range\r\n",
+                ),
+                (
+                    "SETBIT b 4294967296 1",
+                    "-ERR bit offset is not an integer or out of range\r\n",
+                ),
+                (
+                    "SETBIT b 1 2",
+                    "-ERR bit is not an integer or out of range\r\n",
+                ),
+                ("SET s foobar", "+OK\r\n"),
+                ("BITCOUNT s", ":26\r\n"),
+                ("BITCOUNT s 0 0", ":4\r\n"),
+                ("BITCOUNT s 1 1", ":6\r\n"),
+                ("BITCOUNT s -2 -1", ":7\r\n"),
+                ("BITCOUNT s -1 -2", ":0\r\n"),
+                ("BITCOUNT s 5 30 BIT", ":17\r\n"),
+                ("BITCOUNT s -8 -1 BIT", ":4\r\n"),
+                ("BITCOUNT s 0", "-ERR syntax error\r\n"),
+                ("BITCOUNT s 0 1 WORD", "-ERR syntax error\r\n"),
+                ("BITCOUNT missing", ":0\r\n"),
+            ],
+        );
+        db.run(&[b"SET", b"p", b"\xff\xf0\x00"]);
+        replies(
+            &mut db,
+            &[
+                ("BITPOS p 0", ":12\r\n"),
+                ("BITPOS p 1", ":0\r\n"),
+                ("BITPOS p 1 2", ":-1\r\n"),
+                ("BITPOS p 0 1 1", ":12\r\n"),
+                ("BITPOS p 1 7 15 BIT", ":7\r\n"),
+                ("BITPOS p 2", "-ERR The bit argument must be 1 or 0.\r\n"),
+                ("BITPOS missing 1", ":-1\r\n"),
+                ("BITPOS missing 0", ":0\r\n"),
+            ],
+        );
+        // All ones, no end given: the first clear bit is just past the string; with an end, none.
+        db.run(&[b"SET", b"ones", b"\xff\xff"]);
+        assert_eq!(db.cmd("BITPOS ones 0"), ":16\r\n");
+        assert_eq!(db.cmd("BITPOS ones 0 0 -1"), ":-1\r\n");
+    }
+
+    #[test]
+    fn expire_flags_follow_redis_7() {
+        let mut db = Db::new();
+        replies(
+            &mut db,
+            &[
+                ("SET k v", "+OK\r\n"),
+                ("EXPIRE k 100 XX", ":0\r\n"),
+                ("EXPIRE k 100 GT", ":0\r\n"),
+                ("EXPIRE k 100 LT", ":1\r\n"),
+                ("EXPIRE k 200 NX", ":0\r\n"),
+                ("EXPIRE k 50 GT", ":0\r\n"),
+                ("EXPIRE k 200 GT", ":1\r\n"),
+                ("EXPIRE k 300 LT", ":0\r\n"),
+                ("EXPIRE k 150 XX LT", ":1\r\n"),
+                ("TTL k", ":150\r\n"),
+                ("PERSIST k", ":1\r\n"),
+                ("EXPIRE k 100 NX", ":1\r\n"),
+                (
+                    "EXPIRE k 100 NX XX",
+                    "-ERR NX and XX, GT or LT options at the same time are not compatible\r\n",
+                ),
+                (
+                    "EXPIRE k 100 GT LT",
+                    "-ERR GT and LT options at the same time are not compatible\r\n",
+                ),
+                ("EXPIRE k 100 FOO", "-ERR Unsupported option FOO\r\n"),
+                ("EXPIRE missing 100", ":0\r\n"),
+                ("EXPIRETIME missing", ":-2\r\n"),
+                ("SET p v", "+OK\r\n"),
+                ("EXPIRETIME p", ":-1\r\n"),
+                ("PEXPIRETIME p", ":-1\r\n"),
+                ("PEXPIREAT p 99999999999999", ":1\r\n"),
+                ("PEXPIRETIME p", ":99999999999999\r\n"),
+                ("EXPIRETIME p", ":99999999999\r\n"),
+            ],
+        );
+    }
+
+    #[test]
+    fn rename_copy_touch_and_randomkey() {
+        let mut db = Db::new();
+        replies(
+            &mut db,
+            &[
+                ("RANDOMKEY", "$-1\r\n"),
+                ("RENAME a b", "-ERR no such key\r\n"),
+                ("SET a 1", "+OK\r\n"),
+                ("EXPIRE a 100", ":1\r\n"),
+                ("RENAME a b", "+OK\r\n"),
+                ("EXISTS a", ":0\r\n"),
+                ("TTL b", ":100\r\n"),
+                ("RENAME b b", "+OK\r\n"),
+                ("SET c 2", "+OK\r\n"),
+                ("RENAMENX b c", ":0\r\n"),
+                ("RENAMENX b d", ":1\r\n"),
+                ("GET d", "$1\r\n1\r\n"),
+                (
+                    "COPY d d",
+                    "-ERR source and destination objects are the same\r\n",
+                ),
+                ("COPY d c", ":0\r\n"),
+                ("COPY d c REPLACE", ":1\r\n"),
+                ("GET c", "$1\r\n1\r\n"),
+                ("TTL c", ":100\r\n"),
+                ("COPY d e DB 0", ":1\r\n"),
+                ("COPY missing e", ":0\r\n"),
+                (
+                    "COPY d e DB 1 REPLACE",
+                    "-ERR DB index is out of range (cxltier serves database 0 only)\r\n",
+                ),
+                ("TOUCH c d c missing", ":3\r\n"),
+            ],
+        );
+        let r = db.cmd("RANDOMKEY");
+        assert!(
+            ["$1\r\nc\r\n", "$1\r\nd\r\n", "$1\r\ne\r\n"].contains(&r.as_str()),
+            "{r}"
+        );
+        db.cmd("HSET h f v");
+        assert_eq!(db.cmd("RENAME h h2"), "+OK\r\n");
+        assert_eq!(db.cmd("HGET h2 f"), "$1\r\nv\r\n");
+    }
+
+    /// SCAN to the end from cursor 0, with `extra` arguments; the keys in the order returned.
+    fn scan_all(db: &mut Db, extra: &str) -> Vec<String> {
+        let mut cursor = "0".to_string();
+        let mut keys = Vec::new();
+        loop {
+            let r = db.cmd(&format!("SCAN {cursor}{extra}"));
+            let (next, found) = parse_scan(&r);
+            keys.extend(found);
+            if next == "0" {
+                return keys;
+            }
+            cursor = next;
+        }
+    }
+
+    fn parse_scan(r: &str) -> (String, Vec<String>) {
+        let lines: Vec<&str> = r.split("\r\n").collect();
+        assert_eq!(lines[0], "*2");
+        let next = lines[2].to_string();
+        let n: usize = lines[3][1..].parse().unwrap();
+        let keys = (0..n).map(|i| lines[5 + 2 * i].to_string()).collect();
+        (next, keys)
+    }
+
+    #[test]
+    fn scan_keys_match_count_type() {
+        let mut db = Db::new();
+        for i in 0..50 {
+            db.cmd(&format!("SET k{i:02} v"));
+        }
+        db.cmd("HSET h f v");
+        let mut all = scan_all(&mut db, " COUNT 7");
+        all.sort();
+        assert_eq!(all.len(), 51);
+        assert_eq!(scan_all(&mut db, " MATCH k1* COUNT 3").len(), 10);
+        assert_eq!(scan_all(&mut db, " TYPE hash"), ["h"]);
+        assert_eq!(scan_all(&mut db, " TYPE list").len(), 0);
+        assert_eq!(db.cmd("SCAN x"), "-ERR invalid cursor\r\n");
+        assert_eq!(db.cmd("SCAN 0 COUNT 0"), "-ERR syntax error\r\n");
+        assert_eq!(db.cmd("SCAN 0 MATCH"), "-ERR syntax error\r\n");
+        assert_eq!(db.cmd("KEYS k4*").matches("$3\r\nk4").count(), 10);
+        assert_eq!(db.cmd("KEYS nothing*"), "*0\r\n");
+        assert_eq!(db.cmd("DBSIZE"), ":51\r\n");
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+        /// Redis's guarantee under inserts and deletes between SCAN calls: every key present
+        /// for the whole scan is returned, and (cursors kept) none twice.
+        #[test]
+        fn scan_returns_every_key_present_throughout(
+            initial in proptest::collection::btree_set(0u16..300, 0..120),
+            ops in proptest::collection::vec((proptest::bool::ANY, 0u16..300), 0..200),
+            count in 1usize..20,
+        ) {
+            let mut db = Db::new();
+            for k in &initial {
+                db.cmd(&format!("SET {k} v"));
+            }
+            let mut present_throughout: std::collections::BTreeSet<String> =
+                initial.iter().map(|k| k.to_string()).collect();
+            let mut seen = Vec::new();
+            let mut cursor = "0".to_string();
+            let mut ops = ops.into_iter();
+            loop {
+                let (next, found) = parse_scan(&db.cmd(&format!("SCAN {cursor} COUNT {count}")));
+                seen.extend(found);
+                if next == "0" {
+                    break;
+                }
+                cursor = next;
+                for (insert, k) in ops.by_ref().take(3) {
+                    if insert {
+                        db.cmd(&format!("SET {k} v"));
+                    } else {
+                        db.cmd(&format!("DEL {k}"));
+                        present_throughout.remove(&k.to_string());
+                    }
+                }
+            }
+            let unique: std::collections::BTreeSet<String> = seen.iter().cloned().collect();
+            proptest::prop_assert_eq!(unique.len(), seen.len(), "a key returned twice");
+            for k in &present_throughout {
+                proptest::prop_assert!(unique.contains(k), "{} missed", k);
+            }
+        }
+    }
+
+    #[test]
+    fn expired_keys_counts_keys_a_command_found_expired() {
+        let mut db = Db::new();
+        db.cmd("SET gone v PX 1");
+        db.cmd("SET stays v");
+        // Let the 1 ms TTL pass (a wait for a state, not a timed assertion).
+        while db
+            .store
+            .peek(b"gone")
+            .is_some_and(|o| o.expires_at_ms > Some(now_ms()))
+        {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        assert_eq!(db.cmd("GET gone"), "$-1\r\n");
+        assert_eq!(db.cmd("GET stays"), "$1\r\nv\r\n");
+        assert_eq!(db.cmd("DEL stays"), ":1\r\n");
+        assert_eq!(info_field(&mut db, "stats", "expired_keys"), "1");
+    }
+
+    #[test]
+    fn randomkey_reaches_every_key_of_a_small_database() {
+        let mut db = Db::new();
+        // Keys bunched in the byte space: a random point of it would almost never give "a00".
+        for k in ["a", "a0", "a00", "zzzz"] {
+            db.cmd(&format!("SET {k} v"));
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for _ in 0..200 {
+            seen.insert(db.cmd("RANDOMKEY"));
+        }
+        assert_eq!(seen.len(), 4, "{seen:?}");
     }
 }

@@ -300,6 +300,7 @@ fn reset_stats(store: &mut Store, info: &mut crate::commands::ServerInfo) {
     info.client_peak_input_buffer = 0;
     info.client_peak_output_buffer = 0;
     info.keyspace_hits = 0;
+    info.expired_keys = 0;
     info.keyspace_misses = 0;
     info.used_memory_peak = 0;
     info.ops_samples.clear();

@@ -6,23 +6,29 @@
 //! - [`config`]: `CONFIG GET|SET|RESETSTAT|REWRITE`, and Redis's encoding knobs, stored;
 //! - [`glob`]: Redis's glob patterns, matched in bounded time (CONFIG GET);
 //! - [`hash`]: how a hash's fields are encoded in one stored value;
+//! - [`keyspace`]: SCAN (cursors kept by the server), KEYS, RANDOMKEY, RENAME, COPY, TOUCH,
+//!   EXPIRETIME;
 //! - [`pubsub`]: SUBSCRIBE, PSUBSCRIBE, PUBLISH, PUBSUB, and the messages for other connections;
 //! - [`quarantine`]: follows the quarantine file of `cxltier ras --watch --quarantine` and hands
 //!   new poisoned ranges to the store (`INFO poison`);
 //! - [`ratelog`]: log lines of a repeating failure held back to one per interval, counted;
 //! - [`table`]: the command table (name, arity, flags, keys, handler) that dispatch, arity
 //!   checks, NOAUTH, the NVMe reads begun before a command and `COMMAND` all come from;
+//! - [`strings`]: APPEND, GETRANGE, SETRANGE, GETEX, INCRBYFLOAT, the bit operations and the
+//!   rest of the string commands;
 //! - [`server`]: the single-threaded event loop with batching, NVMe prefetch and group commit.
 
 pub mod commands;
 pub mod config;
 pub mod glob;
 pub mod hash;
+pub mod keyspace;
 pub mod pubsub;
 pub mod quarantine;
 pub mod ratelog;
 pub mod resp;
 pub mod server;
+pub mod strings;
 pub mod table;
 
 pub use server::{

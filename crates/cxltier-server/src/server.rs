@@ -482,7 +482,12 @@ pub fn serve_on(
             info.sample_ops(last_sample);
         }
         if ran == 0 || last_tick.elapsed() >= TICK {
-            if let Err(e) = store.tick() {
+            // The store's active expiry removes keys in tick and nothing else there does:
+            // the drop in the key count is what it expired.
+            let keys_before = store.len();
+            let ticked = store.tick();
+            info.expired_keys += keys_before.saturating_sub(store.len());
+            if let Err(e) = ticked {
                 if let Some(line) = log.line(
                     "tick",
                     Instant::now(),

@@ -1,0 +1,490 @@
+//! The string commands beyond GET/SET/INCR: APPEND, GETRANGE, SETRANGE, GETDEL, GETEX, GETSET,
+//! SETNX, MSETNX, STRLEN, INCRBYFLOAT and the bit operations, answered (errors included, word
+//! for word) as Redis 7.0 answers them.
+
+use cxltier_store::{Kind, StoreError};
+
+use crate::commands::{
+    expire_at_ms, fail, invalid_expire, now_ms, parse_i64, Ctx, Effect, NOT_INT, SYNTAX, WRONGTYPE,
+};
+use crate::resp::reply;
+
+/// Redis's `proto-max-bulk-len` default: no string may grow past it (SETRANGE, APPEND, SETBIT).
+pub(crate) const MAX_STRING: u64 = 512 * 1024 * 1024;
+const TOO_BIG: &str = "ERR string exceeds maximum allowed size (proto-max-bulk-len)";
+const BAD_BIT_OFFSET: &str = "ERR bit offset is not an integer or out of range";
+
+/// A string key's value and expiry; `Err(())` when the key holds another type.
+type Read = Result<Option<(Vec<u8>, Option<u64>)>, ()>;
+
+fn read(ctx: &mut Ctx<'_>, key: &[u8]) -> Result<Read, StoreError> {
+    let o = ctx.store.get(key)?;
+    ctx.info.lookup(o.is_some());
+    Ok(match o {
+        None => Ok(None),
+        Some(o) if o.kind != Kind::String => Err(()),
+        Some(o) => Ok(Some((o.value.to_vec(), o.expires_at_ms))),
+    })
+}
+
+/// Whether a string of `len` bytes may be stored: Redis's limit, then the server's own
+/// `--max-object`, named so that the fix is plain.
+fn too_long(ctx: &mut Ctx<'_>, len: u64) -> Option<Result<Effect, StoreError>> {
+    if len > MAX_STRING {
+        return Some(fail(ctx, TOO_BIG));
+    }
+    let max = ctx.store.max_object() as u64;
+    if len > max {
+        return Some(fail(
+            ctx,
+            &format!(
+                "ERR string of {len} bytes exceeds the server's largest value ({max} bytes): restart cxltier serve with a larger --max-object"
+            ),
+        ));
+    }
+    None
+}
+
+/// Redis's clamp of a `[start, end]` range (both inclusive, negatives from the end) over `len`
+/// units; `None` for an empty range.
+pub(crate) fn clamp_range(mut start: i64, mut end: i64, len: i64) -> Option<(usize, usize)> {
+    if start < 0 && end < 0 && start > end {
+        return None;
+    }
+    if start < 0 {
+        start += len;
+    }
+    if end < 0 {
+        end += len;
+    }
+    start = start.max(0);
+    end = end.max(0);
+    if end >= len {
+        end = len - 1;
+    }
+    if start > end || len == 0 {
+        return None;
+    }
+    Some((start as usize, end as usize))
+}
+
+pub(crate) fn append(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    let (mut value, expires) = match read(ctx, args[1])? {
+        Err(()) => return fail(ctx, WRONGTYPE),
+        Ok(None) => (Vec::new(), None),
+        Ok(Some(v)) => v,
+    };
+    if let Some(e) = too_long(ctx, (value.len() + args[2].len()) as u64) {
+        return e;
+    }
+    value.extend_from_slice(args[2]);
+    ctx.store.put(args[1], Kind::String, &value, expires)?;
+    reply::int(ctx.out, value.len() as i64);
+    Ok(Effect::Wrote)
+}
+
+pub(crate) fn getrange(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    let (Some(start), Some(end)) = (parse_i64(args[2]), parse_i64(args[3])) else {
+        return fail(ctx, NOT_INT);
+    };
+    let value = match read(ctx, args[1])? {
+        Err(()) => return fail(ctx, WRONGTYPE),
+        Ok(None) => Vec::new(),
+        Ok(Some((v, _))) => v,
+    };
+    match clamp_range(start, end, value.len() as i64) {
+        Some((s, e)) => reply::bulk(ctx.out, &value[s..=e]),
+        None => reply::bulk(ctx.out, b""),
+    }
+    Ok(Effect::Read)
+}
+
+pub(crate) fn setrange(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    let Some(offset) = parse_i64(args[2]) else {
+        return fail(ctx, NOT_INT);
+    };
+    if offset < 0 {
+        return fail(ctx, "ERR offset is out of range");
+    }
+    let patch = args[3];
+    let (mut value, expires) = match read(ctx, args[1])? {
+        Err(()) => return fail(ctx, WRONGTYPE),
+        // Redis: an empty patch of a missing key creates nothing.
+        Ok(None) if patch.is_empty() => {
+            reply::int(ctx.out, 0);
+            return Ok(Effect::Read);
+        }
+        Ok(None) => (Vec::new(), None),
+        Ok(Some(v)) => v,
+    };
+    if patch.is_empty() {
+        reply::int(ctx.out, value.len() as i64);
+        return Ok(Effect::Read);
+    }
+    let end = offset as u64 + patch.len() as u64;
+    if let Some(e) = too_long(ctx, end) {
+        return e;
+    }
+    let (offset, end) = (offset as usize, end as usize);
+    if value.len() < end {
+        value.resize(end, 0);
+    }
+    value[offset..end].copy_from_slice(patch);
+    ctx.store.put(args[1], Kind::String, &value, expires)?;
+    reply::int(ctx.out, value.len() as i64);
+    Ok(Effect::Wrote)
+}
+
+pub(crate) fn getdel(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    match read(ctx, args[1])? {
+        Err(()) => fail(ctx, WRONGTYPE),
+        Ok(None) => {
+            reply::null(ctx.out, ctx.session.proto);
+            Ok(Effect::Read)
+        }
+        Ok(Some((v, _))) => {
+            ctx.store.delete(args[1])?;
+            reply::bulk(ctx.out, &v);
+            Ok(Effect::Wrote)
+        }
+    }
+}
+
+/// GETEX key [EX s | PX ms | EXAT s | PXAT ms | PERSIST]
+pub(crate) fn getex(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    // None: leave the TTL; Some(None): PERSIST; Some(Some(at)): a new expiry.
+    let mut change: Option<Option<i64>> = None;
+    let mut i = 2;
+    while i < args.len() {
+        let opt = args[i].to_ascii_uppercase();
+        match opt.as_slice() {
+            b"PERSIST" if change.is_none() => change = Some(None),
+            b"EX" | b"PX" | b"EXAT" | b"PXAT" if change.is_none() && i + 1 < args.len() => {
+                let Some(t) = parse_i64(args[i + 1]) else {
+                    return fail(ctx, NOT_INT);
+                };
+                let o = opt.as_slice();
+                let at = (t > 0)
+                    .then(|| expire_at_ms(t, o == b"EX" || o == b"EXAT", o == b"EX" || o == b"PX"))
+                    .flatten();
+                let Some(at) = at else {
+                    invalid_expire(ctx.out, "getex");
+                    return Ok(Effect::Read);
+                };
+                change = Some(Some(at));
+                i += 1;
+            }
+            _ => return fail(ctx, SYNTAX),
+        }
+        i += 1;
+    }
+    let (value, expires) = match read(ctx, args[1])? {
+        Err(()) => return fail(ctx, WRONGTYPE),
+        Ok(None) => {
+            reply::null(ctx.out, ctx.session.proto);
+            return Ok(Effect::Read);
+        }
+        Ok(Some(v)) => v,
+    };
+    let effect = match change {
+        None => Effect::Read,
+        // A time already past deletes the key, as EXPIRE does; the value is still the answer.
+        Some(Some(at)) if at <= now_ms() as i64 => {
+            ctx.store.delete(args[1])?;
+            Effect::Wrote
+        }
+        Some(at) => {
+            let at = at.map(|a| a as u64);
+            if at != expires {
+                ctx.store.set_expiry(args[1], at)?;
+            }
+            Effect::Wrote
+        }
+    };
+    reply::bulk(ctx.out, &value);
+    Ok(effect)
+}
+
+pub(crate) fn getset(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    let old = match read(ctx, args[1])? {
+        Err(()) => return fail(ctx, WRONGTYPE),
+        Ok(old) => old,
+    };
+    // Like SET: the new value has no TTL.
+    ctx.store.put(args[1], Kind::String, args[2], None)?;
+    match old {
+        Some((v, _)) => reply::bulk(ctx.out, &v),
+        None => reply::null(ctx.out, ctx.session.proto),
+    }
+    Ok(Effect::Wrote)
+}
+
+pub(crate) fn setnx(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    if ctx.store.contains(args[1]) {
+        reply::int(ctx.out, 0);
+        return Ok(Effect::Read);
+    }
+    ctx.store.put(args[1], Kind::String, args[2], None)?;
+    reply::int(ctx.out, 1);
+    Ok(Effect::Wrote)
+}
+
+pub(crate) fn msetnx(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    if args.len() % 2 == 0 {
+        return fail(ctx, "ERR wrong number of arguments for 'msetnx' command");
+    }
+    if args[1..].chunks(2).any(|kv| ctx.store.contains(kv[0])) {
+        reply::int(ctx.out, 0);
+        return Ok(Effect::Read);
+    }
+    for kv in args[1..].chunks(2) {
+        ctx.store.put(kv[0], Kind::String, kv[1], None)?;
+    }
+    reply::int(ctx.out, 1);
+    Ok(Effect::Wrote)
+}
+
+pub(crate) fn strlen(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    match read(ctx, args[1])? {
+        Err(()) => return fail(ctx, WRONGTYPE),
+        Ok(v) => reply::int(ctx.out, v.map_or(0, |(v, _)| v.len() as i64)),
+    }
+    Ok(Effect::Read)
+}
+
+/// A float as Redis reads one: no spaces, no NaN.
+fn parse_f64(b: &[u8]) -> Option<f64> {
+    let s = std::str::from_utf8(b).ok()?;
+    if s.is_empty() || s.bytes().any(|c| c.is_ascii_whitespace()) {
+        return None;
+    }
+    s.parse::<f64>().ok().filter(|f| !f.is_nan())
+}
+
+/// A float the way INCRBYFLOAT stores it: no exponent, no trailing zeros (Rust's shortest
+/// round-trip form prints `10.6`, not `10.5999999999999996`).
+pub(crate) fn format_f64(f: f64) -> String {
+    if f == 0.0 {
+        return "0".into();
+    }
+    format!("{f}")
+}
+
+pub(crate) fn incrbyfloat(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    let (current, expires) = match read(ctx, args[1])? {
+        Err(()) => return fail(ctx, WRONGTYPE),
+        Ok(None) => (0.0, None),
+        Ok(Some((v, e))) => match parse_f64(&v) {
+            Some(f) => (f, e),
+            None => return fail(ctx, "ERR value is not a valid float"),
+        },
+    };
+    let Some(by) = parse_f64(args[2]) else {
+        return fail(ctx, "ERR value is not a valid float");
+    };
+    let next = current + by;
+    if !next.is_finite() {
+        return fail(ctx, "ERR increment would produce NaN or Infinity");
+    }
+    let text = format_f64(next);
+    ctx.store
+        .put(args[1], Kind::String, text.as_bytes(), expires)?;
+    reply::bulk(ctx.out, text.as_bytes());
+    Ok(Effect::Wrote)
+}
+
+/// A bit offset: 0 to 2^32 - 1 (512 MB of bits), as Redis allows.
+fn bit_offset(b: &[u8]) -> Option<u64> {
+    parse_i64(b)
+        .filter(|&o| (0..(MAX_STRING * 8) as i64).contains(&o))
+        .map(|o| o as u64)
+}
+
+pub(crate) fn setbit(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    let Some(offset) = bit_offset(args[2]) else {
+        return fail(ctx, BAD_BIT_OFFSET);
+    };
+    let on = match args[3] {
+        b"0" => false,
+        b"1" => true,
+        _ => return fail(ctx, "ERR bit is not an integer or out of range"),
+    };
+    let (mut value, expires) = match read(ctx, args[1])? {
+        Err(()) => return fail(ctx, WRONGTYPE),
+        Ok(None) => (Vec::new(), None),
+        Ok(Some(v)) => v,
+    };
+    let byte = (offset / 8) as usize;
+    if let Some(e) = too_long(ctx, byte as u64 + 1) {
+        return e;
+    }
+    if value.len() <= byte {
+        value.resize(byte + 1, 0);
+    }
+    let mask = 0x80u8 >> (offset % 8);
+    let old = value[byte] & mask != 0;
+    if on {
+        value[byte] |= mask;
+    } else {
+        value[byte] &= !mask;
+    }
+    ctx.store.put(args[1], Kind::String, &value, expires)?;
+    reply::int(ctx.out, old as i64);
+    Ok(Effect::Wrote)
+}
+
+pub(crate) fn getbit(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    let Some(offset) = bit_offset(args[2]) else {
+        return fail(ctx, BAD_BIT_OFFSET);
+    };
+    let value = match read(ctx, args[1])? {
+        Err(()) => return fail(ctx, WRONGTYPE),
+        Ok(v) => v.map(|(v, _)| v).unwrap_or_default(),
+    };
+    let bit = value
+        .get((offset / 8) as usize)
+        .is_some_and(|b| b & (0x80 >> (offset % 8)) != 0);
+    reply::int(ctx.out, bit as i64);
+    Ok(Effect::Read)
+}
+
+/// The bit at `i` (0 the most significant bit of the first byte).
+fn bit_at(value: &[u8], i: usize) -> bool {
+    value[i / 8] & (0x80 >> (i % 8)) != 0
+}
+
+/// `[start end [BYTE|BIT]]` of BITCOUNT and BITPOS: whether BIT was given.
+fn unit_is_bit(arg: Option<&&[u8]>) -> Option<bool> {
+    match arg {
+        None => Some(false),
+        Some(u) if u.eq_ignore_ascii_case(b"BYTE") => Some(false),
+        Some(u) if u.eq_ignore_ascii_case(b"BIT") => Some(true),
+        Some(_) => None,
+    }
+}
+
+/// BITCOUNT key [start end [BYTE|BIT]]
+pub(crate) fn bitcount(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    let range = match args.len() {
+        2 => None,
+        4 | 5 => {
+            let (Some(s), Some(e)) = (parse_i64(args[2]), parse_i64(args[3])) else {
+                return fail(ctx, NOT_INT);
+            };
+            let Some(bit) = unit_is_bit(args.get(4)) else {
+                return fail(ctx, SYNTAX);
+            };
+            Some((s, e, bit))
+        }
+        _ => return fail(ctx, SYNTAX),
+    };
+    let value = match read(ctx, args[1])? {
+        Err(()) => return fail(ctx, WRONGTYPE),
+        Ok(v) => v.map(|(v, _)| v).unwrap_or_default(),
+    };
+    let count = match range {
+        None => value.iter().map(|b| b.count_ones() as i64).sum(),
+        Some((s, e, false)) => match clamp_range(s, e, value.len() as i64) {
+            Some((s, e)) => value[s..=e].iter().map(|b| b.count_ones() as i64).sum(),
+            None => 0,
+        },
+        Some((s, e, true)) => match clamp_range(s, e, value.len() as i64 * 8) {
+            Some((s, e)) => (s..=e).filter(|&i| bit_at(&value, i)).count() as i64,
+            None => 0,
+        },
+    };
+    reply::int(ctx.out, count);
+    Ok(Effect::Read)
+}
+
+/// BITPOS key bit [start [end [BYTE|BIT]]]
+pub(crate) fn bitpos(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    let want = match args[2] {
+        b"0" => false,
+        b"1" => true,
+        _ => return fail(ctx, "ERR The bit argument must be 1 or 0."),
+    };
+    if args.len() > 6 {
+        return fail(ctx, SYNTAX);
+    }
+    let start = match args.get(3) {
+        None => 0,
+        Some(a) => match parse_i64(a) {
+            Some(s) => s,
+            None => return fail(ctx, NOT_INT),
+        },
+    };
+    let end = match args.get(4) {
+        None => None,
+        Some(a) => match parse_i64(a) {
+            Some(e) => Some(e),
+            None => return fail(ctx, NOT_INT),
+        },
+    };
+    let Some(bit_unit) = unit_is_bit(args.get(5)) else {
+        return fail(ctx, SYNTAX);
+    };
+    let value = match read(ctx, args[1])? {
+        Err(()) => return fail(ctx, WRONGTYPE),
+        Ok(None) => {
+            // A missing key is an empty string: no set bit, and the first clear bit at 0.
+            reply::int(ctx.out, if want { -1 } else { 0 });
+            return Ok(Effect::Read);
+        }
+        Ok(Some((v, _))) => v,
+    };
+    let unit = if bit_unit { 8 } else { 1 };
+    let len = value.len() as i64 * unit;
+    let Some((s, e)) = clamp_range(start, end.unwrap_or(-1), len) else {
+        reply::int(ctx.out, -1);
+        return Ok(Effect::Read);
+    };
+    let (first_bit, last_bit) = if bit_unit { (s, e) } else { (s * 8, e * 8 + 7) };
+    let found = (first_bit..=last_bit).find(|&i| bit_at(&value, i) == want);
+    let pos = match found {
+        Some(i) => i as i64,
+        // Looking for a clear bit without an end: the string is as if padded with zeros, so
+        // the first clear bit is just past the range (Redis's rule).
+        None if !want && end.is_none() => last_bit as i64 + 1,
+        None => -1,
+    };
+    reply::int(ctx.out, pos);
+    Ok(Effect::Read)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges_clamp_like_redis() {
+        // (start, end, len) → the inclusive range, from Redis 7.0's getrange/bitcount.
+        type Case = (i64, i64, i64, Option<(usize, usize)>);
+        let table: &[Case] = &[
+            (0, -1, 5, Some((0, 4))),
+            (0, 100, 5, Some((0, 4))),
+            (-3, -1, 5, Some((2, 4))),
+            (-100, -1, 5, Some((0, 4))),
+            (-1, -3, 5, None),
+            (3, 1, 5, None),
+            (0, 0, 0, None),
+            (5, 10, 5, None),
+            (-1, -1, 5, Some((4, 4))),
+            (0, -100, 5, Some((0, 0))),
+        ];
+        for &(s, e, len, want) in table {
+            assert_eq!(clamp_range(s, e, len), want, "{s} {e} {len}");
+        }
+    }
+
+    #[test]
+    fn floats_print_without_noise() {
+        assert_eq!(format_f64(10.5 + 0.1), "10.6");
+        assert_eq!(format_f64(3.0), "3");
+        assert_eq!(format_f64(-0.0), "0");
+        assert_eq!(format_f64(5.0e3), "5000");
+        assert!(parse_f64(b" 1").is_none());
+        assert!(parse_f64(b"nan").is_none());
+        assert_eq!(parse_f64(b"1e3"), Some(1000.0));
+    }
+}
