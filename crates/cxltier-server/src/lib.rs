@@ -18,6 +18,7 @@ pub mod commands;
 pub mod config;
 pub mod glob;
 pub mod hash;
+pub mod list;
 pub mod pubsub;
 pub mod quarantine;
 pub mod ratelog;
