@@ -24,6 +24,7 @@ pub mod quarantine;
 pub mod ratelog;
 pub mod resp;
 pub mod server;
+pub mod set;
 pub mod table;
 
 pub use server::{
