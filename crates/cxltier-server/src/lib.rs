@@ -26,6 +26,7 @@ pub mod resp;
 pub mod server;
 pub mod set;
 pub mod table;
+pub mod zset;
 
 pub use server::{
     bind, parse_memory, serve, serve_on, OutputBufferLimit, ServerConfig, ServerError,
