@@ -286,8 +286,12 @@ pub(crate) fn scan_options<'a>(
 
 pub(crate) fn smove(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
     typed(ctx, |ctx| {
-        // Both types are checked before anything moves.
-        ctx.store.scard(args[1])?;
+        // Redis's order: an absent source is 0 whatever the destination holds; otherwise both
+        // types are checked before anything moves.
+        if ctx.store.scard(args[1])? == 0 {
+            reply::int(ctx.out, 0);
+            return Ok(Effect::Read);
+        }
         ctx.store.scard(args[2])?;
         if ctx.store.srem(args[1], &[args[3]])? == 0 {
             reply::int(ctx.out, 0);
@@ -480,6 +484,7 @@ mod tests {
         db.cmd("SET str v");
         assert_eq!(db.cmd("SMOVE s str c"), WT);
         assert_eq!(db.cmd("SISMEMBER s c"), ":1\r\n");
+        assert_eq!(db.cmd("SMOVE nope str c"), ":0\r\n");
         for c in [
             "SADD str a",
             "SCARD str",
