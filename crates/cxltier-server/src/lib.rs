@@ -23,13 +23,16 @@ pub mod config;
 pub mod glob;
 pub mod hash;
 pub mod keyspace;
+pub mod list;
 pub mod pubsub;
 pub mod quarantine;
 pub mod ratelog;
 pub mod resp;
 pub mod server;
+pub mod set;
 pub mod strings;
 pub mod table;
+pub mod zset;
 
 pub use server::{
     bind, parse_memory, serve, serve_on, OutputBufferLimit, ServerConfig, ServerError,

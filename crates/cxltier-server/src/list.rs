@@ -1,0 +1,521 @@
+//! The list commands over the store's chunked lists (`cxltier_store::Store::list_*`): each
+//! reads or writes only the chunks on its path, so a long list is never rewritten whole.
+
+use cxltier_store::{ListEnd, StoreError};
+
+use crate::commands::{Ctx, Effect};
+use crate::resp::reply;
+
+/// Redis's reply to a command on a key of another type (without the store's own detail, which
+/// clients matching the exact text would not expect).
+pub(crate) const WRONGTYPE: &str =
+    "WRONGTYPE Operation against a key holding the wrong kind of value";
+pub(crate) const NOT_INTEGER: &str = "ERR value is not an integer or out of range";
+pub(crate) const SYNTAX: &str = "ERR syntax error";
+
+/// Run a handler body, answering WRONGTYPE as Redis does. Bodies write their reply only after
+/// the store calls that can fail, so an error never follows a partial reply.
+pub(crate) fn typed(
+    ctx: &mut Ctx<'_>,
+    body: impl FnOnce(&mut Ctx<'_>) -> Result<Effect, StoreError>,
+) -> Result<Effect, StoreError> {
+    match body(ctx) {
+        Err(StoreError::WrongType { .. }) => {
+            reply::error(ctx.out, WRONGTYPE);
+            Ok(Effect::Read)
+        }
+        r => r,
+    }
+}
+
+/// Redis's strict integer syntax (no sign `+`, no spaces).
+pub(crate) fn int_arg(b: &[u8]) -> Option<i64> {
+    if b.first() == Some(&b'+') {
+        return None;
+    }
+    std::str::from_utf8(b).ok()?.parse().ok()
+}
+
+pub(crate) fn err(ctx: &mut Ctx<'_>, msg: &str) -> Result<Effect, StoreError> {
+    reply::error(ctx.out, msg);
+    Ok(Effect::Read)
+}
+
+fn end_arg(b: &[u8]) -> Option<ListEnd> {
+    if b.eq_ignore_ascii_case(b"LEFT") {
+        Some(ListEnd::Left)
+    } else if b.eq_ignore_ascii_case(b"RIGHT") {
+        Some(ListEnd::Right)
+    } else {
+        None
+    }
+}
+
+fn push(
+    ctx: &mut Ctx<'_>,
+    args: &[&[u8]],
+    end: ListEnd,
+    create: bool,
+) -> Result<Effect, StoreError> {
+    typed(ctx, |ctx| {
+        let n = if create {
+            ctx.store.list_push(args[1], end, &args[2..])?
+        } else {
+            ctx.store.list_push_existing(args[1], end, &args[2..])?
+        };
+        reply::int(ctx.out, n as i64);
+        Ok(if n > 0 { Effect::Wrote } else { Effect::Read })
+    })
+}
+
+pub(crate) fn lpush(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    push(ctx, args, ListEnd::Left, true)
+}
+pub(crate) fn rpush(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    push(ctx, args, ListEnd::Right, true)
+}
+pub(crate) fn lpushx(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    push(ctx, args, ListEnd::Left, false)
+}
+pub(crate) fn rpushx(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    push(ctx, args, ListEnd::Right, false)
+}
+
+fn pop(ctx: &mut Ctx<'_>, args: &[&[u8]], end: ListEnd) -> Result<Effect, StoreError> {
+    let name = String::from_utf8_lossy(args[0]).to_lowercase();
+    let count = match args.len() {
+        2 => None,
+        3 => match int_arg(args[2]) {
+            None => return err(ctx, NOT_INTEGER),
+            Some(c) if c < 0 => return err(ctx, "ERR value is out of range, must be positive"),
+            Some(c) => Some(c as u64),
+        },
+        _ => {
+            return err(
+                ctx,
+                &format!("ERR wrong number of arguments for '{name}' command"),
+            )
+        }
+    };
+    typed(ctx, |ctx| {
+        let proto = ctx.session.proto;
+        // Redis 7.0: a count of 0 answers an empty array when the list exists.
+        if count == Some(0) {
+            if ctx.store.list_len(args[1])? == 0 {
+                reply::null_array(ctx.out, proto);
+            } else {
+                reply::array(ctx.out, 0);
+            }
+            return Ok(Effect::Read);
+        }
+        let got = ctx.store.list_pop(args[1], end, count.unwrap_or(1))?;
+        match (got, count) {
+            (None, None) => reply::null(ctx.out, proto),
+            (None, Some(_)) => reply::null_array(ctx.out, proto),
+            (Some(v), None) => match v.first() {
+                Some(m) => reply::bulk(ctx.out, m),
+                None => reply::null(ctx.out, proto),
+            },
+            (Some(v), Some(_)) => {
+                reply::array(ctx.out, v.len());
+                for m in &v {
+                    reply::bulk(ctx.out, m);
+                }
+            }
+        }
+        Ok(Effect::Wrote)
+    })
+}
+
+pub(crate) fn lpop(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    pop(ctx, args, ListEnd::Left)
+}
+pub(crate) fn rpop(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    pop(ctx, args, ListEnd::Right)
+}
+
+pub(crate) fn llen(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    typed(ctx, |ctx| {
+        let n = ctx.store.list_len(args[1])?;
+        reply::int(ctx.out, n as i64);
+        Ok(Effect::Read)
+    })
+}
+
+pub(crate) fn lindex(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    let Some(i) = int_arg(args[2]) else {
+        return err(ctx, NOT_INTEGER);
+    };
+    typed(ctx, |ctx| {
+        match ctx.store.list_index(args[1], i)? {
+            Some(m) => reply::bulk(ctx.out, &m),
+            None => reply::null(ctx.out, ctx.session.proto),
+        }
+        Ok(Effect::Read)
+    })
+}
+
+pub(crate) fn lset(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    let Some(i) = int_arg(args[2]) else {
+        return err(ctx, NOT_INTEGER);
+    };
+    typed(ctx, |ctx| {
+        match ctx.store.list_set(args[1], i, args[3])? {
+            None => err(ctx, "ERR no such key"),
+            Some(false) => err(ctx, "ERR index out of range"),
+            Some(true) => {
+                reply::ok(ctx.out);
+                Ok(Effect::Wrote)
+            }
+        }
+    })
+}
+
+pub(crate) fn lrange(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    let (Some(a), Some(b)) = (int_arg(args[2]), int_arg(args[3])) else {
+        return err(ctx, NOT_INTEGER);
+    };
+    typed(ctx, |ctx| {
+        let v = ctx.store.list_range(args[1], a, b)?;
+        reply::array(ctx.out, v.len());
+        for m in &v {
+            reply::bulk(ctx.out, m);
+        }
+        Ok(Effect::Read)
+    })
+}
+
+pub(crate) fn linsert(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    let before = if args[2].eq_ignore_ascii_case(b"BEFORE") {
+        true
+    } else if args[2].eq_ignore_ascii_case(b"AFTER") {
+        false
+    } else {
+        return err(ctx, SYNTAX);
+    };
+    typed(ctx, |ctx| {
+        let n = ctx.store.list_insert(args[1], before, args[3], args[4])?;
+        reply::int(ctx.out, n);
+        Ok(if n > 0 { Effect::Wrote } else { Effect::Read })
+    })
+}
+
+pub(crate) fn lrem(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    let Some(count) = int_arg(args[2]) else {
+        return err(ctx, NOT_INTEGER);
+    };
+    typed(ctx, |ctx| {
+        let n = ctx.store.list_remove(args[1], count, args[3])?;
+        reply::int(ctx.out, n as i64);
+        Ok(if n > 0 { Effect::Wrote } else { Effect::Read })
+    })
+}
+
+pub(crate) fn ltrim(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    let (Some(a), Some(b)) = (int_arg(args[2]), int_arg(args[3])) else {
+        return err(ctx, NOT_INTEGER);
+    };
+    typed(ctx, |ctx| {
+        ctx.store.list_trim(args[1], a, b)?;
+        reply::ok(ctx.out);
+        Ok(Effect::Wrote)
+    })
+}
+
+/// Members read per step of LPOS's walk: bounded memory however long the list.
+const LPOS_PAGE: i64 = 512;
+
+pub(crate) fn lpos(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    let (mut rank, mut count, mut maxlen) = (1i64, None::<i64>, 0i64);
+    let mut i = 3;
+    while i < args.len() {
+        let Some(v) = args.get(i + 1) else {
+            return err(ctx, SYNTAX);
+        };
+        let Some(n) = int_arg(v) else {
+            return err(ctx, NOT_INTEGER);
+        };
+        let opt = args[i].to_ascii_uppercase();
+        match opt.as_slice() {
+            b"RANK" if n == 0 || n == i64::MIN => {
+                return err(ctx, "ERR RANK can't be zero: use 1 to start from the first match, 2 from the second ... or use negative to start from the end of the list");
+            }
+            b"RANK" => rank = n,
+            b"COUNT" if n < 0 => return err(ctx, "ERR COUNT can't be negative"),
+            b"COUNT" => count = Some(n),
+            b"MAXLEN" if n < 0 => return err(ctx, "ERR MAXLEN can't be negative"),
+            b"MAXLEN" => maxlen = n,
+            _ => return err(ctx, SYNTAX),
+        }
+        i += 2;
+    }
+    typed(ctx, |ctx| {
+        let len = ctx.store.list_len(args[1])? as i64;
+        let want = match count {
+            Some(0) => u64::MAX,
+            Some(c) => c as u64,
+            None => 1,
+        };
+        let mut skip = rank.unsigned_abs() - 1;
+        let limit = if maxlen == 0 { len } else { maxlen.min(len) };
+        let mut found = Vec::new();
+        let mut seen = 0i64;
+        // Walk from the end RANK names, a page at a time.
+        'walk: while seen < limit {
+            let n = LPOS_PAGE.min(limit - seen);
+            let (a, b) = if rank > 0 {
+                (seen, seen + n - 1)
+            } else {
+                (len - seen - n, len - seen - 1)
+            };
+            let page = ctx.store.list_range(args[1], a, b)?;
+            let at_of = |j: usize| a + j as i64;
+            let order: Box<dyn Iterator<Item = usize>> = if rank > 0 {
+                Box::new(0..page.len())
+            } else {
+                Box::new((0..page.len()).rev())
+            };
+            for j in order {
+                let (at, m) = (at_of(j), &page[j]);
+                if m.as_slice() == args[2] {
+                    if skip > 0 {
+                        skip -= 1;
+                    } else {
+                        found.push(at);
+                        if found.len() as u64 >= want {
+                            break 'walk;
+                        }
+                    }
+                }
+            }
+            seen += n;
+        }
+        match count {
+            None => match found.first() {
+                Some(&p) => reply::int(ctx.out, p),
+                None => reply::null(ctx.out, ctx.session.proto),
+            },
+            Some(_) => {
+                reply::array(ctx.out, found.len());
+                for p in found {
+                    reply::int(ctx.out, p);
+                }
+            }
+        }
+        Ok(Effect::Read)
+    })
+}
+
+fn move_one(
+    ctx: &mut Ctx<'_>,
+    src: &[u8],
+    dst: &[u8],
+    from: ListEnd,
+    to: ListEnd,
+) -> Result<Effect, StoreError> {
+    typed(ctx, |ctx| {
+        // Redis checks both types before anything moves: a destination of another type
+        // leaves the source as it was.
+        if ctx.store.list_len(src)? == 0 {
+            reply::null(ctx.out, ctx.session.proto);
+            return Ok(Effect::Read);
+        }
+        ctx.store.list_len(dst)?;
+        let Some(m) = ctx
+            .store
+            .list_pop(src, from, 1)?
+            .and_then(|v| v.into_iter().next())
+        else {
+            reply::null(ctx.out, ctx.session.proto);
+            return Ok(Effect::Read);
+        };
+        ctx.store.list_push(dst, to, &[&m])?;
+        reply::bulk(ctx.out, &m);
+        Ok(Effect::Wrote)
+    })
+}
+
+pub(crate) fn lmove(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    let (Some(from), Some(to)) = (end_arg(args[3]), end_arg(args[4])) else {
+        return err(ctx, SYNTAX);
+    };
+    move_one(ctx, args[1], args[2], from, to)
+}
+
+pub(crate) fn rpoplpush(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    move_one(ctx, args[1], args[2], ListEnd::Right, ListEnd::Left)
+}
+
+/// A store and a connection to run commands against, for the collection commands' tests.
+#[cfg(test)]
+pub(crate) mod testdb {
+    use crate::commands::{execute, ServerInfo, Session};
+    use cxltier_store::{Store, StoreBuilder};
+
+    pub(crate) struct Db {
+        pub store: Store,
+        pub info: ServerInfo,
+        pub session: Session,
+    }
+
+    impl Db {
+        pub fn new() -> Db {
+            Db {
+                store: StoreBuilder::new()
+                    .dram(64 << 20)
+                    .max_object(1 << 20)
+                    .durability(cxltier_store::Durability::None)
+                    .build()
+                    .unwrap(),
+                info: ServerInfo::default(),
+                session: Session::new(0, true),
+            }
+        }
+        /// The reply to a command given as space-separated words, as text.
+        pub fn cmd(&mut self, line: &str) -> String {
+            let words: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();
+            let mut out = Vec::new();
+            execute(
+                &mut self.store,
+                &mut self.info,
+                &mut self.session,
+                &words,
+                &mut out,
+            );
+            String::from_utf8(out).unwrap()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testdb::Db;
+
+    const WT: &str = "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n";
+
+    #[test]
+    fn push_pop_len_index_range() {
+        let mut db = Db::new();
+        assert_eq!(db.cmd("LPUSH l a b c"), ":3\r\n");
+        assert_eq!(db.cmd("RPUSH l d"), ":4\r\n");
+        assert_eq!(
+            db.cmd("LRANGE l 0 -1"),
+            "*4\r\n$1\r\nc\r\n$1\r\nb\r\n$1\r\na\r\n$1\r\nd\r\n"
+        );
+        assert_eq!(db.cmd("LRANGE l 5 10"), "*0\r\n");
+        assert_eq!(db.cmd("LLEN l"), ":4\r\n");
+        assert_eq!(db.cmd("LLEN nope"), ":0\r\n");
+        assert_eq!(db.cmd("LINDEX l -1"), "$1\r\nd\r\n");
+        assert_eq!(db.cmd("LINDEX l 9"), "$-1\r\n");
+        assert_eq!(
+            db.cmd("LINDEX l x"),
+            "-ERR value is not an integer or out of range\r\n"
+        );
+        assert_eq!(db.cmd("LPUSHX nope a"), ":0\r\n");
+        assert_eq!(db.cmd("RPUSHX l e"), ":5\r\n");
+        assert_eq!(db.cmd("LPOP l"), "$1\r\nc\r\n");
+        assert_eq!(db.cmd("RPOP l 2"), "*2\r\n$1\r\ne\r\n$1\r\nd\r\n");
+        assert_eq!(db.cmd("LPOP l 0"), "*0\r\n");
+        assert_eq!(
+            db.cmd("LPOP l -1"),
+            "-ERR value is out of range, must be positive\r\n"
+        );
+        assert_eq!(db.cmd("LPOP nope"), "$-1\r\n");
+        assert_eq!(db.cmd("LPOP nope 2"), "*-1\r\n");
+        assert_eq!(
+            db.cmd("LPOP l 1 2"),
+            "-ERR wrong number of arguments for 'lpop' command\r\n"
+        );
+        assert_eq!(db.cmd("RPOP l 10"), "*2\r\n$1\r\na\r\n$1\r\nb\r\n");
+        // The last member gone, the key is.
+        assert_eq!(db.cmd("EXISTS l"), ":0\r\n");
+        db.cmd("HELLO 3");
+        assert_eq!(db.cmd("LPOP nope"), "_\r\n");
+        assert_eq!(db.cmd("LPOP nope 1"), "_\r\n");
+    }
+
+    #[test]
+    fn set_insert_rem_trim_pos() {
+        let mut db = Db::new();
+        db.cmd("RPUSH l a b a c a");
+        assert_eq!(db.cmd("LSET l 1 B"), "+OK\r\n");
+        assert_eq!(db.cmd("LSET l 9 B"), "-ERR index out of range\r\n");
+        assert_eq!(db.cmd("LSET nope 0 B"), "-ERR no such key\r\n");
+        assert_eq!(db.cmd("LPOS l a"), ":0\r\n");
+        assert_eq!(db.cmd("LPOS l a RANK 2"), ":2\r\n");
+        assert_eq!(db.cmd("LPOS l a RANK -1"), ":4\r\n");
+        assert_eq!(db.cmd("LPOS l a COUNT 0"), "*3\r\n:0\r\n:2\r\n:4\r\n");
+        assert_eq!(db.cmd("LPOS l a RANK -1 COUNT 2"), "*2\r\n:4\r\n:2\r\n");
+        assert_eq!(db.cmd("LPOS l a COUNT 0 MAXLEN 3"), "*2\r\n:0\r\n:2\r\n");
+        assert_eq!(db.cmd("LPOS l z"), "$-1\r\n");
+        assert_eq!(db.cmd("LPOS nope z COUNT 1"), "*0\r\n");
+        assert!(db
+            .cmd("LPOS l a RANK 0")
+            .starts_with("-ERR RANK can't be zero"));
+        assert_eq!(
+            db.cmd("LPOS l a COUNT -1"),
+            "-ERR COUNT can't be negative\r\n"
+        );
+        assert_eq!(
+            db.cmd("LPOS l a MAXLEN -1"),
+            "-ERR MAXLEN can't be negative\r\n"
+        );
+        assert_eq!(db.cmd("LPOS l a FOO 1"), "-ERR syntax error\r\n");
+        assert_eq!(db.cmd("LINSERT l BEFORE c x"), ":6\r\n");
+        assert_eq!(db.cmd("LINSERT l AFTER zz x"), ":-1\r\n");
+        assert_eq!(db.cmd("LINSERT nope AFTER a x"), ":0\r\n");
+        assert_eq!(db.cmd("LINSERT l UNDER a x"), "-ERR syntax error\r\n");
+        assert_eq!(db.cmd("LREM l -1 a"), ":1\r\n");
+        assert_eq!(
+            db.cmd("LRANGE l 0 -1"),
+            "*5\r\n$1\r\na\r\n$1\r\nB\r\n$1\r\na\r\n$1\r\nx\r\n$1\r\nc\r\n"
+        );
+        assert_eq!(db.cmd("LREM l 0 a"), ":2\r\n");
+        assert_eq!(db.cmd("LTRIM l 1 -1"), "+OK\r\n");
+        assert_eq!(db.cmd("LRANGE l 0 -1"), "*2\r\n$1\r\nx\r\n$1\r\nc\r\n");
+        assert_eq!(db.cmd("LTRIM l 5 1"), "+OK\r\n");
+        assert_eq!(db.cmd("EXISTS l"), ":0\r\n");
+    }
+
+    #[test]
+    fn lpos_walks_long_lists_from_either_end() {
+        let mut db = Db::new();
+        let mut args: Vec<String> = vec!["RPUSH".into(), "l".into()];
+        args.extend((0..2000).map(|i| (i % 700).to_string()));
+        db.cmd(&args.join(" "));
+        assert_eq!(db.cmd("LPOS l 5 COUNT 0"), "*3\r\n:5\r\n:705\r\n:1405\r\n");
+        assert_eq!(db.cmd("LPOS l 5 RANK -1"), ":1405\r\n");
+        assert_eq!(db.cmd("LPOS l 5 RANK -3"), ":5\r\n");
+        assert_eq!(db.cmd("LPOS l 5 RANK 4"), "$-1\r\n");
+    }
+
+    #[test]
+    fn lmove_rpoplpush_and_wrong_types() {
+        let mut db = Db::new();
+        db.cmd("RPUSH a 1 2 3");
+        assert_eq!(db.cmd("LMOVE a b LEFT RIGHT"), "$1\r\n1\r\n");
+        assert_eq!(db.cmd("RPOPLPUSH a b"), "$1\r\n3\r\n");
+        assert_eq!(db.cmd("LRANGE b 0 -1"), "*2\r\n$1\r\n3\r\n$1\r\n1\r\n");
+        // Rotation of one list.
+        assert_eq!(db.cmd("LMOVE b b LEFT RIGHT"), "$1\r\n3\r\n");
+        assert_eq!(db.cmd("LRANGE b 0 -1"), "*2\r\n$1\r\n1\r\n$1\r\n3\r\n");
+        assert_eq!(db.cmd("LMOVE nope b LEFT RIGHT"), "$-1\r\n");
+        assert_eq!(db.cmd("LMOVE a b UP RIGHT"), "-ERR syntax error\r\n");
+        db.cmd("SET s v");
+        assert_eq!(db.cmd("LMOVE a s LEFT LEFT"), WT);
+        assert_eq!(db.cmd("LLEN a"), ":1\r\n");
+        for c in [
+            "LPUSH s x",
+            "LLEN s",
+            "LRANGE s 0 1",
+            "LPOP s",
+            "LINDEX s 0",
+            "LSET s 0 x",
+            "LPOS s x",
+            "RPOPLPUSH s a",
+        ] {
+            assert_eq!(db.cmd(c), WT, "{c}");
+        }
+        assert_eq!(db.cmd("GET s"), "$1\r\nv\r\n");
+    }
+}

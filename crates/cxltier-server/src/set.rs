@@ -1,0 +1,595 @@
+//! The set commands over the store's chunked sets (`cxltier_store::Store::s*`). Whole-set
+//! commands (SMEMBERS, SINTER, ...) read a set a page at a time through `sscan`; SPOP and
+//! SRANDMEMBER draw members by index (`member_at`), O(log n) each.
+
+use cxltier_store::StoreError;
+use rand::Rng;
+
+use crate::commands::{Ctx, Effect};
+use crate::list::{err, int_arg, typed, NOT_INTEGER, SYNTAX};
+use crate::resp::reply;
+
+/// Members read per `sscan` call when a command walks a whole set.
+const PAGE: usize = 1024;
+
+/// A SCAN-family cursor on the wire: Redis's are integers and clients parse them as such, while
+/// the store's is the last member returned. A member `m` is written as `1` followed by each
+/// byte as three decimal digits: an integer, lossless, linear in the member's length. `0` is
+/// the start and the end.
+pub(crate) fn cursor_to_wire(next: Option<&[u8]>) -> Vec<u8> {
+    let Some(m) = next else {
+        return b"0".to_vec();
+    };
+    let mut s = Vec::with_capacity(1 + 3 * m.len());
+    s.push(b'1');
+    for b in m {
+        s.extend_from_slice(&[b'0' + b / 100, b'0' + b / 10 % 10, b'0' + b % 10]);
+    }
+    s
+}
+
+/// The store's cursor from the wire's: `Some(None)` is the start, `None` an invalid cursor.
+pub(crate) fn cursor_from_wire(c: &[u8]) -> Option<Option<Vec<u8>>> {
+    if c == b"0" {
+        return Some(None);
+    }
+    let digits = c.strip_prefix(b"1")?;
+    if digits.len() % 3 != 0 || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    digits
+        .chunks(3)
+        .map(|d| {
+            let n = (d[0] - b'0') as u32 * 100 + (d[1] - b'0') as u32 * 10 + (d[2] - b'0') as u32;
+            u8::try_from(n).ok()
+        })
+        .collect::<Option<Vec<u8>>>()
+        .map(Some)
+}
+
+/// Every member of the set at `key` (empty when absent; WRONGTYPE as an error).
+fn members(ctx: &mut Ctx<'_>, key: &[u8]) -> Result<Vec<Vec<u8>>, StoreError> {
+    let mut all = Vec::new();
+    let mut after: Option<Vec<u8>> = None;
+    loop {
+        let (page, next) = ctx.store.sscan(key, after.as_deref(), PAGE)?;
+        all.extend(page);
+        match next {
+            Some(n) => after = Some(n),
+            None => return Ok(all),
+        }
+    }
+}
+
+fn reply_set(ctx: &mut Ctx<'_>, ms: &[Vec<u8>]) {
+    reply::set(ctx.out, ctx.session.proto, ms.len());
+    for m in ms {
+        reply::bulk(ctx.out, m);
+    }
+}
+
+pub(crate) fn sadd(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    typed(ctx, |ctx| {
+        let n = ctx.store.sadd(args[1], &args[2..])?;
+        reply::int(ctx.out, n as i64);
+        Ok(if n > 0 { Effect::Wrote } else { Effect::Read })
+    })
+}
+
+pub(crate) fn srem(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    typed(ctx, |ctx| {
+        let n = ctx.store.srem(args[1], &args[2..])?;
+        reply::int(ctx.out, n as i64);
+        Ok(if n > 0 { Effect::Wrote } else { Effect::Read })
+    })
+}
+
+pub(crate) fn sismember(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    typed(ctx, |ctx| {
+        let b = ctx.store.sismember(args[1], args[2])?;
+        reply::int(ctx.out, b as i64);
+        Ok(Effect::Read)
+    })
+}
+
+pub(crate) fn smismember(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    typed(ctx, |ctx| {
+        let mut found = Vec::with_capacity(args.len() - 2);
+        for m in &args[2..] {
+            found.push(ctx.store.sismember(args[1], m)?);
+        }
+        reply::array(ctx.out, found.len());
+        for b in found {
+            reply::int(ctx.out, b as i64);
+        }
+        Ok(Effect::Read)
+    })
+}
+
+pub(crate) fn scard(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    typed(ctx, |ctx| {
+        let n = ctx.store.scard(args[1])?;
+        reply::int(ctx.out, n as i64);
+        Ok(Effect::Read)
+    })
+}
+
+pub(crate) fn smembers(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    typed(ctx, |ctx| {
+        let ms = members(ctx, args[1])?;
+        reply_set(ctx, &ms);
+        Ok(Effect::Read)
+    })
+}
+
+/// The optional count of SPOP and SRANDMEMBER: `Err` is the reply already given.
+fn count_arg(ctx: &mut Ctx<'_>, args: &[&[u8]], negative_ok: bool) -> Result<Option<i64>, ()> {
+    match args.len() {
+        2 => Ok(None),
+        3 => match int_arg(args[2]) {
+            None => {
+                reply::error(ctx.out, NOT_INTEGER);
+                Err(())
+            }
+            Some(c) if c < 0 && !negative_ok => {
+                reply::error(ctx.out, "ERR value is out of range, must be positive");
+                Err(())
+            }
+            Some(c) => Ok(Some(c)),
+        },
+        _ => {
+            reply::error(ctx.out, SYNTAX);
+            Err(())
+        }
+    }
+}
+
+pub(crate) fn spop(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    let Ok(count) = count_arg(ctx, args, false) else {
+        return Ok(Effect::Read);
+    };
+    typed(ctx, |ctx| {
+        let card = ctx.store.scard(args[1])?;
+        let want = count.map_or(1, |c| c as u64).min(card);
+        let mut rng = rand::rng();
+        let mut got = Vec::with_capacity(want as usize);
+        for left in (card - want + 1..=card).rev() {
+            if let Some((m, _)) = ctx.store.member_at(args[1], rng.random_range(0..left))? {
+                ctx.store.srem(args[1], &[&m])?;
+                got.push(m);
+            }
+        }
+        match count {
+            None => match got.first() {
+                Some(m) => reply::bulk(ctx.out, m),
+                None => reply::null(ctx.out, ctx.session.proto),
+            },
+            Some(_) => reply_set(ctx, &got),
+        }
+        Ok(if got.is_empty() {
+            Effect::Read
+        } else {
+            Effect::Wrote
+        })
+    })
+}
+
+pub(crate) fn srandmember(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    let Ok(count) = count_arg(ctx, args, true) else {
+        return Ok(Effect::Read);
+    };
+    typed(ctx, |ctx| {
+        let card = ctx.store.scard(args[1])?;
+        let mut rng = rand::rng();
+        let Some(c) = count else {
+            match (card > 0)
+                .then(|| ctx.store.member_at(args[1], rng.random_range(0..card)))
+                .transpose()?
+                .flatten()
+            {
+                Some((m, _)) => reply::bulk(ctx.out, &m),
+                None => reply::null(ctx.out, ctx.session.proto),
+            }
+            return Ok(Effect::Read);
+        };
+        let mut got = Vec::new();
+        if card > 0 && c < 0 {
+            // A negative count: that many draws, repeats allowed.
+            for _ in 0..c.unsigned_abs() {
+                if let Some((m, _)) = ctx.store.member_at(args[1], rng.random_range(0..card))? {
+                    got.push(m);
+                }
+            }
+        } else if card > 0 && c > 0 {
+            // Distinct members: distinct indexes (Floyd's sampling), or the whole set.
+            let want = (c as u64).min(card);
+            let mut picked = hashbrown::HashSet::with_capacity(want as usize);
+            for j in card - want..card {
+                let t = rng.random_range(0..=j);
+                if !picked.insert(t) {
+                    picked.insert(j);
+                }
+            }
+            let mut idx: Vec<u64> = picked.into_iter().collect();
+            idx.sort_unstable();
+            for i in idx {
+                if let Some((m, _)) = ctx.store.member_at(args[1], i)? {
+                    got.push(m);
+                }
+            }
+        }
+        reply::array(ctx.out, got.len());
+        for m in &got {
+            reply::bulk(ctx.out, m);
+        }
+        Ok(Effect::Read)
+    })
+}
+
+pub(crate) fn sscan(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    let Some(after) = cursor_from_wire(args[2]) else {
+        return err(ctx, "ERR invalid cursor");
+    };
+    let Ok((pattern, count)) = scan_options(ctx, &args[3..]) else {
+        return Ok(Effect::Read);
+    };
+    typed(ctx, |ctx| {
+        let (page, next) = ctx.store.sscan(args[1], after.as_deref(), count)?;
+        let page: Vec<Vec<u8>> = page
+            .into_iter()
+            .filter(|m| pattern.is_none_or(|p| crate::glob::matches(p, m, false)))
+            .collect();
+        reply::array(ctx.out, 2);
+        reply::bulk(ctx.out, &cursor_to_wire(next.as_deref()));
+        reply::array(ctx.out, page.len());
+        for m in &page {
+            reply::bulk(ctx.out, m);
+        }
+        Ok(Effect::Read)
+    })
+}
+
+/// `[MATCH pattern] [COUNT count]` of the SCAN family: `Err` is the reply already given.
+pub(crate) fn scan_options<'a>(
+    ctx: &mut Ctx<'_>,
+    opts: &[&'a [u8]],
+) -> Result<(Option<&'a [u8]>, usize), ()> {
+    let (mut pattern, mut count) = (None, 10usize);
+    let mut i = 0;
+    while i < opts.len() {
+        let Some(v) = opts.get(i + 1) else {
+            reply::error(ctx.out, SYNTAX);
+            return Err(());
+        };
+        if opts[i].eq_ignore_ascii_case(b"MATCH") {
+            pattern = Some(*v);
+        } else if opts[i].eq_ignore_ascii_case(b"COUNT") {
+            match int_arg(v) {
+                None => {
+                    reply::error(ctx.out, NOT_INTEGER);
+                    return Err(());
+                }
+                Some(c) if c < 1 => {
+                    reply::error(ctx.out, SYNTAX);
+                    return Err(());
+                }
+                Some(c) => count = c.min(1 << 20) as usize,
+            }
+        } else {
+            reply::error(ctx.out, SYNTAX);
+            return Err(());
+        }
+        i += 2;
+    }
+    Ok((pattern, count))
+}
+
+pub(crate) fn smove(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    typed(ctx, |ctx| {
+        // Redis's order: an absent source is 0 whatever the destination holds; otherwise both
+        // types are checked before anything moves.
+        if ctx.store.scard(args[1])? == 0 {
+            reply::int(ctx.out, 0);
+            return Ok(Effect::Read);
+        }
+        ctx.store.scard(args[2])?;
+        if ctx.store.srem(args[1], &[args[3]])? == 0 {
+            reply::int(ctx.out, 0);
+            return Ok(Effect::Read);
+        }
+        ctx.store.sadd(args[2], &[args[3]])?;
+        reply::int(ctx.out, 1);
+        Ok(Effect::Wrote)
+    })
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Op {
+    Inter,
+    Union,
+    Diff,
+}
+
+/// The members of `op` over the sets at `keys`, at most `limit` of them (SINTERCARD).
+fn combine(
+    ctx: &mut Ctx<'_>,
+    op: Op,
+    keys: &[&[u8]],
+    limit: usize,
+) -> Result<Vec<Vec<u8>>, StoreError> {
+    match op {
+        Op::Inter => {
+            // Walk the smallest set and look the others' members up: no other set is read
+            // whole. Every type is checked first, as Redis does.
+            let mut cards = Vec::with_capacity(keys.len());
+            for k in keys {
+                cards.push(ctx.store.scard(k)?);
+            }
+            let Some((small, _)) = cards.iter().enumerate().min_by_key(|(_, c)| **c) else {
+                return Ok(Vec::new());
+            };
+            let mut out = Vec::new();
+            'member: for m in members(ctx, keys[small])? {
+                if out.len() >= limit {
+                    break;
+                }
+                for (i, k) in keys.iter().enumerate() {
+                    if i != small && !ctx.store.sismember(k, &m)? {
+                        continue 'member;
+                    }
+                }
+                out.push(m);
+            }
+            Ok(out)
+        }
+        Op::Union => {
+            let mut seen = std::collections::BTreeSet::new();
+            for k in keys {
+                seen.extend(members(ctx, k)?);
+            }
+            Ok(seen.into_iter().collect())
+        }
+        Op::Diff => {
+            for k in &keys[1..] {
+                ctx.store.scard(k)?;
+            }
+            let mut out = Vec::new();
+            'member: for m in members(ctx, keys[0])? {
+                for k in &keys[1..] {
+                    if ctx.store.sismember(k, &m)? {
+                        continue 'member;
+                    }
+                }
+                out.push(m);
+            }
+            Ok(out)
+        }
+    }
+}
+
+fn read_op(ctx: &mut Ctx<'_>, args: &[&[u8]], op: Op) -> Result<Effect, StoreError> {
+    typed(ctx, |ctx| {
+        let ms = combine(ctx, op, &args[1..], usize::MAX)?;
+        reply_set(ctx, &ms);
+        Ok(Effect::Read)
+    })
+}
+
+fn store_op(ctx: &mut Ctx<'_>, args: &[&[u8]], op: Op) -> Result<Effect, StoreError> {
+    typed(ctx, |ctx| {
+        let ms = combine(ctx, op, &args[2..], usize::MAX)?;
+        // The destination is replaced whatever it held; an empty result deletes it.
+        ctx.store.delete(args[1])?;
+        let refs: Vec<&[u8]> = ms.iter().map(Vec::as_slice).collect();
+        for chunk in refs.chunks(PAGE) {
+            ctx.store.sadd(args[1], chunk)?;
+        }
+        reply::int(ctx.out, ms.len() as i64);
+        Ok(Effect::Wrote)
+    })
+}
+
+pub(crate) fn sinter(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    read_op(ctx, args, Op::Inter)
+}
+pub(crate) fn sunion(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    read_op(ctx, args, Op::Union)
+}
+pub(crate) fn sdiff(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    read_op(ctx, args, Op::Diff)
+}
+pub(crate) fn sinterstore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    store_op(ctx, args, Op::Inter)
+}
+pub(crate) fn sunionstore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    store_op(ctx, args, Op::Union)
+}
+pub(crate) fn sdiffstore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    store_op(ctx, args, Op::Diff)
+}
+
+pub(crate) fn sintercard(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    let n = match int_arg(args[1]) {
+        Some(n) if n > 0 => n as usize,
+        _ => return err(ctx, "ERR numkeys should be greater than 0"),
+    };
+    if n > args.len() - 2 {
+        return err(
+            ctx,
+            "ERR Number of keys can't be greater than number of args",
+        );
+    }
+    let keys = &args[2..2 + n];
+    let mut limit = usize::MAX;
+    let rest = &args[2 + n..];
+    match rest {
+        [] => {}
+        [l, v] if l.eq_ignore_ascii_case(b"LIMIT") => match int_arg(v) {
+            None => return err(ctx, NOT_INTEGER),
+            Some(x) if x < 0 => return err(ctx, "ERR LIMIT can't be negative"),
+            Some(0) => {}
+            Some(x) => limit = x as usize,
+        },
+        _ => return err(ctx, SYNTAX),
+    }
+    typed(ctx, |ctx| {
+        let ms = combine(ctx, Op::Inter, keys, limit)?;
+        reply::int(ctx.out, ms.len() as i64);
+        Ok(Effect::Read)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::list::testdb::Db;
+
+    const WT: &str = "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n";
+
+    #[test]
+    fn cursors_are_integers_and_round_trip() {
+        for m in [&b""[..], b"a", b"\x00\xff\x10", b"member:42"] {
+            let w = cursor_to_wire(Some(m));
+            assert!(w.iter().all(u8::is_ascii_digit) && w[0] == b'1');
+            assert_eq!(cursor_from_wire(&w), Some(Some(m.to_vec())));
+        }
+        assert_eq!(cursor_from_wire(b"0"), Some(None));
+        assert_eq!(cursor_from_wire(b"12"), None);
+        assert_eq!(cursor_from_wire(b"1256"), None);
+        assert_eq!(cursor_from_wire(b"abc"), None);
+    }
+
+    #[test]
+    fn add_rem_members_and_shapes() {
+        let mut db = Db::new();
+        assert_eq!(db.cmd("SADD s b a c a"), ":3\r\n");
+        assert_eq!(db.cmd("SADD s a"), ":0\r\n");
+        assert_eq!(db.cmd("SCARD s"), ":3\r\n");
+        assert_eq!(db.cmd("SISMEMBER s a"), ":1\r\n");
+        assert_eq!(db.cmd("SMISMEMBER s a z c"), "*3\r\n:1\r\n:0\r\n:1\r\n");
+        assert_eq!(
+            db.cmd("SMEMBERS s"),
+            "*3\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n"
+        );
+        db.cmd("HELLO 3");
+        assert_eq!(
+            db.cmd("SMEMBERS s"),
+            "~3\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n"
+        );
+        assert_eq!(db.cmd("SMEMBERS nope"), "~0\r\n");
+        assert_eq!(db.cmd("SREM s a z"), ":1\r\n");
+        assert_eq!(db.cmd("SMOVE s t b"), ":1\r\n");
+        assert_eq!(db.cmd("SMOVE s t zz"), ":0\r\n");
+        assert_eq!(db.cmd("SMEMBERS t"), "~1\r\n$1\r\nb\r\n");
+        db.cmd("SET str v");
+        assert_eq!(db.cmd("SMOVE s str c"), WT);
+        assert_eq!(db.cmd("SISMEMBER s c"), ":1\r\n");
+        assert_eq!(db.cmd("SMOVE nope str c"), ":0\r\n");
+        for c in [
+            "SADD str a",
+            "SCARD str",
+            "SMEMBERS str",
+            "SPOP str",
+            "SINTER s str",
+            "SUNION s str",
+            "SSCAN str 0",
+        ] {
+            assert_eq!(db.cmd(c), WT, "{c}");
+        }
+        db.cmd("RPUSH l x");
+        assert_eq!(db.cmd("SRANDMEMBER l"), WT);
+    }
+
+    #[test]
+    fn pop_and_random_members() {
+        let mut db = Db::new();
+        db.cmd("SADD s a b c d e");
+        assert_eq!(db.cmd("SRANDMEMBER s 10").matches('$').count(), 5);
+        assert_eq!(db.cmd("SRANDMEMBER s 3").matches('$').count(), 3);
+        let r = db.cmd("SRANDMEMBER s 3");
+        let mut ms: Vec<&str> = r.split("\r\n").skip(2).step_by(2).collect();
+        ms.dedup();
+        assert_eq!(ms.iter().filter(|m| !m.is_empty()).count(), 3, "{r}");
+        assert_eq!(db.cmd("SRANDMEMBER s -8").matches('$').count(), 8);
+        assert_eq!(db.cmd("SRANDMEMBER nope"), "$-1\r\n");
+        assert_eq!(db.cmd("SRANDMEMBER nope 3"), "*0\r\n");
+        assert_eq!(
+            db.cmd("SPOP s -1"),
+            "-ERR value is out of range, must be positive\r\n"
+        );
+        assert!(db.cmd("SPOP s").starts_with("$1\r\n"));
+        assert_eq!(db.cmd("SPOP s 2").matches('$').count(), 2);
+        assert_eq!(db.cmd("SCARD s"), ":2\r\n");
+        assert_eq!(db.cmd("SPOP s 9").matches('$').count(), 2);
+        assert_eq!(db.cmd("EXISTS s"), ":0\r\n");
+        assert_eq!(db.cmd("SPOP s"), "$-1\r\n");
+        assert_eq!(db.cmd("SPOP s 1"), "*0\r\n");
+    }
+
+    #[test]
+    fn sscan_returns_every_member_once() {
+        let mut db = Db::new();
+        let mut args = vec!["SADD".to_string(), "s".into()];
+        args.extend((0..500).map(|i| format!("m{i}")));
+        db.cmd(&args.join(" "));
+        let mut cursor = "0".to_string();
+        let mut seen = Vec::new();
+        loop {
+            let r = db.cmd(&format!("SSCAN s {cursor} COUNT 37"));
+            let parts: Vec<&str> = r.split("\r\n").collect();
+            cursor = parts[2].to_string();
+            seen.extend(parts[4..].iter().skip(1).step_by(2).map(|s| s.to_string()));
+            if cursor == "0" {
+                break;
+            }
+        }
+        seen.retain(|s| !s.is_empty());
+        seen.sort();
+        seen.dedup();
+        assert_eq!(seen.len(), 500);
+        let nines: String = std::iter::once("m49".to_string())
+            .chain((490..500).map(|i| format!("$4\r\nm{i}")))
+            .collect::<Vec<_>>()
+            .join("\r\n");
+        assert_eq!(
+            db.cmd("SSCAN s 0 MATCH m49* COUNT 1000"),
+            "*2\r\n$1\r\n0\r\n*2\r\n$3\r\nm49\r\n$4\r\nm499\r\n"
+                .replace("*2\r\n$3", "*11\r\n$3")
+                .replace("m49\r\n$4\r\nm499", &nines)
+        );
+        assert_eq!(db.cmd("SSCAN s x"), "-ERR invalid cursor\r\n");
+        assert_eq!(db.cmd("SSCAN s 0 COUNT 0"), "-ERR syntax error\r\n");
+    }
+
+    #[test]
+    fn inter_union_diff_and_stores() {
+        let mut db = Db::new();
+        db.cmd("SADD a 1 2 3 4");
+        db.cmd("SADD b 3 4 5");
+        db.cmd("SADD c 4 5 6");
+        assert_eq!(db.cmd("SINTER a b c"), "*1\r\n$1\r\n4\r\n");
+        assert_eq!(db.cmd("SINTER a nope"), "*0\r\n");
+        assert_eq!(db.cmd("SDIFF a b"), "*2\r\n$1\r\n1\r\n$1\r\n2\r\n");
+        assert_eq!(db.cmd("SUNION b c").matches('$').count(), 4);
+        assert_eq!(db.cmd("SINTERCARD 2 a b"), ":2\r\n");
+        assert_eq!(db.cmd("SINTERCARD 2 a b LIMIT 1"), ":1\r\n");
+        assert_eq!(
+            db.cmd("SINTERCARD 0 a"),
+            "-ERR numkeys should be greater than 0\r\n"
+        );
+        assert_eq!(
+            db.cmd("SINTERCARD 3 a b"),
+            "-ERR Number of keys can't be greater than number of args\r\n"
+        );
+        assert_eq!(
+            db.cmd("SINTERCARD 2 a b LIMIT -1"),
+            "-ERR LIMIT can't be negative\r\n"
+        );
+        db.cmd("SET d str");
+        assert_eq!(db.cmd("SUNIONSTORE d a b"), ":5\r\n");
+        assert_eq!(db.cmd("SCARD d"), ":5\r\n");
+        assert_eq!(db.cmd("SINTERSTORE d a b"), ":2\r\n");
+        assert_eq!(db.cmd("SDIFFSTORE d a a"), ":0\r\n");
+        assert_eq!(db.cmd("EXISTS d"), ":0\r\n");
+    }
+}

@@ -1,0 +1,629 @@
+//! The sorted set commands over the store's chunked sorted sets (`cxltier_store::Store::z*`):
+//! two counted trees (by member, by score), so ranks, ranges and counts read only their paths.
+
+use cxltier_store::{LexBound, ScoreBound, StoreError, ZAddFlags};
+
+use crate::commands::{Ctx, Effect};
+use crate::list::{err, int_arg, typed, NOT_INTEGER, SYNTAX};
+use crate::resp::reply;
+use crate::set::{cursor_from_wire, cursor_to_wire, scan_options};
+
+const NOT_FLOAT: &str = "ERR value is not a valid float";
+const BAD_SCORE_RANGE: &str = "ERR min or max is not a float";
+const BAD_LEX_RANGE: &str = "ERR min or max not valid string range item";
+
+/// A score as Redis reads one: a float (`inf`, `-inf`, `+inf` included), never NaN.
+fn score_arg(b: &[u8]) -> Option<f64> {
+    let s = std::str::from_utf8(b).ok()?;
+    let v: f64 = match s.to_ascii_lowercase().as_str() {
+        "+inf" | "inf" => f64::INFINITY,
+        "-inf" => f64::NEG_INFINITY,
+        t if t.contains("inf") || t.contains("nan") || t.trim() != t => return None,
+        t => t.parse().ok()?,
+    };
+    Some(v)
+}
+
+fn score_bound(b: &[u8]) -> Option<ScoreBound> {
+    match b.strip_prefix(b"(") {
+        Some(rest) => score_arg(rest).map(ScoreBound::Exclusive),
+        None => score_arg(b).map(ScoreBound::Inclusive),
+    }
+}
+
+fn lex_bound(b: &[u8]) -> Option<LexBound<'_>> {
+    match b {
+        b"-" => Some(LexBound::Min),
+        b"+" => Some(LexBound::Max),
+        _ => match b.split_first()? {
+            (b'[', rest) => Some(LexBound::Inclusive(rest)),
+            (b'(', rest) => Some(LexBound::Exclusive(rest)),
+            _ => None,
+        },
+    }
+}
+
+/// Members with their scores: RESP3 pairs, RESP2 a flat array (WITHSCORES), or members only.
+fn reply_scored(ctx: &mut Ctx<'_>, items: &[(Vec<u8>, f64)], withscores: bool) {
+    let proto = ctx.session.proto;
+    if !withscores {
+        reply::array(ctx.out, items.len());
+        for (m, _) in items {
+            reply::bulk(ctx.out, m);
+        }
+    } else if proto >= 3 {
+        reply::array(ctx.out, items.len());
+        for (m, s) in items {
+            reply::array(ctx.out, 2);
+            reply::bulk(ctx.out, m);
+            reply::double(ctx.out, proto, *s);
+        }
+    } else {
+        reply::array(ctx.out, 2 * items.len());
+        for (m, s) in items {
+            reply::bulk(ctx.out, m);
+            reply::double(ctx.out, proto, *s);
+        }
+    }
+}
+
+pub(crate) fn zadd(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    let mut flags = ZAddFlags::default();
+    let (mut ch, mut incr) = (false, false);
+    let mut i = 2;
+    while i < args.len() {
+        match args[i].to_ascii_uppercase().as_slice() {
+            b"NX" => flags.nx = true,
+            b"XX" => flags.xx = true,
+            b"GT" => flags.gt = true,
+            b"LT" => flags.lt = true,
+            b"CH" => ch = true,
+            b"INCR" => incr = true,
+            _ => break,
+        }
+        i += 1;
+    }
+    let rest = &args[i..];
+    if rest.is_empty() || rest.len() % 2 != 0 {
+        return err(ctx, SYNTAX);
+    }
+    if flags.nx && flags.xx {
+        return err(
+            ctx,
+            "ERR XX and NX options at the same time are not compatible",
+        );
+    }
+    if (flags.gt && flags.lt) || (flags.nx && (flags.gt || flags.lt)) {
+        return err(
+            ctx,
+            "ERR GT, LT, and/or NX options at the same time are not compatible",
+        );
+    }
+    if incr && rest.len() > 2 {
+        return err(
+            ctx,
+            "ERR INCR option supports a single increment-element pair",
+        );
+    }
+    let mut pairs = Vec::with_capacity(rest.len() / 2);
+    for p in rest.chunks(2) {
+        let Some(s) = score_arg(p[0]) else {
+            return err(ctx, NOT_FLOAT);
+        };
+        pairs.push((s, p[1]));
+    }
+    typed(ctx, |ctx| {
+        if incr {
+            let (by, m) = pairs[0];
+            return match ctx.store.zincrby(args[1], flags, by, m) {
+                Ok(Some(s)) => {
+                    reply::double(ctx.out, ctx.session.proto, s);
+                    Ok(Effect::Wrote)
+                }
+                Ok(None) => {
+                    reply::null(ctx.out, ctx.session.proto);
+                    Ok(Effect::Read)
+                }
+                Err(StoreError::Config(_)) => err(ctx, "ERR resulting score is not a number (NaN)"),
+                Err(e) => Err(e),
+            };
+        }
+        let o = ctx.store.zadd(args[1], flags, &pairs)?;
+        reply::int(ctx.out, (o.added + if ch { o.changed } else { 0 }) as i64);
+        Ok(if o.added + o.changed > 0 {
+            Effect::Wrote
+        } else {
+            Effect::Read
+        })
+    })
+}
+
+pub(crate) fn zincrby(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    let Some(by) = score_arg(args[2]) else {
+        return err(ctx, NOT_FLOAT);
+    };
+    typed(ctx, |ctx| {
+        match ctx
+            .store
+            .zincrby(args[1], ZAddFlags::default(), by, args[3])
+        {
+            Ok(Some(s)) => {
+                reply::double(ctx.out, ctx.session.proto, s);
+                Ok(Effect::Wrote)
+            }
+            Ok(None) => {
+                reply::null(ctx.out, ctx.session.proto);
+                Ok(Effect::Read)
+            }
+            Err(StoreError::Config(_)) => err(ctx, "ERR resulting score is not a number (NaN)"),
+            Err(e) => Err(e),
+        }
+    })
+}
+
+pub(crate) fn zrem(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    typed(ctx, |ctx| {
+        let n = ctx.store.zrem(args[1], &args[2..])?;
+        reply::int(ctx.out, n as i64);
+        Ok(if n > 0 { Effect::Wrote } else { Effect::Read })
+    })
+}
+
+pub(crate) fn zscore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    typed(ctx, |ctx| {
+        match ctx.store.zscore(args[1], args[2])? {
+            Some(s) => reply::double(ctx.out, ctx.session.proto, s),
+            None => reply::null(ctx.out, ctx.session.proto),
+        }
+        Ok(Effect::Read)
+    })
+}
+
+pub(crate) fn zmscore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    typed(ctx, |ctx| {
+        let mut got = Vec::with_capacity(args.len() - 2);
+        for m in &args[2..] {
+            got.push(ctx.store.zscore(args[1], m)?);
+        }
+        reply::array(ctx.out, got.len());
+        for s in got {
+            match s {
+                Some(s) => reply::double(ctx.out, ctx.session.proto, s),
+                None => reply::null(ctx.out, ctx.session.proto),
+            }
+        }
+        Ok(Effect::Read)
+    })
+}
+
+pub(crate) fn zcard(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    typed(ctx, |ctx| {
+        let n = ctx.store.zcard(args[1])?;
+        reply::int(ctx.out, n as i64);
+        Ok(Effect::Read)
+    })
+}
+
+pub(crate) fn zcount(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    let (Some(min), Some(max)) = (score_bound(args[2]), score_bound(args[3])) else {
+        return err(ctx, BAD_SCORE_RANGE);
+    };
+    typed(ctx, |ctx| {
+        let n = ctx.store.zcount(args[1], min, max)?;
+        reply::int(ctx.out, n as i64);
+        Ok(Effect::Read)
+    })
+}
+
+pub(crate) fn zlexcount(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    let (Some(min), Some(max)) = (lex_bound(args[2]), lex_bound(args[3])) else {
+        return err(ctx, BAD_LEX_RANGE);
+    };
+    typed(ctx, |ctx| {
+        let n = ctx.store.zlexcount(args[1], min, max)?;
+        reply::int(ctx.out, n as i64);
+        Ok(Effect::Read)
+    })
+}
+
+fn rank(ctx: &mut Ctx<'_>, args: &[&[u8]], rev: bool) -> Result<Effect, StoreError> {
+    typed(ctx, |ctx| {
+        match ctx.store.zrank(args[1], args[2], rev)? {
+            Some(r) => reply::int(ctx.out, r as i64),
+            None => reply::null(ctx.out, ctx.session.proto),
+        }
+        Ok(Effect::Read)
+    })
+}
+
+pub(crate) fn zrank(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    rank(ctx, args, false)
+}
+pub(crate) fn zrevrank(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    rank(ctx, args, true)
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum By {
+    Rank,
+    Score,
+    Lex,
+}
+
+/// A parsed range request (ZRANGE's arguments after the key, in its own order).
+struct Range<'a> {
+    by: By,
+    rev: bool,
+    /// Lower and upper bound as given (REV's order already undone).
+    lo: &'a [u8],
+    hi: &'a [u8],
+    offset: i64,
+    count: Option<u64>,
+    withscores: bool,
+}
+
+/// Parse `start stop [BYSCORE|BYLEX] [REV] [LIMIT offset count] [WITHSCORES]` (`store`: no
+/// WITHSCORES, as ZRANGESTORE). `Err` is the message to reply.
+fn parse_range<'a>(a: &[&'a [u8]], store: bool) -> Result<Range<'a>, &'static str> {
+    let mut r = Range {
+        by: By::Rank,
+        rev: false,
+        lo: a[0],
+        hi: a[1],
+        offset: 0,
+        count: None,
+        withscores: false,
+    };
+    let mut limit = false;
+    let mut i = 2;
+    while i < a.len() {
+        match a[i].to_ascii_uppercase().as_slice() {
+            b"BYSCORE" => r.by = By::Score,
+            b"BYLEX" => r.by = By::Lex,
+            b"REV" => r.rev = true,
+            b"WITHSCORES" if !store => r.withscores = true,
+            b"LIMIT" if i + 2 < a.len() => {
+                let (Some(o), Some(c)) = (int_arg(a[i + 1]), int_arg(a[i + 2])) else {
+                    return Err(NOT_INTEGER);
+                };
+                r.offset = o;
+                r.count = (c >= 0).then_some(c as u64);
+                limit = true;
+                i += 2;
+            }
+            _ => return Err(SYNTAX),
+        }
+        i += 1;
+    }
+    if limit && r.by == By::Rank {
+        return Err(
+            "ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX",
+        );
+    }
+    if r.withscores && r.by == By::Lex {
+        return Err("ERR syntax error, WITHSCORES not supported in combination with BYLEX");
+    }
+    if r.rev && r.by != By::Rank {
+        std::mem::swap(&mut r.lo, &mut r.hi);
+    }
+    Ok(r)
+}
+
+/// A range's members with their scores, or the error to reply for its bounds.
+type Ranged = Result<Vec<(Vec<u8>, f64)>, &'static str>;
+
+/// The members a range names, with their scores.
+fn run_range(ctx: &mut Ctx<'_>, key: &[u8], r: &Range<'_>) -> Result<Ranged, StoreError> {
+    Ok(Ok(match r.by {
+        By::Rank => {
+            let (Some(a), Some(b)) = (int_arg(r.lo), int_arg(r.hi)) else {
+                return Ok(Err(NOT_INTEGER));
+            };
+            ctx.store.zrange_by_rank(key, a, b, r.rev)?
+        }
+        By::Score => {
+            let (Some(min), Some(max)) = (score_bound(r.lo), score_bound(r.hi)) else {
+                return Ok(Err(BAD_SCORE_RANGE));
+            };
+            if r.offset < 0 {
+                return Ok(Ok(Vec::new()));
+            }
+            ctx.store
+                .zrange_by_score(key, min, max, r.rev, r.offset as u64, r.count)?
+        }
+        By::Lex => {
+            let (Some(min), Some(max)) = (lex_bound(r.lo), lex_bound(r.hi)) else {
+                return Ok(Err(BAD_LEX_RANGE));
+            };
+            if r.offset < 0 {
+                return Ok(Ok(Vec::new()));
+            }
+            ctx.store
+                .zrange_by_lex(key, min, max, r.rev, r.offset as u64, r.count)?
+        }
+    }))
+}
+
+fn range_reply(ctx: &mut Ctx<'_>, key: &[u8], r: Range<'_>) -> Result<Effect, StoreError> {
+    typed(ctx, |ctx| match run_range(ctx, key, &r)? {
+        Err(m) => err(ctx, m),
+        Ok(items) => {
+            reply_scored(ctx, &items, r.withscores);
+            Ok(Effect::Read)
+        }
+    })
+}
+
+pub(crate) fn zrange(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    match parse_range(&args[2..], false) {
+        Err(m) => err(ctx, m),
+        Ok(r) => range_reply(ctx, args[1], r),
+    }
+}
+
+/// ZRANGEBYSCORE, ZREVRANGEBYSCORE and ZRANGEBYLEX as the ZRANGE they are.
+fn legacy_range(
+    ctx: &mut Ctx<'_>,
+    args: &[&[u8]],
+    by: &[u8],
+    rev: bool,
+) -> Result<Effect, StoreError> {
+    let mut a: Vec<&[u8]> = args[2..].to_vec();
+    a.insert(2, by);
+    if rev {
+        a.insert(3, b"REV");
+    }
+    match parse_range(&a, false) {
+        Err(m) => err(ctx, m),
+        Ok(r) => range_reply(ctx, args[1], r),
+    }
+}
+
+pub(crate) fn zrangebyscore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    legacy_range(ctx, args, b"BYSCORE", false)
+}
+pub(crate) fn zrevrangebyscore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    legacy_range(ctx, args, b"BYSCORE", true)
+}
+pub(crate) fn zrangebylex(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    legacy_range(ctx, args, b"BYLEX", false)
+}
+
+pub(crate) fn zrangestore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    let r = match parse_range(&args[3..], true) {
+        Err(m) => return err(ctx, m),
+        Ok(r) => r,
+    };
+    typed(ctx, |ctx| {
+        let items = match run_range(ctx, args[2], &r)? {
+            Err(m) => return err(ctx, m),
+            Ok(i) => i,
+        };
+        // The destination is replaced whatever it held; an empty result deletes it.
+        ctx.store.delete(args[1])?;
+        let pairs: Vec<(f64, &[u8])> = items.iter().map(|(m, s)| (*s, m.as_slice())).collect();
+        for chunk in pairs.chunks(1024) {
+            ctx.store.zadd(args[1], ZAddFlags::default(), chunk)?;
+        }
+        reply::int(ctx.out, items.len() as i64);
+        Ok(Effect::Wrote)
+    })
+}
+
+fn pop(ctx: &mut Ctx<'_>, args: &[&[u8]], max: bool) -> Result<Effect, StoreError> {
+    let count = match args.get(2) {
+        None => None,
+        Some(c) => match int_arg(c) {
+            None => return err(ctx, NOT_INTEGER),
+            Some(c) if c < 0 => return err(ctx, "ERR value is out of range, must be positive"),
+            Some(c) => Some(c as u64),
+        },
+    };
+    if args.len() > 3 {
+        return err(ctx, SYNTAX);
+    }
+    typed(ctx, |ctx| {
+        let got = ctx.store.zpop(args[1], max, count.unwrap_or(1))?;
+        let proto = ctx.session.proto;
+        // Redis 7.0: without a count a flat pair; with one, RESP3's array of pairs.
+        if count.is_some() && proto >= 3 {
+            reply_scored(ctx, &got, true);
+        } else {
+            reply::array(ctx.out, 2 * got.len());
+            for (m, s) in &got {
+                reply::bulk(ctx.out, m);
+                reply::double(ctx.out, proto, *s);
+            }
+        }
+        Ok(if got.is_empty() {
+            Effect::Read
+        } else {
+            Effect::Wrote
+        })
+    })
+}
+
+pub(crate) fn zpopmin(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    pop(ctx, args, false)
+}
+pub(crate) fn zpopmax(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    pop(ctx, args, true)
+}
+
+pub(crate) fn zscan(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    let Some(after) = cursor_from_wire(args[2]) else {
+        return err(ctx, "ERR invalid cursor");
+    };
+    let Ok((pattern, count)) = scan_options(ctx, &args[3..]) else {
+        return Ok(Effect::Read);
+    };
+    typed(ctx, |ctx| {
+        let (page, next) = ctx.store.zscan(args[1], after.as_deref(), count)?;
+        let page: Vec<(Vec<u8>, f64)> = page
+            .into_iter()
+            .filter(|(m, _)| pattern.is_none_or(|p| crate::glob::matches(p, m, false)))
+            .collect();
+        reply::array(ctx.out, 2);
+        reply::bulk(ctx.out, &cursor_to_wire(next.as_deref()));
+        // The SCAN family answers scores as strings in either protocol.
+        reply::array(ctx.out, 2 * page.len());
+        for (m, s) in &page {
+            reply::bulk(ctx.out, m);
+            reply::double(ctx.out, 2, *s);
+        }
+        Ok(Effect::Read)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::list::testdb::Db;
+
+    const WT: &str = "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n";
+
+    #[test]
+    fn zadd_flags_scores_and_errors() {
+        let mut db = Db::new();
+        assert_eq!(db.cmd("ZADD z 1 a 2 b 3 c"), ":3\r\n");
+        assert_eq!(db.cmd("ZADD z CH 5 a 2 b 9 d"), ":2\r\n");
+        assert_eq!(db.cmd("ZADD z NX 0 a"), ":0\r\n");
+        assert_eq!(db.cmd("ZSCORE z a"), "$1\r\n5\r\n");
+        assert_eq!(db.cmd("ZADD z XX CH 7 a 1 new"), ":1\r\n");
+        assert_eq!(db.cmd("ZADD z GT CH 6 a"), ":0\r\n");
+        assert_eq!(db.cmd("ZADD z LT CH 6 a"), ":1\r\n");
+        assert_eq!(db.cmd("ZADD z INCR 1.5 a"), "$3\r\n7.5\r\n");
+        assert_eq!(db.cmd("ZADD z NX INCR 1 a"), "$-1\r\n");
+        assert_eq!(db.cmd("ZINCRBY z -0.5 a"), "$1\r\n7\r\n");
+        assert_eq!(db.cmd("ZADD z x a"), "-ERR value is not a valid float\r\n");
+        assert_eq!(
+            db.cmd("ZADD z nan a"),
+            "-ERR value is not a valid float\r\n"
+        );
+        assert_eq!(db.cmd("ZADD z 1"), "-ERR syntax error\r\n");
+        assert_eq!(
+            db.cmd("ZADD z NX XX 1 a"),
+            "-ERR XX and NX options at the same time are not compatible\r\n"
+        );
+        assert_eq!(
+            db.cmd("ZADD z GT LT 1 a"),
+            "-ERR GT, LT, and/or NX options at the same time are not compatible\r\n"
+        );
+        assert_eq!(
+            db.cmd("ZADD z INCR 1 a 2 b"),
+            "-ERR INCR option supports a single increment-element pair\r\n"
+        );
+        assert_eq!(db.cmd("ZCARD z"), ":4\r\n");
+        assert_eq!(db.cmd("ZMSCORE z a nope"), "*2\r\n$1\r\n7\r\n$-1\r\n");
+        assert_eq!(db.cmd("ZREM z d nope"), ":1\r\n");
+        db.cmd("HELLO 3");
+        assert_eq!(db.cmd("ZSCORE z a"), ",7\r\n");
+        assert_eq!(db.cmd("ZSCORE z nope"), "_\r\n");
+        db.cmd("SET s v");
+        for c in [
+            "ZADD s 1 a",
+            "ZSCORE s a",
+            "ZCARD s",
+            "ZRANGE s 0 -1",
+            "ZPOPMIN s",
+            "ZRANK s a",
+        ] {
+            assert_eq!(db.cmd(c), WT, "{c}");
+        }
+    }
+
+    #[test]
+    fn ranks_counts_and_ranges() {
+        let mut db = Db::new();
+        db.cmd("ZADD z 1 a 2 b 3 c 4 d");
+        assert_eq!(db.cmd("ZRANK z c"), ":2\r\n");
+        assert_eq!(db.cmd("ZREVRANK z c"), ":1\r\n");
+        assert_eq!(db.cmd("ZRANK z nope"), "$-1\r\n");
+        assert_eq!(db.cmd("ZCOUNT z (1 3"), ":2\r\n");
+        assert_eq!(db.cmd("ZCOUNT z -inf +inf"), ":4\r\n");
+        assert_eq!(db.cmd("ZCOUNT z x 3"), "-ERR min or max is not a float\r\n");
+        assert_eq!(db.cmd("ZRANGE z 0 1"), "*2\r\n$1\r\na\r\n$1\r\nb\r\n");
+        assert_eq!(
+            db.cmd("ZRANGE z 0 0 REV WITHSCORES"),
+            "*2\r\n$1\r\nd\r\n$1\r\n4\r\n"
+        );
+        assert_eq!(
+            db.cmd("ZRANGE z (4 2 BYSCORE REV LIMIT 0 1"),
+            "*1\r\n$1\r\nc\r\n"
+        );
+        assert_eq!(
+            db.cmd("ZRANGEBYSCORE z 2 +inf LIMIT 1 5"),
+            "*2\r\n$1\r\nc\r\n$1\r\nd\r\n"
+        );
+        assert_eq!(
+            db.cmd("ZREVRANGEBYSCORE z 2 1 WITHSCORES"),
+            "*4\r\n$1\r\nb\r\n$1\r\n2\r\n$1\r\na\r\n$1\r\n1\r\n"
+        );
+        assert_eq!(db.cmd("ZRANGE z 0 1 LIMIT 0 1"), "-ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX\r\n");
+        assert_eq!(
+            db.cmd("ZRANGE z - + BYLEX WITHSCORES"),
+            "-ERR syntax error, WITHSCORES not supported in combination with BYLEX\r\n"
+        );
+        assert_eq!(
+            db.cmd("ZRANGE z x 1 BYSCORE"),
+            "-ERR min or max is not a float\r\n"
+        );
+        db.cmd("ZADD l 0 a 0 b 0 c 0 d");
+        assert_eq!(db.cmd("ZLEXCOUNT l [b +"), ":3\r\n");
+        assert_eq!(
+            db.cmd("ZLEXCOUNT l b +"),
+            "-ERR min or max not valid string range item\r\n"
+        );
+        assert_eq!(
+            db.cmd("ZRANGEBYLEX l (a [c"),
+            "*2\r\n$1\r\nb\r\n$1\r\nc\r\n"
+        );
+        assert_eq!(
+            db.cmd("ZRANGE l [c - BYLEX REV"),
+            "*3\r\n$1\r\nc\r\n$1\r\nb\r\n$1\r\na\r\n"
+        );
+        assert_eq!(db.cmd("ZRANGESTORE dst z 1 2"), ":2\r\n");
+        assert_eq!(
+            db.cmd("ZRANGE dst 0 -1 WITHSCORES"),
+            "*4\r\n$1\r\nb\r\n$1\r\n2\r\n$1\r\nc\r\n$1\r\n3\r\n"
+        );
+        assert_eq!(db.cmd("ZRANGESTORE dst z 5 9"), ":0\r\n");
+        assert_eq!(db.cmd("EXISTS dst"), ":0\r\n");
+        db.cmd("HELLO 3");
+        assert_eq!(
+            db.cmd("ZRANGE z 0 0 WITHSCORES"),
+            "*1\r\n*2\r\n$1\r\na\r\n,1\r\n"
+        );
+    }
+
+    #[test]
+    fn pops_and_scan() {
+        let mut db = Db::new();
+        db.cmd("ZADD z 1 a 2 b 3 c");
+        assert_eq!(db.cmd("ZPOPMIN z"), "*2\r\n$1\r\na\r\n$1\r\n1\r\n");
+        assert_eq!(
+            db.cmd("ZPOPMAX z 5"),
+            "*4\r\n$1\r\nc\r\n$1\r\n3\r\n$1\r\nb\r\n$1\r\n2\r\n"
+        );
+        assert_eq!(db.cmd("ZPOPMIN z"), "*0\r\n");
+        assert_eq!(
+            db.cmd("ZPOPMIN z -1"),
+            "-ERR value is out of range, must be positive\r\n"
+        );
+        db.cmd("ZADD z 1 a 2 b");
+        db.cmd("HELLO 3");
+        assert_eq!(db.cmd("ZPOPMIN z 1"), "*1\r\n*2\r\n$1\r\na\r\n,1\r\n");
+        assert_eq!(db.cmd("ZPOPMIN z"), "*2\r\n$1\r\nb\r\n,2\r\n");
+        db.cmd("ZADD z 1.5 x 2 y");
+        assert_eq!(
+            db.cmd("ZSCAN z 0"),
+            "*2\r\n$1\r\n0\r\n*4\r\n$1\r\nx\r\n$3\r\n1.5\r\n$1\r\ny\r\n$1\r\n2\r\n"
+        );
+        assert_eq!(
+            db.cmd("ZSCAN z 0 MATCH y"),
+            "*2\r\n$1\r\n0\r\n*2\r\n$1\r\ny\r\n$1\r\n2\r\n"
+        );
+        let r = db.cmd("ZSCAN z 0 COUNT 1");
+        assert!(r.starts_with("*2\r\n$4\r\n1120\r\n"), "{r}");
+        assert!(db.cmd("ZSCAN z 1120").contains("$1\r\ny\r\n"));
+    }
+}

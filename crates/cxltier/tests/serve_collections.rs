@@ -1,0 +1,217 @@
+//! Lists, sets and sorted sets of `cxltier serve` over a real socket: raw RESP2/RESP3 replies
+//! checked byte for byte, WRONGTYPE across types, and redis-benchmark's collection tests.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_cxltier");
+/// Only a guard against a hang: nothing here is timed.
+const GUARD: Duration = Duration::from_secs(30);
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+struct Client {
+    r: BufReader<TcpStream>,
+    w: TcpStream,
+}
+
+impl Client {
+    fn connect(addr: &str) -> std::io::Result<Client> {
+        let s = TcpStream::connect(addr)?;
+        s.set_read_timeout(Some(GUARD))?;
+        Ok(Client {
+            r: BufReader::new(s.try_clone()?),
+            w: s,
+        })
+    }
+    /// One reply, whole, as the bytes the server sent.
+    fn reply(&mut self, out: &mut Vec<u8>) {
+        let mut l = Vec::new();
+        self.r.read_until(b'\n', &mut l).unwrap();
+        assert!(l.ends_with(b"\r\n"), "a reply line without CRLF: {l:?}");
+        out.extend_from_slice(&l);
+        let n: i64 = std::str::from_utf8(&l[1..l.len() - 2])
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        match l[0] {
+            b'$' | b'=' if n >= 0 => {
+                let mut b = vec![0; n as usize + 2];
+                // read_exact goes on after a short read and retries on EINTR.
+                self.r.read_exact(&mut b).unwrap();
+                out.extend_from_slice(&b);
+            }
+            b'*' | b'~' | b'>' => (0..n.max(0)).for_each(|_| self.reply(out)),
+            b'%' => (0..2 * n.max(0)).for_each(|_| self.reply(out)),
+            _ => {}
+        }
+    }
+    /// A command given as space-separated words; its reply as text.
+    fn cmd(&mut self, line: &str) -> String {
+        let args: Vec<&str> = line.split(' ').collect();
+        let mut req = format!("*{}\r\n", args.len()).into_bytes();
+        for a in &args {
+            req.extend_from_slice(format!("${}\r\n{a}\r\n", a.len()).as_bytes());
+        }
+        self.w.write_all(&req).unwrap();
+        let mut out = Vec::new();
+        self.reply(&mut out);
+        String::from_utf8(out).unwrap()
+    }
+}
+
+/// A server child, killed when the test ends.
+struct Server {
+    child: Child,
+    addr: String,
+}
+
+impl Server {
+    /// Start `cxltier serve` on a free port, again on another if the port was taken before the
+    /// server bound it (the child answering must be this one: INFO's process_id).
+    fn start() -> Server {
+        for _ in 0..5 {
+            let port = free_port();
+            let addr = format!("127.0.0.1:{port}");
+            let none = std::env::temp_dir().join(format!("cxltier-coll-none-{port}.jsonl"));
+            let child = Command::new(BIN)
+                .args(["serve", "--bind", &addr, "--quarantine-file"])
+                .arg(&none)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap();
+            let mut s = Server { child, addr };
+            let t = Instant::now();
+            while t.elapsed() < GUARD {
+                if s.child.try_wait().unwrap().is_some() {
+                    break;
+                }
+                if let Ok(mut c) = Client::connect(&s.addr) {
+                    let info = c.cmd("INFO server");
+                    if info.contains(&format!("process_id:{}\r\n", s.child.id())) {
+                        return s;
+                    }
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = s.child.kill();
+            let _ = s.child.wait();
+        }
+        panic!("no server came up on five free ports");
+    }
+    fn client(&self) -> Client {
+        Client::connect(&self.addr).unwrap()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+const WT: &str = "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n";
+
+#[test]
+fn lists_sets_and_sorted_sets_over_the_wire() {
+    let s = Server::start();
+    let mut c = s.client();
+    // Lists.
+    assert_eq!(c.cmd("RPUSH l a b c"), ":3\r\n");
+    assert_eq!(c.cmd("LPUSH l z"), ":4\r\n");
+    assert_eq!(
+        c.cmd("LRANGE l 0 -1"),
+        "*4\r\n$1\r\nz\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n"
+    );
+    assert_eq!(c.cmd("LPOS l b"), ":2\r\n");
+    assert_eq!(c.cmd("LMOVE l m RIGHT LEFT"), "$1\r\nc\r\n");
+    assert_eq!(c.cmd("RPOP l 2"), "*2\r\n$1\r\nb\r\n$1\r\na\r\n");
+    // Sets.
+    assert_eq!(c.cmd("SADD s x y z"), ":3\r\n");
+    assert_eq!(c.cmd("SINTERCARD 2 s s"), ":3\r\n");
+    assert_eq!(
+        c.cmd("SMEMBERS s"),
+        "*3\r\n$1\r\nx\r\n$1\r\ny\r\n$1\r\nz\r\n"
+    );
+    // Sorted sets.
+    assert_eq!(c.cmd("ZADD q 1 a 2.5 b"), ":2\r\n");
+    assert_eq!(c.cmd("ZSCORE q b"), "$3\r\n2.5\r\n");
+    assert_eq!(
+        c.cmd("ZRANGE q +inf -inf BYSCORE REV WITHSCORES"),
+        "*4\r\n$1\r\nb\r\n$3\r\n2.5\r\n$1\r\na\r\n$1\r\n1\r\n"
+    );
+    assert_eq!(c.cmd("ZCOUNT q x 1"), "-ERR min or max is not a float\r\n");
+    // Types are kept apart.
+    for cmd in ["LPUSH s a", "SADD q a", "ZADD l 1 a", "LLEN q", "ZCARD s"] {
+        assert_eq!(c.cmd(cmd), WT, "{cmd}");
+    }
+    // RESP3 shapes: a set, a double, score pairs.
+    c.cmd("HELLO 3");
+    assert!(c.cmd("SMEMBERS s").starts_with("~3\r\n"));
+    assert_eq!(c.cmd("ZSCORE q b"), ",2.5\r\n");
+    assert_eq!(
+        c.cmd("ZRANGE q 0 0 WITHSCORES"),
+        "*1\r\n*2\r\n$1\r\na\r\n,1\r\n"
+    );
+    assert_eq!(c.cmd("LPOP nope"), "_\r\n");
+}
+
+#[test]
+fn redis_benchmark_collection_tests_complete() {
+    let have = Command::new("sh")
+        .args(["-c", "command -v redis-benchmark"])
+        .output()
+        .unwrap()
+        .status
+        .success();
+    if !have {
+        eprintln!("redis-benchmark is not installed (scripts/peers installs it): skipped");
+        return;
+    }
+    let s = Server::start();
+    let port = s.addr.rsplit(':').next().unwrap().to_string();
+    let out = Command::new("redis-benchmark")
+        .args([
+            "-p",
+            &port,
+            "-t",
+            "lpush,rpush,lpop,rpop,sadd,spop,zadd,zpopmin,lrange",
+            "-n",
+            "2000",
+            "-q",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{text}{err}");
+    assert!(!text.contains("ERR") && !err.contains("ERR"), "{text}{err}");
+    for t in [
+        "LPUSH",
+        "RPUSH",
+        "LPOP",
+        "RPOP",
+        "SADD",
+        "SPOP",
+        "ZADD",
+        "ZPOPMIN",
+        "LRANGE_100",
+    ] {
+        assert!(text.contains(t), "{t} missing: {text}");
+    }
+    // The server is still sound after it.
+    let mut c = s.client();
+    assert_eq!(c.cmd("PING"), "+PONG\r\n");
+    assert!(c.cmd("LLEN mylist").starts_with(':'));
+}
