@@ -58,9 +58,13 @@ wait_for() {
 }
 
 check_tierd() {
+    # The processes below hold their memory until the check kills them: each --hold is a hang
+    # guard, longer than any wait of the check. (The untargeted process held 120 s; with tierd's
+    # run waiting for its event, a loaded machine — two CPU hogs and a second guest beside — took
+    # longer, and it had exited before the check looked at it again.)
     rm -f "$T"/tierd-*.pid
     echo 0 >/sys/kernel/mm/damon/admin/kdamonds/nr_kdamonds 2>/dev/null
-    cxltier run --bind 1 -- sh -c "echo \$\$ >$T/tierd-other.pid; exec cxltier touch 2M --json --hold 120" \
+    cxltier run --bind 1 -- sh -c "echo \$\$ >$T/tierd-other.pid; exec cxltier touch 2M --json --hold 900" \
         >"$T/tierd-other.out" 2>"$T/tierd-other.err" &
     wait_for "$T/tierd-other.out"
     other=$(cat "$T/tierd-other.pid" 2>/dev/null)
@@ -112,7 +116,7 @@ check_tierd() {
     kill "$other" 2>/dev/null
 
     # --dry-run: plans moves (4 MiB interleaved, budget 1 MiB) but moves nothing.
-    cxltier run --interleave -- sh -c "echo \$\$ >$T/tierd-dry.pid; exec cxltier touch 4M --json --hold 60" \
+    cxltier run --interleave -- sh -c "echo \$\$ >$T/tierd-dry.pid; exec cxltier touch 4M --json --hold 600" \
         >"$T/tierd-dry-target.out" 2>&1 &
     wait_for "$T/tierd-dry-target.out"
     dry=$(cat "$T/tierd-dry.pid" 2>/dev/null)
@@ -132,7 +136,7 @@ check_tierd() {
     # The rate limit, with demand it must hold back: 8 MiB all on node0 under a budget of 1 MiB
     # is 7 MiB of demotions owed at once, more than the bucket (2 s of rate) and the 4 s run
     # can pay at 1 MB/s. The main run above may never ask for more than the bucket holds.
-    cxltier run --bind 0 -- sh -c "echo \$\$ >$T/tierd-rate.pid; exec cxltier touch 8M --json --hold 60" \
+    cxltier run --bind 0 -- sh -c "echo \$\$ >$T/tierd-rate.pid; exec cxltier touch 8M --json --hold 600" \
         >"$T/tierd-rate-target.out" 2>&1 &
     wait_for "$T/tierd-rate-target.out"
     rated=$(cat "$T/tierd-rate.pid" 2>/dev/null)
@@ -252,7 +256,7 @@ check_tierd_cgroup() {
     grep -q ' /sys/fs/cgroup cgroup2 ' /proc/mounts || mount -t cgroup2 none /sys/fs/cgroup
     cg=/sys/fs/cgroup/tierd-lab
     mkdir -p "$cg"
-    cxltier touch 2M --json --hold 60 >"$T/cg-a.out" 2>&1 &
+    cxltier touch 2M --json --hold 600 >"$T/cg-a.out" 2>&1 &
     a=$!
     echo "$a" >"$cg/cgroup.procs"
     wait_for "$T/cg-a.out"
@@ -263,7 +267,7 @@ check_tierd_cgroup() {
         >"$T/tierd-cg.out" 2>"$T/tierd-cg.err" &
     tierd=$!
     wait_for_text "$T/tierd-cg.out" "\"pid\":$a," 300
-    cxltier touch 2M --json --hold 60 >"$T/cg-b.out" 2>&1 &
+    cxltier touch 2M --json --hold 600 >"$T/cg-b.out" 2>&1 &
     b=$!
     echo "$b" >"$cg/cgroup.procs"
     wait_for_text "$T/tierd-cg.out" "\"pid\":$b,\"status\":\"running\"" 300

@@ -558,11 +558,7 @@ pub(crate) fn exists(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
 pub(crate) fn type_(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
     let o = ctx.store.get(args[1])?;
     ctx.info.lookup(o.is_some());
-    let name = match o {
-        None => "none",
-        Some(o) if o.kind == Kind::Hash => "hash",
-        Some(_) => "string",
-    };
+    let name = o.map_or("none", |o| crate::keyspace::type_name(o.kind));
     reply::simple(ctx.out, name);
     Ok(Effect::Read)
 }

@@ -69,10 +69,16 @@ fn successor(key: &[u8]) -> Vec<u8> {
     k
 }
 
-fn type_name(kind: Kind) -> &'static str {
+/// The name `TYPE` (and `SCAN ... TYPE`) gives a kind: a hash is a hash however it is kept.
+pub(crate) fn type_name(kind: Kind) -> &'static str {
     match kind {
         Kind::String => "string",
-        Kind::Hash => "hash",
+        Kind::Hash | Kind::ChunkedHash => "hash",
+        Kind::List => "list",
+        Kind::Set => "set",
+        Kind::ZSet => "zset",
+        // Never reaches a user: the store hides collection parts.
+        Kind::Chunk => "none",
     }
 }
 

@@ -152,6 +152,14 @@ fn lists_sets_and_sorted_sets_over_the_wire() {
         "*4\r\n$1\r\nb\r\n$3\r\n2.5\r\n$1\r\na\r\n$1\r\n1\r\n"
     );
     assert_eq!(c.cmd("ZCOUNT q x 1"), "-ERR min or max is not a float\r\n");
+    // TYPE names each kind (it answered "string" for every collection).
+    for (key, kind) in [("l", "list"), ("s", "set"), ("q", "zset"), ("nope", "none")] {
+        assert_eq!(
+            c.cmd(&format!("TYPE {key}")),
+            format!("+{kind}\r\n"),
+            "{key}"
+        );
+    }
     // Types are kept apart.
     for cmd in ["LPUSH s a", "SADD q a", "ZADD l 1 a", "LLEN q", "ZCARD s"] {
         assert_eq!(c.cmd(cmd), WT, "{cmd}");
