@@ -255,6 +255,8 @@ pub struct StoreBuilder {
     pub(crate) nvme_queue_depth: u32,
     pub(crate) recover_anyway: bool,
     pub(crate) chunk_bytes: usize,
+    /// Whether `chunk_bytes` was asked for: the default shrinks to fit a small `max_object`.
+    pub(crate) chunk_bytes_set: bool,
 }
 
 /// Per-tier statistics (`INFO`, `--json`). Field names are a stable interface.
@@ -322,6 +324,7 @@ impl StoreBuilder {
             nvme_queue_depth: DEFAULT_NVME_QUEUE_DEPTH,
             recover_anyway: false,
             chunk_bytes: collection::DEFAULT_CHUNK_BYTES,
+            chunk_bytes_set: false,
         }
     }
     /// DRAM budget, index included.
@@ -373,10 +376,12 @@ impl StoreBuilder {
         self.recover_anyway = yes;
         self
     }
-    /// The size a collection's chunk is split at (default 4 KiB; at least 64 bytes). Small
-    /// chunks make a change cheaper and a tree deeper; tests use them to split often.
+    /// The size a collection's chunk is split at (default 4 KiB, or half the largest object when
+    /// that is smaller; at least 64 bytes). Small chunks make a change cheaper and a tree deeper;
+    /// tests use them to split often.
     pub fn collection_chunk_bytes(mut self, bytes: usize) -> Self {
         self.chunk_bytes = bytes;
+        self.chunk_bytes_set = true;
         self
     }
     pub fn build(self) -> Result<Store> {

@@ -231,7 +231,12 @@ fn check_limits(b: &StoreBuilder, max_slot: usize, empty_index: u64) -> Result<(
 }
 
 impl Store {
-    pub(crate) fn build(b: StoreBuilder) -> Result<Store> {
+    pub(crate) fn build(mut b: StoreBuilder) -> Result<Store> {
+        // A store of small objects (`--max-object 4K`) keeps working: the default chunk shrinks
+        // to half the largest object; only a size asked for is refused.
+        if !b.chunk_bytes_set {
+            b.chunk_bytes = b.chunk_bytes.min(b.max_object / 2);
+        }
         if b.max_object < 16 || b.max_object > 64 << 20 {
             return Err(StoreError::Config(format!(
                 "maximum object size {} must be between 16 bytes and 64 MiB",

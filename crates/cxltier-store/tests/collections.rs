@@ -1212,3 +1212,29 @@ fn a_collection_copied_or_renamed_takes_its_parts_along() {
         "chunks are not keys to the offline check either"
     );
 }
+
+/// A store of small objects (`cxltier serve --max-object 4K`, as the lab's RAS check starts it)
+/// builds, and its collections split at half the largest object; a chunk size asked for that does
+/// not fit is still refused.
+#[test]
+fn small_objects_shrink_the_default_chunk_and_collections_still_work() {
+    let mut s = StoreBuilder::new()
+        .dram(16 << 20)
+        .max_object(4096)
+        .durability(Durability::None)
+        .build()
+        .expect("a store of 4 KiB objects builds");
+    let members: Vec<Vec<u8>> = (0..500u32)
+        .map(|i| format!("m{i:05}").into_bytes())
+        .collect();
+    let refs: Vec<&[u8]> = members.iter().map(Vec::as_slice).collect();
+    assert_eq!(s.list_push(b"l", ListEnd::Right, &refs).unwrap(), 500);
+    assert_eq!(s.list_range(b"l", 0, -1).unwrap(), members);
+    let refused = StoreBuilder::new()
+        .dram(16 << 20)
+        .max_object(4096)
+        .durability(Durability::None)
+        .collection_chunk_bytes(4096)
+        .build();
+    assert!(refused.is_err());
+}
