@@ -2836,6 +2836,34 @@ mod tests {
         }
     }
 
+    /// The sequence the property test found: a RESP3 subscriber that publishes to its own channel
+    /// inside MULTI/EXEC got its message in the middle of EXEC's array.
+    #[test]
+    fn a_self_publish_inside_exec_stays_out_of_execs_reply() {
+        let mut db = Db::new();
+        let mut last = Vec::new();
+        for line in ["HELLO 3", "SUBSCRIBE a b", "MULTI", "PUBLISH a m", "EXEC"] {
+            let words: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();
+            last.clear();
+            execute(
+                &mut db.store,
+                &mut db.info,
+                &mut db.session,
+                &words,
+                &mut last,
+            );
+        }
+        assert_eq!(
+            frame_len(&last),
+            Ok(last.len()),
+            "{:?}",
+            String::from_utf8_lossy(&last)
+        );
+        assert_eq!(String::from_utf8_lossy(&last), "*1\r\n:1\r\n");
+        // The message itself goes out after the turn.
+        assert_eq!(db.info.pubsub.outbox.len(), 1);
+    }
+
     #[test]
     fn expire_times_out_of_range_are_refused_as_redis_does() {
         let mut db = Db::new();

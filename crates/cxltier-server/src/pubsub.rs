@@ -232,9 +232,10 @@ pub(crate) fn publish(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, Store
     }
     let n = deliveries.len();
     // A RESP3 client may publish to itself: its message comes before PUBLISH's reply, as in
-    // Redis.
+    // Redis. Inside EXEC it would land in the middle of EXEC's array (a client reads it as one of
+    // the replies): there it goes out after the turn, like everyone else's.
     for d in deliveries {
-        if d.to == ctx.session.id {
+        if d.to == ctx.session.id && !ctx.session.in_exec {
             write_message(ctx.out, ctx.session.proto, &d);
         } else {
             ctx.info.pubsub.outbox.push(d);
