@@ -4,10 +4,10 @@
 //! never "nobody".
 
 use crate::event::PhysRange;
+use cxltier_sys::pagemap::Pagemap;
 use serde::{Deserialize, Serialize};
 use std::fs::{self, File};
 use std::io::Read;
-use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 /// A process that maps part of a range.
@@ -29,8 +29,6 @@ pub enum Denied {
 }
 
 const PAGE: u64 = 4096;
-const PFN_MASK: u64 = (1 << 55) - 1;
-const PRESENT: u64 = 1 << 63;
 
 /// Every process below `proc_root` (`/proc`) mapping a page of `range`. Processes that vanish or
 /// cannot be read are skipped.
@@ -51,7 +49,7 @@ pub fn mappers(proc_root: &Path, range: PhysRange) -> Result<Vec<Mapper>, Denied
         let Ok(maps) = fs::read_to_string(dir.join("maps")) else {
             continue;
         };
-        let Ok(pagemap) = File::open(dir.join("pagemap")) else {
+        let Ok(pagemap) = Pagemap::open(&dir.join("pagemap")) else {
             continue;
         };
         let mut hit: Option<Mapper> = None;
@@ -69,42 +67,32 @@ pub fn mappers(proc_root: &Path, range: PhysRange) -> Result<Vec<Mapper>, Denied
             if start >= 0xffff_8000_0000_0000 {
                 continue;
             }
-            let npages = (end - start) / PAGE;
-            let mut buf = vec![0u8; 8 * 512];
-            let mut page = 0;
-            while page < npages {
-                let n = (npages - page).min(512);
-                let bytes = &mut buf[..(n * 8) as usize];
-                if pagemap
-                    .read_exact_at(bytes, (start / PAGE + page) * 8)
-                    .is_err()
-                {
-                    break;
+            // Present pages only: a sparse reservation of terabytes (an AddressSanitizer
+            // shadow) costs what is in memory, not 8 bytes per reserved page.
+            let walked = pagemap.walk_present(start, end, PAGE, |va, e| {
+                if !e.present() {
+                    return;
                 }
-                for (i, chunk) in bytes.chunks_exact(8).enumerate() {
-                    let v = u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
-                    if v & PRESENT == 0 {
-                        continue;
-                    }
-                    present += 1;
-                    let pfn = v & PFN_MASK;
-                    if pfn != 0 {
-                        saw_pfn = true;
-                    } else if !saw_pfn && present >= 64 {
-                        // Frame numbers are hidden from this caller: no point reading on.
-                        return Err(Denied::NoFrameNumbers);
-                    }
-                    if pfn >= first_pfn && pfn <= last_pfn {
-                        let m = hit.get_or_insert_with(|| Mapper {
-                            pid,
-                            comm: comm(&dir),
-                            vaddr: start + (page + i as u64) * PAGE,
-                            pages: 0,
-                        });
-                        m.pages += 1;
-                    }
+                present += 1;
+                let Some(pfn) = e.pfn() else {
+                    return;
+                };
+                saw_pfn = true;
+                if pfn >= first_pfn && pfn <= last_pfn {
+                    let m = hit.get_or_insert_with(|| Mapper {
+                        pid,
+                        comm: comm(&dir),
+                        vaddr: va,
+                        pages: 0,
+                    });
+                    m.pages += 1;
                 }
-                page += n;
+            });
+            // A mapping that changed under us is skipped, as before; the pages seen count.
+            let _ = walked;
+            if !saw_pfn && present >= 64 {
+                // Frame numbers are hidden from this caller: no point reading on.
+                return Err(Denied::NoFrameNumbers);
             }
         }
         out.extend(hit);
@@ -126,6 +114,8 @@ fn comm(dir: &Path) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cxltier_sys::pagemap::{PFN_MASK, PRESENT};
+    use std::os::unix::fs::FileExt;
 
     /// This process's page holding `buf`: its physical range, read from our own pagemap.
     fn own_page(buf: &[u8]) -> Option<PhysRange> {

@@ -191,7 +191,8 @@ pub fn pages_on(
     let mut with_frame = 0u64;
     for m in maps {
         // A failed read means the mapping changed under us: the next interval sees the new one.
-        let _ = pagemap.walk(m.start as u64, m.end as u64, page, |va, entry| {
+        // Present pages only: a sparse reservation costs what is in memory, not its size.
+        let _ = pagemap.walk_present(m.start as u64, m.end as u64, page, |va, entry| {
             if !entry.present() {
                 return;
             }
