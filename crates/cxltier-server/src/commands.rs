@@ -78,6 +78,25 @@ pub struct ServerInfo {
     /// Keys removed because their TTL passed: found so by a command (lazy expiry) or by the
     /// store's background sampling (active expiry), INFO's `expired_keys`.
     pub expired_keys: u64,
+    /// `CONFIG SET maxmemory N` below the memory budget: once `used_memory` is over N,
+    /// commands that may grow memory answer OOM (Redis's noeviction policy). `None` (maxmemory
+    /// 0, the default): the budget alone bounds memory, and what does not fit goes to NVMe.
+    pub maxmemory_limit: Option<u64>,
+    /// Per command (the table's name): INFO commandstats.
+    pub command_stats: HashMap<&'static str, CommandStat>,
+}
+
+/// One command's counters, as Redis's INFO commandstats shows them.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct CommandStat {
+    /// Runs of the handler.
+    pub calls: u64,
+    /// Microseconds its runs took.
+    pub usec: u64,
+    /// Refused before running (arity, NOAUTH, OOM, NOREPLICAS, inside MULTI).
+    pub rejected_calls: u64,
+    /// Ran and answered an error.
+    pub failed_calls: u64,
 }
 
 /// One connection's state.
@@ -363,11 +382,19 @@ pub fn execute(
     };
     // Redis's order: an unknown command and a wrong arity are said before NOAUTH.
     if !cmd.arity_ok(args.len()) {
+        info.command_stats
+            .entry(cmd.name)
+            .or_default()
+            .rejected_calls += 1;
         arity(out, name);
         session.flag_transaction();
         return Effect::Read;
     }
     if info.requirepass.is_some() && !session.authed && !cmd.has(flag::NO_AUTH) {
+        info.command_stats
+            .entry(cmd.name)
+            .or_default()
+            .rejected_calls += 1;
         reply::error(out, "NOAUTH Authentication required.");
         session.flag_transaction();
         return Effect::Read;
@@ -386,6 +413,26 @@ pub fn execute(
                 cmd.name.to_ascii_lowercase()
             ),
         );
+        return Effect::Read;
+    }
+    if let Some(err) = refusal(store, info, session, cmd) {
+        info.command_stats
+            .entry(cmd.name)
+            .or_default()
+            .rejected_calls += 1;
+        if cmd.name == "EXEC" && session.multi.is_some() {
+            // Redis's execCommandAbort: the transaction goes, and says why.
+            session.multi = None;
+            session.multi_failed = false;
+            info.unwatch(session);
+            reply::error(
+                out,
+                &format!("EXECABORT Transaction discarded because of: {err}"),
+            );
+        } else {
+            reply::error(out, err);
+            session.flag_transaction();
+        }
         return Effect::Read;
     }
     session.last_cmd = cmd.name;
@@ -414,6 +461,45 @@ pub fn execute(
     dispatch(&mut ctx, cmd, args)
 }
 
+const OOM: &str = "OOM command not allowed when used memory > 'maxmemory'.";
+const NOREPLICAS: &str = "NOREPLICAS Not enough good replicas to write.";
+
+/// Why the server refuses `cmd` now, as Redis's processCommand does: writes while
+/// `min-replicas-to-write` asks for replicas (cxltier has none), and commands that may grow
+/// memory while `used_memory` is over a `CONFIG SET maxmemory` limit (inside MULTI, every
+/// command but EXEC, DISCARD, QUIT and RESET: queuing takes memory too). EXEC counts as the
+/// commands it would run.
+fn refusal(
+    store: &Store,
+    info: &ServerInfo,
+    session: &Session,
+    cmd: &table::Command,
+) -> Option<&'static str> {
+    let queued = || {
+        session
+            .multi
+            .iter()
+            .flatten()
+            .filter_map(|args| table::lookup(args.first()?))
+    };
+    let is_exec = cmd.name == "EXEC";
+    let writes = cmd.has(flag::WRITE) || (is_exec && queued().any(|c| c.has(flag::WRITE)));
+    if writes
+        && info.knobs.int("min-replicas-to-write") > 0
+        && info.knobs.int("min-replicas-max-lag") > 0
+    {
+        return Some(NOREPLICAS);
+    }
+    let limit = info.maxmemory_limit?;
+    let grows = cmd.has(flag::DENYOOM)
+        || (is_exec && queued().any(|c| c.has(flag::DENYOOM)))
+        || (session.multi.is_some() && !matches!(cmd.name, "EXEC" | "DISCARD" | "QUIT" | "RESET"));
+    if grows && memory_figures(&store.stats()).0 > limit {
+        return Some(OOM);
+    }
+    None
+}
+
 /// Run a command found in the table and checked: its handler, then what its write means for
 /// the clients watching its keys.
 fn dispatch(ctx: &mut Ctx<'_>, cmd: &'static table::Command, args: &[&[u8]]) -> Effect {
@@ -439,6 +525,7 @@ fn dispatch(ctx: &mut Ctx<'_>, cmd: &'static table::Command, args: &[&[u8]]) -> 
         }
         ctx.info.expired_keys += before.saturating_sub(ctx.store.len());
     }
+    let (reply_at, started) = (ctx.out.len(), std::time::Instant::now());
     let effect = match (cmd.handler)(ctx, args) {
         Ok(effect) => effect,
         Err(e) => {
@@ -446,6 +533,12 @@ fn dispatch(ctx: &mut Ctx<'_>, cmd: &'static table::Command, args: &[&[u8]]) -> 
             Effect::Read
         }
     };
+    let stat = ctx.info.command_stats.entry(cmd.name).or_default();
+    stat.calls += 1;
+    stat.usec += started.elapsed().as_micros() as u64;
+    if ctx.out.get(reply_at) == Some(&b'-') {
+        stat.failed_calls += 1;
+    }
     if effect == Effect::Wrote && !ctx.info.watchers.is_empty() {
         for i in cmd.key_positions(args.len()) {
             ctx.info.touch(args[i]);
@@ -1916,6 +2009,7 @@ const DEFAULT_SECTIONS: &[&str] = &[
     "recovery",
     "stats",
     "replication",
+    "cpu",
     "tiers",
     "poison",
     "keyspace",
@@ -2061,6 +2155,45 @@ fn info_text(store: &Store, info: &mut ServerInfo, sections: &[String]) -> Strin
             info.run_id
         );
     }
+    if want("cpu") {
+        use cxltier_sys::Whose;
+        let secs = |w: Whose| {
+            cxltier_sys::cpu_times(w)
+                .map(|c| (c.system.as_secs_f64(), c.user.as_secs_f64()))
+                .unwrap_or_default()
+        };
+        let (sys, user) = secs(Whose::Process);
+        let (csys, cuser) = secs(Whose::Children);
+        // Commands run on the thread that answers INFO (the event loop).
+        let (msys, muser) = secs(Whose::Thread);
+        let _ = write!(
+            t,
+            "# CPU\r\nused_cpu_sys:{sys:.6}\r\nused_cpu_user:{user:.6}\r\nused_cpu_sys_children:{csys:.6}\r\nused_cpu_user_children:{cuser:.6}\r\nused_cpu_sys_main_thread:{msys:.6}\r\nused_cpu_user_main_thread:{muser:.6}\r\n\r\n"
+        );
+    }
+    // Not in the default set (Redis's rule): INFO commandstats, all or everything.
+    if everything || sections.iter().any(|x| x == "commandstats") {
+        let mut names: Vec<_> = info.command_stats.iter().collect();
+        names.sort_by_key(|(n, _)| **n);
+        t.push_str("# Commandstats\r\n");
+        for (name, s) in names {
+            let per_call = if s.calls == 0 {
+                0.0
+            } else {
+                s.usec as f64 / s.calls as f64
+            };
+            let _ = write!(
+                t,
+                "cmdstat_{}:calls={},usec={},usec_per_call={per_call:.2},rejected_calls={},failed_calls={}\r\n",
+                name.to_ascii_lowercase(),
+                s.calls,
+                s.usec,
+                s.rejected_calls,
+                s.failed_calls
+            );
+        }
+        t.push_str("\r\n");
+    }
     if want("tiers") {
         let _ = write!(
             t,
@@ -2171,6 +2304,139 @@ mod tests {
             let words: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();
             String::from_utf8(self.run(&words)).unwrap()
         }
+    }
+
+    /// CONFIG SET maxmemory below the budget: commands that may grow memory answer OOM (also
+    /// when queued in MULTI, and the transaction then aborts), reads and deletes go on;
+    /// maxmemory 0 lifts it. min-replicas-to-write > 0: writes answer NOREPLICAS, and an EXEC
+    /// holding a write aborts with that reason. (Redis's multi tests.)
+    #[test]
+    fn a_maxmemory_limit_refuses_growth_and_min_replicas_refuses_writes() {
+        let mut db = Db::new();
+        db.cmd("SET a 1");
+        assert_eq!(db.cmd("CONFIG SET maxmemory 1"), "+OK\r\n");
+        assert!(db.cmd("CONFIG GET maxmemory").ends_with("$1\r\n1\r\n"));
+        assert_eq!(db.cmd("SET b 2"), format!("-{OOM}\r\n"));
+        assert!(db.cmd("LPUSH l x").starts_with("-OOM"));
+        assert_eq!(db.cmd("GET a"), "$1\r\n1\r\n");
+        assert_eq!(db.cmd("DEL a"), ":1\r\n");
+        // Inside MULTI every queued command counts; DISCARD is never refused.
+        assert_eq!(db.cmd("MULTI"), "+OK\r\n");
+        assert!(db.cmd("GET a").starts_with("-OOM"));
+        assert_eq!(db.cmd("DISCARD"), "+OK\r\n");
+        assert_eq!(db.cmd("MULTI"), "+OK\r\n");
+        assert!(db.cmd("SET x 1").starts_with("-OOM"));
+        // Another connection lifts the limit (inside MULTI, CONFIG SET would be refused too).
+        let mut other = Session::new(1, true);
+        let mut out = Vec::new();
+        execute(
+            &mut db.store,
+            &mut db.info,
+            &mut other,
+            &[b"CONFIG", b"SET", b"maxmemory", b"0"],
+            &mut out,
+        );
+        assert_eq!(out, b"+OK\r\n");
+        assert!(db.cmd("EXEC").starts_with("-EXECABORT"));
+        assert_eq!(db.cmd("EXISTS x"), ":0\r\n");
+        assert_eq!(db.cmd("SET b 2"), "+OK\r\n");
+        // A maxmemory at or above the budget is the budget: nothing refused.
+        assert_eq!(db.cmd("CONFIG SET maxmemory 100gb"), "+OK\r\n");
+        assert_eq!(db.cmd("SET c 3"), "+OK\r\n");
+
+        assert_eq!(db.cmd("MULTI"), "+OK\r\n");
+        assert_eq!(db.cmd("INCR c"), "+QUEUED\r\n");
+        out.clear();
+        execute(
+            &mut db.store,
+            &mut db.info,
+            &mut other,
+            &[b"CONFIG", b"SET", b"min-replicas-to-write", b"2"],
+            &mut out,
+        );
+        assert_eq!(out, b"+OK\r\n");
+        let exec = db.cmd("EXEC");
+        assert!(
+            exec.starts_with("-EXECABORT") && exec.contains("NOREPLICAS"),
+            "{exec}"
+        );
+        assert_eq!(db.cmd("GET c"), "$1\r\n3\r\n");
+        assert!(db.cmd("SET d 4").starts_with("-NOREPLICAS"));
+        assert_eq!(db.cmd("CONFIG SET min-replicas-to-write 0"), "+OK\r\n");
+        assert_eq!(db.cmd("SET d 4"), "+OK\r\n");
+    }
+
+    /// INFO has Redis's cpu section by default and commandstats on request (Redis's
+    /// info-command tests), with calls, rejected and failed calls counted per command.
+    #[test]
+    fn info_reports_cpu_time_and_per_command_counters() {
+        let mut db = Db::new();
+        db.cmd("SET a 1");
+        db.cmd("GET a");
+        db.cmd("GET a");
+        db.cmd("GET");
+        db.cmd("INCR a");
+        db.cmd("SET a x");
+        db.cmd("INCR a");
+        for arg in ["", " all", " default", " everything", " cpu"] {
+            let info = db.cmd(&format!("INFO{arg}"));
+            assert!(info.contains("used_cpu_user:"), "{arg}: {info}");
+            assert!(info.contains("used_cpu_sys_main_thread:"), "{arg}");
+            let all = arg == " all" || arg == " everything";
+            assert_eq!(info.contains("rejected_calls"), all, "{arg}");
+        }
+        let stats = db.cmd("INFO commandSTATS");
+        assert!(!stats.contains("used_memory"));
+        assert!(stats.contains("cmdstat_get:calls=2,usec="), "{stats}");
+        assert!(
+            stats.contains(",rejected_calls=1,failed_calls=0\r\n"),
+            "{stats}"
+        );
+        assert!(stats.contains("cmdstat_incr:calls=2,"), "{stats}");
+        assert!(
+            stats.contains(",rejected_calls=0,failed_calls=1\r\n"),
+            "{stats}"
+        );
+        db.cmd("CONFIG RESETSTAT");
+        assert!(!db.cmd("INFO commandstats").contains("cmdstat_get"));
+    }
+
+    /// COPY and RENAME take any type with all its members and its TTL (Redis's keyspace tests
+    /// COPY lists, sets, sorted sets and hashes; this answered "a list is written through the
+    /// store's collection calls").
+    #[test]
+    fn copy_and_rename_carry_collections_whole() {
+        let mut db = Db::new();
+        db.cmd("RPUSH l a b c");
+        db.cmd("SADD s 1 2 3");
+        db.cmd("ZADD z 1 a 2 b");
+        db.cmd("HSET h f v");
+        db.cmd("PEXPIRE l 100000");
+        for k in ["l", "s", "z", "h"] {
+            assert_eq!(db.cmd(&format!("COPY {k} {k}2")), ":1\r\n", "{k}");
+        }
+        assert_eq!(
+            db.cmd("LRANGE l2 0 -1"),
+            "*3\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n"
+        );
+        assert_eq!(db.cmd("SCARD s2"), ":3\r\n");
+        assert_eq!(db.cmd("ZSCORE z2 b"), "$1\r\n2\r\n");
+        assert_eq!(db.cmd("HGET h2 f"), "$1\r\nv\r\n");
+        assert!(db.cmd("PTTL l2").starts_with(':') && db.cmd("PTTL l2") != ":-1\r\n");
+        // The copy is its own: changing it leaves the source alone.
+        db.cmd("RPUSH l2 d");
+        assert_eq!(db.cmd("LLEN l"), ":3\r\n");
+        // COPY onto an existing key needs REPLACE.
+        assert_eq!(db.cmd("COPY s l2"), ":0\r\n");
+        assert_eq!(db.cmd("COPY s l2 REPLACE"), ":1\r\n");
+        assert_eq!(db.cmd("TYPE l2"), "+set\r\n");
+        assert_eq!(db.cmd("RENAME z zz"), "+OK\r\n");
+        assert_eq!(db.cmd("EXISTS z"), ":0\r\n");
+        assert_eq!(db.cmd("ZRANGE zz 0 -1"), "*2\r\n$1\r\na\r\n$1\r\nb\r\n");
+        assert_eq!(db.cmd("RENAMENX h zz"), ":0\r\n");
+        assert_eq!(db.cmd("RENAMENX h hh"), ":1\r\n");
+        assert_eq!(db.cmd("HGET hh f"), "$1\r\nv\r\n");
+        assert_eq!(db.cmd("RENAME nothing x"), "-ERR no such key\r\n");
     }
 
     /// HELLO 3 switches the connection to RESP3: maps, nulls, verbatim strings; HELLO 2 back.
@@ -2361,10 +2627,12 @@ mod tests {
             db.cmd("CONFIG SET no-such-thing 1"),
             "-ERR Unknown option or number of arguments for CONFIG SET - 'no-such-thing'\r\n"
         );
-        assert!(db.cmd("CONFIG SET maxmemory 1").contains("memory budget"));
+        assert!(db
+            .cmd("CONFIG SET maxmemory bla")
+            .contains("argument must be a memory value"));
         // One bad pair and nothing is applied.
         assert!(db
-            .cmd("CONFIG SET timeout 5 maxmemory 1")
+            .cmd("CONFIG SET timeout 5 maxmemory bla")
             .starts_with("-ERR"));
         assert!(db.cmd("CONFIG GET timeout").ends_with("$1\r\n0\r\n"));
         assert_eq!(db.cmd("CONFIG SET maxclients 7"), "+OK\r\n");

@@ -77,6 +77,23 @@ static KNOBS: &[Knob] = &[
     knob("maxmemory-samples", "5", true),
     knob("lfu-log-factor", "10", true),
     knob("lfu-decay-time", "1", true),
+    // Replication and persistence knobs: cxltier has no replicas and no RDB/AOF files; they
+    // are accepted and reported so that tools and tests that set them go on.
+    // min-replicas-to-write > 0 makes writes answer NOREPLICAS, as on a Redis without replicas.
+    knob("min-replicas-to-write", "0", true),
+    alias("min-slaves-to-write", "min-replicas-to-write", true),
+    knob("min-replicas-max-lag", "10", true),
+    alias("min-slaves-max-lag", "min-replicas-max-lag", true),
+    knob("repl-ping-replica-period", "10", true),
+    alias("repl-ping-slave-period", "repl-ping-replica-period", true),
+    knob("repl-timeout", "60", true),
+    knob("repl-backlog-size", "1048576", true),
+    knob("replica-serve-stale-data", "yes", false),
+    alias("slave-serve-stale-data", "replica-serve-stale-data", false),
+    knob("replica-read-only", "yes", false),
+    alias("slave-read-only", "replica-read-only", false),
+    knob("rdb-key-save-delay", "0", true),
+    knob("key-load-delay", "0", true),
 ];
 
 /// The stored knobs' values (those set; the rest have their defaults).
@@ -108,7 +125,10 @@ fn settings(ctx: &Ctx<'_>) -> Vec<(String, String)> {
     let st = ctx.store.stats();
     let (_, memory) = crate::commands::memory_figures(&st);
     let mut all: Vec<(String, String)> = vec![
-        ("maxmemory".into(), memory.to_string()),
+        (
+            "maxmemory".into(),
+            info.maxmemory_limit.unwrap_or(memory).to_string(),
+        ),
         ("maxmemory-policy".into(), "noeviction".into()),
         (
             "appendonly".into(),
@@ -158,9 +178,12 @@ fn settings(ctx: &Ctx<'_>) -> Vec<(String, String)> {
 /// Why a parameter cannot change while the server runs, and how to change it.
 fn read_only(name: &str) -> Option<&'static str> {
     Some(match name {
-        "maxmemory" => "maxmemory is the memory budget of cxltier serve (--dram and --cxl): restart with another budget",
-        "maxmemory-policy" => "cxltier never evicts keys: what does not fit in memory goes to NVMe (--ssd)",
-        "appendonly" | "appendfsync" => "durability is chosen at start: restart with --durability always|everysec|none",
+        "maxmemory-policy" => {
+            "cxltier never evicts keys: what does not fit in memory goes to NVMe (--ssd)"
+        }
+        "appendonly" | "appendfsync" => {
+            "durability is chosen at start: restart with --durability always|everysec|none"
+        }
         "databases" | "bind" | "port" => "restart cxltier serve with the new option",
         "proto-max-bulk-len" => "it follows --max-object: restart with another --max-object",
         "client-query-buffer-limit" | "client-output-buffer-limit" => {
@@ -168,6 +191,26 @@ fn read_only(name: &str) -> Option<&'static str> {
         }
         _ => return None,
     })
+}
+
+/// A memory value as Redis's CONFIG SET reads it: bytes, or with k/kb/m/mb/g/gb (k = 1000,
+/// kb = 1024), case-insensitive.
+fn parse_memory(value: &str) -> Option<u64> {
+    let v = value.to_ascii_lowercase();
+    let split = v.find(|c: char| !c.is_ascii_digit()).unwrap_or(v.len());
+    let (digits, unit) = v.split_at(split);
+    let n: u64 = digits.parse().ok()?;
+    let mul: u64 = match unit {
+        "" | "b" => 1,
+        "k" => 1000,
+        "kb" => 1024,
+        "m" => 1000 * 1000,
+        "mb" => 1024 * 1024,
+        "g" => 1000 * 1000 * 1000,
+        "gb" => 1024 * 1024 * 1024,
+        _ => return None,
+    };
+    n.checked_mul(mul)
 }
 
 fn set_failed(ctx: &mut Ctx<'_>, name: &str, why: &str) -> Result<Effect, StoreError> {
@@ -209,6 +252,11 @@ fn set(ctx: &mut Ctx<'_>, pairs: &[&[u8]]) -> Result<Effect, StoreError> {
                 }
             },
             "requirepass" => {}
+            "maxmemory" => {
+                if parse_memory(&value).is_none() {
+                    return set_failed(ctx, &name, "argument must be a memory value");
+                }
+            }
             _ => match KNOBS.iter().find(|k| k.name == name) {
                 Some(k) if k.integer && value.parse::<i64>().is_err() => {
                     return set_failed(ctx, &name, "argument couldn't be parsed into an integer")
@@ -233,6 +281,12 @@ fn set(ctx: &mut Ctx<'_>, pairs: &[&[u8]]) -> Result<Effect, StoreError> {
             "maxclients" => ctx.info.max_clients = value.parse().unwrap_or(ctx.info.max_clients),
             // Connections already authenticated stay so, as in Redis.
             "requirepass" => ctx.info.requirepass = (!value.is_empty()).then_some(value),
+            // 0, or at least the budget: the budget alone. Below it: a write limit (the budget
+            // itself is chosen at start with --dram and --cxl).
+            "maxmemory" => {
+                let (_, budget) = crate::commands::memory_figures(&ctx.store.stats());
+                ctx.info.maxmemory_limit = parse_memory(&value).filter(|&n| n > 0 && n < budget);
+            }
             _ => {
                 let k = KNOBS
                     .iter()
@@ -304,4 +358,5 @@ fn reset_stats(store: &mut Store, info: &mut crate::commands::ServerInfo) {
     info.keyspace_misses = 0;
     info.used_memory_peak = 0;
     info.ops_samples.clear();
+    info.command_stats.clear();
 }

@@ -195,20 +195,10 @@ pub(crate) fn randomkey(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> Result<Effect, St
     Ok(Effect::Read)
 }
 
-/// A key's kind, value and expiry.
-type Object = (Kind, Vec<u8>, Option<u64>);
-
-fn read_object(ctx: &mut Ctx<'_>, key: &[u8]) -> Result<Option<Object>, StoreError> {
-    Ok(ctx
-        .store
-        .get(key)?
-        .map(|o| (o.kind, o.value.to_vec(), o.expires_at_ms)))
-}
-
 fn rename_command(ctx: &mut Ctx<'_>, args: &[&[u8]], nx: bool) -> Result<Effect, StoreError> {
-    let Some((kind, value, expires)) = read_object(ctx, args[1])? else {
+    if !ctx.store.contains(args[1]) {
         return fail(ctx, "ERR no such key");
-    };
+    }
     if args[1] == args[2] {
         if nx {
             reply::int(ctx.out, 0);
@@ -217,19 +207,15 @@ fn rename_command(ctx: &mut Ctx<'_>, args: &[&[u8]], nx: bool) -> Result<Effect,
         }
         return Ok(Effect::Read);
     }
-    if nx && ctx.store.contains(args[2]) {
-        reply::int(ctx.out, 0);
-        return Ok(Effect::Read);
-    }
-    // The TTL goes with the value (Redis's rule).
-    ctx.store.put(args[2], kind, &value, expires)?;
-    ctx.store.delete(args[1])?;
+    // The store moves any kind (a collection with its parts) and the TTL goes with the value
+    // (Redis's rule).
+    let moved = ctx.store.rename(args[1], args[2], !nx)?;
     if nx {
-        reply::int(ctx.out, 1);
+        reply::int(ctx.out, i64::from(moved));
     } else {
         reply::ok(ctx.out);
     }
-    Ok(Effect::Wrote)
+    Ok(if moved { Effect::Wrote } else { Effect::Read })
 }
 
 pub(crate) fn rename(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
@@ -267,17 +253,10 @@ pub(crate) fn copy(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErr
     if args[1] == args[2] {
         return fail(ctx, "ERR source and destination objects are the same");
     }
-    let Some((kind, value, expires)) = read_object(ctx, args[1])? else {
-        reply::int(ctx.out, 0);
-        return Ok(Effect::Read);
-    };
-    if !replace && ctx.store.contains(args[2]) {
-        reply::int(ctx.out, 0);
-        return Ok(Effect::Read);
-    }
-    ctx.store.put(args[2], kind, &value, expires)?;
-    reply::int(ctx.out, 1);
-    Ok(Effect::Wrote)
+    // Any kind: a collection is copied with all its parts.
+    let copied = ctx.store.copy_key(args[1], args[2], replace)?;
+    reply::int(ctx.out, i64::from(copied));
+    Ok(if copied { Effect::Wrote } else { Effect::Read })
 }
 
 /// TOUCH: how many of the keys exist (repeats counted), without reading their values.

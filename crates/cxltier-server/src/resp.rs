@@ -304,6 +304,10 @@ fn parse_inline(buf: &[u8], nl: usize) -> Result<Option<Parsed>, ProtocolError> 
             };
             args.push(start..start + close);
             i = start + close + 1;
+            // As Redis's sdssplitargs: a closing quote must end the word.
+            if i < line_end && buf[i] != b' ' {
+                return Err(ProtocolError("unbalanced quotes in request".into()));
+            }
         } else {
             let start = i;
             while i < line_end && buf[i] != b' ' {
@@ -486,6 +490,10 @@ mod tests {
             b"*1\r\n$-5\r\n",
             b"*1\r\n$3\r\nabcd\r\n",
             b"*99999999999\r\n",
+            // Redis's protocol test: a closing quote must end its word.
+            b"set \"\"\"test-key\"\"\" test-value\r\n",
+            b"set \"a\"b c\r\n",
+            b"set \"open\r\n",
         ] {
             assert!(parse(bad).is_err(), "{:?}", String::from_utf8_lossy(bad));
         }

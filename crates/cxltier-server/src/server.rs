@@ -318,6 +318,10 @@ pub fn serve_on(
     let mut idle = false;
     // Commands parsed so far: each queued command's place in arrival order.
     let mut parsed = 0u64;
+    // Reused each turn: the order connections are served in (see below).
+    let mut order: Vec<(u64, Token)> = Vec::new();
+    let mut turn: Vec<Token> = Vec::new();
+    let mut seen: hashbrown::HashSet<Token> = hashbrown::HashSet::new();
     while !shutdown && !stop.load(Ordering::Relaxed) {
         // With device reads in flight or commands queued, only look at the sockets (the reads
         // are collected and the commands run below) unless the last turn found nothing to do:
@@ -342,6 +346,20 @@ pub fn serve_on(
             return Err(e.into());
         }
         let had_events = !events.is_empty();
+        // This turn's order of connections: those with commands left from earlier turns
+        // first, then those that became readable, in the order the kernel reported them (a
+        // client's command that arrived first runs first, as in Redis; a hash map's order
+        // let another client's later PUBLISH overtake a PUNSUBSCRIBE).
+        order.clear();
+        order.extend(
+            conns
+                .iter()
+                .filter(|(_, c)| !c.queue.is_empty() || c.more)
+                .map(|(&t, c)| (c.queue.front().map_or(u64::MAX, |p| p.seq), t)),
+        );
+        order.sort_unstable();
+        turn.clear();
+        turn.extend(order.iter().map(|&(_, t)| t));
         for ev in events.iter() {
             if ev.token() == COMPLETIONS {
                 // The reads are collected below.
@@ -368,12 +386,18 @@ pub fn serve_on(
             if ev.is_readable() || ev.is_read_closed() {
                 if let Some(c) = conns.get_mut(&ev.token()) {
                     c.readable = true;
+                    turn.push(ev.token());
                 }
             }
         }
+        // The rest after them (held back by their limits, or nothing to do).
+        seen.clear();
+        turn.retain(|t| seen.insert(*t));
+        turn.extend(conns.keys().filter(|t| !seen.contains(*t)));
         // Read all that is there, from each connection within its limits; parse every complete
         // command onto its connection's queue, up to the queue's limit.
-        for c in conns.values_mut() {
+        for t in &turn {
+            let Some(c) = conns.get_mut(t) else { continue };
             if c.readable && has_room(c, &limits) {
                 read_all(c, &mut buf, limits.query);
             }
@@ -430,6 +454,7 @@ pub fn serve_on(
             &mut store,
             &mut info,
             &mut conns,
+            &turn,
             &mut shutdown,
             &limits,
             &mut log,
@@ -738,6 +763,7 @@ fn run_ready(
     store: &mut Store,
     info: &mut ServerInfo,
     conns: &mut HashMap<Token, Conn>,
+    order: &[Token],
     shutdown: &mut bool,
     limits: &Limits,
     log: &mut RateLimitedLog,
@@ -747,7 +773,8 @@ fn run_ready(
     // in case the commit fails.
     let mut wrote: HashMap<Token, (bool, usize)> = HashMap::new();
     let mut starts: HashMap<Token, usize> = HashMap::new();
-    for (&t, c) in conns.iter_mut() {
+    for &t in order {
+        let Some(c) = conns.get_mut(&t) else { continue };
         let mut executed = 0;
         while let Some(p) = c.queue.front() {
             if c.quit {

@@ -45,6 +45,8 @@ pub mod stream;
 pub mod timer;
 #[warn(missing_docs, clippy::undocumented_unsafe_blocks)]
 pub mod uring;
+#[warn(missing_docs, clippy::undocumented_unsafe_blocks)]
+mod usage;
 
 pub use error::{errno_name, ErrorKind, SysError};
 pub use mapping::{Advice, Mapping, MbindFlags};
@@ -53,6 +55,7 @@ pub use mempolicy::{
     NodeMask, Policy,
 };
 pub use pages::{move_pages, query_pages, Moved, PageStatus};
+pub use usage::{cpu_times, CpuTimes, Whose};
 
 /// The base page size in bytes (`sysconf(_SC_PAGESIZE)`, what `getpagesize()` returns).
 pub fn page_size() -> usize {

@@ -602,6 +602,29 @@ fn pubsub_across_connections_with_bounded_subscribers() {
     assert_eq!(pubc.call(&["PING"]), V::Simple("PONG".into()));
 }
 
+/// Commands of different clients run in the order they arrived, as in Redis: a PUNSUBSCRIBE
+/// sent (not yet answered) before another client's PUBLISH takes effect first. (Redis's pubsub
+/// test; the loop used to serve the clients of one turn in a hash map's order.)
+#[test]
+fn commands_of_different_clients_run_in_arrival_order() {
+    let s = Server::start(&["--max-object", "1M"]);
+    let mut pubc = s.client();
+    for round in 0..50 {
+        let mut sub = s.client();
+        sub.send(&["PSUBSCRIBE", "chan1.*", "chan2.*", "chan3.*"]);
+        for i in 1..=3 {
+            assert_eq!(sub.read().items()[2], V::Int(i));
+        }
+        // Sent, not read: the next client's command arrives after it.
+        sub.send(&["PUNSUBSCRIBE"]);
+        assert_eq!(
+            pubc.call(&["PUBLISH", "chan1.hi", "hello"]),
+            V::Int(0),
+            "round {round}: the PUBLISH overtook the PUNSUBSCRIBE sent before it"
+        );
+    }
+}
+
 fn info_field(c: &mut Client, section: &str, name: &str) -> String {
     let text = c.call(&["INFO", section]).text();
     text.lines()
