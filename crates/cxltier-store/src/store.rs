@@ -96,6 +96,12 @@ pub struct Store {
     chunk_writes: u64,
     /// Injected failures (tests): chunk writes and chunk deletes left before they fail.
     chunk_faults: (Option<u64>, Option<u64>),
+    /// The longest value kept whole (one slot, one log record); longer strings are kept in
+    /// pieces (`collection::bigstr`).
+    whole_max: usize,
+    /// The big string read whole last (its key and bytes), lent by [`Store::get`] until the
+    /// key changes or the batch ends.
+    pub(crate) assembled: Option<(Box<[u8]>, Vec<u8>)>,
 }
 
 impl std::fmt::Debug for Store {
@@ -198,7 +204,12 @@ impl Nodes {
 /// arena is carved into slab pages sized for the largest object, and the DRAM budget (less the
 /// index) must have room for one, or nothing is ever stored in DRAM; a record on the NVMe log
 /// lies in one segment. (A CXL arena always maps at least one page, whatever `--cxl` says.)
-fn check_limits(b: &StoreBuilder, max_slot: usize, empty_index: u64) -> Result<()> {
+fn check_limits(
+    b: &StoreBuilder,
+    whole_max: usize,
+    max_slot: usize,
+    empty_index: u64,
+) -> Result<()> {
     let page = crate::arena::page_size_for(max_slot) as u64;
     let mib = |n: u64| format!("{}M", n.div_ceil(1 << 20));
     // The largest object whose slab pages fit in `bytes`: its slots are at most half a page
@@ -209,8 +220,7 @@ fn check_limits(b: &StoreBuilder, max_slot: usize, empty_index: u64) -> Result<(
     };
     if b.dram_bytes < page + empty_index {
         return Err(StoreError::Config(format!(
-            "--max-object {} needs slab pages of {} bytes, and --dram {} less the index and frequency sketch ({empty_index} bytes) holds none: no value could ever be stored in DRAM. Give --dram of at least {} or --max-object of at most {}",
-            b.max_object,
+            "values kept whole (up to {whole_max} bytes) need slab pages of {} bytes, and --dram {} less the index and frequency sketch ({empty_index} bytes) holds none: no value could ever be stored in DRAM. Give --dram of at least {} or --max-object of at most {}",
             page,
             b.dram_bytes,
             mib(page + empty_index),
@@ -219,10 +229,9 @@ fn check_limits(b: &StoreBuilder, max_slot: usize, empty_index: u64) -> Result<(
     }
     if b.ssd.is_some() {
         let max = crate::log::max_value_len(crate::log::DEFAULT_SEGMENT_SIZE, MAX_KEY);
-        if b.max_object > max {
+        if whole_max > max {
             return Err(StoreError::Config(format!(
-                "--max-object {} is larger than a record of the NVMe log can hold ({max} bytes: a segment of {} bytes less its header, the record's header and the longest key): give --max-object of at most {max}",
-                b.max_object,
+                "values kept whole (up to {whole_max} bytes) are larger than a record of the NVMe log can hold ({max} bytes: a segment of {} bytes less its header, the record's header and the longest key): give --max-object of at most {max}",
                 crate::log::DEFAULT_SEGMENT_SIZE
             )));
         }
@@ -234,13 +243,15 @@ impl Store {
     pub(crate) fn build(mut b: StoreBuilder) -> Result<Store> {
         // A store of small objects (`--max-object 4K`) keeps working: the default chunk shrinks
         // to half the largest object; only a size asked for is refused.
+        let whole_max = b.max_object.min(crate::collection::WHOLE_MAX);
         if !b.chunk_bytes_set {
-            b.chunk_bytes = b.chunk_bytes.min(b.max_object / 2);
+            b.chunk_bytes = b.chunk_bytes.min(whole_max / 2);
         }
-        if b.max_object < 16 || b.max_object > 64 << 20 {
+        if b.max_object < 16 || b.max_object > crate::MAX_VALUE {
             return Err(StoreError::Config(format!(
-                "maximum object size {} must be between 16 bytes and 64 MiB",
-                b.max_object
+                "--max-object {} must be between 16 bytes and {}M (Redis's proto-max-bulk-len): give a smaller --max-object",
+                b.max_object,
+                crate::MAX_VALUE >> 20
             )));
         }
         if b.nvme_queue_depth == 0 || b.nvme_queue_depth > ASYNC_READS {
@@ -255,12 +266,12 @@ impl Store {
                 b.dram_bytes
             )));
         }
-        if b.chunk_bytes < crate::collection::MIN_CHUNK_BYTES || b.chunk_bytes > b.max_object / 2 {
+        if b.chunk_bytes < crate::collection::MIN_CHUNK_BYTES || b.chunk_bytes > whole_max / 2 {
             return Err(StoreError::Config(format!(
-                "collection chunks of {} bytes: give between {} bytes and half the maximum object size ({})",
+                "collection chunks of {} bytes: give between {} bytes and half the largest value kept whole ({})",
                 b.chunk_bytes,
                 crate::collection::MIN_CHUNK_BYTES,
-                b.max_object / 2
+                whole_max / 2
             )));
         }
         if b.ssd.is_none() && b.durability != Durability::None {
@@ -281,9 +292,14 @@ impl Store {
             }
         }
         let dram_node = b.dram_node.unwrap_or_else(|| nodes.local());
-        let max_slot = b.max_object + crate::arena::SLOT_HEADER + 256;
+        let max_slot = whole_max + crate::arena::SLOT_HEADER + 256;
         let sketch = Sketch::new(Sketch::width_for_keys(0));
-        check_limits(&b, max_slot, Index::new().bytes() + sketch.bytes())?;
+        check_limits(
+            &b,
+            whole_max,
+            max_slot,
+            Index::new().bytes() + sketch.bytes(),
+        )?;
         let mut arenas = vec![Arena::new(
             "dram",
             dram_node,
@@ -331,6 +347,8 @@ impl Store {
             next_generation: now_ms() << 16,
             chunk_writes: 0,
             chunk_faults: (None, None),
+            whole_max,
+            assembled: None,
         };
         if let Some(ssd) = &b.ssd {
             let mut cfg = LogConfig::new(&ssd.path, ssd.capacity);
@@ -560,7 +578,7 @@ impl Store {
         }
         if cur.dirty() || cur.nv().is_none() {
             let value = self.arenas[t].value(off, key.len(), len).to_vec();
-            let loc = self.append(key, kind, &value, (expires != 0).then_some(expires))?;
+            let loc = self.log_append(key, kind, &value, (expires != 0).then_some(expires))?;
             let e = self.index.get_mut(key).expect("present");
             let old = e.nv();
             e.set_nv(Some(loc));
@@ -580,7 +598,7 @@ impl Store {
     }
 
     /// Append to the log, cleaning once and retrying when it is full.
-    fn append(
+    fn log_append(
         &mut self,
         key: &[u8],
         kind: Kind,
@@ -774,6 +792,7 @@ impl Store {
     fn drop_entry(&mut self, key: &[u8]) -> Option<Entry> {
         let e = self.index.remove(key)?;
         self.staged.remove(key);
+        self.forget_assembled(key);
         self.free_place(e.place());
         if let (Some(nv), Some(log)) = (e.nv(), self.log.as_mut()) {
             log.mark_dead(nv);
@@ -785,12 +804,35 @@ impl Store {
     }
 
     /// Look a key up (expired keys are absent); counts an access, may promote.
+    /// A string kept in pieces is read whole (see [`Store::get_range`] for a part of it).
     pub fn get(&mut self, key: &[u8]) -> Result<Option<ObjectRef<'_>>> {
         if is_internal_key(key) {
             self.misses += 1;
             return Ok(None);
         }
+        if self.peek_kind(key) == Some(Kind::BigString) {
+            return self.get_big(key);
+        }
         self.get_raw(key)
+    }
+
+    /// [`Store::get`] of a user's key, a big string's root as it is stored.
+    pub(crate) fn get_root(&mut self, key: &[u8]) -> Result<Option<ObjectRef<'_>>> {
+        if is_internal_key(key) {
+            self.misses += 1;
+            return Ok(None);
+        }
+        self.get_raw(key)
+    }
+
+    /// The longest value kept whole.
+    pub(crate) fn whole_max(&self) -> usize {
+        self.whole_max
+    }
+
+    /// The value length of `key`'s entry (a big string's: its root's).
+    pub(crate) fn entry_len(&self, key: &[u8]) -> Option<u64> {
+        self.index.get(key).map(|e| e.len() as u64)
     }
 
     /// [`Store::get`] for any key, collection chunks included.
@@ -850,10 +892,14 @@ impl Store {
         if is_internal_key(key) {
             return None;
         }
-        self.peek_raw(key)
+        let o = self.peek_raw(key)?;
+        if o.kind == Kind::BigString {
+            return self.assembled_ref(key, o.expires_at_ms);
+        }
+        Some(o)
     }
 
-    fn peek_raw(&self, key: &[u8]) -> Option<ObjectRef<'_>> {
+    pub(crate) fn peek_raw(&self, key: &[u8]) -> Option<ObjectRef<'_>> {
         let e = self.index.get(key)?;
         let value = match e.place() {
             Place::Mem(t, off) => self.arenas[t as usize].value(off, key.len(), e.len() as usize),
@@ -1087,6 +1133,7 @@ impl Store {
             let (_, k) = self.restaged.pop_front().expect("front exists");
             self.staged.remove(&k);
         }
+        self.assembled = None;
         // Over the bound, the oldest values kept out of memory go first, so the ones read last
         // (those a read-modify-write is about to write) stay; only then everything staged.
         let bound = 4 * ASYNC_READS as usize;
@@ -1124,6 +1171,15 @@ impl Store {
                 kind.type_name()
             )));
         }
+        if value.len() > self.max_object {
+            return Err(StoreError::TooLarge {
+                len: value.len(),
+                max: self.max_object,
+            });
+        }
+        if kind == Kind::String && value.len() > self.whole_max {
+            return self.big_put(key, value, expires_at_ms);
+        }
         if self
             .index
             .get(key)
@@ -1143,10 +1199,10 @@ impl Store {
         value: &[u8],
         expires_at_ms: Option<u64>,
     ) -> Result<()> {
-        if value.len() > self.max_object {
+        if value.len() > self.whole_max {
             return Err(StoreError::TooLarge {
                 len: value.len(),
-                max: self.max_object,
+                max: self.whole_max,
             });
         }
         if key.is_empty() || key.len() > MAX_KEY {
@@ -1161,6 +1217,7 @@ impl Store {
             return Ok(());
         }
         self.staged.remove(key);
+        self.forget_assembled(key);
         let new_key = !self.index.contains_key(key);
         if !new_key {
             return self.put_inner(key, kind, value, expires_at_ms);
@@ -1220,7 +1277,7 @@ impl Store {
             return Ok(false);
         }
         let nv = if self.log.is_some() && self.durability != Durability::None {
-            Some(self.append(key, kind, value, expires_at_ms)?)
+            Some(self.log_append(key, kind, value, expires_at_ms)?)
         } else {
             None
         };
@@ -1272,7 +1329,7 @@ impl Store {
             let mut value = self.arenas[t].value(off, key.len(), len).to_vec();
             value[at..at + bytes.len()].copy_from_slice(bytes);
             let expires = (e.expires() != 0).then_some(e.expires());
-            Some(self.append(key, e.kind(), &value, expires)?)
+            Some(self.log_append(key, e.kind(), &value, expires)?)
         } else {
             None
         };
@@ -1327,7 +1384,7 @@ impl Store {
             }
         }
         let nv = if self.log.is_some() && (self.durability != Durability::None || place.is_none()) {
-            match self.append(key, kind, value, expires_at_ms) {
+            match self.log_append(key, kind, value, expires_at_ms) {
                 Ok(loc) => Some(loc),
                 Err(e) => {
                     if let Some(p) = place {
@@ -1377,7 +1434,7 @@ impl Store {
 
     /// Change only the expiry of an existing key; false when absent.
     pub fn set_expiry(&mut self, key: &[u8], expires_at_ms: Option<u64>) -> Result<bool> {
-        let Some(obj) = self.get(key)? else {
+        let Some(obj) = self.get_root(key)? else {
             return Ok(false);
         };
         // A collection's root keeps its parts: rewriting the root changes only its expiry.
@@ -1401,7 +1458,7 @@ impl Store {
         if is_internal_key(to) || is_internal_key(from) {
             return Ok(false);
         }
-        let Some(o) = self.get(from)? else {
+        let Some(o) = self.get_root(from)? else {
             return Ok(false);
         };
         let (kind, value, exp) = (o.kind, o.value.to_vec(), o.expires_at_ms);
@@ -1509,6 +1566,18 @@ impl Store {
         let mut out = Vec::with_capacity(count.min(keys.len()));
         for k in keys.iter().take(count) {
             self.sketch.touch(k);
+            if self.peek_kind(k) == Some(Kind::BigString) {
+                if let Some(o) = self.get_big(k)? {
+                    let item = ScanItem {
+                        key: k.clone(),
+                        kind: o.kind,
+                        value: o.value.to_vec(),
+                        expires_at_ms: o.expires_at_ms,
+                    };
+                    out.push(item);
+                }
+                continue;
+            }
             if let Some(o) = self.peek(k) {
                 out.push(ScanItem {
                     key: k.clone(),
@@ -1550,6 +1619,7 @@ impl Store {
         }
         self.index.clear();
         self.staged.clear();
+        self.assembled = None;
         Ok(())
     }
 
@@ -1763,7 +1833,7 @@ impl Store {
             };
             let (kind, len, exp) = (e.kind(), e.len() as usize, e.expires());
             let value = self.arenas[t as usize].value(off, k.len(), len).to_vec();
-            let loc = self.append(&k, kind, &value, (exp != 0).then_some(exp))?;
+            let loc = self.log_append(&k, kind, &value, (exp != 0).then_some(exp))?;
             let e = self.index.get_mut(k.as_slice()).expect("present");
             let old = e.nv();
             e.set_nv(Some(loc));
