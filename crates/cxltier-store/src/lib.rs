@@ -72,8 +72,9 @@ pub enum Kind {
     ChunkedHash = 5,
     /// A part of a collection, under an internal key: never returned to users.
     Chunk = 6,
-    /// The root of a string longer than one slot holds, kept as a tree of pieces (see
-    /// [`Store::get_range`]): [`Store::get`] returns it whole, as a [`Kind::String`].
+    /// The root of a value longer than one slot holds (a string, or a hash the caller encodes
+    /// as one value), kept as a tree of pieces (see [`Store::get_range`]): [`Store::get`]
+    /// returns it whole, as the [`Kind::String`] or [`Kind::Hash`] it was written as.
     BigString = 7,
 }
 

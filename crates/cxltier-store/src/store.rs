@@ -101,7 +101,7 @@ pub struct Store {
     whole_max: usize,
     /// The big string read whole last (its key and bytes), lent by [`Store::get`] until the
     /// key changes or the batch ends.
-    pub(crate) assembled: Option<(Box<[u8]>, Vec<u8>)>,
+    pub(crate) assembled: Option<(Box<[u8]>, Kind, Vec<u8>)>,
 }
 
 impl std::fmt::Debug for Store {
@@ -490,6 +490,20 @@ impl Store {
     /// The largest value accepted.
     pub fn max_object(&self) -> usize {
         self.max_object
+    }
+
+    /// Change the largest value accepted (`CONFIG SET proto-max-bulk-len`): 16 bytes to
+    /// [`crate::MAX_VALUE`]. Slab pages and log records keep the sizes chosen at build (values
+    /// past the longest one kept whole are kept in pieces), so any size in range works.
+    pub fn set_max_object(&mut self, bytes: usize) -> Result<()> {
+        if !(16..=crate::MAX_VALUE).contains(&bytes) {
+            return Err(StoreError::Config(format!(
+                "the largest value must be between 16 bytes and {}M, not {bytes} bytes",
+                crate::MAX_VALUE >> 20
+            )));
+        }
+        self.max_object = bytes;
+        Ok(())
     }
 
     /// Keys recovered from NVMe when the store was opened.
@@ -1177,8 +1191,8 @@ impl Store {
                 max: self.max_object,
             });
         }
-        if kind == Kind::String && value.len() > self.whole_max {
-            return self.big_put(key, value, expires_at_ms);
+        if value.len() > self.whole_max {
+            return self.big_put(key, kind, value, expires_at_ms);
         }
         if self
             .index

@@ -154,6 +154,30 @@ fn set_range_and_append_change_a_big_value_in_place() {
     ));
 }
 
+/// A hash value (encoded by the caller) longer than a slot is kept in pieces too, and stays a
+/// hash: string calls and collection calls on it answer WRONGTYPE naming a hash.
+#[test]
+fn a_big_hash_value_is_kept_in_pieces_and_stays_a_hash() {
+    let mut s = in_dram(64 << 20);
+    let v = pattern(11, 3 * MIB);
+    s.put(b"h", Kind::Hash, &v, None).unwrap();
+    let o = s.get(b"h").unwrap().unwrap();
+    assert_eq!((o.kind, o.value), (Kind::Hash, &v[..]));
+    assert!(matches!(
+        s.strlen(b"h"),
+        Err(StoreError::WrongType { held: "hash" })
+    ));
+    assert!(matches!(
+        s.set_range(b"h", 0, b"x"),
+        Err(StoreError::WrongType { held: "hash" })
+    ));
+    assert!(matches!(
+        s.list_push(b"h", cxltier_store::ListEnd::Left, &[b"a"]),
+        Err(StoreError::WrongType { held: "hash" })
+    ));
+    s.check_big_string(b"h").unwrap();
+}
+
 /// A change of a few bytes in the middle of a 16 MiB value writes one piece and its path, not
 /// the value: counted in chunk writes and in bytes written to the log (durability always).
 #[test]

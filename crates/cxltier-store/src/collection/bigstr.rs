@@ -1,7 +1,8 @@
-//! Strings longer than one slot holds ("big strings"): a collection root of [`Kind::BigString`]
-//! whose first tree is the value cut into pieces of [`PIECE_BYTES`] (every piece that size but
-//! the last, so that byte `i` is in piece `i / PIECE_BYTES` and a counted seek finds it), and
-//! whose second tree is one leaf holding the piece size and the value's length. A read or a
+//! Values longer than one slot holds ("big strings"; a hash the server encodes as one value is
+//! kept the same way): a collection root of [`Kind::BigString`] whose first tree is the value
+//! cut into pieces of [`PIECE_BYTES`] (every piece that size but the last, so that byte `i` is in
+//! piece `i / PIECE_BYTES` and a counted seek finds it), and whose second tree is one leaf
+//! holding the piece size, the value's length and the kind callers see. A read or a
 //! change of a range touches the pieces of that range and their path, never the whole value;
 //! like any collection, the pieces are written before the root and a crash leaves the old value
 //! or the new one whole. Layout in `docs/server.md` ("Big strings").
@@ -18,10 +19,10 @@ pub(crate) const PIECE_BYTES: usize = 64 << 10;
 /// strings. Values up to it are read and written as one object, as before big strings existed.
 pub(crate) const WHOLE_MAX: usize = 1 << 20;
 /// The key of the meta leaf's one entry.
-const META: &[u8] = b"piece,len";
+const META: &[u8] = b"piece,len,kind";
 
-/// A big string's (piece size, length), from its root's second tree.
-fn meta(root: &Root, key: &[u8]) -> Result<(usize, u64)> {
+/// A big value's (piece size, length, kind), from its root's second tree.
+pub(crate) fn meta_of(root: &Root, key: &[u8]) -> Result<(usize, u64, Kind)> {
     let bad = || {
         StoreError::Corrupt(format!(
             "the root of the string {:?} has no readable piece size and length",
@@ -32,22 +33,38 @@ fn meta(root: &Root, key: &[u8]) -> Result<(usize, u64)> {
         return Err(bad());
     };
     match e.as_slice() {
-        [(k, v)] if k == META && v.len() == 12 => {
+        [(k, v)] if k == META && v.len() == 13 => {
             let piece = u32::from_le_bytes(v[..4].try_into().expect("4 bytes")) as usize;
-            let len = u64::from_le_bytes(v[4..].try_into().expect("8 bytes"));
+            let len = u64::from_le_bytes(v[4..12].try_into().expect("8 bytes"));
+            let kind = match Kind::from_u8(v[12]) {
+                Some(k @ (Kind::String | Kind::Hash)) => k,
+                _ => return Err(bad()),
+            };
             if piece == 0 {
                 return Err(bad());
             }
-            Ok((piece, len))
+            Ok((piece, len, kind))
         }
         _ => Err(bad()),
     }
 }
 
-fn set_meta(root: &mut Root, piece: usize, len: u64) {
-    let mut v = Vec::with_capacity(12);
+/// A big string's (piece size, length); [`StoreError::WrongType`] for a big value of another
+/// kind.
+fn meta(root: &Root, key: &[u8]) -> Result<(usize, u64)> {
+    match meta_of(root, key)? {
+        (piece, len, Kind::String) => Ok((piece, len)),
+        (_, _, k) => Err(StoreError::WrongType {
+            held: k.type_name(),
+        }),
+    }
+}
+
+fn set_meta(root: &mut Root, piece: usize, len: u64, kind: Kind) {
+    let mut v = Vec::with_capacity(13);
     v.extend_from_slice(&(piece as u32).to_le_bytes());
     v.extend_from_slice(&len.to_le_bytes());
+    v.push(kind as u8);
     root.tops[1] = Node::Leaf(vec![(META.to_vec(), v)]);
 }
 
@@ -63,11 +80,17 @@ impl Store {
     /// Write `value` (longer than [`WHOLE_MAX`]) under `key` as a big string, replacing whatever
     /// the key held: the pieces under a new generation first, then the root, then the old
     /// value's parts. On a failure the pieces written are deleted and the old value stays.
-    pub(crate) fn big_put(&mut self, key: &[u8], value: &[u8], exp: Option<u64>) -> Result<()> {
+    pub(crate) fn big_put(
+        &mut self,
+        key: &[u8],
+        kind: Kind,
+        value: &[u8],
+        exp: Option<u64>,
+    ) -> Result<()> {
         let max = crate::store::MAX_KEY - CHUNK_KEY_OVERHEAD;
         if key.len() > max {
             return Err(StoreError::Config(format!(
-                "a string longer than {WHOLE_MAX} bytes is kept in parts, and its key may be at most {max} bytes (its parts' keys add {CHUNK_KEY_OVERHEAD}), not {}",
+                "a value longer than {WHOLE_MAX} bytes is kept in parts, and its key may be at most {max} bytes (its parts' keys add {CHUNK_KEY_OVERHEAD}), not {}",
                 key.len()
             )));
         }
@@ -78,7 +101,7 @@ impl Store {
         let generation = self.new_generation();
         let mut root = Root::new(Kind::BigString, generation);
         let piece = PIECE_BYTES.min(self.whole_max() / 2);
-        set_meta(&mut root, piece, value.len() as u64);
+        set_meta(&mut root, piece, value.len() as u64, kind);
         let written = self.big_build(key, &mut root, value, piece);
         let written = written.and_then(|()| {
             let bytes = root.encode();
@@ -126,7 +149,7 @@ impl Store {
     /// so that [`Store::get`] can lend it like any value.
     pub(crate) fn get_big(&mut self, key: &[u8]) -> Result<Option<ObjectRef<'_>>> {
         let value = self.coll_read(key, Kind::BigString, |tx, r| {
-            let (_, len) = meta(r, key)?;
+            let (_, len, kind) = meta_of(r, key)?;
             let mut out = Vec::with_capacity(len as usize);
             tx.walk(&r.tops[0], 0, false, &mut |e| {
                 out.extend_from_slice(&e.1);
@@ -139,13 +162,13 @@ impl Store {
                     out.len()
                 )));
             }
-            Ok(out)
+            Ok((kind, out))
         })?;
-        let Some(value) = value else {
+        let Some((kind, value)) = value else {
             return Ok(None);
         };
         let expires_at_ms = self.peek_raw(key).and_then(|o| o.expires_at_ms);
-        self.assembled = Some((key.into(), value));
+        self.assembled = Some((key.into(), kind, value));
         Ok(self.assembled_ref(key, expires_at_ms))
     }
 
@@ -156,8 +179,8 @@ impl Store {
         expires_at_ms: Option<u64>,
     ) -> Option<ObjectRef<'_>> {
         match &self.assembled {
-            Some((k, v)) if &k[..] == key => Some(ObjectRef {
-                kind: Kind::String,
+            Some((k, kind, v)) if &k[..] == key => Some(ObjectRef {
+                kind: *kind,
                 value: v,
                 expires_at_ms,
             }),
@@ -166,7 +189,11 @@ impl Store {
     }
 
     pub(crate) fn forget_assembled(&mut self, key: &[u8]) {
-        if self.assembled.as_ref().is_some_and(|(k, _)| &k[..] == key) {
+        if self
+            .assembled
+            .as_ref()
+            .is_some_and(|(k, _, _)| &k[..] == key)
+        {
             self.assembled = None;
         }
     }
@@ -330,7 +357,7 @@ impl Store {
                     e.extend(rest.take().unwrap_or_default());
                 })?;
             }
-            set_meta(root, piece, end);
+            set_meta(root, piece, end, Kind::String);
             Ok(end)
         })?;
         r.ok_or_else(|| {
@@ -347,7 +374,7 @@ impl Store {
         self.check_collection(key)?;
         let r = self
             .coll_read(key, Kind::BigString, |tx, r| {
-                let (piece, len) = meta(r, key)?;
+                let (piece, len, _) = meta_of(r, key)?;
                 let mut sizes = Vec::new();
                 tx.walk(&r.tops[0], 0, false, &mut |e| {
                     sizes.push(e.1.len());

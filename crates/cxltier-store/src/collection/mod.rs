@@ -184,6 +184,15 @@ impl Store {
         let Some(o) = self.get_root(key)? else {
             return Ok(None);
         };
+        if o.kind == Kind::BigString && kind != Kind::BigString {
+            // A big value is a string or a hash to its users: WRONGTYPE names that.
+            let held = Root::decode(o.value, key)
+                .and_then(|r| bigstr::meta_of(&r, key))
+                .map_or(Kind::String, |m| m.2);
+            return Err(StoreError::WrongType {
+                held: held.type_name(),
+            });
+        }
         check_kind(o.kind, kind)?;
         let exp = o.expires_at_ms;
         let root = Root::decode(o.value, key)?;
