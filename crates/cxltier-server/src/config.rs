@@ -5,6 +5,7 @@ use cxltier_store::{Store, StoreError};
 
 use crate::commands::{Ctx, Effect};
 use crate::resp::reply;
+use crate::server::BULK_MARGIN;
 
 /// A parameter that CONFIG SET stores: its name, the name it is an alias of (Redis 7 keeps the
 /// ziplist names of 6.2 as aliases of the listpack ones), its default, and whether it is an
@@ -162,12 +163,30 @@ fn read_only(name: &str) -> Option<&'static str> {
         "maxmemory-policy" => "cxltier never evicts keys: what does not fit in memory goes to NVMe (--ssd)",
         "appendonly" | "appendfsync" => "durability is chosen at start: restart with --durability always|everysec|none",
         "databases" | "bind" | "port" => "restart cxltier serve with the new option",
-        "proto-max-bulk-len" => "it follows --max-object: restart with another --max-object",
         "client-query-buffer-limit" | "client-output-buffer-limit" => {
             "restart cxltier serve with --client-query-buffer-limit / --client-output-buffer-limit"
         }
         _ => return None,
     })
+}
+
+/// A new proto-max-bulk-len (Redis's memory syntax): the largest value (`--max-object`) is it
+/// less the margin the parser keeps, between 1 MiB (Redis's least) and what the store accepts
+/// (512M), and a bulk of it must fit the client-query-buffer-limit chosen at start.
+fn bulk_len(ctx: &Ctx<'_>, value: &str) -> Result<usize, String> {
+    let n =
+        crate::parse_memory(value).ok_or_else(|| "argument must be a memory value".to_string())?;
+    let max = (cxltier_store::MAX_VALUE + BULK_MARGIN).min(
+        ctx.info
+            .client_query_buffer_limit
+            .saturating_sub(BULK_MARGIN),
+    );
+    if n < 1 << 20 || n > max {
+        return Err(format!(
+            "argument must be between 1048576 and {max} (the largest value this server stores, 512M, and a margin of {BULK_MARGIN}, within the client-query-buffer-limit)"
+        ));
+    }
+    Ok(n)
 }
 
 fn set_failed(ctx: &mut Ctx<'_>, name: &str, why: &str) -> Result<Effect, StoreError> {
@@ -209,6 +228,11 @@ fn set(ctx: &mut Ctx<'_>, pairs: &[&[u8]]) -> Result<Effect, StoreError> {
                 }
             },
             "requirepass" => {}
+            "proto-max-bulk-len" => {
+                if let Err(why) = bulk_len(ctx, &value) {
+                    return set_failed(ctx, &name, &why);
+                }
+            }
             _ => match KNOBS.iter().find(|k| k.name == name) {
                 Some(k) if k.integer && value.parse::<i64>().is_err() => {
                     return set_failed(ctx, &name, "argument couldn't be parsed into an integer")
@@ -233,6 +257,12 @@ fn set(ctx: &mut Ctx<'_>, pairs: &[&[u8]]) -> Result<Effect, StoreError> {
             "maxclients" => ctx.info.max_clients = value.parse().unwrap_or(ctx.info.max_clients),
             // Connections already authenticated stay so, as in Redis.
             "requirepass" => ctx.info.requirepass = (!value.is_empty()).then_some(value),
+            "proto-max-bulk-len" => {
+                let n = bulk_len(ctx, &value).expect("checked above");
+                ctx.store.set_max_object(n - BULK_MARGIN)?;
+                ctx.info.proto_max_bulk_len = n;
+                ctx.info.max_object = n - BULK_MARGIN;
+            }
             _ => {
                 let k = KNOBS
                     .iter()

@@ -616,7 +616,8 @@ fn parse_into_queue(
     // CONFIG SET requirepass may set or clear the password while the server runs.
     let unauthenticated = info.requirepass.is_some() && !c.session.authed;
     let parse_limits = resp::Limits {
-        max_bulk: limits.max_bulk,
+        // CONFIG SET proto-max-bulk-len may change it while the server runs.
+        max_bulk: info.proto_max_bulk_len,
         unauthenticated,
     };
     let mut at = c.parsed;

@@ -911,3 +911,113 @@ fn data_integrity_checks_every_byte_read_back_through_the_tiers() {
     assert!(err.contains("2000 verify errors"), "{err}");
     s.stop();
 }
+
+/// Values up to 512 MB (Redis's proto-max-bulk-len) by default: a 4 MB value set, read, appended
+/// to and read and changed by range over a socket, kept across a kill -9 with `--durability
+/// always` in less DRAM than it takes; a value over `--max-object` gets an error, and the
+/// connection serves the next command.
+#[test]
+fn big_values_round_trip_and_change_by_range_over_a_socket() {
+    let ssd = temp("big");
+    let spec = format!("{}:256M", ssd.display());
+    let args = ["--dram", "16M", "--ssd", &spec, "--durability", "always"];
+    let s = Server::start(&args);
+    let mut c = s.client();
+    let mut v: Vec<u8> = (0..4_000_000u32).map(|i| (i % 251) as u8).collect();
+    assert_eq!(c.call(&[b"SET", b"big", &v]).unwrap(), ok());
+    assert_eq!(
+        c.call(&[b"GET", b"big"]).unwrap(),
+        Reply::Bulk(Some(v.clone()))
+    );
+    assert_eq!(
+        call(&mut c, &["APPEND", "big", "tail"]),
+        Reply::Int(4_000_004)
+    );
+    v.extend_from_slice(b"tail");
+    assert_eq!(
+        call(&mut c, &["GETRANGE", "big", "3999998", "-1"]),
+        Reply::Bulk(Some(v[3_999_998..].to_vec()))
+    );
+    assert_eq!(
+        call(&mut c, &["SETRANGE", "big", "1000000", "hello"]),
+        Reply::Int(4_000_004)
+    );
+    v[1_000_000..1_000_005].copy_from_slice(b"hello");
+    assert_eq!(call(&mut c, &["SETBIT", "big", "7", "1"]), Reply::Int(0));
+    v[0] |= 1;
+    assert_eq!(call(&mut c, &["GETBIT", "big", "7"]), Reply::Int(1));
+    assert_eq!(call(&mut c, &["STRLEN", "big"]), Reply::Int(4_000_004));
+    assert_eq!(
+        call(&mut c, &["TYPE", "big"]),
+        Reply::Simple(b"string".to_vec())
+    );
+    assert_eq!(
+        call(&mut c, &["CONFIG", "GET", "proto-max-bulk-len"]),
+        Reply::Array(Some(vec![
+            bulk("proto-max-bulk-len"),
+            bulk(&((512 << 20) + (64 << 10)).to_string()),
+        ]))
+    );
+    s.kill9();
+    let s = Server::start(&args);
+    let mut c = s.client();
+    assert_eq!(c.call(&[b"GET", b"big"]).unwrap(), Reply::Bulk(Some(v)));
+    drop(c);
+    drop(s);
+
+    let s = Server::start(&["--dram", "32M", "--max-object", "2M"]);
+    let mut c = s.client();
+    let over = vec![b'x'; (2 << 20) + 1000];
+    let Reply::Error(e) = c.call(&[b"SET", b"k", &over]).unwrap() else {
+        panic!("a value over --max-object was stored")
+    };
+    assert!(e.contains("larger than the maximum object size"), "{e}");
+    assert_eq!(call(&mut c, &["PING"]), Reply::Simple(b"PONG".to_vec()));
+    assert_eq!(call(&mut c, &["EXISTS", "k"]), Reply::Int(0));
+}
+
+/// CONFIG SET proto-max-bulk-len changes the largest value while the server runs, within what
+/// the store accepts.
+#[test]
+fn config_set_proto_max_bulk_len_changes_the_largest_value() {
+    let s = Server::start(&["--dram", "32M", "--max-object", "4M"]);
+    let mut c = s.client();
+    let v = vec![b'v'; 3 << 20];
+    assert_eq!(c.call(&[b"SET", b"k", &v]).unwrap(), ok());
+    assert_eq!(
+        call(&mut c, &["CONFIG", "SET", "proto-max-bulk-len", "2mb"]),
+        ok()
+    );
+    let Reply::Error(e) = c.call(&[b"SET", b"k2", &v]).unwrap() else {
+        panic!("a value over the new limit was accepted")
+    };
+    assert!(e.contains("invalid bulk length"), "{e}");
+    // That closed the connection, as Redis does; a new one sees the new limit.
+    let mut c = s.client();
+    assert_eq!(
+        call(&mut c, &["CONFIG", "GET", "proto-max-bulk-len"]),
+        Reply::Array(Some(vec![bulk("proto-max-bulk-len"), bulk("2097152")]))
+    );
+    assert_eq!(
+        call(&mut c, &["APPEND", "small", &"x".repeat(1000)]),
+        Reply::Int(1000)
+    );
+    let Reply::Error(e) = call(&mut c, &["CONFIG", "SET", "proto-max-bulk-len", "10gb"]) else {
+        panic!("10gb accepted")
+    };
+    assert!(e.contains("argument must be between"), "{e}");
+    assert_eq!(
+        call(&mut c, &["CONFIG", "SET", "proto-max-bulk-len", "5mb"]),
+        ok()
+    );
+    let w = vec![b'w'; 5 << 20];
+    assert_eq!(
+        c.call(&[b"SET", b"k2", &w[..(5 << 20) - (64 << 10)]])
+            .unwrap(),
+        ok()
+    );
+    assert_eq!(
+        call(&mut c, &["STRLEN", "k2"]),
+        Reply::Int((5 << 20) - (64 << 10))
+    );
+}

@@ -208,6 +208,8 @@ fn config_get_patterns_built_to_explode_are_answered() {
 #[test]
 fn a_pipelined_flood_gets_every_reply_in_order_within_bounded_buffers() {
     let s = Server::start(&[
+        "--max-object",
+        "1M",
         "--client-query-buffer-limit",
         "2mb",
         "--client-output-buffer-limit",
