@@ -1,7 +1,8 @@
 //! A memory tier's arena: one anonymous mapping bound (`mbind`, `MPOL_BIND`) to the tier's NUMA node
 //! before it is first touched, carved into slab pages of one size class each (memcached-style).
 //!
-//! A slot holds `[key_len u16][used u8][refs u8][key][value]`: the key is kept with the value so
+//! A slot holds `[key_len u16][used u8][refs u8][key][value]`, `used` holding bits 16 and up of
+//! the key's length above its bit 0 (keys up to 8 MiB): the key is kept with the value so
 //! that the CLOCK hand, walking slots, can name its victim, and the CLOCK reference count (0..=3)
 //! is in the slot so that the hand never has to look anything up in the index.
 
@@ -300,7 +301,7 @@ impl Arena {
         let size = self.classes[c].slot_size;
         let slot = &mut self.map.as_mut_slice()[off as usize..off as usize + size];
         slot[0..2].copy_from_slice(&(key.len() as u16).to_le_bytes());
-        slot[2] = 1;
+        slot[2] = 1 | (((key.len() >> 16) as u8) << 1);
         // A new slot counts as referenced once, so the hand passes it once before it may go.
         slot[3] = 1;
         slot[SLOT_HEADER..SLOT_HEADER + key.len()].copy_from_slice(key);
@@ -417,10 +418,10 @@ impl Arena {
     pub fn key_at(&self, off: SlotOffset) -> Option<&[u8]> {
         let s = self.map.as_slice();
         let o = off as usize;
-        if s[o + 2] != 1 {
+        if s[o + 2] & 1 != 1 {
             return None;
         }
-        let len = u16::from_le_bytes([s[o], s[o + 1]]) as usize;
+        let len = u16::from_le_bytes([s[o], s[o + 1]]) as usize | ((s[o + 2] >> 1) as usize) << 16;
         Some(&s[o + SLOT_HEADER..o + SLOT_HEADER + len])
     }
 
@@ -468,7 +469,7 @@ impl Arena {
             }
             let off = self.classes[c].pages[p] * page_size + i * slot_size;
             i += 1;
-            if mem[off + 2] != 1 {
+            if mem[off + 2] & 1 != 1 {
                 continue;
             }
             if mem[off + 3] == 0 {

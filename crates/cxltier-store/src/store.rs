@@ -38,8 +38,13 @@ const WRITE_AHEAD_BYTES: usize = 64 << 10;
 /// A record's place in write order: its segment's sequence number, its offset there.
 type WritePos = (u64, u64);
 
-/// The longest key accepted.
-pub(crate) const MAX_KEY: usize = u16::MAX as usize / 2;
+/// The longest key accepted: 1 MiB (Redis's suite uses keys of 50,000 bytes; Redis's own limit
+/// is its 512 MB bulk). A record holds it (see the log's `MAX_RECORD_KEY`); a value with a key
+/// that long must still fit one record, so keys this long suit small values.
+pub(crate) const MAX_KEY: usize = 1 << 20;
+/// The longest key of a collection or big value: its parts' keys carry it, and a part with its
+/// key must fit one record beside the largest value kept whole.
+pub(crate) const MAX_PARTS_KEY: usize = u16::MAX as usize / 2;
 /// How many slots one eviction may look at before giving up on a tier.
 const SWEEP_BUDGET: usize = 64;
 
@@ -228,7 +233,7 @@ fn check_limits(
         )));
     }
     if b.ssd.is_some() {
-        let max = crate::log::max_value_len(crate::log::DEFAULT_SEGMENT_SIZE, MAX_KEY);
+        let max = crate::log::max_value_len(crate::log::DEFAULT_SEGMENT_SIZE, MAX_PARTS_KEY);
         if whole_max > max {
             return Err(StoreError::Config(format!(
                 "values kept whole (up to {whole_max} bytes) are larger than a record of the NVMe log can hold ({max} bytes: a segment of {} bytes less its header, the record's header and the longest key): give --max-object of at most {max}",

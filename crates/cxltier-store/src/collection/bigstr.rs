@@ -87,7 +87,7 @@ impl Store {
         value: &[u8],
         exp: Option<u64>,
     ) -> Result<()> {
-        let max = crate::store::MAX_KEY - CHUNK_KEY_OVERHEAD;
+        let max = crate::store::MAX_PARTS_KEY - CHUNK_KEY_OVERHEAD;
         if key.len() > max {
             return Err(StoreError::Config(format!(
                 "a value longer than {WHOLE_MAX} bytes is kept in parts, and its key may be at most {max} bytes (its parts' keys add {CHUNK_KEY_OVERHEAD}), not {}",

@@ -261,7 +261,7 @@ impl Store {
                         "keys must not be empty or start with the bytes {CHUNK_PREFIX:?}, which the store keeps for its own objects"
                     )));
                 }
-                let max = crate::store::MAX_KEY - CHUNK_KEY_OVERHEAD;
+                let max = crate::store::MAX_PARTS_KEY - CHUNK_KEY_OVERHEAD;
                 if key.len() > max {
                     return Err(StoreError::Config(format!(
                         "a collection's key may be at most {max} bytes (its parts' keys add {CHUNK_KEY_OVERHEAD}), not {}",
