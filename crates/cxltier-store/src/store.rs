@@ -829,10 +829,7 @@ impl Store {
             self.misses += 1;
             return Ok(None);
         }
-        if self.peek_kind(key) == Some(Kind::BigString) {
-            return self.get_big(key);
-        }
-        self.get_raw(key)
+        self.get_inner(key, true)
     }
 
     /// [`Store::get`] of a user's key, a big string's root as it is stored.
@@ -856,6 +853,12 @@ impl Store {
 
     /// [`Store::get`] for any key, collection chunks included.
     fn get_raw(&mut self, key: &[u8]) -> Result<Option<ObjectRef<'_>>> {
+        self.get_inner(key, false)
+    }
+
+    /// [`Store::get_raw`]; with `whole`, a big value is read whole (its root, then its pieces).
+    /// The kind is checked on the entry the lookup found: a GET costs no second lookup.
+    fn get_inner(&mut self, key: &[u8], whole: bool) -> Result<Option<ObjectRef<'_>>> {
         let now = now_ms();
         let Some(e) = self.index.get_mut(key) else {
             self.misses += 1;
@@ -867,6 +870,9 @@ impl Store {
             return Ok(None);
         }
         let e = *e;
+        if whole && e.kind() == Kind::BigString {
+            return self.get_big(key);
+        }
         let place = e.place();
         if let Place::Mem(t, off) = place {
             self.arenas[t as usize].touch(off);
