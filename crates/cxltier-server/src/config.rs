@@ -172,18 +172,14 @@ fn read_only(name: &str) -> Option<&'static str> {
 
 /// A new proto-max-bulk-len (Redis's memory syntax): the largest value (`--max-object`) is it
 /// less the margin the parser keeps, between 1 MiB (Redis's least) and what the store accepts
-/// (512M), and a bulk of it must fit the client-query-buffer-limit chosen at start.
-fn bulk_len(ctx: &Ctx<'_>, value: &str) -> Result<usize, String> {
+/// (512M).
+fn bulk_len(value: &str) -> Result<usize, String> {
     let n =
         crate::parse_memory(value).ok_or_else(|| "argument must be a memory value".to_string())?;
-    let max = (cxltier_store::MAX_VALUE + BULK_MARGIN).min(
-        ctx.info
-            .client_query_buffer_limit
-            .saturating_sub(BULK_MARGIN),
-    );
+    let max = cxltier_store::MAX_VALUE + BULK_MARGIN;
     if n < 1 << 20 || n > max {
         return Err(format!(
-            "argument must be between 1048576 and {max} (the largest value this server stores, 512M, and a margin of {BULK_MARGIN}, within the client-query-buffer-limit)"
+            "argument must be between 1048576 and {max} (the largest value this server stores, 512M, and a margin of {BULK_MARGIN})"
         ));
     }
     Ok(n)
@@ -229,7 +225,7 @@ fn set(ctx: &mut Ctx<'_>, pairs: &[&[u8]]) -> Result<Effect, StoreError> {
             },
             "requirepass" => {}
             "proto-max-bulk-len" => {
-                if let Err(why) = bulk_len(ctx, &value) {
+                if let Err(why) = bulk_len(&value) {
                     return set_failed(ctx, &name, &why);
                 }
             }
@@ -258,7 +254,7 @@ fn set(ctx: &mut Ctx<'_>, pairs: &[&[u8]]) -> Result<Effect, StoreError> {
             // Connections already authenticated stay so, as in Redis.
             "requirepass" => ctx.info.requirepass = (!value.is_empty()).then_some(value),
             "proto-max-bulk-len" => {
-                let n = bulk_len(ctx, &value).expect("checked above");
+                let n = bulk_len(&value).expect("checked above");
                 ctx.store.set_max_object(n - BULK_MARGIN)?;
                 ctx.info.proto_max_bulk_len = n;
                 ctx.info.max_object = n - BULK_MARGIN;

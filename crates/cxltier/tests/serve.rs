@@ -913,15 +913,25 @@ fn data_integrity_checks_every_byte_read_back_through_the_tiers() {
     s.stop();
 }
 
-/// Values up to 512 MB (Redis's proto-max-bulk-len) by default: a 4 MB value set, read, appended
-/// to and read and changed by range over a socket, kept across a kill -9 with `--durability
-/// always` in less DRAM than it takes; a value over `--max-object` gets an error, and the
-/// connection serves the next command.
+/// Values up to 512 MB (Redis's proto-max-bulk-len) by default: a 4 MB value set (past a 1 MB
+/// query buffer limit), read, appended to and read and changed by range over a socket, kept
+/// across a kill -9 with `--durability always` in less DRAM than it takes; a value over
+/// `--max-object` gets an error, and the connection serves the next command.
 #[test]
 fn big_values_round_trip_and_change_by_range_over_a_socket() {
     let ssd = temp("big");
     let spec = format!("{}:256M", ssd.display());
-    let args = ["--dram", "16M", "--ssd", &spec, "--durability", "always"];
+    // A query buffer limit under the value: a command's bulk data count on top of it.
+    let args = [
+        "--dram",
+        "16M",
+        "--ssd",
+        &spec,
+        "--durability",
+        "always",
+        "--client-query-buffer-limit",
+        "1mb",
+    ];
     let s = Server::start(&args);
     let mut c = s.client();
     let mut v: Vec<u8> = (0..4_000_000u32).map(|i| (i % 251) as u8).collect();

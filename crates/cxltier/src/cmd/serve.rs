@@ -86,8 +86,8 @@ pub struct Args {
     max_clients: usize,
     /// Most bytes of one connection's input held: past it, the connection is not read until
     /// its queued commands have run; a single command longer than this closes the connection.
-    /// Raised to fit one bulk of the largest size: --max-object and two margins of 64 KiB (a
-    /// limit, not an allocation: buffers grow with what a client sends and shrink after)
+    /// The bulk data of the command being received count on top of it, up to one bulk of
+    /// --max-object (a limit, not an allocation: buffers grow with what a client sends)
     #[arg(long, default_value = "64mb", value_name = "BYTES")]
     client_query_buffer_limit: String,
     /// "HARD SOFT SECONDS", as Redis's client-output-buffer-limit normal: at SOFT bytes of
