@@ -269,3 +269,31 @@ fn a_big_write_that_fails_half_way_keeps_the_old_value() {
     assert_eq!(get(&mut s, b"k").as_deref(), Some(&old[..]));
     s.check_big_string(b"k").unwrap();
 }
+
+/// COPY, RENAME, an expiry and SCAN treat a big value as one value: its pieces follow its key.
+#[test]
+fn a_big_value_is_copied_renamed_expired_and_scanned_whole() {
+    let mut s = in_dram(64 << 20);
+    let v = pattern(12, 2 * MIB + 5);
+    s.put(b"a", Kind::String, &v, None).unwrap();
+    assert!(s.copy_key(b"a", b"b", false).unwrap());
+    assert!(s.rename(b"a", b"c", false).unwrap());
+    assert_eq!(get(&mut s, b"a"), None);
+    s.check_collection(b"a").unwrap();
+    for k in [&b"b"[..], b"c"] {
+        assert_eq!(get(&mut s, k).as_deref(), Some(&v[..]));
+        s.check_big_string(k).unwrap();
+    }
+    let items = s.scan(b"", 10).unwrap();
+    assert_eq!(items.len(), 2);
+    assert!(items.iter().all(|i| i.kind == Kind::String && i.value == v));
+    // An expiry rewrites the root only; a past one deletes the value and its pieces.
+    let later = u64::MAX / 2;
+    assert!(s.set_expiry(b"b", Some(later)).unwrap());
+    let o = s.get(b"b").unwrap().unwrap();
+    assert_eq!((o.value.len(), o.expires_at_ms), (v.len(), Some(later)));
+    assert!(s.set_expiry(b"b", Some(1)).unwrap());
+    assert_eq!(get(&mut s, b"b"), None);
+    s.check_collection(b"b").unwrap();
+    s.check_invariants().unwrap();
+}
