@@ -5,6 +5,7 @@ use cxltier_store::{Store, StoreError};
 
 use crate::commands::{Ctx, Effect};
 use crate::resp::reply;
+use crate::server::BULK_MARGIN;
 
 /// A parameter that CONFIG SET stores: its name, the name it is an alias of (Redis 7 keeps the
 /// ziplist names of 6.2 as aliases of the listpack ones), its default, and whether it is an
@@ -185,7 +186,6 @@ fn read_only(name: &str) -> Option<&'static str> {
             "durability is chosen at start: restart with --durability always|everysec|none"
         }
         "databases" | "bind" | "port" => "restart cxltier serve with the new option",
-        "proto-max-bulk-len" => "it follows --max-object: restart with another --max-object",
         "client-query-buffer-limit" | "client-output-buffer-limit" => {
             "restart cxltier serve with --client-query-buffer-limit / --client-output-buffer-limit"
         }
@@ -193,24 +193,19 @@ fn read_only(name: &str) -> Option<&'static str> {
     })
 }
 
-/// A memory value as Redis's CONFIG SET reads it: bytes, or with k/kb/m/mb/g/gb (k = 1000,
-/// kb = 1024), case-insensitive.
-fn parse_memory(value: &str) -> Option<u64> {
-    let v = value.to_ascii_lowercase();
-    let split = v.find(|c: char| !c.is_ascii_digit()).unwrap_or(v.len());
-    let (digits, unit) = v.split_at(split);
-    let n: u64 = digits.parse().ok()?;
-    let mul: u64 = match unit {
-        "" | "b" => 1,
-        "k" => 1000,
-        "kb" => 1024,
-        "m" => 1000 * 1000,
-        "mb" => 1024 * 1024,
-        "g" => 1000 * 1000 * 1000,
-        "gb" => 1024 * 1024 * 1024,
-        _ => return None,
-    };
-    n.checked_mul(mul)
+/// A new proto-max-bulk-len (Redis's memory syntax): the largest value (`--max-object`) is it
+/// less the margin the parser keeps, between 1 MiB (Redis's least) and what the store accepts
+/// (512M).
+fn bulk_len(value: &str) -> Result<usize, String> {
+    let n =
+        crate::parse_memory(value).ok_or_else(|| "argument must be a memory value".to_string())?;
+    let max = cxltier_store::MAX_VALUE + BULK_MARGIN;
+    if n < 1 << 20 || n > max {
+        return Err(format!(
+            "argument must be between 1048576 and {max} (the largest value this server stores, 512M, and a margin of {BULK_MARGIN})"
+        ));
+    }
+    Ok(n)
 }
 
 fn set_failed(ctx: &mut Ctx<'_>, name: &str, why: &str) -> Result<Effect, StoreError> {
@@ -253,8 +248,13 @@ fn set(ctx: &mut Ctx<'_>, pairs: &[&[u8]]) -> Result<Effect, StoreError> {
             },
             "requirepass" => {}
             "maxmemory" => {
-                if parse_memory(&value).is_none() {
+                if crate::parse_memory(&value).is_none() {
                     return set_failed(ctx, &name, "argument must be a memory value");
+                }
+            }
+            "proto-max-bulk-len" => {
+                if let Err(why) = bulk_len(&value) {
+                    return set_failed(ctx, &name, &why);
                 }
             }
             _ => match KNOBS.iter().find(|k| k.name == name) {
@@ -285,7 +285,15 @@ fn set(ctx: &mut Ctx<'_>, pairs: &[&[u8]]) -> Result<Effect, StoreError> {
             // itself is chosen at start with --dram and --cxl).
             "maxmemory" => {
                 let (_, budget) = crate::commands::memory_figures(&ctx.store.stats());
-                ctx.info.maxmemory_limit = parse_memory(&value).filter(|&n| n > 0 && n < budget);
+                ctx.info.maxmemory_limit = crate::parse_memory(&value)
+                    .map(|n| n as u64)
+                    .filter(|&n| n > 0 && n < budget);
+            }
+            "proto-max-bulk-len" => {
+                let n = bulk_len(&value).expect("checked above");
+                ctx.store.set_max_object(n - BULK_MARGIN)?;
+                ctx.info.proto_max_bulk_len = n;
+                ctx.info.max_object = n - BULK_MARGIN;
             }
             _ => {
                 let k = KNOBS

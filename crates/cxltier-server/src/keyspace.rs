@@ -72,7 +72,7 @@ fn successor(key: &[u8]) -> Vec<u8> {
 /// The name `TYPE` (and `SCAN ... TYPE`) gives a kind: a hash is a hash however it is kept.
 pub(crate) fn type_name(kind: Kind) -> &'static str {
     match kind {
-        Kind::String => "string",
+        Kind::String | Kind::BigString => "string",
         Kind::Hash | Kind::ChunkedHash => "hash",
         Kind::List => "list",
         Kind::Set => "set",

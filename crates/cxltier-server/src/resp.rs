@@ -69,6 +69,8 @@ pub struct Parser {
     remaining: Option<usize>,
     /// The length of the bulk string whose header was read; its data starts at `at`.
     bulk: Option<usize>,
+    /// The lengths of the current command's bulk strings whose headers were read.
+    bulk_bytes: usize,
     args: Vec<Range<usize>>,
     /// Bytes looked at while searching for line ends and reading headers: what the parser's
     /// work is proportional to (tests assert on it).
@@ -137,6 +139,13 @@ impl Parser {
     /// Whether part of a command has been read (the next call continues it).
     pub fn in_command(&self) -> bool {
         self.at > 0
+    }
+
+    /// The bytes of bulk data the command being received announced in the headers read so far
+    /// (0 between commands): the server lets them past its query buffer limit, so that one big
+    /// value arrives whole while pipelined small commands stay within the limit.
+    pub fn bulk_bytes(&self) -> usize {
+        self.bulk_bytes
     }
 
     /// Parse one command from the front of `buf`, which holds the same bytes as at the last
@@ -238,6 +247,7 @@ impl Parser {
                     let len = len as usize;
                     self.at = end + 2;
                     self.bulk = Some(len);
+                    self.bulk_bytes = self.bulk_bytes.saturating_add(len);
                     len
                 }
             };
@@ -454,6 +464,22 @@ pub mod reply {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// The bulk data a partial command announced (what the server lets past its query limit),
+    /// and nothing once the command is whole.
+    #[test]
+    fn bulk_bytes_counts_the_announced_data_of_the_command_being_received() {
+        let mut p = Parser::default();
+        let full = b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$100\r\n";
+        let mut buf = full.to_vec();
+        buf.extend_from_slice(b"abc");
+        assert_eq!(p.parse(&buf, Limits::default()), Ok(None));
+        assert_eq!(p.bulk_bytes(), 104);
+        buf.extend_from_slice(&[b'x'; 97]);
+        buf.extend_from_slice(b"\r\n");
+        assert!(p.parse(&buf, Limits::default()).unwrap().is_some());
+        assert_eq!(p.bulk_bytes(), 0);
+    }
 
     fn args(buf: &[u8]) -> Vec<Vec<u8>> {
         let p = parse(buf).unwrap().unwrap();

@@ -274,12 +274,11 @@ pub fn serve_on(
         ..ServerInfo::default()
     };
     let max_bulk = store.max_object().saturating_add(BULK_MARGIN);
-    let limits = Limits {
+    let mut limits = Limits {
         max_bulk,
-        // One bulk of the largest size must fit, or such a command could never arrive.
-        query: cfg
-            .client_query_buffer_limit
-            .max(max_bulk.saturating_add(BULK_MARGIN)),
+        // The bulk data of the command being received come on top (see `input_limit`): a
+        // 512 MB SET arrives under the default limit, and a pipeline is held to it.
+        query: cfg.client_query_buffer_limit,
         output: cfg.client_output_buffer_limit,
         max_clients: cfg.max_clients,
     };
@@ -323,6 +322,8 @@ pub fn serve_on(
     let mut turn: Vec<Token> = Vec::new();
     let mut seen: hashbrown::HashSet<Token> = hashbrown::HashSet::new();
     while !shutdown && !stop.load(Ordering::Relaxed) {
+        // CONFIG SET proto-max-bulk-len may have changed it.
+        limits.max_bulk = info.proto_max_bulk_len;
         // With device reads in flight or commands queued, only look at the sockets (the reads
         // are collected and the commands run below) unless the last turn found nothing to do:
         // waking from a sleep costs more than a turn on this path, so the loop keeps its CPU
@@ -399,7 +400,7 @@ pub fn serve_on(
         for t in &turn {
             let Some(c) = conns.get_mut(t) else { continue };
             if c.readable && has_room(c, &limits) {
-                read_all(c, &mut buf, limits.query);
+                read_all(c, &mut buf, input_limit(c, &limits));
             }
             parse_into_queue(c, &mut parsed, &limits, &mut info, &mut log);
         }
@@ -621,7 +622,17 @@ fn read_keys<'a>(
 /// the query buffer limit. Otherwise it is read again once it has room (backpressure: the
 /// client's writes wait in the socket buffers).
 fn has_room(c: &Conn, limits: &Limits) -> bool {
-    !c.dead && c.unsent() < c.output_limit(limits).soft && c.input.len() < limits.query
+    !c.dead && c.unsent() < c.output_limit(limits).soft && c.input.len() < input_limit(c, limits)
+}
+
+/// The most input `c` may hold: the query buffer limit, and on top of it the bulk data that the
+/// command being received announced, up to one bulk of proto-max-bulk-len. Redis's 1 GB limit
+/// would let a client pipelining small commands hold 1 GB; this holds it to the limit (64 MB by
+/// default) while one value of up to 512 MB still arrives whole.
+fn input_limit(c: &Conn, limits: &Limits) -> usize {
+    limits
+        .query
+        .saturating_add(c.parser.bulk_bytes().min(limits.max_bulk))
 }
 
 /// Parse the complete commands of `c`'s input onto its queue, up to [`MAX_QUEUED`] (and one
@@ -677,7 +688,7 @@ fn parse_into_queue(
         }
     }
     c.parsed = at;
-    if !c.broken && c.queue.is_empty() && c.input.len() - c.parsed >= limits.query {
+    if !c.broken && c.queue.is_empty() && c.input.len() - c.parsed >= input_limit(c, limits) {
         // Nothing queued, so nothing will free room: this one command can never be whole.
         info.client_query_buffer_limit_disconnections += 1;
         let text = format!(

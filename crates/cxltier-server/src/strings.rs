@@ -68,18 +68,34 @@ pub(crate) fn clamp_range(mut start: i64, mut end: i64, len: i64) -> Option<(usi
     Some((start as usize, end as usize))
 }
 
+/// The length of the string under `key` without reading it (0 when absent), counted as a
+/// lookup; `Err(())` when the key holds another type.
+fn string_len(ctx: &mut Ctx<'_>, key: &[u8]) -> Result<Result<u64, ()>, StoreError> {
+    match ctx.store.strlen(key) {
+        Ok(len) => {
+            ctx.info.lookup(len.is_some());
+            Ok(Ok(len.unwrap_or(0)))
+        }
+        Err(StoreError::WrongType { .. }) => {
+            ctx.info.lookup(true);
+            Ok(Err(()))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+// APPEND, GETRANGE, SETRANGE, STRLEN, GETBIT and SETBIT go through the store's range calls: on
+// a string kept in pieces they read or write the pieces concerned, never the whole value.
+
 pub(crate) fn append(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
-    let (mut value, expires) = match read(ctx, args[1])? {
-        Err(()) => return fail(ctx, WRONGTYPE),
-        Ok(None) => (Vec::new(), None),
-        Ok(Some(v)) => v,
+    let Ok(len) = string_len(ctx, args[1])? else {
+        return fail(ctx, WRONGTYPE);
     };
-    if let Some(e) = too_long(ctx, (value.len() + args[2].len()) as u64) {
+    if let Some(e) = too_long(ctx, len + args[2].len() as u64) {
         return e;
     }
-    value.extend_from_slice(args[2]);
-    ctx.store.put(args[1], Kind::String, &value, expires)?;
-    reply::int(ctx.out, value.len() as i64);
+    let len = ctx.store.append(args[1], args[2])?;
+    reply::int(ctx.out, len as i64);
     Ok(Effect::Wrote)
 }
 
@@ -87,13 +103,17 @@ pub(crate) fn getrange(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, Stor
     let (Some(start), Some(end)) = (parse_i64(args[2]), parse_i64(args[3])) else {
         return fail(ctx, NOT_INT);
     };
-    let value = match read(ctx, args[1])? {
-        Err(()) => return fail(ctx, WRONGTYPE),
-        Ok(None) => Vec::new(),
-        Ok(Some((v, _))) => v,
+    let Ok(len) = string_len(ctx, args[1])? else {
+        return fail(ctx, WRONGTYPE);
     };
-    match clamp_range(start, end, value.len() as i64) {
-        Some((s, e)) => reply::bulk(ctx.out, &value[s..=e]),
+    match clamp_range(start, end, len as i64) {
+        Some((s, e)) => {
+            let bytes = ctx
+                .store
+                .get_range(args[1], s as u64, (e - s + 1) as u64)?
+                .unwrap_or_default();
+            reply::bulk(ctx.out, &bytes);
+        }
         None => reply::bulk(ctx.out, b""),
     }
     Ok(Effect::Read)
@@ -107,31 +127,19 @@ pub(crate) fn setrange(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, Stor
         return fail(ctx, "ERR offset is out of range");
     }
     let patch = args[3];
-    let (mut value, expires) = match read(ctx, args[1])? {
-        Err(()) => return fail(ctx, WRONGTYPE),
-        // Redis: an empty patch of a missing key creates nothing.
-        Ok(None) if patch.is_empty() => {
-            reply::int(ctx.out, 0);
-            return Ok(Effect::Read);
-        }
-        Ok(None) => (Vec::new(), None),
-        Ok(Some(v)) => v,
+    let Ok(len) = string_len(ctx, args[1])? else {
+        return fail(ctx, WRONGTYPE);
     };
+    // Redis: an empty patch changes nothing (and creates no key).
     if patch.is_empty() {
-        reply::int(ctx.out, value.len() as i64);
+        reply::int(ctx.out, len as i64);
         return Ok(Effect::Read);
     }
-    let end = offset as u64 + patch.len() as u64;
-    if let Some(e) = too_long(ctx, end) {
+    if let Some(e) = too_long(ctx, offset as u64 + patch.len() as u64) {
         return e;
     }
-    let (offset, end) = (offset as usize, end as usize);
-    if value.len() < end {
-        value.resize(end, 0);
-    }
-    value[offset..end].copy_from_slice(patch);
-    ctx.store.put(args[1], Kind::String, &value, expires)?;
-    reply::int(ctx.out, value.len() as i64);
+    let len = ctx.store.set_range(args[1], offset as u64, patch)?;
+    reply::int(ctx.out, len as i64);
     Ok(Effect::Wrote)
 }
 
@@ -245,10 +253,10 @@ pub(crate) fn msetnx(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
 }
 
 pub(crate) fn strlen(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
-    match read(ctx, args[1])? {
-        Err(()) => return fail(ctx, WRONGTYPE),
-        Ok(v) => reply::int(ctx.out, v.map_or(0, |(v, _)| v.len() as i64)),
-    }
+    let Ok(len) = string_len(ctx, args[1])? else {
+        return fail(ctx, WRONGTYPE);
+    };
+    reply::int(ctx.out, len as i64);
     Ok(Effect::Read)
 }
 
@@ -309,27 +317,22 @@ pub(crate) fn setbit(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
         b"1" => true,
         _ => return fail(ctx, "ERR bit is not an integer or out of range"),
     };
-    let (mut value, expires) = match read(ctx, args[1])? {
-        Err(()) => return fail(ctx, WRONGTYPE),
-        Ok(None) => (Vec::new(), None),
-        Ok(Some(v)) => v,
-    };
-    let byte = (offset / 8) as usize;
-    if let Some(e) = too_long(ctx, byte as u64 + 1) {
+    if string_len(ctx, args[1])?.is_err() {
+        return fail(ctx, WRONGTYPE);
+    }
+    let byte = offset / 8;
+    if let Some(e) = too_long(ctx, byte + 1) {
         return e;
     }
-    if value.len() <= byte {
-        value.resize(byte + 1, 0);
-    }
+    let old = ctx
+        .store
+        .get_range(args[1], byte, 1)?
+        .and_then(|b| b.first().copied())
+        .unwrap_or(0);
     let mask = 0x80u8 >> (offset % 8);
-    let old = value[byte] & mask != 0;
-    if on {
-        value[byte] |= mask;
-    } else {
-        value[byte] &= !mask;
-    }
-    ctx.store.put(args[1], Kind::String, &value, expires)?;
-    reply::int(ctx.out, old as i64);
+    let new = if on { old | mask } else { old & !mask };
+    ctx.store.set_range(args[1], byte, &[new])?;
+    reply::int(ctx.out, (old & mask != 0) as i64);
     Ok(Effect::Wrote)
 }
 
@@ -337,14 +340,15 @@ pub(crate) fn getbit(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
     let Some(offset) = bit_offset(args[2]) else {
         return fail(ctx, BAD_BIT_OFFSET);
     };
-    let value = match read(ctx, args[1])? {
-        Err(()) => return fail(ctx, WRONGTYPE),
-        Ok(v) => v.map(|(v, _)| v).unwrap_or_default(),
-    };
-    let bit = value
-        .get((offset / 8) as usize)
-        .is_some_and(|b| b & (0x80 >> (offset % 8)) != 0);
-    reply::int(ctx.out, bit as i64);
+    if string_len(ctx, args[1])?.is_err() {
+        return fail(ctx, WRONGTYPE);
+    }
+    let byte = ctx
+        .store
+        .get_range(args[1], offset / 8, 1)?
+        .and_then(|b| b.first().copied())
+        .unwrap_or(0);
+    reply::int(ctx.out, (byte & (0x80 >> (offset % 8)) != 0) as i64);
     Ok(Effect::Read)
 }
 

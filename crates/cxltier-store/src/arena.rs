@@ -1,9 +1,12 @@
 //! A memory tier's arena: one anonymous mapping bound (`mbind`, `MPOL_BIND`) to the tier's NUMA node
 //! before it is first touched, carved into slab pages of one size class each (memcached-style).
 //!
-//! A slot holds `[key_len u16][used u8][refs u8][key][value]`: the key is kept with the value so
+//! A slot holds `[key_len u16][used u8][refs u8][key][value]`, `used` holding bits 16 and up of
+//! the key's length above its bit 0 (keys up to 8 MiB): the key is kept with the value so
 //! that the CLOCK hand, walking slots, can name its victim, and the CLOCK reference count (0..=3)
 //! is in the slot so that the hand never has to look anything up in the index.
+
+use std::collections::BTreeSet;
 
 use cxltier_sys::{Mapping, MbindFlags, Mode, NodeMask, Policy};
 
@@ -57,6 +60,11 @@ pub struct Arena {
     page_used: Vec<u32>,
     /// Pages given back to the kernel by [`Arena::release_page`], reused before `next_page`.
     released: Vec<usize>,
+    /// Assigned pages whose slots are all free: resident, and taken by a class that needs a page
+    /// before a released or a new one, so a class no longer in use does not keep its pages (a key
+    /// rewritten at changing sizes left one page behind in every class it passed through, until
+    /// those pages filled the DRAM budget with one object).
+    empty: BTreeSet<usize>,
     next_page: usize,
     /// Byte ranges of the mapping retired because they held poison: OS-page aligned, sorted,
     /// disjoint. No slot overlapping them is handed out again, whatever class its page gets.
@@ -134,6 +142,7 @@ impl Arena {
             page_class: vec![u8::MAX; pages],
             page_used: vec![0; pages],
             released: Vec::new(),
+            empty: BTreeSet::new(),
             next_page: 0,
             retired: Vec::new(),
             used_bytes: 0,
@@ -188,13 +197,16 @@ impl Arena {
     }
 
     fn can_assign_page(&self) -> bool {
-        !self.released.is_empty() || self.next_page < self.page_class.len()
+        !self.empty.is_empty()
+            || !self.released.is_empty()
+            || self.next_page < self.page_class.len()
     }
 
-    /// Whether a slot for `key`+`value` would need a new slab page (its class has no free slot).
+    /// Whether a slot for `key`+`value` would make the arena's resident memory grow by a slab
+    /// page: its class has no free slot and no empty page is resident to take.
     pub fn needs_page(&self, key_len: usize, value_len: usize) -> bool {
         self.class_of(SLOT_HEADER + key_len + value_len)
-            .is_some_and(|c| self.classes[c].free.is_empty())
+            .is_some_and(|c| self.classes[c].free.is_empty() && self.empty.is_empty())
     }
 
     /// Bytes of slab pages assigned to classes: the arena's resident memory (a page once touched
@@ -231,7 +243,15 @@ impl Arena {
                 self.tier
             )));
         }
-        let class = &mut self.classes[c as usize];
+        self.unassign(page);
+        self.map.discard(page * self.page_size, self.page_size)?;
+        self.released.push(page);
+        Ok(())
+    }
+
+    /// Take an empty page away from its class (its free slots leave the class's free list).
+    fn unassign(&mut self, page: usize) {
+        let class = &mut self.classes[self.page_class[page] as usize];
         let (lo, hi) = (
             (page * self.page_size) as u64,
             ((page + 1) * self.page_size) as u64,
@@ -240,9 +260,7 @@ impl Arena {
         class.pages.retain(|&p| p != page);
         class.hand = (0, 0);
         self.page_class[page] = u8::MAX;
-        self.map.discard(page * self.page_size, self.page_size)?;
-        self.released.push(page);
-        Ok(())
+        self.empty.remove(&page);
     }
 
     /// Store `key` and `value` in a free slot; None when the class has no free slot and no page is
@@ -251,13 +269,20 @@ impl Arena {
         let c = self.class_of(SLOT_HEADER + key.len() + value.len())?;
         // A page whose slots are all retired adds none: take another.
         while self.classes[c].free.is_empty() {
-            let page = match self.released.pop() {
-                Some(p) => p,
-                None if self.next_page < self.page_class.len() => {
-                    self.next_page += 1;
-                    self.next_page - 1
+            // An empty page another class holds first: it is resident already.
+            let page = match self.empty.first().copied() {
+                Some(p) => {
+                    self.unassign(p);
+                    p
                 }
-                None => return None,
+                None => match self.released.pop() {
+                    Some(p) => p,
+                    None if self.next_page < self.page_class.len() => {
+                        self.next_page += 1;
+                        self.next_page - 1
+                    }
+                    None => return None,
+                },
             };
             self.page_class[page] = c as u8;
             self.classes[c].pages.push(page);
@@ -276,7 +301,7 @@ impl Arena {
         let size = self.classes[c].slot_size;
         let slot = &mut self.map.as_mut_slice()[off as usize..off as usize + size];
         slot[0..2].copy_from_slice(&(key.len() as u16).to_le_bytes());
-        slot[2] = 1;
+        slot[2] = 1 | (((key.len() >> 16) as u8) << 1);
         // A new slot counts as referenced once, so the hand passes it once before it may go.
         slot[3] = 1;
         slot[SLOT_HEADER..SLOT_HEADER + key.len()].copy_from_slice(key);
@@ -284,7 +309,11 @@ impl Arena {
         self.used_bytes += size as u64;
         self.objects += 1;
         self.classes[c].used += 1;
-        self.page_used[off as usize / self.page_size] += 1;
+        let page = off as usize / self.page_size;
+        if self.page_used[page] == 0 {
+            self.empty.remove(&page);
+        }
+        self.page_used[page] += 1;
         Some(off)
     }
 
@@ -305,6 +334,9 @@ impl Arena {
         }
         self.classes[c].used -= 1;
         self.page_used[page] -= 1;
+        if self.page_used[page] == 0 {
+            self.empty.insert(page);
+        }
         self.used_bytes -= size as u64;
         self.objects -= 1;
     }
@@ -386,10 +418,10 @@ impl Arena {
     pub fn key_at(&self, off: SlotOffset) -> Option<&[u8]> {
         let s = self.map.as_slice();
         let o = off as usize;
-        if s[o + 2] != 1 {
+        if s[o + 2] & 1 != 1 {
             return None;
         }
-        let len = u16::from_le_bytes([s[o], s[o + 1]]) as usize;
+        let len = u16::from_le_bytes([s[o], s[o + 1]]) as usize | ((s[o + 2] >> 1) as usize) << 16;
         Some(&s[o + SLOT_HEADER..o + SLOT_HEADER + len])
     }
 
@@ -437,7 +469,7 @@ impl Arena {
             }
             let off = self.classes[c].pages[p] * page_size + i * slot_size;
             i += 1;
-            if mem[off + 2] != 1 {
+            if mem[off + 2] & 1 != 1 {
                 continue;
             }
             if mem[off + 3] == 0 {

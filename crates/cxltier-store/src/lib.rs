@@ -34,6 +34,10 @@ pub use log::ReadLatency;
 /// there is room and the commands it holds up are served sooner. Raise it for a device that
 /// gains from deeper queues (many NVMe drives scale to 128 and more).
 pub const DEFAULT_NVME_QUEUE_DEPTH: u32 = 32;
+/// The largest value the store accepts at most (`max_object`'s ceiling and the default of
+/// `cxltier serve --max-object`): Redis's `proto-max-bulk-len` default, 512 MiB. Values past
+/// the slot size are kept in pieces, so the memory tiers and the log never hold one whole.
+pub const MAX_VALUE: usize = 512 << 20;
 pub use collection::{
     CollectionProbe, LexBound, ListEnd, ScanPage, ScoreBound, ZAddFlags, ZAddOutcome,
 };
@@ -68,6 +72,10 @@ pub enum Kind {
     ChunkedHash = 5,
     /// A part of a collection, under an internal key: never returned to users.
     Chunk = 6,
+    /// The root of a value longer than one slot holds (a string, or a hash the caller encodes
+    /// as one value), kept as a tree of pieces (see [`Store::get_range`]): [`Store::get`]
+    /// returns it whole, as the [`Kind::String`] or [`Kind::Hash`] it was written as.
+    BigString = 7,
 }
 
 impl Kind {
@@ -81,6 +89,7 @@ impl Kind {
             4 => Kind::ZSet,
             5 => Kind::ChunkedHash,
             6 => Kind::Chunk,
+            7 => Kind::BigString,
             _ => return None,
         })
     }
@@ -89,14 +98,14 @@ impl Kind {
     pub fn is_collection(self) -> bool {
         matches!(
             self,
-            Kind::List | Kind::Set | Kind::ZSet | Kind::ChunkedHash
+            Kind::List | Kind::Set | Kind::ZSet | Kind::ChunkedHash | Kind::BigString
         )
     }
 
     /// Redis's name for the type (`TYPE`).
     pub fn type_name(self) -> &'static str {
         match self {
-            Kind::String => "string",
+            Kind::String | Kind::BigString => "string",
             Kind::Hash | Kind::ChunkedHash => "hash",
             Kind::List => "list",
             Kind::Set => "set",

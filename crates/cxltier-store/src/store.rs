@@ -38,8 +38,13 @@ const WRITE_AHEAD_BYTES: usize = 64 << 10;
 /// A record's place in write order: its segment's sequence number, its offset there.
 type WritePos = (u64, u64);
 
-/// The longest key accepted.
-pub(crate) const MAX_KEY: usize = u16::MAX as usize / 2;
+/// The longest key accepted: 1 MiB (Redis's suite uses keys of 50,000 bytes; Redis's own limit
+/// is its 512 MB bulk). A record holds it (see the log's `MAX_RECORD_KEY`); a value with a key
+/// that long must still fit one record, so keys this long suit small values.
+pub(crate) const MAX_KEY: usize = 1 << 20;
+/// The longest key of a collection or big value: its parts' keys carry it, and a part with its
+/// key must fit one record beside the largest value kept whole.
+pub(crate) const MAX_PARTS_KEY: usize = u16::MAX as usize / 2;
 /// How many slots one eviction may look at before giving up on a tier.
 const SWEEP_BUDGET: usize = 64;
 
@@ -96,6 +101,12 @@ pub struct Store {
     chunk_writes: u64,
     /// Injected failures (tests): chunk writes and chunk deletes left before they fail.
     chunk_faults: (Option<u64>, Option<u64>),
+    /// The longest value kept whole (one slot, one log record); longer strings are kept in
+    /// pieces (`collection::bigstr`).
+    whole_max: usize,
+    /// The big string read whole last (its key and bytes), lent by [`Store::get`] until the
+    /// key changes or the batch ends.
+    pub(crate) assembled: Option<(Box<[u8]>, Kind, Vec<u8>)>,
 }
 
 impl std::fmt::Debug for Store {
@@ -198,7 +209,12 @@ impl Nodes {
 /// arena is carved into slab pages sized for the largest object, and the DRAM budget (less the
 /// index) must have room for one, or nothing is ever stored in DRAM; a record on the NVMe log
 /// lies in one segment. (A CXL arena always maps at least one page, whatever `--cxl` says.)
-fn check_limits(b: &StoreBuilder, max_slot: usize, empty_index: u64) -> Result<()> {
+fn check_limits(
+    b: &StoreBuilder,
+    whole_max: usize,
+    max_slot: usize,
+    empty_index: u64,
+) -> Result<()> {
     let page = crate::arena::page_size_for(max_slot) as u64;
     let mib = |n: u64| format!("{}M", n.div_ceil(1 << 20));
     // The largest object whose slab pages fit in `bytes`: its slots are at most half a page
@@ -209,8 +225,7 @@ fn check_limits(b: &StoreBuilder, max_slot: usize, empty_index: u64) -> Result<(
     };
     if b.dram_bytes < page + empty_index {
         return Err(StoreError::Config(format!(
-            "--max-object {} needs slab pages of {} bytes, and --dram {} less the index and frequency sketch ({empty_index} bytes) holds none: no value could ever be stored in DRAM. Give --dram of at least {} or --max-object of at most {}",
-            b.max_object,
+            "values kept whole (up to {whole_max} bytes) need slab pages of {} bytes, and --dram {} less the index and frequency sketch ({empty_index} bytes) holds none: no value could ever be stored in DRAM. Give --dram of at least {} or --max-object of at most {}",
             page,
             b.dram_bytes,
             mib(page + empty_index),
@@ -218,11 +233,10 @@ fn check_limits(b: &StoreBuilder, max_slot: usize, empty_index: u64) -> Result<(
         )));
     }
     if b.ssd.is_some() {
-        let max = crate::log::max_value_len(crate::log::DEFAULT_SEGMENT_SIZE, MAX_KEY);
-        if b.max_object > max {
+        let max = crate::log::max_value_len(crate::log::DEFAULT_SEGMENT_SIZE, MAX_PARTS_KEY);
+        if whole_max > max {
             return Err(StoreError::Config(format!(
-                "--max-object {} is larger than a record of the NVMe log can hold ({max} bytes: a segment of {} bytes less its header, the record's header and the longest key): give --max-object of at most {max}",
-                b.max_object,
+                "values kept whole (up to {whole_max} bytes) are larger than a record of the NVMe log can hold ({max} bytes: a segment of {} bytes less its header, the record's header and the longest key): give --max-object of at most {max}",
                 crate::log::DEFAULT_SEGMENT_SIZE
             )));
         }
@@ -234,13 +248,15 @@ impl Store {
     pub(crate) fn build(mut b: StoreBuilder) -> Result<Store> {
         // A store of small objects (`--max-object 4K`) keeps working: the default chunk shrinks
         // to half the largest object; only a size asked for is refused.
+        let whole_max = b.max_object.min(crate::collection::WHOLE_MAX);
         if !b.chunk_bytes_set {
-            b.chunk_bytes = b.chunk_bytes.min(b.max_object / 2);
+            b.chunk_bytes = b.chunk_bytes.min(whole_max / 2);
         }
-        if b.max_object < 16 || b.max_object > 64 << 20 {
+        if b.max_object < 16 || b.max_object > crate::MAX_VALUE {
             return Err(StoreError::Config(format!(
-                "maximum object size {} must be between 16 bytes and 64 MiB",
-                b.max_object
+                "--max-object {} must be between 16 bytes and {}M (Redis's proto-max-bulk-len): give a smaller --max-object",
+                b.max_object,
+                crate::MAX_VALUE >> 20
             )));
         }
         if b.nvme_queue_depth == 0 || b.nvme_queue_depth > ASYNC_READS {
@@ -255,12 +271,12 @@ impl Store {
                 b.dram_bytes
             )));
         }
-        if b.chunk_bytes < crate::collection::MIN_CHUNK_BYTES || b.chunk_bytes > b.max_object / 2 {
+        if b.chunk_bytes < crate::collection::MIN_CHUNK_BYTES || b.chunk_bytes > whole_max / 2 {
             return Err(StoreError::Config(format!(
-                "collection chunks of {} bytes: give between {} bytes and half the maximum object size ({})",
+                "collection chunks of {} bytes: give between {} bytes and half the largest value kept whole ({})",
                 b.chunk_bytes,
                 crate::collection::MIN_CHUNK_BYTES,
-                b.max_object / 2
+                whole_max / 2
             )));
         }
         if b.ssd.is_none() && b.durability != Durability::None {
@@ -281,9 +297,14 @@ impl Store {
             }
         }
         let dram_node = b.dram_node.unwrap_or_else(|| nodes.local());
-        let max_slot = b.max_object + crate::arena::SLOT_HEADER + 256;
+        let max_slot = whole_max + crate::arena::SLOT_HEADER + 256;
         let sketch = Sketch::new(Sketch::width_for_keys(0));
-        check_limits(&b, max_slot, Index::new().bytes() + sketch.bytes())?;
+        check_limits(
+            &b,
+            whole_max,
+            max_slot,
+            Index::new().bytes() + sketch.bytes(),
+        )?;
         let mut arenas = vec![Arena::new(
             "dram",
             dram_node,
@@ -331,6 +352,8 @@ impl Store {
             next_generation: now_ms() << 16,
             chunk_writes: 0,
             chunk_faults: (None, None),
+            whole_max,
+            assembled: None,
         };
         if let Some(ssd) = &b.ssd {
             let mut cfg = LogConfig::new(&ssd.path, ssd.capacity);
@@ -474,6 +497,20 @@ impl Store {
         self.max_object
     }
 
+    /// Change the largest value accepted (`CONFIG SET proto-max-bulk-len`): 16 bytes to
+    /// [`crate::MAX_VALUE`]. Slab pages and log records keep the sizes chosen at build (values
+    /// past the longest one kept whole are kept in pieces), so any size in range works.
+    pub fn set_max_object(&mut self, bytes: usize) -> Result<()> {
+        if !(16..=crate::MAX_VALUE).contains(&bytes) {
+            return Err(StoreError::Config(format!(
+                "the largest value must be between 16 bytes and {}M, not {bytes} bytes",
+                crate::MAX_VALUE >> 20
+            )));
+        }
+        self.max_object = bytes;
+        Ok(())
+    }
+
     /// Keys recovered from NVMe when the store was opened.
     pub fn recovered_keys(&self) -> u64 {
         self.recovered_keys
@@ -560,7 +597,7 @@ impl Store {
         }
         if cur.dirty() || cur.nv().is_none() {
             let value = self.arenas[t].value(off, key.len(), len).to_vec();
-            let loc = self.append(key, kind, &value, (expires != 0).then_some(expires))?;
+            let loc = self.log_append(key, kind, &value, (expires != 0).then_some(expires))?;
             let e = self.index.get_mut(key).expect("present");
             let old = e.nv();
             e.set_nv(Some(loc));
@@ -580,7 +617,7 @@ impl Store {
     }
 
     /// Append to the log, cleaning once and retrying when it is full.
-    fn append(
+    fn log_append(
         &mut self,
         key: &[u8],
         kind: Kind,
@@ -774,6 +811,7 @@ impl Store {
     fn drop_entry(&mut self, key: &[u8]) -> Option<Entry> {
         let e = self.index.remove(key)?;
         self.staged.remove(key);
+        self.forget_assembled(key);
         self.free_place(e.place());
         if let (Some(nv), Some(log)) = (e.nv(), self.log.as_mut()) {
             log.mark_dead(nv);
@@ -785,7 +823,17 @@ impl Store {
     }
 
     /// Look a key up (expired keys are absent); counts an access, may promote.
+    /// A string kept in pieces is read whole (see [`Store::get_range`] for a part of it).
     pub fn get(&mut self, key: &[u8]) -> Result<Option<ObjectRef<'_>>> {
+        if is_internal_key(key) {
+            self.misses += 1;
+            return Ok(None);
+        }
+        self.get_inner(key, true)
+    }
+
+    /// [`Store::get`] of a user's key, a big string's root as it is stored.
+    pub(crate) fn get_root(&mut self, key: &[u8]) -> Result<Option<ObjectRef<'_>>> {
         if is_internal_key(key) {
             self.misses += 1;
             return Ok(None);
@@ -793,8 +841,24 @@ impl Store {
         self.get_raw(key)
     }
 
+    /// The longest value kept whole.
+    pub(crate) fn whole_max(&self) -> usize {
+        self.whole_max
+    }
+
+    /// The value length of `key`'s entry (a big string's: its root's).
+    pub(crate) fn entry_len(&self, key: &[u8]) -> Option<u64> {
+        self.index.get(key).map(|e| e.len() as u64)
+    }
+
     /// [`Store::get`] for any key, collection chunks included.
     fn get_raw(&mut self, key: &[u8]) -> Result<Option<ObjectRef<'_>>> {
+        self.get_inner(key, false)
+    }
+
+    /// [`Store::get_raw`]; with `whole`, a big value is read whole (its root, then its pieces).
+    /// The kind is checked on the entry the lookup found: a GET costs no second lookup.
+    fn get_inner(&mut self, key: &[u8], whole: bool) -> Result<Option<ObjectRef<'_>>> {
         let now = now_ms();
         let Some(e) = self.index.get_mut(key) else {
             self.misses += 1;
@@ -806,6 +870,9 @@ impl Store {
             return Ok(None);
         }
         let e = *e;
+        if whole && e.kind() == Kind::BigString {
+            return self.get_big(key);
+        }
         let place = e.place();
         if let Place::Mem(t, off) = place {
             self.arenas[t as usize].touch(off);
@@ -850,10 +917,14 @@ impl Store {
         if is_internal_key(key) {
             return None;
         }
-        self.peek_raw(key)
+        let o = self.peek_raw(key)?;
+        if o.kind == Kind::BigString {
+            return self.assembled_ref(key, o.expires_at_ms);
+        }
+        Some(o)
     }
 
-    fn peek_raw(&self, key: &[u8]) -> Option<ObjectRef<'_>> {
+    pub(crate) fn peek_raw(&self, key: &[u8]) -> Option<ObjectRef<'_>> {
         let e = self.index.get(key)?;
         let value = match e.place() {
             Place::Mem(t, off) => self.arenas[t as usize].value(off, key.len(), e.len() as usize),
@@ -1087,6 +1158,7 @@ impl Store {
             let (_, k) = self.restaged.pop_front().expect("front exists");
             self.staged.remove(&k);
         }
+        self.assembled = None;
         // Over the bound, the oldest values kept out of memory go first, so the ones read last
         // (those a read-modify-write is about to write) stay; only then everything staged.
         let bound = 4 * ASYNC_READS as usize;
@@ -1124,6 +1196,15 @@ impl Store {
                 kind.type_name()
             )));
         }
+        if value.len() > self.max_object {
+            return Err(StoreError::TooLarge {
+                len: value.len(),
+                max: self.max_object,
+            });
+        }
+        if value.len() > self.whole_max {
+            return self.big_put(key, kind, value, expires_at_ms);
+        }
         if self
             .index
             .get(key)
@@ -1143,10 +1224,10 @@ impl Store {
         value: &[u8],
         expires_at_ms: Option<u64>,
     ) -> Result<()> {
-        if value.len() > self.max_object {
+        if value.len() > self.whole_max {
             return Err(StoreError::TooLarge {
                 len: value.len(),
-                max: self.max_object,
+                max: self.whole_max,
             });
         }
         if key.is_empty() || key.len() > MAX_KEY {
@@ -1161,6 +1242,7 @@ impl Store {
             return Ok(());
         }
         self.staged.remove(key);
+        self.forget_assembled(key);
         let new_key = !self.index.contains_key(key);
         if !new_key {
             return self.put_inner(key, kind, value, expires_at_ms);
@@ -1220,7 +1302,7 @@ impl Store {
             return Ok(false);
         }
         let nv = if self.log.is_some() && self.durability != Durability::None {
-            Some(self.append(key, kind, value, expires_at_ms)?)
+            Some(self.log_append(key, kind, value, expires_at_ms)?)
         } else {
             None
         };
@@ -1272,7 +1354,7 @@ impl Store {
             let mut value = self.arenas[t].value(off, key.len(), len).to_vec();
             value[at..at + bytes.len()].copy_from_slice(bytes);
             let expires = (e.expires() != 0).then_some(e.expires());
-            Some(self.append(key, e.kind(), &value, expires)?)
+            Some(self.log_append(key, e.kind(), &value, expires)?)
         } else {
             None
         };
@@ -1327,7 +1409,7 @@ impl Store {
             }
         }
         let nv = if self.log.is_some() && (self.durability != Durability::None || place.is_none()) {
-            match self.append(key, kind, value, expires_at_ms) {
+            match self.log_append(key, kind, value, expires_at_ms) {
                 Ok(loc) => Some(loc),
                 Err(e) => {
                     if let Some(p) = place {
@@ -1377,7 +1459,7 @@ impl Store {
 
     /// Change only the expiry of an existing key; false when absent.
     pub fn set_expiry(&mut self, key: &[u8], expires_at_ms: Option<u64>) -> Result<bool> {
-        let Some(obj) = self.get(key)? else {
+        let Some(obj) = self.get_root(key)? else {
             return Ok(false);
         };
         // A collection's root keeps its parts: rewriting the root changes only its expiry.
@@ -1401,7 +1483,7 @@ impl Store {
         if is_internal_key(to) || is_internal_key(from) {
             return Ok(false);
         }
-        let Some(o) = self.get(from)? else {
+        let Some(o) = self.get_root(from)? else {
             return Ok(false);
         };
         let (kind, value, exp) = (o.kind, o.value.to_vec(), o.expires_at_ms);
@@ -1509,6 +1591,18 @@ impl Store {
         let mut out = Vec::with_capacity(count.min(keys.len()));
         for k in keys.iter().take(count) {
             self.sketch.touch(k);
+            if self.peek_kind(k) == Some(Kind::BigString) {
+                if let Some(o) = self.get_big(k)? {
+                    let item = ScanItem {
+                        key: k.clone(),
+                        kind: o.kind,
+                        value: o.value.to_vec(),
+                        expires_at_ms: o.expires_at_ms,
+                    };
+                    out.push(item);
+                }
+                continue;
+            }
             if let Some(o) = self.peek(k) {
                 out.push(ScanItem {
                     key: k.clone(),
@@ -1550,6 +1644,7 @@ impl Store {
         }
         self.index.clear();
         self.staged.clear();
+        self.assembled = None;
         Ok(())
     }
 
@@ -1763,7 +1858,7 @@ impl Store {
             };
             let (kind, len, exp) = (e.kind(), e.len() as usize, e.expires());
             let value = self.arenas[t as usize].value(off, k.len(), len).to_vec();
-            let loc = self.append(&k, kind, &value, (exp != 0).then_some(exp))?;
+            let loc = self.log_append(&k, kind, &value, (exp != 0).then_some(exp))?;
             let e = self.index.get_mut(k.as_slice()).expect("present");
             let old = e.nv();
             e.set_nv(Some(loc));

@@ -2,6 +2,8 @@
 //! a large collection is never read or rewritten whole and its parts tier like any object. The
 //! layout, invariants, costs and recovery are in `docs/server.md` ("Collections").
 
+mod bigstr;
+pub(crate) use bigstr::WHOLE_MAX;
 mod node;
 mod tree;
 
@@ -179,9 +181,18 @@ fn norm_index(i: i64, len: u64) -> Option<u64> {
 impl Store {
     /// The root of the collection under `key`, checked to be of `kind`, and its expiry.
     fn coll_root(&mut self, key: &[u8], kind: Kind) -> Result<Option<(Root, Option<u64>)>> {
-        let Some(o) = self.get(key)? else {
+        let Some(o) = self.get_root(key)? else {
             return Ok(None);
         };
+        if o.kind == Kind::BigString && kind != Kind::BigString {
+            // A big value is a string or a hash to its users: WRONGTYPE names that.
+            let held = Root::decode(o.value, key)
+                .and_then(|r| bigstr::meta_of(&r, key))
+                .map_or(Kind::String, |m| m.2);
+            return Err(StoreError::WrongType {
+                held: held.type_name(),
+            });
+        }
         check_kind(o.kind, kind)?;
         let exp = o.expires_at_ms;
         let root = Root::decode(o.value, key)?;
@@ -230,6 +241,18 @@ impl Store {
         create: bool,
         f: impl FnOnce(&mut Tx<'_>, &mut Root) -> Result<R>,
     ) -> Result<Option<R>> {
+        self.coll_write_root(key, kind, create, |_| {}, f)
+    }
+
+    /// [`Store::coll_write`], with `init` run on a root it creates (before `f`).
+    fn coll_write_root<R>(
+        &mut self,
+        key: &[u8],
+        kind: Kind,
+        create: bool,
+        init: impl FnOnce(&mut Root),
+        f: impl FnOnce(&mut Tx<'_>, &mut Root) -> Result<R>,
+    ) -> Result<Option<R>> {
         let (mut root, exp) = match self.coll_root(key, kind)? {
             Some(r) => r,
             None if create => {
@@ -238,14 +261,16 @@ impl Store {
                         "keys must not be empty or start with the bytes {CHUNK_PREFIX:?}, which the store keeps for its own objects"
                     )));
                 }
-                let max = crate::store::MAX_KEY - CHUNK_KEY_OVERHEAD;
+                let max = crate::store::MAX_PARTS_KEY - CHUNK_KEY_OVERHEAD;
                 if key.len() > max {
                     return Err(StoreError::Config(format!(
                         "a collection's key may be at most {max} bytes (its parts' keys add {CHUNK_KEY_OVERHEAD}), not {}",
                         key.len()
                     )));
                 }
-                (Root::new(kind, self.new_generation()), None)
+                let mut root = Root::new(kind, self.new_generation());
+                init(&mut root);
+                (root, None)
             }
             None => return Ok(None),
         };
@@ -1028,7 +1053,9 @@ impl Store {
                     let mut all = Vec::new();
                     check_node(tx, top, true, &mut all, &mut reached)
                         .map_err(StoreError::Corrupt)?;
-                    if kind != Kind::List && all.windows(2).any(|w| w[0].0 >= w[1].0) {
+                    if !matches!(kind, Kind::List | Kind::BigString)
+                        && all.windows(2).any(|w| w[0].0 >= w[1].0)
+                    {
                         return Err(StoreError::Corrupt("keys out of order".into()));
                     }
                     entries.push(all);

@@ -257,6 +257,15 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// How many trees a root of `kind` has: a sorted set's members and scores; a big string's pieces
+/// and a leaf of its piece size and length; one for the others.
+fn trees_of(kind: Kind) -> usize {
+    match kind {
+        Kind::ZSet | Kind::BigString => 2,
+        _ => 1,
+    }
+}
+
 /// The format of a root's bytes.
 const ROOT_FORMAT: u8 = 1;
 
@@ -278,7 +287,7 @@ pub(crate) struct Root {
 
 impl Root {
     pub(crate) fn new(kind: Kind, generation: u64) -> Root {
-        let trees = if kind == Kind::ZSet { 2 } else { 1 };
+        let trees = trees_of(kind);
         Root {
             kind,
             generation,
@@ -337,8 +346,7 @@ impl Root {
         let mut r = Reader::new(bytes, key);
         r.take(1 + 1 + 8 + 8 + 4 + 8 * freed.len())?;
         let trees = r.u8()? as usize;
-        let want = if kind == Kind::ZSet { 2 } else { 1 };
-        if trees != want {
+        if trees != trees_of(kind) {
             return Err(r.corrupt("the wrong number of trees for its kind"));
         }
         let mut tops = Vec::with_capacity(trees);

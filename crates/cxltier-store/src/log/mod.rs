@@ -9,6 +9,10 @@
 //! crc32c u32 | total_len u32 | seq u64 | expires_at_ms u64 | key_len u16 | flags u8 | kind u8 | value_len u32 | key | value
 //! ```
 //!
+//! `flags` holds the record's type in its low bits and, in its top five, bits 16 to 20 of the key's
+//! length: keys up to 2 MiB - 1 bytes, and a record written before keys could pass 64 KiB (those
+//! bits zero) reads as it always did.
+//!
 //! The checksum covers the segment's sequence number, the rest of the header, the key and the
 //! value. Salting with the segment sequence is what makes segment reuse safe: records left over from
 //! a segment's previous life fail the checksum, so they are never taken for this life's. It also
@@ -73,6 +77,17 @@ const MAGIC: u64 = 0x4358_4c54_4c4f_4731; // "CXLTLOG1"
 const FORMAT: u32 = 1;
 const FLAG_TOMBSTONE: u8 = 1;
 const FLAG_FLUSH_ALL: u8 = 2;
+/// Where a key length's bits from 16 up sit in `flags`.
+const KEY_HIGH_SHIFT: u32 = 3;
+const KEY_HIGH_MASK: u8 = 0b1111_1000;
+/// The longest key a record holds (21 bits of length).
+pub const MAX_RECORD_KEY: usize = (1 << 21) - 1;
+
+/// A record's key length from its header bytes 24..27.
+fn key_len_at(b: &[u8]) -> usize {
+    u16::from_le_bytes([b[24], b[25]]) as usize
+        | (((b[26] & KEY_HIGH_MASK) >> KEY_HIGH_SHIFT) as usize) << 16
+}
 /// Segments kept free for the cleaner: user appends stop before using them.
 const RESERVED_SEGMENTS: usize = 2;
 /// Default segment size.
@@ -306,7 +321,7 @@ fn parse(bytes: &[u8], segment_seq: u64) -> Option<Parsed<'_>> {
     let u64_at = |o: usize| u64::from_le_bytes(bytes[o..o + 8].try_into().unwrap());
     let crc = u32_at(0);
     let total = u32_at(4) as usize;
-    let key_len = u16::from_le_bytes([bytes[24], bytes[25]]) as usize;
+    let key_len = key_len_at(bytes);
     let value_len = u32_at(28) as usize;
     if total < RECORD_HEADER || total != RECORD_HEADER + key_len + value_len || total > bytes.len()
     {
@@ -323,7 +338,7 @@ fn parse(bytes: &[u8], segment_seq: u64) -> Option<Parsed<'_>> {
         total,
         seq,
         expires: u64_at(16),
-        flags: bytes[26],
+        flags: bytes[26] & !KEY_HIGH_MASK,
         kind: kind_from(bytes[27])?,
         key: &bytes[RECORD_HEADER..RECORD_HEADER + key_len],
         value: &bytes[RECORD_HEADER + key_len..total],
@@ -775,10 +790,10 @@ impl Log {
         seq: u64,
         reserve: Reserve,
     ) -> Result<NvLoc> {
-        if key.len() > u16::MAX as usize {
+        if key.len() > MAX_RECORD_KEY {
             return Err(StoreError::TooLarge {
                 len: key.len(),
-                max: u16::MAX as usize,
+                max: MAX_RECORD_KEY,
             });
         }
         let total = RECORD_HEADER + key.len() + value.len();
@@ -812,7 +827,7 @@ impl Log {
         b[8..16].copy_from_slice(&seq.to_le_bytes());
         b[16..24].copy_from_slice(&expires.to_le_bytes());
         b[24..26].copy_from_slice(&(key.len() as u16).to_le_bytes());
-        b[26] = flags;
+        b[26] = flags | (((key.len() >> 16) as u8) << KEY_HIGH_SHIFT);
         b[27] = kind as u8;
         b[28..32].copy_from_slice(&(value.len() as u32).to_le_bytes());
         b[RECORD_HEADER..RECORD_HEADER + key.len()].copy_from_slice(key);

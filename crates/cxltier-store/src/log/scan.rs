@@ -20,8 +20,8 @@ use std::collections::HashSet;
 use std::ops::Range;
 
 use super::{
-    align8, kind_from, next_record, parse, parse_header, Kind, Parsed, Recovered, BLOCK,
-    FLAG_FLUSH_ALL, FLAG_TOMBSTONE, RECORD_HEADER, SEGMENT_HEADER,
+    align8, key_len_at, kind_from, next_record, parse, parse_header, Kind, Parsed, Recovered,
+    BLOCK, FLAG_FLUSH_ALL, FLAG_TOMBSTONE, KEY_HIGH_MASK, RECORD_HEADER, SEGMENT_HEADER,
 };
 use crate::{Result, StoreError};
 use cxltier_sys::uring::{AlignedBuf, ALIGN};
@@ -84,12 +84,12 @@ fn looks_like_record(b: &[u8]) -> Option<usize> {
         return None;
     }
     let total = u32::from_le_bytes(b[4..8].try_into().unwrap()) as usize;
-    let key_len = u16::from_le_bytes([b[24], b[25]]) as usize;
+    let key_len = key_len_at(b);
     let value_len = u32::from_le_bytes(b[28..32].try_into().unwrap()) as usize;
     let ok = total >= RECORD_HEADER
         && total == RECORD_HEADER + key_len + value_len
         && total <= b.len()
-        && b[26] & !(FLAG_TOMBSTONE | FLAG_FLUSH_ALL) == 0
+        && b[26] & !(FLAG_TOMBSTONE | FLAG_FLUSH_ALL | KEY_HIGH_MASK) == 0
         && kind_from(b[27]).is_some();
     ok.then_some(total)
 }

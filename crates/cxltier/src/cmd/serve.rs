@@ -72,8 +72,9 @@ pub struct Args {
     /// NUMA node of the CXL arena (default: the first CPU-less memory node)
     #[arg(long, value_name = "NODE")]
     cxl_node: Option<u32>,
-    /// Largest value accepted
-    #[arg(long, default_value = "1M", value_name = "SIZE")]
+    /// Largest value accepted, up to 512M (Redis's proto-max-bulk-len). Values over 1M are kept
+    /// in pieces of 64K, so they need no larger slab pages or log records
+    #[arg(long, default_value = "512M", value_name = "SIZE")]
     max_object: String,
     /// Most object reads at the NVMe device at once (1-256); more wait in the server and begin as
     /// earlier ones finish. Raise it for a drive that reads faster with deeper queues
@@ -85,7 +86,8 @@ pub struct Args {
     max_clients: usize,
     /// Most bytes of one connection's input held: past it, the connection is not read until
     /// its queued commands have run; a single command longer than this closes the connection.
-    /// At least the proto-max-bulk-len (--max-object and 64 KiB) plus 64 KiB
+    /// The bulk data of the command being received count on top of it, up to one bulk of
+    /// --max-object (a limit, not an allocation: buffers grow with what a client sends)
     #[arg(long, default_value = "64mb", value_name = "BYTES")]
     client_query_buffer_limit: String,
     /// "HARD SOFT SECONDS", as Redis's client-output-buffer-limit normal: at SOFT bytes of
