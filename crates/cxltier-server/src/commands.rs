@@ -1451,15 +1451,23 @@ pub(crate) fn object(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
     }
     match sub.as_slice() {
         b"ENCODING" => {
-            let name = match ctx.store.peek(key) {
-                Some(o) => redis_encoding(ctx.info, o.kind, o.value),
+            let (kind, name) = match ctx.store.peek(key) {
+                Some(o) => (o.kind, redis_encoding(ctx.info, o.kind, o.value)),
                 None => match ctx.store.get(key)? {
-                    Some(o) => redis_encoding(ctx.info, o.kind, o.value),
+                    Some(o) => (o.kind, redis_encoding(ctx.info, o.kind, o.value)),
                     None => {
                         reply::null(ctx.out, proto);
                         return Ok(Effect::Read);
                     }
                 },
+            };
+            // Collections: the name follows their members, which the root alone does not
+            // tell. Redis 7.0 keeps every list in a quicklist.
+            let name = match kind {
+                Kind::List => "quicklist",
+                Kind::Set => crate::set::encoding(ctx, key)?,
+                Kind::ZSet => crate::zset::encoding(ctx, key)?,
+                _ => name,
             };
             reply::bulk(ctx.out, name.as_bytes());
         }

@@ -450,6 +450,28 @@ pub(crate) fn zpopmax(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, Store
     pop(ctx, args, true)
 }
 
+/// The encoding Redis 7.0 would give the sorted set at `key` (OBJECT ENCODING): `listpack`
+/// while it holds at most `zset-max-listpack-entries` members, none longer than
+/// `zset-max-listpack-value` bytes, else `skiplist`. Costs at most that many members read.
+pub(crate) fn encoding(ctx: &mut Ctx<'_>, key: &[u8]) -> Result<&'static str, StoreError> {
+    let most = ctx.info.knobs.int("zset-max-listpack-entries");
+    let longest = ctx.info.knobs.int("zset-max-listpack-value");
+    if ctx.store.zcard(key)? as i64 > most {
+        return Ok("skiplist");
+    }
+    let mut after: Option<Vec<u8>> = None;
+    loop {
+        let (page, next) = ctx.store.zscan(key, after.as_deref(), 1024)?;
+        if page.iter().any(|(m, _)| m.len() as i64 > longest) {
+            return Ok("skiplist");
+        }
+        match next {
+            Some(n) => after = Some(n),
+            None => return Ok("listpack"),
+        }
+    }
+}
+
 pub(crate) fn zscan(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
     let Some(after) = cursor_from_wire(args[2]) else {
         return err(ctx, "ERR invalid cursor");
