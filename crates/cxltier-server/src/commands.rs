@@ -78,6 +78,23 @@ pub struct ServerInfo {
     /// Keys removed because their TTL passed: found so by a command (lazy expiry) or by the
     /// store's background sampling (active expiry), INFO's `expired_keys`.
     pub expired_keys: u64,
+    /// The connections parked by a blocking command (BLPOP, ...), kept by the server: INFO's
+    /// `blocked_clients` and what CLIENT UNBLOCK may wake.
+    pub blocked: hashbrown::HashSet<u64>,
+    /// CLIENT UNBLOCK's requests for the server: the connection, and whether it is answered
+    /// with an error (else as a timeout).
+    pub unblock: Vec<(u64, bool)>,
+    /// Keys written while connections were parked: the server tries those waiting on them.
+    pub ready: Vec<Vec<u8>>,
+}
+
+/// What a blocking command that found nothing asks of the server: park the connection until
+/// one of `keys` is written (then run the command again) or `deadline` passes (then answer
+/// the timeout); `None` waits for ever.
+#[derive(Debug, Clone)]
+pub struct Block {
+    pub keys: Vec<Vec<u8>>,
+    pub deadline: Option<std::time::Instant>,
 }
 
 /// One connection's state.
@@ -109,6 +126,11 @@ pub struct Session {
     /// The channels and patterns it subscribes to (in the order subscribed).
     pub channels: Vec<Vec<u8>>,
     pub patterns: Vec<Vec<u8>>,
+    /// Set by a blocking command that must wait; the server takes it after the command.
+    pub block: Option<Block>,
+    /// The server is running a parked command again: a key of another type is not an error
+    /// then, only not ready (Redis leaves such a client blocked).
+    pub block_retry: bool,
 }
 
 impl ServerInfo {
@@ -446,6 +468,13 @@ fn dispatch(ctx: &mut Ctx<'_>, cmd: &'static table::Command, args: &[&[u8]]) -> 
             Effect::Read
         }
     };
+    // A write may feed a connection parked by a blocking command: the server looks at the
+    // keys written once the command (or the whole EXEC) is done.
+    if effect == Effect::Wrote && !ctx.info.blocked.is_empty() {
+        for i in cmd.key_positions(args.len()) {
+            ctx.info.ready.push(args[i].to_vec());
+        }
+    }
     if effect == Effect::Wrote && !ctx.info.watchers.is_empty() {
         for i in cmd.key_positions(args.len()) {
             ctx.info.touch(args[i]);
@@ -1307,6 +1336,28 @@ pub(crate) fn client(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
             reply::int(ctx.out, killed.len() as i64);
             ctx.info.kill.extend(killed);
         }
+        // The connection is woken by the server after this command: with an error, or as if
+        // its timeout had passed.
+        (b"UNBLOCK", 3 | 4) => {
+            let Some(id) = parse_i64(args[2]) else {
+                return fail(ctx, NOT_INT);
+            };
+            let error = match args.get(3).map(|a| a.to_ascii_uppercase()) {
+                None => false,
+                Some(m) if m == b"TIMEOUT" => false,
+                Some(m) if m == b"ERROR" => true,
+                Some(_) => {
+                    return fail(ctx, "ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR")
+                }
+            };
+            let id = id as u64;
+            let blocked =
+                ctx.info.blocked.contains(&id) && !ctx.info.unblock.iter().any(|u| u.0 == id);
+            if blocked {
+                ctx.info.unblock.push((id, error));
+            }
+            reply::int(ctx.out, blocked as i64);
+        }
         (b"NO-EVICT", 3) => match args[2].to_ascii_lowercase().as_slice() {
             b"on" => {
                 ctx.session.no_evict = true;
@@ -1989,13 +2040,14 @@ fn info_text(store: &Store, info: &mut ServerInfo, sections: &[String]) -> Strin
     if want("clients") {
         let _ = write!(
             t,
-            "# Clients\r\nconnected_clients:{}\r\ncluster_connections:0\r\nmaxclients:{}\r\nclient_recent_max_input_buffer:{}\r\nclient_recent_max_output_buffer:{}\r\nclient_peak_input_buffer:{}\r\nclient_peak_output_buffer:{}\r\nblocked_clients:0\r\ntracking_clients:0\r\nclients_in_timeout_table:0\r\npubsub_clients:{}\r\nwatching_clients:{}\r\n\r\n",
+            "# Clients\r\nconnected_clients:{}\r\ncluster_connections:0\r\nmaxclients:{}\r\nclient_recent_max_input_buffer:{}\r\nclient_recent_max_output_buffer:{}\r\nclient_peak_input_buffer:{}\r\nclient_peak_output_buffer:{}\r\nblocked_clients:{}\r\ntracking_clients:0\r\nclients_in_timeout_table:0\r\npubsub_clients:{}\r\nwatching_clients:{}\r\n\r\n",
             info.connected_clients,
             info.max_clients,
             info.client_peak_input_buffer,
             info.client_peak_output_buffer,
             info.client_peak_input_buffer,
             info.client_peak_output_buffer,
+            info.blocked.len(),
             info.pubsub.subscribers(),
             info.watchers.values().flatten().collect::<hashbrown::HashSet<_>>().len(),
         );

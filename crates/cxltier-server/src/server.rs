@@ -184,6 +184,18 @@ struct Conn {
     queue: VecDeque<Pending>,
     /// Bytes of `input` parsed onto `queue`.
     parsed: usize,
+    /// Parked by a blocking command that found nothing: its commands behind wait.
+    parked: Option<Parked>,
+}
+
+/// A blocking command waiting for one of its keys to be written.
+struct Parked {
+    args: Vec<Vec<u8>>,
+    keys: Vec<Vec<u8>>,
+    deadline: Option<Instant>,
+    /// When it blocked, in the server's order: clients blocked on one key are served first come
+    /// first served.
+    seq: u64,
 }
 
 impl Conn {
@@ -327,12 +339,19 @@ pub fn serve_on(
         let busy = !idle
             && (store.reads_in_flight() > 0
                 || conns.values().any(|c| {
-                    !c.queue.is_empty() || c.more || (c.readable && has_room(c, &limits))
+                    (c.parked.is_none() && (!c.queue.is_empty() || c.more))
+                        || (c.readable && has_room(c, &limits))
                 }));
         let timeout = if busy {
             Duration::ZERO
         } else {
+            let nearest = conns
+                .values()
+                .filter_map(|c| c.parked.as_ref()?.deadline)
+                .min()
+                .map_or(TICK, |d| d.saturating_duration_since(Instant::now()));
             TICK.saturating_sub(last_tick.elapsed())
+                .min(nearest)
                 .max(Duration::from_millis(1))
         };
         if let Err(e) = poll.poll(&mut events, Some(timeout)) {
@@ -470,6 +489,7 @@ pub fn serve_on(
             if done {
                 let _ = poll.registry().deregister(&mut c.stream);
                 info.clients.remove(&c.session.id);
+                info.blocked.remove(&c.session.id);
                 info.unwatch(&mut c.session);
                 info.pubsub.drop_session(&mut c.session);
             }
@@ -754,6 +774,10 @@ fn run_ready(
                 c.queue.clear();
                 break;
             }
+            // Parked by a blocking command: what follows it waits until it is answered.
+            if c.parked.is_some() {
+                break;
+            }
             // Its client is not reading its replies: run nothing more of it until it does.
             if c.unsent() >= c.output_limit(limits).soft {
                 break;
@@ -784,6 +808,15 @@ fn run_ready(
             let args: Vec<&[u8]> = p.args.iter().map(|r| &input[r.clone()]).collect();
             let before = c.output.len();
             let effect = commands::execute(store, info, &mut c.session, &args, &mut c.output);
+            if let Some(b) = c.session.block.take() {
+                c.parked = Some(Parked {
+                    args: args.iter().map(|a| a.to_vec()).collect(),
+                    keys: b.keys,
+                    deadline: b.deadline,
+                    seq: p.seq,
+                });
+                info.blocked.insert(c.session.id);
+            }
             c.input = input;
             // CLIENT REPLY OFF or SKIP: the command ran, its reply is not sent.
             if c.session.drop_reply() {
@@ -834,6 +867,7 @@ fn run_ready(
             c.parsed = 0;
         }
     }
+    ran += serve_parked(store, info, conns, &mut wrote, &mut starts);
     if ran == 0 {
         return 0;
     }
@@ -857,6 +891,90 @@ fn run_ready(
         }
     }
     ran
+}
+
+/// Answer the parked connections that can be: those whose keys were written (in the order
+/// they blocked: the command runs again and either answers or parks again), those whose
+/// timeout passed (a null array) and those CLIENT UNBLOCK named. A connection served this way
+/// wrote (BRPOPLPUSH) may feed another: it goes on until nothing more is ready. The number of
+/// connections answered.
+fn serve_parked(
+    store: &mut Store,
+    info: &mut ServerInfo,
+    conns: &mut HashMap<Token, Conn>,
+    wrote: &mut HashMap<Token, (bool, usize)>,
+    starts: &mut HashMap<Token, usize>,
+) -> usize {
+    let mut served = 0;
+    if info.blocked.is_empty() {
+        info.ready.clear();
+        info.unblock.clear();
+        return 0;
+    }
+    let now = Instant::now();
+    let unblock = std::mem::take(&mut info.unblock);
+    for (&t, c) in conns.iter_mut() {
+        let Some(p) = &c.parked else {
+            continue;
+        };
+        let asked = unblock.iter().find(|u| u.0 == c.session.id);
+        if asked.is_none() && p.deadline.is_none_or(|d| d > now) {
+            continue;
+        }
+        starts.entry(t).or_insert(c.output.len());
+        wrote.entry(t).or_insert((false, 0)).1 += 1;
+        if asked.is_some_and(|u| u.1) {
+            reply::error(
+                &mut c.output,
+                "UNBLOCKED client unblocked via CLIENT UNBLOCK",
+            );
+        } else {
+            reply::null_array(&mut c.output, c.session.proto);
+        }
+        c.parked = None;
+        info.blocked.remove(&c.session.id);
+        served += 1;
+    }
+    while !info.ready.is_empty() {
+        let ready: hashbrown::HashSet<Vec<u8>> = info.ready.drain(..).collect();
+        let mut waiting: Vec<(u64, Token)> = conns
+            .iter()
+            .filter_map(|(&t, c)| {
+                let p = c.parked.as_ref()?;
+                p.keys
+                    .iter()
+                    .any(|k| ready.contains(k))
+                    .then_some((p.seq, t))
+            })
+            .collect();
+        waiting.sort_unstable();
+        for (_, t) in waiting {
+            let Some(c) = conns.get_mut(&t) else {
+                continue;
+            };
+            let Some(p) = c.parked.take() else {
+                continue;
+            };
+            let args: Vec<&[u8]> = p.args.iter().map(Vec::as_slice).collect();
+            let start = c.output.len();
+            c.session.block_retry = true;
+            let effect = commands::execute(store, info, &mut c.session, &args, &mut c.output);
+            c.session.block_retry = false;
+            if c.session.block.take().is_some() {
+                // Still nothing for it: it keeps its place and its deadline.
+                c.output.truncate(start);
+                c.parked = Some(p);
+                continue;
+            }
+            starts.entry(t).or_insert(start);
+            let e = wrote.entry(t).or_insert((false, 0));
+            e.1 += 1;
+            e.0 |= effect == Effect::Wrote;
+            info.blocked.remove(&c.session.id);
+            served += 1;
+        }
+    }
+    served
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -944,6 +1062,7 @@ fn accept(
                         quit: false,
                         queue: VecDeque::new(),
                         parsed: 0,
+                        parked: None,
                     },
                 );
             }
