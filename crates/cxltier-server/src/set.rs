@@ -537,7 +537,8 @@ pub(crate) fn sintercard(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, St
     match rest {
         [] => {}
         [l, v] if l.eq_ignore_ascii_case(b"LIMIT") => match int_arg(v) {
-            None => return err(ctx, NOT_INTEGER),
+            // Redis gives one error for both (getPositiveLongFromObjectOrReply).
+            None => return err(ctx, "ERR LIMIT can't be negative"),
             Some(x) if x < 0 => return err(ctx, "ERR LIMIT can't be negative"),
             Some(0) => {}
             Some(x) => limit = x as usize,
@@ -758,6 +759,10 @@ mod tests {
         );
         assert_eq!(
             db.cmd("SINTERCARD 2 a b LIMIT -1"),
+            "-ERR LIMIT can't be negative\r\n"
+        );
+        assert_eq!(
+            db.cmd("SINTERCARD 2 a b LIMIT x"),
             "-ERR LIMIT can't be negative\r\n"
         );
         db.cmd("SET d str");
