@@ -195,20 +195,10 @@ pub(crate) fn randomkey(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> Result<Effect, St
     Ok(Effect::Read)
 }
 
-/// A key's kind, value and expiry.
-type Object = (Kind, Vec<u8>, Option<u64>);
-
-fn read_object(ctx: &mut Ctx<'_>, key: &[u8]) -> Result<Option<Object>, StoreError> {
-    Ok(ctx
-        .store
-        .get(key)?
-        .map(|o| (o.kind, o.value.to_vec(), o.expires_at_ms)))
-}
-
 fn rename_command(ctx: &mut Ctx<'_>, args: &[&[u8]], nx: bool) -> Result<Effect, StoreError> {
-    let Some((kind, value, expires)) = read_object(ctx, args[1])? else {
+    if !ctx.store.contains(args[1]) {
         return fail(ctx, "ERR no such key");
-    };
+    }
     if args[1] == args[2] {
         if nx {
             reply::int(ctx.out, 0);
@@ -221,9 +211,9 @@ fn rename_command(ctx: &mut Ctx<'_>, args: &[&[u8]], nx: bool) -> Result<Effect,
         reply::int(ctx.out, 0);
         return Ok(Effect::Read);
     }
-    // The TTL goes with the value (Redis's rule).
-    ctx.store.put(args[2], kind, &value, expires)?;
-    ctx.store.delete(args[1])?;
+    // The TTL goes with the value (Redis's rule); a collection goes with all its parts (the
+    // store's rename: a root written as one value would lose them).
+    ctx.store.rename(args[1], args[2], true)?;
     if nx {
         reply::int(ctx.out, 1);
     } else {
@@ -267,15 +257,11 @@ pub(crate) fn copy(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErr
     if args[1] == args[2] {
         return fail(ctx, "ERR source and destination objects are the same");
     }
-    let Some((kind, value, expires)) = read_object(ctx, args[1])? else {
-        reply::int(ctx.out, 0);
-        return Ok(Effect::Read);
-    };
-    if !replace && ctx.store.contains(args[2]) {
+    // The store's copy takes a collection's parts with its root.
+    if !ctx.store.copy_key(args[1], args[2], replace)? {
         reply::int(ctx.out, 0);
         return Ok(Effect::Read);
     }
-    ctx.store.put(args[2], kind, &value, expires)?;
     reply::int(ctx.out, 1);
     Ok(Effect::Wrote)
 }
@@ -333,5 +319,25 @@ mod tests {
         assert!(successor(b"ab").as_slice() > b"ab".as_slice());
         assert!(successor(b"ab").as_slice() < b"ab\x00\x00".as_slice());
         assert!(successor(b"ab").as_slice() < b"ac".as_slice());
+    }
+
+    #[test]
+    fn rename_and_copy_take_collections_whole() {
+        let mut db = crate::list::testdb::Db::new();
+        db.cmd("RPUSH bob a b c");
+        assert_eq!(db.cmd("RENAME bob foo"), "+OK\r\n");
+        assert_eq!(
+            db.cmd("LRANGE foo 0 -1"),
+            "*3\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n"
+        );
+        assert_eq!(db.cmd("EXISTS bob"), ":0\r\n");
+        db.cmd("ZADD z 1 a");
+        assert_eq!(db.cmd("COPY z z2"), ":1\r\n");
+        assert_eq!(db.cmd("ZSCORE z2 a"), "$1\r\n1\r\n");
+        assert_eq!(db.cmd("RENAMENX z foo"), ":0\r\n");
+        assert_eq!(db.cmd("RENAME nope x"), "-ERR no such key\r\n");
+        db.cmd("SET s v");
+        assert_eq!(db.cmd("RENAME s foo"), "+OK\r\n");
+        assert_eq!(db.cmd("GET foo"), "$1\r\nv\r\n");
     }
 }
