@@ -348,7 +348,7 @@ pub(crate) fn rpoplpush(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, Sto
 
 /// A blocking command's timeout as Redis reads it: float seconds, rounded up to milliseconds,
 /// 0 for ever. `Err` is the error reply.
-fn timeout_arg(b: &[u8]) -> Result<Option<std::time::Instant>, &'static str> {
+pub(crate) fn timeout_arg(b: &[u8]) -> Result<Option<std::time::Instant>, &'static str> {
     let f = std::str::from_utf8(b)
         .ok()
         .filter(|t| !t.is_empty() && !t.starts_with(char::is_whitespace))
@@ -371,7 +371,7 @@ fn timeout_arg(b: &[u8]) -> Result<Option<std::time::Instant>, &'static str> {
 
 /// Nothing to pop: park the connection on `keys` (the server runs the command again when one
 /// is written), or, inside EXEC, where nothing may block, answer as a timeout.
-fn wait(
+pub(crate) fn wait(
     ctx: &mut Ctx<'_>,
     keys: &[&[u8]],
     deadline: Option<std::time::Instant>,
@@ -394,7 +394,7 @@ fn wait(
 
 /// The length of the list at `key`; while the server runs a parked command again, a key of
 /// another type is only not ready (Redis leaves such a client blocked).
-fn ready_len(ctx: &mut Ctx<'_>, key: &[u8]) -> Result<u64, StoreError> {
+pub(crate) fn ready_len(ctx: &mut Ctx<'_>, key: &[u8]) -> Result<u64, StoreError> {
     match ctx.store.list_len(key) {
         Err(StoreError::WrongType { .. }) if ctx.session.block_retry => Ok(0),
         r => r,
