@@ -1475,6 +1475,9 @@ pub(crate) fn object(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
             "    Return the access frequency index of the key (LFU policies only).",
             "IDLETIME <key>",
             "    Return the idle time of the key (cxltier keeps no access time: 0).",
+            "TIER <key>",
+            "    Return where the value stored at <key> is: dram, cxl or nvme, or mixed for a",
+            "    collection whose parts are in more than one tier.",
             "REFCOUNT <key>",
             "    Return the reference count of the object stored at <key>.",
         ];
@@ -1522,6 +1525,11 @@ pub(crate) fn object(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
             };
             reply::bulk(ctx.out, name.as_bytes());
         }
+        // Where the value really is (ENCODING names what Redis would use).
+        b"TIER" => match ctx.store.tier_of(key) {
+            Some(t) => reply::bulk(ctx.out, t.as_bytes()),
+            None => reply::null(ctx.out, proto),
+        },
         b"REFCOUNT" => reply::int(ctx.out, 1),
         b"IDLETIME" => reply::int(ctx.out, 0),
         b"FREQ" => {
@@ -2461,6 +2469,10 @@ mod tests {
         db.cmd("CONFIG SET hash-max-listpack-entries 128");
         db.cmd("CONFIG SET hash-max-ziplist-value 0");
         assert_eq!(enc(&mut db, "h"), "$9\r\nhashtable\r\n");
+        assert_eq!(db.cmd("OBJECT TIER e"), "$4\r\ndram\r\n");
+        db.cmd("RPUSH l a b");
+        assert_eq!(db.cmd("OBJECT TIER l"), "$4\r\ndram\r\n");
+        assert_eq!(db.cmd("OBJECT TIER missing"), "$-1\r\n");
         assert_eq!(db.cmd("OBJECT REFCOUNT e"), ":1\r\n");
         assert_eq!(db.cmd("OBJECT IDLETIME e"), ":0\r\n");
         assert!(db
