@@ -295,6 +295,244 @@ pub(crate) fn pexpiretime(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, S
     expire_time(ctx, args[1], false)
 }
 
+/// SORT's pattern lookup (Redis's `lookupKeyByPattern`): `#` is the element itself; otherwise
+/// the first `*` is replaced by the element, and a `->field` after it names a hash field. A
+/// pattern without `*`, a missing key or a key of another type is `None`.
+fn by_pattern(
+    ctx: &mut Ctx<'_>,
+    pattern: &[u8],
+    elem: &[u8],
+) -> Result<Option<Vec<u8>>, StoreError> {
+    if pattern == b"#" {
+        return Ok(Some(elem.to_vec()));
+    }
+    let Some(star) = pattern.iter().position(|&b| b == b'*') else {
+        return Ok(None);
+    };
+    let after = &pattern[star + 1..];
+    let (post, field) = match after.windows(2).position(|w| w == b"->") {
+        Some(f) if f + 2 < after.len() => (&after[..f], Some(&after[f + 2..])),
+        _ => (after, None),
+    };
+    let mut key = pattern[..star].to_vec();
+    key.extend_from_slice(elem);
+    key.extend_from_slice(post);
+    let Some(o) = ctx.store.get(&key)? else {
+        return Ok(None);
+    };
+    Ok(match field {
+        None => (o.kind == Kind::String).then(|| o.value.to_vec()),
+        Some(f) if o.kind == Kind::Hash => crate::hash::decode(o.value).and_then(|fields| {
+            fields
+                .into_iter()
+                .find(|(k, _)| *k == f)
+                .map(|(_, v)| v.to_vec())
+        }),
+        Some(_) => None,
+    })
+}
+
+/// A number as SORT reads one (`strtod` on the whole string: leading spaces allowed, the
+/// empty string is 0); `None` is Redis's conversion error.
+fn sort_score(b: &[u8]) -> Option<f64> {
+    let t = std::str::from_utf8(b).ok()?.trim_start();
+    if t.is_empty() {
+        return Some(0.0);
+    }
+    t.parse::<f64>().ok().filter(|f| !f.is_nan())
+}
+
+/// SORT key [BY pattern] [LIMIT offset count] [GET pattern ...] [ASC|DESC] [ALPHA]
+/// [STORE destination], and SORT_RO (no STORE), as Redis 7.0 does them (ALPHA compares bytes,
+/// as the C locale does).
+pub(crate) fn sort(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    let readonly = args[0].eq_ignore_ascii_case(b"SORT_RO");
+    let (mut desc, mut alpha, mut by, mut store) = (false, false, None::<&[u8]>, None::<&[u8]>);
+    let (mut limit_start, mut limit_count) = (0i64, -1i64);
+    let mut gets: Vec<&[u8]> = Vec::new();
+    let mut dontsort = false;
+    let mut j = 2;
+    while j < args.len() {
+        let left = args.len() - j - 1;
+        let a = args[j].to_ascii_uppercase();
+        match a.as_slice() {
+            b"ASC" => desc = false,
+            b"DESC" => desc = true,
+            b"ALPHA" => alpha = true,
+            b"LIMIT" if left >= 2 => {
+                let (Some(st), Some(ct)) = (parse_i64(args[j + 1]), parse_i64(args[j + 2])) else {
+                    return fail(ctx, crate::commands::NOT_INT);
+                };
+                (limit_start, limit_count) = (st, ct);
+                j += 2;
+            }
+            b"STORE" if !readonly && left >= 1 => {
+                store = Some(args[j + 1]);
+                j += 1;
+            }
+            b"BY" if left >= 1 => {
+                by = Some(args[j + 1]);
+                dontsort = !args[j + 1].contains(&b'*');
+                j += 1;
+            }
+            b"GET" if left >= 1 => {
+                gets.push(args[j + 1]);
+                j += 1;
+            }
+            _ => return fail(ctx, SYNTAX),
+        }
+        j += 1;
+    }
+    let kind = match ctx.store.get(args[1])? {
+        None => None,
+        Some(o) => Some(o.kind),
+    };
+    // The elements in their native order (a set's is its members' byte order here).
+    let mut elems: Vec<Vec<u8>> = match kind {
+        None => Vec::new(),
+        Some(Kind::List) => ctx.store.list_range(args[1], 0, -1)?,
+        Some(Kind::Set) => {
+            let mut all = Vec::new();
+            let mut after: Option<Vec<u8>> = None;
+            loop {
+                let (page, next) = ctx.store.sscan(args[1], after.as_deref(), 1024)?;
+                all.extend(page);
+                match next {
+                    Some(n) => after = Some(n),
+                    None => break all,
+                }
+            }
+        }
+        Some(Kind::ZSet) => ctx
+            .store
+            .zrange_by_rank(args[1], 0, -1, false)?
+            .into_iter()
+            .map(|(m, _)| m)
+            .collect(),
+        Some(_) => return fail(ctx, crate::commands::WRONGTYPE),
+    };
+    // A set stored unsorted would be in an arbitrary order: Redis sorts it ALPHA then.
+    if dontsort && kind == Some(Kind::Set) && store.is_some() {
+        dontsort = false;
+        alpha = true;
+        by = None;
+    }
+    if dontsort && desc && kind == Some(Kind::ZSet) {
+        elems.reverse();
+    }
+    if !dontsort {
+        let mut keyed = Vec::with_capacity(elems.len());
+        for e in elems {
+            let byval = match by {
+                Some(p) => by_pattern(ctx, p, &e)?,
+                None => Some(e.clone()),
+            };
+            keyed.push((e, byval));
+        }
+        if alpha {
+            keyed.sort_by(|a, b| {
+                let c = match by {
+                    Some(_) => a.1.cmp(&b.1),
+                    None => a.0.cmp(&b.0),
+                };
+                if desc {
+                    c.reverse()
+                } else {
+                    c
+                }
+            });
+        } else {
+            let mut scored = Vec::with_capacity(keyed.len());
+            for (e, v) in keyed {
+                let s = match &v {
+                    None => 0.0,
+                    Some(v) => match sort_score(v) {
+                        Some(s) => s,
+                        None => {
+                            return fail(
+                                ctx,
+                                "ERR One or more scores can't be converted into double",
+                            )
+                        }
+                    },
+                };
+                scored.push((e, s));
+            }
+            scored.sort_by(|a, b| {
+                let c = a.1.total_cmp(&b.1).then_with(|| a.0.cmp(&b.0));
+                if desc {
+                    c.reverse()
+                } else {
+                    c
+                }
+            });
+            keyed = scored.into_iter().map(|(e, _)| (e, None)).collect();
+        }
+        elems = keyed.into_iter().map(|(e, _)| e).collect();
+    }
+    // Redis's LIMIT arithmetic.
+    let len = elems.len() as i64;
+    let mut start = limit_start.max(0);
+    let mut end = if limit_count < 0 {
+        len - 1
+    } else {
+        start.saturating_add(limit_count) - 1
+    };
+    if start >= len {
+        start = len - 1;
+        end = len - 2;
+    }
+    if end >= len {
+        end = len - 1;
+    }
+    let picked: &[Vec<u8>] = if end >= start && start >= 0 {
+        &elems[start as usize..=end as usize]
+    } else {
+        &[]
+    };
+    let mut out: Vec<Option<Vec<u8>>> = Vec::new();
+    for e in picked {
+        if gets.is_empty() {
+            out.push(Some(e.clone()));
+        }
+        for g in &gets {
+            out.push(by_pattern(ctx, g, e)?);
+        }
+    }
+    match store {
+        None => {
+            let proto = ctx.session.proto;
+            reply::array(ctx.out, out.len());
+            for v in &out {
+                match v {
+                    Some(v) => reply::bulk(ctx.out, v),
+                    None => reply::null(ctx.out, proto),
+                }
+            }
+            Ok(Effect::Read)
+        }
+        Some(dst) => {
+            let existed = ctx.store.delete(dst)?;
+            let vals: Vec<&[u8]> = out.iter().map(|v| v.as_deref().unwrap_or(b"")).collect();
+            for chunk in vals.chunks(1024) {
+                ctx.store
+                    .list_push(dst, cxltier_store::ListEnd::Right, chunk)?;
+            }
+            // The destination is no key position of the table's: a client blocked on it is
+            // told here.
+            if !out.is_empty() && !ctx.info.blocked.is_empty() {
+                ctx.info.ready.push(dst.to_vec());
+            }
+            reply::int(ctx.out, out.len() as i64);
+            Ok(if existed || !out.is_empty() {
+                Effect::Wrote
+            } else {
+                Effect::Read
+            })
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -339,5 +577,40 @@ mod tests {
         db.cmd("SET s v");
         assert_eq!(db.cmd("RENAME s foo"), "+OK\r\n");
         assert_eq!(db.cmd("GET foo"), "$1\r\nv\r\n");
+    }
+
+    #[test]
+    fn sort_follows_redis() {
+        let mut db = crate::list::testdb::Db::new();
+        db.cmd("RPUSH l 3 1 2");
+        assert_eq!(db.cmd("SORT l"), "*3\r\n$1\r\n1\r\n$1\r\n2\r\n$1\r\n3\r\n");
+        assert_eq!(
+            db.cmd("SORT l DESC LIMIT 0 2"),
+            "*2\r\n$1\r\n3\r\n$1\r\n2\r\n"
+        );
+        db.cmd("MSET w_1 30 w_2 10 w_3 20");
+        db.cmd("HSET h_1 f a");
+        assert_eq!(
+            db.cmd("SORT l BY w_* GET # GET h_*->f"),
+            "*6\r\n$1\r\n2\r\n$-1\r\n$1\r\n3\r\n$-1\r\n$1\r\n1\r\n$1\r\na\r\n"
+        );
+        assert_eq!(
+            db.cmd("SORT l BY nosort"),
+            "*3\r\n$1\r\n3\r\n$1\r\n1\r\n$1\r\n2\r\n"
+        );
+        db.cmd("SADD s b a c");
+        assert_eq!(db.cmd("SORT s ALPHA STORE d"), ":3\r\n");
+        assert_eq!(
+            db.cmd("LRANGE d 0 -1"),
+            "*3\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n"
+        );
+        assert_eq!(
+            db.cmd("SORT s"),
+            "-ERR One or more scores can't be converted into double\r\n"
+        );
+        assert_eq!(db.cmd("SORT nope STORE d"), ":0\r\n");
+        assert_eq!(db.cmd("EXISTS d"), ":0\r\n");
+        assert_eq!(db.cmd("SORT_RO l STORE d"), "-ERR syntax error\r\n");
+        assert!(db.cmd("SORT w_1").starts_with("-WRONGTYPE"));
     }
 }

@@ -271,6 +271,8 @@ pub static TABLE: &[Command] = &[
     cmd("SMEMBERS", 2, READONLY | VALUES, KEY1, crate::set::smembers, "set", "Returns all members of a set."),
     cmd("SMISMEMBER", -3, READONLY | FAST | VALUES, KEY1, crate::set::smismember, "set", "Determines whether multiple members belong to a set."),
     cmd("SMOVE", 4, WRITE | FAST | VALUES, (1, 2, 1), crate::set::smove, "set", "Moves a member from one set to another."),
+    cmd("SORT", -2, WRITE | DENYOOM | MOVABLEKEYS | VALUES, KEY1, k::sort, "generic", "Sorts the elements in a list, a set, or a sorted set, optionally storing the result."),
+    cmd("SORT_RO", -2, READONLY | MOVABLEKEYS | VALUES, KEY1, k::sort, "generic", "Returns the sorted elements of a list, a set, or a sorted set."),
     cmd("SPOP", -2, WRITE | FAST | VALUES, KEY1, crate::set::spop, "set", "Returns one or more random members from a set after removing them."),
     cmd("SRANDMEMBER", -2, READONLY | VALUES, KEY1, crate::set::srandmember, "set", "Get one or multiple random members from a set."),
     cmd("SREM", -3, WRITE | FAST | VALUES, KEY1, crate::set::srem, "set", "Removes one or more members from a set."),
