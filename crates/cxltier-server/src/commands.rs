@@ -128,6 +128,9 @@ pub struct Session {
     pub patterns: Vec<Vec<u8>>,
     /// Set by a blocking command that must wait; the server takes it after the command.
     pub block: Option<Block>,
+    /// Key arguments a writing command left unchanged (set by its handler, taken after it):
+    /// neither WATCH nor a blocked client sees them written.
+    pub unchanged_keys: Vec<Vec<u8>>,
     /// The server is running a parked command again: a key of another type is not an error
     /// then, only not ready (Redis leaves such a client blocked).
     pub block_retry: bool,
@@ -468,16 +471,21 @@ fn dispatch(ctx: &mut Ctx<'_>, cmd: &'static table::Command, args: &[&[u8]]) -> 
             Effect::Read
         }
     };
-    // A write may feed a connection parked by a blocking command: the server looks at the
-    // keys written once the command (or the whole EXEC) is done.
-    if effect == Effect::Wrote && !ctx.info.blocked.is_empty() {
+    // The keys written (the table's key positions, unless the handler named some unchanged:
+    // SMOVE of a member the destination holds already) touch their watchers and may feed a
+    // connection parked by a blocking command, which the server looks at once the command
+    // (or the whole EXEC) is done. Looked at only when someone waits on keys.
+    let unchanged = std::mem::take(&mut ctx.session.unchanged_keys);
+    if effect == Effect::Wrote && !(ctx.info.blocked.is_empty() && ctx.info.watchers.is_empty()) {
         for i in cmd.key_positions(args.len()) {
-            ctx.info.ready.push(args[i].to_vec());
-        }
-    }
-    if effect == Effect::Wrote && !ctx.info.watchers.is_empty() {
-        for i in cmd.key_positions(args.len()) {
-            ctx.info.touch(args[i]);
+            let k = args[i];
+            if unchanged.iter().any(|u| u == k) {
+                continue;
+            }
+            if !ctx.info.blocked.is_empty() {
+                ctx.info.ready.push(k.to_vec());
+            }
+            ctx.info.touch(k);
         }
     }
     effect
@@ -2594,6 +2602,26 @@ mod tests {
         let mut out = Vec::new();
         execute(&mut db.store, &mut db.info, session, &words, &mut out);
         String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn smove_of_a_member_the_destination_holds_leaves_its_watchers_alone() {
+        let mut db = Db::new();
+        db.session.id = 1;
+        let mut other = Session::new(2, true);
+        db.cmd("SADD src a b");
+        db.cmd("SADD dst a");
+        db.cmd("WATCH dst");
+        assert_eq!(run_as(&mut db, &mut other, "SMOVE src dst a"), ":1\r\n");
+        db.cmd("MULTI");
+        db.cmd("SADD dst c");
+        assert_eq!(db.cmd("EXEC"), "*1\r\n:1\r\n");
+        // A member new to the destination is a change of it.
+        db.cmd("WATCH dst");
+        assert_eq!(run_as(&mut db, &mut other, "SMOVE src dst b"), ":1\r\n");
+        db.cmd("MULTI");
+        db.cmd("SADD dst d");
+        assert_eq!(db.cmd("EXEC"), "*-1\r\n");
     }
 
     #[test]

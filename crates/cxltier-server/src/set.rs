@@ -409,7 +409,10 @@ pub(crate) fn smove(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreEr
             reply::int(ctx.out, 0);
             return Ok(Effect::Read);
         }
-        ctx.store.sadd(args[2], &[args[3]])?;
+        if ctx.store.sadd(args[2], &[args[3]])? == 0 && args[1] != args[2] {
+            // Already a member there: only the source changed (Redis's WATCH sees the same).
+            ctx.session.unchanged_keys.push(args[2].to_vec());
+        }
         reply::int(ctx.out, 1);
         Ok(Effect::Wrote)
     })
