@@ -392,7 +392,19 @@ pub fn serve_on(
         }
         // Read all that is there, from each connection within its limits; parse every complete
         // command onto its connection's queue, up to the queue's limit.
-        for c in conns.values_mut() {
+        // In the order epoll reported them (Redis's order): commands parsed earlier run
+        // earlier across connections.
+        let mut first = hashbrown::HashSet::with_capacity(events.iter().count());
+        let mut turn: Vec<Token> = events
+            .iter()
+            .map(|e| e.token())
+            .filter(|t| conns.contains_key(t) && first.insert(*t))
+            .collect();
+        turn.extend(conns.keys().filter(|t| !first.contains(*t)));
+        for t in turn {
+            let Some(c) = conns.get_mut(&t) else {
+                continue;
+            };
             if c.readable && has_room(c, &limits) {
                 read_all(c, &mut buf, limits.query);
             }
@@ -767,7 +779,18 @@ fn run_ready(
     // in case the commit fails.
     let mut wrote: HashMap<Token, (bool, usize)> = HashMap::new();
     let mut starts: HashMap<Token, usize> = HashMap::new();
-    for (&t, c) in conns.iter_mut() {
+    // Connections in the order their oldest waiting command arrived: of two clients whose
+    // commands came in one turn, the first to send runs first (a push sent after a blocking
+    // pop must find the pop parked, as in Redis).
+    let mut order: Vec<(u64, Token)> = conns
+        .iter()
+        .filter_map(|(&t, c)| c.queue.front().map(|p| (p.seq, t)))
+        .collect();
+    order.sort_unstable();
+    for (_, t) in order {
+        let Some(c) = conns.get_mut(&t) else {
+            continue;
+        };
         let mut executed = 0;
         while let Some(p) = c.queue.front() {
             if c.quit {

@@ -334,3 +334,23 @@ fn blocking_pops_wait_for_a_push_in_order_without_holding_up_others() {
     );
     assert_eq!(b.cmd("LMPOP 5 l1 LEFT"), "-ERR syntax error\r\n");
 }
+
+#[test]
+fn clients_sending_in_one_breath_are_served_in_the_order_they_sent() {
+    let server = Server::start();
+    let mut r = server.client();
+    // The suite's "BRPOPLPUSH with multiple blocked clients": the three commands arrive
+    // together; the pops must be parked, in order, before the push runs.
+    for _ in 0..20 {
+        let (mut a, mut b) = (server.client(), server.client());
+        r.cmd("DEL blist target1 target2");
+        r.cmd("SET target1 nolist");
+        a.send("BRPOPLPUSH blist target1 0");
+        b.send("BRPOPLPUSH blist target2 0");
+        r.send("LPUSH blist foo");
+        assert_eq!(r.read(), ":1\r\n");
+        assert_eq!(a.read(), WT);
+        assert_eq!(b.read(), "$3\r\nfoo\r\n");
+        assert_eq!(r.cmd("LRANGE target2 0 -1"), "*1\r\n$3\r\nfoo\r\n");
+    }
+}
