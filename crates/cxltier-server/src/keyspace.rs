@@ -533,6 +533,168 @@ pub(crate) fn sort(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErr
     }
 }
 
+/// The start of a DUMP payload: cxltier's own format (Redis's is RDB, which this is not: a
+/// payload moves between cxltier servers only), version 1.
+const DUMP_MAGIC: &[u8] = b"\xffCXLT\x01";
+const BAD_PAYLOAD: &str = "ERR DUMP payload version or checksum are wrong";
+
+fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
+    out.extend_from_slice(&(b.len() as u32).to_le_bytes());
+    out.extend_from_slice(b);
+}
+
+/// DUMP key: the value in cxltier's own serialized form (magic, kind, members, CRC32C).
+pub(crate) fn dump(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    let key = args[1];
+    let Some((kind, value)) = ctx.store.get(key)?.map(|o| (o.kind, o.value.to_vec())) else {
+        reply::null(ctx.out, ctx.session.proto);
+        return Ok(Effect::Read);
+    };
+    let mut out = DUMP_MAGIC.to_vec();
+    out.push(kind as u8);
+    match kind {
+        Kind::String | Kind::Hash => out.extend_from_slice(&value),
+        Kind::List => {
+            for m in ctx.store.list_range(key, 0, -1)? {
+                put_bytes(&mut out, &m);
+            }
+        }
+        Kind::Set => {
+            let mut after: Option<Vec<u8>> = None;
+            loop {
+                let (page, next) = ctx.store.sscan(key, after.as_deref(), 1024)?;
+                for m in &page {
+                    put_bytes(&mut out, m);
+                }
+                match next {
+                    Some(n) => after = Some(n),
+                    None => break,
+                }
+            }
+        }
+        Kind::ZSet => {
+            for (m, sc) in ctx.store.zrange_by_rank(key, 0, -1, false)? {
+                out.extend_from_slice(&sc.to_le_bytes());
+                put_bytes(&mut out, &m);
+            }
+        }
+        _ => return fail(ctx, "ERR DUMP of this kind of value is not supported"),
+    }
+    let crc = crc32c::crc32c(&out);
+    out.extend_from_slice(&crc.to_le_bytes());
+    reply::bulk(ctx.out, &out);
+    Ok(Effect::Read)
+}
+
+/// The length-prefixed items of a DUMP payload's body; `None` when malformed.
+fn items(mut b: &[u8], scored: bool) -> Option<Vec<(f64, &[u8])>> {
+    let mut out = Vec::new();
+    while !b.is_empty() {
+        let mut score = 0.0;
+        if scored {
+            score = f64::from_le_bytes(b.get(..8)?.try_into().ok()?);
+            b = &b[8..];
+        }
+        let n = u32::from_le_bytes(b.get(..4)?.try_into().ok()?) as usize;
+        let m = b.get(4..4usize.checked_add(n)?)?;
+        b = &b[4 + n..];
+        out.push((score, m));
+    }
+    Some(out)
+}
+
+/// RESTORE key ttl payload [REPLACE] [ABSTTL] [IDLETIME s] [FREQ f]: a DUMP payload of this
+/// server's format under `key` (IDLETIME and FREQ are checked and ignored: no access times
+/// are kept).
+pub(crate) fn restore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    let (key, payload) = (args[1], args[3]);
+    let (mut replace, mut absttl) = (false, false);
+    let mut i = 4;
+    while i < args.len() {
+        match args[i].to_ascii_uppercase().as_slice() {
+            b"REPLACE" => replace = true,
+            b"ABSTTL" => absttl = true,
+            b"IDLETIME" | b"FREQ" if i + 1 < args.len() => {
+                if parse_i64(args[i + 1]).is_none_or(|v| v < 0) {
+                    return fail(ctx, "ERR Invalid IDLETIME or FREQ value, must be >= 0");
+                }
+                i += 1;
+            }
+            _ => return fail(ctx, SYNTAX),
+        }
+        i += 1;
+    }
+    let ttl = match parse_i64(args[2]) {
+        None => return fail(ctx, crate::commands::NOT_INT),
+        Some(t) if t < 0 => return fail(ctx, "ERR Invalid TTL value, must be >= 0"),
+        Some(t) => t as u64,
+    };
+    let body = payload
+        .strip_prefix(DUMP_MAGIC)
+        .filter(|b| b.len() >= 5)
+        .filter(|_| {
+            let (data, crc) = payload.split_at(payload.len() - 4);
+            crc32c::crc32c(data).to_le_bytes() == crc
+        });
+    let Some(body) = body else {
+        return fail(ctx, BAD_PAYLOAD);
+    };
+    let (kind, body) = (Kind::from_u8(body[0]), &body[1..body.len() - 4]);
+    if !replace && ctx.store.contains(key) {
+        return fail(ctx, "BUSYKEY Target key name already exists.");
+    }
+    let expires = match (ttl, absttl) {
+        (0, _) => None,
+        (t, true) => Some(t),
+        (t, false) => Some(now_ms().saturating_add(t)),
+    };
+    // A time already past: the key would expire at once, so it is not created (Redis's rule).
+    if expires.is_some_and(|t| t <= now_ms()) {
+        if replace {
+            ctx.store.delete(key)?;
+        }
+        reply::ok(ctx.out);
+        return Ok(Effect::Wrote);
+    }
+    let scored = kind == Some(Kind::ZSet);
+    let members = match kind {
+        Some(Kind::List | Kind::Set | Kind::ZSet) => match items(body, scored) {
+            Some(m) => m,
+            None => return fail(ctx, BAD_PAYLOAD),
+        },
+        Some(Kind::Hash) if crate::hash::decode(body).is_none() => return fail(ctx, BAD_PAYLOAD),
+        Some(Kind::String | Kind::Hash) => Vec::new(),
+        _ => return fail(ctx, BAD_PAYLOAD),
+    };
+    ctx.store.delete(key)?;
+    match kind {
+        Some(k @ (Kind::String | Kind::Hash)) => ctx.store.put(key, k, body, expires)?,
+        Some(Kind::List) => {
+            let ms: Vec<&[u8]> = members.iter().map(|m| m.1).collect();
+            for c in ms.chunks(1024) {
+                ctx.store.list_push(key, cxltier_store::ListEnd::Right, c)?;
+            }
+        }
+        Some(Kind::Set) => {
+            let ms: Vec<&[u8]> = members.iter().map(|m| m.1).collect();
+            for c in ms.chunks(1024) {
+                ctx.store.sadd(key, c)?;
+            }
+        }
+        _ => {
+            for c in members.chunks(1024) {
+                ctx.store
+                    .zadd(key, cxltier_store::ZAddFlags::default(), c)?;
+            }
+        }
+    }
+    if expires.is_some() && !matches!(kind, Some(Kind::String | Kind::Hash)) {
+        ctx.store.set_expiry(key, expires)?;
+    }
+    reply::ok(ctx.out);
+    Ok(Effect::Wrote)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -612,5 +774,77 @@ mod tests {
         assert_eq!(db.cmd("EXISTS d"), ":0\r\n");
         assert_eq!(db.cmd("SORT_RO l STORE d"), "-ERR syntax error\r\n");
         assert!(db.cmd("SORT w_1").starts_with("-WRONGTYPE"));
+    }
+
+    #[test]
+    fn dump_and_restore_round_trip_every_type() {
+        let mut db = crate::list::testdb::Db::new();
+        db.cmd("SET s hello");
+        db.cmd("HSET h a 1 b 2");
+        db.cmd("RPUSH l x y z");
+        db.cmd("SADD st 1 2 a");
+        db.cmd("ZADD z 1.5 a -2 b");
+        for (k, check) in [
+            ("s", "GET"),
+            ("h", "HGETALL"),
+            ("l", "LRANGE {} 0 -1"),
+            ("st", "SMEMBERS"),
+            ("z", "ZRANGE {} 0 -1 WITHSCORES"),
+        ] {
+            let q = |key: &str| {
+                if check.contains("{}") {
+                    check.replace("{}", key)
+                } else {
+                    format!("{check} {key}")
+                }
+            };
+            let want = db.cmd(&q(k));
+            let words: Vec<&[u8]> = vec![b"DUMP", k.as_bytes()];
+            let mut out = Vec::new();
+            crate::commands::execute(
+                &mut db.store,
+                &mut db.info,
+                &mut db.session,
+                &words,
+                &mut out,
+            );
+            // The bulk's bytes, whatever they hold.
+            let nl = out.iter().position(|&b| b == b'\n').unwrap();
+            let payload = out[nl + 1..out.len() - 2].to_vec();
+            let new = format!("{k}2");
+            let words: Vec<&[u8]> = vec![b"RESTORE", new.as_bytes(), b"0", &payload];
+            let mut out = Vec::new();
+            crate::commands::execute(
+                &mut db.store,
+                &mut db.info,
+                &mut db.session,
+                &words,
+                &mut out,
+            );
+            assert_eq!(out, b"+OK\r\n", "{k}");
+            assert_eq!(db.cmd(&q(&new)), want, "{k}");
+            let mut out = Vec::new();
+            crate::commands::execute(
+                &mut db.store,
+                &mut db.info,
+                &mut db.session,
+                &words,
+                &mut out,
+            );
+            assert_eq!(out, b"-BUSYKEY Target key name already exists.\r\n");
+            let mut bad = payload.clone();
+            *bad.last_mut().unwrap() ^= 1;
+            let words: Vec<&[u8]> = vec![b"RESTORE", b"x", b"0", &bad];
+            let mut out = Vec::new();
+            crate::commands::execute(
+                &mut db.store,
+                &mut db.info,
+                &mut db.session,
+                &words,
+                &mut out,
+            );
+            assert_eq!(out, b"-ERR DUMP payload version or checksum are wrong\r\n");
+        }
+        assert_eq!(db.cmd("DUMP nope"), "$-1\r\n");
     }
 }
