@@ -383,10 +383,7 @@ pub(crate) fn sort(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErr
         }
         j += 1;
     }
-    let kind = match ctx.store.get(args[1])? {
-        None => None,
-        Some(o) => Some(o.kind),
-    };
+    let kind = ctx.store.get(args[1])?.map(|o| o.kind);
     // The elements in their native order (a set's is its members' byte order here).
     let mut elems: Vec<Vec<u8>> = match kind {
         None => Vec::new(),

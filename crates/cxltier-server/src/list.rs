@@ -363,7 +363,7 @@ pub(crate) fn timeout_arg(b: &[u8]) -> Result<Option<std::time::Instant>, &'stat
     if ms == 0.0 {
         return Ok(None);
     }
-    if !(ms < 9.2e18) {
+    if ms.is_infinite() || ms >= 9.2e18 {
         return Err("ERR timeout is out of range");
     }
     Ok(std::time::Instant::now().checked_add(std::time::Duration::from_millis(ms as u64)))
@@ -401,6 +401,9 @@ pub(crate) fn ready_len(ctx: &mut Ctx<'_>, key: &[u8]) -> Result<u64, StoreError
     }
 }
 
+/// A key and the members popped from it.
+type Popped = (Vec<u8>, Vec<Vec<u8>>);
+
 /// The first of `keys` holding a non-empty list, up to `count` members popped from it at
 /// `end`; `None` when every list is empty or absent (WRONGTYPE for a key of another type
 /// before it, in Redis's order).
@@ -409,7 +412,7 @@ fn pop_first(
     keys: &[&[u8]],
     end: ListEnd,
     count: u64,
-) -> Result<Option<(Vec<u8>, Vec<Vec<u8>>)>, StoreError> {
+) -> Result<Option<Popped>, StoreError> {
     for k in keys {
         if ready_len(ctx, k)? == 0 {
             continue;

@@ -823,11 +823,11 @@ pub(crate) fn zintercard(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, St
     })
 }
 
+/// ZMPOP's keys, whether it pops the highest, and its count.
+type MpopArgs<'a> = (Vec<&'a [u8]>, bool, Option<u64>);
+
 /// `numkeys key... MIN|MAX [COUNT count]` of ZMPOP and BZMPOP, from `args[at]`.
-fn zmpop_args<'a>(
-    args: &[&'a [u8]],
-    at: usize,
-) -> Result<(Vec<&'a [u8]>, bool, Option<u64>), &'static str> {
+fn zmpop_args<'a>(args: &[&'a [u8]], at: usize) -> Result<MpopArgs<'a>, &'static str> {
     let n = match int_arg(args[at]) {
         Some(n) if n > 0 => n as u64,
         _ => return Err("ERR numkeys should be greater than 0"),
@@ -858,6 +858,9 @@ fn zmpop_args<'a>(
     Ok((args[at + 1..end_at].to_vec(), max, count))
 }
 
+/// A key and the members (with scores) popped from it.
+type ZPopped = (Vec<u8>, Vec<(Vec<u8>, f64)>);
+
 /// The first of `keys` holding a non-empty sorted set, up to `count` of its lowest (or
 /// highest) members popped; a key of another type is WRONGTYPE, or only not ready while the
 /// server runs a parked command again.
@@ -866,7 +869,7 @@ fn zpop_first(
     keys: &[&[u8]],
     max: bool,
     count: u64,
-) -> Result<Option<(Vec<u8>, Vec<(Vec<u8>, f64)>)>, StoreError> {
+) -> Result<Option<ZPopped>, StoreError> {
     for k in keys {
         let n = match ctx.store.zcard(k) {
             Err(StoreError::WrongType { .. }) if ctx.session.block_retry => 0,
