@@ -361,6 +361,23 @@ pub(crate) fn zrange(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
     }
 }
 
+/// Whether the options after a legacy range command's bounds are ones it takes: WITHSCORES
+/// (not BYLEX's) and LIMIT (not ZREVRANGE's). ZRANGE's own (BYSCORE, REV, ...) are a syntax
+/// error there, as in Redis.
+fn legacy_options_ok(opts: &[&[u8]], limit: bool, withscores: bool) -> bool {
+    let mut i = 0;
+    while i < opts.len() {
+        if withscores && opts[i].eq_ignore_ascii_case(b"WITHSCORES") {
+            i += 1;
+        } else if limit && opts[i].eq_ignore_ascii_case(b"LIMIT") && i + 2 < opts.len() {
+            i += 3;
+        } else {
+            return false;
+        }
+    }
+    true
+}
+
 /// ZRANGEBYSCORE, ZREVRANGEBYSCORE and ZRANGEBYLEX as the ZRANGE they are.
 fn legacy_range(
     ctx: &mut Ctx<'_>,
@@ -368,6 +385,9 @@ fn legacy_range(
     by: &[u8],
     rev: bool,
 ) -> Result<Effect, StoreError> {
+    if !legacy_options_ok(&args[4..], true, by != b"BYLEX") {
+        return err(ctx, SYNTAX);
+    }
     let mut a: Vec<&[u8]> = args[2..].to_vec();
     a.insert(2, by);
     if rev {
@@ -451,6 +471,9 @@ pub(crate) fn zpopmax(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, Store
 }
 
 pub(crate) fn zrevrange(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    if !legacy_options_ok(&args[4..], false, true) {
+        return err(ctx, SYNTAX);
+    }
     let mut a: Vec<&[u8]> = args[2..].to_vec();
     a.insert(2, b"REV");
     match parse_range(&a, false) {
@@ -795,15 +818,19 @@ pub(crate) fn zdiffstore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, St
 }
 
 pub(crate) fn zintercard(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    // Redis shares ZUNION's parsing (and its errors) for ZINTERCARD.
     let n = match int_arg(args[1]) {
-        Some(n) if n > 0 => n as u64,
-        _ => return err(ctx, "ERR numkeys should be greater than 0"),
+        None => return err(ctx, NOT_INTEGER),
+        Some(n) if n < 1 => {
+            return err(
+                ctx,
+                "ERR at least 1 input key is needed for 'zintercard' command",
+            )
+        }
+        Some(n) => n as u64,
     };
     if n > (args.len() - 2) as u64 {
-        return err(
-            ctx,
-            "ERR Number of keys can't be greater than number of args",
-        );
+        return err(ctx, SYNTAX);
     }
     let n = n as usize;
     let keys = &args[2..2 + n];
@@ -1185,6 +1212,24 @@ mod tests {
         assert_eq!(db.cmd("ZUNIONSTORE d 2 a b"), ":4\r\n");
         assert_eq!(db.cmd("ZINTERSTORE d 2 a b"), ":2\r\n");
         assert_eq!(db.cmd("ZINTERCARD 2 a b LIMIT 1"), ":1\r\n");
+        assert_eq!(
+            db.cmd("ZINTERCARD 0 a"),
+            "-ERR at least 1 input key is needed for 'zintercard' command\r\n"
+        );
+        assert_eq!(db.cmd("ZINTERCARD 3 a b"), "-ERR syntax error\r\n");
+        // The legacy range commands take only their own options.
+        assert_eq!(db.cmd("ZREVRANGE a 0 -1 BYSCORE"), "-ERR syntax error\r\n");
+        assert_eq!(db.cmd("ZRANGEBYSCORE a 0 -1 REV"), "-ERR syntax error\r\n");
+        assert_eq!(
+            db.cmd("ZREVRANGEBYSCORE a +inf -inf LIMIT 0 1"),
+            "*1\r\n$1\r\nz\r\n"
+        );
+        // Scores as Redis 7.0 prints them (%.17g).
+        db.cmd("ZADD g 0.1 m 1e20 n");
+        assert_eq!(
+            db.cmd("ZRANGE g 0 -1 WITHSCORES"),
+            "*4\r\n$1\r\nm\r\n$19\r\n0.10000000000000001\r\n$1\r\nn\r\n$5\r\n1e+20\r\n"
+        );
         assert_eq!(
             db.cmd("ZUNION 0 a"),
             "-ERR at least 1 input key is needed for 'zunion' command\r\n"
