@@ -677,6 +677,43 @@ mod tests {
     }
 
     #[test]
+    fn extreme_counts_and_bounds_are_answered_by_the_data() {
+        // Every count or bound a client can push to the i64 limits: answered at once, sized by
+        // the collection, never by the number.
+        let mut db = Db::new();
+        db.cmd("RPUSH l a b c");
+        db.cmd("ZADD z 1 a 2 b");
+        db.cmd("SADD s a");
+        let (min, max) = ("-9223372036854775808", "9223372036854775807");
+        for (c, want) in [
+            (format!("LRANGE l {min} {max}"), "*3\r\n"),
+            (format!("LRANGE l {max} {min}"), "*0\r\n"),
+            (format!("LINDEX l {min}"), "$-1\r\n"),
+            (
+                format!("LPOS l a COUNT {max} MAXLEN {max} RANK {max}"),
+                "*0\r\n",
+            ),
+            (format!("LPOS l a RANK -{max}"), "$-1\r\n"),
+            (format!("ZRANGE z {min} {max}"), "*2\r\n"),
+            (
+                format!("ZRANGE z -inf +inf BYSCORE LIMIT {max} {max}"),
+                "*0\r\n",
+            ),
+            (format!("ZRANGEBYSCORE z -inf +inf LIMIT 0 {min}"), "*2\r\n"),
+            (format!("SSCAN s 0 COUNT {max}"), "*2\r\n$1\r\n0\r\n*1\r\n"),
+            (format!("SCAN 0 COUNT {max}"), "*2\r\n$1\r\n0\r\n*3\r\n"),
+            (format!("SRANDMEMBER s {max}"), "*1\r\n"),
+            (format!("ZRANDMEMBER z {max}"), "*2\r\n"),
+            (format!("SPOP s {max}"), "*1\r\n"),
+            (format!("ZPOPMIN z {max}"), "*4\r\n"),
+            (format!("LPOP l {max}"), "*3\r\n"),
+        ] {
+            let r = db.cmd(&c);
+            assert!(r.starts_with(want), "{c}: {r}");
+        }
+    }
+
+    #[test]
     fn object_encoding_names_what_redis_would_use_for_collections() {
         let mut db = Db::new();
         let enc = |db: &mut Db, k: &str| db.cmd(&format!("OBJECT ENCODING {k}"));
