@@ -1119,9 +1119,13 @@ const BAD_CLIENT_NAME: &str =
     "ERR Client names cannot contain spaces, newlines or special characters.";
 
 /// One line of CLIENT LIST / CLIENT INFO, in Redis 7's fields.
-fn client_line(t: &mut String, id: u64, m: &ClientMeta, now: std::time::Instant) {
+fn client_line(t: &mut String, id: u64, m: &ClientMeta, now: std::time::Instant, blocked: bool) {
     use std::fmt::Write;
     let mut flags = String::new();
+    // Parked by a blocking command (Redis's `b`).
+    if blocked {
+        flags.push('b');
+    }
     if m.sub + m.psub > 0 {
         flags.push('P');
     }
@@ -1247,7 +1251,7 @@ pub(crate) fn client(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
         (b"INFO", 2) => {
             let mut t = String::new();
             if let Some(m) = client_meta(ctx, ctx.session.id) {
-                client_line(&mut t, ctx.session.id, &m, std::time::Instant::now());
+                client_line(&mut t, ctx.session.id, &m, std::time::Instant::now(), false);
             }
             reply::verbatim(ctx.out, proto, "txt", t.as_bytes());
         }
@@ -1291,7 +1295,7 @@ pub(crate) fn client(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
             for id in ids {
                 if let Some(m) = client_meta(ctx, id) {
                     if want_kind.is_none_or(|k| k == m.kind()) {
-                        client_line(&mut t, id, &m, now);
+                        client_line(&mut t, id, &m, now, ctx.info.blocked.contains(&id));
                     }
                 }
             }

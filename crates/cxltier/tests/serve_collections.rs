@@ -250,6 +250,9 @@ fn blocking_pops_wait_for_a_push_in_order_without_holding_up_others() {
     a.send("BLPOP q 0");
     a.send("PING");
     wait_blocked(&mut b, 1);
+    let list = b.cmd("CLIENT LIST");
+    assert_eq!(list.matches(" flags=b ").count(), 1, "{list}");
+    assert!(list.contains(" cmd=blpop "), "{list}");
     assert_eq!(b.cmd("LLEN q"), ":0\r\n");
     assert_eq!(b.cmd("RPUSH q x"), ":1\r\n");
     assert_eq!(a.read(), "*2\r\n$1\r\nq\r\n$1\r\nx\r\n");
