@@ -2,7 +2,7 @@
 //! commands (SMEMBERS, SINTER, ...) read a set a page at a time through `sscan`; SPOP and
 //! SRANDMEMBER draw members by index (`member_at`), O(log n) each.
 
-use cxltier_store::StoreError;
+use cxltier_store::{Kind, StoreError};
 use rand::Rng;
 
 use crate::commands::{Ctx, Effect};
@@ -76,8 +76,36 @@ pub(crate) fn sadd(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErr
     })
 }
 
+/// The root flag of a set Redis would have converted to a hashtable: it never converts one
+/// back, so neither does `OBJECT ENCODING`.
+const HASHTABLE: u8 = 1;
+
+/// Before `leaving` (members of it) leave the set at `key`: when Redis holds it as a
+/// hashtable now (more than set-max-intset-entries members, or a non-integer among those
+/// leaving), mark it so. Costs nothing more for integers leaving a small set.
+fn keep_hashtable(ctx: &mut Ctx<'_>, key: &[u8], leaving: &[&[u8]]) -> Result<(), StoreError> {
+    if ctx.store.collection_flags(key, Kind::Set)? & HASHTABLE != 0 {
+        return Ok(());
+    }
+    let most = ctx.info.knobs.int("set-max-intset-entries");
+    let big = ctx.store.scard(key)? as i64 > most;
+    if big || leaving.iter().any(|m| !is_canonical_int(m)) {
+        ctx.store.add_collection_flags(key, Kind::Set, HASHTABLE)?;
+    }
+    Ok(())
+}
+
 pub(crate) fn srem(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
     typed(ctx, |ctx| {
+        // Only members that are there leave: a non-integer that is not one tells nothing.
+        let mut leaving = Vec::new();
+        for m in &args[2..] {
+            if !is_canonical_int(m) && ctx.store.sismember(args[1], m)? {
+                leaving.push(*m);
+                break;
+            }
+        }
+        keep_hashtable(ctx, args[1], &leaving)?;
         let n = ctx.store.srem(args[1], &args[2..])?;
         reply::int(ctx.out, n as i64);
         Ok(if n > 0 { Effect::Wrote } else { Effect::Read })
@@ -158,8 +186,14 @@ pub(crate) fn spop(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErr
         let want = count.map_or(1, |c| c as u64).min(card);
         let mut rng = rand::rng();
         let mut got = Vec::with_capacity(want as usize);
+        if want > 0 {
+            keep_hashtable(ctx, args[1], &[])?;
+        }
         for left in (card - want + 1..=card).rev() {
             if let Some((m, _)) = ctx.store.member_at(args[1], rng.random_range(0..left))? {
+                if !is_canonical_int(&m) {
+                    keep_hashtable(ctx, args[1], &[&m])?;
+                }
                 ctx.store.srem(args[1], &[&m])?;
                 got.push(m);
             }
@@ -316,7 +350,9 @@ pub(crate) fn srandmember(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, S
 /// `hashtable`. Costs at most that many members read.
 pub(crate) fn encoding(ctx: &mut Ctx<'_>, key: &[u8]) -> Result<&'static str, StoreError> {
     let most = ctx.info.knobs.int("set-max-intset-entries");
-    if ctx.store.scard(key)? as i64 > most {
+    if ctx.store.scard(key)? as i64 > most
+        || ctx.store.collection_flags(key, Kind::Set)? & HASHTABLE != 0
+    {
         return Ok("hashtable");
     }
     let mut after: Option<Vec<u8>> = None;
@@ -405,6 +441,9 @@ pub(crate) fn smove(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreEr
             return Ok(Effect::Read);
         }
         ctx.store.scard(args[2])?;
+        if ctx.store.sismember(args[1], args[3])? {
+            keep_hashtable(ctx, args[1], &[args[3]])?;
+        }
         if ctx.store.srem(args[1], &[args[3]])? == 0 {
             reply::int(ctx.out, 0);
             return Ok(Effect::Read);
@@ -730,6 +769,25 @@ mod tests {
         assert_eq!(enc(&mut db, "big"), "$9\r\nhashtable\r\n");
         db.cmd("CONFIG SET set-max-intset-entries 513");
         assert_eq!(enc(&mut db, "big"), "$6\r\nintset\r\n");
+        // Redis never converts a hashtable back: neither after SREM, SPOP or SMOVE of the
+        // non-integers, nor after the set shrinks below the threshold.
+        db.cmd("SADD back 1 2 3 a");
+        db.cmd("SREM back a");
+        assert_eq!(enc(&mut db, "back"), "$9\r\nhashtable\r\n");
+        db.cmd("SADD mv 1 b");
+        db.cmd("SMOVE mv other b");
+        assert_eq!(enc(&mut db, "mv"), "$9\r\nhashtable\r\n");
+        db.cmd("SADD ints 1 2");
+        db.cmd("SREM ints 1 zz");
+        assert_eq!(enc(&mut db, "ints"), "$6\r\nintset\r\n");
+        db.cmd("CONFIG SET set-max-intset-entries 512");
+        db.cmd("SPOP big 2");
+        assert_eq!(db.cmd("SCARD big"), ":511\r\n");
+        assert_eq!(enc(&mut db, "big"), "$9\r\nhashtable\r\n");
+        // A new set under the key starts afresh.
+        db.cmd("DEL back");
+        db.cmd("SADD back 1");
+        assert_eq!(enc(&mut db, "back"), "$6\r\nintset\r\n");
         db.cmd("RPUSH l a");
         assert_eq!(enc(&mut db, "l"), "$9\r\nquicklist\r\n");
         db.cmd("ZADD z 1 a 2 b");
