@@ -84,6 +84,14 @@ pub struct ServerInfo {
     pub maxmemory_limit: Option<u64>,
     /// Per command (the table's name): INFO commandstats.
     pub command_stats: HashMap<&'static str, CommandStat>,
+    /// The connections parked by a blocking command (BLPOP, ...), kept by the server: INFO's
+    /// `blocked_clients` and what CLIENT UNBLOCK may wake.
+    pub blocked: hashbrown::HashSet<u64>,
+    /// CLIENT UNBLOCK's requests for the server: the connection, and whether it is answered
+    /// with an error (else as a timeout).
+    pub unblock: Vec<(u64, bool)>,
+    /// Keys written while connections were parked: the server tries those waiting on them.
+    pub ready: Vec<Vec<u8>>,
 }
 
 /// One command's counters, as Redis's INFO commandstats shows them.
@@ -97,6 +105,15 @@ pub struct CommandStat {
     pub rejected_calls: u64,
     /// Ran and answered an error.
     pub failed_calls: u64,
+}
+
+/// What a blocking command that found nothing asks of the server: park the connection until
+/// one of `keys` is written (then run the command again) or `deadline` passes (then answer
+/// the timeout); `None` waits for ever.
+#[derive(Debug, Clone)]
+pub struct Block {
+    pub keys: Vec<Vec<u8>>,
+    pub deadline: Option<std::time::Instant>,
 }
 
 /// One connection's state.
@@ -128,6 +145,14 @@ pub struct Session {
     /// The channels and patterns it subscribes to (in the order subscribed).
     pub channels: Vec<Vec<u8>>,
     pub patterns: Vec<Vec<u8>>,
+    /// Set by a blocking command that must wait; the server takes it after the command.
+    pub block: Option<Block>,
+    /// Key arguments a writing command left unchanged (set by its handler, taken after it):
+    /// neither WATCH nor a blocked client sees them written.
+    pub unchanged_keys: Vec<Vec<u8>>,
+    /// The server is running a parked command again: a key of another type is not an error
+    /// then, only not ready (Redis leaves such a client blocked).
+    pub block_retry: bool,
 }
 
 impl ServerInfo {
@@ -539,9 +564,21 @@ fn dispatch(ctx: &mut Ctx<'_>, cmd: &'static table::Command, args: &[&[u8]]) -> 
     if ctx.out.get(reply_at) == Some(&b'-') {
         stat.failed_calls += 1;
     }
-    if effect == Effect::Wrote && !ctx.info.watchers.is_empty() {
+    // The keys written (the table's key positions, unless the handler named some unchanged:
+    // SMOVE of a member the destination holds already) touch their watchers and may feed a
+    // connection parked by a blocking command, which the server looks at once the command
+    // (or the whole EXEC) is done. Looked at only when someone waits on keys.
+    let unchanged = std::mem::take(&mut ctx.session.unchanged_keys);
+    if effect == Effect::Wrote && !(ctx.info.blocked.is_empty() && ctx.info.watchers.is_empty()) {
         for i in cmd.key_positions(args.len()) {
-            ctx.info.touch(args[i]);
+            let k = args[i];
+            if unchanged.iter().any(|u| u == k) {
+                continue;
+            }
+            if !ctx.info.blocked.is_empty() {
+                ctx.info.ready.push(k.to_vec());
+            }
+            ctx.info.touch(k);
         }
     }
     effect
@@ -1175,9 +1212,13 @@ const BAD_CLIENT_NAME: &str =
     "ERR Client names cannot contain spaces, newlines or special characters.";
 
 /// One line of CLIENT LIST / CLIENT INFO, in Redis 7's fields.
-fn client_line(t: &mut String, id: u64, m: &ClientMeta, now: std::time::Instant) {
+fn client_line(t: &mut String, id: u64, m: &ClientMeta, now: std::time::Instant, blocked: bool) {
     use std::fmt::Write;
     let mut flags = String::new();
+    // Parked by a blocking command (Redis's `b`).
+    if blocked {
+        flags.push('b');
+    }
     if m.sub + m.psub > 0 {
         flags.push('P');
     }
@@ -1303,7 +1344,7 @@ pub(crate) fn client(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
         (b"INFO", 2) => {
             let mut t = String::new();
             if let Some(m) = client_meta(ctx, ctx.session.id) {
-                client_line(&mut t, ctx.session.id, &m, std::time::Instant::now());
+                client_line(&mut t, ctx.session.id, &m, std::time::Instant::now(), false);
             }
             reply::verbatim(ctx.out, proto, "txt", t.as_bytes());
         }
@@ -1347,7 +1388,7 @@ pub(crate) fn client(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
             for id in ids {
                 if let Some(m) = client_meta(ctx, id) {
                     if want_kind.is_none_or(|k| k == m.kind()) {
-                        client_line(&mut t, id, &m, now);
+                        client_line(&mut t, id, &m, now, ctx.info.blocked.contains(&id));
                     }
                 }
             }
@@ -1399,6 +1440,28 @@ pub(crate) fn client(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
             killed.sort_unstable();
             reply::int(ctx.out, killed.len() as i64);
             ctx.info.kill.extend(killed);
+        }
+        // The connection is woken by the server after this command: with an error, or as if
+        // its timeout had passed.
+        (b"UNBLOCK", 3 | 4) => {
+            let Some(id) = parse_i64(args[2]) else {
+                return fail(ctx, NOT_INT);
+            };
+            let error = match args.get(3).map(|a| a.to_ascii_uppercase()) {
+                None => false,
+                Some(m) if m == b"TIMEOUT" => false,
+                Some(m) if m == b"ERROR" => true,
+                Some(_) => {
+                    return fail(ctx, "ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR")
+                }
+            };
+            let id = id as u64;
+            let blocked =
+                ctx.info.blocked.contains(&id) && !ctx.info.unblock.iter().any(|u| u.0 == id);
+            if blocked {
+                ctx.info.unblock.push((id, error));
+            }
+            reply::int(ctx.out, blocked as i64);
         }
         (b"NO-EVICT", 3) => match args[2].to_ascii_lowercase().as_slice() {
             b"on" => {
@@ -1517,6 +1580,9 @@ pub(crate) fn object(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
             "    Return the access frequency index of the key (LFU policies only).",
             "IDLETIME <key>",
             "    Return the idle time of the key (cxltier keeps no access time: 0).",
+            "TIER <key>",
+            "    Return where the value stored at <key> is: dram, cxl or nvme, or mixed for a",
+            "    collection whose parts are in more than one tier.",
             "REFCOUNT <key>",
             "    Return the reference count of the object stored at <key>.",
         ];
@@ -1544,18 +1610,31 @@ pub(crate) fn object(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
     }
     match sub.as_slice() {
         b"ENCODING" => {
-            let name = match ctx.store.peek(key) {
-                Some(o) => redis_encoding(ctx.info, o.kind, o.value),
+            let (kind, name) = match ctx.store.peek(key) {
+                Some(o) => (o.kind, redis_encoding(ctx.info, o.kind, o.value)),
                 None => match ctx.store.get(key)? {
-                    Some(o) => redis_encoding(ctx.info, o.kind, o.value),
+                    Some(o) => (o.kind, redis_encoding(ctx.info, o.kind, o.value)),
                     None => {
                         reply::null(ctx.out, proto);
                         return Ok(Effect::Read);
                     }
                 },
             };
+            // Collections: the name follows their members, which the root alone does not
+            // tell. Redis 7.0 keeps every list in a quicklist.
+            let name = match kind {
+                Kind::List => "quicklist",
+                Kind::Set => crate::set::encoding(ctx, key)?,
+                Kind::ZSet => crate::zset::encoding(ctx, key)?,
+                _ => name,
+            };
             reply::bulk(ctx.out, name.as_bytes());
         }
+        // Where the value really is (ENCODING names what Redis would use).
+        b"TIER" => match ctx.store.tier_of(key) {
+            Some(t) => reply::bulk(ctx.out, t.as_bytes()),
+            None => reply::null(ctx.out, proto),
+        },
         b"REFCOUNT" => reply::int(ctx.out, 1),
         b"IDLETIME" => reply::int(ctx.out, 0),
         b"FREQ" => {
@@ -2075,13 +2154,14 @@ fn info_text(store: &Store, info: &mut ServerInfo, sections: &[String]) -> Strin
     if want("clients") {
         let _ = write!(
             t,
-            "# Clients\r\nconnected_clients:{}\r\ncluster_connections:0\r\nmaxclients:{}\r\nclient_recent_max_input_buffer:{}\r\nclient_recent_max_output_buffer:{}\r\nclient_peak_input_buffer:{}\r\nclient_peak_output_buffer:{}\r\nblocked_clients:0\r\ntracking_clients:0\r\nclients_in_timeout_table:0\r\npubsub_clients:{}\r\nwatching_clients:{}\r\n\r\n",
+            "# Clients\r\nconnected_clients:{}\r\ncluster_connections:0\r\nmaxclients:{}\r\nclient_recent_max_input_buffer:{}\r\nclient_recent_max_output_buffer:{}\r\nclient_peak_input_buffer:{}\r\nclient_peak_output_buffer:{}\r\nblocked_clients:{}\r\ntracking_clients:0\r\nclients_in_timeout_table:0\r\npubsub_clients:{}\r\nwatching_clients:{}\r\n\r\n",
             info.connected_clients,
             info.max_clients,
             info.client_peak_input_buffer,
             info.client_peak_output_buffer,
             info.client_peak_input_buffer,
             info.client_peak_output_buffer,
+            info.blocked.len(),
             info.pubsub.subscribers(),
             info.watchers.values().flatten().collect::<hashbrown::HashSet<_>>().len(),
         );
@@ -2669,6 +2749,10 @@ mod tests {
         db.cmd("CONFIG SET hash-max-listpack-entries 128");
         db.cmd("CONFIG SET hash-max-ziplist-value 0");
         assert_eq!(enc(&mut db, "h"), "$9\r\nhashtable\r\n");
+        assert_eq!(db.cmd("OBJECT TIER e"), "$4\r\ndram\r\n");
+        db.cmd("RPUSH l a b");
+        assert_eq!(db.cmd("OBJECT TIER l"), "$4\r\ndram\r\n");
+        assert_eq!(db.cmd("OBJECT TIER missing"), "$-1\r\n");
         assert_eq!(db.cmd("OBJECT REFCOUNT e"), ":1\r\n");
         assert_eq!(db.cmd("OBJECT IDLETIME e"), ":0\r\n");
         assert!(db
@@ -2790,6 +2874,26 @@ mod tests {
         let mut out = Vec::new();
         execute(&mut db.store, &mut db.info, session, &words, &mut out);
         String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn smove_of_a_member_the_destination_holds_leaves_its_watchers_alone() {
+        let mut db = Db::new();
+        db.session.id = 1;
+        let mut other = Session::new(2, true);
+        db.cmd("SADD src a b");
+        db.cmd("SADD dst a");
+        db.cmd("WATCH dst");
+        assert_eq!(run_as(&mut db, &mut other, "SMOVE src dst a"), ":1\r\n");
+        db.cmd("MULTI");
+        db.cmd("SADD dst c");
+        assert_eq!(db.cmd("EXEC"), "*1\r\n:1\r\n");
+        // A member new to the destination is a change of it.
+        db.cmd("WATCH dst");
+        assert_eq!(run_as(&mut db, &mut other, "SMOVE src dst b"), ":1\r\n");
+        db.cmd("MULTI");
+        db.cmd("SADD dst d");
+        assert_eq!(db.cmd("EXEC"), "*-1\r\n");
     }
 
     #[test]

@@ -288,6 +288,403 @@ pub(crate) fn pexpiretime(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, S
     expire_time(ctx, args[1], false)
 }
 
+/// SORT's pattern lookup (Redis's `lookupKeyByPattern`): `#` is the element itself; otherwise
+/// the first `*` is replaced by the element, and a `->field` after it names a hash field. A
+/// pattern without `*`, a missing key or a key of another type is `None`.
+fn by_pattern(
+    ctx: &mut Ctx<'_>,
+    pattern: &[u8],
+    elem: &[u8],
+) -> Result<Option<Vec<u8>>, StoreError> {
+    if pattern == b"#" {
+        return Ok(Some(elem.to_vec()));
+    }
+    let Some(star) = pattern.iter().position(|&b| b == b'*') else {
+        return Ok(None);
+    };
+    let after = &pattern[star + 1..];
+    let (post, field) = match after.windows(2).position(|w| w == b"->") {
+        Some(f) if f + 2 < after.len() => (&after[..f], Some(&after[f + 2..])),
+        _ => (after, None),
+    };
+    let mut key = pattern[..star].to_vec();
+    key.extend_from_slice(elem);
+    key.extend_from_slice(post);
+    let Some(o) = ctx.store.get(&key)? else {
+        return Ok(None);
+    };
+    Ok(match field {
+        None => (o.kind == Kind::String).then(|| o.value.to_vec()),
+        Some(f) if o.kind == Kind::Hash => crate::hash::decode(o.value).and_then(|fields| {
+            fields
+                .into_iter()
+                .find(|(k, _)| *k == f)
+                .map(|(_, v)| v.to_vec())
+        }),
+        Some(_) => None,
+    })
+}
+
+/// A number as SORT reads one (`strtod` on the whole string: leading spaces allowed, the
+/// empty string is 0); `None` is Redis's conversion error.
+fn sort_score(b: &[u8]) -> Option<f64> {
+    let t = std::str::from_utf8(b).ok()?.trim_start();
+    if t.is_empty() {
+        return Some(0.0);
+    }
+    t.parse::<f64>().ok().filter(|f| !f.is_nan())
+}
+
+/// SORT key [BY pattern] [LIMIT offset count] [GET pattern ...] [ASC|DESC] [ALPHA]
+/// [STORE destination], and SORT_RO (no STORE), as Redis 7.0 does them (ALPHA compares bytes,
+/// as the C locale does).
+pub(crate) fn sort(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    let readonly = args[0].eq_ignore_ascii_case(b"SORT_RO");
+    let (mut desc, mut alpha, mut by, mut store) = (false, false, None::<&[u8]>, None::<&[u8]>);
+    let (mut limit_start, mut limit_count) = (0i64, -1i64);
+    let mut gets: Vec<&[u8]> = Vec::new();
+    let mut dontsort = false;
+    let mut j = 2;
+    while j < args.len() {
+        let left = args.len() - j - 1;
+        let a = args[j].to_ascii_uppercase();
+        match a.as_slice() {
+            b"ASC" => desc = false,
+            b"DESC" => desc = true,
+            b"ALPHA" => alpha = true,
+            b"LIMIT" if left >= 2 => {
+                let (Some(st), Some(ct)) = (parse_i64(args[j + 1]), parse_i64(args[j + 2])) else {
+                    return fail(ctx, crate::commands::NOT_INT);
+                };
+                (limit_start, limit_count) = (st, ct);
+                j += 2;
+            }
+            b"STORE" if !readonly && left >= 1 => {
+                store = Some(args[j + 1]);
+                j += 1;
+            }
+            b"BY" if left >= 1 => {
+                by = Some(args[j + 1]);
+                dontsort = !args[j + 1].contains(&b'*');
+                j += 1;
+            }
+            b"GET" if left >= 1 => {
+                gets.push(args[j + 1]);
+                j += 1;
+            }
+            _ => return fail(ctx, SYNTAX),
+        }
+        j += 1;
+    }
+    let kind = ctx.store.get(args[1])?.map(|o| o.kind);
+    // The elements in their native order (a set's is its members' byte order here).
+    let mut elems: Vec<Vec<u8>> = match kind {
+        None => Vec::new(),
+        Some(Kind::List) => ctx.store.list_range(args[1], 0, -1)?,
+        Some(Kind::Set) => {
+            let mut all = Vec::new();
+            let mut after: Option<Vec<u8>> = None;
+            loop {
+                let (page, next) = ctx.store.sscan(args[1], after.as_deref(), 1024)?;
+                all.extend(page);
+                match next {
+                    Some(n) => after = Some(n),
+                    None => break all,
+                }
+            }
+        }
+        Some(Kind::ZSet) => ctx
+            .store
+            .zrange_by_rank(args[1], 0, -1, false)?
+            .into_iter()
+            .map(|(m, _)| m)
+            .collect(),
+        Some(_) => return fail(ctx, crate::commands::WRONGTYPE),
+    };
+    // A set stored unsorted would be in an arbitrary order: Redis sorts it ALPHA then.
+    if dontsort && kind == Some(Kind::Set) && store.is_some() {
+        dontsort = false;
+        alpha = true;
+        by = None;
+    }
+    if dontsort && desc && kind == Some(Kind::ZSet) {
+        elems.reverse();
+    }
+    if !dontsort {
+        let mut keyed = Vec::with_capacity(elems.len());
+        for e in elems {
+            let byval = match by {
+                Some(p) => by_pattern(ctx, p, &e)?,
+                None => Some(e.clone()),
+            };
+            keyed.push((e, byval));
+        }
+        if alpha {
+            keyed.sort_by(|a, b| {
+                let c = match by {
+                    Some(_) => a.1.cmp(&b.1),
+                    None => a.0.cmp(&b.0),
+                };
+                if desc {
+                    c.reverse()
+                } else {
+                    c
+                }
+            });
+        } else {
+            let mut scored = Vec::with_capacity(keyed.len());
+            for (e, v) in keyed {
+                let s = match &v {
+                    None => 0.0,
+                    Some(v) => match sort_score(v) {
+                        Some(s) => s,
+                        None => {
+                            return fail(
+                                ctx,
+                                "ERR One or more scores can't be converted into double",
+                            )
+                        }
+                    },
+                };
+                scored.push((e, s));
+            }
+            scored.sort_by(|a, b| {
+                let c = a.1.total_cmp(&b.1).then_with(|| a.0.cmp(&b.0));
+                if desc {
+                    c.reverse()
+                } else {
+                    c
+                }
+            });
+            keyed = scored.into_iter().map(|(e, _)| (e, None)).collect();
+        }
+        elems = keyed.into_iter().map(|(e, _)| e).collect();
+    }
+    // Redis's LIMIT arithmetic.
+    let len = elems.len() as i64;
+    let mut start = limit_start.max(0);
+    let mut end = if limit_count < 0 {
+        len - 1
+    } else {
+        start.saturating_add(limit_count) - 1
+    };
+    if start >= len {
+        start = len - 1;
+        end = len - 2;
+    }
+    if end >= len {
+        end = len - 1;
+    }
+    let picked: &[Vec<u8>] = if end >= start && start >= 0 {
+        &elems[start as usize..=end as usize]
+    } else {
+        &[]
+    };
+    let mut out: Vec<Option<Vec<u8>>> = Vec::new();
+    for e in picked {
+        if gets.is_empty() {
+            out.push(Some(e.clone()));
+        }
+        for g in &gets {
+            out.push(by_pattern(ctx, g, e)?);
+        }
+    }
+    match store {
+        None => {
+            let proto = ctx.session.proto;
+            reply::array(ctx.out, out.len());
+            for v in &out {
+                match v {
+                    Some(v) => reply::bulk(ctx.out, v),
+                    None => reply::null(ctx.out, proto),
+                }
+            }
+            Ok(Effect::Read)
+        }
+        Some(dst) => {
+            let existed = ctx.store.delete(dst)?;
+            let vals: Vec<&[u8]> = out.iter().map(|v| v.as_deref().unwrap_or(b"")).collect();
+            for chunk in vals.chunks(1024) {
+                ctx.store
+                    .list_push(dst, cxltier_store::ListEnd::Right, chunk)?;
+            }
+            // The destination is no key position of the table's: a client blocked on it is
+            // told here.
+            if !out.is_empty() && !ctx.info.blocked.is_empty() {
+                ctx.info.ready.push(dst.to_vec());
+            }
+            reply::int(ctx.out, out.len() as i64);
+            Ok(if existed || !out.is_empty() {
+                Effect::Wrote
+            } else {
+                Effect::Read
+            })
+        }
+    }
+}
+
+/// The start of a DUMP payload: cxltier's own format (Redis's is RDB, which this is not: a
+/// payload moves between cxltier servers only), version 1.
+const DUMP_MAGIC: &[u8] = b"\xffCXLT\x01";
+const BAD_PAYLOAD: &str = "ERR DUMP payload version or checksum are wrong";
+
+fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
+    out.extend_from_slice(&(b.len() as u32).to_le_bytes());
+    out.extend_from_slice(b);
+}
+
+/// DUMP key: the value in cxltier's own serialized form (magic, kind, members, CRC32C).
+pub(crate) fn dump(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    let key = args[1];
+    let Some((kind, value)) = ctx.store.get(key)?.map(|o| (o.kind, o.value.to_vec())) else {
+        reply::null(ctx.out, ctx.session.proto);
+        return Ok(Effect::Read);
+    };
+    let mut out = DUMP_MAGIC.to_vec();
+    out.push(kind as u8);
+    match kind {
+        Kind::String | Kind::Hash => out.extend_from_slice(&value),
+        Kind::List => {
+            for m in ctx.store.list_range(key, 0, -1)? {
+                put_bytes(&mut out, &m);
+            }
+        }
+        Kind::Set => {
+            let mut after: Option<Vec<u8>> = None;
+            loop {
+                let (page, next) = ctx.store.sscan(key, after.as_deref(), 1024)?;
+                for m in &page {
+                    put_bytes(&mut out, m);
+                }
+                match next {
+                    Some(n) => after = Some(n),
+                    None => break,
+                }
+            }
+        }
+        Kind::ZSet => {
+            for (m, sc) in ctx.store.zrange_by_rank(key, 0, -1, false)? {
+                out.extend_from_slice(&sc.to_le_bytes());
+                put_bytes(&mut out, &m);
+            }
+        }
+        _ => return fail(ctx, "ERR DUMP of this kind of value is not supported"),
+    }
+    let crc = crc32c::crc32c(&out);
+    out.extend_from_slice(&crc.to_le_bytes());
+    reply::bulk(ctx.out, &out);
+    Ok(Effect::Read)
+}
+
+/// The length-prefixed items of a DUMP payload's body; `None` when malformed.
+fn items(mut b: &[u8], scored: bool) -> Option<Vec<(f64, &[u8])>> {
+    let mut out = Vec::new();
+    while !b.is_empty() {
+        let mut score = 0.0;
+        if scored {
+            score = f64::from_le_bytes(b.get(..8)?.try_into().ok()?);
+            b = &b[8..];
+        }
+        let n = u32::from_le_bytes(b.get(..4)?.try_into().ok()?) as usize;
+        let m = b.get(4..4usize.checked_add(n)?)?;
+        b = &b[4 + n..];
+        out.push((score, m));
+    }
+    Some(out)
+}
+
+/// RESTORE key ttl payload [REPLACE] [ABSTTL] [IDLETIME s] [FREQ f]: a DUMP payload of this
+/// server's format under `key` (IDLETIME and FREQ are checked and ignored: no access times
+/// are kept).
+pub(crate) fn restore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    let (key, payload) = (args[1], args[3]);
+    let (mut replace, mut absttl) = (false, false);
+    let mut i = 4;
+    while i < args.len() {
+        match args[i].to_ascii_uppercase().as_slice() {
+            b"REPLACE" => replace = true,
+            b"ABSTTL" => absttl = true,
+            b"IDLETIME" | b"FREQ" if i + 1 < args.len() => {
+                if parse_i64(args[i + 1]).is_none_or(|v| v < 0) {
+                    return fail(ctx, "ERR Invalid IDLETIME or FREQ value, must be >= 0");
+                }
+                i += 1;
+            }
+            _ => return fail(ctx, SYNTAX),
+        }
+        i += 1;
+    }
+    let ttl = match parse_i64(args[2]) {
+        None => return fail(ctx, crate::commands::NOT_INT),
+        Some(t) if t < 0 => return fail(ctx, "ERR Invalid TTL value, must be >= 0"),
+        Some(t) => t as u64,
+    };
+    let body = payload
+        .strip_prefix(DUMP_MAGIC)
+        .filter(|b| b.len() >= 5)
+        .filter(|_| {
+            let (data, crc) = payload.split_at(payload.len() - 4);
+            crc32c::crc32c(data).to_le_bytes() == crc
+        });
+    let Some(body) = body else {
+        return fail(ctx, BAD_PAYLOAD);
+    };
+    let (kind, body) = (Kind::from_u8(body[0]), &body[1..body.len() - 4]);
+    if !replace && ctx.store.contains(key) {
+        return fail(ctx, "BUSYKEY Target key name already exists.");
+    }
+    let expires = match (ttl, absttl) {
+        (0, _) => None,
+        (t, true) => Some(t),
+        (t, false) => Some(now_ms().saturating_add(t)),
+    };
+    // A time already past: the key would expire at once, so it is not created (Redis's rule).
+    if expires.is_some_and(|t| t <= now_ms()) {
+        if replace {
+            ctx.store.delete(key)?;
+        }
+        reply::ok(ctx.out);
+        return Ok(Effect::Wrote);
+    }
+    let scored = kind == Some(Kind::ZSet);
+    let members = match kind {
+        Some(Kind::List | Kind::Set | Kind::ZSet) => match items(body, scored) {
+            Some(m) => m,
+            None => return fail(ctx, BAD_PAYLOAD),
+        },
+        Some(Kind::Hash) if crate::hash::decode(body).is_none() => return fail(ctx, BAD_PAYLOAD),
+        Some(Kind::String | Kind::Hash) => Vec::new(),
+        _ => return fail(ctx, BAD_PAYLOAD),
+    };
+    ctx.store.delete(key)?;
+    match kind {
+        Some(k @ (Kind::String | Kind::Hash)) => ctx.store.put(key, k, body, expires)?,
+        Some(Kind::List) => {
+            let ms: Vec<&[u8]> = members.iter().map(|m| m.1).collect();
+            for c in ms.chunks(1024) {
+                ctx.store.list_push(key, cxltier_store::ListEnd::Right, c)?;
+            }
+        }
+        Some(Kind::Set) => {
+            let ms: Vec<&[u8]> = members.iter().map(|m| m.1).collect();
+            for c in ms.chunks(1024) {
+                ctx.store.sadd(key, c)?;
+            }
+        }
+        _ => {
+            for c in members.chunks(1024) {
+                ctx.store
+                    .zadd(key, cxltier_store::ZAddFlags::default(), c)?;
+            }
+        }
+    }
+    if expires.is_some() && !matches!(kind, Some(Kind::String | Kind::Hash)) {
+        ctx.store.set_expiry(key, expires)?;
+    }
+    reply::ok(ctx.out);
+    Ok(Effect::Wrote)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -312,5 +709,132 @@ mod tests {
         assert!(successor(b"ab").as_slice() > b"ab".as_slice());
         assert!(successor(b"ab").as_slice() < b"ab\x00\x00".as_slice());
         assert!(successor(b"ab").as_slice() < b"ac".as_slice());
+    }
+
+    #[test]
+    fn rename_and_copy_take_collections_whole() {
+        let mut db = crate::list::testdb::Db::new();
+        db.cmd("RPUSH bob a b c");
+        assert_eq!(db.cmd("RENAME bob foo"), "+OK\r\n");
+        assert_eq!(
+            db.cmd("LRANGE foo 0 -1"),
+            "*3\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n"
+        );
+        assert_eq!(db.cmd("EXISTS bob"), ":0\r\n");
+        db.cmd("ZADD z 1 a");
+        assert_eq!(db.cmd("COPY z z2"), ":1\r\n");
+        assert_eq!(db.cmd("ZSCORE z2 a"), "$1\r\n1\r\n");
+        assert_eq!(db.cmd("RENAMENX z foo"), ":0\r\n");
+        assert_eq!(db.cmd("RENAME nope x"), "-ERR no such key\r\n");
+        db.cmd("SET s v");
+        assert_eq!(db.cmd("RENAME s foo"), "+OK\r\n");
+        assert_eq!(db.cmd("GET foo"), "$1\r\nv\r\n");
+    }
+
+    #[test]
+    fn sort_follows_redis() {
+        let mut db = crate::list::testdb::Db::new();
+        db.cmd("RPUSH l 3 1 2");
+        assert_eq!(db.cmd("SORT l"), "*3\r\n$1\r\n1\r\n$1\r\n2\r\n$1\r\n3\r\n");
+        assert_eq!(
+            db.cmd("SORT l DESC LIMIT 0 2"),
+            "*2\r\n$1\r\n3\r\n$1\r\n2\r\n"
+        );
+        db.cmd("MSET w_1 30 w_2 10 w_3 20");
+        db.cmd("HSET h_1 f a");
+        assert_eq!(
+            db.cmd("SORT l BY w_* GET # GET h_*->f"),
+            "*6\r\n$1\r\n2\r\n$-1\r\n$1\r\n3\r\n$-1\r\n$1\r\n1\r\n$1\r\na\r\n"
+        );
+        assert_eq!(
+            db.cmd("SORT l BY nosort"),
+            "*3\r\n$1\r\n3\r\n$1\r\n1\r\n$1\r\n2\r\n"
+        );
+        db.cmd("SADD s b a c");
+        assert_eq!(db.cmd("SORT s ALPHA STORE d"), ":3\r\n");
+        assert_eq!(
+            db.cmd("LRANGE d 0 -1"),
+            "*3\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n"
+        );
+        assert_eq!(
+            db.cmd("SORT s"),
+            "-ERR One or more scores can't be converted into double\r\n"
+        );
+        assert_eq!(db.cmd("SORT nope STORE d"), ":0\r\n");
+        assert_eq!(db.cmd("EXISTS d"), ":0\r\n");
+        assert_eq!(db.cmd("SORT_RO l STORE d"), "-ERR syntax error\r\n");
+        assert!(db.cmd("SORT w_1").starts_with("-WRONGTYPE"));
+    }
+
+    #[test]
+    fn dump_and_restore_round_trip_every_type() {
+        let mut db = crate::list::testdb::Db::new();
+        db.cmd("SET s hello");
+        db.cmd("HSET h a 1 b 2");
+        db.cmd("RPUSH l x y z");
+        db.cmd("SADD st 1 2 a");
+        db.cmd("ZADD z 1.5 a -2 b");
+        for (k, check) in [
+            ("s", "GET"),
+            ("h", "HGETALL"),
+            ("l", "LRANGE {} 0 -1"),
+            ("st", "SMEMBERS"),
+            ("z", "ZRANGE {} 0 -1 WITHSCORES"),
+        ] {
+            let q = |key: &str| {
+                if check.contains("{}") {
+                    check.replace("{}", key)
+                } else {
+                    format!("{check} {key}")
+                }
+            };
+            let want = db.cmd(&q(k));
+            let words: Vec<&[u8]> = vec![b"DUMP", k.as_bytes()];
+            let mut out = Vec::new();
+            crate::commands::execute(
+                &mut db.store,
+                &mut db.info,
+                &mut db.session,
+                &words,
+                &mut out,
+            );
+            // The bulk's bytes, whatever they hold.
+            let nl = out.iter().position(|&b| b == b'\n').unwrap();
+            let payload = out[nl + 1..out.len() - 2].to_vec();
+            let new = format!("{k}2");
+            let words: Vec<&[u8]> = vec![b"RESTORE", new.as_bytes(), b"0", &payload];
+            let mut out = Vec::new();
+            crate::commands::execute(
+                &mut db.store,
+                &mut db.info,
+                &mut db.session,
+                &words,
+                &mut out,
+            );
+            assert_eq!(out, b"+OK\r\n", "{k}");
+            assert_eq!(db.cmd(&q(&new)), want, "{k}");
+            let mut out = Vec::new();
+            crate::commands::execute(
+                &mut db.store,
+                &mut db.info,
+                &mut db.session,
+                &words,
+                &mut out,
+            );
+            assert_eq!(out, b"-BUSYKEY Target key name already exists.\r\n");
+            let mut bad = payload.clone();
+            *bad.last_mut().unwrap() ^= 1;
+            let words: Vec<&[u8]> = vec![b"RESTORE", b"x", b"0", &bad];
+            let mut out = Vec::new();
+            crate::commands::execute(
+                &mut db.store,
+                &mut db.info,
+                &mut db.session,
+                &words,
+                &mut out,
+            );
+            assert_eq!(out, b"-ERR DUMP payload version or checksum are wrong\r\n");
+        }
+        assert_eq!(db.cmd("DUMP nope"), "$-1\r\n");
     }
 }

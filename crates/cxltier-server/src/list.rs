@@ -346,6 +346,219 @@ pub(crate) fn rpoplpush(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, Sto
     move_one(ctx, args[1], args[2], ListEnd::Right, ListEnd::Left)
 }
 
+/// A blocking command's timeout as Redis reads it: float seconds, rounded up to milliseconds,
+/// 0 for ever. `Err` is the error reply.
+pub(crate) fn timeout_arg(b: &[u8]) -> Result<Option<std::time::Instant>, &'static str> {
+    let f = std::str::from_utf8(b)
+        .ok()
+        .filter(|t| !t.is_empty() && !t.starts_with(char::is_whitespace))
+        .and_then(|t| t.parse::<f64>().ok())
+        .filter(|f| !f.is_nan())
+        .ok_or("ERR timeout is not a float or out of range")?;
+    let ms = (f * 1000.0).ceil();
+    if ms < 0.0 {
+        return Err("ERR timeout is negative");
+    }
+    // Past about 292 million years a deadline is no deadline: Instant cannot hold it.
+    if ms == 0.0 {
+        return Ok(None);
+    }
+    if ms.is_infinite() || ms >= 9.2e18 {
+        return Err("ERR timeout is out of range");
+    }
+    Ok(std::time::Instant::now().checked_add(std::time::Duration::from_millis(ms as u64)))
+}
+
+/// Nothing to pop: park the connection on `keys` (the server runs the command again when one
+/// is written), or, inside EXEC, where nothing may block, answer as a timeout.
+pub(crate) fn wait(
+    ctx: &mut Ctx<'_>,
+    keys: &[&[u8]],
+    deadline: Option<std::time::Instant>,
+    bulk: bool,
+) -> Effect {
+    if ctx.session.in_exec {
+        if bulk {
+            reply::null(ctx.out, ctx.session.proto);
+        } else {
+            reply::null_array(ctx.out, ctx.session.proto);
+        }
+    } else {
+        ctx.session.block = Some(crate::commands::Block {
+            keys: keys.iter().map(|k| k.to_vec()).collect(),
+            deadline,
+        });
+    }
+    Effect::Read
+}
+
+/// The length of the list at `key`; while the server runs a parked command again, a key of
+/// another type is only not ready (Redis leaves such a client blocked).
+pub(crate) fn ready_len(ctx: &mut Ctx<'_>, key: &[u8]) -> Result<u64, StoreError> {
+    match ctx.store.list_len(key) {
+        Err(StoreError::WrongType { .. }) if ctx.session.block_retry => Ok(0),
+        r => r,
+    }
+}
+
+/// A key and the members popped from it.
+type Popped = (Vec<u8>, Vec<Vec<u8>>);
+
+/// The first of `keys` holding a non-empty list, up to `count` members popped from it at
+/// `end`; `None` when every list is empty or absent (WRONGTYPE for a key of another type
+/// before it, in Redis's order).
+fn pop_first(
+    ctx: &mut Ctx<'_>,
+    keys: &[&[u8]],
+    end: ListEnd,
+    count: u64,
+) -> Result<Option<Popped>, StoreError> {
+    for k in keys {
+        if ready_len(ctx, k)? == 0 {
+            continue;
+        }
+        if let Some(v) = ctx.store.list_pop(k, end, count)? {
+            if !v.is_empty() {
+                return Ok(Some((k.to_vec(), v)));
+            }
+        }
+    }
+    Ok(None)
+}
+
+fn bpop(ctx: &mut Ctx<'_>, args: &[&[u8]], end: ListEnd) -> Result<Effect, StoreError> {
+    let deadline = match timeout_arg(args[args.len() - 1]) {
+        Ok(d) => d,
+        Err(e) => return err(ctx, e),
+    };
+    let keys = &args[1..args.len() - 1];
+    typed(ctx, |ctx| match pop_first(ctx, keys, end, 1)? {
+        Some((k, v)) => {
+            reply::array(ctx.out, 2);
+            reply::bulk(ctx.out, &k);
+            reply::bulk(ctx.out, &v[0]);
+            Ok(Effect::Wrote)
+        }
+        None => Ok(wait(ctx, keys, deadline, false)),
+    })
+}
+
+pub(crate) fn blpop(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    bpop(ctx, args, ListEnd::Left)
+}
+pub(crate) fn brpop(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    bpop(ctx, args, ListEnd::Right)
+}
+
+fn bmove(
+    ctx: &mut Ctx<'_>,
+    args: &[&[u8]],
+    from: ListEnd,
+    to: ListEnd,
+    timeout: &[u8],
+) -> Result<Effect, StoreError> {
+    let deadline = match timeout_arg(timeout) {
+        Ok(d) => d,
+        Err(e) => return err(ctx, e),
+    };
+    let src = args[1];
+    let n = match ready_len(ctx, src) {
+        Err(StoreError::WrongType { .. }) => return err(ctx, WRONGTYPE),
+        r => r?,
+    };
+    if n == 0 {
+        return Ok(wait(ctx, &[src], deadline, true));
+    }
+    move_one(ctx, src, args[2], from, to)
+}
+
+pub(crate) fn brpoplpush(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    bmove(ctx, args, ListEnd::Right, ListEnd::Left, args[3])
+}
+
+pub(crate) fn blmove(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    let (Some(from), Some(to)) = (end_arg(args[3]), end_arg(args[4])) else {
+        return err(ctx, SYNTAX);
+    };
+    bmove(ctx, args, from, to, args[5])
+}
+
+/// `numkeys key... LEFT|RIGHT [COUNT count]` of LMPOP and BLMPOP, from `args[at]`: the keys,
+/// the end and the count, or the error reply.
+fn mpop_args<'a>(
+    args: &[&'a [u8]],
+    at: usize,
+) -> Result<(Vec<&'a [u8]>, ListEnd, u64), &'static str> {
+    let n = match int_arg(args[at]) {
+        Some(n) if n > 0 => n as u64,
+        _ => return Err("ERR numkeys should be greater than 0"),
+    };
+    let end_at = (at as u64 + 1).saturating_add(n);
+    if end_at >= args.len() as u64 {
+        return Err(SYNTAX);
+    }
+    let end_at = end_at as usize;
+    let end = end_arg(args[end_at]).ok_or(SYNTAX)?;
+    let mut count = None;
+    let mut i = end_at + 1;
+    while i < args.len() {
+        if count.is_none() && args[i].eq_ignore_ascii_case(b"COUNT") && i + 1 < args.len() {
+            match int_arg(args[i + 1]) {
+                Some(c) if c > 0 => count = Some(c as u64),
+                _ => return Err("ERR count should be greater than 0"),
+            }
+            i += 2;
+        } else {
+            return Err(SYNTAX);
+        }
+    }
+    Ok((args[at + 1..end_at].to_vec(), end, count.unwrap_or(1)))
+}
+
+fn reply_mpop(ctx: &mut Ctx<'_>, key: &[u8], members: &[Vec<u8>]) {
+    reply::array(ctx.out, 2);
+    reply::bulk(ctx.out, key);
+    reply::array(ctx.out, members.len());
+    for m in members {
+        reply::bulk(ctx.out, m);
+    }
+}
+
+pub(crate) fn lmpop(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    let (keys, end, count) = match mpop_args(args, 1) {
+        Ok(a) => a,
+        Err(e) => return err(ctx, e),
+    };
+    typed(ctx, |ctx| match pop_first(ctx, &keys, end, count)? {
+        Some((k, v)) => {
+            reply_mpop(ctx, &k, &v);
+            Ok(Effect::Wrote)
+        }
+        None => {
+            reply::null_array(ctx.out, ctx.session.proto);
+            Ok(Effect::Read)
+        }
+    })
+}
+
+pub(crate) fn blmpop(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    let (keys, end, count) = match mpop_args(args, 2) {
+        Ok(a) => a,
+        Err(e) => return err(ctx, e),
+    };
+    let deadline = match timeout_arg(args[1]) {
+        Ok(d) => d,
+        Err(e) => return err(ctx, e),
+    };
+    typed(ctx, |ctx| match pop_first(ctx, &keys, end, count)? {
+        Some((k, v)) => {
+            reply_mpop(ctx, &k, &v);
+            Ok(Effect::Wrote)
+        }
+        None => Ok(wait(ctx, &keys, deadline, false)),
+    })
+}
+
 /// A store and a connection to run commands against, for the collection commands' tests.
 #[cfg(test)]
 pub(crate) mod testdb {

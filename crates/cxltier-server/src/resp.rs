@@ -426,7 +426,7 @@ pub mod reply {
         } else if d.is_infinite() {
             if d > 0.0 { "inf" } else { "-inf" }.to_string()
         } else {
-            format!("{d}")
+            g17(d)
         };
         if proto >= 3 {
             out.push(b',');
@@ -434,6 +434,30 @@ pub mod reply {
             out.extend_from_slice(b"\r\n");
         } else {
             bulk(out, text.as_bytes());
+        }
+    }
+    /// A finite double as C's `%.17g` writes it (Redis 7.0's addReplyDouble): 17 significant
+    /// digits, trailing zeros dropped, an exponent (`e+20`, `e-05`) below 1e-4 or from 1e17.
+    pub fn g17(d: f64) -> String {
+        if d == 0.0 {
+            return if d.is_sign_negative() { "-0" } else { "0" }.to_string();
+        }
+        // 17 significant digits in scientific form: the digits and the decimal exponent.
+        let sci = format!("{d:.16e}");
+        let (mantissa, exp) = sci.split_once('e').expect("{:e} has an exponent");
+        let exp: i32 = exp.parse().expect("an integer exponent");
+        let trim = |t: &str| -> String {
+            if t.contains('.') {
+                t.trim_end_matches('0').trim_end_matches('.').to_string()
+            } else {
+                t.to_string()
+            }
+        };
+        if !(-4..17).contains(&exp) {
+            let sign = if exp < 0 { '-' } else { '+' };
+            format!("{}e{sign}{:02}", trim(mantissa), exp.unsigned_abs())
+        } else {
+            trim(&format!("{d:.*}", (16 - exp) as usize))
         }
     }
     /// A big number given as its decimal digits; RESP2: a bulk string of them.
@@ -484,6 +508,26 @@ mod tests {
     fn args(buf: &[u8]) -> Vec<Vec<u8>> {
         let p = parse(buf).unwrap().unwrap();
         p.args.iter().map(|r| buf[r.clone()].to_vec()).collect()
+    }
+
+    #[test]
+    fn doubles_are_written_as_printf_g17() {
+        use super::reply::g17;
+        for (d, want) in [
+            (0.697_076_566_841_954_6, "0.69707656684195463"),
+            (f64::MAX, "1.7976931348623157e+308"),
+            (1e20, "1e+20"),
+            (10.5, "10.5"),
+            (-3.0, "-3"),
+            (0.0001, "0.0001"),
+            (0.00001, "1.0000000000000001e-05"),
+            (1e16, "10000000000000000"),
+            (1e17, "1e+17"),
+            (0.1, "0.10000000000000001"),
+            (0.0, "0"),
+        ] {
+            assert_eq!(g17(d), want, "{d}");
+        }
     }
 
     #[test]

@@ -155,6 +155,11 @@ pub enum ServerError {
 
 struct Conn {
     stream: TcpStream,
+    /// Registered for writable events too: only while replies wait for room in the socket.
+    /// (Registered for both all the time, every ACK of a reply put the connection on epoll's
+    /// ready list, where a later request of it was reported before an earlier one of another
+    /// client: arrival order was lost.)
+    wants_writable: bool,
     /// For log lines.
     peer: Option<SocketAddr>,
     /// The socket may have bytes not read yet (epoll is edge-triggered: no new event comes for
@@ -184,6 +189,18 @@ struct Conn {
     queue: VecDeque<Pending>,
     /// Bytes of `input` parsed onto `queue`.
     parsed: usize,
+    /// Parked by a blocking command that found nothing: its commands behind wait.
+    parked: Option<Parked>,
+}
+
+/// A blocking command waiting for one of its keys to be written.
+struct Parked {
+    args: Vec<Vec<u8>>,
+    keys: Vec<Vec<u8>>,
+    deadline: Option<Instant>,
+    /// When it blocked, in the server's order: clients blocked on one key are served first come
+    /// first served.
+    seq: u64,
 }
 
 impl Conn {
@@ -317,7 +334,7 @@ pub fn serve_on(
     let mut idle = false;
     // Commands parsed so far: each queued command's place in arrival order.
     let mut parsed = 0u64;
-    // Reused each turn: the order connections are served in (see below).
+    // Reused each turn: the order connections are read and served in (see below).
     let mut order: Vec<(u64, Token)> = Vec::new();
     let mut turn: Vec<Token> = Vec::new();
     let mut seen: hashbrown::HashSet<Token> = hashbrown::HashSet::new();
@@ -332,12 +349,19 @@ pub fn serve_on(
         let busy = !idle
             && (store.reads_in_flight() > 0
                 || conns.values().any(|c| {
-                    !c.queue.is_empty() || c.more || (c.readable && has_room(c, &limits))
+                    (c.parked.is_none() && (!c.queue.is_empty() || c.more))
+                        || (c.readable && has_room(c, &limits))
                 }));
         let timeout = if busy {
             Duration::ZERO
         } else {
+            let nearest = conns
+                .values()
+                .filter_map(|c| c.parked.as_ref()?.deadline)
+                .min()
+                .map_or(TICK, |d| d.saturating_duration_since(Instant::now()));
             TICK.saturating_sub(last_tick.elapsed())
+                .min(nearest)
                 .max(Duration::from_millis(1))
         };
         if let Err(e) = poll.poll(&mut events, Some(timeout)) {
@@ -347,20 +371,6 @@ pub fn serve_on(
             return Err(e.into());
         }
         let had_events = !events.is_empty();
-        // This turn's order of connections: those with commands left from earlier turns
-        // first, then those that became readable, in the order the kernel reported them (a
-        // client's command that arrived first runs first, as in Redis; a hash map's order
-        // let another client's later PUBLISH overtake a PUNSUBSCRIBE).
-        order.clear();
-        order.extend(
-            conns
-                .iter()
-                .filter(|(_, c)| !c.queue.is_empty() || c.more)
-                .map(|(&t, c)| (c.queue.front().map_or(u64::MAX, |p| p.seq), t)),
-        );
-        order.sort_unstable();
-        turn.clear();
-        turn.extend(order.iter().map(|&(_, t)| t));
         for ev in events.iter() {
             if ev.token() == COMPLETIONS {
                 // The reads are collected below.
@@ -387,18 +397,38 @@ pub fn serve_on(
             if ev.is_readable() || ev.is_read_closed() {
                 if let Some(c) = conns.get_mut(&ev.token()) {
                     c.readable = true;
-                    turn.push(ev.token());
                 }
             }
         }
-        // The rest after them (held back by their limits, or nothing to do).
+        // Read all that is there, from each connection within its limits; parse every complete
+        // command onto its connection's queue, up to the queue's limit.
+        // In the order epoll reported them (Redis's order), after the connections with
+        // commands left from earlier turns (oldest first); the rest last (held back by their
+        // limits, or nothing to do). Commands run in this order too: a client's command that
+        // arrived first runs first (a PUNSUBSCRIBE before another client's PUBLISH, a blocking
+        // pop before the push that feeds it).
+        order.clear();
+        order.extend(
+            conns
+                .iter()
+                .filter_map(|(&t, c)| c.queue.front().map(|p| (p.seq, t))),
+        );
+        order.sort_unstable();
+        turn.clear();
+        turn.extend(order.iter().map(|&(_, t)| t));
+        turn.extend(
+            events
+                .iter()
+                .map(|e| e.token())
+                .filter(|t| conns.contains_key(t)),
+        );
         seen.clear();
         turn.retain(|t| seen.insert(*t));
         turn.extend(conns.keys().filter(|t| !seen.contains(*t)));
-        // Read all that is there, from each connection within its limits; parse every complete
-        // command onto its connection's queue, up to the queue's limit.
-        for t in &turn {
-            let Some(c) = conns.get_mut(t) else { continue };
+        for &t in &turn {
+            let Some(c) = conns.get_mut(&t) else {
+                continue;
+            };
             if c.readable && has_room(c, &limits) {
                 read_all(c, &mut buf, input_limit(c, &limits));
             }
@@ -476,9 +506,22 @@ pub fn serve_on(
         // Replies go out after the commit. A client whose unread replies stay over the soft
         // limit too long is closed; buffers that grew for one big request are given back.
         let now = Instant::now();
-        for c in conns.values_mut() {
+        for (&t, c) in conns.iter_mut() {
             if !c.output.is_empty() {
                 flush(c);
+            }
+            let wants = c.unsent() > 0;
+            if wants != c.wants_writable {
+                let interest = if wants {
+                    Interest::READABLE | Interest::WRITABLE
+                } else {
+                    Interest::READABLE
+                };
+                match poll.registry().reregister(&mut c.stream, t, interest) {
+                    Ok(()) => c.wants_writable = wants,
+                    // The socket is gone: its next read or write finds out and closes it.
+                    Err(_) => c.dead = true,
+                }
             }
             info.client_peak_input_buffer = info.client_peak_input_buffer.max(c.input.capacity());
             info.client_peak_output_buffer =
@@ -496,6 +539,7 @@ pub fn serve_on(
             if done {
                 let _ = poll.registry().deregister(&mut c.stream);
                 info.clients.remove(&c.session.id);
+                info.blocked.remove(&c.session.id);
                 info.unwatch(&mut c.session);
                 info.pubsub.drop_session(&mut c.session);
             }
@@ -784,12 +828,20 @@ fn run_ready(
     // in case the commit fails.
     let mut wrote: HashMap<Token, (bool, usize)> = HashMap::new();
     let mut starts: HashMap<Token, usize> = HashMap::new();
+    // In the turn's order (see the loop): of two clients whose commands came in one turn,
+    // the first to send runs first.
     for &t in order {
-        let Some(c) = conns.get_mut(&t) else { continue };
+        let Some(c) = conns.get_mut(&t) else {
+            continue;
+        };
         let mut executed = 0;
         while let Some(p) = c.queue.front() {
             if c.quit {
                 c.queue.clear();
+                break;
+            }
+            // Parked by a blocking command: what follows it waits until it is answered.
+            if c.parked.is_some() {
                 break;
             }
             // Its client is not reading its replies: run nothing more of it until it does.
@@ -822,6 +874,15 @@ fn run_ready(
             let args: Vec<&[u8]> = p.args.iter().map(|r| &input[r.clone()]).collect();
             let before = c.output.len();
             let effect = commands::execute(store, info, &mut c.session, &args, &mut c.output);
+            if let Some(b) = c.session.block.take() {
+                c.parked = Some(Parked {
+                    args: args.iter().map(|a| a.to_vec()).collect(),
+                    keys: b.keys,
+                    deadline: b.deadline,
+                    seq: p.seq,
+                });
+                info.blocked.insert(c.session.id);
+            }
             c.input = input;
             // CLIENT REPLY OFF or SKIP: the command ran, its reply is not sent.
             if c.session.drop_reply() {
@@ -872,6 +933,7 @@ fn run_ready(
             c.parsed = 0;
         }
     }
+    ran += serve_parked(store, info, conns, &mut wrote, &mut starts);
     if ran == 0 {
         return 0;
     }
@@ -895,6 +957,90 @@ fn run_ready(
         }
     }
     ran
+}
+
+/// Answer the parked connections that can be: those whose keys were written (in the order
+/// they blocked: the command runs again and either answers or parks again), those whose
+/// timeout passed (a null array) and those CLIENT UNBLOCK named. A connection served this way
+/// wrote (BRPOPLPUSH) may feed another: it goes on until nothing more is ready. The number of
+/// connections answered.
+fn serve_parked(
+    store: &mut Store,
+    info: &mut ServerInfo,
+    conns: &mut HashMap<Token, Conn>,
+    wrote: &mut HashMap<Token, (bool, usize)>,
+    starts: &mut HashMap<Token, usize>,
+) -> usize {
+    let mut served = 0;
+    if info.blocked.is_empty() {
+        info.ready.clear();
+        info.unblock.clear();
+        return 0;
+    }
+    let now = Instant::now();
+    let unblock = std::mem::take(&mut info.unblock);
+    for (&t, c) in conns.iter_mut() {
+        let Some(p) = &c.parked else {
+            continue;
+        };
+        let asked = unblock.iter().find(|u| u.0 == c.session.id);
+        if asked.is_none() && p.deadline.is_none_or(|d| d > now) {
+            continue;
+        }
+        starts.entry(t).or_insert(c.output.len());
+        wrote.entry(t).or_insert((false, 0)).1 += 1;
+        if asked.is_some_and(|u| u.1) {
+            reply::error(
+                &mut c.output,
+                "UNBLOCKED client unblocked via CLIENT UNBLOCK",
+            );
+        } else {
+            reply::null_array(&mut c.output, c.session.proto);
+        }
+        c.parked = None;
+        info.blocked.remove(&c.session.id);
+        served += 1;
+    }
+    while !info.ready.is_empty() {
+        let ready: hashbrown::HashSet<Vec<u8>> = info.ready.drain(..).collect();
+        let mut waiting: Vec<(u64, Token)> = conns
+            .iter()
+            .filter_map(|(&t, c)| {
+                let p = c.parked.as_ref()?;
+                p.keys
+                    .iter()
+                    .any(|k| ready.contains(k))
+                    .then_some((p.seq, t))
+            })
+            .collect();
+        waiting.sort_unstable();
+        for (_, t) in waiting {
+            let Some(c) = conns.get_mut(&t) else {
+                continue;
+            };
+            let Some(p) = c.parked.take() else {
+                continue;
+            };
+            let args: Vec<&[u8]> = p.args.iter().map(Vec::as_slice).collect();
+            let start = c.output.len();
+            c.session.block_retry = true;
+            let effect = commands::execute(store, info, &mut c.session, &args, &mut c.output);
+            c.session.block_retry = false;
+            if c.session.block.take().is_some() {
+                // Still nothing for it: it keeps its place and its deadline.
+                c.output.truncate(start);
+                c.parked = Some(p);
+                continue;
+            }
+            starts.entry(t).or_insert(start);
+            let e = wrote.entry(t).or_insert((false, 0));
+            e.1 += 1;
+            e.0 |= effect == Effect::Wrote;
+            info.blocked.remove(&c.session.id);
+            served += 1;
+        }
+    }
+    served
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -922,11 +1068,7 @@ fn accept(
                 let _ = stream.set_nodelay(true);
                 let t = Token(*next);
                 *next = (*next + 1) % (usize::MAX - 1);
-                if let Err(e) = poll.registry().register(
-                    &mut stream,
-                    t,
-                    Interest::READABLE | Interest::WRITABLE,
-                ) {
+                if let Err(e) = poll.registry().register(&mut stream, t, Interest::READABLE) {
                     if let Some(line) = log.line(
                         "register",
                         Instant::now(),
@@ -966,6 +1108,7 @@ fn accept(
                 conns.insert(
                     t,
                     Conn {
+                        wants_writable: false,
                         stream,
                         peer: Some(peer),
                         readable: true,
@@ -982,6 +1125,7 @@ fn accept(
                         quit: false,
                         queue: VecDeque::new(),
                         parsed: 0,
+                        parked: None,
                     },
                 );
             }

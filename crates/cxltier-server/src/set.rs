@@ -2,7 +2,7 @@
 //! commands (SMEMBERS, SINTER, ...) read a set a page at a time through `sscan`; SPOP and
 //! SRANDMEMBER draw members by index (`member_at`), O(log n) each.
 
-use cxltier_store::StoreError;
+use cxltier_store::{Kind, StoreError};
 use rand::Rng;
 
 use crate::commands::{Ctx, Effect};
@@ -76,8 +76,36 @@ pub(crate) fn sadd(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErr
     })
 }
 
+/// The root flag of a set Redis would have converted to a hashtable: it never converts one
+/// back, so neither does `OBJECT ENCODING`.
+const HASHTABLE: u8 = 1;
+
+/// Before `leaving` (members of it) leave the set at `key`: when Redis holds it as a
+/// hashtable now (more than set-max-intset-entries members, or a non-integer among those
+/// leaving), mark it so. Costs nothing more for integers leaving a small set.
+fn keep_hashtable(ctx: &mut Ctx<'_>, key: &[u8], leaving: &[&[u8]]) -> Result<(), StoreError> {
+    if ctx.store.collection_flags(key, Kind::Set)? & HASHTABLE != 0 {
+        return Ok(());
+    }
+    let most = ctx.info.knobs.int("set-max-intset-entries");
+    let big = ctx.store.scard(key)? as i64 > most;
+    if big || leaving.iter().any(|m| !is_canonical_int(m)) {
+        ctx.store.add_collection_flags(key, Kind::Set, HASHTABLE)?;
+    }
+    Ok(())
+}
+
 pub(crate) fn srem(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
     typed(ctx, |ctx| {
+        // Only members that are there leave: a non-integer that is not one tells nothing.
+        let mut leaving = Vec::new();
+        for m in &args[2..] {
+            if !is_canonical_int(m) && ctx.store.sismember(args[1], m)? {
+                leaving.push(*m);
+                break;
+            }
+        }
+        keep_hashtable(ctx, args[1], &leaving)?;
         let n = ctx.store.srem(args[1], &args[2..])?;
         reply::int(ctx.out, n as i64);
         Ok(if n > 0 { Effect::Wrote } else { Effect::Read })
@@ -135,6 +163,11 @@ fn count_arg(ctx: &mut Ctx<'_>, args: &[&[u8]], negative_ok: bool) -> Result<Opt
                 reply::error(ctx.out, "ERR value is out of range, must be positive");
                 Err(())
             }
+            // Redis's range (-LONG_MAX..LONG_MAX): -2^63 has no positive counterpart.
+            Some(i64::MIN) => {
+                reply::error(ctx.out, RANDOM_COUNT_RANGE);
+                Err(())
+            }
             Some(c) => Ok(Some(c)),
         },
         _ => {
@@ -153,8 +186,14 @@ pub(crate) fn spop(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErr
         let want = count.map_or(1, |c| c as u64).min(card);
         let mut rng = rand::rng();
         let mut got = Vec::with_capacity(want as usize);
+        if want > 0 {
+            keep_hashtable(ctx, args[1], &[])?;
+        }
         for left in (card - want + 1..=card).rev() {
             if let Some((m, _)) = ctx.store.member_at(args[1], rng.random_range(0..left))? {
+                if !is_canonical_int(&m) {
+                    keep_hashtable(ctx, args[1], &[&m])?;
+                }
                 ctx.store.srem(args[1], &[&m])?;
                 got.push(m);
             }
@@ -172,6 +211,81 @@ pub(crate) fn spop(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErr
             Effect::Wrote
         })
     })
+}
+
+/// Redis's error for a random-member count outside -LONG_MAX..LONG_MAX (SRANDMEMBER,
+/// HRANDFIELD, ZRANDMEMBER).
+pub(crate) const RANDOM_COUNT_RANGE: &str =
+    "ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807";
+
+/// The fewest bytes one element of an array reply takes (`$0\r\n\r\n`).
+const MIN_ELEMENT_BYTES: u64 = 6;
+
+/// The most bytes one reply whose size a count decides (not the data) may take: the
+/// client-output-buffer-limit hard limit, past which the connection would be closed anyway.
+pub(crate) fn reply_limit(ctx: &Ctx<'_>) -> usize {
+    match ctx.info.client_output_buffer_limit.0 {
+        0 => crate::server::OutputBufferLimit::default().hard,
+        n => n,
+    }
+}
+
+/// The error for a count whose reply would pass [`reply_limit`].
+fn over_limit(ctx: &Ctx<'_>, count: u64) -> String {
+    format!(
+        "ERR the reply to {count} random draws would be over the client-output-buffer-limit hard limit of {} bytes: ask for fewer",
+        reply_limit(ctx)
+    )
+}
+
+/// `n` members drawn at random with repeats from the set, sorted set or hash at `key` (which
+/// holds `card` > 0 members), each written by `write` (member, its value or score) into an
+/// array reply; `Ok(Err(message))` when that reply would pass [`reply_limit`]. The work is
+/// bounded by the limit whatever `n` is: a count that cannot fit is refused before any
+/// draw, and the reply is built aside and dropped as soon as it grows past the limit.
+pub(crate) fn random_draws(
+    ctx: &mut Ctx<'_>,
+    key: &[u8],
+    card: u64,
+    n: u64,
+    mut write: impl FnMut(&mut Ctx<'_>, &[u8], &[u8], &mut Vec<u8>),
+) -> Result<Result<Vec<u8>, String>, StoreError> {
+    let limit = reply_limit(ctx);
+    if n.saturating_mul(MIN_ELEMENT_BYTES) > limit as u64 {
+        return Ok(Err(over_limit(ctx, n)));
+    }
+    let mut rng = rand::rng();
+    // A small collection (or one no larger than the count) is read once and drawn from in
+    // memory; a large one by index, O(log n) a draw.
+    let all = if card <= (PAGE as u64).max(n.min(1 << 16)) {
+        let mut all = Vec::new();
+        for i in 0..card {
+            if let Some(e) = ctx.store.member_at(key, i)? {
+                all.push(e);
+            }
+        }
+        Some(all)
+    } else {
+        None
+    };
+    let mut out = Vec::new();
+    reply::array(&mut out, n as usize);
+    for _ in 0..n {
+        let drawn = match &all {
+            Some(all) if !all.is_empty() => Some(all[rng.random_range(0..all.len())].clone()),
+            Some(_) => None,
+            None => ctx.store.member_at(key, rng.random_range(0..card))?,
+        };
+        match drawn {
+            Some((m, v)) => write(ctx, &m, &v, &mut out),
+            // Only a set changed under the draw could miss; the array keeps its length.
+            None => reply::null(&mut out, ctx.session.proto),
+        }
+        if out.len() > limit {
+            return Ok(Err(over_limit(ctx, n)));
+        }
+    }
+    Ok(Ok(out))
 }
 
 pub(crate) fn srandmember(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
@@ -194,12 +308,17 @@ pub(crate) fn srandmember(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, S
         };
         let mut got = Vec::new();
         if card > 0 && c < 0 {
-            // A negative count: that many draws, repeats allowed.
-            for _ in 0..c.unsigned_abs() {
-                if let Some((m, _)) = ctx.store.member_at(args[1], rng.random_range(0..card))? {
-                    got.push(m);
-                }
+            // A negative count: that many draws, repeats allowed. The reply's size is the
+            // count's, not the set's, so it is bounded (Redis would grow the buffer until it
+            // ran out of memory).
+            let draws = random_draws(ctx, args[1], card, c.unsigned_abs(), |_, m, _, out| {
+                reply::bulk(out, m)
+            })?;
+            match draws {
+                Ok(reply) => ctx.out.extend_from_slice(&reply),
+                Err(msg) => reply::error(ctx.out, &msg),
             }
+            return Ok(Effect::Read);
         } else if card > 0 && c > 0 {
             // Distinct members: distinct indexes (Floyd's sampling), or the whole set.
             let want = (c as u64).min(card);
@@ -224,6 +343,35 @@ pub(crate) fn srandmember(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, S
         }
         Ok(Effect::Read)
     })
+}
+
+/// The encoding Redis 7.0 would give the set at `key` (OBJECT ENCODING): `intset` while it
+/// holds at most `set-max-intset-entries` members, all integers as Redis writes them, else
+/// `hashtable`. Costs at most that many members read.
+pub(crate) fn encoding(ctx: &mut Ctx<'_>, key: &[u8]) -> Result<&'static str, StoreError> {
+    let most = ctx.info.knobs.int("set-max-intset-entries");
+    if ctx.store.scard(key)? as i64 > most
+        || ctx.store.collection_flags(key, Kind::Set)? & HASHTABLE != 0
+    {
+        return Ok("hashtable");
+    }
+    let mut after: Option<Vec<u8>> = None;
+    loop {
+        let (page, next) = ctx.store.sscan(key, after.as_deref(), PAGE)?;
+        if !page.iter().all(|m| is_canonical_int(m)) {
+            return Ok("hashtable");
+        }
+        match next {
+            Some(n) => after = Some(n),
+            None => return Ok("intset"),
+        }
+    }
+}
+
+/// Whether Redis would take `m` for a 64-bit integer (`string2ll`: no sign `+`, no leading
+/// zeros, no `-0`).
+fn is_canonical_int(m: &[u8]) -> bool {
+    m.len() <= 20 && int_arg(m).is_some_and(|n| n.to_string().as_bytes() == m)
 }
 
 pub(crate) fn sscan(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
@@ -293,11 +441,17 @@ pub(crate) fn smove(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreEr
             return Ok(Effect::Read);
         }
         ctx.store.scard(args[2])?;
+        if ctx.store.sismember(args[1], args[3])? {
+            keep_hashtable(ctx, args[1], &[args[3]])?;
+        }
         if ctx.store.srem(args[1], &[args[3]])? == 0 {
             reply::int(ctx.out, 0);
             return Ok(Effect::Read);
         }
-        ctx.store.sadd(args[2], &[args[3]])?;
+        if ctx.store.sadd(args[2], &[args[3]])? == 0 && args[1] != args[2] {
+            // Already a member there: only the source changed (Redis's WATCH sees the same).
+            ctx.session.unchanged_keys.push(args[2].to_vec());
+        }
         reply::int(ctx.out, 1);
         Ok(Effect::Wrote)
     })
@@ -425,7 +579,8 @@ pub(crate) fn sintercard(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, St
     match rest {
         [] => {}
         [l, v] if l.eq_ignore_ascii_case(b"LIMIT") => match int_arg(v) {
-            None => return err(ctx, NOT_INTEGER),
+            // Redis gives one error for both (getPositiveLongFromObjectOrReply).
+            None => return err(ctx, "ERR LIMIT can't be negative"),
             Some(x) if x < 0 => return err(ctx, "ERR LIMIT can't be negative"),
             Some(0) => {}
             Some(x) => limit = x as usize,
@@ -527,6 +682,125 @@ mod tests {
     }
 
     #[test]
+    fn random_counts_are_checked_and_their_replies_bounded() {
+        let mut db = Db::new();
+        db.cmd("SADD s a");
+        // Redis's range is -LONG_MAX..LONG_MAX: -2^63 used to loop 2^63 times.
+        assert_eq!(
+            db.cmd("SRANDMEMBER s -9223372036854775808"),
+            format!("-{RANDOM_COUNT_RANGE}\r\n")
+        );
+        // A count whose reply cannot fit the output buffer's hard limit is refused at once.
+        let r = db.cmd("SRANDMEMBER s -1099511627776");
+        assert!(
+            r.starts_with("-ERR the reply to 1099511627776 random draws would be over the client-output-buffer-limit hard limit of 67108864 bytes"),
+            "{r}"
+        );
+        // Under the limit by the count, over it by the members' bytes: refused while building.
+        db.info.client_output_buffer_limit = (1 << 20, 1 << 20, 0);
+        let big = "x".repeat(100_000);
+        db.cmd(&format!("SADD b {big}"));
+        let r = db.cmd("SRANDMEMBER b -20");
+        assert!(r.starts_with("-ERR the reply to 20 random draws"), "{r}");
+        assert!(r.len() < 200, "{}", r.len());
+        // What fits is answered, repeats and all.
+        assert_eq!(
+            db.cmd("SRANDMEMBER s -1000"),
+            format!("*1000\r\n{}", "$1\r\na\r\n".repeat(1000))
+        );
+        assert_eq!(db.cmd("SRANDMEMBER b -5").matches("$100000\r\n").count(), 5);
+        assert_eq!(
+            db.cmd("SRANDMEMBER s 9223372036854775807"),
+            "*1\r\n$1\r\na\r\n"
+        );
+    }
+
+    #[test]
+    fn extreme_counts_and_bounds_are_answered_by_the_data() {
+        // Every count or bound a client can push to the i64 limits: answered at once, sized by
+        // the collection, never by the number.
+        let mut db = Db::new();
+        db.cmd("RPUSH l a b c");
+        db.cmd("ZADD z 1 a 2 b");
+        db.cmd("SADD s a");
+        let (min, max) = ("-9223372036854775808", "9223372036854775807");
+        for (c, want) in [
+            (format!("LRANGE l {min} {max}"), "*3\r\n"),
+            (format!("LRANGE l {max} {min}"), "*0\r\n"),
+            (format!("LINDEX l {min}"), "$-1\r\n"),
+            (
+                format!("LPOS l a COUNT {max} MAXLEN {max} RANK {max}"),
+                "*0\r\n",
+            ),
+            (format!("LPOS l a RANK -{max}"), "$-1\r\n"),
+            (format!("ZRANGE z {min} {max}"), "*2\r\n"),
+            (
+                format!("ZRANGE z -inf +inf BYSCORE LIMIT {max} {max}"),
+                "*0\r\n",
+            ),
+            (format!("ZRANGEBYSCORE z -inf +inf LIMIT 0 {min}"), "*2\r\n"),
+            (format!("SSCAN s 0 COUNT {max}"), "*2\r\n$1\r\n0\r\n*1\r\n"),
+            (format!("SCAN 0 COUNT {max}"), "*2\r\n$1\r\n0\r\n*3\r\n"),
+            (format!("SRANDMEMBER s {max}"), "*1\r\n"),
+            (format!("ZRANDMEMBER z {max}"), "*2\r\n"),
+            (format!("SPOP s {max}"), "*1\r\n"),
+            (format!("ZPOPMIN z {max}"), "*4\r\n"),
+            (format!("LPOP l {max}"), "*3\r\n"),
+        ] {
+            let r = db.cmd(&c);
+            assert!(r.starts_with(want), "{c}: {r}");
+        }
+    }
+
+    #[test]
+    fn object_encoding_names_what_redis_would_use_for_collections() {
+        let mut db = Db::new();
+        let enc = |db: &mut Db, k: &str| db.cmd(&format!("OBJECT ENCODING {k}"));
+        db.cmd("SADD s 1 2 -3");
+        assert_eq!(enc(&mut db, "s"), "$6\r\nintset\r\n");
+        db.cmd("SADD s a");
+        assert_eq!(enc(&mut db, "s"), "$9\r\nhashtable\r\n");
+        for m in ["-0", "01", "+1", "9223372036854775808"] {
+            db.cmd(&format!("SADD t{m} {m}"));
+            assert_eq!(enc(&mut db, &format!("t{m}")), "$9\r\nhashtable\r\n", "{m}");
+        }
+        let many: Vec<String> = (0..513).map(|i| i.to_string()).collect();
+        db.cmd(&format!("SADD big {}", many.join(" ")));
+        assert_eq!(enc(&mut db, "big"), "$9\r\nhashtable\r\n");
+        db.cmd("CONFIG SET set-max-intset-entries 513");
+        assert_eq!(enc(&mut db, "big"), "$6\r\nintset\r\n");
+        // Redis never converts a hashtable back: neither after SREM, SPOP or SMOVE of the
+        // non-integers, nor after the set shrinks below the threshold.
+        db.cmd("SADD back 1 2 3 a");
+        db.cmd("SREM back a");
+        assert_eq!(enc(&mut db, "back"), "$9\r\nhashtable\r\n");
+        db.cmd("SADD mv 1 b");
+        db.cmd("SMOVE mv other b");
+        assert_eq!(enc(&mut db, "mv"), "$9\r\nhashtable\r\n");
+        db.cmd("SADD ints 1 2");
+        db.cmd("SREM ints 1 zz");
+        assert_eq!(enc(&mut db, "ints"), "$6\r\nintset\r\n");
+        db.cmd("CONFIG SET set-max-intset-entries 512");
+        db.cmd("SPOP big 2");
+        assert_eq!(db.cmd("SCARD big"), ":511\r\n");
+        assert_eq!(enc(&mut db, "big"), "$9\r\nhashtable\r\n");
+        // A new set under the key starts afresh.
+        db.cmd("DEL back");
+        db.cmd("SADD back 1");
+        assert_eq!(enc(&mut db, "back"), "$6\r\nintset\r\n");
+        db.cmd("RPUSH l a");
+        assert_eq!(enc(&mut db, "l"), "$9\r\nquicklist\r\n");
+        db.cmd("ZADD z 1 a 2 b");
+        assert_eq!(enc(&mut db, "z"), "$8\r\nlistpack\r\n");
+        db.cmd(&format!("ZADD z 3 {}", "m".repeat(65)));
+        assert_eq!(enc(&mut db, "z"), "$8\r\nskiplist\r\n");
+        db.cmd("CONFIG SET zset-max-ziplist-value 100");
+        assert_eq!(enc(&mut db, "z"), "$8\r\nlistpack\r\n");
+        db.cmd("CONFIG SET zset-max-listpack-entries 2");
+        assert_eq!(enc(&mut db, "z"), "$8\r\nskiplist\r\n");
+    }
+
+    #[test]
     fn sscan_returns_every_member_once() {
         let mut db = Db::new();
         let mut args = vec!["SADD".to_string(), "s".into()];
@@ -583,6 +857,10 @@ mod tests {
         );
         assert_eq!(
             db.cmd("SINTERCARD 2 a b LIMIT -1"),
+            "-ERR LIMIT can't be negative\r\n"
+        );
+        assert_eq!(
+            db.cmd("SINTERCARD 2 a b LIMIT x"),
             "-ERR LIMIT can't be negative\r\n"
         );
         db.cmd("SET d str");

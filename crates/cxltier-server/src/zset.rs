@@ -361,6 +361,23 @@ pub(crate) fn zrange(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
     }
 }
 
+/// Whether the options after a legacy range command's bounds are ones it takes: WITHSCORES
+/// (not BYLEX's) and LIMIT (not ZREVRANGE's). ZRANGE's own (BYSCORE, REV, ...) are a syntax
+/// error there, as in Redis.
+fn legacy_options_ok(opts: &[&[u8]], limit: bool, withscores: bool) -> bool {
+    let mut i = 0;
+    while i < opts.len() {
+        if withscores && opts[i].eq_ignore_ascii_case(b"WITHSCORES") {
+            i += 1;
+        } else if limit && opts[i].eq_ignore_ascii_case(b"LIMIT") && i + 2 < opts.len() {
+            i += 3;
+        } else {
+            return false;
+        }
+    }
+    true
+}
+
 /// ZRANGEBYSCORE, ZREVRANGEBYSCORE and ZRANGEBYLEX as the ZRANGE they are.
 fn legacy_range(
     ctx: &mut Ctx<'_>,
@@ -368,6 +385,9 @@ fn legacy_range(
     by: &[u8],
     rev: bool,
 ) -> Result<Effect, StoreError> {
+    if !legacy_options_ok(&args[4..], true, by != b"BYLEX") {
+        return err(ctx, SYNTAX);
+    }
     let mut a: Vec<&[u8]> = args[2..].to_vec();
     a.insert(2, by);
     if rev {
@@ -448,6 +468,548 @@ pub(crate) fn zpopmin(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, Store
 }
 pub(crate) fn zpopmax(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
     pop(ctx, args, true)
+}
+
+pub(crate) fn zrevrange(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    if !legacy_options_ok(&args[4..], false, true) {
+        return err(ctx, SYNTAX);
+    }
+    let mut a: Vec<&[u8]> = args[2..].to_vec();
+    a.insert(2, b"REV");
+    match parse_range(&a, false) {
+        Err(m) => err(ctx, m),
+        Ok(r) => range_reply(ctx, args[1], r),
+    }
+}
+pub(crate) fn zrevrangebylex(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    legacy_range(ctx, args, b"BYLEX", true)
+}
+
+/// ZREMRANGEBYRANK, ZREMRANGEBYSCORE, ZREMRANGEBYLEX: the members of the range, removed (a
+/// cost in the members removed).
+fn remrange(ctx: &mut Ctx<'_>, args: &[&[u8]], by: By) -> Result<Effect, StoreError> {
+    let r = Range {
+        by,
+        rev: false,
+        lo: args[2],
+        hi: args[3],
+        offset: 0,
+        count: None,
+        withscores: false,
+    };
+    typed(ctx, |ctx| {
+        let items = match run_range(ctx, args[1], &r)? {
+            Err(m) => return err(ctx, m),
+            Ok(i) => i,
+        };
+        let ms: Vec<&[u8]> = items.iter().map(|(m, _)| m.as_slice()).collect();
+        let mut n = 0;
+        for chunk in ms.chunks(1024) {
+            n += ctx.store.zrem(args[1], chunk)?;
+        }
+        reply::int(ctx.out, n as i64);
+        Ok(if n > 0 { Effect::Wrote } else { Effect::Read })
+    })
+}
+pub(crate) fn zremrangebyrank(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    remrange(ctx, args, By::Rank)
+}
+pub(crate) fn zremrangebyscore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    remrange(ctx, args, By::Score)
+}
+pub(crate) fn zremrangebylex(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    remrange(ctx, args, By::Lex)
+}
+
+/// ZRANDMEMBER key [count [WITHSCORES]], Redis 7.0's semantics: a positive count gives
+/// distinct members, a negative one allows repeats (bounded by the client-output-buffer-limit).
+pub(crate) fn zrandmember(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    let mut count = None;
+    let mut withscores = false;
+    if args.len() >= 3 {
+        let c = match int_arg(args[2]) {
+            None => return err(ctx, NOT_INTEGER),
+            Some(i64::MIN) => return err(ctx, crate::set::RANDOM_COUNT_RANGE),
+            Some(c) => c,
+        };
+        if args.len() > 4 || (args.len() == 4 && !args[3].eq_ignore_ascii_case(b"WITHSCORES")) {
+            return err(ctx, SYNTAX);
+        }
+        withscores = args.len() == 4;
+        if withscores && !(-(i64::MAX / 2)..=i64::MAX / 2).contains(&c) {
+            return err(ctx, "ERR value is out of range");
+        }
+        count = Some(c);
+    }
+    let proto = ctx.session.proto;
+    typed(ctx, |ctx| {
+        let card = ctx.store.zcard(args[1])?;
+        let score = |v: &[u8]| f64::from_le_bytes(v[..8].try_into().unwrap_or([0; 8]));
+        let Some(c) = count else {
+            let got = if card > 0 {
+                ctx.store.member_at(args[1], rand::random_range(0..card))?
+            } else {
+                None
+            };
+            match got {
+                Some((m, _)) => reply::bulk(ctx.out, &m),
+                None => reply::null(ctx.out, proto),
+            }
+            return Ok(Effect::Read);
+        };
+        let write = move |out: &mut Vec<u8>, m: &[u8], v: &[u8]| {
+            if withscores && proto >= 3 {
+                reply::array(out, 2);
+            }
+            reply::bulk(out, m);
+            if withscores {
+                reply::double(out, proto, score(v));
+            }
+        };
+        if card == 0 || c == 0 {
+            reply::array(ctx.out, 0);
+            return Ok(Effect::Read);
+        }
+        let per = if withscores && proto < 3 { 2 } else { 1 };
+        if c > 0 {
+            let want = (c as u64).min(card);
+            let mut idx: Vec<u64> = if want == card {
+                (0..card).collect()
+            } else {
+                let mut picked = hashbrown::HashSet::with_capacity(want as usize);
+                let mut rng = rand::rng();
+                for j in card - want..card {
+                    let t = rand::Rng::random_range(&mut rng, 0..=j);
+                    if !picked.insert(t) {
+                        picked.insert(j);
+                    }
+                }
+                picked.into_iter().collect()
+            };
+            idx.sort_unstable();
+            let mut out = Vec::new();
+            reply::array(&mut out, idx.len() * per);
+            for i in idx {
+                match ctx.store.member_at(args[1], i)? {
+                    Some((m, v)) => write(&mut out, &m, &v),
+                    None => reply::null(&mut out, proto),
+                }
+            }
+            ctx.out.extend_from_slice(&out);
+            return Ok(Effect::Read);
+        }
+        // Repeats: the draws' reply is bounded by the output-buffer hard limit. With scores in
+        // RESP2 each draw is two elements, so the count is doubled for the bound.
+        let n = c.unsigned_abs();
+        match crate::set::random_draws(ctx, args[1], card, n, |_, m, v, out| write(out, m, v))? {
+            Ok(mut r) => {
+                if per == 2 {
+                    // The array header counted draws; RESP2 pairs are two elements each.
+                    let head = format!("*{n}\r\n");
+                    r.splice(..head.len(), format!("*{}\r\n", 2 * n).into_bytes());
+                }
+                ctx.out.extend_from_slice(&r);
+            }
+            Err(m) => reply::error(ctx.out, &m),
+        }
+        Ok(Effect::Read)
+    })
+}
+
+/// How ZUNION, ZINTER and ZDIFF combine.
+#[derive(Clone, Copy, PartialEq)]
+enum SetOp {
+    Union,
+    Inter,
+    Diff,
+}
+
+#[derive(Clone, Copy)]
+enum Aggregate {
+    Sum,
+    Min,
+    Max,
+}
+
+/// Every member of the sorted set (or set: score 1) at `key`, with its score.
+fn scored_members(ctx: &mut Ctx<'_>, key: &[u8]) -> Result<Vec<(Vec<u8>, f64)>, StoreError> {
+    let mut all = Vec::new();
+    let mut after: Option<Vec<u8>> = None;
+    loop {
+        let (page, next) = match ctx.store.zscan(key, after.as_deref(), 1024) {
+            Err(StoreError::WrongType { .. }) => {
+                let (page, next) = ctx.store.sscan(key, after.as_deref(), 1024)?;
+                (page.into_iter().map(|m| (m, 1.0)).collect(), next)
+            }
+            r => r?,
+        };
+        all.extend(page);
+        match next {
+            Some(n) => after = Some(n),
+            None => return Ok(all),
+        }
+    }
+}
+
+/// Redis's sum of two scores: inf + -inf is 0, not NaN.
+fn add(a: f64, b: f64) -> f64 {
+    let s = a + b;
+    if s.is_nan() {
+        0.0
+    } else {
+        s
+    }
+}
+
+/// The result of `op` over `keys` (with `weights` and `agg`), sorted as a sorted set is.
+fn combine(
+    ctx: &mut Ctx<'_>,
+    op: SetOp,
+    keys: &[&[u8]],
+    weights: &[f64],
+    agg: Aggregate,
+) -> Result<Vec<(Vec<u8>, f64)>, StoreError> {
+    let mut sets = Vec::with_capacity(keys.len());
+    for k in keys {
+        sets.push(scored_members(ctx, k)?);
+    }
+    let mut acc: hashbrown::HashMap<Vec<u8>, (f64, usize)> = hashbrown::HashMap::new();
+    for (i, set) in sets.iter().enumerate() {
+        let w = weights.get(i).copied().unwrap_or(1.0);
+        if op == SetOp::Diff && i > 0 {
+            for (m, _) in set {
+                acc.remove(m);
+            }
+            continue;
+        }
+        for (m, s) in set {
+            let mut v = s * w;
+            if v.is_nan() {
+                v = 0.0;
+            }
+            match acc.get_mut(m) {
+                None => {
+                    if op != SetOp::Inter || i == 0 {
+                        acc.insert(m.clone(), (v, 1));
+                    }
+                }
+                Some((cur, seen)) => {
+                    if op == SetOp::Inter && *seen != i {
+                        continue;
+                    }
+                    *cur = match agg {
+                        Aggregate::Sum => add(*cur, v),
+                        Aggregate::Min => cur.min(v),
+                        Aggregate::Max => cur.max(v),
+                    };
+                    *seen += 1;
+                }
+            }
+        }
+    }
+    let n = keys.len();
+    let mut out: Vec<(Vec<u8>, f64)> = acc
+        .into_iter()
+        .filter(|(_, (_, seen))| op != SetOp::Inter || *seen == n)
+        .map(|(m, (s, _))| (m, if s == 0.0 { 0.0 } else { s }))
+        .collect();
+    out.sort_by(|a, b| a.1.total_cmp(&b.1).then_with(|| a.0.cmp(&b.0)));
+    Ok(out)
+}
+
+/// `numkeys key... [WEIGHTS w...] [AGGREGATE SUM|MIN|MAX] [WITHSCORES]` from `args[at]`.
+#[allow(clippy::type_complexity)]
+fn combine_args<'a>(
+    args: &[&'a [u8]],
+    at: usize,
+    op: SetOp,
+    store: bool,
+) -> Result<(Vec<&'a [u8]>, Vec<f64>, Aggregate, bool), String> {
+    let name = String::from_utf8_lossy(args[0]).to_lowercase();
+    let n = int_arg(args[at]).ok_or(NOT_INTEGER.to_string())?;
+    if n < 1 {
+        return Err(format!(
+            "ERR at least 1 input key is needed for '{name}' command"
+        ));
+    }
+    if n as u64 > (args.len() - at - 1) as u64 {
+        return Err(SYNTAX.into());
+    }
+    let n = n as usize;
+    let keys = args[at + 1..at + 1 + n].to_vec();
+    let (mut weights, mut agg, mut withscores) = (Vec::new(), Aggregate::Sum, false);
+    let mut i = at + 1 + n;
+    while i < args.len() {
+        let opt = args[i].to_ascii_uppercase();
+        if op != SetOp::Diff && opt == b"WEIGHTS" && i + n < args.len() {
+            for w in &args[i + 1..=i + n] {
+                weights.push(score_arg(w).ok_or("ERR weight value is not a float")?);
+            }
+            i += n + 1;
+        } else if op != SetOp::Diff && opt == b"AGGREGATE" && i + 1 < args.len() {
+            agg = match args[i + 1].to_ascii_uppercase().as_slice() {
+                b"SUM" => Aggregate::Sum,
+                b"MIN" => Aggregate::Min,
+                b"MAX" => Aggregate::Max,
+                _ => return Err(SYNTAX.into()),
+            };
+            i += 2;
+        } else if !store && opt == b"WITHSCORES" {
+            withscores = true;
+            i += 1;
+        } else {
+            return Err(SYNTAX.into());
+        }
+    }
+    Ok((keys, weights, agg, withscores))
+}
+
+fn read_op(ctx: &mut Ctx<'_>, args: &[&[u8]], op: SetOp) -> Result<Effect, StoreError> {
+    let (keys, weights, agg, withscores) = match combine_args(args, 1, op, false) {
+        Ok(a) => a,
+        Err(e) => return err(ctx, &e),
+    };
+    typed(ctx, |ctx| {
+        let items = combine(ctx, op, &keys, &weights, agg)?;
+        reply_scored(ctx, &items, withscores);
+        Ok(Effect::Read)
+    })
+}
+
+fn store_op(ctx: &mut Ctx<'_>, args: &[&[u8]], op: SetOp) -> Result<Effect, StoreError> {
+    let (keys, weights, agg, _) = match combine_args(args, 2, op, true) {
+        Ok(a) => a,
+        Err(e) => return err(ctx, &e),
+    };
+    typed(ctx, |ctx| {
+        let items = combine(ctx, op, &keys, &weights, agg)?;
+        // The destination is replaced whatever it held; an empty result deletes it.
+        let existed = ctx.store.delete(args[1])?;
+        let pairs: Vec<(f64, &[u8])> = items.iter().map(|(m, s)| (*s, m.as_slice())).collect();
+        for chunk in pairs.chunks(1024) {
+            ctx.store.zadd(args[1], ZAddFlags::default(), chunk)?;
+        }
+        reply::int(ctx.out, items.len() as i64);
+        Ok(if existed || !items.is_empty() {
+            Effect::Wrote
+        } else {
+            Effect::Read
+        })
+    })
+}
+
+pub(crate) fn zunion(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    read_op(ctx, args, SetOp::Union)
+}
+pub(crate) fn zinter(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    read_op(ctx, args, SetOp::Inter)
+}
+pub(crate) fn zdiff(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    read_op(ctx, args, SetOp::Diff)
+}
+pub(crate) fn zunionstore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    store_op(ctx, args, SetOp::Union)
+}
+pub(crate) fn zinterstore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    store_op(ctx, args, SetOp::Inter)
+}
+pub(crate) fn zdiffstore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    store_op(ctx, args, SetOp::Diff)
+}
+
+pub(crate) fn zintercard(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    // Redis shares ZUNION's parsing (and its errors) for ZINTERCARD.
+    let n = match int_arg(args[1]) {
+        None => return err(ctx, NOT_INTEGER),
+        Some(n) if n < 1 => {
+            return err(
+                ctx,
+                "ERR at least 1 input key is needed for 'zintercard' command",
+            )
+        }
+        Some(n) => n as u64,
+    };
+    if n > (args.len() - 2) as u64 {
+        return err(ctx, SYNTAX);
+    }
+    let n = n as usize;
+    let keys = &args[2..2 + n];
+    let mut limit = usize::MAX;
+    match &args[2 + n..] {
+        [] => {}
+        [l, v] if l.eq_ignore_ascii_case(b"LIMIT") => match int_arg(v) {
+            Some(x) if x >= 0 => limit = if x == 0 { usize::MAX } else { x as usize },
+            _ => return err(ctx, "ERR LIMIT can't be negative"),
+        },
+        _ => return err(ctx, SYNTAX),
+    }
+    typed(ctx, |ctx| {
+        let items = combine(ctx, SetOp::Inter, keys, &[], Aggregate::Sum)?;
+        reply::int(ctx.out, items.len().min(limit) as i64);
+        Ok(Effect::Read)
+    })
+}
+
+/// ZMPOP's keys, whether it pops the highest, and its count.
+type MpopArgs<'a> = (Vec<&'a [u8]>, bool, Option<u64>);
+
+/// `numkeys key... MIN|MAX [COUNT count]` of ZMPOP and BZMPOP, from `args[at]`.
+fn zmpop_args<'a>(args: &[&'a [u8]], at: usize) -> Result<MpopArgs<'a>, &'static str> {
+    let n = match int_arg(args[at]) {
+        Some(n) if n > 0 => n as u64,
+        _ => return Err("ERR numkeys should be greater than 0"),
+    };
+    let end_at = (at as u64 + 1).saturating_add(n);
+    if end_at >= args.len() as u64 {
+        return Err(SYNTAX);
+    }
+    let end_at = end_at as usize;
+    let max = match args[end_at].to_ascii_uppercase().as_slice() {
+        b"MIN" => false,
+        b"MAX" => true,
+        _ => return Err(SYNTAX),
+    };
+    let mut count = None;
+    let mut i = end_at + 1;
+    while i < args.len() {
+        if count.is_none() && args[i].eq_ignore_ascii_case(b"COUNT") && i + 1 < args.len() {
+            match int_arg(args[i + 1]) {
+                Some(c) if c > 0 => count = Some(c as u64),
+                _ => return Err("ERR count should be greater than 0"),
+            }
+            i += 2;
+        } else {
+            return Err(SYNTAX);
+        }
+    }
+    Ok((args[at + 1..end_at].to_vec(), max, count))
+}
+
+/// A key and the members (with scores) popped from it.
+type ZPopped = (Vec<u8>, Vec<(Vec<u8>, f64)>);
+
+/// The first of `keys` holding a non-empty sorted set, up to `count` of its lowest (or
+/// highest) members popped; a key of another type is WRONGTYPE, or only not ready while the
+/// server runs a parked command again.
+fn zpop_first(
+    ctx: &mut Ctx<'_>,
+    keys: &[&[u8]],
+    max: bool,
+    count: u64,
+) -> Result<Option<ZPopped>, StoreError> {
+    for k in keys {
+        let n = match ctx.store.zcard(k) {
+            Err(StoreError::WrongType { .. }) if ctx.session.block_retry => 0,
+            r => r?,
+        };
+        if n == 0 {
+            continue;
+        }
+        let got = ctx.store.zpop(k, max, count)?;
+        if !got.is_empty() {
+            return Ok(Some((k.to_vec(), got)));
+        }
+    }
+    Ok(None)
+}
+
+fn reply_mpop(ctx: &mut Ctx<'_>, key: &[u8], got: &[(Vec<u8>, f64)]) {
+    reply::array(ctx.out, 2);
+    reply::bulk(ctx.out, key);
+    let proto = ctx.session.proto;
+    reply::array(ctx.out, got.len());
+    for (m, s) in got {
+        reply::array(ctx.out, 2);
+        reply::bulk(ctx.out, m);
+        reply::double(ctx.out, proto, *s);
+    }
+}
+
+pub(crate) fn zmpop(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    let (keys, max, count) = match zmpop_args(args, 1) {
+        Ok(a) => a,
+        Err(e) => return err(ctx, e),
+    };
+    typed(ctx, |ctx| {
+        match zpop_first(ctx, &keys, max, count.unwrap_or(1))? {
+            Some((k, got)) => {
+                reply_mpop(ctx, &k, &got);
+                Ok(Effect::Wrote)
+            }
+            None => {
+                reply::null_array(ctx.out, ctx.session.proto);
+                Ok(Effect::Read)
+            }
+        }
+    })
+}
+
+pub(crate) fn bzmpop(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    let (keys, max, count) = match zmpop_args(args, 2) {
+        Ok(a) => a,
+        Err(e) => return err(ctx, e),
+    };
+    let deadline = match crate::list::timeout_arg(args[1]) {
+        Ok(d) => d,
+        Err(e) => return err(ctx, e),
+    };
+    typed(ctx, |ctx| {
+        match zpop_first(ctx, &keys, max, count.unwrap_or(1))? {
+            Some((k, got)) => {
+                reply_mpop(ctx, &k, &got);
+                Ok(Effect::Wrote)
+            }
+            None => Ok(crate::list::wait(ctx, &keys, deadline, false)),
+        }
+    })
+}
+
+fn bzpop(ctx: &mut Ctx<'_>, args: &[&[u8]], max: bool) -> Result<Effect, StoreError> {
+    let deadline = match crate::list::timeout_arg(args[args.len() - 1]) {
+        Ok(d) => d,
+        Err(e) => return err(ctx, e),
+    };
+    let keys = &args[1..args.len() - 1];
+    typed(ctx, |ctx| match zpop_first(ctx, keys, max, 1)? {
+        Some((k, got)) => {
+            let proto = ctx.session.proto;
+            reply::array(ctx.out, 3);
+            reply::bulk(ctx.out, &k);
+            reply::bulk(ctx.out, &got[0].0);
+            reply::double(ctx.out, proto, got[0].1);
+            Ok(Effect::Wrote)
+        }
+        None => Ok(crate::list::wait(ctx, keys, deadline, false)),
+    })
+}
+
+pub(crate) fn bzpopmin(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    bzpop(ctx, args, false)
+}
+pub(crate) fn bzpopmax(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    bzpop(ctx, args, true)
+}
+
+/// The encoding Redis 7.0 would give the sorted set at `key` (OBJECT ENCODING): `listpack`
+/// while it holds at most `zset-max-listpack-entries` members, none longer than
+/// `zset-max-listpack-value` bytes, else `skiplist`. Costs at most that many members read.
+pub(crate) fn encoding(ctx: &mut Ctx<'_>, key: &[u8]) -> Result<&'static str, StoreError> {
+    let most = ctx.info.knobs.int("zset-max-listpack-entries");
+    let longest = ctx.info.knobs.int("zset-max-listpack-value");
+    if ctx.store.zcard(key)? as i64 > most {
+        return Ok("skiplist");
+    }
+    let mut after: Option<Vec<u8>> = None;
+    loop {
+        let (page, next) = ctx.store.zscan(key, after.as_deref(), 1024)?;
+        if page.iter().any(|(m, _)| m.len() as i64 > longest) {
+            return Ok("skiplist");
+        }
+        match next {
+            Some(n) => after = Some(n),
+            None => return Ok("listpack"),
+        }
+    }
 }
 
 pub(crate) fn zscan(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
@@ -625,5 +1187,93 @@ mod tests {
         let r = db.cmd("ZSCAN z 0 COUNT 1");
         assert!(r.starts_with("*2\r\n$4\r\n1120\r\n"), "{r}");
         assert!(db.cmd("ZSCAN z 1120").contains("$1\r\ny\r\n"));
+    }
+
+    #[test]
+    fn combinations_ranges_removals_and_random_members() {
+        let mut db = Db::new();
+        db.cmd("ZADD a 1 x 2 y 3 z");
+        db.cmd("ZADD b 10 y 20 z 30 w");
+        db.cmd("SADD s z");
+        assert_eq!(
+            db.cmd("ZUNION 2 a b WITHSCORES"),
+            "*8\r\n$1\r\nx\r\n$1\r\n1\r\n$1\r\ny\r\n$2\r\n12\r\n$1\r\nz\r\n$2\r\n23\r\n$1\r\nw\r\n$2\r\n30\r\n"
+        );
+        assert_eq!(
+            db.cmd("ZINTER 3 a b s AGGREGATE MIN WITHSCORES"),
+            "*2\r\n$1\r\nz\r\n$1\r\n1\r\n"
+        );
+        assert_eq!(
+            db.cmd("ZINTER 2 a b WEIGHTS 2 0"),
+            "*2\r\n$1\r\ny\r\n$1\r\nz\r\n"
+        );
+        assert_eq!(db.cmd("ZDIFF 2 a b"), "*1\r\n$1\r\nx\r\n");
+        assert_eq!(db.cmd("ZDIFFSTORE d 2 a b"), ":1\r\n");
+        assert_eq!(db.cmd("ZUNIONSTORE d 2 a b"), ":4\r\n");
+        assert_eq!(db.cmd("ZINTERSTORE d 2 a b"), ":2\r\n");
+        assert_eq!(db.cmd("ZINTERCARD 2 a b LIMIT 1"), ":1\r\n");
+        assert_eq!(
+            db.cmd("ZINTERCARD 0 a"),
+            "-ERR at least 1 input key is needed for 'zintercard' command\r\n"
+        );
+        assert_eq!(db.cmd("ZINTERCARD 3 a b"), "-ERR syntax error\r\n");
+        // The legacy range commands take only their own options.
+        assert_eq!(db.cmd("ZREVRANGE a 0 -1 BYSCORE"), "-ERR syntax error\r\n");
+        assert_eq!(db.cmd("ZRANGEBYSCORE a 0 -1 REV"), "-ERR syntax error\r\n");
+        assert_eq!(
+            db.cmd("ZREVRANGEBYSCORE a +inf -inf LIMIT 0 1"),
+            "*1\r\n$1\r\nz\r\n"
+        );
+        // Scores as Redis 7.0 prints them (%.17g).
+        db.cmd("ZADD g 0.1 m 1e20 n");
+        assert_eq!(
+            db.cmd("ZRANGE g 0 -1 WITHSCORES"),
+            "*4\r\n$1\r\nm\r\n$19\r\n0.10000000000000001\r\n$1\r\nn\r\n$5\r\n1e+20\r\n"
+        );
+        assert_eq!(
+            db.cmd("ZUNION 0 a"),
+            "-ERR at least 1 input key is needed for 'zunion' command\r\n"
+        );
+        assert_eq!(db.cmd("ZUNION 3 a b"), "-ERR syntax error\r\n");
+        assert_eq!(db.cmd("ZDIFF 1 a WEIGHTS 1"), "-ERR syntax error\r\n");
+        assert_eq!(
+            db.cmd("ZUNION 1 a WEIGHTS x"),
+            "-ERR weight value is not a float\r\n"
+        );
+        assert_eq!(db.cmd("ZREVRANGE a 0 0"), "*1\r\n$1\r\nz\r\n");
+        assert_eq!(
+            db.cmd("ZREVRANGEBYLEX b + -"),
+            "*3\r\n$1\r\nz\r\n$1\r\ny\r\n$1\r\nw\r\n"
+        );
+        assert_eq!(db.cmd("ZREMRANGEBYSCORE b 15 +inf"), ":2\r\n");
+        assert_eq!(db.cmd("ZREMRANGEBYRANK a 0 0"), ":1\r\n");
+        assert_eq!(db.cmd("ZREMRANGEBYLEX a [z [z"), ":1\r\n");
+        assert_eq!(db.cmd("ZRANGE a 0 -1"), "*1\r\n$1\r\ny\r\n");
+        db.cmd("ZADD r 1 m 2 n");
+        assert_eq!(db.cmd("ZRANDMEMBER r 5 WITHSCORES").matches('$').count(), 4);
+        assert_eq!(
+            db.cmd("ZRANDMEMBER r -5 WITHSCORES").matches('$').count(),
+            10
+        );
+        assert!(db.cmd("ZRANDMEMBER r -5 WITHSCORES").starts_with("*10\r\n"));
+        assert_eq!(db.cmd("ZRANDMEMBER r -3").matches('$').count(), 3);
+        assert_eq!(db.cmd("ZRANDMEMBER nope 3"), "*0\r\n");
+        assert!(db
+            .cmd("ZRANDMEMBER r -1099511627776")
+            .starts_with("-ERR the reply to 1099511627776 random draws would be over"));
+        assert_eq!(
+            db.cmd("ZRANDMEMBER r -9223372036854775808"),
+            format!("-{}\r\n", crate::set::RANDOM_COUNT_RANGE)
+        );
+        assert_eq!(
+            db.cmd("ZMPOP 2 nope r MAX COUNT 5"),
+            "*2\r\n$1\r\nr\r\n*2\r\n*2\r\n$1\r\nn\r\n$1\r\n2\r\n*2\r\n$1\r\nm\r\n$1\r\n1\r\n"
+        );
+        assert_eq!(db.cmd("ZMPOP 1 r MIN"), "*-1\r\n");
+        db.cmd("ZADD q 5 e");
+        assert_eq!(
+            db.cmd("BZPOPMIN nope q 0"),
+            "*3\r\n$1\r\nq\r\n$1\r\ne\r\n$1\r\n5\r\n"
+        );
     }
 }

@@ -1976,6 +1976,31 @@ impl Store {
         self.index.get(key).map(|e| e.kind())
     }
 
+    /// Where the value under `key` lives, from the index alone (nothing is read, no access
+    /// counted): the tier holding it ("dram", "cxl" or "nvme"), or "mixed" for a collection
+    /// whose root and parts are in more than one (O(parts)). `None` when absent.
+    pub fn tier_of(&self, key: &[u8]) -> Option<&'static str> {
+        if is_internal_key(key) {
+            return None;
+        }
+        let name = |e: &Entry| match e.place() {
+            Place::Nvme => "nvme",
+            Place::Mem(t, _) => self.arenas[t as usize].tier,
+        };
+        let e = self.index.get(key)?;
+        let root = name(e);
+        if !e.kind().is_collection() {
+            return Some(root);
+        }
+        let prefix = crate::collection::chunk_prefix(key);
+        let mixed = self
+            .index
+            .range_from(Bound::Included(prefix.as_slice()))
+            .take_while(|(k, _)| k.starts_with(&prefix))
+            .any(|(_, e)| name(e) != root);
+        Some(if mixed { "mixed" } else { root })
+    }
+
     /// Every chunk key stored for the collection under `root` (any generation).
     pub(crate) fn chunk_keys_of(&self, root: &[u8]) -> Vec<Vec<u8>> {
         let prefix = crate::collection::chunk_prefix(root);

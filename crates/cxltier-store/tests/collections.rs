@@ -756,6 +756,9 @@ fn collections_larger_than_dram_keep_their_cold_chunks_on_nvme_and_stay_correct(
     let nvme = stats.tiers.iter().find(|t| t.tier == "nvme").unwrap();
     assert!(nvme.objects > 100, "cold chunks went to NVMe: {nvme:?}");
     assert_eq!(stats.keys, 2);
+    // The list's parts are in DRAM and on NVMe (OBJECT TIER's answer), found from the index.
+    assert_eq!(s.tier_of(b"l"), Some("mixed"));
+    assert_eq!(s.tier_of(b"nope"), None);
     s.check_invariants().unwrap();
     let hits_before = s
         .stats()

@@ -56,12 +56,20 @@ impl Client {
     }
     /// A command given as space-separated words; its reply as text.
     fn cmd(&mut self, line: &str) -> String {
+        self.send(line);
+        self.read()
+    }
+    /// Send a command without waiting for its reply.
+    fn send(&mut self, line: &str) {
         let args: Vec<&str> = line.split(' ').collect();
         let mut req = format!("*{}\r\n", args.len()).into_bytes();
         for a in &args {
             req.extend_from_slice(format!("${}\r\n{a}\r\n", a.len()).as_bytes());
         }
         self.w.write_all(&req).unwrap();
+    }
+    /// The next reply, as text.
+    fn read(&mut self) -> String {
         let mut out = Vec::new();
         self.reply(&mut out);
         String::from_utf8(out).unwrap()
@@ -222,4 +230,130 @@ fn redis_benchmark_collection_tests_complete() {
     let mut c = s.client();
     assert_eq!(c.cmd("PING"), "+PONG\r\n");
     assert!(c.cmd("LLEN mylist").starts_with(':'));
+}
+
+/// Wait (within the guard) until INFO says `n` clients are blocked.
+fn wait_blocked(c: &mut Client, n: usize) {
+    let t = Instant::now();
+    let want = format!("blocked_clients:{n}\r\n");
+    while !c.cmd("INFO clients").contains(&want) {
+        assert!(t.elapsed() < GUARD, "never {want:?}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn blocking_pops_wait_for_a_push_in_order_without_holding_up_others() {
+    let server = Server::start();
+    let (mut a, mut b, mut c) = (server.client(), server.client(), server.client());
+    // A blocked client holds nobody else up; its pipelined commands wait behind it.
+    a.send("BLPOP q 0");
+    a.send("PING");
+    wait_blocked(&mut b, 1);
+    let list = b.cmd("CLIENT LIST");
+    assert_eq!(list.matches(" flags=b ").count(), 1, "{list}");
+    assert!(list.contains(" cmd=blpop "), "{list}");
+    assert_eq!(b.cmd("LLEN q"), ":0\r\n");
+    assert_eq!(b.cmd("RPUSH q x"), ":1\r\n");
+    assert_eq!(a.read(), "*2\r\n$1\r\nq\r\n$1\r\nx\r\n");
+    assert_eq!(a.read(), "+PONG\r\n");
+    assert_eq!(b.cmd("EXISTS q"), ":0\r\n");
+    // First blocked, first served.
+    a.send("BRPOP q 0");
+    wait_blocked(&mut b, 1);
+    c.send("BLPOP q 0");
+    wait_blocked(&mut b, 2);
+    assert_eq!(b.cmd("RPUSH q 1 2"), ":2\r\n");
+    assert_eq!(a.read(), "*2\r\n$1\r\nq\r\n$1\r\n2\r\n");
+    assert_eq!(c.read(), "*2\r\n$1\r\nq\r\n$1\r\n1\r\n");
+    // A push undone in the same transaction wakes nobody, nor does a key of another type.
+    a.send("BLPOP q 0");
+    wait_blocked(&mut b, 1);
+    for cmd in ["MULTI", "LPUSH q a", "DEL q", "SET q str", "EXEC"] {
+        b.cmd(cmd);
+    }
+    assert_eq!(b.cmd("DEL q"), ":1\r\n");
+    wait_blocked(&mut b, 1);
+    b.cmd("RPUSH q z");
+    assert_eq!(a.read(), "*2\r\n$1\r\nq\r\n$1\r\nz\r\n");
+    // BRPOPLPUSH feeds a client blocked on its destination.
+    a.send("BRPOPLPUSH src dst 0");
+    wait_blocked(&mut b, 1);
+    c.send("BLMPOP 0 1 dst LEFT COUNT 5");
+    wait_blocked(&mut b, 2);
+    b.cmd("RPUSH src v");
+    assert_eq!(a.read(), "$1\r\nv\r\n");
+    assert_eq!(c.read(), "*2\r\n$3\r\ndst\r\n*1\r\n$1\r\nv\r\n");
+    wait_blocked(&mut b, 0);
+    // Inside MULTI nothing blocks: the answer is the timeout's.
+    b.cmd("MULTI");
+    b.cmd("BLPOP none 0");
+    b.cmd("BLMOVE none dst LEFT LEFT 0");
+    assert_eq!(b.cmd("EXEC"), "*2\r\n*-1\r\n$-1\r\n");
+    // Timeouts, and their errors.
+    assert_eq!(a.cmd("BLPOP none 0.01"), "*-1\r\n");
+    assert_eq!(a.cmd("BLPOP none -1"), "-ERR timeout is negative\r\n");
+    assert_eq!(
+        a.cmd("BLPOP none x"),
+        "-ERR timeout is not a float or out of range\r\n"
+    );
+    a.cmd("HELLO 3");
+    assert_eq!(a.cmd("BRPOP none 0.01"), "_\r\n");
+    a.cmd("HELLO 2");
+    // CLIENT UNBLOCK, as a timeout and as an error.
+    let id = a.cmd("CLIENT ID");
+    let id = id.trim_start_matches(':').trim();
+    a.send("BLPOP none 0");
+    wait_blocked(&mut b, 1);
+    assert_eq!(b.cmd(&format!("CLIENT UNBLOCK {id}")), ":1\r\n");
+    assert_eq!(a.read(), "*-1\r\n");
+    a.send("BLPOP none 0");
+    wait_blocked(&mut b, 1);
+    assert_eq!(b.cmd(&format!("CLIENT UNBLOCK {id} ERROR")), ":1\r\n");
+    assert_eq!(
+        a.read(),
+        "-UNBLOCKED client unblocked via CLIENT UNBLOCK\r\n"
+    );
+    assert_eq!(b.cmd(&format!("CLIENT UNBLOCK {id}")), ":0\r\n");
+    // A blocked client that goes away is no longer counted.
+    c.send("BLPOP none 0");
+    wait_blocked(&mut b, 1);
+    drop(c);
+    wait_blocked(&mut b, 0);
+    // LMPOP, which never blocks.
+    b.cmd("RPUSH l1 a b c");
+    assert_eq!(
+        b.cmd("LMPOP 2 l0 l1 RIGHT COUNT 2"),
+        "*2\r\n$2\r\nl1\r\n*2\r\n$1\r\nc\r\n$1\r\nb\r\n"
+    );
+    assert_eq!(b.cmd("LMPOP 1 l0 LEFT"), "*-1\r\n");
+    assert_eq!(
+        b.cmd("LMPOP 0 l0 LEFT"),
+        "-ERR numkeys should be greater than 0\r\n"
+    );
+    assert_eq!(
+        b.cmd("LMPOP 1 l1 LEFT COUNT 0"),
+        "-ERR count should be greater than 0\r\n"
+    );
+    assert_eq!(b.cmd("LMPOP 5 l1 LEFT"), "-ERR syntax error\r\n");
+}
+
+#[test]
+fn clients_sending_in_one_breath_are_served_in_the_order_they_sent() {
+    let server = Server::start();
+    let mut r = server.client();
+    // The suite's "BRPOPLPUSH with multiple blocked clients": the three commands arrive
+    // together; the pops must be parked, in order, before the push runs.
+    for _ in 0..20 {
+        let (mut a, mut b) = (server.client(), server.client());
+        r.cmd("DEL blist target1 target2");
+        r.cmd("SET target1 nolist");
+        a.send("BRPOPLPUSH blist target1 0");
+        b.send("BRPOPLPUSH blist target2 0");
+        r.send("LPUSH blist foo");
+        assert_eq!(r.read(), ":1\r\n");
+        assert_eq!(a.read(), WT);
+        assert_eq!(b.read(), "$3\r\nfoo\r\n");
+        assert_eq!(r.cmd("LRANGE target2 0 -1"), "*1\r\n$3\r\nfoo\r\n");
+    }
 }

@@ -490,3 +490,28 @@ fn a_port_in_use_exits_1_with_the_hint_and_no_listening_line() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("at most the hard limit"));
 }
+
+#[test]
+fn random_member_counts_never_hang_or_exhaust_the_server() {
+    let server = Server::start(&[]);
+    let mut c = server.client();
+    assert_eq!(call(&mut c, &["SADD", "myset", "a"]), Reply::Int(1));
+    // The 7.0 suite's "SRANDMEMBER count overflow": Redis answers out of range; this used to
+    // loop 2^63 times in the event loop, and every client waited.
+    match call(&mut c, &["SRANDMEMBER", "myset", "-9223372036854775808"]) {
+        Reply::Error(e) => assert!(e.contains("value is out of range"), "{e}"),
+        other => panic!("{other:?}"),
+    }
+    // 2^40 draws from a one-member set: a reply of terabytes, refused naming the limit.
+    match call(&mut c, &["SRANDMEMBER", "myset", "-1099511627776"]) {
+        Reply::Error(e) => assert!(e.contains("client-output-buffer-limit hard limit"), "{e}"),
+        other => panic!("{other:?}"),
+    }
+    // The connection and the server are fine afterwards.
+    assert_eq!(call(&mut c, &["SCARD", "myset"]), Reply::Int(1));
+    let mut other = server.client();
+    assert_eq!(
+        call(&mut other, &["SISMEMBER", "myset", "a"]),
+        Reply::Int(1)
+    );
+}

@@ -812,6 +812,25 @@ impl Store {
             .flatten())
     }
 
+    /// The flags kept in the root of the collection of `kind` at `key` (0 when absent): see
+    /// [`Store::add_collection_flags`].
+    pub fn collection_flags(&mut self, key: &[u8], kind: Kind) -> Result<u8> {
+        Ok(self.coll_read(key, kind, |_, r| Ok(r.flags))?.unwrap_or(0))
+    }
+
+    /// Set `flags` in the root of the collection of `kind` at `key` (kept until the
+    /// collection is deleted; the server's use: a set Redis would have converted to a
+    /// hashtable, which it never converts back). Writes the root only when they change it;
+    /// false when the key is absent.
+    pub fn add_collection_flags(&mut self, key: &[u8], kind: Kind, flags: u8) -> Result<bool> {
+        Ok(self
+            .coll_write(key, kind, false, |_, root| {
+                root.flags |= flags;
+                Ok(())
+            })?
+            .is_some())
+    }
+
     /// `ZCOUNT`: members with scores within `min..max`, from two paths (no member is read).
     pub fn zcount(&mut self, key: &[u8], min: ScoreBound, max: ScoreBound) -> Result<u64> {
         Ok(self

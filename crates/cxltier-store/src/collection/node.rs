@@ -268,6 +268,9 @@ fn trees_of(kind: Kind) -> usize {
 
 /// The format of a root's bytes.
 const ROOT_FORMAT: u8 = 1;
+/// Format 1's bytes and one byte of flags after the trees: written only when a flag is set, so
+/// a root without flags is byte for byte what it always was.
+const ROOT_FORMAT_FLAGS: u8 = 2;
 
 /// A collection's root: its identity and the top node of each of its trees (a sorted set has
 /// two, the others one).
@@ -283,6 +286,9 @@ pub(crate) struct Root {
     /// by recovery in case a crash came in between.
     pub freed: Vec<u64>,
     pub tops: Vec<Node>,
+    /// Bits the server sets and the collection keeps until it is deleted (a set that Redis
+    /// would have converted to a hashtable stays one for `OBJECT ENCODING`).
+    pub flags: u8,
 }
 
 impl Root {
@@ -294,6 +300,7 @@ impl Root {
             next_id: 0,
             freed: Vec::new(),
             tops: vec![Node::empty_leaf(); trees],
+            flags: 0,
         }
     }
 
@@ -301,7 +308,11 @@ impl Root {
         let mut out = Vec::with_capacity(
             32 + self.freed.len() * 8 + self.tops.iter().map(|t| 4 + t.size()).sum::<usize>(),
         );
-        out.push(ROOT_FORMAT);
+        out.push(if self.flags == 0 {
+            ROOT_FORMAT
+        } else {
+            ROOT_FORMAT_FLAGS
+        });
         out.push(self.kind as u8);
         out.extend_from_slice(&self.generation.to_le_bytes());
         out.extend_from_slice(&self.next_id.to_le_bytes());
@@ -316,6 +327,9 @@ impl Root {
             out.extend_from_slice(&(b.len() as u32).to_le_bytes());
             out.extend_from_slice(&b);
         }
+        if self.flags != 0 {
+            out.push(self.flags);
+        }
         out
     }
 
@@ -323,7 +337,7 @@ impl Root {
     /// check of a collection's chunks.
     pub(crate) fn decode_header(bytes: &[u8], key: &[u8]) -> Result<(u64, u64, Vec<u64>)> {
         let mut r = Reader::new(bytes, key);
-        if r.u8()? != ROOT_FORMAT {
+        if !matches!(r.u8()?, ROOT_FORMAT | ROOT_FORMAT_FLAGS) {
             return Err(r.corrupt("an unknown root format"));
         }
         Kind::from_u8(r.u8()?).ok_or_else(|| r.corrupt("an unknown kind"))?;
@@ -358,6 +372,11 @@ impl Root {
                 return Err(nr.corrupt("bytes after its top node"));
             }
         }
+        let flags = if bytes[0] == ROOT_FORMAT_FLAGS {
+            r.u8()?
+        } else {
+            0
+        };
         if !r.done() {
             return Err(r.corrupt("bytes after its trees"));
         }
@@ -367,6 +386,7 @@ impl Root {
             next_id,
             freed,
             tops,
+            flags,
         })
     }
 }
@@ -400,6 +420,15 @@ mod tests {
         assert_eq!(Root::decode(&b, b"x").unwrap(), root);
         for cut in 0..b.len() {
             assert!(Root::decode(&b[..cut], b"x").is_err(), "cut at {cut}");
+        }
+        // Flags: a byte more, and a root without them is as it was.
+        root.flags = 1;
+        let f = root.encode();
+        assert_eq!(f.len(), b.len() + 1);
+        assert_eq!(f[1..b.len()], b[1..]);
+        assert_eq!(Root::decode(&f, b"x").unwrap(), root);
+        for cut in 0..f.len() {
+            assert!(Root::decode(&f[..cut], b"x").is_err(), "cut at {cut}");
         }
     }
 }
