@@ -11,6 +11,9 @@
 //! The array starts zeroed: fresh mappings are zero pages and spill files are preallocated
 //! (`fallocate`, which also refuses a spill that does not fit before anything starts).
 
+// A library reports through its return values; only the CLI prints.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
 mod array;
 mod config;
 mod pass;

@@ -6,6 +6,9 @@
 //! - [`plan`]: search weight vectors for a mix and a goal, compare with DRAM alone and with the
 //!   weights the kernel derives from firmware bandwidth (its `auto` mode).
 
+// A library reports through its return values; only the CLI prints.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
 pub mod model;
 pub mod plan;
 pub mod published;

@@ -9,6 +9,9 @@
 //! Loading never accepts a half-valid profile: every problem is reported with the file, the line and
 //! the reason ([`ProfileError`]).
 
+// A library reports through its return values; only the CLI prints.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
 mod mix;
 mod raw;
 

@@ -15,6 +15,9 @@
 //!
 //! Basis states are numbered as in Qiskit: qubit 0 is the least significant bit.
 
+// A library reports through its return values; only the CLI prints.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
 pub mod fusion;
 pub mod gates;
 pub mod kernel;

@@ -23,7 +23,7 @@ pub enum WatchError {
     Ras(#[from] RasError),
     /// The quarantine file could not be appended to.
     #[error("{0}")]
-    Quarantine(RasError),
+    Quarantine(crate::quarantine::QuarantineError),
     /// The sink could not write its report (its output is gone).
     #[error("{0}")]
     Output(io::Error),

@@ -70,6 +70,9 @@ pub struct ServerConfig {
     pub client_query_buffer_limit: usize,
     /// Limits on a connection's unread replies.
     pub client_output_buffer_limit: OutputBufferLimit,
+    /// Where the server says what went wrong in the background (a client closed over its
+    /// limit, NVMe reads failing, poisoned memory applied); the default drops the lines.
+    pub log: crate::ratelog::LogSink,
 }
 
 /// Redis's `client-output-buffer-limit normal`: at `soft` bytes of replies not yet read by the
@@ -291,14 +294,14 @@ pub fn serve_on(
         limits.output.soft,
         limits.output.soft_seconds,
     );
-    let mut log = RateLimitedLog::default();
+    let mut log = RateLimitedLog::default().with_sink(cfg.log.clone());
     // Held so that, out of descriptors, one can be freed to accept a connection and close it
     // with a reason rather than leave it waiting in the backlog (Redis's approach).
     let mut spare_fd = std::fs::File::open("/dev/null").ok();
     let mut quarantine = cfg
         .quarantine_file
         .as_ref()
-        .map(|p| Quarantine::new(p, &mut info.poison));
+        .map(|p| Quarantine::new(p, &mut info.poison).with_log(cfg.log.clone()));
     let mut conns: HashMap<Token, Conn> = HashMap::new();
     let mut next_token = 0usize;
     let mut events = Events::with_capacity(1024);
@@ -389,7 +392,7 @@ pub fn serve_on(
                 Instant::now(),
                 &format!("collecting NVMe reads failed (the commands will read one by one): {e}"),
             ) {
-                eprintln!("cxltier serve: {line}");
+                log.emit(&line);
             }
         }
         if store.has_nvme() {
@@ -410,7 +413,7 @@ pub fn serve_on(
                             "NVMe reads could not begin (the commands will read one by one): {e}"
                         ),
                     ) {
-                        eprintln!("cxltier serve: {line}");
+                        log.emit(&line);
                     }
                 }
                 for c in conns.values_mut() {
@@ -493,7 +496,7 @@ pub fn serve_on(
                     Instant::now(),
                     &format!("background work failed: {e}"),
                 ) {
-                    eprintln!("cxltier serve: {line}");
+                    log.emit(&line);
                 }
             }
             if let Some(q) = quarantine.as_mut() {
@@ -661,7 +664,7 @@ fn parse_into_queue(
             limits.query
         );
         if let Some(line) = log.line("query-limit", Instant::now(), &text) {
-            eprintln!("cxltier serve: {line}");
+            log.emit(&line);
         }
         protocol_error(
             c,
@@ -702,7 +705,7 @@ fn close_over_limit(c: &mut Conn, info: &mut ServerInfo, log: &mut RateLimitedLo
     c.dead = true;
     info.client_output_buffer_limit_disconnections += 1;
     if let Some(line) = log.line("output-limit", Instant::now(), text) {
-        eprintln!("cxltier serve: {line}");
+        log.emit(&line);
     }
 }
 
@@ -853,7 +856,7 @@ fn run_ready(
             }
         }
         if let Some(line) = log.line("commit", Instant::now(), &msg) {
-            eprintln!("cxltier serve: {line}");
+            log.emit(&line);
         }
     }
     ran
@@ -894,7 +897,7 @@ fn accept(
                         Instant::now(),
                         &format!("cannot watch the connection of {peer} (closed): {e}"),
                     ) {
-                        eprintln!("cxltier serve: {line}");
+                        log.emit(&line);
                     }
                     continue;
                 }
@@ -957,7 +960,7 @@ fn accept(
                     Instant::now(),
                     &format!("accept failed: {e} (connections refused; raise ulimit -n or lower --max-clients)"),
                 ) {
-                    eprintln!("cxltier serve: {line}");
+                    log.emit(&line);
                 }
                 let Some(spare) = spare_fd.take() else { return };
                 drop(spare);
@@ -985,7 +988,7 @@ fn accept(
                 if let Some(line) =
                     log.line("accept", Instant::now(), &format!("accept failed: {e}"))
                 {
-                    eprintln!("cxltier serve: {line}");
+                    log.emit(&line);
                 }
                 return;
             }

@@ -15,6 +15,9 @@
 //! - Background work: [`Store::tick`] (demotion by watermarks, segment cleaning, expiry, the
 //!   `everysec` sync); the server calls it when idle and at least every 100 ms.
 
+// A library reports through its return values; only the CLI prints.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
 mod admission;
 mod arena;
 mod collection;
@@ -257,6 +260,10 @@ pub struct StoreBuilder {
     pub(crate) chunk_bytes: usize,
     /// Whether `chunk_bytes` was asked for: the default shrinks to fit a small `max_object`.
     pub(crate) chunk_bytes_set: bool,
+    /// The machine's NUMA nodes, from the caller (`None`: one node 0, as without NUMA).
+    pub(crate) topology: Option<cxltier_topo::Topology>,
+    /// Where procfs is mounted (`/proc` on a live machine).
+    pub(crate) proc_root: std::path::PathBuf,
 }
 
 /// Per-tier statistics (`INFO`, `--json`). Field names are a stable interface.
@@ -325,7 +332,23 @@ impl StoreBuilder {
             recover_anyway: false,
             chunk_bytes: collection::DEFAULT_CHUNK_BYTES,
             chunk_bytes_set: false,
+            topology: None,
+            proc_root: std::path::PathBuf::from("/proc"),
         }
+    }
+    /// The machine's NUMA nodes, which `dram_node`/`cxl_node` are checked against and the
+    /// defaults are chosen from (the local node, the first CPU-less node). The caller discovers
+    /// them (`Topology::discover`, from `/` or a recorded tree); without a topology the store
+    /// assumes what a kernel without NUMA has: node 0 alone.
+    pub fn topology(mut self, topo: cxltier_topo::Topology) -> Self {
+        self.topology = Some(topo);
+        self
+    }
+    /// Where procfs is mounted (default `/proc`): the store reads `self/stat` (the node of the
+    /// CPU it is built on) and `self/pagemap` (its frames on poisoned memory) below it.
+    pub fn proc_root(mut self, root: impl Into<std::path::PathBuf>) -> Self {
+        self.proc_root = root.into();
+        self
     }
     /// DRAM budget, index included.
     pub fn dram(mut self, bytes: u64) -> Self {
@@ -424,7 +447,7 @@ impl std::str::FromStr for SsdSpec {
         }
         let capacity = size
             .map(|z| {
-                cxltier_control::size::parse_size(z)
+                cxltier_topo::size::parse_size(z)
                     .map_err(|e| format!("--ssd {s}: bad size {z:?}: {e}"))
             })
             .transpose()?;

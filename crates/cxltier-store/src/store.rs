@@ -96,6 +96,8 @@ pub struct Store {
     chunk_writes: u64,
     /// Injected failures (tests): chunk writes and chunk deletes left before they fail.
     chunk_faults: (Option<u64>, Option<u64>),
+    /// Where procfs is mounted, from the builder (`self/pagemap` for poisoned memory).
+    pub(crate) proc_root: std::path::PathBuf,
 }
 
 impl std::fmt::Debug for Store {
@@ -115,42 +117,26 @@ fn is_expired(e: &Entry, now: u64) -> bool {
     e.is_expired(now)
 }
 
-/// The NUMA nodes the store may pick from, read once from sysfs when the store is built.
-struct Nodes {
-    topo: Option<cxltier_topo::Topology>,
+/// The NUMA nodes the store may pick from, as the caller gave them when the store is built.
+struct Nodes<'a> {
+    topo: Option<&'a cxltier_topo::Topology>,
+    proc_root: &'a std::path::Path,
 }
 
-impl Nodes {
-    fn discover() -> Nodes {
-        Nodes {
-            topo: cxltier_topo::Topology::discover(std::path::Path::new("/")).ok(),
-        }
-    }
-
-    /// Whether `node` exists (by the topology, or by sysfs when discovery failed).
+impl Nodes<'_> {
+    /// Whether `node` exists (without a topology, only node 0 does: a kernel without NUMA).
     fn exists(&self, node: u32) -> bool {
-        match &self.topo {
+        match self.topo {
             Some(t) => t.nodes.iter().any(|n| n.id == node),
-            None => std::path::Path::new(&format!("/sys/devices/system/node/node{node}")).exists(),
+            None => node == 0,
         }
     }
 
     /// The node ids present, for error messages.
     fn present(&self) -> String {
-        let mut v: Vec<u32> = match &self.topo {
+        let mut v: Vec<u32> = match self.topo {
             Some(t) => t.nodes.iter().map(|n| n.id).collect(),
-            None => std::fs::read_dir("/sys/devices/system/node")
-                .map(|d| {
-                    d.filter_map(|e| e.ok())
-                        .filter_map(|e| {
-                            e.file_name()
-                                .to_str()
-                                .and_then(|n| n.strip_prefix("node"))
-                                .and_then(|n| n.parse().ok())
-                        })
-                        .collect()
-                })
-                .unwrap_or_default(),
+            None => vec![0],
         };
         v.sort_unstable();
         v.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
@@ -159,8 +145,8 @@ impl Nodes {
     /// The node of the CPU this thread runs on (`/proc/self/stat` field 39), when it has memory;
     /// else the first node with CPUs and memory; else node 0.
     fn local(&self) -> u32 {
-        let Some(t) = &self.topo else { return 0 };
-        let cpu = std::fs::read_to_string("/proc/self/stat")
+        let Some(t) = self.topo else { return 0 };
+        let cpu = std::fs::read_to_string(self.proc_root.join("self/stat"))
             .ok()
             .and_then(|s| {
                 // Fields after the command name, which is in parentheses and may hold spaces.
@@ -183,7 +169,7 @@ impl Nodes {
     /// memory-only node.
     fn cpuless(&self) -> Option<u32> {
         use cxltier_topo::NodeKind;
-        let t = self.topo.as_ref()?;
+        let t = self.topo?;
         let usable = |n: &&cxltier_topo::Node| n.online && n.has_memory() && n.cpus.is_empty();
         t.nodes
             .iter()
@@ -269,7 +255,10 @@ impl Store {
                     .into(),
             ));
         }
-        let nodes = Nodes::discover();
+        let nodes = Nodes {
+            topo: b.topology.as_ref(),
+            proc_root: &b.proc_root,
+        };
         for (what, n) in [("--dram-node", b.dram_node), ("--cxl-node", b.cxl_node)] {
             if let Some(n) = n {
                 if !nodes.exists(n) {
@@ -331,6 +320,7 @@ impl Store {
             next_generation: now_ms() << 16,
             chunk_writes: 0,
             chunk_faults: (None, None),
+            proc_root: b.proc_root.clone(),
         };
         if let Some(ssd) = &b.ssd {
             let mut cfg = LogConfig::new(&ssd.path, ssd.capacity);

@@ -125,11 +125,10 @@ impl IoBatchRing {
                         _ => {
                             failures += 1;
                             if failures > 10_000 {
-                                eprintln!(
+                                crate::abort_with(format_args!(
                                     "io_uring_enter keeps failing ({e}) with {pending} direct \
                                      I/O requests in flight; aborting"
-                                );
-                                std::process::abort();
+                                ));
                             }
                             std::thread::sleep(std::time::Duration::from_micros(100));
                             continue;

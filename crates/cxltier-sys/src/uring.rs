@@ -244,11 +244,10 @@ impl Uring {
                 // let the kernel touch freed memory (as the batched ring does).
                 failures += 1;
                 if failures > 10_000 {
-                    eprintln!(
+                    crate::abort_with(format_args!(
                         "io_uring_enter keeps failing ({e}) with {} direct I/O requests in flight; aborting",
                         n - done
-                    );
-                    std::process::abort();
+                    ));
                 }
                 std::thread::sleep(std::time::Duration::from_micros(100));
                 continue;

@@ -30,7 +30,7 @@ impl Tiers {
     /// The first tier group with memory is fast; every later one is slow (nearest first).
     pub fn from_topology(topo: &Topology) -> Result<Tiers, TierdError> {
         let memory: Vec<u32> = topo.memory_nodes().map(|n| n.id).collect();
-        let groups = cxltier_control::policy::tier_groups(topo, &memory);
+        let groups = topo.tier_groups(&memory);
         match groups.split_first() {
             Some((fast, rest)) if !rest.is_empty() => Ok(Tiers {
                 fast: fast.clone(),

@@ -159,12 +159,14 @@ impl Policy {
     pub fn dram_budget_bytes(&self) -> Result<Option<u64>, TierdError> {
         match &self.limits.dram_budget {
             None => Ok(None),
-            Some(text) => cxltier_control::size::parse_size(text)
-                .map(Some)
-                .map_err(|e| TierdError::Setting {
-                    setting: "dram_budget",
-                    message: e.to_string(),
-                }),
+            Some(text) => {
+                cxltier_topo::size::parse_size(text)
+                    .map(Some)
+                    .map_err(|e| TierdError::Setting {
+                        setting: "dram_budget",
+                        message: e.to_string(),
+                    })
+            }
         }
     }
 

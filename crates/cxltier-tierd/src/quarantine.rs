@@ -14,7 +14,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use cxltier_ras::quarantine::QuarantineFile;
+use cxltier_quarantine::QuarantineFile;
 use cxltier_sys::pagemap::Pagemap;
 use cxltier_sys::{errno_name, move_pages, query_pages, PageStatus};
 use serde::Serialize;
@@ -244,7 +244,7 @@ pub fn prometheus(r: &QuarantineReport) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cxltier_ras::quarantine::{append, QuarantinedRange};
+    use cxltier_quarantine::{append, QuarantinedRange};
 
     fn range(start: u64, end: u64, node: u32) -> QuarantinedRange {
         QuarantinedRange {

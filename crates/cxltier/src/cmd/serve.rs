@@ -100,7 +100,7 @@ pub struct Args {
     /// Follow this file of poisoned physical ranges (written by `cxltier ras --watch
     /// --quarantine`; missing: nothing quarantined): objects on them are restored from NVMe or
     /// reported lost, and their memory is never used again (needs root to map the ranges)
-    #[arg(long, value_name = "PATH", default_value = cxltier_ras::quarantine::DEFAULT_PATH)]
+    #[arg(long, value_name = "PATH", default_value = cxltier_quarantine::DEFAULT_PATH)]
     quarantine_file: std::path::PathBuf,
     /// Start even when the NVMe log is damaged (bytes recovery cannot read, which may have held
     /// acknowledged writes): serve what is readable, and report the damaged ranges and the keys
@@ -220,7 +220,14 @@ pub fn run(args: Args) -> CliResult {
         .durability(durability)
         .max_object(max_object)
         .nvme_queue_depth(args.nvme_queue_depth)
-        .recover_anyway(args.recover_anyway);
+        .recover_anyway(args.recover_anyway)
+        .proc_root("/proc");
+    // The store checks --dram-node/--cxl-node against the machine's nodes and picks its defaults
+    // from them. Without a node directory the kernel has no NUMA: the store's default, node 0
+    // alone, is then the truth.
+    if let Ok(topo) = cxltier_topo::Topology::discover(std::path::Path::new("/")) {
+        builder = builder.topology(topo);
+    }
     if let Some(s) = ssd.clone() {
         builder = builder.ssd(s);
     }
@@ -284,6 +291,7 @@ pub fn run(args: Args) -> CliResult {
         quarantine_file: Some(args.quarantine_file),
         client_query_buffer_limit: query_limit,
         client_output_buffer_limit: output_limit,
+        log: cxltier_server::LogSink::new(|line| eprintln!("cxltier serve: {line}")),
     };
     cxltier_server::serve_on(listener, cfg, store, stop).map_err(server_error)?;
     eprintln!("cxltier serve: stopped; the store is closed");

@@ -114,7 +114,7 @@ pub struct Args {
     dry_run: bool,
     /// Poisoned physical ranges to keep the targets off (written by `cxltier ras --watch
     /// --quarantine`; missing: none), read every interval
-    #[arg(long, value_name = "PATH", default_value = cxltier_ras::quarantine::DEFAULT_PATH)]
+    #[arg(long, value_name = "PATH", default_value = cxltier_quarantine::DEFAULT_PATH)]
     quarantine_file: PathBuf,
     /// One JSON object per line
     #[arg(long)]
