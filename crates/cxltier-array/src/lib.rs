@@ -94,3 +94,19 @@ pub enum ArrayError {
         message: String,
     },
 }
+
+impl cxltier_error::Classify for ArrayError {
+    fn class(&self) -> cxltier_error::Class {
+        use cxltier_error::Class;
+        match self {
+            ArrayError::Config(_) | ArrayError::NoSpace { .. } => Class::BadInput,
+            ArrayError::Sys(s) => match s.kind {
+                cxltier_sys::ErrorKind::PermissionDenied => Class::Permission,
+                cxltier_sys::ErrorKind::Unsupported => Class::Unsupported,
+                cxltier_sys::ErrorKind::InvalidArgument => Class::BadInput,
+                _ => Class::Runtime,
+            },
+            _ => Class::Runtime,
+        }
+    }
+}

@@ -467,7 +467,7 @@ pub fn parse_numa_maps(
 mod tests {
     use super::*;
     use crate::testdir::TempDir;
-    use crate::ErrorClass;
+    use crate::{Class, Classify};
 
     /// `cat /proc/self/numa_maps` on a one-node machine (Linux 6.18, 4 KiB pages, default policy).
     const RECORDED: &str = include_str!("../tests/fixtures/numa_maps/cat-1node.txt");
@@ -612,10 +612,10 @@ mod tests {
 
         let e = show_in(t.path(), 4343).unwrap_err();
         assert!(matches!(e, ControlError::NoProcess { pid: 4343 }), "{e}");
-        assert_eq!(e.class(), ErrorClass::BadInput);
+        assert_eq!(e.class(), Class::BadInput);
         t.write("4444/comm", "x\n");
         let e = show_in(t.path(), 4444).unwrap_err();
-        assert_eq!(e.class(), ErrorClass::Unsupported, "{e}");
+        assert_eq!(e.class(), Class::Unsupported, "{e}");
     }
 
     #[test]

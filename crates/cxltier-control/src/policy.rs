@@ -197,7 +197,7 @@ fn simple(
 mod tests {
     use super::*;
     use crate::testdir::TempDir;
-    use crate::ErrorClass;
+    use crate::{Class, Classify};
 
     const NODE: &str = "sys/devices/system/node";
 
@@ -257,7 +257,7 @@ mod tests {
         let msg = e.to_string();
         assert!(msg.contains("3 weight(s) for nodes 0-3"), "{msg}");
         assert!(msg.contains("0-1 | 2-3"), "{msg}");
-        assert_eq!(e.class(), ErrorClass::BadInput);
+        assert_eq!(e.class(), Class::BadInput);
     }
 
     #[test]

@@ -21,11 +21,12 @@ pub fn parse_size(text: &str) -> Result<u64, ControlError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Classify;
 
     #[test]
     fn a_bad_size_is_bad_input_with_the_same_message() {
         let e = parse_size("64Q").unwrap_err();
-        assert_eq!(e.class(), crate::ErrorClass::BadInput);
+        assert_eq!(e.class(), crate::Class::BadInput);
         assert_eq!(
             e.to_string(),
             cxltier_topo::size::parse_size("64Q")

@@ -108,6 +108,26 @@ pub enum PlanError {
     },
 }
 
+impl cxltier_error::Classify for PlanError {
+    /// A single-tier profile is a platform with nothing to plan; the rest are requests that
+    /// cannot be met as asked.
+    fn class(&self) -> cxltier_error::Class {
+        match self {
+            PlanError::SingleTier(_) => cxltier_error::Class::Unsupported,
+            _ => cxltier_error::Class::BadInput,
+        }
+    }
+
+    fn hint(&self) -> Option<String> {
+        match self {
+            PlanError::SingleTier(_) => Some(
+                "plan needs two or more tiers; pass --profile with a multi-tier profile".into(),
+            ),
+            _ => None,
+        }
+    }
+}
+
 /// The weights the kernel's `auto` mode derives from per-node bandwidth (Linux 6.16+,
 /// `reduce_interleave_weights` in mm/mempolicy.c): each node gets `32 * bw / sum(bw)` rounded down,
 /// at least 1, and the vector is divided by its greatest common divisor.

@@ -31,7 +31,7 @@ pub mod report;
 pub mod size;
 pub mod weights;
 
-pub use error::{ErrorKind, ProbeError};
+pub use error::{Class, Classify, ProbeError};
 pub use plan::{plan, Config, Placement, Plan, Target};
 pub use progress::Progress;
 pub use report::Report;

@@ -481,6 +481,7 @@ pub fn plan(config: &Config, topo: &Topology, host: Host) -> Result<Plan, ProbeE
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Classify;
     use std::path::Path;
 
     fn host() -> Host {
@@ -616,7 +617,7 @@ mod tests {
         c.mixes = "R,3:x".into();
         let e = plan(&c, &t, host()).unwrap_err();
         assert!(e.to_string().contains("invalid mix \"3:x\""), "{e}");
-        assert_eq!(e.kind(), crate::ErrorKind::BadInput);
+        assert_eq!(crate::Classify::class(&e), crate::Class::BadInput);
         let e = plan(&config("0", "12Q"), &t, host()).unwrap_err();
         assert!(matches!(e, ProbeError::Size { .. }));
         let e = plan(&config("0-", "64M"), &t, host()).unwrap_err();
@@ -652,7 +653,7 @@ mod tests {
         // The recorded tree has no weighted_interleave directory: an old kernel.
         let e = plan(&c, &t, host()).unwrap_err();
         assert!(matches!(e, ProbeError::NoWeightedInterleave), "{e}");
-        assert_eq!(e.kind(), crate::ErrorKind::Unsupported);
+        assert_eq!(crate::Classify::class(&e), crate::Class::Unsupported);
         let wi = d.path().join("sys/kernel/mm/mempolicy/weighted_interleave");
         std::fs::create_dir_all(&wi).unwrap();
         std::fs::write(wi.join("node0"), "1\n").unwrap();

@@ -290,6 +290,13 @@ pub struct ProfileError {
     pub reason: String,
 }
 
+/// A profile is input: whatever is wrong with it is the user's to fix.
+impl cxltier_error::Classify for ProfileError {
+    fn class(&self) -> cxltier_error::Class {
+        cxltier_error::Class::BadInput
+    }
+}
+
 impl std::fmt::Display for ProfileError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match (self.line, self.column) {

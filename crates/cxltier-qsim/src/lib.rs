@@ -50,3 +50,12 @@ pub enum QsimError {
     #[error(transparent)]
     Array(#[from] cxltier_array::ArrayError),
 }
+
+impl cxltier_error::Classify for QsimError {
+    fn class(&self) -> cxltier_error::Class {
+        match self {
+            QsimError::Parse { .. } | QsimError::Config(_) => cxltier_error::Class::BadInput,
+            QsimError::Array(e) => cxltier_error::Classify::class(e),
+        }
+    }
+}

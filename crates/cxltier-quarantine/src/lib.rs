@@ -56,6 +56,15 @@ pub enum QuarantineError {
     },
 }
 
+impl cxltier_error::Classify for QuarantineError {
+    fn class(&self) -> cxltier_error::Class {
+        match self {
+            QuarantineError::Permission { .. } => cxltier_error::Class::Permission,
+            QuarantineError::Io { .. } => cxltier_error::Class::Runtime,
+        }
+    }
+}
+
 impl QuarantineError {
     /// An I/O error on PATH while doing ACTION; permission errors become
     /// [`QuarantineError::Permission`].

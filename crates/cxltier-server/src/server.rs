@@ -156,6 +156,23 @@ pub enum ServerError {
     Store(#[from] cxltier_store::StoreError),
 }
 
+impl cxltier_error::Classify for ServerError {
+    fn class(&self) -> cxltier_error::Class {
+        use cxltier_error::Class;
+        match self {
+            ServerError::Bind { source, .. } => match source.kind() {
+                io::ErrorKind::PermissionDenied => Class::Permission,
+                // The address is not one of this host's: the --bind given is wrong.
+                io::ErrorKind::AddrNotAvailable => Class::BadInput,
+                _ if source.raw_os_error() == Some(libc::EAFNOSUPPORT) => Class::Unsupported,
+                // In use and the rest: the address is fine, the host's state is not.
+                _ => Class::Runtime,
+            },
+            _ => Class::Runtime,
+        }
+    }
+}
+
 struct Conn {
     stream: TcpStream,
     /// For log lines.

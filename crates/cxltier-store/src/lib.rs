@@ -182,6 +182,21 @@ pub enum StoreError {
     Sys(#[from] cxltier_sys::SysError),
 }
 
+impl cxltier_error::Classify for StoreError {
+    fn class(&self) -> cxltier_error::Class {
+        use cxltier_error::Class;
+        match self {
+            StoreError::Config(_) | StoreError::TooLarge { .. } => Class::BadInput,
+            StoreError::Io { source, .. }
+                if source.kind() == std::io::ErrorKind::PermissionDenied =>
+            {
+                Class::Permission
+            }
+            _ => Class::Runtime,
+        }
+    }
+}
+
 /// What recovery could not read, for [`StoreError::Damaged`].
 #[derive(Debug, Clone)]
 pub struct Damage {

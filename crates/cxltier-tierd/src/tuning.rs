@@ -37,6 +37,24 @@ pub enum TuneError {
     Output(io::Error),
 }
 
+impl crate::Classify for TuneError {
+    fn class(&self) -> crate::Class {
+        match self {
+            TuneError::Tierd(e) => e.class(),
+            TuneError::Control(e) => cxltier_control::Classify::class(e),
+            TuneError::Output(_) => crate::Class::Runtime,
+        }
+    }
+
+    fn hint(&self) -> Option<String> {
+        match self {
+            TuneError::Tierd(e) => e.hint(),
+            TuneError::Control(e) => cxltier_control::Classify::hint(e),
+            TuneError::Output(_) => None,
+        }
+    }
+}
+
 /// How the session reaches its target.
 pub trait Measurer {
     /// Move the target to `tenths`/10 of its pages on the fast tier, let it settle, and measure

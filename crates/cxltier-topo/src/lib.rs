@@ -88,6 +88,30 @@ impl TopoError {
     }
 }
 
+/// Discovery at a live root: no node directory means a kernel without NUMA. (A root the user
+/// named that is not a sysfs tree is their mistake: the CLI says so for `--sysfs-root`.)
+impl cxltier_error::Classify for TopoError {
+    fn class(&self) -> cxltier_error::Class {
+        use cxltier_error::Class;
+        match self {
+            TopoError::NoNodes { .. } | TopoError::NoNodeEntries { .. } => Class::Unsupported,
+            e if e.is_permission_denied() => Class::Permission,
+            _ => Class::Runtime,
+        }
+    }
+
+    fn hint(&self) -> Option<String> {
+        self.is_permission_denied()
+            .then(|| "run as root, or record the tree as root and pass --sysfs-root".into())
+    }
+}
+
+impl cxltier_error::Classify for size::SizeError {
+    fn class(&self) -> cxltier_error::Class {
+        cxltier_error::Class::BadInput
+    }
+}
+
 /// Everything discovered about the machine's memory.
 #[derive(Debug, Clone, Serialize)]
 pub struct Topology {

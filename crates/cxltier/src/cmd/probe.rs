@@ -1,12 +1,12 @@
 //! `cxltier probe`: measure each memory tier like Intel MLC does, and write a profile.
 
-use crate::error::{CliError, CliResult, Kind};
+use crate::error::{CliError, CliResult};
 use crate::output::{print_json, Table};
 use crate::plot::{line_plot, Series};
 use cxltier_probe::host::Host;
 use cxltier_probe::progress::Bar;
 use cxltier_probe::report::{Report, TargetReport};
-use cxltier_probe::{plan, profile, Config, ErrorKind, ProbeError};
+use cxltier_probe::{plan, profile, Config, ProbeError};
 use cxltier_profile::Mix;
 use cxltier_topo::{format_bytes, Topology};
 use serde::Serialize;
@@ -75,21 +75,6 @@ pub struct Args {
     svg: Option<PathBuf>,
 }
 
-fn probe_error(e: ProbeError) -> CliError {
-    let kind = match e.kind() {
-        ErrorKind::BadInput => Kind::BadInput,
-        ErrorKind::Permission => Kind::Permission,
-        ErrorKind::Unsupported => Kind::Unsupported,
-        ErrorKind::Runtime => Kind::Runtime,
-    };
-    let hint = e.hint();
-    let err = CliError::new(kind, e.to_string());
-    match hint {
-        Some(h) => err.with_hint(h),
-        None => err,
-    }
-}
-
 /// The JSON document: the report, plus where the profile went.
 #[derive(Serialize)]
 struct Output<'a> {
@@ -101,7 +86,8 @@ struct Output<'a> {
 
 pub fn run(args: Args) -> CliResult {
     let root = Path::new("/");
-    let topo = Topology::discover(root).map_err(|e| probe_error(ProbeError::Topology(e)))?;
+    let topo =
+        Topology::discover(root).map_err(|e| CliError::classified(ProbeError::Topology(e)))?;
     let config = Config {
         nodes: args.nodes.clone(),
         mixes: args.mixes.clone(),
@@ -115,7 +101,7 @@ pub fn run(args: Args) -> CliResult {
         huge_pages: !args.no_huge_pages,
     };
     let host = Host::detect(root);
-    let plan = plan(&config, &topo, host).map_err(probe_error)?;
+    let plan = plan(&config, &topo, host).map_err(CliError::classified)?;
     // Output paths are checked before measuring, so a typo does not cost a whole probe.
     if let Some(out) = &args.out {
         let dir = out
@@ -138,13 +124,13 @@ pub fn run(args: Args) -> CliResult {
             ))
         })?;
     }
-    cxltier_probe::preflight(&plan, root).map_err(probe_error)?;
+    cxltier_probe::preflight(&plan, root).map_err(CliError::classified)?;
     for w in &plan.warnings {
         eprintln!("cxltier: warning: {w}");
     }
 
     let bar = Bar::new(false);
-    let report = cxltier_probe::run(&plan, root, &bar).map_err(probe_error)?;
+    let report = cxltier_probe::run(&plan, root, &bar).map_err(CliError::classified)?;
     for w in report.warnings.iter().skip(plan.warnings.len()) {
         eprintln!("cxltier: warning: {w}");
     }

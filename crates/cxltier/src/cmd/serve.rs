@@ -5,12 +5,11 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use cxltier_control::size::parse_size;
-use cxltier_server::{OutputBufferLimit, ServerConfig, ServerError};
-use cxltier_store::{Durability, SsdSpec, StoreBuilder, StoreError};
+use cxltier_server::{OutputBufferLimit, ServerConfig};
+use cxltier_store::{Durability, SsdSpec, StoreBuilder};
 use cxltier_topo::format_bytes;
 
-use crate::cmd::apply::control_error;
-use crate::error::{CliError, CliResult, Kind};
+use crate::error::{CliError, CliResult};
 
 const LONG_HELP: &str = "\
 Tiers: every object lives in exactly one memory tier, DRAM or CXL, or only on NVMe. New and hot
@@ -109,32 +108,6 @@ pub struct Args {
     recover_anyway: bool,
 }
 
-pub(crate) fn store_error(e: StoreError) -> CliError {
-    let kind = match &e {
-        StoreError::Config(_) | StoreError::TooLarge { .. } => Kind::BadInput,
-        StoreError::Io { source, .. } if source.kind() == std::io::ErrorKind::PermissionDenied => {
-            Kind::Permission
-        }
-        _ => Kind::Runtime,
-    };
-    CliError::new(kind, e.to_string())
-}
-
-fn server_error(e: ServerError) -> CliError {
-    let kind = match &e {
-        ServerError::Bind { source, .. } => match source.kind() {
-            std::io::ErrorKind::PermissionDenied => Kind::Permission,
-            // The address is not one of this host's: the --bind given is wrong.
-            std::io::ErrorKind::AddrNotAvailable => Kind::BadInput,
-            _ if source.raw_os_error() == Some(libc::EAFNOSUPPORT) => Kind::Unsupported,
-            // In use and the rest: the address is fine, the host's state is not.
-            _ => Kind::Runtime,
-        },
-        _ => Kind::Runtime,
-    };
-    CliError::new(kind, e.to_string())
-}
-
 /// Descriptors kept for what is not a client: the store's files, the ring, epoll, the
 /// listener, the quarantine file (Redis keeps 32 too).
 const RESERVED_FDS: u64 = 32;
@@ -196,13 +169,13 @@ pub fn run(args: Args) -> CliResult {
     let max_clients = fit_max_clients(args.max_clients.max(1))?;
     // Listen before the store is opened (a port in use need not wait for a recovery) and say
     // so only once it is done.
-    let listener = cxltier_server::bind(bind).map_err(server_error)?;
-    let dram = parse_size(&args.dram).map_err(control_error)?;
+    let listener = cxltier_server::bind(bind).map_err(CliError::classified)?;
+    let dram = parse_size(&args.dram).map_err(CliError::classified)?;
     let cxl = match args.cxl.trim() {
         "0" | "" => 0,
-        text => parse_size(text).map_err(control_error)?,
+        text => parse_size(text).map_err(CliError::classified)?,
     };
-    let max_object = parse_size(&args.max_object).map_err(control_error)? as usize;
+    let max_object = parse_size(&args.max_object).map_err(CliError::classified)? as usize;
     let ssd: Option<SsdSpec> = args
         .ssd
         .as_deref()
@@ -237,7 +210,7 @@ pub fn run(args: Args) -> CliResult {
     if let Some(n) = args.cxl_node {
         builder = builder.cxl_node(n);
     }
-    let store = builder.build().map_err(store_error)?;
+    let store = builder.build().map_err(CliError::classified)?;
     if !bind.ip().is_loopback() {
         eprintln!(
             "cxltier serve: warning: listening on {bind}, reachable from the network{}",
@@ -293,7 +266,7 @@ pub fn run(args: Args) -> CliResult {
         client_output_buffer_limit: output_limit,
         log: cxltier_server::LogSink::new(|line| eprintln!("cxltier serve: {line}")),
     };
-    cxltier_server::serve_on(listener, cfg, store, stop).map_err(server_error)?;
+    cxltier_server::serve_on(listener, cfg, store, stop).map_err(CliError::classified)?;
     eprintln!("cxltier serve: stopped; the store is closed");
     Ok(std::process::ExitCode::SUCCESS)
 }
