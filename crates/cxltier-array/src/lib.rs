@@ -18,7 +18,7 @@ mod array;
 mod config;
 mod pass;
 
-pub use array::{ChunkHome, Placement, TieredArray};
+pub use array::{ChunkHome, ChunkPlacement, TieredArray};
 pub use config::ArrayConfig;
 pub use pass::PassReport;
 

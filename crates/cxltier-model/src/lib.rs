@@ -15,5 +15,5 @@ pub mod published;
 
 pub use model::{Model, ModelParams, Prediction, Split};
 pub use plan::{
-    kernel_auto_weights, parse_weights, plan, Candidate, Goal, Plan, PlanError, PlanRequest,
+    kernel_auto_weights, parse_weights, plan, Candidate, Goal, PlanError, PlanRequest, WeightPlan,
 };

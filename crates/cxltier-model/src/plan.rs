@@ -80,7 +80,7 @@ pub struct Candidate {
 
 /// The planner's answer.
 #[derive(Debug, Clone, Serialize)]
-pub struct Plan {
+pub struct WeightPlan {
     pub mix: Mix,
     pub goal: Goal,
     pub profile: String,
@@ -206,7 +206,7 @@ fn all_vectors(tiers: usize, max: u32) -> Vec<Vec<u32>> {
 }
 
 /// Choose weights for `req` on `profile`.
-pub fn plan(profile: &Profile, req: &PlanRequest) -> Result<Plan, PlanError> {
+pub fn plan(profile: &Profile, req: &PlanRequest) -> Result<WeightPlan, PlanError> {
     let n = profile.tiers.len();
     if n < 2 {
         return Err(PlanError::SingleTier(profile.name.clone()));
@@ -297,7 +297,7 @@ pub fn plan(profile: &Profile, req: &PlanRequest) -> Result<Plan, PlanError> {
             .map(|t| t.firmware_bandwidth())
             .collect::<Vec<_>>(),
     );
-    Ok(Plan {
+    Ok(WeightPlan {
         mix: req.mix,
         goal: req.goal,
         profile: profile.name.clone(),

@@ -53,34 +53,34 @@ impl Default for Config {
 
 /// How a target's memory is placed.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Placement {
+pub enum TargetPolicy {
     /// `mbind(MPOL_BIND)` to one node.
     Node(u32),
     /// `mbind(MPOL_WEIGHTED_INTERLEAVE)` over nodes, with the kernel's weights set to these.
     Weighted { nodes: Vec<u32>, weights: Vec<u32> },
 }
 
-impl Placement {
+impl TargetPolicy {
     /// The memory policy's name: `bind` or `weighted-interleave`.
     pub fn policy_name(&self) -> &'static str {
         match self {
-            Placement::Node(_) => "bind",
-            Placement::Weighted { .. } => "weighted-interleave",
+            TargetPolicy::Node(_) => "bind",
+            TargetPolicy::Weighted { .. } => "weighted-interleave",
         }
     }
 
     /// The weights of an interleaved placement.
     pub fn weights(&self) -> Option<&[u32]> {
         match self {
-            Placement::Node(_) => None,
-            Placement::Weighted { weights, .. } => Some(weights),
+            TargetPolicy::Node(_) => None,
+            TargetPolicy::Weighted { weights, .. } => Some(weights),
         }
     }
 
     pub fn describe(&self) -> String {
         match self {
-            Placement::Node(n) => format!("node {n}"),
-            Placement::Weighted { nodes, weights } => format!(
+            TargetPolicy::Node(n) => format!("node {n}"),
+            TargetPolicy::Weighted { nodes, weights } => format!(
                 "nodes {} under weighted interleave {}",
                 join(nodes, ","),
                 join(weights, ":")
@@ -90,8 +90,8 @@ impl Placement {
 
     pub fn nodes(&self) -> Vec<u32> {
         match self {
-            Placement::Node(n) => vec![*n],
-            Placement::Weighted { nodes, .. } => nodes.clone(),
+            TargetPolicy::Node(n) => vec![*n],
+            TargetPolicy::Weighted { nodes, .. } => nodes.clone(),
         }
     }
 }
@@ -105,7 +105,7 @@ fn join<T: ToString>(xs: &[T], sep: &str) -> String {
 pub struct Target {
     /// `node0`, or `node0+node1@3:1` for an interleaved buffer.
     pub name: String,
-    pub placement: Placement,
+    pub placement: TargetPolicy,
     /// The node whose CPUs run the measurement threads.
     pub initiator_node: u32,
     /// Those CPUs (restricted to the ones this process may use).
@@ -121,7 +121,7 @@ pub struct Target {
 
 /// A checked plan.
 #[derive(Debug, Clone)]
-pub struct Plan {
+pub struct ProbePlan {
     pub targets: Vec<Target>,
     pub mixes: Vec<Mix>,
     pub buffer_bytes: u64,
@@ -229,7 +229,7 @@ pub fn initiator(topo: &Topology, node: &Node) -> Option<u32> {
 }
 
 /// Check `config` against the machine and decide what to measure.
-pub fn plan(config: &Config, topo: &Topology, host: Host) -> Result<Plan, ProbeError> {
+pub fn plan(config: &Config, topo: &Topology, host: Host) -> Result<ProbePlan, ProbeError> {
     let mut warnings = Vec::new();
     let mixes = parse_mixes(&config.mixes)?;
     if config.want_profile && !mixes.iter().any(Mix::is_read_only) {
@@ -363,7 +363,7 @@ pub fn plan(config: &Config, topo: &Topology, host: Host) -> Result<Plan, ProbeE
     let allowed = &host.allowed_cpus;
     let mut targets = Vec::new();
     let make_target = |name: String,
-                       placement: Placement,
+                       placement: TargetPolicy,
                        first: &Node,
                        kind: Option<TierKind>,
                        capacity: u64,
@@ -402,7 +402,7 @@ pub fn plan(config: &Config, topo: &Topology, host: Host) -> Result<Plan, ProbeE
         let fw = node.read_bandwidth_mbps().map(|m| m as f64 / 1000.0);
         targets.push(make_target(
             format!("node{}", node.id),
-            Placement::Node(node.id),
+            TargetPolicy::Node(node.id),
             node,
             Some(TierKind::for_node_kind(node.kind.as_str())),
             node.mem_total_bytes,
@@ -425,7 +425,7 @@ pub fn plan(config: &Config, topo: &Topology, host: Host) -> Result<Plan, ProbeE
         let capacity = nodes.iter().map(|n| n.mem_total_bytes).sum();
         targets.push(make_target(
             name,
-            Placement::Weighted {
+            TargetPolicy::Weighted {
                 nodes: ids,
                 weights: w,
             },
@@ -464,7 +464,7 @@ pub fn plan(config: &Config, topo: &Topology, host: Host) -> Result<Plan, ProbeE
         ));
     }
 
-    Ok(Plan {
+    Ok(ProbePlan {
         targets,
         mixes,
         buffer_bytes,

@@ -37,16 +37,16 @@ pub struct PoisonInfo {
 
 /// Follows a quarantine file on behalf of the server.
 #[derive(Debug)]
-pub struct Quarantine {
+pub struct QuarantineFollower {
     file: QuarantineFile,
     log: LogSink,
 }
 
-impl Quarantine {
+impl QuarantineFollower {
     pub fn new(path: impl Into<PathBuf>, info: &mut PoisonInfo) -> Self {
         let file = QuarantineFile::new(path);
         info.file = Some(file.path().to_path_buf());
-        Quarantine {
+        QuarantineFollower {
             file,
             log: LogSink::discard(),
         }
@@ -212,7 +212,7 @@ mod tests {
             .unwrap();
         store.commit().unwrap();
         let mut info = PoisonInfo::default();
-        let mut q = Quarantine::new(&qfile, &mut info);
+        let mut q = QuarantineFollower::new(&qfile, &mut info);
         q.tick(&mut store, &mut info);
         assert_eq!(info.ranges_applied, 0, "missing file: nothing quarantined");
         assert!(info.last_error.is_none());
@@ -312,7 +312,7 @@ mod tests {
             let said = said.clone();
             LogSink::new(move |line| said.lock().unwrap().push(line.to_string()))
         };
-        let mut q = Quarantine::new(&qfile, &mut info).with_log(sink);
+        let mut q = QuarantineFollower::new(&qfile, &mut info).with_log(sink);
         append(
             &qfile,
             &QuarantinedRange {

@@ -27,7 +27,7 @@ use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
 
 use crate::commands::{self, ClientMeta, Effect, ServerInfo, Session};
-use crate::quarantine::Quarantine;
+use crate::quarantine::QuarantineFollower;
 use crate::ratelog::RateLimitedLog;
 use crate::resp::{self, reply, Parser};
 use crate::table;
@@ -318,7 +318,7 @@ pub fn serve_on(
     let mut quarantine = cfg
         .quarantine_file
         .as_ref()
-        .map(|p| Quarantine::new(p, &mut info.poison).with_log(cfg.log.clone()));
+        .map(|p| QuarantineFollower::new(p, &mut info.poison).with_log(cfg.log.clone()));
     let mut conns: HashMap<Token, Conn> = HashMap::new();
     let mut next_token = 0usize;
     let mut events = Events::with_capacity(1024);

@@ -138,7 +138,7 @@ pub struct ScanItem {
 
 /// Where an arena's touched pages are, as the kernel reports them (`move_pages(2)`).
 #[derive(Debug, Clone, serde::Serialize)]
-pub struct Placement {
+pub struct ArenaPlacement {
     pub tier: &'static str,
     /// The node the arena is bound to.
     pub node: u32,

@@ -1,6 +1,5 @@
 //! The store: the index, the tiers and the movement of objects between them.
 
-use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -13,8 +12,8 @@ use crate::arena::{Arena, SlotOffset};
 use crate::index::{Entry, Index, Place};
 use crate::log::{Log, LogConfig, NvLoc, ReadStart, ASYNC_READS};
 use crate::{
-    ArenaInfo, Durability, Kind, ObjectRef, Placement, Result, ScanItem, StoreBuilder, StoreError,
-    StoreStats, TierStats,
+    ArenaInfo, ArenaPlacement, Durability, Kind, ObjectRef, Result, ScanItem, StoreBuilder,
+    StoreError, StoreStats, TierStats,
 };
 
 const DRAM: usize = 0;
@@ -1716,20 +1715,15 @@ impl Store {
 
     /// For each arena, the nodes its touched pages are on, as the kernel reports them
     /// (`move_pages(2)` with no target nodes): (tier, intended node, node → pages).
-    pub fn placement(&self) -> Result<Vec<Placement>> {
+    pub fn placement(&self) -> Result<Vec<ArenaPlacement>> {
         let mut out = Vec::new();
         for a in &self.arenas {
             let addrs = a.used_page_addrs();
-            let mut by_node = BTreeMap::new();
-            for status in cxltier_sys::query_pages(None, &addrs)? {
-                if let Some(n) = status.node() {
-                    *by_node.entry(n).or_insert(0) += 1;
-                }
-            }
-            out.push(Placement {
+            let statuses = cxltier_sys::query_pages(None, &addrs)?;
+            out.push(ArenaPlacement {
                 tier: a.tier,
                 node: a.node,
-                pages_by_node: by_node,
+                pages_by_node: cxltier_sys::PagesPerNode::count(&statuses).nodes,
             });
         }
         Ok(out)

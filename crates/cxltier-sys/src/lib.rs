@@ -57,7 +57,7 @@ pub use mempolicy::{
     get_mempolicy, kernel_supports, mems_allowed, node_of_address, set_mempolicy, Mode, ModeFlags,
     NodeMask, Policy,
 };
-pub use pages::{move_pages, query_pages, Moved, PageStatus};
+pub use pages::{move_pages, query_pages, Moved, PageStatus, PagesPerNode};
 
 /// The base page size in bytes (`sysconf(_SC_PAGESIZE)`, what `getpagesize()` returns).
 pub fn page_size() -> usize {

@@ -54,15 +54,15 @@ pub struct QuarantineReport {
 
 /// Follows the quarantine file for the engine loop.
 #[derive(Debug)]
-pub struct Quarantine {
+pub struct QuarantineMover {
     file: QuarantineFile,
     moved_total: u64,
     failures: BTreeMap<String, u64>,
 }
 
-impl Quarantine {
+impl QuarantineMover {
     pub fn new(path: impl Into<PathBuf>) -> Self {
-        Quarantine {
+        QuarantineMover {
             file: QuarantineFile::new(path),
             moved_total: 0,
             failures: BTreeMap::new(),
@@ -266,7 +266,7 @@ mod tests {
             fast: vec![0],
             slow: vec![1],
         };
-        let mut q = Quarantine::new(&file);
+        let mut q = QuarantineMover::new(&file);
         let me = std::process::id();
         let proc_root = Path::new("/proc");
         assert!(q.step(&[me], &tiers, proc_root, true).unwrap().is_none());

@@ -2,7 +2,7 @@
 
 use crate::error::{Class, CliError, CliResult};
 use crate::output::{print_json, Table};
-use cxltier_model::{plan, Candidate, Goal, Plan, PlanRequest};
+use cxltier_model::{plan, Candidate, Goal, PlanRequest, WeightPlan};
 use cxltier_profile::{Mix, Profile, DEFAULT_BUILTIN};
 use serde::Serialize;
 use std::process::ExitCode;
@@ -104,7 +104,7 @@ struct AllMixes<'a> {
     profile: &'a str,
     source: &'a str,
     tiers: Vec<TierJson<'a>>,
-    plans: Vec<Plan>,
+    plans: Vec<WeightPlan>,
 }
 
 #[derive(Serialize)]
@@ -270,7 +270,11 @@ pub fn run(args: Args) -> CliResult {
     Ok(ExitCode::SUCCESS)
 }
 
-fn write_svg(path: &std::path::Path, profile: &Profile, plans: &[Plan]) -> Result<(), CliError> {
+fn write_svg(
+    path: &std::path::Path,
+    profile: &Profile,
+    plans: &[WeightPlan],
+) -> Result<(), CliError> {
     if profile.tiers.len() != 2 {
         return Err(CliError::bad_input(
             "--svg plots two-tier sweeps; this profile has a different number of tiers",

@@ -6,7 +6,7 @@ use crate::error::{Class, CliError, CliResult};
 use cxltier_tierd::daemon::{
     Cgroup, Launched, Pids, Starting, StopReport, TargetSource, WrittenPages,
 };
-use cxltier_tierd::engine::{Status, TargetChange, TargetReport};
+use cxltier_tierd::engine::{IntervalReport, Status, TargetChange};
 use cxltier_tierd::quarantine::QuarantineReport;
 use cxltier_tierd::{
     choose_source, metrics, AccessSource, Daemon, DaemonSink, Policy, SourceKind, TierdError, Tiers,
@@ -298,7 +298,7 @@ fn cgroup_pids(path: &Path) -> Result<(PathBuf, Vec<u32>), CliError> {
     Ok((dir, pids))
 }
 
-fn human(r: &TargetReport) -> String {
+fn human(r: &IntervalReport) -> String {
     let mib = |b: u64| format!("{:.2}", b as f64 / (1u64 << 20) as f64);
     if r.status == Status::Left {
         return format!(
@@ -429,7 +429,7 @@ impl DaemonSink for Render {
         );
     }
 
-    fn target(&mut self, r: &TargetReport) -> std::io::Result<()> {
+    fn target(&mut self, r: &IntervalReport) -> std::io::Result<()> {
         if self.json {
             writeln!(self.out, "{}", serde_json::to_string(r)?)
         } else {

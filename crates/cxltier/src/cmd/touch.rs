@@ -2,7 +2,7 @@
 
 use crate::error::{CliError, CliResult};
 use crate::output::{print_json, Table};
-use cxltier_control::placement::{self, Placement};
+use cxltier_control::placement::{self, PlacementReport};
 use cxltier_control::size::parse_size;
 use cxltier_topo::{format_bytes, nodelist};
 use serde::Serialize;
@@ -152,7 +152,7 @@ fn moving_hot_set(args: &Args, bytes: u64, hot: &str) -> CliResult {
 struct Report<'a> {
     pid: u32,
     #[serde(flatten)]
-    placement: &'a Placement,
+    placement: &'a PlacementReport,
 }
 
 pub fn run(args: Args) -> CliResult {
@@ -227,7 +227,7 @@ pub fn run(args: Args) -> CliResult {
     Ok(ExitCode::SUCCESS)
 }
 
-fn render(p: &Placement) -> String {
+fn render(p: &PlacementReport) -> String {
     let mut policy = p.policy.clone();
     for f in &p.policy_flags {
         policy.push('=');

@@ -8,7 +8,7 @@ use cxltier_control::placement::MappingKind;
 use cxltier_control::weights::{parse_tier_weights, WeightChange};
 use cxltier_control::ControlError;
 use cxltier_sys::{get_mempolicy, kernel_supports, Mode, NodeMask, Policy};
-use cxltier_tierd::tune::Progress;
+use cxltier_tierd::tune::ProgressSignal;
 use cxltier_tierd::tuning::{
     AllocationWeights, LiveTarget, Session, TuneDone, TuneOutcome, TuneSink, TuneStep, WatchWindow,
     WeightsSet,
@@ -311,7 +311,7 @@ fn launch(args: &TuneArgs, tiers: &Tiers, err: &mut impl Write) -> Result<(Child
 }
 
 pub fn run(args: &TuneArgs, tiers: &Tiers) -> CliResult {
-    let progress = Progress::parse(&args.progress).map_err(CliError::classified)?;
+    let progress = ProgressSignal::parse(&args.progress).map_err(CliError::classified)?;
     let mut err = std::io::stderr();
     let start = if args.sweep {
         None
