@@ -256,42 +256,32 @@ pub(crate) fn list(ids: &[u32]) -> String {
 
 #[cfg(test)]
 pub(crate) mod testdir {
-    //! A scratch directory under the system's temp dir, removed on drop.
+    //! A scratch directory (`tempfile`'s, removed on drop) with helpers to lay out files.
 
-    use std::path::{Path, PathBuf};
-    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::path::Path;
 
-    pub struct TempDir(PathBuf);
+    pub struct TempDir(tempfile::TempDir);
 
     impl TempDir {
         pub fn new(tag: &str) -> TempDir {
-            static N: AtomicU32 = AtomicU32::new(0);
-            let path = std::env::temp_dir().join(format!(
-                "cxltier-control-{tag}-{}-{}",
-                std::process::id(),
-                N.fetch_add(1, Ordering::Relaxed)
-            ));
-            let _ = std::fs::remove_dir_all(&path);
-            std::fs::create_dir_all(&path).unwrap();
-            TempDir(path)
+            TempDir(
+                tempfile::Builder::new()
+                    .prefix(&format!("cxltier-control-{tag}-"))
+                    .tempdir()
+                    .unwrap(),
+            )
         }
         pub fn path(&self) -> &Path {
-            &self.0
+            self.0.path()
         }
         /// Write `content` to `rel`, creating parent directories.
         pub fn write(&self, rel: &str, content: &str) {
-            let p = self.0.join(rel);
+            let p = self.path().join(rel);
             std::fs::create_dir_all(p.parent().unwrap()).unwrap();
             std::fs::write(p, content).unwrap();
         }
         pub fn read(&self, rel: &str) -> String {
-            std::fs::read_to_string(self.0.join(rel)).unwrap()
-        }
-    }
-
-    impl Drop for TempDir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
+            std::fs::read_to_string(self.path().join(rel)).unwrap()
         }
     }
 }

@@ -482,7 +482,6 @@ pub fn plan(config: &Config, topo: &Topology, host: Host) -> Result<ProbePlan, P
 mod tests {
     use super::*;
     use crate::Classify;
-    use std::path::Path;
 
     fn host() -> Host {
         Host {
@@ -498,8 +497,8 @@ mod tests {
     }
 
     /// A recorded sysfs tree with the given nodes: (id, cpulist, MemTotal kB, MemFree kB).
-    fn tree(nodes: &[(u32, &str, u64, u64)]) -> tempdir::Dir {
-        let dir = tempdir::Dir::new();
+    fn tree(nodes: &[(u32, &str, u64, u64)]) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
         let base = dir.path().join("sys/devices/system/node");
         std::fs::create_dir_all(&base).unwrap();
         let ids: Vec<String> = nodes.iter().map(|n| n.0.to_string()).collect();
@@ -532,36 +531,9 @@ mod tests {
         dir
     }
 
-    mod tempdir {
-        use std::path::{Path, PathBuf};
-        pub struct Dir(PathBuf);
-        impl Dir {
-            pub fn new() -> Dir {
-                use std::sync::atomic::{AtomicU32, Ordering};
-                static N: AtomicU32 = AtomicU32::new(0);
-                let p = std::env::temp_dir().join(format!(
-                    "cxltier-probe-plan-{}-{}",
-                    std::process::id(),
-                    N.fetch_add(1, Ordering::Relaxed)
-                ));
-                let _ = std::fs::remove_dir_all(&p);
-                std::fs::create_dir_all(&p).unwrap();
-                Dir(p)
-            }
-            pub fn path(&self) -> &Path {
-                &self.0
-            }
-        }
-        impl Drop for Dir {
-            fn drop(&mut self) {
-                let _ = std::fs::remove_dir_all(&self.0);
-            }
-        }
-    }
-
     const GIB_KB: u64 = 1 << 20;
 
-    fn topo(dir: &tempdir::Dir) -> Topology {
+    fn topo(dir: &tempfile::TempDir) -> Topology {
         Topology::discover(dir.path()).unwrap()
     }
 
@@ -709,6 +681,5 @@ mod tests {
         assert_eq!(round_buffer(5 << 20), 6 << 20);
         assert_eq!(auto_buffer(504 << 20), 2 << 30);
         assert_eq!(auto_buffer(0), 256 << 20);
-        assert!(Path::new("/").exists());
     }
 }
