@@ -33,7 +33,7 @@ pub mod weights;
 
 pub use error::{Class, Classify, ProbeError};
 pub use plan::{plan, Config, ProbePlan, Target, TargetPolicy};
-pub use progress::Progress;
+pub use progress::ProgressSink;
 pub use report::Report;
 
 use buffer::Buffer;
@@ -106,7 +106,11 @@ pub fn preflight(plan: &ProbePlan, root: &Path) -> Result<(), ProbeError> {
 }
 
 /// Run a checked plan. `root` is `/` on a live machine (where the weighted-interleave table lives).
-pub fn run(plan: &ProbePlan, root: &Path, progress: &dyn Progress) -> Result<Report, ProbeError> {
+pub fn run(
+    plan: &ProbePlan,
+    root: &Path,
+    progress: &dyn ProgressSink,
+) -> Result<Report, ProbeError> {
     preflight(plan, root)?;
     let started = Instant::now();
     let started_wall = SystemTime::now()

@@ -4,7 +4,6 @@ use crate::error::{CliError, CliResult};
 use crate::output::{print_json, Table};
 use crate::plot::{line_plot, Series};
 use cxltier_probe::host::Host;
-use cxltier_probe::progress::Bar;
 use cxltier_probe::report::{Report, TargetReport};
 use cxltier_probe::{plan, profile, Config, ProbeError};
 use cxltier_profile::Mix;
@@ -439,4 +438,46 @@ fn write_svgs(dir: &Path, r: &Report) -> Result<Vec<String>, CliError> {
         written.push(path.display().to_string());
     }
     Ok(written)
+}
+
+/// An indicatif bar on stderr, in tenths of a second of estimated work.
+pub struct Bar {
+    bar: indicatif::ProgressBar,
+}
+
+impl Bar {
+    /// A bar on stderr; `hidden` forces it off (it is off anyway when stderr is not a terminal).
+    pub fn new(hidden: bool) -> Bar {
+        let target = if hidden {
+            indicatif::ProgressDrawTarget::hidden()
+        } else {
+            indicatif::ProgressDrawTarget::stderr()
+        };
+        let bar = indicatif::ProgressBar::with_draw_target(Some(0), target);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{spinner} [{elapsed_precise}] [{bar:28}] {percent:>3}% (~{eta} left) {msg}",
+            )
+            .expect("valid template")
+            .progress_chars("=> "),
+        );
+        Bar { bar }
+    }
+}
+
+impl cxltier_probe::ProgressSink for Bar {
+    fn start(&self, total_s: f64) {
+        self.bar.set_length((total_s * 10.0).ceil().max(1.0) as u64);
+        self.bar
+            .enable_steady_tick(std::time::Duration::from_millis(200));
+    }
+    fn phase(&self, text: &str) {
+        self.bar.set_message(text.to_string());
+    }
+    fn advance(&self, secs: f64) {
+        self.bar.inc((secs * 10.0).round() as u64);
+    }
+    fn finish(&self) {
+        self.bar.finish_and_clear();
+    }
 }
