@@ -39,7 +39,7 @@ pub(crate) struct SpillFile {
 
 /// Where the array's chunks are, as counted after creation.
 #[derive(Debug, Clone, Serialize)]
-pub struct Placement {
+pub struct ChunkPlacement {
     /// Chunk size in bytes.
     pub chunk_bytes: usize,
     /// Chunks in memory.
@@ -65,7 +65,7 @@ pub struct TieredArray {
     pub(crate) files: Vec<SpillFile>,
     pub(crate) ring: IoBatchRing,
     keep_spill_names: bool,
-    placement: Placement,
+    placement: ChunkPlacement,
 }
 
 impl std::fmt::Debug for TieredArray {
@@ -193,7 +193,7 @@ impl TieredArray {
             files,
             ring,
             keep_spill_names: config.keep_spill_names,
-            placement: Placement {
+            placement: ChunkPlacement {
                 chunk_bytes: config.chunk,
                 memory_chunks: resident,
                 spilled_chunks: spilled,
@@ -209,7 +209,7 @@ impl TieredArray {
             .flat_map(|&(node, w)| std::iter::repeat_n(node, w as usize))
             .collect();
         let page = cxltier_sys::page_size();
-        let mut per_node: Vec<(u32, usize)> = Vec::new();
+        let mut counted = cxltier_sys::PagesPerNode::default();
         let mut maps = Vec::with_capacity(resident);
         for i in 0..resident {
             let map = Mapping::anonymous(config.chunk)?;
@@ -252,13 +252,8 @@ impl TieredArray {
                 let status = query_pages(None, &addrs)?;
                 let mut misplaced = 0;
                 let mut first = None;
+                counted.add(&status);
                 for s in &status {
-                    if let Some(n) = s.node() {
-                        match per_node.iter_mut().find(|(m, _)| *m == n) {
-                            Some(e) => e.1 += 1,
-                            None => per_node.push((n, 1)),
-                        }
-                    }
                     if let Some(want) = node {
                         if s.node() != Some(want) {
                             misplaced += 1;
@@ -286,8 +281,11 @@ impl TieredArray {
             array.chunks.push(Chunk::Spilled { file, offset });
             array.homes.push(ChunkHome::Spilled { file, offset });
         }
-        per_node.sort();
-        array.placement.pages_per_node = per_node;
+        array.placement.pages_per_node = counted
+            .nodes
+            .iter()
+            .map(|(&n, &c)| (n, c as usize))
+            .collect();
         Ok(array)
     }
 
@@ -307,7 +305,7 @@ impl TieredArray {
     }
 
     /// The placement summary.
-    pub fn placement(&self) -> &Placement {
+    pub fn placement(&self) -> &ChunkPlacement {
         &self.placement
     }
 

@@ -11,11 +11,14 @@
 //! The array starts zeroed: fresh mappings are zero pages and spill files are preallocated
 //! (`fallocate`, which also refuses a spill that does not fit before anything starts).
 
+// A library reports through its return values; only the CLI prints.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
 mod array;
 mod config;
 mod pass;
 
-pub use array::{ChunkHome, Placement, TieredArray};
+pub use array::{ChunkHome, ChunkPlacement, TieredArray};
 pub use config::ArrayConfig;
 pub use pass::PassReport;
 
@@ -90,4 +93,20 @@ pub enum ArrayError {
         /// The caller's message.
         message: String,
     },
+}
+
+impl cxltier_error::Classify for ArrayError {
+    fn class(&self) -> cxltier_error::Class {
+        use cxltier_error::Class;
+        match self {
+            ArrayError::Config(_) | ArrayError::NoSpace { .. } => Class::BadInput,
+            ArrayError::Sys(s) => match s.kind {
+                cxltier_sys::ErrorKind::PermissionDenied => Class::Permission,
+                cxltier_sys::ErrorKind::Unsupported => Class::Unsupported,
+                cxltier_sys::ErrorKind::InvalidArgument => Class::BadInput,
+                _ => Class::Runtime,
+            },
+            _ => Class::Runtime,
+        }
+    }
 }

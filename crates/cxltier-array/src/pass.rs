@@ -362,20 +362,20 @@ mod tests {
     use crate::{ArrayConfig, TieredArray};
     use cxltier_sys::uring::AlignedBuf;
 
-    fn dir() -> std::path::PathBuf {
-        let d = std::env::temp_dir().join(format!("cxltier-array-test-{}", std::process::id()));
-        std::fs::create_dir_all(&d).unwrap();
-        d
+    /// A scratch directory for spill files, removed when the test drops it.
+    fn dir() -> tempfile::TempDir {
+        tempfile::tempdir().unwrap()
     }
 
     #[test]
     fn passes_see_and_keep_every_chunk_in_memory_and_spilled() {
+        let tmp = dir();
         let chunk = 4096;
         // 16 chunks, 5 in memory, 11 striped over two spill files.
         let cfg = ArrayConfig::new(16 * chunk as u64, chunk)
             .memory_limit(5 * chunk as u64)
-            .spill_dir(dir(), None)
-            .spill_dir(dir(), None);
+            .spill_dir(tmp.path().to_path_buf(), None)
+            .spill_dir(tmp.path().to_path_buf(), None);
         let mut a = TieredArray::create(&cfg).unwrap();
         assert_eq!(a.placement().memory_chunks, 5);
         assert_eq!(a.placement().spilled_chunks, 11);
@@ -428,7 +428,8 @@ mod tests {
 
     #[test]
     fn spill_files_have_no_name_while_the_array_uses_them() {
-        let dir = dir().join("unnamed");
+        let tmp = dir();
+        let dir = tmp.path().join("unnamed");
         std::fs::create_dir_all(&dir).unwrap();
         let chunk = 4096;
         let cfg = ArrayConfig::new(8 * chunk as u64, chunk)
@@ -456,7 +457,8 @@ mod tests {
 
     #[test]
     fn a_short_read_of_a_spilled_chunk_is_an_error_not_a_whole_chunk() {
-        let dir = dir().join("short");
+        let tmp = dir();
+        let dir = tmp.path().join("short");
         std::fs::create_dir_all(&dir).unwrap();
         let chunk = 4096;
         let cfg = ArrayConfig::new(4 * chunk as u64, chunk)
@@ -488,9 +490,10 @@ mod tests {
 
     #[test]
     fn a_spill_beyond_the_free_space_is_refused_with_the_shortfall() {
+        let tmp = dir();
         // An exbibyte: more than any test machine's disk, refused before a file is created.
         let chunk = 1 << 20;
-        let dir = dir().join("nospace");
+        let dir = tmp.path().join("nospace");
         std::fs::create_dir_all(&dir).unwrap();
         let cfg = ArrayConfig::new(1 << 60, chunk)
             .memory_limit(0)
@@ -526,11 +529,12 @@ mod tests {
 
     #[test]
     fn chained_passes_see_the_newest_contents_of_chunks_their_neighbouring_blocks_share() {
+        let tmp = dir();
         let chunk = 4096;
         // 8 chunks: 2 in memory, 6 spilled, so that shared chunks cross both kinds.
         let cfg = ArrayConfig::new(8 * chunk as u64, chunk)
             .memory_limit(2 * chunk as u64)
-            .spill_dir(dir(), None);
+            .spill_dir(tmp.path().to_path_buf(), None);
         let mut a = TieredArray::create(&cfg).unwrap();
         // Pass 0 ends with the block {6, 7}; pass 1 is one block {7, 6} (both chunks being
         // computed when it is read, in another order: carried over); pass 2 starts with {2, 3}
@@ -605,10 +609,11 @@ mod tests {
 
     #[test]
     fn a_spill_larger_than_its_cap_is_refused_before_anything_is_allocated() {
+        let tmp = dir();
         let chunk = 4096;
         let cfg = ArrayConfig::new(64 * chunk as u64, chunk)
             .memory_limit(0)
-            .spill_dir(dir(), Some(10 * chunk as u64));
+            .spill_dir(tmp.path().to_path_buf(), Some(10 * chunk as u64));
         let err = TieredArray::create(&cfg).unwrap_err().to_string();
         assert!(err.contains("needs 262144 bytes"), "{err}");
         let cfg = ArrayConfig::new(64 * chunk as u64, chunk).memory_limit(0);

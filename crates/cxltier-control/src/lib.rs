@@ -29,18 +29,7 @@ use std::path::PathBuf;
 pub use cxltier_sys::SysError;
 pub use cxltier_topo::TopoError;
 
-/// The broad class of a failure, for exit codes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ErrorClass {
-    /// The request is wrong: unknown node, zero weight, malformed spec or size.
-    BadInput,
-    /// Privilege is missing (writing sysfs, reading another user's process).
-    Permission,
-    /// The kernel lacks the feature.
-    Unsupported,
-    /// Anything else: I/O errors, a program that could not be started.
-    Runtime,
-}
+pub use cxltier_error::{Class, Classify};
 
 /// Everything that can go wrong in this crate.
 #[derive(Debug, thiserror::Error)]
@@ -206,9 +195,9 @@ pub enum ControlError {
     },
 }
 
-impl ControlError {
+impl Classify for ControlError {
     /// The class of the failure, for exit codes.
-    pub fn class(&self) -> ErrorClass {
+    fn class(&self) -> Class {
         use ControlError::*;
         match self {
             UnknownNode { .. }
@@ -222,23 +211,36 @@ impl ControlError {
             | WeightCount { .. }
             | NodeList(_)
             | BadSize { .. }
-            | NoProcess { .. } => ErrorClass::BadInput,
+            | NoProcess { .. } => Class::BadInput,
             NoWeightedInterleave { .. } | NoAutoSwitch { .. } | NoNumaMaps { .. } => {
-                ErrorClass::Unsupported
+                Class::Unsupported
             }
-            NeedsRoot { .. } | ProcessPermission { .. } => ErrorClass::Permission,
+            NeedsRoot { .. } | ProcessPermission { .. } => Class::Permission,
             Read { source, .. } if source.kind() == io::ErrorKind::PermissionDenied => {
-                ErrorClass::Permission
+                Class::Permission
             }
-            Topology(e) if e.is_permission_denied() => ErrorClass::Permission,
+            Topology(e) if e.is_permission_denied() => Class::Permission,
             Sys(e) => match e.kind {
-                cxltier_sys::ErrorKind::Unsupported => ErrorClass::Unsupported,
-                cxltier_sys::ErrorKind::PermissionDenied => ErrorClass::Permission,
-                cxltier_sys::ErrorKind::InvalidArgument => ErrorClass::BadInput,
-                cxltier_sys::ErrorKind::NoSuchProcess => ErrorClass::BadInput,
-                _ => ErrorClass::Runtime,
+                cxltier_sys::ErrorKind::Unsupported => Class::Unsupported,
+                cxltier_sys::ErrorKind::PermissionDenied => Class::Permission,
+                cxltier_sys::ErrorKind::InvalidArgument => Class::BadInput,
+                cxltier_sys::ErrorKind::NoSuchProcess => Class::BadInput,
+                _ => Class::Runtime,
             },
-            _ => ErrorClass::Runtime,
+            _ => Class::Runtime,
+        }
+    }
+
+    fn hint(&self) -> Option<String> {
+        match self {
+            ControlError::NoWeightedInterleave { .. } => Some(
+                "use --interleave for plain interleave, or boot a Linux 6.9+ kernel built with CONFIG_NUMA"
+                    .into(),
+            ),
+            ControlError::UnknownNode { .. } | ControlError::NoSuchNode { .. } => {
+                Some("see the machine's nodes with `cxltier topo`".into())
+            }
+            _ => None,
         }
     }
 }
@@ -254,42 +256,32 @@ pub(crate) fn list(ids: &[u32]) -> String {
 
 #[cfg(test)]
 pub(crate) mod testdir {
-    //! A scratch directory under the system's temp dir, removed on drop.
+    //! A scratch directory (`tempfile`'s, removed on drop) with helpers to lay out files.
 
-    use std::path::{Path, PathBuf};
-    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::path::Path;
 
-    pub struct TempDir(PathBuf);
+    pub struct TempDir(tempfile::TempDir);
 
     impl TempDir {
         pub fn new(tag: &str) -> TempDir {
-            static N: AtomicU32 = AtomicU32::new(0);
-            let path = std::env::temp_dir().join(format!(
-                "cxltier-control-{tag}-{}-{}",
-                std::process::id(),
-                N.fetch_add(1, Ordering::Relaxed)
-            ));
-            let _ = std::fs::remove_dir_all(&path);
-            std::fs::create_dir_all(&path).unwrap();
-            TempDir(path)
+            TempDir(
+                tempfile::Builder::new()
+                    .prefix(&format!("cxltier-control-{tag}-"))
+                    .tempdir()
+                    .unwrap(),
+            )
         }
         pub fn path(&self) -> &Path {
-            &self.0
+            self.0.path()
         }
         /// Write `content` to `rel`, creating parent directories.
         pub fn write(&self, rel: &str, content: &str) {
-            let p = self.0.join(rel);
+            let p = self.path().join(rel);
             std::fs::create_dir_all(p.parent().unwrap()).unwrap();
             std::fs::write(p, content).unwrap();
         }
         pub fn read(&self, rel: &str) -> String {
-            std::fs::read_to_string(self.0.join(rel)).unwrap()
-        }
-    }
-
-    impl Drop for TempDir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
+            std::fs::read_to_string(self.path().join(rel)).unwrap()
         }
     }
 }

@@ -9,14 +9,16 @@ use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use cxltier_sys::{errno_name, get_mempolicy, query_pages, Advice, Mapping, PageStatus};
+use cxltier_sys::{
+    errno_name, get_mempolicy, query_pages, Advice, Mapping, PageStatus, PagesPerNode,
+};
 use serde::{Serialize, Serializer};
 
 use crate::ControlError;
 
 /// Where the pages of a [`touch`] landed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Placement {
+pub struct PlacementReport {
     /// Bytes asked for.
     pub bytes: u64,
     /// The base page size used for counting.
@@ -41,7 +43,7 @@ pub struct Placement {
     pub policy_flags: Vec<String>,
 }
 
-impl Placement {
+impl PlacementReport {
     /// The share of pages on `node`, in percent of all pages touched.
     pub fn percent(&self, node: u32) -> f64 {
         if self.pages == 0 {
@@ -54,7 +56,7 @@ impl Placement {
 /// Memory that [`touch`] allocated, kept mapped while this lives.
 pub struct Touched {
     /// Where the pages landed.
-    pub placement: Placement,
+    pub placement: PlacementReport,
     /// The memory itself; unmapped on drop.
     pub mapping: Mapping,
 }
@@ -88,20 +90,17 @@ fn count(
     status: &[PageStatus],
     huge: bool,
     policy: &cxltier_sys::Policy,
-) -> Placement {
-    let mut nodes = BTreeMap::new();
+) -> PlacementReport {
+    let counted = PagesPerNode::count(status);
     let mut failures = BTreeMap::new();
-    for s in status {
-        match s {
-            PageStatus::Node(n) => *nodes.entry(*n).or_insert(0) += 1,
-            PageStatus::Error(e) => *failures.entry(errno_name(*e)).or_insert(0) += 1,
-        }
+    for (&e, &n) in &counted.errors {
+        *failures.entry(errno_name(e)).or_insert(0) += n;
     }
-    Placement {
+    PlacementReport {
         bytes,
         page_size,
         pages: status.len() as u64,
-        nodes,
+        nodes: counted.nodes,
         failed: failures.values().sum(),
         failures,
         huge,
@@ -467,7 +466,7 @@ pub fn parse_numa_maps(
 mod tests {
     use super::*;
     use crate::testdir::TempDir;
-    use crate::ErrorClass;
+    use crate::{Class, Classify};
 
     /// `cat /proc/self/numa_maps` on a one-node machine (Linux 6.18, 4 KiB pages, default policy).
     const RECORDED: &str = include_str!("../tests/fixtures/numa_maps/cat-1node.txt");
@@ -612,10 +611,10 @@ mod tests {
 
         let e = show_in(t.path(), 4343).unwrap_err();
         assert!(matches!(e, ControlError::NoProcess { pid: 4343 }), "{e}");
-        assert_eq!(e.class(), ErrorClass::BadInput);
+        assert_eq!(e.class(), Class::BadInput);
         t.write("4444/comm", "x\n");
         let e = show_in(t.path(), 4444).unwrap_err();
-        assert_eq!(e.class(), ErrorClass::Unsupported, "{e}");
+        assert_eq!(e.class(), Class::Unsupported, "{e}");
     }
 
     #[test]

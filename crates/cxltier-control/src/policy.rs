@@ -81,30 +81,6 @@ pub fn check_memory_nodes(topo: &Topology, nodes: &[u32]) -> Result<(), ControlE
     Ok(())
 }
 
-/// `nodes` grouped by the topology's tier order, fastest group first; nodes the order does not
-/// place (none, on a consistent topology) form a last group.
-pub fn tier_groups(topo: &Topology, nodes: &[u32]) -> Vec<Vec<u32>> {
-    let mut groups: Vec<Vec<u32>> = topo
-        .tier_order()
-        .groups
-        .iter()
-        .map(|g| g.iter().copied().filter(|n| nodes.contains(n)).collect())
-        .filter(|g: &Vec<u32>| !g.is_empty())
-        .collect();
-    let placed: Vec<u32> = groups.iter().flatten().copied().collect();
-    let mut rest: Vec<u32> = nodes
-        .iter()
-        .copied()
-        .filter(|n| !placed.contains(n))
-        .collect();
-    rest.sort_unstable();
-    rest.dedup();
-    if !rest.is_empty() {
-        groups.push(rest);
-    }
-    groups
-}
-
 /// Pair weights with nodes.
 ///
 /// `PerNode` weights name their nodes (`nodes` must then be `None`). `InTierOrder` weights go to
@@ -145,7 +121,7 @@ pub fn assign_weights(
                 });
             }
             check_memory_nodes(topo, &nodes)?;
-            let groups = tier_groups(topo, &nodes);
+            let groups = topo.tier_groups(&nodes);
             let ordered: Vec<u32> = groups.iter().flatten().copied().collect();
             if weights.len() == ordered.len() {
                 Ok(ordered.into_iter().zip(weights.iter().copied()).collect())
@@ -221,7 +197,7 @@ fn simple(
 mod tests {
     use super::*;
     use crate::testdir::TempDir;
-    use crate::ErrorClass;
+    use crate::{Class, Classify};
 
     const NODE: &str = "sys/devices/system/node";
 
@@ -281,7 +257,7 @@ mod tests {
         let msg = e.to_string();
         assert!(msg.contains("3 weight(s) for nodes 0-3"), "{msg}");
         assert!(msg.contains("0-1 | 2-3"), "{msg}");
-        assert_eq!(e.class(), ErrorClass::BadInput);
+        assert_eq!(e.class(), Class::BadInput);
     }
 
     #[test]

@@ -614,7 +614,7 @@ pub fn parse_tier_weights(spec: &str) -> Result<Vec<u32>, ControlError> {
 mod tests {
     use super::*;
     use crate::testdir::TempDir;
-    use crate::ErrorClass;
+    use crate::{Class, Classify};
 
     /// A sysfs-like tree with weights for the given nodes and, optionally, an auto switch.
     fn table(weights: &[(u32, u8)], auto: Option<(&str, &str)>) -> TempDir {
@@ -670,7 +670,7 @@ mod tests {
         ] {
             let e = parse_node_weights(bad).unwrap_err();
             assert!(matches!(e, ControlError::BadWeights { .. }), "{bad:?}: {e}");
-            assert_eq!(e.class(), ErrorClass::BadInput);
+            assert_eq!(e.class(), Class::BadInput);
         }
         for bad in ["", "3:", ":1", "3:x", "3,1", "-3:1", "3.5:1"] {
             assert!(parse_tier_weights(bad).is_err(), "{bad:?}");
@@ -704,7 +704,7 @@ mod tests {
     fn kernel_without_the_table_is_unsupported() {
         let t = TempDir::new("nowi");
         let e = WeightTable::read(t.path()).unwrap_err();
-        assert_eq!(e.class(), ErrorClass::Unsupported);
+        assert_eq!(e.class(), Class::Unsupported);
         let msg = e.to_string();
         assert!(
             msg.contains("this kernel has no weighted interleave (Linux 6.9+ with CONFIG_NUMA;")
@@ -767,7 +767,7 @@ mod tests {
         );
 
         let e = wt.plan(&[(0, 3), (5, 1)]).unwrap_err();
-        assert_eq!(e.class(), ErrorClass::BadInput);
+        assert_eq!(e.class(), Class::BadInput);
         assert!(
             e.to_string().contains("node 5") && e.to_string().contains("0-1"),
             "{e}"
@@ -877,7 +877,7 @@ mod tests {
             .unwrap()
             .plan_auto()
             .unwrap_err();
-        assert_eq!(e.class(), ErrorClass::Unsupported);
+        assert_eq!(e.class(), Class::Unsupported);
         assert!(e.to_string().contains("6.16"), "{e}");
     }
 
@@ -886,7 +886,7 @@ mod tests {
         let e = ControlError::NeedsRoot {
             path: PathBuf::from("/sys/kernel/mm/mempolicy/weighted_interleave/node0"),
         };
-        assert_eq!(e.class(), ErrorClass::Permission);
+        assert_eq!(e.class(), Class::Permission);
         assert!(e.to_string().contains("needs root (try sudo)"));
     }
 

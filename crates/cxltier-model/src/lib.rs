@@ -6,11 +6,14 @@
 //! - [`plan`]: search weight vectors for a mix and a goal, compare with DRAM alone and with the
 //!   weights the kernel derives from firmware bandwidth (its `auto` mode).
 
+// A library reports through its return values; only the CLI prints.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
 pub mod model;
 pub mod plan;
 pub mod published;
 
 pub use model::{Model, ModelParams, Prediction, Split};
 pub use plan::{
-    kernel_auto_weights, parse_weights, plan, Candidate, Goal, Plan, PlanError, PlanRequest,
+    kernel_auto_weights, parse_weights, plan, Candidate, Goal, PlanError, PlanRequest, WeightPlan,
 };

@@ -80,7 +80,7 @@ pub struct Candidate {
 
 /// The planner's answer.
 #[derive(Debug, Clone, Serialize)]
-pub struct Plan {
+pub struct WeightPlan {
     pub mix: Mix,
     pub goal: Goal,
     pub profile: String,
@@ -106,6 +106,26 @@ pub enum PlanError {
         mix: String,
         best: f64,
     },
+}
+
+impl cxltier_error::Classify for PlanError {
+    /// A single-tier profile is a platform with nothing to plan; the rest are requests that
+    /// cannot be met as asked.
+    fn class(&self) -> cxltier_error::Class {
+        match self {
+            PlanError::SingleTier(_) => cxltier_error::Class::Unsupported,
+            _ => cxltier_error::Class::BadInput,
+        }
+    }
+
+    fn hint(&self) -> Option<String> {
+        match self {
+            PlanError::SingleTier(_) => Some(
+                "plan needs two or more tiers; pass --profile with a multi-tier profile".into(),
+            ),
+            _ => None,
+        }
+    }
 }
 
 /// The weights the kernel's `auto` mode derives from per-node bandwidth (Linux 6.16+,
@@ -186,7 +206,7 @@ fn all_vectors(tiers: usize, max: u32) -> Vec<Vec<u32>> {
 }
 
 /// Choose weights for `req` on `profile`.
-pub fn plan(profile: &Profile, req: &PlanRequest) -> Result<Plan, PlanError> {
+pub fn plan(profile: &Profile, req: &PlanRequest) -> Result<WeightPlan, PlanError> {
     let n = profile.tiers.len();
     if n < 2 {
         return Err(PlanError::SingleTier(profile.name.clone()));
@@ -277,7 +297,7 @@ pub fn plan(profile: &Profile, req: &PlanRequest) -> Result<Plan, PlanError> {
             .map(|t| t.firmware_bandwidth())
             .collect::<Vec<_>>(),
     );
-    Ok(Plan {
+    Ok(WeightPlan {
         mix: req.mix,
         goal: req.goal,
         profile: profile.name.clone(),

@@ -1,7 +1,7 @@
 //! Measurement buffers: anonymous memory with huge pages where the kernel gives them, bound to the
 //! target before the first touch, and checked afterwards with `move_pages`.
 
-use crate::plan::Placement;
+use crate::plan::TargetPolicy;
 use crate::ProbeError;
 use cxltier_sys::{query_pages, Advice, Mapping, MbindFlags, Mode, NodeMask, PageStatus, Policy};
 use serde::Serialize;
@@ -26,7 +26,7 @@ pub struct PlacementCheck {
     pub huge_pages: bool,
 }
 
-/// An anonymous mapping placed according to a [`Placement`].
+/// An anonymous mapping placed according to a [`TargetPolicy`].
 pub struct Buffer {
     map: Mapping,
 }
@@ -37,16 +37,16 @@ const MAX_QUERY: usize = 1 << 17;
 /// 2 MiB: the x86-64 transparent huge page.
 pub const HUGE: u64 = 2 << 20;
 
-fn policy(p: &Placement) -> Result<Policy, ProbeError> {
+fn policy(p: &TargetPolicy) -> Result<Policy, ProbeError> {
     let bind_err = |source| ProbeError::Bind {
         target: p.describe(),
         source,
     };
     Ok(match p {
-        Placement::Node(n) => {
+        TargetPolicy::Node(n) => {
             Policy::new(Mode::Bind, NodeMask::from_nodes([*n]).map_err(bind_err)?)
         }
-        Placement::Weighted { nodes, .. } => Policy::new(
+        TargetPolicy::Weighted { nodes, .. } => Policy::new(
             Mode::WeightedInterleave,
             NodeMask::from_nodes(nodes.iter().copied()).map_err(bind_err)?,
         ),
@@ -56,7 +56,7 @@ fn policy(p: &Placement) -> Result<Policy, ProbeError> {
 /// Check before measuring that memory can be bound to `placement`: bind a small untouched mapping
 /// (no memory is allocated). Catches EPERM (a seccomp filter or missing privilege), EINVAL (node
 /// outside the cpuset) and a kernel without the mode.
-pub fn preflight(placement: &Placement) -> Result<(), ProbeError> {
+pub fn preflight(placement: &TargetPolicy) -> Result<(), ProbeError> {
     let pol = policy(placement)?;
     let scratch = Mapping::anonymous(HUGE as usize).map_err(|source| ProbeError::Allocate {
         what: "scratch",
@@ -65,7 +65,7 @@ pub fn preflight(placement: &Placement) -> Result<(), ProbeError> {
     })?;
     match scratch.bind(&pol, MbindFlags::default()) {
         Ok(()) => Ok(()),
-        Err(e) if matches!(placement, Placement::Weighted { .. }) && e.is_unsupported() => {
+        Err(e) if matches!(placement, TargetPolicy::Weighted { .. }) && e.is_unsupported() => {
             Err(ProbeError::NoWeightedInterleave)
         }
         Err(source) => Err(ProbeError::Bind {
@@ -80,7 +80,7 @@ impl Buffer {
     /// that the policy places it. `what` names the buffer in errors.
     pub fn allocate(
         bytes: u64,
-        placement: &Placement,
+        placement: &TargetPolicy,
         huge: bool,
         what: &'static str,
     ) -> Result<Buffer, ProbeError> {
@@ -124,7 +124,7 @@ impl Buffer {
     /// Query where the pages are and whether that is what `placement` asked for.
     pub fn check(
         &self,
-        placement: &Placement,
+        placement: &TargetPolicy,
         what: &'static str,
     ) -> Result<PlacementCheck, ProbeError> {
         let page = cxltier_sys::page_size();
@@ -153,18 +153,17 @@ impl Buffer {
 /// Judge page statuses against a placement.
 pub fn summarize(
     status: &[PageStatus],
-    placement: &Placement,
+    placement: &TargetPolicy,
     huge_page_bytes: u64,
     len: u64,
 ) -> PlacementCheck {
-    let mut per_node: BTreeMap<u32, usize> = BTreeMap::new();
-    let mut missing = 0usize;
-    for s in status {
-        match s.node() {
-            Some(n) => *per_node.entry(n).or_default() += 1,
-            None => missing += 1,
-        }
-    }
+    let counted = cxltier_sys::PagesPerNode::count(status);
+    let per_node: BTreeMap<u32, usize> = counted
+        .nodes
+        .iter()
+        .map(|(&n, &c)| (n, c as usize))
+        .collect();
+    let missing = counted.failed() as usize;
     let total = status.len().max(1);
     let share: BTreeMap<u32, f64> = per_node
         .iter()
@@ -172,8 +171,8 @@ pub fn summarize(
         .collect();
     let verified = missing == 0
         && match placement {
-            Placement::Node(n) => per_node.keys().all(|k| k == n),
-            Placement::Weighted { nodes, weights } => {
+            TargetPolicy::Node(n) => per_node.keys().all(|k| k == n),
+            TargetPolicy::Weighted { nodes, weights } => {
                 let sum: u32 = weights.iter().sum();
                 per_node.keys().all(|k| nodes.contains(k))
                     && nodes.iter().zip(weights).all(|(n, w)| {
@@ -195,7 +194,7 @@ pub fn summarize(
 fn describe_mismatch(
     status: &[PageStatus],
     check: &PlacementCheck,
-    placement: &Placement,
+    placement: &TargetPolicy,
 ) -> String {
     let missing = status.iter().filter(|s| s.node().is_none()).count();
     let found: Vec<String> = check
@@ -230,7 +229,7 @@ mod tests {
 
     #[test]
     fn bound_pages_must_all_be_on_the_node() {
-        let p = Placement::Node(1);
+        let p = TargetPolicy::Node(1);
         let ok = summarize(&[PageStatus::Node(1); 10], &p, 0, 40960);
         assert!(ok.verified);
         assert_eq!(ok.pages_per_node[&1], 10);
@@ -246,7 +245,7 @@ mod tests {
 
     #[test]
     fn weighted_pages_follow_the_weights() {
-        let p = Placement::Weighted {
+        let p = TargetPolicy::Weighted {
             nodes: vec![0, 1],
             weights: vec![3, 1],
         };
@@ -261,7 +260,7 @@ mod tests {
     #[test]
     fn allocates_binds_and_verifies_on_this_machine() {
         let node = cxltier_sys::mems_allowed().unwrap().nodes()[0];
-        let p = Placement::Node(node);
+        let p = TargetPolicy::Node(node);
         preflight(&p).unwrap();
         let mut b = Buffer::allocate(8 << 20, &p, true, "test").unwrap();
         let w = b.words_mut();

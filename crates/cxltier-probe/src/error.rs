@@ -2,18 +2,7 @@
 
 use cxltier_sys::SysError;
 
-/// The class of a [`ProbeError`]; the command line turns it into an exit code.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ErrorKind {
-    /// Something the user asked for cannot be done as asked (exit 2).
-    BadInput,
-    /// Missing privilege (exit 3).
-    Permission,
-    /// The kernel or machine lacks a feature (exit 4).
-    Unsupported,
-    /// Anything that went wrong while measuring (exit 1).
-    Runtime,
-}
+pub use cxltier_error::{Class, Classify};
 
 /// Why a probe cannot run or did not finish.
 #[derive(Debug, thiserror::Error)]
@@ -140,9 +129,9 @@ pub enum ProbeError {
     Thread(String),
 }
 
-impl ProbeError {
+impl Classify for ProbeError {
     /// The class of the error (decides the exit code).
-    pub fn kind(&self) -> ErrorKind {
+    fn class(&self) -> Class {
         use ProbeError::*;
         match self {
             Size { .. }
@@ -159,24 +148,24 @@ impl ProbeError {
             | ProfileNeedsReadOnly
             | Weights { .. }
             | BufferTooSmall { .. }
-            | Chase(_) => ErrorKind::BadInput,
-            WeightsPermission { .. } => ErrorKind::Permission,
-            NoWeightedInterleave | NoNodes => ErrorKind::Unsupported,
+            | Chase(_) => Class::BadInput,
+            WeightsPermission { .. } => Class::Permission,
+            NoWeightedInterleave | NoNodes => Class::Unsupported,
             Bind { source, .. } | Allocate { source, .. } | Verify { source, .. } => {
                 match source.kind {
-                    cxltier_sys::ErrorKind::PermissionDenied => ErrorKind::Permission,
-                    cxltier_sys::ErrorKind::Unsupported => ErrorKind::Unsupported,
-                    cxltier_sys::ErrorKind::InvalidArgument => ErrorKind::BadInput,
-                    _ => ErrorKind::Runtime,
+                    cxltier_sys::ErrorKind::PermissionDenied => Class::Permission,
+                    cxltier_sys::ErrorKind::Unsupported => Class::Unsupported,
+                    cxltier_sys::ErrorKind::InvalidArgument => Class::BadInput,
+                    _ => Class::Runtime,
                 }
             }
-            Topology(e) if e.is_permission_denied() => ErrorKind::Permission,
-            Topology(_) | WeightsWrite { .. } | Placement { .. } | Thread(_) => ErrorKind::Runtime,
+            Topology(e) if e.is_permission_denied() => Class::Permission,
+            Topology(_) | WeightsWrite { .. } | Placement { .. } | Thread(_) => Class::Runtime,
         }
     }
 
     /// What the user can do about it, when we know.
-    pub fn hint(&self) -> Option<String> {
+    fn hint(&self) -> Option<String> {
         use ProbeError::*;
         Some(match self {
             Size { .. } => "write a size in bytes with an optional unit: 64M, 2G, 512MiB, 1.5G".into(),

@@ -31,9 +31,9 @@ pub mod report;
 pub mod size;
 pub mod weights;
 
-pub use error::{ErrorKind, ProbeError};
-pub use plan::{plan, Config, Placement, Plan, Target};
-pub use progress::Progress;
+pub use error::{Class, Classify, ProbeError};
+pub use plan::{plan, Config, ProbePlan, Target, TargetPolicy};
+pub use progress::ProgressSink;
 pub use report::Report;
 
 use buffer::Buffer;
@@ -61,7 +61,7 @@ pub struct Timing {
 }
 
 impl Timing {
-    pub fn for_plan(plan: &Plan) -> Timing {
+    pub fn for_plan(plan: &ProbePlan) -> Timing {
         let d = plan.duration;
         Timing {
             warmup: (d / 4).clamp(Duration::from_millis(20), Duration::from_millis(500)),
@@ -74,7 +74,7 @@ impl Timing {
 
     /// Estimated seconds for each phase of one target: setup, idle latency, one bandwidth mix,
     /// one loaded-latency mix.
-    pub fn phases(&self, plan: &Plan) -> (f64, f64, f64, f64) {
+    pub fn phases(&self, plan: &ProbePlan) -> (f64, f64, f64, f64) {
         let lines = plan.buffer_bytes as f64 / 64.0;
         // Touching two buffers (~4 GB/s page faults) plus building the cycle (~20 ns per line).
         let setup = 2.0 * plan.buffer_bytes as f64 / 4e9 + lines * 20e-9;
@@ -85,7 +85,7 @@ impl Timing {
     }
 
     /// Estimated seconds for the whole plan.
-    pub fn total(&self, plan: &Plan) -> f64 {
+    pub fn total(&self, plan: &ProbePlan) -> f64 {
         let (setup, latency, bw, loaded) = self.phases(plan);
         let per_mix = bw + if plan.loaded_latency { loaded } else { 0.0 };
         plan.targets.len() as f64 * (setup + latency + per_mix * plan.mixes.len() as f64)
@@ -95,10 +95,10 @@ impl Timing {
 /// Checks that need the kernel but allocate nothing: can memory be bound to every target (EPERM
 /// from a seccomp filter, a node outside the cpuset, a kernel without weighted interleave), and
 /// may the weighted-interleave table be written when an interleaved target needs other weights.
-pub fn preflight(plan: &Plan, root: &Path) -> Result<(), ProbeError> {
+pub fn preflight(plan: &ProbePlan, root: &Path) -> Result<(), ProbeError> {
     for t in &plan.targets {
         buffer::preflight(&t.placement)?;
-        if let Placement::Weighted { nodes, .. } = &t.placement {
+        if let TargetPolicy::Weighted { nodes, .. } = &t.placement {
             weights::check_writable(root, nodes, t.placement.weights().unwrap_or_default())?;
         }
     }
@@ -106,7 +106,11 @@ pub fn preflight(plan: &Plan, root: &Path) -> Result<(), ProbeError> {
 }
 
 /// Run a checked plan. `root` is `/` on a live machine (where the weighted-interleave table lives).
-pub fn run(plan: &Plan, root: &Path, progress: &dyn Progress) -> Result<Report, ProbeError> {
+pub fn run(
+    plan: &ProbePlan,
+    root: &Path,
+    progress: &dyn ProgressSink,
+) -> Result<Report, ProbeError> {
     preflight(plan, root)?;
     let started = Instant::now();
     let started_wall = SystemTime::now()
@@ -128,10 +132,10 @@ pub fn run(plan: &Plan, root: &Path, progress: &dyn Progress) -> Result<Report, 
         // Interleaved buffers take the kernel's global weights at first touch: set them just for the
         // allocation, then put them back.
         let mut guard = match &t.placement {
-            Placement::Weighted { nodes, weights } => {
+            TargetPolicy::Weighted { nodes, weights } => {
                 Some(weights::WeightGuard::set(root, nodes, weights)?)
             }
-            Placement::Node(_) => None,
+            TargetPolicy::Node(_) => None,
         };
         let alloc = (|| -> Result<_, ProbeError> {
             let mut chase_buf =

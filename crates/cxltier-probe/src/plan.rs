@@ -53,34 +53,34 @@ impl Default for Config {
 
 /// How a target's memory is placed.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Placement {
+pub enum TargetPolicy {
     /// `mbind(MPOL_BIND)` to one node.
     Node(u32),
     /// `mbind(MPOL_WEIGHTED_INTERLEAVE)` over nodes, with the kernel's weights set to these.
     Weighted { nodes: Vec<u32>, weights: Vec<u32> },
 }
 
-impl Placement {
+impl TargetPolicy {
     /// The memory policy's name: `bind` or `weighted-interleave`.
     pub fn policy_name(&self) -> &'static str {
         match self {
-            Placement::Node(_) => "bind",
-            Placement::Weighted { .. } => "weighted-interleave",
+            TargetPolicy::Node(_) => "bind",
+            TargetPolicy::Weighted { .. } => "weighted-interleave",
         }
     }
 
     /// The weights of an interleaved placement.
     pub fn weights(&self) -> Option<&[u32]> {
         match self {
-            Placement::Node(_) => None,
-            Placement::Weighted { weights, .. } => Some(weights),
+            TargetPolicy::Node(_) => None,
+            TargetPolicy::Weighted { weights, .. } => Some(weights),
         }
     }
 
     pub fn describe(&self) -> String {
         match self {
-            Placement::Node(n) => format!("node {n}"),
-            Placement::Weighted { nodes, weights } => format!(
+            TargetPolicy::Node(n) => format!("node {n}"),
+            TargetPolicy::Weighted { nodes, weights } => format!(
                 "nodes {} under weighted interleave {}",
                 join(nodes, ","),
                 join(weights, ":")
@@ -90,8 +90,8 @@ impl Placement {
 
     pub fn nodes(&self) -> Vec<u32> {
         match self {
-            Placement::Node(n) => vec![*n],
-            Placement::Weighted { nodes, .. } => nodes.clone(),
+            TargetPolicy::Node(n) => vec![*n],
+            TargetPolicy::Weighted { nodes, .. } => nodes.clone(),
         }
     }
 }
@@ -105,7 +105,7 @@ fn join<T: ToString>(xs: &[T], sep: &str) -> String {
 pub struct Target {
     /// `node0`, or `node0+node1@3:1` for an interleaved buffer.
     pub name: String,
-    pub placement: Placement,
+    pub placement: TargetPolicy,
     /// The node whose CPUs run the measurement threads.
     pub initiator_node: u32,
     /// Those CPUs (restricted to the ones this process may use).
@@ -121,7 +121,7 @@ pub struct Target {
 
 /// A checked plan.
 #[derive(Debug, Clone)]
-pub struct Plan {
+pub struct ProbePlan {
     pub targets: Vec<Target>,
     pub mixes: Vec<Mix>,
     pub buffer_bytes: u64,
@@ -229,7 +229,7 @@ pub fn initiator(topo: &Topology, node: &Node) -> Option<u32> {
 }
 
 /// Check `config` against the machine and decide what to measure.
-pub fn plan(config: &Config, topo: &Topology, host: Host) -> Result<Plan, ProbeError> {
+pub fn plan(config: &Config, topo: &Topology, host: Host) -> Result<ProbePlan, ProbeError> {
     let mut warnings = Vec::new();
     let mixes = parse_mixes(&config.mixes)?;
     if config.want_profile && !mixes.iter().any(Mix::is_read_only) {
@@ -363,7 +363,7 @@ pub fn plan(config: &Config, topo: &Topology, host: Host) -> Result<Plan, ProbeE
     let allowed = &host.allowed_cpus;
     let mut targets = Vec::new();
     let make_target = |name: String,
-                       placement: Placement,
+                       placement: TargetPolicy,
                        first: &Node,
                        kind: Option<TierKind>,
                        capacity: u64,
@@ -402,7 +402,7 @@ pub fn plan(config: &Config, topo: &Topology, host: Host) -> Result<Plan, ProbeE
         let fw = node.read_bandwidth_mbps().map(|m| m as f64 / 1000.0);
         targets.push(make_target(
             format!("node{}", node.id),
-            Placement::Node(node.id),
+            TargetPolicy::Node(node.id),
             node,
             Some(TierKind::for_node_kind(node.kind.as_str())),
             node.mem_total_bytes,
@@ -425,7 +425,7 @@ pub fn plan(config: &Config, topo: &Topology, host: Host) -> Result<Plan, ProbeE
         let capacity = nodes.iter().map(|n| n.mem_total_bytes).sum();
         targets.push(make_target(
             name,
-            Placement::Weighted {
+            TargetPolicy::Weighted {
                 nodes: ids,
                 weights: w,
             },
@@ -464,7 +464,7 @@ pub fn plan(config: &Config, topo: &Topology, host: Host) -> Result<Plan, ProbeE
         ));
     }
 
-    Ok(Plan {
+    Ok(ProbePlan {
         targets,
         mixes,
         buffer_bytes,
@@ -481,7 +481,7 @@ pub fn plan(config: &Config, topo: &Topology, host: Host) -> Result<Plan, ProbeE
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::path::Path;
+    use crate::Classify;
 
     fn host() -> Host {
         Host {
@@ -497,8 +497,8 @@ mod tests {
     }
 
     /// A recorded sysfs tree with the given nodes: (id, cpulist, MemTotal kB, MemFree kB).
-    fn tree(nodes: &[(u32, &str, u64, u64)]) -> tempdir::Dir {
-        let dir = tempdir::Dir::new();
+    fn tree(nodes: &[(u32, &str, u64, u64)]) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
         let base = dir.path().join("sys/devices/system/node");
         std::fs::create_dir_all(&base).unwrap();
         let ids: Vec<String> = nodes.iter().map(|n| n.0.to_string()).collect();
@@ -531,36 +531,9 @@ mod tests {
         dir
     }
 
-    mod tempdir {
-        use std::path::{Path, PathBuf};
-        pub struct Dir(PathBuf);
-        impl Dir {
-            pub fn new() -> Dir {
-                use std::sync::atomic::{AtomicU32, Ordering};
-                static N: AtomicU32 = AtomicU32::new(0);
-                let p = std::env::temp_dir().join(format!(
-                    "cxltier-probe-plan-{}-{}",
-                    std::process::id(),
-                    N.fetch_add(1, Ordering::Relaxed)
-                ));
-                let _ = std::fs::remove_dir_all(&p);
-                std::fs::create_dir_all(&p).unwrap();
-                Dir(p)
-            }
-            pub fn path(&self) -> &Path {
-                &self.0
-            }
-        }
-        impl Drop for Dir {
-            fn drop(&mut self) {
-                let _ = std::fs::remove_dir_all(&self.0);
-            }
-        }
-    }
-
     const GIB_KB: u64 = 1 << 20;
 
-    fn topo(dir: &tempdir::Dir) -> Topology {
+    fn topo(dir: &tempfile::TempDir) -> Topology {
         Topology::discover(dir.path()).unwrap()
     }
 
@@ -616,7 +589,7 @@ mod tests {
         c.mixes = "R,3:x".into();
         let e = plan(&c, &t, host()).unwrap_err();
         assert!(e.to_string().contains("invalid mix \"3:x\""), "{e}");
-        assert_eq!(e.kind(), crate::ErrorKind::BadInput);
+        assert_eq!(crate::Classify::class(&e), crate::Class::BadInput);
         let e = plan(&config("0", "12Q"), &t, host()).unwrap_err();
         assert!(matches!(e, ProbeError::Size { .. }));
         let e = plan(&config("0-", "64M"), &t, host()).unwrap_err();
@@ -652,7 +625,7 @@ mod tests {
         // The recorded tree has no weighted_interleave directory: an old kernel.
         let e = plan(&c, &t, host()).unwrap_err();
         assert!(matches!(e, ProbeError::NoWeightedInterleave), "{e}");
-        assert_eq!(e.kind(), crate::ErrorKind::Unsupported);
+        assert_eq!(crate::Classify::class(&e), crate::Class::Unsupported);
         let wi = d.path().join("sys/kernel/mm/mempolicy/weighted_interleave");
         std::fs::create_dir_all(&wi).unwrap();
         std::fs::write(wi.join("node0"), "1\n").unwrap();
@@ -708,6 +681,5 @@ mod tests {
         assert_eq!(round_buffer(5 << 20), 6 << 20);
         assert_eq!(auto_buffer(504 << 20), 2 << 30);
         assert_eq!(auto_buffer(0), 256 << 20);
-        assert!(Path::new("/").exists());
     }
 }

@@ -151,15 +151,9 @@ impl WeightGuard {
 mod tests {
     use super::*;
 
-    fn table(weights: &[(u32, u8)], auto: Option<&str>) -> std::path::PathBuf {
-        use std::sync::atomic::{AtomicU32, Ordering};
-        static N: AtomicU32 = AtomicU32::new(0);
-        let root = std::env::temp_dir().join(format!(
-            "cxltier-probe-wi-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        let dir = root.join(DIR);
+    fn table(weights: &[(u32, u8)], auto: Option<&str>) -> tempfile::TempDir {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join(DIR);
         std::fs::create_dir_all(&dir).unwrap();
         for (n, w) in weights {
             std::fs::write(dir.join(format!("node{n}")), format!("{w}\n")).unwrap();
@@ -180,9 +174,10 @@ mod tests {
 
     #[test]
     fn sets_and_restores_the_table() {
-        let root = table(&[(0, 1), (1, 1)], Some("true"));
+        let tmp = table(&[(0, 1), (1, 1)], Some("true"));
+        let root = tmp.path();
         {
-            let g = WeightGuard::set(&root, &[0, 1], &[3, 1]).unwrap();
+            let g = WeightGuard::set(root, &[0, 1], &[3, 1]).unwrap();
             assert!(g.changed());
             assert_eq!(read_weight(&root.join(DIR), 0), Some(3));
             assert_eq!(g.changes[0].before, Some(1));
@@ -191,26 +186,24 @@ mod tests {
         // The kernel reads any kstrtobool truth; the table writes "1".
         let auto = std::fs::read_to_string(root.join(DIR).join("auto")).unwrap();
         assert!(matches!(auto.trim(), "1" | "true"), "auto is {auto:?}");
-        std::fs::remove_dir_all(&root).unwrap();
     }
 
     #[test]
     fn leaves_a_matching_table_alone() {
-        let root = table(&[(0, 3), (1, 1)], Some("false"));
-        let g = WeightGuard::set(&root, &[0, 1], &[3, 1]).unwrap();
+        let tmp = table(&[(0, 3), (1, 1)], Some("false"));
+        let root = tmp.path();
+        let g = WeightGuard::set(root, &[0, 1], &[3, 1]).unwrap();
         assert!(!g.changed());
         drop(g);
         let auto = std::fs::read_to_string(root.join(DIR).join("auto")).unwrap();
         assert_eq!(auto.trim(), "false");
-        std::fs::remove_dir_all(&root).unwrap();
     }
 
     #[test]
     fn a_kernel_without_the_table_is_unsupported() {
-        let root = std::env::temp_dir().join(format!("cxltier-probe-nowi-{}", std::process::id()));
-        std::fs::create_dir_all(&root).unwrap();
-        let e = WeightGuard::set(&root, &[0, 1], &[3, 1]).unwrap_err();
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        let e = WeightGuard::set(root, &[0, 1], &[3, 1]).unwrap_err();
         assert!(matches!(e, ProbeError::NoWeightedInterleave));
-        std::fs::remove_dir_all(&root).unwrap();
     }
 }

@@ -9,6 +9,9 @@
 //! Loading never accepts a half-valid profile: every problem is reported with the file, the line and
 //! the reason ([`ProfileError`]).
 
+// A library reports through its return values; only the CLI prints.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
 mod mix;
 mod raw;
 
@@ -285,6 +288,13 @@ pub struct ProfileError {
     pub line: Option<usize>,
     pub column: Option<usize>,
     pub reason: String,
+}
+
+/// A profile is input: whatever is wrong with it is the user's to fix.
+impl cxltier_error::Classify for ProfileError {
+    fn class(&self) -> cxltier_error::Class {
+        cxltier_error::Class::BadInput
+    }
 }
 
 impl std::fmt::Display for ProfileError {

@@ -116,6 +116,12 @@ pub struct MixError {
     pub reason: String,
 }
 
+impl cxltier_error::Classify for MixError {
+    fn class(&self) -> cxltier_error::Class {
+        cxltier_error::Class::BadInput
+    }
+}
+
 impl MixError {
     fn new(given: &str, reason: &str) -> Self {
         MixError {

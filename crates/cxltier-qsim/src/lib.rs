@@ -15,6 +15,9 @@
 //!
 //! Basis states are numbered as in Qiskit: qubit 0 is the least significant bit.
 
+// A library reports through its return values; only the CLI prints.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
 pub mod fusion;
 pub mod gates;
 pub mod kernel;
@@ -46,4 +49,13 @@ pub enum QsimError {
     /// The tiered array failed (spill space, placement, I/O).
     #[error(transparent)]
     Array(#[from] cxltier_array::ArrayError),
+}
+
+impl cxltier_error::Classify for QsimError {
+    fn class(&self) -> cxltier_error::Class {
+        match self {
+            QsimError::Parse { .. } | QsimError::Config(_) => cxltier_error::Class::BadInput,
+            QsimError::Array(e) => cxltier_error::Classify::class(e),
+        }
+    }
 }

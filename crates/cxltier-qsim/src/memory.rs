@@ -48,25 +48,26 @@ mod tests {
 
     #[test]
     fn the_least_of_mem_available_and_every_cgroup_level() {
-        let root = std::env::temp_dir().join(format!("cxltier-qsim-mem-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&root);
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
         write(
-            &root,
+            root,
             "proc/meminfo",
             "MemTotal:       16000000 kB\nMemFree:  1 kB\nMemAvailable:    8000000 kB\n",
         );
-        assert_eq!(available(&root), Some(8_000_000 * 1024));
-        write(&root, "proc/self/cgroup", "0::/a/b\n");
+        assert_eq!(available(root), Some(8_000_000 * 1024));
+        write(root, "proc/self/cgroup", "0::/a/b\n");
         // The leaf has no limit; its parent has 1 GiB with 256 MiB used.
-        write(&root, "sys/fs/cgroup/a/b/memory.max", "max\n");
-        write(&root, "sys/fs/cgroup/a/b/memory.current", "1000\n");
-        write(&root, "sys/fs/cgroup/a/memory.max", "1073741824\n");
-        write(&root, "sys/fs/cgroup/a/memory.current", "268435456\n");
-        assert_eq!(available(&root), Some(805_306_368));
+        write(root, "sys/fs/cgroup/a/b/memory.max", "max\n");
+        write(root, "sys/fs/cgroup/a/b/memory.current", "1000\n");
+        write(root, "sys/fs/cgroup/a/memory.max", "1073741824\n");
+        write(root, "sys/fs/cgroup/a/memory.current", "268435456\n");
+        assert_eq!(available(root), Some(805_306_368));
         // A cgroup over its limit leaves nothing.
-        write(&root, "sys/fs/cgroup/a/b/memory.max", "100\n");
-        assert_eq!(available(&root), Some(0));
-        std::fs::remove_dir_all(&root).unwrap();
-        assert_eq!(available(&root), None);
+        write(root, "sys/fs/cgroup/a/b/memory.max", "100\n");
+        assert_eq!(available(root), Some(0));
+        // Nothing readable: no answer.
+        std::fs::remove_dir_all(root).unwrap();
+        assert_eq!(available(root), None);
     }
 }

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use cxltier_array::{ArrayConfig, PassReport, Placement, TieredArray};
+use cxltier_array::{ArrayConfig, ChunkPlacement, PassReport, TieredArray};
 use cxltier_sys::uring::AlignedBuf;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
@@ -121,7 +121,7 @@ pub struct RunReport {
     /// Qubits always local (the chunk's qubits) out of core.
     pub local_qubits: Option<usize>,
     /// Where the array's chunks are.
-    pub placement: Placement,
+    pub placement: ChunkPlacement,
     /// Each out-of-core pass.
     pub pass_reports: Vec<PassInfo>,
     /// Seconds setting up the array (allocation, binding, verification, preallocation).

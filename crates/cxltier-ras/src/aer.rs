@@ -140,15 +140,15 @@ mod tests {
 
     #[test]
     fn unmasks_only_the_internal_bits_and_restores() {
-        let dir = std::env::temp_dir().join(format!("cxltier-ras-aer-{}", std::process::id()));
-        fs::create_dir_all(&dir).unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
         let mut c = vec![0u8; 4096];
         c[0x100..0x104].copy_from_slice(&(0x1u32 | (2 << 16)).to_le_bytes());
         // The lab device's defaults: uncorrectable mask 0x02400000, correctable 0x0000e000.
         c[0x108..0x10c].copy_from_slice(&0x0240_0000u32.to_le_bytes());
         c[0x114..0x118].copy_from_slice(&0x0000_e000u32.to_le_bytes());
         fs::write(dir.join("config"), &c).unwrap();
-        let dry = unmask_internal(&dir, false).unwrap();
+        let dry = unmask_internal(dir, false).unwrap();
         assert_eq!(dry.new_uncor_mask, 0x0200_0000);
         assert_eq!(dry.new_cor_mask, 0x0000_a000);
         assert_eq!(
@@ -156,12 +156,11 @@ mod tests {
             c,
             "dry run writes nothing"
         );
-        let ch = unmask_internal(&dir, true).unwrap();
+        let ch = unmask_internal(dir, true).unwrap();
         let after = fs::read(dir.join("config")).unwrap();
         assert_eq!(&after[0x108..0x10c], &0x0200_0000u32.to_le_bytes());
         assert_eq!(&after[0x114..0x118], &0x0000_a000u32.to_le_bytes());
         ch.restore().unwrap();
         assert_eq!(fs::read(dir.join("config")).unwrap(), c);
-        fs::remove_dir_all(&dir).unwrap();
     }
 }

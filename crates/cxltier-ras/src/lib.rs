@@ -31,6 +31,7 @@ pub mod trace;
 pub mod tracefs;
 pub mod watcher;
 
+pub use cxltier_error::{Class, Classify};
 pub use event::{EventType, PhysRange, RasEvent};
 pub use inventory::{Device, Health, Inventory};
 pub use tracefs::{Tracefs, Watch};
@@ -92,6 +93,33 @@ pub enum RasError {
         #[source]
         source: io::Error,
     },
+}
+
+/// Without CXL tracing or devices the platform lacks the feature; a device that is not there was
+/// named wrongly. (For a recorded tree named with `--sysfs-root`, the CLI makes "no devices" and
+/// "no nodes" the user's mistake.)
+impl cxltier_error::Classify for RasError {
+    fn class(&self) -> cxltier_error::Class {
+        use cxltier_error::Class;
+        match self {
+            RasError::NoTracefs { .. }
+            | RasError::NoCxlEvents { .. }
+            | RasError::NoDevices { .. } => Class::Unsupported,
+            RasError::UnknownDevice { .. } => Class::BadInput,
+            RasError::Permission { .. } => Class::Permission,
+            RasError::Topo(t) if t.is_permission_denied() => Class::Permission,
+            RasError::Topo(_) | RasError::Io { .. } => Class::Runtime,
+        }
+    }
+
+    fn hint(&self) -> Option<String> {
+        match self {
+            RasError::Permission { .. } => Some(
+                "run as root; without root, `cxltier ras --no-poison` shows the inventory".into(),
+            ),
+            _ => None,
+        }
+    }
 }
 
 impl RasError {

@@ -153,24 +153,19 @@ mod tests {
     use std::fs;
 
     /// A root with `sys/bus/cxl/devices/mem0/` and nothing in it.
-    fn root_with_memdev(name: &str) -> PathBuf {
-        let root =
-            std::env::temp_dir().join(format!("cxltier-ras-poison-{name}-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&root);
-        fs::create_dir_all(root.join(CXL_DIR).join("mem0")).unwrap();
+    fn root_with_memdev() -> tempfile::TempDir {
+        let root = tempfile::tempdir().unwrap();
+        fs::create_dir_all(root.path().join(CXL_DIR).join("mem0")).unwrap();
         root
     }
 
     #[test]
     fn trigger_writes_the_existing_attribute() {
-        let root = root_with_memdev("present");
-        fs::write(trigger_path(&root, "mem0"), "").unwrap();
-        trigger(&root, "mem0").unwrap();
-        assert_eq!(
-            fs::read_to_string(trigger_path(&root, "mem0")).unwrap(),
-            "1"
-        );
-        fs::remove_dir_all(&root).unwrap();
+        let tmp = root_with_memdev();
+        let root = tmp.path();
+        fs::write(trigger_path(root, "mem0"), "").unwrap();
+        trigger(root, "mem0").unwrap();
+        assert_eq!(fs::read_to_string(trigger_path(root, "mem0")).unwrap(), "1");
     }
 
     /// A device whose attribute is missing (being re-probed after a fatal error's recovery) is
@@ -178,17 +173,17 @@ mod tests {
     /// a missing attribute fails with EACCES, which the watch took for a lack of privilege.
     #[test]
     fn trigger_on_a_missing_attribute_is_not_found_and_creates_nothing() {
-        let root = root_with_memdev("missing");
-        let err = trigger(&root, "mem0").unwrap_err();
+        let tmp = root_with_memdev();
+        let root = tmp.path();
+        let err = trigger(root, "mem0").unwrap_err();
         assert!(
             matches!(&err, RasError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound),
             "{err:?}"
         );
         assert!(
-            !trigger_path(&root, "mem0").exists(),
+            !trigger_path(root, "mem0").exists(),
             "the attribute was created"
         );
-        fs::remove_dir_all(&root).unwrap();
     }
 
     #[test]

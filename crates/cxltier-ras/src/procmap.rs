@@ -5,21 +5,12 @@
 
 use crate::event::PhysRange;
 use cxltier_sys::pagemap::Pagemap;
-use serde::{Deserialize, Serialize};
 use std::fs::{self, File};
 use std::io::Read;
 use std::path::Path;
 
-/// A process that maps part of a range.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Mapper {
-    pub pid: u32,
-    pub comm: String,
-    /// Virtual address of the first mapped page found in the range.
-    pub vaddr: u64,
-    /// Pages of the range the process maps.
-    pub pages: u64,
-}
+/// A process that maps part of a range (defined with the quarantine file, whose lines carry it).
+pub use cxltier_quarantine::Mapper;
 
 /// Why the mappers could not be found.
 #[derive(Debug, Clone, PartialEq, Eq)]

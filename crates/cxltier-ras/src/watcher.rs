@@ -23,10 +23,31 @@ pub enum WatchError {
     Ras(#[from] RasError),
     /// The quarantine file could not be appended to.
     #[error("{0}")]
-    Quarantine(RasError),
+    Quarantine(crate::quarantine::QuarantineError),
     /// The sink could not write its report (its output is gone).
     #[error("{0}")]
     Output(io::Error),
+}
+
+impl cxltier_error::Classify for WatchError {
+    /// A quarantine file that cannot be appended to is a runtime failure whatever the reason:
+    /// the watcher has run, and the fix is another path.
+    fn class(&self) -> cxltier_error::Class {
+        match self {
+            WatchError::Ras(e) => e.class(),
+            WatchError::Quarantine(_) | WatchError::Output(_) => cxltier_error::Class::Runtime,
+        }
+    }
+
+    fn hint(&self) -> Option<String> {
+        match self {
+            WatchError::Ras(e) => e.hint(),
+            WatchError::Quarantine(_) => {
+                Some("pass --quarantine-file PATH in a writable directory".into())
+            }
+            WatchError::Output(_) => None,
+        }
+    }
 }
 
 /// What the watch is about to do, once the trace instance exists.

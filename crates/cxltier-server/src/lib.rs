@@ -18,6 +18,9 @@
 //!   rest of the string commands;
 //! - [`server`]: the single-threaded event loop with batching, NVMe prefetch and group commit.
 
+// A library reports through its return values; only the CLI prints.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
 pub mod commands;
 pub mod config;
 pub mod glob;
@@ -34,6 +37,7 @@ pub mod strings;
 pub mod table;
 pub mod zset;
 
+pub use ratelog::LogSink;
 pub use server::{
     bind, parse_memory, serve, serve_on, OutputBufferLimit, ServerConfig, ServerError,
     DEFAULT_QUERY_BUFFER_LIMIT,

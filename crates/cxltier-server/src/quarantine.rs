@@ -1,7 +1,7 @@
 //! The server follows the quarantine file of `cxltier ras --watch --quarantine`: each range
 //! appended to it is handed to the store ([`Store::poisoned_physical`]), which restores the
 //! objects on it from NVMe or drops them as lost and retires the memory for good. What happened
-//! is said on stderr (every lost key by name) and counted in `INFO poison`.
+//! is said through the server's [`LogSink`] (every lost key by name) and counted in `INFO poison`.
 //!
 //! The file is polled (identity and size: one `stat`) from the loop's background tick, so a
 //! change is seen within about a tick. A missing file means nothing is quarantined; a malformed
@@ -10,8 +10,10 @@
 
 use std::path::PathBuf;
 
-use cxltier_ras::quarantine::QuarantineFile;
+use cxltier_quarantine::QuarantineFile;
 use cxltier_store::Store;
+
+use crate::ratelog::LogSink;
 
 /// Lost keys `INFO poison` lists (the log has them all).
 const LOST_KEYS_SHOWN: usize = 16;
@@ -35,32 +37,43 @@ pub struct PoisonInfo {
 
 /// Follows a quarantine file on behalf of the server.
 #[derive(Debug)]
-pub struct Quarantine {
+pub struct QuarantineFollower {
     file: QuarantineFile,
+    log: LogSink,
 }
 
-impl Quarantine {
+impl QuarantineFollower {
     pub fn new(path: impl Into<PathBuf>, info: &mut PoisonInfo) -> Self {
         let file = QuarantineFile::new(path);
         info.file = Some(file.path().to_path_buf());
-        Quarantine { file }
+        QuarantineFollower {
+            file,
+            log: LogSink::discard(),
+        }
     }
 
-    /// Reads what the file gained and applies it to the store; says on stderr what happened.
+    /// Says what happened through `log`.
+    pub fn with_log(mut self, log: LogSink) -> Self {
+        self.log = log;
+        self
+    }
+
+    /// Reads what the file gained and applies it to the store; says through its log what
+    /// happened.
     pub fn tick(&mut self, store: &mut Store, info: &mut PoisonInfo) {
         let update = match self.file.poll() {
             Ok(u) => u,
             Err(e) => {
                 let msg = format!("cannot follow the quarantine file: {e}");
                 if info.last_error.as_deref() != Some(msg.as_str()) {
-                    eprintln!("cxltier serve: {msg}");
+                    self.log.write(&msg);
                     info.last_error = Some(msg);
                 }
                 return;
             }
         };
         for m in &update.malformed {
-            eprintln!("cxltier serve: quarantine file: {m}");
+            self.log.write(&format!("quarantine file: {m}"));
         }
         info.malformed_lines += update.malformed.len() as u64;
         if update.added.is_empty() {
@@ -100,7 +113,7 @@ impl Quarantine {
             Err(e) if virtual_ranges.is_empty() => {
                 info.ranges_failed += ranges.len() as u64;
                 let msg = format!("poisoned memory {} not applied: {e}", described.join(", "));
-                eprintln!("cxltier serve: {msg}");
+                self.log.write(&msg);
                 info.last_error = Some(msg);
                 return;
             }
@@ -109,25 +122,25 @@ impl Quarantine {
                     "poisoned memory {}: applied where this process mapped it when it was quarantined; not looked up by physical address: {e}",
                     described.join(", ")
                 );
-                eprintln!("cxltier serve: {msg}");
+                self.log.write(&msg);
                 info.last_error = Some(msg);
             }
         }
         info.ranges_applied += ranges.len() as u64;
         info.keys_restored += out.restored.len() as u64;
         info.keys_lost += out.lost.len() as u64;
-        eprintln!(
-            "cxltier serve: poisoned memory {}: {} keys restored from NVMe, {} keys lost, {} bytes of the store's memory retired",
+        self.log.write(&format!(
+            "poisoned memory {}: {} keys restored from NVMe, {} keys lost, {} bytes of the store's memory retired",
             described.join(", "),
             out.restored.len(),
             out.lost.len(),
             out.retired_bytes
-        );
+        ));
         for k in &out.lost {
             let k = String::from_utf8_lossy(k).into_owned();
-            eprintln!(
-                "cxltier serve: lost key (its only current copy was on poisoned memory): {k}"
-            );
+            self.log.write(&format!(
+                "lost key (its only current copy was on poisoned memory): {k}"
+            ));
             info.lost_keys.push(k);
         }
         let over = info.lost_keys.len().saturating_sub(LOST_KEYS_SHOWN);
@@ -165,19 +178,10 @@ pub fn info_section(store: &Store, p: &PoisonInfo) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cxltier_ras::quarantine::{append, QuarantinedRange};
+    use cxltier_quarantine::{append, QuarantinedRange};
     use cxltier_store::{Durability, Kind, SsdSpec, StoreBuilder};
     use std::io::Write;
     use std::os::unix::fs::FileExt;
-
-    fn temp(name: &str) -> PathBuf {
-        let dir =
-            std::env::temp_dir().join(format!("cxltier-server-quarantine-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let p = dir.join(name);
-        let _ = std::fs::remove_file(&p);
-        p
-    }
 
     /// The host physical address of a byte of this process, or None without CAP_SYS_ADMIN.
     fn physical(va: u64) -> Option<u64> {
@@ -191,8 +195,9 @@ mod tests {
 
     #[test]
     fn ranges_appended_to_the_file_reach_the_store_and_info() {
-        let ssd = temp("store.log");
-        let qfile = temp("poisoned.jsonl");
+        let dir = tempfile::tempdir().unwrap();
+        let ssd = dir.path().join("store.log");
+        let qfile = dir.path().join("poisoned.jsonl");
         let mut store = StoreBuilder::new()
             .dram(16 << 20)
             .ssd(SsdSpec {
@@ -207,7 +212,7 @@ mod tests {
             .unwrap();
         store.commit().unwrap();
         let mut info = PoisonInfo::default();
-        let mut q = Quarantine::new(&qfile, &mut info);
+        let mut q = QuarantineFollower::new(&qfile, &mut info);
         q.tick(&mut store, &mut info);
         assert_eq!(info.ranges_applied, 0, "missing file: nothing quarantined");
         assert!(info.last_error.is_none());
@@ -282,15 +287,14 @@ mod tests {
                 assert!(info_section(&store, &info).contains("poison_last_error:"));
             }
         }
-        let _ = std::fs::remove_file(&ssd);
-        let _ = std::fs::remove_file(&qfile);
     }
 
     #[test]
     fn a_range_this_process_mapped_is_found_at_its_virtual_address() {
         // As after a soft-offline: the physical range is nowhere in the store any more, but the
         // record says where this process had it. Durability none: the object is lost.
-        let qfile = temp("virtual.jsonl");
+        let dir = tempfile::tempdir().unwrap();
+        let qfile = dir.path().join("virtual.jsonl");
         let mut store = StoreBuilder::new()
             .dram(16 << 20)
             .durability(Durability::None)
@@ -302,7 +306,13 @@ mod tests {
             .unwrap();
         let va = store.arenas()[0].addr as u64;
         let mut info = PoisonInfo::default();
-        let mut q = Quarantine::new(&qfile, &mut info);
+        // What the server would say, captured: the library writes to its sink, never to stderr.
+        let said = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+        let sink = {
+            let said = said.clone();
+            LogSink::new(move |line| said.lock().unwrap().push(line.to_string()))
+        };
+        let mut q = QuarantineFollower::new(&qfile, &mut info).with_log(sink);
         append(
             &qfile,
             &QuarantinedRange {
@@ -314,7 +324,7 @@ mod tests {
                 serial: None,
                 region: None,
                 node: None,
-                processes: vec![cxltier_ras::procmap::Mapper {
+                processes: vec![cxltier_quarantine::Mapper {
                     pid: std::process::id(),
                     comm: "cxltier".into(),
                     vaddr: va,
@@ -331,6 +341,16 @@ mod tests {
         assert_eq!(store.get(b"other").unwrap().unwrap().value, &[4u8; 100][..]);
         let text = info_section(&store, &info);
         assert!(text.contains("poison_lost_keys:only\r\n"), "{text}");
-        let _ = std::fs::remove_file(&qfile);
+        let said = said.lock().unwrap();
+        assert!(
+            said.iter()
+                .any(|l| l == "lost key (its only current copy was on poisoned memory): only"),
+            "{said:?}"
+        );
+        assert!(
+            said.iter()
+                .any(|l| l.starts_with("poisoned memory 0x10-0x20 (device unknown, node unknown): 0 keys restored from NVMe, 1 keys lost")),
+            "{said:?}"
+        );
     }
 }

@@ -2,6 +2,7 @@
 //! store, a client over its limit again and again) must not flood stderr. Each kind of message
 //! is written at most once per interval; the next one written says how many were held back.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use hashbrown::HashMap;
@@ -9,12 +10,46 @@ use hashbrown::HashMap;
 /// How often each kind of message may be written by default.
 pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(10);
 
-/// Decides which log lines are written. The caller writes them: this only counts.
+/// Where the server's log lines go: the library never prints, its caller decides (the CLI
+/// writes each line to stderr after `cxltier serve: `). A line comes without that prefix and
+/// without a newline. The default drops them.
+#[derive(Clone)]
+pub struct LogSink(Arc<dyn Fn(&str) + Send + Sync>);
+
+impl LogSink {
+    pub fn new(write: impl Fn(&str) + Send + Sync + 'static) -> LogSink {
+        LogSink(Arc::new(write))
+    }
+
+    /// A sink that drops every line (tests, embedders that do not want them).
+    pub fn discard() -> LogSink {
+        LogSink::new(|_| {})
+    }
+
+    pub fn write(&self, line: &str) {
+        (self.0)(line)
+    }
+}
+
+impl Default for LogSink {
+    fn default() -> Self {
+        LogSink::discard()
+    }
+}
+
+impl std::fmt::Debug for LogSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("LogSink")
+    }
+}
+
+/// Decides which log lines are written, and writes them to its sink.
 #[derive(Debug)]
 pub struct RateLimitedLog {
     interval: Duration,
     /// Per kind: when it was last written, and how many were held back since.
     kinds: HashMap<&'static str, (Instant, u64)>,
+    sink: LogSink,
 }
 
 impl RateLimitedLog {
@@ -22,7 +57,19 @@ impl RateLimitedLog {
         RateLimitedLog {
             interval,
             kinds: HashMap::new(),
+            sink: LogSink::discard(),
         }
+    }
+
+    /// Lines passed to [`RateLimitedLog::emit`] go to `sink`.
+    pub fn with_sink(mut self, sink: LogSink) -> RateLimitedLog {
+        self.sink = sink;
+        self
+    }
+
+    /// Writes a line [`RateLimitedLog::line`] let through.
+    pub fn emit(&self, line: &str) {
+        self.sink.write(line)
     }
 
     /// The line to write for a message of `kind` whose text is `text`, at `now`: `None` while

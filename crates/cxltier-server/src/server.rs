@@ -27,7 +27,7 @@ use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
 
 use crate::commands::{self, ClientMeta, Effect, ServerInfo, Session};
-use crate::quarantine::Quarantine;
+use crate::quarantine::QuarantineFollower;
 use crate::ratelog::RateLimitedLog;
 use crate::resp::{self, reply, Parser};
 use crate::table;
@@ -70,6 +70,9 @@ pub struct ServerConfig {
     pub client_query_buffer_limit: usize,
     /// Limits on a connection's unread replies.
     pub client_output_buffer_limit: OutputBufferLimit,
+    /// Where the server says what went wrong in the background (a client closed over its
+    /// limit, NVMe reads failing, poisoned memory applied); the default drops the lines.
+    pub log: crate::ratelog::LogSink,
 }
 
 /// Redis's `client-output-buffer-limit normal`: at `soft` bytes of replies not yet read by the
@@ -151,6 +154,23 @@ pub enum ServerError {
     Io(#[from] io::Error),
     #[error("closing the store: {0}")]
     Store(#[from] cxltier_store::StoreError),
+}
+
+impl cxltier_error::Classify for ServerError {
+    fn class(&self) -> cxltier_error::Class {
+        use cxltier_error::Class;
+        match self {
+            ServerError::Bind { source, .. } => match source.kind() {
+                io::ErrorKind::PermissionDenied => Class::Permission,
+                // The address is not one of this host's: the --bind given is wrong.
+                io::ErrorKind::AddrNotAvailable => Class::BadInput,
+                _ if source.raw_os_error() == Some(libc::EAFNOSUPPORT) => Class::Unsupported,
+                // In use and the rest: the address is fine, the host's state is not.
+                _ => Class::Runtime,
+            },
+            _ => Class::Runtime,
+        }
+    }
 }
 
 struct Conn {
@@ -307,14 +327,14 @@ pub fn serve_on(
         limits.output.soft,
         limits.output.soft_seconds,
     );
-    let mut log = RateLimitedLog::default();
+    let mut log = RateLimitedLog::default().with_sink(cfg.log.clone());
     // Held so that, out of descriptors, one can be freed to accept a connection and close it
     // with a reason rather than leave it waiting in the backlog (Redis's approach).
     let mut spare_fd = std::fs::File::open("/dev/null").ok();
     let mut quarantine = cfg
         .quarantine_file
         .as_ref()
-        .map(|p| Quarantine::new(p, &mut info.poison));
+        .map(|p| QuarantineFollower::new(p, &mut info.poison).with_log(cfg.log.clone()));
     let mut conns: HashMap<Token, Conn> = HashMap::new();
     let mut next_token = 0usize;
     let mut events = Events::with_capacity(1024);
@@ -444,7 +464,7 @@ pub fn serve_on(
                 Instant::now(),
                 &format!("collecting NVMe reads failed (the commands will read one by one): {e}"),
             ) {
-                eprintln!("cxltier serve: {line}");
+                log.emit(&line);
             }
         }
         if store.has_nvme() {
@@ -465,7 +485,7 @@ pub fn serve_on(
                             "NVMe reads could not begin (the commands will read one by one): {e}"
                         ),
                     ) {
-                        eprintln!("cxltier serve: {line}");
+                        log.emit(&line);
                     }
                 }
                 for c in conns.values_mut() {
@@ -563,7 +583,7 @@ pub fn serve_on(
                     Instant::now(),
                     &format!("background work failed: {e}"),
                 ) {
-                    eprintln!("cxltier serve: {line}");
+                    log.emit(&line);
                 }
             }
             if let Some(q) = quarantine.as_mut() {
@@ -741,7 +761,7 @@ fn parse_into_queue(
             limits.query
         );
         if let Some(line) = log.line("query-limit", Instant::now(), &text) {
-            eprintln!("cxltier serve: {line}");
+            log.emit(&line);
         }
         protocol_error(
             c,
@@ -782,7 +802,7 @@ fn close_over_limit(c: &mut Conn, info: &mut ServerInfo, log: &mut RateLimitedLo
     c.dead = true;
     info.client_output_buffer_limit_disconnections += 1;
     if let Some(line) = log.line("output-limit", Instant::now(), text) {
-        eprintln!("cxltier serve: {line}");
+        log.emit(&line);
     }
 }
 
@@ -953,7 +973,7 @@ fn run_ready(
             }
         }
         if let Some(line) = log.line("commit", Instant::now(), &msg) {
-            eprintln!("cxltier serve: {line}");
+            log.emit(&line);
         }
     }
     ran
@@ -1074,7 +1094,7 @@ fn accept(
                         Instant::now(),
                         &format!("cannot watch the connection of {peer} (closed): {e}"),
                     ) {
-                        eprintln!("cxltier serve: {line}");
+                        log.emit(&line);
                     }
                     continue;
                 }
@@ -1139,7 +1159,7 @@ fn accept(
                     Instant::now(),
                     &format!("accept failed: {e} (connections refused; raise ulimit -n or lower --max-clients)"),
                 ) {
-                    eprintln!("cxltier serve: {line}");
+                    log.emit(&line);
                 }
                 let Some(spare) = spare_fd.take() else { return };
                 drop(spare);
@@ -1167,7 +1187,7 @@ fn accept(
                 if let Some(line) =
                     log.line("accept", Instant::now(), &format!("accept failed: {e}"))
                 {
-                    eprintln!("cxltier serve: {line}");
+                    log.emit(&line);
                 }
                 return;
             }

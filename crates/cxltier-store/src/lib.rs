@@ -14,6 +14,20 @@
 //!   replies of that iteration (group commit).
 //! - Background work: [`Store::tick`] (demotion by watermarks, segment cleaning, expiry, the
 //!   `everysec` sync); the server calls it when idle and at least every 100 ms.
+//!
+//! Modules: `index` (inline keys and packed entries in a chunked slab, a hash table for point
+//! lookups and sorted leaves for order; its bytes are counted inside the DRAM budget), `store`
+//! (exclusive placement, promotion on access, demotion by watermarks with write-back, expiry,
+//! recovery), `arena` (one `mbind`-bound mapping per memory tier, slab size classes, CLOCK
+//! eviction), `admission` (a TinyLFU sketch with a doorkeeper), [`log`] (the NVMe tier: CRC32C
+//! records in segments, group commit, cleaning, recovery; `log::scan` is shared by recovery, the
+//! cleaner and `cxltier store check`), `poison` (objects on poisoned memory restored from NVMe or
+//! reported lost, the pages retired), `collection` (lists, sets, sorted sets and hashes as counted
+//! B+trees of the store's own objects, copy-on-write). The caller gives the machine's topology and
+//! the `/proc` root ([`StoreBuilder::topology`], [`StoreBuilder::proc_root`]).
+
+// A library reports through its return values; only the CLI prints.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
 
 mod admission;
 mod arena;
@@ -144,7 +158,7 @@ pub struct ScanItem {
 
 /// Where an arena's touched pages are, as the kernel reports them (`move_pages(2)`).
 #[derive(Debug, Clone, serde::Serialize)]
-pub struct Placement {
+pub struct ArenaPlacement {
     pub tier: &'static str,
     /// The node the arena is bound to.
     pub node: u32,
@@ -186,6 +200,21 @@ pub enum StoreError {
     /// A NUMA system call failed (binding an arena, ...).
     #[error(transparent)]
     Sys(#[from] cxltier_sys::SysError),
+}
+
+impl cxltier_error::Classify for StoreError {
+    fn class(&self) -> cxltier_error::Class {
+        use cxltier_error::Class;
+        match self {
+            StoreError::Config(_) | StoreError::TooLarge { .. } => Class::BadInput,
+            StoreError::Io { source, .. }
+                if source.kind() == std::io::ErrorKind::PermissionDenied =>
+            {
+                Class::Permission
+            }
+            _ => Class::Runtime,
+        }
+    }
 }
 
 /// What recovery could not read, for [`StoreError::Damaged`].
@@ -266,6 +295,10 @@ pub struct StoreBuilder {
     pub(crate) chunk_bytes: usize,
     /// Whether `chunk_bytes` was asked for: the default shrinks to fit a small `max_object`.
     pub(crate) chunk_bytes_set: bool,
+    /// The machine's NUMA nodes, from the caller (`None`: one node 0, as without NUMA).
+    pub(crate) topology: Option<cxltier_topo::Topology>,
+    /// Where procfs is mounted (`/proc` on a live machine).
+    pub(crate) proc_root: std::path::PathBuf,
 }
 
 /// Per-tier statistics (`INFO`, `--json`). Field names are a stable interface.
@@ -334,7 +367,23 @@ impl StoreBuilder {
             recover_anyway: false,
             chunk_bytes: collection::DEFAULT_CHUNK_BYTES,
             chunk_bytes_set: false,
+            topology: None,
+            proc_root: std::path::PathBuf::from("/proc"),
         }
+    }
+    /// The machine's NUMA nodes, which `dram_node`/`cxl_node` are checked against and the
+    /// defaults are chosen from (the local node, the first CPU-less node). The caller discovers
+    /// them (`Topology::discover`, from `/` or a recorded tree); without a topology the store
+    /// assumes what a kernel without NUMA has: node 0 alone.
+    pub fn topology(mut self, topo: cxltier_topo::Topology) -> Self {
+        self.topology = Some(topo);
+        self
+    }
+    /// Where procfs is mounted (default `/proc`): the store reads `self/stat` (the node of the
+    /// CPU it is built on) and `self/pagemap` (its frames on poisoned memory) below it.
+    pub fn proc_root(mut self, root: impl Into<std::path::PathBuf>) -> Self {
+        self.proc_root = root.into();
+        self
     }
     /// DRAM budget, index included.
     pub fn dram(mut self, bytes: u64) -> Self {
@@ -433,7 +482,7 @@ impl std::str::FromStr for SsdSpec {
         }
         let capacity = size
             .map(|z| {
-                cxltier_control::size::parse_size(z)
+                cxltier_topo::size::parse_size(z)
                     .map_err(|e| format!("--ssd {s}: bad size {z:?}: {e}"))
             })
             .transpose()?;

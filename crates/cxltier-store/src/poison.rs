@@ -115,16 +115,18 @@ impl Store {
     }
 
     /// Handles poisoned host physical ranges `[start, end)`, as RAS reports them: finds the
-    /// store's pages on them through `/proc/self/pagemap` (needs CAP_SYS_ADMIN).
+    /// store's pages on them through `self/pagemap` below the builder's proc root (needs
+    /// CAP_SYS_ADMIN).
     pub fn poisoned_physical(&mut self, ranges: &[(u64, u64)]) -> Result<PoisonOutcome> {
+        let path = self.proc_root.join("self/pagemap");
         let pagemap =
-            cxltier_sys::pagemap::Pagemap::open(std::path::Path::new("/proc/self/pagemap"))
-                .map_err(|source| StoreError::Io {
-                    context:
-                        "opening /proc/self/pagemap to find the store's pages on poisoned memory"
-                            .to_string(),
-                    source,
-                })?;
+            cxltier_sys::pagemap::Pagemap::open(&path).map_err(|source| StoreError::Io {
+                context: format!(
+                    "opening {} to find the store's pages on poisoned memory",
+                    path.display()
+                ),
+                source,
+            })?;
         let mut virtual_ranges = Vec::new();
         let mut present = 0u64;
         let mut with_frame = 0u64;

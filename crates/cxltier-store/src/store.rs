@@ -1,6 +1,5 @@
 //! The store: the index, the tiers and the movement of objects between them.
 
-use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -13,8 +12,8 @@ use crate::arena::{Arena, SlotOffset};
 use crate::index::{Entry, Index, Place};
 use crate::log::{Log, LogConfig, NvLoc, ReadStart, ASYNC_READS};
 use crate::{
-    ArenaInfo, Durability, Kind, ObjectRef, Placement, Result, ScanItem, StoreBuilder, StoreError,
-    StoreStats, TierStats,
+    ArenaInfo, ArenaPlacement, Durability, Kind, ObjectRef, Result, ScanItem, StoreBuilder,
+    StoreError, StoreStats, TierStats,
 };
 
 const DRAM: usize = 0;
@@ -107,6 +106,8 @@ pub struct Store {
     /// The big string read whole last (its key and bytes), lent by [`Store::get`] until the
     /// key changes or the batch ends.
     pub(crate) assembled: Option<(Box<[u8]>, Kind, Vec<u8>)>,
+    /// Where procfs is mounted, from the builder (`self/pagemap` for poisoned memory).
+    pub(crate) proc_root: std::path::PathBuf,
 }
 
 impl std::fmt::Debug for Store {
@@ -126,42 +127,26 @@ fn is_expired(e: &Entry, now: u64) -> bool {
     e.is_expired(now)
 }
 
-/// The NUMA nodes the store may pick from, read once from sysfs when the store is built.
-struct Nodes {
-    topo: Option<cxltier_topo::Topology>,
+/// The NUMA nodes the store may pick from, as the caller gave them when the store is built.
+struct Nodes<'a> {
+    topo: Option<&'a cxltier_topo::Topology>,
+    proc_root: &'a std::path::Path,
 }
 
-impl Nodes {
-    fn discover() -> Nodes {
-        Nodes {
-            topo: cxltier_topo::Topology::discover(std::path::Path::new("/")).ok(),
-        }
-    }
-
-    /// Whether `node` exists (by the topology, or by sysfs when discovery failed).
+impl Nodes<'_> {
+    /// Whether `node` exists (without a topology, only node 0 does: a kernel without NUMA).
     fn exists(&self, node: u32) -> bool {
-        match &self.topo {
+        match self.topo {
             Some(t) => t.nodes.iter().any(|n| n.id == node),
-            None => std::path::Path::new(&format!("/sys/devices/system/node/node{node}")).exists(),
+            None => node == 0,
         }
     }
 
     /// The node ids present, for error messages.
     fn present(&self) -> String {
-        let mut v: Vec<u32> = match &self.topo {
+        let mut v: Vec<u32> = match self.topo {
             Some(t) => t.nodes.iter().map(|n| n.id).collect(),
-            None => std::fs::read_dir("/sys/devices/system/node")
-                .map(|d| {
-                    d.filter_map(|e| e.ok())
-                        .filter_map(|e| {
-                            e.file_name()
-                                .to_str()
-                                .and_then(|n| n.strip_prefix("node"))
-                                .and_then(|n| n.parse().ok())
-                        })
-                        .collect()
-                })
-                .unwrap_or_default(),
+            None => vec![0],
         };
         v.sort_unstable();
         v.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
@@ -170,8 +155,8 @@ impl Nodes {
     /// The node of the CPU this thread runs on (`/proc/self/stat` field 39), when it has memory;
     /// else the first node with CPUs and memory; else node 0.
     fn local(&self) -> u32 {
-        let Some(t) = &self.topo else { return 0 };
-        let cpu = std::fs::read_to_string("/proc/self/stat")
+        let Some(t) = self.topo else { return 0 };
+        let cpu = std::fs::read_to_string(self.proc_root.join("self/stat"))
             .ok()
             .and_then(|s| {
                 // Fields after the command name, which is in parentheses and may hold spaces.
@@ -194,7 +179,7 @@ impl Nodes {
     /// memory-only node.
     fn cpuless(&self) -> Option<u32> {
         use cxltier_topo::NodeKind;
-        let t = self.topo.as_ref()?;
+        let t = self.topo?;
         let usable = |n: &&cxltier_topo::Node| n.online && n.has_memory() && n.cpus.is_empty();
         t.nodes
             .iter()
@@ -285,7 +270,10 @@ impl Store {
                     .into(),
             ));
         }
-        let nodes = Nodes::discover();
+        let nodes = Nodes {
+            topo: b.topology.as_ref(),
+            proc_root: &b.proc_root,
+        };
         for (what, n) in [("--dram-node", b.dram_node), ("--cxl-node", b.cxl_node)] {
             if let Some(n) = n {
                 if !nodes.exists(n) {
@@ -354,6 +342,7 @@ impl Store {
             chunk_faults: (None, None),
             whole_max,
             assembled: None,
+            proc_root: b.proc_root.clone(),
         };
         if let Some(ssd) = &b.ssd {
             let mut cfg = LogConfig::new(&ssd.path, ssd.capacity);
@@ -1821,20 +1810,15 @@ impl Store {
 
     /// For each arena, the nodes its touched pages are on, as the kernel reports them
     /// (`move_pages(2)` with no target nodes): (tier, intended node, node → pages).
-    pub fn placement(&self) -> Result<Vec<Placement>> {
+    pub fn placement(&self) -> Result<Vec<ArenaPlacement>> {
         let mut out = Vec::new();
         for a in &self.arenas {
             let addrs = a.used_page_addrs();
-            let mut by_node = BTreeMap::new();
-            for status in cxltier_sys::query_pages(None, &addrs)? {
-                if let Some(n) = status.node() {
-                    *by_node.entry(n).or_insert(0) += 1;
-                }
-            }
-            out.push(Placement {
+            let statuses = cxltier_sys::query_pages(None, &addrs)?;
+            out.push(ArenaPlacement {
                 tier: a.tier,
                 node: a.node,
-                pages_by_node: by_node,
+                pages_by_node: cxltier_sys::PagesPerNode::count(&statuses).nodes,
             });
         }
         Ok(out)

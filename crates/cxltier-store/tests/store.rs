@@ -494,6 +494,43 @@ fn memory_only_store_says_how_to_grow() {
     s.check_invariants().unwrap();
 }
 
+/// The store checks node choices against the topology its caller gives it, not the host's.
+#[test]
+fn nodes_come_from_the_callers_topology() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../cxltier-topo/tests/fixtures/lab-hmat");
+    let topo = cxltier_topo::Topology::discover(&root).unwrap();
+    let ids: Vec<String> = topo.nodes.iter().map(|n| n.id.to_string()).collect();
+    let e = StoreBuilder::new()
+        .durability(Durability::None)
+        .topology(topo)
+        .dram_node(77)
+        .build()
+        .unwrap_err();
+    assert!(e.to_string().contains("no NUMA node 77"), "{e}");
+    assert!(
+        e.to_string()
+            .contains(&format!("nodes present: {}", ids.join(","))),
+        "{e}"
+    );
+}
+
+/// `self/pagemap` is read below the proc root the caller gives.
+#[test]
+fn poisoned_memory_is_looked_up_below_the_callers_proc_root() {
+    // A directory with no procfs in it: the lookup must fail naming the path it was given.
+    let empty = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/no-procfs-here");
+    let mut s = StoreBuilder::new()
+        .durability(Durability::None)
+        .proc_root(&empty)
+        .build()
+        .unwrap();
+    s.put(b"k", Kind::String, b"v", None).unwrap();
+    let e = s.poisoned_physical(&[(0x1000, 0x1040)]).unwrap_err();
+    let want = empty.join("self/pagemap");
+    assert!(e.to_string().contains(&want.display().to_string()), "{e}");
+}
+
 #[test]
 fn bad_configuration_is_explained() {
     let e = StoreBuilder::new()

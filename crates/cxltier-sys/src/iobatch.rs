@@ -125,11 +125,10 @@ impl IoBatchRing {
                         _ => {
                             failures += 1;
                             if failures > 10_000 {
-                                eprintln!(
+                                crate::abort_with(format_args!(
                                     "io_uring_enter keeps failing ({e}) with {pending} direct \
                                      I/O requests in flight; aborting"
-                                );
-                                std::process::abort();
+                                ));
                             }
                             std::thread::sleep(std::time::Duration::from_micros(100));
                             continue;
@@ -169,8 +168,8 @@ mod tests {
 
     #[test]
     fn mixed_batch_reads_what_an_earlier_batch_wrote() {
-        let dir = std::env::temp_dir().join(format!("cxltier-iobatch-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
         let a = DirectFile::open(&dir.join("a"), true).unwrap();
         let b = DirectFile::open(&dir.join("b"), true).unwrap();
         a.preallocate(2 * ALIGN as u64).unwrap();
@@ -226,6 +225,5 @@ mod tests {
             buf: &mut r3,
         }]);
         assert!(results[0].is_err());
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -41,6 +41,46 @@ impl PageStatus {
     }
 }
 
+/// Pages counted by the node they are on, from the statuses [`query_pages`] or [`move_pages`]
+/// returned: the one count that every report of where memory landed (a touched buffer, a store
+/// arena, an array's chunks, a probe buffer) is made from.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PagesPerNode {
+    /// Pages on each node.
+    pub nodes: std::collections::BTreeMap<u32, u64>,
+    /// Pages the kernel gave an error for, by errno (`ENOENT`: not present, ...).
+    pub errors: std::collections::BTreeMap<i32, u64>,
+}
+
+impl PagesPerNode {
+    /// Counts `statuses`.
+    pub fn count<'a>(statuses: impl IntoIterator<Item = &'a PageStatus>) -> PagesPerNode {
+        let mut c = PagesPerNode::default();
+        c.add(statuses);
+        c
+    }
+
+    /// Adds `statuses` to the count.
+    pub fn add<'a>(&mut self, statuses: impl IntoIterator<Item = &'a PageStatus>) {
+        for s in statuses {
+            match *s {
+                PageStatus::Node(n) => *self.nodes.entry(n).or_insert(0) += 1,
+                PageStatus::Error(e) => *self.errors.entry(e).or_insert(0) += 1,
+            }
+        }
+    }
+
+    /// Pages found on a node.
+    pub fn placed(&self) -> u64 {
+        self.nodes.values().sum()
+    }
+
+    /// Pages with an error instead of a node.
+    pub fn failed(&self) -> u64 {
+        self.errors.values().sum()
+    }
+}
+
 /// The outcome of [`move_pages`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Moved {
@@ -192,6 +232,25 @@ pub fn move_pages(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pages_are_counted_per_node_and_errors_per_errno() {
+        let c = PagesPerNode::count(&[
+            PageStatus::Node(0),
+            PageStatus::Node(1),
+            PageStatus::Node(0),
+            PageStatus::Error(libc::ENOENT),
+        ]);
+        assert_eq!(
+            c.nodes.into_iter().collect::<Vec<_>>(),
+            vec![(0, 2), (1, 1)]
+        );
+        assert_eq!(c.errors.get(&libc::ENOENT), Some(&1));
+        let mut c = PagesPerNode::default();
+        c.add(&[PageStatus::Node(2)]);
+        c.add(&[PageStatus::Node(2), PageStatus::Error(libc::EFAULT)]);
+        assert_eq!((c.placed(), c.failed()), (2, 1));
+    }
     use crate::mapping::Mapping;
     use crate::mempolicy::{mems_allowed, node_of_address};
 

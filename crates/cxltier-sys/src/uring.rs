@@ -244,11 +244,10 @@ impl Uring {
                 // let the kernel touch freed memory (as the batched ring does).
                 failures += 1;
                 if failures > 10_000 {
-                    eprintln!(
+                    crate::abort_with(format_args!(
                         "io_uring_enter keeps failing ({e}) with {} direct I/O requests in flight; aborting",
                         n - done
-                    );
-                    std::process::abort();
+                    ));
                 }
                 std::thread::sleep(std::time::Duration::from_micros(100));
                 continue;
@@ -273,8 +272,8 @@ mod tests {
 
     #[test]
     fn queued_reads_complete_into_owned_buffers() {
-        let dir = std::env::temp_dir().join(format!("cxltier-readq-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
         let path = dir.join("f");
         let file = DirectFile::open(&path, true).unwrap();
         file.preallocate(8 * ALIGN as u64).unwrap();
@@ -334,13 +333,12 @@ mod tests {
         // Dropping a queue with reads in flight waits for them.
         q.push(&file, 0, ALIGN).unwrap();
         drop(q);
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
     fn direct_write_then_batched_read() {
-        let dir = std::env::temp_dir().join(format!("cxltier-uring-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
         let path = dir.join("f");
         let file = DirectFile::open(&path, true).unwrap();
         file.preallocate(4 * ALIGN as u64).unwrap();
@@ -365,7 +363,6 @@ mod tests {
         for (i, b) in bufs.iter().enumerate() {
             assert!(b.iter().all(|&x| x == (i % 4) as u8 + 1));
         }
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
 

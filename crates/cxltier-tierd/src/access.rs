@@ -263,6 +263,7 @@ pub fn region_access(addrs: impl Iterator<Item = usize>, regions: &[Region]) -> 
 mod tests {
     use super::*;
     use crate::testutil::TempDir;
+    use crate::Classify;
 
     #[test]
     fn pages_take_their_regions_heat() {
@@ -293,10 +294,10 @@ mod tests {
         let dir = TempDir::new("source");
         let e = choose_source(dir.path(), AccessSource::Auto).unwrap_err();
         assert!(e.to_string().contains("neither DAMON"), "{e}");
-        assert_eq!(e.class(), crate::ErrorClass::Unsupported);
+        assert_eq!(e.class(), crate::Class::Unsupported);
         let e = choose_source(dir.path(), AccessSource::IdlePage).unwrap_err();
         assert!(e.to_string().contains("CONFIG_IDLE_PAGE_TRACKING"), "{e}");
-        assert_eq!(e.class(), crate::ErrorClass::Unsupported);
+        assert_eq!(e.class(), crate::Class::Unsupported);
 
         // Only idle-page tracking: chosen by itself, and DAMON named alone is refused.
         dir.write("sys/kernel/mm/page_idle/bitmap", "");
@@ -305,7 +306,7 @@ mod tests {
         assert!(s.reason.contains("no DAMON"), "{}", s.reason);
         let e = choose_source(dir.path(), AccessSource::Damon).unwrap_err();
         assert!(e.to_string().contains("--access-source idle-page"), "{e}");
-        assert_eq!(e.class(), crate::ErrorClass::Unsupported);
+        assert_eq!(e.class(), crate::Class::Unsupported);
 
         // Both: DAMON unless idle-page is asked for.
         dir.write("sys/kernel/mm/damon/admin/kdamonds/nr_kdamonds", "0\n");
@@ -330,7 +331,7 @@ mod tests {
             AccessSource::IdlePage
         );
         let e = "idle".parse::<AccessSource>().unwrap_err();
-        assert_eq!(e.class(), crate::ErrorClass::BadInput);
+        assert_eq!(e.class(), crate::Class::BadInput);
         assert!(e.to_string().contains("auto, damon or idle-page"), "{e}");
     }
 }

@@ -15,11 +15,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::access::{Source, SourceKind};
-use crate::engine::{Engine, TargetChange, TargetReport, Tiers};
+use crate::engine::{Engine, IntervalReport, TargetChange, Tiers};
 use crate::metrics;
 use crate::policy::Policy;
 use crate::procfs;
-use crate::quarantine::{self, Quarantine, QuarantineReport};
+use crate::quarantine::{self, QuarantineMover, QuarantineReport};
 use crate::TierdError;
 
 /// The processes tierd manages, as they are now.
@@ -210,7 +210,7 @@ pub trait DaemonSink {
     /// The followed cgroup's membership changed; `running` are the targets now.
     fn membership(&mut self, _change: &TargetChange, _source: SourceKind, _running: &[u32]) {}
     /// A target after one round (also once when it exits or leaves).
-    fn target(&mut self, report: &TargetReport) -> io::Result<()>;
+    fn target(&mut self, report: &IntervalReport) -> io::Result<()>;
     /// The quarantine file could not be checked this round.
     fn quarantine_unchecked(&mut self, _err: &TierdError) {}
     /// A line of the quarantine file that is not a range.
@@ -332,7 +332,7 @@ impl Daemon {
             dry_run: self.dry_run,
             quarantine_file: self.quarantine_file.as_deref(),
         });
-        let mut quarantine = self.quarantine_file.as_ref().map(Quarantine::new);
+        let mut quarantine = self.quarantine_file.as_ref().map(QuarantineMover::new);
         let mut engine = match Engine::start(
             self.policy.clone(),
             self.tiers.clone(),
@@ -356,7 +356,7 @@ impl Daemon {
             WrittenPages::Off
         });
 
-        let mut latest: BTreeMap<u32, TargetReport> = BTreeMap::new();
+        let mut latest: BTreeMap<u32, IntervalReport> = BTreeMap::new();
         let result = self.rounds(
             &mut engine,
             &mut quarantine,
@@ -397,9 +397,9 @@ impl Daemon {
     fn rounds(
         &mut self,
         engine: &mut Engine,
-        quarantine: &mut Option<Quarantine>,
+        quarantine: &mut Option<QuarantineMover>,
         pids: &[u32],
-        latest: &mut BTreeMap<u32, TargetReport>,
+        latest: &mut BTreeMap<u32, IntervalReport>,
         sink: &mut dyn DaemonSink,
         stop: &AtomicBool,
         deadline: Option<Instant>,
@@ -578,7 +578,7 @@ mod tests {
                 running.to_vec(),
             ));
         }
-        fn target(&mut self, r: &TargetReport) -> io::Result<()> {
+        fn target(&mut self, r: &IntervalReport) -> io::Result<()> {
             self.events.push(Event::Target(r.pid, r.status));
             Ok(())
         }

@@ -30,7 +30,7 @@ impl Tiers {
     /// The first tier group with memory is fast; every later one is slow (nearest first).
     pub fn from_topology(topo: &Topology) -> Result<Tiers, TierdError> {
         let memory: Vec<u32> = topo.memory_nodes().map(|n| n.id).collect();
-        let groups = cxltier_control::policy::tier_groups(topo, &memory);
+        let groups = topo.tier_groups(&memory);
         match groups.split_first() {
             Some((fast, rest)) if !rest.is_empty() => Ok(Tiers {
                 fast: fast.clone(),
@@ -125,7 +125,7 @@ impl TargetChange {
 
 /// One JSON line: a target after one interval.
 #[derive(Debug, Clone, Serialize)]
-pub struct TargetReport {
+pub struct IntervalReport {
     pub t_s: f64,
     pub pid: u32,
     pub status: Status,
@@ -278,7 +278,7 @@ impl Engine {
     pub fn set_targets(
         &mut self,
         pids: &[u32],
-    ) -> Result<(TargetChange, Vec<TargetReport>), TierdError> {
+    ) -> Result<(TargetChange, Vec<IntervalReport>), TierdError> {
         let running: Vec<u32> = self
             .targets
             .iter()
@@ -361,7 +361,7 @@ impl Engine {
 
     /// One interval over every running target. Returns one report per target that was running at
     /// the start of the interval (a target found gone is reported once as `exited`).
-    pub fn step(&mut self) -> Result<Vec<TargetReport>, TierdError> {
+    pub fn step(&mut self) -> Result<Vec<IntervalReport>, TierdError> {
         let mut reports = Vec::new();
         for i in 0..self.targets.len() {
             if self.targets[i].status != Status::Running {
@@ -391,10 +391,10 @@ impl Engine {
         Ok(reports)
     }
 
-    fn base_report(&self, i: usize) -> TargetReport {
+    fn base_report(&self, i: usize) -> IntervalReport {
         let t = &self.targets[i];
         let elapsed = self.started.elapsed();
-        TargetReport {
+        IntervalReport {
             t_s: elapsed.as_secs_f64(),
             pid: t.pid,
             status: t.status,
@@ -413,11 +413,11 @@ impl Engine {
         }
     }
 
-    fn exited_report(&self, i: usize) -> TargetReport {
+    fn exited_report(&self, i: usize) -> IntervalReport {
         self.base_report(i)
     }
 
-    fn step_target(&mut self, i: usize) -> Result<TargetReport, TierdError> {
+    fn step_target(&mut self, i: usize) -> Result<IntervalReport, TierdError> {
         let pid = self.targets[i].pid;
         if !procfs::alive(&self.proc_root, pid) {
             return Err(TierdError::NoSuchProcess { pid });

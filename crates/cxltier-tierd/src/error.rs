@@ -3,18 +3,7 @@
 use std::io;
 use std::path::PathBuf;
 
-/// The broad class of a failure, for exit codes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ErrorClass {
-    /// The request is wrong: malformed policy file, unknown process, bad size.
-    BadInput,
-    /// Privilege is missing (DAMON's sysfs and moving another process's pages need root).
-    Permission,
-    /// The kernel lacks what is needed (no DAMON, no idle-page tracking, one NUMA node).
-    Unsupported,
-    /// Anything else.
-    Runtime,
-}
+pub use cxltier_error::{Class, Classify};
 
 /// Everything that can go wrong in this crate.
 #[derive(Debug, thiserror::Error)]
@@ -133,34 +122,36 @@ fn permission_hint(err: &io::Error) -> &'static str {
     }
 }
 
-impl TierdError {
+impl Classify for TierdError {
     /// The class of this error, for exit codes.
-    pub fn class(&self) -> ErrorClass {
+    fn class(&self) -> Class {
         match self {
             TierdError::NoAccessSource { .. }
             | TierdError::NoIdlePageTracking { .. }
             | TierdError::NoDamon { .. }
-            | TierdError::NoVaddr { .. } => ErrorClass::Unsupported,
-            TierdError::Topology(_) => ErrorClass::Unsupported,
-            TierdError::FramesHidden { .. } => ErrorClass::Permission,
-            TierdError::UnknownSource { .. } => ErrorClass::BadInput,
+            | TierdError::NoVaddr { .. } => Class::Unsupported,
+            TierdError::Topology(_) => Class::Unsupported,
+            TierdError::FramesHidden { .. } => Class::Permission,
+            TierdError::UnknownSource { .. } => Class::BadInput,
             TierdError::Io { source, .. } if source.kind() == io::ErrorKind::PermissionDenied => {
-                ErrorClass::Permission
+                Class::Permission
             }
             TierdError::Policy { .. }
             | TierdError::Setting { .. }
             | TierdError::NoSuchProcess { .. }
-            | TierdError::Listen { .. } => ErrorClass::BadInput,
+            | TierdError::Listen { .. } => Class::BadInput,
             TierdError::Sys(e) => match e.kind {
-                cxltier_sys::ErrorKind::PermissionDenied => ErrorClass::Permission,
-                cxltier_sys::ErrorKind::NoSuchProcess => ErrorClass::BadInput,
-                _ => ErrorClass::Runtime,
+                cxltier_sys::ErrorKind::PermissionDenied => Class::Permission,
+                cxltier_sys::ErrorKind::NoSuchProcess => Class::BadInput,
+                _ => Class::Runtime,
             },
-            TierdError::Topo(e) if e.is_permission_denied() => ErrorClass::Permission,
-            _ => ErrorClass::Runtime,
+            TierdError::Topo(e) if e.is_permission_denied() => Class::Permission,
+            _ => Class::Runtime,
         }
     }
+}
 
+impl TierdError {
     pub(crate) fn io(action: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Self {
         TierdError::Io {
             action,

@@ -337,6 +337,7 @@ fn runs(indexes: impl Iterator<Item = u64>) -> Vec<(u64, u64)> {
 pub(crate) mod tests {
     use super::*;
     use crate::testutil::TempDir;
+    use crate::Classify;
     use cxltier_sys::pagemap::PRESENT;
 
     /// A simulated kernel under a temp root: a bitmap file covering `frames` frames, a zeroed
@@ -584,7 +585,7 @@ pub(crate) mod tests {
             .err()
             .unwrap();
         assert!(e.to_string().contains("CONFIG_IDLE_PAGE_TRACKING"), "{e}");
-        assert_eq!(e.class(), crate::ErrorClass::Unsupported);
+        assert_eq!(e.class(), crate::Class::Unsupported);
 
         // Frame numbers read as 0: pagemap was read without CAP_SYS_ADMIN.
         let k = SimKernel::new("idle-hidden", 64);
@@ -596,7 +597,7 @@ pub(crate) mod tests {
         }];
         let e = t.scan(k.pid, &r, PAGE).unwrap_err();
         assert!(e.to_string().contains("CAP_SYS_ADMIN"), "{e}");
-        assert_eq!(e.class(), crate::ErrorClass::Permission);
+        assert_eq!(e.class(), crate::Class::Permission);
         // A process that is gone.
         let e = t.scan(99, &r, PAGE).unwrap_err();
         assert!(matches!(e, TierdError::NoSuchProcess { pid: 99 }), "{e}");
@@ -620,7 +621,7 @@ pub(crate) mod tests {
             &p,
             io::Error::from(io::ErrorKind::PermissionDenied),
         );
-        assert_eq!(denied.class(), crate::ErrorClass::Permission);
+        assert_eq!(denied.class(), crate::Class::Permission);
         assert!(denied.to_string().contains("root"), "{denied}");
     }
 
@@ -655,12 +656,12 @@ pub(crate) mod tests {
             let mut t = match IdlePages::open(dir.path(), &proc_root, 4) {
                 Ok(t) => t,
                 Err(e) => {
-                    assert_eq!(e.class(), crate::ErrorClass::Permission, "{e}");
+                    assert_eq!(e.class(), crate::Class::Permission, "{e}");
                     return;
                 }
             };
             let e = t.scan(pid, &ranges, page).unwrap_err();
-            assert_eq!(e.class(), crate::ErrorClass::Permission, "{e}");
+            assert_eq!(e.class(), crate::Class::Permission, "{e}");
             return;
         }
         let frames: Vec<u64> = frames.into_iter().flatten().collect();

@@ -48,6 +48,6 @@ mod testutil;
 
 pub use access::{choose_source, AccessSource, Source, SourceKind};
 pub use daemon::{Daemon, DaemonSink, TargetSource};
-pub use engine::{Engine, TargetReport, Tiers};
-pub use error::{ErrorClass, TierdError};
+pub use engine::{Engine, IntervalReport, Tiers};
+pub use error::{Class, Classify, TierdError};
 pub use policy::Policy;

@@ -9,7 +9,7 @@ use std::net::{SocketAddr, TcpListener};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::engine::{NodeStats, Status, TargetReport};
+use crate::engine::{IntervalReport, NodeStats, Status};
 use crate::TierdError;
 
 /// The text every scrape returns; update it after each interval.
@@ -18,10 +18,10 @@ pub type Shared = Arc<Mutex<String>>;
 /// A metric's name, its help text, and how to read it from a node's figures.
 type NodeMetric = (&'static str, &'static str, fn(&NodeStats) -> u64);
 /// ... from a target's report.
-type TargetMetric = (&'static str, &'static str, fn(&TargetReport) -> u64);
+type TargetMetric = (&'static str, &'static str, fn(&IntervalReport) -> u64);
 
 /// Render the reports (the latest one per target) in Prometheus' text format 0.0.4.
-pub fn prometheus(reports: &[TargetReport]) -> String {
+pub fn prometheus(reports: &[IntervalReport]) -> String {
     let mut out = String::new();
     let mut family = |name: &str, kind: &str, help: &str, samples: &mut dyn FnMut(&mut String)| {
         let _ = writeln!(out, "# HELP cxltier_tierd_{name} {help}");
@@ -199,7 +199,7 @@ mod tests {
     use crate::engine::{IntervalStats, NodeStats, Totals};
     use std::collections::BTreeMap;
 
-    fn report() -> TargetReport {
+    fn report() -> IntervalReport {
         let mut nodes = BTreeMap::new();
         nodes.insert(
             0,
@@ -216,7 +216,7 @@ mod tests {
             ..Default::default()
         };
         total.failures.insert("EBUSY".into(), 2);
-        TargetReport {
+        IntervalReport {
             t_s: 1.0,
             pid: 42,
             status: Status::Running,

@@ -101,7 +101,7 @@ pub struct Move {
 
 /// The decision.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Plan {
+pub struct MovePlan {
     /// Demotions first (they make room), then promotions.
     pub moves: Vec<Move>,
     /// Moves wanted but left for later because the rate limit's tokens ran out.
@@ -130,11 +130,11 @@ fn take_room(room: &mut BTreeMap<u32, u64>, nodes: &[u32]) -> Option<u32> {
 }
 
 /// Decide what to move.
-pub fn plan(input: &Input) -> Plan {
+pub fn plan(input: &Input) -> MovePlan {
     let th = &input.thresholds;
     let mut room = input.room.clone();
     let mut tokens = input.tokens;
-    let mut out = Plan::default();
+    let mut out = MovePlan::default();
     let is_fast = |n: u32| input.fast.contains(&n);
     let is_slow = |n: u32| input.slow.contains(&n);
 
@@ -310,7 +310,7 @@ mod tests {
         }
     }
 
-    fn count(plan: &Plan, reason: Reason) -> usize {
+    fn count(plan: &MovePlan, reason: Reason) -> usize {
         plan.moves.iter().filter(|m| m.reason == reason).count()
     }
 

@@ -58,7 +58,7 @@ impl Default for Tracking {
 /// What is hot, what is cold, and the hysteresis between them.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct Placement {
+pub struct PlacementRules {
     /// A region is hot when DAMON saw it accessed in at least this percentage of the samples of
     /// an aggregation interval.
     pub hot_percent: f64,
@@ -73,9 +73,9 @@ pub struct Placement {
     pub min_free_percent: f64,
 }
 
-impl Default for Placement {
+impl Default for PlacementRules {
     fn default() -> Self {
-        Placement {
+        PlacementRules {
             hot_percent: 10.0,
             cold_percent: 0.0,
             cold_min_age: 5,
@@ -112,7 +112,7 @@ impl Default for Limits {
 #[serde(deny_unknown_fields, default)]
 pub struct Policy {
     pub tracking: Tracking,
-    pub placement: Placement,
+    pub placement: PlacementRules,
     pub limits: Limits,
 }
 
@@ -159,12 +159,14 @@ impl Policy {
     pub fn dram_budget_bytes(&self) -> Result<Option<u64>, TierdError> {
         match &self.limits.dram_budget {
             None => Ok(None),
-            Some(text) => cxltier_control::size::parse_size(text)
-                .map(Some)
-                .map_err(|e| TierdError::Setting {
-                    setting: "dram_budget",
-                    message: e.to_string(),
-                }),
+            Some(text) => {
+                cxltier_topo::size::parse_size(text)
+                    .map(Some)
+                    .map_err(|e| TierdError::Setting {
+                        setting: "dram_budget",
+                        message: e.to_string(),
+                    })
+            }
         }
     }
 
@@ -304,7 +306,7 @@ mod tests {
         assert_eq!(p.max_accesses(), 20);
         assert_eq!(p.dram_budget_bytes().unwrap(), Some(2 << 20));
         assert_eq!(p.limits.max_migrate_mbps, 8.0);
-        assert_eq!(p.placement, Placement::default());
+        assert_eq!(p.placement, PlacementRules::default());
         assert_eq!(p.tracking.access_source, AccessSource::Auto);
         let p = parse("[tracking]\naccess_source = \"idle-page\"\nidle_history = 20\n").unwrap();
         assert_eq!(p.tracking.access_source, AccessSource::IdlePage);

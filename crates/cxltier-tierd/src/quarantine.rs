@@ -14,7 +14,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use cxltier_ras::quarantine::QuarantineFile;
+use cxltier_quarantine::QuarantineFile;
 use cxltier_sys::pagemap::Pagemap;
 use cxltier_sys::{errno_name, move_pages, query_pages, PageStatus};
 use serde::Serialize;
@@ -54,15 +54,15 @@ pub struct QuarantineReport {
 
 /// Follows the quarantine file for the engine loop.
 #[derive(Debug)]
-pub struct Quarantine {
+pub struct QuarantineMover {
     file: QuarantineFile,
     moved_total: u64,
     failures: BTreeMap<String, u64>,
 }
 
-impl Quarantine {
+impl QuarantineMover {
     pub fn new(path: impl Into<PathBuf>) -> Self {
-        Quarantine {
+        QuarantineMover {
             file: QuarantineFile::new(path),
             moved_total: 0,
             failures: BTreeMap::new(),
@@ -245,7 +245,7 @@ pub fn prometheus(r: &QuarantineReport) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cxltier_ras::quarantine::{append, QuarantinedRange};
+    use cxltier_quarantine::{append, QuarantinedRange};
 
     fn range(start: u64, end: u64, node: u32) -> QuarantinedRange {
         QuarantinedRange {
@@ -267,7 +267,7 @@ mod tests {
             fast: vec![0],
             slow: vec![1],
         };
-        let mut q = Quarantine::new(&file);
+        let mut q = QuarantineMover::new(&file);
         let me = std::process::id();
         let proc_root = Path::new("/proc");
         assert!(q.step(&[me], &tiers, proc_root, true).unwrap().is_none());

@@ -27,16 +27,16 @@ use crate::TierdError;
 
 /// Where progress is read from.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Progress {
+pub enum ProgressSignal {
     /// A file holding a number that grows with work done (bytes processed, operations ...).
     File(PathBuf),
     /// A shell command that prints such a number.
     Command(String),
 }
 
-impl Progress {
+impl ProgressSignal {
     /// `file:PATH` or `cmd:COMMAND`.
-    pub fn parse(spec: &str) -> Result<Progress, TierdError> {
+    pub fn parse(spec: &str) -> Result<ProgressSignal, TierdError> {
         let bad = || TierdError::Setting {
             setting: "--progress",
             message: format!(
@@ -45,8 +45,8 @@ impl Progress {
             ),
         };
         match spec.split_once(':') {
-            Some(("file", p)) if !p.is_empty() => Ok(Progress::File(PathBuf::from(p))),
-            Some(("cmd", c)) if !c.trim().is_empty() => Ok(Progress::Command(c.to_string())),
+            Some(("file", p)) if !p.is_empty() => Ok(ProgressSignal::File(PathBuf::from(p))),
+            Some(("cmd", c)) if !c.trim().is_empty() => Ok(ProgressSignal::Command(c.to_string())),
             _ => Err(bad()),
         }
     }
@@ -54,11 +54,11 @@ impl Progress {
     /// The counter's current value.
     pub fn read(&self) -> Result<f64, TierdError> {
         let (text, origin) = match self {
-            Progress::File(p) => (
+            ProgressSignal::File(p) => (
                 std::fs::read_to_string(p).map_err(|e| TierdError::io("cannot read", p, e))?,
                 p.clone(),
             ),
-            Progress::Command(c) => {
+            ProgressSignal::Command(c) => {
                 let out = Command::new("sh")
                     .arg("-c")
                     .arg(c)
@@ -631,16 +631,25 @@ mod tests {
         let dir = TempDir::new("progress");
         dir.write("count", "1234 bytes\n");
         let spec = format!("file:{}", dir.path().join("count").display());
-        assert_eq!(Progress::parse(&spec).unwrap().read().unwrap(), 1234.0);
         assert_eq!(
-            Progress::parse("cmd:echo 42").unwrap().read().unwrap(),
+            ProgressSignal::parse(&spec).unwrap().read().unwrap(),
+            1234.0
+        );
+        assert_eq!(
+            ProgressSignal::parse("cmd:echo 42")
+                .unwrap()
+                .read()
+                .unwrap(),
             42.0
         );
-        assert!(Progress::parse("cmd:echo none").unwrap().read().is_err());
-        assert!(Progress::parse("http://x").is_err());
-        assert!(Progress::parse("file:").is_err());
+        assert!(ProgressSignal::parse("cmd:echo none")
+            .unwrap()
+            .read()
+            .is_err());
+        assert!(ProgressSignal::parse("http://x").is_err());
+        assert!(ProgressSignal::parse("file:").is_err());
         // A counter that does not move is refused rather than measured as zero.
-        let file = Progress::parse(&spec).unwrap();
+        let file = ProgressSignal::parse(&spec).unwrap();
         let e = file
             .rate(Duration::from_millis(20))
             .unwrap_err()

@@ -18,8 +18,8 @@ use cxltier_control::ControlError;
 use crate::engine::Tiers;
 use crate::procfs;
 use crate::tune::{
-    apply_split, median, split_weights, sweep_order, Continuous, Next, Progress, SplitOutcome,
-    Verdict,
+    apply_split, median, split_weights, sweep_order, Continuous, Next, ProgressSignal,
+    SplitOutcome, Verdict,
 };
 use crate::TierdError;
 
@@ -35,6 +35,24 @@ pub enum TuneError {
     /// The sink could not write its report (its output is gone).
     #[error("{0}")]
     Output(io::Error),
+}
+
+impl crate::Classify for TuneError {
+    fn class(&self) -> crate::Class {
+        match self {
+            TuneError::Tierd(e) => e.class(),
+            TuneError::Control(e) => cxltier_control::Classify::class(e),
+            TuneError::Output(_) => crate::Class::Runtime,
+        }
+    }
+
+    fn hint(&self) -> Option<String> {
+        match self {
+            TuneError::Tierd(e) => e.hint(),
+            TuneError::Control(e) => cxltier_control::Classify::hint(e),
+            TuneError::Output(_) => None,
+        }
+    }
 }
 
 /// How the session reaches its target.
@@ -60,7 +78,7 @@ pub const SETTLE: Duration = Duration::from_millis(300);
 pub struct LiveTarget {
     pub pid: u32,
     pub tiers: Tiers,
-    pub progress: Progress,
+    pub progress: ProgressSignal,
     /// How long each measurement lasts.
     pub window: Duration,
     proc_root: PathBuf,
@@ -75,7 +93,7 @@ impl LiveTarget {
     pub fn new(
         pid: u32,
         tiers: Tiers,
-        progress: Progress,
+        progress: ProgressSignal,
         window: Duration,
         child: Option<Child>,
     ) -> LiveTarget {

@@ -20,12 +20,16 @@
 //! discovery fails with a [`TopoError`] naming the file and its content. Garbled non-essential files
 //! become [`Topology::warnings`] instead. Nothing here panics on odd sysfs contents.
 
+// A library reports through its return values; only the CLI prints.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
 mod classify;
 mod cxl;
 mod interleave;
 mod node;
 pub mod nodelist;
 mod nvme;
+pub mod size;
 mod sysfs;
 
 pub use classify::NodeKind;
@@ -81,6 +85,30 @@ impl TopoError {
     /// Whether the failure is a permission problem (the caller may suggest running as root).
     pub fn is_permission_denied(&self) -> bool {
         matches!(self, TopoError::Read { source, .. } if source.kind() == io::ErrorKind::PermissionDenied)
+    }
+}
+
+/// Discovery at a live root: no node directory means a kernel without NUMA. (A root the user
+/// named that is not a sysfs tree is their mistake: the CLI says so for `--sysfs-root`.)
+impl cxltier_error::Classify for TopoError {
+    fn class(&self) -> cxltier_error::Class {
+        use cxltier_error::Class;
+        match self {
+            TopoError::NoNodes { .. } | TopoError::NoNodeEntries { .. } => Class::Unsupported,
+            e if e.is_permission_denied() => Class::Permission,
+            _ => Class::Runtime,
+        }
+    }
+
+    fn hint(&self) -> Option<String> {
+        self.is_permission_denied()
+            .then(|| "run as root, or record the tree as root and pass --sysfs-root".into())
+    }
+}
+
+impl cxltier_error::Classify for size::SizeError {
+    fn class(&self) -> cxltier_error::Class {
+        cxltier_error::Class::BadInput
     }
 }
 
@@ -208,6 +236,30 @@ impl Topology {
     /// Memory nodes grouped fastest first (see [`TierOrder`]).
     pub fn tier_order(&self) -> &TierOrder {
         &self.tier_order
+    }
+
+    /// `nodes` grouped by the tier order, fastest group first; nodes the order does not place
+    /// (none, on a consistent topology) form a last group.
+    pub fn tier_groups(&self, nodes: &[u32]) -> Vec<Vec<u32>> {
+        let mut groups: Vec<Vec<u32>> = self
+            .tier_order
+            .groups
+            .iter()
+            .map(|g| g.iter().copied().filter(|n| nodes.contains(n)).collect())
+            .filter(|g: &Vec<u32>| !g.is_empty())
+            .collect();
+        let placed: Vec<u32> = groups.iter().flatten().copied().collect();
+        let mut rest: Vec<u32> = nodes
+            .iter()
+            .copied()
+            .filter(|n| !placed.contains(n))
+            .collect();
+        rest.sort_unstable();
+        rest.dedup();
+        if !rest.is_empty() {
+            groups.push(rest);
+        }
+        groups
     }
 
     /// The kernel's weighted-interleave state.

@@ -8,7 +8,6 @@
 use cxltier_topo::{nodelist, DaxMode, DaxSource, NodeKind, TierBasis, TopoError, Topology};
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
@@ -537,20 +536,24 @@ fn discovers_the_running_machine_without_panicking() {
     }
 }
 
-// --- the lab's recordings from a real 6.12 kernel in QEMU (see LAB.md), when present ---
+// --- the lab's recordings from a real 6.12 kernel in QEMU (see LAB.md), committed ---
 
-fn lab(name: &str) -> Option<Topology> {
+/// A committed recording: a missing one fails the test (it is part of the repository, so its
+/// absence is a broken checkout or a lost file, not a reason to pass).
+fn lab(name: &str) -> Topology {
     let root = fixtures().join(name);
-    if !root.join("sys").is_dir() {
-        eprintln!("{} not recorded yet; skipping", root.display());
-        return None;
-    }
-    Some(Topology::discover(&root).unwrap_or_else(|e| panic!("{name}: {e}")))
+    assert!(
+        root.join("sys").is_dir(),
+        "{} is missing: the lab recording is committed with the tests; restore it from git or \
+         record it again with lab/record-sysfs",
+        root.display()
+    );
+    Topology::discover(&root).unwrap_or_else(|e| panic!("{name}: {e}"))
 }
 
 #[test]
 fn lab_hmat_memory_only_node() {
-    let Some(t) = lab("lab-hmat") else { return };
+    let t = lab("lab-hmat");
     let n0 = t.node(0).unwrap();
     let n1 = t.node(1).unwrap();
     assert_eq!(n0.kind, NodeKind::Dram);
@@ -593,7 +596,7 @@ fn lab_hmat_memory_only_node() {
 
 #[test]
 fn lab_cxl_region_node() {
-    let Some(t) = lab("lab-cxl") else { return };
+    let t = lab("lab-cxl");
     let n1 = t.node(1).unwrap();
     assert_eq!(n1.kind, NodeKind::Cxl, "{:?}", n1.evidence);
     assert_eq!(n1.memory_tier, Some(22));
@@ -640,28 +643,20 @@ fn lab_cxl_region_node() {
 
 // --- temporary directories and tree copies ---
 
-struct TempDir(PathBuf);
+/// `tempfile`'s directory, removed on drop.
+struct TempDir(tempfile::TempDir);
 
 impl TempDir {
     fn new() -> TempDir {
-        static N: AtomicUsize = AtomicUsize::new(0);
-        let p = std::env::temp_dir().join(format!(
-            "cxltier-topo-test-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::SeqCst)
-        ));
-        let _ = fs::remove_dir_all(&p);
-        fs::create_dir_all(&p).unwrap();
-        TempDir(p)
+        TempDir(
+            tempfile::Builder::new()
+                .prefix("cxltier-topo-test-")
+                .tempdir()
+                .unwrap(),
+        )
     }
     fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.0);
+        self.0.path()
     }
 }
 

@@ -40,6 +40,24 @@ pub enum YcsbError {
     Server(String),
 }
 
+impl cxltier_error::Classify for YcsbError {
+    fn class(&self) -> cxltier_error::Class {
+        match self {
+            YcsbError::BadInput(_) => cxltier_error::Class::BadInput,
+            YcsbError::Connect { .. } | YcsbError::Server(_) => cxltier_error::Class::Runtime,
+        }
+    }
+
+    fn hint(&self) -> Option<String> {
+        match self {
+            YcsbError::Connect { addr, .. } => Some(format!(
+                "is a server listening on {addr}? start one with `cxltier serve --bind {addr}` (or redis-server / memcached)"
+            )),
+            _ => None,
+        }
+    }
+}
+
 /// The records a load writes and a run reads: YCSB's recordcount, insertstart, fieldcount,
 /// fieldlength and dataintegrity.
 #[derive(Debug, Clone, Copy)]

@@ -35,14 +35,17 @@ fn live_weight0() -> Option<u32> {
         .and_then(|t| t.trim().parse().ok())
 }
 
-/// A scratch sysfs tree mirroring this machine's memory nodes, with a weighted-interleave table.
-struct Tree(PathBuf);
+/// A scratch sysfs tree mirroring this machine's memory nodes, with a weighted-interleave table
+/// (in `tempfile`'s directory, removed on drop).
+struct Tree(tempfile::TempDir);
 
 impl Tree {
     fn new(tag: &str, weights: &[(u32, u32)], auto: Option<&str>) -> Tree {
-        let root =
-            std::env::temp_dir().join(format!("cxltier-control-test-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&root);
+        let tmp = tempfile::Builder::new()
+            .prefix(&format!("cxltier-control-test-{tag}-"))
+            .tempdir()
+            .unwrap();
+        let root = tmp.path().to_path_buf();
         let nodes = root.join("sys/devices/system/node");
         for id in live_nodes() {
             let dir = nodes.join(format!("node{id}"));
@@ -60,25 +63,19 @@ impl Tree {
         if let Some(a) = auto {
             std::fs::write(wi.join("auto"), a).unwrap();
         }
-        Tree(root)
+        Tree(tmp)
     }
     fn root(&self) -> &str {
-        self.0.to_str().unwrap()
+        self.0.path().to_str().unwrap()
     }
     fn weight(&self, node: u32) -> String {
-        std::fs::read_to_string(self.0.join(WI).join(format!("node{node}")))
+        std::fs::read_to_string(self.0.path().join(WI).join(format!("node{node}")))
             .unwrap()
             .trim()
             .to_string()
     }
     fn file(&self, name: &str) -> PathBuf {
-        self.0.join(WI).join(name)
-    }
-}
-
-impl Drop for Tree {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        self.0.path().join(WI).join(name)
     }
 }
 
@@ -601,7 +598,7 @@ fn apply_bad_input_changes_nothing() {
 #[test]
 fn apply_on_a_kernel_without_weighted_interleave_exits_4() {
     let tree = Tree::new("apply-nowi", &[], None);
-    std::fs::remove_dir(tree.0.join(WI)).unwrap();
+    std::fs::remove_dir(tree.0.path().join(WI)).unwrap();
     let out = cxltier(&[
         "apply",
         "--sysfs-root",

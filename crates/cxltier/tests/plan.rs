@@ -205,8 +205,8 @@ fn bad_input_is_named() {
 
 #[test]
 fn malformed_and_single_tier_profiles() {
-    let dir = std::env::temp_dir().join(format!("cxltier-plan-test-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
     let bad = dir.join("bad.toml");
     std::fs::write(&bad, "format = 1\nname = \"x\"\n[[tier]]\nname = \"d\"\nkind = \"dram\"\ncapacity_gib = 1\nidle_latency_ns = -3\n[tier.bandwidth_gbps]\nR = 5\n").unwrap();
     fails(
@@ -221,12 +221,12 @@ fn malformed_and_single_tier_profiles() {
         4,
         "single memory tier",
     );
-    std::fs::remove_dir_all(&dir).ok();
 }
 
 #[test]
 fn svg_sweep_is_written() {
-    let path = std::env::temp_dir().join(format!("cxltier-sweep-{}.svg", std::process::id()));
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("sweep.svg");
     let out = cxltier(&[
         "plan",
         "--profile",
@@ -245,5 +245,4 @@ fn svg_sweep_is_written() {
         "{}",
         &svg[..200.min(svg.len())]
     );
-    std::fs::remove_file(&path).ok();
 }

@@ -71,7 +71,8 @@ fn bad_input_exits_2_naming_the_problem() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--count"));
 
-    let dir = std::env::temp_dir();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
     let out = cxltier(&[
         "ras",
         "--watch",

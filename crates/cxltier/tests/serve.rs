@@ -531,8 +531,8 @@ fn bad_options_are_explained() {
     let out = run(&["--ssd", "/nonexistent-dir/x.log:1G"]);
     assert_ne!(out.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent-dir/x.log"));
-    let dir = std::env::temp_dir();
-    let out = run(&["--quarantine-file", dir.to_str().unwrap()]);
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(&["--quarantine-file", dir.path().to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("is a directory"));
     let busy = TcpListener::bind("127.0.0.1:0").unwrap();

@@ -464,8 +464,8 @@ fn config_set_object_and_server_commands() {
 /// at hand, with the right values, while another client is served.
 #[test]
 fn transactions() {
-    let ssd = std::env::temp_dir().join(format!("cxltier-protocol-tx-{}", std::process::id()));
-    let _ = std::fs::remove_file(&ssd);
+    let tmp = tempfile::tempdir().unwrap();
+    let ssd = tmp.path().join("store.log");
     let s = Server::start(&["--dram", "8M", "--ssd", &format!("{}:64M", ssd.display())]);
     let mut a = s.client();
     let mut b = s.client();
@@ -530,7 +530,6 @@ fn transactions() {
     want.push(V::Array(vec![bulk(&value(20)), bulk(&value(21))]));
     assert_eq!(a.read(), V::Array(want));
     drop(s);
-    let _ = std::fs::remove_file(&ssd);
 }
 
 /// Pub/sub across connections: a RESP2 subscriber gets arrays, a RESP3 one pushes; PSUBSCRIBE

@@ -162,8 +162,8 @@ fn human_output_like_numactl_and_cxl_list() {
 
 #[test]
 fn not_a_sysfs_tree_is_bad_input() {
-    let dir = std::env::temp_dir();
-    let out = cxltier(&["topo", "--sysfs-root", dir.to_str().unwrap()]);
+    let tmp = tempfile::tempdir().unwrap();
+    let out = cxltier(&["topo", "--sysfs-root", tmp.path().to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2));
     let err = stderr(&out);
     assert!(

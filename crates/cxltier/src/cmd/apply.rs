@@ -1,10 +1,10 @@
 //! `cxltier apply`: write the kernel's global weighted-interleave table.
 
-use crate::error::{CliError, CliResult, Kind};
+use crate::error::{CliError, CliResult};
 use crate::output::{print_json, Table};
 use cxltier_control::policy::assign_weights;
 use cxltier_control::weights::{AutoChange, NodeWeight, WeightChange, WeightTable, WeightsSpec};
-use cxltier_control::{ControlError, ErrorClass};
+use cxltier_control::ControlError;
 use cxltier_topo::Topology;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -56,30 +56,6 @@ pub struct Args {
     sysfs_root: Option<PathBuf>,
 }
 
-/// Turn a library error into a command-line error with the matching exit code.
-pub(crate) fn control_error(err: ControlError) -> CliError {
-    let kind = match err.class() {
-        ErrorClass::BadInput => Kind::BadInput,
-        ErrorClass::Permission => Kind::Permission,
-        ErrorClass::Unsupported => Kind::Unsupported,
-        ErrorClass::Runtime => Kind::Runtime,
-    };
-    let hint = match &err {
-        ControlError::NoWeightedInterleave { .. } => Some(
-            "use --interleave for plain interleave, or boot a Linux 6.9+ kernel built with CONFIG_NUMA",
-        ),
-        ControlError::UnknownNode { .. } | ControlError::NoSuchNode { .. } => {
-            Some("see the machine's nodes with `cxltier topo`")
-        }
-        _ => None,
-    };
-    let e = CliError::new(kind, err.to_string());
-    match hint {
-        Some(h) => e.with_hint(h),
-        None => e,
-    }
-}
-
 /// The (node, weight) pairs asked for.
 fn requested(args: &Args, root: &Path) -> Result<Vec<(u32, u32)>, CliError> {
     if let Some(mix) = &args.plan {
@@ -90,13 +66,13 @@ fn requested(args: &Args, root: &Path) -> Result<Vec<(u32, u32)>, CliError> {
         .as_deref()
         .unwrap_or_default()
         .parse()
-        .map_err(control_error)?;
+        .map_err(CliError::classified)?;
     match &spec {
         WeightsSpec::PerNode(pairs) => Ok(pairs.clone()),
         WeightsSpec::InTierOrder(_) => {
-            let topo =
-                Topology::discover(root).map_err(|e| control_error(ControlError::Topology(e)))?;
-            assign_weights(&spec, None, &topo).map_err(control_error)
+            let topo = Topology::discover(root)
+                .map_err(|e| CliError::classified(ControlError::Topology(e)))?;
+            assign_weights(&spec, None, &topo).map_err(CliError::classified)
         }
     }
 }
@@ -171,17 +147,17 @@ pub fn run(args: Args) -> CliResult {
         .sysfs_root
         .clone()
         .unwrap_or_else(|| PathBuf::from("/"));
-    let table = WeightTable::read(&root).map_err(control_error)?;
+    let table = WeightTable::read(&root).map_err(CliError::classified)?;
     let change = if args.auto {
-        table.plan_auto().map_err(control_error)?
+        table.plan_auto().map_err(CliError::classified)?
     } else {
         let pairs = requested(&args, &root)?;
-        table.plan(&pairs).map_err(control_error)?
+        table.plan(&pairs).map_err(CliError::classified)?
     };
     let writes = !change.is_noop();
 
     if writes && !args.dry_run {
-        table.apply(&change).map_err(control_error)?;
+        table.apply(&change).map_err(CliError::classified)?;
         eprintln!(
             "cxltier: changed a system-wide setting: the kernel's weighted-interleave table in {} \
              applies to every process using weighted interleave, until changed again or reboot \

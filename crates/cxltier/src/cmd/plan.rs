@@ -1,8 +1,8 @@
 //! `cxltier plan`: choose weighted-interleave weights for a mix and a goal.
 
-use crate::error::{CliError, CliResult, Kind};
+use crate::error::{Class, CliError, CliResult};
 use crate::output::{print_json, Table};
-use cxltier_model::{plan, Candidate, Goal, Plan, PlanError, PlanRequest};
+use cxltier_model::{plan, Candidate, Goal, PlanRequest, WeightPlan};
 use cxltier_profile::{Mix, Profile, DEFAULT_BUILTIN};
 use serde::Serialize;
 use std::process::ExitCode;
@@ -54,7 +54,7 @@ struct Source {
 fn load_profile(spec: Option<&str>) -> Result<Source, CliError> {
     if let Some(spec) = spec {
         let profile = Profile::load(spec).map_err(|e| {
-            CliError::bad_input(e.to_string())
+            CliError::classified(e)
                 .with_hint("fix the profile (format in docs/profiles.md) or name a built-in one, e.g. --profile xeon6-6900p-8xcz122")
         })?;
         let note = format!("profile {} ({})", profile.name, profile.origin);
@@ -80,25 +80,16 @@ fn load_profile(spec: Option<&str>) -> Result<Source, CliError> {
 fn parse_candidates(text: &str, tiers: usize) -> Result<Vec<Vec<u32>>, CliError> {
     text.split(',')
         .filter(|s| !s.trim().is_empty())
-        .map(|c| cxltier_model::parse_weights(c.trim(), tiers).map_err(plan_error))
+        .map(|c| cxltier_model::parse_weights(c.trim(), tiers).map_err(CliError::classified))
         .collect()
 }
 
-fn plan_error(e: PlanError) -> CliError {
-    match e {
-        PlanError::SingleTier(_) => CliError::new(Kind::Unsupported, e.to_string())
-            .with_hint("plan needs two or more tiers; pass --profile with a multi-tier profile"),
-        _ => CliError::bad_input(e.to_string()),
-    }
-}
-
 fn parse_mix(text: &str) -> Result<Mix, CliError> {
-    text.parse::<Mix>()
-        .map_err(|e| CliError::bad_input(e.to_string()))
+    text.parse::<Mix>().map_err(CliError::classified)
 }
 
 fn build_request(args: &Args, mix: Mix, tiers: usize) -> Result<PlanRequest, CliError> {
-    let goal: Goal = args.goal.parse().map_err(plan_error)?;
+    let goal: Goal = args.goal.parse().map_err(CliError::classified)?;
     let mut req = PlanRequest::new(mix, goal);
     req.demand_gbps = args.demand;
     req.max_weight = args.max_weight;
@@ -113,7 +104,7 @@ struct AllMixes<'a> {
     profile: &'a str,
     source: &'a str,
     tiers: Vec<TierJson<'a>>,
-    plans: Vec<Plan>,
+    plans: Vec<WeightPlan>,
 }
 
 #[derive(Serialize)]
@@ -144,7 +135,7 @@ pub fn run(args: Args) -> CliResult {
     let mut plans = Vec::new();
     for mix in &mixes {
         let req = build_request(&args, *mix, profile.tiers.len())?;
-        plans.push(plan(profile, &req).map_err(plan_error)?);
+        plans.push(plan(profile, &req).map_err(CliError::classified)?);
     }
 
     if let Some(path) = &args.svg {
@@ -279,7 +270,11 @@ pub fn run(args: Args) -> CliResult {
     Ok(ExitCode::SUCCESS)
 }
 
-fn write_svg(path: &std::path::Path, profile: &Profile, plans: &[Plan]) -> Result<(), CliError> {
+fn write_svg(
+    path: &std::path::Path,
+    profile: &Profile,
+    plans: &[WeightPlan],
+) -> Result<(), CliError> {
     if profile.tiers.len() != 2 {
         return Err(CliError::bad_input(
             "--svg plots two-tier sweeps; this profile has a different number of tiers",
@@ -335,12 +330,13 @@ pub fn planned_node_weights(mix: &str) -> Result<Vec<(u32, u32)>, CliError> {
     let mix = parse_mix(mix)?;
     let profile = crate::live::live_profile().map_err(|why| {
         CliError::new(
-            Kind::Unsupported,
+            Class::Unsupported,
             format!("cannot plan for this machine: {why}"),
         )
         .with_hint("give weights yourself (--weights), e.g. from `cxltier plan --profile ...`")
     })?;
-    let plan = plan(&profile, &PlanRequest::new(mix, Goal::Bandwidth)).map_err(plan_error)?;
+    let plan =
+        plan(&profile, &PlanRequest::new(mix, Goal::Bandwidth)).map_err(CliError::classified)?;
     Ok(profile
         .tiers
         .iter()
@@ -354,7 +350,7 @@ pub fn planned_node_weights(mix: &str) -> Result<Vec<(u32, u32)>, CliError> {
 pub fn planned_tier_weights(mix: &str) -> Result<(Vec<u32>, String), CliError> {
     let mix = parse_mix(mix)?;
     let source = load_profile(None)?;
-    let plan =
-        plan(&source.profile, &PlanRequest::new(mix, Goal::Bandwidth)).map_err(plan_error)?;
+    let plan = plan(&source.profile, &PlanRequest::new(mix, Goal::Bandwidth))
+        .map_err(CliError::classified)?;
     Ok((plan.recommended.weights.clone(), source.note))
 }

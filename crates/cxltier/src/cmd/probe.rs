@@ -1,12 +1,11 @@
 //! `cxltier probe`: measure each memory tier like Intel MLC does, and write a profile.
 
-use crate::error::{CliError, CliResult, Kind};
+use crate::error::{CliError, CliResult};
 use crate::output::{print_json, Table};
 use crate::plot::{line_plot, Series};
 use cxltier_probe::host::Host;
-use cxltier_probe::progress::Bar;
 use cxltier_probe::report::{Report, TargetReport};
-use cxltier_probe::{plan, profile, Config, ErrorKind, ProbeError};
+use cxltier_probe::{plan, profile, Config, ProbeError};
 use cxltier_profile::Mix;
 use cxltier_topo::{format_bytes, Topology};
 use serde::Serialize;
@@ -75,21 +74,6 @@ pub struct Args {
     svg: Option<PathBuf>,
 }
 
-fn probe_error(e: ProbeError) -> CliError {
-    let kind = match e.kind() {
-        ErrorKind::BadInput => Kind::BadInput,
-        ErrorKind::Permission => Kind::Permission,
-        ErrorKind::Unsupported => Kind::Unsupported,
-        ErrorKind::Runtime => Kind::Runtime,
-    };
-    let hint = e.hint();
-    let err = CliError::new(kind, e.to_string());
-    match hint {
-        Some(h) => err.with_hint(h),
-        None => err,
-    }
-}
-
 /// The JSON document: the report, plus where the profile went.
 #[derive(Serialize)]
 struct Output<'a> {
@@ -101,7 +85,8 @@ struct Output<'a> {
 
 pub fn run(args: Args) -> CliResult {
     let root = Path::new("/");
-    let topo = Topology::discover(root).map_err(|e| probe_error(ProbeError::Topology(e)))?;
+    let topo =
+        Topology::discover(root).map_err(|e| CliError::classified(ProbeError::Topology(e)))?;
     let config = Config {
         nodes: args.nodes.clone(),
         mixes: args.mixes.clone(),
@@ -115,7 +100,7 @@ pub fn run(args: Args) -> CliResult {
         huge_pages: !args.no_huge_pages,
     };
     let host = Host::detect(root);
-    let plan = plan(&config, &topo, host).map_err(probe_error)?;
+    let plan = plan(&config, &topo, host).map_err(CliError::classified)?;
     // Output paths are checked before measuring, so a typo does not cost a whole probe.
     if let Some(out) = &args.out {
         let dir = out
@@ -138,13 +123,13 @@ pub fn run(args: Args) -> CliResult {
             ))
         })?;
     }
-    cxltier_probe::preflight(&plan, root).map_err(probe_error)?;
+    cxltier_probe::preflight(&plan, root).map_err(CliError::classified)?;
     for w in &plan.warnings {
         eprintln!("cxltier: warning: {w}");
     }
 
     let bar = Bar::new(false);
-    let report = cxltier_probe::run(&plan, root, &bar).map_err(probe_error)?;
+    let report = cxltier_probe::run(&plan, root, &bar).map_err(CliError::classified)?;
     for w in report.warnings.iter().skip(plan.warnings.len()) {
         eprintln!("cxltier: warning: {w}");
     }
@@ -453,4 +438,46 @@ fn write_svgs(dir: &Path, r: &Report) -> Result<Vec<String>, CliError> {
         written.push(path.display().to_string());
     }
     Ok(written)
+}
+
+/// An indicatif bar on stderr, in tenths of a second of estimated work.
+pub struct Bar {
+    bar: indicatif::ProgressBar,
+}
+
+impl Bar {
+    /// A bar on stderr; `hidden` forces it off (it is off anyway when stderr is not a terminal).
+    pub fn new(hidden: bool) -> Bar {
+        let target = if hidden {
+            indicatif::ProgressDrawTarget::hidden()
+        } else {
+            indicatif::ProgressDrawTarget::stderr()
+        };
+        let bar = indicatif::ProgressBar::with_draw_target(Some(0), target);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{spinner} [{elapsed_precise}] [{bar:28}] {percent:>3}% (~{eta} left) {msg}",
+            )
+            .expect("valid template")
+            .progress_chars("=> "),
+        );
+        Bar { bar }
+    }
+}
+
+impl cxltier_probe::ProgressSink for Bar {
+    fn start(&self, total_s: f64) {
+        self.bar.set_length((total_s * 10.0).ceil().max(1.0) as u64);
+        self.bar
+            .enable_steady_tick(std::time::Duration::from_millis(200));
+    }
+    fn phase(&self, text: &str) {
+        self.bar.set_message(text.to_string());
+    }
+    fn advance(&self, secs: f64) {
+        self.bar.inc((secs * 10.0).round() as u64);
+    }
+    fn finish(&self) {
+        self.bar.finish_and_clear();
+    }
 }

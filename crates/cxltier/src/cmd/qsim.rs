@@ -1,10 +1,8 @@
 //! `cxltier qsim CIRCUIT.qasm`: simulate a quantum circuit's state vector, in memory over DRAM and
 //! CXL nodes, or beyond memory with the state streamed from NVMe.
 
-use crate::cmd::apply::control_error;
-use crate::error::{CliError, CliResult, Kind};
+use crate::error::{CliError, CliResult};
 use crate::output::{print_json, Table};
-use cxltier_array::ArrayError;
 use cxltier_control::policy::assign_weights;
 use cxltier_control::size::parse_size;
 use cxltier_control::weights::WeightsSpec;
@@ -107,26 +105,17 @@ struct Output<'a> {
     timings: Timings,
 }
 
+/// The simulator's error as it classifies it, with a parse error placed in the circuit file.
 fn qsim_error(path: &std::path::Path, err: QsimError) -> CliError {
-    match err {
-        QsimError::Parse { line, message } => {
-            CliError::bad_input(format!("{}:{line}: {message}", path.display()))
-        }
-        QsimError::Config(m) => CliError::bad_input(m),
-        QsimError::Array(e) => {
-            let kind = match &e {
-                ArrayError::Config(_) | ArrayError::NoSpace { .. } => Kind::BadInput,
-                ArrayError::Sys(s) => match s.kind {
-                    cxltier_sys::ErrorKind::PermissionDenied => Kind::Permission,
-                    cxltier_sys::ErrorKind::Unsupported => Kind::Unsupported,
-                    cxltier_sys::ErrorKind::InvalidArgument => Kind::BadInput,
-                    _ => Kind::Runtime,
-                },
-                _ => Kind::Runtime,
-            };
-            CliError::new(kind, e.to_string())
-        }
+    let located = match &err {
+        QsimError::Parse { line, message } => Some(format!("{}:{line}: {message}", path.display())),
+        _ => None,
+    };
+    let mut e = CliError::classified(err);
+    if let Some(message) = located {
+        e.message = message;
     }
+    e
 }
 
 fn parse_indices(text: &str) -> Result<Vec<u64>, CliError> {
@@ -194,7 +183,7 @@ pub fn run(args: Args) -> CliResult {
         options = options.threads(t);
     }
     if let Some(limit) = &args.memory_limit {
-        let bytes = parse_size(limit).map_err(control_error)?;
+        let bytes = parse_size(limit).map_err(CliError::classified)?;
         if bytes == 0 {
             return Err(CliError::bad_input(
                 "--memory-limit 0: give a size such as 512M",
@@ -207,15 +196,18 @@ pub fn run(args: Args) -> CliResult {
         options = options.ssd(dir, cap);
     }
     if let Some(spec) = &args.interleave {
-        let spec: WeightsSpec = spec.parse().map_err(control_error)?;
+        let spec: WeightsSpec = spec.parse().map_err(CliError::classified)?;
         let nodes = args
             .nodes
             .as_deref()
-            .map(|n| nodelist::parse(n).map_err(|e| control_error(ControlError::NodeList(e))))
+            .map(|n| {
+                nodelist::parse(n).map_err(|e| CliError::classified(ControlError::NodeList(e)))
+            })
             .transpose()?;
         let topo = Topology::discover(std::path::Path::new("/"))
-            .map_err(|e| control_error(ControlError::Topology(e)))?;
-        let weights = assign_weights(&spec, nodes.as_deref(), &topo).map_err(control_error)?;
+            .map_err(|e| CliError::classified(ControlError::Topology(e)))?;
+        let weights =
+            assign_weights(&spec, nodes.as_deref(), &topo).map_err(CliError::classified)?;
         options = options.weights(weights);
     }
     let indices = args

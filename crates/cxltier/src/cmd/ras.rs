@@ -1,13 +1,13 @@
 //! `cxltier ras`: CXL memory devices, their health and poison, and (with `--watch`) their error
 //! events as they happen, each tied to region, NUMA node and tier.
 
-use crate::error::{CliError, CliResult, Kind};
+use crate::error::{Class, CliError, CliResult};
 use crate::output::{print_json, Table};
 use cxltier_ras::aer::{self, MaskChange};
 use cxltier_ras::poison::{self, OfflinedPage};
 use cxltier_ras::quarantine;
 use cxltier_ras::watcher::Watching;
-use cxltier_ras::{Device, Inventory, RasError, RasEvent, Tracefs, WatchError, WatchSink, Watcher};
+use cxltier_ras::{Device, Inventory, RasError, RasEvent, Tracefs, WatchSink, Watcher};
 use cxltier_topo::format_bytes;
 use serde::Serialize;
 use std::io::Write;
@@ -136,33 +136,22 @@ pub(crate) fn check_quarantine_file(path: &Path) -> Result<(), CliError> {
     Ok(())
 }
 
-/// Maps library errors to exit codes.
+/// The library's classification, except that a tree named with `--sysfs-root` without CXL
+/// devices or NUMA nodes is the user's mistake, not the machine's.
 fn ras_error(err: RasError, explicit_root: bool) -> CliError {
-    let (kind, hint) = match &err {
-        RasError::NoTracefs { .. } | RasError::NoCxlEvents { .. } => (Kind::Unsupported, None),
-        RasError::NoDevices { .. } if explicit_root => (
-            Kind::BadInput,
-            Some("pass a tree recorded on a machine with CXL devices (lab/record-sysfs cxl DIR)"),
-        ),
-        RasError::NoDevices { .. } => (Kind::Unsupported, None),
-        RasError::UnknownDevice { .. } => (Kind::BadInput, None),
-        RasError::Permission { .. } => (
-            Kind::Permission,
-            Some("run as root; without root, `cxltier ras --no-poison` shows the inventory"),
-        ),
-        RasError::Topo(t) if t.is_permission_denied() => (Kind::Permission, None),
+    match &err {
+        RasError::NoDevices { .. } if explicit_root => CliError::classified(err)
+            .with_class(Class::BadInput)
+            .with_hint(
+                "pass a tree recorded on a machine with CXL devices (lab/record-sysfs cxl DIR)",
+            ),
         RasError::Topo(cxltier_topo::TopoError::NoNodes { .. })
         | RasError::Topo(cxltier_topo::TopoError::NoNodeEntries { .. })
             if explicit_root =>
         {
-            (Kind::BadInput, None)
+            CliError::classified(err).with_class(Class::BadInput)
         }
-        RasError::Topo(_) | RasError::Io { .. } => (Kind::Runtime, None),
-    };
-    let e = CliError::new(kind, err.to_string());
-    match hint {
-        Some(h) => e.with_hint(h),
-        None => e,
+        _ => CliError::classified(err),
     }
 }
 
@@ -451,15 +440,6 @@ impl WatchSink for Render {
     }
 }
 
-fn watch_error(err: WatchError) -> CliError {
-    match err {
-        WatchError::Ras(e) => ras_error(e, false),
-        WatchError::Quarantine(e) => CliError::runtime(e.to_string())
-            .with_hint("pass --quarantine-file PATH in a writable directory"),
-        WatchError::Output(e) => CliError::from(e),
-    }
-}
-
 fn watch(args: &Args) -> CliResult {
     let watcher = Watcher::new("/", &args.memdev).map_err(|e| ras_error(e, false))?;
     if args.dry_run {
@@ -504,6 +484,6 @@ fn watch(args: &Args) -> CliResult {
         .quarantine_file(args.quarantine.then(|| args.quarantine_file.clone()));
     watcher
         .run(&mut Render { json: args.json }, &stop)
-        .map_err(watch_error)?;
+        .map_err(CliError::classified)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -1,7 +1,7 @@
 //! `cxltier run`: run a command under a memory policy.
 
-use crate::cmd::apply::{auto_words, control_error, undo_command};
-use crate::error::{CliError, CliResult, Kind};
+use crate::cmd::apply::{auto_words, undo_command};
+use crate::error::{Class, CliError, CliResult};
 use cxltier_control::launch::{exec_under, spawn_under};
 use cxltier_control::policy::{resolve, PolicySpec, ResolvedPolicy};
 use cxltier_control::weights::{Restored, TemporaryWeights, WeightsSpec};
@@ -97,13 +97,13 @@ pub struct Args {
 }
 
 fn node_list(text: &str) -> Result<Vec<u32>, CliError> {
-    nodelist::parse(text).map_err(|e| control_error(ControlError::NodeList(e)))
+    nodelist::parse(text).map_err(|e| CliError::classified(ControlError::NodeList(e)))
 }
 
 fn request(args: &Args) -> Result<PolicySpec, CliError> {
     let nodes = args.nodes.as_deref().map(node_list).transpose()?;
     if let Some(spec) = &args.weights {
-        let weights: WeightsSpec = spec.parse().map_err(control_error)?;
+        let weights: WeightsSpec = spec.parse().map_err(CliError::classified)?;
         return Ok(PolicySpec::WeightedInterleave { weights, nodes });
     }
     if let Some(mix) = &args.plan {
@@ -131,7 +131,7 @@ fn exec_failure(err: ControlError) -> CliResult {
     let code = match &err {
         ControlError::Spawn { source, .. } if source.kind() == std::io::ErrorKind::NotFound => 127,
         ControlError::Spawn { .. } => 126,
-        _ => return Err(control_error(err)),
+        _ => return Err(CliError::classified(err)),
     };
     let _ = CliError::runtime(err.to_string()).report();
     Ok(ExitCode::from(code))
@@ -142,10 +142,11 @@ pub fn run(args: Args) -> CliResult {
         .sysfs_root
         .clone()
         .unwrap_or_else(|| PathBuf::from("/"));
-    let topo = Topology::discover(&root).map_err(|e| control_error(ControlError::Topology(e)))?;
+    let topo =
+        Topology::discover(&root).map_err(|e| CliError::classified(ControlError::Topology(e)))?;
     let req = request(&args)?;
-    let resolved = resolve(&req, &topo).map_err(control_error)?;
-    let policy = resolved.policy().map_err(control_error)?;
+    let resolved = resolve(&req, &topo).map_err(CliError::classified)?;
+    let policy = resolved.policy().map_err(CliError::classified)?;
 
     let mut cmd = Command::new(&args.command[0]);
     cmd.args(&args.command[1..]);
@@ -153,11 +154,15 @@ pub fn run(args: Args) -> CliResult {
     if resolved.mode != Mode::WeightedInterleave {
         return exec_failure(exec_under(&policy, &mut cmd));
     }
-    let mut weights = TemporaryWeights::read(&root).map_err(control_error)?;
-    let change = weights.plan(&resolved.weights).map_err(control_error)?;
-    if !kernel_supports(Mode::WeightedInterleave).map_err(|e| control_error(e.into()))? {
+    let mut weights = TemporaryWeights::read(&root).map_err(CliError::classified)?;
+    let change = weights
+        .plan(&resolved.weights)
+        .map_err(CliError::classified)?;
+    if !kernel_supports(Mode::WeightedInterleave)
+        .map_err(|e| CliError::classified(cxltier_control::ControlError::from(e)))?
+    {
         return Err(CliError::new(
-            Kind::Unsupported,
+            Class::Unsupported,
             "the kernel lacks weighted interleave (MPOL_WEIGHTED_INTERLEAVE needs Linux 6.9+)",
         )
         .with_hint("use --interleave for plain interleave"));
@@ -180,8 +185,10 @@ fn run_with_table_change(
     cmd: &mut Command,
     root: Option<&Path>,
 ) -> CliResult {
-    let policy = resolved.policy().map_err(control_error)?;
-    let applied = weights.set(&resolved.weights).map_err(control_error)?;
+    let policy = resolved.policy().map_err(CliError::classified)?;
+    let applied = weights
+        .set(&resolved.weights)
+        .map_err(CliError::classified)?;
     eprintln!(
         "cxltier: changed a system-wide setting for this run: the kernel's weighted-interleave \
          table ({}), used by every process with weighted interleave: {applied}",
@@ -206,7 +213,7 @@ fn run_with_table_change(
     let restored = weights.restore();
     drop(child);
     report_restore(restored, root);
-    let status = status.map_err(control_error)?;
+    let status = status.map_err(CliError::classified)?;
     if let Some(code) = status.code() {
         return Ok(ExitCode::from(code as u8));
     }

@@ -5,12 +5,11 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use cxltier_control::size::parse_size;
-use cxltier_server::{OutputBufferLimit, ServerConfig, ServerError};
-use cxltier_store::{Durability, SsdSpec, StoreBuilder, StoreError};
+use cxltier_server::{OutputBufferLimit, ServerConfig};
+use cxltier_store::{Durability, SsdSpec, StoreBuilder};
 use cxltier_topo::format_bytes;
 
-use crate::cmd::apply::control_error;
-use crate::error::{CliError, CliResult, Kind};
+use crate::error::{CliError, CliResult};
 
 const LONG_HELP: &str = "\
 Tiers: every object lives in exactly one memory tier, DRAM or CXL, or only on NVMe. New and hot
@@ -102,39 +101,13 @@ pub struct Args {
     /// Follow this file of poisoned physical ranges (written by `cxltier ras --watch
     /// --quarantine`; missing: nothing quarantined): objects on them are restored from NVMe or
     /// reported lost, and their memory is never used again (needs root to map the ranges)
-    #[arg(long, value_name = "PATH", default_value = cxltier_ras::quarantine::DEFAULT_PATH)]
+    #[arg(long, value_name = "PATH", default_value = cxltier_quarantine::DEFAULT_PATH)]
     quarantine_file: std::path::PathBuf,
     /// Start even when the NVMe log is damaged (bytes recovery cannot read, which may have held
     /// acknowledged writes): serve what is readable, and report the damaged ranges and the keys
     /// that may be stale. Without it such a start is refused and nothing is written
     #[arg(long)]
     recover_anyway: bool,
-}
-
-pub(crate) fn store_error(e: StoreError) -> CliError {
-    let kind = match &e {
-        StoreError::Config(_) | StoreError::TooLarge { .. } => Kind::BadInput,
-        StoreError::Io { source, .. } if source.kind() == std::io::ErrorKind::PermissionDenied => {
-            Kind::Permission
-        }
-        _ => Kind::Runtime,
-    };
-    CliError::new(kind, e.to_string())
-}
-
-fn server_error(e: ServerError) -> CliError {
-    let kind = match &e {
-        ServerError::Bind { source, .. } => match source.kind() {
-            std::io::ErrorKind::PermissionDenied => Kind::Permission,
-            // The address is not one of this host's: the --bind given is wrong.
-            std::io::ErrorKind::AddrNotAvailable => Kind::BadInput,
-            _ if source.raw_os_error() == Some(libc::EAFNOSUPPORT) => Kind::Unsupported,
-            // In use and the rest: the address is fine, the host's state is not.
-            _ => Kind::Runtime,
-        },
-        _ => Kind::Runtime,
-    };
-    CliError::new(kind, e.to_string())
 }
 
 /// Descriptors kept for what is not a client: the store's files, the ring, epoll, the
@@ -198,13 +171,13 @@ pub fn run(args: Args) -> CliResult {
     let max_clients = fit_max_clients(args.max_clients.max(1))?;
     // Listen before the store is opened (a port in use need not wait for a recovery) and say
     // so only once it is done.
-    let listener = cxltier_server::bind(bind).map_err(server_error)?;
-    let dram = parse_size(&args.dram).map_err(control_error)?;
+    let listener = cxltier_server::bind(bind).map_err(CliError::classified)?;
+    let dram = parse_size(&args.dram).map_err(CliError::classified)?;
     let cxl = match args.cxl.trim() {
         "0" | "" => 0,
-        text => parse_size(text).map_err(control_error)?,
+        text => parse_size(text).map_err(CliError::classified)?,
     };
-    let max_object = parse_size(&args.max_object).map_err(control_error)? as usize;
+    let max_object = parse_size(&args.max_object).map_err(CliError::classified)? as usize;
     let ssd: Option<SsdSpec> = args
         .ssd
         .as_deref()
@@ -222,7 +195,14 @@ pub fn run(args: Args) -> CliResult {
         .durability(durability)
         .max_object(max_object)
         .nvme_queue_depth(args.nvme_queue_depth)
-        .recover_anyway(args.recover_anyway);
+        .recover_anyway(args.recover_anyway)
+        .proc_root("/proc");
+    // The store checks --dram-node/--cxl-node against the machine's nodes and picks its defaults
+    // from them. Without a node directory the kernel has no NUMA: the store's default, node 0
+    // alone, is then the truth.
+    if let Ok(topo) = cxltier_topo::Topology::discover(std::path::Path::new("/")) {
+        builder = builder.topology(topo);
+    }
     if let Some(s) = ssd.clone() {
         builder = builder.ssd(s);
     }
@@ -232,7 +212,7 @@ pub fn run(args: Args) -> CliResult {
     if let Some(n) = args.cxl_node {
         builder = builder.cxl_node(n);
     }
-    let store = builder.build().map_err(store_error)?;
+    let store = builder.build().map_err(CliError::classified)?;
     if !bind.ip().is_loopback() {
         eprintln!(
             "cxltier serve: warning: listening on {bind}, reachable from the network{}",
@@ -286,8 +266,9 @@ pub fn run(args: Args) -> CliResult {
         quarantine_file: Some(args.quarantine_file),
         client_query_buffer_limit: query_limit,
         client_output_buffer_limit: output_limit,
+        log: cxltier_server::LogSink::new(|line| eprintln!("cxltier serve: {line}")),
     };
-    cxltier_server::serve_on(listener, cfg, store, stop).map_err(server_error)?;
+    cxltier_server::serve_on(listener, cfg, store, stop).map_err(CliError::classified)?;
     eprintln!("cxltier serve: stopped; the store is closed");
     Ok(std::process::ExitCode::SUCCESS)
 }

@@ -1,7 +1,6 @@
 //! `cxltier show --pid PID`: where a process's resident memory lives.
 
-use crate::cmd::apply::control_error;
-use crate::error::CliResult;
+use crate::error::{CliError, CliResult};
 use crate::output::{print_json, Table};
 use cxltier_control::placement::{self, MappingPlacement, ProcessPlacement};
 use cxltier_topo::{format_bytes, nodelist};
@@ -32,7 +31,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> CliResult {
-    let p = placement::show(args.pid).map_err(control_error)?;
+    let p = placement::show(args.pid).map_err(CliError::classified)?;
     if args.json {
         print_json(&p)?;
     } else {

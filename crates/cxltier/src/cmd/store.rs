@@ -6,7 +6,6 @@ use std::process::ExitCode;
 use cxltier_store::log::DEFAULT_SEGMENT_SIZE;
 use cxltier_store::{check_log, LogCheck};
 
-use crate::cmd::serve::store_error;
 use crate::error::{CliError, CliResult};
 use crate::output::{print_json, Table};
 
@@ -63,7 +62,7 @@ fn check(args: CheckArgs) -> CliResult {
         ))
         .with_hint("give the PATH of a store's --ssd PATH:SIZE"));
     }
-    let c = check_log(&args.path, DEFAULT_SEGMENT_SIZE).map_err(store_error)?;
+    let c = check_log(&args.path, DEFAULT_SEGMENT_SIZE).map_err(CliError::classified)?;
     if c.report.segments_replayed == 0 && c.report.damaged.is_empty() && meta.len() > 0 {
         // Not an error in itself (a new log has no segment yet), but worth saying.
         eprintln!(

@@ -2,15 +2,14 @@
 
 mod tune;
 
-use crate::error::{CliError, CliResult, Kind};
+use crate::error::{Class, CliError, CliResult};
 use cxltier_tierd::daemon::{
     Cgroup, Launched, Pids, Starting, StopReport, TargetSource, WrittenPages,
 };
-use cxltier_tierd::engine::{Status, TargetChange, TargetReport};
+use cxltier_tierd::engine::{IntervalReport, Status, TargetChange};
 use cxltier_tierd::quarantine::QuarantineReport;
 use cxltier_tierd::{
-    choose_source, metrics, AccessSource, Daemon, DaemonSink, ErrorClass, Policy, SourceKind,
-    TierdError, Tiers,
+    choose_source, metrics, AccessSource, Daemon, DaemonSink, Policy, SourceKind, TierdError, Tiers,
 };
 use cxltier_topo::Topology;
 use std::ffi::OsString;
@@ -114,7 +113,7 @@ pub struct Args {
     dry_run: bool,
     /// Poisoned physical ranges to keep the targets off (written by `cxltier ras --watch
     /// --quarantine`; missing: none), read every interval
-    #[arg(long, value_name = "PATH", default_value = cxltier_ras::quarantine::DEFAULT_PATH)]
+    #[arg(long, value_name = "PATH", default_value = cxltier_quarantine::DEFAULT_PATH)]
     quarantine_file: PathBuf,
     /// One JSON object per line
     #[arg(long)]
@@ -247,19 +246,9 @@ fn args_for_tune(args: &Args) -> Result<tune::TuneArgs, CliError> {
     })
 }
 
-pub(crate) fn tierd_error(err: TierdError) -> CliError {
-    let kind = match err.class() {
-        ErrorClass::BadInput => Kind::BadInput,
-        ErrorClass::Permission => Kind::Permission,
-        ErrorClass::Unsupported => Kind::Unsupported,
-        ErrorClass::Runtime => Kind::Runtime,
-    };
-    CliError::new(kind, err.to_string())
-}
-
 fn policy(args: &Args) -> Result<Policy, CliError> {
     let mut p = match &args.policy {
-        Some(path) => Policy::load(path).map_err(tierd_error)?,
+        Some(path) => Policy::load(path).map_err(CliError::classified)?,
         None => Policy::default(),
     };
     if let Some(b) = &args.dram_budget {
@@ -309,7 +298,7 @@ fn cgroup_pids(path: &Path) -> Result<(PathBuf, Vec<u32>), CliError> {
     Ok((dir, pids))
 }
 
-fn human(r: &TargetReport) -> String {
+fn human(r: &IntervalReport) -> String {
     let mib = |b: u64| format!("{:.2}", b as f64 / (1u64 << 20) as f64);
     if r.status == Status::Left {
         return format!(
@@ -440,7 +429,7 @@ impl DaemonSink for Render {
         );
     }
 
-    fn target(&mut self, r: &TargetReport) -> std::io::Result<()> {
+    fn target(&mut self, r: &IntervalReport) -> std::io::Result<()> {
         if self.json {
             writeln!(self.out, "{}", serde_json::to_string(r)?)
         } else {
@@ -532,14 +521,16 @@ pub fn run(args: Args) -> CliResult {
         })?),
     };
     let root = Path::new("/");
-    let topo = Topology::live().map_err(|e| tierd_error(e.into()))?;
-    let tiers = Tiers::from_topology(&topo).map_err(tierd_error)?;
+    let topo =
+        Topology::live().map_err(|e| CliError::classified(cxltier_tierd::TierdError::from(e)))?;
+    let tiers = Tiers::from_topology(&topo).map_err(CliError::classified)?;
     if args.tune || args.sweep {
         return tune::run(&args_for_tune(&args)?, &tiers);
     }
-    let source = choose_source(root, policy.tracking.access_source).map_err(tierd_error)?;
+    let source =
+        choose_source(root, policy.tracking.access_source).map_err(CliError::classified)?;
     if source.kind == SourceKind::Damon {
-        cxltier_tierd::damon::Monitor::check(root).map_err(tierd_error)?;
+        cxltier_tierd::damon::Monitor::check(root).map_err(CliError::classified)?;
     }
 
     let mut cgroup_dir = None;
@@ -555,9 +546,9 @@ pub fn run(args: Args) -> CliResult {
             .spawn()
             .map_err(|e| {
                 let code = if e.kind() == std::io::ErrorKind::NotFound {
-                    Kind::BadInput
+                    Class::BadInput
                 } else {
-                    Kind::Runtime
+                    Class::Runtime
                 };
                 CliError::new(
                     code,
@@ -577,7 +568,7 @@ pub fn run(args: Args) -> CliResult {
         if !metrics::is_loopback(&addr) {
             eprintln!("cxltier tierd: warning: metrics are served on {addr}, which is not loopback: anyone who can reach it can read them");
         }
-        let bound = metrics::serve(&addr.to_string(), shared).map_err(tierd_error)?;
+        let bound = metrics::serve(&addr.to_string(), shared).map_err(CliError::classified)?;
         eprintln!("cxltier tierd: Prometheus metrics on http://{bound}/metrics");
     }
 
@@ -595,7 +586,7 @@ pub fn run(args: Args) -> CliResult {
     let outcome = daemon.run(&mut render, &stop).map_err(|e| match e {
         // The output is gone: said as any failed write is.
         TierdError::Output(e) => CliError::from(e),
-        e => tierd_error(e),
+        e => CliError::classified(e),
     })?;
     // CMD ended and so did tierd: CMD's own status is tierd's.
     Ok(match outcome.child_status {

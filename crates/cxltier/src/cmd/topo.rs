@@ -1,7 +1,7 @@
 //! `cxltier topo`: show the memory tiers of this machine (or of a recorded sysfs tree, or of a
 //! platform profile).
 
-use crate::error::{CliError, CliResult, Kind};
+use crate::error::{Class, CliError, CliResult};
 use crate::output::{print_json, Table};
 use cxltier_profile::{Mix, Profile};
 use cxltier_topo::{format_bytes, nodelist, NodeKind, TopoError, Topology};
@@ -43,37 +43,21 @@ pub fn run(args: Args) -> CliResult {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The library's classification, except that a tree named with `--sysfs-root` that is not one
+/// (no node directory, no nodes, garbled files) is the user's mistake, not the machine's.
 fn topo_error(err: TopoError, explicit_root: bool) -> CliError {
-    let kind = match &err {
-        TopoError::NoNodes { .. } | TopoError::NoNodeEntries { .. } if explicit_root => {
-            Kind::BadInput
-        }
-        TopoError::NoNodes { .. } | TopoError::NoNodeEntries { .. } => Kind::Unsupported,
-        e if e.is_permission_denied() => Kind::Permission,
-        TopoError::Garbled { .. } if explicit_root => Kind::BadInput,
-        _ => Kind::Runtime,
-    };
-    let hint = match kind {
-        Kind::Permission => Some("run as root, or record the tree as root and pass --sysfs-root"),
-        _ => None,
-    };
-    let message = match (&err, explicit_root) {
-        (TopoError::NoNodes { path }, true) => format!(
+    match err {
+        TopoError::NoNodes { path } if explicit_root => CliError::bad_input(format!(
             "{} does not exist: the --sysfs-root directory is not a recorded sysfs tree",
             path.display()
-        ),
-        _ => err.to_string(),
-    };
-    let hint = hint.or(match (&err, explicit_root) {
-        (TopoError::NoNodes { .. }, true) => Some(
+        ))
+        .with_hint(
             "pass the directory that contains sys/ (record one with crates/cxltier-topo/tests/fixtures/record.sh), or omit --sysfs-root for this machine",
         ),
-        _ => None,
-    });
-    let e = CliError::new(kind, message);
-    match hint {
-        Some(h) => e.with_hint(h),
-        None => e,
+        TopoError::NoNodeEntries { .. } | TopoError::Garbled { .. } if explicit_root => {
+            CliError::classified(err).with_class(Class::BadInput)
+        }
+        _ => CliError::classified(err),
     }
 }
 
@@ -315,7 +299,7 @@ fn render(t: &Topology, root: Option<&Path>) -> String {
 
 fn show_profile(spec: &str, json: bool) -> CliResult {
     let profile = Profile::load(spec).map_err(|e| {
-        CliError::bad_input(e.to_string())
+        CliError::classified(e)
             .with_hint("fix the profile (format in docs/profiles.md) or name a built-in one, e.g. --profile xeon6-6900p-8xcz122")
     })?;
     if json {

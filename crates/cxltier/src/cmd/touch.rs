@@ -1,9 +1,8 @@
 //! `cxltier touch SIZE`: allocate, touch, and report where the pages landed.
 
-use crate::cmd::apply::control_error;
 use crate::error::{CliError, CliResult};
 use crate::output::{print_json, Table};
-use cxltier_control::placement::{self, Placement};
+use cxltier_control::placement::{self, PlacementReport};
 use cxltier_control::size::parse_size;
 use cxltier_topo::{format_bytes, nodelist};
 use serde::Serialize;
@@ -87,13 +86,13 @@ fn moving_hot_set(args: &Args, bytes: u64, hot: &str) -> CliResult {
     use cxltier_tierd::workload::HotSet;
     let w = HotSet {
         bytes,
-        hot_bytes: parse_size(hot).map_err(control_error)?,
+        hot_bytes: parse_size(hot).map_err(CliError::classified)?,
         shift_every: seconds("--shift-every", args.shift_every)?,
         duration: seconds("--duration", args.duration)?,
         report_every: seconds("--report-every", args.report_every)?,
         pause: Duration::from_millis(1),
     };
-    w.validate().map_err(crate::cmd::tierd::tierd_error)?;
+    w.validate().map_err(CliError::classified)?;
     // A signal ends the run the way --duration does, with the final check and its line: a test
     // stops the workload once it has seen what it needs.
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -124,7 +123,7 @@ fn moving_hot_set(args: &Args, bytes: u64, hot: &str) -> CliResult {
             println!("{line}");
             let _ = std::io::stdout().flush();
         })
-        .map_err(crate::cmd::tierd::tierd_error)?;
+        .map_err(CliError::classified)?;
     if json {
         println!("{}", serde_json::to_string(&summary)?);
     } else {
@@ -153,11 +152,11 @@ fn moving_hot_set(args: &Args, bytes: u64, hot: &str) -> CliResult {
 struct Report<'a> {
     pid: u32,
     #[serde(flatten)]
-    placement: &'a Placement,
+    placement: &'a PlacementReport,
 }
 
 pub fn run(args: Args) -> CliResult {
-    let bytes = parse_size(&args.size).map_err(control_error)?;
+    let bytes = parse_size(&args.size).map_err(CliError::classified)?;
     if let Some(hot) = &args.hot {
         return moving_hot_set(&args, bytes, hot);
     }
@@ -168,7 +167,7 @@ pub fn run(args: Args) -> CliResult {
             progress_file: args.progress_file.clone().expect("clap requires it"),
             fresh: match &args.fresh {
                 Some(size) => Some((
-                    parse_size(size).map_err(control_error)?,
+                    parse_size(size).map_err(CliError::classified)?,
                     args.fresh_when.clone().expect("clap requires it"),
                 )),
                 None => None,
@@ -190,7 +189,7 @@ pub fn run(args: Args) -> CliResult {
                     println!("fresh buffer: {} pages: {}", f.pages, nodes.join(", "));
                 }
             })
-            .map_err(crate::cmd::tierd::tierd_error)?;
+            .map_err(CliError::classified)?;
         if args.json {
             println!("{}", serde_json::to_string(&summary)?);
         } else {
@@ -210,7 +209,7 @@ pub fn run(args: Args) -> CliResult {
         Some(s) => Some(Duration::from_secs_f64(s)),
         None => None,
     };
-    let touched = placement::touch(bytes, args.huge).map_err(control_error)?;
+    let touched = placement::touch(bytes, args.huge).map_err(CliError::classified)?;
     let p = &touched.placement;
     if args.json {
         print_json(&Report {
@@ -228,7 +227,7 @@ pub fn run(args: Args) -> CliResult {
     Ok(ExitCode::SUCCESS)
 }
 
-fn render(p: &Placement) -> String {
+fn render(p: &PlacementReport) -> String {
     let mut policy = p.policy.clone();
     for f in &p.policy_flags {
         policy.push('=');

@@ -5,11 +5,9 @@ use std::time::Duration;
 
 use std::sync::Arc;
 
-use cxltier_ycsb::{
-    Distribution, Phase, ProgressHook, Protocol, RunConfig, ScanMethod, Spec, YcsbError,
-};
+use cxltier_ycsb::{Distribution, Phase, ProgressHook, Protocol, RunConfig, ScanMethod, Spec};
 
-use crate::error::{CliError, CliResult, Kind};
+use crate::error::{Class, CliError, CliResult};
 use crate::output::{print_json, Table};
 
 const LONG_HELP: &str = "\
@@ -192,16 +190,6 @@ fn fresh_seed() -> u64 {
     (nanos ^ (u64::from(std::process::id()) << 32)).wrapping_mul(0x9E37_79B9_7F4A_7C15)
 }
 
-fn ycsb_error(e: YcsbError, addr: &str) -> CliError {
-    match e {
-        YcsbError::BadInput(m) => CliError::bad_input(m),
-        YcsbError::Connect { .. } => CliError::runtime(e.to_string()).with_hint(format!(
-            "is a server listening on {addr}? start one with `cxltier serve --bind {addr}` (or redis-server / memcached)"
-        )),
-        YcsbError::Server(m) => CliError::runtime(m),
-    }
-}
-
 pub fn run(args: Args) -> CliResult {
     let letter = args
         .workload
@@ -251,7 +239,7 @@ pub fn run(args: Args) -> CliResult {
         data_integrity: args.data_integrity,
     };
     let shared =
-        cxltier_ycsb::shared(spec, phase, data, operations).map_err(|e| ycsb_error(e, &addr))?;
+        cxltier_ycsb::shared(spec, phase, data, operations).map_err(CliError::classified)?;
     // A bar for people watching a long run; nothing for scripts or short runs.
     let bar = (!args.json && std::io::stderr().is_terminal() && operations >= 200_000).then(|| {
         let b = indicatif::ProgressBar::new(operations);
@@ -288,7 +276,7 @@ pub fn run(args: Args) -> CliResult {
     if let Some(b) = &bar {
         b.finish_and_clear();
     }
-    let report = report.map_err(|e| ycsb_error(e, &addr))?;
+    let report = report.map_err(CliError::classified)?;
     if args.json {
         print_json(&report)?;
     } else {
@@ -343,7 +331,7 @@ pub fn run(args: Args) -> CliResult {
     }
     if report.errors > 0 || report.verify_errors > 0 {
         return Err(CliError::new(
-            Kind::Runtime,
+            Class::Runtime,
             format!(
                 "{} errors and {} verify errors",
                 report.errors, report.verify_errors
@@ -380,14 +368,14 @@ fn hit_bound(args: &Args, spec: Spec) -> CliResult {
     };
     let workload = spec.name;
     let shared = cxltier_ycsb::shared(spec, Phase::Run, data, args.ops.unwrap_or(args.records))
-        .map_err(|e| ycsb_error(e, "-"))?;
+        .map_err(CliError::classified)?;
     let ratios = cxltier_ycsb::oracle::best_hit_ratios(
         shared,
         &args.cache_objects,
         args.draws,
         args.seed.unwrap_or(1),
     )
-    .map_err(|e| ycsb_error(e, "-"))?;
+    .map_err(CliError::classified)?;
     let rows: Vec<HitBound> = args
         .cache_objects
         .iter()

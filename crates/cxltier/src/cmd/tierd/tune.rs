@@ -1,18 +1,17 @@
 //! `cxltier tierd --tune` and `--sweep`: the DRAM:CXL split of a bandwidth-bound target, tuned
 //! against a progress signal (see `cxltier_tierd::tune`).
 
-use crate::cmd::apply::{control_error, undo_command};
-use crate::cmd::tierd::tierd_error;
-use crate::error::{CliError, CliResult, Kind};
+use crate::cmd::apply::undo_command;
+use crate::error::{Class, CliError, CliResult};
 use cxltier_control::launch::spawn_with_policy;
 use cxltier_control::placement::MappingKind;
 use cxltier_control::weights::{parse_tier_weights, WeightChange};
 use cxltier_control::ControlError;
 use cxltier_sys::{get_mempolicy, kernel_supports, Mode, NodeMask, Policy};
-use cxltier_tierd::tune::Progress;
+use cxltier_tierd::tune::ProgressSignal;
 use cxltier_tierd::tuning::{
-    AllocationWeights, LiveTarget, Session, TuneDone, TuneError, TuneOutcome, TuneSink, TuneStep,
-    WatchWindow, WeightsSet,
+    AllocationWeights, LiveTarget, Session, TuneDone, TuneOutcome, TuneSink, TuneStep, WatchWindow,
+    WeightsSet,
 };
 use cxltier_tierd::{procfs, TierdError, Tiers};
 use serde::Serialize;
@@ -65,7 +64,7 @@ struct Stopped {
 
 fn start_tenths(args: &TuneArgs, err: &mut impl Write) -> Result<u32, CliError> {
     let weights: Vec<u32> = match &args.start {
-        Some(w) => parse_tier_weights(w).map_err(crate::cmd::apply::control_error)?,
+        Some(w) => parse_tier_weights(w).map_err(CliError::classified)?,
         None => {
             let (w, note) = crate::cmd::plan::planned_tier_weights(&args.mix)?;
             let _ = writeln!(
@@ -245,18 +244,10 @@ fn restore(weights: &mut AllocationWeights) -> bool {
     restored.complete()
 }
 
-fn tune_error(e: TuneError) -> CliError {
-    match e {
-        TuneError::Tierd(e) => tierd_error(e),
-        TuneError::Control(e) => control_error(e),
-        TuneError::Output(e) => CliError::from(e),
-    }
-}
-
 /// The policy of the target's anonymous memory from `numa_maps`, e.g. `default` or
 /// `weighted-interleave`: the most common among its private anonymous mappings.
 fn target_policy(pid: u32) -> Result<String, CliError> {
-    let placement = cxltier_control::placement::show(pid).map_err(control_error)?;
+    let placement = cxltier_control::placement::show(pid).map_err(CliError::classified)?;
     let mut count: BTreeMap<String, u64> = BTreeMap::new();
     for m in &placement.mappings {
         if matches!(
@@ -279,7 +270,7 @@ fn launch(args: &TuneArgs, tiers: &Tiers, err: &mut impl Write) -> Result<(Child
     cmd.args(&args.command[1..]);
     let policy = if weighted {
         let nodes = NodeMask::from_nodes([tiers.fast[0], tiers.slow[0]])
-            .map_err(|e| control_error(e.into()))?;
+            .map_err(|e| CliError::classified(cxltier_control::ControlError::from(e)))?;
         Policy::new(Mode::WeightedInterleave, nodes)
     } else {
         let _ = writeln!(
@@ -289,21 +280,21 @@ fn launch(args: &TuneArgs, tiers: &Tiers, err: &mut impl Write) -> Result<(Child
             args.command[0].to_string_lossy()
         );
         // Its own policy, as a plain spawn would give it.
-        get_mempolicy().map_err(|e| control_error(e.into()))?
+        get_mempolicy().map_err(|e| CliError::classified(cxltier_control::ControlError::from(e)))?
     };
     let child = spawn_with_policy(&policy, &mut cmd).map_err(|e| match e {
         ControlError::Spawn { source, .. } => CliError::new(
             if source.kind() == std::io::ErrorKind::NotFound {
-                Kind::BadInput
+                Class::BadInput
             } else {
-                Kind::Runtime
+                Class::Runtime
             },
             format!(
                 "cannot start {}: {source}",
                 args.command[0].to_string_lossy()
             ),
         ),
-        e => control_error(e),
+        e => CliError::classified(e),
     })?;
     if weighted {
         let _ = writeln!(
@@ -320,7 +311,7 @@ fn launch(args: &TuneArgs, tiers: &Tiers, err: &mut impl Write) -> Result<(Child
 }
 
 pub fn run(args: &TuneArgs, tiers: &Tiers) -> CliResult {
-    let progress = Progress::parse(&args.progress).map_err(tierd_error)?;
+    let progress = ProgressSignal::parse(&args.progress).map_err(CliError::classified)?;
     let mut err = std::io::stderr();
     let start = if args.sweep {
         None
@@ -339,17 +330,20 @@ pub fn run(args: &TuneArgs, tiers: &Tiers) -> CliResult {
     let mut weights = None;
     let pid = if args.pid != 0 {
         if !procfs::alive(Path::new("/proc"), args.pid) {
-            return Err(tierd_error(TierdError::NoSuchProcess { pid: args.pid }));
+            return Err(CliError::classified(TierdError::NoSuchProcess {
+                pid: args.pid,
+            }));
         }
         args.pid
     } else {
         if !args.sweep {
             // The table first, so that CMD's first allocations already follow the starting split.
-            let mut w = AllocationWeights::new(root, tiers, args.dry_run).map_err(control_error)?;
+            let mut w =
+                AllocationWeights::new(root, tiers, args.dry_run).map_err(CliError::classified)?;
             if kernel_supports(Mode::WeightedInterleave).unwrap_or(false) {
                 let (_, set) = w
                     .set(start.expect("set when tuning"))
-                    .map_err(control_error)?;
+                    .map_err(CliError::classified)?;
                 say_weights(&set);
             }
             weights = Some(w);
@@ -360,7 +354,7 @@ pub fn run(args: &TuneArgs, tiers: &Tiers) -> CliResult {
                 .spawn()
                 .map_err(|e| {
                     CliError::new(
-                        Kind::BadInput,
+                        Class::BadInput,
                         format!("cannot start {}: {e}", args.command[0].to_string_lossy()),
                     )
                 })?;
@@ -393,8 +387,10 @@ pub fn run(args: &TuneArgs, tiers: &Tiers) -> CliResult {
         if policy == "weighted-interleave" {
             if args.continuous {
                 follows_weights = true;
-                weights =
-                    Some(AllocationWeights::new(root, tiers, args.dry_run).map_err(control_error)?);
+                weights = Some(
+                    AllocationWeights::new(root, tiers, args.dry_run)
+                        .map_err(CliError::classified)?,
+                );
             } else {
                 let _ = writeln!(
                     err,
@@ -471,7 +467,7 @@ pub fn run(args: &TuneArgs, tiers: &Tiers) -> CliResult {
         )
     };
     let restored = weights.as_mut().is_none_or(restore);
-    let outcome = result.map_err(tune_error)?;
+    let outcome = result.map_err(CliError::classified)?;
     if args.json && !args.sweep {
         println!(
             "{}",
