@@ -11,7 +11,7 @@ use cxltier_ras::{Device, Inventory, RasError, RasEvent, Tracefs, WatchSink, Wat
 use cxltier_topo::format_bytes;
 use serde::Serialize;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -115,23 +115,7 @@ fn validate(args: &Args) -> Result<(), CliError> {
         }
     }
     if args.quarantine {
-        check_quarantine_file(&args.quarantine_file)?;
-    }
-    Ok(())
-}
-
-/// A `--quarantine-file` must be a file (it may not exist yet); a directory is refused before
-/// anything runs. Shared by `ras`, `serve` and `tierd`.
-pub(crate) fn check_quarantine_file(path: &Path) -> Result<(), CliError> {
-    if path.is_dir() {
-        return Err(CliError::bad_input(format!(
-            "--quarantine-file {} is a directory",
-            path.display()
-        ))
-        .with_hint(format!(
-            "give a file, e.g. the default {}",
-            quarantine::DEFAULT_PATH
-        )));
+        super::check_quarantine_file(&args.quarantine_file)?;
     }
     Ok(())
 }

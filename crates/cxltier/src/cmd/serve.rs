@@ -146,7 +146,7 @@ fn fit_max_clients(wanted: usize) -> Result<usize, CliError> {
 }
 
 pub fn run(args: Args) -> CliResult {
-    crate::cmd::ras::check_quarantine_file(&args.quarantine_file)?;
+    crate::cmd::check_quarantine_file(&args.quarantine_file)?;
     let bind: SocketAddr = args.bind.parse().map_err(|_| {
         let hint = if args.bind.matches(':').count() > 1 && !args.bind.starts_with('[') {
             "an IPv6 address goes in brackets: --bind [::1]:6379"

@@ -503,7 +503,7 @@ fn list(pids: &[u32]) -> String {
 
 pub fn run(args: Args) -> CliResult {
     let policy = policy(&args)?;
-    crate::cmd::ras::check_quarantine_file(&args.quarantine_file)?;
+    crate::cmd::check_quarantine_file(&args.quarantine_file)?;
     let duration = match args.duration {
         Some(s) if !(s.is_finite() && s > 0.0) => {
             return Err(CliError::bad_input(format!(
