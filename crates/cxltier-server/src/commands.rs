@@ -358,6 +358,8 @@ fn arity(out: &mut Vec<u8>, name: &[u8]) {
 enum HashRead {
     Missing,
     Fields(Vec<(Vec<u8>, Vec<u8>)>),
+    /// A large hash, kept as a collection: its fields are read from the store as needed.
+    Chunked,
     WrongType,
     Corrupt,
 }
@@ -365,6 +367,7 @@ enum HashRead {
 fn read_hash(store: &mut Store, key: &[u8]) -> Result<HashRead, StoreError> {
     Ok(match store.get(key)? {
         None => HashRead::Missing,
+        Some(o) if o.kind == Kind::ChunkedHash => HashRead::Chunked,
         Some(o) if o.kind != Kind::Hash => HashRead::WrongType,
         Some(o) => match hash::decode(o.value) {
             Some(f) => HashRead::Fields(
@@ -810,6 +813,16 @@ fn hset_fields(ctx: &mut Ctx<'_>, args: &[&[u8]], hmset: bool) -> Result<Effect,
         };
         let (old, expires) = match current {
             None => (None, None),
+            Some(o) if o.kind == Kind::ChunkedHash => {
+                // A large hash: the fields are written into its tree, the rest untouched.
+                let added = store.hset(args[1], &hash::last_wins(&args[2..]))?;
+                if hmset {
+                    reply::ok(out);
+                } else {
+                    reply::int(out, added as i64);
+                }
+                return Ok(Effect::Wrote);
+            }
             Some(o) if o.kind != Kind::Hash => {
                 reply::error(out, WRONGTYPE);
                 return Ok(Effect::Read);
@@ -853,7 +866,27 @@ fn hset_fields(ctx: &mut Ctx<'_>, args: &[&[u8]], hmset: bool) -> Result<Effect,
                 }
             }
         }
-        (hash::encode(fields.iter().copied()), expires, added)
+        let encoded = hash::encode(fields.iter().copied());
+        if encoded.len() > hash::FLAT_MAX_BYTES {
+            // Too large to stay one value: the fields are copied out of the borrowed record.
+            let owned: Vec<(Vec<u8>, Vec<u8>)> = fields
+                .iter()
+                .map(|(f, v)| (f.to_vec(), v.to_vec()))
+                .collect();
+            let was_flat = old.is_some();
+            let pairs: Vec<(&[u8], &[u8])> = owned
+                .iter()
+                .map(|(f, v)| (f.as_slice(), v.as_slice()))
+                .collect();
+            hash::store_fields(store, args[1], &pairs, &encoded, expires, was_flat)?;
+            if hmset {
+                reply::ok(out);
+            } else {
+                reply::int(out, added);
+            }
+            return Ok(Effect::Wrote);
+        }
+        (encoded, expires, added)
     };
     store.put(args[1], Kind::Hash, &encoded, expires)?;
     if hmset {
@@ -905,6 +938,7 @@ fn hash_query(ctx: &mut Ctx<'_>, args: &[&[u8]], q: HashQuery) -> Result<Effect,
     let o = ctx.store.get(args[1])?;
     ctx.info.lookup(o.is_some());
     let fields = match o {
+        Some(o) if o.kind == Kind::ChunkedHash => return chunked_hash_query(ctx, args, q),
         None => Vec::new(),
         Some(o) if o.kind != Kind::Hash => {
             reply::error(out, WRONGTYPE);
@@ -964,12 +998,78 @@ fn hash_query(ctx: &mut Ctx<'_>, args: &[&[u8]], q: HashQuery) -> Result<Effect,
     Ok(Effect::Read)
 }
 
+/// [`hash_query`] on a chunked hash: the fields asked for are looked up in its tree; HGETALL,
+/// HKEYS and HVALS read it all, as Redis does.
+fn chunked_hash_query(
+    ctx: &mut Ctx<'_>,
+    args: &[&[u8]],
+    q: HashQuery,
+) -> Result<Effect, StoreError> {
+    let proto = ctx.session.proto;
+    let key = args[1];
+    match q {
+        HashQuery::Get => match ctx.store.hget(key, args[2])? {
+            Some(v) => reply::bulk(ctx.out, &v),
+            None => reply::null(ctx.out, proto),
+        },
+        HashQuery::MGet => {
+            let mut out = Vec::new();
+            reply::array(&mut out, args.len() - 2);
+            for f in &args[2..] {
+                match ctx.store.hget(key, f)? {
+                    Some(v) => reply::bulk(&mut out, &v),
+                    None => reply::null(&mut out, proto),
+                }
+            }
+            ctx.out.extend_from_slice(&out);
+        }
+        HashQuery::Exists => {
+            let found = ctx.store.hget(key, args[2])?.is_some();
+            reply::int(ctx.out, found as i64);
+        }
+        HashQuery::Len => {
+            let n = ctx.store.hlen(key)?;
+            reply::int(ctx.out, n as i64);
+        }
+        HashQuery::GetAll | HashQuery::Keys | HashQuery::Vals => {
+            let fields = hash::chunked_fields(ctx.store, key)?;
+            let out = &mut *ctx.out;
+            if q == HashQuery::GetAll {
+                reply::map(out, proto, fields.len());
+            } else {
+                reply::array(out, fields.len());
+            }
+            for (f, v) in &fields {
+                match q {
+                    HashQuery::GetAll => {
+                        reply::bulk(out, f);
+                        reply::bulk(out, v);
+                    }
+                    HashQuery::Keys => reply::bulk(out, f),
+                    _ => reply::bulk(out, v),
+                }
+            }
+        }
+    }
+    Ok(Effect::Read)
+}
+
 pub(crate) fn hdel(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
     let n = args.len();
     let fields = match read_hash(ctx.store, args[1])? {
         HashRead::Missing => {
             reply::int(ctx.out, 0);
             return Ok(Effect::Read);
+        }
+        HashRead::Chunked => {
+            // Removing the last field deletes the key (the store has no empty collections).
+            let removed = ctx.store.hdel(args[1], &args[2..])?;
+            reply::int(ctx.out, removed as i64);
+            return Ok(if removed > 0 {
+                Effect::Wrote
+            } else {
+                Effect::Read
+            });
         }
         HashRead::Fields(f) => f,
         HashRead::WrongType => return fail(ctx, WRONGTYPE),
@@ -1119,11 +1219,21 @@ pub(crate) fn scanrange(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, Sto
         return fail(ctx, "ERR count must be an integer from 0 to 100000");
     };
     let items = ctx.store.scan(args[1], count as usize)?;
-    let out = &mut *ctx.out;
-    reply::array(out, items.len());
+    reply::array(ctx.out, items.len());
     for it in items {
-        reply::array(out, 2);
-        reply::bulk(out, &it.key);
+        reply::array(ctx.out, 2);
+        reply::bulk(ctx.out, &it.key);
+        if it.kind == Kind::ChunkedHash {
+            let fields = hash::chunked_fields(ctx.store, &it.key)?;
+            let out = &mut *ctx.out;
+            reply::array(out, fields.len() * 2);
+            for (f, v) in &fields {
+                reply::bulk(out, f);
+                reply::bulk(out, v);
+            }
+            continue;
+        }
+        let out = &mut *ctx.out;
         match (it.kind, hash::decode(&it.value)) {
             (Kind::Hash, Some(fields)) => {
                 reply::array(out, fields.len() * 2);
@@ -1532,6 +1642,22 @@ pub(crate) fn info(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErr
     Ok(Effect::Read)
 }
 
+/// OBJECT ENCODING of a chunked hash: what Redis would use for its fields under the configured
+/// thresholds (a chunked hash is over 32 KiB, so almost always "hashtable"; the fields are
+/// read only when there are few enough for a listpack).
+fn chunked_hash_encoding(ctx: &mut Ctx<'_>, key: &[u8]) -> Result<&'static str, StoreError> {
+    let entries = ctx.info.knobs.int("hash-max-listpack-entries");
+    let longest = ctx.info.knobs.int("hash-max-listpack-value");
+    if ctx.store.hlen(key)? as i64 > entries {
+        return Ok("hashtable");
+    }
+    let fields = hash::chunked_fields(ctx.store, key)?;
+    let small = fields
+        .iter()
+        .all(|(f, v)| f.len() as i64 <= longest && v.len() as i64 <= longest);
+    Ok(if small { "listpack" } else { "hashtable" })
+}
+
 /// Redis's name for how it would encode a value under the configured thresholds (OBJECT
 /// ENCODING): tools and Redis's own tests branch on it. cxltier stores every value as bytes in
 /// one tier; the name says what Redis would do, not how cxltier lays the value out.
@@ -1626,6 +1752,7 @@ pub(crate) fn object(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
                 Kind::List => "quicklist",
                 Kind::Set => crate::set::encoding(ctx, key)?,
                 Kind::ZSet => crate::zset::encoding(ctx, key)?,
+                Kind::ChunkedHash => chunked_hash_encoding(ctx, key)?,
                 _ => name,
             };
             reply::bulk(ctx.out, name.as_bytes());

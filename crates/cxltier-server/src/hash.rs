@@ -1,6 +1,11 @@
-//! The encoding of a hash's fields inside one stored value:
+//! Hashes, in two layouts. A small hash is one stored value (kind `Hash`):
 //! `count u32 | (field_len u32 | field | value_len u32 | value) × count`, little-endian, fields in
-//! insertion order. Small and flat: HGETALL is one pass, HSET of one field one decode and encode.
+//! insertion order. Small and flat: HGETALL is one pass, HSET of one field one decode and encode,
+//! and YCSB's update of one field at the same length is written in place. A hash whose encoding
+//! outgrows [`FLAT_MAX_BYTES`] becomes a chunked collection (kind `ChunkedHash`, a counted B+tree
+//! of fields in the store), so that a change to a large hash writes the path to one leaf, not the
+//! whole hash: Redis's listpack→hashtable conversion, decided by size. Like Redis's, the
+//! conversion is one way.
 
 /// Decode; `None` when the bytes are not a valid encoding (a corrupt value).
 pub fn decode(bytes: &[u8]) -> Option<Vec<(&[u8], &[u8])>> {
@@ -66,9 +71,83 @@ pub fn encode<'a>(fields: impl IntoIterator<Item = (&'a [u8], &'a [u8])>) -> Vec
     out
 }
 
+/// The largest encoding kept as one value: every change of a one-value hash rewrites it, so
+/// this bounds that cost; a larger hash is chunked. 32 KiB holds any hash Redis's default
+/// thresholds keep as a listpack (128 fields and values of up to 64 bytes: about 17 KiB).
+pub(crate) const FLAT_MAX_BYTES: usize = 32 * 1024;
+
+/// A field and value longer than this together keep their hash one value: a chunk holds each
+/// member whole, and a member must fit in one object.
+const CHUNK_MEMBER_MAX: usize = 256 * 1024;
+
+/// Keep the new fields of a one-value hash under `key` (`encoded` is their encoding): one value
+/// while the encoding is at most [`FLAT_MAX_BYTES`], else a chunked hash. `was_flat`: the key
+/// holds a one-value hash now (else nothing). The conversion is one write of the root over the
+/// old value (`Store::hash_to_chunked`): a crash leaves one or the other, whole.
+pub(crate) fn store_fields(
+    store: &mut Store,
+    key: &[u8],
+    fields: &[(&[u8], &[u8])],
+    encoded: &[u8],
+    expires: Option<u64>,
+    was_flat: bool,
+) -> Result<(), StoreError> {
+    let chunkable = encoded.len() > FLAT_MAX_BYTES
+        && fields
+            .iter()
+            .all(|(f, v)| f.len() + v.len() <= CHUNK_MEMBER_MAX);
+    if chunkable {
+        if !was_flat {
+            store.hset(key, fields)?;
+            if expires.is_some() {
+                store.set_expiry(key, expires)?;
+            }
+            return Ok(());
+        }
+        if store.hash_to_chunked(key, fields)? {
+            return Ok(());
+        }
+    }
+    store.put(key, Kind::Hash, encoded, expires)
+}
+
+/// A hash's fields with their values, owned.
+pub(crate) type OwnedFields = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// Every field of the chunked hash at `key` with its value, in field order (empty when absent).
+pub(crate) fn chunked_fields(store: &mut Store, key: &[u8]) -> Result<OwnedFields, StoreError> {
+    let mut all = Vec::new();
+    let mut after: Option<Vec<u8>> = None;
+    loop {
+        let (page, next) = store.hscan(key, after.as_deref(), 1024)?;
+        all.extend(page);
+        match next {
+            Some(n) => after = Some(n),
+            None => return Ok(all),
+        }
+    }
+}
+
+/// HSET's field-value arguments as distinct pairs for the store: the arguments may name a field
+/// twice (the last value wins, and the field is added once).
+pub(crate) fn last_wins<'a>(pairs: &[&'a [u8]]) -> Vec<(&'a [u8], &'a [u8])> {
+    let mut at: hashbrown::HashMap<&[u8], usize> = hashbrown::HashMap::new();
+    let mut out: Vec<(&[u8], &[u8])> = Vec::with_capacity(pairs.len() / 2);
+    for fv in pairs.chunks(2) {
+        match at.entry(fv[0]) {
+            hashbrown::hash_map::Entry::Occupied(e) => out[*e.get()].1 = fv[1],
+            hashbrown::hash_map::Entry::Vacant(e) => {
+                e.insert(out.len());
+                out.push((fv[0], fv[1]));
+            }
+        }
+    }
+    out
+}
+
 // ---- the commands that read or change one field, or draw fields at random ----
 
-use cxltier_store::{Kind, StoreError};
+use cxltier_store::{Kind, Store, StoreError};
 
 use crate::commands::{Ctx, Effect};
 use crate::list::{err, int_arg, NOT_INTEGER, SYNTAX, WRONGTYPE};
@@ -76,38 +155,49 @@ use crate::resp::reply;
 
 const CORRUPT: &str = "ERR the stored hash is corrupt; DEL the key";
 
-/// The hash at `key`: its fields and expiry, `Ok(None)` when absent, `Err` the error reply.
-#[allow(clippy::type_complexity)]
-fn load(
-    ctx: &mut Ctx<'_>,
-    key: &[u8],
-) -> Result<Result<Option<(Vec<(Vec<u8>, Vec<u8>)>, Option<u64>)>, &'static str>, StoreError> {
+/// A hash as these commands find it.
+enum Loaded {
+    Absent,
+    /// A one-value hash: its fields and expiry.
+    Flat(Vec<(Vec<u8>, Vec<u8>)>, Option<u64>),
+    /// A chunked hash: its fields are read from the store as needed.
+    Chunked,
+}
+
+/// The hash at `key`; `Err` the error reply (another type, or a corrupt value).
+fn load(ctx: &mut Ctx<'_>, key: &[u8]) -> Result<Result<Loaded, &'static str>, StoreError> {
     let o = ctx.store.get(key)?;
     ctx.info.lookup(o.is_some());
     Ok(match o {
-        None => Ok(None),
+        None => Ok(Loaded::Absent),
+        Some(o) if o.kind == Kind::ChunkedHash => Ok(Loaded::Chunked),
         Some(o) if o.kind != Kind::Hash => Err(WRONGTYPE),
         Some(o) => match decode(o.value) {
-            Some(f) => Ok(Some((
+            Some(f) => Ok(Loaded::Flat(
                 f.into_iter()
                     .map(|(f, v)| (f.to_vec(), v.to_vec()))
                     .collect(),
                 o.expires_at_ms,
-            ))),
+            )),
             None => Err(CORRUPT),
         },
     })
 }
 
-/// Write `fields` back under `key`, keeping its expiry.
+/// Write a one-value hash's `fields` back under `key`, keeping its expiry (chunked once large).
 fn save(
     ctx: &mut Ctx<'_>,
     key: &[u8],
     fields: &[(Vec<u8>, Vec<u8>)],
     expires: Option<u64>,
+    was_flat: bool,
 ) -> Result<(), StoreError> {
-    let encoded = encode(fields.iter().map(|(f, v)| (f.as_slice(), v.as_slice())));
-    ctx.store.put(key, Kind::Hash, &encoded, expires)
+    let pairs: Vec<(&[u8], &[u8])> = fields
+        .iter()
+        .map(|(f, v)| (f.as_slice(), v.as_slice()))
+        .collect();
+    let encoded = encode(pairs.iter().copied());
+    store_fields(ctx.store, key, &pairs, &encoded, expires, was_flat)
 }
 
 /// Change (or add) one field through `change`, which is given its old value and answers the
@@ -118,10 +208,20 @@ fn update_field(
     change: impl FnOnce(Option<&[u8]>) -> Result<Vec<u8>, &'static str>,
     answer: impl FnOnce(&mut Ctx<'_>, &[u8]),
 ) -> Result<Effect, StoreError> {
-    let (mut fields, expires) = match load(ctx, args[1])? {
+    let (mut fields, expires, was_flat) = match load(ctx, args[1])? {
         Err(e) => return err(ctx, e),
-        Ok(None) => (Vec::new(), None),
-        Ok(Some(h)) => h,
+        Ok(Loaded::Chunked) => {
+            let old = ctx.store.hget(args[1], args[2])?;
+            let new = match change(old.as_deref()) {
+                Ok(v) => v,
+                Err(e) => return err(ctx, e),
+            };
+            ctx.store.hset(args[1], &[(args[2], &new)])?;
+            answer(ctx, &new);
+            return Ok(Effect::Wrote);
+        }
+        Ok(Loaded::Absent) => (Vec::new(), None, false),
+        Ok(Loaded::Flat(f, e)) => (f, e, true),
     };
     let at = fields.iter().position(|(f, _)| f == args[2]);
     let new = match change(at.map(|i| fields[i].1.as_slice())) {
@@ -132,23 +232,31 @@ fn update_field(
         Some(i) => fields[i].1 = new.clone(),
         None => fields.push((args[2].to_vec(), new.clone())),
     }
-    save(ctx, args[1], &fields, expires)?;
+    save(ctx, args[1], &fields, expires, was_flat)?;
     answer(ctx, &new);
     Ok(Effect::Wrote)
 }
 
 pub(crate) fn hsetnx(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
-    let (mut fields, expires) = match load(ctx, args[1])? {
+    let (mut fields, expires, was_flat) = match load(ctx, args[1])? {
         Err(e) => return err(ctx, e),
-        Ok(None) => (Vec::new(), None),
-        Ok(Some(h)) => h,
+        Ok(Loaded::Chunked) => {
+            let added = ctx.store.hget(args[1], args[2])?.is_none();
+            if added {
+                ctx.store.hset(args[1], &[(args[2], args[3])])?;
+            }
+            reply::int(ctx.out, added as i64);
+            return Ok(if added { Effect::Wrote } else { Effect::Read });
+        }
+        Ok(Loaded::Absent) => (Vec::new(), None, false),
+        Ok(Loaded::Flat(f, e)) => (f, e, true),
     };
     if fields.iter().any(|(f, _)| f == args[2]) {
         reply::int(ctx.out, 0);
         return Ok(Effect::Read);
     }
     fields.push((args[2].to_vec(), args[3].to_vec()));
-    save(ctx, args[1], &fields, expires)?;
+    save(ctx, args[1], &fields, expires, was_flat)?;
     reply::int(ctx.out, 1);
     Ok(Effect::Wrote)
 }
@@ -218,27 +326,50 @@ pub(crate) fn hstrlen(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, Store
     match load(ctx, args[1])? {
         Err(e) => err(ctx, e),
         Ok(h) => {
-            let n = h
-                .and_then(|(fields, _)| fields.into_iter().find(|(f, _)| f == args[2]))
-                .map_or(0, |(_, v)| v.len());
+            let n = match h {
+                Loaded::Absent => 0,
+                Loaded::Chunked => ctx.store.hget(args[1], args[2])?.map_or(0, |v| v.len()),
+                Loaded::Flat(fields, _) => fields
+                    .into_iter()
+                    .find(|(f, _)| f == args[2])
+                    .map_or(0, |(_, v)| v.len()),
+            };
             reply::int(ctx.out, n as i64);
             Ok(Effect::Read)
         }
     }
 }
 
-/// HSCAN: a hash is one value here (a listpack in Redis's terms), so, as Redis does for one,
-/// every field matching comes in the first call, with cursor 0.
+/// HSCAN. A one-value hash (a listpack in Redis's terms) answers, as Redis does for one, every
+/// field matching in the first call, with cursor 0; a chunked hash is scanned in pages of about
+/// COUNT fields, the cursor naming the last field returned (as SSCAN's), so every field present
+/// for the whole scan is returned once.
 pub(crate) fn hscan(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
-    if crate::set::cursor_from_wire(args[2]).is_none() {
+    let Some(after) = crate::set::cursor_from_wire(args[2]) else {
         return err(ctx, "ERR invalid cursor");
-    }
-    let Ok((pattern, _)) = crate::set::scan_options(ctx, &args[3..]) else {
+    };
+    let Ok((pattern, count)) = crate::set::scan_options(ctx, &args[3..]) else {
         return Ok(Effect::Read);
     };
     let fields = match load(ctx, args[1])? {
         Err(e) => return err(ctx, e),
-        Ok(h) => h.map(|(f, _)| f).unwrap_or_default(),
+        Ok(Loaded::Absent) => Vec::new(),
+        Ok(Loaded::Flat(f, _)) => f,
+        Ok(Loaded::Chunked) => {
+            let (page, next) = ctx.store.hscan(args[1], after.as_deref(), count)?;
+            let page: Vec<_> = page
+                .into_iter()
+                .filter(|(f, _)| pattern.is_none_or(|p| crate::glob::matches(p, f, false)))
+                .collect();
+            reply::array(ctx.out, 2);
+            reply::bulk(ctx.out, &crate::set::cursor_to_wire(next.as_deref()));
+            reply::array(ctx.out, 2 * page.len());
+            for (f, v) in &page {
+                reply::bulk(ctx.out, f);
+                reply::bulk(ctx.out, v);
+            }
+            return Ok(Effect::Read);
+        }
     };
     let fields: Vec<_> = if args[2] == b"0" {
         fields
@@ -279,14 +410,21 @@ pub(crate) fn hrandfield(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, St
         count = Some(c);
     }
     let proto = ctx.session.proto;
-    let fields = match load(ctx, args[1])? {
+    let (fields, len) = match load(ctx, args[1])? {
         Err(e) => return err(ctx, e),
-        Ok(h) => h.map(|(f, _)| f).unwrap_or_default(),
+        Ok(Loaded::Absent) => (Fields::Flat(Vec::new()), 0),
+        Ok(Loaded::Flat(f, _)) => {
+            let n = f.len();
+            (Fields::Flat(f), n)
+        }
+        Ok(Loaded::Chunked) => (Fields::Chunked, ctx.store.hlen(args[1])? as usize),
     };
     let Some(c) = count else {
-        match fields.get(rand::random_range(0..fields.len().max(1))) {
-            Some((f, _)) if !fields.is_empty() => reply::bulk(ctx.out, f),
-            _ => reply::null(ctx.out, proto),
+        if len == 0 {
+            reply::null(ctx.out, proto);
+        } else {
+            let (f, _) = fields.at(ctx, args[1], rand::random_range(0..len))?;
+            reply::bulk(ctx.out, &f);
         }
         return Ok(Effect::Read);
     };
@@ -300,18 +438,21 @@ pub(crate) fn hrandfield(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, St
         }
     };
     let per = if withvalues && proto < 3 { 2 } else { 1 };
-    if fields.is_empty() || c == 0 {
+    if len == 0 || c == 0 {
         reply::array(ctx.out, 0);
         return Ok(Effect::Read);
     }
     if c > 0 {
         // Distinct fields: a random sample of min(count, len) of them.
-        let want = (c as u64).min(fields.len() as u64) as usize;
-        let picked = rand::seq::index::sample(&mut rand::rng(), fields.len(), want);
-        reply::array(ctx.out, want * per);
+        let want = (c as u64).min(len as u64) as usize;
+        let picked = rand::seq::index::sample(&mut rand::rng(), len, want);
+        let mut out = Vec::new();
+        reply::array(&mut out, want * per);
         for i in picked {
-            write(ctx.out, &fields[i]);
+            let fv = fields.at(ctx, args[1], i)?;
+            write(&mut out, &fv);
         }
+        ctx.out.extend_from_slice(&out);
         return Ok(Effect::Read);
     }
     let n = c.unsigned_abs();
@@ -327,13 +468,40 @@ pub(crate) fn hrandfield(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, St
     let mut out = Vec::new();
     reply::array(&mut out, n as usize * per);
     for _ in 0..n {
-        write(&mut out, &fields[rand::random_range(0..fields.len())]);
+        let fv = fields.at(ctx, args[1], rand::random_range(0..len))?;
+        write(&mut out, &fv);
         if out.len() > limit {
             return err(ctx, &over());
         }
     }
     ctx.out.extend_from_slice(&out);
     Ok(Effect::Read)
+}
+
+/// Where HRANDFIELD draws from: a one-value hash's fields, or a chunked hash's, by index in
+/// O(log n) each (`Store::member_at`) without reading the rest.
+enum Fields {
+    Flat(Vec<(Vec<u8>, Vec<u8>)>),
+    Chunked,
+}
+
+impl Fields {
+    fn at(
+        &self,
+        ctx: &mut Ctx<'_>,
+        key: &[u8],
+        i: usize,
+    ) -> Result<(Vec<u8>, Vec<u8>), StoreError> {
+        match self {
+            Fields::Flat(f) => Ok(f[i].clone()),
+            Fields::Chunked => ctx.store.member_at(key, i as u64)?.ok_or_else(|| {
+                StoreError::Corrupt(format!(
+                    "the hash {:?} has no field at index {i} below its length",
+                    String::from_utf8_lossy(key)
+                ))
+            }),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -364,6 +532,135 @@ mod tests {
     }
 
     use crate::list::testdb::Db;
+
+    /// A command with binary arguments (a DUMP payload), through the same path as the wire's.
+    fn run(db: &mut Db, args: &[&[u8]]) -> Vec<u8> {
+        let mut out = Vec::new();
+        crate::commands::execute(&mut db.store, &mut db.info, &mut db.session, args, &mut out);
+        out
+    }
+
+    /// `HSET key` of fields `field:N` = `value:N` for N in `range`, 100 a command.
+    fn fill(db: &mut Db, key: &str, range: std::ops::Range<u32>) {
+        let all: Vec<u32> = range.collect();
+        for part in all.chunks(100) {
+            let mut c = format!("HSET {key}");
+            for i in part {
+                c.push_str(&format!(" field:{i:06} value:{i:06}"));
+            }
+            db.cmd(&c);
+        }
+    }
+
+    #[test]
+    fn a_large_hash_is_chunked_and_a_field_change_writes_a_path_not_the_hash() {
+        let mut db = Db::new();
+        // 2,000 fields: about 60 KiB as one value, over FLAT_MAX_BYTES.
+        fill(&mut db, "big", 0..2000);
+        assert_eq!(db.store.peek(b"big").unwrap().kind, Kind::ChunkedHash);
+        assert_eq!(db.cmd("HLEN big"), ":2000\r\n");
+        assert_eq!(db.cmd("OBJECT ENCODING big"), "$9\r\nhashtable\r\n");
+        assert_eq!(db.cmd("TYPE big"), "+hash\r\n");
+        // A one-field change writes the path to one leaf: a few chunks, not the ~15 a
+        // rewrite of the whole hash would be.
+        let before = db.store.collection_chunk_writes();
+        assert_eq!(db.cmd("HSET big field:001000 changed"), ":0\r\n");
+        assert_eq!(db.cmd("HSET big new 1 new 2"), ":1\r\n");
+        let writes = db.store.collection_chunk_writes() - before;
+        assert!(writes <= 6, "two field changes wrote {writes} chunks");
+        assert_eq!(db.cmd("HGET big field:001000"), "$7\r\nchanged\r\n");
+        assert_eq!(db.cmd("HGET big new"), "$1\r\n2\r\n");
+        assert_eq!(db.cmd("HGET big nope"), "$-1\r\n");
+        assert_eq!(
+            db.cmd("HMGET big field:000001 nope"),
+            "*2\r\n$12\r\nvalue:000001\r\n$-1\r\n"
+        );
+        assert_eq!(db.cmd("HEXISTS big field:000002"), ":1\r\n");
+        assert_eq!(db.cmd("HSTRLEN big field:000002"), ":12\r\n");
+        assert_eq!(db.cmd("HSETNX big field:000002 x"), ":0\r\n");
+        assert_eq!(db.cmd("HSETNX big n2 x"), ":1\r\n");
+        assert_eq!(db.cmd("HINCRBY big counter 5"), ":5\r\n");
+        assert_eq!(db.cmd("HINCRBYFLOAT big counter 0.5"), "$3\r\n5.5\r\n");
+        assert_eq!(db.cmd("HDEL big n2 counter nope n2"), ":2\r\n");
+        assert_eq!(db.cmd("HLEN big"), ":2001\r\n");
+        assert_eq!(db.cmd("HKEYS big").matches("\r\n$").count(), 2001);
+        assert_eq!(db.cmd("HVALS big").matches("\r\n$").count(), 2001);
+        assert!(db.cmd("HGETALL big").starts_with("*4002\r\n"));
+        // HSCAN in pages returns every field once.
+        let mut seen = std::collections::HashSet::new();
+        let mut cursor = "0".to_string();
+        let mut calls = 0;
+        loop {
+            let r = db.cmd(&format!("HSCAN big {cursor} COUNT 100"));
+            calls += 1;
+            let lines: Vec<&str> = r.split("\r\n").collect();
+            cursor = lines[2].to_string();
+            for pair in lines[4..].chunks(4) {
+                if pair.len() == 4 {
+                    assert!(seen.insert(pair[1].to_string()), "{} twice", pair[1]);
+                }
+            }
+            if cursor == "0" {
+                break;
+            }
+        }
+        assert_eq!(seen.len(), 2001);
+        assert!(calls > 10, "one call returned the whole hash");
+        assert_eq!(db.cmd("HRANDFIELD big 5").matches('$').count(), 5);
+        assert_eq!(
+            db.cmd("HRANDFIELD big -7 WITHVALUES").matches('$').count(),
+            14
+        );
+        assert!(db.cmd("HRANDFIELD big").starts_with('$'));
+        // SORT ... GET through a field of it.
+        db.cmd("RPUSH l g");
+        assert_eq!(
+            db.cmd("SORT l BY nosort GET bi*->field:000005"),
+            "*1\r\n$12\r\nvalue:000005\r\n"
+        );
+        // DUMP and RESTORE round trip, chunked again on the way in.
+        let payload = run(&mut db, &[b"DUMP", b"big"]);
+        let start = payload.iter().position(|&b| b == b'\n').unwrap() + 1;
+        let body = &payload[start..payload.len() - 2];
+        assert_eq!(run(&mut db, &[b"RESTORE", b"copy", b"0", body]), b"+OK\r\n");
+        assert_eq!(db.store.peek(b"copy").unwrap().kind, Kind::ChunkedHash);
+        assert_eq!(db.cmd("HLEN copy"), ":2001\r\n");
+        assert_eq!(db.cmd("HGET copy field:001000"), "$7\r\nchanged\r\n");
+        // Removing every field removes the key.
+        db.cmd("DEL copy");
+        fill(&mut db, "gone", 0..2000);
+        let mut c = "HDEL gone".to_string();
+        for i in 0..2000 {
+            c.push_str(&format!(" field:{i:06}"));
+        }
+        assert_eq!(db.cmd(&c), ":2000\r\n");
+        assert_eq!(db.cmd("EXISTS gone"), ":0\r\n");
+        db.store.check_collection(b"big").unwrap();
+    }
+
+    #[test]
+    fn a_hash_that_grows_past_the_flat_size_keeps_its_ttl_and_fields() {
+        let mut db = Db::new();
+        fill(&mut db, "h", 0..10);
+        assert_eq!(db.store.peek(b"h").unwrap().kind, Kind::Hash);
+        assert_eq!(db.cmd("EXPIRE h 1000"), ":1\r\n");
+        // Grown by each kind of write: HSET, then a value too long for one value by HSETNX.
+        fill(&mut db, "h", 10..1500);
+        assert_eq!(db.store.peek(b"h").unwrap().kind, Kind::ChunkedHash);
+        assert_eq!(db.cmd("HLEN h"), ":1500\r\n");
+        assert_eq!(db.cmd("HGET h field:000003"), "$12\r\nvalue:000003\r\n");
+        let ttl = db.cmd("TTL h");
+        assert!(ttl.starts_with(":9") || ttl == ":1000\r\n", "{ttl}");
+        let long = "x".repeat(40 * 1024);
+        assert_eq!(db.cmd(&format!("HSETNX small f {long}")), ":1\r\n");
+        assert_eq!(db.store.peek(b"small").unwrap().kind, Kind::ChunkedHash);
+        assert_eq!(db.cmd("HSTRLEN small f"), format!(":{}\r\n", long.len()));
+        assert_eq!(db.cmd("HINCRBY small n 2"), ":2\r\n");
+        // A small hash stays one value: YCSB's records are updated in place.
+        fill(&mut db, "rec", 0..10);
+        assert_eq!(db.store.peek(b"rec").unwrap().kind, Kind::Hash);
+        assert_eq!(db.cmd("OBJECT ENCODING rec"), "$8\r\nlistpack\r\n");
+    }
 
     #[test]
     fn field_commands_follow_redis() {

@@ -313,6 +313,12 @@ fn by_pattern(
     let Some(o) = ctx.store.get(&key)? else {
         return Ok(None);
     };
+    if o.kind == Kind::ChunkedHash {
+        return match field {
+            Some(f) => ctx.store.hget(&key, f),
+            None => Ok(None),
+        };
+    }
     Ok(match field {
         None => (o.kind == Kind::String).then(|| o.value.to_vec()),
         Some(f) if o.kind == Kind::Hash => crate::hash::decode(o.value).and_then(|fields| {
@@ -541,9 +547,20 @@ pub(crate) fn dump(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErr
         return Ok(Effect::Read);
     };
     let mut out = DUMP_MAGIC.to_vec();
-    out.push(kind as u8);
+    // A chunked hash is dumped as the one-value encoding (RESTORE chunks it again when large).
+    out.push(if kind == Kind::ChunkedHash {
+        Kind::Hash
+    } else {
+        kind
+    } as u8);
     match kind {
         Kind::String | Kind::Hash => out.extend_from_slice(&value),
+        Kind::ChunkedHash => {
+            let fields = crate::hash::chunked_fields(ctx.store, key)?;
+            out.extend_from_slice(&crate::hash::encode(
+                fields.iter().map(|(f, v)| (f.as_slice(), v.as_slice())),
+            ));
+        }
         Kind::List => {
             for m in ctx.store.list_range(key, 0, -1)? {
                 put_bytes(&mut out, &m);
@@ -658,7 +675,11 @@ pub(crate) fn restore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, Store
     };
     ctx.store.delete(key)?;
     match kind {
-        Some(k @ (Kind::String | Kind::Hash)) => ctx.store.put(key, k, body, expires)?,
+        Some(Kind::String) => ctx.store.put(key, Kind::String, body, expires)?,
+        Some(Kind::Hash) => {
+            let pairs = crate::hash::decode(body).unwrap_or_default();
+            crate::hash::store_fields(ctx.store, key, &pairs, body, expires, false)?;
+        }
         Some(Kind::List) => {
             let ms: Vec<&[u8]> = members.iter().map(|m| m.1).collect();
             for c in ms.chunks(1024) {

@@ -1241,3 +1241,54 @@ fn small_objects_shrink_the_default_chunk_and_collections_still_work() {
         .build();
     assert!(refused.is_err());
 }
+
+#[test]
+fn a_one_value_hash_made_chunked_keeps_its_fields_and_expiry_across_a_restart() {
+    let p = temp("nvme");
+    let far = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+        + 3_600_000;
+    let fields: Vec<(Vec<u8>, Vec<u8>)> = (0..300)
+        .map(|i| {
+            (
+                format!("field{i:05}").into_bytes(),
+                format!("value{i}").into_bytes(),
+            )
+        })
+        .collect();
+    let pairs: Vec<(&[u8], &[u8])> = fields
+        .iter()
+        .map(|(f, v)| (f.as_slice(), v.as_slice()))
+        .collect();
+    {
+        let mut s = durable(&p, 256);
+        s.put(
+            b"h",
+            Kind::Hash,
+            b"the server's one-value encoding",
+            Some(far),
+        )
+        .unwrap();
+        s.put(b"str", Kind::String, b"v", None).unwrap();
+        // Only a one-value hash is turned into a chunked one.
+        assert!(!s.hash_to_chunked(b"absent", &pairs).unwrap());
+        assert!(!s.hash_to_chunked(b"str", &pairs).unwrap());
+        assert!(!s.hash_to_chunked(b"h", &[]).unwrap());
+        assert!(s.hash_to_chunked(b"h", &pairs).unwrap());
+        assert_eq!(s.get(b"h").unwrap().unwrap().kind, Kind::ChunkedHash);
+        assert!(!s.hash_to_chunked(b"h", &pairs).unwrap(), "already chunked");
+        s.commit().unwrap();
+        s.close().unwrap();
+    }
+    let mut s = durable(&p, 256);
+    assert_eq!(s.recovery().chunks_dropped, 0);
+    let root = s.get(b"h").unwrap().unwrap();
+    assert_eq!(root.kind, Kind::ChunkedHash);
+    assert_eq!(root.expires_at_ms, Some(far));
+    assert_eq!(s.hlen(b"h").unwrap(), 300);
+    assert_eq!(s.hget(b"h", b"field00123").unwrap().unwrap(), b"value123");
+    s.check_collection(b"h").unwrap();
+    s.check_invariants().unwrap();
+}

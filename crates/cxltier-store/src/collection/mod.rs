@@ -960,6 +960,66 @@ impl Store {
         self.coll_scan(key, Kind::ChunkedHash, after, count)
     }
 
+    /// Turn the one-value hash under `key` (kind [`Kind::Hash`], as the server keeps small
+    /// hashes) into a chunked hash of `pairs`, keeping its expiry. The chunks are written first
+    /// and the root last, over the old value in one put: a crash leaves the old value or the
+    /// new collection, whole (chunks whose root is not a collection are orphans to recovery).
+    /// `Ok(false)`, nothing done, when the key holds no such value or `pairs` is empty.
+    pub fn hash_to_chunked(&mut self, key: &[u8], pairs: &[(&[u8], &[u8])]) -> Result<bool> {
+        let exp = match self.get_root(key)? {
+            Some(o) if o.kind == Kind::Hash => o.expires_at_ms,
+            _ => return Ok(false),
+        };
+        if pairs.is_empty() {
+            return Ok(false);
+        }
+        let max = crate::store::MAX_PARTS_KEY - CHUNK_KEY_OVERHEAD;
+        if key.len() > max {
+            return Err(StoreError::Config(format!(
+                "a collection's key may be at most {max} bytes (its parts' keys add {CHUNK_KEY_OVERHEAD}), not {}",
+                key.len()
+            )));
+        }
+        let mut root = Root::new(Kind::ChunkedHash, self.new_generation());
+        let chunk_bytes = self.chunk_bytes();
+        let mut tx = Tx {
+            store: self,
+            key: key.to_vec(),
+            generation: root.generation,
+            next_id: root.next_id,
+            freed: Vec::new(),
+            chunk_bytes,
+            first_new_id: root.next_id,
+            pending: Default::default(),
+        };
+        for &(k, v) in pairs {
+            tx.modify(
+                &mut root.tops[0],
+                Seek::Key(k),
+                &mut |e, pos, ch| match pos {
+                    Ok(p) => {
+                        *ch = e[p].1 != v;
+                        e[p].1 = v.to_vec();
+                        false
+                    }
+                    Err(p) => {
+                        e.insert(p, (k.to_vec(), v.to_vec()));
+                        true
+                    }
+                },
+            )?;
+        }
+        tx.flush()?;
+        root.next_id = tx.next_id;
+        root.freed = std::mem::take(&mut tx.freed);
+        let bytes = root.encode();
+        self.put_raw(key, Kind::ChunkedHash, &bytes, exp)?;
+        for &id in &root.freed {
+            self.chunk_delete_replaced(&chunk_key(key, root.generation, id))?;
+        }
+        Ok(true)
+    }
+
     fn keyed_set(
         &mut self,
         key: &[u8],
