@@ -18,6 +18,10 @@ use crate::strings as s;
 /// A command's handler: its arguments, name first, already checked against the arity.
 pub type Handler = fn(&mut Ctx<'_>, &[&[u8]]) -> Result<Effect, StoreError>;
 
+/// The key positions of a command whose keys move with its arguments (MOVABLEKEYS: a STORE
+/// option, a key count), given its arguments, name first; `None` when they name no valid keys.
+pub type KeysFn = fn(&[&[u8]]) -> Option<Vec<usize>>;
+
 /// Redis's command flags (`COMMAND INFO` names them), and ours.
 pub mod flag {
     pub const WRITE: u32 = 1 << 0;
@@ -74,6 +78,9 @@ pub struct Command {
     pub last_key: i32,
     pub step: i32,
     pub handler: Handler,
+    /// Where the keys are for a command whose keys move (`COMMAND GETKEYS`); the triple above
+    /// is then Redis's legacy first/last/step, which names only the fixed ones.
+    pub keys_fn: Option<KeysFn>,
     /// `COMMAND DOCS`: Redis's group and a one-line summary.
     pub group: &'static str,
     pub summary: &'static str,
@@ -130,8 +137,17 @@ const fn cmd(
         last_key: keys.1,
         step: keys.2,
         handler,
+        keys_fn: None,
         group,
         summary,
+    }
+}
+
+/// `c` with its keys found by `f` (a command with movable keys).
+const fn movable(c: Command, f: KeysFn) -> Command {
+    Command {
+        keys_fn: Some(f),
+        ..c
     }
 }
 
@@ -182,6 +198,16 @@ pub static TABLE: &[Command] = &[
     cmd("FLUSHALL", -1, WRITE, NOKEYS, c::flushall, "server", "Removes all keys from all databases."),
     cmd("FLUSHDB", -1, WRITE, NOKEYS, c::flushall, "server", "Remove all keys from the current database."),
     cmd("FUNCTION", -2, NOSCRIPT, NOKEYS, c::function, "scripting", "FLUSH and LIST (there are no functions); the rest say scripting is not supported."),
+    cmd("GEOADD", -5, WRITE | DENYOOM | VALUES, KEY1, crate::geo::geoadd, "geo", "Adds one or more members to a geospatial index. The key is created if it doesn't exist."),
+    cmd("GEODIST", -4, READONLY | VALUES, KEY1, crate::geo::geodist, "geo", "Returns the distance between two members of a geospatial index."),
+    cmd("GEOHASH", -2, READONLY | VALUES, KEY1, crate::geo::geohash, "geo", "Returns members from a geospatial index as geohash strings."),
+    cmd("GEOPOS", -2, READONLY | VALUES, KEY1, crate::geo::geopos, "geo", "Returns the longitude and latitude of members from a geospatial index."),
+    movable(cmd("GEORADIUS", -6, WRITE | DENYOOM | MOVABLEKEYS | VALUES, KEY1, crate::geo::georadius, "geo", "Queries a geospatial index for members within a distance from a coordinate, optionally stores the result."), crate::geo::georadius_keys),
+    movable(cmd("GEORADIUSBYMEMBER", -5, WRITE | DENYOOM | MOVABLEKEYS | VALUES, KEY1, crate::geo::georadiusbymember, "geo", "Queries a geospatial index for members within a distance from a member, optionally stores the result."), crate::geo::georadiusbymember_keys),
+    cmd("GEORADIUSBYMEMBER_RO", -5, READONLY | VALUES, KEY1, crate::geo::georadiusbymember_ro, "geo", "Returns members from a geospatial index that are within a distance from a member."),
+    cmd("GEORADIUS_RO", -6, READONLY | VALUES, KEY1, crate::geo::georadius_ro, "geo", "Returns members from a geospatial index that are within a distance from a coordinate."),
+    cmd("GEOSEARCH", -7, READONLY | VALUES, KEY1, crate::geo::geosearch, "geo", "Queries a geospatial index for members inside an area of a box or a circle."),
+    cmd("GEOSEARCHSTORE", -8, WRITE | DENYOOM | VALUES, (1, 2, 1), crate::geo::geosearchstore, "geo", "Queries a geospatial index for members inside an area of a box or a circle, optionally stores the result."),
     cmd("GET", 2, READONLY | FAST | VALUES, KEY1, c::get, "string", "Returns the string value of a key."),
     cmd("GETBIT", 3, READONLY | FAST | VALUES, KEY1, s::getbit, "bitmap", "Returns a bit value by offset."),
     cmd("GETDEL", 2, WRITE | FAST | VALUES, KEY1, s::getdel, "string", "Returns the string value of a key after deleting the key."),
@@ -396,6 +422,7 @@ fn categories(c: &Command) -> Vec<&'static str> {
         "set" => "@set",
         "sorted-set" => "@sortedset",
         "bitmap" => "@bitmap",
+        "geo" => "@geo",
         "pubsub" => "@pubsub",
         "transactions" => "@transaction",
         "scripting" => "@scripting",
@@ -528,7 +555,16 @@ pub fn command_reply(out: &mut Vec<u8>, proto: u8, sub: &[&[u8]]) {
                 reply::error(out, "ERR Invalid number of arguments specified for command");
                 return;
             }
-            let keys: Vec<usize> = c.key_positions(rest.len()).collect();
+            let keys: Vec<usize> = match c.keys_fn {
+                None => c.key_positions(rest.len()).collect(),
+                Some(f) => match f(rest) {
+                    Some(k) => k,
+                    None => {
+                        reply::error(out, "ERR Invalid arguments specified for command");
+                        return;
+                    }
+                },
+            };
             if keys.is_empty() {
                 reply::error(out, "ERR The command has no key arguments");
                 return;
