@@ -155,6 +155,58 @@ const NOKEYS: (i32, i32, i32) = (0, 0, 0);
 const KEY1: (i32, i32, i32) = (1, 1, 1);
 const ALLKEYS: (i32, i32, i32) = (1, -1, 1);
 
+/// A key count argument: a whole number of at least `least`, its keys all present.
+fn counted_keys(args: &[&[u8]], at: usize, least: i64) -> Option<Vec<usize>> {
+    let n: i64 = std::str::from_utf8(args.get(at)?).ok()?.parse().ok()?;
+    if n < least || n > (args.len() - at - 1) as i64 {
+        return None;
+    }
+    Some((at + 1..at + 1 + n as usize).collect())
+}
+
+/// `CMD numkeys key ...` (ZUNION, ZINTER, ZDIFF, ZINTERCARD, SINTERCARD, LMPOP, ZMPOP).
+fn numkeys_at_1(args: &[&[u8]]) -> Option<Vec<usize>> {
+    counted_keys(args, 1, 1)
+}
+
+/// `CMD timeout numkeys key ...` (BLMPOP, BZMPOP).
+fn numkeys_at_2(args: &[&[u8]]) -> Option<Vec<usize>> {
+    counted_keys(args, 2, 1)
+}
+
+/// `CMD destination numkeys key ...` (ZUNIONSTORE, ZINTERSTORE, ZDIFFSTORE).
+fn store_and_numkeys(args: &[&[u8]]) -> Option<Vec<usize>> {
+    let mut keys = vec![1];
+    keys.extend(counted_keys(args, 2, 1)?);
+    Some(keys)
+}
+
+/// `EVAL script numkeys key ... arg ...` and the like: no key at all is fine.
+fn script_keys(args: &[&[u8]]) -> Option<Vec<usize>> {
+    counted_keys(args, 2, 0)
+}
+
+/// SORT's key and its STORE destination (the last one given).
+fn sort_keys(args: &[&[u8]]) -> Option<Vec<usize>> {
+    let mut store = None;
+    let mut i = 2;
+    while i < args.len() {
+        if args[i].eq_ignore_ascii_case(b"STORE") && i + 1 < args.len() {
+            store = Some(i + 1);
+            i += 1;
+        }
+        i += 1;
+    }
+    let mut keys = vec![1];
+    keys.extend(store);
+    Some(keys)
+}
+
+/// MEMORY USAGE's key; MEMORY's other subcommands take none.
+fn memory_keys(args: &[&[u8]]) -> Option<Vec<usize>> {
+    (args.len() >= 3 && args[1].eq_ignore_ascii_case(b"USAGE")).then(|| vec![2])
+}
+
 /// Every command served, sorted by name (a test checks).
 #[rustfmt::skip]
 pub static TABLE: &[Command] = &[
@@ -165,11 +217,11 @@ pub static TABLE: &[Command] = &[
     cmd("BITCOUNT", -2, READONLY | VALUES, KEY1, s::bitcount, "bitmap", "Counts the number of set bits (population counting) in a string."),
     cmd("BITPOS", -3, READONLY | VALUES, KEY1, s::bitpos, "bitmap", "Finds the first set (1) or clear (0) bit in a string."),
     cmd("BLMOVE", 6, WRITE | DENYOOM | NOSCRIPT | BLOCKING | VALUES, (1, 2, 1), crate::list::blmove, "list", "Pops an element from a list, pushes it to another list and returns it. Blocks until an element is available otherwise. Deletes the list if the last element was moved."),
-    cmd("BLMPOP", -5, WRITE | BLOCKING | MOVABLEKEYS, NOKEYS, crate::list::blmpop, "list", "Pops the first element from one of multiple lists. Blocks until an element is available otherwise. Deletes the list if the last element was popped."),
+    movable(cmd("BLMPOP", -5, WRITE | BLOCKING | MOVABLEKEYS, NOKEYS, crate::list::blmpop, "list", "Pops the first element from one of multiple lists. Blocks until an element is available otherwise. Deletes the list if the last element was popped."), numkeys_at_2),
     cmd("BLPOP", -3, WRITE | NOSCRIPT | BLOCKING | VALUES, (1, -2, 1), crate::list::blpop, "list", "Removes and returns the first element in a list. Blocks until an element is available otherwise. Deletes the list if the last element was popped."),
     cmd("BRPOP", -3, WRITE | NOSCRIPT | BLOCKING | VALUES, (1, -2, 1), crate::list::brpop, "list", "Removes and returns the last element in a list. Blocks until an element is available otherwise. Deletes the list if the last element was popped."),
     cmd("BRPOPLPUSH", 4, WRITE | DENYOOM | NOSCRIPT | BLOCKING | VALUES, (1, 2, 1), crate::list::brpoplpush, "list", "Pops an element from a list, pushes it to another list and returns it. Block until an element is available otherwise. Deletes the list if the last element was popped."),
-    cmd("BZMPOP", -5, WRITE | BLOCKING | MOVABLEKEYS, NOKEYS, crate::zset::bzmpop, "sorted-set", "Removes and returns a member by score from one or more sorted sets. Blocks until a member is available otherwise. Deletes the sorted set if the last element was popped."),
+    movable(cmd("BZMPOP", -5, WRITE | BLOCKING | MOVABLEKEYS, NOKEYS, crate::zset::bzmpop, "sorted-set", "Removes and returns a member by score from one or more sorted sets. Blocks until a member is available otherwise. Deletes the sorted set if the last element was popped."), numkeys_at_2),
     cmd("BZPOPMAX", -3, WRITE | NOSCRIPT | FAST | BLOCKING | VALUES, (1, -2, 1), crate::zset::bzpopmax, "sorted-set", "Removes and returns the member with the highest score from one or more sorted sets. Blocks until a member available otherwise. Deletes the sorted set if the last element was popped."),
     cmd("BZPOPMIN", -3, WRITE | NOSCRIPT | FAST | BLOCKING | VALUES, (1, -2, 1), crate::zset::bzpopmin, "sorted-set", "Removes and returns the member with the lowest score from one or more sorted sets. Blocks until a member is available otherwise. Deletes the sorted set if the last element was popped."),
     cmd("CLIENT", -2, NOSCRIPT | LOADING | STALE, NOKEYS, c::client, "connection", "A container for client connection commands."),
@@ -184,17 +236,17 @@ pub static TABLE: &[Command] = &[
     cmd("DISCARD", 1, NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY, NOKEYS, c::discard, "transactions", "Discards a transaction."),
     cmd("DUMP", 2, READONLY | VALUES, KEY1, k::dump, "generic", "Returns a serialized representation of the value stored at a key (cxltier's own format, not Redis's RDB)."),
     cmd("ECHO", 2, FAST, NOKEYS, c::echo, "connection", "Returns the given string."),
-    cmd("EVAL", -3, NOSCRIPT | MOVABLEKEYS, NOKEYS, c::no_scripting, "scripting", "Not supported: scripting is not (says so)."),
-    cmd("EVALSHA", -3, NOSCRIPT | MOVABLEKEYS, NOKEYS, c::no_scripting, "scripting", "Not supported: scripting is not (says so)."),
-    cmd("EVALSHA_RO", -3, NOSCRIPT | READONLY | MOVABLEKEYS, NOKEYS, c::no_scripting, "scripting", "Not supported: scripting is not (says so)."),
-    cmd("EVAL_RO", -3, NOSCRIPT | READONLY | MOVABLEKEYS, NOKEYS, c::no_scripting, "scripting", "Not supported: scripting is not (says so)."),
+    movable(cmd("EVAL", -3, NOSCRIPT | MOVABLEKEYS, NOKEYS, c::no_scripting, "scripting", "Not supported: scripting is not (says so)."), script_keys),
+    movable(cmd("EVALSHA", -3, NOSCRIPT | MOVABLEKEYS, NOKEYS, c::no_scripting, "scripting", "Not supported: scripting is not (says so)."), script_keys),
+    movable(cmd("EVALSHA_RO", -3, NOSCRIPT | READONLY | MOVABLEKEYS, NOKEYS, c::no_scripting, "scripting", "Not supported: scripting is not (says so)."), script_keys),
+    movable(cmd("EVAL_RO", -3, NOSCRIPT | READONLY | MOVABLEKEYS, NOKEYS, c::no_scripting, "scripting", "Not supported: scripting is not (says so)."), script_keys),
     cmd("EXEC", 1, NOSCRIPT | LOADING | STALE, NOKEYS, c::exec, "transactions", "Executes all commands in a transaction."),
     cmd("EXISTS", -2, READONLY | FAST, ALLKEYS, c::exists, "generic", "Determines whether one or more keys exist."),
     cmd("EXPIRE", -3, WRITE | FAST | VALUES, KEY1, c::expire, "generic", "Sets the expiration time of a key in seconds."),
     cmd("EXPIREAT", -3, WRITE | FAST | VALUES, KEY1, c::expireat, "generic", "Sets the expiration time of a key to a Unix timestamp."),
     cmd("EXPIRETIME", 2, READONLY | FAST | VALUES, KEY1, k::expiretime, "generic", "Returns the expiration time of a key as a Unix timestamp."),
-    cmd("FCALL", -3, NOSCRIPT | MOVABLEKEYS, NOKEYS, c::no_scripting, "scripting", "Not supported: scripting is not (says so)."),
-    cmd("FCALL_RO", -3, NOSCRIPT | READONLY | MOVABLEKEYS, NOKEYS, c::no_scripting, "scripting", "Not supported: scripting is not (says so)."),
+    movable(cmd("FCALL", -3, NOSCRIPT | MOVABLEKEYS, NOKEYS, c::no_scripting, "scripting", "Not supported: scripting is not (says so)."), script_keys),
+    movable(cmd("FCALL_RO", -3, NOSCRIPT | READONLY | MOVABLEKEYS, NOKEYS, c::no_scripting, "scripting", "Not supported: scripting is not (says so)."), script_keys),
     cmd("FLUSHALL", -1, WRITE, NOKEYS, c::flushall, "server", "Removes all keys from all databases."),
     cmd("FLUSHDB", -1, WRITE, NOKEYS, c::flushall, "server", "Remove all keys from the current database."),
     cmd("FUNCTION", -2, NOSCRIPT, NOKEYS, c::function, "scripting", "FLUSH and LIST (there are no functions); the rest say scripting is not supported."),
@@ -241,7 +293,7 @@ pub static TABLE: &[Command] = &[
     cmd("LINSERT", 5, WRITE | DENYOOM | VALUES, KEY1, crate::list::linsert, "list", "Inserts an element before or after another element in a list."),
     cmd("LLEN", 2, READONLY | FAST | VALUES, KEY1, crate::list::llen, "list", "Returns the length of a list."),
     cmd("LMOVE", 5, WRITE | DENYOOM | VALUES, (1, 2, 1), crate::list::lmove, "list", "Returns an element after popping it from one list and pushing it to another."),
-    cmd("LMPOP", -4, WRITE | MOVABLEKEYS, NOKEYS, crate::list::lmpop, "list", "Returns multiple elements from a list after removing them. Deletes the list if the last element was popped."),
+    movable(cmd("LMPOP", -4, WRITE | MOVABLEKEYS, NOKEYS, crate::list::lmpop, "list", "Returns multiple elements from a list after removing them. Deletes the list if the last element was popped."), numkeys_at_1),
     cmd("LPOP", -2, WRITE | FAST | VALUES, KEY1, crate::list::lpop, "list", "Returns the first elements in a list after removing it."),
     cmd("LPOS", -3, READONLY | VALUES, KEY1, crate::list::lpos, "list", "Returns the index of matching elements in a list."),
     cmd("LPUSH", -3, WRITE | DENYOOM | FAST | VALUES, KEY1, crate::list::lpush, "list", "Prepends one or more elements to a list."),
@@ -250,7 +302,7 @@ pub static TABLE: &[Command] = &[
     cmd("LREM", 4, WRITE | VALUES, KEY1, crate::list::lrem, "list", "Removes elements from a list."),
     cmd("LSET", 4, WRITE | DENYOOM | VALUES, KEY1, crate::list::lset, "list", "Sets the value of an element in a list by its index."),
     cmd("LTRIM", 4, WRITE | VALUES, KEY1, crate::list::ltrim, "list", "Removes elements from both ends a list."),
-    cmd("MEMORY", -2, READONLY, NOKEYS, c::memory, "server", "MEMORY USAGE: the bytes a key and its value cost."),
+    movable(cmd("MEMORY", -2, READONLY, NOKEYS, c::memory, "server", "MEMORY USAGE: the bytes a key and its value cost."), memory_keys),
     cmd("MGET", -2, READONLY | FAST | VALUES, ALLKEYS, c::mget, "string", "Atomically returns the string values of one or more keys."),
     cmd("MSET", -3, WRITE | DENYOOM, (1, -1, 2), c::mset, "string", "Atomically creates or modifies the string values of one or more keys."),
     cmd("MSETNX", -3, WRITE | DENYOOM, (1, -1, 2), s::msetnx, "string", "Atomically modifies the string values of one or more keys only when all keys don't exist."),
@@ -293,14 +345,14 @@ pub static TABLE: &[Command] = &[
     cmd("SETRANGE", 4, WRITE | DENYOOM | VALUES, KEY1, s::setrange, "string", "Overwrites a part of a string value with another by an offset. Creates the key if it doesn't exist."),
     cmd("SHUTDOWN", -1, ADMIN | NOSCRIPT | LOADING | STALE | NO_MULTI | ALLOW_BUSY, NOKEYS, c::shutdown, "server", "Synchronously saves the database(s) to disk and shuts down the server."),
     cmd("SINTER", -2, READONLY | VALUES, ALLKEYS, crate::set::sinter, "set", "Returns the intersect of multiple sets."),
-    cmd("SINTERCARD", -3, READONLY | MOVABLEKEYS, NOKEYS, crate::set::sintercard, "set", "Returns the number of members of the intersect of multiple sets."),
+    movable(cmd("SINTERCARD", -3, READONLY | MOVABLEKEYS, NOKEYS, crate::set::sintercard, "set", "Returns the number of members of the intersect of multiple sets."), numkeys_at_1),
     cmd("SINTERSTORE", -3, WRITE | DENYOOM | VALUES, ALLKEYS, crate::set::sinterstore, "set", "Stores the intersect of multiple sets in a key."),
     cmd("SISMEMBER", 3, READONLY | FAST | VALUES, KEY1, crate::set::sismember, "set", "Determines whether a member belongs to a set."),
     cmd("SMEMBERS", 2, READONLY | VALUES, KEY1, crate::set::smembers, "set", "Returns all members of a set."),
     cmd("SMISMEMBER", -3, READONLY | FAST | VALUES, KEY1, crate::set::smismember, "set", "Determines whether multiple members belong to a set."),
     cmd("SMOVE", 4, WRITE | FAST | VALUES, (1, 2, 1), crate::set::smove, "set", "Moves a member from one set to another."),
-    cmd("SORT", -2, WRITE | DENYOOM | MOVABLEKEYS | VALUES, KEY1, k::sort, "generic", "Sorts the elements in a list, a set, or a sorted set, optionally storing the result."),
-    cmd("SORT_RO", -2, READONLY | MOVABLEKEYS | VALUES, KEY1, k::sort, "generic", "Returns the sorted elements of a list, a set, or a sorted set."),
+    movable(cmd("SORT", -2, WRITE | DENYOOM | MOVABLEKEYS | VALUES, KEY1, k::sort, "generic", "Sorts the elements in a list, a set, or a sorted set, optionally storing the result."), sort_keys),
+    movable(cmd("SORT_RO", -2, READONLY | MOVABLEKEYS | VALUES, KEY1, k::sort, "generic", "Returns the sorted elements of a list, a set, or a sorted set."), sort_keys),
     cmd("SPOP", -2, WRITE | FAST | VALUES, KEY1, crate::set::spop, "set", "Returns one or more random members from a set after removing them."),
     cmd("SRANDMEMBER", -2, READONLY | VALUES, KEY1, crate::set::srandmember, "set", "Get one or multiple random members from a set."),
     cmd("SREM", -3, WRITE | FAST | VALUES, KEY1, crate::set::srem, "set", "Removes one or more members from a set."),
@@ -321,14 +373,14 @@ pub static TABLE: &[Command] = &[
     cmd("ZADD", -3, WRITE | DENYOOM | FAST | VALUES, KEY1, crate::zset::zadd, "sorted-set", "Adds one or more members to a sorted set, or updates their scores. Creates the key if it doesn't exist."),
     cmd("ZCARD", 2, READONLY | FAST | VALUES, KEY1, crate::zset::zcard, "sorted-set", "Returns the number of members in a sorted set."),
     cmd("ZCOUNT", 4, READONLY | FAST | VALUES, KEY1, crate::zset::zcount, "sorted-set", "Returns the count of members in a sorted set that have scores within a range."),
-    cmd("ZDIFF", -3, READONLY | MOVABLEKEYS, NOKEYS, crate::zset::zdiff, "sorted-set", "Returns the difference between multiple sorted sets."),
-    cmd("ZDIFFSTORE", -4, WRITE | DENYOOM | MOVABLEKEYS, KEY1, crate::zset::zdiffstore, "sorted-set", "Stores the difference of multiple sorted sets in a key."),
+    movable(cmd("ZDIFF", -3, READONLY | MOVABLEKEYS, NOKEYS, crate::zset::zdiff, "sorted-set", "Returns the difference between multiple sorted sets."), numkeys_at_1),
+    movable(cmd("ZDIFFSTORE", -4, WRITE | DENYOOM | MOVABLEKEYS, KEY1, crate::zset::zdiffstore, "sorted-set", "Stores the difference of multiple sorted sets in a key."), store_and_numkeys),
     cmd("ZINCRBY", 4, WRITE | DENYOOM | FAST | VALUES, KEY1, crate::zset::zincrby, "sorted-set", "Increments the score of a member in a sorted set."),
-    cmd("ZINTER", -3, READONLY | MOVABLEKEYS, NOKEYS, crate::zset::zinter, "sorted-set", "Returns the intersect of multiple sorted sets."),
-    cmd("ZINTERCARD", -3, READONLY | MOVABLEKEYS, NOKEYS, crate::zset::zintercard, "sorted-set", "Returns the number of members of the intersect of multiple sorted sets."),
-    cmd("ZINTERSTORE", -4, WRITE | DENYOOM | MOVABLEKEYS, KEY1, crate::zset::zinterstore, "sorted-set", "Stores the intersect of multiple sorted sets in a key."),
+    movable(cmd("ZINTER", -3, READONLY | MOVABLEKEYS, NOKEYS, crate::zset::zinter, "sorted-set", "Returns the intersect of multiple sorted sets."), numkeys_at_1),
+    movable(cmd("ZINTERCARD", -3, READONLY | MOVABLEKEYS, NOKEYS, crate::zset::zintercard, "sorted-set", "Returns the number of members of the intersect of multiple sorted sets."), numkeys_at_1),
+    movable(cmd("ZINTERSTORE", -4, WRITE | DENYOOM | MOVABLEKEYS, KEY1, crate::zset::zinterstore, "sorted-set", "Stores the intersect of multiple sorted sets in a key."), store_and_numkeys),
     cmd("ZLEXCOUNT", 4, READONLY | FAST | VALUES, KEY1, crate::zset::zlexcount, "sorted-set", "Returns the number of members in a sorted set within a lexicographical range."),
-    cmd("ZMPOP", -4, WRITE | MOVABLEKEYS, NOKEYS, crate::zset::zmpop, "sorted-set", "Returns the highest- or lowest-scoring members from one or more sorted sets after removing them. Deletes the sorted set if the last member was popped."),
+    movable(cmd("ZMPOP", -4, WRITE | MOVABLEKEYS, NOKEYS, crate::zset::zmpop, "sorted-set", "Returns the highest- or lowest-scoring members from one or more sorted sets after removing them. Deletes the sorted set if the last member was popped."), numkeys_at_1),
     cmd("ZMSCORE", -3, READONLY | FAST | VALUES, KEY1, crate::zset::zmscore, "sorted-set", "Returns the score of one or more members in a sorted set."),
     cmd("ZPOPMAX", -2, WRITE | FAST | VALUES, KEY1, crate::zset::zpopmax, "sorted-set", "Returns the highest-scoring members from a sorted set after removing them."),
     cmd("ZPOPMIN", -2, WRITE | FAST | VALUES, KEY1, crate::zset::zpopmin, "sorted-set", "Returns the lowest-scoring members from a sorted set after removing them."),
@@ -348,8 +400,8 @@ pub static TABLE: &[Command] = &[
     cmd("ZREVRANK", 3, READONLY | FAST | VALUES, KEY1, crate::zset::zrevrank, "sorted-set", "Returns the index of a member in a sorted set ordered by descending scores."),
     cmd("ZSCAN", -3, READONLY | VALUES, KEY1, crate::zset::zscan, "sorted-set", "Iterates over members and scores of a sorted set."),
     cmd("ZSCORE", 3, READONLY | FAST | VALUES, KEY1, crate::zset::zscore, "sorted-set", "Returns the score of a member in a sorted set."),
-    cmd("ZUNION", -3, READONLY | MOVABLEKEYS, NOKEYS, crate::zset::zunion, "sorted-set", "Returns the union of multiple sorted sets."),
-    cmd("ZUNIONSTORE", -4, WRITE | DENYOOM | MOVABLEKEYS, KEY1, crate::zset::zunionstore, "sorted-set", "Stores the union of multiple sorted sets in a key."),
+    movable(cmd("ZUNION", -3, READONLY | MOVABLEKEYS, NOKEYS, crate::zset::zunion, "sorted-set", "Returns the union of multiple sorted sets."), numkeys_at_1),
+    movable(cmd("ZUNIONSTORE", -4, WRITE | DENYOOM | MOVABLEKEYS, KEY1, crate::zset::zunionstore, "sorted-set", "Stores the union of multiple sorted sets in a key."), store_and_numkeys),
 ];
 
 /// ASCII case-insensitive order of `given` against an upper-case table name.
@@ -558,6 +610,7 @@ pub fn command_reply(out: &mut Vec<u8>, proto: u8, sub: &[&[u8]]) {
             let keys: Vec<usize> = match c.keys_fn {
                 None => c.key_positions(rest.len()).collect(),
                 Some(f) => match f(rest) {
+                    // Scripts may name no keys: Redis answers an empty list for them.
                     Some(k) => k,
                     None => {
                         reply::error(out, "ERR Invalid arguments specified for command");
@@ -565,7 +618,7 @@ pub fn command_reply(out: &mut Vec<u8>, proto: u8, sub: &[&[u8]]) {
                     }
                 },
             };
-            if keys.is_empty() {
+            if keys.is_empty() && c.keys_fn.is_none() {
                 reply::error(out, "ERR The command has no key arguments");
                 return;
             }
@@ -614,6 +667,51 @@ mod tests {
             assert!(std::ptr::eq(lookup(c.name.as_bytes()).unwrap(), c));
             let lower = c.name.to_ascii_lowercase();
             assert!(std::ptr::eq(lookup(lower.as_bytes()).unwrap(), c));
+        }
+    }
+
+    fn getkeys(line: &str) -> String {
+        let args: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();
+        let mut out = Vec::new();
+        command_reply(&mut out, 2, &args);
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn getkeys_follows_key_counts_and_store_options() {
+        let many: Vec<String> = (1..=260).map(|i| format!("k{i}")).collect();
+        let r = getkeys(&format!("GETKEYS ZUNIONSTORE t 260 {}", many.join(" ")));
+        assert!(r.starts_with("*261\r\n$1\r\nt\r\n$2\r\nk1\r\n"), "{r}");
+        assert!(r.ends_with("$4\r\nk260\r\n"));
+        assert_eq!(getkeys("GETKEYS EVAL s 1 key arg"), "*1\r\n$3\r\nkey\r\n");
+        assert_eq!(getkeys("GETKEYS EVAL s 0"), "*0\r\n");
+        assert_eq!(
+            getkeys("GETKEYS ZUNIONSTORE t 3 a b"),
+            "-ERR Invalid arguments specified for command\r\n"
+        );
+        assert_eq!(
+            getkeys("GETKEYS ZINTERCARD 2 a b LIMIT 1"),
+            "*2\r\n$1\r\na\r\n$1\r\nb\r\n"
+        );
+        assert_eq!(getkeys("GETKEYS BLMPOP 0 1 l LEFT"), "*1\r\n$1\r\nl\r\n");
+        assert_eq!(
+            getkeys("GETKEYS SORT s BY w STORE d"),
+            "*2\r\n$1\r\ns\r\n$1\r\nd\r\n"
+        );
+        assert_eq!(getkeys("GETKEYS MEMORY USAGE k"), "*1\r\n$1\r\nk\r\n");
+        assert_eq!(
+            getkeys("GETKEYS GEORADIUS g 1 2 3 km STOREDIST d"),
+            "*2\r\n$1\r\ng\r\n$1\r\nd\r\n"
+        );
+        assert_eq!(
+            getkeys("GETKEYS GEORADIUS_RO g 1 2 3 km"),
+            "*1\r\n$1\r\ng\r\n"
+        );
+        // Every command with movable keys says where they are.
+        for c in TABLE {
+            if c.has(MOVABLEKEYS) {
+                assert!(c.keys_fn.is_some(), "{}", c.name);
+            }
         }
     }
 
