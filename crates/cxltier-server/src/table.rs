@@ -404,6 +404,49 @@ pub static TABLE: &[Command] = &[
     movable(cmd("ZUNIONSTORE", -4, WRITE | DENYOOM | MOVABLEKEYS, KEY1, crate::zset::zunionstore, "sorted-set", "Stores the union of multiple sorted sets in a key."), store_and_numkeys),
 ];
 
+/// The subcommands of the container commands, as `COMMAND LIST` names them (`config|get`):
+/// those each handler serves (SCRIPT's and FUNCTION's, like EVAL, answer that scripting is not
+/// supported).
+pub static SUBCOMMANDS: &[(&str, &[&str])] = &[
+    (
+        "CLIENT",
+        &[
+            "getname", "help", "id", "info", "kill", "list", "no-evict", "reply", "setinfo",
+            "setname", "unblock",
+        ],
+    ),
+    ("COMMAND", &["count", "docs", "getkeys", "info", "list"]),
+    ("CONFIG", &["get", "resetstat", "rewrite", "set"]),
+    (
+        "FUNCTION",
+        &[
+            "delete", "dump", "flush", "help", "kill", "list", "load", "restore", "stats",
+        ],
+    ),
+    ("MEMORY", &["usage"]),
+    (
+        "OBJECT",
+        &["encoding", "freq", "help", "idletime", "refcount", "tier"],
+    ),
+    ("PUBSUB", &["channels", "help", "numpat", "numsub"]),
+    (
+        "SCRIPT",
+        &["debug", "exists", "flush", "help", "kill", "load"],
+    ),
+];
+
+/// The names `COMMAND LIST` gives a command: its own, then `name|sub` for each subcommand.
+fn list_names(c: &Command) -> Vec<String> {
+    let name = c.name.to_ascii_lowercase();
+    let subs = SUBCOMMANDS
+        .iter()
+        .find(|(parent, _)| *parent == c.name)
+        .map_or(&[][..], |(_, subs)| *subs);
+    let mut names = vec![name.clone()];
+    names.extend(subs.iter().map(|s| format!("{name}|{s}")));
+    names
+}
+
 /// ASCII case-insensitive order of `given` against an upper-case table name.
 fn cmp_upper(given: &[u8], name: &str) -> Ordering {
     let name = name.as_bytes();
@@ -580,18 +623,18 @@ pub fn command_reply(out: &mut Vec<u8>, proto: u8, sub: &[&[u8]]) {
                     return;
                 }
             };
+            // A subcommand is in its parent's categories.
             let names: Vec<String> = TABLE
                 .iter()
-                .filter(|c| match pattern {
+                .flat_map(|c| list_names(c).into_iter().map(move |n| (c, n)))
+                .filter(|(c, n)| match pattern {
                     None => true,
-                    Some(Ok(p)) => {
-                        crate::glob::matches(p, c.name.to_ascii_lowercase().as_bytes(), true)
-                    }
+                    Some(Ok(p)) => crate::glob::matches(p, n.as_bytes(), true),
                     Some(Err(cat)) => categories(c)
                         .iter()
                         .any(|k| k.as_bytes()[1..].eq_ignore_ascii_case(cat)),
                 })
-                .map(|c| c.name.to_ascii_lowercase())
+                .map(|(_, n)| n)
                 .collect();
             reply::array(out, names.len());
             for n in names {
@@ -712,6 +755,26 @@ mod tests {
             if c.has(MOVABLEKEYS) {
                 assert!(c.keys_fn.is_some(), "{}", c.name);
             }
+        }
+    }
+
+    #[test]
+    fn command_list_names_subcommands() {
+        let list = |line: &str| getkeys(line);
+        let all = list("LIST");
+        assert!(all.contains("$3\r\nset\r\n") && all.contains("$11\r\nclient|list\r\n"));
+        let scripting = list("LIST FILTERBY ACLCAT scripting");
+        assert!(scripting.contains("$4\r\neval\r\n"));
+        assert!(scripting.contains("$11\r\nscript|kill\r\n"));
+        assert!(!scripting.contains("$3\r\nset\r\n"));
+        assert_eq!(
+            list("LIST FILTERBY PATTERN config|*re*"),
+            "*2\r\n$16\r\nconfig|resetstat\r\n$14\r\nconfig|rewrite\r\n"
+        );
+        assert_eq!(list("LIST FILTERBY PATTERN set"), "*1\r\n$3\r\nset\r\n");
+        // Every container listed is a command of the table.
+        for (parent, _) in SUBCOMMANDS {
+            assert!(lookup(parent.as_bytes()).is_some(), "{parent}");
         }
     }
 
