@@ -244,7 +244,7 @@ pub static TABLE: &[Command] = &[
     cmd("EXISTS", -2, READONLY | FAST, ALLKEYS, c::exists, "generic", "Determines whether one or more keys exist."),
     cmd("EXPIRE", -3, WRITE | FAST | VALUES, KEY1, c::expire, "generic", "Sets the expiration time of a key in seconds."),
     cmd("EXPIREAT", -3, WRITE | FAST | VALUES, KEY1, c::expireat, "generic", "Sets the expiration time of a key to a Unix timestamp."),
-    cmd("EXPIRETIME", 2, READONLY | FAST | VALUES, KEY1, k::expiretime, "generic", "Returns the expiration time of a key as a Unix timestamp."),
+    cmd("EXPIRETIME", 2, READONLY | FAST, KEY1, k::expiretime, "generic", "Returns the expiration time of a key as a Unix timestamp."),
     movable(cmd("FCALL", -3, NOSCRIPT | MOVABLEKEYS, NOKEYS, c::no_scripting, "scripting", "Not supported: scripting is not (says so)."), script_keys),
     movable(cmd("FCALL_RO", -3, NOSCRIPT | READONLY | MOVABLEKEYS, NOKEYS, c::no_scripting, "scripting", "Not supported: scripting is not (says so)."), script_keys),
     cmd("FLUSHALL", -1, WRITE, NOKEYS, c::flushall, "server", "Removes all keys from all databases."),
@@ -311,11 +311,11 @@ pub static TABLE: &[Command] = &[
     cmd("PERSIST", 2, WRITE | FAST | VALUES, KEY1, c::persist, "generic", "Removes the expiration time of a key."),
     cmd("PEXPIRE", -3, WRITE | FAST | VALUES, KEY1, c::pexpire, "generic", "Sets the expiration time of a key in milliseconds."),
     cmd("PEXPIREAT", -3, WRITE | FAST | VALUES, KEY1, c::pexpireat, "generic", "Sets the expiration time of a key to a Unix milliseconds timestamp."),
-    cmd("PEXPIRETIME", 2, READONLY | FAST | VALUES, KEY1, k::pexpiretime, "generic", "Returns the expiration time of a key as a Unix milliseconds timestamp."),
+    cmd("PEXPIRETIME", 2, READONLY | FAST, KEY1, k::pexpiretime, "generic", "Returns the expiration time of a key as a Unix milliseconds timestamp."),
     cmd("PING", -1, FAST, NOKEYS, c::ping, "connection", "Returns the server's liveliness response."),
     cmd("PSETEX", 4, WRITE | DENYOOM, KEY1, c::psetex, "string", "Sets both string value and expiration time in milliseconds of a key."),
     cmd("PSUBSCRIBE", -2, PUBSUB | NOSCRIPT | LOADING | STALE, NOKEYS, crate::pubsub::psubscribe, "pubsub", "Listens for messages published to channels that match one or more patterns."),
-    cmd("PTTL", 2, READONLY | FAST | VALUES, KEY1, c::pttl, "generic", "Returns the expiration time in milliseconds of a key."),
+    cmd("PTTL", 2, READONLY | FAST, KEY1, c::pttl, "generic", "Returns the expiration time in milliseconds of a key."),
     cmd("PUBLISH", 3, PUBSUB | LOADING | STALE | FAST, NOKEYS, crate::pubsub::publish, "pubsub", "Posts a message to a channel."),
     cmd("PUBSUB", -2, LOADING | STALE, NOKEYS, crate::pubsub::pubsub, "pubsub", "CHANNELS, NUMSUB, NUMPAT."),
     cmd("PUNSUBSCRIBE", -1, PUBSUB | NOSCRIPT | LOADING | STALE, NOKEYS, crate::pubsub::punsubscribe, "pubsub", "Stops listening to messages published to channels that match one or more patterns."),
@@ -363,7 +363,7 @@ pub static TABLE: &[Command] = &[
     cmd("SUNIONSTORE", -3, WRITE | DENYOOM | VALUES, ALLKEYS, crate::set::sunionstore, "set", "Stores the union of multiple sets in a key."),
     cmd("TIME", 1, LOADING | STALE | FAST, NOKEYS, c::time, "server", "Returns the server time."),
     cmd("TOUCH", -2, READONLY | FAST, ALLKEYS, k::touch, "generic", "Returns the number of existing keys out of those specified after updating the time they were last accessed."),
-    cmd("TTL", 2, READONLY | FAST | VALUES, KEY1, c::ttl, "generic", "Returns the expiration time in seconds of a key."),
+    cmd("TTL", 2, READONLY | FAST, KEY1, c::ttl, "generic", "Returns the expiration time in seconds of a key."),
     cmd("TYPE", 2, READONLY | FAST | VALUES, KEY1, c::type_, "generic", "Determines the type of value stored at a key."),
     cmd("UNLINK", -2, WRITE | FAST, ALLKEYS, c::del, "generic", "Asynchronously deletes one or more keys."),
     cmd("UNSUBSCRIBE", -1, PUBSUB | NOSCRIPT | LOADING | STALE, NOKEYS, crate::pubsub::unsubscribe, "pubsub", "Stops listening to messages posted to channels."),
@@ -796,6 +796,9 @@ mod tests {
         // Commands that read no values, wrong arities and unknown commands begin no reads.
         assert!(read_keys(&["EXISTS", "a"]).is_empty());
         assert!(read_keys(&["DEL", "a"]).is_empty());
+        // TTL and EXPIRETIME answer from the index: no value to read.
+        assert!(read_keys(&["TTL", "a"]).is_empty());
+        assert!(read_keys(&["PEXPIRETIME", "a"]).is_empty());
         assert!(read_keys(&["MSET", "a", "1"]).is_empty());
         assert!(read_keys(&["GET"]).is_empty());
         assert!(read_keys(&["GET", "a", "b"]).is_empty());
