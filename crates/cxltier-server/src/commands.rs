@@ -190,6 +190,16 @@ impl ServerInfo {
         }
     }
 
+    /// A write to a key outside the command's key positions in the table (GEORADIUS's STORE
+    /// key): as for those, its watchers' transactions fail and a client blocked on it looks
+    /// again once the command is done.
+    pub(crate) fn wrote_key(&mut self, key: &[u8]) {
+        if !self.blocked.is_empty() {
+            self.ready.push(key.to_vec());
+        }
+        self.touch(key);
+    }
+
     /// Forget `session`'s watched keys (UNWATCH, EXEC, DISCARD, RESET, and when it closes).
     pub fn unwatch(&mut self, session: &mut Session) {
         for (key, _) in session.watched.drain(..) {

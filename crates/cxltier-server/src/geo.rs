@@ -882,6 +882,7 @@ fn search_parsed(
                 let existed = ctx.store.delete(dst)?;
                 reply::int(ctx.out, 0);
                 if existed {
+                    wrote_store_key(ctx, v, dst);
                     Effect::Wrote
                 } else {
                     Effect::Read
@@ -953,10 +954,19 @@ fn search_parsed(
     }
     reply::int(ctx.out, found.len() as i64);
     Ok(Ok(if existed || !found.is_empty() {
+        wrote_store_key(ctx, v, dst);
         Effect::Wrote
     } else {
         Effect::Read
     }))
+}
+
+/// GEORADIUS's STORE key is not among the table's key positions (it moves): its watchers and
+/// blocked clients are told here. GEOSEARCHSTORE's destination is a key position.
+fn wrote_store_key(ctx: &mut Ctx<'_>, v: Variant, dst: &[u8]) {
+    if v != Variant::SearchStore {
+        ctx.info.wrote_key(dst);
+    }
 }
 
 pub(crate) fn georadius(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
@@ -1173,6 +1183,21 @@ mod tests {
             db.cmd("GEOADD s 1 1 a"),
             "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"
         );
+        // A STORE key is a write: it fails a transaction watching it and feeds a client
+        // blocked on it, as any written key does.
+        db.cmd("WATCH dst");
+        assert_eq!(db.cmd("GEORADIUS Sicily 15 37 200 km STORE dst"), ":2\r\n");
+        db.cmd("MULTI");
+        db.cmd("PING");
+        assert_eq!(db.cmd("EXEC"), "*-1\r\n");
+        db.cmd("WATCH dst");
+        assert_eq!(
+            db.cmd("GEORADIUSBYMEMBER Sicily Palermo 1 m STOREDIST dst"),
+            ":1\r\n"
+        );
+        db.cmd("MULTI");
+        db.cmd("PING");
+        assert_eq!(db.cmd("EXEC"), "*-1\r\n");
         assert_eq!(
             radius_keys(
                 &[b"GEORADIUS", b"k", b"1", b"1", b"1", b"km", b"STORE", b"d"],
