@@ -289,6 +289,7 @@ pub static TABLE: &[Command] = &[
     cmd("INFO", -1, LOADING | STALE, NOKEYS, c::info, "server", "Returns information and statistics about the server."),
     cmd("KEYS", 2, READONLY, NOKEYS, k::keys, "generic", "Returns all key names that match a pattern."),
     cmd("LASTSAVE", 1, LOADING | STALE | FAST, NOKEYS, c::lastsave, "server", "Returns the Unix timestamp of the last SAVE or BGSAVE (the start before any)."),
+    cmd("LCS", -3, READONLY | VALUES, (1, 2, 1), s::lcs, "string", "Finds the longest common substring."),
     cmd("LINDEX", 3, READONLY | VALUES, KEY1, crate::list::lindex, "list", "Returns an element from a list by its index."),
     cmd("LINSERT", 5, WRITE | DENYOOM | VALUES, KEY1, crate::list::linsert, "list", "Inserts an element before or after another element in a list."),
     cmd("LLEN", 2, READONLY | FAST | VALUES, KEY1, crate::list::llen, "list", "Returns the length of a list."),
@@ -524,6 +525,31 @@ fn categories(c: &Command) -> Vec<&'static str> {
         "connection" => "@connection",
         _ => "@admin",
     });
+    // Redis lists them in the order of its category table (ACLCommandCategories).
+    const ORDER: &[&str] = &[
+        "@keyspace",
+        "@read",
+        "@write",
+        "@set",
+        "@sortedset",
+        "@list",
+        "@hash",
+        "@string",
+        "@bitmap",
+        "@hyperloglog",
+        "@geo",
+        "@stream",
+        "@pubsub",
+        "@admin",
+        "@fast",
+        "@slow",
+        "@blocking",
+        "@dangerous",
+        "@connection",
+        "@transaction",
+        "@scripting",
+    ];
+    cats.sort_by_key(|c| ORDER.iter().position(|o| o == c));
     cats.dedup();
     cats
 }
@@ -756,6 +782,26 @@ mod tests {
                 assert!(c.keys_fn.is_some(), "{}", c.name);
             }
         }
+    }
+
+    #[test]
+    fn categories_come_in_redis_s_order() {
+        assert_eq!(
+            categories(lookup(b"GET").unwrap()),
+            ["@read", "@string", "@fast"]
+        );
+        assert_eq!(
+            categories(lookup(b"GEORADIUS").unwrap()),
+            ["@write", "@geo", "@slow"]
+        );
+        assert_eq!(
+            categories(lookup(b"BLPOP").unwrap()),
+            ["@write", "@list", "@slow", "@blocking"]
+        );
+        assert_eq!(
+            categories(lookup(b"CONFIG").unwrap()),
+            ["@admin", "@slow", "@dangerous"]
+        );
     }
 
     #[test]
