@@ -6,6 +6,8 @@
 //! (src/geohash.c, geohash_helper.c, geo.c) operation for operation, so positions, hashes and
 //! distances print the same digits.
 
+use std::cmp::Ordering;
+
 use cxltier_store::{ScoreBound, StoreError, ZAddFlags};
 
 use crate::commands::{Ctx, Effect};
@@ -479,6 +481,116 @@ fn members_within(
     Ok(found)
 }
 
+/// Redis's `pqsort` (src/pqsort.c, a BSD quicksort): sorts `v` enough that positions
+/// `lo..=hi` hold what a full sort would put there, skipping the parts outside them. The parts
+/// left to sort are kept on a stack rather than recursed into (they are disjoint, so the order
+/// of working on them changes nothing).
+fn pqsort<T>(v: &mut [T], cmp: impl Fn(&T, &T) -> Ordering, lo: usize, hi: usize) {
+    let med3 = |v: &[T], a: usize, b: usize, c: usize| {
+        if cmp(&v[a], &v[b]) == Ordering::Less {
+            if cmp(&v[b], &v[c]) == Ordering::Less {
+                b
+            } else if cmp(&v[a], &v[c]) == Ordering::Less {
+                c
+            } else {
+                a
+            }
+        } else if cmp(&v[b], &v[c]) == Ordering::Greater {
+            b
+        } else if cmp(&v[a], &v[c]) == Ordering::Less {
+            a
+        } else {
+            c
+        }
+    };
+    let vecswap = |v: &mut [T], a: usize, b: usize, n: usize| {
+        for i in 0..n {
+            v.swap(a + i, b + i);
+        }
+    };
+    // Whether a part `[start, start + len)` holds none of `lo..=hi`.
+    let outside = |start: usize, len: usize| {
+        let end = start + len - 1;
+        (lo < start && hi < start) || (lo > end && hi > end)
+    };
+    let mut parts = vec![(0, v.len())];
+    while let Some((mut a, mut n)) = parts.pop() {
+        loop {
+            if n < 7 {
+                for pm in a + 1..a + n {
+                    let mut pl = pm;
+                    while pl > a && cmp(&v[pl - 1], &v[pl]) == Ordering::Greater {
+                        v.swap(pl, pl - 1);
+                        pl -= 1;
+                    }
+                }
+                break;
+            }
+            let mut pm = a + n / 2;
+            if n > 7 {
+                let mut pl = a;
+                let mut pn = a + n - 1;
+                if n > 40 {
+                    let d = n / 8;
+                    pl = med3(v, pl, pl + d, pl + 2 * d);
+                    pm = med3(v, pm - d, pm, pm + d);
+                    pn = med3(v, pn - 2 * d, pn - d, pn);
+                }
+                pm = med3(v, pl, pm, pn);
+            }
+            v.swap(a, pm);
+            let (mut pa, mut pb) = (a + 1, a + 1);
+            let (mut pc, mut pd) = (a + n - 1, a + n - 1);
+            loop {
+                while pb <= pc {
+                    match cmp(&v[pb], &v[a]) {
+                        Ordering::Greater => break,
+                        Ordering::Equal => {
+                            v.swap(pa, pb);
+                            pa += 1;
+                        }
+                        Ordering::Less => {}
+                    }
+                    pb += 1;
+                }
+                while pb <= pc {
+                    match cmp(&v[pc], &v[a]) {
+                        Ordering::Less => break,
+                        Ordering::Equal => {
+                            v.swap(pc, pd);
+                            pd -= 1;
+                        }
+                        Ordering::Greater => {}
+                    }
+                    pc -= 1;
+                }
+                if pb > pc {
+                    break;
+                }
+                v.swap(pb, pc);
+                pb += 1;
+                pc -= 1;
+            }
+            let pn = a + n;
+            let r = (pa - a).min(pb - pa);
+            vecswap(v, a, pb - r, r);
+            let r = (pd - pc).min(pn - pd - 1);
+            vecswap(v, pb, pn - r, r);
+            let left = pb - pa;
+            if left > 1 && !outside(a, left) {
+                parts.push((a, left));
+            }
+            let right = pd - pc;
+            if right > 1 && !outside(pn - right, right) {
+                a = pn - right;
+                n = right;
+                continue;
+            }
+            break;
+        }
+    }
+}
+
 /// A float as Redis's `getDoubleFromObject` reads one: all of the text, no leading space, no
 /// NaN, and no overflow or underflow to zero of a finite number.
 fn float_arg(b: &[u8]) -> Option<f64> {
@@ -905,14 +1017,28 @@ fn search_parsed(
         to_meters,
     };
     let mut found = members_within(ctx, src, &search, any.then_some(count))?;
-    match order {
-        Order::None => {}
-        Order::Asc => found.sort_by(|a, b| a.dist.total_cmp(&b.dist)),
-        Order::Desc => found.sort_by(|a, b| b.dist.total_cmp(&a.dist)),
+    // Redis sorts with qsort (glibc's: a merge sort, stable) when every match is returned, and
+    // with its pqsort, a quicksort that sorts only the part holding the first COUNT, otherwise:
+    // equal distances come out in the order each leaves them.
+    let by_dist = |a: &Found, b: &Found| match order {
+        Order::Desc => b.dist.total_cmp(&a.dist),
+        _ => a.dist.total_cmp(&b.dist),
+    };
+    let returned = if count != 0 {
+        found
+            .len()
+            .min(usize::try_from(count).unwrap_or(usize::MAX))
+    } else {
+        found.len()
+    };
+    if order != Order::None {
+        if returned == found.len() {
+            found.sort_by(by_dist);
+        } else {
+            pqsort(&mut found, by_dist, 0, returned - 1);
+        }
     }
-    if count != 0 {
-        found.truncate(count as usize);
-    }
+    found.truncate(returned);
     for f in &mut found {
         f.dist /= to_meters;
     }
@@ -1113,6 +1239,32 @@ mod tests {
         assert_eq!(human(2.0), "2");
         assert_eq!(human(-0.0), "0");
         assert_eq!(human(-1.25), "-1.25");
+    }
+
+    #[test]
+    fn pqsort_puts_the_asked_positions_in_place() {
+        let mut seed = 12345u64;
+        for len in [0usize, 1, 6, 7, 8, 40, 41, 200, 1000] {
+            let v: Vec<u32> = (0..len)
+                .map(|_| {
+                    seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
+                    (seed >> 40) as u32 % 50
+                })
+                .collect();
+            let mut sorted = v.clone();
+            sorted.sort();
+            for hi in [0, 1, 5, len / 2, len.saturating_sub(1)] {
+                if hi >= len {
+                    continue;
+                }
+                let mut p = v.clone();
+                pqsort(&mut p, |a, b| a.cmp(b), 0, hi);
+                assert_eq!(p[..=hi], sorted[..=hi], "len {len} hi {hi}");
+                let mut q = p.clone();
+                q.sort();
+                assert_eq!(q, sorted, "a permutation");
+            }
+        }
     }
 
     #[test]

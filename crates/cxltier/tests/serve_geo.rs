@@ -329,7 +329,37 @@ fn random_searches_find_what_redis_server_finds() {
             script.push_str(&format!(
                 "GEORADIUSBYMEMBER pts m{cluster}-7 {r:.3} km WITHDIST WITHCOORD\n"
             ));
+            let n = 1 + (next() * 40.0) as u32;
+            script.push_str(&format!(
+                "GEOSEARCH pts FROMLONLAT {lon:.5} {lat:.5} BYRADIUS {r:.3} km COUNT {n} DESC\n"
+            ));
         }
+    }
+    compare(&script);
+}
+
+/// Members at the same place are at equal distances: with COUNT, Redis's partial quicksort
+/// (pqsort) decides their order, and a full sort (glibc's stable qsort) when all are returned.
+#[test]
+fn count_orders_equal_distances_as_redis_server_does() {
+    let mut script = String::from("GEOADD t");
+    for i in 0..90 {
+        let (x, y) = [(1.0, 1.0), (2.0, 2.0), (0.5, 0.5)][i % 3];
+        script.push_str(&format!(" {x} {y} m{i}"));
+    }
+    script.push('\n');
+    for count in [1, 5, 10, 25, 31, 44, 60, 89, 90, 100] {
+        for order in ["ASC", "DESC"] {
+            script.push_str(&format!(
+                "GEOSEARCH t FROMLONLAT 0 0 BYRADIUS 500 km COUNT {count} {order}\n"
+            ));
+            script.push_str(&format!(
+                "GEORADIUS t 0 0 500 km COUNT {count} {order} WITHDIST\n"
+            ));
+        }
+        script.push_str(&format!(
+            "GEOSEARCH t FROMLONLAT 0 0 BYRADIUS 500 km COUNT {count}\n"
+        ));
     }
     compare(&script);
 }
