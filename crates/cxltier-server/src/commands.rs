@@ -1763,6 +1763,12 @@ pub(crate) fn bgrewriteaof(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> Result<Effect,
     Ok(Effect::Read)
 }
 
+/// CLUSTER: cxltier serve is a standalone server, and Redis without cluster support answers
+/// every CLUSTER subcommand (HELP included) with this error, which clients test for.
+pub(crate) fn cluster(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> Result<Effect, StoreError> {
+    fail(ctx, "ERR This instance has cluster support disabled")
+}
+
 pub(crate) fn debug(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
     fail(
         ctx,

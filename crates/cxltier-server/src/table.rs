@@ -225,6 +225,7 @@ pub static TABLE: &[Command] = &[
     cmd("BZPOPMAX", -3, WRITE | NOSCRIPT | FAST | BLOCKING | VALUES, (1, -2, 1), crate::zset::bzpopmax, "sorted-set", "Removes and returns the member with the highest score from one or more sorted sets. Blocks until a member available otherwise. Deletes the sorted set if the last element was popped."),
     cmd("BZPOPMIN", -3, WRITE | NOSCRIPT | FAST | BLOCKING | VALUES, (1, -2, 1), crate::zset::bzpopmin, "sorted-set", "Removes and returns the member with the lowest score from one or more sorted sets. Blocks until a member is available otherwise. Deletes the sorted set if the last element was popped."),
     cmd("CLIENT", -2, NOSCRIPT | LOADING | STALE, NOKEYS, c::client, "connection", "A container for client connection commands."),
+    cmd("CLUSTER", -2, 0, NOKEYS, c::cluster, "cluster", "Answers as Redis without cluster support: cxltier serve is a standalone server."),
     cmd("COMMAND", -1, LOADING | STALE, NOKEYS, c::command, "server", "Returns detailed information about all commands."),
     cmd("CONFIG", -2, ADMIN | NOSCRIPT | LOADING | STALE, NOKEYS, crate::config::config, "server", "A container for server configuration commands."),
     cmd("COPY", -3, WRITE | DENYOOM | VALUES, (1, 2, 1), k::copy, "generic", "Copies the value of a key to a new key."),
@@ -416,6 +417,39 @@ pub static SUBCOMMANDS: &[(&str, &[&str])] = &[
             "setname", "unblock",
         ],
     ),
+    // A standalone server: each answers that cluster support is disabled, as Redis's does.
+    (
+        "CLUSTER",
+        &[
+            "addslots",
+            "addslotsrange",
+            "bumpepoch",
+            "count-failure-reports",
+            "countkeysinslot",
+            "delslots",
+            "delslotsrange",
+            "failover",
+            "flushslots",
+            "forget",
+            "getkeysinslot",
+            "help",
+            "info",
+            "keyslot",
+            "links",
+            "meet",
+            "myid",
+            "nodes",
+            "replicas",
+            "replicate",
+            "reset",
+            "saveconfig",
+            "set-config-epoch",
+            "setslot",
+            "shards",
+            "slaves",
+            "slots",
+        ],
+    ),
     ("COMMAND", &["count", "docs", "getkeys", "info", "list"]),
     ("CONFIG", &["get", "resetstat", "rewrite", "set"]),
     (
@@ -511,6 +545,8 @@ fn categories(c: &Command) -> Vec<&'static str> {
     }
     cats.push(if c.has(FAST) { "@fast" } else { "@slow" });
     cats.push(match c.group {
+        // Redis puts CLUSTER in no group category.
+        "cluster" => "@slow",
         "generic" => "@keyspace",
         "string" => "@string",
         "hash" => "@hash",
@@ -818,6 +854,10 @@ mod tests {
             "*2\r\n$16\r\nconfig|resetstat\r\n$14\r\nconfig|rewrite\r\n"
         );
         assert_eq!(list("LIST FILTERBY PATTERN set"), "*1\r\n$3\r\nset\r\n");
+        let help = list("LIST FILTERBY PATTERN cl*help");
+        assert!(
+            help.contains("$11\r\nclient|help\r\n") && help.contains("$12\r\ncluster|help\r\n")
+        );
         // Every container listed is a command of the table.
         for (parent, _) in SUBCOMMANDS {
             assert!(lookup(parent.as_bytes()).is_some(), "{parent}");
