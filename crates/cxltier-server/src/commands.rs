@@ -190,6 +190,16 @@ impl ServerInfo {
         }
     }
 
+    /// A write to a key outside the command's key positions in the table (GEORADIUS's STORE
+    /// key): as for those, its watchers' transactions fail and a client blocked on it looks
+    /// again once the command is done.
+    pub(crate) fn wrote_key(&mut self, key: &[u8]) {
+        if !self.blocked.is_empty() {
+            self.ready.push(key.to_vec());
+        }
+        self.touch(key);
+    }
+
     /// Forget `session`'s watched keys (UNWATCH, EXEC, DISCARD, RESET, and when it closes).
     pub fn unwatch(&mut self, session: &mut Session) {
         for (key, _) in session.watched.drain(..) {
@@ -689,9 +699,14 @@ pub(crate) fn exists(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
 }
 
 pub(crate) fn type_(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
-    let o = ctx.store.get(args[1])?;
-    ctx.info.lookup(o.is_some());
-    let name = o.map_or("none", |o| crate::keyspace::type_name(o.kind));
+    // From the index, without counting an access (Redis's LOOKUP_NOTOUCH), except for a value
+    // kept in pieces, whose root says whether it is a string or a hash.
+    let kind = match ctx.store.key_info(args[1]) {
+        Some(i) if i.kind == Kind::BigString => ctx.store.get(args[1])?.map(|o| o.kind),
+        i => i.map(|i| i.kind),
+    };
+    ctx.info.lookup(kind.is_some());
+    let name = kind.map_or("none", crate::keyspace::type_name);
     reply::simple(ctx.out, name);
     Ok(Effect::Read)
 }
@@ -1192,7 +1207,9 @@ pub(crate) fn persist(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, Store
 }
 
 fn time_to_live(ctx: &mut Ctx<'_>, key: &[u8], seconds: bool) -> Result<Effect, StoreError> {
-    let o = ctx.store.get(key)?;
+    // From the index alone: TTL neither reads the value nor counts an access (Redis's
+    // LOOKUP_NOTOUCH: OBJECT IDLETIME goes on growing).
+    let o = ctx.store.key_info(key);
     ctx.info.lookup(o.is_some());
     match o {
         None => reply::int(ctx.out, -2),
@@ -1705,7 +1722,8 @@ pub(crate) fn object(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
             "FREQ <key>",
             "    Return the access frequency index of the key (LFU policies only).",
             "IDLETIME <key>",
-            "    Return the idle time of the key (cxltier keeps no access time: 0).",
+            "    Return the idle time of the key, that is the approximated number",
+            "    of seconds elapsed since the last access to the key.",
             "TIER <key>",
             "    Return where the value stored at <key> is: dram, cxl or nvme, or mixed for a",
             "    collection whose parts are in more than one tier.",
@@ -1763,7 +1781,10 @@ pub(crate) fn object(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
             None => reply::null(ctx.out, proto),
         },
         b"REFCOUNT" => reply::int(ctx.out, 1),
-        b"IDLETIME" => reply::int(ctx.out, 0),
+        b"IDLETIME" => match ctx.store.key_info(key) {
+            Some(i) => reply::int(ctx.out, i.idle_seconds as i64),
+            None => reply::null(ctx.out, proto),
+        },
         b"FREQ" => {
             return fail(ctx, "ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.")
         }
@@ -1867,6 +1888,12 @@ pub(crate) fn bgrewriteaof(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> Result<Effect,
     // The NVMe log is cleaned segment by segment as it runs: nothing to rewrite.
     reply::simple(ctx.out, "Background append only file rewriting started");
     Ok(Effect::Read)
+}
+
+/// CLUSTER: cxltier serve is a standalone server, and Redis without cluster support answers
+/// every CLUSTER subcommand (HELP included) with this error, which clients test for.
+pub(crate) fn cluster(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> Result<Effect, StoreError> {
+    fail(ctx, "ERR This instance has cluster support disabled")
 }
 
 pub(crate) fn debug(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
@@ -2853,6 +2880,41 @@ mod tests {
             .cmd("CONFIG REWRITE")
             .starts_with("-ERR The server is running without a config file"));
         assert_eq!(db.cmd("CONFIG RESETSTAT"), "+OK\r\n");
+    }
+
+    #[test]
+    fn idle_time_counts_reads_and_writes_not_ttl_type_exists_or_object() {
+        let mut db = Db::new();
+        db.cmd("SET foo bar");
+        db.cmd("ZADD z 1 a");
+        db.cmd("SET bar x");
+        // More than a second: the clock of seconds has ticked at least once.
+        std::thread::sleep(std::time::Duration::from_millis(1100));
+        for c in [
+            "TTL foo",
+            "PTTL foo",
+            "TYPE foo",
+            "EXISTS foo",
+            "EXPIRETIME foo",
+            "OBJECT ENCODING foo",
+            "OBJECT IDLETIME foo",
+            "TYPE z",
+        ] {
+            db.cmd(c);
+        }
+        // At least 1 (more on a machine slow enough to oversleep).
+        for k in ["foo", "z"] {
+            let r = db.cmd(&format!("OBJECT IDLETIME {k}"));
+            let idle: i64 = r.trim_start_matches(':').trim_end().parse().unwrap();
+            assert!(idle >= 1, "{k}: {r}");
+        }
+        db.cmd("GET foo");
+        db.cmd("ZSCORE z a");
+        assert_eq!(db.cmd("TOUCH bar nope"), ":1\r\n");
+        assert_eq!(db.cmd("OBJECT IDLETIME foo"), ":0\r\n");
+        assert_eq!(db.cmd("OBJECT IDLETIME z"), ":0\r\n");
+        assert_eq!(db.cmd("OBJECT IDLETIME bar"), ":0\r\n");
+        assert_eq!(db.cmd("OBJECT IDLETIME nope"), "$-1\r\n");
     }
 
     #[test]

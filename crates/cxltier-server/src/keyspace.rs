@@ -261,13 +261,14 @@ pub(crate) fn copy(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErr
 
 /// TOUCH: how many of the keys exist (repeats counted), without reading their values.
 pub(crate) fn touch(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
-    let n = args[1..].iter().filter(|k| ctx.store.contains(k)).count();
+    let n = args[1..].iter().filter(|k| ctx.store.touch(k)).count();
     reply::int(ctx.out, n as i64);
     Ok(Effect::Read)
 }
 
 fn expire_time(ctx: &mut Ctx<'_>, key: &[u8], seconds: bool) -> Result<Effect, StoreError> {
-    let o = ctx.store.get(key)?;
+    // From the index, without counting an access (Redis's LOOKUP_NOTOUCH).
+    let o = ctx.store.key_info(key);
     let n = match o {
         None => -2,
         Some(o) => match o.expires_at_ms {

@@ -4,6 +4,7 @@
 //! - [`commands`]: Redis semantics of each command over [`cxltier_store::Store`], including
 //!   `SCANRANGE` (the ordered range scan of YCSB workload E) and `INFO tiers`;
 //! - [`config`]: `CONFIG GET|SET|RESETSTAT|REWRITE`, and Redis's encoding knobs, stored;
+//! - [`geo`]: the GEO commands over sorted sets whose scores are 52-bit geohashes;
 //! - [`glob`]: Redis's glob patterns, matched in bounded time (CONFIG GET);
 //! - [`hash`]: how a hash's fields are encoded in one stored value;
 //! - [`keyspace`]: SCAN (cursors kept by the server), KEYS, RANDOMKEY, RENAME, COPY, TOUCH,
@@ -23,6 +24,7 @@
 
 pub mod commands;
 pub mod config;
+pub mod geo;
 pub mod glob;
 pub mod hash;
 pub mod keyspace;

@@ -1,5 +1,5 @@
 //! The string commands beyond GET/SET/INCR: APPEND, GETRANGE, SETRANGE, GETDEL, GETEX, GETSET,
-//! SETNX, MSETNX, STRLEN, INCRBYFLOAT and the bit operations, answered (errors included, word
+//! SETNX, MSETNX, STRLEN, INCRBYFLOAT, LCS and the bit operations, answered (errors included, word
 //! for word) as Redis 7.0 answers them.
 
 use cxltier_store::{Kind, StoreError};
@@ -456,9 +456,176 @@ pub(crate) fn bitpos(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
     Ok(Effect::Read)
 }
 
+/// `LCS key1 key2 [LEN] [IDX] [MINMATCHLEN len] [WITHMATCHLEN]`: the longest common
+/// subsequence of two strings, Redis 7.0's dynamic programming table and its walk back (so ties
+/// resolve as Redis's do). The table is `(len1 + 1) × (len2 + 1)` counts of 4 bytes, refused,
+/// as in Redis, when it would pass `proto-max-bulk-len`.
+pub(crate) fn lcs(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    const NOT_STRINGS: &str = "ERR The specified keys must contain string values";
+    let (a, b) = match (read(ctx, args[1])?, read(ctx, args[2])?) {
+        (Ok(a), Ok(b)) => (
+            a.map(|v| v.0).unwrap_or_default(),
+            b.map(|v| v.0).unwrap_or_default(),
+        ),
+        _ => return fail(ctx, NOT_STRINGS),
+    };
+    let (mut getlen, mut getidx, mut withmatchlen) = (false, false, false);
+    let mut minmatchlen: u64 = 0;
+    let mut j = 3;
+    while j < args.len() {
+        let more = j + 1 < args.len();
+        match args[j].to_ascii_uppercase().as_slice() {
+            b"IDX" => getidx = true,
+            b"LEN" => getlen = true,
+            b"WITHMATCHLEN" => withmatchlen = true,
+            b"MINMATCHLEN" if more => {
+                let Some(n) = parse_i64(args[j + 1]) else {
+                    return fail(ctx, NOT_INT);
+                };
+                minmatchlen = n.max(0) as u64;
+                j += 1;
+            }
+            _ => return fail(ctx, SYNTAX),
+        }
+        j += 1;
+    }
+    if getlen && getidx {
+        return fail(
+            ctx,
+            "ERR If you want both the length and indexes, please just use IDX.",
+        );
+    }
+    if a.len() as u64 >= u32::MAX as u64 - 1 || b.len() as u64 >= u32::MAX as u64 - 1 {
+        return fail(ctx, "ERR String too long for LCS");
+    }
+    let (alen, blen) = (a.len(), b.len());
+    let cells = (alen as u64 + 1) * (blen as u64 + 1);
+    if cells * 4 > ctx.info.proto_max_bulk_len as u64 {
+        return fail(
+            ctx,
+            "ERR Insufficient memory, transient memory for LCS exceeds proto-max-bulk-len",
+        );
+    }
+    let w = blen + 1;
+    let mut t = vec![0u32; cells as usize];
+    for i in 1..=alen {
+        for j in 1..=blen {
+            t[i * w + j] = if a[i - 1] == b[j - 1] {
+                t[(i - 1) * w + j - 1] + 1
+            } else {
+                t[(i - 1) * w + j].max(t[i * w + j - 1])
+            };
+        }
+    }
+    let total = t[alen * w + blen];
+    if getlen {
+        reply::int(ctx.out, total as i64);
+        return Ok(Effect::Read);
+    }
+    // Walk back from the end: the subsequence, and its runs as ranges of both strings
+    // (`alen` as the start: no run open).
+    let mut result = vec![0u8; total as usize];
+    let mut ranges: Vec<(usize, usize, usize, usize)> = Vec::new();
+    let (mut a_start, mut a_end, mut b_start, mut b_end) = (alen, 0, 0, 0);
+    let (mut i, mut j, mut idx) = (alen, blen, total as usize);
+    while i > 0 && j > 0 {
+        let mut emit = false;
+        if a[i - 1] == b[j - 1] {
+            result[idx - 1] = a[i - 1];
+            if a_start == alen {
+                (a_start, a_end, b_start, b_end) = (i - 1, i - 1, j - 1, j - 1);
+            } else if a_start == i && b_start == j {
+                a_start -= 1;
+                b_start -= 1;
+            } else {
+                emit = true;
+            }
+            if a_start == 0 || b_start == 0 {
+                emit = true;
+            }
+            idx -= 1;
+            i -= 1;
+            j -= 1;
+        } else {
+            if t[(i - 1) * w + j] > t[i * w + j - 1] {
+                i -= 1;
+            } else {
+                j -= 1;
+            }
+            if a_start != alen {
+                emit = true;
+            }
+        }
+        if emit {
+            let match_len = a_end.wrapping_sub(a_start).wrapping_add(1);
+            if minmatchlen == 0 || match_len as u64 >= minmatchlen {
+                ranges.push((a_start, a_end, b_start, b_end));
+            }
+            a_start = alen;
+        }
+    }
+    if !getidx {
+        reply::bulk(ctx.out, &result);
+        return Ok(Effect::Read);
+    }
+    reply::map(ctx.out, ctx.session.proto, 2);
+    reply::bulk(ctx.out, b"matches");
+    reply::array(ctx.out, ranges.len());
+    for (a0, a1, b0, b1) in ranges {
+        reply::array(ctx.out, 2 + withmatchlen as usize);
+        reply::array(ctx.out, 2);
+        reply::int(ctx.out, a0 as i64);
+        reply::int(ctx.out, a1 as i64);
+        reply::array(ctx.out, 2);
+        reply::int(ctx.out, b0 as i64);
+        reply::int(ctx.out, b1 as i64);
+        if withmatchlen {
+            reply::int(ctx.out, (a1 - a0 + 1) as i64);
+        }
+    }
+    reply::bulk(ctx.out, b"len");
+    reply::int(ctx.out, total as i64);
+    Ok(Effect::Read)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::list::testdb::Db;
+
+    #[test]
+    fn lcs_answers_as_redis_server() {
+        // Replies recorded from redis-server 7.0.15.
+        let mut db = Db::new();
+        db.info.proto_max_bulk_len = 512 << 20;
+        db.cmd("MSET key1 ohmytext key2 mynewtext");
+        db.cmd("RPUSH l a");
+        assert_eq!(db.cmd("LCS key1 key2"), "$6\r\nmytext\r\n");
+        assert_eq!(db.cmd("LCS key1 key2 LEN"), ":6\r\n");
+        assert_eq!(
+            db.cmd("LCS key1 key2 IDX MINMATCHLEN 4 WITHMATCHLEN"),
+            "*4\r\n$7\r\nmatches\r\n*1\r\n*3\r\n*2\r\n:4\r\n:7\r\n*2\r\n:5\r\n:8\r\n:4\r\n$3\r\nlen\r\n:6\r\n"
+        );
+        assert_eq!(
+            db.cmd("LCS key1 key2 IDX"),
+            "*4\r\n$7\r\nmatches\r\n*2\r\n*2\r\n*2\r\n:4\r\n:7\r\n*2\r\n:5\r\n:8\r\n*2\r\n*2\r\n:2\r\n:3\r\n*2\r\n:0\r\n:1\r\n$3\r\nlen\r\n:6\r\n"
+        );
+        assert_eq!(db.cmd("LCS key1 nokey"), "$0\r\n\r\n");
+        assert_eq!(
+            db.cmd("LCS key1 l"),
+            "-ERR The specified keys must contain string values\r\n"
+        );
+        assert_eq!(
+            db.cmd("LCS key1 key2 IDX LEN"),
+            "-ERR If you want both the length and indexes, please just use IDX.\r\n"
+        );
+        assert_eq!(db.cmd("LCS key1 key2 BOGUS"), "-ERR syntax error\r\n");
+        db.info.proto_max_bulk_len = 64;
+        assert_eq!(
+            db.cmd("LCS key1 key2"),
+            "-ERR Insufficient memory, transient memory for LCS exceeds proto-max-bulk-len\r\n"
+        );
+    }
 
     #[test]
     fn ranges_clamp_like_redis() {

@@ -18,6 +18,10 @@ use crate::strings as s;
 /// A command's handler: its arguments, name first, already checked against the arity.
 pub type Handler = fn(&mut Ctx<'_>, &[&[u8]]) -> Result<Effect, StoreError>;
 
+/// The key positions of a command whose keys move with its arguments (MOVABLEKEYS: a STORE
+/// option, a key count), given its arguments, name first; `None` when they name no valid keys.
+pub type KeysFn = fn(&[&[u8]]) -> Option<Vec<usize>>;
+
 /// Redis's command flags (`COMMAND INFO` names them), and ours.
 pub mod flag {
     pub const WRITE: u32 = 1 << 0;
@@ -74,6 +78,9 @@ pub struct Command {
     pub last_key: i32,
     pub step: i32,
     pub handler: Handler,
+    /// Where the keys are for a command whose keys move (`COMMAND GETKEYS`); the triple above
+    /// is then Redis's legacy first/last/step, which names only the fixed ones.
+    pub keys_fn: Option<KeysFn>,
     /// `COMMAND DOCS`: Redis's group and a one-line summary.
     pub group: &'static str,
     pub summary: &'static str,
@@ -130,14 +137,75 @@ const fn cmd(
         last_key: keys.1,
         step: keys.2,
         handler,
+        keys_fn: None,
         group,
         summary,
+    }
+}
+
+/// `c` with its keys found by `f` (a command with movable keys).
+const fn movable(c: Command, f: KeysFn) -> Command {
+    Command {
+        keys_fn: Some(f),
+        ..c
     }
 }
 
 const NOKEYS: (i32, i32, i32) = (0, 0, 0);
 const KEY1: (i32, i32, i32) = (1, 1, 1);
 const ALLKEYS: (i32, i32, i32) = (1, -1, 1);
+
+/// A key count argument: a whole number of at least `least`, its keys all present.
+fn counted_keys(args: &[&[u8]], at: usize, least: i64) -> Option<Vec<usize>> {
+    let n: i64 = std::str::from_utf8(args.get(at)?).ok()?.parse().ok()?;
+    if n < least || n > (args.len() - at - 1) as i64 {
+        return None;
+    }
+    Some((at + 1..at + 1 + n as usize).collect())
+}
+
+/// `CMD numkeys key ...` (ZUNION, ZINTER, ZDIFF, ZINTERCARD, SINTERCARD, LMPOP, ZMPOP).
+fn numkeys_at_1(args: &[&[u8]]) -> Option<Vec<usize>> {
+    counted_keys(args, 1, 1)
+}
+
+/// `CMD timeout numkeys key ...` (BLMPOP, BZMPOP).
+fn numkeys_at_2(args: &[&[u8]]) -> Option<Vec<usize>> {
+    counted_keys(args, 2, 1)
+}
+
+/// `CMD destination numkeys key ...` (ZUNIONSTORE, ZINTERSTORE, ZDIFFSTORE).
+fn store_and_numkeys(args: &[&[u8]]) -> Option<Vec<usize>> {
+    let mut keys = vec![1];
+    keys.extend(counted_keys(args, 2, 1)?);
+    Some(keys)
+}
+
+/// `EVAL script numkeys key ... arg ...` and the like: no key at all is fine.
+fn script_keys(args: &[&[u8]]) -> Option<Vec<usize>> {
+    counted_keys(args, 2, 0)
+}
+
+/// SORT's key and its STORE destination (the last one given).
+fn sort_keys(args: &[&[u8]]) -> Option<Vec<usize>> {
+    let mut store = None;
+    let mut i = 2;
+    while i < args.len() {
+        if args[i].eq_ignore_ascii_case(b"STORE") && i + 1 < args.len() {
+            store = Some(i + 1);
+            i += 1;
+        }
+        i += 1;
+    }
+    let mut keys = vec![1];
+    keys.extend(store);
+    Some(keys)
+}
+
+/// MEMORY USAGE's key; MEMORY's other subcommands take none.
+fn memory_keys(args: &[&[u8]]) -> Option<Vec<usize>> {
+    (args.len() >= 3 && args[1].eq_ignore_ascii_case(b"USAGE")).then(|| vec![2])
+}
 
 /// Every command served, sorted by name (a test checks).
 #[rustfmt::skip]
@@ -149,14 +217,15 @@ pub static TABLE: &[Command] = &[
     cmd("BITCOUNT", -2, READONLY | VALUES, KEY1, s::bitcount, "bitmap", "Counts the number of set bits (population counting) in a string."),
     cmd("BITPOS", -3, READONLY | VALUES, KEY1, s::bitpos, "bitmap", "Finds the first set (1) or clear (0) bit in a string."),
     cmd("BLMOVE", 6, WRITE | DENYOOM | NOSCRIPT | BLOCKING | VALUES, (1, 2, 1), crate::list::blmove, "list", "Pops an element from a list, pushes it to another list and returns it. Blocks until an element is available otherwise. Deletes the list if the last element was moved."),
-    cmd("BLMPOP", -5, WRITE | BLOCKING | MOVABLEKEYS, NOKEYS, crate::list::blmpop, "list", "Pops the first element from one of multiple lists. Blocks until an element is available otherwise. Deletes the list if the last element was popped."),
+    movable(cmd("BLMPOP", -5, WRITE | BLOCKING | MOVABLEKEYS, NOKEYS, crate::list::blmpop, "list", "Pops the first element from one of multiple lists. Blocks until an element is available otherwise. Deletes the list if the last element was popped."), numkeys_at_2),
     cmd("BLPOP", -3, WRITE | NOSCRIPT | BLOCKING | VALUES, (1, -2, 1), crate::list::blpop, "list", "Removes and returns the first element in a list. Blocks until an element is available otherwise. Deletes the list if the last element was popped."),
     cmd("BRPOP", -3, WRITE | NOSCRIPT | BLOCKING | VALUES, (1, -2, 1), crate::list::brpop, "list", "Removes and returns the last element in a list. Blocks until an element is available otherwise. Deletes the list if the last element was popped."),
     cmd("BRPOPLPUSH", 4, WRITE | DENYOOM | NOSCRIPT | BLOCKING | VALUES, (1, 2, 1), crate::list::brpoplpush, "list", "Pops an element from a list, pushes it to another list and returns it. Block until an element is available otherwise. Deletes the list if the last element was popped."),
-    cmd("BZMPOP", -5, WRITE | BLOCKING | MOVABLEKEYS, NOKEYS, crate::zset::bzmpop, "sorted-set", "Removes and returns a member by score from one or more sorted sets. Blocks until a member is available otherwise. Deletes the sorted set if the last element was popped."),
+    movable(cmd("BZMPOP", -5, WRITE | BLOCKING | MOVABLEKEYS, NOKEYS, crate::zset::bzmpop, "sorted-set", "Removes and returns a member by score from one or more sorted sets. Blocks until a member is available otherwise. Deletes the sorted set if the last element was popped."), numkeys_at_2),
     cmd("BZPOPMAX", -3, WRITE | NOSCRIPT | FAST | BLOCKING | VALUES, (1, -2, 1), crate::zset::bzpopmax, "sorted-set", "Removes and returns the member with the highest score from one or more sorted sets. Blocks until a member available otherwise. Deletes the sorted set if the last element was popped."),
     cmd("BZPOPMIN", -3, WRITE | NOSCRIPT | FAST | BLOCKING | VALUES, (1, -2, 1), crate::zset::bzpopmin, "sorted-set", "Removes and returns the member with the lowest score from one or more sorted sets. Blocks until a member is available otherwise. Deletes the sorted set if the last element was popped."),
     cmd("CLIENT", -2, NOSCRIPT | LOADING | STALE, NOKEYS, c::client, "connection", "A container for client connection commands."),
+    cmd("CLUSTER", -2, 0, NOKEYS, c::cluster, "cluster", "Answers as Redis without cluster support: cxltier serve is a standalone server."),
     cmd("COMMAND", -1, LOADING | STALE, NOKEYS, c::command, "server", "Returns detailed information about all commands."),
     cmd("CONFIG", -2, ADMIN | NOSCRIPT | LOADING | STALE, NOKEYS, crate::config::config, "server", "A container for server configuration commands."),
     cmd("COPY", -3, WRITE | DENYOOM | VALUES, (1, 2, 1), k::copy, "generic", "Copies the value of a key to a new key."),
@@ -168,20 +237,30 @@ pub static TABLE: &[Command] = &[
     cmd("DISCARD", 1, NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY, NOKEYS, c::discard, "transactions", "Discards a transaction."),
     cmd("DUMP", 2, READONLY | VALUES, KEY1, k::dump, "generic", "Returns a serialized representation of the value stored at a key (cxltier's own format, not Redis's RDB)."),
     cmd("ECHO", 2, FAST, NOKEYS, c::echo, "connection", "Returns the given string."),
-    cmd("EVAL", -3, NOSCRIPT | MOVABLEKEYS, NOKEYS, c::no_scripting, "scripting", "Not supported: scripting is not (says so)."),
-    cmd("EVALSHA", -3, NOSCRIPT | MOVABLEKEYS, NOKEYS, c::no_scripting, "scripting", "Not supported: scripting is not (says so)."),
-    cmd("EVALSHA_RO", -3, NOSCRIPT | READONLY | MOVABLEKEYS, NOKEYS, c::no_scripting, "scripting", "Not supported: scripting is not (says so)."),
-    cmd("EVAL_RO", -3, NOSCRIPT | READONLY | MOVABLEKEYS, NOKEYS, c::no_scripting, "scripting", "Not supported: scripting is not (says so)."),
+    movable(cmd("EVAL", -3, NOSCRIPT | MOVABLEKEYS, NOKEYS, c::no_scripting, "scripting", "Not supported: scripting is not (says so)."), script_keys),
+    movable(cmd("EVALSHA", -3, NOSCRIPT | MOVABLEKEYS, NOKEYS, c::no_scripting, "scripting", "Not supported: scripting is not (says so)."), script_keys),
+    movable(cmd("EVALSHA_RO", -3, NOSCRIPT | READONLY | MOVABLEKEYS, NOKEYS, c::no_scripting, "scripting", "Not supported: scripting is not (says so)."), script_keys),
+    movable(cmd("EVAL_RO", -3, NOSCRIPT | READONLY | MOVABLEKEYS, NOKEYS, c::no_scripting, "scripting", "Not supported: scripting is not (says so)."), script_keys),
     cmd("EXEC", 1, NOSCRIPT | LOADING | STALE, NOKEYS, c::exec, "transactions", "Executes all commands in a transaction."),
     cmd("EXISTS", -2, READONLY | FAST, ALLKEYS, c::exists, "generic", "Determines whether one or more keys exist."),
     cmd("EXPIRE", -3, WRITE | FAST | VALUES, KEY1, c::expire, "generic", "Sets the expiration time of a key in seconds."),
     cmd("EXPIREAT", -3, WRITE | FAST | VALUES, KEY1, c::expireat, "generic", "Sets the expiration time of a key to a Unix timestamp."),
-    cmd("EXPIRETIME", 2, READONLY | FAST | VALUES, KEY1, k::expiretime, "generic", "Returns the expiration time of a key as a Unix timestamp."),
-    cmd("FCALL", -3, NOSCRIPT | MOVABLEKEYS, NOKEYS, c::no_scripting, "scripting", "Not supported: scripting is not (says so)."),
-    cmd("FCALL_RO", -3, NOSCRIPT | READONLY | MOVABLEKEYS, NOKEYS, c::no_scripting, "scripting", "Not supported: scripting is not (says so)."),
+    cmd("EXPIRETIME", 2, READONLY | FAST, KEY1, k::expiretime, "generic", "Returns the expiration time of a key as a Unix timestamp."),
+    movable(cmd("FCALL", -3, NOSCRIPT | MOVABLEKEYS, NOKEYS, c::no_scripting, "scripting", "Not supported: scripting is not (says so)."), script_keys),
+    movable(cmd("FCALL_RO", -3, NOSCRIPT | READONLY | MOVABLEKEYS, NOKEYS, c::no_scripting, "scripting", "Not supported: scripting is not (says so)."), script_keys),
     cmd("FLUSHALL", -1, WRITE, NOKEYS, c::flushall, "server", "Removes all keys from all databases."),
     cmd("FLUSHDB", -1, WRITE, NOKEYS, c::flushall, "server", "Remove all keys from the current database."),
     cmd("FUNCTION", -2, NOSCRIPT, NOKEYS, c::function, "scripting", "FLUSH and LIST (there are no functions); the rest say scripting is not supported."),
+    cmd("GEOADD", -5, WRITE | DENYOOM | VALUES, KEY1, crate::geo::geoadd, "geo", "Adds one or more members to a geospatial index. The key is created if it doesn't exist."),
+    cmd("GEODIST", -4, READONLY | VALUES, KEY1, crate::geo::geodist, "geo", "Returns the distance between two members of a geospatial index."),
+    cmd("GEOHASH", -2, READONLY | VALUES, KEY1, crate::geo::geohash, "geo", "Returns members from a geospatial index as geohash strings."),
+    cmd("GEOPOS", -2, READONLY | VALUES, KEY1, crate::geo::geopos, "geo", "Returns the longitude and latitude of members from a geospatial index."),
+    movable(cmd("GEORADIUS", -6, WRITE | DENYOOM | MOVABLEKEYS | VALUES, KEY1, crate::geo::georadius, "geo", "Queries a geospatial index for members within a distance from a coordinate, optionally stores the result."), crate::geo::georadius_keys),
+    movable(cmd("GEORADIUSBYMEMBER", -5, WRITE | DENYOOM | MOVABLEKEYS | VALUES, KEY1, crate::geo::georadiusbymember, "geo", "Queries a geospatial index for members within a distance from a member, optionally stores the result."), crate::geo::georadiusbymember_keys),
+    cmd("GEORADIUSBYMEMBER_RO", -5, READONLY | VALUES, KEY1, crate::geo::georadiusbymember_ro, "geo", "Returns members from a geospatial index that are within a distance from a member."),
+    cmd("GEORADIUS_RO", -6, READONLY | VALUES, KEY1, crate::geo::georadius_ro, "geo", "Returns members from a geospatial index that are within a distance from a coordinate."),
+    cmd("GEOSEARCH", -7, READONLY | VALUES, KEY1, crate::geo::geosearch, "geo", "Queries a geospatial index for members inside an area of a box or a circle."),
+    cmd("GEOSEARCHSTORE", -8, WRITE | DENYOOM | VALUES, (1, 2, 1), crate::geo::geosearchstore, "geo", "Queries a geospatial index for members inside an area of a box or a circle, optionally stores the result."),
     cmd("GET", 2, READONLY | FAST | VALUES, KEY1, c::get, "string", "Returns the string value of a key."),
     cmd("GETBIT", 3, READONLY | FAST | VALUES, KEY1, s::getbit, "bitmap", "Returns a bit value by offset."),
     cmd("GETDEL", 2, WRITE | FAST | VALUES, KEY1, s::getdel, "string", "Returns the string value of a key after deleting the key."),
@@ -211,11 +290,12 @@ pub static TABLE: &[Command] = &[
     cmd("INFO", -1, LOADING | STALE, NOKEYS, c::info, "server", "Returns information and statistics about the server."),
     cmd("KEYS", 2, READONLY, NOKEYS, k::keys, "generic", "Returns all key names that match a pattern."),
     cmd("LASTSAVE", 1, LOADING | STALE | FAST, NOKEYS, c::lastsave, "server", "Returns the Unix timestamp of the last SAVE or BGSAVE (the start before any)."),
+    cmd("LCS", -3, READONLY | VALUES, (1, 2, 1), s::lcs, "string", "Finds the longest common substring."),
     cmd("LINDEX", 3, READONLY | VALUES, KEY1, crate::list::lindex, "list", "Returns an element from a list by its index."),
     cmd("LINSERT", 5, WRITE | DENYOOM | VALUES, KEY1, crate::list::linsert, "list", "Inserts an element before or after another element in a list."),
     cmd("LLEN", 2, READONLY | FAST | VALUES, KEY1, crate::list::llen, "list", "Returns the length of a list."),
     cmd("LMOVE", 5, WRITE | DENYOOM | VALUES, (1, 2, 1), crate::list::lmove, "list", "Returns an element after popping it from one list and pushing it to another."),
-    cmd("LMPOP", -4, WRITE | MOVABLEKEYS, NOKEYS, crate::list::lmpop, "list", "Returns multiple elements from a list after removing them. Deletes the list if the last element was popped."),
+    movable(cmd("LMPOP", -4, WRITE | MOVABLEKEYS, NOKEYS, crate::list::lmpop, "list", "Returns multiple elements from a list after removing them. Deletes the list if the last element was popped."), numkeys_at_1),
     cmd("LPOP", -2, WRITE | FAST | VALUES, KEY1, crate::list::lpop, "list", "Returns the first elements in a list after removing it."),
     cmd("LPOS", -3, READONLY | VALUES, KEY1, crate::list::lpos, "list", "Returns the index of matching elements in a list."),
     cmd("LPUSH", -3, WRITE | DENYOOM | FAST | VALUES, KEY1, crate::list::lpush, "list", "Prepends one or more elements to a list."),
@@ -224,7 +304,7 @@ pub static TABLE: &[Command] = &[
     cmd("LREM", 4, WRITE | VALUES, KEY1, crate::list::lrem, "list", "Removes elements from a list."),
     cmd("LSET", 4, WRITE | DENYOOM | VALUES, KEY1, crate::list::lset, "list", "Sets the value of an element in a list by its index."),
     cmd("LTRIM", 4, WRITE | VALUES, KEY1, crate::list::ltrim, "list", "Removes elements from both ends a list."),
-    cmd("MEMORY", -2, READONLY, NOKEYS, c::memory, "server", "MEMORY USAGE: the bytes a key and its value cost."),
+    movable(cmd("MEMORY", -2, READONLY, NOKEYS, c::memory, "server", "MEMORY USAGE: the bytes a key and its value cost."), memory_keys),
     cmd("MGET", -2, READONLY | FAST | VALUES, ALLKEYS, c::mget, "string", "Atomically returns the string values of one or more keys."),
     cmd("MSET", -3, WRITE | DENYOOM, (1, -1, 2), c::mset, "string", "Atomically creates or modifies the string values of one or more keys."),
     cmd("MSETNX", -3, WRITE | DENYOOM, (1, -1, 2), s::msetnx, "string", "Atomically modifies the string values of one or more keys only when all keys don't exist."),
@@ -233,11 +313,11 @@ pub static TABLE: &[Command] = &[
     cmd("PERSIST", 2, WRITE | FAST | VALUES, KEY1, c::persist, "generic", "Removes the expiration time of a key."),
     cmd("PEXPIRE", -3, WRITE | FAST | VALUES, KEY1, c::pexpire, "generic", "Sets the expiration time of a key in milliseconds."),
     cmd("PEXPIREAT", -3, WRITE | FAST | VALUES, KEY1, c::pexpireat, "generic", "Sets the expiration time of a key to a Unix milliseconds timestamp."),
-    cmd("PEXPIRETIME", 2, READONLY | FAST | VALUES, KEY1, k::pexpiretime, "generic", "Returns the expiration time of a key as a Unix milliseconds timestamp."),
+    cmd("PEXPIRETIME", 2, READONLY | FAST, KEY1, k::pexpiretime, "generic", "Returns the expiration time of a key as a Unix milliseconds timestamp."),
     cmd("PING", -1, FAST, NOKEYS, c::ping, "connection", "Returns the server's liveliness response."),
     cmd("PSETEX", 4, WRITE | DENYOOM, KEY1, c::psetex, "string", "Sets both string value and expiration time in milliseconds of a key."),
     cmd("PSUBSCRIBE", -2, PUBSUB | NOSCRIPT | LOADING | STALE, NOKEYS, crate::pubsub::psubscribe, "pubsub", "Listens for messages published to channels that match one or more patterns."),
-    cmd("PTTL", 2, READONLY | FAST | VALUES, KEY1, c::pttl, "generic", "Returns the expiration time in milliseconds of a key."),
+    cmd("PTTL", 2, READONLY | FAST, KEY1, c::pttl, "generic", "Returns the expiration time in milliseconds of a key."),
     cmd("PUBLISH", 3, PUBSUB | LOADING | STALE | FAST, NOKEYS, crate::pubsub::publish, "pubsub", "Posts a message to a channel."),
     cmd("PUBSUB", -2, LOADING | STALE, NOKEYS, crate::pubsub::pubsub, "pubsub", "CHANNELS, NUMSUB, NUMPAT."),
     cmd("PUNSUBSCRIBE", -1, PUBSUB | NOSCRIPT | LOADING | STALE, NOKEYS, crate::pubsub::punsubscribe, "pubsub", "Stops listening to messages published to channels that match one or more patterns."),
@@ -267,14 +347,14 @@ pub static TABLE: &[Command] = &[
     cmd("SETRANGE", 4, WRITE | DENYOOM | VALUES, KEY1, s::setrange, "string", "Overwrites a part of a string value with another by an offset. Creates the key if it doesn't exist."),
     cmd("SHUTDOWN", -1, ADMIN | NOSCRIPT | LOADING | STALE | NO_MULTI | ALLOW_BUSY, NOKEYS, c::shutdown, "server", "Synchronously saves the database(s) to disk and shuts down the server."),
     cmd("SINTER", -2, READONLY | VALUES, ALLKEYS, crate::set::sinter, "set", "Returns the intersect of multiple sets."),
-    cmd("SINTERCARD", -3, READONLY | MOVABLEKEYS, NOKEYS, crate::set::sintercard, "set", "Returns the number of members of the intersect of multiple sets."),
+    movable(cmd("SINTERCARD", -3, READONLY | MOVABLEKEYS, NOKEYS, crate::set::sintercard, "set", "Returns the number of members of the intersect of multiple sets."), numkeys_at_1),
     cmd("SINTERSTORE", -3, WRITE | DENYOOM | VALUES, ALLKEYS, crate::set::sinterstore, "set", "Stores the intersect of multiple sets in a key."),
     cmd("SISMEMBER", 3, READONLY | FAST | VALUES, KEY1, crate::set::sismember, "set", "Determines whether a member belongs to a set."),
     cmd("SMEMBERS", 2, READONLY | VALUES, KEY1, crate::set::smembers, "set", "Returns all members of a set."),
     cmd("SMISMEMBER", -3, READONLY | FAST | VALUES, KEY1, crate::set::smismember, "set", "Determines whether multiple members belong to a set."),
     cmd("SMOVE", 4, WRITE | FAST | VALUES, (1, 2, 1), crate::set::smove, "set", "Moves a member from one set to another."),
-    cmd("SORT", -2, WRITE | DENYOOM | MOVABLEKEYS | VALUES, KEY1, k::sort, "generic", "Sorts the elements in a list, a set, or a sorted set, optionally storing the result."),
-    cmd("SORT_RO", -2, READONLY | MOVABLEKEYS | VALUES, KEY1, k::sort, "generic", "Returns the sorted elements of a list, a set, or a sorted set."),
+    movable(cmd("SORT", -2, WRITE | DENYOOM | MOVABLEKEYS | VALUES, KEY1, k::sort, "generic", "Sorts the elements in a list, a set, or a sorted set, optionally storing the result."), sort_keys),
+    movable(cmd("SORT_RO", -2, READONLY | MOVABLEKEYS | VALUES, KEY1, k::sort, "generic", "Returns the sorted elements of a list, a set, or a sorted set."), sort_keys),
     cmd("SPOP", -2, WRITE | FAST | VALUES, KEY1, crate::set::spop, "set", "Returns one or more random members from a set after removing them."),
     cmd("SRANDMEMBER", -2, READONLY | VALUES, KEY1, crate::set::srandmember, "set", "Get one or multiple random members from a set."),
     cmd("SREM", -3, WRITE | FAST | VALUES, KEY1, crate::set::srem, "set", "Removes one or more members from a set."),
@@ -285,7 +365,7 @@ pub static TABLE: &[Command] = &[
     cmd("SUNIONSTORE", -3, WRITE | DENYOOM | VALUES, ALLKEYS, crate::set::sunionstore, "set", "Stores the union of multiple sets in a key."),
     cmd("TIME", 1, LOADING | STALE | FAST, NOKEYS, c::time, "server", "Returns the server time."),
     cmd("TOUCH", -2, READONLY | FAST, ALLKEYS, k::touch, "generic", "Returns the number of existing keys out of those specified after updating the time they were last accessed."),
-    cmd("TTL", 2, READONLY | FAST | VALUES, KEY1, c::ttl, "generic", "Returns the expiration time in seconds of a key."),
+    cmd("TTL", 2, READONLY | FAST, KEY1, c::ttl, "generic", "Returns the expiration time in seconds of a key."),
     cmd("TYPE", 2, READONLY | FAST | VALUES, KEY1, c::type_, "generic", "Determines the type of value stored at a key."),
     cmd("UNLINK", -2, WRITE | FAST, ALLKEYS, c::del, "generic", "Asynchronously deletes one or more keys."),
     cmd("UNSUBSCRIBE", -1, PUBSUB | NOSCRIPT | LOADING | STALE, NOKEYS, crate::pubsub::unsubscribe, "pubsub", "Stops listening to messages posted to channels."),
@@ -295,14 +375,14 @@ pub static TABLE: &[Command] = &[
     cmd("ZADD", -3, WRITE | DENYOOM | FAST | VALUES, KEY1, crate::zset::zadd, "sorted-set", "Adds one or more members to a sorted set, or updates their scores. Creates the key if it doesn't exist."),
     cmd("ZCARD", 2, READONLY | FAST | VALUES, KEY1, crate::zset::zcard, "sorted-set", "Returns the number of members in a sorted set."),
     cmd("ZCOUNT", 4, READONLY | FAST | VALUES, KEY1, crate::zset::zcount, "sorted-set", "Returns the count of members in a sorted set that have scores within a range."),
-    cmd("ZDIFF", -3, READONLY | MOVABLEKEYS, NOKEYS, crate::zset::zdiff, "sorted-set", "Returns the difference between multiple sorted sets."),
-    cmd("ZDIFFSTORE", -4, WRITE | DENYOOM | MOVABLEKEYS, KEY1, crate::zset::zdiffstore, "sorted-set", "Stores the difference of multiple sorted sets in a key."),
+    movable(cmd("ZDIFF", -3, READONLY | MOVABLEKEYS, NOKEYS, crate::zset::zdiff, "sorted-set", "Returns the difference between multiple sorted sets."), numkeys_at_1),
+    movable(cmd("ZDIFFSTORE", -4, WRITE | DENYOOM | MOVABLEKEYS, KEY1, crate::zset::zdiffstore, "sorted-set", "Stores the difference of multiple sorted sets in a key."), store_and_numkeys),
     cmd("ZINCRBY", 4, WRITE | DENYOOM | FAST | VALUES, KEY1, crate::zset::zincrby, "sorted-set", "Increments the score of a member in a sorted set."),
-    cmd("ZINTER", -3, READONLY | MOVABLEKEYS, NOKEYS, crate::zset::zinter, "sorted-set", "Returns the intersect of multiple sorted sets."),
-    cmd("ZINTERCARD", -3, READONLY | MOVABLEKEYS, NOKEYS, crate::zset::zintercard, "sorted-set", "Returns the number of members of the intersect of multiple sorted sets."),
-    cmd("ZINTERSTORE", -4, WRITE | DENYOOM | MOVABLEKEYS, KEY1, crate::zset::zinterstore, "sorted-set", "Stores the intersect of multiple sorted sets in a key."),
+    movable(cmd("ZINTER", -3, READONLY | MOVABLEKEYS, NOKEYS, crate::zset::zinter, "sorted-set", "Returns the intersect of multiple sorted sets."), numkeys_at_1),
+    movable(cmd("ZINTERCARD", -3, READONLY | MOVABLEKEYS, NOKEYS, crate::zset::zintercard, "sorted-set", "Returns the number of members of the intersect of multiple sorted sets."), numkeys_at_1),
+    movable(cmd("ZINTERSTORE", -4, WRITE | DENYOOM | MOVABLEKEYS, KEY1, crate::zset::zinterstore, "sorted-set", "Stores the intersect of multiple sorted sets in a key."), store_and_numkeys),
     cmd("ZLEXCOUNT", 4, READONLY | FAST | VALUES, KEY1, crate::zset::zlexcount, "sorted-set", "Returns the number of members in a sorted set within a lexicographical range."),
-    cmd("ZMPOP", -4, WRITE | MOVABLEKEYS, NOKEYS, crate::zset::zmpop, "sorted-set", "Returns the highest- or lowest-scoring members from one or more sorted sets after removing them. Deletes the sorted set if the last member was popped."),
+    movable(cmd("ZMPOP", -4, WRITE | MOVABLEKEYS, NOKEYS, crate::zset::zmpop, "sorted-set", "Returns the highest- or lowest-scoring members from one or more sorted sets after removing them. Deletes the sorted set if the last member was popped."), numkeys_at_1),
     cmd("ZMSCORE", -3, READONLY | FAST | VALUES, KEY1, crate::zset::zmscore, "sorted-set", "Returns the score of one or more members in a sorted set."),
     cmd("ZPOPMAX", -2, WRITE | FAST | VALUES, KEY1, crate::zset::zpopmax, "sorted-set", "Returns the highest-scoring members from a sorted set after removing them."),
     cmd("ZPOPMIN", -2, WRITE | FAST | VALUES, KEY1, crate::zset::zpopmin, "sorted-set", "Returns the lowest-scoring members from a sorted set after removing them."),
@@ -322,9 +402,85 @@ pub static TABLE: &[Command] = &[
     cmd("ZREVRANK", 3, READONLY | FAST | VALUES, KEY1, crate::zset::zrevrank, "sorted-set", "Returns the index of a member in a sorted set ordered by descending scores."),
     cmd("ZSCAN", -3, READONLY | VALUES, KEY1, crate::zset::zscan, "sorted-set", "Iterates over members and scores of a sorted set."),
     cmd("ZSCORE", 3, READONLY | FAST | VALUES, KEY1, crate::zset::zscore, "sorted-set", "Returns the score of a member in a sorted set."),
-    cmd("ZUNION", -3, READONLY | MOVABLEKEYS, NOKEYS, crate::zset::zunion, "sorted-set", "Returns the union of multiple sorted sets."),
-    cmd("ZUNIONSTORE", -4, WRITE | DENYOOM | MOVABLEKEYS, KEY1, crate::zset::zunionstore, "sorted-set", "Stores the union of multiple sorted sets in a key."),
+    movable(cmd("ZUNION", -3, READONLY | MOVABLEKEYS, NOKEYS, crate::zset::zunion, "sorted-set", "Returns the union of multiple sorted sets."), numkeys_at_1),
+    movable(cmd("ZUNIONSTORE", -4, WRITE | DENYOOM | MOVABLEKEYS, KEY1, crate::zset::zunionstore, "sorted-set", "Stores the union of multiple sorted sets in a key."), store_and_numkeys),
 ];
+
+/// The subcommands of the container commands, as `COMMAND LIST` names them (`config|get`):
+/// those each handler serves (SCRIPT's and FUNCTION's, like EVAL, answer that scripting is not
+/// supported).
+pub static SUBCOMMANDS: &[(&str, &[&str])] = &[
+    (
+        "CLIENT",
+        &[
+            "getname", "help", "id", "info", "kill", "list", "no-evict", "reply", "setinfo",
+            "setname", "unblock",
+        ],
+    ),
+    // A standalone server: each answers that cluster support is disabled, as Redis's does.
+    (
+        "CLUSTER",
+        &[
+            "addslots",
+            "addslotsrange",
+            "bumpepoch",
+            "count-failure-reports",
+            "countkeysinslot",
+            "delslots",
+            "delslotsrange",
+            "failover",
+            "flushslots",
+            "forget",
+            "getkeysinslot",
+            "help",
+            "info",
+            "keyslot",
+            "links",
+            "meet",
+            "myid",
+            "nodes",
+            "replicas",
+            "replicate",
+            "reset",
+            "saveconfig",
+            "set-config-epoch",
+            "setslot",
+            "shards",
+            "slaves",
+            "slots",
+        ],
+    ),
+    ("COMMAND", &["count", "docs", "getkeys", "info", "list"]),
+    ("CONFIG", &["get", "resetstat", "rewrite", "set"]),
+    (
+        "FUNCTION",
+        &[
+            "delete", "dump", "flush", "help", "kill", "list", "load", "restore", "stats",
+        ],
+    ),
+    ("MEMORY", &["usage"]),
+    (
+        "OBJECT",
+        &["encoding", "freq", "help", "idletime", "refcount", "tier"],
+    ),
+    ("PUBSUB", &["channels", "help", "numpat", "numsub"]),
+    (
+        "SCRIPT",
+        &["debug", "exists", "flush", "help", "kill", "load"],
+    ),
+];
+
+/// The names `COMMAND LIST` gives a command: its own, then `name|sub` for each subcommand.
+fn list_names(c: &Command) -> Vec<String> {
+    let name = c.name.to_ascii_lowercase();
+    let subs = SUBCOMMANDS
+        .iter()
+        .find(|(parent, _)| *parent == c.name)
+        .map_or(&[][..], |(_, subs)| *subs);
+    let mut names = vec![name.clone()];
+    names.extend(subs.iter().map(|s| format!("{name}|{s}")));
+    names
+}
 
 /// ASCII case-insensitive order of `given` against an upper-case table name.
 fn cmp_upper(given: &[u8], name: &str) -> Ordering {
@@ -389,6 +545,8 @@ fn categories(c: &Command) -> Vec<&'static str> {
     }
     cats.push(if c.has(FAST) { "@fast" } else { "@slow" });
     cats.push(match c.group {
+        // Redis puts CLUSTER in no group category.
+        "cluster" => "@slow",
         "generic" => "@keyspace",
         "string" => "@string",
         "hash" => "@hash",
@@ -396,12 +554,38 @@ fn categories(c: &Command) -> Vec<&'static str> {
         "set" => "@set",
         "sorted-set" => "@sortedset",
         "bitmap" => "@bitmap",
+        "geo" => "@geo",
         "pubsub" => "@pubsub",
         "transactions" => "@transaction",
         "scripting" => "@scripting",
         "connection" => "@connection",
         _ => "@admin",
     });
+    // Redis lists them in the order of its category table (ACLCommandCategories).
+    const ORDER: &[&str] = &[
+        "@keyspace",
+        "@read",
+        "@write",
+        "@set",
+        "@sortedset",
+        "@list",
+        "@hash",
+        "@string",
+        "@bitmap",
+        "@hyperloglog",
+        "@geo",
+        "@stream",
+        "@pubsub",
+        "@admin",
+        "@fast",
+        "@slow",
+        "@blocking",
+        "@dangerous",
+        "@connection",
+        "@transaction",
+        "@scripting",
+    ];
+    cats.sort_by_key(|c| ORDER.iter().position(|o| o == c));
     cats.dedup();
     cats
 }
@@ -501,18 +685,18 @@ pub fn command_reply(out: &mut Vec<u8>, proto: u8, sub: &[&[u8]]) {
                     return;
                 }
             };
+            // A subcommand is in its parent's categories.
             let names: Vec<String> = TABLE
                 .iter()
-                .filter(|c| match pattern {
+                .flat_map(|c| list_names(c).into_iter().map(move |n| (c, n)))
+                .filter(|(c, n)| match pattern {
                     None => true,
-                    Some(Ok(p)) => {
-                        crate::glob::matches(p, c.name.to_ascii_lowercase().as_bytes(), true)
-                    }
+                    Some(Ok(p)) => crate::glob::matches(p, n.as_bytes(), true),
                     Some(Err(cat)) => categories(c)
                         .iter()
                         .any(|k| k.as_bytes()[1..].eq_ignore_ascii_case(cat)),
                 })
-                .map(|c| c.name.to_ascii_lowercase())
+                .map(|(_, n)| n)
                 .collect();
             reply::array(out, names.len());
             for n in names {
@@ -528,8 +712,18 @@ pub fn command_reply(out: &mut Vec<u8>, proto: u8, sub: &[&[u8]]) {
                 reply::error(out, "ERR Invalid number of arguments specified for command");
                 return;
             }
-            let keys: Vec<usize> = c.key_positions(rest.len()).collect();
-            if keys.is_empty() {
+            let keys: Vec<usize> = match c.keys_fn {
+                None => c.key_positions(rest.len()).collect(),
+                Some(f) => match f(rest) {
+                    // Scripts may name no keys: Redis answers an empty list for them.
+                    Some(k) => k,
+                    None => {
+                        reply::error(out, "ERR Invalid arguments specified for command");
+                        return;
+                    }
+                },
+            };
+            if keys.is_empty() && c.keys_fn.is_none() {
                 reply::error(out, "ERR The command has no key arguments");
                 return;
             }
@@ -581,6 +775,95 @@ mod tests {
         }
     }
 
+    fn getkeys(line: &str) -> String {
+        let args: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();
+        let mut out = Vec::new();
+        command_reply(&mut out, 2, &args);
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn getkeys_follows_key_counts_and_store_options() {
+        let many: Vec<String> = (1..=260).map(|i| format!("k{i}")).collect();
+        let r = getkeys(&format!("GETKEYS ZUNIONSTORE t 260 {}", many.join(" ")));
+        assert!(r.starts_with("*261\r\n$1\r\nt\r\n$2\r\nk1\r\n"), "{r}");
+        assert!(r.ends_with("$4\r\nk260\r\n"));
+        assert_eq!(getkeys("GETKEYS EVAL s 1 key arg"), "*1\r\n$3\r\nkey\r\n");
+        assert_eq!(getkeys("GETKEYS EVAL s 0"), "*0\r\n");
+        assert_eq!(
+            getkeys("GETKEYS ZUNIONSTORE t 3 a b"),
+            "-ERR Invalid arguments specified for command\r\n"
+        );
+        assert_eq!(
+            getkeys("GETKEYS ZINTERCARD 2 a b LIMIT 1"),
+            "*2\r\n$1\r\na\r\n$1\r\nb\r\n"
+        );
+        assert_eq!(getkeys("GETKEYS BLMPOP 0 1 l LEFT"), "*1\r\n$1\r\nl\r\n");
+        assert_eq!(
+            getkeys("GETKEYS SORT s BY w STORE d"),
+            "*2\r\n$1\r\ns\r\n$1\r\nd\r\n"
+        );
+        assert_eq!(getkeys("GETKEYS MEMORY USAGE k"), "*1\r\n$1\r\nk\r\n");
+        assert_eq!(
+            getkeys("GETKEYS GEORADIUS g 1 2 3 km STOREDIST d"),
+            "*2\r\n$1\r\ng\r\n$1\r\nd\r\n"
+        );
+        assert_eq!(
+            getkeys("GETKEYS GEORADIUS_RO g 1 2 3 km"),
+            "*1\r\n$1\r\ng\r\n"
+        );
+        // Every command with movable keys says where they are.
+        for c in TABLE {
+            if c.has(MOVABLEKEYS) {
+                assert!(c.keys_fn.is_some(), "{}", c.name);
+            }
+        }
+    }
+
+    #[test]
+    fn categories_come_in_redis_s_order() {
+        assert_eq!(
+            categories(lookup(b"GET").unwrap()),
+            ["@read", "@string", "@fast"]
+        );
+        assert_eq!(
+            categories(lookup(b"GEORADIUS").unwrap()),
+            ["@write", "@geo", "@slow"]
+        );
+        assert_eq!(
+            categories(lookup(b"BLPOP").unwrap()),
+            ["@write", "@list", "@slow", "@blocking"]
+        );
+        assert_eq!(
+            categories(lookup(b"CONFIG").unwrap()),
+            ["@admin", "@slow", "@dangerous"]
+        );
+    }
+
+    #[test]
+    fn command_list_names_subcommands() {
+        let list = |line: &str| getkeys(line);
+        let all = list("LIST");
+        assert!(all.contains("$3\r\nset\r\n") && all.contains("$11\r\nclient|list\r\n"));
+        let scripting = list("LIST FILTERBY ACLCAT scripting");
+        assert!(scripting.contains("$4\r\neval\r\n"));
+        assert!(scripting.contains("$11\r\nscript|kill\r\n"));
+        assert!(!scripting.contains("$3\r\nset\r\n"));
+        assert_eq!(
+            list("LIST FILTERBY PATTERN config|*re*"),
+            "*2\r\n$16\r\nconfig|resetstat\r\n$14\r\nconfig|rewrite\r\n"
+        );
+        assert_eq!(list("LIST FILTERBY PATTERN set"), "*1\r\n$3\r\nset\r\n");
+        let help = list("LIST FILTERBY PATTERN cl*help");
+        assert!(
+            help.contains("$11\r\nclient|help\r\n") && help.contains("$12\r\ncluster|help\r\n")
+        );
+        // Every container listed is a command of the table.
+        for (parent, _) in SUBCOMMANDS {
+            assert!(lookup(parent.as_bytes()).is_some(), "{parent}");
+        }
+    }
+
     fn read_keys(args: &[&str]) -> Vec<String> {
         let mut keys = Vec::new();
         for_each_read_key(args.iter().map(|a| a.as_bytes()), |k| {
@@ -599,6 +882,9 @@ mod tests {
         // Commands that read no values, wrong arities and unknown commands begin no reads.
         assert!(read_keys(&["EXISTS", "a"]).is_empty());
         assert!(read_keys(&["DEL", "a"]).is_empty());
+        // TTL and EXPIRETIME answer from the index: no value to read.
+        assert!(read_keys(&["TTL", "a"]).is_empty());
+        assert!(read_keys(&["PEXPIRETIME", "a"]).is_empty());
         assert!(read_keys(&["MSET", "a", "1"]).is_empty());
         assert!(read_keys(&["GET"]).is_empty());
         assert!(read_keys(&["GET", "a", "b"]).is_empty());

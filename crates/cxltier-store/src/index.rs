@@ -159,12 +159,15 @@ pub(crate) enum Place {
 /// key).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Entry {
-    /// `(tier + 1) << 56 | slot offset` when in memory. Top byte 0: only on NVMe; the low bits
-    /// then hold the log sequence of the record while the log is replayed (see [`Entry::seq`]).
+    /// `(tier + 1) << 56 | slot offset` when in memory. Top byte 0: only on NVMe; the low 48
+    /// bits then hold the log sequence of the record while the log is replayed (see
+    /// [`Entry::seq`]). Bits 48..56: the top 8 bits of the access clock ([`Entry::access`]).
     mem: u64,
     /// Milliseconds since the epoch; 0: never.
     expires: u64,
-    /// The newest copy on the NVMe log: segment ([`NO_NV`]: none), offset, record length.
+    /// The newest copy on the NVMe log: segment ([`NO_NV`]: none), offset, record length. A
+    /// segment is at most 16 MiB ([`crate::log::MAX_SEGMENT_SIZE`]), so offset and length take
+    /// 24 bits; the top byte of each holds 8 bits of the access clock.
     nv_segment: u32,
     nv_offset: u32,
     nv_len: u32,
@@ -176,7 +179,31 @@ const _: () = assert!(std::mem::size_of::<Entry>() == 32);
 
 const NO_NV: u32 = u32::MAX;
 const TIER_SHIFT: u32 = 56;
-const OFFSET_MASK: u64 = (1 << TIER_SHIFT) - 1;
+/// Arena offsets and recovery sequences: 48 bits (256 TiB, 2^48 records).
+const OFFSET_MASK: u64 = (1 << 48) - 1;
+/// Bits 48..56 of `mem`: the access clock's bits 16..24.
+const MEM_CLOCK_SHIFT: u32 = 48;
+const MEM_CLOCK_MASK: u64 = 0xff << MEM_CLOCK_SHIFT;
+/// The low 24 bits of `nv_offset` and `nv_len`: the log location; the top 8: the access clock.
+const NV_MASK: u32 = (1 << 24) - 1;
+
+/// Redis's LRU clock: seconds, 24 bits, wrapping after 194 days (`LRU_CLOCK_MAX`).
+pub(crate) const CLOCK_MAX: u32 = (1 << 24) - 1;
+
+/// The access clock at `now_ms` (milliseconds since the epoch).
+pub(crate) fn access_clock(now_ms: u64) -> u32 {
+    ((now_ms / 1000) & CLOCK_MAX as u64) as u32
+}
+
+/// Seconds between an entry's access clock and the clock now, as Redis's
+/// `estimateObjectIdleTime` counts them (a clock that wrapped counts once).
+pub(crate) fn idle_seconds(then: u32, now: u32) -> u64 {
+    if now >= then {
+        (now - then) as u64
+    } else {
+        now as u64 + (CLOCK_MAX - then) as u64
+    }
+}
 /// The memory copy is newer than the log copy (write-back, durability none).
 const DIRTY: u32 = 1 << 31;
 /// The object's [`Kind`] in three bits below [`DIRTY`] (values are at most 64 MiB, 2^26).
@@ -218,32 +245,55 @@ impl Entry {
         }
     }
 
+    /// Move the entry (its access clock stays).
     pub(crate) fn set_place(&mut self, place: Place) {
-        self.mem = match place {
-            Place::Nvme => 0,
-            Place::Mem(t, off) => {
-                debug_assert!(off <= OFFSET_MASK && t < u8::MAX);
-                (u64::from(t) + 1) << TIER_SHIFT | (off & OFFSET_MASK)
-            }
-        };
+        let clock = self.mem & MEM_CLOCK_MASK;
+        self.mem = clock
+            | match place {
+                Place::Nvme => 0,
+                Place::Mem(t, off) => {
+                    assert!(off <= OFFSET_MASK && t < u8::MAX);
+                    (u64::from(t) + 1) << TIER_SHIFT | (off & OFFSET_MASK)
+                }
+            };
     }
 
     pub(crate) fn nv(&self) -> Option<NvLoc> {
         (self.nv_segment != NO_NV).then_some(NvLoc {
             segment: self.nv_segment,
-            offset: self.nv_offset,
-            len: self.nv_len,
+            offset: self.nv_offset & NV_MASK,
+            len: self.nv_len & NV_MASK,
         })
     }
 
+    /// Point the entry at a log copy, or at none (its access clock stays).
     pub(crate) fn set_nv(&mut self, nv: Option<NvLoc>) {
         match nv {
             Some(l) => {
                 debug_assert!(l.segment != NO_NV);
-                (self.nv_segment, self.nv_offset, self.nv_len) = (l.segment, l.offset, l.len);
+                // The log refuses segments over 16 MiB, so these always fit in 24 bits.
+                assert!(l.offset <= NV_MASK && l.len <= NV_MASK);
+                self.nv_segment = l.segment;
+                self.nv_offset = (self.nv_offset & !NV_MASK) | l.offset;
+                self.nv_len = (self.nv_len & !NV_MASK) | l.len;
             }
             None => self.nv_segment = NO_NV,
         }
+    }
+
+    /// When the key was last read or written, on Redis's 24-bit clock of seconds
+    /// ([`access_clock`]): `OBJECT IDLETIME`.
+    pub(crate) fn access(&self) -> u32 {
+        (((self.mem & MEM_CLOCK_MASK) >> MEM_CLOCK_SHIFT) as u32) << 16
+            | (self.nv_offset >> 24) << 8
+            | self.nv_len >> 24
+    }
+
+    pub(crate) fn set_access(&mut self, clock: u32) {
+        let clock = clock & CLOCK_MAX;
+        self.mem = (self.mem & !MEM_CLOCK_MASK) | (u64::from(clock >> 16) << MEM_CLOCK_SHIFT);
+        self.nv_offset = (self.nv_offset & NV_MASK) | ((clock >> 8) & 0xff) << 24;
+        self.nv_len = (self.nv_len & NV_MASK) | (clock & 0xff) << 24;
     }
 
     pub(crate) fn dirty(&self) -> bool {
@@ -299,11 +349,11 @@ impl Entry {
     }
 
     /// Record the replayed sequence (recovery; the entry must be NVMe-only). Sequences count
-    /// records, so 2^56 is out of reach; a larger one is clamped, which only loses the ordering
+    /// records, so 2^48 is out of reach; a larger one is clamped, which only loses the ordering
     /// of duplicates beyond it.
     pub(crate) fn set_recovery_seq(&mut self, seq: u64) {
         debug_assert_eq!(self.place(), Place::Nvme);
-        self.mem = seq.min(OFFSET_MASK);
+        self.mem = (self.mem & MEM_CLOCK_MASK) | seq.min(OFFSET_MASK);
     }
 }
 
@@ -890,14 +940,14 @@ mod tests {
             len: 1130,
         };
         let mut e = Entry::new(
-            Place::Mem(1, (1 << 50) + 24),
+            Place::Mem(1, (1 << 47) + 24),
             Some(nv),
             true,
             (64 << 20) + 5,
             Kind::Hash,
             1_700_000_000_123,
         );
-        assert_eq!(e.place(), Place::Mem(1, (1 << 50) + 24));
+        assert_eq!(e.place(), Place::Mem(1, (1 << 47) + 24));
         assert_eq!(e.nv(), Some(nv));
         assert!(e.dirty());
         assert_eq!(e.len(), (64 << 20) + 5);
@@ -917,6 +967,48 @@ mod tests {
         assert_eq!(e.nv(), None);
         e.set_place(Place::Mem(0, 0));
         assert_eq!(e.place(), Place::Mem(0, 0));
+    }
+
+    #[test]
+    fn the_access_clock_shares_the_entry_without_disturbing_it() {
+        let nv = NvLoc {
+            segment: 3,
+            offset: (16 << 20) - 4096,
+            len: (16 << 20) - 1,
+        };
+        let off = (1 << 48) - 8;
+        let mut e = Entry::new(Place::Mem(1, off), Some(nv), false, 5, Kind::ZSet, 42);
+        assert_eq!(e.access(), 0);
+        for clock in [CLOCK_MAX, 0x00ab_cdef, 1, 0x0080_8080] {
+            e.set_access(clock);
+            assert_eq!(e.access(), clock);
+            assert_eq!(e.place(), Place::Mem(1, off));
+            assert_eq!(e.nv(), Some(nv));
+            assert_eq!((e.len(), e.kind(), e.expires()), (5, Kind::ZSet, 42));
+        }
+        // Moves, new log copies and recovery keep the clock.
+        e.set_place(Place::Nvme);
+        e.set_recovery_seq(OFFSET_MASK + 5);
+        assert_eq!(e.seq(), OFFSET_MASK);
+        e.set_nv(Some(NvLoc {
+            segment: 9,
+            offset: 0,
+            len: 1,
+        }));
+        e.set_place(Place::Mem(0, 64));
+        assert_eq!(e.access(), 0x0080_8080);
+        assert_eq!(e.place(), Place::Mem(0, 64));
+        assert_eq!(
+            e.nv().map(|l| (l.segment, l.offset, l.len)),
+            Some((9, 0, 1))
+        );
+        // Seconds on a 24-bit clock; a wrap counts once, as Redis's estimateObjectIdleTime.
+        assert_eq!(
+            access_clock(1_700_000_000_999),
+            (1_700_000_000 & CLOCK_MAX as u64) as u32
+        );
+        assert_eq!(idle_seconds(10, 13), 3);
+        assert_eq!(idle_seconds(CLOCK_MAX - 1, 2), 3);
     }
 
     #[test]

@@ -138,6 +138,17 @@ pub struct ObjectRef<'a> {
     pub expires_at_ms: Option<u64>,
 }
 
+/// What the index knows of a live key ([`Store::key_info`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeyInfo {
+    pub kind: Kind,
+    /// Absolute expiry time in milliseconds since the Unix epoch, if any.
+    pub expires_at_ms: Option<u64>,
+    /// Seconds since the key was last read or written (`OBJECT IDLETIME`), on Redis's 24-bit
+    /// clock of seconds (an idle time past 194 days wraps, as in Redis).
+    pub idle_seconds: u64,
+}
+
 /// Where the NVMe tier lives: `PATH[:SIZE]` (a file, created if missing, or a block device).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SsdSpec {

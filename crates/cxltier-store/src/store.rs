@@ -9,11 +9,11 @@ use hashbrown::{HashMap, HashSet};
 
 use crate::admission::Sketch;
 use crate::arena::{Arena, SlotOffset};
-use crate::index::{Entry, Index, Place};
+use crate::index::{access_clock, Entry, Index, Place};
 use crate::log::{Log, LogConfig, NvLoc, ReadStart, ASYNC_READS};
 use crate::{
-    ArenaInfo, ArenaPlacement, Durability, Kind, ObjectRef, Result, ScanItem, StoreBuilder,
-    StoreError, StoreStats, TierStats,
+    ArenaInfo, ArenaPlacement, Durability, KeyInfo, Kind, ObjectRef, Result, ScanItem,
+    StoreBuilder, StoreError, StoreStats, TierStats,
 };
 
 const DRAM: usize = 0;
@@ -413,6 +413,8 @@ impl Store {
                     r.expires_at_ms.unwrap_or(0),
                 );
                 e.set_recovery_seq(r.seq);
+                // As Redis loading a snapshot: every key counts as accessed at the load.
+                e.set_access(access_clock(now));
                 e
             });
         });
@@ -858,6 +860,7 @@ impl Store {
             self.misses += 1;
             return Ok(None);
         }
+        e.set_access(access_clock(now));
         let e = *e;
         if whole && e.kind() == Kind::BigString {
             return self.get_big(key);
@@ -1431,17 +1434,17 @@ impl Store {
                 }
             }
         }
-        self.index.insert(
-            key,
-            Entry::new(
-                place,
-                nv.or(kept_nv),
-                nv.is_none(),
-                value.len() as u32,
-                kind,
-                expires_at_ms.unwrap_or(0),
-            ),
+        let mut entry = Entry::new(
+            place,
+            nv.or(kept_nv),
+            nv.is_none(),
+            value.len() as u32,
+            kind,
+            expires_at_ms.unwrap_or(0),
         );
+        // A write is an access (Redis's new object, or its lookup for writing).
+        entry.set_access(access_clock(now_ms()));
+        self.index.insert(key, entry);
         self.sketch.touch(key);
         Ok(())
     }
@@ -1559,6 +1562,33 @@ impl Store {
             Some(_) => true,
             None => false,
         }
+    }
+
+    /// A live key's kind and expiry, from the index: no access counted and no value read, as
+    /// Redis's `TYPE`, `TTL` and `EXPIRETIME` look (`LOOKUP_NOTOUCH`). A value kept in pieces is
+    /// [`Kind::BigString`] here (its root says whether it is a string or a hash).
+    pub fn key_info(&mut self, key: &[u8]) -> Option<KeyInfo> {
+        if !self.contains(key) {
+            return None;
+        }
+        let e = self.index.get(key)?;
+        Some(KeyInfo {
+            kind: e.kind(),
+            expires_at_ms: (e.expires() != 0).then_some(e.expires()),
+            idle_seconds: crate::index::idle_seconds(e.access(), access_clock(now_ms())),
+        })
+    }
+
+    /// Count an access to a live key without reading its value (`TOUCH`); false when absent.
+    pub fn touch(&mut self, key: &[u8]) -> bool {
+        if !self.contains(key) {
+            return false;
+        }
+        if let Some(e) = self.index.get_mut(key) {
+            e.set_access(access_clock(now_ms()));
+        }
+        self.sketch.touch(key);
+        true
     }
 
     /// Up to `count` live keys `>= start` in byte order, with their objects. The sequential-scan

@@ -92,6 +92,9 @@ fn key_len_at(b: &[u8]) -> usize {
 const RESERVED_SEGMENTS: usize = 2;
 /// Default segment size.
 pub const DEFAULT_SEGMENT_SIZE: u32 = 2 << 20;
+/// The largest segment: offsets and lengths inside one fit in the 24 bits the key index keeps
+/// for them (the index packs a key's access clock beside them).
+pub const MAX_SEGMENT_SIZE: u32 = 16 << 20;
 
 /// The largest value a record with a key of `key_len` bytes can hold in a segment of
 /// `segment_size` bytes (a record never spans two segments).
@@ -453,9 +456,9 @@ impl Log {
         on_record: &mut dyn FnMut(Recovered<'_>),
     ) -> Result<(Log, OpenReport)> {
         let seg = cfg.segment_size as usize;
-        if seg < 16 * ALIGN || seg % ALIGN != 0 {
+        if seg < 16 * ALIGN || seg % ALIGN != 0 || seg > MAX_SEGMENT_SIZE as usize {
             return Err(StoreError::Config(format!(
-                "segment size {seg} must be a multiple of 4096 and at least 64 KiB"
+                "segment size {seg} must be a multiple of 4096, at least 64 KiB and at most 16 MiB"
             )));
         }
         let path = &cfg.path;
