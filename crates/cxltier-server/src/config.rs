@@ -73,6 +73,7 @@ static KNOBS: &[Knob] = &[
     alias("busy-reply-threshold", "lua-time-limit", true),
     knob("activerehashing", "yes", false),
     knob("lazyfree-lazy-user-del", "no", false),
+    knob("lazyfree-lazy-expire", "no", false),
     knob("lazyfree-lazy-user-flush", "no", false),
     knob("active-expire-effort", "1", true),
     knob("maxmemory-samples", "5", true),
