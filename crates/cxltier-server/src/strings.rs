@@ -527,3 +527,165 @@ mod tests {
         assert_eq!(parse_f64(b"1e3"), Some(1000.0));
     }
 }
+
+/// LCS key1 key2 [LEN] [IDX] [MINMATCHLEN len] [WITHMATCHLEN]: the longest common subsequence
+/// of two strings, by Redis's dynamic programming table (its memory bounded, as Redis bounds
+/// it, by proto-max-bulk-len), with Redis's replies and errors.
+pub(crate) fn lcs(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    const NOT_STRINGS: &str = "ERR The specified keys must contain string values";
+    let a = match read(ctx, args[1])? {
+        Err(()) => return fail(ctx, NOT_STRINGS),
+        Ok(v) => v.map(|v| v.0).unwrap_or_default(),
+    };
+    let b = match read(ctx, args[2])? {
+        Err(()) => return fail(ctx, NOT_STRINGS),
+        Ok(v) => v.map(|v| v.0).unwrap_or_default(),
+    };
+    let (mut get_len, mut get_idx, mut with_len, mut min_len) = (false, false, false, 0u64);
+    let mut j = 3;
+    while j < args.len() {
+        match args[j].to_ascii_uppercase().as_slice() {
+            b"IDX" => get_idx = true,
+            b"LEN" => get_len = true,
+            b"WITHMATCHLEN" => with_len = true,
+            b"MINMATCHLEN" if j + 1 < args.len() => {
+                let Some(n) = parse_i64(args[j + 1]) else {
+                    return fail(ctx, NOT_INT);
+                };
+                min_len = n.max(0) as u64;
+                j += 1;
+            }
+            _ => return fail(ctx, SYNTAX),
+        }
+        j += 1;
+    }
+    if get_len && get_idx {
+        return fail(
+            ctx,
+            "ERR If you want both the length and indexes, please just use IDX.",
+        );
+    }
+    let (alen, blen) = (a.len(), b.len());
+    let cells = (alen as u128 + 1) * (blen as u128 + 1);
+    // The table is 4 bytes a cell, held to proto-max-bulk-len as in Redis (the server sets it;
+    // 512 MB, Redis's default, when it is not set).
+    let limit = match ctx.info.proto_max_bulk_len {
+        0 => 512 << 20,
+        n => n,
+    };
+    if cells * 4 > limit as u128 {
+        return fail(
+            ctx,
+            "ERR Insufficient memory, transient memory for LCS exceeds proto-max-bulk-len",
+        );
+    }
+    let w = blen + 1;
+    let mut t = vec![0u32; (alen + 1) * w];
+    for i in 1..=alen {
+        for j in 1..=blen {
+            t[i * w + j] = if a[i - 1] == b[j - 1] {
+                t[(i - 1) * w + j - 1] + 1
+            } else {
+                t[(i - 1) * w + j].max(t[i * w + j - 1])
+            };
+        }
+    }
+    let total = t[alen * w + blen];
+    // Walk back from the end, as Redis does: the LCS itself, and the matching ranges (each
+    // `((a_start, a_end), (b_start, b_end))`), last first.
+    let mut result = vec![0u8; total as usize];
+    let mut ranges: Vec<(usize, usize, usize, usize)> = Vec::new();
+    let (mut i, mut j, mut idx) = (alen, blen, total as usize);
+    let mut range: Option<(usize, usize, usize, usize)> = None;
+    while (get_idx || !get_len) && i > 0 && j > 0 {
+        let mut emit = false;
+        if a[i - 1] == b[j - 1] {
+            result[idx - 1] = a[i - 1];
+            match range.as_mut() {
+                None => range = Some((i - 1, i - 1, j - 1, j - 1)),
+                Some(r) if r.0 == i && r.2 == j => {
+                    r.0 -= 1;
+                    r.2 -= 1;
+                }
+                Some(_) => emit = true,
+            }
+            if range.is_some_and(|r| r.0 == 0 || r.2 == 0) {
+                emit = true;
+            }
+            idx -= 1;
+            i -= 1;
+            j -= 1;
+        } else {
+            if t[(i - 1) * w + j] > t[i * w + j - 1] {
+                i -= 1;
+            } else {
+                j -= 1;
+            }
+            emit = range.is_some();
+        }
+        if emit {
+            if let Some(r) = range.take() {
+                if min_len == 0 || (r.1 - r.0 + 1) as u64 >= min_len {
+                    ranges.push(r);
+                }
+            }
+        }
+    }
+    let proto = ctx.session.proto;
+    if get_idx {
+        reply::map(ctx.out, proto, 2);
+        reply::bulk(ctx.out, b"matches");
+        reply::array(ctx.out, ranges.len());
+        for r in &ranges {
+            reply::array(ctx.out, 2 + usize::from(with_len));
+            reply::array(ctx.out, 2);
+            reply::int(ctx.out, r.0 as i64);
+            reply::int(ctx.out, r.1 as i64);
+            reply::array(ctx.out, 2);
+            reply::int(ctx.out, r.2 as i64);
+            reply::int(ctx.out, r.3 as i64);
+            if with_len {
+                reply::int(ctx.out, (r.1 - r.0 + 1) as i64);
+            }
+        }
+        reply::bulk(ctx.out, b"len");
+        reply::int(ctx.out, i64::from(total));
+    } else if get_len {
+        reply::int(ctx.out, i64::from(total));
+    } else {
+        reply::bulk(ctx.out, &result);
+    }
+    Ok(Effect::Read)
+}
+
+#[cfg(test)]
+mod lcs_tests {
+    use crate::list::testdb::Db;
+
+    #[test]
+    fn lcs_answers_as_redis() {
+        let mut db = Db::new();
+        db.cmd("SET a ohmytext");
+        db.cmd("SET b mynewtext");
+        assert_eq!(db.cmd("LCS a b"), "$6\r\nmytext\r\n");
+        assert_eq!(db.cmd("LCS a b LEN"), ":6\r\n");
+        // Redis 7.0's reply for these two strings (its documentation's example).
+        assert_eq!(
+            db.cmd("LCS a b IDX MINMATCHLEN 4 WITHMATCHLEN"),
+            "*4\r\n$7\r\nmatches\r\n*1\r\n*3\r\n*2\r\n:4\r\n:7\r\n*2\r\n:5\r\n:8\r\n:4\r\n$3\r\nlen\r\n:6\r\n"
+        );
+        assert_eq!(
+            db.cmd("LCS a b IDX"),
+            "*4\r\n$7\r\nmatches\r\n*2\r\n*2\r\n*2\r\n:4\r\n:7\r\n*2\r\n:5\r\n:8\r\n*2\r\n*2\r\n:2\r\n:3\r\n*2\r\n:0\r\n:1\r\n$3\r\nlen\r\n:6\r\n"
+        );
+        assert_eq!(db.cmd("LCS a nope"), "$0\r\n\r\n");
+        db.cmd("RPUSH l x");
+        assert_eq!(
+            db.cmd("LCS a l"),
+            "-ERR The specified keys must contain string values\r\n"
+        );
+        assert!(db
+            .cmd("LCS a b LEN IDX")
+            .starts_with("-ERR If you want both"));
+    }
+}

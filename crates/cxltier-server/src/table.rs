@@ -211,6 +211,7 @@ pub static TABLE: &[Command] = &[
     cmd("INFO", -1, LOADING | STALE, NOKEYS, c::info, "server", "Returns information and statistics about the server."),
     cmd("KEYS", 2, READONLY, NOKEYS, k::keys, "generic", "Returns all key names that match a pattern."),
     cmd("LASTSAVE", 1, LOADING | STALE | FAST, NOKEYS, c::lastsave, "server", "Returns the Unix timestamp of the last SAVE or BGSAVE (the start before any)."),
+    cmd("LCS", -3, READONLY | VALUES, (1, 2, 1), s::lcs, "string", "Finds the longest common substring."),
     cmd("LINDEX", 3, READONLY | VALUES, KEY1, crate::list::lindex, "list", "Returns an element from a list by its index."),
     cmd("LINSERT", 5, WRITE | DENYOOM | VALUES, KEY1, crate::list::linsert, "list", "Inserts an element before or after another element in a list."),
     cmd("LLEN", 2, READONLY | FAST | VALUES, KEY1, crate::list::llen, "list", "Returns the length of a list."),
