@@ -1007,9 +1007,11 @@ fn check_soft_limit(
     let secs = limit.soft_seconds;
     if secs > 0 && now.saturating_duration_since(since) >= Duration::from_secs(secs) {
         let text = format!(
-            "closed client {}: {} bytes of replies unread for {secs} s, over the client-output-buffer-limit soft limit of {} bytes (the client must read its replies)",
+            "{} {}: {} bytes of {} for {secs} s, over the client-output-buffer-limit soft limit of {} bytes (the client must read its replies)",
+            if c.replica.is_some() { "dropped replica" } else { "closed client" },
             peer(c),
             c.unsent(),
+            if c.replica.is_some() { "write stream unsent" } else { "replies unread" },
             limit.soft
         );
         close_over_limit(c, info, log, &text);

@@ -487,3 +487,33 @@ fn a_redis_replica_loads_the_snapshot_and_follows_the_stream() {
         "{info}"
     );
 }
+
+/// A replica that does not read is dropped once the stream held for it reaches the replica
+/// class's hard limit (256 MB), and the master goes on serving.
+#[test]
+fn a_replica_that_does_not_read_is_dropped_at_the_hard_limit() {
+    let s = Server::start(&["--dram", "32M"]);
+    let (_stalled, _) = attach(&s);
+    let mut c = s.client();
+    let value = vec![b'v'; 1 << 20];
+    // 300 MiB of stream: past 256 MB whatever the socket buffers took.
+    for _ in 0..300 {
+        c.send(&[b"SET", b"k", &value]);
+        assert_eq!(c.read(), V::Simple("OK".into()));
+    }
+    let t = Instant::now();
+    loop {
+        let info = c.call(&["INFO", "replication"]).text();
+        if info.contains("connected_slaves:0\r\n") {
+            break;
+        }
+        assert!(t.elapsed() < GUARD, "the replica was not dropped: {info}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let stats = c.call(&["INFO", "stats"]).text();
+    assert!(
+        stats.contains("client_output_buffer_limit_disconnections:1\r\n"),
+        "{stats}"
+    );
+    assert_eq!(c.call(&["STRLEN", "k"]), V::Int(1 << 20));
+}
