@@ -232,7 +232,7 @@ impl ServerInfo {
     }
 
     /// A write to `key`: the transactions watching it will fail.
-    fn touch(&mut self, key: &[u8]) {
+    pub(crate) fn touch(&mut self, key: &[u8]) {
         if let Some(ids) = self.watchers.get(key) {
             self.dirty.extend(ids.iter().copied());
         }

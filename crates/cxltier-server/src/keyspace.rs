@@ -509,9 +509,13 @@ pub(crate) fn sort(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErr
                     .list_push(dst, cxltier_store::ListEnd::Right, chunk)?;
             }
             // The destination is no key position of the table's: a client blocked on it is
-            // told here.
+            // told here, and so are the transactions watching it (also when an empty result
+            // only deleted it, as in Redis).
             if !out.is_empty() && !ctx.info.blocked.is_empty() {
                 ctx.info.ready.push(dst.to_vec());
+            }
+            if existed || !out.is_empty() {
+                ctx.info.touch(dst);
             }
             reply::int(ctx.out, out.len() as i64);
             Ok(if existed || !out.is_empty() {
@@ -769,6 +773,13 @@ mod tests {
             "-ERR One or more scores can't be converted into double\r\n"
         );
         assert_eq!(db.cmd("SORT nope STORE d"), ":0\r\n");
+        // An empty result that deletes a watched destination fails the transaction.
+        db.cmd("RPUSH watched x");
+        db.cmd("WATCH watched");
+        assert_eq!(db.cmd("SORT nope STORE watched"), ":0\r\n");
+        db.cmd("MULTI");
+        db.cmd("PING");
+        assert_eq!(db.cmd("EXEC"), "*-1\r\n");
         assert_eq!(db.cmd("EXISTS d"), ":0\r\n");
         assert_eq!(db.cmd("SORT_RO l STORE d"), "-ERR syntax error\r\n");
         assert!(db.cmd("SORT w_1").starts_with("-WRONGTYPE"));
