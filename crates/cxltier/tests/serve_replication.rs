@@ -275,6 +275,15 @@ fn sync_sends_a_valid_snapshot_then_the_stream_as_redis_propagates_it() {
         // The GETACK the parked WAIT asked for is in the stream.
         assert_eq!(repl.stream_command(), "SET k v");
         assert_eq!(repl.stream_command(), "REPLCONF GETACK *");
+        // The replicas' PING, every repl-ping-replica-period seconds.
+        c.call(&["CONFIG", "SET", "repl-ping-replica-period", "1"]);
+        assert_eq!(repl.stream_command(), "PING");
+        c.call(&["CONFIG", "SET", "repl-ping-replica-period", "3600"]);
+        // A key that nobody reads again is expired by the background sampling: a DEL alone.
+        c.call(&["SET", "short", "v", "PX", "100"]);
+        let set = repl.stream_command();
+        assert!(set.starts_with("set short v PXAT "), "{set}");
+        assert_eq!(repl.stream_command(), "del short");
     }
 }
 
