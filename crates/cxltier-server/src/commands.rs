@@ -321,6 +321,8 @@ pub struct ClientMeta {
     pub sub: usize,
     pub psub: usize,
     pub multi: i64,
+    /// It attached as a replica (SYNC/PSYNC): flag `S`, type `replica`.
+    pub replica: bool,
 }
 
 impl ClientMeta {
@@ -336,11 +338,14 @@ impl ClientMeta {
         self.sub = s.channels.len();
         self.psub = s.patterns.len();
         self.multi = s.multi.as_ref().map_or(-1, |q| q.len() as i64);
+        self.replica = s.is_replica;
     }
 
     /// Redis's client type for LIST and KILL filters: pubsub once subscribed, else normal.
     fn kind(&self) -> &'static str {
-        if self.sub + self.psub > 0 {
+        if self.replica {
+            "replica"
+        } else if self.sub + self.psub > 0 {
             "pubsub"
         } else {
             "normal"
@@ -1400,6 +1405,10 @@ fn client_line(t: &mut String, id: u64, m: &ClientMeta, now: std::time::Instant,
     if blocked {
         flags.push('b');
     }
+    // A replica (Redis's `S`).
+    if m.replica {
+        flags.push('S');
+    }
     if m.sub + m.psub > 0 {
         flags.push('P');
     }
@@ -1540,7 +1549,9 @@ pub(crate) fn client(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
                     (b"TYPE", 2) => match rest[1].to_ascii_lowercase().as_slice() {
                         b"normal" => want_kind = Some("normal"),
                         b"pubsub" => want_kind = Some("pubsub"),
-                        b"master" | b"slave" | b"replica" => ids.clear(),
+                        b"slave" | b"replica" => want_kind = Some("replica"),
+                        // cxltier is no replica: it has no master link.
+                        b"master" => ids.clear(),
                         _ => {
                             return fail(
                                 ctx,
@@ -1598,7 +1609,9 @@ pub(crate) fn client(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
             };
             let me = ctx.session.id;
             // The caller's own type from its session, which is current.
-            let my_kind = if ctx.session.subscribed() {
+            let my_kind = if ctx.session.is_replica {
+                "replica"
+            } else if ctx.session.subscribed() {
                 "pubsub"
             } else {
                 "normal"
@@ -2816,6 +2829,7 @@ mod tests {
                     sub: 0,
                     psub: 0,
                     multi: -1,
+                    replica: false,
                 },
             );
         }

@@ -1334,6 +1334,7 @@ fn accept(
                         sub: 0,
                         psub: 0,
                         multi: -1,
+                        replica: false,
                     },
                 );
                 conns.insert(

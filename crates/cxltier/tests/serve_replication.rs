@@ -247,6 +247,9 @@ fn sync_sends_a_valid_snapshot_then_the_stream_as_redis_propagates_it() {
             info.contains("slave0:ip=127.0.0.1,port=0,state=online"),
             "{info}"
         );
+        let replicas = c.call(&["CLIENT", "LIST", "TYPE", "replica"]).text();
+        assert_eq!(replicas.lines().count(), 1, "{replicas}");
+        assert!(replicas.contains(" flags=S "), "{replicas}");
         let offset: u64 = info
             .lines()
             .find_map(|l| l.strip_prefix("master_repl_offset:"))
