@@ -201,6 +201,8 @@ pub struct Session {
     pub replica_port: u16,
     /// This connection is a replica (it attached with SYNC/PSYNC).
     pub is_replica: bool,
+    /// The write stream is being built (set by dispatch for each command): rewrites are made.
+    pub replicating: bool,
 }
 
 impl ServerInfo {
@@ -261,9 +263,13 @@ impl Session {
         0
     }
 
-    /// Replicate the command that is running as `ops` instead of itself.
-    pub(crate) fn propagate_as(&mut self, ops: Vec<crate::replication::Op>) {
-        self.propagate = Some(ops);
+    /// Replicate the command that is running as what `ops` builds instead of itself; built
+    /// only while the write stream is (a replica attached once), so that a write costs nothing
+    /// more before.
+    pub(crate) fn propagate_as(&mut self, ops: impl FnOnce() -> Vec<crate::replication::Op>) {
+        if self.replicating {
+            self.propagate = Some(ops());
+        }
     }
 
     /// The session of a connection just accepted: RESP2, authenticated when no password is set.
@@ -624,6 +630,7 @@ fn dispatch(ctx: &mut Ctx<'_>, cmd: &'static table::Command, args: &[&[u8]]) -> 
         }
     }
     let changes_before = ctx.store.changes();
+    ctx.session.replicating = ctx.info.repl.active;
     ctx.session.propagate = None;
     ctx.session.force_propagate = false;
     // Lazy expiry, counted: a key of the command whose TTL has passed is removed here, by an
@@ -798,7 +805,7 @@ pub(crate) fn set(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErro
     if expiry_given && effect == Effect::Wrote {
         if let Some(at) = ctx.store.peek(args[1]).and_then(|o| o.expires_at_ms) {
             ctx.session
-                .propagate_as(vec![set_pxat_op(args[1], args[2], at)]);
+                .propagate_as(|| vec![set_pxat_op(args[1], args[2], at)]);
         }
     }
     Ok(effect)
@@ -827,7 +834,7 @@ fn set_expiring(ctx: &mut Ctx<'_>, args: &[&[u8]], seconds: bool) -> Result<Effe
     ctx.store
         .put(args[1], Kind::String, args[3], Some(at as u64))?;
     ctx.session
-        .propagate_as(vec![set_pxat_op(args[1], args[3], at as u64)]);
+        .propagate_as(|| vec![set_pxat_op(args[1], args[3], at as u64)]);
     reply::ok(ctx.out);
     Ok(Effect::Wrote)
 }
@@ -1233,18 +1240,20 @@ fn expire_command(
         let existed = ctx.store.delete(args[1])?;
         // Redis replicates an expiry already past as the delete it is.
         ctx.session
-            .propagate_as(vec![expired_delete_op(ctx.info, args[1])]);
+            .propagate_as(|| vec![expired_delete_op(ctx.info, args[1])]);
         reply::int(ctx.out, existed as i64);
     } else {
         let ok = ctx.store.set_expiry(args[1], Some(at as u64))?;
         // As `PEXPIREAT key ms`, the options kept (Redis's expireGenericCommand).
-        let mut op: crate::replication::Op = vec![
-            b"pexpireat".to_vec(),
-            args[1].to_vec(),
-            at.to_string().into_bytes(),
-        ];
-        op.extend(args[3..].iter().map(|a| a.to_vec()));
-        ctx.session.propagate_as(vec![op]);
+        ctx.session.propagate_as(|| {
+            let mut op: crate::replication::Op = vec![
+                b"pexpireat".to_vec(),
+                args[1].to_vec(),
+                at.to_string().into_bytes(),
+            ];
+            op.extend(args[3..].iter().map(|a| a.to_vec()));
+            vec![op]
+        });
         reply::int(ctx.out, ok as i64);
     }
     Ok(Effect::Wrote)

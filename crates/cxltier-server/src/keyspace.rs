@@ -646,17 +646,19 @@ pub(crate) fn restore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, Store
     if expires.is_some_and(|t| t <= now_ms()) {
         if replace && ctx.store.delete(key)? {
             ctx.session
-                .propagate_as(vec![vec![b"del".to_vec(), key.to_vec()]]);
+                .propagate_as(|| vec![vec![b"del".to_vec(), key.to_vec()]]);
         }
         reply::ok(ctx.out);
         return Ok(Effect::Wrote);
     }
     // A relative TTL is replicated as the time it stands for, with ABSTTL (Redis 7.0).
     if let (Some(at), false) = (expires, absttl) {
-        let mut op: crate::replication::Op = args.iter().map(|a| a.to_vec()).collect();
-        op[2] = at.to_string().into_bytes();
-        op.push(b"ABSTTL".to_vec());
-        ctx.session.propagate_as(vec![op]);
+        ctx.session.propagate_as(|| {
+            let mut op: crate::replication::Op = args.iter().map(|a| a.to_vec()).collect();
+            op[2] = at.to_string().into_bytes();
+            op.push(b"ABSTTL".to_vec());
+            vec![op]
+        });
     }
     let scored = kind == Some(Kind::ZSet);
     let members = match kind {

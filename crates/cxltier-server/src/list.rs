@@ -449,7 +449,7 @@ fn bpop(ctx: &mut Ctx<'_>, args: &[&[u8]], end: ListEnd) -> Result<Effect, Store
     let keys = &args[1..args.len() - 1];
     typed(ctx, |ctx| match pop_first(ctx, keys, end, 1)? {
         Some((k, v)) => {
-            ctx.session.propagate_as(vec![pop_op(end, &k, None)]);
+            ctx.session.propagate_as(|| vec![pop_op(end, &k, None)]);
             reply::array(ctx.out, 2);
             reply::bulk(ctx.out, &k);
             reply::bulk(ctx.out, &v[0]);
@@ -487,14 +487,15 @@ fn bmove(
     }
     let effect = move_one(ctx, src, args[2], from, to)?;
     // Replicated as the non-blocking command: LMOVE (with its ends) or RPOPLPUSH.
-    let op = if args.len() == 6 {
-        let mut op = vec![b"lmove".to_vec()];
-        op.extend(args[1..5].iter().map(|a| a.to_vec()));
-        op
-    } else {
-        vec![b"rpoplpush".to_vec(), src.to_vec(), args[2].to_vec()]
-    };
-    ctx.session.propagate_as(vec![op]);
+    ctx.session.propagate_as(|| {
+        if args.len() == 6 {
+            let mut op = vec![b"lmove".to_vec()];
+            op.extend(args[1..5].iter().map(|a| a.to_vec()));
+            vec![op]
+        } else {
+            vec![vec![b"rpoplpush".to_vec(), src.to_vec(), args[2].to_vec()]]
+        }
+    });
     Ok(effect)
 }
 
@@ -558,7 +559,7 @@ pub(crate) fn lmpop(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreEr
     typed(ctx, |ctx| match pop_first(ctx, &keys, end, count)? {
         Some((k, v)) => {
             ctx.session
-                .propagate_as(vec![pop_op(end, &k, Some(v.len()))]);
+                .propagate_as(|| vec![pop_op(end, &k, Some(v.len()))]);
             reply_mpop(ctx, &k, &v);
             Ok(Effect::Wrote)
         }
@@ -581,7 +582,7 @@ pub(crate) fn blmpop(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
     typed(ctx, |ctx| match pop_first(ctx, &keys, end, count)? {
         Some((k, v)) => {
             ctx.session
-                .propagate_as(vec![pop_op(end, &k, Some(v.len()))]);
+                .propagate_as(|| vec![pop_op(end, &k, Some(v.len()))]);
             reply_mpop(ctx, &k, &v);
             Ok(Effect::Wrote)
         }

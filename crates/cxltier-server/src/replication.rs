@@ -506,6 +506,24 @@ mod tests {
     }
 
     #[test]
+    fn without_a_replica_no_rewrite_is_built_and_no_stream() {
+        let mut db = crate::list::testdb::Db::new();
+        db.cmd("SET k v EX 100");
+        db.cmd("SADD s a b");
+        db.cmd("SPOP s 2");
+        assert!(db.session.propagate.is_none());
+        assert!(!db.session.replicating);
+        assert!(db.info.repl.pending.is_empty());
+        assert_eq!(db.info.repl.offset, 0);
+        // The rewrite is not even built.
+        let mut session = crate::commands::Session::new(1, true);
+        session.propagate_as(|| panic!("a rewrite built with no stream"));
+        session.replicating = true;
+        session.propagate_as(|| vec![vec![b"x".to_vec()]]);
+        assert_eq!(session.propagate, Some(vec![vec![b"x".to_vec()]]));
+    }
+
+    #[test]
     fn writes_that_change_nothing_are_not_replicated() {
         let mut db = replicated();
         let s = stream_of(

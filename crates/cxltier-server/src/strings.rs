@@ -159,7 +159,7 @@ pub(crate) fn getdel(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
                 b"del"
             };
             ctx.session
-                .propagate_as(vec![vec![verb.to_vec(), args[1].to_vec()]]);
+                .propagate_as(|| vec![vec![verb.to_vec(), args[1].to_vec()]]);
             reply::bulk(ctx.out, &v);
             Ok(Effect::Wrote)
         }
@@ -208,17 +208,19 @@ pub(crate) fn getex(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreEr
         Some(Some(at)) if at <= now_ms() as i64 => {
             ctx.store.delete(args[1])?;
             ctx.session
-                .propagate_as(vec![crate::commands::expired_delete_op(ctx.info, args[1])]);
+                .propagate_as(|| vec![crate::commands::expired_delete_op(ctx.info, args[1])]);
             Effect::Wrote
         }
         // Replicated as `PEXPIREAT key ms` (Redis 7.0's getexCommand).
         Some(Some(at)) => {
             ctx.store.set_expiry(args[1], Some(at as u64))?;
-            ctx.session.propagate_as(vec![vec![
-                b"pexpireat".to_vec(),
-                args[1].to_vec(),
-                at.to_string().into_bytes(),
-            ]]);
+            ctx.session.propagate_as(|| {
+                vec![vec![
+                    b"pexpireat".to_vec(),
+                    args[1].to_vec(),
+                    at.to_string().into_bytes(),
+                ]]
+            });
             Effect::Wrote
         }
         // PERSIST: a change (replicated as `PERSIST key`) only when the key had a TTL.
@@ -226,7 +228,7 @@ pub(crate) fn getex(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreEr
             if expires.is_some() {
                 ctx.store.set_expiry(args[1], None)?;
                 ctx.session
-                    .propagate_as(vec![vec![b"persist".to_vec(), args[1].to_vec()]]);
+                    .propagate_as(|| vec![vec![b"persist".to_vec(), args[1].to_vec()]]);
             }
             Effect::Wrote
         }
@@ -242,11 +244,8 @@ pub(crate) fn getset(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
     };
     // Like SET: the new value has no TTL (and it is replicated as SET).
     ctx.store.put(args[1], Kind::String, args[2], None)?;
-    ctx.session.propagate_as(vec![vec![
-        b"set".to_vec(),
-        args[1].to_vec(),
-        args[2].to_vec(),
-    ]]);
+    ctx.session
+        .propagate_as(|| vec![vec![b"set".to_vec(), args[1].to_vec(), args[2].to_vec()]]);
     match old {
         Some((v, _)) => reply::bulk(ctx.out, &v),
         None => reply::null(ctx.out, ctx.session.proto),
@@ -326,12 +325,14 @@ pub(crate) fn incrbyfloat(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, S
         .put(args[1], Kind::String, text.as_bytes(), expires)?;
     // Replicated as the value it made, so that a replica does not compute it again with its
     // own rounding (Redis: `SET key value KEEPTTL`).
-    ctx.session.propagate_as(vec![vec![
-        b"set".to_vec(),
-        args[1].to_vec(),
-        text.as_bytes().to_vec(),
-        b"KEEPTTL".to_vec(),
-    ]]);
+    ctx.session.propagate_as(|| {
+        vec![vec![
+            b"set".to_vec(),
+            args[1].to_vec(),
+            text.as_bytes().to_vec(),
+            b"KEEPTTL".to_vec(),
+        ]]
+    });
     reply::bulk(ctx.out, text.as_bytes());
     Ok(Effect::Wrote)
 }

@@ -945,7 +945,7 @@ pub(crate) fn zmpop(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreEr
         match zpop_first(ctx, &keys, max, count.unwrap_or(1))? {
             Some((k, got)) => {
                 ctx.session
-                    .propagate_as(vec![zpop_op(max, &k, Some(got.len()))]);
+                    .propagate_as(|| vec![zpop_op(max, &k, Some(got.len()))]);
                 reply_mpop(ctx, &k, &got);
                 Ok(Effect::Wrote)
             }
@@ -970,7 +970,7 @@ pub(crate) fn bzmpop(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
         match zpop_first(ctx, &keys, max, count.unwrap_or(1))? {
             Some((k, got)) => {
                 ctx.session
-                    .propagate_as(vec![zpop_op(max, &k, Some(got.len()))]);
+                    .propagate_as(|| vec![zpop_op(max, &k, Some(got.len()))]);
                 reply_mpop(ctx, &k, &got);
                 Ok(Effect::Wrote)
             }
@@ -987,7 +987,7 @@ fn bzpop(ctx: &mut Ctx<'_>, args: &[&[u8]], max: bool) -> Result<Effect, StoreEr
     let keys = &args[1..args.len() - 1];
     typed(ctx, |ctx| match zpop_first(ctx, keys, max, 1)? {
         Some((k, got)) => {
-            ctx.session.propagate_as(vec![zpop_op(max, &k, None)]);
+            ctx.session.propagate_as(|| vec![zpop_op(max, &k, None)]);
             let proto = ctx.session.proto;
             reply::array(ctx.out, 3);
             reply::bulk(ctx.out, &k);
