@@ -111,7 +111,20 @@ fn run(store: &mut Store, data: &[u8]) {
         // CLIENT REPLY OFF and SKIP write no reply of their own (the server drops the replies
         // of the commands they silence).
         let silenced = session.drop_reply();
-        if args.is_empty() || (silenced && out.is_empty()) {
+        // A command that parks (a blocking pop that found nothing, WAIT) is answered later, by
+        // the server; SYNC and PSYNC hand the server a snapshot to send (PSYNC's +FULLRESYNC
+        // comes first) and are ignored on a connection that is a replica already; REPLCONF ACK
+        // and GETACK answer nothing: all as in Redis.
+        let parked = session.block.take().is_some();
+        let synced = session.sync.take().is_some();
+        let named = |n: &str| args.first().is_some_and(|a| a.eq_ignore_ascii_case(n.as_bytes()));
+        let acked = named("REPLCONF")
+            && args.iter().skip(1).step_by(2).any(|a| {
+                a.eq_ignore_ascii_case(b"ACK") || a.eq_ignore_ascii_case(b"GETACK")
+            });
+        let resync = (named("SYNC") || named("PSYNC")) && session.is_replica;
+        let unanswered = parked || synced || acked || resync;
+        if args.is_empty() || (silenced && out.is_empty()) || (unanswered && out.is_empty()) {
             // An empty multibulk is ignored, like Redis: no reply.
             assert!(out.is_empty(), "a reply to an empty command");
         } else if effect != Effect::Shutdown {

@@ -92,6 +92,11 @@ pub struct ServerInfo {
     pub unblock: Vec<(u64, bool)>,
     /// Keys written while connections were parked: the server tries those waiting on them.
     pub ready: Vec<Vec<u8>>,
+    /// Replicas, the write stream and its offset.
+    pub repl: crate::replication::Replication,
+    /// Where the snapshot a replica loads is written before it is sent (the store's directory);
+    /// `None`: in memory.
+    pub snapshot_dir: Option<std::path::PathBuf>,
 }
 
 /// One command's counters, as Redis's INFO commandstats shows them.
@@ -114,6 +119,37 @@ pub struct CommandStat {
 pub struct Block {
     pub keys: Vec<Vec<u8>>,
     pub deadline: Option<std::time::Instant>,
+    /// WAIT: answered once this many replicas acknowledged this stream offset, or at the
+    /// deadline with how many did.
+    pub wait: Option<(u64, u64)>,
+}
+
+/// What SYNC/PSYNC hands the server: the snapshot to send, and the stream offset it stands
+/// for (the replica is fed the stream from there).
+#[derive(Debug)]
+pub struct SyncStart {
+    pub snapshot: Snapshot,
+    pub offset: u64,
+}
+
+/// A snapshot written for a replica: in an unlinked temporary file, or in memory.
+#[derive(Debug)]
+pub enum Snapshot {
+    File(std::fs::File, u64),
+    Memory(Vec<u8>),
+}
+
+impl Snapshot {
+    pub fn len(&self) -> u64 {
+        match self {
+            Snapshot::File(_, n) => *n,
+            Snapshot::Memory(v) => v.len() as u64,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 /// One connection's state.
@@ -153,6 +189,20 @@ pub struct Session {
     /// The server is running a parked command again: a key of another type is not an error
     /// then, only not ready (Redis leaves such a client blocked).
     pub block_retry: bool,
+    /// What the command that ran is replicated as, if not as itself (set by its handler,
+    /// taken after it): Redis's `rewriteClientCommandVector`/`alsoPropagate`. Empty: nothing
+    /// (Redis's `preventCommandPropagation`).
+    pub propagate: Option<Vec<crate::replication::Op>>,
+    /// Replicate the command even if it changed nothing (FLUSHALL, FLUSHDB, PUBLISH).
+    pub force_propagate: bool,
+    /// SYNC/PSYNC ran: the connection becomes a replica (the server takes it).
+    pub sync: Option<SyncStart>,
+    /// `REPLCONF listening-port`: the port this connection's replica listens on.
+    pub replica_port: u16,
+    /// This connection is a replica (it attached with SYNC/PSYNC).
+    pub is_replica: bool,
+    /// The write stream is being built (set by dispatch for each command): rewrites are made.
+    pub replicating: bool,
 }
 
 impl ServerInfo {
@@ -184,7 +234,7 @@ impl ServerInfo {
     }
 
     /// A write to `key`: the transactions watching it will fail.
-    fn touch(&mut self, key: &[u8]) {
+    pub(crate) fn touch(&mut self, key: &[u8]) {
         if let Some(ids) = self.watchers.get(key) {
             self.dirty.extend(ids.iter().copied());
         }
@@ -217,6 +267,21 @@ impl ServerInfo {
 }
 
 impl Session {
+    /// The database this connection's commands act on: what the write stream selects before
+    /// them. One database today.
+    pub fn db(&self) -> u32 {
+        0
+    }
+
+    /// Replicate the command that is running as what `ops` builds instead of itself; built
+    /// only while the write stream is (a replica attached once), so that a write costs nothing
+    /// more before.
+    pub(crate) fn propagate_as(&mut self, ops: impl FnOnce() -> Vec<crate::replication::Op>) {
+        if self.replicating {
+            self.propagate = Some(ops());
+        }
+    }
+
     /// The session of a connection just accepted: RESP2, authenticated when no password is set.
     pub fn new(id: u64, authed: bool) -> Session {
         Session {
@@ -272,6 +337,8 @@ pub struct ClientMeta {
     pub sub: usize,
     pub psub: usize,
     pub multi: i64,
+    /// It attached as a replica (SYNC/PSYNC): flag `S`, type `replica`.
+    pub replica: bool,
 }
 
 impl ClientMeta {
@@ -287,11 +354,14 @@ impl ClientMeta {
         self.sub = s.channels.len();
         self.psub = s.patterns.len();
         self.multi = s.multi.as_ref().map_or(-1, |q| q.len() as i64);
+        self.replica = s.is_replica;
     }
 
     /// Redis's client type for LIST and KILL filters: pubsub once subscribed, else normal.
     fn kind(&self) -> &'static str {
-        if self.sub + self.psub > 0 {
+        if self.replica {
+            "replica"
+        } else if self.sub + self.psub > 0 {
             "pubsub"
         } else {
             "normal"
@@ -522,9 +592,17 @@ fn refusal(
     };
     let is_exec = cmd.name == "EXEC";
     let writes = cmd.has(flag::WRITE) || (is_exec && queued().any(|c| c.has(flag::WRITE)));
+    // Redis's min-replicas-to-write: writes need that many replicas that acknowledged within
+    // min-replicas-max-lag seconds.
+    let min_replicas = info.knobs.int("min-replicas-to-write");
+    let max_lag = info.knobs.int("min-replicas-max-lag");
     if writes
-        && info.knobs.int("min-replicas-to-write") > 0
-        && info.knobs.int("min-replicas-max-lag") > 0
+        && min_replicas > 0
+        && max_lag > 0
+        && (info
+            .repl
+            .good_replicas(max_lag as u64, std::time::Instant::now()) as i64)
+            < min_replicas
     {
         return Some(NOREPLICAS);
     }
@@ -554,6 +632,20 @@ fn dispatch(ctx: &mut Ctx<'_>, cmd: &'static table::Command, args: &[&[u8]]) -> 
             ctx.info.touch(&k);
         }
     }
+    // Replication: this command's unit of the write stream begins (EXEC's commands come back
+    // here nested), and what it changes is counted from here. Keys expired outside any
+    // command (the server's look-ups before it) go first, each alone.
+    if ctx.info.repl.enter() && ctx.info.repl.active {
+        let db = ctx.session.db();
+        for k in ctx.store.take_expired() {
+            let op = expired_delete_op(ctx.info, &k);
+            ctx.info.repl.emit(db, &op);
+        }
+    }
+    let changes_before = ctx.store.changes();
+    ctx.session.replicating = ctx.info.repl.active;
+    ctx.session.propagate = None;
+    ctx.session.force_propagate = false;
     // Lazy expiry, counted: a key of the command whose TTL has passed is removed here, by an
     // index lookup that reads no value, so INFO's expired_keys counts it as Redis does.
     if cmd.first_key > 0 {
@@ -571,6 +663,10 @@ fn dispatch(ctx: &mut Ctx<'_>, cmd: &'static table::Command, args: &[&[u8]]) -> 
             Effect::Read
         }
     };
+    propagate(ctx, cmd, args, changes_before);
+    ctx.info
+        .repl
+        .leave(!crate::replication::touches_arbitrary_keys(cmd.name));
     let stat = ctx.info.command_stats.entry(cmd.name).or_default();
     stat.calls += 1;
     stat.usec += started.elapsed().as_micros() as u64;
@@ -595,6 +691,62 @@ fn dispatch(ctx: &mut Ctx<'_>, cmd: &'static table::Command, args: &[&[u8]]) -> 
         }
     }
     effect
+}
+
+/// Add what the command just run means for the write stream to its unit: the keys it found
+/// expired as `del` (or `unlink`), then, if it changed the store (or must be replicated anyway),
+/// itself or what its handler rewrote it to.
+fn propagate(ctx: &mut Ctx<'_>, cmd: &table::Command, args: &[&[u8]], changes_before: u64) {
+    let rewrite = ctx.session.propagate.take();
+    let forced = std::mem::take(&mut ctx.session.force_propagate);
+    if !ctx.info.repl.active {
+        return;
+    }
+    let db = ctx.session.db();
+    propagate_expired(ctx.store, ctx.info, db);
+    let dirty = ctx.store.changes() != changes_before;
+    if !(forced || (dirty && cmd.has(flag::WRITE))) {
+        return;
+    }
+    match rewrite {
+        Some(ops) => {
+            for op in ops {
+                ctx.info.repl.also_propagate(db, op);
+            }
+        }
+        None => ctx
+            .info
+            .repl
+            .also_propagate(db, args.iter().map(|a| a.to_vec()).collect()),
+    }
+}
+
+/// The keys the store expired since last asked, each as `del` (Redis's `propagateDeletion`;
+/// `unlink` with `lazyfree-lazy-expire yes`), into the unit running.
+pub(crate) fn propagate_expired(store: &mut Store, info: &mut ServerInfo, db: u32) {
+    let expired = store.take_expired();
+    if expired.is_empty() {
+        return;
+    }
+    let verb: &[u8] = if info.knobs.get("lazyfree-lazy-expire") == Some("yes") {
+        b"unlink"
+    } else {
+        b"del"
+    };
+    for k in expired {
+        info.repl.also_propagate(db, vec![verb.to_vec(), k]);
+    }
+}
+
+/// The reply to an expiry that leaves the key deleted: Redis replicates it as `del` (or
+/// `unlink` with `lazyfree-lazy-expire yes`).
+pub(crate) fn expired_delete_op(info: &ServerInfo, key: &[u8]) -> crate::replication::Op {
+    let verb: &[u8] = if info.knobs.get("lazyfree-lazy-expire") == Some("yes") {
+        b"unlink"
+    } else {
+        b"del"
+    };
+    vec![verb.to_vec(), key.to_vec()]
 }
 
 fn unknown_command(out: &mut Vec<u8>, args: &[&[u8]]) {
@@ -654,7 +806,33 @@ pub(crate) fn get(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErro
 }
 
 pub(crate) fn set(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
-    set_command(ctx.store, args, ctx.out, ctx.session.proto)
+    let mut expiry_given = false;
+    let effect = set_command(
+        ctx.store,
+        args,
+        ctx.out,
+        ctx.session.proto,
+        &mut expiry_given,
+    )?;
+    // Redis 7.0 replicates a SET with EX/PX/EXAT/PXAT as `SET key value PXAT ms`.
+    if expiry_given && effect == Effect::Wrote {
+        if let Some(at) = ctx.store.peek(args[1]).and_then(|o| o.expires_at_ms) {
+            ctx.session
+                .propagate_as(|| vec![set_pxat_op(args[1], args[2], at)]);
+        }
+    }
+    Ok(effect)
+}
+
+/// `SET key value PXAT ms`: how Redis 7.0 replicates a write of a value with an expiry.
+pub(crate) fn set_pxat_op(key: &[u8], value: &[u8], at_ms: u64) -> crate::replication::Op {
+    vec![
+        b"set".to_vec(),
+        key.to_vec(),
+        value.to_vec(),
+        b"PXAT".to_vec(),
+        at_ms.to_string().into_bytes(),
+    ]
 }
 
 fn set_expiring(ctx: &mut Ctx<'_>, args: &[&[u8]], seconds: bool) -> Result<Effect, StoreError> {
@@ -668,6 +846,8 @@ fn set_expiring(ctx: &mut Ctx<'_>, args: &[&[u8]], seconds: bool) -> Result<Effe
     };
     ctx.store
         .put(args[1], Kind::String, args[3], Some(at as u64))?;
+    ctx.session
+        .propagate_as(|| vec![set_pxat_op(args[1], args[3], at as u64)]);
     reply::ok(ctx.out);
     Ok(Effect::Wrote)
 }
@@ -1173,9 +1353,22 @@ fn expire_command(
     }
     if at <= now_ms() as i64 {
         let existed = ctx.store.delete(args[1])?;
+        // Redis replicates an expiry already past as the delete it is.
+        ctx.session
+            .propagate_as(|| vec![expired_delete_op(ctx.info, args[1])]);
         reply::int(ctx.out, existed as i64);
     } else {
         let ok = ctx.store.set_expiry(args[1], Some(at as u64))?;
+        // As `PEXPIREAT key ms`, the options kept (Redis's expireGenericCommand).
+        ctx.session.propagate_as(|| {
+            let mut op: crate::replication::Op = vec![
+                b"pexpireat".to_vec(),
+                args[1].to_vec(),
+                at.to_string().into_bytes(),
+            ];
+            op.extend(args[3..].iter().map(|a| a.to_vec()));
+            vec![op]
+        });
         reply::int(ctx.out, ok as i64);
     }
     Ok(Effect::Wrote)
@@ -1277,6 +1470,8 @@ pub(crate) fn flushall(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, Stor
         return fail(ctx, SYNTAX);
     }
     ctx.store.flush_all()?;
+    // Replicated even when there was nothing to flush (Redis's forceCommandPropagation).
+    ctx.session.force_propagate = true;
     reply::ok(ctx.out);
     Ok(Effect::Wrote)
 }
@@ -1345,6 +1540,10 @@ fn client_line(t: &mut String, id: u64, m: &ClientMeta, now: std::time::Instant,
     // Parked by a blocking command (Redis's `b`).
     if blocked {
         flags.push('b');
+    }
+    // A replica (Redis's `S`).
+    if m.replica {
+        flags.push('S');
     }
     if m.sub + m.psub > 0 {
         flags.push('P');
@@ -1486,7 +1685,9 @@ pub(crate) fn client(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
                     (b"TYPE", 2) => match rest[1].to_ascii_lowercase().as_slice() {
                         b"normal" => want_kind = Some("normal"),
                         b"pubsub" => want_kind = Some("pubsub"),
-                        b"master" | b"slave" | b"replica" => ids.clear(),
+                        b"slave" | b"replica" => want_kind = Some("replica"),
+                        // cxltier is no replica: it has no master link.
+                        b"master" => ids.clear(),
                         _ => {
                             return fail(
                                 ctx,
@@ -1544,7 +1745,9 @@ pub(crate) fn client(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
             };
             let me = ctx.session.id;
             // The caller's own type from its session, which is current.
-            let my_kind = if ctx.session.subscribed() {
+            let my_kind = if ctx.session.is_replica {
+                "replica"
+            } else if ctx.session.subscribed() {
                 "pubsub"
             } else {
                 "normal"
@@ -1838,14 +2041,6 @@ pub(crate) fn memory(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
 const INDEX_ENTRY_BYTES: usize = 32;
 
 /// WAIT numreplicas timeout: there are no replicas, so none acknowledged.
-pub(crate) fn wait(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
-    if parse_i64(args[1]).is_none() || parse_i64(args[2]).is_none_or(|t| t < 0) {
-        return fail(ctx, "ERR timeout is not an integer or out of range");
-    }
-    reply::int(ctx.out, 0);
-    Ok(Effect::Read)
-}
-
 pub(crate) fn time(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> Result<Effect, StoreError> {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -2168,6 +2363,7 @@ fn set_command(
     args: &[&[u8]],
     out: &mut Vec<u8>,
     proto: u8,
+    expiry_given: &mut bool,
 ) -> Result<Effect, StoreError> {
     let (mut nx, mut xx, mut get, mut keepttl) = (false, false, false, false);
     let mut expires: Option<u64> = None;
@@ -2221,6 +2417,7 @@ fn set_command(
         }
         return Ok(Effect::Read);
     }
+    *expiry_given = expires.is_some();
     if keepttl {
         expires = old.as_ref().and_then(|o| o.2);
     }
@@ -2383,10 +2580,31 @@ fn info_text(store: &Store, info: &mut ServerInfo, sections: &[String]) -> Strin
         );
     }
     if want("replication") {
+        let r = &info.repl;
+        let now = std::time::Instant::now();
         let _ = write!(
             t,
-            "# Replication\r\nrole:master\r\nconnected_slaves:0\r\nmaster_failover_state:no-failover\r\nmaster_replid:{}\r\nmaster_replid2:0000000000000000000000000000000000000000\r\nmaster_repl_offset:0\r\nsecond_repl_offset:-1\r\nrepl_backlog_active:0\r\nrepl_backlog_size:0\r\nrepl_backlog_first_byte_offset:0\r\nrepl_backlog_histlen:0\r\n\r\n",
-            info.run_id
+            "# Replication\r\nrole:master\r\nconnected_slaves:{}\r\n",
+            r.replicas.len()
+        );
+        // Redis's slaveN line; `state` is wait_bgsave until the snapshot is sent whole.
+        for (n, rep) in r.replicas.values().enumerate() {
+            let _ = write!(
+                t,
+                "slave{n}:ip={},port={},state={},offset={},lag={}\r\n",
+                rep.ip,
+                rep.port,
+                if rep.online { "online" } else { "wait_bgsave" },
+                rep.ack_offset,
+                now.saturating_duration_since(rep.ack_time).as_secs()
+            );
+        }
+        let _ = write!(
+            t,
+            "master_failover_state:no-failover\r\nmaster_replid:{}\r\nmaster_replid2:0000000000000000000000000000000000000000\r\nmaster_repl_offset:{}\r\nsecond_repl_offset:-1\r\nrepl_backlog_active:{}\r\nrepl_backlog_size:0\r\nrepl_backlog_first_byte_offset:0\r\nrepl_backlog_histlen:0\r\n\r\n",
+            info.run_id,
+            r.offset,
+            u8::from(r.active)
         );
     }
     if want("cpu") {
@@ -2774,6 +2992,7 @@ mod tests {
                     sub: 0,
                     psub: 0,
                     multi: -1,
+                    replica: false,
                 },
             );
         }
@@ -2961,7 +3180,14 @@ mod tests {
     #[test]
     fn server_commands_without_replicas_scripts_or_debug() {
         let mut db = Db::new();
-        assert_eq!(db.cmd("WAIT 1 0"), ":0\r\n");
+        // No replica: WAIT 0 answers at once; WAIT 1 parks until its timeout (the server
+        // answers it then with the count).
+        assert_eq!(db.cmd("WAIT 0 0"), ":0\r\n");
+        assert_eq!(db.cmd("WAIT 1 10"), "");
+        let block = db.session.block.take().expect("parked");
+        assert_eq!(block.wait, Some((0, 1)));
+        assert!(block.deadline.is_some());
+        assert_eq!(db.cmd("WAIT 1 -1"), "-ERR timeout is negative\r\n");
         let time = db.cmd("TIME");
         assert!(time.starts_with("*2\r\n$10\r\n"), "{time}");
         let before = db.cmd("LASTSAVE");

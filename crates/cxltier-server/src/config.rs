@@ -73,14 +73,15 @@ static KNOBS: &[Knob] = &[
     alias("busy-reply-threshold", "lua-time-limit", true),
     knob("activerehashing", "yes", false),
     knob("lazyfree-lazy-user-del", "no", false),
+    knob("lazyfree-lazy-expire", "no", false),
     knob("lazyfree-lazy-user-flush", "no", false),
     knob("active-expire-effort", "1", true),
     knob("maxmemory-samples", "5", true),
     knob("lfu-log-factor", "10", true),
     knob("lfu-decay-time", "1", true),
-    // Replication and persistence knobs: cxltier has no replicas and no RDB/AOF files; they
-    // are accepted and reported so that tools and tests that set them go on.
-    // min-replicas-to-write > 0 makes writes answer NOREPLICAS, as on a Redis without replicas.
+    // Replication knobs: min-replicas-to-write and min-replicas-max-lag decide NOREPLICAS, and
+    // repl-ping-replica-period the replicas' PING; the rest (no backlog for partial resyncs,
+    // no RDB/AOF files) are accepted and reported so that tools and tests that set them go on.
     knob("min-replicas-to-write", "0", true),
     alias("min-slaves-to-write", "min-replicas-to-write", true),
     knob("min-replicas-max-lag", "10", true),

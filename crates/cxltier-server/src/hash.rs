@@ -318,7 +318,19 @@ pub(crate) fn hincrbyfloat(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, 
             }
             Ok(crate::strings::format_f64(next).into_bytes())
         },
-        |ctx, new| reply::bulk(ctx.out, new),
+        |ctx, new| {
+            // Replicated as the value it made (Redis: `HSET key field value`), so that a
+            // replica does not compute it again with its own rounding.
+            ctx.session.propagate_as(|| {
+                vec![vec![
+                    b"hset".to_vec(),
+                    args[1].to_vec(),
+                    args[2].to_vec(),
+                    new.to_vec(),
+                ]]
+            });
+            reply::bulk(ctx.out, new)
+        },
     )
 }
 

@@ -62,7 +62,7 @@ impl Cursors {
 }
 
 /// The smallest key after `key` in byte order.
-fn successor(key: &[u8]) -> Vec<u8> {
+pub(crate) fn successor(key: &[u8]) -> Vec<u8> {
     let mut k = Vec::with_capacity(key.len() + 1);
     k.extend_from_slice(key);
     k.push(0);
@@ -516,9 +516,13 @@ pub(crate) fn sort(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErr
                     .list_push(dst, cxltier_store::ListEnd::Right, chunk)?;
             }
             // The destination is no key position of the table's: a client blocked on it is
-            // told here.
+            // told here, and so are the transactions watching it (also when an empty result
+            // only deleted it, as in Redis).
             if !out.is_empty() && !ctx.info.blocked.is_empty() {
                 ctx.info.ready.push(dst.to_vec());
+            }
+            if existed || !out.is_empty() {
+                ctx.info.touch(dst);
             }
             reply::int(ctx.out, out.len() as i64);
             Ok(if existed || !out.is_empty() {
@@ -658,11 +662,21 @@ pub(crate) fn restore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, Store
     };
     // A time already past: the key would expire at once, so it is not created (Redis's rule).
     if expires.is_some_and(|t| t <= now_ms()) {
-        if replace {
-            ctx.store.delete(key)?;
+        if replace && ctx.store.delete(key)? {
+            ctx.session
+                .propagate_as(|| vec![vec![b"del".to_vec(), key.to_vec()]]);
         }
         reply::ok(ctx.out);
         return Ok(Effect::Wrote);
+    }
+    // A relative TTL is replicated as the time it stands for, with ABSTTL (Redis 7.0).
+    if let (Some(at), false) = (expires, absttl) {
+        ctx.session.propagate_as(|| {
+            let mut op: crate::replication::Op = args.iter().map(|a| a.to_vec()).collect();
+            op[2] = at.to_string().into_bytes();
+            op.push(b"ABSTTL".to_vec());
+            vec![op]
+        });
     }
     let scored = kind == Some(Kind::ZSet);
     let members = match kind {
@@ -783,6 +797,13 @@ mod tests {
             "-ERR One or more scores can't be converted into double\r\n"
         );
         assert_eq!(db.cmd("SORT nope STORE d"), ":0\r\n");
+        // An empty result that deletes a watched destination fails the transaction.
+        db.cmd("RPUSH watched x");
+        db.cmd("WATCH watched");
+        assert_eq!(db.cmd("SORT nope STORE watched"), ":0\r\n");
+        db.cmd("MULTI");
+        db.cmd("PING");
+        assert_eq!(db.cmd("EXEC"), "*-1\r\n");
         assert_eq!(db.cmd("EXISTS d"), ":0\r\n");
         assert_eq!(db.cmd("SORT_RO l STORE d"), "-ERR syntax error\r\n");
         assert!(db.cmd("SORT w_1").starts_with("-WRONGTYPE"));

@@ -13,6 +13,9 @@
 //! - [`quarantine`]: follows the quarantine file of `cxltier ras --watch --quarantine` and hands
 //!   new poisoned ranges to the store (`INFO poison`);
 //! - [`ratelog`]: log lines of a repeating failure held back to one per interval, counted;
+//! - [`rdb`]: the RDB snapshot (version 10, Redis's CRC64) a replica loads at SYNC/PSYNC;
+//! - [`replication`]: SYNC, PSYNC, REPLCONF, ROLE, WAIT, and the write stream as Redis 7.0
+//!   propagates it (what changed, rewritten, in MULTI/EXEC units, after SELECT);
 //! - [`table`]: the command table (name, arity, flags, keys, handler) that dispatch, arity
 //!   checks, NOAUTH, the NVMe reads begun before a command and `COMMAND` all come from;
 //! - [`strings`]: APPEND, GETRANGE, SETRANGE, GETEX, INCRBYFLOAT, the bit operations and the
@@ -32,6 +35,8 @@ pub mod list;
 pub mod pubsub;
 pub mod quarantine;
 pub mod ratelog;
+pub mod rdb;
+pub mod replication;
 pub mod resp;
 pub mod server;
 pub mod set;

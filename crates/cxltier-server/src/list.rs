@@ -387,6 +387,7 @@ pub(crate) fn wait(
         ctx.session.block = Some(crate::commands::Block {
             keys: keys.iter().map(|k| k.to_vec()).collect(),
             deadline,
+            wait: None,
         });
     }
     Effect::Read
@@ -426,6 +427,20 @@ fn pop_first(
     Ok(None)
 }
 
+/// How a pop is replicated: `LPOP key [count]` or `RPOP key [count]` (Redis replicates the
+/// blocking and multi-key pops so, the count being what was popped).
+fn pop_op(end: ListEnd, key: &[u8], count: Option<usize>) -> crate::replication::Op {
+    let verb: &[u8] = match end {
+        ListEnd::Left => b"lpop",
+        ListEnd::Right => b"rpop",
+    };
+    let mut op = vec![verb.to_vec(), key.to_vec()];
+    if let Some(n) = count {
+        op.push(n.to_string().into_bytes());
+    }
+    op
+}
+
 fn bpop(ctx: &mut Ctx<'_>, args: &[&[u8]], end: ListEnd) -> Result<Effect, StoreError> {
     let deadline = match timeout_arg(args[args.len() - 1]) {
         Ok(d) => d,
@@ -434,6 +449,7 @@ fn bpop(ctx: &mut Ctx<'_>, args: &[&[u8]], end: ListEnd) -> Result<Effect, Store
     let keys = &args[1..args.len() - 1];
     typed(ctx, |ctx| match pop_first(ctx, keys, end, 1)? {
         Some((k, v)) => {
+            ctx.session.propagate_as(|| vec![pop_op(end, &k, None)]);
             reply::array(ctx.out, 2);
             reply::bulk(ctx.out, &k);
             reply::bulk(ctx.out, &v[0]);
@@ -469,7 +485,18 @@ fn bmove(
     if n == 0 {
         return Ok(wait(ctx, &[src], deadline, true));
     }
-    move_one(ctx, src, args[2], from, to)
+    let effect = move_one(ctx, src, args[2], from, to)?;
+    // Replicated as the non-blocking command: LMOVE (with its ends) or RPOPLPUSH.
+    ctx.session.propagate_as(|| {
+        if args.len() == 6 {
+            let mut op = vec![b"lmove".to_vec()];
+            op.extend(args[1..5].iter().map(|a| a.to_vec()));
+            vec![op]
+        } else {
+            vec![vec![b"rpoplpush".to_vec(), src.to_vec(), args[2].to_vec()]]
+        }
+    });
+    Ok(effect)
 }
 
 pub(crate) fn brpoplpush(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
@@ -531,6 +558,8 @@ pub(crate) fn lmpop(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreEr
     };
     typed(ctx, |ctx| match pop_first(ctx, &keys, end, count)? {
         Some((k, v)) => {
+            ctx.session
+                .propagate_as(|| vec![pop_op(end, &k, Some(v.len()))]);
             reply_mpop(ctx, &k, &v);
             Ok(Effect::Wrote)
         }
@@ -552,6 +581,8 @@ pub(crate) fn blmpop(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
     };
     typed(ctx, |ctx| match pop_first(ctx, &keys, end, count)? {
         Some((k, v)) => {
+            ctx.session
+                .propagate_as(|| vec![pop_op(end, &k, Some(v.len()))]);
             reply_mpop(ctx, &k, &v);
             Ok(Effect::Wrote)
         }

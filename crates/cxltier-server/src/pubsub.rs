@@ -207,6 +207,8 @@ pub(crate) fn punsubscribe(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, 
 
 /// PUBLISH channel message: the number of subscriptions it reached (channel and patterns).
 pub(crate) fn publish(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    // Replicated whether or not anyone listens (Redis: forceCommandPropagation).
+    ctx.session.force_propagate = true;
     let channel: Rc<[u8]> = Rc::from(args[1]);
     let payload: Rc<[u8]> = Rc::from(args[2]);
     let ps = &mut ctx.info.pubsub;

@@ -73,6 +73,9 @@ pub struct ServerConfig {
     /// Where the server says what went wrong in the background (a client closed over its
     /// limit, NVMe reads failing, poisoned memory applied); the default drops the lines.
     pub log: crate::ratelog::LogSink,
+    /// Where the snapshot for a replica (SYNC/PSYNC) is written before it is sent: the store's
+    /// directory; `None` keeps it in memory.
+    pub snapshot_dir: Option<std::path::PathBuf>,
 }
 
 /// Redis's `client-output-buffer-limit normal`: at `soft` bytes of replies not yet read by the
@@ -211,6 +214,84 @@ struct Conn {
     parsed: usize,
     /// Parked by a blocking command that found nothing: its commands behind wait.
     parked: Option<Parked>,
+    /// The connection is a replica (SYNC/PSYNC): its snapshot, then the write stream.
+    replica: Option<ReplicaLink>,
+}
+
+/// A replica's connection: the snapshot being sent (after the replies before it), and the
+/// stream held until the snapshot is out.
+struct ReplicaLink {
+    snapshot: Option<SnapshotSend>,
+    /// Stream bytes produced while the snapshot is sent: they follow it.
+    held: Vec<u8>,
+    /// The stream offset up to which it was given the stream.
+    fed: u64,
+    /// Its snapshot went out whole (it is `online`).
+    online: bool,
+}
+
+/// A snapshot going out through a socket in pieces: bounded memory whatever its size.
+struct SnapshotSend {
+    source: crate::commands::Snapshot,
+    /// Bytes of the snapshot written to the socket.
+    sent: u64,
+    /// A piece read from the file, and how much of it is written.
+    piece: Vec<u8>,
+    piece_at: usize,
+}
+
+impl SnapshotSend {
+    fn remaining(&self) -> u64 {
+        self.source.len() - self.sent
+    }
+
+    /// Write what the socket takes. `Ok(true)` when all of it is out.
+    fn write_to(&mut self, stream: &mut TcpStream) -> io::Result<bool> {
+        use std::io::Read as _;
+        loop {
+            let remaining = self.remaining();
+            if remaining == 0 {
+                return Ok(true);
+            }
+            let bytes: &[u8] = match &mut self.source {
+                crate::commands::Snapshot::Memory(v) => &v[self.sent as usize..],
+                crate::commands::Snapshot::File(f, _) => {
+                    if self.piece_at == self.piece.len() {
+                        self.piece.resize(READ_CHUNK, 0);
+                        let want = (remaining as usize).min(READ_CHUNK);
+                        let n = loop {
+                            match f.read(&mut self.piece[..want]) {
+                                Ok(n) => break n,
+                                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                                Err(e) => return Err(e),
+                            }
+                        };
+                        if n == 0 {
+                            return Err(io::Error::new(
+                                io::ErrorKind::UnexpectedEof,
+                                "the snapshot file ended before its length",
+                            ));
+                        }
+                        self.piece.truncate(n);
+                        self.piece_at = 0;
+                    }
+                    &self.piece[self.piece_at..]
+                }
+            };
+            match stream.write(bytes) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => {
+                    self.sent += n as u64;
+                    if matches!(self.source, crate::commands::Snapshot::File(..)) {
+                        self.piece_at += n;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+        }
+    }
 }
 
 /// A blocking command waiting for one of its keys to be written.
@@ -221,21 +302,31 @@ struct Parked {
     /// When it blocked, in the server's order: clients blocked on one key are served first come
     /// first served.
     seq: u64,
+    /// WAIT: the stream offset and how many replicas must acknowledge it.
+    wait: Option<(u64, u64)>,
 }
 
 impl Conn {
     /// The output buffer limits of this connection: Redis's pubsub class once it subscribes.
     fn output_limit(&self, limits: &Limits) -> OutputBufferLimit {
-        if self.session.subscribed() {
+        if self.replica.is_some() {
+            crate::replication::REPLICA_OUTPUT_LIMIT
+        } else if self.session.subscribed() {
             crate::pubsub::PUBSUB_OUTPUT_LIMIT
         } else {
             limits.output
         }
     }
 
-    /// Reply bytes not written to the socket yet.
+    /// Reply bytes not written to the socket yet (for a replica, the stream held behind its
+    /// snapshot too; the snapshot itself is not counted, as Redis counts only the buffer).
     fn unsent(&self) -> usize {
-        self.output.len() - self.sent
+        self.output.len() - self.sent + self.replica.as_ref().map_or(0, |r| r.held.len())
+    }
+
+    /// Anything left to write: replies, or a replica's snapshot.
+    fn wants_write(&self) -> bool {
+        self.unsent() > 0 || self.replica.as_ref().is_some_and(|r| r.snapshot.is_some())
     }
 }
 
@@ -308,6 +399,7 @@ pub fn serve_on(
             .map_or(0, |d| d.as_secs()),
         max_object: store.max_object(),
         run_id: run_id(),
+        snapshot_dir: cfg.snapshot_dir.clone(),
         ..ServerInfo::default()
     };
     let max_bulk = store.max_object().saturating_add(BULK_MARGIN);
@@ -512,6 +604,7 @@ pub fn serve_on(
         );
         store.end_batch();
         deliver_messages(&mut info, &mut conns, &limits, &mut log);
+        feed_replicas(&mut info, &mut conns, &mut log);
         // CLIENT KILL: the connections named close once what they were sent is written.
         if !info.kill.is_empty() {
             for c in conns.values_mut() {
@@ -527,10 +620,20 @@ pub fn serve_on(
         // limit too long is closed; buffers that grew for one big request are given back.
         let now = Instant::now();
         for (&t, c) in conns.iter_mut() {
-            if !c.output.is_empty() {
+            if c.wants_write() {
                 flush(c);
             }
-            let wants = c.unsent() > 0;
+            if let Some(link) = c.replica.as_mut() {
+                if link.snapshot.is_none() && !link.online {
+                    // The snapshot is out: the replica follows the stream from here.
+                    link.online = true;
+                    if let Some(r) = info.repl.replicas.get_mut(&c.session.id) {
+                        r.online = true;
+                        r.ack_time = now;
+                    }
+                }
+            }
+            let wants = c.wants_write();
             if wants != c.wants_writable {
                 let interest = if wants {
                     Interest::READABLE | Interest::WRITABLE
@@ -562,6 +665,7 @@ pub fn serve_on(
                 info.blocked.remove(&c.session.id);
                 info.unwatch(&mut c.session);
                 info.pubsub.drop_session(&mut c.session);
+                info.repl.replicas.remove(&c.session.id);
             }
             !done
         });
@@ -588,6 +692,13 @@ pub fn serve_on(
             }
             if let Some(q) = quarantine.as_mut() {
                 q.tick(&mut store, &mut info.poison);
+            }
+            replication_tick(&mut store, &mut info);
+            if !info.repl.pending.is_empty() {
+                feed_replicas(&mut info, &mut conns, &mut log);
+                for c in conns.values_mut().filter(|c| c.replica.is_some()) {
+                    flush(c);
+                }
             }
             last_tick = Instant::now();
         }
@@ -626,6 +737,79 @@ struct Limits {
     query: usize,
     output: OutputBufferLimit,
     max_clients: usize,
+}
+
+/// Hand the replicas the stream produced since they were last fed (each from the offset it
+/// has), after a snapshot still being sent or into its output. A replica whose held stream
+/// reaches the hard limit of the replica class is dropped, with a line in the log.
+fn feed_replicas(
+    info: &mut ServerInfo,
+    conns: &mut HashMap<Token, Conn>,
+    log: &mut RateLimitedLog,
+) {
+    if info.repl.want_acks && !info.repl.replicas.is_empty() {
+        // WAIT is parked: ask the replicas how far they are (Redis's REPLCONF GETACK *).
+        info.repl.want_acks = false;
+        info.repl
+            .emit_raw(&[b"REPLCONF".to_vec(), b"GETACK".to_vec(), b"*".to_vec()]);
+    }
+    if info.repl.pending.is_empty() {
+        return;
+    }
+    let pending = std::mem::take(&mut info.repl.pending);
+    let offset = info.repl.offset;
+    let base = offset - pending.len() as u64;
+    for c in conns.values_mut() {
+        let Some(link) = c.replica.as_mut() else {
+            continue;
+        };
+        if c.dead || link.fed >= offset {
+            continue;
+        }
+        let bytes = &pending[link.fed.saturating_sub(base) as usize..];
+        if link.snapshot.is_some() {
+            link.held.extend_from_slice(bytes);
+        } else {
+            c.output.extend_from_slice(bytes);
+        }
+        link.fed = offset;
+        let hard = crate::replication::REPLICA_OUTPUT_LIMIT.hard;
+        if c.unsent() >= hard {
+            let text = format!(
+                "dropped replica {}: {} bytes of the write stream unsent, over the client-output-buffer-limit replica hard limit of {hard} bytes (the replica must keep up; it can attach again with SYNC/PSYNC)",
+                peer(c),
+                c.unsent(),
+            );
+            c.replica = None;
+            close_over_limit(c, info, log, &text);
+        }
+    }
+    // The buffer is kept for the next turn's bytes.
+    let mut pending = pending;
+    pending.clear();
+    info.repl.pending = pending;
+}
+
+/// The replication work of the loop's tick: keys the store's sampling expired go into the
+/// stream, each as its own `del` (Redis's active expiry), and the replicas get a PING every
+/// `repl-ping-replica-period` seconds.
+fn replication_tick(store: &mut Store, info: &mut ServerInfo) {
+    if !info.repl.active {
+        return;
+    }
+    let expired = store.take_expired();
+    for k in expired {
+        let op = commands::expired_delete_op(info, &k);
+        info.repl.emit(0, &op);
+    }
+    let period = info.knobs.int("repl-ping-replica-period").max(1) as u64;
+    // The first PING comes a period after replication began, as Redis's cron counts.
+    let last = *info.repl.last_ping.get_or_insert_with(Instant::now);
+    let due = last.elapsed() >= Duration::from_secs(period);
+    if due && !info.repl.replicas.is_empty() {
+        info.repl.emit_raw(&[b"PING".to_vec()]);
+        info.repl.last_ping = Some(Instant::now());
+    }
 }
 
 /// Move the messages PUBLISH left for other connections into their output buffers, each in its
@@ -823,9 +1007,11 @@ fn check_soft_limit(
     let secs = limit.soft_seconds;
     if secs > 0 && now.saturating_duration_since(since) >= Duration::from_secs(secs) {
         let text = format!(
-            "closed client {}: {} bytes of replies unread for {secs} s, over the client-output-buffer-limit soft limit of {} bytes (the client must read its replies)",
+            "{} {}: {} bytes of {} for {secs} s, over the client-output-buffer-limit soft limit of {} bytes (the client must read its replies)",
+            if c.replica.is_some() { "dropped replica" } else { "closed client" },
             peer(c),
             c.unsent(),
+            if c.replica.is_some() { "write stream unsent" } else { "replies unread" },
             limit.soft
         );
         close_over_limit(c, info, log, &text);
@@ -900,10 +1086,28 @@ fn run_ready(
                     keys: b.keys,
                     deadline: b.deadline,
                     seq: p.seq,
+                    wait: b.wait,
                 });
                 info.blocked.insert(c.session.id);
             }
             c.input = input;
+            if let Some(start) = c.session.sync.take() {
+                // The snapshot's bulk header goes after the replies before it (and PSYNC's
+                // +FULLRESYNC); the snapshot follows it, with no CRLF after, as Redis sends it.
+                c.output
+                    .extend_from_slice(format!("${}\r\n", start.snapshot.len()).as_bytes());
+                c.replica = Some(ReplicaLink {
+                    snapshot: Some(SnapshotSend {
+                        source: start.snapshot,
+                        sent: 0,
+                        piece: Vec::new(),
+                        piece_at: 0,
+                    }),
+                    held: Vec::new(),
+                    fed: start.offset,
+                    online: false,
+                });
+            }
             // CLIENT REPLY OFF or SKIP: the command ran, its reply is not sent.
             if c.session.drop_reply() {
                 c.output.truncate(before);
@@ -1004,7 +1208,12 @@ fn serve_parked(
             continue;
         };
         let asked = unblock.iter().find(|u| u.0 == c.session.id);
-        if asked.is_none() && p.deadline.is_none_or(|d| d > now) {
+        // WAIT: answered as soon as enough replicas acknowledged its offset.
+        let acked = p.wait.map(|(offset, want)| {
+            let n = info.repl.acked(offset);
+            (n, n >= want)
+        });
+        if asked.is_none() && p.deadline.is_none_or(|d| d > now) && !acked.is_some_and(|a| a.1) {
             continue;
         }
         starts.entry(t).or_insert(c.output.len());
@@ -1014,6 +1223,8 @@ fn serve_parked(
                 &mut c.output,
                 "UNBLOCKED client unblocked via CLIENT UNBLOCK",
             );
+        } else if let Some((n, _)) = acked {
+            reply::int(&mut c.output, n as i64);
         } else {
             reply::null_array(&mut c.output, c.session.proto);
         }
@@ -1123,6 +1334,7 @@ fn accept(
                         sub: 0,
                         psub: 0,
                         multi: -1,
+                        replica: false,
                     },
                 );
                 conns.insert(
@@ -1146,6 +1358,7 @@ fn accept(
                         queue: VecDeque::new(),
                         parsed: 0,
                         parked: None,
+                        replica: None,
                     },
                 );
             }
@@ -1238,6 +1451,36 @@ fn read_all(c: &mut Conn, buf: &mut [u8], limit: usize) {
 /// only once it is at least half the buffer: a client reading a big reply slowly would
 /// otherwise make every partial write move all the rest.
 fn flush(c: &mut Conn) {
+    loop {
+        flush_output(c);
+        if c.dead || c.sent < c.output.len() {
+            return;
+        }
+        // A replica: after the replies before it, its snapshot; once that is out, the stream
+        // held meanwhile.
+        let Some(link) = c.replica.as_mut() else {
+            return;
+        };
+        let Some(snap) = link.snapshot.as_mut() else {
+            return;
+        };
+        match snap.write_to(&mut c.stream) {
+            Ok(true) => {
+                link.snapshot = None;
+                let held = std::mem::take(&mut link.held);
+                c.output.extend_from_slice(&held);
+            }
+            Ok(false) => return,
+            Err(_) => {
+                c.dead = true;
+                return;
+            }
+        }
+    }
+}
+
+/// Write what the socket takes of `c`'s replies (see [`flush`]).
+fn flush_output(c: &mut Conn) {
     while c.sent < c.output.len() {
         match c.stream.write(&c.output[c.sent..]) {
             Ok(0) => {

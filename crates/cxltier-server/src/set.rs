@@ -198,6 +198,19 @@ pub(crate) fn spop(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErr
                 got.push(m);
             }
         }
+        // Replicated as Redis 7.0 does: the whole set taken by a count is a DEL, anything
+        // else one SREM per member (a replica must not draw its own random members).
+        if !got.is_empty() {
+            ctx.session.propagate_as(|| {
+                if count.is_some() && want == card {
+                    vec![vec![b"del".to_vec(), args[1].to_vec()]]
+                } else {
+                    got.iter()
+                        .map(|m| vec![b"srem".to_vec(), args[1].to_vec(), m.clone()])
+                        .collect()
+                }
+            });
+        }
         match count {
             None => match got.first() {
                 Some(m) => reply::bulk(ctx.out, m),

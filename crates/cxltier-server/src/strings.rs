@@ -152,6 +152,14 @@ pub(crate) fn getdel(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
         }
         Ok(Some((v, _))) => {
             ctx.store.delete(args[1])?;
+            // Replicated as the delete it is (Redis: DEL, or UNLINK with lazyfree-lazy-user-del).
+            let verb: &[u8] = if ctx.info.knobs.get("lazyfree-lazy-user-del") == Some("yes") {
+                b"unlink"
+            } else {
+                b"del"
+            };
+            ctx.session
+                .propagate_as(|| vec![vec![verb.to_vec(), args[1].to_vec()]]);
             reply::bulk(ctx.out, &v);
             Ok(Effect::Wrote)
         }
@@ -199,12 +207,28 @@ pub(crate) fn getex(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreEr
         // A time already past deletes the key, as EXPIRE does; the value is still the answer.
         Some(Some(at)) if at <= now_ms() as i64 => {
             ctx.store.delete(args[1])?;
+            ctx.session
+                .propagate_as(|| vec![crate::commands::expired_delete_op(ctx.info, args[1])]);
             Effect::Wrote
         }
-        Some(at) => {
-            let at = at.map(|a| a as u64);
-            if at != expires {
-                ctx.store.set_expiry(args[1], at)?;
+        // Replicated as `PEXPIREAT key ms` (Redis 7.0's getexCommand).
+        Some(Some(at)) => {
+            ctx.store.set_expiry(args[1], Some(at as u64))?;
+            ctx.session.propagate_as(|| {
+                vec![vec![
+                    b"pexpireat".to_vec(),
+                    args[1].to_vec(),
+                    at.to_string().into_bytes(),
+                ]]
+            });
+            Effect::Wrote
+        }
+        // PERSIST: a change (replicated as `PERSIST key`) only when the key had a TTL.
+        Some(None) => {
+            if expires.is_some() {
+                ctx.store.set_expiry(args[1], None)?;
+                ctx.session
+                    .propagate_as(|| vec![vec![b"persist".to_vec(), args[1].to_vec()]]);
             }
             Effect::Wrote
         }
@@ -218,8 +242,10 @@ pub(crate) fn getset(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
         Err(()) => return fail(ctx, WRONGTYPE),
         Ok(old) => old,
     };
-    // Like SET: the new value has no TTL.
+    // Like SET: the new value has no TTL (and it is replicated as SET).
     ctx.store.put(args[1], Kind::String, args[2], None)?;
+    ctx.session
+        .propagate_as(|| vec![vec![b"set".to_vec(), args[1].to_vec(), args[2].to_vec()]]);
     match old {
         Some((v, _)) => reply::bulk(ctx.out, &v),
         None => reply::null(ctx.out, ctx.session.proto),
@@ -297,6 +323,16 @@ pub(crate) fn incrbyfloat(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, S
     let text = format_f64(next);
     ctx.store
         .put(args[1], Kind::String, text.as_bytes(), expires)?;
+    // Replicated as the value it made, so that a replica does not compute it again with its
+    // own rounding (Redis: `SET key value KEEPTTL`).
+    ctx.session.propagate_as(|| {
+        vec![vec![
+            b"set".to_vec(),
+            args[1].to_vec(),
+            text.as_bytes().to_vec(),
+            b"KEEPTTL".to_vec(),
+        ]]
+    });
     reply::bulk(ctx.out, text.as_bytes());
     Ok(Effect::Wrote)
 }
@@ -657,5 +693,40 @@ mod tests {
         assert!(parse_f64(b" 1").is_none());
         assert!(parse_f64(b"nan").is_none());
         assert_eq!(parse_f64(b"1e3"), Some(1000.0));
+    }
+}
+
+#[cfg(test)]
+mod lcs_tests {
+    use crate::list::testdb::Db;
+
+    #[test]
+    fn lcs_answers_as_redis() {
+        let mut db = Db::new();
+        // The server's default limit (the test store's info starts at zero, which refuses any
+        // table).
+        db.info.proto_max_bulk_len = 512 << 20;
+        db.cmd("SET a ohmytext");
+        db.cmd("SET b mynewtext");
+        assert_eq!(db.cmd("LCS a b"), "$6\r\nmytext\r\n");
+        assert_eq!(db.cmd("LCS a b LEN"), ":6\r\n");
+        // Redis 7.0's reply for these two strings (its documentation's example).
+        assert_eq!(
+            db.cmd("LCS a b IDX MINMATCHLEN 4 WITHMATCHLEN"),
+            "*4\r\n$7\r\nmatches\r\n*1\r\n*3\r\n*2\r\n:4\r\n:7\r\n*2\r\n:5\r\n:8\r\n:4\r\n$3\r\nlen\r\n:6\r\n"
+        );
+        assert_eq!(
+            db.cmd("LCS a b IDX"),
+            "*4\r\n$7\r\nmatches\r\n*2\r\n*2\r\n*2\r\n:4\r\n:7\r\n*2\r\n:5\r\n:8\r\n*2\r\n*2\r\n:2\r\n:3\r\n*2\r\n:0\r\n:1\r\n$3\r\nlen\r\n:6\r\n"
+        );
+        assert_eq!(db.cmd("LCS a nope"), "$0\r\n\r\n");
+        db.cmd("RPUSH l x");
+        assert_eq!(
+            db.cmd("LCS a l"),
+            "-ERR The specified keys must contain string values\r\n"
+        );
+        assert!(db
+            .cmd("LCS a b LEN IDX")
+            .starts_with("-ERR If you want both"));
     }
 }

@@ -913,6 +913,17 @@ fn zpop_first(
     Ok(None)
 }
 
+/// How a blocking or multi-key pop is replicated: `ZPOPMIN|ZPOPMAX key [count]`, the count
+/// being what was popped (Redis 7.0).
+fn zpop_op(max: bool, key: &[u8], count: Option<usize>) -> crate::replication::Op {
+    let verb: &[u8] = if max { b"zpopmax" } else { b"zpopmin" };
+    let mut op = vec![verb.to_vec(), key.to_vec()];
+    if let Some(n) = count {
+        op.push(n.to_string().into_bytes());
+    }
+    op
+}
+
 fn reply_mpop(ctx: &mut Ctx<'_>, key: &[u8], got: &[(Vec<u8>, f64)]) {
     reply::array(ctx.out, 2);
     reply::bulk(ctx.out, key);
@@ -933,6 +944,8 @@ pub(crate) fn zmpop(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreEr
     typed(ctx, |ctx| {
         match zpop_first(ctx, &keys, max, count.unwrap_or(1))? {
             Some((k, got)) => {
+                ctx.session
+                    .propagate_as(|| vec![zpop_op(max, &k, Some(got.len()))]);
                 reply_mpop(ctx, &k, &got);
                 Ok(Effect::Wrote)
             }
@@ -956,6 +969,8 @@ pub(crate) fn bzmpop(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
     typed(ctx, |ctx| {
         match zpop_first(ctx, &keys, max, count.unwrap_or(1))? {
             Some((k, got)) => {
+                ctx.session
+                    .propagate_as(|| vec![zpop_op(max, &k, Some(got.len()))]);
                 reply_mpop(ctx, &k, &got);
                 Ok(Effect::Wrote)
             }
@@ -972,6 +987,7 @@ fn bzpop(ctx: &mut Ctx<'_>, args: &[&[u8]], max: bool) -> Result<Effect, StoreEr
     let keys = &args[1..args.len() - 1];
     typed(ctx, |ctx| match zpop_first(ctx, keys, max, 1)? {
         Some((k, got)) => {
+            ctx.session.propagate_as(|| vec![zpop_op(max, &k, None)]);
             let proto = ctx.session.proto;
             reply::array(ctx.out, 3);
             reply::bulk(ctx.out, &k);

@@ -98,6 +98,13 @@ pub struct Store {
     next_generation: u64,
     /// Chunks written by collection changes.
     chunk_writes: u64,
+    /// Changes made to what the store holds (puts, patches, deletes of live keys, flushes), not
+    /// counting expiry or moves between tiers: Redis's `server.dirty`, which the server reads
+    /// around a command to know whether it changed anything (and so is replicated).
+    changes: u64,
+    /// With [`Store::track_expired`]: the user keys removed because their TTL passed, in order,
+    /// until [`Store::take_expired`] (the server replicates them as `DEL`).
+    expired: Option<Vec<Vec<u8>>>,
     /// Injected failures (tests): chunk writes and chunk deletes left before they fail.
     chunk_faults: (Option<u64>, Option<u64>),
     /// The longest value kept whole (one slot, one log record); longer strings are kept in
@@ -339,6 +346,8 @@ impl Store {
             // clock keeps them growing across restarts without a stored counter.
             next_generation: now_ms() << 16,
             chunk_writes: 0,
+            changes: 0,
+            expired: None,
             chunk_faults: (None, None),
             whole_max,
             assembled: None,
@@ -790,6 +799,11 @@ impl Store {
     /// older version without this expiry, which recovery would bring back: a tombstone buries it
     /// (best effort: if the log is full the old version may return after a restart).
     fn expire(&mut self, key: &[u8]) {
+        if let Some(expired) = self.expired.as_mut() {
+            if !is_internal_key(key) && self.index.contains_key(key) {
+                expired.push(key.to_vec());
+            }
+        }
         if let Some(e) = self.index.get(key) {
             if let (true, Some(nv), Some(log)) = (e.dirty(), e.nv(), self.log.as_mut()) {
                 let _ = log.append_tombstone(key, nv);
@@ -1233,6 +1247,7 @@ impl Store {
             self.delete_raw(key)?;
             return Ok(());
         }
+        self.changes += 1;
         self.staged.remove(key);
         self.forget_assembled(key);
         let new_key = !self.index.contains_key(key);
@@ -1351,6 +1366,7 @@ impl Store {
             None
         };
         self.arenas[t].rewrite_at(off, key.len(), at, bytes);
+        self.changes += 1;
         self.arenas[t].touch(off);
         self.staged.remove(key);
         // Read the entry's log copy only now: the append may have cleaned segments and moved it.
@@ -1546,6 +1562,9 @@ impl Store {
             }
         }
         self.drop_entry(key);
+        if !expired {
+            self.changes += 1;
+        }
         Ok(!expired)
     }
 
@@ -1643,6 +1662,32 @@ impl Store {
         Ok(out)
     }
 
+    /// How many changes the store's contents have had (puts, patches, deletes of live keys,
+    /// flushes; not expiry, not moves between tiers): compared before and after a command, it
+    /// says whether the command changed anything (Redis's `server.dirty`).
+    pub fn changes(&self) -> u64 {
+        self.changes
+    }
+
+    /// Keep (`true`) or stop keeping the user keys that expire, for [`Store::take_expired`]. Off
+    /// by default: nobody would take them.
+    pub fn track_expired(&mut self, on: bool) {
+        match (on, self.expired.is_some()) {
+            (true, false) => self.expired = Some(Vec::new()),
+            (false, true) => self.expired = None,
+            _ => {}
+        }
+    }
+
+    /// The user keys removed because their TTL passed since the last call, in the order they
+    /// went (lazily by a lookup or by [`Store::tick`]'s sampling); empty unless tracked.
+    pub fn take_expired(&mut self) -> Vec<Vec<u8>> {
+        self.expired
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
+    }
+
     /// Number of live keys (a collection counts once, whatever its parts).
     pub fn len(&self) -> u64 {
         self.index.user_len() as u64
@@ -1654,6 +1699,7 @@ impl Store {
 
     /// Remove every key (durably, after the next commit).
     pub fn flush_all(&mut self) -> Result<()> {
+        self.changes += 1;
         if let Some(log) = self.log.as_mut() {
             log.flush_all()?;
         }

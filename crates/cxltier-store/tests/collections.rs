@@ -1292,3 +1292,56 @@ fn a_one_value_hash_made_chunked_keeps_its_fields_and_expiry_across_a_restart() 
     s.check_collection(b"h").unwrap();
     s.check_invariants().unwrap();
 }
+
+/// `changes` moves exactly when the contents change (Redis's `server.dirty`, which decides
+/// what is replicated), and `take_expired` hands over the user keys that expired, once.
+#[test]
+fn changes_count_real_changes_and_expired_keys_are_handed_over_once() {
+    let mut s = small_chunks(4096);
+    let c0 = s.changes();
+    s.put(b"k", Kind::String, b"v", None).unwrap();
+    assert!(s.changes() > c0);
+    // Nothing changes: no count.
+    let c1 = s.changes();
+    assert!(!s.delete(b"absent").unwrap());
+    s.srem(b"noset", &[b"a".as_slice()]).unwrap();
+    s.sadd(b"set", &[b"a".as_slice()]).unwrap();
+    let c2 = s.changes();
+    assert!(c2 > c1);
+    s.sadd(b"set", &[b"a".as_slice()]).unwrap();
+    s.srem(b"set", &[b"zz".as_slice()]).unwrap();
+    assert!(!s.set_expiry(b"absent", Some(u64::MAX)).unwrap());
+    assert_eq!(
+        s.changes(),
+        c2,
+        "adding a member present, removing one absent"
+    );
+    // Expiry is not a change, and is reported only when tracked.
+    let soon = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+        + 40;
+    s.put(b"e1", Kind::String, b"v", Some(soon)).unwrap();
+    s.track_expired(true);
+    s.put(b"e2", Kind::String, b"v", Some(soon)).unwrap();
+    s.list_push(b"e3", ListEnd::Left, &[b"x".as_slice()])
+        .unwrap();
+    s.set_expiry(b"e3", Some(soon)).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(60));
+    let c3 = s.changes();
+    assert!(!s.contains(b"e1"));
+    assert!(!s.contains(b"e2"));
+    assert!(s.get(b"e3").unwrap().is_none());
+    assert_eq!(s.changes(), c3);
+    assert_eq!(
+        s.take_expired(),
+        [b"e1".to_vec(), b"e2".to_vec(), b"e3".to_vec()]
+    );
+    assert!(s.take_expired().is_empty());
+    s.track_expired(false);
+    s.put(b"e4", Kind::String, b"v", Some(soon + 100)).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(110));
+    assert!(!s.contains(b"e4"));
+    assert!(s.take_expired().is_empty());
+}

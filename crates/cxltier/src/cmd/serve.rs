@@ -267,6 +267,20 @@ pub fn run(args: Args) -> CliResult {
         client_query_buffer_limit: query_limit,
         client_output_buffer_limit: output_limit,
         log: cxltier_server::LogSink::new(|line| eprintln!("cxltier serve: {line}")),
+        // A replica's snapshot is written next to a --ssd file (not on a block device's
+        // directory, /dev); without one it is kept in memory.
+        snapshot_dir: ssd
+            .as_ref()
+            .filter(|s| std::fs::metadata(&s.path).is_ok_and(|m| m.is_file()))
+            .and_then(|s| s.path.parent())
+            .map(|d| {
+                if d.as_os_str().is_empty() {
+                    std::path::Path::new(".")
+                } else {
+                    d
+                }
+            })
+            .map(std::path::Path::to_path_buf),
     };
     cxltier_server::serve_on(listener, cfg, store, stop).map_err(CliError::classified)?;
     eprintln!("cxltier serve: stopped; the store is closed");

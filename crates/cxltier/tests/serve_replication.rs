@@ -1,0 +1,531 @@
+//! `cxltier serve` as a replication master: SYNC as Redis's test harness sends it (a valid RDB
+//! then the write stream, as Redis 7.0 propagates it), and a real `redis-server --replicaof`
+//! that loads the snapshot and follows the stream until its data equal the master's, for every
+//! type, with values on NVMe.
+
+use cxltier_store::testing::temp_file;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_cxltier");
+/// Only a guard against a hang: nothing here is timed.
+const GUARD: Duration = Duration::from_secs(30);
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A RESP2 value.
+#[derive(Debug, Clone, PartialEq)]
+enum V {
+    Simple(String),
+    Err(String),
+    Int(i64),
+    Bulk(Vec<u8>),
+    Null,
+    Array(Vec<V>),
+}
+
+impl V {
+    fn text(&self) -> String {
+        match self {
+            V::Simple(s) | V::Err(s) => s.clone(),
+            V::Bulk(b) => String::from_utf8_lossy(b).into_owned(),
+            V::Int(i) => i.to_string(),
+            other => panic!("{other:?} is not text"),
+        }
+    }
+}
+
+struct Client {
+    r: BufReader<TcpStream>,
+    w: TcpStream,
+}
+
+impl Client {
+    fn connect(addr: &str) -> std::io::Result<Client> {
+        let s = TcpStream::connect(addr)?;
+        s.set_read_timeout(Some(GUARD))?;
+        Ok(Client {
+            r: BufReader::new(s.try_clone()?),
+            w: s,
+        })
+    }
+    fn send(&mut self, args: &[&[u8]]) {
+        let mut req = format!("*{}\r\n", args.len()).into_bytes();
+        for a in args {
+            req.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+            req.extend_from_slice(a);
+            req.extend_from_slice(b"\r\n");
+        }
+        self.w.write_all(&req).unwrap();
+    }
+    fn line(&mut self) -> String {
+        let mut l = String::new();
+        self.r.read_line(&mut l).unwrap();
+        assert!(l.ends_with("\r\n"), "a line without CRLF: {l:?}");
+        l.truncate(l.len() - 2);
+        l
+    }
+    fn read(&mut self) -> V {
+        let l = self.line();
+        let (tag, rest) = l.split_at(1);
+        let n = || rest.parse::<i64>().unwrap();
+        match tag {
+            "+" => V::Simple(rest.into()),
+            "-" => V::Err(rest.into()),
+            ":" => V::Int(n()),
+            "$" | "*" if n() < 0 => V::Null,
+            "$" => {
+                let mut b = vec![0; n() as usize + 2];
+                self.r.read_exact(&mut b).unwrap();
+                b.truncate(n() as usize);
+                V::Bulk(b)
+            }
+            "*" => V::Array((0..n()).map(|_| self.read()).collect()),
+            _ => panic!("unknown reply type {l:?}"),
+        }
+    }
+    fn call(&mut self, args: &[&str]) -> V {
+        let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+        self.send(&args);
+        self.read()
+    }
+    /// One command of a replication stream, its words joined by spaces.
+    fn stream_command(&mut self) -> String {
+        match self.read() {
+            V::Array(words) => words.iter().map(V::text).collect::<Vec<_>>().join(" "),
+            other => panic!("the stream sent {other:?}, not a command"),
+        }
+    }
+}
+
+/// A server child, killed when the test ends.
+struct Server {
+    child: Child,
+    addr: String,
+    port: u16,
+}
+
+impl Server {
+    fn start(args: &[&str]) -> Server {
+        for _ in 0..5 {
+            let port = free_port();
+            let addr = format!("127.0.0.1:{port}");
+            let none = std::env::temp_dir().join(format!("cxltier-repl-none-{port}.jsonl"));
+            let child = Command::new(BIN)
+                .args(["serve", "--bind", &addr, "--quarantine-file"])
+                .arg(&none)
+                .args(args)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap();
+            let mut s = Server { child, addr, port };
+            let t = Instant::now();
+            while t.elapsed() < GUARD {
+                if s.child.try_wait().unwrap().is_some() {
+                    break;
+                }
+                if let Ok(mut c) = Client::connect(&s.addr) {
+                    let info = c.call(&["INFO", "server"]).text();
+                    if info.contains(&format!("process_id:{}\r\n", s.child.id())) {
+                        return s;
+                    }
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = s.child.kill();
+            let _ = s.child.wait();
+        }
+        panic!("no server came up on five free ports");
+    }
+    fn client(&self) -> Client {
+        Client::connect(&self.addr).unwrap()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Redis's crc64 (Jones, reflected), to check the snapshot's trailer independently of the
+/// server's code.
+fn crc64(bytes: &[u8]) -> u64 {
+    let mut crc = 0u64;
+    for &b in bytes {
+        crc ^= u64::from(b);
+        for _ in 0..8 {
+            crc = if crc & 1 == 1 {
+                (crc >> 1) ^ 0x95ac_9329_ac4b_c9b5
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    crc
+}
+
+/// What Redis's `attach_to_replication_stream` does: SYNC inline, skip newlines, read
+/// `$<len>` and the payload (no CRLF after it).
+fn attach(s: &Server) -> (Client, Vec<u8>) {
+    let mut c = s.client();
+    c.w.write_all(b"SYNC\r\n").unwrap();
+    let count = loop {
+        let l = c.line();
+        if !l.is_empty() {
+            break l;
+        }
+    };
+    assert!(count.starts_with('$'), "SYNC answered {count:?}");
+    let mut rdb = vec![0; count[1..].parse().unwrap()];
+    c.r.read_exact(&mut rdb).unwrap();
+    (c, rdb)
+}
+
+fn check_rdb(rdb: &[u8]) {
+    assert!(
+        rdb.starts_with(b"REDIS0010"),
+        "{:?}",
+        &rdb[..rdb.len().min(16)]
+    );
+    let (data, crc) = rdb.split_at(rdb.len() - 8);
+    assert_eq!(*data.last().unwrap(), 0xff, "EOF before the checksum");
+    assert_eq!(crc, crc64(data).to_le_bytes(), "the snapshot's CRC64");
+}
+
+#[test]
+fn sync_sends_a_valid_snapshot_then_the_stream_as_redis_propagates_it() {
+    let ssd = temp_file("cxltier-repl-", "nvme");
+    for args in [
+        vec!["--dram", "32M"],
+        vec!["--dram", "8M", "--ssd", &format!("{}:64M", ssd.display())],
+    ] {
+        let args: Vec<&str> = args.iter().map(|a| a.as_ref()).collect();
+        let s = Server::start(&args);
+        let mut c = s.client();
+        c.call(&["SET", "before", "x"]);
+        let (mut repl, rdb) = attach(&s);
+        check_rdb(&rdb);
+        assert!(rdb.windows(6).any(|w| w == b"before"));
+        c.call(&["CONFIG", "SET", "repl-ping-replica-period", "3600"]);
+        c.call(&["SET", "foo", "bar", "EX", "100"]);
+        c.call(&["GET", "foo"]);
+        c.call(&["DEL", "nothing"]);
+        c.call(&["INCRBYFLOAT", "f", "1.5"]);
+        c.call(&["MULTI"]);
+        c.call(&["LPUSH", "l", "a", "b"]);
+        c.call(&["RPOP", "l"]);
+        assert_eq!(
+            c.call(&["EXEC"]),
+            V::Array(vec![V::Int(2), V::Bulk(b"a".to_vec())])
+        );
+        c.call(&["EXPIRE", "foo", "-1"]);
+        assert_eq!(repl.stream_command(), "select 0");
+        let set = repl.stream_command();
+        assert!(set.starts_with("set foo bar PXAT "), "{set}");
+        assert_eq!(repl.stream_command(), "set f 1.5 KEEPTTL");
+        assert_eq!(repl.stream_command(), "multi");
+        assert_eq!(repl.stream_command(), "LPUSH l a b");
+        assert_eq!(repl.stream_command(), "RPOP l");
+        assert_eq!(repl.stream_command(), "exec");
+        assert_eq!(repl.stream_command(), "del foo");
+        // The replica acknowledges: INFO and ROLE show it, WAIT counts it.
+        let info = c.call(&["INFO", "replication"]).text();
+        assert!(info.contains("connected_slaves:1\r\n"), "{info}");
+        assert!(
+            info.contains("slave0:ip=127.0.0.1,port=0,state=online"),
+            "{info}"
+        );
+        let replicas = c.call(&["CLIENT", "LIST", "TYPE", "replica"]).text();
+        assert_eq!(replicas.lines().count(), 1, "{replicas}");
+        assert!(replicas.contains(" flags=S "), "{replicas}");
+        let offset: u64 = info
+            .lines()
+            .find_map(|l| l.strip_prefix("master_repl_offset:"))
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(offset > 0);
+        repl.send(&[b"REPLCONF", b"ACK", offset.to_string().as_bytes()]);
+        assert_eq!(c.call(&["WAIT", "1", "5000"]), V::Int(1));
+        match c.call(&["ROLE"]) {
+            V::Array(r) => {
+                assert_eq!(r[0].text(), "master");
+                assert_eq!(r[1], V::Int(offset as i64));
+            }
+            other => panic!("ROLE answered {other:?}"),
+        }
+        // Nobody acknowledges what comes next: WAIT 1 waits its timeout and answers 0,
+        // without holding up another client.
+        c.call(&["SET", "k", "v"]);
+        let t = Instant::now();
+        c.send(&[b"WAIT", b"1", b"300"]);
+        let mut other = s.client();
+        assert_eq!(other.call(&["PING"]), V::Simple("PONG".into()));
+        assert_eq!(c.read(), V::Int(0));
+        assert!(t.elapsed() >= Duration::from_millis(300));
+        // The GETACK the parked WAIT asked for is in the stream.
+        assert_eq!(repl.stream_command(), "SET k v");
+        assert_eq!(repl.stream_command(), "REPLCONF GETACK *");
+        // The replicas' PING, every repl-ping-replica-period seconds.
+        c.call(&["CONFIG", "SET", "repl-ping-replica-period", "1"]);
+        assert_eq!(repl.stream_command(), "PING");
+        c.call(&["CONFIG", "SET", "repl-ping-replica-period", "3600"]);
+        // A key that nobody reads again is expired by the background sampling: a DEL alone.
+        c.call(&["SET", "short", "v", "PX", "100"]);
+        let set = repl.stream_command();
+        assert!(set.starts_with("set short v PXAT "), "{set}");
+        assert_eq!(repl.stream_command(), "del short");
+    }
+}
+
+/// The redis-server to replicate with: CI installs it with scripts/peers.
+fn redis_server() -> &'static str {
+    let found = Command::new("redis-server")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        found,
+        "redis-server is not installed: this test replicates cxltier into a real Redis (install it with scripts/peers)"
+    );
+    "redis-server"
+}
+
+/// Every key's type and value as a comparable text (members of sets sorted, hashes sorted by
+/// field), and whether it has a TTL.
+fn dump_all(c: &mut Client) -> Vec<String> {
+    let keys = match c.call(&["KEYS", "*"]) {
+        V::Array(k) => k.iter().map(V::text).collect::<Vec<_>>(),
+        other => panic!("KEYS answered {other:?}"),
+    };
+    let mut out = Vec::new();
+    for k in keys {
+        let t = c.call(&["TYPE", &k]).text();
+        let value = match t.as_str() {
+            "string" => {
+                let v = c.call(&["GET", &k]).text();
+                format!("{} bytes, crc {:x}", v.len(), crc64(v.as_bytes()))
+            }
+            "list" => format!("{:?}", c.call(&["LRANGE", &k, "0", "-1"])),
+            "set" => {
+                let V::Array(mut m) = c.call(&["SMEMBERS", &k]) else {
+                    panic!()
+                };
+                m.sort_by_key(V::text);
+                format!("{m:?}")
+            }
+            "zset" => format!("{:?}", c.call(&["ZRANGE", &k, "0", "-1", "WITHSCORES"])),
+            "hash" => {
+                let V::Array(m) = c.call(&["HGETALL", &k]) else {
+                    panic!()
+                };
+                let mut pairs: Vec<(String, String)> =
+                    m.chunks(2).map(|p| (p[0].text(), p[1].text())).collect();
+                pairs.sort();
+                format!("{pairs:?}")
+            }
+            other => panic!("{k} has type {other}"),
+        };
+        let ttl = match c.call(&["PTTL", &k]) {
+            V::Int(-1) => "no ttl".to_string(),
+            V::Int(ms) if ms > 0 => "ttl".to_string(),
+            other => format!("{other:?}"),
+        };
+        out.push(format!("{k} {t} {ttl} {value}"));
+    }
+    out.sort();
+    out
+}
+
+fn fill(c: &mut Client, round: &str) {
+    let big = "b".repeat(3 << 20);
+    let cold = "c".repeat(3000);
+    let cmds: Vec<Vec<String>> = vec![
+        vec!["SET".into(), format!("{round}:s"), "hello".into()],
+        vec![
+            "SET".into(),
+            format!("{round}:ttl"),
+            "t".into(),
+            "EX".into(),
+            "1000".into(),
+        ],
+        vec!["SET".into(), format!("{round}:big"), big],
+        vec![
+            "RPUSH".into(),
+            format!("{round}:l"),
+            "a".into(),
+            "b".into(),
+            "c".into(),
+        ],
+        vec![
+            "SADD".into(),
+            format!("{round}:set"),
+            "x".into(),
+            "y".into(),
+            "1".into(),
+        ],
+        vec![
+            "ZADD".into(),
+            format!("{round}:z"),
+            "1.5".into(),
+            "m".into(),
+            "-2".into(),
+            "n".into(),
+        ],
+        vec![
+            "HSET".into(),
+            format!("{round}:h"),
+            "f".into(),
+            "v".into(),
+            "g".into(),
+            "w".into(),
+        ],
+        vec!["INCRBYFLOAT".into(), format!("{round}:f"), "0.1".into()],
+        vec!["EXPIRE".into(), format!("{round}:l"), "5000".into()],
+    ];
+    for cmd in cmds {
+        let args: Vec<&str> = cmd.iter().map(String::as_str).collect();
+        let r = c.call(&args);
+        assert!(!matches!(r, V::Err(_)), "{args:?}: {r:?}");
+    }
+    // A list long enough to take many pages, and values pushed out to NVMe.
+    for i in 0..1500 {
+        c.send(&[
+            b"RPUSH",
+            format!("{round}:long").as_bytes(),
+            format!("m{i}").as_bytes(),
+        ]);
+        c.send(&[
+            b"SET",
+            format!("{round}:cold:{i}").as_bytes(),
+            cold.as_bytes(),
+        ]);
+    }
+    for _ in 0..3000 {
+        assert!(!matches!(c.read(), V::Err(_)));
+    }
+}
+
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let t = Instant::now();
+    while !done() {
+        assert!(t.elapsed() < GUARD, "timed out waiting until {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_redis_replica_loads_the_snapshot_and_follows_the_stream() {
+    let redis = redis_server();
+    let ssd = temp_file("cxltier-repl-", "nvme");
+    let s = Server::start(&["--dram", "8M", "--ssd", &format!("{}:128M", ssd.display())]);
+    let mut c = s.client();
+    fill(&mut c, "snap");
+    let port = free_port();
+    let dir = temp_file("cxltier-repl-", "redis");
+    std::fs::create_dir_all(&*dir).unwrap();
+    let mut replica = Command::new(redis)
+        .args([
+            "--port",
+            &port.to_string(),
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ])
+        .args(["--replicaof", "127.0.0.1", &s.port.to_string()])
+        .arg("--dir")
+        .arg(&*dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    struct Kill<'a>(&'a mut Child);
+    impl Drop for Kill<'_> {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let _kill = Kill(&mut replica);
+    let raddr = format!("127.0.0.1:{port}");
+    let mut r = loop {
+        if let Ok(r) = Client::connect(&raddr) {
+            break r;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    wait_until("the replica's link is up", || {
+        r.call(&["INFO", "replication"])
+            .text()
+            .contains("master_link_status:up")
+    });
+    let snapshot = dump_all(&mut c);
+    // 1,500 values pushed out to NVMe and the rest: the comparison is of a real data set.
+    assert!(snapshot.len() > 1500, "{}", snapshot.len());
+    assert_eq!(dump_all(&mut r), snapshot, "after the snapshot");
+    // The stream: more of every type, and changes to what the snapshot held.
+    fill(&mut c, "stream");
+    c.call(&["LPOP", "snap:l"]);
+    c.call(&["SPOP", "snap:set"]);
+    c.call(&["ZINCRBY", "snap:z", "2", "m"]);
+    c.call(&["HINCRBYFLOAT", "snap:h", "n", "0.5"]);
+    c.call(&["DEL", "snap:s"]);
+    c.call(&["PERSIST", "snap:ttl"]);
+    c.call(&["SETRANGE", "snap:big", "1000", "zz"]);
+    wait_until("the replica acknowledged the stream", || {
+        c.call(&["WAIT", "1", "1000"]) == V::Int(1)
+    });
+    let master = dump_all(&mut c);
+    assert!(master.len() > 3000, "{}", master.len());
+    wait_until("the replica has the master's data", || {
+        dump_all(&mut r) == master
+    });
+    let info = c.call(&["INFO", "replication"]).text();
+    assert!(
+        info.contains(&format!("port={port},state=online")),
+        "{info}"
+    );
+}
+
+/// A replica that does not read is dropped once the stream held for it reaches the replica
+/// class's hard limit (256 MB), and the master goes on serving.
+#[test]
+fn a_replica_that_does_not_read_is_dropped_at_the_hard_limit() {
+    let s = Server::start(&["--dram", "32M"]);
+    let (_stalled, _) = attach(&s);
+    let mut c = s.client();
+    let value = vec![b'v'; 1 << 20];
+    // 300 MiB of stream: past 256 MB whatever the socket buffers took.
+    for _ in 0..300 {
+        c.send(&[b"SET", b"k", &value]);
+        assert_eq!(c.read(), V::Simple("OK".into()));
+    }
+    let t = Instant::now();
+    loop {
+        let info = c.call(&["INFO", "replication"]).text();
+        if info.contains("connected_slaves:0\r\n") {
+            break;
+        }
+        assert!(t.elapsed() < GUARD, "the replica was not dropped: {info}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let stats = c.call(&["INFO", "stats"]).text();
+    assert!(
+        stats.contains("client_output_buffer_limit_disconnections:1\r\n"),
+        "{stats}"
+    );
+    assert_eq!(c.call(&["STRLEN", "k"]), V::Int(1 << 20));
+}
