@@ -126,6 +126,14 @@ impl std::ops::Deref for Recommendation {
     }
 }
 
+/// The model's error against the published figures: over all of them, and over the splits it predicts
+/// (the single-tier figures are its inputs).
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct ModelError {
+    pub all: crate::published::ErrorSummary,
+    pub predicted: crate::published::ErrorSummary,
+}
+
 /// The planner's answer.
 #[derive(Debug, Clone, Serialize)]
 pub struct WeightPlan {
@@ -143,6 +151,8 @@ pub struct WeightPlan {
     /// Relative difference below which two predictions were taken as equal (the model's stated error
     /// unless the request gave one).
     pub tolerance: f64,
+    /// The model's error against the published figures it is checked on.
+    pub model_error: ModelError,
     /// Every candidate evaluated, best first; DRAM only and the kernel's `auto` weights are always
     /// among them.
     pub sweep: Vec<Candidate>,
@@ -337,6 +347,11 @@ pub fn plan(profile: &Profile, req: &PlanRequest) -> Result<WeightPlan, PlanErro
             .map(|t| t.firmware_bandwidth())
             .collect::<Vec<_>>(),
     );
+    let report = crate::published::error_report();
+    let model_error = ModelError {
+        all: report.all,
+        predicted: report.predicted,
+    };
     let tolerance = match req.tolerance {
         Some(t) if t.is_finite() && t >= 0.0 => t,
         Some(t) => {
@@ -344,7 +359,7 @@ pub fn plan(profile: &Profile, req: &PlanRequest) -> Result<WeightPlan, PlanErro
                 "tolerance must be a non-negative fraction such as 0.02, got {t}"
             )))
         }
-        None => crate::published::stated_error(),
+        None => model_error.predicted.median_abs_error,
     };
 
     // The two defaults are always candidates: advice must never be worse than doing nothing.
@@ -382,6 +397,7 @@ pub fn plan(profile: &Profile, req: &PlanRequest) -> Result<WeightPlan, PlanErro
         dram_only,
         best_predicted: sweep[0].clone(),
         tolerance,
+        model_error,
         sweep,
     })
 }
@@ -425,7 +441,11 @@ fn fmt1(x: f64) -> String {
 }
 
 fn pct(x: f64) -> String {
-    format!("{:.1}%", x * 100.0)
+    if x.abs() < 0.0005 {
+        "under 0.1%".into()
+    } else {
+        format!("{:.1}%", x * 100.0)
+    }
 }
 
 /// Pick from `sweep` (best first): a default when none beats it by more than `tolerance`, otherwise
@@ -457,7 +477,7 @@ fn recommend(
             c.clone(),
             action,
             format!(
-                "{name} has the best prediction ({}); no split does better",
+                "{name} is predicted best ({}); no split does better",
                 describe(goal, c)
             ),
         ),
