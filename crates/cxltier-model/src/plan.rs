@@ -485,7 +485,7 @@ fn recommend(
             c.clone(),
             action,
             format!(
-                "the best prediction, {} ({}), beats {name} ({}) by only {}, within {margin}: not worth changing",
+                "the best prediction, {} ({}), beats {name} ({}) by {}, within {margin}: not worth changing",
                 Split(best.weights.clone()),
                 describe(goal, best),
                 describe(goal, c),
