@@ -394,11 +394,18 @@ fn write_svg(
     crate::plot::line_plot(path, &title, &x, y, &series)
 }
 
-/// The planner's recommended weights for `mix` (e.g. "R", "2:1", "W5") on the live machine,
-/// as (NUMA node id, weight) pairs, fastest tier first. Used by `apply --plan` and `run --plan`.
-/// Every node of a tier gets the tier's weight. Fails with a bad-input error for an unparsable mix
-/// and an unsupported error when the machine has fewer than two memory tiers with known performance.
-pub fn planned_node_weights(mix: &str) -> Result<Vec<(u32, u32)>, CliError> {
+/// The planner's advice for one mix on one machine, as `apply --plan` and `run --plan` use it.
+pub struct PlannedWeights {
+    /// (NUMA node id, weight) pairs, fastest tier first; every node of a tier gets the tier's weight.
+    pub pairs: Vec<(u32, u32)>,
+    /// The advice is to keep the kernel's own `auto` weights (the pairs are those weights).
+    pub keep_auto: bool,
+}
+
+/// The planner's advice for `mix` (e.g. "R", "2:1", "W5") on the live machine. Fails with a bad-input
+/// error for an unparsable mix, and an unsupported error when the machine has fewer than two memory
+/// tiers with known performance or the advice is not to interleave.
+pub fn planned_advice(mix: &str) -> Result<PlannedWeights, CliError> {
     let mix = parse_mix(mix)?;
     let profile = crate::live::live_profile().map_err(|why| {
         CliError::new(
@@ -407,15 +414,28 @@ pub fn planned_node_weights(mix: &str) -> Result<Vec<(u32, u32)>, CliError> {
         )
         .with_hint("give weights yourself (--weights), e.g. from `cxltier plan --profile ...`")
     })?;
+    advice_for(&profile, mix)
+}
+
+fn advice_for(profile: &Profile, mix: Mix) -> Result<PlannedWeights, CliError> {
     let plan =
-        plan(&profile, &PlanRequest::new(mix, Goal::Bandwidth)).map_err(CliError::classified)?;
+        plan(profile, &PlanRequest::new(mix, Goal::Bandwidth)).map_err(CliError::classified)?;
     refuse_do_not_interleave(&plan)?;
-    Ok(profile
-        .tiers
-        .iter()
-        .zip(&plan.recommended.weights)
-        .flat_map(|(t, &w)| t.nodes.iter().map(move |&n| (n, w)))
-        .collect())
+    Ok(PlannedWeights {
+        pairs: profile
+            .tiers
+            .iter()
+            .zip(&plan.recommended.weights)
+            .flat_map(|(t, &w)| t.nodes.iter().map(move |&n| (n, w)))
+            .collect(),
+        keep_auto: plan.recommended.action == Action::KeepAuto,
+    })
+}
+
+/// The planner's recommended weights for `mix` on the live machine, as (NUMA node id, weight) pairs
+/// (see [`planned_advice`]). Used by `run --plan`, which sets a process policy and has no `auto` switch.
+pub fn planned_node_weights(mix: &str) -> Result<Vec<(u32, u32)>, CliError> {
+    Ok(planned_advice(mix)?.pairs)
 }
 
 /// Weighted interleave cannot express "leave everything on the fastest tier" (the kernel takes weights
@@ -463,5 +483,20 @@ mod tests {
             "{err}"
         );
         assert!(refuse_do_not_interleave(&xeon6_plan(Mix::READ_ONLY, Goal::Bandwidth)).is_ok());
+    }
+
+    #[test]
+    fn keep_auto_advice_is_flagged_for_apply() {
+        let mut profile = Profile::load(DEFAULT_BUILTIN).unwrap();
+        profile.tiers[0].nodes = vec![0, 1];
+        profile.tiers[1].nodes = vec![2];
+        // Mix R: the auto weights 23:8 are predicted as good as the best split.
+        let advice = advice_for(&profile, Mix::READ_ONLY).unwrap();
+        assert!(advice.keep_auto);
+        assert_eq!(advice.pairs, vec![(0, 23), (1, 23), (2, 8)]);
+        // Mix 1:1: 9:4 beats the auto weights by more than the model's error.
+        let advice = advice_for(&profile, "1:1".parse().unwrap()).unwrap();
+        assert!(!advice.keep_auto);
+        assert_eq!(advice.pairs, vec![(0, 9), (1, 9), (2, 4)]);
     }
 }
