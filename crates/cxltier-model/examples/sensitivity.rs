@@ -1,10 +1,10 @@
-//! Sensitivity of the model's error on the published read-only sweep to its two shape parameters
+//! Sensitivity of the model's error on the published figures (the predicted splits, then all) to its two shape parameters
 //! (`cargo run -p cxltier-model --example sensitivity`). The defaults are not tuned to this grid; it
 //! shows how much the result depends on them.
 
-use cxltier_model::published::{median_abs_error, XEON6_READ_SWEEP};
-use cxltier_model::{Model, ModelParams, Split};
-use cxltier_profile::{Mix, Profile};
+use cxltier_model::published::{compare_all_with, ErrorSummary, FigureKind};
+use cxltier_model::{Model, ModelParams};
+use cxltier_profile::Profile;
 
 fn main() {
     let p = Profile::load("xeon6-6900p-8xcz122").expect("built-in profile");
@@ -24,23 +24,16 @@ fn main() {
                     queueing_factor: kappa,
                 },
             );
-            let rows: Vec<_> = XEON6_READ_SWEEP
-                .iter()
-                .map(|&(w, measured)| {
-                    let predicted = m.peak(&Split(w.to_vec()), Mix::READ_ONLY).bandwidth_gbps;
-                    cxltier_model::published::Comparison {
-                        weights: w,
-                        measured_gbps: measured,
-                        predicted_gbps: predicted,
-                        error: predicted / measured - 1.0,
-                    }
-                })
-                .collect();
-            let max = rows.iter().map(|r| r.error.abs()).fold(0.0, f64::max);
+            let rows = compare_all_with(&m);
+            let predicted =
+                ErrorSummary::of(rows.iter().filter(|r| r.kind == FigureKind::Predicted));
+            let all = ErrorSummary::of(&rows);
             cells.push(format!(
-                "{:.1}% (max {:.1}%)",
-                median_abs_error(&rows) * 100.0,
-                max * 100.0
+                "{:.1}% (max {:.1}%); all {:.1}% (max {:.1}%)",
+                predicted.median_abs_error * 100.0,
+                predicted.max_abs_error * 100.0,
+                all.median_abs_error * 100.0,
+                all.max_abs_error * 100.0
             ));
         }
         println!("| {kappa} | {} |", cells.join(" | "));

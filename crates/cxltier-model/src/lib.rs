@@ -15,5 +15,6 @@ pub mod published;
 
 pub use model::{Model, ModelParams, Prediction, Split};
 pub use plan::{
-    kernel_auto_weights, parse_weights, plan, Candidate, Goal, PlanError, PlanRequest, WeightPlan,
+    kernel_auto_weights, parse_weights, plan, Action, Candidate, Goal, ModelError, PlanError,
+    PlanRequest, Recommendation, WeightPlan,
 };

@@ -49,6 +49,9 @@ pub struct PlanRequest {
     /// (each weight 1..=max_weight), reduced to lowest terms.
     pub candidates: Option<Vec<Vec<u32>>>,
     pub max_weight: u32,
+    /// Relative difference below which two predictions count as equal. `None` takes the model's stated
+    /// error against the published figures ([`crate::published::stated_error`]).
+    pub tolerance: Option<f64>,
 }
 
 impl PlanRequest {
@@ -59,6 +62,7 @@ impl PlanRequest {
             demand_gbps: None,
             candidates: None,
             max_weight: 10,
+            tolerance: None,
         }
     }
 }
@@ -78,6 +82,58 @@ pub struct Candidate {
     pub latency_at_demand_ns: Option<f64>,
 }
 
+/// What the planner advises doing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Action {
+    /// Leave memory on the fastest tier: no split beats it by more than the model's error.
+    #[serde(rename = "do not interleave")]
+    DoNotInterleave,
+    /// Use the weights the kernel derives itself: no other split beats them by more than the model's
+    /// error.
+    #[serde(rename = "keep auto")]
+    KeepAuto,
+    /// Set the recommended weights: they beat both defaults by more than the model's error.
+    #[serde(rename = "interleave")]
+    Interleave,
+}
+
+impl std::fmt::Display for Action {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Action::DoNotInterleave => "do not interleave",
+            Action::KeepAuto => "keep auto",
+            Action::Interleave => "interleave",
+        })
+    }
+}
+
+/// The recommended candidate with what to do, the candidates the model cannot tell apart from it, and
+/// why it was picked.
+#[derive(Debug, Clone, Serialize)]
+pub struct Recommendation {
+    #[serde(flatten)]
+    pub candidate: Candidate,
+    pub action: Action,
+    /// Other weight vectors predicted within the tolerance of the best one, best first.
+    pub equivalent: Vec<Vec<u32>>,
+    pub reason: String,
+}
+
+impl std::ops::Deref for Recommendation {
+    type Target = Candidate;
+    fn deref(&self) -> &Candidate {
+        &self.candidate
+    }
+}
+
+/// The model's error against the published figures: over all of them, and over the splits it predicts
+/// (the single-tier figures are its inputs).
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct ModelError {
+    pub all: crate::published::ErrorSummary,
+    pub predicted: crate::published::ErrorSummary,
+}
+
 /// The planner's answer.
 #[derive(Debug, Clone, Serialize)]
 pub struct WeightPlan {
@@ -86,10 +142,19 @@ pub struct WeightPlan {
     pub profile: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub demand_gbps: Option<f64>,
-    pub recommended: Candidate,
+    pub recommended: Recommendation,
     pub kernel_auto: Candidate,
     pub dram_only: Candidate,
-    /// Every candidate evaluated, best first.
+    /// The candidate with the best prediction, before the tolerance is applied (may differ from
+    /// `recommended` when a default is as good within the model's error).
+    pub best_predicted: Candidate,
+    /// Relative difference below which two predictions were taken as equal (the model's stated error
+    /// unless the request gave one).
+    pub tolerance: f64,
+    /// The model's error against the published figures it is checked on.
+    pub model_error: ModelError,
+    /// Every candidate evaluated, best first; DRAM only and the kernel's `auto` weights are always
+    /// among them.
     pub sweep: Vec<Candidate>,
 }
 
@@ -275,6 +340,35 @@ pub fn plan(profile: &Profile, req: &PlanRequest) -> Result<WeightPlan, PlanErro
         None => all_vectors(n, req.max_weight),
     };
 
+    let auto_weights = kernel_auto_weights(
+        &profile
+            .tiers
+            .iter()
+            .map(|t| t.firmware_bandwidth())
+            .collect::<Vec<_>>(),
+    );
+    let report = crate::published::error_report();
+    let model_error = ModelError {
+        all: report.all,
+        predicted: report.predicted,
+    };
+    let tolerance = match req.tolerance {
+        Some(t) if t.is_finite() && t >= 0.0 => t,
+        Some(t) => {
+            return Err(PlanError::BadRequest(format!(
+                "tolerance must be a non-negative fraction such as 0.02, got {t}"
+            )))
+        }
+        None => model_error.predicted.median_abs_error,
+    };
+
+    // The two defaults are always candidates: advice must never be worse than doing nothing.
+    let mut vectors = vectors;
+    for default in [&dram_vec, &auto_weights] {
+        if !vectors.iter().any(|v| same_ratio(v, default)) {
+            vectors.push(default.clone());
+        }
+    }
     let mut sweep: Vec<Candidate> = vectors.into_iter().map(evaluate).collect();
     match req.goal {
         Goal::Bandwidth => sweep.sort_by(|a, b| b.bandwidth_gbps.total_cmp(&a.bandwidth_gbps)),
@@ -290,28 +384,264 @@ pub fn plan(profile: &Profile, req: &PlanRequest) -> Result<WeightPlan, PlanErro
             }
         }
     }
-    let auto_weights = kernel_auto_weights(
-        &profile
-            .tiers
-            .iter()
-            .map(|t| t.firmware_bandwidth())
-            .collect::<Vec<_>>(),
-    );
+    let dram_only = evaluate(dram_vec);
+    let kernel_auto = evaluate(auto_weights);
+    let recommended = recommend(req.goal, &sweep, &dram_only, &kernel_auto, tolerance);
     Ok(WeightPlan {
         mix: req.mix,
         goal: req.goal,
         profile: profile.name.clone(),
         demand_gbps: demand,
-        recommended: sweep[0].clone(),
-        kernel_auto: evaluate(auto_weights),
-        dram_only: evaluate(dram_vec),
+        recommended,
+        kernel_auto,
+        dram_only,
+        best_predicted: sweep[0].clone(),
+        tolerance,
+        model_error,
         sweep,
     })
+}
+
+/// Whether two weight vectors place pages in the same proportions (2:0 is 1:0, 6:2 is 3:1).
+fn same_ratio(a: &[u32], b: &[u32]) -> bool {
+    let reduce = |v: &[u32]| {
+        let g = v.iter().copied().fold(0, gcd).max(1);
+        v.iter().map(|w| w / g).collect::<Vec<_>>()
+    };
+    reduce(a) == reduce(b)
+}
+
+/// How much better `a` is predicted than `b` for `goal`, as a fraction: bandwidth `a/b - 1`, latency
+/// `b/a - 1`. A split that cannot carry the demand is infinitely worse.
+fn advantage(goal: Goal, a: &Candidate, b: &Candidate) -> f64 {
+    match goal {
+        Goal::Bandwidth => a.bandwidth_gbps / b.bandwidth_gbps - 1.0,
+        Goal::Latency => {
+            let lat = |c: &Candidate| c.latency_at_demand_ns.unwrap_or(f64::INFINITY);
+            match (lat(a), lat(b)) {
+                (x, y) if x.is_infinite() && y.is_infinite() => 0.0,
+                (x, y) => y / x - 1.0,
+            }
+        }
+    }
+}
+
+fn describe(goal: Goal, c: &Candidate) -> String {
+    match goal {
+        Goal::Bandwidth => format!("{} GB/s", fmt1(c.bandwidth_gbps)),
+        Goal::Latency => match c.latency_at_demand_ns {
+            Some(l) => format!("{} ns", fmt1(l)),
+            None => "cannot carry the demand".into(),
+        },
+    }
+}
+
+fn fmt1(x: f64) -> String {
+    format!("{x:.1}")
+}
+
+fn pct(x: f64) -> String {
+    if x.abs() < 0.0005 {
+        "under 0.1%".into()
+    } else {
+        format!("{:.1}%", x * 100.0)
+    }
+}
+
+/// Pick from `sweep` (best first): a default when none beats it by more than `tolerance`, otherwise
+/// the best prediction; list the candidates within `tolerance` of the best.
+fn recommend(
+    goal: Goal,
+    sweep: &[Candidate],
+    dram_only: &Candidate,
+    kernel_auto: &Candidate,
+    tolerance: f64,
+) -> Recommendation {
+    let best = &sweep[0];
+    let within = |c: &Candidate| advantage(goal, best, c) <= tolerance;
+    let auto_name = format!(
+        "the kernel's auto weights {}",
+        Split(kernel_auto.weights.clone())
+    );
+    let margin = format!("the model's error of {}", pct(tolerance));
+    // Of the defaults the model cannot tell from the best, the better one.
+    let default = [
+        (dram_only, Action::DoNotInterleave, "DRAM only".to_string()),
+        (kernel_auto, Action::KeepAuto, auto_name.clone()),
+    ]
+    .into_iter()
+    .filter(|(c, _, _)| within(c))
+    .min_by(|a, b| advantage(goal, best, a.0).total_cmp(&advantage(goal, best, b.0)));
+    let (candidate, action, reason) = match default {
+        Some((c, action, name)) if same_ratio(&c.weights, &best.weights) => (
+            c.clone(),
+            action,
+            format!(
+                "{name} is predicted best ({}); no split does better",
+                describe(goal, c)
+            ),
+        ),
+        Some((c, action, name)) => (
+            c.clone(),
+            action,
+            format!(
+                "the best prediction, {} ({}), beats {name} ({}) by {}, within {margin}: not worth changing",
+                Split(best.weights.clone()),
+                describe(goal, best),
+                describe(goal, c),
+                pct(advantage(goal, best, c)),
+            ),
+        ),
+        None => (
+            best.clone(),
+            Action::Interleave,
+            format!(
+                "{} ({}) beats {auto_name} ({}) by {} and DRAM only ({}) by {}, more than {margin}",
+                Split(best.weights.clone()),
+                describe(goal, best),
+                describe(goal, kernel_auto),
+                pct(advantage(goal, best, kernel_auto)),
+                describe(goal, dram_only),
+                pct(advantage(goal, best, dram_only)),
+            ),
+        ),
+    };
+    let equivalent: Vec<Vec<u32>> = sweep
+        .iter()
+        .filter(|c| within(c) && !same_ratio(&c.weights, &candidate.weights))
+        .map(|c| c.weights.clone())
+        .collect();
+    let reason = if equivalent.is_empty() {
+        reason
+    } else {
+        let list: Vec<String> = equivalent
+            .iter()
+            .map(|w| Split(w.clone()).to_string())
+            .collect();
+        format!(
+            "{reason}; {} predicted within {} of the best, as good as far as the model can tell",
+            list.join(", "),
+            pct(tolerance)
+        )
+    };
+    Recommendation {
+        candidate,
+        action,
+        equivalent,
+        reason,
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn xeon6() -> Profile {
+        Profile::load("xeon6-6900p-8xcz122").unwrap()
+    }
+
+    #[test]
+    fn latency_goal_for_read_only_says_do_not_interleave() {
+        // Every interleave ratio puts some loads on CXL at 2.3x the idle latency; at half of DRAM's
+        // peak DRAM alone is not yet queueing enough to make that worth it.
+        let plan = plan(&xeon6(), &PlanRequest::new(Mix::READ_ONLY, Goal::Latency)).unwrap();
+        assert_eq!(plan.recommended.action, Action::DoNotInterleave);
+        assert_eq!(plan.recommended.weights, vec![1, 0]);
+        let best_interleave = plan
+            .sweep
+            .iter()
+            .filter(|c| c.weights.iter().all(|&w| w > 0))
+            .filter_map(|c| c.latency_at_demand_ns)
+            .fold(f64::INFINITY, f64::min);
+        assert!(plan.recommended.latency_ns < best_interleave);
+        assert!(
+            plan.recommended.reason.contains("DRAM only"),
+            "{}",
+            plan.recommended.reason
+        );
+    }
+
+    #[test]
+    fn defaults_are_candidates_even_when_not_asked_for() {
+        let mut req = PlanRequest::new(Mix::READ_ONLY, Goal::Bandwidth);
+        req.candidates = Some(vec![vec![1, 1], vec![2, 1]]);
+        let plan = plan(&xeon6(), &req).unwrap();
+        assert!(plan.sweep.iter().any(|c| c.weights == vec![1, 0]));
+        assert!(plan.sweep.iter().any(|c| c.weights == vec![23, 8]));
+        // Asking for 2:0 is DRAM only already: it is not added twice.
+        req.candidates = Some(vec![vec![2, 0], vec![3, 1]]);
+        let plan = super::plan(&xeon6(), &req).unwrap();
+        assert_eq!(plan.sweep.len(), 3, "{:?}", plan.sweep);
+    }
+
+    #[test]
+    fn keep_auto_when_the_best_split_is_within_the_error() {
+        // 2:1nt: the best split is predicted a fraction of a percent above the auto weights 23:8.
+        let plan = plan(
+            &xeon6(),
+            &PlanRequest::new("2:1nt".parse().unwrap(), Goal::Bandwidth),
+        )
+        .unwrap();
+        assert_ne!(plan.best_predicted.weights, vec![23, 8]);
+        let gap = plan.best_predicted.bandwidth_gbps / plan.kernel_auto.bandwidth_gbps - 1.0;
+        assert!(gap > 0.0 && gap <= plan.tolerance, "{gap}");
+        assert_eq!(plan.recommended.action, Action::KeepAuto);
+        assert_eq!(plan.recommended.weights, vec![23, 8]);
+        assert!(plan
+            .recommended
+            .equivalent
+            .contains(&plan.best_predicted.weights));
+        assert!(
+            plan.recommended.reason.contains("within"),
+            "{}",
+            plan.recommended.reason
+        );
+        // With no tolerance at all the best prediction wins.
+        let mut req = PlanRequest::new("2:1nt".parse().unwrap(), Goal::Bandwidth);
+        req.tolerance = Some(0.0);
+        let strict = super::plan(&xeon6(), &req).unwrap();
+        assert_eq!(strict.recommended.action, Action::Interleave);
+        assert_eq!(strict.recommended.weights, strict.best_predicted.weights);
+    }
+
+    #[test]
+    fn candidates_within_the_error_are_listed_together() {
+        // 1:1 mix among the published ratios: 5:2 and 2:1 are under 1% apart, the auto weights and
+        // DRAM only well below.
+        let mut req = PlanRequest::new("1:1".parse().unwrap(), Goal::Bandwidth);
+        req.candidates = Some(vec![
+            vec![1, 1],
+            vec![2, 1],
+            vec![5, 2],
+            vec![3, 1],
+            vec![4, 1],
+        ]);
+        let plan = plan(&xeon6(), &req).unwrap();
+        assert_eq!(plan.recommended.action, Action::Interleave);
+        assert_eq!(plan.recommended.weights, vec![5, 2]);
+        assert!(
+            plan.recommended.equivalent.contains(&vec![2, 1]),
+            "{:?}",
+            plan.recommended.equivalent
+        );
+        for w in &plan.recommended.equivalent {
+            let c = plan.sweep.iter().find(|c| &c.weights == w).unwrap();
+            assert!(plan.recommended.bandwidth_gbps / c.bandwidth_gbps - 1.0 <= plan.tolerance);
+        }
+        for c in &plan.sweep {
+            let close = plan.recommended.bandwidth_gbps / c.bandwidth_gbps - 1.0 <= plan.tolerance;
+            let listed = plan.recommended.equivalent.contains(&c.weights);
+            assert_eq!(close && c.weights != vec![5, 2], listed, "{:?}", c.weights);
+        }
+    }
+
+    #[test]
+    fn bad_tolerance_is_refused() {
+        let mut req = PlanRequest::new(Mix::READ_ONLY, Goal::Bandwidth);
+        req.tolerance = Some(-0.1);
+        let err = plan(&xeon6(), &req).unwrap_err();
+        assert!(err.to_string().contains("tolerance"), "{err}");
+    }
 
     #[test]
     fn kernel_auto_matches_the_kernel_arithmetic() {

@@ -11,6 +11,14 @@ pub struct Series {
     pub points: Vec<(f64, f64)>,
     /// A point to mark on the curve (the recommended choice).
     pub marked: Option<(f64, f64)>,
+    /// Points to mark with a name beside them (the defaults a choice is compared with).
+    pub labels: Vec<Label>,
+}
+
+/// A named point on a curve.
+pub struct Label {
+    pub text: String,
+    pub at: (f64, f64),
 }
 
 /// Write a line plot of `series` to `path` as SVG.
@@ -76,6 +84,22 @@ pub fn line_plot(
         if let Some(m) = s.marked {
             chart
                 .draw_series(std::iter::once(Circle::new(m, 6, color.stroke_width(2))))
+                .map_err(|e| fail(&e))?;
+        }
+        for label in &s.labels {
+            chart
+                .draw_series(std::iter::once(TriangleMarker::new(
+                    label.at,
+                    6,
+                    color.filled(),
+                )))
+                .map_err(|e| fail(&e))?;
+            chart
+                .draw_series(std::iter::once(Text::new(
+                    label.text.clone(),
+                    label.at,
+                    ("sans-serif", 12).into_font().color(&color),
+                )))
                 .map_err(|e| fail(&e))?;
         }
     }

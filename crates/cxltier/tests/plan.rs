@@ -35,7 +35,29 @@ fn json_contract_for_one_mix() {
     ]);
     assert_eq!(v["mix"], "R");
     assert_eq!(v["goal"], "bandwidth");
-    assert_eq!(v["recommended"]["weights"], serde_json::json!([3, 1]));
+    // 3:1 is the best of the named ratios but the kernel's auto weights are predicted as good: keep them.
+    assert_eq!(v["recommended"]["weights"], serde_json::json!([23, 8]));
+    assert_eq!(v["recommended"]["action"], "keep auto");
+    assert!(v["recommended"]["reason"]
+        .as_str()
+        .unwrap()
+        .contains("23:8"));
+    assert!(v["recommended"]["equivalent"]
+        .as_array()
+        .unwrap()
+        .contains(&serde_json::json!([3, 1])));
+    let gap = v["best_predicted"]["bandwidth_gbps"].as_f64().unwrap()
+        / v["kernel_auto"]["bandwidth_gbps"].as_f64().unwrap()
+        - 1.0;
+    assert!(gap <= v["tolerance"].as_f64().unwrap(), "{gap}");
+    assert!(v["tolerance"].as_f64().unwrap() > 0.0);
+    assert_eq!(v["model_error"]["all"]["figures"], 17);
+    for key in ["median_abs_error", "max_abs_error"] {
+        assert!(
+            v["model_error"]["predicted"][key].as_f64().is_some(),
+            "{key}"
+        );
+    }
     assert_eq!(
         v["recommended"]["tiers"],
         serde_json::json!(["dram", "cxl"])
@@ -52,7 +74,11 @@ fn json_contract_for_one_mix() {
     }
     assert_eq!(v["kernel_auto"]["weights"], serde_json::json!([23, 8]));
     let sweep = v["sweep"].as_array().unwrap();
-    assert_eq!(sweep.len(), 5);
+    // The five named ratios plus DRAM only and the kernel's auto weights.
+    assert_eq!(sweep.len(), 7);
+    for default in [serde_json::json!([1, 0]), serde_json::json!([23, 8])] {
+        assert!(sweep.iter().any(|c| c["weights"] == default), "{default}");
+    }
     assert!(sweep.iter().all(|c| c["weights"].is_array()
         && c["bandwidth_gbps"].is_f64()
         && c["latency_ns"].is_f64()));
@@ -112,14 +138,18 @@ fn full_search_respects_max_weight() {
         "4",
         "--json",
     ]);
+    let defaults = [serde_json::json!([1, 0]), serde_json::json!([23, 8])];
     for c in v["sweep"].as_array().unwrap() {
+        if defaults.contains(&c["weights"]) {
+            continue;
+        }
         assert!(c["weights"]
             .as_array()
             .unwrap()
             .iter()
             .all(|w| (1..=4).contains(&w.as_u64().unwrap())));
     }
-    assert_eq!(v["sweep"].as_array().unwrap().len(), 11);
+    assert_eq!(v["sweep"].as_array().unwrap().len(), 11 + defaults.len());
 }
 
 #[test]
@@ -138,8 +168,98 @@ fn latency_goal_prefers_dram_heavy_splits_at_low_load() {
         "1:1,2:1,3:1,9:1",
         "--json",
     ]);
-    assert_eq!(v["recommended"]["weights"], serde_json::json!([9, 1]));
+    // DRAM only is always a candidate, and at low load nothing beats it.
+    assert_eq!(v["recommended"]["weights"], serde_json::json!([1, 0]));
+    assert_eq!(v["recommended"]["action"], "do not interleave");
+    // Among the interleave ratios asked for, the DRAM-heaviest is the fastest.
+    let first_named = v["sweep"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| {
+            c["weights"] != serde_json::json!([1, 0]) && c["weights"] != serde_json::json!([23, 8])
+        })
+        .unwrap();
+    assert_eq!(first_named["weights"], serde_json::json!([9, 1]));
     assert_eq!(v["demand_gbps"], 50.0);
+}
+
+#[test]
+fn latency_goal_for_read_only_never_recommends_worse_than_dram_only() {
+    // Full search at the default demand (half of DRAM's peak): every interleave ratio is slower.
+    let v = json(&[
+        "plan",
+        "--profile",
+        "xeon6-6900p-8xcz122",
+        "--mix",
+        "R",
+        "--goal",
+        "latency",
+        "--json",
+    ]);
+    assert_eq!(v["recommended"]["action"], "do not interleave");
+    assert_eq!(v["recommended"]["weights"], serde_json::json!([1, 0]));
+    let dram = v["dram_only"]["latency_ns"].as_f64().unwrap();
+    for c in v["sweep"].as_array().unwrap() {
+        if let Some(l) = c["latency_at_demand_ns"].as_f64() {
+            assert!(
+                l >= dram,
+                "{} at {l} ns beats DRAM only at {dram} ns",
+                c["weights"]
+            );
+        }
+    }
+    let text = String::from_utf8(
+        cxltier(&[
+            "plan",
+            "--profile",
+            "xeon6-6900p-8xcz122",
+            "--mix",
+            "R",
+            "--goal",
+            "latency",
+        ])
+        .stdout,
+    )
+    .unwrap();
+    assert!(text.contains("do not interleave"), "{text}");
+}
+
+#[test]
+fn equivalents_and_tolerance() {
+    // 1:1 mix among the published ratios: 5:2 and 2:1 are under 1% apart, well inside the error.
+    let args = |tolerance: &'static str| {
+        let mut a = vec![
+            "plan",
+            "--profile",
+            "xeon6-6900p-8xcz122",
+            "--mix",
+            "1:1",
+            "--candidates",
+            CANDIDATES,
+            "--json",
+        ];
+        if !tolerance.is_empty() {
+            a.extend(["--tolerance", tolerance]);
+        }
+        a
+    };
+    let v = json(&args(""));
+    assert_eq!(v["recommended"]["action"], "interleave");
+    assert_eq!(v["recommended"]["weights"], serde_json::json!([5, 2]));
+    assert!(v["recommended"]["equivalent"]
+        .as_array()
+        .unwrap()
+        .contains(&serde_json::json!([2, 1])));
+    // With a zero tolerance nothing is equivalent.
+    let strict = json(&args("0"));
+    assert_eq!(strict["recommended"]["equivalent"], serde_json::json!([]));
+    assert_eq!(strict["tolerance"], 0.0);
+    fails(
+        &args("-1"),
+        2,
+        "--tolerance must be a non-negative percentage",
+    );
 }
 
 fn fails(args: &[&str], code: i32, needle: &str) {
@@ -241,7 +361,10 @@ fn svg_sweep_is_written() {
     );
     let svg = std::fs::read_to_string(&path).unwrap();
     assert!(
-        svg.starts_with("<svg") && svg.contains("mix R (best 3:1)"),
+        svg.starts_with("<svg")
+            && svg.contains("mix R (keep auto 23:8)")
+            && svg.contains("DRAM only")
+            && svg.contains("auto 23:8"),
         "{}",
         &svg[..200.min(svg.len())]
     );

@@ -2,7 +2,7 @@
 
 use crate::error::{Class, CliError, CliResult};
 use crate::output::{print_json, Table};
-use cxltier_model::{plan, Candidate, Goal, PlanRequest, WeightPlan};
+use cxltier_model::{plan, Action, Candidate, Goal, PlanRequest, WeightPlan};
 use cxltier_profile::{Mix, Profile, DEFAULT_BUILTIN};
 use serde::Serialize;
 use std::process::ExitCode;
@@ -31,6 +31,10 @@ pub struct Args {
     /// Only consider these weight vectors, e.g. 1:1,2:1,5:2,3:1,4:1
     #[arg(long, value_name = "LIST")]
     candidates: Option<String>,
+    /// Predictions closer than this many percent count as equal (default: the model's median error
+    /// against the published figures it predicts)
+    #[arg(long, value_name = "PERCENT", allow_negative_numbers = true)]
+    tolerance: Option<f64>,
     /// Without --candidates, search every ratio with weights 1..=N per tier
     #[arg(long, default_value_t = 10, value_name = "N")]
     max_weight: u32,
@@ -93,6 +97,15 @@ fn build_request(args: &Args, mix: Mix, tiers: usize) -> Result<PlanRequest, Cli
     let mut req = PlanRequest::new(mix, goal);
     req.demand_gbps = args.demand;
     req.max_weight = args.max_weight;
+    if let Some(t) = args.tolerance {
+        if !(t.is_finite() && t >= 0.0) {
+            return Err(CliError::bad_input(format!(
+                "--tolerance must be a non-negative percentage, got {t}"
+            ))
+            .with_hint("e.g. --tolerance 2 treats predictions within 2% as equal"));
+        }
+        req.tolerance = Some(t / 100.0);
+    }
     if let Some(c) = &args.candidates {
         req.candidates = Some(parse_candidates(c, tiers)?);
     }
@@ -219,6 +232,7 @@ pub fn run(args: Args) -> CliResult {
 
     let mut table = Table::new([
         "mix",
+        "advice",
         "weights",
         "GB/s",
         "latency ns",
@@ -226,10 +240,18 @@ pub fn run(args: Args) -> CliResult {
         "kernel auto",
         "auto GB/s",
         "vs auto",
+        "equivalent",
     ]);
     for p in &plans {
+        let equivalent: Vec<String> = p
+            .recommended
+            .equivalent
+            .iter()
+            .map(|w| cxltier_model::Split(w.clone()).to_string())
+            .collect();
         table.row([
             p.mix.to_string(),
+            p.recommended.action.to_string(),
             weights(&p.recommended),
             format!("{:.1}", p.recommended.bandwidth_gbps),
             format!("{:.0}", p.recommended.latency_ns),
@@ -243,9 +265,38 @@ pub fn run(args: Args) -> CliResult {
                     p.recommended.latency_ns - p.kernel_auto.latency_ns
                 ),
             },
+            if equivalent.is_empty() {
+                "-".to_string()
+            } else {
+                equivalent.join(" ")
+            },
         ]);
     }
     print!("{}", table.render());
+    println!();
+    for p in &plans {
+        println!(
+            "mix {}: {}: {}.",
+            p.mix, p.recommended.action, p.recommended.reason
+        );
+    }
+    let err = &first.model_error;
+    println!(
+        "\nModel error against the {} published figures: median {:.1}%, max {:.1}%; against the {} it\n\
+         predicts (splits over both tiers): median {:.1}%, max {:.1}%. Predictions within {:.1}% count as equal{}.",
+        err.all.figures,
+        err.all.median_abs_error * 100.0,
+        err.all.max_abs_error * 100.0,
+        err.predicted.figures,
+        err.predicted.median_abs_error * 100.0,
+        err.predicted.max_abs_error * 100.0,
+        first.tolerance * 100.0,
+        if args.tolerance.is_some() {
+            " (--tolerance)"
+        } else {
+            " (the median; --tolerance to change)"
+        }
+    );
 
     if args.sweep {
         for p in &plans {
@@ -263,9 +314,12 @@ pub fn run(args: Args) -> CliResult {
         }
     }
     println!(
-        "\nWeights are pages per tier, fastest tier first; `kernel auto` is what the kernel derives from firmware bandwidth.\n\
+        "\nWeights are pages per tier, fastest tier first; `kernel auto` is what the kernel derives from firmware bandwidth;\n\
+         `do not interleave` means leave memory on {} (the default policy), `keep auto` means weighted interleave with\n\
+         the kernel's own weights.\n\
          Latency is at full load (bandwidth goal) or at the demand (latency goal). Figures are model predictions\n\
-         (docs/model.md), not measurements. Apply with: cxltier apply --plan MIX, or cxltier run --plan MIX -- CMD."
+         (docs/model.md), not measurements. Apply with: cxltier apply --plan MIX, or cxltier run --plan MIX -- CMD.",
+        profile.tiers[0].name
     );
     Ok(ExitCode::SUCCESS)
 }
@@ -292,14 +346,32 @@ fn write_svg(
             let mut points: Vec<(f64, f64)> = p
                 .sweep
                 .iter()
-                .chain([&p.dram_only])
+                .chain([&p.dram_only, &p.kernel_auto])
                 .filter_map(|c| value(c).map(|v| (share(&c.weights), v)))
                 .collect();
             points.sort_by(|a, b| a.0.total_cmp(&b.0));
             points.dedup_by(|a, b| a.0 == b.0);
+            let label = |name: String, c: &Candidate| {
+                value(c).map(|v| crate::plot::Label {
+                    text: name,
+                    at: (share(&c.weights), v),
+                })
+            };
             crate::plot::Series {
-                name: format!("mix {} (best {})", p.mix, weights(&p.recommended)),
+                name: format!(
+                    "mix {} ({} {})",
+                    p.mix,
+                    p.recommended.action,
+                    weights(&p.recommended)
+                ),
                 marked: value(&p.recommended).map(|v| (share(&p.recommended.weights), v)),
+                labels: [
+                    label("DRAM only".into(), &p.dram_only),
+                    label(format!("auto {}", weights(&p.kernel_auto)), &p.kernel_auto),
+                ]
+                .into_iter()
+                .flatten()
+                .collect(),
                 points,
             }
         })
@@ -322,11 +394,18 @@ fn write_svg(
     crate::plot::line_plot(path, &title, &x, y, &series)
 }
 
-/// The planner's recommended weights for `mix` (e.g. "R", "2:1", "W5") on the live machine,
-/// as (NUMA node id, weight) pairs, fastest tier first. Used by `apply --plan` and `run --plan`.
-/// Every node of a tier gets the tier's weight. Fails with a bad-input error for an unparsable mix
-/// and an unsupported error when the machine has fewer than two memory tiers with known performance.
-pub fn planned_node_weights(mix: &str) -> Result<Vec<(u32, u32)>, CliError> {
+/// The planner's advice for one mix on one machine, as `apply --plan` and `run --plan` use it.
+pub struct PlannedWeights {
+    /// (NUMA node id, weight) pairs, fastest tier first; every node of a tier gets the tier's weight.
+    pub pairs: Vec<(u32, u32)>,
+    /// The advice is to keep the kernel's own `auto` weights (the pairs are those weights).
+    pub keep_auto: bool,
+}
+
+/// The planner's advice for `mix` (e.g. "R", "2:1", "W5") on the live machine. Fails with a bad-input
+/// error for an unparsable mix, and an unsupported error when the machine has fewer than two memory
+/// tiers with known performance or the advice is not to interleave.
+pub fn planned_advice(mix: &str) -> Result<PlannedWeights, CliError> {
     let mix = parse_mix(mix)?;
     let profile = crate::live::live_profile().map_err(|why| {
         CliError::new(
@@ -335,14 +414,44 @@ pub fn planned_node_weights(mix: &str) -> Result<Vec<(u32, u32)>, CliError> {
         )
         .with_hint("give weights yourself (--weights), e.g. from `cxltier plan --profile ...`")
     })?;
+    advice_for(&profile, mix)
+}
+
+fn advice_for(profile: &Profile, mix: Mix) -> Result<PlannedWeights, CliError> {
     let plan =
-        plan(&profile, &PlanRequest::new(mix, Goal::Bandwidth)).map_err(CliError::classified)?;
-    Ok(profile
-        .tiers
-        .iter()
-        .zip(&plan.recommended.weights)
-        .flat_map(|(t, &w)| t.nodes.iter().map(move |&n| (n, w)))
-        .collect())
+        plan(profile, &PlanRequest::new(mix, Goal::Bandwidth)).map_err(CliError::classified)?;
+    refuse_do_not_interleave(&plan)?;
+    Ok(PlannedWeights {
+        pairs: profile
+            .tiers
+            .iter()
+            .zip(&plan.recommended.weights)
+            .flat_map(|(t, &w)| t.nodes.iter().map(move |&n| (n, w)))
+            .collect(),
+        keep_auto: plan.recommended.action == Action::KeepAuto,
+    })
+}
+
+/// The planner's recommended weights for `mix` on the live machine, as (NUMA node id, weight) pairs
+/// (see [`planned_advice`]). Used by `run --plan`, which sets a process policy and has no `auto` switch.
+pub fn planned_node_weights(mix: &str) -> Result<Vec<(u32, u32)>, CliError> {
+    Ok(planned_advice(mix)?.pairs)
+}
+
+/// Weighted interleave cannot express "leave everything on the fastest tier" (the kernel takes weights
+/// 1..=255): say so instead of writing a weight of 0.
+fn refuse_do_not_interleave(plan: &WeightPlan) -> Result<(), CliError> {
+    if plan.recommended.action != Action::DoNotInterleave {
+        return Ok(());
+    }
+    Err(CliError::new(
+        Class::Unsupported,
+        format!(
+            "the planner advises not interleaving for mix {}: {}",
+            plan.mix, plan.recommended.reason
+        ),
+    )
+    .with_hint("leave the default policy, or bind to the fastest tier's nodes (cxltier run --bind NODES -- CMD); give --weights to interleave anyway"))
 }
 
 /// The planner's weights for `mix` in tier order (fastest first), on the live machine or, when its
@@ -353,4 +462,41 @@ pub fn planned_tier_weights(mix: &str) -> Result<(Vec<u32>, String), CliError> {
     let plan = plan(&source.profile, &PlanRequest::new(mix, Goal::Bandwidth))
         .map_err(CliError::classified)?;
     Ok((plan.recommended.weights.clone(), source.note))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn xeon6_plan(mix: Mix, goal: Goal) -> WeightPlan {
+        let profile = Profile::load(DEFAULT_BUILTIN).unwrap();
+        plan(&profile, &PlanRequest::new(mix, goal)).unwrap()
+    }
+
+    #[test]
+    fn do_not_interleave_is_refused_rather_than_written_as_weight_zero() {
+        let latency = xeon6_plan(Mix::READ_ONLY, Goal::Latency);
+        assert_eq!(latency.recommended.weights, vec![1, 0]);
+        let err = refuse_do_not_interleave(&latency).unwrap_err();
+        assert!(
+            err.to_string().contains("advises not interleaving"),
+            "{err}"
+        );
+        assert!(refuse_do_not_interleave(&xeon6_plan(Mix::READ_ONLY, Goal::Bandwidth)).is_ok());
+    }
+
+    #[test]
+    fn keep_auto_advice_is_flagged_for_apply() {
+        let mut profile = Profile::load(DEFAULT_BUILTIN).unwrap();
+        profile.tiers[0].nodes = vec![0, 1];
+        profile.tiers[1].nodes = vec![2];
+        // Mix R: the auto weights 23:8 are predicted as good as the best split.
+        let advice = advice_for(&profile, Mix::READ_ONLY).unwrap();
+        assert!(advice.keep_auto);
+        assert_eq!(advice.pairs, vec![(0, 23), (1, 23), (2, 8)]);
+        // Mix 1:1: 9:4 beats the auto weights by more than the model's error.
+        let advice = advice_for(&profile, "1:1".parse().unwrap()).unwrap();
+        assert!(!advice.keep_auto);
+        assert_eq!(advice.pairs, vec![(0, 9), (1, 9), (2, 4)]);
+    }
 }

@@ -389,6 +389,7 @@ fn write_svgs(dir: &Path, r: &Report) -> Result<Vec<String>, CliError> {
                     ),
                     points: pts,
                     marked: None,
+                    labels: Vec::new(),
                 });
             }
         }
@@ -421,6 +422,7 @@ fn write_svgs(dir: &Path, r: &Report) -> Result<Vec<String>, CliError> {
                     name: t.name.clone(),
                     points,
                     marked: None,
+                    labels: Vec::new(),
                 })
             })
             .collect();
