@@ -861,6 +861,25 @@ fn ycsb_bad_input_is_explained() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("cxltier serve"));
+    // The report options: each refusal names the option and what to give instead.
+    let addr = format!("127.0.0.1:{port}");
+    for (args, says) in [
+        (
+            &["--hdr-log", "/nonexistent-dir/run.hdr"][..],
+            "--hdr-log /nonexistent-dir/run.hdr",
+        ),
+        (&["--status-interval", "0"][..], "--status-interval 0"),
+        (&["--json", "--format", "ycsb"][..], "cannot be used with"),
+    ] {
+        let out = Command::new(BIN)
+            .args(["ycsb", "run", "--addr", &addr])
+            .args(args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
 }
 
 #[test]
