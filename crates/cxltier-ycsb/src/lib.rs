@@ -5,6 +5,7 @@
 //! - [`workload`]: the A–F mixes and per-thread key, operation and value choice;
 //! - [`protocol`]: RESP2 and memcached text encodings;
 //! - [`oracle`]: the best hit ratio a cache of K objects can reach on a workload's key choices;
+//! - [`text`]: YCSB 0.17.0's text report and status line, byte for byte;
 //! - [`runner`]: threads × pipelined connections, open loop at a target rate with latency from
 //!   the intended start (coordinated omission corrected), HDR histograms per operation.
 
@@ -15,13 +16,14 @@ pub mod generator;
 pub mod oracle;
 pub mod protocol;
 pub mod runner;
+pub mod text;
 pub mod workload;
 
 use std::sync::Arc;
 
 pub use runner::{
-    run, AckHook, OpReport, Phase, ProgressHook, Protocol, Report, RunConfig, ScanMethod,
-    SimpleClient,
+    run, AckHook, HdrLogSink, Interval, IntervalHook, OpReport, Phase, ProgressHook, Protocol,
+    Report, RunConfig, ScanMethod, SimpleClient,
 };
 pub use workload::{Distribution, Op, Shared, Spec};
 

@@ -59,6 +59,35 @@ pub type AckHook = Arc<dyn Fn(&str, &[(String, Vec<u8>)]) + Send + Sync>;
 /// far (of [`RunConfig::operations`]): for a caller that shows progress.
 pub type ProgressHook = Arc<dyn Fn(u64) + Send + Sync>;
 
+/// Called every [`RunConfig::interval_period`], from the thread that called [`run`], with the
+/// latencies of the interval just ended: for a caller that prints a status line (YCSB's `-s`).
+pub type IntervalHook = Arc<dyn Fn(&Interval) + Send + Sync>;
+
+/// Where [`run`] writes an HdrHistogram interval log (shared so that [`RunConfig`] stays `Clone`).
+pub type HdrLogSink = Arc<Mutex<dyn Write + Send>>;
+
+/// One interval of a run: what a status line and an interval log are made of.
+#[derive(Debug, Clone)]
+pub struct Interval {
+    /// When the run started (wall clock).
+    pub run_start: std::time::SystemTime,
+    /// From the run's start to the interval's start.
+    pub start: Duration,
+    /// From the run's start to the interval's end.
+    pub end: Duration,
+    /// Operations done from the run's start to the interval's start.
+    pub done_at_start: u64,
+    /// Operations done from the run's start to the interval's end.
+    pub done: u64,
+    /// Operations still to do then (0 once the run stops).
+    pub todo: u64,
+    /// The last interval: the run is over.
+    pub last: bool,
+    /// The latencies (µs) of each operation seen so far in the run, of this interval only;
+    /// in YCSB's order of names ([`Op::ALL`]).
+    pub per_operation: Vec<(&'static str, Histogram<u64>)>,
+}
+
 /// How to drive the server.
 #[derive(Clone)]
 pub struct RunConfig {
@@ -86,6 +115,14 @@ pub struct RunConfig {
     /// due (those due in between go out together, late by up to this much, which their
     /// latency includes). Fewer wake-ups leave more of the CPU to the server under test.
     pub send_interval: Duration,
+    /// How often [`RunConfig::on_interval`] is told and [`RunConfig::hdr_log`] gets an interval
+    /// (YCSB's status.interval, 10 s).
+    pub interval_period: Duration,
+    /// Told each interval's latencies (YCSB's status thread).
+    pub on_interval: Option<IntervalHook>,
+    /// An HdrHistogram interval log: per interval, one histogram of all operations (untagged)
+    /// and one per operation tagged with its name.
+    pub hdr_log: Option<HdrLogSink>,
 }
 
 /// The poll token of the open-loop timer.
@@ -101,9 +138,12 @@ pub struct OpReport {
     pub avg_us: f64,
     pub p50_us: u64,
     pub p90_us: u64,
+    pub p95_us: u64,
     pub p99_us: u64,
     pub p999_us: u64,
     pub max_us: u64,
+    /// The lowest latency recorded (0 when none completed).
+    pub min_us: u64,
 }
 
 /// The whole run's results.
@@ -130,20 +170,30 @@ pub struct Report {
     pub per_operation: Vec<OpReport>,
 }
 
+/// A latency histogram in µs: 1 µs to a minute at 3 significant digits (YCSB's `Recorder(3)`).
+fn latency_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 60_000_000, 3).expect("histogram bounds")
+}
+
+/// A driver thread's latencies of the current interval, taken by the thread that called [`run`]
+/// at each interval's end (the lock is uncontended in between).
+type IntervalSlot = Arc<Mutex<Vec<Histogram<u64>>>>;
+
 struct Counters {
     hist: Vec<Histogram<u64>>,
+    /// Where each latency is also recorded when intervals are reported.
+    interval: Option<IntervalSlot>,
     errors: Vec<u64>,
     verify_errors: u64,
     first_error: Option<String>,
 }
 
 impl Counters {
-    fn new() -> Counters {
+    fn new(interval: Option<IntervalSlot>) -> Counters {
         Counters {
-            hist: (0..5)
-                .map(|_| Histogram::new_with_bounds(1, 60_000_000, 3).expect("histogram bounds"))
-                .collect(),
-            errors: vec![0; 5],
+            hist: (0..Op::ALL.len()).map(|_| latency_histogram()).collect(),
+            interval,
+            errors: vec![0; Op::ALL.len()],
             verify_errors: 0,
             first_error: None,
         }
@@ -303,7 +353,21 @@ pub fn run(cfg: &RunConfig, shared: Arc<Shared>) -> Result<Report, YcsbError> {
     let done = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
     let results = Arc::new(Mutex::new(Vec::new()));
+    let slots: Option<Vec<IntervalSlot>> = (cfg.on_interval.is_some() || cfg.hdr_log.is_some())
+        .then(|| {
+            (0..cfg.threads)
+                .map(|_| {
+                    Arc::new(Mutex::new(
+                        Op::ALL.iter().map(|_| latency_histogram()).collect(),
+                    ))
+                })
+                .collect()
+        });
     let start = Instant::now();
+    let mut intervals = slots
+        .clone()
+        .map(|slots| Intervals::begin(cfg, slots, start))
+        .transpose()?;
     std::thread::scope(|s| -> Result<(), YcsbError> {
         let mut handles = Vec::new();
         for t in 0..cfg.threads {
@@ -314,19 +378,46 @@ pub fn run(cfg: &RunConfig, shared: Arc<Shared>) -> Result<Report, YcsbError> {
                 results.clone(),
                 shared.clone(),
             );
+            let slot = slots.as_ref().map(|s| s[t].clone());
             handles.push(s.spawn(move || -> Result<(), YcsbError> {
                 let gen = ThreadGen::new(shared, cfg.seed.wrapping_add(t as u64 * 0x9e37_79b9));
-                let counters = drive(cfg, scan, gen, &remaining, &done, &stop, start)?;
+                let counters = drive(
+                    cfg,
+                    scan,
+                    gen,
+                    Shares {
+                        remaining: &remaining,
+                        done: &done,
+                        stop: &stop,
+                    },
+                    start,
+                    Counters::new(slot),
+                )?;
                 results.lock().expect("results lock").push(counters);
                 Ok(())
             }));
         }
-        if let Some(hook) = &cfg.on_progress {
-            while handles.iter().any(|h| !h.is_finished()) {
-                hook(done.load(Ordering::Relaxed));
-                std::thread::sleep(Duration::from_millis(200));
+        if cfg.on_progress.is_some() || intervals.is_some() {
+            let todo = |done: u64| cfg.operations.saturating_sub(done);
+            if let Some(iv) = intervals.as_mut() {
+                // YCSB's status thread reports once as the run starts.
+                iv.report(cfg, 0, cfg.operations, false)?;
             }
-            hook(done.load(Ordering::Relaxed));
+            while handles.iter().any(|h| !h.is_finished()) {
+                let d = done.load(Ordering::Relaxed);
+                if let Some(hook) = &cfg.on_progress {
+                    hook(d);
+                }
+                if let Some(iv) = intervals.as_mut() {
+                    if iv.due() {
+                        iv.report(cfg, d, todo(d), false)?;
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(200).min(cfg.interval_period));
+            }
+            if let Some(hook) = &cfg.on_progress {
+                hook(done.load(Ordering::Relaxed));
+            }
         }
         let mut first = Ok(());
         for h in handles {
@@ -341,7 +432,11 @@ pub fn run(cfg: &RunConfig, shared: Arc<Shared>) -> Result<Report, YcsbError> {
         first
     })?;
     let elapsed = start.elapsed().as_secs_f64();
-    let mut all = Counters::new();
+    if let Some(iv) = intervals.as_mut() {
+        // The stretch since the last interval, as YCSB's final status line and export do.
+        iv.report(cfg, done.load(Ordering::Relaxed), 0, true)?;
+    }
+    let mut all = Counters::new(None);
     for c in results.lock().expect("results lock").drain(..) {
         for (a, b) in all.hist.iter_mut().zip(&c.hist) {
             a.add(b).expect("same bounds");
@@ -371,9 +466,11 @@ pub fn run(cfg: &RunConfig, shared: Arc<Shared>) -> Result<Report, YcsbError> {
             avg_us: h.mean(),
             p50_us: h.value_at_quantile(0.50),
             p90_us: h.value_at_quantile(0.90),
+            p95_us: h.value_at_quantile(0.95),
             p99_us: h.value_at_quantile(0.99),
             p999_us: h.value_at_quantile(0.999),
             max_us: h.max(),
+            min_us: h.min(),
         });
     }
     Ok(Report {
@@ -399,6 +496,156 @@ pub fn run(cfg: &RunConfig, shared: Arc<Shared>) -> Result<Report, YcsbError> {
         },
         per_operation,
     })
+}
+
+/// The interval reporting of a run: takes the driver threads' interval histograms each period,
+/// tells the hook and writes the log.
+struct Intervals {
+    slots: Vec<IntervalSlot>,
+    run_start: Instant,
+    run_start_wall: std::time::SystemTime,
+    last_end: Duration,
+    last_done: u64,
+    period: Duration,
+    /// The operations that have completed at least once (YCSB reports a measurement from its
+    /// first value on).
+    seen: [bool; 5],
+    log: Option<HdrLogSink>,
+    serializer: hdrhistogram::serialization::V2DeflateSerializer,
+}
+
+impl Intervals {
+    fn begin(
+        cfg: &RunConfig,
+        slots: Vec<IntervalSlot>,
+        start: Instant,
+    ) -> Result<Intervals, YcsbError> {
+        let run_start_wall = std::time::SystemTime::now();
+        let mut serializer = hdrhistogram::serialization::V2DeflateSerializer::new();
+        if let Some(log) = &cfg.hdr_log {
+            let mut guard = log.lock().expect("hdr log lock");
+            let mut w: &mut (dyn Write + Send) = &mut *guard;
+            let names: Vec<&str> = Op::ALL.iter().map(|o| o.name()).collect();
+            // The header HdrHistogram's Java HistogramLogWriter writes (as YCSB's
+            // hdrhistogram.fileoutput does), then the start time through the crate's builder.
+            let header = format!(
+                "#[Logging for: {}; untagged: all operations]\n#[Histogram log format version 1.3]\n",
+                names.join(", ")
+            );
+            w.write_all(header.as_bytes()).map_err(hdr_log_error)?;
+            hdrhistogram::serialization::interval_log::IntervalLogWriterBuilder::new()
+                .with_start_time(run_start_wall)
+                .with_max_value_divisor(MAX_VALUE_DIVISOR)
+                .begin_log_with(&mut w, &mut serializer)
+                .map_err(hdr_log_error)?;
+            w.write_all(
+                b"\"StartTimestamp\",\"Interval_Length\",\"Interval_Max\",\"Interval_Compressed_Histogram\"\n",
+            )
+            .map_err(hdr_log_error)?;
+            w.flush().map_err(hdr_log_error)?;
+        }
+        Ok(Intervals {
+            slots,
+            run_start: start,
+            run_start_wall,
+            last_end: Duration::ZERO,
+            last_done: 0,
+            period: cfg.interval_period,
+            seen: [false; 5],
+            log: cfg.hdr_log.clone(),
+            serializer,
+        })
+    }
+
+    fn due(&self) -> bool {
+        self.run_start.elapsed() >= self.last_end + self.period
+    }
+
+    /// Take the interval's histograms from every driver thread, tell the hook, log them.
+    fn report(
+        &mut self,
+        cfg: &RunConfig,
+        done: u64,
+        todo: u64,
+        last: bool,
+    ) -> Result<(), YcsbError> {
+        let end = self.run_start.elapsed();
+        let mut merged: Vec<Histogram<u64>> = Op::ALL.iter().map(|_| latency_histogram()).collect();
+        for slot in &self.slots {
+            let mut hists = slot.lock().expect("interval lock");
+            for (m, h) in merged.iter_mut().zip(hists.iter_mut()) {
+                m.add(&*h).expect("same bounds");
+                h.reset();
+            }
+        }
+        for (seen, h) in self.seen.iter_mut().zip(&merged) {
+            *seen |= !h.is_empty();
+        }
+        let per_operation: Vec<(&'static str, Histogram<u64>)> = Op::ALL
+            .iter()
+            .zip(merged)
+            .zip(self.seen)
+            .filter(|(_, seen)| *seen)
+            .map(|((op, h), _)| (op.name(), h))
+            .collect();
+        let interval = Interval {
+            run_start: self.run_start_wall,
+            start: self.last_end,
+            end,
+            done_at_start: self.last_done,
+            done,
+            todo,
+            last,
+            per_operation,
+        };
+        if let (Some(log), false) = (&self.log, interval.per_operation.is_empty()) {
+            // Java's HistogramLogWriter prints each interval's max divided by 10^6; the crate's
+            // writer does so only after announcing the divisor in a comment, which the header
+            // already holds: each interval is written to a buffer and that comment dropped.
+            let mut buf = Vec::new();
+            {
+                let mut writer =
+                    hdrhistogram::serialization::interval_log::IntervalLogWriterBuilder::new()
+                        .with_max_value_divisor(MAX_VALUE_DIVISOR)
+                        .begin_log_with(&mut buf, &mut self.serializer)
+                        .map_err(hdr_log_error)?;
+                let length = end.saturating_sub(self.last_end);
+                let mut all = latency_histogram();
+                for (_, h) in &interval.per_operation {
+                    all.add(h).expect("same bounds");
+                }
+                writer
+                    .write_histogram(&all, self.last_end, length, None)
+                    .map_err(|e| hdr_log_error(format!("{e:?}")))?;
+                for (name, h) in &interval.per_operation {
+                    let tag = hdrhistogram::serialization::interval_log::Tag::new(name);
+                    writer
+                        .write_histogram(h, self.last_end, length, tag)
+                        .map_err(|e| hdr_log_error(format!("{e:?}")))?;
+                }
+            }
+            let body = match buf.strip_prefix(b"#[MaxValueDivisor".as_slice()) {
+                Some(rest) => &rest[rest.iter().position(|&b| b == b'\n').map_or(0, |i| i + 1)..],
+                None => &buf[..],
+            };
+            let mut w = log.lock().expect("hdr log lock");
+            w.write_all(body).map_err(hdr_log_error)?;
+            w.flush().map_err(hdr_log_error)?;
+        }
+        if let Some(hook) = &cfg.on_interval {
+            hook(&interval);
+        }
+        self.last_end = end;
+        self.last_done = done;
+        Ok(())
+    }
+}
+
+/// The divisor of each interval's max in the log: Java's HistogramLogWriter default.
+const MAX_VALUE_DIVISOR: f64 = 1_000_000.0;
+
+fn hdr_log_error(e: impl std::fmt::Display) -> YcsbError {
+    YcsbError::Server(format!("cannot write the HdrHistogram log: {e}"))
 }
 
 fn connect(cfg: &RunConfig, poll: &Poll, token: usize) -> Result<Conn, YcsbError> {
@@ -667,15 +914,26 @@ enum Parsed {
     Mc(McReply),
 }
 
+/// What the driver threads of a run share: operations left to start, done, and the stop flag.
+struct Shares<'a> {
+    remaining: &'a AtomicU64,
+    done: &'a AtomicU64,
+    stop: &'a AtomicBool,
+}
+
 fn drive(
     cfg: &RunConfig,
     scan: ScanMethod,
     mut gen: ThreadGen,
-    remaining: &AtomicU64,
-    done: &AtomicU64,
-    stop: &AtomicBool,
+    shares: Shares<'_>,
     start: Instant,
+    mut counters: Counters,
 ) -> Result<Counters, YcsbError> {
+    let Shares {
+        remaining,
+        done,
+        stop,
+    } = shares;
     let mut poll = Poll::new().map_err(|e| YcsbError::Connect {
         addr: cfg.addr.clone(),
         source: e,
@@ -683,7 +941,6 @@ fn drive(
     let mut conns: Vec<Conn> = (0..cfg.connections.max(1))
         .map(|i| connect(cfg, &poll, i))
         .collect::<Result<_, _>>()?;
-    let mut counters = Counters::new();
     let mut events = Events::with_capacity(256);
     let interval = cfg
         .target
@@ -855,6 +1112,9 @@ fn read_all(c: &mut Conn, chunk: &mut [u8]) -> io::Result<()> {
 fn record(counters: &mut Counters, op: Op, intended: Instant, done: &AtomicU64) {
     let us = intended.elapsed().as_micros().max(1) as u64;
     counters.hist[op.index()].saturating_record(us);
+    if let Some(slot) = &counters.interval {
+        slot.lock().expect("interval lock")[op.index()].saturating_record(us);
+    }
     done.fetch_add(1, Ordering::Relaxed);
 }
 
@@ -1069,6 +1329,9 @@ mod tests {
             on_ack: None,
             on_progress: Some(hook),
             send_interval: Duration::from_micros(50),
+            interval_period: Duration::from_secs(10),
+            on_interval: None,
+            hdr_log: None,
         };
         let data = crate::DataSet {
             records: 500,

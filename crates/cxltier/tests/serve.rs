@@ -563,6 +563,9 @@ fn load_config(addr: &str, records: u64, hook: Option<cxltier_ycsb::AckHook>) ->
         on_ack: hook,
         on_progress: None,
         send_interval: std::time::Duration::from_micros(50),
+        interval_period: std::time::Duration::from_secs(10),
+        on_interval: None,
+        hdr_log: None,
     }
 }
 
@@ -858,6 +861,25 @@ fn ycsb_bad_input_is_explained() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("cxltier serve"));
+    // The report options: each refusal names the option and what to give instead.
+    let addr = format!("127.0.0.1:{port}");
+    for (args, says) in [
+        (
+            &["--hdr-log", "/nonexistent-dir/run.hdr"][..],
+            "--hdr-log /nonexistent-dir/run.hdr",
+        ),
+        (&["--status-interval", "0"][..], "--status-interval 0"),
+        (&["--json", "--format", "ycsb"][..], "cannot be used with"),
+    ] {
+        let out = Command::new(BIN)
+            .args(["ycsb", "run", "--addr", &addr])
+            .args(args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
 }
 
 #[test]
@@ -1344,4 +1366,169 @@ fn kill_9_loses_no_acknowledged_write_of_any_type() {
         );
     }
     eprintln!("{acked} acknowledged writes of every type, all present after kill -9");
+}
+
+fn base64_decode(s: &str) -> Vec<u8> {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.decode(s).unwrap()
+}
+
+/// `[SECTION], metric, value` lines as YCSB's result parsers read them: section → metric → value.
+fn parse_ycsb_report(text: &str) -> HashMap<String, HashMap<String, String>> {
+    let mut sections: HashMap<String, HashMap<String, String>> = HashMap::new();
+    for line in text.lines() {
+        let mut parts = line.splitn(3, ", ");
+        let (Some(section), Some(metric), Some(value)) = (parts.next(), parts.next(), parts.next())
+        else {
+            panic!("not a YCSB report line: {line:?}\n{text}");
+        };
+        let section = section
+            .strip_prefix('[')
+            .and_then(|s| s.strip_suffix(']'))
+            .unwrap_or_else(|| panic!("no [SECTION] in {line:?}"));
+        let old = sections
+            .entry(section.to_string())
+            .or_default()
+            .insert(metric.to_string(), value.to_string());
+        assert!(old.is_none(), "{section}/{metric} twice:\n{text}");
+    }
+    sections
+}
+
+/// `ycsb run --format ycsb` against serve: stdout is YCSB 0.17's report, every line of it
+/// parseable the way YCSB's own tools read it, with p95, min and Return=OK per operation; stderr
+/// has YCSB's status lines (stdout is a pipe); the HdrHistogram log reads back with the crate's
+/// interval log reader and holds every operation, by tag and all together; `--json` has p95 and
+/// min too.
+#[test]
+fn ycsb_format_report_status_lines_and_hdr_log_read_back() {
+    use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
+    use hdrhistogram::serialization::Deserializer;
+    let s = Server::start(&["--dram", "64M"]);
+    let common = ["--records", "2000", "--addr", &s.addr];
+    let load = ycsb(&[&["load"][..], &common].concat());
+    assert_eq!(load["errors"], 0, "{load}");
+    let log = temp("ycsb.hdr");
+    let ops = 6000u64;
+    let out = Command::new(BIN)
+        .args(["ycsb", "run", "--workload", "a", "--ops", &ops.to_string()])
+        .args(common)
+        // Open loop at 6,000 ops/s: about a second, so several 0.2 s status intervals.
+        .args([
+            "--target",
+            "6000",
+            "--format",
+            "ycsb",
+            "--status-interval",
+            "0.2",
+        ])
+        .args(["--hdr-log", &log.display().to_string()])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let report = parse_ycsb_report(&stdout);
+    let overall = &report["OVERALL"];
+    let run_ms: f64 = overall["RunTime(ms)"].parse().unwrap();
+    let throughput: f64 = overall["Throughput(ops/sec)"].parse().unwrap();
+    assert!(run_ms >= 900.0, "{stdout}");
+    assert!(
+        (throughput * run_ms / 1000.0 - ops as f64).abs() < 1.0,
+        "{stdout}"
+    );
+    let mut counted = 0;
+    let mut per_op = HashMap::new();
+    for name in ["READ", "UPDATE"] {
+        let m = &report[name];
+        let get = |k: &str| -> u64 {
+            m.get(k)
+                .unwrap_or_else(|| panic!("no [{name}], {k}:\n{stdout}"))
+                .parse()
+                .unwrap()
+        };
+        let avg: f64 = m["AverageLatency(us)"].parse().unwrap();
+        let (min, p95, p99, max) = (
+            get("MinLatency(us)"),
+            get("95thPercentileLatency(us)"),
+            get("99thPercentileLatency(us)"),
+            get("MaxLatency(us)"),
+        );
+        assert!(
+            min >= 1 && (min as f64) <= avg && p95 <= p99 && p99 <= max,
+            "{stdout}"
+        );
+        assert_eq!(get("Return=OK"), get("Operations"), "{stdout}");
+        assert!(!m.contains_key("Return=ERROR"), "{stdout}");
+        counted += get("Operations");
+        per_op.insert(name, get("Operations"));
+    }
+    assert_eq!(counted, ops, "{stdout}");
+    assert_eq!(report.len(), 3, "OVERALL, READ, UPDATE only:\n{stdout}");
+
+    // Status lines: "yyyy-MM-dd HH:mm:ss:SSS N sec: N operations; ...", one at the start, one
+    // per interval, one at the end (with every operation done).
+    let status: Vec<&str> = stderr.lines().filter(|l| l.contains(" sec: ")).collect();
+    assert!(status.len() >= 4, "{stderr}");
+    for l in &status {
+        let b = l.as_bytes();
+        assert!(
+            b.len() > 24 && b[4] == b'-' && b[10] == b' ' && b[19] == b':' && b[23] == b' ',
+            "{l}"
+        );
+    }
+    assert!(
+        status[0].ends_with(" 0 operations; est completion in 0 seconds "),
+        "{stderr}"
+    );
+    let last = status.last().unwrap();
+    assert!(last.contains(&format!(" {ops} operations; ")), "{last}");
+    assert!(
+        status.iter().any(|l| l.contains("[READ: Count=")),
+        "{stderr}"
+    );
+
+    // The interval log: per interval an untagged histogram of everything and one per operation.
+    let text = std::fs::read(&*log).unwrap();
+    assert!(
+        text.starts_with(b"#[Logging for: "),
+        "{}",
+        String::from_utf8_lossy(&text)
+    );
+    let mut deserializer = Deserializer::new();
+    let mut by_tag: HashMap<String, u64> = HashMap::new();
+    let mut intervals = 0;
+    let mut start_time = None;
+    for entry in IntervalLogIterator::new(&text) {
+        match entry.unwrap() {
+            LogEntry::StartTime(t) => start_time = Some(t),
+            LogEntry::Interval(h) => {
+                let decoded: hdrhistogram::Histogram<u64> = deserializer
+                    .deserialize(&mut base64_decode(h.encoded_histogram()).as_slice())
+                    .unwrap();
+                let tag = h.tag().map_or("", |t| t.as_str()).to_string();
+                intervals += usize::from(tag.is_empty());
+                *by_tag.entry(tag).or_default() += decoded.len();
+            }
+            LogEntry::BaseTime(_) => panic!("YCSB's logs have no BaseTime"),
+        }
+    }
+    assert!(start_time.is_some());
+    assert!(intervals >= 3, "{intervals} intervals");
+    assert_eq!(by_tag[""], ops, "{by_tag:?}");
+    for (name, n) in per_op {
+        assert_eq!(by_tag[name], n, "{name}: {by_tag:?}");
+    }
+
+    // --json: p95 and min beside the fields it had.
+    let json = ycsb(&[&["run", "--workload", "a", "--ops", "2000"][..], &common].concat());
+    for o in json["per_operation"].as_array().unwrap() {
+        let (min, p95, p99) = (
+            o["min_us"].as_u64().unwrap(),
+            o["p95_us"].as_u64().unwrap(),
+            o["p99_us"].as_u64().unwrap(),
+        );
+        assert!(min >= 1 && min <= p95 && p95 <= p99, "{o}");
+    }
+    s.stop();
 }

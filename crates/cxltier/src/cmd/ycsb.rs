@@ -94,6 +94,15 @@ impl From<DistributionArg> for Distribution {
     }
 }
 
+/// How the report is printed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum FormatArg {
+    /// A table of operations and percentiles
+    Table,
+    /// YCSB 0.17's own report lines (`[OVERALL], Throughput(ops/sec), ...`), for its parsers
+    Ycsb,
+}
+
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
 enum PhaseArg {
     Load,
@@ -178,8 +187,19 @@ pub struct Args {
     #[arg(long)]
     seed: Option<u64>,
     /// Print JSON for scripts
-    #[arg(long)]
+    #[arg(long, conflicts_with = "format")]
     json: bool,
+    /// Report format: `ycsb` prints YCSB 0.17's lines, for the parsers and plots that read them
+    #[arg(long, value_enum, default_value = "table")]
+    format: FormatArg,
+    /// Write an HdrHistogram interval log here (one interval per status interval: all operations
+    /// untagged, each operation tagged with its name), as YCSB's hdrhistogram.fileoutput does
+    #[arg(long, value_name = "FILE")]
+    hdr_log: Option<std::path::PathBuf>,
+    /// Seconds between status lines (YCSB's status.interval); status lines go to stderr when
+    /// stdout is not a terminal, as with YCSB's -s
+    #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
+    status_interval: f64,
 }
 
 /// A seed for a run that was given none: the clock's nanoseconds mixed with the process id.
@@ -214,6 +234,13 @@ pub fn run(args: Args) -> CliResult {
             "--target must be a positive number of operations per second",
         ));
     }
+    if !(args.status_interval > 0.0 && args.status_interval.is_finite()) {
+        return Err(CliError::bad_input(format!(
+            "--status-interval {}: must be a positive number of seconds",
+            args.status_interval
+        ))
+        .with_hint("YCSB's default is 10"));
+    }
     let protocol = Protocol::from(args.protocol);
     let addr = args.addr.clone().unwrap_or_else(|| match protocol {
         Protocol::Resp => "127.0.0.1:6379".into(),
@@ -240,18 +267,42 @@ pub fn run(args: Args) -> CliResult {
     };
     let shared =
         cxltier_ycsb::shared(spec, phase, data, operations).map_err(CliError::classified)?;
-    // A bar for people watching a long run; nothing for scripts or short runs.
-    let bar = (!args.json && std::io::stderr().is_terminal() && operations >= 200_000).then(|| {
-        let b = indicatif::ProgressBar::new(operations);
-        b.set_style(
-            indicatif::ProgressStyle::with_template(
-                "{prefix} [{bar:30}] {pos}/{len} {per_sec} eta {eta}",
-            )
-            .expect("valid template")
-            .progress_chars("=> "),
-        );
-        b.set_prefix(if phase == Phase::Load { "load" } else { "run" });
-        b
+    // A bar for people watching a long run; YCSB's status lines when the output goes to a file
+    // or a pipe (a log of the run, as YCSB's -s writes).
+    let on_terminal = std::io::stdout().is_terminal();
+    let bar =
+        (!args.json && on_terminal && std::io::stderr().is_terminal() && operations >= 200_000)
+            .then(|| {
+                let b = indicatif::ProgressBar::new(operations);
+                b.set_style(
+                    indicatif::ProgressStyle::with_template(
+                        "{prefix} [{bar:30}] {pos}/{len} {per_sec} eta {eta}",
+                    )
+                    .expect("valid template")
+                    .progress_chars("=> "),
+                );
+                b.set_prefix(if phase == Phase::Load { "load" } else { "run" });
+                b
+            });
+    let hdr_log = match &args.hdr_log {
+        Some(path) => {
+            let file = std::fs::File::create(path).map_err(|e| {
+                CliError::bad_input(format!("--hdr-log {}: {e}", path.display()))
+                    .with_hint("give a path in a directory that exists and can be written")
+            })?;
+            let sink: cxltier_ycsb::HdrLogSink =
+                Arc::new(std::sync::Mutex::new(std::io::BufWriter::new(file)));
+            Some(sink)
+        }
+        None => None,
+    };
+    let on_interval = (!on_terminal).then(|| -> cxltier_ycsb::IntervalHook {
+        Arc::new(|iv: &cxltier_ycsb::Interval| {
+            eprintln!(
+                "{}",
+                cxltier_ycsb::text::status_line(iv, std::time::SystemTime::now())
+            );
+        })
     });
     let cfg = RunConfig {
         addr: addr.clone(),
@@ -271,6 +322,9 @@ pub fn run(args: Args) -> CliResult {
             .clone()
             .map(|b| -> ProgressHook { Arc::new(move |done| b.set_position(done)) }),
         send_interval: Duration::from_micros(args.send_interval_us),
+        interval_period: Duration::from_secs_f64(args.status_interval),
+        on_interval,
+        hdr_log,
     };
     let report = cxltier_ycsb::run(&cfg, shared);
     if let Some(b) = &bar {
@@ -279,6 +333,17 @@ pub fn run(args: Args) -> CliResult {
     let report = report.map_err(CliError::classified)?;
     if args.json {
         print_json(&report)?;
+    } else if args.format == FormatArg::Ycsb {
+        // stdout holds YCSB's lines alone; what replays the run goes to stderr.
+        eprintln!(
+            "{} workload {} against {}; latency from {}; seed {}",
+            if phase == Phase::Load { "load" } else { "run" },
+            report.workload,
+            report.addr,
+            report.latency_from,
+            report.seed
+        );
+        print!("{}", cxltier_ycsb::text::report(&report));
     } else {
         println!(
             "{} workload {} against {} ({:?}): {} operations in {:.2} s, {:.0} ops/s; latency from {}; seed {}",
@@ -298,8 +363,10 @@ pub fn run(args: Args) -> CliResult {
             "errors",
             "ops/s",
             "avg µs",
+            "min",
             "p50",
             "p90",
+            "p95",
             "p99",
             "p99.9",
             "max",
@@ -311,8 +378,10 @@ pub fn run(args: Args) -> CliResult {
                 o.errors.to_string(),
                 format!("{:.0}", o.ops_per_sec),
                 format!("{:.0}", o.avg_us),
+                o.min_us.to_string(),
                 o.p50_us.to_string(),
                 o.p90_us.to_string(),
+                o.p95_us.to_string(),
                 o.p99_us.to_string(),
                 o.p999_us.to_string(),
                 o.max_us.to_string(),
