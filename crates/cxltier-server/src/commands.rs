@@ -91,7 +91,13 @@ pub struct ServerInfo {
     /// with an error (else as a timeout).
     pub unblock: Vec<(u64, bool)>,
     /// Keys written while connections were parked: the server tries those waiting on them.
+    /// Like every registry of keys here, with their logical database byte ([`crate::db`]).
     pub ready: Vec<Vec<u8>>,
+    /// The databases and where each is kept (`SELECT`, `SWAPDB`).
+    pub dbs: crate::db::Databases,
+    /// SWAPDBs run since the server last looked: the clients blocked on keys of those logical
+    /// databases are tried again (Redis's `scanDatabaseForReadyKeys`).
+    pub db_swaps: Vec<(usize, usize)>,
 }
 
 /// One command's counters, as Redis's INFO commandstats shows them.
@@ -120,6 +126,10 @@ pub struct Block {
 #[derive(Debug, Default)]
 pub struct Session {
     pub id: u64,
+    /// The logical database selected (`SELECT`; 0 at connection, `HELLO`, `RESET`): what a
+    /// replication stream names in its `SELECT`. Keys go to the store under
+    /// `ServerInfo::dbs.physical(db)`.
+    pub db: usize,
     pub authed: bool,
     pub name: Option<Vec<u8>>,
     /// The protocol spoken (HELLO): 2 or 3; 0 before any HELLO, which is RESP2.
@@ -183,7 +193,19 @@ impl ServerInfo {
         }
     }
 
-    /// A write to `key`: the transactions watching it will fail.
+    /// A write to `key` (a store key: with its physical database byte) that dispatch does not
+    /// see among the command's key arguments (MOVE's and COPY ... DB's destination): its
+    /// watchers and the clients blocked on it hear of it.
+    pub(crate) fn wrote(&mut self, key: &[u8]) {
+        let logical = self.dbs.to_logical_key(key);
+        self.touch(&logical);
+        if !self.blocked.is_empty() {
+            self.ready.push(logical);
+        }
+    }
+
+    /// A write to `key` (with its logical database byte): the transactions watching it will
+    /// fail.
     fn touch(&mut self, key: &[u8]) {
         if let Some(ids) = self.watchers.get(key) {
             self.dirty.extend(ids.iter().copied());
@@ -262,6 +284,8 @@ pub struct ClientMeta {
     pub sub: usize,
     pub psub: usize,
     pub multi: i64,
+    /// The logical database selected.
+    pub db: usize,
 }
 
 impl ClientMeta {
@@ -271,6 +295,7 @@ impl ClientMeta {
             self.name.clone_from(&s.name);
         }
         self.proto = s.proto;
+        self.db = s.db;
         self.last_cmd = s.last_cmd;
         self.no_evict = s.no_evict;
         self.reply_off = s.reply_off;
@@ -526,15 +551,31 @@ fn refusal(
 }
 
 /// Run a command found in the table and checked: its handler, then what its write means for
-/// the clients watching its keys.
+/// the clients watching its keys. Every key argument goes to the handler with the byte of the
+/// database it is kept in ([`crate::db`]), so handlers and the store see one database's keys.
 fn dispatch(ctx: &mut Ctx<'_>, cmd: &'static table::Command, args: &[&[u8]]) -> Effect {
-    // FLUSHALL/FLUSHDB touch the watched keys that exist (Redis's rule), known only before.
+    let physical = ctx.info.dbs.physical(ctx.session.db);
+    let positions = table::all_key_positions(cmd, args);
+    let keyed: Vec<Vec<u8>> = positions
+        .iter()
+        .map(|&i| cxltier_store::db_key(physical, args[i]))
+        .collect();
+    let mut with_db: Vec<&[u8]> = args.to_vec();
+    for (&i, k) in positions.iter().zip(&keyed) {
+        with_db[i] = k;
+    }
+    let args = &with_db[..];
+    // FLUSHALL/FLUSHDB touch the watched keys that exist (Redis's rule), known only before;
+    // FLUSHDB only those of its database.
     if !ctx.info.watchers.is_empty() && cmd.name.starts_with("FLUSH") {
+        let only = (cmd.name == "FLUSHDB").then_some(ctx.session.db as u8);
+        let dbs = &ctx.info.dbs;
         let existing: Vec<Vec<u8>> = ctx
             .info
             .watchers
             .keys()
-            .filter(|k| ctx.store.contains(k))
+            .filter(|k| only.is_none_or(|d| k.first() == Some(&d)))
+            .filter(|k| ctx.store.contains(&dbs.to_physical_key(k)))
             .cloned()
             .collect();
         for k in existing {
@@ -564,6 +605,12 @@ fn dispatch(ctx: &mut Ctx<'_>, cmd: &'static table::Command, args: &[&[u8]]) -> 
     if ctx.out.get(reply_at) == Some(&b'-') {
         stat.failed_calls += 1;
     }
+    // A blocked client's keys are kept as the registries keep keys: by logical database.
+    if let Some(block) = ctx.session.block.as_mut() {
+        for k in &mut block.keys {
+            *k = ctx.info.dbs.to_logical_key(k);
+        }
+    }
     // The keys written (the table's key positions, unless the handler named some unchanged:
     // SMOVE of a member the destination holds already) touch their watchers and may feed a
     // connection parked by a blocking command, which the server looks at once the command
@@ -575,10 +622,11 @@ fn dispatch(ctx: &mut Ctx<'_>, cmd: &'static table::Command, args: &[&[u8]]) -> 
             if unchanged.iter().any(|u| u == k) {
                 continue;
             }
+            let logical = ctx.info.dbs.to_logical_key(k);
+            ctx.info.touch(&logical);
             if !ctx.info.blocked.is_empty() {
-                ctx.info.ready.push(k.to_vec());
+                ctx.info.ready.push(logical);
             }
-            ctx.info.touch(k);
         }
     }
     effect
@@ -1118,7 +1166,8 @@ pub(crate) fn scanrange(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, Sto
     let Some(count) = parse_i64(args[2]).filter(|&c| (0..=100_000).contains(&c)) else {
         return fail(ctx, "ERR count must be an integer from 0 to 100000");
     };
-    let items = ctx.store.scan(args[1], count as usize)?;
+    let physical = ctx.info.dbs.physical(ctx.session.db);
+    let items = ctx.store.scan_db(physical, args[1], count as usize)?;
     let out = &mut *ctx.out;
     reply::array(out, items.len());
     for it in items {
@@ -1139,17 +1188,84 @@ pub(crate) fn scanrange(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, Sto
 }
 
 pub(crate) fn dbsize(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> Result<Effect, StoreError> {
-    reply::int(ctx.out, ctx.store.len() as i64);
+    let physical = ctx.info.dbs.physical(ctx.session.db);
+    reply::int(ctx.out, ctx.store.db_len(physical) as i64);
     Ok(Effect::Read)
 }
 
-/// FLUSHALL and FLUSHDB (one database).
+/// FLUSHALL (every database) and FLUSHDB (the selected one).
 pub(crate) fn flushall(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
     let mode_ok = |m: &&[u8]| m.eq_ignore_ascii_case(b"ASYNC") || m.eq_ignore_ascii_case(b"SYNC");
     if args.len() > 2 || !args.get(1).is_none_or(mode_ok) {
         return fail(ctx, SYNTAX);
     }
-    ctx.store.flush_all()?;
+    if args[0].eq_ignore_ascii_case(b"FLUSHDB") {
+        let physical = ctx.info.dbs.physical(ctx.session.db);
+        ctx.store.flush_db(physical)?;
+    } else {
+        // Nothing is kept anywhere now: every database may as well be where its number says
+        // (the map kept in the store went with everything else).
+        ctx.store.flush_all()?;
+        ctx.info.dbs.reset();
+    }
+    reply::ok(ctx.out);
+    Ok(Effect::Wrote)
+}
+
+/// SELECT db
+pub(crate) fn select(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    match ctx.info.dbs.parse(args[1]) {
+        Ok(db) => {
+            ctx.session.db = db;
+            reply::ok(ctx.out);
+            Ok(Effect::Read)
+        }
+        Err(msg) => fail(ctx, msg),
+    }
+}
+
+/// SWAPDB a b: the two databases trade contents, in O(1): the logical → physical map swaps
+/// two entries and is written to the store in the same batch ([`crate::db`]). Then, as Redis
+/// does, transactions watching a key that exists in either database fail, and clients blocked
+/// on keys of either are tried again.
+pub(crate) fn swapdb(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    let Some(a) = parse_i64(args[1]) else {
+        return fail(ctx, "ERR invalid first DB index");
+    };
+    let Some(b) = parse_i64(args[2]) else {
+        return fail(ctx, "ERR invalid second DB index");
+    };
+    let n = ctx.info.dbs.count() as i64;
+    if !(0..n).contains(&a) || !(0..n).contains(&b) {
+        return fail(ctx, crate::db::OUT_OF_RANGE);
+    }
+    let (a, b) = (a as usize, b as usize);
+    if a != b {
+        let (pa, pb) = (ctx.info.dbs.physical(a), ctx.info.dbs.physical(b));
+        let watched: Vec<Vec<u8>> = ctx
+            .info
+            .watchers
+            .keys()
+            .filter(|k| {
+                k.first()
+                    .is_some_and(|&d| d as usize == a || d as usize == b)
+            })
+            .filter(|k| {
+                let user = crate::db::user_key(k);
+                ctx.store.contains(&cxltier_store::db_key(pa, user))
+                    || ctx.store.contains(&cxltier_store::db_key(pb, user))
+            })
+            .cloned()
+            .collect();
+        for k in watched {
+            ctx.info.touch(&k);
+        }
+        ctx.info.dbs.swap(a, b);
+        ctx.info.dbs.save(ctx.store)?;
+        if !ctx.info.blocked.is_empty() {
+            ctx.info.db_swaps.push((a, b));
+        }
+    }
     reply::ok(ctx.out);
     Ok(Effect::Wrote)
 }
@@ -1183,18 +1299,6 @@ fn check_password(
             Ok(())
         }
         Some(_) => Err("WRONGPASS invalid username-password pair or user is disabled."),
-    }
-}
-
-pub(crate) fn select(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
-    if args[1] == b"0" {
-        reply::ok(ctx.out);
-        Ok(Effect::Read)
-    } else {
-        fail(
-            ctx,
-            "ERR DB index is out of range (cxltier serves database 0 only)",
-        )
     }
 }
 
@@ -1233,13 +1337,14 @@ fn client_line(t: &mut String, id: u64, m: &ClientMeta, now: std::time::Instant,
     }
     let _ = writeln!(
         t,
-        "id={id} addr={} laddr={} fd={} name={} age={} idle={} flags={flags} db=0 sub={} psub={} ssub=0 multi={} qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user=default redir=-1 resp={}",
+        "id={id} addr={} laddr={} fd={} name={} age={} idle={} flags={flags} db={} sub={} psub={} ssub=0 multi={} qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user=default redir=-1 resp={}",
         m.addr,
         m.laddr,
         m.fd,
         String::from_utf8_lossy(m.name.as_deref().unwrap_or_default()),
         now.saturating_duration_since(m.created).as_secs(),
         now.saturating_duration_since(m.last_active).as_secs(),
+        m.db,
         m.sub,
         m.psub,
         m.multi,
@@ -1893,7 +1998,9 @@ pub(crate) fn watch(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreEr
         return fail(ctx, "ERR WATCH inside MULTI is not allowed");
     }
     for &key in &args[1..] {
-        if ctx.session.watched.iter().any(|(k, _)| k == key) {
+        // Kept by logical database (see `crate::db`), as the watchers are.
+        let logical = ctx.info.dbs.to_logical_key(key);
+        if ctx.session.watched.iter().any(|(k, _)| *k == logical) {
             continue;
         }
         // The expiry: from memory, or from the value the server read ahead from NVMe.
@@ -1901,10 +2008,10 @@ pub(crate) fn watch(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreEr
             Some(o) => o.expires_at_ms,
             None => ctx.store.get(key)?.and_then(|o| o.expires_at_ms),
         };
-        ctx.session.watched.push((key.to_vec(), expires));
+        ctx.session.watched.push((logical, expires));
         ctx.info
             .watchers
-            .entry(key.to_vec())
+            .entry(ctx.info.dbs.to_logical_key(key))
             .or_default()
             .push(ctx.session.id);
     }
@@ -2335,11 +2442,28 @@ fn info_text(store: &Store, info: &mut ServerInfo, sections: &[String]) -> Strin
         t.push_str(&crate::quarantine::info_section(store, &info.poison));
     }
     if want("keyspace") {
-        let _ = write!(
-            t,
-            "# Keyspace\r\ndb0:keys={},expires=0,avg_ttl=0\r\n",
-            store.len()
-        );
+        // Redis's lines, one per database holding keys, by the number clients select; avg_ttl
+        // is the mean remaining TTL in ms of the keys that have one (Redis estimates it from
+        // its expiry sampling; this is the exact mean, from a walk of the index).
+        t.push_str("# Keyspace\r\n");
+        let mut dbs: Vec<(usize, cxltier_store::DbKeyspace)> = store
+            .keyspace(now_ms())
+            .into_iter()
+            .filter_map(|d| Some((info.dbs.logical(d.db)?, d)))
+            .collect();
+        dbs.sort_unstable_by_key(|&(logical, _)| logical);
+        for (logical, d) in dbs {
+            let avg_ttl = if d.expires == 0 {
+                0
+            } else {
+                d.ttl_ms_sum / u128::from(d.expires)
+            };
+            let _ = write!(
+                t,
+                "db{logical}:keys={},expires={},avg_ttl={avg_ttl}\r\n",
+                d.keys, d.expires
+            );
+        }
     }
     t
 }
@@ -2620,6 +2744,7 @@ mod tests {
                     sub: 0,
                     psub: 0,
                     multi: -1,
+                    db: 0,
                 },
             );
         }
@@ -2764,7 +2889,8 @@ mod tests {
             .starts_with("-ERR unknown subcommand"));
         assert_eq!(
             db.cmd("MEMORY USAGE e"),
-            format!(":{}\r\n", 1 + 5 + INDEX_ENTRY_BYTES)
+            // The key as the store keeps it: its byte of database and its one byte.
+            format!(":{}\r\n", 2 + 5 + INDEX_ENTRY_BYTES)
         );
         assert_eq!(db.cmd("MEMORY USAGE missing"), "$-1\r\n");
     }
@@ -3054,6 +3180,9 @@ mod tests {
     #[test]
     fn info_has_the_fields_tools_read() {
         let mut db = Db::new();
+        // INFO keyspace has a line per database holding keys (none for an empty one).
+        assert!(!db.cmd("INFO keyspace").contains("db0:"));
+        db.cmd("SET k v");
         let all = db.cmd("INFO");
         for field in [
             "redis_version:7.0.15\r\n",
@@ -3561,10 +3690,8 @@ mod tests {
                 ("TTL c", ":100\r\n"),
                 ("COPY d e DB 0", ":1\r\n"),
                 ("COPY missing e", ":0\r\n"),
-                (
-                    "COPY d e DB 1 REPLACE",
-                    "-ERR DB index is out of range (cxltier serves database 0 only)\r\n",
-                ),
+                ("COPY d e DB 1 REPLACE", ":1\r\n"),
+                ("COPY d e DB 16", "-ERR DB index is out of range\r\n"),
                 ("TOUCH c d c missing", ":3\r\n"),
             ],
         );
@@ -3698,5 +3825,255 @@ mod tests {
             seen.insert(db.cmd("RANDOMKEY"));
         }
         assert_eq!(seen.len(), 4, "{seen:?}");
+    }
+
+    /// Every type of key, one name in two databases: each database sees only its own (value,
+    /// type, TTL, counts, KEYS, SCAN, RANDOMKEY, DEL, RENAME), and SELECT's errors are Redis's.
+    #[test]
+    fn databases_keep_keys_of_every_type_apart() {
+        let mut db = Db::new();
+        let fill = |db: &mut Db, tag: &str| {
+            for line in [
+                format!("SET s {tag}"),
+                format!("HSET h f {tag}"),
+                format!("RPUSH l {tag} x"),
+                format!("SADD set {tag}"),
+                format!("ZADD z 1 {tag}"),
+                format!("SET only{tag} 1"),
+            ] {
+                assert!(!db.cmd(&line).starts_with('-'), "{line}");
+            }
+        };
+        fill(&mut db, "zero");
+        assert_eq!(db.cmd("SELECT 1"), "+OK\r\n");
+        assert_eq!(db.cmd("DBSIZE"), ":0\r\n");
+        assert_eq!(db.cmd("GET s"), "$-1\r\n");
+        assert_eq!(db.cmd("TYPE l"), "+none\r\n");
+        // The same names as other types: no WRONGTYPE from database 0's keys.
+        assert_eq!(db.cmd("LPUSH s one"), ":1\r\n");
+        assert_eq!(db.cmd("SET l one"), "+OK\r\n");
+        db.cmd("DEL s l");
+        fill(&mut db, "one");
+        db.cmd("EXPIRE s 100");
+        for (d, tag) in [(0, "zero"), (1, "one")] {
+            db.cmd(&format!("SELECT {d}"));
+            let n = tag.len();
+            assert_eq!(db.cmd("GET s"), format!("${n}\r\n{tag}\r\n"));
+            assert_eq!(db.cmd("HGET h f"), format!("${n}\r\n{tag}\r\n"));
+            assert_eq!(db.cmd("LINDEX l 0"), format!("${n}\r\n{tag}\r\n"));
+            assert_eq!(
+                db.cmd("SISMEMBER set zero"),
+                format!(":{}\r\n", u8::from(d == 0))
+            );
+            assert_eq!(
+                db.cmd("ZSCORE z one"),
+                if d == 1 { "$1\r\n1\r\n" } else { "$-1\r\n" }
+            );
+            assert_eq!(db.cmd("TTL s"), if d == 1 { ":100\r\n" } else { ":-1\r\n" });
+            assert_eq!(db.cmd("DBSIZE"), ":6\r\n");
+            assert_eq!(
+                db.cmd("KEYS only*"),
+                format!("*1\r\n${}\r\nonly{tag}\r\n", n + 4)
+            );
+            let scan = db.cmd("SCAN 0 COUNT 100");
+            assert!(scan.starts_with("*2\r\n$1\r\n0\r\n*6\r\n"), "{scan}");
+            let other = if d == 0 { "onlyone" } else { "onlyzero" };
+            assert!(
+                scan.contains(&format!("only{tag}")) && !scan.contains(other),
+                "{scan}"
+            );
+            for _ in 0..20 {
+                let r = db.cmd("RANDOMKEY");
+                assert!(
+                    !r.contains(if d == 0 { "onlyone" } else { "onlyzero" }),
+                    "{r}"
+                );
+            }
+        }
+        // DEL and RENAME stay in their database.
+        db.cmd("SELECT 0");
+        assert_eq!(db.cmd("RENAME s s2"), "+OK\r\n");
+        assert_eq!(db.cmd("DEL h"), ":1\r\n");
+        db.cmd("SELECT 1");
+        assert_eq!(db.cmd("EXISTS s h s2"), ":2\r\n");
+        // SELECT's errors, Redis's words.
+        assert_eq!(db.cmd("SELECT 16"), "-ERR DB index is out of range\r\n");
+        assert_eq!(db.cmd("SELECT -1"), "-ERR DB index is out of range\r\n");
+        assert_eq!(db.cmd("SELECT x"), format!("-{NOT_INT}\r\n"));
+        assert_eq!(db.session.db, 1, "a refused SELECT keeps the database");
+        // RESET goes back to database 0; HELLO keeps the database (as Redis 7.0 does).
+        db.cmd("HELLO 2");
+        assert_eq!(db.cmd("GET s"), "$3\r\none\r\n");
+        db.cmd("RESET");
+        assert_eq!(db.cmd("GET s2"), "$4\r\nzero\r\n");
+    }
+
+    /// MOVE, COPY ... DB, FLUSHDB, FLUSHALL and SWAPDB, with Redis's replies and errors.
+    #[test]
+    fn move_copy_flushdb_and_swapdb() {
+        let mut db = Db::new();
+        replies(
+            &mut db,
+            &[
+                ("RPUSH l a b", ":2\r\n"),
+                ("PEXPIRE l 100000", ":1\r\n"),
+                ("MOVE l 2", ":1\r\n"),
+                ("EXISTS l", ":0\r\n"),
+                ("MOVE l 2", ":0\r\n"),
+                (
+                    "MOVE l 0",
+                    "-ERR source and destination objects are the same\r\n",
+                ),
+                ("MOVE l 16", "-ERR DB index is out of range\r\n"),
+                (
+                    "MOVE l x",
+                    "-ERR value is not an integer or out of range\r\n",
+                ),
+                ("SELECT 2", "+OK\r\n"),
+                ("LRANGE l 0 -1", "*2\r\n$1\r\na\r\n$1\r\nb\r\n"),
+                // The TTL went with it.
+                ("EXPIRE l 100 NX", ":0\r\n"),
+                ("SET s v", "+OK\r\n"),
+                // MOVE onto a key the other database holds moves nothing.
+                ("SELECT 0", "+OK\r\n"),
+                ("SET s mine", "+OK\r\n"),
+                ("MOVE s 2", ":0\r\n"),
+                ("GET s", "$4\r\nmine\r\n"),
+                (
+                    "COPY s s DB 0",
+                    "-ERR source and destination objects are the same\r\n",
+                ),
+                ("COPY s s DB 2", ":0\r\n"),
+                ("COPY s s DB 2 REPLACE", ":1\r\n"),
+                ("COPY s s DB 3", ":1\r\n"),
+                (
+                    "COPY s t DB x",
+                    "-ERR value is not an integer or out of range\r\n",
+                ),
+                ("COPY s t DB 99", "-ERR DB index is out of range\r\n"),
+                ("SELECT 2", "+OK\r\n"),
+                ("GET s", "$4\r\nmine\r\n"),
+                ("DBSIZE", ":2\r\n"),
+                // FLUSHDB empties database 2 only.
+                ("FLUSHDB", "+OK\r\n"),
+                ("DBSIZE", ":0\r\n"),
+                ("SELECT 3", "+OK\r\n"),
+                ("GET s", "$4\r\nmine\r\n"),
+                // SWAPDB: database 3's keys are database 5's and back.
+                ("SWAPDB 3 5", "+OK\r\n"),
+                ("DBSIZE", ":0\r\n"),
+                ("SELECT 5", "+OK\r\n"),
+                ("GET s", "$4\r\nmine\r\n"),
+                ("SET n 1", "+OK\r\n"),
+                ("SWAPDB 5 3", "+OK\r\n"),
+                ("GET n", "$-1\r\n"),
+                ("SELECT 3", "+OK\r\n"),
+                ("MGET s n", "*2\r\n$4\r\nmine\r\n$1\r\n1\r\n"),
+                ("SWAPDB 0 0", "+OK\r\n"),
+                ("SWAPDB a 1", "-ERR invalid first DB index\r\n"),
+                ("SWAPDB 1 b", "-ERR invalid second DB index\r\n"),
+                ("SWAPDB 1 16", "-ERR DB index is out of range\r\n"),
+                ("SWAPDB 3 9", "+OK\r\n"),
+                ("FLUSHALL", "+OK\r\n"),
+                ("DBSIZE", ":0\r\n"),
+                ("SELECT 9", "+OK\r\n"),
+                ("DBSIZE", ":0\r\n"),
+                ("SELECT 0", "+OK\r\n"),
+                ("DBSIZE", ":0\r\n"),
+                (
+                    "CONFIG GET databases",
+                    "*2\r\n$9\r\ndatabases\r\n$2\r\n16\r\n",
+                ),
+            ],
+        );
+    }
+
+    /// INFO keyspace: a line per database holding keys, by the number clients select (after a
+    /// SWAPDB too), with the keys that have a TTL and their mean remaining TTL in ms.
+    #[test]
+    fn info_keyspace_counts_keys_expires_and_the_mean_ttl_per_database() {
+        let mut db = Db::new();
+        assert_eq!(db.cmd("INFO keyspace"), "$12\r\n# Keyspace\r\n\r\n");
+        db.cmd("SET a 1");
+        db.cmd("SET b 1 EX 100");
+        db.cmd("SET c 1 EX 300");
+        db.cmd("SELECT 7");
+        db.cmd("RPUSH l x");
+        let text = db.cmd("INFO keyspace");
+        let line = |text: &str, d: usize| -> Option<(u64, u64, u64)> {
+            let l = text.lines().find(|l| l.starts_with(&format!("db{d}:")))?;
+            let f: Vec<u64> = l
+                .split(['=', ','])
+                .skip(1)
+                .step_by(2)
+                .map(|v| v.parse().unwrap())
+                .collect();
+            Some((f[0], f[1], f[2]))
+        };
+        let (keys, expires, avg) = line(&text, 0).expect("db0");
+        assert_eq!((keys, expires), (3, 2));
+        // The mean of ~100 s and ~300 s, less the few ms the test took.
+        assert!((199_000..=200_000).contains(&avg), "{avg}");
+        assert_eq!(line(&text, 7), Some((1, 0, 0)));
+        assert_eq!(text.matches("db").count(), 2, "{text}");
+        db.cmd("SWAPDB 0 4");
+        let text = db.cmd("INFO keyspace");
+        assert!(line(&text, 0).is_none());
+        assert_eq!(line(&text, 4).map(|l| l.0), Some(3));
+    }
+
+    /// WATCH is per database: a write of the same name in another database leaves the
+    /// transaction alone; FLUSHDB touches only its own database's watched keys that exist;
+    /// SWAPDB touches the watched keys that exist in either database (Redis's rules).
+    #[test]
+    fn watched_keys_belong_to_their_database() {
+        let mut db = Db::new();
+        db.session.id = 1;
+        let mut other = Session::new(2, true);
+        let exec_after = |db: &mut Db, other: &mut Session, lines: &[&str]| -> String {
+            db.cmd("WATCH k");
+            for l in lines {
+                run_as(db, other, l);
+            }
+            db.cmd("MULTI");
+            db.cmd("PING");
+            db.cmd("EXEC")
+        };
+        db.cmd("SELECT 1");
+        // Written in database 0 (the other connection's): not a change of database 1's k.
+        assert_eq!(
+            exec_after(&mut db, &mut other, &["SET k 1"]),
+            "*1\r\n+PONG\r\n"
+        );
+        assert_eq!(
+            exec_after(&mut db, &mut other, &["SELECT 1", "SET k 1", "SELECT 0"]),
+            "*-1\r\n"
+        );
+        // FLUSHDB of database 0 does not touch database 1's k; FLUSHDB of 1 does.
+        assert_eq!(
+            exec_after(&mut db, &mut other, &["FLUSHDB"]),
+            "*1\r\n+PONG\r\n"
+        );
+        assert_eq!(
+            exec_after(&mut db, &mut other, &["SELECT 1", "FLUSHDB", "SELECT 0"]),
+            "*-1\r\n"
+        );
+        // SWAPDB of two databases without k touches nothing; with k in either, it does.
+        assert_eq!(
+            exec_after(&mut db, &mut other, &["SWAPDB 1 2"]),
+            "*1\r\n+PONG\r\n"
+        );
+        assert_eq!(
+            exec_after(&mut db, &mut other, &["SET k 0", "SWAPDB 1 3"]),
+            "*1\r\n+PONG\r\n"
+        );
+        assert_eq!(exec_after(&mut db, &mut other, &["SWAPDB 0 1"]), "*-1\r\n");
+        // And the watch follows the logical database: k is now database 1's, and a write of
+        // it there is seen.
+        assert_eq!(
+            exec_after(&mut db, &mut other, &["SELECT 1", "SET k 2", "SELECT 0"]),
+            "*-1\r\n"
+        );
+        assert!(db.info.watchers.is_empty());
     }
 }

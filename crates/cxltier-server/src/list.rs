@@ -435,7 +435,7 @@ fn bpop(ctx: &mut Ctx<'_>, args: &[&[u8]], end: ListEnd) -> Result<Effect, Store
     typed(ctx, |ctx| match pop_first(ctx, keys, end, 1)? {
         Some((k, v)) => {
             reply::array(ctx.out, 2);
-            reply::bulk(ctx.out, &k);
+            reply::bulk(ctx.out, crate::db::user_key(&k));
             reply::bulk(ctx.out, &v[0]);
             Ok(Effect::Wrote)
         }
@@ -517,7 +517,7 @@ fn mpop_args<'a>(
 
 fn reply_mpop(ctx: &mut Ctx<'_>, key: &[u8], members: &[Vec<u8>]) {
     reply::array(ctx.out, 2);
-    reply::bulk(ctx.out, key);
+    reply::bulk(ctx.out, crate::db::user_key(key));
     reply::array(ctx.out, members.len());
     for m in members {
         reply::bulk(ctx.out, m);

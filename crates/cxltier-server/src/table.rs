@@ -226,6 +226,7 @@ pub static TABLE: &[Command] = &[
     cmd("LTRIM", 4, WRITE | VALUES, KEY1, crate::list::ltrim, "list", "Removes elements from both ends a list."),
     cmd("MEMORY", -2, READONLY, NOKEYS, c::memory, "server", "MEMORY USAGE: the bytes a key and its value cost."),
     cmd("MGET", -2, READONLY | FAST | VALUES, ALLKEYS, c::mget, "string", "Atomically returns the string values of one or more keys."),
+    cmd("MOVE", 3, WRITE | FAST, KEY1, k::move_key, "generic", "Moves a key to another database."),
     cmd("MSET", -3, WRITE | DENYOOM, (1, -1, 2), c::mset, "string", "Atomically creates or modifies the string values of one or more keys."),
     cmd("MSETNX", -3, WRITE | DENYOOM, (1, -1, 2), s::msetnx, "string", "Atomically modifies the string values of one or more keys only when all keys don't exist."),
     cmd("MULTI", 1, NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY, NOKEYS, c::multi, "transactions", "Starts a transaction."),
@@ -283,6 +284,7 @@ pub static TABLE: &[Command] = &[
     cmd("SUBSCRIBE", -2, PUBSUB | NOSCRIPT | LOADING | STALE, NOKEYS, crate::pubsub::subscribe, "pubsub", "Listens for messages published to channels."),
     cmd("SUNION", -2, READONLY | VALUES, ALLKEYS, crate::set::sunion, "set", "Returns the union of multiple sets."),
     cmd("SUNIONSTORE", -3, WRITE | DENYOOM | VALUES, ALLKEYS, crate::set::sunionstore, "set", "Stores the union of multiple sets in a key."),
+    cmd("SWAPDB", 3, WRITE | FAST, NOKEYS, c::swapdb, "server", "Swaps two Redis databases."),
     cmd("TIME", 1, LOADING | STALE | FAST, NOKEYS, c::time, "server", "Returns the server time."),
     cmd("TOUCH", -2, READONLY | FAST, ALLKEYS, k::touch, "generic", "Returns the number of existing keys out of those specified after updating the time they were last accessed."),
     cmd("TTL", 2, READONLY | FAST | VALUES, KEY1, c::ttl, "generic", "Returns the expiration time in seconds of a key."),
@@ -336,6 +338,61 @@ fn cmp_upper(given: &[u8], name: &str) -> Ordering {
         }
     }
     given.len().cmp(&name.len())
+}
+
+/// Every argument of a command that is a key, in order: the table's key positions, and those
+/// the table cannot say (Redis's movable keys: a `numkeys` argument then that many keys, SORT's
+/// `STORE` destination, `OBJECT`'s and `MEMORY USAGE`'s key). Dispatch gives each its database.
+/// A `numkeys` that is no number or names more keys than are given marks none (the handler
+/// answers the error).
+pub fn all_key_positions(cmd: &Command, args: &[&[u8]]) -> Vec<usize> {
+    let n = args.len();
+    let mut positions: Vec<usize> = cmd.key_positions(n).collect();
+    let numkeys_at = |at: usize, positions: &mut Vec<usize>| {
+        let Some(count) = args
+            .get(at)
+            .and_then(|a| std::str::from_utf8(a).ok())
+            .and_then(|a| a.parse::<usize>().ok())
+        else {
+            return;
+        };
+        if count >= 1 && at + count < n {
+            positions.extend(at + 1..=at + count);
+        }
+    };
+    match cmd.name {
+        "LMPOP" | "ZMPOP" | "SINTERCARD" | "ZDIFF" | "ZINTER" | "ZUNION" | "ZINTERCARD" => {
+            numkeys_at(1, &mut positions)
+        }
+        "BLMPOP" | "BZMPOP" | "ZDIFFSTORE" | "ZINTERSTORE" | "ZUNIONSTORE" => {
+            numkeys_at(2, &mut positions)
+        }
+        "SORT" | "SORT_RO" => {
+            let mut i = 2;
+            while i < n {
+                let word = args[i];
+                if word.eq_ignore_ascii_case(b"STORE") && i + 1 < n {
+                    positions.push(i + 1);
+                }
+                i += if word.eq_ignore_ascii_case(b"LIMIT") {
+                    3
+                } else if word.eq_ignore_ascii_case(b"BY")
+                    || word.eq_ignore_ascii_case(b"GET")
+                    || word.eq_ignore_ascii_case(b"STORE")
+                {
+                    2
+                } else {
+                    1
+                };
+            }
+        }
+        "OBJECT" if n == 3 && !args[1].eq_ignore_ascii_case(b"HELP") => positions.push(2),
+        "MEMORY" if n >= 3 && args[1].eq_ignore_ascii_case(b"USAGE") => positions.push(2),
+        _ => {}
+    }
+    positions.sort_unstable();
+    positions.dedup();
+    positions
 }
 
 /// The command named `name`, in any case.
