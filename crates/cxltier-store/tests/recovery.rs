@@ -294,3 +294,41 @@ fn flush_db_removes_one_database_only() {
     assert_eq!(get(&mut s, &db_key(0, b"k3")).as_deref(), Some(&b"v"[..]));
     s.check_invariants().unwrap();
 }
+
+/// Background expiry samples every database: keys whose TTL passed go from each, without a
+/// command looking them up, and the counts per database follow.
+#[test]
+fn background_expiry_reaches_every_database() {
+    use cxltier_store::db_key;
+    let mut s = StoreBuilder::new()
+        .dram(16 << 20)
+        .durability(Durability::None)
+        .build()
+        .unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    for db in [0u8, 5, 13] {
+        for i in 0..40 {
+            let key = db_key(db, format!("k{i}").as_bytes());
+            s.put(&key, Kind::String, b"v", Some(now + 30)).unwrap();
+        }
+        s.put(&db_key(db, b"stays"), Kind::String, b"v", None)
+            .unwrap();
+    }
+    std::thread::sleep(std::time::Duration::from_millis(60));
+    let t = std::time::Instant::now();
+    while [0u8, 5, 13].iter().any(|&db| s.db_len(db) > 1) {
+        assert!(
+            t.elapsed().as_secs() < 10,
+            "expiry never reached every database"
+        );
+        s.tick().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(11));
+    }
+    for db in [0u8, 5, 13] {
+        assert_eq!(s.db_len(db), 1);
+        assert!(s.get(&db_key(db, b"stays")).unwrap().is_some());
+    }
+}
