@@ -1257,11 +1257,15 @@ pub(crate) fn swapdb(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
             })
             .cloned()
             .collect();
+        // Kept in the store first: a write the store refuses (full) leaves the map as it was,
+        // and touches no transaction.
+        let mut swapped = ctx.info.dbs.clone();
+        swapped.swap(a, b);
+        swapped.save(ctx.store)?;
+        ctx.info.dbs = swapped;
         for k in watched {
             ctx.info.touch(&k);
         }
-        ctx.info.dbs.swap(a, b);
-        ctx.info.dbs.save(ctx.store)?;
         if !ctx.info.blocked.is_empty() {
             ctx.info.db_swaps.push((a, b));
         }
