@@ -4080,4 +4080,27 @@ mod tests {
         );
         assert!(db.info.watchers.is_empty());
     }
+
+    /// SORT ... STORE writes a key that is no key position of the table's: its watchers (in the
+    /// database it is written in) hear of it when it was written, a result stored or an old key
+    /// deleted by an empty result (Redis's multi test "EXEC fail on WATCHed key modified by
+    /// SORT with STORE even if the result is empty").
+    #[test]
+    fn sort_store_touches_its_destination_in_its_database() {
+        let mut db = Db::new();
+        db.session.id = 1;
+        db.cmd("SELECT 1");
+        db.cmd("LPUSH foo bar");
+        db.cmd("WATCH foo");
+        assert_eq!(db.cmd("SORT emptylist STORE foo"), ":0\r\n");
+        db.cmd("MULTI");
+        db.cmd("PING");
+        assert_eq!(db.cmd("EXEC"), "*-1\r\n");
+        // Nothing stored and nothing deleted: no change.
+        db.cmd("WATCH foo");
+        db.cmd("SORT emptylist STORE foo");
+        db.cmd("MULTI");
+        db.cmd("PING");
+        assert_eq!(db.cmd("EXEC"), "*1\r\n+PONG\r\n");
+    }
 }

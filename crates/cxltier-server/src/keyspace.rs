@@ -544,10 +544,11 @@ pub(crate) fn sort(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErr
                 ctx.store
                     .list_push(dst, cxltier_store::ListEnd::Right, chunk)?;
             }
-            // The destination is no key position of the table's: a client blocked on it is
-            // told here.
-            if !out.is_empty() && !ctx.info.blocked.is_empty() {
-                ctx.info.ready.push(dst.to_vec());
+            // The destination is no key position of the table's: its watchers and the clients
+            // blocked on it are told here, when it was written (Redis's signalModifiedKey of
+            // SORT ... STORE: a result stored, or an old key deleted).
+            if existed || !out.is_empty() {
+                ctx.info.wrote(dst);
             }
             reply::int(ctx.out, out.len() as i64);
             Ok(if existed || !out.is_empty() {

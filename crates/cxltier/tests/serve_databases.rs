@@ -295,6 +295,18 @@ fn blocking_pops_wait_in_their_database_and_swapdb_wakes_them() {
     // The database 0 list was never touched.
     b.cmd("SELECT 0");
     assert_eq!(b.cmd("LRANGE q 0 -1"), "*1\r\n$4\r\nzero\r\n");
+    // SORT ... STORE creating the key a client waits on (in its database) wakes it.
+    // (In database 0 it creates another database's key: the client waits on.)
+    a.send("BLPOP sorted 0");
+    wait_blocked(&mut b, 1);
+    assert_eq!(b.cmd("RPUSH src 3 1 2"), ":3\r\n");
+    assert_eq!(b.cmd("SORT src STORE sorted"), ":3\r\n");
+    wait_blocked(&mut b, 1);
+    b.cmd("SELECT 1");
+    assert_eq!(b.cmd("RPUSH src 6 4 5"), ":3\r\n");
+    assert_eq!(b.cmd("SORT src STORE sorted"), ":3\r\n");
+    assert_eq!(a.read(), "*2\r\n$6\r\nsorted\r\n$1\r\n4\r\n");
+    b.cmd("SELECT 0");
     // BLMPOP names its key without the database.
     a.cmd("SELECT 0");
     assert_eq!(
