@@ -95,6 +95,9 @@ pub struct ServerInfo {
     pub ready: Vec<Vec<u8>>,
     /// The databases and where each is kept (`SELECT`, `SWAPDB`).
     pub dbs: crate::db::Databases,
+    /// Dispatch's buffer of key arguments with their database byte (kept to spare an allocation
+    /// per command; see `dispatch`).
+    pub keyed_scratch: Vec<u8>,
     /// SWAPDBs run since the server last looked: the clients blocked on keys of those logical
     /// databases are tried again (Redis's `scanDatabaseForReadyKeys`).
     pub db_swaps: Vec<(usize, usize)>,
@@ -554,17 +557,37 @@ fn refusal(
 /// the clients watching its keys. Every key argument goes to the handler with the byte of the
 /// database it is kept in ([`crate::db`]), so handlers and the store see one database's keys.
 fn dispatch(ctx: &mut Ctx<'_>, cmd: &'static table::Command, args: &[&[u8]]) -> Effect {
+    // The keys with their database byte, one after the other in a buffer the server keeps
+    // (so a command costs one allocation here, its argument list), then the arguments with
+    // each key replaced by its slice of it.
     let physical = ctx.info.dbs.physical(ctx.session.db);
-    let positions = table::all_key_positions(cmd, args);
-    let keyed: Vec<Vec<u8>> = positions
-        .iter()
-        .map(|&i| cxltier_store::db_key(physical, args[i]))
-        .collect();
+    let mut keyed = std::mem::take(&mut ctx.info.keyed_scratch);
+    keyed.clear();
+    table::for_each_key_position(cmd, args, |i| {
+        keyed.push(physical);
+        keyed.extend_from_slice(args[i]);
+    });
     let mut with_db: Vec<&[u8]> = args.to_vec();
-    for (&i, k) in positions.iter().zip(&keyed) {
-        with_db[i] = k;
+    let mut at = 0;
+    table::for_each_key_position(cmd, args, |i| {
+        let end = at + 1 + args[i].len();
+        with_db[i] = &keyed[at..end];
+        at = end;
+    });
+    let effect = dispatch_keyed(ctx, cmd, &with_db);
+    drop(with_db);
+    // A buffer grown by a command of many or long keys is not kept.
+    if keyed.capacity() <= KEYED_SCRATCH_KEPT {
+        ctx.info.keyed_scratch = keyed;
     }
-    let args = &with_db[..];
+    effect
+}
+
+/// The most bytes of keys dispatch's buffer keeps between commands.
+const KEYED_SCRATCH_KEPT: usize = 64 << 10;
+
+/// [`dispatch`], once every key argument has its database byte.
+fn dispatch_keyed(ctx: &mut Ctx<'_>, cmd: &'static table::Command, args: &[&[u8]]) -> Effect {
     // FLUSHALL/FLUSHDB touch the watched keys that exist (Redis's rule), known only before;
     // FLUSHDB only those of its database.
     if !ctx.info.watchers.is_empty() && cmd.name.starts_with("FLUSH") {

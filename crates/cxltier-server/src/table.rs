@@ -340,15 +340,16 @@ fn cmp_upper(given: &[u8], name: &str) -> Ordering {
     given.len().cmp(&name.len())
 }
 
-/// Every argument of a command that is a key, in order: the table's key positions, and those
-/// the table cannot say (Redis's movable keys: a `numkeys` argument then that many keys, SORT's
-/// `STORE` destination, `OBJECT`'s and `MEMORY USAGE`'s key). Dispatch gives each its database.
-/// A `numkeys` that is no number or names more keys than are given marks none (the handler
-/// answers the error).
-pub fn all_key_positions(cmd: &Command, args: &[&[u8]]) -> Vec<usize> {
+/// Every argument of a command that is a key: the table's key positions, then those the table
+/// cannot say (Redis's movable keys: a `numkeys` argument then that many keys, SORT's `STORE`
+/// destination, `OBJECT`'s and `MEMORY USAGE`'s key); `key` is called with each position, once.
+/// Dispatch gives each its database. A `numkeys` that is no number or names more keys than are
+/// given marks none (the handler answers the error). Allocates nothing: dispatch runs it on
+/// every command.
+pub fn for_each_key_position(cmd: &Command, args: &[&[u8]], mut key: impl FnMut(usize)) {
     let n = args.len();
-    let mut positions: Vec<usize> = cmd.key_positions(n).collect();
-    let numkeys_at = |at: usize, positions: &mut Vec<usize>| {
+    cmd.key_positions(n).for_each(&mut key);
+    let mut numkeys_at = |at: usize| {
         let Some(count) = args
             .get(at)
             .and_then(|a| std::str::from_utf8(a).ok())
@@ -357,22 +358,21 @@ pub fn all_key_positions(cmd: &Command, args: &[&[u8]]) -> Vec<usize> {
             return;
         };
         if count >= 1 && at + count < n {
-            positions.extend(at + 1..=at + count);
+            (at + 1..=at + count).for_each(&mut key);
         }
     };
     match cmd.name {
         "LMPOP" | "ZMPOP" | "SINTERCARD" | "ZDIFF" | "ZINTER" | "ZUNION" | "ZINTERCARD" => {
-            numkeys_at(1, &mut positions)
+            numkeys_at(1)
         }
-        "BLMPOP" | "BZMPOP" | "ZDIFFSTORE" | "ZINTERSTORE" | "ZUNIONSTORE" => {
-            numkeys_at(2, &mut positions)
-        }
+        "BLMPOP" | "BZMPOP" | "ZDIFFSTORE" | "ZINTERSTORE" | "ZUNIONSTORE" => numkeys_at(2),
         "SORT" | "SORT_RO" => {
             let mut i = 2;
             while i < n {
                 let word = args[i];
+                // Every STORE's (the handler takes the last).
                 if word.eq_ignore_ascii_case(b"STORE") && i + 1 < n {
-                    positions.push(i + 1);
+                    key(i + 1);
                 }
                 i += if word.eq_ignore_ascii_case(b"LIMIT") {
                     3
@@ -386,13 +386,10 @@ pub fn all_key_positions(cmd: &Command, args: &[&[u8]]) -> Vec<usize> {
                 };
             }
         }
-        "OBJECT" if n == 3 && !args[1].eq_ignore_ascii_case(b"HELP") => positions.push(2),
-        "MEMORY" if n >= 3 && args[1].eq_ignore_ascii_case(b"USAGE") => positions.push(2),
+        "OBJECT" if n == 3 && !args[1].eq_ignore_ascii_case(b"HELP") => key(2),
+        "MEMORY" if n >= 3 && args[1].eq_ignore_ascii_case(b"USAGE") => key(2),
         _ => {}
     }
-    positions.sort_unstable();
-    positions.dedup();
-    positions
 }
 
 /// The command named `name`, in any case.
@@ -644,6 +641,30 @@ mod tests {
             keys.push(String::from_utf8(k.to_vec()).unwrap())
         });
         keys
+    }
+
+    #[test]
+    fn movable_keys_are_found_as_the_handlers_read_them() {
+        let positions = |line: &str| -> Vec<usize> {
+            let args: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();
+            let mut p = Vec::new();
+            for_each_key_position(lookup(args[0]).unwrap(), &args, |i| p.push(i));
+            p
+        };
+        assert_eq!(positions("GET k"), [1]);
+        assert_eq!(positions("MSET a 1 b 2"), [1, 3]);
+        assert_eq!(positions("LMPOP 2 a b LEFT"), [2, 3]);
+        assert_eq!(positions("BLMPOP 0 2 a b LEFT COUNT 2"), [3, 4]);
+        assert_eq!(positions("ZUNIONSTORE d 2 a b WEIGHTS 1 2"), [1, 3, 4]);
+        assert_eq!(positions("ZINTERCARD 1 a LIMIT 3"), [2]);
+        // A numkeys past the arguments, or no number: none (the handler answers the error).
+        assert!(positions("LMPOP 5 a LEFT").is_empty());
+        assert!(positions("SINTERCARD x a").is_empty());
+        assert_eq!(positions("SORT l BY w_* LIMIT 0 5 GET # STORE d"), [1, 10]);
+        assert_eq!(positions("SORT l STORE d STORE e"), [1, 3, 5]);
+        assert_eq!(positions("OBJECT ENCODING k"), [2]);
+        assert!(positions("OBJECT HELP x").is_empty());
+        assert_eq!(positions("MEMORY USAGE k SAMPLES 5"), [2]);
     }
 
     #[test]
