@@ -111,8 +111,7 @@ impl Server {
                     }
                     return Err(err);
                 }
-                if let Ok(mut c) = Client::connect(&s.addr) {
-                    let info = c.cmd("INFO server");
+                if let Some(info) = info_server(&s.addr) {
                     if info.contains(&format!("process_id:{}\r\n", s.child.id())) {
                         return Ok(s);
                     }
@@ -155,6 +154,27 @@ impl Drop for Server {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// `INFO server` from whatever answers on `addr`; `None` when nothing does, or it closes the
+/// connection first (a server that bound its port and then refused to start).
+fn info_server(addr: &str) -> Option<String> {
+    let mut s = TcpStream::connect(addr).ok()?;
+    s.set_read_timeout(Some(GUARD)).ok()?;
+    s.write_all(b"*2\r\n$4\r\nINFO\r\n$6\r\nserver\r\n").ok()?;
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    let pid_field: &[u8] = b"process_id:";
+    while !got.windows(pid_field.len()).any(|w| w == pid_field) || !got.ends_with(b"\r\n") {
+        let n = match s.read(&mut buf) {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Ok(0) | Err(_) => return None,
+            Ok(n) => n,
+        };
+        got.extend_from_slice(&buf[..n]);
+    }
+    // The rest of the reply is not needed: the connection closes with this function.
+    Some(String::from_utf8_lossy(&got).into_owned())
 }
 
 fn wait_blocked(c: &mut Client, n: usize) {
