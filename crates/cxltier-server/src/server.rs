@@ -599,7 +599,7 @@ pub fn serve_on(
                 }
             }
             if let Some(q) = quarantine.as_mut() {
-                q.tick(&mut store, &mut info.poison);
+                q.tick(&mut store, &mut info.poison, &info.dbs);
             }
             last_tick = Instant::now();
         }
