@@ -91,12 +91,21 @@ pub struct ServerInfo {
     /// with an error (else as a timeout).
     pub unblock: Vec<(u64, bool)>,
     /// Keys written while connections were parked: the server tries those waiting on them.
+    /// Like every registry of keys here, with their logical database byte ([`crate::db`]).
     pub ready: Vec<Vec<u8>>,
     /// Replicas, the write stream and its offset.
     pub repl: crate::replication::Replication,
     /// Where the snapshot a replica loads is written before it is sent (the store's directory);
     /// `None`: in memory.
     pub snapshot_dir: Option<std::path::PathBuf>,
+    /// The databases and where each is kept (`SELECT`, `SWAPDB`).
+    pub dbs: crate::db::Databases,
+    /// Dispatch's buffer of key arguments with their database byte (kept to spare an allocation
+    /// per command; see `dispatch`).
+    pub keyed_scratch: Vec<u8>,
+    /// SWAPDBs run since the server last looked: the clients blocked on keys of those logical
+    /// databases are tried again (Redis's `scanDatabaseForReadyKeys`).
+    pub db_swaps: Vec<(usize, usize)>,
 }
 
 /// One command's counters, as Redis's INFO commandstats shows them.
@@ -156,6 +165,10 @@ impl Snapshot {
 #[derive(Debug, Default)]
 pub struct Session {
     pub id: u64,
+    /// The logical database selected (`SELECT`; 0 at connection, `HELLO`, `RESET`): what a
+    /// replication stream names in its `SELECT`. Keys go to the store under
+    /// `ServerInfo::dbs.physical(db)`.
+    pub db: usize,
     pub authed: bool,
     pub name: Option<Vec<u8>>,
     /// The protocol spoken (HELLO): 2 or 3; 0 before any HELLO, which is RESP2.
@@ -233,7 +246,19 @@ impl ServerInfo {
         }
     }
 
-    /// A write to `key`: the transactions watching it will fail.
+    /// A write to `key` (a store key: with its physical database byte) that dispatch does not
+    /// see among the command's key arguments (MOVE's and COPY ... DB's destination): its
+    /// watchers and the clients blocked on it hear of it.
+    pub(crate) fn wrote(&mut self, key: &[u8]) {
+        let logical = self.dbs.to_logical_key(key);
+        self.touch(&logical);
+        if !self.blocked.is_empty() {
+            self.ready.push(logical);
+        }
+    }
+
+    /// A write to `key` (with its logical database byte): the transactions watching it will
+    /// fail.
     pub(crate) fn touch(&mut self, key: &[u8]) {
         if let Some(ids) = self.watchers.get(key) {
             self.dirty.extend(ids.iter().copied());
@@ -244,10 +269,7 @@ impl ServerInfo {
     /// key): as for those, its watchers' transactions fail and a client blocked on it looks
     /// again once the command is done.
     pub(crate) fn wrote_key(&mut self, key: &[u8]) {
-        if !self.blocked.is_empty() {
-            self.ready.push(key.to_vec());
-        }
-        self.touch(key);
+        self.wrote(key);
     }
 
     /// Forget `session`'s watched keys (UNWATCH, EXEC, DISCARD, RESET, and when it closes).
@@ -267,10 +289,10 @@ impl ServerInfo {
 }
 
 impl Session {
-    /// The database this connection's commands act on: what the write stream selects before
-    /// them. One database today.
+    /// The (logical) database this connection's commands act on: what the write stream
+    /// selects before them.
     pub fn db(&self) -> u32 {
-        0
+        self.db as u32
     }
 
     /// Replicate the command that is running as what `ops` builds instead of itself; built
@@ -339,6 +361,8 @@ pub struct ClientMeta {
     pub multi: i64,
     /// It attached as a replica (SYNC/PSYNC): flag `S`, type `replica`.
     pub replica: bool,
+    /// The logical database selected.
+    pub db: usize,
 }
 
 impl ClientMeta {
@@ -348,6 +372,7 @@ impl ClientMeta {
             self.name.clone_from(&s.name);
         }
         self.proto = s.proto;
+        self.db = s.db;
         self.last_cmd = s.last_cmd;
         self.no_evict = s.no_evict;
         self.reply_off = s.reply_off;
@@ -617,15 +642,51 @@ fn refusal(
 }
 
 /// Run a command found in the table and checked: its handler, then what its write means for
-/// the clients watching its keys.
+/// the clients watching its keys. Every key argument goes to the handler with the byte of the
+/// database it is kept in ([`crate::db`]), so handlers and the store see one database's keys.
 fn dispatch(ctx: &mut Ctx<'_>, cmd: &'static table::Command, args: &[&[u8]]) -> Effect {
-    // FLUSHALL/FLUSHDB touch the watched keys that exist (Redis's rule), known only before.
+    // The keys with their database byte, one after the other in a buffer the server keeps
+    // (so a command costs one allocation here, its argument list), then the arguments with
+    // each key replaced by its slice of it.
+    let physical = ctx.info.dbs.physical(ctx.session.db);
+    let mut keyed = std::mem::take(&mut ctx.info.keyed_scratch);
+    keyed.clear();
+    table::for_each_key_position(cmd, args, |i| {
+        keyed.push(physical);
+        keyed.extend_from_slice(args[i]);
+    });
+    let mut with_db: Vec<&[u8]> = args.to_vec();
+    let mut at = 0;
+    table::for_each_key_position(cmd, args, |i| {
+        let end = at + 1 + args[i].len();
+        with_db[i] = &keyed[at..end];
+        at = end;
+    });
+    let effect = dispatch_keyed(ctx, cmd, &with_db);
+    drop(with_db);
+    // A buffer grown by a command of many or long keys is not kept.
+    if keyed.capacity() <= KEYED_SCRATCH_KEPT {
+        ctx.info.keyed_scratch = keyed;
+    }
+    effect
+}
+
+/// The most bytes of keys dispatch's buffer keeps between commands.
+const KEYED_SCRATCH_KEPT: usize = 64 << 10;
+
+/// [`dispatch`], once every key argument has its database byte.
+fn dispatch_keyed(ctx: &mut Ctx<'_>, cmd: &'static table::Command, args: &[&[u8]]) -> Effect {
+    // FLUSHALL/FLUSHDB touch the watched keys that exist (Redis's rule), known only before;
+    // FLUSHDB only those of its database.
     if !ctx.info.watchers.is_empty() && cmd.name.starts_with("FLUSH") {
+        let only = (cmd.name == "FLUSHDB").then_some(ctx.session.db as u8);
+        let dbs = &ctx.info.dbs;
         let existing: Vec<Vec<u8>> = ctx
             .info
             .watchers
             .keys()
-            .filter(|k| ctx.store.contains(k))
+            .filter(|k| only.is_none_or(|d| k.first() == Some(&d)))
+            .filter(|k| ctx.store.contains(&dbs.to_physical_key(k)))
             .cloned()
             .collect();
         for k in existing {
@@ -636,9 +697,9 @@ fn dispatch(ctx: &mut Ctx<'_>, cmd: &'static table::Command, args: &[&[u8]]) -> 
     // here nested), and what it changes is counted from here. Keys expired outside any
     // command (the server's look-ups before it) go first, each alone.
     if ctx.info.repl.enter() && ctx.info.repl.active {
-        let db = ctx.session.db();
         for k in ctx.store.take_expired() {
-            let op = expired_delete_op(ctx.info, &k);
+            let (db, key) = expired_in(ctx.info, &k);
+            let op = expired_delete_op(ctx.info, &key);
             ctx.info.repl.emit(db, &op);
         }
     }
@@ -673,6 +734,12 @@ fn dispatch(ctx: &mut Ctx<'_>, cmd: &'static table::Command, args: &[&[u8]]) -> 
     if ctx.out.get(reply_at) == Some(&b'-') {
         stat.failed_calls += 1;
     }
+    // A blocked client's keys are kept as the registries keep keys: by logical database.
+    if let Some(block) = ctx.session.block.as_mut() {
+        for k in &mut block.keys {
+            *k = ctx.info.dbs.to_logical_key(k);
+        }
+    }
     // The keys written (the table's key positions, unless the handler named some unchanged:
     // SMOVE of a member the destination holds already) touch their watchers and may feed a
     // connection parked by a blocking command, which the server looks at once the command
@@ -684,10 +751,11 @@ fn dispatch(ctx: &mut Ctx<'_>, cmd: &'static table::Command, args: &[&[u8]]) -> 
             if unchanged.iter().any(|u| u == k) {
                 continue;
             }
+            let logical = ctx.info.dbs.to_logical_key(k);
+            ctx.info.touch(&logical);
             if !ctx.info.blocked.is_empty() {
-                ctx.info.ready.push(k.to_vec());
+                ctx.info.ready.push(logical);
             }
-            ctx.info.touch(k);
         }
     }
     effect
@@ -703,7 +771,7 @@ fn propagate(ctx: &mut Ctx<'_>, cmd: &table::Command, args: &[&[u8]], changes_be
         return;
     }
     let db = ctx.session.db();
-    propagate_expired(ctx.store, ctx.info, db);
+    propagate_expired(ctx.store, ctx.info);
     let dirty = ctx.store.changes() != changes_before;
     if !(forced || (dirty && cmd.has(flag::WRITE))) {
         return;
@@ -723,7 +791,7 @@ fn propagate(ctx: &mut Ctx<'_>, cmd: &table::Command, args: &[&[u8]], changes_be
 
 /// The keys the store expired since last asked, each as `del` (Redis's `propagateDeletion`;
 /// `unlink` with `lazyfree-lazy-expire yes`), into the unit running.
-pub(crate) fn propagate_expired(store: &mut Store, info: &mut ServerInfo, db: u32) {
+pub(crate) fn propagate_expired(store: &mut Store, info: &mut ServerInfo) {
     let expired = store.take_expired();
     if expired.is_empty() {
         return;
@@ -734,8 +802,17 @@ pub(crate) fn propagate_expired(store: &mut Store, info: &mut ServerInfo, db: u3
         b"del"
     };
     for k in expired {
-        info.repl.also_propagate(db, vec![verb.to_vec(), k]);
+        let (db, key) = expired_in(info, &k);
+        info.repl.also_propagate(db, vec![verb.to_vec(), key]);
     }
+}
+
+/// An expired key as the store names it (its physical database's byte first): the logical
+/// database the stream selects for its `del`, and the key with that database's byte (the
+/// stream drops it, as it does every key argument's).
+pub(crate) fn expired_in(info: &ServerInfo, store_key: &[u8]) -> (u32, Vec<u8>) {
+    let key = info.dbs.to_logical_key(store_key);
+    (key.first().map_or(0, |&d| u32::from(d)), key)
 }
 
 /// The reply to an expiry that leaves the key deleted: Redis replicates it as `del` (or
@@ -1428,13 +1505,15 @@ pub(crate) fn scanrange(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, Sto
     let Some(count) = parse_i64(args[2]).filter(|&c| (0..=100_000).contains(&c)) else {
         return fail(ctx, "ERR count must be an integer from 0 to 100000");
     };
-    let items = ctx.store.scan(args[1], count as usize)?;
+    let physical = ctx.info.dbs.physical(ctx.session.db);
+    let items = ctx.store.scan_db(physical, args[1], count as usize)?;
     reply::array(ctx.out, items.len());
     for it in items {
         reply::array(ctx.out, 2);
         reply::bulk(ctx.out, &it.key);
         if it.kind == Kind::ChunkedHash {
-            let fields = hash::chunked_fields(ctx.store, &it.key)?;
+            let key = cxltier_store::db_key(physical, &it.key);
+            let fields = hash::chunked_fields(ctx.store, &key)?;
             let out = &mut *ctx.out;
             reply::array(out, fields.len() * 2);
             for (f, v) in &fields {
@@ -1459,19 +1538,90 @@ pub(crate) fn scanrange(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, Sto
 }
 
 pub(crate) fn dbsize(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> Result<Effect, StoreError> {
-    reply::int(ctx.out, ctx.store.len() as i64);
+    let physical = ctx.info.dbs.physical(ctx.session.db);
+    reply::int(ctx.out, ctx.store.db_len(physical) as i64);
     Ok(Effect::Read)
 }
 
-/// FLUSHALL and FLUSHDB (one database).
+/// FLUSHALL (every database) and FLUSHDB (the selected one).
 pub(crate) fn flushall(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
     let mode_ok = |m: &&[u8]| m.eq_ignore_ascii_case(b"ASYNC") || m.eq_ignore_ascii_case(b"SYNC");
     if args.len() > 2 || !args.get(1).is_none_or(mode_ok) {
         return fail(ctx, SYNTAX);
     }
-    ctx.store.flush_all()?;
+    if args[0].eq_ignore_ascii_case(b"FLUSHDB") {
+        let physical = ctx.info.dbs.physical(ctx.session.db);
+        ctx.store.flush_db(physical)?;
+    } else {
+        // Nothing is kept anywhere now: every database may as well be where its number says
+        // (the map kept in the store went with everything else).
+        ctx.store.flush_all()?;
+        ctx.info.dbs.reset();
+    }
     // Replicated even when there was nothing to flush (Redis's forceCommandPropagation).
     ctx.session.force_propagate = true;
+    reply::ok(ctx.out);
+    Ok(Effect::Wrote)
+}
+
+/// SELECT db
+pub(crate) fn select(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    match ctx.info.dbs.parse(args[1]) {
+        Ok(db) => {
+            ctx.session.db = db;
+            reply::ok(ctx.out);
+            Ok(Effect::Read)
+        }
+        Err(msg) => fail(ctx, msg),
+    }
+}
+
+/// SWAPDB a b: the two databases trade contents, in O(1): the logical → physical map swaps
+/// two entries and is written to the store in the same batch ([`crate::db`]). Then, as Redis
+/// does, transactions watching a key that exists in either database fail, and clients blocked
+/// on keys of either are tried again.
+pub(crate) fn swapdb(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    let Some(a) = parse_i64(args[1]) else {
+        return fail(ctx, "ERR invalid first DB index");
+    };
+    let Some(b) = parse_i64(args[2]) else {
+        return fail(ctx, "ERR invalid second DB index");
+    };
+    let n = ctx.info.dbs.count() as i64;
+    if !(0..n).contains(&a) || !(0..n).contains(&b) {
+        return fail(ctx, crate::db::OUT_OF_RANGE);
+    }
+    let (a, b) = (a as usize, b as usize);
+    if a != b {
+        let (pa, pb) = (ctx.info.dbs.physical(a), ctx.info.dbs.physical(b));
+        let watched: Vec<Vec<u8>> = ctx
+            .info
+            .watchers
+            .keys()
+            .filter(|k| {
+                k.first()
+                    .is_some_and(|&d| d as usize == a || d as usize == b)
+            })
+            .filter(|k| {
+                let user = crate::db::user_key(k);
+                ctx.store.contains(&cxltier_store::db_key(pa, user))
+                    || ctx.store.contains(&cxltier_store::db_key(pb, user))
+            })
+            .cloned()
+            .collect();
+        // Kept in the store first: a write the store refuses (full) leaves the map as it was,
+        // and touches no transaction.
+        let mut swapped = ctx.info.dbs.clone();
+        swapped.swap(a, b);
+        swapped.save(ctx.store)?;
+        ctx.info.dbs = swapped;
+        for k in watched {
+            ctx.info.touch(&k);
+        }
+        if !ctx.info.blocked.is_empty() {
+            ctx.info.db_swaps.push((a, b));
+        }
+    }
     reply::ok(ctx.out);
     Ok(Effect::Wrote)
 }
@@ -1505,18 +1655,6 @@ fn check_password(
             Ok(())
         }
         Some(_) => Err("WRONGPASS invalid username-password pair or user is disabled."),
-    }
-}
-
-pub(crate) fn select(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
-    if args[1] == b"0" {
-        reply::ok(ctx.out);
-        Ok(Effect::Read)
-    } else {
-        fail(
-            ctx,
-            "ERR DB index is out of range (cxltier serves database 0 only)",
-        )
     }
 }
 
@@ -1559,13 +1697,14 @@ fn client_line(t: &mut String, id: u64, m: &ClientMeta, now: std::time::Instant,
     }
     let _ = writeln!(
         t,
-        "id={id} addr={} laddr={} fd={} name={} age={} idle={} flags={flags} db=0 sub={} psub={} ssub=0 multi={} qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user=default redir=-1 resp={}",
+        "id={id} addr={} laddr={} fd={} name={} age={} idle={} flags={flags} db={} sub={} psub={} ssub=0 multi={} qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user=default redir=-1 resp={}",
         m.addr,
         m.laddr,
         m.fd,
         String::from_utf8_lossy(m.name.as_deref().unwrap_or_default()),
         now.saturating_duration_since(m.created).as_secs(),
         now.saturating_duration_since(m.last_active).as_secs(),
+        m.db,
         m.sub,
         m.psub,
         m.multi,
@@ -2242,7 +2381,9 @@ pub(crate) fn watch(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreEr
         return fail(ctx, "ERR WATCH inside MULTI is not allowed");
     }
     for &key in &args[1..] {
-        if ctx.session.watched.iter().any(|(k, _)| k == key) {
+        // Kept by logical database (see `crate::db`), as the watchers are.
+        let logical = ctx.info.dbs.to_logical_key(key);
+        if ctx.session.watched.iter().any(|(k, _)| *k == logical) {
             continue;
         }
         // The expiry: from memory, or from the value the server read ahead from NVMe.
@@ -2250,10 +2391,10 @@ pub(crate) fn watch(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreEr
             Some(o) => o.expires_at_ms,
             None => ctx.store.get(key)?.and_then(|o| o.expires_at_ms),
         };
-        ctx.session.watched.push((key.to_vec(), expires));
+        ctx.session.watched.push((logical, expires));
         ctx.info
             .watchers
-            .entry(key.to_vec())
+            .entry(ctx.info.dbs.to_logical_key(key))
             .or_default()
             .push(ctx.session.id);
     }
@@ -2707,11 +2848,28 @@ fn info_text(store: &Store, info: &mut ServerInfo, sections: &[String]) -> Strin
         t.push_str(&crate::quarantine::info_section(store, &info.poison));
     }
     if want("keyspace") {
-        let _ = write!(
-            t,
-            "# Keyspace\r\ndb0:keys={},expires=0,avg_ttl=0\r\n",
-            store.len()
-        );
+        // Redis's lines, one per database holding keys, by the number clients select; avg_ttl
+        // is the mean remaining TTL in ms of the keys that have one (Redis estimates it from
+        // its expiry sampling; this is the exact mean, from a walk of the index).
+        t.push_str("# Keyspace\r\n");
+        let mut dbs: Vec<(usize, cxltier_store::DbKeyspace)> = store
+            .keyspace(now_ms())
+            .into_iter()
+            .filter_map(|d| Some((info.dbs.logical(d.db)?, d)))
+            .collect();
+        dbs.sort_unstable_by_key(|&(logical, _)| logical);
+        for (logical, d) in dbs {
+            let avg_ttl = if d.expires == 0 {
+                0
+            } else {
+                d.ttl_ms_sum / u128::from(d.expires)
+            };
+            let _ = write!(
+                t,
+                "db{logical}:keys={},expires={},avg_ttl={avg_ttl}\r\n",
+                d.keys, d.expires
+            );
+        }
     }
     t
 }
@@ -2993,6 +3151,7 @@ mod tests {
                     psub: 0,
                     multi: -1,
                     replica: false,
+                    db: 0,
                 },
             );
         }
@@ -3172,7 +3331,8 @@ mod tests {
             .starts_with("-ERR unknown subcommand"));
         assert_eq!(
             db.cmd("MEMORY USAGE e"),
-            format!(":{}\r\n", 1 + 5 + INDEX_ENTRY_BYTES)
+            // The key as the store keeps it: its byte of database and its one byte.
+            format!(":{}\r\n", 2 + 5 + INDEX_ENTRY_BYTES)
         );
         assert_eq!(db.cmd("MEMORY USAGE missing"), "$-1\r\n");
     }
@@ -3469,6 +3629,9 @@ mod tests {
     #[test]
     fn info_has_the_fields_tools_read() {
         let mut db = Db::new();
+        // INFO keyspace has a line per database holding keys (none for an empty one).
+        assert!(!db.cmd("INFO keyspace").contains("db0:"));
+        db.cmd("SET k v");
         let all = db.cmd("INFO");
         for field in [
             "redis_version:7.0.15\r\n",
@@ -3976,10 +4139,8 @@ mod tests {
                 ("TTL c", ":100\r\n"),
                 ("COPY d e DB 0", ":1\r\n"),
                 ("COPY missing e", ":0\r\n"),
-                (
-                    "COPY d e DB 1 REPLACE",
-                    "-ERR DB index is out of range (cxltier serves database 0 only)\r\n",
-                ),
+                ("COPY d e DB 1 REPLACE", ":1\r\n"),
+                ("COPY d e DB 16", "-ERR DB index is out of range\r\n"),
                 ("TOUCH c d c missing", ":3\r\n"),
             ],
         );
@@ -4113,5 +4274,278 @@ mod tests {
             seen.insert(db.cmd("RANDOMKEY"));
         }
         assert_eq!(seen.len(), 4, "{seen:?}");
+    }
+
+    /// Every type of key, one name in two databases: each database sees only its own (value,
+    /// type, TTL, counts, KEYS, SCAN, RANDOMKEY, DEL, RENAME), and SELECT's errors are Redis's.
+    #[test]
+    fn databases_keep_keys_of_every_type_apart() {
+        let mut db = Db::new();
+        let fill = |db: &mut Db, tag: &str| {
+            for line in [
+                format!("SET s {tag}"),
+                format!("HSET h f {tag}"),
+                format!("RPUSH l {tag} x"),
+                format!("SADD set {tag}"),
+                format!("ZADD z 1 {tag}"),
+                format!("SET only{tag} 1"),
+            ] {
+                assert!(!db.cmd(&line).starts_with('-'), "{line}");
+            }
+        };
+        fill(&mut db, "zero");
+        assert_eq!(db.cmd("SELECT 1"), "+OK\r\n");
+        assert_eq!(db.cmd("DBSIZE"), ":0\r\n");
+        assert_eq!(db.cmd("GET s"), "$-1\r\n");
+        assert_eq!(db.cmd("TYPE l"), "+none\r\n");
+        // The same names as other types: no WRONGTYPE from database 0's keys.
+        assert_eq!(db.cmd("LPUSH s one"), ":1\r\n");
+        assert_eq!(db.cmd("SET l one"), "+OK\r\n");
+        db.cmd("DEL s l");
+        fill(&mut db, "one");
+        db.cmd("EXPIRE s 100");
+        for (d, tag) in [(0, "zero"), (1, "one")] {
+            db.cmd(&format!("SELECT {d}"));
+            let n = tag.len();
+            assert_eq!(db.cmd("GET s"), format!("${n}\r\n{tag}\r\n"));
+            assert_eq!(db.cmd("HGET h f"), format!("${n}\r\n{tag}\r\n"));
+            assert_eq!(db.cmd("LINDEX l 0"), format!("${n}\r\n{tag}\r\n"));
+            assert_eq!(
+                db.cmd("SISMEMBER set zero"),
+                format!(":{}\r\n", u8::from(d == 0))
+            );
+            assert_eq!(
+                db.cmd("ZSCORE z one"),
+                if d == 1 { "$1\r\n1\r\n" } else { "$-1\r\n" }
+            );
+            assert_eq!(db.cmd("TTL s"), if d == 1 { ":100\r\n" } else { ":-1\r\n" });
+            assert_eq!(db.cmd("DBSIZE"), ":6\r\n");
+            assert_eq!(
+                db.cmd("KEYS only*"),
+                format!("*1\r\n${}\r\nonly{tag}\r\n", n + 4)
+            );
+            let scan = db.cmd("SCAN 0 COUNT 100");
+            assert!(scan.starts_with("*2\r\n$1\r\n0\r\n*6\r\n"), "{scan}");
+            let other = if d == 0 { "onlyone" } else { "onlyzero" };
+            assert!(
+                scan.contains(&format!("only{tag}")) && !scan.contains(other),
+                "{scan}"
+            );
+            for _ in 0..20 {
+                let r = db.cmd("RANDOMKEY");
+                assert!(
+                    !r.contains(if d == 0 { "onlyone" } else { "onlyzero" }),
+                    "{r}"
+                );
+            }
+        }
+        // DEL and RENAME stay in their database.
+        db.cmd("SELECT 0");
+        assert_eq!(db.cmd("RENAME s s2"), "+OK\r\n");
+        assert_eq!(db.cmd("DEL h"), ":1\r\n");
+        db.cmd("SELECT 1");
+        assert_eq!(db.cmd("EXISTS s h s2"), ":2\r\n");
+        // SELECT's errors, Redis's words.
+        assert_eq!(db.cmd("SELECT 16"), "-ERR DB index is out of range\r\n");
+        assert_eq!(db.cmd("SELECT -1"), "-ERR DB index is out of range\r\n");
+        assert_eq!(db.cmd("SELECT x"), format!("-{NOT_INT}\r\n"));
+        assert_eq!(db.session.db, 1, "a refused SELECT keeps the database");
+        // RESET goes back to database 0; HELLO keeps the database (as Redis 7.0 does).
+        db.cmd("HELLO 2");
+        assert_eq!(db.cmd("GET s"), "$3\r\none\r\n");
+        db.cmd("RESET");
+        assert_eq!(db.cmd("GET s2"), "$4\r\nzero\r\n");
+    }
+
+    /// MOVE, COPY ... DB, FLUSHDB, FLUSHALL and SWAPDB, with Redis's replies and errors.
+    #[test]
+    fn move_copy_flushdb_and_swapdb() {
+        let mut db = Db::new();
+        replies(
+            &mut db,
+            &[
+                ("RPUSH l a b", ":2\r\n"),
+                ("PEXPIRE l 100000", ":1\r\n"),
+                ("MOVE l 2", ":1\r\n"),
+                ("EXISTS l", ":0\r\n"),
+                ("MOVE l 2", ":0\r\n"),
+                (
+                    "MOVE l 0",
+                    "-ERR source and destination objects are the same\r\n",
+                ),
+                ("MOVE l 16", "-ERR DB index is out of range\r\n"),
+                (
+                    "MOVE l x",
+                    "-ERR value is not an integer or out of range\r\n",
+                ),
+                ("SELECT 2", "+OK\r\n"),
+                ("LRANGE l 0 -1", "*2\r\n$1\r\na\r\n$1\r\nb\r\n"),
+                // The TTL went with it.
+                ("EXPIRE l 100 NX", ":0\r\n"),
+                ("SET s v", "+OK\r\n"),
+                // MOVE onto a key the other database holds moves nothing.
+                ("SELECT 0", "+OK\r\n"),
+                ("SET s mine", "+OK\r\n"),
+                ("MOVE s 2", ":0\r\n"),
+                ("GET s", "$4\r\nmine\r\n"),
+                (
+                    "COPY s s DB 0",
+                    "-ERR source and destination objects are the same\r\n",
+                ),
+                ("COPY s s DB 2", ":0\r\n"),
+                ("COPY s s DB 2 REPLACE", ":1\r\n"),
+                ("COPY s s DB 3", ":1\r\n"),
+                (
+                    "COPY s t DB x",
+                    "-ERR value is not an integer or out of range\r\n",
+                ),
+                ("COPY s t DB 99", "-ERR DB index is out of range\r\n"),
+                ("SELECT 2", "+OK\r\n"),
+                ("GET s", "$4\r\nmine\r\n"),
+                ("DBSIZE", ":2\r\n"),
+                // FLUSHDB empties database 2 only.
+                ("FLUSHDB", "+OK\r\n"),
+                ("DBSIZE", ":0\r\n"),
+                ("SELECT 3", "+OK\r\n"),
+                ("GET s", "$4\r\nmine\r\n"),
+                // SWAPDB: database 3's keys are database 5's and back.
+                ("SWAPDB 3 5", "+OK\r\n"),
+                ("DBSIZE", ":0\r\n"),
+                ("SELECT 5", "+OK\r\n"),
+                ("GET s", "$4\r\nmine\r\n"),
+                ("SET n 1", "+OK\r\n"),
+                ("SWAPDB 5 3", "+OK\r\n"),
+                ("GET n", "$-1\r\n"),
+                ("SELECT 3", "+OK\r\n"),
+                ("MGET s n", "*2\r\n$4\r\nmine\r\n$1\r\n1\r\n"),
+                ("SWAPDB 0 0", "+OK\r\n"),
+                ("SWAPDB a 1", "-ERR invalid first DB index\r\n"),
+                ("SWAPDB 1 b", "-ERR invalid second DB index\r\n"),
+                ("SWAPDB 1 16", "-ERR DB index is out of range\r\n"),
+                ("SWAPDB 3 9", "+OK\r\n"),
+                ("FLUSHALL", "+OK\r\n"),
+                ("DBSIZE", ":0\r\n"),
+                ("SELECT 9", "+OK\r\n"),
+                ("DBSIZE", ":0\r\n"),
+                ("SELECT 0", "+OK\r\n"),
+                ("DBSIZE", ":0\r\n"),
+                (
+                    "CONFIG GET databases",
+                    "*2\r\n$9\r\ndatabases\r\n$2\r\n16\r\n",
+                ),
+            ],
+        );
+    }
+
+    /// INFO keyspace: a line per database holding keys, by the number clients select (after a
+    /// SWAPDB too), with the keys that have a TTL and their mean remaining TTL in ms.
+    #[test]
+    fn info_keyspace_counts_keys_expires_and_the_mean_ttl_per_database() {
+        let mut db = Db::new();
+        assert_eq!(db.cmd("INFO keyspace"), "$12\r\n# Keyspace\r\n\r\n");
+        db.cmd("SET a 1");
+        db.cmd("SET b 1 EX 100");
+        db.cmd("SET c 1 EX 300");
+        db.cmd("SELECT 7");
+        db.cmd("RPUSH l x");
+        let text = db.cmd("INFO keyspace");
+        let line = |text: &str, d: usize| -> Option<(u64, u64, u64)> {
+            let l = text.lines().find(|l| l.starts_with(&format!("db{d}:")))?;
+            let f: Vec<u64> = l
+                .split(['=', ','])
+                .skip(1)
+                .step_by(2)
+                .map(|v| v.parse().unwrap())
+                .collect();
+            Some((f[0], f[1], f[2]))
+        };
+        let (keys, expires, avg) = line(&text, 0).expect("db0");
+        assert_eq!((keys, expires), (3, 2));
+        // The mean of ~100 s and ~300 s, less the few ms the test took.
+        assert!((199_000..=200_000).contains(&avg), "{avg}");
+        assert_eq!(line(&text, 7), Some((1, 0, 0)));
+        assert_eq!(text.matches("db").count(), 2, "{text}");
+        db.cmd("SWAPDB 0 4");
+        let text = db.cmd("INFO keyspace");
+        assert!(line(&text, 0).is_none());
+        assert_eq!(line(&text, 4).map(|l| l.0), Some(3));
+    }
+
+    /// WATCH is per database: a write of the same name in another database leaves the
+    /// transaction alone; FLUSHDB touches only its own database's watched keys that exist;
+    /// SWAPDB touches the watched keys that exist in either database (Redis's rules).
+    #[test]
+    fn watched_keys_belong_to_their_database() {
+        let mut db = Db::new();
+        db.session.id = 1;
+        let mut other = Session::new(2, true);
+        let exec_after = |db: &mut Db, other: &mut Session, lines: &[&str]| -> String {
+            db.cmd("WATCH k");
+            for l in lines {
+                run_as(db, other, l);
+            }
+            db.cmd("MULTI");
+            db.cmd("PING");
+            db.cmd("EXEC")
+        };
+        db.cmd("SELECT 1");
+        // Written in database 0 (the other connection's): not a change of database 1's k.
+        assert_eq!(
+            exec_after(&mut db, &mut other, &["SET k 1"]),
+            "*1\r\n+PONG\r\n"
+        );
+        assert_eq!(
+            exec_after(&mut db, &mut other, &["SELECT 1", "SET k 1", "SELECT 0"]),
+            "*-1\r\n"
+        );
+        // FLUSHDB of database 0 does not touch database 1's k; FLUSHDB of 1 does.
+        assert_eq!(
+            exec_after(&mut db, &mut other, &["FLUSHDB"]),
+            "*1\r\n+PONG\r\n"
+        );
+        assert_eq!(
+            exec_after(&mut db, &mut other, &["SELECT 1", "FLUSHDB", "SELECT 0"]),
+            "*-1\r\n"
+        );
+        // SWAPDB of two databases without k touches nothing; with k in either, it does.
+        assert_eq!(
+            exec_after(&mut db, &mut other, &["SWAPDB 1 2"]),
+            "*1\r\n+PONG\r\n"
+        );
+        assert_eq!(
+            exec_after(&mut db, &mut other, &["SET k 0", "SWAPDB 1 3"]),
+            "*1\r\n+PONG\r\n"
+        );
+        assert_eq!(exec_after(&mut db, &mut other, &["SWAPDB 0 1"]), "*-1\r\n");
+        // And the watch follows the logical database: k is now database 1's, and a write of
+        // it there is seen.
+        assert_eq!(
+            exec_after(&mut db, &mut other, &["SELECT 1", "SET k 2", "SELECT 0"]),
+            "*-1\r\n"
+        );
+        assert!(db.info.watchers.is_empty());
+    }
+
+    /// SORT ... STORE writes a key that is no key position of the table's: its watchers (in the
+    /// database it is written in) hear of it when it was written, a result stored or an old key
+    /// deleted by an empty result (Redis's multi test "EXEC fail on WATCHed key modified by
+    /// SORT with STORE even if the result is empty").
+    #[test]
+    fn sort_store_touches_its_destination_in_its_database() {
+        let mut db = Db::new();
+        db.session.id = 1;
+        db.cmd("SELECT 1");
+        db.cmd("LPUSH foo bar");
+        db.cmd("WATCH foo");
+        assert_eq!(db.cmd("SORT emptylist STORE foo"), ":0\r\n");
+        db.cmd("MULTI");
+        db.cmd("PING");
+        assert_eq!(db.cmd("EXEC"), "*-1\r\n");
+        // Nothing stored and nothing deleted: no change.
+        db.cmd("WATCH foo");
+        db.cmd("SORT emptylist STORE foo");
+        db.cmd("MULTI");
+        db.cmd("PING");
+        assert_eq!(db.cmd("EXEC"), "*1\r\n+PONG\r\n");
     }
 }

@@ -145,7 +145,7 @@ fn settings(ctx: &Ctx<'_>) -> Vec<(String, String)> {
             }
             .into(),
         ),
-        ("databases".into(), "1".into()),
+        ("databases".into(), info.dbs.count().to_string()),
         ("bind".into(), info.bind.clone()),
         ("port".into(), info.port.to_string()),
         (
@@ -186,7 +186,8 @@ fn read_only(name: &str) -> Option<&'static str> {
         "appendonly" | "appendfsync" => {
             "durability is chosen at start: restart with --durability always|everysec|none"
         }
-        "databases" | "bind" | "port" => "restart cxltier serve with the new option",
+        "databases" => "restart cxltier serve with --databases N",
+        "bind" | "port" => "restart cxltier serve with the new option",
         "client-query-buffer-limit" | "client-output-buffer-limit" => {
             "restart cxltier serve with --client-query-buffer-limit / --client-output-buffer-limit"
         }

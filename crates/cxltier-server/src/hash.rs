@@ -569,7 +569,13 @@ mod tests {
         let mut db = Db::new();
         // 2,000 fields: about 60 KiB as one value, over FLAT_MAX_BYTES.
         fill(&mut db, "big", 0..2000);
-        assert_eq!(db.store.peek(b"big").unwrap().kind, Kind::ChunkedHash);
+        assert_eq!(
+            db.store
+                .peek(&cxltier_store::db_key(0, b"big"))
+                .unwrap()
+                .kind,
+            Kind::ChunkedHash
+        );
         assert_eq!(db.cmd("HLEN big"), ":2000\r\n");
         assert_eq!(db.cmd("OBJECT ENCODING big"), "$9\r\nhashtable\r\n");
         assert_eq!(db.cmd("TYPE big"), "+hash\r\n");
@@ -635,7 +641,13 @@ mod tests {
         let start = payload.iter().position(|&b| b == b'\n').unwrap() + 1;
         let body = &payload[start..payload.len() - 2];
         assert_eq!(run(&mut db, &[b"RESTORE", b"copy", b"0", body]), b"+OK\r\n");
-        assert_eq!(db.store.peek(b"copy").unwrap().kind, Kind::ChunkedHash);
+        assert_eq!(
+            db.store
+                .peek(&cxltier_store::db_key(0, b"copy"))
+                .unwrap()
+                .kind,
+            Kind::ChunkedHash
+        );
         assert_eq!(db.cmd("HLEN copy"), ":2001\r\n");
         assert_eq!(db.cmd("HGET copy field:001000"), "$7\r\nchanged\r\n");
         // Removing every field removes the key.
@@ -647,30 +659,50 @@ mod tests {
         }
         assert_eq!(db.cmd(&c), ":2000\r\n");
         assert_eq!(db.cmd("EXISTS gone"), ":0\r\n");
-        db.store.check_collection(b"big").unwrap();
+        db.store
+            .check_collection(&cxltier_store::db_key(0, b"big"))
+            .unwrap();
     }
 
     #[test]
     fn a_hash_that_grows_past_the_flat_size_keeps_its_ttl_and_fields() {
         let mut db = Db::new();
         fill(&mut db, "h", 0..10);
-        assert_eq!(db.store.peek(b"h").unwrap().kind, Kind::Hash);
+        assert_eq!(
+            db.store.peek(&cxltier_store::db_key(0, b"h")).unwrap().kind,
+            Kind::Hash
+        );
         assert_eq!(db.cmd("EXPIRE h 1000"), ":1\r\n");
         // Grown by each kind of write: HSET, then a value too long for one value by HSETNX.
         fill(&mut db, "h", 10..1500);
-        assert_eq!(db.store.peek(b"h").unwrap().kind, Kind::ChunkedHash);
+        assert_eq!(
+            db.store.peek(&cxltier_store::db_key(0, b"h")).unwrap().kind,
+            Kind::ChunkedHash
+        );
         assert_eq!(db.cmd("HLEN h"), ":1500\r\n");
         assert_eq!(db.cmd("HGET h field:000003"), "$12\r\nvalue:000003\r\n");
         let ttl = db.cmd("TTL h");
         assert!(ttl.starts_with(":9") || ttl == ":1000\r\n", "{ttl}");
         let long = "x".repeat(40 * 1024);
         assert_eq!(db.cmd(&format!("HSETNX small f {long}")), ":1\r\n");
-        assert_eq!(db.store.peek(b"small").unwrap().kind, Kind::ChunkedHash);
+        assert_eq!(
+            db.store
+                .peek(&cxltier_store::db_key(0, b"small"))
+                .unwrap()
+                .kind,
+            Kind::ChunkedHash
+        );
         assert_eq!(db.cmd("HSTRLEN small f"), format!(":{}\r\n", long.len()));
         assert_eq!(db.cmd("HINCRBY small n 2"), ":2\r\n");
         // A small hash stays one value: YCSB's records are updated in place.
         fill(&mut db, "rec", 0..10);
-        assert_eq!(db.store.peek(b"rec").unwrap().kind, Kind::Hash);
+        assert_eq!(
+            db.store
+                .peek(&cxltier_store::db_key(0, b"rec"))
+                .unwrap()
+                .kind,
+            Kind::Hash
+        );
         assert_eq!(db.cmd("OBJECT ENCODING rec"), "$8\r\nlistpack\r\n");
     }
 

@@ -114,7 +114,8 @@ pub(crate) fn scan(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErr
     } else {
         ctx.info.scan_cursors.start(cursor)
     };
-    let items = ctx.store.scan(&start, count)?;
+    let physical = ctx.info.dbs.physical(ctx.session.db);
+    let items = ctx.store.scan_db(physical, &start, count)?;
     let next = match items.last() {
         Some(last) if items.len() >= count => ctx.info.scan_cursors.issue(successor(&last.key)),
         _ => 0,
@@ -137,8 +138,9 @@ pub(crate) fn scan(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErr
 pub(crate) fn keys(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
     let mut found = Vec::new();
     let mut start = Vec::new();
+    let physical = ctx.info.dbs.physical(ctx.session.db);
     loop {
-        let items = ctx.store.scan(&start, KEYS_BATCH)?;
+        let items = ctx.store.scan_db(physical, &start, KEYS_BATCH)?;
         let done = items.len() < KEYS_BATCH;
         if let Some(last) = items.last() {
             start = successor(&last.key);
@@ -174,17 +176,18 @@ const RANDOMKEY_WALK: u64 = 1024;
 
 /// RANDOMKEY: a random key, or nil when there is none.
 pub(crate) fn randomkey(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> Result<Effect, StoreError> {
-    let n = ctx.store.len();
+    let physical = ctx.info.dbs.physical(ctx.session.db);
+    let n = ctx.store.db_len(physical);
     let r = random_u64();
     let key = if n == 0 {
         None
     } else if n <= RANDOMKEY_WALK {
-        let items = ctx.store.scan(b"", (r % n) as usize + 1)?;
+        let items = ctx.store.scan_db(physical, b"", (r % n) as usize + 1)?;
         items.last().map(|it| it.key.clone())
     } else {
-        let mut items = ctx.store.scan(&r.to_be_bytes(), 1)?;
+        let mut items = ctx.store.scan_db(physical, &r.to_be_bytes(), 1)?;
         if items.is_empty() {
-            items = ctx.store.scan(b"", 1)?;
+            items = ctx.store.scan_db(physical, b"", 1)?;
         }
         items.first().map(|it| it.key.clone())
     };
@@ -229,20 +232,19 @@ pub(crate) fn renamenx(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, Stor
 /// COPY source destination [DB destination-db] [REPLACE]
 pub(crate) fn copy(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
     let mut replace = false;
+    let mut db = ctx.session.db;
     let mut i = 3;
     while i < args.len() {
         match args[i].to_ascii_uppercase().as_slice() {
             b"REPLACE" => replace = true,
             b"DB" if i + 1 < args.len() => {
-                match parse_i64(args[i + 1]) {
-                    None => return fail(ctx, crate::commands::NOT_INT),
-                    Some(0) => {}
-                    Some(_) => {
-                        return fail(
-                            ctx,
-                            "ERR DB index is out of range (cxltier serves database 0 only)",
-                        )
-                    }
+                // Redis's words: a number that does not parse, then one out of range.
+                if parse_i64(args[i + 1]).is_none() {
+                    return fail(ctx, crate::commands::NOT_INT);
+                }
+                match ctx.info.dbs.parse(args[i + 1]) {
+                    Ok(d) => db = d,
+                    Err(_) => return fail(ctx, crate::db::OUT_OF_RANGE),
                 }
                 i += 1;
             }
@@ -250,13 +252,45 @@ pub(crate) fn copy(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErr
         }
         i += 1;
     }
-    if args[1] == args[2] {
+    // Dispatch gave the destination the selected database; DB names another.
+    let dst = cxltier_store::db_key(ctx.info.dbs.physical(db), crate::db::user_key(args[2]));
+    if args[1] == dst.as_slice() {
         return fail(ctx, "ERR source and destination objects are the same");
     }
     // Any kind: a collection is copied with all its parts.
-    let copied = ctx.store.copy_key(args[1], args[2], replace)?;
+    let copied = ctx.store.copy_key(args[1], &dst, replace)?;
     reply::int(ctx.out, i64::from(copied));
+    if db != ctx.session.db {
+        // The key written is not the argument dispatch knows: tell its watchers here.
+        ctx.session.unchanged_keys.push(args[2].to_vec());
+        if copied {
+            ctx.info.wrote(&dst);
+        }
+    }
     Ok(if copied { Effect::Wrote } else { Effect::Read })
+}
+
+/// MOVE key db: the key (any kind, with its TTL) to another database, unless it holds the
+/// name already. The store renames it to its other database's key: no value is copied.
+pub(crate) fn move_key(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    let db = match ctx.info.dbs.parse(args[2]) {
+        Ok(db) => db,
+        Err(msg) => return fail(ctx, msg),
+    };
+    if db == ctx.session.db {
+        return fail(ctx, "ERR source and destination objects are the same");
+    }
+    let dst = cxltier_store::db_key(ctx.info.dbs.physical(db), crate::db::user_key(args[1]));
+    if !ctx.store.contains(args[1]) || ctx.store.contains(&dst) {
+        reply::int(ctx.out, 0);
+        return Ok(Effect::Read);
+    }
+    let moved = ctx.store.rename(args[1], &dst, false)?;
+    reply::int(ctx.out, i64::from(moved));
+    if moved {
+        ctx.info.wrote(&dst);
+    }
+    Ok(if moved { Effect::Wrote } else { Effect::Read })
 }
 
 /// TOUCH: how many of the keys exist (repeats counted), without reading their values.
@@ -308,7 +342,9 @@ fn by_pattern(
         Some(f) if f + 2 < after.len() => (&after[..f], Some(&after[f + 2..])),
         _ => (after, None),
     };
-    let mut key = pattern[..star].to_vec();
+    // The key named is one of the selected database's.
+    let mut key = vec![ctx.info.dbs.physical(ctx.session.db)];
+    key.extend_from_slice(&pattern[..star]);
     key.extend_from_slice(elem);
     key.extend_from_slice(post);
     let Some(o) = ctx.store.get(&key)? else {
@@ -515,14 +551,11 @@ pub(crate) fn sort(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErr
                 ctx.store
                     .list_push(dst, cxltier_store::ListEnd::Right, chunk)?;
             }
-            // The destination is no key position of the table's: a client blocked on it is
-            // told here, and so are the transactions watching it (also when an empty result
-            // only deleted it, as in Redis).
-            if !out.is_empty() && !ctx.info.blocked.is_empty() {
-                ctx.info.ready.push(dst.to_vec());
-            }
+            // The destination is no key position of the table's: its watchers and the clients
+            // blocked on it are told here, when it was written (Redis's signalModifiedKey of
+            // SORT ... STORE: a result stored, or an old key deleted).
             if existed || !out.is_empty() {
-                ctx.info.touch(dst);
+                ctx.info.wrote(dst);
             }
             reply::int(ctx.out, out.len() as i64);
             Ok(if existed || !out.is_empty() {

@@ -3,6 +3,7 @@
 //! - [`resp`]: the request parser (multibulk and inline; never panics) and reply writers;
 //! - [`commands`]: Redis semantics of each command over [`cxltier_store::Store`], including
 //!   `SCANRANGE` (the ordered range scan of YCSB workload E) and `INFO tiers`;
+//! - [`db`]: the databases (`SELECT`, `SWAPDB`): the logical → physical map kept in the store;
 //! - [`config`]: `CONFIG GET|SET|RESETSTAT|REWRITE`, and Redis's encoding knobs, stored;
 //! - [`geo`]: the GEO commands over sorted sets whose scores are 52-bit geohashes;
 //! - [`glob`]: Redis's glob patterns, matched in bounded time (CONFIG GET);
@@ -27,6 +28,7 @@
 
 pub mod commands;
 pub mod config;
+pub mod db;
 pub mod geo;
 pub mod glob;
 pub mod hash;

@@ -451,7 +451,7 @@ fn bpop(ctx: &mut Ctx<'_>, args: &[&[u8]], end: ListEnd) -> Result<Effect, Store
         Some((k, v)) => {
             ctx.session.propagate_as(|| vec![pop_op(end, &k, None)]);
             reply::array(ctx.out, 2);
-            reply::bulk(ctx.out, &k);
+            reply::bulk(ctx.out, crate::db::user_key(&k));
             reply::bulk(ctx.out, &v[0]);
             Ok(Effect::Wrote)
         }
@@ -544,7 +544,7 @@ fn mpop_args<'a>(
 
 fn reply_mpop(ctx: &mut Ctx<'_>, key: &[u8], members: &[Vec<u8>]) {
     reply::array(ctx.out, 2);
-    reply::bulk(ctx.out, key);
+    reply::bulk(ctx.out, crate::db::user_key(key));
     reply::array(ctx.out, members.len());
     for m in members {
         reply::bulk(ctx.out, m);

@@ -60,7 +60,7 @@ impl QuarantineFollower {
 
     /// Reads what the file gained and applies it to the store; says through its log what
     /// happened.
-    pub fn tick(&mut self, store: &mut Store, info: &mut PoisonInfo) {
+    pub fn tick(&mut self, store: &mut Store, info: &mut PoisonInfo, dbs: &crate::db::Databases) {
         let update = match self.file.poll() {
             Ok(u) => u,
             Err(e) => {
@@ -137,7 +137,7 @@ impl QuarantineFollower {
             out.retired_bytes
         ));
         for k in &out.lost {
-            let k = String::from_utf8_lossy(k).into_owned();
+            let k = key_name(dbs, k);
             self.log.write(&format!(
                 "lost key (its only current copy was on poisoned memory): {k}"
             ));
@@ -145,6 +145,19 @@ impl QuarantineFollower {
         }
         let over = info.lost_keys.len().saturating_sub(LOST_KEYS_SHOWN);
         info.lost_keys.drain(..over);
+    }
+}
+
+/// A store key as clients know it: `db3:name` for a key of a database they can select (its
+/// logical number), the bytes as they are for any other.
+fn key_name(dbs: &crate::db::Databases, key: &[u8]) -> String {
+    match cxltier_store::split_db_key(key) {
+        Some((physical, user)) if dbs.logical(physical).is_some() => format!(
+            "db{}:{}",
+            dbs.logical(physical).unwrap_or_default(),
+            String::from_utf8_lossy(user)
+        ),
+        _ => String::from_utf8_lossy(key).into_owned(),
     }
 }
 
@@ -193,6 +206,18 @@ mod tests {
         (pfn != 0).then_some(pfn * page + va % page)
     }
 
+    /// A lost key is named as clients know it: its logical database (after a SWAPDB too) and
+    /// its bytes, not the byte the store keeps it under.
+    #[test]
+    fn lost_keys_are_named_by_database_and_key() {
+        let mut dbs = crate::db::Databases::default();
+        assert_eq!(key_name(&dbs, &cxltier_store::db_key(0, b"k")), "db0:k");
+        dbs.swap(2, 7);
+        assert_eq!(key_name(&dbs, &cxltier_store::db_key(7, b"k")), "db2:k");
+        // A key of no selectable database is shown as it is.
+        assert_eq!(key_name(&dbs, b"\xffx"), "\u{fffd}x");
+    }
+
     #[test]
     fn ranges_appended_to_the_file_reach_the_store_and_info() {
         let dir = tempfile::tempdir().unwrap();
@@ -213,7 +238,7 @@ mod tests {
         store.commit().unwrap();
         let mut info = PoisonInfo::default();
         let mut q = QuarantineFollower::new(&qfile, &mut info);
-        q.tick(&mut store, &mut info);
+        q.tick(&mut store, &mut info, &crate::db::Databases::default());
         assert_eq!(info.ranges_applied, 0, "missing file: nothing quarantined");
         assert!(info.last_error.is_none());
 
@@ -241,7 +266,7 @@ mod tests {
                     },
                 )
                 .unwrap();
-                q.tick(&mut store, &mut info);
+                q.tick(&mut store, &mut info, &crate::db::Databases::default());
                 assert_eq!(info.malformed_lines, 1);
                 assert_eq!(info.ranges_applied, 1);
                 assert_eq!(info.keys_restored, 1, "{info:?}");
@@ -260,7 +285,7 @@ mod tests {
                     "{text}"
                 );
                 // Unchanged file: nothing applied twice.
-                q.tick(&mut store, &mut info);
+                q.tick(&mut store, &mut info, &crate::db::Databases::default());
                 assert_eq!(info.ranges_applied, 1);
             }
             None => {
@@ -279,7 +304,7 @@ mod tests {
                     },
                 )
                 .unwrap();
-                q.tick(&mut store, &mut info);
+                q.tick(&mut store, &mut info, &crate::db::Databases::default());
                 assert_eq!(info.malformed_lines, 1);
                 assert_eq!(info.ranges_failed, 1);
                 let e = info.last_error.clone().unwrap();
@@ -333,7 +358,7 @@ mod tests {
             },
         )
         .unwrap();
-        q.tick(&mut store, &mut info);
+        q.tick(&mut store, &mut info, &crate::db::Databases::default());
         assert_eq!(info.keys_lost, 1, "{info:?}");
         assert_eq!(info.lost_keys, vec!["only".to_string()]);
         assert_eq!(info.ranges_applied, 1);

@@ -171,13 +171,16 @@ pub struct SnapshotCounts {
     pub bytes: u64,
 }
 
-/// Write the whole store as database 0 of an RDB file to `out`. Keys are walked in the
-/// index's order with the store's scan (which reads values on NVMe); collections are written a
-/// page of members at a time. Runs in the caller's thread: the store does not change
+/// Write the databases `dbs` (each a logical number, as clients select it, and the physical
+/// byte its keys carry in the store) of the store as an RDB file to `out`: a SELECTDB of each
+/// database that holds keys, then its keys (the user's, without the byte). Keys are walked in
+/// the index's order with the store's scan (which reads values on NVMe); collections are
+/// written a page of members at a time. Runs in the caller's thread: the store does not change
 /// meanwhile, so the file is one consistent point in time.
 pub fn write_snapshot<W: Write>(
     store: &mut Store,
     info: &SnapshotInfo,
+    dbs: &[(u32, u8)],
     out: W,
 ) -> Result<(W, SnapshotCounts), RdbError> {
     let mut w = RdbWriter::new(out)?;
@@ -193,18 +196,24 @@ pub fn write_snapshot<W: Write>(
     w.aux("repl-offset", &info.offset.to_string())?;
     w.aux("aof-base", "0")?;
     let mut counts = SnapshotCounts::default();
-    if !store.is_empty() {
+    for &(logical, physical) in dbs {
+        let keys = store.db_len(physical);
+        if keys == 0 {
+            continue;
+        }
         // The key count is exact; how many expire is not known before the walk (0: the loader
         // only sizes its table of expiries from it).
-        w.select_db(0, store.len(), 0)?;
+        w.select_db(logical, keys, 0)?;
         let mut start: Vec<u8> = Vec::new();
         loop {
-            let items = store.scan(&start, KEYS_PER_SCAN)?;
+            let items = store.scan_db(physical, &start, KEYS_PER_SCAN)?;
             let Some(last) = items.last() else { break };
             start = crate::keyspace::successor(&last.key);
             for item in items {
                 let exp = item.expires_at_ms;
-                if write_key(store, &mut w, &item.key, item.kind, &item.value, exp)? {
+                let store_key = cxltier_store::db_key(physical, &item.key);
+                let value = (&item.kind, item.value.as_slice());
+                if write_key(store, &mut w, &store_key, &item.key, value, exp)? {
                     counts.keys += 1;
                     counts.expires += u64::from(exp.is_some());
                 }
@@ -216,32 +225,33 @@ pub fn write_snapshot<W: Write>(
     Ok((out, counts))
 }
 
-/// One key and its value; false when it has nothing to write (a kind that is no user value, or
-/// a collection emptied meanwhile).
+/// One key and its value, read under `key` (the store's key) and written as `name` (the
+/// user's); false when it has nothing to write (a kind that is no user value, or a collection
+/// emptied meanwhile).
 fn write_key<W: Write>(
     store: &mut Store,
     w: &mut RdbWriter<W>,
     key: &[u8],
-    kind: Kind,
-    value: &[u8],
+    name: &[u8],
+    (kind, value): (&Kind, &[u8]),
     exp: Option<u64>,
 ) -> Result<bool, RdbError> {
-    match kind {
+    match *kind {
         Kind::String => {
-            w.key(exp, TYPE_STRING, key)?;
+            w.key(exp, TYPE_STRING, name)?;
             w.string(value)?;
         }
         Kind::Hash => {
             let Some(fields) = crate::hash::decode(value) else {
                 return Err(RdbError::Store(StoreError::Config(format!(
                     "the hash under {:?} is corrupt (DEL the key)",
-                    String::from_utf8_lossy(key)
+                    String::from_utf8_lossy(name)
                 ))));
             };
             if fields.is_empty() {
                 return Ok(false);
             }
-            w.key(exp, TYPE_HASH, key)?;
+            w.key(exp, TYPE_HASH, name)?;
             w.len(fields.len() as u64)?;
             for (f, v) in fields {
                 w.string(f)?;
@@ -253,14 +263,14 @@ fn write_key<W: Write>(
             if n == 0 {
                 return Ok(false);
             }
-            w.key(exp, TYPE_LIST, key)?;
+            w.key(exp, TYPE_LIST, name)?;
             w.len(n)?;
             let mut at = 0u64;
             while at < n {
                 let end = (at + PAGE as u64).min(n) - 1;
                 let page = store.list_range(key, at as i64, end as i64)?;
                 if page.len() as u64 != end - at + 1 {
-                    return Err(short_collection(key));
+                    return Err(short_collection(name));
                 }
                 for m in &page {
                     w.string(m)?;
@@ -273,7 +283,7 @@ fn write_key<W: Write>(
             if n == 0 {
                 return Ok(false);
             }
-            w.key(exp, TYPE_SET, key)?;
+            w.key(exp, TYPE_SET, name)?;
             w.len(n)?;
             let mut after: Option<Vec<u8>> = None;
             let mut written = 0u64;
@@ -289,7 +299,7 @@ fn write_key<W: Write>(
                 }
             }
             if written != n {
-                return Err(short_collection(key));
+                return Err(short_collection(name));
             }
         }
         Kind::ZSet => {
@@ -297,7 +307,7 @@ fn write_key<W: Write>(
             if n == 0 {
                 return Ok(false);
             }
-            w.key(exp, TYPE_ZSET_2, key)?;
+            w.key(exp, TYPE_ZSET_2, name)?;
             w.len(n)?;
             let mut after: Option<Vec<u8>> = None;
             let mut written = 0u64;
@@ -314,7 +324,7 @@ fn write_key<W: Write>(
                 }
             }
             if written != n {
-                return Err(short_collection(key));
+                return Err(short_collection(name));
             }
         }
         Kind::ChunkedHash => {
@@ -322,7 +332,7 @@ fn write_key<W: Write>(
             if n == 0 {
                 return Ok(false);
             }
-            w.key(exp, TYPE_HASH, key)?;
+            w.key(exp, TYPE_HASH, name)?;
             w.len(n)?;
             let mut after: Option<Vec<u8>> = None;
             let mut written = 0u64;
@@ -339,7 +349,7 @@ fn write_key<W: Write>(
                 }
             }
             if written != n {
-                return Err(short_collection(key));
+                return Err(short_collection(name));
             }
         }
         // Not user values: the scan never returns them.
@@ -427,7 +437,8 @@ mod tests {
             offset: 0,
             used_memory: 0,
         };
-        let (bytes, counts) = write_snapshot(&mut db.store, &info, Vec::new()).unwrap();
+        let dbs = [(0, db.info.dbs.physical(0))];
+        let (bytes, counts) = write_snapshot(&mut db.store, &info, &dbs, Vec::new()).unwrap();
         assert_eq!(counts.keys, 6);
         assert_eq!(counts.expires, 1);
         assert_eq!(counts.bytes as usize, bytes.len());

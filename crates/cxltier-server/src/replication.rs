@@ -134,7 +134,7 @@ impl Replication {
             self.write(&select);
             self.seldb = Some(db);
         }
-        self.write(op);
+        self.write(&user_keys(op));
     }
 
     /// Bytes into the stream as they are: a PING to the replicas, which Redis sends without a
@@ -179,6 +179,24 @@ pub fn touches_arbitrary_keys(name: &str) -> bool {
 }
 
 /// SYNC: the connection becomes a replica; it is sent the snapshot, then the write stream.
+/// `op` as the stream carries it: the commands ran with each key argument carrying its
+/// database's byte (dispatch gives it, and rewrites and expiries are built from those keys);
+/// the stream, like Redis's, names the user's keys under a `select`. The key arguments are the
+/// command table's key positions of `op`'s command.
+fn user_keys(op: &[Vec<u8>]) -> Vec<Vec<u8>> {
+    let mut out = op.to_vec();
+    let Some(cmd) = op.first().and_then(|name| crate::table::lookup(name)) else {
+        return out;
+    };
+    let args: Vec<&[u8]> = op.iter().map(Vec::as_slice).collect();
+    crate::table::for_each_key_position(cmd, &args, |i| {
+        if !out[i].is_empty() {
+            out[i].remove(0);
+        }
+    });
+    out
+}
+
 pub(crate) fn sync(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> Result<Effect, StoreError> {
     full_sync(ctx, false)
 }
@@ -246,8 +264,12 @@ fn make_snapshot(ctx: &mut Ctx<'_>, offset: u64) -> Result<Snapshot, crate::rdb:
         offset,
         used_memory: crate::commands::memory_figures(&ctx.store.stats()).0,
     };
+    // Every database clients can select, as the store keeps it now (SWAPDB moves the map).
+    let dbs: Vec<(u32, u8)> = (0..ctx.info.dbs.count())
+        .map(|db| (db as u32, ctx.info.dbs.physical(db)))
+        .collect();
     let Some(dir) = ctx.info.snapshot_dir.clone() else {
-        let (bytes, _) = crate::rdb::write_snapshot(ctx.store, &info, Vec::new())?;
+        let (bytes, _) = crate::rdb::write_snapshot(ctx.store, &info, &dbs, Vec::new())?;
         return Ok(Snapshot::Memory(bytes));
     };
     let path = dir.join(format!(
@@ -264,7 +286,7 @@ fn make_snapshot(ctx: &mut Ctx<'_>, offset: u64) -> Result<Snapshot, crate::rdb:
     // Gone from the directory at once: nothing is left behind whatever happens next.
     let _ = std::fs::remove_file(&path);
     let out = std::io::BufWriter::with_capacity(256 << 10, file);
-    let (out, counts) = crate::rdb::write_snapshot(ctx.store, &info, out)?;
+    let (out, counts) = crate::rdb::write_snapshot(ctx.store, &info, &dbs, out)?;
     let mut file = out.into_inner().map_err(|e| e.into_error())?;
     use std::io::Seek;
     file.rewind()?;
@@ -396,13 +418,18 @@ mod tests {
         assert_eq!(r.offset, 0);
     }
 
+    /// A key argument as dispatch hands it on: its database's byte first (the stream drops it).
+    fn key(db: u8, name: &str) -> Vec<u8> {
+        cxltier_store::db_key(db, name.as_bytes())
+    }
+
     #[test]
     fn select_first_then_only_on_a_change_and_offset_counts_bytes() {
         let mut r = Replication::default();
         r.attach();
-        r.emit(0, &[b"del".to_vec(), b"a".to_vec()]);
-        r.emit(0, &[b"del".to_vec(), b"b".to_vec()]);
-        r.emit(3, &[b"del".to_vec(), b"c".to_vec()]);
+        r.emit(0, &[b"del".to_vec(), key(0, "a")]);
+        r.emit(0, &[b"del".to_vec(), key(0, "b")]);
+        r.emit(3, &[b"del".to_vec(), key(3, "c")]);
         assert_eq!(
             text(&r),
             "*2\r\n$6\r\nselect\r\n$1\r\n0\r\n*2\r\n$3\r\ndel\r\n$1\r\na\r\n*2\r\n$3\r\ndel\r\n$1\r\nb\r\n*2\r\n$6\r\nselect\r\n$1\r\n3\r\n*2\r\n$3\r\ndel\r\n$1\r\nc\r\n"
@@ -411,7 +438,7 @@ mod tests {
         // A new replica: the next command selects again.
         r.attach();
         r.pending.clear();
-        r.emit(3, &[b"del".to_vec(), b"d".to_vec()]);
+        r.emit(3, &[b"del".to_vec(), key(3, "d")]);
         assert!(text(&r).starts_with("*2\r\n$6\r\nselect\r\n$1\r\n3\r\n"));
     }
 
@@ -423,9 +450,9 @@ mod tests {
         r.pending.clear();
         assert!(r.enter());
         assert!(!r.enter());
-        r.also_propagate(0, vec![b"incr".to_vec(), b"a".to_vec()]);
+        r.also_propagate(0, vec![b"incr".to_vec(), key(0, "a")]);
         r.leave(true);
-        r.also_propagate(0, vec![b"incr".to_vec(), b"b".to_vec()]);
+        r.also_propagate(0, vec![b"incr".to_vec(), key(0, "b")]);
         assert!(r.pending.is_empty(), "nothing goes before the unit ends");
         r.leave(true);
         assert_eq!(
@@ -434,14 +461,14 @@ mod tests {
         );
         r.pending.clear();
         r.enter();
-        r.also_propagate(0, vec![b"del".to_vec(), b"x".to_vec()]);
-        r.also_propagate(0, vec![b"del".to_vec(), b"y".to_vec()]);
+        r.also_propagate(0, vec![b"del".to_vec(), key(0, "x")]);
+        r.also_propagate(0, vec![b"del".to_vec(), key(0, "y")]);
         r.leave(false);
         assert!(!text(&r).contains("multi"));
         // One operation alone is never wrapped.
         r.pending.clear();
         r.enter();
-        r.also_propagate(0, vec![b"del".to_vec(), b"z".to_vec()]);
+        r.also_propagate(0, vec![b"del".to_vec(), key(0, "z")]);
         r.leave(true);
         assert!(!text(&r).contains("multi"));
     }

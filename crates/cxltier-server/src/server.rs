@@ -70,6 +70,8 @@ pub struct ServerConfig {
     pub client_query_buffer_limit: usize,
     /// Limits on a connection's unread replies.
     pub client_output_buffer_limit: OutputBufferLimit,
+    /// Databases clients may select (`--databases`, Redis's `databases`; 16 by default).
+    pub databases: usize,
     /// Where the server says what went wrong in the background (a client closed over its
     /// limit, NVMe reads failing, poisoned memory applied); the default drops the lines.
     pub log: crate::ratelog::LogSink,
@@ -157,6 +159,10 @@ pub enum ServerError {
     Io(#[from] io::Error),
     #[error("closing the store: {0}")]
     Store(#[from] cxltier_store::StoreError),
+    /// The store's databases do not fit the server's settings (a smaller `--databases` than
+    /// the store was written with): what to do is in the message.
+    #[error("{0}")]
+    Databases(String),
 }
 
 impl cxltier_error::Classify for ServerError {
@@ -171,6 +177,7 @@ impl cxltier_error::Classify for ServerError {
                 // In use and the rest: the address is fine, the host's state is not.
                 _ => Class::Runtime,
             },
+            ServerError::Databases(_) => Class::BadInput,
             _ => Class::Runtime,
         }
     }
@@ -389,7 +396,10 @@ pub fn serve_on(
     let mut poll = Poll::new()?;
     poll.registry()
         .register(&mut listener, LISTENER, Interest::READABLE)?;
+    let dbs =
+        crate::db::Databases::load(&mut store, cfg.databases).map_err(ServerError::Databases)?;
     let mut info = ServerInfo {
+        dbs,
         port: listener.local_addr()?.port(),
         bind: cfg.bind.ip().to_string(),
         requirepass: cfg.requirepass.clone(),
@@ -560,15 +570,17 @@ pub fn serve_on(
             }
         }
         if store.has_nvme() {
-            let mut keys: Vec<(u64, &[u8])> = Vec::new();
+            let mut keys: Vec<(u64, Vec<u8>)> = Vec::new();
             for c in conns.values() {
                 for p in c.queue.iter().filter(|p| !p.reads_begun) {
-                    read_keys(&c.input, &c.session, &p.args, |k| keys.push((p.seq, k)));
+                    read_keys(&c.input, &c.session, &info.dbs, &p.args, |k| {
+                        keys.push((p.seq, k))
+                    });
                 }
             }
             if !keys.is_empty() {
                 keys.sort_by_key(|&(seq, _)| seq);
-                let keys: Vec<&[u8]> = keys.into_iter().map(|(_, k)| k).collect();
+                let keys: Vec<&[u8]> = keys.iter().map(|(_, k)| k.as_slice()).collect();
                 if let Err(e) = store.start_reads(&keys) {
                     if let Some(line) = log.line(
                         "start-reads",
@@ -583,8 +595,8 @@ pub fn serve_on(
                 for c in conns.values_mut() {
                     for p in c.queue.iter_mut().filter(|p| !p.reads_begun) {
                         let mut unstarted = false;
-                        let exec = read_keys(&c.input, &c.session, &p.args, |k| {
-                            unstarted = unstarted || store.read_unstarted(k)
+                        let exec = read_keys(&c.input, &c.session, &info.dbs, &p.args, |k| {
+                            unstarted = unstarted || store.read_unstarted(&k)
                         });
                         // An EXEC is looked at again each turn: the commands queued ahead of
                         // it in the same pipeline join its transaction only as they run.
@@ -691,7 +703,7 @@ pub fn serve_on(
                 }
             }
             if let Some(q) = quarantine.as_mut() {
-                q.tick(&mut store, &mut info.poison);
+                q.tick(&mut store, &mut info.poison, &info.dbs);
             }
             replication_tick(&mut store, &mut info);
             if !info.repl.pending.is_empty() {
@@ -799,8 +811,9 @@ fn replication_tick(store: &mut Store, info: &mut ServerInfo) {
     }
     let expired = store.take_expired();
     for k in expired {
-        let op = commands::expired_delete_op(info, &k);
-        info.repl.emit(0, &op);
+        let (db, key) = commands::expired_in(info, &k);
+        let op = commands::expired_delete_op(info, &key);
+        info.repl.emit(db, &op);
     }
     let period = info.knobs.int("repl-ping-replica-period").max(1) as u64;
     // The first PING comes a period after replication began, as Redis's cron counts.
@@ -848,20 +861,24 @@ fn deliver_messages(
 
 /// The keys whose values a queued command reads (from the command table), for the NVMe reads
 /// begun before it runs; for EXEC, those of every command its transaction queued, so that a
-/// transaction runs only once all its data is at hand. Returns whether it was EXEC.
-fn read_keys<'a>(
-    input: &'a [u8],
-    session: &'a Session,
+/// transaction runs only once all its data is at hand. Each key comes as the store keeps it,
+/// with the byte of the database the connection has selected. Returns whether it was EXEC.
+fn read_keys(
+    input: &[u8],
+    session: &Session,
+    dbs: &crate::db::Databases,
     args: &[std::ops::Range<usize>],
-    mut key: impl FnMut(&'a [u8]),
+    mut key: impl FnMut(Vec<u8>),
 ) -> bool {
+    let physical = dbs.physical(session.db);
+    let mut keyed = |k: &[u8]| key(cxltier_store::db_key(physical, k));
     let exec = args.len() == 1 && input[args[0].clone()].eq_ignore_ascii_case(b"EXEC");
     if exec {
         for queued in session.multi.iter().flatten() {
-            table::for_each_read_key(queued.iter().map(Vec::as_slice), &mut key);
+            table::for_each_read_key(queued.iter().map(Vec::as_slice), &mut keyed);
         }
     } else {
-        table::for_each_read_key(args.iter().map(|r| &input[r.clone()]), key);
+        table::for_each_read_key(args.iter().map(|r| &input[r.clone()]), keyed);
     }
     exec
 }
@@ -1057,8 +1074,8 @@ fn run_ready(
             // Nothing can wait when no read is in flight (the common case in memory).
             if p.error.is_none() && store.reads_in_flight() > 0 {
                 let mut wait = false;
-                let exec = read_keys(&c.input, &c.session, &p.args, |k| {
-                    wait = wait || store.must_wait(k)
+                let exec = read_keys(&c.input, &c.session, &info.dbs, &p.args, |k| {
+                    wait = wait || store.must_wait(&k)
                 });
                 // Inside MULTI a command is only queued: its data is needed by EXEC, which
                 // waits for all of it.
@@ -1199,6 +1216,7 @@ fn serve_parked(
     if info.blocked.is_empty() {
         info.ready.clear();
         info.unblock.clear();
+        info.db_swaps.clear();
         return 0;
     }
     let now = Instant::now();
@@ -1231,6 +1249,23 @@ fn serve_parked(
         c.parked = None;
         info.blocked.remove(&c.session.id);
         served += 1;
+    }
+    // After SWAPDB the keys clients wait on in either database may be there now (Redis's
+    // scanDatabaseForReadyKeys): each is tried as if written.
+    for (a, b) in std::mem::take(&mut info.db_swaps) {
+        for c in conns.values() {
+            if let Some(p) = &c.parked {
+                info.ready.extend(
+                    p.keys
+                        .iter()
+                        .filter(|k| {
+                            k.first()
+                                .is_some_and(|&d| d as usize == a || d as usize == b)
+                        })
+                        .cloned(),
+                );
+            }
+        }
     }
     while !info.ready.is_empty() {
         let ready: hashbrown::HashSet<Vec<u8>> = info.ready.drain(..).collect();
@@ -1335,6 +1370,7 @@ fn accept(
                         psub: 0,
                         multi: -1,
                         replica: false,
+                        db: 0,
                     },
                 );
                 conns.insert(
@@ -1528,15 +1564,21 @@ mod read_key_tests {
         let input = b"execGET k".to_vec();
         let mut keys = Vec::new();
         let exec_args = vec![std::ops::Range { start: 0, end: 4 }];
-        let exec = read_keys(&input, &session, &exec_args, |k| keys.push(k.to_vec()));
+        let mut dbs = crate::db::Databases::default();
+        let exec = read_keys(&input, &session, &dbs, &exec_args, |k| keys.push(k));
         assert!(exec);
-        assert_eq!(
-            keys,
-            [b"a".to_vec(), b"b".to_vec(), b"c".to_vec(), b"d".to_vec()]
-        );
-        // Any other command: its own keys.
+        let in_db = |db: u8, ks: &[&[u8]]| -> Vec<Vec<u8>> {
+            ks.iter().map(|k| cxltier_store::db_key(db, k)).collect()
+        };
+        assert_eq!(keys, in_db(0, &[b"a", b"b", b"c", b"d"]));
+        // Any other command: its own keys, in the database selected (where it is kept).
         keys.clear();
-        assert!(!read_keys(&input, &session, &[4..7, 8..9], |k| keys.push(k.to_vec())));
-        assert_eq!(keys, [b"k".to_vec()]);
+        assert!(!read_keys(&input, &session, &dbs, &[4..7, 8..9], |k| keys.push(k)));
+        assert_eq!(keys, in_db(0, &[b"k"]));
+        session.db = 2;
+        dbs.swap(2, 5);
+        keys.clear();
+        read_keys(&input, &session, &dbs, &[4..7, 8..9], |k| keys.push(k));
+        assert_eq!(keys, in_db(5, &[b"k"]));
     }
 }

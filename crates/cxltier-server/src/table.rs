@@ -306,6 +306,7 @@ pub static TABLE: &[Command] = &[
     cmd("LTRIM", 4, WRITE | VALUES, KEY1, crate::list::ltrim, "list", "Removes elements from both ends a list."),
     movable(cmd("MEMORY", -2, READONLY, NOKEYS, c::memory, "server", "MEMORY USAGE: the bytes a key and its value cost."), memory_keys),
     cmd("MGET", -2, READONLY | FAST | VALUES, ALLKEYS, c::mget, "string", "Atomically returns the string values of one or more keys."),
+    cmd("MOVE", 3, WRITE | FAST, KEY1, k::move_key, "generic", "Moves a key to another database."),
     cmd("MSET", -3, WRITE | DENYOOM, (1, -1, 2), c::mset, "string", "Atomically creates or modifies the string values of one or more keys."),
     cmd("MSETNX", -3, WRITE | DENYOOM, (1, -1, 2), s::msetnx, "string", "Atomically modifies the string values of one or more keys only when all keys don't exist."),
     cmd("MULTI", 1, NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY, NOKEYS, c::multi, "transactions", "Starts a transaction."),
@@ -368,6 +369,7 @@ pub static TABLE: &[Command] = &[
     cmd("SUBSCRIBE", -2, PUBSUB | NOSCRIPT | LOADING | STALE, NOKEYS, crate::pubsub::subscribe, "pubsub", "Listens for messages published to channels."),
     cmd("SUNION", -2, READONLY | VALUES, ALLKEYS, crate::set::sunion, "set", "Returns the union of multiple sets."),
     cmd("SUNIONSTORE", -3, WRITE | DENYOOM | VALUES, ALLKEYS, crate::set::sunionstore, "set", "Stores the union of multiple sets in a key."),
+    cmd("SWAPDB", 3, WRITE | FAST, NOKEYS, c::swapdb, "server", "Swaps two Redis databases."),
     cmd("SYNC", 1, ADMIN | NOSCRIPT | NO_MULTI, NOKEYS, crate::replication::sync, "server", "An internal command used in replication: the snapshot, then the write stream."),
     cmd("TIME", 1, LOADING | STALE | FAST, NOKEYS, c::time, "server", "Returns the server time."),
     cmd("TOUCH", -2, READONLY | FAST, ALLKEYS, k::touch, "generic", "Returns the number of existing keys out of those specified after updating the time they were last accessed."),
@@ -498,6 +500,37 @@ fn cmp_upper(given: &[u8], name: &str) -> Ordering {
         }
     }
     given.len().cmp(&name.len())
+}
+
+/// Every argument of a command that is a key: the table's key positions, then those the table
+/// cannot say (Redis's movable keys: the command's key function — a `numkeys` argument then
+/// that many keys, SORT's `STORE` destination, GEORADIUS's `STORE`, `MEMORY USAGE`'s key — and
+/// `OBJECT`'s key); `key` is called with each position, once. Dispatch gives each its database.
+/// A `numkeys` that is no number or names more keys than are given marks none (the handler
+/// answers the error). A script's keys are not marked: they reach the script as the client gave
+/// them, and the commands it runs get their database as any command does. Allocates only for
+/// a movable-keys command (dispatch runs this on every command).
+pub fn for_each_key_position(cmd: &Command, args: &[&[u8]], mut key: impl FnMut(usize)) {
+    let n = args.len();
+    cmd.key_positions(n).for_each(&mut key);
+    match cmd.name {
+        "EVAL" | "EVALSHA" | "EVAL_RO" | "EVALSHA_RO" | "FCALL" | "FCALL_RO" => {}
+        "OBJECT" => {
+            if n == 3 && !args[1].eq_ignore_ascii_case(b"HELP") {
+                key(2)
+            }
+        }
+        _ => {
+            let Some(extra) = cmd.keys_fn.and_then(|f| f(args)) else {
+                return;
+            };
+            for i in extra {
+                if i < n && !cmd.key_positions(n).any(|p| p == i) {
+                    key(i);
+                }
+            }
+        }
+    }
 }
 
 /// The command named `name`, in any case.
@@ -876,6 +909,32 @@ mod tests {
             keys.push(String::from_utf8(k.to_vec()).unwrap())
         });
         keys
+    }
+
+    #[test]
+    fn movable_keys_are_found_as_the_handlers_read_them() {
+        let positions = |line: &str| -> Vec<usize> {
+            let args: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();
+            let mut p = Vec::new();
+            for_each_key_position(lookup(args[0]).unwrap(), &args, |i| p.push(i));
+            p
+        };
+        assert_eq!(positions("GET k"), [1]);
+        assert_eq!(positions("MSET a 1 b 2"), [1, 3]);
+        assert_eq!(positions("LMPOP 2 a b LEFT"), [2, 3]);
+        assert_eq!(positions("BLMPOP 0 2 a b LEFT COUNT 2"), [3, 4]);
+        assert_eq!(positions("ZUNIONSTORE d 2 a b WEIGHTS 1 2"), [1, 3, 4]);
+        assert_eq!(positions("ZINTERCARD 1 a LIMIT 3"), [2]);
+        // A numkeys past the arguments, or no number: none (the handler answers the error).
+        assert!(positions("LMPOP 5 a LEFT").is_empty());
+        assert!(positions("SINTERCARD x a").is_empty());
+        assert_eq!(positions("SORT l BY w_* LIMIT 0 5 GET # STORE d"), [1, 10]);
+        // The last STORE is the one SORT writes (as in Redis).
+        assert_eq!(positions("SORT l STORE d STORE e"), [1, 5]);
+        assert_eq!(positions("GEORADIUS g 15 37 200 km STORE d"), [1, 7]);
+        assert_eq!(positions("OBJECT ENCODING k"), [2]);
+        assert!(positions("OBJECT HELP x").is_empty());
+        assert_eq!(positions("MEMORY USAGE k SAMPLES 5"), [2]);
     }
 
     #[test]

@@ -926,7 +926,7 @@ fn zpop_op(max: bool, key: &[u8], count: Option<usize>) -> crate::replication::O
 
 fn reply_mpop(ctx: &mut Ctx<'_>, key: &[u8], got: &[(Vec<u8>, f64)]) {
     reply::array(ctx.out, 2);
-    reply::bulk(ctx.out, key);
+    reply::bulk(ctx.out, crate::db::user_key(key));
     let proto = ctx.session.proto;
     reply::array(ctx.out, got.len());
     for (m, s) in got {
@@ -990,7 +990,7 @@ fn bzpop(ctx: &mut Ctx<'_>, args: &[&[u8]], max: bool) -> Result<Effect, StoreEr
             ctx.session.propagate_as(|| vec![zpop_op(max, &k, None)]);
             let proto = ctx.session.proto;
             reply::array(ctx.out, 3);
-            reply::bulk(ctx.out, &k);
+            reply::bulk(ctx.out, crate::db::user_key(&k));
             reply::bulk(ctx.out, &got[0].0);
             reply::double(ctx.out, proto, got[0].1);
             Ok(Effect::Wrote)

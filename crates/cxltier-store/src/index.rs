@@ -472,6 +472,8 @@ pub(crate) struct Index {
     heap_key_bytes: u64,
     /// Keys of collection chunks ([`crate::collection::is_internal_key`]), which users never see.
     internal: usize,
+    /// Keys per database ([`crate::split_db_key`]): `DBSIZE` and `INFO keyspace` without a walk.
+    db_keys: Box<[u64; crate::MAX_DATABASES]>,
 }
 
 impl Default for Index {
@@ -535,6 +537,7 @@ impl Index {
             leaf_capacity: 0,
             heap_key_bytes: 0,
             internal: 0,
+            db_keys: Box::new([0; crate::MAX_DATABASES]),
         }
     }
 
@@ -547,6 +550,11 @@ impl Index {
         self.by_hash.len() - self.internal
     }
 
+    /// Keys of database `db`.
+    pub(crate) fn db_len(&self, db: u8) -> u64 {
+        self.db_keys.get(db as usize).copied().unwrap_or(0)
+    }
+
     /// Bytes the index takes: the slab's chunks and free list, the hash table's allocation,
     /// every leaf's capacity and overhead, and the keys (and separators) kept on the heap.
     pub(crate) fn bytes(&self) -> u64 {
@@ -555,6 +563,7 @@ impl Index {
             + self.leaf_capacity as u64 * ID_BYTES
             + self.leaves.len() as u64 * LEAF_OVERHEAD
             + self.heap_key_bytes
+            + std::mem::size_of_val(&*self.db_keys) as u64
     }
 
     /// Bytes inserting `key` (absent) would add at most: a slab chunk when the slab is full, a
@@ -622,6 +631,9 @@ impl Index {
         self.heap_key_bytes += k.heap_bytes();
         if crate::collection::is_internal_key(key) {
             self.internal += 1;
+        }
+        if let Some((db, _)) = crate::split_db_key(key) {
+            self.db_keys[db as usize] += 1;
         }
         let id = self.slab.alloc((k, entry));
         let hash = self.hash(key);
@@ -691,6 +703,9 @@ impl Index {
         self.heap_key_bytes -= k.heap_bytes();
         if crate::collection::is_internal_key(key) {
             self.internal -= 1;
+        }
+        if let Some((db, _)) = crate::split_db_key(key) {
+            self.db_keys[db as usize] -= 1;
         }
         if small {
             self.merge_small(&sep);
@@ -846,6 +861,7 @@ impl Index {
     pub(crate) fn check(&self) -> Result<(), String> {
         let mut prev: Option<&[u8]> = None;
         let (mut n, mut cap, mut heap, mut internal) = (0, 0, 0, 0);
+        let mut db_keys = [0u64; crate::MAX_DATABASES];
         let mut first = true;
         let mut seen = std::collections::HashSet::new();
         for (sep, leaf) in &self.leaves {
@@ -881,9 +897,15 @@ impl Index {
                 prev = Some(k);
                 heap += pair.0.heap_bytes();
                 internal += usize::from(crate::collection::is_internal_key(k));
+                if let Some((db, _)) = crate::split_db_key(k) {
+                    db_keys[db as usize] += 1;
+                }
             }
             n += leaf.len();
             cap += leaf.capacity();
+        }
+        if db_keys != *self.db_keys {
+            return Err("the keys counted per database differ from the keys held".into());
         }
         let free: std::collections::HashSet<SlotId> = self.slab.free.iter().copied().collect();
         if free.len() != self.slab.free.len()

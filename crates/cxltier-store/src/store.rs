@@ -1614,12 +1614,27 @@ impl Store {
     /// prefetch hook: when a scan starts where the previous one ended, the keys that follow are
     /// read from NVMe in the same batch.
     pub fn scan(&mut self, start: &[u8], count: usize) -> Result<Vec<ScanItem>> {
+        self.scan_within(start, None, count)
+    }
+
+    /// [`Store::scan`] within database `db`: `start` and the keys returned are the user's keys
+    /// (without the database byte), and the walk stops at the database's last key.
+    pub fn scan_db(&mut self, db: u8, start: &[u8], count: usize) -> Result<Vec<ScanItem>> {
+        let mut items = self.scan_within(&crate::db_key(db, start), Some(db), count)?;
+        for it in &mut items {
+            it.key.remove(0);
+        }
+        Ok(items)
+    }
+
+    fn scan_within(&mut self, start: &[u8], db: Option<u8>, count: usize) -> Result<Vec<ScanItem>> {
         let now = now_ms();
         let sequential = self.last_scan_end.as_deref() == Some(start);
         let take = if sequential { count * 2 } else { count };
         let keys: Vec<Vec<u8>> = self
             .index
             .range_from(Bound::Included(start))
+            .take_while(|(k, _)| db.is_none_or(|d| k.first() == Some(&d)))
             .filter(|(k, e)| !is_expired(e, now) && !is_internal_key(k))
             .take(take)
             .map(|(k, _)| k.to_vec())
@@ -1695,6 +1710,56 @@ impl Store {
 
     pub fn is_empty(&self) -> bool {
         self.index.user_len() == 0
+    }
+
+    /// Keys of database `db` ([`crate::db_key`]), kept count of: O(1).
+    pub fn db_len(&self, db: u8) -> u64 {
+        self.index.db_len(db)
+    }
+
+    /// Each database holding keys, in order: its keys, those with a TTL and the sum of their
+    /// remaining times (`INFO keyspace`). A walk of the index (no value is read): O(keys).
+    pub fn keyspace(&self, now_ms: u64) -> Vec<crate::DbKeyspace> {
+        let mut dbs: Vec<crate::DbKeyspace> = Vec::new();
+        for (k, e) in self.index.iter() {
+            let Some((db, _)) = crate::split_db_key(k) else {
+                continue;
+            };
+            if is_expired(e, now_ms) {
+                continue;
+            }
+            if dbs.last().is_none_or(|d| d.db != db) {
+                dbs.push(crate::DbKeyspace {
+                    db,
+                    ..Default::default()
+                });
+            }
+            let d = dbs.last_mut().expect("pushed above");
+            d.keys += 1;
+            if e.expires() != 0 {
+                d.expires += 1;
+                d.ttl_ms_sum += (e.expires() - now_ms) as u128;
+            }
+        }
+        dbs
+    }
+
+    /// Remove every key of database `db` (durably, after the next commit): a delete per key,
+    /// collections with their parts, so O(keys of the database); returns how many went.
+    pub fn flush_db(&mut self, db: u8) -> Result<u64> {
+        let start = [db];
+        let keys: Vec<Vec<u8>> = self
+            .index
+            .range_from(std::ops::Bound::Included(&start[..]))
+            .map(|(k, _)| k)
+            .take_while(|k| k.first() == Some(&db))
+            .map(<[u8]>::to_vec)
+            .collect();
+        let mut n = 0;
+        for k in &keys {
+            n += u64::from(self.delete(k)?);
+        }
+        Ok(n)
     }
 
     /// Remove every key (durably, after the next commit).

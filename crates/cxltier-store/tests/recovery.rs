@@ -178,3 +178,157 @@ fn a_clean_store_reports_a_clean_recovery() {
     assert!(r.damaged_ranges.is_empty() && r.torn_tail.is_none());
     assert_eq!((r.keys_recovered, r.keys_possibly_stale), (4201, 0));
 }
+
+/// A log written before databases existed (by `cxltier serve` of that format: a string, one
+/// with a TTL, a hash, a list, a set and a sorted set, and a deleted key; `--durability always`,
+/// 8 MiB, only its first block is not zeros) opens with every key in database 0, collections
+/// with their parts, the delete still applied; keys written after it go in the new format and
+/// both survive a restart.
+#[test]
+fn a_log_of_the_first_format_opens_with_its_keys_in_database_0() {
+    use cxltier_store::{db_key, DbKeyspace};
+    let tmp = temp("old.log");
+    let head = include_bytes!("fixtures/format1-db0.log-head");
+    let mut bytes = head.to_vec();
+    bytes.resize(8 << 20, 0);
+    std::fs::write(&*tmp, &bytes).unwrap();
+    let open = || {
+        StoreBuilder::new()
+            .dram(16 << 20)
+            .ssd(SsdSpec {
+                path: tmp.to_path_buf(),
+                capacity: None,
+            })
+            .durability(Durability::Always)
+            .build()
+            .unwrap()
+    };
+    let check = |s: &mut Store| {
+        assert_eq!(s.db_len(0), 6, "every key of the old log is in database 0");
+        assert_eq!(get(s, &db_key(0, b"str")).as_deref(), Some(&b"hello"[..]));
+        assert!(
+            s.get(b"str").unwrap().is_none(),
+            "no key is left without its database"
+        );
+        assert!(s
+            .get(&db_key(0, b"ttl"))
+            .unwrap()
+            .unwrap()
+            .expires_at_ms
+            .is_some());
+        assert_eq!(
+            s.list_range(&db_key(0, b"l"), 0, -1).unwrap(),
+            [b"a".to_vec(), b"b".to_vec(), b"c".to_vec()]
+        );
+        assert!(s.sismember(&db_key(0, b"s"), b"y").unwrap());
+        assert_eq!(s.zscore(&db_key(0, b"z"), b"m2").unwrap(), Some(2.0));
+        assert_eq!(s.get(&db_key(0, b"h")).unwrap().unwrap().kind, Kind::Hash);
+        assert!(s.get(&db_key(0, b"gone")).unwrap().is_none());
+        s.check_invariants().unwrap();
+    };
+    let mut s = open();
+    check(&mut s);
+    s.put(&db_key(3, b"str"), Kind::String, b"three", None)
+        .unwrap();
+    s.commit().unwrap();
+    s.close().unwrap();
+    let mut s = open();
+    check(&mut s);
+    assert_eq!(
+        get(&mut s, &db_key(3, b"str")).as_deref(),
+        Some(&b"three"[..])
+    );
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let ks = s.keyspace(now);
+    assert_eq!(ks.len(), 2);
+    assert_eq!((ks[0].db, ks[0].keys, ks[0].expires), (0, 6, 1));
+    assert!(ks[0].ttl_ms_sum > 0 && ks[0].ttl_ms_sum <= 100_000_000);
+    assert_eq!(
+        ks[1],
+        DbKeyspace {
+            db: 3,
+            keys: 1,
+            expires: 0,
+            ttl_ms_sum: 0
+        }
+    );
+}
+
+/// FLUSHDB's store call removes one database's keys, collections with their parts, and no
+/// other's; the counts per database follow; and it holds after a restart.
+#[test]
+fn flush_db_removes_one_database_only() {
+    use cxltier_store::db_key;
+    let tmp = temp("flushdb.log");
+    let mut s = builder(&tmp).build().unwrap();
+    for db in [0u8, 1, 2] {
+        for i in 0..50 {
+            s.put(
+                &db_key(db, format!("k{i}").as_bytes()),
+                Kind::String,
+                b"v",
+                None,
+            )
+            .unwrap();
+        }
+        s.list_push(
+            &db_key(db, b"list"),
+            cxltier_store::ListEnd::Right,
+            &[b"a", b"b"],
+        )
+        .unwrap();
+    }
+    assert_eq!((s.db_len(0), s.db_len(1), s.db_len(2)), (51, 51, 51));
+    assert_eq!(s.flush_db(1).unwrap(), 51);
+    assert_eq!((s.db_len(0), s.db_len(1), s.db_len(2)), (51, 0, 51));
+    assert_eq!(s.list_range(&db_key(2, b"list"), 0, -1).unwrap().len(), 2);
+    s.check_invariants().unwrap();
+    s.commit().unwrap();
+    s.close().unwrap();
+    let mut s = builder(&tmp).build().unwrap();
+    assert_eq!((s.db_len(0), s.db_len(1), s.db_len(2)), (51, 0, 51));
+    assert!(s.get(&db_key(1, b"k3")).unwrap().is_none());
+    assert_eq!(get(&mut s, &db_key(0, b"k3")).as_deref(), Some(&b"v"[..]));
+    s.check_invariants().unwrap();
+}
+
+/// Background expiry samples every database: keys whose TTL passed go from each, without a
+/// command looking them up, and the counts per database follow.
+#[test]
+fn background_expiry_reaches_every_database() {
+    use cxltier_store::db_key;
+    let mut s = StoreBuilder::new()
+        .dram(16 << 20)
+        .durability(Durability::None)
+        .build()
+        .unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    for db in [0u8, 5, 13] {
+        for i in 0..40 {
+            let key = db_key(db, format!("k{i}").as_bytes());
+            s.put(&key, Kind::String, b"v", Some(now + 30)).unwrap();
+        }
+        s.put(&db_key(db, b"stays"), Kind::String, b"v", None)
+            .unwrap();
+    }
+    std::thread::sleep(std::time::Duration::from_millis(60));
+    let t = std::time::Instant::now();
+    while [0u8, 5, 13].iter().any(|&db| s.db_len(db) > 1) {
+        assert!(
+            t.elapsed().as_secs() < 10,
+            "expiry never reached every database"
+        );
+        s.tick().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(11));
+    }
+    for db in [0u8, 5, 13] {
+        assert_eq!(s.db_len(db), 1);
+        assert!(s.get(&db_key(db, b"stays")).unwrap().is_some());
+    }
+}

@@ -31,8 +31,9 @@ fn write_log(path: &std::path::Path) {
         } else {
             vec![i as u8; 500]
         };
-        s.put(format!("k{i}").as_bytes(), Kind::String, &v, None)
-            .unwrap();
+        // Database 0's keys, as the server keeps them.
+        let key = cxltier_store::db_key(0, format!("k{i}").as_bytes());
+        s.put(&key, Kind::String, &v, None).unwrap();
     }
     s.close().unwrap();
 }

@@ -40,6 +40,17 @@ pub(crate) fn chunk_key(root: &[u8], generation: u64, id: u64) -> Vec<u8> {
     k
 }
 
+/// A key of a log record written before databases existed, as the store keys it now: a user's
+/// key gets database 0's byte, and a chunk key is rebuilt around its collection's new key.
+/// (The first format refused user keys starting with [`CHUNK_PREFIX`], so a key that parses as
+/// a chunk key is one.)
+pub(crate) fn first_format_key(key: &[u8]) -> Vec<u8> {
+    match parse_chunk_key(key) {
+        Some((root, generation, id)) => chunk_key(&crate::db_key(0, root), generation, id),
+        None => crate::db_key(0, key),
+    }
+}
+
 /// (collection key, generation, id) of a chunk key.
 pub(crate) fn parse_chunk_key(k: &[u8]) -> Option<(&[u8], u64, u64)> {
     let rest = k.strip_prefix(CHUNK_PREFIX)?;

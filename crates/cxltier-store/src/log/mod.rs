@@ -9,7 +9,9 @@
 //! crc32c u32 | total_len u32 | seq u64 | expires_at_ms u64 | key_len u16 | flags u8 | kind u8 | value_len u32 | key | value
 //! ```
 //!
-//! `flags` holds the record's type in its low bits and, in its top five, bits 16 to 20 of the key's
+//! `flags` holds the record's type in its low bits (tombstone, flush-all, and whether the key
+//! carries its database byte: every record written now does, those of a log written before
+//! databases existed are read as database 0's) and, in its top five, bits 16 to 20 of the key's
 //! length: keys up to 2 MiB - 1 bytes, and a record written before keys could pass 64 KiB (those
 //! bits zero) reads as it always did.
 //!
@@ -77,6 +79,11 @@ const MAGIC: u64 = 0x4358_4c54_4c4f_4731; // "CXLTLOG1"
 const FORMAT: u32 = 1;
 const FLAG_TOMBSTONE: u8 = 1;
 const FLAG_FLUSH_ALL: u8 = 2;
+/// The key is the store's key with its database byte ([`crate::db_key`]). Records written before
+/// databases existed lack the flag: their keys are database 0's, converted as they are read
+/// ([`Parsed::key`]), so an old log opens with every key in database 0 and the cleaner rewrites
+/// its records in the new form as it moves them.
+const FLAG_DB_KEY: u8 = 4;
 /// Where a key length's bits from 16 up sit in `flags`.
 const KEY_HIGH_SHIFT: u32 = 3;
 const KEY_HIGH_MASK: u8 = 0b1111_1000;
@@ -150,6 +157,7 @@ pub struct LogRecord {
 /// A record met during recovery, in write order.
 #[derive(Debug)]
 pub struct Recovered<'a> {
+    /// With its database byte (see [`crate::db_key`]).
     pub key: &'a [u8],
     pub loc: NvLoc,
     pub seq: u64,
@@ -305,8 +313,20 @@ struct Parsed<'a> {
     expires: u64,
     flags: u8,
     kind: Kind,
-    key: &'a [u8],
+    raw_key: &'a [u8],
     value: &'a [u8],
+}
+
+impl<'a> Parsed<'a> {
+    /// The record's key as the store knows it: with its database byte (a record of the first
+    /// format is database 0's).
+    fn key(&self) -> std::borrow::Cow<'a, [u8]> {
+        if self.flags & FLAG_DB_KEY != 0 || self.flags & FLAG_FLUSH_ALL != 0 {
+            std::borrow::Cow::Borrowed(self.raw_key)
+        } else {
+            std::borrow::Cow::Owned(crate::collection::first_format_key(self.raw_key))
+        }
+    }
 }
 
 /// Parse the record at the start of `bytes`, checking its checksum against `segment_seq`.
@@ -343,7 +363,7 @@ fn parse(bytes: &[u8], segment_seq: u64) -> Option<Parsed<'_>> {
         expires: u64_at(16),
         flags: bytes[26] & !KEY_HIGH_MASK,
         kind: kind_from(bytes[27])?,
-        key: &bytes[RECORD_HEADER..RECORD_HEADER + key_len],
+        raw_key: &bytes[RECORD_HEADER..RECORD_HEADER + key_len],
         value: &bytes[RECORD_HEADER + key_len..total],
     })
 }
@@ -830,7 +850,7 @@ impl Log {
         b[8..16].copy_from_slice(&seq.to_le_bytes());
         b[16..24].copy_from_slice(&expires.to_le_bytes());
         b[24..26].copy_from_slice(&(key.len() as u16).to_le_bytes());
-        b[26] = flags | (((key.len() >> 16) as u8) << KEY_HIGH_SHIFT);
+        b[26] = flags | FLAG_DB_KEY | (((key.len() >> 16) as u8) << KEY_HIGH_SHIFT);
         b[27] = kind as u8;
         b[28..32].copy_from_slice(&(value.len() as u32).to_le_bytes());
         b[RECORD_HEADER..RECORD_HEADER + key.len()].copy_from_slice(key);
@@ -991,7 +1011,7 @@ impl Log {
             ))
         })?;
         Ok(LogRecord {
-            key: p.key.to_vec(),
+            key: p.key().into_owned(),
             kind: p.kind,
             value: p.value.to_vec(),
             expires_at_ms: (p.expires != 0).then_some(p.expires),
@@ -1258,7 +1278,7 @@ impl Log {
                 } else if p.flush_all {
                     false
                 } else {
-                    is_live(p.key, old)
+                    is_live(&p.key, old)
                 };
                 if !live {
                     self.tombstones.remove(&old);
@@ -1266,7 +1286,7 @@ impl Log {
                 }
                 let flags = if p.tombstone { FLAG_TOMBSTONE } else { 0 };
                 let new = self.append_raw(
-                    p.key,
+                    &p.key,
                     p.kind,
                     p.value,
                     p.expires_at_ms.unwrap_or(0),
@@ -1277,7 +1297,7 @@ impl Log {
                 if let Some(sh) = self.tombstones.remove(&old) {
                     self.tombstones.insert(new, sh);
                 } else {
-                    relocated(p.key, old, new);
+                    relocated(&p.key, old, new);
                 }
                 report.records_moved += 1;
                 report.bytes_moved += p.total as u64;

@@ -21,7 +21,7 @@ use std::ops::Range;
 
 use super::{
     align8, key_len_at, kind_from, next_record, parse, parse_header, Kind, Parsed, Recovered,
-    BLOCK, FLAG_FLUSH_ALL, FLAG_TOMBSTONE, KEY_HIGH_MASK, RECORD_HEADER, SEGMENT_HEADER,
+    BLOCK, FLAG_FLUSH_ALL, FLAG_TOMBSTONE, RECORD_HEADER, SEGMENT_HEADER,
 };
 use crate::{Result, StoreError};
 use cxltier_sys::uring::{AlignedBuf, ALIGN};
@@ -38,7 +38,8 @@ pub struct ScannedRecord<'a> {
     pub kind: Kind,
     pub tombstone: bool,
     pub flush_all: bool,
-    pub key: &'a [u8],
+    /// The key with its database byte: a record of the first format (none) is database 0's.
+    pub key: std::borrow::Cow<'a, [u8]>,
     pub value: &'a [u8],
 }
 
@@ -52,7 +53,7 @@ impl<'a> ScannedRecord<'a> {
             kind: p.kind,
             tombstone: p.flags & FLAG_TOMBSTONE != 0,
             flush_all: p.flags & FLAG_FLUSH_ALL != 0,
-            key: p.key,
+            key: p.key(),
             value: p.value,
         }
     }
@@ -77,7 +78,7 @@ pub struct SegmentScan<'a> {
     pub end_is_clean: bool,
 }
 
-/// Whether `b` could start a record: a length that adds up and fits, a known kind and flags
+/// Whether `b` could start a record: a length that adds up and fits, and a known kind
 /// (cheap: the checksum is only computed for offsets that pass).
 fn looks_like_record(b: &[u8]) -> Option<usize> {
     if b.len() < RECORD_HEADER {
@@ -89,7 +90,8 @@ fn looks_like_record(b: &[u8]) -> Option<usize> {
     let ok = total >= RECORD_HEADER
         && total == RECORD_HEADER + key_len + value_len
         && total <= b.len()
-        && b[26] & !(FLAG_TOMBSTONE | FLAG_FLUSH_ALL | KEY_HIGH_MASK) == 0
+        // (Every bit of the flags byte has a meaning since the database flag: no value of it
+        // is impossible.)
         && kind_from(b[27]).is_some();
     ok.then_some(total)
 }
@@ -534,7 +536,7 @@ pub(super) fn scan_log(
             max_record_seq = max_record_seq.max(r.seq);
             live += r.total as u64;
             on_record(Recovered {
-                key: r.key,
+                key: &r.key,
                 loc: super::NvLoc {
                     segment: index,
                     offset: r.offset as u32,

@@ -83,6 +83,10 @@ pub struct Args {
     /// after raising the soft limit as far as the hard limit lets it
     #[arg(long, default_value_t = 10_000, value_name = "N")]
     max_clients: usize,
+    /// Databases clients may SELECT (1-254; Redis's `databases`). A store keeps the databases
+    /// it was written with: restarting it with fewer than hold keys (or were swapped) is refused
+    #[arg(long, default_value_t = cxltier_server::db::DEFAULT_DATABASES, value_name = "N")]
+    databases: usize,
     /// Most bytes of one connection's input held: past it, the connection is not read until
     /// its queued commands have run; a single command longer than this closes the connection.
     /// The bulk data of the command being received count on top of it, up to one bulk of
@@ -169,6 +173,14 @@ pub fn run(args: Args) -> CliResult {
         .parse()
         .map_err(|e: String| CliError::bad_input(format!("--{e}")))?;
     let max_clients = fit_max_clients(args.max_clients.max(1))?;
+    if !(1..=cxltier_server::db::MAX_SELECTABLE).contains(&args.databases) {
+        return Err(CliError::bad_input(format!(
+            "--databases {}: the server keeps 1 to {} databases",
+            args.databases,
+            cxltier_server::db::MAX_SELECTABLE
+        ))
+        .with_hint("Redis's default is 16"));
+    }
     // Listen before the store is opened (a port in use need not wait for a recovery) and say
     // so only once it is done.
     let listener = cxltier_server::bind(bind).map_err(CliError::classified)?;
@@ -266,6 +278,7 @@ pub fn run(args: Args) -> CliResult {
         quarantine_file: Some(args.quarantine_file),
         client_query_buffer_limit: query_limit,
         client_output_buffer_limit: output_limit,
+        databases: args.databases,
         log: cxltier_server::LogSink::new(|line| eprintln!("cxltier serve: {line}")),
         // A replica's snapshot is written next to a --ssd file (not on a block device's
         // directory, /dev); without one it is kept in memory.
