@@ -433,6 +433,13 @@ fn a_redis_replica_loads_the_snapshot_and_follows_the_stream() {
     let s = Server::start(&["--dram", "8M", "--ssd", &format!("{}:128M", ssd.display())]);
     let mut c = s.client();
     fill(&mut c, "snap");
+    // Keys in other databases: the snapshot selects each database that holds keys.
+    assert_eq!(c.call(&["SELECT", "3"]), V::Simple("OK".into()));
+    c.call(&["SET", "db3:s", "three"]);
+    c.call(&["HSET", "db3:h", "f", "v"]);
+    c.call(&["SELECT", "7"]);
+    c.call(&["SADD", "db7:set", "a", "b"]);
+    c.call(&["SELECT", "0"]);
     let port = free_port();
     let dir = temp_file("cxltier-repl-", "redis");
     std::fs::create_dir_all(&*dir).unwrap();
@@ -493,6 +500,40 @@ fn a_redis_replica_loads_the_snapshot_and_follows_the_stream() {
     wait_until("the replica has the master's data", || {
         dump_all(&mut r) == master
     });
+    // Writes in other databases, a hash large enough to be chunked, and SWAPDB: the stream
+    // selects each write's database and names the user's keys.
+    c.call(&["SELECT", "3"]);
+    c.call(&["RPUSH", "db3:l", "a", "b"]);
+    let mut hset: Vec<String> = vec!["HSET".into(), "db3:bighash".into()];
+    for i in 0..2000 {
+        hset.push(format!("field:{i:06}"));
+        hset.push(format!("value:{i:06}"));
+    }
+    let args: Vec<&str> = hset.iter().map(String::as_str).collect();
+    assert_eq!(c.call(&args), V::Int(2000));
+    c.call(&["HSET", "db3:bighash", "field:000007", "changed"]);
+    c.call(&["SELECT", "0"]);
+    assert_eq!(c.call(&["SWAPDB", "3", "5"]), V::Simple("OK".into()));
+    wait_until(
+        "the replica acknowledged the other databases' writes",
+        || c.call(&["WAIT", "1", "1000"]) == V::Int(1),
+    );
+    for db in ["0", "3", "5", "7"] {
+        c.call(&["SELECT", db]);
+        r.call(&["SELECT", db]);
+        let master = dump_all(&mut c);
+        wait_until(
+            &format!("the replica's database {db} is the master's"),
+            || dump_all(&mut r) == master,
+        );
+        match db {
+            "3" => assert!(master.is_empty(), "{master:?}"),
+            "5" => assert_eq!(master.len(), 4, "{master:?}"),
+            "7" => assert_eq!(master.len(), 1, "{master:?}"),
+            _ => {}
+        }
+    }
+    c.call(&["SELECT", "0"]);
     let info = c.call(&["INFO", "replication"]).text();
     assert!(
         info.contains(&format!("port={port},state=online")),
