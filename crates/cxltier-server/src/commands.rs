@@ -4,6 +4,7 @@ use cxltier_store::{Kind, Store, StoreError};
 use hashbrown::HashMap;
 
 use crate::hash;
+use crate::notify::class as nc;
 use crate::resp::reply;
 use crate::table::{self, flag};
 
@@ -92,6 +93,8 @@ pub struct ServerInfo {
     pub unblock: Vec<(u64, bool)>,
     /// Keys written while connections were parked: the server tries those waiting on them.
     pub ready: Vec<Vec<u8>>,
+    /// `notify-keyspace-events` and the events the running command announced.
+    pub notify: crate::notify::Notifier,
 }
 
 /// One command's counters, as Redis's INFO commandstats shows them.
@@ -153,6 +156,14 @@ pub struct Session {
     /// The server is running a parked command again: a key of another type is not an error
     /// then, only not ready (Redis leaves such a client blocked).
     pub block_retry: bool,
+    /// Keys a writing command changed that are no key position of the table's (SORT's STORE
+    /// destination): set by its handler, taken after it, they touch their watchers and wake
+    /// blocked clients like the others.
+    pub written_keys: Vec<Vec<u8>>,
+    /// The spans of the output the running command wrote that are push messages (pub/sub
+    /// confirmations and messages, keyspace notifications to itself): CLIENT REPLY OFF and
+    /// SKIP drop the command's reply but not these, as in Redis.
+    pub pushed: Vec<std::ops::Range<usize>>,
 }
 
 impl ServerInfo {
@@ -174,12 +185,15 @@ impl ServerInfo {
         }
     }
 
-    /// A key looked up by a read command (Redis's keyspace_hits / keyspace_misses).
-    pub(crate) fn lookup(&mut self, found: bool) {
+    /// A key looked up by a read command (Redis's keyspace_hits / keyspace_misses; a miss is
+    /// the `keymiss` event of class `m`).
+    pub(crate) fn lookup(&mut self, key: &[u8], found: bool) {
         if found {
             self.keyspace_hits += 1;
         } else {
             self.keyspace_misses += 1;
+            self.notify
+                .emit(crate::notify::class::KEY_MISS, "keymiss", key);
         }
     }
 
@@ -238,6 +252,19 @@ impl Session {
             return true;
         }
         self.reply_off
+    }
+
+    /// Take back what the command that just ran wrote to `out` from `from` on (CLIENT REPLY OFF
+    /// or SKIP), but for its push messages: those are no replies, and Redis sends them anyway.
+    pub fn drop_output_from(&mut self, out: &mut Vec<u8>, from: usize) {
+        let mut kept = Vec::new();
+        for r in self.pushed.drain(..) {
+            if r.start >= from && r.end <= out.len() {
+                kept.extend_from_slice(&out[r]);
+            }
+        }
+        out.truncate(from);
+        out.extend_from_slice(&kept);
     }
 }
 
@@ -386,6 +413,14 @@ pub struct Ctx<'a> {
     pub out: &'a mut Vec<u8>,
 }
 
+impl Ctx<'_> {
+    /// Announce a keyspace event of `class` on `key` (published after the command when the
+    /// class is on: [`crate::notify`]).
+    pub(crate) fn notify(&mut self, class: u32, event: &'static str, key: &[u8]) {
+        self.info.notify.emit(class, event, key);
+    }
+}
+
 /// Run one command, writing its reply to `out`. The command is found in the table
 /// ([`crate::table`]), which gives its arity and whether it may run before AUTH.
 pub fn execute(
@@ -400,6 +435,7 @@ pub fn execute(
         return Effect::Read;
     };
     info.total_commands += 1;
+    session.pushed.clear();
     let Some(cmd) = table::lookup(name) else {
         unknown_command(out, args);
         session.flag_transaction();
@@ -550,6 +586,19 @@ fn dispatch(ctx: &mut Ctx<'_>, cmd: &'static table::Command, args: &[&[u8]]) -> 
         }
         ctx.info.expired_keys += before.saturating_sub(ctx.store.len());
     }
+    // With notifications on: the expiries just found are announced first (Redis announces
+    // one at the lookup that finds it), and which keys exist is noted, for the `new` and
+    // `del` events that follow from the keyspace alone.
+    let notifying = ctx.info.notify.active();
+    let mut existed: Vec<(&[u8], bool)> = Vec::new();
+    if notifying {
+        crate::notify::announce_expired(ctx.store, &mut ctx.info.notify);
+        for i in cmd.key_positions(args.len()) {
+            if !existed.iter().any(|(k, _)| *k == args[i]) {
+                existed.push((args[i], ctx.store.contains(args[i])));
+            }
+        }
+    }
     let (reply_at, started) = (ctx.out.len(), std::time::Instant::now());
     let effect = match (cmd.handler)(ctx, args) {
         Ok(effect) => effect,
@@ -564,14 +613,22 @@ fn dispatch(ctx: &mut Ctx<'_>, cmd: &'static table::Command, args: &[&[u8]]) -> 
     if ctx.out.get(reply_at) == Some(&b'-') {
         stat.failed_calls += 1;
     }
+    if notifying {
+        // A read-only command's keys that were not there are key misses (Redis's lookupKeyRead;
+        // OBJECT looks without announcing).
+        let reads = cmd.has(flag::READONLY) && cmd.name != "OBJECT";
+        crate::notify::finish_command(ctx, &existed, reads, reply_at);
+    }
     // The keys written (the table's key positions, unless the handler named some unchanged:
-    // SMOVE of a member the destination holds already) touch their watchers and may feed a
-    // connection parked by a blocking command, which the server looks at once the command
-    // (or the whole EXEC) is done. Looked at only when someone waits on keys.
+    // SMOVE of a member the destination holds already; and those the handler named written
+    // beyond them: SORT's STORE) touch their watchers and may feed a connection parked by a
+    // blocking command, which the server looks at once the command (or the whole EXEC) is
+    // done. Looked at only when someone waits on keys.
     let unchanged = std::mem::take(&mut ctx.session.unchanged_keys);
+    let written = std::mem::take(&mut ctx.session.written_keys);
     if effect == Effect::Wrote && !(ctx.info.blocked.is_empty() && ctx.info.watchers.is_empty()) {
-        for i in cmd.key_positions(args.len()) {
-            let k = args[i];
+        let positions = cmd.key_positions(args.len()).map(|i| args[i]);
+        for k in positions.chain(written.iter().map(Vec::as_slice)) {
             if unchanged.iter().any(|u| u == k) {
                 continue;
             }
@@ -631,7 +688,7 @@ pub(crate) fn echo(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErr
 
 pub(crate) fn get(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
     let o = ctx.store.get(args[1])?;
-    ctx.info.lookup(o.is_some());
+    ctx.info.lookup(args[1], o.is_some());
     match o {
         None => reply::null(ctx.out, ctx.session.proto),
         Some(o) if o.kind != Kind::String => reply::error(ctx.out, WRONGTYPE),
@@ -641,7 +698,7 @@ pub(crate) fn get(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErro
 }
 
 pub(crate) fn set(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
-    set_command(ctx.store, args, ctx.out, ctx.session.proto)
+    set_command(ctx, args)
 }
 
 fn set_expiring(ctx: &mut Ctx<'_>, args: &[&[u8]], seconds: bool) -> Result<Effect, StoreError> {
@@ -655,6 +712,8 @@ fn set_expiring(ctx: &mut Ctx<'_>, args: &[&[u8]], seconds: bool) -> Result<Effe
     };
     ctx.store
         .put(args[1], Kind::String, args[3], Some(at as u64))?;
+    ctx.notify(nc::STRING, "set", args[1]);
+    ctx.notify(nc::GENERIC, "expire", args[1]);
     reply::ok(ctx.out);
     Ok(Effect::Wrote)
 }
@@ -678,16 +737,19 @@ pub(crate) fn del(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErro
 }
 
 pub(crate) fn exists(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
-    let count = args[1..].iter().filter(|k| ctx.store.contains(k)).count();
-    ctx.info.keyspace_hits += count as u64;
-    ctx.info.keyspace_misses += (args.len() - 1 - count) as u64;
+    let mut count = 0;
+    for k in &args[1..] {
+        let found = ctx.store.contains(k);
+        ctx.info.lookup(k, found);
+        count += usize::from(found);
+    }
     reply::int(ctx.out, count as i64);
     Ok(Effect::Read)
 }
 
 pub(crate) fn type_(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
     let o = ctx.store.get(args[1])?;
-    ctx.info.lookup(o.is_some());
+    ctx.info.lookup(args[1], o.is_some());
     let name = o.map_or("none", |o| crate::keyspace::type_name(o.kind));
     reply::simple(ctx.out, name);
     Ok(Effect::Read)
@@ -697,7 +759,7 @@ pub(crate) fn mget(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErr
     reply::array(ctx.out, args.len() - 1);
     for k in &args[1..] {
         let o = ctx.store.get(k)?;
-        ctx.info.lookup(o.is_some());
+        ctx.info.lookup(k, o.is_some());
         match o {
             Some(o) if o.kind == Kind::String => reply::bulk(ctx.out, o.value),
             _ => reply::null(ctx.out, ctx.session.proto),
@@ -713,6 +775,7 @@ pub(crate) fn mset(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErr
     }
     for kv in args[1..].chunks(2) {
         ctx.store.put(kv[0], Kind::String, kv[1], None)?;
+        ctx.notify(nc::STRING, "set", kv[0]);
     }
     reply::ok(ctx.out);
     Ok(Effect::Wrote)
@@ -757,6 +820,7 @@ fn incr_by(ctx: &mut Ctx<'_>, key: &[u8], by: i64) -> Result<Effect, StoreError>
     };
     ctx.store
         .put(key, Kind::String, next.to_string().as_bytes(), expires)?;
+    ctx.notify(nc::STRING, "incrby", key);
     reply::int(ctx.out, next);
     Ok(Effect::Wrote)
 }
@@ -788,6 +852,7 @@ fn hset_fields(ctx: &mut Ctx<'_>, args: &[&[u8]], hmset: bool) -> Result<Effect,
         };
         if let Some(r) = span {
             if store.patch(args[1], r.start, args[3])? {
+                ctx.info.notify.emit(nc::HASH, "hset", args[1]);
                 if hmset {
                     reply::ok(out);
                 } else {
@@ -856,6 +921,7 @@ fn hset_fields(ctx: &mut Ctx<'_>, args: &[&[u8]], hmset: bool) -> Result<Effect,
         (hash::encode(fields.iter().copied()), expires, added)
     };
     store.put(args[1], Kind::Hash, &encoded, expires)?;
+    ctx.info.notify.emit(nc::HASH, "hset", args[1]);
     if hmset {
         reply::ok(out);
     } else {
@@ -903,7 +969,7 @@ fn hash_query(ctx: &mut Ctx<'_>, args: &[&[u8]], q: HashQuery) -> Result<Effect,
     let proto = ctx.session.proto;
     let out = &mut *ctx.out;
     let o = ctx.store.get(args[1])?;
-    ctx.info.lookup(o.is_some());
+    ctx.info.lookup(args[1], o.is_some());
     let fields = match o {
         None => Vec::new(),
         Some(o) if o.kind != Kind::Hash => {
@@ -987,6 +1053,10 @@ pub(crate) fn hdel(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErr
         })
         .collect();
     let removed = before - kept.len();
+    if removed > 0 {
+        // Redis's order: hdel, then del when the hash is gone (the latter from dispatch).
+        ctx.notify(nc::HASH, "hdel", args[1]);
+    }
     if kept.is_empty() {
         ctx.store.delete(args[1])?;
     } else if removed > 0 {
@@ -1061,6 +1131,9 @@ fn expire_command(
         reply::int(ctx.out, existed as i64);
     } else {
         let ok = ctx.store.set_expiry(args[1], Some(at as u64))?;
+        if ok {
+            ctx.notify(nc::GENERIC, "expire", args[1]);
+        }
         reply::int(ctx.out, ok as i64);
     }
     Ok(Effect::Wrote)
@@ -1086,6 +1159,7 @@ pub(crate) fn persist(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, Store
         .is_some_and(|o| o.expires_at_ms.is_some());
     if had {
         ctx.store.set_expiry(args[1], None)?;
+        ctx.notify(nc::GENERIC, "persist", args[1]);
     }
     reply::int(ctx.out, had as i64);
     Ok(Effect::Wrote)
@@ -1093,7 +1167,7 @@ pub(crate) fn persist(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, Store
 
 fn time_to_live(ctx: &mut Ctx<'_>, key: &[u8], seconds: bool) -> Result<Effect, StoreError> {
     let o = ctx.store.get(key)?;
-    ctx.info.lookup(o.is_some());
+    ctx.info.lookup(key, o.is_some());
     match o {
         None => reply::int(ctx.out, -2),
         Some(o) => match o.expires_at_ms {
@@ -2009,12 +2083,8 @@ pub(crate) fn hello(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreEr
 }
 
 /// SET key value [NX|XX] [GET] [EX s|PX ms|EXAT s|PXAT ms|KEEPTTL]
-fn set_command(
-    store: &mut Store,
-    args: &[&[u8]],
-    out: &mut Vec<u8>,
-    proto: u8,
-) -> Result<Effect, StoreError> {
+fn set_command(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    let (store, out, proto) = (&mut *ctx.store, &mut *ctx.out, ctx.session.proto);
     let (mut nx, mut xx, mut get, mut keepttl) = (false, false, false, false);
     let mut expires: Option<u64> = None;
     let mut i = 3;
@@ -2071,6 +2141,11 @@ fn set_command(
         expires = old.as_ref().and_then(|o| o.2);
     }
     store.put(args[1], Kind::String, args[2], expires)?;
+    // Redis's setGenericCommand: set, then expire when the command gave a TTL.
+    ctx.info.notify.emit(nc::STRING, "set", args[1]);
+    if expires.is_some() && !keepttl {
+        ctx.info.notify.emit(nc::GENERIC, "expire", args[1]);
+    }
     match (get, old) {
         (true, Some(o)) => reply::bulk(out, &o.1),
         (true, None) => reply::null(out, proto),
@@ -3698,5 +3773,198 @@ mod tests {
             seen.insert(db.cmd("RANDOMKEY"));
         }
         assert_eq!(seen.len(), 4, "{seen:?}");
+    }
+
+    /// Run `line` as the server does: the command, then CLIENT REPLY OFF/SKIP take its reply
+    /// back but for its push messages.
+    fn served(db: &mut Db, line: &str) -> String {
+        let words: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();
+        let mut out = Vec::new();
+        execute(
+            &mut db.store,
+            &mut db.info,
+            &mut db.session,
+            &words,
+            &mut out,
+        );
+        if db.session.drop_reply() {
+            db.session.drop_output_from(&mut out, 0);
+        }
+        String::from_utf8(out).unwrap()
+    }
+
+    /// Redis's "PubSub messages with CLIENT REPLY OFF": subscription confirmations and
+    /// messages are pushes, sent whatever CLIENT REPLY says (RESP2 and RESP3 alike); only the
+    /// replies go. The old server dropped them with the reply, and the subscriber waited for ever.
+    #[test]
+    fn pushes_are_sent_under_client_reply_off_and_skip() {
+        for proto in ["2", "3"] {
+            let mut db = Db::new();
+            db.session.id = 1;
+            served(&mut db, &format!("HELLO {proto}"));
+            let push = if proto == "3" { ">" } else { "*" };
+            assert_eq!(served(&mut db, "CLIENT REPLY OFF"), "");
+            assert_eq!(
+                served(&mut db, "SUBSCRIBE ch"),
+                format!("{push}3\r\n$9\r\nsubscribe\r\n$2\r\nch\r\n:1\r\n")
+            );
+            assert_eq!(
+                served(&mut db, "PSUBSCRIBE c*"),
+                format!("{push}3\r\n$10\r\npsubscribe\r\n$2\r\nc*\r\n:2\r\n")
+            );
+            // PING's answer is a reply, not a push: dropped.
+            assert_eq!(served(&mut db, "PING"), "");
+            assert_eq!(
+                served(&mut db, "UNSUBSCRIBE ch"),
+                format!("{push}3\r\n$11\r\nunsubscribe\r\n$2\r\nch\r\n:1\r\n")
+            );
+            assert_eq!(
+                served(&mut db, "PUNSUBSCRIBE"),
+                format!("{push}3\r\n$12\r\npunsubscribe\r\n$2\r\nc*\r\n:0\r\n")
+            );
+            assert_eq!(served(&mut db, "CLIENT REPLY ON"), "+OK\r\n");
+            // SKIP: the next command's reply goes, its pushes stay.
+            assert_eq!(served(&mut db, "CLIENT REPLY SKIP"), "");
+            assert_eq!(
+                served(&mut db, "SUBSCRIBE x"),
+                format!("{push}3\r\n$9\r\nsubscribe\r\n$1\r\nx\r\n:1\r\n")
+            );
+            assert!(!served(&mut db, "PING").is_empty());
+        }
+        // RESP3: a message to itself survives OFF, PUBLISH's count does not.
+        let mut db = Db::new();
+        served(&mut db, "HELLO 3");
+        served(&mut db, "SUBSCRIBE ch");
+        served(&mut db, "CLIENT REPLY OFF");
+        assert_eq!(
+            served(&mut db, "PUBLISH ch hi"),
+            ">3\r\n$7\r\nmessage\r\n$2\r\nch\r\n$2\r\nhi\r\n"
+        );
+    }
+
+    /// Redis's "EXEC fail on WATCHed key modified by SORT with STORE even if the result is
+    /// empty": a SORT ... STORE that deletes its destination for an empty result wrote it. The
+    /// old server touched the source (the table's key) instead and this EXEC ran.
+    #[test]
+    fn sort_store_touches_the_watchers_of_its_destination_not_its_source() {
+        let mut db = Db::new();
+        db.session.id = 1;
+        let mut other = Session::new(2, true);
+        db.cmd("LPUSH foo bar");
+        db.cmd("LPUSH src 1");
+        assert_eq!(db.cmd("WATCH foo"), "+OK\r\n");
+        let mut out = Vec::new();
+        execute(
+            &mut db.store,
+            &mut db.info,
+            &mut other,
+            &[b"SORT", b"emptylist", b"STORE", b"foo"],
+            &mut out,
+        );
+        assert_eq!(out, b":0\r\n");
+        db.cmd("MULTI");
+        db.cmd("PING");
+        assert_eq!(db.cmd("EXEC"), "*-1\r\n");
+        // Watching the source: a SORT STORE elsewhere reads it, writes nothing of it.
+        assert_eq!(db.cmd("WATCH src"), "+OK\r\n");
+        out.clear();
+        execute(
+            &mut db.store,
+            &mut db.info,
+            &mut other,
+            &[b"SORT", b"src", b"STORE", b"dst"],
+            &mut out,
+        );
+        assert_eq!(out, b":1\r\n");
+        db.cmd("MULTI");
+        db.cmd("PING");
+        assert_eq!(db.cmd("EXEC"), "*1\r\n+PONG\r\n");
+    }
+
+    /// A RESP3 client subscribed to its own keyspace events gets each before the reply of the
+    /// command that caused it, as from Redis 7.0, and under CLIENT REPLY OFF still gets it;
+    /// inside EXEC they go after the turn (not into EXEC's array).
+    #[test]
+    fn own_keyspace_events_come_before_the_reply_and_stay_out_of_exec() {
+        let mut db = Db::new();
+        db.session.id = 1;
+        assert_eq!(db.cmd("CONFIG SET notify-keyspace-events KEA"), "+OK\r\n");
+        served(&mut db, "HELLO 3");
+        served(&mut db, "SUBSCRIBE __keyspace@0__:k");
+        assert_eq!(
+            served(&mut db, "SET k v"),
+            ">3\r\n$7\r\nmessage\r\n$16\r\n__keyspace@0__:k\r\n$3\r\nset\r\n+OK\r\n"
+        );
+        served(&mut db, "CLIENT REPLY OFF");
+        assert_eq!(
+            served(&mut db, "DEL k"),
+            ">3\r\n$7\r\nmessage\r\n$16\r\n__keyspace@0__:k\r\n$3\r\ndel\r\n"
+        );
+        served(&mut db, "CLIENT REPLY ON");
+        served(&mut db, "MULTI");
+        served(&mut db, "SET k w");
+        assert_eq!(served(&mut db, "EXEC"), "*1\r\n+OK\r\n");
+        let out: Vec<_> = std::mem::take(&mut db.info.pubsub.outbox);
+        assert_eq!(out.len(), 1);
+        assert_eq!((out[0].to, &*out[0].payload), (1, &b"set"[..]));
+    }
+
+    /// CONFIG SET notify-keyspace-events takes Redis's letters and answers Redis's canonical
+    /// string; a wrong letter is refused with Redis's message, naming the letters.
+    #[test]
+    fn notify_keyspace_events_is_set_and_read_back_as_redis_does() {
+        let mut db = Db::new();
+        let get = |db: &mut Db| db.cmd("CONFIG GET notify-keyspace-events");
+        assert!(get(&mut db).ends_with("$0\r\n\r\n"), "{}", get(&mut db));
+        assert_eq!(db.cmd("CONFIG SET notify-keyspace-events KEA"), "+OK\r\n");
+        assert!(get(&mut db).ends_with("$3\r\nAKE\r\n"), "{}", get(&mut db));
+        assert_eq!(
+            db.cmd("CONFIG SET notify-keyspace-events Kq"),
+            "-ERR CONFIG SET failed (possibly related to argument 'notify-keyspace-events') - Invalid event class character. Use 'Ag$lshzxeKEtmdn'.\r\n"
+        );
+        assert!(get(&mut db).ends_with("$3\r\nAKE\r\n"));
+        // Without K or E nothing is published, whatever the classes.
+        assert_eq!(db.cmd("CONFIG SET notify-keyspace-events A"), "+OK\r\n");
+        db.cmd("PSUBSCRIBE *");
+        db.session = Session::new(2, true);
+        db.cmd("SET k v");
+        assert!(db.info.pubsub.outbox.is_empty());
+    }
+
+    /// Keys the store expires are announced as `expired` when `x` is on, lazily (a command
+    /// finds one) and actively (the store's tick), and not kept at all when it is off.
+    #[test]
+    fn expired_keys_are_announced_lazily_and_actively() {
+        let mut db = Db::new();
+        db.session.id = 1;
+        db.cmd("PSUBSCRIBE __keyevent@0__:*");
+        db.session = Session::new(2, true);
+        db.cmd("SET off v PX 1");
+        db.cmd("CONFIG SET notify-keyspace-events Ex");
+        db.cmd("SET lazy v PX 1");
+        db.cmd("SET active v PX 1");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        assert_eq!(db.cmd("GET lazy"), "$-1\r\n");
+        let events: Vec<(String, String)> = std::mem::take(&mut db.info.pubsub.outbox)
+            .iter()
+            .map(|d| {
+                (
+                    String::from_utf8_lossy(&d.channel).into_owned(),
+                    String::from_utf8_lossy(&d.payload).into_owned(),
+                )
+            })
+            .collect();
+        // "off" expired before anyone asked: it may be found by the GET's lookup (as here)
+        // only if it is one of the command's keys, and it is not.
+        assert_eq!(
+            events,
+            [("__keyevent@0__:expired".to_string(), "lazy".to_string())]
+        );
+        // The tick samples every key of a small store: "active" and "off" go, "active" told.
+        std::thread::sleep(std::time::Duration::from_millis(15));
+        db.store.tick().unwrap();
+        crate::notify::announce_expired(&mut db.store, &mut db.info.notify);
+        let named: Vec<Vec<u8>> = db.info.notify.take().into_iter().map(|e| e.key).collect();
+        assert!(named.contains(&b"active".to_vec()), "{named:?}");
     }
 }

@@ -78,12 +78,17 @@ const CORRUPT: &str = "ERR the stored hash is corrupt; DEL the key";
 
 /// The hash at `key`: its fields and expiry, `Ok(None)` when absent, `Err` the error reply.
 #[allow(clippy::type_complexity)]
+/// A `read` command's lookup counts as a hit or miss; a write's is neither (Redis's
+/// lookupKeyWrite).
 fn load(
     ctx: &mut Ctx<'_>,
     key: &[u8],
+    read: bool,
 ) -> Result<Result<Option<(Vec<(Vec<u8>, Vec<u8>)>, Option<u64>)>, &'static str>, StoreError> {
     let o = ctx.store.get(key)?;
-    ctx.info.lookup(o.is_some());
+    if read {
+        ctx.info.lookup(key, o.is_some());
+    }
     Ok(match o {
         None => Ok(None),
         Some(o) if o.kind != Kind::Hash => Err(WRONGTYPE),
@@ -118,7 +123,7 @@ fn update_field(
     change: impl FnOnce(Option<&[u8]>) -> Result<Vec<u8>, &'static str>,
     answer: impl FnOnce(&mut Ctx<'_>, &[u8]),
 ) -> Result<Effect, StoreError> {
-    let (mut fields, expires) = match load(ctx, args[1])? {
+    let (mut fields, expires) = match load(ctx, args[1], false)? {
         Err(e) => return err(ctx, e),
         Ok(None) => (Vec::new(), None),
         Ok(Some(h)) => h,
@@ -138,7 +143,7 @@ fn update_field(
 }
 
 pub(crate) fn hsetnx(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
-    let (mut fields, expires) = match load(ctx, args[1])? {
+    let (mut fields, expires) = match load(ctx, args[1], false)? {
         Err(e) => return err(ctx, e),
         Ok(None) => (Vec::new(), None),
         Ok(Some(h)) => h,
@@ -149,6 +154,7 @@ pub(crate) fn hsetnx(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
     }
     fields.push((args[2].to_vec(), args[3].to_vec()));
     save(ctx, args[1], &fields, expires)?;
+    ctx.notify(crate::notify::class::HASH, "hset", args[1]);
     reply::int(ctx.out, 1);
     Ok(Effect::Wrote)
 }
@@ -172,6 +178,7 @@ pub(crate) fn hincrby(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, Store
                 .ok_or("ERR increment or decrement would overflow")
         },
         |ctx, new| {
+            ctx.notify(crate::notify::class::HASH, "hincrby", args[1]);
             reply::int(
                 ctx.out,
                 std::str::from_utf8(new).unwrap_or("0").parse().unwrap_or(0),
@@ -210,12 +217,15 @@ pub(crate) fn hincrbyfloat(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, 
             }
             Ok(crate::strings::format_f64(next).into_bytes())
         },
-        |ctx, new| reply::bulk(ctx.out, new),
+        |ctx, new| {
+            ctx.notify(crate::notify::class::HASH, "hincrbyfloat", args[1]);
+            reply::bulk(ctx.out, new)
+        },
     )
 }
 
 pub(crate) fn hstrlen(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
-    match load(ctx, args[1])? {
+    match load(ctx, args[1], true)? {
         Err(e) => err(ctx, e),
         Ok(h) => {
             let n = h
@@ -236,7 +246,7 @@ pub(crate) fn hscan(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreEr
     let Ok((pattern, _)) = crate::set::scan_options(ctx, &args[3..]) else {
         return Ok(Effect::Read);
     };
-    let fields = match load(ctx, args[1])? {
+    let fields = match load(ctx, args[1], true)? {
         Err(e) => return err(ctx, e),
         Ok(h) => h.map(|(f, _)| f).unwrap_or_default(),
     };
@@ -279,7 +289,7 @@ pub(crate) fn hrandfield(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, St
         count = Some(c);
     }
     let proto = ctx.session.proto;
-    let fields = match load(ctx, args[1])? {
+    let fields = match load(ctx, args[1], true)? {
         Err(e) => return err(ctx, e),
         Ok(h) => h.map(|(f, _)| f).unwrap_or_default(),
     };

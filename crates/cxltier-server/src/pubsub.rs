@@ -93,9 +93,11 @@ pub fn write_message(out: &mut Vec<u8>, proto: u8, d: &Delivery) {
 
 /// The confirmation of one (un)subscription: kind, name (null for an UNSUBSCRIBE of nothing),
 /// and the connection's subscriptions after it.
+/// A push message, as Redis's CLIENT_PUSHING: sent even under CLIENT REPLY OFF or SKIP.
 fn confirm(ctx: &mut Ctx<'_>, kind: &[u8], name: Option<&[u8]>) {
     let count = ctx.session.channels.len() + ctx.session.patterns.len();
     let proto = ctx.session.proto;
+    let start = ctx.out.len();
     reply::push(ctx.out, proto, 3);
     reply::bulk(ctx.out, kind);
     match name {
@@ -103,6 +105,7 @@ fn confirm(ctx: &mut Ctx<'_>, kind: &[u8], name: Option<&[u8]>) {
         None => reply::null(ctx.out, proto),
     }
     reply::int(ctx.out, count as i64);
+    ctx.session.pushed.push(start..ctx.out.len());
 }
 
 /// (Un)subscribing inside EXEC would write one reply per channel into EXEC's array, which holds
@@ -205,13 +208,17 @@ pub(crate) fn punsubscribe(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, 
     unsubscribe_from(ctx, &args[1..], true)
 }
 
-/// PUBLISH channel message: the number of subscriptions it reached (channel and patterns).
-pub(crate) fn publish(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
-    let channel: Rc<[u8]> = Rc::from(args[1]);
-    let payload: Rc<[u8]> = Rc::from(args[2]);
-    let ps = &mut ctx.info.pubsub;
+/// The messages of one publication: one per subscription of the channel, then one per
+/// pattern subscription that matches it.
+pub(crate) fn deliveries(ps: &PubSub, channel: &[u8], payload: &[u8]) -> Vec<Delivery> {
     let mut deliveries: Vec<Delivery> = Vec::new();
-    if let Some(ids) = ps.channels.get(args[1]) {
+    if ps.channels.is_empty() && ps.patterns.is_empty() {
+        return deliveries;
+    }
+    let channel_name = channel;
+    let channel: Rc<[u8]> = Rc::from(channel);
+    let payload: Rc<[u8]> = Rc::from(payload);
+    if let Some(ids) = ps.channels.get(channel_name) {
         deliveries.extend(ids.iter().map(|&to| Delivery {
             to,
             pattern: None,
@@ -220,7 +227,7 @@ pub(crate) fn publish(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, Store
         }));
     }
     for (pat, ids) in &ps.patterns {
-        if crate::glob::matches(pat, args[1], false) {
+        if crate::glob::matches(pat, channel_name, false) {
             let pat: Rc<[u8]> = Rc::from(&pat[..]);
             deliveries.extend(ids.iter().map(|&to| Delivery {
                 to,
@@ -230,13 +237,21 @@ pub(crate) fn publish(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, Store
             }));
         }
     }
+    deliveries
+}
+
+/// PUBLISH channel message: the number of subscriptions it reached (channel and patterns).
+pub(crate) fn publish(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    let deliveries = deliveries(&ctx.info.pubsub, args[1], args[2]);
     let n = deliveries.len();
     // A RESP3 client may publish to itself: its message comes before PUBLISH's reply, as in
     // Redis. Inside EXEC it would land in the middle of EXEC's array (a client reads it as one of
     // the replies): there it goes out after the turn, like everyone else's.
     for d in deliveries {
         if d.to == ctx.session.id && !ctx.session.in_exec {
+            let start = ctx.out.len();
             write_message(ctx.out, ctx.session.proto, &d);
+            ctx.session.pushed.push(start..ctx.out.len());
         } else {
             ctx.info.pubsub.outbox.push(d);
         }

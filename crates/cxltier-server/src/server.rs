@@ -577,6 +577,19 @@ pub fn serve_on(
             let keys_before = store.len();
             let ticked = store.tick();
             info.expired_keys += keys_before.saturating_sub(store.len());
+            // Keys expired in the background are announced (`expired`) at once: a subscriber
+            // need not wait for another client's command to hear of them.
+            crate::notify::announce_expired(&mut store, &mut info.notify);
+            let events = info.notify.take();
+            if !events.is_empty() {
+                crate::notify::publish(&mut info, 0, &events, None, 2, &mut Vec::new());
+                deliver_messages(&mut info, &mut conns, &limits, &mut log);
+                for c in conns.values_mut() {
+                    if !c.output.is_empty() {
+                        flush(c);
+                    }
+                }
+            }
             if let Err(e) = ticked {
                 if let Some(line) = log.line(
                     "tick",
@@ -906,7 +919,7 @@ fn run_ready(
             c.input = input;
             // CLIENT REPLY OFF or SKIP: the command ran, its reply is not sent.
             if c.session.drop_reply() {
-                c.output.truncate(before);
+                c.session.drop_output_from(&mut c.output, before);
             }
             match effect {
                 Effect::Wrote => e.0 = true,

@@ -86,6 +86,10 @@ pub struct Store {
     /// Where the last scan ended, for the sequential-scan prefetch hook.
     last_scan_end: Option<Vec<u8>>,
     expiry_cursor: Vec<u8>,
+    /// The keys removed because their TTL passed, kept while the caller asks for them
+    /// ([`Store::record_expired`]) until it takes them: the server announces each (keyspace
+    /// notifications), lazily or actively expired, without reading its value.
+    expired: Option<Vec<Vec<u8>>>,
     recovered_keys: u64,
     recovery: crate::Recovery,
     /// Index bytes a new key's entry will take, held while its `put` makes room.
@@ -330,6 +334,7 @@ impl Store {
             restage_window: RESTAGED_FOR,
             last_scan_end: None,
             expiry_cursor: Vec::new(),
+            expired: None,
             recovered_keys: 0,
             recovery: crate::Recovery::default(),
             reserved: 0,
@@ -788,6 +793,9 @@ impl Store {
     /// older version without this expiry, which recovery would bring back: a tombstone buries it
     /// (best effort: if the log is full the old version may return after a restart).
     fn expire(&mut self, key: &[u8]) {
+        if let Some(keys) = self.expired.as_mut() {
+            keys.push(key.to_vec());
+        }
         if let Some(e) = self.index.get(key) {
             if let (true, Some(nv), Some(log)) = (e.dirty(), e.nv(), self.log.as_mut()) {
                 let _ = log.append_tombstone(key, nv);
@@ -1542,8 +1550,31 @@ impl Store {
                 other => other?,
             }
         }
+        if let (true, Some(keys)) = (expired, self.expired.as_mut()) {
+            keys.push(key.to_vec());
+        }
         self.drop_entry(key);
         Ok(!expired)
+    }
+
+    /// Keep (or stop keeping) the keys removed because their TTL passed, for
+    /// [`Store::take_expired`]. Off by default: nothing is kept.
+    pub fn record_expired(&mut self, on: bool) {
+        match (on, self.expired.is_some()) {
+            (true, false) => self.expired = Some(Vec::new()),
+            (false, true) => self.expired = None,
+            _ => {}
+        }
+    }
+
+    /// The keys expired since the last call, in the order they went (empty unless
+    /// [`Store::record_expired`] is on). The caller takes them after each command and tick, so
+    /// they stay few.
+    pub fn take_expired(&mut self) -> Vec<Vec<u8>> {
+        self.expired
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
     }
 
     /// Whether a live key exists, without counting an access or reading NVMe.
