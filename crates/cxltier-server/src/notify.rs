@@ -174,10 +174,14 @@ impl Notifier {
     }
 }
 
+/// The server's one database (SELECT 0): the database events name, until sessions choose
+/// theirs. Keys expired in the background are announced for it too.
+pub(crate) const ONLY_DB: u32 = 0;
+
 /// The database a session's events are published for. One accessor, so that a server with
 /// SELECT names the session's database here.
 pub(crate) fn db_of(_ctx: &Ctx<'_>) -> u32 {
-    0
+    ONLY_DB
 }
 
 /// The channels of one event: `__keyspace@<db>__:<key>` → event name (when `K` is on) and

@@ -582,7 +582,8 @@ pub fn serve_on(
             crate::notify::announce_expired(&mut store, &mut info.notify);
             let events = info.notify.take();
             if !events.is_empty() {
-                crate::notify::publish(&mut info, 0, &events, None, 2, &mut Vec::new());
+                let db = crate::notify::ONLY_DB;
+                crate::notify::publish(&mut info, db, &events, None, 2, &mut Vec::new());
                 deliver_messages(&mut info, &mut conns, &limits, &mut log);
                 for c in conns.values_mut() {
                     if !c.output.is_empty() {

@@ -341,13 +341,14 @@ INCRBYFLOAT nk3 1
 HINCRBY nk4 a 1
 LPUSHX nk5 a";
 
-/// What a subscriber to every keyspace channel hears while `SCRIPT` runs with
-/// `notify-keyspace-events` = `flags`, then while a key expires when a command finds it and
+/// What a subscriber to every keyspace channel, speaking RESP `proto`, hears while `SCRIPT`
+/// runs with `notify-keyspace-events` = `flags`, then while a key expires when a command finds it and
 /// one expires in the background; each command followed by a marker message, so that a
 /// difference names the command.
-fn heard(server: &Server, flags: &str, fut: u64) -> Vec<String> {
+fn heard(server: &Server, flags: &str, proto: &str, fut: u64) -> Vec<String> {
     let mut c = server.client();
     let mut sub = server.client();
+    sub.call(&["HELLO", proto]);
     assert_eq!(c.call(&["FLUSHALL"]), V::Simple("OK".into()));
     assert_eq!(
         c.call(&["CONFIG", "SET", "notify-keyspace-events", flags]),
@@ -449,13 +450,22 @@ fn keyspace_events_are_redis_servers_for_every_type() {
         .unwrap()
         .as_secs()
         + 100_000;
-    for flags in ["AKEn", "KA", "El", "Kg$", "Esz", "Khx", "KEm"] {
-        let want = heard(&redis, flags, fut);
-        let got = heard(&cxl, flags, fut);
+    for (flags, proto) in [
+        ("AKEn", "2"),
+        ("AKEn", "3"),
+        ("KA", "2"),
+        ("El", "2"),
+        ("Kg$", "3"),
+        ("Esz", "2"),
+        ("Khx", "2"),
+        ("KEm", "2"),
+    ] {
+        let want = heard(&redis, flags, proto, fut);
+        let got = heard(&cxl, flags, proto, fut);
         let events = want.iter().filter(|l| l.starts_with("__")).count();
         assert!(events > 0, "{flags}: redis-server announced nothing");
         if let Some(d) = first_difference(&want, &got) {
-            panic!("notify-keyspace-events {flags}: {d}");
+            panic!("notify-keyspace-events {flags}, RESP{proto}: {d}");
         }
     }
 }
@@ -502,6 +512,25 @@ fn pubsub_pushes_survive_client_reply_off_as_on_redis_server() {
         let got = run(&cxl, proto);
         assert_eq!(got, want, "RESP{proto}");
     }
+    // A RESP3 client told of its own writes: each event before the reply of the command that
+    // caused it, and still sent under CLIENT REPLY OFF.
+    let own = |server: &Server| -> Vec<V> {
+        let mut c = server.client();
+        c.call(&["CONFIG", "SET", "notify-keyspace-events", "KEA"]);
+        c.call(&["HELLO", "3"]);
+        let mut seen = vec![c.call(&["SUBSCRIBE", "__keyspace@0__:k"])];
+        c.send(&["SET", "k", "v"]);
+        seen.push(c.read());
+        seen.push(c.read());
+        c.send(&["CLIENT", "REPLY", "OFF"]);
+        c.send(&["RPUSH", "k2", "a"]);
+        c.send(&["DEL", "k"]);
+        seen.push(c.read());
+        c.send(&["CLIENT", "REPLY", "ON"]);
+        seen.push(c.read());
+        seen
+    };
+    assert_eq!(own(&cxl), own(&redis), "a client's own keyspace events");
 }
 
 fn info_field(c: &mut Client, section: &str, name: &str) -> u64 {
