@@ -593,8 +593,9 @@ fn dispatch(ctx: &mut Ctx<'_>, cmd: &'static table::Command, args: &[&[u8]]) -> 
     let mut existed: Vec<(&[u8], bool)> = Vec::new();
     if notifying {
         crate::notify::announce_expired(ctx.store, &mut ctx.info.notify);
+        let mut seen = hashbrown::HashSet::new();
         for i in cmd.key_positions(args.len()) {
-            if !existed.iter().any(|(k, _)| *k == args[i]) {
+            if seen.insert(args[i]) {
                 existed.push((args[i], ctx.store.contains(args[i])));
             }
         }
