@@ -2143,9 +2143,22 @@ fn set_command(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> 
     }
     store.put(args[1], Kind::String, args[2], expires)?;
     // Redis's setGenericCommand: set, then expire when the command gave a TTL.
-    ctx.info.notify.emit(nc::STRING, "set", args[1]);
+    let notify = &mut ctx.info.notify;
+    let past = expires.is_some_and(|t| t <= now_ms());
+    if past && !exists {
+        // The store takes a time already past (EXAT/PXAT) as a delete, so the key is not seen
+        // created: Redis adds it, and it expires at the next lookup.
+        notify.emit(nc::NEW, "new", args[1]);
+    }
+    notify.emit(nc::STRING, "set", args[1]);
     if expires.is_some() && !keepttl {
-        ctx.info.notify.emit(nc::GENERIC, "expire", args[1]);
+        notify.emit(nc::GENERIC, "expire", args[1]);
+    }
+    if past {
+        // Redis's key would be found expired by the next command or its active expiry;
+        // here it is gone already, so both are said now (not `del`).
+        notify.emit(nc::EXPIRED, "expired", args[1]);
+        ctx.info.expired_keys += 1;
     }
     match (get, old) {
         (true, Some(o)) => reply::bulk(out, &o.1),
@@ -3981,5 +3994,45 @@ mod tests {
         crate::notify::announce_expired(&mut db.store, &mut db.info.notify);
         let named: Vec<Vec<u8>> = db.info.notify.take().into_iter().map(|e| e.key).collect();
         assert!(named.contains(&b"active".to_vec()), "{named:?}");
+    }
+
+    /// SET with an EXAT/PXAT already past: Redis adds the key (`new`, `set`, `expire`) and
+    /// finds it expired at the next lookup (`expired`); the store takes such a write as a delete,
+    /// which the server announced as `del` of an existing key and not at all for a new one.
+    #[test]
+    fn set_with_a_time_past_is_announced_as_set_then_expired() {
+        let mut db = Db::new();
+        db.session.id = 1;
+        db.cmd("PSUBSCRIBE __keyspace@0__:*");
+        db.session = Session::new(2, true);
+        db.cmd("CONFIG SET notify-keyspace-events AKEn");
+        db.cmd("SET old v");
+        db.info.pubsub.outbox.clear();
+        assert_eq!(db.cmd("SET fresh v PXAT 1"), "+OK\r\n");
+        assert_eq!(db.cmd("SET old v EXAT 1"), "+OK\r\n");
+        assert_eq!(db.cmd("EXISTS fresh old"), ":0\r\n");
+        let heard: Vec<String> = std::mem::take(&mut db.info.pubsub.outbox)
+            .iter()
+            .map(|d| {
+                format!(
+                    "{} {}",
+                    String::from_utf8_lossy(&d.channel),
+                    String::from_utf8_lossy(&d.payload)
+                )
+            })
+            .collect();
+        assert_eq!(
+            heard,
+            [
+                "__keyspace@0__:fresh new",
+                "__keyspace@0__:fresh set",
+                "__keyspace@0__:fresh expire",
+                "__keyspace@0__:fresh expired",
+                "__keyspace@0__:old set",
+                "__keyspace@0__:old expire",
+                "__keyspace@0__:old expired",
+            ]
+        );
+        assert_eq!(info_field(&mut db, "stats", "expired_keys"), "2");
     }
 }
