@@ -596,3 +596,72 @@ fn keys_on_nvme_expire_with_an_event_and_no_device_read() {
     );
     assert_eq!(info_field(&mut c, "stats", "expired_keys"), KEYS as u64);
 }
+
+/// Until `n` clients are parked by a blocking command (INFO clients), bounded by the guard.
+fn wait_blocked(c: &mut Client, n: u64) {
+    let t = Instant::now();
+    while info_field(c, "clients", "blocked_clients") != n {
+        assert!(t.elapsed() < GUARD, "never {n} blocked clients");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Events of pops served to parked clients (the push that wakes them, then their pop, and
+/// `del` of what they emptied) and of the commands of a transaction, in Redis's order: what a
+/// subscriber hears from each server is compared.
+#[test]
+fn events_of_served_blocked_pops_and_transactions_are_redis_servers() {
+    let run = |server: &Server| -> Vec<String> {
+        let mut c = server.client();
+        let mut sub = server.client();
+        let mut blpop = server.client();
+        let mut blmove = server.client();
+        c.call(&["CONFIG", "SET", "notify-keyspace-events", "AKEn"]);
+        sub.call(&["PSUBSCRIBE", "__keyspace@0__:*"]);
+        sub.call(&["SUBSCRIBE", "marker"]);
+        blpop.send(&["BLPOP", "bl", "0"]);
+        blmove.send(&["BLMOVE", "bm", "dst", "LEFT", "RIGHT", "0"]);
+        wait_blocked(&mut c, 2);
+        c.call(&["RPUSH", "bl", "a", "b"]);
+        c.call(&["RPUSH", "bm", "a"]);
+        blpop.read();
+        blmove.read();
+        c.call(&["PUBLISH", "marker", "> pushes"]);
+        blpop.send(&["BZPOPMIN", "bz", "0"]);
+        wait_blocked(&mut c, 1);
+        c.call(&["ZADD", "bz", "1", "a"]);
+        blpop.read();
+        c.call(&["PUBLISH", "marker", "> zadd"]);
+        c.call(&["MULTI"]);
+        for cmd in [
+            &["LPUSH", "ml", "a"][..],
+            &["LPOP", "ml"],
+            &["SET", "ms", "1"],
+            &["SORT", "bl", "STORE", "ms"],
+        ] {
+            c.call(cmd);
+        }
+        c.call(&["EXEC"]);
+        c.call(&["PUBLISH", "marker", "end"]);
+        let mut out = Vec::new();
+        loop {
+            let V::Array(m) = sub.read() else {
+                panic!("not a message")
+            };
+            let text: Vec<String> = m.iter().filter_map(V::bulk_text).collect();
+            match text[0].as_str() {
+                "pmessage" => out.push(format!("{} {}", text[2], text[3])),
+                "message" if text[2] == "end" => break,
+                "message" => out.push(text[2].clone()),
+                _ => {}
+            }
+        }
+        out
+    };
+    let want = run(&Server::redis());
+    let got = run(&Server::cxltier(&[]));
+    assert!(want.len() > 10, "{want:?}");
+    if let Some(d) = first_difference(&want, &got) {
+        panic!("{d}");
+    }
+}
