@@ -145,9 +145,10 @@ pub struct Session {
     pub watched: Vec<(Vec<u8>, Option<u64>)>,
     /// EXEC is running its queued commands: each must write exactly one reply.
     pub in_exec: bool,
-    /// The channels and patterns it subscribes to (in the order subscribed).
+    /// The channels, patterns and shard channels it subscribes to (in the order subscribed).
     pub channels: Vec<Vec<u8>>,
     pub patterns: Vec<Vec<u8>>,
+    pub shard_channels: Vec<Vec<u8>>,
     /// Set by a blocking command that must wait; the server takes it after the command.
     pub block: Option<Block>,
     /// Key arguments a writing command left unchanged (set by its handler, taken after it):
@@ -234,7 +235,7 @@ impl Session {
     /// Subscribed to anything (in RESP2, only the pub/sub commands, PING, QUIT and RESET may
     /// run then).
     pub fn subscribed(&self) -> bool {
-        !self.channels.is_empty() || !self.patterns.is_empty()
+        !self.channels.is_empty() || !self.patterns.is_empty() || !self.shard_channels.is_empty()
     }
 
     /// A command failed before it could be queued: the transaction, if any, will abort.
@@ -285,9 +286,10 @@ pub struct ClientMeta {
     /// Bytes of input not run yet, and of replies not sent yet.
     pub qbuf: usize,
     pub omem: usize,
-    /// Channels and patterns subscribed; commands queued in MULTI (-1 outside).
+    /// Channels, patterns and shard channels subscribed; commands queued in MULTI (-1 outside).
     pub sub: usize,
     pub psub: usize,
+    pub ssub: usize,
     pub multi: i64,
 }
 
@@ -303,12 +305,13 @@ impl ClientMeta {
         self.reply_off = s.reply_off;
         self.sub = s.channels.len();
         self.psub = s.patterns.len();
+        self.ssub = s.shard_channels.len();
         self.multi = s.multi.as_ref().map_or(-1, |q| q.len() as i64);
     }
 
     /// Redis's client type for LIST and KILL filters: pubsub once subscribed, else normal.
     fn kind(&self) -> &'static str {
-        if self.sub + self.psub > 0 {
+        if self.sub + self.psub + self.ssub > 0 {
             "pubsub"
         } else {
             "normal"
@@ -464,7 +467,15 @@ pub fn execute(
         && session.subscribed()
         && !matches!(
             cmd.name,
-            "SUBSCRIBE" | "PSUBSCRIBE" | "UNSUBSCRIBE" | "PUNSUBSCRIBE" | "PING" | "QUIT" | "RESET"
+            "SUBSCRIBE"
+                | "PSUBSCRIBE"
+                | "SSUBSCRIBE"
+                | "UNSUBSCRIBE"
+                | "PUNSUBSCRIBE"
+                | "SUNSUBSCRIBE"
+                | "PING"
+                | "QUIT"
+                | "RESET"
         )
     {
         reply::error(
@@ -1294,7 +1305,7 @@ fn client_line(t: &mut String, id: u64, m: &ClientMeta, now: std::time::Instant,
     if blocked {
         flags.push('b');
     }
-    if m.sub + m.psub > 0 {
+    if m.sub + m.psub + m.ssub > 0 {
         flags.push('P');
     }
     if m.multi >= 0 {
@@ -1308,7 +1319,7 @@ fn client_line(t: &mut String, id: u64, m: &ClientMeta, now: std::time::Instant,
     }
     let _ = writeln!(
         t,
-        "id={id} addr={} laddr={} fd={} name={} age={} idle={} flags={flags} db=0 sub={} psub={} ssub=0 multi={} qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user=default redir=-1 resp={}",
+        "id={id} addr={} laddr={} fd={} name={} age={} idle={} flags={flags} db=0 sub={} psub={} ssub={} multi={} qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user=default redir=-1 resp={}",
         m.addr,
         m.laddr,
         m.fd,
@@ -1317,6 +1328,7 @@ fn client_line(t: &mut String, id: u64, m: &ClientMeta, now: std::time::Instant,
         now.saturating_duration_since(m.last_active).as_secs(),
         m.sub,
         m.psub,
+        m.ssub,
         m.multi,
         m.qbuf,
         m.omem,
@@ -2303,7 +2315,7 @@ fn info_text(store: &Store, info: &mut ServerInfo, sections: &[String]) -> Strin
     if want("stats") {
         let _ = write!(
             t,
-            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:{}\r\nrejected_connections:{}\r\nexpired_keys:{}\r\nevicted_keys:0\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\nclient_query_buffer_limit_disconnections:{}\r\nclient_output_buffer_limit_disconnections:{}\r\n\r\n",
+            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:{}\r\nrejected_connections:{}\r\nexpired_keys:{}\r\nevicted_keys:0\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\npubsubshard_channels:{}\r\nclient_query_buffer_limit_disconnections:{}\r\nclient_output_buffer_limit_disconnections:{}\r\n\r\n",
             info.total_connections,
             info.total_commands,
             info.ops_per_sec(),
@@ -2313,6 +2325,7 @@ fn info_text(store: &Store, info: &mut ServerInfo, sections: &[String]) -> Strin
             info.keyspace_misses,
             info.pubsub.channels.len(),
             info.pubsub.patterns.len(),
+            info.pubsub.shard_channels.len(),
             info.client_query_buffer_limit_disconnections,
             info.client_output_buffer_limit_disconnections
         );
@@ -2708,6 +2721,7 @@ mod tests {
                     omem: 0,
                     sub: 0,
                     psub: 0,
+                    ssub: 0,
                     multi: -1,
                 },
             );
@@ -4034,5 +4048,74 @@ mod tests {
             ]
         );
         assert_eq!(info_field(&mut db, "stats", "expired_keys"), "2");
+    }
+
+    /// Shard channels (SSUBSCRIBE, SUNSUBSCRIBE, SPUBLISH, PUBSUB SHARDCHANNELS|SHARDNUMSUB):
+    /// their own namespace and their own count in confirmations, as in Redis 7.0; NUMSUB and
+    /// SHARDNUMSUB answer a flat array in RESP3 too (NUMSUB used to answer a map there).
+    #[test]
+    fn shard_channels_are_a_namespace_of_their_own() {
+        let mut db = Db::new();
+        db.session.id = 1;
+        let mut other = Session::new(2, true);
+        assert_eq!(
+            db.cmd("SSUBSCRIBE c d"),
+            "*3\r\n$10\r\nssubscribe\r\n$1\r\nc\r\n:1\r\n*3\r\n$10\r\nssubscribe\r\n$1\r\nd\r\n:2\r\n"
+        );
+        // A channel of the same name counts apart, and both are in subscribed mode.
+        assert_eq!(
+            db.cmd("SUBSCRIBE c"),
+            "*3\r\n$9\r\nsubscribe\r\n$1\r\nc\r\n:1\r\n"
+        );
+        assert!(db.cmd("GET k").starts_with("-ERR Can't execute 'get'"));
+        assert_eq!(run_as(&mut db, &mut other, "SPUBLISH c m"), ":1\r\n");
+        assert_eq!(run_as(&mut db, &mut other, "PUBLISH c m"), ":1\r\n");
+        let kinds: Vec<&[u8]> = db
+            .info
+            .pubsub
+            .outbox
+            .iter()
+            .map(|d| {
+                if d.shard {
+                    &b"smessage"[..]
+                } else {
+                    &b"message"[..]
+                }
+            })
+            .collect();
+        assert_eq!(kinds, [&b"smessage"[..], &b"message"[..]]);
+        let mut msg = Vec::new();
+        crate::pubsub::write_message(&mut msg, 3, &db.info.pubsub.outbox[0]);
+        assert_eq!(msg, b">3\r\n$8\r\nsmessage\r\n$1\r\nc\r\n$1\r\nm\r\n");
+        db.info.pubsub.outbox.clear();
+        run_as(&mut db, &mut other, "HELLO 3");
+        assert_eq!(
+            run_as(&mut db, &mut other, "PUBSUB SHARDNUMSUB c zz"),
+            "*4\r\n$1\r\nc\r\n:1\r\n$2\r\nzz\r\n:0\r\n"
+        );
+        assert_eq!(
+            run_as(&mut db, &mut other, "PUBSUB NUMSUB c"),
+            "*2\r\n$1\r\nc\r\n:1\r\n"
+        );
+        assert_eq!(
+            run_as(&mut db, &mut other, "PUBSUB SHARDCHANNELS"),
+            "*2\r\n$1\r\nc\r\n$1\r\nd\r\n"
+        );
+        // UNSUBSCRIBE of all leaves the shard channels; SUNSUBSCRIBE of all takes them.
+        assert_eq!(
+            db.cmd("UNSUBSCRIBE"),
+            "*3\r\n$11\r\nunsubscribe\r\n$1\r\nc\r\n:0\r\n"
+        );
+        assert_eq!(run_as(&mut db, &mut other, "SPUBLISH d m"), ":1\r\n");
+        assert_eq!(
+            db.cmd("SUNSUBSCRIBE"),
+            "*3\r\n$12\r\nsunsubscribe\r\n$1\r\nc\r\n:1\r\n*3\r\n$12\r\nsunsubscribe\r\n$1\r\nd\r\n:0\r\n"
+        );
+        assert_eq!(
+            db.cmd("SUNSUBSCRIBE"),
+            "*3\r\n$12\r\nsunsubscribe\r\n$-1\r\n:0\r\n"
+        );
+        assert!(!db.session.subscribed());
+        assert_eq!(run_as(&mut db, &mut other, "SPUBLISH d m"), ":0\r\n");
     }
 }

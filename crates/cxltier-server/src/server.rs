@@ -1136,6 +1136,7 @@ fn accept(
                         omem: 0,
                         sub: 0,
                         psub: 0,
+                        ssub: 0,
                         multi: -1,
                     },
                 );

@@ -93,10 +93,14 @@ impl Client {
             "-" => V::Err(rest.into()),
             ":" => V::Int(n()),
             "$" if n() < 0 => V::Nil,
-            "$" => {
+            "$" | "=" => {
                 let mut b = vec![0; n() as usize + 2];
                 self.r.read_exact(&mut b).unwrap();
                 b.truncate(b.len() - 2);
+                // A verbatim string (RESP3's INFO) starts with its format: `txt:`.
+                if tag == "=" {
+                    b.drain(..4.min(b.len()));
+                }
                 V::Bulk(b)
             }
             "*" if n() < 0 => V::Nil,
@@ -664,4 +668,79 @@ fn events_of_served_blocked_pops_and_transactions_are_redis_servers() {
     if let Some(d) = first_difference(&want, &got) {
         panic!("{d}");
     }
+}
+
+/// Shard channels and the pub/sub introspection, in RESP2 and RESP3, compared with
+/// redis-server value by value: SSUBSCRIBE's own count, SPUBLISH reaching only shard
+/// subscribers (`smessage`), PUBSUB SHARDCHANNELS|SHARDNUMSUB|NUMSUB (flat arrays in RESP3),
+/// UNSUBSCRIBE leaving shard channels alone, RESET, INFO's pubsubshard_channels, and a shard
+/// confirmation and message under CLIENT REPLY OFF.
+#[test]
+fn shard_channels_and_pubsub_introspection_are_redis_servers() {
+    let run = |server: &Server| -> Vec<V> {
+        let mut seen = Vec::new();
+        for proto in ["2", "3"] {
+            let [mut a, mut b, mut p, mut d] = [(); 4].map(|_| server.client());
+            for c in [&mut a, &mut b, &mut p, &mut d] {
+                c.call(&["HELLO", proto]);
+            }
+            seen.push(a.call(&["SSUBSCRIBE", "chan1", "chan2", "chan1"]));
+            seen.push(a.read());
+            seen.push(a.read());
+            seen.push(b.call(&["SUBSCRIBE", "chan1"]));
+            seen.push(b.call(&["SSUBSCRIBE", "chan1"]));
+            for cmd in [
+                &["PUBSUB", "SHARDNUMSUB", "chan1", "chan2", "x"][..],
+                &["PUBSUB", "NUMSUB", "chan1", "x"],
+                &["PUBSUB", "SHARDCHANNELS"],
+                &["PUBSUB", "SHARDCHANNELS", "*2"],
+                &["PUBSUB", "CHANNELS"],
+                &["PUBSUB", "HELP"],
+            ] {
+                let mut reply = p.call(cmd);
+                // Redis lists channels in its hash table's order: compared as sets.
+                if let (true, V::Array(items)) = (cmd[1].ends_with("CHANNELS"), &mut reply) {
+                    items.sort_by_key(|v| v.bulk_text());
+                }
+                seen.push(reply);
+            }
+            seen.push(p.call(&["SPUBLISH", "chan1", "hi"]));
+            seen.push(a.read());
+            seen.push(b.read());
+            seen.push(p.call(&["PUBLISH", "chan1", "yo"]));
+            seen.push(b.read());
+            seen.push(a.call(&["PING"]));
+            seen.push(a.call(&["UNSUBSCRIBE"]));
+            seen.push(a.call(&["SUNSUBSCRIBE", "chan1"]));
+            seen.push(a.call(&["SUNSUBSCRIBE"]));
+            seen.push(a.call(&["SUNSUBSCRIBE"]));
+            seen.push(b.call(&["SUNSUBSCRIBE", "nope"]));
+            d.call(&["SSUBSCRIBE", "z"]);
+            seen.push(d.call(&["RESET"]));
+            seen.push(p.call(&["PUBSUB", "SHARDNUMSUB", "z", "chan1"]));
+            let V::Bulk(stats) = p.call(&["INFO", "stats"]) else {
+                panic!("INFO stats")
+            };
+            let stats = String::from_utf8_lossy(&stats).into_owned();
+            seen.push(V::Simple(
+                stats
+                    .lines()
+                    .find(|l| l.starts_with("pubsubshard_channels:"))
+                    .unwrap_or("no pubsubshard_channels")
+                    .to_string(),
+            ));
+            d.send(&["CLIENT", "REPLY", "OFF"]);
+            seen.push(d.call(&["SSUBSCRIBE", "q"]));
+            d.send(&["PING"]);
+            seen.push(p.call(&["SPUBLISH", "q", "m"]));
+            seen.push(d.read());
+        }
+        seen
+    };
+    let want = run(&Server::redis());
+    let got = run(&Server::cxltier(&[]));
+    for (i, (w, g)) in want.iter().zip(&got).enumerate() {
+        assert_eq!(g, w, "value {i}");
+    }
+    assert_eq!(got.len(), want.len());
 }
