@@ -253,6 +253,9 @@ pub(crate) fn finish_command(
     reads: bool,
     reply_at: usize,
 ) {
+    // Which keys exist now, before the expiries are announced: a key whose TTL ran out since
+    // the handler is then said `expired`, not `del`.
+    let now: Vec<bool> = existed.iter().map(|(k, _)| ctx.store.contains(k)).collect();
     announce_expired(ctx.store, &mut ctx.info.notify);
     if reads && ctx.info.notify.wants(class::KEY_MISS) {
         for &(key, before) in existed {
@@ -261,8 +264,7 @@ pub(crate) fn finish_command(
             }
         }
     }
-    for &(key, before) in existed {
-        let now = ctx.store.contains(key);
+    for (&(key, before), now) in existed.iter().zip(now) {
         let n = &mut ctx.info.notify;
         match (before, now) {
             (false, true) if !n.emitted("new", key) => n.insert_new(key),
