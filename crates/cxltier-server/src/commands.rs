@@ -4,6 +4,7 @@ use cxltier_store::{Kind, Store, StoreError};
 use hashbrown::HashMap;
 
 use crate::hash;
+use crate::notify::class as nc;
 use crate::resp::reply;
 use crate::table::{self, flag};
 
@@ -106,6 +107,8 @@ pub struct ServerInfo {
     /// SWAPDBs run since the server last looked: the clients blocked on keys of those logical
     /// databases are tried again (Redis's `scanDatabaseForReadyKeys`).
     pub db_swaps: Vec<(usize, usize)>,
+    /// `notify-keyspace-events` and the events the running command announced.
+    pub notify: crate::notify::Notifier,
 }
 
 /// One command's counters, as Redis's INFO commandstats shows them.
@@ -191,9 +194,10 @@ pub struct Session {
     pub watched: Vec<(Vec<u8>, Option<u64>)>,
     /// EXEC is running its queued commands: each must write exactly one reply.
     pub in_exec: bool,
-    /// The channels and patterns it subscribes to (in the order subscribed).
+    /// The channels, patterns and shard channels it subscribes to (in the order subscribed).
     pub channels: Vec<Vec<u8>>,
     pub patterns: Vec<Vec<u8>>,
+    pub shard_channels: Vec<Vec<u8>>,
     /// Set by a blocking command that must wait; the server takes it after the command.
     pub block: Option<Block>,
     /// Key arguments a writing command left unchanged (set by its handler, taken after it):
@@ -216,6 +220,14 @@ pub struct Session {
     pub is_replica: bool,
     /// The write stream is being built (set by dispatch for each command): rewrites are made.
     pub replicating: bool,
+    /// Keys a writing command changed that are no key position of the table's (SORT's STORE
+    /// destination): set by its handler, taken after it, they touch their watchers and wake
+    /// blocked clients like the others.
+    pub written_keys: Vec<Vec<u8>>,
+    /// The spans of the output the running command wrote that are push messages (pub/sub
+    /// confirmations and messages, keyspace notifications to itself): CLIENT REPLY OFF and
+    /// SKIP drop the command's reply but not these, as in Redis.
+    pub pushed: Vec<std::ops::Range<usize>>,
 }
 
 impl ServerInfo {
@@ -237,12 +249,15 @@ impl ServerInfo {
         }
     }
 
-    /// A key looked up by a read command (Redis's keyspace_hits / keyspace_misses).
-    pub(crate) fn lookup(&mut self, found: bool) {
+    /// A key looked up by a read command (Redis's keyspace_hits / keyspace_misses; a miss is
+    /// the `keymiss` event of class `m`).
+    pub(crate) fn lookup(&mut self, key: &[u8], found: bool) {
         if found {
             self.keyspace_hits += 1;
         } else {
             self.keyspace_misses += 1;
+            self.notify
+                .emit(crate::notify::class::KEY_MISS, "keymiss", key);
         }
     }
 
@@ -317,7 +332,7 @@ impl Session {
     /// Subscribed to anything (in RESP2, only the pub/sub commands, PING, QUIT and RESET may
     /// run then).
     pub fn subscribed(&self) -> bool {
-        !self.channels.is_empty() || !self.patterns.is_empty()
+        !self.channels.is_empty() || !self.patterns.is_empty() || !self.shard_channels.is_empty()
     }
 
     /// A command failed before it could be queued: the transaction, if any, will abort.
@@ -335,6 +350,19 @@ impl Session {
             return true;
         }
         self.reply_off
+    }
+
+    /// Take back what the command that just ran wrote to `out` from `from` on (CLIENT REPLY OFF
+    /// or SKIP), but for its push messages: those are no replies, and Redis sends them anyway.
+    pub fn drop_output_from(&mut self, out: &mut Vec<u8>, from: usize) {
+        let mut kept = Vec::new();
+        for r in self.pushed.drain(..) {
+            if r.start >= from && r.end <= out.len() {
+                kept.extend_from_slice(&out[r]);
+            }
+        }
+        out.truncate(from);
+        out.extend_from_slice(&kept);
     }
 }
 
@@ -355,9 +383,10 @@ pub struct ClientMeta {
     /// Bytes of input not run yet, and of replies not sent yet.
     pub qbuf: usize,
     pub omem: usize,
-    /// Channels and patterns subscribed; commands queued in MULTI (-1 outside).
+    /// Channels, patterns and shard channels subscribed; commands queued in MULTI (-1 outside).
     pub sub: usize,
     pub psub: usize,
+    pub ssub: usize,
     pub multi: i64,
     /// It attached as a replica (SYNC/PSYNC): flag `S`, type `replica`.
     pub replica: bool,
@@ -378,6 +407,7 @@ impl ClientMeta {
         self.reply_off = s.reply_off;
         self.sub = s.channels.len();
         self.psub = s.patterns.len();
+        self.ssub = s.shard_channels.len();
         self.multi = s.multi.as_ref().map_or(-1, |q| q.len() as i64);
         self.replica = s.is_replica;
     }
@@ -386,7 +416,7 @@ impl ClientMeta {
     fn kind(&self) -> &'static str {
         if self.replica {
             "replica"
-        } else if self.sub + self.psub > 0 {
+        } else if self.sub + self.psub + self.ssub > 0 {
             "pubsub"
         } else {
             "normal"
@@ -494,6 +524,14 @@ pub struct Ctx<'a> {
     pub out: &'a mut Vec<u8>,
 }
 
+impl Ctx<'_> {
+    /// Announce a keyspace event of `class` on `key` (published after the command when the
+    /// class is on: [`crate::notify`]).
+    pub(crate) fn notify(&mut self, class: u32, event: &'static str, key: &[u8]) {
+        self.info.notify.emit(class, event, key);
+    }
+}
+
 /// Run one command, writing its reply to `out`. The command is found in the table
 /// ([`crate::table`]), which gives its arity and whether it may run before AUTH.
 pub fn execute(
@@ -508,6 +546,7 @@ pub fn execute(
         return Effect::Read;
     };
     info.total_commands += 1;
+    session.pushed.clear();
     let Some(cmd) = table::lookup(name) else {
         unknown_command(out, args);
         session.flag_transaction();
@@ -536,7 +575,15 @@ pub fn execute(
         && session.subscribed()
         && !matches!(
             cmd.name,
-            "SUBSCRIBE" | "PSUBSCRIBE" | "UNSUBSCRIBE" | "PUNSUBSCRIBE" | "PING" | "QUIT" | "RESET"
+            "SUBSCRIBE"
+                | "PSUBSCRIBE"
+                | "SSUBSCRIBE"
+                | "UNSUBSCRIBE"
+                | "PUNSUBSCRIBE"
+                | "SUNSUBSCRIBE"
+                | "PING"
+                | "QUIT"
+                | "RESET"
         )
     {
         reply::error(
@@ -696,12 +743,8 @@ fn dispatch_keyed(ctx: &mut Ctx<'_>, cmd: &'static table::Command, args: &[&[u8]
     // Replication: this command's unit of the write stream begins (EXEC's commands come back
     // here nested), and what it changes is counted from here. Keys expired outside any
     // command (the server's look-ups before it) go first, each alone.
-    if ctx.info.repl.enter() && ctx.info.repl.active {
-        for k in ctx.store.take_expired() {
-            let (db, key) = expired_in(ctx.info, &k);
-            let op = expired_delete_op(ctx.info, &key);
-            ctx.info.repl.emit(db, &op);
-        }
+    if ctx.info.repl.enter() {
+        drain_expired(ctx.store, ctx.info, false);
     }
     let changes_before = ctx.store.changes();
     ctx.session.replicating = ctx.info.repl.active;
@@ -715,6 +758,20 @@ fn dispatch_keyed(ctx: &mut Ctx<'_>, cmd: &'static table::Command, args: &[&[u8]
             ctx.store.contains(args[i]);
         }
         ctx.info.expired_keys += before.saturating_sub(ctx.store.len());
+    }
+    // With notifications on: the expiries just found are announced first (Redis announces
+    // one at the lookup that finds it), and which keys exist is noted, for the `new` and
+    // `del` events that follow from the keyspace alone.
+    let notifying = ctx.info.notify.active();
+    let mut existed: Vec<(&[u8], bool)> = Vec::new();
+    if notifying {
+        crate::notify::announce_expired(ctx.store, ctx.info, true);
+        let mut seen = hashbrown::HashSet::new();
+        for i in cmd.key_positions(args.len()) {
+            if seen.insert(args[i]) {
+                existed.push((args[i], ctx.store.contains(args[i])));
+            }
+        }
     }
     let (reply_at, started) = (ctx.out.len(), std::time::Instant::now());
     let effect = match (cmd.handler)(ctx, args) {
@@ -740,14 +797,22 @@ fn dispatch_keyed(ctx: &mut Ctx<'_>, cmd: &'static table::Command, args: &[&[u8]
             *k = ctx.info.dbs.to_logical_key(k);
         }
     }
+    if notifying {
+        // A read-only command's keys that were not there are key misses (Redis's lookupKeyRead;
+        // OBJECT looks without announcing).
+        let reads = cmd.has(flag::READONLY) && cmd.name != "OBJECT";
+        crate::notify::finish_command(ctx, &existed, reads, reply_at);
+    }
     // The keys written (the table's key positions, unless the handler named some unchanged:
-    // SMOVE of a member the destination holds already) touch their watchers and may feed a
-    // connection parked by a blocking command, which the server looks at once the command
-    // (or the whole EXEC) is done. Looked at only when someone waits on keys.
+    // SMOVE of a member the destination holds already; and those the handler named written
+    // beyond them: SORT's STORE) touch their watchers and may feed a connection parked by a
+    // blocking command, which the server looks at once the command (or the whole EXEC) is
+    // done. Looked at only when someone waits on keys.
     let unchanged = std::mem::take(&mut ctx.session.unchanged_keys);
+    let written = std::mem::take(&mut ctx.session.written_keys);
     if effect == Effect::Wrote && !(ctx.info.blocked.is_empty() && ctx.info.watchers.is_empty()) {
-        for i in cmd.key_positions(args.len()) {
-            let k = args[i];
+        let positions = cmd.key_positions(args.len()).map(|i| args[i]);
+        for k in positions.chain(written.iter().map(Vec::as_slice)) {
             if unchanged.iter().any(|u| u == k) {
                 continue;
             }
@@ -771,7 +836,7 @@ fn propagate(ctx: &mut Ctx<'_>, cmd: &table::Command, args: &[&[u8]], changes_be
         return;
     }
     let db = ctx.session.db();
-    propagate_expired(ctx.store, ctx.info);
+    drain_expired(ctx.store, ctx.info, true);
     let dirty = ctx.store.changes() != changes_before;
     if !(forced || (dirty && cmd.has(flag::WRITE))) {
         return;
@@ -789,21 +854,25 @@ fn propagate(ctx: &mut Ctx<'_>, cmd: &table::Command, args: &[&[u8]], changes_be
     }
 }
 
-/// The keys the store expired since last asked, each as `del` (Redis's `propagateDeletion`;
-/// `unlink` with `lazyfree-lazy-expire yes`), into the unit running.
-pub(crate) fn propagate_expired(store: &mut Store, info: &mut ServerInfo) {
-    let expired = store.take_expired();
-    if expired.is_empty() {
-        return;
-    }
-    let verb: &[u8] = if info.knobs.get("lazyfree-lazy-expire") == Some("yes") {
-        b"unlink"
-    } else {
-        b"del"
-    };
-    for k in expired {
-        let (db, key) = expired_in(info, &k);
-        info.repl.also_propagate(db, vec![verb.to_vec(), key]);
+/// The keys the store found past their TTL since it was last asked (by a lookup, or by its
+/// background sampling), taken in one place so that neither of their two users misses what
+/// the other took: each is replicated as a `del` (or `unlink` with `lazyfree-lazy-expire yes`)
+/// — into the running command's unit of the stream when `in_command`, else alone — and
+/// announced as `expired` (keyspace notifications; published with the command's events, or by
+/// the caller).
+pub(crate) fn drain_expired(store: &mut Store, info: &mut ServerInfo, in_command: bool) {
+    for k in store.take_expired() {
+        if info.repl.active {
+            let (db, key) = expired_in(info, &k);
+            let op = expired_delete_op(info, &key);
+            if in_command {
+                info.repl.also_propagate(db, op);
+            } else {
+                info.repl.emit(db, &op);
+            }
+        }
+        info.notify
+            .emit(crate::notify::class::EXPIRED, "expired", &k);
     }
 }
 
@@ -873,7 +942,7 @@ pub(crate) fn echo(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErr
 
 pub(crate) fn get(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
     let o = ctx.store.get(args[1])?;
-    ctx.info.lookup(o.is_some());
+    ctx.info.lookup(args[1], o.is_some());
     match o {
         None => reply::null(ctx.out, ctx.session.proto),
         Some(o) if o.kind != Kind::String => reply::error(ctx.out, WRONGTYPE),
@@ -884,13 +953,7 @@ pub(crate) fn get(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErro
 
 pub(crate) fn set(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
     let mut expiry_given = false;
-    let effect = set_command(
-        ctx.store,
-        args,
-        ctx.out,
-        ctx.session.proto,
-        &mut expiry_given,
-    )?;
+    let effect = set_command(ctx, args, &mut expiry_given)?;
     // Redis 7.0 replicates a SET with EX/PX/EXAT/PXAT as `SET key value PXAT ms`.
     if expiry_given && effect == Effect::Wrote {
         if let Some(at) = ctx.store.peek(args[1]).and_then(|o| o.expires_at_ms) {
@@ -925,6 +988,8 @@ fn set_expiring(ctx: &mut Ctx<'_>, args: &[&[u8]], seconds: bool) -> Result<Effe
         .put(args[1], Kind::String, args[3], Some(at as u64))?;
     ctx.session
         .propagate_as(|| vec![set_pxat_op(args[1], args[3], at as u64)]);
+    ctx.notify(nc::STRING, "set", args[1]);
+    ctx.notify(nc::GENERIC, "expire", args[1]);
     reply::ok(ctx.out);
     Ok(Effect::Wrote)
 }
@@ -948,9 +1013,12 @@ pub(crate) fn del(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErro
 }
 
 pub(crate) fn exists(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
-    let count = args[1..].iter().filter(|k| ctx.store.contains(k)).count();
-    ctx.info.keyspace_hits += count as u64;
-    ctx.info.keyspace_misses += (args.len() - 1 - count) as u64;
+    let mut count = 0;
+    for k in &args[1..] {
+        let found = ctx.store.contains(k);
+        ctx.info.lookup(k, found);
+        count += usize::from(found);
+    }
     reply::int(ctx.out, count as i64);
     Ok(Effect::Read)
 }
@@ -962,7 +1030,7 @@ pub(crate) fn type_(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreEr
         Some(i) if i.kind == Kind::BigString => ctx.store.get(args[1])?.map(|o| o.kind),
         i => i.map(|i| i.kind),
     };
-    ctx.info.lookup(kind.is_some());
+    ctx.info.lookup(args[1], kind.is_some());
     let name = kind.map_or("none", crate::keyspace::type_name);
     reply::simple(ctx.out, name);
     Ok(Effect::Read)
@@ -972,7 +1040,7 @@ pub(crate) fn mget(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErr
     reply::array(ctx.out, args.len() - 1);
     for k in &args[1..] {
         let o = ctx.store.get(k)?;
-        ctx.info.lookup(o.is_some());
+        ctx.info.lookup(k, o.is_some());
         match o {
             Some(o) if o.kind == Kind::String => reply::bulk(ctx.out, o.value),
             _ => reply::null(ctx.out, ctx.session.proto),
@@ -988,6 +1056,7 @@ pub(crate) fn mset(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErr
     }
     for kv in args[1..].chunks(2) {
         ctx.store.put(kv[0], Kind::String, kv[1], None)?;
+        ctx.notify(nc::STRING, "set", kv[0]);
     }
     reply::ok(ctx.out);
     Ok(Effect::Wrote)
@@ -1032,6 +1101,7 @@ fn incr_by(ctx: &mut Ctx<'_>, key: &[u8], by: i64) -> Result<Effect, StoreError>
     };
     ctx.store
         .put(key, Kind::String, next.to_string().as_bytes(), expires)?;
+    ctx.notify(nc::STRING, "incrby", key);
     reply::int(ctx.out, next);
     Ok(Effect::Wrote)
 }
@@ -1063,6 +1133,7 @@ fn hset_fields(ctx: &mut Ctx<'_>, args: &[&[u8]], hmset: bool) -> Result<Effect,
         };
         if let Some(r) = span {
             if store.patch(args[1], r.start, args[3])? {
+                ctx.info.notify.emit(nc::HASH, "hset", args[1]);
                 if hmset {
                     reply::ok(out);
                 } else {
@@ -1088,6 +1159,7 @@ fn hset_fields(ctx: &mut Ctx<'_>, args: &[&[u8]], hmset: bool) -> Result<Effect,
             Some(o) if o.kind == Kind::ChunkedHash => {
                 // A large hash: the fields are written into its tree, the rest untouched.
                 let added = store.hset(args[1], &hash::last_wins(&args[2..]))?;
+                ctx.info.notify.emit(nc::HASH, "hset", args[1]);
                 if hmset {
                     reply::ok(out);
                 } else {
@@ -1151,6 +1223,7 @@ fn hset_fields(ctx: &mut Ctx<'_>, args: &[&[u8]], hmset: bool) -> Result<Effect,
                 .map(|(f, v)| (f.as_slice(), v.as_slice()))
                 .collect();
             hash::store_fields(store, args[1], &pairs, &encoded, expires, was_flat)?;
+            ctx.info.notify.emit(nc::HASH, "hset", args[1]);
             if hmset {
                 reply::ok(out);
             } else {
@@ -1161,6 +1234,7 @@ fn hset_fields(ctx: &mut Ctx<'_>, args: &[&[u8]], hmset: bool) -> Result<Effect,
         (encoded, expires, added)
     };
     store.put(args[1], Kind::Hash, &encoded, expires)?;
+    ctx.info.notify.emit(nc::HASH, "hset", args[1]);
     if hmset {
         reply::ok(out);
     } else {
@@ -1208,7 +1282,7 @@ fn hash_query(ctx: &mut Ctx<'_>, args: &[&[u8]], q: HashQuery) -> Result<Effect,
     let proto = ctx.session.proto;
     let out = &mut *ctx.out;
     let o = ctx.store.get(args[1])?;
-    ctx.info.lookup(o.is_some());
+    ctx.info.lookup(args[1], o.is_some());
     let fields = match o {
         Some(o) if o.kind == Kind::ChunkedHash => return chunked_hash_query(ctx, args, q),
         None => Vec::new(),
@@ -1336,6 +1410,9 @@ pub(crate) fn hdel(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErr
         HashRead::Chunked => {
             // Removing the last field deletes the key (the store has no empty collections).
             let removed = ctx.store.hdel(args[1], &args[2..])?;
+            if removed > 0 {
+                ctx.notify(nc::HASH, "hdel", args[1]);
+            }
             reply::int(ctx.out, removed as i64);
             return Ok(if removed > 0 {
                 Effect::Wrote
@@ -1359,6 +1436,10 @@ pub(crate) fn hdel(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErr
         })
         .collect();
     let removed = before - kept.len();
+    if removed > 0 {
+        // Redis's order: hdel, then del when the hash is gone (the latter from dispatch).
+        ctx.notify(nc::HASH, "hdel", args[1]);
+    }
     if kept.is_empty() {
         ctx.store.delete(args[1])?;
     } else if removed > 0 {
@@ -1446,6 +1527,9 @@ fn expire_command(
             op.extend(args[3..].iter().map(|a| a.to_vec()));
             vec![op]
         });
+        if ok {
+            ctx.notify(nc::GENERIC, "expire", args[1]);
+        }
         reply::int(ctx.out, ok as i64);
     }
     Ok(Effect::Wrote)
@@ -1471,6 +1555,7 @@ pub(crate) fn persist(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, Store
         .is_some_and(|o| o.expires_at_ms.is_some());
     if had {
         ctx.store.set_expiry(args[1], None)?;
+        ctx.notify(nc::GENERIC, "persist", args[1]);
     }
     reply::int(ctx.out, had as i64);
     Ok(Effect::Wrote)
@@ -1480,7 +1565,7 @@ fn time_to_live(ctx: &mut Ctx<'_>, key: &[u8], seconds: bool) -> Result<Effect, 
     // From the index alone: TTL neither reads the value nor counts an access (Redis's
     // LOOKUP_NOTOUCH: OBJECT IDLETIME goes on growing).
     let o = ctx.store.key_info(key);
-    ctx.info.lookup(o.is_some());
+    ctx.info.lookup(key, o.is_some());
     match o {
         None => reply::int(ctx.out, -2),
         Some(o) => match o.expires_at_ms {
@@ -1683,7 +1768,7 @@ fn client_line(t: &mut String, id: u64, m: &ClientMeta, now: std::time::Instant,
     if m.replica {
         flags.push('S');
     }
-    if m.sub + m.psub > 0 {
+    if m.sub + m.psub + m.ssub > 0 {
         flags.push('P');
     }
     if m.multi >= 0 {
@@ -1697,7 +1782,7 @@ fn client_line(t: &mut String, id: u64, m: &ClientMeta, now: std::time::Instant,
     }
     let _ = writeln!(
         t,
-        "id={id} addr={} laddr={} fd={} name={} age={} idle={} flags={flags} db={} sub={} psub={} ssub=0 multi={} qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user=default redir=-1 resp={}",
+        "id={id} addr={} laddr={} fd={} name={} age={} idle={} flags={flags} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user=default redir=-1 resp={}",
         m.addr,
         m.laddr,
         m.fd,
@@ -1707,6 +1792,7 @@ fn client_line(t: &mut String, id: u64, m: &ClientMeta, now: std::time::Instant,
         m.db,
         m.sub,
         m.psub,
+        m.ssub,
         m.multi,
         m.qbuf,
         m.omem,
@@ -2500,12 +2586,11 @@ pub(crate) fn hello(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreEr
 
 /// SET key value [NX|XX] [GET] [EX s|PX ms|EXAT s|PXAT ms|KEEPTTL]
 fn set_command(
-    store: &mut Store,
+    ctx: &mut Ctx<'_>,
     args: &[&[u8]],
-    out: &mut Vec<u8>,
-    proto: u8,
     expiry_given: &mut bool,
 ) -> Result<Effect, StoreError> {
+    let (store, out, proto) = (&mut *ctx.store, &mut *ctx.out, ctx.session.proto);
     let (mut nx, mut xx, mut get, mut keepttl) = (false, false, false, false);
     let mut expires: Option<u64> = None;
     let mut i = 3;
@@ -2563,6 +2648,24 @@ fn set_command(
         expires = old.as_ref().and_then(|o| o.2);
     }
     store.put(args[1], Kind::String, args[2], expires)?;
+    // Redis's setGenericCommand: set, then expire when the command gave a TTL.
+    let notify = &mut ctx.info.notify;
+    let past = expires.is_some_and(|t| t <= now_ms());
+    if past && !exists {
+        // The store takes a time already past (EXAT/PXAT) as a delete, so the key is not seen
+        // created: Redis adds it, and it expires at the next lookup.
+        notify.emit(nc::NEW, "new", args[1]);
+    }
+    notify.emit(nc::STRING, "set", args[1]);
+    if expires.is_some() && !keepttl {
+        notify.emit(nc::GENERIC, "expire", args[1]);
+    }
+    if past {
+        // Redis's key would be found expired by the next command or its active expiry;
+        // here it is gone already, so both are said now (not `del`).
+        notify.emit(nc::EXPIRED, "expired", args[1]);
+        ctx.info.expired_keys += 1;
+    }
     match (get, old) {
         (true, Some(o)) => reply::bulk(out, &o.1),
         (true, None) => reply::null(out, proto),
@@ -2706,7 +2809,7 @@ fn info_text(store: &Store, info: &mut ServerInfo, sections: &[String]) -> Strin
     if want("stats") {
         let _ = write!(
             t,
-            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:{}\r\nrejected_connections:{}\r\nexpired_keys:{}\r\nevicted_keys:0\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\nclient_query_buffer_limit_disconnections:{}\r\nclient_output_buffer_limit_disconnections:{}\r\n\r\n",
+            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:{}\r\nrejected_connections:{}\r\nexpired_keys:{}\r\nevicted_keys:0\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\npubsubshard_channels:{}\r\nclient_query_buffer_limit_disconnections:{}\r\nclient_output_buffer_limit_disconnections:{}\r\n\r\n",
             info.total_connections,
             info.total_commands,
             info.ops_per_sec(),
@@ -2716,6 +2819,7 @@ fn info_text(store: &Store, info: &mut ServerInfo, sections: &[String]) -> Strin
             info.keyspace_misses,
             info.pubsub.channels.len(),
             info.pubsub.patterns.len(),
+            info.pubsub.shard_channels.len(),
             info.client_query_buffer_limit_disconnections,
             info.client_output_buffer_limit_disconnections
         );
@@ -3149,6 +3253,7 @@ mod tests {
                     omem: 0,
                     sub: 0,
                     psub: 0,
+                    ssub: 0,
                     multi: -1,
                     replica: false,
                     db: 0,
@@ -3612,6 +3717,18 @@ mod tests {
         db.cmd("SET k v");
         db.cmd("INCR n");
         db.cmd("DEL nothing");
+        // Writes that read what they change look it up for writing: no misses either (they
+        // used to count some).
+        for w in [
+            "APPEND a x",
+            "SETRANGE r 0 x",
+            "SETBIT b 1 1",
+            "INCRBYFLOAT f 1",
+            "HINCRBY hi f 1",
+            "HSETNX hn f v",
+        ] {
+            db.cmd(w);
+        }
         assert_eq!(info_field(&mut db, "stats", "keyspace_misses"), "0");
         assert_eq!(info_field(&mut db, "stats", "keyspace_hits"), "0");
         db.cmd("GET k");
@@ -3620,8 +3737,10 @@ mod tests {
         db.cmd("HGET h f");
         db.cmd("EXISTS k missing");
         db.cmd("TTL k");
+        // Each input of a set operation is a read, its STORE form's too.
+        db.cmd("SINTERSTORE d missing");
         assert_eq!(info_field(&mut db, "stats", "keyspace_hits"), "6");
-        assert_eq!(info_field(&mut db, "stats", "keyspace_misses"), "3");
+        assert_eq!(info_field(&mut db, "stats", "keyspace_misses"), "4");
         db.cmd("CONFIG RESETSTAT");
         assert_eq!(info_field(&mut db, "stats", "keyspace_hits"), "0");
     }
@@ -4547,5 +4666,311 @@ mod tests {
         db.cmd("MULTI");
         db.cmd("PING");
         assert_eq!(db.cmd("EXEC"), "*1\r\n+PONG\r\n");
+    }
+
+    /// Run `line` as the server does: the command, then CLIENT REPLY OFF/SKIP take its reply
+    /// back but for its push messages.
+    fn served(db: &mut Db, line: &str) -> String {
+        let words: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();
+        let mut out = Vec::new();
+        execute(
+            &mut db.store,
+            &mut db.info,
+            &mut db.session,
+            &words,
+            &mut out,
+        );
+        if db.session.drop_reply() {
+            db.session.drop_output_from(&mut out, 0);
+        }
+        String::from_utf8(out).unwrap()
+    }
+
+    /// Redis's "PubSub messages with CLIENT REPLY OFF": subscription confirmations and
+    /// messages are pushes, sent whatever CLIENT REPLY says (RESP2 and RESP3 alike); only the
+    /// replies go. The old server dropped them with the reply, and the subscriber waited for ever.
+    #[test]
+    fn pushes_are_sent_under_client_reply_off_and_skip() {
+        for proto in ["2", "3"] {
+            let mut db = Db::new();
+            db.session.id = 1;
+            served(&mut db, &format!("HELLO {proto}"));
+            let push = if proto == "3" { ">" } else { "*" };
+            assert_eq!(served(&mut db, "CLIENT REPLY OFF"), "");
+            assert_eq!(
+                served(&mut db, "SUBSCRIBE ch"),
+                format!("{push}3\r\n$9\r\nsubscribe\r\n$2\r\nch\r\n:1\r\n")
+            );
+            assert_eq!(
+                served(&mut db, "PSUBSCRIBE c*"),
+                format!("{push}3\r\n$10\r\npsubscribe\r\n$2\r\nc*\r\n:2\r\n")
+            );
+            // PING's answer is a reply, not a push: dropped.
+            assert_eq!(served(&mut db, "PING"), "");
+            assert_eq!(
+                served(&mut db, "UNSUBSCRIBE ch"),
+                format!("{push}3\r\n$11\r\nunsubscribe\r\n$2\r\nch\r\n:1\r\n")
+            );
+            assert_eq!(
+                served(&mut db, "PUNSUBSCRIBE"),
+                format!("{push}3\r\n$12\r\npunsubscribe\r\n$2\r\nc*\r\n:0\r\n")
+            );
+            assert_eq!(served(&mut db, "CLIENT REPLY ON"), "+OK\r\n");
+            // SKIP: the next command's reply goes, its pushes stay.
+            assert_eq!(served(&mut db, "CLIENT REPLY SKIP"), "");
+            assert_eq!(
+                served(&mut db, "SUBSCRIBE x"),
+                format!("{push}3\r\n$9\r\nsubscribe\r\n$1\r\nx\r\n:1\r\n")
+            );
+            assert!(!served(&mut db, "PING").is_empty());
+        }
+        // RESP3: a message to itself survives OFF, PUBLISH's count does not.
+        let mut db = Db::new();
+        served(&mut db, "HELLO 3");
+        served(&mut db, "SUBSCRIBE ch");
+        served(&mut db, "CLIENT REPLY OFF");
+        assert_eq!(
+            served(&mut db, "PUBLISH ch hi"),
+            ">3\r\n$7\r\nmessage\r\n$2\r\nch\r\n$2\r\nhi\r\n"
+        );
+    }
+
+    /// Redis's "EXEC fail on WATCHed key modified by SORT with STORE even if the result is
+    /// empty": a SORT ... STORE that deletes its destination for an empty result wrote it. The
+    /// old server touched the source (the table's key) instead and this EXEC ran.
+    #[test]
+    fn sort_store_touches_the_watchers_of_its_destination_not_its_source() {
+        let mut db = Db::new();
+        db.session.id = 1;
+        let mut other = Session::new(2, true);
+        db.cmd("LPUSH foo bar");
+        db.cmd("LPUSH src 1");
+        assert_eq!(db.cmd("WATCH foo"), "+OK\r\n");
+        let mut out = Vec::new();
+        execute(
+            &mut db.store,
+            &mut db.info,
+            &mut other,
+            &[b"SORT", b"emptylist", b"STORE", b"foo"],
+            &mut out,
+        );
+        assert_eq!(out, b":0\r\n");
+        db.cmd("MULTI");
+        db.cmd("PING");
+        assert_eq!(db.cmd("EXEC"), "*-1\r\n");
+        // Watching the source: a SORT STORE elsewhere reads it, writes nothing of it.
+        assert_eq!(db.cmd("WATCH src"), "+OK\r\n");
+        out.clear();
+        execute(
+            &mut db.store,
+            &mut db.info,
+            &mut other,
+            &[b"SORT", b"src", b"STORE", b"dst"],
+            &mut out,
+        );
+        assert_eq!(out, b":1\r\n");
+        db.cmd("MULTI");
+        db.cmd("PING");
+        assert_eq!(db.cmd("EXEC"), "*1\r\n+PONG\r\n");
+    }
+
+    /// A RESP3 client subscribed to its own keyspace events gets each before the reply of the
+    /// command that caused it, as from Redis 7.0, and under CLIENT REPLY OFF still gets it;
+    /// inside EXEC they go after the turn (not into EXEC's array).
+    #[test]
+    fn own_keyspace_events_come_before_the_reply_and_stay_out_of_exec() {
+        let mut db = Db::new();
+        db.session.id = 1;
+        assert_eq!(db.cmd("CONFIG SET notify-keyspace-events KEA"), "+OK\r\n");
+        served(&mut db, "HELLO 3");
+        served(&mut db, "SUBSCRIBE __keyspace@0__:k");
+        assert_eq!(
+            served(&mut db, "SET k v"),
+            ">3\r\n$7\r\nmessage\r\n$16\r\n__keyspace@0__:k\r\n$3\r\nset\r\n+OK\r\n"
+        );
+        served(&mut db, "CLIENT REPLY OFF");
+        assert_eq!(
+            served(&mut db, "DEL k"),
+            ">3\r\n$7\r\nmessage\r\n$16\r\n__keyspace@0__:k\r\n$3\r\ndel\r\n"
+        );
+        served(&mut db, "CLIENT REPLY ON");
+        served(&mut db, "MULTI");
+        served(&mut db, "SET k w");
+        assert_eq!(served(&mut db, "EXEC"), "*1\r\n+OK\r\n");
+        let out: Vec<_> = std::mem::take(&mut db.info.pubsub.outbox);
+        assert_eq!(out.len(), 1);
+        assert_eq!((out[0].to, &*out[0].payload), (1, &b"set"[..]));
+    }
+
+    /// CONFIG SET notify-keyspace-events takes Redis's letters and answers Redis's canonical
+    /// string; a wrong letter is refused with Redis's message, naming the letters.
+    #[test]
+    fn notify_keyspace_events_is_set_and_read_back_as_redis_does() {
+        let mut db = Db::new();
+        let get = |db: &mut Db| db.cmd("CONFIG GET notify-keyspace-events");
+        assert!(get(&mut db).ends_with("$0\r\n\r\n"), "{}", get(&mut db));
+        assert_eq!(db.cmd("CONFIG SET notify-keyspace-events KEA"), "+OK\r\n");
+        assert!(get(&mut db).ends_with("$3\r\nAKE\r\n"), "{}", get(&mut db));
+        assert_eq!(
+            db.cmd("CONFIG SET notify-keyspace-events Kq"),
+            "-ERR CONFIG SET failed (possibly related to argument 'notify-keyspace-events') - Invalid event class character. Use 'Ag$lshzxeKEtmdn'.\r\n"
+        );
+        assert!(get(&mut db).ends_with("$3\r\nAKE\r\n"));
+        // Without K or E nothing is published, whatever the classes.
+        assert_eq!(db.cmd("CONFIG SET notify-keyspace-events A"), "+OK\r\n");
+        db.cmd("PSUBSCRIBE *");
+        db.session = Session::new(2, true);
+        db.cmd("SET k v");
+        assert!(db.info.pubsub.outbox.is_empty());
+    }
+
+    /// Keys the store expires are announced as `expired` when `x` is on, lazily (a command
+    /// finds one) and actively (the store's tick), and not kept at all when it is off.
+    #[test]
+    fn expired_keys_are_announced_lazily_and_actively() {
+        let mut db = Db::new();
+        db.session.id = 1;
+        db.cmd("PSUBSCRIBE __keyevent@0__:*");
+        db.session = Session::new(2, true);
+        db.cmd("SET off v PX 1");
+        db.cmd("CONFIG SET notify-keyspace-events Ex");
+        db.cmd("SET lazy v PX 1");
+        db.cmd("SET active v PX 1");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        assert_eq!(db.cmd("GET lazy"), "$-1\r\n");
+        let events: Vec<(String, String)> = std::mem::take(&mut db.info.pubsub.outbox)
+            .iter()
+            .map(|d| {
+                (
+                    String::from_utf8_lossy(&d.channel).into_owned(),
+                    String::from_utf8_lossy(&d.payload).into_owned(),
+                )
+            })
+            .collect();
+        // "off" expired before anyone asked: it may be found by the GET's lookup (as here)
+        // only if it is one of the command's keys, and it is not.
+        assert_eq!(
+            events,
+            [("__keyevent@0__:expired".to_string(), "lazy".to_string())]
+        );
+        // The tick samples every key of a small store: "active" and "off" go, "active" told.
+        std::thread::sleep(std::time::Duration::from_millis(15));
+        db.store.tick().unwrap();
+        crate::notify::announce_expired(&mut db.store, &mut db.info, false);
+        // Events name the store's keys (the database's byte first); publishing names the user's.
+        let named: Vec<Vec<u8>> = db.info.notify.take().into_iter().map(|e| e.key).collect();
+        assert!(
+            named.contains(&cxltier_store::db_key(0, b"active")),
+            "{named:?}"
+        );
+    }
+
+    /// SET with an EXAT/PXAT already past: Redis adds the key (`new`, `set`, `expire`) and
+    /// finds it expired at the next lookup (`expired`); the store takes such a write as a delete,
+    /// which the server announced as `del` of an existing key and not at all for a new one.
+    #[test]
+    fn set_with_a_time_past_is_announced_as_set_then_expired() {
+        let mut db = Db::new();
+        db.session.id = 1;
+        db.cmd("PSUBSCRIBE __keyspace@0__:*");
+        db.session = Session::new(2, true);
+        db.cmd("CONFIG SET notify-keyspace-events AKEn");
+        db.cmd("SET old v");
+        db.info.pubsub.outbox.clear();
+        assert_eq!(db.cmd("SET fresh v PXAT 1"), "+OK\r\n");
+        assert_eq!(db.cmd("SET old v EXAT 1"), "+OK\r\n");
+        assert_eq!(db.cmd("EXISTS fresh old"), ":0\r\n");
+        let heard: Vec<String> = std::mem::take(&mut db.info.pubsub.outbox)
+            .iter()
+            .map(|d| {
+                format!(
+                    "{} {}",
+                    String::from_utf8_lossy(&d.channel),
+                    String::from_utf8_lossy(&d.payload)
+                )
+            })
+            .collect();
+        assert_eq!(
+            heard,
+            [
+                "__keyspace@0__:fresh new",
+                "__keyspace@0__:fresh set",
+                "__keyspace@0__:fresh expire",
+                "__keyspace@0__:fresh expired",
+                "__keyspace@0__:old set",
+                "__keyspace@0__:old expire",
+                "__keyspace@0__:old expired",
+            ]
+        );
+        assert_eq!(info_field(&mut db, "stats", "expired_keys"), "2");
+    }
+
+    /// Shard channels (SSUBSCRIBE, SUNSUBSCRIBE, SPUBLISH, PUBSUB SHARDCHANNELS|SHARDNUMSUB):
+    /// their own namespace and their own count in confirmations, as in Redis 7.0; NUMSUB and
+    /// SHARDNUMSUB answer a flat array in RESP3 too (NUMSUB used to answer a map there).
+    #[test]
+    fn shard_channels_are_a_namespace_of_their_own() {
+        let mut db = Db::new();
+        db.session.id = 1;
+        let mut other = Session::new(2, true);
+        assert_eq!(
+            db.cmd("SSUBSCRIBE c d"),
+            "*3\r\n$10\r\nssubscribe\r\n$1\r\nc\r\n:1\r\n*3\r\n$10\r\nssubscribe\r\n$1\r\nd\r\n:2\r\n"
+        );
+        // A channel of the same name counts apart, and both are in subscribed mode.
+        assert_eq!(
+            db.cmd("SUBSCRIBE c"),
+            "*3\r\n$9\r\nsubscribe\r\n$1\r\nc\r\n:1\r\n"
+        );
+        assert!(db.cmd("GET k").starts_with("-ERR Can't execute 'get'"));
+        assert_eq!(run_as(&mut db, &mut other, "SPUBLISH c m"), ":1\r\n");
+        assert_eq!(run_as(&mut db, &mut other, "PUBLISH c m"), ":1\r\n");
+        let kinds: Vec<&[u8]> = db
+            .info
+            .pubsub
+            .outbox
+            .iter()
+            .map(|d| {
+                if d.shard {
+                    &b"smessage"[..]
+                } else {
+                    &b"message"[..]
+                }
+            })
+            .collect();
+        assert_eq!(kinds, [&b"smessage"[..], &b"message"[..]]);
+        let mut msg = Vec::new();
+        crate::pubsub::write_message(&mut msg, 3, &db.info.pubsub.outbox[0]);
+        assert_eq!(msg, b">3\r\n$8\r\nsmessage\r\n$1\r\nc\r\n$1\r\nm\r\n");
+        db.info.pubsub.outbox.clear();
+        run_as(&mut db, &mut other, "HELLO 3");
+        assert_eq!(
+            run_as(&mut db, &mut other, "PUBSUB SHARDNUMSUB c zz"),
+            "*4\r\n$1\r\nc\r\n:1\r\n$2\r\nzz\r\n:0\r\n"
+        );
+        assert_eq!(
+            run_as(&mut db, &mut other, "PUBSUB NUMSUB c"),
+            "*2\r\n$1\r\nc\r\n:1\r\n"
+        );
+        assert_eq!(
+            run_as(&mut db, &mut other, "PUBSUB SHARDCHANNELS"),
+            "*2\r\n$1\r\nc\r\n$1\r\nd\r\n"
+        );
+        // UNSUBSCRIBE of all leaves the shard channels; SUNSUBSCRIBE of all takes them.
+        assert_eq!(
+            db.cmd("UNSUBSCRIBE"),
+            "*3\r\n$11\r\nunsubscribe\r\n$1\r\nc\r\n:0\r\n"
+        );
+        assert_eq!(run_as(&mut db, &mut other, "SPUBLISH d m"), ":1\r\n");
+        assert_eq!(
+            db.cmd("SUNSUBSCRIBE"),
+            "*3\r\n$12\r\nsunsubscribe\r\n$1\r\nc\r\n:1\r\n*3\r\n$12\r\nsunsubscribe\r\n$1\r\nd\r\n:0\r\n"
+        );
+        assert_eq!(
+            db.cmd("SUNSUBSCRIBE"),
+            "*3\r\n$12\r\nsunsubscribe\r\n$-1\r\n:0\r\n"
+        );
+        assert!(!db.session.subscribed());
+        assert_eq!(run_as(&mut db, &mut other, "SPUBLISH d m"), ":0\r\n");
     }
 }

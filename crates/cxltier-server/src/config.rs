@@ -63,7 +63,6 @@ static KNOBS: &[Knob] = &[
     knob("stream-node-max-bytes", "4096", true),
     knob("stream-node-max-entries", "100", true),
     knob("timeout", "0", true),
-    knob("notify-keyspace-events", "", false),
     knob("save", "", false),
     knob("hz", "10", true),
     knob("slowlog-log-slower-than", "10000", true),
@@ -146,6 +145,10 @@ fn settings(ctx: &Ctx<'_>) -> Vec<(String, String)> {
             .into(),
         ),
         ("databases".into(), info.dbs.count().to_string()),
+        (
+            "notify-keyspace-events".into(),
+            crate::notify::format_flags(info.notify.flags()),
+        ),
         ("bind".into(), info.bind.clone()),
         ("port".into(), info.port.to_string()),
         (
@@ -259,6 +262,11 @@ fn set(ctx: &mut Ctx<'_>, pairs: &[&[u8]]) -> Result<Effect, StoreError> {
                     return set_failed(ctx, &name, &why);
                 }
             }
+            "notify-keyspace-events" => {
+                if crate::notify::parse_flags(pair[1]).is_none() {
+                    return set_failed(ctx, &name, crate::notify::INVALID_FLAGS);
+                }
+            }
             _ => match KNOBS.iter().find(|k| k.name == name) {
                 Some(k) if k.integer && value.parse::<i64>().is_err() => {
                     return set_failed(ctx, &name, "argument couldn't be parsed into an integer")
@@ -290,6 +298,14 @@ fn set(ctx: &mut Ctx<'_>, pairs: &[&[u8]]) -> Result<Effect, StoreError> {
                 ctx.info.maxmemory_limit = crate::parse_memory(&value)
                     .map(|n| n as u64)
                     .filter(|&n| n > 0 && n < budget);
+            }
+            // The store keeps the keys it expires only while someone is told of them.
+            "notify-keyspace-events" => {
+                let flags = crate::notify::parse_flags(value.as_bytes()).expect("checked above");
+                ctx.info.notify.set_flags(flags);
+                // Replication takes them too: kept while either does.
+                let wanted = ctx.info.notify.wants(crate::notify::class::EXPIRED);
+                ctx.store.track_expired(wanted || ctx.info.repl.active);
             }
             "proto-max-bulk-len" => {
                 let n = bulk_len(&value).expect("checked above");

@@ -164,10 +164,17 @@ enum Loaded {
     Chunked,
 }
 
-/// The hash at `key`; `Err` the error reply (another type, or a corrupt value).
-fn load(ctx: &mut Ctx<'_>, key: &[u8]) -> Result<Result<Loaded, &'static str>, StoreError> {
+/// The hash at `key`; `Err` the error reply (another type, or a corrupt value). A `read`
+/// command's lookup counts as a hit or miss; a write's is neither (Redis's lookupKeyWrite).
+fn load(
+    ctx: &mut Ctx<'_>,
+    key: &[u8],
+    read: bool,
+) -> Result<Result<Loaded, &'static str>, StoreError> {
     let o = ctx.store.get(key)?;
-    ctx.info.lookup(o.is_some());
+    if read {
+        ctx.info.lookup(key, o.is_some());
+    }
     Ok(match o {
         None => Ok(Loaded::Absent),
         Some(o) if o.kind == Kind::ChunkedHash => Ok(Loaded::Chunked),
@@ -208,7 +215,7 @@ fn update_field(
     change: impl FnOnce(Option<&[u8]>) -> Result<Vec<u8>, &'static str>,
     answer: impl FnOnce(&mut Ctx<'_>, &[u8]),
 ) -> Result<Effect, StoreError> {
-    let (mut fields, expires, was_flat) = match load(ctx, args[1])? {
+    let (mut fields, expires, was_flat) = match load(ctx, args[1], false)? {
         Err(e) => return err(ctx, e),
         Ok(Loaded::Chunked) => {
             let old = ctx.store.hget(args[1], args[2])?;
@@ -238,12 +245,13 @@ fn update_field(
 }
 
 pub(crate) fn hsetnx(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
-    let (mut fields, expires, was_flat) = match load(ctx, args[1])? {
+    let (mut fields, expires, was_flat) = match load(ctx, args[1], false)? {
         Err(e) => return err(ctx, e),
         Ok(Loaded::Chunked) => {
             let added = ctx.store.hget(args[1], args[2])?.is_none();
             if added {
                 ctx.store.hset(args[1], &[(args[2], args[3])])?;
+                ctx.notify(crate::notify::class::HASH, "hset", args[1]);
             }
             reply::int(ctx.out, added as i64);
             return Ok(if added { Effect::Wrote } else { Effect::Read });
@@ -257,6 +265,7 @@ pub(crate) fn hsetnx(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
     }
     fields.push((args[2].to_vec(), args[3].to_vec()));
     save(ctx, args[1], &fields, expires, was_flat)?;
+    ctx.notify(crate::notify::class::HASH, "hset", args[1]);
     reply::int(ctx.out, 1);
     Ok(Effect::Wrote)
 }
@@ -280,6 +289,7 @@ pub(crate) fn hincrby(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, Store
                 .ok_or("ERR increment or decrement would overflow")
         },
         |ctx, new| {
+            ctx.notify(crate::notify::class::HASH, "hincrby", args[1]);
             reply::int(
                 ctx.out,
                 std::str::from_utf8(new).unwrap_or("0").parse().unwrap_or(0),
@@ -329,13 +339,14 @@ pub(crate) fn hincrbyfloat(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, 
                     new.to_vec(),
                 ]]
             });
+            ctx.notify(crate::notify::class::HASH, "hincrbyfloat", args[1]);
             reply::bulk(ctx.out, new)
         },
     )
 }
 
 pub(crate) fn hstrlen(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
-    match load(ctx, args[1])? {
+    match load(ctx, args[1], true)? {
         Err(e) => err(ctx, e),
         Ok(h) => {
             let n = match h {
@@ -363,7 +374,7 @@ pub(crate) fn hscan(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreEr
     let Ok((pattern, count)) = crate::set::scan_options(ctx, &args[3..]) else {
         return Ok(Effect::Read);
     };
-    let fields = match load(ctx, args[1])? {
+    let fields = match load(ctx, args[1], true)? {
         Err(e) => return err(ctx, e),
         Ok(Loaded::Absent) => Vec::new(),
         Ok(Loaded::Flat(f, _)) => f,
@@ -422,7 +433,7 @@ pub(crate) fn hrandfield(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, St
         count = Some(c);
     }
     let proto = ctx.session.proto;
-    let (fields, len) = match load(ctx, args[1])? {
+    let (fields, len) = match load(ctx, args[1], true)? {
         Err(e) => return err(ctx, e),
         Ok(Loaded::Absent) => (Fields::Flat(Vec::new()), 0),
         Ok(Loaded::Flat(f, _)) => {

@@ -16,6 +16,7 @@ use cxltier_store::{Kind, ScanItem, StoreError};
 use hashbrown::HashMap;
 
 use crate::commands::{fail, now_ms, parse_i64, Ctx, Effect, SYNTAX};
+use crate::notify::class as nc;
 use crate::resp::reply;
 
 /// How many SCAN cursors the server remembers (each holds one key).
@@ -213,6 +214,14 @@ fn rename_command(ctx: &mut Ctx<'_>, args: &[&[u8]], nx: bool) -> Result<Effect,
     // The store moves any kind (a collection with its parts) and the TTL goes with the value
     // (Redis's rule).
     let moved = ctx.store.rename(args[1], args[2], !nx)?;
+    if moved {
+        // Redis's renameGenericCommand: the destination is added anew (`new`, even over a key
+        // it replaced, which goes without an event), then rename_from and rename_to.
+        let n = &mut ctx.info.notify;
+        n.emit(nc::NEW, "new", args[2]);
+        n.emit(nc::GENERIC, "rename_from", args[1]);
+        n.emit(nc::GENERIC, "rename_to", args[2]);
+    }
     if nx {
         reply::int(ctx.out, i64::from(moved));
     } else {
@@ -259,6 +268,12 @@ pub(crate) fn copy(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErr
     }
     // Any kind: a collection is copied with all its parts.
     let copied = ctx.store.copy_key(args[1], &dst, replace)?;
+    if copied {
+        // Redis's copyCommand: a replaced destination goes without an event, the copy is
+        // added anew (`new`) and announced as copy_to (in the destination's database).
+        ctx.notify(nc::NEW, "new", &dst);
+        ctx.notify(nc::GENERIC, "copy_to", &dst);
+    }
     reply::int(ctx.out, i64::from(copied));
     if db != ctx.session.db {
         // The key written is not the argument dispatch knows: tell its watchers here.
@@ -420,6 +435,7 @@ pub(crate) fn sort(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErr
         j += 1;
     }
     let kind = ctx.store.get(args[1])?.map(|o| o.kind);
+    ctx.info.lookup(args[1], kind.is_some());
     // The elements in their native order (a set's is its members' byte order here).
     let mut elems: Vec<Vec<u8>> = match kind {
         None => Vec::new(),
@@ -551,11 +567,24 @@ pub(crate) fn sort(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErr
                 ctx.store
                     .list_push(dst, cxltier_store::ListEnd::Right, chunk)?;
             }
-            // The destination is no key position of the table's: its watchers and the clients
-            // blocked on it are told here, when it was written (Redis's signalModifiedKey of
-            // SORT ... STORE: a result stored, or an old key deleted).
+            // Redis's sortCommand: a result stored, or an empty one that deleted the
+            // destination, is a write of it (its watchers' EXEC fails, a client blocked on it
+            // is tried), announced as `sortstore` or `del`. The destination is no key position
+            // of the table's, so the handler names it; the source is only read.
+            let n = &mut ctx.info.notify;
+            if !out.is_empty() {
+                n.emit(crate::notify::class::LIST, "sortstore", dst);
+                if !existed {
+                    n.insert_new(dst);
+                }
+            } else if existed {
+                n.emit(crate::notify::class::GENERIC, "del", dst);
+            }
             if existed || !out.is_empty() {
                 ctx.info.wrote(dst);
+            }
+            if dst != args[1] {
+                ctx.session.unchanged_keys.push(args[1].to_vec());
             }
             reply::int(ctx.out, out.len() as i64);
             Ok(if existed || !out.is_empty() {
@@ -750,6 +779,10 @@ pub(crate) fn restore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, Store
     if expires.is_some() && !matches!(kind, Some(Kind::String | Kind::Hash)) {
         ctx.store.set_expiry(key, expires)?;
     }
+    // Redis's restoreCommand: a replaced key goes without an event, the value is added anew
+    // (`new`) and announced as restore.
+    ctx.notify(nc::NEW, "new", key);
+    ctx.notify(nc::GENERIC, "restore", key);
     reply::ok(ctx.out);
     Ok(Effect::Wrote)
 }

@@ -10,6 +10,8 @@
 //! - [`hash`]: how a hash's fields are encoded in one stored value;
 //! - [`keyspace`]: SCAN (cursors kept by the server), KEYS, RANDOMKEY, RENAME, COPY, TOUCH,
 //!   EXPIRETIME;
+//! - [`notify`]: keyspace notifications (`notify-keyspace-events`): the events commands
+//!   announce, published on `__keyspace@<db>__:` and `__keyevent@<db>__:` channels;
 //! - [`pubsub`]: SUBSCRIBE, PSUBSCRIBE, PUBLISH, PUBSUB, and the messages for other connections;
 //! - [`quarantine`]: follows the quarantine file of `cxltier ras --watch --quarantine` and hands
 //!   new poisoned ranges to the store (`INFO poison`);
@@ -34,6 +36,7 @@ pub mod glob;
 pub mod hash;
 pub mod keyspace;
 pub mod list;
+pub mod notify;
 pub mod pubsub;
 pub mod quarantine;
 pub mod ratelog;

@@ -4,6 +4,7 @@
 use cxltier_store::{ListEnd, StoreError};
 
 use crate::commands::{Ctx, Effect};
+use crate::notify::class as nc;
 use crate::resp::reply;
 
 /// Redis's reply to a command on a key of another type (without the store's own detail, which
@@ -51,6 +52,28 @@ fn end_arg(b: &[u8]) -> Option<ListEnd> {
     }
 }
 
+/// The list family's keyspace events, Redis's (t_list.c): a push or pop names its end.
+fn announce_push(ctx: &mut Ctx<'_>, key: &[u8], end: ListEnd) {
+    let event = match end {
+        ListEnd::Left => "lpush",
+        ListEnd::Right => "rpush",
+    };
+    ctx.notify(nc::LIST, event, key);
+}
+
+/// A pop, then `del` when it emptied the list (the store deleted it): also for the commands
+/// whose keys are no key positions of the table's (LMPOP, BLMPOP), which dispatch cannot see.
+fn announce_pop(ctx: &mut Ctx<'_>, key: &[u8], end: ListEnd) {
+    let event = match end {
+        ListEnd::Left => "lpop",
+        ListEnd::Right => "rpop",
+    };
+    ctx.notify(nc::LIST, event, key);
+    if ctx.info.notify.active() && !ctx.store.contains(key) {
+        ctx.notify(nc::GENERIC, "del", key);
+    }
+}
+
 fn push(
     ctx: &mut Ctx<'_>,
     args: &[&[u8]],
@@ -63,6 +86,9 @@ fn push(
         } else {
             ctx.store.list_push_existing(args[1], end, &args[2..])?
         };
+        if n > 0 {
+            announce_push(ctx, args[1], end);
+        }
         reply::int(ctx.out, n as i64);
         Ok(if n > 0 { Effect::Wrote } else { Effect::Read })
     })
@@ -109,6 +135,9 @@ fn pop(ctx: &mut Ctx<'_>, args: &[&[u8]], end: ListEnd) -> Result<Effect, StoreE
             return Ok(Effect::Read);
         }
         let got = ctx.store.list_pop(args[1], end, count.unwrap_or(1))?;
+        if got.as_ref().is_some_and(|v| !v.is_empty()) {
+            announce_pop(ctx, args[1], end);
+        }
         match (got, count) {
             (None, None) => reply::null(ctx.out, proto),
             (None, Some(_)) => reply::null_array(ctx.out, proto),
@@ -164,6 +193,7 @@ pub(crate) fn lset(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErr
             None => err(ctx, "ERR no such key"),
             Some(false) => err(ctx, "ERR index out of range"),
             Some(true) => {
+                ctx.notify(nc::LIST, "lset", args[1]);
                 reply::ok(ctx.out);
                 Ok(Effect::Wrote)
             }
@@ -195,6 +225,9 @@ pub(crate) fn linsert(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, Store
     };
     typed(ctx, |ctx| {
         let n = ctx.store.list_insert(args[1], before, args[3], args[4])?;
+        if n > 0 {
+            ctx.notify(nc::LIST, "linsert", args[1]);
+        }
         reply::int(ctx.out, n);
         Ok(if n > 0 { Effect::Wrote } else { Effect::Read })
     })
@@ -206,6 +239,9 @@ pub(crate) fn lrem(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErr
     };
     typed(ctx, |ctx| {
         let n = ctx.store.list_remove(args[1], count, args[3])?;
+        if n > 0 {
+            ctx.notify(nc::LIST, "lrem", args[1]);
+        }
         reply::int(ctx.out, n as i64);
         Ok(if n > 0 { Effect::Wrote } else { Effect::Read })
     })
@@ -216,7 +252,12 @@ pub(crate) fn ltrim(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreEr
         return err(ctx, NOT_INTEGER);
     };
     typed(ctx, |ctx| {
+        // Redis announces `ltrim` for any LTRIM of an existing list (then `del` if emptied).
+        let existed = ctx.store.contains(args[1]);
         ctx.store.list_trim(args[1], a, b)?;
+        if existed {
+            ctx.notify(nc::LIST, "ltrim", args[1]);
+        }
         reply::ok(ctx.out);
         Ok(Effect::Wrote)
     })
@@ -330,6 +371,9 @@ fn move_one(
             return Ok(Effect::Read);
         };
         ctx.store.list_push(dst, to, &[&m])?;
+        // Redis's order: the push to the destination, then the pop (and `del`) of the source.
+        announce_push(ctx, dst, to);
+        announce_pop(ctx, src, from);
         reply::bulk(ctx.out, &m);
         Ok(Effect::Wrote)
     })
@@ -420,6 +464,7 @@ fn pop_first(
         }
         if let Some(v) = ctx.store.list_pop(k, end, count)? {
             if !v.is_empty() {
+                announce_pop(ctx, k, end);
                 return Ok(Some((k.to_vec(), v)));
             }
         }

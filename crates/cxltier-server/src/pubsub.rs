@@ -1,4 +1,5 @@
-//! Pub/sub: SUBSCRIBE, PSUBSCRIBE, their UNSUBSCRIBEs, PUBLISH and PUBSUB.
+//! Pub/sub: SUBSCRIBE, PSUBSCRIBE, SSUBSCRIBE (shard channels), their UNSUBSCRIBEs, PUBLISH,
+//! SPUBLISH and PUBSUB.
 //!
 //! A handler sees only its own connection, so PUBLISH leaves each message for another
 //! connection in [`PubSub::outbox`]; the server moves them into those connections' output
@@ -22,12 +23,36 @@ pub const PUBSUB_OUTPUT_LIMIT: OutputBufferLimit = OutputBufferLimit {
     soft_seconds: 60,
 };
 
+/// What a subscription is to: a channel, a pattern of channels, or a shard channel (Redis 7's
+/// SSUBSCRIBE: a namespace of its own, which one server holds whole).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Channel,
+    Pattern,
+    Shard,
+}
+
+impl Kind {
+    fn command(self, subscribe: bool) -> &'static str {
+        match (self, subscribe) {
+            (Kind::Channel, true) => "SUBSCRIBE",
+            (Kind::Pattern, true) => "PSUBSCRIBE",
+            (Kind::Shard, true) => "SSUBSCRIBE",
+            (Kind::Channel, false) => "UNSUBSCRIBE",
+            (Kind::Pattern, false) => "PUNSUBSCRIBE",
+            (Kind::Shard, false) => "SUNSUBSCRIBE",
+        }
+    }
+}
+
 /// A message for another connection.
 #[derive(Debug)]
 pub struct Delivery {
     pub to: u64,
-    /// The pattern it matched (a `pmessage`), or none (a `message`).
+    /// The pattern it matched (a `pmessage`), or none (a `message`, or a shard channel's
+    /// `smessage`).
     pub pattern: Option<Rc<[u8]>>,
+    pub shard: bool,
     pub channel: Rc<[u8]>,
     pub payload: Rc<[u8]>,
 }
@@ -35,8 +60,9 @@ pub struct Delivery {
 /// Who subscribes to what, server-wide.
 #[derive(Debug, Default)]
 pub struct PubSub {
-    pub channels: HashMap<Vec<u8>, Vec<u64>>,
-    pub patterns: HashMap<Vec<u8>, Vec<u64>>,
+    pub channels: Subscribers,
+    pub patterns: Subscribers,
+    pub shard_channels: Subscribers,
     pub outbox: Vec<Delivery>,
 }
 
@@ -47,6 +73,7 @@ impl PubSub {
             .channels
             .values()
             .chain(self.patterns.values())
+            .chain(self.shard_channels.values())
             .flatten()
             .copied()
             .collect();
@@ -61,10 +88,13 @@ impl PubSub {
         for p in session.patterns.drain(..) {
             remove(&mut self.patterns, &p, session.id);
         }
+        for ch in session.shard_channels.drain(..) {
+            remove(&mut self.shard_channels, &ch, session.id);
+        }
     }
 }
 
-fn remove(map: &mut HashMap<Vec<u8>, Vec<u64>>, name: &[u8], id: u64) {
+fn remove(map: &mut Subscribers, name: &[u8], id: u64) {
     if let Some(ids) = map.get_mut(name) {
         ids.retain(|&i| i != id);
         if ids.is_empty() {
@@ -73,8 +103,8 @@ fn remove(map: &mut HashMap<Vec<u8>, Vec<u64>>, name: &[u8], id: u64) {
     }
 }
 
-/// Write one message as `proto` frames it: `message channel payload` or `pmessage pattern
-/// channel payload`.
+/// Write one message as `proto` frames it: `message channel payload`, `pmessage pattern
+/// channel payload` or `smessage channel payload`.
 pub fn write_message(out: &mut Vec<u8>, proto: u8, d: &Delivery) {
     match &d.pattern {
         Some(p) => {
@@ -84,7 +114,7 @@ pub fn write_message(out: &mut Vec<u8>, proto: u8, d: &Delivery) {
         }
         None => {
             reply::push(out, proto, 3);
-            reply::bulk(out, b"message");
+            reply::bulk(out, if d.shard { b"smessage" } else { b"message" });
         }
     }
     reply::bulk(out, &d.channel);
@@ -92,17 +122,24 @@ pub fn write_message(out: &mut Vec<u8>, proto: u8, d: &Delivery) {
 }
 
 /// The confirmation of one (un)subscription: kind, name (null for an UNSUBSCRIBE of nothing),
-/// and the connection's subscriptions after it.
-fn confirm(ctx: &mut Ctx<'_>, kind: &[u8], name: Option<&[u8]>) {
-    let count = ctx.session.channels.len() + ctx.session.patterns.len();
+/// and the connection's subscriptions after it (its channels and patterns; for a shard
+/// channel, its shard channels, as Redis counts them).
+/// A push message, as Redis's CLIENT_PUSHING: sent even under CLIENT REPLY OFF or SKIP.
+fn confirm(ctx: &mut Ctx<'_>, what: &[u8], kind: Kind, name: Option<&[u8]>) {
+    let count = match kind {
+        Kind::Shard => ctx.session.shard_channels.len(),
+        _ => ctx.session.channels.len() + ctx.session.patterns.len(),
+    };
     let proto = ctx.session.proto;
+    let start = ctx.out.len();
     reply::push(ctx.out, proto, 3);
-    reply::bulk(ctx.out, kind);
+    reply::bulk(ctx.out, what);
     match name {
         Some(n) => reply::bulk(ctx.out, n),
         None => reply::null(ctx.out, proto),
     }
     reply::int(ctx.out, count as i64);
+    ctx.session.pushed.push(start..ctx.out.len());
 }
 
 /// (Un)subscribing inside EXEC would write one reply per channel into EXEC's array, which holds
@@ -117,128 +154,136 @@ fn refused_in_exec(ctx: &mut Ctx<'_>, name: &str) -> bool {
     ctx.session.in_exec
 }
 
-fn subscribe_to(ctx: &mut Ctx<'_>, names: &[&[u8]], pattern: bool) -> Result<Effect, StoreError> {
-    if refused_in_exec(ctx, if pattern { "PSUBSCRIBE" } else { "SUBSCRIBE" }) {
+/// The subscribers of each name, server-wide.
+type Subscribers = HashMap<Vec<u8>, Vec<u64>>;
+
+/// The session's subscriptions of `kind` and the server's.
+fn lists<'a>(
+    session: &'a mut Session,
+    ps: &'a mut PubSub,
+    kind: Kind,
+) -> (&'a mut Vec<Vec<u8>>, &'a mut Subscribers) {
+    match kind {
+        Kind::Channel => (&mut session.channels, &mut ps.channels),
+        Kind::Pattern => (&mut session.patterns, &mut ps.patterns),
+        Kind::Shard => (&mut session.shard_channels, &mut ps.shard_channels),
+    }
+}
+
+fn subscribe_to(ctx: &mut Ctx<'_>, names: &[&[u8]], kind: Kind) -> Result<Effect, StoreError> {
+    let command = kind.command(true);
+    if refused_in_exec(ctx, command) {
         return Ok(Effect::Read);
     }
+    let what = command.to_ascii_lowercase();
     for &name in names {
-        let (mine, all) = if pattern {
-            (&mut ctx.session.patterns, &mut ctx.info.pubsub.patterns)
-        } else {
-            (&mut ctx.session.channels, &mut ctx.info.pubsub.channels)
-        };
+        let id = ctx.session.id;
+        let (mine, all) = lists(ctx.session, &mut ctx.info.pubsub, kind);
         if !mine.iter().any(|c| c == name) {
             mine.push(name.to_vec());
-            all.entry(name.to_vec()).or_default().push(ctx.session.id);
+            all.entry(name.to_vec()).or_default().push(id);
         }
-        confirm(
-            ctx,
-            if pattern { b"psubscribe" } else { b"subscribe" },
-            Some(name),
-        );
+        confirm(ctx, what.as_bytes(), kind, Some(name));
     }
     Ok(Effect::Read)
 }
 
-fn unsubscribe_from(
-    ctx: &mut Ctx<'_>,
-    names: &[&[u8]],
-    pattern: bool,
-) -> Result<Effect, StoreError> {
-    if refused_in_exec(
-        ctx,
-        if pattern {
-            "PUNSUBSCRIBE"
-        } else {
-            "UNSUBSCRIBE"
-        },
-    ) {
+fn unsubscribe_from(ctx: &mut Ctx<'_>, names: &[&[u8]], kind: Kind) -> Result<Effect, StoreError> {
+    let command = kind.command(false);
+    if refused_in_exec(ctx, command) {
         return Ok(Effect::Read);
     }
-    let kind: &[u8] = if pattern {
-        b"punsubscribe"
-    } else {
-        b"unsubscribe"
-    };
+    let what = command.to_ascii_lowercase();
     // Without names: all of them; none at all still gets one confirmation, with a null name.
     let names: Vec<Vec<u8>> = if names.is_empty() {
-        if pattern {
-            ctx.session.patterns.clone()
-        } else {
-            ctx.session.channels.clone()
-        }
+        lists(ctx.session, &mut ctx.info.pubsub, kind).0.clone()
     } else {
         names.iter().map(|n| n.to_vec()).collect()
     };
     if names.is_empty() {
-        confirm(ctx, kind, None);
+        confirm(ctx, what.as_bytes(), kind, None);
     }
     for name in names {
         let id = ctx.session.id;
-        let (mine, all) = if pattern {
-            (&mut ctx.session.patterns, &mut ctx.info.pubsub.patterns)
-        } else {
-            (&mut ctx.session.channels, &mut ctx.info.pubsub.channels)
-        };
+        let (mine, all) = lists(ctx.session, &mut ctx.info.pubsub, kind);
         if let Some(i) = mine.iter().position(|c| *c == name) {
             mine.remove(i);
             remove(all, &name, id);
         }
-        confirm(ctx, kind, Some(&name));
+        confirm(ctx, what.as_bytes(), kind, Some(&name));
     }
     Ok(Effect::Read)
 }
 
 pub(crate) fn subscribe(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
-    subscribe_to(ctx, &args[1..], false)
+    subscribe_to(ctx, &args[1..], Kind::Channel)
 }
 
 pub(crate) fn psubscribe(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
-    subscribe_to(ctx, &args[1..], true)
+    subscribe_to(ctx, &args[1..], Kind::Pattern)
+}
+
+pub(crate) fn ssubscribe(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    subscribe_to(ctx, &args[1..], Kind::Shard)
 }
 
 pub(crate) fn unsubscribe(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
-    unsubscribe_from(ctx, &args[1..], false)
+    unsubscribe_from(ctx, &args[1..], Kind::Channel)
 }
 
 pub(crate) fn punsubscribe(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
-    unsubscribe_from(ctx, &args[1..], true)
+    unsubscribe_from(ctx, &args[1..], Kind::Pattern)
 }
 
-/// PUBLISH channel message: the number of subscriptions it reached (channel and patterns).
-pub(crate) fn publish(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
-    // Replicated whether or not anyone listens (Redis: forceCommandPropagation).
-    ctx.session.force_propagate = true;
-    let channel: Rc<[u8]> = Rc::from(args[1]);
-    let payload: Rc<[u8]> = Rc::from(args[2]);
-    let ps = &mut ctx.info.pubsub;
+pub(crate) fn sunsubscribe(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    unsubscribe_from(ctx, &args[1..], Kind::Shard)
+}
+
+/// The messages of one publication: one per subscription of the channel, then one per
+/// pattern subscription that matches it.
+pub(crate) fn deliveries(ps: &PubSub, channel: &[u8], payload: &[u8]) -> Vec<Delivery> {
     let mut deliveries: Vec<Delivery> = Vec::new();
-    if let Some(ids) = ps.channels.get(args[1]) {
+    if ps.channels.is_empty() && ps.patterns.is_empty() {
+        return deliveries;
+    }
+    let channel_name = channel;
+    let channel: Rc<[u8]> = Rc::from(channel);
+    let payload: Rc<[u8]> = Rc::from(payload);
+    if let Some(ids) = ps.channels.get(channel_name) {
         deliveries.extend(ids.iter().map(|&to| Delivery {
             to,
             pattern: None,
+            shard: false,
             channel: channel.clone(),
             payload: payload.clone(),
         }));
     }
     for (pat, ids) in &ps.patterns {
-        if crate::glob::matches(pat, args[1], false) {
+        if crate::glob::matches(pat, channel_name, false) {
             let pat: Rc<[u8]> = Rc::from(&pat[..]);
             deliveries.extend(ids.iter().map(|&to| Delivery {
                 to,
                 pattern: Some(pat.clone()),
+                shard: false,
                 channel: channel.clone(),
                 payload: payload.clone(),
             }));
         }
     }
+    deliveries
+}
+
+/// Send `deliveries`, and reply with how many there were (PUBLISH, SPUBLISH). A RESP3 client
+/// may publish to itself: its message comes before the reply, as in Redis. Inside EXEC it would
+/// land in the middle of EXEC's array (a client reads it as one of the replies): there it goes
+/// out after the turn, like everyone else's.
+fn send(ctx: &mut Ctx<'_>, deliveries: Vec<Delivery>) -> Result<Effect, StoreError> {
     let n = deliveries.len();
-    // A RESP3 client may publish to itself: its message comes before PUBLISH's reply, as in
-    // Redis. Inside EXEC it would land in the middle of EXEC's array (a client reads it as one of
-    // the replies): there it goes out after the turn, like everyone else's.
     for d in deliveries {
         if d.to == ctx.session.id && !ctx.session.in_exec {
+            let start = ctx.out.len();
             write_message(ctx.out, ctx.session.proto, &d);
+            ctx.session.pushed.push(start..ctx.out.len());
         } else {
             ctx.info.pubsub.outbox.push(d);
         }
@@ -247,15 +292,50 @@ pub(crate) fn publish(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, Store
     Ok(Effect::Read)
 }
 
-/// PUBSUB CHANNELS [pattern] | NUMSUB [channel ...] | NUMPAT | HELP.
+/// PUBLISH channel message: the number of subscriptions it reached (channel and patterns).
+pub(crate) fn publish(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    // Replicated whether or not anyone listens (Redis: forceCommandPropagation).
+    ctx.session.force_propagate = true;
+    let deliveries = deliveries(&ctx.info.pubsub, args[1], args[2]);
+    send(ctx, deliveries)
+}
+
+/// SPUBLISH shardchannel message: the number of the shard channel's subscribers (patterns and
+/// plain channels of the same name do not hear it).
+pub(crate) fn spublish(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    ctx.session.force_propagate = true;
+    let deliveries: Vec<Delivery> = match ctx.info.pubsub.shard_channels.get(args[1]) {
+        None => Vec::new(),
+        Some(ids) => {
+            let channel: Rc<[u8]> = Rc::from(args[1]);
+            let payload: Rc<[u8]> = Rc::from(args[2]);
+            ids.iter()
+                .map(|&to| Delivery {
+                    to,
+                    pattern: None,
+                    shard: true,
+                    channel: channel.clone(),
+                    payload: payload.clone(),
+                })
+                .collect()
+        }
+    };
+    send(ctx, deliveries)
+}
+
+/// PUBSUB CHANNELS [pattern] | NUMSUB [channel ...] | NUMPAT | SHARDCHANNELS [pattern] |
+/// SHARDNUMSUB [shardchannel ...] | HELP.
 pub(crate) fn pubsub(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
     let sub = args[1].to_ascii_uppercase();
-    let proto = ctx.session.proto;
     let ps = &ctx.info.pubsub;
     match (sub.as_slice(), args.len()) {
-        (b"CHANNELS", 2 | 3) => {
-            let mut names: Vec<&Vec<u8>> = ps
-                .channels
+        (b"CHANNELS" | b"SHARDCHANNELS", 2 | 3) => {
+            let all = if sub == b"CHANNELS" {
+                &ps.channels
+            } else {
+                &ps.shard_channels
+            };
+            let mut names: Vec<&Vec<u8>> = all
                 .keys()
                 .filter(|c| {
                     args.get(2)
@@ -268,12 +348,18 @@ pub(crate) fn pubsub(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
                 reply::bulk(ctx.out, n);
             }
         }
-        (b"NUMSUB", _) => {
+        // Redis 7.0 answers a flat array of name, count pairs, in RESP3 too.
+        (b"NUMSUB" | b"SHARDNUMSUB", _) => {
+            let all = if sub == b"NUMSUB" {
+                &ps.channels
+            } else {
+                &ps.shard_channels
+            };
             let counts: Vec<(&[u8], usize)> = args[2..]
                 .iter()
-                .map(|c| (*c, ps.channels.get(*c).map_or(0, Vec::len)))
+                .map(|c| (*c, all.get(*c).map_or(0, Vec::len)))
                 .collect();
-            reply::map(ctx.out, proto, counts.len());
+            reply::array(ctx.out, 2 * counts.len());
             for (c, n) in counts {
                 reply::bulk(ctx.out, c);
                 reply::int(ctx.out, n as i64);
@@ -291,7 +377,14 @@ pub(crate) fn pubsub(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
                 "NUMPAT",
                 "    Return number of subscriptions to patterns.",
                 "NUMSUB [<channel> ...]",
-                "    Return the number of subscribers for the specified channels.",
+                "    Return the number of subscribers for the specified channels, excluding",
+                "    pattern subscriptions(default: no channels).",
+                "SHARDCHANNELS [<pattern>]",
+                "    Return the currently active shard level channels matching a <pattern> (default: '*').",
+                "SHARDNUMSUB [<shardchannel> ...]",
+                "    Return the number of subscribers for the specified shard level channel(s)",
+                "HELP",
+                "    Prints this help.",
             ];
             reply::array(ctx.out, lines.len());
             for l in lines {

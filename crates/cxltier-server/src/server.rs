@@ -693,6 +693,19 @@ pub fn serve_on(
             let keys_before = store.len();
             let ticked = store.tick();
             info.expired_keys += keys_before.saturating_sub(store.len());
+            // Keys expired in the background are announced (`expired`) at once: a subscriber
+            // need not wait for another client's command to hear of them.
+            crate::notify::announce_expired(&mut store, &mut info, false);
+            let events = info.notify.take();
+            if !events.is_empty() {
+                crate::notify::publish(&mut info, &events, None, 2, &mut Vec::new());
+                deliver_messages(&mut info, &mut conns, &limits, &mut log);
+                for c in conns.values_mut() {
+                    if !c.output.is_empty() {
+                        flush(c);
+                    }
+                }
+            }
             if let Err(e) = ticked {
                 if let Some(line) = log.line(
                     "tick",
@@ -809,12 +822,7 @@ fn replication_tick(store: &mut Store, info: &mut ServerInfo) {
     if !info.repl.active {
         return;
     }
-    let expired = store.take_expired();
-    for k in expired {
-        let (db, key) = commands::expired_in(info, &k);
-        let op = commands::expired_delete_op(info, &key);
-        info.repl.emit(db, &op);
-    }
+    commands::drain_expired(store, info, false);
     let period = info.knobs.int("repl-ping-replica-period").max(1) as u64;
     // The first PING comes a period after replication began, as Redis's cron counts.
     let last = *info.repl.last_ping.get_or_insert_with(Instant::now);
@@ -1127,7 +1135,7 @@ fn run_ready(
             }
             // CLIENT REPLY OFF or SKIP: the command ran, its reply is not sent.
             if c.session.drop_reply() {
-                c.output.truncate(before);
+                c.session.drop_output_from(&mut c.output, before);
             }
             match effect {
                 Effect::Wrote => e.0 = true,
@@ -1368,6 +1376,7 @@ fn accept(
                         omem: 0,
                         sub: 0,
                         psub: 0,
+                        ssub: 0,
                         multi: -1,
                         replica: false,
                         db: 0,

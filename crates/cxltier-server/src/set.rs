@@ -7,6 +7,7 @@ use rand::Rng;
 
 use crate::commands::{Ctx, Effect};
 use crate::list::{err, int_arg, typed, NOT_INTEGER, SYNTAX};
+use crate::notify::class as nc;
 use crate::resp::reply;
 
 /// Members read per `sscan` call when a command walks a whole set.
@@ -71,6 +72,9 @@ fn reply_set(ctx: &mut Ctx<'_>, ms: &[Vec<u8>]) {
 pub(crate) fn sadd(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
     typed(ctx, |ctx| {
         let n = ctx.store.sadd(args[1], &args[2..])?;
+        if n > 0 {
+            ctx.notify(nc::SET, "sadd", args[1]);
+        }
         reply::int(ctx.out, n as i64);
         Ok(if n > 0 { Effect::Wrote } else { Effect::Read })
     })
@@ -107,6 +111,9 @@ pub(crate) fn srem(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErr
         }
         keep_hashtable(ctx, args[1], &leaving)?;
         let n = ctx.store.srem(args[1], &args[2..])?;
+        if n > 0 {
+            ctx.notify(nc::SET, "srem", args[1]);
+        }
         reply::int(ctx.out, n as i64);
         Ok(if n > 0 { Effect::Wrote } else { Effect::Read })
     })
@@ -210,6 +217,8 @@ pub(crate) fn spop(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErr
                         .collect()
                 }
             });
+            // Redis: one `spop` event for the command, whatever the count.
+            ctx.notify(nc::SET, "spop", args[1]);
         }
         match count {
             None => match got.first() {
@@ -461,9 +470,20 @@ pub(crate) fn smove(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreEr
             reply::int(ctx.out, 0);
             return Ok(Effect::Read);
         }
-        if ctx.store.sadd(args[2], &[args[3]])? == 0 && args[1] != args[2] {
+        // Redis's events: srem (and del) of the source, then sadd of the destination when
+        // the member was new there; none when both are one set (a no-op).
+        let same = args[1] == args[2];
+        if !same {
+            ctx.notify(nc::SET, "srem", args[1]);
+            if !ctx.store.contains(args[1]) {
+                ctx.notify(nc::GENERIC, "del", args[1]);
+            }
+        }
+        if ctx.store.sadd(args[2], &[args[3]])? == 0 && !same {
             // Already a member there: only the source changed (Redis's WATCH sees the same).
             ctx.session.unchanged_keys.push(args[2].to_vec());
+        } else if !same {
+            ctx.notify(nc::SET, "sadd", args[2]);
         }
         reply::int(ctx.out, 1);
         Ok(Effect::Wrote)
@@ -484,6 +504,12 @@ fn combine(
     keys: &[&[u8]],
     limit: usize,
 ) -> Result<Vec<Vec<u8>>, StoreError> {
+    // Each input is a read lookup, as in Redis (a missing one a key miss), also for the STORE
+    // forms.
+    for k in keys {
+        let found = ctx.store.contains(k);
+        ctx.info.lookup(k, found);
+    }
     match op {
         Op::Inter => {
             // Walk the smallest set and look the others' members up: no other set is read
@@ -550,6 +576,16 @@ fn store_op(ctx: &mut Ctx<'_>, args: &[&[u8]], op: Op) -> Result<Effect, StoreEr
         let refs: Vec<&[u8]> = ms.iter().map(Vec::as_slice).collect();
         for chunk in refs.chunks(PAGE) {
             ctx.store.sadd(args[1], chunk)?;
+        }
+        // A result stored is announced by its command's name; an empty one that deleted the
+        // destination as `del` (by dispatch, which sees the key go).
+        if !ms.is_empty() {
+            let event = match op {
+                Op::Inter => "sinterstore",
+                Op::Union => "sunionstore",
+                Op::Diff => "sdiffstore",
+            };
+            ctx.notify(nc::SET, event, args[1]);
         }
         reply::int(ctx.out, ms.len() as i64);
         Ok(Effect::Wrote)

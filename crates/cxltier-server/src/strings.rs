@@ -7,6 +7,7 @@ use cxltier_store::{Kind, StoreError};
 use crate::commands::{
     expire_at_ms, fail, invalid_expire, now_ms, parse_i64, Ctx, Effect, NOT_INT, SYNTAX, WRONGTYPE,
 };
+use crate::notify::class as nc;
 use crate::resp::reply;
 
 /// Redis's `proto-max-bulk-len` default: no string may grow past it (SETRANGE, APPEND, SETBIT).
@@ -17,9 +18,13 @@ const BAD_BIT_OFFSET: &str = "ERR bit offset is not an integer or out of range";
 /// A string key's value and expiry; `Err(())` when the key holds another type.
 type Read = Result<Option<(Vec<u8>, Option<u64>)>, ()>;
 
-fn read(ctx: &mut Ctx<'_>, key: &[u8]) -> Result<Read, StoreError> {
+/// A `read` command's lookup counts as a hit or miss; a write's is neither (Redis's
+/// lookupKeyWrite).
+fn read(ctx: &mut Ctx<'_>, key: &[u8], read: bool) -> Result<Read, StoreError> {
     let o = ctx.store.get(key)?;
-    ctx.info.lookup(o.is_some());
+    if read {
+        ctx.info.lookup(key, o.is_some());
+    }
     Ok(match o {
         None => Ok(None),
         Some(o) if o.kind != Kind::String => Err(()),
@@ -69,15 +74,20 @@ pub(crate) fn clamp_range(mut start: i64, mut end: i64, len: i64) -> Option<(usi
 }
 
 /// The length of the string under `key` without reading it (0 when absent), counted as a
-/// lookup; `Err(())` when the key holds another type.
-fn string_len(ctx: &mut Ctx<'_>, key: &[u8]) -> Result<Result<u64, ()>, StoreError> {
+/// lookup by a `read` command (a write's is neither a hit nor a miss, as in Redis); `Err(())`
+/// when the key holds another type.
+fn string_len(ctx: &mut Ctx<'_>, key: &[u8], read: bool) -> Result<Result<u64, ()>, StoreError> {
     match ctx.store.strlen(key) {
         Ok(len) => {
-            ctx.info.lookup(len.is_some());
+            if read {
+                ctx.info.lookup(key, len.is_some());
+            }
             Ok(Ok(len.unwrap_or(0)))
         }
         Err(StoreError::WrongType { .. }) => {
-            ctx.info.lookup(true);
+            if read {
+                ctx.info.lookup(key, true);
+            }
             Ok(Err(()))
         }
         Err(e) => Err(e),
@@ -88,13 +98,14 @@ fn string_len(ctx: &mut Ctx<'_>, key: &[u8]) -> Result<Result<u64, ()>, StoreErr
 // a string kept in pieces they read or write the pieces concerned, never the whole value.
 
 pub(crate) fn append(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
-    let Ok(len) = string_len(ctx, args[1])? else {
+    let Ok(len) = string_len(ctx, args[1], false)? else {
         return fail(ctx, WRONGTYPE);
     };
     if let Some(e) = too_long(ctx, len + args[2].len() as u64) {
         return e;
     }
     let len = ctx.store.append(args[1], args[2])?;
+    ctx.notify(nc::STRING, "append", args[1]);
     reply::int(ctx.out, len as i64);
     Ok(Effect::Wrote)
 }
@@ -103,7 +114,7 @@ pub(crate) fn getrange(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, Stor
     let (Some(start), Some(end)) = (parse_i64(args[2]), parse_i64(args[3])) else {
         return fail(ctx, NOT_INT);
     };
-    let Ok(len) = string_len(ctx, args[1])? else {
+    let Ok(len) = string_len(ctx, args[1], true)? else {
         return fail(ctx, WRONGTYPE);
     };
     match clamp_range(start, end, len as i64) {
@@ -127,7 +138,7 @@ pub(crate) fn setrange(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, Stor
         return fail(ctx, "ERR offset is out of range");
     }
     let patch = args[3];
-    let Ok(len) = string_len(ctx, args[1])? else {
+    let Ok(len) = string_len(ctx, args[1], false)? else {
         return fail(ctx, WRONGTYPE);
     };
     // Redis: an empty patch changes nothing (and creates no key).
@@ -139,12 +150,13 @@ pub(crate) fn setrange(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, Stor
         return e;
     }
     let len = ctx.store.set_range(args[1], offset as u64, patch)?;
+    ctx.notify(nc::STRING, "setrange", args[1]);
     reply::int(ctx.out, len as i64);
     Ok(Effect::Wrote)
 }
 
 pub(crate) fn getdel(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
-    match read(ctx, args[1])? {
+    match read(ctx, args[1], true)? {
         Err(()) => fail(ctx, WRONGTYPE),
         Ok(None) => {
             reply::null(ctx.out, ctx.session.proto);
@@ -194,7 +206,7 @@ pub(crate) fn getex(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreEr
         }
         i += 1;
     }
-    let (value, expires) = match read(ctx, args[1])? {
+    let (value, expires) = match read(ctx, args[1], true)? {
         Err(()) => return fail(ctx, WRONGTYPE),
         Ok(None) => {
             reply::null(ctx.out, ctx.session.proto);
@@ -221,6 +233,8 @@ pub(crate) fn getex(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreEr
                     at.to_string().into_bytes(),
                 ]]
             });
+            // Redis: `expire` for a new TTL.
+            ctx.notify(nc::GENERIC, "expire", args[1]);
             Effect::Wrote
         }
         // PERSIST: a change (replicated as `PERSIST key`) only when the key had a TTL.
@@ -229,6 +243,8 @@ pub(crate) fn getex(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreEr
                 ctx.store.set_expiry(args[1], None)?;
                 ctx.session
                     .propagate_as(|| vec![vec![b"persist".to_vec(), args[1].to_vec()]]);
+                // Redis: `persist` only when a TTL was removed.
+                ctx.notify(nc::GENERIC, "persist", args[1]);
             }
             Effect::Wrote
         }
@@ -238,7 +254,7 @@ pub(crate) fn getex(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreEr
 }
 
 pub(crate) fn getset(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
-    let old = match read(ctx, args[1])? {
+    let old = match read(ctx, args[1], true)? {
         Err(()) => return fail(ctx, WRONGTYPE),
         Ok(old) => old,
     };
@@ -246,6 +262,7 @@ pub(crate) fn getset(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
     ctx.store.put(args[1], Kind::String, args[2], None)?;
     ctx.session
         .propagate_as(|| vec![vec![b"set".to_vec(), args[1].to_vec(), args[2].to_vec()]]);
+    ctx.notify(nc::STRING, "set", args[1]);
     match old {
         Some((v, _)) => reply::bulk(ctx.out, &v),
         None => reply::null(ctx.out, ctx.session.proto),
@@ -259,6 +276,7 @@ pub(crate) fn setnx(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreEr
         return Ok(Effect::Read);
     }
     ctx.store.put(args[1], Kind::String, args[2], None)?;
+    ctx.notify(nc::STRING, "set", args[1]);
     reply::int(ctx.out, 1);
     Ok(Effect::Wrote)
 }
@@ -273,13 +291,14 @@ pub(crate) fn msetnx(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
     }
     for kv in args[1..].chunks(2) {
         ctx.store.put(kv[0], Kind::String, kv[1], None)?;
+        ctx.notify(nc::STRING, "set", kv[0]);
     }
     reply::int(ctx.out, 1);
     Ok(Effect::Wrote)
 }
 
 pub(crate) fn strlen(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
-    let Ok(len) = string_len(ctx, args[1])? else {
+    let Ok(len) = string_len(ctx, args[1], true)? else {
         return fail(ctx, WRONGTYPE);
     };
     reply::int(ctx.out, len as i64);
@@ -305,7 +324,7 @@ pub(crate) fn format_f64(f: f64) -> String {
 }
 
 pub(crate) fn incrbyfloat(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
-    let (current, expires) = match read(ctx, args[1])? {
+    let (current, expires) = match read(ctx, args[1], false)? {
         Err(()) => return fail(ctx, WRONGTYPE),
         Ok(None) => (0.0, None),
         Ok(Some((v, e))) => match parse_f64(&v) {
@@ -333,6 +352,7 @@ pub(crate) fn incrbyfloat(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, S
             b"KEEPTTL".to_vec(),
         ]]
     });
+    ctx.notify(nc::STRING, "incrbyfloat", args[1]);
     reply::bulk(ctx.out, text.as_bytes());
     Ok(Effect::Wrote)
 }
@@ -353,7 +373,7 @@ pub(crate) fn setbit(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
         b"1" => true,
         _ => return fail(ctx, "ERR bit is not an integer or out of range"),
     };
-    if string_len(ctx, args[1])?.is_err() {
+    if string_len(ctx, args[1], false)?.is_err() {
         return fail(ctx, WRONGTYPE);
     }
     let byte = offset / 8;
@@ -368,6 +388,7 @@ pub(crate) fn setbit(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
     let mask = 0x80u8 >> (offset % 8);
     let new = if on { old | mask } else { old & !mask };
     ctx.store.set_range(args[1], byte, &[new])?;
+    ctx.notify(nc::STRING, "setbit", args[1]);
     reply::int(ctx.out, (old & mask != 0) as i64);
     Ok(Effect::Wrote)
 }
@@ -376,7 +397,7 @@ pub(crate) fn getbit(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
     let Some(offset) = bit_offset(args[2]) else {
         return fail(ctx, BAD_BIT_OFFSET);
     };
-    if string_len(ctx, args[1])?.is_err() {
+    if string_len(ctx, args[1], true)?.is_err() {
         return fail(ctx, WRONGTYPE);
     }
     let byte = ctx
@@ -418,7 +439,7 @@ pub(crate) fn bitcount(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, Stor
         }
         _ => return fail(ctx, SYNTAX),
     };
-    let value = match read(ctx, args[1])? {
+    let value = match read(ctx, args[1], true)? {
         Err(()) => return fail(ctx, WRONGTYPE),
         Ok(v) => v.map(|(v, _)| v).unwrap_or_default(),
     };
@@ -464,7 +485,7 @@ pub(crate) fn bitpos(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
     let Some(bit_unit) = unit_is_bit(args.get(5)) else {
         return fail(ctx, SYNTAX);
     };
-    let value = match read(ctx, args[1])? {
+    let value = match read(ctx, args[1], true)? {
         Err(()) => return fail(ctx, WRONGTYPE),
         Ok(None) => {
             // A missing key is an empty string: no set bit, and the first clear bit at 0.
@@ -498,7 +519,7 @@ pub(crate) fn bitpos(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
 /// as in Redis, when it would pass `proto-max-bulk-len`.
 pub(crate) fn lcs(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
     const NOT_STRINGS: &str = "ERR The specified keys must contain string values";
-    let (a, b) = match (read(ctx, args[1])?, read(ctx, args[2])?) {
+    let (a, b) = match (read(ctx, args[1], true)?, read(ctx, args[2], true)?) {
         (Ok(a), Ok(b)) => (
             a.map(|v| v.0).unwrap_or_default(),
             b.map(|v| v.0).unwrap_or_default(),

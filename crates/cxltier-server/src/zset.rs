@@ -5,6 +5,7 @@ use cxltier_store::{LexBound, ScoreBound, StoreError, ZAddFlags};
 
 use crate::commands::{Ctx, Effect};
 use crate::list::{err, int_arg, typed, NOT_INTEGER, SYNTAX};
+use crate::notify::class as nc;
 use crate::resp::reply;
 use crate::set::{cursor_from_wire, cursor_to_wire, scan_options};
 
@@ -117,6 +118,7 @@ pub(crate) fn zadd(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErr
             let (by, m) = pairs[0];
             return match ctx.store.zincrby(args[1], flags, by, m) {
                 Ok(Some(s)) => {
+                    ctx.notify(nc::ZSET, "zincr", args[1]);
                     reply::double(ctx.out, ctx.session.proto, s);
                     Ok(Effect::Wrote)
                 }
@@ -129,6 +131,9 @@ pub(crate) fn zadd(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErr
             };
         }
         let o = ctx.store.zadd(args[1], flags, &pairs)?;
+        if o.added + o.changed > 0 {
+            ctx.notify(nc::ZSET, "zadd", args[1]);
+        }
         reply::int(ctx.out, (o.added + if ch { o.changed } else { 0 }) as i64);
         Ok(if o.added + o.changed > 0 {
             Effect::Wrote
@@ -148,6 +153,8 @@ pub(crate) fn zincrby(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, Store
             .zincrby(args[1], ZAddFlags::default(), by, args[3])
         {
             Ok(Some(s)) => {
+                // Redis runs ZINCRBY as ZADD INCR: `zincr`.
+                ctx.notify(nc::ZSET, "zincr", args[1]);
                 reply::double(ctx.out, ctx.session.proto, s);
                 Ok(Effect::Wrote)
             }
@@ -164,6 +171,9 @@ pub(crate) fn zincrby(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, Store
 pub(crate) fn zrem(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
     typed(ctx, |ctx| {
         let n = ctx.store.zrem(args[1], &args[2..])?;
+        if n > 0 {
+            ctx.notify(nc::ZSET, "zrem", args[1]);
+        }
         reply::int(ctx.out, n as i64);
         Ok(if n > 0 { Effect::Wrote } else { Effect::Read })
     })
@@ -425,6 +435,9 @@ pub(crate) fn zrangestore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, S
         for chunk in pairs.chunks(1024) {
             ctx.store.zadd(args[1], ZAddFlags::default(), chunk)?;
         }
+        if !items.is_empty() {
+            ctx.notify(nc::ZSET, "zrangestore", args[1]);
+        }
         reply::int(ctx.out, items.len() as i64);
         Ok(Effect::Wrote)
     })
@@ -444,6 +457,9 @@ fn pop(ctx: &mut Ctx<'_>, args: &[&[u8]], max: bool) -> Result<Effect, StoreErro
     }
     typed(ctx, |ctx| {
         let got = ctx.store.zpop(args[1], max, count.unwrap_or(1))?;
+        if !got.is_empty() {
+            announce_pop(ctx, args[1], max);
+        }
         let proto = ctx.session.proto;
         // Redis 7.0: without a count a flat pair; with one, RESP3's array of pairs.
         if count.is_some() && proto >= 3 {
@@ -506,6 +522,14 @@ fn remrange(ctx: &mut Ctx<'_>, args: &[&[u8]], by: By) -> Result<Effect, StoreEr
         let mut n = 0;
         for chunk in ms.chunks(1024) {
             n += ctx.store.zrem(args[1], chunk)?;
+        }
+        if n > 0 {
+            let event = match by {
+                By::Rank => "zremrangebyrank",
+                By::Score => "zremrangebyscore",
+                By::Lex => "zremrangebylex",
+            };
+            ctx.notify(nc::ZSET, event, args[1]);
         }
         reply::int(ctx.out, n as i64);
         Ok(if n > 0 { Effect::Wrote } else { Effect::Read })
@@ -671,6 +695,10 @@ fn combine(
 ) -> Result<Vec<(Vec<u8>, f64)>, StoreError> {
     let mut sets = Vec::with_capacity(keys.len());
     for k in keys {
+        // Each input is a read lookup, as in Redis (a missing one a key miss), also for the
+        // STORE forms.
+        let found = ctx.store.contains(k);
+        ctx.info.lookup(k, found);
         sets.push(scored_members(ctx, k)?);
     }
     let mut acc: hashbrown::HashMap<Vec<u8>, (f64, usize)> = hashbrown::HashMap::new();
@@ -789,6 +817,14 @@ fn store_op(ctx: &mut Ctx<'_>, args: &[&[u8]], op: SetOp) -> Result<Effect, Stor
         for chunk in pairs.chunks(1024) {
             ctx.store.zadd(args[1], ZAddFlags::default(), chunk)?;
         }
+        if !items.is_empty() {
+            let event = match op {
+                SetOp::Union => "zunionstore",
+                SetOp::Inter => "zinterstore",
+                SetOp::Diff => "zdiffstore",
+            };
+            ctx.notify(nc::ZSET, event, args[1]);
+        }
         reply::int(ctx.out, items.len() as i64);
         Ok(if existed || !items.is_empty() {
             Effect::Wrote
@@ -891,6 +927,16 @@ type ZPopped = (Vec<u8>, Vec<(Vec<u8>, f64)>);
 /// The first of `keys` holding a non-empty sorted set, up to `count` of its lowest (or
 /// highest) members popped; a key of another type is WRONGTYPE, or only not ready while the
 /// server runs a parked command again.
+/// A pop's event (`zpopmin`/`zpopmax`, also for BZPOP*, ZMPOP, BZMPOP), then `del` when it
+/// emptied the sorted set: ZMPOP's keys are no key positions of the table's, so it is said
+/// here rather than left to dispatch.
+fn announce_pop(ctx: &mut Ctx<'_>, key: &[u8], max: bool) {
+    ctx.notify(nc::ZSET, if max { "zpopmax" } else { "zpopmin" }, key);
+    if ctx.info.notify.active() && !ctx.store.contains(key) {
+        ctx.notify(nc::GENERIC, "del", key);
+    }
+}
+
 fn zpop_first(
     ctx: &mut Ctx<'_>,
     keys: &[&[u8]],
@@ -907,6 +953,7 @@ fn zpop_first(
         }
         let got = ctx.store.zpop(k, max, count)?;
         if !got.is_empty() {
+            announce_pop(ctx, k, max);
             return Ok(Some((k.to_vec(), got)));
         }
     }

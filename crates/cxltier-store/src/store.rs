@@ -102,8 +102,10 @@ pub struct Store {
     /// counting expiry or moves between tiers: Redis's `server.dirty`, which the server reads
     /// around a command to know whether it changed anything (and so is replicated).
     changes: u64,
-    /// With [`Store::track_expired`]: the user keys removed because their TTL passed, in order,
-    /// until [`Store::take_expired`] (the server replicates them as `DEL`).
+    /// With [`Store::track_expired`]: the user keys removed because their TTL passed (lazily,
+    /// actively, or found so by a delete), in order, until [`Store::take_expired`]: the server
+    /// replicates each as `DEL` and announces it (keyspace notifications), without reading its
+    /// value.
     expired: Option<Vec<Vec<u8>>>,
     /// Injected failures (tests): chunk writes and chunk deletes left before they fail.
     chunk_faults: (Option<u64>, Option<u64>),
@@ -1559,6 +1561,11 @@ impl Store {
                     self.log.as_mut().expect("log").append_tombstone(key, nv)?;
                 }
                 other => other?,
+            }
+        }
+        if let (true, Some(keys)) = (expired, self.expired.as_mut()) {
+            if !is_internal_key(key) {
+                keys.push(key.to_vec());
             }
         }
         self.drop_entry(key);

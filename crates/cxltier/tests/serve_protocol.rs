@@ -236,6 +236,8 @@ fn command_replies_come_from_the_command_table() {
             "psubscribe",
             "unsubscribe",
             "punsubscribe",
+            "ssubscribe",
+            "sunsubscribe",
         ];
         if skip.contains(&name.as_str()) {
             continue;
