@@ -4824,6 +4824,45 @@ mod tests {
         assert!(db.info.pubsub.outbox.is_empty());
     }
 
+    /// Events name the database clients select and the user's key, also after a SWAPDB moved
+    /// the database's keys elsewhere in the store.
+    #[test]
+    fn events_name_the_selected_database_and_the_users_key() {
+        let mut db = Db::new();
+        db.session.id = 1;
+        db.cmd("PSUBSCRIBE __key*");
+        db.session = Session::new(2, true);
+        db.cmd("CONFIG SET notify-keyspace-events KEA");
+        let mut heard = |db: &mut Db| -> Vec<(String, String)> {
+            std::mem::take(&mut db.info.pubsub.outbox)
+                .iter()
+                .map(|d| {
+                    (
+                        String::from_utf8_lossy(&d.channel).into_owned(),
+                        String::from_utf8_lossy(&d.payload).into_owned(),
+                    )
+                })
+                .collect()
+        };
+        db.cmd("SELECT 3");
+        db.cmd("SET k v");
+        let ev = heard(&mut db);
+        assert!(
+            ev.contains(&("__keyspace@3__:k".into(), "set".into()))
+                && ev.contains(&("__keyevent@3__:set".into(), "k".into())),
+            "{ev:?}"
+        );
+        db.cmd("SWAPDB 3 5");
+        heard(&mut db);
+        db.cmd("SELECT 5");
+        db.cmd("DEL k");
+        let ev = heard(&mut db);
+        assert!(
+            ev.contains(&("__keyspace@5__:k".into(), "del".into())),
+            "{ev:?}"
+        );
+    }
+
     /// Keys the store expires are announced as `expired` when `x` is on, lazily (a command
     /// finds one) and actively (the store's tick), and not kept at all when it is off.
     #[test]
