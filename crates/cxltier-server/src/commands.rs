@@ -4833,7 +4833,7 @@ mod tests {
         db.cmd("PSUBSCRIBE __key*");
         db.session = Session::new(2, true);
         db.cmd("CONFIG SET notify-keyspace-events KEA");
-        let mut heard = |db: &mut Db| -> Vec<(String, String)> {
+        let heard = |db: &mut Db| -> Vec<(String, String)> {
             std::mem::take(&mut db.info.pubsub.outbox)
                 .iter()
                 .map(|d| {
