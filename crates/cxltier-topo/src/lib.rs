@@ -38,7 +38,10 @@ mod sysfs;
 pub use classify::NodeKind;
 pub use cxl::{Cxl, CxlMemdev, CxlRegion, DaxDevice, DaxMode, DaxSource};
 pub use interleave::WeightedInterleave;
-pub use ktier::{counter_rates, KernelMoves, KernelTiering, NumaBalancing, Placement};
+pub use ktier::{
+    counter_rates, KernelMoves, KernelTiering, NumaBalancing, Placement, DEMOTION_ENABLED,
+    NUMA_BALANCING, VMSTAT,
+};
 pub use node::{AccessClass, Hmat, MemoryTier, Node, Perf};
 pub use nodelist::NodeSet;
 pub use nvme::{NvmeController, NvmeNamespace};
