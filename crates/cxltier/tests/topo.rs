@@ -206,10 +206,20 @@ fn profile_instead_of_the_machine() {
 /// A scratch copy of the `cxl-ram` fixture (node0: DRAM with CPUs in memory tier 4, node1: CXL in
 /// tier 22) with the kernel's tiering settings and counters added.
 fn kernel_tiering_tree(numa_balancing: &str, demotion: &str, vmstat: &str) -> tempfile::TempDir {
+    tree_with_kernel_tiering("cxl-ram", numa_balancing, demotion, vmstat)
+}
+
+/// A scratch copy of `fixture` with the kernel's tiering settings and counters added.
+fn tree_with_kernel_tiering(
+    fixture: &str,
+    numa_balancing: &str,
+    demotion: &str,
+    vmstat: &str,
+) -> tempfile::TempDir {
     let tmp = tempfile::tempdir().unwrap();
     let status = Command::new("cp")
         .arg("-a")
-        .arg(fixtures().join("cxl-ram/sys"))
+        .arg(fixtures().join(fixture).join("sys"))
         .arg(tmp.path())
         .status()
         .unwrap();
@@ -246,6 +256,17 @@ fn kernel_tiering_in_human_output() {
         assert!(text.contains(needle), "missing {needle:?} in\n{text}");
     }
     assert!(!text.contains("nr_free_pages"), "{text}");
+
+    // One memory node: every mode on, nothing to move.
+    let tmp = tree_with_kernel_tiering("this-host", "3\n", "true\n", VMSTAT);
+    let out = cxltier(&["topo", "--sysfs-root", tmp.path().to_str().unwrap()]);
+    let text = stdout(&out);
+    for needle in [
+        "normal+memory-tiering (kernel.numa_balancing = 3); nothing to move between (one memory node); nothing to promote",
+        "demotion: on (demotion_enabled = true); nothing to demote to",
+    ] {
+        assert!(text.contains(needle), "missing {needle:?} in\n{text}");
+    }
 
     // A kernel without any of it: said, not an error.
     let (out, _) = topo("cxl-ram", &[]);

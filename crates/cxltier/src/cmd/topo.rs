@@ -463,16 +463,19 @@ fn render_kernel_tiering(t: &Topology) -> String {
         Some(b) => {
             out.push_str(&format!("{} (kernel.numa_balancing = {})", b.mode, b.value));
             if b.normal {
-                out.push_str(&format!(
-                    "; moves pages toward the CPU that touches them on {}",
-                    nodes(&moves.balancing_from)
-                ));
+                out.push_str(&match moves.balancing_from.as_slice() {
+                    [] => "; nothing to move between (one memory node)".to_string(),
+                    from => format!(
+                        "; moves pages toward the CPU that touches them on {}",
+                        nodes(from)
+                    ),
+                });
             }
             if b.memory_tiering {
-                out.push_str(&format!(
-                    "; promotes hot pages from {}",
-                    nodes(&moves.promotion_from)
-                ));
+                out.push_str(&match moves.promotion_from.as_slice() {
+                    [] => "; nothing to promote (no memory below the top tier)".to_string(),
+                    from => format!("; promotes hot pages from {}", nodes(from)),
+                });
             }
         }
     }
@@ -480,10 +483,15 @@ fn render_kernel_tiering(t: &Topology) -> String {
     match k.demotion_enabled {
         None => out.push_str(UNSUPPORTED),
         Some(false) => out.push_str("off (demotion_enabled = false)"),
-        Some(true) => out.push_str(&format!(
-            "on (demotion_enabled = true); reclaim demotes cold pages from {}",
-            nodes(&moves.demotion_from)
-        )),
+        Some(true) => out.push_str(&match moves.demotion_from.as_slice() {
+            [] => {
+                "on (demotion_enabled = true); nothing to demote to (one memory tier)".to_string()
+            }
+            from => format!(
+                "on (demotion_enabled = true); reclaim demotes cold pages from {}",
+                nodes(from)
+            ),
+        }),
     }
     out.push_str("\n  memory tiers: ");
     if t.memory_tiers.is_empty() {
