@@ -109,6 +109,7 @@ rec_dir sys/kernel/mm/numa 1
 rec_dir sys/kernel/mm/transparent_hugepage 0
 rec_dir sys/kernel/mm/damon 2
 rec_files proc/sys/kernel/numa_balancing
+rec_files proc/vmstat
 
 # CXL: every device on the cxl bus (root, ports, decoders, memdevs, regions, dax regions), the
 # PCI function each memdev sits on (its numa_node and identity only), and the dax devices.

@@ -10,7 +10,9 @@
 //! - CXL memory devices and regions (`sys/bus/cxl/devices`) and the node each region became, through
 //!   its dax device (`sys/bus/dax/devices/daxX.Y/target_node`);
 //! - weighted interleave support and weights (`sys/kernel/mm/mempolicy/weighted_interleave`);
-//! - NVMe controllers and namespaces (`sys/class/nvme`, `sys/class/block`).
+//! - NVMe controllers and namespaces (`sys/class/nvme`, `sys/class/block`);
+//! - the kernel's own tiering (`proc/sys/kernel/numa_balancing`, `sys/kernel/mm/numa/
+//!   demotion_enabled`, the promotion/demotion counters of `proc/vmstat`, see `ktier.rs`).
 //!
 //! Each node is then classified ([`NodeKind`]) with the evidence for it, in words, so that a person
 //! can judge how strong it is (see `classify.rs` for the rules and why they are what they are).
@@ -26,6 +28,7 @@
 mod classify;
 mod cxl;
 mod interleave;
+mod ktier;
 mod node;
 pub mod nodelist;
 mod nvme;
@@ -35,6 +38,10 @@ mod sysfs;
 pub use classify::NodeKind;
 pub use cxl::{Cxl, CxlMemdev, CxlRegion, DaxDevice, DaxMode, DaxSource};
 pub use interleave::WeightedInterleave;
+pub use ktier::{
+    counter_rates, KernelMoves, KernelTiering, NumaBalancing, Placement, DEMOTION_ENABLED,
+    NUMA_BALANCING, VMSTAT,
+};
 pub use node::{AccessClass, Hmat, MemoryTier, Node, Perf};
 pub use nodelist::NodeSet;
 pub use nvme::{NvmeController, NvmeNamespace};
@@ -128,6 +135,8 @@ pub struct Topology {
     pub dax: Vec<DaxDevice>,
     pub weighted_interleave: WeightedInterleave,
     pub nvme: Vec<NvmeController>,
+    /// The kernel's own tiering: NUMA balancing, demotion and their counters.
+    pub kernel_tiering: KernelTiering,
     /// Non-essential files that could not be read or made no sense, one sentence each.
     pub warnings: Vec<String>,
 }
@@ -183,6 +192,7 @@ impl Topology {
         let cxl = cxl::read_cxl(&fs, &dax, &blocks, &mut warnings);
         let weighted_interleave = interleave::read(&fs, &mut warnings);
         let nvme = nvme::read(&fs, &mut warnings);
+        let kernel_tiering = ktier::read(&fs, &mut warnings);
         classify::classify(&mut nodes, &cxl, &dax, &blocks, &fs);
         let tier_order = order(&nodes);
         Ok(Topology {
@@ -193,6 +203,7 @@ impl Topology {
             dax,
             weighted_interleave,
             nvme,
+            kernel_tiering,
             warnings,
         })
     }
@@ -265,6 +276,14 @@ impl Topology {
     /// The kernel's weighted-interleave state.
     pub fn weighted_interleave(&self) -> &WeightedInterleave {
         &self.weighted_interleave
+    }
+
+    /// Read the kernel's tiering counters (`/proc/vmstat`) below `root` again, for rates between
+    /// samples: `Ok(None)` when the file is absent, `Err` naming a garbled line.
+    pub fn read_kernel_counters(
+        root: &Path,
+    ) -> Result<Option<std::collections::BTreeMap<String, u64>>, String> {
+        ktier::read_counters(&Sysfs::new(root))
     }
 
     /// The CXL region whose memory became node `id`, if any.

@@ -102,6 +102,10 @@ pub struct AccessClass {
 pub struct MemoryTier {
     pub id: u32,
     pub nodes: Vec<u32>,
+    /// The tier's `abstract_distance` attribute, on kernels that export one (6.12 does not: its
+    /// tiers show only `nodelist`, and the distance range follows from the id).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub abstract_distance: Option<u64>,
 }
 
 /// Which node each memory block belongs to, and the block size: used to find the node that a
@@ -323,7 +327,22 @@ pub(crate) fn read_memory_tiers(fs: &Sysfs, warnings: &mut Vec<String>) -> Vec<M
     for (id, name) in entries {
         let rel = format!("{TIER_DIR}/{name}/nodelist");
         match read_list(fs, &rel) {
-            Ok(Some(nodes)) => tiers.push(MemoryTier { id, nodes }),
+            Ok(Some(nodes)) => {
+                let adist_rel = format!("{TIER_DIR}/{name}/abstract_distance");
+                let abstract_distance =
+                    match fs.parse_opt(&adist_rel, "an abstract distance", parse_u64) {
+                        Ok(d) => d,
+                        Err(e) => {
+                            warnings.push(e.to_string());
+                            None
+                        }
+                    };
+                tiers.push(MemoryTier {
+                    id,
+                    nodes,
+                    abstract_distance,
+                })
+            }
             Ok(None) => warnings.push(format!(
                 "{} is missing; ignoring tier {id}",
                 fs.display(&rel)

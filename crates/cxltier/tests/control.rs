@@ -754,3 +754,77 @@ fn touch_hot_stops_at_sigterm_with_its_final_check() {
     assert_eq!(last["done"], true, "{last}");
     assert_eq!(last["intact"], true, "{last}");
 }
+
+/// A scratch tree after the `cxl-ram` fixture (node0: DRAM with CPUs in memory tier 4, node1: CXL
+/// in tier 22) with a weight table and the kernel's tiering settings.
+fn kernel_tiering_tree(numa_balancing: &str, demotion: &str) -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().unwrap();
+    let fixture =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../cxltier-topo/tests/fixtures/cxl-ram/sys");
+    let status = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(fixture)
+        .arg(tmp.path())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let write = |rel: &str, text: &str| {
+        let p = tmp.path().join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    };
+    write(&format!("{WI}/node0"), "1\n");
+    write(&format!("{WI}/node1"), "1\n");
+    write("proc/sys/kernel/numa_balancing", numa_balancing);
+    write("sys/kernel/mm/numa/demotion_enabled", demotion);
+    tmp
+}
+
+#[test]
+fn apply_warns_when_the_kernel_demotes_interleaved_pages() {
+    let tmp = kernel_tiering_tree("2\n", "true\n");
+    let root = tmp.path().to_str().unwrap();
+    let out = cxltier(&[
+        "apply",
+        "--sysfs-root",
+        root,
+        "--weights",
+        "node0=3,node1=1",
+        "--dry-run",
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("cxltier apply: warning: the kernel demotes cold pages on node(s) 0")
+            && err.contains("`echo false > /sys/kernel/mm/numa/demotion_enabled`"),
+        "{err}"
+    );
+    // NUMA balancing leaves interleaved pages alone (no MPOL_F_MOF): no warning about it.
+    assert!(!err.contains("numa_balancing"), "{err}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let w = v["warnings"].as_array().unwrap();
+    assert_eq!(w.len(), 1, "{v}");
+    assert!(w[0].as_str().unwrap().contains("demotion_enabled"));
+
+    // Demotion off: no warnings, an empty list.
+    let tmp = kernel_tiering_tree("2\n", "false\n");
+    let root = tmp.path().to_str().unwrap();
+    let out = cxltier(&[
+        "apply",
+        "--sysfs-root",
+        root,
+        "--weights",
+        "node0=3,node1=1",
+        "--dry-run",
+        "--json",
+    ]);
+    assert!(out.status.success());
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("warning"));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["warnings"], serde_json::json!([]));
+}

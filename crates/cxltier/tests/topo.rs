@@ -202,3 +202,195 @@ fn profile_instead_of_the_machine() {
     ]);
     assert_eq!(out.status.code(), Some(2), "the two are exclusive");
 }
+
+/// A scratch copy of the `cxl-ram` fixture (node0: DRAM with CPUs in memory tier 4, node1: CXL in
+/// tier 22) with the kernel's tiering settings and counters added.
+fn kernel_tiering_tree(numa_balancing: &str, demotion: &str, vmstat: &str) -> tempfile::TempDir {
+    tree_with_kernel_tiering("cxl-ram", numa_balancing, demotion, vmstat)
+}
+
+/// A scratch copy of `fixture` with the kernel's tiering settings and counters added.
+fn tree_with_kernel_tiering(
+    fixture: &str,
+    numa_balancing: &str,
+    demotion: &str,
+    vmstat: &str,
+) -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().unwrap();
+    let status = Command::new("cp")
+        .arg("-a")
+        .arg(fixtures().join(fixture).join("sys"))
+        .arg(tmp.path())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let write = |rel: &str, text: &str| {
+        let p = tmp.path().join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    };
+    write("proc/sys/kernel/numa_balancing", numa_balancing);
+    write("sys/kernel/mm/numa/demotion_enabled", demotion);
+    write("proc/vmstat", vmstat);
+    tmp
+}
+
+const VMSTAT: &str = "nr_free_pages 100\npgpromote_success 12\npgpromote_candidate 30\n\
+                      pgdemote_kswapd 7\nnuma_hint_faults 40\npgmigrate_success 19\n";
+
+#[test]
+fn kernel_tiering_in_human_output() {
+    let tmp = kernel_tiering_tree("2\n", "true\n", VMSTAT);
+    let out = cxltier(&["topo", "--sysfs-root", tmp.path().to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    for needle in [
+        "kernel tiering:",
+        "NUMA balancing: memory-tiering (kernel.numa_balancing = 2); promotes hot pages from node(s) 1",
+        "demotion: on (demotion_enabled = true); reclaim demotes cold pages from node(s) 0",
+        "memory tiers: memory_tier4 = node(s) 0; memory_tier22 = node(s) 1 (fastest first)",
+        "pgpromote_success",
+        "pgdemote_kswapd",
+        "numa_hint_faults",
+    ] {
+        assert!(text.contains(needle), "missing {needle:?} in\n{text}");
+    }
+    assert!(!text.contains("nr_free_pages"), "{text}");
+
+    // One memory node: every mode on, nothing to move.
+    let tmp = tree_with_kernel_tiering("this-host", "3\n", "true\n", VMSTAT);
+    let out = cxltier(&["topo", "--sysfs-root", tmp.path().to_str().unwrap()]);
+    let text = stdout(&out);
+    for needle in [
+        "normal+memory-tiering (kernel.numa_balancing = 3); nothing to move between (one memory node); nothing to promote",
+        "demotion: on (demotion_enabled = true); nothing to demote to",
+    ] {
+        assert!(text.contains(needle), "missing {needle:?} in\n{text}");
+    }
+
+    // A kernel without any of it: said, not an error.
+    let (out, _) = topo("cxl-ram", &[]);
+    assert!(out.status.success());
+    let text = stdout(&out);
+    assert!(
+        text.contains("NUMA balancing: not supported by this kernel"),
+        "{text}"
+    );
+    assert!(text.contains("demotion: not supported by this kernel"));
+    assert!(text.contains("counters (/proc/vmstat): not supported by this kernel"));
+}
+
+#[test]
+fn kernel_tiering_in_json() {
+    let tmp = kernel_tiering_tree("3\n", "false\n", VMSTAT);
+    let out = cxltier(&[
+        "topo",
+        "--json",
+        "--sysfs-root",
+        tmp.path().to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let k = &v["kernel_tiering"];
+    assert_eq!(k["numa_balancing"]["value"], 3);
+    assert_eq!(k["numa_balancing"]["mode"], "normal+memory-tiering");
+    assert_eq!(k["demotion_enabled"], false);
+    assert_eq!(k["counters"]["pgpromote_success"], 12);
+    assert!(k["counters"].get("nr_free_pages").is_none());
+    // Existing fields stay.
+    assert!(v["memory_tiers"].is_array() && v["nodes"].is_array());
+}
+
+#[test]
+fn watch_prints_rates_per_second() {
+    let tmp = kernel_tiering_tree("2\n", "true\n", VMSTAT);
+    let root = tmp.path().to_str().unwrap();
+    let out = cxltier(&[
+        "topo",
+        "--sysfs-root",
+        root,
+        "--watch",
+        "0.05",
+        "--count",
+        "2",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let lines: Vec<serde_json::Value> = stdout(&out)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 3, "a first sample and two with rates");
+    assert!(lines[0]["rates_per_s"].is_null());
+    assert_eq!(lines[0]["counters"]["pgdemote_kswapd"], 7);
+    for l in &lines[1..] {
+        assert!(l["interval_s"].as_f64().unwrap() >= 0.05);
+        assert_eq!(l["rates_per_s"]["pgpromote_success"], 0.0);
+    }
+
+    // The counters moving between samples: bumped once the first sample is taken (the line
+    // announcing the watch comes after it).
+    let vmstat = tmp.path().join("proc/vmstat");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cxltier"))
+        .args([
+            "topo",
+            "--sysfs-root",
+            root,
+            "--watch",
+            "0.6",
+            "--count",
+            "1",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut reader = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut text = String::new();
+    loop {
+        let mut line = String::new();
+        assert!(
+            std::io::BufRead::read_line(&mut reader, &mut line).unwrap() > 0,
+            "no watch line in\n{text}"
+        );
+        text.push_str(&line);
+        if line.starts_with("watching the kernel's tiering counters") {
+            break;
+        }
+    }
+    std::fs::write(
+        &vmstat,
+        VMSTAT.replace("pgpromote_success 12", "pgpromote_success 1012"),
+    )
+    .unwrap();
+    std::io::Read::read_to_string(&mut reader, &mut text).unwrap();
+    assert!(child.wait().unwrap().success());
+    let (_, rates) = text
+        .split_once("\nover ")
+        .unwrap_or_else(|| panic!("no rates in\n{text}"));
+    let row = rates
+        .lines()
+        .find(|l| l.starts_with("pgpromote_success"))
+        .unwrap_or_else(|| panic!("no rate row in\n{text}"));
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(cells[1..3], ["1012", "+1000"], "{row}");
+    // 1000 over at least 0.6 s.
+    let rate: f64 = cells[3].parse().unwrap();
+    assert!(rate > 0.0 && rate <= 1000.0 / 0.6 + 0.1, "{row}");
+    assert!(
+        !rates.contains("pgdemote_kswapd"),
+        "unchanged counters are left out:\n{rates}"
+    );
+
+    // Without /proc/vmstat there is nothing to watch: exit 4, naming the file.
+    std::fs::remove_file(&vmstat).unwrap();
+    let out = cxltier(&["topo", "--sysfs-root", root, "--watch", "1", "--count", "1"]);
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("proc/vmstat does not exist"),
+        "{}",
+        stderr(&out)
+    );
+    let out = cxltier(&["topo", "--sysfs-root", root, "--watch", "0"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("--watch 0"), "{}", stderr(&out));
+}

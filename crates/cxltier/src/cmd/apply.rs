@@ -5,7 +5,7 @@ use crate::output::{print_json, Table};
 use cxltier_control::policy::assign_weights;
 use cxltier_control::weights::{AutoChange, NodeWeight, WeightChange, WeightTable, WeightsSpec};
 use cxltier_control::ControlError;
-use cxltier_topo::Topology;
+use cxltier_topo::{Placement, Topology};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -96,6 +96,8 @@ struct Report<'a> {
     nodes: Vec<NodeJson>,
     auto: Option<AutoChange>,
     undo: Option<String>,
+    /// The kernel's own tiering moving pages of the interleaved nodes, with the setting to change.
+    warnings: Vec<String>,
     #[serde(skip)]
     change: &'a WeightChange,
 }
@@ -153,6 +155,16 @@ pub(crate) fn auto_words(auto: AutoChange) -> String {
     }
 }
 
+/// Warnings when the kernel's own tiering can move pages that weighted interleave places on
+/// `nodes`. A tree that cannot be discovered (a scratch tree holding only the weight table) gives
+/// none: there is nothing to judge by.
+pub(crate) fn kernel_tiering_warnings(root: &Path, nodes: &[u32]) -> Vec<String> {
+    match Topology::discover(root) {
+        Ok(topo) => topo.kernel_tiering_warnings(nodes, Placement::WeightedInterleave),
+        Err(_) => Vec::new(),
+    }
+}
+
 pub fn run(args: Args) -> CliResult {
     let root = args
         .sysfs_root
@@ -168,6 +180,12 @@ pub fn run(args: Args) -> CliResult {
         table.plan(&pairs).map_err(CliError::classified)?
     };
     let writes = !change.is_noop();
+    // Every node in the table takes pages (weights are 1 to 255) from a process interleaving over it.
+    let interleaved: Vec<u32> = change.nodes.iter().map(|n| n.node).collect();
+    let warnings = kernel_tiering_warnings(&root, &interleaved);
+    for w in &warnings {
+        eprintln!("cxltier apply: warning: {w}");
+    }
 
     if writes && !args.dry_run {
         table.apply(&change).map_err(CliError::classified)?;
@@ -196,6 +214,7 @@ pub fn run(args: Args) -> CliResult {
         nodes: shown.nodes.iter().map(NodeJson::from).collect(),
         auto: change.auto,
         undo: writes.then(|| undo_command(&change, args.sysfs_root.as_deref())),
+        warnings,
         change: &shown,
     };
     if args.json {

@@ -11,7 +11,7 @@ use cxltier_tierd::quarantine::QuarantineReport;
 use cxltier_tierd::{
     choose_source, metrics, AccessSource, Daemon, DaemonSink, Policy, SourceKind, TierdError, Tiers,
 };
-use cxltier_topo::Topology;
+use cxltier_topo::{Placement, Topology};
 use std::ffi::OsString;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -501,6 +501,19 @@ fn list(pids: &[u32]) -> String {
         .join(",")
 }
 
+/// Warnings when the kernel's own tiering (NUMA balancing, demotion) can move the pages tierd
+/// places on its nodes: the two would undo each other's moves.
+fn kernel_tiering_warnings(topo: &Topology, tiers: &Tiers) -> Vec<String> {
+    let nodes: Vec<u32> = tiers.fast.iter().chain(&tiers.slow).copied().collect();
+    topo.kernel_tiering_warnings(&nodes, Placement::Moved)
+}
+
+/// The `--json` line carrying the warnings (none when there are none).
+fn warnings_event(warnings: &[String]) -> Option<String> {
+    (!warnings.is_empty())
+        .then(|| serde_json::json!({ "event": "warnings", "warnings": warnings }).to_string())
+}
+
 pub fn run(args: Args) -> CliResult {
     let policy = policy(&args)?;
     crate::cmd::check_quarantine_file(&args.quarantine_file)?;
@@ -524,6 +537,15 @@ pub fn run(args: Args) -> CliResult {
     let topo =
         Topology::live().map_err(|e| CliError::classified(cxltier_tierd::TierdError::from(e)))?;
     let tiers = Tiers::from_topology(&topo).map_err(CliError::classified)?;
+    let warnings = kernel_tiering_warnings(&topo, &tiers);
+    for w in &warnings {
+        eprintln!("cxltier tierd: warning: {w}");
+    }
+    if args.json {
+        if let Some(line) = warnings_event(&warnings) {
+            println!("{line}");
+        }
+    }
     if args.tune || args.sweep {
         return tune::run(&args_for_tune(&args)?, &tiers);
     }
@@ -593,4 +615,62 @@ pub fn run(args: Args) -> CliResult {
         Some(status) => ExitCode::from(status.code().unwrap_or(1).clamp(0, 255) as u8),
         None => ExitCode::SUCCESS,
     })
+}
+
+#[cfg(test)]
+mod kernel_tiering_tests {
+    use super::*;
+
+    /// node0 (CPUs) in memory tier 4, node1 (CPU-less) in tier 22, with the given settings.
+    fn topology(numa_balancing: &str, demotion: &str) -> (tempfile::TempDir, Topology) {
+        let tmp = tempfile::tempdir().unwrap();
+        let write = |rel: &str, text: &str| {
+            let p = tmp.path().join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        };
+        for (id, cpus, tier) in [(0, "0-1", 4), (1, "", 22)] {
+            let node = format!("sys/devices/system/node/node{id}");
+            write(&format!("{node}/cpulist"), &format!("{cpus}\n"));
+            write(
+                &format!("{node}/meminfo"),
+                &format!("Node {id} MemTotal: 1048576 kB\nNode {id} MemFree: 524288 kB\n"),
+            );
+            write(
+                &format!("sys/devices/virtual/memory_tiering/memory_tier{tier}/nodelist"),
+                &format!("{id}\n"),
+            );
+        }
+        write("proc/sys/kernel/numa_balancing", numa_balancing);
+        write("sys/kernel/mm/numa/demotion_enabled", demotion);
+        let topo = Topology::discover(tmp.path()).unwrap();
+        (tmp, topo)
+    }
+
+    #[test]
+    fn warns_when_the_kernel_moves_the_same_pages() {
+        let (_t, topo) = topology("0\n", "false\n");
+        let tiers = Tiers::from_topology(&topo).unwrap();
+        assert!(kernel_tiering_warnings(&topo, &tiers).is_empty());
+        assert_eq!(warnings_event(&[]), None);
+
+        let (_t, topo) = topology("2\n", "true\n");
+        let tiers = Tiers::from_topology(&topo).unwrap();
+        let w = kernel_tiering_warnings(&topo, &tiers);
+        assert_eq!(w.len(), 2, "{w:?}");
+        assert!(w[0].contains("promotes hot pages on node(s) 1"), "{}", w[0]);
+        assert!(w[0].contains("`sysctl kernel.numa_balancing=0`"));
+        assert!(w[1].contains("demotes cold pages on node(s) 0"), "{}", w[1]);
+        assert!(w[1].contains("`echo false > /sys/kernel/mm/numa/demotion_enabled`"));
+        let line: serde_json::Value = serde_json::from_str(&warnings_event(&w).unwrap()).unwrap();
+        assert_eq!(line["event"], "warnings");
+        assert_eq!(line["warnings"].as_array().unwrap().len(), 2);
+
+        // Normal NUMA balancing pulls pages toward the CPU's node: it undoes tierd's moves too.
+        let (_t, topo) = topology("1\n", "false\n");
+        let tiers = Tiers::from_topology(&topo).unwrap();
+        let w = kernel_tiering_warnings(&topo, &tiers);
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(w[0].contains("toward the node of the CPU"), "{}", w[0]);
+    }
 }

@@ -4,14 +4,22 @@
 use crate::error::{Class, CliError, CliResult};
 use crate::output::{print_json, Table};
 use cxltier_profile::{Mix, Profile};
-use cxltier_topo::{format_bytes, nodelist, NodeKind, TopoError, Topology};
+use cxltier_topo::{counter_rates, format_bytes, nodelist, NodeKind, TopoError, Topology};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::{Duration, Instant, SystemTime};
 
-/// Show the memory tiers: NUMA nodes, HMAT figures, kernel memory tiers, CXL devices, NVMe.
+/// Show the memory tiers: NUMA nodes, HMAT figures, kernel memory tiers, CXL devices, NVMe, and
+/// the kernel's own tiering (NUMA balancing, demotion, their counters).
 ///
 /// Each memory node is classified (dram, cxl, pmem, hbm, memory-only) with the evidence for it.
-/// With --profile, shows a platform profile's tiers instead of the live machine.
+/// With --profile, shows a platform profile's tiers instead of the live machine. With --watch S,
+/// then samples the kernel's promotion, demotion, NUMA balancing and migration counters
+/// (/proc/vmstat) every S seconds and prints their rates per second (with --json: one JSON object
+/// per line per sample, the first with the counters only).
 #[derive(clap::Args)]
 #[command(long_about)]
 pub struct Args {
@@ -24,6 +32,12 @@ pub struct Args {
     /// Print JSON for scripts
     #[arg(long)]
     json: bool,
+    /// Then sample the kernel's tiering counters every SECONDS and print their rates per second
+    #[arg(long, value_name = "SECONDS", conflicts_with = "profile")]
+    watch: Option<f64>,
+    /// With --watch: stop after this many samples with rates (default: until interrupted)
+    #[arg(long, value_name = "N", requires = "watch")]
+    count: Option<u64>,
 }
 
 pub fn run(args: Args) -> CliResult {
@@ -34,13 +48,144 @@ pub fn run(args: Args) -> CliResult {
         .sysfs_root
         .clone()
         .unwrap_or_else(|| PathBuf::from("/"));
+    let interval = match args.watch {
+        Some(s) if !(s.is_finite() && s > 0.0 && s <= 86400.0) => {
+            return Err(CliError::bad_input(format!(
+                "--watch {s}: expected a number of seconds above 0 (at most a day), e.g. --watch 1"
+            )))
+        }
+        Some(s) => Some(Duration::from_secs_f64(s)),
+        None => None,
+    };
     let topo = Topology::discover(&root).map_err(|e| topo_error(e, args.sysfs_root.is_some()))?;
-    if args.json {
-        print_json(&topo)?;
-    } else {
-        print!("{}", render(&topo, args.sysfs_root.as_deref()));
+    match interval {
+        // With --json, --watch prints samples only: one JSON object per line.
+        Some(_) if args.json => {}
+        _ if args.json => print_json(&topo)?,
+        _ => print!("{}", render(&topo, args.sysfs_root.as_deref())),
+    }
+    if let Some(interval) = interval {
+        watch(&root, &topo, interval, args.count, args.json)?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// One sample of the kernel's tiering counters under `--watch --json`.
+#[derive(Serialize)]
+struct Sample<'a> {
+    /// Seconds since the Unix epoch when the sample was taken.
+    time_unix_s: f64,
+    /// Seconds since the previous sample (`null` on the first).
+    interval_s: Option<f64>,
+    counters: &'a BTreeMap<String, u64>,
+    /// Counters' increase per second since the previous sample (`null` on the first).
+    rates_per_s: Option<BTreeMap<String, f64>>,
+}
+
+fn unix_now() -> f64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+fn read_counters(root: &Path) -> Result<BTreeMap<String, u64>, CliError> {
+    match Topology::read_kernel_counters(root) {
+        Ok(Some(c)) => Ok(c),
+        Ok(None) => Err(CliError::new(
+            Class::Unsupported,
+            format!(
+                "--watch: {} does not exist, so there are no counters to sample",
+                root.join(cxltier_topo::VMSTAT).display()
+            ),
+        )
+        .with_hint("mount /proc (or record proc/vmstat into the --sysfs-root tree)")),
+        Err(e) => Err(CliError::runtime(e)),
+    }
+}
+
+/// `--watch`: sample the counters every `interval`, printing rates per second between samples.
+fn watch(
+    root: &Path,
+    topo: &Topology,
+    interval: Duration,
+    count: Option<u64>,
+    json: bool,
+) -> Result<(), CliError> {
+    let mut before = match &topo.kernel_tiering.counters {
+        Some(c) => c.clone(),
+        None => read_counters(root)?,
+    };
+    let mut at = Instant::now();
+    let mut out = std::io::stdout().lock();
+    if json {
+        let first = Sample {
+            time_unix_s: unix_now(),
+            interval_s: None,
+            counters: &before,
+            rates_per_s: None,
+        };
+        writeln!(out, "{}", serde_json::to_string(&first)?)?;
+    } else {
+        writeln!(
+            out,
+            "\nwatching the kernel's tiering counters every {:.1} s (Ctrl-C stops)",
+            interval.as_secs_f64()
+        )?;
+    }
+    out.flush()?;
+    let mut taken = 0u64;
+    while count.is_none_or(|n| taken < n) {
+        // Sleep to the next tick; rates use the time that really passed.
+        std::thread::sleep(interval.saturating_sub(at.elapsed()));
+        let now = read_counters(root)?;
+        let seconds = at.elapsed().as_secs_f64();
+        at = Instant::now();
+        let rates = counter_rates(&before, &now, seconds);
+        if json {
+            let s = Sample {
+                time_unix_s: unix_now(),
+                interval_s: Some(seconds),
+                counters: &now,
+                rates_per_s: Some(rates),
+            };
+            writeln!(out, "{}", serde_json::to_string(&s)?)?;
+        } else {
+            write!(out, "{}", render_rates(&before, &now, &rates, seconds))?;
+        }
+        out.flush()?;
+        before = now;
+        taken += 1;
+    }
+    Ok(())
+}
+
+/// The counters that changed over one `--watch` interval, with their rates.
+fn render_rates(
+    before: &BTreeMap<String, u64>,
+    now: &BTreeMap<String, u64>,
+    rates: &BTreeMap<String, f64>,
+    seconds: f64,
+) -> String {
+    let mut out = format!("\nover {seconds:.1} s:\n");
+    let mut t = Table::new(["counter", "value", "change", "per second"]);
+    for (name, rate) in rates {
+        let (then, value) = (before[name], now[name]);
+        if value != then {
+            t.row([
+                name.clone(),
+                value.to_string(),
+                format!("{:+}", value as i128 - then as i128),
+                format!("{rate:.1}"),
+            ]);
+        }
+    }
+    if t.is_empty() {
+        out.push_str("  no counter changed\n");
+    } else {
+        out.push_str(&t.render());
+    }
+    out
 }
 
 /// The library's classification, except that a tree named with `--sysfs-root` that is not one
@@ -246,6 +391,8 @@ fn render(t: &Topology, root: Option<&Path>) -> String {
         );
     }
 
+    out.push_str(&render_kernel_tiering(t));
+
     out.push('\n');
     if t.nvme.is_empty() {
         out.push_str("NVMe: none\n");
@@ -292,6 +439,95 @@ fn render(t: &Topology, root: Option<&Path>) -> String {
         out.push_str("\nwarnings:\n");
         for w in &t.warnings {
             out.push_str(&format!("  - {w}\n"));
+        }
+    }
+    out
+}
+
+/// The kernel's own tiering: what is on, which nodes it moves pages from, and its counters.
+fn render_kernel_tiering(t: &Topology) -> String {
+    const UNSUPPORTED: &str = "not supported by this kernel (or not in the recorded tree)";
+    let k = &t.kernel_tiering;
+    let moves = t.kernel_moves();
+    let nodes = |v: &[u32]| {
+        if v.is_empty() {
+            "none".to_string()
+        } else {
+            format!("node(s) {}", nodelist::format(v))
+        }
+    };
+    let mut out = String::from("\nkernel tiering:\n");
+    out.push_str("  NUMA balancing: ");
+    match k.numa_balancing {
+        None => out.push_str(UNSUPPORTED),
+        Some(b) => {
+            out.push_str(&format!("{} (kernel.numa_balancing = {})", b.mode, b.value));
+            if b.normal {
+                out.push_str(&match moves.balancing_from.as_slice() {
+                    [] => "; nothing to move between (one memory node)".to_string(),
+                    from => format!(
+                        "; moves pages toward the CPU that touches them on {}",
+                        nodes(from)
+                    ),
+                });
+            }
+            if b.memory_tiering {
+                out.push_str(&match moves.promotion_from.as_slice() {
+                    [] => "; nothing to promote (no memory below the top tier)".to_string(),
+                    from => format!("; promotes hot pages from {}", nodes(from)),
+                });
+            }
+        }
+    }
+    out.push_str("\n  demotion: ");
+    match k.demotion_enabled {
+        None => out.push_str(UNSUPPORTED),
+        Some(false) => out.push_str("off (demotion_enabled = false)"),
+        Some(true) => out.push_str(&match moves.demotion_from.as_slice() {
+            [] => {
+                "on (demotion_enabled = true); nothing to demote to (one memory tier)".to_string()
+            }
+            from => format!(
+                "on (demotion_enabled = true); reclaim demotes cold pages from {}",
+                nodes(from)
+            ),
+        }),
+    }
+    out.push_str("\n  memory tiers: ");
+    if t.memory_tiers.is_empty() {
+        out.push_str("none shown (Linux 6.1 or later shows them)");
+    } else {
+        let tiers: Vec<String> = t
+            .memory_tiers
+            .iter()
+            .map(|m| {
+                let mut s = format!("memory_tier{} = {}", m.id, nodes(&m.nodes));
+                if let Some(d) = m.abstract_distance {
+                    s.push_str(&format!(" (abstract distance {d})"));
+                }
+                s
+            })
+            .collect();
+        out.push_str(&tiers.join("; "));
+        if t.memory_tiers.len() > 1 {
+            out.push_str(" (fastest first)");
+        }
+    }
+    out.push('\n');
+    match &k.counters {
+        None => out.push_str(&format!("  counters (/proc/vmstat): {UNSUPPORTED}\n")),
+        Some(c) if c.is_empty() => {
+            out.push_str("  counters (/proc/vmstat): none about promotion, demotion or NUMA\n")
+        }
+        Some(c) => {
+            out.push_str("  counters (/proc/vmstat, since boot; rates with --watch S):\n");
+            let mut table = Table::new(["counter", "value"]);
+            for (name, value) in c {
+                table.row([name.clone(), value.to_string()]);
+            }
+            for line in table.render().lines() {
+                out.push_str(&format!("    {line}\n"));
+            }
         }
     }
     out
