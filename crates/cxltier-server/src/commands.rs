@@ -2894,12 +2894,14 @@ fn info_text(store: &Store, info: &mut ServerInfo, sections: &[String]) -> Strin
     if want("tiers") {
         let _ = write!(
             t,
-            "# Tiers\r\nkeys:{}\r\nindex_bytes:{}\r\nmisses:{}\r\nevictions_to_nvme:{}\r\nadmissions_rejected:{}\r\nwrite_amplification:{:.3}\r\nsegments_cleaned:{}\r\ncxl_emulated_on_dram:{}\r\n",
+            "# Tiers\r\nkeys:{}\r\nindex_bytes:{}\r\nmisses:{}\r\nevictions_to_nvme:{}\r\nadmissions_rejected:{}\r\nslab_pages_moved:{}\r\nslab_objects_moved:{}\r\nwrite_amplification:{:.3}\r\nsegments_cleaned:{}\r\ncxl_emulated_on_dram:{}\r\n",
             st.keys,
             st.index_bytes,
             st.misses,
             st.evictions_to_nvme,
             st.admissions_rejected,
+            st.slab_pages_moved,
+            st.slab_objects_moved,
             st.write_amplification,
             st.segments_cleaned,
             st.cxl_emulated_on_dram as u8

@@ -225,12 +225,89 @@ impl Arena {
         let page = (0..self.next_page)
             .filter(|&p| self.page_class[p] != u8::MAX)
             .min_by_key(|&p| self.page_used[p])?;
-        let size = self.classes[self.page_class[page] as usize].slot_size;
+        Some((page, self.page_keys(page)))
+    }
+
+    /// The keys of the objects in slab page `page` (empty when the page is not assigned).
+    pub fn page_keys(&self, page: usize) -> Vec<Vec<u8>> {
+        let Some(class) = self.classes.get(self.page_class[page] as usize) else {
+            return Vec::new();
+        };
+        let size = class.slot_size;
         let base = page * self.page_size;
-        let keys = (0..self.page_size / size)
+        (0..self.page_size / size)
             .filter_map(|i| self.key_at((base + i * size) as u64).map(<[u8]>::to_vec))
-            .collect();
-        Some((page, keys))
+            .collect()
+    }
+
+    /// Class `c`'s page with the fewest used slots, and how many: the cheapest of its pages to
+    /// empty when another class takes a page from it.
+    pub fn sparsest_page_of(&self, c: usize) -> Option<(usize, u32)> {
+        self.classes[c]
+            .pages
+            .iter()
+            .map(|&p| (p, self.page_used[p]))
+            .min_by_key(|&(p, used)| (used, p))
+    }
+
+    /// Classes holding at least one object.
+    pub fn classes_in_use(&self) -> impl Iterator<Item = usize> + '_ {
+        (0..self.classes.len()).filter(|&c| self.classes[c].used > 0)
+    }
+
+    /// Whether class `c` has a free slot in a page it holds already.
+    pub fn class_has_free_slot(&self, c: usize) -> bool {
+        !self.classes[c].free.is_empty()
+    }
+
+    /// Whether a page could be given to a class without taking one from another class: an
+    /// empty page is resident, one was released, or the mapping has pages never used. (The
+    /// DRAM budget may still forbid making a new one resident: see the store's `has_room`.)
+    pub fn has_page_to_assign(&self) -> bool {
+        self.can_assign_page()
+    }
+
+    /// Whether a page can be given to a class without making the arena's resident memory grow:
+    /// an assigned page has all its slots free.
+    pub fn has_empty_page(&self) -> bool {
+        !self.empty.is_empty()
+    }
+
+    /// The coldest of the next `budget` used slots of class `c` ahead of its CLOCK hand: the one
+    /// with the lowest reference count, the first of those on a tie. Unlike [`Arena::sweep`] it
+    /// changes nothing: it looks at another class's tail without ageing it.
+    pub fn coldest_ahead(&self, c: usize, budget: usize) -> Option<SlotOffset> {
+        let class = &self.classes[c];
+        if class.pages.is_empty() || class.used == 0 {
+            return None;
+        }
+        let per_page = self.page_size / class.slot_size;
+        let mem = self.map.as_slice();
+        let (mut p, mut i) = class.hand;
+        let mut coldest: Option<(u8, SlotOffset)> = None;
+        // Every slot of the class at most once, however large the budget.
+        for _ in 0..budget.min(per_page * class.pages.len()) {
+            if i >= per_page {
+                i = 0;
+                p += 1;
+            }
+            if p >= class.pages.len() {
+                p = 0;
+            }
+            let off = class.pages[p] * self.page_size + i * class.slot_size;
+            i += 1;
+            if mem[off + 2] & 1 != 1 {
+                continue;
+            }
+            let refs = mem[off + 3];
+            if coldest.is_none_or(|(r, _)| refs < r) {
+                coldest = Some((refs, off as SlotOffset));
+                if refs == 0 {
+                    break;
+                }
+            }
+        }
+        coldest.map(|(_, off)| off)
     }
 
     /// Give an empty slab page back to the kernel (`MADV_DONTNEED`), so that the arena's resident
@@ -289,6 +366,17 @@ impl Arena {
             let size = self.classes[c].slot_size;
             let base = (page * self.page_size) as u64;
             let n = self.page_size / size;
+            // A page that held another class keeps that class's bytes: where its slots' headers
+            // were is not where this class's are, so every slot starts marked free here. (The
+            // CLOCK hand and page moves read a slot's used bit; a stale one named an object that
+            // is not there.)
+            // Retired memory is never touched (it may hold poison).
+            for i in 0..n {
+                let off = base + (i * size) as u64;
+                if !self.is_retired(off, size) {
+                    self.map.as_mut_slice()[off as usize + 2] = 0;
+                }
+            }
             // Push in reverse so slots are handed out in address order.
             for i in (0..n).rev() {
                 let off = base + (i * size) as u64;
@@ -493,5 +581,44 @@ impl Arena {
             .step_by(step * 64)
             .map(|o| base + o)
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A page emptied by one class and taken by another: the new class's slots lie across the
+    /// old one's, and the old slots' headers must not read as objects of the new class (the
+    /// CLOCK hand named a key that was not there, and a page move read past the arena).
+    #[test]
+    fn a_page_taken_by_another_class_has_no_stale_objects() {
+        let mut a = Arena::new("dram", 0, false, 1 << 20, 8 << 10).unwrap();
+        let small = a.class_for(4, 60).unwrap();
+        let big = a.class_for(4, 3000).unwrap();
+        // Fill one page with small objects whose values look like used slot headers.
+        let mut offs = Vec::new();
+        let (_, slots) = {
+            offs.push(a.alloc(b"k000", &[0xffu8; 60]).unwrap());
+            a.class_usage(small)
+        };
+        for i in 1..slots {
+            offs.push(
+                a.alloc(format!("k{i:03}").as_bytes(), &[0xffu8; 60])
+                    .unwrap(),
+            );
+        }
+        for off in offs {
+            a.free(off);
+        }
+        assert!(a.has_empty_page());
+        let off = a.alloc(b"bigk", &[1u8; 3000]).unwrap();
+        assert_eq!(a.class_usage(big).0, 1);
+        let page = off as usize / a.page_size();
+        assert_eq!(a.page_keys(page), vec![b"bigk".to_vec()]);
+        // The hand finds the one object (reference count 1, then 0) and nothing else.
+        let (victim, cooled) = a.sweep(big, 1 << 12);
+        assert_eq!(victim.or(cooled), Some(off));
+        assert_eq!(a.coldest_ahead(big, 1 << 12), Some(off));
     }
 }

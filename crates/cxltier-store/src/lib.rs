@@ -380,6 +380,10 @@ pub struct StoreStats {
     pub misses: u64,
     pub evictions_to_nvme: u64,
     pub admissions_rejected: u64,
+    /// Slab pages a memory tier took from one size class for another whose objects rated hotter
+    /// (slab rebalancing), and the objects those moves sent down a tier.
+    pub slab_pages_moved: u64,
+    pub slab_objects_moved: u64,
     /// Device bytes written / bytes of objects the user wrote (1.0 = no amplification).
     pub write_amplification: f64,
     pub segments_cleaned: u64,

@@ -46,6 +46,15 @@ pub(crate) const MAX_KEY: usize = 1 << 20;
 pub(crate) const MAX_PARTS_KEY: usize = u16::MAX as usize / 2;
 /// How many slots one eviction may look at before giving up on a tier.
 const SWEEP_BUDGET: usize = 64;
+/// How much colder than what it makes room for (by the sketch) a donor class's tail must rate
+/// for a slab page to move: by one only, classes of about equally hot objects passed pages back
+/// and forth (`bench/collections-scale --sizes 10000 --no-filler`, the collections alone in a
+/// DRAM budget of 15 slab pages: 14 moves and 342 objects demoted, against 10 and 32 at 2).
+const PAGE_MOVE_MARGIN: u8 = 2;
+/// Most objects one slab page move ([`Store::move_page_to`]) sends down a tier: a page of slots
+/// of 2 KiB or more always qualifies; a page of smaller slots only once it holds no more than
+/// this, so that one request never pays for tens of thousands of demotions.
+const MAX_PAGE_MOVE_OBJECTS: u32 = 1024;
 
 #[derive(Debug, Default, Clone)]
 struct TierCounters {
@@ -69,6 +78,10 @@ pub struct Store {
     misses: u64,
     evictions_to_nvme: u64,
     admissions_rejected: u64,
+    /// Slab pages taken from one class for another ([`Store::move_page_to`]), and the objects
+    /// those moves sent down a tier.
+    slab_pages_moved: u64,
+    slab_objects_moved: u64,
     last_sync: Instant,
     last_tick: Instant,
     /// Values read from NVMe that no memory tier admitted, kept for the rest of the batch.
@@ -329,6 +342,8 @@ impl Store {
             misses: 0,
             evictions_to_nvme: 0,
             admissions_rejected: 0,
+            slab_pages_moved: 0,
+            slab_objects_moved: 0,
             last_sync: Instant::now(),
             last_tick: Instant::now(),
             staged: HashMap::new(),
@@ -658,15 +673,21 @@ impl Store {
         Ok(())
     }
 
-    /// Make room in tier `t` for an object, by CLOCK eviction; `candidate` (the sketch estimate of
-    /// the incoming key) must beat the victim's when given (TinyLFU admission).
+    /// Make room in tier `t` for `key`'s object of `len` bytes, by CLOCK eviction within its size
+    /// class, or by taking a slab page from a colder class ([`Store::move_page_to`]);
+    /// `candidate` (the sketch estimate of the incoming key) must beat the victim's when given
+    /// (TinyLFU admission).
     fn make_room(
         &mut self,
         t: usize,
-        key_len: usize,
+        key: &[u8],
         len: usize,
         candidate: Option<u8>,
     ) -> Result<bool> {
+        let key_len = key.len();
+        let Some(class) = self.arenas[t].class_for(key_len, len) else {
+            return Ok(false);
+        };
         // Above the low watermark the room left is the headroom background demotion keeps for
         // writes: a candidate must still beat a victim to take it, as in a full tier. Letting
         // every value read from NVMe in there left the choice of what stays to the watermark's
@@ -674,11 +695,20 @@ impl Store {
         // admissions per million reads and a hit ratio of 0.448; with this rule 70K and 0.458,
         // against a best possible 0.516 for that many objects).
         let mut must_beat_victim = candidate.is_some() && self.above_low_watermark(t);
+        // One page move at most per call: the work is bounded and nothing loops on it.
+        let mut page_move_tried = false;
         for _ in 0..8 {
             if !must_beat_victim && self.has_room(t, key_len, len) {
                 return Ok(true);
             }
             must_beat_victim = false;
+            if !page_move_tried && self.class_out_of_pages(t, class) {
+                page_move_tried = true;
+                let heat = self.room_heat(t, class, key, candidate);
+                if self.move_page_to(t, class, heat)? {
+                    continue;
+                }
+            }
             let Some(victim) = self.find_victim(t, key_len, len) else {
                 return Ok(false);
             };
@@ -693,6 +723,88 @@ impl Store {
             }
         }
         Ok(self.has_room(t, key_len, len))
+    }
+
+    /// Whether class `class` of tier `t` can get a slot only by evicting: it has no free slot,
+    /// and no page is to be had without taking one from another class (none is empty, the
+    /// mapping has none left, or, in DRAM, making one more resident would pass the budget).
+    fn class_out_of_pages(&self, t: usize, class: usize) -> bool {
+        let a = &self.arenas[t];
+        if a.class_has_free_slot(class) || a.has_empty_page() {
+            return false;
+        }
+        !a.has_page_to_assign()
+            || (t == DRAM && a.resident_bytes() + a.page_size() as u64 > self.tier_limit(t))
+    }
+
+    /// How hot what a page move would make room for is, by the sketch: a donor class's coldest
+    /// object must rate below it. What the room is for is the incoming key, and the alternative
+    /// to a page move is evicting the coldest object of its own class. For a value read (a
+    /// `candidate`, which must beat what it displaces) the lower of the two. For a write (which
+    /// evicts in its own class without admission: recent writes are hot) the own class's coldest
+    /// when the class holds objects, else the key's estimate counting this write: a key written
+    /// once takes no page from keys read since, and a class of rewritten keys does.
+    fn room_heat(&self, t: usize, class: usize, key: &[u8], candidate: Option<u8>) -> u8 {
+        let a = &self.arenas[t];
+        let own_coldest = a
+            .coldest_ahead(class, SWEEP_BUDGET)
+            .and_then(|off| a.key_at(off))
+            .map(|k| self.sketch.estimate(k));
+        match (candidate, own_coldest) {
+            (Some(c), Some(o)) => c.min(o),
+            (Some(c), None) => c,
+            (None, Some(o)) => o,
+            (None, None) => self.sketch.estimate(key).saturating_add(1),
+        }
+    }
+
+    /// Slab page rebalancing (memcached's slab automove, by heat): give class `class` of tier
+    /// `t` a page taken from the class whose tail is coldest. Each other class in use is judged
+    /// by the sketch estimate of the coldest of the next slots ahead of its CLOCK hand (looked
+    /// at, not aged); one rating below `heat` gives its sparsest page (fewest objects to move,
+    /// at most [`MAX_PAGE_MOVE_OBJECTS`]), the coldest class first, the sparser page on a tie.
+    /// The page's objects go down a tier the way eviction sends them ([`Store::demote`]: to CXL
+    /// when it has room, else written to the log), so the index and durability stay right; the
+    /// emptied page stays resident and is the next page any class gets, which is `class` now.
+    /// The DRAM budget is untouched: no page is made resident. False when no class qualifies or
+    /// an object could not move down.
+    fn move_page_to(&mut self, t: usize, class: usize, heat: u8) -> Result<bool> {
+        let a = &self.arenas[t];
+        // (coldest estimate, objects to move, page)
+        let mut donor: Option<(u8, u32, usize)> = None;
+        for d in a.classes_in_use() {
+            if d == class {
+                continue;
+            }
+            let Some((page, used)) = a.sparsest_page_of(d) else {
+                continue;
+            };
+            if used > MAX_PAGE_MOVE_OBJECTS {
+                continue;
+            }
+            let Some(coldest) = a.coldest_ahead(d, SWEEP_BUDGET).and_then(|o| a.key_at(o)) else {
+                continue;
+            };
+            let est = self.sketch.estimate(coldest);
+            if est.saturating_add(PAGE_MOVE_MARGIN) > heat {
+                continue;
+            }
+            if donor.is_none_or(|(e, u, _)| (est, used) < (e, u)) {
+                donor = Some((est, used, page));
+            }
+        }
+        let Some((_, _, page)) = donor else {
+            return Ok(false);
+        };
+        let keys = self.arenas[t].page_keys(page);
+        for k in &keys {
+            if !self.demote(k, 0)? {
+                return Ok(false);
+            }
+        }
+        self.slab_pages_moved += 1;
+        self.slab_objects_moved += keys.len() as u64;
+        Ok(true)
     }
 
     /// Whether tier `t` is filled past its low watermark.
@@ -953,7 +1065,7 @@ impl Store {
         };
         let len = e.len() as usize;
         let est = self.sketch.estimate(key);
-        if !self.make_room(DRAM, key.len(), len, Some(est))? {
+        if !self.make_room(DRAM, key, len, Some(est))? {
             return Ok(());
         }
         // Making room may have moved this very object (DRAM victims go to CXL, whose victims go
@@ -984,7 +1096,7 @@ impl Store {
             &[DRAM]
         };
         for &t in tiers {
-            if self.make_room(t, key.len(), value.len(), Some(est))? {
+            if self.make_room(t, key, value.len(), Some(est))? {
                 if let Some(p) = self.place_in(t, key, &value) {
                     self.index.get_mut(key).expect("present").set_place(p);
                     self.counters[2].promotions += 1;
@@ -1411,7 +1523,7 @@ impl Store {
         };
         let mut place = None;
         for t in 0..self.arenas.len() {
-            if self.make_room(t, key.len(), value.len(), candidate)? {
+            if self.make_room(t, key, value.len(), candidate)? {
                 place = self.place_in(t, key, value);
                 if place.is_some() {
                     break;
@@ -1913,6 +2025,8 @@ impl Store {
             misses: self.misses,
             evictions_to_nvme: self.evictions_to_nvme,
             admissions_rejected: self.admissions_rejected,
+            slab_pages_moved: self.slab_pages_moved,
+            slab_objects_moved: self.slab_objects_moved,
             write_amplification: wa,
             segments_cleaned: self
                 .log
@@ -1939,6 +2053,8 @@ impl Store {
         self.misses = 0;
         self.evictions_to_nvme = 0;
         self.admissions_rejected = 0;
+        self.slab_pages_moved = 0;
+        self.slab_objects_moved = 0;
         if let Some(log) = self.log.as_mut() {
             log.reset_stats();
         }
