@@ -1222,7 +1222,15 @@ fn hset_fields(ctx: &mut Ctx<'_>, args: &[&[u8]], hmset: bool) -> Result<Effect,
                 .iter()
                 .map(|(f, v)| (f.as_slice(), v.as_slice()))
                 .collect();
-            hash::store_fields(store, args[1], &pairs, &encoded, expires, was_flat)?;
+            let listpack = hash::redis_keeps_listpack(ctx.info, &pairs);
+            hash::store_fields(
+                store,
+                args[1],
+                (&pairs, listpack),
+                &encoded,
+                expires,
+                was_flat,
+            )?;
             ctx.info.notify.emit(nc::HASH, "hset", args[1]);
             if hmset {
                 reply::ok(out);
@@ -2110,13 +2118,7 @@ fn redis_encoding(info: &ServerInfo, kind: Kind, value: &[u8]) -> &'static str {
     match kind {
         Kind::Hash => {
             let fields = hash::decode(value).unwrap_or_default();
-            let entries = info.knobs.int("hash-max-listpack-entries");
-            let longest = info.knobs.int("hash-max-listpack-value");
-            let small = fields.len() as i64 <= entries
-                && fields
-                    .iter()
-                    .all(|(f, v)| f.len() as i64 <= longest && v.len() as i64 <= longest);
-            if small {
+            if hash::redis_keeps_listpack(info, &fields) {
                 "listpack"
             } else {
                 "hashtable"

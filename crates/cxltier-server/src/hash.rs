@@ -80,19 +80,34 @@ pub(crate) const FLAT_MAX_BYTES: usize = 32 * 1024;
 /// member whole, and a member must fit in one object.
 const CHUNK_MEMBER_MAX: usize = 256 * 1024;
 
+/// Whether Redis would keep `fields` in a listpack under the configured thresholds
+/// (`hash-max-listpack-entries`, `hash-max-listpack-value`): a listpack answers in insertion
+/// order, which clients then see (Redis's own tests check it), so such a hash stays one value
+/// here however large, as it stays one listpack there.
+pub(crate) fn redis_keeps_listpack(info: &ServerInfo, fields: &[(&[u8], &[u8])]) -> bool {
+    let entries = info.knobs.int("hash-max-listpack-entries");
+    let longest = info.knobs.int("hash-max-listpack-value");
+    fields.len() as i64 <= entries
+        && fields
+            .iter()
+            .all(|(f, v)| f.len() as i64 <= longest && v.len() as i64 <= longest)
+}
+
 /// Keep the new fields of a one-value hash under `key` (`encoded` is their encoding): one value
-/// while the encoding is at most [`FLAT_MAX_BYTES`], else a chunked hash. `was_flat`: the key
-/// holds a one-value hash now (else nothing). The conversion is one write of the root over the
-/// old value (`Store::hash_to_chunked`): a crash leaves one or the other, whole.
+/// while the encoding is at most [`FLAT_MAX_BYTES`] or Redis would keep it a listpack
+/// (`listpack`, from [`redis_keeps_listpack`]), else a chunked hash. `was_flat`: the key holds a
+/// one-value hash now (else nothing). The conversion is one write of the root over the old
+/// value (`Store::hash_to_chunked`): a crash leaves one or the other, whole.
 pub(crate) fn store_fields(
     store: &mut Store,
     key: &[u8],
-    fields: &[(&[u8], &[u8])],
+    (fields, listpack): (&[(&[u8], &[u8])], bool),
     encoded: &[u8],
     expires: Option<u64>,
     was_flat: bool,
 ) -> Result<(), StoreError> {
     let chunkable = encoded.len() > FLAT_MAX_BYTES
+        && !listpack
         && fields
             .iter()
             .all(|(f, v)| f.len() + v.len() <= CHUNK_MEMBER_MAX);
@@ -149,7 +164,7 @@ pub(crate) fn last_wins<'a>(pairs: &[&'a [u8]]) -> Vec<(&'a [u8], &'a [u8])> {
 
 use cxltier_store::{Kind, Store, StoreError};
 
-use crate::commands::{Ctx, Effect};
+use crate::commands::{Ctx, Effect, ServerInfo};
 use crate::list::{err, int_arg, NOT_INTEGER, SYNTAX, WRONGTYPE};
 use crate::resp::reply;
 
@@ -204,7 +219,15 @@ fn save(
         .map(|(f, v)| (f.as_slice(), v.as_slice()))
         .collect();
     let encoded = encode(pairs.iter().copied());
-    store_fields(ctx.store, key, &pairs, &encoded, expires, was_flat)
+    let listpack = redis_keeps_listpack(ctx.info, &pairs);
+    store_fields(
+        ctx.store,
+        key,
+        (&pairs, listpack),
+        &encoded,
+        expires,
+        was_flat,
+    )
 }
 
 /// Change (or add) one field through `change`, which is given its old value and answers the
@@ -705,6 +728,23 @@ mod tests {
         );
         assert_eq!(db.cmd("HSTRLEN small f"), format!(":{}\r\n", long.len()));
         assert_eq!(db.cmd("HINCRBY small n 2"), ":2\r\n");
+        // With thresholds raised so that Redis keeps a listpack (insertion order, which
+        // clients see), a large hash stays one value too.
+        db.cmd("CONFIG SET hash-max-listpack-entries 1000000000");
+        db.cmd("CONFIG SET hash-max-listpack-value 1000000000");
+        assert_eq!(db.cmd(&format!("HSET lp z 1 a {long} m 2")), ":3\r\n");
+        assert_eq!(
+            db.store
+                .peek(&cxltier_store::db_key(0, b"lp"))
+                .unwrap()
+                .kind,
+            Kind::Hash
+        );
+        assert!(db
+            .cmd("HKEYS lp")
+            .starts_with("*3\r\n$1\r\nz\r\n$1\r\na\r\n$1\r\nm\r\n"));
+        db.cmd("CONFIG SET hash-max-listpack-entries 128");
+        db.cmd("CONFIG SET hash-max-listpack-value 64");
         // A small hash stays one value: YCSB's records are updated in place.
         fill(&mut db, "rec", 0..10);
         assert_eq!(
