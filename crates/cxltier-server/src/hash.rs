@@ -101,7 +101,8 @@ pub(crate) fn redis_keeps_listpack(info: &ServerInfo, fields: &[(&[u8], &[u8])])
 pub(crate) fn store_fields(
     store: &mut Store,
     key: &[u8],
-    (fields, listpack): (&[(&[u8], &[u8])], bool),
+    fields: &[(&[u8], &[u8])],
+    listpack: bool,
     encoded: &[u8],
     expires: Option<u64>,
     was_flat: bool,

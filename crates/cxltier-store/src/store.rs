@@ -1702,6 +1702,12 @@ impl Store {
         }
     }
 
+    /// Whether the index holds `key`, past its TTL or not, without expiring it or counting an
+    /// access: what a write just did (a write with an expiry already past is a delete).
+    pub fn holds(&self, key: &[u8]) -> bool {
+        !is_internal_key(key) && self.index.contains_key(key)
+    }
+
     /// A live key's kind and expiry, from the index: no access counted and no value read, as
     /// Redis's `TYPE`, `TTL` and `EXPIRETIME` look (`LOOKUP_NOTOUCH`). A value kept in pieces is
     /// [`Kind::BigString`] here (its root says whether it is a string or a hash).
