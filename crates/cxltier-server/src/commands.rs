@@ -1224,12 +1224,7 @@ fn hset_fields(ctx: &mut Ctx<'_>, args: &[&[u8]], hmset: bool) -> Result<Effect,
                 .collect();
             let listpack = hash::redis_keeps_listpack(ctx.info, &pairs);
             hash::store_fields(
-                store,
-                args[1],
-                (&pairs, listpack),
-                &encoded,
-                expires,
-                was_flat,
+                store, args[1], &pairs, listpack, &encoded, expires, was_flat,
             )?;
             ctx.info.notify.emit(nc::HASH, "hset", args[1]);
             if hmset {

@@ -222,12 +222,7 @@ fn save(
     let encoded = encode(pairs.iter().copied());
     let listpack = redis_keeps_listpack(ctx.info, &pairs);
     store_fields(
-        ctx.store,
-        key,
-        (&pairs, listpack),
-        &encoded,
-        expires,
-        was_flat,
+        ctx.store, key, &pairs, listpack, &encoded, expires, was_flat,
     )
 }
 

@@ -756,7 +756,7 @@ pub(crate) fn restore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, Store
         Some(Kind::Hash) => {
             let pairs = crate::hash::decode(body).unwrap_or_default();
             let listpack = crate::hash::redis_keeps_listpack(ctx.info, &pairs);
-            crate::hash::store_fields(ctx.store, key, (&pairs, listpack), body, expires, false)?;
+            crate::hash::store_fields(ctx.store, key, &pairs, listpack, body, expires, false)?;
         }
         Some(Kind::List) => {
             let ms: Vec<&[u8]> = members.iter().map(|m| m.1).collect();
