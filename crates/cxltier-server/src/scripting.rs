@@ -924,7 +924,14 @@ fn reply_to_lua(lua: &Lua, b: &[u8], at: &mut usize) -> mlua::Result<Value> {
 /// status, `{err=}` error, booleans (RESP2: 1 and null), RESP3's `{double=}`, `{map=}`,
 /// `{set=}`, `{big_number=}`, `{verbatim_string=}`. Iterative, nesting bounded: a table that
 /// holds itself is an error, not an endless reply.
-pub(crate) fn lua_to_reply(v: Value, proto: u8, out: &mut Vec<u8>) -> Result<(), String> {
+/// Booleans follow the script's own protocol (`redis.setresp`), as Redis 7.0's do: `true` is
+/// `:1` unless the script chose RESP3 and the caller speaks it.
+pub(crate) fn lua_to_reply(
+    v: Value,
+    proto: u8,
+    script_resp: u8,
+    out: &mut Vec<u8>,
+) -> Result<(), String> {
     let mut stack: Vec<(Value, usize)> = vec![(v, 0)];
     while let Some((v, depth)) = stack.pop() {
         if depth > MAX_NESTING {
@@ -933,7 +940,7 @@ pub(crate) fn lua_to_reply(v: Value, proto: u8, out: &mut Vec<u8>) -> Result<(),
         match v {
             Value::String(s) => reply::bulk(out, &s.as_bytes()),
             Value::Boolean(b) => {
-                if proto >= 3 {
+                if script_resp >= 3 {
                     reply::boolean(out, proto, b);
                 } else if b {
                     reply::int(out, 1);
@@ -1270,7 +1277,7 @@ fn run(
                 }
             }
             if st.kill {
-                return Err(mlua::Error::runtime(KILLED));
+                return Err(lib_error(KILLED));
             }
             Ok(VmState::Continue)
         },
@@ -1403,7 +1410,7 @@ fn run(
             let (ok, v): (bool, Value) = xpcall.call((func.clone(), handler))?;
             if ok {
                 let mut out = Vec::new();
-                return Ok(match lua_to_reply(v, caller_proto, &mut out) {
+                return Ok(match lua_to_reply(v, caller_proto, resp.get(), &mut out) {
                     Ok(()) => Ok(Value::String(lua.create_string(&out)?)),
                     Err(e) => Err(e),
                 });
