@@ -109,6 +109,10 @@ pub struct ServerInfo {
     pub db_swaps: Vec<(usize, usize)>,
     /// `notify-keyspace-events` and the events the running command announced.
     pub notify: crate::notify::Notifier,
+    /// The Lua interpreter and its cached scripts (EVAL, SCRIPT LOAD).
+    pub scripts: crate::scripting::Scripts,
+    /// SHUTDOWN NOSAVE came while a script was busy: the server stops once it has ended.
+    pub shutdown_after_script: bool,
 }
 
 /// One command's counters, as Redis's INFO commandstats shows them.
@@ -2323,65 +2327,6 @@ pub(crate) fn debug(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreEr
     )
 }
 
-const NO_SCRIPTING: &str = "ERR scripting is not supported by cxltier serve (EVAL, EVALSHA, FCALL, FUNCTION LOAD, SCRIPT LOAD): run the logic in the client, with MULTI/EXEC where it must be atomic";
-
-/// EVAL, EVALSHA, EVAL_RO, EVALSHA_RO, FCALL, FCALL_RO.
-pub(crate) fn no_scripting(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> Result<Effect, StoreError> {
-    fail(ctx, NO_SCRIPTING)
-}
-
-/// FUNCTION FLUSH and LIST succeed (there are none: test harnesses clear them between
-/// tests); the rest say scripting is not supported.
-pub(crate) fn function(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
-    let sub = args[1].to_ascii_uppercase();
-    match sub.as_slice() {
-        b"FLUSH" if args.len() <= 3 => flush_mode(ctx, &args[2..], Effect::Read),
-        b"LIST" => {
-            reply::array(ctx.out, 0);
-            Ok(Effect::Read)
-        }
-        b"STATS" if args.len() == 2 => {
-            let proto = ctx.session.proto;
-            reply::map(ctx.out, proto, 2);
-            reply::bulk(ctx.out, b"running_script");
-            reply::null(ctx.out, proto);
-            reply::bulk(ctx.out, b"engines");
-            reply::map(ctx.out, proto, 0);
-            Ok(Effect::Read)
-        }
-        _ => fail(ctx, NO_SCRIPTING),
-    }
-}
-
-/// SCRIPT FLUSH succeeds and SCRIPT EXISTS says no script exists; the rest say scripting is
-/// not supported.
-pub(crate) fn script(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
-    let sub = args[1].to_ascii_uppercase();
-    match sub.as_slice() {
-        b"FLUSH" if args.len() <= 3 => flush_mode(ctx, &args[2..], Effect::Read),
-        b"EXISTS" if args.len() >= 3 => {
-            reply::array(ctx.out, args.len() - 2);
-            for _ in 2..args.len() {
-                reply::int(ctx.out, 0);
-            }
-            Ok(Effect::Read)
-        }
-        _ => fail(ctx, NO_SCRIPTING),
-    }
-}
-
-/// An optional ASYNC|SYNC argument (FLUSHALL, FLUSHDB, FUNCTION FLUSH, SCRIPT FLUSH): +OK, or
-/// Redis's syntax error.
-fn flush_mode(ctx: &mut Ctx<'_>, mode: &[&[u8]], effect: Effect) -> Result<Effect, StoreError> {
-    match mode {
-        [] => {}
-        [m] if m.eq_ignore_ascii_case(b"ASYNC") || m.eq_ignore_ascii_case(b"SYNC") => {}
-        _ => return fail(ctx, SYNTAX),
-    }
-    reply::ok(ctx.out);
-    Ok(effect)
-}
-
 /// RESET: the connection as it was when accepted (RESP2, no name, replies on; authenticated
 /// again only when no password is set).
 pub(crate) fn reset(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> Result<Effect, StoreError> {
@@ -3443,6 +3388,128 @@ mod tests {
         assert_eq!(db.cmd("MEMORY USAGE missing"), "$-1\r\n");
     }
 
+    fn eval(db: &mut Db, args: &[&str]) -> String {
+        let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+        String::from_utf8(db.run(&args)).unwrap()
+    }
+
+    #[test]
+    fn scripts_convert_replies_both_ways_as_redis_does() {
+        let mut db = Db::new();
+        let cases: &[(&[&str], &str)] = &[
+            // Lua to RESP2: numbers truncate, tables stop at the first nil, booleans.
+            (&["EVAL", "return {1,2,3.7,'x',nil,5}", "0"], "*4\r\n:1\r\n:2\r\n:3\r\n$1\r\nx\r\n"),
+            (&["EVAL", "return -3.99", "0"], ":-3\r\n"),
+            (&["EVAL", "return true", "0"], ":1\r\n"),
+            (&["EVAL", "return false", "0"], "$-1\r\n"),
+            (&["EVAL", "return nil", "0"], "$-1\r\n"),
+            (&["EVAL", "return {ok='fine'}", "0"], "+fine\r\n"),
+            (&["EVAL", "return {err='My Error'}", "0"], "-My Error\r\n"),
+            (&["EVAL", "return redis.error_reply('-E x')", "0"], "-E x\r\n"),
+            (&["EVAL", "return redis.status_reply('S')", "0"], "+S\r\n"),
+            (&["EVAL", "return {double=3.5}", "0"], "$3\r\n3.5\r\n"),
+            (&["EVAL", "return {KEYS[1],ARGV[1],#KEYS,#ARGV}", "1", "k", "a"], "*4\r\n$1\r\nk\r\n$1\r\na\r\n:1\r\n:1\r\n"),
+            // RESP to Lua: null bulk is false, status a table, integers numbers.
+            (&["EVAL", "return redis.call('get','nokey') == false", "0"], ":1\r\n"),
+            (&["EVAL", "return redis.call('set','k','v').ok", "0"], "$2\r\nOK\r\n"),
+            (&["EVAL", "return redis.call('incr','n') + 1", "0"], ":2\r\n"),
+            (&["EVAL", "return redis.pcall('incr','k').err", "0"], "$43\r\nERR value is not an integer or out of range\r\n"),
+            (&["EVAL", "redis.setresp(3) return redis.call('hgetall','none').map ~= nil", "0"], ":1\r\n"),
+            // Errors, as redis-server 7.0.15 words them.
+            (&["EVAL", "return redis.call('incr','k')", "0"], "-ERR value is not an integer or out of range\r\n"),
+            (&["EVAL", "local x = redis.call('nosuch') return x", "0"], "-ERR Unknown Redis command called from script script: 1f0f2a4b0b6f7bb4bd4a48b6c47e2b6e9ba84f0f, on @user_script:1.\r\n"),
+            (&["EVAL", "a = 1", "0"], "-ERR user_script:1: Attempt to modify a readonly table script: 86eda770a6060824b090dd4df091e3bd4121279c, on @user_script:1.\r\n"),
+            (&["EVAL", "return nosuch(", "0"], "-ERR Error compiling script (new function): user_script:1: unexpected symbol near '<eof>'\r\n"),
+            (&["EVAL_RO", "return redis.call('del','k')", "0"], "-ERR Write commands are not allowed from read-only scripts.\r\n"),
+            (&["EVAL", "return redis.call('client','list')", "0"], "-ERR This Redis command is not allowed from script\r\n"),
+            (&["EVAL", "return 1", "-1"], "-ERR Number of keys can't be negative\r\n"),
+            (&["EVAL", "return 1", "2", "a"], "-ERR Number of keys can't be greater than number of args\r\n"),
+            (&["EVAL", "local t = {} t[1] = t return t", "0"], "-ERR reached lua stack limit\r\n"),
+            (&["EVALSHA", "ffffffffffffffffffffffffffffffffffffffff", "0"], "-NOSCRIPT No matching script. Please use EVAL.\r\n"),
+            (&["SCRIPT", "KILL"], "-NOTBUSY No scripts in execution right now.\r\n"),
+            // Libraries.
+            (&["EVAL", "return cjson.encode({1,'a/b',{x=true}})", "0"], "$21\r\n[1,\"a\\/b\",{\"x\":true}]\r\n"),
+            (&["EVAL", "return cjson.decode('[1,{\"a\":[5]}]')[2].a[1]", "0"], ":5\r\n"),
+            (&["EVAL", "return {bit.band(0xff,0x0f), bit.tobit(0xffffffff), bit.tohex(-1,-4)}", "0"], "*3\r\n:15\r\n:-1\r\n$4\r\nFFFF\r\n"),
+            (&["EVAL", "return redis.sha1hex('')", "0"], "$40\r\nda39a3ee5e6b4b0d3255bfef95601890afd80709\r\n"),
+            (&["EVAL", "return {type(os), type(io), type(dofile)}", "0"], "-ERR user_script:1: Script attempted to access nonexistent global variable 'os' script: 0d4a2cb4e1b9b4f5cf3bb8d8e0e0b0ad1a8d53f4, on @user_script:1.\r\n"),
+        ];
+        let mut diffs = Vec::new();
+        for (args, want) in cases {
+            let got = eval(&mut db, args);
+            // The SHA1 in an error's suffix is the script's: computed, not copied.
+            let want = match want.find(" script: ") {
+                Some(at) => format!(
+                    "{} script: {}{}",
+                    &want[..at],
+                    crate::scripting::sha1hex(args[1].as_bytes()),
+                    &want[at + 49..]
+                ),
+                None => want.to_string(),
+            };
+            if got != want {
+                diffs.push(format!("{args:?}\n  got:  {got:?}\n  want: {want:?}"));
+            }
+        }
+        assert!(diffs.is_empty(), "{}", diffs.join("\n"));
+    }
+
+    #[test]
+    fn script_load_exists_flush_and_evalsha() {
+        let mut db = Db::new();
+        let sha = crate::scripting::sha1hex(b"return 'loaded'");
+        assert_eq!(
+            eval(&mut db, &["SCRIPT", "LOAD", "return 'loaded'"]),
+            format!("$40\r\n{sha}\r\n")
+        );
+        let upper = sha.to_ascii_uppercase();
+        assert_eq!(
+            eval(&mut db, &["SCRIPT", "EXISTS", &sha, &upper, "nope"]),
+            "*3\r\n:1\r\n:1\r\n:0\r\n"
+        );
+        assert_eq!(eval(&mut db, &["EVALSHA", &upper, "0"]), "$6\r\nloaded\r\n");
+        assert_eq!(
+            eval(&mut db, &["EVALSHA_RO", &sha, "0"]),
+            "$6\r\nloaded\r\n"
+        );
+        assert_eq!(db.cmd("SCRIPT FLUSH ASYNC"), "+OK\r\n");
+        assert_eq!(eval(&mut db, &["SCRIPT", "EXISTS", &sha]), "*1\r\n:0\r\n");
+        assert!(eval(&mut db, &["EVALSHA", &sha, "0"]).starts_with("-NOSCRIPT"));
+        assert_eq!(
+            db.cmd("SCRIPT FLUSH bogus"),
+            "-ERR SCRIPT FLUSH only support SYNC|ASYNC option\r\n"
+        );
+        assert_eq!(
+            db.cmd("SCRIPT NOPE"),
+            "-ERR unknown subcommand 'NOPE'. Try SCRIPT HELP.\r\n"
+        );
+        // EVAL caches what it ran; a write inside commits like the command's own.
+        let set = "return redis.call('set',KEYS[1],ARGV[1])";
+        assert_eq!(eval(&mut db, &["EVAL", set, "1", "k", "v"]), "+OK\r\n");
+        assert_eq!(db.cmd("GET k"), "$1\r\nv\r\n");
+        assert_eq!(
+            eval(
+                &mut db,
+                &[
+                    "SCRIPT",
+                    "EXISTS",
+                    &crate::scripting::sha1hex(set.as_bytes())
+                ]
+            ),
+            "*1\r\n:1\r\n"
+        );
+        // math.random follows Redis's rand48 from its initial state (redis-server 7.0.15
+        // answers 0.39646477363839 first after it starts).
+        assert_eq!(
+            eval(&mut db, &["EVAL", "return tostring(math.random())", "0"]),
+            "$16\r\n0.39646477363839\r\n"
+        );
+        // Inside MULTI a script is queued and runs in EXEC.
+        db.cmd("MULTI");
+        assert_eq!(eval(&mut db, &["EVAL", "return 7", "0"]), "+QUEUED\r\n");
+        assert_eq!(db.cmd("EXEC"), "*1\r\n:7\r\n");
+    }
+
     #[test]
     fn server_commands_without_replicas_scripts_or_debug() {
         let mut db = Db::new();
@@ -3468,17 +3535,11 @@ mod tests {
         assert_eq!(db.cmd("FUNCTION FLUSH async"), "+OK\r\n");
         assert_eq!(db.cmd("FUNCTION LIST"), "*0\r\n");
         assert_eq!(db.cmd("SCRIPT FLUSH"), "+OK\r\n");
-        for line in [
-            "EVAL return 0",
-            "EVALSHA abc 0",
-            "FCALL f 0",
-            "FUNCTION LOAD x",
-            "SCRIPT LOAD x",
-        ] {
-            assert!(
-                db.cmd(line).starts_with("-ERR scripting is not supported"),
-                "{line}"
-            );
+        // Functions are refused, naming what to use instead.
+        for line in ["FCALL f 0", "FCALL_RO f 0", "FUNCTION LOAD x"] {
+            let r = db.cmd(line);
+            assert!(r.starts_with("-ERR Redis 7.0 functions"), "{line}: {r}");
+            assert!(r.contains("EVAL"), "{line}: {r}");
         }
         db.cmd("SET k v");
         assert_eq!(db.cmd("FLUSHALL bogus"), "-ERR syntax error\r\n");

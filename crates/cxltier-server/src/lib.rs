@@ -23,6 +23,8 @@
 //!   checks, NOAUTH, the NVMe reads begun before a command and `COMMAND` all come from;
 //! - [`strings`]: APPEND, GETRANGE, SETRANGE, GETEX, INCRBYFLOAT, the bit operations and the
 //!   rest of the string commands;
+//! - [`scripting`]: EVAL, EVALSHA, SCRIPT: Lua 5.1 scripts with Redis 7.0's `redis` library,
+//!   conversions and errors, `cjson` and `bit`, and the busy mode while a script runs long;
 //! - [`server`]: the single-threaded event loop with batching, NVMe prefetch and group commit.
 
 // A library reports through its return values; only the CLI prints.
@@ -43,6 +45,7 @@ pub mod ratelog;
 pub mod rdb;
 pub mod replication;
 pub mod resp;
+pub mod scripting;
 pub mod server;
 pub mod set;
 pub mod strings;

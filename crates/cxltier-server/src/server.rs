@@ -11,10 +11,12 @@
 //! then writes the replies, one `write` per connection. So requests served from memory never wait
 //! behind another client's device reads, and the device is kept busy without a queue so deep
 //! that reads only wait longer in it.
+use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
+use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -1062,9 +1064,11 @@ fn run_ready(
     // In the turn's order (see the loop): of two clients whose commands came in one turn,
     // the first to send runs first.
     for &t in order {
-        let Some(c) = conns.get_mut(&t) else {
+        // Out of the map while its commands run, so that a busy script can serve the others.
+        let Some(mut conn) = conns.remove(&t) else {
             continue;
         };
+        let c = &mut conn;
         let mut executed = 0;
         while let Some(p) = c.queue.front() {
             if c.quit {
@@ -1104,7 +1108,27 @@ fn run_ready(
             let input = std::mem::take(&mut c.input);
             let args: Vec<&[u8]> = p.args.iter().map(|r| &input[r.clone()]).collect();
             let before = c.output.len();
+            // A script may run long: the other connections are then served in busy mode
+            // from its instruction hook, so they leave the map for its run.
+            let peers = is_script(&args).then(|| {
+                Rc::new(RefCell::new(BusyServe {
+                    conns: std::mem::take(conns),
+                    max_bulk: limits.max_bulk,
+                    query_limit: limits.query,
+                    parsed: 0,
+                }))
+            });
+            if let Some(p) = &peers {
+                info.scripts.peers = Some(p.clone());
+            }
             let effect = commands::execute(store, info, &mut c.session, &args, &mut c.output);
+            if let Some(p) = peers {
+                info.scripts.peers = None;
+                *conns = std::mem::take(&mut p.borrow_mut().conns);
+            }
+            if std::mem::take(&mut info.shutdown_after_script) {
+                *shutdown = true;
+            }
             if let Some(b) = c.session.block.take() {
                 c.parked = Some(Parked {
                     args: args.iter().map(|a| a.to_vec()).collect(),
@@ -1181,6 +1205,7 @@ fn run_ready(
             c.input.clear();
             c.parsed = 0;
         }
+        conns.insert(t, conn);
     }
     ran += serve_parked(store, info, conns, &mut wrote, &mut starts);
     if ran == 0 {
@@ -1206,6 +1231,98 @@ fn run_ready(
         }
     }
     ran
+}
+
+fn is_script(args: &[&[u8]]) -> bool {
+    args.first().is_some_and(|n| {
+        [&b"EVAL"[..], b"EVALSHA", b"EVAL_RO", b"EVALSHA_RO"]
+            .iter()
+            .any(|s| n.eq_ignore_ascii_case(s))
+    })
+}
+
+/// The other connections while a script runs: once it is busy (past busy-reply-threshold),
+/// its hook calls [`BusyPeers::serve`] every 100000 instructions, which reads what they sent
+/// and answers each command as Redis does then ([`crate::scripting::busy_command`]: BUSY,
+/// SCRIPT KILL, SHUTDOWN NOSAVE). Bounded: each connection is read up to its query buffer
+/// limit, and nothing is accepted or run against the store.
+struct BusyServe {
+    conns: HashMap<Token, Conn>,
+    max_bulk: usize,
+    query_limit: usize,
+    parsed: u64,
+}
+
+impl crate::scripting::BusyPeers for BusyServe {
+    fn serve(&mut self, run: &mut crate::scripting::RunState) {
+        let mut buf = vec![0u8; READ_CHUNK];
+        for c in self.conns.values_mut() {
+            if c.dead || c.broken || c.quit || c.parked.is_some() {
+                continue;
+            }
+            let limit = self
+                .query_limit
+                .saturating_add(c.parser.bulk_bytes().min(self.max_bulk));
+            read_all(c, &mut buf, limit);
+            let parse_limits = resp::Limits {
+                max_bulk: self.max_bulk,
+                unauthenticated: false,
+            };
+            let mut at = c.parsed;
+            while at < c.input.len() {
+                match c.parser.parse(&c.input[at..], parse_limits) {
+                    Ok(Some(p)) => {
+                        let args = p
+                            .args
+                            .into_iter()
+                            .map(|r| r.start + at..r.end + at)
+                            .collect();
+                        at += p.consumed;
+                        self.parsed += 1;
+                        c.queue.push_back(Pending {
+                            args,
+                            error: None,
+                            end: at,
+                            reads_begun: true,
+                            seq: self.parsed,
+                        });
+                    }
+                    Ok(None) => break,
+                    Err(e) => {
+                        protocol_error(c, at, self.parsed, format!("ERR Protocol error: {}", e.0));
+                        break;
+                    }
+                }
+            }
+            c.parsed = at;
+            let mut executed = 0;
+            while let Some(p) = c.queue.pop_front() {
+                executed = p.end;
+                if let Some(msg) = &p.error {
+                    reply::error(&mut c.output, msg);
+                    continue;
+                }
+                let args: Vec<&[u8]> = p.args.iter().map(|r| &c.input[r.clone()]).collect();
+                let outcome =
+                    crate::scripting::busy_command(run, &mut c.session, &args, &mut c.output);
+                if outcome == crate::scripting::BusyOutcome::Close {
+                    c.quit = true;
+                    c.closing = true;
+                    c.queue.clear();
+                    break;
+                }
+            }
+            if executed > 0 {
+                c.input.drain(..executed);
+                c.parsed -= executed;
+            }
+            if c.broken {
+                c.input.clear();
+                c.parsed = 0;
+            }
+            flush(c);
+        }
+    }
 }
 
 /// Answer the parked connections that can be: those whose keys were written (in the order

@@ -237,20 +237,20 @@ pub static TABLE: &[Command] = &[
     cmd("DISCARD", 1, NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY, NOKEYS, c::discard, "transactions", "Discards a transaction."),
     cmd("DUMP", 2, READONLY | VALUES, KEY1, k::dump, "generic", "Returns a serialized representation of the value stored at a key (cxltier's own format, not Redis's RDB)."),
     cmd("ECHO", 2, FAST, NOKEYS, c::echo, "connection", "Returns the given string."),
-    movable(cmd("EVAL", -3, NOSCRIPT | MOVABLEKEYS, NOKEYS, c::no_scripting, "scripting", "Not supported: scripting is not (says so)."), script_keys),
-    movable(cmd("EVALSHA", -3, NOSCRIPT | MOVABLEKEYS, NOKEYS, c::no_scripting, "scripting", "Not supported: scripting is not (says so)."), script_keys),
-    movable(cmd("EVALSHA_RO", -3, NOSCRIPT | READONLY | MOVABLEKEYS, NOKEYS, c::no_scripting, "scripting", "Not supported: scripting is not (says so)."), script_keys),
-    movable(cmd("EVAL_RO", -3, NOSCRIPT | READONLY | MOVABLEKEYS, NOKEYS, c::no_scripting, "scripting", "Not supported: scripting is not (says so)."), script_keys),
+    movable(cmd("EVAL", -3, NOSCRIPT | MOVABLEKEYS | VALUES, NOKEYS, crate::scripting::eval, "scripting", "Executes a server-side Lua script."), script_keys),
+    movable(cmd("EVALSHA", -3, NOSCRIPT | MOVABLEKEYS | VALUES, NOKEYS, crate::scripting::evalsha, "scripting", "Executes a server-side Lua script by SHA1 digest."), script_keys),
+    movable(cmd("EVALSHA_RO", -3, NOSCRIPT | READONLY | MOVABLEKEYS | VALUES, NOKEYS, crate::scripting::evalsha_ro, "scripting", "Executes a read-only server-side Lua script by SHA1 digest."), script_keys),
+    movable(cmd("EVAL_RO", -3, NOSCRIPT | READONLY | MOVABLEKEYS | VALUES, NOKEYS, crate::scripting::eval_ro, "scripting", "Executes a read-only server-side Lua script."), script_keys),
     cmd("EXEC", 1, NOSCRIPT | LOADING | STALE, NOKEYS, c::exec, "transactions", "Executes all commands in a transaction."),
     cmd("EXISTS", -2, READONLY | FAST, ALLKEYS, c::exists, "generic", "Determines whether one or more keys exist."),
     cmd("EXPIRE", -3, WRITE | FAST | VALUES, KEY1, c::expire, "generic", "Sets the expiration time of a key in seconds."),
     cmd("EXPIREAT", -3, WRITE | FAST | VALUES, KEY1, c::expireat, "generic", "Sets the expiration time of a key to a Unix timestamp."),
     cmd("EXPIRETIME", 2, READONLY | FAST, KEY1, k::expiretime, "generic", "Returns the expiration time of a key as a Unix timestamp."),
-    movable(cmd("FCALL", -3, NOSCRIPT | MOVABLEKEYS, NOKEYS, c::no_scripting, "scripting", "Not supported: scripting is not (says so)."), script_keys),
-    movable(cmd("FCALL_RO", -3, NOSCRIPT | READONLY | MOVABLEKEYS, NOKEYS, c::no_scripting, "scripting", "Not supported: scripting is not (says so)."), script_keys),
+    movable(cmd("FCALL", -3, NOSCRIPT | MOVABLEKEYS, NOKEYS, crate::scripting::no_functions, "scripting", "Not supported: Redis 7.0 functions are not (says so; EVAL is)."), script_keys),
+    movable(cmd("FCALL_RO", -3, NOSCRIPT | READONLY | MOVABLEKEYS, NOKEYS, crate::scripting::no_functions, "scripting", "Not supported: Redis 7.0 functions are not (says so; EVAL is)."), script_keys),
     cmd("FLUSHALL", -1, WRITE, NOKEYS, c::flushall, "server", "Removes all keys from all databases."),
     cmd("FLUSHDB", -1, WRITE, NOKEYS, c::flushall, "server", "Remove all keys from the current database."),
-    cmd("FUNCTION", -2, NOSCRIPT, NOKEYS, c::function, "scripting", "FLUSH and LIST (there are no functions); the rest say scripting is not supported."),
+    cmd("FUNCTION", -2, NOSCRIPT, NOKEYS, crate::scripting::function, "scripting", "FLUSH, LIST, STATS and KILL (there are no functions); LOAD and the rest say functions are not supported (EVAL is)."),
     cmd("GEOADD", -5, WRITE | DENYOOM | VALUES, KEY1, crate::geo::geoadd, "geo", "Adds one or more members to a geospatial index. The key is created if it doesn't exist."),
     cmd("GEODIST", -4, READONLY | VALUES, KEY1, crate::geo::geodist, "geo", "Returns the distance between two members of a geospatial index."),
     cmd("GEOHASH", -2, READONLY | VALUES, KEY1, crate::geo::geohash, "geo", "Returns members from a geospatial index as geohash strings."),
@@ -341,7 +341,7 @@ pub static TABLE: &[Command] = &[
     cmd("SCAN", -2, READONLY, NOKEYS, k::scan, "generic", "Iterates over the key names in the database."),
     cmd("SCANRANGE", 3, READONLY, NOKEYS, c::scanrange, "generic", "Returns up to count keys in byte order from the first key >= start, with their values (cxltier's own)."),
     cmd("SCARD", 2, READONLY | FAST | VALUES, KEY1, crate::set::scard, "set", "Returns the number of members in a set."),
-    cmd("SCRIPT", -2, NOSCRIPT, NOKEYS, c::script, "scripting", "FLUSH and EXISTS (there are no scripts); the rest say scripting is not supported."),
+    cmd("SCRIPT", -2, NOSCRIPT, NOKEYS, crate::scripting::script, "scripting", "A container for Lua scripts management commands."),
     cmd("SDIFF", -2, READONLY | VALUES, ALLKEYS, crate::set::sdiff, "set", "Returns the difference of multiple sets."),
     cmd("SDIFFSTORE", -3, WRITE | DENYOOM | VALUES, ALLKEYS, crate::set::sdiffstore, "set", "Stores the difference of multiple sets in a key."),
     cmd("SELECT", 2, LOADING | STALE | FAST, NOKEYS, c::select, "connection", "Changes the selected database."),
@@ -555,6 +555,16 @@ pub fn for_each_read_key<'a>(
     let Some(name) = args.next() else { return };
     let Some(cmd) = lookup(name) else { return };
     if !cmd.has(VALUES) || !cmd.arity_ok(n) {
+        return;
+    }
+    // Keys that are all where the arguments say (EVAL's numkeys): found by the command's key
+    // function. Commands with a fixed key and a movable destination (SORT's STORE) read only
+    // the fixed one.
+    if let (Some(f), 0) = (cmd.keys_fn, cmd.first_key) {
+        let all: Vec<&'a [u8]> = std::iter::once(name).chain(args).collect();
+        for i in f(&all).unwrap_or_default() {
+            key(all[i]);
+        }
         return;
     }
     let mut positions = cmd.key_positions(n).peekable();
@@ -957,6 +967,14 @@ mod tests {
         assert!(read_keys(&["GET"]).is_empty());
         assert!(read_keys(&["GET", "a", "b"]).is_empty());
         assert!(read_keys(&["NOPE", "a"]).is_empty());
+        // A script's KEYS are read ahead like any command's keys; its ARGV are not keys.
+        assert_eq!(
+            read_keys(&["EVAL", "return 1", "2", "a", "b", "c"]),
+            ["a", "b"]
+        );
+        assert_eq!(read_keys(&["evalsha", "abc", "1", "k"]), ["k"]);
+        assert!(read_keys(&["EVAL", "return 1", "0", "x"]).is_empty());
+        assert!(read_keys(&["EVAL", "return 1", "5", "x"]).is_empty());
         let mset = lookup(b"MSET").unwrap();
         assert_eq!(mset.key_positions(7).collect::<Vec<_>>(), [1, 3, 5]);
     }

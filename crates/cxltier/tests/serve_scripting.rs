@@ -1,0 +1,307 @@
+//! Lua scripting in `cxltier serve` over a socket, as clients use it: a lock script loaded with
+//! SCRIPT LOAD and run with EVALSHA (redis-py's Lock), replies compared with redis-server 7.0's,
+//! and a busy script stopped by SCRIPT KILL from another connection.
+//!
+//! redis-server is installed by scripts/peers (scripts/test runs it first); without it the test
+//! fails with that instruction.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_cxltier");
+/// Only a guard against a hang: nothing here is timed.
+const GUARD: Duration = Duration::from_secs(30);
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+struct Client {
+    r: BufReader<TcpStream>,
+    w: TcpStream,
+}
+
+impl Client {
+    fn connect(port: u16) -> std::io::Result<Client> {
+        let s = TcpStream::connect(("127.0.0.1", port))?;
+        s.set_read_timeout(Some(GUARD))?;
+        Ok(Client {
+            r: BufReader::new(s.try_clone()?),
+            w: s,
+        })
+    }
+    /// One reply, whole, as the bytes the server sent.
+    fn reply(&mut self, out: &mut Vec<u8>) {
+        let mut l = Vec::new();
+        self.r.read_until(b'\n', &mut l).unwrap();
+        assert!(l.ends_with(b"\r\n"), "a reply line without CRLF: {l:?}");
+        out.extend_from_slice(&l);
+        let n: i64 = std::str::from_utf8(&l[1..l.len() - 2])
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        match l[0] {
+            b'$' | b'=' if n >= 0 => {
+                let mut b = vec![0; n as usize + 2];
+                // read_exact goes on after a short read and retries on EINTR.
+                self.r.read_exact(&mut b).unwrap();
+                out.extend_from_slice(&b);
+            }
+            b'*' | b'~' | b'>' => (0..n.max(0)).for_each(|_| self.reply(out)),
+            b'%' => (0..2 * n.max(0)).for_each(|_| self.reply(out)),
+            _ => {}
+        }
+    }
+    /// A command given as space-separated words; its reply as text.
+    fn cmd(&mut self, line: &str) -> String {
+        let args: Vec<&str> = line.split(' ').collect();
+        let mut req = format!("*{}\r\n", args.len()).into_bytes();
+        for a in &args {
+            req.extend_from_slice(format!("${}\r\n{a}\r\n", a.len()).as_bytes());
+        }
+        self.w.write_all(&req).unwrap();
+        let mut out = Vec::new();
+        self.reply(&mut out);
+        String::from_utf8(out).unwrap()
+    }
+}
+
+/// A server child (cxltier serve or redis-server), killed when the test ends, passed or not.
+struct Server {
+    child: Child,
+    port: u16,
+}
+
+impl Server {
+    /// Start `command(port)` on a free port, again on another if the port was taken before the
+    /// child bound it (the child answering must be this one: INFO's process_id).
+    fn start(command: impl Fn(u16) -> Command) -> Server {
+        for _ in 0..5 {
+            let port = free_port();
+            let child = command(port)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap();
+            let mut s = Server { child, port };
+            let t = Instant::now();
+            while t.elapsed() < GUARD {
+                if s.child.try_wait().unwrap().is_some() {
+                    break;
+                }
+                if let Ok(mut c) = Client::connect(port) {
+                    let info = c.cmd("INFO server");
+                    if info.contains(&format!("process_id:{}\r\n", s.child.id())) {
+                        return s;
+                    }
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = s.child.kill();
+            let _ = s.child.wait();
+        }
+        panic!("no server came up on five free ports");
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn need_redis_server() {
+    let have = Command::new("sh")
+        .args(["-c", "command -v redis-server"])
+        .output()
+        .unwrap()
+        .status
+        .success();
+    assert!(
+        have,
+        "redis-server is not installed: run scripts/peers (scripts/test does) and test again"
+    );
+}
+
+fn cxltier() -> Server {
+    Server::start(|port| {
+        let none = std::env::temp_dir().join(format!("cxltier-scripting-none-{port}.jsonl"));
+        let mut c = Command::new(BIN);
+        c.args(["serve", "--bind", &format!("127.0.0.1:{port}")])
+            .arg("--quarantine-file")
+            .arg(none);
+        c
+    })
+}
+
+fn redis() -> Server {
+    Server::start(|port| {
+        let mut c = Command::new("redis-server");
+        c.args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"]);
+        c
+    })
+}
+
+impl Client {
+    /// A command given as its arguments (scripts hold spaces); its reply as text.
+    fn args(&mut self, args: &[&str]) -> String {
+        self.send(args);
+        let mut out = Vec::new();
+        self.reply(&mut out);
+        String::from_utf8(out).unwrap()
+    }
+    fn send(&mut self, args: &[&str]) {
+        let mut req = format!("*{}\r\n", args.len()).into_bytes();
+        for a in args {
+            req.extend_from_slice(format!("${}\r\n{a}\r\n", a.len()).as_bytes());
+        }
+        self.w.write_all(&req).unwrap();
+    }
+}
+
+/// redis-py's Lock release script.
+const UNLOCK: &str = "local token = redis.call('get', KEYS[1]) if not token or token ~= ARGV[1] then return 0 end redis.call('del', KEYS[1]) return 1";
+/// redis-py's Lock extend script.
+const EXTEND: &str = "local token = redis.call('get', KEYS[1]) if not token or token ~= ARGV[1] then return 0 end local expiration = redis.call('pttl', KEYS[1]) if not expiration then expiration = 0 end if expiration < 0 then return 0 end local newttl = ARGV[2] if ARGV[3] == '0' then newttl = ARGV[2] + expiration end redis.call('pexpire', KEYS[1], newttl) return 1";
+
+#[test]
+fn lock_scripts_by_evalsha_answer_as_redis_server_does() {
+    need_redis_server();
+    let (ours, theirs) = (cxltier(), redis());
+    let mut a = Client::connect(ours.port).unwrap();
+    let mut b = Client::connect(theirs.port).unwrap();
+    let unlock_sha = a.args(&["SCRIPT", "LOAD", UNLOCK]);
+    assert_eq!(unlock_sha, b.args(&["SCRIPT", "LOAD", UNLOCK]));
+    let extend_sha = a.args(&["SCRIPT", "LOAD", EXTEND]);
+    assert_eq!(extend_sha, b.args(&["SCRIPT", "LOAD", EXTEND]));
+    let sha = |r: &str| r.lines().nth(1).unwrap().to_string();
+    let (unlock, extend) = (sha(&unlock_sha), sha(&extend_sha));
+    let steps: Vec<Vec<&str>> = vec![
+        vec!["SET", "lock:a", "tok1", "NX", "PX", "10000"],
+        vec!["SET", "lock:a", "tok2", "NX", "PX", "10000"],
+        vec!["EVALSHA", &extend, "1", "lock:a", "tok2", "5000", "1"],
+        vec!["EVALSHA", &extend, "1", "lock:a", "tok1", "50000", "1"],
+        vec!["EVALSHA", &unlock, "1", "lock:a", "tok2"],
+        vec!["EXISTS", "lock:a"],
+        vec!["EVALSHA", &unlock, "1", "lock:a", "tok1"],
+        vec!["EXISTS", "lock:a"],
+        vec!["EVALSHA", &unlock, "1", "lock:a", "tok1"],
+        vec!["SCRIPT", "EXISTS", &unlock, &extend, "0000"],
+        vec!["EVALSHA", "0000000000000000000000000000000000000000", "0"],
+        vec![
+            "EVAL",
+            "return {1, 2.9, 'x', false, {ok='S'}, {err='E bad'}, nil, 9}",
+            "0",
+        ],
+        vec![
+            "EVAL",
+            "return redis.call('hset', KEYS[1], 'f', ARGV[1])",
+            "1",
+            "h",
+            "v",
+        ],
+        vec!["EVAL", "return redis.call('hgetall', KEYS[1])", "1", "h"],
+        vec![
+            "EVAL",
+            "return cjson.encode(cjson.decode(ARGV[1]))",
+            "0",
+            "[1,\"a\",true]",
+        ],
+        vec!["EVAL", "return bit.bxor(bit.lshift(1, 4), 3)", "0"],
+        vec!["EVAL", "local x = redis.call('nosuch') return x", "0"],
+        vec!["EVAL", "x = 1", "0"],
+        vec!["EVAL_RO", "local r = redis.call('del', 'h') return r", "0"],
+        vec!["EVAL", "return 1", "3", "a"],
+        vec!["EVAL", "return {math.random(100), math.random(5, 10)}", "0"],
+        vec!["HELLO", "3"],
+        vec!["EVAL", "return {double=1.5}", "0"],
+        vec!["EVAL", "return true", "0"],
+        vec!["EVAL", "redis.setresp(3) return true", "0"],
+        vec![
+            "EVAL",
+            "redis.setresp(3) return redis.call('hgetall', 'h')",
+            "0",
+        ],
+    ];
+    let mut diffs = Vec::new();
+    for s in &steps {
+        let (x, y) = (a.args(s), b.args(s));
+        if s[0] == "HELLO" {
+            continue;
+        }
+        if x != y {
+            diffs.push(format!("{s:?}\n  cxltier: {x:?}\n  redis:   {y:?}"));
+        }
+    }
+    assert!(
+        diffs.is_empty(),
+        "{} of {} replies differ from redis-server's:\n{}",
+        diffs.len(),
+        steps.len(),
+        diffs.join("\n")
+    );
+}
+
+#[test]
+fn a_busy_script_answers_busy_and_stops_at_script_kill() {
+    let ours = cxltier();
+    let mut admin = Client::connect(ours.port).unwrap();
+    let mut other = Client::connect(ours.port).unwrap();
+    let mut runner = Client::connect(ours.port).unwrap();
+    assert_eq!(
+        admin.args(&["CONFIG", "SET", "busy-reply-threshold", "50"]),
+        "+OK\r\n"
+    );
+    admin.args(&["SET", "k", "1"]);
+    // Not busy: nothing to kill.
+    assert!(admin.args(&["SCRIPT", "KILL"]).starts_with("-NOTBUSY"));
+    runner.send(&["EVAL", "while true do end", "0"]);
+    // Until the threshold passes, the loop runs nothing else: the GET waits for the BUSY mode.
+    std::thread::sleep(Duration::from_millis(200));
+    let busy = other.args(&["GET", "k"]);
+    assert!(
+        busy.starts_with("-BUSY Redis is busy running a script."),
+        "{busy}"
+    );
+    assert_eq!(other.args(&["MULTI"]), "+OK\r\n");
+    assert!(other.args(&["INCR", "k"]).starts_with("-BUSY"));
+    assert_eq!(admin.args(&["SCRIPT", "KILL"]), "+OK\r\n");
+    let mut killed = Vec::new();
+    runner.reply(&mut killed);
+    let killed = String::from_utf8(killed).unwrap();
+    assert!(
+        killed.starts_with("-ERR Script killed by user with SCRIPT KILL..."),
+        "{killed}"
+    );
+    // The transaction a BUSY reply touched aborts; the server serves again.
+    assert!(other.args(&["EXEC"]).starts_with("-EXECABORT"));
+    assert_eq!(other.args(&["GET", "k"]), "$1\r\n1\r\n");
+    // A script that wrote cannot be killed.
+    runner.send(&[
+        "EVAL",
+        "redis.call('set', 'w', '1') local t = redis.call('time') while true do end",
+        "0",
+    ]);
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(admin.args(&["SCRIPT", "KILL"]).starts_with("-UNKILLABLE"));
+    // SHUTDOWN NOSAVE stops it and the server.
+    admin.send(&["SHUTDOWN", "NOSAVE"]);
+    let mut server = ours;
+    let t = Instant::now();
+    while server.child.try_wait().unwrap().is_none() {
+        assert!(
+            t.elapsed() < GUARD,
+            "SHUTDOWN NOSAVE did not stop a busy server"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
