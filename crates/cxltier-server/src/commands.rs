@@ -3454,6 +3454,37 @@ mod tests {
         assert!(diffs.is_empty(), "{}", diffs.join("\n"));
     }
 
+    /// A script's commands run in the caller's database (a SELECT inside stays inside), and
+    /// its writes reach the write stream under that database's `select`, with the user's keys,
+    /// in one `multi` ... `exec`.
+    #[test]
+    fn scripts_write_in_the_callers_database_and_replicate_their_effects() {
+        let mut db = Db::new();
+        db.info.repl.attach();
+        db.store.track_expired(true);
+        db.cmd("SELECT 2");
+        let script = "redis.call('set',KEYS[1],'v'); redis.call('incr',KEYS[2]); redis.call('select','5'); return redis.call('get',KEYS[1])";
+        let words: Vec<&[u8]> = vec![b"EVAL", script.as_bytes(), b"2", b"k", b"n"];
+        let mut out = Vec::new();
+        execute(
+            &mut db.store,
+            &mut db.info,
+            &mut db.session,
+            &words,
+            &mut out,
+        );
+        assert_eq!(out, b"$-1\r\n", "the script's own SELECT 5 holds inside it");
+        assert_eq!(db.cmd("GET k"), "$1\r\nv\r\n");
+        assert_eq!(db.session.db, 2, "the caller's database is unchanged");
+        db.cmd("SELECT 0");
+        assert_eq!(db.cmd("GET k"), "$-1\r\n");
+        let stream = String::from_utf8_lossy(&db.info.repl.pending).into_owned();
+        assert_eq!(
+            stream,
+            "*2\r\n$6\r\nselect\r\n$1\r\n2\r\n*1\r\n$5\r\nmulti\r\n*3\r\n$3\r\nset\r\n$1\r\nk\r\n$1\r\nv\r\n*2\r\n$4\r\nincr\r\n$1\r\nn\r\n*1\r\n$4\r\nexec\r\n"
+        );
+    }
+
     #[test]
     fn script_load_exists_flush_and_evalsha() {
         let mut db = Db::new();

@@ -1284,6 +1284,7 @@ fn run(
     );
     let session_id = ctx.session.id;
     let caller_proto = ctx.session.proto;
+    let caller_db = ctx.session.db;
     let run_state = engine.run.clone();
     let dispatch = engine.dispatch.clone();
     let mut effect = Effect::Read;
@@ -1302,6 +1303,9 @@ fn run(
         g.raw_set("ARGV", argv)?;
         let resp = Cell::new(2u8);
         let mut script_session = Session::new(session_id, true);
+        // The script's commands run in the caller's database (a SELECT inside it stays
+        // inside it, as in Redis 7).
+        script_session.db = caller_db;
         let effect = &mut effect;
         lua.scope(|scope| {
             let runner = scope.create_function_mut(|lua, call_args: mlua::Variadic<Value>| {
