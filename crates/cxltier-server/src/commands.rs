@@ -3393,6 +3393,37 @@ mod tests {
         String::from_utf8(db.run(&args)).unwrap()
     }
 
+    /// A script that allocates without bound (a client's bytes) stops at the interpreter's
+    /// memory limit with an error, and the server serves the next script.
+    #[test]
+    fn a_script_that_grows_without_bound_fails_at_the_memory_limit() {
+        let mut db = Db::new();
+        let script: &[u8] =
+            b"local t = {} local s = string.rep('x', 1048576) for i = 1, 100000 do t[i] = s .. i end return 1";
+        let mut out = Vec::new();
+        execute(
+            &mut db.store,
+            &mut db.info,
+            &mut db.session,
+            &[b"EVAL", script, b"0"],
+            &mut out,
+        );
+        let reply = String::from_utf8_lossy(&out).into_owned();
+        assert!(
+            reply.starts_with('-') && reply.contains("memory"),
+            "{reply}"
+        );
+        let mut out = Vec::new();
+        execute(
+            &mut db.store,
+            &mut db.info,
+            &mut db.session,
+            &[b"EVAL", b"return 7", b"0"],
+            &mut out,
+        );
+        assert_eq!(out, b":7\r\n");
+    }
+
     #[test]
     fn scripts_convert_replies_both_ways_as_redis_does() {
         let mut db = Db::new();

@@ -210,6 +210,9 @@ fn srand48(state: &Cell<u64>, seed: i32) {
     state.set(((seed as u32 as u64) << 16) | 0x330E);
 }
 
+/// The most memory the Lua interpreter may hold, its scripts' data included.
+pub(crate) const SCRIPT_MEMORY_LIMIT: usize = 256 << 20;
+
 impl Engine {
     fn new(rand: Rc<Cell<u64>>) -> mlua::Result<Engine> {
         // Redis loads base, table, string, math (and debug for its own use); no io, os,
@@ -218,6 +221,11 @@ impl Engine {
             StdLib::TABLE | StdLib::STRING | StdLib::MATH,
             LuaOptions::default(),
         )?;
+        // Bytes from a client build the script: what it may allocate is bounded, so that one
+        // EVAL cannot take the server's memory (Redis sets no bound; its process would be
+        // killed). Past it the script fails with Lua's "not enough memory" and the server
+        // goes on.
+        lua.set_memory_limit(SCRIPT_MEMORY_LIMIT)?;
         let g = lua.globals();
         for name in ["dofile", "loadfile", "print"] {
             g.raw_set(name, Value::Nil)?;
@@ -1420,7 +1428,16 @@ fn run(
                 });
             }
             let Value::Table(info) = v else {
-                return Ok(Err("ERR unknown error".into()));
+                // An error the message handler never saw: Lua 5.1 raises a failed allocation
+                // ("not enough memory") without calling it.
+                return Ok(Err(match error_text(&v) {
+                    Some(t) if t.contains("not enough memory") => format!(
+                        "ERR {t}: the script went past the {} MiB that scripts may hold",
+                        SCRIPT_MEMORY_LIMIT >> 20
+                    ),
+                    Some(t) => format!("ERR {t}"),
+                    None => "ERR unknown error".into(),
+                }));
             };
             let msg: String = info.raw_get("err")?;
             let line: Option<i64> = info.raw_get("line")?;
