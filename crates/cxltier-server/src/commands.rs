@@ -440,6 +440,14 @@ const CORRUPT_HASH: &str = "ERR the stored hash is corrupt; DEL the key";
 /// allocation: the common case); beyond, through a hash index, so the work stays linear.
 const FEW_FIELDS: usize = 8;
 
+/// Microseconds since the epoch.
+pub(crate) fn now_us() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_micros() as u64)
+        .unwrap_or(0)
+}
+
 pub(crate) fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -670,8 +678,7 @@ fn refusal(
     let writes = cmd.has(flag::WRITE) || (is_exec && queued().any(|c| c.has(flag::WRITE)));
     // Redis's min-replicas-to-write: writes need that many replicas that acknowledged within
     // min-replicas-max-lag seconds.
-    let min_replicas = info.knobs.int("min-replicas-to-write");
-    let max_lag = info.knobs.int("min-replicas-max-lag");
+    let (min_replicas, max_lag) = info.knobs.min_replicas();
     if writes
         && min_replicas > 0
         && max_lag > 0
@@ -706,7 +713,8 @@ fn dispatch(ctx: &mut Ctx<'_>, cmd: &'static table::Command, args: &[&[u8]]) -> 
         keyed.push(physical);
         keyed.extend_from_slice(args[i]);
     });
-    let mut with_db: Vec<&[u8]> = args.to_vec();
+    // On the stack for the usual few arguments: an allocation per command showed in profiles.
+    let mut with_db: smallvec::SmallVec<[&[u8]; 8]> = smallvec::SmallVec::from_slice(args);
     let mut at = 0;
     table::for_each_key_position(cmd, args, |i| {
         let end = at + 1 + args[i].len();
@@ -744,6 +752,14 @@ fn dispatch_keyed(ctx: &mut Ctx<'_>, cmd: &'static table::Command, args: &[&[u8]
             ctx.info.touch(&k);
         }
     }
+    // The time the command sees (Redis's command time snapshot): read once, and frozen in the
+    // store for the command's lookups; the commands of an EXEC or a script see their
+    // caller's. The same reading starts the command's time in INFO commandstats.
+    let started_us = now_us();
+    let outermost = ctx.store.frozen_clock().is_none();
+    if outermost {
+        ctx.store.freeze_clock(started_us / 1000);
+    }
     // Replication: this command's unit of the write stream begins (EXEC's commands come back
     // here nested), and what it changes is counted from here. Keys expired outside any
     // command (the server's look-ups before it) go first, each alone.
@@ -777,7 +793,7 @@ fn dispatch_keyed(ctx: &mut Ctx<'_>, cmd: &'static table::Command, args: &[&[u8]
             }
         }
     }
-    let (reply_at, started) = (ctx.out.len(), std::time::Instant::now());
+    let reply_at = ctx.out.len();
     let effect = match (cmd.handler)(ctx, args) {
         Ok(effect) => effect,
         Err(e) => {
@@ -791,7 +807,10 @@ fn dispatch_keyed(ctx: &mut Ctx<'_>, cmd: &'static table::Command, args: &[&[u8]
         .leave(!crate::replication::touches_arbitrary_keys(cmd.name));
     let stat = ctx.info.command_stats.entry(cmd.name).or_default();
     stat.calls += 1;
-    stat.usec += started.elapsed().as_micros() as u64;
+    stat.usec += now_us().saturating_sub(started_us);
+    if outermost {
+        ctx.store.thaw_clock();
+    }
     if ctx.out.get(reply_at) == Some(&b'-') {
         stat.failed_calls += 1;
     }
@@ -1103,8 +1122,9 @@ fn incr_by(ctx: &mut Ctx<'_>, key: &[u8], by: i64) -> Result<Effect, StoreError>
     let Some(next) = current.checked_add(by) else {
         return fail(ctx, "ERR increment or decrement would overflow");
     };
+    let mut digits = itoa::Buffer::new();
     ctx.store
-        .put(key, Kind::String, next.to_string().as_bytes(), expires)?;
+        .put(key, Kind::String, digits.format(next).as_bytes(), expires)?;
     ctx.notify(nc::STRING, "incrby", key);
     reply::int(ctx.out, next);
     Ok(Effect::Wrote)
@@ -2570,14 +2590,21 @@ fn set_command(
         }
         i += 1;
     }
-    let old = store
-        .get(args[1])?
-        .map(|o| (o.kind, o.value.to_vec(), o.expires_at_ms));
+    // A plain SET needs only whether the key exists (for its notifications), not its value:
+    // reading and copying the old value cost every SET an allocation.
+    let old = if get || nx || xx || keepttl {
+        store
+            .get(args[1])?
+            .map(|o| (o.kind, o.value.to_vec(), o.expires_at_ms))
+    } else {
+        None
+    };
+    // Whether it existed matters beyond NX/XX only for a TTL already past (its notifications).
+    let exists = old.is_some() || (expires.is_some() && store.contains(args[1]));
     if get && old.as_ref().is_some_and(|o| o.0 != Kind::String) {
         reply::error(out, WRONGTYPE);
         return Ok(Effect::Read);
     }
-    let exists = old.is_some();
     if (nx && exists) || (xx && !exists) {
         match (get, old) {
             (true, Some(o)) => reply::bulk(out, &o.1),

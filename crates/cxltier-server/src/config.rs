@@ -98,16 +98,49 @@ static KNOBS: &[Knob] = &[
 ];
 
 /// The stored knobs' values (those set; the rest have their defaults).
-#[derive(Debug, Default)]
-pub struct Knobs(hashbrown::HashMap<&'static str, String>);
+#[derive(Debug)]
+pub struct Knobs {
+    set: hashbrown::HashMap<&'static str, String>,
+    /// `min-replicas-to-write` and `min-replicas-max-lag`, parsed when set: every write asks
+    /// for them, and a search of the knob list by name per command showed in profiles.
+    min_replicas: (i64, i64),
+}
+
+impl Default for Knobs {
+    fn default() -> Self {
+        let mut k = Knobs {
+            set: hashbrown::HashMap::new(),
+            min_replicas: (0, 0),
+        };
+        k.min_replicas = (
+            k.int("min-replicas-to-write"),
+            k.int("min-replicas-max-lag"),
+        );
+        k
+    }
+}
 
 impl Knobs {
+    /// Store a knob's value under its canonical name.
+    fn store(&mut self, canonical: &'static str, value: String) {
+        self.set.insert(canonical, value);
+        self.min_replicas = (
+            self.int("min-replicas-to-write"),
+            self.int("min-replicas-max-lag"),
+        );
+    }
+
+    /// (`min-replicas-to-write`, `min-replicas-max-lag`).
+    pub fn min_replicas(&self) -> (i64, i64) {
+        self.min_replicas
+    }
+
     /// The value of a knob by any of its names; `None` for a name that is not a knob.
     pub fn get(&self, name: &str) -> Option<&str> {
         let k = KNOBS.iter().find(|k| k.name == name)?;
         let canonical = KNOBS.iter().find(|c| c.name == k.canonical)?;
         Some(
-            self.0
+            self.set
                 .get(canonical.name)
                 .map(String::as_str)
                 .unwrap_or(canonical.default),
@@ -318,7 +351,7 @@ fn set(ctx: &mut Ctx<'_>, pairs: &[&[u8]]) -> Result<Effect, StoreError> {
                     .iter()
                     .find(|k| k.name == name)
                     .expect("checked above");
-                ctx.info.knobs.0.insert(k.canonical, value);
+                ctx.info.knobs.store(k.canonical, value);
             }
         }
     }
@@ -385,4 +418,24 @@ fn reset_stats(store: &mut Store, info: &mut crate::commands::ServerInfo) {
     info.used_memory_peak = 0;
     info.ops_samples.clear();
     info.command_stats.clear();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_replica_knobs_every_write_asks_for_follow_config_set() {
+        let mut k = Knobs::default();
+        assert_eq!(k.min_replicas(), (0, 10), "Redis 7.0's defaults");
+        k.store("min-replicas-to-write", "2".into());
+        assert_eq!(k.min_replicas(), (2, 10));
+        k.store("min-replicas-max-lag", "3".into());
+        assert_eq!(k.min_replicas(), (2, 3));
+        assert_eq!(
+            k.int("min-slaves-to-write"),
+            2,
+            "the alias reads the same knob"
+        );
+    }
 }

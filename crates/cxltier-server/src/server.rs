@@ -1106,7 +1106,8 @@ fn run_ready(
                 continue;
             }
             let input = std::mem::take(&mut c.input);
-            let args: Vec<&[u8]> = p.args.iter().map(|r| &input[r.clone()]).collect();
+            let args: smallvec::SmallVec<[&[u8]; 8]> =
+                p.args.iter().map(|r| &input[r.clone()]).collect();
             let before = c.output.len();
             // A script may run long: the other connections are then served in busy mode
             // from its instruction hook, so they leave the map for its run.
@@ -1139,6 +1140,7 @@ fn run_ready(
                 });
                 info.blocked.insert(c.session.id);
             }
+            drop(args);
             c.input = input;
             if let Some(start) = c.session.sync.take() {
                 // The snapshot's bulk header goes after the replies before it (and PSYNC's

@@ -377,7 +377,7 @@ const CHUNK: usize = 1 << CHUNK_SHIFT;
 
 /// Where a pair lives in the [`Slab`]; it does not change while the key is in the index (except
 /// when the slab is compacted, which rewrites the ids that point at it).
-type SlotId = u32;
+pub(crate) type SlotId = u32;
 
 /// The leaves: ids of pairs in key order.
 type Leaf = Vec<SlotId>;
@@ -612,6 +612,20 @@ impl Index {
 
     pub(crate) fn get(&self, key: &[u8]) -> Option<&Entry> {
         self.find(key).map(|id| &self.slab.get(id).1)
+    }
+
+    /// The slot of `key`, for a caller that looks it up once and then reads or changes its
+    /// entry by slot ([`Index::entry_at`]) while nothing inserts or removes keys meanwhile.
+    pub(crate) fn slot_of(&self, key: &[u8]) -> Option<SlotId> {
+        self.find(key)
+    }
+
+    pub(crate) fn entry_at(&self, id: SlotId) -> &Entry {
+        &self.slab.get(id).1
+    }
+
+    pub(crate) fn entry_at_mut(&mut self, id: SlotId) -> &mut Entry {
+        &mut self.slab.get_mut(id).1
     }
 
     pub(crate) fn get_mut(&mut self, key: &[u8]) -> Option<&mut Entry> {

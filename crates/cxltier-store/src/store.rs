@@ -9,7 +9,7 @@ use hashbrown::{HashMap, HashSet};
 
 use crate::admission::Sketch;
 use crate::arena::{Arena, SlotOffset};
-use crate::index::{access_clock, Entry, Index, Place};
+use crate::index::{access_clock, Entry, Index, Place, SlotId};
 use crate::log::{Log, LogConfig, NvLoc, ReadStart, ASYNC_READS};
 use crate::{
     ArenaInfo, ArenaPlacement, Durability, KeyInfo, Kind, ObjectRef, Result, ScanItem,
@@ -84,6 +84,8 @@ pub struct Store {
     slab_objects_moved: u64,
     last_sync: Instant,
     last_tick: Instant,
+    /// The time a command sees, while it runs ([`Store::freeze_clock`]).
+    frozen_ms: Option<u64>,
     /// Values read from NVMe that no memory tier admitted, kept for the rest of the batch.
     staged: HashMap<Box<[u8]>, (Kind, Vec<u8>, u64)>,
     /// Device reads in flight ([`Store::start_reads`]): ticket → key, and the keys.
@@ -143,6 +145,32 @@ pub(crate) fn now_ms() -> u64 {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0)
+}
+
+impl Store {
+    /// The time a command sees: the time frozen by [`Store::freeze_clock`], or the clock's.
+    fn now_ms(&self) -> u64 {
+        self.frozen_ms.unwrap_or_else(now_ms)
+    }
+
+    /// Freeze the time expiries and access clocks are judged by at `ms` (since the epoch) until
+    /// [`Store::thaw_clock`], as Redis does for the length of a command: a command sees one
+    /// time however many keys it looks at (a key does not expire between its EXISTS and its
+    /// GET in one MULTI), and a short command reads the clock once instead of at every lookup.
+    /// The background work of [`Store::tick`] always reads the clock.
+    pub fn freeze_clock(&mut self, ms: u64) {
+        self.frozen_ms = Some(ms);
+    }
+
+    /// The time frozen by [`Store::freeze_clock`], if it is.
+    pub fn frozen_clock(&self) -> Option<u64> {
+        self.frozen_ms
+    }
+
+    /// Judge expiries by the clock again.
+    pub fn thaw_clock(&mut self) {
+        self.frozen_ms = None;
+    }
 }
 
 fn is_expired(e: &Entry, now: u64) -> bool {
@@ -346,6 +374,7 @@ impl Store {
             slab_objects_moved: 0,
             last_sync: Instant::now(),
             last_tick: Instant::now(),
+            frozen_ms: None,
             staged: HashMap::new(),
             reading: HashMap::new(),
             reading_keys: HashSet::new(),
@@ -978,7 +1007,7 @@ impl Store {
     /// [`Store::get_raw`]; with `whole`, a big value is read whole (its root, then its pieces).
     /// The kind is checked on the entry the lookup found: a GET costs no second lookup.
     fn get_inner(&mut self, key: &[u8], whole: bool) -> Result<Option<ObjectRef<'_>>> {
-        let now = now_ms();
+        let now = self.now_ms();
         let Some(e) = self.index.get_mut(key) else {
             self.misses += 1;
             return Ok(None);
@@ -1356,7 +1385,7 @@ impl Store {
                 key.len()
             )));
         }
-        if expires_at_ms.is_some_and(|t| t <= now_ms()) {
+        if expires_at_ms.is_some_and(|t| t <= self.now_ms()) {
             // Already expired (e.g. EXPIREAT in the past): the write is a delete.
             self.delete_raw(key)?;
             return Ok(());
@@ -1364,9 +1393,8 @@ impl Store {
         self.changes += 1;
         self.staged.remove(key);
         self.forget_assembled(key);
-        let new_key = !self.index.contains_key(key);
-        if !new_key {
-            return self.put_inner(key, kind, value, expires_at_ms);
+        if let Some(slot) = self.index.slot_of(key) {
+            return self.put_inner(key, Some(slot), kind, value, expires_at_ms);
         }
         // The new entry, and the sketch's growth when the store outgrows it.
         let entry = self.index.growth_for(key) + self.sketch.growth_for_keys(self.index.len() + 1);
@@ -1383,7 +1411,7 @@ impl Store {
         // never add up to more than the budget.
         self.reserved = entry;
         let r = match self.fit_dram_to_budget() {
-            Ok(true) => self.put_inner(key, kind, value, expires_at_ms),
+            Ok(true) => self.put_inner(key, None, kind, value, expires_at_ms),
             Ok(false) => Err(StoreError::Full {
                 detail: format!(
                     "DRAM ({} bytes, {} of them index) has no object to move down for a new key: {}",
@@ -1411,11 +1439,12 @@ impl Store {
     fn rewrite_in_place(
         &mut self,
         key: &[u8],
+        slot: SlotId,
         kind: Kind,
         value: &[u8],
         expires_at_ms: Option<u64>,
     ) -> Result<bool> {
-        let Some(Place::Mem(t, off)) = self.index.get(key).map(|e| e.place()) else {
+        let Place::Mem(t, off) = self.index.entry_at(slot).place() else {
             return Ok(false);
         };
         let arena = &self.arenas[t as usize];
@@ -1429,8 +1458,13 @@ impl Store {
         };
         self.arenas[t as usize].rewrite(off, key.len(), value);
         self.arenas[t as usize].touch(off);
-        // Read the entry's log copy only now: the append may have cleaned segments and moved it.
-        let e = self.index.get_mut(key).expect("present");
+        // Read the entry's log copy only now: the append may have cleaned segments and moved it
+        // (so the entry is looked up again; without an append nothing touched the index).
+        let e = if nv.is_some() {
+            self.index.get_mut(key).expect("present")
+        } else {
+            self.index.entry_at_mut(slot)
+        };
         if nv.is_some() {
             if let (Some(old), Some(log)) = (e.nv(), self.log.as_mut()) {
                 log.mark_dead(old);
@@ -1467,7 +1501,7 @@ impl Store {
             return Ok(false);
         };
         let len = e.len() as usize;
-        if e.is_expired(now_ms()) || at.checked_add(bytes.len()).is_none_or(|end| end > len) {
+        if e.is_expired(self.now_ms()) || at.checked_add(bytes.len()).is_none_or(|end| end > len) {
             return Ok(false);
         }
         let t = t as usize;
@@ -1500,15 +1534,19 @@ impl Store {
         Ok(true)
     }
 
+    /// `slot`: the key's index slot when it exists (found by the caller, which looked already).
     fn put_inner(
         &mut self,
         key: &[u8],
+        slot: Option<SlotId>,
         kind: Kind,
         value: &[u8],
         expires_at_ms: Option<u64>,
     ) -> Result<()> {
-        if self.rewrite_in_place(key, kind, value, expires_at_ms)? {
-            return Ok(());
+        if let Some(slot) = slot {
+            if self.rewrite_in_place(key, slot, kind, value, expires_at_ms)? {
+                return Ok(());
+            }
         }
         // Recent writes are hot (the insert-recency hook): they go to DRAM, making room by
         // demotion; else CXL. Except an update of a key that lives only on NVMe (its read was
@@ -1573,7 +1611,7 @@ impl Store {
             expires_at_ms.unwrap_or(0),
         );
         // A write is an access (Redis's new object, or its lookup for writing).
-        entry.set_access(access_clock(now_ms()));
+        entry.set_access(access_clock(self.now_ms()));
         self.index.insert(key, entry);
         self.sketch.touch(key);
         Ok(())
@@ -1663,7 +1701,7 @@ impl Store {
         let Some(e) = self.index.get(key) else {
             return Ok(false);
         };
-        let expired = is_expired(e, now_ms());
+        let expired = is_expired(e, self.now_ms());
         if let (Some(nv), true) = (e.nv(), self.log.is_some()) {
             // The tombstone comes first: if it cannot be written, the key stays as it was.
             let log = self.log.as_mut().expect("log");
@@ -1693,7 +1731,7 @@ impl Store {
             return false;
         }
         match self.index.get(key) {
-            Some(e) if is_expired(e, now_ms()) => {
+            Some(e) if is_expired(e, self.now_ms()) => {
                 self.expire(key);
                 false
             }
@@ -1719,7 +1757,7 @@ impl Store {
         Some(KeyInfo {
             kind: e.kind(),
             expires_at_ms: (e.expires() != 0).then_some(e.expires()),
-            idle_seconds: crate::index::idle_seconds(e.access(), access_clock(now_ms())),
+            idle_seconds: crate::index::idle_seconds(e.access(), access_clock(self.now_ms())),
         })
     }
 
@@ -1728,8 +1766,9 @@ impl Store {
         if !self.contains(key) {
             return false;
         }
+        let now = self.now_ms();
         if let Some(e) = self.index.get_mut(key) {
-            e.set_access(access_clock(now_ms()));
+            e.set_access(access_clock(now));
         }
         self.sketch.touch(key);
         true
@@ -1753,7 +1792,7 @@ impl Store {
     }
 
     fn scan_within(&mut self, start: &[u8], db: Option<u8>, count: usize) -> Result<Vec<ScanItem>> {
-        let now = now_ms();
+        let now = self.now_ms();
         let sequential = self.last_scan_end.as_deref() == Some(start);
         let take = if sequential { count * 2 } else { count };
         let keys: Vec<Vec<u8>> = self
@@ -2381,7 +2420,7 @@ impl Store {
         let Some(e) = self.index.get(key).copied() else {
             return Ok(None);
         };
-        if !e.kind().is_collection() || e.is_expired(now_ms()) {
+        if !e.kind().is_collection() || e.is_expired(self.now_ms()) {
             return Ok(None);
         }
         let value = match e.place() {

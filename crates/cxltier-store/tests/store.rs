@@ -50,6 +50,38 @@ fn put_get_delete_and_expiry() {
 }
 
 #[test]
+fn a_frozen_clock_judges_expiry_until_it_thaws() {
+    let mut s = StoreBuilder::new()
+        .dram(16 << 20)
+        .durability(Durability::None)
+        .build()
+        .unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    // Expires an hour from now by the clock; the frozen time decides, both ways.
+    let at = now + 3_600_000;
+    s.put(b"k", Kind::String, b"v", Some(at)).unwrap();
+    s.freeze_clock(at - 1);
+    assert_eq!(s.frozen_clock(), Some(at - 1));
+    assert!(s.contains(b"k"), "one millisecond before its expiry");
+    s.put(b"k", Kind::String, b"w", Some(at)).unwrap();
+    assert_eq!(get(&mut s, b"k"), Some(b"w".to_vec()));
+    s.freeze_clock(at);
+    assert_eq!(get(&mut s, b"k"), None, "expired at the frozen time");
+    assert!(!s.contains(b"k"));
+    // A write whose expiry is past the frozen time is a delete, by that time too.
+    s.put(b"j", Kind::String, b"v", Some(at)).unwrap();
+    assert!(!s.contains(b"j"));
+    s.thaw_clock();
+    assert_eq!(s.frozen_clock(), None);
+    s.put(b"j", Kind::String, b"v", Some(at)).unwrap();
+    assert!(s.contains(b"j"), "the clock's time is an hour before");
+    s.check_invariants().unwrap();
+}
+
+#[test]
 fn data_five_times_memory_is_all_readable_and_moves_between_tiers() {
     let p = temp("nvme");
     let mut s = StoreBuilder::new()
