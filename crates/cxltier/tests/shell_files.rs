@@ -255,3 +255,66 @@ fn man_dir_must_be_a_directory() {
     assert!(err.contains("is not a directory"), "{err}");
     assert!(err.contains("hint:"), "{err}");
 }
+
+/// The README's setup (`scripts/plan` runs `scripts/install-shell-files`) installs the bash
+/// completion and the man pages into the user's directories, says where on stderr only, and a
+/// second run changes nothing.
+#[test]
+fn the_setup_script_installs_for_the_user_idempotently() {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/install-shell-files");
+    let home = tempfile::tempdir().unwrap();
+    let run = || {
+        let out = Command::new("bash")
+            .arg(&script)
+            .arg(BIN)
+            .env("HOME", home.path())
+            .env_remove("XDG_DATA_HOME")
+            .env_remove("XDG_CONFIG_HOME")
+            .env_remove("BASH_COMPLETION_USER_DIR")
+            .output()
+            .expect("run scripts/install-shell-files");
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert!(out.status.success(), "{err}");
+        assert!(out.stdout.is_empty(), "stdout stays the caller's");
+        err
+    };
+    let data = home.path().join(".local/share");
+    let completion = data.join("bash-completion/completions/cxltier");
+    let first = run();
+    assert!(
+        first.contains(&format!(
+            "bash completion: installed {}",
+            completion.display()
+        )),
+        "{first}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&completion).unwrap(),
+        stdout_ok(&["completions", "bash"])
+    );
+    let man1 = data.join("man/man1");
+    assert!(
+        first.contains(&format!("man page(s) in {}: ", man1.display())),
+        "{first}"
+    );
+    assert!(man1.join("cxltier.1").is_file() && man1.join("cxltier-show.1").is_file());
+    let pages = std::fs::read_dir(&man1).unwrap().count();
+
+    let second = run();
+    assert!(
+        second.contains(&format!(
+            "bash completion: {} (up to date)",
+            completion.display()
+        )),
+        "{second}"
+    );
+    assert!(
+        second.contains(&format!(": 0 written, {pages} already up to date")),
+        "{second}"
+    );
+    // No temporary files left beside the completion.
+    let beside = std::fs::read_dir(completion.parent().unwrap())
+        .unwrap()
+        .count();
+    assert_eq!(beside, 1);
+}
