@@ -803,9 +803,10 @@ mod tests {
 
     #[test]
     fn summary_agrees_with_numastat_on_recorded_processes() {
-        // `sleep` and a python process holding 16 MiB advised MADV_HUGEPAGE (2 MiB of it became
-        // a transparent huge page), recorded on a one-node machine (Linux 6.18).
-        for (pid, thp) in [(17773, 0), (18175, 2 << 20)] {
+        // `sleep`, a python process holding 16 MiB advised MADV_HUGEPAGE (2 MiB of it became a
+        // transparent huge page) and one holding 4 MiB of hugetlb pages (MAP_HUGETLB), recorded
+        // on a one-node machine (Linux 6.18).
+        for (pid, thp, hugetlb) in [(17773, 0, 0), (18175, 2 << 20, 0), (11735, 0, 4 << 20)] {
             let root = recorded_proc();
             let p = show_in(&root, pid).unwrap();
             let numastat =
@@ -831,6 +832,7 @@ mod tests {
             assert!(ours(MappingKind::Heap) > 0.0 && ours(MappingKind::Stack) > 0.0);
             assert!(ours(MappingKind::File) > 0.0 && ours(MappingKind::Anon) > 0.0);
             assert_eq!(p.transparent_huge_bytes, Some(thp));
+            assert_eq!(p.by_kind[&MappingKind::Huge].bytes, hugetlb);
             // [vdso] and [vvar] are the kernel's, named only in maps.
             let other: Vec<_> = p
                 .mappings
