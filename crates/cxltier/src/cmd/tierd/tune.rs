@@ -245,14 +245,15 @@ fn restore(weights: &mut AllocationWeights) -> bool {
 }
 
 /// The policy of the target's anonymous memory from `numa_maps`, e.g. `default` or
-/// `weighted-interleave`: the most common among its private anonymous mappings.
+/// `weighted-interleave`: the most common among its private anonymous mappings (hugetlb ones
+/// included: their pages follow a policy as well).
 fn target_policy(pid: u32) -> Result<String, CliError> {
     let placement = cxltier_control::placement::show(pid).map_err(CliError::classified)?;
     let mut count: BTreeMap<String, u64> = BTreeMap::new();
     for m in &placement.mappings {
         if matches!(
             m.kind,
-            MappingKind::Anon | MappingKind::Heap | MappingKind::Stack
+            MappingKind::Anon | MappingKind::Heap | MappingKind::Stack | MappingKind::Huge
         ) {
             *count.entry(m.policy.clone()).or_default() += m.bytes.max(1);
         }
