@@ -63,9 +63,22 @@ pub fn run(args: Args) -> CliResult {
         } else {
             Listing::Top(args.top)
         };
-        print!("{}", render(&p, listing));
+        print!("{}", render(&p, listing, &columns(&p)));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The node columns: every node of this machine that holds memory, as `numastat -p` lists them
+/// (so that a CXL node with nothing of the process on it shows as 0.00), and any other node the
+/// process has memory on. Without a readable topology, the process's nodes alone.
+fn columns(p: &ProcessPlacement) -> Vec<u32> {
+    let mut nodes: Vec<u32> = cxltier_topo::Topology::live()
+        .map(|t| t.memory_nodes().map(|n| n.id).collect())
+        .unwrap_or_default();
+    nodes.extend(p.nodes.keys().copied());
+    nodes.sort_unstable();
+    nodes.dedup();
+    nodes
 }
 
 /// Which mappings follow the summary.
@@ -108,10 +121,9 @@ fn label(kind: MappingKind) -> &'static str {
 
 /// `numastat -p`'s layout: a label column of 16 (18 with its gap), then one column of 15 per node
 /// and one for the total, separated by a space, dashed rules above the rows and above the total.
-fn summary(p: &ProcessPlacement) -> String {
+fn summary(p: &ProcessPlacement, nodes: &[u32]) -> String {
     const LABEL: usize = 16;
     const CELL: usize = 15;
-    let nodes: Vec<u32> = p.nodes.keys().copied().collect();
     let mut out = String::new();
     let mut line = |label: &str, cells: Vec<String>| {
         let mut l = format!("{label:<LABEL$}  ");
@@ -139,13 +151,17 @@ fn summary(p: &ProcessPlacement) -> String {
         line(label(*kind), cells);
     }
     line(&"-".repeat(LABEL), rule);
-    let mut cells: Vec<String> = p.nodes.values().map(|&b| mib(b)).collect();
+    let mut cells: Vec<String> = nodes
+        .iter()
+        .map(|n| mib(p.nodes.get(n).copied().unwrap_or(0)))
+        .collect();
     cells.push(mib(p.total_bytes));
     line("Total", cells);
     out
 }
 
-fn render(p: &ProcessPlacement, listing: Listing) -> String {
+/// The summary and the listing, with a column for each of `nodes`.
+fn render(p: &ProcessPlacement, listing: Listing, nodes: &[u32]) -> String {
     let mut out = format!(
         "Per-node process memory usage (in MiB) for PID {} ({}): {} resident on {} node(s)\n",
         p.pid,
@@ -153,7 +169,7 @@ fn render(p: &ProcessPlacement, listing: Listing) -> String {
         format_bytes(p.total_bytes),
         p.nodes.values().filter(|&&b| b > 0).count()
     );
-    out.push_str(&summary(p));
+    out.push_str(&summary(p, nodes));
     if let Some(thp) = p.transparent_huge_bytes.filter(|&b| b > 0) {
         out.push_str(&format!(
             "({} MiB of it in transparent huge pages, counted in their mappings' kinds above)\n",
@@ -182,7 +198,6 @@ fn render(p: &ProcessPlacement, listing: Listing) -> String {
         ),
     });
 
-    let nodes: Vec<u32> = p.nodes.keys().copied().collect();
     let mut header = vec!["mapping".to_string(), "kind".into(), "policy".into()];
     header.extend(nodes.iter().map(|n| format!("N{n} MiB")));
     header.push("total MiB".into());
@@ -233,7 +248,7 @@ mod tests {
 
     #[test]
     fn summary_is_laid_out_like_numastat() {
-        let text = render(&sample(), Listing::Top(0));
+        let text = render(&sample(), Listing::Top(0), &[0, 1]);
         let lines: Vec<&str> = text.lines().collect();
         assert!(lines[0].starts_with("Per-node process memory usage (in MiB) for PID 7 (bench)"));
         // numastat -p's columns: 18 characters of label, then 15 per node and for the total.
@@ -267,9 +282,22 @@ mod tests {
     }
 
     #[test]
+    fn nodes_without_the_process_memory_have_columns_of_zeros() {
+        // As numastat -p: a memory node (say CXL) that holds nothing of the process still shows.
+        let text = render(&sample(), Listing::Top(1), &[0, 1, 2]);
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[1].ends_with("Node 0          Node 1          Node 2           Total"));
+        assert_eq!(
+            lines[10],
+            "Total                       14.02           12.04            0.00           26.05"
+        );
+        assert!(text.contains("N2 MiB"), "{text}");
+    }
+
+    #[test]
     fn top_lists_the_largest_and_all_every_mapping() {
         let p = sample();
-        let top2 = render(&p, Listing::Top(2));
+        let top2 = render(&p, Listing::Top(2), &[0, 1]);
         assert!(
             top2.contains("Largest mappings (2 of 7 with resident memory)"),
             "{top2}"
@@ -285,7 +313,7 @@ mod tests {
         assert!(rows[1].contains("4.00"));
         assert!(top2.contains("(5 more with resident memory, 1 with none;"));
 
-        let all = render(&p, Listing::All);
+        let all = render(&p, Listing::All, &[0, 1]);
         assert!(all.contains("All 8 mappings, in address order:"), "{all}");
         let starts: Vec<&str> = all
             .lines()
