@@ -9,8 +9,8 @@ use std::process::ExitCode;
 /// The long help: what the command does, exactly.
 const LONG_HELP: &str = "\
 Reads /proc/PID/numa_maps (and /proc/PID/maps for end addresses and names): resident MiB per
-kind of mapping and NUMA node, the way `numastat -p PID` summarises a process, then the largest
-mappings with their memory policy and MiB on each node.
+kind of mapping and NUMA node (every memory node of the machine), the way `numastat -p PID`
+summarises a process, then the largest mappings with their memory policy and MiB on each node.
 
 Kinds: Heap (the brk heap), Stack (the main thread's stack), Anon (private anonymous memory:
 malloc arenas, anonymous mmap, thread stacks), File (file mappings, shared memory included),
