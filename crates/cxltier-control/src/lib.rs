@@ -8,7 +8,8 @@
 //!   supervised child (signals forwarded, so the caller can clean up after it exits).
 //! - [`placement`]: where memory is: [`placement::touch`] allocates and touches memory and asks the
 //!   kernel which node each page landed on; [`placement::show`] reads a process's
-//!   `/proc/PID/numa_maps`.
+//!   `/proc/PID/numa_maps` into bytes per node, per mapping and per kind of mapping
+//!   ([`placement::MappingKind`]: heap, stack, anon, file, huge, other).
 //! - [`size`]: sizes such as `64M`, `1G`, `64MiB`, `4096`.
 //!
 //! Nothing here prints or exits. Every failure is a [`ControlError`] whose message says what went

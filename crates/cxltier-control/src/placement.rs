@@ -3,7 +3,8 @@
 //! [`touch`] allocates anonymous memory, writes every page (so the kernel allocates each under the
 //! calling thread's memory policy) and asks `move_pages(2)` which node each page landed on.
 //! [`show`] reads a process's `/proc/PID/numa_maps` (joined with `/proc/PID/maps` for end addresses
-//! and names like `[vdso]`) into bytes per node, per mapping and in total.
+//! and names like `[vdso]`) into bytes per node, per mapping, per kind of mapping (the summary
+//! `numastat -p` prints, [`MappingKind`] from the `numa_maps` flags) and in total.
 
 use std::collections::BTreeMap;
 use std::io;
@@ -110,33 +111,94 @@ fn count(
     }
 }
 
-/// What a mapping is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+/// What a mapping is, as a summary row: the kinds `numastat -p` sums over, with anonymous memory
+/// split from files and kernel mappings apart.
+///
+/// Declared in the order summaries list them (`Ord` follows it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum MappingKind {
-    /// A file (or shared memory, or a hugetlbfs file).
-    File,
-    /// The brk heap.
+    /// The brk heap (`heap` in `numa_maps`).
     Heap,
-    /// The main thread's stack.
+    /// The main thread's stack (`stack`).
     Stack,
-    /// Private anonymous memory (malloc arenas, mmap, thread stacks).
+    /// Private anonymous memory: malloc arenas, anonymous mmap, thread stacks (no `file=`).
     Anon,
-    /// A kernel-provided mapping with no pages of its own to report (`[vdso]`, `[vvar]`).
-    Special,
+    /// A file mapping (`file=`), including shared memory: tmpfs, memfd, SysV segments and shared
+    /// anonymous mappings are files to the kernel.
+    File,
+    /// hugetlb pages (`huge`), anonymous (`MAP_HUGETLB`) or from a hugetlbfs file. Transparent huge
+    /// pages are not here: `numa_maps` counts them as base pages of their mapping, so they stay in
+    /// that mapping's kind (see [`ProcessPlacement::transparent_huge_bytes`]).
+    Huge,
+    /// A kernel-provided mapping named in brackets in `/proc/PID/maps` (`[vdso]`, `[vvar]`,
+    /// `[vsyscall]`, `[uprobes]`), which has no pages of its own to report.
+    Other,
 }
 
 impl MappingKind {
-    /// A short lowercase name.
+    /// Every kind, in summary order.
+    pub const ALL: [MappingKind; 6] = [
+        MappingKind::Heap,
+        MappingKind::Stack,
+        MappingKind::Anon,
+        MappingKind::File,
+        MappingKind::Huge,
+        MappingKind::Other,
+    ];
+
+    /// A short lowercase name (the JSON's).
     pub fn as_str(self) -> &'static str {
         match self {
-            MappingKind::File => "file",
             MappingKind::Heap => "heap",
             MappingKind::Stack => "stack",
             MappingKind::Anon => "anon",
-            MappingKind::Special => "special",
+            MappingKind::File => "file",
+            MappingKind::Huge => "huge",
+            MappingKind::Other => "other",
         }
     }
+
+    /// The kind of a `numa_maps` line from its flag fields: `huge` (hugetlb) first, since a
+    /// hugetlb mapping also carries `file=` (`/anon_hugepage` for `MAP_HUGETLB`); then `heap`,
+    /// `stack`, `file=`; anything else is anonymous. [`MappingKind::refine`] then tells kernel
+    /// mappings apart by their name in `/proc/PID/maps`, which `numa_maps` does not carry.
+    pub fn classify(huge: bool, heap: bool, stack: bool, file: Option<&str>) -> MappingKind {
+        if huge {
+            MappingKind::Huge
+        } else if heap {
+            MappingKind::Heap
+        } else if stack {
+            MappingKind::Stack
+        } else if file.is_some() {
+            MappingKind::File
+        } else {
+            MappingKind::Anon
+        }
+    }
+
+    /// An anonymous mapping whose `/proc/PID/maps` name is bracketed (`[vdso]`) is the kernel's;
+    /// `[anon:NAME]` (named with `PR_SET_VMA_ANON_NAME`) stays anonymous memory.
+    pub fn refine(self, maps_name: &str) -> MappingKind {
+        if self == MappingKind::Anon
+            && maps_name.starts_with('[')
+            && !maps_name.starts_with("[anon")
+        {
+            MappingKind::Other
+        } else {
+            self
+        }
+    }
+}
+
+/// Resident bytes of one [`MappingKind`], in total and per node.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct KindTotal {
+    /// Resident bytes of every mapping of this kind.
+    pub bytes: u64,
+    /// The same per node; every node the process has memory on is listed, zeros included, so
+    /// that the rows of a summary have the same columns.
+    pub bytes_per_node: BTreeMap<u32, u64>,
 }
 
 fn hex<S: Serializer>(v: &u64, s: S) -> Result<S::Ok, S::Error> {
@@ -190,11 +252,71 @@ pub struct ProcessPlacement {
     pub nodes: BTreeMap<u32, u64>,
     /// Resident bytes in total.
     pub total_bytes: u64,
+    /// Resident bytes per kind of mapping, every kind listed (zeros included): the summary
+    /// `numastat -p` gives, with anonymous memory, files and kernel mappings apart.
+    pub by_kind: BTreeMap<MappingKind, KindTotal>,
+    /// Resident bytes in transparent huge pages (`AnonHugePages`, `ShmemPmdMapped` and
+    /// `FilePmdMapped` of `/proc/PID/smaps_rollup`), counted within their mappings' kinds above;
+    /// the kernel reports them per process, not per node. `None` where `smaps_rollup` could not be
+    /// read (kernels before 4.14).
+    pub transparent_huge_bytes: Option<u64>,
     /// Every mapping, in address order (including those with nothing resident).
     pub mappings: Vec<MappingPlacement>,
 }
 
 impl ProcessPlacement {
+    /// Totals per node, per kind and overall, from a process's mappings.
+    pub fn from_mappings(
+        pid: u32,
+        command: String,
+        mappings: Vec<MappingPlacement>,
+        transparent_huge_bytes: Option<u64>,
+    ) -> ProcessPlacement {
+        let mut nodes: BTreeMap<u32, u64> = BTreeMap::new();
+        for m in &mappings {
+            for (n, b) in &m.nodes {
+                *nodes.entry(*n).or_insert(0) += b;
+            }
+        }
+        let zeros: BTreeMap<u32, u64> = nodes.keys().map(|&n| (n, 0)).collect();
+        let mut by_kind: BTreeMap<MappingKind, KindTotal> = MappingKind::ALL
+            .iter()
+            .map(|&k| {
+                let total = KindTotal {
+                    bytes: 0,
+                    bytes_per_node: zeros.clone(),
+                };
+                (k, total)
+            })
+            .collect();
+        for m in &mappings {
+            let total = by_kind.entry(m.kind).or_default();
+            total.bytes += m.bytes;
+            for (n, b) in &m.nodes {
+                *total.bytes_per_node.entry(*n).or_insert(0) += b;
+            }
+        }
+        ProcessPlacement {
+            pid,
+            command,
+            total_bytes: nodes.values().sum(),
+            nodes,
+            by_kind,
+            transparent_huge_bytes,
+            mappings,
+        }
+    }
+
+    /// The `n` mappings with the most resident bytes, largest first (ties in address order);
+    /// mappings with nothing resident are never among them.
+    pub fn largest(&self, n: usize) -> Vec<&MappingPlacement> {
+        let mut resident: Vec<&MappingPlacement> =
+            self.mappings.iter().filter(|m| m.bytes > 0).collect();
+        resident.sort_by(|a, b| b.bytes.cmp(&a.bytes).then(a.start.cmp(&b.start)));
+        resident.truncate(n);
+        resident
+    }
+
     /// The share of resident bytes on `node`, in percent.
     pub fn percent(&self, node: u32) -> f64 {
         if self.total_bytes == 0 {
@@ -227,28 +349,40 @@ pub fn show_in(proc_root: &Path, pid: u32) -> Result<ProcessPlacement, ControlEr
             m.end = Some(*end);
             if m.name.is_none() && !name.is_empty() {
                 m.name = Some(name.clone());
-                if m.kind == MappingKind::Anon
-                    && name.starts_with('[')
-                    && !name.starts_with("[anon")
-                {
-                    m.kind = MappingKind::Special;
-                }
+                m.kind = m.kind.refine(name);
             }
         }
     }
-    let mut nodes = BTreeMap::new();
-    for m in &mappings {
-        for (n, b) in &m.nodes {
-            *nodes.entry(*n).or_insert(0) += b;
-        }
-    }
-    Ok(ProcessPlacement {
+    // Optional: what it adds is a note, so an unreadable file costs only the note.
+    let transparent_huge_bytes = std::fs::read_to_string(dir.join("smaps_rollup"))
+        .ok()
+        .and_then(|t| transparent_huge_bytes(&t));
+    Ok(ProcessPlacement::from_mappings(
         pid,
         command,
-        total_bytes: nodes.values().sum(),
-        nodes,
         mappings,
-    })
+        transparent_huge_bytes,
+    ))
+}
+
+/// The bytes in transparent huge pages that `smaps_rollup` (or `smaps`) text reports: the sum of
+/// its `AnonHugePages`, `ShmemPmdMapped` and `FilePmdMapped` lines (kB); `None` if it has none of
+/// them.
+pub fn transparent_huge_bytes(smaps: &str) -> Option<u64> {
+    let mut total: Option<u64> = None;
+    for line in smaps.lines() {
+        let Some((key, value)) = line.split_once(':') else {
+            continue;
+        };
+        if !matches!(key, "AnonHugePages" | "ShmemPmdMapped" | "FilePmdMapped") {
+            continue;
+        }
+        let kb = value.trim().strip_suffix("kB").map(str::trim);
+        if let Some(kb) = kb.and_then(|v| v.parse::<u64>().ok()) {
+            total = Some(total.unwrap_or(0).saturating_add(kb.saturating_mul(1024)));
+        }
+    }
+    total
 }
 
 fn read_proc(path: &Path, pid: u32, dir: &Path) -> Result<String, ControlError> {
@@ -400,9 +534,8 @@ pub fn parse_numa_maps(
         }
         let (policy, policy_flags, policy_nodes) = parse_policy(policy_text).map_err(&err)?;
 
-        let mut kind = MappingKind::Anon;
         let mut name = None;
-        let mut huge = false;
+        let (mut huge, mut heap, mut stack) = (false, false, false);
         let mut page_kb = None;
         let mut pages: BTreeMap<u32, u64> = BTreeMap::new();
         for field in fields.split_whitespace() {
@@ -411,15 +544,7 @@ pub fn parse_numa_maps(
                     .map_err(|_| err(format!("{field:?}: {v:?} is not a count")))
             };
             match field.split_once('=') {
-                Some(("file", p)) => {
-                    let p = unescape(p);
-                    kind = if p.starts_with("/anon_hugepage") {
-                        MappingKind::Anon
-                    } else {
-                        MappingKind::File
-                    };
-                    name = Some(p);
-                }
+                Some(("file", p)) => name = Some(unescape(p)),
                 Some(("kernelpagesize_kB", v)) => page_kb = Some(number(v)?),
                 Some((k, v))
                     if k.len() > 1
@@ -432,14 +557,14 @@ pub fn parse_numa_maps(
                     pages.insert(node, number(v)?);
                 }
                 Some(_) => {} // anon=, dirty=, mapped=, mapmax=, active=, writeback=, swapcache=
-                None if field == "heap" => kind = MappingKind::Heap,
-                None if field == "stack" || field.starts_with("stack:") => {
-                    kind = MappingKind::Stack
-                }
+                None if field == "heap" => heap = true,
+                // `stack:TID` is how kernels before 4.5 marked thread stacks.
+                None if field == "stack" || field.starts_with("stack:") => stack = true,
                 None if field == "huge" => huge = true,
                 None => {} // fields added by later kernels
             }
         }
+        let kind = MappingKind::classify(huge, heap, stack, name.as_deref());
         let page_size = page_kb.map_or(base_page, |kb| kb * 1024);
         let nodes: BTreeMap<u32, u64> = pages
             .into_iter()
@@ -547,7 +672,7 @@ mod tests {
 
         let hugetlb = &maps[3];
         assert!(hugetlb.huge);
-        assert_eq!(hugetlb.kind, MappingKind::Anon);
+        assert_eq!(hugetlb.kind, MappingKind::Huge);
         assert_eq!(hugetlb.page_size, 2 << 20);
         assert_eq!(hugetlb.nodes, BTreeMap::from([(1, 4 << 20)]));
 
@@ -561,6 +686,172 @@ mod tests {
         assert_eq!(maps[6].policy, "local");
         assert_eq!(maps[6].kind, MappingKind::Stack);
         assert_eq!(maps[7].bytes, 0);
+    }
+
+    /// A recorded procfs tree (`numa_maps`, `maps`, `comm`, `smaps_rollup` of one process, with
+    /// `numastat -p PID` taken right after: `tests/fixtures/proc/PID.numastat.txt`).
+    fn recorded_proc() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/proc")
+    }
+
+    /// `numastat -p`'s rows (label → MiB on its last column, the total).
+    fn numastat_totals(text: &str) -> BTreeMap<String, f64> {
+        text.lines()
+            .filter_map(|l| {
+                let mut words = l.split_whitespace();
+                let label = words.next()?;
+                let total = words.last()?.parse::<f64>().ok()?;
+                Some((label.to_string(), total))
+            })
+            .collect()
+    }
+
+    fn mib(bytes: u64) -> f64 {
+        bytes as f64 / (1 << 20) as f64
+    }
+
+    #[test]
+    fn classification_follows_numa_maps_flags() {
+        use MappingKind::*;
+        // hugetlb wins over the file it comes from; heap and stack over anonymous.
+        assert_eq!(
+            MappingKind::classify(true, false, false, Some("/anon_hugepage (deleted)")),
+            Huge
+        );
+        assert_eq!(
+            MappingKind::classify(true, false, false, Some("/mnt/huge/f")),
+            Huge
+        );
+        assert_eq!(MappingKind::classify(false, true, false, None), Heap);
+        assert_eq!(MappingKind::classify(false, false, true, None), Stack);
+        assert_eq!(
+            MappingKind::classify(false, false, false, Some("/usr/bin/cat")),
+            File
+        );
+        assert_eq!(MappingKind::classify(false, false, false, None), Anon);
+        assert_eq!(Anon.refine("[vdso]"), Other);
+        assert_eq!(Anon.refine("[vsyscall]"), Other);
+        assert_eq!(Anon.refine("[anon:jemalloc]"), Anon);
+        assert_eq!(Anon.refine(""), Anon);
+        assert_eq!(
+            File.refine("[vdso]"),
+            File,
+            "only anonymous lines are refined"
+        );
+        assert_eq!(
+            MappingKind::ALL.map(MappingKind::as_str),
+            ["heap", "stack", "anon", "file", "huge", "other"]
+        );
+    }
+
+    #[test]
+    fn summary_by_kind_of_a_hand_written_two_node_sample() {
+        let maps = parse_numa_maps(TWO_NODES, Path::new("numa_maps"), 4096).unwrap();
+        let p = ProcessPlacement::from_mappings(1, "x".into(), maps, None);
+        let k = |kind| &p.by_kind[&kind];
+        // Every kind is listed, and every node in every kind.
+        assert_eq!(p.by_kind.len(), MappingKind::ALL.len());
+        for total in p.by_kind.values() {
+            assert_eq!(
+                total.bytes_per_node.keys().copied().collect::<Vec<_>>(),
+                [0, 1]
+            );
+            assert_eq!(total.bytes, total.bytes_per_node.values().sum::<u64>());
+        }
+        assert_eq!(
+            k(MappingKind::Huge).bytes_per_node,
+            BTreeMap::from([(0, 0), (1, 4 << 20)])
+        );
+        assert_eq!(
+            k(MappingKind::Stack).bytes_per_node,
+            BTreeMap::from([(0, 3 * 4096), (1, 0)])
+        );
+        assert_eq!(k(MappingKind::File).bytes, 512 * 4096);
+        // The weighted-interleave, preferred-many, interleave and preferred lines.
+        assert_eq!(
+            k(MappingKind::Anon).bytes_per_node,
+            BTreeMap::from([(0, (3072 + 512 + 1) * 4096), (1, (1024 + 10 + 512) * 4096)])
+        );
+        assert_eq!(k(MappingKind::Heap).bytes, 0);
+        assert_eq!(
+            p.by_kind.values().map(|t| t.bytes).sum::<u64>(),
+            p.total_bytes
+        );
+
+        let json = serde_json::to_value(&p).unwrap();
+        assert_eq!(json["by_kind"]["huge"]["bytes"], 4 << 20);
+        assert_eq!(json["by_kind"]["huge"]["bytes_per_node"]["1"], 4 << 20);
+        assert_eq!(json["by_kind"]["other"]["bytes"], 0);
+        assert_eq!(json["mappings"][3]["kind"], "huge");
+    }
+
+    #[test]
+    fn largest_mappings_first_without_empty_ones() {
+        let maps = parse_numa_maps(TWO_NODES, Path::new("numa_maps"), 4096).unwrap();
+        let p = ProcessPlacement::from_mappings(1, "x".into(), maps, None);
+        let top: Vec<u64> = p.largest(3).iter().map(|m| m.bytes).collect();
+        assert_eq!(top, [16 << 20, 4 << 20, 4 << 20]);
+        // Equal sizes in address order.
+        let top = p.largest(3);
+        assert!(top[1].start < top[2].start);
+        let all = p.largest(usize::MAX);
+        assert_eq!(all.len(), p.mappings.iter().filter(|m| m.bytes > 0).count());
+        assert!(all.iter().all(|m| m.bytes > 0));
+        assert!(all.windows(2).all(|w| w[0].bytes >= w[1].bytes));
+        assert!(p.largest(0).is_empty());
+    }
+
+    #[test]
+    fn summary_agrees_with_numastat_on_recorded_processes() {
+        // `sleep`, a python process holding 16 MiB advised MADV_HUGEPAGE (2 MiB of it became a
+        // transparent huge page) and one holding 4 MiB of hugetlb pages (MAP_HUGETLB), recorded
+        // on a one-node machine (Linux 6.18).
+        for (pid, thp, hugetlb) in [(17773, 0, 0), (18175, 2 << 20, 0), (11735, 0, 4 << 20)] {
+            let root = recorded_proc();
+            let p = show_in(&root, pid).unwrap();
+            let numastat =
+                std::fs::read_to_string(root.join(format!("{pid}.numastat.txt"))).unwrap();
+            let theirs = numastat_totals(&numastat);
+            let ours = |k: MappingKind| mib(p.by_kind[&k].bytes);
+            let close = |label: &str, ours: f64| {
+                let theirs = theirs[label];
+                assert!(
+                    (ours - theirs).abs() < 0.006,
+                    "{pid} {label}: ours {ours:.3} MiB, numastat {theirs:.2}"
+                );
+            };
+            close("Heap", ours(MappingKind::Heap));
+            close("Stack", ours(MappingKind::Stack));
+            close("Huge", ours(MappingKind::Huge));
+            // numastat's Private is everything else.
+            close(
+                "Private",
+                ours(MappingKind::Anon) + ours(MappingKind::File) + ours(MappingKind::Other),
+            );
+            close("Total", mib(p.total_bytes));
+            assert!(ours(MappingKind::Heap) > 0.0 && ours(MappingKind::Stack) > 0.0);
+            assert!(ours(MappingKind::File) > 0.0 && ours(MappingKind::Anon) > 0.0);
+            assert_eq!(p.transparent_huge_bytes, Some(thp));
+            assert_eq!(p.by_kind[&MappingKind::Huge].bytes, hugetlb);
+            // [vdso] and [vvar] are the kernel's, named only in maps.
+            let other: Vec<_> = p
+                .mappings
+                .iter()
+                .filter(|m| m.kind == MappingKind::Other)
+                .filter_map(|m| m.name.as_deref())
+                .collect();
+            assert!(other.contains(&"[vdso]"), "{other:?}");
+            assert!(other.contains(&"[vvar]"), "{other:?}");
+        }
+    }
+
+    #[test]
+    fn transparent_huge_pages_from_smaps() {
+        let text = "Rss:  1812 kB\nAnonHugePages:  4096 kB\nShmemPmdMapped:  2048 kB\n\
+                    FilePmdMapped:     0 kB\nShared_Hugetlb:  2048 kB\n";
+        assert_eq!(transparent_huge_bytes(text), Some(6 << 20));
+        assert_eq!(transparent_huge_bytes("Rss: 4 kB\n"), None);
+        assert_eq!(transparent_huge_bytes(""), None);
     }
 
     #[test]
@@ -646,6 +937,26 @@ mod tests {
         let bytes: u64 = overlapping.iter().map(|m| m.bytes).sum();
         assert!(bytes >= 4 << 20, "{bytes} resident bytes");
         assert!(p.total_bytes >= 4 << 20);
+        // The summary adds up, and the touched memory is private anonymous.
+        assert_eq!(
+            p.by_kind.values().map(|t| t.bytes).sum::<u64>(),
+            p.total_bytes
+        );
+        for (n, bytes) in &p.nodes {
+            let per_kind: u64 = p.by_kind.values().map(|t| t.bytes_per_node[n]).sum();
+            assert_eq!(per_kind, *bytes, "node {n}");
+        }
+        assert!(overlapping.iter().all(|m| m.kind == MappingKind::Anon));
+        assert!(p.by_kind[&MappingKind::Anon].bytes >= 4 << 20);
+        assert!(
+            p.by_kind[&MappingKind::File].bytes > 0,
+            "the test binary's own text"
+        );
+        assert!(p.by_kind[&MappingKind::Stack].bytes > 0);
+        assert!(
+            p.transparent_huge_bytes.is_some(),
+            "this kernel has smaps_rollup"
+        );
     }
 
     #[test]

@@ -10,7 +10,7 @@ mod live;
 mod output;
 mod plot;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use std::process::ExitCode;
 
 pub use error::CliError;
@@ -47,6 +47,8 @@ enum Command {
     Tierd(cmd::tierd::Args),
     Qsim(cmd::qsim::Args),
     Ras(cmd::ras::Args),
+    Completions(cmd::completions::Args),
+    Man(cmd::man::Args),
 }
 
 fn main() -> ExitCode {
@@ -65,6 +67,9 @@ fn main() -> ExitCode {
         Command::Tierd(args) => cmd::tierd::run(args),
         Command::Qsim(args) => cmd::qsim::run(args),
         Command::Ras(args) => cmd::ras::run(args),
+        // Both are generated from the definition above, so they take it whole.
+        Command::Completions(args) => cmd::completions::run(args, Cli::command()),
+        Command::Man(args) => cmd::man::run(args, Cli::command()),
     };
     match result {
         Ok(code) => code,

@@ -417,14 +417,23 @@ fn holding_touch(size: &str) -> (std::process::Child, Value) {
     (child, serde_json::from_str(&text).expect("touch JSON"))
 }
 
+/// A child process killed and reaped when dropped, a failed assertion included.
+struct Reaped(std::process::Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 #[test]
 fn show_sees_the_memory_of_a_holding_touch() {
-    let (mut child, touched) = holding_touch("16M");
+    let (child, touched) = holding_touch("16M");
+    let _reaped = Reaped(child);
     let pid = touched["pid"].as_u64().unwrap().to_string();
     let v = json_ok(&["show", "--pid", &pid, "--json"]);
-    let human = cxltier(&["show", "--pid", &pid]);
-    let _ = child.kill();
-    let _ = child.wait();
+    let human = cxltier(&["show", &pid]);
 
     assert_eq!(v["pid"].as_u64().unwrap().to_string(), pid);
     assert_eq!(v["command"], "cxltier");
@@ -452,14 +461,101 @@ fn show_sees_the_memory_of_a_holding_touch() {
     assert!(mappings.iter().any(|m| m["kind"] == "file"));
     assert!(mappings.iter().any(|m| m["kind"] == "stack"));
 
+    // The summary by kind: every kind, adding up to the total, per node too; the touched
+    // memory is private anonymous.
+    let by_kind = v["by_kind"].as_object().unwrap();
+    let mut kinds: Vec<&str> = by_kind.keys().map(String::as_str).collect();
+    kinds.sort_unstable();
+    assert_eq!(kinds, ["anon", "file", "heap", "huge", "other", "stack"]);
+    let kind_sum: u64 = by_kind.values().map(|k| k["bytes"].as_u64().unwrap()).sum();
+    assert_eq!(kind_sum, total);
+    for (node, bytes) in v["nodes"].as_object().unwrap() {
+        let per_kind: u64 = by_kind
+            .values()
+            .map(|k| k["bytes_per_node"][node].as_u64().unwrap())
+            .sum();
+        assert_eq!(Some(per_kind), bytes.as_u64(), "node {node}");
+    }
+    assert!(by_kind["anon"]["bytes"].as_u64().unwrap() >= 16 << 20);
+    assert!(by_kind["file"]["bytes"].as_u64().unwrap() > 0);
+
     assert!(human.status.success());
     let text = String::from_utf8(human.stdout).unwrap();
     assert!(
-        text.starts_with(&format!("process {pid} (cxltier):")),
+        text.starts_with(&format!(
+            "Per-node process memory usage (in MiB) for PID {pid} (cxltier):"
+        )),
         "{text}"
     );
-    assert!(text.contains("total"), "{text}");
-    assert!(text.contains("16.00"), "{text}");
+    let row = |label: &str| {
+        text.lines()
+            .find(|l| l.split_whitespace().next() == Some(label))
+            .unwrap_or_else(|| panic!("no {label} row in\n{text}"))
+            .to_string()
+    };
+    for label in ["Heap", "Stack", "Anon", "File", "Huge", "Other", "Total"] {
+        let row = row(label);
+        let last: f64 = row.split_whitespace().last().unwrap().parse().unwrap();
+        if label == "Anon" {
+            assert!(last >= 16.0, "{row}");
+        }
+        if label == "Total" {
+            assert!(
+                (last - total as f64 / (1 << 20) as f64).abs() < 0.006,
+                "{row}"
+            );
+        }
+    }
+    // The 16 MiB mapping leads the largest mappings; the rest wait for --top or --all.
+    let listed = text
+        .split("Largest mappings")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no largest mappings in\n{text}"));
+    let first_row = listed.lines().nth(2).unwrap();
+    assert!(
+        first_row.contains(" anon ") && first_row.contains("16.00"),
+        "{text}"
+    );
+    let rows = |args: &[&str]| {
+        let out = cxltier(args);
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+        let text = String::from_utf8(out.stdout).unwrap();
+        let rows = text
+            .lines()
+            .skip_while(|l| !l.starts_with("mapping"))
+            .skip(1)
+            .take_while(|l| !l.starts_with('('))
+            .count();
+        (rows, text)
+    };
+    let (ten, _) = rows(&["show", &pid]);
+    assert_eq!(ten, 10, "--top defaults to 10");
+    let (three, _) = rows(&["show", &pid, "--top", "3"]);
+    assert_eq!(three, 3);
+    let (every, all_text) = rows(&["show", &pid, "--all"]);
+    assert_eq!(every, mappings.len(), "{all_text}");
+}
+
+#[test]
+fn show_arguments_are_checked() {
+    let pid = std::process::id().to_string();
+    for (args, why) in [
+        (vec!["show"], "PID"),
+        (vec!["show", &pid, "--pid", &pid], "cannot be used with"),
+        (
+            vec!["show", &pid, "--top", "3", "--all"],
+            "cannot be used with",
+        ),
+        (
+            vec!["show", &pid, "--top=-1"],
+            "invalid value '-1' for '--top <N>'",
+        ),
+        (vec!["show", "self"], "invalid value 'self'"),
+    ] {
+        let out = cxltier(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(stderr(&out).contains(why), "{args:?}: {}", stderr(&out));
+    }
 }
 
 #[test]

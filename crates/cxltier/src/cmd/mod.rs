@@ -1,6 +1,8 @@
 //! One module per subcommand. Each defines `Args` (its clap arguments) and `run(Args)`.
 
 pub mod apply;
+pub mod completions;
+pub mod man;
 pub mod plan;
 pub mod probe;
 pub mod qsim;
