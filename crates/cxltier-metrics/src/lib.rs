@@ -13,6 +13,7 @@
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 pub mod http;
+pub mod promtool;
 pub mod text;
 
 pub use http::{is_loopback, serve, MetricsError, Published};
