@@ -85,6 +85,8 @@ pub struct ServerInfo {
     pub maxmemory_limit: Option<u64>,
     /// Per command (the table's name): INFO commandstats.
     pub command_stats: HashMap<&'static str, CommandStat>,
+    /// How long each command took to run, every command (the metrics' latency histogram).
+    pub command_latency: cxltier_metrics::Histogram,
     /// The connections parked by a blocking command (BLPOP, ...), kept by the server: INFO's
     /// `blocked_clients` and what CLIENT UNBLOCK may wake.
     pub blocked: hashbrown::HashSet<u64>,
@@ -790,8 +792,10 @@ fn dispatch_keyed(ctx: &mut Ctx<'_>, cmd: &'static table::Command, args: &[&[u8]
         .repl
         .leave(!crate::replication::touches_arbitrary_keys(cmd.name));
     let stat = ctx.info.command_stats.entry(cmd.name).or_default();
+    let took = started.elapsed();
     stat.calls += 1;
-    stat.usec += started.elapsed().as_micros() as u64;
+    stat.usec += took.as_micros() as u64;
+    ctx.info.command_latency.observe(took.as_secs_f64());
     if ctx.out.get(reply_at) == Some(&b'-') {
         stat.failed_calls += 1;
     }
