@@ -206,7 +206,7 @@ fn tiers(w: &mut Writer, stats: &StoreStats) {
         ),
         (
             "cxltier_serve_tier_promotions_total",
-            "Objects moved up into the tier (nvme: admitted to memory from it).",
+            "Objects moved up out of the tier (nvme: admitted to memory after a read).",
             |t| t.promotions,
         ),
         (

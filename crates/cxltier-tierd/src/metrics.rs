@@ -392,6 +392,21 @@ mod tests {
             assert_eq!(kind == "counter", name.ends_with("_total"), "{line}");
         }
         cxltier_metrics::promtool::assert_clean("tierd's exposition", &text);
+        // The dashboard in docs/ asks for names tierd has.
+        let dashboard = include_str!("../../../docs/grafana-cxltier.json");
+        let mut asked = 0;
+        for (i, _) in dashboard.match_indices("cxltier_tierd_") {
+            let name: String = dashboard[i..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            asked += 1;
+            assert!(
+                text.contains(&format!("# TYPE {name} ")),
+                "docs/grafana-cxltier.json asks for {name}, which tierd does not have"
+            );
+        }
+        assert!(asked >= 10, "{asked} tierd names in the dashboard");
     }
 
     #[test]

@@ -136,6 +136,17 @@ fn the_exposition_counts_what_clients_did_and_passes_promtool() {
         ));
     }
     assert_eq!(c.call(&[b"GET", b"absent"]).unwrap(), Reply::Bulk(None));
+    // Twice the DRAM budget in big values: the first ones go down to NVMe, and reading one
+    // back reads the device.
+    let big = vec![b'b'; 512 << 10];
+    for i in 0..32 {
+        let key = format!("big:{i}");
+        assert_eq!(
+            c.call(&[b"SET", key.as_bytes(), &big]).unwrap(),
+            Reply::Simple("OK".into())
+        );
+    }
+    assert_eq!(c.call(&[b"GET", b"big:0"]).unwrap(), Reply::Bulk(Some(big)));
     // An error reply counts as a failed call.
     assert!(matches!(
         c.call(&[b"INCR", b"key:0"]).unwrap(),
@@ -146,21 +157,21 @@ fn the_exposition_counts_what_clients_did_and_passes_promtool() {
     });
     assert_eq!(
         value(&text, "cxltier_serve_commands_total{cmd=\"set\"}"),
-        200.0
+        232.0
     );
     assert_eq!(
         value(&text, "cxltier_serve_commands_total{cmd=\"get\"}"),
-        51.0
+        52.0
     );
     assert_eq!(
         value(&text, "cxltier_serve_commands_failed_total{cmd=\"incr\"}"),
         1.0
     );
-    assert_eq!(value(&text, "cxltier_serve_keyspace_hits_total"), 50.0);
+    assert_eq!(value(&text, "cxltier_serve_keyspace_hits_total"), 51.0);
     assert_eq!(value(&text, "cxltier_serve_keyspace_misses_total"), 1.0);
-    assert_eq!(value(&text, "cxltier_serve_keys"), 200.0);
+    assert_eq!(value(&text, "cxltier_serve_keys"), 232.0);
     assert_eq!(value(&text, "cxltier_serve_connected_clients"), 1.0);
-    assert!(value(&text, "cxltier_serve_command_duration_seconds_count") >= 252.0);
+    assert!(value(&text, "cxltier_serve_command_duration_seconds_count") >= 285.0);
     assert_eq!(
         value(
             &text,
@@ -179,7 +190,19 @@ fn the_exposition_counts_what_clients_did_and_passes_promtool() {
             )
         })
         .sum();
-    assert_eq!(objects, 200.0, "{text}");
+    assert_eq!(objects, 232.0, "{text}");
+    assert!(value(&text, "cxltier_serve_tier_objects{tier=\"nvme\"}") >= 1.0);
+    assert!(
+        value(&text, "cxltier_serve_nvme_reads_total") >= 1.0,
+        "{text}"
+    );
+    assert!(value(&text, "cxltier_serve_nvme_read_bytes_total") >= (512 << 10) as f64);
+    assert!(
+        value(
+            &text,
+            "cxltier_serve_nvme_read_latency_seconds{percentile=\"100\"}"
+        ) > 0.0
+    );
     // --durability always: every write reached the device before its reply.
     assert!(value(&text, "cxltier_serve_nvme_written_bytes_total") >= 200.0 * 1000.0);
     assert!(value(&text, "cxltier_serve_nvme_writes_total") >= 1.0);
@@ -193,6 +216,18 @@ fn the_exposition_counts_what_clients_did_and_passes_promtool() {
         env!("CARGO_PKG_VERSION")
     )));
     cxltier_metrics::promtool::assert_clean("serve's exposition", &text);
+    // The dashboard in docs/ asks for names the server has.
+    let dashboard = include_str!("../../../docs/grafana-cxltier.json");
+    for name in metric_names(dashboard, "cxltier_serve_") {
+        let family = ["_bucket", "_sum", "_count"]
+            .iter()
+            .find_map(|s| name.strip_suffix(s))
+            .unwrap_or(&name);
+        assert!(
+            text.contains(&format!("# TYPE {family} ")),
+            "docs/grafana-cxltier.json asks for {name}, which serve does not have"
+        );
+    }
 
     // CONFIG RESETSTAT zeroes the counters, the histogram with them.
     assert_eq!(
@@ -202,6 +237,22 @@ fn the_exposition_counts_what_clients_did_and_passes_promtool() {
     let text = scrape_until(&s, |t| !t.contains("{cmd=\"set\"}"));
     assert!(value(&text, "cxltier_serve_command_duration_seconds_count") <= 1.0);
     assert_eq!(value(&text, "cxltier_serve_keyspace_hits_total"), 0.0);
+}
+
+/// The distinct `prefix...` metric names in `text`.
+fn metric_names(text: &str, prefix: &str) -> Vec<String> {
+    let mut names: Vec<String> = text
+        .match_indices(prefix)
+        .map(|(i, _)| {
+            text[i..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect()
+        })
+        .collect();
+    names.sort();
+    names.dedup();
+    names
 }
 
 #[test]
