@@ -3,11 +3,10 @@
 //! NVMe I/O and memory, rendered by the event loop into a `cxltier_metrics::Published` that a
 //! listener thread serves.
 //!
-//! The figures belong to the loop's thread, so the loop renders them itself, between turns.
-//! The store's statistics walk its index (time linear in the keys), so a snapshot is taken at
-//! most once a second and, when one took long, no more often than [`MAX_SHARE`] of the loop's
-//! time: a store of many millions of keys is snapshotted less often rather than slowing its
-//! requests.
+//! The figures belong to the loop's thread, so the loop renders them itself, between turns,
+//! from the store's constant-time statistics (`Store::quick_stats`: running counts, no walk of
+//! the index), at most once a second; should a snapshot ever take long, the next waits until
+//! snapshots have taken no more than [`MAX_SHARE`] of the loop's time.
 
 use std::time::{Duration, Instant};
 
@@ -56,8 +55,8 @@ impl Publisher {
     }
 }
 
-/// The exposition for `stats` (the store's) and `info` (the server's); `snapshot_cost` is how
-/// long the previous snapshot took.
+/// The exposition for `stats` (the store's `quick_stats`) and `info` (the server's);
+/// `snapshot_cost` is how long the previous snapshot took.
 pub fn render(stats: &StoreStats, info: &ServerInfo, snapshot_cost: Duration) -> String {
     let mut w = Writer::new();
     cxltier_metrics::build_info(&mut w);
@@ -167,7 +166,7 @@ fn tiers(w: &mut Writer, stats: &StoreStats) {
         &'static str,
         fn(&cxltier_store::TierStats) -> u64,
     );
-    let gauges: [TierGauge; 4] = [
+    let gauges: [TierGauge; 3] = [
         (
             "cxltier_serve_tier_capacity_bytes",
             "The tier's capacity: its budget (DRAM: after the index), or the NVMe log's size.",
@@ -180,13 +179,8 @@ fn tiers(w: &mut Writer, stats: &StoreStats) {
         ),
         (
             "cxltier_serve_tier_objects",
-            "Objects whose one copy in memory is in the tier (nvme: objects only on NVMe).",
+            "Objects in the memory tier (collection chunks included); nvme: objects only on NVMe.",
             |t| t.objects,
-        ),
-        (
-            "cxltier_serve_tier_object_bytes",
-            "Bytes of the objects counted in cxltier_serve_tier_objects.",
-            |t| t.bytes,
         ),
     ];
     for (name, help, get) in gauges {
@@ -221,9 +215,21 @@ fn tiers(w: &mut Writer, stats: &StoreStats) {
             f.sample(&[("tier", &t.tier)], get(t));
         }
     }
+    let mut f = w.gauge(
+        "cxltier_serve_tier_used_bytes",
+        "Bytes of the memory tier's slots in use (each object's slot: key, value and header, rounded up to its size class).",
+    );
+    for t in stats.tiers.iter().filter(|t| t.node.is_some()) {
+        f.sample(&[("tier", &t.tier)], t.bytes);
+    }
     let Some(nvme) = stats.tiers.iter().find(|t| t.tier == "nvme") else {
         return;
     };
+    w.gauge(
+        "cxltier_serve_nvme_live_bytes",
+        "Bytes of the NVMe log's live records (objects only on NVMe, and the copies of those also in memory).",
+    )
+    .sample(&[], nvme.bytes);
     w.counter(
         "cxltier_serve_nvme_reads_total",
         "Reads issued to the NVMe device.",

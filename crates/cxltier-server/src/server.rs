@@ -689,7 +689,7 @@ pub fn serve_on(
         });
         info.connected_clients = conns.len();
         if let Some(m) = metrics.as_mut().filter(|m| m.due(now)) {
-            m.publish(|cost| crate::metrics::render(&store.stats(), &info, cost));
+            m.publish(|cost| crate::metrics::render(&store.quick_stats(), &info, cost));
         }
         // Its own clock: background work's tick also runs whenever a turn ran nothing.
         if last_sample.elapsed() >= TICK {

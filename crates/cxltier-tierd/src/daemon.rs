@@ -774,6 +774,7 @@ mod tests {
             "{after_leaving}"
         );
         assert!(after_leaving.contains("cxltier_tierd_config_info{access_source=\"damon\""));
+        cxltier_metrics::promtool::assert_clean("the daemon's exposition", &after_leaving);
     }
 
     #[test]

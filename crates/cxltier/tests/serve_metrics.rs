@@ -192,6 +192,13 @@ fn the_exposition_counts_what_clients_did_and_passes_promtool() {
         .sum();
     assert_eq!(objects, 232.0, "{text}");
     assert!(value(&text, "cxltier_serve_tier_objects{tier=\"nvme\"}") >= 1.0);
+    // Slots hold key, value and header: at least the values' bytes of what DRAM holds.
+    assert!(
+        value(&text, "cxltier_serve_tier_used_bytes{tier=\"dram\"}")
+            >= value(&text, "cxltier_serve_tier_objects{tier=\"dram\"}") * 1000.0
+    );
+    // Every write went to the log (durability always): its live records hold every value.
+    assert!(value(&text, "cxltier_serve_nvme_live_bytes") >= (200 * 1000 + (32 << 19)) as f64);
     assert!(
         value(&text, "cxltier_serve_nvme_reads_total") >= 1.0,
         "{text}"
