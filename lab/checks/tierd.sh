@@ -248,8 +248,8 @@ check_tierd_weights() {
 }
 
 # --cgroup follows the cgroup: a process that joins while tierd runs becomes a target, one that
-# leaves is reported once as `left` and never again; --metrics-addr serves Prometheus text on
-# loopback (fetched with busybox wget); without root tierd refuses with exit 3.
+# leaves is reported once as `left` and never again (and its metric series are dropped);
+# --metrics-addr serves Prometheus text on loopback (fetched with busybox wget); without root tierd refuses with exit 3.
 check_tierd_cgroup() {
     # The guest's loopback interface starts down.
     ifconfig lo 127.0.0.1 up 2>/dev/null || ip link set lo up
@@ -287,8 +287,8 @@ check_tierd_cgroup() {
         "exit $rc; b=$b joined: $(grep -c "\"pid\":$b,\"status\":\"running\"" "$T/tierd-cg.out") reports; a=$a left: $(grep -c "\"pid\":$a,\"status\":\"left\"" "$T/tierd-cg.out") report(s), $((after_left - 1)) after; $(grep -o 'joined \[[0-9,]*\], left \[[0-9,]*\]' "$T/tierd-cg.err" | tr '\n' ' ')" \
         sh -c "[ $rc = 0 ] && grep -q '\"pid\":$b,\"status\":\"running\"' '$T/tierd-cg.out' && [ $after_left = 1 ] && kill -0 $a && kill -0 $b"
     verdict tierd-metrics-served \
-        "wget exit $wrc: $(grep -c '^cxltier_tierd_' "$T/tierd-metrics.out" 2>/dev/null) samples; $(grep "^cxltier_tierd_target_running" "$T/tierd-metrics.out" 2>/dev/null | tr '\n' ' ')" \
-        sh -c "[ $wrc = 0 ] && grep -q '^cxltier_tierd_target_running{pid=\"$b\"} 1' '$T/tierd-metrics.out' && grep -q '^cxltier_tierd_target_running{pid=\"$a\"} 0' '$T/tierd-metrics.out' && grep -q '^cxltier_tierd_resident_bytes{pid=\"$b\"' '$T/tierd-metrics.out'"
+        "wget exit $wrc: $(grep -c '^cxltier_tierd_' "$T/tierd-metrics.out" 2>/dev/null) samples; $(grep -c "pid=\"$a\"" "$T/tierd-metrics.out" 2>/dev/null) series of a; $(grep "^cxltier_tierd_targets" "$T/tierd-metrics.out" 2>/dev/null | tr '\n' ' ')" \
+        sh -c "[ $wrc = 0 ] && grep -q '^cxltier_tierd_resident_bytes{pid=\"$b\"' '$T/tierd-metrics.out' && ! grep -q 'pid=\"$a\"' '$T/tierd-metrics.out' && grep -q '^cxltier_tierd_targets 1\$' '$T/tierd-metrics.out' && grep -q '^cxltier_tierd_targets_departed_total{reason=\"left\"} 1\$' '$T/tierd-metrics.out' && grep -q '^cxltier_build_info{' '$T/tierd-metrics.out'"
     kill "$a" "$b" 2>/dev/null
     wait "$a" "$b" 2>/dev/null
     rmdir "$cg" 2>/dev/null

@@ -85,6 +85,8 @@ pub struct ServerInfo {
     pub maxmemory_limit: Option<u64>,
     /// Per command (the table's name): INFO commandstats.
     pub command_stats: HashMap<&'static str, CommandStat>,
+    /// How long each command took to run, every command (the metrics' latency histogram).
+    pub command_latency: cxltier_metrics::Histogram,
     /// The connections parked by a blocking command (BLPOP, ...), kept by the server: INFO's
     /// `blocked_clients` and what CLIENT UNBLOCK may wake.
     pub blocked: hashbrown::HashSet<u64>,
@@ -807,7 +809,9 @@ fn dispatch_keyed(ctx: &mut Ctx<'_>, cmd: &'static table::Command, args: &[&[u8]
         .leave(!crate::replication::touches_arbitrary_keys(cmd.name));
     let stat = ctx.info.command_stats.entry(cmd.name).or_default();
     stat.calls += 1;
-    stat.usec += now_us().saturating_sub(started_us);
+    let took_us = now_us().saturating_sub(started_us);
+    stat.usec += took_us;
+    ctx.info.command_latency.observe(took_us as f64 / 1e6);
     if outermost {
         ctx.store.thaw_clock();
     }

@@ -418,6 +418,7 @@ fn reset_stats(store: &mut Store, info: &mut crate::commands::ServerInfo) {
     info.used_memory_peak = 0;
     info.ops_samples.clear();
     info.command_stats.clear();
+    info.command_latency.reset();
 }
 
 #[cfg(test)]

@@ -10,6 +10,9 @@
 //! - [`hash`]: how a hash's fields are encoded in one stored value;
 //! - [`keyspace`]: SCAN (cursors kept by the server), KEYS, RANDOMKEY, RENAME, COPY, TOUCH,
 //!   EXPIRETIME;
+//! - [`metrics`]: the Prometheus exposition (`--metrics-addr`): tiers, hits and misses,
+//!   commands and their latency histogram, clients, NVMe I/O, memory; published by the loop at
+//!   most once a second and within 1% of its time;
 //! - [`notify`]: keyspace notifications (`notify-keyspace-events`): the events commands
 //!   announce, published on `__keyspace@<db>__:` and `__keyevent@<db>__:` channels;
 //! - [`pubsub`]: SUBSCRIBE, PSUBSCRIBE, PUBLISH, PUBSUB, and the messages for other connections;
@@ -38,6 +41,7 @@ pub mod glob;
 pub mod hash;
 pub mod keyspace;
 pub mod list;
+pub mod metrics;
 pub mod notify;
 pub mod pubsub;
 pub mod quarantine;

@@ -80,6 +80,9 @@ pub struct ServerConfig {
     /// Where the snapshot for a replica (SYNC/PSYNC) is written before it is sent: the store's
     /// directory; `None` keeps it in memory.
     pub snapshot_dir: Option<std::path::PathBuf>,
+    /// Publish the Prometheus exposition here (`--metrics-addr`; served by
+    /// `cxltier_metrics::serve`), about once a second; `None`: no metrics.
+    pub metrics: Option<cxltier_metrics::Published>,
 }
 
 /// Redis's `client-output-buffer-limit normal`: at `soft` bytes of replies not yet read by the
@@ -439,6 +442,7 @@ pub fn serve_on(
         .quarantine_file
         .as_ref()
         .map(|p| QuarantineFollower::new(p, &mut info.poison).with_log(cfg.log.clone()));
+    let mut metrics = cfg.metrics.clone().map(crate::metrics::Publisher::new);
     let mut conns: HashMap<Token, Conn> = HashMap::new();
     let mut next_token = 0usize;
     let mut events = Events::with_capacity(1024);
@@ -684,6 +688,9 @@ pub fn serve_on(
             !done
         });
         info.connected_clients = conns.len();
+        if let Some(m) = metrics.as_mut().filter(|m| m.due(now)) {
+            m.publish(|cost| crate::metrics::render(&store.quick_stats(), &info, cost));
+        }
         // Its own clock: background work's tick also runs whenever a turn ran nothing.
         if last_sample.elapsed() >= TICK {
             last_sample = Instant::now();

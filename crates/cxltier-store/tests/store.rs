@@ -133,6 +133,38 @@ fn data_five_times_memory_is_all_readable_and_moves_between_tiers() {
     );
     assert!(st.tiers[1].promotions > 0 || nvme.promotions > 0, "{st:?}");
     assert!(st.index_bytes < 8 << 20);
+    // The constant-time figures agree with the walk of the index: the same objects per tier,
+    // slots at least as big as their values, the log's live records at least the bytes of the
+    // objects only it holds, and the same counters.
+    let quick = s.quick_stats();
+    assert_eq!(quick.tiers.len(), st.tiers.len());
+    for (q, t) in quick.tiers.iter().zip(&st.tiers) {
+        assert_eq!(
+            (q.tier, q.objects),
+            (t.tier, t.objects),
+            "{quick:?}\n{st:?}"
+        );
+        assert!(q.bytes >= t.bytes, "{}: {} < {}", t.tier, q.bytes, t.bytes);
+        assert_eq!(
+            (
+                q.hits,
+                q.promotions,
+                q.demotions,
+                q.reads,
+                q.writes,
+                q.resident_bytes
+            ),
+            (
+                t.hits,
+                t.promotions,
+                t.demotions,
+                t.reads,
+                t.writes,
+                t.resident_bytes
+            )
+        );
+    }
+    assert_eq!((quick.keys, quick.index_bytes), (st.keys, st.index_bytes));
     // The hot set stayed in memory.
     let hot_in_memory = s.stats().tiers[0].objects + s.stats().tiers[1].objects;
     assert!(hot_in_memory >= 500, "{hot_in_memory}");

@@ -19,7 +19,7 @@ use crate::engine::{Engine, IntervalReport, TargetChange, Tiers};
 use crate::metrics;
 use crate::policy::Policy;
 use crate::procfs;
-use crate::quarantine::{self, QuarantineMover, QuarantineReport};
+use crate::quarantine::{QuarantineMover, QuarantineReport};
 use crate::TierdError;
 
 /// The processes tierd manages, as they are now.
@@ -248,7 +248,7 @@ pub struct Daemon {
     proc_root: PathBuf,
     duration: Option<Duration>,
     quarantine_file: Option<PathBuf>,
-    metrics: Option<metrics::Shared>,
+    metrics: Option<cxltier_metrics::Published>,
 }
 
 impl Daemon {
@@ -300,9 +300,9 @@ impl Daemon {
         self
     }
 
-    /// Keep the Prometheus text of the latest round here (for [`metrics::serve`]).
-    pub fn metrics(mut self, shared: metrics::Shared) -> Daemon {
-        self.metrics = Some(shared);
+    /// Publish the Prometheus text of each round here (served by `cxltier_metrics::serve`).
+    pub fn metrics(mut self, published: cxltier_metrics::Published) -> Daemon {
+        self.metrics = Some(published);
         self
     }
 
@@ -405,6 +405,14 @@ impl Daemon {
         deadline: Option<Instant>,
     ) -> Result<StopReason, TierdError> {
         let before_deadline = || deadline.is_none_or(|d| Instant::now() < d);
+        let mut exposition = self.metrics.as_ref().map(|_| {
+            metrics::TierdMetrics::new(metrics::ConfigInfo {
+                access_source: self.source.name,
+                dry_run: self.dry_run,
+                policy: self.policy.clone(),
+                tiers: self.tiers.clone(),
+            })
+        });
         loop {
             if stop.load(Ordering::Relaxed) {
                 return Ok(StopReason::Signal);
@@ -446,13 +454,12 @@ impl Daemon {
                 sink.quarantine(q).map_err(TierdError::Output)?;
             }
             sink.round_end().map_err(TierdError::Output)?;
-            if let Some(shared) = &self.metrics {
-                if let Ok(mut text) = shared.lock() {
-                    *text = metrics::prometheus(&latest.values().cloned().collect::<Vec<_>>());
-                    if let Some(q) = &quarantined {
-                        text.push_str(&quarantine::prometheus(q));
-                    }
+            if let (Some(published), Some(m)) = (&self.metrics, exposition.as_mut()) {
+                for r in &reports {
+                    m.observe(r);
                 }
+                m.observe_quarantine(quarantined.as_ref());
+                published.publish(m.render());
             }
             if engine.running() == 0 && self.targets.ends_when_empty() {
                 return Ok(StopReason::TargetsExited);
@@ -725,6 +732,49 @@ mod tests {
                 true
             ))
         );
+    }
+
+    #[test]
+    fn the_published_metrics_drop_a_target_once_it_left_the_cgroup() {
+        let root = scratch(2, &[41, 42]);
+        let cg = root.path().join("cg");
+        fs::create_dir(&cg).unwrap();
+        let procs = cg.join("cgroup.procs");
+        fs::write(&procs, "41\n42\n").unwrap();
+        let members = read_cgroup_procs(&cg).unwrap();
+        let published = cxltier_metrics::Published::new();
+        let mut d =
+            daemon(root.path(), Box::new(Cgroup::new(&cg, members)), 10).metrics(published.clone());
+        let texts = Cell::new(Vec::new());
+        let mut sink = Recorder::new(|round| {
+            let mut seen = texts.take();
+            seen.push(published.text().to_string());
+            texts.set(seen);
+            match round {
+                1 => fs::write(&procs, "42\n").unwrap(),
+                3 => fs::remove_file(&procs).unwrap(),
+                _ => {}
+            }
+        });
+        d.run(&mut sink, &AtomicBool::new(false)).unwrap();
+        let texts = texts.take();
+        assert_eq!(texts.len(), 3, "{texts:?}");
+        // The sink's round_end comes before the round's publication: the text seen at round
+        // n is round n - 1's.
+        let after_leaving = published.text();
+        assert!(texts[1].contains("pid=\"41\""), "{}", texts[1]);
+        assert!(!after_leaving.contains("pid=\"41\""), "{after_leaving}");
+        assert!(after_leaving.contains("pid=\"42\""), "{after_leaving}");
+        assert!(
+            after_leaving.contains("cxltier_tierd_targets 1\n"),
+            "{after_leaving}"
+        );
+        assert!(
+            after_leaving.contains("cxltier_tierd_targets_departed_total{reason=\"left\"} 1\n"),
+            "{after_leaving}"
+        );
+        assert!(after_leaving.contains("cxltier_tierd_config_info{access_source=\"damon\""));
+        cxltier_metrics::promtool::assert_clean("the daemon's exposition", &after_leaving);
     }
 
     #[test]

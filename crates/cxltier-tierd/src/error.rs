@@ -104,10 +104,6 @@ pub enum TierdError {
     #[error(transparent)]
     Topo(#[from] cxltier_topo::TopoError),
 
-    /// The metrics listener could not start.
-    #[error("cannot listen for metrics on {addr}: {source} (pick a free port, e.g. --metrics-addr 127.0.0.1:9464)")]
-    Listen { addr: String, source: io::Error },
-
     /// The daemon's sink could not write its report (its output is gone).
     #[error("{0}")]
     Output(io::Error),
@@ -138,8 +134,7 @@ impl Classify for TierdError {
             }
             TierdError::Policy { .. }
             | TierdError::Setting { .. }
-            | TierdError::NoSuchProcess { .. }
-            | TierdError::Listen { .. } => Class::BadInput,
+            | TierdError::NoSuchProcess { .. } => Class::BadInput,
             TierdError::Sys(e) => match e.kind {
                 cxltier_sys::ErrorKind::PermissionDenied => Class::Permission,
                 cxltier_sys::ErrorKind::NoSuchProcess => Class::BadInput,

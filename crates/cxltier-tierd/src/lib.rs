@@ -13,7 +13,8 @@
 //! - [`plan`]: the placement rules (hot up, cold down, per-target DRAM budget, watermarks,
 //!   hysteresis, rate limit, retry of failed pages) as a pure function.
 //! - [`policy`]: the policy file (TOML, see docs/tierd.md).
-//! - [`metrics`]: Prometheus text and a loopback HTTP listener for it.
+//! - [`metrics`]: tierd's Prometheus exposition ([`metrics::TierdMetrics`]: the current targets'
+//!   series, departed targets dropped; served by `cxltier-metrics`).
 //! - [`quarantine`]: follows the quarantine file of `cxltier ras --watch --quarantine`, moves the
 //!   targets' pages off poisoned frames and reports quarantined memory per node.
 //! - [`tuning`]: the `--tune`/`--sweep` session: [`tune`]'s search driven against a target

@@ -1,205 +1,290 @@
-//! Prometheus text for the latest reports, and a small HTTP listener that serves it.
+//! tierd's Prometheus exposition: the latest report of every current target, what left, the
+//! quarantine, the build and the configuration, written with `cxltier-metrics` (which also
+//! serves it over HTTP).
 //!
-//! The listener answers every request on its socket with the current text (`GET /metrics` is what
-//! Prometheus sends); it runs on its own thread for as long as the process lives.
+//! Names follow Prometheus' conventions: `cxltier_tierd_` and a base unit (`_bytes`,
+//! `_seconds`), counters end in `_total`, facts are labels of an `_info` gauge. A target's
+//! series exist while it is one: once it exited or left the cgroup they are dropped, and it is
+//! counted in `cxltier_tierd_targets_departed_total{reason}`.
 
-use std::fmt::Write as _;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::collections::BTreeMap;
 
-use crate::engine::{IntervalReport, NodeStats, Status};
-use crate::TierdError;
+use cxltier_metrics::Writer;
 
-/// The text every scrape returns; update it after each interval.
-pub type Shared = Arc<Mutex<String>>;
+use crate::engine::{IntervalReport, NodeStats, Status, Tiers};
+use crate::policy::Policy;
+use crate::quarantine::QuarantineReport;
 
-/// A metric's name, its help text, and how to read it from a node's figures.
-type NodeMetric = (&'static str, &'static str, fn(&NodeStats) -> u64);
-/// ... from a target's report.
-type TargetMetric = (&'static str, &'static str, fn(&IntervalReport) -> u64);
+/// What the daemon runs with, shown as `cxltier_tierd_config_info`'s labels.
+#[derive(Debug, Clone)]
+pub struct ConfigInfo {
+    /// The access source in use (`damon`, `idle-page`).
+    pub access_source: &'static str,
+    pub dry_run: bool,
+    pub policy: Policy,
+    pub tiers: Tiers,
+}
 
-/// Render the reports (the latest one per target) in Prometheus' text format 0.0.4.
-pub fn prometheus(reports: &[IntervalReport]) -> String {
-    let mut out = String::new();
-    let mut family = |name: &str, kind: &str, help: &str, samples: &mut dyn FnMut(&mut String)| {
-        let _ = writeln!(out, "# HELP cxltier_tierd_{name} {help}");
-        let _ = writeln!(out, "# TYPE cxltier_tierd_{name} {kind}");
-        samples(&mut out);
-    };
-    family(
-        "target_running",
-        "gauge",
-        "1 while the target runs, 0 once it exited or left the cgroup.",
-        &mut |o| {
-            for r in reports {
-                let _ = writeln!(
-                    o,
-                    "cxltier_tierd_target_running{{pid=\"{}\"}} {}",
-                    r.pid,
-                    u8::from(r.status == Status::Running)
-                );
+/// The figures the exposition is rendered from, updated by the daemon after each round.
+#[derive(Debug)]
+pub struct TierdMetrics {
+    config: ConfigInfo,
+    /// The latest report of each current target.
+    targets: BTreeMap<u32, IntervalReport>,
+    /// Targets no longer followed, by why: `exited` or `left`.
+    departed: BTreeMap<&'static str, u64>,
+    quarantine: Option<QuarantineReport>,
+    /// The base page size, which the quarantine's page counts are in.
+    page_size: u64,
+}
+
+/// A per-node gauge: its name, help text, and how to read it from a node's figures.
+type NodeGauge = (&'static str, &'static str, fn(&NodeStats) -> u64);
+/// A per-target counter: the same, from the target's report.
+type TargetCounter = (&'static str, &'static str, fn(&IntervalReport) -> u64);
+
+impl TierdMetrics {
+    pub fn new(config: ConfigInfo) -> TierdMetrics {
+        TierdMetrics {
+            config,
+            targets: BTreeMap::new(),
+            departed: BTreeMap::new(),
+            quarantine: None,
+            page_size: cxltier_sys::page_size() as u64,
+        }
+    }
+
+    /// Take a target's report: a running target's replaces its last one; a target that exited
+    /// or left is dropped (its series go) and counted as departed.
+    pub fn observe(&mut self, report: &IntervalReport) {
+        let reason = match report.status {
+            Status::Running => {
+                self.targets.insert(report.pid, report.clone());
+                return;
             }
-        },
-    );
-    let per_node: [NodeMetric; 5] = [
-        (
-            "resident_bytes",
-            "Resident private anonymous bytes of the target on the node.",
-            |n| n.resident_bytes,
-        ),
-        ("hot_bytes", "Bytes the policy counts as hot.", |n| {
-            n.hot_bytes
-        }),
-        ("warm_bytes", "Bytes neither hot nor cold.", |n| {
-            n.warm_bytes
-        }),
-        ("cold_bytes", "Bytes the policy counts as cold.", |n| {
-            n.cold_bytes
-        }),
-        ("moved_in_pages", "Pages moved onto the node so far.", |n| {
-            n.moved_in_pages
-        }),
-    ];
-    for (name, help, get) in per_node {
-        family(name, "gauge", help, &mut |o| {
-            for r in reports {
+            Status::Exited => "exited",
+            Status::Left => "left",
+        };
+        if self.targets.remove(&report.pid).is_some() {
+            *self.departed.entry(reason).or_default() += 1;
+        }
+    }
+
+    /// Take the round's quarantine report; `None` (nothing quarantined now) keeps the running
+    /// count of pages moved off but no ranges.
+    pub fn observe_quarantine(&mut self, report: Option<&QuarantineReport>) {
+        match (report, self.quarantine.as_mut()) {
+            (Some(r), _) => self.quarantine = Some(r.clone()),
+            (None, Some(q)) => {
+                q.nodes.clear();
+                q.ranges = 0;
+            }
+            (None, None) => {}
+        }
+    }
+
+    /// The exposition, in Prometheus' text format 0.0.4.
+    pub fn render(&self) -> String {
+        let mut w = Writer::new();
+        cxltier_metrics::build_info(&mut w);
+        self.config_info(&mut w);
+        w.gauge(
+            "cxltier_tierd_targets",
+            "Processes tierd places now (they exited or left the cgroup: no longer counted).",
+        )
+        .sample(&[], self.targets.len());
+        let mut departed = w.counter(
+            "cxltier_tierd_targets_departed_total",
+            "Targets no longer followed, by reason: exited, or left the cgroup.",
+        );
+        for reason in ["exited", "left"] {
+            departed.sample(
+                &[("reason", &reason)],
+                self.departed.get(reason).copied().unwrap_or(0),
+            );
+        }
+        let reports: Vec<&IntervalReport> = self.targets.values().collect();
+        let per_node: [NodeGauge; 4] = [
+            (
+                "cxltier_tierd_resident_bytes",
+                "Resident private anonymous bytes of the target on the node.",
+                |n| n.resident_bytes,
+            ),
+            (
+                "cxltier_tierd_hot_bytes",
+                "Bytes of the target on the node that the policy counts as hot.",
+                |n| n.hot_bytes,
+            ),
+            (
+                "cxltier_tierd_warm_bytes",
+                "Bytes of the target on the node that are neither hot nor cold.",
+                |n| n.warm_bytes,
+            ),
+            (
+                "cxltier_tierd_cold_bytes",
+                "Bytes of the target on the node that the policy counts as cold.",
+                |n| n.cold_bytes,
+            ),
+        ];
+        for (name, help, get) in per_node {
+            let mut f = w.gauge(name, help);
+            for r in &reports {
                 for (node, n) in &r.nodes {
-                    let _ = writeln!(
-                        o,
-                        "cxltier_tierd_{name}{{pid=\"{}\",node=\"{node}\",tier=\"{}\"}} {}",
-                        r.pid,
-                        n.tier,
-                        get(n)
+                    f.sample(
+                        &[("pid", &r.pid), ("node", node), ("tier", &n.tier)],
+                        get(n),
                     );
                 }
             }
-        });
-    }
-    family("access_bytes", "gauge", "Bytes by access frequency: the percentage of the access source's samples that saw the page accessed (DAMON: its region; idle-page: its last intervals), in buckets of 10.", &mut |o| {
-        for r in reports {
+        }
+        let mut f = w.gauge(
+            "cxltier_tierd_access_bytes",
+            "Bytes by access frequency: the percentage of the access source's samples that saw the page accessed (DAMON: its region; idle-page: its last intervals), in buckets of 10.",
+        );
+        for r in &reports {
             for (node, n) in &r.nodes {
                 for (i, b) in n.access_histogram_bytes.iter().enumerate() {
-                    let _ = writeln!(o, "cxltier_tierd_access_bytes{{pid=\"{}\",node=\"{node}\",access_percent=\"{}-{}\"}} {b}", r.pid, i * 10, i * 10 + 10);
-                }
-            }
-        }
-    });
-    let totals: [TargetMetric; 4] = [
-        (
-            "promoted_pages_total",
-            "Pages moved to the fast tier.",
-            |r| r.total.promoted_pages,
-        ),
-        (
-            "demoted_pages_total",
-            "Pages moved off the fast tier.",
-            |r| r.total.demoted_pages,
-        ),
-        ("migrated_bytes_total", "Bytes moved.", |r| {
-            r.total.migrated_bytes
-        }),
-        (
-            "failed_pages_total",
-            "Moves the kernel did not make (tried again later).",
-            |r| r.total.failed_pages,
-        ),
-    ];
-    for (name, help, get) in totals {
-        family(name, "counter", help, &mut |o| {
-            for r in reports {
-                let _ = writeln!(o, "cxltier_tierd_{name}{{pid=\"{}\"}} {}", r.pid, get(r));
-            }
-        });
-    }
-    family(
-        "failures_total",
-        "counter",
-        "Failed moves by the kernel's per-page error.",
-        &mut |o| {
-            for r in reports {
-                for (why, n) in &r.total.failures {
-                    let _ = writeln!(
-                        o,
-                        "cxltier_tierd_failures_total{{pid=\"{}\",error=\"{why}\"}} {n}",
-                        r.pid
+                    let range = format!("{}-{}", i * 10, i * 10 + 10);
+                    f.sample(
+                        &[("pid", &r.pid), ("node", node), ("access_percent", &range)],
+                        *b,
                     );
                 }
             }
-        },
-    );
-    out
-}
-
-/// Whether an address is loopback (tierd binds there unless told otherwise).
-pub fn is_loopback(addr: &SocketAddr) -> bool {
-    addr.ip().is_loopback()
-}
-
-/// Listen on `addr` and serve `shared` to every connection, on a background thread. Returns the
-/// bound address (port 0 picks a free port).
-pub fn serve(addr: &str, shared: Shared) -> Result<SocketAddr, TierdError> {
-    let listener = TcpListener::bind(addr).map_err(|source| TierdError::Listen {
-        addr: addr.to_string(),
-        source,
-    })?;
-    let local = listener.local_addr().map_err(|source| TierdError::Listen {
-        addr: addr.to_string(),
-        source,
-    })?;
-    std::thread::spawn(move || {
-        // `incoming` yields accept's errors (EINTR, a connection reset before it was accepted,
-        // descriptors running out) one by one; each is skipped and the listener goes on.
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
-            let body = shared.lock().map(|s| s.clone()).unwrap_or_default();
-            let _ = answer(&mut stream, &body);
         }
-    });
-    Ok(local)
-}
-
-/// The most of a request head read before answering; the head's content does not matter.
-const MAX_HEAD: usize = 8192;
-
-/// Reads the request head (up to the blank line that ends it, EOF, or [`MAX_HEAD`] bytes), then
-/// writes the response. The head may come in several pieces and a read may be interrupted
-/// (EINTR): both are read on. Answering after the first piece and closing with the rest unread
-/// makes the kernel reset the connection, and the client may lose the response.
-fn answer(stream: &mut (impl Read + Write), body: &str) -> std::io::Result<()> {
-    let mut head = Vec::new();
-    let mut buf = [0u8; 1024];
-    while !head.windows(4).any(|w| w == b"\r\n\r\n")
-        && !head.windows(2).any(|w| w == b"\n\n")
-        && head.len() < MAX_HEAD
-    {
-        match stream.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => head.extend_from_slice(&buf[..n]),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
+        let mut f = w.counter(
+            "cxltier_tierd_moved_in_bytes_total",
+            "Bytes of the target moved onto the node since tierd began following it.",
+        );
+        for r in &reports {
+            for (node, n) in &r.nodes {
+                f.sample(
+                    &[("pid", &r.pid), ("node", node), ("tier", &n.tier)],
+                    n.moved_in_pages * r.page_size,
+                );
+            }
         }
+        let per_target: [TargetCounter; 3] = [
+            (
+                "cxltier_tierd_promoted_bytes_total",
+                "Bytes of the target moved to the fast tier.",
+                |r| r.total.promoted_pages * r.page_size,
+            ),
+            (
+                "cxltier_tierd_demoted_bytes_total",
+                "Bytes of the target moved off the fast tier.",
+                |r| r.total.demoted_pages * r.page_size,
+            ),
+            (
+                "cxltier_tierd_migrated_bytes_total",
+                "Bytes of the target moved, either way.",
+                |r| r.total.migrated_bytes,
+            ),
+        ];
+        for (name, help, get) in per_target {
+            let mut f = w.counter(name, help);
+            for r in &reports {
+                f.sample(&[("pid", &r.pid)], get(r));
+            }
+        }
+        let mut f = w.counter(
+            "cxltier_tierd_failed_move_bytes_total",
+            "Bytes of the target the kernel did not move (tried again later), by its per-page error.",
+        );
+        for r in &reports {
+            for (why, n) in &r.total.failures {
+                f.sample(&[("pid", &r.pid), ("error", why)], n * r.page_size);
+            }
+        }
+        let mut f = w.gauge(
+            "cxltier_tierd_retry_pending_bytes",
+            "Bytes of the target whose last move failed, to be tried again.",
+        );
+        for r in &reports {
+            f.sample(&[("pid", &r.pid)], r.retry_pending as u64 * r.page_size);
+        }
+        let mut f = w.gauge(
+            "cxltier_tierd_fast_tier_budget_bytes",
+            "The most bytes of the target on the fast tier (--dram-budget); absent when unbounded.",
+        );
+        for r in &reports {
+            if let Some(b) = r.dram_budget_bytes {
+                f.sample(&[("pid", &r.pid)], b);
+            }
+        }
+        if let Some(q) = &self.quarantine {
+            self.quarantine_metrics(&mut w, q);
+        }
+        w.finish()
     }
-    // write_all retries on EINTR and goes on after a short write.
-    stream.write_all(
-        format!(
-            "HTTP/1.0 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-            body.len()
+
+    fn config_info(&self, w: &mut Writer) {
+        let c = &self.config;
+        let nodes = |ns: &[u32]| ns.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
+        let (fast, slow) = (nodes(&c.tiers.fast), nodes(&c.tiers.slow));
+        let p = &c.policy;
+        let interval = p.limits.interval_ms as f64 / 1000.0;
+        let rate = p.limits.max_migrate_mbps * 1e6;
+        let budget = p.limits.dram_budget.clone().unwrap_or_default();
+        w.info(
+            "cxltier_tierd_config_info",
+            "What tierd runs with: access source, dry run, fast and slow nodes, loop interval (seconds), migration rate limit (bytes per second), hot and cold thresholds (percent of samples), DRAM budget.",
         )
-        .as_bytes(),
-    )?;
-    stream.flush()
+        .info(&[
+            ("access_source", &c.access_source),
+            ("dry_run", &c.dry_run),
+            ("fast_nodes", &fast),
+            ("slow_nodes", &slow),
+            ("interval_seconds", &interval),
+            ("max_migrate_bytes_per_second", &rate),
+            ("hot_percent", &p.placement.hot_percent),
+            ("cold_percent", &p.placement.cold_percent),
+            ("dram_budget", &budget),
+        ]);
+    }
+
+    fn quarantine_metrics(&self, w: &mut Writer, q: &QuarantineReport) {
+        let mut f = w.gauge(
+            "cxltier_tierd_quarantined_ranges",
+            "Poisoned ranges in the quarantine file, by the node they are on.",
+        );
+        for (n, r) in &q.nodes {
+            f.sample(&[("node", n)], r.ranges);
+        }
+        let mut f = w.gauge(
+            "cxltier_tierd_quarantined_bytes",
+            "Bytes of poisoned ranges in the quarantine file, by the node they are on.",
+        );
+        for (n, r) in &q.nodes {
+            f.sample(&[("node", n)], r.bytes);
+        }
+        w.counter(
+            "cxltier_tierd_quarantine_moved_off_bytes_total",
+            "Bytes of target pages moved off quarantined frames.",
+        )
+        .sample(&[], q.moved_off_pages_total * self.page_size);
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::engine::{IntervalStats, NodeStats, Totals};
-    use std::collections::BTreeMap;
+    use crate::quarantine::QuarantinedNode;
 
-    fn report() -> IntervalReport {
+    fn config() -> ConfigInfo {
+        ConfigInfo {
+            access_source: "damon",
+            dry_run: false,
+            policy: Policy::default().with_dram_budget("64M"),
+            tiers: Tiers {
+                fast: vec![0],
+                slow: vec![1, 2],
+            },
+        }
+    }
+
+    fn report(pid: u32, status: Status) -> IntervalReport {
         let mut nodes = BTreeMap::new();
         nodes.insert(
             0,
@@ -207,127 +292,153 @@ mod tests {
                 tier: "fast",
                 resident_bytes: 8192,
                 hot_bytes: 4096,
+                moved_in_pages: 5,
+                access_histogram_bytes: [4096, 0, 0, 0, 0, 0, 0, 0, 0, 4096],
+                ..Default::default()
+            },
+        );
+        nodes.insert(
+            1,
+            NodeStats {
+                tier: "slow",
+                resident_bytes: 4096,
+                cold_bytes: 4096,
                 ..Default::default()
             },
         );
         let mut total = Totals {
             promoted_pages: 3,
-            migrated_bytes: 12288,
+            demoted_pages: 1,
+            migrated_bytes: 16384,
+            failed_pages: 2,
             ..Default::default()
         };
         total.failures.insert("EBUSY".into(), 2);
         IntervalReport {
             t_s: 1.0,
-            pid: 42,
-            status: Status::Running,
+            pid,
+            status,
             source: "damon",
             dry_run: false,
             regions: 10,
             page_size: 4096,
-            dram_budget_bytes: None,
+            dram_budget_bytes: Some(64 << 20),
             fast_bytes: 8192,
             nodes,
             interval: IntervalStats::default(),
             total,
-            retry_pending: 0,
+            retry_pending: 1,
             rate_limit_bytes_per_s: 1e6,
             rate_limit_bound_bytes: 2e6,
         }
     }
 
-    #[test]
-    fn text_has_help_type_and_labelled_samples() {
-        let text = prometheus(&[report()]);
-        assert!(text.contains("# TYPE cxltier_tierd_resident_bytes gauge"));
-        assert!(
-            text.contains("cxltier_tierd_resident_bytes{pid=\"42\",node=\"0\",tier=\"fast\"} 8192")
+    fn quarantine() -> QuarantineReport {
+        let mut q = QuarantineReport {
+            ranges: 2,
+            moved_off_pages_total: 3,
+            ..Default::default()
+        };
+        q.nodes.insert(
+            1,
+            QuarantinedNode {
+                ranges: 2,
+                bytes: 128,
+            },
         );
-        assert!(text.contains("cxltier_tierd_promoted_pages_total{pid=\"42\"} 3"));
-        assert!(text.contains("cxltier_tierd_failures_total{pid=\"42\",error=\"EBUSY\"} 2"));
-        assert!(text.contains("cxltier_tierd_target_running{pid=\"42\"} 1"));
-    }
-
-    /// A client whose request head arrives in pieces, with reads interrupted in between: the
-    /// answer comes only after the whole head was read. (A stream that yields EINTR on demand:
-    /// a real socket cannot be made to, deterministically.)
-    struct Trickle {
-        input: Vec<Vec<u8>>,
-        interrupt_next: bool,
-        written: Vec<u8>,
-        answered_with_unread_input: bool,
-    }
-
-    impl Read for Trickle {
-        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-            if std::mem::replace(&mut self.interrupt_next, false) {
-                return Err(std::io::ErrorKind::Interrupted.into());
-            }
-            self.interrupt_next = true;
-            if self.input.is_empty() {
-                return Ok(0);
-            }
-            let piece = self.input.remove(0);
-            buf[..piece.len()].copy_from_slice(&piece);
-            Ok(piece.len())
-        }
-    }
-
-    impl Write for Trickle {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            if !self.input.is_empty() {
-                self.answered_with_unread_input = true;
-            }
-            // Short writes: at most 7 bytes at a time.
-            let n = buf.len().min(7);
-            self.written.extend_from_slice(&buf[..n]);
-            Ok(n)
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
+        q
     }
 
     #[test]
-    fn the_answer_waits_for_the_whole_head_through_eintr_and_short_io() {
-        let mut t = Trickle {
-            input: vec![
-                b"GET /metrics HTTP/1.0\r\n".to_vec(),
-                b"Host: x\r\n".to_vec(),
-                b"\r\n".to_vec(),
-            ],
-            interrupt_next: true,
-            written: Vec::new(),
-            answered_with_unread_input: false,
-        };
-        answer(&mut t, "body\n").unwrap();
-        assert!(t.input.is_empty(), "the head was not read to its end");
-        assert!(!t.answered_with_unread_input);
-        let text = String::from_utf8(t.written).unwrap();
-        assert!(text.starts_with("HTTP/1.0 200 OK\r\n"), "{text}");
-        assert!(text.ends_with("\r\n\r\nbody\n"), "{text}");
+    fn names_are_in_base_units_and_counters_end_in_total() {
+        let mut m = TierdMetrics::new(config());
+        m.observe(&report(42, Status::Running));
+        m.observe_quarantine(Some(&quarantine()));
+        let text = m.render();
+        for line in [
+            "cxltier_tierd_resident_bytes{pid=\"42\",node=\"0\",tier=\"fast\"} 8192",
+            "cxltier_tierd_moved_in_bytes_total{pid=\"42\",node=\"0\",tier=\"fast\"} 20480",
+            "cxltier_tierd_promoted_bytes_total{pid=\"42\"} 12288",
+            "cxltier_tierd_demoted_bytes_total{pid=\"42\"} 4096",
+            "cxltier_tierd_migrated_bytes_total{pid=\"42\"} 16384",
+            "cxltier_tierd_failed_move_bytes_total{pid=\"42\",error=\"EBUSY\"} 8192",
+            "cxltier_tierd_retry_pending_bytes{pid=\"42\"} 4096",
+            "cxltier_tierd_access_bytes{pid=\"42\",node=\"0\",access_percent=\"90-100\"} 4096",
+            "cxltier_tierd_fast_tier_budget_bytes{pid=\"42\"} 67108864",
+            "cxltier_tierd_targets 1",
+            "cxltier_tierd_targets_departed_total{reason=\"exited\"} 0",
+            "cxltier_tierd_quarantined_ranges{node=\"1\"} 2",
+            "cxltier_tierd_quarantine_moved_off_bytes_total ",
+            "# TYPE cxltier_tierd_moved_in_bytes_total counter",
+            "# TYPE cxltier_build_info gauge",
+        ] {
+            assert!(text.contains(line), "no {line:?} in\n{text}");
+        }
+        assert!(text.contains(
+            "cxltier_tierd_config_info{access_source=\"damon\",dry_run=\"false\",fast_nodes=\"0\",slow_nodes=\"1,2\",interval_seconds=\"1\",max_migrate_bytes_per_second=\"64000000\",hot_percent=\""
+        ), "{text}");
+        assert!(
+            !text.contains("_pages"),
+            "pages are not a base unit:\n{text}"
+        );
+        // Every family has its HELP; every counter (and nothing else) ends in _total.
+        for line in text.lines().filter(|l| l.starts_with("# TYPE ")) {
+            let mut parts = line.split(' ').skip(2);
+            let (name, kind) = (parts.next().unwrap(), parts.next().unwrap());
+            assert!(
+                text.contains(&format!("# HELP {name} ")),
+                "{name} has no HELP"
+            );
+            assert_eq!(kind == "counter", name.ends_with("_total"), "{line}");
+        }
+        cxltier_metrics::promtool::assert_clean("tierd's exposition", &text);
+        // The dashboard in docs/ asks for names tierd has.
+        let dashboard = include_str!("../../../docs/grafana-cxltier.json");
+        let mut asked = 0;
+        for (i, _) in dashboard.match_indices("cxltier_tierd_") {
+            let name: String = dashboard[i..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            asked += 1;
+            assert!(
+                text.contains(&format!("# TYPE {name} ")),
+                "docs/grafana-cxltier.json asks for {name}, which tierd does not have"
+            );
+        }
+        assert!(asked >= 10, "{asked} tierd names in the dashboard");
     }
 
     #[test]
-    fn the_listener_serves_the_current_text_on_loopback() {
-        let shared: Shared = Arc::new(Mutex::new("first\n".into()));
-        let addr = serve("127.0.0.1:0", shared.clone()).unwrap();
-        assert!(is_loopback(&addr));
-        let get = || {
-            let mut s = std::net::TcpStream::connect(addr).unwrap();
-            s.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
-            let mut out = String::new();
-            s.read_to_string(&mut out).unwrap();
-            out
-        };
-        assert!(get().ends_with("\r\n\r\nfirst\n"));
-        *shared.lock().unwrap() = "second\n".into();
-        let second = get();
-        assert!(second.starts_with("HTTP/1.0 200 OK"), "{second}");
-        assert!(second.ends_with("second\n"));
-        assert!(serve("127.0.0.1:0", shared).is_ok());
-        assert!(matches!(
-            serve("256.0.0.1:1", Arc::default()),
-            Err(TierdError::Listen { .. })
-        ));
+    fn a_target_that_exits_or_leaves_has_its_series_dropped() {
+        let mut m = TierdMetrics::new(config());
+        for pid in [41, 42, 43] {
+            m.observe(&report(pid, Status::Running));
+        }
+        assert!(m.render().contains("pid=\"41\""));
+        m.observe(&report(41, Status::Exited));
+        m.observe(&report(42, Status::Left));
+        // A report of a target already gone is not counted twice.
+        m.observe(&report(42, Status::Left));
+        let text = m.render();
+        for gone in ["pid=\"41\"", "pid=\"42\""] {
+            assert!(!text.contains(gone), "{gone} still in\n{text}");
+        }
+        assert!(
+            text.contains("cxltier_tierd_resident_bytes{pid=\"43\""),
+            "{text}"
+        );
+        assert!(text.contains("cxltier_tierd_targets 1\n"), "{text}");
+        assert!(text.contains("cxltier_tierd_targets_departed_total{reason=\"exited\"} 1\n"));
+        assert!(text.contains("cxltier_tierd_targets_departed_total{reason=\"left\"} 1\n"));
+        // Nothing quarantined any more: no ranges, but what was moved off stays counted.
+        m.observe_quarantine(Some(&quarantine()));
+        m.observe_quarantine(None);
+        let text = m.render();
+        assert!(
+            !text.contains("cxltier_tierd_quarantined_ranges{"),
+            "{text}"
+        );
+        assert!(text.contains("cxltier_tierd_quarantine_moved_off_bytes_total "));
     }
 }

@@ -208,40 +208,6 @@ pub fn pages_on(
     Ok((hits, present == 0 || with_frame > 0))
 }
 
-/// Prometheus text for the quarantine (appended to the engine's metrics).
-pub fn prometheus(r: &QuarantineReport) -> String {
-    use std::fmt::Write;
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "# HELP cxltier_tierd_quarantined_ranges Poisoned ranges in the quarantine file, by the node they are on.\n# TYPE cxltier_tierd_quarantined_ranges gauge"
-    );
-    for (n, q) in &r.nodes {
-        let _ = writeln!(
-            out,
-            "cxltier_tierd_quarantined_ranges{{node=\"{n}\"}} {}",
-            q.ranges
-        );
-    }
-    let _ = writeln!(
-        out,
-        "# HELP cxltier_tierd_quarantined_bytes Bytes of poisoned ranges, by node.\n# TYPE cxltier_tierd_quarantined_bytes gauge"
-    );
-    for (n, q) in &r.nodes {
-        let _ = writeln!(
-            out,
-            "cxltier_tierd_quarantined_bytes{{node=\"{n}\"}} {}",
-            q.bytes
-        );
-    }
-    let _ = writeln!(
-        out,
-        "# HELP cxltier_tierd_quarantine_moved_off_pages_total Target pages moved off quarantined frames.\n# TYPE cxltier_tierd_quarantine_moved_off_pages_total counter\ncxltier_tierd_quarantine_moved_off_pages_total {}",
-        r.moved_off_pages_total
-    );
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -301,7 +267,6 @@ mod tests {
         );
         assert_eq!(r.pages_on_quarantined_frames, 1, "{r:?}");
         assert_eq!(r.moved_off_pages, 0, "dry run");
-        assert!(prometheus(&r).contains("cxltier_tierd_quarantined_ranges{node=\"1\"} 2"));
         // The page is found at its address.
         let (hits, seen) = pages_on(proc_root, me, &[(hpa + 64, hpa + 128)]).unwrap();
         assert!(seen);

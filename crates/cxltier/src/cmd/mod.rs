@@ -31,3 +31,27 @@ pub(crate) fn check_quarantine_file(path: &std::path::Path) -> Result<(), crate:
     }
     Ok(())
 }
+
+/// `--metrics-addr ADDR:PORT` of `cxltier COMMAND`: checked, bound (a warning on stderr when
+/// it is not loopback) and served on a background thread; `None` without the flag. The caller
+/// publishes into what it returns.
+pub(crate) fn serve_metrics(
+    command: &str,
+    addr: Option<&str>,
+) -> Result<Option<cxltier_metrics::Published>, crate::error::CliError> {
+    let Some(text) = addr else { return Ok(None) };
+    let addr: std::net::SocketAddr = text.parse().map_err(|_| {
+        crate::error::CliError::bad_input(format!("--metrics-addr {text}: expected ADDRESS:PORT"))
+            .with_hint(
+                "e.g. --metrics-addr 127.0.0.1:9464 (an IPv6 address in brackets: [::1]:9464)",
+            )
+    })?;
+    if !cxltier_metrics::is_loopback(&addr) {
+        eprintln!("cxltier {command}: warning: metrics are served on {addr}, which is not loopback: anyone who can reach it can read them");
+    }
+    let published = cxltier_metrics::Published::new();
+    let bound = cxltier_metrics::serve(&addr.to_string(), published.clone())
+        .map_err(crate::error::CliError::classified)?;
+    eprintln!("cxltier {command}: Prometheus metrics on http://{bound}/metrics");
+    Ok(Some(published))
+}

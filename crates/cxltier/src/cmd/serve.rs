@@ -112,6 +112,10 @@ pub struct Args {
     /// that may be stale. Without it such a start is refused and nothing is written
     #[arg(long)]
     recover_anyway: bool,
+    /// Serve Prometheus metrics at http://ADDR:PORT/metrics (e.g. 127.0.0.1:9121): tiers,
+    /// hits and misses, commands and their latency, clients, NVMe I/O, memory (docs/server.md)
+    #[arg(long, value_name = "ADDR:PORT")]
+    metrics_addr: Option<String>,
 }
 
 /// Descriptors kept for what is not a client: the store's files, the ring, epoll, the
@@ -184,6 +188,7 @@ pub fn run(args: Args) -> CliResult {
     // Listen before the store is opened (a port in use need not wait for a recovery) and say
     // so only once it is done.
     let listener = cxltier_server::bind(bind).map_err(CliError::classified)?;
+    let metrics = crate::cmd::serve_metrics("serve", args.metrics_addr.as_deref())?;
     let dram = parse_size(&args.dram).map_err(CliError::classified)?;
     let cxl = match args.cxl.trim() {
         "0" | "" => 0,
@@ -294,6 +299,7 @@ pub fn run(args: Args) -> CliResult {
                 }
             })
             .map(std::path::Path::to_path_buf),
+        metrics,
     };
     cxltier_server::serve_on(listener, cfg, store, stop).map_err(CliError::classified)?;
     eprintln!("cxltier serve: stopped; the store is closed");

@@ -9,7 +9,7 @@ use cxltier_tierd::daemon::{
 use cxltier_tierd::engine::{IntervalReport, Status, TargetChange};
 use cxltier_tierd::quarantine::QuarantineReport;
 use cxltier_tierd::{
-    choose_source, metrics, AccessSource, Daemon, DaemonSink, Policy, SourceKind, TierdError, Tiers,
+    choose_source, AccessSource, Daemon, DaemonSink, Policy, SourceKind, TierdError, Tiers,
 };
 use cxltier_topo::{Placement, Topology};
 use std::ffi::OsString;
@@ -17,7 +17,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The long help: what the command does, exactly.
@@ -526,13 +526,9 @@ pub fn run(args: Args) -> CliResult {
         Some(s) => Some(Duration::from_secs_f64(s)),
         None => None,
     };
-    let metrics_addr = match &args.metrics_addr {
-        None => None,
-        Some(a) => Some(a.parse::<std::net::SocketAddr>().map_err(|_| {
-            CliError::bad_input(format!("--metrics-addr {a}: expected ADDRESS:PORT"))
-                .with_hint("e.g. --metrics-addr 127.0.0.1:9464")
-        })?),
-    };
+    // Listening before anything starts: a port in use is refused before a command is launched
+    // or DAMON is touched.
+    let metrics = crate::cmd::serve_metrics("tierd", args.metrics_addr.as_deref())?;
     let root = Path::new("/");
     let topo =
         Topology::live().map_err(|e| CliError::classified(cxltier_tierd::TierdError::from(e)))?;
@@ -580,18 +576,12 @@ pub fn run(args: Args) -> CliResult {
         Box::new(Launched(c))
     };
 
-    let shared: metrics::Shared = Arc::new(Mutex::new(String::new()));
     let mut daemon = Daemon::new(policy, tiers, source, targets)
         .dry_run(args.dry_run)
         .duration(duration)
-        .quarantine_file(&args.quarantine_file)
-        .metrics(shared.clone());
-    if let Some(addr) = metrics_addr {
-        if !metrics::is_loopback(&addr) {
-            eprintln!("cxltier tierd: warning: metrics are served on {addr}, which is not loopback: anyone who can reach it can read them");
-        }
-        let bound = metrics::serve(&addr.to_string(), shared).map_err(CliError::classified)?;
-        eprintln!("cxltier tierd: Prometheus metrics on http://{bound}/metrics");
+        .quarantine_file(&args.quarantine_file);
+    if let Some(published) = metrics {
+        daemon = daemon.metrics(published);
     }
 
     let stop = Arc::new(AtomicBool::new(false));
