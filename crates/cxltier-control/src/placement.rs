@@ -25,7 +25,8 @@ pub struct PlacementReport {
     pub page_size: u64,
     /// Pages touched (the size rounded up to whole pages).
     pub pages: u64,
-    /// Pages per node.
+    /// Pages per node (`pages_per_node` in JSON: the unit is in the name).
+    #[serde(rename = "pages_per_node")]
     pub nodes: BTreeMap<u32, u64>,
     /// Pages the kernel could not place (see `failures`).
     pub failed: u64,
@@ -174,7 +175,8 @@ pub struct MappingPlacement {
     pub huge: bool,
     /// The mapping's page size in bytes (`kernelpagesize_kB`).
     pub page_size: u64,
-    /// Resident bytes per node.
+    /// Resident bytes per node (`bytes_per_node` in JSON: the unit is in the name).
+    #[serde(rename = "bytes_per_node")]
     pub nodes: BTreeMap<u32, u64>,
     /// Resident bytes in total.
     pub bytes: u64,
@@ -184,9 +186,12 @@ pub struct MappingPlacement {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ProcessPlacement {
     pub pid: u32,
-    /// The command name (`/proc/PID/comm`).
+    /// The command name (`/proc/PID/comm`); `process_name` in JSON, where `command` names the
+    /// cxltier command that printed the document.
+    #[serde(rename = "process_name")]
     pub command: String,
-    /// Resident bytes per node, all mappings together.
+    /// Resident bytes per node, all mappings together (`bytes_per_node` in JSON).
+    #[serde(rename = "bytes_per_node")]
     pub nodes: BTreeMap<u32, u64>,
     /// Resident bytes in total.
     pub total_bytes: u64,

@@ -20,6 +20,8 @@ pub struct Report {
     pub settings: Settings,
     pub targets: Vec<TargetReport>,
     /// Changes made to the kernel's weighted-interleave table for an interleaved target, if any.
+    /// `{"<node>": {"before": ..., "during": ...}}` in JSON, the one per-node shape.
+    #[serde(serialize_with = "changes_by_node")]
     pub weight_changes: Vec<WeightSetting>,
     pub warnings: Vec<String>,
 }
@@ -98,6 +100,29 @@ pub struct LoadedCurve {
     pub points: Vec<LoadedPoint>,
     /// The curve as written to a profile (`[traffic GB/s, ns]`), and the points left out.
     pub profile: Cleaned,
+}
+
+fn changes_by_node<S: serde::Serializer>(
+    changes: &[WeightSetting],
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeMap;
+    #[derive(Serialize)]
+    struct Change {
+        before: Option<u8>,
+        during: u8,
+    }
+    let mut map = s.serialize_map(Some(changes.len()))?;
+    for c in changes {
+        map.serialize_entry(
+            &c.node.to_string(),
+            &Change {
+                before: c.before,
+                during: c.during,
+            },
+        )?;
+    }
+    map.end()
 }
 
 /// Results for one target.

@@ -49,8 +49,58 @@ enum Command {
     Ras(cmd::ras::Args),
 }
 
+/// Whether the command line asks for JSON: `--json` before any `--` (after which the arguments
+/// are another program's, as in `cxltier tierd --tune -- CMD`). Read from the raw arguments so
+/// that an error clap reports while parsing is JSON too.
+fn wants_json(args: &[std::ffi::OsString]) -> bool {
+    args.iter()
+        .skip(1)
+        .take_while(|a| *a != "--")
+        .any(|a| a == "--json")
+}
+
+/// The subcommand named on the command line (its first argument not starting with `-`), for the
+/// error object when parsing failed; `cxltier` when none is named.
+fn named_command(args: &[std::ffi::OsString]) -> String {
+    use clap::CommandFactory;
+    let known = Cli::command();
+    args.iter()
+        .skip(1)
+        .take_while(|a| *a != "--")
+        .filter_map(|a| a.to_str())
+        .find(|a| !a.starts_with('-'))
+        .filter(|a| known.find_subcommand(a).is_some())
+        .unwrap_or("cxltier")
+        .to_string()
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let json = wants_json(&argv);
+    let cli = match Cli::try_parse_from(&argv) {
+        Ok(cli) => cli,
+        Err(e) if json && e.use_stderr() => {
+            // clap's own message, first line, without its `error: ` prefix.
+            let rendered = e.render().to_string();
+            let message = rendered
+                .lines()
+                .next()
+                .unwrap_or_default()
+                .trim_start_matches("error: ")
+                .to_string();
+            let command = named_command(&argv);
+            let help = if command == "cxltier" {
+                "see `cxltier --help`".to_string()
+            } else {
+                format!("see `cxltier {command} --help`")
+            };
+            return CliError::bad_input(message)
+                .with_hint(help)
+                .report_json(&command);
+        }
+        Err(e) => e.exit(),
+    };
+    let command = cli.command.name();
     let result = match cli.command {
         Command::Topo(args) => cmd::topo::run(args),
         Command::Probe(args) => cmd::probe::run(args),
@@ -68,6 +118,54 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(code) => code,
+        Err(err) if json => err.report_json(command),
         Err(err) => err.report(),
+    }
+}
+
+impl Command {
+    /// The subcommand's name, as the JSON envelope's `command` of an error.
+    fn name(&self) -> &'static str {
+        match self {
+            Command::Topo(_) => "topo",
+            Command::Probe(_) => "probe",
+            Command::Plan(_) => "plan",
+            Command::Apply(_) => "apply",
+            Command::Run(_) => "run",
+            Command::Show(_) => "show",
+            Command::Touch(_) => "touch",
+            Command::Serve(_) => "serve",
+            Command::Store(_) => "store",
+            Command::Ycsb(_) => "ycsb",
+            Command::Tierd(_) => "tierd",
+            Command::Qsim(_) => "qsim",
+            Command::Ras(_) => "ras",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn argv(args: &[&str]) -> Vec<std::ffi::OsString> {
+        args.iter().map(Into::into).collect()
+    }
+
+    #[test]
+    fn json_is_asked_for_before_the_other_programs_arguments_only() {
+        assert!(wants_json(&argv(&["cxltier", "topo", "--json"])));
+        assert!(!wants_json(&argv(&["cxltier", "topo"])));
+        assert!(!wants_json(&argv(&[
+            "cxltier", "tierd", "--tune", "--", "prog", "--json"
+        ])));
+        assert_eq!(
+            named_command(&argv(&["cxltier", "--json", "plan", "--mix"])),
+            "plan"
+        );
+        assert_eq!(
+            named_command(&argv(&["cxltier", "--json", "nosuch"])),
+            "cxltier"
+        );
     }
 }

@@ -160,7 +160,23 @@ fn inventory(args: &Args) -> CliResult {
         .sysfs_root
         .clone()
         .unwrap_or_else(|| PathBuf::from("/"));
-    let mut inv = Inventory::read(&root).map_err(|e| ras_error(e, explicit))?;
+    let mut inv = match Inventory::read(&root) {
+        // For a script, a machine without CXL devices has an empty inventory, as `cxl list`
+        // prints `[]`: that is an answer, not a failure. (A tree named with --sysfs-root without
+        // devices stays a mistake, and people still get the error that says why there are none.)
+        Err(e @ RasError::NoDevices { .. }) if args.json && !explicit => {
+            print_json(
+                "ras",
+                &InventoryReport {
+                    devices: Vec::new(),
+                    poison_list_read: false,
+                    warnings: &[e.to_string()],
+                },
+            )?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        read => read.map_err(|e| ras_error(e, explicit))?,
+    };
     inv.select(&args.memdev)
         .map_err(|e| ras_error(e, explicit))?;
     let read_poison = !args.no_poison && !explicit;
@@ -211,7 +227,7 @@ fn inventory(args: &Args) -> CliResult {
         warnings: &inv.warnings,
     };
     if args.json {
-        print_json(&report)?;
+        print_json("ras", &report)?;
     } else {
         print!("{}", render_inventory(&report));
     }
@@ -385,7 +401,7 @@ impl WatchSink for Render {
                 event: e,
                 quarantine,
             };
-            writeln!(out, "{}", serde_json::to_string(&rec)?)?;
+            writeln!(out, "{}", crate::output::json_line("ras", "record", &rec)?)?;
         } else {
             writeln!(
                 out,

@@ -33,7 +33,7 @@ pub struct Args {
 pub fn run(args: Args) -> CliResult {
     let p = placement::show(args.pid).map_err(CliError::classified)?;
     if args.json {
-        print_json(&p)?;
+        print_json("show", &p)?;
     } else {
         print!("{}", render(&p, args.all));
     }

@@ -3,6 +3,7 @@
 mod tune;
 
 use crate::error::{Class, CliError, CliResult};
+use crate::output::json_line;
 use cxltier_tierd::daemon::{
     Cgroup, Launched, Pids, Starting, StopReport, TargetSource, WrittenPages,
 };
@@ -431,7 +432,7 @@ impl DaemonSink for Render {
 
     fn target(&mut self, r: &IntervalReport) -> std::io::Result<()> {
         if self.json {
-            writeln!(self.out, "{}", serde_json::to_string(r)?)
+            writeln!(self.out, "{}", json_line("tierd", "interval", r)?)
         } else {
             writeln!(self.out, "{}", human(r))
         }
@@ -450,7 +451,7 @@ impl DaemonSink for Render {
 
     fn quarantine(&mut self, q: &QuarantineReport) -> std::io::Result<()> {
         if self.json {
-            return writeln!(self.out, "{}", serde_json::to_string(q)?);
+            return writeln!(self.out, "{}", json_line("tierd", "quarantine", q)?);
         }
         writeln!(
             self.out,
@@ -477,7 +478,7 @@ impl DaemonSink for Render {
 
     fn stopped(&mut self, s: &StopReport) -> std::io::Result<()> {
         if self.json {
-            writeln!(self.out, "{}", serde_json::to_string(s)?)?;
+            writeln!(self.out, "{}", json_line("tierd", "stopped", s)?)?;
         }
         let _ = writeln!(
             self.err,
@@ -509,9 +510,16 @@ fn kernel_tiering_warnings(topo: &Topology, tiers: &Tiers) -> Vec<String> {
 }
 
 /// The `--json` line carrying the warnings (none when there are none).
-fn warnings_event(warnings: &[String]) -> Option<String> {
+fn warnings_event(warnings: &[String]) -> Result<Option<String>, serde_json::Error> {
     (!warnings.is_empty())
-        .then(|| serde_json::json!({ "event": "warnings", "warnings": warnings }).to_string())
+        .then(|| {
+            json_line(
+                "tierd",
+                "warnings",
+                &serde_json::json!({ "warnings": warnings }),
+            )
+        })
+        .transpose()
 }
 
 pub fn run(args: Args) -> CliResult {
@@ -542,7 +550,7 @@ pub fn run(args: Args) -> CliResult {
         eprintln!("cxltier tierd: warning: {w}");
     }
     if args.json {
-        if let Some(line) = warnings_event(&warnings) {
+        if let Some(line) = warnings_event(&warnings)? {
             println!("{line}");
         }
     }
@@ -652,7 +660,7 @@ mod kernel_tiering_tests {
         let (_t, topo) = topology("0\n", "false\n");
         let tiers = Tiers::from_topology(&topo).unwrap();
         assert!(kernel_tiering_warnings(&topo, &tiers).is_empty());
-        assert_eq!(warnings_event(&[]), None);
+        assert_eq!(warnings_event(&[]).unwrap(), None);
 
         let (_t, topo) = topology("2\n", "true\n");
         let tiers = Tiers::from_topology(&topo).unwrap();
@@ -662,8 +670,11 @@ mod kernel_tiering_tests {
         assert!(w[0].contains("`sysctl kernel.numa_balancing=0`"));
         assert!(w[1].contains("demotes cold pages on node(s) 0"), "{}", w[1]);
         assert!(w[1].contains("`echo false > /sys/kernel/mm/numa/demotion_enabled`"));
-        let line: serde_json::Value = serde_json::from_str(&warnings_event(&w).unwrap()).unwrap();
+        let line: serde_json::Value =
+            serde_json::from_str(&warnings_event(&w).unwrap().unwrap()).unwrap();
         assert_eq!(line["event"], "warnings");
+        assert_eq!(line["command"], "tierd");
+        assert_eq!(line["schema_version"], crate::output::SCHEMA_VERSION);
         assert_eq!(line["warnings"].as_array().unwrap().len(), 2);
 
         // Normal NUMA balancing pulls pages toward the CPU's node: it undoes tierd's moves too.
