@@ -660,3 +660,78 @@ fn errors_under_json_are_one_object_on_stderr() {
     let out = cxltier(&["run", "--bind", "99", "--", "true", "--json"]);
     assert!(String::from_utf8_lossy(&out.stderr).starts_with("cxltier: error: "));
 }
+
+/// A launcher that makes `mbind` fail with EPERM (a seccomp filter, as a restrictive container
+/// runtime installs), then runs its arguments: the missing privilege, whoever runs the test.
+const NO_MBIND_C: &str = r#"
+#include <errno.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+int main(int argc, char **argv) {
+    struct sock_filter filter[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_mbind, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    struct sock_fprog prog = { sizeof filter / sizeof filter[0], filter };
+    if (argc < 2) return 125;
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog)) {
+        perror("seccomp");
+        return 125;
+    }
+    execv(argv[1], argv + 1);
+    perror("execv");
+    return 126;
+}
+"#;
+
+#[test]
+fn a_missing_privilege_under_json_is_the_error_object_with_exit_3() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("no-mbind.c");
+    let launcher = dir.path().join("no-mbind");
+    std::fs::write(&src, NO_MBIND_C).unwrap();
+    let built = Command::new("cc")
+        .arg("-O1")
+        .arg("-o")
+        .arg(&launcher)
+        .arg(&src)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !built {
+        eprintln!("skipped: no C compiler to build the seccomp launcher");
+        return;
+    }
+    let circuit = dir.path().join("h.qasm");
+    std::fs::write(
+        &circuit,
+        "OPENQASM 2.0;\ninclude \"qelib1.inc\";\nqreg q[4];\nh q[0];\n",
+    )
+    .unwrap();
+    let out = Command::new(&launcher)
+        .arg(BIN)
+        .args(["qsim", circuit.to_str().unwrap(), "--interleave", "0=1"])
+        .arg("--json")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stderr);
+    if out.status.code() == Some(125) {
+        eprintln!("skipped: seccomp filters are not available here: {text}");
+        return;
+    }
+    assert_eq!(out.status.code(), Some(3), "{text}");
+    assert!(out.stdout.is_empty());
+    let err: Value = serde_json::from_str(text.trim_end())
+        .unwrap_or_else(|e| panic!("stderr is not one JSON object ({e}): {text}"));
+    assert_conforms("error.schema.json", &err);
+    assert_eq!(err["exit_code"], 3);
+    assert_eq!(err["command"], "qsim");
+    assert!(err["error"].as_str().unwrap().contains("mbind"), "{err}");
+}
