@@ -611,7 +611,7 @@ mod tests {
         let json = serde_json::to_value(&p).unwrap();
         assert_eq!(json["mappings"][0]["start"], "0x7f0000000000");
         assert_eq!(json["mappings"][0]["kind"], "anon");
-        assert_eq!(json["mappings"][0]["nodes"]["0"], 3072 * 4096);
+        assert_eq!(json["mappings"][0]["bytes_per_node"]["0"], 3072 * 4096);
         assert!(json["mappings"][3]["end"].is_null());
 
         let e = show_in(t.path(), 4343).unwrap_err();
@@ -663,7 +663,14 @@ mod tests {
         let allowed = cxltier_sys::mems_allowed().unwrap();
         assert!(p.nodes.keys().all(|&n| allowed.contains(n)));
         let json = serde_json::to_value(p).unwrap();
-        for key in ["bytes", "page_size", "pages", "nodes", "failed", "policy"] {
+        for key in [
+            "bytes",
+            "page_size",
+            "pages",
+            "pages_per_node",
+            "failed",
+            "policy",
+        ] {
             assert!(json.get(key).is_some(), "{key}");
         }
         // One page more than asked for when the size is not a multiple of the page size.

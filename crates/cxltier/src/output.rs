@@ -180,6 +180,29 @@ impl Table {
     }
 }
 
+/// Checks `line` (one JSON document or line) against `docs/json/<schema>`, for the unit tests of
+/// outputs the integration tests cannot produce on an ordinary machine (tierd, `ras --watch`).
+#[cfg(test)]
+pub(crate) fn assert_conforms(schema: &str, line: &str) {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../docs/json")
+        .join(schema);
+    let schema: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let doc: serde_json::Value = serde_json::from_str(line).unwrap();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let errors: Vec<String> = validator
+        .iter_errors(&doc)
+        .map(|e| format!("{e} at {}", e.instance_path()))
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "{line}\ndoes not conform to {}:\n  {}",
+        path.display(),
+        errors.join("\n  ")
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -685,3 +685,153 @@ mod kernel_tiering_tests {
         assert!(w[0].contains("toward the node of the CPU"), "{}", w[0]);
     }
 }
+
+#[cfg(test)]
+mod json_lines_tests {
+    use super::*;
+    use crate::output::assert_conforms;
+    use cxltier_tierd::daemon::StopReason;
+    use cxltier_tierd::engine::{IntervalStats, NodeStats, Totals};
+    use cxltier_tierd::quarantine::QuarantinedNode;
+    use cxltier_tierd::tune::{SplitOutcome, Verdict};
+    use cxltier_tierd::tuning::{TuneDone, TuneStep, WatchWindow};
+    use std::collections::BTreeMap;
+
+    /// Every line tierd prints, built from the structures the daemon and the tuning session
+    /// report, conforms to docs/json/tierd.schema.json (a tiered machine is needed to run them).
+    #[test]
+    fn every_tierd_line_conforms_to_its_schema() {
+        let schema = "tierd.schema.json";
+        let interval = IntervalReport {
+            t_s: 1.5,
+            pid: 42,
+            status: Status::Running,
+            source: "damon",
+            dry_run: false,
+            regions: 12,
+            page_size: 4096,
+            dram_budget_bytes: Some(1 << 20),
+            fast_bytes: 1 << 19,
+            nodes: BTreeMap::from([
+                (
+                    0,
+                    NodeStats {
+                        tier: "fast",
+                        resident_bytes: 1 << 19,
+                        ..NodeStats::default()
+                    },
+                ),
+                (1, NodeStats::default()),
+            ]),
+            interval: IntervalStats::default(),
+            total: Totals {
+                failures: BTreeMap::from([("EBUSY".to_string(), 2)]),
+                ..Totals::default()
+            },
+            retry_pending: 0,
+            rate_limit_bytes_per_s: 1e6,
+            rate_limit_bound_bytes: 1.5e6,
+        };
+        let line = json_line("tierd", "interval", &interval).unwrap();
+        assert_conforms(schema, &line);
+        // Per-node figures are keyed by node.
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(v["nodes"]["0"]["resident_bytes"], 1 << 19);
+
+        let quarantine = QuarantineReport {
+            event: "quarantine",
+            file: "/run/cxltier/poisoned-ranges.jsonl".into(),
+            ranges: 1,
+            nodes: BTreeMap::from([(
+                1,
+                QuarantinedNode {
+                    ranges: 1,
+                    bytes: 4096,
+                },
+            )]),
+            note: Some("no frame numbers".into()),
+            ..QuarantineReport::default()
+        };
+        assert_conforms(
+            schema,
+            &json_line("tierd", "quarantine", &quarantine).unwrap(),
+        );
+
+        let stopped = StopReport {
+            event: "stopped",
+            reason: StopReason::TargetsExited,
+            elapsed_s: 3.0,
+            targets_left_running: vec![],
+            access_source: "damon",
+            damon_removed: true,
+            source: SourceKind::Damon,
+        };
+        assert_conforms(schema, &json_line("tierd", "stopped", &stopped).unwrap());
+
+        let split = SplitOutcome {
+            resident_pages: 100,
+            fast_pages: 50,
+            moved_pages: 10,
+            failed_pages: 0,
+        };
+        for (event, round) in [("tune_step", None), ("sweep_point", Some(1))] {
+            let step = TuneStep {
+                event,
+                pid: 42,
+                fast_percent: 50,
+                round,
+                split,
+                throughput_per_s: 1e9,
+            };
+            assert_conforms(schema, &json_line("tierd", "tune_step", &step).unwrap());
+        }
+        for (event, rounds) in [
+            ("tuned", None),
+            ("swept", Some(BTreeMap::from([(50, vec![1.0, 2.0])]))),
+        ] {
+            let done = TuneDone {
+                event,
+                pid: 42,
+                start_fast_percent: Some(50),
+                fast_percent: 60,
+                throughput_per_s: 2e9,
+                measured: BTreeMap::from([(50, 1e9), (60, 2e9)]),
+                rounds,
+                weights: Some([3, 2]),
+                retunes: Some(1),
+            };
+            assert_conforms(schema, &json_line("tierd", "tuned", &done).unwrap());
+        }
+        let watch = WatchWindow {
+            event: "watch",
+            pid: 42,
+            fast_percent: 60,
+            throughput_per_s: 2e9,
+            baseline_per_s: None,
+            streak: -1,
+            verdict: Verdict::Calibrating,
+        };
+        assert_conforms(schema, &json_line("tierd", "watch", &watch).unwrap());
+        assert_conforms(
+            schema,
+            &warnings_event(&["the kernel demotes".to_string()])
+                .unwrap()
+                .unwrap(),
+        );
+
+        // A field renamed in the library fails the schema.
+        let renamed = json_line("tierd", "interval", &interval)
+            .unwrap()
+            .replace("\"retry_pending\"", "\"retries_pending\"");
+        let schema_doc: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(
+                std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .join("../../docs/json/tierd.schema.json"),
+            )
+            .unwrap(),
+        )
+        .unwrap();
+        let doc: serde_json::Value = serde_json::from_str(&renamed).unwrap();
+        assert!(!jsonschema::is_valid(&schema_doc, &doc));
+    }
+}

@@ -497,3 +497,27 @@ pub fn run(args: &TuneArgs, tiers: &Tiers) -> CliResult {
         ExitCode::from(s.code().unwrap_or(1).clamp(0, 255) as u8)
     }))
 }
+
+#[cfg(test)]
+mod json_tests {
+    use super::*;
+
+    #[test]
+    fn the_stopped_line_conforms_to_the_tierd_schema() {
+        let line = json_line(
+            "tierd",
+            "stopped",
+            &Stopped {
+                event: "stopped",
+                reason: "duration",
+                pid: 42,
+                fast_percent: 70,
+                retunes: 0,
+                target_running: true,
+                weights_restored: true,
+            },
+        )
+        .unwrap();
+        crate::output::assert_conforms("tierd.schema.json", &line);
+    }
+}
