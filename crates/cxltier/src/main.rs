@@ -74,28 +74,44 @@ fn named_command(args: &[std::ffi::OsString]) -> String {
         .to_string()
 }
 
+/// clap's rendered error as one line (without its `error: ` prefix and the usage that follows),
+/// and its `tip:`, if any.
+fn clap_message(rendered: &str) -> (String, Option<String>) {
+    let mut message = Vec::new();
+    let mut tip = None;
+    for line in rendered.lines() {
+        let line = line.trim();
+        if line.starts_with("Usage:") || line.starts_with("For more information") {
+            break;
+        }
+        if let Some(t) = line.strip_prefix("tip: ") {
+            tip = Some(t.to_string());
+        } else if !line.is_empty() {
+            message.push(line.trim_start_matches("error: "));
+        }
+    }
+    (message.join(" "), tip)
+}
+
 fn main() -> ExitCode {
     let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
     let json = wants_json(&argv);
     let cli = match Cli::try_parse_from(&argv) {
         Ok(cli) => cli,
         Err(e) if json && e.use_stderr() => {
-            // clap's own message, first line, without its `error: ` prefix.
-            let rendered = e.render().to_string();
-            let message = rendered
-                .lines()
-                .next()
-                .unwrap_or_default()
-                .trim_start_matches("error: ")
-                .to_string();
             let command = named_command(&argv);
+            let (message, tip) = clap_message(&e.render().to_string());
             let help = if command == "cxltier" {
                 "see `cxltier --help`".to_string()
             } else {
                 format!("see `cxltier {command} --help`")
             };
+            let hint = match tip {
+                Some(tip) => format!("{tip}; {help}"),
+                None => help,
+            };
             return CliError::bad_input(message)
-                .with_hint(help)
+                .with_hint(hint)
                 .report_json(&command);
         }
         Err(e) => e.exit(),
@@ -166,6 +182,28 @@ mod tests {
         assert_eq!(
             named_command(&argv(&["cxltier", "--json", "nosuch"])),
             "cxltier"
+        );
+    }
+
+    #[test]
+    fn clap_errors_become_one_line_and_a_tip() {
+        let rendered = "error: the following required arguments were not provided:\n  <PHASE>\n\n\
+                        Usage: cxltier ycsb <PHASE>\n\nFor more information, try '--help'.\n";
+        assert_eq!(
+            clap_message(rendered),
+            (
+                "the following required arguments were not provided: <PHASE>".to_string(),
+                None
+            )
+        );
+        let rendered = "error: unexpected argument '--bogus' found\n\n  tip: to pass '--bogus' as \
+                        a value, use '-- --bogus'\n\nUsage: cxltier topo [OPTIONS]\n";
+        assert_eq!(
+            clap_message(rendered),
+            (
+                "unexpected argument '--bogus' found".to_string(),
+                Some("to pass '--bogus' as a value, use '-- --bogus'".to_string())
+            )
         );
     }
 }

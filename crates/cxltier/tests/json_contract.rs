@@ -610,7 +610,13 @@ fn probe_report() {
         }
         panic!("{err}");
     }
-    let doc = check_document("probe.schema.json", &args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_conforms("probe.schema.json", &doc);
     assert_eq!(doc["command"], "probe");
 }
 
