@@ -49,9 +49,9 @@ enum Command {
     Ras(cmd::ras::Args),
 }
 
-/// Whether the command line asks for JSON: `--json` before any `--` (after which the arguments
-/// are another program's, as in `cxltier tierd --tune -- CMD`). Read from the raw arguments so
-/// that an error clap reports while parsing is JSON too.
+/// Whether a command line clap could not parse asks for JSON: `--json` before any `--` (after
+/// which the arguments are another program's, as in `cxltier tierd --tune -- CMD`), so that the
+/// error clap reports is JSON too. A parsed command line says so itself ([`json_flag`]).
 fn wants_json(args: &[std::ffi::OsString]) -> bool {
     args.iter()
         .skip(1)
@@ -74,6 +74,37 @@ fn named_command(args: &[std::ffi::OsString]) -> String {
         .to_string()
 }
 
+/// Whether the parsed command (or its subcommand: `store check`) was given `--json`.
+fn json_flag(matches: &clap::ArgMatches) -> bool {
+    let mut m = matches;
+    loop {
+        if matches!(m.try_get_one::<bool>("json"), Ok(Some(true))) {
+            return true;
+        }
+        match m.subcommand() {
+            Some((_, sub)) => m = sub,
+            None => return false,
+        }
+    }
+}
+
+/// The command as the JSON envelope names it: the subcommands (`topo`, `store check`), and
+/// `ycsb hit-bound` for that phase of `ycsb` (its document differs from a run's).
+fn command_name(matches: &clap::ArgMatches) -> String {
+    let mut names = Vec::new();
+    let mut m = matches;
+    while let Some((name, sub)) = m.subcommand() {
+        names.push(name.to_string());
+        m = sub;
+    }
+    if let Ok(Some(mut phase)) = m.try_get_raw("phase") {
+        if phase.next().is_some_and(|p| p == "hit-bound") {
+            names.push("hit-bound".to_string());
+        }
+    }
+    names.join(" ")
+}
+
 /// clap's rendered error as one line (without its `error: ` prefix and the usage that follows),
 /// and its `tip:`, if any.
 fn clap_message(rendered: &str) -> (String, Option<String>) {
@@ -94,11 +125,14 @@ fn clap_message(rendered: &str) -> (String, Option<String>) {
 }
 
 fn main() -> ExitCode {
+    use clap::{CommandFactory, FromArgMatches};
     let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    let json = wants_json(&argv);
-    let cli = match Cli::try_parse_from(&argv) {
-        Ok(cli) => cli,
-        Err(e) if json && e.use_stderr() => {
+    let parsed = Cli::command()
+        .try_get_matches_from(&argv)
+        .and_then(|m| Cli::from_arg_matches(&m).map(|cli| (cli, json_flag(&m), command_name(&m))));
+    let (cli, json, command) = match parsed {
+        Ok(parsed) => parsed,
+        Err(e) if wants_json(&argv) && e.use_stderr() => {
             let command = named_command(&argv);
             let (message, tip) = clap_message(&e.render().to_string());
             let help = if command == "cxltier" {
@@ -116,7 +150,6 @@ fn main() -> ExitCode {
         }
         Err(e) => e.exit(),
     };
-    let command = cli.command.name();
     let result = match cli.command {
         Command::Topo(args) => cmd::topo::run(args),
         Command::Probe(args) => cmd::probe::run(args),
@@ -134,29 +167,8 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(code) => code,
-        Err(err) if json => err.report_json(command),
+        Err(err) if json => err.report_json(&command),
         Err(err) => err.report(),
-    }
-}
-
-impl Command {
-    /// The subcommand's name, as the JSON envelope's `command` of an error.
-    fn name(&self) -> &'static str {
-        match self {
-            Command::Topo(_) => "topo",
-            Command::Probe(_) => "probe",
-            Command::Plan(_) => "plan",
-            Command::Apply(_) => "apply",
-            Command::Run(_) => "run",
-            Command::Show(_) => "show",
-            Command::Touch(_) => "touch",
-            Command::Serve(_) => "serve",
-            Command::Store(_) => "store",
-            Command::Ycsb(_) => "ycsb",
-            Command::Tierd(_) => "tierd",
-            Command::Qsim(_) => "qsim",
-            Command::Ras(_) => "ras",
-        }
     }
 }
 
@@ -183,6 +195,35 @@ mod tests {
             named_command(&argv(&["cxltier", "--json", "nosuch"])),
             "cxltier"
         );
+    }
+
+    #[test]
+    fn the_parsed_json_flag_is_the_commands_own() {
+        use clap::CommandFactory;
+        let flag = |args: &[&str]| json_flag(&Cli::command().get_matches_from(argv(args)));
+        assert!(flag(&["cxltier", "topo", "--json"]));
+        assert!(flag(&["cxltier", "store", "check", "/x", "--json"]));
+        assert!(!flag(&["cxltier", "topo"]));
+        // The program's own arguments are not cxltier's.
+        assert!(!flag(&[
+            "cxltier", "run", "--bind", "0", "--", "touch", "--json"
+        ]));
+    }
+
+    #[test]
+    fn an_error_names_the_command_as_its_document_does() {
+        use clap::CommandFactory;
+        let name = |args: &[&str]| command_name(&Cli::command().get_matches_from(argv(args)));
+        assert_eq!(name(&["cxltier", "topo", "--json"]), "topo");
+        assert_eq!(
+            name(&["cxltier", "store", "check", "/x", "--json"]),
+            "store check"
+        );
+        assert_eq!(
+            name(&["cxltier", "ycsb", "hit-bound", "--cache-objects", "9"]),
+            "ycsb hit-bound"
+        );
+        assert_eq!(name(&["cxltier", "ycsb", "run"]), "ycsb");
     }
 
     #[test]

@@ -658,6 +658,19 @@ fn errors_under_json_are_one_object_on_stderr() {
         "no CXL memory devices",
     );
     assert!(err["hint"].is_string());
+    // The error names the command as its document does.
+    check_error(
+        &["store", "check", "/nonexistent/log", "--json"],
+        2,
+        "store check",
+        "/nonexistent/log",
+    );
+    check_error(
+        &["ycsb", "hit-bound", "--json"],
+        2,
+        "ycsb hit-bound",
+        "--cache-objects",
+    );
     // Without --json the error stays text.
     let out = cxltier(&["plan", "--mix", "nonsense"]);
     assert_eq!(out.status.code(), Some(2));
