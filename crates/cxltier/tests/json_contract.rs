@@ -119,7 +119,12 @@ fn every_schema_is_a_valid_draft_2020_12_schema_and_strict() {
         .collect();
     names.sort();
     assert!(names.len() >= 15, "{names:?}");
+    let guide = std::fs::read_to_string(repo().join("docs/json.md")).unwrap();
     for name in &names {
+        assert!(
+            guide.contains(&format!("(json/{name})")),
+            "docs/json.md does not list {name}"
+        );
         assert!(name.ends_with(".schema.json"), "{name}");
         let s = schema(name);
         jsonschema::meta::validate(&s).unwrap_or_else(|e| panic!("{name}: {e}"));
@@ -207,6 +212,43 @@ fn topo_on_every_recorded_tree_and_profile() {
         &["topo", "--profile", "xeon6-6900p-8xcz122", "--json"],
     );
     assert_eq!(profile["name"], "xeon6-6900p-8xcz122");
+
+    // A profile with a loaded-latency curve on its last tier (as `probe --loaded-latency --out`
+    // writes one), between the tier's idle latency and its peak bandwidth.
+    let last = profile["tiers"].as_array().unwrap().last().unwrap();
+    let idle = last["idle_latency_ns"].as_f64().unwrap();
+    let peak = last["bandwidth"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["mix"] == "R")
+        .unwrap()["gbps"]
+        .as_f64()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("curve.toml");
+    let builtin = repo().join("crates/cxltier-profile/profiles/xeon6-6900p-8xcz122.toml");
+    let text = std::fs::read_to_string(builtin).unwrap()
+        + &format!(
+            "\n[[tier.loaded_latency]]\nmix = \"R\"\npoints = [[{}, {}], [{}, {}]]\n",
+            peak * 0.1,
+            idle * 1.1,
+            peak * 0.5,
+            idle * 1.5
+        );
+    std::fs::write(&path, text).unwrap();
+    let curve = check_document(
+        "topo-profile.schema.json",
+        &["topo", "--profile", path.to_str().unwrap(), "--json"],
+    );
+    let tiers = curve["tiers"].as_array().unwrap();
+    assert_eq!(
+        tiers.last().unwrap()["loaded_latency"][0]["points"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
 }
 
 #[test]
