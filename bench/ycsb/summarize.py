@@ -158,7 +158,7 @@ for w in ["a", "b", "c", "f"]:
     got = hit_ratio(f"big-cxltier-{w}")
     if not os.path.exists(path) or got is None:
         continue
-    bound = json.load(open(path))[0]
+    bound = json.load(open(path))["bounds"][0]
     rows.append((w, bound, got))
 if rows:
     print("\nMemory hit ratio against its bound: the share of key accesses cxltier served from "

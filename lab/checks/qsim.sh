@@ -28,9 +28,9 @@ check_qsim() {
     capture qsim-31 cxltier qsim "$q" --interleave 3:1 --amplitudes 0,65535,1 --threads 2 --json
     verdict qsim-interleave-completes "exit $rc: $(brief "$T/qsim-31.err")" [ "$rc" = 0 ]
     j=$(tr -d ' \n' <"$T/qsim-31.out")
-    ppn=$(echo "$j" | sed -n 's/.*"pages_per_node":\(\[[]0-9,[]*\]\).*/\1/p')
-    verdict qsim-chunks-3-to-1 "pages per node [node,pages]: $ppn (want [[0,192],[1,64]])" \
-        [ "$ppn" = "[[0,192],[1,64]]" ]
+    ppn=$(echo "$j" | sed -n 's/.*"pages_per_node":\({[^}]*}\).*/\1/p')
+    verdict qsim-chunks-3-to-1 "pages per node: $ppn (want {\"0\":192,\"1\":64})" \
+        [ "$ppn" = '{"0":192,"1":64}' ]
     amp=$(echo "$j" | sed -n 's/.*"amplitudes":{"0":\[\([^]]*\)\],"1":\[\([^]]*\)\],"65535":\[\([^]]*\)\]}.*/\1 \2 \3/p')
     verdict qsim-ghz-amplitudes "amplitudes 0, 1, 65535: $amp" \
         awk -v a="$amp" 'BEGIN { split(a, x, "[ ,]"); r = 0.70710678118654; d0 = x[1] - r; d2 = x[5] - r;
@@ -38,9 +38,9 @@ check_qsim() {
 
     # Every chunk on the CXL node alone.
     capture qsim-cxl cxltier qsim "$q" --interleave 1=1 --json
-    ppn=$(tr -d ' \n' <"$T/qsim-cxl.out" | sed -n 's/.*"pages_per_node":\(\[[]0-9,[]*\]\).*/\1/p')
-    verdict qsim-chunks-on-cxl "exit $rc, pages per node: $ppn (want [[1,256]])" \
-        [ "$rc" = 0 -a "$ppn" = "[[1,256]]" ]
+    ppn=$(tr -d ' \n' <"$T/qsim-cxl.out" | sed -n 's/.*"pages_per_node":\({[^}]*}\).*/\1/p')
+    verdict qsim-chunks-on-cxl "exit $rc, pages per node: $ppn (want {\"1\":256})" \
+        [ "$rc" = 0 -a "$ppn" = '{"1":256}' ]
 
     # Bad input: an unknown node is refused before anything is allocated.
     capture qsim-bad-node cxltier qsim "$q" --interleave 7=1

@@ -34,6 +34,6 @@ verdict store-objects-in-cxl "dram $(info tier_dram_objects) cxl $(info tier_cxl
     sh -c "test '$(info tier_cxl_objects)' -gt 0 && test '$(info tier_dram_objects)' -gt 0"
 # The same arena check from outside the server: its resident memory per node (numa_maps).
 capture storeshow cxltier show --pid "$serve_pid" --json
-verdict store-show-sees-node1 "exit $rc, $(grep -A3 "\"nodes\"" "$T/storeshow.out" | head -4 | tr -d " \n")" sh -c "test $rc = 0 && grep -Eq '\"1\": [1-9][0-9]*' '$T/storeshow.out'"
+verdict store-show-sees-node1 "exit $rc, $(grep -A3 "\"bytes_per_node\"" "$T/storeshow.out" | head -4 | tr -d " \n")" sh -c "test $rc = 0 && grep -Eq '\"1\": [1-9][0-9]*' '$T/storeshow.out'"
 kill "$serve_pid" 2>/dev/null
 wait "$serve_pid" 2>/dev/null

@@ -35,11 +35,11 @@ wait_for_text_count() {
 wait_until_hot_on_node0() {
     _n=0
     while [ "$_n" -lt "${3:-2400}" ] && ! awk -v start="$2" '
-        /"hot_nodes"/ {
+        /"hot_pages_per_node"/ {
             w = $0; sub(/.*"window":/, "", w); sub(/,.*/, "", w)
             p = $0; sub(/.*"hot_pages":/, "", p); sub(/,.*/, "", p)
             h = 0
-            if ($0 ~ /"hot_nodes":\{[^}]*"0":/) { h = $0; sub(/.*"hot_nodes":\{[^}]*"0":/, "", h); sub(/[,}].*/, "", h) }
+            if ($0 ~ /"hot_pages_per_node":\{[^}]*"0":/) { h = $0; sub(/.*"hot_pages_per_node":\{[^}]*"0":/, "", h); sub(/[,}].*/, "", h) }
             if (w * 10 >= start + 0 && p + 0 > 0 && h + 0 >= 0.9 * p) found = 1
         }
         END { exit !found }' "$1" 2>/dev/null; do

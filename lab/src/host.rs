@@ -62,11 +62,11 @@ fn per_node(v: &Value, key: &str) -> Option<BTreeMap<u64, f64>> {
     Some(out)
 }
 
-/// Pages per node reported by `cxltier touch --json`.
+/// Pages per node reported by `cxltier touch --json` (`pages_per_node`, docs/json.md).
 fn touch_pages(v: &Value) -> Result<BTreeMap<u64, f64>, String> {
-    per_node(&v["nodes"], "pages").ok_or_else(|| {
+    per_node(&v["pages_per_node"], "pages").ok_or_else(|| {
         format!(
-            "touch JSON has no per-node page counts under 'nodes': {}",
+            "touch JSON has no per-node page counts under 'pages_per_node': {}",
             v.to_string().chars().take(200).collect::<String>()
         )
     })
@@ -242,14 +242,12 @@ pub fn common(report: &mut Report) {
     );
     record(report, "show-pid-sees-node1", |r| {
         let show = json(r, "show-bind-1")?;
-        let per = per_node(&show["nodes"], "bytes")
-            .or_else(|| per_node(&show["total"]["nodes"], "bytes"))
-            .ok_or_else(|| {
-                format!(
-                    "show JSON has no per-node byte counts under 'nodes': {}",
-                    show.to_string().chars().take(200).collect::<String>()
-                )
-            })?;
+        let per = per_node(&show["bytes_per_node"], "bytes").ok_or_else(|| {
+            format!(
+                "show JSON has no per-node byte counts under 'bytes_per_node': {}",
+                show.to_string().chars().take(200).collect::<String>()
+            )
+        })?;
         let node1 = per.get(&1).copied().unwrap_or(0.0) / MIB;
         let detail = format!("node1 holds {node1:.1} MiB of the process (16 MiB touched under --bind 1); per node bytes {per:?}");
         if node1 >= 15.5 {

@@ -317,7 +317,8 @@ pub fn record_matches(inj: &Injection, rec: &Value) -> bool {
         .or_else(|| inj.arguments.get("dpa"))
         .and_then(Value::as_u64);
     rec["type"] == inj.expect_type
-        && rec["serial"].as_u64() == Some(inj.serial)
+        // Serial numbers are decimal strings in the JSON (docs/json.md: 64-bit identifiers).
+        && rec["serial"].as_str().and_then(|s| s.parse::<u64>().ok()) == Some(inj.serial)
         && dpa.is_none_or(|d| rec["dpa"].as_u64() == Some(d))
 }
 
@@ -743,20 +744,20 @@ mod tests {
     #[test]
     fn a_record_matches_by_type_device_and_address() {
         let dram = injection("cxl-inject-dram-event");
-        let rec = json!({"type": "dram", "serial": dram.serial, "dpa": DPA + 0x2000});
+        let rec = json!({"type": "dram", "serial": dram.serial.to_string(), "dpa": DPA + 0x2000});
         assert!(record_matches(&dram, &rec));
-        let other_device = json!({"type": "dram", "serial": dram.serial + 1, "dpa": DPA + 0x2000});
+        let other_device =
+            json!({"type": "dram", "serial": (dram.serial + 1).to_string(), "dpa": DPA + 0x2000});
         assert!(!record_matches(&dram, &other_device));
-        let other_address = json!({"type": "dram", "serial": dram.serial, "dpa": DPA});
+        let other_address = json!({"type": "dram", "serial": dram.serial.to_string(), "dpa": DPA});
         assert!(!record_matches(&dram, &other_address));
-        let other_type =
-            json!({"type": "general_media", "serial": dram.serial, "dpa": DPA + 0x2000});
+        let other_type = json!({"type": "general_media", "serial": dram.serial.to_string(), "dpa": DPA + 0x2000});
         assert!(!record_matches(&dram, &other_type));
         // The AER records carry no address: type and device are enough.
         let aer = injection("cxl-inject-correctable-error");
         assert!(record_matches(
             &aer,
-            &json!({"type": "aer_correctable", "serial": aer.serial})
+            &json!({"type": "aer_correctable", "serial": aer.serial.to_string()})
         ));
     }
 
@@ -765,8 +766,8 @@ mod tests {
     #[test]
     fn await_record_waits_for_the_injections_own_record() {
         let dram = injection("cxl-inject-dram-event");
-        let mine = json!({"type": "dram", "serial": dram.serial, "dpa": DPA + 0x2000});
-        let other = json!({"type": "poison", "serial": dram.serial, "dpa": DPA});
+        let mine = json!({"type": "dram", "serial": dram.serial.to_string(), "dpa": DPA + 0x2000});
+        let other = json!({"type": "poison", "serial": dram.serial.to_string(), "dpa": DPA});
         let script = format!(
             "printf '%s\\n' 'CHECK x PASS @1s' 'RAS-RECORD {other}' 'RAS-RECORD not json' 'RAS-RECORD {mine}' 'after'"
         );

@@ -60,7 +60,7 @@ fn brief(v: &Value) -> String {
 /// The share of the hot window on node0 in a workload report.
 fn hot_on_node0(r: &Value) -> Result<f64, String> {
     let pages = f(r, "hot_pages")?;
-    let on0 = r["hot_nodes"]["0"].as_f64().unwrap_or(0.0);
+    let on0 = r["hot_pages_per_node"]["0"].as_f64().unwrap_or(0.0);
     if pages <= 0.0 {
         return Err(format!("no hot pages in {}", brief(r)));
     }
@@ -84,7 +84,7 @@ fn mapping_on(show: &Value, size: u64, node: &str) -> Result<u64, String> {
             m["kind"] == "anon" && matches!((start, end), (Some(a), Some(b)) if b - a == size)
         })
         .ok_or_else(|| format!("show JSON has no anonymous mapping of {size} bytes"))?;
-    Ok(m["nodes"][node].as_u64().unwrap_or(0))
+    Ok(m["bytes_per_node"][node].as_u64().unwrap_or(0))
 }
 
 /// How one tierd run used its migration rate limit, from its running reports.
@@ -415,8 +415,8 @@ pub fn weights_checks(report: &mut Report) {
             .find(|l| l["event"] == "fresh_buffer")
             .ok_or("the target printed no fresh_buffer line")?;
         let pages = f(&fresh, "pages")?;
-        let on0 = fresh["nodes"]["0"].as_f64().unwrap_or(0.0);
-        let on1 = fresh["nodes"]["1"].as_f64().unwrap_or(0.0);
+        let on0 = fresh["pages_per_node"]["0"].as_f64().unwrap_or(0.0);
+        let on1 = fresh["pages_per_node"]["1"].as_f64().unwrap_or(0.0);
         let want = wf as f64 / (wf + ws) as f64;
         let detail = format!(
             "fresh buffer after tuning: {on0} of {pages} pages on node0, {on1} on node1 ({:.1}%); weights {wf}:{ws} give {:.1}%",

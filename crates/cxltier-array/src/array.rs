@@ -47,7 +47,9 @@ pub struct ChunkPlacement {
     /// Chunks in spill files.
     pub spilled_chunks: usize,
     /// Memory pages per node, as `move_pages` reported them (`node`, `pages`); empty when
-    /// verification was off.
+    /// verification was off. Serialized as `{"<node>": pages}`, the one per-node shape of the
+    /// CLI's JSON.
+    #[serde(serialize_with = "pages_by_node")]
     pub pages_per_node: Vec<(u32, usize)>,
     /// The spill files, by the names they were created with (they are unlinked at once, so
     /// these names no longer exist).
@@ -55,6 +57,15 @@ pub struct ChunkPlacement {
     /// Memory chunks the kernel accepted transparent huge page advice for (chunks of 2 MiB or
     /// more, when [`crate::ArrayConfig::huge_pages`] is on and the kernel has THP).
     pub huge_page_chunks: usize,
+}
+
+fn pages_by_node<S: serde::Serializer>(pairs: &[(u32, usize)], s: S) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeMap;
+    let mut map = s.serialize_map(Some(pairs.len()))?;
+    for (node, pages) in pairs {
+        map.serialize_entry(&node.to_string(), pages)?;
+    }
+    map.end()
 }
 
 /// A chunked array over memory nodes and spill files.

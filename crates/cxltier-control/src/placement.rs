@@ -26,7 +26,8 @@ pub struct PlacementReport {
     pub page_size: u64,
     /// Pages touched (the size rounded up to whole pages).
     pub pages: u64,
-    /// Pages per node.
+    /// Pages per node (`pages_per_node` in JSON: the unit is in the name).
+    #[serde(rename = "pages_per_node")]
     pub nodes: BTreeMap<u32, u64>,
     /// Pages the kernel could not place (see `failures`).
     pub failed: u64,
@@ -236,7 +237,8 @@ pub struct MappingPlacement {
     pub huge: bool,
     /// The mapping's page size in bytes (`kernelpagesize_kB`).
     pub page_size: u64,
-    /// Resident bytes per node.
+    /// Resident bytes per node (`bytes_per_node` in JSON: the unit is in the name).
+    #[serde(rename = "bytes_per_node")]
     pub nodes: BTreeMap<u32, u64>,
     /// Resident bytes in total.
     pub bytes: u64,
@@ -246,9 +248,12 @@ pub struct MappingPlacement {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ProcessPlacement {
     pub pid: u32,
-    /// The command name (`/proc/PID/comm`).
+    /// The command name (`/proc/PID/comm`); `process_name` in JSON, where `command` names the
+    /// cxltier command that printed the document.
+    #[serde(rename = "process_name")]
     pub command: String,
-    /// Resident bytes per node, all mappings together.
+    /// Resident bytes per node, all mappings together (`bytes_per_node` in JSON).
+    #[serde(rename = "bytes_per_node")]
     pub nodes: BTreeMap<u32, u64>,
     /// Resident bytes in total.
     pub total_bytes: u64,
@@ -897,7 +902,7 @@ mod tests {
         let json = serde_json::to_value(&p).unwrap();
         assert_eq!(json["mappings"][0]["start"], "0x7f0000000000");
         assert_eq!(json["mappings"][0]["kind"], "anon");
-        assert_eq!(json["mappings"][0]["nodes"]["0"], 3072 * 4096);
+        assert_eq!(json["mappings"][0]["bytes_per_node"]["0"], 3072 * 4096);
         assert!(json["mappings"][3]["end"].is_null());
 
         let e = show_in(t.path(), 4343).unwrap_err();
@@ -969,7 +974,14 @@ mod tests {
         let allowed = cxltier_sys::mems_allowed().unwrap();
         assert!(p.nodes.keys().all(|&n| allowed.contains(n)));
         let json = serde_json::to_value(p).unwrap();
-        for key in ["bytes", "page_size", "pages", "nodes", "failed", "policy"] {
+        for key in [
+            "bytes",
+            "page_size",
+            "pages",
+            "pages_per_node",
+            "failed",
+            "policy",
+        ] {
             assert!(json.get(key).is_some(), "{key}");
         }
         // One page more than asked for when the size is not a multiple of the page size.

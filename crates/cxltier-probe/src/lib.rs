@@ -247,7 +247,13 @@ pub fn run(
             name: t.name.clone(),
             policy: t.placement.policy_name().to_string(),
             nodes: t.placement.nodes(),
-            weights: t.placement.weights().map(<[u32]>::to_vec),
+            weights: t.placement.weights().map(|w| {
+                t.placement
+                    .nodes()
+                    .into_iter()
+                    .zip(w.iter().copied())
+                    .collect()
+            }),
             kind: t.kind,
             capacity_bytes: t.capacity_bytes,
             firmware_bandwidth_gbps: t.firmware_bandwidth_gbps,

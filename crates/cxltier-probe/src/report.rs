@@ -20,6 +20,8 @@ pub struct Report {
     pub settings: Settings,
     pub targets: Vec<TargetReport>,
     /// Changes made to the kernel's weighted-interleave table for an interleaved target, if any.
+    /// `{"<node>": {"before": ..., "during": ...}}` in JSON, the one per-node shape.
+    #[serde(serialize_with = "changes_by_node")]
     pub weight_changes: Vec<WeightSetting>,
     pub warnings: Vec<String>,
 }
@@ -100,6 +102,29 @@ pub struct LoadedCurve {
     pub profile: Cleaned,
 }
 
+fn changes_by_node<S: serde::Serializer>(
+    changes: &[WeightSetting],
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeMap;
+    #[derive(Serialize)]
+    struct Change {
+        before: Option<u8>,
+        during: u8,
+    }
+    let mut map = s.serialize_map(Some(changes.len()))?;
+    for c in changes {
+        map.serialize_entry(
+            &c.node.to_string(),
+            &Change {
+                before: c.before,
+                during: c.during,
+            },
+        )?;
+    }
+    map.end()
+}
+
 /// Results for one target.
 #[derive(Debug, Clone, Serialize)]
 pub struct TargetReport {
@@ -108,7 +133,9 @@ pub struct TargetReport {
     /// `bind` or `weighted-interleave`.
     pub policy: String,
     pub nodes: Vec<u32>,
-    pub weights: Option<Vec<u32>>,
+    /// An interleaved target's weight for each of its nodes (`{"<node>": weight}`, the one
+    /// per-node shape of the JSON); `null` for a bound one.
+    pub weights: Option<std::collections::BTreeMap<u32, u32>>,
     /// Tier kind from the topology (`dram`, `cxl`, ...); `null` for an interleaved target.
     pub kind: Option<TierKind>,
     pub capacity_bytes: u64,
@@ -278,7 +305,7 @@ pub(crate) mod tests {
         let mut inter = target("node0+node1@3:1", 0, None, 120.0, 1.0);
         inter.policy = "weighted-interleave".into();
         inter.nodes = vec![0, 1];
-        inter.weights = Some(vec![3, 1]);
+        inter.weights = Some([(0, 3), (1, 1)].into());
         Report {
             version: "0.1.0".into(),
             started: utc_timestamp(0),
@@ -345,6 +372,24 @@ pub(crate) mod tests {
         assert_eq!(t["bandwidth"][1]["traffic_per_requested_byte"], 1.5);
         assert!(t["idle_latency"]["ns"].as_f64().unwrap() > 95.0);
         assert!(v["targets"][2]["kind"].is_null());
+        // Per-node figures are keyed by node: the interleaved target's weights, and the changes
+        // made to the weighted-interleave table.
+        assert_eq!(
+            v["targets"][2]["weights"],
+            serde_json::json!({"0": 3, "1": 1})
+        );
+        assert!(v["targets"][1]["weights"].is_null());
+        let mut r = sample_report();
+        r.weight_changes = vec![WeightSetting {
+            node: 1,
+            before: Some(1),
+            during: 3,
+        }];
+        let v = serde_json::to_value(r).unwrap();
+        assert_eq!(
+            v["weight_changes"],
+            serde_json::json!({"1": {"before": 1, "during": 3}})
+        );
     }
 
     #[test]

@@ -90,13 +90,18 @@ impl PhysRange {
 pub struct RasEvent {
     #[serde(rename = "type")]
     pub event_type: EventType,
-    /// The trace event's name (`cxl_poison`).
+    /// The trace event's name (`cxl_poison`); `trace_event` in JSON, where `event` names what a
+    /// JSON line reports.
+    #[serde(rename = "trace_event")]
     pub event: String,
     /// Trace clock timestamp in seconds.
     pub timestamp: Option<f64>,
     pub memdev: Option<String>,
     /// The device's PCI function.
     pub host: Option<String>,
+    /// The device's serial number: a decimal string in JSON, since a 64-bit integer does not
+    /// survive JSON readers that hold numbers as doubles.
+    #[serde(serialize_with = "serial_string")]
     pub serial: Option<u64>,
     /// Event log (`informational`, `warning`, `failure`, `fatal`) for event records;
     /// `correctable`/`uncorrectable` for AER errors; the source (`injected`, `internal`, ...) for
@@ -125,6 +130,18 @@ pub struct RasEvent {
     pub processes_note: Option<String>,
     /// Every field as the kernel printed it.
     pub fields: BTreeMap<String, String>,
+}
+
+/// A 64-bit identifier as a decimal string (`null` when absent): JSON readers that hold numbers as
+/// doubles (JavaScript, jq) round integers above 2^53.
+pub(crate) fn serial_string<S: serde::Serializer>(
+    v: &Option<u64>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    match v {
+        Some(n) => s.collect_str(n),
+        None => s.serialize_none(),
+    }
 }
 
 /// Parses a hexadecimal value with or without `0x`.

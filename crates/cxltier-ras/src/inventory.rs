@@ -32,6 +32,8 @@ pub struct Inventory {
 pub struct Device {
     pub memdev: String,
     /// PCIe Device Serial Number (0 when the device reports none).
+    /// A decimal string in JSON (a 64-bit identifier).
+    #[serde(serialize_with = "crate::event::serial_string")]
     pub serial: Option<u64>,
     pub firmware_version: Option<String>,
     pub ram_bytes: u64,

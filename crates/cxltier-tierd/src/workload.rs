@@ -37,9 +37,11 @@ pub struct HotSetReport {
     pub window_since_s: f64,
     pub hot_start: usize,
     pub hot_pages: u64,
-    /// The hot window's pages per node.
+    /// The hot window's pages per node (`hot_pages_per_node` in JSON: the unit is in the name).
+    #[serde(rename = "hot_pages_per_node")]
     pub hot_nodes: BTreeMap<u32, u64>,
-    /// All pages per node.
+    /// All pages per node (`pages_per_node` in JSON).
+    #[serde(rename = "pages_per_node")]
     pub nodes: BTreeMap<u32, u64>,
     pub passes: u64,
 }
@@ -265,7 +267,8 @@ pub struct FreshBuffer {
     pub pid: u32,
     pub bytes: u64,
     pub pages: u64,
-    /// Pages per node.
+    /// Pages per node (`pages_per_node` in JSON: the unit is in the name).
+    #[serde(rename = "pages_per_node")]
     pub nodes: std::collections::BTreeMap<u32, u64>,
 }
 

@@ -35,10 +35,20 @@ pub struct Cxl {
 }
 
 /// A CXL memory device (`memN`): a type-3 memory expander.
+fn serial_string<S: serde::Serializer>(serial: &Option<u64>, s: S) -> Result<S::Ok, S::Error> {
+    match serial {
+        Some(n) => s.collect_str(n),
+        None => s.serialize_none(),
+    }
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct CxlMemdev {
     pub name: String,
-    /// PCIe Device Serial Number: identifies the device across reboots and renumbering.
+    /// PCIe Device Serial Number: identifies the device across reboots and renumbering. A
+    /// decimal string in JSON: a 64-bit identifier does not survive readers that hold numbers as
+    /// doubles.
+    #[serde(serialize_with = "serial_string")]
     pub serial: Option<u64>,
     pub firmware_version: Option<String>,
     /// Volatile capacity in bytes (`ram/size`).

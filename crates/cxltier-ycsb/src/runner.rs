@@ -146,6 +146,11 @@ pub struct OpReport {
     pub min_us: u64,
 }
 
+/// A seed as a decimal string (see [`Report::seed`]).
+fn seed_string<S: serde::Serializer>(seed: &u64, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(seed)
+}
+
 /// The whole run's results.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Report {
@@ -157,7 +162,10 @@ pub struct Report {
     pub connections: usize,
     pub pipeline: usize,
     pub target_ops_per_sec: Option<f64>,
-    /// The seed of the key and operation choices (run again with it to replay them).
+    /// The seed of the key and operation choices (run again with it to replay them). A decimal
+    /// string in JSON: seeds use all 64 bits, and JSON readers that hold numbers as doubles round
+    /// those above 2^53, so `--seed` would replay another run.
+    #[serde(serialize_with = "seed_string")]
     pub seed: u64,
     pub operations: u64,
     pub run_time_s: f64,

@@ -66,6 +66,15 @@ impl CliError {
     }
 }
 
+impl CliError {
+    /// Print the error to stderr as one JSON object (`docs/json.md`: `error`, `hint`,
+    /// `exit_code` in the envelope), for a command given `--json`, and return the exit code.
+    pub fn report_json(&self, command: &str) -> ExitCode {
+        eprintln!("{}", crate::output::error_json(command, self));
+        ExitCode::from(self.kind.exit_code())
+    }
+}
+
 impl fmt::Display for CliError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.message)?;

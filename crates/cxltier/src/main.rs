@@ -10,7 +10,7 @@ mod live;
 mod output;
 mod plot;
 
-use clap::{CommandFactory, Parser, Subcommand};
+use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
 pub use error::CliError;
@@ -51,8 +51,107 @@ enum Command {
     Man(cmd::man::Args),
 }
 
+/// Whether a command line clap could not parse asks for JSON: `--json` before any `--` (after
+/// which the arguments are another program's, as in `cxltier tierd --tune -- CMD`), so that the
+/// error clap reports is JSON too. A parsed command line says so itself ([`json_flag`]).
+fn wants_json(args: &[std::ffi::OsString]) -> bool {
+    args.iter()
+        .skip(1)
+        .take_while(|a| *a != "--")
+        .any(|a| a == "--json")
+}
+
+/// The subcommand named on the command line (its first argument not starting with `-`), for the
+/// error object when parsing failed; `cxltier` when none is named.
+fn named_command(args: &[std::ffi::OsString]) -> String {
+    use clap::CommandFactory;
+    let known = Cli::command();
+    args.iter()
+        .skip(1)
+        .take_while(|a| *a != "--")
+        .filter_map(|a| a.to_str())
+        .find(|a| !a.starts_with('-'))
+        .filter(|a| known.find_subcommand(a).is_some())
+        .unwrap_or("cxltier")
+        .to_string()
+}
+
+/// Whether the parsed command (or its subcommand: `store check`) was given `--json`.
+fn json_flag(matches: &clap::ArgMatches) -> bool {
+    let mut m = matches;
+    loop {
+        if matches!(m.try_get_one::<bool>("json"), Ok(Some(true))) {
+            return true;
+        }
+        match m.subcommand() {
+            Some((_, sub)) => m = sub,
+            None => return false,
+        }
+    }
+}
+
+/// The command as the JSON envelope names it: the subcommands (`topo`, `store check`), and
+/// `ycsb hit-bound` for that phase of `ycsb` (its document differs from a run's).
+fn command_name(matches: &clap::ArgMatches) -> String {
+    let mut names = Vec::new();
+    let mut m = matches;
+    while let Some((name, sub)) = m.subcommand() {
+        names.push(name.to_string());
+        m = sub;
+    }
+    if let Ok(Some(mut phase)) = m.try_get_raw("phase") {
+        if phase.next().is_some_and(|p| p == "hit-bound") {
+            names.push("hit-bound".to_string());
+        }
+    }
+    names.join(" ")
+}
+
+/// clap's rendered error as one line (without its `error: ` prefix and the usage that follows),
+/// and its `tip:`, if any.
+fn clap_message(rendered: &str) -> (String, Option<String>) {
+    let mut message = Vec::new();
+    let mut tip = None;
+    for line in rendered.lines() {
+        let line = line.trim();
+        if line.starts_with("Usage:") || line.starts_with("For more information") {
+            break;
+        }
+        if let Some(t) = line.strip_prefix("tip: ") {
+            tip = Some(t.to_string());
+        } else if !line.is_empty() {
+            message.push(line.trim_start_matches("error: "));
+        }
+    }
+    (message.join(" "), tip)
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    use clap::{CommandFactory, FromArgMatches};
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let parsed = Cli::command()
+        .try_get_matches_from(&argv)
+        .and_then(|m| Cli::from_arg_matches(&m).map(|cli| (cli, json_flag(&m), command_name(&m))));
+    let (cli, json, command) = match parsed {
+        Ok(parsed) => parsed,
+        Err(e) if wants_json(&argv) && e.use_stderr() => {
+            let command = named_command(&argv);
+            let (message, tip) = clap_message(&e.render().to_string());
+            let help = if command == "cxltier" {
+                "see `cxltier --help`".to_string()
+            } else {
+                format!("see `cxltier {command} --help`")
+            };
+            let hint = match tip {
+                Some(tip) => format!("{tip}; {help}"),
+                None => help,
+            };
+            return CliError::bad_input(message)
+                .with_hint(hint)
+                .report_json(&command);
+        }
+        Err(e) => e.exit(),
+    };
     let result = match cli.command {
         Command::Topo(args) => cmd::topo::run(args),
         Command::Probe(args) => cmd::probe::run(args),
@@ -73,6 +172,84 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(code) => code,
+        Err(err) if json => err.report_json(&command),
         Err(err) => err.report(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn argv(args: &[&str]) -> Vec<std::ffi::OsString> {
+        args.iter().map(Into::into).collect()
+    }
+
+    #[test]
+    fn json_is_asked_for_before_the_other_programs_arguments_only() {
+        assert!(wants_json(&argv(&["cxltier", "topo", "--json"])));
+        assert!(!wants_json(&argv(&["cxltier", "topo"])));
+        assert!(!wants_json(&argv(&[
+            "cxltier", "tierd", "--tune", "--", "prog", "--json"
+        ])));
+        assert_eq!(
+            named_command(&argv(&["cxltier", "--json", "plan", "--mix"])),
+            "plan"
+        );
+        assert_eq!(
+            named_command(&argv(&["cxltier", "--json", "nosuch"])),
+            "cxltier"
+        );
+    }
+
+    #[test]
+    fn the_parsed_json_flag_is_the_commands_own() {
+        use clap::CommandFactory;
+        let flag = |args: &[&str]| json_flag(&Cli::command().get_matches_from(argv(args)));
+        assert!(flag(&["cxltier", "topo", "--json"]));
+        assert!(flag(&["cxltier", "store", "check", "/x", "--json"]));
+        assert!(!flag(&["cxltier", "topo"]));
+        // The program's own arguments are not cxltier's.
+        assert!(!flag(&[
+            "cxltier", "run", "--bind", "0", "--", "touch", "--json"
+        ]));
+    }
+
+    #[test]
+    fn an_error_names_the_command_as_its_document_does() {
+        use clap::CommandFactory;
+        let name = |args: &[&str]| command_name(&Cli::command().get_matches_from(argv(args)));
+        assert_eq!(name(&["cxltier", "topo", "--json"]), "topo");
+        assert_eq!(
+            name(&["cxltier", "store", "check", "/x", "--json"]),
+            "store check"
+        );
+        assert_eq!(
+            name(&["cxltier", "ycsb", "hit-bound", "--cache-objects", "9"]),
+            "ycsb hit-bound"
+        );
+        assert_eq!(name(&["cxltier", "ycsb", "run"]), "ycsb");
+    }
+
+    #[test]
+    fn clap_errors_become_one_line_and_a_tip() {
+        let rendered = "error: the following required arguments were not provided:\n  <PHASE>\n\n\
+                        Usage: cxltier ycsb <PHASE>\n\nFor more information, try '--help'.\n";
+        assert_eq!(
+            clap_message(rendered),
+            (
+                "the following required arguments were not provided: <PHASE>".to_string(),
+                None
+            )
+        );
+        let rendered = "error: unexpected argument '--bogus' found\n\n  tip: to pass '--bogus' as \
+                        a value, use '-- --bogus'\n\nUsage: cxltier topo [OPTIONS]\n";
+        assert_eq!(
+            clap_message(rendered),
+            (
+                "unexpected argument '--bogus' found".to_string(),
+                Some("to pass '--bogus' as a value, use '-- --bogus'".to_string())
+            )
+        );
     }
 }

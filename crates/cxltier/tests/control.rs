@@ -107,12 +107,12 @@ fn touch_16m_lands_every_page_on_this_machines_nodes() {
     assert_eq!(v["failed"], 0);
     assert_eq!(v["policy"], "default");
     assert!(v["policy_nodes"].as_array().unwrap().is_empty());
-    let nodes = v["nodes"].as_object().unwrap();
+    let nodes = v["pages_per_node"].as_object().unwrap();
     let total: u64 = nodes.values().map(|n| n.as_u64().unwrap()).sum();
     assert_eq!(total, v["pages"].as_u64().unwrap());
     if live_nodes() == [0] {
         assert_eq!(nodes.len(), 1);
-        assert_eq!(v["nodes"]["0"], v["pages"]);
+        assert_eq!(v["pages_per_node"]["0"], v["pages"]);
     }
 }
 
@@ -158,7 +158,7 @@ fn run_bind_0_touch() {
     let v = json_ok(&["run", "--bind", "0", "--", BIN, "touch", "8M", "--json"]);
     assert_eq!(v["policy"], "bind");
     assert_eq!(v["policy_nodes"], serde_json::json!([0]));
-    assert_eq!(v["nodes"]["0"], v["pages"]);
+    assert_eq!(v["pages_per_node"]["0"], v["pages"]);
     assert_eq!(v["failed"], 0);
 }
 
@@ -179,7 +179,7 @@ fn run_interleave_and_preferred_set_their_modes() {
         "--json",
     ]);
     assert_eq!(v["policy"], "preferred");
-    assert_eq!(v["nodes"]["0"], v["pages"]);
+    assert_eq!(v["pages_per_node"]["0"], v["pages"]);
 }
 
 #[test]
@@ -223,7 +223,7 @@ fn run_weights_matching_the_table_needs_no_write() {
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["policy"], "weighted-interleave");
     assert_eq!(v["policy_nodes"], serde_json::json!([0]));
-    assert_eq!(v["nodes"]["0"], v["pages"]);
+    assert_eq!(v["pages_per_node"]["0"], v["pages"]);
 }
 
 #[test]
@@ -436,10 +436,11 @@ fn show_sees_the_memory_of_a_holding_touch() {
     let human = cxltier(&["show", &pid]);
 
     assert_eq!(v["pid"].as_u64().unwrap().to_string(), pid);
-    assert_eq!(v["command"], "cxltier");
+    assert_eq!(v["command"], "show");
+    assert_eq!(v["process_name"], "cxltier");
     let total = v["total_bytes"].as_u64().unwrap();
     assert!(total >= 16 << 20, "{total}");
-    let by_node: u64 = v["nodes"]
+    let by_node: u64 = v["bytes_per_node"]
         .as_object()
         .unwrap()
         .values()
@@ -456,7 +457,7 @@ fn show_sees_the_memory_of_a_holding_touch() {
     assert!(touched_map["end"].as_str().unwrap().starts_with("0x"));
     assert_eq!(touched_map["policy"], "default");
     if live_nodes() == [0] {
-        assert_eq!(touched_map["nodes"]["0"], 16 << 20);
+        assert_eq!(touched_map["bytes_per_node"]["0"], 16 << 20);
     }
     assert!(mappings.iter().any(|m| m["kind"] == "file"));
     assert!(mappings.iter().any(|m| m["kind"] == "stack"));
@@ -469,7 +470,7 @@ fn show_sees_the_memory_of_a_holding_touch() {
     assert_eq!(kinds, ["anon", "file", "heap", "huge", "other", "stack"]);
     let kind_sum: u64 = by_kind.values().map(|k| k["bytes"].as_u64().unwrap()).sum();
     assert_eq!(kind_sum, total);
-    for (node, bytes) in v["nodes"].as_object().unwrap() {
+    for (node, bytes) in v["bytes_per_node"].as_object().unwrap() {
         let per_kind: u64 = by_kind
             .values()
             .map(|k| k["bytes_per_node"][node].as_u64().unwrap())
@@ -599,9 +600,8 @@ fn apply_dry_run_on_the_live_table_changes_nothing() {
     ]);
     assert_eq!(v["dry_run"], true);
     assert_eq!(v["changed"], true);
-    assert_eq!(v["nodes"][0]["node"], 0);
-    assert_eq!(v["nodes"][0]["old"], w);
-    assert_eq!(v["nodes"][0]["new"], other);
+    assert_eq!(v["nodes"]["0"]["old"], w);
+    assert_eq!(v["nodes"]["0"]["new"], other);
     assert_eq!(live_weight0(), Some(w), "the dry run wrote nothing");
 }
 
@@ -623,10 +623,10 @@ fn apply_writes_shows_old_and_new_and_warns() {
     assert_eq!(v["changed"], true);
     assert_eq!(
         v["nodes"],
-        serde_json::json!([
-            {"node": 0, "old": 1, "new": 3, "changed": true},
-            {"node": 1, "old": 1, "new": 1, "changed": false}
-        ])
+        serde_json::json!({
+            "0": {"old": 1, "new": 3, "changed": true},
+            "1": {"old": 1, "new": 1, "changed": false}
+        })
     );
     assert_eq!(v["auto"], serde_json::json!({"old": true, "new": false}));
     assert_eq!(

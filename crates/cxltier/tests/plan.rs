@@ -16,7 +16,15 @@ fn json(args: &[&str]) -> serde_json::Value {
         "{args:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    serde_json::from_slice(&out.stdout).expect("valid JSON")
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
+    assert_eq!(v["command"], "plan");
+    // With --mix the document has the one shape of every plan: a list of plans, here of one.
+    if args.contains(&"--mix") {
+        let plans = v["plans"].as_array().expect("plans");
+        assert_eq!(plans.len(), 1, "{v}");
+        return plans[0].clone();
+    }
+    v
 }
 
 const CANDIDATES: &str = "1:1,2:1,5:2,3:1,4:1";

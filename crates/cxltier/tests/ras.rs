@@ -36,7 +36,8 @@ fn inventory_json_from_the_recorded_lab() {
     assert_eq!(devices.len(), 2);
     let m0 = &devices[0];
     assert_eq!(m0["memdev"], "mem0");
-    assert_eq!(m0["serial"], 0xc0de_0000u64);
+    // A 64-bit identifier: a decimal string (docs/json.md).
+    assert_eq!(m0["serial"], 0xc0de_0000u64.to_string());
     assert_eq!(m0["region"], "region0");
     assert_eq!(m0["node"], 1);
     assert_eq!(m0["memory_tier"], 22);

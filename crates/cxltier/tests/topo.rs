@@ -49,9 +49,15 @@ fn json_is_stable() {
         let (out, root) = topo(name, &["--json"]);
         assert!(out.status.success(), "{name}: {}", stderr(&out));
         let actual = stdout(&out).replace(&root.display().to_string(), "<root>");
+        // The library's JSON inside the CLI's envelope (docs/json.md).
         let expected =
             std::fs::read_to_string(fixtures().join("expected").join(format!("{name}.json")))
-                .unwrap();
+                .unwrap()
+                .replacen(
+                    "{\n",
+                    "{\n  \"schema_version\": 1,\n  \"command\": \"topo\",\n",
+                    1,
+                );
         assert_eq!(actual, expected, "{name}");
     }
 }

@@ -93,7 +93,8 @@ struct Report<'a> {
     table: String,
     dry_run: bool,
     changed: bool,
-    nodes: Vec<NodeJson>,
+    /// Each node's weights, by node: `{"<node>": {...}}` as every per-node figure.
+    nodes: std::collections::BTreeMap<u32, NodeJson>,
     auto: Option<AutoChange>,
     undo: Option<String>,
     /// The kernel's own tiering moving pages of the interleaved nodes, with the setting to change.
@@ -104,7 +105,6 @@ struct Report<'a> {
 
 #[derive(Serialize)]
 struct NodeJson {
-    node: u32,
     old: u8,
     new: u8,
     changed: bool,
@@ -113,7 +113,6 @@ struct NodeJson {
 impl From<&NodeWeight> for NodeJson {
     fn from(n: &NodeWeight) -> Self {
         NodeJson {
-            node: n.node,
             old: n.old,
             new: n.new,
             changed: n.changed(),
@@ -211,14 +210,18 @@ pub fn run(args: Args) -> CliResult {
         table: table.dir().display().to_string(),
         dry_run: args.dry_run,
         changed: writes,
-        nodes: shown.nodes.iter().map(NodeJson::from).collect(),
+        nodes: shown
+            .nodes
+            .iter()
+            .map(|n| (n.node, NodeJson::from(n)))
+            .collect(),
         auto: change.auto,
         undo: writes.then(|| undo_command(&change, args.sysfs_root.as_deref())),
         warnings,
         change: &shown,
     };
     if args.json {
-        print_json(&report)?;
+        print_json("apply", &report)?;
     } else {
         print!("{}", render(&report));
     }

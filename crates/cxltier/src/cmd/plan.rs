@@ -158,28 +158,28 @@ pub fn run(args: Args) -> CliResult {
         }
     }
 
+    // One shape with or without --mix: the plans are a list, of one mix or of the common ones.
     if args.json {
-        if args.mix.is_some() {
-            print_json(&plans[0])?;
-        } else {
-            let tiers = profile
-                .tiers
-                .iter()
-                .map(|t| TierJson {
-                    name: &t.name,
-                    kind: t.kind.as_str(),
-                    nodes: &t.nodes,
-                    capacity_bytes: t.capacity_bytes,
-                    idle_latency_ns: t.idle_latency_ns,
-                })
-                .collect();
-            print_json(&AllMixes {
+        let tiers = profile
+            .tiers
+            .iter()
+            .map(|t| TierJson {
+                name: &t.name,
+                kind: t.kind.as_str(),
+                nodes: &t.nodes,
+                capacity_bytes: t.capacity_bytes,
+                idle_latency_ns: t.idle_latency_ns,
+            })
+            .collect();
+        print_json(
+            "plan",
+            &AllMixes {
                 profile: &profile.name,
                 source: &source.note,
                 tiers,
                 plans,
-            })?;
-        }
+            },
+        )?;
         return Ok(ExitCode::SUCCESS);
     }
 

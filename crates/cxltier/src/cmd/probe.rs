@@ -154,11 +154,14 @@ pub fn run(args: Args) -> CliResult {
     };
 
     if args.json {
-        print_json(&Output {
-            report: &report,
-            profile: profile_path,
-            svg,
-        })?;
+        print_json(
+            "probe",
+            &Output {
+                report: &report,
+                profile: profile_path,
+                svg,
+            },
+        )?;
     } else {
         print!("{}", render(&report));
         if let Some(p) = profile_path {

@@ -350,7 +350,7 @@ fn finish(
         },
     };
     if args.json {
-        print_json(&out)?;
+        print_json("qsim", &out)?;
     } else {
         print!("{}", render(&out, indices, values));
     }

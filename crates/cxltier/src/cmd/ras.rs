@@ -160,7 +160,23 @@ fn inventory(args: &Args) -> CliResult {
         .sysfs_root
         .clone()
         .unwrap_or_else(|| PathBuf::from("/"));
-    let mut inv = Inventory::read(&root).map_err(|e| ras_error(e, explicit))?;
+    let mut inv = match Inventory::read(&root) {
+        // For a script, a machine without CXL devices has an empty inventory, as `cxl list`
+        // prints `[]`: that is an answer, not a failure. (A tree named with --sysfs-root without
+        // devices stays a mistake, and people still get the error that says why there are none.)
+        Err(e @ RasError::NoDevices { .. }) if args.json && !explicit => {
+            print_json(
+                "ras",
+                &InventoryReport {
+                    devices: Vec::new(),
+                    poison_list_read: false,
+                    warnings: &[e.to_string()],
+                },
+            )?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        read => read.map_err(|e| ras_error(e, explicit))?,
+    };
     inv.select(&args.memdev)
         .map_err(|e| ras_error(e, explicit))?;
     let read_poison = !args.no_poison && !explicit;
@@ -211,7 +227,7 @@ fn inventory(args: &Args) -> CliResult {
         warnings: &inv.warnings,
     };
     if args.json {
-        print_json(&report)?;
+        print_json("ras", &report)?;
     } else {
         print!("{}", render_inventory(&report));
     }
@@ -385,7 +401,7 @@ impl WatchSink for Render {
                 event: e,
                 quarantine,
             };
-            writeln!(out, "{}", serde_json::to_string(&rec)?)?;
+            writeln!(out, "{}", crate::output::json_line("ras", "record", &rec)?)?;
         } else {
             writeln!(
                 out,
@@ -470,4 +486,91 @@ fn watch(args: &Args) -> CliResult {
         .run(&mut Render { json: args.json }, &stop)
         .map_err(CliError::classified)?;
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod json_tests {
+    use super::*;
+    use crate::output::{assert_conforms, json_line};
+
+    fn fixtures() -> std::path::PathBuf {
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../cxltier-ras/tests/fixtures")
+    }
+
+    /// The events of a trace recorded in the lab, mapped to the lab's devices.
+    fn recorded_events() -> Vec<RasEvent> {
+        let inventory = Inventory::read(&fixtures().join("lab-cxl")).unwrap();
+        let trace = std::fs::read_to_string(fixtures().join("lab-cxl-trace.txt")).unwrap();
+        let events: Vec<RasEvent> = trace
+            .lines()
+            .filter_map(cxltier_ras::trace::parse_line)
+            .map(|l| {
+                let mut e = RasEvent::from_trace(&l);
+                e.map(&inventory);
+                e
+            })
+            .collect();
+        assert!(events.len() >= 4);
+        events
+    }
+
+    /// Each `ras --watch --json` line, from real trace lines, conforms to
+    /// docs/json/ras-watch.schema.json (a watch needs CXL tracefs events to run).
+    #[test]
+    fn watch_records_conform_to_their_schema() {
+        let offlined = [OfflinedPage {
+            address: 0x2_d000_2000,
+            offlined: false,
+            error: Some("EBUSY".into()),
+        }];
+        for (i, e) in recorded_events().iter().enumerate() {
+            let rec = WatchRecord {
+                event: e,
+                quarantine: (i == 0).then_some(&offlined[..]),
+            };
+            let line = json_line("ras", "record", &rec).unwrap();
+            assert_conforms("ras-watch.schema.json", &line);
+            let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+            assert_eq!(v["event"], "record");
+            // The device's 64-bit serial number as a decimal string.
+            assert!(v["serial"].as_str().unwrap().parse::<u64>().is_ok(), "{v}");
+            assert!(
+                v["trace_event"].as_str().unwrap().starts_with("cxl_"),
+                "{v}"
+            );
+        }
+    }
+
+    /// The inventory with poison lists read (on a CXL machine only) conforms too.
+    #[test]
+    fn an_inventory_with_poison_lists_conforms_to_its_schema() {
+        let inventory = Inventory::read(&fixtures().join("lab-cxl")).unwrap();
+        let events = recorded_events();
+        let report = InventoryReport {
+            devices: inventory
+                .devices
+                .iter()
+                .map(|d| DeviceReport {
+                    device: d,
+                    poison: Some(
+                        events
+                            .iter()
+                            .filter(|p| p.memdev.as_deref() == Some(&d.memdev))
+                            .collect(),
+                    ),
+                })
+                .collect(),
+            poison_list_read: true,
+            warnings: &[],
+        };
+        let doc = serde_json::json!({"schema_version": 1, "command": "ras"});
+        let mut doc = doc.as_object().unwrap().clone();
+        if let serde_json::Value::Object(body) = serde_json::to_value(&report).unwrap() {
+            doc.extend(body);
+        }
+        assert_conforms(
+            "ras.schema.json",
+            &serde_json::Value::Object(doc).to_string(),
+        );
+    }
 }

@@ -56,7 +56,7 @@ pub fn run(args: Args) -> CliResult {
     };
     let p = placement::show(pid).map_err(CliError::classified)?;
     if args.json {
-        print_json(&p)?;
+        print_json("show", &p)?;
     } else {
         let listing = if args.all {
             Listing::All

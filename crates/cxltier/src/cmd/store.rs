@@ -71,7 +71,7 @@ fn check(args: CheckArgs) -> CliResult {
         );
     }
     if args.json {
-        print_json(&c)?;
+        print_json("store check", &c)?;
     } else {
         print!("{}", render(&c));
     }

@@ -3,6 +3,7 @@
 mod tune;
 
 use crate::error::{Class, CliError, CliResult};
+use crate::output::json_line;
 use cxltier_tierd::daemon::{
     Cgroup, Launched, Pids, Starting, StopReport, TargetSource, WrittenPages,
 };
@@ -431,7 +432,7 @@ impl DaemonSink for Render {
 
     fn target(&mut self, r: &IntervalReport) -> std::io::Result<()> {
         if self.json {
-            writeln!(self.out, "{}", serde_json::to_string(r)?)
+            writeln!(self.out, "{}", json_line("tierd", "interval", r)?)
         } else {
             writeln!(self.out, "{}", human(r))
         }
@@ -450,7 +451,7 @@ impl DaemonSink for Render {
 
     fn quarantine(&mut self, q: &QuarantineReport) -> std::io::Result<()> {
         if self.json {
-            return writeln!(self.out, "{}", serde_json::to_string(q)?);
+            return writeln!(self.out, "{}", json_line("tierd", "quarantine", q)?);
         }
         writeln!(
             self.out,
@@ -477,7 +478,7 @@ impl DaemonSink for Render {
 
     fn stopped(&mut self, s: &StopReport) -> std::io::Result<()> {
         if self.json {
-            writeln!(self.out, "{}", serde_json::to_string(s)?)?;
+            writeln!(self.out, "{}", json_line("tierd", "stopped", s)?)?;
         }
         let _ = writeln!(
             self.err,
@@ -509,9 +510,16 @@ fn kernel_tiering_warnings(topo: &Topology, tiers: &Tiers) -> Vec<String> {
 }
 
 /// The `--json` line carrying the warnings (none when there are none).
-fn warnings_event(warnings: &[String]) -> Option<String> {
+fn warnings_event(warnings: &[String]) -> Result<Option<String>, serde_json::Error> {
     (!warnings.is_empty())
-        .then(|| serde_json::json!({ "event": "warnings", "warnings": warnings }).to_string())
+        .then(|| {
+            json_line(
+                "tierd",
+                "warnings",
+                &serde_json::json!({ "warnings": warnings }),
+            )
+        })
+        .transpose()
 }
 
 pub fn run(args: Args) -> CliResult {
@@ -538,7 +546,7 @@ pub fn run(args: Args) -> CliResult {
         eprintln!("cxltier tierd: warning: {w}");
     }
     if args.json {
-        if let Some(line) = warnings_event(&warnings) {
+        if let Some(line) = warnings_event(&warnings)? {
             println!("{line}");
         }
     }
@@ -642,7 +650,7 @@ mod kernel_tiering_tests {
         let (_t, topo) = topology("0\n", "false\n");
         let tiers = Tiers::from_topology(&topo).unwrap();
         assert!(kernel_tiering_warnings(&topo, &tiers).is_empty());
-        assert_eq!(warnings_event(&[]), None);
+        assert_eq!(warnings_event(&[]).unwrap(), None);
 
         let (_t, topo) = topology("2\n", "true\n");
         let tiers = Tiers::from_topology(&topo).unwrap();
@@ -652,8 +660,11 @@ mod kernel_tiering_tests {
         assert!(w[0].contains("`sysctl kernel.numa_balancing=0`"));
         assert!(w[1].contains("demotes cold pages on node(s) 0"), "{}", w[1]);
         assert!(w[1].contains("`echo false > /sys/kernel/mm/numa/demotion_enabled`"));
-        let line: serde_json::Value = serde_json::from_str(&warnings_event(&w).unwrap()).unwrap();
+        let line: serde_json::Value =
+            serde_json::from_str(&warnings_event(&w).unwrap().unwrap()).unwrap();
         assert_eq!(line["event"], "warnings");
+        assert_eq!(line["command"], "tierd");
+        assert_eq!(line["schema_version"], crate::output::SCHEMA_VERSION);
         assert_eq!(line["warnings"].as_array().unwrap().len(), 2);
 
         // Normal NUMA balancing pulls pages toward the CPU's node: it undoes tierd's moves too.
@@ -662,5 +673,155 @@ mod kernel_tiering_tests {
         let w = kernel_tiering_warnings(&topo, &tiers);
         assert_eq!(w.len(), 1, "{w:?}");
         assert!(w[0].contains("toward the node of the CPU"), "{}", w[0]);
+    }
+}
+
+#[cfg(test)]
+mod json_lines_tests {
+    use super::*;
+    use crate::output::assert_conforms;
+    use cxltier_tierd::daemon::StopReason;
+    use cxltier_tierd::engine::{IntervalStats, NodeStats, Totals};
+    use cxltier_tierd::quarantine::QuarantinedNode;
+    use cxltier_tierd::tune::{SplitOutcome, Verdict};
+    use cxltier_tierd::tuning::{TuneDone, TuneStep, WatchWindow};
+    use std::collections::BTreeMap;
+
+    /// Every line tierd prints, built from the structures the daemon and the tuning session
+    /// report, conforms to docs/json/tierd.schema.json (a tiered machine is needed to run them).
+    #[test]
+    fn every_tierd_line_conforms_to_its_schema() {
+        let schema = "tierd.schema.json";
+        let interval = IntervalReport {
+            t_s: 1.5,
+            pid: 42,
+            status: Status::Running,
+            source: "damon",
+            dry_run: false,
+            regions: 12,
+            page_size: 4096,
+            dram_budget_bytes: Some(1 << 20),
+            fast_bytes: 1 << 19,
+            nodes: BTreeMap::from([
+                (
+                    0,
+                    NodeStats {
+                        tier: "fast",
+                        resident_bytes: 1 << 19,
+                        ..NodeStats::default()
+                    },
+                ),
+                (1, NodeStats::default()),
+            ]),
+            interval: IntervalStats::default(),
+            total: Totals {
+                failures: BTreeMap::from([("EBUSY".to_string(), 2)]),
+                ..Totals::default()
+            },
+            retry_pending: 0,
+            rate_limit_bytes_per_s: 1e6,
+            rate_limit_bound_bytes: 1.5e6,
+        };
+        let line = json_line("tierd", "interval", &interval).unwrap();
+        assert_conforms(schema, &line);
+        // Per-node figures are keyed by node.
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(v["nodes"]["0"]["resident_bytes"], 1 << 19);
+
+        let quarantine = QuarantineReport {
+            event: "quarantine",
+            file: "/run/cxltier/poisoned-ranges.jsonl".into(),
+            ranges: 1,
+            nodes: BTreeMap::from([(
+                1,
+                QuarantinedNode {
+                    ranges: 1,
+                    bytes: 4096,
+                },
+            )]),
+            note: Some("no frame numbers".into()),
+            ..QuarantineReport::default()
+        };
+        assert_conforms(
+            schema,
+            &json_line("tierd", "quarantine", &quarantine).unwrap(),
+        );
+
+        let stopped = StopReport {
+            event: "stopped",
+            reason: StopReason::TargetsExited,
+            elapsed_s: 3.0,
+            targets_left_running: vec![],
+            access_source: "damon",
+            damon_removed: true,
+            source: SourceKind::Damon,
+        };
+        assert_conforms(schema, &json_line("tierd", "stopped", &stopped).unwrap());
+
+        let split = SplitOutcome {
+            resident_pages: 100,
+            fast_pages: 50,
+            moved_pages: 10,
+            failed_pages: 0,
+        };
+        for (event, round) in [("tune_step", None), ("sweep_point", Some(1))] {
+            let step = TuneStep {
+                event,
+                pid: 42,
+                fast_percent: 50,
+                round,
+                split,
+                throughput_per_s: 1e9,
+            };
+            assert_conforms(schema, &json_line("tierd", "tune_step", &step).unwrap());
+        }
+        for (event, rounds) in [
+            ("tuned", None),
+            ("swept", Some(BTreeMap::from([(50, vec![1.0, 2.0])]))),
+        ] {
+            let done = TuneDone {
+                event,
+                pid: 42,
+                start_fast_percent: Some(50),
+                fast_percent: 60,
+                throughput_per_s: 2e9,
+                measured: BTreeMap::from([(50, 1e9), (60, 2e9)]),
+                rounds,
+                weights: Some([3, 2]),
+                retunes: Some(1),
+            };
+            assert_conforms(schema, &json_line("tierd", "tuned", &done).unwrap());
+        }
+        let watch = WatchWindow {
+            event: "watch",
+            pid: 42,
+            fast_percent: 60,
+            throughput_per_s: 2e9,
+            baseline_per_s: None,
+            streak: -1,
+            verdict: Verdict::Calibrating,
+        };
+        assert_conforms(schema, &json_line("tierd", "watch", &watch).unwrap());
+        assert_conforms(
+            schema,
+            &warnings_event(&["the kernel demotes".to_string()])
+                .unwrap()
+                .unwrap(),
+        );
+
+        // A field renamed in the library fails the schema.
+        let renamed = json_line("tierd", "interval", &interval)
+            .unwrap()
+            .replace("\"retry_pending\"", "\"retries_pending\"");
+        let schema_doc: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(
+                std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .join("../../docs/json/tierd.schema.json"),
+            )
+            .unwrap(),
+        )
+        .unwrap();
+        let doc: serde_json::Value = serde_json::from_str(&renamed).unwrap();
+        assert!(!jsonschema::is_valid(&schema_doc, &doc));
     }
 }

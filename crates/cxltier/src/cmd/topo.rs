@@ -2,7 +2,7 @@
 //! platform profile).
 
 use crate::error::{Class, CliError, CliResult};
-use crate::output::{print_json, Table};
+use crate::output::{json_line, print_json, Table};
 use cxltier_profile::{Mix, Profile};
 use cxltier_topo::{counter_rates, format_bytes, nodelist, NodeKind, TopoError, Topology};
 use serde::Serialize;
@@ -61,7 +61,7 @@ pub fn run(args: Args) -> CliResult {
     match interval {
         // With --json, --watch prints samples only: one JSON object per line.
         Some(_) if args.json => {}
-        _ if args.json => print_json(&topo)?,
+        _ if args.json => print_json("topo", &topo)?,
         _ => print!("{}", render(&topo, args.sysfs_root.as_deref())),
     }
     if let Some(interval) = interval {
@@ -125,7 +125,7 @@ fn watch(
             counters: &before,
             rates_per_s: None,
         };
-        writeln!(out, "{}", serde_json::to_string(&first)?)?;
+        writeln!(out, "{}", json_line("topo", "sample", &first)?)?;
     } else {
         writeln!(
             out,
@@ -149,7 +149,7 @@ fn watch(
                 counters: &now,
                 rates_per_s: Some(rates),
             };
-            writeln!(out, "{}", serde_json::to_string(&s)?)?;
+            writeln!(out, "{}", json_line("topo", "sample", &s)?)?;
         } else {
             write!(out, "{}", render_rates(&before, &now, &rates, seconds))?;
         }
@@ -539,7 +539,7 @@ fn show_profile(spec: &str, json: bool) -> CliResult {
             .with_hint("fix the profile (format in docs/profiles.md) or name a built-in one, e.g. --profile xeon6-6900p-8xcz122")
     })?;
     if json {
-        print_json(&profile)?;
+        print_json("topo", &profile)?;
     } else {
         print!("{}", render_profile(&profile));
     }

@@ -1,7 +1,7 @@
 //! `cxltier touch SIZE`: allocate, touch, and report where the pages landed.
 
 use crate::error::{CliError, CliResult};
-use crate::output::{print_json, Table};
+use crate::output::{json_line, print_json, Table};
 use cxltier_control::placement::{self, PlacementReport};
 use cxltier_control::size::parse_size;
 use cxltier_topo::{format_bytes, nodelist};
@@ -104,7 +104,7 @@ fn moving_hot_set(args: &Args, bytes: u64, hot: &str) -> CliResult {
     let summary = w
         .run(&stop, |r| {
             let line = if json {
-                serde_json::to_string(r).unwrap_or_default()
+                json_line("touch", "hot_set", r).unwrap_or_default()
             } else {
                 let on: Vec<String> = r
                     .hot_nodes
@@ -125,7 +125,7 @@ fn moving_hot_set(args: &Args, bytes: u64, hot: &str) -> CliResult {
         })
         .map_err(CliError::classified)?;
     if json {
-        println!("{}", serde_json::to_string(&summary)?);
+        println!("{}", json_line("touch", "hot_set_summary", &summary)?);
     } else {
         println!(
             "done: {} pages, {} passes, {}",
@@ -177,7 +177,7 @@ pub fn run(args: Args) -> CliResult {
         let summary = s
             .run(|f| {
                 if json {
-                    if let Ok(line) = serde_json::to_string(f) {
+                    if let Ok(line) = json_line("touch", "fresh_buffer", f) {
                         println!("{line}");
                     }
                 } else {
@@ -191,7 +191,7 @@ pub fn run(args: Args) -> CliResult {
             })
             .map_err(CliError::classified)?;
         if args.json {
-            println!("{}", serde_json::to_string(&summary)?);
+            println!("{}", json_line("touch", "stream_summary", &summary)?);
         } else {
             println!(
                 "read {} bytes in {:.1} s",
@@ -212,10 +212,13 @@ pub fn run(args: Args) -> CliResult {
     let touched = placement::touch(bytes, args.huge).map_err(CliError::classified)?;
     let p = &touched.placement;
     if args.json {
-        print_json(&Report {
-            pid: std::process::id(),
-            placement: p,
-        })?;
+        print_json(
+            "touch",
+            &Report {
+                pid: std::process::id(),
+                placement: p,
+            },
+        )?;
     } else {
         print!("{}", render(p));
     }

@@ -332,7 +332,7 @@ pub fn run(args: Args) -> CliResult {
     }
     let report = report.map_err(CliError::classified)?;
     if args.json {
-        print_json(&report)?;
+        print_json("ycsb", &report)?;
     } else if args.format == FormatArg::Ycsb {
         // stdout holds YCSB's lines alone; what replays the run goes to stderr.
         eprintln!(
@@ -410,11 +410,19 @@ pub fn run(args: Args) -> CliResult {
     Ok(std::process::ExitCode::SUCCESS)
 }
 
+/// `ycsb hit-bound --json`: the run's settings once, and a bound per cache size.
 #[derive(serde::Serialize)]
-struct HitBound {
+struct HitBounds {
     workload: char,
     records: u64,
     draws: u64,
+    /// A decimal string, as every 64-bit seed in the JSON contract.
+    seed: String,
+    bounds: Vec<HitBound>,
+}
+
+#[derive(serde::Serialize)]
+struct HitBound {
     cache_objects: u64,
     cache_share: f64,
     best_hit_ratio: f64,
@@ -438,28 +446,31 @@ fn hit_bound(args: &Args, spec: Spec) -> CliResult {
     let workload = spec.name;
     let shared = cxltier_ycsb::shared(spec, Phase::Run, data, args.ops.unwrap_or(args.records))
         .map_err(CliError::classified)?;
-    let ratios = cxltier_ycsb::oracle::best_hit_ratios(
-        shared,
-        &args.cache_objects,
-        args.draws,
-        args.seed.unwrap_or(1),
-    )
-    .map_err(CliError::classified)?;
+    let seed = args.seed.unwrap_or(1);
+    let ratios =
+        cxltier_ycsb::oracle::best_hit_ratios(shared, &args.cache_objects, args.draws, seed)
+            .map_err(CliError::classified)?;
     let rows: Vec<HitBound> = args
         .cache_objects
         .iter()
         .zip(ratios)
         .map(|(&k, r)| HitBound {
-            workload,
-            records: args.records,
-            draws: args.draws,
             cache_objects: k,
             cache_share: k.min(args.records) as f64 / args.records as f64,
             best_hit_ratio: r,
         })
         .collect();
     if args.json {
-        print_json(&rows)?;
+        print_json(
+            "ycsb hit-bound",
+            &HitBounds {
+                workload,
+                records: args.records,
+                draws: args.draws,
+                seed: seed.to_string(),
+                bounds: rows,
+            },
+        )?;
     } else {
         let mut t = Table::new(["cache objects", "of the records", "best hit ratio"]);
         for r in &rows {

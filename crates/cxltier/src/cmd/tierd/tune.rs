@@ -3,6 +3,7 @@
 
 use crate::cmd::apply::undo_command;
 use crate::error::{Class, CliError, CliResult};
+use crate::output::json_line;
 use cxltier_control::launch::spawn_with_policy;
 use cxltier_control::placement::MappingKind;
 use cxltier_control::weights::{parse_tier_weights, WeightChange};
@@ -96,7 +97,7 @@ impl TuneSink for Render {
     fn step(&mut self, s: &TuneStep) -> std::io::Result<()> {
         let mut out = std::io::stdout().lock();
         if self.json {
-            writeln!(out, "{}", serde_json::to_string(s)?)?;
+            writeln!(out, "{}", json_line("tierd", "tune_step", s)?)?;
         } else {
             writeln!(
                 out,
@@ -116,7 +117,7 @@ impl TuneSink for Render {
     fn done(&mut self, done: &TuneDone) -> std::io::Result<()> {
         let mut out = std::io::stdout().lock();
         if self.json {
-            writeln!(out, "{}", serde_json::to_string(done)?)?;
+            writeln!(out, "{}", json_line("tierd", "tuned", done)?)?;
         } else {
             writeln!(
                 out,
@@ -133,7 +134,7 @@ impl TuneSink for Render {
     fn watch(&mut self, line: &WatchWindow) -> std::io::Result<()> {
         let mut out = std::io::stdout().lock();
         if self.json {
-            writeln!(out, "{}", serde_json::to_string(line)?)?;
+            writeln!(out, "{}", json_line("tierd", "watch", line)?)?;
         } else {
             writeln!(
                 out,
@@ -477,15 +478,19 @@ pub fn run(args: &TuneArgs, tiers: &Tiers) -> CliResult {
     if args.json && !args.sweep {
         println!(
             "{}",
-            serde_json::to_string(&Stopped {
-                event: "stopped",
-                reason: outcome.reason,
-                pid,
-                fast_percent: outcome.split * 10,
-                retunes: outcome.retunes,
-                target_running: procfs::alive(Path::new("/proc"), pid),
-                weights_restored: restored,
-            })?
+            json_line(
+                "tierd",
+                "stopped",
+                &Stopped {
+                    event: "stopped",
+                    reason: outcome.reason,
+                    pid,
+                    fast_percent: outcome.split * 10,
+                    retunes: outcome.retunes,
+                    target_running: procfs::alive(Path::new("/proc"), pid),
+                    weights_restored: restored,
+                }
+            )?
         );
     }
     let status = match sweep_child {
@@ -519,5 +524,29 @@ mod anonymous_policy_tests {
             "default",
             "no anonymous memory"
         );
+    }
+}
+
+#[cfg(test)]
+mod json_tests {
+    use super::*;
+
+    #[test]
+    fn the_stopped_line_conforms_to_the_tierd_schema() {
+        let line = json_line(
+            "tierd",
+            "stopped",
+            &Stopped {
+                event: "stopped",
+                reason: "duration",
+                pid: 42,
+                fast_percent: 70,
+                retunes: 0,
+                target_running: true,
+                weights_restored: true,
+            },
+        )
+        .unwrap();
+        crate::output::assert_conforms("tierd.schema.json", &line);
     }
 }
