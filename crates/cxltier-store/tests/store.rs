@@ -1006,7 +1006,7 @@ fn dram_budget_bounds_resident_memory_as_the_index_grows() {
     let budget = 8u64 << 20;
     // Enough keys for the index to take most of the budget, leaving DRAM at least one 2 MiB
     // slab page for objects.
-    const KEYS: u64 = 85_000;
+    const KEYS: u64 = 70_000;
     let mut s = StoreBuilder::new()
         .dram(budget)
         .ssd(ssd(&p, 512 << 20))
