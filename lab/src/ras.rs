@@ -318,7 +318,7 @@ pub fn record_matches(inj: &Injection, rec: &Value) -> bool {
         .and_then(Value::as_u64);
     rec["type"] == inj.expect_type
         // Serial numbers are decimal strings in the JSON (docs/json.md: 64-bit identifiers).
-        && rec["serial"].as_str().and_then(|s| s.parse::<u64>().ok()) == Some(inj.serial)
+        && serial_of(rec) == Some(inj.serial)
         && dpa.is_none_or(|d| rec["dpa"].as_u64() == Some(d))
 }
 
@@ -592,10 +592,7 @@ pub fn host_checks(report: &mut Report, injections: &[Injection]) -> Vec<(String
         .ok()
         .and_then(|v| v["devices"].as_array().cloned())
         .unwrap_or_default();
-    let mut serials: Vec<u64> = devices
-        .iter()
-        .filter_map(|d| d["serial"].as_u64())
-        .collect();
+    let mut serials: Vec<u64> = devices.iter().filter_map(serial_of).collect();
     serials.sort_unstable();
     report.check(
         "ras-inventory-serials",
@@ -632,12 +629,12 @@ pub fn host_checks(report: &mut Report, injections: &[Injection]) -> Vec<(String
     );
 
     // The poison in the region: host physical range, node, quarantine.
-    let region_serial = in_region.first().and_then(|d| d["serial"].as_u64());
+    let region_serial = in_region.first().and_then(|d| serial_of(d));
     let poison_in_region = recs.as_ref().ok().and_then(|recs| {
         recs.iter()
             .find(|r| {
                 r["type"] == "poison"
-                    && r["serial"].as_u64() == region_serial
+                    && serial_of(r) == region_serial
                     && region_serial.is_some()
                     && r["dpa"].as_u64() == Some(DPA)
             })
@@ -708,7 +705,7 @@ pub fn host_checks(report: &mut Report, injections: &[Injection]) -> Vec<(String
             .find(|r| {
                 r["type"] == "poison"
                     && r["dpa"].as_u64() == dpa
-                    && victim.is_some_and(|v| r["serial"].as_u64() == Some(v.serial))
+                    && victim.is_some_and(|v| serial_of(r) == Some(v.serial))
             })
             .cloned()
     });
@@ -728,6 +725,12 @@ pub fn host_checks(report: &mut Report, injections: &[Injection]) -> Vec<(String
     };
     report.check("ras-poison-maps-to-process", pass, detail);
     table
+}
+
+/// A record's or device's serial: a decimal string in cxltier's JSON (64-bit identifiers are
+/// strings there, docs/json.md).
+fn serial_of(v: &Value) -> Option<u64> {
+    v["serial"].as_str().and_then(|s| s.parse().ok())
 }
 
 #[cfg(test)]
