@@ -141,6 +141,19 @@ pub fn kill(pid: u32, sig: i32) -> Result<(), SysError> {
     Ok(())
 }
 
+/// Let SIGPIPE end this process, as it ends `numactl`, `cat` and every C tool, when the reader of
+/// its output goes away (`cxltier topo --json | head`): Rust's runtime ignores SIGPIPE, so such a
+/// write fails with EPIPE and `println!` panics. Only for commands that print a report and hold
+/// nothing that must be undone: a server or a daemon keeps the runtime's choice (its sockets'
+/// writes already fail with EPIPE rather than raise the signal).
+pub fn default_sigpipe() {
+    // SAFETY: signal() installs the default disposition for SIGPIPE: no handler code of ours
+    // runs, and no Rust-managed memory is touched.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 /// End this process by signal `sig`, as a child killed by it ended, so that a parent shell sees the
 /// same status (and prints "Killed", "Segmentation fault" ...). No core file is written. Falls back to
 /// `exit(128 + sig)` if the signal does not terminate.

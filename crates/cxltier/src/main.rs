@@ -152,6 +152,19 @@ fn main() -> ExitCode {
         }
         Err(e) => e.exit(),
     };
+    // Commands that print a report and change nothing end quietly when their reader goes away
+    // (`cxltier plan --json | head`), as C tools do, instead of panicking on EPIPE.
+    if matches!(
+        cli.command,
+        Command::Topo(_)
+            | Command::Plan(_)
+            | Command::Show(_)
+            | Command::Store(_)
+            | Command::Completions(_)
+            | Command::Man(_)
+    ) {
+        cxltier_sys::signal::default_sigpipe();
+    }
     let result = match cli.command {
         Command::Topo(args) => cmd::topo::run(args),
         Command::Probe(args) => cmd::probe::run(args),

@@ -377,3 +377,32 @@ fn svg_sweep_is_written() {
         &svg[..200.min(svg.len())]
     );
 }
+
+/// A reader that goes away (`cxltier plan --json | head -1`) ends the report quietly, by SIGPIPE
+/// as C tools end, not by a panic on EPIPE with a backtrace on stderr.
+#[test]
+fn a_report_whose_reader_left_ends_by_sigpipe_without_a_panic() {
+    use std::os::unix::process::ExitStatusExt;
+    for args in [
+        &["plan", "--json"][..],
+        &["topo", "--json"][..],
+        &["plan"][..],
+    ] {
+        // The read end is closed before the command starts: its first write finds no reader.
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let out = Command::new(env!("CARGO_BIN_EXE_cxltier"))
+            .args(args)
+            .stdout(writer)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert_eq!(
+            out.status.signal(),
+            Some(13),
+            "{args:?}: {:?} {stderr}",
+            out.status
+        );
+    }
+}

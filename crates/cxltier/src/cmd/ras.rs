@@ -83,6 +83,8 @@ pub fn run(args: Args) -> CliResult {
     if args.watch {
         watch(&args)
     } else {
+        // A report that changes nothing: it ends quietly when its reader goes away.
+        cxltier_sys::signal::default_sigpipe();
         inventory(&args)
     }
 }
