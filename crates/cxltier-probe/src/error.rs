@@ -26,12 +26,13 @@ pub enum ProbeError {
     NoMemory { node: u32 },
 
     #[error(
-        "node {node} has {free} free, but the probe needs {need} there ({buffers} plus {headroom} \
-         headroom so that the kernel is not pushed into reclaim)"
+        "node {node} has {available} available (free, plus the half of its page cache and reclaimable \
+         slab the kernel gives back at once), but the probe needs {need} there ({buffers} plus \
+         {headroom} headroom so that the kernel is not pushed into reclaim)"
     )]
     NotEnoughMemory {
         node: u32,
-        free: String,
+        available: String,
         need: String,
         buffers: String,
         headroom: String,

@@ -304,7 +304,7 @@ pub fn plan(config: &Config, topo: &Topology, host: Host) -> Result<ProbePlan, P
     // The largest buffer every node can hold.
     let fits = |node: &Node, factor: f64| -> u64 {
         let avail = node
-            .mem_free_bytes
+            .mem_available_bytes
             .saturating_sub(headroom(node.mem_total_bytes));
         round_down((avail as f64 / factor) as u64, crate::buffer::HUGE)
     };
@@ -322,11 +322,13 @@ pub fn plan(config: &Config, topo: &Topology, host: Host) -> Result<ProbePlan, P
     for (node, (_, factor)) in nodes.iter().zip(&need_per_buffer_byte) {
         let need_buffers = (buffer_bytes as f64 * factor) as u64;
         let hr = headroom(node.mem_total_bytes);
-        if need_buffers + hr > node.mem_free_bytes || buffer_bytes < MIN_BUFFER {
+        // Available, not free: the page cache a long-running machine fills its memory with is
+        // given back as the buffers are touched, before anything is measured.
+        if need_buffers + hr > node.mem_available_bytes || buffer_bytes < MIN_BUFFER {
             let f = fits(node, *factor);
             return Err(ProbeError::NotEnoughMemory {
                 node: node.id,
-                free: format_bytes(node.mem_free_bytes),
+                available: format_bytes(node.mem_available_bytes),
                 need: format_bytes(need_buffers + hr),
                 buffers: format!(
                     "{} for the chase and traffic buffers of {} each",
@@ -543,6 +545,39 @@ mod tests {
             buffer: Some(buffer.into()),
             ..Config::default()
         }
+    }
+
+    #[test]
+    fn memory_held_by_the_page_cache_counts_as_available() {
+        // A machine up for a while: 24 GiB, 200 MiB free, 22 GiB of page cache (the state of the
+        // development machine after a build). MemFree alone refused every probe.
+        let d = tree(&[(0, "0-1", 24 * GIB_KB, 200 << 10)]);
+        let meminfo = d.path().join("sys/devices/system/node/node0/meminfo");
+        let mut text = std::fs::read_to_string(&meminfo).unwrap();
+        text.push_str(
+            "Node 0 Active(file):   13000000 kB
+Node 0 Inactive(file):  9000000 kB
+Node 0 SReclaimable:     400000 kB
+",
+        );
+        std::fs::write(&meminfo, text).unwrap();
+        let t = topo(&d);
+        let n = &t.nodes[0];
+        assert_eq!(n.mem_free_bytes, 200 << 20);
+        assert_eq!(
+            n.mem_available_bytes,
+            (200 * 1024 + 11_000_000 + 200_000) * 1024,
+            "free + half the file pages + half the reclaimable slab"
+        );
+        plan(&config("0", "256M"), &t, host()).unwrap();
+        // Without the cache lines, only MemFree counts: the same request does not fit.
+        let d = tree(&[(0, "0-1", 24 * GIB_KB, 200 << 10)]);
+        let e = plan(&config("0", "256M"), &topo(&d), host()).unwrap_err();
+        assert!(
+            matches!(e, ProbeError::NotEnoughMemory { node: 0, .. }),
+            "{e}"
+        );
+        assert!(e.to_string().contains("200 MiB available"), "{e}");
     }
 
     #[test]

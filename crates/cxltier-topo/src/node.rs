@@ -26,6 +26,12 @@ pub struct Node {
     pub mem_total_bytes: u64,
     /// `MemFree` from `nodeN/meminfo`, in bytes.
     pub mem_free_bytes: u64,
+    /// What an allocation on the node can get without swapping, in bytes: `MemFree` plus half of
+    /// the page cache (`Active(file)` + `Inactive(file)`) and half of the reclaimable slab, the
+    /// lower bound of the kernel's own `MemAvailable` estimate, per node. On a machine that has
+    /// been up a while `MemFree` is a sliver (the page cache holds the rest) while the kernel
+    /// hands clean cache over at once; a meminfo without those lines gives `MemFree`.
+    pub mem_available_bytes: u64,
     /// ACPI SLIT distance to each node (`nodeN/distance`), keyed by node id; 10 is local.
     pub distances: BTreeMap<u32, u32>,
     /// Performance the firmware reports for this node as a memory target.
@@ -161,7 +167,8 @@ pub(crate) fn read_nodes(fs: &Sysfs, warnings: &mut Vec<String>) -> Result<Vec<N
             Some(cpus) => cpus,
             None => return Err(fs_missing(fs, &cpulist)),
         };
-        let (mem_total_bytes, mem_free_bytes) = read_meminfo(fs, &format!("{dir}/meminfo"), *id)?;
+        let (mem_total_bytes, mem_free_bytes, mem_available_bytes) =
+            read_meminfo(fs, &format!("{dir}/meminfo"), *id)?;
         let distances = read_distances(fs, &dir, &ids, warnings);
         let hmat = Hmat {
             access0: read_access(fs, &dir, 0, warnings),
@@ -176,6 +183,7 @@ pub(crate) fn read_nodes(fs: &Sysfs, warnings: &mut Vec<String>) -> Result<Vec<N
             memory_tier: None,
             mem_total_bytes,
             mem_free_bytes,
+            mem_available_bytes,
             distances,
             hmat,
         });
@@ -205,8 +213,9 @@ fn read_list(fs: &Sysfs, rel: &str) -> Result<Option<Vec<u32>>, TopoError> {
     }
 }
 
-/// `MemTotal` and `MemFree` in bytes from a node's meminfo (`Node 0 MemTotal:  4941600 kB`).
-fn read_meminfo(fs: &Sysfs, rel: &str, id: u32) -> Result<(u64, u64), TopoError> {
+/// `MemTotal`, `MemFree` and the available estimate ([`Node::mem_available_bytes`]) in bytes from
+/// a node's meminfo (`Node 0 MemTotal:  4941600 kB`).
+fn read_meminfo(fs: &Sysfs, rel: &str, id: u32) -> Result<(u64, u64, u64), TopoError> {
     let text = fs.read_opt(rel)?.ok_or_else(|| fs_missing(fs, rel))?;
     let garbled = |reason: String| TopoError::Garbled {
         path: fs.path(rel),
@@ -215,6 +224,7 @@ fn read_meminfo(fs: &Sysfs, rel: &str, id: u32) -> Result<(u64, u64), TopoError>
     };
     let mut total = None;
     let mut free = None;
+    let (mut active_file, mut inactive_file, mut slab_reclaimable) = (None, None, None);
     for line in text.lines() {
         let words: Vec<&str> = line.split_whitespace().collect();
         // The kernel prints "Node N Key: value kB" (node_read_meminfo in drivers/base/node.c).
@@ -226,6 +236,9 @@ fn read_meminfo(fs: &Sysfs, rel: &str, id: u32) -> Result<(u64, u64), TopoError>
         let slot = match key {
             "MemTotal:" => &mut total,
             "MemFree:" => &mut free,
+            "Active(file):" => &mut active_file,
+            "Inactive(file):" => &mut inactive_file,
+            "SReclaimable:" => &mut slab_reclaimable,
             _ => continue,
         };
         let kib: u64 = value
@@ -234,7 +247,11 @@ fn read_meminfo(fs: &Sysfs, rel: &str, id: u32) -> Result<(u64, u64), TopoError>
         *slot = Some(kib.saturating_mul(1024));
     }
     match (total, free) {
-        (Some(t), Some(f)) => Ok((t, f)),
+        (Some(t), Some(f)) => {
+            let cache = active_file.unwrap_or(0) + inactive_file.unwrap_or(0);
+            let available = f + cache / 2 + slab_reclaimable.unwrap_or(0) / 2;
+            Ok((t, f, available.min(t).max(f)))
+        }
         _ => Err(garbled(format!(
             "expected \"Node {id} MemTotal: <n> kB\" and \"Node {id} MemFree: <n> kB\" lines"
         ))),
