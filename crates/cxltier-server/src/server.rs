@@ -1217,6 +1217,10 @@ fn run_ready(
         conns.insert(t, conn);
     }
     ran += serve_parked(store, info, conns, &mut wrote, &mut starts);
+    // The turn's last command's time ends here (its end is the start of the next otherwise).
+    if info.timed.is_some() {
+        info.close_command_time(commands::now_us());
+    }
     if ran == 0 {
         return 0;
     }
