@@ -135,6 +135,8 @@ impl Store {
             chunk_bytes,
             first_new_id: 0,
             pending: Default::default(),
+            pending_bytes: 0,
+            changed: false,
         };
         let mut all = Some(pieces(value, piece));
         tx.modify(&mut root.tops[0], Seek::Before(0), &mut |e, _, _| {

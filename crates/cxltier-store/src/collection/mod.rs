@@ -189,6 +189,116 @@ fn norm_index(i: i64, len: u64) -> Option<u64> {
     (i >= 0 && (i as u64) < len).then_some(i as u64)
 }
 
+/// The most bytes of changed nodes the open collections keep before they are all written
+/// back: a batch's changes to a few large collections fit, and a batch that changes many
+/// leaves of one writes some of them early rather than holding a large part of it.
+pub const OPEN_BYTES_MAX: usize = 4 << 20;
+/// The most collections kept open at once (each holds its root's top nodes besides).
+pub const OPEN_COLLECTIONS_MAX: usize = 64;
+
+/// A collection changed in this batch and not yet written back: its root as it is now and the
+/// nodes its changes made, as one change that goes on across commands ([`Tx`]).
+pub(crate) struct OpenCollection {
+    kind: Kind,
+    root: Root,
+    exp: Option<u64>,
+    pending: hashbrown::HashMap<u64, Node>,
+    pending_bytes: usize,
+    /// Chunks of the stored tree these changes replaced (deleted once the root is written).
+    freed: Vec<u64>,
+    /// The stored root's next id: ids from it on are this open change's.
+    first_new_id: u64,
+    /// The root as stored, without its freed ids (a batch that changed nothing writes
+    /// nothing); `None` for a collection not stored yet.
+    stored_root: Option<Vec<u8>>,
+}
+
+impl OpenCollection {
+    fn stored(kind: Kind, root: Root, exp: Option<u64>) -> OpenCollection {
+        let mut r = root.clone();
+        r.freed.clear();
+        OpenCollection {
+            kind,
+            first_new_id: root.next_id,
+            stored_root: Some(r.encode()),
+            root,
+            exp,
+            pending: Default::default(),
+            pending_bytes: 0,
+            freed: Vec::new(),
+        }
+    }
+
+    fn created(kind: Kind, root: Root) -> OpenCollection {
+        OpenCollection {
+            kind,
+            first_new_id: root.next_id,
+            stored_root: None,
+            root,
+            exp: None,
+            pending: Default::default(),
+            pending_bytes: 0,
+            freed: Vec::new(),
+        }
+    }
+
+    /// The change this open collection goes on with (its pending nodes and freed ids moved in;
+    /// the caller moves them back).
+    fn tx<'s>(&mut self, store: &'s mut Store, key: &[u8], chunk_bytes: usize) -> Tx<'s> {
+        Tx {
+            store,
+            key: key.to_vec(),
+            generation: self.root.generation,
+            next_id: self.root.next_id,
+            freed: std::mem::take(&mut self.freed),
+            chunk_bytes,
+            first_new_id: self.first_new_id,
+            pending: std::mem::take(&mut self.pending),
+            pending_bytes: self.pending_bytes,
+            changed: false,
+        }
+    }
+}
+
+/// The store's open collections (see [`Store::set_collection_write_back`]).
+#[derive(Default)]
+pub(crate) struct OpenCollections {
+    map: hashbrown::HashMap<Vec<u8>, OpenCollection>,
+    /// The pending bytes of the collections in `map`.
+    bytes: usize,
+}
+
+impl OpenCollections {
+    pub(crate) fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    fn take(&mut self, key: &[u8]) -> Option<OpenCollection> {
+        let oc = self.map.remove(key)?;
+        self.bytes -= oc.pending_bytes;
+        Some(oc)
+    }
+
+    fn put(&mut self, key: &[u8], oc: OpenCollection) {
+        self.bytes += oc.pending_bytes;
+        self.map.insert(key.to_vec(), oc);
+    }
+
+    fn take_all(&mut self) -> Vec<(Vec<u8>, OpenCollection)> {
+        self.bytes = 0;
+        self.map.drain().collect()
+    }
+
+    pub(crate) fn clear(&mut self) {
+        self.bytes = 0;
+        self.map.clear();
+    }
+
+    fn over_bound(&self) -> bool {
+        self.bytes > OPEN_BYTES_MAX || self.map.len() > OPEN_COLLECTIONS_MAX
+    }
+}
+
 impl Store {
     /// The root of the collection under `key`, checked to be of `kind`, and its expiry.
     fn coll_root(&mut self, key: &[u8], kind: Kind) -> Result<Option<(Root, Option<u64>)>> {
@@ -218,13 +328,40 @@ impl Store {
         Ok(Some((root, exp)))
     }
 
-    /// Run a read-only `f` over the collection; `None` when the key is absent.
+    /// The open collection under `key` if it is one of `kind` and its TTL has not passed,
+    /// taken out of the open set (the caller puts it back). Any other open one under `key` is
+    /// written back first, so that the stored root answers (a wrong type, an expiry).
+    fn take_open(&mut self, key: &[u8], kind: Kind) -> Result<Option<OpenCollection>> {
+        let Some(oc) = self.open.take(key) else {
+            return Ok(None);
+        };
+        if oc.kind == kind && oc.exp.is_none_or(|t| t > crate::store::now_ms()) {
+            return Ok(Some(oc));
+        }
+        self.write_back(key, oc)?;
+        Ok(None)
+    }
+
+    /// Run a read-only `f` over the collection; `None` when the key is absent. An open
+    /// collection is read as it is now, its unwritten nodes included.
     fn coll_read<R>(
         &mut self,
         key: &[u8],
         kind: Kind,
         f: impl FnOnce(&mut Tx<'_>, &Root) -> Result<R>,
     ) -> Result<Option<R>> {
+        if !self.open.is_empty() {
+            if let Some(mut oc) = self.take_open(key, kind)? {
+                let chunk_bytes = self.chunk_bytes();
+                let mut tx = oc.tx(self, key, chunk_bytes);
+                let r = f(&mut tx, &oc.root);
+                oc.freed = std::mem::take(&mut tx.freed);
+                oc.pending = std::mem::take(&mut tx.pending);
+                oc.pending_bytes = tx.pending_bytes;
+                self.open.put(key, oc);
+                return r.map(Some);
+            }
+        }
         let Some((root, _)) = self.coll_root(key, kind)? else {
             return Ok(None);
         };
@@ -238,6 +375,8 @@ impl Store {
             chunk_bytes,
             first_new_id: root.next_id,
             pending: Default::default(),
+            pending_bytes: 0,
+            changed: false,
         };
         f(&mut tx, &root).map(Some)
     }
@@ -256,6 +395,13 @@ impl Store {
     }
 
     /// [`Store::coll_write`], with `init` run on a root it creates (before `f`).
+    ///
+    /// With write-back on ([`Store::set_collection_write_back`]) a changed collection that
+    /// existed before stays open: its changed nodes and root wait in memory for the next
+    /// change of it, and are written (children first, root last, as always) when the batch
+    /// ends, at a commit, when another path reads or writes the key, or when the open set
+    /// outgrows its bound. A collection this change created, emptied or holds as a big string
+    /// is written at once, so that which keys exist is always what the index says.
     fn coll_write_root<R>(
         &mut self,
         key: &[u8],
@@ -264,66 +410,148 @@ impl Store {
         init: impl FnOnce(&mut Root),
         f: impl FnOnce(&mut Tx<'_>, &mut Root) -> Result<R>,
     ) -> Result<Option<R>> {
-        let (mut root, exp) = match self.coll_root(key, kind)? {
-            Some(r) => r,
-            None if create => {
-                if is_internal_key(key) || key.is_empty() {
-                    return Err(StoreError::Config(format!(
-                        "keys must not be empty or start with the bytes {CHUNK_PREFIX:?}, which the store keeps for its own objects"
-                    )));
-                }
-                let max = crate::store::MAX_PARTS_KEY - CHUNK_KEY_OVERHEAD;
-                if key.len() > max {
-                    return Err(StoreError::Config(format!(
-                        "a collection's key may be at most {max} bytes (its parts' keys add {CHUNK_KEY_OVERHEAD}), not {}",
-                        key.len()
-                    )));
-                }
-                let mut root = Root::new(kind, self.new_generation());
-                init(&mut root);
-                (root, None)
-            }
-            None => return Ok(None),
+        let open = if self.open.is_empty() {
+            None
+        } else {
+            self.take_open(key, kind)?
         };
-        // The root as stored, to tell whether the change changed it (an old root's freed ids
-        // were deleted by its own change: they need not be written again).
-        let before = (root.next_id > 0 || root.tops[0].count() > 0).then(|| {
-            let mut r = root.clone();
-            r.freed.clear();
-            r.encode()
-        });
+        let mut oc = match open {
+            Some(oc) => oc,
+            None => match self.coll_root(key, kind)? {
+                Some((root, exp)) => OpenCollection::stored(kind, root, exp),
+                None if create => {
+                    if is_internal_key(key) || key.is_empty() {
+                        return Err(StoreError::Config(format!(
+                            "keys must not be empty or start with the bytes {CHUNK_PREFIX:?}, which the store keeps for its own objects"
+                        )));
+                    }
+                    let max = crate::store::MAX_PARTS_KEY - CHUNK_KEY_OVERHEAD;
+                    if key.len() > max {
+                        return Err(StoreError::Config(format!(
+                            "a collection's key may be at most {max} bytes (its parts' keys add {CHUNK_KEY_OVERHEAD}), not {}",
+                            key.len()
+                        )));
+                    }
+                    let mut root = Root::new(kind, self.new_generation());
+                    init(&mut root);
+                    OpenCollection::created(kind, root)
+                }
+                None => return Ok(None),
+            },
+        };
+        let flags = oc.root.flags;
         let chunk_bytes = self.chunk_bytes();
-        let mut tx = Tx {
-            store: self,
-            key: key.to_vec(),
-            generation: root.generation,
-            next_id: root.next_id,
-            freed: Vec::new(),
-            chunk_bytes,
-            first_new_id: root.next_id,
-            pending: Default::default(),
-        };
-        let r = f(&mut tx, &mut root)?;
-        tx.flush()?;
-        let untouched = tx.next_id == root.next_id && tx.freed.is_empty();
-        root.next_id = tx.next_id;
-        root.freed = std::mem::take(&mut tx.freed);
-        if root.tops[0].count() == 0 {
-            // Redis has no empty collections; deleting the root deletes any chunks left.
+        let mut tx = oc.tx(self, key, chunk_bytes);
+        let r = f(&mut tx, &mut oc.root);
+        let changed = tx.changed || oc.root.flags != flags;
+        oc.root.next_id = tx.next_id;
+        oc.freed = std::mem::take(&mut tx.freed);
+        oc.pending = std::mem::take(&mut tx.pending);
+        oc.pending_bytes = tx.pending_bytes;
+        // A change that failed (a chunk it could not read) leaves its tree half changed: what
+        // the collection had in memory goes, and the key stays as last written.
+        let r = r?;
+        if changed {
+            // Counted when made, not when written: the server tells a command that changed
+            // the store by this count.
+            self.count_change();
+        }
+        if oc.root.tops[0].count() == 0 {
+            // Redis has no empty collections; deleting the root deletes any chunks left (the
+            // ones never written just go).
             self.delete_collection(key)?;
             return Ok(Some(r));
         }
-        let bytes = root.encode();
-        // A change that changed nothing (a member already there, one that was not) writes
-        // nothing, the root included.
-        if untouched && before.as_deref() == Some(bytes.as_slice()) {
-            return Ok(Some(r));
+        if oc.stored_root.is_none() || kind == Kind::BigString || !self.collection_write_back {
+            self.write_back(key, oc)?;
+        } else {
+            self.open.put(key, oc);
+            if self.open.over_bound() {
+                self.settle_collections()?;
+            }
         }
-        self.put_raw(key, kind, &bytes, exp)?;
+        Ok(Some(r))
+    }
+
+    /// Write an open collection out: the nodes its changes made (children first), then its
+    /// root, then delete the chunks those changes replaced. Nothing is written when it is as
+    /// stored. Not a change of the store's contents (those were counted as they were made).
+    pub(crate) fn write_back(&mut self, key: &[u8], oc: OpenCollection) -> Result<()> {
+        let changes = self.changes();
+        let r = self.write_back_inner(key, oc);
+        self.set_changes(changes);
+        r
+    }
+
+    fn write_back_inner(&mut self, key: &[u8], mut oc: OpenCollection) -> Result<()> {
+        let chunk_bytes = self.chunk_bytes();
+        let freed = {
+            let mut tx = oc.tx(self, key, chunk_bytes);
+            tx.flush()?;
+            std::mem::take(&mut tx.freed)
+        };
+        let mut root = oc.root;
+        root.freed = freed;
+        let bytes = root.encode();
+        // An old root's freed ids were deleted by its own change: `stored_root` leaves them out.
+        if root.freed.is_empty() && oc.stored_root.as_deref() == Some(bytes.as_slice()) {
+            return Ok(());
+        }
+        self.put_raw(key, oc.kind, &bytes, oc.exp)?;
         for &id in &root.freed {
             self.chunk_delete_replaced(&chunk_key(key, root.generation, id))?;
         }
-        Ok(Some(r))
+        Ok(())
+    }
+
+    /// Write back the open collection under `key`, if there is one: before any other path
+    /// reads or writes the key.
+    pub(crate) fn settle_collection(&mut self, key: &[u8]) -> Result<()> {
+        if self.open.is_empty() {
+            return Ok(());
+        }
+        match self.open.take(key) {
+            Some(oc) => self.write_back(key, oc),
+            None => Ok(()),
+        }
+    }
+
+    /// Write back every open collection (the end of a batch, a commit, a path over all keys).
+    /// Each is tried; the first failure is returned.
+    pub(crate) fn settle_collections(&mut self) -> Result<()> {
+        let mut first_err = None;
+        for (key, oc) in self.open.take_all() {
+            if let Err(e) = self.write_back(&key, oc) {
+                first_err.get_or_insert(e);
+            }
+        }
+        first_err.map_or(Ok(()), Err)
+    }
+
+    /// Forget the open collection under `key` (its key is being deleted or expired: the
+    /// chunks it made were never written, and the stored ones go with the key).
+    pub(crate) fn forget_open_collection(&mut self, key: &[u8]) {
+        if !self.open.is_empty() {
+            self.open.take(key);
+        }
+    }
+
+    /// Keep changed collections in memory across the commands of a batch and write each
+    /// once, when the batch ends or its commit comes (see [`Store::end_batch`],
+    /// [`Store::commit`]): the server's mode. Off (the default), every change is written
+    /// before its call returns. Turning it off writes back what is open.
+    pub fn set_collection_write_back(&mut self, on: bool) -> Result<()> {
+        if !on {
+            self.settle_collections()?;
+        }
+        self.collection_write_back = on;
+        Ok(())
+    }
+
+    /// Bytes of changed collection nodes waiting to be written back (bounded by
+    /// [`OPEN_BYTES_MAX`]), and how many collections hold them.
+    pub fn collection_write_back_bytes(&self) -> (usize, usize) {
+        (self.open.bytes, self.open.map.len())
     }
 
     // ---- lists ----
@@ -1002,6 +1230,8 @@ impl Store {
             chunk_bytes,
             first_new_id: root.next_id,
             pending: Default::default(),
+            pending_bytes: 0,
+            changed: false,
         };
         for &(k, v) in pairs {
             tx.modify(
@@ -1125,6 +1355,8 @@ impl Store {
     /// in order, chunks within their size, a sorted set's two trees agreeing, and its chunks in
     /// the store exactly those its root reaches (none leaked, none missing).
     pub fn check_collection(&mut self, key: &[u8]) -> std::result::Result<(), String> {
+        // The chunks stored are compared with those the root reaches: as written back.
+        self.settle_collection(key).map_err(|e| e.to_string())?;
         let kind = match self.peek_kind(key) {
             Some(k) if k.is_collection() => k,
             // No collection here: none of its parts may be left either.

@@ -47,8 +47,14 @@ pub(crate) struct Tx<'s> {
     /// The first id this change hands out (the root's next id when it began).
     pub first_new_id: u64,
     /// Nodes this change made, not yet written: a change of many members rewrites a node it
-    /// touches many times, and only its last version is written (by [`Tx::flush`]).
+    /// touches many times, and only its last version is written (by [`Tx::flush`]). Kept
+    /// across the commands of a server batch when the store writes collections back
+    /// (`OpenCollection`): ids from `first_new_id` on are only ever here until the flush.
     pub pending: HashMap<u64, Node>,
+    /// The encoded bytes of the nodes in `pending` (the write-back's memory bound).
+    pub pending_bytes: usize,
+    /// Whether a [`Tx::modify`] changed a leaf (a change that changed nothing writes nothing).
+    pub changed: bool,
 }
 
 /// What the descent needs of a leaf entry and of an inner node's child, owned or borrowed.
@@ -241,14 +247,30 @@ impl Tx<'_> {
         Ok(node)
     }
 
-    /// A chunk this change replaced. One the change itself wrote is no root's and goes now; one
-    /// of the tree before the change is still the current root's, and goes after the new root
-    /// is written.
+    /// A node to change: taken out of `pending` (no copy) when this change made it, else
+    /// decoded from its chunk. The flag says it was pending: a caller that changes nothing
+    /// puts it back ([`Tx::put_back`]).
+    fn take(&mut self, id: u64) -> Result<(Node, bool)> {
+        if let Some(n) = self.pending.remove(&id) {
+            self.pending_bytes -= n.size();
+            return Ok((n, true));
+        }
+        Ok((self.load(id)?, false))
+    }
+
+    fn put_back(&mut self, id: u64, node: Node) {
+        self.pending_bytes += node.size();
+        self.pending.insert(id, node);
+    }
+
+    /// A chunk this change replaced. One the change itself made is no root's and was never
+    /// written (ids from `first_new_id` on stay in `pending` until the flush that ends the
+    /// change): it just goes. One of the tree before the change is still the current root's,
+    /// and goes after the new root is written.
     fn free(&mut self, id: u64) -> Result<()> {
         if id >= self.first_new_id {
-            if self.pending.remove(&id).is_none() {
-                let ck = self.chunk_key(id);
-                self.store.chunk_delete(&ck)?;
+            if let Some(n) = self.pending.remove(&id) {
+                self.pending_bytes -= n.size();
             }
         } else {
             self.freed.push(id);
@@ -264,6 +286,7 @@ impl Tx<'_> {
             id,
             count: node.count(),
         };
+        self.pending_bytes += node.size();
         self.pending.insert(id, node);
         Ok(child)
     }
@@ -280,6 +303,7 @@ impl Tx<'_> {
             let ck = self.chunk_key(id);
             self.store.chunk_write(&ck, &b)?;
         }
+        self.pending_bytes = 0;
         Ok(())
     }
 
@@ -451,6 +475,7 @@ impl Tx<'_> {
             }
             (Outcome::New(nodes), r) => (nodes, r),
         };
+        self.changed = true;
         *top = match nodes.len() {
             0 => Node::empty_leaf(),
             1 => nodes.pop().expect("one"),
@@ -468,7 +493,7 @@ impl Tx<'_> {
                 break;
             }
             let id = c[0].id;
-            let child = self.load(id)?;
+            let (child, _) = self.take(id)?;
             self.free(id)?;
             *top = child;
         }
@@ -507,9 +532,14 @@ impl Tx<'_> {
             }
             Node::Inner(mut c) => {
                 let (j, s) = child_for(&c, seek);
-                let child = self.load(c[j].id)?;
+                let (child, was_pending) = self.take(c[j].id)?;
                 let (mut pieces, r) = match self.modify_node(child, s, f)? {
-                    (Outcome::Same(_), r) => return Ok((Outcome::Same(Node::Inner(c)), r)),
+                    (Outcome::Same(child), r) => {
+                        if was_pending {
+                            self.put_back(c[j].id, child);
+                        }
+                        return Ok((Outcome::Same(Node::Inner(c)), r));
+                    }
                     (Outcome::New(p), r) => (p, r),
                 };
                 let mut lo = j;
@@ -527,7 +557,7 @@ impl Tx<'_> {
                     } else {
                         (j - 1, false)
                     };
-                    let neighbour = self.load(c[nb].id)?;
+                    let (neighbour, _) = self.take(c[nb].id)?;
                     let p = pieces.pop().expect("one piece");
                     let merged = if right {
                         concat(p, neighbour)
