@@ -202,7 +202,7 @@ pub(crate) struct OpenCollection {
     kind: Kind,
     root: Root,
     exp: Option<u64>,
-    pending: hashbrown::HashMap<u64, Node>,
+    pending: hashbrown::HashMap<u64, (Node, usize)>,
     pending_bytes: usize,
     /// Chunks of the stored tree these changes replaced (deleted once the root is written).
     freed: Vec<u64>,

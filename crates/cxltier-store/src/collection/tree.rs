@@ -32,8 +32,8 @@ pub(crate) type LeafFn<'f, R> =
 enum Outcome {
     /// Nothing changed below it: it stays, unwritten.
     Same(Node),
-    /// Its replacements (none when it emptied).
-    New(Vec<Node>),
+    /// Its replacements (none when it emptied), each with its encoded size.
+    New(Vec<(Node, usize)>),
 }
 
 /// One change to a collection: the chunks it reads and writes, and the ones it replaces.
@@ -50,7 +50,7 @@ pub(crate) struct Tx<'s> {
     /// touches many times, and only its last version is written (by [`Tx::flush`]). Kept
     /// across the commands of a server batch when the store writes collections back
     /// (`OpenCollection`): ids from `first_new_id` on are only ever here until the flush.
-    pub pending: HashMap<u64, Node>,
+    pub pending: HashMap<u64, (Node, usize)>,
     /// The encoded bytes of the nodes in `pending` (the write-back's memory bound).
     pub pending_bytes: usize,
     /// Whether a [`Tx::modify`] changed a leaf (a change that changed nothing writes nothing).
@@ -147,13 +147,14 @@ pub(crate) fn child_for<'a, C: Counted>(children: &[C], seek: Seek<'a>) -> (usiz
 }
 
 /// Cut `items` into pieces of at most about `target` bytes each (at least `min` items a piece),
-/// balanced: a node split in two halves, not a full one and a sliver.
+/// balanced: a node split in two halves, not a full one and a sliver. Each piece comes with the
+/// bytes of its items.
 fn split_by_size<T>(
     items: Vec<T>,
     size: impl Fn(&T) -> usize,
     target: usize,
     min: usize,
-) -> Vec<Vec<T>> {
+) -> Vec<(Vec<T>, usize)> {
     // What a node's entries may take: the target less the node's own header.
     let target = target.saturating_sub(super::node::NODE_HEADER);
     let total: usize = items.iter().map(&size).sum();
@@ -166,7 +167,7 @@ fn split_by_size<T>(
     for it in items {
         let s = size(&it);
         if cur.len() >= min && left >= min && cur_size + s > each {
-            out.push(std::mem::take(&mut cur));
+            out.push((std::mem::take(&mut cur), cur_size));
             cur_size = 0;
         }
         cur_size += s;
@@ -174,7 +175,7 @@ fn split_by_size<T>(
         left -= 1;
     }
     if !cur.is_empty() || out.is_empty() {
-        out.push(cur);
+        out.push((cur, cur_size));
     }
     out
 }
@@ -192,19 +193,22 @@ pub(crate) fn may_split(node: &Node) -> bool {
 /// Fewest children of an inner node below the top.
 const INNER_MIN: usize = 2;
 
-/// A node cut into pieces that fit a chunk (itself alone when it fits or cannot be cut).
-fn split_node(node: Node, target: usize) -> Vec<Node> {
-    if node.size() <= target || !may_split(&node) {
-        return vec![node];
+/// A node cut into pieces that fit a chunk (itself alone when it fits or cannot be cut), each
+/// with its encoded size (measured here once: a node's size is a walk over its entries).
+fn split_node(node: Node, target: usize) -> Vec<(Node, usize)> {
+    let size = node.size();
+    if size <= target || !may_split(&node) {
+        return vec![(node, size)];
     }
+    let header = super::node::NODE_HEADER;
     match node {
         Node::Leaf(e) => split_by_size(e, leaf_entry_size, target, 1)
             .into_iter()
-            .map(Node::Leaf)
+            .map(|(p, s)| (Node::Leaf(p), header + s))
             .collect(),
         Node::Inner(c) => split_by_size(c, inner_entry_size, target, INNER_MIN)
             .into_iter()
-            .map(Node::Inner)
+            .map(|(p, s)| (Node::Inner(p), header + s))
             .collect(),
     }
 }
@@ -231,7 +235,7 @@ impl Tx<'_> {
     }
 
     pub(crate) fn load(&mut self, id: u64) -> Result<Node> {
-        if let Some(n) = self.pending.get(&id) {
+        if let Some((n, _)) = self.pending.get(&id) {
             return Ok(n.clone());
         }
         let ck = self.chunk_key(id);
@@ -250,17 +254,17 @@ impl Tx<'_> {
     /// A node to change: taken out of `pending` (no copy) when this change made it, else
     /// decoded from its chunk. The flag says it was pending: a caller that changes nothing
     /// puts it back ([`Tx::put_back`]).
-    fn take(&mut self, id: u64) -> Result<(Node, bool)> {
-        if let Some(n) = self.pending.remove(&id) {
-            self.pending_bytes -= n.size();
-            return Ok((n, true));
+    fn take(&mut self, id: u64) -> Result<(Node, Option<usize>)> {
+        if let Some((n, size)) = self.pending.remove(&id) {
+            self.pending_bytes -= size;
+            return Ok((n, Some(size)));
         }
-        Ok((self.load(id)?, false))
+        Ok((self.load(id)?, None))
     }
 
-    fn put_back(&mut self, id: u64, node: Node) {
-        self.pending_bytes += node.size();
-        self.pending.insert(id, node);
+    fn put_back(&mut self, id: u64, node: Node, size: usize) {
+        self.pending_bytes += size;
+        self.pending.insert(id, (node, size));
     }
 
     /// A chunk this change replaced. One the change itself made is no root's and was never
@@ -269,8 +273,8 @@ impl Tx<'_> {
     /// and goes after the new root is written.
     fn free(&mut self, id: u64) -> Result<()> {
         if id >= self.first_new_id {
-            if let Some(n) = self.pending.remove(&id) {
-                self.pending_bytes -= n.size();
+            if let Some((_, size)) = self.pending.remove(&id) {
+                self.pending_bytes -= size;
             }
         } else {
             self.freed.push(id);
@@ -278,7 +282,8 @@ impl Tx<'_> {
         Ok(())
     }
 
-    fn write(&mut self, node: Node) -> Result<Child> {
+    /// A new node (of `size` encoded bytes) under a fresh id, kept until the flush.
+    fn write(&mut self, node: Node, size: usize) -> Result<Child> {
         let id = self.next_id;
         self.next_id += 1;
         let child = Child {
@@ -286,8 +291,8 @@ impl Tx<'_> {
             id,
             count: node.count(),
         };
-        self.pending_bytes += node.size();
-        self.pending.insert(id, node);
+        self.pending_bytes += size;
+        self.pending.insert(id, (node, size));
         Ok(child)
     }
 
@@ -297,7 +302,7 @@ impl Tx<'_> {
         ids.sort_unstable();
         let mut b = Vec::new();
         for id in ids {
-            let node = self.pending.remove(&id).expect("listed above");
+            let (node, _) = self.pending.remove(&id).expect("listed above");
             b.clear();
             node.encode(&mut b);
             let ck = self.chunk_key(id);
@@ -309,7 +314,7 @@ impl Tx<'_> {
 
     /// A chunk's bytes, for a read that parses them in place ([`NodeRef`]).
     fn load_bytes(&mut self, id: u64) -> Result<Vec<u8>> {
-        if let Some(n) = self.pending.get(&id) {
+        if let Some((n, _)) = self.pending.get(&id) {
             let mut b = Vec::new();
             n.encode(&mut b);
             return Ok(b);
@@ -478,11 +483,11 @@ impl Tx<'_> {
         self.changed = true;
         *top = match nodes.len() {
             0 => Node::empty_leaf(),
-            1 => nodes.pop().expect("one"),
+            1 => nodes.pop().expect("one").0,
             _ => {
                 let mut children = Vec::with_capacity(nodes.len());
-                for n in nodes {
-                    children.push(self.write(n)?);
+                for (n, size) in nodes {
+                    children.push(self.write(n, size)?);
                 }
                 Node::Inner(children)
             }
@@ -501,8 +506,8 @@ impl Tx<'_> {
         if top.size() > self.chunk_bytes && top.slots() > 1 {
             let pieces = split_node(std::mem::replace(top, Node::empty_leaf()), self.chunk_bytes);
             let mut children = Vec::with_capacity(pieces.len());
-            for n in pieces {
-                children.push(self.write(n)?);
+            for (n, size) in pieces {
+                children.push(self.write(n, size)?);
             }
             *top = Node::Inner(children);
         }
@@ -535,8 +540,8 @@ impl Tx<'_> {
                 let (child, was_pending) = self.take(c[j].id)?;
                 let (mut pieces, r) = match self.modify_node(child, s, f)? {
                     (Outcome::Same(child), r) => {
-                        if was_pending {
-                            self.put_back(c[j].id, child);
+                        if let Some(size) = was_pending {
+                            self.put_back(c[j].id, child, size);
                         }
                         return Ok((Outcome::Same(Node::Inner(c)), r));
                     }
@@ -547,8 +552,8 @@ impl Tx<'_> {
                 // A small result merges with a neighbour (re-split when the two are too big),
                 // so chunks stay between a quarter and a whole of the target.
                 // (A child that emptied just goes.)
-                let thin = |p: &Node| {
-                    p.size() < self.chunk_bytes / 4
+                let thin = |(p, size): &(Node, usize)| {
+                    *size < self.chunk_bytes / 4
                         || matches!(p, Node::Inner(pc) if pc.len() < INNER_MIN)
                 };
                 if pieces.len() == 1 && thin(&pieces[0]) && c.len() > 1 {
@@ -558,7 +563,7 @@ impl Tx<'_> {
                         (j - 1, false)
                     };
                     let (neighbour, _) = self.take(c[nb].id)?;
-                    let p = pieces.pop().expect("one piece");
+                    let (p, _) = pieces.pop().expect("one piece");
                     let merged = if right {
                         concat(p, neighbour)
                     } else {
@@ -573,8 +578,8 @@ impl Tx<'_> {
                     self.free(id)?;
                 }
                 let mut new = Vec::with_capacity(pieces.len());
-                for p in pieces {
-                    new.push(self.write(p)?);
+                for (p, size) in pieces {
+                    new.push(self.write(p, size)?);
                 }
                 c.splice(lo..hi, new);
                 if c.is_empty() {
