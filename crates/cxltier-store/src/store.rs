@@ -2330,6 +2330,11 @@ impl Store {
         Ok(self.get_raw(key)?.map(|o| o.value.to_vec()))
     }
 
+    /// [`Store::chunk_read`] lent in place, for a read that parses it without a copy.
+    pub(crate) fn chunk_ref(&mut self, key: &[u8]) -> Result<Option<&[u8]>> {
+        Ok(self.get_raw(key)?.map(|o| o.value))
+    }
+
     pub(crate) fn chunk_write(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
         Self::injected(&mut self.chunk_faults.0, "chunk write")?;
         self.chunk_writes += 1;

@@ -679,8 +679,9 @@ impl Store {
                 };
                 let mut out = Vec::with_capacity((b - a + 1) as usize);
                 let n = b - a + 1;
-                tx.walk(&r.tops[0], a, false, &mut |e| {
-                    out.push(e.1.clone());
+                tx.walk(&r.tops[0], a, false, &mut |k, v| {
+                    let e = (k, v);
+                    out.push(e.1.to_vec());
                     (out.len() as u64) < n
                 })?;
                 Ok(out)
@@ -701,7 +702,8 @@ impl Store {
             .coll_write(key, Kind::List, false, |tx, root| {
                 let mut at = None;
                 let mut i = 0u64;
-                tx.walk(&root.tops[0], 0, false, &mut |e| {
+                tx.walk(&root.tops[0], 0, false, &mut |k, v| {
+                    let e = (k, v);
                     if e.1 == pivot {
                         at = Some(i);
                         return false;
@@ -736,7 +738,8 @@ impl Store {
                 let rev = count < 0;
                 let mut hits = Vec::new();
                 let mut i = if rev { len - 1 } else { 0 };
-                tx.walk(&root.tops[0], i, rev, &mut |e| {
+                tx.walk(&root.tops[0], i, rev, &mut |k, v| {
+                    let e = (k, v);
                     if e.1 == value {
                         hits.push(i);
                     }
@@ -1017,8 +1020,9 @@ impl Store {
                 }
                 let from = if rev { hi - 1 - offset } else { lo + offset };
                 let mut out = Vec::with_capacity(n.min(1024) as usize);
-                tx.walk(&r.tops[0], from, rev, &mut |e| {
-                    out.push((e.0.clone(), value_score(&e.1)));
+                tx.walk(&r.tops[0], from, rev, &mut |k, v| {
+                    let e = (k, v);
+                    out.push((e.0.to_vec(), value_score(e.1)));
                     (out.len() as u64) < n
                 })?;
                 Ok(out)
@@ -1336,8 +1340,9 @@ impl Store {
                     None => 0,
                 };
                 let mut out = Vec::with_capacity(count.min(1024));
-                tx.walk(top, from, false, &mut |e| {
-                    out.push(e.clone());
+                tx.walk(top, from, false, &mut |k, v| {
+                    let e = (k, v);
+                    out.push((e.0.to_vec(), e.1.to_vec()));
                     out.len() < count
                 })?;
                 let more = from + (out.len() as u64) < top.count();
@@ -1626,7 +1631,8 @@ fn zadd_one(
 /// `n` entries of a score tree from position `from`, as (member, score).
 fn zwalk(tx: &mut Tx<'_>, top: &Node, from: u64, rev: bool, n: u64) -> Result<Vec<(Vec<u8>, f64)>> {
     let mut out = Vec::with_capacity(n.min(1024) as usize);
-    tx.walk(top, from, rev, &mut |e| {
+    tx.walk(top, from, rev, &mut |k, v| {
+        let e = (k, v);
         out.push((e.0[8..].to_vec(), score_from_bytes(&e.0)));
         (out.len() as u64) < n
     })?;

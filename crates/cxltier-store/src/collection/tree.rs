@@ -57,6 +57,37 @@ pub(crate) struct Tx<'s> {
     pub changed: bool,
 }
 
+/// What a walk calls with each entry (key, value) in turn; false stops it.
+pub(crate) type WalkFn<'f> = dyn FnMut(&[u8], &[u8]) -> bool + 'f;
+
+/// A walk over the entries of one leaf from `from`; false when `f` said stop.
+fn walk_leaf<K: AsRef<[u8]>, V: AsRef<[u8]>>(
+    e: &[(K, V)],
+    from: u64,
+    rev: bool,
+    f: &mut WalkFn<'_>,
+) -> bool {
+    if e.is_empty() {
+        return true;
+    }
+    let from = from as usize;
+    if rev {
+        e[..=from.min(e.len() - 1)]
+            .iter()
+            .rev()
+            .all(|x| f(x.0.as_ref(), x.1.as_ref()))
+    } else {
+        e.iter().skip(from).all(|x| f(x.0.as_ref(), x.1.as_ref()))
+    }
+}
+
+fn missing_chunk(key: &[u8], id: u64) -> StoreError {
+    StoreError::Corrupt(format!(
+        "collection {:?} refers to its chunk {id}, which is missing (lost in a crash under --durability none, or in a damaged range): delete the key",
+        String::from_utf8_lossy(key)
+    ))
+}
+
 /// What the descent needs of a leaf entry and of an inner node's child, owned or borrowed.
 pub(crate) trait Keyed {
     fn key(&self) -> &[u8];
@@ -241,9 +272,9 @@ impl Tx<'_> {
         let ck = self.chunk_key(id);
         let bytes = self
             .store
-            .chunk_read(&ck)?
-            .ok_or_else(|| self.missing(id))?;
-        let mut r = Reader::new(&bytes, &self.key);
+            .chunk_ref(&ck)?
+            .ok_or_else(|| missing_chunk(&self.key, id))?;
+        let mut r = Reader::new(bytes, &self.key);
         let node = Node::decode(&mut r)?;
         if !r.done() {
             return Err(r.corrupt("bytes after the node"));
@@ -312,24 +343,6 @@ impl Tx<'_> {
         Ok(())
     }
 
-    /// A chunk's bytes, for a read that parses them in place ([`NodeRef`]).
-    fn load_bytes(&mut self, id: u64) -> Result<Vec<u8>> {
-        if let Some((n, _)) = self.pending.get(&id) {
-            let mut b = Vec::new();
-            n.encode(&mut b);
-            return Ok(b);
-        }
-        let ck = self.chunk_key(id);
-        self.store.chunk_read(&ck)?.ok_or_else(|| self.missing(id))
-    }
-
-    fn missing(&self, id: u64) -> StoreError {
-        StoreError::Corrupt(format!(
-            "collection {:?} refers to its chunk {id}, which is missing (lost in a crash under --durability none, or in a damaged range): delete the key",
-            String::from_utf8_lossy(&self.key)
-        ))
-    }
-
     /// Read the entry `seek` finds, without changing anything. Chunks below the top are read in
     /// place, not decoded into owned entries: a point read allocates per node, not per member.
     pub(crate) fn find(&mut self, top: &Node, seek: Seek<'_>) -> Result<Option<Entry>> {
@@ -341,8 +354,23 @@ impl Tx<'_> {
             }
         };
         loop {
-            let bytes = self.load_bytes(id)?;
-            match NodeRef::parse(&bytes, &self.key)? {
+            // A node this change made is looked at where it is; a stored one in place.
+            if let Some((n, _)) = self.pending.get(&id) {
+                match n {
+                    Node::Leaf(e) => return Ok(leaf_pos(e, seek).ok().map(|i| e[i].clone())),
+                    Node::Inner(c) => {
+                        let (j, s) = child_for(c, seek);
+                        (id, seek) = (c[j].id, s);
+                        continue;
+                    }
+                }
+            }
+            let ck = self.chunk_key(id);
+            let bytes = self
+                .store
+                .chunk_ref(&ck)?
+                .ok_or_else(|| missing_chunk(&self.key, id))?;
+            match NodeRef::parse(bytes, &self.key)? {
                 NodeRef::Leaf(e) => {
                     return Ok(leaf_pos(&e, seek)
                         .ok()
@@ -367,8 +395,23 @@ impl Tx<'_> {
             }
         };
         loop {
-            let bytes = self.load_bytes(id)?;
-            match NodeRef::parse(&bytes, &self.key)? {
+            if let Some((node, _)) = self.pending.get(&id) {
+                match node {
+                    Node::Leaf(e) => return Ok(n + e.partition_point(|e| below(&e.0)) as u64),
+                    Node::Inner(c) => {
+                        let j = c.partition_point(|c| below(&c.first)).saturating_sub(1);
+                        n += c[..j].iter().map(|c| c.count).sum::<u64>();
+                        id = c[j].id;
+                        continue;
+                    }
+                }
+            }
+            let ck = self.chunk_key(id);
+            let bytes = self
+                .store
+                .chunk_ref(&ck)?
+                .ok_or_else(|| missing_chunk(&self.key, id))?;
+            match NodeRef::parse(bytes, &self.key)? {
                 NodeRef::Leaf(e) => return Ok(n + e.partition_point(|e| below(e.0)) as u64),
                 NodeRef::Inner(c) => {
                     let j = c.partition_point(|c| below(c.first)).saturating_sub(1);
@@ -380,13 +423,14 @@ impl Tx<'_> {
     }
 
     /// Visit entries in order from position `from` (forward) or down from position `from`
-    /// (backward) while `f` says go on.
+    /// (backward) while `f` says go on. Chunks are read in place ([`NodeRef`]): a walk
+    /// allocates per node, not per member.
     pub(crate) fn walk(
         &mut self,
         top: &Node,
         from: u64,
         rev: bool,
-        f: &mut dyn FnMut(&Entry) -> bool,
+        f: &mut WalkFn<'_>,
     ) -> Result<()> {
         if from >= top.count() && !rev {
             return Ok(());
@@ -398,70 +442,78 @@ impl Tx<'_> {
         self.walk_node(top, from, rev, f).map(|_| ())
     }
 
-    fn walk_node(
-        &mut self,
-        node: &Node,
-        from: u64,
-        rev: bool,
-        f: &mut dyn FnMut(&Entry) -> bool,
-    ) -> Result<bool> {
+    /// Walk `node` (a top, or a node this change made); false when `f` said stop.
+    fn walk_node(&mut self, node: &Node, from: u64, rev: bool, f: &mut WalkFn<'_>) -> Result<bool> {
         match node {
-            Node::Leaf(e) => {
-                let from = from as usize;
-                if rev {
-                    for x in e[..=from.min(e.len() - 1)].iter().rev() {
-                        if !f(x) {
-                            return Ok(false);
-                        }
-                    }
-                } else {
-                    for x in e.iter().skip(from) {
-                        if !f(x) {
-                            return Ok(false);
-                        }
-                    }
-                }
-                Ok(true)
-            }
+            Node::Leaf(e) => Ok(walk_leaf(e, from, rev, f)),
             Node::Inner(c) => {
-                let mut start = 0u64;
-                let starts: Vec<u64> = c
-                    .iter()
-                    .map(|c| {
-                        let s = start;
-                        start += c.count;
-                        s
-                    })
-                    .collect();
-                let order: Box<dyn Iterator<Item = usize>> = if rev {
-                    Box::new((0..c.len()).rev())
-                } else {
-                    Box::new(0..c.len())
-                };
-                for j in order {
-                    let (s, n) = (starts[j], c[j].count);
-                    if n == 0 {
-                        continue;
-                    }
-                    let local = if rev {
-                        if s > from {
-                            continue;
-                        }
-                        (from - s).min(n - 1)
-                    } else {
-                        if s + n <= from {
-                            continue;
-                        }
-                        from.saturating_sub(s)
-                    };
-                    let child = self.load(c[j].id)?;
-                    if !self.walk_node(&child, local, rev, f)? {
-                        return Ok(false);
-                    }
-                }
-                Ok(true)
+                let kids: Vec<(u64, u64)> = c.iter().map(|c| (c.id, c.count)).collect();
+                self.walk_children(&kids, from, rev, f)
             }
         }
+    }
+
+    /// Walk the children `kids` ((id, count) each) of an inner node from `from`.
+    fn walk_children(
+        &mut self,
+        kids: &[(u64, u64)],
+        from: u64,
+        rev: bool,
+        f: &mut WalkFn<'_>,
+    ) -> Result<bool> {
+        let mut start = 0u64;
+        let starts: Vec<u64> = kids
+            .iter()
+            .map(|&(_, n)| {
+                let s = start;
+                start += n;
+                s
+            })
+            .collect();
+        for step in 0..kids.len() {
+            let j = if rev { kids.len() - 1 - step } else { step };
+            let ((id, n), s) = (kids[j], starts[j]);
+            if n == 0 {
+                continue;
+            }
+            let local = if rev {
+                if s > from {
+                    continue;
+                }
+                (from - s).min(n - 1)
+            } else {
+                if s + n <= from {
+                    continue;
+                }
+                from.saturating_sub(s)
+            };
+            if !self.walk_chunk(id, local, rev, f)? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Walk the node of chunk `id`: one this change made, lent out of `pending` meanwhile, or
+    /// the stored chunk read in place.
+    fn walk_chunk(&mut self, id: u64, from: u64, rev: bool, f: &mut WalkFn<'_>) -> Result<bool> {
+        if let Some((node, size)) = self.pending.remove(&id) {
+            let r = self.walk_node(&node, from, rev, f);
+            self.pending.insert(id, (node, size));
+            return r;
+        }
+        let ck = self.chunk_key(id);
+        let kids: Vec<(u64, u64)> = {
+            let bytes = self
+                .store
+                .chunk_ref(&ck)?
+                .ok_or_else(|| missing_chunk(&self.key, id))?;
+            match NodeRef::parse(bytes, &self.key)? {
+                NodeRef::Leaf(e) => return Ok(walk_leaf(&e, from, rev, f)),
+                NodeRef::Inner(c) => c.iter().map(|c| (c.id, c.count)).collect(),
+            }
+        };
+        self.walk_children(&kids, from, rev, f)
     }
 
     /// Change the leaf `seek` reaches with `f` (given the leaf's entries and the position
