@@ -155,7 +155,7 @@ impl Store {
             let mut out = Vec::with_capacity(len as usize);
             tx.walk(&r.tops[0], 0, false, &mut |k, v| {
                 let e = (k, v);
-                out.extend_from_slice(&e.1);
+                out.extend_from_slice(e.1);
                 true
             })?;
             if out.len() as u64 != len {

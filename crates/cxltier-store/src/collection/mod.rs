@@ -1633,7 +1633,7 @@ fn zwalk(tx: &mut Tx<'_>, top: &Node, from: u64, rev: bool, n: u64) -> Result<Ve
     let mut out = Vec::with_capacity(n.min(1024) as usize);
     tx.walk(top, from, rev, &mut |k, v| {
         let e = (k, v);
-        out.push((e.0[8..].to_vec(), score_from_bytes(&e.0)));
+        out.push((e.0[8..].to_vec(), score_from_bytes(e.0)));
         (out.len() as u64) < n
     })?;
     Ok(out)
