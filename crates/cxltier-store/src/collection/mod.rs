@@ -8,7 +8,7 @@ mod node;
 mod tree;
 
 use node::{Entry, Node, Root};
-use tree::{check_kind, Seek, Tx};
+use tree::{check_kind, entry_bytes, Seek, Tx};
 
 use crate::{Kind, Result, Store, StoreError};
 
@@ -590,8 +590,9 @@ impl Store {
                 ListEnd::Left => 0,
                 ListEnd::Right => top.count(),
             };
-            tx.modify(top, Seek::Before(at), &mut |e, pos, _| {
+            tx.modify(top, Seek::Before(at), &mut |e, pos, edit| {
                 let i = pos.unwrap_or_else(|i| i);
+                edit.grew = Some(members.iter().map(|m| entry_bytes(&[], m)).sum());
                 let new = members.iter().map(|m| (Vec::new(), m.to_vec()));
                 match end {
                     ListEnd::Left => drop(e.splice(i..i, new.rev())),
@@ -619,15 +620,14 @@ impl Store {
                     ListEnd::Right => Seek::At(top.count() - 1),
                 };
                 // Everything the leaf can give at once: one path written per leaf emptied.
-                let got = tx.modify(top, seek, &mut |e, _, _| match end {
-                    ListEnd::Left => {
-                        let n = want.min(e.len());
-                        e.drain(..n).map(|x| x.1).collect::<Vec<_>>()
-                    }
-                    ListEnd::Right => {
-                        let n = want.min(e.len());
-                        e.drain(e.len() - n..).rev().map(|x| x.1).collect()
-                    }
+                let got = tx.modify(top, seek, &mut |e, _, edit| {
+                    let n = want.min(e.len());
+                    let got: Vec<Vec<u8>> = match end {
+                        ListEnd::Left => e.drain(..n).map(|x| x.1).collect(),
+                        ListEnd::Right => e.drain(e.len() - n..).rev().map(|x| x.1).collect(),
+                    };
+                    edit.grew = Some(-got.iter().map(|m| entry_bytes(&[], m)).sum::<isize>());
+                    got
                 })?;
                 out.extend(got);
             }
@@ -867,7 +867,7 @@ impl Store {
                 let mut n = 0;
                 for &m in members {
                     let old = tx.modify(&mut root.tops[0], Seek::Key(m), &mut |e, pos, ch| {
-                        *ch = pos.is_ok();
+                        ch.changed = pos.is_ok();
                         pos.ok().map(|p| value_score(&e.remove(p).1))
                     })?;
                     if let Some(o) = old {
@@ -1092,14 +1092,17 @@ impl Store {
                 while (out.len() as u64) < count && root.tops[1].count() > 0 {
                     let at = if max { root.tops[1].count() - 1 } else { 0 };
                     let sk = tx
-                        .modify(&mut root.tops[1], Seek::At(at), &mut |e, pos, _| {
-                            pos.ok().map(|p| e.remove(p).0)
+                        .modify(&mut root.tops[1], Seek::At(at), &mut |e, pos, ch| {
+                            let (k, v) = e.remove(pos.ok()?);
+                            ch.grew = Some(-entry_bytes(&k, &v));
+                            Some(k)
                         })?
                         .expect("a position within the count");
                     let member = sk[8..].to_vec();
-                    tx.modify(&mut root.tops[0], Seek::Key(&member), &mut |e, pos, _| {
+                    tx.modify(&mut root.tops[0], Seek::Key(&member), &mut |e, pos, ch| {
                         if let Ok(p) = pos {
-                            e.remove(p);
+                            let (k, v) = e.remove(p);
+                            ch.grew = Some(-entry_bytes(&k, &v));
                         }
                     })?;
                     out.push((member, score_from_bytes(&sk)));
@@ -1243,7 +1246,7 @@ impl Store {
                 Seek::Key(k),
                 &mut |e, pos, ch| match pos {
                     Ok(p) => {
-                        *ch = e[p].1 != v;
+                        ch.changed = e[p].1 != v;
                         e[p].1 = v.to_vec();
                         false
                     }
@@ -1282,13 +1285,15 @@ impl Store {
                     Seek::Key(k),
                     &mut |e, pos, ch| match pos {
                         Ok(p) => {
-                            *ch = e[p].1 != v;
-                            if *ch {
+                            ch.changed = e[p].1 != v;
+                            if ch.changed {
+                                ch.grew = Some(v.len() as isize - e[p].1.len() as isize);
                                 e[p].1 = v.to_vec();
                             }
                             false
                         }
                         Err(p) => {
+                            ch.grew = Some(entry_bytes(k, v));
                             e.insert(p, (k.to_vec(), v.to_vec()));
                             true
                         }
@@ -1314,8 +1319,10 @@ impl Store {
                 let mut n = 0;
                 for &k in keys {
                     let gone = tx.modify(&mut root.tops[0], Seek::Key(k), &mut |e, pos, ch| {
-                        *ch = pos.is_ok();
-                        pos.ok().map(|p| e.remove(p)).is_some()
+                        ch.changed = pos.is_ok();
+                        let gone = pos.ok().map(|p| e.remove(p));
+                        ch.grew = gone.as_ref().map(|(k, v)| -entry_bytes(k, v));
+                        gone.is_some()
                     })?;
                     n += u64::from(gone);
                 }
@@ -1600,29 +1607,40 @@ fn zadd_one(
             None => !flags.xx,
             Some(o) => !(flags.nx || o == s || (flags.gt && s <= o) || (flags.lt && s >= o)),
         };
-        *ch = apply;
+        ch.changed = apply;
         if !apply {
             return None;
         }
         match pos {
-            Ok(p) => e[p].1 = sv.to_vec(),
-            Err(p) => e.insert(p, (member.to_vec(), sv.to_vec())),
+            // A score is 8 bytes: replacing one keeps the leaf's size.
+            Ok(p) => {
+                e[p].1 = sv.to_vec();
+                ch.grew = Some(0);
+            }
+            Err(p) => {
+                e.insert(p, (member.to_vec(), sv.to_vec()));
+                ch.grew = Some(entry_bytes(member, &sv));
+            }
         }
         Some(old)
     })?;
     let Some(old) = done else { return Ok(None) };
     if let Some(o) = old {
         let ok = score_key(o, member);
-        tx.modify(&mut root.tops[1], Seek::Key(&ok), &mut |e, pos, _| {
+        tx.modify(&mut root.tops[1], Seek::Key(&ok), &mut |e, pos, ch| {
+            ch.grew = Some(0);
             if let Ok(p) = pos {
-                e.remove(p);
+                let (k, v) = e.remove(p);
+                ch.grew = Some(-entry_bytes(&k, &v));
             }
         })?;
     }
     let nk = score_key(s, member);
-    tx.modify(&mut root.tops[1], Seek::Key(&nk), &mut |e, pos, _| {
+    tx.modify(&mut root.tops[1], Seek::Key(&nk), &mut |e, pos, ch| {
+        ch.grew = Some(0);
         if let Err(p) = pos {
             e.insert(p, (nk.clone(), Vec::new()));
+            ch.grew = Some(entry_bytes(&nk, &[]));
         }
     })?;
     Ok(Some(old))

@@ -23,10 +23,23 @@ pub(crate) enum Seek<'a> {
 }
 
 /// What a change does to the leaf it reaches: given its entries, the position found there
-/// (`Ok`: an entry; `Err`: where one would go) and a flag to clear when it changed nothing (then
-/// nothing is written).
+/// (`Ok`: an entry; `Err`: where one would go) and a [`LeafEdit`] to fill in.
 pub(crate) type LeafFn<'f, R> =
-    dyn FnMut(&mut Vec<Entry>, std::result::Result<usize, usize>, &mut bool) -> R + 'f;
+    dyn FnMut(&mut Vec<Entry>, std::result::Result<usize, usize>, &mut LeafEdit) -> R + 'f;
+
+/// What a [`LeafFn`] tells of its change.
+pub(crate) struct LeafEdit {
+    /// Cleared when it changed nothing (then nothing is written).
+    pub changed: bool,
+    /// By how many encoded bytes the leaf grew (negative: shrank), when the change knows: the
+    /// leaf is then not measured again (a walk over all its entries, per command).
+    pub grew: Option<isize>,
+}
+
+/// The encoded bytes an entry of `key` and `value` adds to a leaf.
+pub(crate) fn entry_bytes(key: &[u8], value: &[u8]) -> isize {
+    (super::node::LEAF_ENTRY + key.len() + value.len()) as isize
+}
 
 /// What became of a node a change went through.
 enum Outcome {
@@ -177,6 +190,35 @@ pub(crate) fn child_for<'a, C: Counted>(children: &[C], seek: Seek<'a>) -> (usiz
     }
 }
 
+/// [`child_for`] of an inner node holding `total` entries: a position in its second half is
+/// found counting from the end (a push or pop at a list's tail walks no counts but the last).
+fn child_for_counted<'a>(children: &[Child], seek: Seek<'a>, total: u64) -> (usize, Seek<'a>) {
+    let last = children.len() - 1;
+    match seek {
+        Seek::At(i) if i < total && i > total / 2 => {
+            // `rest` entries from `i` to the end; `after` of them lie after child `j`.
+            let rest = total - i;
+            let (mut j, mut after) = (last, 0);
+            while j > 0 && after + children[j].count < rest {
+                after += children[j].count;
+                j -= 1;
+            }
+            (j, Seek::At(children[j].count - (rest - after)))
+        }
+        Seek::Before(i) if i <= total && i > total / 2 => {
+            // The first child whose end is at or past the gap: `after` entries follow it.
+            let rest = total - i;
+            let (mut j, mut after) = (last, 0);
+            while j > 0 && after + children[j].count <= rest {
+                after += children[j].count;
+                j -= 1;
+            }
+            (j, Seek::Before(children[j].count - (rest - after)))
+        }
+        _ => child_for(children, seek),
+    }
+}
+
 /// Cut `items` into pieces of at most about `target` bytes each (at least `min` items a piece),
 /// balanced: a node split in two halves, not a full one and a sliver. Each piece comes with the
 /// bytes of its items.
@@ -228,6 +270,12 @@ const INNER_MIN: usize = 2;
 /// with its encoded size (measured here once: a node's size is a walk over its entries).
 fn split_node(node: Node, target: usize) -> Vec<(Node, usize)> {
     let size = node.size();
+    split_sized(node, size, target)
+}
+
+/// [`split_node`] of a node whose encoded size is known.
+fn split_sized(node: Node, size: usize, target: usize) -> Vec<(Node, usize)> {
+    debug_assert_eq!(size, node.size(), "a node's tracked size");
     if size <= target || !may_split(&node) {
         return vec![(node, size)];
     }
@@ -269,28 +317,35 @@ impl Tx<'_> {
         if let Some((n, _)) = self.pending.get(&id) {
             return Ok(n.clone());
         }
+        self.decode_chunk(id).map(|(n, _)| n)
+    }
+
+    /// The stored chunk `id` decoded, and its size.
+    fn decode_chunk(&mut self, id: u64) -> Result<(Node, usize)> {
         let ck = self.chunk_key(id);
         let bytes = self
             .store
             .chunk_ref(&ck)?
             .ok_or_else(|| missing_chunk(&self.key, id))?;
+        let size = bytes.len();
         let mut r = Reader::new(bytes, &self.key);
         let node = Node::decode(&mut r)?;
         if !r.done() {
             return Err(r.corrupt("bytes after the node"));
         }
-        Ok(node)
+        Ok((node, size))
     }
 
     /// A node to change: taken out of `pending` (no copy) when this change made it, else
     /// decoded from its chunk. The flag says it was pending: a caller that changes nothing
     /// puts it back ([`Tx::put_back`]).
-    fn take(&mut self, id: u64) -> Result<(Node, Option<usize>)> {
+    fn take(&mut self, id: u64) -> Result<(Node, usize, bool)> {
         if let Some((n, size)) = self.pending.remove(&id) {
             self.pending_bytes -= size;
-            return Ok((n, Some(size)));
+            return Ok((n, size, true));
         }
-        Ok((self.load(id)?, None))
+        let (n, size) = self.decode_chunk(id)?;
+        Ok((n, size, false))
     }
 
     fn put_back(&mut self, id: u64, node: Node, size: usize) {
@@ -525,7 +580,8 @@ impl Tx<'_> {
         f: &mut LeafFn<'_, R>,
     ) -> Result<R> {
         let old = std::mem::replace(top, Node::empty_leaf());
-        let (mut nodes, r) = match self.modify_node(old, seek, f)? {
+        let count = old.count();
+        let (mut nodes, r) = match self.modify_node(old, None, count, seek, f)? {
             (Outcome::Same(n), r) => {
                 *top = n;
                 return Ok(r);
@@ -550,7 +606,7 @@ impl Tx<'_> {
                 break;
             }
             let id = c[0].id;
-            let (child, _) = self.take(id)?;
+            let (child, _, _) = self.take(id)?;
             self.free(id)?;
             *top = child;
         }
@@ -568,37 +624,60 @@ impl Tx<'_> {
 
     /// Returns the node's replacements: none (it emptied), itself changed, or the pieces it
     /// split into; or the node as it was when `f` changed nothing.
+    /// `size`: the node's encoded size when known (a chunk's), so that a change that knows
+    /// what it added or removed need not measure the node again.
     fn modify_node<R>(
         &mut self,
         node: Node,
+        size: Option<usize>,
+        count: u64,
         seek: Seek<'_>,
         f: &mut LeafFn<'_, R>,
     ) -> Result<(Outcome, R)> {
         match node {
             Node::Leaf(mut e) => {
                 let pos = leaf_pos(&e, seek);
-                let mut changed = true;
-                let r = f(&mut e, pos, &mut changed);
-                if !changed {
+                let mut edit = LeafEdit {
+                    changed: true,
+                    grew: None,
+                };
+                let r = f(&mut e, pos, &mut edit);
+                if !edit.changed {
                     return Ok((Outcome::Same(Node::Leaf(e)), r));
                 }
                 if e.is_empty() {
                     return Ok((Outcome::New(Vec::new()), r));
                 }
-                Ok((Outcome::New(split_node(Node::Leaf(e), self.chunk_bytes)), r))
+                let node = Node::Leaf(e);
+                let pieces = match (size, edit.grew) {
+                    (Some(s), Some(g)) => {
+                        split_sized(node, s.saturating_add_signed(g), self.chunk_bytes)
+                    }
+                    _ => split_node(node, self.chunk_bytes),
+                };
+                Ok((Outcome::New(pieces), r))
             }
             Node::Inner(mut c) => {
-                let (j, s) = child_for(&c, seek);
-                let (child, was_pending) = self.take(c[j].id)?;
-                let (mut pieces, r) = match self.modify_node(child, s, f)? {
-                    (Outcome::Same(child), r) => {
-                        if let Some(size) = was_pending {
-                            self.put_back(c[j].id, child, size);
+                let (j, s) = child_for_counted(&c, seek, count);
+                debug_assert_eq!(
+                    (j, format!("{s:?}")),
+                    {
+                        let (j, s) = child_for(&c, seek);
+                        (j, format!("{s:?}"))
+                    },
+                    "counting from the end finds the child counting from the start does"
+                );
+                let (child, child_size, was_pending) = self.take(c[j].id)?;
+                let (mut pieces, r) =
+                    match self.modify_node(child, Some(child_size), c[j].count, s, f)? {
+                        (Outcome::Same(child), r) => {
+                            if was_pending {
+                                self.put_back(c[j].id, child, child_size);
+                            }
+                            return Ok((Outcome::Same(Node::Inner(c)), r));
                         }
-                        return Ok((Outcome::Same(Node::Inner(c)), r));
-                    }
-                    (Outcome::New(p), r) => (p, r),
-                };
+                        (Outcome::New(p), r) => (p, r),
+                    };
                 let mut lo = j;
                 let mut hi = j + 1;
                 // A small result merges with a neighbour (re-split when the two are too big),
@@ -614,7 +693,7 @@ impl Tx<'_> {
                     } else {
                         (j - 1, false)
                     };
-                    let (neighbour, _) = self.take(c[nb].id)?;
+                    let (neighbour, _, _) = self.take(c[nb].id)?;
                     let (p, _) = pieces.pop().expect("one piece");
                     let merged = if right {
                         concat(p, neighbour)
@@ -633,14 +712,22 @@ impl Tx<'_> {
                 for (p, size) in pieces {
                     new.push(self.write(p, size)?);
                 }
+                // This node's new size from the children it traded, when its old one is known.
+                let size = size.map(|s| {
+                    let out: usize = c[lo..hi].iter().map(inner_entry_size).sum();
+                    let inn: usize = new.iter().map(inner_entry_size).sum();
+                    s + inn - out
+                });
                 c.splice(lo..hi, new);
                 if c.is_empty() {
                     return Ok((Outcome::New(Vec::new()), r));
                 }
-                Ok((
-                    Outcome::New(split_node(Node::Inner(c), self.chunk_bytes)),
-                    r,
-                ))
+                let node = Node::Inner(c);
+                let pieces = match size {
+                    Some(s) => split_sized(node, s, self.chunk_bytes),
+                    None => split_node(node, self.chunk_bytes),
+                };
+                Ok((Outcome::New(pieces), r))
             }
         }
     }
