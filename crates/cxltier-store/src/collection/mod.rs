@@ -199,6 +199,8 @@ pub const OPEN_COLLECTIONS_MAX: usize = 64;
 /// A collection changed in this batch and not yet written back: its root as it is now and the
 /// nodes its changes made, as one change that goes on across commands ([`Tx`]).
 pub(crate) struct OpenCollection {
+    /// Its key (lent to each [`Tx`] and back: no copy per command).
+    key: Vec<u8>,
     kind: Kind,
     root: Root,
     exp: Option<u64>,
@@ -214,10 +216,11 @@ pub(crate) struct OpenCollection {
 }
 
 impl OpenCollection {
-    fn stored(kind: Kind, root: Root, exp: Option<u64>) -> OpenCollection {
+    fn stored(key: &[u8], kind: Kind, root: Root, exp: Option<u64>) -> OpenCollection {
         let mut r = root.clone();
         r.freed.clear();
         OpenCollection {
+            key: key.to_vec(),
             kind,
             first_new_id: root.next_id,
             stored_root: Some(r.encode()),
@@ -229,8 +232,9 @@ impl OpenCollection {
         }
     }
 
-    fn created(kind: Kind, root: Root) -> OpenCollection {
+    fn created(key: &[u8], kind: Kind, root: Root) -> OpenCollection {
         OpenCollection {
+            key: key.to_vec(),
             kind,
             first_new_id: root.next_id,
             stored_root: None,
@@ -244,10 +248,10 @@ impl OpenCollection {
 
     /// The change this open collection goes on with (its pending nodes and freed ids moved in;
     /// the caller moves them back).
-    fn tx<'s>(&mut self, store: &'s mut Store, key: &[u8], chunk_bytes: usize) -> Tx<'s> {
+    fn tx<'s>(&mut self, store: &'s mut Store, chunk_bytes: usize) -> Tx<'s> {
         Tx {
             store,
-            key: key.to_vec(),
+            key: std::mem::take(&mut self.key),
             generation: self.root.generation,
             next_id: self.root.next_id,
             freed: std::mem::take(&mut self.freed),
@@ -257,6 +261,15 @@ impl OpenCollection {
             pending_bytes: self.pending_bytes,
             changed: false,
         }
+    }
+
+    /// Take back what [`OpenCollection::tx`] lent, and what the change made.
+    fn untx(&mut self, tx: &mut Tx<'_>) {
+        self.key = std::mem::take(&mut tx.key);
+        self.root.next_id = tx.next_id;
+        self.freed = std::mem::take(&mut tx.freed);
+        self.pending = std::mem::take(&mut tx.pending);
+        self.pending_bytes = tx.pending_bytes;
     }
 }
 
@@ -274,19 +287,26 @@ impl OpenCollections {
     }
 
     fn take(&mut self, key: &[u8]) -> Option<OpenCollection> {
-        let oc = self.map.remove(key)?;
+        let (k, mut oc) = self.map.remove_entry(key)?;
         self.bytes -= oc.pending_bytes;
+        oc.key = k;
         Some(oc)
     }
 
-    fn put(&mut self, key: &[u8], oc: OpenCollection) {
+    fn put(&mut self, mut oc: OpenCollection) {
         self.bytes += oc.pending_bytes;
-        self.map.insert(key.to_vec(), oc);
+        self.map.insert(std::mem::take(&mut oc.key), oc);
     }
 
-    fn take_all(&mut self) -> Vec<(Vec<u8>, OpenCollection)> {
+    fn take_all(&mut self) -> Vec<OpenCollection> {
         self.bytes = 0;
-        self.map.drain().collect()
+        self.map
+            .drain()
+            .map(|(k, mut oc)| {
+                oc.key = k;
+                oc
+            })
+            .collect()
     }
 
     pub(crate) fn clear(&mut self) {
@@ -353,12 +373,10 @@ impl Store {
         if !self.open.is_empty() {
             if let Some(mut oc) = self.take_open(key, kind)? {
                 let chunk_bytes = self.chunk_bytes();
-                let mut tx = oc.tx(self, key, chunk_bytes);
+                let mut tx = oc.tx(self, chunk_bytes);
                 let r = f(&mut tx, &oc.root);
-                oc.freed = std::mem::take(&mut tx.freed);
-                oc.pending = std::mem::take(&mut tx.pending);
-                oc.pending_bytes = tx.pending_bytes;
-                self.open.put(key, oc);
+                oc.untx(&mut tx);
+                self.open.put(oc);
                 return r.map(Some);
             }
         }
@@ -418,7 +436,7 @@ impl Store {
         let mut oc = match open {
             Some(oc) => oc,
             None => match self.coll_root(key, kind)? {
-                Some((root, exp)) => OpenCollection::stored(kind, root, exp),
+                Some((root, exp)) => OpenCollection::stored(key, kind, root, exp),
                 None if create => {
                     if is_internal_key(key) || key.is_empty() {
                         return Err(StoreError::Config(format!(
@@ -434,20 +452,17 @@ impl Store {
                     }
                     let mut root = Root::new(kind, self.new_generation());
                     init(&mut root);
-                    OpenCollection::created(kind, root)
+                    OpenCollection::created(key, kind, root)
                 }
                 None => return Ok(None),
             },
         };
         let flags = oc.root.flags;
         let chunk_bytes = self.chunk_bytes();
-        let mut tx = oc.tx(self, key, chunk_bytes);
+        let mut tx = oc.tx(self, chunk_bytes);
         let r = f(&mut tx, &mut oc.root);
         let changed = tx.changed || oc.root.flags != flags;
-        oc.root.next_id = tx.next_id;
-        oc.freed = std::mem::take(&mut tx.freed);
-        oc.pending = std::mem::take(&mut tx.pending);
-        oc.pending_bytes = tx.pending_bytes;
+        oc.untx(&mut tx);
         // A change that failed (a chunk it could not read) leaves its tree half changed: what
         // the collection had in memory goes, and the key stays as last written.
         let r = r?;
@@ -465,7 +480,7 @@ impl Store {
         if oc.stored_root.is_none() || kind == Kind::BigString || !self.collection_write_back {
             self.write_back(key, oc)?;
         } else {
-            self.open.put(key, oc);
+            self.open.put(oc);
             if self.open.over_bound() {
                 self.settle_collections()?;
             }
@@ -486,7 +501,7 @@ impl Store {
     fn write_back_inner(&mut self, key: &[u8], mut oc: OpenCollection) -> Result<()> {
         let chunk_bytes = self.chunk_bytes();
         let freed = {
-            let mut tx = oc.tx(self, key, chunk_bytes);
+            let mut tx = oc.tx(self, chunk_bytes);
             tx.flush()?;
             std::mem::take(&mut tx.freed)
         };
@@ -520,7 +535,8 @@ impl Store {
     /// Each is tried; the first failure is returned.
     pub(crate) fn settle_collections(&mut self) -> Result<()> {
         let mut first_err = None;
-        for (key, oc) in self.open.take_all() {
+        for oc in self.open.take_all() {
+            let key = oc.key.clone();
             if let Err(e) = self.write_back(&key, oc) {
                 first_err.get_or_insert(e);
             }
