@@ -704,21 +704,26 @@ impl Tx<'_> {
                     lo = lo.min(nb);
                     hi = hi.max(nb + 1);
                 }
-                let replaced: Vec<u64> = c[lo..hi].iter().map(|c| c.id).collect();
-                for id in replaced {
-                    self.free(id)?;
+                for child in &c[lo..hi] {
+                    self.free(child.id)?;
                 }
-                let mut new = Vec::with_capacity(pieces.len());
-                for (p, size) in pieces {
-                    new.push(self.write(p, size)?);
-                }
-                // This node's new size from the children it traded, when its old one is known.
-                let size = size.map(|s| {
-                    let out: usize = c[lo..hi].iter().map(inner_entry_size).sum();
+                let out: usize = c[lo..hi].iter().map(inner_entry_size).sum();
+                let size = if pieces.len() == 1 && hi == lo + 1 {
+                    // The common change: one child for one, in place.
+                    let (p, psize) = pieces.pop().expect("one piece");
+                    c[lo] = self.write(p, psize)?;
+                    // This node's new size from the children it traded, when its old one is
+                    // known.
+                    size.map(|s| s + inner_entry_size(&c[lo]) - out)
+                } else {
+                    let mut new = Vec::with_capacity(pieces.len());
+                    for (p, size) in pieces {
+                        new.push(self.write(p, size)?);
+                    }
                     let inn: usize = new.iter().map(inner_entry_size).sum();
-                    s + inn - out
-                });
-                c.splice(lo..hi, new);
+                    c.splice(lo..hi, new);
+                    size.map(|s| s + inn - out)
+                };
                 if c.is_empty() {
                     return Ok((Outcome::New(Vec::new()), r));
                 }
