@@ -1501,6 +1501,17 @@ fn every_other_path_sees_the_changes_a_batch_has_not_written() {
     assert_eq!(s.get(b"l").unwrap().unwrap().value, b"v");
     s.check_collection(b"l").unwrap();
 
+    // Turning write-back off writes back what is open; later changes are written at once.
+    let mut s = write_back_store(256);
+    let want = list_with_open_pushes(&mut s);
+    s.set_collection_write_back(false).unwrap();
+    assert_eq!(s.collection_write_back_bytes(), (0, 0));
+    s.check_collection(b"l").unwrap();
+    let writes = s.collection_chunk_writes();
+    s.list_push(b"l", ListEnd::Left, &[b"w"]).unwrap();
+    assert!(s.collection_chunk_writes() > writes);
+    assert_eq!(s.list_len(b"l").unwrap(), want.len() as u64 + 1);
+
     // Flushing every key forgets them.
     let mut s = write_back_store(256);
     list_with_open_pushes(&mut s);
