@@ -2286,6 +2286,9 @@ pub(crate) fn memory(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
                 return fail(ctx, NOT_INT);
             }
             let key = args[2];
+            // A collection changed earlier in this batch is written back first: peek shows
+            // the stored root.
+            ctx.store.settle(key)?;
             let len = match ctx.store.peek(key) {
                 Some(o) => Some(o.value.len()),
                 None => ctx.store.get(key)?.map(|o| o.value.len()),

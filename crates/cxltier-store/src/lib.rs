@@ -54,6 +54,7 @@ pub const DEFAULT_NVME_QUEUE_DEPTH: u32 = 32;
 pub const MAX_VALUE: usize = 512 << 20;
 pub use collection::{
     CollectionProbe, LexBound, ListEnd, ScanPage, ScoreBound, ZAddFlags, ZAddOutcome,
+    OPEN_BYTES_MAX, OPEN_COLLECTIONS_MAX,
 };
 pub use store::{check_log, LogCheck, PoisonOutcome, RetiredMemory, Store};
 
@@ -343,6 +344,7 @@ pub struct StoreBuilder {
     pub(crate) chunk_bytes: usize,
     /// Whether `chunk_bytes` was asked for: the default shrinks to fit a small `max_object`.
     pub(crate) chunk_bytes_set: bool,
+    pub(crate) collection_write_back: bool,
     /// The machine's NUMA nodes, from the caller (`None`: one node 0, as without NUMA).
     pub(crate) topology: Option<cxltier_topo::Topology>,
     /// Where procfs is mounted (`/proc` on a live machine).
@@ -419,6 +421,7 @@ impl StoreBuilder {
             recover_anyway: false,
             chunk_bytes: collection::DEFAULT_CHUNK_BYTES,
             chunk_bytes_set: false,
+            collection_write_back: false,
             topology: None,
             proc_root: std::path::PathBuf::from("/proc"),
         }
@@ -492,6 +495,13 @@ impl StoreBuilder {
     pub fn collection_chunk_bytes(mut self, bytes: usize) -> Self {
         self.chunk_bytes = bytes;
         self.chunk_bytes_set = true;
+        self
+    }
+    /// Keep changed collections in memory across a batch and write each once when the batch
+    /// ends or commits (see [`Store::set_collection_write_back`]; default off: every change is
+    /// written before its call returns).
+    pub fn collection_write_back(mut self, on: bool) -> Self {
+        self.collection_write_back = on;
         self
     }
     pub fn build(self) -> Result<Store> {

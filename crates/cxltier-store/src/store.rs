@@ -132,6 +132,12 @@ pub struct Store {
     pub(crate) assembled: Option<(Box<[u8]>, Kind, Vec<u8>)>,
     /// Where procfs is mounted, from the builder (`self/pagemap` for poisoned memory).
     pub(crate) proc_root: std::path::PathBuf,
+    /// Collections changed in this batch whose writes wait for its end (`collection`).
+    pub(crate) open: crate::collection::OpenCollections,
+    /// Whether changed collections are kept open across a batch (the server's mode).
+    pub(crate) collection_write_back: bool,
+    /// A write-back that failed at [`Store::end_batch`], returned by the next commit.
+    write_back_failed: Option<StoreError>,
 }
 
 impl std::fmt::Debug for Store {
@@ -149,7 +155,7 @@ pub(crate) fn now_ms() -> u64 {
 
 impl Store {
     /// The time a command sees: the time frozen by [`Store::freeze_clock`], or the clock's.
-    fn now_ms(&self) -> u64 {
+    pub(crate) fn now_ms(&self) -> u64 {
         self.frozen_ms.unwrap_or_else(now_ms)
     }
 
@@ -398,6 +404,9 @@ impl Store {
             whole_max,
             assembled: None,
             proc_root: b.proc_root.clone(),
+            open: Default::default(),
+            collection_write_back: b.collection_write_back,
+            write_back_failed: None,
         };
         if let Some(ssd) = &b.ssd {
             let mut cfg = LogConfig::new(&ssd.path, ssd.capacity);
@@ -957,6 +966,7 @@ impl Store {
 
     /// Remove an entry (expired or deleted) and release its memory; the log copy is dead.
     fn drop_entry(&mut self, key: &[u8]) -> Option<Entry> {
+        self.forget_open_collection(key);
         let e = self.index.remove(key)?;
         self.staged.remove(key);
         self.forget_assembled(key);
@@ -1007,6 +1017,8 @@ impl Store {
     /// [`Store::get_raw`]; with `whole`, a big value is read whole (its root, then its pieces).
     /// The kind is checked on the entry the lookup found: a GET costs no second lookup.
     fn get_inner(&mut self, key: &[u8], whole: bool) -> Result<Option<ObjectRef<'_>>> {
+        // A collection changed in this batch is written back before its root is read here.
+        self.settle_collection(key)?;
         let now = self.now_ms();
         let Some(e) = self.index.get_mut(key) else {
             self.misses += 1;
@@ -1299,6 +1311,11 @@ impl Store {
     /// [`RESTAGED_FOR`] old, and staged values are bounded (a value whose command never ran, its
     /// client gone, would stay).
     pub fn end_batch(&mut self) {
+        // Collections changed in the batch are written back (the server's commit did so
+        // already); a failure is kept for the next commit to return.
+        if let Err(e) = self.settle_collections() {
+            self.write_back_failed.get_or_insert(e);
+        }
         let now = Instant::now();
         while let Some((at, _)) = self.restaged.front() {
             if now.duration_since(*at) < self.restage_window {
@@ -1373,6 +1390,8 @@ impl Store {
         value: &[u8],
         expires_at_ms: Option<u64>,
     ) -> Result<()> {
+        // Whatever replaces a collection changed in this batch comes after its write-back.
+        self.settle_collection(key)?;
         if value.len() > self.whole_max {
             return Err(StoreError::TooLarge {
                 len: value.len(),
@@ -1792,6 +1811,8 @@ impl Store {
     }
 
     fn scan_within(&mut self, start: &[u8], db: Option<u8>, count: usize) -> Result<Vec<ScanItem>> {
+        // A scan returns roots as stored: the collections changed in this batch go out first.
+        self.settle_collections()?;
         let now = self.now_ms();
         let sequential = self.last_scan_end.as_deref() == Some(start);
         let take = if sequential { count * 2 } else { count };
@@ -1929,6 +1950,7 @@ impl Store {
     /// Remove every key (durably, after the next commit).
     pub fn flush_all(&mut self) -> Result<()> {
         self.changes += 1;
+        self.open.clear();
         if let Some(log) = self.log.as_mut() {
             log.flush_all()?;
         }
@@ -1945,6 +1967,12 @@ impl Store {
     /// Group commit: make this batch's writes as durable as the durability setting promises; and
     /// write the open log segment ahead in pieces of [`WRITE_AHEAD_BYTES`].
     pub fn commit(&mut self) -> Result<()> {
+        // The collections changed in this batch are written before the sync, so that it covers
+        // every acknowledged change; a write-back that failed at the batch's end fails here.
+        self.settle_collections()?;
+        if let Some(e) = self.write_back_failed.take() {
+            return Err(e);
+        }
         let Some(log) = self.log.as_mut() else {
             return Ok(());
         };
@@ -2160,6 +2188,7 @@ impl Store {
 
     /// Write everything out and sync (clean shutdown): dirty objects are written back.
     pub fn close(mut self) -> Result<()> {
+        self.settle_collections()?;
         if self.log.is_none() {
             return Ok(());
         }
@@ -2329,6 +2358,24 @@ impl Store {
             .collect()
     }
 
+    /// Count a change made to the store's contents (a collection's, counted when made rather
+    /// than when written back).
+    pub(crate) fn count_change(&mut self) {
+        self.changes += 1;
+    }
+
+    /// Put the change count back (a write-back writes changes already counted).
+    pub(crate) fn set_changes(&mut self, changes: u64) {
+        self.changes = changes;
+    }
+
+    /// Write back the collection under `key` if this batch changed it and it waits in memory:
+    /// for a caller about to look at the key's stored object with [`Store::peek`] (which cannot
+    /// write). The store's own paths do this themselves.
+    pub fn settle(&mut self, key: &[u8]) -> Result<()> {
+        self.settle_collection(key)
+    }
+
     pub(crate) fn chunk_bytes(&self) -> usize {
         self.chunk_bytes
     }
@@ -2345,6 +2392,11 @@ impl Store {
     /// A chunk's bytes (an access like any read: it counts for admission and may promote).
     pub(crate) fn chunk_read(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         Ok(self.get_raw(key)?.map(|o| o.value.to_vec()))
+    }
+
+    /// [`Store::chunk_read`] lent in place, for a read that parses it without a copy.
+    pub(crate) fn chunk_ref(&mut self, key: &[u8]) -> Result<Option<&[u8]>> {
+        Ok(self.get_raw(key)?.map(|o| o.value))
     }
 
     pub(crate) fn chunk_write(&mut self, key: &[u8], value: &[u8]) -> Result<()> {

@@ -1345,3 +1345,247 @@ fn changes_count_real_changes_and_expired_keys_are_handed_over_once() {
     assert!(!s.contains(b"e4"));
     assert!(s.take_expired().is_empty());
 }
+
+// ---------------------------------------------------------------- write-back across a batch
+
+/// [`small_chunks`] with changed collections kept open across calls, as the server runs.
+fn write_back_store(chunk: usize) -> Store {
+    StoreBuilder::new()
+        .dram(64 << 20)
+        .max_object(64 << 10)
+        .durability(Durability::None)
+        .collection_chunk_bytes(chunk)
+        .collection_write_back(true)
+        .build()
+        .unwrap()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+
+    // The same models, every call of a run inside one long batch: reads see the changes not
+    // yet written, and the check at the end (which writes back) finds the chunks exact.
+    #[test]
+    fn with_write_back_lists_match_a_deque(ops in prop::collection::vec(list_op(), 1..80)) {
+        run_list(&mut write_back_store(64), &ops);
+    }
+
+    #[test]
+    fn with_write_back_sorted_sets_match_a_map(ops in prop::collection::vec(z_op(), 1..80)) {
+        run_zset(&mut write_back_store(64), &ops);
+    }
+
+    #[test]
+    fn with_write_back_sets_match_a_set(ops in prop::collection::vec(k_op(), 1..60)) {
+        run_keyed(&mut write_back_store(64), &ops, false);
+    }
+}
+
+fn wall_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+fn members(prefix: &str, n: usize) -> Vec<Vec<u8>> {
+    (0..n)
+        .map(|i| format!("{prefix}{i}").into_bytes())
+        .collect()
+}
+
+/// A list of 400 members, written; then 50 pushes left open.
+fn list_with_open_pushes(s: &mut Store) -> Vec<Vec<u8>> {
+    let first = members("a", 400);
+    s.list_push(b"l", ListEnd::Right, &refs(&first)).unwrap();
+    s.end_batch();
+    let writes = s.collection_chunk_writes();
+    let more = members("b", 50);
+    for m in &more {
+        s.list_push(b"l", ListEnd::Left, &[m.as_slice()]).unwrap();
+    }
+    assert_eq!(s.collection_chunk_writes(), writes, "nothing written yet");
+    assert!(s.collection_write_back_bytes().0 > 0);
+    let mut want: Vec<Vec<u8>> = more.into_iter().rev().collect();
+    want.extend(first);
+    want
+}
+
+#[test]
+fn write_back_writes_a_batch_of_pushes_once() {
+    let mut s = write_back_store(256);
+    list_with_open_pushes(&mut s);
+    let writes = s.collection_chunk_writes();
+    s.end_batch();
+    let per_batch = s.collection_chunk_writes() - writes;
+    // The front leaves the pushes filled (a 256-byte chunk holds about 20 of them) and the
+    // nodes above them, once each: not a path per push.
+    assert!(per_batch <= 16, "{per_batch} chunk writes for one batch");
+    assert_eq!(s.collection_write_back_bytes(), (0, 0));
+    s.check_collection(b"l").unwrap();
+    // Without write-back every push writes its path.
+    let mut t = small_chunks(256);
+    t.list_push(b"l", ListEnd::Right, &refs(&members("a", 400)))
+        .unwrap();
+    let writes = t.collection_chunk_writes();
+    for m in members("b", 50) {
+        t.list_push(b"l", ListEnd::Left, &[m.as_slice()]).unwrap();
+    }
+    assert!(t.collection_chunk_writes() - writes >= 50);
+}
+
+#[test]
+fn every_other_path_sees_the_changes_a_batch_has_not_written() {
+    // Reads through the collection calls, and a scan (roots as stored).
+    let mut s = write_back_store(256);
+    let want = list_with_open_pushes(&mut s);
+    assert_eq!(s.list_range(b"l", 0, -1).unwrap(), want);
+    assert_eq!(s.list_len(b"l").unwrap(), want.len() as u64);
+    let scanned = s.scan(b"", 10).unwrap();
+    assert_eq!(scanned.len(), 1);
+    assert_eq!(s.collection_write_back_bytes(), (0, 0), "the scan wrote it");
+    s.check_collection(b"l").unwrap();
+
+    // A get of the root (DUMP, OBJECT, MEMORY USAGE read it so).
+    let mut s = write_back_store(256);
+    list_with_open_pushes(&mut s);
+    let before = s.peek(b"l").unwrap().value.to_vec();
+    let root = s.get(b"l").unwrap().unwrap().value.to_vec();
+    assert_ne!(root, before, "get wrote the new root back first");
+    s.check_collection(b"l").unwrap();
+
+    // Rename and copy carry every push, the parts with them.
+    let mut s = write_back_store(256);
+    let want = list_with_open_pushes(&mut s);
+    assert!(s.copy_key(b"l", b"c", false).unwrap());
+    assert!(s.rename(b"l", b"r", false).unwrap());
+    assert_eq!(s.list_range(b"c", 0, -1).unwrap(), want);
+    assert_eq!(s.list_range(b"r", 0, -1).unwrap(), want);
+    for k in [&b"l"[..], b"c", b"r"] {
+        s.check_collection(k).unwrap();
+    }
+
+    // A delete takes the open changes with it; a push after it starts a new list.
+    let mut s = write_back_store(256);
+    list_with_open_pushes(&mut s);
+    assert!(s.delete(b"l").unwrap());
+    assert_eq!(s.collection_write_back_bytes(), (0, 0));
+    s.list_push(b"l", ListEnd::Left, &[b"x"]).unwrap();
+    s.end_batch();
+    assert_eq!(s.list_range(b"l", 0, -1).unwrap(), vec![b"x".to_vec()]);
+    s.check_collection(b"l").unwrap();
+
+    // An expiry set after the pushes stays (the write-back does not put the old one back),
+    // and an expired list does not come back at the batch's end.
+    let mut s = write_back_store(256);
+    let want = list_with_open_pushes(&mut s);
+    let at = wall_ms() + 60_000;
+    assert!(s.set_expiry(b"l", Some(at)).unwrap());
+    s.list_push(b"l", ListEnd::Right, &[b"z"]).unwrap();
+    s.end_batch();
+    assert_eq!(s.key_info(b"l").unwrap().expires_at_ms, Some(at));
+    assert_eq!(s.list_len(b"l").unwrap(), want.len() as u64 + 1);
+    assert!(s.set_expiry(b"l", Some(wall_ms() + 30)).unwrap());
+    s.list_push(b"l", ListEnd::Right, &[b"y"]).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(60));
+    s.list_push(b"l", ListEnd::Right, &[b"after"]).unwrap();
+    s.end_batch();
+    assert_eq!(s.list_range(b"l", 0, -1).unwrap(), vec![b"after".to_vec()]);
+    s.check_collection(b"l").unwrap();
+
+    // A put over the key replaces the list, parts and open changes alike.
+    let mut s = write_back_store(256);
+    list_with_open_pushes(&mut s);
+    s.put(b"l", Kind::String, b"v", None).unwrap();
+    s.end_batch();
+    assert_eq!(s.get(b"l").unwrap().unwrap().value, b"v");
+    s.check_collection(b"l").unwrap();
+
+    // Turning write-back off writes back what is open; later changes are written at once.
+    let mut s = write_back_store(256);
+    let want = list_with_open_pushes(&mut s);
+    s.set_collection_write_back(false).unwrap();
+    assert_eq!(s.collection_write_back_bytes(), (0, 0));
+    s.check_collection(b"l").unwrap();
+    let writes = s.collection_chunk_writes();
+    s.list_push(b"l", ListEnd::Left, &[b"w"]).unwrap();
+    assert!(s.collection_chunk_writes() > writes);
+    assert_eq!(s.list_len(b"l").unwrap(), want.len() as u64 + 1);
+
+    // Flushing every key forgets them.
+    let mut s = write_back_store(256);
+    list_with_open_pushes(&mut s);
+    s.flush_all().unwrap();
+    s.end_batch();
+    assert_eq!(s.len(), 0);
+    s.check_invariants().unwrap();
+}
+
+#[test]
+fn a_commit_writes_the_batch_and_a_crash_after_it_loses_no_push() {
+    let p = temp("nvme");
+    let durable_wb = |p: &std::path::Path| {
+        StoreBuilder::new()
+            .dram(32 << 20)
+            .max_object(64 << 10)
+            .ssd(ssd(p, 128 << 20))
+            .durability(Durability::Always)
+            .collection_chunk_bytes(256)
+            .collection_write_back(true)
+            .build()
+            .unwrap()
+    };
+    let mut m = Model::default();
+    let mut s = durable_wb(&p);
+    for round in 0..6 {
+        change(&mut s, &mut m, round);
+        if round % 2 == 1 {
+            // Two rounds per batch: the commit writes them back before its sync.
+            s.commit().unwrap();
+            assert_eq!(s.collection_write_back_bytes(), (0, 0));
+        }
+    }
+    // Dropped without close or end_batch: a crash after the last commit.
+    drop(s);
+    let mut s = durable_wb(&p);
+    assert_eq!(s.recovery().chunks_dropped, 0, "every batch was whole");
+    assert_eq!(s.len(), 4);
+    assert_eq!(read_back(&mut s), m);
+}
+
+#[test]
+fn the_open_changes_are_bounded() {
+    let mut s = write_back_store(4096);
+    // Members long enough that each push changes a different leaf of many.
+    let big: Vec<Vec<u8>> = (0..3000)
+        .map(|i| format!("{i:06}{}", "x".repeat(900)).into_bytes())
+        .collect();
+    s.sadd(b"s", &refs(&big)).unwrap();
+    s.end_batch();
+    let mut most = 0;
+    for (i, m) in big.iter().enumerate() {
+        // Each member grows: its leaf is changed and kept open.
+        let mut longer = m.clone();
+        longer.extend_from_slice(b"-2");
+        s.sadd(b"s", &[longer.as_slice()]).unwrap();
+        most = most.max(s.collection_write_back_bytes().0);
+        if i % 500 == 0 {
+            assert!(s.collection_write_back_bytes().1 <= 1);
+        }
+    }
+    assert!(most > 0);
+    assert!(
+        most <= cxltier_store::OPEN_BYTES_MAX,
+        "{most} bytes open, over the bound"
+    );
+    s.end_batch();
+    assert_eq!(s.scard(b"s").unwrap(), 6000);
+    s.check_collection(b"s").unwrap();
+    // Many collections: no more than the bound stay open.
+    for i in 0..(cxltier_store::OPEN_COLLECTIONS_MAX + 10) {
+        let k = format!("k{i}");
+        s.sadd(k.as_bytes(), &[b"a"]).unwrap();
+        s.sadd(k.as_bytes(), &[b"b"]).unwrap();
+        assert!(s.collection_write_back_bytes().1 <= cxltier_store::OPEN_COLLECTIONS_MAX);
+    }
+}

@@ -357,3 +357,87 @@ fn clients_sending_in_one_breath_are_served_in_the_order_they_sent() {
         assert_eq!(r.cmd("LRANGE target2 0 -1"), "*1\r\n$3\r\nfoo\r\n");
     }
 }
+
+/// A list changed by pushes and, in the same batch (one write, read whole by the server), read
+/// and moved by every other path: each sees every push, though the list's chunks are written
+/// only when the batch ends.
+#[test]
+fn commands_in_the_batch_of_a_push_see_it() {
+    let s = Server::start();
+    let mut c = s.client();
+    // Enough members for chunks below the root (4 KiB each).
+    let members: Vec<String> = (0..1500).map(|i| format!("m{i:05}")).collect();
+    assert_eq!(
+        c.cmd(&format!("RPUSH l {}", members.join(" "))),
+        ":1500\r\n"
+    );
+    let cmds = [
+        ("LPUSH l p1", ":1501\r\n".to_string()),
+        ("LPUSH l p2", ":1502\r\n".into()),
+        ("LLEN l", ":1502\r\n".into()),
+        ("LRANGE l 0 1", "*2\r\n$2\r\np2\r\n$2\r\np1\r\n".into()),
+        ("TYPE l", "+list\r\n".into()),
+        ("OBJECT ENCODING l", "$9\r\nquicklist\r\n".into()),
+        ("COPY l c", ":1\r\n".into()),
+        ("LPUSH l p3", ":1503\r\n".into()),
+        ("LLEN c", ":1502\r\n".into()),
+        ("LINDEX c 0", "$2\r\np2\r\n".into()),
+        ("EXPIRE l 1000", ":1\r\n".into()),
+        ("LPUSH l p4", ":1504\r\n".into()),
+        ("TTL l", ":1000\r\n".into()),
+        ("RENAME l r", "+OK\r\n".into()),
+        ("LLEN r", ":1504\r\n".into()),
+        ("LINDEX r 0", "$2\r\np4\r\n".into()),
+        ("LINDEX r -1", "$6\r\nm01499\r\n".into()),
+        ("EXISTS l", ":0\r\n".into()),
+        ("RPUSH r t1", ":1505\r\n".into()),
+        ("DEL r", ":1\r\n".into()),
+        ("LPUSH r x", ":1\r\n".into()),
+        ("LRANGE r 0 -1", "*1\r\n$1\r\nx\r\n".into()),
+        ("LPUSH c p5", ":1503\r\n".into()),
+    ];
+    let mut batch = Vec::new();
+    for (cmd, _) in &cmds {
+        let args: Vec<&str> = cmd.split(' ').collect();
+        batch.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
+        for a in &args {
+            batch.extend_from_slice(format!("${}\r\n{a}\r\n", a.len()).as_bytes());
+        }
+    }
+    c.w.write_all(&batch).unwrap();
+    for (cmd, want) in &cmds {
+        assert_eq!(&c.read(), want, "{cmd}");
+    }
+    // The batch's last push, then a MEMORY USAGE, a SCAN and a DUMP in one write: each sees
+    // it (the key is there, the payload restores the whole list).
+    let mut batch = Vec::new();
+    for cmd in ["LPUSH c p6", "MEMORY USAGE c", "SCAN 0 COUNT 100", "DUMP c"] {
+        let args: Vec<&str> = cmd.split(' ').collect();
+        batch.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
+        for a in &args {
+            batch.extend_from_slice(format!("${}\r\n{a}\r\n", a.len()).as_bytes());
+        }
+    }
+    c.w.write_all(&batch).unwrap();
+    assert_eq!(c.read(), ":1504\r\n");
+    let usage = c.read();
+    assert!(usage.starts_with(':') && usage.len() > 4, "{usage}");
+    let scan = c.read();
+    assert!(
+        scan.contains("$1\r\nc\r\n") && scan.contains("$1\r\nr\r\n"),
+        "{scan}"
+    );
+    let mut dump = Vec::new();
+    c.reply(&mut dump);
+    // The payload back under a new key (RESTORE takes it as one binary argument).
+    let payload_at = dump.iter().position(|&b| b == b'\n').unwrap() + 1;
+    let payload = &dump[payload_at..dump.len() - 2];
+    let mut req = b"*4\r\n$7\r\nRESTORE\r\n$1\r\nd\r\n$1\r\n0\r\n".to_vec();
+    req.extend_from_slice(format!("${}\r\n", payload.len()).as_bytes());
+    req.extend_from_slice(payload);
+    req.extend_from_slice(b"\r\n");
+    c.w.write_all(&req).unwrap();
+    assert_eq!(c.read(), "+OK\r\n");
+    assert_eq!(c.cmd("LLEN d"), ":1504\r\n");
+    assert_eq!(c.cmd("LRANGE d 0 1"), "*2\r\n$2\r\np6\r\n$2\r\np5\r\n");
+}

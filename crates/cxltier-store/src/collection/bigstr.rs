@@ -135,6 +135,8 @@ impl Store {
             chunk_bytes,
             first_new_id: 0,
             pending: Default::default(),
+            pending_bytes: 0,
+            changed: false,
         };
         let mut all = Some(pieces(value, piece));
         tx.modify(&mut root.tops[0], Seek::Before(0), &mut |e, _, _| {
@@ -151,8 +153,9 @@ impl Store {
         let value = self.coll_read(key, Kind::BigString, |tx, r| {
             let (_, len, kind) = meta_of(r, key)?;
             let mut out = Vec::with_capacity(len as usize);
-            tx.walk(&r.tops[0], 0, false, &mut |e| {
-                out.extend_from_slice(&e.1);
+            tx.walk(&r.tops[0], 0, false, &mut |k, v| {
+                let e = (k, v);
+                out.extend_from_slice(e.1);
                 true
             })?;
             if out.len() as u64 != len {
@@ -249,7 +252,8 @@ impl Store {
             let mut out = Vec::with_capacity((end - offset) as usize);
             let first = offset / piece as u64;
             let mut at = first * piece as u64;
-            tx.walk(&r.tops[0], first, false, &mut |e| {
+            tx.walk(&r.tops[0], first, false, &mut |k, v| {
+                let e = (k, v);
                 let (from, to) = (offset.max(at), end.min(at + e.1.len() as u64));
                 if from < to {
                     out.extend_from_slice(&e.1[(from - at) as usize..(to - at) as usize]);
@@ -376,7 +380,8 @@ impl Store {
             .coll_read(key, Kind::BigString, |tx, r| {
                 let (piece, len, _) = meta_of(r, key)?;
                 let mut sizes = Vec::new();
-                tx.walk(&r.tops[0], 0, false, &mut |e| {
+                tx.walk(&r.tops[0], 0, false, &mut |k, v| {
+                    let e = (k, v);
                     sizes.push(e.1.len());
                     true
                 })?;

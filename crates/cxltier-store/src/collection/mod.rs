@@ -8,7 +8,7 @@ mod node;
 mod tree;
 
 use node::{Entry, Node, Root};
-use tree::{check_kind, Seek, Tx};
+use tree::{check_kind, entry_bytes, Seek, Tx};
 
 use crate::{Kind, Result, Store, StoreError};
 
@@ -189,6 +189,136 @@ fn norm_index(i: i64, len: u64) -> Option<u64> {
     (i >= 0 && (i as u64) < len).then_some(i as u64)
 }
 
+/// The most bytes of changed nodes the open collections keep before they are all written
+/// back: a batch's changes to a few large collections fit, and a batch that changes many
+/// leaves of one writes some of them early rather than holding a large part of it.
+pub const OPEN_BYTES_MAX: usize = 4 << 20;
+/// The most collections kept open at once (each holds its root's top nodes besides).
+pub const OPEN_COLLECTIONS_MAX: usize = 64;
+
+/// A collection changed in this batch and not yet written back: its root as it is now and the
+/// nodes its changes made, as one change that goes on across commands ([`Tx`]).
+pub(crate) struct OpenCollection {
+    /// Its key (lent to each [`Tx`] and back: no copy per command).
+    key: Vec<u8>,
+    kind: Kind,
+    root: Root,
+    exp: Option<u64>,
+    pending: hashbrown::HashMap<u64, (Node, usize)>,
+    pending_bytes: usize,
+    /// Chunks of the stored tree these changes replaced (deleted once the root is written).
+    freed: Vec<u64>,
+    /// The stored root's next id: ids from it on are this open change's.
+    first_new_id: u64,
+    /// The root as stored, without its freed ids (a batch that changed nothing writes
+    /// nothing); `None` for a collection not stored yet.
+    stored_root: Option<Vec<u8>>,
+}
+
+impl OpenCollection {
+    fn stored(key: &[u8], kind: Kind, root: Root, exp: Option<u64>) -> OpenCollection {
+        let mut r = root.clone();
+        r.freed.clear();
+        OpenCollection {
+            key: key.to_vec(),
+            kind,
+            first_new_id: root.next_id,
+            stored_root: Some(r.encode()),
+            root,
+            exp,
+            pending: Default::default(),
+            pending_bytes: 0,
+            freed: Vec::new(),
+        }
+    }
+
+    fn created(key: &[u8], kind: Kind, root: Root) -> OpenCollection {
+        OpenCollection {
+            key: key.to_vec(),
+            kind,
+            first_new_id: root.next_id,
+            stored_root: None,
+            root,
+            exp: None,
+            pending: Default::default(),
+            pending_bytes: 0,
+            freed: Vec::new(),
+        }
+    }
+
+    /// The change this open collection goes on with (its pending nodes and freed ids moved in;
+    /// the caller moves them back).
+    fn tx<'s>(&mut self, store: &'s mut Store, chunk_bytes: usize) -> Tx<'s> {
+        Tx {
+            store,
+            key: std::mem::take(&mut self.key),
+            generation: self.root.generation,
+            next_id: self.root.next_id,
+            freed: std::mem::take(&mut self.freed),
+            chunk_bytes,
+            first_new_id: self.first_new_id,
+            pending: std::mem::take(&mut self.pending),
+            pending_bytes: self.pending_bytes,
+            changed: false,
+        }
+    }
+
+    /// Take back what [`OpenCollection::tx`] lent, and what the change made.
+    fn untx(&mut self, tx: &mut Tx<'_>) {
+        self.key = std::mem::take(&mut tx.key);
+        self.root.next_id = tx.next_id;
+        self.freed = std::mem::take(&mut tx.freed);
+        self.pending = std::mem::take(&mut tx.pending);
+        self.pending_bytes = tx.pending_bytes;
+    }
+}
+
+/// The store's open collections (see [`Store::set_collection_write_back`]).
+#[derive(Default)]
+pub(crate) struct OpenCollections {
+    map: hashbrown::HashMap<Vec<u8>, OpenCollection>,
+    /// The pending bytes of the collections in `map`.
+    bytes: usize,
+}
+
+impl OpenCollections {
+    pub(crate) fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    fn take(&mut self, key: &[u8]) -> Option<OpenCollection> {
+        let (k, mut oc) = self.map.remove_entry(key)?;
+        self.bytes -= oc.pending_bytes;
+        oc.key = k;
+        Some(oc)
+    }
+
+    fn put(&mut self, mut oc: OpenCollection) {
+        self.bytes += oc.pending_bytes;
+        self.map.insert(std::mem::take(&mut oc.key), oc);
+    }
+
+    fn take_all(&mut self) -> Vec<OpenCollection> {
+        self.bytes = 0;
+        self.map
+            .drain()
+            .map(|(k, mut oc)| {
+                oc.key = k;
+                oc
+            })
+            .collect()
+    }
+
+    pub(crate) fn clear(&mut self) {
+        self.bytes = 0;
+        self.map.clear();
+    }
+
+    fn over_bound(&self) -> bool {
+        self.bytes > OPEN_BYTES_MAX || self.map.len() > OPEN_COLLECTIONS_MAX
+    }
+}
+
 impl Store {
     /// The root of the collection under `key`, checked to be of `kind`, and its expiry.
     fn coll_root(&mut self, key: &[u8], kind: Kind) -> Result<Option<(Root, Option<u64>)>> {
@@ -218,13 +348,38 @@ impl Store {
         Ok(Some((root, exp)))
     }
 
-    /// Run a read-only `f` over the collection; `None` when the key is absent.
+    /// The open collection under `key` if it is one of `kind` and its TTL has not passed,
+    /// taken out of the open set (the caller puts it back). Any other open one under `key` is
+    /// written back first, so that the stored root answers (a wrong type, an expiry).
+    fn take_open(&mut self, key: &[u8], kind: Kind) -> Result<Option<OpenCollection>> {
+        let Some(oc) = self.open.take(key) else {
+            return Ok(None);
+        };
+        if oc.kind == kind && oc.exp.is_none_or(|t| t > self.now_ms()) {
+            return Ok(Some(oc));
+        }
+        self.write_back(key, oc)?;
+        Ok(None)
+    }
+
+    /// Run a read-only `f` over the collection; `None` when the key is absent. An open
+    /// collection is read as it is now, its unwritten nodes included.
     fn coll_read<R>(
         &mut self,
         key: &[u8],
         kind: Kind,
         f: impl FnOnce(&mut Tx<'_>, &Root) -> Result<R>,
     ) -> Result<Option<R>> {
+        if !self.open.is_empty() {
+            if let Some(mut oc) = self.take_open(key, kind)? {
+                let chunk_bytes = self.chunk_bytes();
+                let mut tx = oc.tx(self, chunk_bytes);
+                let r = f(&mut tx, &oc.root);
+                oc.untx(&mut tx);
+                self.open.put(oc);
+                return r.map(Some);
+            }
+        }
         let Some((root, _)) = self.coll_root(key, kind)? else {
             return Ok(None);
         };
@@ -238,6 +393,8 @@ impl Store {
             chunk_bytes,
             first_new_id: root.next_id,
             pending: Default::default(),
+            pending_bytes: 0,
+            changed: false,
         };
         f(&mut tx, &root).map(Some)
     }
@@ -256,6 +413,13 @@ impl Store {
     }
 
     /// [`Store::coll_write`], with `init` run on a root it creates (before `f`).
+    ///
+    /// With write-back on ([`Store::set_collection_write_back`]) a changed collection that
+    /// existed before stays open: its changed nodes and root wait in memory for the next
+    /// change of it, and are written (children first, root last, as always) when the batch
+    /// ends, at a commit, when another path reads or writes the key, or when the open set
+    /// outgrows its bound. A collection this change created, emptied or holds as a big string
+    /// is written at once, so that which keys exist is always what the index says.
     fn coll_write_root<R>(
         &mut self,
         key: &[u8],
@@ -264,66 +428,146 @@ impl Store {
         init: impl FnOnce(&mut Root),
         f: impl FnOnce(&mut Tx<'_>, &mut Root) -> Result<R>,
     ) -> Result<Option<R>> {
-        let (mut root, exp) = match self.coll_root(key, kind)? {
-            Some(r) => r,
-            None if create => {
-                if is_internal_key(key) || key.is_empty() {
-                    return Err(StoreError::Config(format!(
-                        "keys must not be empty or start with the bytes {CHUNK_PREFIX:?}, which the store keeps for its own objects"
-                    )));
-                }
-                let max = crate::store::MAX_PARTS_KEY - CHUNK_KEY_OVERHEAD;
-                if key.len() > max {
-                    return Err(StoreError::Config(format!(
-                        "a collection's key may be at most {max} bytes (its parts' keys add {CHUNK_KEY_OVERHEAD}), not {}",
-                        key.len()
-                    )));
-                }
-                let mut root = Root::new(kind, self.new_generation());
-                init(&mut root);
-                (root, None)
-            }
-            None => return Ok(None),
+        let open = if self.open.is_empty() {
+            None
+        } else {
+            self.take_open(key, kind)?
         };
-        // The root as stored, to tell whether the change changed it (an old root's freed ids
-        // were deleted by its own change: they need not be written again).
-        let before = (root.next_id > 0 || root.tops[0].count() > 0).then(|| {
-            let mut r = root.clone();
-            r.freed.clear();
-            r.encode()
-        });
+        let mut oc = match open {
+            Some(oc) => oc,
+            None => match self.coll_root(key, kind)? {
+                Some((root, exp)) => OpenCollection::stored(key, kind, root, exp),
+                None if create => {
+                    if is_internal_key(key) || key.is_empty() {
+                        return Err(StoreError::Config(format!(
+                            "keys must not be empty or start with the bytes {CHUNK_PREFIX:?}, which the store keeps for its own objects"
+                        )));
+                    }
+                    let max = crate::store::MAX_PARTS_KEY - CHUNK_KEY_OVERHEAD;
+                    if key.len() > max {
+                        return Err(StoreError::Config(format!(
+                            "a collection's key may be at most {max} bytes (its parts' keys add {CHUNK_KEY_OVERHEAD}), not {}",
+                            key.len()
+                        )));
+                    }
+                    let mut root = Root::new(kind, self.new_generation());
+                    init(&mut root);
+                    OpenCollection::created(key, kind, root)
+                }
+                None => return Ok(None),
+            },
+        };
+        let flags = oc.root.flags;
         let chunk_bytes = self.chunk_bytes();
-        let mut tx = Tx {
-            store: self,
-            key: key.to_vec(),
-            generation: root.generation,
-            next_id: root.next_id,
-            freed: Vec::new(),
-            chunk_bytes,
-            first_new_id: root.next_id,
-            pending: Default::default(),
-        };
-        let r = f(&mut tx, &mut root)?;
-        tx.flush()?;
-        let untouched = tx.next_id == root.next_id && tx.freed.is_empty();
-        root.next_id = tx.next_id;
-        root.freed = std::mem::take(&mut tx.freed);
-        if root.tops[0].count() == 0 {
-            // Redis has no empty collections; deleting the root deletes any chunks left.
+        let mut tx = oc.tx(self, chunk_bytes);
+        let r = f(&mut tx, &mut oc.root);
+        let changed = tx.changed || oc.root.flags != flags;
+        oc.untx(&mut tx);
+        // A change that failed (a chunk it could not read) leaves its tree half changed: what
+        // the collection had in memory goes, and the key stays as last written.
+        let r = r?;
+        if changed {
+            // Counted when made, not when written: the server tells a command that changed
+            // the store by this count.
+            self.count_change();
+        }
+        if oc.root.tops[0].count() == 0 {
+            // Redis has no empty collections; deleting the root deletes any chunks left (the
+            // ones never written just go).
             self.delete_collection(key)?;
             return Ok(Some(r));
         }
-        let bytes = root.encode();
-        // A change that changed nothing (a member already there, one that was not) writes
-        // nothing, the root included.
-        if untouched && before.as_deref() == Some(bytes.as_slice()) {
-            return Ok(Some(r));
+        if oc.stored_root.is_none() || kind == Kind::BigString || !self.collection_write_back {
+            self.write_back(key, oc)?;
+        } else {
+            self.open.put(oc);
+            if self.open.over_bound() {
+                self.settle_collections()?;
+            }
         }
-        self.put_raw(key, kind, &bytes, exp)?;
+        Ok(Some(r))
+    }
+
+    /// Write an open collection out: the nodes its changes made (children first), then its
+    /// root, then delete the chunks those changes replaced. Nothing is written when it is as
+    /// stored. Not a change of the store's contents (those were counted as they were made).
+    pub(crate) fn write_back(&mut self, key: &[u8], oc: OpenCollection) -> Result<()> {
+        let changes = self.changes();
+        let r = self.write_back_inner(key, oc);
+        self.set_changes(changes);
+        r
+    }
+
+    fn write_back_inner(&mut self, key: &[u8], mut oc: OpenCollection) -> Result<()> {
+        let chunk_bytes = self.chunk_bytes();
+        let freed = {
+            let mut tx = oc.tx(self, chunk_bytes);
+            tx.flush()?;
+            std::mem::take(&mut tx.freed)
+        };
+        let mut root = oc.root;
+        root.freed = freed;
+        let bytes = root.encode();
+        // An old root's freed ids were deleted by its own change: `stored_root` leaves them out.
+        if root.freed.is_empty() && oc.stored_root.as_deref() == Some(bytes.as_slice()) {
+            return Ok(());
+        }
+        self.put_raw(key, oc.kind, &bytes, oc.exp)?;
         for &id in &root.freed {
             self.chunk_delete_replaced(&chunk_key(key, root.generation, id))?;
         }
-        Ok(Some(r))
+        Ok(())
+    }
+
+    /// Write back the open collection under `key`, if there is one: before any other path
+    /// reads or writes the key.
+    pub(crate) fn settle_collection(&mut self, key: &[u8]) -> Result<()> {
+        if self.open.is_empty() {
+            return Ok(());
+        }
+        match self.open.take(key) {
+            Some(oc) => self.write_back(key, oc),
+            None => Ok(()),
+        }
+    }
+
+    /// Write back every open collection (the end of a batch, a commit, a path over all keys).
+    /// Each is tried; the first failure is returned.
+    pub(crate) fn settle_collections(&mut self) -> Result<()> {
+        let mut first_err = None;
+        for oc in self.open.take_all() {
+            let key = oc.key.clone();
+            if let Err(e) = self.write_back(&key, oc) {
+                first_err.get_or_insert(e);
+            }
+        }
+        first_err.map_or(Ok(()), Err)
+    }
+
+    /// Forget the open collection under `key` (its key is being deleted or expired: the
+    /// chunks it made were never written, and the stored ones go with the key).
+    pub(crate) fn forget_open_collection(&mut self, key: &[u8]) {
+        if !self.open.is_empty() {
+            self.open.take(key);
+        }
+    }
+
+    /// Keep changed collections in memory across the commands of a batch and write each
+    /// once, when the batch ends or its commit comes (see [`Store::end_batch`],
+    /// [`Store::commit`]): the server's mode. Off (the default), every change is written
+    /// before its call returns. Turning it off writes back what is open.
+    pub fn set_collection_write_back(&mut self, on: bool) -> Result<()> {
+        if !on {
+            self.settle_collections()?;
+        }
+        self.collection_write_back = on;
+        Ok(())
+    }
+
+    /// Bytes of changed collection nodes waiting to be written back (bounded by
+    /// [`OPEN_BYTES_MAX`]), and how many collections hold them.
+    pub fn collection_write_back_bytes(&self) -> (usize, usize) {
+        (self.open.bytes, self.open.map.len())
     }
 
     // ---- lists ----
@@ -362,8 +606,9 @@ impl Store {
                 ListEnd::Left => 0,
                 ListEnd::Right => top.count(),
             };
-            tx.modify(top, Seek::Before(at), &mut |e, pos, _| {
+            tx.modify(top, Seek::Before(at), &mut |e, pos, edit| {
                 let i = pos.unwrap_or_else(|i| i);
+                edit.grew = Some(members.iter().map(|m| entry_bytes(&[], m)).sum());
                 let new = members.iter().map(|m| (Vec::new(), m.to_vec()));
                 match end {
                     ListEnd::Left => drop(e.splice(i..i, new.rev())),
@@ -391,15 +636,14 @@ impl Store {
                     ListEnd::Right => Seek::At(top.count() - 1),
                 };
                 // Everything the leaf can give at once: one path written per leaf emptied.
-                let got = tx.modify(top, seek, &mut |e, _, _| match end {
-                    ListEnd::Left => {
-                        let n = want.min(e.len());
-                        e.drain(..n).map(|x| x.1).collect::<Vec<_>>()
-                    }
-                    ListEnd::Right => {
-                        let n = want.min(e.len());
-                        e.drain(e.len() - n..).rev().map(|x| x.1).collect()
-                    }
+                let got = tx.modify(top, seek, &mut |e, _, edit| {
+                    let n = want.min(e.len());
+                    let got: Vec<Vec<u8>> = match end {
+                        ListEnd::Left => e.drain(..n).map(|x| x.1).collect(),
+                        ListEnd::Right => e.drain(e.len() - n..).rev().map(|x| x.1).collect(),
+                    };
+                    edit.grew = Some(-got.iter().map(|m| entry_bytes(&[], m)).sum::<isize>());
+                    got
                 })?;
                 out.extend(got);
             }
@@ -451,8 +695,9 @@ impl Store {
                 };
                 let mut out = Vec::with_capacity((b - a + 1) as usize);
                 let n = b - a + 1;
-                tx.walk(&r.tops[0], a, false, &mut |e| {
-                    out.push(e.1.clone());
+                tx.walk(&r.tops[0], a, false, &mut |k, v| {
+                    let e = (k, v);
+                    out.push(e.1.to_vec());
                     (out.len() as u64) < n
                 })?;
                 Ok(out)
@@ -473,7 +718,8 @@ impl Store {
             .coll_write(key, Kind::List, false, |tx, root| {
                 let mut at = None;
                 let mut i = 0u64;
-                tx.walk(&root.tops[0], 0, false, &mut |e| {
+                tx.walk(&root.tops[0], 0, false, &mut |k, v| {
+                    let e = (k, v);
                     if e.1 == pivot {
                         at = Some(i);
                         return false;
@@ -508,7 +754,8 @@ impl Store {
                 let rev = count < 0;
                 let mut hits = Vec::new();
                 let mut i = if rev { len - 1 } else { 0 };
-                tx.walk(&root.tops[0], i, rev, &mut |e| {
+                tx.walk(&root.tops[0], i, rev, &mut |k, v| {
+                    let e = (k, v);
                     if e.1 == value {
                         hits.push(i);
                     }
@@ -636,7 +883,7 @@ impl Store {
                 let mut n = 0;
                 for &m in members {
                     let old = tx.modify(&mut root.tops[0], Seek::Key(m), &mut |e, pos, ch| {
-                        *ch = pos.is_ok();
+                        ch.changed = pos.is_ok();
                         pos.ok().map(|p| value_score(&e.remove(p).1))
                     })?;
                     if let Some(o) = old {
@@ -789,8 +1036,9 @@ impl Store {
                 }
                 let from = if rev { hi - 1 - offset } else { lo + offset };
                 let mut out = Vec::with_capacity(n.min(1024) as usize);
-                tx.walk(&r.tops[0], from, rev, &mut |e| {
-                    out.push((e.0.clone(), value_score(&e.1)));
+                tx.walk(&r.tops[0], from, rev, &mut |k, v| {
+                    let e = (k, v);
+                    out.push((e.0.to_vec(), value_score(e.1)));
                     (out.len() as u64) < n
                 })?;
                 Ok(out)
@@ -860,14 +1108,17 @@ impl Store {
                 while (out.len() as u64) < count && root.tops[1].count() > 0 {
                     let at = if max { root.tops[1].count() - 1 } else { 0 };
                     let sk = tx
-                        .modify(&mut root.tops[1], Seek::At(at), &mut |e, pos, _| {
-                            pos.ok().map(|p| e.remove(p).0)
+                        .modify(&mut root.tops[1], Seek::At(at), &mut |e, pos, ch| {
+                            let (k, v) = e.remove(pos.ok()?);
+                            ch.grew = Some(-entry_bytes(&k, &v));
+                            Some(k)
                         })?
                         .expect("a position within the count");
                     let member = sk[8..].to_vec();
-                    tx.modify(&mut root.tops[0], Seek::Key(&member), &mut |e, pos, _| {
+                    tx.modify(&mut root.tops[0], Seek::Key(&member), &mut |e, pos, ch| {
                         if let Ok(p) = pos {
-                            e.remove(p);
+                            let (k, v) = e.remove(p);
+                            ch.grew = Some(-entry_bytes(&k, &v));
                         }
                     })?;
                     out.push((member, score_from_bytes(&sk)));
@@ -1002,6 +1253,8 @@ impl Store {
             chunk_bytes,
             first_new_id: root.next_id,
             pending: Default::default(),
+            pending_bytes: 0,
+            changed: false,
         };
         for &(k, v) in pairs {
             tx.modify(
@@ -1009,7 +1262,7 @@ impl Store {
                 Seek::Key(k),
                 &mut |e, pos, ch| match pos {
                     Ok(p) => {
-                        *ch = e[p].1 != v;
+                        ch.changed = e[p].1 != v;
                         e[p].1 = v.to_vec();
                         false
                     }
@@ -1048,13 +1301,15 @@ impl Store {
                     Seek::Key(k),
                     &mut |e, pos, ch| match pos {
                         Ok(p) => {
-                            *ch = e[p].1 != v;
-                            if *ch {
+                            ch.changed = e[p].1 != v;
+                            if ch.changed {
+                                ch.grew = Some(v.len() as isize - e[p].1.len() as isize);
                                 e[p].1 = v.to_vec();
                             }
                             false
                         }
                         Err(p) => {
+                            ch.grew = Some(entry_bytes(k, v));
                             e.insert(p, (k.to_vec(), v.to_vec()));
                             true
                         }
@@ -1080,8 +1335,10 @@ impl Store {
                 let mut n = 0;
                 for &k in keys {
                     let gone = tx.modify(&mut root.tops[0], Seek::Key(k), &mut |e, pos, ch| {
-                        *ch = pos.is_ok();
-                        pos.ok().map(|p| e.remove(p)).is_some()
+                        ch.changed = pos.is_ok();
+                        let gone = pos.ok().map(|p| e.remove(p));
+                        ch.grew = gone.as_ref().map(|(k, v)| -entry_bytes(k, v));
+                        gone.is_some()
                     })?;
                     n += u64::from(gone);
                 }
@@ -1106,8 +1363,9 @@ impl Store {
                     None => 0,
                 };
                 let mut out = Vec::with_capacity(count.min(1024));
-                tx.walk(top, from, false, &mut |e| {
-                    out.push(e.clone());
+                tx.walk(top, from, false, &mut |k, v| {
+                    let e = (k, v);
+                    out.push((e.0.to_vec(), e.1.to_vec()));
                     out.len() < count
                 })?;
                 let more = from + (out.len() as u64) < top.count();
@@ -1125,6 +1383,8 @@ impl Store {
     /// in order, chunks within their size, a sorted set's two trees agreeing, and its chunks in
     /// the store exactly those its root reaches (none leaked, none missing).
     pub fn check_collection(&mut self, key: &[u8]) -> std::result::Result<(), String> {
+        // The chunks stored are compared with those the root reaches: as written back.
+        self.settle_collection(key).map_err(|e| e.to_string())?;
         let kind = match self.peek_kind(key) {
             Some(k) if k.is_collection() => k,
             // No collection here: none of its parts may be left either.
@@ -1363,29 +1623,40 @@ fn zadd_one(
             None => !flags.xx,
             Some(o) => !(flags.nx || o == s || (flags.gt && s <= o) || (flags.lt && s >= o)),
         };
-        *ch = apply;
+        ch.changed = apply;
         if !apply {
             return None;
         }
         match pos {
-            Ok(p) => e[p].1 = sv.to_vec(),
-            Err(p) => e.insert(p, (member.to_vec(), sv.to_vec())),
+            // A score is 8 bytes: replacing one keeps the leaf's size.
+            Ok(p) => {
+                e[p].1 = sv.to_vec();
+                ch.grew = Some(0);
+            }
+            Err(p) => {
+                e.insert(p, (member.to_vec(), sv.to_vec()));
+                ch.grew = Some(entry_bytes(member, &sv));
+            }
         }
         Some(old)
     })?;
     let Some(old) = done else { return Ok(None) };
     if let Some(o) = old {
         let ok = score_key(o, member);
-        tx.modify(&mut root.tops[1], Seek::Key(&ok), &mut |e, pos, _| {
+        tx.modify(&mut root.tops[1], Seek::Key(&ok), &mut |e, pos, ch| {
+            ch.grew = Some(0);
             if let Ok(p) = pos {
-                e.remove(p);
+                let (k, v) = e.remove(p);
+                ch.grew = Some(-entry_bytes(&k, &v));
             }
         })?;
     }
     let nk = score_key(s, member);
-    tx.modify(&mut root.tops[1], Seek::Key(&nk), &mut |e, pos, _| {
+    tx.modify(&mut root.tops[1], Seek::Key(&nk), &mut |e, pos, ch| {
+        ch.grew = Some(0);
         if let Err(p) = pos {
             e.insert(p, (nk.clone(), Vec::new()));
+            ch.grew = Some(entry_bytes(&nk, &[]));
         }
     })?;
     Ok(Some(old))
@@ -1394,8 +1665,9 @@ fn zadd_one(
 /// `n` entries of a score tree from position `from`, as (member, score).
 fn zwalk(tx: &mut Tx<'_>, top: &Node, from: u64, rev: bool, n: u64) -> Result<Vec<(Vec<u8>, f64)>> {
     let mut out = Vec::with_capacity(n.min(1024) as usize);
-    tx.walk(top, from, rev, &mut |e| {
-        out.push((e.0[8..].to_vec(), score_from_bytes(&e.0)));
+    tx.walk(top, from, rev, &mut |k, v| {
+        let e = (k, v);
+        out.push((e.0[8..].to_vec(), score_from_bytes(e.0)));
         (out.len() as u64) < n
     })?;
     Ok(out)

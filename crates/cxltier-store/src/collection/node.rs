@@ -29,7 +29,7 @@ const LEAF: u8 = 0;
 const INNER: u8 = 1;
 /// Bytes a node spends beyond its entries: its tag and entry count.
 pub(crate) const NODE_HEADER: usize = 5;
-const LEAF_ENTRY: usize = 8;
+pub(crate) const LEAF_ENTRY: usize = 8;
 const INNER_ENTRY: usize = 4 + 16;
 
 impl Node {

@@ -23,17 +23,30 @@ pub(crate) enum Seek<'a> {
 }
 
 /// What a change does to the leaf it reaches: given its entries, the position found there
-/// (`Ok`: an entry; `Err`: where one would go) and a flag to clear when it changed nothing (then
-/// nothing is written).
+/// (`Ok`: an entry; `Err`: where one would go) and a [`LeafEdit`] to fill in.
 pub(crate) type LeafFn<'f, R> =
-    dyn FnMut(&mut Vec<Entry>, std::result::Result<usize, usize>, &mut bool) -> R + 'f;
+    dyn FnMut(&mut Vec<Entry>, std::result::Result<usize, usize>, &mut LeafEdit) -> R + 'f;
+
+/// What a [`LeafFn`] tells of its change.
+pub(crate) struct LeafEdit {
+    /// Cleared when it changed nothing (then nothing is written).
+    pub changed: bool,
+    /// By how many encoded bytes the leaf grew (negative: shrank), when the change knows: the
+    /// leaf is then not measured again (a walk over all its entries, per command).
+    pub grew: Option<isize>,
+}
+
+/// The encoded bytes an entry of `key` and `value` adds to a leaf.
+pub(crate) fn entry_bytes(key: &[u8], value: &[u8]) -> isize {
+    (super::node::LEAF_ENTRY + key.len() + value.len()) as isize
+}
 
 /// What became of a node a change went through.
 enum Outcome {
     /// Nothing changed below it: it stays, unwritten.
     Same(Node),
-    /// Its replacements (none when it emptied).
-    New(Vec<Node>),
+    /// Its replacements (none when it emptied), each with its encoded size.
+    New(Vec<(Node, usize)>),
 }
 
 /// One change to a collection: the chunks it reads and writes, and the ones it replaces.
@@ -47,8 +60,45 @@ pub(crate) struct Tx<'s> {
     /// The first id this change hands out (the root's next id when it began).
     pub first_new_id: u64,
     /// Nodes this change made, not yet written: a change of many members rewrites a node it
-    /// touches many times, and only its last version is written (by [`Tx::flush`]).
-    pub pending: HashMap<u64, Node>,
+    /// touches many times, and only its last version is written (by [`Tx::flush`]). Kept
+    /// across the commands of a server batch when the store writes collections back
+    /// (`OpenCollection`): ids from `first_new_id` on are only ever here until the flush.
+    pub pending: HashMap<u64, (Node, usize)>,
+    /// The encoded bytes of the nodes in `pending` (the write-back's memory bound).
+    pub pending_bytes: usize,
+    /// Whether a [`Tx::modify`] changed a leaf (a change that changed nothing writes nothing).
+    pub changed: bool,
+}
+
+/// What a walk calls with each entry (key, value) in turn; false stops it.
+pub(crate) type WalkFn<'f> = dyn FnMut(&[u8], &[u8]) -> bool + 'f;
+
+/// A walk over the entries of one leaf from `from`; false when `f` said stop.
+fn walk_leaf<K: AsRef<[u8]>, V: AsRef<[u8]>>(
+    e: &[(K, V)],
+    from: u64,
+    rev: bool,
+    f: &mut WalkFn<'_>,
+) -> bool {
+    if e.is_empty() {
+        return true;
+    }
+    let from = from as usize;
+    if rev {
+        e[..=from.min(e.len() - 1)]
+            .iter()
+            .rev()
+            .all(|x| f(x.0.as_ref(), x.1.as_ref()))
+    } else {
+        e.iter().skip(from).all(|x| f(x.0.as_ref(), x.1.as_ref()))
+    }
+}
+
+fn missing_chunk(key: &[u8], id: u64) -> StoreError {
+    StoreError::Corrupt(format!(
+        "collection {:?} refers to its chunk {id}, which is missing (lost in a crash under --durability none, or in a damaged range): delete the key",
+        String::from_utf8_lossy(key)
+    ))
 }
 
 /// What the descent needs of a leaf entry and of an inner node's child, owned or borrowed.
@@ -140,14 +190,44 @@ pub(crate) fn child_for<'a, C: Counted>(children: &[C], seek: Seek<'a>) -> (usiz
     }
 }
 
+/// [`child_for`] of an inner node holding `total` entries: a position in its second half is
+/// found counting from the end (a push or pop at a list's tail walks no counts but the last).
+fn child_for_counted<'a>(children: &[Child], seek: Seek<'a>, total: u64) -> (usize, Seek<'a>) {
+    let last = children.len() - 1;
+    match seek {
+        Seek::At(i) if i < total && i > total / 2 => {
+            // `rest` entries from `i` to the end; `after` of them lie after child `j`.
+            let rest = total - i;
+            let (mut j, mut after) = (last, 0);
+            while j > 0 && after + children[j].count < rest {
+                after += children[j].count;
+                j -= 1;
+            }
+            (j, Seek::At(children[j].count - (rest - after)))
+        }
+        Seek::Before(i) if i <= total && i > total / 2 => {
+            // The first child whose end is at or past the gap: `after` entries follow it.
+            let rest = total - i;
+            let (mut j, mut after) = (last, 0);
+            while j > 0 && after + children[j].count <= rest {
+                after += children[j].count;
+                j -= 1;
+            }
+            (j, Seek::Before(children[j].count - (rest - after)))
+        }
+        _ => child_for(children, seek),
+    }
+}
+
 /// Cut `items` into pieces of at most about `target` bytes each (at least `min` items a piece),
-/// balanced: a node split in two halves, not a full one and a sliver.
+/// balanced: a node split in two halves, not a full one and a sliver. Each piece comes with the
+/// bytes of its items.
 fn split_by_size<T>(
     items: Vec<T>,
     size: impl Fn(&T) -> usize,
     target: usize,
     min: usize,
-) -> Vec<Vec<T>> {
+) -> Vec<(Vec<T>, usize)> {
     // What a node's entries may take: the target less the node's own header.
     let target = target.saturating_sub(super::node::NODE_HEADER);
     let total: usize = items.iter().map(&size).sum();
@@ -160,7 +240,7 @@ fn split_by_size<T>(
     for it in items {
         let s = size(&it);
         if cur.len() >= min && left >= min && cur_size + s > each {
-            out.push(std::mem::take(&mut cur));
+            out.push((std::mem::take(&mut cur), cur_size));
             cur_size = 0;
         }
         cur_size += s;
@@ -168,7 +248,7 @@ fn split_by_size<T>(
         left -= 1;
     }
     if !cur.is_empty() || out.is_empty() {
-        out.push(cur);
+        out.push((cur, cur_size));
     }
     out
 }
@@ -186,19 +266,28 @@ pub(crate) fn may_split(node: &Node) -> bool {
 /// Fewest children of an inner node below the top.
 const INNER_MIN: usize = 2;
 
-/// A node cut into pieces that fit a chunk (itself alone when it fits or cannot be cut).
-fn split_node(node: Node, target: usize) -> Vec<Node> {
-    if node.size() <= target || !may_split(&node) {
-        return vec![node];
+/// A node cut into pieces that fit a chunk (itself alone when it fits or cannot be cut), each
+/// with its encoded size (measured here once: a node's size is a walk over its entries).
+fn split_node(node: Node, target: usize) -> Vec<(Node, usize)> {
+    let size = node.size();
+    split_sized(node, size, target)
+}
+
+/// [`split_node`] of a node whose encoded size is known.
+fn split_sized(node: Node, size: usize, target: usize) -> Vec<(Node, usize)> {
+    debug_assert_eq!(size, node.size(), "a node's tracked size");
+    if size <= target || !may_split(&node) {
+        return vec![(node, size)];
     }
+    let header = super::node::NODE_HEADER;
     match node {
         Node::Leaf(e) => split_by_size(e, leaf_entry_size, target, 1)
             .into_iter()
-            .map(Node::Leaf)
+            .map(|(p, s)| (Node::Leaf(p), header + s))
             .collect(),
         Node::Inner(c) => split_by_size(c, inner_entry_size, target, INNER_MIN)
             .into_iter()
-            .map(Node::Inner)
+            .map(|(p, s)| (Node::Inner(p), header + s))
             .collect(),
     }
 }
@@ -225,30 +314,53 @@ impl Tx<'_> {
     }
 
     pub(crate) fn load(&mut self, id: u64) -> Result<Node> {
-        if let Some(n) = self.pending.get(&id) {
+        if let Some((n, _)) = self.pending.get(&id) {
             return Ok(n.clone());
         }
+        self.decode_chunk(id).map(|(n, _)| n)
+    }
+
+    /// The stored chunk `id` decoded, and its size.
+    fn decode_chunk(&mut self, id: u64) -> Result<(Node, usize)> {
         let ck = self.chunk_key(id);
         let bytes = self
             .store
-            .chunk_read(&ck)?
-            .ok_or_else(|| self.missing(id))?;
-        let mut r = Reader::new(&bytes, &self.key);
+            .chunk_ref(&ck)?
+            .ok_or_else(|| missing_chunk(&self.key, id))?;
+        let size = bytes.len();
+        let mut r = Reader::new(bytes, &self.key);
         let node = Node::decode(&mut r)?;
         if !r.done() {
             return Err(r.corrupt("bytes after the node"));
         }
-        Ok(node)
+        Ok((node, size))
     }
 
-    /// A chunk this change replaced. One the change itself wrote is no root's and goes now; one
-    /// of the tree before the change is still the current root's, and goes after the new root
-    /// is written.
+    /// A node to change: taken out of `pending` (no copy) when this change made it, else
+    /// decoded from its chunk. The flag says it was pending: a caller that changes nothing
+    /// puts it back ([`Tx::put_back`]).
+    fn take(&mut self, id: u64) -> Result<(Node, usize, bool)> {
+        if let Some((n, size)) = self.pending.remove(&id) {
+            self.pending_bytes -= size;
+            return Ok((n, size, true));
+        }
+        let (n, size) = self.decode_chunk(id)?;
+        Ok((n, size, false))
+    }
+
+    fn put_back(&mut self, id: u64, node: Node, size: usize) {
+        self.pending_bytes += size;
+        self.pending.insert(id, (node, size));
+    }
+
+    /// A chunk this change replaced. One the change itself made is no root's and was never
+    /// written (ids from `first_new_id` on stay in `pending` until the flush that ends the
+    /// change): it just goes. One of the tree before the change is still the current root's,
+    /// and goes after the new root is written.
     fn free(&mut self, id: u64) -> Result<()> {
         if id >= self.first_new_id {
-            if self.pending.remove(&id).is_none() {
-                let ck = self.chunk_key(id);
-                self.store.chunk_delete(&ck)?;
+            if let Some((_, size)) = self.pending.remove(&id) {
+                self.pending_bytes -= size;
             }
         } else {
             self.freed.push(id);
@@ -256,7 +368,8 @@ impl Tx<'_> {
         Ok(())
     }
 
-    fn write(&mut self, node: Node) -> Result<Child> {
+    /// A new node (of `size` encoded bytes) under a fresh id, kept until the flush.
+    fn write(&mut self, node: Node, size: usize) -> Result<Child> {
         let id = self.next_id;
         self.next_id += 1;
         let child = Child {
@@ -264,7 +377,8 @@ impl Tx<'_> {
             id,
             count: node.count(),
         };
-        self.pending.insert(id, node);
+        self.pending_bytes += size;
+        self.pending.insert(id, (node, size));
         Ok(child)
     }
 
@@ -274,31 +388,14 @@ impl Tx<'_> {
         ids.sort_unstable();
         let mut b = Vec::new();
         for id in ids {
-            let node = self.pending.remove(&id).expect("listed above");
+            let (node, _) = self.pending.remove(&id).expect("listed above");
             b.clear();
             node.encode(&mut b);
             let ck = self.chunk_key(id);
             self.store.chunk_write(&ck, &b)?;
         }
+        self.pending_bytes = 0;
         Ok(())
-    }
-
-    /// A chunk's bytes, for a read that parses them in place ([`NodeRef`]).
-    fn load_bytes(&mut self, id: u64) -> Result<Vec<u8>> {
-        if let Some(n) = self.pending.get(&id) {
-            let mut b = Vec::new();
-            n.encode(&mut b);
-            return Ok(b);
-        }
-        let ck = self.chunk_key(id);
-        self.store.chunk_read(&ck)?.ok_or_else(|| self.missing(id))
-    }
-
-    fn missing(&self, id: u64) -> StoreError {
-        StoreError::Corrupt(format!(
-            "collection {:?} refers to its chunk {id}, which is missing (lost in a crash under --durability none, or in a damaged range): delete the key",
-            String::from_utf8_lossy(&self.key)
-        ))
     }
 
     /// Read the entry `seek` finds, without changing anything. Chunks below the top are read in
@@ -312,8 +409,23 @@ impl Tx<'_> {
             }
         };
         loop {
-            let bytes = self.load_bytes(id)?;
-            match NodeRef::parse(&bytes, &self.key)? {
+            // A node this change made is looked at where it is; a stored one in place.
+            if let Some((n, _)) = self.pending.get(&id) {
+                match n {
+                    Node::Leaf(e) => return Ok(leaf_pos(e, seek).ok().map(|i| e[i].clone())),
+                    Node::Inner(c) => {
+                        let (j, s) = child_for(c, seek);
+                        (id, seek) = (c[j].id, s);
+                        continue;
+                    }
+                }
+            }
+            let ck = self.chunk_key(id);
+            let bytes = self
+                .store
+                .chunk_ref(&ck)?
+                .ok_or_else(|| missing_chunk(&self.key, id))?;
+            match NodeRef::parse(bytes, &self.key)? {
                 NodeRef::Leaf(e) => {
                     return Ok(leaf_pos(&e, seek)
                         .ok()
@@ -338,8 +450,23 @@ impl Tx<'_> {
             }
         };
         loop {
-            let bytes = self.load_bytes(id)?;
-            match NodeRef::parse(&bytes, &self.key)? {
+            if let Some((node, _)) = self.pending.get(&id) {
+                match node {
+                    Node::Leaf(e) => return Ok(n + e.partition_point(|e| below(&e.0)) as u64),
+                    Node::Inner(c) => {
+                        let j = c.partition_point(|c| below(&c.first)).saturating_sub(1);
+                        n += c[..j].iter().map(|c| c.count).sum::<u64>();
+                        id = c[j].id;
+                        continue;
+                    }
+                }
+            }
+            let ck = self.chunk_key(id);
+            let bytes = self
+                .store
+                .chunk_ref(&ck)?
+                .ok_or_else(|| missing_chunk(&self.key, id))?;
+            match NodeRef::parse(bytes, &self.key)? {
                 NodeRef::Leaf(e) => return Ok(n + e.partition_point(|e| below(e.0)) as u64),
                 NodeRef::Inner(c) => {
                     let j = c.partition_point(|c| below(c.first)).saturating_sub(1);
@@ -351,13 +478,14 @@ impl Tx<'_> {
     }
 
     /// Visit entries in order from position `from` (forward) or down from position `from`
-    /// (backward) while `f` says go on.
+    /// (backward) while `f` says go on. Chunks are read in place ([`NodeRef`]): a walk
+    /// allocates per node, not per member.
     pub(crate) fn walk(
         &mut self,
         top: &Node,
         from: u64,
         rev: bool,
-        f: &mut dyn FnMut(&Entry) -> bool,
+        f: &mut WalkFn<'_>,
     ) -> Result<()> {
         if from >= top.count() && !rev {
             return Ok(());
@@ -369,70 +497,78 @@ impl Tx<'_> {
         self.walk_node(top, from, rev, f).map(|_| ())
     }
 
-    fn walk_node(
-        &mut self,
-        node: &Node,
-        from: u64,
-        rev: bool,
-        f: &mut dyn FnMut(&Entry) -> bool,
-    ) -> Result<bool> {
+    /// Walk `node` (a top, or a node this change made); false when `f` said stop.
+    fn walk_node(&mut self, node: &Node, from: u64, rev: bool, f: &mut WalkFn<'_>) -> Result<bool> {
         match node {
-            Node::Leaf(e) => {
-                let from = from as usize;
-                if rev {
-                    for x in e[..=from.min(e.len() - 1)].iter().rev() {
-                        if !f(x) {
-                            return Ok(false);
-                        }
-                    }
-                } else {
-                    for x in e.iter().skip(from) {
-                        if !f(x) {
-                            return Ok(false);
-                        }
-                    }
-                }
-                Ok(true)
-            }
+            Node::Leaf(e) => Ok(walk_leaf(e, from, rev, f)),
             Node::Inner(c) => {
-                let mut start = 0u64;
-                let starts: Vec<u64> = c
-                    .iter()
-                    .map(|c| {
-                        let s = start;
-                        start += c.count;
-                        s
-                    })
-                    .collect();
-                let order: Box<dyn Iterator<Item = usize>> = if rev {
-                    Box::new((0..c.len()).rev())
-                } else {
-                    Box::new(0..c.len())
-                };
-                for j in order {
-                    let (s, n) = (starts[j], c[j].count);
-                    if n == 0 {
-                        continue;
-                    }
-                    let local = if rev {
-                        if s > from {
-                            continue;
-                        }
-                        (from - s).min(n - 1)
-                    } else {
-                        if s + n <= from {
-                            continue;
-                        }
-                        from.saturating_sub(s)
-                    };
-                    let child = self.load(c[j].id)?;
-                    if !self.walk_node(&child, local, rev, f)? {
-                        return Ok(false);
-                    }
-                }
-                Ok(true)
+                let kids: Vec<(u64, u64)> = c.iter().map(|c| (c.id, c.count)).collect();
+                self.walk_children(&kids, from, rev, f)
             }
         }
+    }
+
+    /// Walk the children `kids` ((id, count) each) of an inner node from `from`.
+    fn walk_children(
+        &mut self,
+        kids: &[(u64, u64)],
+        from: u64,
+        rev: bool,
+        f: &mut WalkFn<'_>,
+    ) -> Result<bool> {
+        let mut start = 0u64;
+        let starts: Vec<u64> = kids
+            .iter()
+            .map(|&(_, n)| {
+                let s = start;
+                start += n;
+                s
+            })
+            .collect();
+        for step in 0..kids.len() {
+            let j = if rev { kids.len() - 1 - step } else { step };
+            let ((id, n), s) = (kids[j], starts[j]);
+            if n == 0 {
+                continue;
+            }
+            let local = if rev {
+                if s > from {
+                    continue;
+                }
+                (from - s).min(n - 1)
+            } else {
+                if s + n <= from {
+                    continue;
+                }
+                from.saturating_sub(s)
+            };
+            if !self.walk_chunk(id, local, rev, f)? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Walk the node of chunk `id`: one this change made, lent out of `pending` meanwhile, or
+    /// the stored chunk read in place.
+    fn walk_chunk(&mut self, id: u64, from: u64, rev: bool, f: &mut WalkFn<'_>) -> Result<bool> {
+        if let Some((node, size)) = self.pending.remove(&id) {
+            let r = self.walk_node(&node, from, rev, f);
+            self.pending.insert(id, (node, size));
+            return r;
+        }
+        let ck = self.chunk_key(id);
+        let kids: Vec<(u64, u64)> = {
+            let bytes = self
+                .store
+                .chunk_ref(&ck)?
+                .ok_or_else(|| missing_chunk(&self.key, id))?;
+            match NodeRef::parse(bytes, &self.key)? {
+                NodeRef::Leaf(e) => return Ok(walk_leaf(&e, from, rev, f)),
+                NodeRef::Inner(c) => c.iter().map(|c| (c.id, c.count)).collect(),
+            }
+        };
+        self.walk_children(&kids, from, rev, f)
     }
 
     /// Change the leaf `seek` reaches with `f` (given the leaf's entries and the position
@@ -444,20 +580,22 @@ impl Tx<'_> {
         f: &mut LeafFn<'_, R>,
     ) -> Result<R> {
         let old = std::mem::replace(top, Node::empty_leaf());
-        let (mut nodes, r) = match self.modify_node(old, seek, f)? {
+        let count = old.count();
+        let (mut nodes, r) = match self.modify_node(old, None, count, seek, f)? {
             (Outcome::Same(n), r) => {
                 *top = n;
                 return Ok(r);
             }
             (Outcome::New(nodes), r) => (nodes, r),
         };
+        self.changed = true;
         *top = match nodes.len() {
             0 => Node::empty_leaf(),
-            1 => nodes.pop().expect("one"),
+            1 => nodes.pop().expect("one").0,
             _ => {
                 let mut children = Vec::with_capacity(nodes.len());
-                for n in nodes {
-                    children.push(self.write(n)?);
+                for (n, size) in nodes {
+                    children.push(self.write(n, size)?);
                 }
                 Node::Inner(children)
             }
@@ -468,7 +606,7 @@ impl Tx<'_> {
                 break;
             }
             let id = c[0].id;
-            let child = self.load(id)?;
+            let (child, _, _) = self.take(id)?;
             self.free(id)?;
             *top = child;
         }
@@ -476,8 +614,8 @@ impl Tx<'_> {
         if top.size() > self.chunk_bytes && top.slots() > 1 {
             let pieces = split_node(std::mem::replace(top, Node::empty_leaf()), self.chunk_bytes);
             let mut children = Vec::with_capacity(pieces.len());
-            for n in pieces {
-                children.push(self.write(n)?);
+            for (n, size) in pieces {
+                children.push(self.write(n, size)?);
             }
             *top = Node::Inner(children);
         }
@@ -486,39 +624,67 @@ impl Tx<'_> {
 
     /// Returns the node's replacements: none (it emptied), itself changed, or the pieces it
     /// split into; or the node as it was when `f` changed nothing.
+    /// `size`: the node's encoded size when known (a chunk's), so that a change that knows
+    /// what it added or removed need not measure the node again.
     fn modify_node<R>(
         &mut self,
         node: Node,
+        size: Option<usize>,
+        count: u64,
         seek: Seek<'_>,
         f: &mut LeafFn<'_, R>,
     ) -> Result<(Outcome, R)> {
         match node {
             Node::Leaf(mut e) => {
                 let pos = leaf_pos(&e, seek);
-                let mut changed = true;
-                let r = f(&mut e, pos, &mut changed);
-                if !changed {
+                let mut edit = LeafEdit {
+                    changed: true,
+                    grew: None,
+                };
+                let r = f(&mut e, pos, &mut edit);
+                if !edit.changed {
                     return Ok((Outcome::Same(Node::Leaf(e)), r));
                 }
                 if e.is_empty() {
                     return Ok((Outcome::New(Vec::new()), r));
                 }
-                Ok((Outcome::New(split_node(Node::Leaf(e), self.chunk_bytes)), r))
+                let node = Node::Leaf(e);
+                let pieces = match (size, edit.grew) {
+                    (Some(s), Some(g)) => {
+                        split_sized(node, s.saturating_add_signed(g), self.chunk_bytes)
+                    }
+                    _ => split_node(node, self.chunk_bytes),
+                };
+                Ok((Outcome::New(pieces), r))
             }
             Node::Inner(mut c) => {
-                let (j, s) = child_for(&c, seek);
-                let child = self.load(c[j].id)?;
-                let (mut pieces, r) = match self.modify_node(child, s, f)? {
-                    (Outcome::Same(_), r) => return Ok((Outcome::Same(Node::Inner(c)), r)),
-                    (Outcome::New(p), r) => (p, r),
-                };
+                let (j, s) = child_for_counted(&c, seek, count);
+                debug_assert_eq!(
+                    (j, format!("{s:?}")),
+                    {
+                        let (j, s) = child_for(&c, seek);
+                        (j, format!("{s:?}"))
+                    },
+                    "counting from the end finds the child counting from the start does"
+                );
+                let (child, child_size, was_pending) = self.take(c[j].id)?;
+                let (mut pieces, r) =
+                    match self.modify_node(child, Some(child_size), c[j].count, s, f)? {
+                        (Outcome::Same(child), r) => {
+                            if was_pending {
+                                self.put_back(c[j].id, child, child_size);
+                            }
+                            return Ok((Outcome::Same(Node::Inner(c)), r));
+                        }
+                        (Outcome::New(p), r) => (p, r),
+                    };
                 let mut lo = j;
                 let mut hi = j + 1;
                 // A small result merges with a neighbour (re-split when the two are too big),
                 // so chunks stay between a quarter and a whole of the target.
                 // (A child that emptied just goes.)
-                let thin = |p: &Node| {
-                    p.size() < self.chunk_bytes / 4
+                let thin = |(p, size): &(Node, usize)| {
+                    *size < self.chunk_bytes / 4
                         || matches!(p, Node::Inner(pc) if pc.len() < INNER_MIN)
                 };
                 if pieces.len() == 1 && thin(&pieces[0]) && c.len() > 1 {
@@ -527,8 +693,8 @@ impl Tx<'_> {
                     } else {
                         (j - 1, false)
                     };
-                    let neighbour = self.load(c[nb].id)?;
-                    let p = pieces.pop().expect("one piece");
+                    let (neighbour, _, _) = self.take(c[nb].id)?;
+                    let (p, _) = pieces.pop().expect("one piece");
                     let merged = if right {
                         concat(p, neighbour)
                     } else {
@@ -538,22 +704,35 @@ impl Tx<'_> {
                     lo = lo.min(nb);
                     hi = hi.max(nb + 1);
                 }
-                let replaced: Vec<u64> = c[lo..hi].iter().map(|c| c.id).collect();
-                for id in replaced {
-                    self.free(id)?;
+                for child in &c[lo..hi] {
+                    self.free(child.id)?;
                 }
-                let mut new = Vec::with_capacity(pieces.len());
-                for p in pieces {
-                    new.push(self.write(p)?);
-                }
-                c.splice(lo..hi, new);
+                let out: usize = c[lo..hi].iter().map(inner_entry_size).sum();
+                let size = if pieces.len() == 1 && hi == lo + 1 {
+                    // The common change: one child for one, in place.
+                    let (p, psize) = pieces.pop().expect("one piece");
+                    c[lo] = self.write(p, psize)?;
+                    // This node's new size from the children it traded, when its old one is
+                    // known.
+                    size.map(|s| s + inner_entry_size(&c[lo]) - out)
+                } else {
+                    let mut new = Vec::with_capacity(pieces.len());
+                    for (p, size) in pieces {
+                        new.push(self.write(p, size)?);
+                    }
+                    let inn: usize = new.iter().map(inner_entry_size).sum();
+                    c.splice(lo..hi, new);
+                    size.map(|s| s + inn - out)
+                };
                 if c.is_empty() {
                     return Ok((Outcome::New(Vec::new()), r));
                 }
-                Ok((
-                    Outcome::New(split_node(Node::Inner(c), self.chunk_bytes)),
-                    r,
-                ))
+                let node = Node::Inner(c);
+                let pieces = match size {
+                    Some(s) => split_sized(node, s, self.chunk_bytes),
+                    None => split_node(node, self.chunk_bytes),
+                };
+                Ok((Outcome::New(pieces), r))
             }
         }
     }

@@ -213,6 +213,9 @@ pub fn run(args: Args) -> CliResult {
         .max_object(max_object)
         .nvme_queue_depth(args.nvme_queue_depth)
         .recover_anyway(args.recover_anyway)
+        // The server ends every batch (and commits it): a collection changed by many commands
+        // of one batch is written once.
+        .collection_write_back(true)
         .proc_root("/proc");
     // The store checks --dram-node/--cxl-node against the machine's nodes and picks its defaults
     // from them. Without a node directory the kernel has no NUMA: the store's default, node 0
