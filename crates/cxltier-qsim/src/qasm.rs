@@ -1,9 +1,11 @@
 //! OpenQASM 2.0: a lexer, a parser and the standard `qelib1.inc` gates, turning a program into a
 //! flat list of unitary gates on numbered qubits. Every error names the line.
 //!
-//! Supported: `OPENQASM 2.0;`, `include "qelib1.inc";` (the gates are built in; no other include),
+//! Supported: `OPENQASM 2.0;` (a program without it is read as Qiskit reads it, with a warning in
+//! [`Circuit::warnings`]), `include "qelib1.inc";` (the gates are built in; no other include),
 //! `qreg`/`creg` (several of each; qubits are numbered in declaration order, as Qiskit does),
-//! the built-in `U` and `CX`, every qelib1 gate listed in [`STANDARD_GATES`], user `gate`
+//! the built-in `U` and `CX`, every gate of Qiskit's qelib1 and reader in [`STANDARD_GATES`],
+//! Qiskit's other standard gates in [`EXTRA_GATES`] (a program's definition of one wins), user `gate`
 //! definitions (expanded at each use), register broadcasting (`h q;`, `cx a, b;`), `barrier`
 //! (ignored), and `measure` at the end of the circuit (it decides which bits `--shots` counts).
 //! Refused with the line: `opaque` gates, `reset`, `if`, gates after a measurement of their
