@@ -841,7 +841,8 @@ impl Parser {
             cost: cost.max(1),
             depth,
         });
-        if let Some(builtin) = standard_matrix(&name, &[]) {
+        let same_shape = builtin(&name) == Some((0, def.args.len()));
+        if let Some(builtin) = standard_matrix(&name, &[]).filter(|_| same_shape) {
             // A definition of one of EXTRA_GATES without parameters that is that gate up to a
             // global phase is Qiskit's gate as `qasm2.dumps` writes it: a `gate` block cannot
             // carry the phase of Qiskit's definition (ecr's is -pi/4). Keep the built-in, with
@@ -1261,6 +1262,20 @@ mod tests {
         assert_eq!(c.gates.len(), 1);
         assert_eq!(c.gates[0].matrix, gates::ecr());
         assert!(!same_up_to_phase(&gates::ecr(), &gates::dcx()));
+        // Of another shape it is the program's gate, and it is not expanded to be compared
+        // (a 40-qubit unitary would not fit in memory).
+        let wide: Vec<String> = (0..40).map(|i| format!("a{i}")).collect();
+        let c = parse(&format!(
+            "{head}gate ecr {} {{ x a39; }}\nqreg q[40];\necr {};\n",
+            wide.join(","),
+            (0..40)
+                .map(|i| format!("q[{i}]"))
+                .collect::<Vec<_>>()
+                .join(",")
+        ))
+        .unwrap();
+        assert_eq!(c.gates.len(), 1);
+        assert_eq!(c.gates[0].qubits, [39]);
         // qelib1's gates keep their meaning (as in Qiskit), and a definition of another shape is
         // refused, naming the fix.
         let c = parse(&format!("{head}gate x a {{ h a; }}\nqreg q[1];\nx q[0];\n")).unwrap();
