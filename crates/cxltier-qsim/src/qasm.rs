@@ -64,6 +64,9 @@ pub const STANDARD_GATES: &[(&str, usize, usize)] = &[
     ("c3x", 0, 4),
     ("c3sqrtx", 0, 4),
     ("c4x", 0, 5),
+    // An idle of the given duration: the identity here, as in Aer. `qasm2.dumps` declares it
+    // `opaque delay(param0) q0;`, which Qiskit's reader takes as its own delay.
+    ("delay", 1, 1),
 ];
 
 /// Standard gates of Qiskit's that are neither in `qelib1.inc` nor built into its reader:
@@ -235,7 +238,7 @@ pub fn standard_matrix(name: &str, p: &[f64]) -> Option<Matrix> {
         "U" | "u3" | "u" => gates::u3(p[0], p[1], p[2]),
         "u2" => gates::u3(PI / 2.0, p[0], p[1]),
         "u1" | "p" => gates::phase(p[0]),
-        "u0" | "id" => gates::identity(1),
+        "u0" | "id" | "delay" => gates::identity(1),
         "x" => gates::x(),
         "y" => gates::y(),
         "z" => gates::phase(PI),
@@ -695,10 +698,7 @@ impl Parser {
                 Ok(())
             }
             "gate" => self.gate_definition(),
-            "opaque" => Err(QsimError::Parse {
-                line,
-                message: "opaque gates have no definition and cannot be simulated".into(),
-            }),
+            "opaque" => self.opaque_declaration(line),
             "reset" => Err(QsimError::Parse {
                 line,
                 message: "reset is not supported: the simulator runs the unitary part of a circuit"
@@ -738,6 +738,51 @@ impl Parser {
                 Ok(())
             }
             _ => self.gate_call(word, line),
+        }
+    }
+
+    /// `opaque NAME(params) args;`: accepted for a gate Qiskit's reader has built in (as it
+    /// does, taking its own gate; `qasm2.dumps` declares `delay` so), refused otherwise, since
+    /// an opaque gate has no definition to simulate.
+    fn opaque_declaration(&mut self, line: usize) -> Result<(), QsimError> {
+        let name = self.ident()?;
+        let mut params = 0;
+        if self.is_sym("(") {
+            self.pos += 1;
+            while !self.is_sym(")") {
+                self.ident()?;
+                params += 1;
+                if !self.is_sym(")") {
+                    self.expect_sym(",")?;
+                }
+            }
+            self.expect_sym(")")?;
+        }
+        let mut args = 1;
+        self.ident()?;
+        while self.is_sym(",") {
+            self.pos += 1;
+            self.ident()?;
+            args += 1;
+        }
+        self.expect_sym(";")?;
+        match STANDARD_GATES.iter().find(|(n, _, _)| *n == name) {
+            Some(&(_, p, q)) if (p, q) == (params, args) => Ok(()),
+            Some(&(_, p, q)) => Err(QsimError::Parse {
+                line,
+                message: format!(
+                    "opaque gate {name:?} is declared with {params} parameters and {args} \
+                     qubits, but the standard {name:?} has {p} and {q}: rename it"
+                ),
+            }),
+            None => Err(QsimError::Parse {
+                line,
+                message: format!(
+                    "opaque gate {name:?} has no definition and cannot be simulated: define it \
+                     with `gate` (only Qiskit's built-in gates, such as `delay`, may be declared \
+                     opaque)"
+                ),
+            }),
         }
     }
 
@@ -1283,6 +1328,23 @@ mod tests {
         let (line, msg) = line_of(&format!("{head}gate sx(t) a {{ rx(t) a; }}\n"));
         assert_eq!(line, 3);
         assert!(msg.contains("rename the definition"), "{msg}");
+    }
+
+    #[test]
+    fn an_opaque_delay_is_qiskits_delay_and_other_opaque_gates_are_refused() {
+        // As qasm2.dumps writes a circuit with a delay.
+        let c = parse(
+            "OPENQASM 2.0;\ninclude \"qelib1.inc\";\nopaque delay(param0) q0;\nqreg q[1];\n\
+             h q[0];\ndelay(100.0) q[0];\n",
+        )
+        .unwrap();
+        assert_eq!(c.gates.len(), 2);
+        assert_eq!(c.gates[1].matrix, gates::identity(1));
+        let (line, msg) = line_of("OPENQASM 2.0;\nqreg q[1];\nopaque magic(t) a;\n");
+        assert_eq!(line, 3);
+        assert!(msg.contains("define it with `gate`"), "{msg}");
+        let (_, msg) = line_of("OPENQASM 2.0;\nopaque delay a, b;\n");
+        assert!(msg.contains("rename it"), "{msg}");
     }
 
     #[test]

@@ -76,9 +76,9 @@ fn every_built_in_gate_is_qiskits_unitary_with_its_phase() {
     let all: Vec<(&str, usize, usize)> =
         STANDARD_GATES.iter().chain(EXTRA_GATES).copied().collect();
     // Parameters that are no special angle, different for each position.
-    // Qiskit reads `u0(n)` as an idle of n time steps, which must be whole.
+    // Qiskit reads `u0(n)` and `delay(n)` as an idle of n time steps, which must be whole.
     let params = |name: &str, n: usize| -> Vec<f64> {
-        if name == "u0" {
+        if name == "u0" || name == "delay" {
             return vec![3.0];
         }
         (0..n).map(|i| 0.37 + 0.91 * i as f64).collect()

@@ -10,18 +10,19 @@ Usage:
   python qiskit_reference.py export OUT_DIR SEED CIRCUITS QUBITS GATES
       Writes OUT_DIR/export<i>.qasm and .bin for i < CIRCUITS: a random circuit over every standard
       gate of Qiskit (plus multi-controlled X and a gate of its own, which qasm2.dumps writes as
-      definitions), run through qiskit.transpile with no basis given and qasm2.dumps; the .bin is
-      Aer's state vector of the file as QuantumCircuit.from_qasm_str reads it (checked equal to
-      the transpiled circuit's up to a global phase), little-endian complex128, basis state i at
-      position i (qubit 0 the least significant bit).
+      definitions, and a delay, which it declares opaque), run through qiskit.transpile with no
+      basis given and qasm2.dumps. The .bin is Aer's state vector of the transpiled circuit,
+      little-endian complex128, basis state i at position i (qubit 0 the least significant bit).
 """
 import os
 import sys
 
 import numpy as np
 from qiskit import QuantumCircuit, qasm2, transpile
+from qiskit.circuit import Delay
 from qiskit.circuit.library import C3XGate, C4XGate, get_standard_gate_name_mapping
 from qiskit.quantum_info import Operator
+from qiskit_aer import AerSimulator
 
 
 def gates(out_dir, specs):
@@ -34,8 +35,11 @@ def gates(out_dir, specs):
         if name in legacy:
             args = "(" + ",".join(repr(p) for p in params) + ")" if params else ""
             on = ",".join(f"q[{i}]" for i in range(qubits))
+            # Qiskit's reader needs delay declared, as qasm2.dumps does.
+            declare = "opaque delay(param0) q0;\n" if name == "delay" else ""
             qc = QuantumCircuit.from_qasm_str(
-                f'OPENQASM 2.0;\ninclude "qelib1.inc";\nqreg q[{qubits}];\n{name}{args} {on};\n'
+                f'OPENQASM 2.0;\ninclude "qelib1.inc";\n{declare}qreg q[{qubits}];\n'
+                f"{name}{args} {on};\n"
             )
         else:
             qc = QuantumCircuit(qubits)
@@ -57,15 +61,23 @@ def export(out_dir, seed, circuits, qubits, count):
     rng = np.random.default_rng(seed)
     skip = {"measure", "reset", "delay", "barrier", "global_phase"}
     pool = [g for n, g in sorted(get_standard_gate_name_mapping().items()) if n not in skip]
-    pool += [C3XGate(), C4XGate(), own_gate()]
-    sim = None
+    # An idle too: qasm2.dumps declares it `opaque delay`.
+    pool += [C3XGate(), C4XGate(), own_gate(), Delay(100)]
+    sim = AerSimulator(method="statevector", precision="double")
+
+    def statevector(circuit):
+        run = circuit.copy()
+        run.save_statevector()
+        result = sim.run(transpile(run, sim, optimization_level=0)).result()
+        return np.asarray(result.get_statevector(), dtype=np.complex128)
+
     for i in range(circuits):
         qc = QuantumCircuit(qubits)
         # Every gate at least once, then random ones.
         order = list(range(len(pool))) + list(rng.integers(0, len(pool), count))
         for k in order:
             gate = pool[k]
-            if gate.params and gate.name != "mix":
+            if gate.params and gate.name not in ("mix", "delay"):
                 gate = gate.base_class(*rng.uniform(-3.2, 3.2, len(gate.params)))
             on = rng.choice(qubits, gate.num_qubits, replace=False)
             qc.append(gate, [int(q) for q in on])
@@ -74,22 +86,11 @@ def export(out_dir, seed, circuits, qubits, count):
         text = qasm2.dumps(done)
         # OpenQASM 2 cannot carry a global phase; a circuit with one would not be the file.
         assert abs(done.global_phase) < 1e-12, done.global_phase
-        from qiskit_aer import AerSimulator
-
-        sim = sim or AerSimulator(method="statevector", precision="double")
-
-        def statevector(circuit):
-            run = circuit.copy()
-            run.save_statevector()
-            result = sim.run(transpile(run, sim, optimization_level=0)).result()
-            return np.asarray(result.get_statevector(), dtype=np.complex128)
-
-        # The reference is what the file means to Qiskit's own reader. That is the transpiled
-        # circuit up to a global phase only: a `gate` block cannot carry the phase of Qiskit's
-        # definition (ecr's is -pi/4), so the circuit and the file may differ by one.
-        state = statevector(QuantumCircuit.from_qasm_str(text))
-        overlap = abs(np.vdot(statevector(done), state))
-        assert abs(overlap - 1) < 1e-9, overlap
+        # The reference is Aer's state of the transpiled circuit, not of the file read back:
+        # a `gate` block cannot carry the phase of Qiskit's definition (ecr's is -pi/4), which the
+        # simulator restores (docs/qsim.md); and Qiskit 2.6.2's reader misreads a gate defined
+        # after `opaque delay` as a delay.
+        state = statevector(done)
         base = os.path.join(out_dir, f"export{i}")
         with open(base + ".qasm", "w") as f:
             f.write(text)
