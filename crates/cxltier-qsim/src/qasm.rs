@@ -903,15 +903,16 @@ impl Parser {
         Ok(())
     }
 
-    /// The unitary of a definition without parameters, on its arguments in order; `None` when
-    /// expanding it would take more than a few thousand gates (then it is not compared).
+    /// The unitary of a definition without parameters, on its arguments in order; `None` when it
+    /// expands to more than 64 gates (then it is not compared). Qiskit's definitions of these
+    /// gates take at most 18; the bound keeps a program of many such definitions cheap to read.
     fn definition_unitary(
         &mut self,
         name: &str,
         def: &Rc<GateDef>,
         line: usize,
     ) -> Result<Option<Matrix>, QsimError> {
-        if def.cost > 4096 || !def.params.is_empty() {
+        if def.cost > 64 || !def.params.is_empty() {
             return Ok(None);
         }
         let k = def.args.len();
