@@ -18,7 +18,9 @@ use std::rc::Rc;
 use crate::gates::{self, Matrix};
 use crate::QsimError;
 
-/// The qelib1 gates this parser knows, with their parameter and qubit counts.
+/// The gates of Qiskit's `qelib1.inc` and the others its reader (`QuantumCircuit.from_qasm_str`,
+/// with `qasm2.LEGACY_CUSTOM_INSTRUCTIONS`) has built in, with their parameter and qubit counts.
+/// A program's definition of one of these names keeps the built-in meaning, as in Qiskit.
 pub const STANDARD_GATES: &[(&str, usize, usize)] = &[
     ("U", 3, 1),
     ("CX", 0, 2),
@@ -1346,6 +1348,20 @@ mod tests {
         assert!(msg.contains("define it with `gate`"), "{msg}");
         let (_, msg) = line_of("OPENQASM 2.0;\nopaque delay a, b;\n");
         assert!(msg.contains("rename it"), "{msg}");
+    }
+
+    #[test]
+    fn every_built_in_gate_is_a_unitary_of_its_size() {
+        for &(name, np, nq) in STANDARD_GATES.iter().chain(EXTRA_GATES) {
+            let params: Vec<f64> = (0..np).map(|i| 0.3 + 1.7 * i as f64).collect();
+            let m = standard_matrix(name, &params).unwrap_or_else(|| panic!("{name}"));
+            assert_eq!(m.qubits(), nq, "{name}");
+            assert!(m.is_unitary(1e-12), "{name}");
+            assert!(
+                standard_matrix(name, &[0.1; 5][..np + 1]).is_none(),
+                "{name}"
+            );
+        }
     }
 
     #[test]
