@@ -300,6 +300,164 @@ pub fn controlled(u: &Matrix, controls: usize) -> Matrix {
     Matrix::from_rows(k, data)
 }
 
+/// The unitary of a small circuit on `qubits` qubits: `ops` applied in order, each a gate and the
+/// qubits it acts on (bit `i` of its index is its `i`-th qubit). Gates whose Qiskit definition is a
+/// circuit are built this way from that definition, so they carry exactly its global phase.
+pub fn compose(qubits: usize, ops: &[(Matrix, &[usize])]) -> Matrix {
+    let all: Vec<usize> = (0..qubits).collect();
+    ops.iter().fold(identity(qubits), |acc, (gate, on)| {
+        gate.expand(on, &all).times(&acc)
+    })
+}
+
+/// `exp(-i theta/2 Y⊗Y)`, Qiskit's `ryy`.
+pub fn ryy(theta: f64) -> Matrix {
+    let (c, s) = ((theta / 2.0).cos(), (theta / 2.0).sin());
+    let mut data = vec![ZERO; 16];
+    for i in 0..4 {
+        data[i * 4 + i] = Complex::new(c, 0.0);
+        // |00> and |11> pick up +i sin, |01> and |10> -i sin (Y⊗Y = -1 on the first pair).
+        let sign = if i == 0 || i == 3 { 1.0 } else { -1.0 };
+        data[i * 4 + (3 - i)] = Complex::new(0.0, sign * s);
+    }
+    Matrix::from_rows(2, data)
+}
+
+/// Qiskit's `rzx(theta)` on `[control, target]`: `exp(-i theta/2 X⊗Z)` with Z on the first qubit
+/// and X on the second, from its definition `h t; cx c,t; rz(theta) t; cx c,t; h t`.
+pub fn rzx(theta: f64) -> Matrix {
+    let cx = controlled(&x(), 1);
+    compose(
+        2,
+        &[
+            (h(), &[1]),
+            (cx.clone(), &[0, 1]),
+            (rz(theta), &[1]),
+            (cx, &[0, 1]),
+            (h(), &[1]),
+        ],
+    )
+}
+
+/// Qiskit's echoed cross-resonance gate `ecr`: its definition `s a; sx b; cx a,b; x a` with the
+/// definition's global phase of `-pi/4` (which `qasm2.dumps` cannot write into a `gate` block).
+pub fn ecr() -> Matrix {
+    compose(
+        2,
+        &[
+            (phase(std::f64::consts::FRAC_PI_2), &[0]),
+            (sx(), &[1]),
+            (controlled(&x(), 1), &[0, 1]),
+            (x(), &[0]),
+        ],
+    )
+    .scaled_phase(-std::f64::consts::FRAC_PI_4)
+}
+
+/// Two CNOTs back to back, `cx a,b; cx b,a` (Qiskit's `dcx`).
+pub fn dcx() -> Matrix {
+    let cx = controlled(&x(), 1);
+    compose(2, &[(cx.clone(), &[0, 1]), (cx, &[1, 0])])
+}
+
+/// `iswap`: swaps `|01>` and `|10>` with a phase of `i`.
+pub fn iswap() -> Matrix {
+    let mut data = vec![ZERO; 16];
+    let i = Complex::new(0.0, 1.0);
+    for (r, c, v) in [(0, 0, ONE), (1, 2, i), (2, 1, i), (3, 3, ONE)] {
+        data[r * 4 + c] = v;
+    }
+    Matrix::from_rows(2, data)
+}
+
+/// Qiskit's `r(theta, phi)`: rotation by `theta` about `cos(phi) X + sin(phi) Y`.
+pub fn r(theta: f64, phi: f64) -> Matrix {
+    use std::f64::consts::FRAC_PI_2;
+    u3(theta, phi - FRAC_PI_2, FRAC_PI_2 - phi)
+}
+
+/// qelib1's `rccx` (Margolus, a Toffoli up to relative phases), from its definition.
+pub fn rccx() -> Matrix {
+    use std::f64::consts::FRAC_PI_4;
+    let cx = controlled(&x(), 1);
+    let t = || phase(FRAC_PI_4);
+    let tdg = || phase(-FRAC_PI_4);
+    compose(
+        3,
+        &[
+            (h(), &[2]),
+            (t(), &[2]),
+            (cx.clone(), &[1, 2]),
+            (tdg(), &[2]),
+            (cx.clone(), &[0, 2]),
+            (t(), &[2]),
+            (cx, &[1, 2]),
+            (tdg(), &[2]),
+            (h(), &[2]),
+        ],
+    )
+}
+
+/// qelib1's `rc3x` (Qiskit's `rcccx`: three controls, relative phases), from its definition.
+pub fn rc3x() -> Matrix {
+    use std::f64::consts::FRAC_PI_4;
+    let cx = || controlled(&x(), 1);
+    let t = || phase(FRAC_PI_4);
+    let tdg = || phase(-FRAC_PI_4);
+    compose(
+        4,
+        &[
+            (h(), &[3]),
+            (t(), &[3]),
+            (cx(), &[2, 3]),
+            (tdg(), &[3]),
+            (h(), &[3]),
+            (cx(), &[0, 3]),
+            (t(), &[3]),
+            (cx(), &[1, 3]),
+            (tdg(), &[3]),
+            (cx(), &[0, 3]),
+            (t(), &[3]),
+            (cx(), &[1, 3]),
+            (tdg(), &[3]),
+            (h(), &[3]),
+            (t(), &[3]),
+            (cx(), &[2, 3]),
+            (tdg(), &[3]),
+            (h(), &[3]),
+        ],
+    )
+}
+
+/// Qiskit's `xx_plus_yy(theta, beta)` on `[a, b]`: an XX+YY interaction, with `beta` a phase on
+/// the `|01>`/`|10>` transition (Qiskit's matrix, qubit `a` the least significant bit).
+pub fn xx_plus_yy(theta: f64, beta: f64) -> Matrix {
+    let (c, s) = ((theta / 2.0).cos(), (theta / 2.0).sin());
+    let mut data = vec![ZERO; 16];
+    data[0] = ONE;
+    data[15] = ONE;
+    data[5] = Complex::new(c, 0.0);
+    data[10] = Complex::new(c, 0.0);
+    // Row |01> (index 1), column |10> (index 2), and back.
+    data[6] = Complex::new(0.0, -s) * Complex::expi(-beta);
+    data[9] = Complex::new(0.0, -s) * Complex::expi(beta);
+    Matrix::from_rows(2, data)
+}
+
+/// Qiskit's `xx_minus_yy(theta, beta)` on `[a, b]`: an XX-YY interaction between `|00>` and
+/// `|11>`, with `beta` its phase.
+pub fn xx_minus_yy(theta: f64, beta: f64) -> Matrix {
+    let (c, s) = ((theta / 2.0).cos(), (theta / 2.0).sin());
+    let mut data = vec![ZERO; 16];
+    data[5] = ONE;
+    data[10] = ONE;
+    data[0] = Complex::new(c, 0.0);
+    data[15] = Complex::new(c, 0.0);
+    data[3] = Complex::new(0.0, -s) * Complex::expi(-beta);
+    data[12] = Complex::new(0.0, -s) * Complex::expi(beta);
+    Matrix::from_rows(2, data)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -27,7 +27,7 @@ mod sim;
 pub mod sweep;
 
 pub use kernel::Real;
-pub use qasm::{parse, Circuit};
+pub use qasm::{parse, Circuit, ClassicalRegister};
 pub use sim::{
     AnySimulation, Options, PassInfo, Precision, RunReport, Simulation, SAMPLE_BYTES_PER_SHOT,
 };

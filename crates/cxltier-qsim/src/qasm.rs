@@ -1,9 +1,11 @@
 //! OpenQASM 2.0: a lexer, a parser and the standard `qelib1.inc` gates, turning a program into a
 //! flat list of unitary gates on numbered qubits. Every error names the line.
 //!
-//! Supported: `OPENQASM 2.0;`, `include "qelib1.inc";` (the gates are built in; no other include),
+//! Supported: `OPENQASM 2.0;` (a program without it is read as Qiskit reads it, with a warning in
+//! [`Circuit::warnings`]), `include "qelib1.inc";` (the gates are built in; no other include),
 //! `qreg`/`creg` (several of each; qubits are numbered in declaration order, as Qiskit does),
-//! the built-in `U` and `CX`, every qelib1 gate listed in [`STANDARD_GATES`], user `gate`
+//! the built-in `U` and `CX`, every gate of Qiskit's qelib1 and reader in [`STANDARD_GATES`],
+//! Qiskit's other standard gates in [`EXTRA_GATES`] (a program's definition of one wins), user `gate`
 //! definitions (expanded at each use), register broadcasting (`h q;`, `cx a, b;`), `barrier`
 //! (ignored), and `measure` at the end of the circuit (it decides which bits `--shots` counts).
 //! Refused with the line: `opaque` gates, `reset`, `if`, gates after a measurement of their
@@ -16,7 +18,9 @@ use std::rc::Rc;
 use crate::gates::{self, Matrix};
 use crate::QsimError;
 
-/// The qelib1 gates this parser knows, with their parameter and qubit counts.
+/// The gates of Qiskit's `qelib1.inc` and the others its reader (`QuantumCircuit.from_qasm_str`,
+/// with `qasm2.LEGACY_CUSTOM_INSTRUCTIONS`) has built in, with their parameter and qubit counts.
+/// A program's definition of one of these names keeps the built-in meaning, as in Qiskit.
 pub const STANDARD_GATES: &[(&str, usize, usize)] = &[
     ("U", 3, 1),
     ("CX", 0, 2),
@@ -57,9 +61,43 @@ pub const STANDARD_GATES: &[(&str, usize, usize)] = &[
     ("rzz", 1, 2),
     ("ccx", 0, 3),
     ("cswap", 0, 3),
+    ("rccx", 0, 3),
+    ("rc3x", 0, 4),
     ("c3x", 0, 4),
+    ("c3sqrtx", 0, 4),
     ("c4x", 0, 5),
+    // An idle of the given duration: the identity here, as in Aer. `qasm2.dumps` declares it
+    // `opaque delay(param0) q0;`, which Qiskit's reader takes as its own delay.
+    ("delay", 1, 1),
 ];
+
+/// Standard gates of Qiskit's that are neither in `qelib1.inc` nor built into its reader:
+/// `qasm2.dumps` writes a `gate` definition for each before using it. They are built in here too
+/// (a program may use them without a definition), but a definition in the program wins, as in
+/// Qiskit, where the definition is the only meaning such a name has.
+pub const EXTRA_GATES: &[(&str, usize, usize)] = &[
+    ("r", 2, 1),
+    ("ryy", 1, 2),
+    ("rzx", 1, 2),
+    ("ecr", 0, 2),
+    ("dcx", 0, 2),
+    ("iswap", 0, 2),
+    ("cs", 0, 2),
+    ("csdg", 0, 2),
+    ("xx_plus_yy", 2, 2),
+    ("xx_minus_yy", 2, 2),
+    ("ccz", 0, 3),
+    ("rcccx", 0, 4),
+];
+
+/// The parameter and qubit counts of a built-in gate ([`STANDARD_GATES`] or [`EXTRA_GATES`]).
+fn builtin(name: &str) -> Option<(usize, usize)> {
+    STANDARD_GATES
+        .iter()
+        .chain(EXTRA_GATES)
+        .find(|(n, _, _)| *n == name)
+        .map(|&(_, p, q)| (p, q))
+}
 
 /// At most this many qubits over all `qreg`s: basis-state indices are `u64`, and the state of
 /// even 50 qubits (16 PiB at f64) is beyond any machine; the simulator checks the real size
@@ -111,6 +149,44 @@ pub struct Circuit {
     pub gates: Vec<Gate>,
     /// `(qubit, clbit)` for each `measure`, in program order.
     pub measurements: Vec<(usize, usize)>,
+    /// The classical registers in declaration order (their bits are numbered in that order).
+    pub classical_registers: Vec<ClassicalRegister>,
+    /// What the program got away with, each saying how to fix it (read leniently, as Qiskit does).
+    pub warnings: Vec<String>,
+}
+
+/// A `creg`: its name and its bits, `first..first + size` of the circuit's classical bits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClassicalRegister {
+    /// The name it was declared with.
+    pub name: String,
+    /// Its bit 0, numbered over all registers.
+    pub first: usize,
+    /// Its number of bits.
+    pub size: usize,
+}
+
+impl Circuit {
+    /// Counts keys as Qiskit's `get_counts()` writes them, from a value of every classical bit
+    /// (`bits[c]` for bit `c`): one group per register, the last declared first, each with its
+    /// bit 0 rightmost, groups separated by a space. With no registers, the bits as one group.
+    pub fn counts_key(&self, bits: &[bool]) -> String {
+        let group = |range: std::ops::Range<usize>| -> String {
+            range
+                .rev()
+                .map(|c| if bits[c] { '1' } else { '0' })
+                .collect()
+        };
+        if self.classical_registers.is_empty() {
+            return group(0..bits.len());
+        }
+        self.classical_registers
+            .iter()
+            .rev()
+            .map(|r| group(r.first..r.first + r.size))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
 }
 
 impl Circuit {
@@ -156,7 +232,7 @@ impl Circuit {
 /// The matrix of a standard gate, with Qiskit's definitions (global phases included, so that
 /// amplitudes match Qiskit's exactly). Qubit order: controls first, then targets.
 pub fn standard_matrix(name: &str, p: &[f64]) -> Option<Matrix> {
-    let &(_, nparams, _) = STANDARD_GATES.iter().find(|(n, _, _)| *n == name)?;
+    let (nparams, _) = builtin(name)?;
     if p.len() != nparams {
         return None;
     }
@@ -164,7 +240,7 @@ pub fn standard_matrix(name: &str, p: &[f64]) -> Option<Matrix> {
         "U" | "u3" | "u" => gates::u3(p[0], p[1], p[2]),
         "u2" => gates::u3(PI / 2.0, p[0], p[1]),
         "u1" | "p" => gates::phase(p[0]),
-        "u0" | "id" => gates::identity(1),
+        "u0" | "id" | "delay" => gates::identity(1),
         "x" => gates::x(),
         "y" => gates::y(),
         "z" => gates::phase(PI),
@@ -194,9 +270,51 @@ pub fn standard_matrix(name: &str, p: &[f64]) -> Option<Matrix> {
         "rzz" => gates::rzz(p[0]),
         "ccx" => gates::controlled(&gates::x(), 2),
         "cswap" => gates::controlled(&gates::swap(), 1),
+        "rccx" => gates::rccx(),
+        "rc3x" | "rcccx" => gates::rc3x(),
         "c3x" => gates::controlled(&gates::x(), 3),
+        "c3sqrtx" => gates::controlled(&gates::sx(), 3),
         "c4x" => gates::controlled(&gates::x(), 4),
+        "r" => gates::r(p[0], p[1]),
+        "ryy" => gates::ryy(p[0]),
+        "rzx" => gates::rzx(p[0]),
+        "ecr" => gates::ecr(),
+        "dcx" => gates::dcx(),
+        "iswap" => gates::iswap(),
+        "cs" => gates::controlled(&gates::phase(PI / 2.0), 1),
+        "csdg" => gates::controlled(&gates::phase(-PI / 2.0), 1),
+        "xx_plus_yy" => gates::xx_plus_yy(p[0], p[1]),
+        "xx_minus_yy" => gates::xx_minus_yy(p[0], p[1]),
+        "ccz" => gates::controlled(&gates::phase(PI), 2),
         _ => return None,
+    })
+}
+
+/// Whether `a` is `b` times one global phase, within rounding.
+fn same_up_to_phase(a: &Matrix, b: &Matrix) -> bool {
+    if a.qubits() != b.qubits() {
+        return false;
+    }
+    // The phase from b's largest entry (a unitary has one of modulus at least 2^-k/2).
+    let Some((at, big)) = b
+        .entries()
+        .iter()
+        .enumerate()
+        .max_by(|x, y| x.1.norm_sqr().total_cmp(&y.1.norm_sqr()))
+    else {
+        return false;
+    };
+    let other = a.entries()[at];
+    // other / big, as a unit complex number.
+    let ratio = other * big.conj();
+    let scale = big.norm_sqr();
+    let phase = gates::Complex::new(ratio.re / scale, ratio.im / scale);
+    if (phase.norm_sqr() - 1.0).abs() > 1e-9 {
+        return false;
+    }
+    a.entries().iter().zip(b.entries()).all(|(&x, &y)| {
+        let want = y * phase;
+        (x.re - want.re).abs() < 1e-9 && (x.im - want.im).abs() < 1e-9
     })
 }
 
@@ -372,6 +490,9 @@ impl Expr {
 #[derive(Debug, Clone)]
 struct BodyCall {
     name: String,
+    /// The definition it calls, fixed when the enclosing gate is defined (`None`: a built-in), so
+    /// that a later definition of the same name does not change a gate defined before it.
+    def: Option<Rc<GateDef>>,
     params: Vec<Expr>,
     args: Vec<String>,
     line: usize,
@@ -502,7 +623,13 @@ impl Parser {
                 self.pos += 2;
                 self.expect_sym(";")?;
             }
-            _ => return self.err("a program must start with `OPENQASM 2.0;`"),
+            // Qiskit reads a program without the header as OpenQASM 2.0; so does this parser,
+            // with a warning, since other readers refuse it.
+            _ => self.circuit.warnings.push(format!(
+                "line {}: the program does not start with `OPENQASM 2.0;`: read as OpenQASM 2.0 \
+                 (as Qiskit does); add `OPENQASM 2.0;` as its first line for other readers",
+                self.line()
+            )),
         }
         while self.peek().is_some() {
             self.statement()?;
@@ -562,16 +689,18 @@ impl Parser {
                     self.circuit.num_qubits += size;
                     self.measured.resize(self.circuit.num_qubits, false);
                 } else {
+                    self.circuit.classical_registers.push(ClassicalRegister {
+                        name: name.clone(),
+                        first: self.circuit.num_clbits,
+                        size,
+                    });
                     self.cregs.insert(name, (self.circuit.num_clbits, size));
                     self.circuit.num_clbits += size;
                 }
                 Ok(())
             }
             "gate" => self.gate_definition(),
-            "opaque" => Err(QsimError::Parse {
-                line,
-                message: "opaque gates have no definition and cannot be simulated".into(),
-            }),
+            "opaque" => self.opaque_declaration(line),
             "reset" => Err(QsimError::Parse {
                 line,
                 message: "reset is not supported: the simulator runs the unitary part of a circuit"
@@ -611,6 +740,51 @@ impl Parser {
                 Ok(())
             }
             _ => self.gate_call(word, line),
+        }
+    }
+
+    /// `opaque NAME(params) args;`: accepted for a gate Qiskit's reader has built in (as it
+    /// does, taking its own gate; `qasm2.dumps` declares `delay` so), refused otherwise, since
+    /// an opaque gate has no definition to simulate.
+    fn opaque_declaration(&mut self, line: usize) -> Result<(), QsimError> {
+        let name = self.ident()?;
+        let mut params = 0;
+        if self.is_sym("(") {
+            self.pos += 1;
+            while !self.is_sym(")") {
+                self.ident()?;
+                params += 1;
+                if !self.is_sym(")") {
+                    self.expect_sym(",")?;
+                }
+            }
+            self.expect_sym(")")?;
+        }
+        let mut args = 1;
+        self.ident()?;
+        while self.is_sym(",") {
+            self.pos += 1;
+            self.ident()?;
+            args += 1;
+        }
+        self.expect_sym(";")?;
+        match STANDARD_GATES.iter().find(|(n, _, _)| *n == name) {
+            Some(&(_, p, q)) if (p, q) == (params, args) => Ok(()),
+            Some(&(_, p, q)) => Err(QsimError::Parse {
+                line,
+                message: format!(
+                    "opaque gate {name:?} is declared with {params} parameters and {args} \
+                     qubits, but the standard {name:?} has {p} and {q}: rename it"
+                ),
+            }),
+            None => Err(QsimError::Parse {
+                line,
+                message: format!(
+                    "opaque gate {name:?} has no definition and cannot be simulated: define it \
+                     with `gate` (only Qiskit's built-in gates, such as `delay`, may be declared \
+                     opaque)"
+                ),
+            }),
         }
     }
 
@@ -674,6 +848,7 @@ impl Parser {
                 });
             }
             body.push(BodyCall {
+                def: self.defs.get(&gate).cloned(),
                 name: gate,
                 params: exprs,
                 args: call_args,
@@ -681,9 +856,22 @@ impl Parser {
             });
         }
         self.expect_sym("}")?;
-        if STANDARD_GATES.iter().any(|(n, _, _)| *n == name) {
-            // qelib1's own gates are built in; a program that repeats a definition of one (some
-            // exporters do) gets the built-in one, which is the same gate.
+        if let Some(&(_, p, q)) = STANDARD_GATES.iter().find(|(n, _, _)| *n == name) {
+            // qelib1's gates and the others Qiskit's reader has built in keep their built-in
+            // meaning when a program defines them again (some exporters do), as in Qiskit
+            // (`QuantumCircuit.from_qasm_str`), which also refuses a definition whose shape
+            // differs. Names in EXTRA_GATES fall through: the program's definition wins.
+            if p != params.len() || q != args.len() {
+                return Err(QsimError::Parse {
+                    line,
+                    message: format!(
+                        "gate {name:?} is defined with {} parameters and {} qubits, but the \
+                         standard {name:?} has {p} and {q}: rename the definition",
+                        params.len(),
+                        args.len()
+                    ),
+                });
+            }
             return Ok(());
         }
         if self.defs.contains_key(&name) {
@@ -692,18 +880,57 @@ impl Parser {
                 message: format!("gate {name:?} is defined twice"),
             });
         }
-        self.defs.insert(
-            name,
-            Rc::new(GateDef {
-                params,
-                args,
-                body,
-                // An empty expansion still counts one, so that calling it is bounded work.
-                cost: cost.max(1),
-                depth,
-            }),
-        );
+        let def = Rc::new(GateDef {
+            params,
+            args,
+            body,
+            // An empty expansion still counts one, so that calling it is bounded work.
+            cost: cost.max(1),
+            depth,
+        });
+        let same_shape = builtin(&name) == Some((0, def.args.len()));
+        if let Some(builtin) = standard_matrix(&name, &[]).filter(|_| same_shape) {
+            // A definition of one of EXTRA_GATES without parameters that is that gate up to a
+            // global phase is Qiskit's gate as `qasm2.dumps` writes it: a `gate` block cannot
+            // carry the phase of Qiskit's definition (ecr's is -pi/4). Keep the built-in, with
+            // the phase, as Aer does and as the exported circuit had it; any other definition
+            // of the name is the program's own gate and wins.
+            if let Some(defined) = self.definition_unitary(&name, &def, line)? {
+                if same_up_to_phase(&defined, &builtin) {
+                    return Ok(());
+                }
+            }
+        }
+        self.defs.insert(name, def);
         Ok(())
+    }
+
+    /// The unitary of a definition without parameters, on its arguments in order; `None` when it
+    /// expands to more than 64 gates (then it is not compared). Qiskit's definitions of these
+    /// gates take at most 18; the bound keeps a program of many such definitions cheap to read.
+    fn definition_unitary(
+        &mut self,
+        name: &str,
+        def: &Rc<GateDef>,
+        line: usize,
+    ) -> Result<Option<Matrix>, QsimError> {
+        if def.cost > 64 || !def.params.is_empty() {
+            return Ok(None);
+        }
+        let k = def.args.len();
+        let qubits: Vec<usize> = (0..k).collect();
+        // Expanded on qubits 0..k of a scratch list, then the parser's state is put back.
+        let gates = std::mem::take(&mut self.circuit.gates);
+        let measured = std::mem::replace(&mut self.measured, vec![false; k]);
+        let expanded = self.apply(name, Some(def), &[], &qubits, line);
+        let body = std::mem::replace(&mut self.circuit.gates, gates);
+        self.measured = measured;
+        expanded?;
+        let ops: Vec<(Matrix, &[usize])> = body
+            .iter()
+            .map(|g| (g.matrix.clone(), g.qubits.as_slice()))
+            .collect();
+        Ok(Some(gates::compose(k, &ops)))
     }
 
     fn check_known(
@@ -713,16 +940,23 @@ impl Parser {
         nargs: usize,
         line: usize,
     ) -> Result<(), QsimError> {
-        let (p, q) = if let Some(&(_, p, q)) = STANDARD_GATES.iter().find(|(n, _, _)| *n == gate) {
-            (p, q)
-        } else if let Some(def) = self.defs.get(gate) {
+        // A definition in the program comes first: built-ins of the same name are only those
+        // that a program cannot redefine (see gate_definition) or EXTRA_GATES, which it can.
+        let (p, q) = if let Some(def) = self.defs.get(gate) {
             (def.params.len(), def.args.len())
+        } else if let Some(pq) = builtin(gate) {
+            pq
         } else {
-            let known: Vec<&str> = STANDARD_GATES.iter().map(|(n, _, _)| *n).collect();
+            let known: Vec<&str> = STANDARD_GATES
+                .iter()
+                .chain(EXTRA_GATES)
+                .map(|(n, _, _)| *n)
+                .collect();
             return Err(QsimError::Parse {
                 line,
                 message: format!(
-                    "unsupported gate {gate:?}: define it with `gate` or use one of qelib1's: {}",
+                    "unsupported gate {gate:?}: define it with `gate` or use one of the \
+                     standard gates: {}",
                     known.join(" ")
                 ),
             });
@@ -938,19 +1172,22 @@ impl Parser {
             });
         }
         self.expanded += cost;
+        let def = self.defs.get(&name).cloned();
         for i in 0..width {
             let qubits: Vec<usize> = resolved
                 .iter()
                 .map(|r| if r.len() == 1 { r[0] } else { r[i] })
                 .collect();
-            self.apply(&name, &params, &qubits, line)?;
+            self.apply(&name, def.as_ref(), &params, &qubits, line)?;
         }
         Ok(())
     }
 
+    /// Apply gate `name`: the program's definition `def`, or the built-in when `def` is `None`.
     fn apply(
         &mut self,
         name: &str,
+        def: Option<&Rc<GateDef>>,
         params: &[f64],
         qubits: &[usize],
         line: usize,
@@ -972,7 +1209,11 @@ impl Parser {
                 });
             }
         }
-        if let Some(matrix) = standard_matrix(name, params) {
+        let Some(def) = def else {
+            let matrix = standard_matrix(name, params).ok_or_else(|| QsimError::Parse {
+                line,
+                message: format!("unsupported gate {name:?}"),
+            })?;
             self.circuit.gates.push(Gate {
                 name: name.to_string(),
                 qubits: qubits.to_vec(),
@@ -980,15 +1221,7 @@ impl Parser {
                 line,
             });
             return Ok(());
-        }
-        let def = self
-            .defs
-            .get(name)
-            .cloned()
-            .ok_or_else(|| QsimError::Parse {
-                line,
-                message: format!("unsupported gate {name:?}"),
-            })?;
+        };
         for call in &def.body {
             let p = call
                 .params
@@ -1007,7 +1240,7 @@ impl Parser {
                 })
                 .collect();
             // Gates made by a definition carry the line of the call, where the user can look.
-            self.apply(&call.name, &p, &q, line)?;
+            self.apply(&call.name, call.def.as_ref(), &p, &q, line)?;
         }
         Ok(())
     }
@@ -1049,6 +1282,109 @@ mod tests {
         assert_eq!(c.gates[4].qubits, [1]);
         assert_eq!(c.gates[4].line, 9);
         assert_eq!(c.measurements, [(3, 2)]);
+    }
+
+    #[test]
+    fn a_definition_wins_over_an_extra_gate_but_not_over_qelib1() {
+        let head = "OPENQASM 2.0;\ninclude \"qelib1.inc\";\n";
+        // rzx is not Qiskit's built-in: the program's own meaning of it is used.
+        let c = parse(&format!(
+            "{head}gate rzx(t) a, b {{ h a; rz(t) b; }}\nqreg q[2];\nrzx(0.5) q[0], q[1];\n"
+        ))
+        .unwrap();
+        let names: Vec<&str> = c.gates.iter().map(|g| g.name.as_str()).collect();
+        assert_eq!(names, ["h", "rz"]);
+        // A definition made before it keeps calling the built-in.
+        let c = parse(&format!(
+            "{head}gate two a, b {{ dcx a, b; }}\ngate dcx a, b {{ x a; }}\nqreg q[2];\n\
+             two q[0], q[1];\ndcx q[0], q[1];\n"
+        ))
+        .unwrap();
+        let names: Vec<&str> = c.gates.iter().map(|g| g.name.as_str()).collect();
+        assert_eq!(names, ["dcx", "x"]);
+        // Qiskit's own ecr definition lacks its phase: the built-in, with the phase, is kept.
+        let c = parse(&format!(
+            "{head}gate ecr q0,q1 {{ s q0; sx q1; cx q0,q1; x q0; }}\nqreg q[2];\necr q[0],q[1];\n"
+        ))
+        .unwrap();
+        assert_eq!(c.gates.len(), 1);
+        assert_eq!(c.gates[0].matrix, gates::ecr());
+        assert!(!same_up_to_phase(&gates::ecr(), &gates::dcx()));
+        // Of another shape it is the program's gate, and it is not expanded to be compared
+        // (a 40-qubit unitary would not fit in memory).
+        let wide: Vec<String> = (0..40).map(|i| format!("a{i}")).collect();
+        let c = parse(&format!(
+            "{head}gate ecr {} {{ x a39; }}\nqreg q[40];\necr {};\n",
+            wide.join(","),
+            (0..40)
+                .map(|i| format!("q[{i}]"))
+                .collect::<Vec<_>>()
+                .join(",")
+        ))
+        .unwrap();
+        assert_eq!(c.gates.len(), 1);
+        assert_eq!(c.gates[0].qubits, [39]);
+        // qelib1's gates keep their meaning (as in Qiskit), and a definition of another shape is
+        // refused, naming the fix.
+        let c = parse(&format!("{head}gate x a {{ h a; }}\nqreg q[1];\nx q[0];\n")).unwrap();
+        assert_eq!(c.gates[0].matrix, gates::x());
+        let (line, msg) = line_of(&format!("{head}gate sx(t) a {{ rx(t) a; }}\n"));
+        assert_eq!(line, 3);
+        assert!(msg.contains("rename the definition"), "{msg}");
+    }
+
+    #[test]
+    fn an_opaque_delay_is_qiskits_delay_and_other_opaque_gates_are_refused() {
+        // As qasm2.dumps writes a circuit with a delay.
+        let c = parse(
+            "OPENQASM 2.0;\ninclude \"qelib1.inc\";\nopaque delay(param0) q0;\nqreg q[1];\n\
+             h q[0];\ndelay(100.0) q[0];\n",
+        )
+        .unwrap();
+        assert_eq!(c.gates.len(), 2);
+        assert_eq!(c.gates[1].matrix, gates::identity(1));
+        let (line, msg) = line_of("OPENQASM 2.0;\nqreg q[1];\nopaque magic(t) a;\n");
+        assert_eq!(line, 3);
+        assert!(msg.contains("define it with `gate`"), "{msg}");
+        let (_, msg) = line_of("OPENQASM 2.0;\nopaque delay a, b;\n");
+        assert!(msg.contains("rename it"), "{msg}");
+    }
+
+    #[test]
+    fn every_built_in_gate_is_a_unitary_of_its_size() {
+        for &(name, np, nq) in STANDARD_GATES.iter().chain(EXTRA_GATES) {
+            let params: Vec<f64> = (0..np).map(|i| 0.3 + 1.7 * i as f64).collect();
+            let m = standard_matrix(name, &params).unwrap_or_else(|| panic!("{name}"));
+            assert_eq!(m.qubits(), nq, "{name}");
+            assert!(m.is_unitary(1e-12), "{name}");
+            assert!(
+                standard_matrix(name, &[0.1; 5][..np + 1]).is_none(),
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_missing_header_is_read_with_a_warning() {
+        let c = parse("include \"qelib1.inc\";\nqreg q[1];\nh q[0];\n").unwrap();
+        assert_eq!(c.gates.len(), 1);
+        assert_eq!(c.warnings.len(), 1);
+        assert!(
+            c.warnings[0].contains("add `OPENQASM 2.0;`"),
+            "{:?}",
+            c.warnings
+        );
+        let c = parse("OPENQASM 2.0;\nqreg q[1];\nh q[0];\n").unwrap();
+        assert!(c.warnings.is_empty());
+    }
+
+    #[test]
+    fn counts_keys_are_qiskits_registers_last_declared_first() {
+        let c = parse("OPENQASM 2.0;\nqreg q[3];\ncreg a[1];\ncreg b[2];\n").unwrap();
+        // a[0] = 1, b[0] = 0, b[1] = 1.
+        assert_eq!(c.counts_key(&[true, false, true]), "10 1");
+        let c = parse("OPENQASM 2.0;\nqreg q[3];\ncreg c[3];\n").unwrap();
+        assert_eq!(c.counts_key(&[true, false, false]), "001");
     }
 
     #[test]

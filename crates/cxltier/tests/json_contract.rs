@@ -448,6 +448,19 @@ fn qsim_in_memory_and_out_of_core() {
         ],
     );
     assert_eq!(ooc["mode"], "out_of_core");
+    // Several classical registers: Qiskit's keys, registers separated by a space.
+    let regs = dir.path().join("regs.qasm");
+    std::fs::write(
+        &regs,
+        "OPENQASM 2.0;\ninclude \"qelib1.inc\";\nqreg q[2];\ncreg a[1];\ncreg b[1];\nx q[1];\n\
+         measure q[0] -> a[0];\nmeasure q[1] -> b[0];\n",
+    )
+    .unwrap();
+    let doc = check_document(
+        "qsim.schema.json",
+        &["qsim", regs.to_str().unwrap(), "--shots", "4", "--json"],
+    );
+    assert_eq!(doc["counts"], serde_json::json!({"1 0": 4}));
 }
 
 #[test]

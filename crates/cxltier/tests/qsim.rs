@@ -165,6 +165,76 @@ fn counts_are_keyed_by_the_classical_register() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+fn qiskit_python() -> PathBuf {
+    let py = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/cache/venv/bin/python");
+    assert!(
+        py.exists(),
+        "Qiskit Aer is not installed: run scripts/qsim-peers (it installs qiskit and qiskit-aer into bench/cache/venv)"
+    );
+    py
+}
+
+#[test]
+fn counts_with_several_registers_are_keyed_as_qiskits_get_counts() {
+    let dir = scratch("cregs");
+    // Outcomes are certain, so the counts are exact: a = 10, b unmeasured (0), c = 101. Qiskit
+    // keys them "c b a": the last declared register first, separated by spaces.
+    let file = write(
+        &dir,
+        "regs.qasm",
+        "OPENQASM 2.0;\ninclude \"qelib1.inc\";\nqreg q[4];\ncreg a[2];\ncreg b[1];\ncreg c[3];\n\
+         x q[0];\nx q[3];\ncx q[0],q[2];\nmeasure q[0] -> a[1];\nmeasure q[1] -> a[0];\n\
+         measure q[2] -> c[0];\nmeasure q[3] -> c[2];\n",
+    );
+    let ours = json(&cxltier(&["qsim", &file, "--shots", "64", "--json"]));
+    let aer = Command::new(qiskit_python())
+        .args([
+            "-c",
+            "import json, sys\n\
+             from qiskit import QuantumCircuit\n\
+             from qiskit_aer import AerSimulator\n\
+             qc = QuantumCircuit.from_qasm_file(sys.argv[1])\n\
+             print(json.dumps(AerSimulator().run(qc, shots=64, seed_simulator=1).result().get_counts()))",
+            &file,
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        aer.status.success(),
+        "{}",
+        String::from_utf8_lossy(&aer.stderr)
+    );
+    let aer: Value = serde_json::from_slice(&aer.stdout).unwrap();
+    assert_eq!(aer, serde_json::json!({"101 0 10": 64}), "Aer's own keys");
+    assert_eq!(ours["counts"], aer);
+    // The table shows the same keys.
+    let text = cxltier(&["qsim", &file, "--shots", "64"]);
+    assert!(String::from_utf8_lossy(&text.stdout).contains("101 0 10"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_missing_header_is_read_with_a_warning_on_stderr() {
+    let dir = scratch("header");
+    let file = write(
+        &dir,
+        "nohead.qasm",
+        "include \"qelib1.inc\";\nqreg q[2];\ncreg c[2];\nx q[1];\nmeasure q -> c;\n",
+    );
+    let out = cxltier(&["qsim", &file, "--shots", "8", "--json"]);
+    // stdout is still one JSON document; the warning, naming the fix, is on stderr.
+    let doc = json(&out);
+    assert_eq!(doc["counts"], serde_json::json!({"10": 8}));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("warning")
+            && err.contains("nohead.qasm")
+            && err.contains("add `OPENQASM 2.0;`"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn bad_input_names_the_problem() {
     let dir = scratch("bad");

@@ -16,10 +16,14 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 const LONG_HELP: &str = "\
-Reads an OpenQASM 2.0 program (qelib1 gates, user `gate` definitions, `measure` at the end),
-runs it from |0...0> on a state vector of 2^n amplitudes (16 bytes each at f64, 8 at f32), and
-reports the amplitudes asked for, sampled counts, the state's norm and where the time went.
-Basis states are numbered as in Qiskit: qubit 0 is the least significant bit.
+Reads an OpenQASM 2.0 program (Qiskit's qelib1.inc gates and the other standard gates
+qiskit.qasm2.dumps writes, user `gate` definitions, `measure` at the end; a program without the
+`OPENQASM 2.0;` header is read as Qiskit reads it, with a warning on stderr), runs it from |0...0>
+on a state vector of 2^n amplitudes (16 bytes each at f64, 8 at f32), and reports the amplitudes
+asked for, sampled counts, the state's norm and where the time went. Basis states are numbered as
+in Qiskit: qubit 0 is the least significant bit. Counts are keyed as Qiskit's get_counts(): each
+classical register with its bit 0 rightmost, the last declared register first, registers
+separated by a space.
 
 In memory (the state fits under --memory-limit, or no limit): the state is split in chunks, each
 bound with mbind to a memory node (by --interleave weights over DRAM and CXL nodes, fastest tier
@@ -155,6 +159,10 @@ pub fn run(args: Args) -> CliResult {
         ))
     })?;
     let circuit = parse(&text).map_err(|e| qsim_error(&args.circuit, e))?;
+    // On stderr, so that --json's stdout stays one document.
+    for w in &circuit.warnings {
+        eprintln!("cxltier qsim: warning: {}: {w}", args.circuit.display());
+    }
     let parse_seconds = started.elapsed().as_secs_f64();
     // Sampling's buffers are checked before the simulation runs, not after it.
     let sampling = (args.shots as u64).saturating_mul(cxltier_qsim::SAMPLE_BYTES_PER_SHOT);
@@ -249,52 +257,35 @@ fn simulate(
     let readout = Instant::now();
     let norm = sim.norm().map_err(|e| qsim_error(path, e))?;
     let values = sim.amplitudes(indices).map_err(|e| qsim_error(path, e))?;
-    let counts = if args.shots > 0 {
-        let qubits: Vec<usize> = if circuit.measurements.is_empty() {
-            (0..circuit.num_qubits).collect()
-        } else {
-            // Keys are the classical register, bit 0 rightmost; unmeasured bits read 0.
-            let mut by_clbit = vec![None; circuit.num_clbits];
-            for &(q, c) in &circuit.measurements {
-                by_clbit[c] = Some(q);
-            }
-            let measured: Vec<usize> = by_clbit.iter().flatten().copied().collect();
-            let raw = sim
-                .sample(args.shots, &measured, args.seed)
-                .map_err(|e| qsim_error(path, e))?;
-            let mut counts = BTreeMap::new();
-            for (key, n) in raw {
-                let mut bits = key.chars().rev();
-                // Fill clbit 0 first (the key's last character), then reverse into a key.
-                let mut full: Vec<char> = by_clbit
-                    .iter()
-                    .map(|q| {
-                        if q.is_some() {
-                            bits.next().unwrap_or('0')
-                        } else {
-                            '0'
-                        }
-                    })
-                    .collect();
-                full.reverse();
-                let full: String = full.into_iter().collect();
-                *counts.entry(full).or_insert(0) += n;
-            }
-            return finish(
-                args,
-                &sim,
-                norm,
-                indices,
-                &values,
-                counts,
-                parse_seconds,
-                readout,
-            );
-        };
+    let counts = if args.shots == 0 {
+        BTreeMap::new()
+    } else if circuit.measurements.is_empty() {
+        // No measurement: every qubit, qubit 0 rightmost, as one group.
+        let qubits: Vec<usize> = (0..circuit.num_qubits).collect();
         sim.sample(args.shots, &qubits, args.seed)
             .map_err(|e| qsim_error(path, e))?
     } else {
-        BTreeMap::new()
+        // Keys as Qiskit's get_counts(): each classical register with its bit 0 rightmost, the
+        // last declared register first, registers separated by a space; unmeasured bits read 0.
+        let mut by_clbit = vec![None; circuit.num_clbits];
+        for &(q, c) in &circuit.measurements {
+            by_clbit[c] = Some(q);
+        }
+        let measured: Vec<usize> = by_clbit.iter().flatten().copied().collect();
+        let raw = sim
+            .sample(args.shots, &measured, args.seed)
+            .map_err(|e| qsim_error(path, e))?;
+        let mut counts = BTreeMap::new();
+        let mut bits = vec![false; circuit.num_clbits];
+        for (key, n) in raw {
+            // The sample's key has measured[0] as its last character.
+            let mut sampled = key.chars().rev();
+            for (bit, qubit) in bits.iter_mut().zip(&by_clbit) {
+                *bit = qubit.is_some() && sampled.next() == Some('1');
+            }
+            *counts.entry(circuit.counts_key(&bits)).or_insert(0) += n;
+        }
+        counts
     };
     finish(
         args,
