@@ -7,10 +7,10 @@
 //! and `ras --watch` need a tiered machine and CXL tracefs: their lines are checked in the
 //! binary's unit tests (`cmd/tierd.rs`, `cmd/ras.rs`) from the structures they print.
 
+mod common;
 use cxltier_store::testing::temp_file;
 use cxltier_store::{Durability, Kind, SsdSpec, StoreBuilder};
 use serde_json::Value;
-use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -542,11 +542,7 @@ impl Drop for Server {
 
 fn server() -> Server {
     for _ in 0..5 {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let port = common::free_port();
         let addr = format!("127.0.0.1:{port}");
         let none = std::env::temp_dir().join(format!("cxltier-json-no-quarantine-{port}.jsonl"));
         let child = Command::new(BIN)
@@ -562,8 +558,10 @@ fn server() -> Server {
             if s.0.try_wait().unwrap().is_some() {
                 break; // the port was taken: try another
             }
-            if TcpStream::connect(&s.1).is_ok() {
-                return s;
+            match common::who_answers(&s.1, None, s.0.id(), Duration::from_secs(20)) {
+                common::Answer::Ours => return s,
+                common::Answer::Other => break,
+                common::Answer::Nothing => {}
             }
             std::thread::sleep(Duration::from_millis(20));
         }

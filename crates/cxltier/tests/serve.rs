@@ -6,6 +6,8 @@
 //! The peers (redis-server, redis-tools, memcached) are installed by scripts/peers, which
 //! scripts/test runs first; a missing peer fails the test with that instruction.
 
+mod common;
+use common::free_port;
 use cxltier_store::testing::{temp_file, TempFile};
 use std::collections::HashMap;
 use std::io::{Read, Write};
@@ -18,14 +20,6 @@ use cxltier_ycsb::protocol::Reply;
 use cxltier_ycsb::{Phase, Protocol, RunConfig, ScanMethod, SimpleClient, Spec};
 
 const BIN: &str = env!("CARGO_BIN_EXE_cxltier");
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 fn temp(name: &str) -> TempFile {
     temp_file("cxltier-serve-", name)
@@ -60,33 +54,34 @@ impl Peer {
     /// it has listened and lived on for a moment: a port free when picked may be taken by a test
     /// running in parallel before the peer binds it (the peer then exits, and whatever answers
     /// on the port is not it). Returns the peer and its port.
-    fn start(command: impl Fn(u16) -> Command) -> (Peer, u16) {
+    fn start(
+        command: impl Fn(u16) -> Command,
+        answers: fn(&str, u32, Duration) -> common::Answer,
+    ) -> (Peer, u16) {
         for _ in 0..5 {
             let port = free_port();
             let mut cmd = command(port);
             let mut peer = Peer(cmd.spawn().unwrap());
             let t = Instant::now();
-            let mut listening = false;
+            let addr = format!("127.0.0.1:{port}");
+            let mut other = false;
             while t.elapsed() < Duration::from_secs(20) {
                 if peer.0.try_wait().unwrap().is_some() {
                     break;
                 }
-                if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                    listening = true;
-                    break;
+                match answers(&addr, peer.0.id(), Duration::from_secs(20)) {
+                    common::Answer::Ours => return (peer, port),
+                    common::Answer::Other => {
+                        other = true;
+                        break;
+                    }
+                    common::Answer::Nothing => {}
                 }
                 std::thread::sleep(Duration::from_millis(20));
             }
-            if listening {
-                // A peer that lost the port exits at once: it must still be running.
-                std::thread::sleep(Duration::from_millis(200));
-                if peer.0.try_wait().unwrap().is_none() {
-                    return (peer, port);
-                }
-            }
             assert!(
-                peer.0.try_wait().unwrap().is_some() || listening,
-                "{:?} did not listen on port {port} within 20 s",
+                peer.0.try_wait().unwrap().is_some() || other,
+                "{:?} did not answer on port {port} within 20 s",
                 cmd.get_program()
             );
         }
@@ -164,21 +159,19 @@ impl Server {
                     self.addr
                 ));
             }
-            if TcpStream::connect(&self.addr).is_ok() {
-                let mut c = self.client();
-                if let Some(pw) = password {
-                    c.call(&[b"AUTH", pw.as_bytes()]).unwrap();
+            match common::who_answers(
+                &self.addr,
+                password,
+                self.child.id(),
+                Duration::from_secs(20),
+            ) {
+                common::Answer::Ours => return Ok(()),
+                common::Answer::Other => {
+                    let _ = self.child.kill();
+                    let _ = self.child.wait();
+                    return Err(format!("another process answered on {}", self.addr));
                 }
-                let Reply::Bulk(Some(info)) = c.call(&[b"INFO", b"server"]).unwrap() else {
-                    return Err(format!("{} did not answer INFO server", self.addr));
-                };
-                let pid = format!("process_id:{}\r\n", self.child.id());
-                if String::from_utf8_lossy(&info).contains(&pid) {
-                    return Ok(());
-                }
-                let _ = self.child.kill();
-                let _ = self.child.wait();
-                return Err(format!("another process answered on {}", self.addr));
+                common::Answer::Nothing => {}
             }
             assert!(
                 t.elapsed() < Duration::from_secs(20),
@@ -727,41 +720,47 @@ fn ycsb_runs_every_workload_against_the_store_redis_and_memcached() {
     need("memcached");
     let ssd = temp("nvme");
     let s = Server::start(&["--dram", "16M", "--ssd", &format!("{}:256M", ssd.display())]);
-    let (redis, redis_port) = Peer::start(|port| {
-        let mut c = Command::new("redis-server");
-        c.args([
-            "--port",
-            &port.to_string(),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-        c
-    });
-    let (mc, mc_port) = Peer::start(|port| {
-        let mut c = Command::new("memcached");
-        c.args([
-            "-l",
-            "127.0.0.1",
-            "-p",
-            &port.to_string(),
-            "-m",
-            "64",
-            "-U",
-            "0",
-        ]);
-        // memcached refuses to run as root unless told which user to run as.
-        if is_root() {
-            c.args(["-u", "root"]);
-        }
-        c.stderr(Stdio::null());
-        c
-    });
+    let (redis, redis_port) = Peer::start(
+        |port| {
+            let mut c = Command::new("redis-server");
+            c.args([
+                "--port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+            c
+        },
+        |addr, pid, patience| common::who_answers(addr, None, pid, patience),
+    );
+    let (mc, mc_port) = Peer::start(
+        |port| {
+            let mut c = Command::new("memcached");
+            c.args([
+                "-l",
+                "127.0.0.1",
+                "-p",
+                &port.to_string(),
+                "-m",
+                "64",
+                "-U",
+                "0",
+            ]);
+            // memcached refuses to run as root unless told which user to run as.
+            if is_root() {
+                c.args(["-u", "root"]);
+            }
+            c.stderr(Stdio::null());
+            c
+        },
+        common::memcached_answers,
+    );
     let redis_addr = format!("127.0.0.1:{redis_port}");
     let mc_addr = format!("127.0.0.1:{mc_port}");
     // 20k records of 1 KB: more than the store's 16 MB of DRAM, so NVMe serves part of it.

@@ -1,22 +1,16 @@
 //! Lists, sets and sorted sets of `cxltier serve` over a real socket: raw RESP2/RESP3 replies
 //! checked byte for byte, WRONGTYPE across types, and redis-benchmark's collection tests.
 
+mod common;
+use common::free_port;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_cxltier");
 /// Only a guard against a hang: nothing here is timed.
 const GUARD: Duration = Duration::from_secs(30);
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 struct Client {
     r: BufReader<TcpStream>,
@@ -103,12 +97,10 @@ impl Server {
                 if s.child.try_wait().unwrap().is_some() {
                     break;
                 }
-                if let Ok(mut c) = Client::connect(&s.addr) {
-                    let info = c.cmd("INFO server");
-                    if info.contains(&format!("process_id:{}\r\n", s.child.id())) {
-                        return s;
-                    }
-                    break;
+                match common::who_answers(&s.addr, None, s.child.id(), GUARD) {
+                    common::Answer::Ours => return s,
+                    common::Answer::Other => break,
+                    common::Answer::Nothing => {}
                 }
                 std::thread::sleep(Duration::from_millis(20));
             }

@@ -2,8 +2,10 @@
 //! kill -9, blocking pops per database (and woken by SWAPDB), CLIENT LIST's `db=`, redis-cli
 //! -n, `--databases`, and a store of the format before databases opened as database 0.
 
+mod common;
+use common::free_port;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -13,14 +15,6 @@ use cxltier_store::testing::{temp_file, TempFile};
 const BIN: &str = env!("CARGO_BIN_EXE_cxltier");
 /// Only a guard against a hang: nothing here is timed.
 const GUARD: Duration = Duration::from_secs(30);
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 struct Client {
     r: BufReader<TcpStream>,
@@ -111,11 +105,10 @@ impl Server {
                     }
                     return Err(err);
                 }
-                if let Some(info) = info_server(&s.addr) {
-                    if info.contains(&format!("process_id:{}\r\n", s.child.id())) {
-                        return Ok(s);
-                    }
-                    break;
+                match common::who_answers(&s.addr, None, s.child.id(), GUARD) {
+                    common::Answer::Ours => return Ok(s),
+                    common::Answer::Other => break,
+                    common::Answer::Nothing => {}
                 }
                 std::thread::sleep(Duration::from_millis(20));
             }
@@ -154,27 +147,6 @@ impl Drop for Server {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-/// `INFO server` from whatever answers on `addr`; `None` when nothing does, or it closes the
-/// connection first (a server that bound its port and then refused to start).
-fn info_server(addr: &str) -> Option<String> {
-    let mut s = TcpStream::connect(addr).ok()?;
-    s.set_read_timeout(Some(GUARD)).ok()?;
-    s.write_all(b"*2\r\n$4\r\nINFO\r\n$6\r\nserver\r\n").ok()?;
-    let mut got = Vec::new();
-    let mut buf = [0u8; 4096];
-    let pid_field: &[u8] = b"process_id:";
-    while !got.windows(pid_field.len()).any(|w| w == pid_field) || !got.ends_with(b"\r\n") {
-        let n = match s.read(&mut buf) {
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Ok(0) | Err(_) => return None,
-            Ok(n) => n,
-        };
-        got.extend_from_slice(&buf[..n]);
-    }
-    // The rest of the reply is not needed: the connection closes with this function.
-    Some(String::from_utf8_lossy(&got).into_owned())
 }
 
 fn wait_blocked(c: &mut Client, n: usize) {

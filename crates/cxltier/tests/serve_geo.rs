@@ -5,22 +5,16 @@
 //! redis-server is installed by scripts/peers (scripts/test runs it first); without it the test
 //! fails with that instruction.
 
+mod common;
+use common::free_port;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_cxltier");
 /// Only a guard against a hang: nothing here is timed.
 const GUARD: Duration = Duration::from_secs(30);
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 struct Client {
     r: BufReader<TcpStream>,
@@ -95,12 +89,10 @@ impl Server {
                 if s.child.try_wait().unwrap().is_some() {
                     break;
                 }
-                if let Ok(mut c) = Client::connect(port) {
-                    let info = c.cmd("INFO server");
-                    if info.contains(&format!("process_id:{}\r\n", s.child.id())) {
-                        return s;
-                    }
-                    break;
+                match common::who_answers(&format!("127.0.0.1:{port}"), None, s.child.id(), GUARD) {
+                    common::Answer::Ours => return s,
+                    common::Answer::Other => break,
+                    common::Answer::Nothing => {}
                 }
                 std::thread::sleep(Duration::from_millis(20));
             }

@@ -5,6 +5,8 @@
 //! Every test asserts behaviour and bounds on bytes or counts; waits have generous limits that
 //! only guard against a hang.
 
+mod common;
+use common::free_port;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
@@ -16,14 +18,6 @@ use cxltier_ycsb::SimpleClient;
 const BIN: &str = env!("CARGO_BIN_EXE_cxltier");
 const GUARD: Duration = Duration::from_secs(30);
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// A server child, killed when the test ends.
 struct Server {
     child: Child,
@@ -34,6 +28,10 @@ impl Server {
     /// Start `cxltier serve ARGS` on a free port (again on another one if the port was taken
     /// meanwhile), through `sh -c "PREFIX; exec ..."` when a shell prefix (a ulimit) is given.
     fn start_with(prefix: Option<&str>, args: &[&str]) -> Server {
+        let password = args
+            .iter()
+            .position(|a| *a == "--requirepass")
+            .map(|i| args[i + 1]);
         for _ in 0..5 {
             let port = free_port();
             let addr = format!("127.0.0.1:{port}");
@@ -72,19 +70,10 @@ impl Server {
                 if s.child.try_wait().unwrap().is_some() {
                     break;
                 }
-                if let Ok(mut c) = SimpleClient::connect(&s.addr) {
-                    let password = args
-                        .iter()
-                        .position(|a| *a == "--requirepass")
-                        .map(|i| args[i + 1]);
-                    if let Some(pw) = password {
-                        c.call(&[b"AUTH", pw.as_bytes()]).unwrap();
-                    }
-                    let info = info(&mut c, "server");
-                    if info.contains(&format!("process_id:{}\r\n", s.child.id())) {
-                        return s;
-                    }
-                    break;
+                match common::who_answers(&s.addr, password, s.child.id(), GUARD) {
+                    common::Answer::Ours => return s,
+                    common::Answer::Other => break,
+                    common::Answer::Nothing => {}
                 }
                 std::thread::sleep(Duration::from_millis(20));
             }

@@ -3,8 +3,10 @@
 //! `promtool check metrics` run on it (a failure when promtool finds a problem; without
 //! promtool a loud warning, or a failure under CXLTIER_REQUIRE_PROMTOOL=1).
 
+mod common;
+use common::free_port;
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -13,14 +15,6 @@ use cxltier_ycsb::SimpleClient;
 
 const BIN: &str = env!("CARGO_BIN_EXE_cxltier");
 const GUARD: Duration = Duration::from_secs(30);
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// A server child with its metrics address, killed when the test ends.
 struct Server {
@@ -58,8 +52,10 @@ impl Server {
                 if s.child.try_wait().unwrap().is_some() {
                     break;
                 }
-                if SimpleClient::connect(&s.addr).is_ok() {
-                    return s;
+                match common::who_answers(&s.addr, None, s.child.id(), GUARD) {
+                    common::Answer::Ours => return s,
+                    common::Answer::Other => break,
+                    common::Answer::Nothing => {}
                 }
                 std::thread::sleep(Duration::from_millis(20));
             }

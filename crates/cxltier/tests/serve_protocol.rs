@@ -4,22 +4,16 @@
 //! The client here writes and reads raw RESP2/RESP3, so that every byte the server sends is
 //! checked (no client library in between that would hide a wrong type).
 
+mod common;
+use common::free_port;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_cxltier");
 /// Only a guard against a hang: nothing here is timed.
 const GUARD: Duration = Duration::from_secs(30);
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// A RESP2 or RESP3 value as the server sent it.
 #[derive(Debug, Clone, PartialEq)]
@@ -172,15 +166,10 @@ impl Server {
                 if s.child.try_wait().unwrap().is_some() {
                     break;
                 }
-                if let Ok(mut c) = Client::connect(&s.addr) {
-                    if let Some(pw) = password {
-                        c.call(&["AUTH", pw]);
-                    }
-                    let info = c.call(&["INFO", "server"]).text();
-                    if info.contains(&format!("process_id:{}\r\n", s.child.id())) {
-                        return s;
-                    }
-                    break;
+                match common::who_answers(&s.addr, password, s.child.id(), GUARD) {
+                    common::Answer::Ours => return s,
+                    common::Answer::Other => break,
+                    common::Answer::Nothing => {}
                 }
                 std::thread::sleep(Duration::from_millis(20));
             }

@@ -3,23 +3,17 @@
 //! that loads the snapshot and follows the stream until its data equal the master's, for every
 //! type, with values on NVMe.
 
+mod common;
+use common::free_port;
 use cxltier_store::testing::temp_file;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_cxltier");
 /// Only a guard against a hang: nothing here is timed.
 const GUARD: Duration = Duration::from_secs(30);
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// A RESP2 value.
 #[derive(Debug, Clone, PartialEq)]
@@ -133,12 +127,10 @@ impl Server {
                 if s.child.try_wait().unwrap().is_some() {
                     break;
                 }
-                if let Ok(mut c) = Client::connect(&s.addr) {
-                    let info = c.call(&["INFO", "server"]).text();
-                    if info.contains(&format!("process_id:{}\r\n", s.child.id())) {
-                        return s;
-                    }
-                    break;
+                match common::who_answers(&s.addr, None, s.child.id(), GUARD) {
+                    common::Answer::Ours => return s,
+                    common::Answer::Other => break,
+                    common::Answer::Nothing => {}
                 }
                 std::thread::sleep(Duration::from_millis(20));
             }
@@ -468,12 +460,18 @@ fn a_redis_replica_loads_the_snapshot_and_follows_the_stream() {
     }
     let _kill = Kill(&mut replica);
     let raddr = format!("127.0.0.1:{port}");
-    let mut r = loop {
-        if let Ok(r) = Client::connect(&raddr) {
-            break r;
+    let pid = _kill.0.id();
+    let t = Instant::now();
+    loop {
+        match common::who_answers(&raddr, None, pid, GUARD) {
+            common::Answer::Ours => break,
+            common::Answer::Other => panic!("another process took port {port} first"),
+            common::Answer::Nothing => {}
         }
+        assert!(t.elapsed() < GUARD, "the replica never answered on {raddr}");
         std::thread::sleep(Duration::from_millis(20));
-    };
+    }
+    let mut r = Client::connect(&raddr).unwrap();
     wait_until("the replica's link is up", || {
         r.call(&["INFO", "replication"])
             .text()

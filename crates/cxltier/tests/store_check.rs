@@ -4,7 +4,7 @@
 use cxltier_store::testing::{temp_file, TempFile};
 use cxltier_store::{Durability, Kind, SsdSpec, StoreBuilder};
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
@@ -98,16 +98,21 @@ fn check_exits_0_on_a_clean_log_1_on_a_damaged_one_2_on_a_bad_path() {
     assert_eq!(cxltier(&["store", "check", &dir]).status.code(), Some(2));
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+/// The address in serve's "listening on ADDR;" line.
+fn listening_addr(stderr: &str) -> String {
+    let (_, rest) = stderr
+        .split_once("listening on ")
+        .unwrap_or_else(|| panic!("no \"listening on\" line: {stderr}"));
+    let addr = rest.split(';').next().unwrap().to_string();
+    assert!(
+        !addr.ends_with(":0"),
+        "the port the kernel picked is not said: {addr}"
+    );
+    addr
 }
 
-fn info_recovery(port: u16) -> String {
-    let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
+fn info_recovery(addr: &str) -> String {
+    let mut c = TcpStream::connect(addr).unwrap();
     c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     c.write_all(b"*2\r\n$4\r\nINFO\r\n$8\r\nrecovery\r\n")
         .unwrap();
@@ -136,12 +141,11 @@ fn serve_refuses_a_damaged_log_and_starts_with_the_override() {
     let ssd = p.to_str().unwrap().to_string();
     let quarantine = p.with_file_name("quarantine");
     let quarantine = quarantine.to_str().unwrap();
-    let port = free_port();
-    let bind = format!("127.0.0.1:{port}");
+    // Port 0: the kernel picks one no other test holds, and the server says which.
     let args = [
         "serve",
         "--bind",
-        &bind,
+        "127.0.0.1:0",
         "--dram",
         "16M",
         "--ssd",
@@ -182,7 +186,8 @@ fn serve_refuses_a_damaged_log_and_starts_with_the_override() {
     let all = seen.join("\n");
     assert!(all.contains("recovery: damaged: segment "), "{all}");
     assert!(all.contains("1 range(s)"), "{all}");
-    let info = info_recovery(port);
+    let addr = listening_addr(&all);
+    let info = info_recovery(&addr);
     child.kill().unwrap();
     child.wait().unwrap();
     assert!(info.contains("recovery_damaged_ranges:1\r\n"), "{info}");

@@ -47,7 +47,8 @@ used again. INFO poison shows the counts and the retired bytes per tier. Stop wi
 #[derive(clap::Args)]
 #[command(after_long_help = LONG_HELP)]
 pub struct Args {
-    /// Address to listen on (loopback by default; other addresses expose the store to the network)
+    /// Address to listen on (loopback by default; other addresses expose the store to the network).
+    /// Port 0: the kernel picks a free one, said in the "listening on" line
     #[arg(long, default_value = "127.0.0.1:6379", value_name = "ADDR:PORT")]
     bind: String,
     /// DRAM budget, index included: 256M, 4G ...
@@ -188,6 +189,8 @@ pub fn run(args: Args) -> CliResult {
     // Listen before the store is opened (a port in use need not wait for a recovery) and say
     // so only once it is done.
     let listener = cxltier_server::bind(bind).map_err(CliError::classified)?;
+    // The address said is the one bound: with port 0 the kernel picks it (scripts read it here).
+    let bound = listener.local_addr().unwrap_or(bind);
     let metrics = crate::cmd::serve_metrics("serve", args.metrics_addr.as_deref())?;
     let dram = parse_size(&args.dram).map_err(CliError::classified)?;
     let cxl = match args.cxl.trim() {
@@ -235,7 +238,7 @@ pub fn run(args: Args) -> CliResult {
     let store = builder.build().map_err(CliError::classified)?;
     if !bind.ip().is_loopback() {
         eprintln!(
-            "cxltier serve: warning: listening on {bind}, reachable from the network{}",
+            "cxltier serve: warning: listening on {bound}, reachable from the network{}",
             if args.requirepass.is_none() {
                 ", with no password (add --requirepass)"
             } else {
@@ -265,7 +268,7 @@ pub fn run(args: Args) -> CliResult {
         })
         .collect();
     eprintln!(
-        "cxltier serve: listening on {bind}; {}; durability {}; {} keys recovered",
+        "cxltier serve: listening on {bound}; {}; durability {}; {} keys recovered",
         tiers.join(", "),
         stats.durability,
         store.recovered_keys()
