@@ -36,6 +36,14 @@ pub(crate) struct LeafEdit {
     pub grew: Option<isize>,
 }
 
+/// How far a leaf may change in place ([`Tx::modify_in_place`]): the bytes it may grow before
+/// it would split, and shrink before it would merge with a neighbour.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Room {
+    pub grow: usize,
+    pub shrink: usize,
+}
+
 /// The encoded bytes an entry of `key` and `value` adds to a leaf.
 pub(crate) fn entry_bytes(key: &[u8], value: &[u8]) -> isize {
     (super::node::LEAF_ENTRY + key.len() + value.len()) as isize
@@ -563,12 +571,90 @@ impl Tx<'_> {
                 .store
                 .chunk_ref(&ck)?
                 .ok_or_else(|| missing_chunk(&self.key, id))?;
+            if !rev && bytes.first() == Some(&super::node::LEAF) {
+                // A forward walk reads the leaf's entries as it goes (no slot list for a
+                // range that takes a few of them).
+                return super::node::walk_leaf_bytes(bytes, &self.key, from, f);
+            }
             match NodeRef::parse(bytes, &self.key)? {
                 NodeRef::Leaf(e) => return Ok(walk_leaf(&e, from, rev, f)),
                 NodeRef::Inner(c) => c.iter().map(|c| (c.id, c.count)).collect(),
             }
         };
         self.walk_children(&kids, from, rev, f)
+    }
+
+    /// Change a list's leaf where it lies, without rewriting its path: for a push or pop at a
+    /// list's end, the common command of a batch. Only when every node from below the top to
+    /// the leaf is one this change made (in `pending`, never written: it keeps its id, and no
+    /// other root refers to it) and the change keeps the leaf within a chunk's bounds, so that
+    /// nothing splits or merges: then the leaf changes in place, its size is adjusted by what
+    /// `f` says it grew, and the counts on its path by the entries it gained or lost.
+    ///
+    /// `f` gets the leaf's entries, the position found and the [`Room`] the leaf has; it
+    /// returns `None` having changed nothing when its change does not fit (the caller then
+    /// goes the way of [`Tx::modify`]), else its result and by how many encoded bytes the leaf
+    /// grew. Returns `None` too when the path is not all this change's. For trees whose keys
+    /// are all empty (lists): a leaf's first key, which its parent keeps, never changes.
+    pub(crate) fn modify_in_place<R>(
+        &mut self,
+        top: &mut Node,
+        seek: Seek<'_>,
+        f: impl FnOnce(&mut Vec<Entry>, std::result::Result<usize, usize>, Room) -> Option<(R, isize)>,
+    ) -> Option<R> {
+        // Deeper than any tree of a store's chunks (each inner chunk has two children or more).
+        const DEPTH_MAX: usize = 64;
+        let Node::Inner(top_children) = top else {
+            return None;
+        };
+        let total: u64 = top_children.iter().map(|c| c.count).sum();
+        let (top_j, mut seek) = child_for_counted(top_children, seek, total);
+        let (mut id, mut count) = (top_children[top_j].id, top_children[top_j].count);
+        // The inner nodes passed (id, which child), whose counts change with the leaf's.
+        let mut path = [(0u64, 0usize); DEPTH_MAX];
+        let mut depth = 0;
+        loop {
+            match &self.pending.get(&id)?.0 {
+                Node::Leaf(_) => break,
+                Node::Inner(c) => {
+                    if depth == DEPTH_MAX {
+                        return None;
+                    }
+                    let (k, s) = child_for_counted(c, seek, count);
+                    path[depth] = (id, k);
+                    depth += 1;
+                    (id, count, seek) = (c[k].id, c[k].count, s);
+                }
+            }
+        }
+        let (node, size) = self.pending.get_mut(&id).expect("found above");
+        let Node::Leaf(e) = node else {
+            unreachable!("found a leaf above")
+        };
+        let pos = leaf_pos(e, seek);
+        let room = Room {
+            grow: self.chunk_bytes.saturating_sub(*size),
+            shrink: size.saturating_sub(self.chunk_bytes / 4),
+        };
+        let before = e.len() as i64;
+        let (r, grew) = f(e, pos, room)?;
+        debug_assert!(!e.is_empty(), "an in-place change emptied a leaf");
+        debug_assert!(
+            e.first().is_none_or(|x| x.0.is_empty()),
+            "a list's keys are empty"
+        );
+        let added = e.len() as i64 - before;
+        *size = size.saturating_add_signed(grew);
+        self.pending_bytes = self.pending_bytes.saturating_add_signed(grew);
+        debug_assert_eq!(*size, node.size(), "a leaf's tracked size");
+        for &(pid, k) in &path[..depth] {
+            if let Some((Node::Inner(c), _)) = self.pending.get_mut(&pid) {
+                c[k].count = c[k].count.saturating_add_signed(added);
+            }
+        }
+        top_children[top_j].count = top_children[top_j].count.saturating_add_signed(added);
+        self.changed = true;
+        Some(r)
     }
 
     /// Change the leaf `seek` reaches with `f` (given the leaf's entries and the position
