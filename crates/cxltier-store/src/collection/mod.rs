@@ -609,6 +609,11 @@ impl Store {
             let grew: isize = members.iter().map(|m| entry_bytes(&[], m)).sum();
             let push = |e: &mut Vec<Entry>, pos: std::result::Result<usize, usize>| {
                 let i = pos.unwrap_or_else(|i| i);
+                if let [m] = members {
+                    // The common push of one member (no splice to set up).
+                    e.insert(i, (Vec::new(), m.to_vec()));
+                    return;
+                }
                 let new = members.iter().map(|m| (Vec::new(), m.to_vec()));
                 match end {
                     ListEnd::Left => drop(e.splice(i..i, new.rev())),
@@ -624,6 +629,12 @@ impl Store {
                 tx.modify(top, Seek::Before(at), &mut |e, pos, edit| {
                     edit.grew = Some(grew);
                     push(e, pos);
+                    // This is the list's end leaf: when full it stays as it is, and what was
+                    // pushed starts the new end leaf.
+                    edit.split_at = Some(match end {
+                        ListEnd::Left => members.len(),
+                        ListEnd::Right => e.len() - members.len(),
+                    });
                 })?;
             }
             Ok(top.count())
@@ -1808,6 +1819,42 @@ mod tests {
         s.check_collection(b"l").unwrap();
         let got = s.list_range(b"l", 0, -1).unwrap();
         assert!(got.iter().eq(want.iter()), "the list after the batch");
+    }
+
+    #[test]
+    fn a_list_pushed_at_one_end_fills_its_leaves() {
+        for end in [ListEnd::Left, ListEnd::Right] {
+            for write_back in [false, true] {
+                let mut s = crate::StoreBuilder::new()
+                    .dram(64 << 20)
+                    .max_object(64 << 10)
+                    .durability(crate::Durability::None)
+                    .collection_chunk_bytes(512)
+                    .collection_write_back(write_back)
+                    .build()
+                    .unwrap();
+                let n = 5_000;
+                for i in 0..n {
+                    let m = format!("m{i:04}");
+                    s.list_push(b"l", end, &[m.as_bytes()]).unwrap();
+                    if i % 100 == 99 {
+                        s.end_batch();
+                    }
+                }
+                s.end_batch();
+                s.check_collection(b"l").unwrap();
+                // A full leaf stays full when the end leaf splits: the chunks are about as
+                // many as the members' bytes fill (halves, as before, made about twice as
+                // many), besides a few inner chunks.
+                let bytes = n * tree::entry_bytes(&[], b"m0000") as usize;
+                let full = bytes.div_ceil(512 - node::NODE_HEADER);
+                let chunks = s.chunk_keys_of(b"l").len();
+                assert!(
+                    chunks <= full + full / 5 + 8,
+                    "{chunks} chunks for {full} full leaves ({end:?}, write-back {write_back})"
+                );
+            }
+        }
     }
 
     #[test]
