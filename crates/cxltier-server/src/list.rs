@@ -206,12 +206,21 @@ pub(crate) fn lrange(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
         return err(ctx, NOT_INTEGER);
     };
     typed(ctx, |ctx| {
-        let v = ctx.store.list_range(args[1], a, b)?;
-        reply::array(ctx.out, v.len());
-        for m in &v {
-            reply::bulk(ctx.out, m);
+        // Straight from the chunks into the reply; a failed read takes back what it wrote, so
+        // that only its error is answered.
+        let at = ctx.out.len();
+        let r = ctx.store.list_range_into(
+            args[1],
+            a,
+            b,
+            &mut *ctx.out,
+            |out, n| reply::array(out, n as usize),
+            reply::bulk,
+        );
+        if r.is_err() {
+            ctx.out.truncate(at);
         }
-        Ok(Effect::Read)
+        r.map(|()| Effect::Read)
     })
 }
 

@@ -7,7 +7,7 @@ pub(crate) use bigstr::WHOLE_MAX;
 mod node;
 mod tree;
 
-use node::{Entry, Node, Root};
+use node::{leaf_entry_size, Entry, Node, Root};
 use tree::{check_kind, entry_bytes, Seek, Tx};
 
 use crate::{Kind, Result, Store, StoreError};
@@ -606,15 +606,37 @@ impl Store {
                 ListEnd::Left => 0,
                 ListEnd::Right => top.count(),
             };
-            tx.modify(top, Seek::Before(at), &mut |e, pos, edit| {
+            let grew: isize = members.iter().map(|m| entry_bytes(&[], m)).sum();
+            let push = |e: &mut Vec<Entry>, pos: std::result::Result<usize, usize>| {
                 let i = pos.unwrap_or_else(|i| i);
-                edit.grew = Some(members.iter().map(|m| entry_bytes(&[], m)).sum());
+                if let [m] = members {
+                    // The common push of one member (no splice to set up).
+                    e.insert(i, (Vec::new(), m.to_vec()));
+                    return;
+                }
                 let new = members.iter().map(|m| (Vec::new(), m.to_vec()));
                 match end {
                     ListEnd::Left => drop(e.splice(i..i, new.rev())),
                     ListEnd::Right => drop(e.splice(i..i, new)),
                 }
-            })?;
+            };
+            // The end leaf changed earlier in this batch takes the members where it is, when
+            // they fit; else the path is written anew (and the leaf split when it is full).
+            let in_place = tx.modify_in_place(top, Seek::Before(at), |e, pos, room| {
+                (grew.unsigned_abs() <= room.grow).then(|| (push(e, pos), grew))
+            });
+            if in_place.is_none() {
+                tx.modify(top, Seek::Before(at), &mut |e, pos, edit| {
+                    edit.grew = Some(grew);
+                    push(e, pos);
+                    // This is the list's end leaf: when full it stays as it is, and what was
+                    // pushed starts the new end leaf.
+                    edit.split_at = Some(match end {
+                        ListEnd::Left => members.len(),
+                        ListEnd::Right => e.len() - members.len(),
+                    });
+                })?;
+            }
             Ok(top.count())
         })
     }
@@ -635,13 +657,32 @@ impl Store {
                     ListEnd::Left => Seek::At(0),
                     ListEnd::Right => Seek::At(top.count() - 1),
                 };
-                // Everything the leaf can give at once: one path written per leaf emptied.
-                let got = tx.modify(top, seek, &mut |e, _, edit| {
-                    let n = want.min(e.len());
-                    let got: Vec<Vec<u8>> = match end {
+                let take = |e: &mut Vec<Entry>, n: usize| -> Vec<Vec<u8>> {
+                    match end {
                         ListEnd::Left => e.drain(..n).map(|x| x.1).collect(),
                         ListEnd::Right => e.drain(e.len() - n..).rev().map(|x| x.1).collect(),
+                    }
+                };
+                // From the end leaf where it is when it keeps enough not to merge.
+                let in_place = tx.modify_in_place(top, seek, |e, _, room| {
+                    let n = want.min(e.len());
+                    let gone = match end {
+                        ListEnd::Left => &e[..n],
+                        ListEnd::Right => &e[e.len() - n..],
                     };
+                    let bytes: usize = gone.iter().map(leaf_entry_size).sum();
+                    if n == e.len() || bytes > room.shrink {
+                        return None;
+                    }
+                    Some((take(e, n), -(bytes as isize)))
+                });
+                if let Some(got) = in_place {
+                    out.extend(got);
+                    continue;
+                }
+                // Everything the leaf can give at once: one path written per leaf emptied.
+                let got = tx.modify(top, seek, &mut |e, _, edit| {
+                    let got = take(e, want.min(e.len()));
                     edit.grew = Some(-got.iter().map(|m| entry_bytes(&[], m)).sum::<isize>());
                     got
                 })?;
@@ -688,21 +729,48 @@ impl Store {
 
     /// `LRANGE` (Redis's index rules); reads only the leaves it returns.
     pub fn list_range(&mut self, key: &[u8], start: i64, stop: i64) -> Result<Vec<Vec<u8>>> {
-        Ok(self
-            .coll_read(key, Kind::List, |tx, r| {
-                let Some((a, b)) = norm_range(start, stop, r.tops[0].count()) else {
-                    return Ok(Vec::new());
-                };
-                let mut out = Vec::with_capacity((b - a + 1) as usize);
-                let n = b - a + 1;
-                tx.walk(&r.tops[0], a, false, &mut |k, v| {
-                    let e = (k, v);
-                    out.push(e.1.to_vec());
-                    (out.len() as u64) < n
-                })?;
-                Ok(out)
-            })?
-            .unwrap_or_default())
+        let mut out = Vec::new();
+        self.list_range_into(
+            key,
+            start,
+            stop,
+            &mut out,
+            |out, n| out.reserve(n as usize),
+            |out, m| out.push(m.to_vec()),
+        )?;
+        Ok(out)
+    }
+
+    /// `LRANGE` written into `sink` as the chunks are read, nothing collected: `len` first with
+    /// the number of members (0 when the key is absent or the range empty), then `member` with
+    /// each in order. On an error `sink` may hold part of the range: the caller drops it.
+    pub fn list_range_into<W>(
+        &mut self,
+        key: &[u8],
+        start: i64,
+        stop: i64,
+        sink: &mut W,
+        len: impl FnOnce(&mut W, u64),
+        mut member: impl FnMut(&mut W, &[u8]),
+    ) -> Result<()> {
+        let mut len = Some(len);
+        self.coll_read(key, Kind::List, |tx, r| {
+            let Some((a, b)) = norm_range(start, stop, r.tops[0].count()) else {
+                return Ok(());
+            };
+            let n = b - a + 1;
+            (len.take().expect("called once"))(sink, n);
+            let mut left = n;
+            tx.walk(&r.tops[0], a, false, &mut |_, v| {
+                member(sink, v);
+                left -= 1;
+                left > 0
+            })
+        })?;
+        if let Some(len) = len {
+            len(sink, 0);
+        }
+        Ok(())
     }
 
     /// `LINSERT`: the new length; 0 when the key is absent, -1 when `pivot` is not in the list.
@@ -1700,6 +1768,93 @@ mod tests {
             assert_eq!(score_from_bytes(&score_bytes(s)), s);
         }
         assert_eq!(score_bytes(-0.0), score_bytes(0.0));
+    }
+
+    /// The chunk ids an open list has handed out (each a node its changes made anew).
+    fn ids_handed_out(s: &Store, key: &[u8]) -> u64 {
+        let oc = s.open.map.get(key).expect("the list is open");
+        oc.root.next_id - oc.first_new_id
+    }
+
+    #[test]
+    fn pushes_and_pops_at_a_list_end_in_one_batch_change_its_end_leaf_in_place() {
+        let mut s = crate::StoreBuilder::new()
+            .dram(64 << 20)
+            .max_object(64 << 10)
+            .durability(crate::Durability::None)
+            .collection_chunk_bytes(512)
+            .collection_write_back(true)
+            .build()
+            .unwrap();
+        // Four levels: a top, inner chunks, inner chunks, leaves of about 40 members.
+        let members: Vec<Vec<u8>> = (0..20_000)
+            .map(|i| format!("m{i:04}").into_bytes())
+            .collect();
+        let refs: Vec<&[u8]> = members.iter().map(|m| m.as_slice()).collect();
+        s.list_push(b"l", ListEnd::Right, &refs).unwrap();
+        s.end_batch();
+        let mut want: std::collections::VecDeque<Vec<u8>> = members.into_iter().collect();
+        // 200 pushes at each end, then 300 pops from each: a path is made anew only when an
+        // end leaf fills (a split, every 20 pushes or so) or thins (a merge, every 20 pops or
+        // so), not per command (3 nodes each: 1,200 for the pushes, 1,800 for the pops).
+        for i in 0..200 {
+            let m = format!("p{i}").into_bytes();
+            s.list_push(b"l", ListEnd::Left, &[&m]).unwrap();
+            s.list_push(b"l", ListEnd::Right, &[&m]).unwrap();
+            want.push_front(m.clone());
+            want.push_back(m);
+        }
+        let pushed = ids_handed_out(&s, b"l");
+        assert!(pushed < 200, "{pushed} nodes made for 400 pushes");
+        for _ in 0..300 {
+            let l = s.list_pop(b"l", ListEnd::Left, 1).unwrap().unwrap();
+            let r = s.list_pop(b"l", ListEnd::Right, 1).unwrap().unwrap();
+            assert_eq!(l, vec![want.pop_front().unwrap()]);
+            assert_eq!(r, vec![want.pop_back().unwrap()]);
+        }
+        let popped = ids_handed_out(&s, b"l") - pushed;
+        assert!(popped < 300, "{popped} nodes made for 600 pops");
+        assert_eq!(s.list_len(b"l").unwrap(), want.len() as u64);
+        s.end_batch();
+        s.check_collection(b"l").unwrap();
+        let got = s.list_range(b"l", 0, -1).unwrap();
+        assert!(got.iter().eq(want.iter()), "the list after the batch");
+    }
+
+    #[test]
+    fn a_list_pushed_at_one_end_fills_its_leaves() {
+        for end in [ListEnd::Left, ListEnd::Right] {
+            for write_back in [false, true] {
+                let mut s = crate::StoreBuilder::new()
+                    .dram(64 << 20)
+                    .max_object(64 << 10)
+                    .durability(crate::Durability::None)
+                    .collection_chunk_bytes(512)
+                    .collection_write_back(write_back)
+                    .build()
+                    .unwrap();
+                let n = 5_000;
+                for i in 0..n {
+                    let m = format!("m{i:04}");
+                    s.list_push(b"l", end, &[m.as_bytes()]).unwrap();
+                    if i % 100 == 99 {
+                        s.end_batch();
+                    }
+                }
+                s.end_batch();
+                s.check_collection(b"l").unwrap();
+                // A full leaf stays full when the end leaf splits: the chunks are about as
+                // many as the members' bytes fill (halves, as before, made about twice as
+                // many), besides a few inner chunks.
+                let bytes = n * tree::entry_bytes(&[], b"m0000") as usize;
+                let full = bytes.div_ceil(512 - node::NODE_HEADER);
+                let chunks = s.chunk_keys_of(b"l").len();
+                assert!(
+                    chunks <= full + full / 5 + 8,
+                    "{chunks} chunks for {full} full leaves ({end:?}, write-back {write_back})"
+                );
+            }
+        }
     }
 
     #[test]

@@ -25,7 +25,7 @@ pub(crate) enum Node {
     Inner(Vec<Child>),
 }
 
-const LEAF: u8 = 0;
+pub(crate) const LEAF: u8 = 0;
 const INNER: u8 = 1;
 /// Bytes a node spends beyond its entries: its tag and entry count.
 pub(crate) const NODE_HEADER: usize = 5;
@@ -187,6 +187,36 @@ impl<'a> NodeRef<'a> {
         }
         Ok(node)
     }
+}
+
+/// Walk the entries of an encoded leaf from position `from` while `f` says go on, reading
+/// each as it comes: the checks of [`NodeRef::parse`] on every entry read, and on the whole
+/// leaf when the walk reaches its end. False when `f` said stop.
+pub(crate) fn walk_leaf_bytes(
+    bytes: &[u8],
+    what: &[u8],
+    from: u64,
+    f: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+) -> Result<bool> {
+    let mut r = Reader::new(bytes, what);
+    if r.u8()? != LEAF {
+        return Err(r.corrupt("an inner node where a leaf was read"));
+    }
+    let n = r.u32()? as usize;
+    if n > r.left() / LEAF_ENTRY {
+        return Err(r.corrupt("an entry count larger than the node"));
+    }
+    for i in 0..n {
+        let k = r.bytes()?;
+        let v = r.bytes()?;
+        if i as u64 >= from && !f(k, v) {
+            return Ok(false);
+        }
+    }
+    if !r.done() {
+        return Err(r.corrupt("bytes after the node"));
+    }
+    Ok(true)
 }
 
 pub(crate) fn leaf_entry_size(e: &Entry) -> usize {

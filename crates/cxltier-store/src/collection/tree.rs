@@ -34,6 +34,19 @@ pub(crate) struct LeafEdit {
     /// By how many encoded bytes the leaf grew (negative: shrank), when the change knows: the
     /// leaf is then not measured again (a walk over all its entries, per command).
     pub grew: Option<isize>,
+    /// Where the leaf is cut when it outgrows its chunk, instead of in two halves, when both
+    /// sides then fit: a push at a list's end cuts off what it pushed, so the full leaf stays
+    /// full and the end leaf starts small (fewer splits, fewer entries moved per push at the
+    /// front; Redis's quicklist likewise starts a new node at a full end).
+    pub split_at: Option<usize>,
+}
+
+/// How far a leaf may change in place ([`Tx::modify_in_place`]): the bytes it may grow before
+/// it would split, and shrink before it would merge with a neighbour.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Room {
+    pub grow: usize,
+    pub shrink: usize,
 }
 
 /// The encoded bytes an entry of `key` and `value` adds to a leaf.
@@ -290,6 +303,33 @@ fn split_sized(node: Node, size: usize, target: usize) -> Vec<(Node, usize)> {
             .map(|(p, s)| (Node::Inner(p), header + s))
             .collect(),
     }
+}
+
+/// A leaf of `total` encoded bytes cut before entry `k` into two leaves, each with its size,
+/// when both fit `target`; else the leaf back. Only the shorter side is measured.
+fn cut_leaf_at(
+    mut e: Vec<Entry>,
+    total: usize,
+    k: usize,
+    target: usize,
+) -> std::result::Result<Vec<(Node, usize)>, Vec<Entry>> {
+    if k == 0 || k >= e.len() {
+        return Err(e);
+    }
+    let header = super::node::NODE_HEADER;
+    let measure = |x: &[Entry]| header + x.iter().map(leaf_entry_size).sum::<usize>();
+    let (left, right) = if k <= e.len() - k {
+        let left = measure(&e[..k]);
+        (left, total + header - left)
+    } else {
+        let right = measure(&e[k..]);
+        (total + header - right, right)
+    };
+    if left > target || right > target {
+        return Err(e);
+    }
+    let back = e.split_off(k);
+    Ok(vec![(Node::Leaf(e), left), (Node::Leaf(back), right)])
 }
 
 /// Two neighbouring nodes of one level as one.
@@ -563,12 +603,90 @@ impl Tx<'_> {
                 .store
                 .chunk_ref(&ck)?
                 .ok_or_else(|| missing_chunk(&self.key, id))?;
+            if !rev && bytes.first() == Some(&super::node::LEAF) {
+                // A forward walk reads the leaf's entries as it goes (no slot list for a
+                // range that takes a few of them).
+                return super::node::walk_leaf_bytes(bytes, &self.key, from, f);
+            }
             match NodeRef::parse(bytes, &self.key)? {
                 NodeRef::Leaf(e) => return Ok(walk_leaf(&e, from, rev, f)),
                 NodeRef::Inner(c) => c.iter().map(|c| (c.id, c.count)).collect(),
             }
         };
         self.walk_children(&kids, from, rev, f)
+    }
+
+    /// Change a list's leaf where it lies, without rewriting its path: for a push or pop at a
+    /// list's end, the common command of a batch. Only when every node from below the top to
+    /// the leaf is one this change made (in `pending`, never written: it keeps its id, and no
+    /// other root refers to it) and the change keeps the leaf within a chunk's bounds, so that
+    /// nothing splits or merges: then the leaf changes in place, its size is adjusted by what
+    /// `f` says it grew, and the counts on its path by the entries it gained or lost.
+    ///
+    /// `f` gets the leaf's entries, the position found and the [`Room`] the leaf has; it
+    /// returns `None` having changed nothing when its change does not fit (the caller then
+    /// goes the way of [`Tx::modify`]), else its result and by how many encoded bytes the leaf
+    /// grew. Returns `None` too when the path is not all this change's. For trees whose keys
+    /// are all empty (lists): a leaf's first key, which its parent keeps, never changes.
+    pub(crate) fn modify_in_place<R>(
+        &mut self,
+        top: &mut Node,
+        seek: Seek<'_>,
+        f: impl FnOnce(&mut Vec<Entry>, std::result::Result<usize, usize>, Room) -> Option<(R, isize)>,
+    ) -> Option<R> {
+        // Deeper than any tree of a store's chunks (each inner chunk has two children or more).
+        const DEPTH_MAX: usize = 64;
+        let Node::Inner(top_children) = top else {
+            return None;
+        };
+        let total: u64 = top_children.iter().map(|c| c.count).sum();
+        let (top_j, mut seek) = child_for_counted(top_children, seek, total);
+        let (mut id, mut count) = (top_children[top_j].id, top_children[top_j].count);
+        // The inner nodes passed (id, which child), whose counts change with the leaf's.
+        let mut path = [(0u64, 0usize); DEPTH_MAX];
+        let mut depth = 0;
+        loop {
+            match &self.pending.get(&id)?.0 {
+                Node::Leaf(_) => break,
+                Node::Inner(c) => {
+                    if depth == DEPTH_MAX {
+                        return None;
+                    }
+                    let (k, s) = child_for_counted(c, seek, count);
+                    path[depth] = (id, k);
+                    depth += 1;
+                    (id, count, seek) = (c[k].id, c[k].count, s);
+                }
+            }
+        }
+        let (node, size) = self.pending.get_mut(&id).expect("found above");
+        let Node::Leaf(e) = node else {
+            unreachable!("found a leaf above")
+        };
+        let pos = leaf_pos(e, seek);
+        let room = Room {
+            grow: self.chunk_bytes.saturating_sub(*size),
+            shrink: size.saturating_sub(self.chunk_bytes / 4),
+        };
+        let before = e.len() as i64;
+        let (r, grew) = f(e, pos, room)?;
+        debug_assert!(!e.is_empty(), "an in-place change emptied a leaf");
+        debug_assert!(
+            e.first().is_none_or(|x| x.0.is_empty()),
+            "a list's keys are empty"
+        );
+        let added = e.len() as i64 - before;
+        *size = size.saturating_add_signed(grew);
+        self.pending_bytes = self.pending_bytes.saturating_add_signed(grew);
+        debug_assert_eq!(*size, node.size(), "a leaf's tracked size");
+        for &(pid, k) in &path[..depth] {
+            if let Some((Node::Inner(c), _)) = self.pending.get_mut(&pid) {
+                c[k].count = c[k].count.saturating_add_signed(added);
+            }
+        }
+        top_children[top_j].count = top_children[top_j].count.saturating_add_signed(added);
+        self.changed = true;
+        Some(r)
     }
 
     /// Change the leaf `seek` reaches with `f` (given the leaf's entries and the position
@@ -640,6 +758,7 @@ impl Tx<'_> {
                 let mut edit = LeafEdit {
                     changed: true,
                     grew: None,
+                    split_at: None,
                 };
                 let r = f(&mut e, pos, &mut edit);
                 if !edit.changed {
@@ -647,6 +766,19 @@ impl Tx<'_> {
                 }
                 if e.is_empty() {
                     return Ok((Outcome::New(Vec::new()), r));
+                }
+                let new_size = match (size, edit.grew) {
+                    (Some(s), Some(g)) => Some(s.saturating_add_signed(g)),
+                    _ => None,
+                };
+                if let (Some(total), Some(k)) = (new_size, edit.split_at) {
+                    if total > self.chunk_bytes {
+                        match cut_leaf_at(e, total, k, self.chunk_bytes) {
+                            Ok(pieces) => return Ok((Outcome::New(pieces), r)),
+                            // Not there (a side would not fit): in balanced pieces below.
+                            Err(back) => e = back,
+                        }
+                    }
                 }
                 let node = Node::Leaf(e);
                 let pieces = match (size, edit.grew) {
@@ -680,11 +812,13 @@ impl Tx<'_> {
                     };
                 let mut lo = j;
                 let mut hi = j + 1;
-                // A small result merges with a neighbour (re-split when the two are too big),
-                // so chunks stay between a quarter and a whole of the target.
-                // (A child that emptied just goes.)
+                // A result that shrank small merges with a neighbour (re-split when the two are
+                // too big), so chunks stay between a quarter and a whole of the target. One that
+                // grew is not merged: a list's new end leaf fills from a few members (the full
+                // one it was cut from would be cut in halves again). An inner node of one child
+                // always merges. (A child that emptied just goes.)
                 let thin = |(p, size): &(Node, usize)| {
-                    *size < self.chunk_bytes / 4
+                    (*size < self.chunk_bytes / 4 && *size < child_size)
                         || matches!(p, Node::Inner(pc) if pc.len() < INNER_MIN)
                 };
                 if pieces.len() == 1 && thin(&pieces[0]) && c.len() > 1 {
