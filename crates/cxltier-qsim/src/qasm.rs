@@ -7,9 +7,10 @@
 //! the built-in `U` and `CX`, every gate of Qiskit's qelib1 and reader in [`STANDARD_GATES`],
 //! Qiskit's other standard gates in [`EXTRA_GATES`] (a program's definition of one wins), user `gate`
 //! definitions (expanded at each use), register broadcasting (`h q;`, `cx a, b;`), `barrier`
-//! (ignored), and `measure` at the end of the circuit (it decides which bits `--shots` counts).
-//! Refused with the line: `opaque` gates, `reset`, `if`, gates after a measurement of their
-//! qubit, and unknown gates.
+//! (ignored), `measure` (anywhere: a gate after a measurement of its qubit makes the circuit
+//! dynamic), `reset`, and `if(creg==n)` before a gate, `measure` or `reset`
+//! ([`Circuit::instructions`], [`Circuit::dynamic`]). Refused with the line: `opaque` gates
+//! other than Qiskit's built-in ones, and unknown gates.
 
 use std::collections::HashMap;
 use std::f64::consts::PI;
@@ -151,8 +152,63 @@ pub struct Circuit {
     pub measurements: Vec<(usize, usize)>,
     /// The classical registers in declaration order (their bits are numbered in that order).
     pub classical_registers: Vec<ClassicalRegister>,
+    /// Every operation in program order: gates (by index into `gates`), measurements, resets,
+    /// each maybe conditioned on a register's value.
+    pub instructions: Vec<Instruction>,
+    /// The first line that makes the circuit dynamic (a `reset`, an `if`, or a gate or reset on
+    /// a qubit after it was measured), or `None` when it is a unitary followed by measurements:
+    /// a dynamic circuit has no single final state, and only its shots mean anything.
+    pub dynamic: Option<usize>,
     /// What the program got away with, each saying how to fix it (read leniently, as Qiskit does).
     pub warnings: Vec<String>,
+}
+
+/// One operation of a circuit, in program order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Operation {
+    /// `gates[i]`.
+    Gate(usize),
+    /// `measure qubit -> clbit`.
+    Measure {
+        /// The qubit measured.
+        qubit: usize,
+        /// The classical bit that receives the outcome.
+        clbit: usize,
+    },
+    /// `reset qubit`: the qubit is measured, and flipped back to 0 if it read 1.
+    Reset {
+        /// The qubit reset.
+        qubit: usize,
+    },
+}
+
+/// `if(creg==value)`: the whole register (bit 0 least significant) compared to `value`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Condition {
+    /// The register's bit 0, numbered over all classical bits.
+    pub first: usize,
+    /// The register's width.
+    pub size: usize,
+    /// The value compared with (below `2^size`).
+    pub value: u64,
+}
+
+impl Condition {
+    /// Whether the classical bits hold the value.
+    pub fn holds(&self, clbits: &[bool]) -> bool {
+        (0..self.size).all(|i| clbits[self.first + i] == (i < 64 && (self.value >> i) & 1 == 1))
+    }
+}
+
+/// An operation and the condition it runs under (`None`: always).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Instruction {
+    /// What it does.
+    pub operation: Operation,
+    /// When it does it.
+    pub condition: Option<Condition>,
+    /// The line of the program it came from (0 for operations made in code).
+    pub line: usize,
 }
 
 /// A `creg`: its name and its bits, `first..first + size` of the circuit's classical bits.
@@ -219,6 +275,11 @@ impl Circuit {
                 ),
             });
         }
+        self.instructions.push(Instruction {
+            operation: Operation::Gate(self.gates.len()),
+            condition: None,
+            line: 0,
+        });
         self.gates.push(Gate {
             name: name.to_string(),
             qubits: qubits.to_vec(),
@@ -523,6 +584,8 @@ struct Parser {
     defs: HashMap<String, Rc<GateDef>>,
     circuit: Circuit,
     measured: Vec<bool>,
+    /// The condition of the `if` statement being read, applied to every operation it makes.
+    condition: Option<Condition>,
     /// Current nesting of the expression being parsed.
     depth: usize,
     /// Primitive gates counted so far against [`MAX_GATES`].
@@ -539,6 +602,7 @@ pub fn parse(src: &str) -> Result<Circuit, QsimError> {
         defs: HashMap::new(),
         circuit: Circuit::default(),
         measured: Vec::new(),
+        condition: None,
         depth: 0,
         expanded: 0,
     };
@@ -701,15 +765,16 @@ impl Parser {
             }
             "gate" => self.gate_definition(),
             "opaque" => self.opaque_declaration(line),
-            "reset" => Err(QsimError::Parse {
-                line,
-                message: "reset is not supported: the simulator runs the unitary part of a circuit"
-                    .into(),
-            }),
-            "if" => Err(QsimError::Parse {
-                line,
-                message: "classically controlled gates (`if`) are not supported".into(),
-            }),
+            "reset" => {
+                let q = self.arg()?;
+                self.expect_sym(";")?;
+                for q in self.qubits_of(&q, line)? {
+                    self.mark_dynamic(line);
+                    self.push_operation(Operation::Reset { qubit: q }, line);
+                }
+                Ok(())
+            }
+            "if" => self.if_statement(line),
             "barrier" => {
                 while !self.is_sym(";") {
                     self.next()?;
@@ -736,11 +801,77 @@ impl Parser {
                 for (q, c) in qs.into_iter().zip(cs) {
                     self.measured[q] = true;
                     self.circuit.measurements.push((q, c));
+                    self.push_operation(Operation::Measure { qubit: q, clbit: c }, line);
                 }
                 Ok(())
             }
             _ => self.gate_call(word, line),
         }
+    }
+
+    /// `if(creg==n) OPERATION;`: a gate call, `measure` or `reset`, run only when the whole
+    /// register reads `n` (bit 0 least significant), as in OpenQASM 2.0.
+    fn if_statement(&mut self, line: usize) -> Result<(), QsimError> {
+        self.expect_sym("(")?;
+        let name = self.ident()?;
+        self.expect_sym("==")?;
+        let value = self.integer()?;
+        self.expect_sym(")")?;
+        let &(first, size) = self.cregs.get(&name).ok_or_else(|| QsimError::Parse {
+            line,
+            message: format!(
+                "if({name}=={value}): no classical register named {name:?} is declared (declare                  it with `creg {name}[N];` before the `if`)"
+            ),
+        })?;
+        if size < 64 && (value as u64) >> size != 0 {
+            return Err(QsimError::Parse {
+                line,
+                message: format!(
+                    "if({name}=={value}): {name} has {size} bits, so it holds 0 to {}: the                      value can never match",
+                    (1u128 << size) - 1
+                ),
+            });
+        }
+        let word = self.ident()?;
+        if matches!(
+            word.as_str(),
+            "if" | "qreg" | "creg" | "gate" | "opaque" | "include" | "barrier" | "OPENQASM"
+        ) {
+            return Err(QsimError::Parse {
+                line,
+                message: format!(
+                    "if({name}=={value}) is followed by `{word}`: only a gate, `measure` or                      `reset` can be conditioned"
+                ),
+            });
+        }
+        self.mark_dynamic(line);
+        self.condition = Some(Condition {
+            first,
+            size,
+            value: value as u64,
+        });
+        // The statement reader takes its first word from the tokens: step back onto it. It
+        // cannot be another `if` (refused above), so this does not nest.
+        self.pos -= 1;
+        let done = self.statement();
+        self.condition = None;
+        done
+    }
+
+    fn mark_dynamic(&mut self, line: usize) {
+        self.circuit.dynamic.get_or_insert(line);
+    }
+
+    fn push_operation(&mut self, operation: Operation, line: usize) {
+        if let Operation::Reset { qubit } = operation {
+            // A reset undoes nothing that was measured: the qubit may be used again.
+            self.measured[qubit] = false;
+        }
+        self.circuit.instructions.push(Instruction {
+            operation,
+            condition: self.condition,
+            line,
+        });
     }
 
     /// `opaque NAME(params) args;`: accepted for a gate Qiskit's reader has built in (as it
@@ -921,9 +1052,15 @@ impl Parser {
         let qubits: Vec<usize> = (0..k).collect();
         // Expanded on qubits 0..k of a scratch list, then the parser's state is put back.
         let gates = std::mem::take(&mut self.circuit.gates);
+        let instructions = std::mem::take(&mut self.circuit.instructions);
+        let dynamic = self.circuit.dynamic;
+        let condition = self.condition.take();
         let measured = std::mem::replace(&mut self.measured, vec![false; k]);
         let expanded = self.apply(name, Some(def), &[], &qubits, line);
         let body = std::mem::replace(&mut self.circuit.gates, gates);
+        self.circuit.instructions = instructions;
+        self.circuit.dynamic = dynamic;
+        self.condition = condition;
         self.measured = measured;
         expanded?;
         let ops: Vec<(Matrix, &[usize])> = body
@@ -1200,13 +1337,8 @@ impl Parser {
                 });
             }
             if self.measured[*q] {
-                return Err(QsimError::Parse {
-                    line,
-                    message: format!(
-                        "gate {name:?} acts on qubit {q} after it was measured: mid-circuit \
-                         measurement is not supported (measure at the end)"
-                    ),
-                });
+                // Mid-circuit measurement: the outcome decides what the rest of the shot sees.
+                self.mark_dynamic(line);
             }
         }
         let Some(def) = def else {
@@ -1214,6 +1346,7 @@ impl Parser {
                 line,
                 message: format!("unsupported gate {name:?}"),
             })?;
+            self.push_operation(Operation::Gate(self.circuit.gates.len()), line);
             self.circuit.gates.push(Gate {
                 name: name.to_string(),
                 qubits: qubits.to_vec(),
@@ -1282,6 +1415,49 @@ mod tests {
         assert_eq!(c.gates[4].qubits, [1]);
         assert_eq!(c.gates[4].line, 9);
         assert_eq!(c.measurements, [(3, 2)]);
+    }
+
+    #[test]
+    fn reads_dynamic_operations_in_program_order() {
+        let c = parse(
+            "OPENQASM 2.0;\ninclude \"qelib1.inc\";\nqreg q[2];\ncreg a[1];\ncreg b[2];\n\
+             h q[0];\nmeasure q[0] -> a[0];\nif(a==1) x q[1];\nreset q;\nh q[0];\n\
+             if(b==2) measure q[1] -> b[1];\n",
+        )
+        .unwrap();
+        assert_eq!(c.dynamic, Some(8));
+        let ops: Vec<Operation> = c.instructions.iter().map(|i| i.operation).collect();
+        assert_eq!(
+            ops,
+            [
+                Operation::Gate(0),
+                Operation::Measure { qubit: 0, clbit: 0 },
+                Operation::Gate(1),
+                Operation::Reset { qubit: 0 },
+                Operation::Reset { qubit: 1 },
+                Operation::Gate(2),
+                Operation::Measure { qubit: 1, clbit: 2 },
+            ]
+        );
+        let a1 = Condition {
+            first: 0,
+            size: 1,
+            value: 1,
+        };
+        assert_eq!(c.instructions[2].condition, Some(a1));
+        assert_eq!(c.instructions[3].condition, None);
+        let b2 = c.instructions[6].condition.unwrap();
+        assert_eq!((b2.first, b2.size, b2.value), (1, 2, 2));
+        // Register bit 0 is the least significant: b = 2 is b[1] set, b[0] clear.
+        assert!(b2.holds(&[false, false, true]));
+        assert!(!b2.holds(&[false, true, false]));
+        assert!(a1.holds(&[true, false, false]));
+        // A gate after a measurement of its qubit makes the circuit dynamic at that line.
+        let c = parse("OPENQASM 2.0;\nqreg q[1];\ncreg c[1];\nmeasure q -> c;\nx q[0];\n").unwrap();
+        assert_eq!(c.dynamic, Some(5));
+        // Measurements at the end do not.
+        let c = parse("OPENQASM 2.0;\nqreg q[2];\ncreg c[2];\nh q[0];\nmeasure q -> c;\n").unwrap();
+        assert_eq!(c.dynamic, None);
     }
 
     #[test]
@@ -1400,13 +1576,23 @@ mod tests {
         let (line, msg) = line_of("OPENQASM 2.0;\nqreg q[2];\nrx q[0];\n");
         assert_eq!(line, 3);
         assert!(msg.contains("takes 1 parameters"), "{msg}");
-        let (line, _) =
-            line_of("OPENQASM 2.0;\nqreg q[1];\ncreg c[1];\nmeasure q -> c;\nx q[0];\n");
-        assert_eq!(line, 5);
         let (line, _) = line_of("OPENQASM 3.0;\n");
         assert_eq!(line, 1);
-        let (line, _) = line_of("OPENQASM 2.0;\nqreg q[1];\nreset q[0];\n");
+        let (line, msg) = line_of("OPENQASM 2.0;\nqreg q[1];\nreset r[0];\n");
         assert_eq!(line, 3);
+        assert!(msg.contains("no quantum register named \"r\""), "{msg}");
+        let (line, msg) = line_of("OPENQASM 2.0;\nqreg q[1];\nreset q[1];\n");
+        assert_eq!(line, 3);
+        assert!(msg.contains("out of range"), "{msg}");
+        let (line, msg) = line_of("OPENQASM 2.0;\nqreg q[1];\ncreg c[2];\n\nif(d==1) x q[0];\n");
+        assert_eq!(line, 5);
+        assert!(msg.contains("no classical register named \"d\""), "{msg}");
+        let (line, msg) = line_of("OPENQASM 2.0;\nqreg q[1];\ncreg c[2];\nif(c==4) x q[0];\n");
+        assert_eq!(line, 4);
+        assert!(msg.contains("c has 2 bits, so it holds 0 to 3"), "{msg}");
+        let (line, msg) = line_of("OPENQASM 2.0;\nqreg q[1];\ncreg c[2];\nif(c==1) creg d[1];\n");
+        assert_eq!(line, 4);
+        assert!(msg.contains("only a gate"), "{msg}");
         let (line, msg) = line_of("OPENQASM 2.0;\nqreg q[1];\nh q[0]\n");
         assert_eq!(line, 3);
         assert!(msg.contains("end of program"), "{msg}");
