@@ -198,6 +198,7 @@ pub fn run_shots<T: Real>(
         })
         .collect();
     sim.apply(&prefix)?;
+    let prefix_pass_reports = sim.report().pass_reports.len();
 
     let needed = copies_needed(measurements, shots);
     let allowed = if sim.in_memory() {
@@ -249,6 +250,9 @@ pub fn run_shots<T: Real>(
         }
     }
     let r = sim.report_mut();
+    // One report per pass would grow with every shot: the prefix's passes are listed, and
+    // `passes` counts them all.
+    r.pass_reports.truncate(prefix_pass_reports);
     r.gates = circuit.gates.len();
     r.simulate_seconds = started.elapsed().as_secs_f64();
     r.dynamic = Some(report);
