@@ -594,6 +594,13 @@ struct Parser {
 
 /// Parse an OpenQASM 2.0 program.
 pub fn parse(src: &str) -> Result<Circuit, QsimError> {
+    let translated;
+    let src = if is_openqasm3(src) {
+        translated = from_openqasm3(src)?;
+        translated.as_str()
+    } else {
+        src
+    };
     let mut p = Parser {
         toks: lex(src)?,
         pos: 0,
@@ -608,6 +615,113 @@ pub fn parse(src: &str) -> Result<Circuit, QsimError> {
     };
     p.program()?;
     Ok(p.circuit)
+}
+
+/// Whether the program starts (after blank lines and `//` comments) with `OPENQASM 3`.
+fn is_openqasm3(src: &str) -> bool {
+    src.lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty() && !l.starts_with("//"))
+        .is_some_and(|l| {
+            l.strip_prefix("OPENQASM")
+                .is_some_and(|v| v.trim_start().starts_with('3'))
+        })
+}
+
+/// The subset of OpenQASM 3 that `qiskit.qasm3.dumps` writes for the circuits this simulator
+/// runs, rewritten line for line as OpenQASM 2 (so that errors keep their line numbers):
+/// `include "stdgates.inc"`, `qubit[n] q;` and `bit[n] c;` (or one of each without `[n]`),
+/// `c[0] = measure q[0];`, `if (c == n) { ... }` over its body's statements, `phase`/`cphase`
+/// for `p`/`cp`; gate definitions, gate calls, `reset` and `barrier` are the same in both.
+/// Anything else is left as it is, for the OpenQASM 2 reader to refuse with its line.
+fn from_openqasm3(src: &str) -> Result<String, QsimError> {
+    let mut out = String::with_capacity(src.len());
+    // What each open `{` belongs to: a gate definition (kept) or an `if` (its condition).
+    let mut blocks: Vec<Option<String>> = Vec::new();
+    for (i, raw) in src.lines().enumerate() {
+        let line = i + 1;
+        let bad = |message: String| Err(QsimError::Parse { line, message });
+        let text = raw.split("//").next().unwrap_or("").trim();
+        let condition: String = blocks.iter().flatten().cloned().collect();
+        let statement = if text.starts_with("OPENQASM") {
+            "OPENQASM 2.0;".to_string()
+        } else if text == r#"include "stdgates.inc";"# {
+            r#"include "qelib1.inc";"#.to_string()
+        } else if let Some(rest) = text.strip_prefix("if") {
+            let rest = rest.trim_start();
+            let Some((cond, body)) = rest.strip_prefix('(').and_then(|r| r.split_once(')')) else {
+                return bad(format!("expected `if (register == value)`, found {text:?}"));
+            };
+            let Some((reg, value)) = cond.split_once("==") else {
+                return bad(format!(
+                    "if ({cond}): only a whole register compared with `==` to a value is \
+                     supported (as OpenQASM 2 has it)"
+                ));
+            };
+            if !condition.is_empty() {
+                return bad("nested `if` blocks are not supported".into());
+            }
+            let prefix = format!("if({}=={}) ", reg.trim(), value.trim());
+            let body = body.trim();
+            if body == "{" {
+                blocks.push(Some(prefix));
+                String::new()
+            } else if body.starts_with('{') || body.is_empty() {
+                return bad(format!(
+                    "write the body of {text:?} as `if (...) {{` with one statement per line, as \
+                     qiskit.qasm3.dumps does"
+                ));
+            } else {
+                format!("{prefix}{body}")
+            }
+        } else if text == "}" && blocks.last().is_some_and(Option::is_some) {
+            blocks.pop();
+            String::new()
+        } else if text.ends_with('{') && text.starts_with("gate ") {
+            blocks.push(None);
+            text.to_string()
+        } else if text == "}" {
+            blocks.pop();
+            text.to_string()
+        } else {
+            let declared = ["qubit", "bit"].iter().find_map(|kind| {
+                let rest = text.strip_prefix(kind)?;
+                let (size, name) = if let Some(r) = rest.strip_prefix('[') {
+                    let (size, name) = r.split_once(']')?;
+                    (size.trim().to_string(), name)
+                } else if rest.starts_with(' ') {
+                    ("1".to_string(), rest)
+                } else {
+                    return None;
+                };
+                let name = name.trim().strip_suffix(';')?.trim();
+                let kw = if *kind == "qubit" { "qreg" } else { "creg" };
+                Some(format!("{kw} {name}[{size}];"))
+            });
+            if let Some(decl) = declared {
+                decl
+            } else if let Some((target, rhs)) = text
+                .split_once('=')
+                .filter(|(_, r)| !r.starts_with('=') && r.trim_start().starts_with("measure"))
+            {
+                let qubits = rhs.trim_start()["measure".len()..].trim();
+                let qubits = qubits.strip_suffix(';').unwrap_or(qubits);
+                format!("{condition}measure {} -> {};", qubits.trim(), target.trim())
+            } else {
+                let renamed = if let Some(r) = text.strip_prefix("cphase(") {
+                    format!("cp({r}")
+                } else if let Some(r) = text.strip_prefix("phase(") {
+                    format!("p({r}")
+                } else {
+                    text.to_string()
+                };
+                format!("{condition}{renamed}")
+            }
+        };
+        out.push_str(&statement);
+        out.push('\n');
+    }
+    Ok(out)
 }
 
 impl Parser {
@@ -1418,6 +1532,45 @@ mod tests {
     }
 
     #[test]
+    fn reads_qiskits_openqasm3_subset_line_for_line() {
+        let src = "OPENQASM 3.0;\ninclude \"stdgates.inc\";\nbit[2] c;\nqubit[2] q;\n\
+                   h q[0];\nc[0] = measure q[0];\nif (c == 1) {\n  x q[1];\n  c[1] = measure q[1];\n}\n\
+                   reset q[0];\nphase(0.5) q[0];\n";
+        let c = parse(src).unwrap();
+        assert_eq!(c.num_qubits, 2);
+        // The first conditioned statement, inside the `if` block.
+        assert_eq!(c.dynamic, Some(8));
+        let ops: Vec<(Operation, Option<Condition>)> = c
+            .instructions
+            .iter()
+            .map(|i| (i.operation, i.condition))
+            .collect();
+        let c1 = Some(Condition {
+            first: 0,
+            size: 2,
+            value: 1,
+        });
+        assert_eq!(
+            ops,
+            [
+                (Operation::Gate(0), None),
+                (Operation::Measure { qubit: 0, clbit: 0 }, None),
+                (Operation::Gate(1), c1),
+                (Operation::Measure { qubit: 1, clbit: 1 }, c1),
+                (Operation::Reset { qubit: 0 }, None),
+                (Operation::Gate(2), None),
+            ]
+        );
+        assert_eq!(c.gates[2].name, "p");
+        // Errors keep their lines; a condition on one bit is refused with the fix.
+        let (line, msg) = line_of("OPENQASM 3.0;\nqubit[1] q;\nbit[1] c;\nif (c[0]) {\n");
+        assert_eq!(line, 4);
+        assert!(msg.contains("whole register compared with `==`"), "{msg}");
+        let (line, _) = line_of("OPENQASM 3.0;\nqubit[1] q;\n\nfoo q[0];\n");
+        assert_eq!(line, 4);
+    }
+
+    #[test]
     fn reads_dynamic_operations_in_program_order() {
         let c = parse(
             "OPENQASM 2.0;\ninclude \"qelib1.inc\";\nqreg q[2];\ncreg a[1];\ncreg b[2];\n\
@@ -1576,8 +1729,6 @@ mod tests {
         let (line, msg) = line_of("OPENQASM 2.0;\nqreg q[2];\nrx q[0];\n");
         assert_eq!(line, 3);
         assert!(msg.contains("takes 1 parameters"), "{msg}");
-        let (line, _) = line_of("OPENQASM 3.0;\n");
-        assert_eq!(line, 1);
         let (line, msg) = line_of("OPENQASM 2.0;\nqreg q[1];\nreset r[0];\n");
         assert_eq!(line, 3);
         assert!(msg.contains("no quantum register named \"r\""), "{msg}");

@@ -285,3 +285,45 @@ fn conditions_resets_and_unmeasured_registers_are_exact() {
         );
     }
 }
+
+#[test]
+fn openqasm3_from_qiskit_gives_the_same_shots() {
+    let dir = scratch("qasm3");
+    let mut circuits = vec![
+        ("teleportation".to_string(), teleportation()),
+        ("repetition".to_string(), repetition_code()),
+        ("ipe".to_string(), phase_estimation()),
+    ];
+    for n in 3..=8 {
+        circuits.push((format!("random{n}"), random_dynamic(n, 30, 300 + n as u64)));
+    }
+    let paths: Vec<PathBuf> = circuits
+        .iter()
+        .map(|(name, text)| {
+            let path = dir.join(format!("{name}.qasm"));
+            std::fs::write(&path, text).unwrap();
+            path
+        })
+        .collect();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/qasm3_dumps.py");
+    let out = Command::new(python())
+        .arg(&script)
+        .args(&paths)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "qasm3_dumps.py failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let options = Options::new().dynamic_method(Method::Branches);
+    for ((name, text), path) in circuits.iter().zip(&paths) {
+        let text3 = std::fs::read_to_string(path.with_extension("qasm3")).unwrap();
+        assert!(text3.starts_with("OPENQASM 3"), "{name}: {text3}");
+        // The same circuit, the same seed: the same counts, exactly.
+        let (ours2, _, _) = run(text, &options, 2000, OUR_SEED);
+        let (ours3, _, _) = run(&text3, &options, 2000, OUR_SEED);
+        assert_eq!(ours2, ours3, "{name}:\n{text3}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

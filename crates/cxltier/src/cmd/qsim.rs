@@ -16,8 +16,8 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 const LONG_HELP: &str = "\
-Reads an OpenQASM 2.0 program (Qiskit's qelib1.inc gates and the other standard gates
-qiskit.qasm2.dumps writes, user `gate` definitions, `measure`, `reset`, `if(creg==n)`; a program without the
+Reads an OpenQASM 2.0 program (or the OpenQASM 3 subset qiskit.qasm3.dumps writes; Qiskit's
+qelib1.inc gates and the other standard gates qiskit.qasm2.dumps writes, user `gate` definitions, `measure`, `reset`, `if(creg==n)`; a program without the
 `OPENQASM 2.0;` header is read as Qiskit reads it, with a warning on stderr), runs it from |0...0>
 on a state vector of 2^n amplitudes (16 bytes each at f64, 8 at f32), and reports the amplitudes
 asked for, sampled counts, the state's norm and where the time went. Basis states are numbered as
