@@ -170,7 +170,7 @@ fn compare_with_aer(dir: &Path, shots: u64, cases: &[(String, String, BTreeMap<S
         let p = r["p"].as_f64().unwrap();
         assert!(
             p > P_MIN,
-            "{name}: chi-square p = {p} (dof {}): ours {counts:?}, Aer {}\n{text}",
+            "{name}: chi-square p = {p:e} (dof {}): ours {counts:?}, Aer {}\n{text}",
             r["dof"],
             r["aer"]
         );
