@@ -13,11 +13,15 @@
 //!   ([`fusion::choose_layout`]), and each pass streams the state through the array's
 //!   triple-buffered pipeline (read k+1, compute k, write k-1).
 //!
+//! Circuits with mid-circuit measurements, resets and conditions run shot by shot
+//! ([`dynamic::run_shots`]: branches per outcome, or trajectories).
+//!
 //! Basis states are numbered as in Qiskit: qubit 0 is the least significant bit.
 
 // A library reports through its return values; only the CLI prints.
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
+pub mod dynamic;
 pub mod fusion;
 pub mod gates;
 pub mod kernel;
@@ -26,8 +30,9 @@ pub mod qasm;
 mod sim;
 pub mod sweep;
 
+pub use dynamic::{DynamicReport, Method};
 pub use kernel::Real;
-pub use qasm::{parse, Circuit, ClassicalRegister};
+pub use qasm::{parse, Circuit, ClassicalRegister, Condition, Instruction, Operation};
 pub use sim::{
     AnySimulation, Options, PassInfo, Precision, RunReport, Simulation, SAMPLE_BYTES_PER_SHOT,
 };

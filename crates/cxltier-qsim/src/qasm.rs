@@ -7,9 +7,10 @@
 //! the built-in `U` and `CX`, every gate of Qiskit's qelib1 and reader in [`STANDARD_GATES`],
 //! Qiskit's other standard gates in [`EXTRA_GATES`] (a program's definition of one wins), user `gate`
 //! definitions (expanded at each use), register broadcasting (`h q;`, `cx a, b;`), `barrier`
-//! (ignored), and `measure` at the end of the circuit (it decides which bits `--shots` counts).
-//! Refused with the line: `opaque` gates, `reset`, `if`, gates after a measurement of their
-//! qubit, and unknown gates.
+//! (ignored), `measure` (anywhere: a gate after a measurement of its qubit makes the circuit
+//! dynamic), `reset`, and `if(creg==n)` before a gate, `measure` or `reset`
+//! ([`Circuit::instructions`], [`Circuit::dynamic`]). Refused with the line: `opaque` gates
+//! other than Qiskit's built-in ones, and unknown gates.
 
 use std::collections::HashMap;
 use std::f64::consts::PI;
@@ -151,8 +152,63 @@ pub struct Circuit {
     pub measurements: Vec<(usize, usize)>,
     /// The classical registers in declaration order (their bits are numbered in that order).
     pub classical_registers: Vec<ClassicalRegister>,
+    /// Every operation in program order: gates (by index into `gates`), measurements, resets,
+    /// each maybe conditioned on a register's value.
+    pub instructions: Vec<Instruction>,
+    /// The first line that makes the circuit dynamic (a `reset`, an `if`, or a gate or reset on
+    /// a qubit after it was measured), or `None` when it is a unitary followed by measurements:
+    /// a dynamic circuit has no single final state, and only its shots mean anything.
+    pub dynamic: Option<usize>,
     /// What the program got away with, each saying how to fix it (read leniently, as Qiskit does).
     pub warnings: Vec<String>,
+}
+
+/// One operation of a circuit, in program order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Operation {
+    /// `gates[i]`.
+    Gate(usize),
+    /// `measure qubit -> clbit`.
+    Measure {
+        /// The qubit measured.
+        qubit: usize,
+        /// The classical bit that receives the outcome.
+        clbit: usize,
+    },
+    /// `reset qubit`: the qubit is measured, and flipped back to 0 if it read 1.
+    Reset {
+        /// The qubit reset.
+        qubit: usize,
+    },
+}
+
+/// `if(creg==value)`: the whole register (bit 0 least significant) compared to `value`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Condition {
+    /// The register's bit 0, numbered over all classical bits.
+    pub first: usize,
+    /// The register's width.
+    pub size: usize,
+    /// The value compared with (below `2^size`).
+    pub value: u64,
+}
+
+impl Condition {
+    /// Whether the classical bits hold the value.
+    pub fn holds(&self, clbits: &[bool]) -> bool {
+        (0..self.size).all(|i| clbits[self.first + i] == (i < 64 && (self.value >> i) & 1 == 1))
+    }
+}
+
+/// An operation and the condition it runs under (`None`: always).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Instruction {
+    /// What it does.
+    pub operation: Operation,
+    /// When it does it.
+    pub condition: Option<Condition>,
+    /// The line of the program it came from (0 for operations made in code).
+    pub line: usize,
 }
 
 /// A `creg`: its name and its bits, `first..first + size` of the circuit's classical bits.
@@ -219,6 +275,11 @@ impl Circuit {
                 ),
             });
         }
+        self.instructions.push(Instruction {
+            operation: Operation::Gate(self.gates.len()),
+            condition: None,
+            line: 0,
+        });
         self.gates.push(Gate {
             name: name.to_string(),
             qubits: qubits.to_vec(),
@@ -523,6 +584,8 @@ struct Parser {
     defs: HashMap<String, Rc<GateDef>>,
     circuit: Circuit,
     measured: Vec<bool>,
+    /// The condition of the `if` statement being read, applied to every operation it makes.
+    condition: Option<Condition>,
     /// Current nesting of the expression being parsed.
     depth: usize,
     /// Primitive gates counted so far against [`MAX_GATES`].
@@ -531,6 +594,13 @@ struct Parser {
 
 /// Parse an OpenQASM 2.0 program.
 pub fn parse(src: &str) -> Result<Circuit, QsimError> {
+    let translated;
+    let src = if is_openqasm3(src) {
+        translated = from_openqasm3(src)?;
+        translated.as_str()
+    } else {
+        src
+    };
     let mut p = Parser {
         toks: lex(src)?,
         pos: 0,
@@ -539,11 +609,119 @@ pub fn parse(src: &str) -> Result<Circuit, QsimError> {
         defs: HashMap::new(),
         circuit: Circuit::default(),
         measured: Vec::new(),
+        condition: None,
         depth: 0,
         expanded: 0,
     };
     p.program()?;
     Ok(p.circuit)
+}
+
+/// Whether the program starts (after blank lines and `//` comments) with `OPENQASM 3`.
+fn is_openqasm3(src: &str) -> bool {
+    src.lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty() && !l.starts_with("//"))
+        .is_some_and(|l| {
+            l.strip_prefix("OPENQASM")
+                .is_some_and(|v| v.trim_start().starts_with('3'))
+        })
+}
+
+/// The subset of OpenQASM 3 that `qiskit.qasm3.dumps` writes for the circuits this simulator
+/// runs, rewritten line for line as OpenQASM 2 (so that errors keep their line numbers):
+/// `include "stdgates.inc"`, `qubit[n] q;` and `bit[n] c;` (or one of each without `[n]`),
+/// `c[0] = measure q[0];`, `if (c == n) { ... }` over its body's statements, `phase`/`cphase`
+/// for `p`/`cp`; gate definitions, gate calls, `reset` and `barrier` are the same in both.
+/// Anything else is left as it is, for the OpenQASM 2 reader to refuse with its line.
+fn from_openqasm3(src: &str) -> Result<String, QsimError> {
+    let mut out = String::with_capacity(src.len());
+    // What each open `{` belongs to: a gate definition (kept) or an `if` (its condition).
+    let mut blocks: Vec<Option<String>> = Vec::new();
+    for (i, raw) in src.lines().enumerate() {
+        let line = i + 1;
+        let bad = |message: String| Err(QsimError::Parse { line, message });
+        let text = raw.split("//").next().unwrap_or("").trim();
+        let condition: String = blocks.iter().flatten().cloned().collect();
+        let statement = if text.starts_with("OPENQASM") {
+            "OPENQASM 2.0;".to_string()
+        } else if text == r#"include "stdgates.inc";"# {
+            r#"include "qelib1.inc";"#.to_string()
+        } else if let Some(rest) = text.strip_prefix("if") {
+            let rest = rest.trim_start();
+            let Some((cond, body)) = rest.strip_prefix('(').and_then(|r| r.split_once(')')) else {
+                return bad(format!("expected `if (register == value)`, found {text:?}"));
+            };
+            let Some((reg, value)) = cond.split_once("==") else {
+                return bad(format!(
+                    "if ({cond}): only a whole register compared with `==` to a value is \
+                     supported (as OpenQASM 2 has it)"
+                ));
+            };
+            if !condition.is_empty() {
+                return bad("nested `if` blocks are not supported".into());
+            }
+            let prefix = format!("if({}=={}) ", reg.trim(), value.trim());
+            let body = body.trim();
+            if body == "{" {
+                blocks.push(Some(prefix));
+                String::new()
+            } else if body.starts_with('{') || body.is_empty() {
+                return bad(format!(
+                    "write the body of {text:?} as `if (...) {{` with one statement per line, as \
+                     qiskit.qasm3.dumps does"
+                ));
+            } else {
+                format!("{prefix}{body}")
+            }
+        } else if text == "}" && blocks.last().is_some_and(Option::is_some) {
+            blocks.pop();
+            String::new()
+        } else if text.ends_with('{') && text.starts_with("gate ") {
+            blocks.push(None);
+            text.to_string()
+        } else if text == "}" {
+            blocks.pop();
+            text.to_string()
+        } else {
+            let declared = ["qubit", "bit"].iter().find_map(|kind| {
+                let rest = text.strip_prefix(kind)?;
+                let (size, name) = if let Some(r) = rest.strip_prefix('[') {
+                    let (size, name) = r.split_once(']')?;
+                    (size.trim().to_string(), name)
+                } else if rest.starts_with(' ') {
+                    ("1".to_string(), rest)
+                } else {
+                    return None;
+                };
+                let name = name.trim().strip_suffix(';')?.trim();
+                let kw = if *kind == "qubit" { "qreg" } else { "creg" };
+                Some(format!("{kw} {name}[{size}];"))
+            });
+            if let Some(decl) = declared {
+                decl
+            } else if let Some((target, rhs)) = text
+                .split_once('=')
+                .filter(|(_, r)| !r.starts_with('=') && r.trim_start().starts_with("measure"))
+            {
+                let qubits = rhs.trim_start()["measure".len()..].trim();
+                let qubits = qubits.strip_suffix(';').unwrap_or(qubits);
+                format!("{condition}measure {} -> {};", qubits.trim(), target.trim())
+            } else {
+                let renamed = if let Some(r) = text.strip_prefix("cphase(") {
+                    format!("cp({r}")
+                } else if let Some(r) = text.strip_prefix("phase(") {
+                    format!("p({r}")
+                } else {
+                    text.to_string()
+                };
+                format!("{condition}{renamed}")
+            }
+        };
+        out.push_str(&statement);
+        out.push('\n');
+    }
+    Ok(out)
 }
 
 impl Parser {
@@ -701,15 +879,16 @@ impl Parser {
             }
             "gate" => self.gate_definition(),
             "opaque" => self.opaque_declaration(line),
-            "reset" => Err(QsimError::Parse {
-                line,
-                message: "reset is not supported: the simulator runs the unitary part of a circuit"
-                    .into(),
-            }),
-            "if" => Err(QsimError::Parse {
-                line,
-                message: "classically controlled gates (`if`) are not supported".into(),
-            }),
+            "reset" => {
+                let q = self.arg()?;
+                self.expect_sym(";")?;
+                for q in self.qubits_of(&q, line)? {
+                    self.mark_dynamic(line);
+                    self.push_operation(Operation::Reset { qubit: q }, line);
+                }
+                Ok(())
+            }
+            "if" => self.if_statement(line),
             "barrier" => {
                 while !self.is_sym(";") {
                     self.next()?;
@@ -736,11 +915,77 @@ impl Parser {
                 for (q, c) in qs.into_iter().zip(cs) {
                     self.measured[q] = true;
                     self.circuit.measurements.push((q, c));
+                    self.push_operation(Operation::Measure { qubit: q, clbit: c }, line);
                 }
                 Ok(())
             }
             _ => self.gate_call(word, line),
         }
+    }
+
+    /// `if(creg==n) OPERATION;`: a gate call, `measure` or `reset`, run only when the whole
+    /// register reads `n` (bit 0 least significant), as in OpenQASM 2.0.
+    fn if_statement(&mut self, line: usize) -> Result<(), QsimError> {
+        self.expect_sym("(")?;
+        let name = self.ident()?;
+        self.expect_sym("==")?;
+        let value = self.integer()?;
+        self.expect_sym(")")?;
+        let &(first, size) = self.cregs.get(&name).ok_or_else(|| QsimError::Parse {
+            line,
+            message: format!(
+                "if({name}=={value}): no classical register named {name:?} is declared (declare                  it with `creg {name}[N];` before the `if`)"
+            ),
+        })?;
+        if size < 64 && (value as u64) >> size != 0 {
+            return Err(QsimError::Parse {
+                line,
+                message: format!(
+                    "if({name}=={value}): {name} has {size} bits, so it holds 0 to {}: the                      value can never match",
+                    (1u128 << size) - 1
+                ),
+            });
+        }
+        let word = self.ident()?;
+        if matches!(
+            word.as_str(),
+            "if" | "qreg" | "creg" | "gate" | "opaque" | "include" | "barrier" | "OPENQASM"
+        ) {
+            return Err(QsimError::Parse {
+                line,
+                message: format!(
+                    "if({name}=={value}) is followed by `{word}`: only a gate, `measure` or                      `reset` can be conditioned"
+                ),
+            });
+        }
+        self.mark_dynamic(line);
+        self.condition = Some(Condition {
+            first,
+            size,
+            value: value as u64,
+        });
+        // The statement reader takes its first word from the tokens: step back onto it. It
+        // cannot be another `if` (refused above), so this does not nest.
+        self.pos -= 1;
+        let done = self.statement();
+        self.condition = None;
+        done
+    }
+
+    fn mark_dynamic(&mut self, line: usize) {
+        self.circuit.dynamic.get_or_insert(line);
+    }
+
+    fn push_operation(&mut self, operation: Operation, line: usize) {
+        if let Operation::Reset { qubit } = operation {
+            // A reset undoes nothing that was measured: the qubit may be used again.
+            self.measured[qubit] = false;
+        }
+        self.circuit.instructions.push(Instruction {
+            operation,
+            condition: self.condition,
+            line,
+        });
     }
 
     /// `opaque NAME(params) args;`: accepted for a gate Qiskit's reader has built in (as it
@@ -921,9 +1166,15 @@ impl Parser {
         let qubits: Vec<usize> = (0..k).collect();
         // Expanded on qubits 0..k of a scratch list, then the parser's state is put back.
         let gates = std::mem::take(&mut self.circuit.gates);
+        let instructions = std::mem::take(&mut self.circuit.instructions);
+        let dynamic = self.circuit.dynamic;
+        let condition = self.condition.take();
         let measured = std::mem::replace(&mut self.measured, vec![false; k]);
         let expanded = self.apply(name, Some(def), &[], &qubits, line);
         let body = std::mem::replace(&mut self.circuit.gates, gates);
+        self.circuit.instructions = instructions;
+        self.circuit.dynamic = dynamic;
+        self.condition = condition;
         self.measured = measured;
         expanded?;
         let ops: Vec<(Matrix, &[usize])> = body
@@ -1200,13 +1451,8 @@ impl Parser {
                 });
             }
             if self.measured[*q] {
-                return Err(QsimError::Parse {
-                    line,
-                    message: format!(
-                        "gate {name:?} acts on qubit {q} after it was measured: mid-circuit \
-                         measurement is not supported (measure at the end)"
-                    ),
-                });
+                // Mid-circuit measurement: the outcome decides what the rest of the shot sees.
+                self.mark_dynamic(line);
             }
         }
         let Some(def) = def else {
@@ -1214,6 +1460,7 @@ impl Parser {
                 line,
                 message: format!("unsupported gate {name:?}"),
             })?;
+            self.push_operation(Operation::Gate(self.circuit.gates.len()), line);
             self.circuit.gates.push(Gate {
                 name: name.to_string(),
                 qubits: qubits.to_vec(),
@@ -1282,6 +1529,88 @@ mod tests {
         assert_eq!(c.gates[4].qubits, [1]);
         assert_eq!(c.gates[4].line, 9);
         assert_eq!(c.measurements, [(3, 2)]);
+    }
+
+    #[test]
+    fn reads_qiskits_openqasm3_subset_line_for_line() {
+        let src = "OPENQASM 3.0;\ninclude \"stdgates.inc\";\nbit[2] c;\nqubit[2] q;\n\
+                   h q[0];\nc[0] = measure q[0];\nif (c == 1) {\n  x q[1];\n  c[1] = measure q[1];\n}\n\
+                   reset q[0];\nphase(0.5) q[0];\n";
+        let c = parse(src).unwrap();
+        assert_eq!(c.num_qubits, 2);
+        // The first conditioned statement, inside the `if` block.
+        assert_eq!(c.dynamic, Some(8));
+        let ops: Vec<(Operation, Option<Condition>)> = c
+            .instructions
+            .iter()
+            .map(|i| (i.operation, i.condition))
+            .collect();
+        let c1 = Some(Condition {
+            first: 0,
+            size: 2,
+            value: 1,
+        });
+        assert_eq!(
+            ops,
+            [
+                (Operation::Gate(0), None),
+                (Operation::Measure { qubit: 0, clbit: 0 }, None),
+                (Operation::Gate(1), c1),
+                (Operation::Measure { qubit: 1, clbit: 1 }, c1),
+                (Operation::Reset { qubit: 0 }, None),
+                (Operation::Gate(2), None),
+            ]
+        );
+        assert_eq!(c.gates[2].name, "p");
+        // Errors keep their lines; a condition on one bit is refused with the fix.
+        let (line, msg) = line_of("OPENQASM 3.0;\nqubit[1] q;\nbit[1] c;\nif (c[0]) {\n");
+        assert_eq!(line, 4);
+        assert!(msg.contains("whole register compared with `==`"), "{msg}");
+        let (line, _) = line_of("OPENQASM 3.0;\nqubit[1] q;\n\nfoo q[0];\n");
+        assert_eq!(line, 4);
+    }
+
+    #[test]
+    fn reads_dynamic_operations_in_program_order() {
+        let c = parse(
+            "OPENQASM 2.0;\ninclude \"qelib1.inc\";\nqreg q[2];\ncreg a[1];\ncreg b[2];\n\
+             h q[0];\nmeasure q[0] -> a[0];\nif(a==1) x q[1];\nreset q;\nh q[0];\n\
+             if(b==2) measure q[1] -> b[1];\n",
+        )
+        .unwrap();
+        assert_eq!(c.dynamic, Some(8));
+        let ops: Vec<Operation> = c.instructions.iter().map(|i| i.operation).collect();
+        assert_eq!(
+            ops,
+            [
+                Operation::Gate(0),
+                Operation::Measure { qubit: 0, clbit: 0 },
+                Operation::Gate(1),
+                Operation::Reset { qubit: 0 },
+                Operation::Reset { qubit: 1 },
+                Operation::Gate(2),
+                Operation::Measure { qubit: 1, clbit: 2 },
+            ]
+        );
+        let a1 = Condition {
+            first: 0,
+            size: 1,
+            value: 1,
+        };
+        assert_eq!(c.instructions[2].condition, Some(a1));
+        assert_eq!(c.instructions[3].condition, None);
+        let b2 = c.instructions[6].condition.unwrap();
+        assert_eq!((b2.first, b2.size, b2.value), (1, 2, 2));
+        // Register bit 0 is the least significant: b = 2 is b[1] set, b[0] clear.
+        assert!(b2.holds(&[false, false, true]));
+        assert!(!b2.holds(&[false, true, false]));
+        assert!(a1.holds(&[true, false, false]));
+        // A gate after a measurement of its qubit makes the circuit dynamic at that line.
+        let c = parse("OPENQASM 2.0;\nqreg q[1];\ncreg c[1];\nmeasure q -> c;\nx q[0];\n").unwrap();
+        assert_eq!(c.dynamic, Some(5));
+        // Measurements at the end do not.
+        let c = parse("OPENQASM 2.0;\nqreg q[2];\ncreg c[2];\nh q[0];\nmeasure q -> c;\n").unwrap();
+        assert_eq!(c.dynamic, None);
     }
 
     #[test]
@@ -1400,13 +1729,21 @@ mod tests {
         let (line, msg) = line_of("OPENQASM 2.0;\nqreg q[2];\nrx q[0];\n");
         assert_eq!(line, 3);
         assert!(msg.contains("takes 1 parameters"), "{msg}");
-        let (line, _) =
-            line_of("OPENQASM 2.0;\nqreg q[1];\ncreg c[1];\nmeasure q -> c;\nx q[0];\n");
-        assert_eq!(line, 5);
-        let (line, _) = line_of("OPENQASM 3.0;\n");
-        assert_eq!(line, 1);
-        let (line, _) = line_of("OPENQASM 2.0;\nqreg q[1];\nreset q[0];\n");
+        let (line, msg) = line_of("OPENQASM 2.0;\nqreg q[1];\nreset r[0];\n");
         assert_eq!(line, 3);
+        assert!(msg.contains("no quantum register named \"r\""), "{msg}");
+        let (line, msg) = line_of("OPENQASM 2.0;\nqreg q[1];\nreset q[1];\n");
+        assert_eq!(line, 3);
+        assert!(msg.contains("out of range"), "{msg}");
+        let (line, msg) = line_of("OPENQASM 2.0;\nqreg q[1];\ncreg c[2];\n\nif(d==1) x q[0];\n");
+        assert_eq!(line, 5);
+        assert!(msg.contains("no classical register named \"d\""), "{msg}");
+        let (line, msg) = line_of("OPENQASM 2.0;\nqreg q[1];\ncreg c[2];\nif(c==4) x q[0];\n");
+        assert_eq!(line, 4);
+        assert!(msg.contains("c has 2 bits, so it holds 0 to 3"), "{msg}");
+        let (line, msg) = line_of("OPENQASM 2.0;\nqreg q[1];\ncreg c[2];\nif(c==1) creg d[1];\n");
+        assert_eq!(line, 4);
+        assert!(msg.contains("only a gate"), "{msg}");
         let (line, msg) = line_of("OPENQASM 2.0;\nqreg q[1];\nh q[0]\n");
         assert_eq!(line, 3);
         assert!(msg.contains("end of program"), "{msg}");

@@ -25,6 +25,7 @@ pub struct Options {
     pub(crate) fuse: usize,
     pub(crate) max_extra: usize,
     pub(crate) blocking: sweep::Blocking,
+    pub(crate) dynamic_method: crate::dynamic::Method,
 }
 
 impl Default for Options {
@@ -37,6 +38,7 @@ impl Default for Options {
             fuse: 2,
             max_extra: 6,
             blocking: sweep::Blocking::default(),
+            dynamic_method: crate::dynamic::Method::Auto,
         }
     }
 }
@@ -75,6 +77,12 @@ impl Options {
     /// ([`sweep::CACHE_BYTES`] by default); smaller states are applied one fused gate at a time.
     pub fn cache_bytes(mut self, bytes: usize) -> Self {
         self.blocking.group_bytes = bytes.max(1);
+        self
+    }
+    /// How the shots of a dynamic circuit run ([`crate::dynamic::Method::Auto`] by default:
+    /// branches while their copies of the state fit, trajectories otherwise).
+    pub fn dynamic_method(mut self, method: crate::dynamic::Method) -> Self {
+        self.dynamic_method = method;
         self
     }
     /// Out of core: at most `qubits` non-local qubits gathered per pass (smaller means larger,
@@ -130,6 +138,56 @@ pub struct RunReport {
     pub simulate_seconds: f64,
     /// Worker threads.
     pub threads: usize,
+    /// For a circuit with mid-circuit measurements, resets or conditions: how its shots ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dynamic: Option<crate::dynamic::DynamicReport>,
+}
+
+/// The sum of `|a|^2`, in four independent sums so that the loop vectorises (a single running
+/// sum of floats cannot be reordered by the compiler).
+fn squared_norm<T: Real>(amps: &[Amp<T>]) -> f64 {
+    let mut lanes = [0.0f64; 4];
+    let mut quads = amps.chunks_exact(4);
+    for quad in &mut quads {
+        for (lane, a) in lanes.iter_mut().zip(quad) {
+            *lane += a[0].to_f64() * a[0].to_f64() + a[1].to_f64() * a[1].to_f64();
+        }
+    }
+    let rest: f64 = quads
+        .remainder()
+        .iter()
+        .map(|a| a[0].to_f64() * a[0].to_f64() + a[1].to_f64() * a[1].to_f64())
+        .sum();
+    lanes.iter().sum::<f64>() + rest
+}
+
+/// Copy every chunk of `from` into `to` (arrays of the same length and chunk size).
+fn copy_chunks(from: &mut TieredArray, to: &mut TieredArray) -> Result<(), QsimError> {
+    let chunk = from.chunk_bytes();
+    let mut buf = AlignedBuf::new(chunk);
+    for i in 0..from.chunks() {
+        from.read_chunk(i, &mut buf)?;
+        to.write_chunk(i, &buf)?;
+    }
+    Ok(())
+}
+
+/// How the state is laid out, fixed when the run starts, so that later gates (of a dynamic
+/// circuit) run the same way.
+#[derive(Debug, Clone, Copy)]
+enum Layout {
+    /// All in memory, held as pieces of `2^piece_bits` amplitudes.
+    Memory { piece_bits: usize },
+    /// Out of core: chunks of `2^low` amplitudes, buffers of `2^c`, `extra` gathered qubits.
+    OutOfCore { low: usize, c: usize, extra: usize },
+}
+
+/// What applying a list of gates did.
+struct Applied {
+    fused_gates: usize,
+    passes: usize,
+    pass_reports: Vec<PassInfo>,
+    passes_without_relabelling: Option<usize>,
 }
 
 /// A finished simulation: the state in its tiered array, ready to read out.
@@ -141,6 +199,15 @@ pub struct Simulation<T: Real> {
     /// Amplitudes per chunk that belong to the state (less than a chunk for tiny states).
     per_chunk: usize,
     report: RunReport,
+    layout: Layout,
+    pool: rayon::ThreadPool,
+    fuse: usize,
+    blocking: sweep::Blocking,
+    /// Where copies of the state go ([`Simulation::save`]): memory when the state is in memory,
+    /// the `--ssd` directories when it is out of core.
+    copy_config: ArrayConfig,
+    /// Whether the state is still |0...0> (any relabelling of the qubits is then free).
+    fresh: bool,
     _t: std::marker::PhantomData<T>,
 }
 
@@ -160,9 +227,24 @@ fn ops_of(circuit: &Circuit) -> Vec<Op> {
 }
 
 impl<T: Real> Simulation<T> {
-    /// Run `circuit` from |0...0>.
+    /// Run `circuit` (its unitary gates, `circuit.gates`) from |0...0>.
     pub fn run(circuit: &Circuit, options: &Options) -> Result<Simulation<T>, QsimError> {
-        let n = circuit.num_qubits;
+        let ops = ops_of(circuit);
+        let widest = ops.iter().map(|o| o.qubits.len()).max().unwrap_or(1);
+        let mut sim = Self::start(circuit.num_qubits, widest, options)?;
+        let start = Instant::now();
+        sim.apply(&ops)?;
+        sim.report.gates = ops.len();
+        sim.report.simulate_seconds = start.elapsed().as_secs_f64();
+        Ok(sim)
+    }
+
+    /// Lay out |0...0> on `n` qubits for gates of up to `widest` qubits.
+    pub(crate) fn start(
+        n: usize,
+        widest: usize,
+        options: &Options,
+    ) -> Result<Simulation<T>, QsimError> {
         let a = amp_bytes::<T>();
         if n == 0 {
             return Err(QsimError::Config(
@@ -211,10 +293,9 @@ impl<T: Real> Simulation<T> {
                 QsimError::Config(format!("cannot start {} threads: {e}", options.threads))
             })?;
         let min_bits = (cxltier_sys::uring::ALIGN / a).trailing_zeros() as usize;
-        let ops = ops_of(circuit);
         let fits = options.memory_limit.is_none_or(|m| state_bytes <= m);
         let setup = Instant::now();
-        if fits {
+        let (array, layout, per_chunk, copy_config) = if fits {
             // In memory: enough pieces that gates on the top qubits still leave groups for
             // every thread.
             let piece_bits = n.saturating_sub(8).max(min_bits);
@@ -232,11 +313,154 @@ impl<T: Real> Simulation<T> {
             let len = state_bytes.max(chunk as u64);
             let config = ArrayConfig::new(len, chunk).weights(options.weights.clone());
             let mut array = TieredArray::create(&config)?;
-            let setup_seconds = setup.elapsed().as_secs_f64();
-            let piece_bits = piece_bits.min(n);
-            let start = Instant::now();
-            let swept = {
+            {
                 let mut chunks = array.memory_chunks_mut().expect("all chunks are in memory");
+                bytemuck::cast_slice_mut::<u8, Amp<T>>(chunks[0])[0] =
+                    [T::from_f64(1.0), T::default()];
+            }
+            // Copies are backups that are only read back: their placement is not checked.
+            let copy_config = ArrayConfig::new(len, chunk).verify_placement(false);
+            (
+                array,
+                Layout::Memory {
+                    piece_bits: piece_bits.min(n),
+                },
+                (1usize << chunk_bits).min(1 << n),
+                copy_config,
+            )
+        } else {
+            let limit = options.memory_limit.expect("checked: a limit is set");
+            if options.ssd.is_empty() {
+                return Err(QsimError::Config(format!(
+                    "the state of {n} qubits needs {state_bytes} bytes, more than --memory-limit \
+                     {limit}: give --ssd DIR (a directory on an NVMe file system) to spill it, or \
+                     raise the limit"
+                )));
+            }
+            // Out of core: three block buffers of 2^c amplitudes must fit under the limit.
+            let c = ((limit / (3 * a as u64)).max(1).ilog2() as usize).min(n - 1);
+            let extra = options
+                .max_extra
+                .max(widest)
+                .min(c.saturating_sub(min_bits));
+            if c < min_bits + widest || extra < widest {
+                let need = 3 * (1u64 << (min_bits + widest)) * a as u64;
+                return Err(QsimError::Config(format!(
+                    "--memory-limit {limit} is too small to run this circuit out of core: its widest \
+                     gate has {widest} qubits, which needs three buffers of 2^{} amplitudes ({need} \
+                     bytes); raise the limit to at least {need}",
+                    min_bits + widest
+                )));
+            }
+            // Chunks are the unit of I/O: keep them at least 256 KiB (where the buffers allow) so
+            // that the device streams, even if that leaves fewer extra qubits per pass.
+            let io_bits = ((256usize << 10) / a).trailing_zeros() as usize;
+            let low = (c - extra).max(io_bits.min(c - widest));
+            let extra = c - low;
+            let chunk = (1usize << low) * a;
+            let buffers = 3 * (1u64 << c) * a as u64;
+            let config = options.ssd.iter().fold(
+                ArrayConfig::new(state_bytes, chunk)
+                    .memory_limit(limit - buffers)
+                    .weights(options.weights.clone()),
+                |cfg, (dir, cap)| cfg.spill_dir(dir.clone(), *cap),
+            );
+            let mut array = TieredArray::create(&config)?;
+            let mut first = AlignedBuf::new(chunk);
+            array.read_chunk(0, &mut first)?;
+            bytemuck::cast_slice_mut::<u8, Amp<T>>(&mut first[..chunk])[0] =
+                [T::from_f64(1.0), T::default()];
+            array.write_chunk(0, &first)?;
+            // Copies of a state beyond memory go where its spilled part goes.
+            let copy_config = options.ssd.iter().fold(
+                ArrayConfig::new(state_bytes, chunk).memory_limit(0),
+                |cfg, (dir, cap)| cfg.spill_dir(dir.clone(), *cap),
+            );
+            (
+                array,
+                Layout::OutOfCore { low, c, extra },
+                1 << low,
+                copy_config,
+            )
+        };
+        let setup_seconds = setup.elapsed().as_secs_f64();
+        let report = RunReport {
+            qubits: n,
+            precision: T::NAME,
+            state_bytes,
+            mode: match layout {
+                Layout::Memory { .. } => "memory",
+                Layout::OutOfCore { .. } => "out_of_core",
+            },
+            gates: 0,
+            fused_gates: 0,
+            passes: 0,
+            passes_without_relabelling: match layout {
+                Layout::Memory { .. } => None,
+                Layout::OutOfCore { .. } => Some(0),
+            },
+            local_qubits: match layout {
+                Layout::Memory { .. } => None,
+                Layout::OutOfCore { low, .. } => Some(low),
+            },
+            placement: array.placement().clone(),
+            pass_reports: Vec::new(),
+            setup_seconds,
+            simulate_seconds: 0.0,
+            threads: options.threads,
+            dynamic: None,
+        };
+        Ok(Simulation {
+            array,
+            n,
+            perm: (0..n).collect(),
+            per_chunk,
+            report,
+            layout,
+            pool,
+            fuse: options.fuse,
+            blocking: options.blocking,
+            copy_config,
+            fresh: true,
+            _t: std::marker::PhantomData,
+        })
+    }
+
+    /// Apply `ops` (on logical qubits) to the state, adding what was done to the report. While
+    /// the state is |0...0>, the qubits are first relabelled to make the passes few.
+    pub(crate) fn apply(&mut self, ops: &[Op]) -> Result<(), QsimError> {
+        if ops.is_empty() {
+            return Ok(());
+        }
+        let applied = self.apply_ops(ops)?;
+        self.fresh = false;
+        let r = &mut self.report;
+        r.fused_gates += applied.fused_gates;
+        r.passes += applied.passes;
+        r.pass_reports.extend(applied.pass_reports);
+        if let Some(p) = applied.passes_without_relabelling {
+            *r.passes_without_relabelling.get_or_insert(0) += p;
+        }
+        Ok(())
+    }
+
+    fn apply_ops(&mut self, ops: &[Op]) -> Result<Applied, QsimError> {
+        let n = self.n;
+        let (fuse, blocking) = (self.fuse, self.blocking);
+        match self.layout {
+            Layout::Memory { piece_bits } => {
+                let relabel = self.fresh;
+                let physical;
+                let ops = if relabel {
+                    ops
+                } else {
+                    physical = fusion::relabel(ops, &self.perm);
+                    &physical
+                };
+                let mut chunks = self
+                    .array
+                    .memory_chunks_mut()
+                    .expect("all chunks are in memory");
                 // Pieces in physical order: each chunk's amplitudes cut into pieces; a state
                 // smaller than one chunk is its first piece.
                 let mut pieces: Vec<&mut [Amp<T>]> = chunks
@@ -246,203 +470,169 @@ impl<T: Real> Simulation<T> {
                     })
                     .take((1usize << n >> piece_bits).max(1))
                     .collect();
-                pieces[0][0] = [T::from_f64(1.0), T::default()];
-                pool.install(|| {
-                    sweep::run(
-                        &mut pieces,
-                        piece_bits,
-                        n,
-                        &ops,
-                        options.fuse,
-                        true,
-                        options.blocking,
-                    )
-                })
-            };
-            let report = RunReport {
-                qubits: n,
-                precision: T::NAME,
-                state_bytes,
-                mode: "memory",
-                gates: ops.len(),
-                fused_gates: swept.fused_gates,
-                passes: swept.sweeps,
-                passes_without_relabelling: None,
-                local_qubits: None,
-                placement: array.placement().clone(),
-                pass_reports: Vec::new(),
-                setup_seconds,
-                simulate_seconds: start.elapsed().as_secs_f64(),
-                threads: options.threads,
-            };
-            return Ok(Simulation {
-                array,
-                n,
-                perm: swept.perm,
-                per_chunk: (1usize << chunk_bits).min(1 << n),
-                report,
-                _t: std::marker::PhantomData,
-            });
-        }
-        let limit = options.memory_limit.expect("checked: a limit is set");
-        if options.ssd.is_empty() {
-            return Err(QsimError::Config(format!(
-                "the state of {n} qubits needs {state_bytes} bytes, more than --memory-limit \
-                 {limit}: give --ssd DIR (a directory on an NVMe file system) to spill it, or \
-                 raise the limit"
-            )));
-        }
-        // Out of core: three block buffers of 2^c amplitudes must fit under the limit.
-        let widest = ops.iter().map(|o| o.qubits.len()).max().unwrap_or(1);
-        let c = ((limit / (3 * a as u64)).max(1).ilog2() as usize).min(n - 1);
-        let extra = options
-            .max_extra
-            .max(widest)
-            .min(c.saturating_sub(min_bits));
-        if c < min_bits + widest || extra < widest {
-            let need = 3 * (1u64 << (min_bits + widest)) * a as u64;
-            return Err(QsimError::Config(format!(
-                "--memory-limit {limit} is too small to run this circuit out of core: its widest \
-                 gate has {widest} qubits, which needs three buffers of 2^{} amplitudes ({need} \
-                 bytes); raise the limit to at least {need}",
-                min_bits + widest
-            )));
-        }
-        // Chunks are the unit of I/O: keep them at least 256 KiB (where the buffers allow) so
-        // that the device streams, even if that leaves fewer extra qubits per pass.
-        let io_bits = ((256usize << 10) / a).trailing_zeros() as usize;
-        let low = (c - extra).max(io_bits.min(c - widest));
-        let extra = c - low;
-        let (perm, passes_count) = fusion::choose_layout(&ops, n, low, extra);
-        let unrelabelled = fusion::plan_passes(&ops, n, low, extra).len();
-        let physical = fusion::relabel(&ops, &perm);
-        let passes = fusion::plan_passes(&physical, n, low, extra);
-        debug_assert_eq!(passes.len(), passes_count);
-        let chunk = (1usize << low) * a;
-        let buffers = 3 * (1u64 << c) * a as u64;
-        let config = options.ssd.iter().fold(
-            ArrayConfig::new(state_bytes, chunk)
-                .memory_limit(limit - buffers)
-                .weights(options.weights.clone()),
-            |cfg, (dir, cap)| cfg.spill_dir(dir.clone(), *cap),
-        );
-        let mut array = TieredArray::create(&config)?;
-        let setup_seconds = setup.elapsed().as_secs_f64();
-        let start = Instant::now();
-        let mut first = AlignedBuf::new(chunk);
-        array.read_chunk(0, &mut first)?;
-        bytemuck::cast_slice_mut::<u8, Amp<T>>(&mut first[..chunk])[0] =
-            [T::from_f64(1.0), T::default()];
-        array.write_chunk(0, &first)?;
-        drop(first);
-        let chunk_index_bits = n - low;
-        // Each pass's gates in buffer coordinates and its blocks (the chunks gathered into one
-        // buffer), planned up front: the passes then run as one pipeline that never drains.
-        let mut locals: Vec<Vec<Op>> = Vec::with_capacity(passes.len());
-        let mut pass_blocks: Vec<Vec<Vec<usize>>> = Vec::with_capacity(passes.len());
-        for pass in &passes {
-            // Buffer coordinates: physical q < low stays; the i-th gathered qubit is low + i.
-            let to_buffer = |q: usize| -> usize {
-                if q < low {
-                    q
-                } else {
-                    low + pass
-                        .extra
-                        .iter()
-                        .position(|&e| e == q)
-                        .expect("planned as gathered")
+                let swept = self.pool.install(|| {
+                    sweep::run(&mut pieces, piece_bits, n, ops, fuse, relabel, blocking)
+                });
+                if relabel {
+                    self.perm = swept.perm;
                 }
-            };
-            locals.push(
-                physical[pass.gates.clone()]
-                    .iter()
-                    .map(|op| Op {
-                        qubits: op.qubits.iter().map(|&q| to_buffer(q)).collect(),
-                        matrix: op.matrix.clone(),
-                    })
-                    .collect(),
-            );
-            let gathered: Vec<usize> = pass.extra.iter().map(|&q| q - low).collect();
-            let free: Vec<usize> = (0..chunk_index_bits)
-                .filter(|b| !gathered.contains(b))
-                .collect();
-            pass_blocks.push(
-                (0..1usize << free.len())
-                    .map(|f| {
-                        let base: usize = free
+                Ok(Applied {
+                    fused_gates: swept.fused_gates,
+                    passes: swept.sweeps,
+                    pass_reports: Vec::new(),
+                    passes_without_relabelling: None,
+                })
+            }
+            Layout::OutOfCore { low, c, extra } => {
+                let unrelabelled = if self.fresh {
+                    let (perm, _) = fusion::choose_layout(ops, n, low, extra);
+                    self.perm = perm;
+                    fusion::plan_passes(ops, n, low, extra).len()
+                } else {
+                    fusion::plan_passes(&fusion::relabel(ops, &self.perm), n, low, extra).len()
+                };
+                let physical = fusion::relabel(ops, &self.perm);
+                let passes = fusion::plan_passes(&physical, n, low, extra);
+                let chunk_index_bits = n - low;
+                // Each pass's gates in buffer coordinates and its blocks (the chunks gathered
+                // into one buffer), planned up front: the passes then run as one pipeline that
+                // never drains.
+                let mut locals: Vec<Vec<Op>> = Vec::with_capacity(passes.len());
+                let mut pass_blocks: Vec<Vec<Vec<usize>>> = Vec::with_capacity(passes.len());
+                for pass in &passes {
+                    // Buffer coordinates: physical q < low stays; the i-th gathered qubit is
+                    // low + i.
+                    let to_buffer = |q: usize| -> usize {
+                        if q < low {
+                            q
+                        } else {
+                            low + pass
+                                .extra
+                                .iter()
+                                .position(|&e| e == q)
+                                .expect("planned as gathered")
+                        }
+                    };
+                    locals.push(
+                        physical[pass.gates.clone()]
                             .iter()
-                            .enumerate()
-                            .map(|(i, &b)| ((f >> i) & 1) << b)
-                            .sum();
-                        (0..1usize << gathered.len())
-                            .map(|m| {
-                                base | gathered
+                            .map(|op| Op {
+                                qubits: op.qubits.iter().map(|&q| to_buffer(q)).collect(),
+                                matrix: op.matrix.clone(),
+                            })
+                            .collect(),
+                    );
+                    let gathered: Vec<usize> = pass.extra.iter().map(|&q| q - low).collect();
+                    let free: Vec<usize> = (0..chunk_index_bits)
+                        .filter(|b| !gathered.contains(b))
+                        .collect();
+                    pass_blocks.push(
+                        (0..1usize << free.len())
+                            .map(|f| {
+                                let base: usize = free
                                     .iter()
                                     .enumerate()
-                                    .map(|(i, &b)| ((m >> i) & 1) << b)
-                                    .sum::<usize>()
+                                    .map(|(i, &b)| ((f >> i) & 1) << b)
+                                    .sum();
+                                (0..1usize << gathered.len())
+                                    .map(|m| {
+                                        base | gathered
+                                            .iter()
+                                            .enumerate()
+                                            .map(|(i, &b)| ((m >> i) & 1) << b)
+                                            .sum::<usize>()
+                                    })
+                                    .collect()
                             })
-                            .collect()
+                            .collect(),
+                    );
+                }
+                let piece_bits = c.saturating_sub(6);
+                let mut fused_gates = vec![0; passes.len()];
+                let block_lists: Vec<&[Vec<usize>]> =
+                    pass_blocks.iter().map(Vec::as_slice).collect();
+                let pool = &self.pool;
+                let io = self.array.passes(&block_lists, |p, _, bytes| {
+                    let amps = bytemuck::cast_slice_mut::<u8, Amp<T>>(bytes);
+                    let mut pieces: Vec<&mut [Amp<T>]> = amps.chunks_mut(1 << piece_bits).collect();
+                    let swept = pool.install(|| {
+                        sweep::run(
+                            &mut pieces,
+                            piece_bits,
+                            c,
+                            &locals[p],
+                            fuse,
+                            false,
+                            blocking,
+                        )
+                    });
+                    fused_gates[p] = swept.fused_gates;
+                    Ok(())
+                })?;
+                let pass_reports: Vec<PassInfo> = passes
+                    .iter()
+                    .zip(io)
+                    .zip(&fused_gates)
+                    .map(|((pass, io), &fused_gates)| PassInfo {
+                        gates: pass.gates.len(),
+                        fused_gates,
+                        gathered_qubits: pass.extra.clone(),
+                        io,
                     })
-                    .collect(),
-            );
+                    .collect();
+                Ok(Applied {
+                    fused_gates: fused_gates.iter().sum(),
+                    passes: passes.len(),
+                    pass_reports,
+                    passes_without_relabelling: Some(unrelabelled),
+                })
+            }
         }
-        let piece_bits = c.saturating_sub(6);
-        let mut fused_gates = vec![0; passes.len()];
-        let block_lists: Vec<&[Vec<usize>]> = pass_blocks.iter().map(Vec::as_slice).collect();
-        let io = array.passes(&block_lists, |p, _, bytes| {
-            let amps = bytemuck::cast_slice_mut::<u8, Amp<T>>(bytes);
-            let mut pieces: Vec<&mut [Amp<T>]> = amps.chunks_mut(1 << piece_bits).collect();
-            let swept = pool.install(|| {
-                sweep::run(
-                    &mut pieces,
-                    piece_bits,
-                    c,
-                    &locals[p],
-                    options.fuse,
-                    false,
-                    options.blocking,
-                )
-            });
-            fused_gates[p] = swept.fused_gates;
-            Ok(())
+    }
+
+    /// A copy of the state (in memory, or on the `--ssd` directories out of core).
+    pub(crate) fn save(&mut self) -> Result<TieredArray, QsimError> {
+        let mut copy = TieredArray::create(&self.copy_config)?;
+        copy_chunks(&mut self.array, &mut copy)?;
+        Ok(copy)
+    }
+
+    /// Make `saved` (from [`Simulation::save`]) the state again.
+    pub(crate) fn restore(&mut self, saved: &mut TieredArray) -> Result<(), QsimError> {
+        copy_chunks(saved, &mut self.array)
+    }
+
+    /// The squared norms of the state's part with logical qubit `q` at 0 and at 1.
+    pub(crate) fn weights_of(&mut self, q: usize) -> Result<[f64; 2], QsimError> {
+        let bit = 1u64 << self.perm[q];
+        let mut sums = [0.0f64; 2];
+        self.scan(|first, amps| {
+            if bit >= amps.len() as u64 {
+                // The whole chunk is on one side.
+                sums[usize::from(first & bit != 0)] += squared_norm(amps);
+            } else {
+                // Chunks start at multiples of their length, so runs of `bit` amplitudes
+                // alternate between the sides, starting with 0: no test per amplitude.
+                for (k, run) in amps.chunks(bit as usize).enumerate() {
+                    sums[k & 1] += squared_norm(run);
+                }
+            }
         })?;
-        let fused_total = fused_gates.iter().sum();
-        let pass_reports: Vec<PassInfo> = passes
-            .iter()
-            .zip(io)
-            .zip(&fused_gates)
-            .map(|((pass, io), &fused_gates)| PassInfo {
-                gates: pass.gates.len(),
-                fused_gates,
-                gathered_qubits: pass.extra.clone(),
-                io,
-            })
-            .collect();
-        let report = RunReport {
-            qubits: n,
-            precision: T::NAME,
-            state_bytes,
-            mode: "out_of_core",
-            gates: ops.len(),
-            fused_gates: fused_total,
-            passes: passes.len(),
-            passes_without_relabelling: Some(unrelabelled),
-            local_qubits: Some(low),
-            placement: array.placement().clone(),
-            pass_reports,
-            setup_seconds,
-            simulate_seconds: start.elapsed().as_secs_f64(),
-            threads: options.threads,
-        };
-        Ok(Simulation {
-            array,
-            n,
-            perm,
-            per_chunk: 1 << low,
-            report,
-            _t: std::marker::PhantomData,
-        })
+        Ok(sums)
+    }
+
+    /// Bytes of the state.
+    pub(crate) fn state_bytes(&self) -> u64 {
+        self.report.state_bytes
+    }
+
+    /// Whether the state lives in memory (copies then take memory too).
+    pub(crate) fn in_memory(&self) -> bool {
+        matches!(self.layout, Layout::Memory { .. })
+    }
+
+    pub(crate) fn report_mut(&mut self) -> &mut RunReport {
+        &mut self.report
     }
 
     /// What the run did.
@@ -618,6 +808,26 @@ impl AnySimulation {
         Ok(match precision {
             Precision::F64 => AnySimulation::F64(Simulation::run(circuit, options)?),
             Precision::F32 => AnySimulation::F32(Simulation::run(circuit, options)?),
+        })
+    }
+    /// Run `shots` shots of a dynamic circuit (see [`crate::dynamic::run_shots`]): the
+    /// simulation holding the last state run, and the counts keyed as Qiskit's `get_counts()`.
+    pub fn run_shots(
+        circuit: &Circuit,
+        options: &Options,
+        precision: Precision,
+        shots: u64,
+        seed: u64,
+    ) -> Result<(AnySimulation, BTreeMap<String, u64>), QsimError> {
+        Ok(match precision {
+            Precision::F64 => {
+                let (s, c) = crate::dynamic::run_shots(circuit, options, shots, seed)?;
+                (AnySimulation::F64(s), c)
+            }
+            Precision::F32 => {
+                let (s, c) = crate::dynamic::run_shots(circuit, options, shots, seed)?;
+                (AnySimulation::F32(s), c)
+            }
         })
     }
     /// What the run did.

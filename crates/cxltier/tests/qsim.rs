@@ -467,3 +467,49 @@ fn hostile_circuits_and_states_beyond_memory_are_refused_with_exit_2() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_dynamic_circuit_needs_shots_and_reports_its_method() {
+    let dir = scratch("dynamic");
+    // q0 reads 1 and q1 flips under the condition; q0 is reset: every shot reads d = 010, c = 1.
+    let file = write(
+        &dir,
+        "d.qasm",
+        "OPENQASM 2.0;\ninclude \"qelib1.inc\";\nqreg q[3];\ncreg c[1];\ncreg d[3];\nx q[0];\n\
+         measure q[0] -> c[0];\nif(c==1) x q[1];\nreset q[0];\nmeasure q -> d;\n",
+    );
+    bad(
+        &["qsim", &file],
+        2,
+        "d.qasm:8: this line makes the circuit dynamic",
+    );
+    bad(&["qsim", &file], 2, "give --shots N");
+    bad(
+        &["qsim", &file, "--shots", "5", "--amplitudes", "0"],
+        2,
+        "drop --amplitudes",
+    );
+    bad(
+        &["qsim", &file, "--shots", "5", "--dynamic-method", "tree"],
+        2,
+        "--dynamic-method tree: \"tree\" is not a method: give auto, branches or trajectories",
+    );
+    for method in ["branches", "trajectories"] {
+        let out = json(&cxltier(&[
+            "qsim",
+            &file,
+            "--shots",
+            "20",
+            "--dynamic-method",
+            method,
+            "--json",
+        ]));
+        assert_eq!(out["counts"], serde_json::json!({"010 1": 20}));
+        assert_eq!(out["dynamic"]["method"], method);
+        assert_eq!(out["dynamic"]["shots"], 20);
+    }
+    let out = json(&cxltier(&["qsim", &file, "--shots", "20", "--json"]));
+    assert_eq!(out["dynamic"]["method"], "branches");
+    assert_eq!(out["dynamic"]["branches"], 1);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -16,8 +16,8 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 const LONG_HELP: &str = "\
-Reads an OpenQASM 2.0 program (Qiskit's qelib1.inc gates and the other standard gates
-qiskit.qasm2.dumps writes, user `gate` definitions, `measure` at the end; a program without the
+Reads an OpenQASM 2.0 program (or the OpenQASM 3 subset qiskit.qasm3.dumps writes; Qiskit's
+qelib1.inc gates and the other standard gates qiskit.qasm2.dumps writes, user `gate` definitions, `measure`, `reset`, `if(creg==n)`; a program without the
 `OPENQASM 2.0;` header is read as Qiskit reads it, with a warning on stderr), runs it from |0...0>
 on a state vector of 2^n amplitudes (16 bytes each at f64, 8 at f32), and reports the amplitudes
 asked for, sampled counts, the state's norm and where the time went. Basis states are numbered as
@@ -41,6 +41,13 @@ space) is refused before anything starts, and so is one whose resident part (the
 
 Input bounds (refused with the line, exit 2): 63 qubits, expressions nested 256 deep, gate
 definitions nested 256 deep, 1,000,000 gates after expansion; gate parameters must be finite.
+
+Dynamic circuits (a reset, an `if`, or a gate or reset on a qubit after it was measured) have no
+single final state: they need --shots, and each shot follows its own outcomes. The gates before the
+first measurement run once; then the shots split at each measurement into branches (one run per
+distinct outcome path, a copy of the state kept for each branch that waits), or, when those copies
+would not fit, run one by one from the saved prefix (--dynamic-method auto|branches|trajectories;
+`dynamic` in --json says which ran).
 
 SIZE: 4096, 64K, 512M, 16G ... (K/M/G/T powers of 1024). --ssd DIR[:SIZE] caps the space used
 in DIR. --amplitudes: indices in decimal or 0b binary, comma-separated.";
@@ -83,6 +90,9 @@ pub struct Args {
     /// Fuse gates up to this many qubits (1: no fusion)
     #[arg(long, value_name = "QUBITS", default_value_t = 2)]
     fuse: usize,
+    /// Dynamic circuits: auto, branches or trajectories.
+    #[arg(long, value_name = "METHOD", default_value = "auto")]
+    dynamic_method: String,
     /// Print JSON for scripts
     #[arg(long)]
     json: bool,
@@ -175,7 +185,10 @@ pub fn run(args: Args) -> CliResult {
             )));
         }
     }
-    let mut options = Options::new().fuse(args.fuse);
+    let method: cxltier_qsim::Method = args.dynamic_method.parse().map_err(|e: String| {
+        CliError::bad_input(format!("--dynamic-method {}: {e}", args.dynamic_method))
+    })?;
+    let mut options = Options::new().fuse(args.fuse).dynamic_method(method);
     if args.fuse == 0 || args.fuse > 5 {
         return Err(CliError::bad_input(format!(
             "--fuse {}: give 1 (no fusion) to 5 qubits",
@@ -252,6 +265,37 @@ fn simulate(
     parse_seconds: f64,
 ) -> CliResult {
     let path = &args.circuit;
+    if let Some(line) = circuit.dynamic {
+        if args.shots == 0 || !indices.is_empty() {
+            return Err(CliError::bad_input(format!(
+                "{}:{line}: this line makes the circuit dynamic (a reset, an `if`, or an \
+                 operation on a qubit after it was measured): each shot ends in a state of its \
+                 own, so there is no single state vector{}; give --shots N to sample its counts",
+                path.display(),
+                if indices.is_empty() {
+                    ""
+                } else {
+                    " to read --amplitudes from (drop --amplitudes)"
+                }
+            )));
+        }
+        let (sim, counts) =
+            AnySimulation::run_shots(circuit, options, precision, args.shots as u64, args.seed)
+                .map_err(|e| qsim_error(path, e))?;
+        let readout = Instant::now();
+        let mut sim = sim;
+        let norm = sim.norm().map_err(|e| qsim_error(path, e))?;
+        return finish(
+            args,
+            &sim,
+            norm,
+            indices,
+            &[],
+            counts,
+            parse_seconds,
+            readout,
+        );
+    }
     let mut sim =
         AnySimulation::run(circuit, options, precision).map_err(|e| qsim_error(path, e))?;
     let readout = Instant::now();
@@ -418,6 +462,19 @@ fn render(out: &Output<'_>, indices: &[u64], values: &[[f64; 2]]) -> String {
         out.timings.setup_seconds,
         out.timings.readout_seconds
     );
+    if let Some(d) = &r.dynamic {
+        s += &format!(
+            "dynamic: {} shots by {} ({} run{}), prefix of {} gates run once, {} copies of the \
+             state made (at most {} open)\n",
+            d.shots,
+            d.method,
+            d.branches,
+            if d.branches == 1 { "" } else { "s" },
+            d.prefix_gates,
+            d.copies_made,
+            d.open_copies_max
+        );
+    }
     if !indices.is_empty() {
         let mut t = Table::new(["index", "re", "im", "probability"]);
         for (i, v) in indices.iter().zip(values) {
