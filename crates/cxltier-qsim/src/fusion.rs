@@ -25,9 +25,13 @@ struct Block {
     order: usize,
 }
 
-/// Fuse `ops` into gates on at most `max` qubits (1 to 5), preserving the circuit's unitary.
+/// The widest fused gate.
+pub const MAX_FUSE: usize = 5;
+
+/// Fuse `ops` into gates on at most `max` qubits (1 to [`MAX_FUSE`]), preserving the circuit's
+/// unitary.
 pub fn fuse(ops: &[Op], max: usize) -> Vec<Op> {
-    let max = max.clamp(1, 5);
+    let max = max.clamp(1, MAX_FUSE);
     let mut open: Vec<Block> = Vec::new();
     let mut out: Vec<(usize, Op)> = Vec::new();
     let mut order = 0;
