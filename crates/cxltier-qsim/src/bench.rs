@@ -205,8 +205,22 @@ fn kernel_seconds<T: Real>(
 }
 
 /// Measure the FMA rate, the state's streaming bandwidth and every k-qubit kernel (k in
-/// `ks`, both target layouts) on an `n`-qubit state, on the current rayon pool.
-pub fn bench_kernels<T: Real>(n: usize, ks: &[usize], rounds: usize) -> KernelBench {
+/// `ks`, both target layouts) on an `n`-qubit state, on a pool of `threads` threads, each
+/// the best of `rounds`.
+pub fn bench_kernels<T: Real>(
+    n: usize,
+    ks: &[usize],
+    rounds: usize,
+    threads: usize,
+) -> Result<KernelBench, crate::QsimError> {
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .map_err(|e| crate::QsimError::Config(format!("cannot start {threads} threads: {e}")))?;
+    Ok(pool.install(|| bench_on_pool::<T>(n, ks, rounds)))
+}
+
+fn bench_on_pool<T: Real>(n: usize, ks: &[usize], rounds: usize) -> KernelBench {
     let len = 1usize << n;
     let mut state: Vec<Amp<T>> = (0..len)
         .map(|i| {
@@ -247,4 +261,50 @@ pub fn bench_kernels<T: Real>(n: usize, ks: &[usize], rounds: usize) -> KernelBe
         stream_bytes_per_second: (len * std::mem::size_of::<Amp<T>>()) as f64 / stream,
         kernels,
     }
+}
+
+/// The time per amplitude (seconds) of a dense `k`-qubit gate, index `k` (1 to
+/// [`crate::fusion::MAX_FUSE`]; index 0 unused), measured once per process and precision on
+/// the calling thread over a state that stays in cache (as a sweep's gates run): the mean of
+/// gates on the lowest qubits and spread ones, best of seven rounds taken in turn over the
+/// widths, so that a moment of load elsewhere on the machine does not fall on one width only.
+pub fn fusion_costs<T: Real>() -> Vec<f64> {
+    static F32: std::sync::OnceLock<Vec<f64>> = std::sync::OnceLock::new();
+    static F64: std::sync::OnceLock<Vec<f64>> = std::sync::OnceLock::new();
+    let cell = if T::NAME == "f32" { &F32 } else { &F64 };
+    cell.get_or_init(measure_fusion_costs::<T>).clone()
+}
+
+fn measure_fusion_costs<T: Real>() -> Vec<f64> {
+    let max = crate::fusion::MAX_FUSE;
+    // 2^14 amplitudes: 128 KiB at f32, 256 KiB at f64, in a core's L2 cache, cut into runs as
+    // a sweep's group is.
+    let n = 14;
+    let piece_bits = 10;
+    let mut state: Vec<Amp<T>> = (0..1usize << n)
+        .map(|i| [T::from_f64((i % 13) as f64 * 1e-3), T::from_f64(1e-3)])
+        .collect();
+    let mut pieces: Vec<&mut [Amp<T>]> = state.chunks_mut(1 << piece_bits).collect();
+    let gates: Vec<Vec<Prepared<T>>> = (1..=max)
+        .map(|k| {
+            let matrix = dense_gate(k);
+            [Targets::Low, Targets::Spread]
+                .iter()
+                .map(|t| Prepared::new(&matrix, t.positions(k, n)))
+                .collect()
+        })
+        .collect();
+    let mut best = vec![f64::INFINITY; max + 1];
+    for _ in 0..7 {
+        for (i, layouts) in gates.iter().enumerate() {
+            let start = Instant::now();
+            for gate in layouts {
+                kernel::apply_serial(&mut pieces, piece_bits, gate);
+            }
+            let seconds = start.elapsed().as_secs_f64() / layouts.len() as f64;
+            best[i + 1] = best[i + 1].min(seconds / (1u64 << n) as f64);
+        }
+    }
+    best[0] = 0.0;
+    best
 }

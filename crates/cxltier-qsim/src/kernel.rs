@@ -830,11 +830,8 @@ fn wide_batches<
             let at = base + offset[j];
             let lane = &mut x[j];
             if CONTIGUOUS {
-                let amps: &[Amp<T>; V] = piece[at..at + V].try_into().expect("V amplitudes");
-                for v in 0..V {
-                    lane[2 * v] = amps[v][0];
-                    lane[2 * v + 1] = amps[v][1];
-                }
+                // One copy of the lane's V amplitudes: whole vector loads.
+                lane.copy_from_slice(bytemuck::cast_slice(&piece[at..at + V]));
             } else {
                 for v in 0..V {
                     let a = piece[at + sub[v]];
@@ -842,16 +839,26 @@ fn wide_batches<
                     lane[2 * v + 1] = a[1];
                 }
             }
+        }
+        for j in 0..D {
             for v in 0..V {
-                turned[j][2 * v] = -lane[2 * v + 1];
-                turned[j][2 * v + 1] = lane[2 * v];
+                turned[j][2 * v] = -x[j][2 * v + 1];
+                turned[j][2 * v + 1] = x[j][2 * v];
             }
         }
+        // Opaque: the lanes are then read back as whole vectors. Without it LLVM folded the
+        // negation into each multiply-add, one real at a time (scalar `vfnmadd213sd`).
+        std::hint::black_box((&mut x, &mut turned));
         let mut r0 = 0;
         while r0 < D {
             let mut acc_re = [[T::default(); F]; R];
             let mut acc_im = [[T::default(); F]; R];
             for c in 0..D {
+                // An opaque no-op: the loop over the matrix's columns then stays a loop, and
+                // its body (2R whole-lane multiply-adds) is vectorised a lane wide. Unrolled
+                // over every column, the body was too large and LLVM vectorised it two reals
+                // wide.
+                std::hint::black_box(());
                 let (xc, tc) = (&x[c], &turned[c]);
                 for rr in 0..R {
                     let (a, b) = (re[(r0 + rr) * D + c], im[(r0 + rr) * D + c]);
@@ -864,15 +871,23 @@ fn wide_batches<
                 }
             }
             for rr in 0..R {
+                // Summed into a whole lane first, so that the sums and the store are whole
+                // vectors (stored amplitude by amplitude, LLVM vectorised the kernel two reals
+                // wide, the width of one f64 amplitude).
+                let mut out = [T::default(); F];
+                for i in 0..F {
+                    out[i] = acc_re[rr][i] + acc_im[rr][i];
+                }
                 let r = r0 + rr;
                 let piece = &mut group[member[r]];
                 let at = base + offset[r];
-                for v in 0..V {
-                    let i = if CONTIGUOUS { v } else { sub[v] };
-                    piece[at + i] = [
-                        acc_re[rr][2 * v] + acc_im[rr][2 * v],
-                        acc_re[rr][2 * v + 1] + acc_im[rr][2 * v + 1],
-                    ];
+                if CONTIGUOUS {
+                    let amps: &mut [T] = bytemuck::cast_slice_mut(&mut piece[at..at + V]);
+                    amps.copy_from_slice(&out);
+                } else {
+                    for v in 0..V {
+                        piece[at + sub[v]] = [out[2 * v], out[2 * v + 1]];
+                    }
                 }
             }
             r0 += R;

@@ -22,7 +22,7 @@ pub struct Options {
     pub(crate) ssd: Vec<(PathBuf, Option<u64>)>,
     pub(crate) weights: Vec<(u32, u32)>,
     pub(crate) threads: usize,
-    pub(crate) fuse: usize,
+    pub(crate) fuse: fusion::Width,
     pub(crate) max_extra: usize,
     pub(crate) blocking: sweep::Blocking,
 }
@@ -34,7 +34,7 @@ impl Default for Options {
             ssd: Vec::new(),
             weights: Vec::new(),
             threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
-            fuse: 2,
+            fuse: fusion::Width::Measured,
             max_extra: 6,
             blocking: sweep::Blocking::default(),
         }
@@ -42,7 +42,8 @@ impl Default for Options {
 }
 
 impl Options {
-    /// Defaults: no memory limit, all available threads, fusion up to 2 qubits.
+    /// Defaults: no memory limit, all available threads, fusion as wide as is cheapest by the
+    /// kernels' measured cost.
     pub fn new() -> Options {
         Options::default()
     }
@@ -66,9 +67,9 @@ impl Options {
         self.threads = threads.max(1);
         self
     }
-    /// Fuse gates up to `qubits` qubits (1 turns fusion off; at most 5).
+    /// Fuse gates up to `qubits` qubits (1 turns fusion off; at most [`fusion::MAX_FUSE`]).
     pub fn fuse(mut self, qubits: usize) -> Self {
-        self.fuse = qubits.clamp(1, 5);
+        self.fuse = fusion::Width::Fixed(qubits.clamp(1, fusion::MAX_FUSE));
         self
     }
     /// Bytes of the state one thread works on at once in a cache-blocked sweep
@@ -114,6 +115,9 @@ pub struct RunReport {
     pub gates: usize,
     /// Gates after fusion (summed over passes out of core).
     pub fused_gates: usize,
+    /// The widest a fused gate could be: `--fuse`, or the width chosen by measured cost (the
+    /// widest chosen for any pass out of core).
+    pub fuse_width: usize,
     /// Trips through the whole state: cache-blocked sweeps in memory, passes out of core.
     pub passes: usize,
     /// Out of core: passes had the qubits not been relabelled.
@@ -266,6 +270,7 @@ impl<T: Real> Simulation<T> {
                 mode: "memory",
                 gates: ops.len(),
                 fused_gates: swept.fused_gates,
+                fuse_width: swept.fuse_width,
                 passes: swept.sweeps,
                 passes_without_relabelling: None,
                 local_qubits: None,
@@ -389,6 +394,7 @@ impl<T: Real> Simulation<T> {
         }
         let piece_bits = c.saturating_sub(6);
         let mut fused_gates = vec![0; passes.len()];
+        let mut fuse_width = 1;
         let block_lists: Vec<&[Vec<usize>]> = pass_blocks.iter().map(Vec::as_slice).collect();
         let io = array.passes(&block_lists, |p, _, bytes| {
             let amps = bytemuck::cast_slice_mut::<u8, Amp<T>>(bytes);
@@ -405,6 +411,7 @@ impl<T: Real> Simulation<T> {
                 )
             });
             fused_gates[p] = swept.fused_gates;
+            fuse_width = fuse_width.max(swept.fuse_width);
             Ok(())
         })?;
         let fused_total = fused_gates.iter().sum();
@@ -426,6 +433,7 @@ impl<T: Real> Simulation<T> {
             mode: "out_of_core",
             gates: ops.len(),
             fused_gates: fused_total,
+            fuse_width,
             passes: passes.len(),
             passes_without_relabelling: Some(unrelabelled),
             local_qubits: Some(low),
