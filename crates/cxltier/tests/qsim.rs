@@ -467,3 +467,51 @@ fn hostile_circuits_and_states_beyond_memory_are_refused_with_exit_2() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `--bench-kernels` reports the machine's FMA rate and streaming bandwidth and, for every gate
+/// width from 1 to 6 qubits on two layouts, a time per amplitude set against the larger of the
+/// two bounds; a run without `--fuse` says which width the measured costs chose; bad sizes are
+/// refused with the range.
+#[test]
+fn kernel_benchmark_and_measured_fusion_width() {
+    let v = json(&cxltier(&[
+        "qsim",
+        "--bench-kernels",
+        "--bench-qubits",
+        "14",
+        "--precision",
+        "f32",
+        "--threads",
+        "1",
+        "--json",
+    ]));
+    assert!(v["fma_per_second"].as_f64().unwrap() > 1e8, "{v}");
+    assert!(v["stream_bytes_per_second"].as_f64().unwrap() > 1e7, "{v}");
+    let kernels = v["kernels"].as_array().unwrap();
+    assert_eq!(kernels.len(), 12, "{v}");
+    for (i, k) in kernels.iter().enumerate() {
+        assert_eq!(k["k"].as_u64().unwrap() as usize, i / 2 + 1, "{k}");
+        let ns = k["ns_per_amplitude"].as_f64().unwrap();
+        let fma = k["fma_bound_ns"].as_f64().unwrap();
+        let mem = k["memory_bound_ns"].as_f64().unwrap();
+        assert!(ns > 0.0 && fma > 0.0 && mem > 0.0, "{k}");
+        assert_eq!(k["bound_ns"].as_f64().unwrap(), fma.max(mem), "{k}");
+    }
+    // Twice the qubits, twice the arithmetic bound.
+    let fma = |i: usize| kernels[i]["fma_bound_ns"].as_f64().unwrap();
+    assert!((fma(2) / fma(0) - 2.0).abs() < 1e-9);
+    bad(
+        &["qsim", "--bench-kernels", "--bench-qubits", "40"],
+        2,
+        "give 10 to 34",
+    );
+
+    let dir = scratch("fusewidth");
+    let file = write(&dir, "ghz.qasm", &ghz(12));
+    let v = json(&cxltier(&["qsim", &file, "--json"]));
+    let width = v["fuse_width"].as_u64().unwrap();
+    assert!((1..=5).contains(&width), "{v}");
+    let v = json(&cxltier(&["qsim", &file, "--json", "--fuse", "3"]));
+    assert_eq!(v["fuse_width"].as_u64().unwrap(), 3, "{v}");
+    std::fs::remove_dir_all(&dir).ok();
+}
