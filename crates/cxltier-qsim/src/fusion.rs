@@ -25,9 +25,39 @@ struct Block {
     order: usize,
 }
 
-/// Fuse `ops` into gates on at most `max` qubits (1 to 5), preserving the circuit's unitary.
+/// The widest fused gate.
+pub const MAX_FUSE: usize = 5;
+
+/// How wide fused gates may be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Width {
+    /// At most this many qubits (1 to [`MAX_FUSE`]).
+    Fixed(usize),
+    /// The width (1 to [`MAX_FUSE`]) whose fused gates cost least, by each gate width's
+    /// kernel cost measured on this machine ([`crate::bench::fusion_costs`]).
+    Measured,
+}
+
+/// Fuse `ops` at each width from 1 to [`MAX_FUSE`] and keep the one whose gates cost least:
+/// `cost[k]` is the time per amplitude of a `k`-qubit gate. Returns the width and its gates.
+pub fn fuse_cheapest(ops: &[Op], cost: &[f64]) -> (usize, Vec<Op>) {
+    let mut best: Option<(f64, usize, Vec<Op>)> = None;
+    for width in 1..=MAX_FUSE {
+        let fused = fuse(ops, width);
+        let total: f64 = fused.iter().map(|op| cost[op.qubits.len()]).sum();
+        // Strictly cheaper to take a wider width: equal costs keep the narrower one.
+        if best.as_ref().is_none_or(|(b, _, _)| total < *b) {
+            best = Some((total, width, fused));
+        }
+    }
+    let (_, width, fused) = best.expect("at least one width");
+    (width, fused)
+}
+
+/// Fuse `ops` into gates on at most `max` qubits (1 to [`MAX_FUSE`]), preserving the circuit's
+/// unitary.
 pub fn fuse(ops: &[Op], max: usize) -> Vec<Op> {
-    let max = max.clamp(1, 5);
+    let max = max.clamp(1, MAX_FUSE);
     let mut open: Vec<Block> = Vec::new();
     let mut out: Vec<(usize, Op)> = Vec::new();
     let mut order = 0;
@@ -208,6 +238,39 @@ pub fn relabel(ops: &[Op], perm: &[usize]) -> Vec<Op> {
 mod tests {
     use super::*;
     use crate::gates;
+
+    /// The width chosen by cost is the one whose fused gates cost least: with wide gates as
+    /// cheap as narrow ones, the widest fusion (fewest gates); with each extra qubit costing
+    /// eight times more, narrow gates; and the gates returned are that width's fusion.
+    #[test]
+    fn the_cheapest_width_wins() {
+        let mut ops = Vec::new();
+        for layer in 0..3 {
+            for q in 0..5 {
+                ops.push(Op {
+                    qubits: vec![q],
+                    matrix: gates::u3(0.1 * (layer * 5 + q) as f64, 0.2, 0.3),
+                });
+            }
+            for q in 0..4 {
+                ops.push(Op {
+                    qubits: vec![q, q + 1],
+                    matrix: gates::controlled(&gates::x(), 1),
+                });
+            }
+        }
+        let flat = [0.0, 1.0, 1.0, 1.0, 1.0, 1.0];
+        let (width, fused) = fuse_cheapest(&ops, &flat);
+        let fewest = (1..=MAX_FUSE).map(|w| fuse(&ops, w).len()).min().unwrap();
+        assert_eq!(fused.len(), fewest, "width {width}");
+        assert!(width >= 4, "flat costs chose width {width}");
+        let steep = [0.0, 1.0, 2.0, 16.0, 128.0, 1024.0];
+        let (width, fused) = fuse_cheapest(&ops, &steep);
+        assert!(width <= 2, "steep costs chose width {width}");
+        assert_eq!(fused.len(), fuse(&ops, width).len());
+        let cost = |w: usize| -> f64 { fuse(&ops, w).iter().map(|o| steep[o.qubits.len()]).sum() };
+        assert!((1..=MAX_FUSE).all(|w| cost(width) <= cost(w)));
+    }
 
     fn op(name: &str, qubits: &[usize]) -> Op {
         Op {

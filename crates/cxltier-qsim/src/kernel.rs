@@ -180,16 +180,21 @@ fn apply_with<T: Real>(
         .collect();
     low.sort_unstable();
     let piece_len = groups.first().map_or(0, |g| g[0].len());
-    let blocked = (piece_len >= BlockPlan::<T>::block() && k <= 3)
+    // One- and two-qubit gates in the block kernels; three-qubit gates in the wide kernel,
+    // which ran a 24-qubit Ising circuit fused to 3 qubits in 2.5-3.0 s at f32 where the
+    // three-qubit block kernels took 10.4-14.5 s.
+    let blocked = (piece_len >= BlockPlan::<T>::block() && k <= 2)
         .then(|| BlockPlan::new(gate, &member, &offset));
-    let work = |group: &mut Vec<&mut [Amp<T>]>| match (&blocked, k) {
+    // Wider gates (and narrower ones on pieces too short for blocks) go through the wide
+    // kernel, in batches of amplitude groups (one group at a time in pieces too short for a
+    // batch).
+    let wide = blocked
+        .is_none()
+        .then(|| WidePlan::new(gate, &member, &offset, &low, piece_len));
+    let work = |group: &mut Vec<&mut [Amp<T>]>| match (&blocked, &wide) {
         (Some(plan), _) => T::run_blocks(group, plan),
-        (None, 1) => run::<T, 2>(group, &member, &offset, &low, piece_len, &gate.matrix),
-        (None, 2) => run::<T, 4>(group, &member, &offset, &low, piece_len, &gate.matrix),
-        (None, 3) => run::<T, 8>(group, &member, &offset, &low, piece_len, &gate.matrix),
-        (None, 4) => run::<T, 16>(group, &member, &offset, &low, piece_len, &gate.matrix),
-        (None, 5) => run::<T, 32>(group, &member, &offset, &low, piece_len, &gate.matrix),
-        _ => panic!("gates on more than 5 qubits are not supported"),
+        (None, Some(plan)) => T::run_wide(group, plan),
+        (None, None) => unreachable!("a gate has a block plan or a wide plan"),
     };
     if groups.len() == 1 || !parallel {
         groups.iter_mut().for_each(work);
@@ -314,7 +319,7 @@ impl<T: Real> BlockPlan<T> {
 }
 
 mod sealed {
-    use super::{Amp, BlockPlan};
+    use super::{Amp, BlockPlan, WidePlan};
 
     /// The block kernels of one precision. They are implemented for `f32` and `f64` (concrete
     /// types, not a generic function), so they are compiled once, optimised, in this crate,
@@ -325,6 +330,7 @@ mod sealed {
     #[allow(private_interfaces)]
     pub trait BlockKernels: Sized {
         fn run_blocks(group: &mut [&mut [Amp<Self>]], plan: &BlockPlan<Self>);
+        fn run_wide(group: &mut [&mut [Amp<Self>]], plan: &WidePlan<Self>);
     }
 }
 
@@ -333,12 +339,20 @@ impl sealed::BlockKernels for f32 {
     fn run_blocks(group: &mut [&mut [Amp<f32>]], plan: &BlockPlan<f32>) {
         run_blocks_f32(group, plan)
     }
+    #[allow(private_interfaces)]
+    fn run_wide(group: &mut [&mut [Amp<f32>]], plan: &WidePlan<f32>) {
+        run_wide_f32(group, plan)
+    }
 }
 
 impl sealed::BlockKernels for f64 {
     #[allow(private_interfaces)]
     fn run_blocks(group: &mut [&mut [Amp<f64>]], plan: &BlockPlan<f64>) {
         run_blocks_f64(group, plan)
+    }
+    #[allow(private_interfaces)]
+    fn run_wide(group: &mut [&mut [Amp<f64>]], plan: &WidePlan<f64>) {
+        run_wide_f64(group, plan)
     }
 }
 
@@ -648,49 +662,241 @@ fn kernel_block<T: Real, const D: usize, const NL: usize, const F: usize, const 
     }
 }
 
+/// The widest gate the kernels apply (fusion stops at [`crate::fusion::MAX_FUSE`]; six is
+/// there to measure what one more qubit would cost).
+pub const MAX_GATE_QUBITS: usize = 6;
+
+/// A gate laid out for the wide kernel: amplitude groups (the `D = 2^k` amplitudes a gate mixes)
+/// are taken `batch` at a time, copied into a small buffer (lane `j` of the buffer holds matrix
+/// index `j` of every group of the batch, interleaved re, im), multiplied by the matrix with
+/// the batch as the vector dimension (each complex multiply-add is two fused multiply-adds of a
+/// broadcast matrix entry), and stored back. The batch's groups start at the offsets `sub` from
+/// a base; bases are walked without recomputing any index per amplitude.
+struct WidePlan<T> {
+    dim: usize,
+    /// Groups per batch: [`WidePlan::batch`], or 1 in pieces too short for a batch.
+    batch: usize,
+    /// Member piece and in-piece offset of matrix index `j`.
+    member: Vec<usize>,
+    offset: Vec<usize>,
+    /// In-piece bits that are not free for bases: the gate's in-piece targets and the bits
+    /// that number a batch's groups.
+    taken_mask: usize,
+    /// Offsets of the batch's groups from their base (the batch index deposited on the lowest
+    /// free in-piece bits).
+    sub: Vec<usize>,
+    /// Whether `sub` is `0, 1, 2, ..`: every lane of a batch is then one contiguous slice.
+    contiguous: bool,
+    /// Matrix entries, real and imaginary parts, row-major.
+    re: Vec<T>,
+    im: Vec<T>,
+}
+
+impl<T: Real> WidePlan<T> {
+    /// Groups per batch: 64 bytes of amplitudes per lane (one 512-bit or two 256-bit vectors).
+    fn batch() -> usize {
+        64 / std::mem::size_of::<Amp<T>>()
+    }
+
+    fn new(
+        gate: &Prepared<T>,
+        member: &[usize],
+        offset: &[usize],
+        low: &[usize],
+        piece_len: usize,
+    ) -> WidePlan<T> {
+        assert!(
+            gate.positions.len() <= MAX_GATE_QUBITS,
+            "gates on more than {MAX_GATE_QUBITS} qubits are not supported"
+        );
+        let batch = if (piece_len >> low.len()) >= Self::batch() {
+            Self::batch()
+        } else {
+            1
+        };
+        let low_mask: usize = low.iter().map(|&p| 1 << p).sum();
+        let sub: Vec<usize> = (0..batch).map(|v| insert_zeros(v, low)).collect();
+        let batch_mask = sub[batch - 1];
+        let dim = 1 << gate.positions.len();
+        WidePlan {
+            dim,
+            batch,
+            member: member.to_vec(),
+            offset: offset.to_vec(),
+            taken_mask: low_mask | batch_mask,
+            contiguous: sub.iter().enumerate().all(|(v, &s)| s == v),
+            sub,
+            re: gate.matrix.iter().map(|a| a[0]).collect(),
+            im: gate.matrix.iter().map(|a| a[1]).collect(),
+        }
+    }
+}
+
+/// Dispatch an f32 wide plan to the kernel for its dimension, compiled for several vector
+/// extensions (the widest the CPU has runs).
+#[multiversion(targets(
+    "x86_64+avx512f+avx512vl+avx2+fma+avx+sse4.2",
+    "x86_64+avx2+fma+avx+sse4.2",
+    "x86_64+sse4.2",
+    "aarch64+neon"
+))]
+fn run_wide_f32(group: &mut [&mut [Amp<f32>]], plan: &WidePlan<f32>) {
+    type T = f32;
+    let c = plan.contiguous;
+    match (plan.dim, plan.batch) {
+        (2, 8) => wide::<T, 2, 2, 8, 16>(group, plan, c),
+        (4, 8) => wide::<T, 4, 4, 8, 16>(group, plan, c),
+        (8, 8) => wide::<T, 8, 4, 8, 16>(group, plan, c),
+        (16, 8) => wide::<T, 16, 4, 8, 16>(group, plan, c),
+        (32, 8) => wide::<T, 32, 4, 8, 16>(group, plan, c),
+        (64, 8) => wide::<T, 64, 4, 8, 16>(group, plan, c),
+        (2, 1) => wide::<T, 2, 2, 1, 2>(group, plan, c),
+        (4, 1) => wide::<T, 4, 4, 1, 2>(group, plan, c),
+        (8, 1) => wide::<T, 8, 4, 1, 2>(group, plan, c),
+        (16, 1) => wide::<T, 16, 4, 1, 2>(group, plan, c),
+        (32, 1) => wide::<T, 32, 4, 1, 2>(group, plan, c),
+        (64, 1) => wide::<T, 64, 4, 1, 2>(group, plan, c),
+        other => unreachable!("wide plans have 2 to 64 lanes and batches of 1 or 8, not {other:?}"),
+    }
+}
+
+/// Dispatch an f64 wide plan; as [`run_wide_f32`].
+#[multiversion(targets(
+    "x86_64+avx512f+avx512vl+avx2+fma+avx+sse4.2",
+    "x86_64+avx2+fma+avx+sse4.2",
+    "x86_64+sse4.2",
+    "aarch64+neon"
+))]
+fn run_wide_f64(group: &mut [&mut [Amp<f64>]], plan: &WidePlan<f64>) {
+    type T = f64;
+    let c = plan.contiguous;
+    match (plan.dim, plan.batch) {
+        (2, 4) => wide::<T, 2, 2, 4, 8>(group, plan, c),
+        (4, 4) => wide::<T, 4, 4, 4, 8>(group, plan, c),
+        (8, 4) => wide::<T, 8, 4, 4, 8>(group, plan, c),
+        (16, 4) => wide::<T, 16, 4, 4, 8>(group, plan, c),
+        (32, 4) => wide::<T, 32, 4, 4, 8>(group, plan, c),
+        (64, 4) => wide::<T, 64, 4, 4, 8>(group, plan, c),
+        (2, 1) => wide::<T, 2, 2, 1, 2>(group, plan, c),
+        (4, 1) => wide::<T, 4, 4, 1, 2>(group, plan, c),
+        (8, 1) => wide::<T, 8, 4, 1, 2>(group, plan, c),
+        (16, 1) => wide::<T, 16, 4, 1, 2>(group, plan, c),
+        (32, 1) => wide::<T, 32, 4, 1, 2>(group, plan, c),
+        (64, 1) => wide::<T, 64, 4, 1, 2>(group, plan, c),
+        other => unreachable!("wide plans have 2 to 64 lanes and batches of 1 or 4, not {other:?}"),
+    }
+}
+
+/// The wide kernel: `D` lanes, `R` output rows computed at once (2R accumulators of `F` reals
+/// each, enough independent chains of fused multiply-adds to hide their latency), batches of
+/// `V` groups (`F` = 2V reals per lane).
 #[inline(always)]
-fn run<T: Real, const D: usize>(
+fn wide<T: Real, const D: usize, const R: usize, const V: usize, const F: usize>(
     group: &mut [&mut [Amp<T>]],
-    member: &[usize],
-    offset: &[usize],
-    low: &[usize],
-    piece_len: usize,
-    matrix: &[Amp<T>],
+    plan: &WidePlan<T>,
+    contiguous: bool,
 ) {
-    let mut m = [[T::default(); 2]; 1024];
-    m[..D * D].copy_from_slice(&matrix[..D * D]);
-    let mut mem = [0usize; D];
-    let mut off = [0usize; D];
-    mem.copy_from_slice(&member[..D]);
-    off.copy_from_slice(&offset[..D]);
-    // Contiguous runs below the lowest in-piece target bit.
-    let run_bits = low
-        .first()
-        .copied()
-        .unwrap_or(usize::BITS as usize)
-        .min(piece_len.trailing_zeros() as usize);
-    let run = 1usize << run_bits;
-    let bases = piece_len >> low.len();
-    let mut v = [[T::default(); 2]; D];
-    let mut outer = 0;
-    while outer < bases {
-        let base = insert_zeros(outer, low);
-        for t in 0..run.min(bases) {
-            let idx = base + t;
-            for j in 0..D {
-                v[j] = group[mem[j]][idx + off[j]];
-            }
-            for r in 0..D {
-                let row = &m[r * D..r * D + D];
-                let (mut re, mut im) = (T::default(), T::default());
-                for c in 0..D {
-                    re = re + row[c][0] * v[c][0] - row[c][1] * v[c][1];
-                    im = im + row[c][0] * v[c][1] + row[c][1] * v[c][0];
+    if contiguous {
+        wide_batches::<T, D, R, V, F, true>(group, plan)
+    } else {
+        wide_batches::<T, D, R, V, F, false>(group, plan)
+    }
+}
+
+#[inline(always)]
+fn wide_batches<
+    T: Real,
+    const D: usize,
+    const R: usize,
+    const V: usize,
+    const F: usize,
+    const CONTIGUOUS: bool,
+>(
+    group: &mut [&mut [Amp<T>]],
+    plan: &WidePlan<T>,
+) {
+    let member: [usize; D] = std::array::from_fn(|j| plan.member[j]);
+    let offset: [usize; D] = std::array::from_fn(|j| plan.offset[j]);
+    let sub: [usize; V] = std::array::from_fn(|v| plan.sub[v]);
+    let re = &plan.re[..D * D];
+    let im = &plan.im[..D * D];
+    let taken = plan.taken_mask;
+    let piece_len = group[0].len();
+    // Lane j of the batch, and the same with each amplitude's (re, im) turned into (-im, re):
+    // then `out += re * x + im * x_turned` is the complex multiply-add, element-wise.
+    let mut x = [[T::default(); F]; D];
+    let mut turned = [[T::default(); F]; D];
+    let mut base = 0usize;
+    while base < piece_len {
+        for j in 0..D {
+            let piece = &group[member[j]];
+            let at = base + offset[j];
+            let lane = &mut x[j];
+            if CONTIGUOUS {
+                // One copy of the lane's V amplitudes: whole vector loads.
+                lane.copy_from_slice(bytemuck::cast_slice(&piece[at..at + V]));
+            } else {
+                for v in 0..V {
+                    let a = piece[at + sub[v]];
+                    lane[2 * v] = a[0];
+                    lane[2 * v + 1] = a[1];
                 }
-                group[mem[r]][idx + off[r]] = [re, im];
             }
         }
-        outer += run;
+        for j in 0..D {
+            for v in 0..V {
+                turned[j][2 * v] = -x[j][2 * v + 1];
+                turned[j][2 * v + 1] = x[j][2 * v];
+            }
+        }
+        // Opaque: the lanes are then read back as whole vectors. Without it LLVM folded the
+        // negation into each multiply-add, one real at a time (scalar `vfnmadd213sd`).
+        std::hint::black_box((&mut x, &mut turned));
+        let mut r0 = 0;
+        while r0 < D {
+            let mut acc_re = [[T::default(); F]; R];
+            let mut acc_im = [[T::default(); F]; R];
+            for c in 0..D {
+                // An opaque no-op: the loop over the matrix's columns then stays a loop, and
+                // its body (2R whole-lane multiply-adds) is vectorised a lane wide. Unrolled
+                // over every column, the body was too large and LLVM vectorised it two reals
+                // wide.
+                std::hint::black_box(());
+                let (xc, tc) = (&x[c], &turned[c]);
+                for rr in 0..R {
+                    let (a, b) = (re[(r0 + rr) * D + c], im[(r0 + rr) * D + c]);
+                    for i in 0..F {
+                        acc_re[rr][i] = a.mul_add(xc[i], acc_re[rr][i]);
+                    }
+                    for i in 0..F {
+                        acc_im[rr][i] = b.mul_add(tc[i], acc_im[rr][i]);
+                    }
+                }
+            }
+            for rr in 0..R {
+                // Summed into a whole lane first, so that the sums and the store are whole
+                // vectors (stored amplitude by amplitude, LLVM vectorised the kernel two reals
+                // wide, the width of one f64 amplitude).
+                let mut out = [T::default(); F];
+                for i in 0..F {
+                    out[i] = acc_re[rr][i] + acc_im[rr][i];
+                }
+                let r = r0 + rr;
+                let piece = &mut group[member[r]];
+                let at = base + offset[r];
+                if CONTIGUOUS {
+                    let amps: &mut [T] = bytemuck::cast_slice_mut(&mut piece[at..at + V]);
+                    amps.copy_from_slice(&out);
+                } else {
+                    for v in 0..V {
+                        piece[at + sub[v]] = [out[2 * v], out[2 * v + 1]];
+                    }
+                }
+            }
+            r0 += R;
+        }
+        // The next base: count up in the free bits only.
+        base = ((base | taken) + 1) & !taken;
     }
 }
 
@@ -850,6 +1056,91 @@ mod tests {
             tiled_cases > 100,
             "only {tiled_cases} cases reach the tiled kernel"
         );
+    }
+
+    /// Every gate width the kernels take (1 to [`MAX_GATE_QUBITS`] qubits), each with a random
+    /// dense matrix (not unitary: every entry counts, and a kernel that dropped or swapped
+    /// one could not pass) on random positions of a 10-qubit random state, against the dense
+    /// reference, whole and split into pieces so that the gate's qubits fall inside pieces,
+    /// across pieces, and in pieces too short for a batch of groups.
+    fn check_random_matrices<T: Real>(tolerance: f64) {
+        use rand::seq::SliceRandom;
+        use rand::{Rng, SeedableRng};
+        let n = 10;
+        let mut rng = rand::rngs::StdRng::seed_from_u64(0x5eed_4b17);
+        let state: Vec<Amp<f64>> = (0..1 << n)
+            .map(|_| [rng.random_range(-1.0..1.0), rng.random_range(-1.0..1.0)])
+            .collect();
+        let mut wide_batches = 0;
+        let mut single_groups = 0;
+        for k in 1..=MAX_GATE_QUBITS {
+            let dim = 1 << k;
+            for trial in 0..12 {
+                let entries = (0..dim * dim)
+                    .map(|_| {
+                        gates::Complex::new(
+                            rng.random_range(-1.0..1.0),
+                            rng.random_range(-1.0..1.0),
+                        )
+                    })
+                    .collect();
+                let m = Matrix::from_rows(k, entries);
+                // The lowest qubits (inside the vector), the highest, and random ones.
+                let mut pos: Vec<usize> = match trial {
+                    0 => (0..k).collect(),
+                    1 => (n - k..n).collect(),
+                    _ => {
+                        let mut all: Vec<usize> = (0..n).collect();
+                        all.shuffle(&mut rng);
+                        all[..k].to_vec()
+                    }
+                };
+                if trial % 2 == 1 {
+                    pos.reverse();
+                }
+                let want = reference(&state, &m, &pos);
+                for piece_bits in [n, 7, 5, 3, 1] {
+                    let gate = Prepared::<T>::new(&m, pos.clone());
+                    let low = gate.positions.iter().filter(|&&p| p < piece_bits).count();
+                    if (1usize << piece_bits >> low) >= WidePlan::<T>::batch() {
+                        wide_batches += 1;
+                    } else {
+                        single_groups += 1;
+                    }
+                    let mut s: Vec<Amp<T>> = state
+                        .iter()
+                        .map(|a| [T::from_f64(a[0]), T::from_f64(a[1])])
+                        .collect();
+                    {
+                        let mut pieces: Vec<&mut [Amp<T>]> =
+                            s.chunks_mut(1 << piece_bits).collect();
+                        apply(&mut pieces, piece_bits, &gate);
+                    }
+                    // Entries and amplitudes are at most 1, so an output is at most 2^k * 2.
+                    let scale = (2 * dim) as f64;
+                    for (i, (a, b)) in s.iter().zip(&want).enumerate() {
+                        assert!(
+                            (a[0].to_f64() - b[0]).abs() < tolerance * scale
+                                && (a[1].to_f64() - b[1]).abs() < tolerance * scale,
+                            "{} k={k} {pos:?} pieces of 2^{piece_bits}: amplitude {i} is {:?}, \
+                             want {b:?}",
+                            T::NAME,
+                            [a[0].to_f64(), a[1].to_f64()]
+                        );
+                    }
+                }
+            }
+        }
+        assert!(
+            wide_batches > 50 && single_groups > 20,
+            "batches {wide_batches}, single groups {single_groups}"
+        );
+    }
+
+    #[test]
+    fn every_gate_width_matches_the_reference_on_random_matrices() {
+        check_random_matrices::<f64>(1e-13);
+        check_random_matrices::<f32>(1e-5);
     }
 
     #[test]

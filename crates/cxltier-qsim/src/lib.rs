@@ -21,6 +21,7 @@
 // A library reports through its return values; only the CLI prints.
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
+pub mod bench;
 pub mod dynamic;
 pub mod fusion;
 pub mod gates;

@@ -22,7 +22,7 @@ pub struct Options {
     pub(crate) ssd: Vec<(PathBuf, Option<u64>)>,
     pub(crate) weights: Vec<(u32, u32)>,
     pub(crate) threads: usize,
-    pub(crate) fuse: usize,
+    pub(crate) fuse: fusion::Width,
     pub(crate) max_extra: usize,
     pub(crate) blocking: sweep::Blocking,
     pub(crate) dynamic_method: crate::dynamic::Method,
@@ -35,7 +35,7 @@ impl Default for Options {
             ssd: Vec::new(),
             weights: Vec::new(),
             threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
-            fuse: 2,
+            fuse: fusion::Width::Fixed(2),
             max_extra: 6,
             blocking: sweep::Blocking::default(),
             dynamic_method: crate::dynamic::Method::Auto,
@@ -70,7 +70,14 @@ impl Options {
     }
     /// Fuse gates up to `qubits` qubits (1 turns fusion off; at most 5).
     pub fn fuse(mut self, qubits: usize) -> Self {
-        self.fuse = qubits.clamp(1, 5);
+        self.fuse = fusion::Width::Fixed(qubits.clamp(1, fusion::MAX_FUSE));
+        self
+    }
+    /// Fuse as wide as is cheapest by the kernels' cost measured on this machine
+    /// ([`fusion::Width::Measured`]). Not the default: it times kernels in cache, and where
+    /// memory traffic dominates (large states) it has picked a wider, slower width.
+    pub fn fuse_measured(mut self) -> Self {
+        self.fuse = fusion::Width::Measured;
         self
     }
     /// Bytes of the state one thread works on at once in a cache-blocked sweep
@@ -122,6 +129,9 @@ pub struct RunReport {
     pub gates: usize,
     /// Gates after fusion (summed over passes out of core).
     pub fused_gates: usize,
+    /// The widest a fused gate could be: `--fuse`, or the width chosen by measured cost (the
+    /// widest chosen for any sweep or pass).
+    pub fuse_width: usize,
     /// Trips through the whole state: cache-blocked sweeps in memory, passes out of core.
     pub passes: usize,
     /// Out of core: passes had the qubits not been relabelled.
@@ -185,6 +195,7 @@ enum Layout {
 /// What applying a list of gates did.
 struct Applied {
     fused_gates: usize,
+    fuse_width: usize,
     passes: usize,
     pass_reports: Vec<PassInfo>,
     passes_without_relabelling: Option<usize>,
@@ -201,7 +212,7 @@ pub struct Simulation<T: Real> {
     report: RunReport,
     layout: Layout,
     pool: rayon::ThreadPool,
-    fuse: usize,
+    fuse: fusion::Width,
     blocking: sweep::Blocking,
     /// Where copies of the state go ([`Simulation::save`]): memory when the state is in memory,
     /// the `--ssd` directories when it is out of core.
@@ -394,6 +405,7 @@ impl<T: Real> Simulation<T> {
             },
             gates: 0,
             fused_gates: 0,
+            fuse_width: 0,
             passes: 0,
             passes_without_relabelling: match layout {
                 Layout::Memory { .. } => None,
@@ -436,6 +448,7 @@ impl<T: Real> Simulation<T> {
         self.fresh = false;
         let r = &mut self.report;
         r.fused_gates += applied.fused_gates;
+        r.fuse_width = r.fuse_width.max(applied.fuse_width);
         r.passes += applied.passes;
         r.pass_reports.extend(applied.pass_reports);
         if let Some(p) = applied.passes_without_relabelling {
@@ -478,6 +491,7 @@ impl<T: Real> Simulation<T> {
                 }
                 Ok(Applied {
                     fused_gates: swept.fused_gates,
+                    fuse_width: swept.fuse_width,
                     passes: swept.sweeps,
                     pass_reports: Vec::new(),
                     passes_without_relabelling: None,
@@ -549,6 +563,7 @@ impl<T: Real> Simulation<T> {
                 }
                 let piece_bits = c.saturating_sub(6);
                 let mut fused_gates = vec![0; passes.len()];
+                let mut fuse_width = 1;
                 let block_lists: Vec<&[Vec<usize>]> =
                     pass_blocks.iter().map(Vec::as_slice).collect();
                 let pool = &self.pool;
@@ -567,6 +582,7 @@ impl<T: Real> Simulation<T> {
                         )
                     });
                     fused_gates[p] = swept.fused_gates;
+                    fuse_width = fuse_width.max(swept.fuse_width);
                     Ok(())
                 })?;
                 let pass_reports: Vec<PassInfo> = passes
@@ -582,6 +598,7 @@ impl<T: Real> Simulation<T> {
                     .collect();
                 Ok(Applied {
                     fused_gates: fused_gates.iter().sum(),
+                    fuse_width,
                     passes: passes.len(),
                     pass_reports,
                     passes_without_relabelling: Some(unrelabelled),

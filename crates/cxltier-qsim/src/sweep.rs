@@ -61,6 +61,16 @@ pub struct SweepReport {
     pub fused_gates: usize,
     /// Physical bit position of each qubit of the ops (the identity unless relabelled).
     pub perm: Vec<usize>,
+    /// The widest a fused gate could be (as asked, or chosen by measured cost).
+    pub fuse_width: usize,
+}
+
+/// Fuse `ops` as `width` says: the width and the fused gates.
+fn fuse_as<T: Real>(ops: &[Op], width: fusion::Width) -> (usize, Vec<Op>) {
+    match width {
+        fusion::Width::Fixed(w) => (w, fusion::fuse(ops, w)),
+        fusion::Width::Measured => fusion::fuse_cheapest(ops, &crate::bench::fusion_costs::<T>()),
+    }
 }
 
 /// How a sweep blocks the state for the cache.
@@ -92,7 +102,7 @@ pub fn run<T: Real>(
     piece_bits: usize,
     n: usize,
     ops: &[Op],
-    fuse: usize,
+    fuse: fusion::Width,
     relabel: bool,
     blocking: Blocking,
 ) -> SweepReport {
@@ -106,7 +116,7 @@ pub fn run<T: Real>(
     // Too small a state for groups of short runs plus the widest gate: one fused gate at a time
     // over the whole state.
     if run_bits < 3 || cache_bits < run_bits + widest {
-        let fused = fusion::fuse(ops, fuse);
+        let (fuse_width, fused) = fuse_as::<T>(ops, fuse);
         for op in &fused {
             kernel::apply(
                 pieces,
@@ -118,11 +128,12 @@ pub fn run<T: Real>(
             sweeps: fused.len(),
             fused_gates: fused.len(),
             perm: (0..n).collect(),
+            fuse_width,
         };
     }
     let extra = cache_bits - run_bits;
     // Fuse first, over the whole list, so that cutting it into sweeps does not split blocks.
-    let fused = fusion::fuse(ops, fuse);
+    let (fuse_width, fused) = fuse_as::<T>(ops, fuse);
     let (perm, fused) = if relabel {
         let (perm, _) = fusion::choose_layout(&fused, n, run_bits, extra);
         let relabelled = fusion::relabel(&fused, &perm);
@@ -179,6 +190,7 @@ pub fn run<T: Real>(
         sweeps: passes.len(),
         fused_gates: fused.len(),
         perm,
+        fuse_width,
     }
 }
 
@@ -257,7 +269,15 @@ mod tests {
                 group_bytes: 16 << 10,
                 copy_groups_from: if copy { 0 } else { usize::MAX },
             };
-            let report = run(&mut pieces, piece_bits, n, &ops, 2, true, blocking);
+            let report = run(
+                &mut pieces,
+                piece_bits,
+                n,
+                &ops,
+                fusion::Width::Fixed(2),
+                true,
+                blocking,
+            );
             assert!(report.sweeps > 3, "only {} sweeps", report.sweeps);
             states.push(state);
         }

@@ -461,6 +461,42 @@ fn qsim_in_memory_and_out_of_core() {
         &["qsim", regs.to_str().unwrap(), "--shots", "4", "--json"],
     );
     assert_eq!(doc["counts"], serde_json::json!({"1 0": 4}));
+    // A dynamic circuit (a condition on a mid-circuit measurement, a reset): its shots' report.
+    let dynamic = dir.path().join("dynamic.qasm");
+    std::fs::write(
+        &dynamic,
+        "OPENQASM 2.0;\ninclude \"qelib1.inc\";\nqreg q[2];\ncreg c[1];\ncreg d[2];\nh q[0];\n\
+         measure q[0] -> c[0];\nif(c==1) x q[1];\nreset q[0];\nmeasure q -> d;\n",
+    )
+    .unwrap();
+    for method in ["branches", "trajectories"] {
+        let doc = check_document(
+            "qsim.schema.json",
+            &[
+                "qsim",
+                dynamic.to_str().unwrap(),
+                "--shots",
+                "16",
+                "--dynamic-method",
+                method,
+                "--json",
+            ],
+        );
+        assert_eq!(doc["dynamic"]["method"], method);
+    }
+    let kernels = check_document(
+        "qsim-kernels.schema.json",
+        &[
+            "qsim",
+            "--bench-kernels",
+            "--bench-qubits",
+            "10",
+            "--threads",
+            "1",
+            "--json",
+        ],
+    );
+    assert_eq!(kernels["kernels"].as_array().unwrap().len(), 12);
 }
 
 #[test]

@@ -513,3 +513,60 @@ fn a_dynamic_circuit_needs_shots_and_reports_its_method() {
     assert_eq!(out["dynamic"]["branches"], 1);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `--bench-kernels` reports the machine's FMA rate and streaming bandwidth and, for every gate
+/// width from 1 to 6 qubits on two layouts, a time per amplitude set against the larger of the
+/// two bounds; a run with `--fuse auto` says which width the measured costs chose, one without
+/// `--fuse` fuses up to 2 qubits; bad sizes and widths are refused with the range.
+#[test]
+fn kernel_benchmark_and_measured_fusion_width() {
+    let v = json(&cxltier(&[
+        "qsim",
+        "--bench-kernels",
+        "--bench-qubits",
+        "14",
+        "--precision",
+        "f32",
+        "--threads",
+        "1",
+        "--json",
+    ]));
+    assert!(v["fma_per_second"].as_f64().unwrap() > 1e8, "{v}");
+    assert!(v["stream_bytes_per_second"].as_f64().unwrap() > 1e7, "{v}");
+    let kernels = v["kernels"].as_array().unwrap();
+    assert_eq!(kernels.len(), 12, "{v}");
+    for (i, k) in kernels.iter().enumerate() {
+        assert_eq!(k["k"].as_u64().unwrap() as usize, i / 2 + 1, "{k}");
+        let ns = k["ns_per_amplitude"].as_f64().unwrap();
+        let fma = k["fma_bound_ns"].as_f64().unwrap();
+        let mem = k["memory_bound_ns"].as_f64().unwrap();
+        assert!(ns > 0.0 && fma > 0.0 && mem > 0.0, "{k}");
+        assert_eq!(k["bound_ns"].as_f64().unwrap(), fma.max(mem), "{k}");
+    }
+    // Twice the qubits, twice the arithmetic bound.
+    let fma = |i: usize| kernels[i]["fma_bound_ns"].as_f64().unwrap();
+    assert!((fma(2) / fma(0) - 2.0).abs() < 1e-9);
+    bad(
+        &["qsim", "--bench-kernels", "--bench-qubits", "40"],
+        2,
+        "give 10 to 34",
+    );
+
+    let dir = scratch("fusewidth");
+    let file = write(&dir, "ghz.qasm", &ghz(12));
+    let v = json(&cxltier(&["qsim", &file, "--json", "--fuse", "auto"]));
+    let width = v["fuse_width"].as_u64().unwrap();
+    assert!((1..=5).contains(&width), "{v}");
+    let v = json(&cxltier(&["qsim", &file, "--json"]));
+    assert_eq!(v["fuse_width"].as_u64().unwrap(), 2, "{v}");
+    let v = json(&cxltier(&["qsim", &file, "--json", "--fuse", "3"]));
+    assert_eq!(v["fuse_width"].as_u64().unwrap(), 3, "{v}");
+    for wrong in ["0", "6", "wide"] {
+        bad(
+            &["qsim", &file, "--fuse", wrong],
+            2,
+            &format!("--fuse {wrong}: give 1 (no fusion) to 5 qubits, or auto"),
+        );
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -7,6 +7,9 @@ use cxltier_control::policy::assign_weights;
 use cxltier_control::size::parse_size;
 use cxltier_control::weights::WeightsSpec;
 use cxltier_control::ControlError;
+use cxltier_qsim::bench::KernelBench;
+use cxltier_qsim::fusion::MAX_FUSE;
+use cxltier_qsim::kernel::MAX_GATE_QUBITS;
 use cxltier_qsim::{parse, AnySimulation, Options, Precision, QsimError, RunReport};
 use cxltier_topo::{nodelist, Topology};
 use serde::Serialize;
@@ -57,8 +60,8 @@ in DIR. --amplitudes: indices in decimal or 0b binary, comma-separated.";
 #[command(after_long_help = LONG_HELP)]
 pub struct Args {
     /// The circuit: an OpenQASM 2.0 file
-    #[arg(value_name = "CIRCUIT.qasm")]
-    circuit: PathBuf,
+    #[arg(value_name = "CIRCUIT.qasm", required_unless_present = "bench_kernels")]
+    circuit: Option<PathBuf>,
     /// Memory for the state and the out-of-core buffers (default: no limit)
     #[arg(long, value_name = "SIZE")]
     memory_limit: Option<String>,
@@ -87,12 +90,26 @@ pub struct Args {
     /// Print these amplitudes and their probabilities, e.g. 0,5,0b101
     #[arg(long, value_name = "LIST")]
     amplitudes: Option<String>,
-    /// Fuse gates up to this many qubits (1: no fusion)
-    #[arg(long, value_name = "QUBITS", default_value_t = 2)]
-    fuse: usize,
+    /// Fuse gates up to this many qubits, 1 (no fusion) to 5; or `auto`: the width whose fused
+    /// gates cost least by the kernels' cost, measured on this machine at the start of the run
+    #[arg(long, value_name = "QUBITS|auto", default_value = "2")]
+    fuse: String,
     /// Dynamic circuits: auto, branches or trajectories.
     #[arg(long, value_name = "METHOD", default_value = "auto")]
     dynamic_method: String,
+    /// Instead of a circuit: time the kernel of each gate width (1 to 6 qubits) on a state of
+    /// --bench-qubits, against the bounds of this CPU's measured FMA throughput and the
+    /// state's measured streaming bandwidth
+    #[arg(long, conflicts_with = "circuit")]
+    bench_kernels: bool,
+    /// The state's qubits for --bench-kernels
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 24,
+        requires = "bench_kernels"
+    )]
+    bench_qubits: usize,
     /// Print JSON for scripts
     #[arg(long)]
     json: bool,
@@ -161,17 +178,16 @@ fn ssd_arg(text: &str) -> Result<(PathBuf, Option<u64>), CliError> {
 }
 
 pub fn run(args: Args) -> CliResult {
+    let Some(path) = args.circuit.clone() else {
+        return bench_kernels(&args);
+    };
     let started = Instant::now();
-    let text = std::fs::read_to_string(&args.circuit).map_err(|e| {
-        CliError::bad_input(format!(
-            "cannot read circuit {}: {e}",
-            args.circuit.display()
-        ))
-    })?;
-    let circuit = parse(&text).map_err(|e| qsim_error(&args.circuit, e))?;
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| CliError::bad_input(format!("cannot read circuit {}: {e}", path.display())))?;
+    let circuit = parse(&text).map_err(|e| qsim_error(&path, e))?;
     // On stderr, so that --json's stdout stays one document.
     for w in &circuit.warnings {
-        eprintln!("cxltier qsim: warning: {}: {w}", args.circuit.display());
+        eprintln!("cxltier qsim: warning: {}: {w}", path.display());
     }
     let parse_seconds = started.elapsed().as_secs_f64();
     // Sampling's buffers are checked before the simulation runs, not after it.
@@ -188,12 +204,18 @@ pub fn run(args: Args) -> CliResult {
     let method: cxltier_qsim::Method = args.dynamic_method.parse().map_err(|e: String| {
         CliError::bad_input(format!("--dynamic-method {}: {e}", args.dynamic_method))
     })?;
-    let mut options = Options::new().fuse(args.fuse).dynamic_method(method);
-    if args.fuse == 0 || args.fuse > 5 {
-        return Err(CliError::bad_input(format!(
-            "--fuse {}: give 1 (no fusion) to 5 qubits",
-            args.fuse
-        )));
+    let mut options = Options::new().dynamic_method(method);
+    match args.fuse.trim() {
+        "auto" => options = options.fuse_measured(),
+        text => match text.parse::<usize>() {
+            Ok(fuse) if (1..=MAX_FUSE).contains(&fuse) => options = options.fuse(fuse),
+            _ => {
+                return Err(CliError::bad_input(format!(
+                    "--fuse {text}: give 1 (no fusion) to {MAX_FUSE} qubits, or auto to fuse as \
+                     wide as is cheapest by the kernels' cost measured on this machine"
+                )))
+            }
+        },
     }
     if let Some(t) = args.threads {
         if t == 0 || t > 1024 {
@@ -248,6 +270,7 @@ pub fn run(args: Args) -> CliResult {
     };
     simulate(
         &args,
+        &path,
         &circuit,
         &options,
         precision,
@@ -258,13 +281,13 @@ pub fn run(args: Args) -> CliResult {
 
 fn simulate(
     args: &Args,
+    path: &std::path::Path,
     circuit: &cxltier_qsim::Circuit,
     options: &Options,
     precision: Precision,
     indices: &[u64],
     parse_seconds: f64,
 ) -> CliResult {
-    let path = &args.circuit;
     if let Some(line) = circuit.dynamic {
         if args.shots == 0 || !indices.is_empty() {
             return Err(CliError::bad_input(format!(
@@ -287,6 +310,7 @@ fn simulate(
         let norm = sim.norm().map_err(|e| qsim_error(path, e))?;
         return finish(
             args,
+            path,
             &sim,
             norm,
             indices,
@@ -333,6 +357,7 @@ fn simulate(
     };
     finish(
         args,
+        path,
         &sim,
         norm,
         indices,
@@ -346,6 +371,7 @@ fn simulate(
 #[allow(clippy::too_many_arguments)]
 fn finish(
     args: &Args,
+    path: &std::path::Path,
     sim: &AnySimulation,
     norm: f64,
     indices: &[u64],
@@ -366,7 +392,7 @@ fn finish(
         .map(|(i, v)| (i.to_string(), v[0] * v[0] + v[1] * v[1]))
         .collect();
     let out = Output {
-        circuit: args.circuit.display().to_string(),
+        circuit: path.display().to_string(),
         run,
         norm,
         amplitudes,
@@ -395,10 +421,11 @@ fn finish(
 fn render(out: &Output<'_>, indices: &[u64], values: &[[f64; 2]]) -> String {
     let r = out.run;
     let mut s = format!(
-        "{} qubits, {} gates ({} after fusion), {}, {} ({} bytes), {} threads\n",
+        "{} qubits, {} gates ({} after fusion up to {} qubits), {}, {} ({} bytes), {} threads\n",
         r.qubits,
         r.gates,
         r.fused_gates,
+        r.fuse_width,
         r.precision,
         r.mode.replace('_', " "),
         r.state_bytes,
@@ -503,4 +530,80 @@ fn render(out: &Output<'_>, indices: &[u64], values: &[[f64; 2]]) -> String {
         }
     }
     s
+}
+
+/// `--bench-kernels`: every gate width's kernel against the machine's bounds.
+fn bench_kernels(args: &Args) -> CliResult {
+    let n = args.bench_qubits;
+    let amp_bytes = if args.precision == "f32" { 8 } else { 16 };
+    if !(10..=34).contains(&n) {
+        return Err(CliError::bad_input(format!(
+            "--bench-qubits {n}: give 10 to 34 (the state takes 2^N amplitudes of {amp_bytes} \
+             bytes; 24 is 2^24, past the caches)"
+        )));
+    }
+    let state_bytes = (1u64 << n) * amp_bytes;
+    if let Some(available) = cxltier_qsim::memory::available(std::path::Path::new("/")) {
+        if state_bytes > available {
+            return Err(CliError::bad_input(format!(
+                "--bench-qubits {n}: the state needs {state_bytes} bytes, more than the \
+                 {available} available: give fewer qubits"
+            )));
+        }
+    }
+    let threads = match args.threads {
+        Some(t) if t == 0 || t > 1024 => {
+            return Err(CliError::bad_input(format!(
+                "--threads {t}: give 1 to 1024"
+            )))
+        }
+        Some(t) => t,
+        None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+    };
+    let ks: Vec<usize> = (1..=MAX_GATE_QUBITS).collect();
+    let rounds = 5;
+    let bench: KernelBench = match args.precision.as_str() {
+        "f64" => cxltier_qsim::bench::bench_kernels::<f64>(n, &ks, rounds, threads),
+        "f32" => cxltier_qsim::bench::bench_kernels::<f32>(n, &ks, rounds, threads),
+        other => {
+            return Err(CliError::bad_input(format!(
+                "--precision {other}: give f64 or f32"
+            )))
+        }
+    }
+    .map_err(CliError::classified)?;
+    if args.json {
+        print_json("qsim --bench-kernels", &bench)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut s = format!(
+        "{} qubits at {}, {} threads: {:.1} G fused multiply-adds/s, {:.2} GB/s streaming \
+         (read and write each)\n",
+        bench.qubits,
+        bench.precision,
+        bench.threads,
+        bench.fma_per_second / 1e9,
+        bench.stream_bytes_per_second / 1e9
+    );
+    let mut t = Table::new([
+        "k",
+        "targets",
+        "ns/amplitude",
+        "FMA bound",
+        "memory bound",
+        "of bound",
+    ]);
+    for k in &bench.kernels {
+        t.row([
+            k.k.to_string(),
+            format!("{:?}", k.positions),
+            format!("{:.3}", k.ns_per_amplitude),
+            format!("{:.3}", k.fma_bound_ns),
+            format!("{:.3}", k.memory_bound_ns),
+            format!("{:.2}", k.fraction_of_bound),
+        ]);
+    }
+    s += &t.render();
+    print!("{s}");
+    Ok(ExitCode::SUCCESS)
 }

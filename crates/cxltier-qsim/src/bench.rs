@@ -1,0 +1,310 @@
+//! Measuring the kernels against what the machine can do: the fused multiply-add throughput
+//! (a tight loop of independent FMA chains) and the memory bandwidth (a streaming read and
+//! write of the state's array), both in the same run, so that each k-qubit kernel's time per
+//! amplitude is set against the bound that binds it on this CPU now. The same per-k costs,
+//! measured on a state that stays in cache, choose the fusion width ([`fusion_costs`]).
+
+use std::time::Instant;
+
+use multiversion::multiversion;
+use rayon::prelude::*;
+use serde::Serialize;
+
+use crate::gates::{self, Matrix};
+use crate::kernel::{self, Amp, Prepared, Real};
+
+/// Independent FMA chains in the throughput loop: two FMA units with a latency of four cycles
+/// need eight in flight; twelve leave room.
+const CHAINS: usize = 12;
+/// Reals per chain: one 512-bit vector of f32 (two 256-bit ones).
+const CHAIN_WIDTH: usize = 16;
+
+/// `iterations` rounds of [`CHAINS`] x [`CHAIN_WIDTH`] fused multiply-adds at f32; returns a
+/// value that depends on all of them (so none is optimised away).
+#[multiversion(targets(
+    "x86_64+avx512f+avx512vl+avx2+fma+avx+sse4.2",
+    "x86_64+avx2+fma+avx+sse4.2",
+    "x86_64+sse4.2",
+    "aarch64+neon"
+))]
+fn fma_loop_f32(iterations: usize, scale: f32, add: f32) -> f32 {
+    fma_loop::<f32>(iterations, scale, add)
+}
+
+/// As [`fma_loop_f32`], at f64.
+#[multiversion(targets(
+    "x86_64+avx512f+avx512vl+avx2+fma+avx+sse4.2",
+    "x86_64+avx2+fma+avx+sse4.2",
+    "x86_64+sse4.2",
+    "aarch64+neon"
+))]
+fn fma_loop_f64(iterations: usize, scale: f64, add: f64) -> f64 {
+    fma_loop::<f64>(iterations, scale, add)
+}
+
+#[inline(always)]
+fn fma_loop<T: Real>(iterations: usize, scale: T, add: T) -> T {
+    // One flat array of contiguous chains: the vectoriser makes each round CHAINS vector
+    // FMAs (nested arrays were vectorised across chains, with scatters).
+    let mut acc = [add; CHAINS * CHAIN_WIDTH];
+    for _ in 0..iterations {
+        for x in acc.iter_mut() {
+            *x = x.mul_add(scale, add);
+        }
+    }
+    acc.iter().fold(T::default(), |sum, &x| sum + x)
+}
+
+fn fma_round<T: Real>(iterations: usize) -> T {
+    // Opaque operands: a contraction (x = x * 1 + 0) must not be folded away.
+    let scale = std::hint::black_box(T::from_f64(0.999_999));
+    let add = std::hint::black_box(T::from_f64(1e-7));
+    if T::NAME == "f32" {
+        let r = fma_loop_f32(iterations, scale.to_f64() as f32, add.to_f64() as f32);
+        T::from_f64(r as f64)
+    } else {
+        T::from_f64(fma_loop_f64(iterations, scale.to_f64(), add.to_f64()))
+    }
+}
+
+/// Real fused multiply-adds per second over the current rayon pool (every thread runs the
+/// loop), best of `rounds`.
+pub fn fma_per_second<T: Real>(rounds: usize) -> f64 {
+    let threads = rayon::current_num_threads();
+    let iterations = 2_000_000;
+    let mut best = 0.0f64;
+    for _ in 0..rounds.max(1) {
+        let start = Instant::now();
+        let sum: f64 = (0..threads)
+            .into_par_iter()
+            .map(|_| fma_round::<T>(iterations).to_f64())
+            .sum();
+        let seconds = start.elapsed().as_secs_f64();
+        std::hint::black_box(sum);
+        best = best.max((threads * iterations * CHAINS * CHAIN_WIDTH) as f64 / seconds);
+    }
+    best
+}
+
+/// Seconds for one streaming read and write of every amplitude of `pieces` (each negated in
+/// place) over the current rayon pool, best of `rounds`.
+pub fn stream_seconds<T: Real>(pieces: &mut [&mut [Amp<T>]], rounds: usize) -> f64 {
+    let mut best = f64::INFINITY;
+    for _ in 0..rounds.max(1) {
+        let start = Instant::now();
+        pieces.par_iter_mut().for_each(|piece| {
+            for a in piece.iter_mut() {
+                *a = [-a[0], -a[1]];
+            }
+        });
+        best = best.min(start.elapsed().as_secs_f64());
+    }
+    best
+}
+
+/// A dense gate on `k` qubits with every entry non-zero (a product of one-qubit rotations and
+/// controlled rotations), so that no kernel can skip work.
+pub fn dense_gate(k: usize) -> Matrix {
+    let mut m = gates::identity(k);
+    let all: Vec<usize> = (0..k).collect();
+    for q in 0..k {
+        let t = q as f64;
+        let one = gates::u3(0.7 + 0.3 * t, 0.2 - 0.1 * t, 1.1 + 0.2 * t).expand(&[q], &all);
+        m = one.times(&m);
+        if q + 1 < k {
+            let two =
+                gates::controlled(&gates::u3(1.3, 0.4 * t, -0.6), 1).expand(&[q, q + 1], &all);
+            m = two.times(&m);
+        }
+    }
+    m
+}
+
+/// Where a benchmark's gate acts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Targets {
+    /// Qubits `0..k`: inside the vector registers, the hardest layout.
+    Low,
+    /// Qubits spread over the index, every fourth from qubit 3 (`3, 7, 11, ..`): targets
+    /// in different cache lines and pages.
+    Spread,
+}
+
+impl Targets {
+    /// The bit positions of a `k`-qubit gate on an `n`-qubit state.
+    pub fn positions(self, k: usize, n: usize) -> Vec<usize> {
+        match self {
+            Targets::Low => (0..k).collect(),
+            Targets::Spread => (0..k).map(|i| (3 + 4 * i).min(n - k + i)).collect(),
+        }
+    }
+}
+
+/// One kernel measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct KernelTime {
+    /// Qubits of the gate.
+    pub k: usize,
+    /// Where it acts.
+    pub targets: Targets,
+    /// The bit positions.
+    pub positions: Vec<usize>,
+    /// Nanoseconds per amplitude (best of the rounds).
+    pub ns_per_amplitude: f64,
+    /// The arithmetic's bound: 4 * 2^k real multiply-adds per amplitude at the measured rate.
+    pub fma_bound_ns: f64,
+    /// The memory's bound: one streaming read and write of the state, per amplitude.
+    pub memory_bound_ns: f64,
+    /// The larger of the two bounds.
+    pub bound_ns: f64,
+    /// `bound_ns / ns_per_amplitude`: 1 is as fast as the machine allows.
+    pub fraction_of_bound: f64,
+}
+
+/// A kernel benchmark run.
+#[derive(Debug, Clone, Serialize)]
+pub struct KernelBench {
+    /// `f32` or `f64`.
+    pub precision: &'static str,
+    /// Qubits of the state.
+    pub qubits: usize,
+    /// Threads of the pool.
+    pub threads: usize,
+    /// Measured real fused multiply-adds per second (all threads).
+    pub fma_per_second: f64,
+    /// Measured streaming read+write bandwidth of the state, bytes per second each way.
+    pub stream_bytes_per_second: f64,
+    /// Each kernel.
+    pub kernels: Vec<KernelTime>,
+}
+
+/// The state as the in-memory simulator holds it: `2^n` amplitudes cut into 256 pieces (fewer
+/// for small states).
+fn state_pieces<T: Real>(state: &mut [Amp<T>], n: usize) -> (Vec<&mut [Amp<T>]>, usize) {
+    let piece_bits = n.saturating_sub(8).max(n.min(4));
+    (state.chunks_mut(1 << piece_bits).collect(), piece_bits)
+}
+
+/// Seconds for one application of `matrix` on `positions`, best of `rounds`.
+fn kernel_seconds<T: Real>(
+    pieces: &mut [&mut [Amp<T>]],
+    piece_bits: usize,
+    matrix: &Matrix,
+    positions: &[usize],
+    rounds: usize,
+) -> f64 {
+    let gate = Prepared::<T>::new(matrix, positions.to_vec());
+    let mut best = f64::INFINITY;
+    for _ in 0..rounds.max(1) {
+        let start = Instant::now();
+        kernel::apply(pieces, piece_bits, &gate);
+        best = best.min(start.elapsed().as_secs_f64());
+    }
+    best
+}
+
+/// Measure the FMA rate, the state's streaming bandwidth and every k-qubit kernel (k in
+/// `ks`, both target layouts) on an `n`-qubit state, on a pool of `threads` threads, each
+/// the best of `rounds`.
+pub fn bench_kernels<T: Real>(
+    n: usize,
+    ks: &[usize],
+    rounds: usize,
+    threads: usize,
+) -> Result<KernelBench, crate::QsimError> {
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .map_err(|e| crate::QsimError::Config(format!("cannot start {threads} threads: {e}")))?;
+    Ok(pool.install(|| bench_on_pool::<T>(n, ks, rounds)))
+}
+
+fn bench_on_pool<T: Real>(n: usize, ks: &[usize], rounds: usize) -> KernelBench {
+    let len = 1usize << n;
+    let mut state: Vec<Amp<T>> = (0..len)
+        .map(|i| {
+            let x = (i % 97) as f64 / 97.0;
+            [T::from_f64(x * 1e-3), T::from_f64((1.0 - x) * 1e-3)]
+        })
+        .collect();
+    let (mut pieces, piece_bits) = state_pieces(&mut state, n);
+    let fma = fma_per_second::<T>(rounds);
+    let stream = stream_seconds(&mut pieces, rounds);
+    let memory_bound_ns = stream * 1e9 / len as f64;
+    let mut kernels = Vec::new();
+    for &k in ks {
+        let matrix = dense_gate(k);
+        let fma_bound_ns = 4.0 * (1u64 << k) as f64 / fma * 1e9;
+        for targets in [Targets::Low, Targets::Spread] {
+            let positions = targets.positions(k, n);
+            let seconds = kernel_seconds(&mut pieces, piece_bits, &matrix, &positions, rounds);
+            let ns = seconds * 1e9 / len as f64;
+            let bound_ns = fma_bound_ns.max(memory_bound_ns);
+            kernels.push(KernelTime {
+                k,
+                targets,
+                positions,
+                ns_per_amplitude: ns,
+                fma_bound_ns,
+                memory_bound_ns,
+                bound_ns,
+                fraction_of_bound: bound_ns / ns,
+            });
+        }
+    }
+    KernelBench {
+        precision: T::NAME,
+        qubits: n,
+        threads: rayon::current_num_threads(),
+        fma_per_second: fma,
+        stream_bytes_per_second: (len * std::mem::size_of::<Amp<T>>()) as f64 / stream,
+        kernels,
+    }
+}
+
+/// The time per amplitude (seconds) of a dense `k`-qubit gate, index `k` (1 to
+/// [`crate::fusion::MAX_FUSE`]; index 0 unused), measured once per process and precision on
+/// the calling thread over a state that stays in cache (as a sweep's gates run): the mean of
+/// gates on the lowest qubits and spread ones, best of seven rounds taken in turn over the
+/// widths, so that a moment of load elsewhere on the machine does not fall on one width only.
+pub fn fusion_costs<T: Real>() -> Vec<f64> {
+    static F32: std::sync::OnceLock<Vec<f64>> = std::sync::OnceLock::new();
+    static F64: std::sync::OnceLock<Vec<f64>> = std::sync::OnceLock::new();
+    let cell = if T::NAME == "f32" { &F32 } else { &F64 };
+    cell.get_or_init(measure_fusion_costs::<T>).clone()
+}
+
+fn measure_fusion_costs<T: Real>() -> Vec<f64> {
+    let max = crate::fusion::MAX_FUSE;
+    // 2^14 amplitudes: 128 KiB at f32, 256 KiB at f64, in a core's L2 cache, cut into runs as
+    // a sweep's group is.
+    let n = 14;
+    let piece_bits = 10;
+    let mut state: Vec<Amp<T>> = (0..1usize << n)
+        .map(|i| [T::from_f64((i % 13) as f64 * 1e-3), T::from_f64(1e-3)])
+        .collect();
+    let mut pieces: Vec<&mut [Amp<T>]> = state.chunks_mut(1 << piece_bits).collect();
+    let gates: Vec<Vec<Prepared<T>>> = (1..=max)
+        .map(|k| {
+            let matrix = dense_gate(k);
+            [Targets::Low, Targets::Spread]
+                .iter()
+                .map(|t| Prepared::new(&matrix, t.positions(k, n)))
+                .collect()
+        })
+        .collect();
+    let mut best = vec![f64::INFINITY; max + 1];
+    for _ in 0..7 {
+        for (i, layouts) in gates.iter().enumerate() {
+            let start = Instant::now();
+            for gate in layouts {
+                kernel::apply_serial(&mut pieces, piece_bits, gate);
+            }
+            let seconds = start.elapsed().as_secs_f64() / layouts.len() as f64;
+            best[i + 1] = best[i + 1].min(seconds / (1u64 << n) as f64);
+        }
+    }
+    best[0] = 0.0;
+    best
+}
