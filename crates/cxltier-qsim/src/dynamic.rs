@@ -197,6 +197,9 @@ pub fn run_shots<T: Real>(
             _ => unreachable!("the prefix is gates"),
         })
         .collect();
+    if let Some(p) = sim.progress() {
+        p.shots_planned(shots);
+    }
     sim.apply(&prefix)?;
     let prefix_pass_reports = sim.report().pass_reports.len();
 
@@ -323,6 +326,9 @@ impl<R: Rng> Runner<'_, R> {
         clbits: &mut [bool],
     ) -> Result<(), QsimError> {
         self.report.branches += 1;
+        if let Some(p) = sim.progress() {
+            p.shots_counted(shots);
+        }
         if self.finals.is_empty() {
             *self
                 .counts

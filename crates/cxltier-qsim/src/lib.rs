@@ -27,12 +27,14 @@ pub mod fusion;
 pub mod gates;
 pub mod kernel;
 pub mod memory;
+pub mod progress;
 pub mod qasm;
 mod sim;
 pub mod sweep;
 
 pub use dynamic::{DynamicReport, Method};
 pub use kernel::Real;
+pub use progress::{Progress, ProgressSnapshot};
 pub use qasm::{parse, Circuit, ClassicalRegister, Condition, Instruction, Operation};
 pub use sim::{
     AnySimulation, Options, PassInfo, Precision, RunReport, Simulation, SAMPLE_BYTES_PER_SHOT,

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Instant;
 
 use cxltier_array::{ArrayConfig, ChunkPlacement, PassReport, TieredArray};
@@ -12,6 +13,7 @@ use serde::Serialize;
 
 use crate::fusion::{self, Op};
 use crate::kernel::{Amp, Real};
+use crate::progress::Progress;
 use crate::qasm::Circuit;
 use crate::{sweep, QsimError};
 
@@ -26,6 +28,7 @@ pub struct Options {
     pub(crate) max_extra: usize,
     pub(crate) blocking: sweep::Blocking,
     pub(crate) dynamic_method: crate::dynamic::Method,
+    pub(crate) progress: Option<Arc<Progress>>,
 }
 
 impl Default for Options {
@@ -39,6 +42,7 @@ impl Default for Options {
             max_extra: 6,
             blocking: sweep::Blocking::default(),
             dynamic_method: crate::dynamic::Method::Auto,
+            progress: None,
         }
     }
 }
@@ -71,6 +75,11 @@ impl Options {
     /// Fuse gates up to `qubits` qubits (1 turns fusion off; at most 5).
     pub fn fuse(mut self, qubits: usize) -> Self {
         self.fuse = fusion::Width::Fixed(qubits.clamp(1, fusion::MAX_FUSE));
+        self
+    }
+    /// Advance `progress` as the run goes (read it from another thread to show it).
+    pub fn progress(mut self, progress: Arc<Progress>) -> Self {
+        self.progress = Some(progress);
         self
     }
     /// Fuse as wide as is cheapest by the kernels' cost measured on this machine
@@ -214,6 +223,7 @@ pub struct Simulation<T: Real> {
     pool: rayon::ThreadPool,
     fuse: fusion::Width,
     blocking: sweep::Blocking,
+    progress: Option<Arc<Progress>>,
     /// Where copies of the state go ([`Simulation::save`]): memory when the state is in memory,
     /// the `--ssd` directories when it is out of core.
     copy_config: ArrayConfig,
@@ -432,6 +442,7 @@ impl<T: Real> Simulation<T> {
             pool,
             fuse: options.fuse,
             blocking: options.blocking,
+            progress: options.progress.clone(),
             copy_config,
             fresh: true,
             _t: std::marker::PhantomData,
@@ -460,6 +471,7 @@ impl<T: Real> Simulation<T> {
     fn apply_ops(&mut self, ops: &[Op]) -> Result<Applied, QsimError> {
         let n = self.n;
         let (fuse, blocking) = (self.fuse, self.blocking);
+        let progress = self.progress.clone();
         match self.layout {
             Layout::Memory { piece_bits } => {
                 let relabel = self.fresh;
@@ -484,7 +496,16 @@ impl<T: Real> Simulation<T> {
                     .take((1usize << n >> piece_bits).max(1))
                     .collect();
                 let swept = self.pool.install(|| {
-                    sweep::run(&mut pieces, piece_bits, n, ops, fuse, relabel, blocking)
+                    sweep::run(
+                        &mut pieces,
+                        piece_bits,
+                        n,
+                        ops,
+                        fuse,
+                        relabel,
+                        blocking,
+                        progress.as_deref(),
+                    )
                 });
                 if relabel {
                     self.perm = swept.perm;
@@ -567,7 +588,19 @@ impl<T: Real> Simulation<T> {
                 let block_lists: Vec<&[Vec<usize>]> =
                     pass_blocks.iter().map(Vec::as_slice).collect();
                 let pool = &self.pool;
+                if let Some(progress) = &progress {
+                    progress.blocks_planned(block_lists.iter().map(|b| b.len()).sum());
+                }
+                // The pipeline runs pass after pass: a block of a later pass ends the ones before.
+                let mut in_pass = 0;
                 let io = self.array.passes(&block_lists, |p, _, bytes| {
+                    if let Some(progress) = &progress {
+                        if p > in_pass {
+                            progress.passes_finished(p - in_pass);
+                            in_pass = p;
+                        }
+                        progress.block_done(bytes.len());
+                    }
                     let amps = bytemuck::cast_slice_mut::<u8, Amp<T>>(bytes);
                     let mut pieces: Vec<&mut [Amp<T>]> = amps.chunks_mut(1 << piece_bits).collect();
                     let swept = pool.install(|| {
@@ -579,12 +612,16 @@ impl<T: Real> Simulation<T> {
                             fuse,
                             false,
                             blocking,
+                            None,
                         )
                     });
                     fused_gates[p] = swept.fused_gates;
                     fuse_width = fuse_width.max(swept.fuse_width);
                     Ok(())
                 })?;
+                if let Some(progress) = &progress {
+                    progress.passes_finished(passes.len() - in_pass);
+                }
                 let pass_reports: Vec<PassInfo> = passes
                     .iter()
                     .zip(io)
@@ -646,6 +683,11 @@ impl<T: Real> Simulation<T> {
     /// Whether the state lives in memory (copies then take memory too).
     pub(crate) fn in_memory(&self) -> bool {
         matches!(self.layout, Layout::Memory { .. })
+    }
+
+    /// Where the run's progress goes, when a caller asked for it.
+    pub(crate) fn progress(&self) -> Option<&Progress> {
+        self.progress.as_deref()
     }
 
     pub(crate) fn report_mut(&mut self) -> &mut RunReport {

@@ -16,6 +16,7 @@ use rayon::prelude::*;
 
 use crate::fusion::{self, Op};
 use crate::kernel::{self, Amp, Prepared, Real};
+use crate::progress::Progress;
 
 /// Bytes of amplitudes a thread works on at once: 4 MiB, so that the groups of two threads stay
 /// in a 32 MiB last-level cache while all of a sweep's gates run over them. (Groups the size of
@@ -96,7 +97,11 @@ impl Default for Blocking {
 /// as `pieces` of `2^piece_bits` amplitudes, fusing up to `fuse` qubits, on the current rayon
 /// pool, in groups as `blocking` says. With `relabel`, the qubits are first relabelled to make
 /// the sweeps few (valid only while the state is |0...0>, which any relabelling leaves
-/// unchanged); the report says where each qubit went.
+/// unchanged); the report says where each qubit went. `progress` counts the fused gates and
+/// sweeps as they are done.
+// The state, its layout and the run's settings: a struct for them would be built once per call
+// site and taken apart here.
+#[allow(clippy::too_many_arguments)]
 pub fn run<T: Real>(
     pieces: &mut [&mut [Amp<T>]],
     piece_bits: usize,
@@ -105,6 +110,7 @@ pub fn run<T: Real>(
     fuse: fusion::Width,
     relabel: bool,
     blocking: Blocking,
+    progress: Option<&Progress>,
 ) -> SweepReport {
     let cache_bytes = blocking.group_bytes;
     let copy_groups = (1usize << n) * std::mem::size_of::<Amp<T>>() >= blocking.copy_groups_from;
@@ -117,12 +123,18 @@ pub fn run<T: Real>(
     // over the whole state.
     if run_bits < 3 || cache_bits < run_bits + widest {
         let (fuse_width, fused) = fuse_as::<T>(ops, fuse);
+        if let Some(p) = progress {
+            p.gates_planned(fused.len());
+        }
         for op in &fused {
             kernel::apply(
                 pieces,
                 piece_bits,
                 &Prepared::new(&op.matrix, op.qubits.clone()),
             );
+            if let Some(p) = progress {
+                p.sweep_done(1);
+            }
         }
         return SweepReport {
             sweeps: fused.len(),
@@ -142,6 +154,9 @@ pub fn run<T: Real>(
         ((0..n).collect(), fused)
     };
     let passes = fusion::plan_passes(&fused, n, run_bits, extra);
+    if let Some(p) = progress {
+        p.gates_planned(fused.len());
+    }
     for pass in &passes {
         let to_group = |q: usize| -> usize {
             if q < run_bits {
@@ -184,6 +199,9 @@ pub fn run<T: Real>(
                     }
                 })
             });
+        }
+        if let Some(p) = progress {
+            p.sweep_done(pass.gates.len());
         }
     }
     SweepReport {
@@ -277,6 +295,7 @@ mod tests {
                 fusion::Width::Fixed(2),
                 true,
                 blocking,
+                None,
             );
             assert!(report.sweeps > 3, "only {} sweeps", report.sweeps);
             states.push(state);

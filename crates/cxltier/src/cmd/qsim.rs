@@ -10,13 +10,18 @@ use cxltier_control::ControlError;
 use cxltier_qsim::bench::KernelBench;
 use cxltier_qsim::fusion::MAX_FUSE;
 use cxltier_qsim::kernel::MAX_GATE_QUBITS;
-use cxltier_qsim::{parse, AnySimulation, Options, Precision, QsimError, RunReport};
-use cxltier_topo::{nodelist, Topology};
+use cxltier_qsim::{
+    parse, AnySimulation, Options, Precision, Progress, ProgressSnapshot, QsimError, RunReport,
+};
+use cxltier_topo::{format_bytes, nodelist, Topology};
 use serde::Serialize;
 use std::collections::BTreeMap;
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Instant;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 const LONG_HELP: &str = "\
 Reads an OpenQASM 2.0 program (or the OpenQASM 3 subset qiskit.qasm3.dumps writes; Qiskit's
@@ -268,26 +273,127 @@ pub fn run(args: Args) -> CliResult {
             )))
         }
     };
+    // A bar on a terminal for a run that lasts (not with --json: then stderr is for errors).
+    let drawer = (!args.json && std::io::stderr().is_terminal()).then(|| {
+        let progress = Arc::new(Progress::new());
+        options = options.clone().progress(Arc::clone(&progress));
+        ProgressDrawer::start(progress)
+    });
     simulate(
         &args,
-        &path,
         &circuit,
         &options,
         precision,
         &indices,
         parse_seconds,
+        drawer,
     )
+}
+
+/// Draws a run's [`Progress`] on stderr, from a thread of its own, once the run has lasted
+/// [`ProgressDrawer::QUIET`]; stops and clears the bar when dropped (before results print).
+struct ProgressDrawer {
+    done: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl ProgressDrawer {
+    /// A run shorter than this shows nothing.
+    const QUIET: Duration = Duration::from_secs(2);
+    const EVERY: Duration = Duration::from_millis(200);
+
+    fn start(progress: Arc<Progress>) -> ProgressDrawer {
+        let done = Arc::new(AtomicBool::new(false));
+        let stop = Arc::clone(&done);
+        let thread = std::thread::spawn(move || {
+            let started = Instant::now();
+            while started.elapsed() < Self::QUIET {
+                if stop.load(Ordering::Relaxed) {
+                    return;
+                }
+                std::thread::sleep(Self::EVERY);
+            }
+            let bar = indicatif::ProgressBar::with_draw_target(
+                None,
+                indicatif::ProgressDrawTarget::stderr(),
+            )
+            .with_elapsed(started.elapsed());
+            bar.set_style(
+                indicatif::ProgressStyle::with_template("qsim {elapsed_precise} {msg}")
+                    .expect("valid template"),
+            );
+            // The rate is over each redraw's interval, from what had streamed when it began.
+            let mut last = (Instant::now(), progress.snapshot().streamed_bytes);
+            while !stop.load(Ordering::Relaxed) {
+                let now = progress.snapshot();
+                let rate = {
+                    let dt = last.0.elapsed().as_secs_f64();
+                    let bytes = now.streamed_bytes.saturating_sub(last.1);
+                    last = (Instant::now(), now.streamed_bytes);
+                    if dt > 0.0 {
+                        bytes as f64 / dt
+                    } else {
+                        0.0
+                    }
+                };
+                bar.set_message(progress_line(&now, rate));
+                std::thread::sleep(Self::EVERY);
+            }
+            bar.finish_and_clear();
+        });
+        ProgressDrawer {
+            done,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for ProgressDrawer {
+    fn drop(&mut self) {
+        self.done.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// What the bar says: a dynamic circuit's shots; otherwise the fused gates and sweeps in memory,
+/// or the blocks, passes and the state's streaming rate (read, computed, written) out of core.
+fn progress_line(p: &ProgressSnapshot, streamed_per_second: f64) -> String {
+    if p.shots_total > 0 {
+        // A dynamic run is made of shots: its gates and sweeps start again each shot.
+        format!("shots {}/{}", p.shots_done, p.shots_total)
+    } else if p.blocks_total > 0 {
+        format!(
+            "blocks {}/{}, passes {}, {}/s through the state",
+            p.blocks_done,
+            p.blocks_total,
+            p.passes_done,
+            format_bytes(streamed_per_second as u64)
+        )
+    } else if p.gates_total > 0 {
+        format!(
+            "fused gates {}/{}, sweeps {}",
+            p.gates_done, p.gates_total, p.sweeps_done
+        )
+    } else {
+        "setting up".into()
+    }
 }
 
 fn simulate(
     args: &Args,
-    path: &std::path::Path,
     circuit: &cxltier_qsim::Circuit,
     options: &Options,
     precision: Precision,
     indices: &[u64],
     parse_seconds: f64,
+    drawer: Option<ProgressDrawer>,
 ) -> CliResult {
+    let path = args
+        .circuit
+        .as_deref()
+        .expect("run() returned for --bench-kernels, which has no circuit");
     if let Some(line) = circuit.dynamic {
         if args.shots == 0 || !indices.is_empty() {
             return Err(CliError::bad_input(format!(
@@ -305,6 +411,8 @@ fn simulate(
         let (sim, counts) =
             AnySimulation::run_shots(circuit, options, precision, args.shots as u64, args.seed)
                 .map_err(|e| qsim_error(path, e))?;
+        // The bar goes before anything else is printed.
+        drop(drawer);
         let readout = Instant::now();
         let mut sim = sim;
         let norm = sim.norm().map_err(|e| qsim_error(path, e))?;
@@ -322,6 +430,7 @@ fn simulate(
     }
     let mut sim =
         AnySimulation::run(circuit, options, precision).map_err(|e| qsim_error(path, e))?;
+    drop(drawer);
     let readout = Instant::now();
     let norm = sim.norm().map_err(|e| qsim_error(path, e))?;
     let values = sim.amplitudes(indices).map_err(|e| qsim_error(path, e))?;
@@ -606,4 +715,28 @@ fn bench_kernels(args: &Args) -> CliResult {
     s += &t.render();
     print!("{s}");
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_progress_line_says_what_the_run_is_made_of() {
+        let mut p = ProgressSnapshot::default();
+        assert_eq!(progress_line(&p, 0.0), "setting up");
+        p.gates_total = 359;
+        p.gates_done = 69;
+        p.sweeps_done = 11;
+        assert_eq!(progress_line(&p, 0.0), "fused gates 69/359, sweeps 11");
+        p.blocks_total = 1520;
+        p.blocks_done = 74;
+        p.passes_done = 4;
+        let line = progress_line(&p, 512.0 * 1024.0 * 1024.0);
+        assert!(line.starts_with("blocks 74/1520, passes 4, "), "{line}");
+        assert!(line.ends_with("/s through the state"), "{line}");
+        p.shots_total = 2000;
+        p.shots_done = 13;
+        assert_eq!(progress_line(&p, 0.0), "shots 13/2000");
+    }
 }
