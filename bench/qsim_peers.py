@@ -1,8 +1,10 @@
-"""Peers for bench/qsim-vs-peers: generate benchmark circuits, and time Qiskit Aer and qsim on them.
+"""Peers for bench/qsim-vs-peers: generate benchmark circuits, and time Qiskit Aer, qsim and qulacs on them.
 
   python qsim_peers.py circuit N DEPTH SEED OUT.qasm     write a layered random circuit
   python qsim_peers.py aer FILE.qasm THREADS f64|f32      print seconds Aer spent simulating
   python qsim_peers.py qsim FILE.qasm THREADS             print seconds qsim spent (f32 only)
+  python qsim_peers.py qulacs FILE.qasm THREADS           print seconds qulacs spent (f64 only)
+  python qsim_peers.py qulacs-state FILE.qasm OUT.npy     write qulacs's final state (a check)
 
 The circuit: DEPTH layers, each a random single-qubit rotation (u3) on every qubit, then CX on
 neighbouring pairs alternating between even and odd offsets. Gate counts are what the QASM holds.
@@ -71,6 +73,48 @@ def qsim(path, threads):
     print(time.perf_counter() - start)
 
 
+def qulacs_circuit(path):
+    """The layered circuit (u3 and cx only, as circuit() writes them) as a qulacs circuit."""
+    from qiskit import qasm2
+    from qulacs import QuantumCircuit
+    from qulacs.gate import CNOT, U3
+    qc = qasm2.load(path, custom_instructions=qasm2.LEGACY_CUSTOM_INSTRUCTIONS)
+    c = QuantumCircuit(qc.num_qubits)
+    for inst in qc.data:
+        name = inst.operation.name
+        qs = [qc.find_bit(q).index for q in inst.qubits]
+        if name == 'u3':
+            theta, phi, lam = (float(p) for p in inst.operation.params)
+            c.add_gate(U3(qs[0], theta, phi, lam))
+        elif name == 'cx':
+            c.add_gate(CNOT(qs[0], qs[1]))
+        else:
+            raise SystemExit(f'qulacs peer: gate {name} not handled')
+    return qc.num_qubits, c
+
+
+def qulacs(path, threads):
+    # qulacs takes its thread count from OpenMP's environment, read when the library loads.
+    import os
+    os.environ['OMP_NUM_THREADS'] = str(threads)
+    from qulacs import QuantumState
+    n, c = qulacs_circuit(path)
+    state = QuantumState(n)
+    start = time.perf_counter()
+    state.set_zero_state()
+    c.update_quantum_state(state)
+    print(time.perf_counter() - start)
+
+
+def qulacs_state(path, out):
+    import numpy as np
+    from qulacs import QuantumState
+    n, c = qulacs_circuit(path)
+    state = QuantumState(n)
+    c.update_quantum_state(state)
+    np.save(out, state.get_vector())
+
+
 if __name__ == '__main__':
     cmd = sys.argv[1]
     if cmd == 'circuit':
@@ -79,5 +123,9 @@ if __name__ == '__main__':
         aer(sys.argv[2], int(sys.argv[3]), sys.argv[4])
     elif cmd == 'qsim':
         qsim(sys.argv[2], int(sys.argv[3]))
+    elif cmd == 'qulacs':
+        qulacs(sys.argv[2], int(sys.argv[3]))
+    elif cmd == 'qulacs-state':
+        qulacs_state(sys.argv[2], sys.argv[3])
     else:
         raise SystemExit(__doc__)
