@@ -4,36 +4,14 @@
 //!
 //! Aer comes from PyPI into bench/cache/venv (`scripts/qsim-peers`, which `scripts/test` runs).
 
+mod common;
+use common::{python, scratch, HEADER};
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use cxltier_qsim::{parse, Options, Simulation};
 use rand::{Rng, SeedableRng};
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn python() -> PathBuf {
-    let py = repo().join("bench/cache/venv/bin/python");
-    assert!(
-        py.exists(),
-        "Qiskit Aer is not installed: run scripts/qsim-peers (it installs qiskit and qiskit-aer into bench/cache/venv)"
-    );
-    py
-}
-
-fn scratch(name: &str) -> PathBuf {
-    // On the root file system (not tmpfs), where O_DIRECT works.
-    let d = repo()
-        .join("target")
-        .join(format!("qsim-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-const HEADER: &str = "OPENQASM 2.0;\ninclude \"qelib1.inc\";\n";
 
 fn random_circuit(n: usize, gates: usize, seed: u64) -> String {
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);

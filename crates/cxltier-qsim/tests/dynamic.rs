@@ -6,6 +6,8 @@
 //!
 //! Aer comes from PyPI into bench/cache/venv (`scripts/qsim-peers`, which `scripts/test` runs).
 
+mod common;
+use common::{python, scratch, HEADER};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -14,29 +16,6 @@ use std::process::Command;
 use cxltier_qsim::{parse, AnySimulation, Method, Options, Precision};
 use rand::{Rng, SeedableRng};
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn python() -> PathBuf {
-    let py = repo().join("bench/cache/venv/bin/python");
-    assert!(
-        py.exists(),
-        "Qiskit Aer is not installed: run scripts/qsim-peers (it installs qiskit and qiskit-aer into bench/cache/venv)"
-    );
-    py
-}
-
-fn scratch(name: &str) -> PathBuf {
-    // On the root file system (not tmpfs), where O_DIRECT works.
-    let d = repo()
-        .join("target")
-        .join(format!("qsim-dyn-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-const HEADER: &str = "OPENQASM 2.0;\ninclude \"qelib1.inc\";\n";
 const AER_SEED: u64 = 11;
 const OUR_SEED: u64 = 5;
 /// The significance: a correct simulator fails this with probability 1e-4 per circuit, and

@@ -5,33 +5,14 @@
 //! Qiskit and Aer come from PyPI into bench/cache/venv (`scripts/qsim-peers`, which
 //! `scripts/test` runs).
 
+mod common;
+use common::{python, scratch};
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use cxltier_qsim::qasm::{standard_matrix, EXTRA_GATES, STANDARD_GATES};
 use cxltier_qsim::{parse, Options, Simulation};
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn python() -> PathBuf {
-    let py = repo().join("bench/cache/venv/bin/python");
-    assert!(
-        py.exists(),
-        "Qiskit Aer is not installed: run scripts/qsim-peers (it installs qiskit and qiskit-aer into bench/cache/venv)"
-    );
-    py
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let d = repo()
-        .join("target")
-        .join(format!("qsim-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
 
 /// Run tests/qiskit_reference.py with `args`.
 fn reference(args: &[String]) {
