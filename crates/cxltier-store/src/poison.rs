@@ -88,7 +88,7 @@ impl Store {
                 let e = self.index.remove(k.as_slice()).expect("present");
                 self.free_place(e.place());
                 if let (Some(nv), Some(log)) = (e.nv(), self.log.as_mut()) {
-                    let _ = log.append_tombstone(&k, nv);
+                    let _ = log.append_tombstone(&k);
                     log.mark_dead(nv);
                 }
                 out.lost.push(k);

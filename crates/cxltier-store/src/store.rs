@@ -420,10 +420,12 @@ impl Store {
     fn open_log(&mut self, cfg: LogConfig) -> Result<()> {
         let now = now_ms();
         let mut index = Index::new();
-        // Deleted (or expired) keys: the delete's record sequence and its place in write order.
-        let mut deleted: HashMap<Box<[u8]>, (u64, WritePos)> = HashMap::new();
+        // Deleted (or expired) keys: the delete's record sequence, its place in write order and,
+        // for a delete written as a tombstone, where that is and what it shields
+        // ([`crate::log::Recovered::tombstone_before`]).
+        type Deleted = (u64, WritePos, Option<(NvLoc, u64)>);
+        let mut deleted: HashMap<Box<[u8]>, Deleted> = HashMap::new();
         let mut dead: Vec<NvLoc> = Vec::new();
-        let mut tombstones: Vec<(NvLoc, NvLoc)> = Vec::new();
         let mut flush_seq = 0u64;
         // Segment index → sequence number, for the place in write order of an entry's record.
         let mut segment_seqs: HashMap<u32, u64> = HashMap::new();
@@ -433,12 +435,12 @@ impl Store {
             if r.flush_all {
                 flush_seq = r.seq;
                 dead.extend(index.values().filter_map(|e| e.nv()));
+                dead.extend(deleted.drain().filter_map(|(_, (_, _, t))| t.map(|t| t.0)));
                 index.clear();
-                deleted.clear();
                 dead.push(r.loc);
                 return;
             }
-            if r.seq < flush_seq || deleted.get(r.key).is_some_and(|&(s, _)| s > r.seq) {
+            if r.seq < flush_seq || deleted.get(r.key).is_some_and(|&(s, _, _)| s > r.seq) {
                 dead.push(r.loc);
                 return;
             }
@@ -452,18 +454,21 @@ impl Store {
             if let Some(nv) = old.as_ref().and_then(|e| e.nv()) {
                 dead.push(nv);
             }
+            // A newer record supersedes an older delete: its tombstone shields nothing now.
+            if let Some((_, _, Some((t, _)))) = deleted.remove(r.key) {
+                dead.push(t);
+            }
             if r.tombstone {
-                deleted.insert(r.key.into(), (r.seq, at));
-                match old.and_then(|e| e.nv()) {
-                    Some(shadowed) => tombstones.push((r.loc, shadowed)),
-                    None => dead.push(r.loc),
-                }
+                deleted.insert(
+                    r.key.into(),
+                    (r.seq, at, Some((r.loc, r.tombstone_before()))),
+                );
                 return;
             }
             if r.expires_at_ms.is_some_and(|t| t <= now) {
                 // Like a tombstone: older versions replayed later (records relocated by cleaning
                 // come back out of order) must not reappear.
-                deleted.insert(r.key.into(), (r.seq, at));
+                deleted.insert(r.key.into(), (r.seq, at, None));
                 dead.push(r.loc);
                 return;
             }
@@ -493,7 +498,7 @@ impl Store {
                 .filter_map(|e| e.nv())
                 .filter(|l| (segment_seqs[&l.segment], l.offset as u64) < last)
                 .count();
-            let deletes = deleted.values().filter(|&&(_, at)| at < last).count();
+            let deletes = deleted.values().filter(|&&(_, at, _)| at < last).count();
             (values + deletes) as u64
         };
         let (mut log, report) = match opened {
@@ -508,11 +513,13 @@ impl Store {
         for loc in dead {
             log.mark_dead(loc);
         }
-        // A tombstone whose shadowed record was itself superseded before the delete still shields
-        // it until that segment is cleaned.
-        for (t, s) in tombstones {
-            log.note_tombstone(t, s);
+        // Each key's newest delete keeps its tombstone while older segments live.
+        for (_, _, t) in deleted.into_values() {
+            if let Some((loc, before)) = t {
+                log.note_tombstone(loc, before);
+            }
         }
+        log.release_tombstones();
         self.recovered_keys = index.user_len() as u64;
         self.recovery = crate::Recovery {
             keys_recovered: index.user_len() as u64,
@@ -957,8 +964,8 @@ impl Store {
             }
         }
         if let Some(e) = self.index.get(key) {
-            if let (true, Some(nv), Some(log)) = (e.dirty(), e.nv(), self.log.as_mut()) {
-                let _ = log.append_tombstone(key, nv);
+            if let (true, Some(_), Some(log)) = (e.dirty(), e.nv(), self.log.as_mut()) {
+                let _ = log.append_tombstone(key);
             }
         }
         self.drop_entry(key);
@@ -1721,13 +1728,13 @@ impl Store {
             return Ok(false);
         };
         let expired = is_expired(e, self.now_ms());
-        if let (Some(nv), true) = (e.nv(), self.log.is_some()) {
+        if let (Some(_), true) = (e.nv(), self.log.is_some()) {
             // The tombstone comes first: if it cannot be written, the key stays as it was.
             let log = self.log.as_mut().expect("log");
-            match log.append_tombstone(key, nv) {
+            match log.append_tombstone(key) {
                 Err(StoreError::Full { .. }) => {
                     self.clean(8)?;
-                    self.log.as_mut().expect("log").append_tombstone(key, nv)?;
+                    self.log.as_mut().expect("log").append_tombstone(key)?;
                 }
                 other => other?,
             }
@@ -2441,9 +2448,9 @@ impl Store {
     /// recovery, which drops chunks without a root.
     fn drop_chunks_of(&mut self, root: &[u8]) {
         for k in self.chunk_keys_of(root) {
-            let nv = self.index.get(&k).and_then(|e| e.nv());
-            if let (Some(nv), Some(log)) = (nv, self.log.as_mut()) {
-                let _ = log.append_tombstone(&k, nv);
+            let on_log = self.index.get(&k).is_some_and(|e| e.nv().is_some());
+            if let (true, Some(log)) = (on_log, self.log.as_mut()) {
+                let _ = log.append_tombstone(&k);
             }
             self.drop_entry(&k);
         }

@@ -31,6 +31,11 @@
 //! - A freed segment's header is overwritten with zeros (on disk) before the segment is reused and
 //!   before any tombstone that shadowed one of its records is dropped: otherwise recovery could
 //!   resurrect a deleted key.
+//! - A tombstone lives as long as any segment whose life began at or before the delete (sequence
+//!   number at most the one then open, which the tombstone carries in its `expires_at_ms` field):
+//!   every older version of its key, dead or not, lies in such a segment. The newest version alone
+//!   is not enough: an older one, superseded before the delete, can outlive it in a segment the
+//!   cleaner has not reached, and would come back.
 //! - The open segment's image lives in an aligned buffer; reads of records not yet on disk are
 //!   served from it.
 
@@ -172,6 +177,18 @@ pub struct Recovered<'a> {
     pub value_len: u32,
 }
 
+impl Recovered<'_> {
+    /// For a tombstone: the sequence number of the segment open when the delete was written, which
+    /// it carries in its `expires_at_ms` field (see the module's invariants). A tombstone written
+    /// before it carried one is taken as written in the segment holding it: later than the truth
+    /// if the cleaner moved it, so it is kept longer, never too short.
+    pub fn tombstone_before(&self) -> u64 {
+        self.expires_at_ms
+            .filter(|&b| b <= self.segment_seq)
+            .unwrap_or(self.segment_seq)
+    }
+}
+
 /// Device counters.
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct LogStats {
@@ -228,12 +245,12 @@ struct Segment {
     used: u32,
 }
 
-/// A tombstone and the record it shadows: the tombstone is needed while that record's segment
-/// lives (in that same life: `seq`).
+/// What a tombstone shields: every segment whose life began at or before `before` (the sequence
+/// number of the segment open when the delete was written) may hold an older version of its key,
+/// so the tombstone is needed while one of them, other than its own, lives.
 #[derive(Debug, Clone, Copy)]
 struct Shadow {
-    segment: u32,
-    seq: u64,
+    before: u64,
 }
 
 /// Who may use the segments kept free for the cleaner.
@@ -897,34 +914,84 @@ impl Log {
         Ok(loc)
     }
 
-    /// Append a tombstone for `key`, whose newest record on the log was at `shadowed`.
-    pub fn append_tombstone(&mut self, key: &[u8], shadowed: NvLoc) -> Result<()> {
+    /// Append a tombstone for `key` (a delete of a key with a record on the log).
+    pub fn append_tombstone(&mut self, key: &[u8]) -> Result<()> {
         let seq = self.next_seq;
+        // Every version of the key so far lies in a segment that began at or before this one.
+        let before = self.segments[self.open as usize].seq;
         let loc = self.append_raw(
             key,
             Kind::String,
             &[],
-            0,
+            before,
             FLAG_TOMBSTONE,
             seq,
             Reserve::TombstonesMayUse,
         )?;
         self.next_seq += 1;
-        self.note_tombstone(loc, shadowed);
+        self.note_tombstone(loc, before);
         Ok(())
     }
 
-    /// Record that the tombstone at `tombstone` shadows the record at `shadowed` (used by recovery:
-    /// the store knows both locations when it replays a tombstone).
-    pub fn note_tombstone(&mut self, tombstone: NvLoc, shadowed: NvLoc) {
-        let s = self.segments[shadowed.segment as usize];
-        self.tombstones.insert(
-            tombstone,
-            Shadow {
-                segment: shadowed.segment,
-                seq: s.seq,
-            },
-        );
+    /// Record that the tombstone at `tombstone` is needed while a segment that began at or before
+    /// segment sequence `before` lives (used by recovery: see [`Recovered::tombstone_before`]).
+    pub fn note_tombstone(&mut self, tombstone: NvLoc, before: u64) {
+        self.tombstones.insert(tombstone, Shadow { before });
+    }
+
+    /// The two oldest segments in use (sequence number, index), oldest first.
+    fn two_oldest_segments(&self) -> [Option<(u64, u32)>; 2] {
+        let mut oldest: [Option<(u64, u32)>; 2] = [None, None];
+        for (i, s) in self.segments.iter().enumerate() {
+            if s.state == SegState::Free {
+                continue;
+            }
+            let this = Some((s.seq, i as u32));
+            if oldest[0].is_none_or(|o| (s.seq, i as u32) < o) {
+                oldest[1] = oldest[0];
+                oldest[0] = this;
+            } else if oldest[1].is_none_or(|o| (s.seq, i as u32) < o) {
+                oldest[1] = this;
+            }
+        }
+        oldest
+    }
+
+    /// Whether a tombstone in segment `at` still shields something: a segment in use, other than
+    /// `at`, that began at or before `before`.
+    fn tombstone_needed(&self, at: u32, before: u64) -> bool {
+        self.segments
+            .iter()
+            .enumerate()
+            .any(|(i, s)| s.state != SegState::Free && i as u32 != at && s.seq <= before)
+    }
+
+    /// Mark dead the tombstones that shield nothing any more (after a segment is freed, and after
+    /// recovery), so that cleaning drops them.
+    pub fn release_tombstones(&mut self) {
+        let oldest = self.two_oldest_segments();
+        let released: Vec<NvLoc> = self
+            .tombstones
+            .iter()
+            .filter(|(loc, sh)| {
+                // The oldest segment in use other than the tombstone's own.
+                let other = match oldest {
+                    [Some((_, i)), second] if i == loc.segment => second,
+                    [first, _] => first,
+                };
+                other.is_none_or(|(seq, _)| seq > sh.before)
+            })
+            .map(|(loc, _)| *loc)
+            .collect();
+        for loc in released {
+            self.tombstones.remove(&loc);
+            self.mark_dead(loc);
+        }
+    }
+
+    /// Bytes of tombstones still needed.
+    fn tombstone_bytes(&self) -> u64 {
+        self.tombstones.keys().map(|l| l.len as u64).sum()
     }
 
     /// Forget everything: a flush-all record first (durably), then every older segment is wiped.
@@ -1219,7 +1286,7 @@ impl Log {
     }
 
     /// Clean up to `max_segments` of the sealed segments with the fewest live bytes: live records
-    /// (`is_live`; tombstones while the record they shadow lives) are appended again, keeping their
+    /// (`is_live`; tombstones while a segment as old as their delete lives) are appended again, keeping their
     /// sequence numbers, reported through `relocated(key, old, new)`, and the segment is freed.
     pub fn clean(
         &mut self,
@@ -1236,7 +1303,23 @@ impl Log {
             .collect();
         victims.sort_unstable();
         let seg_size = self.segment_size as u64;
-        victims.retain(|&(live, _)| live < seg_size * 9 / 10);
+        // Tombstones are kept while the oldest segment lives; when they add up to a quarter of a
+        // segment, that segment is cleaned however live it is (its records move to the head,
+        // into a young segment), so that a cold segment cannot keep every delete on the log.
+        let oldest = self.two_oldest_segments()[0].filter(|&(_, i)| {
+            i != self.open && self.segments[i as usize].state == SegState::Sealed
+        });
+        let oldest_first = oldest.filter(|_| self.tombstone_bytes() >= seg_size / 4);
+        victims.retain(|&(live, i)| live < seg_size * 9 / 10 && Some(i) != oldest.map(|o| o.1));
+        if let Some((_, i)) = oldest {
+            let live = self.segments[i as usize].live_bytes;
+            if oldest_first.is_some() {
+                victims.insert(0, (live, i));
+            } else if live < seg_size * 9 / 10 {
+                victims.push((live, i));
+                victims.sort_unstable();
+            }
+        }
         victims.truncate(max_segments);
         let mut report = CleanReport::default();
         let mut image = AlignedBuf::new(seg_size as usize);
@@ -1271,10 +1354,9 @@ impl Log {
                     len: p.total as u32,
                 };
                 let live = if p.tombstone {
-                    self.tombstones.get(&old).is_some_and(|sh| {
-                        let s = self.segments[sh.segment as usize];
-                        s.state != SegState::Free && s.seq == sh.seq && sh.segment != index
-                    })
+                    self.tombstones
+                        .get(&old)
+                        .is_some_and(|sh| self.tombstone_needed(index, sh.before))
                 } else if p.flush_all {
                     false
                 } else {
@@ -1305,17 +1387,8 @@ impl Log {
             // The moved records must be on disk before the only other copy goes.
             self.sync(true)?;
             self.wipe_segment(index)?;
-            // Tombstones that shadowed records of this segment are not needed any more.
-            let freed: Vec<NvLoc> = self
-                .tombstones
-                .iter()
-                .filter(|(_, sh)| sh.segment == index && sh.seq == seq)
-                .map(|(loc, _)| *loc)
-                .collect();
-            for loc in freed {
-                self.tombstones.remove(&loc);
-                self.mark_dead(loc);
-            }
+            // Tombstones that only this segment still needed are not needed any more.
+            self.release_tombstones();
             report.segments_freed += 1;
             self.stats.segments_cleaned += 1;
         }

@@ -15,17 +15,18 @@ fn cfg(path: &Path, segments: u64) -> LogConfig {
     }
 }
 
-/// Replay into a key → (seq, loc, tombstone) model the way the store does.
+/// Replay into a key → location model the way the store does.
 fn open_model(c: &LogConfig) -> (Log, BTreeMap<Vec<u8>, NvLoc>) {
-    let mut latest: BTreeMap<Vec<u8>, (u64, Option<NvLoc>)> = BTreeMap::new();
+    // key → (seq, its value's location, or its tombstone's location and what it shields)
+    type Latest = (u64, Result<NvLoc, (NvLoc, u64)>);
+    let mut latest: BTreeMap<Vec<u8>, Latest> = BTreeMap::new();
     let mut flush_seq = 0;
     let mut dead = Vec::new();
-    let mut tombs = Vec::new();
     let (mut log, _) = Log::open(c, &mut |r| {
         if r.flush_all {
             flush_seq = r.seq;
             for (_, (_, l)) in std::mem::take(&mut latest) {
-                dead.extend(l);
+                dead.push(l.unwrap_or_else(|t| t.0));
             }
             return;
         }
@@ -36,17 +37,15 @@ fn open_model(c: &LogConfig) -> (Log, BTreeMap<Vec<u8>, NvLoc>) {
         match latest.get(r.key) {
             Some(&(s, _)) if s > r.seq => dead.push(r.loc),
             prev => {
-                if let Some(&(_, Some(l))) = prev {
-                    dead.push(l);
-                    if r.tombstone {
-                        tombs.push((r.loc, l));
-                    }
+                if let Some(&(_, l)) = prev {
+                    dead.push(l.unwrap_or_else(|t| t.0));
                 }
-                if r.tombstone {
-                    latest.insert(r.key.to_vec(), (r.seq, None));
+                let now = if r.tombstone {
+                    Err((r.loc, r.tombstone_before()))
                 } else {
-                    latest.insert(r.key.to_vec(), (r.seq, Some(r.loc)));
-                }
+                    Ok(r.loc)
+                };
+                latest.insert(r.key.to_vec(), (r.seq, now));
             }
         }
     })
@@ -54,12 +53,15 @@ fn open_model(c: &LogConfig) -> (Log, BTreeMap<Vec<u8>, NvLoc>) {
     for l in dead {
         log.mark_dead(l);
     }
-    for (t, s) in tombs {
-        log.note_tombstone(t, s);
+    for (_, l) in latest.values() {
+        if let Err((t, before)) = l {
+            log.note_tombstone(*t, *before);
+        }
     }
+    log.release_tombstones();
     let map = latest
         .into_iter()
-        .filter_map(|(k, (_, l))| l.map(|l| (k, l)))
+        .filter_map(|(k, (_, l))| l.ok().map(|l| (k, l)))
         .collect();
     (log, map)
 }
@@ -191,7 +193,7 @@ fn deleted_keys_stay_deleted_through_cleaning_and_reopen() {
         }
         if i == 10 {
             log.mark_dead(old);
-            log.append_tombstone(b"gone", old).unwrap();
+            log.append_tombstone(b"gone").unwrap();
         }
     }
     let mut moved = None;
@@ -769,4 +771,77 @@ fn report_segment_seq(c: &LogConfig, index: u32) -> u64 {
     let bytes = std::fs::read(&c.path).unwrap();
     let at = index as usize * SEG;
     parse_header(&bytes[at..at + SEGMENT_HEADER]).unwrap().0
+}
+
+#[test]
+fn a_delete_stays_deleted_when_an_older_dead_version_outlives_the_shadowed_one() {
+    // "gone" is written twice: P0 in a segment that stays almost all live (never cleaned), P1
+    // (superseding P0) in a segment that churn empties. Its delete's tombstone shadows P1 only.
+    // Cleaning frees P1's segment, then the tombstone's own: the tombstone must survive as long
+    // as P0's segment does, or recovery brings P0 back.
+    let p = temp_path("log");
+    let c = cfg(&p, 16);
+    let (mut log, _) = Log::open(&c, &mut |_| {}).unwrap();
+    let p0 = log.append(b"gone", Kind::String, b"v0", None).unwrap();
+    let mut keep: Vec<(Vec<u8>, NvLoc)> = Vec::new();
+    for i in 0..70u32 {
+        let k = format!("keep{i}").into_bytes();
+        let l = log.append(&k, Kind::String, &[1u8; 1000], None).unwrap();
+        keep.push((k, l));
+    }
+    let p1 = log.append(b"gone", Kind::String, b"v1", None).unwrap();
+    log.mark_dead(p0);
+    let mut churn: Option<NvLoc> = None;
+    let write_churn = |log: &mut Log, n: u32, churn: &mut Option<NvLoc>| {
+        for i in 0..n {
+            let l = log
+                .append(b"churn", Kind::String, &[i as u8; 1000], None)
+                .unwrap();
+            if let Some(o) = churn.replace(l) {
+                log.mark_dead(o);
+            }
+        }
+    };
+    write_churn(&mut log, 100, &mut churn);
+    log.mark_dead(p1);
+    log.append_tombstone(b"gone").unwrap();
+    write_churn(&mut log, 150, &mut churn);
+    // Clean one segment at a time (the fewest live bytes first: P0's segment, the most live,
+    // comes last), reopening after each: the deleted key never comes back, before or after
+    // the segments holding P1 and the tombstone are freed.
+    let p1_life = log.segments[p1.segment as usize].seq;
+    let mut exercised = false;
+    for _ in 0..40 {
+        let mut moved: Vec<(Vec<u8>, NvLoc, NvLoc)> = Vec::new();
+        log.clean(
+            1,
+            &mut |k, l| {
+                (k == b"churn" && Some(l) == churn)
+                    || keep.iter().any(|(kk, kl)| kk == k && *kl == l)
+            },
+            &mut |k, o, n| moved.push((k.to_vec(), o, n)),
+        )
+        .unwrap();
+        for (k, o, n) in moved {
+            if k == b"churn" {
+                churn = Some(n);
+            } else if let Some(e) = keep.iter_mut().find(|(kk, kl)| *kk == k && *kl == o) {
+                e.1 = n;
+            }
+        }
+        write_churn(&mut log, 10, &mut churn);
+        exercised |= log.segments[p1.segment as usize].seq != p1_life
+            && log.segments[p0.segment as usize].seq == 1;
+        log.sync(true).unwrap();
+        drop(log);
+        let (reopened, map) = open_model(&c);
+        log = reopened;
+        assert!(!map.contains_key(&b"gone"[..]), "a deleted key came back");
+        assert_eq!(map.len(), 71);
+        churn = map.get(&b"churn"[..]).copied();
+        for (k, l) in keep.iter_mut() {
+            *l = map[k];
+        }
+    }
+    assert!(exercised, "P1's segment was freed while P0's lived");
 }
