@@ -182,21 +182,27 @@ pub enum Operation {
     },
 }
 
-/// `if(creg==value)`: the whole register (bit 0 least significant) compared to `value`.
+/// `if(creg==value)`: classical bits `first..first + size` (a whole register, bit 0 least
+/// significant, or one bit of it: `if (c[2])` in OpenQASM 3) compared to `value`; `negated` for
+/// `!=` and for the `else` branch of an `if`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Condition {
-    /// The register's bit 0, numbered over all classical bits.
+    /// The register's bit 0 (or the one bit), numbered over all classical bits.
     pub first: usize,
-    /// The register's width.
+    /// The register's width (1 for one bit).
     pub size: usize,
     /// The value compared with (below `2^size`).
     pub value: u64,
+    /// Holds when the bits do not read `value`.
+    pub negated: bool,
 }
 
 impl Condition {
-    /// Whether the classical bits hold the value.
+    /// Whether the condition holds for these classical bits.
     pub fn holds(&self, clbits: &[bool]) -> bool {
-        (0..self.size).all(|i| clbits[self.first + i] == (i < 64 && (self.value >> i) & 1 == 1))
+        let equal = (0..self.size)
+            .all(|i| clbits[self.first + i] == (i < 64 && (self.value >> i) & 1 == 1));
+        equal != self.negated
     }
 }
 
@@ -399,7 +405,7 @@ impl std::fmt::Display for Tok {
 }
 
 const SYMBOLS: &[&str] = &[
-    "->", "==", ";", ",", "(", ")", "[", "]", "{", "}", "+", "-", "*", "/", "^",
+    "->", "==", "!=", ";", ",", "(", ")", "[", "]", "{", "}", "+", "-", "*", "/", "^",
 ];
 
 fn lex(src: &str) -> Result<Vec<(Tok, usize)>, QsimError> {
@@ -631,40 +637,53 @@ fn is_openqasm3(src: &str) -> bool {
 /// The subset of OpenQASM 3 that `qiskit.qasm3.dumps` writes for the circuits this simulator
 /// runs, rewritten line for line as OpenQASM 2 (so that errors keep their line numbers):
 /// `include "stdgates.inc"`, `qubit[n] q;` and `bit[n] c;` (or one of each without `[n]`),
-/// `c[0] = measure q[0];`, `if (c == n) { ... }` over its body's statements, `phase`/`cphase`
-/// for `p`/`cp`; gate definitions, gate calls, `reset` and `barrier` are the same in both.
-/// Anything else is left as it is, for the OpenQASM 2 reader to refuse with its line.
+/// `c[0] = measure q[0];`, `if (...) { ... }` and `} else { ... }` over their bodies'
+/// statements, where the condition is a register or one bit of it compared with `==` or `!=`,
+/// or a bit alone (`c[0]`, `!c[0]`); `phase`/`cphase` for `p`/`cp`; gate definitions, gate
+/// calls, `reset` and `barrier` are the same in both. Anything else is left as it is, for the
+/// OpenQASM 2 reader to refuse with its line.
 fn from_openqasm3(src: &str) -> Result<String, QsimError> {
     let mut out = String::with_capacity(src.len());
-    // What each open `{` belongs to: a gate definition (kept) or an `if` (its condition).
-    let mut blocks: Vec<Option<String>> = Vec::new();
+    // What each open `{` belongs to: a gate definition (kept) or an `if`/`else` (its condition).
+    let mut blocks: Vec<Option<Qasm3Condition>> = Vec::new();
+    // The `if` whose block the previous line closed, for an `else {` on the next.
+    let mut closed_if: Option<Qasm3Condition> = None;
     for (i, raw) in src.lines().enumerate() {
         let line = i + 1;
         let bad = |message: String| Err(QsimError::Parse { line, message });
         let text = raw.split("//").next().unwrap_or("").trim();
-        let condition: String = blocks.iter().flatten().cloned().collect();
+        let condition: String = blocks
+            .iter()
+            .flatten()
+            .map(Qasm3Condition::prefix)
+            .collect();
+        let after_if = closed_if.take();
         let statement = if text.starts_with("OPENQASM") {
             "OPENQASM 2.0;".to_string()
         } else if text == r#"include "stdgates.inc";"# {
             r#"include "qelib1.inc";"#.to_string()
-        } else if let Some(rest) = text.strip_prefix("if") {
+        } else if let Some(rest) = text
+            .strip_prefix("if")
+            .filter(|r| r.trim_start().starts_with('('))
+        {
             let rest = rest.trim_start();
             let Some((cond, body)) = rest.strip_prefix('(').and_then(|r| r.split_once(')')) else {
                 return bad(format!("expected `if (register == value)`, found {text:?}"));
             };
-            let Some((reg, value)) = cond.split_once("==") else {
-                return bad(format!(
-                    "if ({cond}): only a whole register compared with `==` to a value is \
-                     supported (as OpenQASM 2 has it)"
-                ));
+            let cond = match Qasm3Condition::parse(cond) {
+                Ok(c) => c,
+                Err(message) => return bad(message),
             };
             if !condition.is_empty() {
-                return bad("nested `if` blocks are not supported".into());
+                return bad(
+                    "nested `if` blocks are not supported: write the inner condition on the \
+                     register as a whole (`if (c == n)`)"
+                        .into(),
+                );
             }
-            let prefix = format!("if({}=={}) ", reg.trim(), value.trim());
             let body = body.trim();
             if body == "{" {
-                blocks.push(Some(prefix));
+                blocks.push(Some(cond));
                 String::new()
             } else if body.starts_with('{') || body.is_empty() {
                 return bad(format!(
@@ -672,10 +691,23 @@ fn from_openqasm3(src: &str) -> Result<String, QsimError> {
                      qiskit.qasm3.dumps does"
                 ));
             } else {
-                format!("{prefix}{body}")
+                format!("{}{body}", cond.prefix())
             }
+        } else if text == "} else {" || text == "else {" {
+            let opened = if text == "else {" {
+                after_if
+            } else if let Some(Some(_)) = blocks.last() {
+                blocks.pop().flatten()
+            } else {
+                None
+            };
+            let Some(cond) = opened else {
+                return bad("`else` without an `if` block just before it".into());
+            };
+            blocks.push(Some(cond.negated()));
+            String::new()
         } else if text == "}" && blocks.last().is_some_and(Option::is_some) {
-            blocks.pop();
+            closed_if = blocks.pop().flatten();
             String::new()
         } else if text.ends_with('{') && text.starts_with("gate ") {
             blocks.push(None);
@@ -722,6 +754,81 @@ fn from_openqasm3(src: &str) -> Result<String, QsimError> {
         out.push('\n');
     }
     Ok(out)
+}
+
+/// An OpenQASM 3 `if` condition as the OpenQASM 2 reader takes it: `lhs` a register or one bit
+/// of it (`c[2]`), compared with `value`.
+#[derive(Debug, Clone)]
+struct Qasm3Condition {
+    lhs: String,
+    not_equal: bool,
+    value: String,
+}
+
+impl Qasm3Condition {
+    /// `c == 2`, `c != 2`, `c[0] == 1`, `c[0] == true`, `c[0]`, `!c[0]`.
+    fn parse(cond: &str) -> Result<Self, String> {
+        let cond = cond.trim();
+        let unsupported = || {
+            format!(
+                "if ({cond}): the condition must be a register or one of its bits compared with \
+                 `==` or `!=` to a value, or a bit alone (`c[0]`, `!c[0]`)"
+            )
+        };
+        let is_name = |t: &str| {
+            let (name, index) = match t.split_once('[') {
+                Some((n, rest)) => (n, Some(rest)),
+                None => (t, None),
+            };
+            !name.is_empty()
+                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                && index.is_none_or(|r| {
+                    r.strip_suffix(']')
+                        .is_some_and(|i| !i.is_empty() && i.chars().all(|c| c.is_ascii_digit()))
+                })
+        };
+        let (lhs, not_equal, value) = if let Some((l, v)) = cond.split_once("==") {
+            (l.trim(), false, v.trim())
+        } else if let Some((l, v)) = cond.split_once("!=") {
+            (l.trim(), true, v.trim())
+        } else if let Some(bit) = cond.strip_prefix('!') {
+            (bit.trim(), false, "0")
+        } else {
+            (cond, false, "1")
+        };
+        let value = match value {
+            "true" => "1",
+            "false" => "0",
+            v => v,
+        };
+        let bare_register = !cond.contains('=') && !lhs.contains('[');
+        if !is_name(lhs)
+            || bare_register
+            || !value.chars().all(|c| c.is_ascii_digit())
+            || value.is_empty()
+        {
+            return Err(unsupported());
+        }
+        Ok(Self {
+            lhs: lhs.to_string(),
+            not_equal,
+            value: value.to_string(),
+        })
+    }
+
+    /// The opposite condition (an `else` block's).
+    fn negated(&self) -> Self {
+        Self {
+            not_equal: !self.not_equal,
+            ..self.clone()
+        }
+    }
+
+    /// The OpenQASM 2 prefix: `if(c[0]==1) `.
+    fn prefix(&self) -> String {
+        let op = if self.not_equal { "!=" } else { "==" };
+        format!("if({}{op}{}) ", self.lhs, self.value)
+    }
 }
 
 impl Parser {
@@ -924,24 +1031,60 @@ impl Parser {
     }
 
     /// `if(creg==n) OPERATION;`: a gate call, `measure` or `reset`, run only when the whole
-    /// register reads `n` (bit 0 least significant), as in OpenQASM 2.0.
+    /// register reads `n` (bit 0 least significant), as in OpenQASM 2.0. Also read, for what
+    /// OpenQASM 3 writes (`if (c[0])`, `if (c != 2)`, `else`): one bit of a register
+    /// (`if(c[i]==b)`) and `!=`.
     fn if_statement(&mut self, line: usize) -> Result<(), QsimError> {
         self.expect_sym("(")?;
         let name = self.ident()?;
-        self.expect_sym("==")?;
+        let bit = if self.is_sym("[") {
+            self.next()?;
+            let i = self.integer()?;
+            self.expect_sym("]")?;
+            Some(i)
+        } else {
+            None
+        };
+        let negated = if self.is_sym("!=") {
+            self.next()?;
+            true
+        } else {
+            self.expect_sym("==")?;
+            false
+        };
         let value = self.integer()?;
         self.expect_sym(")")?;
+        let op = if negated { "!=" } else { "==" };
+        let lhs = match bit {
+            Some(i) => format!("{name}[{i}]"),
+            None => name.clone(),
+        };
         let &(first, size) = self.cregs.get(&name).ok_or_else(|| QsimError::Parse {
             line,
             message: format!(
-                "if({name}=={value}): no classical register named {name:?} is declared (declare                  it with `creg {name}[N];` before the `if`)"
+                "if({lhs}{op}{value}): no classical register named {name:?} is declared (declare \
+                 it with `creg {name}[N];` before the `if`)"
             ),
         })?;
+        let (first, size) = match bit {
+            Some(i) if i >= size => {
+                return Err(QsimError::Parse {
+                    line,
+                    message: format!(
+                        "if({lhs}{op}{value}): {name} has {size} bits, numbered 0 to {}",
+                        size - 1
+                    ),
+                })
+            }
+            Some(i) => (first + i, 1),
+            None => (first, size),
+        };
         if size < 64 && (value as u64) >> size != 0 {
             return Err(QsimError::Parse {
                 line,
                 message: format!(
-                    "if({name}=={value}): {name} has {size} bits, so it holds 0 to {}: the                      value can never match",
+                    "if({lhs}{op}{value}): {lhs} has {size} bits, so it holds 0 to {}: the \
+                     value can never match",
                     (1u128 << size) - 1
                 ),
             });
@@ -954,7 +1097,8 @@ impl Parser {
             return Err(QsimError::Parse {
                 line,
                 message: format!(
-                    "if({name}=={value}) is followed by `{word}`: only a gate, `measure` or                      `reset` can be conditioned"
+                    "if({lhs}{op}{value}) is followed by `{word}`: only a gate, `measure` or \
+                     `reset` can be conditioned"
                 ),
             });
         }
@@ -963,6 +1107,7 @@ impl Parser {
             first,
             size,
             value: value as u64,
+            negated,
         });
         // The statement reader takes its first word from the tokens: step back onto it. It
         // cannot be another `if` (refused above), so this does not nest.
@@ -1549,6 +1694,7 @@ mod tests {
             first: 0,
             size: 2,
             value: 1,
+            negated: false,
         });
         assert_eq!(
             ops,
@@ -1562,12 +1708,61 @@ mod tests {
             ]
         );
         assert_eq!(c.gates[2].name, "p");
-        // Errors keep their lines; a condition on one bit is refused with the fix.
-        let (line, msg) = line_of("OPENQASM 3.0;\nqubit[1] q;\nbit[1] c;\nif (c[0]) {\n");
-        assert_eq!(line, 4);
-        assert!(msg.contains("whole register compared with `==`"), "{msg}");
+        // Errors keep their lines.
         let (line, _) = line_of("OPENQASM 3.0;\nqubit[1] q;\n\nfoo q[0];\n");
         assert_eq!(line, 4);
+    }
+
+    #[test]
+    fn reads_openqasm3_conditions_on_one_bit_and_else_blocks() {
+        // As qiskit.qasm3.dumps writes `if_test((clbit, 1))`, `if_test((clbit, 0))` with an
+        // `else`, and a register compared with `!=`.
+        let src = "OPENQASM 3.0;\ninclude \"stdgates.inc\";\nbit[3] c;\nqubit[2] q;\n\
+                   c[1] = measure q[0];\nif (c[1]) {\n  x q[1];\n}\nif (!c[2]) {\n  h q[1];\n\
+                   } else {\n  z q[1];\n}\nif (c != 5) x q[0];\nif (c[0] == false) {\n  y q[0];\n}\n\
+                   else {\n  s q[0];\n}\n";
+        let c = parse(src).unwrap();
+        let conds: Vec<Option<(usize, usize, u64, bool)>> = c
+            .instructions
+            .iter()
+            .map(|i| i.condition.map(|c| (c.first, c.size, c.value, c.negated)))
+            .collect();
+        assert_eq!(
+            conds,
+            [
+                None,
+                Some((1, 1, 1, false)),
+                Some((2, 1, 0, false)),
+                Some((2, 1, 0, true)),
+                Some((0, 3, 5, true)),
+                Some((0, 1, 0, false)),
+                Some((0, 1, 0, true)),
+            ]
+        );
+        let bit = c.instructions[1].condition.unwrap();
+        assert!(bit.holds(&[false, true, false]) && !bit.holds(&[true, false, true]));
+        let not_five = c.instructions[4].condition.unwrap();
+        assert!(!not_five.holds(&[true, false, true]) && not_five.holds(&[true, true, true]));
+        // What is not supported says so, on its line, with the form that is.
+        let head = "OPENQASM 3.0;\nqubit[1] q;\nbit[2] c;\n";
+        let (line, msg) = line_of(&format!("{head}if (c) {{\n"));
+        assert_eq!(line, 4);
+        assert!(msg.contains("a bit alone"), "{msg}");
+        let (line, msg) = line_of(&format!("{head}if (c[0] && c[1]) {{\n"));
+        assert_eq!(line, 4);
+        assert!(msg.contains("compared with"), "{msg}");
+        let (line, msg) = line_of(&format!("{head}if (c[0]) {{\nif (c[1]) {{\n"));
+        assert_eq!(line, 5);
+        assert!(msg.contains("nested"), "{msg}");
+        let (line, msg) = line_of(&format!("{head}x q[0];\n}} else {{\n"));
+        assert_eq!(line, 5);
+        assert!(msg.contains("`else` without"), "{msg}");
+        let (line, msg) = line_of(&format!("{head}if (c[2]) x q[0];\n"));
+        assert_eq!(line, 4);
+        assert!(msg.contains("numbered 0 to 1"), "{msg}");
+        let (line, msg) = line_of(&format!("{head}if (c[0] == 2) x q[0];\n"));
+        assert_eq!(line, 4);
+        assert!(msg.contains("never match"), "{msg}");
     }
 
     #[test]
@@ -1596,6 +1791,7 @@ mod tests {
             first: 0,
             size: 1,
             value: 1,
+            negated: false,
         };
         assert_eq!(c.instructions[2].condition, Some(a1));
         assert_eq!(c.instructions[3].condition, None);

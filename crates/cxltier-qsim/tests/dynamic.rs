@@ -306,3 +306,75 @@ fn openqasm3_from_qiskit_gives_the_same_shots() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Dynamic circuits as Qiskit users write them, `if_test` on one bit or on a register, half with
+/// an `else`, read from `qiskit.qasm3.dumps`; Aer runs the same circuit objects in Qiskit. Our
+/// counts, by branches and by trajectories, against Aer's.
+#[test]
+fn qiskit_if_test_on_bits_with_else_matches_aer() {
+    let dir = scratch("ifelse");
+    let shots = 4000u64;
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/qiskit_if_else.py");
+    let built = Command::new(python())
+        .arg(&script)
+        .arg("build")
+        .arg(&dir)
+        .arg(shots.to_string())
+        .arg(AER_SEED.to_string())
+        .output()
+        .unwrap();
+    assert!(
+        built.status.success(),
+        "qiskit_if_else.py build failed: {}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| {
+            let path = e.unwrap().path();
+            (path.extension()? == "qasm3").then(|| path.file_stem()?.to_str().map(String::from))?
+        })
+        .collect();
+    names.sort();
+    assert_eq!(names.len(), 7, "{names:?}");
+    for (method, method_name) in [
+        (Method::Branches, "branches"),
+        (Method::Trajectories, "trajectories"),
+    ] {
+        let options = Options::new().dynamic_method(method);
+        for name in &names {
+            let text = std::fs::read_to_string(dir.join(format!("{name}.qasm3"))).unwrap();
+            let (counts, report, _) = run(&text, &options, shots, OUR_SEED);
+            assert_eq!(counts.values().sum::<u64>(), shots, "{name}");
+            assert_eq!(report.method, method_name, "{name}");
+            std::fs::write(
+                dir.join(format!("{name}.ours.json")),
+                serde_json::to_string(&counts).unwrap(),
+            )
+            .unwrap();
+        }
+        let out = Command::new(python())
+            .arg(&script)
+            .arg("compare")
+            .arg(&dir)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "qiskit_if_else.py compare failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let results: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        for name in &names {
+            let r = &results[name.as_str()];
+            let p = r["p"].as_f64().unwrap();
+            assert!(
+                p > P_MIN,
+                "{name} ({method_name}): chi-square p = {p:e} (dof {}), Aer {}",
+                r["dof"],
+                r["aer"]
+            );
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
