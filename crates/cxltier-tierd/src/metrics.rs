@@ -330,6 +330,7 @@ mod tests {
             retry_pending: 1,
             rate_limit_bytes_per_s: 1e6,
             rate_limit_bound_bytes: 2e6,
+            memory: None,
         }
     }
 
