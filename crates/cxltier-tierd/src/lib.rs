@@ -20,6 +20,10 @@
 //! - [`tuning`]: the `--tune`/`--sweep` session: [`tune`]'s search driven against a target
 //!   ([`tuning::Measurer`]), the weighted-interleave table held at the chosen split
 //!   ([`tuning::AllocationWeights`]), reported to a [`tuning::TuneSink`].
+//! - memory mode (`--nvme`): [`swap`] (the swap area on NVMe: checked, created, turned on, and
+//!   undone), [`pageout`] (which resident pages go beyond the DRAM + CXL budgets, sent with
+//!   `process_madvise(MADV_PAGEOUT)`) and [`psi`] (memory pressure and the SLA controller that
+//!   sets the pageout allowance).
 //! - [`workload`]: a test workload whose hot set moves, for the lab and for demos.
 //!
 //! Nothing here prints or exits; every failure is a [`TierdError`] that says what to do.

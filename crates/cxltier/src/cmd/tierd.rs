@@ -71,8 +71,19 @@ new allocations keep its own policy (only a process can set its own), and tierd 
 throughput stays more than --retune-threshold percent away from its baseline for
 --retune-windows windows in a row.
 
+Memory mode (--nvme PATH[:SIZE]): each target keeps at most --dram-budget in DRAM and
+--cxl-budget (default 0) on slower memory; its coldest resident pages beyond the sum are paged out
+with process_madvise(MADV_PAGEOUT) to a swap area tierd sets up on PATH: a block device (a swap
+header is written at its start) or a new file of SIZE bytes on ext2/3/4, xfs or f2fs (created,
+written in full, removed when tierd stops), turned on with swapon(2) at a priority above every
+other swap area (system-wide: said on stderr; --dry-run says it and does nothing). --max-stall-pct
+P makes the pageout rate follow memory pressure (PSI `some` of the target's cgroup v2, else the
+system's): it grows while the stall stays under P percent and shrinks above it. A full swap area
+stops offloading and is reported; the target is never killed. When tierd stops, the area is turned
+off (the pages come back into memory) and the file it created removed.
+
 Needs root (DAMON's sysfs interface, the idle-page bitmap and page frame numbers, moving another
-process's pages). Exit status: 0 when stopped or when every target exited; 2 bad input (no such
+process's pages, swapon). Exit status: 0 when stopped or when every target exited; 2 bad input (no such
 process, malformed policy); 3 without root; 4 when the kernel has neither DAMON nor idle-page
 tracking (or not the one --access-source names) or the machine has a single memory tier.";
 
