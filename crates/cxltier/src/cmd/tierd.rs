@@ -667,15 +667,7 @@ fn report_teardown(area: &SwapArea, done: &Result<Teardown, TierdError>, json: b
                 if t.removed_file { "; swap file removed" } else { "" }
             );
             if json {
-                if let Ok(line) = json_line(
-                    "tierd",
-                    "swap_teardown",
-                    &serde_json::json!({
-                        "path": area.path(),
-                        "swapped_off": t.swapped_off,
-                        "removed_file": t.removed_file,
-                    }),
-                ) {
+                if let Ok(line) = teardown_line(area.path(), t) {
                     println!("{line}");
                 }
             }
@@ -685,6 +677,19 @@ fn report_teardown(area: &SwapArea, done: &Result<Teardown, TierdError>, json: b
             if area.kind() == BackingKind::NewFile { format!(" and remove {path}") } else { String::new() }
         ),
     }
+}
+
+/// The `--json` line saying what memory mode's teardown did.
+fn teardown_line(path: &Path, t: &Teardown) -> Result<String, serde_json::Error> {
+    json_line(
+        "tierd",
+        "swap_teardown",
+        &serde_json::json!({
+            "path": path,
+            "swapped_off": t.swapped_off,
+            "removed_file": t.removed_file,
+        }),
+    )
 }
 
 fn list(pids: &[u32]) -> String {
@@ -967,10 +972,12 @@ mod json_lines_tests {
         let v: serde_json::Value = serde_json::from_str(&line).unwrap();
         assert_eq!(v["memory"]["bytes"]["nvme"], 8192);
         let area = tempfile::tempdir().unwrap();
-        let teardown = json_line(
-            "tierd",
-            "swap_teardown",
-            &serde_json::json!({"path": area.path(), "swapped_off": true, "removed_file": true}),
+        let teardown = teardown_line(
+            area.path(),
+            &Teardown {
+                swapped_off: true,
+                removed_file: true,
+            },
         )
         .unwrap();
         assert_conforms(schema, &teardown);
