@@ -185,6 +185,10 @@ pub struct MemoryReport {
     /// Pages advised out this interval (`process_madvise(MADV_PAGEOUT)`), and over the run.
     pub pageout_pages: u64,
     pub pageout_pages_total: u64,
+    /// Pages in swap read back ahead of their fault (`MADV_WILLNEED`: their DAMON region is hot
+    /// again), this interval and over the run.
+    pub prefetch_pages: u64,
+    pub prefetch_pages_total: u64,
     /// Pages over the budget left resident: only hot or recently moved pages were left / the
     /// allowance was spent.
     pub held_by_heat: u64,
@@ -214,6 +218,7 @@ struct Target {
     totals: Totals,
     moved_in: BTreeMap<u32, u64>,
     pageout_total: u64,
+    prefetch_total: u64,
 }
 
 /// Memory mode's running state.
@@ -299,6 +304,7 @@ impl Engine {
                     totals: Totals::default(),
                     moved_in: BTreeMap::new(),
                     pageout_total: 0,
+                    prefetch_total: 0,
                 })
                 .collect(),
             policy,
@@ -428,6 +434,7 @@ impl Engine {
                     totals: Totals::default(),
                     moved_in: BTreeMap::new(),
                     pageout_total: 0,
+                    prefetch_total: 0,
                 }),
             }
         }
@@ -541,6 +548,20 @@ impl Engine {
             Vec::new()
         };
         let pages = annotate(&addrs, &status, &written, &sample.pages);
+        // Not resident, in a region the access source sees hot: predicted to be touched again
+        // (memory mode reads the ones in swap back ahead of the fault).
+        let hot_min = self.thresholds().hot_min;
+        let absent_hot: Vec<usize> = if self.memory.is_some() {
+            addrs
+                .iter()
+                .zip(&status)
+                .zip(&sample.pages)
+                .filter(|((_, s), a)| s.node().is_none() && a.accesses >= hot_min)
+                .map(|((&addr, _), _)| addr)
+                .collect()
+        } else {
+            Vec::new()
+        };
 
         let th = self.thresholds();
         let max_acc = self.tracker.max_accesses(&self.policy);
@@ -662,6 +683,7 @@ impl Engine {
                 &th,
                 &self.tiers,
                 &leave,
+                &absent_hot,
                 self.page_size,
                 self.dry_run,
                 &self.proc_root,
@@ -706,6 +728,7 @@ fn page_out(
     th: &Thresholds,
     tiers: &Tiers,
     leave: &HashSet<usize>,
+    absent_hot: &[usize],
     page_size: u64,
     dry_run: bool,
     proc_root: &Path,
@@ -766,6 +789,30 @@ fn page_out(
             .count() as u64;
         target.pageout_total += advised;
     }
+    // Prefetch: swapped pages of hot regions come back ahead of their fault, into the room left
+    // under the budget (more would only be paged out again).
+    let room = (memory.mode.keep_bytes / page_size).saturating_sub(pages.len() as u64 - advised);
+    if !dry_run && room > 0 && !absent_hot.is_empty() {
+        let swapped = crate::pageout::swapped_among(proc_root, target.pid, absent_hot, page_size)?;
+        let wanted: Vec<usize> = swapped.into_iter().take(room as usize).collect();
+        if !wanted.is_empty() {
+            let pidfd = match memory.pidfds.entry(target.pid) {
+                std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+                std::collections::hash_map::Entry::Vacant(e) => {
+                    e.insert(cxltier_sys::swap::pidfd_open(target.pid)?)
+                }
+            };
+            let runs = crate::pageout::ranges(&wanted, page_size as usize);
+            let bytes = cxltier_sys::swap::process_madvise(
+                pidfd,
+                &runs,
+                cxltier_sys::swap::RemoteAdvice::WillNeed,
+            )?;
+            report.prefetch_pages = (bytes / page_size).min(wanted.len() as u64);
+            target.prefetch_total += report.prefetch_pages;
+        }
+    }
+    report.prefetch_pages_total = target.prefetch_total;
     report.pageout_pages = advised;
     report.pageout_pages_total = target.pageout_total;
     report.bytes.insert(

@@ -276,6 +276,13 @@ impl TierdMetrics {
         for (r, m) in &with {
             f.sample(&[("pid", &r.pid)], m.pageout_pages_total * r.page_size);
         }
+        let mut f = w.counter(
+            "cxltier_tierd_prefetch_bytes_total",
+            "Bytes of the target read back from NVMe ahead of their fault (MADV_WILLNEED: their region is hot again).",
+        );
+        for (r, m) in &with {
+            f.sample(&[("pid", &r.pid)], m.prefetch_pages_total * r.page_size);
+        }
         let mut f = w.gauge(
             "cxltier_tierd_pageout_allowance_bytes",
             "The most bytes a target may page out in one interval: the rate limit's, or the SLA controller's figure.",
@@ -496,6 +503,7 @@ mod tests {
             bytes: BTreeMap::from([("dram", 8192), ("cxl", 4096), ("nvme", 12288)]),
             keep_bytes: 12288,
             pageout_pages_total: 3,
+            prefetch_pages_total: 2,
             allowance_pages: 10,
             nvme_free_bytes: Some(1 << 20),
             stall_some_pct: Some(2.5),
@@ -510,6 +518,7 @@ mod tests {
             "cxltier_tierd_tier_bytes{pid=\"42\",tier=\"nvme\"} 12288",
             "cxltier_tierd_tier_bytes{pid=\"42\",tier=\"dram\"} 8192",
             "cxltier_tierd_pageout_bytes_total{pid=\"42\"} 12288",
+            "cxltier_tierd_prefetch_bytes_total{pid=\"42\"} 8192",
             "cxltier_tierd_pageout_allowance_bytes{pid=\"42\"} 40960",
             "cxltier_tierd_memory_keep_bytes{pid=\"42\"} 12288",
             "cxltier_tierd_nvme_free_bytes 1048576",

@@ -82,6 +82,28 @@ pub fn ranges(addrs: &[usize], page: usize) -> Vec<(usize, usize)> {
     out
 }
 
+/// Which of `addrs` (sorted) are in swap now (bit 62 of `/proc/PID/pagemap`), read run by run.
+pub fn swapped_among(
+    proc_root: &Path,
+    pid: u32,
+    addrs: &[usize],
+    page: u64,
+) -> Result<Vec<usize>, TierdError> {
+    let path = proc_root.join(pid.to_string()).join("pagemap");
+    let map = cxltier_sys::pagemap::Pagemap::open(&path)
+        .map_err(|e| TierdError::io("opening", &path, e))?;
+    let mut out = Vec::new();
+    for (start, len) in ranges(addrs, page as usize) {
+        map.walk(start as u64, (start + len) as u64, page, |a, e| {
+            if e.swapped() {
+                out.push(a as usize);
+            }
+        })
+        .map_err(|e| TierdError::io("reading", &path, e))?;
+    }
+    Ok(out)
+}
+
 /// The target's bytes in swap (`VmSwap` of `/proc/PID/status`).
 pub fn swapped_bytes(proc_root: &Path, pid: u32) -> Result<u64, TierdError> {
     let path = proc_root.join(format!("{pid}/status"));
@@ -170,6 +192,28 @@ mod tests {
             vec![(0x1000, 0x3000), (0x5000, 0x1000), (0x9000, 0x2000)]
         );
         assert!(ranges(&[], 4096).is_empty());
+    }
+
+    #[test]
+    fn the_swap_bit_of_pagemap_picks_the_swapped_pages() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(d.path().join("5")).unwrap();
+        // Pages 0..8: 2 and 3 in swap, 5 present, the rest never touched.
+        let mut bytes = Vec::new();
+        for i in 0..8u64 {
+            let e: u64 = match i {
+                2 | 3 => 1 << 62,
+                5 => (1 << 63) | 77,
+                _ => 0,
+            };
+            bytes.extend_from_slice(&e.to_le_bytes());
+        }
+        std::fs::write(d.path().join("5/pagemap"), &bytes).unwrap();
+        let asked = [0x1000, 0x2000, 0x3000, 0x5000, 0x7000];
+        assert_eq!(
+            swapped_among(d.path(), 5, &asked, 0x1000).unwrap(),
+            vec![0x2000, 0x3000]
+        );
     }
 
     #[test]
