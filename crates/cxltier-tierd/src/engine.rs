@@ -447,6 +447,7 @@ impl Engine {
             t.slot = watched.len();
             watched.push(t.pid);
         }
+        self.close_pidfds();
         self.tracker
             .restart(&self.sys_root, &watched, &self.policy.tracking)?;
         Ok((change, reports))
@@ -492,7 +493,26 @@ impl Engine {
                 }
             }
         }
+        self.close_pidfds();
         Ok(reports)
+    }
+
+    /// Memory mode holds a pidfd per target: close those of targets that are gone or left, so
+    /// that a cgroup's churn does not pile up descriptors.
+    fn close_pidfds(&mut self) {
+        if let Some(m) = self.memory.as_mut() {
+            let targets = &self.targets;
+            m.pidfds.retain(|pid, _| {
+                targets
+                    .iter()
+                    .any(|t| t.pid == *pid && t.status == Status::Running)
+            });
+        }
+    }
+
+    /// Memory mode's open pidfds (one per running target it has advised).
+    pub fn open_pidfds(&self) -> usize {
+        self.memory.as_ref().map_or(0, |m| m.pidfds.len())
     }
 
     fn base_report(&self, i: usize) -> IntervalReport {
