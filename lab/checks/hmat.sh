@@ -30,6 +30,8 @@ check_bad_input
 . /lab/tierd.sh
 check_tierd
 check_tierd_cgroup
+# Memory mode: only this topology's guest has the scratch disk (/dev/vda).
+check_tierd_memory
 # The tuner against the sweep: both nodes are the same emulated RAM here, so every split is about
 # as good, and the comparison rests on the alternating medians (docs/tierd.md).
 check_tierd_tune

@@ -295,3 +295,91 @@ check_tierd_cgroup() {
     grep -q '^nobody:' /etc/passwd || echo 'nobody:x:65534:65534:nobody:/:/bin/sh' >>/etc/passwd
     bad_input tierd-needs-root 3 "root" su -s /bin/sh nobody -c 'cxltier tierd --pid 1 --duration 1'
 }
+
+# Memory mode (--nvme): the hmat guest has a 256 MiB scratch disk, /dev/vda (lab/run). A workload
+# of 32 MiB whose 1 MiB hot set moves runs under tierd with budgets of 8 MiB DRAM and 4 MiB CXL:
+# the rest must go to swap on the disk while tierd runs (bytes on "nvme" > 0), the swap area must
+# be gone once tierd stops (SIGTERM), the workload must keep running and end with every page as
+# it last wrote it (`touch --hot` checks each page at its end: exit 0), and --dry-run must change
+# nothing (/proc/swaps as before, no page swapped). tierd is stopped once the check has seen what
+# it needs; the --duration values and waits are hang guards.
+# mem_target NAME: start the 32 MiB workload; its pid in $target, its runner in $target_runner.
+mem_target() {
+    cxltier touch 32M --hot 1M --shift-every 5 --duration 900 --report-every 1 --json \
+        >"$T/$1-target.out" 2>"$T/$1-target.err" &
+    target_runner=$!
+    target=$target_runner
+    wait_for "$T/$1-target.out"
+}
+
+vm_swap_kb() { awk '/^VmSwap:/ { print $2 }' "/proc/$1/status"; }
+
+# mem_run NAME NVME: tierd in memory mode on $target until its JSON shows bytes on nvme, then
+# SIGTERM; sets rc, swaps_during and nvme_max.
+mem_run() {
+    cxltier tierd --pid "$target" --dram-budget 8M --cxl-budget 4M --nvme "$2" --max-stall-pct 20 \
+        --interval 500 --duration 600 --json >"$T/$1.out" 2>"$T/$1.err" &
+    _tierd=$!
+    wait_for_text "$T/$1.out" '"nvme":[1-9]' 1800
+    # And a stall measured (from the second interval on).
+    wait_for_text "$T/$1.out" '"stall_some_pct":[0-9]' 300
+    swaps_during=$(tail -n +2 /proc/swaps | awk '{print $1}' | tr '\n' ' ')
+    kill -TERM "$_tierd" 2>/dev/null
+    wait "$_tierd"
+    rc=$?
+    nvme_max=$(grep -o '"nvme":[0-9]*' "$T/$1.out" | cut -d: -f2 | sort -n | tail -1)
+}
+
+check_tierd_memory() {
+    swaps_before=$(cat /proc/swaps)
+
+    # --dry-run: says what it would do, does none of it.
+    mem_target tierd-mem-dry
+    capture tierd-mem-dry cxltier tierd --pid "$target" --dram-budget 8M --cxl-budget 4M \
+        --nvme /dev/vda --interval 500 --duration 3 --dry-run --json
+    planned=$(grep -o '"planned_pageouts":[0-9]*' "$T/tierd-mem-dry.out" | cut -d: -f2 | sort -n | tail -1)
+    verdict tierd-memory-dry-run-changes-nothing \
+        "exit $rc, would page out ${planned:-?} pages, VmSwap $(vm_swap_kb "$target") kB, $(grep -c 'would swapon' "$T/tierd-mem-dry.err") swapon said; $(brief "$T/tierd-mem-dry.err")" \
+        sh -c "[ $rc = 0 ] && [ '$swaps_before' = \"\$(cat /proc/swaps)\" ] && [ \"${planned:-0}\" -gt 0 ] && [ \"$(vm_swap_kb "$target")\" = 0 ] && grep -q 'would swapon /dev/vda with priority' '$T/tierd-mem-dry.err'"
+    kill -TERM "$target_runner" 2>/dev/null
+    wait "$target_runner" 2>/dev/null
+
+    # The block device.
+    mem_target tierd-mem
+    mem_run tierd-mem /dev/vda
+    verdict tierd-memory-pages-out-to-nvme \
+        "exit $rc, most bytes on nvme ${nvme_max:-none}, swaps while running: $swaps_during; $(brief "$T/tierd-mem.err")" \
+        sh -c "[ $rc = 0 ] && [ \"${nvme_max:-0}\" -gt 0 ] && echo '$swaps_during' | grep -q /dev/vda"
+    verdict tierd-memory-swap-gone-after-stop \
+        "/proc/swaps after: $(tail -n +2 /proc/swaps | tr '\n' ' '); $(grep -o '"event":"swap_teardown"[^}]*' "$T/tierd-mem.out")" \
+        sh -c "[ '$swaps_before' = \"\$(cat /proc/swaps)\" ] && grep -q '\"swapped_off\":true' '$T/tierd-mem.out'"
+    verdict tierd-memory-target-still-running "pid $target, VmSwap now $(vm_swap_kb "$target") kB" kill -0 "$target"
+    verdict tierd-memory-sla-reads-pressure "$(grep -o 'SLA: memory pressure read from [^ ]*' "$T/tierd-mem.err")" \
+        sh -c "grep -q 'SLA: memory pressure read from' '$T/tierd-mem.err' && grep -q '\"stall_some_pct\":[0-9]' '$T/tierd-mem.out'"
+    # SIGTERM ends the workload as its --duration would: every page checked, exit 0 when intact.
+    kill -TERM "$target_runner" 2>/dev/null
+    wait "$target_runner"
+    trc=$?
+    verdict tierd-memory-workload-intact "exit $trc: $(tail -1 "$T/tierd-mem-target.out" | cut -c1-200) $(brief "$T/tierd-mem-target.err")" [ "$trc" = 0 ]
+    data tierd-mem-json "$T/tierd-mem.out"
+
+    # A swap file on a filesystem on the same disk.
+    if mkfs_ext2=$(command -v mke2fs || command -v mkfs.ext2) && grep -qw ext2 /proc/filesystems; then
+        mkdir -p /mnt/nvme
+        "$mkfs_ext2" -q /dev/vda >"$T/mkfs.out" 2>&1 && mount -t ext2 /dev/vda /mnt/nvme
+        mem_target tierd-memf
+        mem_run tierd-memf /mnt/nvme/tierd.swap:64M
+        verdict tierd-memory-swap-file \
+            "exit $rc, most bytes on nvme ${nvme_max:-none}, swaps while running: $swaps_during; file left: $(ls /mnt/nvme); $(brief "$T/tierd-memf.err")" \
+            sh -c "[ $rc = 0 ] && [ \"${nvme_max:-0}\" -gt 0 ] && echo '$swaps_during' | grep -q /mnt/nvme/tierd.swap && [ ! -e /mnt/nvme/tierd.swap ] && [ '$swaps_before' = \"\$(cat /proc/swaps)\" ] && kill -0 $target"
+        kill -TERM "$target_runner" 2>/dev/null
+        wait "$target_runner"
+        trc=$?
+        verdict tierd-memory-swap-file-workload-intact "exit $trc" [ "$trc" = 0 ]
+        umount /mnt/nvme
+    else
+        fail tierd-memory-swap-file "the guest has no mke2fs/mkfs.ext2 or no ext2 in /proc/filesystems"
+        fail tierd-memory-swap-file-workload-intact "not run"
+    fi
+    bad_input tierd-memory-needs-budget 2 "dram-budget" cxltier tierd --pid 1 --nvme /dev/vda
+}

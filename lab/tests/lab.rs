@@ -105,6 +105,16 @@ const HMAT: &[&str] = &[
     "tierd-cgroup-follows-members",
     "tierd-metrics-served",
     "tierd-needs-root",
+    // lab/checks/tierd.sh check_tierd_memory (the scratch disk is on this topology only)
+    "tierd-memory-dry-run-changes-nothing",
+    "tierd-memory-pages-out-to-nvme",
+    "tierd-memory-swap-gone-after-stop",
+    "tierd-memory-target-still-running",
+    "tierd-memory-sla-reads-pressure",
+    "tierd-memory-workload-intact",
+    "tierd-memory-swap-file",
+    "tierd-memory-swap-file-workload-intact",
+    "tierd-memory-needs-budget",
     // cxltier_lab::host::hmat
     "topo-json-hmat-node0",
     "topo-json-hmat-node1",

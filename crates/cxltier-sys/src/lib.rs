@@ -8,6 +8,8 @@
 //!   [`Mapping::bind`] (`mbind`);
 //! - [`page_size`];
 //! - [`rlimit`]: the open-file limit, read and raised;
+//! - [`swap`]: `swapon`/`swapoff` with a priority, `pidfd_open` and `process_madvise`
+//!   (`MADV_PAGEOUT`, `MADV_WILLNEED`) on another process's memory;
 //! - [`signal`]: blocking, waiting for and forwarding signals while supervising a child;
 //! - [`stream`]: non-temporal stores for memory bandwidth measurements;
 //! - [`timer`]: a one-shot timerfd that wakes an event loop at a given microsecond;
@@ -46,6 +48,8 @@ pub mod rlimit;
 #[warn(missing_docs)]
 pub mod signal;
 pub mod stream;
+#[warn(missing_docs)]
+pub mod swap;
 #[warn(missing_docs)]
 pub mod timer;
 #[warn(missing_docs)]

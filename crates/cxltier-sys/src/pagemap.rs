@@ -18,6 +18,8 @@ use std::path::Path;
 pub const PRESENT: u64 = 1 << 63;
 /// Bit 55: the page was written since the soft-dirty bits were last cleared.
 pub const SOFT_DIRTY: u64 = 1 << 55;
+/// Bit 62: the page is in swap.
+pub const SWAPPED: u64 = 1 << 62;
 /// Bits 0–54: the page frame number (0 without CAP_SYS_ADMIN).
 pub const PFN_MASK: u64 = (1 << 55) - 1;
 /// Entries read per `pread`: one read per 2 MiB of 4 KiB pages.
@@ -67,6 +69,10 @@ impl PageEntry {
     }
     pub fn soft_dirty(self) -> bool {
         self.0 & SOFT_DIRTY != 0
+    }
+    /// Whether the page is in swap (not present).
+    pub fn swapped(self) -> bool {
+        self.0 & SWAPPED != 0
     }
     /// The frame number, when present and visible (the kernel shows 0 to the unprivileged).
     pub fn pfn(self) -> Option<u64> {

@@ -15,10 +15,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::access::{Source, SourceKind};
-use crate::engine::{Engine, IntervalReport, TargetChange, Tiers};
+use crate::engine::{Engine, IntervalReport, MemoryMode, TargetChange, Tiers};
 use crate::metrics;
 use crate::policy::Policy;
 use crate::procfs;
+use crate::psi::{PressureReader, SlaController};
 use crate::quarantine::{QuarantineMover, QuarantineReport};
 use crate::TierdError;
 
@@ -207,6 +208,8 @@ pub trait DaemonSink {
     fn starting(&mut self, _s: &Starting<'_>) {}
     /// The access source runs; how written pages are tracked.
     fn started(&mut self, _written: WrittenPages) {}
+    /// The PSI file the SLA loop reads (memory mode with a stall goal).
+    fn pressure_file(&mut self, _path: &Path) {}
     /// The followed cgroup's membership changed; `running` are the targets now.
     fn membership(&mut self, _change: &TargetChange, _source: SourceKind, _running: &[u32]) {}
     /// A target after one round (also once when it exits or leaves).
@@ -249,6 +252,7 @@ pub struct Daemon {
     duration: Option<Duration>,
     quarantine_file: Option<PathBuf>,
     metrics: Option<cxltier_metrics::Published>,
+    memory: Option<(MemoryMode, Option<f64>)>,
 }
 
 impl Daemon {
@@ -272,6 +276,7 @@ impl Daemon {
             duration: None,
             quarantine_file: None,
             metrics: None,
+            memory: None,
         }
     }
 
@@ -303,6 +308,14 @@ impl Daemon {
     /// Publish the Prometheus text of each round here (served by `cxltier_metrics::serve`).
     pub fn metrics(mut self, published: cxltier_metrics::Published) -> Daemon {
         self.metrics = Some(published);
+        self
+    }
+
+    /// Memory mode: page out what each target holds beyond `mode.keep_bytes`; with
+    /// `max_stall_pct`, at a rate the SLA controller ([`crate::psi`]) sets from the memory
+    /// pressure of the first target's cgroup (or the system's).
+    pub fn memory_mode(mut self, mode: MemoryMode, max_stall_pct: Option<f64>) -> Daemon {
+        self.memory = Some((mode, max_stall_pct));
         self
     }
 
@@ -348,6 +361,39 @@ impl Daemon {
                 return Err(e);
             }
         };
+        let mut sla = match &self.memory {
+            None => None,
+            Some((mode, goal)) => {
+                engine.set_memory_mode(mode.clone());
+                match goal {
+                    None => None,
+                    Some(goal) => {
+                        let file = match crate::psi::pressure_file(
+                            &self.sys_root,
+                            &self.proc_root,
+                            pids[0],
+                        ) {
+                            Ok(f) => f,
+                            Err(e) => {
+                                let _ = engine.stop();
+                                self.targets.abandon();
+                                return Err(e);
+                            }
+                        };
+                        Some(Sla {
+                            reader: PressureReader::new(file),
+                            controller: SlaController::new(
+                                *goal,
+                                engine.rate_limit_pages_per_interval(),
+                            ),
+                        })
+                    }
+                }
+            }
+        };
+        if let Some(s) = &sla {
+            sink.pressure_file(s.reader.path());
+        }
         sink.started(if engine.soft_dirty() {
             WrittenPages::SoftDirty
         } else if self.policy.tracking.soft_dirty {
@@ -359,6 +405,7 @@ impl Daemon {
         let mut latest: BTreeMap<u32, IntervalReport> = BTreeMap::new();
         let result = self.rounds(
             &mut engine,
+            &mut sla,
             &mut quarantine,
             &pids,
             &mut latest,
@@ -397,6 +444,7 @@ impl Daemon {
     fn rounds(
         &mut self,
         engine: &mut Engine,
+        sla: &mut Option<Sla>,
         quarantine: &mut Option<QuarantineMover>,
         pids: &[u32],
         latest: &mut BTreeMap<u32, IntervalReport>,
@@ -413,6 +461,13 @@ impl Daemon {
                 tiers: self.tiers.clone(),
             })
         });
+        let vmstat = self.proc_root.join("vmstat");
+        let read_refaults = || {
+            std::fs::read_to_string(&vmstat)
+                .ok()
+                .and_then(|t| crate::psi::parse_refaults(&t))
+        };
+        let mut refaults_before = read_refaults();
         loop {
             if stop.load(Ordering::Relaxed) {
                 return Ok(StopReason::Signal);
@@ -432,7 +487,27 @@ impl Daemon {
                     left
                 }
             };
+            let mut stall = None;
+            if let Some(s) = sla.as_mut() {
+                stall = s.reader.sample()?;
+                let max = engine.rate_limit_pages_per_interval();
+                engine.set_pageout_allowance(s.controller.update(stall, max));
+            }
             reports.append(&mut engine.step()?);
+            if self.memory.is_some() {
+                let refaults_now = read_refaults();
+                let refaults = match (refaults_before, refaults_now) {
+                    (Some(a), Some(b)) => Some(b.saturating_sub(a)),
+                    _ => None,
+                };
+                refaults_before = refaults_now;
+                for m in reports.iter_mut().filter_map(|r| r.memory.as_mut()) {
+                    m.refaults = refaults;
+                    m.stall_some_pct = stall.map(|s| s.0);
+                    m.stall_full_pct = stall.map(|s| s.1);
+                    m.max_stall_pct = self.memory.as_ref().and_then(|m| m.1);
+                }
+            }
             for r in &reports {
                 sink.target(r).map_err(TierdError::Output)?;
                 latest.insert(r.pid, r.clone());
@@ -471,6 +546,12 @@ impl Daemon {
             }
         }
     }
+}
+
+/// The SLA loop's state: the PSI file read each interval and the controller it feeds.
+struct Sla {
+    reader: PressureReader,
+    controller: SlaController,
 }
 
 #[cfg(test)]

@@ -43,6 +43,21 @@ impl Tiers {
         }
     }
 
+    /// For memory mode, where NVMe is the tier below: like [`Tiers::from_topology`], but a machine
+    /// with one memory tier is accepted (nothing is demoted then; cold pages go to NVMe only).
+    pub fn for_memory_mode(topo: &Topology) -> Result<Tiers, TierdError> {
+        Tiers::from_topology(topo).or_else(|e| {
+            let memory: Vec<u32> = topo.memory_nodes().map(|n| n.id).collect();
+            match topo.tier_groups(&memory).into_iter().next() {
+                Some(fast) => Ok(Tiers {
+                    fast,
+                    slow: Vec::new(),
+                }),
+                None => Err(e),
+            }
+        })
+    }
+
     fn tier_name(&self, node: u32) -> &'static str {
         if self.fast.contains(&node) {
             "fast"
@@ -143,6 +158,54 @@ pub struct IntervalReport {
     /// The rate limit in bytes per second, and what it allows over the run so far.
     pub rate_limit_bytes_per_s: f64,
     pub rate_limit_bound_bytes: f64,
+    /// Memory mode (`--nvme`): bytes per tier including NVMe, pageouts, the SLA's figures.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory: Option<MemoryReport>,
+}
+
+/// Memory mode's settings: what a target may keep in memory, and the swap area it pages out to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemoryMode {
+    /// DRAM budget plus CXL budget: resident bytes beyond this are paged out.
+    pub keep_bytes: u64,
+    /// The swap area tierd turned on (`None` with `--dry-run`: nothing was set up).
+    pub swap_path: Option<PathBuf>,
+}
+
+/// Memory mode's part of an interval report.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct MemoryReport {
+    /// Bytes per tier: `dram` (the fast tier's nodes), `cxl` (the slower nodes), `nvme` (in
+    /// swap: `VmSwap`).
+    pub bytes: BTreeMap<&'static str, u64>,
+    /// What the target may keep in memory (DRAM + CXL budgets).
+    pub keep_bytes: u64,
+    /// Pages chosen to page out this interval (sent unless dry run).
+    pub planned_pageouts: u64,
+    /// Pages advised out this interval (`process_madvise(MADV_PAGEOUT)`), and over the run.
+    pub pageout_pages: u64,
+    pub pageout_pages_total: u64,
+    /// Pages in swap read back ahead of their fault (`MADV_WILLNEED`: their DAMON region is hot
+    /// again), this interval and over the run.
+    pub prefetch_pages: u64,
+    pub prefetch_pages_total: u64,
+    /// Pages over the budget left resident: only hot or recently moved pages were left / the
+    /// allowance was spent.
+    pub held_by_heat: u64,
+    pub held_by_allowance: u64,
+    /// The most pages this interval could page out (rate limit, or the SLA controller's figure).
+    pub allowance_pages: u64,
+    /// Free bytes in tierd's swap area (`None` in a dry run), and whether it is full: offloading
+    /// stops then, the target keeps running.
+    pub nvme_free_bytes: Option<u64>,
+    pub nvme_full: bool,
+    /// PSI stall over the last interval, percent of wall time (`some`, `full`), and the goal.
+    pub stall_some_pct: Option<f64>,
+    pub stall_full_pct: Option<f64>,
+    pub max_stall_pct: Option<f64>,
+    /// Anonymous refaults over the last interval (`workingset_refault_anon`; system-wide, from
+    /// /proc/vmstat).
+    pub refaults: Option<u64>,
 }
 
 struct Target {
@@ -154,6 +217,15 @@ struct Target {
     retry: HashSet<usize>,
     totals: Totals,
     moved_in: BTreeMap<u32, u64>,
+    pageout_total: u64,
+    prefetch_total: u64,
+}
+
+/// Memory mode's running state.
+struct MemoryState {
+    mode: MemoryMode,
+    pidfds: HashMap<u32, std::os::fd::OwnedFd>,
+    allowance_pages: u64,
 }
 
 /// The loop's state.
@@ -170,6 +242,7 @@ pub struct Engine {
     budget: Option<u64>,
     started: Instant,
     soft_dirty: bool,
+    memory: Option<MemoryState>,
 }
 
 /// How many pages one `move_pages` call queries or moves.
@@ -230,6 +303,8 @@ impl Engine {
                     retry: HashSet::new(),
                     totals: Totals::default(),
                     moved_in: BTreeMap::new(),
+                    pageout_total: 0,
+                    prefetch_total: 0,
                 })
                 .collect(),
             policy,
@@ -242,7 +317,34 @@ impl Engine {
             budget,
             started: now,
             soft_dirty,
+            memory: None,
         })
+    }
+
+    /// Turn memory mode on: resident pages beyond `mode.keep_bytes` are paged out, coldest first,
+    /// up to the allowance ([`Engine::set_pageout_allowance`]; at first the rate limit's
+    /// interval's worth).
+    pub fn set_memory_mode(&mut self, mode: MemoryMode) {
+        let allowance_pages = self.rate_limit_pages_per_interval();
+        self.memory = Some(MemoryState {
+            mode,
+            pidfds: HashMap::new(),
+            allowance_pages,
+        });
+    }
+
+    /// The most pages the rate limit lets move in one interval.
+    pub fn rate_limit_pages_per_interval(&self) -> u64 {
+        let bytes =
+            self.policy.limits.max_migrate_mbps * 1e6 * self.policy.interval().as_secs_f64();
+        ((bytes / self.page_size as f64) as u64).max(1)
+    }
+
+    /// How many pages each target may page out in the next interval.
+    pub fn set_pageout_allowance(&mut self, pages: u64) {
+        if let Some(m) = self.memory.as_mut() {
+            m.allowance_pages = pages;
+        }
     }
 
     /// Whether written pages are tracked page by page (the policy asks for it and the kernel has
@@ -331,6 +433,8 @@ impl Engine {
                     retry: HashSet::new(),
                     totals: Totals::default(),
                     moved_in: BTreeMap::new(),
+                    pageout_total: 0,
+                    prefetch_total: 0,
                 }),
             }
         }
@@ -343,6 +447,7 @@ impl Engine {
             t.slot = watched.len();
             watched.push(t.pid);
         }
+        self.close_pidfds();
         self.tracker
             .restart(&self.sys_root, &watched, &self.policy.tracking)?;
         Ok((change, reports))
@@ -388,7 +493,26 @@ impl Engine {
                 }
             }
         }
+        self.close_pidfds();
         Ok(reports)
+    }
+
+    /// Memory mode holds a pidfd per target: close those of targets that are gone or left, so
+    /// that a cgroup's churn does not pile up descriptors.
+    fn close_pidfds(&mut self) {
+        if let Some(m) = self.memory.as_mut() {
+            let targets = &self.targets;
+            m.pidfds.retain(|pid, _| {
+                targets
+                    .iter()
+                    .any(|t| t.pid == *pid && t.status == Status::Running)
+            });
+        }
+    }
+
+    /// Memory mode's open pidfds (one per running target it has advised).
+    pub fn open_pidfds(&self) -> usize {
+        self.memory.as_ref().map_or(0, |m| m.pidfds.len())
     }
 
     fn base_report(&self, i: usize) -> IntervalReport {
@@ -410,6 +534,7 @@ impl Engine {
             retry_pending: t.retry.len(),
             rate_limit_bytes_per_s: self.policy.limits.max_migrate_mbps * 1e6,
             rate_limit_bound_bytes: self.bucket.bound(elapsed),
+            memory: None,
         }
     }
 
@@ -443,6 +568,20 @@ impl Engine {
             Vec::new()
         };
         let pages = annotate(&addrs, &status, &written, &sample.pages);
+        // Not resident, in a region the access source sees hot: predicted to be touched again
+        // (memory mode reads the ones in swap back ahead of the fault).
+        let hot_min = self.thresholds().hot_min;
+        let absent_hot: Vec<usize> = if self.memory.is_some() {
+            addrs
+                .iter()
+                .zip(&status)
+                .zip(&sample.pages)
+                .filter(|((_, s), a)| s.node().is_none() && a.accesses >= hot_min)
+                .map(|((&addr, _), _)| addr)
+                .collect()
+        } else {
+            Vec::new()
+        };
 
         let th = self.thresholds();
         let max_acc = self.tracker.max_accesses(&self.policy);
@@ -554,6 +693,29 @@ impl Engine {
             + iv.promoted_pages as i64
             - iv.demoted_pages as i64;
         report.fast_bytes = fast_pages.max(0) as u64 * self.page_size;
+        if let Some(memory) = self.memory.as_mut() {
+            let moved: HashSet<usize> = decision.moves.iter().map(|m| m.addr).collect();
+            let leave: HashSet<usize> = recently.union(&moved).copied().collect();
+            let mut m = page_out(
+                memory,
+                target,
+                &pages,
+                &th,
+                &self.tiers,
+                &leave,
+                &absent_hot,
+                self.page_size,
+                self.dry_run,
+                &self.proc_root,
+            )?;
+            // Where each page is now: the interval's moves applied, the pageouts taken off.
+            let slow_pages = pages.len() as i64 - fast_pages - (m.1 - m.2) as i64;
+            let dram = (fast_pages - m.2 as i64).max(0) as u64;
+            m.0.bytes.insert("dram", dram * self.page_size);
+            m.0.bytes
+                .insert("cxl", slow_pages.max(0) as u64 * self.page_size);
+            report.memory = Some(m.0);
+        }
         report.total = target.totals.clone();
         report.retry_pending = target.retry.len();
         for (node, n) in &target.moved_in {
@@ -573,6 +735,111 @@ impl Engine {
             cold_min_age: p.cold_min_age,
         }
     }
+}
+
+/// Memory mode's step for one target: choose the pages beyond its budget and page them out.
+/// Returns the report (without `dram`/`cxl` bytes), the pages advised out and how many of them
+/// were on the fast tier.
+#[allow(clippy::too_many_arguments)]
+fn page_out(
+    memory: &mut MemoryState,
+    target: &mut Target,
+    pages: &[PageInfo],
+    th: &Thresholds,
+    tiers: &Tiers,
+    leave: &HashSet<usize>,
+    absent_hot: &[usize],
+    page_size: u64,
+    dry_run: bool,
+    proc_root: &Path,
+) -> Result<(MemoryReport, u64, u64), TierdError> {
+    let mut report = MemoryReport {
+        keep_bytes: memory.mode.keep_bytes,
+        ..MemoryReport::default()
+    };
+    let mut allowance = memory.allowance_pages;
+    if let Some(path) = &memory.mode.swap_path {
+        let area = crate::swap::active_swaps(proc_root)?
+            .into_iter()
+            .find(|s| &s.path == path);
+        let free = area.map_or(0, |a| a.size_bytes.saturating_sub(a.used_bytes));
+        report.nvme_free_bytes = Some(free);
+        // Full (or turned off by someone else): stop offloading; the target keeps running.
+        let free_pages = (free / page_size).saturating_sub(1);
+        report.nvme_full = free_pages == 0;
+        allowance = allowance.min(free_pages);
+    }
+    report.allowance_pages = allowance;
+    let (victims, held) = crate::pageout::select(
+        pages,
+        th,
+        &tiers.fast,
+        memory.mode.keep_bytes / page_size,
+        allowance,
+        leave,
+    );
+    report.planned_pageouts = victims.len() as u64;
+    report.held_by_heat = held.by_heat;
+    report.held_by_allowance = held.by_allowance;
+    let mut advised_fast = 0;
+    let mut advised = 0;
+    if !dry_run && !victims.is_empty() {
+        let pidfd = match memory.pidfds.entry(target.pid) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(cxltier_sys::swap::pidfd_open(target.pid)?)
+            }
+        };
+        let runs = crate::pageout::ranges(&victims, page_size as usize);
+        let bytes = cxltier_sys::swap::process_madvise(
+            pidfd,
+            &runs,
+            cxltier_sys::swap::RemoteAdvice::Pageout,
+        )?;
+        advised = (bytes / page_size).min(victims.len() as u64);
+        let on_fast: HashSet<usize> = pages
+            .iter()
+            .filter(|p| tiers.fast.contains(&p.node))
+            .map(|p| p.addr)
+            .collect();
+        advised_fast = victims
+            .iter()
+            .take(advised as usize)
+            .filter(|a| on_fast.contains(a))
+            .count() as u64;
+        target.pageout_total += advised;
+    }
+    // Prefetch: swapped pages of hot regions come back ahead of their fault, into the room left
+    // under the budget (more would only be paged out again).
+    let room = (memory.mode.keep_bytes / page_size).saturating_sub(pages.len() as u64 - advised);
+    if !dry_run && room > 0 && !absent_hot.is_empty() {
+        let swapped = crate::pageout::swapped_among(proc_root, target.pid, absent_hot, page_size)?;
+        let wanted: Vec<usize> = swapped.into_iter().take(room as usize).collect();
+        if !wanted.is_empty() {
+            let pidfd = match memory.pidfds.entry(target.pid) {
+                std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+                std::collections::hash_map::Entry::Vacant(e) => {
+                    e.insert(cxltier_sys::swap::pidfd_open(target.pid)?)
+                }
+            };
+            let runs = crate::pageout::ranges(&wanted, page_size as usize);
+            let bytes = cxltier_sys::swap::process_madvise(
+                pidfd,
+                &runs,
+                cxltier_sys::swap::RemoteAdvice::WillNeed,
+            )?;
+            report.prefetch_pages = (bytes / page_size).min(wanted.len() as u64);
+            target.prefetch_total += report.prefetch_pages;
+        }
+    }
+    report.prefetch_pages_total = target.prefetch_total;
+    report.pageout_pages = advised;
+    report.pageout_pages_total = target.pageout_total;
+    report.bytes.insert(
+        "nvme",
+        crate::pageout::swapped_bytes(proc_root, target.pid)?,
+    );
+    Ok((report, advised, advised_fast))
 }
 
 /// Pair each resident page with its access (from the access source; same order as `addrs`).

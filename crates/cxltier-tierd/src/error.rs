@@ -96,6 +96,17 @@ pub enum TierdError {
     #[error("{0}")]
     Topology(String),
 
+    /// The filesystem or device cannot hold the NVMe tier.
+    #[error("{0}")]
+    Unsupported(String),
+
+    /// The NVMe backing ran out of space.
+    #[error(
+        "no space left for the NVMe tier at {} ({wanted} bytes wanted): free space there, give a          smaller SIZE, or name another device",
+        path.display()
+    )]
+    NoSpace { path: PathBuf, wanted: u64 },
+
     /// A system call failed.
     #[error(transparent)]
     Sys(#[from] cxltier_sys::SysError),
@@ -126,7 +137,7 @@ impl Classify for TierdError {
             | TierdError::NoIdlePageTracking { .. }
             | TierdError::NoDamon { .. }
             | TierdError::NoVaddr { .. } => Class::Unsupported,
-            TierdError::Topology(_) => Class::Unsupported,
+            TierdError::Topology(_) | TierdError::Unsupported(_) => Class::Unsupported,
             TierdError::FramesHidden { .. } => Class::Permission,
             TierdError::UnknownSource { .. } => Class::BadInput,
             TierdError::Io { source, .. } if source.kind() == io::ErrorKind::PermissionDenied => {

@@ -20,6 +20,10 @@
 //! - [`tuning`]: the `--tune`/`--sweep` session: [`tune`]'s search driven against a target
 //!   ([`tuning::Measurer`]), the weighted-interleave table held at the chosen split
 //!   ([`tuning::AllocationWeights`]), reported to a [`tuning::TuneSink`].
+//! - memory mode (`--nvme`): [`swap`] (the swap area on NVMe: checked, created, turned on, and
+//!   undone), [`pageout`] (which resident pages go beyond the DRAM + CXL budgets, sent with
+//!   `process_madvise(MADV_PAGEOUT)`) and [`psi`] (memory pressure and the SLA controller that
+//!   sets the pageout allowance).
 //! - [`workload`]: a test workload whose hot set moves, for the lab and for demos.
 //!
 //! Nothing here prints or exits; every failure is a [`TierdError`] that says what to do.
@@ -34,12 +38,15 @@ pub mod engine;
 mod error;
 pub mod idle;
 pub mod metrics;
+pub mod pageout;
 pub mod plan;
 pub mod policy;
 pub mod procfs;
+pub mod psi;
 pub mod quarantine;
 pub mod ratelimit;
 pub mod softdirty;
+pub mod swap;
 pub mod tune;
 pub mod tuning;
 pub mod workload;
@@ -49,6 +56,6 @@ mod testutil;
 
 pub use access::{choose_source, AccessSource, Source, SourceKind};
 pub use daemon::{Daemon, DaemonSink, TargetSource};
-pub use engine::{Engine, IntervalReport, Tiers};
+pub use engine::{Engine, IntervalReport, MemoryMode, MemoryReport, Tiers};
 pub use error::{Class, Classify, TierdError};
 pub use policy::Policy;

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 
 use cxltier_metrics::Writer;
 
-use crate::engine::{IntervalReport, NodeStats, Status, Tiers};
+use crate::engine::{IntervalReport, MemoryReport, NodeStats, Status, Tiers};
 use crate::policy::Policy;
 use crate::quarantine::QuarantineReport;
 
@@ -212,6 +212,7 @@ impl TierdMetrics {
                 f.sample(&[("pid", &r.pid)], b);
             }
         }
+        self.memory_metrics(&mut w, &reports);
         if let Some(q) = &self.quarantine {
             self.quarantine_metrics(&mut w, q);
         }
@@ -241,6 +242,88 @@ impl TierdMetrics {
             ("cold_percent", &p.placement.cold_percent),
             ("dram_budget", &budget),
         ]);
+    }
+
+    /// Memory mode's series (`--nvme`), present only when it is on.
+    fn memory_metrics(&self, w: &mut Writer, reports: &[&IntervalReport]) {
+        let with: Vec<(&IntervalReport, &MemoryReport)> = reports
+            .iter()
+            .filter_map(|r| r.memory.as_ref().map(|m| (*r, m)))
+            .collect();
+        let Some((_, first)) = with.first() else {
+            return;
+        };
+        let mut f = w.gauge(
+            "cxltier_tierd_tier_bytes",
+            "Bytes of the target per tier in memory mode: dram (fast nodes), cxl (slower nodes), nvme (in swap, VmSwap).",
+        );
+        for (r, m) in &with {
+            for (tier, b) in &m.bytes {
+                f.sample(&[("pid", &r.pid), ("tier", tier)], *b);
+            }
+        }
+        let mut f = w.gauge(
+            "cxltier_tierd_memory_keep_bytes",
+            "The most bytes of the target kept in memory (DRAM + CXL budgets); beyond it, the coldest pages are paged out.",
+        );
+        for (r, m) in &with {
+            f.sample(&[("pid", &r.pid)], m.keep_bytes);
+        }
+        let mut f = w.counter(
+            "cxltier_tierd_pageout_bytes_total",
+            "Bytes of the target advised out to NVMe (process_madvise MADV_PAGEOUT).",
+        );
+        for (r, m) in &with {
+            f.sample(&[("pid", &r.pid)], m.pageout_pages_total * r.page_size);
+        }
+        let mut f = w.counter(
+            "cxltier_tierd_prefetch_bytes_total",
+            "Bytes of the target read back from NVMe ahead of their fault (MADV_WILLNEED: their region is hot again).",
+        );
+        for (r, m) in &with {
+            f.sample(&[("pid", &r.pid)], m.prefetch_pages_total * r.page_size);
+        }
+        let mut f = w.gauge(
+            "cxltier_tierd_pageout_allowance_bytes",
+            "The most bytes a target may page out in one interval: the rate limit's, or the SLA controller's figure.",
+        );
+        for (r, m) in &with {
+            f.sample(&[("pid", &r.pid)], m.allowance_pages * r.page_size);
+        }
+        if let Some(free) = first.nvme_free_bytes {
+            w.gauge(
+                "cxltier_tierd_nvme_free_bytes",
+                "Free bytes in tierd's swap area.",
+            )
+            .sample(&[], free);
+            w.gauge(
+                "cxltier_tierd_nvme_full",
+                "1 when tierd's swap area is full and offloading has stopped.",
+            )
+            .sample(&[], u64::from(first.nvme_full));
+        }
+        if let (Some(some), Some(full)) = (first.stall_some_pct, first.stall_full_pct) {
+            let mut f = w.gauge(
+                "cxltier_tierd_memory_stall_percent",
+                "Percent of the last interval that tasks stalled on memory (PSI some/full, from the totals).",
+            );
+            f.sample(&[("kind", &"some")], some);
+            f.sample(&[("kind", &"full")], full);
+        }
+        if let Some(goal) = first.max_stall_pct {
+            w.gauge(
+                "cxltier_tierd_memory_stall_goal_percent",
+                "The stall goal (--max-stall-pct) the pageout rate follows.",
+            )
+            .sample(&[], goal);
+        }
+        if let Some(refaults) = first.refaults {
+            w.gauge(
+                "cxltier_tierd_refaults_last_interval",
+                "Anonymous pages read back from swap soon after reclaim in the last interval (workingset_refault_anon, system-wide).",
+            )
+            .sample(&[], refaults);
+        }
     }
 
     fn quarantine_metrics(&self, w: &mut Writer, q: &QuarantineReport) {
@@ -330,6 +413,7 @@ mod tests {
             retry_pending: 1,
             rate_limit_bytes_per_s: 1e6,
             rate_limit_bound_bytes: 2e6,
+            memory: None,
         }
     }
 
@@ -407,6 +491,45 @@ mod tests {
             );
         }
         assert!(asked >= 10, "{asked} tierd names in the dashboard");
+    }
+
+    #[test]
+    fn memory_mode_series_appear_only_with_memory_mode() {
+        let mut m = TierdMetrics::new(config());
+        m.observe(&report(42, Status::Running));
+        assert!(!m.render().contains("cxltier_tierd_tier_bytes"));
+        let mut r = report(42, Status::Running);
+        r.memory = Some(MemoryReport {
+            bytes: BTreeMap::from([("dram", 8192), ("cxl", 4096), ("nvme", 12288)]),
+            keep_bytes: 12288,
+            pageout_pages_total: 3,
+            prefetch_pages_total: 2,
+            allowance_pages: 10,
+            nvme_free_bytes: Some(1 << 20),
+            stall_some_pct: Some(2.5),
+            stall_full_pct: Some(0.5),
+            max_stall_pct: Some(5.0),
+            refaults: Some(7),
+            ..MemoryReport::default()
+        });
+        m.observe(&r);
+        let text = m.render();
+        for line in [
+            "cxltier_tierd_tier_bytes{pid=\"42\",tier=\"nvme\"} 12288",
+            "cxltier_tierd_tier_bytes{pid=\"42\",tier=\"dram\"} 8192",
+            "cxltier_tierd_pageout_bytes_total{pid=\"42\"} 12288",
+            "cxltier_tierd_prefetch_bytes_total{pid=\"42\"} 8192",
+            "cxltier_tierd_pageout_allowance_bytes{pid=\"42\"} 40960",
+            "cxltier_tierd_memory_keep_bytes{pid=\"42\"} 12288",
+            "cxltier_tierd_nvme_free_bytes 1048576",
+            "cxltier_tierd_nvme_full 0",
+            "cxltier_tierd_memory_stall_percent{kind=\"some\"} 2.5",
+            "cxltier_tierd_memory_stall_goal_percent 5",
+            "cxltier_tierd_refaults_last_interval 7",
+        ] {
+            assert!(text.contains(line), "no {line:?} in\n{text}");
+        }
+        cxltier_metrics::promtool::assert_clean("tierd's memory-mode exposition", &text);
     }
 
     #[test]

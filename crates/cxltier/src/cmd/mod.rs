@@ -55,3 +55,16 @@ pub(crate) fn serve_metrics(
     eprintln!("cxltier {command}: Prometheus metrics on http://{bound}/metrics");
     Ok(Some(published))
 }
+
+/// Whether this process runs with effective uid 0 (the `Uid:` line of /proc/self/status: real,
+/// effective, saved, filesystem).
+pub(crate) fn running_as_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Uid:"))
+                .and_then(|ids| ids.split_whitespace().nth(1).map(|e| e == "0"))
+        })
+        .unwrap_or(false)
+}

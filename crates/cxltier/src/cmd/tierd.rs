@@ -9,8 +9,10 @@ use cxltier_tierd::daemon::{
 };
 use cxltier_tierd::engine::{IntervalReport, Status, TargetChange};
 use cxltier_tierd::quarantine::QuarantineReport;
+use cxltier_tierd::swap::{BackingKind, NvmeSpec, SwapArea, SwapPlan, Teardown};
 use cxltier_tierd::{
-    choose_source, AccessSource, Daemon, DaemonSink, Policy, SourceKind, TierdError, Tiers,
+    choose_source, AccessSource, Daemon, DaemonSink, MemoryMode, Policy, SourceKind, TierdError,
+    Tiers,
 };
 use cxltier_topo::{Placement, Topology};
 use std::ffi::OsString;
@@ -69,8 +71,19 @@ new allocations keep its own policy (only a process can set its own), and tierd 
 throughput stays more than --retune-threshold percent away from its baseline for
 --retune-windows windows in a row.
 
+Memory mode (--nvme PATH[:SIZE]): each target keeps at most --dram-budget in DRAM and
+--cxl-budget (default 0) on slower memory; its coldest resident pages beyond the sum are paged out
+with process_madvise(MADV_PAGEOUT) to a swap area tierd sets up on PATH: a block device (a swap
+header is written at its start) or a new file of SIZE bytes on ext2/3/4, xfs or f2fs (created,
+written in full, removed when tierd stops), turned on with swapon(2) at a priority above every
+other swap area (system-wide: said on stderr; --dry-run says it and does nothing). --max-stall-pct
+P makes the pageout rate follow memory pressure (PSI `some` of the target's cgroup v2, else the
+system's): it grows while the stall stays under P percent and shrinks above it. A full swap area
+stops offloading and is reported; the target is never killed. When tierd stops, the area is turned
+off (the pages come back into memory) and the file it created removed.
+
 Needs root (DAMON's sysfs interface, the idle-page bitmap and page frame numbers, moving another
-process's pages). Exit status: 0 when stopped or when every target exited; 2 bad input (no such
+process's pages, swapon). Exit status: 0 when stopped or when every target exited; 2 bad input (no such
 process, malformed policy); 3 without root; 4 when the kernel has neither DAMON nor idle-page
 tracking (or not the one --access-source names) or the machine has a single memory tier.";
 
@@ -97,6 +110,18 @@ pub struct Args {
     /// Most bytes of each target in the fastest tier: 64M, 2G ...
     #[arg(long, value_name = "SIZE")]
     dram_budget: Option<String>,
+    /// Memory mode: page what each target holds beyond --dram-budget + --cxl-budget out to a
+    /// swap area on this block device, or a new swap file of SIZE bytes (created, and removed
+    /// when tierd stops)
+    #[arg(long, value_name = "PATH[:SIZE]", conflicts_with_all = ["tune", "sweep"])]
+    nvme: Option<String>,
+    /// With --nvme: most bytes of each target on the slower memory tiers (CXL) [default: 0]
+    #[arg(long, value_name = "SIZE", requires = "nvme")]
+    cxl_budget: Option<String>,
+    /// With --nvme: page out only as fast as the memory pressure (PSI `some` stall, percent of
+    /// wall time) stays under this goal
+    #[arg(long, value_name = "P", requires = "nvme")]
+    max_stall_pct: Option<f64>,
     /// Most MB/s (10^6 bytes) moved, over all targets
     #[arg(long, value_name = "MB/s")]
     max_migrate_rate: Option<f64>,
@@ -324,6 +349,37 @@ fn human(r: &IntervalReport) -> String {
             )
         })
         .collect();
+    let memory = r
+        .memory
+        .as_ref()
+        .map(|m| {
+            let b = |k: &str| mib(m.bytes.get(k).copied().unwrap_or(0));
+            format!(
+                " | dram {} cxl {} nvme {} MiB, {} {} pages{}{}",
+                b("dram"),
+                b("cxl"),
+                b("nvme"),
+                if r.dry_run {
+                    "would page out"
+                } else {
+                    "paged out"
+                },
+                if r.dry_run {
+                    m.planned_pageouts
+                } else {
+                    m.pageout_pages
+                },
+                m.stall_some_pct
+                    .map(|s| format!(", stall {s:.2}% (goal {}%)", m.max_stall_pct.unwrap_or(0.0)))
+                    .unwrap_or_default(),
+                if m.nvme_full {
+                    ", NVMe FULL: offloading stopped"
+                } else {
+                    ""
+                }
+            )
+        })
+        .unwrap_or_default();
     let iv = &r.interval;
     let moves = if r.dry_run {
         format!(
@@ -337,7 +393,7 @@ fn human(r: &IntervalReport) -> String {
         )
     };
     format!(
-        "{:7.1}s pid {}: {} | {moves} | waiting: rate {} room {} | {} regions",
+        "{:7.1}s pid {}: {} | {moves} | waiting: rate {} room {} | {} regions{memory}",
         r.t_s,
         r.pid,
         nodes.join(", "),
@@ -398,6 +454,15 @@ impl DaemonSink for Render {
                 path.display()
             );
         }
+    }
+
+    fn pressure_file(&mut self, path: &Path) {
+        let _ = writeln!(
+            self.err,
+            "cxltier tierd: SLA: memory pressure read from {} each interval; the pageout rate \
+             follows it",
+            path.display()
+        );
     }
 
     fn started(&mut self, written: WrittenPages) {
@@ -495,6 +560,138 @@ impl DaemonSink for Render {
     }
 }
 
+/// Memory mode's settings, checked; nothing written yet.
+struct MemoryModePlan {
+    dram: u64,
+    cxl: u64,
+    swap: SwapPlan,
+}
+
+/// Check memory mode's settings against the machine before anything is written.
+fn check_memory_mode(
+    args: &Args,
+    spec: &str,
+    policy: &Policy,
+    tiers: &Tiers,
+) -> Result<MemoryModePlan, CliError> {
+    let dram = policy
+        .dram_budget_bytes()
+        .map_err(CliError::classified)?
+        .ok_or_else(|| {
+            CliError::bad_input("--nvme needs --dram-budget: the bytes each target keeps in DRAM")
+        })?;
+    let cxl = match &args.cxl_budget {
+        Some(text) => cxltier_topo::size::parse_size(text)
+            .map_err(|e| CliError::bad_input(format!("--cxl-budget {text:?}: {e}")))?,
+        None => 0,
+    };
+    if let Some(p) = args.max_stall_pct {
+        if !(p.is_finite() && p > 0.0 && p < 100.0) {
+            return Err(CliError::bad_input(format!(
+                "--max-stall-pct {p}: expected a percentage of time stalled above 0 and below 100, e.g. 5"
+            )));
+        }
+    }
+    if tiers.slow.is_empty() && cxl > 0 {
+        eprintln!(
+            "cxltier tierd: warning: --cxl-budget {}: this machine has no slower memory tier; \
+             what is beyond the DRAM budget goes to NVMe",
+            args.cxl_budget.as_deref().unwrap_or_default()
+        );
+    }
+    let spec = NvmeSpec::parse(spec).map_err(CliError::classified)?;
+    let swap = SwapPlan::prepare(&spec, Path::new("/proc")).map_err(CliError::classified)?;
+    if !args.dry_run && !crate::cmd::running_as_root() {
+        return Err(CliError::new(
+            Class::Permission,
+            format!(
+                "--nvme {}: turning swap on needs root (CAP_SYS_ADMIN); run tierd with sudo",
+                spec.path.display()
+            ),
+        ));
+    }
+    Ok(MemoryModePlan { dram, cxl, swap })
+}
+
+/// Say every system-wide change of memory mode, and (unless --dry-run) make them.
+fn start_memory_mode(
+    args: &Args,
+    plan: MemoryModePlan,
+) -> Result<(MemoryMode, Option<SwapArea>), CliError> {
+    for c in plan.swap.changes() {
+        if args.dry_run {
+            eprintln!("cxltier tierd: would {c} (a system-wide change; not made: --dry-run)");
+        } else {
+            eprintln!(
+                "cxltier tierd: memory mode: {c} (a system-wide change, undone when tierd stops)"
+            );
+        }
+    }
+    let (dram, cxl) = (plan.dram, plan.cxl);
+    let keep = dram.saturating_add(cxl);
+    eprintln!(
+        "cxltier tierd: memory mode: each target keeps {dram} bytes in DRAM and {cxl} on slower \
+         memory; the coldest pages beyond {keep} bytes are paged out (process_madvise \
+         MADV_PAGEOUT){}",
+        match args.max_stall_pct {
+            Some(p) => format!(", as fast as memory pressure stays under {p}% stalled"),
+            None => String::new(),
+        }
+    );
+    if args.dry_run {
+        return Ok((
+            MemoryMode {
+                keep_bytes: keep,
+                swap_path: None,
+            },
+            None,
+        ));
+    }
+    let area = plan.swap.apply().map_err(CliError::classified)?;
+    Ok((
+        MemoryMode {
+            keep_bytes: keep,
+            swap_path: Some(area.path().to_path_buf()),
+        },
+        Some(area),
+    ))
+}
+
+/// Say what was undone (stderr; with --json also a `swap_teardown` line).
+fn report_teardown(area: &SwapArea, done: &Result<Teardown, TierdError>, json: bool) {
+    let path = area.path().display();
+    match done {
+        Ok(t) => {
+            eprintln!(
+                "cxltier tierd: memory mode undone: swapoff {path}{}",
+                if t.removed_file { "; swap file removed" } else { "" }
+            );
+            if json {
+                if let Ok(line) = teardown_line(area.path(), t) {
+                    println!("{line}");
+                }
+            }
+        }
+        Err(e) => eprintln!(
+            "cxltier tierd: error: swap area {path} could NOT be turned off: {e}; run `swapoff {path}`{}",
+            if area.kind() == BackingKind::NewFile { format!(" and remove {path}") } else { String::new() }
+        ),
+    }
+}
+
+/// The `--json` line saying what memory mode's teardown did.
+fn teardown_line(path: &Path, t: &Teardown) -> Result<String, serde_json::Error> {
+    json_line(
+        "tierd",
+        "swap_teardown",
+        &serde_json::json!({
+            "path": path,
+            "swapped_off": t.swapped_off,
+            "removed_file": t.removed_file,
+        }),
+    )
+}
+
 fn list(pids: &[u32]) -> String {
     pids.iter()
         .map(u32::to_string)
@@ -540,7 +737,12 @@ pub fn run(args: Args) -> CliResult {
     let root = Path::new("/");
     let topo =
         Topology::live().map_err(|e| CliError::classified(cxltier_tierd::TierdError::from(e)))?;
-    let tiers = Tiers::from_topology(&topo).map_err(CliError::classified)?;
+    let tiers = if args.nvme.is_some() {
+        Tiers::for_memory_mode(&topo)
+    } else {
+        Tiers::from_topology(&topo)
+    }
+    .map_err(CliError::classified)?;
     let warnings = kernel_tiering_warnings(&topo, &tiers);
     for w in &warnings {
         eprintln!("cxltier tierd: warning: {w}");
@@ -553,11 +755,25 @@ pub fn run(args: Args) -> CliResult {
     if args.tune || args.sweep {
         return tune::run(&args_for_tune(&args)?, &tiers);
     }
+    let memory_plan = match &args.nvme {
+        Some(spec) => Some(check_memory_mode(&args, spec, &policy, &tiers)?),
+        None => None,
+    };
     let source =
         choose_source(root, policy.tracking.access_source).map_err(CliError::classified)?;
     if source.kind == SourceKind::Damon {
         cxltier_tierd::damon::Monitor::check(root).map_err(CliError::classified)?;
     }
+
+    // Memory mode's swap area is set up before CMD starts; dropping it (any error below) turns it
+    // off again.
+    let (memory, mut swap_area) = match memory_plan {
+        Some(plan) => {
+            let (mode, area) = start_memory_mode(&args, plan)?;
+            (Some(mode), area)
+        }
+        None => (None, None),
+    };
 
     let mut cgroup_dir = None;
     let targets: Box<dyn TargetSource> = if !args.pid.is_empty() {
@@ -591,6 +807,9 @@ pub fn run(args: Args) -> CliResult {
     if let Some(published) = metrics {
         daemon = daemon.metrics(published);
     }
+    if let Some(mode) = memory {
+        daemon = daemon.memory_mode(mode, args.max_stall_pct);
+    }
 
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -607,7 +826,14 @@ pub fn run(args: Args) -> CliResult {
         // The output is gone: said as any failed write is.
         TierdError::Output(e) => CliError::from(e),
         e => CliError::classified(e),
-    })?;
+    });
+    // Undo memory mode's system-wide changes whatever the run's outcome.
+    if let Some(area) = swap_area.as_mut() {
+        let done = area.teardown();
+        report_teardown(area, &done, args.json);
+        done.map_err(CliError::classified)?;
+    }
+    let outcome = outcome?;
     // CMD ended and so did tierd: CMD's own status is tierd's.
     Ok(match outcome.child_status {
         Some(status) => ExitCode::from(status.code().unwrap_or(1).clamp(0, 255) as u8),
@@ -721,12 +947,40 @@ mod json_lines_tests {
             retry_pending: 0,
             rate_limit_bytes_per_s: 1e6,
             rate_limit_bound_bytes: 1.5e6,
+            memory: None,
         };
         let line = json_line("tierd", "interval", &interval).unwrap();
         assert_conforms(schema, &line);
         // Per-node figures are keyed by node.
         let v: serde_json::Value = serde_json::from_str(&line).unwrap();
         assert_eq!(v["nodes"]["0"]["resident_bytes"], 1 << 19);
+        // Without memory mode the line has no `memory`; with it, bytes per tier including NVMe.
+        assert!(v.get("memory").is_none());
+        let mut with_memory = interval.clone();
+        with_memory.memory = Some(cxltier_tierd::MemoryReport {
+            bytes: BTreeMap::from([("dram", 4096), ("cxl", 0), ("nvme", 8192)]),
+            keep_bytes: 4096,
+            pageout_pages: 2,
+            nvme_free_bytes: Some(1 << 20),
+            stall_some_pct: Some(1.5),
+            max_stall_pct: Some(5.0),
+            refaults: Some(3),
+            ..Default::default()
+        });
+        let line = json_line("tierd", "interval", &with_memory).unwrap();
+        assert_conforms(schema, &line);
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(v["memory"]["bytes"]["nvme"], 8192);
+        let area = tempfile::tempdir().unwrap();
+        let teardown = teardown_line(
+            area.path(),
+            &Teardown {
+                swapped_off: true,
+                removed_file: true,
+            },
+        )
+        .unwrap();
+        assert_conforms(schema, &teardown);
 
         let quarantine = QuarantineReport {
             event: "quarantine",

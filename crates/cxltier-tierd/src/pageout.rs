@@ -1,0 +1,232 @@
+//! The NVMe tier's mover: which of a target's resident pages go to swap, and sending them there
+//! with `process_madvise(MADV_PAGEOUT)`.
+//!
+//! A target may keep its DRAM budget plus its CXL budget in memory; what is resident beyond that
+//! is paged out, coldest first, at most the interval's allowance (the rate limit, or the SLA
+//! controller's figure, [`crate::psi`]). Hot pages are never paged out; among pages equally cold
+//! the ones already on a slower tier go first (they were demoted for being cold before), and a
+//! page moved this interval or too recently is left alone. The kernel's reclaim writes them to the
+//! highest-priority swap area, tierd's; a page that is touched again faults back in.
+
+use crate::plan::{Heat, PageInfo, Thresholds};
+use crate::TierdError;
+use std::collections::HashSet;
+use std::fs;
+use std::path::Path;
+
+/// The pages to page out, in address order.
+pub fn select(
+    pages: &[PageInfo],
+    thresholds: &Thresholds,
+    fast: &[u32],
+    keep_pages: u64,
+    allowance: u64,
+    leave_alone: &HashSet<usize>,
+) -> (Vec<usize>, PageoutHeld) {
+    let excess = (pages.len() as u64).saturating_sub(keep_pages);
+    let mut held = PageoutHeld::default();
+    if excess == 0 {
+        return (Vec::new(), held);
+    }
+    let mut candidates: Vec<&PageInfo> = Vec::new();
+    for p in pages {
+        if leave_alone.contains(&p.addr) {
+            continue;
+        }
+        if thresholds.heat(p) == Heat::Hot {
+            continue;
+        }
+        candidates.push(p);
+    }
+    // Coldest first: cold before warm, fewer accesses, then older, slower tier first, address.
+    candidates.sort_by_key(|p| {
+        (
+            thresholds.heat(p),
+            p.accesses,
+            std::cmp::Reverse(p.age),
+            fast.contains(&p.node),
+            p.addr,
+        )
+    });
+    let wanted = excess.min(candidates.len() as u64);
+    held.by_heat = excess - wanted;
+    let take = wanted.min(allowance);
+    held.by_allowance = wanted - take;
+    let mut out: Vec<usize> = candidates
+        .iter()
+        .take(take as usize)
+        .map(|p| p.addr)
+        .collect();
+    out.sort_unstable();
+    (out, held)
+}
+
+/// Pages over the budget that stay resident this interval, and why.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PageoutHeld {
+    /// Only hot (or recently moved) pages were left to page out.
+    pub by_heat: u64,
+    /// The interval's allowance (rate limit or SLA) was spent.
+    pub by_allowance: u64,
+}
+
+/// Sorted page addresses as `(start, length)` runs of adjacent pages.
+pub fn ranges(addrs: &[usize], page: usize) -> Vec<(usize, usize)> {
+    let mut out: Vec<(usize, usize)> = Vec::new();
+    for &a in addrs {
+        match out.last_mut() {
+            Some((start, len)) if *start + *len == a => *len += page,
+            _ => out.push((a, page)),
+        }
+    }
+    out
+}
+
+/// Which of `addrs` (sorted) are in swap now (bit 62 of `/proc/PID/pagemap`), read run by run.
+pub fn swapped_among(
+    proc_root: &Path,
+    pid: u32,
+    addrs: &[usize],
+    page: u64,
+) -> Result<Vec<usize>, TierdError> {
+    let path = proc_root.join(pid.to_string()).join("pagemap");
+    let map = cxltier_sys::pagemap::Pagemap::open(&path)
+        .map_err(|e| TierdError::io("opening", &path, e))?;
+    let mut out = Vec::new();
+    for (start, len) in ranges(addrs, page as usize) {
+        map.walk(start as u64, (start + len) as u64, page, |a, e| {
+            if e.swapped() {
+                out.push(a as usize);
+            }
+        })
+        .map_err(|e| TierdError::io("reading", &path, e))?;
+    }
+    Ok(out)
+}
+
+/// The target's bytes in swap (`VmSwap` of `/proc/PID/status`).
+pub fn swapped_bytes(proc_root: &Path, pid: u32) -> Result<u64, TierdError> {
+    let path = proc_root.join(format!("{pid}/status"));
+    let text = fs::read_to_string(&path).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::NotFound {
+            TierdError::NoSuchProcess { pid }
+        } else {
+            TierdError::io("reading", &path, e)
+        }
+    })?;
+    parse_vm_swap(&text).ok_or_else(|| TierdError::Parse {
+        path,
+        content: String::new(),
+        why: "no VmSwap line (a kernel thread?)".into(),
+    })
+}
+
+/// `VmSwap:` in bytes from a `/proc/PID/status` text.
+pub fn parse_vm_swap(status: &str) -> Option<u64> {
+    status.lines().find_map(|l| {
+        let v = l.strip_prefix("VmSwap:")?.trim();
+        let kb = v.strip_suffix("kB").unwrap_or(v).trim();
+        kb.parse::<u64>().ok().map(|k| k * 1024)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TH: Thresholds = Thresholds {
+        hot_min: 5,
+        cold_max: 1,
+        cold_min_age: 2,
+    };
+
+    fn page(i: usize, node: u32, accesses: u32, age: u32) -> PageInfo {
+        PageInfo {
+            addr: i * 4096,
+            node,
+            accesses,
+            age,
+            written: false,
+        }
+    }
+
+    #[test]
+    fn only_the_excess_goes_coldest_first_slower_tier_first_and_never_hot() {
+        let pages = vec![
+            page(0, 0, 9, 5), // hot
+            page(1, 0, 0, 9), // cold on DRAM
+            page(2, 1, 0, 9), // cold on CXL: before page 1
+            page(3, 0, 3, 1), // warm
+            page(4, 1, 1, 3), // cold, one access
+        ];
+        let none = HashSet::new();
+        // Keep 3: two go, the two coldest (CXL's first at equal heat).
+        let (out, held) = select(&pages, &TH, &[0], 3, 100, &none);
+        assert_eq!(out, vec![4096, 2 * 4096]);
+        assert_eq!(held, PageoutHeld::default());
+        // Keep 0: everything but the hot page, warm last.
+        let (out, held) = select(&pages, &TH, &[0], 0, 100, &none);
+        assert_eq!(out, vec![4096, 2 * 4096, 3 * 4096, 4 * 4096]);
+        assert_eq!(held.by_heat, 1);
+        // Within budget: nothing.
+        assert!(select(&pages, &TH, &[0], 5, 100, &none).0.is_empty());
+        // The allowance caps it; the rest is held.
+        let (out, held) = select(&pages, &TH, &[0], 0, 1, &none);
+        assert_eq!(out, vec![2 * 4096]);
+        assert_eq!(held.by_allowance, 3);
+        // A page moved this interval is left alone.
+        let moved: HashSet<usize> = [2 * 4096].into();
+        let (out, _) = select(&pages, &TH, &[0], 3, 100, &moved);
+        assert_eq!(out, vec![4096, 4 * 4096]);
+        // A written page is hot whatever its region says.
+        let mut w = pages.clone();
+        w[2].written = true;
+        let (out, _) = select(&w, &TH, &[0], 4, 100, &none);
+        assert_eq!(out, vec![4096]);
+    }
+
+    #[test]
+    fn adjacent_pages_make_one_range() {
+        assert_eq!(
+            ranges(&[0x1000, 0x2000, 0x3000, 0x5000, 0x9000, 0xa000], 0x1000),
+            vec![(0x1000, 0x3000), (0x5000, 0x1000), (0x9000, 0x2000)]
+        );
+        assert!(ranges(&[], 4096).is_empty());
+    }
+
+    #[test]
+    fn the_swap_bit_of_pagemap_picks_the_swapped_pages() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(d.path().join("5")).unwrap();
+        // Pages 0..8: 2 and 3 in swap, 5 present, the rest never touched.
+        let mut bytes = Vec::new();
+        for i in 0..8u64 {
+            let e: u64 = match i {
+                2 | 3 => 1 << 62,
+                5 => (1 << 63) | 77,
+                _ => 0,
+            };
+            bytes.extend_from_slice(&e.to_le_bytes());
+        }
+        std::fs::write(d.path().join("5/pagemap"), &bytes).unwrap();
+        let asked = [0x1000, 0x2000, 0x3000, 0x5000, 0x7000];
+        assert_eq!(
+            swapped_among(d.path(), 5, &asked, 0x1000).unwrap(),
+            vec![0x2000, 0x3000]
+        );
+    }
+
+    #[test]
+    fn swapped_bytes_come_from_vm_swap() {
+        assert_eq!(
+            parse_vm_swap("Name:\tx\nVmRSS:\t  100 kB\nVmSwap:\t    2048 kB\n"),
+            Some(2 << 20)
+        );
+        assert_eq!(parse_vm_swap("Name:\tkthreadd\n"), None);
+        let d = tempfile::tempdir().unwrap();
+        assert!(matches!(
+            swapped_bytes(d.path(), 9),
+            Err(TierdError::NoSuchProcess { pid: 9 })
+        ));
+    }
+}

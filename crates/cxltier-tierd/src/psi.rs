@@ -1,0 +1,286 @@
+//! Memory pressure (PSI) and the SLA controller that sets how much tierd pages out.
+//!
+//! The stall percentage of an interval is the growth of the `some` line's `total` (microseconds
+//! during which at least one task waited for memory) over the interval's wall time: exact for the
+//! interval, where the `avg10` figures are decaying estimates over 10 s. The controller is TMO's
+//! senpai rule on the pageout amount: below the goal, the allowance grows in proportion to the
+//! headroom left; above it, it shrinks in proportion to the overshoot, so offloading goes only as
+//! far as the workload tolerates.
+
+use crate::TierdError;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// The cumulative stall counters of one `memory.pressure` / `/proc/pressure/memory` file, in µs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PressureTotals {
+    pub some_us: u64,
+    pub full_us: u64,
+}
+
+/// Parse a PSI file's `total=` counters.
+pub fn parse_pressure(text: &str) -> Option<PressureTotals> {
+    let mut some = None;
+    let mut full = None;
+    for line in text.lines() {
+        let mut f = line.split_whitespace();
+        let kind = f.next();
+        let total = f
+            .find_map(|kv| kv.strip_prefix("total="))
+            .and_then(|v| v.parse::<u64>().ok());
+        match kind {
+            Some("some") => some = total,
+            Some("full") => full = total,
+            _ => {}
+        }
+    }
+    Some(PressureTotals {
+        some_us: some?,
+        // Older kernels have no `full` line for the system file's CPU; memory always has it.
+        full_us: full.unwrap_or(0),
+    })
+}
+
+/// Percent of `elapsed_us` that the counters grew by: `(some, full)`.
+pub fn stall_percent(before: PressureTotals, after: PressureTotals, elapsed_us: u64) -> (f64, f64) {
+    if elapsed_us == 0 {
+        return (0.0, 0.0);
+    }
+    let pct = |a: u64, b: u64| (b.saturating_sub(a) as f64 / elapsed_us as f64 * 100.0).min(100.0);
+    (
+        pct(before.some_us, after.some_us),
+        pct(before.full_us, after.full_us),
+    )
+}
+
+/// The PSI file for process `pid`: its cgroup v2 `memory.pressure` when the host has cgroup v2
+/// there, else the system-wide `/proc/pressure/memory`.
+pub fn pressure_file(sys_root: &Path, proc_root: &Path, pid: u32) -> Result<PathBuf, TierdError> {
+    let cgroup = fs::read_to_string(proc_root.join(format!("{pid}/cgroup"))).unwrap_or_default();
+    if let Some(path) = cgroup.lines().find_map(|l| l.strip_prefix("0::")) {
+        let file = sys_root
+            .join("sys/fs/cgroup")
+            .join(path.trim_start_matches('/'))
+            .join("memory.pressure");
+        if file.exists() {
+            return Ok(file);
+        }
+    }
+    let system = proc_root.join("pressure/memory");
+    if system.exists() {
+        Ok(system)
+    } else {
+        Err(TierdError::Unsupported(format!(
+            "--max-stall-pct needs pressure stall information: neither the target's cgroup v2 \
+             memory.pressure nor {} exists; boot with psi=1 (CONFIG_PSI)",
+            system.display()
+        )))
+    }
+}
+
+/// Reads one PSI file interval after interval.
+#[derive(Debug)]
+pub struct PressureReader {
+    path: PathBuf,
+    last: Option<(Instant, PressureTotals)>,
+}
+
+impl PressureReader {
+    pub fn new(path: PathBuf) -> PressureReader {
+        PressureReader { path, last: None }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The stall percentages `(some, full)` since the previous call (`None` the first time).
+    pub fn sample(&mut self) -> Result<Option<(f64, f64)>, TierdError> {
+        let text =
+            fs::read_to_string(&self.path).map_err(|e| TierdError::io("reading", &self.path, e))?;
+        let now = Instant::now();
+        let totals = parse_pressure(&text).ok_or_else(|| TierdError::Parse {
+            path: self.path.clone(),
+            content: text.chars().take(200).collect(),
+            why: "no `some ... total=N` line".into(),
+        })?;
+        let out = self.last.map(|(at, before)| {
+            stall_percent(
+                before,
+                totals,
+                now.saturating_duration_since(at).as_micros() as u64,
+            )
+        });
+        self.last = Some((now, totals));
+        Ok(out)
+    }
+}
+
+/// How fast the allowance grows with full headroom: this share of the maximum per interval.
+const GROW_SHARE: f64 = 0.25;
+/// How far one interval at twice the goal or more cuts it: by half.
+const MAX_CUT: f64 = 0.5;
+
+/// The SLA controller's rule, a pure function: the next interval's pageout allowance (pages)
+/// from the current one, the stall measured and the goal. Stall at the goal keeps the allowance;
+/// below it, it grows by `GROW_SHARE * max * (1 - stall/goal)`; above it, it shrinks by
+/// `MAX_CUT * min(1, stall/goal - 1)` of itself. The result stays within `0..=max`.
+pub fn next_allowance(current: u64, stall_pct: f64, goal_pct: f64, max: u64) -> u64 {
+    let current = current.min(max) as f64;
+    let next = if !stall_pct.is_finite() || goal_pct <= 0.0 {
+        0.0
+    } else if stall_pct <= goal_pct {
+        let headroom = 1.0 - stall_pct / goal_pct;
+        current + GROW_SHARE * max as f64 * headroom
+    } else {
+        let over = (stall_pct / goal_pct - 1.0).min(1.0);
+        current * (1.0 - MAX_CUT * over)
+    };
+    (next.round().max(0.0) as u64).min(max)
+}
+
+/// The controller's state over the run.
+#[derive(Debug)]
+pub struct SlaController {
+    pub goal_pct: f64,
+    pub allowance_pages: u64,
+    pub last_stall: Option<(f64, f64)>,
+}
+
+impl SlaController {
+    /// Start cautiously: a tenth of the most the rate limit allows, then follow the pressure.
+    pub fn new(goal_pct: f64, max_pages: u64) -> SlaController {
+        SlaController {
+            goal_pct,
+            allowance_pages: max_pages / 10,
+            last_stall: None,
+        }
+    }
+
+    /// Take one interval's stall (`None` before the first full interval) and return the next
+    /// allowance.
+    pub fn update(&mut self, stall: Option<(f64, f64)>, max_pages: u64) -> u64 {
+        if let Some(s) = stall {
+            self.last_stall = Some(s);
+            self.allowance_pages =
+                next_allowance(self.allowance_pages, s.0, self.goal_pct, max_pages);
+        }
+        self.allowance_pages.min(max_pages)
+    }
+}
+
+/// `workingset_refault_anon` from a `/proc/vmstat` (or cgroup v2 `memory.stat`) text: anonymous
+/// pages read back from swap soon after they were reclaimed.
+pub fn parse_refaults(text: &str) -> Option<u64> {
+    text.lines().find_map(|l| {
+        l.strip_prefix("workingset_refault_anon ")
+            .and_then(|v| v.trim().parse().ok())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn totals_are_read_not_the_averages() {
+        let t = parse_pressure(
+            "some avg10=12.50 avg60=3.00 avg300=1.00 total=37604311\n\
+             full avg10=0.00 avg60=0.01 avg300=0.17 total=18478601\n",
+        )
+        .unwrap();
+        assert_eq!(t.some_us, 37604311);
+        assert_eq!(t.full_us, 18478601);
+        assert_eq!(parse_pressure("garbage\n"), None);
+    }
+
+    #[test]
+    fn stall_is_the_counter_growth_over_the_interval() {
+        let a = PressureTotals {
+            some_us: 1_000,
+            full_us: 500,
+        };
+        let b = PressureTotals {
+            some_us: 51_000,
+            full_us: 10_500,
+        };
+        // 50 ms of 1 s stalled: 5%; full 1%.
+        let (some, full) = stall_percent(a, b, 1_000_000);
+        assert!((some - 5.0).abs() < 1e-9 && (full - 1.0).abs() < 1e-9);
+        assert_eq!(stall_percent(a, b, 0), (0.0, 0.0));
+        // A counter that went backwards (a new cgroup) reads as no stall.
+        assert_eq!(stall_percent(b, a, 1_000_000), (0.0, 0.0));
+    }
+
+    #[test]
+    fn the_controller_grows_below_the_goal_and_cuts_above_it() {
+        let max = 1000;
+        // No stall: grow by a quarter of the maximum.
+        assert_eq!(next_allowance(100, 0.0, 5.0, max), 350);
+        // Half the goal: half that step.
+        assert_eq!(next_allowance(100, 2.5, 5.0, max), 225);
+        // At the goal: hold.
+        assert_eq!(next_allowance(400, 5.0, 5.0, max), 400);
+        // 50% over the goal: cut by a quarter; twice the goal or more: by half.
+        assert_eq!(next_allowance(400, 7.5, 5.0, max), 300);
+        assert_eq!(next_allowance(400, 10.0, 5.0, max), 200);
+        assert_eq!(next_allowance(400, 90.0, 5.0, max), 200);
+        // Bounded by the maximum; never negative.
+        assert_eq!(next_allowance(990, 0.0, 5.0, max), max);
+        assert_eq!(next_allowance(0, 50.0, 5.0, max), 0);
+        assert_eq!(next_allowance(5000, 5.0, 5.0, max), max);
+    }
+
+    #[test]
+    fn under_steady_pressure_the_controller_settles_where_stall_meets_the_goal() {
+        // A workload whose stall grows with the pageout allowance: 1% per 100 pages per interval.
+        let stall_of = |pages: u64| pages as f64 / 100.0;
+        let mut c = SlaController::new(5.0, 2000);
+        let mut allowance = c.update(None, 2000);
+        let mut seen = Vec::new();
+        for _ in 0..200 {
+            allowance = c.update(Some((stall_of(allowance), 0.0)), 2000);
+            seen.push(allowance);
+        }
+        // It ends near 500 pages (5%), and does not swing wider than the cut allows.
+        let tail = &seen[150..];
+        let (lo, hi) = (*tail.iter().min().unwrap(), *tail.iter().max().unwrap());
+        assert!(lo >= 300 && hi <= 700, "{lo}..{hi}");
+        let mean = tail.iter().sum::<u64>() as f64 / tail.len() as f64;
+        assert!((mean - 500.0).abs() < 150.0, "{mean}");
+    }
+
+    #[test]
+    fn refaults_are_the_anonymous_ones() {
+        let v = "workingset_refault_file 7281904\nworkingset_refault_anon 42\n";
+        assert_eq!(parse_refaults(v), Some(42));
+        assert_eq!(parse_refaults("nr_free_pages 1\n"), None);
+    }
+
+    #[test]
+    fn the_pressure_file_is_the_cgroups_when_it_has_one() {
+        let d = tempfile::tempdir().unwrap();
+        let proc = d.path().join("proc");
+        fs::create_dir_all(proc.join("7")).unwrap();
+        fs::create_dir_all(proc.join("pressure")).unwrap();
+        fs::write(proc.join("pressure/memory"), "some total=1\n").unwrap();
+        fs::write(proc.join("7/cgroup"), "0::/app.slice/x\n").unwrap();
+        // No such cgroup v2 directory (a v1 host): the system file.
+        assert_eq!(
+            pressure_file(d.path(), &proc, 7).unwrap(),
+            proc.join("pressure/memory")
+        );
+        let cg = d.path().join("sys/fs/cgroup/app.slice/x");
+        fs::create_dir_all(&cg).unwrap();
+        fs::write(cg.join("memory.pressure"), "some total=1\n").unwrap();
+        assert_eq!(
+            pressure_file(d.path(), &proc, 7).unwrap(),
+            cg.join("memory.pressure")
+        );
+        fs::remove_file(proc.join("pressure/memory")).unwrap();
+        fs::remove_file(cg.join("memory.pressure")).unwrap();
+        let e = pressure_file(d.path(), &proc, 7).unwrap_err();
+        assert!(e.to_string().contains("psi=1"), "{e}");
+    }
+}

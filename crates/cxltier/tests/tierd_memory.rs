@@ -1,0 +1,125 @@
+//! `cxltier tierd --nvme` (memory mode): bad settings are refused, naming the problem and the
+//! fix, before anything is written or started. The live run is in the lab (lab/checks/tierd.sh).
+
+use std::process::{Command, Output};
+
+fn tierd(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_cxltier"))
+        .arg("tierd")
+        .args(args)
+        .args(["--pid", &std::process::id().to_string()])
+        .output()
+        .expect("run cxltier")
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn swaps() -> String {
+    std::fs::read_to_string("/proc/swaps").unwrap_or_default()
+}
+
+#[test]
+fn memory_mode_needs_a_dram_budget() {
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let f = dir.path().join("t.swap:8M");
+    let out = tierd(&["--nvme", f.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(
+        stderr(&out).contains("--nvme needs --dram-budget"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn a_swap_file_on_tmpfs_is_refused_as_unsupported() {
+    let shm = std::path::Path::new("/dev/shm");
+    if !shm.is_dir() {
+        return;
+    }
+    let dir = tempfile::tempdir_in(shm).unwrap();
+    let f = format!("{}/t.swap:8M", dir.path().display());
+    let before = swaps();
+    let out = tierd(&["--dram-budget", "4M", "--nvme", &f]);
+    assert_eq!(out.status.code(), Some(4), "{out:?}");
+    let e = stderr(&out);
+    assert!(e.contains("on tmpfs") && e.contains("block device"), "{e}");
+    assert!(!dir.path().join("t.swap").exists());
+    assert_eq!(swaps(), before);
+}
+
+#[test]
+fn an_existing_file_is_never_overwritten() {
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let f = dir.path().join("data");
+    std::fs::write(&f, b"keep me").unwrap();
+    let out = tierd(&[
+        "--dram-budget",
+        "4M",
+        "--nvme",
+        &format!("{}:8M", f.display()),
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(
+        stderr(&out).contains("never overwrites"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(std::fs::read(&f).unwrap(), b"keep me");
+}
+
+#[test]
+fn a_new_file_needs_a_size_and_the_stall_goal_a_percentage() {
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let f = dir.path().join("t.swap");
+    let out = tierd(&["--dram-budget", "4M", "--nvme", f.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(stderr(&out).contains(":8G"), "{}", stderr(&out));
+
+    let nvme = format!("{}:8M", f.display());
+    for bad in ["0", "100", "nan"] {
+        let out = tierd(&[
+            "--dram-budget",
+            "4M",
+            "--nvme",
+            &nvme,
+            "--max-stall-pct",
+            bad,
+        ]);
+        assert_eq!(out.status.code(), Some(2), "{bad}: {out:?}");
+        assert!(stderr(&out).contains("--max-stall-pct"), "{}", stderr(&out));
+    }
+    let out = tierd(&[
+        "--dram-budget",
+        "4M",
+        "--nvme",
+        &nvme,
+        "--cxl-budget",
+        "lots",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(
+        stderr(&out).contains("--cxl-budget \"lots\""),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!f.exists());
+}
+
+#[test]
+fn memory_mode_flags_need_nvme_and_exclude_the_tuner() {
+    let out = tierd(&["--cxl-budget", "4M"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(stderr(&out).contains("--nvme"), "{}", stderr(&out));
+    let out = tierd(&["--max-stall-pct", "5"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let out = tierd(&["--nvme", "/dev/null", "--tune", "--progress", "file:/x"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(
+        stderr(&out).contains("cannot be used with"),
+        "{}",
+        stderr(&out)
+    );
+}
