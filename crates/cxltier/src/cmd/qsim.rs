@@ -58,6 +58,12 @@ distinct outcome path, a copy of the state kept for each branch that waits), or,
 would not fit, run one by one from the saved prefix (--dynamic-method auto|branches|trajectories;
 `dynamic` in --json says which ran).
 
+Over MPI ranks (a build with --features mpi): `mpirun -np R cxltier qsim ...` (R a power of two)
+splits the state into R parts, one per rank, each under its own --memory-limit/--ssd/--interleave;
+gates on the top log2(R) qubits are made local by swapping qubits between ranks, planned over the
+whole circuit so that the exchanges are few. Rank 0 prints; --json adds ranks and distribution.
+Dynamic circuits run on one rank only.
+
 SIZE: 4096, 64K, 512M, 16G ... (K/M/G/T powers of 1024). --ssd DIR[:SIZE] caps the space used
 in DIR. --amplitudes: indices in decimal or 0b binary, comma-separated.";
 
