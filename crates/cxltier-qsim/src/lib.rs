@@ -22,6 +22,7 @@
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 pub mod bench;
+pub mod dist;
 pub mod dynamic;
 pub mod fusion;
 pub mod gates;

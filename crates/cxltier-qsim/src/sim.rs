@@ -236,7 +236,7 @@ fn amp_bytes<T: Real>() -> usize {
     std::mem::size_of::<Amp<T>>()
 }
 
-fn ops_of(circuit: &Circuit) -> Vec<Op> {
+pub(crate) fn ops_of(circuit: &Circuit) -> Vec<Op> {
     circuit
         .gates
         .iter()
@@ -447,6 +447,39 @@ impl<T: Real> Simulation<T> {
             fresh: true,
             _t: std::marker::PhantomData,
         })
+    }
+
+    #[cfg(feature = "mpi")]
+    /// Lay out one rank's part of a state split over ranks: `m` qubits, all zero but for
+    /// amplitude 0 on the rank that holds index 0 (`origin`). Qubits are never relabelled (the
+    /// exchanges between ranks address physical positions), so gates go in as they are placed.
+    pub(crate) fn start_part(
+        m: usize,
+        widest: usize,
+        options: &Options,
+        origin: bool,
+    ) -> Result<Simulation<T>, QsimError> {
+        let mut sim = Self::start(m, widest, options)?;
+        sim.fresh = false;
+        if !origin {
+            let mut first = AlignedBuf::new(sim.array.chunk_bytes());
+            sim.array.read_chunk(0, &mut first)?;
+            bytemuck::cast_slice_mut::<u8, Amp<T>>(&mut first[..])[0] = [T::default(); 2];
+            sim.array.write_chunk(0, &first)?;
+        }
+        Ok(sim)
+    }
+
+    #[cfg(feature = "mpi")]
+    /// Amplitudes of the state per chunk of its array (a power of two).
+    pub(crate) fn amplitudes_per_chunk(&self) -> usize {
+        self.per_chunk
+    }
+
+    #[cfg(feature = "mpi")]
+    /// The array holding the state, in physical order.
+    pub(crate) fn array_mut(&mut self) -> &mut TieredArray {
+        &mut self.array
     }
 
     /// Apply `ops` (on logical qubits) to the state, adding what was done to the report. While
@@ -712,7 +745,7 @@ impl<T: Real> Simulation<T> {
     }
 
     /// Visit every chunk's amplitudes in physical order: `f(first_physical_index, amplitudes)`.
-    fn scan(&mut self, mut f: impl FnMut(u64, &[Amp<T>])) -> Result<(), QsimError> {
+    pub(crate) fn scan(&mut self, mut f: impl FnMut(u64, &[Amp<T>])) -> Result<(), QsimError> {
         let chunk = self.array.chunk_bytes();
         let mut buf = AlignedBuf::new(chunk);
         let per = self.per_chunk;

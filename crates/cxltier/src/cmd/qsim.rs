@@ -8,6 +8,7 @@ use cxltier_control::size::parse_size;
 use cxltier_control::weights::WeightsSpec;
 use cxltier_control::ControlError;
 use cxltier_qsim::bench::KernelBench;
+use cxltier_qsim::dist::DistReport;
 use cxltier_qsim::fusion::MAX_FUSE;
 use cxltier_qsim::kernel::MAX_GATE_QUBITS;
 use cxltier_qsim::{
@@ -56,6 +57,12 @@ first measurement run once; then the shots split at each measurement into branch
 distinct outcome path, a copy of the state kept for each branch that waits), or, when those copies
 would not fit, run one by one from the saved prefix (--dynamic-method auto|branches|trajectories;
 `dynamic` in --json says which ran).
+
+Over MPI ranks (a build with --features mpi): `mpirun -np R cxltier qsim ...` (R a power of two)
+splits the state into R parts, one per rank, each under its own --memory-limit/--ssd/--interleave;
+gates on the top log2(R) qubits are made local by swapping qubits between ranks, planned over the
+whole circuit so that the exchanges are few. Rank 0 prints; --json adds ranks and distribution.
+Dynamic circuits run on one rank only.
 
 SIZE: 4096, 64K, 512M, 16G ... (K/M/G/T powers of 1024). --ssd DIR[:SIZE] caps the space used
 in DIR. --amplitudes: indices in decimal or 0b binary, comma-separated.";
@@ -139,6 +146,11 @@ struct Output<'a> {
     counts: BTreeMap<String, u64>,
     gates_per_second: f64,
     timings: Timings,
+    /// Over MPI ranks only: how many, and what splitting the state cost.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ranks: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    distribution: Option<&'a DistReport>,
 }
 
 /// The simulator's error as it classifies it, with a parse error placed in the circuit file.
@@ -279,6 +291,23 @@ pub fn run(args: Args) -> CliResult {
         options = options.clone().progress(Arc::clone(&progress));
         ProgressDrawer::start(progress)
     });
+    // Under `mpirun -np R` with R > 1, the state is split over the ranks; one rank (or no
+    // mpirun) runs exactly as without MPI, which is then never initialised.
+    let ranks = std::env::var("OMPI_COMM_WORLD_SIZE")
+        .ok()
+        .and_then(|r| r.parse::<usize>().ok())
+        .unwrap_or(1);
+    if ranks > 1 {
+        drop(drawer);
+        return simulate_ranks(
+            &args,
+            &circuit,
+            &options,
+            precision,
+            &indices,
+            parse_seconds,
+        );
+    }
     simulate(
         &args,
         &circuit,
@@ -288,6 +317,125 @@ pub fn run(args: Args) -> CliResult {
         parse_seconds,
         drawer,
     )
+}
+
+#[cfg(not(feature = "mpi"))]
+fn simulate_ranks(
+    _args: &Args,
+    _circuit: &cxltier_qsim::Circuit,
+    _options: &Options,
+    _precision: Precision,
+    _indices: &[u64],
+    _parse_seconds: f64,
+) -> CliResult {
+    Err(CliError::bad_input(
+        "started by mpirun over several ranks, but this cxltier was built without MPI: build it \
+         with `cargo build --release -p cxltier --features mpi` (needs Open MPI), or run it \
+         without mpirun",
+    ))
+}
+
+/// The run over MPI ranks: every rank runs its part and takes part in the read-out; rank 0
+/// prints. A rank that fails says so with its number and ends every rank (`MPI_Abort`), since
+/// the others would wait for it forever.
+#[cfg(feature = "mpi")]
+fn simulate_ranks(
+    args: &Args,
+    circuit: &cxltier_qsim::Circuit,
+    options: &Options,
+    precision: Precision,
+    indices: &[u64],
+    parse_seconds: f64,
+) -> CliResult {
+    use cxltier_qsim::dist::mpi::{AnyDistSimulation, Cluster};
+    let path = args
+        .circuit
+        .as_deref()
+        .expect("run() returned for --bench-kernels, which has no circuit");
+    let cluster = Cluster::init().map_err(|e| qsim_error(path, e))?;
+    let (rank, size) = (cluster.rank(), cluster.size());
+    let fail = |e: CliError| -> ! {
+        eprintln!("cxltier qsim: rank {rank} of {size}: {}", e.message);
+        if let Some(hint) = &e.hint {
+            eprintln!("hint: {hint}");
+        }
+        cluster.abort(i32::from(e.kind.exit_code()))
+    };
+    if let Some(line) = circuit.dynamic {
+        fail(CliError::bad_input(format!(
+            "{}:{line}: this line makes the circuit dynamic (a reset, an `if`, or an operation on \
+             a qubit after it was measured): dynamic circuits run on one rank only; run without \
+             mpirun (or with -np 1)",
+            path.display()
+        )));
+    }
+    let mut sim = AnyDistSimulation::run(&cluster, circuit, options, precision)
+        .unwrap_or_else(|e| fail(qsim_error(path, e)));
+    let readout = Instant::now();
+    let norm = sim.norm().unwrap_or_else(|e| fail(qsim_error(path, e)));
+    let values = sim
+        .amplitudes(indices)
+        .unwrap_or_else(|e| fail(qsim_error(path, e)));
+    let counts = if args.shots == 0 {
+        BTreeMap::new()
+    } else {
+        let (qubits, by_clbit) = measured_qubits(circuit);
+        let raw = sim
+            .sample(args.shots, &qubits, args.seed)
+            .unwrap_or_else(|e| fail(qsim_error(path, e)));
+        keyed_counts(circuit, raw, by_clbit.as_deref())
+    };
+    if rank != 0 {
+        return Ok(ExitCode::SUCCESS);
+    }
+    finish(
+        args,
+        path,
+        sim.report(),
+        Some((size, sim.dist_report())),
+        norm,
+        indices,
+        &values,
+        counts,
+        parse_seconds,
+        readout,
+    )
+}
+
+/// The qubits sampled for counts: every qubit when nothing is measured, else the measured ones
+/// by classical bit, with the classical bit of each (for [`keyed_counts`]).
+fn measured_qubits(circuit: &cxltier_qsim::Circuit) -> (Vec<usize>, Option<Vec<Option<usize>>>) {
+    if circuit.measurements.is_empty() {
+        return ((0..circuit.num_qubits).collect(), None);
+    }
+    let mut by_clbit = vec![None; circuit.num_clbits];
+    for &(q, c) in &circuit.measurements {
+        by_clbit[c] = Some(q);
+    }
+    (by_clbit.iter().flatten().copied().collect(), Some(by_clbit))
+}
+
+/// Counts keyed as Qiskit's get_counts(): each classical register with its bit 0 rightmost, the
+/// last declared register first, registers separated by a space; unmeasured bits read 0.
+fn keyed_counts(
+    circuit: &cxltier_qsim::Circuit,
+    raw: BTreeMap<String, u64>,
+    by_clbit: Option<&[Option<usize>]>,
+) -> BTreeMap<String, u64> {
+    let Some(by_clbit) = by_clbit else {
+        return raw;
+    };
+    let mut counts = BTreeMap::new();
+    let mut bits = vec![false; circuit.num_clbits];
+    for (key, n) in raw {
+        // The sample's key has the first measured qubit as its last character.
+        let mut sampled = key.chars().rev();
+        for (bit, qubit) in bits.iter_mut().zip(by_clbit) {
+            *bit = qubit.is_some() && sampled.next() == Some('1');
+        }
+        *counts.entry(circuit.counts_key(&bits)).or_insert(0) += n;
+    }
+    counts
 }
 
 /// Draws a run's [`Progress`] on stderr, from a thread of its own, once the run has lasted
@@ -419,7 +567,8 @@ fn simulate(
         return finish(
             args,
             path,
-            &sim,
+            sim.report(),
+            None,
             norm,
             indices,
             &[],
@@ -436,38 +585,18 @@ fn simulate(
     let values = sim.amplitudes(indices).map_err(|e| qsim_error(path, e))?;
     let counts = if args.shots == 0 {
         BTreeMap::new()
-    } else if circuit.measurements.is_empty() {
-        // No measurement: every qubit, qubit 0 rightmost, as one group.
-        let qubits: Vec<usize> = (0..circuit.num_qubits).collect();
-        sim.sample(args.shots, &qubits, args.seed)
-            .map_err(|e| qsim_error(path, e))?
     } else {
-        // Keys as Qiskit's get_counts(): each classical register with its bit 0 rightmost, the
-        // last declared register first, registers separated by a space; unmeasured bits read 0.
-        let mut by_clbit = vec![None; circuit.num_clbits];
-        for &(q, c) in &circuit.measurements {
-            by_clbit[c] = Some(q);
-        }
-        let measured: Vec<usize> = by_clbit.iter().flatten().copied().collect();
+        let (qubits, by_clbit) = measured_qubits(circuit);
         let raw = sim
-            .sample(args.shots, &measured, args.seed)
+            .sample(args.shots, &qubits, args.seed)
             .map_err(|e| qsim_error(path, e))?;
-        let mut counts = BTreeMap::new();
-        let mut bits = vec![false; circuit.num_clbits];
-        for (key, n) in raw {
-            // The sample's key has measured[0] as its last character.
-            let mut sampled = key.chars().rev();
-            for (bit, qubit) in bits.iter_mut().zip(&by_clbit) {
-                *bit = qubit.is_some() && sampled.next() == Some('1');
-            }
-            *counts.entry(circuit.counts_key(&bits)).or_insert(0) += n;
-        }
-        counts
+        keyed_counts(circuit, raw, by_clbit.as_deref())
     };
     finish(
         args,
         path,
-        &sim,
+        sim.report(),
+        None,
         norm,
         indices,
         &values,
@@ -481,7 +610,8 @@ fn simulate(
 fn finish(
     args: &Args,
     path: &std::path::Path,
-    sim: &AnySimulation,
+    run: &RunReport,
+    dist: Option<(usize, &DistReport)>,
     norm: f64,
     indices: &[u64],
     values: &[[f64; 2]],
@@ -489,7 +619,6 @@ fn finish(
     parse_seconds: f64,
     readout: Instant,
 ) -> CliResult {
-    let run = sim.report();
     let amplitudes: BTreeMap<String, [f64; 2]> = indices
         .iter()
         .zip(values)
@@ -518,6 +647,8 @@ fn finish(
             simulate_seconds: run.simulate_seconds,
             readout_seconds: readout.elapsed().as_secs_f64(),
         },
+        ranks: dist.map(|(ranks, _)| ranks),
+        distribution: dist.map(|(_, d)| d),
     };
     if args.json {
         print_json("qsim", &out)?;

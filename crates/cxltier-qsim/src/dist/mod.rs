@@ -1,0 +1,41 @@
+//! The state vector split over MPI ranks: [`plan`] decides which qubits are local when (always
+//! compiled, pure), and `mpi` (feature `mpi`) runs the plan with one part of the state per rank.
+
+pub mod plan;
+
+use serde::Serialize;
+
+/// One rank's time, as gathered on rank 0.
+#[derive(Debug, Clone, Serialize)]
+pub struct RankTimes {
+    /// The rank.
+    pub rank: usize,
+    /// Seconds running local gate batches (including out-of-core passes).
+    pub compute_seconds: f64,
+    /// Seconds in exchanges (chunk reads and writes, and the messages).
+    pub exchange_seconds: f64,
+    /// Of `compute_seconds`, the out-of-core pipeline's wait for I/O.
+    pub io_wait_seconds: f64,
+}
+
+/// What the distribution of a run cost, as planned and as measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct DistReport {
+    /// Qubits held at global positions (`log2` of the ranks).
+    pub global_qubits: usize,
+    /// Exchanges run.
+    pub exchanges: usize,
+    /// Qubit swaps over those exchanges.
+    pub swaps: usize,
+    /// Bytes each rank sent (and received) in them.
+    pub exchange_bytes_per_rank: u64,
+    /// Exchanges with one per gate on a global qubit (no planning).
+    pub naive_exchanges: usize,
+    /// Bytes each rank would have sent with those.
+    pub naive_exchange_bytes_per_rank: u64,
+    /// Each rank's time.
+    pub rank_timings: Vec<RankTimes>,
+}
+
+#[cfg(feature = "mpi")]
+pub mod mpi;

@@ -1,0 +1,315 @@
+//! `mpirun -np R cxltier qsim ...` (feature `mpi`): random, QFT and Ising circuits of 10 to 16
+//! qubits over 1, 2, 4 and (up to 13 qubits) 8 ranks (oversubscribed), in memory and out of core per rank, give the
+//! single-process run's amplitudes within 1e-12 (and `tests/qsim.rs`, with the library's Aer
+//! tests, ties the single-process run to Aer); `--json` conforms to docs/json/qsim.schema.json
+//! with `ranks` and `distribution`; a number of ranks that is not a power of two, and a rank that
+//! cannot set up its part, end every rank with a message naming the cause.
+//!
+//! Needs Open MPI's `mpirun` (scripts/deps installs it); without it the tests say so and pass.
+
+#![cfg(feature = "mpi")]
+
+use serde_json::Value;
+use std::fmt::Write as _;
+use std::path::Path;
+use std::process::{Command, Output};
+
+const HEADER: &str = "OPENQASM 2.0;\ninclude \"qelib1.inc\";\n";
+
+fn have_mpirun() -> bool {
+    let found = Command::new("mpirun").arg("--version").output().is_ok();
+    if !found {
+        eprintln!("skipped: no mpirun on PATH (scripts/deps installs Open MPI)");
+    }
+    found
+}
+
+/// `cxltier qsim ARGS` over `ranks` ranks (1 runs without mpirun, as a plain run).
+fn qsim(ranks: usize, args: &[&str]) -> Output {
+    let bin = env!("CARGO_BIN_EXE_cxltier");
+    let mut cmd = if ranks == 1 {
+        Command::new(bin)
+    } else {
+        let mut c = Command::new("mpirun");
+        // Two cores on the test machine: oversubscribe; root in CI containers.
+        c.args(["--oversubscribe", "-np", &ranks.to_string(), bin])
+            .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+            .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+        c
+    };
+    cmd.arg("qsim").args(args).arg("--threads").arg("1");
+    cmd.output().expect("run cxltier")
+}
+
+fn json_run(ranks: usize, args: &[&str]) -> Value {
+    let out = qsim(ranks, args);
+    assert!(
+        out.status.success(),
+        "{ranks} ranks, {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{ranks} ranks: not one JSON document ({e}): {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })
+}
+
+fn qft(n: usize) -> String {
+    let mut s = format!("{HEADER}qreg q[{n}];\n");
+    for q in (0..n).step_by(3) {
+        writeln!(s, "x q[{q}];").unwrap();
+    }
+    for j in (0..n).rev() {
+        writeln!(s, "h q[{j}];").unwrap();
+        for k in (0..j).rev() {
+            writeln!(s, "cp(pi/{}) q[{k}],q[{j}];", 1u64 << (j - k)).unwrap();
+        }
+    }
+    for q in 0..n / 2 {
+        writeln!(s, "swap q[{q}],q[{}];", n - 1 - q).unwrap();
+    }
+    s
+}
+
+fn ising(n: usize, steps: usize) -> String {
+    let mut s = format!("{HEADER}qreg q[{n}];\nh q;\n");
+    for step in 0..steps {
+        for q in 0..n {
+            writeln!(
+                s,
+                "rzz({}) q[{q}],q[{}];",
+                0.3 + 0.01 * step as f64,
+                (q + 1) % n
+            )
+            .unwrap();
+        }
+        writeln!(s, "rx(0.7) q;").unwrap();
+    }
+    s
+}
+
+/// A seeded random circuit of one-, two- and three-qubit gates (a small LCG: the test needs no
+/// generator crate).
+fn random(n: usize, gates: usize, seed: u64) -> String {
+    let mut state = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
+    let mut next = move |bound: usize| {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((state >> 33) as usize) % bound
+    };
+    let mut s = format!("{HEADER}qreg q[{n}];\n");
+    for _ in 0..gates {
+        let a = next(n);
+        let b = (a + 1 + next(n - 1)) % n;
+        let mut c = next(n);
+        while c == a || c == b {
+            c = next(n);
+        }
+        let angle = next(6283) as f64 / 1000.0 - 3.1;
+        match next(6) {
+            0 => writeln!(s, "u3({angle},{},{}) q[{a}];", angle / 2.0, -angle),
+            1 => writeln!(s, "h q[{a}];"),
+            2 => writeln!(s, "cx q[{a}],q[{b}];"),
+            3 => writeln!(s, "crx({angle}) q[{a}],q[{b}];"),
+            4 => writeln!(s, "rxx({angle}) q[{a}],q[{b}];"),
+            _ => writeln!(s, "ccx q[{a}],q[{b}],q[{c}];"),
+        }
+        .unwrap();
+    }
+    s
+}
+
+/// Indices spread over the whole state (every rank's part), low and high bits both varying.
+fn spread_indices(n: usize) -> String {
+    let stride = (1u64 << n) / 64;
+    (0..64u64)
+        .flat_map(|i| [i * stride, i * stride + (i * 7919) % stride.max(1)])
+        .chain([(1u64 << n) - 1])
+        .map(|i| i.to_string())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+fn amplitudes(doc: &Value) -> Vec<(String, f64, f64)> {
+    doc["amplitudes"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.clone(), v[0].as_f64().unwrap(), v[1].as_f64().unwrap()))
+        .collect()
+}
+
+fn assert_conforms(doc: &Value) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/json/qsim.schema.json");
+    let schema: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let errors: Vec<String> = validator.iter_errors(doc).map(|e| e.to_string()).collect();
+    assert!(errors.is_empty(), "{errors:?}\n{doc:#}");
+}
+
+#[test]
+fn ranks_give_the_single_process_amplitudes() {
+    if !have_mpirun() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let circuits = [
+        ("qft", 14, qft(14)),
+        ("qft", 16, qft(16)),
+        ("ising", 12, ising(12, 3)),
+        ("random", 10, random(10, 150, 1)),
+        ("random", 13, random(13, 200, 2)),
+    ];
+    for (name, n, text) in &circuits {
+        let file = dir.path().join(format!("{name}{n}.qasm"));
+        std::fs::write(&file, text).unwrap();
+        let file = file.to_str().unwrap();
+        let indices = spread_indices(*n);
+        let base = [file, "--amplitudes", &indices, "--json"];
+        let single = json_run(1, &base);
+        assert!(single.get("ranks").is_none(), "one rank runs as before");
+        let expected = amplitudes(&single);
+        // Eight ranks (four to a core here) only on the smaller circuits, to keep the test short.
+        let rank_counts: &[usize] = if *n <= 13 { &[2, 4, 8] } else { &[2, 4] };
+        for &ranks in rank_counts {
+            let doc = json_run(ranks, &base);
+            assert_conforms(&doc);
+            assert_eq!(doc["ranks"], ranks, "{name}{n}");
+            assert_eq!(doc["qubits"], *n as u64);
+            let dist = &doc["distribution"];
+            assert_eq!(dist["rank_timings"].as_array().unwrap().len(), ranks);
+            assert!(
+                dist["exchanges"].as_u64().unwrap() >= 1,
+                "{name}{n}: {dist}"
+            );
+            assert!(
+                dist["exchanges"].as_u64() <= dist["naive_exchanges"].as_u64(),
+                "{dist}"
+            );
+            let norm = doc["norm"].as_f64().unwrap();
+            assert!(
+                (norm - 1.0).abs() < 1e-12,
+                "{name}{n} on {ranks}: norm {norm}"
+            );
+            for ((k, re, im), (k1, re1, im1)) in amplitudes(&doc).iter().zip(&expected) {
+                assert_eq!(k, k1);
+                assert!(
+                    (re - re1).abs() < 1e-12 && (im - im1).abs() < 1e-12,
+                    "{name}{n} on {ranks} ranks, amplitude {k}: ({re}, {im}) against ({re1}, {im1})"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn out_of_core_ranks_give_the_single_process_amplitudes() {
+    if !have_mpirun() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("qft15.qasm");
+    std::fs::write(&file, qft(15)).unwrap();
+    let file = file.to_str().unwrap();
+    let spill = dir.path().join("spill");
+    std::fs::create_dir(&spill).unwrap();
+    let spill = spill.to_str().unwrap();
+    let indices = spread_indices(15);
+    let expected = amplitudes(&json_run(1, &[file, "--amplitudes", &indices, "--json"]));
+    // Parts of 256 KiB (2 ranks) and 128 KiB (4 ranks), each under a limit of half its size:
+    // the limit applies per rank, and every rank spills to its own file.
+    for (ranks, limit) in [(2, "128K"), (4, "64K")] {
+        let doc = json_run(
+            ranks,
+            &[
+                file,
+                "--amplitudes",
+                &indices,
+                "--memory-limit",
+                limit,
+                "--ssd",
+                spill,
+                "--json",
+            ],
+        );
+        assert_conforms(&doc);
+        assert_eq!(doc["mode"], "out_of_core", "{ranks} ranks under {limit}");
+        for ((k, re, im), (_, re1, im1)) in amplitudes(&doc).iter().zip(&expected) {
+            assert!(
+                (re - re1).abs() < 1e-12 && (im - im1).abs() < 1e-12,
+                "{ranks} ranks out of core, amplitude {k}: ({re}, {im}) against ({re1}, {im1})"
+            );
+        }
+    }
+    // Spill files are unlinked when opened: nothing is left in the directory.
+    assert_eq!(std::fs::read_dir(spill).unwrap().count(), 0);
+}
+
+#[test]
+fn sampled_counts_over_ranks_follow_the_state() {
+    if !have_mpirun() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let n = 12;
+    let mut ghz = format!("{HEADER}qreg q[{n}];\ncreg c[{n}];\nh q[{}];\n", n - 1);
+    for q in (0..n - 1).rev() {
+        writeln!(ghz, "cx q[{}],q[{q}];", q + 1).unwrap();
+    }
+    ghz.push_str("measure q -> c;\n");
+    let file = dir.path().join("ghz.qasm");
+    std::fs::write(&file, ghz).unwrap();
+    let doc = json_run(4, &[file.to_str().unwrap(), "--shots", "4000", "--json"]);
+    let counts = doc["counts"].as_object().unwrap();
+    let zeros = "0".repeat(n);
+    let ones = "1".repeat(n);
+    assert_eq!(counts.len(), 2, "only the two GHZ outcomes: {counts:?}");
+    let (c0, c1) = (
+        counts[&zeros].as_u64().unwrap(),
+        counts[&ones].as_u64().unwrap(),
+    );
+    assert_eq!(c0 + c1, 4000);
+    // Binomial(4000, 1/2): 10 standard deviations is 316.
+    assert!(c0.abs_diff(2000) < 316, "{c0} against {c1}");
+}
+
+#[test]
+fn bad_rank_counts_and_failed_ranks_end_every_rank_with_the_cause() {
+    if !have_mpirun() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("qft12.qasm");
+    std::fs::write(&file, qft(12)).unwrap();
+    let file = file.to_str().unwrap();
+    let out = qsim(3, &[file]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("mpirun -np 3"), "{stderr}");
+    assert!(stderr.contains("power of two"), "{stderr}");
+    // Spill space far too small for a rank's part: the rank names itself and the cause, and
+    // every rank ends (the run does not hang). Parts of 256 KiB under a limit of 128 KiB.
+    let big = dir.path().join("qft15.qasm");
+    std::fs::write(&big, qft(15)).unwrap();
+    let spill = format!("{}:16K", dir.path().display());
+    let out = qsim(
+        2,
+        &[
+            big.to_str().unwrap(),
+            "--memory-limit",
+            "128K",
+            "--ssd",
+            &spill,
+        ],
+    );
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("rank 0 of 2") || stderr.contains("rank 1 of 2"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("available"), "{stderr}");
+}
