@@ -7,7 +7,7 @@ pub(crate) use bigstr::WHOLE_MAX;
 mod node;
 mod tree;
 
-use node::{leaf_entry_size, Entry, Node, Root};
+use node::{leaf_entry_size, Entry, Leaf, Node, Root};
 use tree::{check_kind, entry_bytes, Seek, Tx};
 
 use crate::{Kind, Result, Store, StoreError};
@@ -607,17 +607,19 @@ impl Store {
                 ListEnd::Right => top.count(),
             };
             let grew: isize = members.iter().map(|m| entry_bytes(&[], m)).sum();
-            let push = |e: &mut Vec<Entry>, pos: std::result::Result<usize, usize>| {
+            // The gap is at the leaf's front or back (the list's end): the double-ended leaf
+            // takes the members there without moving its other entries.
+            let push = |e: &mut Leaf, pos: std::result::Result<usize, usize>| {
                 let i = pos.unwrap_or_else(|i| i);
-                if let [m] = members {
-                    // The common push of one member (no splice to set up).
-                    e.insert(i, (Vec::new(), m.to_vec()));
-                    return;
-                }
-                let new = members.iter().map(|m| (Vec::new(), m.to_vec()));
-                match end {
-                    ListEnd::Left => drop(e.splice(i..i, new.rev())),
-                    ListEnd::Right => drop(e.splice(i..i, new)),
+                for (k, m) in members.iter().enumerate() {
+                    let entry = (Vec::new(), m.to_vec());
+                    match end {
+                        // Each member goes before the one pushed before it (`b a`).
+                        ListEnd::Left if i == 0 => e.push_front(entry),
+                        ListEnd::Left => e.insert(i, entry),
+                        ListEnd::Right if i + k == e.len() => e.push_back(entry),
+                        ListEnd::Right => e.insert(i + k, entry),
+                    }
                 }
             };
             // The end leaf changed earlier in this batch takes the members where it is, when
@@ -657,7 +659,7 @@ impl Store {
                     ListEnd::Left => Seek::At(0),
                     ListEnd::Right => Seek::At(top.count() - 1),
                 };
-                let take = |e: &mut Vec<Entry>, n: usize| -> Vec<Vec<u8>> {
+                let take = |e: &mut Leaf, n: usize| -> Vec<Vec<u8>> {
                     match end {
                         ListEnd::Left => e.drain(..n).map(|x| x.1).collect(),
                         ListEnd::Right => e.drain(e.len() - n..).rev().map(|x| x.1).collect(),
@@ -667,10 +669,10 @@ impl Store {
                 let in_place = tx.modify_in_place(top, seek, |e, _, room| {
                     let n = want.min(e.len());
                     let gone = match end {
-                        ListEnd::Left => &e[..n],
-                        ListEnd::Right => &e[e.len() - n..],
+                        ListEnd::Left => e.range(..n),
+                        ListEnd::Right => e.range(e.len() - n..),
                     };
-                    let bytes: usize = gone.iter().map(leaf_entry_size).sum();
+                    let bytes: usize = gone.map(leaf_entry_size).sum();
                     if n == e.len() || bytes > room.shrink {
                         return None;
                     }
@@ -952,7 +954,9 @@ impl Store {
                 for &m in members {
                     let old = tx.modify(&mut root.tops[0], Seek::Key(m), &mut |e, pos, ch| {
                         ch.changed = pos.is_ok();
-                        pos.ok().map(|p| value_score(&e.remove(p).1))
+                        pos.ok()
+                            .and_then(|p| e.remove(p))
+                            .map(|x| value_score(&x.1))
                     })?;
                     if let Some(o) = old {
                         let sk = score_key(o, m);
@@ -1177,7 +1181,7 @@ impl Store {
                     let at = if max { root.tops[1].count() - 1 } else { 0 };
                     let sk = tx
                         .modify(&mut root.tops[1], Seek::At(at), &mut |e, pos, ch| {
-                            let (k, v) = e.remove(pos.ok()?);
+                            let (k, v) = e.remove(pos.ok()?)?;
                             ch.grew = Some(-entry_bytes(&k, &v));
                             Some(k)
                         })?
@@ -1185,7 +1189,7 @@ impl Store {
                     let member = sk[8..].to_vec();
                     tx.modify(&mut root.tops[0], Seek::Key(&member), &mut |e, pos, ch| {
                         if let Ok(p) = pos {
-                            let (k, v) = e.remove(p);
+                            let (k, v) = e.remove(p).expect("the entry found");
                             ch.grew = Some(-entry_bytes(&k, &v));
                         }
                     })?;
@@ -1404,7 +1408,7 @@ impl Store {
                 for &k in keys {
                     let gone = tx.modify(&mut root.tops[0], Seek::Key(k), &mut |e, pos, ch| {
                         ch.changed = pos.is_ok();
-                        let gone = pos.ok().map(|p| e.remove(p));
+                        let gone = pos.ok().and_then(|p| e.remove(p));
                         ch.grew = gone.as_ref().map(|(k, v)| -entry_bytes(k, v));
                         gone.is_some()
                     })?;
@@ -1714,7 +1718,7 @@ fn zadd_one(
         tx.modify(&mut root.tops[1], Seek::Key(&ok), &mut |e, pos, ch| {
             ch.grew = Some(0);
             if let Ok(p) = pos {
-                let (k, v) = e.remove(p);
+                let (k, v) = e.remove(p).expect("the entry found");
                 ch.grew = Some(-entry_bytes(&k, &v));
             }
         })?;
