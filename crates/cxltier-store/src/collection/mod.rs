@@ -216,10 +216,12 @@ pub(crate) struct OpenCollection {
 }
 
 impl OpenCollection {
-    fn stored(key: &[u8], kind: Kind, root: Root, exp: Option<u64>) -> OpenCollection {
+    // Boxed: an open collection moves out of the open set and back for every command, and the
+    // struct is a few hundred bytes (copying it was most of a push's own time).
+    fn stored(key: &[u8], kind: Kind, root: Root, exp: Option<u64>) -> Box<OpenCollection> {
         let mut r = root.clone();
         r.freed.clear();
-        OpenCollection {
+        Box::new(OpenCollection {
             key: key.to_vec(),
             kind,
             first_new_id: root.next_id,
@@ -229,11 +231,11 @@ impl OpenCollection {
             pending: Default::default(),
             pending_bytes: 0,
             freed: Vec::new(),
-        }
+        })
     }
 
-    fn created(key: &[u8], kind: Kind, root: Root) -> OpenCollection {
-        OpenCollection {
+    fn created(key: &[u8], kind: Kind, root: Root) -> Box<OpenCollection> {
+        Box::new(OpenCollection {
             key: key.to_vec(),
             kind,
             first_new_id: root.next_id,
@@ -243,7 +245,7 @@ impl OpenCollection {
             pending: Default::default(),
             pending_bytes: 0,
             freed: Vec::new(),
-        }
+        })
     }
 
     /// The change this open collection goes on with (its pending nodes and freed ids moved in;
@@ -276,7 +278,7 @@ impl OpenCollection {
 /// The store's open collections (see [`Store::set_collection_write_back`]).
 #[derive(Default)]
 pub(crate) struct OpenCollections {
-    map: hashbrown::HashMap<Vec<u8>, OpenCollection>,
+    map: hashbrown::HashMap<Vec<u8>, Box<OpenCollection>>,
     /// The pending bytes of the collections in `map`.
     bytes: usize,
 }
@@ -286,19 +288,21 @@ impl OpenCollections {
         self.map.is_empty()
     }
 
-    fn take(&mut self, key: &[u8]) -> Option<OpenCollection> {
+    fn take(&mut self, key: &[u8]) -> Option<Box<OpenCollection>> {
         let (k, mut oc) = self.map.remove_entry(key)?;
         self.bytes -= oc.pending_bytes;
         oc.key = k;
         Some(oc)
     }
 
-    fn put(&mut self, mut oc: OpenCollection) {
+    fn put(&mut self, mut oc: Box<OpenCollection>) {
         self.bytes += oc.pending_bytes;
         self.map.insert(std::mem::take(&mut oc.key), oc);
     }
 
-    fn take_all(&mut self) -> Vec<OpenCollection> {
+    // Boxes as the map holds them, each handed on to `Store::write_back` as it is.
+    #[allow(clippy::vec_box)]
+    fn take_all(&mut self) -> Vec<Box<OpenCollection>> {
         self.bytes = 0;
         self.map
             .drain()
@@ -351,7 +355,7 @@ impl Store {
     /// The open collection under `key` if it is one of `kind` and its TTL has not passed,
     /// taken out of the open set (the caller puts it back). Any other open one under `key` is
     /// written back first, so that the stored root answers (a wrong type, an expiry).
-    fn take_open(&mut self, key: &[u8], kind: Kind) -> Result<Option<OpenCollection>> {
+    fn take_open(&mut self, key: &[u8], kind: Kind) -> Result<Option<Box<OpenCollection>>> {
         let Some(oc) = self.open.take(key) else {
             return Ok(None);
         };
@@ -491,14 +495,14 @@ impl Store {
     /// Write an open collection out: the nodes its changes made (children first), then its
     /// root, then delete the chunks those changes replaced. Nothing is written when it is as
     /// stored. Not a change of the store's contents (those were counted as they were made).
-    pub(crate) fn write_back(&mut self, key: &[u8], oc: OpenCollection) -> Result<()> {
+    pub(crate) fn write_back(&mut self, key: &[u8], oc: Box<OpenCollection>) -> Result<()> {
         let changes = self.changes();
         let r = self.write_back_inner(key, oc);
         self.set_changes(changes);
         r
     }
 
-    fn write_back_inner(&mut self, key: &[u8], mut oc: OpenCollection) -> Result<()> {
+    fn write_back_inner(&mut self, key: &[u8], mut oc: Box<OpenCollection>) -> Result<()> {
         let chunk_bytes = self.chunk_bytes();
         let freed = {
             let mut tx = oc.tx(self, chunk_bytes);
