@@ -411,6 +411,14 @@ impl Tx<'_> {
             self.pending_bytes -= size;
             return Ok((n, size, true));
         }
+        // The last write-back's node of this chunk, kept decoded (`WrittenNodes`).
+        if let Some((n, size)) = self
+            .store
+            .written_nodes
+            .take(&self.key, self.generation, id)
+        {
+            return Ok((n, size, false));
+        }
         let (n, size) = self.decode_chunk(id)?;
         Ok((n, size, false))
     }
@@ -451,18 +459,27 @@ impl Tx<'_> {
 
     /// Write the nodes this change made (before its root: the caller writes that next).
     pub(crate) fn flush(&mut self) -> Result<()> {
+        self.flush_keeping(false).map(drop)
+    }
+
+    /// [`Tx::flush`], returning the nodes written when `keep` (else none).
+    pub(crate) fn flush_keeping(&mut self, keep: bool) -> Result<HashMap<u64, (Node, usize)>> {
         let mut ids: Vec<u64> = self.pending.keys().copied().collect();
         ids.sort_unstable();
         let mut b = Vec::new();
+        let mut written = HashMap::new();
         for id in ids {
-            let (node, _) = self.pending.remove(&id).expect("listed above");
+            let (node, size) = self.pending.remove(&id).expect("listed above");
             b.clear();
             node.encode(&mut b);
             let ck = self.chunk_key(id);
             self.store.chunk_write(&ck, &b)?;
+            if keep {
+                written.insert(id, (node, size));
+            }
         }
         self.pending_bytes = 0;
-        Ok(())
+        Ok(written)
     }
 
     /// Read the entry `seek` finds, without changing anything. Chunks below the top are read in
