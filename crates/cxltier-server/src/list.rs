@@ -108,7 +108,6 @@ pub(crate) fn rpushx(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
 }
 
 fn pop(ctx: &mut Ctx<'_>, args: &[&[u8]], end: ListEnd) -> Result<Effect, StoreError> {
-    let name = String::from_utf8_lossy(args[0]).to_lowercase();
     let count = match args.len() {
         2 => None,
         3 => match int_arg(args[2]) {
@@ -117,10 +116,12 @@ fn pop(ctx: &mut Ctx<'_>, args: &[&[u8]], end: ListEnd) -> Result<Effect, StoreE
             Some(c) => Some(c as u64),
         },
         _ => {
+            // The command's name only for this error: no allocation on a pop's common path.
+            let name = String::from_utf8_lossy(args[0]).to_lowercase();
             return err(
                 ctx,
                 &format!("ERR wrong number of arguments for '{name}' command"),
-            )
+            );
         }
     };
     typed(ctx, |ctx| {

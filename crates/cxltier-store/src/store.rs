@@ -134,6 +134,8 @@ pub struct Store {
     pub(crate) proc_root: std::path::PathBuf,
     /// Collections changed in this batch whose writes wait for its end (`collection`).
     pub(crate) open: crate::collection::OpenCollections,
+    /// The nodes the last write-back wrote, kept decoded (`collection::WrittenNodes`).
+    pub(crate) written_nodes: crate::collection::WrittenNodes,
     /// Whether changed collections are kept open across a batch (the server's mode).
     pub(crate) collection_write_back: bool,
     /// A write-back that failed at [`Store::end_batch`], returned by the next commit.
@@ -405,6 +407,7 @@ impl Store {
             assembled: None,
             proc_root: b.proc_root.clone(),
             open: Default::default(),
+            written_nodes: Default::default(),
             collection_write_back: b.collection_write_back,
             write_back_failed: None,
         };
@@ -1958,6 +1961,7 @@ impl Store {
     pub fn flush_all(&mut self) -> Result<()> {
         self.changes += 1;
         self.open.clear();
+        self.written_nodes.clear();
         if let Some(log) = self.log.as_mut() {
             log.flush_all()?;
         }

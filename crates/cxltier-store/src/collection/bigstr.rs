@@ -7,7 +7,7 @@
 //! like any collection, the pieces are written before the root and a crash leaves the old value
 //! or the new one whole. Layout in `docs/server.md` ("Big strings").
 
-use super::node::{Entry, Node, Root};
+use super::node::{Entry, Leaf, Node, Root};
 use super::tree::{Seek, Tx};
 use super::{parse_chunk_key, CHUNK_KEY_OVERHEAD};
 use crate::{Kind, ObjectRef, Result, Store, StoreError};
@@ -32,8 +32,8 @@ pub(crate) fn meta_of(root: &Root, key: &[u8]) -> Result<(usize, u64, Kind)> {
     let Some(Node::Leaf(e)) = root.tops.get(1) else {
         return Err(bad());
     };
-    match e.as_slice() {
-        [(k, v)] if k == META && v.len() == 13 => {
+    match e.as_slices() {
+        ([(k, v)], []) if k == META && v.len() == 13 => {
             let piece = u32::from_le_bytes(v[..4].try_into().expect("4 bytes")) as usize;
             let len = u64::from_le_bytes(v[4..12].try_into().expect("8 bytes"));
             let kind = match Kind::from_u8(v[12]) {
@@ -65,7 +65,7 @@ fn set_meta(root: &mut Root, piece: usize, len: u64, kind: Kind) {
     v.extend_from_slice(&(piece as u32).to_le_bytes());
     v.extend_from_slice(&len.to_le_bytes());
     v.push(kind as u8);
-    root.tops[1] = Node::Leaf(vec![(META.to_vec(), v)]);
+    root.tops[1] = Node::Leaf(Leaf::from(vec![(META.to_vec(), v)]));
 }
 
 /// `bytes` cut into pieces (leaf entries with empty keys).

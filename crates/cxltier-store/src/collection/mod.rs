@@ -7,7 +7,7 @@ pub(crate) use bigstr::WHOLE_MAX;
 mod node;
 mod tree;
 
-use node::{leaf_entry_size, Entry, Node, Root};
+use node::{leaf_entry_size, Entry, Leaf, Node, Root};
 use tree::{check_kind, entry_bytes, Seek, Tx};
 
 use crate::{Kind, Result, Store, StoreError};
@@ -216,10 +216,12 @@ pub(crate) struct OpenCollection {
 }
 
 impl OpenCollection {
-    fn stored(key: &[u8], kind: Kind, root: Root, exp: Option<u64>) -> OpenCollection {
+    // Boxed: an open collection moves out of the open set and back for every command, and the
+    // struct is a few hundred bytes (copying it was most of a push's own time).
+    fn stored(key: &[u8], kind: Kind, root: Root, exp: Option<u64>) -> Box<OpenCollection> {
         let mut r = root.clone();
         r.freed.clear();
-        OpenCollection {
+        Box::new(OpenCollection {
             key: key.to_vec(),
             kind,
             first_new_id: root.next_id,
@@ -229,11 +231,11 @@ impl OpenCollection {
             pending: Default::default(),
             pending_bytes: 0,
             freed: Vec::new(),
-        }
+        })
     }
 
-    fn created(key: &[u8], kind: Kind, root: Root) -> OpenCollection {
-        OpenCollection {
+    fn created(key: &[u8], kind: Kind, root: Root) -> Box<OpenCollection> {
+        Box::new(OpenCollection {
             key: key.to_vec(),
             kind,
             first_new_id: root.next_id,
@@ -243,7 +245,7 @@ impl OpenCollection {
             pending: Default::default(),
             pending_bytes: 0,
             freed: Vec::new(),
-        }
+        })
     }
 
     /// The change this open collection goes on with (its pending nodes and freed ids moved in;
@@ -273,10 +275,51 @@ impl OpenCollection {
     }
 }
 
+/// The most encoded bytes of nodes a write-back keeps decoded ([`WrittenNodes`]): a list's end
+/// path (its end leaf and the inner nodes above it), not a large change's many leaves.
+const WRITTEN_NODES_MAX_CHUNKS: usize = 4;
+
+/// The nodes the last collection write-back wrote, kept decoded for the next batch's first
+/// change of the same collection: under redis-benchmark's pushes every batch starts by reading
+/// the end leaf it wrote at the end of the last (hundreds of members: an allocation each to
+/// decode, and a free each when dropped). A chunk's bytes never change once written (a change
+/// writes new ids; ids are never reused within a generation, and generations never repeat), so
+/// a node found here by the collection's key, generation and id is the stored chunk's.
+#[derive(Default)]
+pub(crate) struct WrittenNodes {
+    key: Vec<u8>,
+    generation: u64,
+    nodes: hashbrown::HashMap<u64, (Node, usize)>,
+}
+
+impl WrittenNodes {
+    /// The node of chunk `id` of the collection `key` of `generation`, taken out (its change
+    /// makes it anew under another id).
+    pub(crate) fn take(&mut self, key: &[u8], generation: u64, id: u64) -> Option<(Node, usize)> {
+        if self.nodes.is_empty() || self.generation != generation || self.key != key {
+            return None;
+        }
+        self.nodes.remove(&id)
+    }
+
+    /// Keep `nodes`, just written for `key`'s collection of `generation`, in place of those
+    /// kept before.
+    fn keep(&mut self, key: &[u8], generation: u64, nodes: hashbrown::HashMap<u64, (Node, usize)>) {
+        self.key.clear();
+        self.key.extend_from_slice(key);
+        self.generation = generation;
+        self.nodes = nodes;
+    }
+
+    pub(crate) fn clear(&mut self) {
+        self.nodes.clear();
+    }
+}
+
 /// The store's open collections (see [`Store::set_collection_write_back`]).
 #[derive(Default)]
 pub(crate) struct OpenCollections {
-    map: hashbrown::HashMap<Vec<u8>, OpenCollection>,
+    map: hashbrown::HashMap<Vec<u8>, Box<OpenCollection>>,
     /// The pending bytes of the collections in `map`.
     bytes: usize,
 }
@@ -286,19 +329,21 @@ impl OpenCollections {
         self.map.is_empty()
     }
 
-    fn take(&mut self, key: &[u8]) -> Option<OpenCollection> {
+    fn take(&mut self, key: &[u8]) -> Option<Box<OpenCollection>> {
         let (k, mut oc) = self.map.remove_entry(key)?;
         self.bytes -= oc.pending_bytes;
         oc.key = k;
         Some(oc)
     }
 
-    fn put(&mut self, mut oc: OpenCollection) {
+    fn put(&mut self, mut oc: Box<OpenCollection>) {
         self.bytes += oc.pending_bytes;
         self.map.insert(std::mem::take(&mut oc.key), oc);
     }
 
-    fn take_all(&mut self) -> Vec<OpenCollection> {
+    // Boxes as the map holds them, each handed on to `Store::write_back` as it is.
+    #[allow(clippy::vec_box)]
+    fn take_all(&mut self) -> Vec<Box<OpenCollection>> {
         self.bytes = 0;
         self.map
             .drain()
@@ -351,7 +396,7 @@ impl Store {
     /// The open collection under `key` if it is one of `kind` and its TTL has not passed,
     /// taken out of the open set (the caller puts it back). Any other open one under `key` is
     /// written back first, so that the stored root answers (a wrong type, an expiry).
-    fn take_open(&mut self, key: &[u8], kind: Kind) -> Result<Option<OpenCollection>> {
+    fn take_open(&mut self, key: &[u8], kind: Kind) -> Result<Option<Box<OpenCollection>>> {
         let Some(oc) = self.open.take(key) else {
             return Ok(None);
         };
@@ -491,20 +536,24 @@ impl Store {
     /// Write an open collection out: the nodes its changes made (children first), then its
     /// root, then delete the chunks those changes replaced. Nothing is written when it is as
     /// stored. Not a change of the store's contents (those were counted as they were made).
-    pub(crate) fn write_back(&mut self, key: &[u8], oc: OpenCollection) -> Result<()> {
+    pub(crate) fn write_back(&mut self, key: &[u8], oc: Box<OpenCollection>) -> Result<()> {
         let changes = self.changes();
         let r = self.write_back_inner(key, oc);
         self.set_changes(changes);
         r
     }
 
-    fn write_back_inner(&mut self, key: &[u8], mut oc: OpenCollection) -> Result<()> {
+    fn write_back_inner(&mut self, key: &[u8], mut oc: Box<OpenCollection>) -> Result<()> {
         let chunk_bytes = self.chunk_bytes();
-        let freed = {
+        let keep = oc.pending_bytes <= WRITTEN_NODES_MAX_CHUNKS * chunk_bytes;
+        let (freed, written) = {
             let mut tx = oc.tx(self, chunk_bytes);
-            tx.flush()?;
-            std::mem::take(&mut tx.freed)
+            let written = tx.flush_keeping(keep)?;
+            (std::mem::take(&mut tx.freed), written)
         };
+        if keep {
+            self.written_nodes.keep(key, oc.root.generation, written);
+        }
         let mut root = oc.root;
         root.freed = freed;
         let bytes = root.encode();
@@ -607,17 +656,19 @@ impl Store {
                 ListEnd::Right => top.count(),
             };
             let grew: isize = members.iter().map(|m| entry_bytes(&[], m)).sum();
-            let push = |e: &mut Vec<Entry>, pos: std::result::Result<usize, usize>| {
+            // The gap is at the leaf's front or back (the list's end): the double-ended leaf
+            // takes the members there without moving its other entries.
+            let push = |e: &mut Leaf, pos: std::result::Result<usize, usize>| {
                 let i = pos.unwrap_or_else(|i| i);
-                if let [m] = members {
-                    // The common push of one member (no splice to set up).
-                    e.insert(i, (Vec::new(), m.to_vec()));
-                    return;
-                }
-                let new = members.iter().map(|m| (Vec::new(), m.to_vec()));
-                match end {
-                    ListEnd::Left => drop(e.splice(i..i, new.rev())),
-                    ListEnd::Right => drop(e.splice(i..i, new)),
+                for (k, m) in members.iter().enumerate() {
+                    let entry = (Vec::new(), m.to_vec());
+                    match end {
+                        // Each member goes before the one pushed before it (`b a`).
+                        ListEnd::Left if i == 0 => e.push_front(entry),
+                        ListEnd::Left => e.insert(i, entry),
+                        ListEnd::Right if i + k == e.len() => e.push_back(entry),
+                        ListEnd::Right => e.insert(i + k, entry),
+                    }
                 }
             };
             // The end leaf changed earlier in this batch takes the members where it is, when
@@ -657,7 +708,7 @@ impl Store {
                     ListEnd::Left => Seek::At(0),
                     ListEnd::Right => Seek::At(top.count() - 1),
                 };
-                let take = |e: &mut Vec<Entry>, n: usize| -> Vec<Vec<u8>> {
+                let take = |e: &mut Leaf, n: usize| -> Vec<Vec<u8>> {
                     match end {
                         ListEnd::Left => e.drain(..n).map(|x| x.1).collect(),
                         ListEnd::Right => e.drain(e.len() - n..).rev().map(|x| x.1).collect(),
@@ -667,10 +718,10 @@ impl Store {
                 let in_place = tx.modify_in_place(top, seek, |e, _, room| {
                     let n = want.min(e.len());
                     let gone = match end {
-                        ListEnd::Left => &e[..n],
-                        ListEnd::Right => &e[e.len() - n..],
+                        ListEnd::Left => e.range(..n),
+                        ListEnd::Right => e.range(e.len() - n..),
                     };
-                    let bytes: usize = gone.iter().map(leaf_entry_size).sum();
+                    let bytes: usize = gone.map(leaf_entry_size).sum();
                     if n == e.len() || bytes > room.shrink {
                         return None;
                     }
@@ -952,7 +1003,9 @@ impl Store {
                 for &m in members {
                     let old = tx.modify(&mut root.tops[0], Seek::Key(m), &mut |e, pos, ch| {
                         ch.changed = pos.is_ok();
-                        pos.ok().map(|p| value_score(&e.remove(p).1))
+                        pos.ok()
+                            .and_then(|p| e.remove(p))
+                            .map(|x| value_score(&x.1))
                     })?;
                     if let Some(o) = old {
                         let sk = score_key(o, m);
@@ -1177,7 +1230,7 @@ impl Store {
                     let at = if max { root.tops[1].count() - 1 } else { 0 };
                     let sk = tx
                         .modify(&mut root.tops[1], Seek::At(at), &mut |e, pos, ch| {
-                            let (k, v) = e.remove(pos.ok()?);
+                            let (k, v) = e.remove(pos.ok()?)?;
                             ch.grew = Some(-entry_bytes(&k, &v));
                             Some(k)
                         })?
@@ -1185,7 +1238,7 @@ impl Store {
                     let member = sk[8..].to_vec();
                     tx.modify(&mut root.tops[0], Seek::Key(&member), &mut |e, pos, ch| {
                         if let Ok(p) = pos {
-                            let (k, v) = e.remove(p);
+                            let (k, v) = e.remove(p).expect("the entry found");
                             ch.grew = Some(-entry_bytes(&k, &v));
                         }
                     })?;
@@ -1404,7 +1457,7 @@ impl Store {
                 for &k in keys {
                     let gone = tx.modify(&mut root.tops[0], Seek::Key(k), &mut |e, pos, ch| {
                         ch.changed = pos.is_ok();
-                        let gone = pos.ok().map(|p| e.remove(p));
+                        let gone = pos.ok().and_then(|p| e.remove(p));
                         ch.grew = gone.as_ref().map(|(k, v)| -entry_bytes(k, v));
                         gone.is_some()
                     })?;
@@ -1714,7 +1767,7 @@ fn zadd_one(
         tx.modify(&mut root.tops[1], Seek::Key(&ok), &mut |e, pos, ch| {
             ch.grew = Some(0);
             if let Ok(p) = pos {
-                let (k, v) = e.remove(p);
+                let (k, v) = e.remove(p).expect("the entry found");
                 ch.grew = Some(-entry_bytes(&k, &v));
             }
         })?;
@@ -1819,6 +1872,88 @@ mod tests {
         s.check_collection(b"l").unwrap();
         let got = s.list_range(b"l", 0, -1).unwrap();
         assert!(got.iter().eq(want.iter()), "the list after the batch");
+    }
+
+    #[test]
+    fn a_batchs_first_push_takes_the_end_path_the_last_write_back_kept_decoded() {
+        let mut s = crate::StoreBuilder::new()
+            .dram(64 << 20)
+            .max_object(64 << 10)
+            .durability(crate::Durability::None)
+            .collection_chunk_bytes(512)
+            .collection_write_back(true)
+            .build()
+            .unwrap();
+        let members: Vec<Vec<u8>> = (0..5_000)
+            .map(|i| format!("m{i:04}").into_bytes())
+            .collect();
+        let refs: Vec<&[u8]> = members.iter().map(|m| m.as_slice()).collect();
+        s.list_push(b"l", ListEnd::Right, &refs).unwrap();
+        s.end_batch();
+        assert!(
+            s.written_nodes.nodes.is_empty(),
+            "a write-back of many leaves keeps none of them"
+        );
+        let mut want: std::collections::VecDeque<Vec<u8>> = members.into_iter().collect();
+        s.list_push(b"l", ListEnd::Right, &[b"first"]).unwrap();
+        want.push_back(b"first".to_vec());
+        s.end_batch();
+        // Batches of pushes and pops at either end: each write-back keeps the end path it
+        // wrote, and the next batch's first change takes its nodes from there, not from the
+        // chunks.
+        for round in 0..40u32 {
+            let m = format!("r{round}").into_bytes();
+            // Five rounds at one end, then five at the other.
+            let left = round / 5 % 2 == 1;
+            let same_end = round % 5 != 0;
+            let kept = s.written_nodes.nodes.len();
+            assert!(kept > 0, "round {round}: the write-back kept its nodes");
+            if round % 3 == 2 {
+                let got = s.list_pop(b"l", end_of(left), 1).unwrap().unwrap();
+                let w = if left {
+                    want.pop_front()
+                } else {
+                    want.pop_back()
+                };
+                assert_eq!(got, vec![w.unwrap()]);
+            } else {
+                s.list_push(b"l", end_of(left), &[&m]).unwrap();
+                if left {
+                    want.push_front(m);
+                } else {
+                    want.push_back(m);
+                }
+            }
+            // The kept path is the end the last batch changed (the list's right end at
+            // first).
+            assert!(
+                (!same_end && round > 0) || s.written_nodes.nodes.len() < kept,
+                "round {round}: the change took its path from the kept nodes"
+            );
+            s.end_batch();
+            s.check_collection(b"l").unwrap();
+        }
+        assert!(s.list_range(b"l", 0, -1).unwrap().iter().eq(want.iter()));
+        // Deleted and made again under the same key (another generation): nothing kept for
+        // the old one is taken for the new one.
+        assert!(s.delete(b"l").unwrap());
+        s.list_push(b"l", ListEnd::Right, &[b"x", b"y"]).unwrap();
+        s.end_batch();
+        s.list_push(b"l", ListEnd::Left, &[b"w"]).unwrap();
+        s.end_batch();
+        assert_eq!(
+            s.list_range(b"l", 0, -1).unwrap(),
+            vec![b"w".to_vec(), b"x".to_vec(), b"y".to_vec()]
+        );
+        s.check_collection(b"l").unwrap();
+    }
+
+    fn end_of(left: bool) -> ListEnd {
+        if left {
+            ListEnd::Left
+        } else {
+            ListEnd::Right
+        }
     }
 
     #[test]

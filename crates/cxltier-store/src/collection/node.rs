@@ -19,9 +19,13 @@ pub(crate) struct Child {
 
 pub(crate) type Entry = (Vec<u8>, Vec<u8>);
 
+/// A leaf's entries, double-ended: a list's end leaf takes a push or gives a pop at either end
+/// without moving the others (a `Vec` moved every entry on each push at a list's front).
+pub(crate) type Leaf = std::collections::VecDeque<Entry>;
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Node {
-    Leaf(Vec<Entry>),
+    Leaf(Leaf),
     Inner(Vec<Child>),
 }
 
@@ -34,7 +38,7 @@ const INNER_ENTRY: usize = 4 + 16;
 
 impl Node {
     pub(crate) fn empty_leaf() -> Node {
-        Node::Leaf(Vec::new())
+        Node::Leaf(Leaf::new())
     }
 
     /// Entries below this node.
@@ -55,7 +59,7 @@ impl Node {
 
     pub(crate) fn first_key(&self) -> &[u8] {
         match self {
-            Node::Leaf(e) => e.first().map_or(&[][..], |e| &e.0),
+            Node::Leaf(e) => e.front().map_or(&[][..], |e| &e.0),
             Node::Inner(c) => c.first().map_or(&[][..], |c| &c.first),
         }
     }
@@ -106,11 +110,11 @@ impl Node {
         }
         match tag {
             LEAF => {
-                let mut e = Vec::with_capacity(n);
+                let mut e = Leaf::with_capacity(n);
                 for _ in 0..n {
                     let k = r.bytes()?.to_vec();
                     let v = r.bytes()?.to_vec();
-                    e.push((k, v));
+                    e.push_back((k, v));
                 }
                 Ok(Node::Leaf(e))
             }
@@ -427,7 +431,10 @@ mod tests {
 
     #[test]
     fn nodes_and_roots_round_trip_and_truncation_is_corrupt() {
-        let leaf = Node::Leaf(vec![(b"a".to_vec(), b"1".to_vec()), (vec![], vec![7; 300])]);
+        let leaf = Node::Leaf(Leaf::from(vec![
+            (b"a".to_vec(), b"1".to_vec()),
+            (vec![], vec![7; 300]),
+        ]));
         let inner = Node::Inner(vec![Child {
             first: b"k".to_vec(),
             id: 9,

@@ -6,7 +6,7 @@
 //! chunks replaced go on the transaction's `freed` list, deleted once the root is written.
 
 use super::node::{
-    inner_entry_size, leaf_entry_size, Child, ChildRef, Entry, Node, NodeRef, Reader,
+    inner_entry_size, leaf_entry_size, Child, ChildRef, Entry, Leaf, Node, NodeRef, Reader,
 };
 use crate::{Kind, Result, Store, StoreError};
 use hashbrown::HashMap;
@@ -25,7 +25,7 @@ pub(crate) enum Seek<'a> {
 /// What a change does to the leaf it reaches: given its entries, the position found there
 /// (`Ok`: an entry; `Err`: where one would go) and a [`LeafEdit`] to fill in.
 pub(crate) type LeafFn<'f, R> =
-    dyn FnMut(&mut Vec<Entry>, std::result::Result<usize, usize>, &mut LeafEdit) -> R + 'f;
+    dyn FnMut(&mut Leaf, std::result::Result<usize, usize>, &mut LeafEdit) -> R + 'f;
 
 /// What a [`LeafFn`] tells of its change.
 pub(crate) struct LeafEdit {
@@ -107,6 +107,21 @@ fn walk_leaf<K: AsRef<[u8]>, V: AsRef<[u8]>>(
     }
 }
 
+/// [`walk_leaf`] of a node's own (double-ended) leaf.
+fn walk_leaf_entries(e: &Leaf, from: u64, rev: bool, f: &mut WalkFn<'_>) -> bool {
+    if e.is_empty() {
+        return true;
+    }
+    let from = from as usize;
+    if rev {
+        e.range(..=from.min(e.len() - 1))
+            .rev()
+            .all(|x| f(&x.0, &x.1))
+    } else {
+        e.range(from.min(e.len())..).all(|x| f(&x.0, &x.1))
+    }
+}
+
 fn missing_chunk(key: &[u8], id: u64) -> StoreError {
     StoreError::Corrupt(format!(
         "collection {:?} refers to its chunk {id}, which is missing (lost in a crash under --durability none, or in a damaged range): delete the key",
@@ -166,6 +181,16 @@ pub(crate) fn leaf_pos<E: Keyed>(
 ) -> std::result::Result<usize, usize> {
     match seek {
         Seek::Key(k) => entries.binary_search_by(|e| e.key().cmp(k)),
+        Seek::At(i) if (i as usize) < entries.len() => Ok(i as usize),
+        Seek::At(_) => Err(entries.len()),
+        Seek::Before(i) => Err((i as usize).min(entries.len())),
+    }
+}
+
+/// [`leaf_pos`] in a node's own (double-ended) leaf.
+pub(crate) fn leaf_pos_in(entries: &Leaf, seek: Seek<'_>) -> std::result::Result<usize, usize> {
+    match seek {
+        Seek::Key(k) => entries.binary_search_by(|e| e.0.as_slice().cmp(k)),
         Seek::At(i) if (i as usize) < entries.len() => Ok(i as usize),
         Seek::At(_) => Err(entries.len()),
         Seek::Before(i) => Err((i as usize).min(entries.len())),
@@ -294,9 +319,9 @@ fn split_sized(node: Node, size: usize, target: usize) -> Vec<(Node, usize)> {
     }
     let header = super::node::NODE_HEADER;
     match node {
-        Node::Leaf(e) => split_by_size(e, leaf_entry_size, target, 1)
+        Node::Leaf(e) => split_by_size(Vec::from(e), leaf_entry_size, target, 1)
             .into_iter()
-            .map(|(p, s)| (Node::Leaf(p), header + s))
+            .map(|(p, s)| (Node::Leaf(Leaf::from(p)), header + s))
             .collect(),
         Node::Inner(c) => split_by_size(c, inner_entry_size, target, INNER_MIN)
             .into_iter()
@@ -308,21 +333,23 @@ fn split_sized(node: Node, size: usize, target: usize) -> Vec<(Node, usize)> {
 /// A leaf of `total` encoded bytes cut before entry `k` into two leaves, each with its size,
 /// when both fit `target`; else the leaf back. Only the shorter side is measured.
 fn cut_leaf_at(
-    mut e: Vec<Entry>,
+    mut e: Leaf,
     total: usize,
     k: usize,
     target: usize,
-) -> std::result::Result<Vec<(Node, usize)>, Vec<Entry>> {
+) -> std::result::Result<Vec<(Node, usize)>, Leaf> {
     if k == 0 || k >= e.len() {
         return Err(e);
     }
     let header = super::node::NODE_HEADER;
-    let measure = |x: &[Entry]| header + x.iter().map(leaf_entry_size).sum::<usize>();
+    let measure = |x: std::collections::vec_deque::Iter<'_, Entry>| {
+        header + x.map(leaf_entry_size).sum::<usize>()
+    };
     let (left, right) = if k <= e.len() - k {
-        let left = measure(&e[..k]);
+        let left = measure(e.range(..k));
         (left, total + header - left)
     } else {
-        let right = measure(&e[k..]);
+        let right = measure(e.range(k..));
         (total + header - right, right)
     };
     if left > target || right > target {
@@ -384,6 +411,14 @@ impl Tx<'_> {
             self.pending_bytes -= size;
             return Ok((n, size, true));
         }
+        // The last write-back's node of this chunk, kept decoded (`WrittenNodes`).
+        if let Some((n, size)) = self
+            .store
+            .written_nodes
+            .take(&self.key, self.generation, id)
+        {
+            return Ok((n, size, false));
+        }
         let (n, size) = self.decode_chunk(id)?;
         Ok((n, size, false))
     }
@@ -424,25 +459,34 @@ impl Tx<'_> {
 
     /// Write the nodes this change made (before its root: the caller writes that next).
     pub(crate) fn flush(&mut self) -> Result<()> {
+        self.flush_keeping(false).map(drop)
+    }
+
+    /// [`Tx::flush`], returning the nodes written when `keep` (else none).
+    pub(crate) fn flush_keeping(&mut self, keep: bool) -> Result<HashMap<u64, (Node, usize)>> {
         let mut ids: Vec<u64> = self.pending.keys().copied().collect();
         ids.sort_unstable();
         let mut b = Vec::new();
+        let mut written = HashMap::new();
         for id in ids {
-            let (node, _) = self.pending.remove(&id).expect("listed above");
+            let (node, size) = self.pending.remove(&id).expect("listed above");
             b.clear();
             node.encode(&mut b);
             let ck = self.chunk_key(id);
             self.store.chunk_write(&ck, &b)?;
+            if keep {
+                written.insert(id, (node, size));
+            }
         }
         self.pending_bytes = 0;
-        Ok(())
+        Ok(written)
     }
 
     /// Read the entry `seek` finds, without changing anything. Chunks below the top are read in
     /// place, not decoded into owned entries: a point read allocates per node, not per member.
     pub(crate) fn find(&mut self, top: &Node, seek: Seek<'_>) -> Result<Option<Entry>> {
         let (mut id, mut seek) = match top {
-            Node::Leaf(e) => return Ok(leaf_pos(e, seek).ok().map(|i| e[i].clone())),
+            Node::Leaf(e) => return Ok(leaf_pos_in(e, seek).ok().map(|i| e[i].clone())),
             Node::Inner(c) => {
                 let (j, s) = child_for(c, seek);
                 (c[j].id, s)
@@ -452,7 +496,7 @@ impl Tx<'_> {
             // A node this change made is looked at where it is; a stored one in place.
             if let Some((n, _)) = self.pending.get(&id) {
                 match n {
-                    Node::Leaf(e) => return Ok(leaf_pos(e, seek).ok().map(|i| e[i].clone())),
+                    Node::Leaf(e) => return Ok(leaf_pos_in(e, seek).ok().map(|i| e[i].clone())),
                     Node::Inner(c) => {
                         let (j, s) = child_for(c, seek);
                         (id, seek) = (c[j].id, s);
@@ -540,7 +584,7 @@ impl Tx<'_> {
     /// Walk `node` (a top, or a node this change made); false when `f` said stop.
     fn walk_node(&mut self, node: &Node, from: u64, rev: bool, f: &mut WalkFn<'_>) -> Result<bool> {
         match node {
-            Node::Leaf(e) => Ok(walk_leaf(e, from, rev, f)),
+            Node::Leaf(e) => Ok(walk_leaf_entries(e, from, rev, f)),
             Node::Inner(c) => {
                 let kids: Vec<(u64, u64)> = c.iter().map(|c| (c.id, c.count)).collect();
                 self.walk_children(&kids, from, rev, f)
@@ -632,7 +676,7 @@ impl Tx<'_> {
         &mut self,
         top: &mut Node,
         seek: Seek<'_>,
-        f: impl FnOnce(&mut Vec<Entry>, std::result::Result<usize, usize>, Room) -> Option<(R, isize)>,
+        f: impl FnOnce(&mut Leaf, std::result::Result<usize, usize>, Room) -> Option<(R, isize)>,
     ) -> Option<R> {
         // Deeper than any tree of a store's chunks (each inner chunk has two children or more).
         const DEPTH_MAX: usize = 64;
@@ -663,7 +707,7 @@ impl Tx<'_> {
         let Node::Leaf(e) = node else {
             unreachable!("found a leaf above")
         };
-        let pos = leaf_pos(e, seek);
+        let pos = leaf_pos_in(e, seek);
         let room = Room {
             grow: self.chunk_bytes.saturating_sub(*size),
             shrink: size.saturating_sub(self.chunk_bytes / 4),
@@ -672,7 +716,7 @@ impl Tx<'_> {
         let (r, grew) = f(e, pos, room)?;
         debug_assert!(!e.is_empty(), "an in-place change emptied a leaf");
         debug_assert!(
-            e.first().is_none_or(|x| x.0.is_empty()),
+            e.front().is_none_or(|x| x.0.is_empty()),
             "a list's keys are empty"
         );
         let added = e.len() as i64 - before;
@@ -754,7 +798,7 @@ impl Tx<'_> {
     ) -> Result<(Outcome, R)> {
         match node {
             Node::Leaf(mut e) => {
-                let pos = leaf_pos(&e, seek);
+                let pos = leaf_pos_in(&e, seek);
                 let mut edit = LeafEdit {
                     changed: true,
                     grew: None,
