@@ -3,6 +3,7 @@
 
 use bytemuck::Pod;
 use multiversion::multiversion;
+use multiversion::target::selected_target;
 use rayon::prelude::*;
 
 use crate::gates::Matrix;
@@ -662,15 +663,24 @@ fn kernel_block<T: Real, const D: usize, const NL: usize, const F: usize, const 
     }
 }
 
+/// Output rows of a `dim`-lane wide kernel computed at once: `want`, or all of them.
+const fn rows(dim: usize, want: usize) -> usize {
+    if dim < want {
+        dim
+    } else {
+        want
+    }
+}
+
 /// The widest gate the kernels apply (fusion stops at [`crate::fusion::MAX_FUSE`]; six is
 /// there to measure what one more qubit would cost).
 pub const MAX_GATE_QUBITS: usize = 6;
 
 /// A gate laid out for the wide kernel: amplitude groups (the `D = 2^k` amplitudes a gate mixes)
 /// are taken `batch` at a time, copied into a small buffer (lane `j` of the buffer holds matrix
-/// index `j` of every group of the batch, interleaved re, im), multiplied by the matrix with
-/// the batch as the vector dimension (each complex multiply-add is two fused multiply-adds of a
-/// broadcast matrix entry), and stored back. The batch's groups start at the offsets `sub` from
+/// index `j` of every group of the batch, real parts apart from imaginary parts), multiplied by
+/// the matrix with the batch as the vector dimension (each complex multiply-add is four fused
+/// multiply-adds of a broadcast matrix entry), and stored back. The batch's groups start at the offsets `sub` from
 /// a base; bases are walked without recomputing any index per amplitude.
 struct WidePlan<T> {
     dim: usize,
@@ -693,9 +703,10 @@ struct WidePlan<T> {
 }
 
 impl<T: Real> WidePlan<T> {
-    /// Groups per batch: 64 bytes of amplitudes per lane (one 512-bit or two 256-bit vectors).
+    /// Groups per batch: 128 bytes of amplitudes per lane, whose real parts fill one 512-bit
+    /// vector (or two 256-bit ones) and imaginary parts another.
     fn batch() -> usize {
-        64 / std::mem::size_of::<Amp<T>>()
+        128 / std::mem::size_of::<Amp<T>>()
     }
 
     fn new(
@@ -743,20 +754,29 @@ impl<T: Real> WidePlan<T> {
 fn run_wide_f32(group: &mut [&mut [Amp<f32>]], plan: &WidePlan<f32>) {
     type T = f32;
     let c = plan.contiguous;
+    // Accumulators: 2 x rows x batch reals. AVX-512's 32 registers hold 8 vectors of them
+    // and room for the lanes and broadcasts; AVX2's 16 hold 8 half-size ones.
+    const WIDE_ROWS: usize = if selected_target!().supports_feature_str("avx512f") {
+        4
+    } else {
+        2
+    };
     match (plan.dim, plan.batch) {
-        (2, 8) => wide::<T, 2, 2, 8, 16>(group, plan, c),
-        (4, 8) => wide::<T, 4, 4, 8, 16>(group, plan, c),
-        (8, 8) => wide::<T, 8, 4, 8, 16>(group, plan, c),
-        (16, 8) => wide::<T, 16, 4, 8, 16>(group, plan, c),
-        (32, 8) => wide::<T, 32, 4, 8, 16>(group, plan, c),
-        (64, 8) => wide::<T, 64, 4, 8, 16>(group, plan, c),
-        (2, 1) => wide::<T, 2, 2, 1, 2>(group, plan, c),
-        (4, 1) => wide::<T, 4, 4, 1, 2>(group, plan, c),
-        (8, 1) => wide::<T, 8, 4, 1, 2>(group, plan, c),
-        (16, 1) => wide::<T, 16, 4, 1, 2>(group, plan, c),
-        (32, 1) => wide::<T, 32, 4, 1, 2>(group, plan, c),
-        (64, 1) => wide::<T, 64, 4, 1, 2>(group, plan, c),
-        other => unreachable!("wide plans have 2 to 64 lanes and batches of 1 or 8, not {other:?}"),
+        (2, 16) => wide::<T, 2, { rows(2, WIDE_ROWS) }, 16>(group, plan, c),
+        (4, 16) => wide::<T, 4, { rows(4, WIDE_ROWS) }, 16>(group, plan, c),
+        (8, 16) => wide::<T, 8, { rows(8, WIDE_ROWS) }, 16>(group, plan, c),
+        (16, 16) => wide::<T, 16, { rows(16, WIDE_ROWS) }, 16>(group, plan, c),
+        (32, 16) => wide::<T, 32, { rows(32, WIDE_ROWS) }, 16>(group, plan, c),
+        (64, 16) => wide::<T, 64, { rows(64, WIDE_ROWS) }, 16>(group, plan, c),
+        (2, 1) => wide::<T, 2, { rows(2, 4) }, 1>(group, plan, c),
+        (4, 1) => wide::<T, 4, { rows(4, 4) }, 1>(group, plan, c),
+        (8, 1) => wide::<T, 8, { rows(8, 4) }, 1>(group, plan, c),
+        (16, 1) => wide::<T, 16, { rows(16, 4) }, 1>(group, plan, c),
+        (32, 1) => wide::<T, 32, { rows(32, 4) }, 1>(group, plan, c),
+        (64, 1) => wide::<T, 64, { rows(64, 4) }, 1>(group, plan, c),
+        other => {
+            unreachable!("wide plans have 2 to 64 lanes and batches of 1 or 16, not {other:?}")
+        }
     }
 }
 
@@ -770,48 +790,54 @@ fn run_wide_f32(group: &mut [&mut [Amp<f32>]], plan: &WidePlan<f32>) {
 fn run_wide_f64(group: &mut [&mut [Amp<f64>]], plan: &WidePlan<f64>) {
     type T = f64;
     let c = plan.contiguous;
+    // Accumulators: 2 x rows x batch reals. AVX-512's 32 registers hold 8 vectors of them
+    // and room for the lanes and broadcasts; AVX2's 16 hold 8 half-size ones.
+    const WIDE_ROWS: usize = if selected_target!().supports_feature_str("avx512f") {
+        4
+    } else {
+        2
+    };
     match (plan.dim, plan.batch) {
-        (2, 4) => wide::<T, 2, 2, 4, 8>(group, plan, c),
-        (4, 4) => wide::<T, 4, 4, 4, 8>(group, plan, c),
-        (8, 4) => wide::<T, 8, 4, 4, 8>(group, plan, c),
-        (16, 4) => wide::<T, 16, 4, 4, 8>(group, plan, c),
-        (32, 4) => wide::<T, 32, 4, 4, 8>(group, plan, c),
-        (64, 4) => wide::<T, 64, 4, 4, 8>(group, plan, c),
-        (2, 1) => wide::<T, 2, 2, 1, 2>(group, plan, c),
-        (4, 1) => wide::<T, 4, 4, 1, 2>(group, plan, c),
-        (8, 1) => wide::<T, 8, 4, 1, 2>(group, plan, c),
-        (16, 1) => wide::<T, 16, 4, 1, 2>(group, plan, c),
-        (32, 1) => wide::<T, 32, 4, 1, 2>(group, plan, c),
-        (64, 1) => wide::<T, 64, 4, 1, 2>(group, plan, c),
-        other => unreachable!("wide plans have 2 to 64 lanes and batches of 1 or 4, not {other:?}"),
+        (2, 8) => wide::<T, 2, { rows(2, WIDE_ROWS) }, 8>(group, plan, c),
+        (4, 8) => wide::<T, 4, { rows(4, WIDE_ROWS) }, 8>(group, plan, c),
+        (8, 8) => wide::<T, 8, { rows(8, WIDE_ROWS) }, 8>(group, plan, c),
+        (16, 8) => wide::<T, 16, { rows(16, WIDE_ROWS) }, 8>(group, plan, c),
+        (32, 8) => wide::<T, 32, { rows(32, WIDE_ROWS) }, 8>(group, plan, c),
+        (64, 8) => wide::<T, 64, { rows(64, WIDE_ROWS) }, 8>(group, plan, c),
+        (2, 1) => wide::<T, 2, { rows(2, 4) }, 1>(group, plan, c),
+        (4, 1) => wide::<T, 4, { rows(4, 4) }, 1>(group, plan, c),
+        (8, 1) => wide::<T, 8, { rows(8, 4) }, 1>(group, plan, c),
+        (16, 1) => wide::<T, 16, { rows(16, 4) }, 1>(group, plan, c),
+        (32, 1) => wide::<T, 32, { rows(32, 4) }, 1>(group, plan, c),
+        (64, 1) => wide::<T, 64, { rows(64, 4) }, 1>(group, plan, c),
+        other => unreachable!("wide plans have 2 to 64 lanes and batches of 1 or 8, not {other:?}"),
     }
 }
 
-/// The wide kernel: `D` lanes, `R` output rows computed at once (2R accumulators of `F` reals
-/// each, enough independent chains of fused multiply-adds to hide their latency), batches of
-/// `V` groups (`F` = 2V reals per lane).
+/// The wide kernel: `D` lanes, `R` output rows computed at once, batches of `V` groups.
+///
+/// A batch is held split, as qsim holds its state: `xr[j]` the real parts of lane `j`'s `V`
+/// amplitudes and `xi[j]` their imaginary parts, so that the complex multiply-add of one matrix
+/// entry `(a, b)` (broadcast) into `V` outputs is four whole-vector fused multiply-adds:
+/// `re += a xr - b xi`, `im += a xi + b xr`. With `V` reals filling one 256-bit vector, the
+/// `2R` accumulators, two lanes and two broadcasts fit AVX2's sixteen registers. (Interleaved
+/// `(re, im)` lanes needed a turned copy of every lane, and LLVM split their multiply-adds into
+/// 128-bit ones: a 3-qubit gate ran at a third of the machine's bound.)
 #[inline(always)]
-fn wide<T: Real, const D: usize, const R: usize, const V: usize, const F: usize>(
+fn wide<T: Real, const D: usize, const R: usize, const V: usize>(
     group: &mut [&mut [Amp<T>]],
     plan: &WidePlan<T>,
     contiguous: bool,
 ) {
     if contiguous {
-        wide_batches::<T, D, R, V, F, true>(group, plan)
+        wide_batches::<T, D, R, V, true>(group, plan)
     } else {
-        wide_batches::<T, D, R, V, F, false>(group, plan)
+        wide_batches::<T, D, R, V, false>(group, plan)
     }
 }
 
 #[inline(always)]
-fn wide_batches<
-    T: Real,
-    const D: usize,
-    const R: usize,
-    const V: usize,
-    const F: usize,
-    const CONTIGUOUS: bool,
->(
+fn wide_batches<T: Real, const D: usize, const R: usize, const V: usize, const CONTIGUOUS: bool>(
     group: &mut [&mut [Amp<T>]],
     plan: &WidePlan<T>,
 ) {
@@ -822,74 +848,85 @@ fn wide_batches<
     let im = &plan.im[..D * D];
     let taken = plan.taken_mask;
     let piece_len = group[0].len();
-    // Lane j of the batch, and the same with each amplitude's (re, im) turned into (-im, re):
-    // then `out += re * x + im * x_turned` is the complex multiply-add, element-wise.
-    let mut x = [[T::default(); F]; D];
-    let mut turned = [[T::default(); F]; D];
+    let mut xr = [[T::default(); V]; D];
+    let mut xi = [[T::default(); V]; D];
     let mut base = 0usize;
     while base < piece_len {
         for j in 0..D {
+            // An opaque no-op: each lane's copy is vectorised over its amplitudes. Without it,
+            // with 16 lanes of f32 (a 512-bit vector's worth), LLVM vectorised across lanes
+            // with gathers and scatters, and a 4-qubit gate ran 15 times slower.
+            std::hint::black_box(());
             let piece = &group[member[j]];
             let at = base + offset[j];
-            let lane = &mut x[j];
             if CONTIGUOUS {
-                // One copy of the lane's V amplitudes: whole vector loads.
-                lane.copy_from_slice(bytemuck::cast_slice(&piece[at..at + V]));
-            } else {
+                let amps: &[Amp<T>; V] = piece[at..at + V]
+                    .try_into()
+                    .expect("a batch lies inside its piece");
                 for v in 0..V {
-                    let a = piece[at + sub[v]];
-                    lane[2 * v] = a[0];
-                    lane[2 * v + 1] = a[1];
+                    xr[j][v] = amps[v][0];
+                    xi[j][v] = amps[v][1];
+                }
+            } else {
+                // Gathered into a contiguous copy first, then split as above. Split straight
+                // from the scattered amplitudes, LLVM built each vector from 64-bit pieces
+                // through the stack, and a 4-qubit f32 gate ran 15 times slower.
+                let mut amps = [[T::default(); 2]; V];
+                for v in 0..V {
+                    amps[v] = piece[at + sub[v]];
+                }
+                std::hint::black_box(&mut amps);
+                for v in 0..V {
+                    xr[j][v] = amps[v][0];
+                    xi[j][v] = amps[v][1];
                 }
             }
         }
-        for j in 0..D {
-            for v in 0..V {
-                turned[j][2 * v] = -x[j][2 * v + 1];
-                turned[j][2 * v + 1] = x[j][2 * v];
-            }
-        }
-        // Opaque: the lanes are then read back as whole vectors. Without it LLVM folded the
-        // negation into each multiply-add, one real at a time (scalar `vfnmadd213sd`).
-        std::hint::black_box((&mut x, &mut turned));
+        // Opaque: the lanes are then read from memory, a whole vector at a time.
+        std::hint::black_box((&mut xr, &mut xi));
         let mut r0 = 0;
         while r0 < D {
-            let mut acc_re = [[T::default(); F]; R];
-            let mut acc_im = [[T::default(); F]; R];
-            for c in 0..D {
-                // An opaque no-op: the loop over the matrix's columns then stays a loop, and
-                // its body (2R whole-lane multiply-adds) is vectorised a lane wide. Unrolled
-                // over every column, the body was too large and LLVM vectorised it two reals
-                // wide.
-                std::hint::black_box(());
-                let (xc, tc) = (&x[c], &turned[c]);
+            let mut acc_re = [[T::default(); V]; R];
+            let mut acc_im = [[T::default(); V]; R];
+            // An opaque column count: the loop over the matrix's columns stays a loop whose
+            // body is 4R whole-vector multiply-adds. Unrolled over the columns of an 8- or
+            // 16-lane f32 gate, LLVM vectorised it 128 bits wide, 20 times slower.
+            let columns = std::hint::black_box(D);
+            let rows: [&[T]; R] = std::array::from_fn(|rr| &re[(r0 + rr) * D..][..D]);
+            let rows_im: [&[T]; R] = std::array::from_fn(|rr| &im[(r0 + rr) * D..][..D]);
+            for c in 0..columns.min(D) {
+                let (xrc, xic) = (&xr[c], &xi[c]);
                 for rr in 0..R {
-                    let (a, b) = (re[(r0 + rr) * D + c], im[(r0 + rr) * D + c]);
-                    for i in 0..F {
-                        acc_re[rr][i] = a.mul_add(xc[i], acc_re[rr][i]);
+                    let (a, b) = (rows[rr][c], rows_im[rr][c]);
+                    for v in 0..V {
+                        acc_re[rr][v] = a.mul_add(xrc[v], acc_re[rr][v]);
+                        acc_im[rr][v] = a.mul_add(xic[v], acc_im[rr][v]);
                     }
-                    for i in 0..F {
-                        acc_im[rr][i] = b.mul_add(tc[i], acc_im[rr][i]);
+                    for v in 0..V {
+                        acc_re[rr][v] = (-b).mul_add(xic[v], acc_re[rr][v]);
+                        acc_im[rr][v] = b.mul_add(xrc[v], acc_im[rr][v]);
                     }
                 }
             }
             for rr in 0..R {
-                // Summed into a whole lane first, so that the sums and the store are whole
-                // vectors (stored amplitude by amplitude, LLVM vectorised the kernel two reals
-                // wide, the width of one f64 amplitude).
-                let mut out = [T::default(); F];
-                for i in 0..F {
-                    out[i] = acc_re[rr][i] + acc_im[rr][i];
-                }
                 let r = r0 + rr;
                 let piece = &mut group[member[r]];
                 let at = base + offset[r];
                 if CONTIGUOUS {
-                    let amps: &mut [T] = bytemuck::cast_slice_mut(&mut piece[at..at + V]);
-                    amps.copy_from_slice(&out);
-                } else {
+                    let amps: &mut [Amp<T>; V] = (&mut piece[at..at + V])
+                        .try_into()
+                        .expect("a batch lies inside its piece");
                     for v in 0..V {
-                        piece[at + sub[v]] = [out[2 * v], out[2 * v + 1]];
+                        amps[v] = [acc_re[rr][v], acc_im[rr][v]];
+                    }
+                } else {
+                    let mut amps = [[T::default(); 2]; V];
+                    for v in 0..V {
+                        amps[v] = [acc_re[rr][v], acc_im[rr][v]];
+                    }
+                    std::hint::black_box(&mut amps);
+                    for v in 0..V {
+                        piece[at + sub[v]] = amps[v];
                     }
                 }
             }
