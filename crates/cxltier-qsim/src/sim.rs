@@ -809,6 +809,36 @@ impl<T: Real> Simulation<T> {
         Ok(sum)
     }
 
+    /// For each of `targets` (sorted, in `[0, squared norm)`), the index of the amplitude where
+    /// the running sum of probabilities passes it, appended to `hits` (reserved by the caller):
+    /// one pass over the state, in memory or out of core. Rounding can leave the last targets
+    /// just above the sum: they take the last amplitude with any probability.
+    pub(crate) fn resolve_targets(
+        &mut self,
+        targets: &[f64],
+        hits: &mut Vec<u64>,
+    ) -> Result<(), QsimError> {
+        let wanted = hits.len() + targets.len();
+        let (mut acc, mut next, mut last) = (0.0, 0, 0u64);
+        self.scan(|first, amps| {
+            for (j, a) in amps.iter().enumerate() {
+                let p = a[0].to_f64().powi(2) + a[1].to_f64().powi(2);
+                if p > 0.0 {
+                    last = first + j as u64;
+                }
+                acc += p;
+                while next < targets.len() && targets[next] < acc {
+                    hits.push(first + j as u64);
+                    next += 1;
+                }
+            }
+        })?;
+        while hits.len() < wanted {
+            hits.push(last);
+        }
+        Ok(())
+    }
+
     /// Sample `shots` measurements of `qubits` (in order: the first is the rightmost character of
     /// each key, as in Qiskit's counts), with a seeded generator.
     pub fn sample(
@@ -833,26 +863,7 @@ impl<T: Real> Simulation<T> {
         targets.sort_by(f64::total_cmp);
         let mut hits: Vec<u64> = Vec::new();
         hits.try_reserve_exact(shots).map_err(too_many)?;
-        let mut acc = 0.0;
-        let mut next = 0;
-        let mut last = 0u64;
-        self.scan(|first, amps| {
-            for (j, a) in amps.iter().enumerate() {
-                let p = a[0].to_f64().powi(2) + a[1].to_f64().powi(2);
-                if p > 0.0 {
-                    last = first + j as u64;
-                }
-                acc += p;
-                while next < targets.len() && targets[next] < acc {
-                    hits.push(first + j as u64);
-                    next += 1;
-                }
-            }
-        })?;
-        // Rounding can leave the last targets just above the running sum.
-        while hits.len() < shots {
-            hits.push(last);
-        }
+        self.resolve_targets(&targets, &mut hits)?;
         let mut counts = BTreeMap::new();
         for h in hits {
             let l = self.logical(h);

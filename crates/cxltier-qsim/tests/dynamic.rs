@@ -145,15 +145,23 @@ fn compare_with_aer(dir: &Path, shots: u64, cases: &[(String, String, BTreeMap<S
     );
     let results: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     for (name, text, counts) in cases {
-        let r = &results[name.as_str()];
-        let p = r["p"].as_f64().unwrap();
-        assert!(
-            p > P_MIN,
-            "{name}: chi-square p = {p:e} (dof {}): ours {counts:?}, Aer {}\n{text}",
-            r["dof"],
-            r["aer"]
-        );
+        assert_above_significance(&results, name, &format!("ours {counts:?}\n{text}"));
     }
+}
+
+/// The chi-square test's p-value for `name` in a script's results ({name: {"p", "dof", "aer"}})
+/// is above the significance; `context` goes into the failure's message.
+fn assert_above_significance(results: &serde_json::Value, name: &str, context: &str) {
+    let r = &results[name];
+    let p = r["p"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("{name}: no p-value in {r}"));
+    assert!(
+        p > P_MIN,
+        "{name}: chi-square p = {p:e} (dof {}), Aer {}: {context}",
+        r["dof"],
+        r["aer"]
+    );
 }
 
 #[test]
@@ -366,14 +374,7 @@ fn qiskit_if_test_on_bits_with_else_matches_aer() {
         );
         let results: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         for name in &names {
-            let r = &results[name.as_str()];
-            let p = r["p"].as_f64().unwrap();
-            assert!(
-                p > P_MIN,
-                "{name} ({method_name}): chi-square p = {p:e} (dof {}), Aer {}",
-                r["dof"],
-                r["aer"]
-            );
+            assert_above_significance(&results, name, method_name);
         }
     }
     std::fs::remove_dir_all(&dir).unwrap();

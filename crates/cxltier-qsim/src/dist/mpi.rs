@@ -288,23 +288,7 @@ impl<'c, T: Real> DistSimulation<'c, T> {
         }
         targets.sort_by(f64::total_cmp);
         let mut hits: Vec<u64> = Vec::with_capacity(targets.len());
-        let (mut acc, mut next, mut last) = (0.0, 0, 0u64);
-        self.local.scan(|first, amps| {
-            for (j, a) in amps.iter().enumerate() {
-                let p = a[0].to_f64().powi(2) + a[1].to_f64().powi(2);
-                if p > 0.0 {
-                    last = first + j as u64;
-                }
-                acc += p;
-                while next < targets.len() && targets[next] < acc {
-                    hits.push(first + j as u64);
-                    next += 1;
-                }
-            }
-        })?;
-        while hits.len() < targets.len() {
-            hits.push(last);
-        }
+        self.local.resolve_targets(&targets, &mut hits)?;
         // Each hit as the measured bits (bit j is qubits[j]), counted here, then gathered.
         let m = self.m();
         let mut logical_of = vec![0usize; self.plan.n];

@@ -1823,14 +1823,9 @@ mod tests {
         assert_eq!(score_bytes(-0.0), score_bytes(0.0));
     }
 
-    /// The chunk ids an open list has handed out (each a node its changes made anew).
-    fn ids_handed_out(s: &Store, key: &[u8]) -> u64 {
-        let oc = s.open.map.get(key).expect("the list is open");
-        oc.root.next_id - oc.first_new_id
-    }
-
-    #[test]
-    fn pushes_and_pops_at_a_list_end_in_one_batch_change_its_end_leaf_in_place() {
+    /// A store with collection write-back and 512-byte chunks, holding list `l` of `n` members
+    /// (`m0000`, `m0001`, ...) pushed and written back in one batch.
+    fn write_back_store_with_list(n: usize) -> (Store, Vec<Vec<u8>>) {
         let mut s = crate::StoreBuilder::new()
             .dram(64 << 20)
             .max_object(64 << 10)
@@ -1839,13 +1834,23 @@ mod tests {
             .collection_write_back(true)
             .build()
             .unwrap();
-        // Four levels: a top, inner chunks, inner chunks, leaves of about 40 members.
-        let members: Vec<Vec<u8>> = (0..20_000)
-            .map(|i| format!("m{i:04}").into_bytes())
-            .collect();
+        let members: Vec<Vec<u8>> = (0..n).map(|i| format!("m{i:04}").into_bytes()).collect();
         let refs: Vec<&[u8]> = members.iter().map(|m| m.as_slice()).collect();
         s.list_push(b"l", ListEnd::Right, &refs).unwrap();
         s.end_batch();
+        (s, members)
+    }
+
+    /// The chunk ids an open list has handed out (each a node its changes made anew).
+    fn ids_handed_out(s: &Store, key: &[u8]) -> u64 {
+        let oc = s.open.map.get(key).expect("the list is open");
+        oc.root.next_id - oc.first_new_id
+    }
+
+    #[test]
+    fn pushes_and_pops_at_a_list_end_in_one_batch_change_its_end_leaf_in_place() {
+        // Four levels: a top, inner chunks, inner chunks, leaves of about 40 members.
+        let (mut s, members) = write_back_store_with_list(20_000);
         let mut want: std::collections::VecDeque<Vec<u8>> = members.into_iter().collect();
         // 200 pushes at each end, then 300 pops from each: a path is made anew only when an
         // end leaf fills (a split, every 20 pushes or so) or thins (a merge, every 20 pops or
@@ -1876,20 +1881,7 @@ mod tests {
 
     #[test]
     fn a_batchs_first_push_takes_the_end_path_the_last_write_back_kept_decoded() {
-        let mut s = crate::StoreBuilder::new()
-            .dram(64 << 20)
-            .max_object(64 << 10)
-            .durability(crate::Durability::None)
-            .collection_chunk_bytes(512)
-            .collection_write_back(true)
-            .build()
-            .unwrap();
-        let members: Vec<Vec<u8>> = (0..5_000)
-            .map(|i| format!("m{i:04}").into_bytes())
-            .collect();
-        let refs: Vec<&[u8]> = members.iter().map(|m| m.as_slice()).collect();
-        s.list_push(b"l", ListEnd::Right, &refs).unwrap();
-        s.end_batch();
+        let (mut s, members) = write_back_store_with_list(5_000);
         assert!(
             s.written_nodes.nodes.is_empty(),
             "a write-back of many leaves keeps none of them"
