@@ -170,6 +170,10 @@ pub struct MemoryMode {
     pub keep_bytes: u64,
     /// The swap area tierd turned on (`None` with `--dry-run`: nothing was set up).
     pub swap_path: Option<PathBuf>,
+    /// The `--cgroup` directory whose memcg limits tierd set: its `memory.pressure` drives the
+    /// SLA loop and its `memory.stat` gives the refaults (`None`: each target's own cgroup v2,
+    /// else the system's figures).
+    pub memcg: Option<PathBuf>,
 }
 
 /// Memory mode's part of an interval report.
@@ -203,8 +207,8 @@ pub struct MemoryReport {
     pub stall_some_pct: Option<f64>,
     pub stall_full_pct: Option<f64>,
     pub max_stall_pct: Option<f64>,
-    /// Anonymous refaults over the last interval (`workingset_refault_anon`; system-wide, from
-    /// /proc/vmstat).
+    /// Anonymous refaults over the last interval (`workingset_refault_anon` of the target's
+    /// cgroup's `memory.stat`; system-wide, from /proc/vmstat, where it has no cgroup v2).
     pub refaults: Option<u64>,
 }
 
