@@ -193,6 +193,10 @@ pub struct MemoryReport {
     /// again), this interval and over the run.
     pub prefetch_pages: u64,
     pub prefetch_pages_total: u64,
+    /// Prefetch hits: pages read back last interval that are resident now and whose region is
+    /// hot (they were wanted: accessed, not paged out again), this interval and over the run.
+    pub prefetch_hits: u64,
+    pub prefetch_hits_total: u64,
     /// Pages over the budget left resident: only hot or recently moved pages were left / the
     /// allowance was spent.
     pub held_by_heat: u64,
@@ -223,6 +227,9 @@ struct Target {
     moved_in: BTreeMap<u32, u64>,
     pageout_total: u64,
     prefetch_total: u64,
+    /// Pages read back ahead of their fault last interval, judged hit or miss this interval.
+    prefetched: Vec<usize>,
+    prefetch_hits_total: u64,
 }
 
 /// Memory mode's running state.
@@ -309,6 +316,8 @@ impl Engine {
                     moved_in: BTreeMap::new(),
                     pageout_total: 0,
                     prefetch_total: 0,
+                    prefetched: Vec::new(),
+                    prefetch_hits_total: 0,
                 })
                 .collect(),
             policy,
@@ -439,6 +448,8 @@ impl Engine {
                     moved_in: BTreeMap::new(),
                     pageout_total: 0,
                     prefetch_total: 0,
+                    prefetched: Vec::new(),
+                    prefetch_hits_total: 0,
                 }),
             }
         }
@@ -774,6 +785,11 @@ fn page_out(
         allowance = allowance.min(free_pages);
     }
     report.allowance_pages = allowance;
+    // Last interval's prefetches, judged before anything moves this interval.
+    report.prefetch_hits = crate::pageout::prefetch_hits(&target.prefetched, pages, th);
+    target.prefetch_hits_total += report.prefetch_hits;
+    report.prefetch_hits_total = target.prefetch_hits_total;
+    target.prefetched.clear();
     let (victims, held) = crate::pageout::select(
         pages,
         th,
@@ -818,7 +834,7 @@ fn page_out(
     let room = (memory.mode.keep_bytes / page_size).saturating_sub(pages.len() as u64 - advised);
     if !dry_run && room > 0 && !absent_hot.is_empty() {
         let swapped = crate::pageout::swapped_among(proc_root, target.pid, absent_hot, page_size)?;
-        let wanted: Vec<usize> = swapped.into_iter().take(room as usize).collect();
+        let mut wanted: Vec<usize> = swapped.into_iter().take(room as usize).collect();
         if !wanted.is_empty() {
             let pidfd = match memory.pidfds.entry(target.pid) {
                 std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
@@ -834,6 +850,9 @@ fn page_out(
             )?;
             report.prefetch_pages = (bytes / page_size).min(wanted.len() as u64);
             target.prefetch_total += report.prefetch_pages;
+            // The kernel advises the runs in order: the pages advised are the first ones.
+            wanted.truncate(report.prefetch_pages as usize);
+            target.prefetched = wanted;
         }
     }
     report.prefetch_pages_total = target.prefetch_total;

@@ -283,6 +283,13 @@ impl TierdMetrics {
         for (r, m) in &with {
             f.sample(&[("pid", &r.pid)], m.prefetch_pages_total * r.page_size);
         }
+        let mut f = w.counter(
+            "cxltier_tierd_prefetch_hits_total",
+            "Pages read back ahead of their fault that were resident and hot at the next interval (wanted, not paged out again).",
+        );
+        for (r, m) in &with {
+            f.sample(&[("pid", &r.pid)], m.prefetch_hits_total);
+        }
         let mut f = w.gauge(
             "cxltier_tierd_pageout_allowance_bytes",
             "The most bytes a target may page out in one interval: the rate limit's, or the SLA controller's figure.",
@@ -504,6 +511,7 @@ mod tests {
             keep_bytes: 12288,
             pageout_pages_total: 3,
             prefetch_pages_total: 2,
+            prefetch_hits_total: 1,
             allowance_pages: 10,
             nvme_free_bytes: Some(1 << 20),
             stall_some_pct: Some(2.5),
@@ -519,6 +527,7 @@ mod tests {
             "cxltier_tierd_tier_bytes{pid=\"42\",tier=\"dram\"} 8192",
             "cxltier_tierd_pageout_bytes_total{pid=\"42\"} 12288",
             "cxltier_tierd_prefetch_bytes_total{pid=\"42\"} 8192",
+            "cxltier_tierd_prefetch_hits_total{pid=\"42\"} 1",
             "cxltier_tierd_pageout_allowance_bytes{pid=\"42\"} 40960",
             "cxltier_tierd_memory_keep_bytes{pid=\"42\"} 12288",
             "cxltier_tierd_nvme_free_bytes 1048576",

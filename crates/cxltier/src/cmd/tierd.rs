@@ -360,7 +360,7 @@ fn human(r: &IntervalReport) -> String {
         .map(|m| {
             let b = |k: &str| mib(m.bytes.get(k).copied().unwrap_or(0));
             format!(
-                " | dram {} cxl {} nvme {} MiB, {} {} pages{}{}",
+                " | dram {} cxl {} nvme {} MiB, {} {} pages{}{}{}",
                 b("dram"),
                 b("cxl"),
                 b("nvme"),
@@ -373,6 +373,14 @@ fn human(r: &IntervalReport) -> String {
                     m.planned_pageouts
                 } else {
                     m.pageout_pages
+                },
+                if m.prefetch_pages > 0 || m.prefetch_hits > 0 {
+                    format!(
+                        ", prefetched {} pages, {} prefetch hits",
+                        m.prefetch_pages, m.prefetch_hits
+                    )
+                } else {
+                    String::new()
                 },
                 m.stall_some_pct
                     .map(|s| format!(", stall {s:.2}% (goal {}%)", m.max_stall_pct.unwrap_or(0.0)))
@@ -616,15 +624,6 @@ fn check_memory_mode(
     }
     let spec = NvmeSpec::parse(spec).map_err(CliError::classified)?;
     let swap = SwapPlan::prepare(&spec, Path::new("/proc")).map_err(CliError::classified)?;
-    if !args.dry_run && !crate::cmd::running_as_root() {
-        return Err(CliError::new(
-            Class::Permission,
-            format!(
-                "--nvme {}: turning swap on needs root (CAP_SYS_ADMIN); run tierd with sudo",
-                spec.path.display()
-            ),
-        ));
-    }
     let memcg = match cgroup_dir {
         Some(dir) => {
             let (plan, note) = MemcgPlan::prepare(dir, dram.saturating_add(cxl), swap.size_bytes)
@@ -636,6 +635,15 @@ fn check_memory_mode(
         }
         None => None,
     };
+    if !args.dry_run && !crate::cmd::running_as_root() {
+        return Err(CliError::new(
+            Class::Permission,
+            format!(
+                "--nvme {}: turning swap on needs root (CAP_SYS_ADMIN); run tierd with sudo",
+                spec.path.display()
+            ),
+        ));
+    }
     Ok(MemoryModePlan {
         dram,
         cxl,
@@ -1112,12 +1120,23 @@ mod json_lines_tests {
             stall_some_pct: Some(1.5),
             max_stall_pct: Some(5.0),
             refaults: Some(3),
+            prefetch_pages: 5,
+            prefetch_hits: 4,
+            prefetch_hits_total: 4,
             ..Default::default()
         });
         let line = json_line("tierd", "interval", &with_memory).unwrap();
         assert_conforms(schema, &line);
         let v: serde_json::Value = serde_json::from_str(&line).unwrap();
         assert_eq!(v["memory"]["bytes"]["nvme"], 8192);
+        assert_eq!(v["memory"]["prefetch_hits_total"], 4);
+        // The table line says this interval's prefetches and hits.
+        let table = human(&with_memory);
+        assert!(
+            table.contains("prefetched 5 pages, 4 prefetch hits"),
+            "{table}"
+        );
+        assert!(!human(&interval).contains("prefetch"));
         let area = tempfile::tempdir().unwrap();
         let teardown = teardown_line(
             area.path(),
