@@ -516,12 +516,13 @@ impl Engine {
     /// that a cgroup's churn does not pile up descriptors.
     fn close_pidfds(&mut self) {
         if let Some(m) = self.memory.as_mut() {
-            let targets = &self.targets;
-            m.pidfds.retain(|pid, _| {
-                targets
-                    .iter()
-                    .any(|t| t.pid == *pid && t.status == Status::Running)
-            });
+            let running: HashSet<u32> = self
+                .targets
+                .iter()
+                .filter(|t| t.status == Status::Running)
+                .map(|t| t.pid)
+                .collect();
+            keep_only_running(&mut m.pidfds, &running);
         }
     }
 
@@ -752,6 +753,13 @@ impl Engine {
     }
 }
 
+/// Drop (and so close) the per-target handles of processes not in `running`: targets that
+/// exited or left are not advised again, and a pid reused by another process later gets a new
+/// pidfd, never the old one's.
+fn keep_only_running<H>(handles: &mut HashMap<u32, H>, running: &HashSet<u32>) {
+    handles.retain(|pid, _| running.contains(pid));
+}
+
 /// Memory mode's step for one target: choose the pages beyond its budget and page them out.
 /// Returns the report (without `dram`/`cxl` bytes), the pages advised out and how many of them
 /// were on the fast tier.
@@ -892,6 +900,33 @@ fn annotate(
 mod tests {
     use super::*;
     use crate::testutil::TempDir;
+
+    #[test]
+    fn handles_of_targets_no_longer_running_are_dropped_and_only_those() {
+        use std::rc::Rc;
+        // A handle that counts its drops, standing in for a pidfd (dropping an OwnedFd closes it).
+        struct Handle(Rc<std::cell::Cell<u32>>);
+        impl Drop for Handle {
+            fn drop(&mut self) {
+                self.0.set(self.0.get() + 1);
+            }
+        }
+        let closed = Rc::new(std::cell::Cell::new(0));
+        let mut handles: HashMap<u32, Handle> = [10, 11, 12]
+            .into_iter()
+            .map(|pid| (pid, Handle(Rc::clone(&closed))))
+            .collect();
+        // 11 exited or left; 13 runs but was never advised (no handle to keep or make).
+        keep_only_running(&mut handles, &[10, 12, 13].into());
+        assert_eq!(closed.get(), 1);
+        let mut kept: Vec<u32> = handles.keys().copied().collect();
+        kept.sort_unstable();
+        assert_eq!(kept, vec![10, 12]);
+        // Nothing runs any more: every handle is closed.
+        keep_only_running(&mut handles, &HashSet::new());
+        assert_eq!(closed.get(), 3);
+        assert!(handles.is_empty());
+    }
 
     #[test]
     fn resident_pages_take_their_access() {
