@@ -324,12 +324,16 @@ impl TierdMetrics {
             )
             .sample(&[], goal);
         }
-        if let Some(refaults) = first.refaults {
-            w.gauge(
+        if with.iter().any(|(_, m)| m.refaults.is_some()) {
+            let mut f = w.gauge(
                 "cxltier_tierd_refaults_last_interval",
-                "Anonymous pages read back from swap soon after reclaim in the last interval (workingset_refault_anon, system-wide).",
-            )
-            .sample(&[], refaults);
+                "Anonymous pages read back from swap soon after reclaim in the last interval (workingset_refault_anon of the target's cgroup; system-wide where it has no cgroup v2).",
+            );
+            for (r, m) in &with {
+                if let Some(refaults) = m.refaults {
+                    f.sample(&[("pid", &r.pid)], refaults);
+                }
+            }
         }
     }
 
@@ -534,7 +538,7 @@ mod tests {
             "cxltier_tierd_nvme_full 0",
             "cxltier_tierd_memory_stall_percent{kind=\"some\"} 2.5",
             "cxltier_tierd_memory_stall_goal_percent 5",
-            "cxltier_tierd_refaults_last_interval 7",
+            "cxltier_tierd_refaults_last_interval{pid=\"42\"} 7",
         ] {
             assert!(text.contains(line), "no {line:?} in\n{text}");
         }
