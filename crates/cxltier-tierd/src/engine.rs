@@ -839,7 +839,16 @@ fn page_out(
     }
     // Prefetch: swapped pages of hot regions come back ahead of their fault, into the room left
     // under the budget (more would only be paged out again).
-    let room = (memory.mode.keep_bytes / page_size).saturating_sub(pages.len() as u64 - advised);
+    let mut room =
+        (memory.mode.keep_bytes / page_size).saturating_sub(pages.len() as u64 - advised);
+    // Under tierd's memcg limits the whole cgroup's charge counts (page cache, page tables,
+    // other members): at memory.high the kernel reclaims what is read back at once, so the
+    // room is also what the cgroup has left below memory.high.
+    if let Some(dir) = &memory.mode.memcg {
+        if let Some(headroom) = crate::memcg::headroom_bytes(dir) {
+            room = room.min(headroom / page_size);
+        }
+    }
     if !dry_run && room > 0 && !absent_hot.is_empty() {
         let swapped = crate::pageout::swapped_among(proc_root, target.pid, absent_hot, page_size)?;
         let mut wanted: Vec<usize> = swapped.into_iter().take(room as usize).collect();

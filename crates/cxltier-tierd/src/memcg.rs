@@ -18,6 +18,8 @@ use std::path::{Path, PathBuf};
 /// The limit files memory mode sets, in the order they are written.
 pub const HIGH: &str = "memory.high";
 pub const SWAP_MAX: &str = "memory.swap.max";
+/// The cgroup's charge now.
+const CURRENT: &str = "memory.current";
 
 /// One limit: the file, the bytes it is set to, and its value before (as the kernel wrote it:
 /// `max` or a number of bytes), to be written back.
@@ -206,6 +208,20 @@ impl Drop for MemcgLimits {
     }
 }
 
+/// Bytes the cgroup `dir` may still charge before `memory.high` (`high - current`, 0 when over
+/// it); `None` when there is no numeric limit (`max`) or the files cannot be read.
+pub fn headroom_bytes(dir: &Path) -> Option<u64> {
+    let read = |f: &str| fs::read_to_string(dir.join(f)).ok();
+    parse_headroom(&read(HIGH)?, &read(CURRENT)?)
+}
+
+/// `memory.high` minus `memory.current`, from the files' texts.
+pub fn parse_headroom(high: &str, current: &str) -> Option<u64> {
+    let high: u64 = high.trim().parse().ok()?;
+    let current: u64 = current.trim().parse().ok()?;
+    Some(high.saturating_sub(current))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -304,6 +320,20 @@ mod tests {
             .to_string();
         assert!(e.contains("root cgroup"), "{e}");
         assert!(MemcgPlan::prepare(&cg, 0, 1).is_err());
+    }
+
+    #[test]
+    fn the_headroom_is_what_is_left_below_memory_high() {
+        assert_eq!(parse_headroom("12582912\n", "8388608\n"), Some(4 << 20));
+        // Over the limit (the kernel is reclaiming): no room at all.
+        assert_eq!(parse_headroom("12582912\n", "13000000\n"), Some(0));
+        // No limit: no bound from the cgroup.
+        assert_eq!(parse_headroom("max\n", "8388608\n"), None);
+        let d = cgroup("12582912", None);
+        let cg = d.path().join("app");
+        assert_eq!(headroom_bytes(&cg), None, "no memory.current");
+        fs::write(cg.join("memory.current"), "12582912\n").unwrap();
+        assert_eq!(headroom_bytes(&cg), Some(0));
     }
 
     #[test]
