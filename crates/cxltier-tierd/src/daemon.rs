@@ -492,20 +492,19 @@ impl Daemon {
             if let Some((mode, _)) = &self.memory {
                 // Each target's refaults come from its cgroup's memory.stat (the --cgroup's
                 // when tierd set limits on one), else from the system's /proc/vmstat.
-                let files: Vec<(u32, PathBuf)> = reports
+                let files: Vec<PathBuf> = reports
                     .iter()
                     .map(|r| {
-                        let file = crate::psi::refault_file(
+                        crate::psi::refault_file(
                             &self.sys_root,
                             &self.proc_root,
                             r.pid,
                             mode.memcg.as_deref(),
-                        );
-                        (r.pid, file)
+                        )
                     })
                     .collect();
-                let growth = refault_counters.sample(files.iter().map(|(_, f)| f));
-                for (r, (_, file)) in reports.iter_mut().zip(&files) {
+                let growth = refault_counters.sample(&files);
+                for (r, file) in reports.iter_mut().zip(&files) {
                     let Some(m) = r.memory.as_mut() else { continue };
                     m.refaults = growth.get(file).copied().flatten();
                     m.stall_some_pct = stall.map(|s| s.0);

@@ -210,7 +210,8 @@ pub struct RefaultCounters {
 
 impl RefaultCounters {
     /// Read each of `files` (duplicates read once) and return the growth of each since the
-    /// previous read (`None` for a file read for the first time or unreadable).
+    /// previous read (`None` for a file read for the first time or unreadable). A file not in
+    /// `files` this time starts over when it is read again.
     pub fn sample<'a>(
         &mut self,
         files: impl IntoIterator<Item = &'a PathBuf>,
@@ -235,6 +236,8 @@ impl RefaultCounters {
             }
             out.insert(f.clone(), growth);
         }
+        // Files no target reads any more (their cgroups emptied or removed) are forgotten.
+        self.last.retain(|f, _| out.contains_key(f));
         out
     }
 }
@@ -398,5 +401,8 @@ mod tests {
         let second = c.sample([&f7, &f7, &f8]);
         assert_eq!(second[&f7], Some(15));
         assert_eq!(second[&f8], Some(500));
+        // A round without pid 8's file forgets it: its next growth is not over two intervals.
+        c.sample([&f7]);
+        assert_eq!(c.sample([&f7, &f8])[&f8], None);
     }
 }
