@@ -303,10 +303,12 @@ check_tierd_cgroup() {
 # it last wrote it (`touch --hot` checks each page at its end: exit 0), and --dry-run must change
 # nothing (/proc/swaps as before, no page swapped). tierd is stopped once the check has seen what
 # it needs; the --duration values and waits are hang guards.
-# mem_target NAME: start the 32 MiB workload; its pid in $target, its runner in $target_runner.
+# mem_target NAME [CGROUP]: start the 32 MiB workload (in CGROUP from its start, so that its
+# memory is charged there); its pid in $target, its runner in $target_runner.
 mem_target() {
-    cxltier touch 32M --hot 1M --shift-every 5 --duration 900 --report-every 1 --json \
-        >"$T/$1-target.out" 2>"$T/$1-target.err" &
+    sh -c 'if [ -n "$1" ]; then echo $$ >"$1/cgroup.procs"; fi
+        exec cxltier touch 32M --hot 1M --shift-every 5 --duration 900 --report-every 1 --json' \
+        mem_target "${2:-}" >"$T/$1-target.out" 2>"$T/$1-target.err" &
     target_runner=$!
     target=$target_runner
     wait_for "$T/$1-target.out"
@@ -362,6 +364,71 @@ check_tierd_memory() {
     trc=$?
     verdict tierd-memory-workload-intact "exit $trc: $(tail -1 "$T/tierd-mem-target.out" | cut -c1-200) $(brief "$T/tierd-mem-target.err")" [ "$trc" = 0 ]
     data tierd-mem-json "$T/tierd-mem.out"
+
+    # A full NVMe tier: a 2 MiB area for a workload 20 MiB over its budget. Offloading stops and
+    # is reported (`nvme_full`, no page advised out while full), tierd keeps running, the target
+    # too, and its data is intact.
+    mem_target tierd-memfull
+    cxltier tierd --pid "$target" --dram-budget 8M --cxl-budget 4M --nvme /dev/vda:2M \
+        --interval 500 --duration 600 --json >"$T/tierd-memfull.out" 2>"$T/tierd-memfull.err" &
+    _tierd=$!
+    wait_for_text "$T/tierd-memfull.out" '"nvme_full":true' 1800
+    n=$(grep -c '"nvme_full":true' "$T/tierd-memfull.out")
+    wait_for_text_count "$T/tierd-memfull.out" '"nvme_full":true' $((n + 2)) 600
+    full_lines=$(grep -c '"nvme_full":true' "$T/tierd-memfull.out")
+    tierd_alive=no
+    kill -0 "$_tierd" 2>/dev/null && tierd_alive=yes
+    kill -TERM "$_tierd" 2>/dev/null
+    wait "$_tierd"
+    rc=$?
+    paged_while_full=$(grep '"nvme_full":true' "$T/tierd-memfull.out" | grep -c '"pageout_pages":[1-9]')
+    verdict tierd-memory-full-nvme-stops-offloading \
+        "exit $rc, tierd running while full: $tierd_alive, $full_lines full interval(s), $paged_while_full with pageouts; $(brief "$T/tierd-memfull.err")" \
+        sh -c "[ $rc = 0 ] && [ $tierd_alive = yes ] && [ $full_lines -gt 0 ] && [ $paged_while_full = 0 ] && kill -0 $target && [ '$swaps_before' = \"\$(cat /proc/swaps)\" ]"
+    kill -TERM "$target_runner" 2>/dev/null
+    wait "$target_runner"
+    trc=$?
+    verdict tierd-memory-full-nvme-workload-intact "exit $trc: $(tail -1 "$T/tierd-memfull-target.out" | cut -c1-200)" [ "$trc" = 0 ]
+
+    # --cgroup: memory.high is the DRAM + CXL budget and memory.swap.max the swap area's size
+    # while tierd runs, the previous values once it stopped (--dry-run writes none); the SLA
+    # reads the cgroup's memory.pressure.
+    grep -q ' /sys/fs/cgroup cgroup2 ' /proc/mounts || mount -t cgroup2 none /sys/fs/cgroup
+    grep -qw memory /sys/fs/cgroup/cgroup.subtree_control ||
+        echo +memory >/sys/fs/cgroup/cgroup.subtree_control
+    mcg=/sys/fs/cgroup/tierd-mem
+    mkdir -p "$mcg"
+    high_before=$(cat "$mcg/memory.high")
+    swapmax_before=$(cat "$mcg/memory.swap.max")
+    mem_target tierd-memcg "$mcg"
+    capture tierd-memcg-dry cxltier tierd --cgroup "$mcg" --dram-budget 8M --cxl-budget 4M \
+        --nvme /dev/vda --interval 500 --duration 2 --dry-run --json
+    verdict tierd-memory-cgroup-dry-run \
+        "exit $rc, memory.high $high_before -> $(cat "$mcg/memory.high"); $(grep -o 'would set [^(]*' "$T/tierd-memcg-dry.err" | tr '\n' ' ')" \
+        sh -c "[ $rc = 0 ] && [ \"\$(cat $mcg/memory.high)\" = '$high_before' ] && [ \"\$(cat $mcg/memory.swap.max)\" = '$swapmax_before' ] && grep -q 'would set $mcg/memory.high to 12582912 bytes' '$T/tierd-memcg-dry.err' && grep -q '\"event\":\"memcg_limits\"' '$T/tierd-memcg-dry.out' && grep '\"event\":\"memcg_limits\"' '$T/tierd-memcg-dry.out' | grep -q '\"dry_run\":true'"
+    cxltier tierd --cgroup "$mcg" --dram-budget 8M --cxl-budget 4M --nvme /dev/vda --max-stall-pct 20 \
+        --interval 500 --duration 600 --json >"$T/tierd-memcg.out" 2>"$T/tierd-memcg.err" &
+    _tierd=$!
+    wait_for_text "$T/tierd-memcg.out" '"nvme":[1-9]' 1800
+    wait_for_text "$T/tierd-memcg.out" '"refaults":[0-9]' 300
+    high_during=$(cat "$mcg/memory.high")
+    swapmax_during=$(cat "$mcg/memory.swap.max")
+    kill -TERM "$_tierd" 2>/dev/null
+    wait "$_tierd"
+    rc=$?
+    swapmax_said=$(grep -o '"bytes":[0-9]*,"file":"memory.swap.max"' "$T/tierd-memcg.out" | grep -o '[0-9]*' | head -1)
+    verdict tierd-memory-cgroup-limits \
+        "exit $rc; memory.high $high_before -> $high_during -> $(cat "$mcg/memory.high"); memory.swap.max $swapmax_before -> $swapmax_during (said ${swapmax_said:-none}) -> $(cat "$mcg/memory.swap.max"); $(grep -o '"event":"memcg_restore"[^]]*' "$T/tierd-memcg.out")" \
+        sh -c "[ $rc = 0 ] && [ '$high_during' = 12582912 ] && [ '$swapmax_during' = '${swapmax_said:-none}' ] && [ \"\$(cat $mcg/memory.high)\" = '$high_before' ] && [ \"\$(cat $mcg/memory.swap.max)\" = '$swapmax_before' ] && grep -q '\"event\":\"memcg_restore\"' '$T/tierd-memcg.out' && [ '$swaps_before' = \"\$(cat /proc/swaps)\" ]"
+    verdict tierd-memory-cgroup-pressure-and-refaults \
+        "$(grep -o 'SLA: memory pressure read from [^ ]*' "$T/tierd-memcg.err"); refaults $(grep -o '"refaults":[0-9]*' "$T/tierd-memcg.out" | cut -d: -f2 | tr '\n' ' ' | cut -c1-80)" \
+        sh -c "grep -q 'SLA: memory pressure read from $mcg/memory.pressure' '$T/tierd-memcg.err' && grep -q '\"refaults\":[0-9]' '$T/tierd-memcg.out'"
+    kill -TERM "$target_runner" 2>/dev/null
+    wait "$target_runner"
+    trc=$?
+    verdict tierd-memory-cgroup-workload-intact "exit $trc: $(tail -1 "$T/tierd-memcg-target.out" | cut -c1-200)" [ "$trc" = 0 ]
+    rmdir "$mcg" 2>/dev/null
+    data tierd-memcg-json "$T/tierd-memcg.out"
 
     # A swap file on a filesystem on the same disk.
     if mkfs_ext2=$(command -v mke2fs || command -v mkfs.ext2) && grep -qw ext2 /proc/filesystems; then

@@ -372,6 +372,7 @@ impl Daemon {
                             &self.sys_root,
                             &self.proc_root,
                             pids[0],
+                            mode.memcg.as_deref(),
                         ) {
                             Ok(f) => f,
                             Err(e) => {
@@ -461,13 +462,7 @@ impl Daemon {
                 tiers: self.tiers.clone(),
             })
         });
-        let vmstat = self.proc_root.join("vmstat");
-        let read_refaults = || {
-            std::fs::read_to_string(&vmstat)
-                .ok()
-                .and_then(|t| crate::psi::parse_refaults(&t))
-        };
-        let mut refaults_before = read_refaults();
+        let mut refault_counters = crate::psi::RefaultCounters::default();
         loop {
             if stop.load(Ordering::Relaxed) {
                 return Ok(StopReason::Signal);
@@ -494,15 +489,24 @@ impl Daemon {
                 engine.set_pageout_allowance(s.controller.update(stall, max));
             }
             reports.append(&mut engine.step()?);
-            if self.memory.is_some() {
-                let refaults_now = read_refaults();
-                let refaults = match (refaults_before, refaults_now) {
-                    (Some(a), Some(b)) => Some(b.saturating_sub(a)),
-                    _ => None,
-                };
-                refaults_before = refaults_now;
-                for m in reports.iter_mut().filter_map(|r| r.memory.as_mut()) {
-                    m.refaults = refaults;
+            if let Some((mode, _)) = &self.memory {
+                // Each target's refaults come from its cgroup's memory.stat (the --cgroup's
+                // when tierd set limits on one), else from the system's /proc/vmstat.
+                let files: Vec<PathBuf> = reports
+                    .iter()
+                    .map(|r| {
+                        crate::psi::refault_file(
+                            &self.sys_root,
+                            &self.proc_root,
+                            r.pid,
+                            mode.memcg.as_deref(),
+                        )
+                    })
+                    .collect();
+                let growth = refault_counters.sample(&files);
+                for (r, file) in reports.iter_mut().zip(&files) {
+                    let Some(m) = r.memory.as_mut() else { continue };
+                    m.refaults = growth.get(file).copied().flatten();
                     m.stall_some_pct = stall.map(|s| s.0);
                     m.stall_full_pct = stall.map(|s| s.1);
                     m.max_stall_pct = self.memory.as_ref().and_then(|m| m.1);

@@ -170,6 +170,10 @@ pub struct MemoryMode {
     pub keep_bytes: u64,
     /// The swap area tierd turned on (`None` with `--dry-run`: nothing was set up).
     pub swap_path: Option<PathBuf>,
+    /// The `--cgroup` directory whose memcg limits tierd set: its `memory.pressure` drives the
+    /// SLA loop and its `memory.stat` gives the refaults (`None`: each target's own cgroup v2,
+    /// else the system's figures).
+    pub memcg: Option<PathBuf>,
 }
 
 /// Memory mode's part of an interval report.
@@ -189,6 +193,10 @@ pub struct MemoryReport {
     /// again), this interval and over the run.
     pub prefetch_pages: u64,
     pub prefetch_pages_total: u64,
+    /// Prefetch hits: pages read back last interval that are resident now and whose region is
+    /// hot (they were wanted: accessed, not paged out again), this interval and over the run.
+    pub prefetch_hits: u64,
+    pub prefetch_hits_total: u64,
     /// Pages over the budget left resident: only hot or recently moved pages were left / the
     /// allowance was spent.
     pub held_by_heat: u64,
@@ -203,8 +211,8 @@ pub struct MemoryReport {
     pub stall_some_pct: Option<f64>,
     pub stall_full_pct: Option<f64>,
     pub max_stall_pct: Option<f64>,
-    /// Anonymous refaults over the last interval (`workingset_refault_anon`; system-wide, from
-    /// /proc/vmstat).
+    /// Anonymous refaults over the last interval (`workingset_refault_anon` of the target's
+    /// cgroup's `memory.stat`; system-wide, from /proc/vmstat, where it has no cgroup v2).
     pub refaults: Option<u64>,
 }
 
@@ -219,6 +227,9 @@ struct Target {
     moved_in: BTreeMap<u32, u64>,
     pageout_total: u64,
     prefetch_total: u64,
+    /// Pages read back ahead of their fault last interval, judged hit or miss this interval.
+    prefetched: Vec<usize>,
+    prefetch_hits_total: u64,
 }
 
 /// Memory mode's running state.
@@ -305,6 +316,8 @@ impl Engine {
                     moved_in: BTreeMap::new(),
                     pageout_total: 0,
                     prefetch_total: 0,
+                    prefetched: Vec::new(),
+                    prefetch_hits_total: 0,
                 })
                 .collect(),
             policy,
@@ -435,6 +448,8 @@ impl Engine {
                     moved_in: BTreeMap::new(),
                     pageout_total: 0,
                     prefetch_total: 0,
+                    prefetched: Vec::new(),
+                    prefetch_hits_total: 0,
                 }),
             }
         }
@@ -501,12 +516,13 @@ impl Engine {
     /// that a cgroup's churn does not pile up descriptors.
     fn close_pidfds(&mut self) {
         if let Some(m) = self.memory.as_mut() {
-            let targets = &self.targets;
-            m.pidfds.retain(|pid, _| {
-                targets
-                    .iter()
-                    .any(|t| t.pid == *pid && t.status == Status::Running)
-            });
+            let running: HashSet<u32> = self
+                .targets
+                .iter()
+                .filter(|t| t.status == Status::Running)
+                .map(|t| t.pid)
+                .collect();
+            keep_only_running(&mut m.pidfds, &running);
         }
     }
 
@@ -737,6 +753,13 @@ impl Engine {
     }
 }
 
+/// Drop (and so close) the per-target handles of processes not in `running`: targets that
+/// exited or left are not advised again, and a pid reused by another process later gets a new
+/// pidfd, never the old one's.
+fn keep_only_running<H>(handles: &mut HashMap<u32, H>, running: &HashSet<u32>) {
+    handles.retain(|pid, _| running.contains(pid));
+}
+
 /// Memory mode's step for one target: choose the pages beyond its budget and page them out.
 /// Returns the report (without `dram`/`cxl` bytes), the pages advised out and how many of them
 /// were on the fast tier.
@@ -770,6 +793,11 @@ fn page_out(
         allowance = allowance.min(free_pages);
     }
     report.allowance_pages = allowance;
+    // Last interval's prefetches, judged before anything moves this interval.
+    report.prefetch_hits = crate::pageout::prefetch_hits(&target.prefetched, pages, th);
+    target.prefetch_hits_total += report.prefetch_hits;
+    report.prefetch_hits_total = target.prefetch_hits_total;
+    target.prefetched.clear();
     let (victims, held) = crate::pageout::select(
         pages,
         th,
@@ -811,10 +839,19 @@ fn page_out(
     }
     // Prefetch: swapped pages of hot regions come back ahead of their fault, into the room left
     // under the budget (more would only be paged out again).
-    let room = (memory.mode.keep_bytes / page_size).saturating_sub(pages.len() as u64 - advised);
+    let mut room =
+        (memory.mode.keep_bytes / page_size).saturating_sub(pages.len() as u64 - advised);
+    // Under tierd's memcg limits the whole cgroup's charge counts (page cache, page tables,
+    // other members): at memory.high the kernel reclaims what is read back at once, so the
+    // room is also what the cgroup has left below memory.high.
+    if let Some(dir) = &memory.mode.memcg {
+        if let Some(headroom) = crate::memcg::headroom_bytes(dir) {
+            room = room.min(headroom / page_size);
+        }
+    }
     if !dry_run && room > 0 && !absent_hot.is_empty() {
         let swapped = crate::pageout::swapped_among(proc_root, target.pid, absent_hot, page_size)?;
-        let wanted: Vec<usize> = swapped.into_iter().take(room as usize).collect();
+        let mut wanted: Vec<usize> = swapped.into_iter().take(room as usize).collect();
         if !wanted.is_empty() {
             let pidfd = match memory.pidfds.entry(target.pid) {
                 std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
@@ -830,6 +867,9 @@ fn page_out(
             )?;
             report.prefetch_pages = (bytes / page_size).min(wanted.len() as u64);
             target.prefetch_total += report.prefetch_pages;
+            // The kernel advises the runs in order: the pages advised are the first ones.
+            wanted.truncate(report.prefetch_pages as usize);
+            target.prefetched = wanted;
         }
     }
     report.prefetch_pages_total = target.prefetch_total;
@@ -869,6 +909,33 @@ fn annotate(
 mod tests {
     use super::*;
     use crate::testutil::TempDir;
+
+    #[test]
+    fn handles_of_targets_no_longer_running_are_dropped_and_only_those() {
+        use std::rc::Rc;
+        // A handle that counts its drops, standing in for a pidfd (dropping an OwnedFd closes it).
+        struct Handle(Rc<std::cell::Cell<u32>>);
+        impl Drop for Handle {
+            fn drop(&mut self) {
+                self.0.set(self.0.get() + 1);
+            }
+        }
+        let closed = Rc::new(std::cell::Cell::new(0));
+        let mut handles: HashMap<u32, Handle> = [10, 11, 12]
+            .into_iter()
+            .map(|pid| (pid, Handle(Rc::clone(&closed))))
+            .collect();
+        // 11 exited or left; 13 runs but was never advised (no handle to keep or make).
+        keep_only_running(&mut handles, &[10, 12, 13].into());
+        assert_eq!(closed.get(), 1);
+        let mut kept: Vec<u32> = handles.keys().copied().collect();
+        kept.sort_unstable();
+        assert_eq!(kept, vec![10, 12]);
+        // Nothing runs any more: every handle is closed.
+        keep_only_running(&mut handles, &HashSet::new());
+        assert_eq!(closed.get(), 3);
+        assert!(handles.is_empty());
+    }
 
     #[test]
     fn resident_pages_take_their_access() {

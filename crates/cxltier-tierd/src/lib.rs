@@ -37,6 +37,7 @@ pub mod damon;
 pub mod engine;
 mod error;
 pub mod idle;
+pub mod memcg;
 pub mod metrics;
 pub mod pageout;
 pub mod plan;

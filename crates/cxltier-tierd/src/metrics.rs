@@ -283,6 +283,13 @@ impl TierdMetrics {
         for (r, m) in &with {
             f.sample(&[("pid", &r.pid)], m.prefetch_pages_total * r.page_size);
         }
+        let mut f = w.counter(
+            "cxltier_tierd_prefetch_hits_total",
+            "Pages read back ahead of their fault that were resident and hot at the next interval (wanted, not paged out again).",
+        );
+        for (r, m) in &with {
+            f.sample(&[("pid", &r.pid)], m.prefetch_hits_total);
+        }
         let mut f = w.gauge(
             "cxltier_tierd_pageout_allowance_bytes",
             "The most bytes a target may page out in one interval: the rate limit's, or the SLA controller's figure.",
@@ -317,12 +324,16 @@ impl TierdMetrics {
             )
             .sample(&[], goal);
         }
-        if let Some(refaults) = first.refaults {
-            w.gauge(
+        if with.iter().any(|(_, m)| m.refaults.is_some()) {
+            let mut f = w.gauge(
                 "cxltier_tierd_refaults_last_interval",
-                "Anonymous pages read back from swap soon after reclaim in the last interval (workingset_refault_anon, system-wide).",
-            )
-            .sample(&[], refaults);
+                "Anonymous pages read back from swap soon after reclaim in the last interval (workingset_refault_anon of the target's cgroup; system-wide where it has no cgroup v2).",
+            );
+            for (r, m) in &with {
+                if let Some(refaults) = m.refaults {
+                    f.sample(&[("pid", &r.pid)], refaults);
+                }
+            }
         }
     }
 
@@ -504,6 +515,7 @@ mod tests {
             keep_bytes: 12288,
             pageout_pages_total: 3,
             prefetch_pages_total: 2,
+            prefetch_hits_total: 1,
             allowance_pages: 10,
             nvme_free_bytes: Some(1 << 20),
             stall_some_pct: Some(2.5),
@@ -519,13 +531,14 @@ mod tests {
             "cxltier_tierd_tier_bytes{pid=\"42\",tier=\"dram\"} 8192",
             "cxltier_tierd_pageout_bytes_total{pid=\"42\"} 12288",
             "cxltier_tierd_prefetch_bytes_total{pid=\"42\"} 8192",
+            "cxltier_tierd_prefetch_hits_total{pid=\"42\"} 1",
             "cxltier_tierd_pageout_allowance_bytes{pid=\"42\"} 40960",
             "cxltier_tierd_memory_keep_bytes{pid=\"42\"} 12288",
             "cxltier_tierd_nvme_free_bytes 1048576",
             "cxltier_tierd_nvme_full 0",
             "cxltier_tierd_memory_stall_percent{kind=\"some\"} 2.5",
             "cxltier_tierd_memory_stall_goal_percent 5",
-            "cxltier_tierd_refaults_last_interval 7",
+            "cxltier_tierd_refaults_last_interval{pid=\"42\"} 7",
         ] {
             assert!(text.contains(line), "no {line:?} in\n{text}");
         }

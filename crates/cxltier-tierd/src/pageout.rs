@@ -61,6 +61,21 @@ pub fn select(
     (out, held)
 }
 
+/// How many of `prefetched` (pages read back ahead of their fault last interval) were hits:
+/// resident now (in `pages`, the resident pages; not paged out again) and in a hot region (the
+/// page was predicted to be touched, and its neighbourhood was).
+pub fn prefetch_hits(prefetched: &[usize], pages: &[PageInfo], thresholds: &Thresholds) -> u64 {
+    if prefetched.is_empty() {
+        return 0;
+    }
+    let hot: HashSet<usize> = pages
+        .iter()
+        .filter(|p| thresholds.heat(p) == Heat::Hot)
+        .map(|p| p.addr)
+        .collect();
+    prefetched.iter().filter(|a| hot.contains(a)).count() as u64
+}
+
 /// Pages over the budget that stay resident this interval, and why.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PageoutHeld {
@@ -183,6 +198,21 @@ mod tests {
         w[2].written = true;
         let (out, _) = select(&w, &TH, &[0], 4, 100, &none);
         assert_eq!(out, vec![4096]);
+    }
+
+    #[test]
+    fn a_prefetch_hits_when_its_page_is_resident_and_hot() {
+        let pages = vec![
+            page(1, 0, 9, 1), // resident, hot: a hit
+            page(2, 0, 0, 9), // resident, cold: read back for nothing
+            page(4, 1, 6, 2), // resident on the slower tier, hot: a hit
+            page(5, 0, 9, 1), // hot, but not prefetched
+        ];
+        // Page 3 was prefetched and is not resident (swapped out again, or never read): no hit.
+        let prefetched = [4096, 2 * 4096, 3 * 4096, 4 * 4096];
+        assert_eq!(prefetch_hits(&prefetched, &pages, &TH), 2);
+        assert_eq!(prefetch_hits(&[], &pages, &TH), 0);
+        assert_eq!(prefetch_hits(&prefetched, &[], &TH), 0);
     }
 
     #[test]

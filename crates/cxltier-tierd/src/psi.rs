@@ -54,15 +54,34 @@ pub fn stall_percent(before: PressureTotals, after: PressureTotals, elapsed_us: 
     )
 }
 
-/// The PSI file for process `pid`: its cgroup v2 `memory.pressure` when the host has cgroup v2
-/// there, else the system-wide `/proc/pressure/memory`.
-pub fn pressure_file(sys_root: &Path, proc_root: &Path, pid: u32) -> Result<PathBuf, TierdError> {
-    let cgroup = fs::read_to_string(proc_root.join(format!("{pid}/cgroup"))).unwrap_or_default();
-    if let Some(path) = cgroup.lines().find_map(|l| l.strip_prefix("0::")) {
-        let file = sys_root
-            .join("sys/fs/cgroup")
-            .join(path.trim_start_matches('/'))
-            .join("memory.pressure");
+/// The cgroup v2 directory of process `pid` (under `sys_root`'s `sys/fs/cgroup`), when it is in
+/// a cgroup v2 hierarchy mounted there.
+pub fn cgroup_dir_of(sys_root: &Path, proc_root: &Path, pid: u32) -> Option<PathBuf> {
+    let cgroup = fs::read_to_string(proc_root.join(format!("{pid}/cgroup"))).ok()?;
+    let path = cgroup.lines().find_map(|l| l.strip_prefix("0::"))?;
+    let dir = sys_root
+        .join("sys/fs/cgroup")
+        .join(path.trim_start_matches('/'));
+    dir.is_dir().then_some(dir)
+}
+
+/// The PSI file for a memory-mode target: the `memory.pressure` of `memcg` (the `--cgroup`
+/// whose limits tierd set) when given, else of process `pid`'s cgroup v2, else the system-wide
+/// `/proc/pressure/memory`.
+pub fn pressure_file(
+    sys_root: &Path,
+    proc_root: &Path,
+    pid: u32,
+    memcg: Option<&Path>,
+) -> Result<PathBuf, TierdError> {
+    if let Some(dir) = memcg {
+        let file = dir.join("memory.pressure");
+        if file.exists() {
+            return Ok(file);
+        }
+    }
+    if let Some(dir) = cgroup_dir_of(sys_root, proc_root, pid) {
+        let file = dir.join("memory.pressure");
         if file.exists() {
             return Ok(file);
         }
@@ -170,6 +189,59 @@ impl SlaController {
     }
 }
 
+/// Where a target's refaults are read: the `memory.stat` of `memcg` (the `--cgroup`) when given,
+/// else of process `pid`'s cgroup v2, else the system-wide `/proc/vmstat`. Only the first two
+/// count the target's own refaults.
+pub fn refault_file(sys_root: &Path, proc_root: &Path, pid: u32, memcg: Option<&Path>) -> PathBuf {
+    memcg
+        .map(Path::to_path_buf)
+        .or_else(|| cgroup_dir_of(sys_root, proc_root, pid))
+        .map(|d| d.join("memory.stat"))
+        .filter(|f| f.exists())
+        .unwrap_or_else(|| proc_root.join("vmstat"))
+}
+
+/// Refault counters read once per interval from each file in use: several targets in one
+/// cgroup share the file, and its growth, read once.
+#[derive(Debug, Default)]
+pub struct RefaultCounters {
+    last: std::collections::HashMap<PathBuf, u64>,
+}
+
+impl RefaultCounters {
+    /// Read each of `files` (duplicates read once) and return the growth of each since the
+    /// previous read (`None` for a file read for the first time or unreadable). A file not in
+    /// `files` this time starts over when it is read again.
+    pub fn sample<'a>(
+        &mut self,
+        files: impl IntoIterator<Item = &'a PathBuf>,
+    ) -> std::collections::HashMap<PathBuf, Option<u64>> {
+        let mut out = std::collections::HashMap::new();
+        for f in files {
+            if out.contains_key(f) {
+                continue;
+            }
+            let now = fs::read_to_string(f).ok().and_then(|t| parse_refaults(&t));
+            let growth = match (self.last.get(f), now) {
+                (Some(&a), Some(b)) => Some(b.saturating_sub(a)),
+                _ => None,
+            };
+            match now {
+                Some(n) => {
+                    self.last.insert(f.clone(), n);
+                }
+                None => {
+                    self.last.remove(f);
+                }
+            }
+            out.insert(f.clone(), growth);
+        }
+        // Files no target reads any more (their cgroups emptied or removed) are forgotten.
+        self.last.retain(|f, _| out.contains_key(f));
+        out
+    }
+}
+
 /// `workingset_refault_anon` from a `/proc/vmstat` (or cgroup v2 `memory.stat`) text: anonymous
 /// pages read back from swap soon after they were reclaimed.
 pub fn parse_refaults(text: &str) -> Option<u64> {
@@ -268,19 +340,69 @@ mod tests {
         fs::write(proc.join("7/cgroup"), "0::/app.slice/x\n").unwrap();
         // No such cgroup v2 directory (a v1 host): the system file.
         assert_eq!(
-            pressure_file(d.path(), &proc, 7).unwrap(),
+            pressure_file(d.path(), &proc, 7, None).unwrap(),
             proc.join("pressure/memory")
         );
         let cg = d.path().join("sys/fs/cgroup/app.slice/x");
         fs::create_dir_all(&cg).unwrap();
         fs::write(cg.join("memory.pressure"), "some total=1\n").unwrap();
         assert_eq!(
-            pressure_file(d.path(), &proc, 7).unwrap(),
+            pressure_file(d.path(), &proc, 7, None).unwrap(),
             cg.join("memory.pressure")
         );
+        // The --cgroup whose limits tierd set comes first (the process may sit in a child).
+        let memcg = d.path().join("sys/fs/cgroup/app.slice");
+        fs::write(memcg.join("memory.pressure"), "some total=1\n").unwrap();
+        assert_eq!(
+            pressure_file(d.path(), &proc, 7, Some(&memcg)).unwrap(),
+            memcg.join("memory.pressure")
+        );
+        fs::remove_file(memcg.join("memory.pressure")).unwrap();
         fs::remove_file(proc.join("pressure/memory")).unwrap();
         fs::remove_file(cg.join("memory.pressure")).unwrap();
-        let e = pressure_file(d.path(), &proc, 7).unwrap_err();
+        let e = pressure_file(d.path(), &proc, 7, None).unwrap_err();
         assert!(e.to_string().contains("psi=1"), "{e}");
+    }
+
+    #[test]
+    fn refaults_are_the_cgroups_and_each_file_is_read_once_per_interval() {
+        let d = tempfile::tempdir().unwrap();
+        let proc = d.path().join("proc");
+        fs::create_dir_all(proc.join("7")).unwrap();
+        fs::create_dir_all(proc.join("8")).unwrap();
+        fs::write(proc.join("vmstat"), "workingset_refault_anon 1000\n").unwrap();
+        fs::write(proc.join("7/cgroup"), "0::/app\n").unwrap();
+        fs::write(proc.join("8/cgroup"), "0::/other\n").unwrap();
+        let app = d.path().join("sys/fs/cgroup/app");
+        fs::create_dir_all(&app).unwrap();
+        fs::write(
+            app.join("memory.stat"),
+            "anon 4096\nworkingset_refault_anon 10\n",
+        )
+        .unwrap();
+        // Pid 7's cgroup has a memory.stat; pid 8's cgroup is not there: the system's.
+        let f7 = refault_file(d.path(), &proc, 7, None);
+        let f8 = refault_file(d.path(), &proc, 8, None);
+        assert_eq!(f7, app.join("memory.stat"));
+        assert_eq!(f8, proc.join("vmstat"));
+        // The --cgroup given wins over the process's own (deeper) cgroup.
+        let memcg = d.path().join("sys/fs/cgroup");
+        fs::write(memcg.join("memory.stat"), "workingset_refault_anon 5\n").unwrap();
+        assert_eq!(
+            refault_file(d.path(), &proc, 7, Some(&memcg)),
+            memcg.join("memory.stat")
+        );
+        let mut c = RefaultCounters::default();
+        let first = c.sample([&f7, &f8, &f7]);
+        assert_eq!(first.len(), 2);
+        assert!(first.values().all(Option::is_none));
+        fs::write(app.join("memory.stat"), "workingset_refault_anon 25\n").unwrap();
+        fs::write(proc.join("vmstat"), "workingset_refault_anon 1500\n").unwrap();
+        let second = c.sample([&f7, &f7, &f8]);
+        assert_eq!(second[&f7], Some(15));
+        assert_eq!(second[&f8], Some(500));
+        // A round without pid 8's file forgets it: its next growth is not over two intervals.
+        c.sample([&f7]);
+        assert_eq!(c.sample([&f7, &f8])[&f8], None);
     }
 }

@@ -123,3 +123,31 @@ fn memory_mode_flags_need_nvme_and_exclude_the_tuner() {
         stderr(&out)
     );
 }
+
+#[test]
+fn a_cgroup_without_the_memory_controller_is_refused_naming_the_fix() {
+    // A directory that reads as a cgroup with this process in it, but has no memory.high: the
+    // memory controller is not enabled there. Refused before any swap area or limit is written.
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let cg = dir.path().join("app");
+    std::fs::create_dir(&cg).unwrap();
+    std::fs::write(dir.path().join("cgroup.procs"), "").unwrap();
+    std::fs::write(cg.join("cgroup.procs"), format!("{}\n", std::process::id())).unwrap();
+    let swap = dir.path().join("t.swap");
+    let before = swaps();
+    let out = Command::new(env!("CARGO_BIN_EXE_cxltier"))
+        .args(["tierd", "--dry-run", "--dram-budget", "4M", "--cgroup"])
+        .arg(&cg)
+        .arg("--nvme")
+        .arg(format!("{}:8M", swap.display()))
+        .output()
+        .expect("run cxltier");
+    assert_eq!(out.status.code(), Some(4), "{out:?}");
+    let e = stderr(&out);
+    assert!(
+        e.contains("memory.high") && e.contains("echo +memory >") && e.contains("subtree_control"),
+        "{e}"
+    );
+    assert!(!swap.exists());
+    assert_eq!(swaps(), before);
+}

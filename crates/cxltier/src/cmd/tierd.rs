@@ -8,6 +8,7 @@ use cxltier_tierd::daemon::{
     Cgroup, Launched, Pids, Starting, StopReport, TargetSource, WrittenPages,
 };
 use cxltier_tierd::engine::{IntervalReport, Status, TargetChange};
+use cxltier_tierd::memcg::{MemcgLimits, MemcgPlan, Restored};
 use cxltier_tierd::quarantine::QuarantineReport;
 use cxltier_tierd::swap::{BackingKind, NvmeSpec, SwapArea, SwapPlan, Teardown};
 use cxltier_tierd::{
@@ -76,11 +77,15 @@ Memory mode (--nvme PATH[:SIZE]): each target keeps at most --dram-budget in DRA
 with process_madvise(MADV_PAGEOUT) to a swap area tierd sets up on PATH: a block device (a swap
 header is written at its start) or a new file of SIZE bytes on ext2/3/4, xfs or f2fs (created,
 written in full, removed when tierd stops), turned on with swapon(2) at a priority above every
-other swap area (system-wide: said on stderr; --dry-run says it and does nothing). --max-stall-pct
-P makes the pageout rate follow memory pressure (PSI `some` of the target's cgroup v2, else the
-system's): it grows while the stall stays under P percent and shrinks above it. A full swap area
-stops offloading and is reported; the target is never killed. When tierd stops, the area is turned
-off (the pages come back into memory) and the file it created removed.
+other swap area (system-wide: said on stderr; --dry-run says it and does nothing). With
+--cgroup (cgroup v2), the cgroup's memory.high is set to the DRAM + CXL budget and its
+memory.swap.max to the area's size (memory.max is left alone: at it the kernel would kill the
+target); the previous values are said and written back when tierd stops. --max-stall-pct P makes
+the pageout rate follow memory pressure (PSI `some` of the --cgroup, else of the target's cgroup
+v2, else the system's): it grows while the stall stays under P percent and shrinks above it. A
+full swap area stops offloading and is reported; the target is never killed. When tierd stops,
+the cgroup's limits are restored, then the area is turned off (the pages come back into memory)
+and the file it created removed.
 
 Needs root (DAMON's sysfs interface, the idle-page bitmap and page frame numbers, moving another
 process's pages, swapon). Exit status: 0 when stopped or when every target exited; 2 bad input (no such
@@ -355,7 +360,7 @@ fn human(r: &IntervalReport) -> String {
         .map(|m| {
             let b = |k: &str| mib(m.bytes.get(k).copied().unwrap_or(0));
             format!(
-                " | dram {} cxl {} nvme {} MiB, {} {} pages{}{}",
+                " | dram {} cxl {} nvme {} MiB, {} {} pages{}{}{}",
                 b("dram"),
                 b("cxl"),
                 b("nvme"),
@@ -368,6 +373,14 @@ fn human(r: &IntervalReport) -> String {
                     m.planned_pageouts
                 } else {
                     m.pageout_pages
+                },
+                if m.prefetch_pages > 0 || m.prefetch_hits > 0 {
+                    format!(
+                        ", prefetched {} pages, {} prefetch hits",
+                        m.prefetch_pages, m.prefetch_hits
+                    )
+                } else {
+                    String::new()
                 },
                 m.stall_some_pct
                     .map(|s| format!(", stall {s:.2}% (goal {}%)", m.max_stall_pct.unwrap_or(0.0)))
@@ -565,6 +578,15 @@ struct MemoryModePlan {
     dram: u64,
     cxl: u64,
     swap: SwapPlan,
+    /// The `--cgroup`'s memcg limits (memory.high, memory.swap.max).
+    memcg: Option<MemcgPlan>,
+}
+
+/// Memory mode's system-wide changes in force, undone in reverse order when tierd stops. The
+/// fields drop in this order (on an error path): the limits before the swap area, as on stop.
+struct MemoryModeSetup {
+    memcg: Option<MemcgLimits>,
+    swap: Option<SwapArea>,
 }
 
 /// Check memory mode's settings against the machine before anything is written.
@@ -573,6 +595,7 @@ fn check_memory_mode(
     spec: &str,
     policy: &Policy,
     tiers: &Tiers,
+    cgroup_dir: Option<&Path>,
 ) -> Result<MemoryModePlan, CliError> {
     let dram = policy
         .dram_budget_bytes()
@@ -601,6 +624,17 @@ fn check_memory_mode(
     }
     let spec = NvmeSpec::parse(spec).map_err(CliError::classified)?;
     let swap = SwapPlan::prepare(&spec, Path::new("/proc")).map_err(CliError::classified)?;
+    let memcg = match cgroup_dir {
+        Some(dir) => {
+            let (plan, note) = MemcgPlan::prepare(dir, dram.saturating_add(cxl), swap.size_bytes)
+                .map_err(CliError::classified)?;
+            if let Some(note) = note {
+                eprintln!("cxltier tierd: warning: {note}");
+            }
+            Some(plan)
+        }
+        None => None,
+    };
     if !args.dry_run && !crate::cmd::running_as_root() {
         return Err(CliError::new(
             Class::Permission,
@@ -610,15 +644,21 @@ fn check_memory_mode(
             ),
         ));
     }
-    Ok(MemoryModePlan { dram, cxl, swap })
+    Ok(MemoryModePlan {
+        dram,
+        cxl,
+        swap,
+        memcg,
+    })
 }
 
 /// Say every system-wide change of memory mode, and (unless --dry-run) make them.
 fn start_memory_mode(
     args: &Args,
     plan: MemoryModePlan,
-) -> Result<(MemoryMode, Option<SwapArea>), CliError> {
-    for c in plan.swap.changes() {
+) -> Result<(MemoryMode, MemoryModeSetup), CliError> {
+    let memcg_changes = plan.memcg.iter().flat_map(MemcgPlan::changes);
+    for c in plan.swap.changes().into_iter().chain(memcg_changes) {
         if args.dry_run {
             eprintln!("cxltier tierd: would {c} (a system-wide change; not made: --dry-run)");
         } else {
@@ -638,23 +678,120 @@ fn start_memory_mode(
             None => String::new(),
         }
     );
+    let memcg_dir = plan.memcg.as_ref().map(|m| m.dir.clone());
     if args.dry_run {
+        if let (Some(m), true) = (&plan.memcg, args.json) {
+            println!("{}", memcg_limits_line(&m.dir, &m.limits, true)?);
+        }
         return Ok((
             MemoryMode {
                 keep_bytes: keep,
                 swap_path: None,
+                memcg: memcg_dir,
             },
-            None,
+            MemoryModeSetup {
+                memcg: None,
+                swap: None,
+            },
         ));
     }
+    // The swap area first: the cgroup's swap limit is about it. A failure below drops the area,
+    // which turns it off again.
     let area = plan.swap.apply().map_err(CliError::classified)?;
+    let memcg = match plan.memcg {
+        Some(m) => {
+            let set = m.apply().map_err(CliError::classified)?;
+            if args.json {
+                println!("{}", memcg_limits_line(set.dir(), set.limits(), false)?);
+            }
+            Some(set)
+        }
+        None => None,
+    };
     Ok((
         MemoryMode {
             keep_bytes: keep,
             swap_path: Some(area.path().to_path_buf()),
+            memcg: memcg_dir,
         },
-        Some(area),
+        MemoryModeSetup {
+            memcg,
+            swap: Some(area),
+        },
     ))
+}
+
+/// The `--json` line announcing the memcg limits set (or, with --dry-run, that would be set).
+fn memcg_limits_line(
+    dir: &Path,
+    limits: &[cxltier_tierd::memcg::Limit],
+    dry_run: bool,
+) -> Result<String, serde_json::Error> {
+    json_line(
+        "tierd",
+        "memcg_limits",
+        &serde_json::json!({ "cgroup": dir, "limits": limits, "dry_run": dry_run }),
+    )
+}
+
+/// The `--json` line saying which memcg limits were written back on stop.
+fn memcg_restore_line(dir: &Path, r: &Restored) -> Result<String, serde_json::Error> {
+    let restored: Vec<serde_json::Value> = r
+        .restored
+        .iter()
+        .map(|(file, value)| serde_json::json!({ "file": file, "value": value }))
+        .collect();
+    json_line(
+        "tierd",
+        "memcg_restore",
+        &serde_json::json!({ "cgroup": dir, "restored": restored, "cgroup_gone": r.cgroup_gone }),
+    )
+}
+
+/// Write the cgroup's previous limits back and say so (stderr; with --json a `memcg_restore`
+/// line). Before swapoff: swapoff charges every page it reads back to the cgroup, which must not
+/// be held under memory.high then.
+fn restore_memcg(set: &mut MemcgLimits, json: bool) -> Result<(), CliError> {
+    let dir = set.dir().to_path_buf();
+    let pending: Vec<(String, String)> = set
+        .limits()
+        .iter()
+        .map(|l| (l.file.to_string(), l.previous.clone()))
+        .collect();
+    match set.restore() {
+        Ok(r) => {
+            if r.cgroup_gone {
+                eprintln!(
+                    "cxltier tierd: memory mode: cgroup {} was removed: no limits to restore",
+                    dir.display()
+                );
+            } else {
+                let what: Vec<String> =
+                    r.restored.iter().map(|(f, v)| format!("{f}={v}")).collect();
+                eprintln!(
+                    "cxltier tierd: memory mode undone: cgroup {} limits restored ({})",
+                    dir.display(),
+                    what.join(", ")
+                );
+            }
+            if json {
+                println!("{}", memcg_restore_line(&dir, &r)?);
+            }
+            Ok(())
+        }
+        Err(e) => {
+            let by_hand: Vec<String> = pending
+                .iter()
+                .map(|(f, v)| format!("echo {v} > {}", dir.join(f).display()))
+                .collect();
+            eprintln!(
+                "cxltier tierd: error: cgroup {} limits could NOT all be restored: {e}; run `{}`",
+                dir.display(),
+                by_hand.join("; ")
+            );
+            Err(CliError::classified(e))
+        }
+    }
 }
 
 /// Say what was undone (stderr; with --json also a `swap_teardown` line).
@@ -755,8 +892,19 @@ pub fn run(args: Args) -> CliResult {
     if args.tune || args.sweep {
         return tune::run(&args_for_tune(&args)?, &tiers);
     }
+    // The cgroup is resolved first: memory mode sets its limits. Reading it changes nothing.
+    let cgroup = match &args.cgroup {
+        Some(cg) => Some(cgroup_pids(cg)?),
+        None => None,
+    };
     let memory_plan = match &args.nvme {
-        Some(spec) => Some(check_memory_mode(&args, spec, &policy, &tiers)?),
+        Some(spec) => Some(check_memory_mode(
+            &args,
+            spec,
+            &policy,
+            &tiers,
+            cgroup.as_ref().map(|(dir, _)| dir.as_path()),
+        )?),
         None => None,
     };
     let source =
@@ -767,10 +915,10 @@ pub fn run(args: Args) -> CliResult {
 
     // Memory mode's swap area is set up before CMD starts; dropping it (any error below) turns it
     // off again.
-    let (memory, mut swap_area) = match memory_plan {
+    let (memory, mut setup) = match memory_plan {
         Some(plan) => {
-            let (mode, area) = start_memory_mode(&args, plan)?;
-            (Some(mode), area)
+            let (mode, setup) = start_memory_mode(&args, plan)?;
+            (Some(mode), Some(setup))
         }
         None => (None, None),
     };
@@ -778,8 +926,7 @@ pub fn run(args: Args) -> CliResult {
     let mut cgroup_dir = None;
     let targets: Box<dyn TargetSource> = if !args.pid.is_empty() {
         Box::new(Pids(args.pid.clone()))
-    } else if let Some(cg) = &args.cgroup {
-        let (dir, pids) = cgroup_pids(cg)?;
+    } else if let Some((dir, pids)) = cgroup {
         cgroup_dir = Some(dir.clone());
         Box::new(Cgroup::new(dir, pids))
     } else {
@@ -827,11 +974,19 @@ pub fn run(args: Args) -> CliResult {
         TierdError::Output(e) => CliError::from(e),
         e => CliError::classified(e),
     });
-    // Undo memory mode's system-wide changes whatever the run's outcome.
-    if let Some(area) = swap_area.as_mut() {
-        let done = area.teardown();
-        report_teardown(area, &done, args.json);
-        done.map_err(CliError::classified)?;
+    // Undo memory mode's system-wide changes whatever the run's outcome: the cgroup's limits,
+    // then the swap area.
+    if let Some(setup) = setup.as_mut() {
+        let restored = match setup.memcg.as_mut() {
+            Some(set) => restore_memcg(set, args.json),
+            None => Ok(()),
+        };
+        if let Some(area) = setup.swap.as_mut() {
+            let done = area.teardown();
+            report_teardown(area, &done, args.json);
+            done.map_err(CliError::classified)?;
+        }
+        restored?;
     }
     let outcome = outcome?;
     // CMD ended and so did tierd: CMD's own status is tierd's.
@@ -965,12 +1120,23 @@ mod json_lines_tests {
             stall_some_pct: Some(1.5),
             max_stall_pct: Some(5.0),
             refaults: Some(3),
+            prefetch_pages: 5,
+            prefetch_hits: 4,
+            prefetch_hits_total: 4,
             ..Default::default()
         });
         let line = json_line("tierd", "interval", &with_memory).unwrap();
         assert_conforms(schema, &line);
         let v: serde_json::Value = serde_json::from_str(&line).unwrap();
         assert_eq!(v["memory"]["bytes"]["nvme"], 8192);
+        assert_eq!(v["memory"]["prefetch_hits_total"], 4);
+        // The table line says this interval's prefetches and hits.
+        let table = human(&with_memory);
+        assert!(
+            table.contains("prefetched 5 pages, 4 prefetch hits"),
+            "{table}"
+        );
+        assert!(!human(&interval).contains("prefetch"));
         let area = tempfile::tempdir().unwrap();
         let teardown = teardown_line(
             area.path(),
@@ -981,6 +1147,24 @@ mod json_lines_tests {
         )
         .unwrap();
         assert_conforms(schema, &teardown);
+        // Memory mode's memcg limits: announced (also with --dry-run) and restored.
+        let limits = [cxltier_tierd::memcg::Limit {
+            file: cxltier_tierd::memcg::HIGH,
+            bytes: 12 << 20,
+            previous: "max".into(),
+        }];
+        for dry_run in [false, true] {
+            let line = memcg_limits_line(area.path(), &limits, dry_run).unwrap();
+            assert_conforms(schema, &line);
+            let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+            assert_eq!(v["limits"][0]["file"], "memory.high");
+            assert_eq!(v["limits"][0]["previous"], "max");
+        }
+        let restored = Restored {
+            restored: vec![(cxltier_tierd::memcg::HIGH, "max".into())],
+            cgroup_gone: false,
+        };
+        assert_conforms(schema, &memcg_restore_line(area.path(), &restored).unwrap());
 
         let quarantine = QuarantineReport {
             event: "quarantine",

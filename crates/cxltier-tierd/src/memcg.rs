@@ -1,0 +1,365 @@
+//! Memory mode's memcg limits on a `--cgroup` target (cgroup v2): `memory.high` set to the
+//! DRAM + CXL budget and `memory.swap.max` to the size of tierd's swap area, so that the kernel's
+//! own reclaim holds the cgroup to the budget between tierd's intervals and its swap stays within
+//! the NVMe tier.
+//!
+//! `memory.max` is deliberately left alone: at `memory.max` a cgroup that cannot reclaim (the
+//! NVMe tier full) is OOM-killed, and memory mode never kills its target; at `memory.high` it is
+//! only throttled. [`MemcgPlan::changes`] lists every change with the value it replaces before
+//! any is made (`--dry-run` prints them and stops there); [`MemcgLimits`] writes the previous
+//! values back on [`MemcgLimits::restore`] or when dropped.
+
+use crate::TierdError;
+use serde::Serialize;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// The limit files memory mode sets, in the order they are written.
+pub const HIGH: &str = "memory.high";
+pub const SWAP_MAX: &str = "memory.swap.max";
+/// The cgroup's charge now.
+const CURRENT: &str = "memory.current";
+
+/// One limit: the file, the bytes it is set to, and its value before (as the kernel wrote it:
+/// `max` or a number of bytes), to be written back.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Limit {
+    pub file: &'static str,
+    pub bytes: u64,
+    pub previous: String,
+}
+
+/// The limits to set on one cgroup, checked against it; nothing written yet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemcgPlan {
+    pub dir: PathBuf,
+    pub limits: Vec<Limit>,
+}
+
+fn read_value(dir: &Path, file: &str) -> Result<String, TierdError> {
+    let path = dir.join(file);
+    fs::read_to_string(&path)
+        .map(|t| t.trim().to_string())
+        .map_err(|e| TierdError::io("reading", &path, e))
+}
+
+impl MemcgPlan {
+    /// Check the cgroup directory `dir` and plan `memory.high = keep_bytes` and
+    /// `memory.swap.max = swap_bytes`. A cgroup without the memory controller (or the root
+    /// cgroup, which has no limits) is refused, naming the fix; a kernel without swap accounting
+    /// (no `memory.swap.max`) gets only `memory.high`, and the returned note says so.
+    pub fn prepare(
+        dir: &Path,
+        keep_bytes: u64,
+        swap_bytes: u64,
+    ) -> Result<(MemcgPlan, Option<String>), TierdError> {
+        if keep_bytes == 0 {
+            return Err(TierdError::Setting {
+                setting: "--dram-budget",
+                message: "a memory.high of 0 bytes would throttle the cgroup to a halt; give a \
+                          DRAM budget above 0"
+                    .into(),
+            });
+        }
+        if !dir.join(HIGH).exists() {
+            let parent = dir.parent().unwrap_or(dir);
+            return Err(TierdError::Unsupported(format!(
+                "--cgroup {}: no {HIGH} there: {}",
+                dir.display(),
+                if dir.join("cgroup.procs").exists() && !parent.join("cgroup.procs").exists() {
+                    "the root cgroup has no memory limits; move the processes into a child \
+                     cgroup and give that"
+                        .to_string()
+                } else {
+                    format!(
+                        "the memory controller is not enabled for it; enable it with `echo \
+                         +memory > {}/cgroup.subtree_control`",
+                        parent.display()
+                    )
+                }
+            )));
+        }
+        let mut limits = vec![Limit {
+            file: HIGH,
+            bytes: keep_bytes,
+            previous: read_value(dir, HIGH)?,
+        }];
+        let mut note = None;
+        if dir.join(SWAP_MAX).exists() {
+            limits.push(Limit {
+                file: SWAP_MAX,
+                bytes: swap_bytes,
+                previous: read_value(dir, SWAP_MAX)?,
+            });
+        } else {
+            note = Some(format!(
+                "{} has no {SWAP_MAX} (this kernel does not account swap per cgroup: \
+                 cgroup.memory=noswap or CONFIG_MEMCG_SWAP off); the cgroup's swap is not limited",
+                dir.display()
+            ));
+        }
+        Ok((
+            MemcgPlan {
+                dir: dir.to_path_buf(),
+                limits,
+            },
+            note,
+        ))
+    }
+
+    /// Every change [`MemcgPlan::apply`] makes, in words, in order.
+    pub fn changes(&self) -> Vec<String> {
+        self.limits
+            .iter()
+            .map(|l| {
+                format!(
+                    "set {}/{} to {} bytes ({}; now {})",
+                    self.dir.display(),
+                    l.file,
+                    l.bytes,
+                    match l.file {
+                        HIGH => "DRAM + CXL budget: the kernel reclaims the cgroup above it",
+                        _ => "the NVMe tier's size: the cgroup swaps no more than that",
+                    },
+                    l.previous
+                )
+            })
+            .collect()
+    }
+
+    /// Write the limits. A failure writes back the ones already set and is returned.
+    pub fn apply(self) -> Result<MemcgLimits, TierdError> {
+        let mut set = MemcgLimits {
+            dir: self.dir.clone(),
+            limits: Vec::new(),
+        };
+        for l in self.limits {
+            let path = self.dir.join(l.file);
+            if let Err(e) = fs::write(&path, l.bytes.to_string()) {
+                let _ = set.restore();
+                return Err(TierdError::io("setting", &path, e));
+            }
+            set.limits.push(l);
+        }
+        Ok(set)
+    }
+}
+
+/// Limits tierd set; [`MemcgLimits::restore`] (or dropping it) writes the previous values back.
+#[derive(Debug)]
+pub struct MemcgLimits {
+    dir: PathBuf,
+    /// The limits set and not yet restored.
+    limits: Vec<Limit>,
+}
+
+/// What [`MemcgLimits::restore`] did.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Restored {
+    /// `(file, value written back)`, in the order restored.
+    pub restored: Vec<(&'static str, String)>,
+    /// The cgroup was removed before tierd stopped: nothing was left to restore.
+    pub cgroup_gone: bool,
+}
+
+impl MemcgLimits {
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The limits in force (set by tierd and not yet restored).
+    pub fn limits(&self) -> &[Limit] {
+        &self.limits
+    }
+
+    /// Write each limit's previous value back, last set first. Runs once; later calls do
+    /// nothing. A cgroup removed meanwhile has nothing to restore and is said so; any other
+    /// failure is returned after trying the remaining files, which stay to be restored.
+    pub fn restore(&mut self) -> Result<Restored, TierdError> {
+        let mut done = Restored::default();
+        let mut first_error = None;
+        let mut left = Vec::new();
+        while let Some(l) = self.limits.pop() {
+            let path = self.dir.join(l.file);
+            match fs::write(&path, &l.previous) {
+                Ok(()) => done.restored.push((l.file, l.previous)),
+                Err(e) if e.kind() == io::ErrorKind::NotFound && !self.dir.exists() => {
+                    done.cgroup_gone = true;
+                }
+                Err(e) => {
+                    first_error.get_or_insert(TierdError::io("restoring", &path, e));
+                    left.push(l);
+                }
+            }
+        }
+        left.reverse();
+        self.limits = left;
+        match first_error {
+            Some(e) => Err(e),
+            None => Ok(done),
+        }
+    }
+}
+
+impl Drop for MemcgLimits {
+    fn drop(&mut self) {
+        let _ = self.restore();
+    }
+}
+
+/// Bytes the cgroup `dir` may still charge before `memory.high` (`high - current`, 0 when over
+/// it); `None` when there is no numeric limit (`max`) or the files cannot be read.
+pub fn headroom_bytes(dir: &Path) -> Option<u64> {
+    let read = |f: &str| fs::read_to_string(dir.join(f)).ok();
+    parse_headroom(&read(HIGH)?, &read(CURRENT)?)
+}
+
+/// `memory.high` minus `memory.current`, from the files' texts.
+pub fn parse_headroom(high: &str, current: &str) -> Option<u64> {
+    let high: u64 = high.trim().parse().ok()?;
+    let current: u64 = current.trim().parse().ok()?;
+    Some(high.saturating_sub(current))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cgroup(high: &str, swap_max: Option<&str>) -> tempfile::TempDir {
+        let d = tempfile::tempdir().unwrap();
+        let cg = d.path().join("app");
+        fs::create_dir_all(&cg).unwrap();
+        fs::write(d.path().join("cgroup.procs"), "").unwrap();
+        fs::write(cg.join("cgroup.procs"), "7\n").unwrap();
+        fs::write(cg.join(HIGH), format!("{high}\n")).unwrap();
+        if let Some(s) = swap_max {
+            fs::write(cg.join(SWAP_MAX), format!("{s}\n")).unwrap();
+        }
+        d
+    }
+
+    #[test]
+    fn limits_are_set_and_the_previous_values_written_back() {
+        let d = cgroup("max", Some("1073741824"));
+        let cg = d.path().join("app");
+        let (plan, note) = MemcgPlan::prepare(&cg, 12 << 20, 64 << 20).unwrap();
+        assert_eq!(note, None);
+        let changes = plan.changes();
+        assert_eq!(changes.len(), 2);
+        assert!(
+            changes[0].contains("memory.high to 12582912 bytes") && changes[0].contains("now max"),
+            "{}",
+            changes[0]
+        );
+        assert!(
+            changes[1].contains("memory.swap.max to 67108864")
+                && changes[1].contains("now 1073741824"),
+            "{}",
+            changes[1]
+        );
+        // Planning writes nothing.
+        assert_eq!(fs::read_to_string(cg.join(HIGH)).unwrap(), "max\n");
+        let mut set = plan.apply().unwrap();
+        assert_eq!(fs::read_to_string(cg.join(HIGH)).unwrap(), "12582912");
+        assert_eq!(fs::read_to_string(cg.join(SWAP_MAX)).unwrap(), "67108864");
+        let r = set.restore().unwrap();
+        assert_eq!(
+            r.restored,
+            vec![
+                (SWAP_MAX, "1073741824".to_string()),
+                (HIGH, "max".to_string())
+            ]
+        );
+        assert!(!r.cgroup_gone);
+        assert_eq!(fs::read_to_string(cg.join(HIGH)).unwrap(), "max");
+        assert_eq!(fs::read_to_string(cg.join(SWAP_MAX)).unwrap(), "1073741824");
+        // Once only.
+        assert_eq!(set.restore().unwrap(), Restored::default());
+    }
+
+    #[test]
+    fn dropping_the_limits_restores_them() {
+        let d = cgroup("500000000", Some("max"));
+        let cg = d.path().join("app");
+        let set = MemcgPlan::prepare(&cg, 1 << 20, 1 << 24)
+            .unwrap()
+            .0
+            .apply()
+            .unwrap();
+        assert_eq!(fs::read_to_string(cg.join(HIGH)).unwrap(), "1048576");
+        drop(set);
+        assert_eq!(fs::read_to_string(cg.join(HIGH)).unwrap(), "500000000");
+        assert_eq!(fs::read_to_string(cg.join(SWAP_MAX)).unwrap(), "max");
+    }
+
+    #[test]
+    fn without_swap_accounting_only_memory_high_is_set_and_said() {
+        let d = cgroup("max", None);
+        let cg = d.path().join("app");
+        let (plan, note) = MemcgPlan::prepare(&cg, 1 << 20, 1 << 24).unwrap();
+        assert_eq!(plan.limits.len(), 1);
+        assert!(note.unwrap().contains("not limited"));
+    }
+
+    #[test]
+    fn a_cgroup_without_the_memory_controller_is_refused_with_the_fix() {
+        let d = cgroup("max", None);
+        let cg = d.path().join("app");
+        fs::remove_file(cg.join(HIGH)).unwrap();
+        let e = MemcgPlan::prepare(&cg, 1 << 20, 1 << 24)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("+memory") && e.contains("cgroup.subtree_control"),
+            "{e}"
+        );
+        // The root cgroup (no parent cgroup) has no limits at all.
+        let e = MemcgPlan::prepare(d.path(), 1 << 20, 1 << 24)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("root cgroup"), "{e}");
+        assert!(MemcgPlan::prepare(&cg, 0, 1).is_err());
+    }
+
+    #[test]
+    fn the_headroom_is_what_is_left_below_memory_high() {
+        assert_eq!(parse_headroom("12582912\n", "8388608\n"), Some(4 << 20));
+        // Over the limit (the kernel is reclaiming): no room at all.
+        assert_eq!(parse_headroom("12582912\n", "13000000\n"), Some(0));
+        // No limit: no bound from the cgroup.
+        assert_eq!(parse_headroom("max\n", "8388608\n"), None);
+        let d = cgroup("12582912", None);
+        let cg = d.path().join("app");
+        assert_eq!(headroom_bytes(&cg), None, "no memory.current");
+        fs::write(cg.join("memory.current"), "12582912\n").unwrap();
+        assert_eq!(headroom_bytes(&cg), Some(0));
+    }
+
+    #[test]
+    fn a_removed_cgroup_has_nothing_to_restore() {
+        let d = cgroup("max", Some("max"));
+        let cg = d.path().join("app");
+        let mut set = MemcgPlan::prepare(&cg, 1 << 20, 1 << 24)
+            .unwrap()
+            .0
+            .apply()
+            .unwrap();
+        fs::remove_dir_all(&cg).unwrap();
+        let r = set.restore().unwrap();
+        assert!(r.cgroup_gone && r.restored.is_empty());
+    }
+
+    #[test]
+    fn a_failed_write_undoes_the_limits_already_set() {
+        let d = cgroup("max", Some("max"));
+        let cg = d.path().join("app");
+        let (plan, _) = MemcgPlan::prepare(&cg, 1 << 20, 1 << 24).unwrap();
+        // memory.swap.max cannot be written (a directory in its place).
+        fs::remove_file(cg.join(SWAP_MAX)).unwrap();
+        fs::create_dir(cg.join(SWAP_MAX)).unwrap();
+        let e = plan.apply().unwrap_err().to_string();
+        assert!(e.contains("memory.swap.max"), "{e}");
+        assert_eq!(fs::read_to_string(cg.join(HIGH)).unwrap(), "max");
+    }
+}
