@@ -3823,11 +3823,24 @@ mod tests {
         run_as(&mut db, &mut other, "FLUSHALL");
         db.cmd("MULTI");
         assert_eq!(db.cmd("EXEC"), "*0\r\n");
-        // A watched key that expires is a change; in RESP3 the aborted EXEC is a null.
-        db.cmd("SET t 1 PX 1");
+        // A watched key that expires is a change; in RESP3 the aborted EXEC is a null. The key
+        // must still exist when WATCH runs: on a loaded machine a short TTL can pass before it
+        // (and a key absent at WATCH does not abort by expiring), so the TTL grows until PTTL,
+        // right after WATCH, still finds the key.
         db.cmd("HELLO 3");
-        db.cmd("WATCH t");
-        std::thread::sleep(std::time::Duration::from_millis(5));
+        let mut ttl_ms = 20u64;
+        loop {
+            db.cmd(&format!("SET t 1 PX {ttl_ms}"));
+            db.cmd("WATCH t");
+            let left: i64 = db.cmd("PTTL t")[1..].trim_end().parse().unwrap();
+            if left > 0 {
+                break;
+            }
+            db.cmd("UNWATCH");
+            ttl_ms *= 4;
+            assert!(ttl_ms < 100_000, "a key never outlived SET to WATCH");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(ttl_ms + 5));
         db.cmd("MULTI");
         assert_eq!(db.cmd("EXEC"), "_\r\n");
     }
