@@ -1002,7 +1002,8 @@ pub(crate) fn set(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErro
     let effect = set_command(ctx, args, &mut expiry_given)?;
     // Redis 7.0 replicates a SET with EX/PX/EXAT/PXAT as `SET key value PXAT ms`.
     if expiry_given && effect == Effect::Wrote {
-        if let Some(at) = ctx.store.peek(args[1]).and_then(|o| o.expires_at_ms) {
+        // From the index: a value written straight to NVMe is not in memory to peek at.
+        if let Some(Some(at)) = ctx.store.expiry_of(args[1]) {
             ctx.session
                 .propagate_as(|| vec![set_pxat_op(args[1], args[2], at)]);
         }
@@ -2460,11 +2461,10 @@ pub(crate) fn watch(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreEr
         if ctx.session.watched.iter().any(|(k, _)| *k == logical) {
             continue;
         }
-        // The expiry: from memory, or from the value the server read ahead from NVMe.
-        let expires = match ctx.store.peek(key) {
-            Some(o) => o.expires_at_ms,
-            None => ctx.store.get(key)?.and_then(|o| o.expires_at_ms),
-        };
+        // The expiry, from the index (no read of the value); a key already expired is absent
+        // (a stale key watched does not fail EXEC, as in Redis).
+        let now = now_ms();
+        let expires = ctx.store.expiry_of(key).flatten().filter(|&t| t > now);
         ctx.session.watched.push((logical, expires));
         ctx.info
             .watchers

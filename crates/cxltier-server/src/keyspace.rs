@@ -12,7 +12,7 @@
 use std::collections::VecDeque;
 use std::hash::{BuildHasher, Hasher};
 
-use cxltier_store::{Kind, ScanItem, StoreError};
+use cxltier_store::{Kind, StoreError};
 use hashbrown::HashMap;
 
 use crate::commands::{fail, now_ms, parse_i64, Ctx, Effect, SYNTAX};
@@ -116,21 +116,21 @@ pub(crate) fn scan(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErr
         ctx.info.scan_cursors.start(cursor)
     };
     let physical = ctx.info.dbs.physical(ctx.session.db);
-    let items = ctx.store.scan_db(physical, &start, count)?;
+    let items = ctx.store.scan_db_keys(physical, &start, count)?;
     let next = match items.last() {
-        Some(last) if items.len() >= count => ctx.info.scan_cursors.issue(successor(&last.key)),
+        Some((last, _)) if items.len() >= count => ctx.info.scan_cursors.issue(successor(last)),
         _ => 0,
     };
-    let keep = |it: &ScanItem| {
-        pattern.is_none_or(|p| crate::glob::matches(p, &it.key, false))
-            && kind.is_none_or(|t| t.eq_ignore_ascii_case(type_name(it.kind).as_bytes()))
+    let keep = |(key, k): &(Vec<u8>, Kind)| {
+        pattern.is_none_or(|p| crate::glob::matches(p, key, false))
+            && kind.is_none_or(|t| t.eq_ignore_ascii_case(type_name(*k).as_bytes()))
     };
-    let keys: Vec<&ScanItem> = items.iter().filter(|it| keep(it)).collect();
+    let keys: Vec<&(Vec<u8>, Kind)> = items.iter().filter(|it| keep(it)).collect();
     reply::array(ctx.out, 2);
     reply::bulk(ctx.out, next.to_string().as_bytes());
     reply::array(ctx.out, keys.len());
-    for it in keys {
-        reply::bulk(ctx.out, &it.key);
+    for (key, _) in keys {
+        reply::bulk(ctx.out, key);
     }
     Ok(Effect::Read)
 }
@@ -141,16 +141,16 @@ pub(crate) fn keys(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErr
     let mut start = Vec::new();
     let physical = ctx.info.dbs.physical(ctx.session.db);
     loop {
-        let items = ctx.store.scan_db(physical, &start, KEYS_BATCH)?;
+        let items = ctx.store.scan_db_keys(physical, &start, KEYS_BATCH)?;
         let done = items.len() < KEYS_BATCH;
-        if let Some(last) = items.last() {
-            start = successor(&last.key);
+        if let Some((last, _)) = items.last() {
+            start = successor(last);
         }
         found.extend(
             items
                 .into_iter()
-                .filter(|it| crate::glob::matches(args[1], &it.key, false))
-                .map(|it| it.key),
+                .filter(|(key, _)| crate::glob::matches(args[1], key, false))
+                .map(|(key, _)| key),
         );
         if done {
             break;
@@ -183,14 +183,16 @@ pub(crate) fn randomkey(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> Result<Effect, St
     let key = if n == 0 {
         None
     } else if n <= RANDOMKEY_WALK {
-        let items = ctx.store.scan_db(physical, b"", (r % n) as usize + 1)?;
-        items.last().map(|it| it.key.clone())
+        let items = ctx
+            .store
+            .scan_db_keys(physical, b"", (r % n) as usize + 1)?;
+        items.last().map(|(key, _)| key.clone())
     } else {
-        let mut items = ctx.store.scan_db(physical, &r.to_be_bytes(), 1)?;
+        let mut items = ctx.store.scan_db_keys(physical, &r.to_be_bytes(), 1)?;
         if items.is_empty() {
-            items = ctx.store.scan_db(physical, b"", 1)?;
+            items = ctx.store.scan_db_keys(physical, b"", 1)?;
         }
-        items.first().map(|it| it.key.clone())
+        items.first().map(|(key, _)| key.clone())
     };
     match key {
         Some(k) => reply::bulk(ctx.out, &k),

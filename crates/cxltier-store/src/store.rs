@@ -99,7 +99,6 @@ pub struct Store {
     /// the machine's load.
     restage_window: Duration,
     /// Where the last scan ended, for the sequential-scan prefetch hook.
-    last_scan_end: Option<Vec<u8>>,
     expiry_cursor: Vec<u8>,
     recovered_keys: u64,
     recovery: crate::Recovery,
@@ -389,7 +388,6 @@ impl Store {
             finished_reads: Vec::new(),
             restaged: std::collections::VecDeque::new(),
             restage_window: RESTAGED_FOR,
-            last_scan_end: None,
             expiry_cursor: Vec::new(),
             recovered_keys: 0,
             recovery: crate::Recovery::default(),
@@ -1078,6 +1076,16 @@ impl Store {
             }
         }
         Ok(self.peek_raw(key))
+    }
+
+    /// The expiry of `key` from the index alone (nothing read, wherever the value lives):
+    /// `None` when the key is absent, `Some(None)` when it has no expiry.
+    pub fn expiry_of(&self, key: &[u8]) -> Option<Option<u64>> {
+        if is_internal_key(key) {
+            return None;
+        }
+        let e = self.index.get(key)?;
+        Some((e.expires() != 0).then_some(e.expires()))
     }
 
     /// The object where it is now, without counting an access or moving anything: for a
@@ -1820,39 +1828,84 @@ impl Store {
         Ok(items)
     }
 
+    /// Up to `count` keys of database `db` from `start` on, in byte order, with their kinds (a
+    /// big string is a [`Kind::String`], as callers see it): from the index alone, nothing
+    /// read from NVMe and no access counted. KEYS, SCAN and RANDOMKEY need no values.
+    pub fn scan_db_keys(
+        &mut self,
+        db: u8,
+        start: &[u8],
+        count: usize,
+    ) -> Result<Vec<(Vec<u8>, Kind)>> {
+        // Roots as stored: the collections changed in this batch go out first.
+        self.settle_collections()?;
+        let now = self.now_ms();
+        let from = crate::db_key(db, start);
+        Ok(self
+            .live_keys_from(&from, Some(db), now)
+            .take(count)
+            .map(|(k, e)| {
+                let kind = match e.kind() {
+                    Kind::BigString => Kind::String,
+                    k => k,
+                };
+                (k[1..].to_vec(), kind)
+            })
+            .collect())
+    }
+
+    /// The live user keys from `start` on (in database `db` only, when given).
+    fn live_keys_from<'a>(
+        &'a self,
+        start: &'a [u8],
+        db: Option<u8>,
+        now: u64,
+    ) -> impl Iterator<Item = (&'a [u8], &'a Entry)> + 'a {
+        self.index
+            .range_from(Bound::Included(start))
+            .take_while(move |(k, _)| db.is_none_or(|d| k.first() == Some(&d)))
+            .filter(move |(k, e)| !is_expired(e, now) && !is_internal_key(k))
+    }
+
     fn scan_within(&mut self, start: &[u8], db: Option<u8>, count: usize) -> Result<Vec<ScanItem>> {
         // A scan returns roots as stored: the collections changed in this batch go out first.
         self.settle_collections()?;
         let now = self.now_ms();
-        let sequential = self.last_scan_end.as_deref() == Some(start);
-        let take = if sequential { count * 2 } else { count };
         let keys: Vec<Vec<u8>> = self
-            .index
-            .range_from(Bound::Included(start))
-            .take_while(|(k, _)| db.is_none_or(|d| k.first() == Some(&d)))
-            .filter(|(k, e)| !is_expired(e, now) && !is_internal_key(k))
-            .take(take)
+            .live_keys_from(start, db, now)
+            .take(count)
             .map(|(k, _)| k.to_vec())
             .collect();
         let refs: Vec<&[u8]> = keys.iter().map(|k| k.as_slice()).collect();
         self.prefetch(&refs)?;
-        let mut out = Vec::with_capacity(count.min(keys.len()));
-        for k in keys.iter().take(count) {
+        // Plain values first, big strings after: reading a big string admits its pieces, which
+        // can push values the prefetch found in memory out to NVMe, where `peek` finds only
+        // what was staged. Taken in the other order, such a value went missing from the scan
+        // (a short batch, which KEYS, SCAN and a snapshot read as the end of the keys).
+        let mut slots: Vec<Option<ScanItem>> = Vec::with_capacity(count.min(keys.len()));
+        let mut big = Vec::new();
+        for k in &keys {
             self.sketch.touch(k);
             if self.peek_kind(k) == Some(Kind::BigString) {
-                if let Some(o) = self.get_big(k)? {
-                    let item = ScanItem {
-                        key: k.clone(),
-                        kind: o.kind,
-                        value: o.value.to_vec(),
-                        expires_at_ms: o.expires_at_ms,
-                    };
-                    out.push(item);
-                }
+                big.push(slots.len());
+                slots.push(None);
                 continue;
             }
-            if let Some(o) = self.peek(k) {
-                out.push(ScanItem {
+            let item = match self.peek(k) {
+                Some(o) => Some(ScanItem {
+                    key: k.clone(),
+                    kind: o.kind,
+                    value: o.value.to_vec(),
+                    expires_at_ms: o.expires_at_ms,
+                }),
+                None => self.read_unstaged(k)?,
+            };
+            slots.push(item);
+        }
+        for i in big {
+            let k = &keys[i];
+            if let Some(o) = self.get_big(k)? {
+                slots[i] = Some(ScanItem {
                     key: k.clone(),
                     kind: o.kind,
                     value: o.value.to_vec(),
@@ -1860,16 +1913,27 @@ impl Store {
                 });
             }
         }
-        // Prefetched followers that fit memory are admitted (staged ones are dropped next batch).
-        if sequential {
-            for k in keys.iter().skip(count) {
-                if let Some((_, v, _)) = self.staged.remove(k.as_slice()) {
-                    self.admit_from_nvme(k, v)?;
-                }
-            }
-        }
-        self.last_scan_end = keys.get(count).cloned();
+        let out: Vec<ScanItem> = slots.into_iter().flatten().collect();
         Ok(out)
+    }
+
+    /// A live value on NVMe that is not staged, read from its log copy (nothing admitted, no
+    /// access counted): `None` when the key is absent or is not on NVMe alone.
+    fn read_unstaged(&mut self, key: &[u8]) -> Result<Option<ScanItem>> {
+        let Some(e) = self.index.get(key) else {
+            return Ok(None);
+        };
+        let (Place::Nvme, Some(loc), Some(log)) = (e.place(), e.nv(), self.log.as_mut()) else {
+            return Ok(None);
+        };
+        let (kind, expires) = (e.kind(), e.expires());
+        let rec = log.read(loc)?;
+        Ok(Some(ScanItem {
+            key: key.to_vec(),
+            kind,
+            value: rec.value,
+            expires_at_ms: (expires != 0).then_some(expires),
+        }))
     }
 
     /// How many changes the store's contents have had (puts, patches, deletes of live keys,
