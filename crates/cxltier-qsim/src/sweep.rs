@@ -66,11 +66,19 @@ pub struct SweepReport {
     pub fuse_width: usize,
 }
 
-/// Fuse `ops` as `width` says: the width and the fused gates.
-fn fuse_as<T: Real>(ops: &[Op], width: fusion::Width) -> (usize, Vec<Op>) {
+/// Fuse `ops` as `width` says: the width and the fused gates. A measured width prices each
+/// candidate's run on the state `pieces`, cut into sweeps by `sweeps`.
+fn fuse_as<T: Real>(
+    ops: &[Op],
+    width: fusion::Width,
+    pieces: &mut [&mut [Amp<T>]],
+    sweeps: impl Fn(&[Op]) -> Vec<Vec<usize>>,
+) -> (usize, Vec<Op>) {
     match width {
         fusion::Width::Fixed(w) => (w, fusion::fuse(ops, w)),
-        fusion::Width::Measured => fusion::fuse_cheapest(ops, &crate::bench::fusion_costs::<T>()),
+        fusion::Width::Measured => {
+            fusion::fuse_cheapest(ops, &crate::bench::cost_model(pieces), sweeps)
+        }
     }
 }
 
@@ -122,7 +130,7 @@ pub fn run<T: Real>(
     // Too small a state for groups of short runs plus the widest gate: one fused gate at a time
     // over the whole state.
     if run_bits < 3 || cache_bits < run_bits + widest {
-        let (fuse_width, fused) = fuse_as::<T>(ops, fuse);
+        let (fuse_width, fused) = fuse_as(ops, fuse, pieces, fusion::one_gate_per_sweep);
         if let Some(p) = progress {
             p.gates_planned(fused.len());
         }
@@ -145,7 +153,21 @@ pub fn run<T: Real>(
     }
     let extra = cache_bits - run_bits;
     // Fuse first, over the whole list, so that cutting it into sweeps does not split blocks.
-    let (fuse_width, fused) = fuse_as::<T>(ops, fuse);
+    let sweeps = |fused: &[Op]| -> Vec<Vec<usize>> {
+        let relabelled;
+        let fused = if relabel {
+            let (perm, _) = fusion::choose_layout(fused, n, run_bits, extra);
+            relabelled = fusion::relabel(fused, &perm);
+            &relabelled[..]
+        } else {
+            fused
+        };
+        fusion::plan_passes(fused, n, run_bits, extra)
+            .into_iter()
+            .map(|pass| fused[pass.gates].iter().map(|o| o.qubits.len()).collect())
+            .collect()
+    };
+    let (fuse_width, fused) = fuse_as(ops, fuse, pieces, sweeps);
     let (perm, fused) = if relabel {
         let (perm, _) = fusion::choose_layout(&fused, n, run_bits, extra);
         let relabelled = fusion::relabel(&fused, &perm);
