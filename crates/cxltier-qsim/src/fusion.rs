@@ -33,18 +33,57 @@ pub const MAX_FUSE: usize = 5;
 pub enum Width {
     /// At most this many qubits (1 to [`MAX_FUSE`]).
     Fixed(usize),
-    /// The width (1 to [`MAX_FUSE`]) whose fused gates cost least, by each gate width's
-    /// kernel cost measured on this machine ([`crate::bench::fusion_costs`]).
+    /// The width (1 to [`MAX_FUSE`]) whose run costs least by a [`CostModel`] measured on
+    /// this machine: each gate width's kernel cost in cache
+    /// ([`crate::bench::fusion_costs`]), the sweeps each width's gates take, and the time to
+    /// stream the state through memory once per sweep.
     Measured,
 }
 
-/// Fuse `ops` at each width from 1 to [`MAX_FUSE`] and keep the one whose gates cost least:
-/// `cost[k]` is the time per amplitude of a `k`-qubit gate. Returns the width and its gates.
-pub fn fuse_cheapest(ops: &[Op], cost: &[f64]) -> (usize, Vec<Op>) {
+/// What a run's parts take on this machine, to price a fusion width by: each sweep over the
+/// state costs the larger of its gates' arithmetic and one streaming read and write of the
+/// state (the two overlap: a sweep's groups are read while others are computed).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CostModel {
+    /// Seconds per amplitude of a dense `k`-qubit gate on one thread over a state in cache,
+    /// index `k` (1 to [`MAX_FUSE`]; [`crate::bench::fusion_costs`]).
+    pub gate_seconds: Vec<f64>,
+    /// Threads that share each sweep's arithmetic.
+    pub threads: usize,
+    /// Amplitudes of the state.
+    pub amplitudes: usize,
+    /// Seconds for one streaming read and write of the whole state, measured on the state
+    /// itself ([`crate::bench::state_stream_seconds`]): the DRAM's bandwidth when it does not
+    /// fit in the last-level cache, far less when it does.
+    pub stream_seconds: f64,
+}
+
+impl CostModel {
+    /// Seconds for one sweep that applies fused gates of these widths.
+    pub fn sweep_seconds(&self, widths: &[usize]) -> f64 {
+        let per_amplitude: f64 = widths.iter().map(|&k| self.gate_seconds[k]).sum();
+        let compute = per_amplitude * self.amplitudes as f64 / self.threads.max(1) as f64;
+        compute.max(self.stream_seconds)
+    }
+
+    /// Seconds for a run of `sweeps` (the widths of each sweep's fused gates).
+    pub fn run_seconds(&self, sweeps: &[Vec<usize>]) -> f64 {
+        sweeps.iter().map(|s| self.sweep_seconds(s)).sum()
+    }
+}
+
+/// Fuse `ops` at each width from 1 to [`MAX_FUSE`], cut each fusion into sweeps as the run
+/// will (`sweeps` gives the widths of each sweep's fused gates), and keep the width whose run
+/// `model` prices lowest. Returns the width and its gates.
+pub fn fuse_cheapest(
+    ops: &[Op],
+    model: &CostModel,
+    sweeps: impl Fn(&[Op]) -> Vec<Vec<usize>>,
+) -> (usize, Vec<Op>) {
     let mut best: Option<(f64, usize, Vec<Op>)> = None;
     for width in 1..=MAX_FUSE {
         let fused = fuse(ops, width);
-        let total: f64 = fused.iter().map(|op| cost[op.qubits.len()]).sum();
+        let total = model.run_seconds(&sweeps(&fused));
         // Strictly cheaper to take a wider width: equal costs keep the narrower one.
         if best.as_ref().is_none_or(|(b, _, _)| total < *b) {
             best = Some((total, width, fused));
@@ -52,6 +91,11 @@ pub fn fuse_cheapest(ops: &[Op], cost: &[f64]) -> (usize, Vec<Op>) {
     }
     let (_, width, fused) = best.expect("at least one width");
     (width, fused)
+}
+
+/// The sweeps of a run that applies each fused gate in a sweep of its own.
+pub fn one_gate_per_sweep(fused: &[Op]) -> Vec<Vec<usize>> {
+    fused.iter().map(|op| vec![op.qubits.len()]).collect()
 }
 
 /// Fuse `ops` into gates on at most `max` qubits (1 to [`MAX_FUSE`]), preserving the circuit's
@@ -239,11 +283,7 @@ mod tests {
     use super::*;
     use crate::gates;
 
-    /// The width chosen by cost is the one whose fused gates cost least: with wide gates as
-    /// cheap as narrow ones, the widest fusion (fewest gates); with each extra qubit costing
-    /// eight times more, narrow gates; and the gates returned are that width's fusion.
-    #[test]
-    fn the_cheapest_width_wins() {
+    fn layered_ops() -> Vec<Op> {
         let mut ops = Vec::new();
         for layer in 0..3 {
             for q in 0..5 {
@@ -259,17 +299,71 @@ mod tests {
                 });
             }
         }
-        let flat = [0.0, 1.0, 1.0, 1.0, 1.0, 1.0];
-        let (width, fused) = fuse_cheapest(&ops, &flat);
+        ops
+    }
+
+    fn model(gate_seconds: [f64; 6], stream_seconds: f64) -> CostModel {
+        CostModel {
+            gate_seconds: gate_seconds.to_vec(),
+            threads: 2,
+            amplitudes: 1 << 20,
+            stream_seconds,
+        }
+    }
+
+    /// Each fused gate in a sweep of its own, with a state in cache (streaming it costs
+    /// nothing): the width whose gates' arithmetic is least wins. Wide gates as cheap as
+    /// narrow ones: the widest fusion (fewest gates); each extra qubit costing eight times
+    /// more: narrow gates.
+    #[test]
+    fn in_cache_the_least_arithmetic_wins() {
+        let ops = layered_ops();
+        let flat = model([0.0, 1e-9, 1e-9, 1e-9, 1e-9, 1e-9], 0.0);
+        let (width, fused) = fuse_cheapest(&ops, &flat, one_gate_per_sweep);
         let fewest = (1..=MAX_FUSE).map(|w| fuse(&ops, w).len()).min().unwrap();
         assert_eq!(fused.len(), fewest, "width {width}");
         assert!(width >= 4, "flat costs chose width {width}");
-        let steep = [0.0, 1.0, 2.0, 16.0, 128.0, 1024.0];
-        let (width, fused) = fuse_cheapest(&ops, &steep);
+        let steep = model([0.0, 1e-9, 2e-9, 16e-9, 128e-9, 1024e-9], 0.0);
+        let (width, fused) = fuse_cheapest(&ops, &steep, one_gate_per_sweep);
         assert!(width <= 2, "steep costs chose width {width}");
         assert_eq!(fused.len(), fuse(&ops, width).len());
-        let cost = |w: usize| -> f64 { fuse(&ops, w).iter().map(|o| steep[o.qubits.len()]).sum() };
+        let cost = |w: usize| steep.run_seconds(&one_gate_per_sweep(&fuse(&ops, w)));
         assert!((1..=MAX_FUSE).all(|w| cost(width) <= cost(w)));
+    }
+
+    /// The same kernel costs with a state out of cache, where each sweep streams it from
+    /// memory: a sweep costs at least the stream, so fewer sweeps win once the stream outweighs
+    /// the extra arithmetic, and the arithmetic wins again when all the gates share one sweep.
+    #[test]
+    fn out_of_cache_sweeps_count() {
+        let ops = layered_ops();
+        // Arithmetic per amplitude: 1, 2, 16, 128, 1024 ns by width (steep enough that in cache
+        // narrow gates win); 2^20 amplitudes over 2 threads.
+        let costs = [0.0, 1e-9, 2e-9, 16e-9, 128e-9, 1024e-9];
+        let in_cache = model(costs, 0.0);
+        let (narrow, _) = fuse_cheapest(&ops, &in_cache, one_gate_per_sweep);
+        // A stream of 1 s outweighs any one gate's arithmetic (at most 1024e-9 * 2^19 = 0.54 s):
+        // every sweep costs the stream, and the width with fewest gates wins.
+        let memory_bound = model(costs, 1.0);
+        let (wide, fused) = fuse_cheapest(&ops, &memory_bound, one_gate_per_sweep);
+        let fewest = (1..=MAX_FUSE).map(|w| fuse(&ops, w).len()).min().unwrap();
+        assert_eq!(fused.len(), fewest);
+        assert!(
+            wide > narrow,
+            "memory-bound chose {wide}, in cache {narrow}"
+        );
+        // All of a width's gates in one sweep (a cache-blocked run) with a stream shorter than
+        // any width's arithmetic (1 ms against at least 27 ns x 2^19 / 27 gates): one stream
+        // whatever the width, so the arithmetic decides as in cache.
+        let one_sweep = |fused: &[Op]| vec![fused.iter().map(|o| o.qubits.len()).collect()];
+        let (blocked, _) = fuse_cheapest(&ops, &model(costs, 1e-3), one_sweep);
+        let (blocked_in_cache, _) = fuse_cheapest(&ops, &in_cache, one_sweep);
+        assert_eq!(blocked, blocked_in_cache);
+        // The price itself: a sweep of a 2- and a 3-qubit gate is the larger of
+        // (2 + 16) ns x 2^19 and the stream.
+        let sweep = model(costs, 1e-3).sweep_seconds(&[2, 3]);
+        assert!((sweep - 18e-9 * (1 << 19) as f64).abs() < 1e-12, "{sweep}");
+        assert_eq!(model(costs, 1.0).sweep_seconds(&[2, 3]), 1.0);
     }
 
     fn op(name: &str, qubits: &[usize]) -> Op {

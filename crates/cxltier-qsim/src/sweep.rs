@@ -66,11 +66,19 @@ pub struct SweepReport {
     pub fuse_width: usize,
 }
 
-/// Fuse `ops` as `width` says: the width and the fused gates.
-fn fuse_as<T: Real>(ops: &[Op], width: fusion::Width) -> (usize, Vec<Op>) {
+/// Fuse `ops` as `width` says: the width and the fused gates. A measured width prices each
+/// candidate's run on the state `pieces`, cut into sweeps by `sweeps`.
+fn fuse_as<T: Real>(
+    ops: &[Op],
+    width: fusion::Width,
+    pieces: &mut [&mut [Amp<T>]],
+    sweeps: impl Fn(&[Op]) -> Vec<Vec<usize>>,
+) -> (usize, Vec<Op>) {
     match width {
         fusion::Width::Fixed(w) => (w, fusion::fuse(ops, w)),
-        fusion::Width::Measured => fusion::fuse_cheapest(ops, &crate::bench::fusion_costs::<T>()),
+        fusion::Width::Measured => {
+            fusion::fuse_cheapest(ops, &crate::bench::cost_model(pieces), sweeps)
+        }
     }
 }
 
@@ -122,7 +130,7 @@ pub fn run<T: Real>(
     // Too small a state for groups of short runs plus the widest gate: one fused gate at a time
     // over the whole state.
     if run_bits < 3 || cache_bits < run_bits + widest {
-        let (fuse_width, fused) = fuse_as::<T>(ops, fuse);
+        let (fuse_width, fused) = fuse_as(ops, fuse, pieces, fusion::one_gate_per_sweep);
         if let Some(p) = progress {
             p.gates_planned(fused.len());
         }
@@ -145,7 +153,21 @@ pub fn run<T: Real>(
     }
     let extra = cache_bits - run_bits;
     // Fuse first, over the whole list, so that cutting it into sweeps does not split blocks.
-    let (fuse_width, fused) = fuse_as::<T>(ops, fuse);
+    let sweeps = |fused: &[Op]| -> Vec<Vec<usize>> {
+        let relabelled;
+        let fused = if relabel {
+            let (perm, _) = fusion::choose_layout(fused, n, run_bits, extra);
+            relabelled = fusion::relabel(fused, &perm);
+            &relabelled[..]
+        } else {
+            fused
+        };
+        fusion::plan_passes(fused, n, run_bits, extra)
+            .into_iter()
+            .map(|pass| fused[pass.gates].iter().map(|o| o.qubits.len()).collect())
+            .collect()
+    };
+    let (fuse_width, fused) = fuse_as(ops, fuse, pieces, sweeps);
     let (perm, fused) = if relabel {
         let (perm, _) = fusion::choose_layout(&fused, n, run_bits, extra);
         let relabelled = fusion::relabel(&fused, &perm);
@@ -255,6 +277,58 @@ fn gather<'a, T>(
 mod tests {
     use super::*;
     use crate::gates;
+
+    /// A measured fusion width (which streams the state twice to time it, and prices every
+    /// width's sweeps) leaves the same state as a fixed width: the timing changes nothing.
+    #[test]
+    fn a_measured_width_gives_the_fixed_width_state() {
+        let n = 12;
+        let mut ops = Vec::new();
+        for layer in 0..4 {
+            for q in 0..n {
+                let t = (layer * n + q) as f64;
+                ops.push(Op {
+                    qubits: vec![q],
+                    matrix: gates::u3(0.3 + t * 0.1, t * 0.2, -0.5 + t * 0.05),
+                });
+            }
+            for q in 0..n - 1 {
+                ops.push(Op {
+                    qubits: vec![q, q + 1],
+                    matrix: gates::controlled(&gates::x(), 1),
+                });
+            }
+        }
+        let mut states = Vec::new();
+        for width in [fusion::Width::Fixed(2), fusion::Width::Measured] {
+            let mut state = vec![[0.0f64; 2]; 1 << n];
+            state[0] = [1.0, 0.0];
+            let piece_bits = 6;
+            let mut pieces: Vec<&mut [Amp<f64>]> = state.chunks_mut(1 << piece_bits).collect();
+            let blocking = Blocking {
+                group_bytes: 16 << 10,
+                copy_groups_from: usize::MAX,
+            };
+            let report = run(
+                &mut pieces,
+                piece_bits,
+                n,
+                &ops,
+                width,
+                false,
+                blocking,
+                None,
+            );
+            assert!((1..=fusion::MAX_FUSE).contains(&report.fuse_width));
+            states.push(state);
+        }
+        for (i, (a, b)) in states[0].iter().zip(&states[1]).enumerate() {
+            assert!(
+                (a[0] - b[0]).abs() < 1e-12 && (a[1] - b[1]).abs() < 1e-12,
+                "amplitude {i}: fixed {a:?}, measured {b:?}"
+            );
+        }
+    }
 
     /// Sweeping in place and through the per-thread group copies gives the same state, with
     /// groups small enough that a 12-qubit state has many sweeps and gathered qubits.

@@ -102,8 +102,9 @@ pub struct Args {
     /// Print these amplitudes and their probabilities, e.g. 0,5,0b101
     #[arg(long, value_name = "LIST")]
     amplitudes: Option<String>,
-    /// Fuse gates up to this many qubits, 1 (no fusion) to 5; or `auto`: the width whose fused
-    /// gates cost least by the kernels' cost, measured on this machine at the start of the run
+    /// Fuse gates up to this many qubits, 1 (no fusion) to 5; or `auto`: the width whose run
+    /// costs least by the kernels' cost, the sweeps over the state and its streaming time, all
+    /// measured on this machine at the start of the run
     #[arg(long, value_name = "QUBITS|auto", default_value = "2")]
     fuse: String,
     /// Dynamic circuits: auto, branches or trajectories.
