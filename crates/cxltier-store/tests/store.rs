@@ -1228,3 +1228,52 @@ fn values_that_change_size_reuse_emptied_slab_pages() {
         overwrite_with_changing_sizes(&mut s, others);
     }
 }
+
+/// Listing keys (KEYS, SCAN, RANDOMKEY) reads the index only: a store mostly on NVMe is listed
+/// whole, in order, with no device read and without counting accesses that would sway
+/// admission.
+#[test]
+fn listing_keys_reads_nothing_from_nvme() {
+    let p = temp("nvme");
+    let mut s = StoreBuilder::new()
+        .dram(8 << 20)
+        .ssd(ssd(&p, 128 << 20))
+        .durability(Durability::None)
+        .build()
+        .unwrap();
+    for i in 0..20_000u64 {
+        let key = cxltier_store::db_key(2, &hot_key(i));
+        s.put(&key, Kind::String, &value(i, 1000), None).unwrap();
+    }
+    s.put(
+        &cxltier_store::db_key(3, b"other"),
+        Kind::String,
+        b"x",
+        None,
+    )
+    .unwrap();
+    let on_nvme = s
+        .stats()
+        .tiers
+        .iter()
+        .find(|t| t.tier == "nvme")
+        .unwrap()
+        .objects;
+    assert!(
+        on_nvme > 10_000,
+        "the case needs most values on NVMe: {on_nvme}"
+    );
+    let before = nvme_reads(&s);
+    let mut listed = Vec::new();
+    let mut start = Vec::new();
+    loop {
+        let batch = s.scan_db_keys(2, &start, 1024).unwrap();
+        let Some((last, _)) = batch.last() else { break };
+        start = last.clone();
+        start.push(0);
+        listed.extend(batch);
+    }
+    let want: Vec<(Vec<u8>, Kind)> = (0..20_000u64).map(|i| (hot_key(i), Kind::String)).collect();
+    assert_eq!(listed, want);
+    assert_eq!(nvme_reads(&s), before, "listing keys read the device");
+}
