@@ -278,13 +278,11 @@ mod tests {
     use super::*;
     use crate::gates;
 
-    /// A measured fusion width (which streams the state twice to time it, and prices every
-    /// width's sweeps) leaves the same state as a fixed width: the timing changes nothing.
-    #[test]
-    fn a_measured_width_gives_the_fixed_width_state() {
-        let n = 12;
+    /// `layers` layers on `n` qubits: a distinct one-qubit rotation on every qubit, then the CNOTs
+    /// on the pairs `pairs(layer)` names.
+    fn layered_ops(n: usize, layers: usize, pairs: impl Fn(usize) -> Vec<[usize; 2]>) -> Vec<Op> {
         let mut ops = Vec::new();
-        for layer in 0..4 {
+        for layer in 0..layers {
             for q in 0..n {
                 let t = (layer * n + q) as f64;
                 ops.push(Op {
@@ -292,13 +290,22 @@ mod tests {
                     matrix: gates::u3(0.3 + t * 0.1, t * 0.2, -0.5 + t * 0.05),
                 });
             }
-            for q in 0..n - 1 {
+            for [c, t] in pairs(layer) {
                 ops.push(Op {
-                    qubits: vec![q, q + 1],
+                    qubits: vec![c, t],
                     matrix: gates::controlled(&gates::x(), 1),
                 });
             }
         }
+        ops
+    }
+
+    /// A measured fusion width (which streams the state twice to time it, and prices every
+    /// width's sweeps) leaves the same state as a fixed width: the timing changes nothing.
+    #[test]
+    fn a_measured_width_gives_the_fixed_width_state() {
+        let n = 12;
+        let ops = layered_ops(n, 4, |_| (0..n - 1).map(|q| [q, q + 1]).collect());
         let mut states = Vec::new();
         for width in [fusion::Width::Fixed(2), fusion::Width::Measured] {
             let mut state = vec![[0.0f64; 2]; 1 << n];
@@ -335,22 +342,12 @@ mod tests {
     #[test]
     fn copied_groups_give_the_in_place_result() {
         let n = 12;
-        let mut ops = Vec::new();
-        for layer in 0..6 {
-            for q in 0..n {
-                let t = (layer * n + q) as f64;
-                ops.push(Op {
-                    qubits: vec![q],
-                    matrix: gates::u3(0.3 + t * 0.1, t * 0.2, -0.5 + t * 0.05),
-                });
-            }
-            for q in (layer % 2..n - 1).step_by(2) {
-                ops.push(Op {
-                    qubits: vec![q, (q + 1 + layer) % n],
-                    matrix: gates::controlled(&gates::x(), 1),
-                });
-            }
-        }
+        let ops = layered_ops(n, 6, |layer| {
+            (layer % 2..n - 1)
+                .step_by(2)
+                .map(|q| [q, (q + 1 + layer) % n])
+                .collect()
+        });
         let mut states = Vec::new();
         for copy in [false, true] {
             let mut state = vec![[0.0f64; 2]; 1 << n];
