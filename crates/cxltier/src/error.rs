@@ -58,19 +58,29 @@ impl CliError {
 
     /// Print the error to stderr and return the exit code.
     pub fn report(&self) -> ExitCode {
-        eprintln!("cxltier: error: {}", self.message);
+        let mut text = format!("cxltier: error: {}\n", self.message);
         if let Some(hint) = &self.hint {
-            eprintln!("  hint: {hint}");
+            text.push_str(&format!("  hint: {hint}\n"));
         }
+        write_stderr(&text);
         ExitCode::from(self.kind.exit_code())
     }
+}
+
+/// Write `text` to stderr in one `write_all` call. `eprintln!` writes each formatted piece
+/// separately (stderr is unbuffered), so the messages of processes sharing one pipe — the
+/// ranks under `mpirun` — interleaved mid-line; one write of a short text reaches the pipe whole.
+pub fn write_stderr(text: &str) {
+    use std::io::Write;
+    // Nothing useful can be done if stderr itself is gone.
+    let _ = std::io::stderr().lock().write_all(text.as_bytes());
 }
 
 impl CliError {
     /// Print the error to stderr as one JSON object (`docs/json.md`: `error`, `hint`,
     /// `exit_code` in the envelope), for a command given `--json`, and return the exit code.
     pub fn report_json(&self, command: &str) -> ExitCode {
-        eprintln!("{}", crate::output::error_json(command, self));
+        write_stderr(&format!("{}\n", crate::output::error_json(command, self)));
         ExitCode::from(self.kind.exit_code())
     }
 }

@@ -356,10 +356,11 @@ fn simulate_ranks(
     let cluster = Cluster::init().map_err(|e| qsim_error(path, e))?;
     let (rank, size) = (cluster.rank(), cluster.size());
     let fail = |e: CliError| -> ! {
-        eprintln!("cxltier qsim: rank {rank} of {size}: {}", e.message);
+        let mut text = format!("cxltier qsim: rank {rank} of {size}: {}\n", e.message);
         if let Some(hint) = &e.hint {
-            eprintln!("hint: {hint}");
+            text.push_str(&format!("hint: {hint}\n"));
         }
+        crate::error::write_stderr(&text);
         cluster.abort(i32::from(e.kind.exit_code()))
     };
     if let Some(line) = circuit.dynamic {
