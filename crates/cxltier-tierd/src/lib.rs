@@ -40,6 +40,7 @@ pub mod idle;
 pub mod memcg;
 pub mod metrics;
 pub mod pageout;
+pub mod placement;
 pub mod plan;
 pub mod policy;
 pub mod procfs;
