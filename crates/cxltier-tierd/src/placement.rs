@@ -400,6 +400,47 @@ mod tests {
         std::hint::black_box(&buf);
     }
 
+    /// The cost this module removes, measured: `move_pages` on every page of a written buffer
+    /// (what the engine asks each interval) against a 4096-page sample, at the sizes in
+    /// `CXLTIER_PLACEMENT_COST_GIB` (default 1,4). Allocates that much memory, so opt-in:
+    /// `cargo test -p cxltier-tierd --release --lib placement_cost -- --ignored --nocapture`.
+    #[test]
+    #[ignore]
+    #[allow(clippy::print_stderr)]
+    fn placement_cost_every_page_vs_a_sample() {
+        let sizes = std::env::var("CXLTIER_PLACEMENT_COST_GIB").unwrap_or_else(|_| "1,4".into());
+        eprintln!("size_gib pages every_page_ms every_page_entries sample_ms sample_entries");
+        for gib in sizes.split(',').map(|g| g.trim().parse::<usize>().unwrap()) {
+            let pages = gib << 18;
+            let mut buf = vec![0u8; pages * PAGE + PAGE];
+            for b in buf.iter_mut().step_by(PAGE) {
+                *b = 1;
+            }
+            let start = (buf.as_ptr() as usize).div_ceil(PAGE) * PAGE;
+            let ranges = [Range {
+                start,
+                end: start + (pages - 1) * PAGE,
+            }];
+            let mut q = ProcessPages {
+                pid: std::process::id(),
+            };
+            let t = std::time::Instant::now();
+            let all = estimate_placement(&ranges, PAGE, u64::MAX, 1, &mut q).unwrap();
+            let every_ms = t.elapsed().as_secs_f64() * 1e3;
+            let t = std::time::Instant::now();
+            let some = estimate_placement(&ranges, PAGE, 4096, 1, &mut q).unwrap();
+            let sample_ms = t.elapsed().as_secs_f64() * 1e3;
+            assert!(all.exact && !some.exact);
+            eprintln!(
+                "{gib} {} {every_ms:.1} {} {sample_ms:.2} {}",
+                pages - 1,
+                all.sampled_pages,
+                some.sampled_pages
+            );
+            std::hint::black_box(&buf);
+        }
+    }
+
     #[test]
     fn a_zero_sample_is_refused_with_what_to_use() {
         let mut l = Layout::new(1000, 1.0, 0.0);
