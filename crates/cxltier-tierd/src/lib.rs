@@ -12,6 +12,8 @@
 //!   access frequencies and ages in the same terms.
 //! - [`plan`]: the placement rules (hot up, cold down, per-target DRAM budget, watermarks,
 //!   hysteresis, rate limit, retry of failed pages) as a pure function.
+//! - [`placement`]: bytes per node estimated from a fixed-size sample of pages, with an error
+//!   bound: `move_pages` entries that do not grow with the footprint.
 //! - [`policy`]: the policy file (TOML, see docs/tierd.md).
 //! - [`metrics`]: tierd's Prometheus exposition ([`metrics::TierdMetrics`]: the current targets'
 //!   series, departed targets dropped; served by `cxltier-metrics`).
@@ -40,6 +42,7 @@ pub mod idle;
 pub mod memcg;
 pub mod metrics;
 pub mod pageout;
+pub mod placement;
 pub mod plan;
 pub mod policy;
 pub mod procfs;
