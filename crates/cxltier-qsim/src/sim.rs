@@ -29,6 +29,7 @@ pub struct Options {
     pub(crate) blocking: sweep::Blocking,
     pub(crate) dynamic_method: crate::dynamic::Method,
     pub(crate) progress: Option<Arc<Progress>>,
+    pub(crate) exchange_message: u64,
 }
 
 impl Default for Options {
@@ -43,6 +44,7 @@ impl Default for Options {
             blocking: sweep::Blocking::default(),
             dynamic_method: crate::dynamic::Method::Auto,
             progress: None,
+            exchange_message: DEFAULT_EXCHANGE_MESSAGE,
         }
     }
 }
@@ -108,7 +110,18 @@ impl Options {
         self.max_extra = qubits;
         self
     }
+    /// Over MPI ranks: send an exchange in messages of at most `bytes` (rounded down to a power
+    /// of two of amplitudes), each in flight while the next is gathered and the last scattered.
+    pub fn exchange_message(mut self, bytes: u64) -> Self {
+        self.exchange_message = bytes;
+        self
+    }
 }
+
+/// The default largest message of an exchange: small enough that several are in flight per
+/// chunk of the array (the pipeline has stages to overlap), large enough that a message's
+/// latency is small against its transfer.
+pub const DEFAULT_EXCHANGE_MESSAGE: u64 = 256 * 1024;
 
 /// One out-of-core pass, as reported.
 #[derive(Debug, Clone, Serialize)]

@@ -317,3 +317,67 @@ fn bad_rank_counts_and_failed_ranks_end_every_rank_with_the_cause() {
     );
     assert!(stderr.contains("available"), "{stderr}");
 }
+
+#[test]
+fn exchanges_cut_into_many_small_messages_give_the_single_process_amplitudes() {
+    if !have_mpirun() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let random13 = dir.path().join("random13.qasm");
+    std::fs::write(&random13, random(13, 200, 5)).unwrap();
+    let random13 = random13.to_str().unwrap();
+    let qft15 = dir.path().join("qft15.qasm");
+    std::fs::write(&qft15, qft(15)).unwrap();
+    let qft15 = qft15.to_str().unwrap();
+    let spill = dir.path().join("spill");
+    std::fs::create_dir(&spill).unwrap();
+    let spill = spill.to_str().unwrap();
+    // Messages of 64 bytes (4 amplitudes): an exchange is hundreds of messages, most chunks
+    // several, so the pipeline's every stage (a chunk read, held over messages, written back)
+    // runs, in memory and out of core (parts of 256 KiB under 128K).
+    for (file, n, ranks, extra) in [
+        (random13, 13, 2, &[][..]),
+        (random13, 13, 4, &[][..]),
+        (
+            qft15,
+            15,
+            2,
+            &["--memory-limit", "128K", "--ssd", spill][..],
+        ),
+    ] {
+        let indices = spread_indices(n);
+        let expected = amplitudes(&json_run(1, &[file, "--amplitudes", &indices, "--json"]));
+        let mut args = vec![
+            file,
+            "--amplitudes",
+            &indices,
+            "--exchange-message",
+            "64",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        let doc = json_run(ranks, &args);
+        assert_conforms(&doc);
+        let dist = &doc["distribution"];
+        // Each message carries 64 bytes each way: the count is the planned volume over 64.
+        let bytes = dist["exchange_bytes_per_rank"].as_u64().unwrap();
+        for timing in dist["rank_timings"].as_array().unwrap() {
+            assert_eq!(timing["messages"].as_u64().unwrap(), bytes / 64, "{dist}");
+        }
+        for ((k, re, im), (_, re1, im1)) in amplitudes(&doc).iter().zip(&expected) {
+            assert!(
+                (re - re1).abs() < 1e-12 && (im - im1).abs() < 1e-12,
+                "{ranks} ranks {extra:?}, amplitude {k}: ({re}, {im}) against ({re1}, {im1})"
+            );
+        }
+    }
+    // Smaller than one amplitude: refused, naming the option and the least size.
+    let out = qsim(2, &[random13, "--exchange-message", "8"]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--exchange-message 8") && stderr.contains("16 or more"),
+        "{stderr}"
+    );
+}

@@ -12,8 +12,13 @@ pub struct RankTimes {
     pub rank: usize,
     /// Seconds running local gate batches (including out-of-core passes).
     pub compute_seconds: f64,
-    /// Seconds in exchanges (chunk reads and writes, and the messages).
+    /// Seconds in exchanges (chunk reads and writes, copying, and the messages).
     pub exchange_seconds: f64,
+    /// Of `exchange_seconds`, the time blocked on messages: the transfer that the pipelined
+    /// copying and chunk I/O did not hide.
+    pub message_wait_seconds: f64,
+    /// Messages this rank sent (and received) in exchanges.
+    pub messages: u64,
     /// Of `compute_seconds`, the out-of-core pipeline's wait for I/O.
     pub io_wait_seconds: f64,
 }

@@ -17,7 +17,6 @@ use cxltier_sys::uring::AlignedBuf;
 use mpi::collective::SystemOperation;
 use mpi::datatype::PartitionMut;
 use mpi::environment::Universe;
-use mpi::point_to_point::send_receive_into;
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 use mpi::Count;
@@ -133,6 +132,7 @@ impl<'c, T: Real> DistSimulation<'c, T> {
         };
         let started = Instant::now();
         let (mut compute, mut exchange_seconds) = (0.0, 0.0);
+        let mut exchanged = ExchangeTimes::default();
         for step in &plan.steps {
             let t = Instant::now();
             match step {
@@ -141,7 +141,15 @@ impl<'c, T: Real> DistSimulation<'c, T> {
                     compute += t.elapsed().as_secs_f64();
                 }
                 Step::Exchange(pairs) => {
-                    exchange(&mut local, &cluster.world, m, pairs)?;
+                    let times = exchange(
+                        &mut local,
+                        &cluster.world,
+                        m,
+                        pairs,
+                        options.exchange_message,
+                    )?;
+                    exchanged.message_wait += times.message_wait;
+                    exchanged.messages += times.messages;
                     exchange_seconds += t.elapsed().as_secs_f64();
                 }
             }
@@ -153,17 +161,26 @@ impl<'c, T: Real> DistSimulation<'c, T> {
             .pass_reports
             .iter()
             .fold(0.0, |sum, p| sum + p.io.io_wait_seconds);
-        let mine = [compute, exchange_seconds, io_wait];
-        let mut all = vec![0.0f64; 3 * size];
+        let mine = [
+            compute,
+            exchange_seconds,
+            exchanged.message_wait,
+            io_wait,
+            exchanged.messages as f64,
+        ];
+        let mut all = vec![0.0f64; mine.len() * size];
         cluster.world.all_gather_into(&mine[..], &mut all[..]);
         let rank_timings = all
-            .chunks(3)
+            .chunks(mine.len())
             .enumerate()
             .map(|(rank, t)| RankTimes {
                 rank,
                 compute_seconds: t[0],
                 exchange_seconds: t[1],
-                io_wait_seconds: t[2],
+                message_wait_seconds: t[2],
+                io_wait_seconds: t[3],
+                // Counted exactly: far below 2^53.
+                messages: t[4] as u64,
             })
             .collect();
         let part_bytes = (1u64 << m) * std::mem::size_of::<Amp<T>>() as u64;
@@ -337,15 +354,46 @@ impl<'c, T: Real> DistSimulation<'c, T> {
     }
 }
 
+/// Where an exchange's time went on this rank.
+#[derive(Debug, Default, Clone, Copy)]
+struct ExchangeTimes {
+    /// Blocked waiting for messages (the part of the transfer that nothing overlapped).
+    message_wait: f64,
+    /// Messages sent (and as many received).
+    messages: u64,
+}
+
+/// One chunk of the array held by an exchange's pipeline.
+struct Held {
+    chunk: usize,
+    data: AlignedBuf,
+}
+
 /// Swap the (global position, local position) `pairs` in one exchange with the partner ranks.
+///
+/// For each partner the amplitudes to swap are cut into messages of at most `max_message`
+/// bytes (within one chunk of the array) and pipelined: while message `i` is in flight
+/// (non-blocking send and receive), message `i - 1`'s reply is scattered into its chunk, a chunk
+/// whose messages are all back is written to the array, and message `i + 1` is gathered, its
+/// chunk read first if it is not held yet. Out of core the reads and writes are the rank's NVMe
+/// I/O, so they too overlap the network. At most three chunks and four messages are held,
+/// whatever the state's size.
 fn exchange<T: Real>(
     local: &mut Simulation<T>,
     world: &SimpleCommunicator,
     m: usize,
     pairs: &[(usize, usize)],
-) -> Result<(), QsimError> {
+    max_message: u64,
+) -> Result<ExchangeTimes, QsimError> {
     let rank = world.rank() as usize;
     let a = std::mem::size_of::<Amp<T>>();
+    if max_message < a as u64 {
+        return Err(QsimError::Config(format!(
+            "--exchange-message {max_message}: a message must hold at least one amplitude of \
+             {a} bytes; give {a} or more (default {})",
+            crate::sim::DEFAULT_EXCHANGE_MESSAGE
+        )));
+    }
     let k = pairs.len();
     let per = local.amplitudes_per_chunk();
     let low = per.trailing_zeros() as usize;
@@ -353,19 +401,26 @@ fn exchange<T: Real>(
     let mut bits: Vec<(usize, usize)> = pairs.iter().map(|&(pg, pl)| (pl, pg - m)).collect();
     bits.sort_unstable();
     let below = bits.iter().filter(|&&(l, _)| l < low).count();
-    // Amplitudes of one chunk in a partner's set: a message.
-    let batch = 1usize << (low - below);
+    // Amplitudes of one chunk in a partner's set, cut into messages of a power of two.
+    let in_chunk = 1usize << (low - below);
+    let cap = 1usize << (max_message / a as u64).min(1 << 40).ilog2();
+    let message = in_chunk.min(cap);
     let set = 1usize << (m - k);
+    let messages = set / message;
     let own: usize = bits
         .iter()
         .enumerate()
         .map(|(j, &(_, b))| ((rank >> b) & 1) << j)
         .sum();
-    let mut chunk = AlignedBuf::new(local.array_mut().chunk_bytes());
-    let mut send = vec![0u8; batch * a];
-    let mut recv = vec![0u8; batch * a];
+    let chunk_bytes = local.array_mut().chunk_bytes();
+    let mut free: Vec<AlignedBuf> = (0..3).map(|_| AlignedBuf::new(chunk_bytes)).collect();
+    let mut held: Vec<Held> = Vec::with_capacity(3);
+    let mut send = [vec![0u8; message * a], vec![0u8; message * a]];
+    let mut recv = [vec![0u8; message * a], vec![0u8; message * a]];
+    let mut times = ExchangeTimes::default();
     // Partner patterns in the same order on every rank: at step d every rank talks to rank xor
-    // d's bits, which talks back to it at the same step.
+    // d's bits, which talks back to it at the same step. The pipeline drains between partners,
+    // since a later partner's messages may fall in a chunk an earlier one still holds.
     for d in 1..1usize << k {
         let v = own ^ d;
         let partner = rank
@@ -381,30 +436,103 @@ fn exchange<T: Real>(
                 ((x >> l) << (l + 1)) | (((v >> j) & 1) << l) | (x & ((1 << l) - 1))
             })
         };
-        for b in 0..set / batch {
-            let base = b * batch;
-            let c = deposit(base) >> low;
-            let offset = c * per;
-            local.array_mut().read_chunk(c, &mut chunk)?;
-            {
-                let amps = bytemuck::cast_slice::<u8, Amp<T>>(&chunk[..per * a]);
-                let out = bytemuck::cast_slice_mut::<u8, Amp<T>>(&mut send);
-                for (j, s) in out.iter_mut().enumerate() {
-                    *s = amps[deposit(base + j) - offset];
-                }
+        let chunk_of = |i: usize| deposit(i * message) >> low;
+        // Message i's amplitudes gathered from its chunk (read from the array unless held).
+        let gather = |local: &mut Simulation<T>,
+                      held: &mut Vec<Held>,
+                      free: &mut Vec<AlignedBuf>,
+                      out: &mut [u8],
+                      i: usize|
+         -> Result<(), QsimError> {
+            let c = chunk_of(i);
+            if !held.iter().any(|h| h.chunk == c) {
+                let mut data = free.pop().expect("the pipeline holds at most three chunks");
+                local.array_mut().read_chunk(c, &mut data)?;
+                held.push(Held { chunk: c, data });
             }
-            send_receive_into(&send[..], &process, &mut recv[..], &process);
+            let h = held.iter().find(|h| h.chunk == c).expect("read above");
+            let amps = bytemuck::cast_slice::<u8, Amp<T>>(&h.data[..per * a]);
+            let out = bytemuck::cast_slice_mut::<u8, Amp<T>>(out);
+            let (base, offset) = (i * message, c * per);
+            for (j, s) in out.iter_mut().enumerate() {
+                *s = amps[deposit(base + j) - offset];
+            }
+            Ok(())
+        };
+        // Message i's reply scattered into its chunk; the chunk written back when it was the
+        // chunk's last message.
+        let scatter = |local: &mut Simulation<T>,
+                       held: &mut Vec<Held>,
+                       free: &mut Vec<AlignedBuf>,
+                       got: &[u8],
+                       i: usize|
+         -> Result<(), QsimError> {
+            let c = chunk_of(i);
+            let at = held
+                .iter()
+                .position(|h| h.chunk == c)
+                .expect("a message's chunk is held until its last reply");
             {
-                let amps = bytemuck::cast_slice_mut::<u8, Amp<T>>(&mut chunk[..per * a]);
-                let got = bytemuck::cast_slice::<u8, Amp<T>>(&recv);
+                let amps = bytemuck::cast_slice_mut::<u8, Amp<T>>(&mut held[at].data[..per * a]);
+                let got = bytemuck::cast_slice::<u8, Amp<T>>(got);
+                let (base, offset) = (i * message, c * per);
                 for (j, r) in got.iter().enumerate() {
                     amps[deposit(base + j) - offset] = *r;
                 }
             }
-            local.array_mut().write_chunk(c, &chunk)?;
+            if i + 1 == messages || chunk_of(i + 1) != c {
+                let done = held.swap_remove(at);
+                local.array_mut().write_chunk(c, &done.data)?;
+                free.push(done.data);
+            }
+            Ok(())
+        };
+        gather(local, &mut held, &mut free, &mut send[0], 0)?;
+        for i in 0..messages {
+            let [send0, send1] = &mut send;
+            let (sending, next) = if i % 2 == 0 {
+                (send0, send1)
+            } else {
+                (send1, send0)
+            };
+            let [recv0, recv1] = &mut recv;
+            let (receiving, last) = if i % 2 == 0 {
+                (recv0, recv1)
+            } else {
+                (recv1, recv0)
+            };
+            let overlapped = mpi::request::scope(|scope| -> Result<(), QsimError> {
+                let incoming = process.immediate_receive_into(scope, &mut receiving[..]);
+                let outgoing = process.immediate_send(scope, &sending[..]);
+                // Work while message i is in flight; an error waits for the requests first,
+                // since their buffers must outlive them.
+                let work = (|| {
+                    if i > 0 {
+                        scatter(local, &mut held, &mut free, &last[..], i - 1)?;
+                    }
+                    if i + 1 < messages {
+                        gather(local, &mut held, &mut free, &mut next[..], i + 1)?;
+                    }
+                    Ok(())
+                })();
+                let t = Instant::now();
+                incoming.wait();
+                outgoing.wait();
+                times.message_wait += t.elapsed().as_secs_f64();
+                work
+            });
+            overlapped?;
+            times.messages += 1;
         }
+        let last = if (messages - 1) % 2 == 0 {
+            &recv[0]
+        } else {
+            &recv[1]
+        };
+        scatter(local, &mut held, &mut free, &last[..], messages - 1)?;
+        debug_assert!(held.is_empty(), "every chunk is written back per partner");
     }
-    Ok(())
+    Ok(times)
 }
 
 /// A distributed simulation in either precision.

@@ -123,6 +123,10 @@ pub struct Args {
         requires = "bench_kernels"
     )]
     bench_qubits: usize,
+    /// Over MPI ranks: send exchanges in messages of at most SIZE, each in flight while the
+    /// next is gathered (its chunk read) and the last scattered (its chunk written)
+    #[arg(long, value_name = "SIZE", default_value = "256K")]
+    exchange_message: String,
     /// Print JSON for scripts
     #[arg(long)]
     json: bool,
@@ -252,6 +256,8 @@ pub fn run(args: Args) -> CliResult {
         }
         options = options.memory_limit(bytes);
     }
+    let message = parse_size(&args.exchange_message).map_err(CliError::classified)?;
+    options = options.exchange_message(message);
     for s in &args.ssd {
         let (dir, cap) = ssd_arg(s)?;
         options = options.ssd(dir, cap);
