@@ -1180,6 +1180,39 @@ mod tests {
     /// one could not pass) on random positions of a 10-qubit random state, against the dense
     /// reference, whole and split into pieces so that the gate's qubits fall inside pieces,
     /// across pieces, and in pieces too short for a batch of groups.
+    /// Runs `apply` on `state` (converted to `T`) cut into pieces of 2^`piece_bits` amplitudes
+    /// and compares every amplitude with `want`, the reference result of a `dim`-square gate on
+    /// `pos`.
+    fn check_in_pieces<T: Real>(
+        state: &[Amp<f64>],
+        want: &[Amp<f64>],
+        piece_bits: usize,
+        tolerance: f64,
+        dim: usize,
+        pos: &[usize],
+        apply: impl FnOnce(&mut [&mut [Amp<T>]]),
+    ) {
+        let mut s: Vec<Amp<T>> = state
+            .iter()
+            .map(|a| [T::from_f64(a[0]), T::from_f64(a[1])])
+            .collect();
+        {
+            let mut pieces: Vec<&mut [Amp<T>]> = s.chunks_mut(1 << piece_bits).collect();
+            apply(&mut pieces);
+        }
+        // Entries and amplitudes are at most 1, so an output is at most 2^k * 2.
+        let scale = (2 * dim) as f64;
+        for (i, (a, b)) in s.iter().zip(want).enumerate() {
+            assert!(
+                (a[0].to_f64() - b[0]).abs() < tolerance * scale
+                    && (a[1].to_f64() - b[1]).abs() < tolerance * scale,
+                "{} {pos:?} pieces of 2^{piece_bits}: amplitude {i} is {:?}, want {b:?}",
+                T::NAME,
+                [a[0].to_f64(), a[1].to_f64()]
+            );
+        }
+    }
+
     fn check_random_matrices<T: Real>(tolerance: f64) {
         use rand::seq::SliceRandom;
         use rand::{Rng, SeedableRng};
@@ -1224,27 +1257,9 @@ mod tests {
                     } else {
                         single_groups += 1;
                     }
-                    let mut s: Vec<Amp<T>> = state
-                        .iter()
-                        .map(|a| [T::from_f64(a[0]), T::from_f64(a[1])])
-                        .collect();
-                    {
-                        let mut pieces: Vec<&mut [Amp<T>]> =
-                            s.chunks_mut(1 << piece_bits).collect();
-                        apply(&mut pieces, piece_bits, &gate);
-                    }
-                    // Entries and amplitudes are at most 1, so an output is at most 2^k * 2.
-                    let scale = (2 * dim) as f64;
-                    for (i, (a, b)) in s.iter().zip(&want).enumerate() {
-                        assert!(
-                            (a[0].to_f64() - b[0]).abs() < tolerance * scale
-                                && (a[1].to_f64() - b[1]).abs() < tolerance * scale,
-                            "{} k={k} {pos:?} pieces of 2^{piece_bits}: amplitude {i} is {:?}, \
-                             want {b:?}",
-                            T::NAME,
-                            [a[0].to_f64(), a[1].to_f64()]
-                        );
-                    }
+                    check_in_pieces::<T>(&state, &want, piece_bits, tolerance, dim, &pos, |p| {
+                        apply(p, piece_bits, &gate)
+                    });
                 }
             }
         }
@@ -1357,26 +1372,9 @@ mod tests {
                     let low: Vec<usize> = pos.iter().copied().filter(|&p| p < piece_bits).collect();
                     let sub: Vec<usize> = (0..batch).map(|v| insert_zeros(v, &low)).collect();
                     assert_eq!(contiguous_run(&sub), run, "{} {pos:?}", T::NAME);
-                    let mut s: Vec<Amp<T>> = state
-                        .iter()
-                        .map(|a| [T::from_f64(a[0]), T::from_f64(a[1])])
-                        .collect();
-                    {
-                        let mut pieces: Vec<&mut [Amp<T>]> =
-                            s.chunks_mut(1 << piece_bits).collect();
-                        apply_serial_routed(&mut pieces, piece_bits, &gate, Route::Wide);
-                    }
-                    let scale = (2 * dim) as f64;
-                    for (i, (a, b)) in s.iter().zip(&want).enumerate() {
-                        assert!(
-                            (a[0].to_f64() - b[0]).abs() < tolerance * scale
-                                && (a[1].to_f64() - b[1]).abs() < tolerance * scale,
-                            "{} k={k} {pos:?} pieces of 2^{piece_bits}: amplitude {i} is {:?}, \
-                             want {b:?}",
-                            T::NAME,
-                            [a[0].to_f64(), a[1].to_f64()]
-                        );
-                    }
+                    check_in_pieces::<T>(&state, &want, piece_bits, tolerance, dim, &pos, |p| {
+                        apply_serial_routed(p, piece_bits, &gate, Route::Wide)
+                    });
                 }
             }
         }
