@@ -790,7 +790,7 @@ fn dispatch_keyed(ctx: &mut Ctx<'_>, cmd: &'static table::Command, args: &[&[u8]
     ctx.session.force_propagate = false;
     // Lazy expiry, counted: a key of the command whose TTL has passed is removed here, by an
     // index lookup that reads no value, so INFO's expired_keys counts it as Redis does.
-    if cmd.first_key > 0 {
+    if cmd.first_key > 0 && ctx.store.may_have_expiring_keys() {
         let before = ctx.store.len();
         for i in cmd.key_positions(args.len()) {
             ctx.store.contains(args[i]);

@@ -31,6 +31,12 @@ pub fn page_size_for(max_slot: usize) -> usize {
     (1usize << 20).max(max_slot.next_power_of_two())
 }
 
+/// Whether an object of `need` bytes fills at least three quarters of a slot of `slot` bytes:
+/// the most a slot roomier than the object's own class may waste.
+fn fills_enough(need: usize, slot: usize) -> bool {
+    slot * 3 <= need * 4
+}
+
 /// Where a slot is inside its arena.
 pub type SlotOffset = u64;
 
@@ -40,6 +46,9 @@ struct Class {
     free: Vec<SlotOffset>,
     /// Slab pages of this class, and the CLOCK hand over their slots (page index in `pages`, slot).
     pages: Vec<usize>,
+    /// The page whose slots past its `page_carved` count are handed out next, once `free` is
+    /// empty.
+    carving: Option<usize>,
     hand: (usize, usize),
     /// Used slots.
     used: u64,
@@ -58,6 +67,13 @@ pub struct Arena {
     page_class: Vec<u8>,
     /// Used slots in each slab page.
     page_used: Vec<u32>,
+    /// Slots of each slab page handed out since its class took it (used, freed or retired):
+    /// those past it were never set up for this class and hold whatever the page held before,
+    /// so nothing reads them. A page is carved one slot at a time as its class needs them: a
+    /// class taking a page sets up none of its slots (a list's end chunk, changing size class
+    /// every few batches, had a whole page of slots set up each time, most of an LPUSH's
+    /// allocation cost).
+    page_carved: Vec<u32>,
     /// Pages given back to the kernel by [`Arena::release_page`], reused before `next_page`.
     released: Vec<usize>,
     /// Assigned pages whose slots are all free: resident, and taken by a class that needs a page
@@ -112,6 +128,7 @@ impl Arena {
                 slot_size: size,
                 free: Vec::new(),
                 pages: Vec::new(),
+                carving: None,
                 hand: (0, 0),
                 used: 0,
             });
@@ -121,6 +138,7 @@ impl Arena {
             slot_size: max_slot.next_multiple_of(8),
             free: Vec::new(),
             pages: Vec::new(),
+            carving: None,
             hand: (0, 0),
             used: 0,
         });
@@ -141,6 +159,7 @@ impl Arena {
             classes,
             page_class: vec![u8::MAX; pages],
             page_used: vec![0; pages],
+            page_carved: vec![0; pages],
             released: Vec::new(),
             empty: BTreeSet::new(),
             next_page: 0,
@@ -194,9 +213,7 @@ impl Arena {
             return false;
         };
         let need = SLOT_HEADER + key_len + value_len;
-        !self.classes[c].free.is_empty()
-            || self.roomier_free_class(c, need).is_some()
-            || self.can_assign_page()
+        self.has_slot(c) || self.roomier_free_class(c, need).is_some() || self.can_assign_page()
     }
 
     fn can_assign_page(&self) -> bool {
@@ -210,9 +227,7 @@ impl Arena {
     pub fn needs_page(&self, key_len: usize, value_len: usize) -> bool {
         let need = SLOT_HEADER + key_len + value_len;
         self.class_of(need).is_some_and(|c| {
-            self.classes[c].free.is_empty()
-                && self.roomier_free_class(c, need).is_none()
-                && self.empty.is_empty()
+            !self.has_slot(c) && self.roomier_free_class(c, need).is_none() && self.empty.is_empty()
         })
     }
 
@@ -242,7 +257,7 @@ impl Arena {
         };
         let size = class.slot_size;
         let base = page * self.page_size;
-        (0..self.page_size / size)
+        (0..self.page_carved[page] as usize)
             .filter_map(|i| self.key_at((base + i * size) as u64).map(<[u8]>::to_vec))
             .collect()
     }
@@ -264,7 +279,7 @@ impl Arena {
 
     /// Whether class `c` has a free slot in a page it holds already.
     pub fn class_has_free_slot(&self, c: usize) -> bool {
-        !self.classes[c].free.is_empty()
+        self.has_slot(c)
     }
 
     /// Whether a page could be given to a class without taking one from another class: an
@@ -301,7 +316,13 @@ impl Arena {
             if p >= class.pages.len() {
                 p = 0;
             }
-            let off = class.pages[p] * self.page_size + i * class.slot_size;
+            let page = class.pages[p];
+            if i >= self.page_carved[page] as usize {
+                // Not yet carved: nothing there.
+                i = per_page;
+                continue;
+            }
+            let off = page * self.page_size + i * class.slot_size;
             i += 1;
             if mem[off + 2] & 1 != 1 {
                 continue;
@@ -342,6 +363,9 @@ impl Arena {
         );
         class.free.retain(|&o| o < lo || o >= hi);
         class.pages.retain(|&p| p != page);
+        if class.carving == Some(page) {
+            class.carving = None;
+        }
         class.hand = (0, 0);
         self.page_class[page] = u8::MAX;
         self.empty.remove(&page);
@@ -350,13 +374,44 @@ impl Arena {
     /// Store `key` and `value` in a free slot; None when the class has no free slot and no page is
     /// left to give it.
     pub fn alloc(&mut self, key: &[u8], value: &[u8]) -> Option<SlotOffset> {
-        let need = SLOT_HEADER + key.len() + value.len();
+        self.alloc_with_room(key, value, 0)
+    }
+
+    /// As [`Arena::alloc`], in a slot with `room` bytes to spare beyond the value when a class
+    /// has it (else the value's own class): an object that is growing is rewritten in place
+    /// until it outgrows the spare room (see [`Arena::fits_in_place`]).
+    pub fn alloc_with_room(&mut self, key: &[u8], value: &[u8], room: usize) -> Option<SlotOffset> {
+        // The size asked is the value's and the room's, in every choice below as in
+        // `has_room` and `needs_page`, which the store asks with the same size first.
+        let value_need = SLOT_HEADER + key.len() + value.len();
+        let need = if self.class_of(value_need + room).is_some() {
+            value_need + room
+        } else {
+            value_need
+        };
         let mut c = self.class_of(need)?;
-        if self.classes[c].free.is_empty() {
+        if !self.has_slot(c) {
             c = self.roomier_free_class(c, need).unwrap_or(c);
         }
-        // A page whose slots are all retired adds none: take another.
-        while self.classes[c].free.is_empty() {
+        // A free slot, else the next of the page being carved, else a page to carve.
+        let off = loop {
+            if let Some(off) = self.classes[c].free.pop() {
+                break off;
+            }
+            let size = self.classes[c].slot_size;
+            if let Some(page) = self.classes[c].carving {
+                let i = self.page_carved[page] as usize;
+                if i < self.page_size / size {
+                    self.page_carved[page] += 1;
+                    let off = (page * self.page_size + i * size) as u64;
+                    // Retired memory is never touched (it may hold poison).
+                    if !self.is_retired(off, size) {
+                        break off;
+                    }
+                    continue;
+                }
+                self.classes[c].carving = None;
+            }
             // An empty page another class holds first: it is resident already.
             let page = match self.empty.first().copied() {
                 Some(p) => {
@@ -373,30 +428,10 @@ impl Arena {
                 },
             };
             self.page_class[page] = c as u8;
+            self.page_carved[page] = 0;
             self.classes[c].pages.push(page);
-            let size = self.classes[c].slot_size;
-            let base = (page * self.page_size) as u64;
-            let n = self.page_size / size;
-            // A page that held another class keeps that class's bytes: where its slots' headers
-            // were is not where this class's are, so every slot starts marked free here. (The
-            // CLOCK hand and page moves read a slot's used bit; a stale one named an object that
-            // is not there.)
-            // Retired memory is never touched (it may hold poison).
-            for i in 0..n {
-                let off = base + (i * size) as u64;
-                if !self.is_retired(off, size) {
-                    self.map.as_mut_slice()[off as usize + 2] = 0;
-                }
-            }
-            // Push in reverse so slots are handed out in address order.
-            for i in (0..n).rev() {
-                let off = base + (i * size) as u64;
-                if !self.is_retired(off, size) {
-                    self.classes[c].free.push(off);
-                }
-            }
-        }
-        let off = self.classes[c].free.pop()?;
+            self.classes[c].carving = Some(page);
+        };
         let size = self.classes[c].slot_size;
         let slot = &mut self.map.as_mut_slice()[off as usize..off as usize + size];
         slot[0..2].copy_from_slice(&(key.len() as u16).to_le_bytes());
@@ -430,8 +465,30 @@ impl Arena {
     /// cost). The unused quarter bounds the memory this wastes.
     fn roomier_free_class(&self, c: usize, need: usize) -> Option<usize> {
         (c + 1..self.classes.len())
-            .take_while(|&k| self.classes[k].slot_size * 3 <= need * 4)
-            .find(|&k| !self.classes[k].free.is_empty())
+            .take_while(|&k| fills_enough(need, self.classes[k].slot_size))
+            .find(|&k| self.has_slot(k))
+    }
+
+    /// Whether class `c` can hand out a slot without taking a page: a free one, or one not yet
+    /// carved from the page it is carving.
+    fn has_slot(&self, c: usize) -> bool {
+        let class = &self.classes[c];
+        !class.free.is_empty()
+            || class
+                .carving
+                .is_some_and(|p| (self.page_carved[p] as usize) < self.page_size / class.slot_size)
+    }
+
+    /// Whether a key and value of these lengths can be written over the slot at `off`: the
+    /// slot is of their own size class, or it holds them and they fill three quarters of it at
+    /// least (the bound on the memory a roomier slot wastes, as in
+    /// [`Arena::roomier_free_class`]). An object that shrinks or grows a little at each write
+    /// stays in its slot: no new slot, no index change.
+    pub fn fits_in_place(&self, off: SlotOffset, key_len: usize, value_len: usize) -> bool {
+        let need = SLOT_HEADER + key_len + value_len;
+        let size = self.slot_size_at(off);
+        need <= size
+            && (fills_enough(need, size) || self.slot_size_for(key_len, value_len) == Some(size))
     }
 
     /// Release a slot.
@@ -578,7 +635,13 @@ impl Arena {
             if p >= self.classes[c].pages.len() {
                 p = 0;
             }
-            let off = self.classes[c].pages[p] * page_size + i * slot_size;
+            let page = self.classes[c].pages[p];
+            if i >= self.page_carved[page] as usize {
+                // Not yet carved: nothing there.
+                i = per_page;
+                continue;
+            }
+            let off = page * page_size + i * slot_size;
             i += 1;
             if mem[off + 2] & 1 != 1 {
                 continue;
@@ -674,5 +737,65 @@ mod tests {
         let small = a.alloc(b"k002", &[3u8; 1000]).unwrap();
         assert!(a.slot_size_at(small) < size);
         assert_eq!(a.resident_bytes(), resident + a.page_size() as u64);
+    }
+
+    /// A class taking a page sets up none of its slots: they are carved one at a time as the
+    /// class hands them out, a freed slot is handed out again before a new one is carved, and
+    /// a page taken by another class starts uncarved.
+    #[test]
+    fn a_page_is_carved_one_slot_at_a_time() {
+        let mut a = Arena::new("dram", 0, false, 1 << 20, 8 << 10).unwrap();
+        let x = a.alloc(b"k0", &[7u8; 60]).unwrap();
+        let page = x as usize / a.page_size();
+        assert_eq!(a.page_carved[page], 1);
+        let y = a.alloc(b"k1", &[7u8; 60]).unwrap();
+        assert_eq!(y, x + a.slot_size_at(x) as u64, "slots in address order");
+        assert_eq!(a.page_carved[page], 2);
+        a.free(x);
+        assert_eq!(
+            a.alloc(b"k2", &[7u8; 60]).unwrap(),
+            x,
+            "the freed slot first"
+        );
+        assert_eq!(a.page_carved[page], 2);
+        assert_eq!(a.page_keys(page), vec![b"k2".to_vec(), b"k1".to_vec()]);
+        a.free(x);
+        a.free(y);
+        // The emptied page goes to a class of larger slots, uncarved but for the one taken.
+        let big = a.alloc(b"big", &[1u8; 3000]).unwrap();
+        assert_eq!(big as usize / a.page_size(), page);
+        assert_eq!(a.page_carved[page], 1);
+        assert_eq!(a.page_keys(page), vec![b"big".to_vec()]);
+    }
+
+    /// A rewrite stays in its slot when it fits and fills three quarters of it; a growing
+    /// object can be given room to spare.
+    #[test]
+    fn rewrites_fit_in_place_within_a_quarter_of_their_slot() {
+        let mut a = Arena::new("dram", 0, false, 4 << 20, 8 << 10).unwrap();
+        let off = a.alloc_with_room(b"k", &[1u8; 1000], 125).unwrap();
+        let size = a.slot_size_at(off);
+        assert!(size >= SLOT_HEADER + 1 + 1000 + 125, "room was given");
+        let largest = size - SLOT_HEADER - 1;
+        assert!(a.fits_in_place(off, 1, largest));
+        assert!(
+            !a.fits_in_place(off, 1, largest + 1),
+            "larger than the slot"
+        );
+        let smallest = (size * 3).div_ceil(4) - SLOT_HEADER - 1;
+        assert!(a.fits_in_place(off, 1, smallest));
+        assert!(
+            !a.fits_in_place(off, 1, smallest - 1),
+            "under three quarters"
+        );
+        // An object of the smallest class fits its slot whatever it fills of it.
+        let tiny = a.alloc(b"t", b"1").unwrap();
+        assert!(a.fits_in_place(tiny, 1, 2) && a.fits_in_place(tiny, 1, 0));
+        // Room is given only where a class has it: the largest class holds the value alone.
+        let max_value = a.classes.last().unwrap().slot_size - SLOT_HEADER - 1;
+        let m = a
+            .alloc_with_room(b"m", &vec![0u8; max_value], 4096)
+            .unwrap();
+        assert_eq!(a.value(m, 1, max_value), &vec![0u8; max_value][..]);
     }
 }

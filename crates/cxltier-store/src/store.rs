@@ -66,6 +66,11 @@ struct TierCounters {
 /// The tiered store. Single-threaded: the server owns it.
 pub struct Store {
     index: Index,
+    /// False only while no key can have a TTL: none was written with one since the store was
+    /// empty (Redis's empty `expires` dictionary): then a command's lazy-expiry look-up of its
+    /// keys finds nothing to do and is skipped ([`Store::may_have_expiring_keys`]). Recovered
+    /// keys count as having one.
+    may_expire: bool,
     arenas: Vec<Arena>,
     dram_budget: u64,
     log: Option<Log>,
@@ -366,6 +371,7 @@ impl Store {
         }
         let mut store = Store {
             index: Index::new(),
+            may_expire: false,
             arenas,
             dram_budget: b.dram_bytes,
             log: None,
@@ -413,6 +419,7 @@ impl Store {
             let mut cfg = LogConfig::new(&ssd.path, ssd.capacity);
             cfg.recover_anyway = b.recover_anyway;
             store.open_log(cfg)?;
+            store.may_expire = store.index.len() > 0;
         }
         Ok(store)
     }
@@ -943,9 +950,9 @@ impl Store {
     }
 
     /// Place bytes into tier `t` (room already made). Returns the place or None.
-    fn place_in(&mut self, t: usize, key: &[u8], value: &[u8]) -> Option<Place> {
+    fn place_in(&mut self, t: usize, key: &[u8], value: &[u8], room: usize) -> Option<Place> {
         self.arenas[t]
-            .alloc(key, value)
+            .alloc_with_room(key, value, room)
             .map(|off| Place::Mem(t as u8, off))
     }
 
@@ -1133,7 +1140,7 @@ impl Store {
             return Ok(());
         }
         let value = self.arenas[t as usize].value(off, key.len(), len).to_vec();
-        if let Some(p) = self.place_in(DRAM, key, &value) {
+        if let Some(p) = self.place_in(DRAM, key, &value, 0) {
             self.arenas[t as usize].free(off);
             self.index.get_mut(key).expect("present").set_place(p);
             self.counters[t as usize].promotions += 1;
@@ -1156,7 +1163,7 @@ impl Store {
         };
         for &t in tiers {
             if self.make_room(t, key, value.len(), Some(est))? {
-                if let Some(p) = self.place_in(t, key, &value) {
+                if let Some(p) = self.place_in(t, key, &value, 0) {
                     self.index.get_mut(key).expect("present").set_place(p);
                     self.counters[2].promotions += 1;
                     return Ok(());
@@ -1408,6 +1415,19 @@ impl Store {
         value: &[u8],
         expires_at_ms: Option<u64>,
     ) -> Result<()> {
+        self.put_raw_with_room(key, kind, value, expires_at_ms, 0)
+    }
+
+    /// [`Store::put_raw`] into a memory slot with `room` bytes to spare beyond the value where
+    /// a tier has one (else the value's own size class).
+    pub(crate) fn put_raw_with_room(
+        &mut self,
+        key: &[u8],
+        kind: Kind,
+        value: &[u8],
+        expires_at_ms: Option<u64>,
+        room: usize,
+    ) -> Result<()> {
         // Whatever replaces a collection changed in this batch comes after its write-back.
         self.settle_collection(key)?;
         if value.len() > self.whole_max {
@@ -1431,7 +1451,7 @@ impl Store {
         self.staged.remove(key);
         self.forget_assembled(key);
         if let Some(slot) = self.index.slot_of(key) {
-            return self.put_inner(key, Some(slot), kind, value, expires_at_ms);
+            return self.put_inner(key, Some(slot), kind, value, expires_at_ms, room);
         }
         // The new entry, and the sketch's growth when the store outgrows it.
         let entry = self.index.growth_for(key) + self.sketch.growth_for_keys(self.index.len() + 1);
@@ -1448,7 +1468,7 @@ impl Store {
         // never add up to more than the budget.
         self.reserved = entry;
         let r = match self.fit_dram_to_budget() {
-            Ok(true) => self.put_inner(key, None, kind, value, expires_at_ms),
+            Ok(true) => self.put_inner(key, None, kind, value, expires_at_ms, room),
             Ok(false) => Err(StoreError::Full {
                 detail: format!(
                     "DRAM ({} bytes, {} of them index) has no object to move down for a new key: {}",
@@ -1484,8 +1504,7 @@ impl Store {
         let Place::Mem(t, off) = self.index.entry_at(slot).place() else {
             return Ok(false);
         };
-        let arena = &self.arenas[t as usize];
-        if arena.slot_size_for(key.len(), value.len()) != Some(arena.slot_size_at(off)) {
+        if !self.arenas[t as usize].fits_in_place(off, key.len(), value.len()) {
             return Ok(false);
         }
         let nv = if self.log.is_some() && self.durability != Durability::None {
@@ -1516,6 +1535,7 @@ impl Store {
         e.set_len(value.len() as u32);
         e.set_kind(kind);
         e.set_expires(expires_at_ms.unwrap_or(0));
+        self.may_expire |= expires_at_ms.is_some();
         self.sketch.touch(key);
         Ok(true)
     }
@@ -1579,6 +1599,7 @@ impl Store {
         kind: Kind,
         value: &[u8],
         expires_at_ms: Option<u64>,
+        room: usize,
     ) -> Result<()> {
         if let Some(slot) = slot {
             if self.rewrite_in_place(key, slot, kind, value, expires_at_ms)? {
@@ -1590,18 +1611,29 @@ impl Store {
         // not admitted): it passes admission like a read would, and when it rates below what it
         // would displace, the new value goes straight to the log. Otherwise every update of a
         // cold key pushed a hotter object out of memory (YCSB-A's hit ratio was the lowest).
-        let candidate = match self.index.get(key) {
-            Some(e) if self.log.is_some() && e.place() == Place::Nvme => {
-                Some(self.sketch.estimate(key))
-            }
+        let old = self.index.get(key).map(|e| (e.place(), e.len() as usize));
+        let candidate = match old {
+            Some((Place::Nvme, _)) if self.log.is_some() => Some(self.sketch.estimate(key)),
             _ => None,
         };
+        // An object in memory written larger than it was is growing (a list's end chunk under
+        // pushes, an APPEND): it gets an eighth more room, so that its next writes fit in place
+        // (`rewrite_in_place`) instead of each taking a slot of the next size class. Without
+        // room to spare anywhere, the value's own size is placed.
+        let growing = matches!(old, Some((Place::Mem(..), len)) if value.len() > len);
+        let room = if growing {
+            room.max((crate::arena::SLOT_HEADER + key.len() + value.len()) / 8)
+        } else {
+            room
+        };
         let mut place = None;
-        for t in 0..self.arenas.len() {
-            if self.make_room(t, key, value.len(), candidate)? {
-                place = self.place_in(t, key, value);
-                if place.is_some() {
-                    break;
+        'tiers: for t in 0..self.arenas.len() {
+            for room in [room, 0].into_iter().take(if room > 0 { 2 } else { 1 }) {
+                if self.make_room(t, key, value.len() + room, candidate)? {
+                    place = self.place_in(t, key, value, room);
+                    if place.is_some() {
+                        break 'tiers;
+                    }
                 }
             }
         }
@@ -1639,6 +1671,7 @@ impl Store {
                 }
             }
         }
+        self.may_expire |= expires_at_ms.is_some();
         let mut entry = Entry::new(
             place,
             nv.or(kept_nv),
@@ -2034,9 +2067,16 @@ impl Store {
             self.free_place(p);
         }
         self.index.clear();
+        self.may_expire = false;
         self.staged.clear();
         self.assembled = None;
         Ok(())
+    }
+
+    /// Whether any key may have a TTL: false only while none was written with one since the
+    /// store was last empty. A command's keys need no lazy-expiry look-up when it is false.
+    pub fn may_have_expiring_keys(&self) -> bool {
+        self.may_expire
     }
 
     /// Group commit: make this batch's writes as durable as the durability setting promises; and
@@ -2474,10 +2514,17 @@ impl Store {
         Ok(self.get_raw(key)?.map(|o| o.value))
     }
 
-    pub(crate) fn chunk_write(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
+    /// Write a chunk (a collection's node), into a slot with `room` bytes to spare where a
+    /// tier has one (see [`Store::put_raw_with_room`]).
+    pub(crate) fn chunk_write_with_room(
+        &mut self,
+        key: &[u8],
+        value: &[u8],
+        room: usize,
+    ) -> Result<()> {
         Self::injected(&mut self.chunk_faults.0, "chunk write")?;
         self.chunk_writes += 1;
-        self.put_raw(key, Kind::Chunk, value, None)
+        self.put_raw_with_room(key, Kind::Chunk, value, None, room)
     }
 
     pub(crate) fn chunk_delete(&mut self, key: &[u8]) -> Result<bool> {

@@ -49,6 +49,47 @@ fn put_get_delete_and_expiry() {
     s.check_invariants().unwrap();
 }
 
+/// Whether any key may have a TTL (the server skips a command's lazy-expiry look-ups when
+/// none can): false in a new store and after FLUSHALL, true from the first write with a TTL by
+/// any path (a new key, a rewrite in place, an expiry set later), and after recovering keys.
+#[test]
+fn keys_that_may_expire_are_known() {
+    let p = temp("may-expire");
+    let open = |p: &std::path::Path| {
+        StoreBuilder::new()
+            .dram(16 << 20)
+            .ssd(ssd(p, 64 << 20))
+            .durability(Durability::Always)
+            .build()
+            .unwrap()
+    };
+    let mut s = open(&p);
+    assert!(!s.may_have_expiring_keys());
+    s.put(b"a", Kind::String, b"1", None).unwrap();
+    assert!(!s.may_have_expiring_keys());
+    let later = u64::MAX / 4;
+    s.put(b"b", Kind::String, b"2", Some(later)).unwrap();
+    assert!(s.may_have_expiring_keys(), "a new key with a TTL");
+    s.flush_all().unwrap();
+    assert!(!s.may_have_expiring_keys(), "FLUSHALL");
+    s.put(b"a", Kind::String, b"1", None).unwrap();
+    s.put(b"a", Kind::String, b"2", Some(later)).unwrap();
+    assert!(s.may_have_expiring_keys(), "a rewrite in place with a TTL");
+    s.flush_all().unwrap();
+    s.put(b"a", Kind::String, b"1", None).unwrap();
+    assert!(s.set_expiry(b"a", Some(later)).unwrap());
+    assert!(s.may_have_expiring_keys(), "EXPIRE of an existing key");
+    s.flush_all().unwrap();
+    s.put(b"c", Kind::String, b"1", None).unwrap();
+    s.commit().unwrap();
+    drop(s);
+    let s = open(&p);
+    assert!(
+        s.may_have_expiring_keys(),
+        "recovered keys count as having one"
+    );
+}
+
 #[test]
 fn a_frozen_clock_judges_expiry_until_it_thaws() {
     let mut s = StoreBuilder::new()
