@@ -1425,8 +1425,7 @@ impl Store {
                             // Lengths first: a set's values are all empty, and glibc's
                             // memcmp of two empty slices (dangling pointers) under AVX-512 took
                             // 13% of SADD's time, in a masked load's microcode assist.
-                            ch.changed =
-                                e[p].1.len() != v.len() || (!v.is_empty() && e[p].1 != v);
+                            ch.changed = e[p].1.len() != v.len() || (!v.is_empty() && e[p].1 != v);
                             if ch.changed {
                                 ch.grew = Some(v.len() as isize - e[p].1.len() as isize);
                                 e[p].1 = v.to_vec();
