@@ -28,15 +28,11 @@ pub struct Sketch {
 }
 
 fn hash(key: &[u8]) -> u64 {
-    // FNV-1a, then a 64-bit mix: cheap and good enough to spread keys over the counters.
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in key {
-        h ^= b as u64;
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    h ^= h >> 33;
-    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
-    h ^ (h >> 33)
+    // foldhash with a fixed seed: eight bytes per step, where a byte-at-a-time hash (FNV) was
+    // 6-7% of an INCR's time (two touches per command), and the same slots in every run, so
+    // that estimates do not depend on a random seed.
+    use std::hash::BuildHasher;
+    foldhash::fast::FixedState::with_seed(0x9e37_79b9_7f4a_7c15).hash_one(key)
 }
 
 /// Fewest counters per row.

@@ -1396,14 +1396,15 @@ impl Store {
         if value.len() > self.whole_max {
             return self.big_put(key, kind, value, expires_at_ms);
         }
-        if self
-            .index
-            .get(key)
-            .is_some_and(|e| e.kind().is_collection())
-        {
+        // One index lookup for the write (an INCR or a SET of an existing key): the slot found
+        // here is the one the write goes to, unless a collection under the key is deleted first.
+        self.settle_collection(key)?;
+        let mut slot = self.index.slot_of(key);
+        if slot.is_some_and(|s| self.index.entry_at(s).kind().is_collection()) {
             self.delete_collection(key)?;
+            slot = self.index.slot_of(key);
         }
-        self.put_raw(key, kind, value, expires_at_ms)
+        self.put_raw_at(key, kind, value, expires_at_ms, 0, slot)
     }
 
     /// [`Store::put`] for any key and kind, leaving an existing collection's parts alone (the
@@ -1430,6 +1431,21 @@ impl Store {
     ) -> Result<()> {
         // Whatever replaces a collection changed in this batch comes after its write-back.
         self.settle_collection(key)?;
+        let slot = self.index.slot_of(key);
+        self.put_raw_at(key, kind, value, expires_at_ms, room, slot)
+    }
+
+    /// [`Store::put_raw_with_room`] once `key`'s collection is settled and its slot looked up
+    /// (`slot`: where the key's entry is now, `None` for a new key).
+    fn put_raw_at(
+        &mut self,
+        key: &[u8],
+        kind: Kind,
+        value: &[u8],
+        expires_at_ms: Option<u64>,
+        room: usize,
+        slot: Option<SlotId>,
+    ) -> Result<()> {
         if value.len() > self.whole_max {
             return Err(StoreError::TooLarge {
                 len: value.len(),
@@ -1448,10 +1464,12 @@ impl Store {
             return Ok(());
         }
         self.changes += 1;
-        self.staged.remove(key);
+        if !self.staged.is_empty() {
+            self.staged.remove(key);
+        }
         self.forget_assembled(key);
-        if let Some(slot) = self.index.slot_of(key) {
-            return self.put_inner(key, Some(slot), kind, value, expires_at_ms, room);
+        if slot.is_some() {
+            return self.put_inner(key, slot, kind, value, expires_at_ms, room);
         }
         // The new entry, and the sketch's growth when the store outgrows it.
         let entry = self.index.growth_for(key) + self.sketch.growth_for_keys(self.index.len() + 1);

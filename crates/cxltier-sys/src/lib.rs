@@ -12,6 +12,7 @@
 //!   (`MADV_PAGEOUT`, `MADV_WILLNEED`) on another process's memory;
 //! - [`signal`]: blocking, waiting for and forwarding signals while supervising a child;
 //! - [`stream`]: non-temporal stores for memory bandwidth measurements;
+//! - [`thp`]: transparent huge pages disabled for the calling process (`prctl`);
 //! - [`timer`]: a one-shot timerfd that wakes an event loop at a given microsecond;
 //! - [`uring`]: aligned buffers, `O_DIRECT` files and batched io_uring reads and writes;
 //! - [`iobatch`]: mixed batches of direct reads and writes on any number of files.
@@ -50,6 +51,8 @@ pub mod signal;
 pub mod stream;
 #[warn(missing_docs)]
 pub mod swap;
+#[warn(missing_docs)]
+pub mod thp;
 #[warn(missing_docs)]
 pub mod timer;
 #[warn(missing_docs)]

@@ -15,6 +15,12 @@ use std::process::ExitCode;
 
 pub use error::CliError;
 
+// mimalloc, as Redis ships jemalloc: the server allocates and frees small buffers per command
+// (arguments, list members, encoded chunks), and glibc's malloc, with its bin consolidation,
+// was 6-7% of the server's time under LPUSH/LPOP (docs/benchmarks.md, "Lists").
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Memory tiering for CXL-era Linux servers.
 ///
 /// Finds the memory tiers (local DRAM, CPU-less CXL nodes, NVMe), predicts what a placement of pages

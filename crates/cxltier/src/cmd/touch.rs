@@ -16,7 +16,9 @@ Maps SIZE bytes of anonymous memory, writes every page once in address order und
 policy cxltier runs with (start it under one with `cxltier run ... -- cxltier touch SIZE`), then
 asks the kernel where each page is (move_pages(2) in query mode). Transparent huge pages are
 disabled for the memory (MADV_NOHUGEPAGE) unless --huge, so that each base page is placed on its
-own: a huge page lands whole on one node and would skew the counts.
+own: a huge page lands whole on one node and would skew the counts. Without --huge they are
+disabled for the whole process too (PR_SET_THP_DISABLE, then the program runs itself again with the
+same pid and arguments), so that its own heap holds no huge page either.
 
 SIZE: bytes (4096), or a number with a unit: 64K, 64M, 1G, 64MiB, 1.5G (K/M/G/T and
 KiB/MiB/GiB/TiB are powers of 1024; KB/MB/GB/TB powers of 1000).
@@ -157,6 +159,9 @@ struct Report<'a> {
 
 pub fn run(args: Args) -> CliResult {
     let bytes = parse_size(&args.size).map_err(CliError::classified)?;
+    if !args.huge {
+        without_huge_pages()?;
+    }
     if let Some(hot) = &args.hot {
         return moving_hot_set(&args, bytes, hot);
     }
@@ -270,4 +275,40 @@ fn render(p: &PlacementReport) -> String {
         ));
     }
     out
+}
+
+/// Make sure no page of this process is a transparent huge page, not only the touched memory's:
+/// an allocator whose arenas are 2 MiB aligned (as mimalloc's are) puts the process's own heap in
+/// huge pages, hot ones, and beside them a small DRAM budget under `cxltier tierd` cannot hold the
+/// hot window whose moves the workload is there to show. THP is disabled for the process
+/// (`PR_SET_THP_DISABLE`) and the program executed again, so that the new image never has a huge
+/// page; the pid, the memory policy, the environment and the arguments stay. A kernel that
+/// refuses the setting is reported and the workload goes on with huge pages allowed in its heap.
+fn without_huge_pages() -> Result<(), CliError> {
+    use std::os::unix::process::CommandExt;
+    match cxltier_sys::thp::disabled() {
+        Ok(true) => return Ok(()),
+        Ok(false) => {}
+        Err(e) => {
+            crate::error::write_stderr(&format!(
+                "cxltier touch: warning: transparent huge pages stay allowed for this process's heap: {e}\n"
+            ));
+            return Ok(());
+        }
+    }
+    cxltier_sys::thp::disable().map_err(|e| CliError::runtime(e.to_string()))?;
+    let mut argv = std::env::args_os();
+    let argv0 = argv.next().unwrap_or_else(|| "cxltier".into());
+    // The program's own path, not /proc/self/exe: the process's name (comm, what `ps` and
+    // `cxltier show` print) comes from the file name executed.
+    let exe = std::env::current_exe()
+        .map_err(|e| CliError::runtime(format!("cannot find this program's path: {e}")))?;
+    let err = std::process::Command::new(&exe)
+        .arg0(argv0)
+        .args(argv)
+        .exec();
+    Err(CliError::runtime(format!(
+        "cannot execute {} again with transparent huge pages disabled: {err}",
+        exe.display()
+    )))
 }
