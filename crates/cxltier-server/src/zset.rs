@@ -15,14 +15,21 @@ const BAD_LEX_RANGE: &str = "ERR min or max not valid string range item";
 
 /// A score as Redis reads one: a float (`inf`, `-inf`, `+inf` included), never NaN.
 fn score_arg(b: &[u8]) -> Option<f64> {
-    let s = std::str::from_utf8(b).ok()?;
-    let v: f64 = match s.to_ascii_lowercase().as_str() {
-        "+inf" | "inf" => f64::INFINITY,
-        "-inf" => f64::NEG_INFINITY,
-        t if t.contains("inf") || t.contains("nan") || t.trim() != t => return None,
-        t => t.parse().ok()?,
-    };
-    Some(v)
+    if b.eq_ignore_ascii_case(b"inf") || b.eq_ignore_ascii_case(b"+inf") {
+        return Some(f64::INFINITY);
+    }
+    if b.eq_ignore_ascii_case(b"-inf") {
+        return Some(f64::NEG_INFINITY);
+    }
+    // Only a number's characters: Rust's parser would also take "infinity", "nan" and their
+    // cases, which Redis refuses; whitespace is refused as Redis does.
+    if !b
+        .iter()
+        .all(|c| c.is_ascii_digit() || matches!(c, b'.' | b'e' | b'E' | b'+' | b'-'))
+    {
+        return None;
+    }
+    std::str::from_utf8(b).ok()?.parse().ok()
 }
 
 fn score_bound(b: &[u8]) -> Option<ScoreBound> {
@@ -73,7 +80,16 @@ pub(crate) fn zadd(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErr
     let (mut ch, mut incr) = (false, false);
     let mut i = 2;
     while i < args.len() {
-        match args[i].to_ascii_uppercase().as_slice() {
+        // The options are at most 4 bytes: upper-cased on the stack, not in a new Vec per
+        // argument (a ZADD's score was one).
+        let arg = args[i];
+        if arg.len() > 4 {
+            break;
+        }
+        let mut word = [0u8; 4];
+        word[..arg.len()].copy_from_slice(arg);
+        word.make_ascii_uppercase();
+        match &word[..arg.len()] {
             b"NX" => flags.nx = true,
             b"XX" => flags.xx = true,
             b"GT" => flags.gt = true,
@@ -1105,6 +1121,32 @@ mod tests {
     use crate::list::testdb::Db;
 
     const WT: &str = "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n";
+
+    #[test]
+    fn scores_are_read_as_redis_reads_them() {
+        use super::score_arg;
+        assert_eq!(score_arg(b"0"), Some(0.0));
+        assert_eq!(score_arg(b"-1.5e3"), Some(-1500.0));
+        assert_eq!(score_arg(b"+.5"), Some(0.5));
+        assert_eq!(score_arg(b"inf"), Some(f64::INFINITY));
+        assert_eq!(score_arg(b"+InF"), Some(f64::INFINITY));
+        assert_eq!(score_arg(b"-INF"), Some(f64::NEG_INFINITY));
+        for bad in [
+            &b""[..],
+            b"nan",
+            b"NaN",
+            b"infinity",
+            b"-Infinity",
+            b" 1",
+            b"1 ",
+            b"1x",
+            b"0x10",
+            b"1_0",
+            b"\xff",
+        ] {
+            assert_eq!(score_arg(bad), None, "{:?}", String::from_utf8_lossy(bad));
+        }
+    }
 
     #[test]
     fn zadd_flags_scores_and_errors() {
