@@ -146,6 +146,40 @@ check_tierd() {
     data tierd-rate-json "$T/tierd-rate.out"
     kill "$rated" 2>/dev/null
 
+    # Huge pages: a target whose 8 MiB are all hot and in transparent huge pages (--huge; the
+    # guest runs with THP "always"), all on node1, under a 3 MiB budget. The kernel moves a huge
+    # page whole, so tierd must count each at its 2 MiB: one fits, a second does not, and no
+    # report may show more than the budget on node0. (Planned 4 KiB by 4 KiB, each promotion
+    # moved 2 MiB and the target ended with all its huge pages on node0.) Event-driven: until
+    # tierd has promoted something, then one more report; 120 s is a hang guard.
+    cxltier run --bind 1 -- sh -c "echo \$\$ >$T/tierd-huge.pid; exec cxltier touch 8M --huge --hot 8M --duration 900 --report-every 1 --json" \
+        >"$T/tierd-huge-target.out" 2>"$T/tierd-huge-target.err" &
+    huge_runner=$!
+    wait_for "$T/tierd-huge-target.out"
+    hugepid=$(cat "$T/tierd-huge.pid" 2>/dev/null)
+    cxltier tierd --pid "$hugepid" --dram-budget 3M --interval 500 --duration 600 --json \
+        >"$T/tierd-huge.out" 2>"$T/tierd-huge.err" &
+    tierd=$!
+    wait_for_text "$T/tierd-huge.out" '"promoted_pages":[1-9]' 1200
+    n=$(grep -c '"status":"running"' "$T/tierd-huge.out")
+    wait_for_text_count "$T/tierd-huge.out" '"status":"running"' $((n + 1)) 300
+    kill -TERM "$tierd" 2>/dev/null
+    wait "$tierd"
+    rc=$?
+    most=$(grep -o '"fast_bytes":[0-9]*' "$T/tierd-huge.out" | cut -d: -f2 | sort -n | tail -1)
+    huge=$(grep -o '"huge_pages":[0-9]*' "$T/tierd-huge.out" | cut -d: -f2 | sort -n | tail -1)
+    promoted=$(grep -o '"promoted_pages":[0-9]*' "$T/tierd-huge.out" | cut -d: -f2 | sort -n | tail -1)
+    if [ "$rc" = 0 ] && [ "${huge:-0}" -gt 0 ] && [ "${promoted:-0}" -gt 0 ] &&
+        [ "${most:-99999999}" -le 3145728 ]; then
+        pass tierd-huge-pages-keep-the-budget "$huge huge pages seen, $promoted pages promoted, at most $most bytes on node0 (budget 3145728)"
+    else
+        fail tierd-huge-pages-keep-the-budget "exit $rc, huge pages '$huge', promoted '$promoted', at most '$most' bytes on node0 (budget 3145728): $(brief "$T/tierd-huge.err")"
+    fi
+    kill -TERM "$hugepid" 2>/dev/null
+    wait "$huge_runner"
+    hrc=$?
+    verdict tierd-huge-workload-intact "exit $hrc: $(brief "$T/tierd-huge-target.err")" [ "$hrc" = 0 ]
+
     # A target that exits: tierd reports it and ends by itself.
     cxltier touch 1M --json --hold 3 >"$T/tierd-short.out" 2>&1 &
     short=$!

@@ -71,6 +71,8 @@ const TIERD: &[&str] = &[
     "tierd-workload-exits-cleanly",
     "tierd-dry-run-moves-nothing",
     "tierd-rate-runs",
+    "tierd-huge-pages-keep-the-budget",
+    "tierd-huge-workload-intact",
     "tierd-target-exit-handled",
     "tierd-no-such-pid",
     "tierd-bad-budget",

@@ -53,6 +53,8 @@ struct PageRegion {
 
 /// `PAGE_IS_PRESENT` of `<linux/fs.h>`.
 const PAGE_IS_PRESENT: u64 = 1 << 3;
+/// `PAGE_IS_HUGE` of `<linux/fs.h>`: mapped by one PMD (a transparent or hugetlb huge page).
+const PAGE_IS_HUGE: u64 = 1 << 6;
 /// `_IOWR('f', 16, struct pm_scan_arg)`.
 const PAGEMAP_SCAN: u64 =
     (3 << 30) | ((std::mem::size_of::<PmScanArg>() as u64) << 16) | (0x66 << 8) | 16;
@@ -121,6 +123,19 @@ impl Pagemap {
     /// kernel's page tables (`PAGEMAP_SCAN`): its cost follows the pages present, not the size
     /// of the range. `None` when the kernel lacks the ioctl (before Linux 6.7).
     pub fn present_ranges(&self, start: u64, end: u64) -> io::Result<Option<Vec<(u64, u64)>>> {
+        self.scan(start, end, PAGE_IS_PRESENT)
+    }
+
+    /// The parts of `[start, end)` mapped by huge pages (PMD-mapped transparent huge pages and
+    /// hugetlb pages) as `[from, to)` ranges in order; adjacent huge pages come as one range.
+    /// The kernel moves such a page whole: `move_pages` on any 4 KiB of it migrates all of it.
+    /// `None` when the kernel lacks `PAGEMAP_SCAN` (before Linux 6.7).
+    pub fn huge_ranges(&self, start: u64, end: u64) -> io::Result<Option<Vec<(u64, u64)>>> {
+        self.scan(start, end, PAGE_IS_PRESENT | PAGE_IS_HUGE)
+    }
+
+    /// `PAGEMAP_SCAN` for the pages that have every category of `mask`.
+    fn scan(&self, start: u64, end: u64, mask: u64) -> io::Result<Option<Vec<(u64, u64)>>> {
         let mut out: Vec<(u64, u64)> = Vec::new();
         let mut regions = [PageRegion::default(); REGIONS];
         let mut from = start;
@@ -135,9 +150,9 @@ impl Pagemap {
                 vec_len: REGIONS as u64,
                 max_pages: 0,
                 category_inverted: 0,
-                category_mask: PAGE_IS_PRESENT,
+                category_mask: mask,
                 category_anyof_mask: 0,
-                return_mask: PAGE_IS_PRESENT,
+                return_mask: mask,
             };
             // SAFETY: `arg` is a valid pm_scan_arg whose `size` is its own size; `vec` points to
             // `regions`, an exclusively borrowed array of `vec_len` page_region entries that
@@ -253,5 +268,76 @@ mod tests {
             seen,
             vec![(base + 3 * page, true), (base + len - page, true)]
         );
+    }
+
+    /// A mapping advised for huge pages: what `huge_ranges` reports is 2 MiB-aligned and adds
+    /// up to the kernel's own count for the mapping (`AnonHugePages` in smaps); a mapping
+    /// advised against them has none.
+    #[test]
+    fn huge_ranges_match_the_kernels_count_of_huge_pages() {
+        let huge = 2u64 << 20;
+        let len = 16 * huge;
+        let pm = Pagemap::open(Path::new("/proc/self/pagemap")).unwrap();
+        let mut map = crate::mapping::Mapping::anonymous(len as usize).expect("map 32 MiB");
+        let base = map.addr() as u64;
+        map.advise(crate::mapping::Advice::NoHugePage).unwrap();
+        map.as_mut_slice().fill(1);
+        let Some(none) = pm.huge_ranges(base, base + len).unwrap() else {
+            return; // a kernel before 6.7: nothing to check
+        };
+        assert_eq!(none, vec![], "huge pages in a mapping advised against them");
+        drop(map);
+
+        let mut map = crate::mapping::Mapping::anonymous(len as usize).expect("map 32 MiB");
+        let base = map.addr() as u64;
+        // Where THP is off ("never") the advice fails or gives none: the count is then 0 both ways.
+        let _ = map.advise(crate::mapping::Advice::HugePage);
+        map.as_mut_slice().fill(1);
+        for (a, b) in pm.huge_ranges(base, base + len).unwrap().expect("scan") {
+            assert!(
+                a % huge == 0 && b % huge == 0,
+                "{a:#x}-{b:#x} is not 2 MiB-aligned"
+            );
+            assert!(
+                a >= base && b <= base + len,
+                "{a:#x}-{b:#x} outside the mapping"
+            );
+        }
+        // The kernel counts per VMA (ours may have merged with a neighbour): the whole VMA's
+        // huge ranges against its AnonHugePages, read before and after the scan so that a
+        // change by another thread or khugepaged in between is seen and the check repeated.
+        let vma_huge_kb = || -> (u64, u64, u64) {
+            let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+            let mut vma = None;
+            for line in smaps.lines() {
+                let head = line.split_once(' ').and_then(|(r, _)| r.split_once('-'));
+                if let Some((from, to)) = head {
+                    if let (Ok(from), Ok(to)) =
+                        (u64::from_str_radix(from, 16), u64::from_str_radix(to, 16))
+                    {
+                        vma = (from <= base && base < to).then_some((from, to));
+                        continue;
+                    }
+                }
+                if let (Some((from, to)), Some(v)) = (vma, line.strip_prefix("AnonHugePages:")) {
+                    let kb = v.trim().trim_end_matches("kB").trim().parse().unwrap();
+                    return (from, to, kb);
+                }
+            }
+            panic!("no VMA holds the mapping in /proc/self/smaps");
+        };
+        let mut compared = false;
+        for _ in 0..5 {
+            let (from, to, before) = vma_huge_kb();
+            let ranges = pm.huge_ranges(from, to).unwrap().expect("scan");
+            let ours: u64 = ranges.iter().map(|(a, b)| b - a).sum::<u64>() / 1024;
+            let (_, _, after) = vma_huge_kb();
+            if before == after {
+                assert_eq!(ours, before, "huge KiB: ours vs smaps");
+                compared = true;
+                break;
+            }
+        }
+        assert!(compared, "the VMA's huge pages kept changing");
     }
 }

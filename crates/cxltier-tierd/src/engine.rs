@@ -150,6 +150,10 @@ pub struct IntervalReport {
     pub page_size: u64,
     pub dram_budget_bytes: Option<u64>,
     pub fast_bytes: u64,
+    /// Huge pages among the resident pages, each planned and moved as one unit (the kernel
+    /// moves them whole); `None` when the kernel cannot say which pages are huge (before Linux
+    /// 6.7, no `PAGEMAP_SCAN`): every page is then planned alone.
+    pub huge_pages: Option<u64>,
     pub nodes: BTreeMap<u32, NodeStats>,
     pub interval: IntervalStats,
     pub total: Totals,
@@ -254,6 +258,8 @@ pub struct Engine {
     started: Instant,
     soft_dirty: bool,
     memory: Option<MemoryState>,
+    /// The kernel's huge page size: each huge page is planned as one unit of this many bytes.
+    huge_bytes: usize,
 }
 
 /// How many pages one `move_pages` call queries or moves.
@@ -300,7 +306,9 @@ impl Engine {
         // least one page): when a round takes longer than the interval (a busy machine, a large
         // target), a bucket of one interval would throw away the tokens of the extra time.
         let burst_s = policy.interval().as_secs_f64().max(2.0);
-        let capacity = (rate * burst_s).max(page_size as f64);
+        // At least one huge page, so that a huge page can always move in time.
+        let huge_bytes = crate::hugepage::huge_bytes(sys_root);
+        let capacity = (rate * burst_s).max(huge_bytes as f64);
         Ok(Engine {
             bucket: TokenBucket::new(rate, capacity, now),
             targets: pids
@@ -331,6 +339,7 @@ impl Engine {
             started: now,
             soft_dirty,
             memory: None,
+            huge_bytes,
         })
     }
 
@@ -544,6 +553,7 @@ impl Engine {
             page_size: self.page_size,
             dram_budget_bytes: self.budget,
             fast_bytes: 0,
+            huge_pages: None,
             nodes: BTreeMap::new(),
             interval: IntervalStats::default(),
             total: t.totals.clone(),
@@ -584,6 +594,33 @@ impl Engine {
             Vec::new()
         };
         let pages = annotate(&addrs, &status, &written, &sample.pages);
+        // The unit of placement: a page, or a huge page whole (see `hugepage`).
+        // No pagemap (a process gone since its maps were read; a recorded /proc): which pages
+        // are huge is unknown, and the report says so.
+        let huge = match crate::hugepage::huge_ranges(&self.proc_root, pid, &ranges) {
+            Ok(h) => h,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => {
+                return Err(TierdError::io(
+                    "cannot scan the page tables of",
+                    self.proc_root.join(pid.to_string()).join("pagemap"),
+                    e,
+                ))
+            }
+        };
+        let merged;
+        let units: &[PageInfo] = match huge.as_deref() {
+            Some(h) if !h.is_empty() => {
+                merged = crate::hugepage::merge(&pages, h, self.huge_bytes);
+                &merged.0
+            }
+            _ => &pages,
+        };
+        let huge_pages = huge.as_ref().map(|h| {
+            h.iter()
+                .map(|(a, b)| ((b - a) / self.huge_bytes) as u64)
+                .sum::<u64>()
+        });
         // Not resident, in a region the access source sees hot: predicted to be touched again
         // (memory mode reads the ones in swap back ahead of the fault).
         let hot_min = self.thresholds().hot_min;
@@ -603,6 +640,7 @@ impl Engine {
         let max_acc = self.tracker.max_accesses(&self.policy);
         let mut report = self.base_report(i);
         report.regions = sample.units;
+        report.huge_pages = huge_pages;
         for p in &pages {
             let n = report.nodes.entry(p.node).or_default();
             n.tier = self.tiers.tier_name(p.node);
@@ -644,7 +682,7 @@ impl Engine {
         }
         let tokens = self.bucket.available(now) / self.page_size;
         let decision = plan::plan(&plan::Input {
-            pages: &pages,
+            pages: units,
             fast: &self.tiers.fast,
             slow: &self.tiers.slow,
             room,
@@ -660,32 +698,33 @@ impl Engine {
         iv.held_by_residency = decision.held_by_residency;
         for m in &decision.moves {
             match m.reason {
-                Reason::Promote => iv.planned_promotions += 1,
-                Reason::Demote => iv.planned_demotions += 1,
+                Reason::Promote => iv.planned_promotions += m.pages as u64,
+                Reason::Demote => iv.planned_demotions += m.pages as u64,
             }
         }
 
         if !self.dry_run && !decision.moves.is_empty() {
-            self.bucket
-                .take(decision.moves.len() as u64 * self.page_size, now);
+            let moving: u64 = decision.moves.iter().map(|m| m.pages as u64).sum();
+            self.bucket.take(moving * self.page_size, now);
             for chunk in decision.moves.chunks(CHUNK) {
                 let a: Vec<usize> = chunk.iter().map(|m| m.addr).collect();
                 let n: Vec<u32> = chunk.iter().map(|m| m.to).collect();
                 let moved = move_pages(Some(pid), &a, &n, false)?;
                 for (m, s) in chunk.iter().zip(&moved.status) {
+                    let n = m.pages as u64;
                     if *s == PageStatus::Node(m.to) {
                         match m.reason {
                             Reason::Promote => {
-                                iv.promoted_pages += 1;
-                                target.totals.promoted_pages += 1;
+                                iv.promoted_pages += n;
+                                target.totals.promoted_pages += n;
                             }
                             Reason::Demote => {
-                                iv.demoted_pages += 1;
-                                target.totals.demoted_pages += 1;
+                                iv.demoted_pages += n;
+                                target.totals.demoted_pages += n;
                             }
                         }
-                        target.totals.migrated_bytes += self.page_size;
-                        *target.moved_in.entry(m.to).or_insert(0) += 1;
+                        target.totals.migrated_bytes += n * self.page_size;
+                        *target.moved_in.entry(m.to).or_insert(0) += n;
                         target.last_moved.insert(m.addr, now);
                         target.retry.remove(&m.addr);
                     } else {
@@ -694,8 +733,8 @@ impl Engine {
                             PageStatus::Error(e) => errno_name(*e),
                             PageStatus::Node(n) => format!("stayed_on_node{n}"),
                         };
-                        iv.failed_pages += 1;
-                        target.totals.failed_pages += 1;
+                        iv.failed_pages += n;
+                        target.totals.failed_pages += n;
                         *target.totals.failures.entry(why).or_insert(0) += 1;
                         target.retry.insert(m.addr);
                     }
@@ -900,6 +939,7 @@ fn annotate(
             accesses: a.accesses,
             age: a.age,
             written: written.get(i).copied().unwrap_or(false),
+            pages: 1,
         });
     }
     out

@@ -38,6 +38,7 @@ pub mod daemon;
 pub mod damon;
 pub mod engine;
 mod error;
+pub mod hugepage;
 pub mod idle;
 pub mod memcg;
 pub mod metrics;

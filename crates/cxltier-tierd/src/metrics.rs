@@ -418,6 +418,7 @@ mod tests {
             page_size: 4096,
             dram_budget_bytes: Some(64 << 20),
             fast_bytes: 8192,
+            huge_pages: Some(0),
             nodes,
             interval: IntervalStats::default(),
             total,

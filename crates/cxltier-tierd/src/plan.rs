@@ -11,15 +11,22 @@
 //!    watermarks leave room; when they do not, swap: demote a colder fast-tier page to make room.
 //! 4. Demote the remaining cold fast-tier pages.
 //!
-//! Every move costs one page of the rate limit's tokens; what the tokens do not cover waits for the
+//! Every move costs its pages of the rate limit's tokens; what the tokens do not cover waits for the
 //! next interval. Pages whose move failed last time come first among equals.
+//!
+//! A unit of placement is one page or one huge page ([`PageInfo::pages`] base pages): the kernel
+//! moves a transparent huge page whole, so the budget, the watermarks' room and the tokens are
+//! counted in base pages, and a huge page is ranked by its pages' mean access count (what it
+//! gives per page of DRAM it takes).
 
 use std::collections::{BTreeMap, HashSet};
 
-/// One resident page of the target.
+/// One resident page of the target, or one huge page (its first address).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PageInfo {
     pub addr: usize,
+    /// Base pages it spans: 1, or a huge page's (512 for 2 MiB over 4 KiB).
+    pub pages: u32,
     pub node: u32,
     /// Its access frequency (DAMON: its region's `nr_accesses`; idle-page tracking: intervals
     /// accessed among its last `idle_history`).
@@ -94,6 +101,8 @@ pub enum Reason {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Move {
     pub addr: usize,
+    /// Base pages moved (a huge page's count for a huge page).
+    pub pages: u32,
     pub from: u32,
     pub to: u32,
     pub reason: Reason,
@@ -104,7 +113,7 @@ pub struct Move {
 pub struct MovePlan {
     /// Demotions first (they make room), then promotions.
     pub moves: Vec<Move>,
-    /// Moves wanted but left for later because the rate limit's tokens ran out.
+    /// Pages whose move was wanted but left for later because the rate limit's tokens ran out.
     pub held_by_rate: u64,
     /// Hot pages left on slower tiers because the budget or the watermarks leave no room and no
     /// colder fast-tier page can make room.
@@ -113,20 +122,25 @@ pub struct MovePlan {
     pub held_by_residency: u64,
 }
 
-fn take_room(room: &mut BTreeMap<u32, u64>, nodes: &[u32]) -> Option<u32> {
+fn take_room(room: &mut BTreeMap<u32, u64>, nodes: &[u32], pages: u64) -> Option<u32> {
     // The node with the most room, first in the list on a tie.
     let best = nodes
         .iter()
         .copied()
-        .filter(|n| room.get(n).copied().unwrap_or(0) > 0)
+        .filter(|n| room.get(n).copied().unwrap_or(0) >= pages)
         .max_by_key(|n| {
             (
                 room[n],
                 std::cmp::Reverse(nodes.iter().position(|m| m == n)),
             )
         })?;
-    *room.get_mut(&best).expect("present") -= 1;
+    *room.get_mut(&best).expect("present") -= pages;
     Some(best)
+}
+
+/// Base pages of a run of units.
+fn pages_of<'a>(units: impl IntoIterator<Item = &'a PageInfo>) -> u64 {
+    units.into_iter().map(|p| p.pages as u64).sum()
 }
 
 /// Decide what to move.
@@ -138,7 +152,7 @@ pub fn plan(input: &Input) -> MovePlan {
     let is_fast = |n: u32| input.fast.contains(&n);
     let is_slow = |n: u32| input.slow.contains(&n);
 
-    let mut fast_used = input.pages.iter().filter(|p| is_fast(p.node)).count() as u64;
+    let mut fast_used = pages_of(input.pages.iter().filter(|p| is_fast(p.node)));
     let mut promote: Vec<&PageInfo> = Vec::new();
     let mut pool: Vec<(&PageInfo, Heat)> = Vec::new();
     for p in input.pages {
@@ -149,7 +163,7 @@ pub fn plan(input: &Input) -> MovePlan {
             continue;
         }
         if input.recently_moved.contains(&p.addr) {
-            out.held_by_residency += 1;
+            out.held_by_residency += p.pages as u64;
         } else if heat == Heat::Hot {
             promote.push(p);
         } else {
@@ -173,11 +187,12 @@ pub fn plan(input: &Input) -> MovePlan {
     let mut promotions = Vec::new();
 
     let demote = |p: &PageInfo, room: &mut BTreeMap<u32, u64>, demotions: &mut Vec<Move>| -> bool {
-        match take_room(room, input.slow) {
+        match take_room(room, input.slow, p.pages as u64) {
             Some(to) => {
-                *room.entry(p.node).or_insert(0) += 1;
+                *room.entry(p.node).or_insert(0) += p.pages as u64;
                 demotions.push(Move {
                     addr: p.addr,
+                    pages: p.pages,
                     from: p.node,
                     to,
                     reason: Reason::Demote,
@@ -194,7 +209,7 @@ pub fn plan(input: &Input) -> MovePlan {
             let Some((p, _)) = pool.peek().copied() else {
                 break;
             };
-            if tokens == 0 {
+            if tokens < p.pages as u64 {
                 out.held_by_rate += fast_used - budget;
                 break;
             }
@@ -202,8 +217,8 @@ pub fn plan(input: &Input) -> MovePlan {
                 break;
             }
             pool.next();
-            tokens -= 1;
-            fast_used -= 1;
+            tokens -= p.pages as u64;
+            fast_used -= p.pages as u64;
         }
     }
 
@@ -211,21 +226,30 @@ pub fn plan(input: &Input) -> MovePlan {
     let mut i = 0;
     while i < promote.len() {
         let p = promote[i];
-        if tokens == 0 {
-            out.held_by_rate += (promote.len() - i) as u64;
+        let need = p.pages as u64;
+        if tokens < need {
+            out.held_by_rate += pages_of(promote[i..].iter().copied());
             break;
         }
-        let within_budget = input.budget_pages.is_none_or(|b| fast_used < b);
+        if input.budget_pages.is_some_and(|b| need > b) {
+            // A huge page larger than the whole budget never fits: demoting others for it
+            // would only empty DRAM.
+            out.held_by_room += need;
+            i += 1;
+            continue;
+        }
+        let within_budget = input.budget_pages.is_none_or(|b| fast_used + need <= b);
         if within_budget {
-            if let Some(to) = take_room(&mut room, input.fast) {
+            if let Some(to) = take_room(&mut room, input.fast, need) {
                 promotions.push(Move {
                     addr: p.addr,
+                    pages: p.pages,
                     from: p.node,
                     to,
                     reason: Reason::Promote,
                 });
-                tokens -= 1;
-                fast_used += 1;
+                tokens -= need;
+                fast_used += need;
                 i += 1;
                 continue;
             }
@@ -235,21 +259,23 @@ pub fn plan(input: &Input) -> MovePlan {
             .peek()
             .is_some_and(|(q, h)| *h != Heat::Hot && q.accesses < p.accesses);
         if !colder {
-            out.held_by_room += (promote.len() - i) as u64;
+            out.held_by_room += pages_of(promote[i..].iter().copied());
             break;
         }
-        if tokens < 2 {
-            out.held_by_rate += (promote.len() - i) as u64;
+        let (q, _) = *pool.peek().expect("peeked");
+        if tokens < need + q.pages as u64 {
+            out.held_by_rate += pages_of(promote[i..].iter().copied());
             break;
         }
-        let (q, _) = pool.next().expect("peeked");
+        pool.next();
         if !demote(q, &mut room, &mut demotions) {
-            out.held_by_room += (promote.len() - i) as u64;
+            out.held_by_room += pages_of(promote[i..].iter().copied());
             break;
         }
-        tokens -= 1;
-        fast_used -= 1;
-        // The freed page makes room on its own node for the promotion (the loop retries `p`).
+        tokens -= q.pages as u64;
+        fast_used -= q.pages as u64;
+        // The freed pages make room on their own node for the promotion (the loop retries `p`;
+        // a huge page may take several colder units to make room for).
     }
 
     // 4. Cold pages down.
@@ -257,12 +283,12 @@ pub fn plan(input: &Input) -> MovePlan {
         if heat != Heat::Cold {
             continue;
         }
-        if tokens == 0 {
-            out.held_by_rate += 1;
+        if tokens < p.pages as u64 {
+            out.held_by_rate += p.pages as u64;
             continue;
         }
         if demote(p, &mut room, &mut demotions) {
-            tokens -= 1;
+            tokens -= p.pages as u64;
         }
     }
 
@@ -284,6 +310,7 @@ mod tests {
     fn page(i: usize, node: u32, accesses: u32, age: u32) -> PageInfo {
         PageInfo {
             addr: 0x1000 * (i + 1),
+            pages: 1,
             node,
             accesses,
             age,
@@ -350,12 +377,14 @@ mod tests {
             vec![
                 Move {
                     addr: 0x2000,
+                    pages: 1,
                     from: 0,
                     to: 1,
                     reason: Reason::Demote
                 },
                 Move {
                     addr: 0x1000,
+                    pages: 1,
                     from: 1,
                     to: 0,
                     reason: Reason::Promote
@@ -429,5 +458,59 @@ mod tests {
         let p = plan(&i);
         assert!(p.moves.is_empty(), "{p:?}");
         assert_eq!(p.held_by_room, 1);
+    }
+
+    fn huge(i: usize, node: u32, accesses: u32) -> PageInfo {
+        PageInfo {
+            addr: 0x10_0000_0000 + (i << 21),
+            pages: 512,
+            ..page(0, node, accesses, 0)
+        }
+    }
+
+    /// A hot huge page takes its 512 pages of the budget: colder pages make exactly that room,
+    /// and the fast tier ends within the budget (moving it as one page overshot by 511).
+    #[test]
+    fn a_huge_page_counts_all_its_pages_against_the_budget() {
+        let none = HashSet::new();
+        let mut pages: Vec<PageInfo> = (0..100).map(|i| page(i, 0, 1, 0)).collect();
+        pages.push(huge(0, 1, 9));
+        let p = plan(&input(&pages, Some(600), 10_000, &none));
+        let promoted: Vec<&Move> = p
+            .moves
+            .iter()
+            .filter(|m| m.reason == Reason::Promote)
+            .collect();
+        assert_eq!(promoted.len(), 1, "{p:?}");
+        assert_eq!(promoted[0].pages, 512);
+        assert_eq!(count(&p, Reason::Demote), 12, "{p:?}");
+        let fast_after: u64 = 100 + 512 - 12;
+        assert!(fast_after <= 600);
+        // Not enough tokens for the huge page: it waits, counted in pages.
+        let p = plan(&input(&pages, Some(600), 300, &none));
+        assert_eq!(count(&p, Reason::Promote), 0, "{p:?}");
+        assert_eq!(p.held_by_rate, 512);
+    }
+
+    /// A huge page larger than the budget never goes up, and nothing is demoted for it.
+    #[test]
+    fn a_huge_page_over_the_whole_budget_stays_and_demotes_nothing() {
+        let none = HashSet::new();
+        let mut pages: Vec<PageInfo> = (0..100).map(|i| page(i, 0, 1, 0)).collect();
+        pages.push(huge(0, 1, 9));
+        pages.push(page(200, 1, 8, 0));
+        let p = plan(&input(&pages, Some(256), 10_000, &none));
+        assert_eq!(p.held_by_room, 512, "{p:?}");
+        // The 4 KiB hot page behind it still goes up, into the room under the budget.
+        assert_eq!(
+            p.moves,
+            vec![Move {
+                addr: page(200, 1, 8, 0).addr,
+                pages: 1,
+                from: 1,
+                to: 0,
+                reason: Reason::Promote
+            }]
+        );
     }
 }

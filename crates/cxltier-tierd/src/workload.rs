@@ -25,6 +25,9 @@ pub struct HotSet {
     pub report_every: Duration,
     /// Pause between passes over the hot window, leaving CPU time to others.
     pub pause: Duration,
+    /// Transparent huge pages allowed (MADV_HUGEPAGE) instead of forbidden: a huge page is
+    /// placed and moved whole, the case of a target whose hot memory is in huge pages.
+    pub huge: bool,
 }
 
 /// A periodic report.
@@ -110,7 +113,11 @@ impl HotSet {
             message: "larger than the address space".into(),
         })?;
         let mut m = Mapping::anonymous(len)?;
-        m.advise(Advice::NoHugePage)?;
+        m.advise(if self.huge {
+            Advice::HugePage
+        } else {
+            Advice::NoHugePage
+        })?;
         let pages = len / page;
         let hot_pages = (self.hot_bytes as usize / page).max(1);
         let windows = pages.div_ceil(hot_pages).max(1);
@@ -200,6 +207,7 @@ mod tests {
             duration: Duration::from_millis(200),
             report_every: Duration::from_millis(10),
             pause: Duration::from_millis(1),
+            huge: false,
         };
         let mut windows = Vec::new();
         let s = w
@@ -231,6 +239,7 @@ mod tests {
             duration: Duration::from_secs(3600),
             report_every: Duration::from_millis(10),
             pause: Duration::from_millis(1),
+            huge: false,
         };
         let stop = AtomicBool::new(false);
         let mut reports = 0;

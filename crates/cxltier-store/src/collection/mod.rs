@@ -701,18 +701,18 @@ impl Store {
     ) -> Result<Option<Vec<Vec<u8>>>> {
         self.coll_write(key, Kind::List, false, |tx, root| {
             let top = &mut root.tops[0];
-            let mut out = Vec::new();
+            // Sized for what it will hold (one member for a plain pop), and the members moved
+            // straight into it from the leaf: one allocation besides the members themselves.
+            let mut out = Vec::with_capacity(count.min(top.count()).min(1024) as usize);
             while (out.len() as u64) < count && top.count() > 0 {
                 let want = count as usize - out.len();
                 let seek = match end {
                     ListEnd::Left => Seek::At(0),
                     ListEnd::Right => Seek::At(top.count() - 1),
                 };
-                let take = |e: &mut Leaf, n: usize| -> Vec<Vec<u8>> {
-                    match end {
-                        ListEnd::Left => e.drain(..n).map(|x| x.1).collect(),
-                        ListEnd::Right => e.drain(e.len() - n..).rev().map(|x| x.1).collect(),
-                    }
+                let take = |e: &mut Leaf, n: usize, out: &mut Vec<Vec<u8>>| match end {
+                    ListEnd::Left => out.extend(e.drain(..n).map(|x| x.1)),
+                    ListEnd::Right => out.extend(e.drain(e.len() - n..).rev().map(|x| x.1)),
                 };
                 // From the end leaf where it is when it keeps enough not to merge.
                 let in_place = tx.modify_in_place(top, seek, |e, _, room| {
@@ -725,19 +725,23 @@ impl Store {
                     if n == e.len() || bytes > room.shrink {
                         return None;
                     }
-                    Some((take(e, n), -(bytes as isize)))
+                    take(e, n, &mut out);
+                    Some(((), -(bytes as isize)))
                 });
-                if let Some(got) = in_place {
-                    out.extend(got);
+                if in_place.is_some() {
                     continue;
                 }
                 // Everything the leaf can give at once: one path written per leaf emptied.
-                let got = tx.modify(top, seek, &mut |e, _, edit| {
-                    let got = take(e, want.min(e.len()));
-                    edit.grew = Some(-got.iter().map(|m| entry_bytes(&[], m)).sum::<isize>());
-                    got
+                tx.modify(top, seek, &mut |e, _, edit| {
+                    let before = out.len();
+                    take(e, want.min(e.len()), &mut out);
+                    edit.grew = Some(
+                        -out[before..]
+                            .iter()
+                            .map(|m| entry_bytes(&[], m))
+                            .sum::<isize>(),
+                    );
                 })?;
-                out.extend(got);
             }
             Ok(out)
         })

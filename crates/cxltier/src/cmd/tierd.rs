@@ -1083,6 +1083,7 @@ mod json_lines_tests {
             page_size: 4096,
             dram_budget_bytes: Some(1 << 20),
             fast_bytes: 1 << 19,
+            huge_pages: Some(0),
             nodes: BTreeMap::from([
                 (
                     0,

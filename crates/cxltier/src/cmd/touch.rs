@@ -47,7 +47,7 @@ pub struct Args {
     #[arg(long)]
     huge: bool,
     /// Keep writing a window of this many bytes (a hot set that moves; see --help)
-    #[arg(long, value_name = "SIZE", conflicts_with_all = ["hold", "huge"])]
+    #[arg(long, value_name = "SIZE", conflicts_with = "hold")]
     hot: Option<String>,
     /// With --hot: move the hot window every SECONDS
     #[arg(long, value_name = "SECONDS", default_value_t = 10.0, requires = "hot")]
@@ -93,6 +93,7 @@ fn moving_hot_set(args: &Args, bytes: u64, hot: &str) -> CliResult {
         duration: seconds("--duration", args.duration)?,
         report_every: seconds("--report-every", args.report_every)?,
         pause: Duration::from_millis(1),
+        huge: args.huge,
     };
     w.validate().map_err(CliError::classified)?;
     // A signal ends the run the way --duration does, with the final check and its line: a test
