@@ -399,6 +399,32 @@ check_tierd_memory() {
     verdict tierd-memory-workload-intact "exit $trc: $(tail -1 "$T/tierd-mem-target.out" | cut -c1-200) $(brief "$T/tierd-mem-target.err")" [ "$trc" = 0 ]
     data tierd-mem-json "$T/tierd-mem.out"
 
+    # The same in chunks (a policy that tracks every target in chunks from a sample of its
+    # pages, as tierd does above 256 MiB by default): the lines say so, cold chunks go to the
+    # CXL node and to NVMe, and the workload is intact.
+    printf '[tracking]\nsampled_above_mib = 0\n' >"$T/chunks.toml"
+    mem_target tierd-memchunks
+    cxltier tierd --pid "$target" --dram-budget 8M --cxl-budget 4M --nvme /dev/vda \
+        --policy "$T/chunks.toml" --interval 500 --duration 600 --json \
+        >"$T/tierd-memchunks.out" 2>"$T/tierd-memchunks.err" &
+    _tierd=$!
+    wait_for_text "$T/tierd-memchunks.out" '"nvme":[1-9]' 1800
+    wait_for_text "$T/tierd-memchunks.out" '"cxl":[1-9]' 600
+    kill -TERM "$_tierd" 2>/dev/null
+    wait "$_tierd"
+    rc=$?
+    nvme_max=$(grep -o '"nvme":[0-9]*' "$T/tierd-memchunks.out" | cut -d: -f2 | sort -n | tail -1)
+    cxl_max=$(grep -o '"cxl":[0-9]*' "$T/tierd-memchunks.out" | cut -d: -f2 | sort -n | tail -1)
+    sampled=$(grep -o '"sampled":{[^}]*}' "$T/tierd-memchunks.out" | tail -1)
+    verdict tierd-memory-in-chunks \
+        "exit $rc, most bytes on nvme ${nvme_max:-none}, on cxl ${cxl_max:-none}, $sampled; $(brief "$T/tierd-memchunks.err")" \
+        sh -c "[ $rc = 0 ] && [ \"${nvme_max:-0}\" -gt 0 ] && [ \"${cxl_max:-0}\" -gt 0 ] && echo '$sampled' | grep -q '\"chunk_bytes\":[1-9]' && ! grep -q '\"status\":\"running\".*\"sampled\":null' '$T/tierd-memchunks.out' && [ '$swaps_before' = \"\$(cat /proc/swaps)\" ]"
+    kill -TERM "$target_runner" 2>/dev/null
+    wait "$target_runner"
+    trc=$?
+    verdict tierd-memory-in-chunks-workload-intact "exit $trc: $(tail -1 "$T/tierd-memchunks-target.out" | cut -c1-200)" [ "$trc" = 0 ]
+    data tierd-memchunks-json "$T/tierd-memchunks.out"
+
     # A full NVMe tier: a 2 MiB area for a workload 20 MiB over its budget. Offloading stops and
     # is reported (`nvme_full`, no page advised out while full), tierd keeps running, the target
     # too, and its data is intact.

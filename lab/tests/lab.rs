@@ -114,6 +114,8 @@ const HMAT: &[&str] = &[
     "tierd-memory-target-still-running",
     "tierd-memory-sla-reads-pressure",
     "tierd-memory-workload-intact",
+    "tierd-memory-in-chunks",
+    "tierd-memory-in-chunks-workload-intact",
     "tierd-memory-full-nvme-stops-offloading",
     "tierd-memory-full-nvme-workload-intact",
     "tierd-memory-cgroup-dry-run",

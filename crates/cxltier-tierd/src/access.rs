@@ -207,6 +207,18 @@ impl Tracker {
         }
     }
 
+    /// DAMON's regions for slot `slot`, without expanding them page by page (`None` for
+    /// idle-page tracking, which observes every page).
+    pub fn regions(
+        &mut self,
+        slot: usize,
+    ) -> Option<Result<Vec<crate::damon::Region>, TierdError>> {
+        match self {
+            Tracker::Damon(m) => Some(m.regions(slot)),
+            Tracker::IdlePage(_) => None,
+        }
+    }
+
     /// Watch `pids` from now on (slot i is `pids[i]`). DAMON is restarted with one kdamond per
     /// target (its kdamonds cannot be added to while they run), so region history starts over;
     /// idle-page tracking keeps the history of the targets that stay.

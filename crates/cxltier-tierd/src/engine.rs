@@ -12,6 +12,7 @@ use cxltier_sys::{errno_name, move_pages, query_pages, PageStatus};
 use cxltier_topo::Topology;
 
 use crate::access::{PageAccess, SourceKind, Tracker};
+use crate::placement::ProcessPages;
 use crate::plan::{self, Heat, PageInfo, Reason, Thresholds};
 use crate::policy::Policy;
 use crate::procfs;
@@ -165,6 +166,37 @@ pub struct IntervalReport {
     /// Memory mode (`--nvme`): bytes per tier including NVMe, pageouts, the SLA's figures.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub memory: Option<MemoryReport>,
+    /// A target above `tracking.sampled_above_mib`, seen in chunks from a sample of its pages
+    /// (its figures are then estimates); `None`: every page was asked.
+    pub sampled: Option<SampledReport>,
+}
+
+/// How a large target was seen this interval (`crate::chunks`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SampledReport {
+    /// The chunk size: the unit of placement.
+    pub chunk_bytes: u64,
+    pub chunks: u64,
+    /// `move_pages` entries asked to place the chunks (moves ask about their own pages).
+    pub sampled_pages: u64,
+    /// Bytes the target's private anonymous mappings span.
+    pub span_bytes: u64,
+}
+
+/// One target's interval as the planner sees it.
+struct TargetView {
+    /// Resident pages (page by page), or resident chunks (in chunks).
+    pages: Vec<PageInfo>,
+    /// Page by page with huge pages: the planner's units, each huge page merged into one.
+    merged: Option<Vec<PageInfo>>,
+    /// In chunks: each chunk's length in bytes, by its start.
+    spans: Option<HashMap<usize, usize>>,
+    /// Stretches not resident in hot regions, `(start, bytes)`: memory mode reads back what of
+    /// them is in swap.
+    absent_hot: Vec<(usize, usize)>,
+    regions: usize,
+    huge_pages: Option<u64>,
+    sampled: Option<SampledReport>,
 }
 
 /// Memory mode's settings: what a target may keep in memory, and the swap area it pages out to.
@@ -260,6 +292,8 @@ pub struct Engine {
     memory: Option<MemoryState>,
     /// The kernel's huge page size: each huge page is planned as one unit of this many bytes.
     huge_bytes: usize,
+    /// Varies the chunks' sample from one interval to the next.
+    seed: u64,
 }
 
 /// How many pages one `move_pages` call queries or moves.
@@ -340,6 +374,7 @@ impl Engine {
             soft_dirty,
             memory: None,
             huge_bytes,
+            seed: 0x5eed,
         })
     }
 
@@ -561,6 +596,7 @@ impl Engine {
             rate_limit_bytes_per_s: self.policy.limits.max_migrate_mbps * 1e6,
             rate_limit_bound_bytes: self.bucket.bound(elapsed),
             memory: None,
+            sampled: None,
         }
     }
 
@@ -568,16 +604,14 @@ impl Engine {
         self.base_report(i)
     }
 
-    fn step_target(&mut self, i: usize) -> Result<IntervalReport, TierdError> {
+    /// One target's units for this interval, page by page: every resident page's node
+    /// (`move_pages` in query mode) and access, huge pages merged into one unit each.
+    fn view_pages(&mut self, i: usize, ranges: &[procfs::Range]) -> Result<TargetView, TierdError> {
         let pid = self.targets[i].pid;
-        if !procfs::alive(&self.proc_root, pid) {
-            return Err(TierdError::NoSuchProcess { pid });
-        }
-        let ranges = procfs::movable_ranges(&self.proc_root, pid)?;
         let page = self.page_size as usize;
         let sample = self
             .tracker
-            .sample(self.targets[i].slot, pid, &ranges, page)?;
+            .sample(self.targets[i].slot, pid, ranges, page)?;
         let addrs: Vec<usize> = ranges
             .iter()
             .flat_map(|r| (r.start..r.end).step_by(page))
@@ -587,7 +621,7 @@ impl Engine {
             status.extend(query_pages(Some(pid), chunk)?);
         }
         let written = if self.soft_dirty {
-            let w = softdirty::written(&self.proc_root, pid, &ranges, page)?;
+            let w = softdirty::written(&self.proc_root, pid, ranges, page)?;
             softdirty::clear(&self.proc_root, pid)?;
             w
         } else {
@@ -597,7 +631,7 @@ impl Engine {
         // The unit of placement: a page, or a huge page whole (see `hugepage`).
         // No pagemap (a process gone since its maps were read; a recorded /proc): which pages
         // are huge is unknown, and the report says so.
-        let huge = match crate::hugepage::huge_ranges(&self.proc_root, pid, &ranges) {
+        let huge = match crate::hugepage::huge_ranges(&self.proc_root, pid, ranges) {
             Ok(h) => h,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
             Err(e) => {
@@ -608,13 +642,9 @@ impl Engine {
                 ))
             }
         };
-        let merged;
-        let units: &[PageInfo] = match huge.as_deref() {
-            Some(h) if !h.is_empty() => {
-                merged = crate::hugepage::merge(&pages, h, self.huge_bytes);
-                &merged.0
-            }
-            _ => &pages,
+        let merged = match huge.as_deref() {
+            Some(h) if !h.is_empty() => Some(crate::hugepage::merge(&pages, h, self.huge_bytes).0),
+            _ => None,
         };
         let huge_pages = huge.as_ref().map(|h| {
             h.iter()
@@ -624,37 +654,133 @@ impl Engine {
         // Not resident, in a region the access source sees hot: predicted to be touched again
         // (memory mode reads the ones in swap back ahead of the fault).
         let hot_min = self.thresholds().hot_min;
-        let absent_hot: Vec<usize> = if self.memory.is_some() {
-            addrs
-                .iter()
-                .zip(&status)
-                .zip(&sample.pages)
-                .filter(|((_, s), a)| s.node().is_none() && a.accesses >= hot_min)
-                .map(|((&addr, _), _)| addr)
-                .collect()
+        let absent_hot = if self.memory.is_some() {
+            crate::pageout::merge_runs(
+                addrs
+                    .iter()
+                    .zip(&status)
+                    .zip(&sample.pages)
+                    .filter(|((_, s), a)| s.node().is_none() && a.accesses >= hot_min)
+                    .map(|((&addr, _), _)| (addr, page)),
+            )
         } else {
             Vec::new()
         };
+        Ok(TargetView {
+            pages,
+            merged,
+            spans: None,
+            absent_hot,
+            regions: sample.units,
+            huge_pages,
+            sampled: None,
+        })
+    }
+
+    /// One target's units for this interval in chunks (`crate::chunks`): DAMON's regions and a
+    /// fixed-size sample of pages, whatever the footprint.
+    fn view_chunks(
+        &mut self,
+        i: usize,
+        ranges: &[procfs::Range],
+        regions: Vec<crate::damon::Region>,
+    ) -> Result<TargetView, TierdError> {
+        let pid = self.targets[i].pid;
+        let th = self.thresholds();
+        self.seed = self.seed.wrapping_add(1);
+        let v = crate::chunks::view(
+            ranges,
+            &regions,
+            crate::chunks::ChunkSettings {
+                sample_pages: self.policy.tracking.sample_pages,
+                min_chunk_pages: (self.huge_bytes as u64 / self.page_size).max(1),
+                max_chunk_pages: (self.bucket.capacity() / self.page_size as f64) as u64,
+                page: self.page_size as usize,
+            },
+            &th,
+            self.seed,
+            &mut ProcessPages { pid },
+        )?;
+        Ok(TargetView {
+            sampled: Some(SampledReport {
+                chunk_bytes: v.chunk_bytes as u64,
+                chunks: v.chunks as u64,
+                sampled_pages: v.sampled_pages,
+                span_bytes: v.span_pages * self.page_size,
+            }),
+            pages: v.units,
+            merged: None,
+            spans: Some(v.spans),
+            absent_hot: if self.memory.is_some() {
+                v.absent_hot
+            } else {
+                Vec::new()
+            },
+            regions: regions.len(),
+            // Chunks are aligned multiples of the huge page size: a huge page is never split
+            // between two, and is not looked for.
+            huge_pages: None,
+        })
+    }
+
+    fn step_target(&mut self, i: usize) -> Result<IntervalReport, TierdError> {
+        let pid = self.targets[i].pid;
+        if !procfs::alive(&self.proc_root, pid) {
+            return Err(TierdError::NoSuchProcess { pid });
+        }
+        let ranges = procfs::movable_ranges(&self.proc_root, pid)?;
+        // The size that decides is what is resident, not what is mapped: allocators reserve far
+        // more address space than they use (a small target may span gigabytes).
+        let size = match procfs::rss_anon_bytes(&self.proc_root, pid)? {
+            Some(bytes) => bytes,
+            None => ranges
+                .iter()
+                .map(|r| r.end.saturating_sub(r.start) as u64)
+                .sum(),
+        };
+        let above = self
+            .policy
+            .tracking
+            .sampled_above_mib
+            .saturating_mul(1 << 20);
+        let in_chunks = size > above || above == 0;
+        let view = match in_chunks
+            .then(|| self.tracker.regions(self.targets[i].slot))
+            .flatten()
+        {
+            Some(regions) => self.view_chunks(i, &ranges, regions?)?,
+            None => self.view_pages(i, &ranges)?,
+        };
+        let page_size = self.page_size;
+        let span_of = |u: &PageInfo| -> usize {
+            match &view.spans {
+                Some(s) => s.get(&u.addr).copied().unwrap_or(page_size as usize),
+                None => u.pages as usize * page_size as usize,
+            }
+        };
+        let units: &[PageInfo] = view.merged.as_deref().unwrap_or(&view.pages);
 
         let th = self.thresholds();
         let max_acc = self.tracker.max_accesses(&self.policy);
         let mut report = self.base_report(i);
-        report.regions = sample.units;
-        report.huge_pages = huge_pages;
-        for p in &pages {
+        report.regions = view.regions;
+        report.huge_pages = view.huge_pages;
+        report.sampled = view.sampled.clone();
+        for p in &view.pages {
+            let bytes = p.pages as u64 * self.page_size;
             let n = report.nodes.entry(p.node).or_default();
             n.tier = self.tiers.tier_name(p.node);
-            n.resident_bytes += self.page_size;
+            n.resident_bytes += bytes;
             if p.written {
-                n.written_bytes += self.page_size;
+                n.written_bytes += bytes;
             }
             match th.heat(p) {
-                Heat::Hot => n.hot_bytes += self.page_size,
-                Heat::Warm => n.warm_bytes += self.page_size,
-                Heat::Cold => n.cold_bytes += self.page_size,
+                Heat::Hot => n.hot_bytes += bytes,
+                Heat::Warm => n.warm_bytes += bytes,
+                Heat::Cold => n.cold_bytes += bytes,
             }
             let bucket = ((p.accesses as u64 * 10) / max_acc as u64).min(9) as usize;
-            n.access_histogram_bytes[bucket] += self.page_size;
+            n.access_histogram_bytes[bucket] += bytes;
         }
 
         let now = Instant::now();
@@ -669,8 +795,8 @@ impl Engine {
         target
             .last_moved
             .retain(|_, at| now.saturating_duration_since(*at) < residency);
-        // Pages no longer resident need no retry.
-        let resident: HashSet<usize> = pages.iter().map(|p| p.addr).collect();
+        // Units no longer resident need no retry.
+        let resident: HashSet<usize> = units.iter().map(|p| p.addr).collect();
         target.retry.retain(|a| resident.contains(a));
         let recently: HashSet<usize> = target.last_moved.keys().copied().collect();
 
@@ -706,12 +832,33 @@ impl Engine {
         if !self.dry_run && !decision.moves.is_empty() {
             let moving: u64 = decision.moves.iter().map(|m| m.pages as u64).sum();
             self.bucket.take(moving * self.page_size, now);
-            for chunk in decision.moves.chunks(CHUNK) {
-                let a: Vec<usize> = chunk.iter().map(|m| m.addr).collect();
-                let n: Vec<u32> = chunk.iter().map(|m| m.to).collect();
+            // What each move sends: a page or huge page as planned, or a chunk's pages that are
+            // on another node (asked now: the sample only estimated them).
+            let mut items: Vec<(usize, usize, u64)> = Vec::new();
+            for (k, m) in decision.moves.iter().enumerate() {
+                match &view.spans {
+                    None => items.push((k, m.addr, m.pages as u64)),
+                    Some(spans) => {
+                        let len = spans.get(&m.addr).copied().unwrap_or(page_size as usize);
+                        let addrs = crate::chunks::pages_to_move(
+                            m.addr,
+                            len,
+                            m.to,
+                            self.page_size as usize,
+                            &mut ProcessPages { pid },
+                        )?;
+                        items.extend(addrs.into_iter().map(|a| (k, a, 1)));
+                    }
+                }
+            }
+            let mut moved_any = vec![false; decision.moves.len()];
+            let mut failed_any = vec![false; decision.moves.len()];
+            for chunk in items.chunks(CHUNK) {
+                let a: Vec<usize> = chunk.iter().map(|c| c.1).collect();
+                let n: Vec<u32> = chunk.iter().map(|c| decision.moves[c.0].to).collect();
                 let moved = move_pages(Some(pid), &a, &n, false)?;
-                for (m, s) in chunk.iter().zip(&moved.status) {
-                    let n = m.pages as u64;
+                for (&(k, _, n), s) in chunk.iter().zip(&moved.status) {
+                    let m = &decision.moves[k];
                     if *s == PageStatus::Node(m.to) {
                         match m.reason {
                             Reason::Promote => {
@@ -725,8 +872,7 @@ impl Engine {
                         }
                         target.totals.migrated_bytes += n * self.page_size;
                         *target.moved_in.entry(m.to).or_insert(0) += n;
-                        target.last_moved.insert(m.addr, now);
-                        target.retry.remove(&m.addr);
+                        moved_any[k] = true;
                     } else {
                         // Still where it was (or gone): nothing is lost; try again later.
                         let why = match s {
@@ -736,35 +882,50 @@ impl Engine {
                         iv.failed_pages += n;
                         target.totals.failed_pages += n;
                         *target.totals.failures.entry(why).or_insert(0) += 1;
-                        target.retry.insert(m.addr);
+                        failed_any[k] = true;
                     }
                 }
             }
+            for (k, m) in decision.moves.iter().enumerate() {
+                if moved_any[k] {
+                    target.last_moved.insert(m.addr, now);
+                }
+                if failed_any[k] {
+                    target.retry.insert(m.addr);
+                } else if moved_any[k] {
+                    target.retry.remove(&m.addr);
+                }
+            }
         }
-        let fast_pages = pages
+        let fast_pages = units
             .iter()
             .filter(|p| self.tiers.fast.contains(&p.node))
-            .count() as i64
+            .map(|p| p.pages as i64)
+            .sum::<i64>()
             + iv.promoted_pages as i64
             - iv.demoted_pages as i64;
         report.fast_bytes = fast_pages.max(0) as u64 * self.page_size;
         if let Some(memory) = self.memory.as_mut() {
             let moved: HashSet<usize> = decision.moves.iter().map(|m| m.addr).collect();
             let leave: HashSet<usize> = recently.union(&moved).copied().collect();
+            // Memory mode pages out base pages (a huge page partly cold is split by the
+            // kernel), or whole chunks.
+            let resident_pages: u64 = view.pages.iter().map(|p| p.pages as u64).sum();
             let mut m = page_out(
                 memory,
                 target,
-                &pages,
+                &view.pages,
+                &span_of,
                 &th,
                 &self.tiers,
                 &leave,
-                &absent_hot,
+                &view.absent_hot,
                 self.page_size,
                 self.dry_run,
                 &self.proc_root,
             )?;
             // Where each page is now: the interval's moves applied, the pageouts taken off.
-            let slow_pages = pages.len() as i64 - fast_pages - (m.1 - m.2) as i64;
+            let slow_pages = resident_pages as i64 - fast_pages - (m.1 - m.2) as i64;
             let dram = (fast_pages - m.2 as i64).max(0) as u64;
             m.0.bytes.insert("dram", dram * self.page_size);
             m.0.bytes
@@ -799,18 +960,25 @@ fn keep_only_running<H>(handles: &mut HashMap<u32, H>, running: &HashSet<u32>) {
     handles.retain(|pid, _| running.contains(pid));
 }
 
-/// Memory mode's step for one target: choose the pages beyond its budget and page them out.
+/// The most pages of a target's absent hot stretches whose swap bits are read per interval: the
+/// prefetch's cost stays bounded whatever the footprint (1 GiB of address space, 2 MiB of
+/// pagemap).
+const PREFETCH_WALK_PAGES: usize = 1 << 18;
+
+/// Memory mode's step for one target: choose the units (pages, or a large target's chunks)
+/// beyond its budget and page them out, then read back what of its hot stretches is in swap.
 /// Returns the report (without `dram`/`cxl` bytes), the pages advised out and how many of them
 /// were on the fast tier.
 #[allow(clippy::too_many_arguments)]
 fn page_out(
     memory: &mut MemoryState,
     target: &mut Target,
-    pages: &[PageInfo],
+    units: &[PageInfo],
+    span_of: &dyn Fn(&PageInfo) -> usize,
     th: &Thresholds,
     tiers: &Tiers,
     leave: &HashSet<usize>,
-    absent_hot: &[usize],
+    absent_hot: &[(usize, usize)],
     page_size: u64,
     dry_run: bool,
     proc_root: &Path,
@@ -833,19 +1001,19 @@ fn page_out(
     }
     report.allowance_pages = allowance;
     // Last interval's prefetches, judged before anything moves this interval.
-    report.prefetch_hits = crate::pageout::prefetch_hits(&target.prefetched, pages, th);
+    report.prefetch_hits = crate::pageout::prefetch_hits(&target.prefetched, units, th, span_of);
     target.prefetch_hits_total += report.prefetch_hits;
     report.prefetch_hits_total = target.prefetch_hits_total;
     target.prefetched.clear();
     let (victims, held) = crate::pageout::select(
-        pages,
+        units,
         th,
         &tiers.fast,
         memory.mode.keep_bytes / page_size,
         allowance,
         leave,
     );
-    report.planned_pageouts = victims.len() as u64;
+    report.planned_pageouts = victims.iter().map(|v| v.pages as u64).sum();
     report.held_by_heat = held.by_heat;
     report.held_by_allowance = held.by_allowance;
     let mut advised_fast = 0;
@@ -857,29 +1025,31 @@ fn page_out(
                 e.insert(cxltier_sys::swap::pidfd_open(target.pid)?)
             }
         };
-        let runs = crate::pageout::ranges(&victims, page_size as usize);
+        let runs = crate::pageout::merge_runs(victims.iter().map(|v| (v.addr, span_of(v))));
         let bytes = cxltier_sys::swap::process_madvise(
             pidfd,
             &runs,
             cxltier_sys::swap::RemoteAdvice::Pageout,
         )?;
-        advised = (bytes / page_size).min(victims.len() as u64);
-        let on_fast: HashSet<usize> = pages
-            .iter()
-            .filter(|p| tiers.fast.contains(&p.node))
-            .map(|p| p.addr)
-            .collect();
-        advised_fast = victims
-            .iter()
-            .take(advised as usize)
-            .filter(|a| on_fast.contains(a))
-            .count() as u64;
+        // The kernel advises the runs in order: the units advised are the first ones whose
+        // whole span the bytes cover.
+        let mut covered = 0u64;
+        for v in &victims {
+            covered += span_of(v) as u64;
+            if covered > bytes as u64 {
+                break;
+            }
+            advised += v.pages as u64;
+            if tiers.fast.contains(&v.node) {
+                advised_fast += v.pages as u64;
+            }
+        }
         target.pageout_total += advised;
     }
     // Prefetch: swapped pages of hot regions come back ahead of their fault, into the room left
     // under the budget (more would only be paged out again).
-    let mut room =
-        (memory.mode.keep_bytes / page_size).saturating_sub(pages.len() as u64 - advised);
+    let resident: u64 = units.iter().map(|u| u.pages as u64).sum();
+    let mut room = (memory.mode.keep_bytes / page_size).saturating_sub(resident - advised);
     // Under tierd's memcg limits the whole cgroup's charge counts (page cache, page tables,
     // other members): at memory.high the kernel reclaims what is read back at once, so the
     // room is also what the cgroup has left below memory.high.
@@ -889,8 +1059,20 @@ fn page_out(
         }
     }
     if !dry_run && room > 0 && !absent_hot.is_empty() {
-        let swapped = crate::pageout::swapped_among(proc_root, target.pid, absent_hot, page_size)?;
-        let mut wanted: Vec<usize> = swapped.into_iter().take(room as usize).collect();
+        // Read the swap bits of at most PREFETCH_WALK_PAGES pages' worth of stretches.
+        let mut walk = Vec::new();
+        let mut walked = 0usize;
+        for &(start, len) in absent_hot {
+            if walked >= PREFETCH_WALK_PAGES {
+                break;
+            }
+            let len = len.min((PREFETCH_WALK_PAGES - walked) * page_size as usize);
+            walk.push((start, len));
+            walked += len / page_size as usize;
+        }
+        let limit = usize::try_from(room).unwrap_or(usize::MAX);
+        let mut wanted =
+            crate::pageout::swapped_in(proc_root, target.pid, &walk, page_size, limit)?;
         if !wanted.is_empty() {
             let pidfd = match memory.pidfds.entry(target.pid) {
                 std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
@@ -1012,6 +1194,159 @@ mod tests {
             vec![(0x0, 0, 0, 0), (0x1000, 1, 7, 1), (0x3000, 0, 0, 9)]
         );
         assert!(p[1].written && !p[0].written);
+    }
+
+    /// A made-up host around this process's own buffer `m`: one mapping, a DAMON that sees its
+    /// first half hot and its second half cold, nodes 0 and 1 with room, and an engine in a dry
+    /// run with an 8 MiB budget that tracks in chunks above `sampled_above_mib`.
+    fn engine_over(m: &cxltier_sys::Mapping, sampled_above_mib: u64) -> (TempDir, Engine) {
+        let pid = std::process::id();
+        let dir = TempDir::new(&format!("engine-chunks-{sampled_above_mib}-{}", m.len()));
+        let admin = "sys/kernel/mm/damon/admin";
+        dir.write(&format!("{admin}/kdamonds/nr_kdamonds"), "0\n");
+        for (file, _) in crate::damon::setup_writes(&[pid], &Default::default())
+            .into_iter()
+            .skip(1)
+        {
+            dir.write(&format!("{admin}/{file}"), "");
+        }
+        let (start, end) = (m.addr(), m.addr() + m.len());
+        let mid = start + m.len() / 2;
+        let tried = format!("{admin}/kdamonds/0/contexts/0/schemes/0/tried_regions");
+        for (k, (a, b, acc, age)) in [(start, mid, 20, 3), (mid, end, 0, 10)].iter().enumerate() {
+            for (f, v) in [("start", a), ("end", b), ("nr_accesses", acc), ("age", age)] {
+                dir.write(&format!("{tried}/{k}/{f}"), &v.to_string());
+            }
+        }
+        dir.write(&format!("proc/{pid}/stat"), &format!("{pid} (test) R 1"));
+        dir.write(
+            &format!("proc/{pid}/status"),
+            &format!("Name:\ttest\nRssAnon:\t{} kB\n", m.len() / 1024),
+        );
+        dir.write(
+            &format!("proc/{pid}/maps"),
+            &format!("{start:x}-{end:x} rw-p 00000000 00:00 0 \n"),
+        );
+        for n in 0..2 {
+            dir.write(
+                &format!("sys/devices/system/node/node{n}/meminfo"),
+                &format!("Node {n} MemTotal: 67108864 kB\nNode {n} MemFree: 67108864 kB\n"),
+            );
+        }
+        let mut policy = Policy::default();
+        policy.tracking.soft_dirty = false;
+        policy.tracking.sampled_above_mib = sampled_above_mib;
+        policy.limits.dram_budget = Some("8M".into());
+        let e = Engine::start(
+            policy,
+            Tiers {
+                fast: vec![0],
+                slow: vec![1],
+            },
+            &[pid],
+            SourceKind::Damon,
+            true,
+            dir.path(),
+            &dir.path().join("proc"),
+        )
+        .unwrap();
+        (dir, e)
+    }
+
+    fn dry_run_over_a_buffer(sampled_above_mib: u64) -> IntervalReport {
+        let page = cxltier_sys::page_size();
+        let mut m = cxltier_sys::Mapping::anonymous(32 << 20).unwrap();
+        m.write_each(page, 1);
+        let (_dir, mut e) = engine_over(&m, sampled_above_mib);
+        let mut r = e.step().unwrap();
+        e.stop().unwrap();
+        assert_eq!(r.len(), 1);
+        r.remove(0)
+    }
+
+    /// tierd's own cost per interval against the target's footprint, page by page and in
+    /// chunks: CPU time of one interval (this thread's, user + system: the `move_pages` calls
+    /// count) and the memory the interval needs on top of the target (peak RSS growth: the
+    /// peak is reset first through `/proc/self/clear_refs`). DAMON is made up here (its regions
+    /// are read from files); its own kernel thread is not counted. Run by hand:
+    /// `CXLTIER_ENGINE_COST_GIB=1,4,16 cargo test -p cxltier-tierd --release --lib engine_cost -- --ignored --nocapture --test-threads=1`.
+    #[test]
+    #[ignore]
+    #[allow(clippy::print_stderr)]
+    fn engine_cost_by_footprint() {
+        let status_kb = |field: &str| -> u64 {
+            let s = std::fs::read_to_string("/proc/self/status").unwrap();
+            s.lines()
+                .find_map(|l| l.strip_prefix(field))
+                .and_then(|v| v.split_whitespace().next()?.parse().ok())
+                .unwrap()
+        };
+        let thread_cpu = || {
+            let t = cxltier_sys::cpu_times(cxltier_sys::Whose::Thread).unwrap();
+            t.user + t.system
+        };
+        let sizes = std::env::var("CXLTIER_ENGINE_COST_GIB").unwrap_or_else(|_| "1,4".into());
+        eprintln!("footprint_gib mode cpu_ms_per_interval core_pct_at_1s extra_rss_mib units sampled_pages");
+        for gib in sizes.split(',').map(|g| g.trim().parse::<usize>().unwrap()) {
+            let page = cxltier_sys::page_size();
+            let mut m = cxltier_sys::Mapping::anonymous(gib << 30).unwrap();
+            m.write_each(page, 1);
+            for (mode, above) in [("chunks", 0), ("pages", 1 << 40)] {
+                let (_dir, mut e) = engine_over(&m, above);
+                e.step().unwrap();
+                std::fs::write("/proc/self/clear_refs", "5").unwrap();
+                let rss = status_kb("VmRSS:");
+                let steps = 3;
+                let t = thread_cpu();
+                let mut last = None;
+                for _ in 0..steps {
+                    last = e.step().unwrap().pop();
+                }
+                let cpu_ms = (thread_cpu() - t).as_secs_f64() * 1e3 / steps as f64;
+                let extra_mib = status_kb("VmHWM:").saturating_sub(rss) as f64 / 1024.0;
+                let r = last.unwrap();
+                let (units, sampled) = match &r.sampled {
+                    Some(s) => (s.chunks, s.sampled_pages),
+                    None => (
+                        r.nodes.values().map(|n| n.resident_bytes).sum::<u64>() / page as u64,
+                        0,
+                    ),
+                };
+                eprintln!(
+                    "{gib} {mode} {cpu_ms:.1} {:.2} {extra_mib:.1} {units} {sampled}",
+                    cpu_ms / 10.0
+                );
+                e.stop().unwrap();
+            }
+        }
+    }
+
+    #[test]
+    fn a_large_target_is_planned_in_chunks_as_it_is_page_by_page() {
+        let page = cxltier_sys::page_size() as u64;
+        let half = (16 << 20) / page;
+        let exact = dry_run_over_a_buffer(1 << 20);
+        assert!(exact.sampled.is_none());
+        assert_eq!(exact.nodes[&0].resident_bytes, 32 << 20);
+        assert_eq!(exact.nodes[&0].hot_bytes, 16 << 20);
+        assert_eq!(exact.interval.planned_demotions, half);
+        assert_eq!(exact.interval.planned_promotions, 0);
+
+        let chunked = dry_run_over_a_buffer(0);
+        let s = chunked.sampled.clone().expect("in chunks");
+        assert!(s.sampled_pages <= 4096 + 1, "{s:?}");
+        assert!(s.chunk_bytes >= 2 << 20, "{s:?}");
+        assert_eq!(s.span_bytes, 32 << 20);
+        // Every sampled page is resident on node 0: the chunks' estimate is exact here; the
+        // chunk that straddles the two regions (the buffer need not be chunk-aligned) takes
+        // their weighted heat, so the halves agree within one chunk.
+        let chunk_pages = s.chunk_bytes / page;
+        assert_eq!(chunked.nodes[&0].resident_bytes, 32 << 20);
+        let hot = chunked.nodes[&0].hot_bytes;
+        assert!(hot.abs_diff(16 << 20) <= s.chunk_bytes, "hot {hot}");
+        let d = chunked.interval.planned_demotions;
+        assert!(d.abs_diff(half) <= chunk_pages, "demotions {d} vs {half}");
+        assert_eq!(chunked.interval.planned_promotions, 0);
     }
 
     #[test]

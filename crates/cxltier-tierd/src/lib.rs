@@ -12,6 +12,9 @@
 //!   access frequencies and ages in the same terms.
 //! - [`plan`]: the placement rules (hot up, cold down, per-target DRAM budget, watermarks,
 //!   hysteresis, rate limit, retry of failed pages) as a pure function.
+//! - [`chunks`]: a large target (above `tracking.sampled_above_mib`) cut into chunks whose heat
+//!   comes from DAMON's regions and whose node from a fixed-size sample of pages: the planner's
+//!   units at a cost that does not grow with the footprint.
 //! - [`placement`]: bytes per node estimated from a fixed-size sample of pages, with an error
 //!   bound: `move_pages` entries that do not grow with the footprint.
 //! - [`policy`]: the policy file (TOML, see docs/tierd.md).
@@ -34,6 +37,7 @@
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 pub mod access;
+pub mod chunks;
 pub mod daemon;
 pub mod damon;
 pub mod engine;

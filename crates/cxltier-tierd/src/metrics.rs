@@ -426,6 +426,7 @@ mod tests {
             rate_limit_bytes_per_s: 1e6,
             rate_limit_bound_bytes: 2e6,
             memory: None,
+            sampled: None,
         }
     }
 

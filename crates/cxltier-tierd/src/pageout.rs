@@ -14,22 +14,25 @@ use std::collections::HashSet;
 use std::fs;
 use std::path::Path;
 
-/// The pages to page out, in address order.
+/// The units to page out, in address order, and the pages they hold. A unit is a page, or a
+/// chunk of a large target (`crate::chunks`) counted at its resident pages: the excess over
+/// `keep_pages` and the `allowance` are in pages.
 pub fn select(
-    pages: &[PageInfo],
+    units: &[PageInfo],
     thresholds: &Thresholds,
     fast: &[u32],
     keep_pages: u64,
     allowance: u64,
     leave_alone: &HashSet<usize>,
-) -> (Vec<usize>, PageoutHeld) {
-    let excess = (pages.len() as u64).saturating_sub(keep_pages);
+) -> (Vec<PageInfo>, PageoutHeld) {
+    let resident: u64 = units.iter().map(|p| p.pages as u64).sum();
+    let excess = resident.saturating_sub(keep_pages);
     let mut held = PageoutHeld::default();
     if excess == 0 {
         return (Vec::new(), held);
     }
     let mut candidates: Vec<&PageInfo> = Vec::new();
-    for p in pages {
+    for p in units {
         if leave_alone.contains(&p.addr) {
             continue;
         }
@@ -48,32 +51,52 @@ pub fn select(
             p.addr,
         )
     });
-    let wanted = excess.min(candidates.len() as u64);
+    let candidate_pages: u64 = candidates.iter().map(|p| p.pages as u64).sum();
+    let wanted = excess.min(candidate_pages);
     held.by_heat = excess - wanted;
-    let take = wanted.min(allowance);
-    held.by_allowance = wanted - take;
-    let mut out: Vec<usize> = candidates
-        .iter()
-        .take(take as usize)
-        .map(|p| p.addr)
-        .collect();
-    out.sort_unstable();
+    let mut out = Vec::new();
+    let mut taken = 0u64;
+    for p in candidates {
+        if taken >= wanted {
+            break;
+        }
+        if taken + p.pages as u64 > allowance {
+            break;
+        }
+        taken += p.pages as u64;
+        out.push(*p);
+    }
+    held.by_allowance = wanted.saturating_sub(taken);
+    out.sort_unstable_by_key(|p| p.addr);
     (out, held)
 }
 
-/// How many of `prefetched` (pages read back ahead of their fault last interval) were hits:
-/// resident now (in `pages`, the resident pages; not paged out again) and in a hot region (the
-/// page was predicted to be touched, and its neighbourhood was).
-pub fn prefetch_hits(prefetched: &[usize], pages: &[PageInfo], thresholds: &Thresholds) -> u64 {
+/// How many of `prefetched` (pages read back ahead of their fault last interval) were hits: in
+/// a resident unit now (not paged out again) whose region is hot (the page was predicted to be
+/// touched, and its neighbourhood was). `span_of` gives a unit's length in bytes (a page's, or
+/// a chunk's: a chunk counts as resident when any of its sampled pages is).
+pub fn prefetch_hits(
+    prefetched: &[usize],
+    units: &[PageInfo],
+    thresholds: &Thresholds,
+    span_of: &dyn Fn(&PageInfo) -> usize,
+) -> u64 {
     if prefetched.is_empty() {
         return 0;
     }
-    let hot: HashSet<usize> = pages
+    let mut hot: Vec<(usize, usize)> = units
         .iter()
         .filter(|p| thresholds.heat(p) == Heat::Hot)
-        .map(|p| p.addr)
+        .map(|p| (p.addr, p.addr + span_of(p)))
         .collect();
-    prefetched.iter().filter(|a| hot.contains(a)).count() as u64
+    hot.sort_unstable();
+    prefetched
+        .iter()
+        .filter(|&&a| {
+            let i = hot.partition_point(|&(start, _)| start <= a);
+            i > 0 && a < hot[i - 1].1
+        })
+        .count() as u64
 }
 
 /// Pages over the budget that stay resident this interval, and why.
@@ -87,11 +110,16 @@ pub struct PageoutHeld {
 
 /// Sorted page addresses as `(start, length)` runs of adjacent pages.
 pub fn ranges(addrs: &[usize], page: usize) -> Vec<(usize, usize)> {
+    merge_runs(addrs.iter().map(|&a| (a, page)))
+}
+
+/// `(start, length)` stretches in address order, adjacent ones merged.
+pub fn merge_runs(stretches: impl IntoIterator<Item = (usize, usize)>) -> Vec<(usize, usize)> {
     let mut out: Vec<(usize, usize)> = Vec::new();
-    for &a in addrs {
+    for (a, n) in stretches {
         match out.last_mut() {
-            Some((start, len)) if *start + *len == a => *len += page,
-            _ => out.push((a, page)),
+            Some((start, len)) if *start + *len == a => *len += n,
+            _ => out.push((a, n)),
         }
     }
     out
@@ -104,13 +132,34 @@ pub fn swapped_among(
     addrs: &[usize],
     page: u64,
 ) -> Result<Vec<usize>, TierdError> {
+    swapped_in(
+        proc_root,
+        pid,
+        &ranges(addrs, page as usize),
+        page,
+        usize::MAX,
+    )
+}
+
+/// The pages of `runs` (`(start, bytes)`, in address order) that are in swap now, at most
+/// `limit` of them (the reading stops there).
+pub fn swapped_in(
+    proc_root: &Path,
+    pid: u32,
+    runs: &[(usize, usize)],
+    page: u64,
+    limit: usize,
+) -> Result<Vec<usize>, TierdError> {
     let path = proc_root.join(pid.to_string()).join("pagemap");
     let map = cxltier_sys::pagemap::Pagemap::open(&path)
         .map_err(|e| TierdError::io("opening", &path, e))?;
     let mut out = Vec::new();
-    for (start, len) in ranges(addrs, page as usize) {
+    for &(start, len) in runs {
+        if out.len() >= limit {
+            break;
+        }
         map.walk(start as u64, (start + len) as u64, page, |a, e| {
-            if e.swapped() {
+            if e.swapped() && out.len() < limit {
                 out.push(a as usize);
             }
         })
@@ -177,28 +226,55 @@ mod tests {
         ];
         let none = HashSet::new();
         // Keep 3: two go, the two coldest (CXL's first at equal heat).
+        let addrs = |v: Vec<PageInfo>| v.iter().map(|p| p.addr).collect::<Vec<_>>();
         let (out, held) = select(&pages, &TH, &[0], 3, 100, &none);
-        assert_eq!(out, vec![4096, 2 * 4096]);
+        assert_eq!(addrs(out), vec![4096, 2 * 4096]);
         assert_eq!(held, PageoutHeld::default());
         // Keep 0: everything but the hot page, warm last.
         let (out, held) = select(&pages, &TH, &[0], 0, 100, &none);
-        assert_eq!(out, vec![4096, 2 * 4096, 3 * 4096, 4 * 4096]);
+        assert_eq!(addrs(out), vec![4096, 2 * 4096, 3 * 4096, 4 * 4096]);
         assert_eq!(held.by_heat, 1);
         // Within budget: nothing.
         assert!(select(&pages, &TH, &[0], 5, 100, &none).0.is_empty());
         // The allowance caps it; the rest is held.
         let (out, held) = select(&pages, &TH, &[0], 0, 1, &none);
-        assert_eq!(out, vec![2 * 4096]);
+        assert_eq!(addrs(out), vec![2 * 4096]);
         assert_eq!(held.by_allowance, 3);
         // A page moved this interval is left alone.
         let moved: HashSet<usize> = [2 * 4096].into();
         let (out, _) = select(&pages, &TH, &[0], 3, 100, &moved);
-        assert_eq!(out, vec![4096, 4 * 4096]);
+        assert_eq!(addrs(out), vec![4096, 4 * 4096]);
         // A written page is hot whatever its region says.
         let mut w = pages.clone();
         w[2].written = true;
         let (out, _) = select(&w, &TH, &[0], 4, 100, &none);
-        assert_eq!(out, vec![4096]);
+        assert_eq!(addrs(out), vec![4096]);
+    }
+
+    #[test]
+    fn chunks_count_their_resident_pages_against_the_excess_and_the_allowance() {
+        let chunk = |i: usize, pages: u32, accesses: u32| PageInfo {
+            addr: i << 21,
+            pages,
+            node: 0,
+            accesses,
+            age: 9,
+            written: false,
+        };
+        let units = vec![chunk(0, 512, 0), chunk(1, 300, 0), chunk(2, 512, 9)];
+        let none = HashSet::new();
+        // 1324 resident, keep 1000: 324 over. A chunk goes whole: the first of the two equally
+        // cold ones (by address) covers it.
+        let (out, held) = select(&units, &TH, &[0], 1000, 10_000, &none);
+        assert_eq!(out, vec![units[0]]);
+        assert_eq!(held, PageoutHeld::default());
+        // An allowance below the first chunk's pages sends nothing and says why.
+        let (out, held) = select(&units, &TH, &[0], 1000, 100, &none);
+        assert!(out.is_empty());
+        assert_eq!(held.by_allowance, 324);
+        // Keep 0: the hot chunk's pages are held by heat.
+        let (_, held) = select(&units, &TH, &[0], 0, 10_000, &none);
+        assert_eq!(held.by_heat, 512);
     }
 
     #[test]
@@ -211,9 +287,15 @@ mod tests {
         ];
         // Page 3 was prefetched and is not resident (swapped out again, or never read): no hit.
         let prefetched = [4096, 2 * 4096, 3 * 4096, 4 * 4096];
-        assert_eq!(prefetch_hits(&prefetched, &pages, &TH), 2);
-        assert_eq!(prefetch_hits(&[], &pages, &TH), 0);
-        assert_eq!(prefetch_hits(&prefetched, &[], &TH), 0);
+        let page_span = |_: &PageInfo| 4096;
+        assert_eq!(prefetch_hits(&prefetched, &pages, &TH, &page_span), 2);
+        assert_eq!(prefetch_hits(&[], &pages, &TH, &page_span), 0);
+        assert_eq!(prefetch_hits(&prefetched, &[], &TH, &page_span), 0);
+        // A chunk of 16 pages from page 0, hot: every prefetched page inside it is a hit.
+        let chunk = [page(0, 0, 9, 1)];
+        let chunk_span = |_: &PageInfo| 16 * 4096;
+        assert_eq!(prefetch_hits(&prefetched, &chunk, &TH, &chunk_span), 4);
+        assert_eq!(prefetch_hits(&[16 * 4096], &chunk, &TH, &chunk_span), 0);
     }
 
     #[test]
@@ -244,6 +326,11 @@ mod tests {
         assert_eq!(
             swapped_among(d.path(), 5, &asked, 0x1000).unwrap(),
             vec![0x2000, 0x3000]
+        );
+        // Whole runs, and the limit stops the reading.
+        assert_eq!(
+            swapped_in(d.path(), 5, &[(0, 0x8000)], 0x1000, 1).unwrap(),
+            vec![0x2000]
         );
     }
 

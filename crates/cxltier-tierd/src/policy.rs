@@ -38,6 +38,13 @@ pub struct Tracking {
     /// Also track written pages, page by page, with soft-dirty bits (`/proc/PID/clear_refs` and
     /// `pagemap`): a page written in the last interval counts as hot, whatever its region says.
     pub soft_dirty: bool,
+    /// A target with more than this many MiB of resident anonymous memory (`RssAnon`) is
+    /// tracked in chunks from a fixed-size sample of its pages (`chunks`), so that an interval's
+    /// cost does not grow with its footprint; smaller ones page by page. DAMON only (idle-page tracking
+    /// reads every page anyway). 0: always in chunks.
+    pub sampled_above_mib: u64,
+    /// Pages asked per interval and target in chunks (1 to 1048576; more: finer, costlier).
+    pub sample_pages: u64,
 }
 
 impl Default for Tracking {
@@ -51,6 +58,8 @@ impl Default for Tracking {
             min_regions: 100,
             max_regions: 1000,
             soft_dirty: true,
+            sampled_above_mib: 256,
+            sample_pages: 4096,
         }
     }
 }
@@ -239,6 +248,21 @@ impl Policy {
                     "{}..{}: DAMON needs at least 3 regions and max_regions >= min_regions",
                     t.min_regions, t.max_regions
                 ),
+            );
+        }
+        if !(1..=1 << 20).contains(&t.sample_pages) {
+            return bad(
+                "sample_pages",
+                format!(
+                    "{}: expected 1 to 1048576 pages per interval (the default is 4096)",
+                    t.sample_pages
+                ),
+            );
+        }
+        if t.sampled_above_mib > 1 << 40 {
+            return bad(
+                "sampled_above_mib",
+                format!("{}: expected at most 2^40 MiB", t.sampled_above_mib),
             );
         }
         let pct = |v: f64| v.is_finite() && (0.0..=100.0).contains(&v);

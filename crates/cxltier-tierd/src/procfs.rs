@@ -53,6 +53,23 @@ pub fn parse_maps(text: &str) -> Vec<Range> {
     out
 }
 
+/// The process's resident anonymous memory (`RssAnon` of `/proc/PID/status`, Linux 4.5+), in
+/// bytes; `None` when it does not say (no such line, or no status file: a process gone since
+/// its liveness was checked is found gone by the next read of its pages).
+pub fn rss_anon_bytes(proc_root: &Path, pid: u32) -> Result<Option<u64>, TierdError> {
+    let path = proc_root.join(pid.to_string()).join("status");
+    let text = match fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(TierdError::io("cannot read", path, e)),
+    };
+    Ok(text.lines().find_map(|l| {
+        let v = l.strip_prefix("RssAnon:")?.trim();
+        let kb: u64 = v.strip_suffix("kB").unwrap_or(v).trim().parse().ok()?;
+        Some(kb * 1024)
+    }))
+}
+
 /// Whether the process exists (and is not a zombie).
 pub fn alive(proc_root: &Path, pid: u32) -> bool {
     match fs::read_to_string(proc_root.join(pid.to_string()).join("stat")) {
@@ -90,6 +107,19 @@ pub fn node_memory(sys_root: &Path, node: u32) -> Result<(u64, u64), TierdError>
 mod tests {
     use super::*;
     use crate::testutil::TempDir;
+
+    #[test]
+    fn resident_anonymous_memory_comes_from_rss_anon() {
+        let d = TempDir::new("procfs-rss-anon");
+        d.write(
+            "7/status",
+            "Name:\tx\nVmRSS:\t  900 kB\nRssAnon:\t  512 kB\n",
+        );
+        d.write("8/status", "Name:\tx\nVmRSS:\t  900 kB\n");
+        assert_eq!(rss_anon_bytes(d.path(), 7).unwrap(), Some(512 * 1024));
+        assert_eq!(rss_anon_bytes(d.path(), 8).unwrap(), None);
+        assert_eq!(rss_anon_bytes(d.path(), 9).unwrap(), None);
+    }
 
     #[test]
     fn only_private_writable_anonymous_mappings_are_movable() {

@@ -41,6 +41,11 @@ impl TokenBucket {
         self.tokens -= bytes as f64;
     }
 
+    /// The most bytes that can be taken at once.
+    pub fn capacity(&self) -> f64 {
+        self.capacity
+    }
+
     /// The bound on bytes taken over `span`: what the rate limit promises.
     pub fn bound(&self, span: Duration) -> f64 {
         self.capacity + self.rate * span.as_secs_f64()

@@ -1104,9 +1104,18 @@ mod json_lines_tests {
             rate_limit_bytes_per_s: 1e6,
             rate_limit_bound_bytes: 1.5e6,
             memory: None,
+            sampled: None,
         };
         let line = json_line("tierd", "interval", &interval).unwrap();
         assert_conforms(schema, &line);
+        let mut in_chunks = interval.clone();
+        in_chunks.sampled = Some(cxltier_tierd::engine::SampledReport {
+            chunk_bytes: 2 << 20,
+            chunks: 512,
+            sampled_pages: 4096,
+            span_bytes: 1 << 30,
+        });
+        assert_conforms(schema, &json_line("tierd", "interval", &in_chunks).unwrap());
         // Per-node figures are keyed by node.
         let v: serde_json::Value = serde_json::from_str(&line).unwrap();
         assert_eq!(v["nodes"]["0"]["resident_bytes"], 1 << 19);
