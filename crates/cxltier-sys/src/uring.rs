@@ -125,11 +125,36 @@ impl DirectFile {
                 return Ok(());
             }
             let e = io::Error::last_os_error();
+            if e.raw_os_error() == Some(libc::EOPNOTSUPP) {
+                return self.preallocate_by_writing(len);
+            }
             // A large reservation can be interrupted by a signal; it is safe to ask again.
             if e.kind() != io::ErrorKind::Interrupted {
                 return Err(e);
             }
         }
+    }
+
+    /// On a file system without `fallocate` (ext2, some network and FUSE file systems), reserve
+    /// the space by writing zeros beyond the file's current end, as glibc's `posix_fallocate`
+    /// does: a full disk is still found now (`ENOSPC`), and nothing the file holds is written
+    /// over. `write_all_at` retries interrupted and partial writes.
+    pub(crate) fn preallocate_by_writing(&self, len: u64) -> io::Result<()> {
+        use std::os::unix::fs::FileExt;
+        let align = ALIGN as u64;
+        let current = self.file.metadata()?.len();
+        let mut at = current.next_multiple_of(align);
+        let end = len / align * align;
+        let zeros = AlignedBuf::new(1 << 20);
+        while at < end {
+            let n = ((end - at) as usize).min(zeros.len());
+            self.file.write_all_at(&zeros[..n], at)?;
+            at += n as u64;
+        }
+        if len > self.file.metadata()?.len() {
+            self.file.set_len(len)?;
+        }
+        Ok(())
     }
 
     /// Flush written data to stable storage (`fdatasync`).
@@ -333,6 +358,32 @@ mod tests {
         // Dropping a queue with reads in flight waits for them.
         q.push(&file, 0, ALIGN).unwrap();
         drop(q);
+    }
+
+    #[test]
+    fn without_fallocate_the_space_is_reserved_by_writing_zeros_past_the_end() {
+        use std::os::unix::fs::{FileExt, MetadataExt};
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("f");
+        let file = DirectFile::open(&path, true).unwrap();
+        let mut first = AlignedBuf::new(ALIGN);
+        first.fill(0xab);
+        file.file.write_all_at(&first, 0).unwrap();
+        let len = (3 << 20) + 2 * ALIGN as u64;
+        file.preallocate_by_writing(len).unwrap();
+        let meta = std::fs::metadata(&path).unwrap();
+        assert_eq!(meta.len(), len);
+        // Allocated, not a hole (512-byte units).
+        assert!(meta.blocks() * 512 >= len, "{} blocks", meta.blocks());
+        let bytes = std::fs::read(&path).unwrap();
+        assert!(
+            bytes[..ALIGN].iter().all(|&b| b == 0xab),
+            "the data was kept"
+        );
+        assert!(bytes[ALIGN..].iter().all(|&b| b == 0));
+        // Again: nothing to do.
+        file.preallocate_by_writing(len).unwrap();
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), len);
     }
 
     #[test]

@@ -233,10 +233,14 @@ pub struct MemoryReport {
     /// hot (they were wanted: accessed, not paged out again), this interval and over the run.
     pub prefetch_hits: u64,
     pub prefetch_hits_total: u64,
-    /// Pages over the budget left resident: only hot or recently moved pages were left / the
+    /// Pages over the budget left resident: only pages moved too recently were left / the
     /// allowance was spent.
-    pub held_by_heat: u64,
+    pub held_by_residency: u64,
     pub held_by_allowance: u64,
+    /// The most pages this interval could read back ahead of their fault: halved after an
+    /// interval whose prefetches mostly missed, doubled after one whose prefetches mostly hit
+    /// (0 when there was no room to prefetch into).
+    pub prefetch_limit_pages: u64,
     /// The most pages this interval could page out (rate limit, or the SLA controller's figure).
     pub allowance_pages: u64,
     /// Free bytes in tierd's swap area (`None` in a dry run), and whether it is full: offloading
@@ -257,7 +261,9 @@ struct Target {
     /// The target's slot in the access source (its kdamond, with DAMON).
     slot: usize,
     status: Status,
-    last_moved: HashMap<usize, Instant>,
+    /// Units moved recently: when, and which way (memory mode may page out a unit demoted
+    /// recently, never one promoted recently).
+    last_moved: HashMap<usize, (Instant, Reason)>,
     retry: HashSet<usize>,
     totals: Totals,
     moved_in: BTreeMap<u32, u64>,
@@ -266,6 +272,8 @@ struct Target {
     /// Pages read back ahead of their fault last interval, judged hit or miss this interval.
     prefetched: Vec<usize>,
     prefetch_hits_total: u64,
+    /// The most pages read back ahead of their fault next interval (adapts to the hit rate).
+    prefetch_limit: u64,
 }
 
 /// Memory mode's running state.
@@ -360,6 +368,7 @@ impl Engine {
                     prefetch_total: 0,
                     prefetched: Vec::new(),
                     prefetch_hits_total: 0,
+                    prefetch_limit: crate::pageout::PREFETCH_START_PAGES,
                 })
                 .collect(),
             policy,
@@ -494,6 +503,7 @@ impl Engine {
                     prefetch_total: 0,
                     prefetched: Vec::new(),
                     prefetch_hits_total: 0,
+                    prefetch_limit: crate::pageout::PREFETCH_START_PAGES,
                 }),
             }
         }
@@ -794,11 +804,51 @@ impl Engine {
         let target = &mut self.targets[i];
         target
             .last_moved
-            .retain(|_, at| now.saturating_duration_since(*at) < residency);
+            .retain(|_, (at, _)| now.saturating_duration_since(*at) < residency);
         // Units no longer resident need no retry.
         let resident: HashSet<usize> = units.iter().map(|p| p.addr).collect();
         target.retry.retain(|a| resident.contains(a));
         let recently: HashSet<usize> = target.last_moved.keys().copied().collect();
+
+        // Memory mode: what goes to NVMe is chosen first (the coldest beyond the DRAM + CXL
+        // budgets), and the moves between DRAM and CXL are planned among what stays: a page on
+        // its way to NVMe does not stop on the CXL node first, and one demoted to CXL recently
+        // may still go on down (only a recent promotion holds a page in memory).
+        let pageout = match self.memory.as_mut() {
+            Some(memory) => {
+                let promoted_recently: HashSet<usize> = target
+                    .last_moved
+                    .iter()
+                    .filter(|(_, (_, why))| *why == Reason::Promote)
+                    .map(|(a, _)| *a)
+                    .collect();
+                Some(plan_pageout(
+                    memory,
+                    target,
+                    &view.pages,
+                    &span_of,
+                    &th,
+                    &self.tiers,
+                    &promoted_recently,
+                    self.page_size,
+                    &self.proc_root,
+                )?)
+            }
+            None => None,
+        };
+        let staying: Vec<PageInfo>;
+        let plan_units: &[PageInfo] = match &pageout {
+            Some(p) if !p.victims.is_empty() => {
+                let going: HashSet<usize> = p.victims.iter().map(|v| v.addr).collect();
+                staying = units
+                    .iter()
+                    .filter(|u| !going.contains(&u.addr))
+                    .copied()
+                    .collect();
+                &staying
+            }
+            _ => units,
+        };
 
         let mut room = BTreeMap::new();
         for &node in self.tiers.fast.iter().chain(&self.tiers.slow) {
@@ -808,7 +858,7 @@ impl Engine {
         }
         let tokens = self.bucket.available(now) / self.page_size;
         let decision = plan::plan(&plan::Input {
-            pages: units,
+            pages: plan_units,
             fast: &self.tiers.fast,
             slow: &self.tiers.slow,
             room,
@@ -888,7 +938,7 @@ impl Engine {
             }
             for (k, m) in decision.moves.iter().enumerate() {
                 if moved_any[k] {
-                    target.last_moved.insert(m.addr, now);
+                    target.last_moved.insert(m.addr, (now, m.reason));
                 }
                 if failed_any[k] {
                     target.retry.insert(m.addr);
@@ -905,20 +955,17 @@ impl Engine {
             + iv.promoted_pages as i64
             - iv.demoted_pages as i64;
         report.fast_bytes = fast_pages.max(0) as u64 * self.page_size;
-        if let Some(memory) = self.memory.as_mut() {
-            let moved: HashSet<usize> = decision.moves.iter().map(|m| m.addr).collect();
-            let leave: HashSet<usize> = recently.union(&moved).copied().collect();
+        if let (Some(memory), Some(pageout)) = (self.memory.as_mut(), pageout) {
             // Memory mode pages out base pages (a huge page partly cold is split by the
             // kernel), or whole chunks.
             let resident_pages: u64 = view.pages.iter().map(|p| p.pages as u64).sum();
             let mut m = page_out(
                 memory,
                 target,
+                pageout,
                 &view.pages,
                 &span_of,
-                &th,
                 &self.tiers,
-                &leave,
                 &view.absent_hot,
                 self.page_size,
                 self.dry_run,
@@ -965,12 +1012,18 @@ fn keep_only_running<H>(handles: &mut HashMap<u32, H>, running: &HashSet<u32>) {
 /// pagemap).
 const PREFETCH_WALK_PAGES: usize = 1 << 18;
 
-/// Memory mode's step for one target: choose the units (pages, or a large target's chunks)
-/// beyond its budget and page them out, then read back what of its hot stretches is in swap.
-/// Returns the report (without `dram`/`cxl` bytes), the pages advised out and how many of them
-/// were on the fast tier.
+/// Memory mode's choice for one target, made before the interval's moves: the units (pages,
+/// or a large target's chunks) beyond its budget to page out, and the report so far (last
+/// interval's prefetches judged, the NVMe tier's room, the allowance).
+struct PageoutPlan {
+    report: MemoryReport,
+    victims: Vec<PageInfo>,
+}
+
+/// Choose what goes to NVMe this interval (see [`PageoutPlan`]); `leave` are units that must
+/// stay in memory (promoted too recently).
 #[allow(clippy::too_many_arguments)]
-fn page_out(
+fn plan_pageout(
     memory: &mut MemoryState,
     target: &mut Target,
     units: &[PageInfo],
@@ -978,11 +1031,9 @@ fn page_out(
     th: &Thresholds,
     tiers: &Tiers,
     leave: &HashSet<usize>,
-    absent_hot: &[(usize, usize)],
     page_size: u64,
-    dry_run: bool,
     proc_root: &Path,
-) -> Result<(MemoryReport, u64, u64), TierdError> {
+) -> Result<PageoutPlan, TierdError> {
     let mut report = MemoryReport {
         keep_bytes: memory.mode.keep_bytes,
         ..MemoryReport::default()
@@ -1000,10 +1051,16 @@ fn page_out(
         allowance = allowance.min(free_pages);
     }
     report.allowance_pages = allowance;
-    // Last interval's prefetches, judged before anything moves this interval.
+    // Last interval's prefetches, judged before anything moves this interval; the next
+    // prefetch follows how well they did.
     report.prefetch_hits = crate::pageout::prefetch_hits(&target.prefetched, units, th, span_of);
     target.prefetch_hits_total += report.prefetch_hits;
     report.prefetch_hits_total = target.prefetch_hits_total;
+    target.prefetch_limit = crate::pageout::next_prefetch_limit(
+        target.prefetch_limit,
+        target.prefetched.len() as u64,
+        report.prefetch_hits,
+    );
     target.prefetched.clear();
     let (victims, held) = crate::pageout::select(
         units,
@@ -1014,8 +1071,31 @@ fn page_out(
         leave,
     );
     report.planned_pageouts = victims.iter().map(|v| v.pages as u64).sum();
-    report.held_by_heat = held.by_heat;
+    report.held_by_residency = held.by_residency;
     report.held_by_allowance = held.by_allowance;
+    Ok(PageoutPlan { report, victims })
+}
+
+/// Memory mode's step for one target after the interval's moves: send `plan`'s units to swap,
+/// then read back what of its hot stretches is in swap. Returns the report (without
+/// `dram`/`cxl` bytes), the pages advised out and how many of them were on the fast tier.
+#[allow(clippy::too_many_arguments)]
+fn page_out(
+    memory: &mut MemoryState,
+    target: &mut Target,
+    plan: PageoutPlan,
+    units: &[PageInfo],
+    span_of: &dyn Fn(&PageInfo) -> usize,
+    tiers: &Tiers,
+    absent_hot: &[(usize, usize)],
+    page_size: u64,
+    dry_run: bool,
+    proc_root: &Path,
+) -> Result<(MemoryReport, u64, u64), TierdError> {
+    let PageoutPlan {
+        mut report,
+        victims,
+    } = plan;
     let mut advised_fast = 0;
     let mut advised = 0;
     if !dry_run && !victims.is_empty() {
@@ -1070,7 +1150,8 @@ fn page_out(
             walk.push((start, len));
             walked += len / page_size as usize;
         }
-        let limit = usize::try_from(room).unwrap_or(usize::MAX);
+        report.prefetch_limit_pages = target.prefetch_limit;
+        let limit = usize::try_from(room.min(target.prefetch_limit)).unwrap_or(usize::MAX);
         let mut wanted =
             crate::pageout::swapped_in(proc_root, target.pid, &walk, page_size, limit)?;
         if !wanted.is_empty() {

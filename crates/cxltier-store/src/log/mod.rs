@@ -607,14 +607,20 @@ impl Log {
         let capacity = log.stats.capacity;
         if !log.file.is_block_device() && current < capacity {
             log.file.preallocate(capacity).map_err(|e| {
-                let free = fs_free(path).map(|f| format!(", {f} bytes are free")).unwrap_or_default();
-                StoreError::Io {
-                    context: format!(
+                let context = if e.raw_os_error() == Some(libc::ENOSPC) {
+                    let free =
+                        fs_free(path).map(|f| format!(", {f} bytes are free")).unwrap_or_default();
+                    format!(
                         "cannot reserve {capacity} bytes for {}{free}: the disk is too full; free space or give a smaller --ssd size",
                         path.display()
-                    ),
-                    source: e,
-                }
+                    )
+                } else {
+                    format!(
+                        "cannot reserve {capacity} bytes for {}: put it on a local file system (ext4, xfs) or a block device",
+                        path.display()
+                    )
+                };
+                StoreError::Io { context, source: e }
             })?;
         }
         if !log.open_is_set() {
