@@ -410,6 +410,18 @@ check_tierd_memory() {
     _tierd=$!
     wait_for_text "$T/tierd-memchunks.out" '"nvme":[1-9]' 1800
     wait_for_text "$T/tierd-memchunks.out" '"cxl":[1-9]' 600
+    # The three tiers at once, by where the pages are (the workload's own move_pages query and
+    # VmSwap): a window that turned hot after tierd started is on node0, other pages are on the
+    # CXL node, and some are in swap.
+    started=$(grep -c '"hot_pages_per_node"' "$T/tierd-memchunks-target.out")
+    wait_until_hot_on_node0 "$T/tierd-memchunks-target.out" $((started + 10)) 1200
+    last=$(grep '"hot_pages_per_node"' "$T/tierd-memchunks-target.out" | tail -1)
+    hot0=$(echo "$last" | sed -n 's/.*"hot_pages_per_node":{[^}]*"0":\([0-9]*\).*/\1/p')
+    all1=$(echo "$last" | sed -n 's/.*"pages_per_node":{[^}]*"1":\([0-9]*\).*/\1/p')
+    swap_kb=$(vm_swap_kb "$target")
+    verdict tierd-memory-three-tiers \
+        "hot window pages on node0 ${hot0:-none}, pages on node1 ${all1:-none}, VmSwap ${swap_kb:-?} kB: $(echo "$last" | cut -c1-200)" \
+        sh -c "[ \"${hot0:-0}\" -gt 0 ] && [ \"${all1:-0}\" -gt 0 ] && [ \"${swap_kb:-0}\" -gt 0 ]"
     kill -TERM "$_tierd" 2>/dev/null
     wait "$_tierd"
     rc=$?

@@ -115,6 +115,7 @@ const HMAT: &[&str] = &[
     "tierd-memory-sla-reads-pressure",
     "tierd-memory-workload-intact",
     "tierd-memory-in-chunks",
+    "tierd-memory-three-tiers",
     "tierd-memory-in-chunks-workload-intact",
     "tierd-memory-full-nvme-stops-offloading",
     "tierd-memory-full-nvme-workload-intact",

@@ -22,7 +22,7 @@ use std::collections::{BTreeMap, HashMap};
 use cxltier_sys::PageStatus;
 
 use crate::damon::Region;
-use crate::placement::NodeQuery;
+use crate::placement::{NodeQuery, SplitMix64};
 use crate::plan::{Heat, PageInfo, Thresholds};
 use crate::procfs::Range;
 use crate::TierdError;
@@ -99,19 +99,6 @@ fn heat_of(regions: &[Region], r: &mut usize, start: usize, end: usize) -> (u32,
     }
     // Rounded to nearest: a chunk wholly inside one region takes that region's figures.
     (((weighted + covered / 2) / covered) as u32, age)
-}
-
-/// A small, seedable generator (SplitMix64): the sample must be reproducible in tests.
-struct SplitMix64(u64);
-
-impl SplitMix64 {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        (z ^ (z >> 31)) % n
-    }
 }
 
 /// The settings of a chunked view.

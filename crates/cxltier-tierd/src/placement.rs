@@ -68,9 +68,9 @@ pub struct PlacementEstimate {
     pub absent: NodeEstimate,
 }
 
-/// A small, seedable generator (SplitMix64): the sample must be reproducible in tests and needs
-/// no cryptographic quality.
-struct SplitMix64(u64);
+/// A small, seedable generator (SplitMix64): a sample must be reproducible in tests and needs
+/// no cryptographic quality (used here and by [`crate::chunks`]).
+pub(crate) struct SplitMix64(pub(crate) u64);
 
 impl SplitMix64 {
     fn next(&mut self) -> u64 {
@@ -82,7 +82,7 @@ impl SplitMix64 {
     }
 
     /// Uniform in `[0, n)`, `n > 0` (the modulo bias is below 2^-40 for the spans tierd sees).
-    fn below(&mut self, n: u64) -> u64 {
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
         self.next() % n
     }
 }
