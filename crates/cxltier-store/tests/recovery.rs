@@ -238,14 +238,14 @@ fn a_log_of_the_first_format_opens_with_its_keys_in_database_0() {
         get(&mut s, &db_key(3, b"str")).as_deref(),
         Some(&b"three"[..])
     );
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64;
-    let ks = s.keyspace(now);
+    // The fixture's `ttl` key expires at 2100-01-01T00:00:00Z (the fixture first held a
+    // TTL of a day from when it was written, and the test failed the day after); the
+    // keyspace is read at a fixed instant so that its TTL sum is exact.
+    const TTL_KEY_EXPIRES_AT_MS: u64 = 4_102_444_800_000;
+    let ks = s.keyspace(TTL_KEY_EXPIRES_AT_MS - 1_000);
     assert_eq!(ks.len(), 2);
     assert_eq!((ks[0].db, ks[0].keys, ks[0].expires), (0, 6, 1));
-    assert!(ks[0].ttl_ms_sum > 0 && ks[0].ttl_ms_sum <= 100_000_000);
+    assert_eq!(ks[0].ttl_ms_sum, 1_000);
     assert_eq!(
         ks[1],
         DbKeyspace {
