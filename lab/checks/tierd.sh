@@ -368,6 +368,7 @@ mem_run() {
 
 check_tierd_memory() {
     swaps_before=$(cat /proc/swaps)
+    page_cluster_before=$(cat /proc/sys/vm/page-cluster)
 
     # --dry-run: says what it would do, does none of it.
     mem_target tierd-mem-dry
@@ -376,7 +377,7 @@ check_tierd_memory() {
     planned=$(grep -o '"planned_pageouts":[0-9]*' "$T/tierd-mem-dry.out" | cut -d: -f2 | sort -n | tail -1)
     verdict tierd-memory-dry-run-changes-nothing \
         "exit $rc, would page out ${planned:-?} pages, VmSwap $(vm_swap_kb "$target") kB, $(grep -c 'would swapon' "$T/tierd-mem-dry.err") swapon said; $(brief "$T/tierd-mem-dry.err")" \
-        sh -c "[ $rc = 0 ] && [ '$swaps_before' = \"\$(cat /proc/swaps)\" ] && [ \"${planned:-0}\" -gt 0 ] && [ \"$(vm_swap_kb "$target")\" = 0 ] && grep -q 'would swapon /dev/vda with priority' '$T/tierd-mem-dry.err'"
+        sh -c "[ $rc = 0 ] && [ '$swaps_before' = \"\$(cat /proc/swaps)\" ] && [ \"${planned:-0}\" -gt 0 ] && [ \"$(vm_swap_kb "$target")\" = 0 ] && grep -q 'would swapon /dev/vda with priority' '$T/tierd-mem-dry.err' && grep -q 'would tune /proc/sys/vm/page-cluster' '$T/tierd-mem-dry.err' && [ \"\$(cat /proc/sys/vm/page-cluster)\" = '$page_cluster_before' ]"
     kill -TERM "$target_runner" 2>/dev/null
     wait "$target_runner" 2>/dev/null
 
@@ -390,6 +391,12 @@ check_tierd_memory() {
         "/proc/swaps after: $(tail -n +2 /proc/swaps | tr '\n' ' '); $(grep -o '"event":"swap_teardown"[^}]*' "$T/tierd-mem.out")" \
         sh -c "[ '$swaps_before' = \"\$(cat /proc/swaps)\" ] && grep -q '\"swapped_off\":true' '$T/tierd-mem.out'"
     verdict tierd-memory-target-still-running "pid $target, VmSwap now $(vm_swap_kb "$target") kB" kill -0 "$target"
+    # Swap readahead (vm.page-cluster, system-wide) is tuned while tierd runs, said, reported in
+    # every interval line, and put back when it stops.
+    ra_values=$(grep -o '"swap_readahead":{"page_cluster":[0-9]*' "$T/tierd-mem.out" | cut -d: -f3 | sort -u | tr '\n' ' ')
+    verdict tierd-memory-readahead-restored \
+        "vm.page-cluster before $page_cluster_before, after $(cat /proc/sys/vm/page-cluster), during: ${ra_values:-none}; $(grep -o 'tune /proc/sys/vm/page-cluster[^)]*)' "$T/tierd-mem.err" | head -1)" \
+        sh -c "[ \"\$(cat /proc/sys/vm/page-cluster)\" = '$page_cluster_before' ] && [ -n '$ra_values' ] && grep -q 'tune /proc/sys/vm/page-cluster' '$T/tierd-mem.err' && grep -q 'page-cluster restored to $page_cluster_before' '$T/tierd-mem.err'"
     verdict tierd-memory-sla-reads-pressure "$(grep -o 'SLA: memory pressure read from [^ ]*' "$T/tierd-mem.err")" \
         sh -c "grep -q 'SLA: memory pressure read from' '$T/tierd-mem.err' && grep -q '\"stall_some_pct\":[0-9]' '$T/tierd-mem.out'"
     # SIGTERM ends the workload as its --duration would: every page checked, exit 0 when intact.

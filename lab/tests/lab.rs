@@ -112,6 +112,7 @@ const HMAT: &[&str] = &[
     "tierd-memory-pages-out-to-nvme",
     "tierd-memory-swap-gone-after-stop",
     "tierd-memory-target-still-running",
+    "tierd-memory-readahead-restored",
     "tierd-memory-sla-reads-pressure",
     "tierd-memory-workload-intact",
     "tierd-memory-in-chunks",

@@ -253,6 +253,7 @@ pub struct Daemon {
     quarantine_file: Option<PathBuf>,
     metrics: Option<cxltier_metrics::Published>,
     memory: Option<(MemoryMode, Option<f64>)>,
+    readahead: Option<crate::readahead::ReadaheadTuner>,
 }
 
 impl Daemon {
@@ -277,6 +278,7 @@ impl Daemon {
             quarantine_file: None,
             metrics: None,
             memory: None,
+            readahead: None,
         }
     }
 
@@ -314,6 +316,18 @@ impl Daemon {
     /// Memory mode: page out what each target holds beyond `mode.keep_bytes`; with
     /// `max_stall_pct`, at a rate the SLA controller ([`crate::psi`]) sets from the memory
     /// pressure of the first target's cgroup (or the system's).
+    /// Memory mode's swap readahead: stepped once per round, its report in every target's
+    /// memory section. The daemon holds it while it runs;
+    /// [`Daemon::take_swap_readahead`] hands it back to restore and report.
+    pub fn swap_readahead(mut self, tuner: crate::readahead::ReadaheadTuner) -> Daemon {
+        self.readahead = Some(tuner);
+        self
+    }
+
+    pub fn take_swap_readahead(&mut self) -> Option<crate::readahead::ReadaheadTuner> {
+        self.readahead.take()
+    }
+
     pub fn memory_mode(mut self, mode: MemoryMode, max_stall_pct: Option<f64>) -> Daemon {
         self.memory = Some((mode, max_stall_pct));
         self
@@ -489,6 +503,10 @@ impl Daemon {
                 engine.set_pageout_allowance(s.controller.update(stall, max));
             }
             reports.append(&mut engine.step()?);
+            let readahead = match self.readahead.as_mut() {
+                Some(t) => Some(t.step()?),
+                None => None,
+            };
             if let Some((mode, _)) = &self.memory {
                 // Each target's refaults come from its cgroup's memory.stat (the --cgroup's
                 // when tierd set limits on one), else from the system's /proc/vmstat.
@@ -510,6 +528,7 @@ impl Daemon {
                     m.stall_some_pct = stall.map(|s| s.0);
                     m.stall_full_pct = stall.map(|s| s.1);
                     m.max_stall_pct = self.memory.as_ref().and_then(|m| m.1);
+                    m.swap_readahead = readahead.clone();
                 }
             }
             for r in &reports {

@@ -254,6 +254,9 @@ pub struct MemoryReport {
     /// Anonymous refaults over the last interval (`workingset_refault_anon` of the target's
     /// cgroup's `memory.stat`; system-wide, from /proc/vmstat, where it has no cgroup v2).
     pub refaults: Option<u64>,
+    /// Swap readahead over the last interval and `vm.page-cluster` for the next (`None` with
+    /// `--swap-readahead keep`).
+    pub swap_readahead: Option<crate::readahead::ReadaheadReport>,
 }
 
 struct Target {

@@ -27,9 +27,11 @@
 //!   ([`tuning::AllocationWeights`]), reported to a [`tuning::TuneSink`].
 //! - memory mode (`--nvme`): [`swap`] (the swap area on NVMe: checked, created, turned on, and
 //!   undone), [`pageout`] (which resident pages go beyond the DRAM + CXL budgets, sent with
-//!   `process_madvise(MADV_PAGEOUT)`) and [`psi`] (memory pressure and the SLA controller that
-//!   sets the pageout allowance).
-//! - [`workload`]: a test workload whose hot set moves, for the lab and for demos.
+//!   `process_madvise(MADV_PAGEOUT)`), [`psi`] (memory pressure and the SLA controller that
+//!   sets the pageout allowance) and [`readahead`] (`vm.page-cluster` tuned by swap readahead's
+//!   hit rate, and restored).
+//! - [`workload`]: test workloads: a hot set that moves, a stream and a pointer chase (the
+//!   footprint sweep's), for the lab, benchmarks and demos.
 //!
 //! Nothing here prints or exits; every failure is a [`TierdError`] that says what to do.
 
@@ -54,6 +56,7 @@ pub mod procfs;
 pub mod psi;
 pub mod quarantine;
 pub mod ratelimit;
+pub mod readahead;
 pub mod softdirty;
 pub mod swap;
 pub mod tune;

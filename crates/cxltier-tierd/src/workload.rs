@@ -256,14 +256,19 @@ mod tests {
     }
 }
 
-/// A bandwidth-bound loop for the tuner: `cxltier touch SIZE --stream --progress-file PATH`.
-/// It reads its whole buffer over and over and keeps the number of bytes read so far in a file
-/// (rewritten about ten times a second, atomically), the progress signal `tierd --tune` reads.
+/// A bandwidth-bound loop: `cxltier touch SIZE --stream`. It fills its buffer with a pattern,
+/// then reads the whole buffer over and over in address order. With a progress file it keeps
+/// the number of bytes read so far there (rewritten about ten times a second, atomically), the
+/// progress signal `tierd --tune` reads. Every whole pass's sum is checked against the pattern's:
+/// a page that comes back from swap or another node with other contents is counted.
 #[derive(Debug, Clone)]
 pub struct Stream {
     pub bytes: u64,
+    /// Read for this long before the measured period starts (time for limits and tierd to
+    /// settle); the summary's rate covers only the period after it.
+    pub warmup: Duration,
     pub duration: Duration,
-    pub progress_file: std::path::PathBuf,
+    pub progress_file: Option<std::path::PathBuf>,
     /// Allocate a fresh buffer of this many bytes once the file exists (checked with each
     /// progress update), for checking where a process's *new* allocations land.
     pub fresh: Option<(u64, std::path::PathBuf)>,
@@ -281,17 +286,88 @@ pub struct FreshBuffer {
     pub nodes: std::collections::BTreeMap<u32, u64>,
 }
 
+/// A workload's memory is written and its timed part begins: the moment to apply a limit or
+/// start `tierd` that the run is to be measured under.
+#[derive(Debug, Clone, Serialize)]
+pub struct Ready {
+    pub pid: u32,
+    pub bytes: u64,
+    pub init_seconds: f64,
+}
+
 /// What [`Stream::run`] did.
 #[derive(Debug, Clone, Serialize)]
 pub struct StreamSummary {
     pub pid: u32,
+    pub bytes: u64,
     pub bytes_read: u64,
     pub seconds: f64,
+    /// Bytes read after the warmup, and in how long.
+    pub measured_bytes: u64,
+    pub measured_seconds: f64,
+    pub bytes_per_second: f64,
+    pub passes: u64,
+    /// Whole passes whose sum was not the pattern's.
+    pub bad_passes: u64,
+    pub intact: bool,
+}
+
+/// The stream's pattern: word `i` holds `i` scrambled (distinct words, so a page swapped for
+/// another page changes the sum as surely as a page of zeros does).
+fn stream_word(i: u64) -> u64 {
+    (i ^ MARKER).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+}
+
+/// The sum of one pass over `words` words of the pattern.
+fn stream_pass_sum(words: u64) -> u64 {
+    (0..words).fold(0u64, |s, i| s.wrapping_add(stream_word(i)))
+}
+
+/// A timed run's two periods: warmup, then measurement.
+struct Periods {
+    start: Instant,
+    warmup: Duration,
+    end: Duration,
+    measured: Option<(Instant, u64)>,
+}
+
+impl Periods {
+    fn new(warmup: Duration, duration: Duration) -> Periods {
+        Periods {
+            start: Instant::now(),
+            warmup,
+            end: warmup + duration,
+            measured: None,
+        }
+    }
+
+    /// Look at the clock with the work `done` so far; false once the run is over.
+    fn go_on(&mut self, done: u64) -> bool {
+        let t = self.start.elapsed();
+        if self.measured.is_none() && t >= self.warmup {
+            self.measured = Some((Instant::now(), done));
+        }
+        t < self.end
+    }
+
+    /// The work done in the measured period and its length (zero when it never began).
+    fn measured(&self, done: u64) -> (u64, f64) {
+        match self.measured {
+            Some((at, before)) => (done - before, at.elapsed().as_secs_f64()),
+            None => (0, 0.0),
+        }
+    }
 }
 
 impl Stream {
-    /// Run for `duration`; `on_fresh` hears where the fresh buffer's pages landed.
-    pub fn run(&self, mut on_fresh: impl FnMut(&FreshBuffer)) -> Result<StreamSummary, TierdError> {
+    /// Run for `warmup + duration` or until `stop` is set; `on_ready` hears when the buffer is
+    /// written, `on_fresh` where the fresh buffer's pages landed.
+    pub fn run(
+        &self,
+        stop: &AtomicBool,
+        on_ready: impl FnOnce(&Ready),
+        mut on_fresh: impl FnMut(&FreshBuffer),
+    ) -> Result<StreamSummary, TierdError> {
         let page = cxltier_sys::page_size();
         let len = usize::try_from(self.bytes)
             .ok()
@@ -300,29 +376,42 @@ impl Stream {
                 setting: "SIZE",
                 message: format!("{} bytes: give at least one page ({page})", self.bytes),
             })?;
+        let init = Instant::now();
         let mut m = Mapping::anonymous(len)?;
         m.advise(Advice::NoHugePage)?;
-        m.write_each(page, 1);
-        let tmp = self.progress_file.with_extension("tmp");
+        for (i, word) in m.as_mut_slice().chunks_exact_mut(8).enumerate() {
+            word.copy_from_slice(&stream_word(i as u64).to_ne_bytes());
+        }
+        let words = (len / 8) as u64;
+        let expected = stream_pass_sum(words);
+        let tmp = self.progress_file.as_ref().map(|p| p.with_extension("tmp"));
         let publish = |count: u64| -> Result<(), TierdError> {
-            std::fs::write(&tmp, format!("{count}\n"))
-                .and_then(|()| std::fs::rename(&tmp, &self.progress_file))
-                .map_err(|e| TierdError::io("cannot write", &self.progress_file, e))
+            let (Some(file), Some(tmp)) = (&self.progress_file, &tmp) else {
+                return Ok(());
+            };
+            std::fs::write(tmp, format!("{count}\n"))
+                .and_then(|()| std::fs::rename(tmp, file))
+                .map_err(|e| TierdError::io("cannot write", file, e))
         };
         publish(0)?;
+        on_ready(&Ready {
+            pid: std::process::id(),
+            bytes: self.bytes,
+            init_seconds: init.elapsed().as_secs_f64(),
+        });
         const CHUNK: usize = 64 << 10;
-        let start = Instant::now();
+        let mut periods = Periods::new(self.warmup, self.duration);
         let mut next = Duration::from_millis(100);
-        let mut count = 0u64;
-        let mut sum = 0u64;
+        let (mut count, mut passes, mut bad_passes) = (0u64, 0u64, 0u64);
         let mut fresh: Option<Mapping> = None;
         'run: loop {
+            let mut sum = 0u64;
             for chunk in m.as_slice().chunks(CHUNK) {
                 for word in chunk.chunks_exact(8) {
                     sum = sum.wrapping_add(u64::from_ne_bytes(word.try_into().expect("8 bytes")));
                 }
                 count += chunk.len() as u64;
-                let t = start.elapsed();
+                let t = periods.start.elapsed();
                 if t >= next {
                     publish(count)?;
                     next = t + Duration::from_millis(100);
@@ -334,17 +423,177 @@ impl Stream {
                         }
                     }
                 }
-                if t >= self.duration {
+                if !periods.go_on(count) || stop.load(Ordering::Relaxed) {
                     break 'run;
                 }
             }
+            passes += 1;
+            if sum != expected {
+                bad_passes += 1;
+            }
         }
-        std::hint::black_box(sum);
         publish(count)?;
+        let (measured_bytes, measured_seconds) = periods.measured(count);
         Ok(StreamSummary {
             pid: std::process::id(),
+            bytes: self.bytes,
             bytes_read: count,
-            seconds: start.elapsed().as_secs_f64(),
+            seconds: periods.start.elapsed().as_secs_f64(),
+            measured_bytes,
+            measured_seconds,
+            bytes_per_second: rate(measured_bytes, measured_seconds),
+            passes,
+            bad_passes,
+            intact: bad_passes == 0,
+        })
+    }
+}
+
+fn rate(done: u64, seconds: f64) -> f64 {
+    if seconds > 0.0 {
+        done as f64 / seconds
+    } else {
+        0.0
+    }
+}
+
+/// A latency-bound loop: `cxltier touch SIZE --chase`, a pointer chase as multichase's. The
+/// buffer is cut into 64-byte lines, each holding the index of the next line to visit; the
+/// visiting order is one cycle through every line, in an order that jumps across the whole
+/// buffer (a full-period linear congruential sequence over the next power of two, skipping the
+/// indices past the end), so each step is a dependent load the CPU cannot prefetch. The buffer is
+/// written in address order, never at random: a footprint larger than its memory limit is
+/// written at the speed of sequential swap-out. At the end every line must still hold its
+/// successor.
+#[derive(Debug, Clone)]
+pub struct Chase {
+    pub bytes: u64,
+    pub warmup: Duration,
+    pub duration: Duration,
+}
+
+/// What [`Chase::run`] did.
+#[derive(Debug, Clone, Serialize)]
+pub struct ChaseSummary {
+    pub pid: u32,
+    pub bytes: u64,
+    pub lines: u64,
+    pub steps: u64,
+    pub seconds: f64,
+    /// Steps after the warmup, and in how long.
+    pub measured_steps: u64,
+    pub measured_seconds: f64,
+    pub ns_per_step: f64,
+    pub steps_per_second: f64,
+    /// Every line still holds its successor.
+    pub intact: bool,
+}
+
+/// The bytes per line of the chase (a cache line).
+const CHASE_LINE: usize = 64;
+
+/// The line after `i` in a chase of `lines` lines: the next element of a full-period LCG over
+/// `mask + 1` (a power of two at least `lines`) that is below `lines`. The LCG modulo a power
+/// of two has full period when the multiplier is 1 mod 4 and the increment odd (Hull-Dobell),
+/// so its one cycle, with the indices past the end skipped, is one cycle through every line.
+fn chase_next(i: u64, lines: u64, mask: u64) -> u64 {
+    let mut x = i;
+    loop {
+        x = x
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407)
+            & mask;
+        if x < lines {
+            return x;
+        }
+    }
+}
+
+/// Write the chase's lines: each holds its successor.
+fn chase_write(mem: &mut [u8], lines: u64, mask: u64) {
+    for (i, line) in mem.chunks_exact_mut(CHASE_LINE).enumerate() {
+        line[..8].copy_from_slice(&chase_next(i as u64, lines, mask).to_ne_bytes());
+    }
+}
+
+/// Every line still holds its successor.
+fn chase_intact(mem: &[u8], lines: u64, mask: u64) -> bool {
+    mem.chunks_exact(CHASE_LINE).enumerate().all(|(i, line)| {
+        u64::from_ne_bytes(line[..8].try_into().expect("8 bytes"))
+            == chase_next(i as u64, lines, mask)
+    })
+}
+
+impl Chase {
+    /// Run for `warmup + duration` or until `stop` is set; `on_ready` hears when the chain is
+    /// written.
+    pub fn run(
+        &self,
+        stop: &AtomicBool,
+        on_ready: impl FnOnce(&Ready),
+    ) -> Result<ChaseSummary, TierdError> {
+        let page = cxltier_sys::page_size();
+        let len = usize::try_from(self.bytes)
+            .ok()
+            .filter(|&l| l >= page)
+            .ok_or_else(|| TierdError::Setting {
+                setting: "SIZE",
+                message: format!("{} bytes: give at least one page ({page})", self.bytes),
+            })?;
+        let init = Instant::now();
+        let mut m = Mapping::anonymous(len)?;
+        m.advise(Advice::NoHugePage)?;
+        let lines = (len / CHASE_LINE) as u64;
+        let mask = lines.next_power_of_two() - 1;
+        chase_write(m.as_mut_slice(), lines, mask);
+        on_ready(&Ready {
+            pid: std::process::id(),
+            bytes: self.bytes,
+            init_seconds: init.elapsed().as_secs_f64(),
+        });
+        let mem = m.as_slice();
+        let load = |i: u64| -> u64 {
+            let at = i as usize * CHASE_LINE;
+            // A damaged line may hold anything: keep the walk inside the buffer (the final
+            // check reports the damage).
+            let next = u64::from_ne_bytes(mem[at..at + 8].try_into().expect("8 bytes"));
+            if next < lines {
+                next
+            } else {
+                0
+            }
+        };
+        const BATCH: u64 = 4096;
+        let mut periods = Periods::new(self.warmup, self.duration);
+        let (mut at, mut steps) = (0u64, 0u64);
+        while periods.go_on(steps) && !stop.load(Ordering::Relaxed) {
+            for _ in 0..BATCH {
+                at = load(at);
+            }
+            steps += BATCH;
+        }
+        std::hint::black_box(at);
+        let (measured_steps, measured_seconds) = periods.measured(steps);
+        let seconds = periods.start.elapsed().as_secs_f64();
+        // Every line still holds its successor: checked in address order, not along the chain,
+        // so that a footprint mostly in swap is read back at the speed of sequential swap-in.
+        // (The successors form one cycle through every line: `chase_next`'s test.)
+        let intact = chase_intact(mem, lines, mask);
+        Ok(ChaseSummary {
+            pid: std::process::id(),
+            bytes: self.bytes,
+            lines,
+            steps,
+            seconds,
+            measured_steps,
+            measured_seconds,
+            ns_per_step: if measured_steps > 0 {
+                measured_seconds * 1e9 / measured_steps as f64
+            } else {
+                0.0
+            },
+            steps_per_second: rate(measured_steps, measured_seconds),
+            intact,
         })
     }
 }
@@ -390,12 +639,22 @@ mod stream_tests {
         let file = dir.join("progress");
         let s = Stream {
             bytes: 1 << 20,
+            warmup: Duration::ZERO,
             duration: Duration::from_millis(300),
-            progress_file: file.clone(),
+            progress_file: Some(file.clone()),
             fresh: Some((64 << 10, dir.clone())),
         };
         let mut seen = Vec::new();
-        let summary = s.run(|f| seen.push(f.clone())).unwrap();
+        let mut ready = None;
+        let summary = s
+            .run(
+                &AtomicBool::new(false),
+                |r| ready = Some(r.bytes),
+                |f| seen.push(f.clone()),
+            )
+            .unwrap();
+        assert_eq!(ready, Some(1 << 20));
+        assert!(summary.intact && summary.bad_passes == 0, "{summary:?}");
         assert_eq!(
             seen.len(),
             1,
@@ -413,5 +672,69 @@ mod stream_tests {
         // 300 ms depends on the machine's load (a loaded one managed 3 chunks of 16).
         assert!(summary.bytes_read >= 64 << 10, "{summary:?}");
         std::fs::remove_dir_all(dir).unwrap();
+    }
+}
+
+#[cfg(test)]
+mod chase_tests {
+    use super::*;
+
+    #[test]
+    fn the_chase_order_is_one_cycle_through_every_line() {
+        for lines in [1u64, 2, 3, 5, 64, 1000, 4096, 5000] {
+            let mask = lines.next_power_of_two() - 1;
+            let mut seen = vec![false; lines as usize];
+            let mut at = 0u64;
+            for step in 1..=lines {
+                at = chase_next(at, lines, mask);
+                assert!(!seen[at as usize], "{lines} lines: line {at} twice");
+                seen[at as usize] = true;
+                assert_eq!(at == 0, step == lines, "{lines} lines, step {step}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_damaged_line_is_found() {
+        let lines = 300u64;
+        let mask = lines.next_power_of_two() - 1;
+        let mut mem = vec![0u8; lines as usize * CHASE_LINE];
+        chase_write(&mut mem, lines, mask);
+        assert!(chase_intact(&mem, lines, mask));
+        mem[CHASE_LINE * 123 + 2] ^= 1;
+        assert!(!chase_intact(&mem, lines, mask));
+    }
+
+    #[test]
+    fn the_chase_and_the_stream_measure_after_their_warmup_and_check_their_memory() {
+        let stop = AtomicBool::new(false);
+        let c = Chase {
+            bytes: 1 << 20,
+            warmup: Duration::from_millis(20),
+            duration: Duration::from_millis(50),
+        };
+        let mut ready = false;
+        let s = c.run(&stop, |_| ready = true).unwrap();
+        assert!(ready && s.intact && s.lines == (1 << 20) / 64, "{s:?}");
+        // How much of the run fell in the measured period depends on the machine's load.
+        assert!(s.measured_steps <= s.steps, "{s:?}");
+        assert_eq!(s.measured_steps > 0, s.ns_per_step > 0.0, "{s:?}");
+        let st = Stream {
+            bytes: 1 << 20,
+            warmup: Duration::from_millis(20),
+            duration: Duration::from_millis(50),
+            progress_file: None,
+            fresh: None,
+        };
+        let s = st.run(&stop, |_| {}, |_| {}).unwrap();
+        assert!(s.intact && s.passes > 0, "{s:?}");
+        assert!(s.measured_bytes <= s.bytes_read, "{s:?}");
+        // A stop request ends a run at once.
+        stop.store(true, Ordering::Relaxed);
+        let long = Chase {
+            duration: Duration::from_secs(3600),
+            ..c
+        };
+        assert!(long.run(&stop, |_| {}).unwrap().intact);
     }
 }

@@ -402,7 +402,32 @@ fn touch_streams() {
     );
     let lines = check_lines("touch-lines.schema.json", &out.stdout);
     let events: Vec<&str> = lines.iter().map(|l| l["event"].as_str().unwrap()).collect();
-    assert_eq!(events, ["fresh_buffer", "stream_summary"]);
+    assert_eq!(events, ["ready", "fresh_buffer", "stream_summary"]);
+    assert_eq!(lines[2]["intact"], true);
+}
+
+#[test]
+fn touch_chase_lines() {
+    let out = cxltier(&[
+        "touch",
+        "1M",
+        "--chase",
+        "--warmup",
+        "0.05",
+        "--duration",
+        "0.1",
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines = check_lines("touch-lines.schema.json", &out.stdout);
+    let events: Vec<&str> = lines.iter().map(|l| l["event"].as_str().unwrap()).collect();
+    assert_eq!(events, ["ready", "chase_summary"]);
+    assert_eq!(lines[1]["lines"], (1 << 20) / 64);
+    assert_eq!(lines[1]["intact"], true);
 }
 
 #[test]

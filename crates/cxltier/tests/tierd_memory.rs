@@ -105,6 +105,27 @@ fn a_new_file_needs_a_size_and_the_stall_goal_a_percentage() {
         "{}",
         stderr(&out)
     );
+    let page_cluster = std::fs::read_to_string("/proc/sys/vm/page-cluster").ok();
+    for bad in ["6", "fast", "-1"] {
+        let out = tierd(&[
+            "--dram-budget",
+            "4M",
+            "--nvme",
+            &nvme,
+            &format!("--swap-readahead={bad}"),
+        ]);
+        assert_eq!(out.status.code(), Some(2), "{bad}: {out:?}");
+        assert!(
+            stderr(&out).contains("--swap-readahead") && stderr(&out).contains("auto, keep"),
+            "{}",
+            stderr(&out)
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string("/proc/sys/vm/page-cluster").ok(),
+        page_cluster,
+        "nothing written"
+    );
     assert!(!f.exists());
 }
 
@@ -115,6 +136,9 @@ fn memory_mode_flags_need_nvme_and_exclude_the_tuner() {
     assert!(stderr(&out).contains("--nvme"), "{}", stderr(&out));
     let out = tierd(&["--max-stall-pct", "5"]);
     assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let out = tierd(&["--swap-readahead", "0"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(stderr(&out).contains("--nvme"), "{}", stderr(&out));
     let out = tierd(&["--nvme", "/dev/null", "--tune", "--progress", "file:/x"]);
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     assert!(

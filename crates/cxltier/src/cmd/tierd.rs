@@ -10,6 +10,7 @@ use cxltier_tierd::daemon::{
 use cxltier_tierd::engine::{IntervalReport, Status, TargetChange};
 use cxltier_tierd::memcg::{MemcgLimits, MemcgPlan, Restored};
 use cxltier_tierd::quarantine::QuarantineReport;
+use cxltier_tierd::readahead::{ReadaheadPlan, ReadaheadTuner, SwapReadahead};
 use cxltier_tierd::swap::{BackingKind, NvmeSpec, SwapArea, SwapPlan, Teardown};
 use cxltier_tierd::{
     choose_source, AccessSource, Daemon, DaemonSink, MemoryMode, Policy, SourceKind, TierdError,
@@ -83,9 +84,13 @@ memory.swap.max to the area's size (memory.max is left alone: at it the kernel w
 target); the previous values are said and written back when tierd stops. --max-stall-pct P makes
 the pageout rate follow memory pressure (PSI `some` of the --cgroup, else of the target's cgroup
 v2, else the system's): it grows while the stall stays under P percent and shrinks above it. A
-full swap area stops offloading and is reported; the target is never killed. When tierd stops,
-the cgroup's limits are restored, then the area is turned off (the pages come back into memory)
-and the file it created removed.
+full swap area stops offloading and is reported; the target is never killed. --swap-readahead
+(default auto) tunes the system's swap readahead, vm.page-cluster (2^N pages read per swap-in),
+once per interval by how many read-ahead pages were used (/proc/vmstat swap_ra_hit / swap_ra):
+down while under a quarter, up while over three quarters, between 0 and 5; N sets it for the run,
+keep leaves it alone (system-wide: said on stderr, restored when tierd stops). When tierd stops,
+the cgroup's limits and vm.page-cluster are restored, then the area is turned off (the pages come
+back into memory) and the file it created removed.
 
 Needs root (DAMON's sysfs interface, the idle-page bitmap and page frame numbers, moving another
 process's pages, swapon). Exit status: 0 when stopped or when every target exited; 2 bad input (no such
@@ -127,6 +132,15 @@ pub struct Args {
     /// wall time) stays under this goal
     #[arg(long, value_name = "P", requires = "nvme")]
     max_stall_pct: Option<f64>,
+    /// With --nvme: swap readahead (vm.page-cluster, system-wide): auto (tuned by its hit rate),
+    /// keep, or a value from 0 to 5 for the run
+    #[arg(
+        long,
+        value_name = "auto|keep|N",
+        default_value = "auto",
+        requires = "nvme"
+    )]
+    swap_readahead: String,
     /// Most MB/s (10^6 bytes) moved, over all targets
     #[arg(long, value_name = "MB/s")]
     max_migrate_rate: Option<f64>,
@@ -360,7 +374,7 @@ fn human(r: &IntervalReport) -> String {
         .map(|m| {
             let b = |k: &str| mib(m.bytes.get(k).copied().unwrap_or(0));
             format!(
-                " | dram {} cxl {} nvme {} MiB, {} {} pages{}{}{}",
+                " | dram {} cxl {} nvme {} MiB, {} {} pages{}{}{}{}",
                 b("dram"),
                 b("cxl"),
                 b("nvme"),
@@ -384,6 +398,10 @@ fn human(r: &IntervalReport) -> String {
                 },
                 m.stall_some_pct
                     .map(|s| format!(", stall {s:.2}% (goal {}%)", m.max_stall_pct.unwrap_or(0.0)))
+                    .unwrap_or_default(),
+                m.swap_readahead
+                    .as_ref()
+                    .map(|ra| format!(", readahead {} pages", 1u32 << ra.page_cluster))
                     .unwrap_or_default(),
                 if m.nvme_full {
                     ", NVMe FULL: offloading stopped"
@@ -580,6 +598,8 @@ struct MemoryModePlan {
     swap: SwapPlan,
     /// The `--cgroup`'s memcg limits (memory.high, memory.swap.max).
     memcg: Option<MemcgPlan>,
+    /// vm.page-cluster (`None`: --swap-readahead keep).
+    readahead: Option<ReadaheadPlan>,
 }
 
 /// Memory mode's system-wide changes in force, undone in reverse order when tierd stops. The
@@ -587,6 +607,8 @@ struct MemoryModePlan {
 struct MemoryModeSetup {
     memcg: Option<MemcgLimits>,
     swap: Option<SwapArea>,
+    /// Handed to the daemon for the run, and back to be restored.
+    readahead: Option<ReadaheadTuner>,
 }
 
 /// Check memory mode's settings against the machine before anything is written.
@@ -635,6 +657,11 @@ fn check_memory_mode(
         }
         None => None,
     };
+    let readahead = ReadaheadPlan::prepare(
+        SwapReadahead::parse(&args.swap_readahead).map_err(CliError::classified)?,
+        Path::new("/proc"),
+    )
+    .map_err(CliError::classified)?;
     if !args.dry_run && !crate::cmd::running_as_root() {
         return Err(CliError::new(
             Class::Permission,
@@ -649,6 +676,7 @@ fn check_memory_mode(
         cxl,
         swap,
         memcg,
+        readahead,
     })
 }
 
@@ -658,7 +686,14 @@ fn start_memory_mode(
     plan: MemoryModePlan,
 ) -> Result<(MemoryMode, MemoryModeSetup), CliError> {
     let memcg_changes = plan.memcg.iter().flat_map(MemcgPlan::changes);
-    for c in plan.swap.changes().into_iter().chain(memcg_changes) {
+    let readahead_changes = plan.readahead.iter().flat_map(ReadaheadPlan::changes);
+    for c in plan
+        .swap
+        .changes()
+        .into_iter()
+        .chain(memcg_changes)
+        .chain(readahead_changes)
+    {
         if args.dry_run {
             eprintln!("cxltier tierd: would {c} (a system-wide change; not made: --dry-run)");
         } else {
@@ -692,6 +727,7 @@ fn start_memory_mode(
             MemoryModeSetup {
                 memcg: None,
                 swap: None,
+                readahead: None,
             },
         ));
     }
@@ -708,6 +744,10 @@ fn start_memory_mode(
         }
         None => None,
     };
+    let readahead = match plan.readahead {
+        Some(r) => Some(r.apply().map_err(CliError::classified)?),
+        None => None,
+    };
     Ok((
         MemoryMode {
             keep_bytes: keep,
@@ -717,6 +757,7 @@ fn start_memory_mode(
         MemoryModeSetup {
             memcg,
             swap: Some(area),
+            readahead,
         },
     ))
 }
@@ -788,6 +829,24 @@ fn restore_memcg(set: &mut MemcgLimits, json: bool) -> Result<(), CliError> {
                 "cxltier tierd: error: cgroup {} limits could NOT all be restored: {e}; run `{}`",
                 dir.display(),
                 by_hand.join("; ")
+            );
+            Err(CliError::classified(e))
+        }
+    }
+}
+
+/// Write vm.page-cluster back and say so.
+fn restore_readahead(tuner: &mut ReadaheadTuner) -> Result<(), CliError> {
+    let setting = tuner.setting().display().to_string();
+    match tuner.restore() {
+        Ok(v) => {
+            eprintln!("cxltier tierd: memory mode undone: {setting} restored to {v}");
+            Ok(())
+        }
+        Err(e) => {
+            eprintln!(
+                "cxltier tierd: error: {setting} could NOT be restored: {e}; run `echo {} > {setting}`",
+                tuner.previous()
             );
             Err(CliError::classified(e))
         }
@@ -957,6 +1016,9 @@ pub fn run(args: Args) -> CliResult {
     if let Some(mode) = memory {
         daemon = daemon.memory_mode(mode, args.max_stall_pct);
     }
+    if let Some(tuner) = setup.as_mut().and_then(|s| s.readahead.take()) {
+        daemon = daemon.swap_readahead(tuner);
+    }
 
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -974,11 +1036,15 @@ pub fn run(args: Args) -> CliResult {
         TierdError::Output(e) => CliError::from(e),
         e => CliError::classified(e),
     });
-    // Undo memory mode's system-wide changes whatever the run's outcome: the cgroup's limits,
-    // then the swap area.
+    // Undo memory mode's system-wide changes whatever the run's outcome: the cgroup's limits
+    // and swap readahead, then the swap area.
     if let Some(setup) = setup.as_mut() {
         let restored = match setup.memcg.as_mut() {
             Some(set) => restore_memcg(set, args.json),
+            None => Ok(()),
+        };
+        let readahead = match daemon.take_swap_readahead() {
+            Some(mut tuner) => restore_readahead(&mut tuner),
             None => Ok(()),
         };
         if let Some(area) = setup.swap.as_mut() {
@@ -987,6 +1053,7 @@ pub fn run(args: Args) -> CliResult {
             done.map_err(CliError::classified)?;
         }
         restored?;
+        readahead?;
     }
     let outcome = outcome?;
     // CMD ended and so did tierd: CMD's own status is tierd's.
@@ -1133,6 +1200,12 @@ mod json_lines_tests {
             prefetch_pages: 5,
             prefetch_hits: 4,
             prefetch_hits_total: 4,
+            swap_readahead: Some(cxltier_tierd::readahead::ReadaheadReport {
+                page_cluster: 2,
+                readahead_pages: Some(100),
+                readahead_hits: Some(10),
+                auto: true,
+            }),
             ..Default::default()
         });
         let line = json_line("tierd", "interval", &with_memory).unwrap();
@@ -1140,12 +1213,17 @@ mod json_lines_tests {
         let v: serde_json::Value = serde_json::from_str(&line).unwrap();
         assert_eq!(v["memory"]["bytes"]["nvme"], 8192);
         assert_eq!(v["memory"]["prefetch_hits_total"], 4);
-        // The table line says this interval's prefetches and hits.
+        assert_eq!(v["memory"]["swap_readahead"]["page_cluster"], 2);
+        // The table line says this interval's prefetches and hits, and the readahead.
         let table = human(&with_memory);
         assert!(
             table.contains("prefetched 5 pages, 4 prefetch hits"),
             "{table}"
         );
+        assert!(table.contains("readahead 4 pages"), "{table}");
+        let mut keep = with_memory.clone();
+        keep.memory.as_mut().unwrap().swap_readahead = None;
+        assert_conforms(schema, &json_line("tierd", "interval", &keep).unwrap());
         assert!(!human(&interval).contains("prefetch"));
         let area = tempfile::tempdir().unwrap();
         let teardown = teardown_line(

@@ -28,7 +28,17 @@ keeps writing the pages of one window of HOT bytes, and every --shift-every seco
 moves to the next HOT bytes (wrapping around), for --duration seconds or until SIGINT or SIGTERM.
 Every --report-every seconds it prints which window is hot and on which node its pages are (with
 --json, one JSON object per line), and at the end, however it ends, it checks that every page holds
-what was last written to it (exit status 1 if not): a test workload for `cxltier tierd`.";
+what was last written to it (exit status 1 if not): a test workload for `cxltier tierd`.
+
+With --stream or --chase the memory becomes a timed loop for footprint sweeps (how a workload slows
+down as its memory spills from DRAM to CXL and swap): --stream fills it with a pattern and reads it
+over and over in address order (bandwidth-bound), --chase makes it a pointer chase through every
+64-byte line in an order the CPU cannot prefetch (latency-bound, as multichase). Both print a
+`ready` line once the memory is written (the moment to apply a limit or start `cxltier tierd`),
+run --warmup seconds and then --duration seconds (or until SIGINT or SIGTERM), and report the
+measured period's rate (bytes_per_second, ns_per_step) and a check of their memory: every whole
+stream pass must sum to the pattern's sum, and every line of the chase must still hold its
+successor (exit status 1 if not).";
 
 /// Allocate and touch memory under the current policy and report which node each page landed on.
 #[derive(clap::Args)]
@@ -52,16 +62,23 @@ pub struct Args {
     /// With --hot: move the hot window every SECONDS
     #[arg(long, value_name = "SECONDS", default_value_t = 10.0, requires = "hot")]
     shift_every: f64,
-    /// With --hot or --stream: run this long (--hot also stops at SIGINT or SIGTERM)
+    /// With --hot, --stream or --chase: run this long (or until SIGINT or SIGTERM); with
+    /// --stream or --chase, after --warmup
     #[arg(long, value_name = "SECONDS", default_value_t = 30.0)]
     duration: f64,
+    /// With --stream or --chase: run this long before the measured period
+    #[arg(long, value_name = "SECONDS", default_value_t = 0.0)]
+    warmup: f64,
     /// With --hot: report every SECONDS
     #[arg(long, value_name = "SECONDS", default_value_t = 1.0, requires = "hot")]
     report_every: f64,
-    /// Read the memory over and over for --duration seconds (a bandwidth-bound loop), keeping the
-    /// bytes read so far in --progress-file (the progress signal for `tierd --tune`)
-    #[arg(long, requires = "progress_file", conflicts_with_all = ["hold", "huge", "hot"])]
+    /// Read the memory over and over for --duration seconds (a bandwidth-bound loop; with
+    /// --progress-file, the progress signal for `tierd --tune`)
+    #[arg(long, conflicts_with_all = ["hold", "huge", "hot"])]
     stream: bool,
+    /// Chase pointers through the memory for --duration seconds (a latency-bound loop)
+    #[arg(long, conflicts_with_all = ["hold", "huge", "hot", "stream"])]
+    chase: bool,
     /// With --stream: the file that holds the bytes read so far
     #[arg(long, value_name = "FILE", requires = "stream")]
     progress_file: Option<std::path::PathBuf>,
@@ -84,6 +101,147 @@ fn seconds(flag: &str, s: f64) -> Result<Duration, CliError> {
     }
 }
 
+/// A flag set by SIGINT or SIGTERM: the workloads end their run as at its end, with the final
+/// check and its line (a test or a benchmark stops the workload once it has what it needs).
+fn stop_on_signals() -> Result<std::sync::Arc<std::sync::atomic::AtomicBool>, CliError> {
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, std::sync::Arc::clone(&stop))
+            .map_err(|e| CliError::runtime(format!("installing a signal handler: {e}")))?;
+    }
+    Ok(stop)
+}
+
+fn warmup(args: &Args) -> Result<Duration, CliError> {
+    if args.warmup.is_finite() && args.warmup >= 0.0 {
+        Ok(Duration::from_secs_f64(args.warmup))
+    } else {
+        Err(CliError::bad_input(format!(
+            "--warmup {}: expected a number of seconds, 0 or more",
+            args.warmup
+        )))
+    }
+}
+
+/// Print the `ready` line (the workload's memory is written) at once: a script waits for it.
+fn print_ready(json: bool, r: &cxltier_tierd::workload::Ready) {
+    let line = if json {
+        json_line("touch", "ready", r).unwrap_or_default()
+    } else {
+        format!(
+            "ready: pid {}, {} written in {:.2} s",
+            r.pid,
+            format_bytes(r.bytes),
+            r.init_seconds
+        )
+    };
+    println!("{line}");
+    let _ = std::io::stdout().flush();
+}
+
+fn intact_or_error(intact: bool, what: &str) -> CliResult {
+    if intact {
+        Ok(ExitCode::SUCCESS)
+    } else {
+        Err(CliError::runtime(format!(
+            "the memory did not hold what was written to it: {what}"
+        )))
+    }
+}
+
+fn stream(args: &Args, bytes: u64) -> CliResult {
+    let s = cxltier_tierd::workload::Stream {
+        bytes,
+        warmup: warmup(args)?,
+        duration: seconds("--duration", args.duration)?,
+        progress_file: args.progress_file.clone(),
+        fresh: match &args.fresh {
+            Some(size) => Some((
+                parse_size(size).map_err(CliError::classified)?,
+                args.fresh_when.clone().expect("clap requires it"),
+            )),
+            None => None,
+        },
+    };
+    let stop = stop_on_signals()?;
+    let json = args.json;
+    let summary = s
+        .run(
+            &stop,
+            |r| print_ready(json, r),
+            |f| {
+                if json {
+                    if let Ok(line) = json_line("touch", "fresh_buffer", f) {
+                        println!("{line}");
+                    }
+                } else {
+                    let nodes: Vec<String> = f
+                        .nodes
+                        .iter()
+                        .map(|(n, p)| format!("node{n} {p}"))
+                        .collect();
+                    println!("fresh buffer: {} pages: {}", f.pages, nodes.join(", "));
+                }
+            },
+        )
+        .map_err(CliError::classified)?;
+    if json {
+        println!("{}", json_line("touch", "stream_summary", &summary)?);
+    } else {
+        println!(
+            "read {} bytes in {:.1} s; after the warmup {}/s over {:.1} s; {} passes, {}",
+            summary.bytes_read,
+            summary.seconds,
+            format_bytes(summary.bytes_per_second as u64),
+            summary.measured_seconds,
+            summary.passes,
+            if summary.intact {
+                "every pass intact".to_string()
+            } else {
+                format!("{} passes with a wrong sum", summary.bad_passes)
+            }
+        );
+    }
+    intact_or_error(
+        summary.intact,
+        &format!("{} passes had a wrong sum", summary.bad_passes),
+    )
+}
+
+fn chase(args: &Args, bytes: u64) -> CliResult {
+    let c = cxltier_tierd::workload::Chase {
+        bytes,
+        warmup: warmup(args)?,
+        duration: seconds("--duration", args.duration)?,
+    };
+    let stop = stop_on_signals()?;
+    let json = args.json;
+    let summary = c
+        .run(&stop, |r| print_ready(json, r))
+        .map_err(CliError::classified)?;
+    if json {
+        println!("{}", json_line("touch", "chase_summary", &summary)?);
+    } else {
+        println!(
+            "{} steps through {} lines in {:.1} s; after the warmup {:.1} ns per step over {:.1} s; {}",
+            summary.steps,
+            summary.lines,
+            summary.seconds,
+            summary.ns_per_step,
+            summary.measured_seconds,
+            if summary.intact {
+                "the chain is intact"
+            } else {
+                "the chain is BROKEN"
+            }
+        );
+    }
+    intact_or_error(
+        summary.intact,
+        "a line of the chase no longer holds its successor",
+    )
+}
+
 fn moving_hot_set(args: &Args, bytes: u64, hot: &str) -> CliResult {
     use cxltier_tierd::workload::HotSet;
     let w = HotSet {
@@ -96,13 +254,7 @@ fn moving_hot_set(args: &Args, bytes: u64, hot: &str) -> CliResult {
         huge: args.huge,
     };
     w.validate().map_err(CliError::classified)?;
-    // A signal ends the run the way --duration does, with the final check and its line: a test
-    // stops the workload once it has seen what it needs.
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, std::sync::Arc::clone(&stop))
-            .map_err(|e| CliError::runtime(format!("installing a signal handler: {e}")))?;
-    }
+    let stop = stop_on_signals()?;
     let json = args.json;
     let summary = w
         .run(&stop, |r| {
@@ -167,44 +319,10 @@ pub fn run(args: Args) -> CliResult {
         return moving_hot_set(&args, bytes, hot);
     }
     if args.stream {
-        let s = cxltier_tierd::workload::Stream {
-            bytes,
-            duration: seconds("--duration", args.duration)?,
-            progress_file: args.progress_file.clone().expect("clap requires it"),
-            fresh: match &args.fresh {
-                Some(size) => Some((
-                    parse_size(size).map_err(CliError::classified)?,
-                    args.fresh_when.clone().expect("clap requires it"),
-                )),
-                None => None,
-            },
-        };
-        let json = args.json;
-        let summary = s
-            .run(|f| {
-                if json {
-                    if let Ok(line) = json_line("touch", "fresh_buffer", f) {
-                        println!("{line}");
-                    }
-                } else {
-                    let nodes: Vec<String> = f
-                        .nodes
-                        .iter()
-                        .map(|(n, p)| format!("node{n} {p}"))
-                        .collect();
-                    println!("fresh buffer: {} pages: {}", f.pages, nodes.join(", "));
-                }
-            })
-            .map_err(CliError::classified)?;
-        if args.json {
-            println!("{}", json_line("touch", "stream_summary", &summary)?);
-        } else {
-            println!(
-                "read {} bytes in {:.1} s",
-                summary.bytes_read, summary.seconds
-            );
-        }
-        return Ok(ExitCode::SUCCESS);
+        return stream(&args, bytes);
+    }
+    if args.chase {
+        return chase(&args, bytes);
     }
     let hold = match args.hold {
         Some(s) if !(s.is_finite() && s >= 0.0) => {
