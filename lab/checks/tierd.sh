@@ -406,6 +406,29 @@ check_tierd_memory() {
     verdict tierd-memory-workload-intact "exit $trc: $(tail -1 "$T/tierd-mem-target.out" | cut -c1-200) $(brief "$T/tierd-mem-target.err")" [ "$trc" = 0 ]
     data tierd-mem-json "$T/tierd-mem.out"
 
+    # zswap as a compressed tier between memory and the disk (--zswap 10): turned on for the run
+    # (said), pages go into its pool (the interval lines' zswap.stored_pages), and its settings
+    # are as they were once tierd stops; the workload is intact.
+    zswap_before=$(cat /sys/module/zswap/parameters/enabled /sys/module/zswap/parameters/max_pool_percent | tr '\n' ' ')
+    mem_target tierd-memzswap
+    cxltier tierd --pid "$target" --dram-budget 8M --cxl-budget 4M --nvme /dev/vda --zswap 10 \
+        --interval 500 --duration 600 --json >"$T/tierd-memzswap.out" 2>"$T/tierd-memzswap.err" &
+    _tierd=$!
+    wait_for_text "$T/tierd-memzswap.out" '"stored_pages":[1-9]' 1800
+    zswap_during=$(cat /sys/module/zswap/parameters/enabled /sys/module/zswap/parameters/max_pool_percent | tr '\n' ' ')
+    kill -TERM "$_tierd" 2>/dev/null
+    wait "$_tierd"
+    rc=$?
+    stored_max=$(grep -o '"stored_pages":[0-9]*' "$T/tierd-memzswap.out" | cut -d: -f2 | sort -n | tail -1)
+    zswap_after=$(cat /sys/module/zswap/parameters/enabled /sys/module/zswap/parameters/max_pool_percent | tr '\n' ' ')
+    verdict tierd-memory-zswap \
+        "exit $rc, zswap before '$zswap_before' during '$zswap_during' after '$zswap_after', most pages stored in an interval ${stored_max:-none}; $(grep -m1 -o 'set /sys/module/zswap/parameters/enabled[^(]*' "$T/tierd-memzswap.err"); $(brief "$T/tierd-memzswap.err")" \
+        sh -c "[ $rc = 0 ] && [ \"${stored_max:-0}\" -gt 0 ] && [ '$zswap_during' = 'Y 10 ' ] && [ '$zswap_after' = '$zswap_before' ] && grep -q 'zswap: /sys/module/zswap/parameters/enabled restored to' '$T/tierd-memzswap.err'"
+    kill -TERM "$target_runner" 2>/dev/null
+    wait "$target_runner"
+    trc=$?
+    verdict tierd-memory-zswap-workload-intact "exit $trc: $(tail -1 "$T/tierd-memzswap-target.out" | cut -c1-200)" [ "$trc" = 0 ]
+
     # The same in chunks (a policy that tracks every target in chunks from a sample of its
     # pages, as tierd does above 256 MiB by default): the lines say so, cold chunks go to the
     # CXL node and to NVMe, and the workload is intact.

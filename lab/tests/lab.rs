@@ -115,6 +115,8 @@ const HMAT: &[&str] = &[
     "tierd-memory-readahead-restored",
     "tierd-memory-sla-reads-pressure",
     "tierd-memory-workload-intact",
+    "tierd-memory-zswap",
+    "tierd-memory-zswap-workload-intact",
     "tierd-memory-in-chunks",
     "tierd-memory-three-tiers",
     "tierd-memory-in-chunks-workload-intact",

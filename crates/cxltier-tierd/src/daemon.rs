@@ -253,7 +253,7 @@ pub struct Daemon {
     quarantine_file: Option<PathBuf>,
     metrics: Option<cxltier_metrics::Published>,
     memory: Option<(MemoryMode, Option<f64>)>,
-    readahead: Option<crate::readahead::ReadaheadTuner>,
+    held: crate::setting::HeldSettings,
 }
 
 impl Daemon {
@@ -278,7 +278,7 @@ impl Daemon {
             quarantine_file: None,
             metrics: None,
             memory: None,
-            readahead: None,
+            held: Default::default(),
         }
     }
 
@@ -316,16 +316,16 @@ impl Daemon {
     /// Memory mode: page out what each target holds beyond `mode.keep_bytes`; with
     /// `max_stall_pct`, at a rate the SLA controller ([`crate::psi`]) sets from the memory
     /// pressure of the first target's cgroup (or the system's).
-    /// Memory mode's swap readahead: stepped once per round, its report in every target's
-    /// memory section. The daemon holds it while it runs;
-    /// [`Daemon::take_swap_readahead`] hands it back to restore and report.
-    pub fn swap_readahead(mut self, tuner: crate::readahead::ReadaheadTuner) -> Daemon {
-        self.readahead = Some(tuner);
+    /// Memory mode's system-wide settings (swap readahead, zswap): stepped once per round, their
+    /// reports in every target's memory section. The daemon holds them while it runs;
+    /// [`Daemon::take_held_settings`] hands them back to restore and report.
+    pub fn held_settings(mut self, held: crate::setting::HeldSettings) -> Daemon {
+        self.held = held;
         self
     }
 
-    pub fn take_swap_readahead(&mut self) -> Option<crate::readahead::ReadaheadTuner> {
-        self.readahead.take()
+    pub fn take_held_settings(&mut self) -> crate::setting::HeldSettings {
+        std::mem::take(&mut self.held)
     }
 
     pub fn memory_mode(mut self, mode: MemoryMode, max_stall_pct: Option<f64>) -> Daemon {
@@ -503,8 +503,12 @@ impl Daemon {
                 engine.set_pageout_allowance(s.controller.update(stall, max));
             }
             reports.append(&mut engine.step()?);
-            let readahead = match self.readahead.as_mut() {
+            let readahead = match self.held.readahead.as_mut() {
                 Some(t) => Some(t.step()?),
+                None => None,
+            };
+            let zswap = match self.held.zswap.as_mut() {
+                Some(z) => Some(z.step()?),
                 None => None,
             };
             if let Some((mode, _)) = &self.memory {
@@ -529,6 +533,7 @@ impl Daemon {
                     m.stall_full_pct = stall.map(|s| s.1);
                     m.max_stall_pct = self.memory.as_ref().and_then(|m| m.1);
                     m.swap_readahead = readahead.clone();
+                    m.zswap = zswap.clone();
                 }
             }
             for r in &reports {

@@ -257,6 +257,8 @@ pub struct MemoryReport {
     /// Swap readahead over the last interval and `vm.page-cluster` for the next (`None` with
     /// `--swap-readahead keep`).
     pub swap_readahead: Option<crate::readahead::ReadaheadReport>,
+    /// zswap's pool and traffic over the last interval (`None` without `--zswap`).
+    pub zswap: Option<crate::zswap::ZswapReport>,
 }
 
 struct Target {

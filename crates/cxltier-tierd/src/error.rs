@@ -102,7 +102,8 @@ pub enum TierdError {
 
     /// The NVMe backing ran out of space.
     #[error(
-        "no space left for the NVMe tier at {} ({wanted} bytes wanted): free space there, give a          smaller SIZE, or name another device",
+        "no space left for the NVMe tier at {} ({wanted} bytes wanted): free space there, give a \
+         smaller SIZE, or name another device",
         path.display()
     )]
     NoSpace { path: PathBuf, wanted: u64 },

@@ -28,8 +28,9 @@
 //! - memory mode (`--nvme`): [`swap`] (the swap area on NVMe: checked, created, turned on, and
 //!   undone), [`pageout`] (which resident pages go beyond the DRAM + CXL budgets, sent with
 //!   `process_madvise(MADV_PAGEOUT)`), [`psi`] (memory pressure and the SLA controller that
-//!   sets the pageout allowance) and [`readahead`] (`vm.page-cluster` tuned by swap readahead's
-//!   hit rate, and restored).
+//!   sets the pageout allowance), [`readahead`] (`vm.page-cluster` tuned by swap readahead's
+//!   hit rate) and [`zswap`] (the compressed pool turned on for the run), both held by
+//!   [`setting`] and restored.
 //! - [`workload`]: test workloads: a hot set that moves, a stream and a pointer chase (the
 //!   footprint sweep's), for the lab, benchmarks and demos.
 //!
@@ -57,11 +58,13 @@ pub mod psi;
 pub mod quarantine;
 pub mod ratelimit;
 pub mod readahead;
+pub mod setting;
 pub mod softdirty;
 pub mod swap;
 pub mod tune;
 pub mod tuning;
 pub mod workload;
+pub mod zswap;
 
 #[cfg(test)]
 mod testutil;

@@ -14,6 +14,7 @@
 //! before anything is written, and the value found is written back on
 //! [`ReadaheadTuner::restore`] or when the tuner is dropped.
 
+use crate::setting::HeldSetting;
 use crate::TierdError;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -85,20 +86,12 @@ pub fn parse_vmstat_readahead(text: &str) -> Option<(u64, u64)> {
 }
 
 /// Memory mode's swap readahead setting, checked against the machine; nothing written yet.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct ReadaheadPlan {
     mode: SwapReadahead,
-    setting: PathBuf,
+    setting: HeldSetting,
     vmstat: PathBuf,
     previous: u32,
-}
-
-fn read_page_cluster(path: &Path) -> Result<u32, TierdError> {
-    let text = std::fs::read_to_string(path).map_err(|e| TierdError::io("cannot read", path, e))?;
-    text.trim().parse().map_err(|_| TierdError::Setting {
-        setting: "vm.page-cluster",
-        message: format!("{}: {:?} is not a number", path.display(), text.trim()),
-    })
 }
 
 impl ReadaheadPlan {
@@ -111,9 +104,13 @@ impl ReadaheadPlan {
         if mode == SwapReadahead::Keep {
             return Ok(None);
         }
-        let setting = proc_root.join("sys/vm/page-cluster");
+        let setting = HeldSetting::read(&proc_root.join("sys/vm/page-cluster"))?;
+        let previous = setting.previous().parse().map_err(|_| TierdError::Parse {
+            path: setting.path().to_path_buf(),
+            content: setting.previous().to_string(),
+            why: "vm.page-cluster is a number".into(),
+        })?;
         let vmstat = proc_root.join("vmstat");
-        let previous = read_page_cluster(&setting)?;
         if mode == SwapReadahead::Auto {
             let text = std::fs::read_to_string(&vmstat)
                 .map_err(|e| TierdError::io("cannot read", &vmstat, e))?;
@@ -138,17 +135,16 @@ impl ReadaheadPlan {
 
     /// The system-wide change, in words, before it is made.
     pub fn changes(&self) -> Vec<String> {
+        let path = self.setting.path().display();
         vec![match self.mode {
             SwapReadahead::Fixed(v) => format!(
-                "set {} from {} to {v} ({} pages per swap-in)",
-                self.setting.display(),
+                "set {path} from {} to {v} ({} pages per swap-in)",
                 self.previous,
                 1u32 << v
             ),
             _ => format!(
-                "tune {} (now {}) between 0 and {MAX_PAGE_CLUSTER} by how many read-ahead swap \
+                "tune {path} (now {}) between 0 and {MAX_PAGE_CLUSTER} by how many read-ahead swap \
                  pages are used (/proc/vmstat swap_ra_hit / swap_ra)",
-                self.setting.display(),
                 self.previous
             ),
         }]
@@ -163,7 +159,6 @@ impl ReadaheadPlan {
             current: self.previous,
             auto: self.mode == SwapReadahead::Auto,
             last: None,
-            restored: false,
         };
         if let SwapReadahead::Fixed(v) = self.mode {
             t.write(v)?;
@@ -189,25 +184,23 @@ pub struct ReadaheadReport {
 /// [`restore`](ReadaheadTuner::restore) or drop.
 #[derive(Debug)]
 pub struct ReadaheadTuner {
-    setting: PathBuf,
+    setting: HeldSetting,
     vmstat: PathBuf,
     previous: u32,
     current: u32,
     auto: bool,
     last: Option<(u64, u64)>,
-    restored: bool,
 }
 
 impl ReadaheadTuner {
     fn write(&mut self, value: u32) -> Result<(), TierdError> {
-        std::fs::write(&self.setting, format!("{value}\n"))
-            .map_err(|e| TierdError::io("cannot write", &self.setting, e))?;
+        self.setting.set(&value.to_string())?;
         self.current = value;
         Ok(())
     }
 
     pub fn setting(&self) -> &Path {
-        &self.setting
+        self.setting.path()
     }
 
     pub fn previous(&self) -> u32 {
@@ -240,21 +233,10 @@ impl ReadaheadTuner {
         })
     }
 
-    /// Write the value found back (once); returns it.
+    /// Write the value found back (once; the drop does it too); returns it.
     pub fn restore(&mut self) -> Result<u32, TierdError> {
-        if !self.restored {
-            if self.current != self.previous {
-                self.write(self.previous)?;
-            }
-            self.restored = true;
-        }
+        self.setting.restore()?;
         Ok(self.previous)
-    }
-}
-
-impl Drop for ReadaheadTuner {
-    fn drop(&mut self) {
-        let _ = self.restore();
     }
 }
 

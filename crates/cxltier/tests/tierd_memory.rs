@@ -121,9 +121,26 @@ fn a_new_file_needs_a_size_and_the_stall_goal_a_percentage() {
             stderr(&out)
         );
     }
+    let zswap = std::fs::read_to_string("/sys/module/zswap/parameters/enabled").ok();
+    for bad in ["0", "101", "lots"] {
+        let out = tierd(&[
+            "--dram-budget",
+            "4M",
+            "--nvme",
+            &nvme,
+            &format!("--zswap={bad}"),
+        ]);
+        assert_eq!(out.status.code(), Some(2), "{bad}: {out:?}");
+        assert!(stderr(&out).contains("--zswap"), "{}", stderr(&out));
+    }
     assert_eq!(
         std::fs::read_to_string("/proc/sys/vm/page-cluster").ok(),
         page_cluster,
+        "nothing written"
+    );
+    assert_eq!(
+        std::fs::read_to_string("/sys/module/zswap/parameters/enabled").ok(),
+        zswap,
         "nothing written"
     );
     assert!(!f.exists());
@@ -136,9 +153,11 @@ fn memory_mode_flags_need_nvme_and_exclude_the_tuner() {
     assert!(stderr(&out).contains("--nvme"), "{}", stderr(&out));
     let out = tierd(&["--max-stall-pct", "5"]);
     assert_eq!(out.status.code(), Some(2), "{out:?}");
-    let out = tierd(&["--swap-readahead", "0"]);
-    assert_eq!(out.status.code(), Some(2), "{out:?}");
-    assert!(stderr(&out).contains("--nvme"), "{}", stderr(&out));
+    for flag in [&["--swap-readahead", "0"][..], &["--zswap"][..]] {
+        let out = tierd(flag);
+        assert_eq!(out.status.code(), Some(2), "{flag:?}: {out:?}");
+        assert!(stderr(&out).contains("--nvme"), "{}", stderr(&out));
+    }
     let out = tierd(&["--nvme", "/dev/null", "--tune", "--progress", "file:/x"]);
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     assert!(

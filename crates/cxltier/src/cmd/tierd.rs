@@ -10,8 +10,10 @@ use cxltier_tierd::daemon::{
 use cxltier_tierd::engine::{IntervalReport, Status, TargetChange};
 use cxltier_tierd::memcg::{MemcgLimits, MemcgPlan, Restored};
 use cxltier_tierd::quarantine::QuarantineReport;
-use cxltier_tierd::readahead::{ReadaheadPlan, ReadaheadTuner, SwapReadahead};
+use cxltier_tierd::readahead::{ReadaheadPlan, SwapReadahead};
+use cxltier_tierd::setting::HeldSettings;
 use cxltier_tierd::swap::{BackingKind, NvmeSpec, SwapArea, SwapPlan, Teardown};
+use cxltier_tierd::zswap::ZswapPlan;
 use cxltier_tierd::{
     choose_source, AccessSource, Daemon, DaemonSink, MemoryMode, Policy, SourceKind, TierdError,
     Tiers,
@@ -88,9 +90,12 @@ full swap area stops offloading and is reported; the target is never killed. --s
 (default auto) tunes the system's swap readahead, vm.page-cluster (2^N pages read per swap-in),
 once per interval by how many read-ahead pages were used (/proc/vmstat swap_ra_hit / swap_ra):
 down while under a quarter, up while over three quarters, between 0 and 5; N sets it for the run,
-keep leaves it alone (system-wide: said on stderr, restored when tierd stops). When tierd stops,
-the cgroup's limits and vm.page-cluster are restored, then the area is turned off (the pages come
-back into memory) and the file it created removed.
+keep leaves it alone (system-wide: said on stderr, restored when tierd stops). --zswap[=PERCENT]
+turns the kernel's zswap on for the run (system-wide: said, restored): pages on their way to swap
+are compressed into a pool of at most PERCENT of RAM (default 20) first, and written to the swap
+area when it is full. When tierd stops, the cgroup's limits, vm.page-cluster and zswap's settings
+are restored, then the area is turned off (the pages come back into memory) and the file it
+created removed.
 
 Needs root (DAMON's sysfs interface, the idle-page bitmap and page frame numbers, moving another
 process's pages, swapon). Exit status: 0 when stopped or when every target exited; 2 bad input (no such
@@ -141,6 +146,10 @@ pub struct Args {
         requires = "nvme"
     )]
     swap_readahead: String,
+    /// With --nvme: turn zswap on for the run (system-wide), a compressed pool in RAM of at most
+    /// PERCENT of it [default: 20] between memory and the swap area
+    #[arg(long, value_name = "PERCENT", num_args = 0..=1, default_missing_value = "20", requires = "nvme")]
+    zswap: Option<u32>,
     /// Most MB/s (10^6 bytes) moved, over all targets
     #[arg(long, value_name = "MB/s")]
     max_migrate_rate: Option<f64>,
@@ -374,7 +383,7 @@ fn human(r: &IntervalReport) -> String {
         .map(|m| {
             let b = |k: &str| mib(m.bytes.get(k).copied().unwrap_or(0));
             format!(
-                " | dram {} cxl {} nvme {} MiB, {} {} pages{}{}{}{}",
+                " | dram {} cxl {} nvme {} MiB, {} {} pages{}{}{}{}{}",
                 b("dram"),
                 b("cxl"),
                 b("nvme"),
@@ -402,6 +411,15 @@ fn human(r: &IntervalReport) -> String {
                 m.swap_readahead
                     .as_ref()
                     .map(|ra| format!(", readahead {} pages", 1u32 << ra.page_cluster))
+                    .unwrap_or_default(),
+                m.zswap
+                    .as_ref()
+                    .and_then(|z| z.pool_bytes.zip(z.stored_bytes))
+                    .map(|(pool, stored)| format!(
+                        ", zswap {} MiB in {} MiB",
+                        mib(stored),
+                        mib(pool)
+                    ))
                     .unwrap_or_default(),
                 if m.nvme_full {
                     ", NVMe FULL: offloading stopped"
@@ -600,6 +618,8 @@ struct MemoryModePlan {
     memcg: Option<MemcgPlan>,
     /// vm.page-cluster (`None`: --swap-readahead keep).
     readahead: Option<ReadaheadPlan>,
+    /// zswap (`None`: no --zswap).
+    zswap: Option<ZswapPlan>,
 }
 
 /// Memory mode's system-wide changes in force, undone in reverse order when tierd stops. The
@@ -608,7 +628,7 @@ struct MemoryModeSetup {
     memcg: Option<MemcgLimits>,
     swap: Option<SwapArea>,
     /// Handed to the daemon for the run, and back to be restored.
-    readahead: Option<ReadaheadTuner>,
+    held: HeldSettings,
 }
 
 /// Check memory mode's settings against the machine before anything is written.
@@ -662,6 +682,13 @@ fn check_memory_mode(
         Path::new("/proc"),
     )
     .map_err(CliError::classified)?;
+    let zswap = match args.zswap {
+        Some(pct) => Some(
+            ZswapPlan::prepare(pct, Path::new("/sys"), Path::new("/proc"))
+                .map_err(CliError::classified)?,
+        ),
+        None => None,
+    };
     if !args.dry_run && !crate::cmd::running_as_root() {
         return Err(CliError::new(
             Class::Permission,
@@ -677,6 +704,7 @@ fn check_memory_mode(
         swap,
         memcg,
         readahead,
+        zswap,
     })
 }
 
@@ -687,12 +715,14 @@ fn start_memory_mode(
 ) -> Result<(MemoryMode, MemoryModeSetup), CliError> {
     let memcg_changes = plan.memcg.iter().flat_map(MemcgPlan::changes);
     let readahead_changes = plan.readahead.iter().flat_map(ReadaheadPlan::changes);
+    let zswap_changes = plan.zswap.iter().flat_map(ZswapPlan::changes);
     for c in plan
         .swap
         .changes()
         .into_iter()
         .chain(memcg_changes)
         .chain(readahead_changes)
+        .chain(zswap_changes)
     {
         if args.dry_run {
             eprintln!("cxltier tierd: would {c} (a system-wide change; not made: --dry-run)");
@@ -727,7 +757,7 @@ fn start_memory_mode(
             MemoryModeSetup {
                 memcg: None,
                 swap: None,
-                readahead: None,
+                held: HeldSettings::default(),
             },
         ));
     }
@@ -744,10 +774,13 @@ fn start_memory_mode(
         }
         None => None,
     };
-    let readahead = match plan.readahead {
-        Some(r) => Some(r.apply().map_err(CliError::classified)?),
-        None => None,
-    };
+    let mut held = HeldSettings::default();
+    if let Some(r) = plan.readahead {
+        held.readahead = Some(r.apply().map_err(CliError::classified)?);
+    }
+    if let Some(z) = plan.zswap {
+        held.zswap = Some(z.apply().map_err(CliError::classified)?);
+    }
     Ok((
         MemoryMode {
             keep_bytes: keep,
@@ -757,7 +790,7 @@ fn start_memory_mode(
         MemoryModeSetup {
             memcg,
             swap: Some(area),
-            readahead,
+            held,
         },
     ))
 }
@@ -835,21 +868,47 @@ fn restore_memcg(set: &mut MemcgLimits, json: bool) -> Result<(), CliError> {
     }
 }
 
-/// Write vm.page-cluster back and say so.
-fn restore_readahead(tuner: &mut ReadaheadTuner) -> Result<(), CliError> {
-    let setting = tuner.setting().display().to_string();
-    match tuner.restore() {
-        Ok(v) => {
-            eprintln!("cxltier tierd: memory mode undone: {setting} restored to {v}");
-            Ok(())
+/// Write vm.page-cluster and zswap's settings back and say so; the first failure is returned
+/// after every setting was tried.
+fn restore_held(mut held: HeldSettings) -> Result<(), CliError> {
+    let mut first_error = None;
+    if let Some(tuner) = held.readahead.as_mut() {
+        let setting = tuner.setting().display().to_string();
+        match tuner.restore() {
+            Ok(v) => eprintln!("cxltier tierd: memory mode undone: {setting} restored to {v}"),
+            Err(e) => {
+                eprintln!(
+                    "cxltier tierd: error: {setting} could NOT be restored: {e}; run `echo {} > {setting}`",
+                    tuner.previous()
+                );
+                first_error.get_or_insert(CliError::classified(e));
+            }
         }
-        Err(e) => {
-            eprintln!(
-                "cxltier tierd: error: {setting} could NOT be restored: {e}; run `echo {} > {setting}`",
-                tuner.previous()
-            );
-            Err(CliError::classified(e))
+    }
+    if let Some(z) = held.zswap.as_mut() {
+        match z.restore() {
+            Ok(back) => {
+                let what: Vec<String> = back
+                    .iter()
+                    .map(|(f, v)| format!("{} restored to {v}", f.display()))
+                    .collect();
+                eprintln!(
+                    "cxltier tierd: memory mode undone: zswap: {}",
+                    what.join(", ")
+                );
+            }
+            Err(e) => {
+                eprintln!(
+                    "cxltier tierd: error: zswap's settings could NOT all be restored: {e}; check \
+                     /sys/module/zswap/parameters/enabled and max_pool_percent"
+                );
+                first_error.get_or_insert(CliError::classified(e));
+            }
         }
+    }
+    match first_error {
+        Some(e) => Err(e),
+        None => Ok(()),
     }
 }
 
@@ -1016,8 +1075,8 @@ pub fn run(args: Args) -> CliResult {
     if let Some(mode) = memory {
         daemon = daemon.memory_mode(mode, args.max_stall_pct);
     }
-    if let Some(tuner) = setup.as_mut().and_then(|s| s.readahead.take()) {
-        daemon = daemon.swap_readahead(tuner);
+    if let Some(s) = setup.as_mut() {
+        daemon = daemon.held_settings(std::mem::take(&mut s.held));
     }
 
     let stop = Arc::new(AtomicBool::new(false));
@@ -1043,17 +1102,14 @@ pub fn run(args: Args) -> CliResult {
             Some(set) => restore_memcg(set, args.json),
             None => Ok(()),
         };
-        let readahead = match daemon.take_swap_readahead() {
-            Some(mut tuner) => restore_readahead(&mut tuner),
-            None => Ok(()),
-        };
+        let held = restore_held(daemon.take_held_settings());
         if let Some(area) = setup.swap.as_mut() {
             let done = area.teardown();
             report_teardown(area, &done, args.json);
             done.map_err(CliError::classified)?;
         }
         restored?;
-        readahead?;
+        held?;
     }
     let outcome = outcome?;
     // CMD ended and so did tierd: CMD's own status is tierd's.
@@ -1206,6 +1262,13 @@ mod json_lines_tests {
                 readahead_hits: Some(10),
                 auto: true,
             }),
+            zswap: Some(cxltier_tierd::zswap::ZswapReport {
+                pool_bytes: Some(1 << 20),
+                stored_bytes: Some(3 << 20),
+                stored_pages: Some(768),
+                loaded_pages: None,
+                written_back_pages: Some(0),
+            }),
             ..Default::default()
         });
         let line = json_line("tierd", "interval", &with_memory).unwrap();
@@ -1221,8 +1284,11 @@ mod json_lines_tests {
             "{table}"
         );
         assert!(table.contains("readahead 4 pages"), "{table}");
+        assert!(table.contains("zswap 3.00 MiB in 1.00 MiB"), "{table}");
+        assert_eq!(v["memory"]["zswap"]["stored_pages"], 768);
         let mut keep = with_memory.clone();
         keep.memory.as_mut().unwrap().swap_readahead = None;
+        keep.memory.as_mut().unwrap().zswap = None;
         assert_conforms(schema, &json_line("tierd", "interval", &keep).unwrap());
         assert!(!human(&interval).contains("prefetch"));
         let area = tempfile::tempdir().unwrap();
