@@ -429,6 +429,30 @@ check_tierd_memory() {
     trc=$?
     verdict tierd-memory-zswap-workload-intact "exit $trc: $(tail -1 "$T/tierd-memzswap-target.out" | cut -c1-200)" [ "$trc" = 0 ]
 
+    # DAMOS instead of process_madvise (--pageout-with damos): a pageout scheme in the target's
+    # kdamond, its size quota set to tierd's figure each interval, pages the coldest regions out;
+    # the pages land in swap, the counts come from the scheme's own statistics, and the workload
+    # is intact.
+    mem_target tierd-memdamos
+    cxltier tierd --pid "$target" --dram-budget 8M --cxl-budget 4M --nvme /dev/vda \
+        --pageout-with damos --interval 500 --duration 600 --json \
+        >"$T/tierd-memdamos.out" 2>"$T/tierd-memdamos.err" &
+    _tierd=$!
+    wait_for_text "$T/tierd-memdamos.out" '"pageout_pages_total":[1-9]' 1800
+    wait_for_text "$T/tierd-memdamos.out" '"nvme":[1-9]' 600
+    kill -TERM "$_tierd" 2>/dev/null
+    wait "$_tierd"
+    rc=$?
+    damos_total=$(grep -o '"pageout_pages_total":[0-9]*' "$T/tierd-memdamos.out" | cut -d: -f2 | sort -n | tail -1)
+    damos_nvme=$(grep -o '"nvme":[0-9]*' "$T/tierd-memdamos.out" | cut -d: -f2 | sort -n | tail -1)
+    verdict tierd-memory-damos-pageout \
+        "exit $rc, pages out by DAMOS ${damos_total:-none}, most bytes on nvme ${damos_nvme:-none}; $(grep -o 'paged out (a DAMOS[^)]*)' "$T/tierd-memdamos.err"); $(brief "$T/tierd-memdamos.err")" \
+        sh -c "[ $rc = 0 ] && [ \"${damos_total:-0}\" -gt 0 ] && [ \"${damos_nvme:-0}\" -gt 0 ] && grep -q 'paged out (a DAMOS pageout scheme' '$T/tierd-memdamos.err'"
+    kill -TERM "$target_runner" 2>/dev/null
+    wait "$target_runner"
+    trc=$?
+    verdict tierd-memory-damos-workload-intact "exit $trc: $(tail -1 "$T/tierd-memdamos-target.out" | cut -c1-200)" [ "$trc" = 0 ]
+
     # The same in chunks (a policy that tracks every target in chunks from a sample of its
     # pages, as tierd does above 256 MiB by default): the lines say so, cold chunks go to the
     # CXL node and to NVMe, and the workload is intact.

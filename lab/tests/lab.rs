@@ -117,6 +117,8 @@ const HMAT: &[&str] = &[
     "tierd-memory-workload-intact",
     "tierd-memory-zswap",
     "tierd-memory-zswap-workload-intact",
+    "tierd-memory-damos-pageout",
+    "tierd-memory-damos-workload-intact",
     "tierd-memory-in-chunks",
     "tierd-memory-three-tiers",
     "tierd-memory-in-chunks-workload-intact",

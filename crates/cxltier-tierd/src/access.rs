@@ -230,12 +230,48 @@ impl Tracker {
     ) -> Result<(), TierdError> {
         match self {
             Tracker::Damon(m) => {
+                let pageout = m.pageout_scheme();
                 m.stop()?;
-                *m = Monitor::start(sys_root, pids, tracking)?;
+                *m = Monitor::start_with(sys_root, pids, tracking, pageout)?;
             }
             Tracker::IdlePage(t) => t.retain(pids),
         }
         Ok(())
+    }
+
+    /// Memory mode's DAMOS pageout: the kdamonds are started again with a pageout scheme each
+    /// (before the first interval: no history is lost). False with idle-page tracking, which
+    /// has no DAMOS.
+    pub fn enable_damos_pageout(
+        &mut self,
+        sys_root: &Path,
+        tracking: &Tracking,
+        scheme: crate::damon::PageoutScheme,
+    ) -> Result<bool, TierdError> {
+        match self {
+            Tracker::Damon(m) => {
+                let pids = m.pids().to_vec();
+                m.stop()?;
+                *m = Monitor::start_with(sys_root, &pids, tracking, Some(scheme))?;
+                Ok(true)
+            }
+            Tracker::IdlePage(_) => Ok(false),
+        }
+    }
+
+    /// Let slot `slot`'s pageout scheme page out at most `bytes` per interval; the bytes it has
+    /// paged out so far (`None`: no DAMOS pageout here).
+    pub fn set_pageout_bytes(
+        &mut self,
+        slot: usize,
+        bytes: u64,
+    ) -> Result<Option<u64>, TierdError> {
+        match self {
+            Tracker::Damon(m) if m.pageout_scheme().is_some() => {
+                m.set_pageout_bytes(slot, bytes).map(Some)
+            }
+            _ => Ok(None),
+        }
     }
 
     /// Stop: DAMON's kdamonds are turned off and removed. Idle-page tracking leaves nothing to

@@ -378,7 +378,11 @@ impl Daemon {
         let mut sla = match &self.memory {
             None => None,
             Some((mode, goal)) => {
-                engine.set_memory_mode(mode.clone());
+                if let Err(e) = engine.set_memory_mode(mode.clone()) {
+                    let _ = engine.stop();
+                    self.targets.abandon();
+                    return Err(e);
+                }
                 match goal {
                     None => None,
                     Some(goal) => {

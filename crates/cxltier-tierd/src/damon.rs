@@ -48,8 +48,11 @@ fn read_num<T: std::str::FromStr>(path: &Path) -> Result<T, TierdError> {
 /// it is ENOENT, and says so. Outside sysfs (tests' scratch trees) it never leaves a stray file.
 pub(crate) fn write_existing(path: &Path, value: &str) -> std::io::Result<()> {
     use std::io::Write;
+    // O_TRUNC as a shell's `>` does: sysfs ignores it, and a scratch tree's shorter value
+    // replaces the longer one instead of overwriting its start.
     fs::OpenOptions::new()
         .write(true)
+        .truncate(true)
         .open(path)?
         .write_all(value.as_bytes())
 }
@@ -76,9 +79,30 @@ fn write_control(path: &Path, value: &str) -> Result<(), TierdError> {
     }
 }
 
+/// The smallest size quota written: DAMOS reads 0 as "no limit".
+const DAMOS_MIN_QUOTA: u64 = 4096;
+
+/// Memory mode's DAMOS `pageout` scheme (`--pageout-with damos`): a second scheme per kdamond
+/// whose action is `pageout`, matching no region until [`Monitor::set_pageout_bytes`] gives it a
+/// size quota; under the quota DAMOS pages out the coldest regions first (its priority weighs
+/// access frequency and age), at most that many bytes per `reset_ms`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PageoutScheme {
+    pub reset_ms: u64,
+}
+
 /// The writes that set up monitoring, in order, as (file relative to the admin dir, value): what
 /// `--dry-run` and the stderr notice show.
 pub fn setup_writes(pids: &[u32], t: &Tracking) -> Vec<(String, String)> {
+    setup_writes_with(pids, t, None)
+}
+
+/// [`setup_writes`], with memory mode's pageout scheme after the `stat` one.
+pub fn setup_writes_with(
+    pids: &[u32],
+    t: &Tracking,
+    pageout: Option<PageoutScheme>,
+) -> Vec<(String, String)> {
     let mut w = vec![("kdamonds/nr_kdamonds".to_string(), pids.len().to_string())];
     for (k, pid) in pids.iter().enumerate() {
         let c = format!("kdamonds/{k}/contexts/0");
@@ -109,7 +133,10 @@ pub fn setup_writes(pids: &[u32], t: &Tracking) -> Vec<(String, String)> {
             ),
             (format!("{c}/targets/nr_targets"), "1".into()),
             (format!("{c}/targets/0/pid_target"), pid.to_string()),
-            (format!("{c}/schemes/nr_schemes"), "1".into()),
+            (
+                format!("{c}/schemes/nr_schemes"),
+                if pageout.is_some() { "2" } else { "1" }.into(),
+            ),
             // `stat` only counts: DAMON itself moves nothing; the ranges below match every region
             // (a new scheme's ranges are 0..0, which would match none).
             (format!("{s}/action"), "stat".into()),
@@ -122,8 +149,38 @@ pub fn setup_writes(pids: &[u32], t: &Tracking) -> Vec<(String, String)> {
             ),
             (format!("{s}/access_pattern/age/min"), "0".into()),
             (format!("{s}/access_pattern/age/max"), u32::MAX.to_string()),
-            (format!("kdamonds/{k}/state"), "on".into()),
         ]);
+        if let Some(p) = pageout {
+            let s = format!("{c}/schemes/1");
+            w.extend([
+                (format!("{s}/action"), "pageout".into()),
+                // Size 0..0 matches no region: off until a quota is set.
+                (format!("{s}/access_pattern/sz/min"), "0".into()),
+                (format!("{s}/access_pattern/sz/max"), "0".into()),
+                (format!("{s}/access_pattern/nr_accesses/min"), "0".into()),
+                (
+                    format!("{s}/access_pattern/nr_accesses/max"),
+                    u32::MAX.to_string(),
+                ),
+                (format!("{s}/access_pattern/age/min"), "0".into()),
+                (format!("{s}/access_pattern/age/max"), u32::MAX.to_string()),
+                (format!("{s}/quotas/ms"), "0".into()),
+                // Never 0, which DAMOS reads as "no limit": the first window's effective quota
+                // is this value, whatever is committed during it.
+                (format!("{s}/quotas/bytes"), DAMOS_MIN_QUOTA.to_string()),
+                (
+                    format!("{s}/quotas/reset_interval_ms"),
+                    p.reset_ms.to_string(),
+                ),
+                (format!("{s}/quotas/weights/sz_permil"), "0".into()),
+                (
+                    format!("{s}/quotas/weights/nr_accesses_permil"),
+                    "1000".into(),
+                ),
+                (format!("{s}/quotas/weights/age_permil"), "1000".into()),
+            ]);
+        }
+        w.push((format!("kdamonds/{k}/state"), "on".into()));
     }
     w
 }
@@ -134,6 +191,7 @@ pub struct Monitor {
     admin: PathBuf,
     pids: Vec<u32>,
     active: bool,
+    pageout: Option<PageoutScheme>,
 }
 
 impl Monitor {
@@ -152,14 +210,25 @@ impl Monitor {
 
     /// Create one kdamond per pid and turn them on. On any failure, what was set up is removed.
     pub fn start(root: &Path, pids: &[u32], tracking: &Tracking) -> Result<Monitor, TierdError> {
+        Self::start_with(root, pids, tracking, None)
+    }
+
+    /// [`start`](Monitor::start), with memory mode's pageout scheme in each kdamond.
+    pub fn start_with(
+        root: &Path,
+        pids: &[u32],
+        tracking: &Tracking,
+        pageout: Option<PageoutScheme>,
+    ) -> Result<Monitor, TierdError> {
         Self::check(root)?;
         let admin = admin_dir(root);
         let mut monitor = Monitor {
             admin: admin.clone(),
             pids: pids.to_vec(),
             active: true,
+            pageout,
         };
-        for (file, value) in setup_writes(pids, tracking) {
+        for (file, value) in setup_writes_with(pids, tracking, pageout) {
             // Before turning the first kdamond on, make sure it can monitor virtual addresses.
             if file.ends_with("/operations") {
                 let avail = admin.join(&file).with_file_name("avail_operations");
@@ -182,6 +251,37 @@ impl Monitor {
     /// The monitored pids, in kdamond order.
     pub fn pids(&self) -> &[u32] {
         &self.pids
+    }
+
+    pub fn pageout_scheme(&self) -> Option<PageoutScheme> {
+        self.pageout
+    }
+
+    /// Let kdamond `index`'s pageout scheme page out at most `bytes` per reset interval (0: none)
+    /// from now on (`commit`), and return the bytes it has paged out so far (its
+    /// `stats/sz_applied`).
+    pub fn set_pageout_bytes(&self, index: usize, bytes: u64) -> Result<u64, TierdError> {
+        if self.pageout.is_none() {
+            return Err(TierdError::Setting {
+                setting: "--pageout-with damos",
+                message: "the kdamonds were started without a pageout scheme".into(),
+            });
+        }
+        let k = self.kdamond(index);
+        let s = k.join("contexts/0/schemes/1");
+        if bytes > 0 {
+            write(
+                &s.join("quotas/bytes"),
+                &bytes.max(DAMOS_MIN_QUOTA).to_string(),
+            )?;
+            write(&s.join("access_pattern/sz/max"), &u64::MAX.to_string())?;
+        } else {
+            // Off: a size range no region has (a quota of 0 would mean no limit at all).
+            write(&s.join("access_pattern/sz/max"), "0")?;
+        }
+        write_control(&k.join("state"), "commit")?;
+        write_control(&k.join("state"), "update_schemes_stats")?;
+        read_num(&s.join("stats/sz_applied"))
     }
 
     fn kdamond(&self, index: usize) -> PathBuf {
@@ -276,6 +376,47 @@ mod tests {
                 "vaddr\nfvaddr\npaddr\n",
             );
         }
+    }
+
+    #[test]
+    fn the_pageout_scheme_starts_off_never_unlimited_and_takes_its_quota() {
+        let dir = TempDir::new("damon-pageout");
+        dir.write("sys/kernel/mm/damon/admin/kdamonds/nr_kdamonds", "0\n");
+        let scheme = PageoutScheme { reset_ms: 500 };
+        for (file, _) in setup_writes_with(&[1], &Tracking::default(), Some(scheme))
+            .into_iter()
+            .skip(1)
+        {
+            dir.write(&format!("sys/kernel/mm/damon/admin/{file}"), "");
+        }
+        let s1 = "sys/kernel/mm/damon/admin/kdamonds/0/contexts/0/schemes/1";
+        dir.write(&format!("{s1}/stats/sz_applied"), "8192\n");
+        let m = Monitor::start_with(dir.path(), &[7], &Tracking::default(), Some(scheme)).unwrap();
+        assert_eq!(dir.read(&format!("{s1}/action")), "pageout");
+        assert_eq!(dir.read(&format!("{s1}/access_pattern/sz/max")), "0", "off");
+        assert_eq!(dir.read(&format!("{s1}/quotas/bytes")), "4096", "never 0");
+        assert_eq!(dir.read(&format!("{s1}/quotas/reset_interval_ms")), "500");
+        assert_eq!(m.set_pageout_bytes(0, 1 << 20).unwrap(), 8192);
+        assert_eq!(dir.read(&format!("{s1}/quotas/bytes")), "1048576");
+        assert_eq!(
+            dir.read(&format!("{s1}/access_pattern/sz/max")),
+            u64::MAX.to_string()
+        );
+        // The last control written: the stats were asked for after the commit.
+        assert_eq!(
+            dir.read("sys/kernel/mm/damon/admin/kdamonds/0/state"),
+            "update_schemes_stats"
+        );
+        m.set_pageout_bytes(0, 0).unwrap();
+        assert_eq!(dir.read(&format!("{s1}/access_pattern/sz/max")), "0");
+        assert_eq!(
+            dir.read(&format!("{s1}/quotas/bytes")),
+            "1048576",
+            "a quota of 0 would mean no limit: the scheme is turned off by its size range"
+        );
+        let plain = Monitor::start(dir.path(), &[7], &Tracking::default());
+        // (The first monitor still holds the kdamonds: the second is refused as busy.)
+        assert!(plain.is_err());
     }
 
     #[test]

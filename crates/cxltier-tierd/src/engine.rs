@@ -210,6 +210,10 @@ pub struct MemoryMode {
     /// SLA loop and its `memory.stat` gives the refaults (`None`: each target's own cgroup v2,
     /// else the system's figures).
     pub memcg: Option<PathBuf>,
+    /// Pages go out through a DAMOS `pageout` scheme in each target's kdamond (its size quota
+    /// set to the interval's choice each interval; the kernel picks the coldest regions) instead
+    /// of `process_madvise(MADV_PAGEOUT)` on the pages tierd chose.
+    pub damos_pageout: bool,
 }
 
 /// Memory mode's part of an interval report.
@@ -223,6 +227,9 @@ pub struct MemoryReport {
     /// Pages chosen to page out this interval (sent unless dry run).
     pub planned_pageouts: u64,
     /// Pages advised out this interval (`process_madvise(MADV_PAGEOUT)`), and over the run.
+    /// With DAMOS pageout: the growth of its scheme's `sz_applied` since the last interval, in
+    /// pages (what DAMOS applied pageout to, which can include address space with nothing
+    /// resident).
     pub pageout_pages: u64,
     pub pageout_pages_total: u64,
     /// Pages in swap read back ahead of their fault (`MADV_WILLNEED`: their DAMON region is hot
@@ -273,6 +280,8 @@ struct Target {
     totals: Totals,
     moved_in: BTreeMap<u32, u64>,
     pageout_total: u64,
+    /// The bytes its DAMOS pageout scheme had paged out at the last interval.
+    damos_applied: u64,
     prefetch_total: u64,
     /// Pages read back ahead of their fault last interval, judged hit or miss this interval.
     prefetched: Vec<usize>,
@@ -370,6 +379,7 @@ impl Engine {
                     totals: Totals::default(),
                     moved_in: BTreeMap::new(),
                     pageout_total: 0,
+                    damos_applied: 0,
                     prefetch_total: 0,
                     prefetched: Vec::new(),
                     prefetch_hits_total: 0,
@@ -395,13 +405,30 @@ impl Engine {
     /// Turn memory mode on: resident pages beyond `mode.keep_bytes` are paged out, coldest first,
     /// up to the allowance ([`Engine::set_pageout_allowance`]; at first the rate limit's
     /// interval's worth).
-    pub fn set_memory_mode(&mut self, mode: MemoryMode) {
+    pub fn set_memory_mode(&mut self, mode: MemoryMode) -> Result<(), TierdError> {
+        if mode.damos_pageout && !self.dry_run {
+            let scheme = crate::damon::PageoutScheme {
+                reset_ms: self.policy.interval().as_millis().max(1) as u64,
+            };
+            if !self
+                .tracker
+                .enable_damos_pageout(&self.sys_root, &self.policy.tracking, scheme)?
+            {
+                return Err(TierdError::Setting {
+                    setting: "--pageout-with damos",
+                    message: "DAMOS needs DAMON as the access source (idle-page tracking is in \
+                              use): use --access-source damon, or --pageout-with madvise"
+                        .into(),
+                });
+            }
+        }
         let allowance_pages = self.rate_limit_pages_per_interval();
         self.memory = Some(MemoryState {
             mode,
             pidfds: HashMap::new(),
             allowance_pages,
         });
+        Ok(())
     }
 
     /// The most pages the rate limit lets move in one interval.
@@ -505,6 +532,7 @@ impl Engine {
                     totals: Totals::default(),
                     moved_in: BTreeMap::new(),
                     pageout_total: 0,
+                    damos_applied: 0,
                     prefetch_total: 0,
                     prefetched: Vec::new(),
                     prefetch_hits_total: 0,
@@ -964,9 +992,14 @@ impl Engine {
             // Memory mode pages out base pages (a huge page partly cold is split by the
             // kernel), or whole chunks.
             let resident_pages: u64 = view.pages.iter().map(|p| p.pages as u64).sum();
+            let damos = memory
+                .mode
+                .damos_pageout
+                .then_some((&mut self.tracker, target.slot));
             let mut m = page_out(
                 memory,
                 target,
+                damos,
                 pageout,
                 &view.pages,
                 &span_of,
@@ -1088,6 +1121,7 @@ fn plan_pageout(
 fn page_out(
     memory: &mut MemoryState,
     target: &mut Target,
+    damos: Option<(&mut Tracker, usize)>,
     plan: PageoutPlan,
     units: &[PageInfo],
     span_of: &dyn Fn(&PageInfo) -> usize,
@@ -1103,7 +1137,16 @@ fn page_out(
     } = plan;
     let mut advised_fast = 0;
     let mut advised = 0;
-    if !dry_run && !victims.is_empty() {
+    if let (Some((tracker, slot)), false) = (damos, dry_run) {
+        // DAMOS pages out in the kernel, over the next interval, as many bytes as tierd chose
+        // (the coldest regions first): what it paged out since the last interval is counted now.
+        let bytes: u64 = victims.iter().map(|v| span_of(v) as u64).sum();
+        if let Some(applied) = tracker.set_pageout_bytes(slot, bytes)? {
+            advised = applied.saturating_sub(target.damos_applied) / page_size;
+            target.damos_applied = applied;
+            target.pageout_total += advised;
+        }
+    } else if !dry_run && !victims.is_empty() {
         let pidfd = match memory.pidfds.entry(target.pid) {
             std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
             std::collections::hash_map::Entry::Vacant(e) => {

@@ -93,7 +93,10 @@ down while under a quarter, up while over three quarters, between 0 and 5; N set
 keep leaves it alone (system-wide: said on stderr, restored when tierd stops). --zswap[=PERCENT]
 turns the kernel's zswap on for the run (system-wide: said, restored): pages on their way to swap
 are compressed into a pool of at most PERCENT of RAM (default 20) first, and written to the swap
-area when it is full. When tierd stops, the cgroup's limits, vm.page-cluster and zswap's settings
+area when it is full. --pageout-with damos sends pages out through a DAMOS pageout scheme in each
+target's kdamond instead of process_madvise: each interval its size quota is set to the bytes
+tierd chose, and the kernel pages out the coldest regions up to it over the next interval. When
+tierd stops, the cgroup's limits, vm.page-cluster and zswap's settings
 are restored, then the area is turned off (the pages come back into memory) and the file it
 created removed.
 
@@ -150,6 +153,11 @@ pub struct Args {
     /// PERCENT of it [default: 20] between memory and the swap area
     #[arg(long, value_name = "PERCENT", num_args = 0..=1, default_missing_value = "20", requires = "nvme")]
     zswap: Option<u32>,
+    /// With --nvme: how pages go out: madvise (process_madvise(MADV_PAGEOUT) on the pages tierd
+    /// chose) or damos (a DAMOS pageout scheme in each target's kdamond, its size quota set to
+    /// tierd's figure each interval)
+    #[arg(long, value_name = "madvise|damos", default_value = "madvise", value_parser = ["madvise", "damos"], requires = "nvme")]
+    pageout_with: String,
     /// Most MB/s (10^6 bytes) moved, over all targets
     #[arg(long, value_name = "MB/s")]
     max_migrate_rate: Option<f64>,
@@ -736,8 +744,12 @@ fn start_memory_mode(
     let keep = dram.saturating_add(cxl);
     eprintln!(
         "cxltier tierd: memory mode: each target keeps {dram} bytes in DRAM and {cxl} on slower \
-         memory; the coldest pages beyond {keep} bytes are paged out (process_madvise \
-         MADV_PAGEOUT){}",
+         memory; the coldest pages beyond {keep} bytes are paged out ({}){}",
+        if args.pageout_with == "damos" {
+            "a DAMOS pageout scheme in each target's kdamond, its size quota set each interval"
+        } else {
+            "process_madvise MADV_PAGEOUT"
+        },
         match args.max_stall_pct {
             Some(p) => format!(", as fast as memory pressure stays under {p}% stalled"),
             None => String::new(),
@@ -753,6 +765,7 @@ fn start_memory_mode(
                 keep_bytes: keep,
                 swap_path: None,
                 memcg: memcg_dir,
+                damos_pageout: args.pageout_with == "damos",
             },
             MemoryModeSetup {
                 memcg: None,
@@ -786,6 +799,7 @@ fn start_memory_mode(
             keep_bytes: keep,
             swap_path: Some(area.path().to_path_buf()),
             memcg: memcg_dir,
+            damos_pageout: args.pageout_with == "damos",
         },
         MemoryModeSetup {
             memcg,
