@@ -453,6 +453,34 @@ check_tierd_memory() {
     trc=$?
     verdict tierd-memory-damos-workload-intact "exit $trc: $(tail -1 "$T/tierd-memdamos-target.out" | cut -c1-200)" [ "$trc" = 0 ]
 
+    # The SLA held to the workload's own progress (--max-slowdown-pct with --progress, as the
+    # tuner reads it): a stream publishing the bytes it has read runs under tierd; the interval
+    # lines carry its rate, its slowdown against its best rate and the goal, pages go to swap, and
+    # every whole pass of the stream still sums to its pattern's sum.
+    sh -c 'exec cxltier touch 32M --stream --progress-file "$1" --duration 900 --json' \
+        slowdown "$T/stream.progress" >"$T/tierd-memslow-target.out" 2>"$T/tierd-memslow-target.err" &
+    target_runner=$!
+    target=$target_runner
+    wait_for_text "$T/tierd-memslow-target.out" '"event":"ready"' 600
+    cxltier tierd --pid "$target" --dram-budget 8M --cxl-budget 4M --nvme /dev/vda \
+        --max-slowdown-pct 20 --progress "file:$T/stream.progress" --interval 500 --duration 600 \
+        --json >"$T/tierd-memslow.out" 2>"$T/tierd-memslow.err" &
+    _tierd=$!
+    wait_for_text "$T/tierd-memslow.out" '"slowdown_pct":[0-9]' 600
+    wait_for_text "$T/tierd-memslow.out" '"nvme":[1-9]' 1800
+    kill -TERM "$_tierd" 2>/dev/null
+    wait "$_tierd"
+    rc=$?
+    slow_values=$(grep -o '"slowdown_pct":[0-9.]*' "$T/tierd-memslow.out" | cut -d: -f2 | tr '\n' ' ' | cut -c1-120)
+    slow_nvme=$(grep -o '"nvme":[0-9]*' "$T/tierd-memslow.out" | cut -d: -f2 | sort -n | tail -1)
+    verdict tierd-memory-slowdown-goal \
+        "exit $rc, slowdown per interval: ${slow_values:-none}; most bytes on nvme ${slow_nvme:-none}; $(grep -o 'stays within [0-9]*% of its best rate' "$T/tierd-memslow.err"); $(brief "$T/tierd-memslow.err")" \
+        sh -c "[ $rc = 0 ] && [ -n '$slow_values' ] && [ \"${slow_nvme:-0}\" -gt 0 ] && grep -q '\"max_slowdown_pct\":20' '$T/tierd-memslow.out' && grep -q 'stays within 20% of its best rate' '$T/tierd-memslow.err'"
+    kill -TERM "$target_runner" 2>/dev/null
+    wait "$target_runner"
+    trc=$?
+    verdict tierd-memory-slowdown-workload-intact "exit $trc: $(tail -1 "$T/tierd-memslow-target.out" | cut -c1-200)" [ "$trc" = 0 ]
+
     # The same in chunks (a policy that tracks every target in chunks from a sample of its
     # pages, as tierd does above 256 MiB by default): the lines say so, cold chunks go to the
     # CXL node and to NVMe, and the workload is intact.

@@ -119,6 +119,8 @@ const HMAT: &[&str] = &[
     "tierd-memory-zswap-workload-intact",
     "tierd-memory-damos-pageout",
     "tierd-memory-damos-workload-intact",
+    "tierd-memory-slowdown-goal",
+    "tierd-memory-slowdown-workload-intact",
     "tierd-memory-in-chunks",
     "tierd-memory-three-tiers",
     "tierd-memory-in-chunks-workload-intact",

@@ -19,7 +19,7 @@ use crate::engine::{Engine, IntervalReport, MemoryMode, TargetChange, Tiers};
 use crate::metrics;
 use crate::policy::Policy;
 use crate::procfs;
-use crate::psi::{PressureReader, SlaController};
+use crate::psi::{PressureReader, ProgressSlowdown, SlaController, SlaGoal};
 use crate::quarantine::{QuarantineMover, QuarantineReport};
 use crate::TierdError;
 
@@ -252,7 +252,7 @@ pub struct Daemon {
     duration: Option<Duration>,
     quarantine_file: Option<PathBuf>,
     metrics: Option<cxltier_metrics::Published>,
-    memory: Option<(MemoryMode, Option<f64>)>,
+    memory: Option<(MemoryMode, Option<SlaGoal>)>,
     held: crate::setting::HeldSettings,
 }
 
@@ -313,9 +313,6 @@ impl Daemon {
         self
     }
 
-    /// Memory mode: page out what each target holds beyond `mode.keep_bytes`; with
-    /// `max_stall_pct`, at a rate the SLA controller ([`crate::psi`]) sets from the memory
-    /// pressure of the first target's cgroup (or the system's).
     /// Memory mode's system-wide settings (swap readahead, zswap): stepped once per round, their
     /// reports in every target's memory section. The daemon holds them while it runs;
     /// [`Daemon::take_held_settings`] hands them back to restore and report.
@@ -328,8 +325,11 @@ impl Daemon {
         std::mem::take(&mut self.held)
     }
 
-    pub fn memory_mode(mut self, mode: MemoryMode, max_stall_pct: Option<f64>) -> Daemon {
-        self.memory = Some((mode, max_stall_pct));
+    /// Memory mode: page out what each target holds beyond `mode.keep_bytes`; with a `goal`,
+    /// at a rate the SLA controller ([`crate::psi`]) sets from the memory pressure of the first
+    /// target's cgroup (or the system's), or from the workload's own progress.
+    pub fn memory_mode(mut self, mode: MemoryMode, goal: Option<SlaGoal>) -> Daemon {
+        self.memory = Some((mode, goal));
         self
     }
 
@@ -386,23 +386,28 @@ impl Daemon {
                 match goal {
                     None => None,
                     Some(goal) => {
-                        let file = match crate::psi::pressure_file(
-                            &self.sys_root,
-                            &self.proc_root,
-                            pids[0],
-                            mode.memcg.as_deref(),
-                        ) {
-                            Ok(f) => f,
-                            Err(e) => {
-                                let _ = engine.stop();
-                                self.targets.abandon();
-                                return Err(e);
+                        let measure = match goal {
+                            SlaGoal::Stall { .. } => match crate::psi::pressure_file(
+                                &self.sys_root,
+                                &self.proc_root,
+                                pids[0],
+                                mode.memcg.as_deref(),
+                            ) {
+                                Ok(f) => SlaMeasure::Pressure(PressureReader::new(f)),
+                                Err(e) => {
+                                    let _ = engine.stop();
+                                    self.targets.abandon();
+                                    return Err(e);
+                                }
+                            },
+                            SlaGoal::Slowdown { progress, .. } => {
+                                SlaMeasure::Progress(ProgressSlowdown::new(progress.clone()))
                             }
                         };
                         Some(Sla {
-                            reader: PressureReader::new(file),
+                            measure,
                             controller: SlaController::new(
-                                *goal,
+                                goal.max_pct(),
                                 engine.rate_limit_pages_per_interval(),
                             ),
                         })
@@ -410,8 +415,12 @@ impl Daemon {
                 }
             }
         };
-        if let Some(s) = &sla {
-            sink.pressure_file(s.reader.path());
+        if let Some(Sla {
+            measure: SlaMeasure::Pressure(reader),
+            ..
+        }) = &sla
+        {
+            sink.pressure_file(reader.path());
         }
         sink.started(if engine.soft_dirty() {
             WrittenPages::SoftDirty
@@ -501,10 +510,21 @@ impl Daemon {
                 }
             };
             let mut stall = None;
+            let mut progress = None;
             if let Some(s) = sla.as_mut() {
-                stall = s.reader.sample()?;
                 let max = engine.rate_limit_pages_per_interval();
-                engine.set_pageout_allowance(s.controller.update(stall, max));
+                let allowance = match &mut s.measure {
+                    SlaMeasure::Pressure(reader) => {
+                        stall = reader.sample()?;
+                        s.controller.update(stall, max)
+                    }
+                    SlaMeasure::Progress(meter) => {
+                        progress = meter.sample()?;
+                        s.controller
+                            .update(progress.map(|(_, slow)| (slow, 0.0)), max)
+                    }
+                };
+                engine.set_pageout_allowance(allowance);
             }
             reports.append(&mut engine.step()?);
             let readahead = match self.held.readahead.as_mut() {
@@ -535,7 +555,15 @@ impl Daemon {
                     m.refaults = growth.get(file).copied().flatten();
                     m.stall_some_pct = stall.map(|s| s.0);
                     m.stall_full_pct = stall.map(|s| s.1);
-                    m.max_stall_pct = self.memory.as_ref().and_then(|m| m.1);
+                    match self.memory.as_ref().and_then(|m| m.1.as_ref()) {
+                        Some(SlaGoal::Stall { max_pct }) => m.max_stall_pct = Some(*max_pct),
+                        Some(SlaGoal::Slowdown { max_pct, .. }) => {
+                            m.max_slowdown_pct = Some(*max_pct);
+                            m.progress_rate = progress.map(|p| p.0);
+                            m.slowdown_pct = progress.map(|p| p.1);
+                        }
+                        None => {}
+                    }
                     m.swap_readahead = readahead.clone();
                     m.zswap = zswap.clone();
                 }
@@ -580,10 +608,16 @@ impl Daemon {
     }
 }
 
-/// The SLA loop's state: the PSI file read each interval and the controller it feeds.
+/// The SLA loop's state: what is measured each interval and the controller it feeds.
 struct Sla {
-    reader: PressureReader,
+    measure: SlaMeasure,
     controller: SlaController,
+}
+
+/// The SLA loop's measure: the memory pressure (PSI), or the workload's own progress.
+enum SlaMeasure {
+    Pressure(PressureReader),
+    Progress(ProgressSlowdown),
 }
 
 #[cfg(test)]

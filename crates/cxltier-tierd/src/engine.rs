@@ -258,6 +258,12 @@ pub struct MemoryReport {
     pub stall_some_pct: Option<f64>,
     pub stall_full_pct: Option<f64>,
     pub max_stall_pct: Option<f64>,
+    /// With a slowdown goal (`--max-slowdown-pct`): the workload's progress per second over the
+    /// last interval (its own counter, `--progress`), how far that is below the best rate of the
+    /// run (percent), and the goal.
+    pub progress_rate: Option<f64>,
+    pub slowdown_pct: Option<f64>,
+    pub max_slowdown_pct: Option<f64>,
     /// Anonymous refaults over the last interval (`workingset_refault_anon` of the target's
     /// cgroup's `memory.stat`; system-wide, from /proc/vmstat, where it has no cgroup v2).
     pub refaults: Option<u64>,

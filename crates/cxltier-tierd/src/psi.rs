@@ -159,6 +159,81 @@ pub fn next_allowance(current: u64, stall_pct: f64, goal_pct: f64, max: u64) -> 
     (next.round().max(0.0) as u64).min(max)
 }
 
+/// What the SLA loop holds the offloading to.
+#[derive(Debug, Clone)]
+pub enum SlaGoal {
+    /// PSI `some` of the target's cgroup (or the system's) at most this percent of wall time.
+    Stall { max_pct: f64 },
+    /// The workload's own progress (a counter, as for the tuner) at most this percent below the
+    /// best rate it has shown in the run.
+    Slowdown {
+        max_pct: f64,
+        progress: crate::tune::ProgressSignal,
+    },
+}
+
+impl SlaGoal {
+    pub fn max_pct(&self) -> f64 {
+        match self {
+            SlaGoal::Stall { max_pct } | SlaGoal::Slowdown { max_pct, .. } => *max_pct,
+        }
+    }
+}
+
+/// How far below its best a rate is, in percent (0 at or above it, or with no best yet).
+pub fn slowdown_pct(rate: f64, best: f64) -> f64 {
+    if best > 0.0 && rate.is_finite() {
+        ((1.0 - rate / best) * 100.0).clamp(0.0, 100.0)
+    } else {
+        0.0
+    }
+}
+
+/// The workload's progress rate per interval against the best rate seen: the SLA's measure when
+/// the goal is a slowdown. The counter is read once per interval (no waiting for it to change,
+/// as the tuner does): an interval in which it did not move reads as a rate of 0, a full
+/// slowdown, which is what a workload stalled on its faults looks like.
+#[derive(Debug)]
+pub struct ProgressSlowdown {
+    signal: crate::tune::ProgressSignal,
+    last: Option<(Instant, f64)>,
+    best_rate: f64,
+}
+
+impl ProgressSlowdown {
+    pub fn new(signal: crate::tune::ProgressSignal) -> ProgressSlowdown {
+        ProgressSlowdown {
+            signal,
+            last: None,
+            best_rate: 0.0,
+        }
+    }
+
+    /// The rate since the last read and its slowdown against the best so far (`None` at the
+    /// first read). A counter that went backwards (the workload restarted) starts over.
+    pub fn sample(&mut self) -> Result<Option<(f64, f64)>, TierdError> {
+        let value = self.signal.read()?;
+        let now = Instant::now();
+        let out = match self.last {
+            Some((at, before)) if value >= before => {
+                let secs = now.saturating_duration_since(at).as_secs_f64();
+                (secs > 0.0).then(|| {
+                    let rate = (value - before) / secs;
+                    self.best_rate = self.best_rate.max(rate);
+                    (rate, slowdown_pct(rate, self.best_rate))
+                })
+            }
+            Some(_) => {
+                self.best_rate = 0.0;
+                None
+            }
+            None => None,
+        };
+        self.last = Some((now, value));
+        Ok(out)
+    }
+}
+
 /// The controller's state over the run.
 #[derive(Debug)]
 pub struct SlaController {
@@ -404,5 +479,33 @@ mod tests {
         // A round without pid 8's file forgets it: its next growth is not over two intervals.
         c.sample([&f7]);
         assert_eq!(c.sample([&f7, &f8])[&f8], None);
+    }
+
+    #[test]
+    fn slowdown_is_measured_against_the_best_rate_of_the_run() {
+        assert!((slowdown_pct(80.0, 100.0) - 20.0).abs() < 1e-9);
+        assert_eq!(slowdown_pct(120.0, 100.0), 0.0);
+        assert_eq!(slowdown_pct(5.0, 0.0), 0.0, "no best yet");
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("progress");
+        std::fs::write(&f, "0\n").unwrap();
+        let mut meter = ProgressSlowdown::new(crate::tune::ProgressSignal::File(f.clone()));
+        assert_eq!(meter.sample().unwrap(), None, "the first read has no rate");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        std::fs::write(&f, "1000\n").unwrap();
+        let (rate, slow) = meter.sample().unwrap().unwrap();
+        assert!(
+            rate > 0.0 && slow == 0.0,
+            "the first rate is the best: {rate} {slow}"
+        );
+        // The counter did not move: a full slowdown.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let (rate, slow) = meter.sample().unwrap().unwrap();
+        assert_eq!((rate, slow), (0.0, 100.0));
+        // A counter that went back (the workload restarted) starts over.
+        std::fs::write(&f, "10\n").unwrap();
+        assert_eq!(meter.sample().unwrap(), None);
+        std::fs::write(&f, "bogus\n").unwrap();
+        assert!(meter.sample().is_err());
     }
 }

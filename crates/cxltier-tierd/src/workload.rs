@@ -368,17 +368,9 @@ impl Stream {
         on_ready: impl FnOnce(&Ready),
         mut on_fresh: impl FnMut(&FreshBuffer),
     ) -> Result<StreamSummary, TierdError> {
-        let page = cxltier_sys::page_size();
-        let len = usize::try_from(self.bytes)
-            .ok()
-            .filter(|&l| l >= page)
-            .ok_or_else(|| TierdError::Setting {
-                setting: "SIZE",
-                message: format!("{} bytes: give at least one page ({page})", self.bytes),
-            })?;
         let init = Instant::now();
-        let mut m = Mapping::anonymous(len)?;
-        m.advise(Advice::NoHugePage)?;
+        let mut m = base_page_mapping(self.bytes, "SIZE")?;
+        let len = m.as_slice().len();
         for (i, word) in m.as_mut_slice().chunks_exact_mut(8).enumerate() {
             word.copy_from_slice(&stream_word(i as u64).to_ne_bytes());
         }
@@ -532,17 +524,9 @@ impl Chase {
         stop: &AtomicBool,
         on_ready: impl FnOnce(&Ready),
     ) -> Result<ChaseSummary, TierdError> {
-        let page = cxltier_sys::page_size();
-        let len = usize::try_from(self.bytes)
-            .ok()
-            .filter(|&l| l >= page)
-            .ok_or_else(|| TierdError::Setting {
-                setting: "SIZE",
-                message: format!("{} bytes: give at least one page ({page})", self.bytes),
-            })?;
         let init = Instant::now();
-        let mut m = Mapping::anonymous(len)?;
-        m.advise(Advice::NoHugePage)?;
+        let mut m = base_page_mapping(self.bytes, "SIZE")?;
+        let len = m.as_slice().len();
         let lines = (len / CHASE_LINE) as u64;
         let mask = lines.next_power_of_two() - 1;
         chase_write(m.as_mut_slice(), lines, mask);
@@ -598,18 +582,27 @@ impl Chase {
     }
 }
 
-/// Map `bytes`, write every page, and ask where each landed.
-fn fresh_buffer(bytes: u64) -> Result<(Mapping, FreshBuffer), TierdError> {
+/// `bytes` of anonymous memory in base pages (no transparent huge pages, so that each page is
+/// placed, moved and swapped on its own), at least one page; `setting` names the size in an
+/// error.
+fn base_page_mapping(bytes: u64, setting: &'static str) -> Result<Mapping, TierdError> {
     let page = cxltier_sys::page_size();
     let len = usize::try_from(bytes)
         .ok()
         .filter(|&l| l >= page)
         .ok_or_else(|| TierdError::Setting {
-            setting: "--fresh",
+            setting,
             message: format!("{bytes} bytes: give at least one page ({page})"),
         })?;
-    let mut m = Mapping::anonymous(len)?;
+    let m = Mapping::anonymous(len)?;
     m.advise(Advice::NoHugePage)?;
+    Ok(m)
+}
+
+/// Map `bytes`, write every page, and ask where each landed.
+fn fresh_buffer(bytes: u64) -> Result<(Mapping, FreshBuffer), TierdError> {
+    let page = cxltier_sys::page_size();
+    let mut m = base_page_mapping(bytes, "--fresh")?;
     m.write_each(page, 2);
     let addrs: Vec<usize> = m.page_addresses(page).collect();
     let mut nodes = std::collections::BTreeMap::new();

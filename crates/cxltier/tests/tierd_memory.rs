@@ -143,6 +143,44 @@ fn a_new_file_needs_a_size_and_the_stall_goal_a_percentage() {
         zswap,
         "nothing written"
     );
+    // A slowdown goal: a percentage, and a progress signal that can be read now.
+    let progress = dir.path().join("progress");
+    let spec = format!("file:{}", progress.display());
+    let out = tierd(&[
+        "--dram-budget",
+        "4M",
+        "--nvme",
+        &nvme,
+        "--max-slowdown-pct",
+        "10",
+        "--progress",
+        &spec,
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(
+        stderr(&out).contains("--progress") && stderr(&out).contains("growing counter"),
+        "{}",
+        stderr(&out)
+    );
+    std::fs::write(&progress, "12\n").unwrap();
+    for bad in ["0", "100", "nan"] {
+        let out = tierd(&[
+            "--dram-budget",
+            "4M",
+            "--nvme",
+            &nvme,
+            "--max-slowdown-pct",
+            bad,
+            "--progress",
+            &spec,
+        ]);
+        assert_eq!(out.status.code(), Some(2), "{bad}: {out:?}");
+        assert!(
+            stderr(&out).contains("--max-slowdown-pct"),
+            "{}",
+            stderr(&out)
+        );
+    }
     assert!(!f.exists());
 }
 
@@ -153,6 +191,26 @@ fn memory_mode_flags_need_nvme_and_exclude_the_tuner() {
     assert!(stderr(&out).contains("--nvme"), "{}", stderr(&out));
     let out = tierd(&["--max-stall-pct", "5"]);
     assert_eq!(out.status.code(), Some(2), "{out:?}");
+    // A slowdown goal needs a progress signal, and is one goal or the other.
+    let out = tierd(&["--nvme", "/dev/null", "--max-slowdown-pct", "10"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(stderr(&out).contains("--progress"), "{}", stderr(&out));
+    let out = tierd(&[
+        "--nvme",
+        "/dev/null",
+        "--max-slowdown-pct",
+        "10",
+        "--max-stall-pct",
+        "5",
+        "--progress",
+        "file:/x",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(
+        stderr(&out).contains("cannot be used with"),
+        "{}",
+        stderr(&out)
+    );
     for flag in [&["--swap-readahead", "0"][..], &["--zswap"][..]] {
         let out = tierd(flag);
         assert_eq!(out.status.code(), Some(2), "{flag:?}: {out:?}");

@@ -9,10 +9,12 @@ use cxltier_tierd::daemon::{
 };
 use cxltier_tierd::engine::{IntervalReport, Status, TargetChange};
 use cxltier_tierd::memcg::{MemcgLimits, MemcgPlan, Restored};
+use cxltier_tierd::psi::SlaGoal;
 use cxltier_tierd::quarantine::QuarantineReport;
 use cxltier_tierd::readahead::{ReadaheadPlan, SwapReadahead};
 use cxltier_tierd::setting::HeldSettings;
 use cxltier_tierd::swap::{BackingKind, NvmeSpec, SwapArea, SwapPlan, Teardown};
+use cxltier_tierd::tune::ProgressSignal;
 use cxltier_tierd::zswap::ZswapPlan;
 use cxltier_tierd::{
     choose_source, AccessSource, Daemon, DaemonSink, MemoryMode, Policy, SourceKind, TierdError,
@@ -140,6 +142,10 @@ pub struct Args {
     /// wall time) stays under this goal
     #[arg(long, value_name = "P", requires = "nvme")]
     max_stall_pct: Option<f64>,
+    /// With --nvme and --progress: page out only as fast as the workload's own progress stays
+    /// within P percent of the best rate it has shown
+    #[arg(long, value_name = "P", requires_all = ["nvme", "progress"], conflicts_with = "max_stall_pct")]
+    max_slowdown_pct: Option<f64>,
     /// With --nvme: swap readahead (vm.page-cluster, system-wide): auto (tuned by its hit rate),
     /// keep, or a value from 0 to 5 for the run
     #[arg(
@@ -415,6 +421,10 @@ fn human(r: &IntervalReport) -> String {
                 },
                 m.stall_some_pct
                     .map(|s| format!(", stall {s:.2}% (goal {}%)", m.max_stall_pct.unwrap_or(0.0)))
+                    .or_else(|| m.slowdown_pct.map(|s| format!(
+                        ", slowdown {s:.1}% (goal {}%)",
+                        m.max_slowdown_pct.unwrap_or(0.0)
+                    )))
                     .unwrap_or_default(),
                 m.swap_readahead
                     .as_ref()
@@ -628,6 +638,8 @@ struct MemoryModePlan {
     readahead: Option<ReadaheadPlan>,
     /// zswap (`None`: no --zswap).
     zswap: Option<ZswapPlan>,
+    /// The SLA loop's goal (`None`: the rate limit alone).
+    goal: Option<SlaGoal>,
 }
 
 /// Memory mode's system-wide changes in force, undone in reverse order when tierd stops. The
@@ -665,6 +677,29 @@ fn check_memory_mode(
             )));
         }
     }
+    let goal = match (args.max_stall_pct, args.max_slowdown_pct) {
+        (Some(p), _) => Some(SlaGoal::Stall { max_pct: p }),
+        (None, Some(p)) => {
+            if !(p.is_finite() && p > 0.0 && p < 100.0) {
+                return Err(CliError::bad_input(format!(
+                    "--max-slowdown-pct {p}: expected a percentage of the workload's best rate \
+                     above 0 and below 100, e.g. 10"
+                )));
+            }
+            let spec = args.progress.as_deref().expect("clap requires --progress");
+            let progress = ProgressSignal::parse(spec).map_err(CliError::classified)?;
+            // Read once now: a signal that cannot be read is said before anything is set up.
+            progress.read().map_err(|e| {
+                CliError::bad_input(format!("--progress {spec}: {e}"))
+                    .with_hint("the workload must keep a growing counter there before tierd starts")
+            })?;
+            Some(SlaGoal::Slowdown {
+                max_pct: p,
+                progress,
+            })
+        }
+        (None, None) => None,
+    };
     if tiers.slow.is_empty() && cxl > 0 {
         eprintln!(
             "cxltier tierd: warning: --cxl-budget {}: this machine has no slower memory tier; \
@@ -713,6 +748,7 @@ fn check_memory_mode(
         memcg,
         readahead,
         zswap,
+        goal,
     })
 }
 
@@ -750,8 +786,13 @@ fn start_memory_mode(
         } else {
             "process_madvise MADV_PAGEOUT"
         },
-        match args.max_stall_pct {
-            Some(p) => format!(", as fast as memory pressure stays under {p}% stalled"),
+        match &plan.goal {
+            Some(SlaGoal::Stall { max_pct }) =>
+                format!(", as fast as memory pressure stays under {max_pct}% stalled"),
+            Some(SlaGoal::Slowdown { max_pct, .. }) => format!(
+                ", as fast as the workload's progress ({}) stays within {max_pct}% of its best rate",
+                args.progress.as_deref().unwrap_or_default()
+            ),
             None => String::new(),
         }
     );
@@ -1047,6 +1088,7 @@ pub fn run(args: Args) -> CliResult {
 
     // Memory mode's swap area is set up before CMD starts; dropping it (any error below) turns it
     // off again.
+    let goal = memory_plan.as_ref().and_then(|p| p.goal.clone());
     let (memory, mut setup) = match memory_plan {
         Some(plan) => {
             let (mode, setup) = start_memory_mode(&args, plan)?;
@@ -1087,7 +1129,7 @@ pub fn run(args: Args) -> CliResult {
         daemon = daemon.metrics(published);
     }
     if let Some(mode) = memory {
-        daemon = daemon.memory_mode(mode, args.max_stall_pct);
+        daemon = daemon.memory_mode(mode, goal);
     }
     if let Some(s) = setup.as_mut() {
         daemon = daemon.held_settings(std::mem::take(&mut s.held));
@@ -1304,6 +1346,17 @@ mod json_lines_tests {
         keep.memory.as_mut().unwrap().swap_readahead = None;
         keep.memory.as_mut().unwrap().zswap = None;
         assert_conforms(schema, &json_line("tierd", "interval", &keep).unwrap());
+        // A slowdown goal instead of a stall goal: its figures, and the table says them.
+        let slow = keep.memory.as_mut().unwrap();
+        (slow.stall_some_pct, slow.max_stall_pct) = (None, None);
+        (slow.progress_rate, slow.slowdown_pct, slow.max_slowdown_pct) =
+            (Some(1.5e6), Some(3.25), Some(10.0));
+        assert_conforms(schema, &json_line("tierd", "interval", &keep).unwrap());
+        assert!(
+            human(&keep).contains("slowdown 3.2% (goal 10%)"),
+            "{}",
+            human(&keep)
+        );
         assert!(!human(&interval).contains("prefetch"));
         let area = tempfile::tempdir().unwrap();
         let teardown = teardown_line(
