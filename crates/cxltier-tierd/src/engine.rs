@@ -906,6 +906,7 @@ impl Engine {
             thresholds: th,
             recently_moved: &recently,
             retry: &target.retry,
+            demote_idle: self.memory.is_none(),
         });
         let iv = &mut report.interval;
         iv.held_by_rate = decision.held_by_rate;
@@ -1619,6 +1620,7 @@ mod tests {
             thresholds: th,
             recently_moved: &none,
             retry: &none,
+            demote_idle: true,
         });
         let mut promoted: Vec<usize> = decision
             .moves

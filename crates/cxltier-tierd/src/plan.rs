@@ -9,7 +9,9 @@
 //! 2. Over the DRAM budget: demote the coldest non-hot fast-tier pages until within it.
 //! 3. Promote hot pages on slower tiers, hottest first, while the budget and the fast nodes'
 //!    watermarks leave room; when they do not, swap: demote a colder fast-tier page to make room.
-//! 4. Demote the remaining cold fast-tier pages.
+//! 4. Demote the remaining cold fast-tier pages, unless the budget is to be filled
+//!    ([`Input::demote_idle`] false: memory mode, where the DRAM budget is what the target is
+//!    given, and a page that reads cold is still better in DRAM than in CXL while there is room).
 //!
 //! Every move costs its pages of the rate limit's tokens; what the tokens do not cover waits for the
 //! next interval. Pages whose move failed last time come first among equals.
@@ -86,6 +88,10 @@ pub struct Input<'a> {
     pub recently_moved: &'a HashSet<usize>,
     /// Pages whose last move failed.
     pub retry: &'a HashSet<usize>,
+    /// Rule 4: demote cold pages although the fast tier is within the budget (memtierd's way:
+    /// idle memory makes room for others). False in memory mode: cold pages leave the fast tier
+    /// only to keep the budget or make room for hotter ones.
+    pub demote_idle: bool,
 }
 
 /// Why a page is moved.
@@ -279,7 +285,7 @@ pub fn plan(input: &Input) -> MovePlan {
     }
 
     // 4. Cold pages down.
-    for (p, heat) in pool {
+    for (p, heat) in pool.filter(|_| input.demote_idle) {
         if heat != Heat::Cold {
             continue;
         }
@@ -334,6 +340,7 @@ mod tests {
             thresholds: TH,
             recently_moved: none,
             retry: none,
+            demote_idle: true,
         }
     }
 
@@ -360,6 +367,38 @@ mod tests {
             Heat::Hot,
             "a written page is hot whatever its region says"
         );
+    }
+
+    #[test]
+    fn memory_mode_keeps_cold_pages_in_dram_while_the_budget_has_room() {
+        let none = HashSet::new();
+        // Budget 3 pages; two cold pages and one hot page on the fast tier, one hot page on the
+        // slow tier.
+        let pages = [
+            page(0, 0, 0, 9),
+            page(1, 0, 0, 9),
+            page(2, 0, 10, 0),
+            page(3, 1, 10, 0),
+        ];
+        let filled = Input {
+            demote_idle: false,
+            ..input(&pages, Some(3), 100, &none)
+        };
+        let p = plan(&filled);
+        // The hot page comes up by swapping with one cold page; the other cold page stays.
+        assert_eq!(count(&p, Reason::Promote), 1, "{p:?}");
+        assert_eq!(count(&p, Reason::Demote), 1, "{p:?}");
+        // With room for all, nothing cold leaves.
+        let roomy = Input {
+            demote_idle: false,
+            ..input(&pages, Some(8), 100, &none)
+        };
+        let p = plan(&roomy);
+        assert_eq!(count(&p, Reason::Demote), 0, "{p:?}");
+        assert_eq!(count(&p, Reason::Promote), 1, "{p:?}");
+        // memtierd's way: the cold pages go down regardless.
+        let p = plan(&input(&pages, Some(8), 100, &none));
+        assert_eq!(count(&p, Reason::Demote), 2, "{p:?}");
     }
 
     #[test]
