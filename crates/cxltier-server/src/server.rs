@@ -39,6 +39,41 @@ const LISTENER: Token = Token(usize::MAX);
 const COMPLETIONS: Token = Token(usize::MAX - 1);
 /// Bytes read per `read` call.
 const READ_CHUNK: usize = 64 << 10;
+/// A connection closed by the server (a protocol error, a limit, QUIT) while its client may
+/// still be sending: the socket is kept this long, its output shut, reading and dropping what
+/// arrives. Closed with input unread, a socket answers with a reset, which can reach the client
+/// before the error line that explains the close and make it lose that line.
+const LINGER: Duration = Duration::from_secs(5);
+/// The most bytes dropped from one lingering socket, and the most sockets lingering at once
+/// (beyond either, the socket is closed at once, as before).
+const LINGER_BYTES: usize = 64 << 20;
+const LINGER_SOCKETS: usize = 256;
+
+/// A socket in its lingering close.
+struct Lingering {
+    stream: TcpStream,
+    until: Instant,
+    left: usize,
+}
+
+impl Lingering {
+    /// Read and drop what is there; true once the socket is to be closed (the peer closed, an
+    /// error, the time or the byte allowance is up).
+    fn drain(&mut self, buf: &mut [u8], now: Instant) -> bool {
+        loop {
+            if now >= self.until || self.left == 0 {
+                return true;
+            }
+            match self.stream.read(buf) {
+                Ok(0) => return true,
+                Ok(n) => self.left = self.left.saturating_sub(n),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return false,
+                Err(_) => return true,
+            }
+        }
+    }
+}
 /// Most parsed commands waiting on one connection: beyond, nothing more of it is parsed (nor
 /// read, once its unparsed input reaches the query buffer limit) until they have run. Deep
 /// enough for any pipeline a client benefits from, small enough that a flood of `PING` costs
@@ -466,6 +501,8 @@ pub fn serve_on(
     let mut order: Vec<(u64, Token)> = Vec::new();
     let mut turn: Vec<Token> = Vec::new();
     let mut seen: hashbrown::HashSet<Token> = hashbrown::HashSet::new();
+    let mut gone: Vec<Token> = Vec::new();
+    let mut lingering: Vec<Lingering> = Vec::new();
     while !shutdown && !stop.load(Ordering::Relaxed) {
         // CONFIG SET proto-max-bulk-len may have changed it.
         limits.max_bulk = info.proto_max_bulk_len;
@@ -675,18 +712,44 @@ pub fn serve_on(
                 c.input.shrink_to(BUFFER_INITIAL);
             }
         }
-        conns.retain(|_, c| {
-            let done = c.dead || (c.closing && c.output.is_empty() && c.queue.is_empty());
-            if done {
+        gone.clear();
+        gone.extend(conns.iter().filter_map(|(&t, c)| {
+            (c.dead || (c.closing && c.output.is_empty() && c.queue.is_empty())).then_some(t)
+        }));
+        for t in gone.drain(..) {
+            let Some(mut c) = conns.remove(&t) else {
+                continue;
+            };
+            info.clients.remove(&c.session.id);
+            info.blocked.remove(&c.session.id);
+            info.unwatch(&mut c.session);
+            info.pubsub.drop_session(&mut c.session);
+            info.repl.replicas.remove(&c.session.id);
+            // Closed by the server with the peer still there: linger (its output is shut, so
+            // the client sees the end of the replies at once).
+            if !c.dead
+                && lingering.len() < LINGER_SOCKETS
+                && c.stream.shutdown(std::net::Shutdown::Write).is_ok()
+            {
+                lingering.push(Lingering {
+                    stream: c.stream,
+                    until: now + LINGER,
+                    left: LINGER_BYTES,
+                });
+            } else {
                 let _ = poll.registry().deregister(&mut c.stream);
-                info.clients.remove(&c.session.id);
-                info.blocked.remove(&c.session.id);
-                info.unwatch(&mut c.session);
-                info.pubsub.drop_session(&mut c.session);
-                info.repl.replicas.remove(&c.session.id);
             }
-            !done
-        });
+        }
+        if !lingering.is_empty() {
+            let now = Instant::now();
+            lingering.retain_mut(|l| {
+                let close = l.drain(&mut buf, now);
+                if close {
+                    let _ = poll.registry().deregister(&mut l.stream);
+                }
+                !close
+            });
+        }
         info.connected_clients = conns.len();
         if let Some(m) = metrics.as_mut().filter(|m| m.due(now)) {
             m.publish(|cost| crate::metrics::render(&store.quick_stats(), &info, cost));

@@ -1028,6 +1028,44 @@ fn big_values_round_trip_and_change_by_range_over_a_socket() {
 /// CONFIG SET proto-max-bulk-len changes the largest value while the server runs, within what
 /// the store accepts.
 #[test]
+fn a_client_sending_an_over_limit_body_reads_the_error_line_before_the_close() {
+    // The server refuses a bulk length over proto-max-bulk-len and closes; the client is still
+    // sending the 3 MiB body. The server lingers, dropping what arrives, so that its close is not
+    // a reset that could reach the client before the error line.
+    let s = Server::start(&["--dram", "32M"]);
+    let mut c = s.client();
+    assert_eq!(
+        call(&mut c, &["CONFIG", "SET", "proto-max-bulk-len", "1mb"]),
+        ok()
+    );
+    let mut raw = TcpStream::connect(&s.addr).unwrap();
+    raw.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let body = vec![b'v'; 3 << 20];
+    let mut request = format!("*3\r\n$3\r\nSET\r\n$2\r\nk3\r\n${}\r\n", body.len()).into_bytes();
+    request.extend_from_slice(&body);
+    request.extend_from_slice(b"\r\n");
+    // The whole request, as a client that does not wait for replies sends it: written in full
+    // (the server reads and drops it), then the reply read to the end.
+    raw.write_all(&request).unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match raw.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => panic!("reading until the server closes: {e} (after {got:?})"),
+        }
+    }
+    let got = String::from_utf8_lossy(&got);
+    assert!(
+        got.starts_with("-ERR Protocol error: invalid bulk length"),
+        "{got}"
+    );
+    assert_eq!(call(&mut c, &["EXISTS", "k3"]), Reply::Int(0));
+}
+
+#[test]
 fn config_set_proto_max_bulk_len_changes_the_largest_value() {
     let s = Server::start(&["--dram", "32M", "--max-object", "4M"]);
     let mut c = s.client();
