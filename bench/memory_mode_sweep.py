@@ -11,7 +11,7 @@ import os
 import re
 import sys
 
-COLORS = {"kernel": "#d62728", "tierd": "#1f77b4", "tierd-cgroup": "#2ca02c"}
+COLORS = {"kernel": "#d62728", "tierd": "#1f77b4", "tierd-cgroup": "#2ca02c", "tierd-zswap": "#9467bd"}
 RATE = {"chase": ("steps_per_second", "ns/step"), "stream": ("bytes_per_second", "MB/s")}
 
 
@@ -57,7 +57,14 @@ def tiers(last):
     b = m.get("bytes") or {}
     if not b:
         return ""
-    return " ".join(f"{k} {v / 2**20:.0f}M" for k, v in b.items())
+    out = " ".join(f"{k} {v / 2**20:.0f}M" for k, v in b.items())
+    z = m.get("zswap") or {}
+    if z.get("stored_bytes") is not None:
+        out += f" (zswap {z['stored_bytes'] / 2**20:.0f}M in {z['pool_bytes'] / 2**20:.0f}M)"
+    ra = m.get("swap_readahead") or {}
+    if ra.get("page_cluster") is not None:
+        out += f", readahead {2 ** ra['page_cluster']} pages"
+    return out
 
 
 def resident_mib(b, system, workload, mib):
@@ -158,7 +165,7 @@ def main():
     head += [f"{s} resident" for s in systems]
     if "kernel" in others:
         head += [f"{s} vs kernel" for s in others if s != "kernel"]
-    head += ["tierd's tiers at the end", "intact"]
+    head += ["tierd's tiers at the end (each tierd column)", "intact"]
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     slow, fit_until = {}, {}
@@ -189,7 +196,8 @@ def main():
                         continue
                     a, k = slow.get((w, f, s)), slow.get((w, f, "kernel"))
                     cells.append(f"{k / a:.2f}" if a and k else "n/a")
-            cells.append(tiers(b.get(f"tierd-{w}-{mib}-tierd-last") or b.get(f"tierd-cgroup-{w}-{mib}-tierd-last")))
+            last = [b.get(f"{s}-{w}-{mib}-tierd-last") for s in others if s.startswith("tierd")]
+            cells.append("; ".join(t for t in map(tiers, last) if t))
             bad = [s for s in systems if runs[s] and runs[s].get("intact") is False]
             missing = [s for s in systems if not runs[s]]
             cells.append(
