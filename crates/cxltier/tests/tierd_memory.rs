@@ -106,32 +106,29 @@ fn a_new_file_needs_a_size_and_the_stall_goal_a_percentage() {
         stderr(&out)
     );
     let page_cluster = std::fs::read_to_string("/proc/sys/vm/page-cluster").ok();
-    for bad in ["6", "fast", "-1"] {
-        let out = tierd(&[
-            "--dram-budget",
-            "4M",
-            "--nvme",
-            &nvme,
-            &format!("--swap-readahead={bad}"),
-        ]);
-        assert_eq!(out.status.code(), Some(2), "{bad}: {out:?}");
-        assert!(
-            stderr(&out).contains("--swap-readahead") && stderr(&out).contains("auto, keep"),
-            "{}",
-            stderr(&out)
-        );
-    }
     let zswap = std::fs::read_to_string("/sys/module/zswap/parameters/enabled").ok();
-    for bad in ["0", "101", "lots"] {
-        let out = tierd(&[
-            "--dram-budget",
-            "4M",
-            "--nvme",
-            &nvme,
-            &format!("--zswap={bad}"),
-        ]);
-        assert_eq!(out.status.code(), Some(2), "{bad}: {out:?}");
-        assert!(stderr(&out).contains("--zswap"), "{}", stderr(&out));
+    // Each bad value of the system-wide settings is refused naming its flag (and, for the
+    // readahead, the values it takes).
+    let refused = [
+        ("--swap-readahead", &["6", "fast", "-1"][..], "auto, keep"),
+        ("--zswap", &["0", "101", "lots"][..], "--zswap"),
+    ];
+    for (flag, values, says) in refused {
+        for bad in values {
+            let out = tierd(&[
+                "--dram-budget",
+                "4M",
+                "--nvme",
+                &nvme,
+                &format!("{flag}={bad}"),
+            ]);
+            assert_eq!(out.status.code(), Some(2), "{flag}={bad}: {out:?}");
+            assert!(
+                stderr(&out).contains(flag) && stderr(&out).contains(says),
+                "{}",
+                stderr(&out)
+            );
+        }
     }
     assert_eq!(
         std::fs::read_to_string("/proc/sys/vm/page-cluster").ok(),
