@@ -29,9 +29,62 @@ use serde::Serialize;
 use crate::fusion::Op;
 use crate::gates::{Complex, Matrix};
 use crate::kernel::Real;
+use crate::progress::Progress;
 use crate::qasm::{Circuit, Instruction, Operation};
-use crate::sim::{Options, Simulation};
+use crate::sim::{Options, SavedState, Simulation};
 use crate::QsimError;
+
+/// What running shots needs of a state: a [`Simulation`] in one process, or one rank's part of
+/// a state split over MPI ranks, where every rank runs the same shots in step (every value the
+/// runner decides on is the same on every rank).
+pub(crate) trait ShotState {
+    /// A copy of the state to resume a branch from.
+    type Saved;
+    /// Apply `ops` (on logical qubits).
+    fn apply(&mut self, ops: &[Op]) -> Result<(), QsimError>;
+    /// The squared norms of the state's part with logical qubit `q` at 0 and at 1.
+    fn weights_of(&mut self, q: usize) -> Result<[f64; 2], QsimError>;
+    /// A copy of the state and its layout.
+    fn save(&mut self) -> Result<Self::Saved, QsimError>;
+    /// Make `saved` the state again.
+    fn restore(&mut self, saved: &mut Self::Saved) -> Result<(), QsimError>;
+    /// Sample `shots` measurements of `qubits` as [`Simulation::sample`] does.
+    fn sample(
+        &mut self,
+        shots: usize,
+        qubits: &[usize],
+        seed: u64,
+    ) -> Result<BTreeMap<String, u64>, QsimError>;
+    /// Where progress is reported, if anywhere.
+    fn progress(&self) -> Option<&Progress>;
+}
+
+impl<T: Real> ShotState for Simulation<T> {
+    type Saved = SavedState;
+    fn apply(&mut self, ops: &[Op]) -> Result<(), QsimError> {
+        Simulation::apply(self, ops)
+    }
+    fn weights_of(&mut self, q: usize) -> Result<[f64; 2], QsimError> {
+        Simulation::weights_of(self, q)
+    }
+    fn save(&mut self) -> Result<SavedState, QsimError> {
+        Simulation::save(self)
+    }
+    fn restore(&mut self, saved: &mut SavedState) -> Result<(), QsimError> {
+        Simulation::restore(self, saved)
+    }
+    fn sample(
+        &mut self,
+        shots: usize,
+        qubits: &[usize],
+        seed: u64,
+    ) -> Result<BTreeMap<String, u64>, QsimError> {
+        Simulation::sample(self, shots, qubits, seed)
+    }
+    fn progress(&self) -> Option<&Progress> {
+        Simulation::progress(self)
+    }
+}
 
 /// Out of core, at most this many copies of the state are kept open on the SSD for branches:
 /// each takes the state's size there, and each resumption reads and writes the whole state.
@@ -95,13 +148,13 @@ pub struct DynamicReport {
 
 /// A branch waiting for its turn: it resumes from `state`, taking `outcome` at instruction
 /// `at` with `shots` shots.
-struct Waiting {
+struct Waiting<Saved> {
     at: usize,
     outcome: usize,
     weights: [f64; 2],
     shots: u64,
     clbits: Vec<bool>,
-    state: cxltier_array::TieredArray,
+    state: Saved,
 }
 
 /// The projection of one qubit on `outcome`, renormalised by the outcome's weight; after a
@@ -140,6 +193,149 @@ pub fn copies_needed(measurements: usize, shots: u64) -> usize {
     measurements.min(halvings)
 }
 
+/// A dynamic circuit cut where its shots part: the unitary prefix, the body (from the first
+/// measurement, reset or condition to the final measurements) and the final measurements.
+pub(crate) struct ShotPlan<'c> {
+    circuit: &'c Circuit,
+    /// The gates before the first measurement, reset or condition: run once.
+    pub(crate) prefix: Vec<Op>,
+    body: &'c [Instruction],
+    /// (qubit, classical bit) of each final measurement.
+    finals: Vec<(usize, usize)>,
+    /// Measurements and resets in the body.
+    measurements: usize,
+}
+
+impl<'c> ShotPlan<'c> {
+    /// Cut `circuit`.
+    pub(crate) fn new(circuit: &'c Circuit) -> ShotPlan<'c> {
+        let instructions = &circuit.instructions;
+        let prefix_end = instructions
+            .iter()
+            .position(|i| !matches!((i.operation, i.condition), (Operation::Gate(_), None)))
+            .unwrap_or(instructions.len());
+        let is_final_measure = |i: &Instruction| {
+            matches!(
+                (i.operation, i.condition),
+                (Operation::Measure { .. }, None)
+            )
+        };
+        let body_end = instructions.len()
+            - instructions[prefix_end..]
+                .iter()
+                .rev()
+                .take_while(|i| is_final_measure(i))
+                .count();
+        let finals = instructions[body_end..]
+            .iter()
+            .map(|i| match i.operation {
+                Operation::Measure { qubit, clbit } => (qubit, clbit),
+                _ => unreachable!("only final measurements"),
+            })
+            .collect();
+        let body = &instructions[prefix_end..body_end];
+        let measurements = body
+            .iter()
+            .filter(|i| !matches!(i.operation, Operation::Gate(_)))
+            .count();
+        let prefix = instructions[..prefix_end]
+            .iter()
+            .map(|i| match i.operation {
+                Operation::Gate(g) => Op {
+                    qubits: circuit.gates[g].qubits.clone(),
+                    matrix: circuit.gates[g].matrix.clone(),
+                },
+                _ => unreachable!("the prefix is gates"),
+            })
+            .collect();
+        ShotPlan {
+            circuit,
+            prefix,
+            body,
+            finals,
+            measurements,
+        }
+    }
+
+    /// The widest gate of the circuit.
+    pub(crate) fn widest(&self) -> usize {
+        self.circuit
+            .gates
+            .iter()
+            .map(|g| g.qubits.len())
+            .max()
+            .unwrap_or(1)
+    }
+
+    /// Run `shots` shots on `state`, which holds the prefix's state, from a seed; `allowed` is
+    /// the number of copies of the state that fit ([`copies_allowed`]). The counts are keyed as
+    /// Qiskit's `get_counts()` ([`Circuit::counts_key`]).
+    pub(crate) fn run<S: ShotState>(
+        &self,
+        state: &mut S,
+        method: Method,
+        allowed: u64,
+        shots: u64,
+        seed: u64,
+    ) -> Result<(DynamicReport, BTreeMap<String, u64>), QsimError> {
+        let needed = copies_needed(self.measurements, shots);
+        let branches = match method {
+            Method::Auto => needed as u64 <= allowed,
+            Method::Branches => true,
+            Method::Trajectories => false,
+        };
+        let mut report = DynamicReport {
+            method: if branches { "branches" } else { "trajectories" },
+            branches: 0,
+            shots,
+            prefix_gates: self.prefix.len(),
+            dynamic_instructions: self.body.len(),
+            dynamic_measurements: self.measurements,
+            final_measurements: self.finals.len(),
+            copies_needed: needed,
+            copies_allowed: allowed,
+            copies_made: 0,
+            open_copies_max: 0,
+            probability_scans: 0,
+        };
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let mut counts: BTreeMap<String, u64> = BTreeMap::new();
+        let mut runner = Runner {
+            circuit: self.circuit,
+            body: self.body,
+            finals: &self.finals,
+            counts: &mut counts,
+            report: &mut report,
+            rng: &mut rng,
+        };
+        if branches {
+            runner.branches(state, shots)?;
+        } else if shots > 0 {
+            let mut saved = state.save()?;
+            runner.report.copies_made += 1;
+            runner.report.open_copies_max = 1;
+            for shot in 0..shots {
+                if shot > 0 {
+                    state.restore(&mut saved)?;
+                }
+                runner.trajectory(state)?;
+            }
+        }
+        Ok((report, counts))
+    }
+}
+
+/// Copies of `sim`'s state (or of a rank's part) that fit: in memory, half the memory
+/// available over the state's size; out of core, [`MAX_SPILLED_COPIES`] on the SSD.
+pub(crate) fn copies_allowed<T: Real>(sim: &Simulation<T>) -> u64 {
+    if sim.in_memory() {
+        crate::memory::available(std::path::Path::new("/")).map_or(u64::MAX, |a| a / 2)
+            / sim.state_bytes()
+    } else {
+        MAX_SPILLED_COPIES as u64
+    }
+}
+
 /// Run `shots` shots of a dynamic circuit from a seed; the counts are keyed as Qiskit's
 /// `get_counts()` ([`Circuit::counts_key`]). Returns the simulation (holding the last state run)
 /// with `report().dynamic` filled in.
@@ -149,109 +345,16 @@ pub fn run_shots<T: Real>(
     shots: u64,
     seed: u64,
 ) -> Result<(Simulation<T>, BTreeMap<String, u64>), QsimError> {
-    let instructions = &circuit.instructions;
-    let op_of = |gate: usize| Op {
-        qubits: circuit.gates[gate].qubits.clone(),
-        matrix: circuit.gates[gate].matrix.clone(),
-    };
-    let prefix_end = instructions
-        .iter()
-        .position(|i| !matches!((i.operation, i.condition), (Operation::Gate(_), None)))
-        .unwrap_or(instructions.len());
-    let is_final_measure = |i: &Instruction| {
-        matches!(
-            (i.operation, i.condition),
-            (Operation::Measure { .. }, None)
-        )
-    };
-    let body_end = instructions.len()
-        - instructions[prefix_end..]
-            .iter()
-            .rev()
-            .take_while(|i| is_final_measure(i))
-            .count();
-    let body = &instructions[prefix_end..body_end];
-    let finals: Vec<(usize, usize)> = instructions[body_end..]
-        .iter()
-        .map(|i| match i.operation {
-            Operation::Measure { qubit, clbit } => (qubit, clbit),
-            _ => unreachable!("only final measurements"),
-        })
-        .collect();
-    let measurements = body
-        .iter()
-        .filter(|i| !matches!(i.operation, Operation::Gate(_)))
-        .count();
-    let widest = circuit
-        .gates
-        .iter()
-        .map(|g| g.qubits.len())
-        .max()
-        .unwrap_or(1);
-    let mut sim = Simulation::<T>::start(circuit.num_qubits, widest, options)?;
+    let plan = ShotPlan::new(circuit);
+    let mut sim = Simulation::<T>::start(circuit.num_qubits, plan.widest(), options)?;
     let started = Instant::now();
-    let prefix: Vec<Op> = instructions[..prefix_end]
-        .iter()
-        .map(|i| match i.operation {
-            Operation::Gate(g) => op_of(g),
-            _ => unreachable!("the prefix is gates"),
-        })
-        .collect();
     if let Some(p) = sim.progress() {
         p.shots_planned(shots);
     }
-    sim.apply(&prefix)?;
+    sim.apply(&plan.prefix)?;
     let prefix_pass_reports = sim.report().pass_reports.len();
-
-    let needed = copies_needed(measurements, shots);
-    let allowed = if sim.in_memory() {
-        crate::memory::available(std::path::Path::new("/")).map_or(u64::MAX, |a| a / 2)
-            / sim.state_bytes()
-    } else {
-        MAX_SPILLED_COPIES as u64
-    };
-    let branches = match options.dynamic_method {
-        crate::dynamic::Method::Auto => needed as u64 <= allowed,
-        crate::dynamic::Method::Branches => true,
-        crate::dynamic::Method::Trajectories => false,
-    };
-    let mut report = DynamicReport {
-        method: if branches { "branches" } else { "trajectories" },
-        branches: 0,
-        shots,
-        prefix_gates: prefix.len(),
-        dynamic_instructions: body.len(),
-        dynamic_measurements: measurements,
-        final_measurements: finals.len(),
-        copies_needed: needed,
-        copies_allowed: allowed,
-        copies_made: 0,
-        open_copies_max: 0,
-        probability_scans: 0,
-    };
-    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-    let mut counts: BTreeMap<String, u64> = BTreeMap::new();
-    let mut runner = Runner {
-        circuit,
-        body,
-        finals: &finals,
-        counts: &mut counts,
-        report: &mut report,
-        rng: &mut rng,
-    };
-    if branches {
-        runner.branches(&mut sim, shots)?;
-    } else if shots > 0 {
-        let mut saved = sim.save()?;
-        runner.report.copies_made += 1;
-        runner.report.open_copies_max = 1;
-        for shot in 0..shots {
-            if shot > 0 {
-                sim.restore(&mut saved)?;
-            }
-            runner.trajectory(&mut sim)?;
-        }
-    }
+    let allowed = copies_allowed(&sim);
+    let (report, counts) = plan.run(&mut sim, options.dynamic_method, allowed, shots, seed)?;
     let r = sim.report_mut();
     // One report per pass would grow with every shot: the prefix's passes are listed, and
     // `passes` counts them all.
@@ -282,9 +385,9 @@ impl<R: Rng> Runner<'_, R> {
 
     /// Measure (or reset) instruction `at` on the state: the weights of outcome 0 and 1, after
     /// applying the gates still pending.
-    fn weights<T: Real>(
+    fn weights<S: ShotState>(
         &mut self,
-        sim: &mut Simulation<T>,
+        sim: &mut S,
         pending: &mut Vec<Op>,
         qubit: usize,
     ) -> Result<[f64; 2], QsimError> {
@@ -318,9 +421,9 @@ impl<R: Rng> Runner<'_, R> {
     }
 
     /// The end of a path with `shots` shots: sample the final measurements from the state.
-    fn leaf<T: Real>(
+    fn leaf<S: ShotState>(
         &mut self,
-        sim: &mut Simulation<T>,
+        sim: &mut S,
         pending: &mut Vec<Op>,
         shots: u64,
         clbits: &mut [bool],
@@ -359,14 +462,14 @@ impl<R: Rng> Runner<'_, R> {
     /// measurements when `split`; returns at the end of the body, or at a split with the
     /// branch left for later.
     #[allow(clippy::too_many_arguments)]
-    fn run_from<T: Real>(
+    fn run_from<S: ShotState>(
         &mut self,
-        sim: &mut Simulation<T>,
+        sim: &mut S,
         mut at: usize,
         shots: &mut u64,
         clbits: &mut [bool],
         pending: &mut Vec<Op>,
-        waiting: Option<&mut Vec<Waiting>>,
+        waiting: Option<&mut Vec<Waiting<S::Saved>>>,
     ) -> Result<(), QsimError> {
         let mut waiting = waiting;
         while at < self.body.len() {
@@ -414,11 +517,11 @@ impl<R: Rng> Runner<'_, R> {
     }
 
     /// All shots as one tree of branches, depth first.
-    fn branches<T: Real>(&mut self, sim: &mut Simulation<T>, shots: u64) -> Result<(), QsimError> {
+    fn branches<S: ShotState>(&mut self, sim: &mut S, shots: u64) -> Result<(), QsimError> {
         if shots == 0 {
             return Ok(());
         }
-        let mut stack: Vec<Waiting> = Vec::new();
+        let mut stack: Vec<Waiting<S::Saved>> = Vec::new();
         let mut pending: Vec<Op> = Vec::new();
         let mut clbits = vec![false; self.circuit.num_clbits];
         let mut shots = shots;
@@ -453,7 +556,7 @@ impl<R: Rng> Runner<'_, R> {
     }
 
     /// One shot from the state as it is.
-    fn trajectory<T: Real>(&mut self, sim: &mut Simulation<T>) -> Result<(), QsimError> {
+    fn trajectory<S: ShotState>(&mut self, sim: &mut S) -> Result<(), QsimError> {
         let mut pending = Vec::new();
         let mut clbits = vec![false; self.circuit.num_clbits];
         let mut shots = 1;

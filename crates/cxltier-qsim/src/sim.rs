@@ -691,16 +691,50 @@ impl<T: Real> Simulation<T> {
         }
     }
 
-    /// A copy of the state (in memory, or on the `--ssd` directories out of core).
-    pub(crate) fn save(&mut self) -> Result<TieredArray, QsimError> {
+    /// A copy of the state and its layout (in memory, or on the `--ssd` directories out of
+    /// core).
+    pub(crate) fn save(&mut self) -> Result<SavedState, QsimError> {
         let mut copy = TieredArray::create(&self.copy_config)?;
         copy_chunks(&mut self.array, &mut copy)?;
-        Ok(copy)
+        Ok(SavedState {
+            array: copy,
+            perm: self.perm.clone(),
+        })
     }
 
-    /// Make `saved` (from [`Simulation::save`]) the state again.
-    pub(crate) fn restore(&mut self, saved: &mut TieredArray) -> Result<(), QsimError> {
-        copy_chunks(saved, &mut self.array)
+    /// Make `saved` (from [`Simulation::save`]) the state again, in the layout it had.
+    pub(crate) fn restore(&mut self, saved: &mut SavedState) -> Result<(), QsimError> {
+        copy_chunks(&mut saved.array, &mut self.array)?;
+        self.perm.clone_from(&saved.perm);
+        Ok(())
+    }
+
+    /// Move every logical qubit to its own physical position (qubit `q` at index bit `q`), so
+    /// that the state's physical order is its logical order. Sampling walks the basis states in
+    /// that order, so that it draws the same shots from a seed whatever layout the run chose
+    /// (in memory, out of core, or over ranks). One batch of swap gates, run as any other (a
+    /// sweep in memory, the passes it needs out of core); nothing when the layout is home.
+    pub(crate) fn bring_home(&mut self) -> Result<(), QsimError> {
+        let mut logical_at = vec![0; self.n];
+        for (q, &p) in self.perm.iter().enumerate() {
+            logical_at[p] = q;
+        }
+        let swaps = swaps_to_identity(&logical_at);
+        if swaps.is_empty() {
+            return Ok(());
+        }
+        // `apply` places logical qubits by the layout as it is before the batch: each swap of
+        // physical positions is named by the logical qubits found there now.
+        let ops: Vec<Op> = swaps
+            .iter()
+            .map(|&(a, b)| Op {
+                qubits: vec![logical_at[a], logical_at[b]],
+                matrix: crate::gates::swap(),
+            })
+            .collect();
+        self.apply(&ops)?;
+        self.perm = (0..self.n).collect();
+        Ok(())
     }
 
     /// The squared norms of the state's part with logical qubit `q` at 0 and at 1.
@@ -854,13 +888,18 @@ impl<T: Real> Simulation<T> {
     }
 
     /// Sample `shots` measurements of `qubits` (in order: the first is the rightmost character of
-    /// each key, as in Qiskit's counts), with a seeded generator.
+    /// each key, as in Qiskit's counts), with a seeded generator: each shot is the basis state,
+    /// in Qiskit's order, where the running sum of probabilities passes a uniform draw, so a
+    /// seed gives the same counts in memory, out of core and over any number of ranks (up to
+    /// the rounding of amplitudes that lie on a draw's boundary). The qubits are brought home
+    /// first ([`Simulation::bring_home`]).
     pub fn sample(
         &mut self,
         shots: usize,
         qubits: &[usize],
         seed: u64,
     ) -> Result<BTreeMap<String, u64>, QsimError> {
+        self.bring_home()?;
         let norm = self.norm()?;
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
         // 16 bytes a shot: refused cleanly when the memory is not there, not aborted part-way.
@@ -890,6 +929,28 @@ impl<T: Real> Simulation<T> {
         }
         Ok(counts)
     }
+}
+
+/// A copy of a state and the layout it was in ([`Simulation::save`]).
+pub(crate) struct SavedState {
+    array: TieredArray,
+    perm: Vec<usize>,
+}
+
+/// Swaps of physical positions that put every logical qubit at its own position, given the
+/// logical qubit at each position (a permutation of `0..len`): at most `len - 1`, one per
+/// position out of place but the last of each cycle.
+pub(crate) fn swaps_to_identity(logical_at: &[usize]) -> Vec<(usize, usize)> {
+    let mut at = logical_at.to_vec();
+    let mut swaps = Vec::new();
+    for p in 0..at.len() {
+        while at[p] != p {
+            let q = at[p];
+            swaps.push((p, q));
+            at.swap(p, q);
+        }
+    }
+    swaps
 }
 
 /// Memory that sampling takes per shot (a target and a hit): [`Simulation::sample`] allocates

@@ -1,7 +1,8 @@
 //! `mpirun -np R cxltier qsim ...` (feature `mpi`): random, QFT and Ising circuits of 10 to 16
 //! qubits over 1, 2, 4 and (up to 13 qubits) 8 ranks (oversubscribed), in memory and out of core per rank, give the
 //! single-process run's amplitudes within 1e-12 (and `tests/qsim.rs`, with the library's Aer
-//! tests, ties the single-process run to Aer); `--json` conforms to docs/json/qsim.schema.json
+//! tests, ties the single-process run to Aer); sampled counts, also of dynamic circuits (mid-circuit
+//! measurements, resets, conditions), are the single-process run's draw for the same seed; `--json` conforms to docs/json/qsim.schema.json
 //! with `ranks` and `distribution`; a number of ranks that is not a power of two, and a rank that
 //! cannot set up its part, end every rank with a message naming the cause.
 //!
@@ -252,32 +253,153 @@ fn out_of_core_ranks_give_the_single_process_amplitudes() {
     assert_eq!(std::fs::read_dir(spill).unwrap().count(), 0);
 }
 
+/// The counts of a `--json` run.
+fn counts(doc: &Value) -> &serde_json::Map<String, Value> {
+    doc["counts"].as_object().expect("counts")
+}
+
+/// A dynamic circuit over `n` qubits (at least 4): random layers, then mid-circuit measurements
+/// of the top and a low qubit with conditioned corrections, a reset, and every qubit measured.
+fn dynamic(n: usize, seed: u64) -> String {
+    let top = n - 1;
+    let mut s = random(n, 8 * n, seed);
+    s = s.replacen(
+        &format!("qreg q[{n}];\n"),
+        &format!("qreg q[{n}];\ncreg a[2];\ncreg c[{n}];\n"),
+        1,
+    );
+    writeln!(
+        s,
+        "measure q[{top}] -> a[0];\nif(a==1) x q[3];\nmeasure q[2] -> a[1];\nreset q[{top}];\n\
+         if(a==2) h q[{}];\nh q[{top}];\ncx q[{top}],q[1];\nrx(0.7) q[0];\nry(1.1) q[{top}];\n\
+         measure q -> c;",
+        n - 2
+    )
+    .unwrap();
+    s
+}
+
 #[test]
-fn sampled_counts_over_ranks_follow_the_state() {
+fn sampled_counts_over_ranks_are_the_single_process_draw() {
     if !have_mpirun() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let n = 12;
-    let mut ghz = format!("{HEADER}qreg q[{n}];\ncreg c[{n}];\nh q[{}];\n", n - 1);
-    for q in (0..n - 1).rev() {
-        writeln!(ghz, "cx q[{}],q[{q}];", q + 1).unwrap();
-    }
-    ghz.push_str("measure q -> c;\n");
-    let file = dir.path().join("ghz.qasm");
-    std::fs::write(&file, ghz).unwrap();
-    let doc = json_run(4, &[file.to_str().unwrap(), "--shots", "4000", "--json"]);
-    let counts = doc["counts"].as_object().unwrap();
-    let zeros = "0".repeat(n);
-    let ones = "1".repeat(n);
-    assert_eq!(counts.len(), 2, "only the two GHZ outcomes: {counts:?}");
-    let (c0, c1) = (
-        counts[&zeros].as_u64().unwrap(),
-        counts[&ones].as_u64().unwrap(),
+    let spill = dir.path().join("spill");
+    std::fs::create_dir(&spill).unwrap();
+    let spill = spill.to_str().unwrap();
+    let n = 14;
+    let mut measured = random(n, 220, 9);
+    measured = measured.replacen(
+        &format!("qreg q[{n}];\n"),
+        &format!("qreg q[{n}];\ncreg c[{n}];\n"),
+        1,
     );
-    assert_eq!(c0 + c1, 4000);
-    // Binomial(4000, 1/2): 10 standard deviations is 316.
-    assert!(c0.abs_diff(2000) < 316, "{c0} against {c1}");
+    measured.push_str("measure q -> c;\n");
+    let file = dir.path().join("random14.qasm");
+    std::fs::write(&file, measured).unwrap();
+    let file = file.to_str().unwrap();
+    let base = [file, "--shots", "3000", "--seed", "11", "--json"];
+    let single = json_run(1, &base);
+    let expected = counts(&single);
+    // Spread over many outcomes: a draw that differed would show.
+    assert!(expected.len() > 500, "{}", expected.len());
+    assert_eq!(
+        expected.values().map(|v| v.as_u64().unwrap()).sum::<u64>(),
+        3000
+    );
+    // In memory over 2, 4 and 8 ranks, out of core in one process and over 2 ranks: the same
+    // shots, whatever layout each run ended in.
+    let ooc = [
+        "--memory-limit",
+        "96K",
+        "--ssd",
+        spill,
+        "--shots",
+        "3000",
+        "--seed",
+        "11",
+        "--json",
+    ];
+    let runs = [
+        (2, &base[..]),
+        (4, &base[..]),
+        (8, &base[..]),
+        (1, &[&[file][..], &ooc[..]].concat()[..]),
+        (2, &[&[file][..], &ooc[..]].concat()[..]),
+    ];
+    for (ranks, args) in runs {
+        let doc = json_run(ranks, args);
+        if args.len() > base.len() {
+            assert_eq!(doc["mode"], "out_of_core", "{ranks} ranks, {args:?}");
+        }
+        assert_eq!(counts(&doc), expected, "{ranks} ranks, {args:?}");
+    }
+    // Another seed, another draw.
+    let other = json_run(2, &[file, "--shots", "3000", "--seed", "12", "--json"]);
+    assert_ne!(counts(&other), expected);
+}
+
+#[test]
+fn dynamic_circuits_over_ranks_give_the_single_process_counts() {
+    if !have_mpirun() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let spill = dir.path().join("spill");
+    std::fs::create_dir(&spill).unwrap();
+    let spill = spill.to_str().unwrap();
+    let n = 14;
+    let file = dir.path().join("dynamic14.qasm");
+    std::fs::write(&file, dynamic(n, 4)).unwrap();
+    let file = file.to_str().unwrap();
+    for method in ["branches", "trajectories"] {
+        let shots = if method == "branches" { "2000" } else { "200" };
+        let base = [
+            file,
+            "--shots",
+            shots,
+            "--seed",
+            "5",
+            "--dynamic-method",
+            method,
+            "--json",
+        ];
+        let single = json_run(1, &base);
+        assert_eq!(single["dynamic"]["method"], method);
+        let expected = counts(&single);
+        assert!(expected.len() > 50, "{method}: {}", expected.len());
+        // Keys in Qiskit's form: the last register first, a space between registers.
+        assert!(expected
+            .keys()
+            .all(|k| k.len() == n + 3 && k.as_bytes()[n] == b' '));
+        let ooc = [&base[..], &["--memory-limit", "96K", "--ssd", spill][..]].concat();
+        for (ranks, args) in [(2, &base[..]), (4, &base[..]), (2, &ooc[..])] {
+            let doc = json_run(ranks, args);
+            assert_conforms(&doc);
+            assert_eq!(doc["ranks"], ranks);
+            assert_eq!(doc["dynamic"]["method"], method, "{ranks} ranks");
+            assert!(doc["distribution"]["exchanges"].as_u64().unwrap() >= 1);
+            if args.len() > base.len() {
+                assert_eq!(doc["mode"], "out_of_core", "{ranks} ranks, {args:?}");
+            }
+            assert_eq!(
+                counts(&doc),
+                expected,
+                "{method} on {ranks} ranks, {args:?}"
+            );
+        }
+    }
+    // A dynamic circuit has no state vector to read amplitudes from, over ranks as in one
+    // process: the same refusal, naming the line.
+    let out = qsim(2, &[file, "--amplitudes", "0"]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("dynamic") && stderr.contains("--shots"),
+        "{stderr}"
+    );
+    assert_eq!(std::fs::read_dir(spill).unwrap().count(), 0);
 }
 
 #[test]

@@ -22,11 +22,14 @@ use mpi::traits::*;
 use mpi::Count;
 use rand::{Rng, SeedableRng};
 
-use crate::dist::plan::{self, Plan, Step};
+use crate::dist::plan::{self, Step};
 use crate::dist::{DistReport, RankTimes};
+use crate::dynamic::{copies_allowed, ShotPlan, ShotState};
+use crate::fusion::Op;
 use crate::kernel::{Amp, Real};
+use crate::progress::Progress;
 use crate::qasm::Circuit;
-use crate::sim::{ops_of, Options, Precision, RunReport, Simulation};
+use crate::sim::{ops_of, Options, Precision, RunReport, SavedState, Simulation};
 use crate::QsimError;
 
 /// The number of ranks `mpirun` (Open MPI) started this process among, from
@@ -78,12 +81,25 @@ impl Cluster {
     }
 }
 
-/// One rank's part of a distributed run, ready to read out. Every read-out method is
-/// collective: all ranks call it with the same arguments.
+/// One rank's part of a distributed run. Every method but the plain getters is collective:
+/// all ranks call it with the same arguments, in the same order.
 pub struct DistSimulation<'c, T: Real> {
     cluster: &'c Cluster,
     local: Simulation<T>,
-    plan: Plan,
+    /// Qubits of the whole state.
+    n: usize,
+    /// Global qubits (`log2` of the ranks).
+    g: usize,
+    exchange_message: u64,
+    /// Physical position of each logical qubit (the identity at the start).
+    position: Vec<usize>,
+    /// Shares of a part sent, planned and naive, summed over everything applied.
+    parts_sent: f64,
+    naive_parts_sent: f64,
+    /// This rank's time in local batches and in exchanges, and the messages' part of it.
+    compute_seconds: f64,
+    exchange_seconds: f64,
+    exchanged: ExchangeTimes,
     report: RunReport,
     dist: DistReport,
 }
@@ -95,11 +111,61 @@ impl<'c, T: Real> DistSimulation<'c, T> {
         circuit: &Circuit,
         options: &Options,
     ) -> Result<DistSimulation<'c, T>, QsimError> {
-        let (rank, size) = (cluster.rank(), cluster.size());
-        let n = circuit.num_qubits;
-        let g = size.trailing_zeros() as usize;
         let ops = ops_of(circuit);
-        let plan = plan::plan(&ops, n, g)?;
+        let widest = ops.iter().map(|o| o.qubits.len()).max().unwrap_or(1);
+        let mut sim = Self::start(cluster, circuit.num_qubits, widest, options)?;
+        let started = Instant::now();
+        sim.apply(&ops)?;
+        sim.settle(ops.len(), started.elapsed().as_secs_f64());
+        Ok(sim)
+    }
+
+    /// Run `shots` shots of a dynamic circuit over the cluster's ranks from a seed, as
+    /// [`crate::dynamic::run_shots`] does in one process: every rank runs the same shots in
+    /// step on its part (the same seeded draws from the same gathered weights), and the copies
+    /// that branches take are each rank's copy of its part. The counts, on every rank, are
+    /// the one-process run's for the same seed (up to the rounding of a weight that lies on a
+    /// draw's boundary).
+    pub fn run_shots(
+        cluster: &'c Cluster,
+        circuit: &Circuit,
+        options: &Options,
+        shots: u64,
+        seed: u64,
+    ) -> Result<(DistSimulation<'c, T>, BTreeMap<String, u64>), QsimError> {
+        let plan = ShotPlan::new(circuit);
+        let mut sim = Self::start(cluster, circuit.num_qubits, plan.widest(), options)?;
+        let started = Instant::now();
+        sim.apply(&plan.prefix)?;
+        // Every rank must take the same way (branches or trajectories): the fewest copies any
+        // rank can hold decides.
+        let mine = copies_allowed(&sim.local);
+        let mut all = vec![0u64; cluster.size()];
+        cluster.world.all_gather_into(&mine, &mut all[..]);
+        let allowed = all.into_iter().min().unwrap_or(0);
+        let (dynamic, counts) = plan.run(&mut sim, options.dynamic_method, allowed, shots, seed)?;
+        sim.settle(circuit.gates.len(), started.elapsed().as_secs_f64());
+        // One report per pass would grow with every shot: the passes are counted, not listed.
+        sim.report.pass_reports.clear();
+        sim.report.dynamic = Some(dynamic);
+        Ok((sim, counts))
+    }
+
+    /// Set up this rank's part of `n` qubits at |0...0>, every rank agreeing that all could.
+    fn start(
+        cluster: &'c Cluster,
+        n: usize,
+        widest: usize,
+        options: &Options,
+    ) -> Result<DistSimulation<'c, T>, QsimError> {
+        let (rank, size) = (cluster.rank(), cluster.size());
+        let g = size.trailing_zeros() as usize;
+        if g > n {
+            return Err(QsimError::Config(format!(
+                "{size} ranks for {n} qubits: each rank needs at least one amplitude; use at \
+                 most 2^{n} ranks"
+            )));
+        }
         let m = n - g;
         if m == 0 {
             return Err(QsimError::Config(format!(
@@ -108,7 +174,13 @@ impl<'c, T: Real> DistSimulation<'c, T> {
                 n - 1
             )));
         }
-        let widest = ops.iter().map(|o| o.qubits.len()).max().unwrap_or(1);
+        if widest > m {
+            return Err(QsimError::Config(format!(
+                "a gate on {widest} qubits needs {widest} local qubits, but with 2^{g} ranks \
+                 each rank holds only {m} of the {n}: use at most 2^{} ranks",
+                n - widest
+            )));
+        }
         // Setting up can fail on one rank only (its memory, its disk): the ranks agree on it
         // before the first exchange, so that none waits for a partner that has given up.
         let started = Simulation::<T>::start_part(m, widest, options, rank == 0);
@@ -116,7 +188,7 @@ impl<'c, T: Real> DistSimulation<'c, T> {
         cluster
             .world
             .all_gather_into(&u8::from(started.is_ok()), &mut ready[..]);
-        let mut local = match started {
+        let local = match started {
             Err(e) => return Err(e),
             Ok(_) if ready.contains(&0) => {
                 let failed: Vec<String> = (0..size)
@@ -130,47 +202,93 @@ impl<'c, T: Real> DistSimulation<'c, T> {
             }
             Ok(local) => local,
         };
-        let started = Instant::now();
-        let (mut compute, mut exchange_seconds) = (0.0, 0.0);
-        let mut exchanged = ExchangeTimes::default();
+        let report = local.report().clone();
+        Ok(DistSimulation {
+            cluster,
+            local,
+            n,
+            g,
+            exchange_message: options.exchange_message,
+            position: (0..n).collect(),
+            parts_sent: 0.0,
+            naive_parts_sent: 0.0,
+            compute_seconds: 0.0,
+            exchange_seconds: 0.0,
+            exchanged: ExchangeTimes::default(),
+            report,
+            dist: DistReport {
+                global_qubits: g,
+                exchanges: 0,
+                swaps: 0,
+                exchange_bytes_per_rank: 0,
+                naive_exchanges: 0,
+                naive_exchange_bytes_per_rank: 0,
+                rank_timings: Vec::new(),
+            },
+        })
+    }
+
+    /// Apply `ops` (on logical qubits) from the layout as it is: planned over the ranks, local
+    /// batches run on each part, exchanges between them.
+    fn apply(&mut self, ops: &[Op]) -> Result<(), QsimError> {
+        let plan = plan::plan_from(ops, self.n, self.g, &self.position)?;
         for step in &plan.steps {
-            let t = Instant::now();
             match step {
                 Step::Local(batch) => {
-                    local.apply(batch)?;
-                    compute += t.elapsed().as_secs_f64();
+                    let t = Instant::now();
+                    self.local.apply(batch)?;
+                    self.compute_seconds += t.elapsed().as_secs_f64();
                 }
-                Step::Exchange(pairs) => {
-                    let times = exchange(
-                        &mut local,
-                        &cluster.world,
-                        m,
-                        pairs,
-                        options.exchange_message,
-                    )?;
-                    exchanged.message_wait += times.message_wait;
-                    exchanged.messages += times.messages;
-                    exchange_seconds += t.elapsed().as_secs_f64();
-                }
+                Step::Exchange(pairs) => self.exchange(pairs)?,
             }
         }
-        let simulate_seconds = started.elapsed().as_secs_f64();
+        self.position = plan.final_position;
+        self.dist.exchanges += plan.exchanges;
+        self.dist.swaps += plan.swaps;
+        self.dist.naive_exchanges += plan.naive_exchanges;
+        self.parts_sent += plan.parts_sent;
+        self.naive_parts_sent += plan.naive_parts_sent;
+        Ok(())
+    }
+
+    /// Swap the (global position, local position) `pairs` with the partner ranks, timed.
+    fn exchange(&mut self, pairs: &[(usize, usize)]) -> Result<(), QsimError> {
+        let t = Instant::now();
+        let m = self.m();
+        let times = exchange(
+            &mut self.local,
+            &self.cluster.world,
+            m,
+            pairs,
+            self.exchange_message,
+        )?;
+        self.exchanged.message_wait += times.message_wait;
+        self.exchanged.messages += times.messages;
+        self.exchange_seconds += t.elapsed().as_secs_f64();
+        Ok(())
+    }
+
+    /// Gather every rank's timings and fill the reports: the whole state's figures, and the
+    /// placement and passes of this rank (every rank's part is laid out alike).
+    fn settle(&mut self, gates: usize, simulate_seconds: f64) {
         // Folded from +0.0: an empty f64 sum is -0.0.
-        let io_wait = local
+        let io_wait = self
+            .local
             .report()
             .pass_reports
             .iter()
             .fold(0.0, |sum, p| sum + p.io.io_wait_seconds);
         let mine = [
-            compute,
-            exchange_seconds,
-            exchanged.message_wait,
+            self.compute_seconds,
+            self.exchange_seconds,
+            self.exchanged.message_wait,
             io_wait,
-            exchanged.messages as f64,
+            self.exchanged.messages as f64,
         ];
+        let size = self.cluster.size();
         let mut all = vec![0.0f64; mine.len() * size];
-        cluster.world.all_gather_into(&mine[..], &mut all[..]);
-        let rank_timings = all
+        self.cluster.world.all_gather_into(&mine[..], &mut all[..]);
+        self.dist.rank_timings = all
             .chunks(mine.len())
             .enumerate()
             .map(|(rank, t)| RankTimes {
@@ -183,30 +301,20 @@ impl<'c, T: Real> DistSimulation<'c, T> {
                 messages: t[4] as u64,
             })
             .collect();
-        let part_bytes = (1u64 << m) * std::mem::size_of::<Amp<T>>() as u64;
-        let dist = DistReport {
-            global_qubits: g,
-            exchanges: plan.exchanges,
-            swaps: plan.swaps,
-            exchange_bytes_per_rank: plan.bytes_per_rank(part_bytes),
-            naive_exchanges: plan.naive_exchanges,
-            naive_exchange_bytes_per_rank: plan.naive_bytes_per_rank(part_bytes),
-            rank_timings,
-        };
-        // The whole state's figures; the placement and passes are this rank's (every rank's
-        // part is laid out alike).
-        let mut report = local.report().clone();
-        report.qubits = n;
+        let part_bytes = self.part_bytes();
+        self.dist.exchange_bytes_per_rank = (self.parts_sent * part_bytes as f64).round() as u64;
+        self.dist.naive_exchange_bytes_per_rank =
+            (self.naive_parts_sent * part_bytes as f64).round() as u64;
+        let mut report = self.local.report().clone();
+        report.qubits = self.n;
         report.state_bytes = part_bytes * size as u64;
-        report.gates = ops.len();
+        report.gates = gates;
         report.simulate_seconds = simulate_seconds;
-        Ok(DistSimulation {
-            cluster,
-            local,
-            plan,
-            report,
-            dist,
-        })
+        self.report = report;
+    }
+
+    fn part_bytes(&self) -> u64 {
+        (1u64 << self.m()) * std::mem::size_of::<Amp<T>>() as u64
     }
 
     /// What the run did (the whole state's figures; placement and passes of one rank).
@@ -220,30 +328,100 @@ impl<'c, T: Real> DistSimulation<'c, T> {
     }
 
     fn m(&self) -> usize {
-        self.plan.n - self.plan.g
+        self.n - self.g
     }
 
     /// Physical index of logical basis state `logical`.
     fn physical(&self, logical: u64) -> u64 {
-        (0..self.plan.n)
-            .map(|q| ((logical >> q) & 1) << self.plan.final_position[q])
+        (0..self.n)
+            .map(|q| ((logical >> q) & 1) << self.position[q])
             .sum()
     }
 
-    /// The squared norm of the whole state, on every rank.
+    /// The values of every rank for `mine` (the same on every rank, in rank order).
+    fn gather<V: Equivalence + Copy + Default>(&self, mine: V) -> Vec<V> {
+        let mut all = vec![V::default(); self.cluster.size()];
+        self.cluster.world.all_gather_into(&mine, &mut all[..]);
+        all
+    }
+
+    /// The squared norm of the whole state, on every rank (summed in rank order, so that every
+    /// rank has the same value).
     pub fn norm(&mut self) -> Result<f64, QsimError> {
         let mine = self.local.norm()?;
-        let mut sum = 0.0f64;
-        self.cluster
-            .world
-            .all_reduce_into(&mine, &mut sum, SystemOperation::sum());
-        Ok(sum)
+        Ok(self.gather(mine).iter().sum())
+    }
+
+    /// The squared norms of the state's part with logical qubit `q` at 0 and at 1, the same on
+    /// every rank (each rank's sums gathered and added in rank order: a reduction may round
+    /// differently on different ranks, which would send them different ways).
+    fn weights_of(&mut self, q: usize) -> Result<[f64; 2], QsimError> {
+        let m = self.m();
+        let p = self.position[q];
+        let rank = self.cluster.rank();
+        let mine = if p < m {
+            self.local.weights_of(p)?
+        } else {
+            let mut w = [0.0; 2];
+            w[(rank >> (p - m)) & 1] = self.local.norm()?;
+            w
+        };
+        let mut all = vec![0.0f64; 2 * self.cluster.size()];
+        self.cluster.world.all_gather_into(&mine[..], &mut all[..]);
+        Ok(all
+            .chunks(2)
+            .fold([0.0, 0.0], |s, w| [s[0] + w[0], s[1] + w[1]]))
+    }
+
+    /// Move every logical qubit to its own position, as [`Simulation::bring_home`] does: one
+    /// exchange for the qubits whose home is local but that sit at a global position (and as
+    /// many the other way), then one local batch of swaps. The global qubits may stay in
+    /// another order among themselves: that only renumbers the ranks, which sampling reads.
+    fn bring_home(&mut self) -> Result<(), QsimError> {
+        let m = self.m();
+        let mut logical_at = vec![0; self.n];
+        for (q, &p) in self.position.iter().enumerate() {
+            logical_at[p] = q;
+        }
+        let away: Vec<usize> = (m..self.n).filter(|&p| logical_at[p] < m).collect();
+        let strangers: Vec<usize> = (0..m).filter(|&p| logical_at[p] >= m).collect();
+        debug_assert_eq!(away.len(), strangers.len(), "as many each way");
+        if !away.is_empty() {
+            let pairs: Vec<(usize, usize)> = away.iter().copied().zip(strangers).collect();
+            self.exchange(&pairs)?;
+            for &(pg, pl) in &pairs {
+                logical_at.swap(pg, pl);
+            }
+            self.dist.exchanges += 1;
+            self.dist.swaps += pairs.len();
+            self.parts_sent += 1.0 - 0.5f64.powi(pairs.len() as i32);
+        }
+        let swaps = crate::sim::swaps_to_identity(&logical_at[..m]);
+        if !swaps.is_empty() {
+            let ops: Vec<Op> = swaps
+                .iter()
+                .map(|&(a, b)| Op {
+                    qubits: vec![a, b],
+                    matrix: crate::gates::swap(),
+                })
+                .collect();
+            let t = Instant::now();
+            self.local.apply(&ops)?;
+            self.compute_seconds += t.elapsed().as_secs_f64();
+            for (a, b) in swaps {
+                logical_at.swap(a, b);
+            }
+        }
+        for (p, &q) in logical_at.iter().enumerate() {
+            self.position[q] = p;
+        }
+        Ok(())
     }
 
     /// The amplitudes of logical basis states `indices`, on every rank (each from the rank
     /// that holds it).
     pub fn amplitudes(&mut self, indices: &[u64]) -> Result<Vec<[f64; 2]>, QsimError> {
-        let n = self.plan.n;
+        let n = self.n;
         if let Some(&bad) = indices.iter().find(|&&i| i >> n != 0) {
             return Err(QsimError::Config(format!(
                 "amplitude index {bad} is out of range: {n} qubits have indices 0 to {}",
@@ -269,22 +447,50 @@ impl<'c, T: Real> DistSimulation<'c, T> {
     }
 
     /// Sample `shots` measurements of `qubits` as [`Simulation::sample`] does, on every rank:
-    /// the same seeded targets on every rank, each rank resolving those that fall in its part of
-    /// the running sum. The parts are walked in physical order, so the counts follow the same
-    /// distribution as a one-rank run's but are not the same draw.
+    /// the qubits are brought home ([`DistSimulation::bring_home`]), every rank draws the same
+    /// seeded targets over the whole state's running sum in Qiskit's order (the parts in the
+    /// order of the logical qubits at the global positions), and each resolves those that fall
+    /// in its part. The same draw as a one-process run's from the same seed.
     pub fn sample(
         &mut self,
         shots: usize,
         qubits: &[usize],
         seed: u64,
     ) -> Result<BTreeMap<String, u64>, QsimError> {
+        self.bring_home()?;
         let (rank, size) = (self.cluster.rank(), self.cluster.size());
+        let m = self.m();
         let mine = self.local.norm()?;
-        let mut norms = vec![0.0f64; size];
-        self.cluster.world.all_gather_into(&mine, &mut norms[..]);
-        let total: f64 = norms.iter().sum();
-        let start: f64 = norms[..rank].iter().sum();
-        let last_holder = norms.iter().rposition(|&x| x > 0.0).unwrap_or(0);
+        let norms = self.gather(mine);
+        // The rank that holds each run of 2^m logical basis states: rank bit j is the logical
+        // qubit at global position m + j.
+        let logical_rank = |r: usize| -> usize {
+            (0..self.g)
+                .map(|j| {
+                    ((r >> j) & 1)
+                        << (self
+                            .position
+                            .iter()
+                            .position(|&p| p == m + j)
+                            .expect("a qubit at every position")
+                            - m)
+                })
+                .sum()
+        };
+        let mut order: Vec<usize> = (0..size).collect();
+        order.sort_by_key(|&r| logical_rank(r));
+        let total: f64 = order.iter().map(|&r| norms[r]).sum();
+        let start: f64 = order
+            .iter()
+            .take_while(|&&r| r != rank)
+            .map(|&r| norms[r])
+            .sum();
+        let last_holder = order
+            .iter()
+            .rev()
+            .find(|&&r| norms[r] > 0.0)
+            .copied()
+            .unwrap_or(order[size - 1]);
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
         let mut targets: Vec<f64> = Vec::new();
         targets.try_reserve_exact(shots).map_err(|_| {
@@ -299,7 +505,7 @@ impl<'c, T: Real> DistSimulation<'c, T> {
         for _ in 0..shots {
             let t = rng.random::<f64>() * total;
             let ours = t >= start && (t < start + mine || (rank == last_holder && mine > 0.0));
-            if ours && rank <= last_holder {
+            if ours {
                 targets.push(t - start);
             }
         }
@@ -307,26 +513,18 @@ impl<'c, T: Real> DistSimulation<'c, T> {
         let mut hits: Vec<u64> = Vec::with_capacity(targets.len());
         self.local.resolve_targets(&targets, &mut hits)?;
         // Each hit as the measured bits (bit j is qubits[j]), counted here, then gathered.
-        let m = self.m();
-        let mut logical_of = vec![0usize; self.plan.n];
-        for (q, &p) in self.plan.final_position.iter().enumerate() {
-            logical_of[p] = q;
-        }
         let mut local_counts: BTreeMap<u64, u64> = BTreeMap::new();
         for h in hits {
             let physical = ((rank as u64) << m) | h;
             let mut key = 0u64;
             for (j, &q) in qubits.iter().enumerate() {
-                let p = self.plan.final_position[q];
+                let p = self.position[q];
                 key |= ((physical >> p) & 1) << j;
             }
             *local_counts.entry(key).or_insert(0) += 1;
         }
         let pairs: Vec<u64> = local_counts.iter().flat_map(|(&k, &c)| [k, c]).collect();
-        let mut lens = vec![0 as Count; size];
-        self.cluster
-            .world
-            .all_gather_into(&(pairs.len() as Count), &mut lens[..]);
+        let lens = self.gather(pairs.len() as Count);
         let displs: Vec<Count> = lens
             .iter()
             .scan(0, |acc, &x| {
@@ -351,6 +549,44 @@ impl<'c, T: Real> DistSimulation<'c, T> {
             *counts.entry(key).or_insert(0) += pair[1];
         }
         Ok(counts)
+    }
+}
+
+/// A copy of one rank's part and the layout it was in.
+pub struct DistSaved {
+    part: SavedState,
+    position: Vec<usize>,
+}
+
+impl<T: Real> ShotState for DistSimulation<'_, T> {
+    type Saved = DistSaved;
+    fn apply(&mut self, ops: &[Op]) -> Result<(), QsimError> {
+        DistSimulation::apply(self, ops)
+    }
+    fn weights_of(&mut self, q: usize) -> Result<[f64; 2], QsimError> {
+        DistSimulation::weights_of(self, q)
+    }
+    fn save(&mut self) -> Result<DistSaved, QsimError> {
+        Ok(DistSaved {
+            part: self.local.save()?,
+            position: self.position.clone(),
+        })
+    }
+    fn restore(&mut self, saved: &mut DistSaved) -> Result<(), QsimError> {
+        self.local.restore(&mut saved.part)?;
+        self.position.clone_from(&saved.position);
+        Ok(())
+    }
+    fn sample(
+        &mut self,
+        shots: usize,
+        qubits: &[usize],
+        seed: u64,
+    ) -> Result<BTreeMap<String, u64>, QsimError> {
+        DistSimulation::sample(self, shots, qubits, seed)
+    }
+    fn progress(&self) -> Option<&Progress> {
+        self.local.progress()
     }
 }
 
@@ -566,6 +802,27 @@ impl<'c> AnyDistSimulation<'c> {
             }
             Precision::F32 => {
                 AnyDistSimulation::F32(DistSimulation::run(cluster, circuit, options)?)
+            }
+        })
+    }
+    /// Run `shots` shots of a dynamic circuit at `precision` over the cluster (see
+    /// [`DistSimulation::run_shots`]).
+    pub fn run_shots(
+        cluster: &'c Cluster,
+        circuit: &Circuit,
+        options: &Options,
+        precision: Precision,
+        shots: u64,
+        seed: u64,
+    ) -> Result<(AnyDistSimulation<'c>, BTreeMap<String, u64>), QsimError> {
+        Ok(match precision {
+            Precision::F64 => {
+                let (s, c) = DistSimulation::run_shots(cluster, circuit, options, shots, seed)?;
+                (AnyDistSimulation::F64(s), c)
+            }
+            Precision::F32 => {
+                let (s, c) = DistSimulation::run_shots(cluster, circuit, options, shots, seed)?;
+                (AnyDistSimulation::F32(s), c)
             }
         })
     }

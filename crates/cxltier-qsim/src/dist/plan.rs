@@ -41,7 +41,7 @@ pub struct Plan {
     pub g: usize,
     /// Local batches and exchanges in order.
     pub steps: Vec<Step>,
-    /// Physical position of each logical qubit at the end (it starts as the identity).
+    /// Physical position of each logical qubit at the end.
     pub final_position: Vec<usize>,
     /// Exchanges planned.
     pub exchanges: usize,
@@ -72,8 +72,14 @@ fn sent_share(k: usize) -> f64 {
     1.0 - 0.5f64.powi(k as i32)
 }
 
-/// Plan `ops` (on logical qubits `0..n`) over `2^g` ranks.
+/// Plan `ops` (on logical qubits `0..n`) over `2^g` ranks, from the identity layout.
 pub fn plan(ops: &[Op], n: usize, g: usize) -> Result<Plan, QsimError> {
+    plan_from(ops, n, g, &(0..n).collect::<Vec<_>>())
+}
+
+/// Plan `ops` over `2^g` ranks from the layout `start` (the physical position of each logical
+/// qubit, as a [`Plan::final_position`] left it).
+pub fn plan_from(ops: &[Op], n: usize, g: usize, start: &[usize]) -> Result<Plan, QsimError> {
     if g > n {
         return Err(QsimError::Config(format!(
             "{} ranks for {n} qubits: each rank needs at least one amplitude; use at most 2^{n} ranks",
@@ -106,8 +112,12 @@ pub fn plan(ops: &[Op], n: usize, g: usize) -> Result<Plan, QsimError> {
         list.get(k).copied().unwrap_or(usize::MAX)
     };
 
-    let mut position: Vec<usize> = (0..n).collect();
-    let mut logical_at: Vec<usize> = (0..n).collect();
+    debug_assert_eq!(start.len(), n, "a position per logical qubit");
+    let mut position: Vec<usize> = start.to_vec();
+    let mut logical_at: Vec<usize> = vec![0; n];
+    for (q, &p) in position.iter().enumerate() {
+        logical_at[p] = q;
+    }
     let mut steps = Vec::new();
     let mut batch: Vec<Op> = Vec::new();
     let (mut exchanges, mut swaps, mut parts_sent) = (0, 0, 0.0);

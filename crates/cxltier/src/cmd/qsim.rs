@@ -369,13 +369,36 @@ fn simulate_ranks(
         crate::error::write_stderr(&text);
         cluster.abort(i32::from(e.kind.exit_code()))
     };
-    if let Some(line) = circuit.dynamic {
-        fail(CliError::bad_input(format!(
-            "{}:{line}: this line makes the circuit dynamic (a reset, an `if`, or an operation on \
-             a qubit after it was measured): dynamic circuits run on one rank only; run without \
-             mpirun (or with -np 1)",
-            path.display()
-        )));
+    if circuit.dynamic.is_some() {
+        if let Err(e) = refuse_state_of_dynamic(args, path, circuit, indices) {
+            fail(e);
+        }
+        let (mut sim, counts) = AnyDistSimulation::run_shots(
+            &cluster,
+            circuit,
+            options,
+            precision,
+            args.shots as u64,
+            args.seed,
+        )
+        .unwrap_or_else(|e| fail(qsim_error(path, e)));
+        let readout = Instant::now();
+        let norm = sim.norm().unwrap_or_else(|e| fail(qsim_error(path, e)));
+        if rank != 0 {
+            return Ok(ExitCode::SUCCESS);
+        }
+        return finish(
+            args,
+            path,
+            sim.report(),
+            Some((size, sim.dist_report())),
+            norm,
+            indices,
+            &[],
+            counts,
+            parse_seconds,
+            readout,
+        );
     }
     let mut sim = AnyDistSimulation::run(&cluster, circuit, options, precision)
         .unwrap_or_else(|e| fail(qsim_error(path, e)));
@@ -550,20 +573,8 @@ fn simulate(
         .circuit
         .as_deref()
         .expect("run() returned for --bench-kernels, which has no circuit");
-    if let Some(line) = circuit.dynamic {
-        if args.shots == 0 || !indices.is_empty() {
-            return Err(CliError::bad_input(format!(
-                "{}:{line}: this line makes the circuit dynamic (a reset, an `if`, or an \
-                 operation on a qubit after it was measured): each shot ends in a state of its \
-                 own, so there is no single state vector{}; give --shots N to sample its counts",
-                path.display(),
-                if indices.is_empty() {
-                    ""
-                } else {
-                    " to read --amplitudes from (drop --amplitudes)"
-                }
-            )));
-        }
+    if circuit.dynamic.is_some() {
+        refuse_state_of_dynamic(args, path, circuit, indices)?;
         let (sim, counts) =
             AnySimulation::run_shots(circuit, options, precision, args.shots as u64, args.seed)
                 .map_err(|e| qsim_error(path, e))?;
@@ -612,6 +623,33 @@ fn simulate(
         parse_seconds,
         readout,
     )
+}
+
+/// A dynamic circuit has no single state vector to read amplitudes from: it needs `--shots`
+/// and no `--amplitudes`.
+fn refuse_state_of_dynamic(
+    args: &Args,
+    path: &std::path::Path,
+    circuit: &cxltier_qsim::Circuit,
+    indices: &[u64],
+) -> Result<(), CliError> {
+    let Some(line) = circuit.dynamic else {
+        return Ok(());
+    };
+    if args.shots > 0 && indices.is_empty() {
+        return Ok(());
+    }
+    Err(CliError::bad_input(format!(
+        "{}:{line}: this line makes the circuit dynamic (a reset, an `if`, or an operation on a \
+         qubit after it was measured): each shot ends in a state of its own, so there is no \
+         single state vector{}; give --shots N to sample its counts",
+        path.display(),
+        if indices.is_empty() {
+            ""
+        } else {
+            " to read --amplitudes from (drop --amplitudes)"
+        }
+    )))
 }
 
 #[allow(clippy::too_many_arguments)]
