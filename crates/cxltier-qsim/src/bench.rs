@@ -375,3 +375,40 @@ pub fn cost_model<T: Real>(pieces: &mut [&mut [Amp<T>]]) -> crate::fusion::CostM
         stream_seconds: state_stream_seconds(pieces),
     }
 }
+
+/// This machine's rates for the cluster model ([`crate::dist::model`]): each kernel width's
+/// cost in cache ([`fusion_costs`]) and the streaming bandwidth of all its cores over a state
+/// of 256 MiB (far beyond any last-level cache here), best of three.
+pub fn machine_rates<T: Real>() -> crate::dist::model::MachineRates {
+    let amplitudes = (256usize << 20) / std::mem::size_of::<Amp<T>>();
+    let mut state = vec![[T::default(); 2]; amplitudes];
+    let mut pieces: Vec<&mut [Amp<T>]> = state.chunks_mut(1 << 16).collect();
+    let seconds = stream_seconds(&mut pieces, 3);
+    crate::dist::model::MachineRates {
+        gate_seconds: fusion_costs::<T>(),
+        // A read and a write of every byte.
+        stream_bytes_per_second: 2.0 * (256u64 << 20) as f64 / seconds,
+        exchange_copy_seconds: exchange_copy_seconds::<T>(),
+    }
+}
+
+/// Seconds per amplitude to gather an exchange's amplitudes out of a chunk into a message and
+/// scatter the reply back, on one thread (the run's own code, [`crate::dist::exchange`]): a
+/// chunk of 1 MiB, one pair at a middle position, best of five.
+fn exchange_copy_seconds<T: Real>() -> f64 {
+    let per = (1usize << 20) / std::mem::size_of::<Amp<T>>();
+    let mut chunk = vec![[T::from_f64(0.5), T::default()]; per];
+    let mut message = vec![[T::default(); 2]; per / 2];
+    let bits = [(5usize, 0usize)];
+    let mut best = f64::INFINITY;
+    for _ in 0..5 {
+        let start = Instant::now();
+        for _ in 0..8 {
+            crate::dist::exchange::gather(&bits, 1, &chunk, 0, 0, &mut message);
+            crate::dist::exchange::scatter(&bits, 1, &mut chunk, 0, 0, &message);
+        }
+        best = best.min(start.elapsed().as_secs_f64() / (8 * message.len()) as f64);
+    }
+    std::hint::black_box(&chunk);
+    best
+}

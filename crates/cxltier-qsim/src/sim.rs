@@ -327,13 +327,12 @@ impl<T: Real> Simulation<T> {
             .map_err(|e| {
                 QsimError::Config(format!("cannot start {} threads: {e}", options.threads))
             })?;
-        let min_bits = (cxltier_sys::uring::ALIGN / a).trailing_zeros() as usize;
         let fits = options.memory_limit.is_none_or(|m| state_bytes <= m);
         let setup = Instant::now();
         let (array, layout, per_chunk, copy_config) = if fits {
             // In memory: enough pieces that gates on the top qubits still leave groups for
             // every thread.
-            let piece_bits = n.saturating_sub(8).max(min_bits);
+            let piece_bits = memory_piece_bits(n, a);
             // Without weights (one node), memory chunks of 2 MiB or more, each holding several
             // pieces: fewer mappings to bind and verify, and transparent huge pages. (At 20
             // qubits, 256 chunks of 32 KiB made setup a tenth of the run.) Weighted placement
@@ -341,8 +340,7 @@ impl<T: Real> Simulation<T> {
             let chunk_bits = if options.weights.len() > 1 {
                 piece_bits
             } else {
-                let huge_bits = ((2usize << 20) / a).trailing_zeros() as usize;
-                piece_bits.max(huge_bits.min(n))
+                memory_chunk_bits(n, a)
             };
             let chunk = (1usize << chunk_bits) * a;
             let len = state_bytes.max(chunk as u64);
@@ -372,26 +370,7 @@ impl<T: Real> Simulation<T> {
                      raise the limit"
                 )));
             }
-            // Out of core: three block buffers of 2^c amplitudes must fit under the limit.
-            let c = ((limit / (3 * a as u64)).max(1).ilog2() as usize).min(n - 1);
-            let extra = options
-                .max_extra
-                .max(widest)
-                .min(c.saturating_sub(min_bits));
-            if c < min_bits + widest || extra < widest {
-                let need = 3 * (1u64 << (min_bits + widest)) * a as u64;
-                return Err(QsimError::Config(format!(
-                    "--memory-limit {limit} is too small to run this circuit out of core: its widest \
-                     gate has {widest} qubits, which needs three buffers of 2^{} amplitudes ({need} \
-                     bytes); raise the limit to at least {need}",
-                    min_bits + widest
-                )));
-            }
-            // Chunks are the unit of I/O: keep them at least 256 KiB (where the buffers allow) so
-            // that the device streams, even if that leaves fewer extra qubits per pass.
-            let io_bits = ((256usize << 10) / a).trailing_zeros() as usize;
-            let low = (c - extra).max(io_bits.min(c - widest));
-            let extra = c - low;
+            let (low, c, extra) = out_of_core_shape(n, widest, limit, a, options.max_extra)?;
             let chunk = (1usize << low) * a;
             let buffers = 3 * (1u64 << c) * a as u64;
             let config = options.ssd.iter().fold(
@@ -929,6 +908,55 @@ impl<T: Real> Simulation<T> {
         }
         Ok(counts)
     }
+}
+
+/// The smallest piece of a state: one `O_DIRECT` alignment unit of amplitudes of `a` bytes.
+fn min_bits(a: usize) -> usize {
+    (cxltier_sys::uring::ALIGN / a).trailing_zeros() as usize
+}
+
+/// Bits of the pieces an in-memory state of `n` qubits is swept in: enough pieces that gates on
+/// the top qubits still leave groups for every thread.
+pub(crate) fn memory_piece_bits(n: usize, a: usize) -> usize {
+    n.saturating_sub(8).max(min_bits(a))
+}
+
+/// Bits of the chunks of an in-memory state of `n` qubits placed without weights: 2 MiB or
+/// more, each holding several pieces (fewer mappings to bind and verify, and transparent huge
+/// pages).
+pub(crate) fn memory_chunk_bits(n: usize, a: usize) -> usize {
+    let huge_bits = ((2usize << 20) / a).trailing_zeros() as usize;
+    memory_piece_bits(n, a).max(huge_bits.min(n))
+}
+
+/// How a state of `n` qubits (amplitudes of `a` bytes) runs out of core under `limit` bytes for
+/// gates of up to `widest` qubits: `(low, c, extra)`, the bits of a chunk (the unit of I/O),
+/// of each of the three block buffers, and the qubits a pass gathers above a chunk.
+pub(crate) fn out_of_core_shape(
+    n: usize,
+    widest: usize,
+    limit: u64,
+    a: usize,
+    max_extra: usize,
+) -> Result<(usize, usize, usize), QsimError> {
+    let min_bits = min_bits(a);
+    // Three block buffers of 2^c amplitudes must fit under the limit.
+    let c = ((limit / (3 * a as u64)).max(1).ilog2() as usize).min(n - 1);
+    let extra = max_extra.max(widest).min(c.saturating_sub(min_bits));
+    if c < min_bits + widest || extra < widest {
+        let need = 3 * (1u64 << (min_bits + widest)) * a as u64;
+        return Err(QsimError::Config(format!(
+            "--memory-limit {limit} is too small to run this circuit out of core: its widest \
+             gate has {widest} qubits, which needs three buffers of 2^{} amplitudes ({need} \
+             bytes); raise the limit to at least {need}",
+            min_bits + widest
+        )));
+    }
+    // Chunks are the unit of I/O: keep them at least 256 KiB (where the buffers allow) so that
+    // the device streams, even if that leaves fewer extra qubits per pass.
+    let io_bits = ((256usize << 10) / a).trailing_zeros() as usize;
+    let low = (c - extra).max(io_bits.min(c - widest));
+    Ok((low, c, c - low))
 }
 
 /// A copy of a state and the layout it was in ([`Simulation::save`]).

@@ -101,6 +101,42 @@ impl Default for Blocking {
     }
 }
 
+/// How [`run`] groups a state of `n` qubits held in pieces of `2^piece_bits` amplitudes of
+/// `amp_bytes`, for gates of up to `widest` qubits: the bits of each contiguous run and the
+/// qubits each sweep gathers above them; `None` when the state is too small for groups of short
+/// runs plus the widest gate (then one fused gate at a time sweeps the whole state).
+pub(crate) fn group_shape(
+    n: usize,
+    piece_bits: usize,
+    amp_bytes: usize,
+    group_bytes: usize,
+    widest: usize,
+) -> Option<(usize, usize)> {
+    // At least four groups, so that both threads of a small state have work.
+    let cache_bits = ((group_bytes / amp_bytes).max(1).ilog2() as usize).min(n.saturating_sub(2));
+    let run_bits = piece_bits.min(cache_bits.saturating_sub(GATHERED));
+    (run_bits >= 3 && cache_bits >= run_bits + widest).then(|| (run_bits, cache_bits - run_bits))
+}
+
+/// The widths of each sweep's fused gates when `fused` (whose unfused gates were at most
+/// `widest` qubits) runs over an in-memory state as [`run`] cuts it, without relabelling: what
+/// a cost model prices.
+pub(crate) fn sweep_widths(
+    fused: &[Op],
+    widest: usize,
+    n: usize,
+    piece_bits: usize,
+    amp_bytes: usize,
+) -> Vec<Vec<usize>> {
+    match group_shape(n, piece_bits, amp_bytes, CACHE_BYTES, widest) {
+        None => fusion::one_gate_per_sweep(fused),
+        Some((run_bits, extra)) => fusion::plan_passes(fused, n, run_bits, extra)
+            .into_iter()
+            .map(|pass| fused[pass.gates].iter().map(|o| o.qubits.len()).collect())
+            .collect(),
+    }
+}
+
 /// Apply `ops` (qubits given as bit positions of the state's index, `n` bits) to the state held
 /// as `pieces` of `2^piece_bits` amplitudes, fusing up to `fuse` qubits, on the current rayon
 /// pool, in groups as `blocking` says. With `relabel`, the qubits are first relabelled to make
@@ -120,16 +156,16 @@ pub fn run<T: Real>(
     blocking: Blocking,
     progress: Option<&Progress>,
 ) -> SweepReport {
-    let cache_bytes = blocking.group_bytes;
     let copy_groups = (1usize << n) * std::mem::size_of::<Amp<T>>() >= blocking.copy_groups_from;
-    // At least four groups, so that both threads of a small state have work.
-    let cache_bits = ((cache_bytes / std::mem::size_of::<Amp<T>>()).max(1).ilog2() as usize)
-        .min(n.saturating_sub(2));
     let widest = ops.iter().map(|o| o.qubits.len()).max().unwrap_or(1);
-    let run_bits = piece_bits.min(cache_bits.saturating_sub(GATHERED));
-    // Too small a state for groups of short runs plus the widest gate: one fused gate at a time
-    // over the whole state.
-    if run_bits < 3 || cache_bits < run_bits + widest {
+    let shape = group_shape(
+        n,
+        piece_bits,
+        std::mem::size_of::<Amp<T>>(),
+        blocking.group_bytes,
+        widest,
+    );
+    let Some((run_bits, extra)) = shape else {
         let (fuse_width, fused) = fuse_as(ops, fuse, pieces, fusion::one_gate_per_sweep);
         if let Some(p) = progress {
             p.gates_planned(fused.len());
@@ -150,8 +186,7 @@ pub fn run<T: Real>(
             perm: (0..n).collect(),
             fuse_width,
         };
-    }
-    let extra = cache_bits - run_bits;
+    };
     // Fuse first, over the whole list, so that cutting it into sweeps does not split blocks.
     let sweeps = |fused: &[Op]| -> Vec<Vec<usize>> {
         let relabelled;

@@ -570,3 +570,92 @@ fn kernel_benchmark_and_measured_fusion_width() {
     }
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// `--plan-cluster` prices a run over ranks without running it: the plan's figures, time
+/// split by kind, and a refusal naming the fix for every malformed or missing field.
+#[test]
+fn the_cluster_model_prices_a_run_and_refuses_bad_specs() {
+    let dir = scratch("plan-cluster");
+    let mut qft = String::from("OPENQASM 2.0;\ninclude \"qelib1.inc\";\nqreg q[16];\n");
+    for j in (0..16).rev() {
+        qft += &format!("h q[{j}];\n");
+        for k in (0..j).rev() {
+            qft += &format!("cp(pi/{}) q[{k}],q[{j}];\n", 1u64 << (j - k));
+        }
+    }
+    let file = write(&dir, "qft16.qasm", &qft);
+    let spec = "ranks=8,nodes=2,cores=8,network=12.5G,latency=2us";
+    let doc = json(&cxltier(&["qsim", &file, "--plan-cluster", spec, "--json"]));
+    assert_eq!(doc["command"], "qsim --plan-cluster");
+    assert_eq!(doc["ranks"], 8);
+    assert_eq!(doc["part_bytes"], (1u64 << 13) * 16);
+    assert_eq!(doc["mode"], "in_memory");
+    assert_eq!(doc["threads_per_rank"], 2.0);
+    let (planned, naive) = (
+        doc["exchanges"].as_u64().unwrap(),
+        doc["naive_exchanges"].as_u64().unwrap(),
+    );
+    assert!(planned >= 1 && planned < naive, "{planned} against {naive}");
+    let total = doc["total_seconds"].as_f64().unwrap();
+    let parts =
+        doc["compute_seconds"].as_f64().unwrap() + doc["exchange_seconds"].as_f64().unwrap();
+    assert!(total > 0.0 && (total - parts).abs() < 1e-12, "{doc}");
+    // Out of core per rank: passes and NVMe bytes.
+    let ooc = json(&cxltier(&[
+        "qsim",
+        &file,
+        "--plan-cluster",
+        &format!("{spec},memory=64K,ssd=2G"),
+        "--json",
+    ]));
+    assert_eq!(ooc["mode"], "out_of_core");
+    assert!(ooc["passes"].as_u64().unwrap() >= 1);
+    assert!(ooc["io_bytes_per_rank"].as_u64().unwrap() > 0);
+    // The table for people.
+    let out = cxltier(&["qsim", &file, "--plan-cluster", spec]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("exchanges") && text.contains("naive"),
+        "{text}"
+    );
+    for (spec, needle) in [
+        ("ranks=3,network=1G", "power of two"),
+        ("ranks=8", "network=RATE"),
+        ("nodes=2", "ranks=R"),
+        ("ranks=8,nodes=3,network=1G", "dividing"),
+        ("ranks=8,network=fast", "bytes per second"),
+        ("ranks=8,network=1G,latency=soon", "a time such as"),
+        ("ranks=8,network=1G,colour=red", "unknown key \"colour\""),
+        ("ranks=8,network", "not key=value"),
+        ("ranks=0,network=1G", "1 or more"),
+        ("ranks=2,network=1G,memory=64K", "ssd=RATE"),
+    ] {
+        bad(&["qsim", &file, "--plan-cluster", spec], 2, needle);
+    }
+    bad(
+        &[
+            "qsim",
+            &file,
+            "--plan-cluster",
+            "ranks=2,network=1G",
+            "--fuse",
+            "auto",
+        ],
+        2,
+        "--fuse 1 to",
+    );
+    let dynamic = write(
+        &dir,
+        "dyn.qasm",
+        "OPENQASM 2.0;\ninclude \"qelib1.inc\";\nqreg q[2];\ncreg c[1];\nh q[0];\nmeasure q[0] -> c[0];\nif(c==1) x q[1];\n",
+    );
+    bad(
+        &["qsim", &dynamic, "--plan-cluster", "ranks=2,network=1G"],
+        2,
+        "dynamic",
+    );
+    // Without MPI ranks, --bench-network says how to run it.
+    bad(&["qsim", "--bench-network"], 2, "mpirun -np 2");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

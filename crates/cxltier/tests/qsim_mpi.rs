@@ -503,3 +503,67 @@ fn exchanges_cut_into_many_small_messages_give_the_single_process_amplitudes() {
         "{stderr}"
     );
 }
+
+fn assert_conforms_to(schema: &str, doc: &Value) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../docs/json")
+        .join(schema);
+    let schema: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let errors: Vec<String> = validator.iter_errors(doc).map(|e| e.to_string()).collect();
+    assert!(errors.is_empty(), "{errors:?}\n{doc:#}");
+}
+
+/// The cluster model's plan is the run's: the exchanges, the bytes each rank sends and the
+/// passes out of core it predicts are those a run over the same ranks reports (its times are a
+/// benchmark's business, bench/qsim-cluster-model). `--bench-network` measures what it is given.
+#[test]
+fn the_cluster_model_plans_what_the_run_does() {
+    if !have_mpirun() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let spill = dir.path().join("spill");
+    std::fs::create_dir(&spill).unwrap();
+    let spill = spill.to_str().unwrap();
+    for (name, n, text) in [("qft", 15, qft(15)), ("random", 14, random(14, 200, 3))] {
+        let file = dir.path().join(format!("{name}{n}.qasm"));
+        std::fs::write(&file, text).unwrap();
+        let file = file.to_str().unwrap();
+        for (ranks, limit) in [(2, None), (4, None), (2, Some("96K"))] {
+            let mut args = vec![file, "--json"];
+            let mut spec = format!("ranks={ranks},nodes=1,cores=2,threads=1,network=1G");
+            if let Some(limit) = limit {
+                args.extend(["--memory-limit", limit, "--ssd", spill]);
+                spec.push_str(",ssd=1G");
+            }
+            let run = json_run(ranks, &args);
+            let planned = [&args[..], &["--plan-cluster", &spec]].concat();
+            let model = json_run(1, &planned);
+            assert_conforms_to("qsim-plan-cluster.schema.json", &model);
+            let what = format!("{name}{n} on {ranks} ranks, limit {limit:?}");
+            let dist = &run["distribution"];
+            assert_eq!(model["exchanges"], dist["exchanges"], "{what}");
+            assert_eq!(
+                model["exchange_bytes_per_rank"], dist["exchange_bytes_per_rank"],
+                "{what}"
+            );
+            assert_eq!(model["naive_exchanges"], dist["naive_exchanges"], "{what}");
+            let sent: u64 = dist["rank_timings"][0]["messages"].as_u64().unwrap();
+            assert_eq!(model["messages_per_rank"].as_u64().unwrap(), sent, "{what}");
+            if limit.is_some() {
+                assert_eq!(run["mode"], "out_of_core");
+                assert_eq!(model["mode"], "out_of_core");
+                assert_eq!(model["passes"], run["passes"], "{what}");
+            }
+        }
+    }
+    let net = json_run(
+        2,
+        &["--bench-network", "--exchange-message", "64K", "--json"],
+    );
+    assert_conforms_to("qsim-bench-network.schema.json", &net);
+    assert_eq!(net["ranks"], 2);
+    assert_eq!(net["message_bytes"], 64 << 10);
+    assert!(net["bytes_per_second"].as_f64().unwrap() > 0.0);
+}

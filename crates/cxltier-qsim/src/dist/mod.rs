@@ -1,6 +1,9 @@
 //! The state vector split over MPI ranks: [`plan`] decides which qubits are local when (always
-//! compiled, pure), and `mpi` (feature `mpi`) runs the plan with one part of the state per rank.
+//! compiled, pure), [`model`] predicts a run's time on a cluster from the plan, and `mpi`
+//! (feature `mpi`) runs the plan with one part of the state per rank.
 
+pub(crate) mod exchange;
+pub mod model;
 pub mod plan;
 
 use serde::Serialize;

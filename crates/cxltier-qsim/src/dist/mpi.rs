@@ -22,6 +22,7 @@ use mpi::traits::*;
 use mpi::Count;
 use rand::{Rng, SeedableRng};
 
+use crate::dist::exchange;
 use crate::dist::plan::{self, Step};
 use crate::dist::{DistReport, RankTimes};
 use crate::dynamic::{copies_allowed, ShotPlan, ShotState};
@@ -79,6 +80,90 @@ impl Cluster {
     pub fn abort(&self, code: i32) -> ! {
         self.world.abort(code)
     }
+}
+
+/// What the network between ranks gives, measured by [`bench_network`].
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct NetworkBench {
+    /// Ranks that took part (in pairs: rank xor 1).
+    pub ranks: usize,
+    /// Bytes of each message in the bandwidth test.
+    pub message_bytes: u64,
+    /// Bytes per second each rank sent while it received as many, the slowest rank's.
+    pub bytes_per_second: f64,
+    /// Seconds for an 8-byte message one way (half a round trip), the slowest rank's.
+    pub latency_seconds: f64,
+}
+
+/// Measure the network as exchanges use it: every rank swaps messages of `message_bytes` with
+/// rank xor 1 (non-blocking send and receive, as an exchange's pipeline does) for about
+/// `seconds`, then times 8-byte round trips. Collective; needs an even number of ranks.
+pub fn bench_network(
+    cluster: &Cluster,
+    message_bytes: u64,
+    seconds: f64,
+) -> Result<NetworkBench, QsimError> {
+    let (rank, size) = (cluster.rank(), cluster.size());
+    if size < 2 {
+        return Err(QsimError::Config(
+            "--bench-network measures between ranks: run it under mpirun -np 2 (or more)".into(),
+        ));
+    }
+    let partner = cluster.world.process_at_rank((rank ^ 1) as i32);
+    let len = usize::try_from(message_bytes)
+        .unwrap_or(usize::MAX)
+        .clamp(8, 1 << 30);
+    let send = vec![1u8; len];
+    let mut recv = vec![0u8; len];
+    let swap = |recv: &mut [u8]| {
+        mpi::request::scope(|scope| {
+            let incoming = partner.immediate_receive_into(scope, recv);
+            let outgoing = partner.immediate_send(scope, &send[..]);
+            incoming.wait();
+            outgoing.wait();
+        });
+    };
+    // Warm up, then agree on a round count from rank 0's timing, so that all stop together.
+    for _ in 0..4 {
+        swap(&mut recv);
+    }
+    let t = Instant::now();
+    for _ in 0..8 {
+        swap(&mut recv);
+    }
+    let per = t.elapsed().as_secs_f64() / 8.0;
+    let mut rounds = ((seconds / per.max(1e-9)) as u64).clamp(8, 1 << 20);
+    cluster.world.process_at_rank(0).broadcast_into(&mut rounds);
+    cluster.world.barrier();
+    let t = Instant::now();
+    for _ in 0..rounds {
+        swap(&mut recv);
+    }
+    let bandwidth = (rounds * len as u64) as f64 / t.elapsed().as_secs_f64();
+    let mut small = [0u8; 8];
+    let trips = 2000u32;
+    cluster.world.barrier();
+    let t = Instant::now();
+    for _ in 0..trips {
+        if rank & 1 == 0 {
+            partner.send(&small[..]);
+            partner.receive_into(&mut small[..]);
+        } else {
+            partner.receive_into(&mut small[..]);
+            partner.send(&small[..]);
+        }
+    }
+    let latency = t.elapsed().as_secs_f64() / (2.0 * f64::from(trips));
+    let mut all = vec![0.0f64; 2 * size];
+    cluster
+        .world
+        .all_gather_into(&[bandwidth, latency][..], &mut all[..]);
+    Ok(NetworkBench {
+        ranks: size,
+        message_bytes: len as u64,
+        bytes_per_second: all.chunks(2).map(|c| c[0]).fold(f64::INFINITY, f64::min),
+        latency_seconds: all.chunks(2).map(|c| c[1]).fold(0.0, f64::max),
+    })
 }
 
 /// One rank's part of a distributed run. Every method but the plain getters is collective:
@@ -666,13 +751,7 @@ fn exchange<T: Real>(
                 .map(|(j, &(_, b))| ((d >> j) & 1) << b)
                 .sum::<usize>();
         let process = world.process_at_rank(partner as i32);
-        // The t-th local index whose bits at the pair positions read v.
-        let deposit = |t: usize| -> usize {
-            bits.iter().enumerate().fold(t, |x, (j, &(l, _))| {
-                ((x >> l) << (l + 1)) | (((v >> j) & 1) << l) | (x & ((1 << l) - 1))
-            })
-        };
-        let chunk_of = |i: usize| deposit(i * message) >> low;
+        let chunk_of = |i: usize| exchange::deposit(&bits, v, i * message) >> low;
         // Message i's amplitudes gathered from its chunk (read from the array unless held).
         let gather = |local: &mut Simulation<T>,
                       held: &mut Vec<Held>,
@@ -689,10 +768,7 @@ fn exchange<T: Real>(
             let h = held.iter().find(|h| h.chunk == c).expect("read above");
             let amps = bytemuck::cast_slice::<u8, Amp<T>>(&h.data[..per * a]);
             let out = bytemuck::cast_slice_mut::<u8, Amp<T>>(out);
-            let (base, offset) = (i * message, c * per);
-            for (j, s) in out.iter_mut().enumerate() {
-                *s = amps[deposit(base + j) - offset];
-            }
+            exchange::gather(&bits, v, amps, c * per, i * message, out);
             Ok(())
         };
         // Message i's reply scattered into its chunk; the chunk written back when it was the
@@ -711,10 +787,7 @@ fn exchange<T: Real>(
             {
                 let amps = bytemuck::cast_slice_mut::<u8, Amp<T>>(&mut held[at].data[..per * a]);
                 let got = bytemuck::cast_slice::<u8, Amp<T>>(got);
-                let (base, offset) = (i * message, c * per);
-                for (j, r) in got.iter().enumerate() {
-                    amps[deposit(base + j) - offset] = *r;
-                }
+                exchange::scatter(&bits, v, amps, c * per, i * message, got);
             }
             if i + 1 == messages || chunk_of(i + 1) != c {
                 let done = held.swap_remove(at);

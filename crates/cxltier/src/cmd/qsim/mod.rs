@@ -1,6 +1,8 @@
 //! `cxltier qsim CIRCUIT.qasm`: simulate a quantum circuit's state vector, in memory over DRAM and
 //! CXL nodes, or beyond memory with the state streamed from NVMe.
 
+mod cluster;
+
 use crate::error::{CliError, CliResult};
 use crate::output::{print_json, Table};
 use cxltier_control::policy::assign_weights;
@@ -62,7 +64,15 @@ Over MPI ranks (a build with --features mpi): `mpirun -np R cxltier qsim ...` (R
 splits the state into R parts, one per rank, each under its own --memory-limit/--ssd/--interleave;
 gates on the top log2(R) qubits are made local by swapping qubits between ranks, planned over the
 whole circuit so that the exchanges are few. Rank 0 prints; --json adds ranks and distribution.
-Dynamic circuits run on one rank only.
+Dynamic circuits run over ranks too, and a seed draws the same counts as in one process.
+
+--plan-cluster SPEC predicts such a run without running it: comma-separated key=value, ranks=R
+(a power of two), nodes=N (default R: a rank per node), cores=C per node (default: this
+machine's), threads=T per rank (default --threads, else cores/ranks per node), memory=SIZE per
+rank for its part (default --memory-limit; a larger part streams through its NVMe), network=RATE
+each rank sends at (needed for R > 1), latency=TIME per message (default 0), ssd=RATE per rank
+(needed out of core), stream=RATE memory bandwidth per node (default: measured here). RATE is
+bytes per second, K/M/G/T powers of 1000 (12.5G is 100 Gb/s); TIME as 2us, 0.5ms, 1s.
 
 SIZE: 4096, 64K, 512M, 16G ... (K/M/G/T powers of 1024). --ssd DIR[:SIZE] caps the space used
 in DIR. --amplitudes: indices in decimal or 0b binary, comma-separated.";
@@ -72,7 +82,10 @@ in DIR. --amplitudes: indices in decimal or 0b binary, comma-separated.";
 #[command(after_long_help = LONG_HELP)]
 pub struct Args {
     /// The circuit: an OpenQASM 2.0 file
-    #[arg(value_name = "CIRCUIT.qasm", required_unless_present = "bench_kernels")]
+    #[arg(
+        value_name = "CIRCUIT.qasm",
+        required_unless_present_any = ["bench_kernels", "bench_network"]
+    )]
     circuit: Option<PathBuf>,
     /// Memory for the state and the out-of-core buffers (default: no limit)
     #[arg(long, value_name = "SIZE")]
@@ -115,6 +128,11 @@ pub struct Args {
     /// state's measured streaming bandwidth
     #[arg(long, conflicts_with = "circuit")]
     bench_kernels: bool,
+    /// Instead of a circuit, under `mpirun -np 2` (or more; a build with --features mpi):
+    /// measure the bandwidth and latency between ranks as exchanges use them (messages of
+    /// --exchange-message), for --plan-cluster's network= and latency=
+    #[arg(long, conflicts_with_all = ["circuit", "bench_kernels"])]
+    bench_network: bool,
     /// The state's qubits for --bench-kernels
     #[arg(
         long,
@@ -127,6 +145,11 @@ pub struct Args {
     /// next is gathered (its chunk read) and the last scattered (its chunk written)
     #[arg(long, value_name = "SIZE", default_value = "256K")]
     exchange_message: String,
+    /// Instead of running: predict the run over a cluster of MPI ranks from the circuit's
+    /// communication plan and this machine's measured kernel costs and memory bandwidth, e.g.
+    /// ranks=16,nodes=4,cores=32,memory=64G,network=12.5G,latency=2us,ssd=3G (see --help)
+    #[arg(long, value_name = "SPEC")]
+    plan_cluster: Option<String>,
     /// Print JSON for scripts
     #[arg(long)]
     json: bool,
@@ -200,6 +223,9 @@ fn ssd_arg(text: &str) -> Result<(PathBuf, Option<u64>), CliError> {
 }
 
 pub fn run(args: Args) -> CliResult {
+    if args.bench_network {
+        return cluster::bench_network(&args);
+    }
     let Some(path) = args.circuit.clone() else {
         return bench_kernels(&args);
     };
@@ -304,6 +330,10 @@ pub fn run(args: Args) -> CliResult {
         .ok()
         .and_then(|r| r.parse::<usize>().ok())
         .unwrap_or(1);
+    if let Some(spec) = &args.plan_cluster {
+        drop(drawer);
+        return cluster::plan_cluster(&args, &path, &circuit, spec, precision);
+    }
     if ranks > 1 {
         drop(drawer);
         return simulate_ranks(

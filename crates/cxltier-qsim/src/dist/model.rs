@@ -1,0 +1,452 @@
+//! A model of a run split over MPI ranks, to size a cluster before running on it
+//! (`cxltier qsim CIRCUIT --plan-cluster SPEC`): per rank, the time in gates, in exchanges and
+//! in NVMe I/O, from the communication plan ([`super::plan`]), the sweeps and passes each rank's
+//! engine would make, and the rates of the machine (each kernel width's cost and the memory's
+//! streaming bandwidth, measured here) and of the cluster (network, latency, NVMe, given).
+//!
+//! Each rank's time is the sum of its steps, as the run does them one after another:
+//!
+//! - a **local batch** is fused as the run fuses it and cut into the sweeps (in memory) or the
+//!   passes (out of core) the engine makes; a sweep costs the larger of its arithmetic (the
+//!   kernels' cost per amplitude over the rank's share of the node's cores) and one streaming
+//!   read and write of the part at the rank's share of the node's bandwidth; a pass the larger
+//!   of that and reading and writing the part on the rank's NVMe (the three-buffer pipeline
+//!   overlaps them);
+//! - an **exchange** of `k` pairs sends and receives `1 - 2^-k` of the part in messages of at
+//!   most the message size: the bytes over the network bandwidth plus a latency per message,
+//!   plus gathering the amplitudes into messages and scattering the replies (measured per
+//!   amplitude, on the rank's one thread, at its share of a core); out of core each chunk is
+//!   also read and written once per partner.
+//!
+//! Nothing overlaps across steps (an exchange does not hide behind the next batch's gates, as
+//! the run does not), which is why the model adds them.
+
+use serde::Serialize;
+
+use crate::fusion::{self, Op};
+use crate::QsimError;
+
+/// The cluster a run is planned for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClusterSpec {
+    /// Ranks (a power of two).
+    pub ranks: usize,
+    /// Nodes the ranks are spread over evenly (at most `ranks`).
+    pub nodes: usize,
+    /// Cores of each node, shared by its ranks (a rank uses at most `threads` of them).
+    pub cores_per_node: f64,
+    /// Worker threads of each rank (`--threads`).
+    pub threads: usize,
+    /// Memory each rank has for its part (DRAM and CXL); a larger part runs out of core.
+    pub memory_per_rank: Option<u64>,
+    /// Bytes per second a rank sends (and receives at once) to another; needed for more than
+    /// one rank.
+    pub network_bytes_per_second: Option<f64>,
+    /// Seconds per message beyond its bytes.
+    pub latency_seconds: f64,
+    /// Bytes per second of each rank's NVMe, reads and writes together (a pass does both at
+    /// once); needed when a part exceeds its memory.
+    pub ssd_bytes_per_second: Option<f64>,
+    /// Memory bandwidth of a node (streaming read and write), shared by its ranks; `None`:
+    /// this machine's, measured.
+    pub stream_bytes_per_second: Option<f64>,
+    /// Largest exchange message (`--exchange-message`).
+    pub message_bytes: u64,
+}
+
+/// What the machine's parts cost, measured here ([`crate::bench::machine_rates`]).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MachineRates {
+    /// Seconds per amplitude of a dense `k`-qubit gate on one thread in cache (index `k`).
+    pub gate_seconds: Vec<f64>,
+    /// Streaming read and write bandwidth of the whole node, bytes per second.
+    pub stream_bytes_per_second: f64,
+    /// Seconds per amplitude to gather an exchange's amplitudes into a message and scatter the
+    /// reply back, on one thread.
+    pub exchange_copy_seconds: f64,
+}
+
+/// The model's prediction for one rank (every rank does the same work).
+#[derive(Debug, Clone, Serialize)]
+pub struct ClusterPrediction {
+    /// Qubits of the whole state.
+    pub qubits: usize,
+    /// Ranks and nodes.
+    pub ranks: usize,
+    pub nodes: usize,
+    /// Bytes of amplitudes per rank.
+    pub part_bytes: u64,
+    /// `in_memory` or `out_of_core` (the part exceeds the rank's memory).
+    pub mode: &'static str,
+    /// Threads a rank's gates run on: its threads, or its share of the node's cores if less.
+    pub threads_per_rank: f64,
+    /// Exchanges planned, and one per gate on a global qubit without planning.
+    pub exchanges: usize,
+    pub naive_exchanges: usize,
+    /// Bytes each rank sends, planned and naive.
+    pub exchange_bytes_per_rank: u64,
+    pub naive_exchange_bytes_per_rank: u64,
+    /// Messages each rank sends.
+    pub messages_per_rank: u64,
+    /// Sweeps (in memory) or passes (out of core) over each rank's part.
+    pub sweeps: usize,
+    pub passes: usize,
+    /// Bytes each rank reads and writes on its NVMe (passes and out-of-core exchanges).
+    pub io_bytes_per_rank: u64,
+    /// Seconds per rank in local batches (including their I/O), in exchanges, and in all.
+    pub compute_seconds: f64,
+    pub exchange_seconds: f64,
+    pub io_seconds: f64,
+    pub total_seconds: f64,
+    /// The rates the prediction used.
+    pub rates: MachineRates,
+    pub network_bytes_per_second: Option<f64>,
+    pub latency_seconds: f64,
+    pub ssd_bytes_per_second: Option<f64>,
+    /// Ranks of a node beyond its cores: their time slices are not priced, so the run will be
+    /// slower than predicted.
+    pub oversubscribed: bool,
+}
+
+/// Predict the run of `circuit` (amplitudes of `amp_bytes`, fused to `fuse` qubits) over
+/// `spec`'s cluster.
+pub fn predict_circuit(
+    circuit: &crate::qasm::Circuit,
+    amp_bytes: usize,
+    fuse: usize,
+    spec: &ClusterSpec,
+    rates: &MachineRates,
+) -> Result<ClusterPrediction, QsimError> {
+    if let Some(line) = circuit.dynamic {
+        return Err(QsimError::Config(format!(
+            "line {line} makes the circuit dynamic: the model prices a circuit's gates, and a \
+             dynamic circuit's work depends on its shots' outcomes; plan the circuit without its \
+             mid-circuit measurements, resets and conditions"
+        )));
+    }
+    let ops = crate::sim::ops_of(circuit);
+    let max_extra = crate::sim::Options::new().max_extra;
+    predict(
+        &ops,
+        circuit.num_qubits,
+        amp_bytes,
+        fuse,
+        max_extra,
+        spec,
+        rates,
+    )
+}
+
+/// Predict the run of `ops` on `n` qubits (amplitudes of `amp_bytes`, fused to `fuse` qubits)
+/// over `spec`'s cluster, with `rates` for the arithmetic and the memory.
+pub fn predict(
+    ops: &[Op],
+    n: usize,
+    amp_bytes: usize,
+    fuse: usize,
+    max_extra: usize,
+    spec: &ClusterSpec,
+    rates: &MachineRates,
+) -> Result<ClusterPrediction, QsimError> {
+    if !spec.ranks.is_power_of_two() {
+        return Err(QsimError::Config(format!(
+            "ranks={}: the state splits into equal parts over a power of two of ranks only",
+            spec.ranks
+        )));
+    }
+    if spec.nodes == 0 || spec.nodes > spec.ranks || spec.ranks % spec.nodes != 0 {
+        return Err(QsimError::Config(format!(
+            "nodes={}: give 1 to {} nodes, dividing the {} ranks evenly",
+            spec.nodes, spec.ranks, spec.ranks
+        )));
+    }
+    let g = spec.ranks.trailing_zeros() as usize;
+    let network = match spec.network_bytes_per_second {
+        Some(rate) => rate,
+        None if spec.ranks == 1 => f64::INFINITY,
+        None => {
+            return Err(QsimError::Config(format!(
+                "{} ranks exchange amplitudes: give network=RATE, the bytes per second a rank \
+                 sends to another (e.g. 12.5G for 100 Gb/s InfiniBand; `mpirun -np 2 cxltier \
+                 qsim --bench-network` measures it)",
+                spec.ranks
+            )))
+        }
+    };
+    let plan = super::plan::plan(ops, n, g)?;
+    let m = n - g;
+    let part_bytes = (1u64 << m) * amp_bytes as u64;
+    let ranks_per_node = (spec.ranks / spec.nodes) as f64;
+    let threads = (spec.threads as f64).min(spec.cores_per_node / ranks_per_node);
+    let core_share = (spec.cores_per_node / ranks_per_node).min(1.0);
+    let stream = spec
+        .stream_bytes_per_second
+        .unwrap_or(rates.stream_bytes_per_second)
+        / ranks_per_node;
+    let widest = ops.iter().map(|o| o.qubits.len()).max().unwrap_or(1);
+    let ooc = match spec.memory_per_rank {
+        Some(limit) if part_bytes > limit => Some(crate::sim::out_of_core_shape(
+            m, widest, limit, amp_bytes, max_extra,
+        )?),
+        _ => None,
+    };
+    let ssd = match (ooc, spec.ssd_bytes_per_second) {
+        (None, _) => f64::INFINITY,
+        (Some(_), Some(rate)) => rate,
+        (Some(_), None) => {
+            return Err(QsimError::Config(format!(
+                "each rank's part of {part_bytes} bytes exceeds its memory of {} bytes, so it \
+                 streams through NVMe: give ssd=RATE, the bytes per second a rank's drive reads \
+                 and writes (e.g. 3G)",
+                spec.memory_per_rank.unwrap_or(0)
+            )))
+        }
+    };
+    let stream_part = 2.0 * part_bytes as f64 / stream;
+    let io_part = 2.0 * part_bytes as f64 / ssd;
+    let arithmetic = |widths: &[usize]| -> f64 {
+        widths.iter().map(|&k| rates.gate_seconds[k]).sum::<f64>() * (1u64 << m) as f64 / threads
+    };
+    let (mut compute, mut io, mut io_bytes) = (0.0, 0.0, 0u64);
+    let (mut sweeps, mut passes) = (0, 0);
+    let (mut exchange_seconds, mut messages) = (0.0, 0u64);
+    for step in &plan.steps {
+        match step {
+            super::plan::Step::Local(batch) => match ooc {
+                None => {
+                    let fused = fusion::fuse(batch, fuse);
+                    let piece_bits = crate::sim::memory_piece_bits(m, amp_bytes);
+                    for sweep in
+                        crate::sweep::sweep_widths(&fused, widest, m, piece_bits, amp_bytes)
+                    {
+                        sweeps += 1;
+                        compute += arithmetic(&sweep).max(stream_part);
+                    }
+                }
+                Some((low, _, extra)) => {
+                    for pass in fusion::plan_passes(batch, m, low, extra) {
+                        passes += 1;
+                        let fused = fusion::fuse(&batch[pass.gates], fuse);
+                        let widths: Vec<usize> = fused.iter().map(|o| o.qubits.len()).collect();
+                        let work = arithmetic(&widths);
+                        compute += work.max(io_part);
+                        io += io_part;
+                        io_bytes += 2 * part_bytes;
+                    }
+                }
+            },
+            super::plan::Step::Exchange(pairs) => {
+                let k = pairs.len();
+                let share = 1.0 - 0.5f64.powi(k as i32);
+                let bytes = share * part_bytes as f64;
+                // Messages as the run cuts them: a power of two of amplitudes, at most the
+                // message size, never across a chunk of the rank's array.
+                let chunk_bits = ooc.map_or_else(
+                    || crate::sim::memory_chunk_bits(m, amp_bytes),
+                    |(low, _, _)| low,
+                );
+                let below = pairs.iter().filter(|&&(_, pl)| pl < chunk_bits).count();
+                let in_chunk = 1u64 << (chunk_bits - below);
+                let cap = 1u64 << (spec.message_bytes / amp_bytes as u64).max(1).ilog2();
+                let per_partner = (1u64 << (m - k)) / in_chunk.min(cap);
+                let sent = per_partner * ((1u64 << k) - 1);
+                messages += sent;
+                // The gathering and scattering run on the rank's one thread, at its share of
+                // a core when the node's ranks outnumber its cores.
+                let moved = share * (1u64 << m) as f64;
+                let mut t = bytes / network
+                    + sent as f64 * spec.latency_seconds
+                    + moved * rates.exchange_copy_seconds / core_share;
+                // For each partner, every chunk holding some of its amplitudes is read from the
+                // rank's array and written back: all chunks when a pair's local position is
+                // inside a chunk, half of them for each position above.
+                let above = pairs.iter().filter(|&&(_, pl)| pl >= chunk_bits).count();
+                let touched = ((1u64 << k) - 1) as f64 * part_bytes as f64 / (1u64 << above) as f64;
+                match ooc {
+                    None => t += 2.0 * touched / stream,
+                    Some(_) => {
+                        let chunk_io = 2.0 * touched / ssd;
+                        t += chunk_io;
+                        io += chunk_io;
+                        io_bytes += 2 * touched as u64;
+                    }
+                }
+                exchange_seconds += t;
+            }
+        }
+    }
+    Ok(ClusterPrediction {
+        qubits: n,
+        ranks: spec.ranks,
+        nodes: spec.nodes,
+        part_bytes,
+        mode: if ooc.is_some() {
+            "out_of_core"
+        } else {
+            "in_memory"
+        },
+        threads_per_rank: threads,
+        exchanges: plan.exchanges,
+        naive_exchanges: plan.naive_exchanges,
+        exchange_bytes_per_rank: plan.bytes_per_rank(part_bytes),
+        naive_exchange_bytes_per_rank: plan.naive_bytes_per_rank(part_bytes),
+        messages_per_rank: messages,
+        sweeps,
+        passes,
+        io_bytes_per_rank: io_bytes,
+        compute_seconds: compute,
+        exchange_seconds,
+        io_seconds: io,
+        total_seconds: compute + exchange_seconds,
+        rates: rates.clone(),
+        network_bytes_per_second: spec.network_bytes_per_second,
+        latency_seconds: spec.latency_seconds,
+        ssd_bytes_per_second: spec.ssd_bytes_per_second,
+        oversubscribed: ranks_per_node > spec.cores_per_node,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gates;
+
+    fn spec(ranks: usize) -> ClusterSpec {
+        ClusterSpec {
+            ranks,
+            nodes: ranks,
+            cores_per_node: 4.0,
+            threads: 4,
+            memory_per_rank: None,
+            network_bytes_per_second: Some(1e9),
+            latency_seconds: 1e-6,
+            ssd_bytes_per_second: Some(1e9),
+            stream_bytes_per_second: None,
+            message_bytes: 256 << 10,
+        }
+    }
+
+    fn rates() -> MachineRates {
+        MachineRates {
+            gate_seconds: vec![0.0, 1e-9, 2e-9, 4e-9, 8e-9, 16e-9],
+            stream_bytes_per_second: 10e9,
+            exchange_copy_seconds: 2e-9,
+        }
+    }
+
+    fn qft(n: usize) -> Vec<Op> {
+        let mut ops = Vec::new();
+        for j in (0..n).rev() {
+            ops.push(Op {
+                qubits: vec![j],
+                matrix: gates::h(),
+            });
+            for k in (0..j).rev() {
+                ops.push(Op {
+                    qubits: vec![k, j],
+                    matrix: gates::controlled(
+                        &gates::phase(std::f64::consts::PI / (1u64 << (j - k)) as f64),
+                        1,
+                    ),
+                });
+            }
+        }
+        ops
+    }
+
+    #[test]
+    fn one_rank_exchanges_nothing_and_more_ranks_split_the_work() {
+        let ops = qft(20);
+        let one = predict(&ops, 20, 16, 2, 6, &spec(1), &rates()).unwrap();
+        assert_eq!((one.exchanges, one.exchange_bytes_per_rank), (0, 0));
+        assert_eq!(one.exchange_seconds, 0.0);
+        let four = predict(&ops, 20, 16, 2, 6, &spec(4), &rates()).unwrap();
+        assert!(four.exchanges >= 1 && four.exchanges <= four.naive_exchanges);
+        assert_eq!(four.part_bytes, one.part_bytes / 4);
+        // A quarter of the amplitudes each, on a node of its own: the gates take about a
+        // quarter of the time (the sweeps differ a little with the part's size).
+        let ratio = four.compute_seconds / one.compute_seconds;
+        assert!(ratio > 0.15 && ratio < 0.4, "{ratio}");
+        // The exchanges' bytes over the network at least.
+        assert!(four.exchange_seconds >= four.exchange_bytes_per_rank as f64 / 1e9);
+    }
+
+    #[test]
+    fn ranks_sharing_a_node_share_its_cores_and_bandwidth() {
+        let ops = qft(18);
+        let apart = predict(&ops, 18, 16, 2, 6, &spec(4), &rates()).unwrap();
+        let together = ClusterSpec {
+            nodes: 1,
+            ..spec(4)
+        };
+        let shared = predict(&ops, 18, 16, 2, 6, &together, &rates()).unwrap();
+        assert_eq!(shared.threads_per_rank, 1.0);
+        assert!(shared.compute_seconds > 3.0 * apart.compute_seconds);
+    }
+
+    #[test]
+    fn a_part_beyond_memory_streams_through_nvme() {
+        let ops = qft(20);
+        let small = ClusterSpec {
+            memory_per_rank: Some(1 << 20),
+            ..spec(2)
+        };
+        let p = predict(&ops, 20, 16, 2, 6, &small, &rates()).unwrap();
+        assert_eq!(p.mode, "out_of_core");
+        assert!(p.passes >= 1);
+        // Every pass reads and writes the part; each exchange's chunks too.
+        assert!(p.io_bytes_per_rank >= 2 * p.part_bytes * p.passes as u64);
+        assert!(p.io_seconds >= p.io_bytes_per_rank as f64 / 1e9 * 0.999);
+        assert!(p.total_seconds >= p.io_seconds);
+    }
+
+    #[test]
+    fn bad_cluster_shapes_are_refused_with_the_fix() {
+        let ops = qft(10);
+        let e = predict(&ops, 10, 16, 2, 6, &spec(3), &rates()).unwrap_err();
+        assert!(e.to_string().contains("power of two"), "{e}");
+        let e = predict(
+            &ops,
+            10,
+            16,
+            2,
+            6,
+            &ClusterSpec {
+                nodes: 3,
+                ..spec(4)
+            },
+            &rates(),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("dividing"), "{e}");
+        let e = predict(
+            &ops,
+            10,
+            16,
+            2,
+            6,
+            &ClusterSpec {
+                network_bytes_per_second: None,
+                ..spec(2)
+            },
+            &rates(),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("network=RATE"), "{e}");
+        let e = predict(
+            &qft(14),
+            14,
+            16,
+            2,
+            6,
+            &ClusterSpec {
+                memory_per_rank: Some(64 << 10),
+                ssd_bytes_per_second: None,
+                ..spec(1)
+            },
+            &rates(),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("ssd=RATE"), "{e}");
+    }
+}
