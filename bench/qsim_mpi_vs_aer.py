@@ -81,7 +81,7 @@ for n in qubits:
         indices = sorted(spread | top)
         for ranks in (1, 2, 4, 8):
             part = (16 << n) // ranks
-            for mode, extra in [("memory", []), ("out_of_core", ["--memory-limit", str(part // 4), "--ssd", SPILL])]:
+            for mode, extra in [("memory", []), ("out_of_core", ["--memory-limit", str(max(part // 4, 128 << 10)), "--ssd", SPILL])]:
                 doc, wall = ours(ranks, path, indices, extra)
                 assert doc["mode"] == mode, (doc["mode"], mode)
                 got = doc["amplitudes"]
