@@ -1,11 +1,19 @@
-//! Memory mode's memcg limits on a `--cgroup` target (cgroup v2): `memory.high` set to the
+//! Memory mode's memcg limits on a `--cgroup` target: on cgroup v2, `memory.high` set to the
 //! DRAM + CXL budget and `memory.swap.max` to the size of tierd's swap area, so that the kernel's
 //! own reclaim holds the cgroup to the budget between tierd's intervals and its swap stays within
 //! the NVMe tier.
 //!
 //! `memory.max` is deliberately left alone: at `memory.max` a cgroup that cannot reclaim (the
 //! NVMe tier full) is OOM-killed, and memory mode never kills its target; at `memory.high` it is
-//! only throttled. [`MemcgPlan::changes`] lists every change with the value it replaces before
+//! only throttled.
+//!
+//! On a host whose memory controller is on a cgroup v1 hierarchy (a `--cgroup` directory with
+//! `memory.limit_in_bytes` and no `memory.high`), v1 has no throttling limit: the equivalents are
+//! `memory.limit_in_bytes` (the budget; the kernel reclaims to it) with the cgroup's OOM killer
+//! disabled (`memory.oom_control`: at the limit with nothing left to reclaim, its tasks pause
+//! rather than die, as v2's `memory.high` throttles them), and `memory.memsw.limit_in_bytes`
+//! (memory and swap together: the budget plus the NVMe tier) where swap is accounted. v1 has no
+//! per-cgroup pressure file: the SLA loop then reads the system's (`psi::pressure_file`). [`MemcgPlan::changes`] lists every change with the value it replaces before
 //! any is made (`--dry-run` prints them and stops there); [`MemcgLimits`] writes the previous
 //! values back on [`MemcgLimits::restore`] or when dropped.
 
@@ -20,9 +28,17 @@ pub const HIGH: &str = "memory.high";
 pub const SWAP_MAX: &str = "memory.swap.max";
 /// The cgroup's charge now.
 const CURRENT: &str = "memory.current";
+/// cgroup v1's equivalents, written in this order (memory and swap together may never be set
+/// below memory alone, so the memory limit goes first and is restored last).
+pub const V1_LIMIT: &str = "memory.limit_in_bytes";
+pub const V1_OOM_CONTROL: &str = "memory.oom_control";
+pub const V1_MEMSW_LIMIT: &str = "memory.memsw.limit_in_bytes";
+/// A v1 cgroup's charge now.
+const V1_USAGE: &str = "memory.usage_in_bytes";
 
-/// One limit: the file, the bytes it is set to, and its value before (as the kernel wrote it:
-/// `max` or a number of bytes), to be written back.
+/// One limit: the file, the value it is set to (bytes; for `memory.oom_control`, 1: the OOM
+/// killer disabled), and its value before (as the kernel wrote it: `max` or a number of bytes;
+/// for `memory.oom_control`, its `oom_kill_disable`), to be written back.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Limit {
     pub file: &'static str,
@@ -62,22 +78,25 @@ impl MemcgPlan {
                     .into(),
             });
         }
-        if !dir.join(HIGH).exists() {
-            let parent = dir.parent().unwrap_or(dir);
+        let parent = dir.parent().unwrap_or(dir);
+        let root = dir.join("cgroup.procs").exists() && !parent.join("cgroup.procs").exists();
+        if root {
             return Err(TierdError::Unsupported(format!(
-                "--cgroup {}: no {HIGH} there: {}",
+                "--cgroup {}: the root cgroup has no memory limits; move the processes into a \
+                 child cgroup and give that",
+                dir.display()
+            )));
+        }
+        if !dir.join(HIGH).exists() && dir.join(V1_LIMIT).exists() {
+            return Self::prepare_v1(dir, keep_bytes, swap_bytes);
+        }
+        if !dir.join(HIGH).exists() {
+            return Err(TierdError::Unsupported(format!(
+                "--cgroup {}: no {HIGH} (cgroup v2) or {V1_LIMIT} (cgroup v1) there: the memory \
+                 controller is not enabled for it; on cgroup v2 enable it with `echo +memory > \
+                 {}/cgroup.subtree_control`",
                 dir.display(),
-                if dir.join("cgroup.procs").exists() && !parent.join("cgroup.procs").exists() {
-                    "the root cgroup has no memory limits; move the processes into a child \
-                     cgroup and give that"
-                        .to_string()
-                } else {
-                    format!(
-                        "the memory controller is not enabled for it; enable it with `echo \
-                         +memory > {}/cgroup.subtree_control`",
-                        parent.display()
-                    )
-                }
+                parent.display()
             )));
         }
         let mut limits = vec![Limit {
@@ -108,6 +127,67 @@ impl MemcgPlan {
         ))
     }
 
+    /// The cgroup v1 plan: `memory.limit_in_bytes = keep_bytes`, the OOM killer disabled, and
+    /// `memory.memsw.limit_in_bytes = keep_bytes + swap_bytes` where swap is accounted.
+    fn prepare_v1(
+        dir: &Path,
+        keep_bytes: u64,
+        swap_bytes: u64,
+    ) -> Result<(MemcgPlan, Option<String>), TierdError> {
+        let oom = read_value(dir, V1_OOM_CONTROL)?;
+        let oom_kill_disable = oom
+            .lines()
+            .find_map(|l| l.strip_prefix("oom_kill_disable "))
+            .map(str::trim)
+            .filter(|v| matches!(*v, "0" | "1"))
+            .ok_or_else(|| {
+                TierdError::Unsupported(format!(
+                    "--cgroup {}: {V1_OOM_CONTROL} has no oom_kill_disable line ({oom:?}): this \
+                     kernel's cgroup v1 memory controller cannot pause a cgroup instead of \
+                     killing it, and memory mode never kills its target; use cgroup v2",
+                    dir.display()
+                ))
+            })?
+            .to_string();
+        let mut limits = vec![
+            Limit {
+                file: V1_LIMIT,
+                bytes: keep_bytes,
+                previous: read_value(dir, V1_LIMIT)?,
+            },
+            Limit {
+                file: V1_OOM_CONTROL,
+                bytes: 1,
+                previous: oom_kill_disable,
+            },
+        ];
+        let mut note = format!(
+            "{} is a cgroup v1 memory cgroup: {V1_LIMIT} holds the budget with the cgroup's OOM \
+             killer disabled (its tasks pause rather than die if nothing is left to reclaim), and \
+             v1 has no per-cgroup pressure, so the SLA loop reads /proc/pressure/memory",
+            dir.display()
+        );
+        if dir.join(V1_MEMSW_LIMIT).exists() {
+            limits.push(Limit {
+                file: V1_MEMSW_LIMIT,
+                bytes: keep_bytes.saturating_add(swap_bytes),
+                previous: read_value(dir, V1_MEMSW_LIMIT)?,
+            });
+        } else {
+            note.push_str(&format!(
+                "; it has no {V1_MEMSW_LIMIT} (swap is not accounted per cgroup: boot with \
+                 swapaccount=1), so the cgroup's swap is not limited"
+            ));
+        }
+        Ok((
+            MemcgPlan {
+                dir: dir.to_path_buf(),
+                limits,
+            },
+            Some(note),
+        ))
+    }
+
     /// Every change [`MemcgPlan::apply`] makes, in words, in order.
     pub fn changes(&self) -> Vec<String> {
         self.limits
@@ -119,7 +199,13 @@ impl MemcgPlan {
                     l.file,
                     l.bytes,
                     match l.file {
-                        HIGH => "DRAM + CXL budget: the kernel reclaims the cgroup above it",
+                        HIGH | V1_LIMIT =>
+                            "DRAM + CXL budget: the kernel reclaims the cgroup above it",
+                        V1_OOM_CONTROL =>
+                            "oom_kill_disable: at the limit with nothing to reclaim, the cgroup's \
+                             tasks pause instead of being killed",
+                        V1_MEMSW_LIMIT =>
+                            "the budget plus the NVMe tier's size: memory and swap together",
                         _ => "the NVMe tier's size: the cgroup swaps no more than that",
                     },
                     l.previous
@@ -209,10 +295,14 @@ impl Drop for MemcgLimits {
 }
 
 /// Bytes the cgroup `dir` may still charge before `memory.high` (`high - current`, 0 when over
-/// it); `None` when there is no numeric limit (`max`) or the files cannot be read.
+/// it; on cgroup v1 `memory.limit_in_bytes - memory.usage_in_bytes`); `None` when there is no
+/// numeric limit (`max`) or the files cannot be read.
 pub fn headroom_bytes(dir: &Path) -> Option<u64> {
     let read = |f: &str| fs::read_to_string(dir.join(f)).ok();
-    parse_headroom(&read(HIGH)?, &read(CURRENT)?)
+    match read(HIGH) {
+        Some(high) => parse_headroom(&high, &read(CURRENT)?),
+        None => parse_headroom(&read(V1_LIMIT)?, &read(V1_USAGE)?),
+    }
 }
 
 /// `memory.high` minus `memory.current`, from the files' texts.
@@ -334,6 +424,95 @@ mod tests {
         assert_eq!(headroom_bytes(&cg), None, "no memory.current");
         fs::write(cg.join("memory.current"), "12582912\n").unwrap();
         assert_eq!(headroom_bytes(&cg), Some(0));
+    }
+
+    /// A cgroup v1 memory cgroup as the kernel lays it out (the v1 "unlimited" value).
+    fn cgroup_v1(memsw: bool) -> tempfile::TempDir {
+        let d = tempfile::tempdir().unwrap();
+        let cg = d.path().join("app");
+        fs::create_dir_all(&cg).unwrap();
+        fs::write(d.path().join("cgroup.procs"), "").unwrap();
+        fs::write(cg.join("cgroup.procs"), "7\n").unwrap();
+        fs::write(cg.join(V1_LIMIT), "9223372036854771712\n").unwrap();
+        fs::write(cg.join(V1_USAGE), "8388608\n").unwrap();
+        fs::write(
+            cg.join(V1_OOM_CONTROL),
+            "oom_kill_disable 0\nunder_oom 0\noom_kill 0\n",
+        )
+        .unwrap();
+        if memsw {
+            fs::write(cg.join(V1_MEMSW_LIMIT), "9223372036854771712\n").unwrap();
+        }
+        d
+    }
+
+    #[test]
+    fn on_cgroup_v1_the_limit_memsw_and_oom_control_are_set_and_written_back() {
+        let d = cgroup_v1(true);
+        let cg = d.path().join("app");
+        let (plan, note) = MemcgPlan::prepare(&cg, 12 << 20, 64 << 20).unwrap();
+        let note = note.unwrap();
+        assert!(
+            note.contains("cgroup v1") && note.contains("/proc/pressure/memory"),
+            "{note}"
+        );
+        let files: Vec<&str> = plan.limits.iter().map(|l| l.file).collect();
+        assert_eq!(files, [V1_LIMIT, V1_OOM_CONTROL, V1_MEMSW_LIMIT]);
+        let changes = plan.changes();
+        assert!(
+            changes[0].contains("memory.limit_in_bytes to 12582912"),
+            "{}",
+            changes[0]
+        );
+        assert!(
+            changes[1].contains("pause instead of being killed"),
+            "{}",
+            changes[1]
+        );
+        assert!(changes[2].contains(&format!("to {} bytes", (12 << 20) + (64 << 20))));
+        let mut set = plan.apply().unwrap();
+        assert_eq!(fs::read_to_string(cg.join(V1_LIMIT)).unwrap(), "12582912");
+        assert_eq!(fs::read_to_string(cg.join(V1_OOM_CONTROL)).unwrap(), "1");
+        assert_eq!(
+            fs::read_to_string(cg.join(V1_MEMSW_LIMIT)).unwrap(),
+            ((12u64 << 20) + (64 << 20)).to_string()
+        );
+        assert_eq!(headroom_bytes(&cg), Some(4 << 20));
+        // Written back last first: memory and swap together before memory alone.
+        let r = set.restore().unwrap();
+        assert_eq!(
+            r.restored,
+            vec![
+                (V1_MEMSW_LIMIT, "9223372036854771712".to_string()),
+                (V1_OOM_CONTROL, "0".to_string()),
+                (V1_LIMIT, "9223372036854771712".to_string()),
+            ]
+        );
+        assert_eq!(fs::read_to_string(cg.join(V1_OOM_CONTROL)).unwrap(), "0");
+    }
+
+    #[test]
+    fn on_cgroup_v1_without_swap_accounting_the_swap_is_not_limited_and_said() {
+        let d = cgroup_v1(false);
+        let cg = d.path().join("app");
+        let (plan, note) = MemcgPlan::prepare(&cg, 1 << 20, 1 << 24).unwrap();
+        assert_eq!(plan.limits.len(), 2);
+        assert!(note.unwrap().contains("swapaccount=1"));
+        // An oom_control the kernel did not write as v1 does is refused, not guessed at.
+        fs::write(cg.join(V1_OOM_CONTROL), "under_oom 0\n").unwrap();
+        let e = MemcgPlan::prepare(&cg, 1 << 20, 1 << 24)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("oom_kill_disable") && e.contains("cgroup v2"),
+            "{e}"
+        );
+        // The v1 root cgroup cannot be limited either.
+        fs::write(d.path().join(V1_LIMIT), "9223372036854771712\n").unwrap();
+        let e = MemcgPlan::prepare(d.path(), 1 << 20, 1 << 24)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("root cgroup"), "{e}");
     }
 
     #[test]

@@ -249,3 +249,55 @@ fn a_cgroup_without_the_memory_controller_is_refused_naming_the_fix() {
     assert!(!swap.exists());
     assert_eq!(swaps(), before);
 }
+
+#[test]
+fn a_cgroup_v1_memory_cgroup_is_planned_with_v1_limits_and_a_dry_run_writes_nothing() {
+    // A directory laid out as a cgroup v1 memory cgroup (memory.limit_in_bytes, no memory.high)
+    // holding this process. The lab's kernel has no cgroup v1 memory controller to mount
+    // (CONFIG_MEMCG_V1 off), so the files are the kernel's layout, not the kernel: the plan is
+    // checked here, the writes and their restoring in the library's unit tests.
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let cg = dir.path().join("app");
+    std::fs::create_dir(&cg).unwrap();
+    std::fs::write(dir.path().join("cgroup.procs"), "").unwrap();
+    std::fs::write(cg.join("cgroup.procs"), format!("{}\n", std::process::id())).unwrap();
+    let unlimited = "9223372036854771712\n";
+    std::fs::write(cg.join("memory.limit_in_bytes"), unlimited).unwrap();
+    std::fs::write(cg.join("memory.memsw.limit_in_bytes"), unlimited).unwrap();
+    std::fs::write(cg.join("memory.usage_in_bytes"), "8388608\n").unwrap();
+    let oom = "oom_kill_disable 0\nunder_oom 0\noom_kill 0\n";
+    std::fs::write(cg.join("memory.oom_control"), oom).unwrap();
+    let swap = dir.path().join("t.swap");
+    let before = swaps();
+    let out = Command::new(env!("CARGO_BIN_EXE_cxltier"))
+        .args([
+            "tierd",
+            "--dry-run",
+            "--dram-budget",
+            "4M",
+            "--duration",
+            "1",
+        ])
+        .arg("--cgroup")
+        .arg(&cg)
+        .arg("--nvme")
+        .arg(format!("{}:8M", swap.display()))
+        .output()
+        .expect("run cxltier");
+    let e = stderr(&out);
+    assert!(
+        e.contains("cgroup v1") && e.contains("memory.limit_in_bytes") && e.contains("OOM killer"),
+        "{e}"
+    );
+    // Whatever else this host allows (DAMON may be another tool's), nothing was written.
+    assert_eq!(
+        std::fs::read_to_string(cg.join("memory.limit_in_bytes")).unwrap(),
+        unlimited
+    );
+    assert_eq!(
+        std::fs::read_to_string(cg.join("memory.oom_control")).unwrap(),
+        oom
+    );
+    assert!(!swap.exists());
+    assert_eq!(swaps(), before);
+}

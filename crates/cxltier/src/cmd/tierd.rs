@@ -85,7 +85,9 @@ written in full, removed when tierd stops), turned on with swapon(2) at a priori
 other swap area (system-wide: said on stderr; --dry-run says it and does nothing). With
 --cgroup (cgroup v2), the cgroup's memory.high is set to the DRAM + CXL budget and its
 memory.swap.max to the area's size (memory.max is left alone: at it the kernel would kill the
-target); the previous values are said and written back when tierd stops. --max-stall-pct P makes
+target); on a cgroup v1 memory cgroup, memory.limit_in_bytes with the cgroup's OOM killer
+disabled (memory.oom_control) and memory.memsw.limit_in_bytes to the budget plus the area; the
+previous values are said and written back when tierd stops. --max-stall-pct P makes
 the pageout rate follow memory pressure (PSI `some` of the --cgroup, else of the target's cgroup
 v2, else the system's): it grows while the stall stays under P percent and shrinks above it. A
 full swap area stops offloading and is reported; the target is never killed. --swap-readahead
@@ -117,7 +119,7 @@ pub struct Args {
     /// Processes to manage (repeat or comma-separate)
     #[arg(long, value_name = "PID", value_delimiter = ',')]
     pid: Vec<u32>,
-    /// Manage the processes of this cgroup v2 directory (re-read each interval: joiners are added, leavers dropped)
+    /// Manage the processes of this cgroup directory, v2 or a v1 memory cgroup (re-read each interval: joiners are added, leavers dropped)
     #[arg(long, value_name = "PATH")]
     cgroup: Option<PathBuf>,
     /// Where access information comes from: auto (DAMON when the kernel has it, else idle-page
@@ -355,7 +357,10 @@ fn cgroup_pids(path: &Path) -> Result<(PathBuf, Vec<u32>), CliError> {
             path.display(),
             procs.display()
         ))
-        .with_hint("give a cgroup v2 directory, e.g. /sys/fs/cgroup/system.slice/foo.service")
+        .with_hint(
+            "give a cgroup directory, e.g. /sys/fs/cgroup/system.slice/foo.service (cgroup v2) \
+             or /sys/fs/cgroup/memory/foo (a cgroup v1 memory cgroup)",
+        )
     })?;
     if pids.is_empty() {
         return Err(CliError::bad_input(format!(
