@@ -1,10 +1,10 @@
 """The cluster model against measured runs (bench/qsim-cluster-model)."""
 import json
-import math
 import os
-import random
 import subprocess
 import sys
+
+from qsim_circuits import ising, layered, qft
 
 n, runs = int(sys.argv[1]), int(sys.argv[2])
 BIN = os.environ.get("CXLTIER", "target/release/cxltier")
@@ -16,39 +16,6 @@ ENV = dict(
     OMPI_MCA_btl_vader_single_copy_mechanism="none",
 )
 TRANSPORTS = {"shared memory": ["--mca", "btl", "vader,self"], "tcp": ["--mca", "btl", "tcp,self"]}
-
-
-def header(q):
-    return ['OPENQASM 2.0;', 'include "qelib1.inc";', f"qreg q[{q}];"]
-
-
-def qft(q):
-    lines = header(q)
-    for j in reversed(range(q)):
-        lines.append(f"h q[{j}];")
-        for k in reversed(range(j)):
-            lines.append(f"cp({math.pi / 2 ** (j - k)}) q[{k}],q[{j}];")
-    return lines
-
-
-def ising(q, steps=6):
-    lines = header(q) + [f"h q[{i}];" for i in range(q)]
-    for s in range(steps):
-        for i in range(q - 1):
-            lines += [f"cx q[{i}],q[{i + 1}];", f"rz({0.1 + 0.01 * s}) q[{i + 1}];", f"cx q[{i}],q[{i + 1}];"]
-        lines += [f"rx({0.2 + 0.003 * i}) q[{i}];" for i in range(q)]
-    return lines
-
-
-def layered(q, layers=10):
-    rng = random.Random(7)
-    lines = header(q)
-    for layer in range(layers):
-        lines += [f"u3({rng.uniform(0, 3):.4f},{rng.uniform(0, 3):.4f},{rng.uniform(0, 3):.4f}) q[{i}];" for i in range(q)]
-        perm = list(range(q))
-        rng.shuffle(perm)
-        lines += [f"cx q[{perm[i]}],q[{perm[i + 1]}];" for i in range(0, q - 1, 2)]
-    return lines
 
 
 def run(cmd):
@@ -65,7 +32,7 @@ def mpirun(ranks, transport, args):
 
 
 circuits = {}
-for name, make in [("qft", qft), ("ising", ising), ("random", layered)]:
+for name, make in [("qft", qft), ("ising", lambda q: ising(q, 6)), ("random", lambda q: layered(q, 10, 7))]:
     path = f"bench/cache/model_{name}{n}.qasm"
     with open(path, "w") as f:
         f.write("\n".join(make(n)) + "\n")

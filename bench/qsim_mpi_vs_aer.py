@@ -1,13 +1,13 @@
 """The state vector over MPI ranks against Qiskit Aer (bench/qsim-mpi-vs-aer)."""
 import json
-import math
 import os
-import random
 import subprocess
 import sys
 import time
 
 import numpy as np
+
+from qsim_circuits import ising, layered, qft
 
 BIN = os.environ.get("CXLTIER", "target/release/cxltier")
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -18,41 +18,6 @@ CACHE = "bench/cache/mpi-vs-aer"
 SPILL = os.path.join(CACHE, "spill")
 os.makedirs(SPILL, exist_ok=True)
 qubits = [int(q) for a in sys.argv[1:] for q in a.split()]
-
-
-def header(n):
-    return ['OPENQASM 2.0;', 'include "qelib1.inc";', f"qreg q[{n}];"]
-
-
-def qft(n):
-    lines = header(n)
-    for j in reversed(range(n)):
-        lines.append(f"h q[{j}];")
-        for k in reversed(range(j)):
-            lines.append(f"cp({math.pi / 2 ** (j - k)}) q[{k}],q[{j}];")
-    return lines
-
-
-def ising(n, steps=4):
-    lines = header(n) + [f"h q[{i}];" for i in range(n)]
-    for s in range(steps):
-        for i in range(n - 1):
-            lines += [f"cx q[{i}],q[{i + 1}];", f"rz({0.1 + 0.01 * s}) q[{i + 1}];", f"cx q[{i}],q[{i + 1}];"]
-        lines += [f"rx({0.2 + 0.003 * i}) q[{i}];" for i in range(n)]
-    return lines
-
-
-def layered(n, layers=8):
-    rng = random.Random(n)
-    lines = header(n)
-    for _ in range(layers):
-        lines += [f"u3({rng.uniform(0, 3):.5f},{rng.uniform(0, 3):.5f},{rng.uniform(0, 3):.5f}) q[{i}];" for i in range(n)]
-        perm = list(range(n))
-        rng.shuffle(perm)
-        lines += [f"cx q[{perm[i]}],q[{perm[i + 1]}];" for i in range(0, n - 1, 2)]
-        a, b, c = rng.sample(range(n), 3)
-        lines.append(f"ccx q[{a}],q[{b}],q[{c}];")
-    return lines
 
 
 def ours(ranks, path, indices, extra):
@@ -69,7 +34,7 @@ def ours(ranks, path, indices, extra):
 print(f"{'circuit':8} {'qubits':>6} {'ranks':>5} {'mode':12} {'max |ours - Aer|':>16} {'exchanges':>9} {'wall s':>7}")
 worst = 0.0
 for n in qubits:
-    for name, make in [("qft", qft), ("ising", ising), ("random", layered)]:
+    for name, make in [("qft", qft), ("ising", lambda q: ising(q, 4)), ("random", lambda q: layered(q, 8, q, toffoli=True))]:
         path = os.path.join(CACHE, f"{name}{n}.qasm")
         with open(path, "w") as f:
             f.write("\n".join(make(n)) + "\n")

@@ -148,11 +148,7 @@ fn amplitudes(doc: &Value) -> Vec<(String, f64, f64)> {
 }
 
 fn assert_conforms(doc: &Value) {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/json/qsim.schema.json");
-    let schema: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    let validator = jsonschema::validator_for(&schema).unwrap();
-    let errors: Vec<String> = validator.iter_errors(doc).map(|e| e.to_string()).collect();
-    assert!(errors.is_empty(), "{errors:?}\n{doc:#}");
+    assert_conforms_to("qsim.schema.json", doc);
 }
 
 #[test]

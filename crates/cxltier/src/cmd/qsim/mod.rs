@@ -399,11 +399,12 @@ fn simulate_ranks(
         crate::error::write_stderr(&text);
         cluster.abort(i32::from(e.kind.exit_code()))
     };
-    if circuit.dynamic.is_some() {
+    // A dynamic circuit's counts come from its shots; a unitary one's from its final state.
+    let (mut sim, shot_counts) = if circuit.dynamic.is_some() {
         if let Err(e) = refuse_state_of_dynamic(args, path, circuit, indices) {
             fail(e);
         }
-        let (mut sim, counts) = AnyDistSimulation::run_shots(
+        let (sim, counts) = AnyDistSimulation::run_shots(
             &cluster,
             circuit,
             options,
@@ -412,39 +413,27 @@ fn simulate_ranks(
             args.seed,
         )
         .unwrap_or_else(|e| fail(qsim_error(path, e)));
-        let readout = Instant::now();
-        let norm = sim.norm().unwrap_or_else(|e| fail(qsim_error(path, e)));
-        if rank != 0 {
-            return Ok(ExitCode::SUCCESS);
-        }
-        return finish(
-            args,
-            path,
-            sim.report(),
-            Some((size, sim.dist_report())),
-            norm,
-            indices,
-            &[],
-            counts,
-            parse_seconds,
-            readout,
-        );
-    }
-    let mut sim = AnyDistSimulation::run(&cluster, circuit, options, precision)
-        .unwrap_or_else(|e| fail(qsim_error(path, e)));
+        (sim, Some(counts))
+    } else {
+        let sim = AnyDistSimulation::run(&cluster, circuit, options, precision)
+            .unwrap_or_else(|e| fail(qsim_error(path, e)));
+        (sim, None)
+    };
     let readout = Instant::now();
     let norm = sim.norm().unwrap_or_else(|e| fail(qsim_error(path, e)));
     let values = sim
         .amplitudes(indices)
         .unwrap_or_else(|e| fail(qsim_error(path, e)));
-    let counts = if args.shots == 0 {
-        BTreeMap::new()
-    } else {
-        let (qubits, by_clbit) = measured_qubits(circuit);
-        let raw = sim
-            .sample(args.shots, &qubits, args.seed)
-            .unwrap_or_else(|e| fail(qsim_error(path, e)));
-        keyed_counts(circuit, raw, by_clbit.as_deref())
+    let counts = match shot_counts {
+        Some(counts) => counts,
+        None if args.shots == 0 => BTreeMap::new(),
+        None => {
+            let (qubits, by_clbit) = measured_qubits(circuit);
+            let raw = sim
+                .sample(args.shots, &qubits, args.seed)
+                .unwrap_or_else(|e| fail(qsim_error(path, e)));
+            keyed_counts(circuit, raw, by_clbit.as_deref())
+        }
     };
     if rank != 0 {
         return Ok(ExitCode::SUCCESS);
