@@ -522,6 +522,17 @@ fn qsim_in_memory_and_out_of_core() {
         ],
     );
     assert_eq!(kernels["kernels"].as_array().unwrap().len(), 12);
+    let planned = check_document(
+        "qsim-plan-cluster.schema.json",
+        &[
+            "qsim",
+            file,
+            "--plan-cluster",
+            "ranks=2,nodes=2,cores=4,memory=64K,network=12.5G,ssd=2G",
+            "--json",
+        ],
+    );
+    assert_eq!(planned["mode"], "out_of_core");
 }
 
 #[test]

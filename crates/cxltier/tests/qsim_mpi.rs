@@ -46,6 +46,13 @@ fn qsim(ranks: usize, args: &[&str]) -> Output {
     cmd.output().expect("run cxltier")
 }
 
+/// `cxltier qsim ARGS` over `ranks` ranks, which must fail: its stderr.
+fn refused(ranks: usize, args: &[&str]) -> String {
+    let out = qsim(ranks, args);
+    assert!(!out.status.success(), "{ranks} ranks, {args:?} ran");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
 fn json_run(ranks: usize, args: &[&str]) -> Value {
     let out = qsim(ranks, args);
     assert!(
@@ -388,9 +395,7 @@ fn dynamic_circuits_over_ranks_give_the_single_process_counts() {
     }
     // A dynamic circuit has no state vector to read amplitudes from, over ranks as in one
     // process: the same refusal, naming the line.
-    let out = qsim(2, &[file, "--amplitudes", "0"]);
-    assert!(!out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = refused(2, &[file, "--amplitudes", "0"]);
     assert!(
         stderr.contains("dynamic") && stderr.contains("--shots"),
         "{stderr}"
@@ -407,9 +412,7 @@ fn bad_rank_counts_and_failed_ranks_end_every_rank_with_the_cause() {
     let file = dir.path().join("qft12.qasm");
     std::fs::write(&file, qft(12)).unwrap();
     let file = file.to_str().unwrap();
-    let out = qsim(3, &[file]);
-    assert!(!out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = refused(3, &[file]);
     assert!(stderr.contains("mpirun -np 3"), "{stderr}");
     assert!(stderr.contains("power of two"), "{stderr}");
     // Spill space far too small for a rank's part: the rank names itself and the cause, and
@@ -417,7 +420,7 @@ fn bad_rank_counts_and_failed_ranks_end_every_rank_with_the_cause() {
     let big = dir.path().join("qft15.qasm");
     std::fs::write(&big, qft(15)).unwrap();
     let spill = format!("{}:16K", dir.path().display());
-    let out = qsim(
+    let stderr = refused(
         2,
         &[
             big.to_str().unwrap(),
@@ -427,8 +430,6 @@ fn bad_rank_counts_and_failed_ranks_end_every_rank_with_the_cause() {
             &spill,
         ],
     );
-    assert!(!out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         stderr.contains("rank 0 of 2") || stderr.contains("rank 1 of 2"),
         "{stderr}"
@@ -491,9 +492,7 @@ fn exchanges_cut_into_many_small_messages_give_the_single_process_amplitudes() {
         }
     }
     // Smaller than one amplitude: refused, naming the option and the least size.
-    let out = qsim(2, &[random13, "--exchange-message", "8"]);
-    assert!(!out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = refused(2, &[random13, "--exchange-message", "8"]);
     assert!(
         stderr.contains("--exchange-message 8") && stderr.contains("16 or more"),
         "{stderr}"

@@ -147,7 +147,7 @@ pub struct Args {
     exchange_message: String,
     /// Instead of running: predict the run over a cluster of MPI ranks from the circuit's
     /// communication plan and this machine's measured kernel costs and memory bandwidth, e.g.
-    /// ranks=16,nodes=4,cores=32,memory=64G,network=12.5G,latency=2us,ssd=3G (see --help)
+    /// ranks=16,nodes=4,network=12.5G (the other keys in --help)
     #[arg(long, value_name = "SPEC")]
     plan_cluster: Option<String>,
     /// Print JSON for scripts
