@@ -611,6 +611,18 @@ fn the_cluster_model_prices_a_run_and_refuses_bad_specs() {
     assert_eq!(ooc["mode"], "out_of_core");
     assert!(ooc["passes"].as_u64().unwrap() >= 1);
     assert!(ooc["io_bytes_per_rank"].as_u64().unwrap() > 0);
+    // A part beyond its DRAM spills to CXL memory, streamed at the CXL bandwidth given.
+    let tiered = json(&cxltier(&[
+        "qsim",
+        &file,
+        "--plan-cluster",
+        &format!("{spec},memory=64K,cxl=1M,cxl-stream=1G"),
+        "--json",
+    ]));
+    assert_eq!(tiered["mode"], "in_memory");
+    assert_eq!(tiered["dram_bytes_per_rank"], 64 << 10);
+    assert_eq!(tiered["cxl_bytes_per_rank"], (128 << 10) - (64 << 10));
+    assert!(tiered["compute_seconds"].as_f64() > doc["compute_seconds"].as_f64());
     // The table for people.
     let out = cxltier(&["qsim", &file, "--plan-cluster", spec]);
     assert!(out.status.success());
@@ -630,6 +642,8 @@ fn the_cluster_model_prices_a_run_and_refuses_bad_specs() {
         ("ranks=8,network", "not key=value"),
         ("ranks=0,network=1G", "1 or more"),
         ("ranks=2,network=1G,memory=64K", "ssd=RATE"),
+        ("ranks=2,network=1G,memory=64K,cxl=1M", "cxl-stream=RATE"),
+        ("ranks=2,network=1G,cxl=1M", "memory=SIZE"),
     ] {
         bad(&["qsim", &file, "--plan-cluster", spec], 2, needle);
     }

@@ -37,8 +37,14 @@ pub struct ClusterSpec {
     pub cores_per_node: f64,
     /// Worker threads of each rank (`--threads`).
     pub threads: usize,
-    /// Memory each rank has for its part (DRAM and CXL); a larger part runs out of core.
+    /// DRAM each rank has for its part (`None`: all of it fits); with `cxl_per_rank`, a
+    /// larger part spills to CXL memory, and beyond both it runs out of core.
     pub memory_per_rank: Option<u64>,
+    /// CXL memory each rank has for what of its part DRAM does not hold.
+    pub cxl_per_rank: Option<u64>,
+    /// Bandwidth of a node's CXL memory (streaming read and write), shared by its ranks; needed
+    /// when a part reaches CXL.
+    pub cxl_stream_bytes_per_second: Option<f64>,
     /// Bytes per second a rank sends (and receives at once) to another; needed for more than
     /// one rank.
     pub network_bytes_per_second: Option<f64>,
@@ -76,8 +82,12 @@ pub struct ClusterPrediction {
     pub nodes: usize,
     /// Bytes of amplitudes per rank.
     pub part_bytes: u64,
-    /// `in_memory` or `out_of_core` (the part exceeds the rank's memory).
+    /// `in_memory` or `out_of_core` (the part exceeds the rank's DRAM and CXL).
     pub mode: &'static str,
+    /// Bytes of the part in DRAM and in CXL memory (in memory; out of core, what the run's
+    /// memory holds besides its buffers is not counted).
+    pub dram_bytes_per_rank: u64,
+    pub cxl_bytes_per_rank: u64,
     /// Threads a rank's gates run on: its threads, or its share of the node's cores if less.
     pub threads_per_rank: f64,
     /// Exchanges planned, and one per gate on a global qubit without planning.
@@ -184,25 +194,48 @@ pub fn predict(
         .unwrap_or(rates.stream_bytes_per_second)
         / ranks_per_node;
     let widest = ops.iter().map(|o| o.qubits.len()).max().unwrap_or(1);
-    let ooc = match spec.memory_per_rank {
+    // DRAM first, then CXL memory; the run's memory limit is both together.
+    let memory = spec
+        .memory_per_rank
+        .map(|dram| dram.saturating_add(spec.cxl_per_rank.unwrap_or(0)));
+    let ooc = match memory {
         Some(limit) if part_bytes > limit => Some(crate::sim::out_of_core_shape(
             m, widest, limit, amp_bytes, max_extra,
         )?),
         _ => None,
+    };
+    let (dram_bytes, cxl_bytes) = match (ooc, spec.memory_per_rank) {
+        (None, Some(dram)) => (part_bytes.min(dram), part_bytes.saturating_sub(dram)),
+        (None, None) => (part_bytes, 0),
+        (Some(_), _) => (0, 0),
+    };
+    let cxl_stream = match (cxl_bytes, spec.cxl_stream_bytes_per_second) {
+        (0, _) => f64::INFINITY,
+        (_, Some(rate)) => rate / ranks_per_node,
+        (_, None) => {
+            return Err(QsimError::Config(format!(
+                "{cxl_bytes} bytes of each rank's part live in CXL memory: give \
+                 cxl-stream=RATE, the bytes per second a node's CXL memory streams (e.g. 30G)"
+            )))
+        }
     };
     let ssd = match (ooc, spec.ssd_bytes_per_second) {
         (None, _) => f64::INFINITY,
         (Some(_), Some(rate)) => rate,
         (Some(_), None) => {
             return Err(QsimError::Config(format!(
-                "each rank's part of {part_bytes} bytes exceeds its memory of {} bytes, so it \
-                 streams through NVMe: give ssd=RATE, the bytes per second a rank's drive reads \
-                 and writes (e.g. 3G)",
-                spec.memory_per_rank.unwrap_or(0)
+                "each rank's part of {part_bytes} bytes exceeds its memory (DRAM and CXL) of {} \
+                 bytes, so it streams through NVMe: give ssd=RATE, the bytes per second a rank's \
+                 drive reads and writes (e.g. 3G)",
+                memory.unwrap_or(0)
             )))
         }
     };
-    let stream_part = 2.0 * part_bytes as f64 / stream;
+    // DRAM and CXL stream their shares at once (the run interleaves its chunks over them).
+    let stream_part = match ooc {
+        None => (2.0 * dram_bytes as f64 / stream).max(2.0 * cxl_bytes as f64 / cxl_stream),
+        Some(_) => 2.0 * part_bytes as f64 / stream,
+    };
     let io_part = 2.0 * part_bytes as f64 / ssd;
     let arithmetic = |widths: &[usize]| -> f64 {
         widths.iter().map(|&k| rates.gate_seconds[k]).sum::<f64>() * (1u64 << m) as f64 / threads
@@ -263,7 +296,7 @@ pub fn predict(
                 let above = pairs.iter().filter(|&&(_, pl)| pl >= chunk_bits).count();
                 let touched = ((1u64 << k) - 1) as f64 * part_bytes as f64 / (1u64 << above) as f64;
                 match ooc {
-                    None => t += 2.0 * touched / stream,
+                    None => t += stream_part * touched / part_bytes as f64,
                     Some(_) => {
                         let chunk_io = 2.0 * touched / ssd;
                         t += chunk_io;
@@ -280,6 +313,8 @@ pub fn predict(
         ranks: spec.ranks,
         nodes: spec.nodes,
         part_bytes,
+        dram_bytes_per_rank: dram_bytes,
+        cxl_bytes_per_rank: cxl_bytes,
         mode: if ooc.is_some() {
             "out_of_core"
         } else {
@@ -318,6 +353,8 @@ mod tests {
             cores_per_node: 4.0,
             threads: 4,
             memory_per_rank: None,
+            cxl_per_rank: None,
+            cxl_stream_bytes_per_second: None,
             network_bytes_per_second: Some(1e9),
             latency_seconds: 1e-6,
             ssd_bytes_per_second: Some(1e9),
@@ -382,6 +419,60 @@ mod tests {
         let shared = predict(&ops, 18, 16, 2, 6, &together, &rates()).unwrap();
         assert_eq!(shared.threads_per_rank, 1.0);
         assert!(shared.compute_seconds > 3.0 * apart.compute_seconds);
+    }
+
+    #[test]
+    fn a_part_beyond_dram_streams_from_cxl_at_its_bandwidth() {
+        let ops = qft(20);
+        // 16 MiB a rank: 4 MiB in DRAM, 12 MiB on CXL at a tenth of DRAM's bandwidth.
+        let tiered = ClusterSpec {
+            memory_per_rank: Some(4 << 20),
+            cxl_per_rank: Some(64 << 20),
+            cxl_stream_bytes_per_second: Some(1e9),
+            stream_bytes_per_second: Some(10e9),
+            ..spec(1)
+        };
+        let p = predict(&ops, 20, 16, 2, 6, &tiered, &rates()).unwrap();
+        assert_eq!(p.mode, "in_memory");
+        assert_eq!(
+            (p.dram_bytes_per_rank, p.cxl_bytes_per_rank),
+            (4 << 20, 12 << 20)
+        );
+        let dram = predict(
+            &ops,
+            20,
+            16,
+            2,
+            6,
+            &ClusterSpec {
+                stream_bytes_per_second: Some(10e9),
+                ..spec(1)
+            },
+            &rates(),
+        )
+        .unwrap();
+        assert!(p.compute_seconds > dram.compute_seconds, "{p:?}");
+        // Every sweep at least streams the CXL share at the CXL bandwidth.
+        let floor = p.sweeps as f64 * 2.0 * (12u64 << 20) as f64 / 1e9;
+        assert!(
+            p.compute_seconds >= floor * 0.999,
+            "{} < {floor}",
+            p.compute_seconds
+        );
+        let e = predict(
+            &ops,
+            20,
+            16,
+            2,
+            6,
+            &ClusterSpec {
+                cxl_stream_bytes_per_second: None,
+                ..tiered
+            },
+            &rates(),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("cxl-stream=RATE"), "{e}");
     }
 
     #[test]

@@ -82,8 +82,18 @@ pub(super) fn plan_cluster(
                  ranks=16,nodes=4,network=12.5G"
             )));
         };
-        const KEYS: [&str; 9] = [
-            "ranks", "nodes", "cores", "threads", "memory", "network", "latency", "ssd", "stream",
+        const KEYS: [&str; 11] = [
+            "ranks",
+            "nodes",
+            "cores",
+            "threads",
+            "memory",
+            "cxl",
+            "cxl-stream",
+            "network",
+            "latency",
+            "ssd",
+            "stream",
         ];
         if !KEYS.contains(&key.trim()) {
             return Err(CliError::bad_input(format!(
@@ -143,6 +153,21 @@ pub(super) fn plan_cluster(
         .get("network")
         .map(|v| parse_rate("network", v))
         .transpose()?;
+    let cxl = fields
+        .get("cxl")
+        .map(|v| parse_size(v))
+        .transpose()
+        .map_err(CliError::classified)?;
+    if cxl.is_some() && memory.is_none() {
+        return Err(CliError::bad_input(
+            "--plan-cluster: cxl=SIZE is what of a rank's part DRAM does not hold: give \
+             memory=SIZE (its DRAM) too",
+        ));
+    }
+    let cxl_stream = fields
+        .get("cxl-stream")
+        .map(|v| parse_rate("cxl-stream", v))
+        .transpose()?;
     let latency = fields
         .get("latency")
         .map(|v| parse_time("latency", v))
@@ -167,6 +192,8 @@ pub(super) fn plan_cluster(
         cores_per_node: cores,
         threads,
         memory_per_rank: memory,
+        cxl_per_rank: cxl,
+        cxl_stream_bytes_per_second: cxl_stream,
         network_bytes_per_second: network,
         latency_seconds: latency,
         ssd_bytes_per_second: ssd,
@@ -211,11 +238,20 @@ pub(super) fn plan_cluster(
     t.row([
         "part".to_string(),
         format!(
-            "{} of {} qubits ({}), {}",
+            "{} of {} qubits ({}), {}{}",
             format_bytes(p.part_bytes),
             p.qubits,
             precision_name(precision),
-            p.mode.replace('_', " ")
+            p.mode.replace('_', " "),
+            if p.cxl_bytes_per_rank > 0 {
+                format!(
+                    ": {} in DRAM, {} in CXL memory",
+                    format_bytes(p.dram_bytes_per_rank),
+                    format_bytes(p.cxl_bytes_per_rank)
+                )
+            } else {
+                String::new()
+            }
         ),
     ]);
     t.row([
@@ -248,7 +284,7 @@ pub(super) fn plan_cluster(
     t.row([
         "rates".to_string(),
         format!(
-            "network {}, latency {:.1} us, NVMe {}, memory {} a node{}",
+            "network {}, latency {:.1} us, NVMe {}, DRAM {} a node{}{}",
             rate(p.network_bytes_per_second),
             p.latency_seconds * 1e6,
             rate(p.ssd_bytes_per_second),
@@ -257,7 +293,10 @@ pub(super) fn plan_cluster(
                 " (measured here)"
             } else {
                 ""
-            }
+            },
+            cxl_stream
+                .map(|r| format!(", CXL {} a node", rate(Some(r))))
+                .unwrap_or_default()
         ),
     ]);
     t.row([

@@ -68,10 +68,12 @@ Dynamic circuits run over ranks too, and a seed draws the same counts as in one 
 
 --plan-cluster SPEC predicts such a run without running it: comma-separated key=value, ranks=R
 (a power of two), nodes=N (default R: a rank per node), cores=C per node (default: this
-machine's), threads=T per rank (default --threads, else cores/ranks per node), memory=SIZE per
-rank for its part (default --memory-limit; a larger part streams through its NVMe), network=RATE
-each rank sends at (needed for R > 1), latency=TIME per message (default 0), ssd=RATE per rank
-(needed out of core), stream=RATE memory bandwidth per node (default: measured here). RATE is
+machine's), threads=T per rank (default --threads, else cores/ranks per node), memory=SIZE of
+DRAM per rank for its part (default --memory-limit), cxl=SIZE of CXL memory per rank for what
+DRAM does not hold (with cxl-stream=RATE, the CXL memory's bandwidth per node; a part beyond
+both streams through its NVMe), network=RATE each rank sends at (needed for R > 1),
+latency=TIME per message (default 0), ssd=RATE per rank (needed out of core), stream=RATE DRAM
+bandwidth per node (default: measured here). RATE is
 bytes per second, K/M/G/T powers of 1000 (12.5G is 100 Gb/s); TIME as 2us, 0.5ms, 1s.
 
 SIZE: 4096, 64K, 512M, 16G ... (K/M/G/T powers of 1024). --ssd DIR[:SIZE] caps the space used
