@@ -168,7 +168,8 @@ fn main() -> ExitCode {
             | Command::Store(_)
             | Command::Completions(_)
             | Command::Man(_)
-    ) {
+    ) || matches!(&cli.command, Command::Qsim(a) if a.only_plans())
+    {
         cxltier_sys::signal::default_sigpipe();
     }
     let result = match cli.command {

@@ -533,6 +533,19 @@ fn qsim_in_memory_and_out_of_core() {
         ],
     );
     assert_eq!(planned["mode"], "out_of_core");
+    // A sweep over rank counts: one line per count, each a prediction.
+    let out = cxltier(&[
+        "qsim",
+        file,
+        "--plan-cluster",
+        "ranks=1..4,network=12.5G",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    let lines = check_lines("qsim-plan-cluster.schema.json", &out.stdout);
+    let ranks: Vec<u64> = lines.iter().map(|l| l["ranks"].as_u64().unwrap()).collect();
+    assert_eq!(ranks, [1, 2, 4]);
+    assert_eq!(lines[0]["exchanges"], 0);
 }
 
 #[test]

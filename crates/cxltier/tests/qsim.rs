@@ -647,6 +647,40 @@ fn the_cluster_model_prices_a_run_and_refuses_bad_specs() {
     ] {
         bad(&["qsim", &file, "--plan-cluster", spec], 2, needle);
     }
+    // A sweep: a row per rank count, and the curve as SVG.
+    let svg = dir.join("sweep.svg");
+    let out = cxltier(&[
+        "qsim",
+        &file,
+        "--plan-cluster",
+        "ranks=1..8,network=12.5G",
+        "--plot",
+        svg.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(table.lines().count(), 5, "a header and 4 rows: {table}");
+    assert!(table.contains("speed-up"), "{table}");
+    assert!(std::fs::read_to_string(&svg).unwrap().contains("<svg"));
+    for (spec, needle) in [
+        ("ranks=3..8,network=1G", "powers of two"),
+        ("ranks=8..2,network=1G", "A at most B"),
+        ("ranks=2..8,nodes=2,network=1G", "drop nodes="),
+    ] {
+        bad(&["qsim", &file, "--plan-cluster", spec], 2, needle);
+    }
+    bad(
+        &[
+            "qsim",
+            &file,
+            "--plan-cluster",
+            "ranks=2,network=1G",
+            "--plot",
+            "x.svg",
+        ],
+        2,
+        "--plot draws a sweep",
+    );
     bad(
         &[
             "qsim",

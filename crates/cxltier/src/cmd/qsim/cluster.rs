@@ -4,14 +4,112 @@
 
 use super::{qsim_error, Args};
 use crate::error::{CliError, CliResult};
-use crate::output::{print_json, Table};
+use crate::output::{json_line, print_json, Table};
 use cxltier_control::size::parse_size;
+use cxltier_qsim::dist::model::{predict_circuit, ClusterPrediction, ClusterSpec};
 use cxltier_qsim::fusion::MAX_FUSE;
 use cxltier_qsim::Precision;
 use cxltier_topo::format_bytes;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::process::ExitCode;
+
+/// One prediction as `--json` prints it.
+#[derive(Serialize)]
+struct PlanOutput<'a> {
+    circuit: String,
+    precision: &'static str,
+    fuse: usize,
+    #[serde(flatten)]
+    prediction: &'a ClusterPrediction,
+}
+
+/// A sweep over rank counts: a table with a row per count (its speed-up over the first), one
+/// JSON line per count with `--json`, and the curve as SVG with `--plot`.
+fn print_sweep(
+    args: &Args,
+    path: &std::path::Path,
+    precision: Precision,
+    fuse: usize,
+    points: &[ClusterPrediction],
+) -> CliResult {
+    if args.json {
+        for p in points {
+            let line = json_line(
+                "qsim --plan-cluster",
+                "prediction",
+                &PlanOutput {
+                    circuit: path.display().to_string(),
+                    precision: precision_name(precision),
+                    fuse,
+                    prediction: p,
+                },
+            )?;
+            println!("{line}");
+        }
+    } else {
+        let mut t = Table::new([
+            "ranks",
+            "part",
+            "mode",
+            "exchanges",
+            "sent a rank",
+            "gates s",
+            "exchanges s",
+            "NVMe s",
+            "total s",
+            "speed-up",
+        ]);
+        let first = points.first().map_or(1.0, |p| p.total_seconds);
+        for p in points {
+            t.row([
+                p.ranks.to_string(),
+                format_bytes(p.part_bytes),
+                p.mode.replace('_', " "),
+                format!("{} (naive {})", p.exchanges, p.naive_exchanges),
+                format_bytes(p.exchange_bytes_per_rank),
+                format!("{:.3}", p.compute_seconds),
+                format!("{:.3}", p.exchange_seconds),
+                format!("{:.3}", p.io_seconds),
+                format!("{:.3}", p.total_seconds),
+                format!("{:.2}x", first / p.total_seconds),
+            ]);
+        }
+        print!("{}", t.render());
+    }
+    if let Some(svg) = &args.plot {
+        let series = |name: &str, y: fn(&ClusterPrediction) -> f64| crate::plot::Series {
+            name: name.into(),
+            points: points
+                .iter()
+                .map(|p| (f64::from(p.ranks.trailing_zeros()), y(p)))
+                .collect(),
+            marked: None,
+            labels: Vec::new(),
+        };
+        crate::plot::line_plot(
+            svg,
+            &format!(
+                "{}: predicted seconds by ranks (a rank per node)",
+                path.file_name().map_or_else(
+                    || path.display().to_string(),
+                    |f| f.to_string_lossy().into_owned()
+                )
+            ),
+            "log2(ranks): 0 is one rank, 6 is 64",
+            "seconds",
+            &[
+                series("total", |p| p.total_seconds),
+                series("gates (NVMe within)", |p| p.compute_seconds),
+                series("exchanges", |p| p.exchange_seconds),
+            ],
+        )?;
+        if !args.json {
+            eprintln!("wrote {}", svg.display());
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
 
 /// Bytes per second, `K/M/G/T` powers of 1000: `12.5G`, `800M`, `3e9`.
 fn parse_rate(key: &str, text: &str) -> Result<f64, CliError> {
@@ -63,7 +161,6 @@ pub(super) fn plan_cluster(
     text: &str,
     precision: Precision,
 ) -> CliResult {
-    use cxltier_qsim::dist::model::{predict_circuit, ClusterSpec};
     let fuse = match args.fuse.trim().parse::<usize>() {
         Ok(f) => f,
         Err(_) => {
@@ -115,10 +212,47 @@ pub(super) fn plan_cluster(
             })
             .transpose()
     };
-    let Some(ranks) = count("ranks")? else {
+    let Some(ranks_text) = fields.get("ranks").copied() else {
         return Err(CliError::bad_input(
-            "--plan-cluster: give ranks=R (a power of two), e.g. ranks=16,nodes=4,network=12.5G",
+            "--plan-cluster: give ranks=R (a power of two), e.g. ranks=16,nodes=4,network=12.5G, \
+             or a sweep ranks=A..B",
         ));
+    };
+    // ranks=A..B: every power of two from A to B, a rank per node.
+    let sweep = match ranks_text.split_once("..") {
+        None => None,
+        Some((a, b)) => {
+            let bad = || {
+                CliError::bad_input(format!(
+                    "--plan-cluster ranks={ranks_text}: a sweep is ranks=A..B with A and B powers \
+                     of two, A at most B (e.g. ranks=1..64)"
+                ))
+            };
+            let (a, b) = (
+                a.trim().parse::<usize>().map_err(|_| bad())?,
+                b.trim().parse::<usize>().map_err(|_| bad())?,
+            );
+            if !a.is_power_of_two() || !b.is_power_of_two() || a > b {
+                return Err(bad());
+            }
+            if fields.contains_key("nodes") {
+                return Err(CliError::bad_input(format!(
+                    "--plan-cluster ranks={ranks_text}: a sweep puts a rank on each node; drop \
+                     nodes=, or plan one rank count with ranks=R,nodes=N"
+                )));
+            }
+            Some((a, b))
+        }
+    };
+    if sweep.is_none() && args.plot.is_some() {
+        return Err(CliError::bad_input(format!(
+            "--plot draws a sweep over rank counts: give ranks=A..B (e.g. ranks=1..64), not \
+             ranks={ranks_text}"
+        )));
+    }
+    let ranks = match sweep {
+        Some((a, _)) => a,
+        None => count("ranks")?.expect("given"),
     };
     let nodes = count("nodes")?.unwrap_or(ranks);
     let here = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -204,17 +338,32 @@ pub(super) fn plan_cluster(
         Precision::F64 => cxltier_qsim::bench::machine_rates::<f64>(),
         Precision::F32 => cxltier_qsim::bench::machine_rates::<f32>(),
     };
+    if let Some((a, b)) = sweep {
+        let explicit_threads = fields.contains_key("threads") || args.threads.is_some();
+        let mut points = Vec::new();
+        let mut r = a;
+        while r <= b {
+            let point = ClusterSpec {
+                ranks: r,
+                nodes: r,
+                threads: if explicit_threads {
+                    threads
+                } else {
+                    (cores.ceil() as usize).max(1)
+                },
+                ..spec.clone()
+            };
+            points.push(
+                predict_circuit(circuit, amp_bytes, fuse, &point, &rates)
+                    .map_err(|e| qsim_error(path, e))?,
+            );
+            r *= 2;
+        }
+        return print_sweep(args, path, precision, fuse, &points);
+    }
     let p = predict_circuit(circuit, amp_bytes, fuse, &spec, &rates)
         .map_err(|e| qsim_error(path, e))?;
     if args.json {
-        #[derive(Serialize)]
-        struct PlanOutput<'a> {
-            circuit: String,
-            precision: &'static str,
-            fuse: usize,
-            #[serde(flatten)]
-            prediction: &'a cxltier_qsim::dist::model::ClusterPrediction,
-        }
         print_json(
             "qsim --plan-cluster",
             &PlanOutput {

@@ -67,7 +67,8 @@ whole circuit so that the exchanges are few. Rank 0 prints; --json adds ranks an
 Dynamic circuits run over ranks too, and a seed draws the same counts as in one process.
 
 --plan-cluster SPEC predicts such a run without running it: comma-separated key=value, ranks=R
-(a power of two), nodes=N (default R: a rank per node), cores=C per node (default: this
+(a power of two; ranks=A..B sweeps the powers of two from A to B, a rank per node, and --plot
+FILE.svg draws the curve), nodes=N (default R: a rank per node), cores=C per node (default: this
 machine's), threads=T per rank (default --threads, else cores/ranks per node), memory=SIZE of
 DRAM per rank for its part (default --memory-limit), cxl=SIZE of CXL memory per rank for what
 DRAM does not hold (with cxl-stream=RATE, the CXL memory's bandwidth per node; a part beyond
@@ -152,9 +153,19 @@ pub struct Args {
     /// ranks=16,nodes=4,network=12.5G (the other keys in --help)
     #[arg(long, value_name = "SPEC")]
     plan_cluster: Option<String>,
+    /// With --plan-cluster ranks=A..B: also write the predicted seconds by ranks as an SVG plot
+    #[arg(long, value_name = "FILE.svg", requires = "plan_cluster")]
+    plot: Option<PathBuf>,
     /// Print JSON for scripts
     #[arg(long)]
     json: bool,
+}
+
+impl Args {
+    /// `--plan-cluster`: a report that runs nothing and changes nothing.
+    pub fn only_plans(&self) -> bool {
+        self.plan_cluster.is_some()
+    }
 }
 
 #[derive(Serialize)]
