@@ -3,8 +3,9 @@
 //! single-process run's amplitudes within 1e-12 (and `tests/qsim.rs`, with the library's Aer
 //! tests, ties the single-process run to Aer); sampled counts, also of dynamic circuits (mid-circuit
 //! measurements, resets, conditions), are the single-process run's draw for the same seed; `--json` conforms to docs/json/qsim.schema.json
-//! with `ranks` and `distribution`; a number of ranks that is not a power of two, and a rank that
-//! cannot set up its part, end every rank with a message naming the cause.
+//! with `ranks` and `distribution`; a number of ranks that is not a power of two, a rank that
+//! cannot set up its part, and a rank killed mid-run end every rank with a message naming the
+//! rank and the cause.
 //!
 //! Needs Open MPI's `mpirun` (scripts/deps installs it); without it the tests say so and pass.
 
@@ -27,6 +28,11 @@ fn have_mpirun() -> bool {
 
 /// `cxltier qsim ARGS` over `ranks` ranks (1 runs without mpirun, as a plain run).
 fn qsim(ranks: usize, args: &[&str]) -> Output {
+    qsim_command(ranks, args).output().expect("run cxltier")
+}
+
+/// The command [`qsim`] runs.
+fn qsim_command(ranks: usize, args: &[&str]) -> Command {
     let bin = env!("CARGO_BIN_EXE_cxltier");
     let mut cmd = if ranks == 1 {
         Command::new(bin)
@@ -43,7 +49,7 @@ fn qsim(ranks: usize, args: &[&str]) -> Output {
         c
     };
     cmd.arg("qsim").args(args).arg("--threads").arg("1");
-    cmd.output().expect("run cxltier")
+    cmd
 }
 
 /// `cxltier qsim ARGS` over `ranks` ranks, which must fail: its stderr.
@@ -561,4 +567,89 @@ fn the_cluster_model_plans_what_the_run_does() {
     assert_eq!(net["ranks"], 2);
     assert_eq!(net["message_bytes"], 64 << 10);
     assert!(net["bytes_per_second"].as_f64().unwrap() > 0.0);
+}
+
+/// Processes whose command line names `needle` and whose environment says they are MPI rank
+/// `rank`.
+fn ranks_running(needle: &str, rank: usize) -> Vec<u32> {
+    let want = format!("OMPI_COMM_WORLD_RANK={rank}");
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            let read = |f: &str| std::fs::read(format!("/proc/{pid}/{f}")).unwrap_or_default();
+            String::from_utf8_lossy(&read("cmdline")).contains(needle)
+                && read("environ")
+                    .split(|&b| b == 0)
+                    .any(|kv| kv == want.as_bytes())
+        })
+        .collect()
+}
+
+/// A rank that dies mid-run (killed, as the OOM killer would) ends every rank, and mpirun names
+/// the rank and the signal; the spill files, unlinked when opened, are gone with the processes.
+#[test]
+fn a_rank_killed_mid_run_ends_every_rank_naming_it() {
+    if !have_mpirun() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let spill = dir.path().join("spill");
+    std::fs::create_dir(&spill).unwrap();
+    // Minutes of work: the test kills rank 1 long before it could end.
+    let file = dir.path().join("endless17.qasm");
+    std::fs::write(&file, random(17, 400_000, 11)).unwrap();
+    let file = file.to_str().unwrap();
+    let mut child = qsim_command(
+        2,
+        &[
+            file,
+            "--memory-limit",
+            "512K",
+            "--ssd",
+            spill.to_str().unwrap(),
+        ],
+    )
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .expect("start mpirun");
+    let started = std::time::Instant::now();
+    let victim = loop {
+        if let Some(&pid) = ranks_running(file, 1).first() {
+            break pid;
+        }
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the run ended before rank 1 was seen"
+        );
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(120),
+            "rank 1 never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let killed = Command::new("kill")
+        .args(["-9", &victim.to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    // mpirun ends every rank within seconds; a run that hangs fails the test, not the suite.
+    let ended = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if ended.elapsed() > std::time::Duration::from_secs(60) {
+            let _ = child.kill();
+            panic!("the other rank still runs a minute after rank 1 was killed");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("rank 1") && stderr.contains("signal 9"),
+        "{stderr}"
+    );
+    assert!(ranks_running(file, 0).is_empty() && ranks_running(file, 1).is_empty());
+    assert_eq!(std::fs::read_dir(&spill).unwrap().count(), 0);
 }
