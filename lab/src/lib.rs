@@ -233,6 +233,24 @@ pub fn record_failure(test: &str, problems: &str) {
 /// Boots TOPOLOGY with `lab/run`, running `sh /lab/SCRIPT` from `lab/checks/` inside the guest, and
 /// parses what it printed. `timeout` bounds the whole boot (LAB_TIMEOUT).
 pub fn boot(topology: &str, script: &str, timeout: Duration) -> Report {
+    boot_with(
+        topology,
+        script,
+        timeout,
+        &repo_root().join("lab/checks"),
+        &[],
+    )
+}
+
+/// [`boot`] with `files` as the guest's /lab (a copy of `lab/checks/` with more in it) and more
+/// environment for `lab/run` (`LAB_KERNEL`, ...).
+pub fn boot_with(
+    topology: &str,
+    script: &str,
+    timeout: Duration,
+    files: &Path,
+    env: &[(&str, &str)],
+) -> Report {
     let root = repo_root();
     let started = Instant::now();
     let output = Command::new(root.join("lab/run"))
@@ -240,8 +258,9 @@ pub fn boot(topology: &str, script: &str, timeout: Duration) -> Report {
         .arg("--")
         .arg("sh")
         .arg(format!("/lab/{script}"))
-        .env("LAB_FILES", root.join("lab/checks"))
+        .env("LAB_FILES", files)
         .env("LAB_TIMEOUT", timeout.as_secs().to_string())
+        .envs(env.iter().copied())
         .current_dir(&root)
         .output();
     let elapsed = started.elapsed();
@@ -260,6 +279,43 @@ pub fn boot(topology: &str, script: &str, timeout: Duration) -> Report {
             ..Report::default()
         },
     }
+}
+
+/// The unit tests of workspace package `package`'s library, built statically as `lab/run` builds
+/// `cxltier` (the same target directory, flags and profile, so that neither build undoes the
+/// other's), for a guest to run tests that need a real kernel. Returns the test binary's path.
+pub fn static_unit_tests(package: &str) -> Result<PathBuf, String> {
+    let root = repo_root();
+    let out = Command::new("cargo")
+        .args([
+            "test",
+            "--release",
+            "--target",
+            "x86_64-unknown-linux-gnu",
+            "-p",
+            package,
+        ])
+        .args(["--lib", "--no-run", "--message-format=json"])
+        .env("RUSTFLAGS", "-C target-feature=+crt-static")
+        .env("CARGO_TARGET_DIR", root.join("target/lab"))
+        .env("CARGO_PROFILE_RELEASE_DEBUG", "0")
+        .env("CARGO_PROFILE_RELEASE_STRIP", "symbols")
+        .current_dir(&root)
+        .output()
+        .map_err(|e| format!("could not run cargo: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "building {package}'s unit tests statically failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    let lib = package.replace('-', "_");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|m| m["reason"] == "compiler-artifact" && m["target"]["name"] == lib.as_str())
+        .find_map(|m| m["executable"].as_str().map(PathBuf::from))
+        .ok_or_else(|| format!("cargo built no test binary for {package}'s library"))
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 /// At most two guests at a time, in two lanes: the `cxl` boot (the longest, about 5 minutes) in
-/// one, the `hmat` and RAS boots one after the other in the other (run the suite with
+/// one, the `hmat`, RAS and cgroup v1 boots one after the other in the other (run the suite with
 /// `--test-threads=2`; with 1 every boot waits for the one before). A TCG guest with two vCPUs
 /// used 0.85 of the host's two cores on average (sampled every 5 s through a RAS boot,
 /// 2026-11-25): most of its time is spent waiting (DAMON intervals, reports, the device's
@@ -232,6 +232,63 @@ fn topology_cxl() {
         cxltier_lab::tierd::tune_checks(report);
         cxltier_lab::tierd::weights_checks(report);
     });
+}
+
+/// Checks lab/checks/memcg-v1.sh runs inside the guest on bookworm's 6.1 kernel.
+const MEMCG_V1: &[&str] = &[
+    "cxltier-runs",
+    "kernel-6.1",
+    "memcg-v1-mounted",
+    "memcg-v1-target-charged",
+    "memcg-v1-tierd-names-what-is-missing",
+    "memcg-v1-limits-on-a-real-kernel",
+    "memcg-v1-reclaimed-into-swap",
+    "memcg-v1-limits-written-back",
+    "memcg-v1-target-still-running",
+    "memcg-v1-workload-intact",
+];
+
+/// Topology `hmat` on bookworm's 6.1 kernel (`LAB_KERNEL=6.1`), the last Debian kernel with the
+/// cgroup v1 memory controller: tierd's cgroup v1 limits set, seen and written back by the real
+/// kernel (cxltier-tierd's `memcg::tests::v1_limits_on_a_real_kernel`, built statically and run
+/// in the guest), and tierd's refusal on a kernel without DAMON or idle-page tracking. In the
+/// second lane, after the hmat and RAS boots (it takes about a minute): its name sorts after
+/// theirs and after `topology_cxl`, so that the `cxl` boot, the longest, starts first.
+#[test]
+fn topology_hmat_on_kernel_6_1_cgroup_v1() {
+    let _guard = SECOND_LANE
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let tests = match cxltier_lab::static_unit_tests("cxltier-tierd") {
+        Ok(path) => path,
+        Err(e) => {
+            record_failure("topology_hmat_on_kernel_6_1_cgroup_v1", &e);
+            panic!("{e}");
+        }
+    };
+    // lab/checks/ and the test binary, as the guest's /lab.
+    let files = cxltier_lab::repo_root().join("lab/cache/run/memcg-v1-files");
+    let _ = std::fs::remove_dir_all(&files);
+    std::fs::create_dir_all(&files).expect("lab/cache/run is writable");
+    for entry in std::fs::read_dir(cxltier_lab::repo_root().join("lab/checks")).expect("lab/checks")
+    {
+        let entry = entry.expect("lab/checks is readable");
+        std::fs::copy(entry.path(), files.join(entry.file_name())).expect("copy a check script");
+    }
+    std::fs::copy(&tests, files.join("tierd-tests")).expect("copy the test binary");
+    let mut report = cxltier_lab::boot_with(
+        "hmat",
+        "memcg-v1.sh",
+        BOOT_TIMEOUT,
+        &files,
+        &[("LAB_KERNEL", "6.1")],
+    );
+    report.topology = "hmat on 6.1 (cgroup v1)".into();
+    println!("{}", report.summary());
+    if let Err(problems) = report.verdict(MEMCG_V1) {
+        record_failure("topology_hmat_on_kernel_6_1_cgroup_v1", &problems);
+        panic!("{problems}");
+    }
 }
 
 /// Checks lab/checks/ras.sh runs inside the guest of the RAS boot.

@@ -426,6 +426,56 @@ mod tests {
         assert_eq!(headroom_bytes(&cg), Some(0));
     }
 
+    /// The v1 path against a real kernel's cgroup v1 memory controller. This machine's kernels
+    /// have none (v1 memory is gone from Debian's 6.12), so the lab runs it inside bookworm's
+    /// 6.1 kernel (`lab/checks/memcg-v1.sh`), with `CXLTIER_V1_CGROUP` naming a v1 memory cgroup
+    /// that holds a running workload larger than the budget, and swap on: the kernel must take
+    /// the limits in tierd's order (reclaiming the cgroup into swap to get under the limit),
+    /// show them, and take every previous value back.
+    #[test]
+    #[ignore = "needs a cgroup v1 memory cgroup on a real kernel: the lab runs it"]
+    // The lab's check shows what the kernel did: the line printed here.
+    #[allow(clippy::print_stdout)]
+    fn v1_limits_on_a_real_kernel() {
+        let dir = PathBuf::from(
+            std::env::var("CXLTIER_V1_CGROUP")
+                .expect("CXLTIER_V1_CGROUP names a cgroup v1 memory cgroup to set limits on"),
+        );
+        let files = [V1_LIMIT, V1_OOM_CONTROL, V1_MEMSW_LIMIT];
+        let read = |f: &str| fs::read_to_string(dir.join(f)).unwrap();
+        let before: Vec<String> = files.iter().map(|f| read(f)).collect();
+        let usage_before: u64 = read(V1_USAGE).trim().parse().unwrap();
+        let (keep, swap) = (12u64 << 20, 256u64 << 20);
+        assert!(
+            usage_before > keep,
+            "the workload holds {usage_before} bytes, below {keep}"
+        );
+        let (plan, note) = MemcgPlan::prepare(&dir, keep, swap).unwrap();
+        assert!(note.unwrap().contains("cgroup v1"));
+        let planned: Vec<&str> = plan.limits.iter().map(|l| l.file).collect();
+        assert_eq!(planned, files);
+        let mut set = plan.apply().unwrap();
+        let usage: u64 = read(V1_USAGE).trim().parse().unwrap();
+        println!(
+            "v1 limits set: usage {usage_before} -> {usage} bytes; {} = {}; {}; {} = {}",
+            V1_LIMIT,
+            read(V1_LIMIT).trim(),
+            read(V1_OOM_CONTROL).replace('\n', " "),
+            V1_MEMSW_LIMIT,
+            read(V1_MEMSW_LIMIT).trim()
+        );
+        assert_eq!(read(V1_LIMIT).trim(), keep.to_string());
+        assert!(read(V1_OOM_CONTROL).contains("oom_kill_disable 1"));
+        assert_eq!(read(V1_MEMSW_LIMIT).trim(), (keep + swap).to_string());
+        assert!(usage <= keep, "usage {usage} above the limit {keep}");
+        assert!(headroom_bytes(&dir).is_some_and(|h| h <= keep));
+        let restored = set.restore().unwrap();
+        assert_eq!(restored.restored.len(), 3);
+        assert!(!restored.cgroup_gone);
+        let after: Vec<String> = files.iter().map(|f| read(f)).collect();
+        assert_eq!(after, before, "every file as it was");
+    }
+
     /// A cgroup v1 memory cgroup as the kernel lays it out (the v1 "unlimited" value).
     fn cgroup_v1(memsw: bool) -> tempfile::TempDir {
         let d = tempfile::tempdir().unwrap();

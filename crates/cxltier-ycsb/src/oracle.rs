@@ -4,6 +4,12 @@
 //! can beat one that always holds the K most requested keys. Drawing the workload's own key
 //! sequence and counting gives that bound: a store's measured memory hit ratio is read against
 //! it (what a tiered store at 5x its memory can reach is set by the workload, not the store).
+//!
+//! A page-level tier (the kernel's swap, `cxltier tierd` in memory mode) sees pages, not
+//! records: a page holds the bytes of many records, and a record's bytes lie on several pages.
+//! [`page_fault_bounds`] gives the same kind of bound for it: the fewest page faults per
+//! operation that any policy keeping `K` pages resident can have on the workload's key choices,
+//! with least-recently-used's figure beside it, for a layout of the records in memory.
 
 use std::sync::Arc;
 
@@ -57,6 +63,214 @@ pub fn best_hit_ratios(
         .collect())
 }
 
+/// Where the records' bytes lie in memory. An allocator that keeps each size class in a region
+/// of its own and fills it in allocation order (jemalloc, as Redis uses it) puts record `r`'s
+/// share of class `c` at bytes `r * b_c .. (r + 1) * b_c` of that class's region, records in
+/// load order: `bytes_per_record[c] = b_c`.
+#[derive(Debug, Clone)]
+pub struct PageLayout {
+    /// Bytes of each record in each region (one entry per region, in any order).
+    pub bytes_per_record: Vec<u64>,
+    /// The page size.
+    pub page_bytes: u64,
+}
+
+/// The page-level bound at one cache size.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PageFaults {
+    /// Pages kept resident.
+    pub cache_pages: u64,
+    /// The fewest page faults per operation any policy keeping `cache_pages` pages can have: the
+    /// most touched pages always resident (keys are drawn independently, so no policy that
+    /// decides from the past does better).
+    pub best_faults_per_op: f64,
+    /// Page faults per operation under least-recently-used replacement of `cache_pages` pages
+    /// (the second half of the draws, after the first warmed the cache).
+    pub lru_faults_per_op: f64,
+}
+
+/// [`page_fault_bounds`]' answer.
+#[derive(Debug, Clone)]
+pub struct PageBounds {
+    /// Pages the records occupy.
+    pub pages: u64,
+    /// Pages an operation touches, on average.
+    pub pages_per_op: f64,
+    /// One row per cache size.
+    pub rows: Vec<PageFaults>,
+}
+
+/// Pages of record `k` under `layout`, appended to `out`.
+fn record_pages(layout: &PageLayout, bases: &[u64], k: u64, out: &mut Vec<u32>) {
+    let page = layout.page_bytes;
+    for (&b, &base) in layout.bytes_per_record.iter().zip(bases) {
+        if b == 0 {
+            continue;
+        }
+        let first = k * b / page;
+        let last = ((k + 1) * b - 1) / page;
+        // Fits: page_fault_bounds refuses layouts of more than u32::MAX pages.
+        out.extend((first..=last).map(|p| (base + p) as u32));
+    }
+}
+
+/// The page-level bound for each cache size in `cache_pages`, on the key choices of `draws`
+/// operations (reads, updates, read-modify-writes; scans and inserts excluded), each touching
+/// every page of its record under `layout` (a read of the whole record does; an update of one
+/// field touches fewer, so for updates the figures are an upper bound of the faults).
+pub fn page_fault_bounds(
+    shared: Arc<Shared>,
+    layout: &PageLayout,
+    cache_pages: &[u64],
+    draws: u64,
+    seed: u64,
+) -> Result<PageBounds, YcsbError> {
+    if shared.spec.insert > 0.0 || shared.spec.scan > 0.0 {
+        return Err(YcsbError::BadInput(
+            "the page-level bound is for workloads that only read and update existing keys (a, b, c, f)"
+                .into(),
+        ));
+    }
+    if draws == 0 {
+        return Err(YcsbError::BadInput("--draws must be at least 1".into()));
+    }
+    if layout.page_bytes == 0 || !layout.page_bytes.is_power_of_two() {
+        return Err(YcsbError::BadInput(format!(
+            "a page of {} bytes: give a power of two, such as 4096",
+            layout.page_bytes
+        )));
+    }
+    if layout.bytes_per_record.iter().all(|&b| b == 0) {
+        return Err(YcsbError::BadInput(
+            "the page layout gives every record 0 bytes: give each region's bytes per record, \
+             e.g. --page-layout 80,450,140,1120"
+                .into(),
+        ));
+    }
+    let records = shared.record_count;
+    let mut bases = Vec::with_capacity(layout.bytes_per_record.len());
+    let mut pages = 0u64;
+    for &b in &layout.bytes_per_record {
+        bases.push(pages);
+        let bytes = records.checked_mul(b).ok_or_else(|| {
+            YcsbError::BadInput(format!("{records} records of {b} bytes overflow 64 bits"))
+        })?;
+        pages += bytes.div_ceil(layout.page_bytes);
+    }
+    if pages > u64::from(u32::MAX) {
+        return Err(YcsbError::BadInput(format!(
+            "the layout spans {pages} pages; the bound handles at most {} (give fewer records \
+             or larger pages)",
+            u32::MAX
+        )));
+    }
+    let start = shared.insert_start as i64;
+    let mut gen = ThreadGen::new(shared, seed);
+    // Every operation's pages in order, and where each operation's pages begin.
+    let mut trace: Vec<u32> = Vec::new();
+    let mut op_starts: Vec<usize> = Vec::new();
+    for _ in 0..draws {
+        if matches!(gen.next_op(), Op::Insert | Op::Scan) {
+            continue;
+        }
+        let k = gen.next_keynum() - start;
+        if let Some(k) = u64::try_from(k).ok().filter(|&k| k < records) {
+            op_starts.push(trace.len());
+            record_pages(layout, &bases, k, &mut trace);
+        }
+    }
+    let ops = op_starts.len();
+    if ops == 0 {
+        return Err(YcsbError::BadInput(
+            "no operation of the draws fell on a loaded record: draw more (--draws)".into(),
+        ));
+    }
+    // The best: the most touched pages resident.
+    let mut counts = vec![0u32; pages as usize];
+    for &p in &trace {
+        counts[p as usize] += 1;
+    }
+    counts.sort_unstable_by(|a, b| b.cmp(a));
+    let mut prefix = Vec::with_capacity(counts.len() + 1);
+    let mut sum = 0u64;
+    prefix.push(0u64);
+    for &c in &counts {
+        sum += u64::from(c);
+        prefix.push(sum);
+    }
+    let touches = trace.len() as u64;
+    let counted_from = op_starts[ops / 2];
+    let lru = lru_misses(&trace, pages as usize, counted_from, cache_pages);
+    let counted_ops = (ops - ops / 2) as f64;
+    let rows = cache_pages
+        .iter()
+        .zip(lru)
+        .map(|(&k, misses)| {
+            let kept = (k as usize).min(counts.len());
+            PageFaults {
+                cache_pages: k,
+                best_faults_per_op: (touches - prefix[kept]) as f64 / ops as f64,
+                lru_faults_per_op: misses as f64 / counted_ops,
+            }
+        })
+        .collect();
+    Ok(PageBounds {
+        pages,
+        pages_per_op: touches as f64 / ops as f64,
+        rows,
+    })
+}
+
+/// Misses of least-recently-used caches of each size in `cache_pages` on `trace` (page numbers
+/// below `pages`), counting the accesses from `counted_from` on. An access hits a cache of K
+/// pages when fewer than K other pages were touched since that page's last access (its stack
+/// distance): one pass for every size, the distances counted with a Fenwick tree over the trace
+/// that marks each page's latest access.
+fn lru_misses(trace: &[u32], pages: usize, counted_from: usize, cache_pages: &[u64]) -> Vec<u64> {
+    let largest = cache_pages.iter().copied().max().unwrap_or(0) as usize;
+    // by_distance[d]: counted accesses at stack distance d (the last slot: `largest` or more,
+    // and first accesses).
+    let mut by_distance = vec![0u64; largest + 1];
+    let mut tree = vec![0i32; trace.len() + 1];
+    let add = |tree: &mut [i32], i: usize, v: i32| {
+        let mut i = i + 1;
+        while i < tree.len() {
+            tree[i] += v;
+            i += i & i.wrapping_neg();
+        }
+    };
+    // The marks at positions below i.
+    let below = |tree: &[i32], mut i: usize| -> i64 {
+        let mut s = 0i64;
+        while i > 0 {
+            s += i64::from(tree[i]);
+            i -= i & i.wrapping_neg();
+        }
+        s
+    };
+    let mut last = vec![usize::MAX; pages];
+    for (t, &p) in trace.iter().enumerate() {
+        let prev = last[p as usize];
+        let distance = if prev == usize::MAX {
+            largest
+        } else {
+            let d = below(&tree, t) - below(&tree, prev + 1);
+            add(&mut tree, prev, -1);
+            (d as usize).min(largest)
+        };
+        add(&mut tree, t, 1);
+        last[p as usize] = t;
+        if t >= counted_from {
+            by_distance[distance] += 1;
+        }
+    }
+    let counted = (trace.len() - counted_from) as u64;
+    cache_pages
+        .iter()
+        .map(|&k| counted - by_distance[..k as usize].iter().sum::<u64>())
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -82,6 +296,102 @@ mod tests {
         // Scrambled zipfian over 10^10 ranks: a heavy head, but about half of the draws land on
         // ranks past the key count and spread evenly, so 10% of the keys get well under 90%.
         assert!(r[2] > 0.35 && r[2] < 0.75, "{r:?}");
+    }
+
+    #[test]
+    fn lru_misses_are_those_of_a_plain_lru_cache() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(3);
+        // Skewed, so that every cache size sees hits and misses.
+        let trace: Vec<u32> = (0..5_000)
+            .map(|_| (rng.random::<f64>().powi(3) * 300.0) as u32)
+            .collect();
+        let sizes = [0u64, 1, 7, 50, 120, 299, 300, 400];
+        let got = lru_misses(&trace, 300, 1_000, &sizes);
+        for (&k, &misses) in sizes.iter().zip(&got) {
+            // Most recent last.
+            let mut cache: Vec<u32> = Vec::new();
+            let mut expected = 0u64;
+            for (t, &p) in trace.iter().enumerate() {
+                let hit = if let Some(at) = cache.iter().position(|&q| q == p) {
+                    cache.remove(at);
+                    true
+                } else {
+                    false
+                };
+                if !hit && t >= 1_000 {
+                    expected += 1;
+                }
+                cache.push(p);
+                if cache.len() > k as usize {
+                    cache.remove(0);
+                }
+            }
+            assert_eq!(misses, expected, "cache of {k} pages");
+        }
+    }
+
+    #[test]
+    fn a_record_a_page_gives_the_object_bound_and_packed_pages_fault_more() {
+        let s = || shared(Spec::core('c').unwrap(), Phase::Run, data(20_000), 20_000).unwrap();
+        let hits = best_hit_ratios(s(), &[2_000], 200_000, 5).unwrap()[0];
+        let whole = PageLayout {
+            bytes_per_record: vec![4096],
+            page_bytes: 4096,
+        };
+        let one = page_fault_bounds(s(), &whole, &[2_000], 200_000, 5).unwrap();
+        assert_eq!(one.pages, 20_000);
+        assert_eq!(one.pages_per_op, 1.0);
+        assert!(
+            (one.rows[0].best_faults_per_op - (1.0 - hits)).abs() < 1e-12,
+            "{one:?} against a hit ratio of {hits}"
+        );
+        assert!(
+            one.rows[0].best_faults_per_op <= one.rows[0].lru_faults_per_op + 0.01,
+            "{one:?}"
+        );
+        // The same bytes with 64 records to a page: a tenth of the pages resident serves far
+        // fewer operations, since every page holds some popular record.
+        let packed = PageLayout {
+            bytes_per_record: vec![64],
+            page_bytes: 4096,
+        };
+        let p = page_fault_bounds(s(), &packed, &[32], 200_000, 5).unwrap();
+        assert_eq!(p.pages, 313);
+        assert!(
+            p.rows[0].best_faults_per_op > one.rows[0].best_faults_per_op + 0.1,
+            "{p:?} against {one:?}"
+        );
+        // Two regions: an operation touches a page in each (sometimes two where a record
+        // straddles a page).
+        let two = PageLayout {
+            bytes_per_record: vec![64, 1000],
+            page_bytes: 4096,
+        };
+        let t = page_fault_bounds(s(), &two, &[0], 100_000, 5).unwrap();
+        assert!(t.pages_per_op > 2.0 && t.pages_per_op < 2.5, "{t:?}");
+        assert_eq!(t.rows[0].best_faults_per_op, t.pages_per_op);
+    }
+
+    #[test]
+    fn page_bounds_refuse_bad_layouts_and_workloads() {
+        let s = || shared(Spec::core('c').unwrap(), Phase::Run, data(1_000), 1_000).unwrap();
+        let bad_page = PageLayout {
+            bytes_per_record: vec![100],
+            page_bytes: 3000,
+        };
+        assert!(page_fault_bounds(s(), &bad_page, &[1], 100, 1).is_err());
+        let empty = PageLayout {
+            bytes_per_record: vec![0, 0],
+            page_bytes: 4096,
+        };
+        assert!(page_fault_bounds(s(), &empty, &[1], 100, 1).is_err());
+        let e = shared(Spec::core('e').unwrap(), Phase::Run, data(1_000), 1_000).unwrap();
+        let fine = PageLayout {
+            bytes_per_record: vec![100],
+            page_bytes: 4096,
+        };
+        assert!(page_fault_bounds(e, &fine, &[1], 100, 1).is_err());
     }
 
     #[test]

@@ -97,7 +97,8 @@ fn json_flag(matches: &clap::ArgMatches) -> bool {
 }
 
 /// The command as the JSON envelope names it: the subcommands (`topo`, `store check`), and
-/// `ycsb hit-bound` for that phase of `ycsb` (its document differs from a run's).
+/// `ycsb hit-bound` and `ycsb page-bound` for those phases of `ycsb` (their documents differ
+/// from a run's).
 fn command_name(matches: &clap::ArgMatches) -> String {
     let mut names = Vec::new();
     let mut m = matches;
@@ -106,8 +107,12 @@ fn command_name(matches: &clap::ArgMatches) -> String {
         m = sub;
     }
     if let Ok(Some(mut phase)) = m.try_get_raw("phase") {
-        if phase.next().is_some_and(|p| p == "hit-bound") {
-            names.push("hit-bound".to_string());
+        if let Some(p) = phase
+            .next()
+            .and_then(|p| p.to_str())
+            .filter(|&p| p == "hit-bound" || p == "page-bound")
+        {
+            names.push(p.to_string());
         }
     }
     names.join(" ")
@@ -247,6 +252,10 @@ mod tests {
         assert_eq!(
             name(&["cxltier", "ycsb", "hit-bound", "--cache-objects", "9"]),
             "ycsb hit-bound"
+        );
+        assert_eq!(
+            name(&["cxltier", "ycsb", "page-bound", "--cache-pages", "9"]),
+            "ycsb page-bound"
         );
         assert_eq!(name(&["cxltier", "ycsb", "run"]), "ycsb");
     }

@@ -714,6 +714,32 @@ fn ycsb_keeps_a_seed_above_2_pow_53_exact() {
     );
     assert_eq!(bound["seed"], seed);
     assert_eq!(bound["bounds"].as_array().unwrap().len(), 2);
+    let pages = check_document(
+        "ycsb-page-bound.schema.json",
+        &[
+            "ycsb",
+            "page-bound",
+            "--workload",
+            "c",
+            "--records",
+            "1000",
+            "--page-layout",
+            "80,450,1120",
+            "--cache-pages",
+            "10,100",
+            "--draws",
+            "5000",
+            "--seed",
+            seed,
+            "--json",
+        ],
+    );
+    assert_eq!(pages["seed"], seed);
+    let rows = pages["bounds"].as_array().unwrap();
+    assert_eq!(rows.len(), 2);
+    // A larger cache never faults more, and no policy beats the best.
+    assert!(rows[1]["best_faults_per_op"].as_f64() <= rows[0]["best_faults_per_op"].as_f64());
+    assert!(rows[0]["best_faults_per_op"].as_f64() <= rows[0]["lru_faults_per_op"].as_f64());
 }
 
 #[test]
@@ -808,6 +834,12 @@ fn errors_under_json_are_one_object_on_stderr() {
         2,
         "ycsb hit-bound",
         "--cache-objects",
+    );
+    check_error(
+        &["ycsb", "page-bound", "--json"],
+        2,
+        "ycsb page-bound",
+        "--page-layout",
     );
     // Without --json the error stays text.
     let out = cxltier(&["plan", "--mix", "nonsense"]);

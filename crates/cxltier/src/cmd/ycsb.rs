@@ -33,7 +33,12 @@ Run `load` first with the same --records, then `run`.
 `hit-bound` needs no server: it draws the workload's key choices (--draws of them) and prints,
 for each --cache-objects size, the share that falls on the most requested keys: no cache of that
 many objects can hit more often on this workload, so a store's memory hit ratio is read against
-it.";
+it.
+
+`page-bound` is the same for a page-level tier (swap, `cxltier tierd` in memory mode): for each
+--cache-pages size, the fewest page faults per operation any policy keeping that many pages can
+have, and LRU's, with the records laid out as --page-layout says (each region of the allocator
+filled in load order). A tier that sees pages cannot beat it, whatever it predicts.";
 
 /// The wire protocol (`cxltier_ycsb::Protocol`).
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
@@ -110,6 +115,10 @@ enum PhaseArg {
     /// No server: the best hit ratio caches of --cache-objects keys can reach on this
     /// workload's key choices (the most requested keys always cached)
     HitBound,
+    /// No server: the fewest page faults per operation any page-level tier keeping
+    /// --cache-pages pages can have on this workload, for the records laid out in memory as
+    /// --page-layout says (with LRU's figure beside it)
+    PageBound,
 }
 
 /// Load and run YCSB workloads A-F against a Redis-protocol or memcached server
@@ -178,9 +187,20 @@ pub struct Args {
     /// hit-bound: cache sizes in objects (comma-separated)
     #[arg(long, value_delimiter = ',', value_name = "N,...")]
     cache_objects: Vec<u64>,
-    /// hit-bound: key choices to draw
+    /// hit-bound, page-bound: key choices to draw
     #[arg(long, default_value_t = 4_000_000)]
     draws: u64,
+    /// page-bound: the bytes each record has in each region of memory the allocator fills in
+    /// load order, one per size class (read them from Redis's MEMORY MALLOC-STATS: a class's
+    /// current regions times its size, over the records)
+    #[arg(long, value_delimiter = ',', value_name = "BYTES,...")]
+    page_layout: Vec<u64>,
+    /// page-bound: resident cache sizes in pages (comma-separated)
+    #[arg(long, value_delimiter = ',', value_name = "N,...")]
+    cache_pages: Vec<u64>,
+    /// page-bound: the page size in bytes
+    #[arg(long, default_value_t = 4096)]
+    page_bytes: u64,
     /// Seed of the key, operation and value choices (default: a new one each run, as YCSB does;
     /// the report gives it, to replay a run). Runs that replay one key sequence warm a cache with
     /// exactly the keys they will ask for.
@@ -250,9 +270,15 @@ pub fn run(args: Args) -> CliResult {
         PhaseArg::Load => Phase::Load,
         PhaseArg::Run => Phase::Run,
         PhaseArg::HitBound => return hit_bound(&args, spec),
+        PhaseArg::PageBound => return page_bound(&args, spec),
     };
     if !args.cache_objects.is_empty() {
         return Err(CliError::bad_input("--cache-objects is for `hit-bound`"));
+    }
+    if !args.cache_pages.is_empty() || !args.page_layout.is_empty() {
+        return Err(CliError::bad_input(
+            "--cache-pages and --page-layout are for `page-bound`",
+        ));
     }
     let operations = match phase {
         Phase::Load => args.records,
@@ -426,6 +452,119 @@ struct HitBound {
     cache_objects: u64,
     cache_share: f64,
     best_hit_ratio: f64,
+}
+
+/// `ycsb page-bound --json`: the run's settings once, and a row per cache size.
+#[derive(serde::Serialize)]
+struct PageBoundReport {
+    workload: char,
+    records: u64,
+    draws: u64,
+    /// A decimal string, as every 64-bit seed in the JSON contract.
+    seed: String,
+    page_bytes: u64,
+    page_layout: Vec<u64>,
+    pages: u64,
+    pages_per_op: f64,
+    bounds: Vec<PageBoundRow>,
+}
+
+#[derive(serde::Serialize)]
+struct PageBoundRow {
+    cache_pages: u64,
+    cache_share: f64,
+    best_faults_per_op: f64,
+    lru_faults_per_op: f64,
+}
+
+fn page_bound(args: &Args, spec: Spec) -> CliResult {
+    if args.cache_pages.is_empty() || args.page_layout.is_empty() {
+        return Err(CliError::bad_input(
+            "page-bound needs --cache-pages N[,N...] and --page-layout BYTES[,BYTES...]",
+        )
+        .with_hint(
+            "e.g. --page-layout 80,450,140,1120,129 --cache-pages 4096,6144: the bytes each \
+             record has in each allocator size class (Redis: MEMORY MALLOC-STATS), and \
+             resident sizes in 4 KiB pages",
+        ));
+    }
+    let data = cxltier_ycsb::DataSet {
+        records: args.records,
+        insert_start: args.insert_start,
+        field_count: args.field_count,
+        field_length: args.field_length,
+        data_integrity: false,
+    };
+    let workload = spec.name;
+    let shared = cxltier_ycsb::shared(spec, Phase::Run, data, args.ops.unwrap_or(args.records))
+        .map_err(CliError::classified)?;
+    let seed = args.seed.unwrap_or(1);
+    let layout = cxltier_ycsb::oracle::PageLayout {
+        bytes_per_record: args.page_layout.clone(),
+        page_bytes: args.page_bytes,
+    };
+    let bounds = cxltier_ycsb::oracle::page_fault_bounds(
+        shared,
+        &layout,
+        &args.cache_pages,
+        args.draws,
+        seed,
+    )
+    .map_err(CliError::classified)?;
+    let rows: Vec<PageBoundRow> = bounds
+        .rows
+        .iter()
+        .map(|r| PageBoundRow {
+            cache_pages: r.cache_pages,
+            cache_share: r.cache_pages.min(bounds.pages) as f64 / bounds.pages.max(1) as f64,
+            best_faults_per_op: r.best_faults_per_op,
+            lru_faults_per_op: r.lru_faults_per_op,
+        })
+        .collect();
+    if args.json {
+        print_json(
+            "ycsb page-bound",
+            &PageBoundReport {
+                workload,
+                records: args.records,
+                draws: args.draws,
+                seed: seed.to_string(),
+                page_bytes: args.page_bytes,
+                page_layout: args.page_layout.clone(),
+                pages: bounds.pages,
+                pages_per_op: bounds.pages_per_op,
+                bounds: rows,
+            },
+        )?;
+    } else {
+        let mut t = Table::new([
+            "cache pages",
+            "of the pages",
+            "best faults/op",
+            "LRU faults/op",
+            "LRU / best",
+        ]);
+        for r in &rows {
+            t.row([
+                r.cache_pages.to_string(),
+                format!("{:.1}%", 100.0 * r.cache_share),
+                format!("{:.3}", r.best_faults_per_op),
+                format!("{:.3}", r.lru_faults_per_op),
+                if r.best_faults_per_op > 0.0 {
+                    format!("{:.2}", r.lru_faults_per_op / r.best_faults_per_op)
+                } else {
+                    "-".into()
+                },
+            ]);
+        }
+        println!(
+            "workload {workload}, {} records on {} pages of {} bytes, {:.2} pages per operation, \
+             {} key choices drawn:",
+            args.records, bounds.pages, args.page_bytes, bounds.pages_per_op, args.draws
+        );
+        print!("{}", t.render());
+    }
+    Ok(std::process::ExitCode::SUCCESS)
 }
 
 fn hit_bound(args: &Args, spec: Spec) -> CliResult {
