@@ -5,7 +5,9 @@ use std::time::Duration;
 
 use std::sync::Arc;
 
-use cxltier_ycsb::{Distribution, Phase, ProgressHook, Protocol, RunConfig, ScanMethod, Spec};
+use cxltier_ycsb::{
+    Distribution, Phase, ProgressHook, Protocol, RunConfig, ScanMethod, Shared, Spec,
+};
 
 use crate::error::{Class, CliError, CliResult};
 use crate::output::{print_json, Table};
@@ -454,6 +456,21 @@ struct HitBound {
     best_hit_ratio: f64,
 }
 
+/// What the bounds draw from: the run phase's key choices over `--records` (no server), and
+/// the seed (1 unless given, so that a bound is the same each time).
+fn bound_draws(args: &Args, spec: Spec) -> Result<(Arc<Shared>, u64), CliError> {
+    let data = cxltier_ycsb::DataSet {
+        records: args.records,
+        insert_start: args.insert_start,
+        field_count: args.field_count,
+        field_length: args.field_length,
+        data_integrity: false,
+    };
+    let shared = cxltier_ycsb::shared(spec, Phase::Run, data, args.ops.unwrap_or(args.records))
+        .map_err(CliError::classified)?;
+    Ok((shared, args.seed.unwrap_or(1)))
+}
+
 /// `ycsb page-bound --json`: the run's settings once, and a row per cache size.
 #[derive(serde::Serialize)]
 struct PageBoundReport {
@@ -488,17 +505,8 @@ fn page_bound(args: &Args, spec: Spec) -> CliResult {
              resident sizes in 4 KiB pages",
         ));
     }
-    let data = cxltier_ycsb::DataSet {
-        records: args.records,
-        insert_start: args.insert_start,
-        field_count: args.field_count,
-        field_length: args.field_length,
-        data_integrity: false,
-    };
     let workload = spec.name;
-    let shared = cxltier_ycsb::shared(spec, Phase::Run, data, args.ops.unwrap_or(args.records))
-        .map_err(CliError::classified)?;
-    let seed = args.seed.unwrap_or(1);
+    let (shared, seed) = bound_draws(args, spec)?;
     let layout = cxltier_ycsb::oracle::PageLayout {
         bytes_per_record: args.page_layout.clone(),
         page_bytes: args.page_bytes,
@@ -575,17 +583,8 @@ fn hit_bound(args: &Args, spec: Spec) -> CliResult {
             ),
         );
     }
-    let data = cxltier_ycsb::DataSet {
-        records: args.records,
-        insert_start: args.insert_start,
-        field_count: args.field_count,
-        field_length: args.field_length,
-        data_integrity: false,
-    };
     let workload = spec.name;
-    let shared = cxltier_ycsb::shared(spec, Phase::Run, data, args.ops.unwrap_or(args.records))
-        .map_err(CliError::classified)?;
-    let seed = args.seed.unwrap_or(1);
+    let (shared, seed) = bound_draws(args, spec)?;
     let ratios =
         cxltier_ycsb::oracle::best_hit_ratios(shared, &args.cache_objects, args.draws, seed)
             .map_err(CliError::classified)?;
