@@ -475,6 +475,59 @@ impl<T: Real> Simulation<T> {
         &mut self.array
     }
 
+    #[cfg(feature = "mpi")]
+    /// Whether logical qubit `q` sits inside one chunk of the array (its physical position is
+    /// below the chunk's bits), so that a gate on such qubits can be applied chunk by chunk.
+    pub(crate) fn in_chunk(&self, q: usize) -> bool {
+        self.perm[q] < self.per_chunk.trailing_zeros() as usize
+    }
+
+    #[cfg(feature = "mpi")]
+    /// `ops` (on logical qubits, all [`Simulation::in_chunk`]) placed at their physical
+    /// positions and fused once, to be applied to one chunk at a time
+    /// ([`Simulation::apply_chunk_gates`]). A measured fusion width would time the kernels on
+    /// the whole state, which a chunk's work cannot wait for: those gates fuse to 2 qubits.
+    pub(crate) fn chunk_gates(&mut self, ops: &[Op]) -> ChunkGates {
+        let width = match self.fuse {
+            fusion::Width::Fixed(w) => w,
+            fusion::Width::Measured => 2,
+        };
+        let fused = fusion::fuse(&fusion::relabel(ops, &self.perm), width);
+        self.report.fused_gates += fused.len();
+        ChunkGates {
+            ops: fused,
+            width,
+            gates: ops.len(),
+        }
+    }
+
+    #[cfg(feature = "mpi")]
+    /// Apply `gates` to one chunk's amplitudes (`bytes`, read from the array or held by an
+    /// exchange) with the sweeps' kernels on the run's threads, as an out-of-core pass applies
+    /// a block's gates to its buffer.
+    pub(crate) fn apply_chunk_gates(&self, gates: &ChunkGates, bytes: &mut [u8]) {
+        apply_in_chunk::<T>(&self.pool, self.blocking, self.per_chunk, gates, bytes);
+    }
+
+    #[cfg(feature = "mpi")]
+    /// Apply `gates` to chunk `c` where it is: in place in memory; out of core read into
+    /// `scratch` (a chunk's buffer), applied and written back.
+    pub(crate) fn apply_chunk_gates_at(
+        &mut self,
+        gates: &ChunkGates,
+        c: usize,
+        scratch: &mut AlignedBuf,
+    ) -> Result<(), QsimError> {
+        if let Some(mut chunks) = self.array.memory_chunks_mut() {
+            apply_in_chunk::<T>(&self.pool, self.blocking, self.per_chunk, gates, chunks[c]);
+            return Ok(());
+        }
+        self.array.read_chunk(c, scratch)?;
+        self.apply_chunk_gates(gates, scratch);
+        self.array.write_chunk(c, scratch)?;
+        Ok(())
+    }
+
     /// Apply `ops` (on logical qubits) to the state, adding what was done to the report. While
     /// the state is |0...0>, the qubits are first relabelled to make the passes few.
     pub(crate) fn apply(&mut self, ops: &[Op]) -> Result<(), QsimError> {
@@ -957,6 +1010,44 @@ pub(crate) fn out_of_core_shape(
     let io_bits = ((256usize << 10) / a).trailing_zeros() as usize;
     let low = (c - extra).max(io_bits.min(c - widest));
     Ok((low, c, c - low))
+}
+
+#[cfg(feature = "mpi")]
+/// Gates on qubits inside one chunk, at their physical positions and fused, to apply chunk by
+/// chunk ([`Simulation::chunk_gates`]).
+pub(crate) struct ChunkGates {
+    ops: Vec<Op>,
+    width: usize,
+    /// Gates of the circuit they came from (before fusion).
+    pub(crate) gates: usize,
+}
+
+#[cfg(feature = "mpi")]
+/// Apply `gates` to the first `per_chunk` amplitudes of `bytes` on `pool`.
+fn apply_in_chunk<T: Real>(
+    pool: &rayon::ThreadPool,
+    blocking: sweep::Blocking,
+    per_chunk: usize,
+    gates: &ChunkGates,
+    bytes: &mut [u8],
+) {
+    let low = per_chunk.trailing_zeros() as usize;
+    let amps = bytemuck::cast_slice_mut::<u8, Amp<T>>(&mut bytes[..per_chunk * amp_bytes::<T>()]);
+    // Pieces as an out-of-core pass cuts its buffer: a 64th of it.
+    let piece_bits = low.saturating_sub(6);
+    let mut pieces: Vec<&mut [Amp<T>]> = amps.chunks_mut(1 << piece_bits).collect();
+    pool.install(|| {
+        sweep::run(
+            &mut pieces,
+            piece_bits,
+            low,
+            &gates.ops,
+            fusion::Width::Fixed(gates.width),
+            false,
+            blocking,
+            None,
+        )
+    });
 }
 
 /// A copy of a state and the layout it was in ([`Simulation::save`]).

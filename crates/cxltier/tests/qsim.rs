@@ -622,7 +622,9 @@ fn the_cluster_model_prices_a_run_and_refuses_bad_specs() {
     assert_eq!(tiered["mode"], "in_memory");
     assert_eq!(tiered["dram_bytes_per_rank"], 64 << 10);
     assert_eq!(tiered["cxl_bytes_per_rank"], (128 << 10) - (64 << 10));
-    assert!(tiered["compute_seconds"].as_f64() > doc["compute_seconds"].as_f64());
+    // (Every gate here runs inside the exchanges, which stream the part: the whole run is
+    // slower, not only its batches.)
+    assert!(tiered["total_seconds"].as_f64() > doc["total_seconds"].as_f64());
     // The table for people.
     let out = cxltier(&["qsim", &file, "--plan-cluster", spec]);
     assert!(out.status.success());

@@ -3,7 +3,8 @@
 //! single-process run's amplitudes within 1e-12 (and `tests/qsim.rs`, with the library's Aer
 //! tests, ties the single-process run to Aer); sampled counts, also of dynamic circuits (mid-circuit
 //! measurements, resets, conditions), are the single-process run's draw for the same seed; `--json` conforms to docs/json/qsim.schema.json
-//! with `ranks` and `distribution`; a number of ranks that is not a power of two, a rank that
+//! with `ranks` and `distribution`; the gates inside one chunk after an exchange overlap it (and
+//! the cluster model plans as many); a number of ranks that is not a power of two, a rank that
 //! cannot set up its part, and a rank killed mid-run end every rank with a message naming the
 //! rank and the cause.
 //!
@@ -136,6 +137,44 @@ fn random(n: usize, gates: usize, seed: u64) -> String {
             _ => writeln!(s, "ccx q[{a}],q[{b}],q[{c}];"),
         }
         .unwrap();
+    }
+    s
+}
+
+/// A circuit of two rounds on `n` qubits over `2^g` ranks whose exchanges are each followed by
+/// gates inside one chunk of every rank's array: rotations on the local qubits (all of them in
+/// the second round), gates on the global ones, then a chain on qubits 0 to 6, which the
+/// exchange before it applies chunk by chunk. The high local qubits, unused after the first
+/// rotations, are those sent out, so that some chunks are in no partner's set.
+fn overlap(n: usize, g: usize) -> String {
+    let m = n - g;
+    let mut s = format!("{HEADER}qreg q[{n}];\n");
+    for round in 0..2 {
+        let rotated = if round == 0 { m } else { n };
+        for q in 0..rotated {
+            let (r, q) = (round as f64, q as f64);
+            writeln!(
+                s,
+                "u3({},{},{}) q[{q}];",
+                0.1 + 0.07 * q + r,
+                0.2 * q,
+                0.05 * q - 0.3
+            )
+            .unwrap();
+        }
+        for q in m..n {
+            writeln!(s, "h q[{q}];\ncx q[{q}],q[0];").unwrap();
+        }
+        for q in 0..6 {
+            writeln!(
+                s,
+                "u3({},{},0.1) q[{q}];",
+                0.4 + 0.1 * q as f64,
+                0.3 * round as f64
+            )
+            .unwrap();
+            writeln!(s, "cx q[{q}],q[{}];", q + 1).unwrap();
+        }
     }
     s
 }
@@ -505,6 +544,63 @@ fn exchanges_cut_into_many_small_messages_give_the_single_process_amplitudes() {
     );
 }
 
+/// The batch after an exchange overlaps it: its gates inside one chunk are applied by the
+/// exchange (as it writes each chunk back after its last partner, and to the chunks no partner
+/// touches while messages are in flight), which every rank reports, and the amplitudes are the
+/// single-process run's: in memory (one chunk a part, and at 19 qubits two, one of them in no
+/// partner's set) and out of core (many chunks, half or a quarter of them untouched), over 2
+/// and 4 ranks.
+#[test]
+fn exchanges_overlap_the_next_batch_s_in_chunk_gates() {
+    if !have_mpirun() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let spill = dir.path().join("spill");
+    std::fs::create_dir(&spill).unwrap();
+    let spill = spill.to_str().unwrap();
+    let out_of_core = ["--memory-limit", "128K", "--ssd", spill];
+    for (name, n, g, text, extra) in [
+        ("qft", 15, 1, qft(15), &[][..]),
+        ("overlap", 19, 1, overlap(19, 1), &[][..]),
+        ("overlap", 15, 1, overlap(15, 1), &out_of_core[..]),
+        ("overlap", 16, 2, overlap(16, 2), &out_of_core[..]),
+    ] {
+        let file = dir.path().join(format!("{name}{n}.qasm"));
+        std::fs::write(&file, text).unwrap();
+        let file = file.to_str().unwrap();
+        let indices = spread_indices(n);
+        let expected = amplitudes(&json_run(1, &[file, "--amplitudes", &indices, "--json"]));
+        let mut args = vec![file, "--amplitudes", &indices, "--json"];
+        args.extend_from_slice(extra);
+        let ranks = 1 << g;
+        let doc = json_run(ranks, &args);
+        assert_conforms(&doc);
+        let what = format!("{name}{n} on {ranks} ranks {extra:?}");
+        if !extra.is_empty() {
+            assert_eq!(doc["mode"], "out_of_core", "{what}");
+        }
+        let dist = &doc["distribution"];
+        for timing in dist["rank_timings"].as_array().unwrap() {
+            assert!(
+                timing["overlapped_gates"].as_u64().unwrap() > 0,
+                "{what}: {dist}"
+            );
+            assert!(
+                timing["overlap_seconds"].as_f64().unwrap() > 0.0,
+                "{what}: {dist}"
+            );
+        }
+        for ((k, re, im), (_, re1, im1)) in amplitudes(&doc).iter().zip(&expected) {
+            assert!(
+                (re - re1).abs() < 1e-12 && (im - im1).abs() < 1e-12,
+                "{what}, amplitude {k}: ({re}, {im}) against ({re1}, {im1})"
+            );
+        }
+    }
+    assert_eq!(std::fs::read_dir(spill).unwrap().count(), 0);
+}
+
 fn assert_conforms_to(schema: &str, doc: &Value) {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../docs/json")
@@ -515,8 +611,9 @@ fn assert_conforms_to(schema: &str, doc: &Value) {
     assert!(errors.is_empty(), "{errors:?}\n{doc:#}");
 }
 
-/// The cluster model's plan is the run's: the exchanges, the bytes each rank sends and the
-/// passes out of core it predicts are those a run over the same ranks reports (its times are a
+/// The cluster model's plan is the run's: the exchanges, the bytes each rank sends, the gates
+/// the exchanges overlap and the passes out of core it predicts are those a run over the same
+/// ranks reports (its times are a
 /// benchmark's business, bench/qsim-cluster-model). `--bench-network` measures what it is given.
 #[test]
 fn the_cluster_model_plans_what_the_run_does() {
@@ -527,7 +624,11 @@ fn the_cluster_model_plans_what_the_run_does() {
     let spill = dir.path().join("spill");
     std::fs::create_dir(&spill).unwrap();
     let spill = spill.to_str().unwrap();
-    for (name, n, text) in [("qft", 15, qft(15)), ("random", 14, random(14, 200, 3))] {
+    for (name, n, text) in [
+        ("qft", 15, qft(15)),
+        ("random", 14, random(14, 200, 3)),
+        ("overlap", 15, overlap(15, 1)),
+    ] {
         let file = dir.path().join(format!("{name}{n}.qasm"));
         std::fs::write(&file, text).unwrap();
         let file = file.to_str().unwrap();
@@ -552,6 +653,8 @@ fn the_cluster_model_plans_what_the_run_does() {
             assert_eq!(model["naive_exchanges"], dist["naive_exchanges"], "{what}");
             let sent: u64 = dist["rank_timings"][0]["messages"].as_u64().unwrap();
             assert_eq!(model["messages_per_rank"].as_u64().unwrap(), sent, "{what}");
+            let overlapped = &dist["rank_timings"][0]["overlapped_gates"];
+            assert_eq!(&model["overlapped_gates"], overlapped, "{what}");
             if limit.is_some() {
                 assert_eq!(run["mode"], "out_of_core");
                 assert_eq!(model["mode"], "out_of_core");

@@ -24,6 +24,12 @@ pub struct RankTimes {
     pub messages: u64,
     /// Of `compute_seconds`, the out-of-core pipeline's wait for I/O.
     pub io_wait_seconds: f64,
+    /// Of `exchange_seconds`, applying the next batch's gates inside one chunk to the chunks
+    /// as the exchanges write them back (or while their messages are in flight): work that
+    /// overlaps the exchanges instead of following them.
+    pub overlap_seconds: f64,
+    /// Gates of the circuit applied that way.
+    pub overlapped_gates: u64,
 }
 
 /// What the distribution of a run cost, as planned and as measured.

@@ -18,8 +18,14 @@
 //!   amplitude, on the rank's one thread, at its share of a core); out of core each chunk is
 //!   also read and written once per partner.
 //!
-//! Nothing overlaps across steps (an exchange does not hide behind the next batch's gates, as
-//! the run does not), which is why the model adds them.
+//! Steps add up, but for one overlap the run makes: the gates of the batch after an exchange
+//! that act inside one chunk of the rank's array and can go first ([`super::plan::hoist_in_chunk`])
+//! are applied by the exchange to each chunk as it writes it back, and to the chunks it does not
+//! touch while messages are in flight. They cost their arithmetic (and, for the untouched
+//! chunks, a read and write of those), which hides behind the network's transfer of the
+//! exchange: the exchange and its hoisted gates cost the larger of the two, plus the copying
+//! and chunk I/O that run on the same thread. The rest of the batch is priced as a batch; out
+//! of core the hoisted gates need no pass of their own.
 
 use serde::Serialize;
 
@@ -107,6 +113,11 @@ pub struct ClusterPrediction {
     pub compute_seconds: f64,
     pub exchange_seconds: f64,
     pub io_seconds: f64,
+    /// Gates of the batches after exchanges applied inside the exchanges (chunk by chunk), and
+    /// the seconds of that work (within `exchange_seconds`, where it hides behind the
+    /// transfer up to the transfer's time).
+    pub overlapped_gates: usize,
+    pub overlap_seconds: f64,
     pub total_seconds: f64,
     /// The rates the prediction used.
     pub rates: MachineRates,
@@ -183,7 +194,7 @@ pub fn predict(
             )))
         }
     };
-    let plan = super::plan::plan(ops, n, g)?;
+    let mut plan = super::plan::plan(ops, n, g)?;
     let m = n - g;
     let part_bytes = (1u64 << m) * amp_bytes as u64;
     let ranks_per_node = (spec.ranks / spec.nodes) as f64;
@@ -243,7 +254,30 @@ pub fn predict(
     let (mut compute, mut io, mut io_bytes) = (0.0, 0.0, 0u64);
     let (mut sweeps, mut passes) = (0, 0);
     let (mut exchange_seconds, mut messages) = (0.0, 0u64);
-    for step in &plan.steps {
+    let (mut overlapped_gates, mut overlap_seconds) = (0, 0.0);
+    // The chunks of the rank's array, as the run lays it out.
+    let chunk_bits = ooc.map_or_else(
+        || crate::sim::memory_chunk_bits(m, amp_bytes),
+        |(low, _, _)| low,
+    );
+    // The steps as the run does them: each exchange with the gates it hoists out of the batch
+    // after it, and the rest of that batch.
+    let mut steps: Vec<(super::plan::Step, Vec<Op>)> = Vec::with_capacity(plan.steps.len());
+    let mut planned = std::mem::take(&mut plan.steps).into_iter().peekable();
+    while let Some(step) = planned.next() {
+        match (step, planned.peek()) {
+            (exchange @ super::plan::Step::Exchange(_), Some(super::plan::Step::Local(batch))) => {
+                let (hoisted, rest) = super::plan::hoist_in_chunk(batch, |q| q < chunk_bits);
+                planned.next();
+                steps.push((exchange, hoisted));
+                if !rest.is_empty() {
+                    steps.push((super::plan::Step::Local(rest), Vec::new()));
+                }
+            }
+            (step, _) => steps.push((step, Vec::new())),
+        }
+    }
+    for (step, hoisted) in &steps {
         match step {
             super::plan::Step::Local(batch) => match ooc {
                 None => {
@@ -274,10 +308,6 @@ pub fn predict(
                 let bytes = share * part_bytes as f64;
                 // Messages as the run cuts them: a power of two of amplitudes, at most the
                 // message size, never across a chunk of the rank's array.
-                let chunk_bits = ooc.map_or_else(
-                    || crate::sim::memory_chunk_bits(m, amp_bytes),
-                    |(low, _, _)| low,
-                );
                 let below = pairs.iter().filter(|&&(_, pl)| pl < chunk_bits).count();
                 let in_chunk = 1u64 << (chunk_bits - below);
                 let cap = 1u64 << (spec.message_bytes / amp_bytes as u64).max(1).ilog2();
@@ -287,8 +317,8 @@ pub fn predict(
                 // The gathering and scattering run on the rank's one thread, at its share of
                 // a core when the node's ranks outnumber its cores.
                 let moved = share * (1u64 << m) as f64;
-                let mut t = bytes / network
-                    + sent as f64 * spec.latency_seconds
+                let transfer = bytes / network;
+                let mut t = sent as f64 * spec.latency_seconds
                     + moved * rates.exchange_copy_seconds / core_share;
                 // For each partner, every chunk holding some of its amplitudes is read from the
                 // rank's array and written back: all chunks when a pair's local position is
@@ -304,7 +334,30 @@ pub fn predict(
                         io_bytes += 2 * touched as u64;
                     }
                 }
-                exchange_seconds += t;
+                // The hoisted gates: their arithmetic on every chunk, and the chunks no
+                // partner's set falls in (a 2^-k share, when every pair is above a chunk) read
+                // and written for them alone. That work runs while messages are in flight.
+                let mut hoisted_work = 0.0;
+                if !hoisted.is_empty() {
+                    let fused = fusion::fuse(hoisted, fuse);
+                    let widths: Vec<usize> = fused.iter().map(|o| o.qubits.len()).collect();
+                    hoisted_work += arithmetic(&widths);
+                    if above == k {
+                        let untouched = part_bytes as f64 / (1u64 << k) as f64;
+                        match ooc {
+                            None => hoisted_work += stream_part * untouched / part_bytes as f64,
+                            Some(_) => {
+                                let filler_io = 2.0 * untouched / ssd;
+                                hoisted_work += filler_io;
+                                io += filler_io;
+                                io_bytes += 2 * untouched as u64;
+                            }
+                        }
+                    }
+                }
+                overlapped_gates += hoisted.len();
+                overlap_seconds += hoisted_work;
+                exchange_seconds += t + transfer.max(hoisted_work);
             }
         }
     }
@@ -332,6 +385,8 @@ pub fn predict(
         compute_seconds: compute,
         exchange_seconds,
         io_seconds: io,
+        overlapped_gates,
+        overlap_seconds,
         total_seconds: compute + exchange_seconds,
         rates: rates.clone(),
         network_bytes_per_second: spec.network_bytes_per_second,
@@ -418,7 +473,11 @@ mod tests {
         };
         let shared = predict(&ops, 18, 16, 2, 6, &together, &rates()).unwrap();
         assert_eq!(shared.threads_per_rank, 1.0);
-        assert!(shared.compute_seconds > 3.0 * apart.compute_seconds);
+        // The gates, whether in batches or overlapping the exchanges.
+        assert!(
+            shared.compute_seconds + shared.overlap_seconds
+                > 3.0 * (apart.compute_seconds + apart.overlap_seconds)
+        );
     }
 
     #[test]

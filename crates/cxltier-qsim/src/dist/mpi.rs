@@ -8,7 +8,10 @@
 //! order by every rank, so that partners always meet), the amplitudes whose local bits at the
 //! pair positions equal the partner's rank bits are sent and replaced by the partner's
 //! (`MPI_Sendrecv`). A message is at most the amplitudes of one chunk that are in the set, so
-//! an exchange holds one chunk and two such buffers whatever the state's size.
+//! an exchange holds one chunk and two such buffers whatever the state's size. The gates of the
+//! next batch that act inside one chunk and can go first are applied by the exchange itself, to
+//! each chunk as it writes it back for the last time (and to the chunks it does not touch while
+//! its messages are in flight), so that they overlap the exchange instead of following it.
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -30,7 +33,7 @@ use crate::fusion::Op;
 use crate::kernel::{Amp, Real};
 use crate::progress::Progress;
 use crate::qasm::Circuit;
-use crate::sim::{ops_of, Options, Precision, RunReport, SavedState, Simulation};
+use crate::sim::{ops_of, ChunkGates, Options, Precision, RunReport, SavedState, Simulation};
 use crate::QsimError;
 
 /// The number of ranks `mpirun` (Open MPI) started this process among, from
@@ -315,16 +318,29 @@ impl<'c, T: Real> DistSimulation<'c, T> {
 
     /// Apply `ops` (on logical qubits) from the layout as it is: planned over the ranks, local
     /// batches run on each part, exchanges between them.
+    ///
+    /// The batch after an exchange overlaps it: its gates inside one chunk that can go first
+    /// ([`plan::hoist_in_chunk`]) are applied by the exchange to each chunk as it is written
+    /// back for the last time, and to the chunks it does not touch while messages are in
+    /// flight; the rest of the batch runs after it.
     fn apply(&mut self, ops: &[Op]) -> Result<(), QsimError> {
         let plan = plan::plan_from(ops, self.n, self.g, &self.position)?;
-        for step in &plan.steps {
+        let mut steps = plan.steps.iter().peekable();
+        while let Some(step) = steps.next() {
             match step {
-                Step::Local(batch) => {
-                    let t = Instant::now();
-                    self.local.apply(batch)?;
-                    self.compute_seconds += t.elapsed().as_secs_f64();
+                Step::Local(batch) => self.compute(batch)?,
+                Step::Exchange(pairs) => {
+                    let (hoisted, rest) = match steps.peek() {
+                        Some(Step::Local(batch)) => {
+                            steps.next();
+                            plan::hoist_in_chunk(batch, |q| self.local.in_chunk(q))
+                        }
+                        _ => (Vec::new(), Vec::new()),
+                    };
+                    let hoisted = (!hoisted.is_empty()).then(|| self.local.chunk_gates(&hoisted));
+                    self.exchange(pairs, hoisted.as_ref())?;
+                    self.compute(&rest)?;
                 }
-                Step::Exchange(pairs) => self.exchange(pairs)?,
             }
         }
         self.position = plan.final_position;
@@ -336,8 +352,24 @@ impl<'c, T: Real> DistSimulation<'c, T> {
         Ok(())
     }
 
-    /// Swap the (global position, local position) `pairs` with the partner ranks, timed.
-    fn exchange(&mut self, pairs: &[(usize, usize)]) -> Result<(), QsimError> {
+    /// Run a local batch on this rank's part, timed.
+    fn compute(&mut self, batch: &[Op]) -> Result<(), QsimError> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let t = Instant::now();
+        self.local.apply(batch)?;
+        self.compute_seconds += t.elapsed().as_secs_f64();
+        Ok(())
+    }
+
+    /// Swap the (global position, local position) `pairs` with the partner ranks, timed,
+    /// applying `hoisted` to every chunk of the part on the way.
+    fn exchange(
+        &mut self,
+        pairs: &[(usize, usize)],
+        hoisted: Option<&ChunkGates>,
+    ) -> Result<(), QsimError> {
         let t = Instant::now();
         let m = self.m();
         let times = exchange(
@@ -346,9 +378,12 @@ impl<'c, T: Real> DistSimulation<'c, T> {
             m,
             pairs,
             self.exchange_message,
+            hoisted,
         )?;
         self.exchanged.message_wait += times.message_wait;
         self.exchanged.messages += times.messages;
+        self.exchanged.overlap += times.overlap;
+        self.exchanged.overlapped_gates += hoisted.map_or(0, |h| h.gates as u64);
         self.exchange_seconds += t.elapsed().as_secs_f64();
         Ok(())
     }
@@ -369,6 +404,8 @@ impl<'c, T: Real> DistSimulation<'c, T> {
             self.exchanged.message_wait,
             io_wait,
             self.exchanged.messages as f64,
+            self.exchanged.overlap,
+            self.exchanged.overlapped_gates as f64,
         ];
         let size = self.cluster.size();
         let mut all = vec![0.0f64; mine.len() * size];
@@ -384,6 +421,8 @@ impl<'c, T: Real> DistSimulation<'c, T> {
                 io_wait_seconds: t[3],
                 // Counted exactly: far below 2^53.
                 messages: t[4] as u64,
+                overlap_seconds: t[5],
+                overlapped_gates: t[6] as u64,
             })
             .collect();
         let part_bytes = self.part_bytes();
@@ -473,7 +512,7 @@ impl<'c, T: Real> DistSimulation<'c, T> {
         debug_assert_eq!(away.len(), strangers.len(), "as many each way");
         if !away.is_empty() {
             let pairs: Vec<(usize, usize)> = away.iter().copied().zip(strangers).collect();
-            self.exchange(&pairs)?;
+            self.exchange(&pairs, None)?;
             for &(pg, pl) in &pairs {
                 logical_at.swap(pg, pl);
             }
@@ -490,9 +529,7 @@ impl<'c, T: Real> DistSimulation<'c, T> {
                     matrix: crate::gates::swap(),
                 })
                 .collect();
-            let t = Instant::now();
-            self.local.apply(&ops)?;
-            self.compute_seconds += t.elapsed().as_secs_f64();
+            self.compute(&ops)?;
             for (a, b) in swaps {
                 logical_at.swap(a, b);
             }
@@ -682,6 +719,10 @@ struct ExchangeTimes {
     message_wait: f64,
     /// Messages sent (and as many received).
     messages: u64,
+    /// Applying the next batch's hoisted gates to chunks inside the exchange.
+    overlap: f64,
+    /// Gates of the circuit applied that way.
+    overlapped_gates: u64,
 }
 
 /// One chunk of the array held by an exchange's pipeline.
@@ -699,12 +740,20 @@ struct Held {
 /// chunk read first if it is not held yet. Out of core the reads and writes are the rank's NVMe
 /// I/O, so they too overlap the network. At most three chunks and four messages are held,
 /// whatever the state's size.
+///
+/// `hoisted` (gates inside one chunk, of the batch that follows) overlap the exchange too: a
+/// chunk gets them when it is written back after its last partner's replies (before that a
+/// later partner would still take some of its amplitudes), and the chunks no partner's set
+/// falls in (when every pair's local position is above a chunk) get them a few at a time
+/// while messages are in flight, spread evenly over the exchange's messages. Out of core the
+/// gates then cost no pass of their own over the part.
 fn exchange<T: Real>(
     local: &mut Simulation<T>,
     world: &SimpleCommunicator,
     m: usize,
     pairs: &[(usize, usize)],
     max_message: u64,
+    hoisted: Option<&ChunkGates>,
 ) -> Result<ExchangeTimes, QsimError> {
     let rank = world.rank() as usize;
     let a = std::mem::size_of::<Amp<T>>();
@@ -739,6 +788,44 @@ fn exchange<T: Real>(
     let mut send = [vec![0u8; message * a], vec![0u8; message * a]];
     let mut recv = [vec![0u8; message * a], vec![0u8; message * a]];
     let mut times = ExchangeTimes::default();
+    // For each chunk of the part, the last partner step whose set falls in it (0: none): the
+    // set of step d has, at each pair's local position above a chunk, the bit of own ^ d.
+    let chunks = (1usize << m) / per;
+    let touches = |c: usize, d: usize| {
+        bits.iter()
+            .enumerate()
+            .all(|(j, &(l, _))| l < low || (c >> (l - low)) & 1 == ((own ^ d) >> j) & 1)
+    };
+    let last_partner: Vec<usize> = match hoisted {
+        None => Vec::new(),
+        Some(_) => (0..chunks)
+            .map(|c| (1..1usize << k).rev().find(|&d| touches(c, d)).unwrap_or(0))
+            .collect(),
+    };
+    let untouched: Vec<usize> = (0..last_partner.len())
+        .filter(|&c| last_partner[c] == 0)
+        .collect();
+    let mut spare = (!untouched.is_empty()).then(|| AlignedBuf::new(chunk_bytes));
+    let mut filled = 0;
+    let all_messages = ((1usize << k) - 1) * messages;
+    let overlap = std::cell::Cell::new(0.0f64);
+    // The untouched chunks' gates, up to the first `upto` of them.
+    let fill = |local: &mut Simulation<T>,
+                spare: &mut Option<AlignedBuf>,
+                filled: &mut usize,
+                upto: usize|
+     -> Result<(), QsimError> {
+        let (Some(gates), Some(spare)) = (hoisted, spare.as_mut()) else {
+            return Ok(());
+        };
+        while *filled < upto.min(untouched.len()) {
+            let t = Instant::now();
+            local.apply_chunk_gates_at(gates, untouched[*filled], spare)?;
+            overlap.set(overlap.get() + t.elapsed().as_secs_f64());
+            *filled += 1;
+        }
+        Ok(())
+    };
     // Partner patterns in the same order on every rank: at step d every rank talks to rank xor
     // d's bits, which talks back to it at the same step. The pipeline drains between partners,
     // since a later partner's messages may fall in a chunk an earlier one still holds.
@@ -790,7 +877,18 @@ fn exchange<T: Real>(
                 exchange::scatter(&bits, v, amps, c * per, i * message, got);
             }
             if i + 1 == messages || chunk_of(i + 1) != c {
-                let done = held.swap_remove(at);
+                let mut done = held.swap_remove(at);
+                if let Some(gates) = hoisted {
+                    debug_assert!(
+                        last_partner[c] >= d,
+                        "a later partner's set is in chunk {c}"
+                    );
+                    if last_partner[c] == d {
+                        let t = Instant::now();
+                        local.apply_chunk_gates(gates, &mut done.data);
+                        overlap.set(overlap.get() + t.elapsed().as_secs_f64());
+                    }
+                }
                 local.array_mut().write_chunk(c, &done.data)?;
                 free.push(done.data);
             }
@@ -810,6 +908,8 @@ fn exchange<T: Real>(
             } else {
                 (recv1, recv0)
             };
+            // Untouched chunks' gates done by the end of this message, in proportion.
+            let due = (times.messages as usize + 1) * untouched.len() / all_messages.max(1);
             let overlapped = mpi::request::scope(|scope| -> Result<(), QsimError> {
                 let incoming = process.immediate_receive_into(scope, &mut receiving[..]);
                 let outgoing = process.immediate_send(scope, &sending[..]);
@@ -822,7 +922,7 @@ fn exchange<T: Real>(
                     if i + 1 < messages {
                         gather(local, &mut held, &mut free, &mut next[..], i + 1)?;
                     }
-                    Ok(())
+                    fill(local, &mut spare, &mut filled, due)
                 })();
                 let t = Instant::now();
                 incoming.wait();
@@ -841,6 +941,8 @@ fn exchange<T: Real>(
         scatter(local, &mut held, &mut free, &last[..], messages - 1)?;
         debug_assert!(held.is_empty(), "every chunk is written back per partner");
     }
+    fill(local, &mut spare, &mut filled, untouched.len())?;
+    times.overlap = overlap.get();
     Ok(times)
 }
 

@@ -200,6 +200,30 @@ pub fn plan_from(ops: &[Op], n: usize, g: usize, start: &[usize]) -> Result<Plan
     })
 }
 
+/// Split the local batch that follows an exchange into the gates an exchange can apply chunk by
+/// chunk as it writes each chunk back (`hoisted`) and the rest, in order. A gate is hoisted when
+/// every qubit of it is inside one chunk of the rank's array (`in_chunk`, by the position the
+/// rank's simulation places it at) and no earlier gate of the batch that stays shares a qubit
+/// with it: it then commutes with every gate it moves ahead of, so applying the hoisted gates
+/// first and the rest after leaves the batch's unitary.
+pub fn hoist_in_chunk(batch: &[Op], in_chunk: impl Fn(usize) -> bool) -> (Vec<Op>, Vec<Op>) {
+    let mut blocked: Vec<usize> = Vec::new();
+    let (mut hoisted, mut rest) = (Vec::new(), Vec::new());
+    for op in batch {
+        let free = op
+            .qubits
+            .iter()
+            .all(|&q| in_chunk(q) && !blocked.contains(&q));
+        if free {
+            hoisted.push(op.clone());
+        } else {
+            blocked.extend(op.qubits.iter().copied());
+            rest.push(op.clone());
+        }
+    }
+    (hoisted, rest)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -367,6 +391,45 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// Each batch after an exchange applied as the run does with the overlap: its hoisted
+    /// gates first (chunks of `2^low` amplitudes), then the rest; the state is the plain one.
+    #[test]
+    fn hoisting_a_batch_s_in_chunk_gates_leaves_the_state() {
+        let circuits: Vec<(usize, Vec<Op>)> =
+            vec![(9, qft(9)), (8, ising(8, 3)), (10, random(10, 200, 11))];
+        let mut hoisted_any = 0;
+        for (n, ops) in &circuits {
+            let plain = run_plain(ops, *n);
+            for g in 1..=2 {
+                for low in [2, 4] {
+                    let mut plan = plan(ops, *n, g).unwrap();
+                    let mut steps = Vec::new();
+                    let mut after_exchange = false;
+                    for step in plan.steps.drain(..) {
+                        match step {
+                            Step::Local(batch) if after_exchange => {
+                                let (hoisted, rest) = hoist_in_chunk(&batch, |q| q < low);
+                                assert!(hoisted.iter().all(|o| o.qubits.iter().all(|&q| q < low)));
+                                assert_eq!(hoisted.len() + rest.len(), batch.len());
+                                hoisted_any += hoisted.len();
+                                steps.push(Step::Local(hoisted));
+                                steps.push(Step::Local(rest));
+                                after_exchange = false;
+                            }
+                            other => {
+                                after_exchange = matches!(other, Step::Exchange(_));
+                                steps.push(other);
+                            }
+                        }
+                    }
+                    plan.steps = steps;
+                    assert_close(&run_planned(&plan, *n), &plain);
+                }
+            }
+        }
+        assert!(hoisted_any > 0, "some gates were hoisted");
     }
 
     #[test]

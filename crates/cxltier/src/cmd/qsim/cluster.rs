@@ -426,8 +426,14 @@ pub(super) fn plan_cluster(
     t.row([
         "time".to_string(),
         format!(
-            "{:.3} s: gates {:.3} s (NVMe {:.3} s within), exchanges {:.3} s",
-            p.total_seconds, p.compute_seconds, p.io_seconds, p.exchange_seconds
+            "{:.3} s: gates {:.3} s (NVMe {:.3} s within), exchanges {:.3} s ({} gates \
+             overlapped: {:.3} s within)",
+            p.total_seconds,
+            p.compute_seconds,
+            p.io_seconds,
+            p.exchange_seconds,
+            p.overlapped_gates,
+            p.overlap_seconds
         ),
     ]);
     t.row([
