@@ -483,6 +483,32 @@ impl<T: Real> Simulation<T> {
     }
 
     #[cfg(feature = "mpi")]
+    /// Trips through the state [`Simulation::apply`] makes for `ops` (on logical qubits):
+    /// sweeps in memory, passes out of core. A measured fusion width is counted as 2.
+    pub(crate) fn trips(&self, ops: &[Op]) -> usize {
+        let physical = fusion::relabel(ops, &self.perm);
+        match self.layout {
+            Layout::Memory { piece_bits } => {
+                let width = match self.fuse {
+                    fusion::Width::Fixed(w) => w,
+                    fusion::Width::Measured => 2,
+                };
+                sweep::sweeps_of(
+                    &physical,
+                    width,
+                    self.n,
+                    piece_bits,
+                    amp_bytes::<T>(),
+                    self.blocking.group_bytes,
+                )
+            }
+            Layout::OutOfCore { low, extra, .. } => {
+                fusion::plan_passes(&physical, self.n, low, extra).len()
+            }
+        }
+    }
+
+    #[cfg(feature = "mpi")]
     /// `ops` (on logical qubits, all [`Simulation::in_chunk`]) placed at their physical
     /// positions and fused once, to be applied to one chunk at a time
     /// ([`Simulation::apply_chunk_gates`]). A measured fusion width would time the kernels on

@@ -118,6 +118,28 @@ pub(crate) fn group_shape(
     (run_bits >= 3 && cache_bits >= run_bits + widest).then(|| (run_bits, cache_bits - run_bits))
 }
 
+/// The sweeps [`run`] makes over an in-memory state of `n` qubits held in pieces of
+/// `2^piece_bits` amplitudes of `amp_bytes`, in groups of `group_bytes`, for `ops` fused to
+/// `width` qubits, without relabelling.
+pub(crate) fn sweeps_of(
+    ops: &[Op],
+    width: usize,
+    n: usize,
+    piece_bits: usize,
+    amp_bytes: usize,
+    group_bytes: usize,
+) -> usize {
+    if ops.is_empty() {
+        return 0;
+    }
+    let widest = ops.iter().map(|o| o.qubits.len()).max().unwrap_or(1);
+    let fused = fusion::fuse(ops, width);
+    match group_shape(n, piece_bits, amp_bytes, group_bytes, widest) {
+        None => fused.len(),
+        Some((run_bits, extra)) => fusion::plan_passes(&fused, n, run_bits, extra).len(),
+    }
+}
+
 /// The widths of each sweep's fused gates when `fused` (whose unfused gates were at most
 /// `widest` qubits) runs over an in-memory state as [`run`] cuts it, without relabelling: what
 /// a cost model prices.

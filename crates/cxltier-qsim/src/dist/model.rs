@@ -19,8 +19,8 @@
 //!   also read and written once per partner.
 //!
 //! Steps add up, but for one overlap the run makes: the gates of the batch after an exchange
-//! that act inside one chunk of the rank's array and can go first ([`super::plan::hoist_in_chunk`])
-//! are applied by the exchange to each chunk as it writes it back, and to the chunks it does not
+//! that act inside one chunk of the rank's array and can go first, when that saves the batch a
+//! trip through the part ([`super::plan::overlap_batch`]), are applied by the exchange to each chunk as it writes it back, and to the chunks it does not
 //! touch while messages are in flight. They cost their arithmetic (and, for the untouched
 //! chunks, a read and write of those), which hides behind the network's transfer of the
 //! exchange: the exchange and its hoisted gates cost the larger of the two, plus the copying
@@ -267,7 +267,18 @@ pub fn predict(
     while let Some(step) = planned.next() {
         match (step, planned.peek()) {
             (exchange @ super::plan::Step::Exchange(_), Some(super::plan::Step::Local(batch))) => {
-                let (hoisted, rest) = super::plan::hoist_in_chunk(batch, |q| q < chunk_bits);
+                let trips = |ops: &[Op]| match ooc {
+                    None => crate::sweep::sweeps_of(
+                        ops,
+                        fuse,
+                        m,
+                        crate::sim::memory_piece_bits(m, amp_bytes).min(m),
+                        amp_bytes,
+                        crate::sweep::CACHE_BYTES,
+                    ),
+                    Some((low, _, extra)) => fusion::plan_passes(ops, m, low, extra).len(),
+                };
+                let (hoisted, rest) = super::plan::overlap_batch(batch, |q| q < chunk_bits, trips);
                 planned.next();
                 steps.push((exchange, hoisted));
                 if !rest.is_empty() {

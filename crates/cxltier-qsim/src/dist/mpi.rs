@@ -319,10 +319,10 @@ impl<'c, T: Real> DistSimulation<'c, T> {
     /// Apply `ops` (on logical qubits) from the layout as it is: planned over the ranks, local
     /// batches run on each part, exchanges between them.
     ///
-    /// The batch after an exchange overlaps it: its gates inside one chunk that can go first
-    /// ([`plan::hoist_in_chunk`]) are applied by the exchange to each chunk as it is written
-    /// back for the last time, and to the chunks it does not touch while messages are in
-    /// flight; the rest of the batch runs after it.
+    /// The batch after an exchange overlaps it when that saves a trip through the part
+    /// ([`plan::overlap_batch`]): its gates inside one chunk that can go first are applied by
+    /// the exchange to each chunk as it is written back for the last time, and to the chunks it
+    /// does not touch while messages are in flight; the rest of the batch runs after it.
     fn apply(&mut self, ops: &[Op]) -> Result<(), QsimError> {
         let plan = plan::plan_from(ops, self.n, self.g, &self.position)?;
         let mut steps = plan.steps.iter().peekable();
@@ -333,7 +333,11 @@ impl<'c, T: Real> DistSimulation<'c, T> {
                     let (hoisted, rest) = match steps.peek() {
                         Some(Step::Local(batch)) => {
                             steps.next();
-                            plan::hoist_in_chunk(batch, |q| self.local.in_chunk(q))
+                            plan::overlap_batch(
+                                batch,
+                                |q| self.local.in_chunk(q),
+                                |ops| self.local.trips(ops),
+                            )
                         }
                         _ => (Vec::new(), Vec::new()),
                     };

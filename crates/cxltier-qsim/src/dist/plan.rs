@@ -224,6 +224,25 @@ pub fn hoist_in_chunk(batch: &[Op], in_chunk: impl Fn(usize) -> bool) -> (Vec<Op
     (hoisted, rest)
 }
 
+/// What of the batch after an exchange the exchange applies ([`hoist_in_chunk`]), and the rest:
+/// the hoisted gates only when the rest takes fewer trips through the rank's part than the whole
+/// batch (`trips`: sweeps in memory, passes out of core), nothing otherwise. Hoisted gates are
+/// fused apart from the rest and applied chunk by chunk, which costs more arithmetic than riding
+/// along in the batch's trips; on a machine whose cores also move the messages (shared memory,
+/// or as many ranks as cores) that arithmetic does not hide behind the transfer, so it pays
+/// only when it saves a trip's streaming (or, out of core, a pass's NVMe reads and writes).
+pub fn overlap_batch(
+    batch: &[Op],
+    in_chunk: impl Fn(usize) -> bool,
+    trips: impl Fn(&[Op]) -> usize,
+) -> (Vec<Op>, Vec<Op>) {
+    let (hoisted, rest) = hoist_in_chunk(batch, in_chunk);
+    if hoisted.is_empty() || trips(&rest) >= trips(batch) {
+        return (Vec::new(), batch.to_vec());
+    }
+    (hoisted, rest)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -430,6 +449,29 @@ mod tests {
             }
         }
         assert!(hoisted_any > 0, "some gates were hoisted");
+    }
+
+    /// The exchange takes a batch's in-chunk gates only when the rest takes fewer trips.
+    #[test]
+    fn gates_go_into_the_exchange_only_when_that_saves_a_trip() {
+        // Chunks of 3 qubits; a trip gathers qubits 3 and up, two at a time.
+        let batch = vec![
+            op(&[5], gates::h()),
+            op(&[0, 1], gates::swap()),
+            op(&[4], gates::h()),
+            op(&[1, 3], gates::swap()),
+            op(&[2], gates::h()),
+            op(&[3], gates::h()),
+        ];
+        let trips = |ops: &[Op]| crate::fusion::plan_passes(ops, 6, 3, 2).len();
+        let (hoisted, rest) = overlap_batch(&batch, |q| q < 3, trips);
+        // The swap on 0 and 1 and the H on 2 could go, but the rest (on 5, 4, then 3) would
+        // still take the batch's 2 trips: nothing goes.
+        assert!(hoisted.is_empty() && rest.len() == batch.len());
+        // Those two alone: the whole batch goes, and no trip is left.
+        let in_chunk_only: Vec<Op> = batch[1..2].iter().chain(&batch[4..5]).cloned().collect();
+        let (hoisted, rest) = overlap_batch(&in_chunk_only, |q| q < 3, trips);
+        assert_eq!((hoisted.len(), rest.len()), (2, 0));
     }
 
     #[test]
