@@ -22,10 +22,12 @@
 //! that act inside one chunk of the rank's array and can go first, when that saves the batch a
 //! trip through the part ([`super::plan::overlap_batch`]), are applied by the exchange to each chunk as it writes it back, and to the chunks it does not
 //! touch while messages are in flight. They cost their arithmetic (and, for the untouched
-//! chunks, a read and write of those), which hides behind the network's transfer of the
-//! exchange: the exchange and its hoisted gates cost the larger of the two, plus the copying
-//! and chunk I/O that run on the same thread. The rest of the batch is priced as a batch; out
-//! of core the hoisted gates need no pass of their own.
+//! chunks, a read and write of those). With one rank a node, that work hides behind the
+//! network's transfer of the exchange (a network card moves the bytes while the rank computes):
+//! the exchange and its hoisted gates cost the larger of the two, plus the copying and chunk I/O
+//! that run on the same thread. Ranks that share a node exchange through shared memory, which
+//! their own cores copy, so there the two add up. The rest of the batch is priced as a batch;
+//! the hoisted gates need no sweep (or pass) of their own, which is the saving.
 
 use serde::Serialize;
 
@@ -113,12 +115,12 @@ pub struct ClusterPrediction {
     pub compute_seconds: f64,
     pub exchange_seconds: f64,
     pub io_seconds: f64,
+    pub total_seconds: f64,
     /// Gates of the batches after exchanges applied inside the exchanges (chunk by chunk), and
-    /// the seconds of that work (within `exchange_seconds`, where it hides behind the
-    /// transfer up to the transfer's time).
+    /// the seconds of that work (within `exchange_seconds`; with one rank a node it hides
+    /// behind the transfer up to the transfer's time).
     pub overlapped_gates: usize,
     pub overlap_seconds: f64,
-    pub total_seconds: f64,
     /// The rates the prediction used.
     pub rates: MachineRates,
     pub network_bytes_per_second: Option<f64>,
@@ -368,7 +370,15 @@ pub fn predict(
                 }
                 overlapped_gates += hoisted.len();
                 overlap_seconds += hoisted_work;
-                exchange_seconds += t + transfer.max(hoisted_work);
+                // The transfer hides that work only when a network card moves the bytes while
+                // the rank computes: ranks alone on their nodes. Ranks that share a node
+                // exchange through shared memory, which their own cores copy (measured here:
+                // the hoisted work added to the exchange whole).
+                exchange_seconds += t + if spec.ranks == spec.nodes {
+                    transfer.max(hoisted_work)
+                } else {
+                    transfer + hoisted_work
+                };
             }
         }
     }
@@ -396,9 +406,9 @@ pub fn predict(
         compute_seconds: compute,
         exchange_seconds,
         io_seconds: io,
+        total_seconds: compute + exchange_seconds,
         overlapped_gates,
         overlap_seconds,
-        total_seconds: compute + exchange_seconds,
         rates: rates.clone(),
         network_bytes_per_second: spec.network_bytes_per_second,
         latency_seconds: spec.latency_seconds,
@@ -488,6 +498,31 @@ mod tests {
         assert!(
             shared.compute_seconds + shared.overlap_seconds
                 > 3.0 * (apart.compute_seconds + apart.overlap_seconds)
+        );
+    }
+
+    /// The gates an exchange takes from the next batch hide behind its transfer when every rank
+    /// has a node (a network card moves the bytes), and add to it when ranks share a node
+    /// (their cores copy the messages): the same ranks, cores and bandwidth a rank otherwise.
+    #[test]
+    fn an_exchange_hides_the_gates_it_takes_only_between_nodes() {
+        let ops = qft(18);
+        let apart = predict(&ops, 18, 16, 2, 6, &spec(4), &rates()).unwrap();
+        let together = ClusterSpec {
+            nodes: 1,
+            cores_per_node: 16.0,
+            stream_bytes_per_second: Some(4.0 * rates().stream_bytes_per_second),
+            ..spec(4)
+        };
+        let shared = predict(&ops, 18, 16, 2, 6, &together, &rates()).unwrap();
+        assert!(apart.overlapped_gates > 0 && apart.overlap_seconds > 0.0);
+        assert_eq!(apart.overlapped_gates, shared.overlapped_gates);
+        assert_eq!(apart.compute_seconds, shared.compute_seconds);
+        let hidden = shared.exchange_seconds - apart.exchange_seconds;
+        assert!(
+            hidden > 0.0 && hidden <= apart.overlap_seconds * (1.0 + 1e-12),
+            "{hidden} hidden of {}",
+            apart.overlap_seconds
         );
     }
 
