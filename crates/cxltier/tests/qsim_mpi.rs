@@ -261,9 +261,8 @@ fn out_of_core_ranks_give_the_single_process_amplitudes() {
     let file = dir.path().join("qft15.qasm");
     std::fs::write(&file, qft(15)).unwrap();
     let file = file.to_str().unwrap();
-    let spill = dir.path().join("spill");
-    std::fs::create_dir(&spill).unwrap();
-    let spill = spill.to_str().unwrap();
+    let spill = spill_dir(&dir);
+    let spill = spill.as_str();
     let indices = spread_indices(15);
     let expected = amplitudes(&json_run(1, &[file, "--amplitudes", &indices, "--json"]));
     // Parts of 256 KiB (2 ranks) and 128 KiB (4 ranks), each under a limit of half its size:
@@ -327,9 +326,8 @@ fn sampled_counts_over_ranks_are_the_single_process_draw() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let spill = dir.path().join("spill");
-    std::fs::create_dir(&spill).unwrap();
-    let spill = spill.to_str().unwrap();
+    let spill = spill_dir(&dir);
+    let spill = spill.as_str();
     let n = 14;
     let mut measured = random(n, 220, 9);
     measured = measured.replacen(
@@ -388,9 +386,8 @@ fn dynamic_circuits_over_ranks_give_the_single_process_counts() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let spill = dir.path().join("spill");
-    std::fs::create_dir(&spill).unwrap();
-    let spill = spill.to_str().unwrap();
+    let spill = spill_dir(&dir);
+    let spill = spill.as_str();
     let n = 14;
     let file = dir.path().join("dynamic14.qasm");
     std::fs::write(&file, dynamic(n, 4)).unwrap();
@@ -488,9 +485,8 @@ fn exchanges_cut_into_many_small_messages_give_the_single_process_amplitudes() {
     let qft15 = dir.path().join("qft15.qasm");
     std::fs::write(&qft15, qft(15)).unwrap();
     let qft15 = qft15.to_str().unwrap();
-    let spill = dir.path().join("spill");
-    std::fs::create_dir(&spill).unwrap();
-    let spill = spill.to_str().unwrap();
+    let spill = spill_dir(&dir);
+    let spill = spill.as_str();
     // Messages of 64 bytes (4 amplitudes): an exchange is hundreds of messages, most chunks
     // several, so the pipeline's every stage (a chunk read, held over messages, written back)
     // runs, in memory and out of core (parts of 256 KiB under 128K).
@@ -550,9 +546,8 @@ fn exchanges_overlap_the_next_batch_s_in_chunk_gates() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let spill = dir.path().join("spill");
-    std::fs::create_dir(&spill).unwrap();
-    let spill = spill.to_str().unwrap();
+    let spill = spill_dir(&dir);
+    let spill = spill.as_str();
     let out_of_core = ["--memory-limit", "128K", "--ssd", spill];
     // In memory a part of 14 qubits is one chunk, of 18 two and of 19 four (of 17 qubits, of
     // which sweeps keep 10 or 11 in place and gather 6); out of core under 128K, chunks of 9
@@ -603,6 +598,13 @@ fn exchanges_overlap_the_next_batch_s_in_chunk_gates() {
     assert_eq!(std::fs::read_dir(spill).unwrap().count(), 0);
 }
 
+/// A fresh spill directory `spill` inside `dir`, as a path string for `--ssd`.
+fn spill_dir(dir: &tempfile::TempDir) -> String {
+    let spill = dir.path().join("spill");
+    std::fs::create_dir(&spill).unwrap();
+    spill.to_str().unwrap().to_string()
+}
+
 fn assert_conforms_to(schema: &str, doc: &Value) {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../docs/json")
@@ -623,9 +625,8 @@ fn the_cluster_model_plans_what_the_run_does() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let spill = dir.path().join("spill");
-    std::fs::create_dir(&spill).unwrap();
-    let spill = spill.to_str().unwrap();
+    let spill = spill_dir(&dir);
+    let spill = spill.as_str();
     for (name, n, text) in [
         ("qft", 15, qft(15)),
         ("random", 14, random(14, 200, 3)),
