@@ -1,0 +1,532 @@
+//! The wide kernel by rows, in explicit AVX-512, for gates with a target among the bits that
+//! number a batch's groups (where the batch kernel gathers every amplitude on its own).
+//!
+//! `G` groups at a time: each group's `D` outputs are computed as vectors of rows,
+//! `out += column_c * x_c` for every column `c` of the matrix (the column's entries contiguous,
+//! the group's amplitude `x_c` broadcast), so every amplitude is read once as a scalar and
+//! written once, and nothing is gathered. Written with the intrinsics because LLVM, given the
+//! same loops in plain Rust, vectorised them with 128-bit multiply-adds, gathers and scatters
+//! (a 4-qubit gate ran 20 to 40 times slower than this). Safe code: the intrinsics are methods
+//! of `pulp`'s AVX-512 token, which exists only on a CPU that has the features, and vectors go
+//! in and out of arrays through `bytemuck`, never through raw pointers.
+
+use core::arch::x86_64::{__m512, __m512d};
+
+use pulp::x86::V4;
+
+use super::{Amp, WidePlan};
+
+/// A row plan's run, for `simd.vectorize`: a type whose `call` is inlined into pulp's function
+/// that enables the features (a closure there was compiled apart, without them, and every
+/// intrinsic became a call: 50 times slower).
+pub(super) struct Rows<'a, 'g, T> {
+    pub simd: V4,
+    pub group: &'a mut [&'g mut [Amp<T>]],
+    pub plan: &'a WidePlan<T>,
+}
+
+impl pulp::NullaryFnOnce for Rows<'_, '_, f64> {
+    type Output = ();
+
+    #[inline(always)]
+    fn call(self) {
+        let Rows { simd, group, plan } = self;
+        match plan.dim {
+            8 => rows_f64::<8, 8, 1, 1>(simd, group, plan),
+            16 => rows_f64::<16, 4, 2, 2>(simd, group, plan),
+            32 => rows_f64::<32, 2, 4, 4>(simd, group, plan),
+            64 => rows_f64::<64, 1, 8, 8>(simd, group, plan),
+            other => unreachable!("f64 row plans have 8 to 64 lanes, not {other}"),
+        }
+    }
+}
+
+impl pulp::NullaryFnOnce for Rows<'_, '_, f32> {
+    type Output = ();
+
+    #[inline(always)]
+    fn call(self) {
+        let Rows { simd, group, plan } = self;
+        match plan.dim {
+            16 => rows_f32::<16, 8, 1, 1>(simd, group, plan),
+            32 => rows_f32::<32, 4, 2, 2>(simd, group, plan),
+            64 => rows_f32::<64, 2, 4, 4>(simd, group, plan),
+            other => unreachable!("f32 row plans have 16 to 64 lanes, not {other}"),
+        }
+    }
+}
+
+/// `G` groups at a time, each group's `D` outputs as `RV` vectors of 8 rows, computed `RB`
+/// vectors at a time: `2 G RB = 16` accumulators (real and imaginary parts) stay in the 32
+/// registers with the column's entries; each column's `RB` entry vectors serve `G` groups. Run it inside
+/// `simd.vectorize` (it is inlined there, where the features are enabled).
+// The column index selects the group's amplitude and the column's entries together.
+#[allow(clippy::needless_range_loop)]
+#[inline(always)]
+pub(super) fn rows_f64<const D: usize, const G: usize, const RV: usize, const RB: usize>(
+    simd: V4,
+    group: &mut [&mut [Amp<f64>]],
+    plan: &WidePlan<f64>,
+) {
+    const { assert!(RV * 8 == D && RV % RB == 0 && RV * G <= 16) };
+    let f = simd.avx512f;
+    let member: [usize; D] = std::array::from_fn(|j| plan.member[j]);
+    let offset: [usize; D] = std::array::from_fn(|j| plan.offset[j]);
+    let column_re: &[[f64; 8]] = bytemuck::cast_slice(&plan.column_re[..D * D]);
+    let column_im: &[[f64; 8]] = bytemuck::cast_slice(&plan.column_im[..D * D]);
+    // Output row r of a pair of vectors (re, im): amplitudes 0-3 from the first permutation,
+    // 4-7 from the second.
+    let low = f._mm512_set_epi64(11, 3, 10, 2, 9, 1, 8, 0);
+    let high = f._mm512_set_epi64(15, 7, 14, 6, 13, 5, 12, 4);
+    let taken = plan.target_mask;
+    let run = plan.row_run;
+    let piece_len = group[0].len();
+    let mut base = 0usize;
+    while base < piece_len {
+        let mut bases = [0usize; G];
+        for b in bases.iter_mut() {
+            *b = base;
+            base = ((base | taken) + 1) & !taken;
+        }
+        // Every input read before any output is written (the gate works in place).
+        let mut x = [[[0.0f64; 2]; D]; G];
+        for (xg, &at) in x.iter_mut().zip(&bases) {
+            read_group(group, &member, &offset, run, at, xg);
+        }
+        // RV * G pairs of vectors (at most 16 for the plans dispatched here).
+        let mut y = [[[0.0f64; 8]; 2]; 16];
+        let mut rv0 = 0;
+        while rv0 < RV {
+            let zero = f._mm512_setzero_pd();
+            let mut re = [[zero; RB]; G];
+            let mut im = [[zero; RB]; G];
+            for c in 0..D {
+                for g in 0..G {
+                    let xr = f._mm512_set1_pd(x[g][c][0]);
+                    let xi = f._mm512_set1_pd(x[g][c][1]);
+                    for rb in 0..RB {
+                        let at = c * RV + rv0 + rb;
+                        let mre: __m512d = bytemuck::cast(column_re[at]);
+                        let mim: __m512d = bytemuck::cast(column_im[at]);
+                        re[g][rb] = f._mm512_fmadd_pd(mre, xr, re[g][rb]);
+                        im[g][rb] = f._mm512_fmadd_pd(mre, xi, im[g][rb]);
+                        re[g][rb] = f._mm512_fnmadd_pd(mim, xi, re[g][rb]);
+                        im[g][rb] = f._mm512_fmadd_pd(mim, xr, im[g][rb]);
+                    }
+                }
+            }
+            for g in 0..G {
+                for rb in 0..RB {
+                    let (re, im) = (re[g][rb], im[g][rb]);
+                    y[g * RV + rv0 + rb] = [
+                        bytemuck::cast(f._mm512_permutex2var_pd(re, low, im)),
+                        bytemuck::cast(f._mm512_permutex2var_pd(re, high, im)),
+                    ];
+                }
+            }
+            rv0 += RB;
+        }
+        for (g, &at) in bases.iter().enumerate() {
+            let amps: &[Amp<f64>] = bytemuck::cast_slice(&y[g * RV..(g + 1) * RV]);
+            write_group(group, &member, &offset, run, at, amps);
+        }
+    }
+}
+
+/// As [`rows_f64`], at f32: vectors of 16 rows.
+#[allow(clippy::needless_range_loop)]
+#[inline(always)]
+pub(super) fn rows_f32<const D: usize, const G: usize, const RV: usize, const RB: usize>(
+    simd: V4,
+    group: &mut [&mut [Amp<f32>]],
+    plan: &WidePlan<f32>,
+) {
+    const { assert!(RV * 16 == D && RV % RB == 0 && RV * G <= 16) };
+    let f = simd.avx512f;
+    let member: [usize; D] = std::array::from_fn(|j| plan.member[j]);
+    let offset: [usize; D] = std::array::from_fn(|j| plan.offset[j]);
+    let column_re: &[[f32; 16]] = bytemuck::cast_slice(&plan.column_re[..D * D]);
+    let column_im: &[[f32; 16]] = bytemuck::cast_slice(&plan.column_im[..D * D]);
+    let low = f._mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    let high = f._mm512_set_epi32(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8);
+    let taken = plan.target_mask;
+    let run = plan.row_run;
+    let piece_len = group[0].len();
+    let mut base = 0usize;
+    while base < piece_len {
+        let mut bases = [0usize; G];
+        for b in bases.iter_mut() {
+            *b = base;
+            base = ((base | taken) + 1) & !taken;
+        }
+        let mut x = [[[0.0f32; 2]; D]; G];
+        for (xg, &at) in x.iter_mut().zip(&bases) {
+            read_group(group, &member, &offset, run, at, xg);
+        }
+        let mut y = [[[0.0f32; 16]; 2]; 16];
+        let mut rv0 = 0;
+        while rv0 < RV {
+            let zero = f._mm512_setzero_ps();
+            let mut re = [[zero; RB]; G];
+            let mut im = [[zero; RB]; G];
+            for c in 0..D {
+                for g in 0..G {
+                    let xr = f._mm512_set1_ps(x[g][c][0]);
+                    let xi = f._mm512_set1_ps(x[g][c][1]);
+                    for rb in 0..RB {
+                        let at = c * RV + rv0 + rb;
+                        let mre: __m512 = bytemuck::cast(column_re[at]);
+                        let mim: __m512 = bytemuck::cast(column_im[at]);
+                        re[g][rb] = f._mm512_fmadd_ps(mre, xr, re[g][rb]);
+                        im[g][rb] = f._mm512_fmadd_ps(mre, xi, im[g][rb]);
+                        re[g][rb] = f._mm512_fnmadd_ps(mim, xi, re[g][rb]);
+                        im[g][rb] = f._mm512_fmadd_ps(mim, xr, im[g][rb]);
+                    }
+                }
+            }
+            for g in 0..G {
+                for rb in 0..RB {
+                    let (re, im) = (re[g][rb], im[g][rb]);
+                    y[g * RV + rv0 + rb] = [
+                        bytemuck::cast(f._mm512_permutex2var_ps(re, low, im)),
+                        bytemuck::cast(f._mm512_permutex2var_ps(re, high, im)),
+                    ];
+                }
+            }
+            rv0 += RB;
+        }
+        for (g, &at) in bases.iter().enumerate() {
+            let amps: &[Amp<f32>] = bytemuck::cast_slice(&y[g * RV..(g + 1) * RV]);
+            write_group(group, &member, &offset, run, at, amps);
+        }
+    }
+}
+
+/// Read a group's `D` amplitudes (matrix index `j` at `at + offset[j]` in piece `member[j]`)
+/// into `x`, `run` at a time where the plan found runs of consecutive offsets in one piece
+/// (all of them when the targets are the lowest qubits): a bounds check and an index per run,
+/// not per amplitude, which at f32 cost as much as the arithmetic of a 4-qubit gate.
+#[inline(always)]
+fn read_group<T: Copy, const D: usize>(
+    group: &[&mut [Amp<T>]],
+    member: &[usize; D],
+    offset: &[usize; D],
+    run: usize,
+    at: usize,
+    x: &mut [Amp<T>; D],
+) {
+    if run >= 4 {
+        for (j, chunk) in x.chunks_exact_mut(run).enumerate() {
+            let from = at + offset[j * run];
+            chunk.copy_from_slice(&group[member[j * run]][from..from + run]);
+        }
+    } else {
+        for j in 0..D {
+            x[j] = group[member[j]][at + offset[j]];
+        }
+    }
+}
+
+/// Write a group's `D` amplitudes back, as [`read_group`] reads them.
+#[inline(always)]
+fn write_group<T: Copy, const D: usize>(
+    group: &mut [&mut [Amp<T>]],
+    member: &[usize; D],
+    offset: &[usize; D],
+    run: usize,
+    at: usize,
+    y: &[Amp<T>],
+) {
+    if run >= 4 {
+        for (j, chunk) in y[..D].chunks_exact(run).enumerate() {
+            let to = at + offset[j * run];
+            group[member[j * run]][to..to + run].copy_from_slice(chunk);
+        }
+    } else {
+        for j in 0..D {
+            group[member[j]][at + offset[j]] = y[j];
+        }
+    }
+}
+
+/// A gate of up to three qubits for the 512-bit block kernels ([`blocks_f32`], [`blocks_f64`]):
+/// every target lies above a 64-byte block (bit 3 at f32, 2 at f64), so each matrix index's
+/// amplitudes form whole blocks that stay interleaved (re, im) as in memory; output block `h`
+/// is the sum over input blocks `h2` of `A x + B swap(x)`, `A` the entry's real part in every
+/// real, `B` its imaginary part with alternating signs, `swap` exchanging re and im (the block
+/// kernels' method, at twice their vector width: LLVM keeps those at 256 bits).
+pub(super) struct ZmmPlan<T> {
+    pub simd: V4,
+    dim: usize,
+    member: Vec<usize>,
+    offset: Vec<usize>,
+    /// The block's bits and the in-piece targets: the bits bases skip.
+    taken: usize,
+    /// `A` and `B` of each (output, input) pair, 64 bytes each, row-major.
+    coef_a: Vec<T>,
+    coef_b: Vec<T>,
+}
+
+impl<T: super::Real> ZmmPlan<T> {
+    /// The plan, or `None` where the 512-bit block kernels do not apply (a target inside a
+    /// block, more than three qubits, pieces too short for the bases they take at once, or no
+    /// AVX-512).
+    pub(super) fn new(
+        gate: &super::Prepared<T>,
+        member: &[usize],
+        offset: &[usize],
+        piece_len: usize,
+    ) -> Option<ZmmPlan<T>> {
+        let reals = 64 / std::mem::size_of::<T>();
+        let amps = reals / 2;
+        let block_bits = amps.trailing_zeros() as usize;
+        let k = gate.positions.len();
+        let dim = 1usize << k;
+        let taken = (amps - 1) | offset.iter().fold(0, |m, &o| m | o);
+        let bases = piece_len >> taken.count_ones();
+        // Measured on one thread against the 256-bit block kernels (ns per amplitude, in
+        // cache): 2-qubit gates 0.32-0.33 against 0.38-0.42 at f32, 0.69-0.71 against
+        // 0.74-0.83 at f64; 3-qubit gates at f32 on 3, 4, 5 0.58 against 1.00, on 3, 7, 11
+        // 0.82 against 0.79 (and 0.97 against 1.68 with the state far beyond the caches);
+        // 1-qubit gates 0.22 against 0.26 at f32 but 0.50 against 0.45 at f64. Hence all but
+        // 1-qubit gates at f64.
+        let wanted = k >= 2 || std::mem::size_of::<T>() == 4;
+        if k > 3
+            || !wanted
+            || gate.positions.iter().any(|&p| p < block_bits)
+            || piece_len < amps
+            || bases < (8 / dim).max(1)
+        {
+            return None;
+        }
+        let simd = V4::try_new()?;
+        let mut coef_a = Vec::with_capacity(dim * dim * reals);
+        let mut coef_b = Vec::with_capacity(dim * dim * reals);
+        for entry in &gate.matrix {
+            for i in 0..reals {
+                coef_a.push(entry[0]);
+                coef_b.push(if i % 2 == 0 { -entry[1] } else { entry[1] });
+            }
+        }
+        Some(ZmmPlan {
+            simd,
+            dim,
+            member: member.to_vec(),
+            offset: offset.to_vec(),
+            taken,
+            coef_a,
+            coef_b,
+        })
+    }
+}
+
+/// A 512-bit block plan's run, for `simd.vectorize` (as [`Rows`]).
+pub(super) struct Blocks<'a, 'g, T> {
+    pub group: &'a mut [&'g mut [Amp<T>]],
+    pub plan: &'a ZmmPlan<T>,
+}
+
+impl pulp::NullaryFnOnce for Blocks<'_, '_, f32> {
+    type Output = ();
+
+    #[inline(always)]
+    fn call(self) {
+        let Blocks { group, plan } = self;
+        if plan.member.iter().all(|&m| m == 0) {
+            let mut one = OnePiece(&mut *group[0]);
+            match plan.dim {
+                2 => blocks_f32::<2, 4, _>(plan.simd, &mut one, plan),
+                4 => blocks_f32::<4, 2, _>(plan.simd, &mut one, plan),
+                8 => blocks_f32::<8, 1, _>(plan.simd, &mut one, plan),
+                other => unreachable!("512-bit block plans have 2 to 8 lanes, not {other}"),
+            }
+            return;
+        }
+        match plan.dim {
+            2 => blocks_f32::<2, 4, _>(plan.simd, group, plan),
+            4 => blocks_f32::<4, 2, _>(plan.simd, group, plan),
+            8 => blocks_f32::<8, 1, _>(plan.simd, group, plan),
+            other => unreachable!("512-bit block plans have 2 to 8 lanes, not {other}"),
+        }
+    }
+}
+
+impl pulp::NullaryFnOnce for Blocks<'_, '_, f64> {
+    type Output = ();
+
+    #[inline(always)]
+    fn call(self) {
+        let Blocks { group, plan } = self;
+        if plan.member.iter().all(|&m| m == 0) {
+            let mut one = OnePiece(&mut *group[0]);
+            match plan.dim {
+                2 => blocks_f64::<2, 4, _>(plan.simd, &mut one, plan),
+                4 => blocks_f64::<4, 2, _>(plan.simd, &mut one, plan),
+                8 => blocks_f64::<8, 1, _>(plan.simd, &mut one, plan),
+                other => unreachable!("512-bit block plans have 2 to 8 lanes, not {other}"),
+            }
+            return;
+        }
+        match plan.dim {
+            2 => blocks_f64::<2, 4, _>(plan.simd, group, plan),
+            4 => blocks_f64::<4, 2, _>(plan.simd, group, plan),
+            8 => blocks_f64::<8, 1, _>(plan.simd, group, plan),
+            other => unreachable!("512-bit block plans have 2 to 8 lanes, not {other}"),
+        }
+    }
+}
+
+/// Where a 512-bit block kernel reads and writes its lanes: the group's pieces (lane `h` in
+/// piece `member[h]`), or one piece when every lane is in it, which spares a lookup of the piece
+/// per access (LLVM reloads the pieces' addresses after every store): 20% of a 2-qubit gate.
+trait LaneStore<T> {
+    fn len(&self) -> usize;
+    fn lane(&self, member: usize) -> &[Amp<T>];
+    fn lane_mut(&mut self, member: usize) -> &mut [Amp<T>];
+}
+
+impl<T> LaneStore<T> for [&mut [Amp<T>]] {
+    #[inline(always)]
+    fn len(&self) -> usize {
+        self[0].len()
+    }
+    #[inline(always)]
+    fn lane(&self, member: usize) -> &[Amp<T>] {
+        self[member]
+    }
+    #[inline(always)]
+    fn lane_mut(&mut self, member: usize) -> &mut [Amp<T>] {
+        self[member]
+    }
+}
+
+/// One piece holding every lane.
+struct OnePiece<'a, T>(&'a mut [Amp<T>]);
+
+impl<T> LaneStore<T> for OnePiece<'_, T> {
+    #[inline(always)]
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+    #[inline(always)]
+    fn lane(&self, _: usize) -> &[Amp<T>] {
+        self.0
+    }
+    #[inline(always)]
+    fn lane_mut(&mut self, _: usize) -> &mut [Amp<T>] {
+        self.0
+    }
+}
+
+/// `D` lanes of 8 amplitudes (one 512-bit vector each), `U` bases at a time: `2 D U = 16`
+/// independent accumulator chains (the `A` and `B` terms apart) keep both FMA units busy.
+// The lane index selects the input vectors and the coefficients together.
+#[allow(clippy::needless_range_loop)]
+#[inline(always)]
+fn blocks_f32<const D: usize, const U: usize, S: LaneStore<f32> + ?Sized>(
+    simd: V4,
+    group: &mut S,
+    plan: &ZmmPlan<f32>,
+) {
+    let f = simd.avx512f;
+    let member: [usize; D] = std::array::from_fn(|j| plan.member[j]);
+    let offset: [usize; D] = std::array::from_fn(|j| plan.offset[j]);
+    let coef_a: &[[f32; 16]] = bytemuck::cast_slice(&plan.coef_a[..D * D * 16]);
+    let coef_b: &[[f32; 16]] = bytemuck::cast_slice(&plan.coef_b[..D * D * 16]);
+    let taken = plan.taken;
+    let piece_len = group.len();
+    let mut base = 0usize;
+    while base < piece_len {
+        let mut bases = [0usize; U];
+        for b in bases.iter_mut() {
+            *b = base;
+            base = ((base | taken) + 1) & !taken;
+        }
+        // Every input read before any output is written (the gate works in place).
+        // Plain loops, not `array::from_fn`: with a fallible closure that was compiled as a
+        // call per element.
+        let zero = f._mm512_setzero_ps();
+        let mut x = [[zero; D]; U];
+        for u in 0..U {
+            for h in 0..D {
+                let at = bases[u] + offset[h];
+                let amps: &[Amp<f32>; 8] = group.lane(member[h])[at..at + 8]
+                    .try_into()
+                    .expect("a block lies inside its piece");
+                x[u][h] = bytemuck::cast(*amps);
+            }
+        }
+        for u in 0..U {
+            let mut swapped = [zero; D];
+            for h in 0..D {
+                swapped[h] = f._mm512_permute_ps::<0b1011_0001>(x[u][h]);
+            }
+            for h in 0..D {
+                let mut a = f._mm512_mul_ps(bytemuck::cast(coef_a[h * D]), x[u][0]);
+                let mut b = f._mm512_mul_ps(bytemuck::cast(coef_b[h * D]), swapped[0]);
+                for h2 in 1..D {
+                    a = f._mm512_fmadd_ps(bytemuck::cast(coef_a[h * D + h2]), x[u][h2], a);
+                    b = f._mm512_fmadd_ps(bytemuck::cast(coef_b[h * D + h2]), swapped[h2], b);
+                }
+                let out: [Amp<f32>; 8] = bytemuck::cast(f._mm512_add_ps(a, b));
+                let at = bases[u] + offset[h];
+                group.lane_mut(member[h])[at..at + 8].copy_from_slice(&out);
+            }
+        }
+    }
+}
+
+/// As [`blocks_f32`], at f64: lanes of 4 amplitudes.
+#[allow(clippy::needless_range_loop)]
+#[inline(always)]
+fn blocks_f64<const D: usize, const U: usize, S: LaneStore<f64> + ?Sized>(
+    simd: V4,
+    group: &mut S,
+    plan: &ZmmPlan<f64>,
+) {
+    let f = simd.avx512f;
+    let member: [usize; D] = std::array::from_fn(|j| plan.member[j]);
+    let offset: [usize; D] = std::array::from_fn(|j| plan.offset[j]);
+    let coef_a: &[[f64; 8]] = bytemuck::cast_slice(&plan.coef_a[..D * D * 8]);
+    let coef_b: &[[f64; 8]] = bytemuck::cast_slice(&plan.coef_b[..D * D * 8]);
+    let taken = plan.taken;
+    let piece_len = group.len();
+    let mut base = 0usize;
+    while base < piece_len {
+        let mut bases = [0usize; U];
+        for b in bases.iter_mut() {
+            *b = base;
+            base = ((base | taken) + 1) & !taken;
+        }
+        // Plain loops, not `array::from_fn`: with a fallible closure that was compiled as a
+        // call per element.
+        let zero = f._mm512_setzero_pd();
+        let mut x = [[zero; D]; U];
+        for u in 0..U {
+            for h in 0..D {
+                let at = bases[u] + offset[h];
+                let amps: &[Amp<f64>; 4] = group.lane(member[h])[at..at + 4]
+                    .try_into()
+                    .expect("a block lies inside its piece");
+                x[u][h] = bytemuck::cast(*amps);
+            }
+        }
+        for u in 0..U {
+            let mut swapped = [zero; D];
+            for h in 0..D {
+                swapped[h] = f._mm512_permute_pd::<0b0101_0101>(x[u][h]);
+            }
+            for h in 0..D {
+                let mut a = f._mm512_mul_pd(bytemuck::cast(coef_a[h * D]), x[u][0]);
+                let mut b = f._mm512_mul_pd(bytemuck::cast(coef_b[h * D]), swapped[0]);
+                for h2 in 1..D {
+                    a = f._mm512_fmadd_pd(bytemuck::cast(coef_a[h * D + h2]), x[u][h2], a);
+                    b = f._mm512_fmadd_pd(bytemuck::cast(coef_b[h * D + h2]), swapped[h2], b);
+                }
+                let out: [Amp<f64>; 4] = bytemuck::cast(f._mm512_add_pd(a, b));
+                let at = bases[u] + offset[h];
+                group.lane_mut(member[h])[at..at + 4].copy_from_slice(&out);
+            }
+        }
+    }
+}
