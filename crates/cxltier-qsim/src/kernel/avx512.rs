@@ -1,20 +1,149 @@
-//! The wide kernel by rows, in explicit AVX-512, for gates with a target among the bits that
-//! number a batch's groups (where the batch kernel gathers every amplitude on its own).
+//! Kernels in explicit AVX-512, for the layouts where LLVM's vectoriser does poorly.
 //!
-//! `G` groups at a time: each group's `D` outputs are computed as vectors of rows,
-//! `out += column_c * x_c` for every column `c` of the matrix (the column's entries contiguous,
-//! the group's amplitude `x_c` broadcast), so every amplitude is read once as a scalar and
-//! written once, and nothing is gathered. Written with the intrinsics because LLVM, given the
-//! same loops in plain Rust, vectorised them with 128-bit multiply-adds, gathers and scatters
-//! (a 4-qubit gate ran 20 to 40 times slower than this). Safe code: the intrinsics are methods
-//! of `pulp`'s AVX-512 token, which exists only on a CPU that has the features, and vectors go
-//! in and out of arrays through `bytemuck`, never through raw pointers.
+//! - *Rows* ([`rows`]): gates of 4-6 qubits with a target among the bits that number a batch's
+//!   groups (where the batch kernel gathers every amplitude on its own). `G` groups at a time:
+//!   each group's `D` outputs are computed as vectors of rows, `out += column_c * x_c` for every
+//!   column `c` of the matrix (the column's entries contiguous, the group's amplitude `x_c`
+//!   broadcast), so every amplitude is read once as a scalar and written once, and nothing is
+//!   gathered. LLVM, given the same loops in plain Rust, vectorised them with 128-bit
+//!   multiply-adds, gathers and scatters (a 4-qubit gate ran 20 to 40 times slower than this).
+//! - *512-bit blocks* ([`blocks`]): gates of up to three qubits whose targets all lie above a
+//!   64-byte block, by the block kernels' method on whole 512-bit vectors (LLVM keeps the
+//!   generic block kernels at 256 bits on these CPUs).
+//!
+//! Safe code: the intrinsics are methods of `pulp`'s AVX-512 token, which exists only on a CPU
+//! that has the features, and vectors go in and out of slices through `bytemuck`, never through
+//! raw pointers. One generic kernel serves both precisions through [`Zmm`].
 
 use core::arch::x86_64::{__m512, __m512d};
 
+use pulp::core_arch::x86::Avx512f;
 use pulp::x86::V4;
 
-use super::{Amp, WidePlan};
+use super::{Amp, Real, WidePlan};
+
+/// One precision's 512-bit vector and the operations the kernels use on it.
+pub(super) trait Zmm: Real {
+    /// The vector.
+    type V: Copy;
+    /// Reals per vector.
+    const REALS: usize;
+    fn zero(f: Avx512f) -> Self::V;
+    fn splat(f: Avx512f, x: Self) -> Self::V;
+    /// The vector of the first [`Zmm::REALS`] reals of `reals`.
+    fn load(reals: &[Self]) -> Self::V;
+    /// The vector's reals into the first [`Zmm::REALS`] of `out`.
+    fn store(v: Self::V, out: &mut [Self]);
+    fn vadd(f: Avx512f, a: Self::V, b: Self::V) -> Self::V;
+    fn vmul(f: Avx512f, a: Self::V, b: Self::V) -> Self::V;
+    /// `a * b + c`.
+    fn fmadd(f: Avx512f, a: Self::V, b: Self::V, c: Self::V) -> Self::V;
+    /// `c - a * b`.
+    fn fnmadd(f: Avx512f, a: Self::V, b: Self::V, c: Self::V) -> Self::V;
+    /// Each amplitude's real and imaginary parts exchanged.
+    fn swap(f: Avx512f, v: Self::V) -> Self::V;
+    /// The rows' real parts `re` and imaginary parts `im` as amplitudes, into the first
+    /// `2 REALS` reals of `out` (two permutations).
+    fn interleave(f: Avx512f, re: Self::V, im: Self::V, out: &mut [Self]);
+}
+
+impl Zmm for f32 {
+    type V = __m512;
+    const REALS: usize = 16;
+    #[inline(always)]
+    fn zero(f: Avx512f) -> __m512 {
+        f._mm512_setzero_ps()
+    }
+    #[inline(always)]
+    fn splat(f: Avx512f, x: f32) -> __m512 {
+        f._mm512_set1_ps(x)
+    }
+    #[inline(always)]
+    fn load(reals: &[f32]) -> __m512 {
+        let reals: &[f32; 16] = reals[..16].try_into().expect("16 reals");
+        bytemuck::cast(*reals)
+    }
+    #[inline(always)]
+    fn store(v: __m512, out: &mut [f32]) {
+        out[..16].copy_from_slice(&bytemuck::cast::<__m512, [f32; 16]>(v));
+    }
+    #[inline(always)]
+    fn vadd(f: Avx512f, a: __m512, b: __m512) -> __m512 {
+        f._mm512_add_ps(a, b)
+    }
+    #[inline(always)]
+    fn vmul(f: Avx512f, a: __m512, b: __m512) -> __m512 {
+        f._mm512_mul_ps(a, b)
+    }
+    #[inline(always)]
+    fn fmadd(f: Avx512f, a: __m512, b: __m512, c: __m512) -> __m512 {
+        f._mm512_fmadd_ps(a, b, c)
+    }
+    #[inline(always)]
+    fn fnmadd(f: Avx512f, a: __m512, b: __m512, c: __m512) -> __m512 {
+        f._mm512_fnmadd_ps(a, b, c)
+    }
+    #[inline(always)]
+    fn swap(f: Avx512f, v: __m512) -> __m512 {
+        f._mm512_permute_ps::<0b1011_0001>(v)
+    }
+    #[inline(always)]
+    fn interleave(f: Avx512f, re: __m512, im: __m512, out: &mut [f32]) {
+        let low = f._mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+        let high = f._mm512_set_epi32(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8);
+        Self::store(f._mm512_permutex2var_ps(re, low, im), &mut out[..16]);
+        Self::store(f._mm512_permutex2var_ps(re, high, im), &mut out[16..32]);
+    }
+}
+
+impl Zmm for f64 {
+    type V = __m512d;
+    const REALS: usize = 8;
+    #[inline(always)]
+    fn zero(f: Avx512f) -> __m512d {
+        f._mm512_setzero_pd()
+    }
+    #[inline(always)]
+    fn splat(f: Avx512f, x: f64) -> __m512d {
+        f._mm512_set1_pd(x)
+    }
+    #[inline(always)]
+    fn load(reals: &[f64]) -> __m512d {
+        let reals: &[f64; 8] = reals[..8].try_into().expect("8 reals");
+        bytemuck::cast(*reals)
+    }
+    #[inline(always)]
+    fn store(v: __m512d, out: &mut [f64]) {
+        out[..8].copy_from_slice(&bytemuck::cast::<__m512d, [f64; 8]>(v));
+    }
+    #[inline(always)]
+    fn vadd(f: Avx512f, a: __m512d, b: __m512d) -> __m512d {
+        f._mm512_add_pd(a, b)
+    }
+    #[inline(always)]
+    fn vmul(f: Avx512f, a: __m512d, b: __m512d) -> __m512d {
+        f._mm512_mul_pd(a, b)
+    }
+    #[inline(always)]
+    fn fmadd(f: Avx512f, a: __m512d, b: __m512d, c: __m512d) -> __m512d {
+        f._mm512_fmadd_pd(a, b, c)
+    }
+    #[inline(always)]
+    fn fnmadd(f: Avx512f, a: __m512d, b: __m512d, c: __m512d) -> __m512d {
+        f._mm512_fnmadd_pd(a, b, c)
+    }
+    #[inline(always)]
+    fn swap(f: Avx512f, v: __m512d) -> __m512d {
+        f._mm512_permute_pd::<0b0101_0101>(v)
+    }
+    #[inline(always)]
+    fn interleave(f: Avx512f, re: __m512d, im: __m512d, out: &mut [f64]) {
+        let low = f._mm512_set_epi64(11, 3, 10, 2, 9, 1, 8, 0);
+        let high = f._mm512_set_epi64(15, 7, 14, 6, 13, 5, 12, 4);
+        Self::store(f._mm512_permutex2var_pd(re, low, im), &mut out[..8]);
+        Self::store(f._mm512_permutex2var_pd(re, high, im), &mut out[8..16]);
+    }
+}
 
 /// A row plan's run, for `simd.vectorize`: a type whose `call` is inlined into pulp's function
 /// that enables the features (a closure there was compiled apart, without them, and every
@@ -25,62 +154,52 @@ pub(super) struct Rows<'a, 'g, T> {
     pub plan: &'a WidePlan<T>,
 }
 
-impl pulp::NullaryFnOnce for Rows<'_, '_, f64> {
+impl<T: Zmm> pulp::NullaryFnOnce for Rows<'_, '_, T> {
     type Output = ();
 
+    /// `G` groups and row blocks of `RB` vectors such that `2 G RB = 16` accumulators.
     #[inline(always)]
     fn call(self) {
         let Rows { simd, group, plan } = self;
-        match plan.dim {
-            8 => rows_f64::<8, 8, 1, 1>(simd, group, plan),
-            16 => rows_f64::<16, 4, 2, 2>(simd, group, plan),
-            32 => rows_f64::<32, 2, 4, 4>(simd, group, plan),
-            64 => rows_f64::<64, 1, 8, 8>(simd, group, plan),
-            other => unreachable!("f64 row plans have 8 to 64 lanes, not {other}"),
+        match (T::REALS, plan.dim) {
+            (8, 8) => rows::<T, 8, 8, 1, 1>(simd, group, plan),
+            (8, 16) => rows::<T, 16, 4, 2, 2>(simd, group, plan),
+            (8, 32) => rows::<T, 32, 2, 4, 4>(simd, group, plan),
+            (8, 64) => rows::<T, 64, 1, 8, 8>(simd, group, plan),
+            (16, 16) => rows::<T, 16, 8, 1, 1>(simd, group, plan),
+            (16, 32) => rows::<T, 32, 4, 2, 2>(simd, group, plan),
+            (16, 64) => rows::<T, 64, 2, 4, 4>(simd, group, plan),
+            other => unreachable!("row plans have rows of one vector or more, not {other:?}"),
         }
     }
 }
 
-impl pulp::NullaryFnOnce for Rows<'_, '_, f32> {
-    type Output = ();
-
-    #[inline(always)]
-    fn call(self) {
-        let Rows { simd, group, plan } = self;
-        match plan.dim {
-            16 => rows_f32::<16, 8, 1, 1>(simd, group, plan),
-            32 => rows_f32::<32, 4, 2, 2>(simd, group, plan),
-            64 => rows_f32::<64, 2, 4, 4>(simd, group, plan),
-            other => unreachable!("f32 row plans have 16 to 64 lanes, not {other}"),
-        }
-    }
-}
-
-/// `G` groups at a time, each group's `D` outputs as `RV` vectors of 8 rows, computed `RB`
+/// `G` groups at a time, each group's `D` outputs as `RV` vectors of rows, computed `RB`
 /// vectors at a time: `2 G RB = 16` accumulators (real and imaginary parts) stay in the 32
-/// registers with the column's entries; each column's `RB` entry vectors serve `G` groups. Run it inside
-/// `simd.vectorize` (it is inlined there, where the features are enabled).
+/// registers with the column's entries; each column's `RB` entry vectors serve `G` groups. Run
+/// it inside `simd.vectorize` (it is inlined there, where the features are enabled).
 // The column index selects the group's amplitude and the column's entries together.
 #[allow(clippy::needless_range_loop)]
 #[inline(always)]
-pub(super) fn rows_f64<const D: usize, const G: usize, const RV: usize, const RB: usize>(
+fn rows<T: Zmm, const D: usize, const G: usize, const RV: usize, const RB: usize>(
     simd: V4,
-    group: &mut [&mut [Amp<f64>]],
-    plan: &WidePlan<f64>,
+    group: &mut [&mut [Amp<T>]],
+    plan: &WidePlan<T>,
 ) {
-    const { assert!(RV * 8 == D && RV % RB == 0 && RV * G <= 16) };
     let f = simd.avx512f;
+    let l = T::REALS;
+    assert!(
+        RV * l == D && RV % RB == 0,
+        "{D} rows in {RV} vectors of {l}"
+    );
     let member: [usize; D] = std::array::from_fn(|j| plan.member[j]);
     let offset: [usize; D] = std::array::from_fn(|j| plan.offset[j]);
-    let column_re: &[[f64; 8]] = bytemuck::cast_slice(&plan.column_re[..D * D]);
-    let column_im: &[[f64; 8]] = bytemuck::cast_slice(&plan.column_im[..D * D]);
-    // Output row r of a pair of vectors (re, im): amplitudes 0-3 from the first permutation,
-    // 4-7 from the second.
-    let low = f._mm512_set_epi64(11, 3, 10, 2, 9, 1, 8, 0);
-    let high = f._mm512_set_epi64(15, 7, 14, 6, 13, 5, 12, 4);
+    let column_re = &plan.column_re[..D * D];
+    let column_im = &plan.column_im[..D * D];
     let taken = plan.target_mask;
     let run = plan.row_run;
     let piece_len = group[0].len();
+    let zero = T::zero(f);
     let mut base = 0usize;
     while base < piece_len {
         let mut bases = [0usize; G];
@@ -89,115 +208,40 @@ pub(super) fn rows_f64<const D: usize, const G: usize, const RV: usize, const RB
             base = ((base | taken) + 1) & !taken;
         }
         // Every input read before any output is written (the gate works in place).
-        let mut x = [[[0.0f64; 2]; D]; G];
+        let mut x = [[[T::default(); 2]; D]; G];
         for (xg, &at) in x.iter_mut().zip(&bases) {
             read_group(group, &member, &offset, run, at, xg);
         }
-        // RV * G pairs of vectors (at most 16 for the plans dispatched here).
-        let mut y = [[[0.0f64; 8]; 2]; 16];
+        let mut y = [[[T::default(); 2]; D]; G];
         let mut rv0 = 0;
         while rv0 < RV {
-            let zero = f._mm512_setzero_pd();
             let mut re = [[zero; RB]; G];
             let mut im = [[zero; RB]; G];
             for c in 0..D {
                 for g in 0..G {
-                    let xr = f._mm512_set1_pd(x[g][c][0]);
-                    let xi = f._mm512_set1_pd(x[g][c][1]);
+                    let xr = T::splat(f, x[g][c][0]);
+                    let xi = T::splat(f, x[g][c][1]);
                     for rb in 0..RB {
-                        let at = c * RV + rv0 + rb;
-                        let mre: __m512d = bytemuck::cast(column_re[at]);
-                        let mim: __m512d = bytemuck::cast(column_im[at]);
-                        re[g][rb] = f._mm512_fmadd_pd(mre, xr, re[g][rb]);
-                        im[g][rb] = f._mm512_fmadd_pd(mre, xi, im[g][rb]);
-                        re[g][rb] = f._mm512_fnmadd_pd(mim, xi, re[g][rb]);
-                        im[g][rb] = f._mm512_fmadd_pd(mim, xr, im[g][rb]);
+                        let at = c * D + (rv0 + rb) * l;
+                        let mre = T::load(&column_re[at..]);
+                        let mim = T::load(&column_im[at..]);
+                        re[g][rb] = T::fmadd(f, mre, xr, re[g][rb]);
+                        im[g][rb] = T::fmadd(f, mre, xi, im[g][rb]);
+                        re[g][rb] = T::fnmadd(f, mim, xi, re[g][rb]);
+                        im[g][rb] = T::fmadd(f, mim, xr, im[g][rb]);
                     }
                 }
             }
             for g in 0..G {
                 for rb in 0..RB {
-                    let (re, im) = (re[g][rb], im[g][rb]);
-                    y[g * RV + rv0 + rb] = [
-                        bytemuck::cast(f._mm512_permutex2var_pd(re, low, im)),
-                        bytemuck::cast(f._mm512_permutex2var_pd(re, high, im)),
-                    ];
+                    let rows = &mut y[g][(rv0 + rb) * l..(rv0 + rb + 1) * l];
+                    T::interleave(f, re[g][rb], im[g][rb], bytemuck::cast_slice_mut(rows));
                 }
             }
             rv0 += RB;
         }
         for (g, &at) in bases.iter().enumerate() {
-            let amps: &[Amp<f64>] = bytemuck::cast_slice(&y[g * RV..(g + 1) * RV]);
-            write_group(group, &member, &offset, run, at, amps);
-        }
-    }
-}
-
-/// As [`rows_f64`], at f32: vectors of 16 rows.
-#[allow(clippy::needless_range_loop)]
-#[inline(always)]
-pub(super) fn rows_f32<const D: usize, const G: usize, const RV: usize, const RB: usize>(
-    simd: V4,
-    group: &mut [&mut [Amp<f32>]],
-    plan: &WidePlan<f32>,
-) {
-    const { assert!(RV * 16 == D && RV % RB == 0 && RV * G <= 16) };
-    let f = simd.avx512f;
-    let member: [usize; D] = std::array::from_fn(|j| plan.member[j]);
-    let offset: [usize; D] = std::array::from_fn(|j| plan.offset[j]);
-    let column_re: &[[f32; 16]] = bytemuck::cast_slice(&plan.column_re[..D * D]);
-    let column_im: &[[f32; 16]] = bytemuck::cast_slice(&plan.column_im[..D * D]);
-    let low = f._mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
-    let high = f._mm512_set_epi32(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8);
-    let taken = plan.target_mask;
-    let run = plan.row_run;
-    let piece_len = group[0].len();
-    let mut base = 0usize;
-    while base < piece_len {
-        let mut bases = [0usize; G];
-        for b in bases.iter_mut() {
-            *b = base;
-            base = ((base | taken) + 1) & !taken;
-        }
-        let mut x = [[[0.0f32; 2]; D]; G];
-        for (xg, &at) in x.iter_mut().zip(&bases) {
-            read_group(group, &member, &offset, run, at, xg);
-        }
-        let mut y = [[[0.0f32; 16]; 2]; 16];
-        let mut rv0 = 0;
-        while rv0 < RV {
-            let zero = f._mm512_setzero_ps();
-            let mut re = [[zero; RB]; G];
-            let mut im = [[zero; RB]; G];
-            for c in 0..D {
-                for g in 0..G {
-                    let xr = f._mm512_set1_ps(x[g][c][0]);
-                    let xi = f._mm512_set1_ps(x[g][c][1]);
-                    for rb in 0..RB {
-                        let at = c * RV + rv0 + rb;
-                        let mre: __m512 = bytemuck::cast(column_re[at]);
-                        let mim: __m512 = bytemuck::cast(column_im[at]);
-                        re[g][rb] = f._mm512_fmadd_ps(mre, xr, re[g][rb]);
-                        im[g][rb] = f._mm512_fmadd_ps(mre, xi, im[g][rb]);
-                        re[g][rb] = f._mm512_fnmadd_ps(mim, xi, re[g][rb]);
-                        im[g][rb] = f._mm512_fmadd_ps(mim, xr, im[g][rb]);
-                    }
-                }
-            }
-            for g in 0..G {
-                for rb in 0..RB {
-                    let (re, im) = (re[g][rb], im[g][rb]);
-                    y[g * RV + rv0 + rb] = [
-                        bytemuck::cast(f._mm512_permutex2var_ps(re, low, im)),
-                        bytemuck::cast(f._mm512_permutex2var_ps(re, high, im)),
-                    ];
-                }
-            }
-            rv0 += RB;
-        }
-        for (g, &at) in bases.iter().enumerate() {
-            let amps: &[Amp<f32>] = bytemuck::cast_slice(&y[g * RV..(g + 1) * RV]);
-            write_group(group, &member, &offset, run, at, amps);
+            write_group(group, &member, &offset, run, at, &y[g]);
         }
     }
 }
@@ -249,7 +293,7 @@ fn write_group<T: Copy, const D: usize>(
     }
 }
 
-/// A gate of up to three qubits for the 512-bit block kernels ([`blocks_f32`], [`blocks_f64`]):
+/// A gate of up to three qubits for the 512-bit block kernels ([`blocks`]):
 /// every target lies above a 64-byte block (bit 3 at f32, 2 at f64), so each matrix index's
 /// amplitudes form whole blocks that stay interleaved (re, im) as in memory; output block `h`
 /// is the sum over input blocks `h2` of `A x + B swap(x)`, `A` the entry's real part in every
@@ -326,57 +370,34 @@ pub(super) struct Blocks<'a, 'g, T> {
     pub plan: &'a ZmmPlan<T>,
 }
 
-impl pulp::NullaryFnOnce for Blocks<'_, '_, f32> {
+impl<T: Zmm> pulp::NullaryFnOnce for Blocks<'_, '_, T> {
     type Output = ();
 
+    /// `8 / D` bases at a time: `2 D U = 16` accumulator chains.
     #[inline(always)]
     fn call(self) {
         let Blocks { group, plan } = self;
+        let simd = plan.simd;
         if plan.member.iter().all(|&m| m == 0) {
             let mut one = OnePiece(&mut *group[0]);
             match plan.dim {
-                2 => blocks_f32::<2, 4, _>(plan.simd, &mut one, plan),
-                4 => blocks_f32::<4, 2, _>(plan.simd, &mut one, plan),
-                8 => blocks_f32::<8, 1, _>(plan.simd, &mut one, plan),
+                2 => blocks::<T, 2, 4, _>(simd, &mut one, plan),
+                4 => blocks::<T, 4, 2, _>(simd, &mut one, plan),
+                8 => blocks::<T, 8, 1, _>(simd, &mut one, plan),
                 other => unreachable!("512-bit block plans have 2 to 8 lanes, not {other}"),
             }
             return;
         }
         match plan.dim {
-            2 => blocks_f32::<2, 4, _>(plan.simd, group, plan),
-            4 => blocks_f32::<4, 2, _>(plan.simd, group, plan),
-            8 => blocks_f32::<8, 1, _>(plan.simd, group, plan),
+            2 => blocks::<T, 2, 4, _>(simd, group, plan),
+            4 => blocks::<T, 4, 2, _>(simd, group, plan),
+            8 => blocks::<T, 8, 1, _>(simd, group, plan),
             other => unreachable!("512-bit block plans have 2 to 8 lanes, not {other}"),
         }
     }
 }
 
-impl pulp::NullaryFnOnce for Blocks<'_, '_, f64> {
-    type Output = ();
-
-    #[inline(always)]
-    fn call(self) {
-        let Blocks { group, plan } = self;
-        if plan.member.iter().all(|&m| m == 0) {
-            let mut one = OnePiece(&mut *group[0]);
-            match plan.dim {
-                2 => blocks_f64::<2, 4, _>(plan.simd, &mut one, plan),
-                4 => blocks_f64::<4, 2, _>(plan.simd, &mut one, plan),
-                8 => blocks_f64::<8, 1, _>(plan.simd, &mut one, plan),
-                other => unreachable!("512-bit block plans have 2 to 8 lanes, not {other}"),
-            }
-            return;
-        }
-        match plan.dim {
-            2 => blocks_f64::<2, 4, _>(plan.simd, group, plan),
-            4 => blocks_f64::<4, 2, _>(plan.simd, group, plan),
-            8 => blocks_f64::<8, 1, _>(plan.simd, group, plan),
-            other => unreachable!("512-bit block plans have 2 to 8 lanes, not {other}"),
-        }
-    }
-}
-
-/// Where a 512-bit block kernel reads and writes its lanes: the group's pieces (lane `h` in
+/// Where the 512-bit block kernel reads and writes its lanes: the group's pieces (lane `h` in
 /// piece `member[h]`), or one piece when every lane is in it, which spares a lookup of the piece
 /// per access (LLVM reloads the pieces' addresses after every store): 20% of a 2-qubit gate.
 trait LaneStore<T> {
@@ -418,23 +439,26 @@ impl<T> LaneStore<T> for OnePiece<'_, T> {
     }
 }
 
-/// `D` lanes of 8 amplitudes (one 512-bit vector each), `U` bases at a time: `2 D U = 16`
+/// `D` lanes of one 512-bit vector of amplitudes each, `U` bases at a time: `2 D U = 16`
 /// independent accumulator chains (the `A` and `B` terms apart) keep both FMA units busy.
 // The lane index selects the input vectors and the coefficients together.
 #[allow(clippy::needless_range_loop)]
 #[inline(always)]
-fn blocks_f32<const D: usize, const U: usize, S: LaneStore<f32> + ?Sized>(
+fn blocks<T: Zmm, const D: usize, const U: usize, S: LaneStore<T> + ?Sized>(
     simd: V4,
     group: &mut S,
-    plan: &ZmmPlan<f32>,
+    plan: &ZmmPlan<T>,
 ) {
     let f = simd.avx512f;
+    let l = T::REALS;
+    let amps = l / 2;
     let member: [usize; D] = std::array::from_fn(|j| plan.member[j]);
     let offset: [usize; D] = std::array::from_fn(|j| plan.offset[j]);
-    let coef_a: &[[f32; 16]] = bytemuck::cast_slice(&plan.coef_a[..D * D * 16]);
-    let coef_b: &[[f32; 16]] = bytemuck::cast_slice(&plan.coef_b[..D * D * 16]);
+    let coef_a = &plan.coef_a[..D * D * l];
+    let coef_b = &plan.coef_b[..D * D * l];
     let taken = plan.taken;
     let piece_len = group.len();
+    let zero = T::zero(f);
     let mut base = 0usize;
     while base < piece_len {
         let mut bases = [0usize; U];
@@ -442,90 +466,32 @@ fn blocks_f32<const D: usize, const U: usize, S: LaneStore<f32> + ?Sized>(
             *b = base;
             base = ((base | taken) + 1) & !taken;
         }
-        // Every input read before any output is written (the gate works in place).
-        // Plain loops, not `array::from_fn`: with a fallible closure that was compiled as a
-        // call per element.
-        let zero = f._mm512_setzero_ps();
+        // Every input read before any output is written (the gate works in place). Plain
+        // loops, not `array::from_fn`: with a fallible closure that was compiled as a call
+        // per element.
         let mut x = [[zero; D]; U];
         for u in 0..U {
             for h in 0..D {
                 let at = bases[u] + offset[h];
-                let amps: &[Amp<f32>; 8] = group.lane(member[h])[at..at + 8]
-                    .try_into()
-                    .expect("a block lies inside its piece");
-                x[u][h] = bytemuck::cast(*amps);
+                x[u][h] = T::load(bytemuck::cast_slice(&group.lane(member[h])[at..at + amps]));
             }
         }
         for u in 0..U {
             let mut swapped = [zero; D];
             for h in 0..D {
-                swapped[h] = f._mm512_permute_ps::<0b1011_0001>(x[u][h]);
+                swapped[h] = T::swap(f, x[u][h]);
             }
             for h in 0..D {
-                let mut a = f._mm512_mul_ps(bytemuck::cast(coef_a[h * D]), x[u][0]);
-                let mut b = f._mm512_mul_ps(bytemuck::cast(coef_b[h * D]), swapped[0]);
+                let coef = |c: &[T], h2: usize| T::load(&c[(h * D + h2) * l..]);
+                let mut a = T::vmul(f, coef(coef_a, 0), x[u][0]);
+                let mut b = T::vmul(f, coef(coef_b, 0), swapped[0]);
                 for h2 in 1..D {
-                    a = f._mm512_fmadd_ps(bytemuck::cast(coef_a[h * D + h2]), x[u][h2], a);
-                    b = f._mm512_fmadd_ps(bytemuck::cast(coef_b[h * D + h2]), swapped[h2], b);
+                    a = T::fmadd(f, coef(coef_a, h2), x[u][h2], a);
+                    b = T::fmadd(f, coef(coef_b, h2), swapped[h2], b);
                 }
-                let out: [Amp<f32>; 8] = bytemuck::cast(f._mm512_add_ps(a, b));
                 let at = bases[u] + offset[h];
-                group.lane_mut(member[h])[at..at + 8].copy_from_slice(&out);
-            }
-        }
-    }
-}
-
-/// As [`blocks_f32`], at f64: lanes of 4 amplitudes.
-#[allow(clippy::needless_range_loop)]
-#[inline(always)]
-fn blocks_f64<const D: usize, const U: usize, S: LaneStore<f64> + ?Sized>(
-    simd: V4,
-    group: &mut S,
-    plan: &ZmmPlan<f64>,
-) {
-    let f = simd.avx512f;
-    let member: [usize; D] = std::array::from_fn(|j| plan.member[j]);
-    let offset: [usize; D] = std::array::from_fn(|j| plan.offset[j]);
-    let coef_a: &[[f64; 8]] = bytemuck::cast_slice(&plan.coef_a[..D * D * 8]);
-    let coef_b: &[[f64; 8]] = bytemuck::cast_slice(&plan.coef_b[..D * D * 8]);
-    let taken = plan.taken;
-    let piece_len = group.len();
-    let mut base = 0usize;
-    while base < piece_len {
-        let mut bases = [0usize; U];
-        for b in bases.iter_mut() {
-            *b = base;
-            base = ((base | taken) + 1) & !taken;
-        }
-        // Plain loops, not `array::from_fn`: with a fallible closure that was compiled as a
-        // call per element.
-        let zero = f._mm512_setzero_pd();
-        let mut x = [[zero; D]; U];
-        for u in 0..U {
-            for h in 0..D {
-                let at = bases[u] + offset[h];
-                let amps: &[Amp<f64>; 4] = group.lane(member[h])[at..at + 4]
-                    .try_into()
-                    .expect("a block lies inside its piece");
-                x[u][h] = bytemuck::cast(*amps);
-            }
-        }
-        for u in 0..U {
-            let mut swapped = [zero; D];
-            for h in 0..D {
-                swapped[h] = f._mm512_permute_pd::<0b0101_0101>(x[u][h]);
-            }
-            for h in 0..D {
-                let mut a = f._mm512_mul_pd(bytemuck::cast(coef_a[h * D]), x[u][0]);
-                let mut b = f._mm512_mul_pd(bytemuck::cast(coef_b[h * D]), swapped[0]);
-                for h2 in 1..D {
-                    a = f._mm512_fmadd_pd(bytemuck::cast(coef_a[h * D + h2]), x[u][h2], a);
-                    b = f._mm512_fmadd_pd(bytemuck::cast(coef_b[h * D + h2]), swapped[h2], b);
-                }
-                let out: [Amp<f64>; 4] = bytemuck::cast(f._mm512_add_pd(a, b));
-                let at = bases[u] + offset[h];
-                group.lane_mut(member[h])[at..at + 4].copy_from_slice(&out);
+                let out = &mut group.lane_mut(member[h])[at..at + amps];
+                T::store(T::vadd(f, a, b), bytemuck::cast_slice_mut(out));
             }
         }
     }
