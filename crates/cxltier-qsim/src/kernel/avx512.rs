@@ -496,3 +496,91 @@ fn blocks<T: Zmm, const D: usize, const U: usize, S: LaneStore<T> + ?Sized>(
         }
     }
 }
+
+/// A wide plan's run by 512-bit blocks, for `simd.vectorize` (as [`Rows`]).
+pub(super) struct WideBlocks<'a, 'g, T> {
+    pub simd: V4,
+    pub group: &'a mut [&'g mut [Amp<T>]],
+    pub plan: &'a WidePlan<T>,
+}
+
+impl<T: Zmm> pulp::NullaryFnOnce for WideBlocks<'_, '_, T> {
+    type Output = ();
+
+    #[inline(always)]
+    fn call(self) {
+        let WideBlocks { simd, group, plan } = self;
+        match plan.dim {
+            8 => wide_blocks::<T, 8>(simd, group, plan),
+            16 => wide_blocks::<T, 16>(simd, group, plan),
+            32 => wide_blocks::<T, 32>(simd, group, plan),
+            64 => wide_blocks::<T, 64>(simd, group, plan),
+            other => unreachable!("wide block plans have 8 to 64 lanes, not {other}"),
+        }
+    }
+}
+
+/// Gates of 3 qubits or more whose targets all lie above a 64-byte block, by blocks: each lane
+/// a 512-bit vector of interleaved amplitudes, output `h` the sum over lanes `h2` of
+/// `re[h][h2] x + im[h][h2] (swap(x) * (-1, 1, ..))` with the entries broadcast from memory (a
+/// table of vectors as the block kernels keep would be 32 KiB at 4 qubits); eight outputs at a
+/// time, eight independent chains, the lanes read from the stack.
+#[allow(clippy::needless_range_loop)]
+#[inline(always)]
+fn wide_blocks<T: Zmm, const D: usize>(simd: V4, group: &mut [&mut [Amp<T>]], plan: &WidePlan<T>) {
+    let f = simd.avx512f;
+    let l = T::REALS;
+    let amps = l / 2;
+    let member: [usize; D] = std::array::from_fn(|j| plan.member[j]);
+    let offset: [usize; D] = std::array::from_fn(|j| plan.offset[j]);
+    let re = &plan.re[..D * D];
+    let im = &plan.im[..D * D];
+    let signs: Vec<T> = (0..l)
+        .map(|i| T::from_f64(if i % 2 == 0 { -1.0 } else { 1.0 }))
+        .collect();
+    let signs = T::load(&signs);
+    let taken = (amps - 1) | plan.target_mask;
+    let piece_len = group[0].len();
+    let zero = T::zero(f);
+    let mut x = [zero; D];
+    let mut xs = [zero; D];
+    let prefetch = plan.prefetch.then(super::Prefetch::new);
+    let mut base = 0usize;
+    let mut ahead = base;
+    for _ in 0..super::PREFETCH_AHEAD * 2 {
+        ahead = ((ahead | taken) + 1) & !taken;
+    }
+    while base < piece_len {
+        if let Some(prefetch) = prefetch.filter(|_| ahead < piece_len) {
+            for h in 0..D {
+                prefetch.lines(&group[member[h]][ahead + offset[h]..][..amps]);
+            }
+        }
+        ahead = ((ahead | taken) + 1) & !taken;
+        for h in 0..D {
+            let at = base + offset[h];
+            x[h] = T::load(bytemuck::cast_slice(&group[member[h]][at..at + amps]));
+            xs[h] = T::vmul(f, T::swap(f, x[h]), signs);
+        }
+        let mut o0 = 0;
+        while o0 < D {
+            let mut acc = [zero; 8];
+            for h2 in 0..D {
+                for o in 0..8 {
+                    let at = (o0 + o) * D + h2;
+                    acc[o] = T::fmadd(f, T::splat(f, re[at]), x[h2], acc[o]);
+                    acc[o] = T::fmadd(f, T::splat(f, im[at]), xs[h2], acc[o]);
+                }
+            }
+            for o in 0..8 {
+                let at = base + offset[o0 + o];
+                T::store(
+                    acc[o],
+                    bytemuck::cast_slice_mut(&mut group[member[o0 + o]][at..at + amps]),
+                );
+            }
+            o0 += 8;
+        }
+        base = ((base | taken) + 1) & !taken;
+    }
+}
