@@ -402,59 +402,70 @@ mod sealed {
 impl sealed::BlockKernels for f32 {
     #[allow(private_interfaces)]
     fn run_blocks(group: &mut [&mut [Amp<f32>]], plan: &BlockPlan<f32>) {
-        #[cfg(target_arch = "x86_64")]
-        if let Some(zmm) = &plan.zmm {
-            zmm.simd.vectorize(avx512::Blocks { group, plan: zmm });
-            return;
+        if !run_blocks_avx512(group, plan) {
+            run_blocks_f32(group, plan)
         }
-        run_blocks_f32(group, plan)
     }
     #[allow(private_interfaces)]
     fn run_wide(group: &mut [&mut [Amp<f32>]], plan: &WidePlan<f32>) {
-        #[cfg(target_arch = "x86_64")]
-        if plan.by_rows {
-            if let Some(simd) = pulp::x86::V4::try_new() {
-                simd.vectorize(avx512::Rows { simd, group, plan });
-                return;
-            }
+        if !run_wide_avx512(group, plan) {
+            run_wide_f32(group, plan)
         }
-        if plan.by_blocks {
-            if let Some(simd) = pulp::x86::V4::try_new() {
-                simd.vectorize(avx512::WideBlocks { simd, group, plan });
-                return;
-            }
-        }
-        run_wide_f32(group, plan)
     }
 }
 
 impl sealed::BlockKernels for f64 {
     #[allow(private_interfaces)]
     fn run_blocks(group: &mut [&mut [Amp<f64>]], plan: &BlockPlan<f64>) {
-        #[cfg(target_arch = "x86_64")]
-        if let Some(zmm) = &plan.zmm {
-            zmm.simd.vectorize(avx512::Blocks { group, plan: zmm });
-            return;
+        if !run_blocks_avx512(group, plan) {
+            run_blocks_f64(group, plan)
         }
-        run_blocks_f64(group, plan)
     }
     #[allow(private_interfaces)]
     fn run_wide(group: &mut [&mut [Amp<f64>]], plan: &WidePlan<f64>) {
-        #[cfg(target_arch = "x86_64")]
-        if plan.by_rows {
-            if let Some(simd) = pulp::x86::V4::try_new() {
-                simd.vectorize(avx512::Rows { simd, group, plan });
-                return;
-            }
+        if !run_wide_avx512(group, plan) {
+            run_wide_f64(group, plan)
         }
-        if plan.by_blocks {
-            if let Some(simd) = pulp::x86::V4::try_new() {
-                simd.vectorize(avx512::WideBlocks { simd, group, plan });
-                return;
-            }
-        }
-        run_wide_f64(group, plan)
     }
+}
+
+/// Run a block plan in the 512-bit block kernels if it has a plan for them (only where the CPU
+/// has AVX-512); whether it ran.
+#[cfg(target_arch = "x86_64")]
+fn run_blocks_avx512<T: avx512::Zmm>(group: &mut [&mut [Amp<T>]], plan: &BlockPlan<T>) -> bool {
+    let Some(zmm) = &plan.zmm else {
+        return false;
+    };
+    zmm.simd.vectorize(avx512::Blocks { group, plan: zmm });
+    true
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn run_blocks_avx512<T>(_: &mut [&mut [Amp<T>]], _: &BlockPlan<T>) -> bool {
+    false
+}
+
+/// Run a wide plan in the AVX-512 row or block kernels if it asks for one and the CPU has
+/// AVX-512; whether it ran.
+#[cfg(target_arch = "x86_64")]
+fn run_wide_avx512<T: avx512::Zmm>(group: &mut [&mut [Amp<T>]], plan: &WidePlan<T>) -> bool {
+    if !(plan.by_rows || plan.by_blocks) {
+        return false;
+    }
+    let Some(simd) = pulp::x86::V4::try_new() else {
+        return false;
+    };
+    if plan.by_rows {
+        simd.vectorize(avx512::Rows { simd, group, plan });
+    } else {
+        simd.vectorize(avx512::WideBlocks { simd, group, plan });
+    }
+    true
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn run_wide_avx512<T>(_: &mut [&mut [Amp<T>]], _: &WidePlan<T>) -> bool {
+    false
 }
 
 /// Dispatch an f32 block plan (blocks of 4 amplitudes) to the kernel specialised for its lane
