@@ -28,16 +28,29 @@ struct Block {
 /// The widest fused gate.
 pub const MAX_FUSE: usize = 5;
 
-/// How wide fused gates may be.
+/// How wide fused gates may be, and by which rule.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Width {
-    /// At most this many qubits (1 to [`MAX_FUSE`]).
+    /// Every gate is fused while the fused gate stays within this many qubits (1 to
+    /// [`MAX_FUSE`]), whatever the wider gate costs: qsim's rule.
     Fixed(usize),
-    /// The width (1 to [`MAX_FUSE`]) whose run costs least by a [`CostModel`] measured on
-    /// this machine: each gate width's kernel cost in cache
-    /// ([`crate::bench::fusion_costs`]), the sweeps each width's gates take, and the time to
-    /// stream the state through memory once per sweep.
-    Measured,
+    /// At most this many qubits (1 to [`MAX_FUSE`]), each merge priced by a [`CostModel`]
+    /// measured on this machine (each gate width's kernel cost in cache,
+    /// [`crate::bench::fusion_costs`], the sweeps the gates take, and the time to stream the
+    /// state through memory once per sweep): a gate joins a block only where the wider gate
+    /// costs less than the two apart, as Qiskit Aer's cost-based fusion does under its
+    /// `fusion_max_qubit`. The run then keeps whichever of that fusion and each fixed width up
+    /// to the cap the model prices lowest ([`fuse_cheapest`]).
+    Measured(usize),
+}
+
+impl Width {
+    /// The widest a fused gate may be.
+    pub fn max(self) -> usize {
+        match self {
+            Width::Fixed(w) | Width::Measured(w) => w.clamp(1, MAX_FUSE),
+        }
+    }
 }
 
 /// What a run's parts take on this machine, to price a fusion width by: each sweep over the
@@ -59,10 +72,14 @@ pub struct CostModel {
 }
 
 impl CostModel {
+    /// Seconds of arithmetic for one `k`-qubit gate over the whole state, shared by the threads.
+    pub fn compute_seconds(&self, k: usize) -> f64 {
+        self.gate_seconds[k] * self.amplitudes as f64 / self.threads.max(1) as f64
+    }
+
     /// Seconds for one sweep that applies fused gates of these widths.
     pub fn sweep_seconds(&self, widths: &[usize]) -> f64 {
-        let per_amplitude: f64 = widths.iter().map(|&k| self.gate_seconds[k]).sum();
-        let compute = per_amplitude * self.amplitudes as f64 / self.threads.max(1) as f64;
+        let compute: f64 = widths.iter().map(|&k| self.compute_seconds(k)).sum();
         compute.max(self.stream_seconds)
     }
 
@@ -72,25 +89,69 @@ impl CostModel {
     }
 }
 
-/// Fuse `ops` at each width from 1 to [`MAX_FUSE`], cut each fusion into sweeps as the run
-/// will (`sweeps` gives the widths of each sweep's fused gates), and keep the width whose run
-/// `model` prices lowest. Returns the width and its gates.
-pub fn fuse_cheapest(
-    ops: &[Op],
-    model: &CostModel,
-    sweeps: impl Fn(&[Op]) -> Vec<Vec<usize>>,
-) -> (usize, Vec<Op>) {
-    let mut best: Option<(f64, usize, Vec<Op>)> = None;
-    for width in 1..=MAX_FUSE {
-        let fused = fuse(ops, width);
-        let total = model.run_seconds(&sweeps(&fused));
-        // Strictly cheaper to take a wider width: equal costs keep the narrower one.
-        if best.as_ref().is_none_or(|(b, _, _)| total < *b) {
-            best = Some((total, width, fused));
+/// The price of one fused gate of each width that a per-merge decision weighs: what adding
+/// such a gate adds to the run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pricing {
+    /// Each fused gate sweeps the state on its own: its arithmetic or one stream of the state,
+    /// whichever is longer ([`CostModel::sweep_seconds`] of the one gate).
+    SweepPerGate,
+    /// Fused gates share cache-blocked sweeps, whose streaming the gates do not add to: the
+    /// gate's arithmetic alone ([`CostModel::compute_seconds`]).
+    SharedSweeps,
+}
+
+impl Pricing {
+    /// Seconds a `k`-qubit fused gate adds to a run priced by `model`.
+    pub fn price(self, model: &CostModel, k: usize) -> f64 {
+        match self {
+            Pricing::SweepPerGate => model.sweep_seconds(&[k]),
+            Pricing::SharedSweeps => model.compute_seconds(k),
         }
     }
-    let (_, width, fused) = best.expect("at least one width");
-    (width, fused)
+}
+
+/// Fuse `ops` at each width from 1 to `max`, and once merge by merge as `pricing` prices the
+/// gates by `model` ([`fuse_priced`]); cut each fusion into sweeps as the run will (`sweeps`
+/// gives the widths of each sweep's fused gates), and keep the one whose run `model` prices
+/// lowest. Returns the widest gate of the kept fusion (at most `max`) and its gates. Equal
+/// prices keep the earlier candidate: the narrower fixed width, then the fixed widths over the
+/// priced merges.
+pub fn fuse_cheapest(
+    ops: &[Op],
+    max: usize,
+    model: &CostModel,
+    pricing: Pricing,
+    sweeps: impl Fn(&[Op]) -> Vec<Vec<usize>>,
+) -> (usize, Vec<Op>) {
+    let max = max.clamp(1, MAX_FUSE);
+    let price = |k: usize| pricing.price(model, k);
+    // Candidates are priced by their shapes alone (which gates act on which qubits): only the
+    // one kept multiplies its matrices.
+    let candidate = |c: usize, matrices: bool| -> Vec<Op> {
+        if c <= max {
+            fuse_by(ops, c, None, matrices)
+        } else {
+            fuse_by(ops, max, Some(&price), matrices)
+        }
+    };
+    let last = if max > 1 { max + 1 } else { max };
+    let mut best: Option<(f64, usize)> = None;
+    for c in 1..=last {
+        let total = model.run_seconds(&sweeps(&candidate(c, false)));
+        if best.is_none_or(|(b, _)| total < b) {
+            best = Some((total, c));
+        }
+    }
+    let (_, kept) = best.expect("at least one width");
+    let fused = candidate(kept, true);
+    // A gate wider than the cap is applied unfused: it says nothing of the fusion.
+    (widest(&fused).min(max), fused)
+}
+
+/// The widest gate of `ops` (1 when there are none).
+pub fn widest(ops: &[Op]) -> usize {
+    ops.iter().map(|o| o.qubits.len()).max().unwrap_or(1)
 }
 
 /// The sweeps of a run that applies each fused gate in a sweep of its own.
@@ -99,8 +160,61 @@ pub fn one_gate_per_sweep(fused: &[Op]) -> Vec<Vec<usize>> {
 }
 
 /// Fuse `ops` into gates on at most `max` qubits (1 to [`MAX_FUSE`]), preserving the circuit's
-/// unitary.
+/// unitary: every gate joins the open blocks it touches while their union has room
+/// ([`Width::Fixed`]).
 pub fn fuse(ops: &[Op], max: usize) -> Vec<Op> {
+    fuse_by(ops, max, None, true)
+}
+
+/// Fuse `ops` into gates on at most `max` qubits, preserving the circuit's unitary, merging only
+/// where it pays by `price` (seconds a fused gate of `k` qubits adds to the run): a gate joins
+/// the subset of the open blocks it touches that lowers the total most (the others are
+/// flushed), and a gate touching none joins the newest block with room only when the wider
+/// gate costs no more than the two apart.
+pub fn fuse_priced(ops: &[Op], max: usize, price: impl Fn(usize) -> f64) -> Vec<Op> {
+    fuse_by(ops, max, Some(&price), true)
+}
+
+/// Of `touching` (the open blocks a gate on `op` qubits shares qubits with, at most
+/// [`MAX_FUSE`] of them), the subset to merge the gate with, as a bit mask: the one whose
+/// merged gate, less the blocks it replaces, costs least; the empty set (the gate alone) when
+/// no merge pays.
+fn cheapest_merge(
+    touching: &[Block],
+    op: &[usize],
+    max: usize,
+    price: &dyn Fn(usize) -> f64,
+) -> usize {
+    let mut best = (price(op.len()), 0usize);
+    for mask in 1usize..1 << touching.len() {
+        let mut union: Vec<usize> = op.to_vec();
+        let mut replaced = 0.0;
+        for (i, b) in touching.iter().enumerate() {
+            if mask & (1 << i) != 0 {
+                union.extend(b.qubits.iter().copied().filter(|q| !op.contains(q)));
+                replaced += price(b.qubits.len());
+            }
+        }
+        if union.len() > max {
+            continue;
+        }
+        let added = price(union.len()) - replaced;
+        // Equal cost: merge, which leaves fewer gates.
+        if added <= best.0 {
+            best = (added, mask);
+        }
+    }
+    best.1
+}
+
+/// The fusion of [`fuse`] (no `price`) or [`fuse_priced`]; without `matrices`, the shape alone:
+/// each fused gate's qubits, with a placeholder matrix (for pricing candidates).
+fn fuse_by(
+    ops: &[Op],
+    max: usize,
+    price: Option<&dyn Fn(usize) -> f64>,
+    matrices: bool,
+) -> Vec<Op> {
     let max = max.clamp(1, MAX_FUSE);
     let mut open: Vec<Block> = Vec::new();
     let mut out: Vec<(usize, Op)> = Vec::new();
@@ -119,6 +233,67 @@ pub fn fuse(ops: &[Op], max: usize) -> Vec<Op> {
             .drain(..)
             .partition(|b| b.qubits.iter().any(|q| op.qubits.contains(q)));
         open = rest;
+        let mut touching = touching;
+        // The touching blocks the gate does not join: flushed before it (they act on qubits
+        // disjoint from the ones it joins, so emitting them first keeps the unitary).
+        let mut apart: Vec<Block> = Vec::new();
+        match price {
+            _ if op.qubits.len() > max => apart = std::mem::take(&mut touching),
+            None => {
+                let mut union: Vec<usize> = touching
+                    .iter()
+                    .flat_map(|b| b.qubits.iter().copied())
+                    .collect();
+                for &q in &op.qubits {
+                    if !union.contains(&q) {
+                        union.push(q);
+                    }
+                }
+                if union.len() > max {
+                    apart = std::mem::take(&mut touching);
+                }
+            }
+            Some(price) => {
+                let mask = cheapest_merge(&touching, &op.qubits, max, price);
+                for (i, b) in std::mem::take(&mut touching).into_iter().enumerate() {
+                    if mask & (1 << i) != 0 {
+                        touching.push(b);
+                    } else {
+                        apart.push(b);
+                    }
+                }
+            }
+        }
+        if touching.is_empty() && (apart.is_empty() || price.is_some()) {
+            // Nothing to merge with: join the newest open block that has room (the two act on
+            // disjoint qubits, so they commute), which saves a sweep over the state; priced,
+            // only where the wider gate costs no more than the two apart.
+            let k = op.qubits.len();
+            let pays = |b: &Block| {
+                let m = b.qubits.len();
+                m + k <= max && price.is_none_or(|p| p(m + k) <= p(m) + p(k))
+            };
+            if let Some(i) = (0..open.len()).rev().find(|&i| pays(&open[i])) {
+                touching.push(open.remove(i));
+            }
+        }
+        apart.sort_by_key(|b| b.order);
+        for b in apart {
+            flush(b, &mut out);
+        }
+        if touching.is_empty() {
+            order += 1;
+            open.push(Block {
+                qubits: op.qubits.clone(),
+                matrix: if matrices {
+                    op.matrix.clone()
+                } else {
+                    crate::gates::identity(0)
+                },
+                order,
+            });
+            continue;
+        }
         let mut union: Vec<usize> = touching
             .iter()
             .flat_map(|b| b.qubits.iter().copied())
@@ -128,51 +303,23 @@ pub fn fuse(ops: &[Op], max: usize) -> Vec<Op> {
                 union.push(q);
             }
         }
-        let mut touching = touching;
-        if touching.is_empty() {
-            // Nothing to merge with: join the newest open block that has room (the two act on
-            // disjoint qubits, so they commute), which saves a sweep over the state.
-            if let Some(i) = (0..open.len())
-                .rev()
-                .find(|&i| open[i].qubits.len() + union.len() <= max)
-            {
-                let b = open.remove(i);
-                union.extend(b.qubits.iter().copied());
-                touching.push(b);
-            }
-        }
-        if union.len() <= max && op.qubits.len() <= max {
-            union.sort_unstable();
-            let mut m = crate::gates::identity(union.len());
-            let mut first = usize::MAX;
-            for b in touching {
-                first = first.min(b.order);
+        union.sort_unstable();
+        let mut m = crate::gates::identity(if matrices { union.len() } else { 0 });
+        let mut first = usize::MAX;
+        for b in touching {
+            first = first.min(b.order);
+            if matrices {
                 m = b.matrix.expand(&b.qubits, &union).times(&m);
             }
-            m = op.matrix.expand(&op.qubits, &union).times(&m);
-            let order_of = if first == usize::MAX {
-                order += 1;
-                order
-            } else {
-                first
-            };
-            open.push(Block {
-                qubits: union,
-                matrix: m,
-                order: order_of,
-            });
-        } else {
-            touching.sort_by_key(|b| b.order);
-            for b in touching {
-                flush(b, &mut out);
-            }
-            order += 1;
-            open.push(Block {
-                qubits: op.qubits.clone(),
-                matrix: op.matrix.clone(),
-                order,
-            });
         }
+        if matrices {
+            m = op.matrix.expand(&op.qubits, &union).times(&m);
+        }
+        open.push(Block {
+            qubits: union,
+            matrix: m,
+            order: first,
+        });
     }
     open.sort_by_key(|b| b.order);
     for b in open {
@@ -281,7 +428,7 @@ pub fn relabel(ops: &[Op], perm: &[usize]) -> Vec<Op> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gates;
+    use crate::gates::{self, Matrix};
 
     fn layered_ops() -> Vec<Op> {
         let mut ops = Vec::new();
@@ -319,16 +466,121 @@ mod tests {
     fn in_cache_the_least_arithmetic_wins() {
         let ops = layered_ops();
         let flat = model([0.0, 1e-9, 1e-9, 1e-9, 1e-9, 1e-9], 0.0);
-        let (width, fused) = fuse_cheapest(&ops, &flat, one_gate_per_sweep);
+        let (width, fused) = fuse_cheapest(
+            &ops,
+            MAX_FUSE,
+            &flat,
+            Pricing::SweepPerGate,
+            one_gate_per_sweep,
+        );
         let fewest = (1..=MAX_FUSE).map(|w| fuse(&ops, w).len()).min().unwrap();
         assert_eq!(fused.len(), fewest, "width {width}");
         assert!(width >= 4, "flat costs chose width {width}");
         let steep = model([0.0, 1e-9, 2e-9, 16e-9, 128e-9, 1024e-9], 0.0);
-        let (width, fused) = fuse_cheapest(&ops, &steep, one_gate_per_sweep);
+        let (width, fused) = fuse_cheapest(
+            &ops,
+            MAX_FUSE,
+            &steep,
+            Pricing::SweepPerGate,
+            one_gate_per_sweep,
+        );
         assert!(width <= 2, "steep costs chose width {width}");
-        assert_eq!(fused.len(), fuse(&ops, width).len());
+        // Priced merge by merge, the one-qubit gates join the two-qubit blocks (no wider, so
+        // free) and pairs of one-qubit gates become two-qubit ones: fewer gates than any fixed
+        // width gives at these costs, and a run priced no higher than the cheapest of them.
+        let kept = steep.run_seconds(&one_gate_per_sweep(&fused));
         let cost = |w: usize| steep.run_seconds(&one_gate_per_sweep(&fuse(&ops, w)));
-        assert!((1..=MAX_FUSE).all(|w| cost(width) <= cost(w)));
+        assert!((1..=MAX_FUSE).all(|w| kept <= cost(w)));
+        assert_eq!(
+            fused.len(),
+            fuse_priced(&ops, MAX_FUSE, |k| steep.sweep_seconds(&[k])).len()
+        );
+        assert!(fused.len() < fuse(&ops, 2).len());
+    }
+
+    /// The whole unitary of `ops` on `n` qubits, as a dense matrix.
+    fn unitary(ops: &[Op], n: usize) -> Matrix {
+        let all: Vec<usize> = (0..n).collect();
+        ops.iter().fold(gates::identity(n), |m, op| {
+            op.matrix.expand(&op.qubits, &all).times(&m)
+        })
+    }
+
+    fn assert_same_unitary(a: &[Op], b: &[Op], n: usize) {
+        let (ua, ub) = (unitary(a, n), unitary(b, n));
+        for r in 0..1 << n {
+            for c in 0..1 << n {
+                let (x, y) = (ua.at(r, c), ub.at(r, c));
+                assert!(
+                    (x.re - y.re).abs() < 1e-12 && (x.im - y.im).abs() < 1e-12,
+                    "entry ({r}, {c}): {x:?} against {y:?}"
+                );
+            }
+        }
+    }
+
+    /// A transverse-field Ising step (rzz as cx-rz-cx along a chain, then rx on every qubit):
+    /// the chain's blocks grow to three qubits where a three-qubit gate costs less than two
+    /// two-qubit ones, and stay at two where it costs more, whatever the cap; every fusion keeps
+    /// the circuit's unitary, including the partial merges (a gate joining one of the two
+    /// blocks it touches).
+    #[test]
+    fn priced_merges_happen_only_where_the_wider_gate_is_cheaper() {
+        let n = 6;
+        let mut ops = Vec::new();
+        for step in 0..2 {
+            for q in 0..n - 1 {
+                ops.push(op("cx", &[q, q + 1]));
+                ops.push(Op {
+                    qubits: vec![q + 1],
+                    matrix: gates::rz(0.1 + 0.01 * (step * n + q) as f64),
+                });
+                ops.push(op("cx", &[q, q + 1]));
+            }
+            for q in 0..n {
+                ops.push(Op {
+                    qubits: vec![q],
+                    matrix: gates::rx(0.2 + 0.03 * q as f64),
+                });
+            }
+        }
+        let widest = |f: &[Op]| f.iter().map(|o| o.qubits.len()).max().unwrap();
+        // Three qubits at 1.5 times two: a chain link costs half a two-qubit gate more.
+        let cheap_three = |k: usize| [0.0, 1.0, 2.0, 3.0, 40.0, 80.0][k];
+        let fused = fuse_priced(&ops, MAX_FUSE, cheap_three);
+        assert_eq!(widest(&fused), 3);
+        assert!(fused.len() < fuse(&ops, 2).len());
+        assert_same_unitary(&ops, &fused, n);
+        // Three qubits at 2.5 times two: never worth it, even with room for five.
+        let dear_three = |k: usize| [0.0, 1.0, 2.0, 5.0, 40.0, 80.0][k];
+        let fused = fuse_priced(&ops, MAX_FUSE, dear_three);
+        assert_eq!(widest(&fused), 2);
+        assert_eq!(fused.len(), fuse(&ops, 2).len());
+        assert_same_unitary(&ops, &fused, n);
+        // Flat prices: as wide as the cap allows, as the greedy rule.
+        let flat = |_: usize| 1.0;
+        for cap in 1..=MAX_FUSE {
+            let fused = fuse_priced(&ops, cap, flat);
+            assert!(widest(&fused) <= cap.max(2));
+            assert_same_unitary(&ops, &fused, n);
+            assert_same_unitary(&ops, &fuse(&ops, cap), n);
+        }
+        // A gate that touches a 2- and a 3-qubit block with room for 4: it joins the one that
+        // pays (the 2-qubit block) and the other is flushed first.
+        let touching = vec![
+            op("cx", &[0, 1]),
+            op("ccx", &[2, 3, 4]),
+            op("cx", &[1, 2]),
+            op("h", &[2]),
+        ];
+        let fused = fuse_priced(&touching, 4, cheap_three);
+        assert_same_unitary(&touching, &fused, 5);
+        assert_eq!(
+            fused.len(),
+            2,
+            "{:?}",
+            fused.iter().map(|o| &o.qubits).collect::<Vec<_>>()
+        );
     }
 
     /// The same kernel costs with a state out of cache, where each sweep streams it from
@@ -341,11 +593,23 @@ mod tests {
         // narrow gates win); 2^20 amplitudes over 2 threads.
         let costs = [0.0, 1e-9, 2e-9, 16e-9, 128e-9, 1024e-9];
         let in_cache = model(costs, 0.0);
-        let (narrow, _) = fuse_cheapest(&ops, &in_cache, one_gate_per_sweep);
+        let (narrow, _) = fuse_cheapest(
+            &ops,
+            MAX_FUSE,
+            &in_cache,
+            Pricing::SweepPerGate,
+            one_gate_per_sweep,
+        );
         // A stream of 1 s outweighs any one gate's arithmetic (at most 1024e-9 * 2^19 = 0.54 s):
         // every sweep costs the stream, and the width with fewest gates wins.
         let memory_bound = model(costs, 1.0);
-        let (wide, fused) = fuse_cheapest(&ops, &memory_bound, one_gate_per_sweep);
+        let (wide, fused) = fuse_cheapest(
+            &ops,
+            MAX_FUSE,
+            &memory_bound,
+            Pricing::SweepPerGate,
+            one_gate_per_sweep,
+        );
         let fewest = (1..=MAX_FUSE).map(|w| fuse(&ops, w).len()).min().unwrap();
         assert_eq!(fused.len(), fewest);
         assert!(
@@ -356,8 +620,15 @@ mod tests {
         // any width's arithmetic (1 ms against at least 27 ns x 2^19 / 27 gates): one stream
         // whatever the width, so the arithmetic decides as in cache.
         let one_sweep = |fused: &[Op]| vec![fused.iter().map(|o| o.qubits.len()).collect()];
-        let (blocked, _) = fuse_cheapest(&ops, &model(costs, 1e-3), one_sweep);
-        let (blocked_in_cache, _) = fuse_cheapest(&ops, &in_cache, one_sweep);
+        let (blocked, _) = fuse_cheapest(
+            &ops,
+            MAX_FUSE,
+            &model(costs, 1e-3),
+            Pricing::SharedSweeps,
+            one_sweep,
+        );
+        let (blocked_in_cache, _) =
+            fuse_cheapest(&ops, MAX_FUSE, &in_cache, Pricing::SharedSweeps, one_sweep);
         assert_eq!(blocked, blocked_in_cache);
         // The price itself: a sweep of a 2- and a 3-qubit gate is the larger of
         // (2 + 16) ns x 2^19 and the stream.

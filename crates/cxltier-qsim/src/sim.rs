@@ -39,7 +39,7 @@ impl Default for Options {
             ssd: Vec::new(),
             weights: Vec::new(),
             threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
-            fuse: fusion::Width::Fixed(2),
+            fuse: fusion::Width::Measured(fusion::MAX_FUSE),
             max_extra: 6,
             blocking: sweep::Blocking::default(),
             dynamic_method: crate::dynamic::Method::Auto,
@@ -50,7 +50,8 @@ impl Default for Options {
 }
 
 impl Options {
-    /// Defaults: no memory limit, all available threads, fusion up to 2 qubits.
+    /// Defaults: no memory limit, all available threads, fusion up to [`fusion::MAX_FUSE`]
+    /// qubits priced by measured cost ([`Options::fuse_up_to`]).
     pub fn new() -> Options {
         Options::default()
     }
@@ -74,7 +75,8 @@ impl Options {
         self.threads = threads.max(1);
         self
     }
-    /// Fuse gates up to `qubits` qubits (1 turns fusion off; at most 5).
+    /// Fuse every gate while the fused gate stays within `qubits` qubits, whatever it costs
+    /// (qsim's rule, [`fusion::Width::Fixed`]; 1 turns fusion off; at most 5).
     pub fn fuse(mut self, qubits: usize) -> Self {
         self.fuse = fusion::Width::Fixed(qubits.clamp(1, fusion::MAX_FUSE));
         self
@@ -84,12 +86,13 @@ impl Options {
         self.progress = Some(progress);
         self
     }
-    /// Fuse as wide as is cheapest by the kernels' cost measured on this machine
-    /// ([`fusion::Width::Measured`]: kernel costs in cache, sweeps, and the state's streaming
-    /// time). Not the default: choosing costs a fusion at every width (0.1-0.3 s on a
-    /// 1000-gate circuit), and its runs were no faster than at 2.
-    pub fn fuse_measured(mut self) -> Self {
-        self.fuse = fusion::Width::Measured;
+    /// Fuse gates into gates of at most `qubits` qubits (1 to 5) where it pays by the kernels'
+    /// cost measured on this machine ([`fusion::Width::Measured`]: kernel costs in cache,
+    /// sweeps, and the state's streaming time; a merge is kept only where the wider gate costs
+    /// less than the gates apart). The default, at 5: timing the kernels takes about 15 ms once
+    /// per process, and pricing the candidates a few fusions of the circuit.
+    pub fn fuse_up_to(mut self, qubits: usize) -> Self {
+        self.fuse = fusion::Width::Measured(qubits.clamp(1, fusion::MAX_FUSE));
         self
     }
     /// Bytes of the state one thread works on at once in a cache-blocked sweep
@@ -152,8 +155,8 @@ pub struct RunReport {
     pub gates: usize,
     /// Gates after fusion (summed over passes out of core).
     pub fused_gates: usize,
-    /// The widest a fused gate could be: `--fuse`, or the width chosen by measured cost (the
-    /// widest chosen for any sweep or pass).
+    /// The widest a fused gate could be with `--fuse-rule greedy` (`--fuse`); by measured cost,
+    /// the widest fused gate of the fusion kept (the widest over all sweeps and passes).
     pub fuse_width: usize,
     /// Trips through the whole state: cache-blocked sweeps in memory, passes out of core.
     pub passes: usize,
@@ -484,14 +487,15 @@ impl<T: Real> Simulation<T> {
 
     #[cfg(feature = "mpi")]
     /// Trips through the state [`Simulation::apply`] makes for `ops` (on logical qubits):
-    /// sweeps in memory, passes out of core. A measured fusion width is counted as 2.
+    /// sweeps in memory, passes out of core. A measured fusion width is counted as 2 (or its
+    /// cap, when narrower).
     pub(crate) fn trips(&self, ops: &[Op]) -> usize {
         let physical = fusion::relabel(ops, &self.perm);
         match self.layout {
             Layout::Memory { piece_bits } => {
                 let width = match self.fuse {
                     fusion::Width::Fixed(w) => w,
-                    fusion::Width::Measured => 2,
+                    fusion::Width::Measured(w) => w.min(2),
                 };
                 sweep::sweeps_of(
                     &physical,
@@ -512,11 +516,12 @@ impl<T: Real> Simulation<T> {
     /// `ops` (on logical qubits, all [`Simulation::in_chunk`]) placed at their physical
     /// positions and fused once, to be applied to one chunk at a time
     /// ([`Simulation::apply_chunk_gates`]). A measured fusion width would time the kernels on
-    /// the whole state, which a chunk's work cannot wait for: those gates fuse to 2 qubits.
+    /// the whole state, which a chunk's work cannot wait for: those gates fuse to 2 qubits (or the
+    /// cap, when narrower).
     pub(crate) fn chunk_gates(&mut self, ops: &[Op]) -> ChunkGates {
         let width = match self.fuse {
             fusion::Width::Fixed(w) => w,
-            fusion::Width::Measured => 2,
+            fusion::Width::Measured(w) => w.min(2),
         };
         let fused = fusion::fuse(&fusion::relabel(ops, &self.perm), width);
         self.report.fused_gates += fused.len();

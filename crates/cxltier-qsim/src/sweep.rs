@@ -67,17 +67,23 @@ pub struct SweepReport {
 }
 
 /// Fuse `ops` as `width` says: the width and the fused gates. A measured width prices each
-/// candidate's run on the state `pieces`, cut into sweeps by `sweeps`.
+/// merge by `pricing` and each candidate's run on the state `pieces`, cut into sweeps by
+/// `sweeps`.
 fn fuse_as<T: Real>(
     ops: &[Op],
     width: fusion::Width,
     pieces: &mut [&mut [Amp<T>]],
+    pricing: fusion::Pricing,
     sweeps: impl Fn(&[Op]) -> Vec<Vec<usize>>,
 ) -> (usize, Vec<Op>) {
     match width {
         fusion::Width::Fixed(w) => (w, fusion::fuse(ops, w)),
-        fusion::Width::Measured => {
-            fusion::fuse_cheapest(ops, &crate::bench::cost_model(pieces), sweeps)
+        // Nothing to choose between: no timing.
+        fusion::Width::Measured(max) if max == 1 || ops.len() < 2 => {
+            (fusion::widest(ops).min(max), fusion::fuse(ops, max))
+        }
+        fusion::Width::Measured(max) => {
+            fusion::fuse_cheapest(ops, max, &crate::bench::cost_model(pieces), pricing, sweeps)
         }
     }
 }
@@ -188,7 +194,13 @@ pub fn run<T: Real>(
         widest,
     );
     let Some((run_bits, extra)) = shape else {
-        let (fuse_width, fused) = fuse_as(ops, fuse, pieces, fusion::one_gate_per_sweep);
+        let (fuse_width, fused) = fuse_as(
+            ops,
+            fuse,
+            pieces,
+            fusion::Pricing::SweepPerGate,
+            fusion::one_gate_per_sweep,
+        );
         if let Some(p) = progress {
             p.gates_planned(fused.len());
         }
@@ -224,7 +236,7 @@ pub fn run<T: Real>(
             .map(|pass| fused[pass.gates].iter().map(|o| o.qubits.len()).collect())
             .collect()
     };
-    let (fuse_width, fused) = fuse_as(ops, fuse, pieces, sweeps);
+    let (fuse_width, fused) = fuse_as(ops, fuse, pieces, fusion::Pricing::SharedSweeps, sweeps);
     let (perm, fused) = if relabel {
         let (perm, _) = fusion::choose_layout(&fused, n, run_bits, extra);
         let relabelled = fusion::relabel(&fused, &perm);
@@ -364,7 +376,7 @@ mod tests {
         let n = 12;
         let ops = layered_ops(n, 4, |_| (0..n - 1).map(|q| [q, q + 1]).collect());
         let mut states = Vec::new();
-        for width in [fusion::Width::Fixed(2), fusion::Width::Measured] {
+        for width in [fusion::Width::Fixed(2), fusion::Width::Measured(5)] {
             let mut state = vec![[0.0f64; 2]; 1 << n];
             state[0] = [1.0, 0.0];
             let piece_bits = 6;

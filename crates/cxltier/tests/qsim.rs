@@ -516,8 +516,9 @@ fn a_dynamic_circuit_needs_shots_and_reports_its_method() {
 
 /// `--bench-kernels` reports the machine's FMA rate and streaming bandwidth and, for every gate
 /// width from 1 to 6 qubits on two layouts, a time per amplitude set against the larger of the
-/// two bounds; a run with `--fuse auto` says which width the measured costs chose, one without
-/// `--fuse` fuses up to 2 qubits; bad sizes and widths are refused with the range.
+/// two bounds; a run says the widest gate the measured costs fused to (by default, with `--fuse
+/// auto` and under a narrower cap), `--fuse-rule greedy` fuses to the width asked; bad sizes,
+/// widths and rules are refused with the range.
 #[test]
 fn kernel_benchmark_and_measured_fusion_width() {
     let v = json(&cxltier(&[
@@ -554,13 +555,28 @@ fn kernel_benchmark_and_measured_fusion_width() {
 
     let dir = scratch("fusewidth");
     let file = write(&dir, "ghz.qasm", &ghz(12));
-    let v = json(&cxltier(&["qsim", &file, "--json", "--fuse", "auto"]));
-    let width = v["fuse_width"].as_u64().unwrap();
-    assert!((1..=5).contains(&width), "{v}");
-    let v = json(&cxltier(&["qsim", &file, "--json"]));
-    assert_eq!(v["fuse_width"].as_u64().unwrap(), 2, "{v}");
-    let v = json(&cxltier(&["qsim", &file, "--json", "--fuse", "3"]));
+    for args in [&["--fuse", "auto"][..], &[]] {
+        let v = json(&cxltier(&[&["qsim", &file, "--json"][..], args].concat()));
+        let width = v["fuse_width"].as_u64().unwrap();
+        assert!((1..=5).contains(&width), "{args:?}: {v}");
+    }
+    let v = json(&cxltier(&["qsim", &file, "--json", "--fuse", "2"]));
+    assert!(v["fuse_width"].as_u64().unwrap() <= 2, "{v}");
+    let v = json(&cxltier(&[
+        "qsim",
+        &file,
+        "--json",
+        "--fuse",
+        "3",
+        "--fuse-rule",
+        "greedy",
+    ]));
     assert_eq!(v["fuse_width"].as_u64().unwrap(), 3, "{v}");
+    bad(
+        &["qsim", &file, "--fuse-rule", "fast"],
+        2,
+        "--fuse-rule fast: give cost (merge where the wider gate is cheaper",
+    );
     for wrong in ["0", "6", "wide"] {
         bad(
             &["qsim", &file, "--fuse", wrong],
@@ -689,11 +705,11 @@ fn the_cluster_model_prices_a_run_and_refuses_bad_specs() {
             &file,
             "--plan-cluster",
             "ranks=2,network=1G",
-            "--fuse",
-            "auto",
+            "--fuse-rule",
+            "widest",
         ],
         2,
-        "--fuse 1 to",
+        "--fuse-rule widest: give cost",
     );
     let dynamic = write(
         &dir,

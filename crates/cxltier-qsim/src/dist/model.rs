@@ -131,12 +131,12 @@ pub struct ClusterPrediction {
     pub oversubscribed: bool,
 }
 
-/// Predict the run of `circuit` (amplitudes of `amp_bytes`, fused to `fuse` qubits) over
+/// Predict the run of `circuit` (amplitudes of `amp_bytes`, fused as `fuse` says) over
 /// `spec`'s cluster.
 pub fn predict_circuit(
     circuit: &crate::qasm::Circuit,
     amp_bytes: usize,
-    fuse: usize,
+    fuse: fusion::Width,
     spec: &ClusterSpec,
     rates: &MachineRates,
 ) -> Result<ClusterPrediction, QsimError> {
@@ -160,13 +160,15 @@ pub fn predict_circuit(
     )
 }
 
-/// Predict the run of `ops` on `n` qubits (amplitudes of `amp_bytes`, fused to `fuse` qubits)
-/// over `spec`'s cluster, with `rates` for the arithmetic and the memory.
+/// Predict the run of `ops` on `n` qubits (amplitudes of `amp_bytes`, fused as `fuse` says)
+/// over `spec`'s cluster, with `rates` for the arithmetic and the memory. A measured fusion is
+/// priced by the rank's model ([`fusion::fuse_cheapest`] over `rates`), as the run prices it by
+/// its own measurements.
 pub fn predict(
     ops: &[Op],
     n: usize,
     amp_bytes: usize,
-    fuse: usize,
+    fuse: fusion::Width,
     max_extra: usize,
     spec: &ClusterSpec,
     rates: &MachineRates,
@@ -253,6 +255,31 @@ pub fn predict(
     let arithmetic = |widths: &[usize]| -> f64 {
         widths.iter().map(|&k| rates.gate_seconds[k]).sum::<f64>() * (1u64 << m) as f64 / threads
     };
+    // The rank's cost model, for a measured fusion: its threads' share of the arithmetic folded
+    // into the per-amplitude costs (the share may be a fraction of a core).
+    let cost = fusion::CostModel {
+        gate_seconds: rates.gate_seconds.iter().map(|s| s / threads).collect(),
+        threads: 1,
+        amplitudes: 1 << m,
+        stream_seconds: stream_part,
+    };
+    let fuse_ops = |ops: &[Op],
+                    pricing: fusion::Pricing,
+                    sweeps: &dyn Fn(&[Op]) -> Vec<Vec<usize>>|
+     -> Vec<Op> {
+        match fuse {
+            fusion::Width::Fixed(w) => fusion::fuse(ops, w),
+            fusion::Width::Measured(max) => {
+                fusion::fuse_cheapest(ops, max, &cost, pricing, sweeps).1
+            }
+        }
+    };
+    let one_sweep = |fused: &[Op]| vec![fused.iter().map(|o| o.qubits.len()).collect()];
+    // Trips through the state as the run counts them ([`crate::sim::Simulation::trips`]).
+    let trips_width = match fuse {
+        fusion::Width::Fixed(w) => w,
+        fusion::Width::Measured(w) => w.min(2),
+    };
     let (mut compute, mut io, mut io_bytes) = (0.0, 0.0, 0u64);
     let (mut sweeps, mut passes) = (0, 0);
     let (mut exchange_seconds, mut messages) = (0.0, 0u64);
@@ -272,7 +299,7 @@ pub fn predict(
                 let trips = |ops: &[Op]| match ooc {
                     None => crate::sweep::sweeps_of(
                         ops,
-                        fuse,
+                        trips_width,
                         m,
                         crate::sim::memory_piece_bits(m, amp_bytes).min(m),
                         amp_bytes,
@@ -294,8 +321,21 @@ pub fn predict(
         match step {
             super::plan::Step::Local(batch) => match ooc {
                 None => {
-                    let fused = fusion::fuse(batch, fuse);
                     let piece_bits = crate::sim::memory_piece_bits(m, amp_bytes);
+                    let cut = |fused: &[Op]| {
+                        crate::sweep::sweep_widths(fused, widest, m, piece_bits, amp_bytes)
+                    };
+                    let pricing = match crate::sweep::group_shape(
+                        m,
+                        piece_bits,
+                        amp_bytes,
+                        crate::sweep::CACHE_BYTES,
+                        widest,
+                    ) {
+                        Some(_) => fusion::Pricing::SharedSweeps,
+                        None => fusion::Pricing::SweepPerGate,
+                    };
+                    let fused = fuse_ops(batch, pricing, &cut);
                     for sweep in
                         crate::sweep::sweep_widths(&fused, widest, m, piece_bits, amp_bytes)
                     {
@@ -306,7 +346,11 @@ pub fn predict(
                 Some((low, _, extra)) => {
                     for pass in fusion::plan_passes(batch, m, low, extra) {
                         passes += 1;
-                        let fused = fusion::fuse(&batch[pass.gates], fuse);
+                        let fused = fuse_ops(
+                            &batch[pass.gates],
+                            fusion::Pricing::SharedSweeps,
+                            &one_sweep,
+                        );
                         let widths: Vec<usize> = fused.iter().map(|o| o.qubits.len()).collect();
                         let work = arithmetic(&widths);
                         compute += work.max(io_part);
@@ -352,7 +396,7 @@ pub fn predict(
                 // and written for them alone. That work runs while messages are in flight.
                 let mut hoisted_work = 0.0;
                 if !hoisted.is_empty() {
-                    let fused = fusion::fuse(hoisted, fuse);
+                    let fused = fuse_ops(hoisted, fusion::Pricing::SharedSweeps, &one_sweep);
                     let widths: Vec<usize> = fused.iter().map(|o| o.qubits.len()).collect();
                     hoisted_work += arithmetic(&widths);
                     if above == k {
@@ -470,10 +514,10 @@ mod tests {
     #[test]
     fn one_rank_exchanges_nothing_and_more_ranks_split_the_work() {
         let ops = qft(20);
-        let one = predict(&ops, 20, 16, 2, 6, &spec(1), &rates()).unwrap();
+        let one = predict(&ops, 20, 16, fusion::Width::Fixed(2), 6, &spec(1), &rates()).unwrap();
         assert_eq!((one.exchanges, one.exchange_bytes_per_rank), (0, 0));
         assert_eq!(one.exchange_seconds, 0.0);
-        let four = predict(&ops, 20, 16, 2, 6, &spec(4), &rates()).unwrap();
+        let four = predict(&ops, 20, 16, fusion::Width::Fixed(2), 6, &spec(4), &rates()).unwrap();
         assert!(four.exchanges >= 1 && four.exchanges <= four.naive_exchanges);
         assert_eq!(four.part_bytes, one.part_bytes / 4);
         // A quarter of the amplitudes each, on a node of its own: the gates take about a
@@ -487,12 +531,21 @@ mod tests {
     #[test]
     fn ranks_sharing_a_node_share_its_cores_and_bandwidth() {
         let ops = qft(18);
-        let apart = predict(&ops, 18, 16, 2, 6, &spec(4), &rates()).unwrap();
+        let apart = predict(&ops, 18, 16, fusion::Width::Fixed(2), 6, &spec(4), &rates()).unwrap();
         let together = ClusterSpec {
             nodes: 1,
             ..spec(4)
         };
-        let shared = predict(&ops, 18, 16, 2, 6, &together, &rates()).unwrap();
+        let shared = predict(
+            &ops,
+            18,
+            16,
+            fusion::Width::Fixed(2),
+            6,
+            &together,
+            &rates(),
+        )
+        .unwrap();
         assert_eq!(shared.threads_per_rank, 1.0);
         // The gates, whether in batches or overlapping the exchanges.
         assert!(
@@ -507,14 +560,23 @@ mod tests {
     #[test]
     fn an_exchange_hides_the_gates_it_takes_only_between_nodes() {
         let ops = qft(18);
-        let apart = predict(&ops, 18, 16, 2, 6, &spec(4), &rates()).unwrap();
+        let apart = predict(&ops, 18, 16, fusion::Width::Fixed(2), 6, &spec(4), &rates()).unwrap();
         let together = ClusterSpec {
             nodes: 1,
             cores_per_node: 16.0,
             stream_bytes_per_second: Some(4.0 * rates().stream_bytes_per_second),
             ..spec(4)
         };
-        let shared = predict(&ops, 18, 16, 2, 6, &together, &rates()).unwrap();
+        let shared = predict(
+            &ops,
+            18,
+            16,
+            fusion::Width::Fixed(2),
+            6,
+            &together,
+            &rates(),
+        )
+        .unwrap();
         assert!(apart.overlapped_gates > 0 && apart.overlap_seconds > 0.0);
         assert_eq!(apart.overlapped_gates, shared.overlapped_gates);
         assert_eq!(apart.compute_seconds, shared.compute_seconds);
@@ -537,7 +599,7 @@ mod tests {
             stream_bytes_per_second: Some(10e9),
             ..spec(1)
         };
-        let p = predict(&ops, 20, 16, 2, 6, &tiered, &rates()).unwrap();
+        let p = predict(&ops, 20, 16, fusion::Width::Fixed(2), 6, &tiered, &rates()).unwrap();
         assert_eq!(p.mode, "in_memory");
         assert_eq!(
             (p.dram_bytes_per_rank, p.cxl_bytes_per_rank),
@@ -547,7 +609,7 @@ mod tests {
             &ops,
             20,
             16,
-            2,
+            fusion::Width::Fixed(2),
             6,
             &ClusterSpec {
                 stream_bytes_per_second: Some(10e9),
@@ -568,7 +630,7 @@ mod tests {
             &ops,
             20,
             16,
-            2,
+            fusion::Width::Fixed(2),
             6,
             &ClusterSpec {
                 cxl_stream_bytes_per_second: None,
@@ -587,7 +649,7 @@ mod tests {
             memory_per_rank: Some(1 << 20),
             ..spec(2)
         };
-        let p = predict(&ops, 20, 16, 2, 6, &small, &rates()).unwrap();
+        let p = predict(&ops, 20, 16, fusion::Width::Fixed(2), 6, &small, &rates()).unwrap();
         assert_eq!(p.mode, "out_of_core");
         assert!(p.passes >= 1);
         // Every pass reads and writes the part; each exchange's chunks too.
@@ -599,13 +661,13 @@ mod tests {
     #[test]
     fn bad_cluster_shapes_are_refused_with_the_fix() {
         let ops = qft(10);
-        let e = predict(&ops, 10, 16, 2, 6, &spec(3), &rates()).unwrap_err();
+        let e = predict(&ops, 10, 16, fusion::Width::Fixed(2), 6, &spec(3), &rates()).unwrap_err();
         assert!(e.to_string().contains("power of two"), "{e}");
         let e = predict(
             &ops,
             10,
             16,
-            2,
+            fusion::Width::Fixed(2),
             6,
             &ClusterSpec {
                 nodes: 3,
@@ -619,7 +681,7 @@ mod tests {
             &ops,
             10,
             16,
-            2,
+            fusion::Width::Fixed(2),
             6,
             &ClusterSpec {
                 network_bytes_per_second: None,
@@ -633,7 +695,7 @@ mod tests {
             &qft(14),
             14,
             16,
-            2,
+            fusion::Width::Fixed(2),
             6,
             &ClusterSpec {
                 memory_per_rank: Some(64 << 10),

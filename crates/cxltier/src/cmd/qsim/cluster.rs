@@ -7,7 +7,7 @@ use crate::error::{CliError, CliResult};
 use crate::output::{json_line, print_json, Table};
 use cxltier_control::size::parse_size;
 use cxltier_qsim::dist::model::{predict_circuit, ClusterPrediction, ClusterSpec};
-use cxltier_qsim::fusion::MAX_FUSE;
+use cxltier_qsim::fusion::Width;
 use cxltier_qsim::Precision;
 use cxltier_topo::format_bytes;
 use serde::Serialize;
@@ -20,8 +20,17 @@ struct PlanOutput<'a> {
     circuit: String,
     precision: &'static str,
     fuse: usize,
+    fuse_rule: &'static str,
     #[serde(flatten)]
     prediction: &'a ClusterPrediction,
+}
+
+/// `--fuse-rule` as given: `cost` or `greedy`.
+fn rule_name(width: Width) -> &'static str {
+    match width {
+        Width::Fixed(_) => "greedy",
+        Width::Measured(_) => "cost",
+    }
 }
 
 /// A sweep over rank counts: a table with a row per count (its speed-up over the first), one
@@ -30,7 +39,7 @@ fn print_sweep(
     args: &Args,
     path: &std::path::Path,
     precision: Precision,
-    fuse: usize,
+    width: Width,
     points: &[ClusterPrediction],
 ) -> CliResult {
     if args.json {
@@ -41,7 +50,8 @@ fn print_sweep(
                 &PlanOutput {
                     circuit: path.display().to_string(),
                     precision: precision_name(precision),
-                    fuse,
+                    fuse: width.max(),
+                    fuse_rule: rule_name(width),
                     prediction: p,
                 },
             )?;
@@ -161,16 +171,7 @@ pub(super) fn plan_cluster(
     text: &str,
     precision: Precision,
 ) -> CliResult {
-    let fuse = match args.fuse.trim().parse::<usize>() {
-        Ok(f) => f,
-        Err(_) => {
-            return Err(CliError::bad_input(format!(
-                "--fuse {} with --plan-cluster: the model fuses as the run would at a fixed \
-                 width; give --fuse 1 to {MAX_FUSE} (default 2)",
-                args.fuse
-            )))
-        }
-    };
+    let width = super::fusion_width(args)?;
     let mut fields: BTreeMap<&str, &str> = BTreeMap::new();
     for item in text.split(',').map(str::trim).filter(|i| !i.is_empty()) {
         let Some((key, value)) = item.split_once('=') else {
@@ -354,14 +355,14 @@ pub(super) fn plan_cluster(
                 ..spec.clone()
             };
             points.push(
-                predict_circuit(circuit, amp_bytes, fuse, &point, &rates)
+                predict_circuit(circuit, amp_bytes, width, &point, &rates)
                     .map_err(|e| qsim_error(path, e))?,
             );
             r *= 2;
         }
-        return print_sweep(args, path, precision, fuse, &points);
+        return print_sweep(args, path, precision, width, &points);
     }
-    let p = predict_circuit(circuit, amp_bytes, fuse, &spec, &rates)
+    let p = predict_circuit(circuit, amp_bytes, width, &spec, &rates)
         .map_err(|e| qsim_error(path, e))?;
     if args.json {
         print_json(
@@ -369,7 +370,8 @@ pub(super) fn plan_cluster(
             &PlanOutput {
                 circuit: path.display().to_string(),
                 precision: precision_name(precision),
-                fuse,
+                fuse: width.max(),
+                fuse_rule: rule_name(width),
                 prediction: &p,
             },
         )?;

@@ -11,7 +11,7 @@ use cxltier_control::weights::WeightsSpec;
 use cxltier_control::ControlError;
 use cxltier_qsim::bench::KernelBench;
 use cxltier_qsim::dist::DistReport;
-use cxltier_qsim::fusion::MAX_FUSE;
+use cxltier_qsim::fusion::{Width, MAX_FUSE};
 use cxltier_qsim::kernel::MAX_GATE_QUBITS;
 use cxltier_qsim::{
     parse, AnySimulation, Options, Precision, Progress, ProgressSnapshot, QsimError, RunReport,
@@ -118,11 +118,16 @@ pub struct Args {
     /// Print these amplitudes and their probabilities, e.g. 0,5,0b101
     #[arg(long, value_name = "LIST")]
     amplitudes: Option<String>,
-    /// Fuse gates up to this many qubits, 1 (no fusion) to 5; or `auto`: the width whose run
-    /// costs least by the kernels' cost, the sweeps over the state and its streaming time, all
-    /// measured on this machine at the start of the run
-    #[arg(long, value_name = "QUBITS|auto", default_value = "2")]
+    /// Fused gates act on at most this many qubits, 1 (no fusion) to 5; `auto` is 5
+    #[arg(long, value_name = "QUBITS|auto", default_value = "auto")]
     fuse: String,
+    /// How gates are fused under --fuse: `cost` merges a gate into a wider one only where the
+    /// wider gate costs less than the two apart, by the kernels' cost, the sweeps over the
+    /// state and its streaming time measured on this machine at the start of the run (as
+    /// Qiskit Aer's cost-based fusion); `greedy` merges every gate while the fused gate fits
+    /// (qsim's rule)
+    #[arg(long, value_name = "cost|greedy", default_value = "cost")]
+    fuse_rule: String,
     /// Dynamic circuits: auto, branches or trajectories.
     #[arg(long, value_name = "METHOD", default_value = "auto")]
     dynamic_method: String,
@@ -266,18 +271,10 @@ pub fn run(args: Args) -> CliResult {
         CliError::bad_input(format!("--dynamic-method {}: {e}", args.dynamic_method))
     })?;
     let mut options = Options::new().dynamic_method(method);
-    match args.fuse.trim() {
-        "auto" => options = options.fuse_measured(),
-        text => match text.parse::<usize>() {
-            Ok(fuse) if (1..=MAX_FUSE).contains(&fuse) => options = options.fuse(fuse),
-            _ => {
-                return Err(CliError::bad_input(format!(
-                    "--fuse {text}: give 1 (no fusion) to {MAX_FUSE} qubits, or auto to fuse as \
-                     wide as is cheapest by the kernels' cost measured on this machine"
-                )))
-            }
-        },
-    }
+    options = match fusion_width(&args)? {
+        Width::Fixed(w) => options.fuse(w),
+        Width::Measured(w) => options.fuse_up_to(w),
+    };
     if let Some(t) = args.threads {
         if t == 0 || t > 1024 {
             return Err(CliError::bad_input(format!(
@@ -565,6 +562,31 @@ impl Drop for ProgressDrawer {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+    }
+}
+
+/// `--fuse` and `--fuse-rule`: the widest fused gate and the rule that merges gates.
+fn fusion_width(args: &Args) -> Result<Width, CliError> {
+    let max = match args.fuse.trim() {
+        "auto" => MAX_FUSE,
+        text => match text.parse::<usize>() {
+            Ok(fuse) if (1..=MAX_FUSE).contains(&fuse) => fuse,
+            _ => {
+                return Err(CliError::bad_input(format!(
+                    "--fuse {text}: give 1 (no fusion) to {MAX_FUSE} qubits, or auto (up to \
+                     {MAX_FUSE}, merged where it pays by the kernels' cost measured on this \
+                     machine)"
+                )))
+            }
+        },
+    };
+    match args.fuse_rule.trim() {
+        "cost" => Ok(Width::Measured(max)),
+        "greedy" => Ok(Width::Fixed(max)),
+        other => Err(CliError::bad_input(format!(
+            "--fuse-rule {other}: give cost (merge where the wider gate is cheaper, by measured \
+             kernel costs) or greedy (merge every gate that fits in --fuse qubits)"
+        ))),
     }
 }
 
