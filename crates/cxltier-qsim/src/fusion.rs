@@ -28,6 +28,12 @@ struct Block {
 /// The widest fused gate.
 pub const MAX_FUSE: usize = 5;
 
+/// How much lower a fusion must price than the one kept to replace it in [`fuse_cheapest`]: the
+/// model's error. Prices from in-cache kernel timings missed sweep times by 5-10% either way
+/// (2026-11-27: a 24-qubit f64 Ising circuit priced 3.4% below the 2-qubit fusion with some
+/// chain links merged to three qubits, and ran 8% slower), so a smaller saving is noise.
+pub const MODEL_MARGIN: f64 = 0.05;
+
 /// How wide fused gates may be, and by which rule.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Width {
@@ -114,9 +120,9 @@ impl Pricing {
 /// Fuse `ops` at each width from 1 to `max`, and once merge by merge as `pricing` prices the
 /// gates by `model` ([`fuse_priced`]); cut each fusion into sweeps as the run will (`sweeps`
 /// gives the widths of each sweep's fused gates), and keep the one whose run `model` prices
-/// lowest. Returns the widest gate of the kept fusion (at most `max`) and its gates. Equal
-/// prices keep the earlier candidate: the narrower fixed width, then the fixed widths over the
-/// priced merges.
+/// lowest. Returns the widest gate of the kept fusion (at most `max`) and its gates. A later
+/// candidate replaces the one kept only when it prices [`MODEL_MARGIN`] lower: near-equal prices
+/// keep the earlier, the narrower fixed width, then the fixed widths over the priced merges.
 pub fn fuse_cheapest(
     ops: &[Op],
     max: usize,
@@ -139,7 +145,7 @@ pub fn fuse_cheapest(
     let mut best: Option<(f64, usize)> = None;
     for c in 1..=last {
         let total = model.run_seconds(&sweeps(&candidate(c, false)));
-        if best.is_none_or(|(b, _)| total < b) {
+        if best.is_none_or(|(b, _)| total < b * (1.0 - MODEL_MARGIN)) {
             best = Some((total, c));
         }
     }
@@ -490,7 +496,7 @@ mod tests {
         // width gives at these costs, and a run priced no higher than the cheapest of them.
         let kept = steep.run_seconds(&one_gate_per_sweep(&fused));
         let cost = |w: usize| steep.run_seconds(&one_gate_per_sweep(&fuse(&ops, w)));
-        assert!((1..=MAX_FUSE).all(|w| kept <= cost(w)));
+        assert!((1..=MAX_FUSE).all(|w| kept * (1.0 - MODEL_MARGIN) <= cost(w)));
         assert_eq!(
             fused.len(),
             fuse_priced(&ops, MAX_FUSE, |k| steep.sweep_seconds(&[k])).len()
