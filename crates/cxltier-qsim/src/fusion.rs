@@ -213,6 +213,20 @@ fn cheapest_merge(
     best.1
 }
 
+/// The qubits of `blocks` (disjoint) and of a gate on `qubits`, each once.
+fn union_of(blocks: &[Block], qubits: &[usize]) -> Vec<usize> {
+    let mut union: Vec<usize> = blocks
+        .iter()
+        .flat_map(|b| b.qubits.iter().copied())
+        .collect();
+    for &q in qubits {
+        if !union.contains(&q) {
+            union.push(q);
+        }
+    }
+    union
+}
+
 /// The fusion of [`fuse`] (no `price`) or [`fuse_priced`]; without `matrices`, the shape alone:
 /// each fused gate's qubits, with a placeholder matrix (for pricing candidates).
 fn fuse_by(
@@ -246,16 +260,7 @@ fn fuse_by(
         match price {
             _ if op.qubits.len() > max => apart = std::mem::take(&mut touching),
             None => {
-                let mut union: Vec<usize> = touching
-                    .iter()
-                    .flat_map(|b| b.qubits.iter().copied())
-                    .collect();
-                for &q in &op.qubits {
-                    if !union.contains(&q) {
-                        union.push(q);
-                    }
-                }
-                if union.len() > max {
+                if union_of(&touching, &op.qubits).len() > max {
                     apart = std::mem::take(&mut touching);
                 }
             }
@@ -300,15 +305,7 @@ fn fuse_by(
             });
             continue;
         }
-        let mut union: Vec<usize> = touching
-            .iter()
-            .flat_map(|b| b.qubits.iter().copied())
-            .collect();
-        for &q in &op.qubits {
-            if !union.contains(&q) {
-                union.push(q);
-            }
-        }
+        let mut union = union_of(&touching, &op.qubits);
         union.sort_unstable();
         let mut m = crate::gates::identity(if matrices { union.len() } else { 0 });
         let mut first = usize::MAX;

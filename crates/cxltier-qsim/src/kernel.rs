@@ -220,7 +220,14 @@ fn apply_with<T: Real>(
         }
         Route::Wide => false,
     };
-    let blocked = use_blocks.then(|| BlockPlan::new(gate, &member, &offset, piece_len));
+    // A state this large is streamed from memory rather than held in the caches (a sweep's
+    // groups are at most `sweep::CACHE_BYTES`); some kernels unroll differently for it.
+    let streaming = groups.len()
+        * groups.first().map_or(0, |g| g.len())
+        * piece_len
+        * std::mem::size_of::<Amp<T>>()
+        > STREAMING_BYTES;
+    let blocked = use_blocks.then(|| BlockPlan::new(gate, &member, &offset, piece_len, streaming));
     // Wider gates (and narrower ones on pieces too short for blocks) go through the wide
     // kernel, in batches of amplitude groups (one group at a time in pieces too short for a
     // batch).
@@ -261,6 +268,10 @@ pub fn uses_blocks<T: Real>(positions: &[usize]) -> bool {
 /// 256-bit vector register (4 amplitudes at f32, 2 at f64), kept interleaved (re, im) as in
 /// memory so that a block is one vector load and store.
 const BLOCK_BYTES: usize = 32;
+
+/// A gate applied to more bytes than this at once streams them from memory: beyond the last
+/// level cache's share of a core here (a sweep's groups are 4 MiB, `sweep::CACHE_BYTES`).
+const STREAMING_BYTES: usize = 16 << 20;
 
 /// A gate of up to three qubits laid out for the block kernels. Its targets inside a block
 /// (`low_mask`) are mixed by fixed shuffles; the others select `lanes` blocks (in other pieces
@@ -331,6 +342,7 @@ impl<T: Real> BlockPlan<T> {
         member: &[usize],
         offset: &[usize],
         piece_len: usize,
+        streaming: bool,
     ) -> BlockPlan<T> {
         let block = Self::block();
         let block_bits = block.trailing_zeros() as usize;
@@ -378,7 +390,7 @@ impl<T: Real> BlockPlan<T> {
             coef_a: VectorAligned::new(&coef_a),
             coef_b: VectorAligned::new(&coef_b),
             #[cfg(target_arch = "x86_64")]
-            zmm: avx512::ZmmPlan::new(gate, member, offset, piece_len),
+            zmm: avx512::ZmmPlan::new(gate, member, offset, piece_len, streaming),
         }
     }
 }
@@ -1525,7 +1537,7 @@ mod tests {
             );
             let dim = 1 << positions.len();
             let offset: Vec<usize> = (0..dim).map(|j| deposit(j, &gate.positions)).collect();
-            avx512::ZmmPlan::new(&gate, &vec![0; dim], &offset, 1 << 10).is_some()
+            avx512::ZmmPlan::new(&gate, &vec![0; dim], &offset, 1 << 10, false).is_some()
         }
         let has = pulp::x86::V4::try_new().is_some();
         assert_eq!(zmm::<f32>(&[3, 7]), has);

@@ -376,6 +376,11 @@ pub fn run(cfg: &RunConfig, shared: Arc<Shared>) -> Result<Report, YcsbError> {
         .clone()
         .map(|slots| Intervals::begin(cfg, slots, start))
         .transpose()?;
+    if let Some(iv) = intervals.as_mut() {
+        // YCSB's status thread reports once as the run starts: before the drivers start, so
+        // that the line is the same however fast the first operations come back.
+        iv.report(cfg, &done, false)?;
+    }
     std::thread::scope(|s| -> Result<(), YcsbError> {
         let mut handles = Vec::new();
         for t in 0..cfg.threads {
@@ -406,11 +411,6 @@ pub fn run(cfg: &RunConfig, shared: Arc<Shared>) -> Result<Report, YcsbError> {
             }));
         }
         if cfg.on_progress.is_some() || intervals.is_some() {
-            let todo = |done: u64| cfg.operations.saturating_sub(done);
-            if let Some(iv) = intervals.as_mut() {
-                // YCSB's status thread reports once as the run starts.
-                iv.report(cfg, 0, cfg.operations, false)?;
-            }
             while handles.iter().any(|h| !h.is_finished()) {
                 let d = done.load(Ordering::Relaxed);
                 if let Some(hook) = &cfg.on_progress {
@@ -418,7 +418,7 @@ pub fn run(cfg: &RunConfig, shared: Arc<Shared>) -> Result<Report, YcsbError> {
                 }
                 if let Some(iv) = intervals.as_mut() {
                     if iv.due() {
-                        iv.report(cfg, d, todo(d), false)?;
+                        iv.report(cfg, &done, false)?;
                     }
                 }
                 std::thread::sleep(Duration::from_millis(200).min(cfg.interval_period));
@@ -442,7 +442,7 @@ pub fn run(cfg: &RunConfig, shared: Arc<Shared>) -> Result<Report, YcsbError> {
     let elapsed = start.elapsed().as_secs_f64();
     if let Some(iv) = intervals.as_mut() {
         // The stretch since the last interval, as YCSB's final status line and export do.
-        iv.report(cfg, done.load(Ordering::Relaxed), 0, true)?;
+        iv.report(cfg, &done, true)?;
     }
     let mut all = Counters::new(None);
     for c in results.lock().expect("results lock").drain(..) {
@@ -570,13 +570,10 @@ impl Intervals {
     }
 
     /// Take the interval's histograms from every driver thread, tell the hook, log them.
-    fn report(
-        &mut self,
-        cfg: &RunConfig,
-        done: u64,
-        todo: u64,
-        last: bool,
-    ) -> Result<(), YcsbError> {
+    /// `done` counts the run's operations; a driver counts each before its latency enters
+    /// the interval's histograms, and it is read after they are taken, so the line never shows
+    /// more latencies than operations. The last interval (`last`) has nothing left to do.
+    fn report(&mut self, cfg: &RunConfig, done: &AtomicU64, last: bool) -> Result<(), YcsbError> {
         let end = self.run_start.elapsed();
         let mut merged: Vec<Histogram<u64>> = Op::ALL.iter().map(|_| latency_histogram()).collect();
         for slot in &self.slots {
@@ -586,6 +583,12 @@ impl Intervals {
                 h.reset();
             }
         }
+        let done = done.load(Ordering::Relaxed);
+        let todo = if last {
+            0
+        } else {
+            cfg.operations.saturating_sub(done)
+        };
         for (seen, h) in self.seen.iter_mut().zip(&merged) {
             *seen |= !h.is_empty();
         }
@@ -1120,10 +1123,13 @@ fn read_all(c: &mut Conn, chunk: &mut [u8]) -> io::Result<()> {
 fn record(counters: &mut Counters, op: Op, intended: Instant, done: &AtomicU64) {
     let us = intended.elapsed().as_micros().max(1) as u64;
     counters.hist[op.index()].saturating_record(us);
+    // Counted before the interval's histogram takes it: a status line that merges the
+    // histograms (under their locks) and then reads the count never shows more latencies than
+    // operations ("0 operations" with a READ count was seen at the first line).
+    done.fetch_add(1, Ordering::Relaxed);
     if let Some(slot) = &counters.interval {
         slot.lock().expect("interval lock")[op.index()].saturating_record(us);
     }
-    done.fetch_add(1, Ordering::Relaxed);
 }
 
 fn handle_replies(

@@ -464,6 +464,9 @@ pub fn predict(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The fusion the predictions are priced at: every gate merged up to 2 qubits.
+    const GREEDY_2: fusion::Width = fusion::Width::Fixed(2);
     use crate::gates;
 
     fn spec(ranks: usize) -> ClusterSpec {
@@ -514,10 +517,10 @@ mod tests {
     #[test]
     fn one_rank_exchanges_nothing_and_more_ranks_split_the_work() {
         let ops = qft(20);
-        let one = predict(&ops, 20, 16, fusion::Width::Fixed(2), 6, &spec(1), &rates()).unwrap();
+        let one = predict(&ops, 20, 16, GREEDY_2, 6, &spec(1), &rates()).unwrap();
         assert_eq!((one.exchanges, one.exchange_bytes_per_rank), (0, 0));
         assert_eq!(one.exchange_seconds, 0.0);
-        let four = predict(&ops, 20, 16, fusion::Width::Fixed(2), 6, &spec(4), &rates()).unwrap();
+        let four = predict(&ops, 20, 16, GREEDY_2, 6, &spec(4), &rates()).unwrap();
         assert!(four.exchanges >= 1 && four.exchanges <= four.naive_exchanges);
         assert_eq!(four.part_bytes, one.part_bytes / 4);
         // A quarter of the amplitudes each, on a node of its own: the gates take about a
@@ -531,21 +534,12 @@ mod tests {
     #[test]
     fn ranks_sharing_a_node_share_its_cores_and_bandwidth() {
         let ops = qft(18);
-        let apart = predict(&ops, 18, 16, fusion::Width::Fixed(2), 6, &spec(4), &rates()).unwrap();
+        let apart = predict(&ops, 18, 16, GREEDY_2, 6, &spec(4), &rates()).unwrap();
         let together = ClusterSpec {
             nodes: 1,
             ..spec(4)
         };
-        let shared = predict(
-            &ops,
-            18,
-            16,
-            fusion::Width::Fixed(2),
-            6,
-            &together,
-            &rates(),
-        )
-        .unwrap();
+        let shared = predict(&ops, 18, 16, GREEDY_2, 6, &together, &rates()).unwrap();
         assert_eq!(shared.threads_per_rank, 1.0);
         // The gates, whether in batches or overlapping the exchanges.
         assert!(
@@ -560,23 +554,14 @@ mod tests {
     #[test]
     fn an_exchange_hides_the_gates_it_takes_only_between_nodes() {
         let ops = qft(18);
-        let apart = predict(&ops, 18, 16, fusion::Width::Fixed(2), 6, &spec(4), &rates()).unwrap();
+        let apart = predict(&ops, 18, 16, GREEDY_2, 6, &spec(4), &rates()).unwrap();
         let together = ClusterSpec {
             nodes: 1,
             cores_per_node: 16.0,
             stream_bytes_per_second: Some(4.0 * rates().stream_bytes_per_second),
             ..spec(4)
         };
-        let shared = predict(
-            &ops,
-            18,
-            16,
-            fusion::Width::Fixed(2),
-            6,
-            &together,
-            &rates(),
-        )
-        .unwrap();
+        let shared = predict(&ops, 18, 16, GREEDY_2, 6, &together, &rates()).unwrap();
         assert!(apart.overlapped_gates > 0 && apart.overlap_seconds > 0.0);
         assert_eq!(apart.overlapped_gates, shared.overlapped_gates);
         assert_eq!(apart.compute_seconds, shared.compute_seconds);
@@ -599,7 +584,7 @@ mod tests {
             stream_bytes_per_second: Some(10e9),
             ..spec(1)
         };
-        let p = predict(&ops, 20, 16, fusion::Width::Fixed(2), 6, &tiered, &rates()).unwrap();
+        let p = predict(&ops, 20, 16, GREEDY_2, 6, &tiered, &rates()).unwrap();
         assert_eq!(p.mode, "in_memory");
         assert_eq!(
             (p.dram_bytes_per_rank, p.cxl_bytes_per_rank),
@@ -609,7 +594,7 @@ mod tests {
             &ops,
             20,
             16,
-            fusion::Width::Fixed(2),
+            GREEDY_2,
             6,
             &ClusterSpec {
                 stream_bytes_per_second: Some(10e9),
@@ -630,7 +615,7 @@ mod tests {
             &ops,
             20,
             16,
-            fusion::Width::Fixed(2),
+            GREEDY_2,
             6,
             &ClusterSpec {
                 cxl_stream_bytes_per_second: None,
@@ -649,7 +634,7 @@ mod tests {
             memory_per_rank: Some(1 << 20),
             ..spec(2)
         };
-        let p = predict(&ops, 20, 16, fusion::Width::Fixed(2), 6, &small, &rates()).unwrap();
+        let p = predict(&ops, 20, 16, GREEDY_2, 6, &small, &rates()).unwrap();
         assert_eq!(p.mode, "out_of_core");
         assert!(p.passes >= 1);
         // Every pass reads and writes the part; each exchange's chunks too.
@@ -661,13 +646,13 @@ mod tests {
     #[test]
     fn bad_cluster_shapes_are_refused_with_the_fix() {
         let ops = qft(10);
-        let e = predict(&ops, 10, 16, fusion::Width::Fixed(2), 6, &spec(3), &rates()).unwrap_err();
+        let e = predict(&ops, 10, 16, GREEDY_2, 6, &spec(3), &rates()).unwrap_err();
         assert!(e.to_string().contains("power of two"), "{e}");
         let e = predict(
             &ops,
             10,
             16,
-            fusion::Width::Fixed(2),
+            GREEDY_2,
             6,
             &ClusterSpec {
                 nodes: 3,
@@ -681,7 +666,7 @@ mod tests {
             &ops,
             10,
             16,
-            fusion::Width::Fixed(2),
+            GREEDY_2,
             6,
             &ClusterSpec {
                 network_bytes_per_second: None,
@@ -695,7 +680,7 @@ mod tests {
             &qft(14),
             14,
             16,
-            fusion::Width::Fixed(2),
+            GREEDY_2,
             6,
             &ClusterSpec {
                 memory_per_rank: Some(64 << 10),

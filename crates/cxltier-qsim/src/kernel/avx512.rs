@@ -26,6 +26,8 @@ use super::{Amp, Real, WidePlan};
 pub(super) trait Zmm: Real {
     /// The vector.
     type V: Copy;
+    /// A vector's reals in memory: the unit the block kernel indexes the state by.
+    type Block: bytemuck::Pod;
     /// Reals per vector.
     const REALS: usize;
     fn zero(f: Avx512f) -> Self::V;
@@ -34,6 +36,8 @@ pub(super) trait Zmm: Real {
     fn load(reals: &[Self]) -> Self::V;
     /// The vector's reals into the first [`Zmm::REALS`] of `out`.
     fn store(v: Self::V, out: &mut [Self]);
+    fn load_block(block: &Self::Block) -> Self::V;
+    fn store_block(v: Self::V, out: &mut Self::Block);
     fn vadd(f: Avx512f, a: Self::V, b: Self::V) -> Self::V;
     fn vmul(f: Avx512f, a: Self::V, b: Self::V) -> Self::V;
     /// `a * b + c`.
@@ -49,6 +53,7 @@ pub(super) trait Zmm: Real {
 
 impl Zmm for f32 {
     type V = __m512;
+    type Block = [f32; 16];
     const REALS: usize = 16;
     #[inline(always)]
     fn zero(f: Avx512f) -> __m512 {
@@ -66,6 +71,14 @@ impl Zmm for f32 {
     #[inline(always)]
     fn store(v: __m512, out: &mut [f32]) {
         out[..16].copy_from_slice(&bytemuck::cast::<__m512, [f32; 16]>(v));
+    }
+    #[inline(always)]
+    fn load_block(block: &[f32; 16]) -> __m512 {
+        bytemuck::cast(*block)
+    }
+    #[inline(always)]
+    fn store_block(v: __m512, out: &mut [f32; 16]) {
+        *out = bytemuck::cast(v);
     }
     #[inline(always)]
     fn vadd(f: Avx512f, a: __m512, b: __m512) -> __m512 {
@@ -98,6 +111,7 @@ impl Zmm for f32 {
 
 impl Zmm for f64 {
     type V = __m512d;
+    type Block = [f64; 8];
     const REALS: usize = 8;
     #[inline(always)]
     fn zero(f: Avx512f) -> __m512d {
@@ -115,6 +129,14 @@ impl Zmm for f64 {
     #[inline(always)]
     fn store(v: __m512d, out: &mut [f64]) {
         out[..8].copy_from_slice(&bytemuck::cast::<__m512d, [f64; 8]>(v));
+    }
+    #[inline(always)]
+    fn load_block(block: &[f64; 8]) -> __m512d {
+        bytemuck::cast(*block)
+    }
+    #[inline(always)]
+    fn store_block(v: __m512d, out: &mut [f64; 8]) {
+        *out = bytemuck::cast(v);
     }
     #[inline(always)]
     fn vadd(f: Avx512f, a: __m512d, b: __m512d) -> __m512d {
@@ -298,15 +320,19 @@ fn write_group<T: Copy, const D: usize>(
 /// amplitudes form whole blocks that stay interleaved (re, im) as in memory; output block `h`
 /// is the sum over input blocks `h2` of `A x + B swap(x)`, `A` the entry's real part in every
 /// real, `B` its imaginary part with alternating signs, `swap` exchanging re and im (the block
-/// kernels' method, at twice their vector width: LLVM keeps those at 256 bits).
+/// kernels' method, at twice their vector width: LLVM keeps those at 256 bits), computed as
+/// `A x + swap(B' x)` with `B' = swap(B)` (`swap` is a lane permutation, so it distributes
+/// over the lane-wise products and the sum).
 pub(super) struct ZmmPlan<T> {
     pub simd: V4,
     dim: usize,
+    /// The state is streamed from memory, not held in the caches ([`zmm_unroll`]).
+    streaming: bool,
     member: Vec<usize>,
     offset: Vec<usize>,
     /// The block's bits and the in-piece targets: the bits bases skip.
     taken: usize,
-    /// `A` and `B` of each (output, input) pair, 64 bytes each, row-major.
+    /// `A` and `B'` of each (output, input) pair, 64 bytes each, row-major.
     coef_a: Vec<T>,
     coef_b: Vec<T>,
 }
@@ -320,6 +346,7 @@ impl<T: super::Real> ZmmPlan<T> {
         member: &[usize],
         offset: &[usize],
         piece_len: usize,
+        streaming: bool,
     ) -> Option<ZmmPlan<T>> {
         let reals = 64 / std::mem::size_of::<T>();
         let amps = reals / 2;
@@ -339,7 +366,8 @@ impl<T: super::Real> ZmmPlan<T> {
             || !wanted
             || gate.positions.iter().any(|&p| p < block_bits)
             || piece_len < amps
-            || bases < (8 / dim).max(1)
+            || !piece_len.is_power_of_two()
+            || bases < zmm_unroll(dim, streaming)
         {
             return None;
         }
@@ -349,12 +377,15 @@ impl<T: super::Real> ZmmPlan<T> {
         for entry in &gate.matrix {
             for i in 0..reals {
                 coef_a.push(entry[0]);
-                coef_b.push(if i % 2 == 0 { -entry[1] } else { entry[1] });
+                // `B` with its re and im lanes exchanged: the kernel sums `B' x` and exchanges
+                // the lanes of the sum once per output, not of every input.
+                coef_b.push(if i % 2 == 0 { entry[1] } else { -entry[1] });
             }
         }
         Some(ZmmPlan {
             simd,
             dim,
+            streaming,
             member: member.to_vec(),
             offset: offset.to_vec(),
             taken,
@@ -373,94 +404,141 @@ pub(super) struct Blocks<'a, 'g, T> {
 impl<T: Zmm> pulp::NullaryFnOnce for Blocks<'_, '_, T> {
     type Output = ();
 
-    /// `8 / D` bases at a time: `2 D U = 16` accumulator chains.
+    /// [`zmm_unroll`] bases at a time.
     #[inline(always)]
     fn call(self) {
         let Blocks { group, plan } = self;
         let simd = plan.simd;
+        // Pieces hold a power of two of amplitudes, a whole number of vectors (the plan asks
+        // for both): the lanes' indices may be taken modulo the vectors.
+        let vectors = group[0].len() * 2 / T::REALS;
+        assert!(vectors.is_power_of_two(), "{vectors} vectors per piece");
         if plan.member.iter().all(|&m| m == 0) {
-            let mut one = OnePiece(&mut *group[0]);
-            match plan.dim {
-                2 => blocks::<T, 2, 4, _>(simd, &mut one, plan),
-                4 => blocks::<T, 4, 2, _>(simd, &mut one, plan),
-                8 => blocks::<T, 8, 1, _>(simd, &mut one, plan),
-                other => unreachable!("512-bit block plans have 2 to 8 lanes, not {other}"),
-            }
+            let piece: &mut [T::Block] = bytemuck::cast_slice_mut(&mut *group[0]);
+            let mut one = OnePiece::<T>(&mut piece[..vectors]);
+            blocks_of(simd, &mut one, vectors, plan);
             return;
         }
-        match plan.dim {
-            2 => blocks::<T, 2, 4, _>(simd, group, plan),
-            4 => blocks::<T, 4, 2, _>(simd, group, plan),
-            8 => blocks::<T, 8, 1, _>(simd, group, plan),
-            other => unreachable!("512-bit block plans have 2 to 8 lanes, not {other}"),
+        let mut pieces = Pieces::<T> {
+            pieces: group
+                .iter_mut()
+                .map(|p| &mut bytemuck::cast_slice_mut(p)[..vectors])
+                .collect(),
+            mask: vectors - 1,
+        };
+        blocks_of(simd, &mut pieces, vectors, plan);
+    }
+}
+
+/// [`blocks`] for the plan's lanes and loop order.
+#[inline(always)]
+fn blocks_of<T: Zmm, S: LaneStore<T>>(simd: V4, lanes: &mut S, vectors: usize, plan: &ZmmPlan<T>) {
+    match (plan.dim, plan.streaming) {
+        (2, _) => blocks::<T, 2, { zmm_unroll(2, false) }, false, _>(simd, lanes, vectors, plan),
+        (4, false) => {
+            blocks::<T, 4, { zmm_unroll(4, false) }, false, _>(simd, lanes, vectors, plan)
         }
+        (4, true) => blocks::<T, 4, { zmm_unroll(4, true) }, true, _>(simd, lanes, vectors, plan),
+        (8, false) => {
+            blocks::<T, 8, { zmm_unroll(8, false) }, false, _>(simd, lanes, vectors, plan)
+        }
+        (8, true) => blocks::<T, 8, { zmm_unroll(8, true) }, true, _>(simd, lanes, vectors, plan),
+        (other, _) => unreachable!("512-bit block plans have 2 to 8 lanes, not {other}"),
     }
 }
 
-/// Where the 512-bit block kernel reads and writes its lanes: the group's pieces (lane `h` in
-/// piece `member[h]`), or one piece when every lane is in it, which spares a lookup of the piece
-/// per access (LLVM reloads the pieces' addresses after every store): 20% of a 2-qubit gate.
-trait LaneStore<T> {
-    fn len(&self) -> usize;
-    fn lane(&self, member: usize) -> &[Amp<T>];
-    fn lane_mut(&mut self, member: usize) -> &mut [Amp<T>];
+/// Where the 512-bit block kernel reads and writes its lanes, as vectors (index `i` is the
+/// vector of amplitudes `i * REALS / 2 ..`): the group's pieces (lane `h` in piece
+/// `member[h]`), or one piece when every lane is in it, which spares a lookup of the piece per
+/// access (LLVM reloads the pieces' addresses after every store): 20% of a 2-qubit gate.
+/// Indices are taken modulo the piece's vectors (`& mask`, a power of two less one), which they
+/// never exceed: a slice of `mask + 1` vectors so indexed needs no bounds check, which was a
+/// third of the kernel's instructions.
+trait LaneStore<T: Zmm> {
+    fn block(&self, member: usize, at: usize) -> &T::Block;
+    fn block_mut(&mut self, member: usize, at: usize) -> &mut T::Block;
 }
 
-impl<T> LaneStore<T> for [&mut [Amp<T>]] {
-    #[inline(always)]
-    fn len(&self) -> usize {
-        self[0].len()
-    }
-    #[inline(always)]
-    fn lane(&self, member: usize) -> &[Amp<T>] {
-        self[member]
-    }
-    #[inline(always)]
-    fn lane_mut(&mut self, member: usize) -> &mut [Amp<T>] {
-        self[member]
-    }
+/// The group's pieces, as vectors.
+struct Pieces<'a, T: Zmm> {
+    pieces: Vec<&'a mut [T::Block]>,
+    mask: usize,
 }
 
-/// One piece holding every lane.
-struct OnePiece<'a, T>(&'a mut [Amp<T>]);
-
-impl<T> LaneStore<T> for OnePiece<'_, T> {
+impl<T: Zmm> LaneStore<T> for Pieces<'_, T> {
     #[inline(always)]
-    fn len(&self) -> usize {
-        self.0.len()
+    fn block(&self, member: usize, at: usize) -> &T::Block {
+        &self.pieces[member][at & self.mask]
     }
     #[inline(always)]
-    fn lane(&self, _: usize) -> &[Amp<T>] {
-        self.0
-    }
-    #[inline(always)]
-    fn lane_mut(&mut self, _: usize) -> &mut [Amp<T>] {
-        self.0
+    fn block_mut(&mut self, member: usize, at: usize) -> &mut T::Block {
+        &mut self.pieces[member][at & self.mask]
     }
 }
 
-/// `D` lanes of one 512-bit vector of amplitudes each, `U` bases at a time: `2 D U = 16`
-/// independent accumulator chains (the `A` and `B` terms apart) keep both FMA units busy.
+/// One piece holding every lane, as vectors.
+struct OnePiece<'a, T: Zmm>(&'a mut [T::Block]);
+
+impl<T: Zmm> LaneStore<T> for OnePiece<'_, T> {
+    #[inline(always)]
+    fn block(&self, _: usize, at: usize) -> &T::Block {
+        let mask = self.0.len() - 1;
+        &self.0[at & mask]
+    }
+    #[inline(always)]
+    fn block_mut(&mut self, _: usize, at: usize) -> &mut T::Block {
+        let mask = self.0.len() - 1;
+        &mut self.0[at & mask]
+    }
+}
+
+/// Bases the 512-bit block kernel takes at a time for a gate of `dim` lanes, on a state that
+/// stays in the caches (`streaming` false: a sweep's group) or one streamed from memory: the
+/// inputs (`dim` vectors a base) and `2 U` accumulators stay in the 32 vector registers, and in
+/// cache each coefficient loaded serves `U` bases; streamed, each base is done in turn
+/// ([`blocks`]).
+/// Measured on one thread (2026-11-27, AMD EPYC, ns per amplitude): 2-qubit gates on 3, 7 at
+/// f64 0.34 with 4 bases at a time against 0.43 with 2 in a 4 MiB state, but 1.48 against 1.0
+/// over 256 MiB; 3-qubit gates on 3, 7, 11 at f32 0.67 with 2 against 0.95 with 1 in cache,
+/// 1.05 against 0.99 streamed.
+pub(super) const fn zmm_unroll(dim: usize, streaming: bool) -> usize {
+    match (dim, streaming) {
+        (2, _) | (4, false) => 4,
+        (4, true) | (8, false) => 2,
+        _ => 1,
+    }
+}
+
+/// `D` lanes of one 512-bit vector of amplitudes each, `U` bases at a time. Bases and offsets
+/// count vectors. `STREAMED` picks the loop order ([`zmm_unroll`]):
+/// - in cache (false): for each output, `2 U` independent accumulator chains (`A x` and `B' x`
+///   apart, `B'` being `B` with re and im exchanged, so that one exchange of the sum replaces
+///   one per input), each coefficient loaded once for the `U` bases: the loads, not the FMAs,
+///   bound the loop where a 512-bit load takes a cycle (2-qubit gates at f32 took 0.36 ns per
+///   amplitude in cache with a coefficient load per FMA, 0.22 this way);
+/// - streamed (true): each base's outputs computed and stored in turn, every input exchanged
+///   (`A x + B swap(x)`, with `B = swap(B')`), as the kernel was before: faster there (f32
+///   2-qubit gates on 3, 7 at 0.37 ns per amplitude on 2 threads over 128 MiB against 0.43).
 // The lane index selects the input vectors and the coefficients together.
 #[allow(clippy::needless_range_loop)]
 #[inline(always)]
-fn blocks<T: Zmm, const D: usize, const U: usize, S: LaneStore<T> + ?Sized>(
+fn blocks<T: Zmm, const D: usize, const U: usize, const STREAMED: bool, S: LaneStore<T>>(
     simd: V4,
     group: &mut S,
+    vectors: usize,
     plan: &ZmmPlan<T>,
 ) {
     let f = simd.avx512f;
     let l = T::REALS;
-    let amps = l / 2;
+    let shift = (l / 2).trailing_zeros();
     let member: [usize; D] = std::array::from_fn(|j| plan.member[j]);
-    let offset: [usize; D] = std::array::from_fn(|j| plan.offset[j]);
+    let offset: [usize; D] = std::array::from_fn(|j| plan.offset[j] >> shift);
     let coef_a = &plan.coef_a[..D * D * l];
     let coef_b = &plan.coef_b[..D * D * l];
-    let taken = plan.taken;
-    let piece_len = group.len();
+    let taken = plan.taken >> shift;
     let zero = T::zero(f);
     let mut base = 0usize;
-    while base < piece_len {
+    while base < vectors {
         let mut bases = [0usize; U];
         for b in bases.iter_mut() {
             *b = base;
@@ -472,26 +550,52 @@ fn blocks<T: Zmm, const D: usize, const U: usize, S: LaneStore<T> + ?Sized>(
         let mut x = [[zero; D]; U];
         for u in 0..U {
             for h in 0..D {
-                let at = bases[u] + offset[h];
-                x[u][h] = T::load(bytemuck::cast_slice(&group.lane(member[h])[at..at + amps]));
+                x[u][h] = T::load_block(group.block(member[h], bases[u] + offset[h]));
             }
         }
-        for u in 0..U {
-            let mut swapped = [zero; D];
-            for h in 0..D {
-                swapped[h] = T::swap(f, x[u][h]);
-            }
-            for h in 0..D {
-                let coef = |c: &[T], h2: usize| T::load(&c[(h * D + h2) * l..]);
-                let mut a = T::vmul(f, coef(coef_a, 0), x[u][0]);
-                let mut b = T::vmul(f, coef(coef_b, 0), swapped[0]);
-                for h2 in 1..D {
-                    a = T::fmadd(f, coef(coef_a, h2), x[u][h2], a);
-                    b = T::fmadd(f, coef(coef_b, h2), swapped[h2], b);
+        if STREAMED {
+            for u in 0..U {
+                let mut swapped = [zero; D];
+                for h in 0..D {
+                    swapped[h] = T::swap(f, x[u][h]);
                 }
-                let at = bases[u] + offset[h];
-                let out = &mut group.lane_mut(member[h])[at..at + amps];
-                T::store(T::vadd(f, a, b), bytemuck::cast_slice_mut(out));
+                for h in 0..D {
+                    let coef = |c: &[T], h2: usize| T::load(&c[(h * D + h2) * l..]);
+                    let mut a = T::vmul(f, coef(coef_a, 0), x[u][0]);
+                    let mut b = T::vmul(f, T::swap(f, coef(coef_b, 0)), swapped[0]);
+                    for h2 in 1..D {
+                        a = T::fmadd(f, coef(coef_a, h2), x[u][h2], a);
+                        b = T::fmadd(f, T::swap(f, coef(coef_b, h2)), swapped[h2], b);
+                    }
+                    T::store_block(
+                        T::vadd(f, a, b),
+                        group.block_mut(member[h], bases[u] + offset[h]),
+                    );
+                }
+            }
+            continue;
+        }
+        for h in 0..D {
+            let coef = |c: &[T], h2: usize| T::load(&c[(h * D + h2) * l..]);
+            let (ca, cb) = (coef(coef_a, 0), coef(coef_b, 0));
+            let mut a = [zero; U];
+            let mut b = [zero; U];
+            for u in 0..U {
+                a[u] = T::vmul(f, ca, x[u][0]);
+                b[u] = T::vmul(f, cb, x[u][0]);
+            }
+            for h2 in 1..D {
+                let (ca, cb) = (coef(coef_a, h2), coef(coef_b, h2));
+                for u in 0..U {
+                    a[u] = T::fmadd(f, ca, x[u][h2], a[u]);
+                    b[u] = T::fmadd(f, cb, x[u][h2], b[u]);
+                }
+            }
+            for u in 0..U {
+                T::store_block(
+                    T::vadd(f, a[u], T::swap(f, b[u])),
+                    group.block_mut(member[h], bases[u] + offset[h]),
+                );
             }
         }
     }
