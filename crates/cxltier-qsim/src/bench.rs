@@ -309,6 +309,34 @@ fn fusion_layouts(k: usize, n: usize) -> Vec<Vec<usize>> {
 
 fn measure_fusion_costs<T: Real>() -> Vec<f64> {
     let max = crate::fusion::MAX_FUSE;
+    // The widths are timed on the current pool's threads at once, each on a state of its own
+    // (a core's caches and multiply-add units are its own; the sweeps themselves run on all
+    // the cores together): the widest alone, the others together, whose arithmetic (2^k per
+    // amplitude) sums to about the widest's. That halves the time the timing takes (about 7 ms
+    // at f32 and 12 ms at f64 on one thread here, before every run the cost rule prices).
+    let widths: Vec<usize> = (1..=max).collect();
+    let (narrow, wide) = widths.split_at(max.saturating_sub(1));
+    let (narrow, wide) = if rayon::current_num_threads() > 1 {
+        rayon::join(
+            || time_fusion_widths::<T>(narrow),
+            || time_fusion_widths::<T>(wide),
+        )
+    } else {
+        (
+            time_fusion_widths::<T>(narrow),
+            time_fusion_widths::<T>(wide),
+        )
+    };
+    let mut best = vec![0.0; max + 1];
+    for (k, seconds) in narrow.into_iter().chain(wide) {
+        best[k] = seconds;
+    }
+    best
+}
+
+/// Seconds per amplitude of a dense gate of each of `widths` qubits, in cache, averaged over
+/// its [`fusion_layouts`], best of five.
+fn time_fusion_widths<T: Real>(widths: &[usize]) -> Vec<(usize, f64)> {
     // 2^14 amplitudes: 128 KiB at f32, 256 KiB at f64, in a core's L2 cache, cut into runs as
     // a sweep's group is.
     let n = 14;
@@ -317,34 +345,41 @@ fn measure_fusion_costs<T: Real>() -> Vec<f64> {
         .map(|i| [T::from_f64((i % 13) as f64 * 1e-3), T::from_f64(1e-3)])
         .collect();
     let mut pieces: Vec<&mut [Amp<T>]> = state.chunks_mut(1 << piece_bits).collect();
-    let gates: Vec<Vec<Prepared<T>>> = (1..=max)
-        .map(|k| {
+    let gates: Vec<(usize, Vec<Prepared<T>>)> = widths
+        .iter()
+        .map(|&k| {
             let matrix = dense_gate(k);
-            fusion_layouts(k, n)
+            let layouts = fusion_layouts(k, n)
                 .into_iter()
                 .map(|positions| Prepared::new(&matrix, positions))
-                .collect()
+                .collect();
+            (k, layouts)
         })
         .collect();
-    let mut best = vec![f64::INFINITY; max + 1];
-    for _ in 0..7 {
-        for (i, layouts) in gates.iter().enumerate() {
+    let mut best = vec![f64::INFINITY; widths.len()];
+    for _ in 0..5 {
+        for (i, (_, layouts)) in gates.iter().enumerate() {
             let start = Instant::now();
             for gate in layouts {
                 kernel::apply_serial(&mut pieces, piece_bits, gate);
             }
             let seconds = start.elapsed().as_secs_f64() / layouts.len() as f64;
-            best[i + 1] = best[i + 1].min(seconds / (1u64 << n) as f64);
+            best[i] = best[i].min(seconds / (1u64 << n) as f64);
         }
     }
-    best[0] = 0.0;
-    best
+    widths.iter().copied().zip(best).collect()
 }
 
+/// States larger than this are timed on their first pieces of about this many bytes, scaled
+/// to the whole: twice the last-level cache here, so the sample streams from memory as the
+/// whole state would, and the timing stays under about 10 ms (a 128 MiB state took 20 ms).
+const STREAM_SAMPLE_BYTES: usize = 64 << 20;
+
 /// Seconds for one streaming read and write of the state held as `pieces`, measured on the
-/// state itself (so that it says whether the state stays in the last-level cache) over the
-/// current rayon pool, best of two; the state is left as it was (negated twice, which is
-/// exact). Measured once per process for each state size and precision.
+/// state itself (so that it says whether the state stays in the last-level cache; on the first
+/// [`STREAM_SAMPLE_BYTES`] of a larger state, scaled) over the current rayon pool, best of two;
+/// the state is left as it was (negated twice, which is exact). Measured once per process for
+/// each state size and precision.
 pub fn state_stream_seconds<T: Real>(pieces: &mut [&mut [Amp<T>]]) -> f64 {
     static MEASURED: std::sync::Mutex<Vec<(usize, &'static str, f64)>> =
         std::sync::Mutex::new(Vec::new());
@@ -357,7 +392,17 @@ pub fn state_stream_seconds<T: Real>(pieces: &mut [&mut [Amp<T>]]) -> f64 {
     if let Some(seconds) = known(&MEASURED.lock().unwrap_or_else(|e| e.into_inner())) {
         return seconds;
     }
-    let seconds = stream_seconds(pieces, 2);
+    let sample_len = STREAM_SAMPLE_BYTES / std::mem::size_of::<Amp<T>>();
+    let mut sampled = 0;
+    let count = pieces
+        .iter()
+        .take_while(|p| {
+            let take = sampled == 0 || sampled + p.len() <= sample_len;
+            sampled += if take { p.len() } else { 0 };
+            take
+        })
+        .count();
+    let seconds = stream_seconds(&mut pieces[..count], 2) * len as f64 / sampled.max(1) as f64;
     MEASURED
         .lock()
         .unwrap_or_else(|e| e.into_inner())

@@ -128,6 +128,9 @@ pub enum Route {
     Chosen,
     /// The block kernels (gates of up to three qubits on pieces of at least a block).
     Blocks,
+    /// The 256-bit block kernels, even where the CPU has AVX-512 (so that their results are
+    /// checked on any CPU).
+    Blocks256,
     /// The wide kernel.
     Wide,
 }
@@ -211,7 +214,7 @@ fn apply_with<T: Real>(
     let fits_blocks = piece_len >= BlockPlan::<T>::block() && k <= 3;
     let use_blocks = match route {
         Route::Chosen => uses_blocks::<T>(&gate.positions) && fits_blocks,
-        Route::Blocks => {
+        Route::Blocks | Route::Blocks256 => {
             assert!(
                 fits_blocks,
                 "the block kernels take up to three qubits, not {k}"
@@ -227,7 +230,15 @@ fn apply_with<T: Real>(
         * piece_len
         * std::mem::size_of::<Amp<T>>()
         > STREAMING_BYTES;
-    let blocked = use_blocks.then(|| BlockPlan::new(gate, &member, &offset, piece_len, streaming));
+    #[allow(unused_mut)]
+    let mut blocked =
+        use_blocks.then(|| BlockPlan::new(gate, &member, &offset, piece_len, streaming));
+    #[cfg(target_arch = "x86_64")]
+    if route == Route::Blocks256 {
+        if let Some(plan) = blocked.as_mut() {
+            plan.zmm = None;
+        }
+    }
     // Wider gates (and narrower ones on pieces too short for blocks) go through the wide
     // kernel, in batches of amplitude groups (one group at a time in pieces too short for a
     // batch).
@@ -293,8 +304,8 @@ struct BlockPlan<T> {
     /// each, one after the other).
     coef_a: VectorAligned<T>,
     coef_b: VectorAligned<T>,
-    /// The same gate for the 512-bit block kernels ([`avx512::blocks_f32`]), when every
-    /// target lies above a 64-byte block and the CPU has AVX-512.
+    /// The same gate for the 512-bit block kernels ([`avx512::ZmmPlan`]), when the CPU has
+    /// AVX-512.
     #[cfg(target_arch = "x86_64")]
     zmm: Option<avx512::ZmmPlan<T>>,
 }
@@ -1367,22 +1378,29 @@ mod tests {
                 if in_piece.first().is_some_and(|p| short.contains(p)) {
                     tiled_cases += 1;
                 }
-                let mut s: Vec<Amp<T>> = state
+                let s: Vec<Amp<T>> = state
                     .iter()
                     .map(|a| [T::from_f64(a[0]), T::from_f64(a[1])])
                     .collect();
-                {
-                    let mut pieces: Vec<&mut [Amp<T>]> = s.chunks_mut(1 << piece_bits).collect();
-                    apply(&mut pieces, piece_bits, &gate);
-                }
-                for (i, (a, b)) in s.iter().zip(&want).enumerate() {
-                    assert!(
-                        (a[0].to_f64() - b[0]).abs() < tolerance
-                            && (a[1].to_f64() - b[1]).abs() < tolerance,
-                        "{} {pos:?} pieces of 2^{piece_bits}: amplitude {i} is {:?}, want {b:?}",
-                        T::NAME,
-                        [a[0].to_f64(), a[1].to_f64()]
-                    );
+                // As chosen (the 512-bit kernels where the CPU has them), and by the 256-bit
+                // block kernels, whose tiles this is about.
+                for route in [Route::Chosen, Route::Blocks256] {
+                    let mut s = s.clone();
+                    {
+                        let mut pieces: Vec<&mut [Amp<T>]> =
+                            s.chunks_mut(1 << piece_bits).collect();
+                        apply_serial_routed(&mut pieces, piece_bits, &gate, route);
+                    }
+                    for (i, (a, b)) in s.iter().zip(&want).enumerate() {
+                        assert!(
+                            (a[0].to_f64() - b[0]).abs() < tolerance
+                                && (a[1].to_f64() - b[1]).abs() < tolerance,
+                            "{} {pos:?} pieces of 2^{piece_bits} by {route:?}: amplitude {i} \
+                             is {:?}, want {b:?}",
+                            T::NAME,
+                            [a[0].to_f64(), a[1].to_f64()]
+                        );
+                    }
                 }
             }
         }
@@ -1477,6 +1495,18 @@ mod tests {
                     check_in_pieces::<T>(&state, &want, piece_bits, tolerance, dim, &pos, |p| {
                         apply(p, piece_bits, &gate)
                     });
+                    // The 256-bit block kernels too, which the CPUs with AVX-512 skip.
+                    if k <= 3 && (1usize << piece_bits) >= BlockPlan::<T>::block() {
+                        check_in_pieces::<T>(
+                            &state,
+                            &want,
+                            piece_bits,
+                            tolerance,
+                            dim,
+                            &pos,
+                            |p| apply_serial_routed(p, piece_bits, &gate, Route::Blocks256),
+                        );
+                    }
                 }
             }
         }
@@ -1523,13 +1553,12 @@ mod tests {
         assert!(!plan::<f64>(&[0, 1, 2, 3, 4, 5], 6).by_rows);
     }
 
-    /// Gates of up to three qubits whose targets all lie above a 64-byte block take the
-    /// 512-bit block kernels where the CPU has AVX-512 (and 1-qubit gates only at f32); the
-    /// others the 256-bit ones. (Their amplitudes are checked by the tests above, which run
+    /// Gates of up to three qubits take the 512-bit block kernels where the CPU has AVX-512,
+    /// whether their targets lie above a 64-byte block or inside it; wider gates do not. (Their amplitudes are checked by the tests above, which run
     /// such layouts.)
     #[cfg(target_arch = "x86_64")]
     #[test]
-    fn gates_above_a_block_take_the_512_bit_kernels_where_the_cpu_has_them() {
+    fn gates_of_up_to_three_qubits_take_the_512_bit_kernels_where_the_cpu_has_them() {
         fn zmm<T: Real>(positions: &[usize]) -> bool {
             let gate = Prepared::<T>::new(
                 &crate::bench::dense_gate(positions.len()),
@@ -1543,10 +1572,16 @@ mod tests {
         assert_eq!(zmm::<f32>(&[3, 7]), has);
         assert_eq!(zmm::<f32>(&[9, 4, 3]), has);
         assert_eq!(zmm::<f32>(&[5]), has);
-        assert!(!zmm::<f32>(&[2, 7]));
+        assert_eq!(zmm::<f32>(&[2, 7]), has);
+        assert_eq!(zmm::<f32>(&[0]), has);
+        assert_eq!(zmm::<f32>(&[0, 1, 2]), has);
+        assert_eq!(zmm::<f32>(&[1, 2, 9]), has);
         assert_eq!(zmm::<f64>(&[2, 5]), has);
-        assert!(!zmm::<f64>(&[1, 5]));
-        assert!(!zmm::<f64>(&[5]));
+        assert_eq!(zmm::<f64>(&[1, 5]), has);
+        assert_eq!(zmm::<f64>(&[0, 1]), has);
+        assert_eq!(zmm::<f64>(&[0, 1, 4]), has);
+        assert_eq!(zmm::<f64>(&[5]), has);
+        assert_eq!(zmm::<f64>(&[0]), has);
         assert!(!zmm::<f32>(&[3, 4, 5, 6]));
     }
 

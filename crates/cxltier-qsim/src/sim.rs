@@ -89,7 +89,7 @@ impl Options {
     /// Fuse gates into gates of at most `qubits` qubits (1 to 5) where it pays by the kernels'
     /// cost measured on this machine ([`fusion::Width::Measured`]: kernel costs in cache,
     /// sweeps, and the state's streaming time; a merge is kept only where the wider gate costs
-    /// less than the gates apart). The default, at 5: timing the kernels takes about 15 ms once
+    /// less than the gates apart). The default, at 5: timing the kernels takes 3-7 ms once
     /// per process, and pricing the candidates a few fusions of the circuit.
     pub fn fuse_up_to(mut self, qubits: usize) -> Self {
         self.fuse = fusion::Width::Measured(qubits.clamp(1, fusion::MAX_FUSE));
@@ -401,9 +401,10 @@ impl<T: Real> Simulation<T> {
             )
         };
         if matches!(options.fuse, fusion::Width::Measured(w) if w > 1) {
-            // The kernels' costs are timed once per process (about 15 ms): here, as setup, so
-            // that the first sweep or out-of-core pass does not carry it.
-            crate::bench::fusion_costs::<T>();
+            // The kernels' costs are timed once per process (3-7 ms on two threads here): at
+            // setup, so that the first sweep or out-of-core pass does not carry it, on the
+            // run's threads.
+            pool.install(crate::bench::fusion_costs::<T>);
         }
         let setup_seconds = setup.elapsed().as_secs_f64();
         let report = RunReport {

@@ -7,9 +7,9 @@
 //!   broadcast), so every amplitude is read once as a scalar and written once, and nothing is
 //!   gathered. LLVM, given the same loops in plain Rust, vectorised them with 128-bit
 //!   multiply-adds, gathers and scatters (a 4-qubit gate ran 20 to 40 times slower than this).
-//! - *512-bit blocks* ([`blocks`]): gates of up to three qubits whose targets all lie above a
-//!   64-byte block, by the block kernels' method on whole 512-bit vectors (LLVM keeps the
-//!   generic block kernels at 256 bits on these CPUs).
+//! - *512-bit blocks* ([`blocks`], [`blocks_low`]): gates of up to three qubits, by the block
+//!   kernels' method on whole 512-bit vectors (LLVM keeps the generic block kernels at 256 bits
+//!   on these CPUs); targets inside a 64-byte vector are mixed by lane-crossing permutations.
 //!
 //! Safe code: the intrinsics are methods of `pulp`'s AVX-512 token, which exists only on a CPU
 //! that has the features, and vectors go in and out of slices through `bytemuck`, never through
@@ -49,6 +49,12 @@ pub(super) trait Zmm: Real {
     /// The rows' real parts `re` and imaginary parts `im` as amplitudes, into the first
     /// `2 REALS` reals of `out` (two permutations).
     fn interleave(f: Avx512f, re: Self::V, im: Self::V, out: &mut [Self]);
+    /// A permutation of a vector's amplitudes: the index of the real each real is taken from.
+    type Index: bytemuck::Pod;
+    /// The permutation taking amplitude `source[e]` into amplitude `e` (both parts).
+    fn index(source: &[usize]) -> Self::Index;
+    /// `v` permuted by `index` (one lane-crossing permutation).
+    fn permute(f: Avx512f, index: &Self::Index, v: Self::V) -> Self::V;
 }
 
 impl Zmm for f32 {
@@ -107,6 +113,14 @@ impl Zmm for f32 {
         Self::store(f._mm512_permutex2var_ps(re, low, im), &mut out[..16]);
         Self::store(f._mm512_permutex2var_ps(re, high, im), &mut out[16..32]);
     }
+    type Index = [i32; 16];
+    fn index(source: &[usize]) -> [i32; 16] {
+        std::array::from_fn(|i| (2 * source[i / 2] + i % 2) as i32)
+    }
+    #[inline(always)]
+    fn permute(f: Avx512f, index: &[i32; 16], v: __m512) -> __m512 {
+        f._mm512_permutexvar_ps(bytemuck::cast(*index), v)
+    }
 }
 
 impl Zmm for f64 {
@@ -164,6 +178,14 @@ impl Zmm for f64 {
         let high = f._mm512_set_epi64(15, 7, 14, 6, 13, 5, 12, 4);
         Self::store(f._mm512_permutex2var_pd(re, low, im), &mut out[..8]);
         Self::store(f._mm512_permutex2var_pd(re, high, im), &mut out[8..16]);
+    }
+    type Index = [i64; 8];
+    fn index(source: &[usize]) -> [i64; 8] {
+        std::array::from_fn(|i| (2 * source[i / 2] + i % 2) as i64)
+    }
+    #[inline(always)]
+    fn permute(f: Avx512f, index: &[i64; 8], v: __m512d) -> __m512d {
+        f._mm512_permutexvar_pd(bytemuck::cast(*index), v)
     }
 }
 
@@ -315,8 +337,8 @@ fn write_group<T: Copy, const D: usize>(
     }
 }
 
-/// A gate of up to three qubits for the 512-bit block kernels ([`blocks`]):
-/// every target lies above a 64-byte block (bit 3 at f32, 2 at f64), so each matrix index's
+/// A gate of up to three qubits for the 512-bit block kernels ([`blocks`], [`blocks_low`]).
+/// Where every target lies above a 64-byte block (bit 3 at f32, 2 at f64), each matrix index's
 /// amplitudes form whole blocks that stay interleaved (re, im) as in memory; output block `h`
 /// is the sum over input blocks `h2` of `A x + B swap(x)`, `A` the entry's real part in every
 /// real, `B` its imaginary part with alternating signs, `swap` exchanging re and im (the block
@@ -325,22 +347,28 @@ fn write_group<T: Copy, const D: usize>(
 /// over the lane-wise products and the sum).
 pub(super) struct ZmmPlan<T> {
     pub simd: V4,
-    dim: usize,
+    /// Lanes: one per value of the targets above the block.
+    lanes: usize,
+    /// Values of the targets inside the block (1 when there are none).
+    nl: usize,
+    /// The targets inside the block (bit positions, ascending): the matrix's lowest bits.
+    low: Vec<usize>,
     /// The state is streamed from memory, not held in the caches ([`zmm_unroll`]).
     streaming: bool,
+    /// Member piece and in-piece offset of each lane.
     member: Vec<usize>,
     offset: Vec<usize>,
     /// The block's bits and the in-piece targets: the bits bases skip.
     taken: usize,
-    /// `A` and `B'` of each (output, input) pair, 64 bytes each, row-major.
+    /// `A` and `B'` of each (output lane, input lane, low value), 64 bytes each, row-major:
+    /// for every amplitude of the block, the entry of its row.
     coef_a: Vec<T>,
     coef_b: Vec<T>,
 }
 
 impl<T: super::Real> ZmmPlan<T> {
-    /// The plan, or `None` where the 512-bit block kernels do not apply (a target inside a
-    /// block, more than three qubits, pieces too short for the bases they take at once, or no
-    /// AVX-512).
+    /// The plan, or `None` where the 512-bit block kernels do not apply (more than three
+    /// qubits, pieces too short for the bases they take at once, or no AVX-512).
     pub(super) fn new(
         gate: &super::Prepared<T>,
         member: &[usize],
@@ -353,18 +381,19 @@ impl<T: super::Real> ZmmPlan<T> {
         let block_bits = amps.trailing_zeros() as usize;
         let k = gate.positions.len();
         let dim = 1usize << k;
-        let taken = (amps - 1) | offset.iter().fold(0, |m, &o| m | o);
+        // Positions are sorted: the targets inside the block are the matrix's lowest bits.
+        let l = gate.positions.iter().filter(|&&p| p < block_bits).count();
+        let (lanes, nl) = (1usize << (k - l), 1usize << l);
+        let taken = (amps - 1) | (0..lanes).fold(0, |m, h| m | offset[h << l]);
         let bases = piece_len >> taken.count_ones();
         // Measured on one thread against the 256-bit block kernels (ns per amplitude, in
         // cache): 2-qubit gates 0.32-0.33 against 0.38-0.42 at f32, 0.69-0.71 against
         // 0.74-0.83 at f64; 3-qubit gates at f32 on 3, 4, 5 0.58 against 1.00, on 3, 7, 11
         // 0.82 against 0.79 (and 0.97 against 1.68 with the state far beyond the caches);
-        // 1-qubit gates 0.22 against 0.26 at f32 but 0.50 against 0.45 at f64. Hence all but
-        // 1-qubit gates at f64.
-        let wanted = k >= 2 || std::mem::size_of::<T>() == 4;
+        // 1-qubit gates 0.22 against 0.26 at f32. With targets inside the block
+        // ([`blocks_low`]), 2-qubit gates on 0, 1 at 0.32-0.41 against 0.50 (f32) and 0.44
+        // against 0.81 (f64), 1-qubit gates at f64 0.34-0.49 against 0.52-0.66 (2026-12-02).
         if k > 3
-            || !wanted
-            || gate.positions.iter().any(|&p| p < block_bits)
             || piece_len < amps
             || !piece_len.is_power_of_two()
             || bases < zmm_unroll(dim, streaming)
@@ -372,26 +401,60 @@ impl<T: super::Real> ZmmPlan<T> {
             return None;
         }
         let simd = V4::try_new()?;
-        let mut coef_a = Vec::with_capacity(dim * dim * reals);
-        let mut coef_b = Vec::with_capacity(dim * dim * reals);
-        for entry in &gate.matrix {
-            for i in 0..reals {
-                coef_a.push(entry[0]);
-                // `B` with its re and im lanes exchanged: the kernel sums `B' x` and exchanges
-                // the lanes of the sum once per output, not of every input.
-                coef_b.push(if i % 2 == 0 { entry[1] } else { -entry[1] });
+        // The low-bit value (in matrix bit order) of block amplitude e.
+        let low_of = |e: usize| -> usize {
+            gate.positions[..l]
+                .iter()
+                .enumerate()
+                .map(|(i, &p)| ((e >> p) & 1) << i)
+                .sum()
+        };
+        let mut coef_a = Vec::with_capacity(lanes * lanes * nl * reals);
+        let mut coef_b = Vec::with_capacity(lanes * lanes * nl * reals);
+        for h in 0..lanes {
+            for h2 in 0..lanes {
+                for lp in 0..nl {
+                    let col = lp | (h2 << l);
+                    for i in 0..reals {
+                        let entry = gate.matrix[(low_of(i / 2) | (h << l)) * dim + col];
+                        coef_a.push(entry[0]);
+                        // `B` with its re and im lanes exchanged: the kernel sums `B' x` and
+                        // exchanges the lanes of the sum once per output, not of every input.
+                        coef_b.push(if i % 2 == 0 { entry[1] } else { -entry[1] });
+                    }
+                }
             }
         }
         Some(ZmmPlan {
             simd,
-            dim,
+            lanes,
+            nl,
+            low: gate.positions[..l].to_vec(),
             streaming,
-            member: member.to_vec(),
-            offset: offset.to_vec(),
+            member: (0..lanes).map(|h| member[h << l]).collect(),
+            offset: (0..lanes).map(|h| offset[h << l]).collect(),
             taken,
             coef_a,
             coef_b,
         })
+    }
+
+    /// For each low value `lp` (in matrix bit order), the block amplitude each amplitude `e`
+    /// reads: `e` with its low target bits replaced by `lp`'s.
+    fn sources(&self) -> Vec<Vec<usize>> {
+        let amps = 32 / std::mem::size_of::<T>();
+        let mask: usize = self.low.iter().map(|&p| 1 << p).sum();
+        (0..self.nl)
+            .map(|lp| {
+                let bits: usize = self
+                    .low
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &p)| ((lp >> i) & 1) << p)
+                    .sum();
+                (0..amps).map(|e| (e & !mask) | bits).collect()
+            })
+            .collect()
     }
 }
 
@@ -430,20 +493,46 @@ impl<T: Zmm> pulp::NullaryFnOnce for Blocks<'_, '_, T> {
     }
 }
 
-/// [`blocks`] for the plan's lanes and loop order.
+/// [`blocks`] (or [`blocks_low`], for targets inside the block) for the plan's lanes and loop
+/// order.
 #[inline(always)]
 fn blocks_of<T: Zmm, S: LaneStore<T>>(simd: V4, lanes: &mut S, vectors: usize, plan: &ZmmPlan<T>) {
-    match (plan.dim, plan.streaming) {
-        (2, _) => blocks::<T, 2, { zmm_unroll(2, false) }, false, _>(simd, lanes, vectors, plan),
-        (4, false) => {
+    macro_rules! low {
+        ($d:literal, $nl:literal) => {
+            if plan.streaming {
+                blocks_low::<T, $d, $nl, { zmm_unroll($d * $nl, true) }, _>(
+                    simd, lanes, vectors, plan,
+                )
+            } else {
+                blocks_low::<T, $d, $nl, { zmm_unroll($d * $nl, false) }, _>(
+                    simd, lanes, vectors, plan,
+                )
+            }
+        };
+    }
+    match (plan.lanes, plan.nl, plan.streaming) {
+        (2, 1, _) => blocks::<T, 2, { zmm_unroll(2, false) }, false, _>(simd, lanes, vectors, plan),
+        (4, 1, false) => {
             blocks::<T, 4, { zmm_unroll(4, false) }, false, _>(simd, lanes, vectors, plan)
         }
-        (4, true) => blocks::<T, 4, { zmm_unroll(4, true) }, true, _>(simd, lanes, vectors, plan),
-        (8, false) => {
+        (4, 1, true) => {
+            blocks::<T, 4, { zmm_unroll(4, true) }, true, _>(simd, lanes, vectors, plan)
+        }
+        (8, 1, false) => {
             blocks::<T, 8, { zmm_unroll(8, false) }, false, _>(simd, lanes, vectors, plan)
         }
-        (8, true) => blocks::<T, 8, { zmm_unroll(8, true) }, true, _>(simd, lanes, vectors, plan),
-        (other, _) => unreachable!("512-bit block plans have 2 to 8 lanes, not {other}"),
+        (8, 1, true) => {
+            blocks::<T, 8, { zmm_unroll(8, true) }, true, _>(simd, lanes, vectors, plan)
+        }
+        (1, 2, _) => low!(1, 2),
+        (1, 4, _) => low!(1, 4),
+        (1, 8, _) => low!(1, 8),
+        (2, 2, _) => low!(2, 2),
+        (2, 4, _) => low!(2, 4),
+        (4, 2, _) => low!(4, 2),
+        (d, nl, _) => unreachable!(
+            "512-bit block plans have up to three qubits, not {d} lanes of {nl} low values"
+        ),
     }
 }
 
@@ -589,6 +678,75 @@ fn blocks<T: Zmm, const D: usize, const U: usize, const STREAMED: bool, S: LaneS
                 for u in 0..U {
                     a[u] = T::fmadd(f, ca, x[u][h2], a[u]);
                     b[u] = T::fmadd(f, cb, x[u][h2], b[u]);
+                }
+            }
+            for u in 0..U {
+                T::store_block(
+                    T::vadd(f, a[u], T::swap(f, b[u])),
+                    group.block_mut(member[h], bases[u] + offset[h]),
+                );
+            }
+        }
+    }
+}
+
+/// [`blocks`] for gates with targets inside the block (`NL` values of them, in the vector's
+/// low amplitude bits) and `D` lanes above it, `U` bases at a time: every input vector is
+/// permuted once per low value `lp` (a lane-crossing permutation that puts, in amplitude `e`,
+/// the amplitude `e` with its low target bits replaced by `lp`'s), and output `h` is the sum
+/// over lanes `h2` and low values `lp` of `A x + swap(B' x)` of the permuted inputs, where `A`
+/// and `B'` hold, for every amplitude of the vector, the entry of its own row. (The 256-bit
+/// block kernels mix such gates by shuffles inside 32-byte blocks and copy tiles for targets
+/// just above them: 0.42-0.55 ns per amplitude for 2-qubit gates on qubits 0-3 at f32 in cache,
+/// against 0.25 for targets above the block.)
+#[allow(clippy::needless_range_loop)]
+#[inline(always)]
+fn blocks_low<T: Zmm, const D: usize, const NL: usize, const U: usize, S: LaneStore<T>>(
+    simd: V4,
+    group: &mut S,
+    vectors: usize,
+    plan: &ZmmPlan<T>,
+) {
+    let f = simd.avx512f;
+    let l = T::REALS;
+    let shift = (l / 2).trailing_zeros();
+    let member: [usize; D] = std::array::from_fn(|h| plan.member[h]);
+    let offset: [usize; D] = std::array::from_fn(|h| plan.offset[h] >> shift);
+    let sources = plan.sources();
+    let index: [T::Index; NL] = std::array::from_fn(|lp| T::index(&sources[lp]));
+    let coef_a = &plan.coef_a[..D * D * NL * l];
+    let coef_b = &plan.coef_b[..D * D * NL * l];
+    let taken = plan.taken >> shift;
+    let zero = T::zero(f);
+    let mut base = 0usize;
+    while base < vectors {
+        let mut bases = [0usize; U];
+        for b in bases.iter_mut() {
+            *b = base;
+            base = ((base | taken) + 1) & !taken;
+        }
+        // Every input read (and permuted) before any output is written: the gate works in
+        // place.
+        let mut p = [[[zero; NL]; D]; U];
+        for u in 0..U {
+            for h2 in 0..D {
+                let x = T::load_block(group.block(member[h2], bases[u] + offset[h2]));
+                for lp in 0..NL {
+                    p[u][h2][lp] = T::permute(f, &index[lp], x);
+                }
+            }
+        }
+        for h in 0..D {
+            let mut a = [zero; U];
+            let mut b = [zero; U];
+            for h2 in 0..D {
+                for lp in 0..NL {
+                    let at = ((h * D + h2) * NL + lp) * l;
+                    let (ca, cb) = (T::load(&coef_a[at..]), T::load(&coef_b[at..]));
+                    for u in 0..U {
+                        a[u] = T::fmadd(f, ca, p[u][h2][lp], a[u]);
+                        b[u] = T::fmadd(f, cb, p[u][h2][lp], b[u]);
+                    }
                 }
             }
             for u in 0..U {
