@@ -346,6 +346,9 @@ pub fn run_shots<T: Real>(
     seed: u64,
 ) -> Result<(Simulation<T>, BTreeMap<String, u64>), QsimError> {
     let plan = ShotPlan::new(circuit);
+    // The automatic fusion rule judged by the circuit's gates run once (a trajectory's shots
+    // run parts of them again, each part fused on its own).
+    let options = &options.for_run(circuit.gates.len(), circuit.num_qubits);
     let mut sim = Simulation::<T>::start(circuit.num_qubits, plan.widest(), options)?;
     let started = Instant::now();
     if let Some(p) = sim.progress() {

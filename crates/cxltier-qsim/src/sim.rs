@@ -39,7 +39,7 @@ impl Default for Options {
             ssd: Vec::new(),
             weights: Vec::new(),
             threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
-            fuse: fusion::Width::Measured(fusion::MAX_FUSE),
+            fuse: fusion::Width::Auto(fusion::MAX_FUSE),
             max_extra: 6,
             blocking: sweep::Blocking::default(),
             dynamic_method: crate::dynamic::Method::Auto,
@@ -51,7 +51,8 @@ impl Default for Options {
 
 impl Options {
     /// Defaults: no memory limit, all available threads, fusion up to [`fusion::MAX_FUSE`]
-    /// qubits priced by measured cost ([`Options::fuse_up_to`]).
+    /// qubits priced by measured cost where the run is long enough to repay the measuring
+    /// ([`Options::fuse_auto`]).
     pub fn new() -> Options {
         Options::default()
     }
@@ -94,6 +95,22 @@ impl Options {
     pub fn fuse_up_to(mut self, qubits: usize) -> Self {
         self.fuse = fusion::Width::Measured(qubits.clamp(1, fusion::MAX_FUSE));
         self
+    }
+    /// As [`Options::fuse_up_to`] for runs of at least [`fusion::PRICED_FROM`]
+    /// gate-amplitudes, and as [`Options::fuse`] at 2 qubits (or `qubits`, when fewer) for
+    /// shorter ones, which the measuring would slow more than any fusion could speed up
+    /// ([`fusion::Width::Auto`]). The default, at 5.
+    pub fn fuse_auto(mut self, qubits: usize) -> Self {
+        self.fuse = fusion::Width::Auto(qubits.clamp(1, fusion::MAX_FUSE));
+        self
+    }
+
+    /// These options for a run of `gates` gates on `n` qubits: an automatic fusion rule
+    /// resolved ([`fusion::Width::for_run`]).
+    pub(crate) fn for_run(&self, gates: usize, n: usize) -> Options {
+        let mut options = self.clone();
+        options.fuse = self.fuse.for_run(gates, 1u64 << n.min(63));
+        options
     }
     /// Bytes of the state one thread works on at once in a cache-blocked sweep
     /// ([`sweep::CACHE_BYTES`] by default); smaller states are applied one fused gate at a time.
@@ -158,6 +175,10 @@ pub struct RunReport {
     /// The widest a fused gate could be with `--fuse-rule greedy` (`--fuse`); by measured cost,
     /// the widest fused gate of the fusion kept (the widest over all sweeps and passes).
     pub fuse_width: usize,
+    /// The rule that merged gates: `cost` (by measured cost) or `greedy` (every gate that
+    /// fits), as asked or, under `--fuse-rule auto`, as the run's length chose
+    /// ([`fusion::Width::for_run`]).
+    pub fuse_rule: &'static str,
     /// Trips through the whole state: cache-blocked sweeps in memory, passes out of core.
     pub passes: usize,
     /// Out of core: passes had the qubits not been relabelled.
@@ -269,6 +290,7 @@ impl<T: Real> Simulation<T> {
     pub fn run(circuit: &Circuit, options: &Options) -> Result<Simulation<T>, QsimError> {
         let ops = ops_of(circuit);
         let widest = ops.iter().map(|o| o.qubits.len()).max().unwrap_or(1);
+        let options = &options.for_run(ops.len(), circuit.num_qubits);
         let mut sim = Self::start(circuit.num_qubits, widest, options)?;
         let start = Instant::now();
         sim.apply(&ops)?;
@@ -400,7 +422,7 @@ impl<T: Real> Simulation<T> {
                 copy_config,
             )
         };
-        if matches!(options.fuse, fusion::Width::Measured(w) if w > 1) {
+        if matches!(options.fuse, fusion::Width::Measured(w) | fusion::Width::Auto(w) if w > 1) {
             // The kernels' costs are timed once per process (3-7 ms on two threads here): at
             // setup, so that the first sweep or out-of-core pass does not carry it, on the
             // run's threads.
@@ -418,6 +440,7 @@ impl<T: Real> Simulation<T> {
             gates: 0,
             fused_gates: 0,
             fuse_width: 0,
+            fuse_rule: options.fuse.rule(),
             passes: 0,
             passes_without_relabelling: match layout {
                 Layout::Memory { .. } => None,
@@ -501,7 +524,7 @@ impl<T: Real> Simulation<T> {
             Layout::Memory { piece_bits } => {
                 let width = match self.fuse {
                     fusion::Width::Fixed(w) => w,
-                    fusion::Width::Measured(w) => w.min(2),
+                    fusion::Width::Measured(w) | fusion::Width::Auto(w) => w.min(2),
                 };
                 sweep::sweeps_of(
                     &physical,
@@ -527,7 +550,7 @@ impl<T: Real> Simulation<T> {
     pub(crate) fn chunk_gates(&mut self, ops: &[Op]) -> ChunkGates {
         let width = match self.fuse {
             fusion::Width::Fixed(w) => w,
-            fusion::Width::Measured(w) => w.min(2),
+            fusion::Width::Measured(w) | fusion::Width::Auto(w) => w.min(2),
         };
         let fused = fusion::fuse(&fusion::relabel(ops, &self.perm), width);
         self.report.fused_gates += fused.len();

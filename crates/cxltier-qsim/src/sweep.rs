@@ -79,10 +79,10 @@ fn fuse_as<T: Real>(
     match width {
         fusion::Width::Fixed(w) => (w, fusion::fuse(ops, w)),
         // Nothing to choose between: no timing.
-        fusion::Width::Measured(max) if max == 1 || ops.len() < 2 => {
+        fusion::Width::Measured(max) | fusion::Width::Auto(max) if max == 1 || ops.len() < 2 => {
             (fusion::widest(ops).min(max), fusion::fuse(ops, max))
         }
-        fusion::Width::Measured(max) => {
+        fusion::Width::Measured(max) | fusion::Width::Auto(max) => {
             fusion::fuse_cheapest(ops, max, &crate::bench::cost_model(pieces), pricing, sweeps)
         }
     }

@@ -516,9 +516,10 @@ fn a_dynamic_circuit_needs_shots_and_reports_its_method() {
 
 /// `--bench-kernels` reports the machine's FMA rate and streaming bandwidth and, for every gate
 /// width from 1 to 6 qubits on two layouts, a time per amplitude set against the larger of the
-/// two bounds; a run says the widest gate the measured costs fused to (by default, with `--fuse
-/// auto` and under a narrower cap), `--fuse-rule greedy` fuses to the width asked; bad sizes,
-/// widths and rules are refused with the range.
+/// two bounds; a run says the widest gate the measured costs fused to (`--fuse-rule cost`, with
+/// `--fuse auto` and under a narrower cap), `--fuse-rule greedy` fuses to the width asked, and
+/// the default (`--fuse-rule auto`) fuses a short run greedily to 2 qubits and says so; bad
+/// sizes, widths and rules are refused with the range.
 #[test]
 fn kernel_benchmark_and_measured_fusion_width() {
     let v = json(&cxltier(&[
@@ -556,12 +557,39 @@ fn kernel_benchmark_and_measured_fusion_width() {
     let dir = scratch("fusewidth");
     let file = write(&dir, "ghz.qasm", &ghz(12));
     for args in [&["--fuse", "auto"][..], &[]] {
-        let v = json(&cxltier(&[&["qsim", &file, "--json"][..], args].concat()));
+        let v = json(&cxltier(
+            &[&["qsim", &file, "--json", "--fuse-rule", "cost"][..], args].concat(),
+        ));
         let width = v["fuse_width"].as_u64().unwrap();
         assert!((1..=5).contains(&width), "{args:?}: {v}");
+        assert_eq!(v["fuse_rule"], "cost", "{args:?}: {v}");
     }
-    let v = json(&cxltier(&["qsim", &file, "--json", "--fuse", "2"]));
+    let v = json(&cxltier(&[
+        "qsim",
+        &file,
+        "--json",
+        "--fuse",
+        "2",
+        "--fuse-rule",
+        "cost",
+    ]));
     assert!(v["fuse_width"].as_u64().unwrap() <= 2, "{v}");
+    // 12 qubits, 12 gates: far below 2^31 gate-amplitudes, so the default does not time the
+    // kernels and fuses greedily to 2 qubits (under --fuse auto or 5; to 1 under --fuse 1).
+    for (args, width) in [
+        (&[][..], 2),
+        (&["--fuse", "5"][..], 2),
+        (&["--fuse", "1"][..], 1),
+    ] {
+        let v = json(&cxltier(&[&["qsim", &file, "--json"][..], args].concat()));
+        assert_eq!(v["fuse_rule"], "greedy", "{args:?}: {v}");
+        assert_eq!(v["fuse_width"].as_u64().unwrap(), width, "{args:?}: {v}");
+    }
+    let text = String::from_utf8_lossy(&cxltier(&["qsim", &file]).stdout).into_owned();
+    assert!(
+        text.contains("after fusion up to 2 qubits, greedy rule"),
+        "{text}"
+    );
     let v = json(&cxltier(&[
         "qsim",
         &file,
@@ -575,7 +603,8 @@ fn kernel_benchmark_and_measured_fusion_width() {
     bad(
         &["qsim", &file, "--fuse-rule", "fast"],
         2,
-        "--fuse-rule fast: give cost (merge where the wider gate is cheaper",
+        "--fuse-rule fast: give auto (cost for long runs, greedy up to 2 qubits for short ones), \
+         cost (merge where the wider gate is cheaper",
     );
     for wrong in ["0", "6", "wide"] {
         bad(
@@ -709,7 +738,7 @@ fn the_cluster_model_prices_a_run_and_refuses_bad_specs() {
             "widest",
         ],
         2,
-        "--fuse-rule widest: give cost",
+        "--fuse-rule widest: give auto",
     );
     let dynamic = write(
         &dir,

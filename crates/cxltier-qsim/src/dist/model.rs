@@ -269,7 +269,8 @@ pub fn predict(
      -> Vec<Op> {
         match fuse {
             fusion::Width::Fixed(w) => fusion::fuse(ops, w),
-            fusion::Width::Measured(max) => {
+            // A distributed run prices its fusion whatever its length (`Auto` as measured).
+            fusion::Width::Measured(max) | fusion::Width::Auto(max) => {
                 fusion::fuse_cheapest(ops, max, &cost, pricing, sweeps).1
             }
         }
@@ -278,7 +279,7 @@ pub fn predict(
     // Trips through the state as the run counts them ([`crate::sim::Simulation::trips`]).
     let trips_width = match fuse {
         fusion::Width::Fixed(w) => w,
-        fusion::Width::Measured(w) => w.min(2),
+        fusion::Width::Measured(w) | fusion::Width::Auto(w) => w.min(2),
     };
     let (mut compute, mut io, mut io_bytes) = (0.0, 0.0, 0u64);
     let (mut sweeps, mut passes) = (0, 0);

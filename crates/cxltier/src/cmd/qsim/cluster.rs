@@ -25,12 +25,10 @@ struct PlanOutput<'a> {
     prediction: &'a ClusterPrediction,
 }
 
-/// `--fuse-rule` as given: `cost` or `greedy`.
+/// The rule the ranks fuse by: `cost` or `greedy` (a distributed run prices its fusion
+/// whatever its length, so `--fuse-rule auto` is `cost` there).
 fn rule_name(width: Width) -> &'static str {
-    match width {
-        Width::Fixed(_) => "greedy",
-        Width::Measured(_) => "cost",
-    }
+    width.rule()
 }
 
 /// A sweep over rank counts: a table with a row per count (its speed-up over the first), one

@@ -125,8 +125,10 @@ pub struct Args {
     /// wider gate costs less than the two apart, by the kernels' cost, the sweeps over the
     /// state and its streaming time measured on this machine at the start of the run (as
     /// Qiskit Aer's cost-based fusion); `greedy` merges every gate while the fused gate fits
-    /// (qsim's rule)
-    #[arg(long, value_name = "cost|greedy", default_value = "cost")]
+    /// (qsim's rule); `auto` is `cost` for runs of 2^31 gate-amplitudes or more (gates times
+    /// 2^qubits) and `greedy` up to 2 qubits for shorter ones, which the measuring (5-10 ms)
+    /// would slow more than it could speed them up
+    #[arg(long, value_name = "auto|cost|greedy", default_value = "auto")]
     fuse_rule: String,
     /// Dynamic circuits: auto, branches or trajectories.
     #[arg(long, value_name = "METHOD", default_value = "auto")]
@@ -274,6 +276,7 @@ pub fn run(args: Args) -> CliResult {
     options = match fusion_width(&args)? {
         Width::Fixed(w) => options.fuse(w),
         Width::Measured(w) => options.fuse_up_to(w),
+        Width::Auto(w) => options.fuse_auto(w),
     };
     if let Some(t) = args.threads {
         if t == 0 || t > 1024 {
@@ -581,11 +584,13 @@ fn fusion_width(args: &Args) -> Result<Width, CliError> {
         },
     };
     match args.fuse_rule.trim() {
+        "auto" => Ok(Width::Auto(max)),
         "cost" => Ok(Width::Measured(max)),
         "greedy" => Ok(Width::Fixed(max)),
         other => Err(CliError::bad_input(format!(
-            "--fuse-rule {other}: give cost (merge where the wider gate is cheaper, by measured \
-             kernel costs) or greedy (merge every gate that fits in --fuse qubits)"
+            "--fuse-rule {other}: give auto (cost for long runs, greedy up to 2 qubits for short \
+             ones), cost (merge where the wider gate is cheaper, by measured kernel costs) or \
+             greedy (merge every gate that fits in --fuse qubits)"
         ))),
     }
 }
@@ -761,11 +766,13 @@ fn finish(
 fn render(out: &Output<'_>, indices: &[u64], values: &[[f64; 2]]) -> String {
     let r = out.run;
     let mut s = format!(
-        "{} qubits, {} gates ({} after fusion up to {} qubits), {}, {} ({} bytes), {} threads\n",
+        "{} qubits, {} gates ({} after fusion up to {} qubits, {} rule), {}, {} ({} bytes), {} \
+         threads\n",
         r.qubits,
         r.gates,
         r.fused_gates,
         r.fuse_width,
+        r.fuse_rule,
         r.precision,
         r.mode.replace('_', " "),
         r.state_bytes,
