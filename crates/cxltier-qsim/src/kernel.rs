@@ -364,14 +364,7 @@ impl<T: Real> BlockPlan<T> {
         let lanes = 1usize << (k - l);
         let nl = 1usize << l;
         let dim = 1usize << k;
-        // The low-bit value (in matrix bit order) of block amplitude e.
-        let low_of = |e: usize| -> usize {
-            gate.positions[..l]
-                .iter()
-                .enumerate()
-                .map(|(i, &p)| ((e >> p) & 1) << i)
-                .sum()
-        };
+        let low_of = |e: usize| low_value(e, &gate.positions[..l]);
         let flat = 2 * block;
         let mut coef_a = Vec::with_capacity(lanes * lanes * nl * flat);
         let mut coef_b = Vec::with_capacity(lanes * lanes * nl * flat);
@@ -702,6 +695,15 @@ fn tiled<
             }
         }
     }
+}
+
+/// The value, in matrix bit order, of the gate's targets inside a block (`low`, its lowest
+/// positions) in block amplitude `e`: bit `i` is bit `low[i]` of `e`.
+fn low_value(e: usize, low: &[usize]) -> usize {
+    low.iter()
+        .enumerate()
+        .map(|(i, &p)| ((e >> p) & 1) << i)
+        .sum()
 }
 
 /// Spread the bits of `x` over the (ascending) bit `positions`: bit `i` of `x` goes to

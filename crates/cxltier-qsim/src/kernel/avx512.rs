@@ -401,14 +401,7 @@ impl<T: super::Real> ZmmPlan<T> {
             return None;
         }
         let simd = V4::try_new()?;
-        // The low-bit value (in matrix bit order) of block amplitude e.
-        let low_of = |e: usize| -> usize {
-            gate.positions[..l]
-                .iter()
-                .enumerate()
-                .map(|(i, &p)| ((e >> p) & 1) << i)
-                .sum()
-        };
+        let low_of = |e: usize| super::low_value(e, &gate.positions[..l]);
         let mut coef_a = Vec::with_capacity(lanes * lanes * nl * reals);
         let mut coef_b = Vec::with_capacity(lanes * lanes * nl * reals);
         for h in 0..lanes {
@@ -437,6 +430,15 @@ impl<T: super::Real> ZmmPlan<T> {
             coef_a,
             coef_b,
         })
+    }
+
+    /// Each of the `D` lanes' member piece and offset in whole vectors.
+    fn lanes<const D: usize>(&self) -> ([usize; D], [usize; D]) {
+        let shift = (32 / std::mem::size_of::<T>()).trailing_zeros();
+        (
+            std::array::from_fn(|h| self.member[h]),
+            std::array::from_fn(|h| self.offset[h] >> shift),
+        )
     }
 
     /// For each low value `lp` (in matrix bit order), the block amplitude each amplitude `e`
@@ -619,12 +621,10 @@ fn blocks<T: Zmm, const D: usize, const U: usize, const STREAMED: bool, S: LaneS
 ) {
     let f = simd.avx512f;
     let l = T::REALS;
-    let shift = (l / 2).trailing_zeros();
-    let member: [usize; D] = std::array::from_fn(|j| plan.member[j]);
-    let offset: [usize; D] = std::array::from_fn(|j| plan.offset[j] >> shift);
+    let (member, offset) = plan.lanes::<D>();
     let coef_a = &plan.coef_a[..D * D * l];
     let coef_b = &plan.coef_b[..D * D * l];
-    let taken = plan.taken >> shift;
+    let taken = plan.taken >> (l / 2).trailing_zeros();
     let zero = T::zero(f);
     let mut base = 0usize;
     while base < vectors {
@@ -710,8 +710,7 @@ fn blocks_low<T: Zmm, const D: usize, const NL: usize, const U: usize, S: LaneSt
     let f = simd.avx512f;
     let l = T::REALS;
     let shift = (l / 2).trailing_zeros();
-    let member: [usize; D] = std::array::from_fn(|h| plan.member[h]);
-    let offset: [usize; D] = std::array::from_fn(|h| plan.offset[h] >> shift);
+    let (member, offset) = plan.lanes::<D>();
     let sources = plan.sources();
     let index: [T::Index; NL] = std::array::from_fn(|lp| T::index(&sources[lp]));
     let coef_a = &plan.coef_a[..D * D * NL * l];
