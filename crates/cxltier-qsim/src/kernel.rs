@@ -128,6 +128,10 @@ pub enum Route {
     Chosen,
     /// The block kernels (gates of up to three qubits on pieces of at least a block).
     Blocks,
+    /// The block kernels as they run on a state streamed from memory (their loop order and
+    /// prefetching), whatever the state's size: so that those paths' results are checked on
+    /// states small enough for a test.
+    BlocksStreamed,
     /// The 256-bit block kernels, even where the CPU has AVX-512 (so that their results are
     /// checked on any CPU).
     Blocks256,
@@ -214,7 +218,7 @@ fn apply_with<T: Real>(
     let fits_blocks = piece_len >= BlockPlan::<T>::block() && k <= 3;
     let use_blocks = match route {
         Route::Chosen => uses_blocks::<T>(&gate.positions) && fits_blocks,
-        Route::Blocks | Route::Blocks256 => {
+        Route::Blocks | Route::BlocksStreamed | Route::Blocks256 => {
             assert!(
                 fits_blocks,
                 "the block kernels take up to three qubits, not {k}"
@@ -225,11 +229,12 @@ fn apply_with<T: Real>(
     };
     // A state this large is streamed from memory rather than held in the caches (a sweep's
     // groups are at most `sweep::CACHE_BYTES`); some kernels unroll differently for it.
-    let streaming = groups.len()
-        * groups.first().map_or(0, |g| g.len())
-        * piece_len
-        * std::mem::size_of::<Amp<T>>()
-        > STREAMING_BYTES;
+    let streaming = route == Route::BlocksStreamed
+        || groups.len()
+            * groups.first().map_or(0, |g| g.len())
+            * piece_len
+            * std::mem::size_of::<Amp<T>>()
+            > STREAMING_BYTES;
     #[allow(unused_mut)]
     let mut blocked =
         use_blocks.then(|| BlockPlan::new(gate, &member, &offset, piece_len, streaming));
@@ -302,36 +307,41 @@ struct BlockPlan<T> {
     lane_bits: Vec<usize>,
     /// Per coefficient, `A` and `B` of [`blocks`] for every real of the block (2 * block reals
     /// each, one after the other).
-    coef_a: VectorAligned<T>,
-    coef_b: VectorAligned<T>,
+    coef_a: CacheAligned<T>,
+    coef_b: CacheAligned<T>,
     /// The same gate for the 512-bit block kernels ([`avx512::ZmmPlan`]), when the CPU has
     /// AVX-512.
     #[cfg(target_arch = "x86_64")]
     zmm: Option<avx512::ZmmPlan<T>>,
 }
 
-/// Reals stored from an address that is a multiple of the vector size: a 32-byte load from a
-/// `Vec<f32>` (aligned to 16 bytes by the allocator) straddles two cache lines every other
-/// time, and the kernels load a coefficient for every multiply-add. Aligning them made a
-/// dense two-qubit gate 25% faster. (A `Vec` with a few spare elements in front, the start
-/// found with `align_offset`: no unsafe code, no derive.)
-struct VectorAligned<T> {
+/// Reals stored from the start of a cache line: a 32-byte load from a `Vec<f32>` (aligned to
+/// 16 bytes by the allocator) straddles two cache lines every other time, and the kernels load
+/// a coefficient for every multiply-add. Aligning them made a dense two-qubit gate 25% faster;
+/// the 512-bit kernels' 64-byte loads from a 16-byte-aligned `Vec` would split a line three
+/// times in four (with glibc's malloc a 3-qubit gate on 0, 1, 2 at f32 ran at 0.62 ns per
+/// amplitude where mimalloc, which happened to align them, gave 0.39). (A `Vec` with a few
+/// spare elements in front, the start found with `align_offset`: no unsafe code, no derive.)
+struct CacheAligned<T> {
     storage: Vec<T>,
     start: usize,
     len: usize,
 }
 
-impl<T: Real> VectorAligned<T> {
-    fn new(reals: &[T]) -> VectorAligned<T> {
-        let spare = BLOCK_BYTES / std::mem::size_of::<T>();
+/// The line size [`CacheAligned`] aligns to.
+const CACHE_LINE: usize = 64;
+
+impl<T: Real> CacheAligned<T> {
+    fn new(reals: &[T]) -> CacheAligned<T> {
+        let spare = CACHE_LINE / std::mem::size_of::<T>();
         let mut storage = vec![T::default(); reals.len() + spare];
-        let start = storage.as_ptr().align_offset(BLOCK_BYTES);
+        let start = storage.as_ptr().align_offset(CACHE_LINE);
         assert!(
             start < spare,
-            "a Vec of reals can start a vector within {spare} elements"
+            "a Vec of reals can start a cache line within {spare} elements"
         );
         storage[start..start + reals.len()].copy_from_slice(reals);
-        VectorAligned {
+        CacheAligned {
             storage,
             start,
             len: reals.len(),
@@ -391,8 +401,8 @@ impl<T: Real> BlockPlan<T> {
                 .copied()
                 .filter(|&p| offset.iter().any(|&o| o & (1 << p) != 0))
                 .collect(),
-            coef_a: VectorAligned::new(&coef_a),
-            coef_b: VectorAligned::new(&coef_b),
+            coef_a: CacheAligned::new(&coef_a),
+            coef_b: CacheAligned::new(&coef_b),
             #[cfg(target_arch = "x86_64")]
             zmm: avx512::ZmmPlan::new(gate, member, offset, piece_len, streaming),
         }
@@ -1497,8 +1507,18 @@ mod tests {
                     check_in_pieces::<T>(&state, &want, piece_bits, tolerance, dim, &pos, |p| {
                         apply(p, piece_bits, &gate)
                     });
-                    // The 256-bit block kernels too, which the CPUs with AVX-512 skip.
+                    // The block kernels' streamed paths, and the 256-bit block kernels, which
+                    // the CPUs with AVX-512 skip.
                     if k <= 3 && (1usize << piece_bits) >= BlockPlan::<T>::block() {
+                        check_in_pieces::<T>(
+                            &state,
+                            &want,
+                            piece_bits,
+                            tolerance,
+                            dim,
+                            &pos,
+                            |p| apply_serial_routed(p, piece_bits, &gate, Route::BlocksStreamed),
+                        );
                         check_in_pieces::<T>(
                             &state,
                             &want,
