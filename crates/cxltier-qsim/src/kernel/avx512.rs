@@ -617,13 +617,14 @@ pub(super) const fn zmm_low_unroll(dim: usize, streaming: bool) -> usize {
     }
 }
 
-/// How many vectors (2 KiB) ahead of the bases [`blocks`] prefetches each lane in a streamed
+/// How many vectors (2 KiB) ahead of each base [`blocks`] prefetches its lanes in a streamed
 /// state. Lanes far apart are as many streams as the gate has lanes, more than the hardware
 /// prefetchers follow well. Measured on 2 threads over 128 MiB at f32 (2026-12-02, AMD EPYC,
-/// ns per amplitude, the state's streaming rate 0.23-0.29): 3-qubit gates on 3, 7, 11 at
-/// 0.28-0.30 against 0.45-0.47 without, 2-qubit ones on 3, 7 0.31-0.34 against 0.37-0.39,
-/// 1-qubit ones on 7 0.30-0.32 against 0.34-0.42; 16 vectors ahead did less (0.36 on 3, 7,
-/// 11), 64 no more. At f64 it changed nothing measurable (the memory's rate bound there).
+/// ns per amplitude, the state's streaming rate 0.22-0.29): 3-qubit gates on 3, 7, 11 at
+/// 0.28-0.30 against 0.45-0.47 without, 2-qubit ones on 3, 7 0.26-0.27 against 0.37-0.39,
+/// 1-qubit ones on 7 0.26 against 0.34-0.42. (Prefetching for the first of the `U` bases only,
+/// the lines of the others were missed: 0.34 on 3, 7.) 16 vectors ahead did less (0.36 on 3,
+/// 7, 11), 64 no more. At f64 it changed nothing measurable (memory's rate bound there).
 const ZMM_PREFETCH_AHEAD: usize = 32;
 
 /// `D` lanes of one 512-bit vector of amplitudes each, `U` bases at a time. Bases and offsets
@@ -662,14 +663,16 @@ fn blocks<T: Zmm, const D: usize, const U: usize, const STREAMED: bool, S: LaneS
         // Every input read before any output is written (the gate works in place). Plain
         // loops, not `array::from_fn`: with a fallible closure that was compiled as a call
         // per element.
-        // The lane's vector ZMM_PREFETCH_AHEAD on (taken modulo the piece like every index: a
-        // hint past the piece's end lands in it); a prefetch never faults.
+        // Each input's vector ZMM_PREFETCH_AHEAD on (taken modulo the piece like every index:
+        // a hint past the piece's end lands in it); a prefetch never faults.
         if plan.streaming {
-            for h in 0..D {
-                let ahead: *const T::Block =
-                    group.block(member[h], bases[0] + offset[h] + ZMM_PREFETCH_AHEAD);
-                simd.sse
-                    ._mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(ahead.cast());
+            for u in 0..U {
+                for h in 0..D {
+                    let ahead: *const T::Block =
+                        group.block(member[h], bases[u] + offset[h] + ZMM_PREFETCH_AHEAD);
+                    simd.sse
+                        ._mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(ahead.cast());
+                }
             }
         }
         let mut x = [[zero; D]; U];
