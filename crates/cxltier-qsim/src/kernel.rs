@@ -1553,24 +1553,17 @@ mod tests {
                     // The block kernels' streamed paths, and the 256-bit block kernels, which
                     // the CPUs with AVX-512 skip.
                     if k <= 3 && (1usize << piece_bits) >= BlockPlan::<T>::block() {
-                        check_in_pieces::<T>(
-                            &state,
-                            &want,
-                            piece_bits,
-                            tolerance,
-                            dim,
-                            &pos,
-                            |p| apply_serial_routed(p, piece_bits, &gate, Route::BlocksStreamed),
-                        );
-                        check_in_pieces::<T>(
-                            &state,
-                            &want,
-                            piece_bits,
-                            tolerance,
-                            dim,
-                            &pos,
-                            |p| apply_serial_routed(p, piece_bits, &gate, Route::Blocks256),
-                        );
+                        for route in [Route::BlocksStreamed, Route::Blocks256] {
+                            check_in_pieces::<T>(
+                                &state,
+                                &want,
+                                piece_bits,
+                                tolerance,
+                                dim,
+                                &pos,
+                                |p| apply_serial_routed(p, piece_bits, &gate, route),
+                            );
+                        }
                     }
                 }
             }
