@@ -18,6 +18,12 @@ pub use error::CliError;
 // mimalloc, as Redis ships jemalloc: the server allocates and frees small buffers per command
 // (arguments, list members, encoded chunks), and glibc's malloc, with its bin consolidation,
 // was 6-7% of the server's time under LPUSH/LPOP (docs/benchmarks.md, "Lists").
+// Built without its own transparent-huge-page advice (`no_thp`): with it, the first small
+// allocation in each 2 MiB of its arenas made the kernel zero a whole huge page, and where freed
+// memory had been handed back to a hypervisor that took several milliseconds each; `cxltier qsim`
+// spent up to 40 of its 60 ms on a 20-qubit circuit so (docs/benchmarks.md, "qsim: lanes in
+// pieces"). Large buffers that gain from huge pages (a simulator's state) ask for them
+// themselves.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
