@@ -5,6 +5,16 @@
   python qsim_peers.py qsim FILE.qasm THREADS             print seconds qsim spent (f32 only)
   python qsim_peers.py qulacs FILE.qasm THREADS           print seconds qulacs spent (f64 only)
   python qsim_peers.py qulacs-state FILE.qasm OUT.npy     write qulacs's final state (a check)
+  python qsim_peers.py warm-for N f64|f32                 touch and free the memory `warm_for` says
+
+Every timed run starts with memory that was just freed (`warm_for`: 1 GiB or twice the state's
+bytes, whichever is more, touched and freed right before the timer starts: in the peer's own
+process after its imports, and just before ours starts). On this VM the hypervisor takes back
+memory that stayed free for about two seconds (virtio-balloon free page reporting), and the
+first touch of such memory cost about 5 ms per MiB (a 26-qubit f32 state: 2.6 s), which fell on
+whichever tool happened to allocate cold memory. Twice the state was not enough: the kernel
+hands out its smallest free blocks first, and huge pages came from cold fragments while the
+warm memory sat in larger blocks; 1 GiB takes those up too. Real hardware has no such cost.
 
 The circuit: DEPTH layers, each a random single-qubit rotation (u3) on every qubit, then CX on
 neighbouring pairs alternating between even and odd offsets. Gate counts are what the QASM holds.
@@ -13,6 +23,22 @@ import math
 import random
 import sys
 import time
+
+
+def warm(nbytes):
+    """Touch `nbytes` of memory and give it back, so that the next allocation finds it resident."""
+    import numpy as np
+    a = np.ones(max(int(nbytes) // 8, 1))
+    del a
+
+
+def state_bytes(n, precision):
+    return (1 << n) * (8 if precision == 'f32' else 16)
+
+
+def warm_for(n, precision):
+    """Warm memory for a state of `n` qubits at `precision`."""
+    warm(max(1 << 30, 2 * state_bytes(n, precision)))
 
 
 def circuit(n, depth, seed, out):
@@ -37,6 +63,7 @@ def aer(path, threads, precision):
                        max_parallel_threads=threads, max_parallel_experiments=1)
     tqc = transpile(qc, sim, optimization_level=0)
     tqc.measure_all()
+    warm_for(qc.num_qubits, precision)
     result = sim.run(tqc, shots=1).result()
     # time_taken of the experiment: Aer's own clock around the simulation, without Python.
     print(result.results[0].time_taken)
@@ -68,6 +95,7 @@ def qsim(path, threads):
     c.append(cirq.measure(*qubits, key='m'))
     sim = qsimcirq.QSimSimulator(qsim_options=qsimcirq.QSimOptions(cpu_threads=threads, max_fused_gate_size=2))
     sim.run(cirq.Circuit([cirq.H(q) for q in qubits[:2]] + [cirq.measure(qubits[0], key='w')]), repetitions=1)
+    warm_for(qc.num_qubits, 'f32')
     start = time.perf_counter()
     sim.run(c, repetitions=1)
     print(time.perf_counter() - start)
@@ -99,6 +127,7 @@ def qulacs(path, threads):
     os.environ['OMP_NUM_THREADS'] = str(threads)
     from qulacs import QuantumState
     n, c = qulacs_circuit(path)
+    warm_for(n, 'f64')
     state = QuantumState(n)
     start = time.perf_counter()
     state.set_zero_state()
@@ -125,6 +154,8 @@ if __name__ == '__main__':
         qsim(sys.argv[2], int(sys.argv[3]))
     elif cmd == 'qulacs':
         qulacs(sys.argv[2], int(sys.argv[3]))
+    elif cmd == 'warm-for':
+        warm_for(int(sys.argv[2]), sys.argv[3])
     elif cmd == 'qulacs-state':
         qulacs_state(sys.argv[2], sys.argv[3])
     else:
