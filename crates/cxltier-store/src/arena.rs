@@ -393,10 +393,18 @@ impl Arena {
         if !self.has_slot(c) {
             c = self.roomier_free_class(c, need).unwrap_or(c);
         }
-        // A free slot, else the next of the page being carved, else a page to carve.
-        let off = loop {
+        let off = self.take_slot(c, true)?;
+        self.fill_slot(c, off, key, value);
+        Some(off)
+    }
+
+    /// A slot of class `c` to hand out: a free one, else the next of the page being carved,
+    /// else (when `may_take_page`) the first slot of a page the class takes: an empty one
+    /// another class holds, a released one, or one never used. None when there is none.
+    fn take_slot(&mut self, c: usize, may_take_page: bool) -> Option<SlotOffset> {
+        loop {
             if let Some(off) = self.classes[c].free.pop() {
-                break off;
+                return Some(off);
             }
             let size = self.classes[c].slot_size;
             if let Some(page) = self.classes[c].carving {
@@ -406,11 +414,14 @@ impl Arena {
                     let off = (page * self.page_size + i * size) as u64;
                     // Retired memory is never touched (it may hold poison).
                     if !self.is_retired(off, size) {
-                        break off;
+                        return Some(off);
                     }
                     continue;
                 }
                 self.classes[c].carving = None;
+            }
+            if !may_take_page {
+                return None;
             }
             // An empty page another class holds first: it is resident already.
             let page = match self.empty.first().copied() {
@@ -431,7 +442,12 @@ impl Arena {
             self.page_carved[page] = 0;
             self.classes[c].pages.push(page);
             self.classes[c].carving = Some(page);
-        };
+        }
+    }
+
+    /// Write `key` and `value` into the slot at `off` of class `c`, taken by
+    /// [`Arena::take_slot`], and count it used.
+    fn fill_slot(&mut self, c: usize, off: SlotOffset, key: &[u8], value: &[u8]) {
         let size = self.classes[c].slot_size;
         let slot = &mut self.map.as_mut_slice()[off as usize..off as usize + size];
         slot[0..2].copy_from_slice(&(key.len() as u16).to_le_bytes());
@@ -448,7 +464,132 @@ impl Arena {
             self.empty.remove(&page);
         }
         self.page_used[page] += 1;
+    }
+
+    /// The class of the spare slot [`Arena::alloc_spare`] would give a key and value: the
+    /// smallest class above their own that can hand out a slot without taking a page.
+    fn spare_class(&self, key_len: usize, value_len: usize) -> Option<usize> {
+        let c = self.class_of(SLOT_HEADER + key_len + value_len)?;
+        (c + 1..self.classes.len()).find(|&k| self.has_slot(k))
+    }
+
+    /// The size of the slot [`Arena::alloc_spare`] would take for a key and value, if any.
+    pub fn spare_slot_size(&self, key_len: usize, value_len: usize) -> Option<usize> {
+        self.spare_class(key_len, value_len)
+            .map(|k| self.classes[k].slot_size)
+    }
+
+    /// Store `key` and `value` in a free slot of the smallest larger class that has one, however
+    /// much of it they leave unused: the last resort of a write whose own class has no free slot
+    /// and can get no page (none empty, none to make resident, none another class can give up
+    /// without sending objects down a tier). Its slot is the larger class's as long as it is
+    /// there: its next write that does not fit in place goes to its own class, and the CLOCK
+    /// hand and page moves see it as any object of the class.
+    pub fn alloc_spare(&mut self, key: &[u8], value: &[u8]) -> Option<SlotOffset> {
+        let k = self.spare_class(key.len(), value.len())?;
+        let off = self.take_slot(k, false)?;
+        self.fill_slot(k, off, key, value);
         Some(off)
+    }
+
+    /// Slots class `c` can hand out without taking a page: its free ones and those its carving
+    /// page has not carved yet (some of these may lie on retired memory and be skipped).
+    fn spare_slots(&self, c: usize) -> usize {
+        let class = &self.classes[c];
+        class.free.len()
+            + class.carving.map_or(0, |p| {
+                (self.page_size / class.slot_size).saturating_sub(self.page_carved[p] as usize)
+            })
+    }
+
+    /// A slab page [`Arena::empty_page`] can empty, of a class other than `except`: the page with
+    /// the fewest objects among the sparsest pages of the classes that hold at least a page's
+    /// worth of slots to hand out. Such a class can always empty its sparsest page: the page's
+    /// objects are no more than the slots it does not use, so the class's other pages have a
+    /// slot for each. A class with fewer spare slots than a page holds (less than a page's
+    /// bytes) is never asked: this is what may stay unused of the bytes freed in a tier, per
+    /// class (see `docs/server.md`, "Freed space is reused").
+    pub fn compactable_page(&self, except: Option<usize>) -> Option<usize> {
+        self.classes_in_use()
+            .filter(|&d| Some(d) != except)
+            .filter(|&d| self.spare_slots(d) >= self.page_size / self.classes[d].slot_size)
+            .filter_map(|d| self.sparsest_page_of(d))
+            .min_by_key(|&(p, used)| (used, p))
+            .map(|(p, _)| p)
+    }
+
+    /// Empty slab page `page` by moving its objects into free slots of its class's other pages
+    /// (free ones first, then the carving page's uncarved ones; never taking a page), as a slab
+    /// allocator compacts a class to give a page to another: memory to memory, no object leaves
+    /// the tier. `value_len(key, slot)` tells an object's value length (None: the index does not
+    /// place that key in that slot, which then stays). Copies only the header, key and value of
+    /// each object (with its CLOCK count). Returns the moved objects' new slots; the page is
+    /// empty (and in the empty set, to be taken by the next class that needs a page) when every
+    /// object found a slot, which [`Arena::compactable_page`] guarantees for the page it names.
+    pub fn empty_page(
+        &mut self,
+        page: usize,
+        value_len: impl Fn(&[u8], SlotOffset) -> Option<usize>,
+    ) -> Vec<SlotOffset> {
+        let mut moved = Vec::new();
+        let c = self.page_class[page] as usize;
+        if c >= self.classes.len() {
+            return moved;
+        }
+        let size = self.classes[c].slot_size;
+        let base = page * self.page_size;
+        let (lo, hi) = (base as u64, (base + self.page_size) as u64);
+        // Slots of the page itself are no destination: off the free list, not carved further.
+        self.classes[c].free.retain(|&o| o < lo || o >= hi);
+        let was_carving = self.classes[c].carving == Some(page);
+        if was_carving {
+            self.classes[c].carving = None;
+        }
+        for i in 0..self.page_carved[page] as usize {
+            let from = base + i * size;
+            // A header on retired memory is not read (it may hold poison).
+            if self.is_retired(from as u64, SLOT_HEADER) {
+                continue;
+            }
+            let Some(key) = self.key_at(from as u64) else {
+                continue;
+            };
+            let Some(len) = value_len(key, from as u64) else {
+                continue;
+            };
+            let bytes = SLOT_HEADER + key.len() + len;
+            let Some(to) = self.take_slot(c, false) else {
+                break;
+            };
+            let mem = self.map.as_mut_slice();
+            mem.copy_within(from..from + bytes, to as usize);
+            mem[from + 2] = 0;
+            self.page_used[page] -= 1;
+            let dest = to as usize / self.page_size;
+            if self.page_used[dest] == 0 {
+                self.empty.remove(&dest);
+            }
+            self.page_used[dest] += 1;
+            moved.push(to);
+        }
+        // The page's unused slots are the class's free slots again, as after any free.
+        for i in 0..self.page_carved[page] as usize {
+            let off = (base + i * size) as u64;
+            if !self.is_retired(off, size) && self.map.as_slice()[off as usize + 2] & 1 == 0 {
+                self.classes[c].free.push(off);
+            }
+        }
+        if self.page_used[page] == 0 {
+            self.empty.insert(page);
+        } else if was_carving && self.classes[c].carving.is_none() {
+            self.classes[c].carving = Some(page);
+        }
+        moved
+    }
+
+    /// Whether slab page `page` is assigned to a class and holds no object.
+    pub fn page_is_empty(&self, page: usize) -> bool {
+        self.page_class[page] != u8::MAX && self.page_used[page] == 0
     }
 
     /// The size of the slot at `off` (its page's class).
@@ -572,6 +713,95 @@ impl Arena {
                     self.tier
                 ));
             }
+        }
+        Ok(())
+    }
+
+    /// Checks the slab bookkeeping (tests): each assigned page's count of used slots is what its
+    /// carved slots hold, each class's count the sum over its pages, its free slots unused
+    /// carved slots of its own pages (each once), the empty set the assigned pages holding
+    /// nothing, and the bytes and objects in use what the classes hold.
+    pub fn check_slabs(&self) -> std::result::Result<(), String> {
+        let tier = self.tier;
+        let mem = self.map.as_slice();
+        let (mut used_bytes, mut objects) = (0u64, 0u64);
+        for (c, class) in self.classes.iter().enumerate() {
+            let size = class.slot_size;
+            let mut used = 0u64;
+            for &p in &class.pages {
+                if self.page_class[p] as usize != c {
+                    return Err(format!(
+                        "{tier} arena: page {p} is listed by class {c} but assigned to another"
+                    ));
+                }
+                // A slot on retired memory may be an object that was next to the poison, or
+                // one a class skipped when carving, which still holds the bytes of the page's
+                // previous class: it counts as either.
+                let (mut in_use, mut on_retired) = (0u32, 0u32);
+                for i in 0..self.page_carved[p] as usize {
+                    let off = p * self.page_size + i * size;
+                    if mem[off + 2] & 1 == 1 {
+                        if self.is_retired(off as u64, size) {
+                            on_retired += 1;
+                        } else {
+                            in_use += 1;
+                        }
+                    }
+                }
+                let counted = self.page_used[p];
+                if counted < in_use || counted > in_use + on_retired {
+                    return Err(format!(
+                        "{tier} arena: page {p} counts {counted} used slots and holds {in_use} (and {on_retired} on retired memory)"
+                    ));
+                }
+                if (counted == 0) != self.empty.contains(&p) {
+                    return Err(format!(
+                        "{tier} arena: page {p} holds {counted} objects and is{} in the empty set",
+                        if counted == 0 { " not" } else { "" }
+                    ));
+                }
+                used += u64::from(counted);
+            }
+            if used != class.used {
+                return Err(format!(
+                    "{tier} arena: class {c} counts {} used slots and its pages hold {used}",
+                    class.used
+                ));
+            }
+            if let Some(p) = class.carving {
+                if self.page_class[p] as usize != c {
+                    return Err(format!(
+                        "{tier} arena: class {c} carves page {p} of another class"
+                    ));
+                }
+            }
+            let mut free = std::collections::HashSet::new();
+            for &o in &class.free {
+                let (p, within) = (o as usize / self.page_size, o as usize % self.page_size);
+                if self.page_class[p] as usize != c
+                    || within % size != 0
+                    || within / size >= self.page_carved[p] as usize
+                    || mem[o as usize + 2] & 1 == 1
+                    || !free.insert(o)
+                {
+                    return Err(format!(
+                        "{tier} arena: free slot {o} of class {c} is not an unused carved slot of its pages, listed once"
+                    ));
+                }
+            }
+            used_bytes += used * size as u64;
+            objects += used;
+        }
+        if let Some(&p) = self.empty.iter().find(|&&p| self.page_class[p] == u8::MAX) {
+            return Err(format!(
+                "{tier} arena: unassigned page {p} is in the empty set"
+            ));
+        }
+        if used_bytes != self.used_bytes || objects != self.objects {
+            return Err(format!(
+                "{tier} arena: counts {} bytes and {} objects in use, its classes hold {used_bytes} and {objects}",
+                self.used_bytes, self.objects
+            ));
         }
         Ok(())
     }
@@ -766,6 +996,83 @@ mod tests {
         assert_eq!(big as usize / a.page_size(), page);
         assert_eq!(a.page_carved[page], 1);
         assert_eq!(a.page_keys(page), vec![b"big".to_vec()]);
+    }
+
+    /// A class holding a page's worth of free slots empties its sparsest page into its other
+    /// pages: each object keeps its bytes and CLOCK count, and the page goes to the next class
+    /// that needs one. A class with fewer spare slots is not asked.
+    #[test]
+    fn a_page_is_emptied_into_free_slots_of_its_class() {
+        let mut a = Arena::new("dram", 0, false, 3 << 20, 8 << 10).unwrap();
+        let value = |i: usize| vec![i as u8; 1000];
+        let first = a.alloc(b"0000", &value(0)).unwrap();
+        let per_page = a.page_size() / a.slot_size_at(first);
+        let mut offs = vec![first];
+        for i in 1..2 * per_page {
+            offs.push(a.alloc(format!("{i:04}").as_bytes(), &value(i)).unwrap());
+        }
+        assert_eq!(a.compactable_page(None), None, "no slot to spare");
+        // Half of each page freed: a page's worth of free slots in all.
+        for off in offs.iter().step_by(2) {
+            a.free(*off);
+        }
+        let page = a.compactable_page(None).expect("a page to empty");
+        let (base, end) = (
+            (page * a.page_size()) as u64,
+            ((page + 1) * a.page_size()) as u64,
+        );
+        let staying: Vec<(usize, u64)> = (1..2 * per_page)
+            .step_by(2)
+            .map(|i| (i, offs[i]))
+            .filter(|&(_, off)| off >= base && off < end)
+            .collect();
+        let hot = staying[0].1;
+        a.touch(hot);
+        a.touch(hot);
+        let moved = a.empty_page(page, |_, _| Some(1000));
+        assert_eq!(moved.len(), staying.len());
+        assert!(a.page_is_empty(page));
+        assert!(moved.iter().all(|&o| o < base || o >= end));
+        for &o in &moved {
+            let key = a.key_at(o).unwrap().to_vec();
+            let i: usize = std::str::from_utf8(&key).unwrap().parse().unwrap();
+            assert_eq!(a.value(o, 4, 1000), &value(i)[..]);
+        }
+        let hot_now = moved[0];
+        assert_eq!(
+            a.map.as_slice()[hot_now as usize + 3],
+            3,
+            "the CLOCK count moved"
+        );
+        a.check_slabs().unwrap();
+        let big = a.alloc(b"big", &[9u8; 3000]).unwrap();
+        assert_eq!(
+            big as usize / a.page_size(),
+            page,
+            "the emptied page went on"
+        );
+        a.check_slabs().unwrap();
+    }
+
+    /// An object whose class has no free slot and can get no page takes, as a last resort, a
+    /// free slot of the smallest larger class that has one.
+    #[test]
+    fn a_small_object_takes_a_larger_free_slot_when_no_page_is_left() {
+        let mut a = Arena::new("dram", 0, false, 1 << 20, 8 << 10).unwrap();
+        let mut offs = Vec::new();
+        while let Some(off) = a.alloc(format!("{:04}", offs.len()).as_bytes(), &[1u8; 1000]) {
+            offs.push(off);
+        }
+        let freed = offs[7];
+        a.free(freed);
+        assert_eq!(a.alloc(b"tiny", b"x"), None, "no page for the small class");
+        assert_eq!(a.spare_slot_size(4, 1), Some(a.slot_size_at(freed)));
+        let off = a.alloc_spare(b"tiny", b"x").unwrap();
+        assert_eq!(off, freed);
+        assert_eq!(a.key_at(off), Some(&b"tiny"[..]));
+        assert_eq!(a.value(off, 4, 1), b"x");
+        assert_eq!(a.alloc_spare(b"tin2", b"y"), None, "no free slot left");
+        a.check_slabs().unwrap();
     }
 
     /// A rewrite stays in its slot when it fits and fills three quarters of it; a growing

@@ -19,7 +19,7 @@
 //! lookups and sorted leaves for order; its bytes are counted inside the DRAM budget), `store`
 //! (exclusive placement, promotion on access, demotion by watermarks with write-back, expiry,
 //! recovery), `arena` (one `mbind`-bound mapping per memory tier, slab size classes, CLOCK
-//! eviction), `admission` (a TinyLFU sketch with a doorkeeper), [`log`] (the NVMe tier: CRC32C
+//! eviction, pages emptied into their class's other pages for another class), `admission` (a TinyLFU sketch with a doorkeeper), [`log`] (the NVMe tier: CRC32C
 //! records in segments, group commit, cleaning, recovery; `log::scan` is shared by recovery, the
 //! cleaner and `cxltier store check`), `poison` (objects on poisoned memory restored from NVMe or
 //! reported lost, the pages retired), `collection` (lists, sets, sorted sets and hashes as counted
@@ -372,6 +372,12 @@ pub struct TierStats {
     pub writes: u64,
     pub read_bytes: u64,
     pub write_bytes: u64,
+    /// Memory tiers: the size classes holding objects, and the bytes of a slab page. The bytes
+    /// freed in a tier are reusable by objects of any size but for less than one slab page per
+    /// size class holding objects, plus one page (see `docs/server.md`, "Freed space is
+    /// reused"): these two give that bound.
+    pub size_classes: u64,
+    pub slab_page_bytes: u64,
 }
 
 /// Whole-store statistics.
@@ -386,6 +392,11 @@ pub struct StoreStats {
     /// (slab rebalancing), and the objects those moves sent down a tier.
     pub slab_pages_moved: u64,
     pub slab_objects_moved: u64,
+    /// Slab pages a memory tier emptied for another size class by moving their objects into
+    /// free slots of their class's other pages (no object left memory), and writes that took a
+    /// free slot of a larger class because theirs could get no page.
+    pub slab_pages_compacted: u64,
+    pub spare_slot_writes: u64,
     /// Device bytes written / bytes of objects the user wrote (1.0 = no amplification).
     pub write_amplification: f64,
     pub segments_cleaned: u64,

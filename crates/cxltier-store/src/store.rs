@@ -87,6 +87,10 @@ pub struct Store {
     /// those moves sent down a tier.
     slab_pages_moved: u64,
     slab_objects_moved: u64,
+    /// Slab pages emptied by moving their objects within their tier ([`Store::compact`]), and
+    /// writes placed in a larger class's free slot ([`Store::place_in_spare`]).
+    slab_pages_compacted: u64,
+    spare_slot_writes: u64,
     last_sync: Instant,
     last_tick: Instant,
     /// The time a command sees, while it runs ([`Store::freeze_clock`]).
@@ -385,6 +389,8 @@ impl Store {
             admissions_rejected: 0,
             slab_pages_moved: 0,
             slab_objects_moved: 0,
+            slab_pages_compacted: 0,
+            spare_slot_writes: 0,
             last_sync: Instant::now(),
             last_tick: Instant::now(),
             frozen_ms: None,
@@ -726,10 +732,11 @@ impl Store {
         Ok(())
     }
 
-    /// Make room in tier `t` for `key`'s object of `len` bytes, by CLOCK eviction within its size
-    /// class, or by taking a slab page from a colder class ([`Store::move_page_to`]);
-    /// `candidate` (the sketch estimate of the incoming key) must beat the victim's when given
-    /// (TinyLFU admission).
+    /// Make room in tier `t` for `key`'s object of `len` bytes: when its size class can get no
+    /// page, first by emptying another class's page within the tier ([`Store::compact`]), then
+    /// by taking a slab page from a colder class ([`Store::move_page_to`]); else by CLOCK
+    /// eviction within its size class. `candidate` (the sketch estimate of the incoming key)
+    /// must beat the victim's when given (TinyLFU admission).
     fn make_room(
         &mut self,
         t: usize,
@@ -747,7 +754,8 @@ impl Store {
         // CLOCK demotion alone, by recency, and bypassed admission (at 5x on YCSB C, 340K
         // admissions per million reads and a hit ratio of 0.448; with this rule 70K and 0.458,
         // against a best possible 0.516 for that many objects).
-        let mut must_beat_victim = candidate.is_some() && self.above_low_watermark(t);
+        let in_headroom = candidate.is_some() && self.above_low_watermark(t);
+        let mut must_beat_victim = in_headroom;
         // One page move at most per call: the work is bounded and nothing loops on it.
         let mut page_move_tried = false;
         for _ in 0..8 {
@@ -757,6 +765,11 @@ impl Store {
             must_beat_victim = false;
             if !page_move_tried && self.class_out_of_pages(t, class) {
                 page_move_tried = true;
+                // A page another class can empty within memory first: no object leaves it. Not
+                // for a value read into the headroom, which must displace a colder object.
+                if !in_headroom && self.compact(t, Some(class)).is_some() {
+                    continue;
+                }
                 let heat = self.room_heat(t, class, key, candidate);
                 if self.move_page_to(t, class, heat)? {
                     continue;
@@ -860,6 +873,55 @@ impl Store {
         Ok(true)
     }
 
+    /// Slab compaction: empty a slab page of tier `t` (of a class other than `except`) by moving
+    /// its objects into free slots of their class's other pages ([`Arena::compactable_page`],
+    /// [`Arena::empty_page`]), and point their index entries at the new slots. Nothing leaves
+    /// memory and nothing is written to the log, so it needs no lower tier: a store with DRAM
+    /// alone gets the space its deletes freed back for objects of any size (it refused a 5-byte
+    /// write when 1 KiB values held every page, two of them deleted). The page stays resident
+    /// and is the next any class takes. Returns the emptied page; None when no class holds a
+    /// page's worth of slots to spare. Its cost is one page's objects copied (at most a page's
+    /// bytes) and one index update each, paid only when a class can get a page no other way;
+    /// a class gives a page only once it has a page's worth of free slots, which its deletes
+    /// made, so over time the copies are at most one per slot freed.
+    fn compact(&mut self, t: usize, except: Option<usize>) -> Option<usize> {
+        let page = self.arenas[t].compactable_page(except)?;
+        let index = &self.index;
+        let moved = self.arenas[t].empty_page(page, |key, off| {
+            index
+                .get(key)
+                .filter(|e| e.place() == Place::Mem(t as u8, off))
+                .map(|e| e.len() as usize)
+        });
+        for &off in &moved {
+            let key = self.arenas[t].key_at(off).expect("a moved object");
+            self.index
+                .get_mut(key)
+                .expect("moved objects are indexed")
+                .set_place(Place::Mem(t as u8, off));
+        }
+        if !self.arenas[t].page_is_empty(page) {
+            return None;
+        }
+        self.slab_pages_compacted += 1;
+        Some(page)
+    }
+
+    /// Place `key` and `value` in tier `t` in a free slot of a larger class than theirs
+    /// ([`Arena::alloc_spare`]) when the tier's budget allows that slot: the last resort of a
+    /// write that found no room in its own class in any tier, before it goes to the log or is
+    /// refused.
+    fn place_in_spare(&mut self, t: usize, key: &[u8], value: &[u8]) -> Option<Place> {
+        let a = &self.arenas[t];
+        let slot = a.spare_slot_size(key.len(), value.len())?;
+        if a.used_bytes + slot as u64 > self.tier_limit(t) {
+            return None;
+        }
+        let off = self.arenas[t].alloc_spare(key, value)?;
+        self.spare_slot_writes += 1;
+        Some(Place::Mem(t as u8, off))
+    }
+
     /// Whether tier `t` is filled past its low watermark.
     fn above_low_watermark(&self, t: usize) -> bool {
         self.arenas[t].used_bytes as f64 > self.fillable(t) as f64 * LOW_WATERMARK
@@ -903,6 +965,13 @@ impl Store {
             guard += 1;
             if guard > 4096 {
                 return Ok(false);
+            }
+            // A page emptied within DRAM first: nothing moves down.
+            if !self.arenas[DRAM].has_empty_page() {
+                if let Some(page) = self.compact(DRAM, None) {
+                    self.arenas[DRAM].release_page(page)?;
+                    continue;
+                }
             }
             let Some((page, keys)) = self.arenas[DRAM].sparsest_page() else {
                 return Ok(false);
@@ -1655,6 +1724,12 @@ impl Store {
                 }
             }
         }
+        // No tier had room in the value's own class (nor a page for it, from anywhere): a free
+        // slot of a larger class, which wastes part of itself, before the log or a refusal. A
+        // value read from the log (`candidate`) that lost admission stays there instead.
+        if place.is_none() && candidate.is_none() {
+            place = (0..self.arenas.len()).find_map(|t| self.place_in_spare(t, key, value));
+        }
         let nv = if self.log.is_some() && (self.durability != Durability::None || place.is_none()) {
             match self.log_append(key, kind, value, expires_at_ms) {
                 Ok(loc) => Some(loc),
@@ -2223,6 +2298,8 @@ impl Store {
                 hits: self.counters[t].hits,
                 promotions: self.counters[t].promotions,
                 demotions: self.counters[t].demotions,
+                size_classes: a.classes_in_use().count() as u64,
+                slab_page_bytes: a.page_size() as u64,
                 ..TierStats::default()
             });
         }
@@ -2248,6 +2325,7 @@ impl Store {
                 writes: l.writes,
                 read_bytes: l.read_bytes,
                 write_bytes: l.write_bytes,
+                ..TierStats::default()
             });
         }
         StoreStats {
@@ -2258,6 +2336,8 @@ impl Store {
             admissions_rejected: self.admissions_rejected,
             slab_pages_moved: self.slab_pages_moved,
             slab_objects_moved: self.slab_objects_moved,
+            slab_pages_compacted: self.slab_pages_compacted,
+            spare_slot_writes: self.spare_slot_writes,
             write_amplification: wa,
             segments_cleaned: self
                 .log
@@ -2286,6 +2366,8 @@ impl Store {
         self.admissions_rejected = 0;
         self.slab_pages_moved = 0;
         self.slab_objects_moved = 0;
+        self.slab_pages_compacted = 0;
+        self.spare_slot_writes = 0;
         if let Some(log) = self.log.as_mut() {
             log.reset_stats();
         }
@@ -2390,6 +2472,7 @@ impl Store {
             }
         }
         for (t, a) in self.arenas.iter().enumerate() {
+            a.check_slabs()?;
             if a.objects != objects[t] {
                 return Err(format!(
                     "{}: arena holds {} objects, index says {}",
