@@ -1,6 +1,7 @@
 //! A state-vector quantum circuit simulator over tiered arrays.
 //!
-//! [`qasm::parse`] reads OpenQASM 2.0 with the qelib1 gates; [`Simulation::run`] lays the state
+//! [`qasm::parse`] reads OpenQASM 2.0 with the qelib1 gates ([`qasm::parse_reader`] as it is
+//! read, bounded by [`ParseOptions`]); [`Simulation::run`] lays the state
 //! (2^n amplitudes, 16 bytes each in f64, 8 in f32) out as a [`cxltier_array::TieredArray`] and
 //! applies the circuit:
 //!
@@ -36,9 +37,13 @@ pub mod sweep;
 pub use dynamic::{DynamicReport, Method};
 pub use kernel::Real;
 pub use progress::{Progress, ProgressSnapshot};
-pub use qasm::{parse, Circuit, ClassicalRegister, Condition, Instruction, Operation};
+pub use qasm::{
+    parse, parse_reader, Circuit, ClassicalRegister, Condition, Instruction, Operation,
+    ParseOptions,
+};
 pub use sim::{
-    AnySimulation, Options, PassInfo, Precision, RunReport, Simulation, SAMPLE_BYTES_PER_SHOT,
+    check_memory_limit, AnySimulation, Options, PassInfo, Precision, RunReport, Simulation,
+    MIN_MEMORY_LIMIT, SAMPLE_BYTES_PER_SHOT,
 };
 
 /// What can go wrong in the simulator; each message says what to do.
@@ -52,6 +57,14 @@ pub enum QsimError {
         /// What is wrong and what to do.
         message: String,
     },
+    /// The program could not be read (an I/O error), at this line.
+    #[error("line {line}: cannot read the program: {source}")]
+    Read {
+        /// 1-based line of the program being read.
+        line: usize,
+        /// What the reader reported.
+        source: std::io::Error,
+    },
     /// Options or a circuit that cannot run as asked.
     #[error("{0}")]
     Config(String),
@@ -64,6 +77,7 @@ impl cxltier_error::Classify for QsimError {
     fn class(&self) -> cxltier_error::Class {
         match self {
             QsimError::Parse { .. } | QsimError::Config(_) => cxltier_error::Class::BadInput,
+            QsimError::Read { .. } => cxltier_error::Class::Runtime,
             QsimError::Array(e) => cxltier_error::Classify::class(e),
         }
     }

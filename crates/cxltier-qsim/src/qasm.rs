@@ -1,5 +1,8 @@
 //! OpenQASM 2.0: a lexer, a parser and the standard `qelib1.inc` gates, turning a program into a
-//! flat list of unitary gates on numbered qubits. Every error names the line.
+//! flat list of unitary gates on numbered qubits. Every error names the line. A program is read
+//! as it is parsed ([`parse_reader`]): a statement at a time, each expanded before the next is
+//! read, within bounds ([`ParseOptions`], [`MAX_STATEMENT_BYTES`]) that hold what parsing keeps
+//! to what the circuit may be, however large the file.
 //!
 //! Supported: `OPENQASM 2.0;` (a program without it is read as Qiskit reads it, with a warning in
 //! [`Circuit::warnings`]), `include "qelib1.inc";` (the gates are built in; no other include),
@@ -12,8 +15,9 @@
 //! ([`Circuit::instructions`], [`Circuit::dynamic`]). Refused with the line: `opaque` gates
 //! other than Qiskit's built-in ones, and unknown gates.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::f64::consts::PI;
+use std::io::Read;
 use std::rc::Rc;
 
 use crate::gates::{self, Matrix};
@@ -117,13 +121,75 @@ pub const MAX_EXPR_DEPTH: usize = 256;
 /// expansion is recursive, one level per definition.
 pub const MAX_GATE_DEPTH: usize = 256;
 
-/// At most this many primitive gates in a circuit, after user gates are expanded (an empty
-/// expansion counts as one, so that expanding nothing is bounded too). Each gate keeps its own
-/// dense matrix and the simulator converts the list once more, about 800 bytes per gate at the
-/// peak (measured), so the limit keeps a circuit's own memory under a gigabyte. Each is checked before
-/// it is expanded: a definition's size is known when it is defined, so a program whose
-/// definitions double at each level is refused at the call, not after filling memory.
+/// At most this many primitive gates in a circuit by default ([`ParseOptions::max_gates`]),
+/// after user gates are expanded (an empty expansion counts as one, so that expanding nothing is
+/// bounded too; measurements and resets count as gates, being kept as they are). Each gate keeps
+/// its own dense matrix and the simulator converts the list once more, about 800 bytes per gate
+/// at the peak (measured), so the limit keeps a circuit's own memory under a gigabyte. Each is
+/// checked before it is expanded: a definition's size is known when it is defined, so a program
+/// whose definitions double at each level is refused at the call, not after filling memory.
 pub const MAX_GATES: u64 = 1_000_000;
+
+/// At most this many bytes of tokens in one statement (spaces and comments not counted; a `gate`
+/// definition is one statement, its body included), and in one line of an OpenQASM 3 program
+/// (rewritten a line at a time). A statement is held whole while it is read (its expressions and
+/// arguments, a definition's body), so this bounds what reading one costs: a hostile 4 MiB
+/// expression such as `a+a+...` peaked at 270 MB (measured); what Qiskit writes, a small
+/// fraction of that.
+pub const MAX_STATEMENT_BYTES: usize = 4 << 20;
+
+/// Registers and gate definitions are kept to the end of the program, so what they may take is
+/// bounded by the gate limit too: each token of their statements is charged
+/// [`KEPT_BYTES_PER_TOKEN`] and its own bytes, and the charge of all of them may reach this many
+/// bytes per gate of [`ParseOptions::max_gates`] (or [`KEPT_BYTES_MIN`], when more): about what
+/// the gates themselves may take. Qiskit's definitions come to 10 tokens or so per gate they
+/// define, about 350 bytes; hostile ones (`gate g0(t) a { rz(t+t+...) a; }` and on) were
+/// refused at the default limit with the process at 560 MB (measured).
+pub const KEPT_BYTES_PER_GATE: u64 = 512;
+
+/// The charge of all registers and gate definitions may always reach this much (see
+/// [`KEPT_BYTES_PER_GATE`]), so that a low gate limit leaves room for a program's definitions.
+pub const KEPT_BYTES_MIN: u64 = 64 << 20;
+
+/// What a token kept in a register's or definition's statement is charged besides its bytes:
+/// about what it becomes (a name, a term of an expression, an argument).
+pub const KEPT_BYTES_PER_TOKEN: u64 = 32;
+
+/// How a program is read: the bounds of what it may make the parser keep.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ParseOptions {
+    max_gates: u64,
+}
+
+impl Default for ParseOptions {
+    fn default() -> Self {
+        ParseOptions {
+            max_gates: MAX_GATES,
+        }
+    }
+}
+
+impl ParseOptions {
+    /// The default bounds: [`MAX_GATES`] gates.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// At most `gates` gates after expansion (measurements and resets counted as gates; at least
+    /// 1), for circuits larger than [`MAX_GATES`]: each takes about 800 bytes while the circuit
+    /// is parsed and converted for the run.
+    pub fn max_gates(mut self, gates: u64) -> Self {
+        self.max_gates = gates.max(1);
+        self
+    }
+
+    /// What registers and definitions may be charged in all (see [`KEPT_BYTES_PER_GATE`]).
+    fn kept_limit(&self) -> u64 {
+        self.max_gates
+            .saturating_mul(KEPT_BYTES_PER_GATE)
+            .max(KEPT_BYTES_MIN)
+    }
+}
 
 /// A unitary gate on numbered qubits. Bit `i` of the matrix's row and column index is the state
 /// of `qubits[i]`.
@@ -388,7 +454,8 @@ fn same_up_to_phase(a: &Matrix, b: &Matrix) -> bool {
 #[derive(Debug, Clone, PartialEq)]
 enum Tok {
     Ident(String),
-    Number(f64),
+    /// A number's value and its text as written (messages name `1e300`, not what it became).
+    Number(f64, String),
     Str(String),
     Sym(&'static str),
 }
@@ -397,85 +464,414 @@ impl std::fmt::Display for Tok {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Tok::Ident(s) => write!(f, "{s:?}"),
-            Tok::Number(n) => write!(f, "{n}"),
+            Tok::Number(_, text) => write!(f, "{text}"),
             Tok::Str(s) => write!(f, "\"{s}\""),
             Tok::Sym(s) => write!(f, "{s:?}"),
         }
     }
 }
 
-const SYMBOLS: &[&str] = &[
-    "->", "==", "!=", ";", ",", "(", ")", "[", "]", "{", "}", "+", "-", "*", "/", "^",
-];
+/// Bytes read from the program at a time: a file of any size costs this much to hold.
+const READ_BLOCK: usize = 64 << 10;
 
-fn lex(src: &str) -> Result<Vec<(Tok, usize)>, QsimError> {
-    let mut toks = Vec::new();
-    for (i, raw) in src.lines().enumerate() {
-        let line = i + 1;
-        let text = match raw.find("//") {
-            Some(at) => &raw[..at],
-            None => raw,
-        };
-        let b = text.as_bytes();
-        let mut j = 0;
-        while j < b.len() {
-            let c = b[j] as char;
-            if c.is_whitespace() {
-                j += 1;
-            } else if c.is_ascii_alphabetic() || c == '_' {
-                let start = j;
-                while j < b.len() && (b[j].is_ascii_alphanumeric() || b[j] == b'_') {
-                    j += 1;
-                }
-                toks.push((Tok::Ident(text[start..j].to_string()), line));
-            } else if c.is_ascii_digit()
-                || (c == '.' && j + 1 < b.len() && b[j + 1].is_ascii_digit())
-            {
-                let start = j;
-                while j < b.len() && (b[j].is_ascii_digit() || b[j] == b'.') {
-                    j += 1;
-                }
-                if j < b.len() && (b[j] == b'e' || b[j] == b'E') {
-                    j += 1;
-                    if j < b.len() && (b[j] == b'+' || b[j] == b'-') {
-                        j += 1;
-                    }
-                    while j < b.len() && b[j].is_ascii_digit() {
-                        j += 1;
-                    }
-                }
-                let s = &text[start..j];
-                let n: f64 = s.parse().map_err(|_| QsimError::Parse {
-                    line,
-                    message: format!("malformed number {s:?}"),
-                })?;
-                if !n.is_finite() {
-                    return Err(QsimError::Parse {
-                        line,
-                        message: format!("number {s} is too large for a double"),
-                    });
-                }
-                toks.push((Tok::Number(n), line));
-            } else if c == '"' {
-                let rest = &text[j + 1..];
-                let end = rest.find('"').ok_or_else(|| QsimError::Parse {
-                    line,
-                    message: "unterminated string".into(),
-                })?;
-                toks.push((Tok::Str(rest[..end].to_string()), line));
-                j += end + 2;
-            } else if let Some(sym) = SYMBOLS.iter().find(|s| text[j..].starts_with(**s)) {
-                toks.push((Tok::Sym(sym), line));
-                j += sym.len();
-            } else {
-                return Err(QsimError::Parse {
-                    line,
-                    message: format!("unexpected character {c:?}"),
-                });
-            }
+/// The program's bytes, read a block at a time as the parser needs them.
+struct Input<R> {
+    reader: R,
+    buf: Vec<u8>,
+    at: usize,
+    end: usize,
+    eof: bool,
+    /// The line of the next byte.
+    line: usize,
+}
+
+impl<R: Read> Input<R> {
+    fn new(reader: R) -> Self {
+        Input {
+            reader,
+            buf: vec![0; READ_BLOCK],
+            at: 0,
+            end: 0,
+            eof: false,
+            line: 1,
         }
     }
-    Ok(toks)
+
+    /// The byte `k` places after the next one (`k` far below a block), `None` past the end.
+    #[inline]
+    fn peek(&mut self, k: usize) -> Result<Option<u8>, QsimError> {
+        if self.at + k < self.end {
+            return Ok(Some(self.buf[self.at + k]));
+        }
+        self.fill(k)?;
+        Ok(self.buf[..self.end].get(self.at + k).copied())
+    }
+
+    #[cold]
+    fn fill(&mut self, k: usize) -> Result<(), QsimError> {
+        while self.at + k >= self.end && !self.eof {
+            if self.end == self.buf.len() {
+                self.buf.copy_within(self.at..self.end, 0);
+                self.end -= self.at;
+                self.at = 0;
+            }
+            match self.reader.read(&mut self.buf[self.end..]) {
+                Ok(0) => self.eof = true,
+                Ok(n) => self.end += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(source) => {
+                    return Err(QsimError::Read {
+                        line: self.line,
+                        source,
+                    })
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Step over the next byte, which a `peek` has seen.
+    #[inline]
+    fn bump(&mut self) {
+        if self.buf[self.at] == b'\n' {
+            self.line += 1;
+        }
+        self.at += 1;
+    }
+}
+
+/// The bytes the lexer reads: the program's own (OpenQASM 2), or its lines rewritten one at a
+/// time as OpenQASM 2 (OpenQASM 3), which keeps every line where it was.
+struct Source<R> {
+    input: Input<R>,
+    qasm3: Option<Qasm3Lines>,
+    /// The line of the next byte.
+    line: usize,
+}
+
+/// OpenQASM 3 lines rewritten as OpenQASM 2, the current one and what is left of it.
+struct Qasm3Lines {
+    rewriter: Qasm3Rewriter,
+    text: Vec<u8>,
+    at: usize,
+    raw: Vec<u8>,
+}
+
+impl<R: Read> Source<R> {
+    fn new(reader: R) -> Result<Self, QsimError> {
+        let mut input = Input::new(reader);
+        // Blank lines and comments, then the header (if any) says which language follows.
+        loop {
+            match input.peek(0)? {
+                Some(c) if (c as char).is_whitespace() => input.bump(),
+                Some(b'/') if input.peek(1)? == Some(b'/') => {
+                    while !matches!(input.peek(0)?, None | Some(b'\n')) {
+                        input.bump();
+                    }
+                }
+                _ => break,
+            }
+        }
+        let qasm3 = header_is_openqasm3(&mut input)?.then(|| Qasm3Lines {
+            rewriter: Qasm3Rewriter::default(),
+            text: Vec::new(),
+            at: 0,
+            raw: Vec::new(),
+        });
+        Ok(Source {
+            line: input.line,
+            input,
+            qasm3,
+        })
+    }
+
+    /// The byte `k` places after the next one, `None` past the end.
+    #[inline]
+    fn peek(&mut self, k: usize) -> Result<Option<u8>, QsimError> {
+        let Some(q) = &mut self.qasm3 else {
+            return self.input.peek(k);
+        };
+        while q.at + k >= q.text.len() {
+            if !q.next_line(&mut self.input)? {
+                return Ok(None);
+            }
+        }
+        Ok(Some(q.text[q.at + k]))
+    }
+
+    /// Step over the next byte, which a `peek` has seen.
+    #[inline]
+    fn bump(&mut self) {
+        let b = match &mut self.qasm3 {
+            None => {
+                let b = self.input.buf[self.input.at];
+                self.input.bump();
+                b
+            }
+            Some(q) => {
+                q.at += 1;
+                q.text[q.at - 1]
+            }
+        };
+        if b == b'\n' {
+            self.line += 1;
+        }
+    }
+}
+
+/// Whether the program, from its first word on, starts with `OPENQASM 3` (on one line).
+fn header_is_openqasm3<R: Read>(input: &mut Input<R>) -> Result<bool, QsimError> {
+    for (k, &b) in b"OPENQASM".iter().enumerate() {
+        if input.peek(k)? != Some(b) {
+            return Ok(false);
+        }
+    }
+    // A header is short: spaces past a few hundred are not one's.
+    for k in 8..256 {
+        match input.peek(k)? {
+            Some(b'3') => return Ok(true),
+            Some(c) if c != b'\n' && (c as char).is_whitespace() => {}
+            _ => return Ok(false),
+        }
+    }
+    Ok(false)
+}
+
+impl Qasm3Lines {
+    /// Read the next line and append it, rewritten, to `text`; false at the end of the program.
+    /// A line is held whole to be rewritten (its comment is skipped, not held), so it is bounded
+    /// as a statement is.
+    fn next_line<R: Read>(&mut self, input: &mut Input<R>) -> Result<bool, QsimError> {
+        if input.peek(0)?.is_none() {
+            return Ok(false);
+        }
+        let line = input.line;
+        self.raw.clear();
+        let mut comment = false;
+        loop {
+            match input.peek(0)? {
+                None => break,
+                Some(b'\n') => {
+                    input.bump();
+                    break;
+                }
+                Some(b) => {
+                    if !comment && b == b'/' && input.peek(1)? == Some(b'/') {
+                        comment = true;
+                    }
+                    if !comment {
+                        if self.raw.len() == MAX_STATEMENT_BYTES {
+                            return Err(QsimError::Parse {
+                                line,
+                                message: format!(
+                                    "the line is longer than {MAX_STATEMENT_BYTES} bytes: an \
+                                     OpenQASM 3 program is read line by line; split it over \
+                                     several lines"
+                                ),
+                            });
+                        }
+                        self.raw.push(b);
+                    }
+                    input.bump();
+                }
+            }
+        }
+        let raw = String::from_utf8_lossy(&self.raw);
+        let rewritten = self.rewriter.line(raw.trim(), line)?;
+        self.text.drain(..self.at);
+        self.at = 0;
+        self.text.extend_from_slice(rewritten.as_bytes());
+        self.text.push(b'\n');
+        Ok(true)
+    }
+}
+
+/// A token, its line, and its bytes (counted against its statement's bound).
+struct Lexed {
+    tok: Tok,
+    line: usize,
+    bytes: usize,
+}
+
+/// Tokens read one at a time, as the parser asks for them.
+struct Lexer<R> {
+    src: Source<R>,
+    /// Bytes and tokens of the statement being read (see [`MAX_STATEMENT_BYTES`]).
+    statement_bytes: usize,
+    statement_tokens: usize,
+}
+
+impl<R: Read> Lexer<R> {
+    /// Count one more byte of a token of the statement being read, refused past its bound.
+    #[inline]
+    fn take(&mut self, line: usize) -> Result<(), QsimError> {
+        self.statement_bytes += 1;
+        if self.statement_bytes > MAX_STATEMENT_BYTES {
+            return Err(QsimError::Parse {
+                line,
+                message: format!(
+                    "this statement is longer than {MAX_STATEMENT_BYTES} bytes (spaces and \
+                     comments not counted): split it (a long gate definition into several that \
+                     call each other)"
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// Take the next byte, `b`, into `text`.
+    #[inline]
+    fn take_one(&mut self, text: &mut String, b: u8, line: usize) -> Result<(), QsimError> {
+        self.take(line)?;
+        text.push(b as char);
+        self.src.bump();
+        Ok(())
+    }
+
+    /// Take the next bytes into `text` while `keep` holds for them.
+    fn take_while(
+        &mut self,
+        text: &mut String,
+        line: usize,
+        keep: impl Fn(u8) -> bool,
+    ) -> Result<(), QsimError> {
+        while let Some(b) = self.src.peek(0)? {
+            if !keep(b) {
+                break;
+            }
+            self.take_one(text, b, line)?;
+        }
+        Ok(())
+    }
+
+    /// The next token, `None` at the end of the program.
+    fn token(&mut self) -> Result<Option<Lexed>, QsimError> {
+        loop {
+            match self.src.peek(0)? {
+                None => return Ok(None),
+                Some(c) if (c as char).is_whitespace() => self.src.bump(),
+                Some(b'/') if self.src.peek(1)? == Some(b'/') => {
+                    while !matches!(self.src.peek(0)?, None | Some(b'\n')) {
+                        self.src.bump();
+                    }
+                }
+                Some(_) => break,
+            }
+        }
+        let line = self.src.line;
+        let before = self.statement_bytes;
+        let c = self.src.peek(0)?.expect("a byte was seen");
+        let tok = if c.is_ascii_alphabetic() || c == b'_' {
+            let mut name = String::new();
+            self.take_while(&mut name, line, |b| b.is_ascii_alphanumeric() || b == b'_')?;
+            Tok::Ident(name)
+        } else if c.is_ascii_digit()
+            || (c == b'.' && self.src.peek(1)?.is_some_and(|d| d.is_ascii_digit()))
+        {
+            let mut text = String::new();
+            self.take_while(&mut text, line, |b| b.is_ascii_digit() || b == b'.')?;
+            if let Some(e @ (b'e' | b'E')) = self.src.peek(0)? {
+                self.take_one(&mut text, e, line)?;
+                if let Some(sign @ (b'+' | b'-')) = self.src.peek(0)? {
+                    self.take_one(&mut text, sign, line)?;
+                }
+                self.take_while(&mut text, line, |b| b.is_ascii_digit())?;
+            }
+            let n: f64 = text.parse().map_err(|_| QsimError::Parse {
+                line,
+                message: format!("malformed number {text:?}"),
+            })?;
+            if !n.is_finite() {
+                return Err(QsimError::Parse {
+                    line,
+                    message: format!("number {text} is too large for a double"),
+                });
+            }
+            Tok::Number(n, text)
+        } else if c == b'"' {
+            let unterminated = || QsimError::Parse {
+                line,
+                message: "unterminated string".into(),
+            };
+            self.take(line)?;
+            self.src.bump();
+            let mut bytes = Vec::new();
+            loop {
+                match self.src.peek(0)? {
+                    Some(b'"') => break,
+                    // The line ends first, or a comment starts: at `//` wherever it is, even in
+                    // a string.
+                    None | Some(b'\n') => return Err(unterminated()),
+                    Some(b'/') if self.src.peek(1)? == Some(b'/') => return Err(unterminated()),
+                    Some(b) => {
+                        self.take(line)?;
+                        bytes.push(b);
+                        self.src.bump();
+                    }
+                }
+            }
+            self.take(line)?;
+            self.src.bump();
+            Tok::Str(String::from_utf8_lossy(&bytes).into_owned())
+        } else {
+            let next = self.src.peek(1)?;
+            let sym = match (c, next) {
+                (b'-', Some(b'>')) => "->",
+                (b'=', Some(b'=')) => "==",
+                (b'!', Some(b'=')) => "!=",
+                (b';', _) => ";",
+                (b',', _) => ",",
+                (b'(', _) => "(",
+                (b')', _) => ")",
+                (b'[', _) => "[",
+                (b']', _) => "]",
+                (b'{', _) => "{",
+                (b'}', _) => "}",
+                (b'+', _) => "+",
+                (b'-', _) => "-",
+                (b'*', _) => "*",
+                (b'/', _) => "/",
+                (b'^', _) => "^",
+                _ => return Err(self.unexpected(c, line)),
+            };
+            for _ in 0..sym.len() {
+                self.take(line)?;
+                self.src.bump();
+            }
+            Tok::Sym(sym)
+        };
+        self.statement_tokens += 1;
+        Ok(Some(Lexed {
+            tok,
+            line,
+            bytes: self.statement_bytes - before,
+        }))
+    }
+
+    /// The error for a byte no token starts with, naming the character when it is one.
+    fn unexpected(&mut self, c: u8, line: usize) -> QsimError {
+        let what = if c.is_ascii() {
+            format!("character {:?}", c as char)
+        } else {
+            // A UTF-8 character is up to four bytes.
+            let bytes: Vec<u8> = (0..4)
+                .map_while(|k| self.src.peek(k).ok().flatten())
+                .collect();
+            let len = match c {
+                0xC0..=0xDF => 2,
+                0xE0..=0xEF => 3,
+                _ => 4,
+            };
+            match std::str::from_utf8(&bytes[..len.min(bytes.len())]) {
+                Ok(s) => format!("character {:?}", s.chars().next().unwrap_or('?')),
+                Err(_) => format!("byte 0x{c:02X} (the program is not UTF-8 text)"),
+            }
+        };
+        QsimError::Parse {
+            line,
+            message: format!("unexpected {what}"),
+        }
+    }
 }
 
 /// One step of a parameter expression, in postfix order.
@@ -576,15 +972,30 @@ struct GateDef {
     depth: usize,
 }
 
+/// A non-negative integer as the program wrote it: its value (`None` from 2^64 on) and its text,
+/// so that a size such as `1e300` is named as written.
+struct Integer {
+    value: Option<u64>,
+    text: String,
+}
+
 /// An argument: a whole register, or one of its qubits.
 enum Arg {
     Register(String),
-    Bit(String, usize),
+    Bit(String, Integer),
 }
 
-struct Parser {
-    toks: Vec<(Tok, usize)>,
-    pos: usize,
+struct Parser<R> {
+    lexer: Lexer<R>,
+    /// Tokens read ahead of the parser (at most two).
+    ahead: VecDeque<Lexed>,
+    /// Why the next token could not be read, for where the parser needs it.
+    failed: Option<QsimError>,
+    /// The program has no more tokens.
+    ended: bool,
+    /// The line of the last token read, for an error at the end of the program.
+    last_line: usize,
+    options: ParseOptions,
     qregs: HashMap<String, (usize, usize)>,
     cregs: HashMap<String, (usize, usize)>,
     defs: HashMap<String, Rc<GateDef>>,
@@ -594,22 +1005,35 @@ struct Parser {
     condition: Option<Condition>,
     /// Current nesting of the expression being parsed.
     depth: usize,
-    /// Primitive gates counted so far against [`MAX_GATES`].
+    /// Operations kept so far (gates after expansion, measurements, resets), counted against
+    /// [`ParseOptions::max_gates`].
     expanded: u64,
+    /// What the registers and definitions kept so far are charged (see [`KEPT_BYTES_PER_GATE`]).
+    kept: u64,
 }
 
-/// Parse an OpenQASM 2.0 program.
+/// Parse an OpenQASM 2.0 program (or the OpenQASM 3 that Qiskit writes) under the default
+/// bounds.
 pub fn parse(src: &str) -> Result<Circuit, QsimError> {
-    let translated;
-    let src = if is_openqasm3(src) {
-        translated = from_openqasm3(src)?;
-        translated.as_str()
-    } else {
-        src
-    };
+    parse_reader(src.as_bytes(), &ParseOptions::default())
+}
+
+/// Parse a program as it is read from `reader`, a block at a time: each statement is read,
+/// checked and expanded before the next is read, so that what parsing holds is what it keeps
+/// (bounded by `options`), whatever the program's size, and a program past a bound is refused
+/// there, without reading the rest.
+pub fn parse_reader<R: Read>(reader: R, options: &ParseOptions) -> Result<Circuit, QsimError> {
     let mut p = Parser {
-        toks: lex(src)?,
-        pos: 0,
+        lexer: Lexer {
+            src: Source::new(reader)?,
+            statement_bytes: 0,
+            statement_tokens: 0,
+        },
+        ahead: VecDeque::new(),
+        failed: None,
+        ended: false,
+        last_line: 1,
+        options: *options,
         qregs: HashMap::new(),
         cregs: HashMap::new(),
         defs: HashMap::new(),
@@ -618,20 +1042,10 @@ pub fn parse(src: &str) -> Result<Circuit, QsimError> {
         condition: None,
         depth: 0,
         expanded: 0,
+        kept: 0,
     };
     p.program()?;
     Ok(p.circuit)
-}
-
-/// Whether the program starts (after blank lines and `//` comments) with `OPENQASM 3`.
-fn is_openqasm3(src: &str) -> bool {
-    src.lines()
-        .map(str::trim)
-        .find(|l| !l.is_empty() && !l.starts_with("//"))
-        .is_some_and(|l| {
-            l.strip_prefix("OPENQASM")
-                .is_some_and(|v| v.trim_start().starts_with('3'))
-        })
 }
 
 /// The subset of OpenQASM 3 that `qiskit.qasm3.dumps` writes for the circuits this simulator
@@ -642,22 +1056,25 @@ fn is_openqasm3(src: &str) -> bool {
 /// or a bit alone (`c[0]`, `!c[0]`); `phase`/`cphase` for `p`/`cp`; gate definitions, gate
 /// calls, `reset` and `barrier` are the same in both. Anything else is left as it is, for the
 /// OpenQASM 2 reader to refuse with its line.
-fn from_openqasm3(src: &str) -> Result<String, QsimError> {
-    let mut out = String::with_capacity(src.len());
-    // What each open `{` belongs to: a gate definition (kept) or an `if`/`else` (its condition).
-    let mut blocks: Vec<Option<Qasm3Condition>> = Vec::new();
-    // The `if` whose block the previous line closed, for an `else {` on the next.
-    let mut closed_if: Option<Qasm3Condition> = None;
-    for (i, raw) in src.lines().enumerate() {
-        let line = i + 1;
+#[derive(Default)]
+struct Qasm3Rewriter {
+    /// What each open `{` belongs to: a gate definition (kept) or an `if`/`else` (its condition).
+    blocks: Vec<Option<Qasm3Condition>>,
+    /// The `if` whose block the previous line closed, for an `else {` on the next.
+    closed_if: Option<Qasm3Condition>,
+}
+
+impl Qasm3Rewriter {
+    /// Line `line` of the program (`text`: without its comment, trimmed) as OpenQASM 2.
+    fn line(&mut self, text: &str, line: usize) -> Result<String, QsimError> {
         let bad = |message: String| Err(QsimError::Parse { line, message });
-        let text = raw.split("//").next().unwrap_or("").trim();
+        let blocks = &mut self.blocks;
         let condition: String = blocks
             .iter()
             .flatten()
             .map(Qasm3Condition::prefix)
             .collect();
-        let after_if = closed_if.take();
+        let after_if = self.closed_if.take();
         let statement = if text.starts_with("OPENQASM") {
             "OPENQASM 2.0;".to_string()
         } else if text == r#"include "stdgates.inc";"# {
@@ -707,7 +1124,7 @@ fn from_openqasm3(src: &str) -> Result<String, QsimError> {
             blocks.push(Some(cond.negated()));
             String::new()
         } else if text == "}" && blocks.last().is_some_and(Option::is_some) {
-            closed_if = blocks.pop().flatten();
+            self.closed_if = blocks.pop().flatten();
             String::new()
         } else if text.ends_with('{') && text.starts_with("gate ") {
             blocks.push(None);
@@ -750,10 +1167,8 @@ fn from_openqasm3(src: &str) -> Result<String, QsimError> {
                 format!("{condition}{renamed}")
             }
         };
-        out.push_str(&statement);
-        out.push('\n');
+        Ok(statement)
     }
-    Ok(out)
 }
 
 /// An OpenQASM 3 `if` condition as the OpenQASM 2 reader takes it: `lhs` a register or one bit
@@ -831,37 +1246,68 @@ impl Qasm3Condition {
     }
 }
 
-impl Parser {
-    fn line(&self) -> usize {
-        self.toks
-            .get(self.pos)
-            .or_else(|| self.toks.last())
-            .map_or(1, |t| t.1)
+impl<R: Read> Parser<R> {
+    /// Read ahead until `n` tokens wait (fewer at the end of the program or at a token that
+    /// cannot be read, whose error waits in `failed`).
+    fn fill(&mut self, n: usize) {
+        while self.ahead.len() < n && self.failed.is_none() && !self.ended {
+            match self.lexer.token() {
+                Ok(Some(t)) => {
+                    self.last_line = t.line;
+                    self.ahead.push_back(t);
+                }
+                Ok(None) => self.ended = true,
+                Err(e) => self.failed = Some(e),
+            }
+        }
     }
 
-    fn err<T>(&self, message: impl Into<String>) -> Result<T, QsimError> {
+    /// The line of the next token (of the last one at the end of the program).
+    fn line(&mut self) -> usize {
+        self.fill(1);
+        match (self.ahead.front(), &self.failed) {
+            (Some(t), _) => t.line,
+            (None, Some(QsimError::Parse { line, .. } | QsimError::Read { line, .. })) => *line,
+            (None, _) => self.last_line,
+        }
+    }
+
+    fn err<T>(&mut self, message: impl Into<String>) -> Result<T, QsimError> {
         Err(QsimError::Parse {
             line: self.line(),
             message: message.into(),
         })
     }
 
-    fn peek(&self) -> Option<&Tok> {
-        self.toks.get(self.pos).map(|t| &t.0)
+    /// The next token, `None` at the end of the program.
+    fn peek(&mut self) -> Result<Option<&Tok>, QsimError> {
+        self.fill(1);
+        if self.ahead.is_empty() {
+            if let Some(e) = self.failed.take() {
+                return Err(e);
+            }
+        }
+        Ok(self.ahead.front().map(|t| &t.tok))
     }
 
     fn next(&mut self) -> Result<Tok, QsimError> {
-        match self.toks.get(self.pos) {
-            Some((t, _)) => {
-                self.pos += 1;
-                Ok(t.clone())
-            }
-            None => self.err("unexpected end of program (a missing ';' or '}'?)"),
+        self.fill(1);
+        match self.ahead.pop_front() {
+            Some(t) => Ok(t.tok),
+            None => match self.failed.take() {
+                Some(e) => Err(e),
+                None => self.err("unexpected end of program (a missing ';' or '}'?)"),
+            },
         }
     }
 
-    fn is_sym(&self, s: &str) -> bool {
-        matches!(self.peek(), Some(Tok::Sym(x)) if *x == s)
+    /// Step over the next token, which a `peek` has seen.
+    fn bump(&mut self) {
+        self.ahead.pop_front();
+    }
+
+    fn is_sym(&mut self, s: &str) -> Result<bool, QsimError> {
+        Ok(matches!(self.peek()?, Some(Tok::Sym(x)) if *x == s))
     }
 
     fn expect_sym(&mut self, s: &str) -> Result<(), QsimError> {
@@ -886,10 +1332,18 @@ impl Parser {
         }
     }
 
-    fn integer(&mut self) -> Result<usize, QsimError> {
+    fn integer(&mut self) -> Result<Integer, QsimError> {
         let line = self.line();
         match self.next()? {
-            Tok::Number(n) if n >= 0.0 && n.fract() == 0.0 => Ok(n as usize),
+            Tok::Number(n, text) if n >= 0.0 && n.fract() == 0.0 => {
+                // Digits are read exactly (a double holds integers exactly only to 2^53).
+                let value = if text.bytes().all(|b| b.is_ascii_digit()) {
+                    text.parse().ok()
+                } else {
+                    (n < 2f64.powi(64)).then_some(n as u64)
+                };
+                Ok(Integer { value, text })
+            }
             other => Err(QsimError::Parse {
                 line,
                 message: format!("expected a non-negative integer, found {other}"),
@@ -897,29 +1351,89 @@ impl Parser {
         }
     }
 
+    /// A new statement starts with the tokens read ahead: its bound counts from them.
+    fn begin_statement(&mut self) {
+        self.lexer.statement_bytes = self.ahead.iter().map(|t| t.bytes).sum();
+        self.lexer.statement_tokens = self.ahead.len();
+    }
+
+    /// Charge the statement just read (a register or a definition, kept to the end of the
+    /// program) against what such declarations may take.
+    fn keep_statement(&mut self, line: usize) -> Result<(), QsimError> {
+        let charge = self.lexer.statement_tokens as u64 * KEPT_BYTES_PER_TOKEN
+            + self.lexer.statement_bytes as u64;
+        self.kept = self.kept.saturating_add(charge);
+        let limit = self.options.kept_limit();
+        if self.kept > limit {
+            return Err(QsimError::Parse {
+                line,
+                message: format!(
+                    "the registers and gate definitions up to here take more than {limit} bytes \
+                     ({KEPT_BYTES_PER_GATE} per gate of the limit of {} gates, and at least \
+                     {KEPT_BYTES_MIN}): declare fewer or smaller ones, or raise the limit \
+                     (--max-gates)",
+                    self.options.max_gates
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// Count `n` measurements or resets (`what`) against the gate limit before they are kept.
+    fn reserve(&mut self, n: usize, what: &str, line: usize) -> Result<(), QsimError> {
+        let max = self.options.max_gates;
+        if n as u64 > max - self.expanded {
+            return Err(QsimError::Parse {
+                line,
+                message: format!(
+                    "this statement makes {n} {what}, which takes the circuit past its limit of \
+                     {max} gates ({} before it; measurements and resets count as gates): split \
+                     the circuit or raise the limit (--max-gates)",
+                    self.expanded
+                ),
+            });
+        }
+        self.expanded += n as u64;
+        Ok(())
+    }
+
     fn program(&mut self) -> Result<(), QsimError> {
-        match (self.peek(), self.toks.get(self.pos + 1).map(|t| &t.0)) {
-            (Some(Tok::Ident(kw)), Some(Tok::Number(v))) if kw == "OPENQASM" => {
-                if *v != 2.0 {
+        self.fill(2);
+        let version = match (self.ahead.front(), self.ahead.get(1)) {
+            (Some(kw), Some(v)) if kw.tok == Tok::Ident("OPENQASM".into()) => match &v.tok {
+                Tok::Number(v, text) => Some((*v, text.clone())),
+                _ => None,
+            },
+            _ => None,
+        };
+        match version {
+            Some((v, text)) => {
+                if v != 2.0 {
                     return self.err(format!(
-                        "OPENQASM {v} is not supported: this simulator reads OpenQASM 2.0"
+                        "OPENQASM {text} is not supported: this simulator reads OpenQASM 2.0"
                     ));
                 }
-                self.pos += 2;
+                self.ahead.drain(..2);
                 self.expect_sym(";")?;
             }
             // Qiskit reads a program without the header as OpenQASM 2.0; so does this parser,
             // with a warning, since other readers refuse it.
-            _ => self.circuit.warnings.push(format!(
-                "line {}: the program does not start with `OPENQASM 2.0;`: read as OpenQASM 2.0 \
-                 (as Qiskit does); add `OPENQASM 2.0;` as its first line for other readers",
-                self.line()
-            )),
+            None => {
+                let line = self.line();
+                self.circuit.warnings.push(format!(
+                    "line {line}: the program does not start with `OPENQASM 2.0;`: read as \
+                     OpenQASM 2.0 (as Qiskit does); add `OPENQASM 2.0;` as its first line for \
+                     other readers"
+                ))
+            }
         }
-        while self.peek().is_some() {
+        loop {
+            self.begin_statement();
+            if self.peek()?.is_none() {
+                return Ok(());
+            }
             self.statement()?;
         }
-        Ok(())
     }
 
     fn statement(&mut self) -> Result<(), QsimError> {
@@ -946,7 +1460,7 @@ impl Parser {
             "qreg" | "creg" => {
                 let name = self.ident()?;
                 self.expect_sym("[")?;
-                let size = self.integer()?;
+                let Integer { value, text } = self.integer()?;
                 self.expect_sym("]")?;
                 self.expect_sym(";")?;
                 if self.qregs.contains_key(&name) || self.cregs.contains_key(&name) {
@@ -960,15 +1474,19 @@ impl Parser {
                 } else {
                     (self.circuit.num_clbits, MAX_CLBITS, "classical bits")
                 };
-                if size > max - total {
+                let Some(size) = value
+                    .filter(|&v| v <= (max - total) as u64)
+                    .map(|v| v as usize)
+                else {
                     return Err(QsimError::Parse {
                         line,
                         message: format!(
-                            "register {name:?} of {size} {kind} makes more than {max} {kind} in \
+                            "register {name:?} of {text} {kind} makes more than {max} {kind} in \
                              all: at most {max} are supported"
                         ),
                     });
-                }
+                };
+                self.keep_statement(line)?;
                 if word == "qreg" {
                     self.qregs.insert(name, (self.circuit.num_qubits, size));
                     self.circuit.num_qubits += size;
@@ -989,7 +1507,9 @@ impl Parser {
             "reset" => {
                 let q = self.arg()?;
                 self.expect_sym(";")?;
-                for q in self.qubits_of(&q, line)? {
+                let qs = self.qubits_of(&q, line)?;
+                self.reserve(qs.len(), "resets", line)?;
+                for q in qs {
                     self.mark_dynamic(line);
                     self.push_operation(Operation::Reset { qubit: q }, line);
                 }
@@ -997,7 +1517,7 @@ impl Parser {
             }
             "if" => self.if_statement(line),
             "barrier" => {
-                while !self.is_sym(";") {
+                while !self.is_sym(";")? {
                     self.next()?;
                 }
                 self.expect_sym(";")
@@ -1019,6 +1539,7 @@ impl Parser {
                         ),
                     });
                 }
+                self.reserve(qs.len(), "measurements", line)?;
                 for (q, c) in qs.into_iter().zip(cs) {
                     self.measured[q] = true;
                     self.circuit.measurements.push((q, c));
@@ -1037,7 +1558,7 @@ impl Parser {
     fn if_statement(&mut self, line: usize) -> Result<(), QsimError> {
         self.expect_sym("(")?;
         let name = self.ident()?;
-        let bit = if self.is_sym("[") {
+        let bit = if self.is_sym("[")? {
             self.next()?;
             let i = self.integer()?;
             self.expect_sym("]")?;
@@ -1045,50 +1566,65 @@ impl Parser {
         } else {
             None
         };
-        let negated = if self.is_sym("!=") {
+        let negated = if self.is_sym("!=")? {
             self.next()?;
             true
         } else {
             self.expect_sym("==")?;
             false
         };
-        let value = self.integer()?;
+        let Integer { value, text } = self.integer()?;
         self.expect_sym(")")?;
         let op = if negated { "!=" } else { "==" };
-        let lhs = match bit {
-            Some(i) => format!("{name}[{i}]"),
+        let lhs = match &bit {
+            Some(i) => format!("{name}[{}]", i.text),
             None => name.clone(),
         };
         let &(first, size) = self.cregs.get(&name).ok_or_else(|| QsimError::Parse {
             line,
             message: format!(
-                "if({lhs}{op}{value}): no classical register named {name:?} is declared (declare \
+                "if({lhs}{op}{text}): no classical register named {name:?} is declared (declare \
                  it with `creg {name}[N];` before the `if`)"
             ),
         })?;
-        let (first, size) = match bit {
-            Some(i) if i >= size => {
+        let (first, size) = match bit.map(|i| i.value) {
+            Some(Some(i)) if i < size as u64 => (first + i as usize, 1),
+            Some(_) => {
+                let numbered = match size {
+                    0 => String::new(),
+                    s => format!(", numbered 0 to {}", s - 1),
+                };
+                return Err(QsimError::Parse {
+                    line,
+                    message: format!("if({lhs}{op}{text}): {name} has {size} bits{numbered}"),
+                });
+            }
+            None => (first, size),
+        };
+        let value = match value {
+            Some(v) if size >= 64 || v >> size == 0 => v,
+            _ if size < 64 => {
                 return Err(QsimError::Parse {
                     line,
                     message: format!(
-                        "if({lhs}{op}{value}): {name} has {size} bits, numbered 0 to {}",
-                        size - 1
+                        "if({lhs}{op}{text}): {lhs} has {size} bits, so it holds 0 to {}: the \
+                         value can never match",
+                        (1u128 << size) - 1
                     ),
                 })
             }
-            Some(i) => (first + i, 1),
-            None => (first, size),
+            _ => {
+                return Err(QsimError::Parse {
+                    line,
+                    message: format!(
+                        "if({lhs}{op}{text}): a condition compares at most 64 bits, so its \
+                         value must be below 2^64: compare a register of at most 64 bits, or one \
+                         bit of {name}"
+                    ),
+                })
+            }
         };
-        if size < 64 && (value as u64) >> size != 0 {
-            return Err(QsimError::Parse {
-                line,
-                message: format!(
-                    "if({lhs}{op}{value}): {lhs} has {size} bits, so it holds 0 to {}: the \
-                     value can never match",
-                    (1u128 << size) - 1
-                ),
-            });
-        }
+        let word_line = self.line();
         let word = self.ident()?;
         if matches!(
             word.as_str(),
@@ -1097,7 +1633,7 @@ impl Parser {
             return Err(QsimError::Parse {
                 line,
                 message: format!(
-                    "if({lhs}{op}{value}) is followed by `{word}`: only a gate, `measure` or \
+                    "if({lhs}{op}{text}) is followed by `{word}`: only a gate, `measure` or \
                      `reset` can be conditioned"
                 ),
             });
@@ -1106,12 +1642,17 @@ impl Parser {
         self.condition = Some(Condition {
             first,
             size,
-            value: value as u64,
+            value,
             negated,
         });
-        // The statement reader takes its first word from the tokens: step back onto it. It
-        // cannot be another `if` (refused above), so this does not nest.
-        self.pos -= 1;
+        // The statement reader takes its first word from the tokens: put it back. It cannot be
+        // another `if` (refused above), so this does not nest.
+        self.ahead.push_front(Lexed {
+            tok: Tok::Ident(word),
+            line: word_line,
+            // Counted already, in this statement.
+            bytes: 0,
+        });
         let done = self.statement();
         self.condition = None;
         done
@@ -1139,12 +1680,12 @@ impl Parser {
     fn opaque_declaration(&mut self, line: usize) -> Result<(), QsimError> {
         let name = self.ident()?;
         let mut params = 0;
-        if self.is_sym("(") {
-            self.pos += 1;
-            while !self.is_sym(")") {
+        if self.is_sym("(")? {
+            self.bump();
+            while !self.is_sym(")")? {
                 self.ident()?;
                 params += 1;
-                if !self.is_sym(")") {
+                if !self.is_sym(")")? {
                     self.expect_sym(",")?;
                 }
             }
@@ -1152,8 +1693,8 @@ impl Parser {
         }
         let mut args = 1;
         self.ident()?;
-        while self.is_sym(",") {
-            self.pos += 1;
+        while self.is_sym(",")? {
+            self.bump();
             self.ident()?;
             args += 1;
         }
@@ -1182,29 +1723,29 @@ impl Parser {
         let line = self.line();
         let name = self.ident()?;
         let mut params = Vec::new();
-        if self.is_sym("(") {
-            self.pos += 1;
-            while !self.is_sym(")") {
+        if self.is_sym("(")? {
+            self.bump();
+            while !self.is_sym(")")? {
                 params.push(self.ident()?);
-                if !self.is_sym(")") {
+                if !self.is_sym(")")? {
                     self.expect_sym(",")?;
                 }
             }
             self.expect_sym(")")?;
         }
         let mut args = vec![self.ident()?];
-        while self.is_sym(",") {
-            self.pos += 1;
+        while self.is_sym(",")? {
+            self.bump();
             args.push(self.ident()?);
         }
         self.expect_sym("{")?;
         let mut body = Vec::new();
         let (mut cost, mut depth) = (0u64, 1usize);
-        while !self.is_sym("}") {
+        while !self.is_sym("}")? {
             let call_line = self.line();
             let gate = self.ident()?;
             if gate == "barrier" {
-                while !self.is_sym(";") {
+                while !self.is_sym(";")? {
                     self.next()?;
                 }
                 self.expect_sym(";")?;
@@ -1212,8 +1753,8 @@ impl Parser {
             }
             let exprs = self.param_list()?;
             let mut call_args = vec![self.ident()?];
-            while self.is_sym(",") {
-                self.pos += 1;
+            while self.is_sym(",")? {
+                self.bump();
                 call_args.push(self.ident()?);
             }
             self.expect_sym(";")?;
@@ -1291,6 +1832,7 @@ impl Parser {
                 }
             }
         }
+        self.keep_statement(line)?;
         self.defs.insert(name, def);
         Ok(())
     }
@@ -1370,11 +1912,11 @@ impl Parser {
 
     fn param_list(&mut self) -> Result<Vec<Expr>, QsimError> {
         let mut exprs = Vec::new();
-        if self.is_sym("(") {
-            self.pos += 1;
-            while !self.is_sym(")") {
+        if self.is_sym("(")? {
+            self.bump();
+            while !self.is_sym(")")? {
                 exprs.push(self.expr()?);
-                if !self.is_sym(")") {
+                if !self.is_sym(")")? {
                     self.expect_sym(",")?;
                 }
             }
@@ -1404,9 +1946,9 @@ impl Parser {
 
     fn sum(&mut self, out: &mut Vec<Code>) -> Result<(), QsimError> {
         self.term(out)?;
-        while self.is_sym("+") || self.is_sym("-") {
-            let op = if self.is_sym("+") { '+' } else { '-' };
-            self.pos += 1;
+        while self.is_sym("+")? || self.is_sym("-")? {
+            let op = if self.is_sym("+")? { '+' } else { '-' };
+            self.bump();
             self.term(out)?;
             out.push(Code::Bin(op));
         }
@@ -1415,9 +1957,9 @@ impl Parser {
 
     fn term(&mut self, out: &mut Vec<Code>) -> Result<(), QsimError> {
         self.factor(out)?;
-        while self.is_sym("*") || self.is_sym("/") {
-            let op = if self.is_sym("*") { '*' } else { '/' };
-            self.pos += 1;
+        while self.is_sym("*")? || self.is_sym("/")? {
+            let op = if self.is_sym("*")? { '*' } else { '/' };
+            self.bump();
             self.factor(out)?;
             out.push(Code::Bin(op));
         }
@@ -1426,8 +1968,8 @@ impl Parser {
 
     fn factor(&mut self, out: &mut Vec<Code>) -> Result<(), QsimError> {
         self.unary(out)?;
-        if self.is_sym("^") {
-            self.pos += 1;
+        if self.is_sym("^")? {
+            self.bump();
             // Right-associative: a^b^c is a^(b^c), one level deeper per `^`.
             self.enter()?;
             self.factor(out)?;
@@ -1457,7 +1999,7 @@ impl Parser {
                 self.depth -= 1;
                 self.expect_sym(")")?;
             }
-            Tok::Number(n) => out.push(Code::Num(n)),
+            Tok::Number(n, _) => out.push(Code::Num(n)),
             Tok::Ident(s) if s == "pi" => out.push(Code::Num(PI)),
             Tok::Ident(s)
                 if matches!(s.as_str(), "sin" | "cos" | "tan" | "exp" | "ln" | "sqrt") =>
@@ -1482,8 +2024,8 @@ impl Parser {
 
     fn arg(&mut self) -> Result<Arg, QsimError> {
         let name = self.ident()?;
-        if self.is_sym("[") {
-            self.pos += 1;
+        if self.is_sym("[")? {
+            self.bump();
             let i = self.integer()?;
             self.expect_sym("]")?;
             return Ok(Arg::Bit(name, i));
@@ -1499,7 +2041,7 @@ impl Parser {
     ) -> Result<Vec<usize>, QsimError> {
         let (name, index) = match arg {
             Arg::Register(n) => (n, None),
-            Arg::Bit(n, i) => (n, Some(*i)),
+            Arg::Bit(n, i) => (n, Some(i)),
         };
         let &(start, size) = regs.get(name).ok_or_else(|| QsimError::Parse {
             line,
@@ -1507,10 +2049,12 @@ impl Parser {
         })?;
         match index {
             None => Ok((start..start + size).collect()),
-            Some(i) if i < size => Ok(vec![start + i]),
-            Some(i) => Err(QsimError::Parse {
+            Some(Integer { value: Some(i), .. }) if *i < size as u64 => {
+                Ok(vec![start + *i as usize])
+            }
+            Some(Integer { text, .. }) => Err(QsimError::Parse {
                 line,
-                message: format!("{name}[{i}] is out of range: {name} has {size} bits"),
+                message: format!("{name}[{text}] is out of range: {name} has {size} bits"),
             }),
         }
     }
@@ -1526,8 +2070,8 @@ impl Parser {
     fn gate_call(&mut self, name: String, line: usize) -> Result<(), QsimError> {
         let exprs = self.param_list()?;
         let mut args = vec![self.arg()?];
-        while self.is_sym(",") {
-            self.pos += 1;
+        while self.is_sym(",")? {
+            self.bump();
             args.push(self.arg()?);
         }
         self.expect_sym(";")?;
@@ -1556,13 +2100,14 @@ impl Parser {
         // Known before anything is expanded: a definition's cost was computed when it was defined.
         let each = self.defs.get(&name).map_or(1, |d| d.cost);
         let cost = each.saturating_mul(width as u64);
-        if cost > MAX_GATES - self.expanded {
+        let max = self.options.max_gates;
+        if cost > max - self.expanded {
             return Err(QsimError::Parse {
                 line,
                 message: format!(
                     "this statement expands to {cost} gates ({name:?}: {each} each), which takes \
-                     the circuit past its limit of {MAX_GATES} gates ({} before it): split the \
-                     circuit or simplify its definitions",
+                     the circuit past its limit of {max} gates ({} before it): split the \
+                     circuit, simplify its definitions or raise the limit (--max-gates)",
                     self.expanded
                 ),
             });

@@ -17,6 +17,22 @@ use crate::progress::Progress;
 use crate::qasm::Circuit;
 use crate::{sweep, QsimError};
 
+/// The least memory limit a run can keep to: one chunk of the state's array, the smallest unit
+/// it places in memory or spills (a page, the alignment of `O_DIRECT` I/O). However few its
+/// qubits, a state takes one whole chunk.
+pub const MIN_MEMORY_LIMIT: u64 = cxltier_sys::uring::ALIGN as u64;
+
+/// Refuse a memory limit that no run can keep to: below [`MIN_MEMORY_LIMIT`].
+pub fn check_memory_limit(bytes: u64) -> Result<(), QsimError> {
+    if bytes < MIN_MEMORY_LIMIT {
+        return Err(QsimError::Config(format!(
+            "--memory-limit {bytes} is less than one chunk of the state's array, the least that \
+             any state takes: give at least {MIN_MEMORY_LIMIT} bytes (4K)"
+        )));
+    }
+    Ok(())
+}
+
 /// How to run a circuit.
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -56,7 +72,8 @@ impl Options {
     pub fn new() -> Options {
         Options::default()
     }
-    /// At most `bytes` of memory for the state (and, out of core, the pipeline's buffers).
+    /// At most `bytes` of memory for the state (and, out of core, the pipeline's buffers); at
+    /// least [`MIN_MEMORY_LIMIT`], or the run is refused.
     pub fn memory_limit(mut self, bytes: u64) -> Self {
         self.memory_limit = Some(bytes);
         self
@@ -306,6 +323,9 @@ impl<T: Real> Simulation<T> {
         options: &Options,
     ) -> Result<Simulation<T>, QsimError> {
         let a = amp_bytes::<T>();
+        if let Some(limit) = options.memory_limit {
+            check_memory_limit(limit)?;
+        }
         if n == 0 {
             return Err(QsimError::Config(
                 "the circuit declares no qubits (add a qreg)".into(),

@@ -418,6 +418,13 @@ fn hostile_circuits_and_states_beyond_memory_are_refused_with_exit_2() {
     let head = "OPENQASM 2.0;\ninclude \"qelib1.inc\";\n";
     let cases = [
         ("qreg q[1e300];\n", ":3: ", "at most 63"),
+        // The size as it was written, not as it saturated a 64-bit integer.
+        ("qreg q[1e300];\n", ":3: ", "register \"q\" of 1e300 qubits"),
+        (
+            "qreg q[99999999999999999999999];\n",
+            ":3: ",
+            "of 99999999999999999999999 qubits",
+        ),
         ("qreg q[1000000000000];\n", ":3: ", "at most 63"),
         ("qreg q[1];\nrz(1/0) q[0];\n", ":4: ", "division by zero"),
         (
@@ -753,4 +760,84 @@ fn the_cluster_model_prices_a_run_and_refuses_bad_specs() {
     // Without MPI ranks, --bench-network says how to run it.
     bad(&["qsim", "--bench-network"], 2, "mpirun -np 2");
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn the_gate_cap_is_an_option_and_limits_below_what_runs_are_refused() {
+    let dir = scratch("cap");
+    let head = "OPENQASM 2.0;\ninclude \"qelib1.inc\";\nqreg q[2];\n";
+    let eleven = write(&dir, "e.qasm", &format!("{head}{}", "h q[0];\n".repeat(11)));
+    bad(&["qsim", &eleven, "--max-gates", "10"], 2, "e.qasm:14: ");
+    bad(
+        &["qsim", &eleven, "--max-gates", "10"],
+        2,
+        "limit of 10 gates",
+    );
+    let out = cxltier(&["qsim", &eleven, "--max-gates", "11", "--json"]);
+    assert_eq!(json(&out)["gates"], 11);
+    for v in ["0", "x", "1.5", "18446744073709551616"] {
+        bad(
+            &["qsim", &eleven, "--max-gates", v],
+            2,
+            &format!("--max-gates {v}: give"),
+        );
+    }
+    bad(&["qsim", &eleven, "--max-gates", "0"], 2, "at least 1");
+    // Less memory than one chunk of the state's array (4 KiB) cannot hold anything.
+    for v in ["1K", "4095"] {
+        bad(
+            &["qsim", &eleven, "--memory-limit", v],
+            2,
+            "--memory-limit ",
+        );
+        bad(
+            &["qsim", &eleven, "--memory-limit", v],
+            2,
+            "at least 4096 bytes",
+        );
+    }
+    let out = cxltier(&["qsim", &eleven, "--memory-limit", "4K", "--json"]);
+    assert_eq!(json(&out)["mode"], "memory");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_circuit_far_past_the_gate_cap_is_refused_without_reading_it_all() {
+    use std::io::Write as _;
+    // Through a pipe, so that what the command read is what could be written before it closed
+    // its end: a file is read as it is parsed, and refused soon after the cap, not held whole.
+    let line = b"cx q[0],q[1];\n";
+    let offered: usize = 32 << 20;
+    let mut child = Command::new(BIN)
+        .args(["qsim", "/dev/stdin", "--threads", "1"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run cxltier");
+    let mut stdin = child.stdin.take().unwrap();
+    let block: Vec<u8> = line.repeat(4096);
+    let mut written = 0;
+    let head = b"OPENQASM 2.0;\ninclude \"qelib1.inc\";\nqreg q[2];\n";
+    stdin.write_all(head).unwrap();
+    while written < offered {
+        match stdin.write(&block) {
+            Ok(n) => written += n,
+            // The command has closed the pipe: it stopped reading.
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => break,
+            Err(e) => panic!("writing the circuit: {e}"),
+        }
+    }
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("/dev/stdin:1000004: "), "{err}");
+    assert!(err.contains("limit of 1000000 gates"), "{err}");
+    // The gates up to the cap, and the buffers of the pipe and the reader.
+    let kept = 1_000_000 * line.len();
+    assert!(
+        written < kept + (2 << 20),
+        "{written} bytes taken to keep {kept}"
+    );
 }

@@ -14,7 +14,8 @@ use cxltier_qsim::dist::DistReport;
 use cxltier_qsim::fusion::{Width, MAX_FUSE};
 use cxltier_qsim::kernel::MAX_GATE_QUBITS;
 use cxltier_qsim::{
-    parse, AnySimulation, Options, Precision, Progress, ProgressSnapshot, QsimError, RunReport,
+    parse_reader, AnySimulation, Options, ParseOptions, Precision, Progress, ProgressSnapshot,
+    QsimError, RunReport,
 };
 use cxltier_topo::{format_bytes, nodelist, Topology};
 use serde::Serialize;
@@ -51,7 +52,10 @@ space) is refused before anything starts, and so is one whose resident part (the
 --memory-limit) exceeds the memory available (MemAvailable, cgroup limits).
 
 Input bounds (refused with the line, exit 2): 63 qubits, expressions nested 256 deep, gate
-definitions nested 256 deep, 1,000,000 gates after expansion; gate parameters must be finite.
+definitions nested 256 deep, 4 MiB per statement, 1,000,000 gates after expansion (measurements
+and resets count as gates; --max-gates N for larger circuits, about 800 bytes of memory each);
+gate parameters must be finite. The file is read as it is parsed, and refused where it passes a
+bound, without reading the rest.
 
 Dynamic circuits (a reset, an `if`, or a gate or reset on a qubit after it was measured) have no
 single final state: they need --shots, and each shot follows its own outcomes. The gates before the
@@ -90,9 +94,14 @@ pub struct Args {
         required_unless_present_any = ["bench_kernels", "bench_network"]
     )]
     circuit: Option<PathBuf>,
-    /// Memory for the state and the out-of-core buffers (default: no limit)
+    /// Memory for the state and the out-of-core buffers, at least 4K (default: no limit)
     #[arg(long, value_name = "SIZE")]
     memory_limit: Option<String>,
+    /// Refuse a circuit of more than N gates after user gates are expanded (measurements and
+    /// resets count as gates); each takes about 800 bytes of memory while the circuit is read
+    /// and prepared
+    #[arg(long, value_name = "N", default_value = "1000000")]
+    max_gates: String,
     /// A directory on an NVMe file system to spill the state to, DIR[:SIZE]; repeat for several
     /// (chunks are striped over them)
     #[arg(long, value_name = "DIR[:SIZE]")]
@@ -205,6 +214,13 @@ struct Output<'a> {
 fn qsim_error(path: &std::path::Path, err: QsimError) -> CliError {
     let located = match &err {
         QsimError::Parse { line, message } => Some(format!("{}:{line}: {message}", path.display())),
+        // The file named on the command line (a directory, say): the user's to fix.
+        QsimError::Read { line, source } => {
+            return CliError::bad_input(format!(
+                "cannot read circuit {} (at line {line}): {source}",
+                path.display()
+            ))
+        }
         _ => None,
     };
     let mut e = CliError::classified(err);
@@ -232,6 +248,19 @@ fn parse_indices(text: &str) -> Result<Vec<u64>, CliError> {
         .collect()
 }
 
+/// `--max-gates N`: a whole number of gates, at least 1.
+fn max_gates(text: &str) -> Result<u64, CliError> {
+    match text.parse::<u64>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(CliError::bad_input(format!(
+            "--max-gates {text}: give the most gates a circuit may have after its gate \
+             definitions are expanded, a whole number of at least 1 such as 5000000 (the default \
+             is {})",
+            cxltier_qsim::qasm::MAX_GATES
+        ))),
+    }
+}
+
 fn ssd_arg(text: &str) -> Result<(PathBuf, Option<u64>), CliError> {
     // DIR:SIZE, where SIZE parses as a size; a path with a colon and no size stays a path.
     if let Some((dir, size)) = text.rsplit_once(':') {
@@ -249,10 +278,14 @@ pub fn run(args: Args) -> CliResult {
     let Some(path) = args.circuit.clone() else {
         return bench_kernels(&args);
     };
+    let max_gates = max_gates(&args.max_gates)?;
     let started = Instant::now();
-    let text = std::fs::read_to_string(&path)
+    // Read as it is parsed: a file far past the gate limit is refused there, in the memory the
+    // gates up to the limit take, not after it is all read.
+    let file = std::fs::File::open(&path)
         .map_err(|e| CliError::bad_input(format!("cannot read circuit {}: {e}", path.display())))?;
-    let circuit = parse(&text).map_err(|e| qsim_error(&path, e))?;
+    let circuit = parse_reader(file, &ParseOptions::new().max_gates(max_gates))
+        .map_err(|e| qsim_error(&path, e))?;
     // On stderr, so that --json's stdout stays one document.
     for w in &circuit.warnings {
         eprintln!("cxltier qsim: warning: {}: {w}", path.display());
@@ -288,11 +321,7 @@ pub fn run(args: Args) -> CliResult {
     }
     if let Some(limit) = &args.memory_limit {
         let bytes = parse_size(limit).map_err(CliError::classified)?;
-        if bytes == 0 {
-            return Err(CliError::bad_input(
-                "--memory-limit 0: give a size such as 512M",
-            ));
-        }
+        cxltier_qsim::check_memory_limit(bytes).map_err(CliError::classified)?;
         options = options.memory_limit(bytes);
     }
     let message = parse_size(&args.exchange_message).map_err(CliError::classified)?;
