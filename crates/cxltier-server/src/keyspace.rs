@@ -1,5 +1,5 @@
 //! The keyspace commands: SCAN, KEYS, RANDOMKEY, RENAME, RENAMENX, COPY, TOUCH, EXPIRETIME,
-//! PEXPIRETIME.
+//! PEXPIRETIME, SORT, DUMP and RESTORE (Redis's payload format: `crate::rdb::dump`).
 //!
 //! SCAN walks the keys in the byte order the store's index keeps. A cursor stands for the
 //! smallest key the next call starts from: the server keeps that key under a number (the
@@ -17,6 +17,9 @@ use hashbrown::HashMap;
 
 use crate::commands::{fail, now_ms, parse_i64, Ctx, Effect, SYNTAX};
 use crate::notify::class as nc;
+use crate::rdb::dump::PayloadError;
+use crate::rdb::load::{LoadError, Strings, Value};
+use crate::rdb::{RdbError, RdbWriter};
 use crate::resp::reply;
 
 /// How many SCAN cursors the server remembers (each holds one key).
@@ -598,101 +601,80 @@ pub(crate) fn sort(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErr
     }
 }
 
-/// The start of a DUMP payload: cxltier's own format (Redis's is RDB, which this is not: a
-/// payload moves between cxltier servers only), version 1.
-const DUMP_MAGIC: &[u8] = b"\xffCXLT\x01";
 const BAD_PAYLOAD: &str = "ERR DUMP payload version or checksum are wrong";
 
-fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
-    out.extend_from_slice(&(b.len() as u32).to_le_bytes());
-    out.extend_from_slice(b);
-}
+/// Where RESTORE builds the new value, and where it keeps the value it replaces until the new
+/// one is in place: keys of the server's own database, which no client can select.
+const RESTORING: &[u8] = b"restore:new";
+const REPLACED: &[u8] = b"restore:replaced";
 
-/// DUMP key: the value in cxltier's own serialized form (magic, kind, members, CRC32C).
+/// A string up to this long that replaces no collection is written straight under its key: one
+/// write, whole or not at all (the store keeps larger strings in pieces, written one by one).
+const DIRECT_STRING_MAX: usize = 64 << 10;
+
+/// DUMP key: the value in Redis's serialized form (its RDB type and serialization, RDB version
+/// 10, CRC64), which redis-server's RESTORE takes.
 pub(crate) fn dump(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
     let key = args[1];
     let Some((kind, value)) = ctx.store.get(key)?.map(|o| (o.kind, o.value.to_vec())) else {
         reply::null(ctx.out, ctx.session.proto);
         return Ok(Effect::Read);
     };
-    let mut out = DUMP_MAGIC.to_vec();
-    // A chunked hash is dumped as the one-value encoding (RESTORE chunks it again when large).
-    out.push(if kind == Kind::ChunkedHash {
-        Kind::Hash
-    } else {
-        kind
-    } as u8);
-    match kind {
-        Kind::String | Kind::Hash => out.extend_from_slice(&value),
-        Kind::ChunkedHash => {
-            let fields = crate::hash::chunked_fields(ctx.store, key)?;
-            out.extend_from_slice(&crate::hash::encode(
-                fields.iter().map(|(f, v)| (f.as_slice(), v.as_slice())),
-            ));
+    let mut w = RdbWriter::bare(Vec::new());
+    let name = crate::db::user_key(key);
+    let written = crate::rdb::write_value(ctx.store, &mut w, key, name, (&kind, &value), |w, t| {
+        w.value_type(t)
+    });
+    match written {
+        Ok(true) => {}
+        // Nothing a user can name (an emptied collection is deleted).
+        Ok(false) => {
+            reply::null(ctx.out, ctx.session.proto);
+            return Ok(Effect::Read);
         }
-        Kind::List => {
-            for m in ctx.store.list_range(key, 0, -1)? {
-                put_bytes(&mut out, &m);
-            }
-        }
-        Kind::Set => {
-            let mut after: Option<Vec<u8>> = None;
-            loop {
-                let (page, next) = ctx.store.sscan(key, after.as_deref(), 1024)?;
-                for m in &page {
-                    put_bytes(&mut out, m);
-                }
-                match next {
-                    Some(n) => after = Some(n),
-                    None => break,
-                }
-            }
-        }
-        Kind::ZSet => {
-            for (m, sc) in ctx.store.zrange_by_rank(key, 0, -1, false)? {
-                out.extend_from_slice(&sc.to_le_bytes());
-                put_bytes(&mut out, &m);
-            }
-        }
-        _ => return fail(ctx, "ERR DUMP of this kind of value is not supported"),
+        Err(RdbError::Store(e)) => return Err(e),
+        Err(RdbError::Io(e)) => return fail(ctx, &format!("ERR {e}")),
     }
-    let crc = crc32c::crc32c(&out);
-    out.extend_from_slice(&crc.to_le_bytes());
-    reply::bulk(ctx.out, &out);
+    match w.finish_dump() {
+        Ok(payload) => reply::bulk(ctx.out, &payload),
+        Err(e) => return fail(ctx, &format!("ERR {e}")),
+    }
     Ok(Effect::Read)
 }
 
-/// The length-prefixed items of a DUMP payload's body; `None` when malformed.
-fn items(mut b: &[u8], scored: bool) -> Option<Vec<(f64, &[u8])>> {
-    let mut out = Vec::new();
-    while !b.is_empty() {
-        let mut score = 0.0;
-        if scored {
-            score = f64::from_le_bytes(b.get(..8)?.try_into().ok()?);
-            b = &b[8..];
-        }
-        let n = u32::from_le_bytes(b.get(..4)?.try_into().ok()?) as usize;
-        let m = b.get(4..4usize.checked_add(n)?)?;
-        b = &b[4 + n..];
-        out.push((score, m));
-    }
-    Some(out)
-}
-
-/// RESTORE key ttl payload [REPLACE] [ABSTTL] [IDLETIME s] [FREQ f]: a DUMP payload of this
-/// server's format under `key` (IDLETIME and FREQ are checked and ignored: no access times
-/// are kept).
+/// RESTORE key ttl payload [REPLACE] [ABSTTL] [IDLETIME s] [FREQ f]: a DUMP payload of Redis's
+/// format (redis-server's or cxltier's) under `key`, as Redis 7.0's restoreCommand (IDLETIME
+/// and FREQ are checked and ignored: no access times are kept). The whole payload is decoded
+/// and validated before the keyspace is touched, and the value is built under a key of the
+/// server's own database, then renamed over `key`: a RESTORE that fails, on a bad payload or on
+/// a store error midway (full, I/O), leaves the keyspace as it was.
 pub(crate) fn restore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
     let (key, payload) = (args[1], args[3]);
-    let (mut replace, mut absttl) = (false, false);
+    let (mut replace, mut absttl, mut idle, mut freq) = (false, false, false, false);
     let mut i = 4;
     while i < args.len() {
+        let more = i + 1 < args.len();
         match args[i].to_ascii_uppercase().as_slice() {
             b"REPLACE" => replace = true,
             b"ABSTTL" => absttl = true,
-            b"IDLETIME" | b"FREQ" if i + 1 < args.len() => {
-                if parse_i64(args[i + 1]).is_none_or(|v| v < 0) {
-                    return fail(ctx, "ERR Invalid IDLETIME or FREQ value, must be >= 0");
+            // Redis takes one of IDLETIME and FREQ, not both.
+            b"IDLETIME" if more && !freq => {
+                match parse_i64(args[i + 1]) {
+                    None => return fail(ctx, crate::commands::NOT_INT),
+                    Some(v) if v < 0 => {
+                        return fail(ctx, "ERR Invalid IDLETIME value, must be >= 0")
+                    }
+                    Some(_) => idle = true,
+                }
+                i += 1;
+            }
+            b"FREQ" if more && !idle => {
+                match parse_i64(args[i + 1]) {
+                    None => return fail(ctx, crate::commands::NOT_INT),
+                    Some(v) if !(0..=255).contains(&v) => {
+                        return fail(ctx, "ERR Invalid FREQ value, must be >= 0 and <= 255")
+                    }
+                    Some(_) => freq = true,
                 }
                 i += 1;
             }
@@ -700,31 +682,35 @@ pub(crate) fn restore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, Store
         }
         i += 1;
     }
+    // Redis's order: the key, then the TTL, then the payload.
+    if !replace && ctx.store.contains(key) {
+        return fail(ctx, "BUSYKEY Target key name already exists.");
+    }
     let ttl = match parse_i64(args[2]) {
         None => return fail(ctx, crate::commands::NOT_INT),
         Some(t) if t < 0 => return fail(ctx, "ERR Invalid TTL value, must be >= 0"),
         Some(t) => t as u64,
     };
-    let body = payload
-        .strip_prefix(DUMP_MAGIC)
-        .filter(|b| b.len() >= 5)
-        .filter(|_| {
-            let (data, crc) = payload.split_at(payload.len() - 4);
-            crc32c::crc32c(data).to_le_bytes() == crc
-        });
-    let Some(body) = body else {
-        return fail(ctx, BAD_PAYLOAD);
+    let value = match crate::rdb::dump::parse(payload, ctx.store.max_object()) {
+        Ok(v) => v,
+        Err(PayloadError::Footer) => return fail(ctx, BAD_PAYLOAD),
+        Err(PayloadError::Value(LoadError::TooLarge { len, max })) => {
+            return fail(
+                ctx,
+                &format!(
+                    "ERR the DUMP payload holds a string of {len} bytes, more than the server's largest value ({max} bytes): restart cxltier serve with a larger --max-object"
+                ),
+            )
+        }
+        Err(PayloadError::Value(e)) => return fail(ctx, &format!("ERR Bad data format: {e}")),
     };
-    let (kind, body) = (Kind::from_u8(body[0]), &body[1..body.len() - 4]);
-    if !replace && ctx.store.contains(key) {
-        return fail(ctx, "BUSYKEY Target key name already exists.");
-    }
     let expires = match (ttl, absttl) {
         (0, _) => None,
         (t, true) => Some(t),
         (t, false) => Some(now_ms().saturating_add(t)),
     };
-    // A time already past: the key would expire at once, so it is not created (Redis's rule).
+    // A time already past: the key would expire at once, so it is not created (Redis's rule);
+    // REPLACE still deletes the old value, replicated as a DEL.
     if expires.is_some_and(|t| t <= now_ms()) {
         if replace && ctx.store.delete(key)? {
             ctx.session
@@ -732,6 +718,12 @@ pub(crate) fn restore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, Store
         }
         reply::ok(ctx.out);
         return Ok(Effect::Wrote);
+    }
+    if let Err(e) = put_value(ctx, key, &value, expires) {
+        // Nothing of a failed RESTORE reaches the replicas (its hidden writes changed the
+        // store's count of changes).
+        ctx.session.propagate_as(Vec::new);
+        return Err(e);
     }
     // A relative TTL is replicated as the time it stands for, with ABSTTL (Redis 7.0).
     if let (Some(at), false) = (expires, absttl) {
@@ -742,52 +734,120 @@ pub(crate) fn restore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, Store
             vec![op]
         });
     }
-    let scored = kind == Some(Kind::ZSet);
-    let members = match kind {
-        Some(Kind::List | Kind::Set | Kind::ZSet) => match items(body, scored) {
-            Some(m) => m,
-            None => return fail(ctx, BAD_PAYLOAD),
-        },
-        Some(Kind::Hash) if crate::hash::decode(body).is_none() => return fail(ctx, BAD_PAYLOAD),
-        Some(Kind::String | Kind::Hash) => Vec::new(),
-        _ => return fail(ctx, BAD_PAYLOAD),
-    };
-    ctx.store.delete(key)?;
-    match kind {
-        Some(Kind::String) => ctx.store.put(key, Kind::String, body, expires)?,
-        Some(Kind::Hash) => {
-            let pairs = crate::hash::decode(body).unwrap_or_default();
-            let listpack = crate::hash::redis_keeps_listpack(ctx.info, &pairs);
-            crate::hash::store_fields(ctx.store, key, &pairs, listpack, body, expires, false)?;
-        }
-        Some(Kind::List) => {
-            let ms: Vec<&[u8]> = members.iter().map(|m| m.1).collect();
-            for c in ms.chunks(1024) {
-                ctx.store.list_push(key, cxltier_store::ListEnd::Right, c)?;
-            }
-        }
-        Some(Kind::Set) => {
-            let ms: Vec<&[u8]> = members.iter().map(|m| m.1).collect();
-            for c in ms.chunks(1024) {
-                ctx.store.sadd(key, c)?;
-            }
-        }
-        _ => {
-            for c in members.chunks(1024) {
-                ctx.store
-                    .zadd(key, cxltier_store::ZAddFlags::default(), c)?;
-            }
-        }
-    }
-    if expires.is_some() && !matches!(kind, Some(Kind::String | Kind::Hash)) {
-        ctx.store.set_expiry(key, expires)?;
-    }
     // Redis's restoreCommand: a replaced key goes without an event, the value is added anew
     // (`new`) and announced as restore.
     ctx.notify(nc::NEW, "new", key);
     ctx.notify(nc::GENERIC, "restore", key);
     reply::ok(ctx.out);
     Ok(Effect::Wrote)
+}
+
+/// `value` under `key` (replacing what is there), whole or not at all: on an error the key
+/// holds what it held before.
+fn put_value(
+    ctx: &mut Ctx<'_>,
+    key: &[u8],
+    value: &Value,
+    expires: Option<u64>,
+) -> Result<(), StoreError> {
+    if let Value::String(s) = value {
+        let plain = match ctx.store.key_info(key) {
+            None => true,
+            Some(info) => info.kind == Kind::String,
+        };
+        if s.len() <= DIRECT_STRING_MAX && plain {
+            return ctx.store.put(key, Kind::String, s, expires);
+        }
+    }
+    let meta = crate::db::META_DB;
+    let (new, old) = (
+        cxltier_store::db_key(meta, RESTORING),
+        cxltier_store::db_key(meta, REPLACED),
+    );
+    // Left behind only by a crash in the middle of an earlier RESTORE.
+    ctx.store.delete(&new)?;
+    ctx.store.delete(&old)?;
+    if let Err(e) = build(ctx, &new, value, expires) {
+        let _ = ctx.store.delete(&new);
+        return Err(e);
+    }
+    // Renaming copies a collection's parts one by one, and the store deletes the destination
+    // before it copies: the old value is moved aside first, so that a failure while the new
+    // one is moved in can put it back.
+    let replacing = ctx.store.contains(key);
+    if replacing {
+        if let Err(e) = ctx.store.rename(key, &old, true) {
+            let _ = ctx.store.delete(&old);
+            let _ = ctx.store.delete(&new);
+            return Err(e);
+        }
+    }
+    let moved = ctx.store.rename(&new, key, false);
+    if !matches!(moved, Ok(true)) {
+        let _ = ctx.store.delete(key);
+        if replacing {
+            let _ = ctx.store.rename(&old, key, true);
+        }
+        let _ = ctx.store.delete(&new);
+        return Err(moved.err().unwrap_or_else(|| {
+            StoreError::Config("RESTORE could not move the new value in place".into())
+        }));
+    }
+    if replacing {
+        // The new value is in place: a failure here leaves only a hidden copy of the old one,
+        // which the next RESTORE deletes.
+        let _ = ctx.store.delete(&old);
+    }
+    Ok(())
+}
+
+/// Members handed to the store per call while a collection is built.
+const BUILD_BATCH: usize = 1024;
+
+fn members_of(s: &Strings) -> Vec<&[u8]> {
+    s.iter().collect()
+}
+
+/// Write `value` under `key` (absent) with its expiry.
+fn build(
+    ctx: &mut Ctx<'_>,
+    key: &[u8],
+    value: &Value,
+    expires: Option<u64>,
+) -> Result<(), StoreError> {
+    match value {
+        Value::String(s) => return ctx.store.put(key, Kind::String, s, expires),
+        Value::Hash(_) => {
+            let pairs = value.pairs();
+            let listpack = crate::hash::redis_keeps_listpack(ctx.info, &pairs);
+            let encoded = crate::hash::encode(pairs.iter().copied());
+            return crate::hash::store_fields(
+                ctx.store, key, &pairs, listpack, &encoded, expires, false,
+            );
+        }
+        Value::List(s) => {
+            for batch in members_of(s).chunks(BUILD_BATCH) {
+                ctx.store
+                    .list_push(key, cxltier_store::ListEnd::Right, batch)?;
+            }
+        }
+        Value::Set(s) => {
+            for batch in members_of(s).chunks(BUILD_BATCH) {
+                ctx.store.sadd(key, batch)?;
+            }
+        }
+        Value::ZSet { members, scores } => {
+            let all: Vec<(f64, &[u8])> = scores.iter().copied().zip(members.iter()).collect();
+            for batch in all.chunks(BUILD_BATCH) {
+                ctx.store
+                    .zadd(key, cxltier_store::ZAddFlags::default(), batch)?;
+            }
+        }
+    }
+    if expires.is_some() {
+        ctx.store.set_expiry(key, expires)?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -950,3 +1010,6 @@ mod tests {
         assert_eq!(db.cmd("DUMP nope"), "$-1\r\n");
     }
 }
+
+#[cfg(test)]
+mod restore_tests;

@@ -9,7 +9,7 @@
 //! - [`glob`]: Redis's glob patterns, matched in bounded time (CONFIG GET);
 //! - [`hash`]: how a hash's fields are encoded in one stored value;
 //! - [`keyspace`]: SCAN (cursors kept by the server), KEYS, RANDOMKEY, RENAME, COPY, TOUCH,
-//!   EXPIRETIME;
+//!   EXPIRETIME, DUMP and RESTORE (atomic: a failed RESTORE leaves the keyspace as it was);
 //! - [`metrics`]: the Prometheus exposition (`--metrics-addr`): tiers, hits and misses,
 //!   commands and their latency histogram, clients, NVMe I/O, memory; published by the loop at
 //!   most once a second and within 1% of its time;
@@ -19,7 +19,9 @@
 //! - [`quarantine`]: follows the quarantine file of `cxltier ras --watch --quarantine` and hands
 //!   new poisoned ranges to the store (`INFO poison`);
 //! - [`ratelog`]: log lines of a repeating failure held back to one per interval, counted;
-//! - [`rdb`]: the RDB snapshot (version 10, Redis's CRC64) a replica loads at SYNC/PSYNC;
+//! - [`rdb`]: the RDB snapshot (version 10, Redis's CRC64) a replica loads at SYNC/PSYNC, the
+//!   decoder of RDB values (every encoding Redis 7.0 loads, validated) and DUMP/RESTORE payloads
+//!   in Redis's format;
 //! - [`replication`]: SYNC, PSYNC, REPLCONF, ROLE, WAIT, and the write stream as Redis 7.0
 //!   propagates it (what changed, rewritten, in MULTI/EXEC units, after SELECT);
 //! - [`table`]: the command table (name, arity, flags, keys, handler) that dispatch, arity

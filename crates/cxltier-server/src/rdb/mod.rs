@@ -8,22 +8,56 @@
 //! read from the store as it goes (values on NVMe are read), so memory stays bounded by a page
 //! whatever the data set. The file ends with `EOF` and the CRC64 (Jones polynomial, reflected,
 //! as Redis's `crc64.c`) of every byte before it.
+//!
+//! - [`load`]: one value of a given RDB type decoded and validated (every encoding Redis 7.0
+//!   loads), for RESTORE and for a loader of whole files;
+//! - [`dump`]: DUMP/RESTORE payloads, Redis's format (a value's RDB type and serialization,
+//!   the RDB version, the CRC64);
+//! - [`lzf`]: the LZF decompressor of RDB's compressed strings;
+//! - [`encode`]: ziplists, listpacks, intsets and zipmaps written (for tests and fuzzing).
+
+pub mod dump;
+pub mod encode;
+pub mod load;
+pub mod lzf;
 
 use std::io::{self, Write};
 
 use cxltier_store::{Kind, Store, StoreError};
 
 const RDB_VERSION: &[u8] = b"REDIS0010";
+/// The RDB version written, and the newest read: Redis 7.0's.
+pub const VERSION: u16 = 10;
 const OP_AUX: u8 = 0xFA;
 const OP_RESIZEDB: u8 = 0xFB;
 const OP_EXPIRETIME_MS: u8 = 0xFC;
 const OP_SELECTDB: u8 = 0xFE;
 const OP_EOF: u8 = 0xFF;
-const TYPE_STRING: u8 = 0;
-const TYPE_LIST: u8 = 1;
-const TYPE_SET: u8 = 2;
-const TYPE_HASH: u8 = 4;
-const TYPE_ZSET_2: u8 = 5;
+
+// The RDB types of values (Redis's `rdb.h`, version 10).
+pub const TYPE_STRING: u8 = 0;
+pub const TYPE_LIST: u8 = 1;
+pub const TYPE_SET: u8 = 2;
+pub const TYPE_ZSET: u8 = 3;
+pub const TYPE_HASH: u8 = 4;
+pub const TYPE_ZSET_2: u8 = 5;
+pub const TYPE_MODULE: u8 = 6;
+pub const TYPE_MODULE_2: u8 = 7;
+pub const TYPE_HASH_ZIPMAP: u8 = 9;
+pub const TYPE_LIST_ZIPLIST: u8 = 10;
+pub const TYPE_SET_INTSET: u8 = 11;
+pub const TYPE_ZSET_ZIPLIST: u8 = 12;
+pub const TYPE_HASH_ZIPLIST: u8 = 13;
+pub const TYPE_LIST_QUICKLIST: u8 = 14;
+pub const TYPE_STREAM_LISTPACKS: u8 = 15;
+pub const TYPE_HASH_LISTPACK: u8 = 16;
+pub const TYPE_ZSET_LISTPACK: u8 = 17;
+pub const TYPE_LIST_QUICKLIST_2: u8 = 18;
+pub const TYPE_STREAM_LISTPACKS_2: u8 = 19;
+/// Redis 7.2's (RDB version 11): a small set as a listpack.
+pub const TYPE_SET_LISTPACK: u8 = 20;
+/// Types from here on belong to RDB versions after 10.
+const LATER_TYPES_FROM: u8 = 21;
 /// Members read from the store per call while a collection is written.
 const PAGE: usize = 512;
 /// Keys read from the store per scan while the snapshot walks it.
@@ -75,13 +109,33 @@ pub struct RdbWriter<W: Write> {
 impl<W: Write> RdbWriter<W> {
     /// Starts the file: the magic and version.
     pub fn new(out: W) -> io::Result<Self> {
-        let mut w = RdbWriter {
+        let mut w = RdbWriter::bare(out);
+        w.raw(RDB_VERSION)?;
+        Ok(w)
+    }
+
+    /// A writer of values alone, without the file's header: a DUMP payload.
+    pub fn bare(out: W) -> Self {
+        RdbWriter {
             out,
             crc: 0,
             written: 0,
-        };
-        w.raw(RDB_VERSION)?;
-        Ok(w)
+        }
+    }
+
+    /// A value's RDB type, alone: how a DUMP payload starts.
+    pub fn value_type(&mut self, rdb_type: u8) -> io::Result<()> {
+        self.raw(&[rdb_type])
+    }
+
+    /// Ends a DUMP payload: the RDB version (2 bytes), then the CRC64 of every byte before it
+    /// (8 bytes), both little-endian. Returns the writer.
+    pub fn finish_dump(mut self) -> io::Result<W> {
+        self.raw(&VERSION.to_le_bytes())?;
+        let crc = self.crc.to_le_bytes();
+        self.out.write_all(&crc)?;
+        self.out.flush()?;
+        Ok(self.out)
     }
 
     fn raw(&mut self, bytes: &[u8]) -> io::Result<()> {
@@ -233,12 +287,27 @@ fn write_key<W: Write>(
     w: &mut RdbWriter<W>,
     key: &[u8],
     name: &[u8],
-    (kind, value): (&Kind, &[u8]),
+    value: (&Kind, &[u8]),
     exp: Option<u64>,
+) -> Result<bool, RdbError> {
+    write_value(store, w, key, name, value, |w, t| w.key(exp, t, name))
+}
+
+/// The value under `key` (the store's key; `name` the user's, for messages): `header` is called
+/// with its RDB type, then the value's serialization follows. False when there is nothing to
+/// write (a kind that is no user value, or a collection emptied meanwhile), and then `header`
+/// was not called.
+pub(crate) fn write_value<W: Write>(
+    store: &mut Store,
+    w: &mut RdbWriter<W>,
+    key: &[u8],
+    name: &[u8],
+    (kind, value): (&Kind, &[u8]),
+    header: impl FnOnce(&mut RdbWriter<W>, u8) -> io::Result<()>,
 ) -> Result<bool, RdbError> {
     match *kind {
         Kind::String => {
-            w.key(exp, TYPE_STRING, name)?;
+            header(w, TYPE_STRING)?;
             w.string(value)?;
         }
         Kind::Hash => {
@@ -251,7 +320,7 @@ fn write_key<W: Write>(
             if fields.is_empty() {
                 return Ok(false);
             }
-            w.key(exp, TYPE_HASH, name)?;
+            header(w, TYPE_HASH)?;
             w.len(fields.len() as u64)?;
             for (f, v) in fields {
                 w.string(f)?;
@@ -263,7 +332,7 @@ fn write_key<W: Write>(
             if n == 0 {
                 return Ok(false);
             }
-            w.key(exp, TYPE_LIST, name)?;
+            header(w, TYPE_LIST)?;
             w.len(n)?;
             let mut at = 0u64;
             while at < n {
@@ -283,7 +352,7 @@ fn write_key<W: Write>(
             if n == 0 {
                 return Ok(false);
             }
-            w.key(exp, TYPE_SET, name)?;
+            header(w, TYPE_SET)?;
             w.len(n)?;
             let mut after: Option<Vec<u8>> = None;
             let mut written = 0u64;
@@ -307,7 +376,7 @@ fn write_key<W: Write>(
             if n == 0 {
                 return Ok(false);
             }
-            w.key(exp, TYPE_ZSET_2, name)?;
+            header(w, TYPE_ZSET_2)?;
             w.len(n)?;
             let mut after: Option<Vec<u8>> = None;
             let mut written = 0u64;
@@ -332,7 +401,7 @@ fn write_key<W: Write>(
             if n == 0 {
                 return Ok(false);
             }
-            w.key(exp, TYPE_HASH, name)?;
+            header(w, TYPE_HASH)?;
             w.len(n)?;
             let mut after: Option<Vec<u8>> = None;
             let mut written = 0u64;

@@ -1,0 +1,402 @@
+//! DUMP and RESTORE between `cxltier serve` and a real redis-server 7.0, both ways: every type
+//! (and each encoding redis-server chooses under small and default thresholds) DUMPed by one
+//! and RESTOREd into the other, values compared; MIGRATE from redis-server into cxltier.
+//!
+//! redis-server is installed by scripts/peers. Without it this test fails when
+//! `CXLTIER_REQUIRE_PEERS` or `CI` is set, and says it skipped otherwise.
+
+mod common;
+use common::free_port;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_cxltier");
+/// Only a guard against a hang: nothing here is timed.
+const GUARD: Duration = Duration::from_secs(30);
+
+/// Whether redis-server is here; without it, a failure where peers are required.
+fn have_redis_server() -> bool {
+    let found = Command::new("redis-server")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    let required =
+        std::env::var_os("CXLTIER_REQUIRE_PEERS").is_some() || std::env::var_os("CI").is_some();
+    assert!(
+        found || !required,
+        "redis-server is not installed: this test moves values between it and cxltier (run scripts/peers)"
+    );
+    if !found {
+        eprintln!("serve_dump: skipped, redis-server is not installed (scripts/peers installs it)");
+    }
+    found
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum V {
+    Simple(String),
+    Err(String),
+    Int(i64),
+    Bulk(Vec<u8>),
+    Nil,
+    Array(Vec<V>),
+}
+
+struct Client {
+    r: BufReader<TcpStream>,
+    w: TcpStream,
+}
+
+impl Client {
+    fn connect(addr: &str) -> Client {
+        let s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(GUARD)).unwrap();
+        Client {
+            r: BufReader::new(s.try_clone().unwrap()),
+            w: s,
+        }
+    }
+    fn call(&mut self, args: &[&[u8]]) -> V {
+        let mut req = format!("*{}\r\n", args.len()).into_bytes();
+        for a in args {
+            req.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+            req.extend_from_slice(a);
+            req.extend_from_slice(b"\r\n");
+        }
+        self.w.write_all(&req).unwrap();
+        self.read()
+    }
+    fn cmd(&mut self, line: &str) -> V {
+        let words: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();
+        self.call(&words)
+    }
+    fn read(&mut self) -> V {
+        let mut l = String::new();
+        self.r.read_line(&mut l).unwrap();
+        assert!(l.ends_with("\r\n"), "a reply line without CRLF: {l:?}");
+        l.truncate(l.len() - 2);
+        let (tag, rest) = l.split_at(1);
+        let n = || rest.parse::<i64>().unwrap();
+        match tag {
+            "+" => V::Simple(rest.into()),
+            "-" => V::Err(rest.into()),
+            ":" => V::Int(n()),
+            "$" if n() < 0 => V::Nil,
+            "$" => {
+                let mut b = vec![0; n() as usize + 2];
+                self.r.read_exact(&mut b).unwrap();
+                b.truncate(b.len() - 2);
+                V::Bulk(b)
+            }
+            "*" if n() < 0 => V::Nil,
+            "*" => V::Array((0..n()).map(|_| self.read()).collect()),
+            _ => panic!("unexpected reply {l:?}"),
+        }
+    }
+}
+
+/// A server child on a free port, killed when the test ends.
+struct Server {
+    child: Child,
+    addr: String,
+}
+
+impl Server {
+    fn start(name: &str, command: impl Fn(u16) -> Command) -> Server {
+        for _ in 0..5 {
+            let port = free_port();
+            let child = command(port)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap_or_else(|e| panic!("cannot start {name}: {e}"));
+            let mut s = Server {
+                child,
+                addr: format!("127.0.0.1:{port}"),
+            };
+            let t = Instant::now();
+            while t.elapsed() < GUARD {
+                if s.child.try_wait().unwrap().is_some() {
+                    break;
+                }
+                match common::who_answers(&s.addr, None, s.child.id(), GUARD) {
+                    common::Answer::Ours => return s,
+                    common::Answer::Other => break,
+                    common::Answer::Nothing => {}
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = s.child.kill();
+            let _ = s.child.wait();
+        }
+        panic!("{name} did not come up on five free ports");
+    }
+    fn port(&self) -> &str {
+        self.addr.rsplit(':').next().unwrap()
+    }
+    fn client(&self) -> Client {
+        Client::connect(&self.addr)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn cxltier() -> Server {
+    Server::start("cxltier serve", |port| {
+        let none = std::env::temp_dir().join(format!("cxltier-dump-none-{port}.jsonl"));
+        let mut c = Command::new(BIN);
+        c.args(["serve", "--bind", &format!("127.0.0.1:{port}")])
+            .arg("--quarantine-file")
+            .arg(none);
+        c
+    })
+}
+
+fn redis() -> Server {
+    Server::start("redis-server", |port| {
+        let mut c = Command::new("redis-server");
+        c.args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"]);
+        c
+    })
+}
+
+/// A key's type and value as comparable text: members of sets and hashes sorted.
+fn value_of(c: &mut Client, key: &str) -> (String, Vec<Vec<u8>>) {
+    let t = match c.cmd(&format!("TYPE {key}")) {
+        V::Simple(t) => t,
+        other => panic!("TYPE {key}: {other:?}"),
+    };
+    let flat = |v: V| -> Vec<Vec<u8>> {
+        match v {
+            V::Array(items) => items
+                .into_iter()
+                .map(|i| match i {
+                    V::Bulk(b) => b,
+                    other => panic!("{other:?}"),
+                })
+                .collect(),
+            V::Bulk(b) => vec![b],
+            other => panic!("{key}: {other:?}"),
+        }
+    };
+    let mut items = match t.as_str() {
+        "string" => flat(c.cmd(&format!("GET {key}"))),
+        "list" => flat(c.cmd(&format!("LRANGE {key} 0 -1"))),
+        "set" => flat(c.cmd(&format!("SMEMBERS {key}"))),
+        "zset" => flat(c.cmd(&format!("ZRANGE {key} 0 -1 WITHSCORES"))),
+        "hash" => {
+            let f = flat(c.cmd(&format!("HGETALL {key}")));
+            f.chunks(2)
+                .map(|p| [&p[0][..], b"=", &p[1]].concat())
+                .collect()
+        }
+        other => panic!("{key}: type {other}"),
+    };
+    if t == "set" || t == "hash" {
+        items.sort();
+    }
+    (t, items)
+}
+
+/// Keys of every type, in the encodings redis-server picks under the current thresholds;
+/// `tag` keeps the names of two rounds apart.
+fn fill(c: &mut Client, tag: &str) -> Vec<String> {
+    let mut keys = Vec::new();
+    let mut add = |c: &mut Client, name: &str, cmds: Vec<Vec<Vec<u8>>>| {
+        let key = format!("{tag}:{name}");
+        for mut cmd in cmds {
+            cmd.insert(1, key.clone().into_bytes());
+            let words: Vec<&[u8]> = cmd.iter().map(Vec::as_slice).collect();
+            let r = c.call(&words);
+            assert!(!matches!(r, V::Err(_)), "{key}: {r:?}");
+        }
+        keys.push(key);
+    };
+    let w = |s: &str| s.as_bytes().to_vec();
+    let long = "abcdefgh".repeat(200);
+    add(c, "str", vec![vec![w("SET"), w("hello world")]]);
+    add(c, "int", vec![vec![w("SET"), w("-123456")]]);
+    add(c, "lzf", vec![vec![w("SET"), w(&long)]]);
+    add(c, "bin", vec![vec![w("SET"), (0..=255u8).collect()]]);
+    let mut list = vec![w("RPUSH")];
+    list.extend((0..300).map(|i| w(&format!("{i}-{}", "x".repeat(i % 70)))));
+    list.extend([w("7"), w("-9000000000"), w(&long)]);
+    add(c, "list", vec![list]);
+    add(
+        c,
+        "smalllist",
+        vec![vec![w("RPUSH"), w("a"), w("1"), w("")]],
+    );
+    add(
+        c,
+        "intset",
+        vec![vec![
+            w("SADD"),
+            w("1"),
+            w("-5"),
+            w("70000"),
+            w("5000000000"),
+        ]],
+    );
+    let mut set = vec![w("SADD")];
+    set.extend((0..200).map(|i| w(&format!("member{i}"))));
+    add(c, "set", vec![set]);
+    add(
+        c,
+        "smallzset",
+        vec![vec![
+            w("ZADD"),
+            w("1.5"),
+            w("a"),
+            w("-inf"),
+            w("b"),
+            w("3"),
+            w("c"),
+        ]],
+    );
+    let mut zset = vec![w("ZADD")];
+    for i in 0..200 {
+        zset.extend([w(&format!("{}", f64::from(i) / 3.0)), w(&format!("m{i}"))]);
+    }
+    add(c, "zset", vec![zset]);
+    add(
+        c,
+        "smallhash",
+        vec![vec![w("HSET"), w("f"), w("v"), w("n"), w("12")]],
+    );
+    let mut hash = vec![w("HSET")];
+    for i in 0..200 {
+        hash.extend([w(&format!("field{i}")), w(&format!("value{i}"))]);
+    }
+    hash.extend([w("big"), w(&long)]);
+    add(c, "hash", vec![hash]);
+    add(
+        c,
+        "geo",
+        vec![vec![
+            w("GEOADD"),
+            w("13.361389"),
+            w("38.115556"),
+            w("Palermo"),
+            w("15.087269"),
+            w("37.502669"),
+            w("Catania"),
+        ]],
+    );
+    keys
+}
+
+fn dump(c: &mut Client, key: &str) -> Vec<u8> {
+    match c.call(&[b"DUMP", key.as_bytes()]) {
+        V::Bulk(p) => p,
+        other => panic!("DUMP {key}: {other:?}"),
+    }
+}
+
+/// DUMP every key from `from`, RESTORE it into `to` under the same name with a TTL, compare.
+fn move_all(from: &mut Client, to: &mut Client, keys: &[String], way: &str) {
+    for key in keys {
+        let p = dump(from, key);
+        let r = to.call(&[b"RESTORE", key.as_bytes(), b"100000", &p]);
+        assert_eq!(r, V::Simple("OK".into()), "{way}: RESTORE {key}");
+        assert_eq!(value_of(to, key), value_of(from, key), "{way}: {key}");
+        match to.cmd(&format!("PTTL {key}")) {
+            V::Int(t) => assert!(t > 90_000 && t <= 100_000, "{way}: {key} PTTL {t}"),
+            other => panic!("{other:?}"),
+        }
+        // REPLACE over the key, and the same value again.
+        let r = to.call(&[b"RESTORE", key.as_bytes(), b"0", &p, b"REPLACE"]);
+        assert_eq!(r, V::Simple("OK".into()), "{way}: RESTORE {key} REPLACE");
+        assert_eq!(value_of(to, key), value_of(from, key), "{way}: {key}");
+    }
+}
+
+#[test]
+fn values_move_between_redis_and_cxltier_both_ways() {
+    if !have_redis_server() {
+        return;
+    }
+    let (r, x) = (redis(), cxltier());
+    let (mut rc, mut xc) = (r.client(), x.client());
+    // Default thresholds (large values as hashtables, skiplists, quicklists of many nodes),
+    // then small ones (the same data as listpacks), LZF on.
+    let mut keys = fill(&mut rc, "default");
+    for (knob, v) in [
+        ("hash-max-listpack-entries", "1000"),
+        ("hash-max-listpack-value", "10000"),
+        ("zset-max-listpack-entries", "1000"),
+        ("zset-max-listpack-value", "1000"),
+        ("set-max-intset-entries", "1000"),
+        ("list-max-listpack-size", "4"),
+        ("list-compress-depth", "1"),
+    ] {
+        assert_eq!(
+            rc.cmd(&format!("CONFIG SET {knob} {v}")),
+            V::Simple("OK".into())
+        );
+    }
+    keys.extend(fill(&mut rc, "packed"));
+    move_all(&mut rc, &mut xc, &keys, "redis -> cxltier");
+    // And back: cxltier's DUMP of each into a fresh name on redis-server.
+    let back: Vec<String> = keys.iter().map(|k| format!("back:{k}")).collect();
+    for (key, new) in keys.iter().zip(&back) {
+        let p = dump(&mut xc, key);
+        let r = rc.call(&[b"RESTORE", new.as_bytes(), b"0", &p]);
+        assert_eq!(r, V::Simple("OK".into()), "cxltier -> redis: RESTORE {key}");
+        assert_eq!(
+            value_of(&mut rc, new),
+            value_of(&mut xc, key),
+            "cxltier -> redis: {key}"
+        );
+    }
+    // Values made in cxltier go to redis-server the same way.
+    let made = fill(&mut xc, "made");
+    move_all(&mut xc, &mut rc, &made, "cxltier -> redis");
+    // A payload redis-server refuses, cxltier refuses with Redis's words.
+    let mut bad = dump(&mut rc, &keys[0]);
+    bad[1] ^= 1;
+    for c in [&mut rc, &mut xc] {
+        match c.call(&[b"RESTORE", b"nope", b"0", &bad]) {
+            V::Err(e) => assert_eq!(e, "ERR DUMP payload version or checksum are wrong"),
+            other => panic!("{other:?}"),
+        }
+    }
+}
+
+#[test]
+fn migrate_from_redis_into_cxltier() {
+    if !have_redis_server() {
+        return;
+    }
+    let (r, x) = (redis(), cxltier());
+    let (mut rc, mut xc) = (r.client(), x.client());
+    let keys = fill(&mut rc, "migrate");
+    let want: Vec<_> = keys.iter().map(|k| value_of(&mut rc, k)).collect();
+    for key in &keys {
+        let reply = rc.call(&[
+            b"MIGRATE",
+            b"127.0.0.1",
+            x.port().as_bytes(),
+            key.as_bytes(),
+            b"0",
+            b"5000",
+        ]);
+        assert_eq!(reply, V::Simple("OK".into()), "MIGRATE {key}");
+        assert_eq!(
+            rc.cmd(&format!("EXISTS {key}")),
+            V::Int(0),
+            "{key} left redis"
+        );
+    }
+    for (key, want) in keys.iter().zip(want) {
+        assert_eq!(value_of(&mut xc, key), want, "{key}");
+    }
+}
