@@ -120,6 +120,11 @@ pub struct ServerInfo {
     pub scripts: crate::scripting::Scripts,
     /// SHUTDOWN NOSAVE came while a script was busy: the server stops once it has ended.
     pub shutdown_after_script: bool,
+    /// Turns of the event loop (INFO stats' `eventloop_cycles`, Redis 7.2's name), and the
+    /// connections they looked at (`eventloop_connections_visited`, cxltier's own): a turn looks
+    /// at the connections with something to do, not at every one, and this shows it.
+    pub eventloop_cycles: u64,
+    pub eventloop_connections_visited: u64,
 }
 
 /// A command's name from the command table, as the key of its counters. Every name counted
@@ -388,7 +393,7 @@ impl Session {
     }
 
     /// A command failed before it could be queued: the transaction, if any, will abort.
-    fn flag_transaction(&mut self) {
+    pub(crate) fn flag_transaction(&mut self) {
         if self.multi.is_some() {
             self.multi_failed = true;
         }
@@ -539,7 +544,7 @@ pub(crate) fn invalid_expire(out: &mut Vec<u8>, cmd: &str) {
     );
 }
 
-fn arity(out: &mut Vec<u8>, name: &[u8]) {
+pub(crate) fn arity(out: &mut Vec<u8>, name: &[u8]) {
     reply::error(
         out,
         &format!(
@@ -976,7 +981,7 @@ pub(crate) fn expired_delete_op(info: &ServerInfo, key: &[u8]) -> crate::replica
     vec![verb.to_vec(), key.to_vec()]
 }
 
-fn unknown_command(out: &mut Vec<u8>, args: &[&[u8]]) {
+pub(crate) fn unknown_command(out: &mut Vec<u8>, args: &[&[u8]]) {
     let mut shown = String::new();
     for a in args[1..].iter().take(3) {
         shown.push_str(&format!(
@@ -1802,27 +1807,35 @@ pub(crate) fn auth(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErr
     if n > 3 {
         return fail(ctx, SYNTAX);
     }
-    match check_password(ctx, (n == 3).then(|| args[1]), args[n - 1]) {
+    let requirepass = ctx.info.requirepass.as_deref();
+    match check_password(
+        requirepass,
+        ctx.session,
+        (n == 3).then(|| args[1]),
+        args[n - 1],
+    ) {
         Ok(()) => reply::ok(ctx.out),
         Err(msg) => reply::error(ctx.out, msg),
     }
     Ok(Effect::Read)
 }
 
-/// AUTH's check (also HELLO's AUTH option): the default user's password.
-fn check_password(
-    ctx: &mut Ctx<'_>,
+/// AUTH's check (also HELLO's AUTH option): the default user's password. Needs no more of the
+/// server than its password, so that a busy script's restricted mode runs it too.
+pub(crate) fn check_password(
+    requirepass: Option<&str>,
+    session: &mut Session,
     user: Option<&[u8]>,
     given: &[u8],
 ) -> Result<(), &'static str> {
-    match &ctx.info.requirepass {
+    match requirepass {
         // Redis's default user without a password takes any password given with its name
         // (clients configured with credentials send them), but a lone password is a mistake.
         None if user == Some(b"default") => Ok(()),
         None if user.is_some() => Err("WRONGPASS invalid username-password pair or user is disabled."),
         None => Err("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?"),
         Some(pw) if pw.as_bytes() == given && user.is_none_or(|u| u == b"default") => {
-            ctx.session.authed = true;
+            session.authed = true;
             Ok(())
         }
         Some(_) => Err("WRONGPASS invalid username-password pair or user is disabled."),
@@ -2530,22 +2543,28 @@ pub(crate) fn shutdown(_ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> Result<Effect, St
 /// authenticate and name the connection in one step; the reply is Redis's map (in the protocol
 /// just chosen).
 pub(crate) fn hello(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
-    let mut proto = ctx.session.proto.max(2);
+    let requirepass = ctx.info.requirepass.as_deref();
+    if let Err(msg) = hello_in(ctx.session, requirepass, args, ctx.out) {
+        return fail(ctx, &msg);
+    }
+    Ok(Effect::Read)
+}
+
+/// HELLO on a connection: its protocol, authentication and name; the reply, or the error to
+/// answer. Needs no more of the server than its password (a busy script's restricted mode
+/// runs it too).
+pub(crate) fn hello_in(
+    session: &mut Session,
+    requirepass: Option<&str>,
+    args: &[&[u8]],
+    out: &mut Vec<u8>,
+) -> Result<(), String> {
+    let mut proto = session.proto.max(2);
     if let Some(v) = args.get(1) {
         match parse_i64(v) {
             Some(p @ 2..=3) => proto = p as u8,
-            Some(_) => {
-                return fail(
-                    ctx,
-                    "NOPROTO sorry, this protocol version is not supported.",
-                )
-            }
-            None => {
-                return fail(
-                    ctx,
-                    "ERR Protocol version is not an integer or out of range",
-                )
-            }
+            Some(_) => return Err("NOPROTO sorry, this protocol version is not supported.".into()),
+            None => return Err("ERR Protocol version is not an integer or out of range".into()),
         }
     }
     let mut auth: Option<(&[u8], &[u8])> = None;
@@ -2563,32 +2582,26 @@ pub(crate) fn hello(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreEr
                 i += 2;
             }
             _ => {
-                return fail(
-                    ctx,
-                    &format!(
-                        "ERR Syntax error in HELLO option '{}'",
-                        String::from_utf8_lossy(args[i])
-                    ),
-                )
+                return Err(format!(
+                    "ERR Syntax error in HELLO option '{}'",
+                    String::from_utf8_lossy(args[i])
+                ))
             }
         }
     }
     if let Some((user, pass)) = auth {
-        if let Err(e) = check_password(ctx, Some(user), pass) {
-            return fail(ctx, e);
-        }
+        check_password(requirepass, session, Some(user), pass)?;
     }
-    if ctx.info.requirepass.is_some() && !ctx.session.authed {
-        return fail(ctx, "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time");
+    if requirepass.is_some() && !session.authed {
+        return Err("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time".into());
     }
     if let Some(n) = name {
         if !valid_client_name(n) {
-            return fail(ctx, BAD_CLIENT_NAME);
+            return Err(BAD_CLIENT_NAME.into());
         }
-        ctx.session.name = (!n.is_empty()).then(|| n.to_vec());
+        session.name = (!n.is_empty()).then(|| n.to_vec());
     }
-    ctx.session.proto = proto;
-    let out = &mut *ctx.out;
+    session.proto = proto;
     reply::map(out, proto, 7);
     reply::bulk(out, b"server");
     reply::bulk(out, b"redis");
@@ -2597,14 +2610,14 @@ pub(crate) fn hello(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreEr
     reply::bulk(out, b"proto");
     reply::int(out, proto as i64);
     reply::bulk(out, b"id");
-    reply::int(out, ctx.session.id as i64);
+    reply::int(out, session.id as i64);
     reply::bulk(out, b"mode");
     reply::bulk(out, b"standalone");
     reply::bulk(out, b"role");
     reply::bulk(out, b"master");
     reply::bulk(out, b"modules");
     reply::array(out, 0);
-    Ok(Effect::Read)
+    Ok(())
 }
 
 /// SET key value [NX|XX] [GET] [EX s|PX ms|EXAT s|PXAT ms|KEEPTTL]
@@ -2721,6 +2734,15 @@ const DEFAULT_SECTIONS: &[&str] = &[
     "keyspace",
 ];
 
+/// The process's resident memory in bytes (INFO's `used_memory_rss`, as Redis reads it): the
+/// second field of `/proc/self/statm`, in pages; 0 where it cannot be read.
+fn resident_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .map_or(0, |pages| pages * cxltier_sys::page_size() as u64)
+}
+
 /// Bytes as Redis's `*_human` fields write them: `1.50M`.
 fn human_bytes(n: u64) -> String {
     const UNITS: [(&str, u64); 4] = [
@@ -2797,11 +2819,16 @@ fn info_text(store: &Store, info: &mut ServerInfo, sections: &[String]) -> Strin
         let (used, max) = memory_figures(&st);
         info.used_memory_peak = info.used_memory_peak.max(used);
         let peak = info.used_memory_peak;
+        let rss = resident_bytes();
+        let lua = info.scripts.used_memory() as u64;
         let _ = write!(
             t,
-            "# Memory\r\nused_memory:{used}\r\nused_memory_human:{}\r\nused_memory_peak:{peak}\r\nused_memory_peak_human:{}\r\nmaxmemory:{max}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:noeviction\r\nindex_bytes:{}\r\n\r\n",
+            "# Memory\r\nused_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\nused_memory_peak:{peak}\r\nused_memory_peak_human:{}\r\nused_memory_lua:{lua}\r\nused_memory_vm_eval:{lua}\r\nused_memory_lua_human:{}\r\nnumber_of_cached_scripts:{}\r\nmaxmemory:{max}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:noeviction\r\nindex_bytes:{}\r\n\r\n",
             human_bytes(used),
+            human_bytes(rss),
             human_bytes(peak),
+            human_bytes(lua),
+            info.scripts.cached(),
             human_bytes(max),
             st.index_bytes
         );
@@ -2841,7 +2868,7 @@ fn info_text(store: &Store, info: &mut ServerInfo, sections: &[String]) -> Strin
     if want("stats") {
         let _ = write!(
             t,
-            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:{}\r\nrejected_connections:{}\r\nexpired_keys:{}\r\nevicted_keys:0\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\npubsubshard_channels:{}\r\nclient_query_buffer_limit_disconnections:{}\r\nclient_output_buffer_limit_disconnections:{}\r\n\r\n",
+            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:{}\r\nrejected_connections:{}\r\nexpired_keys:{}\r\nevicted_keys:0\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\npubsubshard_channels:{}\r\nclient_query_buffer_limit_disconnections:{}\r\nclient_output_buffer_limit_disconnections:{}\r\neventloop_cycles:{}\r\neventloop_connections_visited:{}\r\n\r\n",
             info.total_connections,
             info.total_commands,
             info.ops_per_sec(),
@@ -2853,7 +2880,9 @@ fn info_text(store: &Store, info: &mut ServerInfo, sections: &[String]) -> Strin
             info.pubsub.patterns.len(),
             info.pubsub.shard_channels.len(),
             info.client_query_buffer_limit_disconnections,
-            info.client_output_buffer_limit_disconnections
+            info.client_output_buffer_limit_disconnections,
+            info.eventloop_cycles,
+            info.eventloop_connections_visited
         );
     }
     if want("replication") {

@@ -408,6 +408,8 @@ fn reset_stats(store: &mut Store, info: &mut crate::commands::ServerInfo) {
     info.total_commands = 0;
     info.total_connections = 0;
     info.rejected_connections = 0;
+    info.eventloop_cycles = 0;
+    info.eventloop_connections_visited = 0;
     info.client_query_buffer_limit_disconnections = 0;
     info.client_output_buffer_limit_disconnections = 0;
     info.client_peak_input_buffer = 0;

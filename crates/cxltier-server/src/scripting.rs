@@ -30,6 +30,8 @@ pub(crate) const BUSY: &str =
 const NOTBUSY: &str = "NOTBUSY No scripts in execution right now.";
 const UNKILLABLE: &str = "UNKILLABLE Sorry the script already executed write commands against the dataset. You can either wait the script termination or kill the server in a hard way using the SHUTDOWN NOSAVE command.";
 const KILLED: &str = "Script killed by user with SCRIPT KILL...";
+const KILLED_BY_SIGNAL: &str =
+    "Script killed: the server received a stop signal (SIGTERM or SIGINT) and is shutting down";
 const NOSCRIPT: &str = "NOSCRIPT No matching script. Please use EVAL.";
 const NO_FUNCTIONS: &str = "ERR Redis 7.0 functions (FUNCTION LOAD, FCALL, FCALL_RO) are not supported by cxltier serve: load the code with SCRIPT LOAD and run it with EVALSHA, or send it with EVAL";
 
@@ -46,16 +48,28 @@ pub struct RunState {
     pub wrote: bool,
     /// SCRIPT KILL (or SHUTDOWN NOSAVE) asked it to stop.
     pub kill: bool,
-    /// SHUTDOWN NOSAVE came while it ran: the server stops once it has ended.
+    /// SHUTDOWN NOSAVE or a stop signal came while it ran: the server stops once it has ended.
     pub shutdown: bool,
+    /// What its caller is told when it is stopped.
+    kill_message: &'static str,
     /// The script's line of its last redis.call (for the error's "on @user_script:N").
     call_line: Option<usize>,
 }
 
-/// What serves the other connections while a script is busy: reads their commands and
-/// answers each with [`busy_command`]. The server sets one before it runs a script.
+impl RunState {
+    /// Stop the script because the server was told to stop (SIGTERM, SIGINT).
+    pub fn kill_by_signal(&mut self) {
+        self.kill = true;
+        self.kill_message = KILLED_BY_SIGNAL;
+    }
+}
+
+/// What serves the other connections while a script runs. The server sets one before it runs
+/// a command that may run a script; the script's instruction hook calls [`BusyPeers::tick`]
+/// every 100000 instructions, which looks for a stop signal and, once the script is busy, reads
+/// the other connections' commands and answers each with [`busy_command`].
 pub trait BusyPeers {
-    fn serve(&mut self, run: &mut RunState);
+    fn tick(&mut self, run: &mut RunState);
 }
 
 /// What a command of another connection gets while a script is busy.
@@ -67,14 +81,18 @@ pub enum BusyOutcome {
     Close,
 }
 
-/// Answer `args` of another connection while the script is busy, as Redis does then: `SCRIPT
-/// KILL` stops a script that has not written, `SHUTDOWN NOSAVE` stops it and the server,
-/// MULTI/DISCARD/WATCH-free transaction bookkeeping and QUIT go on, and everything else is
-/// refused with BUSY (inside MULTI that aborts the transaction at EXEC, as Redis's
-/// `flagTransaction` does; an EXEC now discards it with EXECABORT).
+/// Answer `args` of another connection while the script is busy, as Redis does then: only the
+/// commands the table flags `ALLOW_BUSY` run — `SCRIPT KILL` stops a script that has not
+/// written, `SHUTDOWN NOSAVE` stops it and the server, `AUTH` and `HELLO` authenticate (so that
+/// a new client of a server with a password can reach SCRIPT KILL), the transaction's
+/// bookkeeping and QUIT go on, a replica's `REPLCONF ACK` is taken silently — and everything
+/// else is refused with BUSY (inside MULTI that aborts the transaction at EXEC, as Redis's
+/// `flagTransaction` does; an EXEC now discards it with EXECABORT). Before AUTH, a server with
+/// a password answers NOAUTH first, as always.
 pub fn busy_command(
     run: &mut RunState,
     session: &mut Session,
+    requirepass: Option<&str>,
     args: &[&[u8]],
     out: &mut Vec<u8>,
 ) -> BusyOutcome {
@@ -82,9 +100,45 @@ pub fn busy_command(
         return BusyOutcome::Answered;
     };
     let upper = |i: usize| args.get(i).map(|a| a.to_ascii_uppercase());
-    let cmd = table::lookup(name).map(|c| c.name);
-    match cmd {
-        Some("SCRIPT") if args.len() == 2 && upper(1).as_deref() == Some(b"KILL") => {
+    let Some(cmd) = table::lookup(name) else {
+        commands::unknown_command(out, args);
+        session.flag_transaction();
+        return BusyOutcome::Answered;
+    };
+    if !cmd.arity_ok(args.len()) {
+        commands::arity(out, name);
+        session.flag_transaction();
+        return BusyOutcome::Answered;
+    }
+    if requirepass.is_some() && !session.authed && !cmd.has(flag::NO_AUTH) {
+        reply::error(out, "NOAUTH Authentication required.");
+        session.flag_transaction();
+        return BusyOutcome::Answered;
+    }
+    let allowed = cmd.has(flag::ALLOW_BUSY)
+        || (matches!(cmd.name, "SCRIPT" | "FUNCTION")
+            && args.len() == 2
+            && upper(1).as_deref() == Some(b"KILL"));
+    if !allowed
+        || (session.multi.is_some() && !matches!(cmd.name, "EXEC" | "DISCARD" | "MULTI" | "QUIT"))
+    {
+        if cmd.name == "EXEC" && session.multi.is_some() {
+            session.multi = None;
+            session.multi_failed = false;
+            reply::error(
+                out,
+                &format!("EXECABORT Transaction discarded because of: {BUSY}"),
+            );
+            return BusyOutcome::Answered;
+        }
+        if session.multi.is_some() {
+            session.multi_failed = true;
+        }
+        reply::error(out, BUSY);
+        return BusyOutcome::Answered;
+    }
+    match cmd.name {
+        "SCRIPT" => {
             if run.wrote {
                 reply::error(out, UNKILLABLE);
             } else {
@@ -92,35 +146,52 @@ pub fn busy_command(
                 reply::ok(out);
             }
         }
-        Some("FUNCTION") if args.len() == 2 && upper(1).as_deref() == Some(b"KILL") => {
-            reply::error(out, "NOTBUSY No scripts in execution right now.");
-        }
-        Some("SHUTDOWN") if args.len() == 2 && upper(1).as_deref() == Some(b"NOSAVE") => {
+        "FUNCTION" => reply::error(out, NOTBUSY),
+        "SHUTDOWN" if upper(1).as_deref() == Some(b"NOSAVE") => {
             run.kill = true;
             run.shutdown = true;
         }
-        Some("QUIT") => {
+        "QUIT" => {
             reply::ok(out);
             return BusyOutcome::Close;
         }
-        Some("MULTI") if session.multi.is_none() => {
+        "AUTH" if args.len() <= 3 => {
+            let n = args.len();
+            match commands::check_password(
+                requirepass,
+                session,
+                (n == 3).then(|| args[1]),
+                args[n - 1],
+            ) {
+                Ok(()) => reply::ok(out),
+                Err(msg) => reply::error(out, msg),
+            }
+        }
+        "HELLO" => {
+            if let Err(msg) = commands::hello_in(session, requirepass, args, out) {
+                reply::error(out, &msg);
+            }
+        }
+        // A replica's acknowledgement has no reply; the loop reads the next ones after the
+        // script (an ACK is only a position, the latest one counts).
+        "REPLCONF" if upper(1).as_deref() == Some(b"ACK") => {}
+        "MULTI" if session.multi.is_none() => {
             session.multi = Some(Vec::new());
             session.multi_failed = false;
             reply::ok(out);
         }
-        Some("DISCARD") if session.multi.is_some() => {
+        "MULTI" => reply::error(out, "ERR MULTI calls can not be nested"),
+        "DISCARD" | "EXEC" if session.multi.is_none() => {
+            reply::error(out, &format!("ERR {} without MULTI", cmd.name))
+        }
+        "DISCARD" => {
             session.multi = None;
             session.multi_failed = false;
             reply::ok(out);
         }
-        Some("EXEC") if session.multi.is_some() => {
-            session.multi = None;
-            session.multi_failed = false;
-            reply::error(
-                out,
-                &format!("EXECABORT Transaction discarded because of: {BUSY}"),
-            );
-        }
+        // EXEC is no ALLOW_BUSY command: refused above while the transaction is open.
+        // SHUTDOWN without NOSAVE, WATCH, UNWATCH, RESET and the rest of the ALLOW_BUSY
+        // commands touch the server's state, which the script holds: they wait for its end.
         _ => {
             if session.multi.is_some() {
                 session.multi_failed = true;
@@ -148,6 +219,19 @@ impl Default for Scripts {
             rand: Rc::new(Cell::new(0x1234_ABCD_330E)),
             peers: None,
         }
+    }
+}
+
+impl Scripts {
+    /// Bytes the Lua interpreter holds now (INFO's `used_memory_vm_eval`); 0 before the first
+    /// script.
+    pub fn used_memory(&self) -> usize {
+        self.engine.as_ref().map_or(0, |e| e.lua.used_memory())
+    }
+
+    /// Scripts compiled and cached (INFO's `number_of_cached_scripts`).
+    pub fn cached(&self) -> usize {
+        self.engine.as_ref().map_or(0, |e| e.cache.len())
     }
 }
 
@@ -212,6 +296,26 @@ fn srand48(state: &Cell<u64>, seed: i32) {
 
 /// The most memory the Lua interpreter may hold, its scripts' data included.
 pub(crate) const SCRIPT_MEMORY_LIMIT: usize = 256 << 20;
+
+/// A script that leaves the interpreter's heap above this is followed by a full collection:
+/// a few milliseconds per hundred megabytes, paid only by the scripts that grew it so.
+const COLLECT_ABOVE: usize = 32 << 20;
+
+/// Collect the interpreter's garbage whole when its heap has grown past [`COLLECT_ABOVE`].
+/// The cap is lifted while it runs: a collection allocates too (Lua 5.1 shrinks its string
+/// table in it), and at the cap that allocation would fail and abandon the collection.
+fn collect_if_grown(lua: &Lua) {
+    if lua.used_memory() <= COLLECT_ABOVE {
+        return;
+    }
+    let _ = lua.set_memory_limit(0);
+    // Twice: the first cycle runs finalizers whose objects the second one frees.
+    let _ = lua.gc_collect();
+    let _ = lua.gc_collect();
+    let _ = lua.set_memory_limit(SCRIPT_MEMORY_LIMIT);
+    // The allocator keeps what Lua freed for reuse; an idle server would hold it resident.
+    cxltier_sys::heap::release_free_memory();
+}
 
 impl Engine {
     fn new(rand: Rc<Cell<u64>>) -> mlua::Result<Engine> {
@@ -1261,6 +1365,7 @@ fn run(
         wrote: false,
         kill: false,
         shutdown: false,
+        kill_message: KILLED,
         call_line: None,
     });
     let hook_run = engine.run.clone();
@@ -1279,13 +1384,11 @@ fn run(
             {
                 st.busy = true;
             }
-            if st.busy && !st.kill {
-                if let Some(p) = &hook_peers {
-                    p.borrow_mut().serve(st);
-                }
+            if let Some(p) = &hook_peers {
+                p.borrow_mut().tick(st);
             }
             if st.kill {
-                return Err(lib_error(KILLED));
+                return Err(lib_error(st.kill_message));
             }
             Ok(VmState::Continue)
         },
@@ -1449,6 +1552,12 @@ fn run(
         })
     })();
     lua.remove_hook();
+    // Lua 5.1 collects garbage only as it allocates, and has no emergency collection when an
+    // allocation fails: a script that went up to the cap (or near it) would leave the heap
+    // full of its garbage, and every later script would fail to compile ("not enough memory")
+    // until something freed it. A heap grown past the threshold is collected whole after the
+    // script, which gives its memory back to the allocator (and so the process's RSS falls).
+    collect_if_grown(&lua);
     let st = engine.run.borrow_mut().take();
     let _ = engine.dispatch.raw_set("run", Value::Nil);
     if st.as_ref().is_some_and(|s| s.shutdown) {

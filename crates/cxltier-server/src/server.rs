@@ -433,7 +433,7 @@ pub fn serve_on(
 ) -> Result<(), ServerError> {
     listener.set_nonblocking(true)?;
     let mut listener = TcpListener::from_std(listener);
-    let mut poll = Poll::new()?;
+    let poll = Poll::new()?;
     poll.registry()
         .register(&mut listener, LISTENER, Interest::READABLE)?;
     let dbs =
@@ -470,16 +470,13 @@ pub fn serve_on(
         limits.output.soft_seconds,
     );
     let mut log = RateLimitedLog::default().with_sink(cfg.log.clone());
-    // Held so that, out of descriptors, one can be freed to accept a connection and close it
-    // with a reason rather than leave it waiting in the backlog (Redis's approach).
-    let mut spare_fd = std::fs::File::open("/dev/null").ok();
     let mut quarantine = cfg
         .quarantine_file
         .as_ref()
         .map(|p| QuarantineFollower::new(p, &mut info.poison).with_log(cfg.log.clone()));
     let mut metrics = cfg.metrics.clone().map(crate::metrics::Publisher::new);
     let mut conns: HashMap<Token, Conn> = HashMap::new();
-    let mut next_token = 0usize;
+    let mut roster = Roster::default();
     let mut events = Events::with_capacity(1024);
     let mut last_tick = Instant::now();
     let mut last_sample = last_tick;
@@ -494,6 +491,17 @@ pub fn serve_on(
         poll.registry()
             .register(&mut SourceFd(&fd), COMPLETIONS, Interest::READABLE)?;
     }
+    let net = Rc::new(RefCell::new(Net {
+        poll,
+        listener,
+        next_token: 0,
+        spare_fd: std::fs::File::open("/dev/null").ok(),
+    }));
+    let busy_mode = BusyMode {
+        net: net.clone(),
+        stop: stop.clone(),
+        log: cfg.log.clone(),
+    };
     let mut idle = false;
     // Commands parsed so far: each queued command's place in arrival order.
     let mut parsed = 0u64;
@@ -501,6 +509,7 @@ pub fn serve_on(
     let mut order: Vec<(u64, Token)> = Vec::new();
     let mut turn: Vec<Token> = Vec::new();
     let mut seen: hashbrown::HashSet<Token> = hashbrown::HashSet::new();
+    let mut looked: Vec<Token> = Vec::new();
     let mut gone: Vec<Token> = Vec::new();
     let mut lingering: Vec<Lingering> = Vec::new();
     while !shutdown && !stop.load(Ordering::Relaxed) {
@@ -509,74 +518,69 @@ pub fn serve_on(
         // With device reads in flight or commands queued, only look at the sockets (the reads
         // are collected and the commands run below) unless the last turn found nothing to do:
         // waking from a sleep costs more than a turn on this path, so the loop keeps its CPU
-        // while work is coming in.
-        // Connections held back by their limits count too: they go on without a new event.
-        let busy = !idle
-            && (store.reads_in_flight() > 0
-                || conns.values().any(|c| {
-                    (c.parked.is_none() && (!c.queue.is_empty() || c.more))
-                        || (c.readable && has_room(c, &limits))
-                }));
+        // while work is coming in. Connections held back by their limits count too: they go
+        // on without a new event (the roster's active ones).
+        let busy = !idle && (store.reads_in_flight() > 0 || !roster.active.is_empty());
         let timeout = if busy {
             Duration::ZERO
         } else {
-            let nearest = conns
-                .values()
-                .filter_map(|c| c.parked.as_ref()?.deadline)
+            let nearest = info
+                .blocked
+                .iter()
+                .filter_map(|id| conns.get(roster.by_id.get(id)?)?.parked.as_ref()?.deadline)
                 .min()
                 .map_or(TICK, |d| d.saturating_duration_since(Instant::now()));
             TICK.saturating_sub(last_tick.elapsed())
                 .min(nearest)
                 .max(Duration::from_millis(1))
         };
-        if let Err(e) = poll.poll(&mut events, Some(timeout)) {
-            if e.kind() == io::ErrorKind::Interrupted {
-                continue;
+        let had_events = {
+            let mut n = net.borrow_mut();
+            if let Err(e) = n.poll.poll(&mut events, Some(timeout)) {
+                if e.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(e.into());
             }
-            return Err(e.into());
-        }
-        let had_events = !events.is_empty();
-        for ev in events.iter() {
-            if ev.token() == COMPLETIONS {
-                // The reads are collected below.
-                store.clear_read_signal();
-                continue;
-            }
-            if ev.token() == LISTENER {
-                accept(
-                    &mut listener,
-                    &poll,
-                    &mut conns,
-                    &mut next_token,
-                    &mut info,
-                    &mut spare_fd,
-                    &mut log,
-                );
-                continue;
-            }
-            if ev.is_writable() {
-                if let Some(c) = conns.get_mut(&ev.token()) {
-                    flush(c);
+            let mut adm = Admissions::start(&info);
+            for ev in events.iter() {
+                if ev.token() == COMPLETIONS {
+                    // The reads are collected below.
+                    store.clear_read_signal();
+                    continue;
+                }
+                if ev.token() == LISTENER {
+                    accept(&mut n, &mut conns, &mut adm, &mut log);
+                    continue;
+                }
+                if ev.is_writable() {
+                    if let Some(c) = conns.get_mut(&ev.token()) {
+                        flush(c);
+                    }
+                }
+                if ev.is_readable() || ev.is_read_closed() {
+                    if let Some(c) = conns.get_mut(&ev.token()) {
+                        c.readable = true;
+                    }
                 }
             }
-            if ev.is_readable() || ev.is_read_closed() {
-                if let Some(c) = conns.get_mut(&ev.token()) {
-                    c.readable = true;
-                }
-            }
-        }
+            adm.finish(&mut info, &mut roster);
+            !events.is_empty()
+        };
         // Read all that is there, from each connection within its limits; parse every complete
         // command onto its connection's queue, up to the queue's limit.
         // In the order epoll reported them (Redis's order), after the connections with
-        // commands left from earlier turns (oldest first); the rest last (held back by their
-        // limits, or nothing to do). Commands run in this order too: a client's command that
-        // arrived first runs first (a PUNSUBSCRIBE before another client's PUBLISH, a blocking
-        // pop before the push that feeds it).
+        // commands left from earlier turns (oldest first); then the others with work left
+        // (held back by their limits, or just accepted). Commands run in this order too: a
+        // client's command that arrived first runs first (a PUNSUBSCRIBE before another
+        // client's PUBLISH, a blocking pop before the push that feeds it). Only these are
+        // looked at: an idle connection costs a turn nothing.
         order.clear();
         order.extend(
-            conns
+            roster
+                .active
                 .iter()
-                .filter_map(|(&t, c)| c.queue.front().map(|p| (p.seq, t))),
+                .filter_map(|&t| Some((conns.get(&t)?.queue.front()?.seq, t))),
         );
         order.sort_unstable();
         turn.clear();
@@ -587,9 +591,9 @@ pub fn serve_on(
                 .map(|e| e.token())
                 .filter(|t| conns.contains_key(t)),
         );
+        turn.extend(roster.active.iter().copied());
         seen.clear();
         turn.retain(|t| seen.insert(*t));
-        turn.extend(conns.keys().filter(|t| !seen.contains(*t)));
         for &t in &turn {
             let Some(c) = conns.get_mut(&t) else {
                 continue;
@@ -614,7 +618,7 @@ pub fn serve_on(
         }
         if store.has_nvme() {
             let mut keys: Vec<(u64, Vec<u8>)> = Vec::new();
-            for c in conns.values() {
+            for c in turn.iter().filter_map(|t| conns.get(t)) {
                 for p in c.queue.iter().filter(|p| !p.reads_begun) {
                     read_keys(&c.input, &c.session, &info.dbs, &p.args, |k| {
                         keys.push((p.seq, k))
@@ -635,7 +639,10 @@ pub fn serve_on(
                         log.emit(&line);
                     }
                 }
-                for c in conns.values_mut() {
+                for &t in &turn {
+                    let Some(c) = conns.get_mut(&t) else {
+                        continue;
+                    };
                     for p in c.queue.iter_mut().filter(|p| !p.reads_begun) {
                         let mut unstarted = false;
                         let exec = read_keys(&c.input, &c.session, &info.dbs, &p.args, |k| {
@@ -648,33 +655,50 @@ pub fn serve_on(
                 }
             }
         }
+        roster.touched.extend(turn.iter().copied());
         let ran = run_ready(
             &mut store,
             &mut info,
             &mut conns,
+            &mut roster,
             &turn,
             &mut shutdown,
             &limits,
             &mut log,
+            &busy_mode,
         );
         store.end_batch();
-        deliver_messages(&mut info, &mut conns, &limits, &mut log);
-        feed_replicas(&mut info, &mut conns, &mut log);
+        deliver_messages(&mut info, &mut conns, &mut roster, &limits, &mut log);
+        feed_replicas(&mut info, &mut conns, &mut roster, &mut log);
         // CLIENT KILL: the connections named close once what they were sent is written.
-        if !info.kill.is_empty() {
-            for c in conns.values_mut() {
-                if info.kill.contains(&c.session.id) {
-                    c.quit = true;
-                    c.closing = true;
-                    c.queue.clear();
-                }
+        for id in std::mem::take(&mut info.kill) {
+            let Some(&t) = roster.by_id.get(&id) else {
+                continue;
+            };
+            if let Some(c) = conns.get_mut(&t) {
+                c.quit = true;
+                c.closing = true;
+                c.queue.clear();
+                roster.touched.insert(t);
             }
-            info.kill.clear();
         }
         // Replies go out after the commit. A client whose unread replies stay over the soft
         // limit too long is closed; buffers that grew for one big request are given back.
         let now = Instant::now();
-        for (&t, c) in conns.iter_mut() {
+        looked.clear();
+        if std::mem::take(&mut roster.all) {
+            looked.extend(conns.keys().copied());
+            roster.touched.clear();
+        } else {
+            looked.extend(roster.touched.drain());
+            looked.extend(roster.over_soft.iter().copied());
+        }
+        let registry = net.borrow();
+        gone.clear();
+        for &t in &looked {
+            let Some(c) = conns.get_mut(&t) else {
+                continue;
+            };
             if c.wants_write() {
                 flush(c);
             }
@@ -688,38 +712,37 @@ pub fn serve_on(
                     }
                 }
             }
-            let wants = c.wants_write();
-            if wants != c.wants_writable {
-                let interest = if wants {
-                    Interest::READABLE | Interest::WRITABLE
-                } else {
-                    Interest::READABLE
-                };
-                match poll.registry().reregister(&mut c.stream, t, interest) {
-                    Ok(()) => c.wants_writable = wants,
-                    // The socket is gone: its next read or write finds out and closes it.
-                    Err(_) => c.dead = true,
-                }
-            }
+            watch_writable(c, t, registry.poll.registry());
             info.client_peak_input_buffer = info.client_peak_input_buffer.max(c.input.capacity());
             info.client_peak_output_buffer =
                 info.client_peak_output_buffer.max(c.output.capacity());
             check_soft_limit(c, now, &limits, &mut info, &mut log);
+            if c.over_soft_since.is_some() {
+                roster.over_soft.insert(t);
+            } else {
+                roster.over_soft.remove(&t);
+            }
             if c.output.is_empty() && c.output.capacity() > BUFFER_KEEP {
                 c.output = Vec::with_capacity(BUFFER_INITIAL);
             }
             if c.input.len() <= BUFFER_INITIAL && c.input.capacity() > BUFFER_KEEP {
                 c.input.shrink_to(BUFFER_INITIAL);
             }
+            if c.dead || (c.closing && c.output.is_empty() && c.queue.is_empty()) {
+                gone.push(t);
+            } else if needs_turn(c, &limits) {
+                roster.active.insert(t);
+            } else {
+                roster.active.remove(&t);
+            }
         }
-        gone.clear();
-        gone.extend(conns.iter().filter_map(|(&t, c)| {
-            (c.dead || (c.closing && c.output.is_empty() && c.queue.is_empty())).then_some(t)
-        }));
+        info.eventloop_cycles += 1;
+        info.eventloop_connections_visited += (turn.len() + looked.len()) as u64;
         for t in gone.drain(..) {
             let Some(mut c) = conns.remove(&t) else {
                 continue;
             };
+            roster.forget(t, c.session.id);
             info.clients.remove(&c.session.id);
             info.blocked.remove(&c.session.id);
             info.unwatch(&mut c.session);
@@ -737,7 +760,7 @@ pub fn serve_on(
                     left: LINGER_BYTES,
                 });
             } else {
-                let _ = poll.registry().deregister(&mut c.stream);
+                let _ = registry.poll.registry().deregister(&mut c.stream);
             }
         }
         if !lingering.is_empty() {
@@ -745,11 +768,12 @@ pub fn serve_on(
             lingering.retain_mut(|l| {
                 let close = l.drain(&mut buf, now);
                 if close {
-                    let _ = poll.registry().deregister(&mut l.stream);
+                    let _ = registry.poll.registry().deregister(&mut l.stream);
                 }
                 !close
             });
         }
+        drop(registry);
         info.connected_clients = conns.len();
         if let Some(m) = metrics.as_mut().filter(|m| m.due(now)) {
             m.publish(|cost| crate::metrics::render(&store.quick_stats(), &info, cost));
@@ -771,12 +795,7 @@ pub fn serve_on(
             let events = info.notify.take();
             if !events.is_empty() {
                 crate::notify::publish(&mut info, &events, None, 2, &mut Vec::new());
-                deliver_messages(&mut info, &mut conns, &limits, &mut log);
-                for c in conns.values_mut() {
-                    if !c.output.is_empty() {
-                        flush(c);
-                    }
-                }
+                deliver_messages(&mut info, &mut conns, &mut roster, &limits, &mut log);
             }
             if let Err(e) = ticked {
                 if let Some(line) = log.line(
@@ -791,10 +810,14 @@ pub fn serve_on(
                 q.tick(&mut store, &mut info.poison, &info.dbs);
             }
             replication_tick(&mut store, &mut info);
-            if !info.repl.pending.is_empty() {
-                feed_replicas(&mut info, &mut conns, &mut log);
-                for c in conns.values_mut().filter(|c| c.replica.is_some()) {
-                    flush(c);
+            feed_replicas(&mut info, &mut conns, &mut roster, &mut log);
+            // What this gave the subscribers and replicas goes out now; the next turn looks
+            // at them again (limits, closing).
+            for t in &roster.touched {
+                if let Some(c) = conns.get_mut(t) {
+                    if c.wants_write() {
+                        flush(c);
+                    }
                 }
             }
             last_tick = Instant::now();
@@ -808,6 +831,63 @@ pub fn serve_on(
     }
     store.close()?;
     Ok(())
+}
+
+/// Ask for writable events only while replies wait for room in the socket (see
+/// [`Conn::wants_writable`]).
+fn watch_writable(c: &mut Conn, t: Token, registry: &mio::Registry) {
+    let wants = c.wants_write();
+    if wants != c.wants_writable {
+        let interest = if wants {
+            Interest::READABLE | Interest::WRITABLE
+        } else {
+            Interest::READABLE
+        };
+        match registry.reregister(&mut c.stream, t, interest) {
+            Ok(()) => c.wants_writable = wants,
+            // The socket is gone: its next read or write finds out and closes it.
+            Err(_) => c.dead = true,
+        }
+    }
+}
+
+/// Whether `c` has work for a later turn that no socket event will announce: queued commands
+/// that may run (not parked, replies not held back by the soft limit: those resume at the
+/// event that frees them) or input left unread for its limits once there is room.
+fn needs_turn(c: &Conn, limits: &Limits) -> bool {
+    !c.dead
+        && ((c.parked.is_none()
+            && (!c.queue.is_empty() || c.more)
+            && c.unsent() < c.output_limit(limits).soft)
+            || (c.readable && has_room(c, limits)))
+}
+
+/// Which connections a turn must look at, so that a turn costs what the connections with
+/// something to do cost, not what all of them do (thousands may be idle).
+#[derive(Default)]
+struct Roster {
+    /// Session id to token: for the work addressed to a client by id (pub/sub messages,
+    /// replicas, parked clients, CLIENT KILL).
+    by_id: HashMap<u64, Token>,
+    /// Connections with work left for a later turn without a new event ([`needs_turn`]).
+    active: hashbrown::HashSet<Token>,
+    /// Connections this turn touched: looked at after it (replies flushed, limits checked,
+    /// closed when done).
+    touched: hashbrown::HashSet<Token>,
+    /// Connections whose unread replies are over the soft limit: looked at every turn until
+    /// they read them or their time is up.
+    over_soft: hashbrown::HashSet<Token>,
+    /// Look at every connection after this turn (a busy script served them all).
+    all: bool,
+}
+
+impl Roster {
+    fn forget(&mut self, t: Token, id: u64) {
+        self.by_id.remove(&id);
+        self.active.remove(&t);
+        self.touched.remove(&t);
+        self.over_soft.remove(&t);
+    }
 }
 
 /// 40 hex digits that differ from one start to the next (INFO's run_id): the process id and
@@ -829,6 +909,7 @@ fn run_id() -> String {
 }
 
 /// A connection's limits, from the server's settings.
+#[derive(Debug, Clone, Copy)]
 struct Limits {
     max_bulk: usize,
     query: usize,
@@ -842,6 +923,7 @@ struct Limits {
 fn feed_replicas(
     info: &mut ServerInfo,
     conns: &mut HashMap<Token, Conn>,
+    roster: &mut Roster,
     log: &mut RateLimitedLog,
 ) {
     if info.repl.want_acks && !info.repl.replicas.is_empty() {
@@ -856,13 +938,23 @@ fn feed_replicas(
     let pending = std::mem::take(&mut info.repl.pending);
     let offset = info.repl.offset;
     let base = offset - pending.len() as u64;
-    for c in conns.values_mut() {
+    let replicas: Vec<Token> = info
+        .repl
+        .replicas
+        .keys()
+        .filter_map(|id| roster.by_id.get(id).copied())
+        .collect();
+    for t in replicas {
+        let Some(c) = conns.get_mut(&t) else {
+            continue;
+        };
         let Some(link) = c.replica.as_mut() else {
             continue;
         };
         if c.dead || link.fed >= offset {
             continue;
         }
+        roster.touched.insert(t);
         let bytes = &pending[link.fed.saturating_sub(base) as usize..];
         if link.snapshot.is_some() {
             link.held.extend_from_slice(bytes);
@@ -911,21 +1003,25 @@ fn replication_tick(store: &mut Store, info: &mut ServerInfo) {
 fn deliver_messages(
     info: &mut ServerInfo,
     conns: &mut HashMap<Token, Conn>,
+    roster: &mut Roster,
     limits: &Limits,
     log: &mut RateLimitedLog,
 ) {
     if info.pubsub.outbox.is_empty() {
         return;
     }
-    let by_id: HashMap<u64, Token> = conns.iter().map(|(t, c)| (c.session.id, *t)).collect();
     let outbox = std::mem::take(&mut info.pubsub.outbox);
     for d in &outbox {
-        let Some(c) = by_id.get(&d.to).and_then(|t| conns.get_mut(t)) else {
+        let Some(&t) = roster.by_id.get(&d.to) else {
+            continue;
+        };
+        let Some(c) = conns.get_mut(&t) else {
             continue;
         };
         if c.dead {
             continue;
         }
+        roster.touched.insert(t);
         crate::pubsub::write_message(&mut c.output, c.session.proto, d);
         let hard = c.output_limit(limits).hard;
         if c.unsent() >= hard {
@@ -1117,14 +1213,17 @@ fn check_soft_limit(
 
 /// Run, connection by connection and in order, every queued command that need not wait for a
 /// device read; commit once; return how many ran.
+#[allow(clippy::too_many_arguments)]
 fn run_ready(
     store: &mut Store,
     info: &mut ServerInfo,
     conns: &mut HashMap<Token, Conn>,
+    roster: &mut Roster,
     order: &[Token],
     shutdown: &mut bool,
     limits: &Limits,
     log: &mut RateLimitedLog,
+    busy_mode: &BusyMode,
 ) -> usize {
     let mut ran = 0;
     // Where each connection's replies of this turn start, and whether (and how often) it wrote,
@@ -1134,6 +1233,9 @@ fn run_ready(
     // In the turn's order (see the loop): of two clients whose commands came in one turn,
     // the first to send runs first.
     for &t in order {
+        if conns.get(&t).is_none_or(|c| c.queue.is_empty()) {
+            continue;
+        }
         // Out of the map while its commands run, so that a busy script can serve the others.
         let Some(mut conn) = conns.remove(&t) else {
             continue;
@@ -1181,21 +1283,31 @@ fn run_ready(
             let before = c.output.len();
             // A script may run long: the other connections are then served in busy mode
             // from its instruction hook, so they leave the map for its run.
-            let peers = is_script(&args).then(|| {
-                Rc::new(RefCell::new(BusyServe {
-                    conns: std::mem::take(conns),
-                    max_bulk: limits.max_bulk,
-                    query_limit: limits.query,
-                    parsed: 0,
-                }))
-            });
-            if let Some(p) = &peers {
-                info.scripts.peers = Some(p.clone());
+            // (An empty command, `*0`, is ignored by `execute`.)
+            let busy = args
+                .first()
+                .and_then(|name| table::lookup(name))
+                .is_some_and(|c| c.has(table::flag::SCRIPTS))
+                .then(|| {
+                    Rc::new(RefCell::new(BusyServe::new(
+                        busy_mode,
+                        std::mem::take(conns),
+                        Admissions::start(info),
+                        *limits,
+                        info.requirepass.clone(),
+                    )))
+                });
+            if let Some(b) = &busy {
+                info.scripts.peers = Some(b.clone());
             }
             let effect = commands::execute(store, info, &mut c.session, &args, &mut c.output);
-            if let Some(p) = peers {
+            if let Some(b) = busy {
                 info.scripts.peers = None;
-                *conns = std::mem::take(&mut p.borrow_mut().conns);
+                let mut b = b.borrow_mut();
+                *conns = std::mem::take(&mut b.conns);
+                std::mem::take(&mut b.adm).finish(info, roster);
+                // It read, answered and closed connections the roster does not know of.
+                roster.all |= b.served;
             }
             if std::mem::take(&mut info.shutdown_after_script) {
                 *shutdown = true;
@@ -1279,7 +1391,7 @@ fn run_ready(
         }
         conns.insert(t, conn);
     }
-    ran += serve_parked(store, info, conns, &mut wrote, &mut starts);
+    ran += serve_parked(store, info, conns, roster, &mut wrote, &mut starts);
     // The turn's last command's time ends here (its end is the start of the next otherwise).
     if info.timed.is_some() {
         info.close_command_time(commands::now_us());
@@ -1309,43 +1421,173 @@ fn run_ready(
     ran
 }
 
-fn is_script(args: &[&[u8]]) -> bool {
-    args.first().is_some_and(|n| {
-        [&b"EVAL"[..], b"EVALSHA", b"EVAL_RO", b"EVALSHA_RO"]
-            .iter()
-            .any(|s| n.eq_ignore_ascii_case(s))
-    })
+/// What the loop lends the busy mode for a script's run: the sockets, the stop flag signals
+/// set, and where to log.
+struct BusyMode {
+    net: Rc<RefCell<Net>>,
+    stop: Arc<AtomicBool>,
+    log: crate::ratelog::LogSink,
 }
 
-/// The other connections while a script runs: once it is busy (past busy-reply-threshold),
-/// its hook calls [`BusyPeers::serve`] every 100000 instructions, which reads what they sent
-/// and answers each command as Redis does then ([`crate::scripting::busy_command`]: BUSY,
-/// SCRIPT KILL, SHUTDOWN NOSAVE). Bounded: each connection is read up to its query buffer
-/// limit, and nothing is accepted or run against the store.
+/// The other connections while a script runs. Its hook calls [`BusyPeers::tick`] every 100000
+/// instructions: a signal that asks the server to stop is looked at each time, and once the
+/// script is busy (past busy-reply-threshold) the sockets are polled: new connections are
+/// accepted, and what the connections send is read and answered as Redis does then
+/// ([`crate::scripting::busy_command`]: BUSY to most commands; AUTH, HELLO, SCRIPT KILL,
+/// SHUTDOWN NOSAVE, QUIT and the transaction's bookkeeping run). Bounded: each connection is
+/// read up to its query buffer limit and not while its replies are unread past the soft limit;
+/// nothing runs against the store. Each tick costs the connections that had an event, not all.
 struct BusyServe {
     conns: HashMap<Token, Conn>,
-    max_bulk: usize,
-    query_limit: usize,
+    net: Rc<RefCell<Net>>,
+    events: Events,
+    adm: Admissions,
+    limits: Limits,
+    requirepass: Option<String>,
+    stop: Arc<AtomicBool>,
+    log: RateLimitedLog,
+    /// A signal came while the script had written: the server stops when it ends; a second
+    /// signal stops it now.
+    stop_deferred: bool,
+    /// The sockets were served (the loop then looks at every connection once).
+    served: bool,
+    /// Commands answered, for their queue entries' order.
     parsed: u64,
+    /// Connections to look at in this tick (events, new ones; all of them at the first).
+    due: Vec<Token>,
 }
 
-impl crate::scripting::BusyPeers for BusyServe {
+impl BusyServe {
+    fn new(
+        mode: &BusyMode,
+        conns: HashMap<Token, Conn>,
+        adm: Admissions,
+        limits: Limits,
+        requirepass: Option<String>,
+    ) -> BusyServe {
+        BusyServe {
+            conns,
+            net: mode.net.clone(),
+            events: Events::with_capacity(256),
+            adm,
+            limits,
+            requirepass,
+            stop: mode.stop.clone(),
+            log: RateLimitedLog::default().with_sink(mode.log.clone()),
+            stop_deferred: false,
+            served: false,
+            parsed: 0,
+            due: Vec::new(),
+        }
+    }
+
+    /// SIGTERM or SIGINT while the script runs: a script that has not written is stopped
+    /// (nothing of it is lost) and the server shuts down as the signal asked. One that has
+    /// written runs to its end, since scripts are atomic, and the server stops then; a second
+    /// signal stops it at once, as SHUTDOWN NOSAVE does.
+    fn watch_signals(&mut self, run: &mut crate::scripting::RunState) {
+        if run.kill || !self.stop.swap(false, Ordering::Relaxed) {
+            return;
+        }
+        run.shutdown = true;
+        if !run.wrote || self.stop_deferred {
+            run.kill_by_signal();
+            let line = if run.wrote {
+                "a second stop signal: the script that has written is stopped now, with what it wrote so far, and the server stops"
+            } else {
+                "stop signal: the running script (it has not written) is stopped and the server stops"
+            };
+            self.log.emit(line);
+        } else {
+            self.stop_deferred = true;
+            self.log.emit("stop signal while a script that has written runs: the server stops when it ends (scripts are atomic); SHUTDOWN NOSAVE from a client, or a second signal, stops it now");
+        }
+    }
+
+    /// Accept, read and answer: one zero-timeout poll, then the connections it reported.
     fn serve(&mut self, run: &mut crate::scripting::RunState) {
+        if !self.served {
+            // The first tick looks at every connection: commands queued before the script,
+            // input held back by limits, replies of commands that ran before it in its turn
+            // (the loop writes those after the turn, which the script is holding up).
+            self.served = true;
+            self.due.extend(
+                self.conns
+                    .iter()
+                    .filter(|(_, c)| c.readable || !c.queue.is_empty() || c.wants_write())
+                    .map(|(&t, _)| t),
+            );
+        }
+        let net = self.net.clone();
+        let mut net = net.borrow_mut();
+        match net.poll.poll(&mut self.events, Some(Duration::ZERO)) {
+            Ok(()) => {}
+            // Nothing read this time; the next tick polls again.
+            Err(_) => self.events.clear(),
+        }
+        for ev in self.events.iter() {
+            let t = ev.token();
+            // Device reads finishing: collected by the loop after the script.
+            if t == COMPLETIONS {
+                continue;
+            }
+            if t == LISTENER {
+                let before = self.adm.clients.len();
+                accept(&mut net, &mut self.conns, &mut self.adm, &mut self.log);
+                self.due
+                    .extend(self.adm.clients[before..].iter().map(|&(_, t, _)| t));
+                continue;
+            }
+            if let Some(c) = self.conns.get_mut(&t) {
+                if ev.is_writable() {
+                    flush(c);
+                }
+                if ev.is_readable() || ev.is_read_closed() {
+                    c.readable = true;
+                }
+                self.due.push(t);
+            }
+        }
         let mut buf = vec![0u8; READ_CHUNK];
-        for c in self.conns.values_mut() {
+        let due = std::mem::take(&mut self.due);
+        for t in due {
+            let Some(c) = self.conns.get_mut(&t) else {
+                continue;
+            };
             if c.dead || c.broken || c.quit || c.parked.is_some() {
                 continue;
             }
-            let limit = self
-                .query_limit
-                .saturating_add(c.parser.bulk_bytes().min(self.max_bulk));
-            read_all(c, &mut buf, limit);
-            let parse_limits = resp::Limits {
-                max_bulk: self.max_bulk,
-                unauthenticated: false,
-            };
-            let mut at = c.parsed;
-            while at < c.input.len() {
+            if c.readable && has_room(c, &self.limits) {
+                read_all(c, &mut buf, input_limit(c, &self.limits));
+            }
+            self.answer(t, run);
+            if let Some(c) = self.conns.get_mut(&t) {
+                flush(c);
+                watch_writable(c, t, net.poll.registry());
+            }
+        }
+    }
+
+    /// Answer `t`'s queued commands and the complete ones in its input, one at a time (an AUTH
+    /// changes the limits the next one is parsed with), until its replies reach the soft limit.
+    fn answer(&mut self, t: Token, run: &mut crate::scripting::RunState) {
+        let Some(c) = self.conns.get_mut(&t) else {
+            return;
+        };
+        let mut executed = 0;
+        loop {
+            if c.unsent() >= c.output_limit(&self.limits).soft {
+                break;
+            }
+            if c.queue.is_empty() {
+                if c.broken || c.parsed >= c.input.len() {
+                    break;
+                }
+                let parse_limits = resp::Limits {
+                    max_bulk: self.limits.max_bulk,
+                    unauthenticated: self.requirepass.is_some() && !c.session.authed,
+                };
+                let at = c.parsed;
                 match c.parser.parse(&c.input[at..], parse_limits) {
                     Ok(Some(p)) => {
                         let args = p
@@ -1353,50 +1595,67 @@ impl crate::scripting::BusyPeers for BusyServe {
                             .into_iter()
                             .map(|r| r.start + at..r.end + at)
                             .collect();
-                        at += p.consumed;
+                        c.parsed = at + p.consumed;
                         self.parsed += 1;
                         c.queue.push_back(Pending {
                             args,
                             error: None,
-                            end: at,
+                            end: c.parsed,
                             reads_begun: true,
                             seq: self.parsed,
                         });
                     }
                     Ok(None) => break,
                     Err(e) => {
-                        protocol_error(c, at, self.parsed, format!("ERR Protocol error: {}", e.0));
-                        break;
+                        protocol_error(c, at, self.parsed, format!("ERR Protocol error: {}", e.0))
                     }
                 }
             }
-            c.parsed = at;
-            let mut executed = 0;
-            while let Some(p) = c.queue.pop_front() {
-                executed = p.end;
-                if let Some(msg) = &p.error {
-                    reply::error(&mut c.output, msg);
-                    continue;
+            let Some(p) = c.queue.pop_front() else {
+                break;
+            };
+            executed = p.end;
+            if let Some(msg) = &p.error {
+                reply::error(&mut c.output, msg);
+                continue;
+            }
+            let args: Vec<&[u8]> = p.args.iter().map(|r| &c.input[r.clone()]).collect();
+            let outcome = crate::scripting::busy_command(
+                run,
+                &mut c.session,
+                self.requirepass.as_deref(),
+                &args,
+                &mut c.output,
+            );
+            if outcome == crate::scripting::BusyOutcome::Close {
+                c.quit = true;
+                c.closing = true;
+                c.queue.clear();
+                break;
+            }
+        }
+        if executed > 0 {
+            c.input.drain(..executed);
+            c.parsed -= executed;
+            for p in &mut c.queue {
+                p.end -= executed;
+                for r in &mut p.args {
+                    *r = r.start - executed..r.end - executed;
                 }
-                let args: Vec<&[u8]> = p.args.iter().map(|r| &c.input[r.clone()]).collect();
-                let outcome =
-                    crate::scripting::busy_command(run, &mut c.session, &args, &mut c.output);
-                if outcome == crate::scripting::BusyOutcome::Close {
-                    c.quit = true;
-                    c.closing = true;
-                    c.queue.clear();
-                    break;
-                }
             }
-            if executed > 0 {
-                c.input.drain(..executed);
-                c.parsed -= executed;
-            }
-            if c.broken {
-                c.input.clear();
-                c.parsed = 0;
-            }
-            flush(c);
+        }
+        if c.broken && c.queue.is_empty() {
+            c.input.clear();
+            c.parsed = 0;
+        }
+    }
+}
+
+impl crate::scripting::BusyPeers for BusyServe {
+    fn tick(&mut self, run: &mut crate::scripting::RunState) {
+        self.watch_signals(run);
+        if run.busy && !run.kill {
+            self.serve(run);
         }
     }
 }
@@ -1410,6 +1669,7 @@ fn serve_parked(
     store: &mut Store,
     info: &mut ServerInfo,
     conns: &mut HashMap<Token, Conn>,
+    roster: &mut Roster,
     wrote: &mut HashMap<Token, (bool, usize)>,
     starts: &mut HashMap<Token, usize>,
 ) -> usize {
@@ -1422,7 +1682,16 @@ fn serve_parked(
     }
     let now = Instant::now();
     let unblock = std::mem::take(&mut info.unblock);
-    for (&t, c) in conns.iter_mut() {
+    // The parked connections, found from the blocked clients' ids (not by looking at all).
+    let parked: Vec<Token> = info
+        .blocked
+        .iter()
+        .filter_map(|id| roster.by_id.get(id).copied())
+        .collect();
+    for &t in &parked {
+        let Some(c) = conns.get_mut(&t) else {
+            continue;
+        };
         let Some(p) = &c.parked else {
             continue;
         };
@@ -1449,12 +1718,13 @@ fn serve_parked(
         }
         c.parked = None;
         info.blocked.remove(&c.session.id);
+        roster.touched.insert(t);
         served += 1;
     }
     // After SWAPDB the keys clients wait on in either database may be there now (Redis's
     // scanDatabaseForReadyKeys): each is tried as if written.
     for (a, b) in std::mem::take(&mut info.db_swaps) {
-        for c in conns.values() {
+        for c in parked.iter().filter_map(|t| conns.get(t)) {
             if let Some(p) = &c.parked {
                 info.ready.extend(
                     p.keys
@@ -1470,10 +1740,10 @@ fn serve_parked(
     }
     while !info.ready.is_empty() {
         let ready: hashbrown::HashSet<Vec<u8>> = info.ready.drain(..).collect();
-        let mut waiting: Vec<(u64, Token)> = conns
+        let mut waiting: Vec<(u64, Token)> = parked
             .iter()
-            .filter_map(|(&t, c)| {
-                let p = c.parked.as_ref()?;
+            .filter_map(|&t| {
+                let p = conns.get(&t)?.parked.as_ref()?;
                 p.keys
                     .iter()
                     .any(|k| ready.contains(k))
@@ -1504,38 +1774,92 @@ fn serve_parked(
             e.1 += 1;
             e.0 |= effect == Effect::Wrote;
             info.blocked.remove(&c.session.id);
+            roster.touched.insert(t);
             served += 1;
         }
     }
     served
 }
 
-#[allow(clippy::too_many_arguments)]
+/// The sockets the loop polls: its `Poll`, the listener and what accepting needs. Shared
+/// (`Rc<RefCell<..>>`) with the busy mode, which goes on accepting and reading while a script
+/// runs: the loop does not touch it then.
+struct Net {
+    poll: Poll,
+    listener: TcpListener,
+    /// The token of the next connection.
+    next_token: usize,
+    /// Held so that, out of descriptors, one can be freed to accept a connection and close it
+    /// with a reason rather than leave it waiting in the backlog (Redis's approach).
+    spare_fd: Option<std::fs::File>,
+}
+
+/// What accepting connections changes in the server's state: its counters and the records
+/// CLIENT LIST shows. Taken from [`ServerInfo`] and given back after ([`Admissions::finish`]),
+/// so that the busy mode can accept while a running script holds the server's state.
+#[derive(Default)]
+struct Admissions {
+    max_clients: usize,
+    /// A password is set: new connections start unauthenticated.
+    requirepass: bool,
+    next_client_id: u64,
+    accepted: u64,
+    rejected: u64,
+    clients: Vec<(u64, Token, ClientMeta)>,
+}
+
+impl Admissions {
+    fn start(info: &ServerInfo) -> Admissions {
+        Admissions {
+            max_clients: info.max_clients,
+            requirepass: info.requirepass.is_some(),
+            next_client_id: info.next_client_id,
+            accepted: 0,
+            rejected: 0,
+            clients: Vec::new(),
+        }
+    }
+
+    /// Give the server what was accepted: counters, CLIENT LIST's records, and the new
+    /// connections to the roster (they are read in the next turn).
+    fn finish(self, info: &mut ServerInfo, roster: &mut Roster) {
+        info.next_client_id = info.next_client_id.max(self.next_client_id);
+        info.total_connections += self.accepted;
+        info.rejected_connections += self.rejected;
+        for (id, t, meta) in self.clients {
+            info.clients.insert(id, meta);
+            roster.by_id.insert(id, t);
+            roster.active.insert(t);
+        }
+    }
+}
+
 fn accept(
-    listener: &mut TcpListener,
-    poll: &Poll,
+    net: &mut Net,
     conns: &mut HashMap<Token, Conn>,
-    next: &mut usize,
-    info: &mut ServerInfo,
-    spare_fd: &mut Option<std::fs::File>,
+    adm: &mut Admissions,
     log: &mut RateLimitedLog,
 ) {
     const FULL: &str = "ERR max number of clients reached (raise --max-clients, and the open-file limit: ulimit -n)";
     // The listener is edge-triggered: every pending connection is taken now (accepted, or
     // accepted and closed with the reason), or it would wait in the backlog unseen.
     loop {
-        match listener.accept() {
+        match net.listener.accept() {
             Ok((mut stream, peer)) => {
                 // CONFIG SET maxclients changes info's limit.
-                if conns.len() >= info.max_clients {
-                    info.rejected_connections += 1;
+                if conns.len() >= adm.max_clients {
+                    adm.rejected += 1;
                     refuse(&mut stream, FULL);
                     continue;
                 }
                 let _ = stream.set_nodelay(true);
-                let t = Token(*next);
-                *next = (*next + 1) % (usize::MAX - 1);
-                if let Err(e) = poll.registry().register(&mut stream, t, Interest::READABLE) {
+                let t = Token(net.next_token);
+                net.next_token = (net.next_token + 1) % (usize::MAX - 1);
+                if let Err(e) = net
+                    .poll
+                    .registry()
+                    .register(&mut stream, t, Interest::READABLE)
+                {
                     if let Some(line) = log.line(
                         "register",
                         Instant::now(),
@@ -1545,12 +1869,13 @@ fn accept(
                     }
                     continue;
                 }
-                info.total_connections += 1;
-                info.next_client_id += 1;
-                let id = info.next_client_id;
+                adm.accepted += 1;
+                adm.next_client_id += 1;
+                let id = adm.next_client_id;
                 let now = Instant::now();
-                info.clients.insert(
+                adm.clients.push((
                     id,
+                    t,
                     ClientMeta {
                         addr: peer.to_string(),
                         laddr: stream
@@ -1574,7 +1899,7 @@ fn accept(
                         replica: false,
                         db: 0,
                     },
-                );
+                ));
                 conns.insert(
                     t,
                     Conn {
@@ -1588,7 +1913,7 @@ fn accept(
                         input: Vec::with_capacity(BUFFER_INITIAL),
                         output: Vec::with_capacity(BUFFER_INITIAL),
                         sent: 0,
-                        session: Session::new(id, info.requirepass.is_none()),
+                        session: Session::new(id, !adm.requirepass),
                         closing: false,
                         dead: false,
                         broken: false,
@@ -1612,13 +1937,15 @@ fn accept(
                 ) {
                     log.emit(&line);
                 }
-                let Some(spare) = spare_fd.take() else { return };
+                let Some(spare) = net.spare_fd.take() else {
+                    return;
+                };
                 drop(spare);
-                let taken = listener.accept();
-                *spare_fd = std::fs::File::open("/dev/null").ok();
+                let taken = net.listener.accept();
+                net.spare_fd = std::fs::File::open("/dev/null").ok();
                 match taken {
                     Ok((mut stream, _)) => {
-                        info.rejected_connections += 1;
+                        adm.rejected += 1;
                         refuse(&mut stream, FULL);
                     }
                     // Nothing could be taken even so: try at the next event.

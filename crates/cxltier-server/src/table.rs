@@ -40,6 +40,11 @@ pub mod flag {
     /// before it runs and it waits (without blocking the loop) until they are at hand. Commands
     /// that only look at the index (EXISTS, DEL) go without. Not shown by `COMMAND INFO`.
     pub const VALUES: u32 = 1 << 31;
+    /// cxltier's own: it may run a Lua script (EVAL and its kin, and EXEC, whose transaction
+    /// may hold one): the loop lends the other connections to the script's busy mode while it
+    /// runs, so that a script that runs long answers them BUSY, accepts new ones and heeds
+    /// SCRIPT KILL and stop signals. Not shown by `COMMAND INFO`.
+    pub const SCRIPTS: u32 = 1 << 30;
 
     /// Redis's names of the flags above, in `COMMAND INFO`'s order.
     pub const NAMES: &[(u32, &str)] = &[
@@ -233,13 +238,13 @@ pub static TABLE: &[Command] = &[
     cmd("DECRBY", 3, WRITE | DENYOOM | FAST | VALUES, KEY1, c::decrby, "string", "Decrements a number from the integer value of a key."),
     cmd("DEL", -2, WRITE, ALLKEYS, c::del, "generic", "Deletes one or more keys."),
     cmd("DISCARD", 1, NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY, NOKEYS, c::discard, "transactions", "Discards a transaction."),
-    cmd("DUMP", 2, READONLY | VALUES, KEY1, k::dump, "generic", "Returns a serialized representation of the value stored at a key (cxltier's own format, not Redis's RDB)."),
+    cmd("DUMP", 2, READONLY | VALUES, KEY1, k::dump, "generic", "Returns a serialized representation of the value stored at a key."),
     cmd("ECHO", 2, FAST, NOKEYS, c::echo, "connection", "Returns the given string."),
-    movable(cmd("EVAL", -3, NOSCRIPT | MOVABLEKEYS | VALUES, NOKEYS, crate::scripting::eval, "scripting", "Executes a server-side Lua script."), script_keys),
-    movable(cmd("EVALSHA", -3, NOSCRIPT | MOVABLEKEYS | VALUES, NOKEYS, crate::scripting::evalsha, "scripting", "Executes a server-side Lua script by SHA1 digest."), script_keys),
-    movable(cmd("EVALSHA_RO", -3, NOSCRIPT | READONLY | MOVABLEKEYS | VALUES, NOKEYS, crate::scripting::evalsha_ro, "scripting", "Executes a read-only server-side Lua script by SHA1 digest."), script_keys),
-    movable(cmd("EVAL_RO", -3, NOSCRIPT | READONLY | MOVABLEKEYS | VALUES, NOKEYS, crate::scripting::eval_ro, "scripting", "Executes a read-only server-side Lua script."), script_keys),
-    cmd("EXEC", 1, NOSCRIPT | LOADING | STALE, NOKEYS, c::exec, "transactions", "Executes all commands in a transaction."),
+    movable(cmd("EVAL", -3, SCRIPTS | NOSCRIPT | MOVABLEKEYS | VALUES, NOKEYS, crate::scripting::eval, "scripting", "Executes a server-side Lua script."), script_keys),
+    movable(cmd("EVALSHA", -3, SCRIPTS | NOSCRIPT | MOVABLEKEYS | VALUES, NOKEYS, crate::scripting::evalsha, "scripting", "Executes a server-side Lua script by SHA1 digest."), script_keys),
+    movable(cmd("EVALSHA_RO", -3, SCRIPTS | NOSCRIPT | READONLY | MOVABLEKEYS | VALUES, NOKEYS, crate::scripting::evalsha_ro, "scripting", "Executes a read-only server-side Lua script by SHA1 digest."), script_keys),
+    movable(cmd("EVAL_RO", -3, SCRIPTS | NOSCRIPT | READONLY | MOVABLEKEYS | VALUES, NOKEYS, crate::scripting::eval_ro, "scripting", "Executes a read-only server-side Lua script."), script_keys),
+    cmd("EXEC", 1, SCRIPTS | NOSCRIPT | LOADING | STALE, NOKEYS, c::exec, "transactions", "Executes all commands in a transaction."),
     cmd("EXISTS", -2, READONLY | FAST, ALLKEYS, c::exists, "generic", "Determines whether one or more keys exist."),
     cmd("EXPIRE", -3, WRITE | FAST | VALUES, KEY1, c::expire, "generic", "Sets the expiration time of a key in seconds."),
     cmd("EXPIREAT", -3, WRITE | FAST | VALUES, KEY1, c::expireat, "generic", "Sets the expiration time of a key to a Unix timestamp."),
@@ -328,7 +333,7 @@ pub static TABLE: &[Command] = &[
     cmd("REPLCONF", -1, ADMIN | NOSCRIPT | LOADING | STALE | ALLOW_BUSY, NOKEYS, crate::replication::replconf, "server", "An internal command for configuring the replication stream."),
     cmd("REPLICAOF", 3, ADMIN | NOSCRIPT | STALE, NOKEYS, crate::replication::replicaof, "server", "Configures a server as replica of another: refused, cxltier serve is a master only."),
     cmd("RESET", 1, NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY, NOKEYS, c::reset, "connection", "Resets the connection."),
-    cmd("RESTORE", -4, WRITE | DENYOOM, KEY1, k::restore, "generic", "Creates a key from the serialized representation of a value (a DUMP of a cxltier server)."),
+    cmd("RESTORE", -4, WRITE | DENYOOM, KEY1, k::restore, "generic", "Creates a key from the serialized representation of a value."),
     cmd("ROLE", 1, NOSCRIPT | LOADING | STALE | FAST, NOKEYS, crate::replication::role, "server", "Returns the replication role: master, its offset and its replicas."),
     cmd("RPOP", -2, WRITE | FAST | VALUES, KEY1, crate::list::rpop, "list", "Returns and removes the last elements of a list."),
     cmd("RPOPLPUSH", 3, WRITE | DENYOOM | VALUES, (1, 2, 1), crate::list::rpoplpush, "list", "Returns the last element of a list after removing and pushing it to another list."),

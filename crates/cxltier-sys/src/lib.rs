@@ -15,7 +15,8 @@
 //! - [`thp`]: transparent huge pages disabled for the calling process (`prctl`);
 //! - [`timer`]: a one-shot timerfd that wakes an event loop at a given microsecond;
 //! - [`uring`]: aligned buffers, `O_DIRECT` files and batched io_uring reads and writes;
-//! - [`iobatch`]: mixed batches of direct reads and writes on any number of files.
+//! - [`iobatch`]: mixed batches of direct reads and writes on any number of files;
+//! - [`heap`]: memory the allocators hold free, handed back to the system.
 //!
 //! Every `unsafe` block states why it is sound in a `// SAFETY:` comment. Errors are [`SysError`]s
 //! that name the call and say, where the errno allows, what the cause is and what to do.
@@ -34,6 +35,8 @@
 
 #[warn(missing_docs)]
 mod error;
+#[warn(missing_docs)]
+pub mod heap;
 #[warn(missing_docs)]
 pub mod iobatch;
 #[warn(missing_docs)]

@@ -507,6 +507,15 @@ fn malformed_requests_get_an_error_and_hurt_nobody_else() {
             "{garbage:?} got {reply:?}"
         );
     }
+    // Empty commands (`*0`, an empty inline line) are ignored, as Redis ignores them: the
+    // command after them is answered.
+    let mut raw = TcpStream::connect(&s.addr).unwrap();
+    raw.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    raw.write_all(b"*0\r\n\r\n*0\r\n*1\r\n$4\r\nPING\r\n")
+        .unwrap();
+    let mut reply = [0u8; 7];
+    raw.read_exact(&mut reply).unwrap();
+    assert_eq!(&reply, b"+PONG\r\n");
     // A huge inline line and random bytes.
     let mut raw = TcpStream::connect(&s.addr).unwrap();
     let _ = raw.write_all(&vec![b'a'; 100_000]);

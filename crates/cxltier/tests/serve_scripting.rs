@@ -64,6 +64,11 @@ impl Server {
     /// Start `command(port)` on a free port, again on another if the port was taken before the
     /// child bound it (the child answering must be this one: INFO's process_id).
     fn start(command: impl Fn(u16) -> Command) -> Server {
+        Server::start_with(None, command)
+    }
+
+    /// [`Server::start`] for a server that asks for `password` before INFO.
+    fn start_with(password: Option<&str>, command: impl Fn(u16) -> Command) -> Server {
         for _ in 0..5 {
             let port = free_port();
             let child = command(port)
@@ -77,7 +82,12 @@ impl Server {
                 if s.child.try_wait().unwrap().is_some() {
                     break;
                 }
-                match common::who_answers(&format!("127.0.0.1:{port}"), None, s.child.id(), GUARD) {
+                match common::who_answers(
+                    &format!("127.0.0.1:{port}"),
+                    password,
+                    s.child.id(),
+                    GUARD,
+                ) {
                     common::Answer::Ours => return s,
                     common::Answer::Other => break,
                     common::Answer::Nothing => {}
@@ -245,8 +255,7 @@ fn a_busy_script_answers_busy_and_stops_at_script_kill() {
     // Not busy: nothing to kill.
     assert!(admin.args(&["SCRIPT", "KILL"]).starts_with("-NOTBUSY"));
     runner.send(&["EVAL", "while true do end", "0"]);
-    // Until the threshold passes, the loop runs nothing else: the GET waits for the BUSY mode.
-    std::thread::sleep(Duration::from_millis(200));
+    wait_busy(ours.port);
     let busy = other.args(&["GET", "k"]);
     assert!(
         busy.starts_with("-BUSY Redis is busy running a script."),
@@ -271,7 +280,7 @@ fn a_busy_script_answers_busy_and_stops_at_script_kill() {
         "redis.call('set', 'w', '1') local t = redis.call('time') while true do end",
         "0",
     ]);
-    std::thread::sleep(Duration::from_millis(200));
+    wait_busy(ours.port);
     assert!(admin.args(&["SCRIPT", "KILL"]).starts_with("-UNKILLABLE"));
     // SHUTDOWN NOSAVE stops it and the server.
     admin.send(&["SHUTDOWN", "NOSAVE"]);
@@ -284,4 +293,296 @@ fn a_busy_script_answers_busy_and_stops_at_script_kill() {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// A server started with extra arguments (`--requirepass`, `--ssd`).
+fn cxltier_with(extra: &[&str]) -> Server {
+    let password = extra
+        .iter()
+        .position(|a| *a == "--requirepass")
+        .map(|i| extra[i + 1]);
+    let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+    Server::start_with(password, move |port| {
+        let none = std::env::temp_dir().join(format!("cxltier-scripting-none-{port}.jsonl"));
+        let mut c = Command::new(BIN);
+        c.args(["serve", "--bind", &format!("127.0.0.1:{port}")])
+            .arg("--quarantine-file")
+            .arg(none)
+            .args(&extra);
+        c
+    })
+}
+
+/// Send `signal` (a name `kill` knows: TERM, INT) to the server.
+fn signal(server: &Server, signal: &str) {
+    let ok = Command::new("kill")
+        .arg(format!("-{signal}"))
+        .arg(server.child.id().to_string())
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "kill -{signal} failed");
+}
+
+/// Wait for the server to exit (within the guard); its exit status.
+fn exit_of(server: &mut Server, what: &str) -> std::process::ExitStatus {
+    let t = Instant::now();
+    loop {
+        if let Some(status) = server.child.try_wait().unwrap() {
+            return status;
+        }
+        assert!(t.elapsed() < GUARD, "{what}: the server did not stop");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Wait until the server answers a new connection BUSY: a script sent before is running past
+/// the threshold. A connection made after the script began waits for the threshold, then is
+/// answered BUSY; one whose PING the server read before the script's EVAL (a loaded machine
+/// may take a while to read it) gets its PONG: then another one is made.
+fn wait_busy(port: u16) {
+    let t = Instant::now();
+    loop {
+        let mut probe = Client::connect(port).unwrap();
+        let reply = probe.args(&["PING"]);
+        if reply.starts_with("-BUSY Redis is busy running a script.") {
+            return;
+        }
+        assert_eq!(reply, "+PONG\r\n");
+        assert!(t.elapsed() < GUARD, "the script never made the server busy");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Start `script` on a connection of its own and wait until the server answers another
+/// connection BUSY (the threshold is 50 ms).
+fn run_until_busy(port: u16, admin: &mut Client, script: &str) -> Client {
+    assert_eq!(
+        admin.args(&["CONFIG", "SET", "busy-reply-threshold", "50"]),
+        "+OK\r\n"
+    );
+    let mut runner = Client::connect(port).unwrap();
+    runner.send(&["EVAL", script, "0"]);
+    wait_busy(port);
+    runner
+}
+
+#[test]
+fn a_busy_script_accepts_new_connections_which_can_kill_it() {
+    let ours = cxltier();
+    let mut admin = Client::connect(ours.port).unwrap();
+    admin.args(&["SET", "k", "1"]);
+    let mut runner = run_until_busy(ours.port, &mut admin, "while true do end");
+    // Connections made while it is busy are accepted and answered: BUSY, and SCRIPT KILL.
+    for _ in 0..20 {
+        let mut late = Client::connect(ours.port).unwrap();
+        assert!(late.args(&["GET", "k"]).starts_with("-BUSY"));
+        assert!(late.args(&["SHUTDOWN"]).starts_with("-BUSY"));
+    }
+    let mut late = Client::connect(ours.port).unwrap();
+    assert!(late
+        .args(&["NOSUCHCOMMAND"])
+        .starts_with("-ERR unknown command"));
+    assert_eq!(late.args(&["SCRIPT", "KILL"]), "+OK\r\n");
+    let mut killed = Vec::new();
+    runner.reply(&mut killed);
+    assert!(String::from_utf8(killed)
+        .unwrap()
+        .starts_with("-ERR Script killed by user with SCRIPT KILL..."));
+    // The connections accepted in busy mode are ordinary ones afterwards.
+    assert_eq!(late.args(&["GET", "k"]), "$1\r\n1\r\n");
+    let list = late.args(&["CLIENT", "LIST"]);
+    assert!(
+        list.lines().filter(|l| l.contains("id=")).count() >= 3,
+        "{list}"
+    );
+    assert_eq!(admin.args(&["INCR", "k"]), ":2\r\n");
+}
+
+#[test]
+fn a_busy_script_lets_a_new_client_authenticate_then_kill_it() {
+    let ours = cxltier_with(&["--requirepass", "s3cret"]);
+    let mut admin = Client::connect(ours.port).unwrap();
+    assert_eq!(admin.args(&["AUTH", "s3cret"]), "+OK\r\n");
+    assert_eq!(
+        admin.args(&["CONFIG", "SET", "busy-reply-threshold", "50"]),
+        "+OK\r\n"
+    );
+    let mut runner = Client::connect(ours.port).unwrap();
+    assert_eq!(runner.args(&["AUTH", "s3cret"]), "+OK\r\n");
+    runner.send(&["EVAL", "while true do end", "0"]);
+    let mut late = Client::connect(ours.port).unwrap();
+    // Before AUTH: NOAUTH, as always; a wrong password is refused.
+    assert!(late.args(&["SCRIPT", "KILL"]).starts_with("-NOAUTH"));
+    assert!(late.args(&["AUTH", "wrong"]).starts_with("-WRONGPASS"));
+    assert!(late
+        .args(&["HELLO", "3", "AUTH", "default", "s3cret"])
+        .starts_with("%7\r\n"));
+    // GET answers (null, in RESP3) until the script has begun, then BUSY.
+    let t = Instant::now();
+    loop {
+        let reply = late.args(&["GET", "k"]);
+        if reply.starts_with("-BUSY") {
+            break;
+        }
+        assert_eq!(reply, "_\r\n");
+        assert!(t.elapsed() < GUARD, "the script never made the server busy");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(late.args(&["SCRIPT", "KILL"]), "+OK\r\n");
+    let mut killed = Vec::new();
+    runner.reply(&mut killed);
+    assert!(String::from_utf8(killed)
+        .unwrap()
+        .starts_with("-ERR Script killed"));
+    assert_eq!(late.args(&["PING"]), "+PONG\r\n");
+}
+
+#[test]
+fn a_script_in_a_transaction_is_busy_and_killable_too() {
+    let ours = cxltier();
+    let mut admin = Client::connect(ours.port).unwrap();
+    assert_eq!(
+        admin.args(&["CONFIG", "SET", "busy-reply-threshold", "50"]),
+        "+OK\r\n"
+    );
+    let mut runner = Client::connect(ours.port).unwrap();
+    assert_eq!(runner.args(&["MULTI"]), "+OK\r\n");
+    assert_eq!(
+        runner.args(&["EVAL", "while true do end", "0"]),
+        "+QUEUED\r\n"
+    );
+    runner.send(&["EXEC"]);
+    wait_busy(ours.port);
+    let mut late = Client::connect(ours.port).unwrap();
+    assert!(late.args(&["PING"]).starts_with("-BUSY"));
+    assert_eq!(late.args(&["SCRIPT", "KILL"]), "+OK\r\n");
+    let mut out = Vec::new();
+    runner.reply(&mut out);
+    let out = String::from_utf8(out).unwrap();
+    assert!(out.starts_with("*1\r\n-ERR Script killed"), "{out}");
+}
+
+#[test]
+fn sigterm_stops_a_busy_script_that_has_not_written_and_the_server_keeps_its_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let ssd = format!("{}:64M", dir.path().join("store.log").display());
+    let mut ours = cxltier_with(&["--ssd", &ssd, "--durability", "always"]);
+    let mut admin = Client::connect(ours.port).unwrap();
+    assert_eq!(admin.args(&["SET", "kept", "before"]), "+OK\r\n");
+    let mut runner = run_until_busy(ours.port, &mut admin, "while true do end");
+    signal(&ours, "TERM");
+    let status = exit_of(&mut ours, "SIGTERM during a busy script");
+    assert!(status.success(), "{status:?}");
+    // The script's caller was told why before the server closed.
+    let mut killed = Vec::new();
+    runner.reply(&mut killed);
+    let killed = String::from_utf8(killed).unwrap();
+    assert!(killed.contains("stop signal"), "{killed}");
+    drop(ours);
+    let again = cxltier_with(&["--ssd", &ssd]);
+    let mut c = Client::connect(again.port).unwrap();
+    assert_eq!(c.args(&["GET", "kept"]), "$6\r\nbefore\r\n");
+}
+
+#[test]
+fn sigterm_lets_a_script_that_has_written_finish_and_a_second_one_stops_it() {
+    let mut ours = cxltier();
+    let mut admin = Client::connect(ours.port).unwrap();
+    let _runner = run_until_busy(
+        ours.port,
+        &mut admin,
+        "redis.call('set', 'w', '1') while true do end",
+    );
+    signal(&ours, "TERM");
+    // Scripts are atomic: the server goes on answering BUSY until the script ends...
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        ours.child.try_wait().unwrap().is_none(),
+        "one SIGTERM stopped a script that had written"
+    );
+    let mut late = Client::connect(ours.port).unwrap();
+    assert!(late.args(&["PING"]).starts_with("-BUSY"));
+    assert!(late.args(&["SCRIPT", "KILL"]).starts_with("-UNKILLABLE"));
+    // ... or a second signal stops it.
+    signal(&ours, "INT");
+    let status = exit_of(&mut ours, "a second signal during a script that wrote");
+    assert!(status.success(), "{status:?}");
+}
+
+/// The defect as a user met it, with the real redis-cli: `redis-cli EVAL 'while true do end' 0`
+/// in the background, then `redis-cli PING` and `redis-cli SCRIPT KILL` from new connections.
+#[test]
+fn redis_cli_reaches_a_server_running_a_busy_script() {
+    need_redis_server();
+    let ours = cxltier();
+    let port = ours.port.to_string();
+    let cli = |args: &[&str]| -> String {
+        let out = Command::new("timeout")
+            .arg("20")
+            .arg("redis-cli")
+            .args(["-p", &port])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "redis-cli {args:?} did not answer within 20 s: {out:?}"
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    assert_eq!(
+        cli(&["CONFIG", "SET", "busy-reply-threshold", "100"]),
+        "OK\n"
+    );
+    let script = Command::new("redis-cli")
+        .args(["-p", &port, "EVAL", "while true do end", "0"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // PING from new connections until the script has begun: then BUSY.
+    let t = Instant::now();
+    loop {
+        let reply = cli(&["PING"]);
+        if reply.starts_with("BUSY Redis is busy running a script.") {
+            break;
+        }
+        assert_eq!(reply, "PONG\n");
+        assert!(t.elapsed() < GUARD, "the script never made the server busy");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(cli(&["SCRIPT", "KILL"]), "OK\n");
+    let out = script.wait_with_output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("Script killed by user"));
+    assert_eq!(cli(&["PING"]), "PONG\n");
+}
+
+/// A script that allocates until it reaches the interpreter's cap fails, and leaves scripting
+/// working (Lua 5.1 collects nothing when an allocation fails: its garbage used to fill the heap
+/// so that every later script failed to compile) and the memory given back to the system.
+#[test]
+fn a_script_at_the_memory_cap_leaves_scripting_working_and_gives_its_memory_back() {
+    let ours = cxltier();
+    let mut c = Client::connect(ours.port).unwrap();
+    // A MiB more each turn: the cap is reached in a few hundred turns, however slow the build.
+    let bomb = "local t = {} local s = string.rep('x', 1048576) \
+                for i = 1, 100000 do t[i] = s .. i end return #t";
+    let failed = c.args(&["EVAL", bomb, "0"]);
+    assert!(failed.starts_with("-ERR not enough memory"), "{failed}");
+    assert_eq!(c.args(&["EVAL", "return 1", "0"]), ":1\r\n");
+    assert_eq!(c.args(&["EVAL", bomb, "0"]), failed);
+    assert_eq!(c.args(&["EVAL", "return 2", "0"]), ":2\r\n");
+    let info = c.args(&["INFO", "memory"]);
+    let field = |name: &str| -> u64 {
+        info.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name}:")))
+            .unwrap_or_else(|| panic!("no {name} in {info}"))
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    // The scripts held 256 MiB at the cap; after them the interpreter and the process are back
+    // to their size before (tens of MiB at most), far from it.
+    assert!(field("used_memory_vm_eval") < 16 << 20, "{info}");
+    assert!(field("used_memory_rss") < 128 << 20, "{info}");
 }
