@@ -86,6 +86,15 @@ pub const BULK_MARGIN: usize = 64 << 10;
 /// [`BUFFER_KEEP`] (one big reply must not hold its memory for the connection's life).
 const BUFFER_INITIAL: usize = 16 << 10;
 const BUFFER_KEEP: usize = 1 << 20;
+/// The most input a connection that has not authenticated holds (a password is set): room for
+/// one command of the largest kind it may send (10 arguments of 16 KiB, or an inline line of
+/// 64 KiB) and more. 10,000 such connections hold at most 2.5 GiB of input, where the query
+/// buffer limit would allow 64 MiB each.
+const UNAUTHENTICATED_INPUT: usize = 256 << 10;
+/// Unread replies of a connection that has not authenticated: its commands stop running past
+/// the soft limit, and it is closed at the hard one.
+const UNAUTHENTICATED_OUTPUT_SOFT: usize = 64 << 10;
+const UNAUTHENTICATED_OUTPUT_HARD: usize = 1 << 20;
 /// The default query buffer limit per connection (Redis's 1 GB is for a server of one big
 /// client; ours serves thousands).
 pub const DEFAULT_QUERY_BUFFER_LIMIT: usize = 64 << 20;
@@ -356,13 +365,26 @@ struct Parked {
 impl Conn {
     /// The output buffer limits of this connection: Redis's pubsub class once it subscribes.
     fn output_limit(&self, limits: &Limits) -> OutputBufferLimit {
-        if self.replica.is_some() {
+        if self.unauthenticated(limits) {
+            // Its replies are NOAUTH lines: a client that does not read them stops being
+            // served (and read) after a few thousand, and is closed soon after.
+            OutputBufferLimit {
+                hard: UNAUTHENTICATED_OUTPUT_HARD.min(limits.output.hard),
+                soft: UNAUTHENTICATED_OUTPUT_SOFT.min(limits.output.soft),
+                soft_seconds: limits.output.soft_seconds,
+            }
+        } else if self.replica.is_some() {
             crate::replication::REPLICA_OUTPUT_LIMIT
         } else if self.session.subscribed() {
             crate::pubsub::PUBSUB_OUTPUT_LIMIT
         } else {
             limits.output
         }
+    }
+
+    /// A password is set and this connection has not given it.
+    fn unauthenticated(&self, limits: &Limits) -> bool {
+        limits.password && !self.session.authed
     }
 
     /// Reply bytes not written to the socket yet (for a replica, the stream held behind its
@@ -454,6 +476,7 @@ pub fn serve_on(
     };
     let max_bulk = store.max_object().saturating_add(BULK_MARGIN);
     let mut limits = Limits {
+        password: info.requirepass.is_some(),
         max_bulk,
         // The bulk data of the command being received come on top (see `input_limit`): a
         // 512 MB SET arrives under the default limit, and a pipeline is held to it.
@@ -513,8 +536,9 @@ pub fn serve_on(
     let mut gone: Vec<Token> = Vec::new();
     let mut lingering: Vec<Lingering> = Vec::new();
     while !shutdown && !stop.load(Ordering::Relaxed) {
-        // CONFIG SET proto-max-bulk-len may have changed it.
+        // CONFIG SET proto-max-bulk-len and requirepass may have changed them.
         limits.max_bulk = info.proto_max_bulk_len;
+        limits.password = info.requirepass.is_some();
         // With device reads in flight or commands queued, only look at the sockets (the reads
         // are collected and the commands run below) unless the last turn found nothing to do:
         // waking from a sleep costs more than a turn on this path, so the loop keeps its CPU
@@ -911,6 +935,9 @@ fn run_id() -> String {
 /// A connection's limits, from the server's settings.
 #[derive(Debug, Clone, Copy)]
 struct Limits {
+    /// A password is set (`--requirepass`, `CONFIG SET requirepass`): connections that have not
+    /// authenticated are held to the unauthenticated limits.
+    password: bool,
     max_bulk: usize,
     query: usize,
     output: OutputBufferLimit,
@@ -1070,7 +1097,12 @@ fn has_room(c: &Conn, limits: &Limits) -> bool {
 /// command being received announced, up to one bulk of proto-max-bulk-len. Redis's 1 GB limit
 /// would let a client pipelining small commands hold 1 GB; this holds it to the limit (64 MB by
 /// default) while one value of up to 512 MB still arrives whole.
+/// A connection that has not authenticated (a password is set) holds at most
+/// [`UNAUTHENTICATED_INPUT`].
 fn input_limit(c: &Conn, limits: &Limits) -> usize {
+    if c.unauthenticated(limits) {
+        return UNAUTHENTICATED_INPUT;
+    }
     limits
         .query
         .saturating_add(c.parser.bulk_bytes().min(limits.max_bulk))

@@ -541,3 +541,44 @@ fn idle_connections_are_not_looked_at_by_each_turn() {
         assert_eq!(call(c, &["PING"]), Reply::Simple(b"PONG".to_vec()));
     }
 }
+
+/// A client without the password cannot make the server hold more than a little of what it
+/// sends, nor of the NOAUTH replies it does not read: its input is held to 256 KiB (the query
+/// buffer limit, 64 MiB, once it has authenticated) and its commands stop running at 64 KiB of
+/// unread replies, so the server stops reading it and its writes wait in the socket buffers.
+#[test]
+fn a_client_without_the_password_holds_little_memory_whatever_it_sends() {
+    let s = Server::start(&["--requirepass", "pw"]);
+    let mut flood = s.raw();
+    // 16 MiB of pipelined commands, never reading a reply; the write gives up once the
+    // server has stopped reading for a while (the guard, not a measure).
+    flood
+        .set_write_timeout(Some(Duration::from_secs(2)))
+        .unwrap();
+    let one = command(&[b"GET", b"k"]);
+    let chunk: Vec<u8> = one
+        .iter()
+        .copied()
+        .cycle()
+        .take(one.len() * (1 << 16))
+        .collect();
+    let mut sent = 0usize;
+    while sent < 16 << 20 {
+        match flood.write(&chunk) {
+            Ok(n) => sent += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => break,
+        }
+    }
+    let mut c = s.client();
+    assert_eq!(call(&mut c, &["AUTH", "pw"]), Reply::Simple(b"OK".to_vec()));
+    let input = info_field(&mut c, "clients", "client_peak_input_buffer");
+    assert!(
+        input <= 1 << 20,
+        "a client without the password made the server hold {input} bytes of its input ({sent} sent)"
+    );
+    assert!(
+        sent < 16 << 20,
+        "the server read all {sent} bytes of a client that never read its replies"
+    );
+}
