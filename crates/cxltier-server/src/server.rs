@@ -2022,14 +2022,25 @@ fn refuse(stream: &mut TcpStream, msg: &str) {
 /// is read once the queued commands have run).
 fn read_all(c: &mut Conn, buf: &mut [u8], limit: usize) {
     while c.input.len() < limit {
-        match c.stream.read(buf) {
+        // No more than the limit leaves room for: the input never passes it.
+        let room = (limit - c.input.len()).min(buf.len());
+        match c.stream.read(&mut buf[..room]) {
             Ok(0) => {
                 // The client finished sending: answer what it sent, then close.
                 c.closing = true;
                 c.readable = false;
                 return;
             }
-            Ok(n) => c.input.extend_from_slice(&buf[..n]),
+            Ok(n) => {
+                // Grown by doubling, as a Vec grows, but never past the limit: the buffer's
+                // memory is bounded by the limit, not by twice it.
+                let need = c.input.len() + n;
+                if need > c.input.capacity() {
+                    let target = (2 * c.input.capacity()).clamp(need, limit.max(need));
+                    c.input.reserve_exact(target - c.input.len());
+                }
+                c.input.extend_from_slice(&buf[..n]);
+            }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 c.readable = false;
                 return;
