@@ -2955,7 +2955,7 @@ fn info_text(store: &Store, info: &mut ServerInfo, sections: &[String]) -> Strin
     if want("tiers") {
         let _ = write!(
             t,
-            "# Tiers\r\nkeys:{}\r\nindex_bytes:{}\r\nmisses:{}\r\nevictions_to_nvme:{}\r\nadmissions_rejected:{}\r\nslab_pages_moved:{}\r\nslab_objects_moved:{}\r\nwrite_amplification:{:.3}\r\nsegments_cleaned:{}\r\ncxl_emulated_on_dram:{}\r\n",
+            "# Tiers\r\nkeys:{}\r\nindex_bytes:{}\r\nmisses:{}\r\nevictions_to_nvme:{}\r\nadmissions_rejected:{}\r\nslab_pages_moved:{}\r\nslab_objects_moved:{}\r\nslab_pages_compacted:{}\r\nspare_slot_writes:{}\r\nwrite_amplification:{:.3}\r\nsegments_cleaned:{}\r\ncxl_emulated_on_dram:{}\r\n",
             st.keys,
             st.index_bytes,
             st.misses,
@@ -2963,6 +2963,8 @@ fn info_text(store: &Store, info: &mut ServerInfo, sections: &[String]) -> Strin
             st.admissions_rejected,
             st.slab_pages_moved,
             st.slab_objects_moved,
+            st.slab_pages_compacted,
+            st.spare_slot_writes,
             st.write_amplification,
             st.segments_cleaned,
             st.cxl_emulated_on_dram as u8

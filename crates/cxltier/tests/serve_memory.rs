@@ -107,6 +107,12 @@ fn a_5_byte_set_fits_after_two_1k_keys_are_deleted_at_the_dram_limit() {
         call(&mut c, &[b"GET", b"k"]),
         Reply::Bulk(Some(b"abcde".to_vec()))
     );
+    // Two freed 1 KiB slots empty no page: the value took one of them, and INFO says so.
+    let tiers = match call(&mut c, &[b"INFO", b"tiers"]) {
+        Reply::Bulk(Some(b)) => String::from_utf8(b).unwrap(),
+        other => panic!("INFO tiers: {other:?}"),
+    };
+    assert!(tiers.contains("\r\nspare_slot_writes:1\r\n"), "{tiers}");
     assert_eq!(
         call(&mut c, &[b"SET", &key(0), &v]),
         Reply::Simple(b"OK".to_vec())
