@@ -117,11 +117,16 @@ fn run(store: &mut Store, data: &[u8]) {
         // and GETACK answer nothing: all as in Redis.
         let parked = session.block.take().is_some();
         let synced = session.sync.take().is_some();
-        let named = |n: &str| args.first().is_some_and(|a| a.eq_ignore_ascii_case(n.as_bytes()));
+        let named = |n: &str| {
+            args.first()
+                .is_some_and(|a| a.eq_ignore_ascii_case(n.as_bytes()))
+        };
         let acked = named("REPLCONF")
-            && args.iter().skip(1).step_by(2).any(|a| {
-                a.eq_ignore_ascii_case(b"ACK") || a.eq_ignore_ascii_case(b"GETACK")
-            });
+            && args
+                .iter()
+                .skip(1)
+                .step_by(2)
+                .any(|a| a.eq_ignore_ascii_case(b"ACK") || a.eq_ignore_ascii_case(b"GETACK"));
         let resync = (named("SYNC") || named("PSYNC")) && session.is_replica;
         let unanswered = parked || synced || acked || resync;
         if args.is_empty() || (silenced && out.is_empty()) || (unanswered && out.is_empty()) {

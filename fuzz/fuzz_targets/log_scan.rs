@@ -19,22 +19,53 @@ fuzz_target!(|data: &[u8]| {
     let mut last_end = SEGMENT_HEADER.min(image.len());
     let mut spans: Vec<(usize, usize)> = Vec::new();
     for r in &scan.records {
-        assert!(r.offset >= SEGMENT_HEADER, "record inside the header at {}", r.offset);
-        assert!(r.offset + r.total <= image.len(), "record past the image at {}", r.offset);
-        assert!(r.total >= r.key.len() + r.value.len(), "record parts exceed its length");
-        assert!(r.offset >= last_end, "records overlap or are out of order at {}", r.offset);
+        assert!(
+            r.offset >= SEGMENT_HEADER,
+            "record inside the header at {}",
+            r.offset
+        );
+        assert!(
+            r.offset + r.total <= image.len(),
+            "record past the image at {}",
+            r.offset
+        );
+        assert!(
+            r.total >= r.key.len() + r.value.len(),
+            "record parts exceed its length"
+        );
+        assert!(
+            r.offset >= last_end,
+            "records overlap or are out of order at {}",
+            r.offset
+        );
         last_end = r.offset + r.total;
         spans.push((r.offset, r.offset + r.total));
     }
     for d in &scan.damaged {
-        assert!(d.start < d.end && d.end <= image.len(), "damaged range {d:?} out of the image");
-        assert!(d.start >= SEGMENT_HEADER.min(image.len()), "damaged range {d:?} in the header");
+        assert!(
+            d.start < d.end && d.end <= image.len(),
+            "damaged range {d:?} out of the image"
+        );
+        assert!(
+            d.start >= SEGMENT_HEADER.min(image.len()),
+            "damaged range {d:?} in the header"
+        );
         for &(s, e) in &spans {
-            assert!(d.end <= s || d.start >= e, "damaged range {d:?} overlaps a record {s}..{e}");
+            assert!(
+                d.end <= s || d.start >= e,
+                "damaged range {d:?} overlaps a record {s}..{e}"
+            );
         }
     }
-    assert!(scan.end <= image.len().max(SEGMENT_HEADER), "end {} past the image", scan.end);
+    assert!(
+        scan.end <= image.len().max(SEGMENT_HEADER),
+        "end {} past the image",
+        scan.end
+    );
     if let Some(t) = &scan.tail {
-        assert!(t.start >= scan.end && t.end <= image.len(), "tail {t:?} out of place");
+        assert!(
+            t.start >= scan.end && t.end <= image.len(),
+            "tail {t:?} out of place"
+        );
     }
 });
