@@ -382,6 +382,26 @@ impl Conn {
         }
     }
 
+    /// Drop the first `executed` bytes of the input (the commands that ran); what is still
+    /// queued moves down with it. After a protocol error, once its reply is queued no more,
+    /// the rest of the input goes too.
+    fn consume(&mut self, executed: usize) {
+        if executed > 0 {
+            self.input.drain(..executed);
+            self.parsed -= executed;
+            for p in &mut self.queue {
+                p.end -= executed;
+                for r in &mut p.args {
+                    *r = r.start - executed..r.end - executed;
+                }
+            }
+        }
+        if self.broken && self.queue.is_empty() {
+            self.input.clear();
+            self.parsed = 0;
+        }
+    }
+
     /// A password is set and this connection has not given it.
     fn unauthenticated(&self, limits: &Limits) -> bool {
         limits.password && !self.session.authed
@@ -1406,21 +1426,7 @@ fn run_ready(
                 m.omem = c.unsent();
             }
         }
-        // Drop what ran from the input; what is still queued moves down with it.
-        if executed > 0 {
-            c.input.drain(..executed);
-            c.parsed -= executed;
-            for p in &mut c.queue {
-                p.end -= executed;
-                for r in &mut p.args {
-                    *r = r.start - executed..r.end - executed;
-                }
-            }
-        }
-        if c.broken && c.queue.is_empty() {
-            c.input.clear();
-            c.parsed = 0;
-        }
+        c.consume(executed);
         conns.insert(t, conn);
     }
     ran += serve_parked(store, info, conns, roster, &mut wrote, &mut starts);
@@ -1666,20 +1672,7 @@ impl BusyServe {
                 break;
             }
         }
-        if executed > 0 {
-            c.input.drain(..executed);
-            c.parsed -= executed;
-            for p in &mut c.queue {
-                p.end -= executed;
-                for r in &mut p.args {
-                    *r = r.start - executed..r.end - executed;
-                }
-            }
-        }
-        if c.broken && c.queue.is_empty() {
-            c.input.clear();
-            c.parsed = 0;
-        }
+        c.consume(executed);
     }
 }
 

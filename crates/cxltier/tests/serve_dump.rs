@@ -2,37 +2,18 @@
 //! (and each encoding redis-server chooses under small and default thresholds) DUMPed by one
 //! and RESTOREd into the other, values compared; MIGRATE from redis-server into cxltier.
 //!
-//! redis-server is installed by scripts/peers. Without it this test fails when
-//! `CXLTIER_REQUIRE_PEERS` or `CI` is set, and says it skipped otherwise.
+//! redis-server is installed by scripts/peers (scripts/test runs it first); without it the test
+//! fails with that instruction.
 
 mod common;
-use common::free_port;
+use common::ServerChild;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const BIN: &str = env!("CARGO_BIN_EXE_cxltier");
 /// Only a guard against a hang: nothing here is timed.
 const GUARD: Duration = Duration::from_secs(30);
-
-/// Whether redis-server is here; without it, a failure where peers are required.
-fn have_redis_server() -> bool {
-    let found = Command::new("redis-server")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    let required =
-        std::env::var_os("CXLTIER_REQUIRE_PEERS").is_some() || std::env::var_os("CI").is_some();
-    assert!(
-        found || !required,
-        "redis-server is not installed: this test moves values between it and cxltier (run scripts/peers)"
-    );
-    if !found {
-        eprintln!("serve_dump: skipped, redis-server is not installed (scripts/peers installs it)");
-    }
-    found
-}
 
 #[derive(Debug, Clone, PartialEq)]
 enum V {
@@ -97,75 +78,18 @@ impl Client {
     }
 }
 
-/// A server child on a free port, killed when the test ends.
-struct Server {
-    child: Child,
-    addr: String,
-}
-
-impl Server {
-    fn start(name: &str, command: impl Fn(u16) -> Command) -> Server {
-        for _ in 0..5 {
-            let port = free_port();
-            let child = command(port)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap_or_else(|e| panic!("cannot start {name}: {e}"));
-            let mut s = Server {
-                child,
-                addr: format!("127.0.0.1:{port}"),
-            };
-            let t = Instant::now();
-            while t.elapsed() < GUARD {
-                if s.child.try_wait().unwrap().is_some() {
-                    break;
-                }
-                match common::who_answers(&s.addr, None, s.child.id(), GUARD) {
-                    common::Answer::Ours => return s,
-                    common::Answer::Other => break,
-                    common::Answer::Nothing => {}
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            let _ = s.child.kill();
-            let _ = s.child.wait();
-        }
-        panic!("{name} did not come up on five free ports");
-    }
-    fn port(&self) -> &str {
-        self.addr.rsplit(':').next().unwrap()
-    }
-    fn client(&self) -> Client {
-        Client::connect(&self.addr)
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn cxltier() -> Server {
-    Server::start("cxltier serve", |port| {
-        let none = std::env::temp_dir().join(format!("cxltier-dump-none-{port}.jsonl"));
-        let mut c = Command::new(BIN);
-        c.args(["serve", "--bind", &format!("127.0.0.1:{port}")])
-            .arg("--quarantine-file")
-            .arg(none);
-        c
+fn cxltier() -> ServerChild {
+    ServerChild::start("cxltier serve", None, |port| {
+        common::cxltier_serve(BIN, port, &[])
     })
 }
 
-fn redis() -> Server {
-    Server::start("redis-server", |port| {
-        let mut c = Command::new("redis-server");
-        c.args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no"]);
-        c
-    })
+fn redis() -> ServerChild {
+    ServerChild::start("redis-server", None, common::redis_server)
+}
+
+fn client(server: &ServerChild) -> Client {
+    Client::connect(&server.addr)
 }
 
 /// A key's type and value as comparable text: members of sets and hashes sorted.
@@ -321,11 +245,8 @@ fn move_all(from: &mut Client, to: &mut Client, keys: &[String], way: &str) {
 
 #[test]
 fn values_move_between_redis_and_cxltier_both_ways() {
-    if !have_redis_server() {
-        return;
-    }
     let (r, x) = (redis(), cxltier());
-    let (mut rc, mut xc) = (r.client(), x.client());
+    let (mut rc, mut xc) = (client(&r), client(&x));
     // Default thresholds (large values as hashtables, skiplists, quicklists of many nodes),
     // then small ones (the same data as listpacks), LZF on.
     let mut keys = fill(&mut rc, "default");
@@ -373,18 +294,15 @@ fn values_move_between_redis_and_cxltier_both_ways() {
 
 #[test]
 fn migrate_from_redis_into_cxltier() {
-    if !have_redis_server() {
-        return;
-    }
     let (r, x) = (redis(), cxltier());
-    let (mut rc, mut xc) = (r.client(), x.client());
+    let (mut rc, mut xc) = (client(&r), client(&x));
     let keys = fill(&mut rc, "migrate");
     let want: Vec<_> = keys.iter().map(|k| value_of(&mut rc, k)).collect();
     for key in &keys {
         let reply = rc.call(&[
             b"MIGRATE",
             b"127.0.0.1",
-            x.port().as_bytes(),
+            x.port.to_string().as_bytes(),
             key.as_bytes(),
             b"0",
             b"5000",

@@ -5,66 +5,21 @@
 //! hang.
 
 mod common;
-use common::free_port;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use common::ServerChild;
 
 use cxltier_ycsb::protocol::Reply;
 use cxltier_ycsb::SimpleClient;
 
 const BIN: &str = env!("CARGO_BIN_EXE_cxltier");
-const GUARD: Duration = Duration::from_secs(30);
 
-/// A server child, killed when the test ends.
-struct Server {
-    child: Child,
-    addr: String,
+fn start(args: &[&str]) -> ServerChild {
+    ServerChild::start("cxltier serve", None, |port| {
+        common::cxltier_serve(BIN, port, args)
+    })
 }
 
-impl Server {
-    /// Start `cxltier serve ARGS` on a free port, again on another one if the port was taken
-    /// meanwhile (the server exits, or another answers there).
-    fn start(args: &[&str]) -> Server {
-        for _ in 0..5 {
-            let port = free_port();
-            let addr = format!("127.0.0.1:{port}");
-            // A quarantine file the host may have must not reach the test.
-            let none = std::env::temp_dir().join(format!("cxltier-memory-none-{port}.jsonl"));
-            let child = Command::new(BIN)
-                .args(["serve", "--bind", &addr, "--quarantine-file"])
-                .arg(&none)
-                .args(args)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap();
-            let mut s = Server { child, addr };
-            let t = Instant::now();
-            while t.elapsed() < GUARD {
-                if s.child.try_wait().unwrap().is_some() {
-                    break;
-                }
-                match common::who_answers(&s.addr, None, s.child.id(), GUARD) {
-                    common::Answer::Ours => return s,
-                    common::Answer::Other => break,
-                    common::Answer::Nothing => {}
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        }
-        panic!("no server came up on five free ports");
-    }
-
-    fn client(&self) -> SimpleClient {
-        SimpleClient::connect(&self.addr).unwrap()
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+fn client(server: &ServerChild) -> SimpleClient {
+    SimpleClient::connect(&server.addr).unwrap()
 }
 
 fn call(c: &mut SimpleClient, args: &[&[u8]]) -> Reply {
@@ -80,8 +35,8 @@ fn is_oom(r: &Reply) -> bool {
 /// value in the other freed slot; every other value still reads back.
 #[test]
 fn a_5_byte_set_fits_after_two_1k_keys_are_deleted_at_the_dram_limit() {
-    let server = Server::start(&["--dram", "16M"]);
-    let mut c = server.client();
+    let server = start(&["--dram", "16M"]);
+    let mut c = client(&server);
     let v = vec![b'x'; 1024];
     let key = |i: u64| format!("key:{i}").into_bytes();
     let mut n = 0u64;

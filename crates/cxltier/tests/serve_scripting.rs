@@ -6,10 +6,10 @@
 //! fails with that instruction.
 
 mod common;
-use common::free_port;
+use common::ServerChild;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_cxltier");
@@ -54,91 +54,14 @@ impl Client {
     }
 }
 
-/// A server child (cxltier serve or redis-server), killed when the test ends, passed or not.
-struct Server {
-    child: Child,
-    port: u16,
-}
-
-impl Server {
-    /// Start `command(port)` on a free port, again on another if the port was taken before the
-    /// child bound it (the child answering must be this one: INFO's process_id).
-    fn start(command: impl Fn(u16) -> Command) -> Server {
-        Server::start_with(None, command)
-    }
-
-    /// [`Server::start`] for a server that asks for `password` before INFO.
-    fn start_with(password: Option<&str>, command: impl Fn(u16) -> Command) -> Server {
-        for _ in 0..5 {
-            let port = free_port();
-            let child = command(port)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap();
-            let mut s = Server { child, port };
-            let t = Instant::now();
-            while t.elapsed() < GUARD {
-                if s.child.try_wait().unwrap().is_some() {
-                    break;
-                }
-                match common::who_answers(
-                    &format!("127.0.0.1:{port}"),
-                    password,
-                    s.child.id(),
-                    GUARD,
-                ) {
-                    common::Answer::Ours => return s,
-                    common::Answer::Other => break,
-                    common::Answer::Nothing => {}
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            let _ = s.child.kill();
-            let _ = s.child.wait();
-        }
-        panic!("no server came up on five free ports");
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn need_redis_server() {
-    let have = Command::new("sh")
-        .args(["-c", "command -v redis-server"])
-        .output()
-        .unwrap()
-        .status
-        .success();
-    assert!(
-        have,
-        "redis-server is not installed: run scripts/peers (scripts/test does) and test again"
-    );
-}
+type Server = ServerChild;
 
 fn cxltier() -> Server {
-    Server::start(|port| {
-        let none = std::env::temp_dir().join(format!("cxltier-scripting-none-{port}.jsonl"));
-        let mut c = Command::new(BIN);
-        c.args(["serve", "--bind", &format!("127.0.0.1:{port}")])
-            .arg("--quarantine-file")
-            .arg(none);
-        c
-    })
+    cxltier_with(&[])
 }
 
 fn redis() -> Server {
-    Server::start(|port| {
-        let mut c = Command::new("redis-server");
-        c.args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no"]);
-        c
-    })
+    Server::start("redis-server", None, common::redis_server)
 }
 
 impl Client {
@@ -165,7 +88,6 @@ const EXTEND: &str = "local token = redis.call('get', KEYS[1]) if not token or t
 
 #[test]
 fn lock_scripts_by_evalsha_answer_as_redis_server_does() {
-    need_redis_server();
     let (ours, theirs) = (cxltier(), redis());
     let mut a = Client::connect(ours.port).unwrap();
     let mut b = Client::connect(theirs.port).unwrap();
@@ -301,15 +223,8 @@ fn cxltier_with(extra: &[&str]) -> Server {
         .iter()
         .position(|a| *a == "--requirepass")
         .map(|i| extra[i + 1]);
-    let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
-    Server::start_with(password, move |port| {
-        let none = std::env::temp_dir().join(format!("cxltier-scripting-none-{port}.jsonl"));
-        let mut c = Command::new(BIN);
-        c.args(["serve", "--bind", &format!("127.0.0.1:{port}")])
-            .arg("--quarantine-file")
-            .arg(none)
-            .args(&extra);
-        c
+    Server::start("cxltier serve", password, |port| {
+        common::cxltier_serve(BIN, port, extra)
     })
 }
 
@@ -514,7 +429,6 @@ fn sigterm_lets_a_script_that_has_written_finish_and_a_second_one_stops_it() {
 /// in the background, then `redis-cli PING` and `redis-cli SCRIPT KILL` from new connections.
 #[test]
 fn redis_cli_reaches_a_server_running_a_busy_script() {
-    need_redis_server();
     let ours = cxltier();
     let port = ours.port.to_string();
     let cli = |args: &[&str]| -> String {

@@ -90,3 +90,92 @@ fn reply_through(addr: &str, request: &[u8], field: &[u8], patience: Duration) -
         }
     }
 }
+
+/// Only a guard against a hang while a server starts: nothing is timed.
+const START_GUARD: Duration = Duration::from_secs(30);
+
+/// A server child (cxltier serve, redis-server) on a port of its own, killed when the test
+/// ends, passed or not.
+pub struct ServerChild {
+    pub child: std::process::Child,
+    pub port: u16,
+    /// `127.0.0.1:PORT`.
+    pub addr: String,
+}
+
+impl ServerChild {
+    /// Start `command(port)` on a free port, again on another if the port was taken before the
+    /// child bound it: the child answering must be this one (INFO's `process_id`, after
+    /// `AUTH password` when the server asks for one).
+    pub fn start(
+        name: &str,
+        password: Option<&str>,
+        command: impl Fn(u16) -> std::process::Command,
+    ) -> ServerChild {
+        use std::process::Stdio;
+        for _ in 0..5 {
+            let port = free_port();
+            let child = command(port)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap_or_else(|e| panic!("cannot start {name}: {e}"));
+            let mut s = ServerChild {
+                child,
+                port,
+                addr: format!("127.0.0.1:{port}"),
+            };
+            let t = std::time::Instant::now();
+            while t.elapsed() < START_GUARD {
+                if s.child.try_wait().unwrap().is_some() {
+                    break;
+                }
+                match who_answers(&s.addr, password, s.child.id(), START_GUARD) {
+                    Answer::Ours => return s,
+                    Answer::Other => break,
+                    Answer::Nothing => {}
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = s.child.kill();
+            let _ = s.child.wait();
+        }
+        panic!("{name} did not come up on five free ports");
+    }
+}
+
+impl Drop for ServerChild {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `cxltier serve` (the binary `bin`) on `port` with `args`, following a quarantine file that
+/// does not exist: one the host may have must not reach a test.
+pub fn cxltier_serve(bin: &str, port: u16, args: &[&str]) -> std::process::Command {
+    let none = std::env::temp_dir().join(format!("cxltier-test-no-quarantine-{port}.jsonl"));
+    let mut c = std::process::Command::new(bin);
+    c.args(["serve", "--bind", &format!("127.0.0.1:{port}")])
+        .arg("--quarantine-file")
+        .arg(none)
+        .args(args);
+    c
+}
+
+/// `redis-server` (Debian's 7.0, installed by scripts/peers) on `port`, without persistence.
+/// Fails the test, saying how to install it, when it is missing: every test command installs it.
+pub fn redis_server(port: u16) -> std::process::Command {
+    let found = std::process::Command::new("redis-server")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        found,
+        "redis-server is not installed: run scripts/peers (scripts/test does) and test again"
+    );
+    let mut c = std::process::Command::new("redis-server");
+    c.args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+        .args(["--save", "", "--appendonly", "no"]);
+    c
+}
