@@ -1,0 +1,151 @@
+//! ARCHITECTURE.md stays true: the crate edges it lists are exactly the `[dependencies]` between the
+//! workspace's crates in their Cargo.toml files, and every crate has its row in the table and a
+//! place in the bird's-eye drawing. A dependency added or removed without updating the map fails
+//! here, with the line to write.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The workspace's crates (every folder of `crates/` with a Cargo.toml) and, for each, the
+/// workspace crates among its `[dependencies]` (dev- and build-dependencies are not edges of the
+/// architecture: tests may use any crate).
+fn edges_in_manifests() -> BTreeMap<String, BTreeSet<String>> {
+    let mut crates = BTreeMap::new();
+    for entry in std::fs::read_dir(root().join("crates")).expect("crates/ is readable") {
+        let dir = entry.expect("crates/ entry").path();
+        let manifest = dir.join("Cargo.toml");
+        if !manifest.is_file() {
+            continue;
+        }
+        let text = std::fs::read_to_string(&manifest).expect("Cargo.toml is readable");
+        let doc: toml::Table = text
+            .parse()
+            .unwrap_or_else(|e| panic!("{}: {e}", manifest.display()));
+        let name = doc["package"]["name"]
+            .as_str()
+            .expect("package.name")
+            .to_string();
+        let deps = doc
+            .get("dependencies")
+            .and_then(|d| d.as_table())
+            .map(|t| {
+                t.keys()
+                    .filter(|k| k.starts_with("cxltier"))
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default();
+        crates.insert(name, deps);
+    }
+    crates
+}
+
+fn architecture() -> String {
+    std::fs::read_to_string(root().join("ARCHITECTURE.md")).expect("ARCHITECTURE.md is readable")
+}
+
+/// The `text` block under `## Crate edges`: one line per crate, `crate: dep, dep` (or `crate: -`).
+fn edges_in_map(doc: &str) -> BTreeMap<String, BTreeSet<String>> {
+    let section = doc
+        .split("\n## Crate edges")
+        .nth(1)
+        .expect("ARCHITECTURE.md has a `## Crate edges` section");
+    let block = section
+        .split("```text\n")
+        .nth(1)
+        .and_then(|b| b.split("```").next())
+        .expect("`## Crate edges` holds a ```text block");
+    let mut edges = BTreeMap::new();
+    for line in block.lines().filter(|l| !l.trim().is_empty()) {
+        let (name, deps) = line
+            .split_once(':')
+            .unwrap_or_else(|| panic!("crate edge line without `:`: {line:?}"));
+        let deps: BTreeSet<String> = deps
+            .split(',')
+            .map(str::trim)
+            .filter(|d| !d.is_empty() && *d != "-")
+            .map(String::from)
+            .collect();
+        let previous = edges.insert(name.trim().to_string(), deps);
+        assert!(previous.is_none(), "{} is listed twice", name.trim());
+    }
+    edges
+}
+
+fn edge_line(name: &str, deps: &BTreeSet<String>) -> String {
+    if deps.is_empty() {
+        format!("{name}: -")
+    } else {
+        format!(
+            "{name}: {}",
+            deps.iter().cloned().collect::<Vec<_>>().join(", ")
+        )
+    }
+}
+
+#[test]
+fn crate_edges_in_the_map_are_the_manifests_edges() {
+    let real = edges_in_manifests();
+    let drawn = edges_in_map(&architecture());
+    let mut problems = Vec::new();
+    for (name, deps) in &real {
+        match drawn.get(name) {
+            None => problems.push(format!(
+                "{name} is missing: add `{}`",
+                edge_line(name, deps)
+            )),
+            Some(d) if d != deps => problems.push(format!(
+                "{name}: the map says `{}`, its Cargo.toml says `{}`",
+                edge_line(name, d),
+                edge_line(name, deps)
+            )),
+            Some(_) => {}
+        }
+    }
+    for name in drawn.keys().filter(|n| !real.contains_key(*n)) {
+        problems.push(format!(
+            "{name} is in the map but no crate of crates/ has that name: remove its line"
+        ));
+    }
+    assert!(
+        problems.is_empty(),
+        "ARCHITECTURE.md's `## Crate edges` is out of date:\n  {}",
+        problems.join("\n  ")
+    );
+}
+
+#[test]
+fn every_crate_has_a_row_and_a_place_in_the_drawing() {
+    let doc = architecture();
+    let drawing = doc
+        .split("## Bird's-eye view")
+        .nth(1)
+        .and_then(|s| s.split("```").nth(1))
+        .expect("a bird's-eye drawing in a code block");
+    let table = doc
+        .split("\n## Crates\n")
+        .nth(1)
+        .and_then(|s| s.split("\n## ").next())
+        .expect("a `## Crates` table");
+    let mut problems = Vec::new();
+    for name in edges_in_manifests().keys() {
+        let row = format!("| `crates/{name}` |");
+        if !table.contains(&row) {
+            problems.push(format!("{name} has no row `{row} ...` in `## Crates`"));
+        }
+        // A crate's name in the drawing is a whole word (cxltier-probe must not count for
+        // cxltier-pro...).
+        let drawn = drawing.match_indices(name.as_str()).any(|(at, _)| {
+            let after = drawing[at + name.len()..].chars().next();
+            !matches!(after, Some(c) if c.is_ascii_alphanumeric() || c == '-')
+        });
+        if !drawn {
+            problems.push(format!("{name} is not in the bird's-eye drawing"));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
