@@ -33,11 +33,13 @@ mod admission;
 mod arena;
 mod collection;
 mod index;
+pub mod keys;
 pub mod log;
 mod store;
 #[cfg(feature = "test-util")]
 pub mod testing;
 
+pub use keys::{db_key, split_db_key, MAX_DATABASES};
 pub use log::ReadLatency;
 
 /// Object reads kept at the device at once by default. A deeper queue did not read faster on the
@@ -58,23 +60,6 @@ pub use collection::{
 };
 pub use store::{check_log, LogCheck, PoisonOutcome, RetiredMemory, Store};
 
-/// Databases a store can keep apart (Redis's `SELECT`): a key's identity in the store is its
-/// database and its bytes, kept as one byte of database number before the key's bytes
-/// ([`db_key`]). Every key has that byte, so any byte string is a key in every database and
-/// none can pass for another database's. Numbers stop below `0xff`: keys starting with it are
-/// the store's own (the parts of collections).
-pub const MAX_DATABASES: usize = 255;
-
-/// The store's key for `key` in database `db` (below [`MAX_DATABASES`]). A log written before
-/// databases existed holds keys without the byte; they are read back as keys of database 0.
-pub fn db_key(db: u8, key: &[u8]) -> Vec<u8> {
-    debug_assert!((db as usize) < MAX_DATABASES, "database {db}");
-    let mut k = Vec::with_capacity(key.len() + 1);
-    k.push(db);
-    k.extend_from_slice(key);
-    k
-}
-
 /// One database's keys as [`Store::keyspace`] counts them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct DbKeyspace {
@@ -84,15 +69,6 @@ pub struct DbKeyspace {
     pub expires: u64,
     /// The sum of their remaining times, in ms.
     pub ttl_ms_sum: u128,
-}
-
-/// The database and the user's key of a store key made by [`db_key`]; `None` for a key of the
-/// store's own (a collection's part) or an empty one.
-pub fn split_db_key(key: &[u8]) -> Option<(u8, &[u8])> {
-    match key.split_first() {
-        Some((&db, rest)) if (db as usize) < MAX_DATABASES => Some((db, rest)),
-        _ => None,
-    }
 }
 
 use std::path::PathBuf;

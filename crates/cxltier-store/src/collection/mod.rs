@@ -10,59 +10,12 @@ mod tree;
 use node::{leaf_entry_size, Entry, Leaf, Node, Root};
 use tree::{check_kind, entry_bytes, Seek, Tx};
 
+use crate::keys::{chunk_key, is_internal_key, CHUNK_KEY_OVERHEAD, CHUNK_PREFIX, MAX_PARTS_KEY};
 use crate::{Kind, Result, Store, StoreError};
 
-/// The first bytes of every chunk key; users' keys may not start with them.
-pub(crate) const CHUNK_PREFIX: &[u8] = b"\xff\x00\xffC";
-/// What a chunk key adds to its collection's key: the prefix, the key's length, generation, id.
-pub(crate) const CHUNK_KEY_OVERHEAD: usize = CHUNK_PREFIX.len() + 2 + 16;
 pub(crate) const DEFAULT_CHUNK_BYTES: usize = 4096;
 /// The smallest chunk size accepted (a node must hold a few entries to split at all).
 pub(crate) const MIN_CHUNK_BYTES: usize = 64;
-
-pub(crate) fn is_internal_key(key: &[u8]) -> bool {
-    key.starts_with(CHUNK_PREFIX)
-}
-
-/// The prefix every chunk key of `root` (of any generation) starts with.
-pub(crate) fn chunk_prefix(root: &[u8]) -> Vec<u8> {
-    let mut k = Vec::with_capacity(root.len() + CHUNK_KEY_OVERHEAD);
-    k.extend_from_slice(CHUNK_PREFIX);
-    k.extend_from_slice(&(root.len() as u16).to_be_bytes());
-    k.extend_from_slice(root);
-    k
-}
-
-pub(crate) fn chunk_key(root: &[u8], generation: u64, id: u64) -> Vec<u8> {
-    let mut k = chunk_prefix(root);
-    k.extend_from_slice(&generation.to_be_bytes());
-    k.extend_from_slice(&id.to_be_bytes());
-    k
-}
-
-/// A key of a log record written before databases existed, as the store keys it now: a user's
-/// key gets database 0's byte, and a chunk key is rebuilt around its collection's new key.
-/// (The first format refused user keys starting with [`CHUNK_PREFIX`], so a key that parses as
-/// a chunk key is one.)
-pub(crate) fn first_format_key(key: &[u8]) -> Vec<u8> {
-    match parse_chunk_key(key) {
-        Some((root, generation, id)) => chunk_key(&crate::db_key(0, root), generation, id),
-        None => crate::db_key(0, key),
-    }
-}
-
-/// (collection key, generation, id) of a chunk key.
-pub(crate) fn parse_chunk_key(k: &[u8]) -> Option<(&[u8], u64, u64)> {
-    let rest = k.strip_prefix(CHUNK_PREFIX)?;
-    let len = u16::from_be_bytes(rest.get(..2)?.try_into().ok()?) as usize;
-    let rest = &rest[2..];
-    if rest.len() != len + 16 {
-        return None;
-    }
-    let generation = u64::from_be_bytes(rest[len..len + 8].try_into().ok()?);
-    let id = u64::from_be_bytes(rest[len + 8..].try_into().ok()?);
-    Some((&rest[..len], generation, id))
-}
 
 /// A root's (generation, next chunk id, freed ids), for recovery.
 pub(crate) fn root_header(bytes: &[u8], key: &[u8]) -> Result<(u64, u64, Vec<u64>)> {
@@ -488,7 +441,7 @@ impl Store {
                             "keys must not be empty or start with the bytes {CHUNK_PREFIX:?}, which the store keeps for its own objects"
                         )));
                     }
-                    let max = crate::store::MAX_PARTS_KEY - CHUNK_KEY_OVERHEAD;
+                    let max = MAX_PARTS_KEY - CHUNK_KEY_OVERHEAD;
                     if key.len() > max {
                         return Err(StoreError::Config(format!(
                             "a collection's key may be at most {max} bytes (its parts' keys add {CHUNK_KEY_OVERHEAD}), not {}",
@@ -1360,7 +1313,7 @@ impl Store {
         if pairs.is_empty() {
             return Ok(false);
         }
-        let max = crate::store::MAX_PARTS_KEY - CHUNK_KEY_OVERHEAD;
+        let max = MAX_PARTS_KEY - CHUNK_KEY_OVERHEAD;
         if key.len() > max {
             return Err(StoreError::Config(format!(
                 "a collection's key may be at most {max} bytes (its parts' keys add {CHUNK_KEY_OVERHEAD}), not {}",
@@ -1989,14 +1942,5 @@ mod tests {
                 );
             }
         }
-    }
-
-    #[test]
-    fn chunk_keys_parse_back() {
-        let k = chunk_key(b"my\xffkey", 7, 42);
-        assert!(is_internal_key(&k));
-        assert!(k.starts_with(&chunk_prefix(b"my\xffkey")));
-        assert_eq!(parse_chunk_key(&k), Some((&b"my\xffkey"[..], 7, 42)));
-        assert_eq!(parse_chunk_key(&k[..k.len() - 1]), None);
     }
 }
