@@ -15,16 +15,24 @@
 //! - Background work: [`Store::tick`] (demotion by watermarks, segment cleaning, expiry, the
 //!   `everysec` sync); the server calls it when idle and at least every 100 ms.
 //!
-//! Modules: `index` (inline keys and packed entries in a chunked slab, a hash table for point
-//! lookups and sorted leaves for order; its bytes are counted inside the DRAM budget), `store`
-//! (exclusive placement, promotion on access, demotion by watermarks with write-back, expiry,
-//! recovery), `arena` (one `mbind`-bound mapping per memory tier, slab size classes, CLOCK
-//! eviction, pages emptied into their class's other pages for another class), `admission` (a TinyLFU sketch with a doorkeeper), [`log`] (the NVMe tier: CRC32C
-//! records in segments, group commit, cleaning, recovery; `log::scan` is shared by recovery, the
-//! cleaner and `cxltier store check`), `poison` (objects on poisoned memory restored from NVMe or
-//! reported lost, the pages retired), `collection` (lists, sets, sorted sets and hashes as counted
-//! B+trees of the store's own objects, copy-on-write). The caller gives the machine's topology and
-//! the `/proc` root ([`StoreBuilder::topology`], [`StoreBuilder::proc_root`]).
+//! Modules, from the bottom up: [`keys`] (how keys are spelled: the database byte before a
+//! user's key, the keys of collections' parts, key length limits; imports nothing of the crate),
+//! `admission` (a TinyLFU sketch with a doorkeeper), `arena` (one `mbind`-bound mapping per
+//! memory tier, slab size classes, CLOCK eviction, pages emptied into their class's other pages
+//! for another class), [`log`] (the NVMe tier: CRC32C records in segments, group commit,
+//! cleaning, recovery; `log::scan` is shared by recovery, the cleaner and `cxltier store check`),
+//! `index` (inline keys and packed entries in a chunked slab, a hash table for point lookups and
+//! sorted leaves for order; its bytes are counted inside the DRAM budget), `collection` (lists,
+//! sets, sorted sets and hashes as counted B+trees of the store's own objects, copy-on-write;
+//! big strings in pieces), `store` (the `Store` type, open/close and the get/put/delete entry
+//! points, expiry, recovery; its concerns in child modules: `store::tiering` (exclusive
+//! placement, promotion on access, admission, demotion by watermarks with write-back, slab page
+//! moves and compaction), `store::reads` (NVMe reads started, prefetched and reaped),
+//! `store::scan`, `store::stats`, `store::parts` (collections' parts as objects),
+//! `store::poison` (objects on poisoned memory restored from NVMe or reported lost, the pages
+//! retired) and `store::check` (the offline log check, invariants)). The caller gives the
+//! machine's topology and the `/proc` root ([`StoreBuilder::topology`],
+//! [`StoreBuilder::proc_root`]).
 
 // A library reports through its return values; only the CLI prints.
 #![deny(clippy::print_stdout, clippy::print_stderr)]

@@ -158,15 +158,16 @@ impl Store {
     }
 
     /// Set how long a value read from NVMe that no tier admitted stays staged (default
-    /// [`RESTAGED_FOR`]): a test that checks the window cannot depend on how fast the machine runs.
+    /// [`RESTAGED_FOR`](super::RESTAGED_FOR)): a test that checks the window cannot depend on
+    /// how fast the machine runs.
     #[cfg(feature = "test-util")]
     pub fn set_restage_window(&mut self, window: std::time::Duration) {
         self.restage_window = window;
     }
 
     /// The end of a server batch: values read that no tier admitted are dropped once they are
-    /// [`RESTAGED_FOR`] old, and staged values are bounded (a value whose command never ran, its
-    /// client gone, would stay).
+    /// [`RESTAGED_FOR`](super::RESTAGED_FOR) old, and staged values are bounded (a value whose
+    /// command never ran, its client gone, would stay).
     pub fn end_batch(&mut self) {
         // Collections changed in the batch are written back (the server's commit did so
         // already); a failure is kept for the next commit to return.
