@@ -11,11 +11,17 @@ pub const MAX_DATABASES: usize = 255;
 /// The store's key for `key` in database `db` (below [`MAX_DATABASES`]). A log written before
 /// databases existed holds keys without the byte; they are read back as keys of database 0.
 pub fn db_key(db: u8, key: &[u8]) -> Vec<u8> {
-    debug_assert!((db as usize) < MAX_DATABASES, "database {db}");
     let mut k = Vec::with_capacity(key.len() + 1);
-    k.push(db);
-    k.extend_from_slice(key);
+    push_db_key(&mut k, db, key);
     k
+}
+
+/// [`db_key`] appended to `out`: `1 + key.len()` bytes, for callers that keep many keys in one
+/// buffer (one allocation for all of a command's keys).
+pub fn push_db_key(out: &mut Vec<u8>, db: u8, key: &[u8]) {
+    debug_assert!((db as usize) < MAX_DATABASES, "database {db}");
+    out.push(db);
+    out.extend_from_slice(key);
 }
 
 /// The database and the user's key of a store key made by [`db_key`]; `None` for a key of the
@@ -92,6 +98,20 @@ pub(crate) fn parse_chunk_key(k: &[u8]) -> Option<(&[u8], u64, u64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn db_keys_split_back() {
+        let k = db_key(3, b"user");
+        assert_eq!(k, b"\x03user");
+        assert_eq!(split_db_key(&k), Some((3, &b"user"[..])));
+        assert!(in_db(&k, 3) && !in_db(&k, 4));
+        let mut buf = b"x".to_vec();
+        push_db_key(&mut buf, 3, b"user");
+        assert_eq!(&buf[1..], &k[..]);
+        // The store's own keys belong to no database.
+        assert_eq!(split_db_key(&chunk_key(&k, 1, 2)), None);
+        assert_eq!(split_db_key(b""), None);
+    }
 
     #[test]
     fn chunk_keys_parse_back() {
