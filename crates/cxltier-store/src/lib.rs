@@ -24,7 +24,8 @@
 //! `index` (inline keys and packed entries in a chunked slab, a hash table for point lookups and
 //! sorted leaves for order; its bytes are counted inside the DRAM budget), `collection` (lists,
 //! sets, sorted sets and hashes as counted B+trees of the store's own objects, copy-on-write;
-//! big strings in pieces), `store` (the `Store` type, open/close and the get/put/delete entry
+//! big strings in pieces; each kind in a module of its own, and `collection::open` the
+//! collections a batch keeps open until its end), `store` (the `Store` type, open/close and the get/put/delete entry
 //! points, expiry, recovery; its concerns in child modules: `store::tiering` (exclusive
 //! placement, promotion on access, admission, demotion by watermarks with write-back, slab page
 //! moves and compaction), `store::reads` (NVMe reads started, prefetched and reaped),

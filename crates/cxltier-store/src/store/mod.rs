@@ -143,9 +143,9 @@ pub struct Store {
     /// Where procfs is mounted, from the builder (`self/pagemap` for poisoned memory).
     pub(crate) proc_root: std::path::PathBuf,
     /// Collections changed in this batch whose writes wait for its end (`collection`).
-    pub(crate) open: crate::collection::OpenCollections,
-    /// The nodes the last write-back wrote, kept decoded (`collection::WrittenNodes`).
-    pub(crate) written_nodes: crate::collection::WrittenNodes,
+    pub(crate) open: crate::collection::open::OpenCollections,
+    /// The nodes the last write-back wrote, kept decoded (`collection::open::WrittenNodes`).
+    pub(crate) written_nodes: crate::collection::open::WrittenNodes,
     /// Whether changed collections are kept open across a batch (the server's mode).
     pub(crate) collection_write_back: bool,
     /// A write-back that failed at [`Store::end_batch`], returned by the next commit.
