@@ -473,10 +473,10 @@ pub(crate) struct Index {
     leaf_capacity: usize,
     /// Heap bytes of the keys in the slab and of the separators.
     heap_key_bytes: u64,
-    /// Keys of collection chunks ([`crate::collection::is_internal_key`]), which users never see.
+    /// Keys of collection chunks ([`crate::keys::is_internal_key`]), which users never see.
     internal: usize,
-    /// Keys per database ([`crate::split_db_key`]): `DBSIZE` and `INFO keyspace` without a walk.
-    db_keys: Box<[u64; crate::MAX_DATABASES]>,
+    /// Keys per database ([`crate::keys::split_db_key`]): `DBSIZE` and `INFO keyspace` without a walk.
+    db_keys: Box<[u64; crate::keys::MAX_DATABASES]>,
 }
 
 impl Default for Index {
@@ -540,7 +540,7 @@ impl Index {
             leaf_capacity: 0,
             heap_key_bytes: 0,
             internal: 0,
-            db_keys: Box::new([0; crate::MAX_DATABASES]),
+            db_keys: Box::new([0; crate::keys::MAX_DATABASES]),
         }
     }
 
@@ -646,10 +646,10 @@ impl Index {
         }
         let k = IndexKey::new(key);
         self.heap_key_bytes += k.heap_bytes();
-        if crate::collection::is_internal_key(key) {
+        if crate::keys::is_internal_key(key) {
             self.internal += 1;
         }
-        if let Some((db, _)) = crate::split_db_key(key) {
+        if let Some((db, _)) = crate::keys::split_db_key(key) {
             self.db_keys[db as usize] += 1;
         }
         let id = self.slab.alloc((k, entry));
@@ -718,10 +718,10 @@ impl Index {
         let small = leaf.len() < LEAF_MIN;
         let (k, e) = self.slab.release(id);
         self.heap_key_bytes -= k.heap_bytes();
-        if crate::collection::is_internal_key(key) {
+        if crate::keys::is_internal_key(key) {
             self.internal -= 1;
         }
-        if let Some((db, _)) = crate::split_db_key(key) {
+        if let Some((db, _)) = crate::keys::split_db_key(key) {
             self.db_keys[db as usize] -= 1;
         }
         if small {
@@ -878,7 +878,7 @@ impl Index {
     pub(crate) fn check(&self) -> Result<(), String> {
         let mut prev: Option<&[u8]> = None;
         let (mut n, mut cap, mut heap, mut internal) = (0, 0, 0, 0);
-        let mut db_keys = [0u64; crate::MAX_DATABASES];
+        let mut db_keys = [0u64; crate::keys::MAX_DATABASES];
         let mut first = true;
         let mut seen = std::collections::HashSet::new();
         for (sep, leaf) in &self.leaves {
@@ -913,8 +913,8 @@ impl Index {
                 }
                 prev = Some(k);
                 heap += pair.0.heap_bytes();
-                internal += usize::from(crate::collection::is_internal_key(k));
-                if let Some((db, _)) = crate::split_db_key(k) {
+                internal += usize::from(crate::keys::is_internal_key(k));
+                if let Some((db, _)) = crate::keys::split_db_key(k) {
                     db_keys[db as usize] += 1;
                 }
             }
@@ -1081,7 +1081,7 @@ mod tests {
     fn ycsb_keys_with_their_database_byte_are_inline() {
         let mut ix = Index::new();
         // The longest YCSB key (`user` + 19 digits) with a database's byte before it: 24 bytes.
-        let longest = crate::db_key(0, format!("user{}", i64::MAX as u64).as_bytes());
+        let longest = crate::keys::db_key(0, format!("user{}", i64::MAX as u64).as_bytes());
         assert_eq!(longest.len(), 24);
         ix.insert(&longest, entry(1));
         let at_bound = vec![7u8; INLINE_MAX];

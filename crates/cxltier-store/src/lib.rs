@@ -15,16 +15,25 @@
 //! - Background work: [`Store::tick`] (demotion by watermarks, segment cleaning, expiry, the
 //!   `everysec` sync); the server calls it when idle and at least every 100 ms.
 //!
-//! Modules: `index` (inline keys and packed entries in a chunked slab, a hash table for point
-//! lookups and sorted leaves for order; its bytes are counted inside the DRAM budget), `store`
-//! (exclusive placement, promotion on access, demotion by watermarks with write-back, expiry,
-//! recovery), `arena` (one `mbind`-bound mapping per memory tier, slab size classes, CLOCK
-//! eviction, pages emptied into their class's other pages for another class), `admission` (a TinyLFU sketch with a doorkeeper), [`log`] (the NVMe tier: CRC32C
-//! records in segments, group commit, cleaning, recovery; `log::scan` is shared by recovery, the
-//! cleaner and `cxltier store check`), `poison` (objects on poisoned memory restored from NVMe or
-//! reported lost, the pages retired), `collection` (lists, sets, sorted sets and hashes as counted
-//! B+trees of the store's own objects, copy-on-write). The caller gives the machine's topology and
-//! the `/proc` root ([`StoreBuilder::topology`], [`StoreBuilder::proc_root`]).
+//! Modules, from the bottom up: [`keys`] (how keys are spelled: the database byte before a
+//! user's key, the keys of collections' parts, key length limits; imports nothing of the crate),
+//! `admission` (a TinyLFU sketch with a doorkeeper), `arena` (one `mbind`-bound mapping per
+//! memory tier, slab size classes, CLOCK eviction, pages emptied into their class's other pages
+//! for another class), [`log`] (the NVMe tier: CRC32C records in segments, group commit,
+//! cleaning, recovery; `log::scan` is shared by recovery, the cleaner and `cxltier store check`),
+//! `index` (inline keys and packed entries in a chunked slab, a hash table for point lookups and
+//! sorted leaves for order; its bytes are counted inside the DRAM budget), `collection` (lists,
+//! sets, sorted sets and hashes as counted B+trees of the store's own objects, copy-on-write;
+//! big strings in pieces; each kind in a module of its own, and `collection::open` the
+//! collections a batch keeps open until its end), `store` (the `Store` type, open/close and the get/put/delete entry
+//! points, expiry, recovery; its concerns in child modules: `store::tiering` (exclusive
+//! placement, promotion on access, admission, demotion by watermarks with write-back, slab page
+//! moves and compaction), `store::reads` (NVMe reads started, prefetched and reaped),
+//! `store::scan`, `store::stats`, `store::parts` (collections' parts as objects),
+//! `store::poison` (objects on poisoned memory restored from NVMe or reported lost, the pages
+//! retired) and `store::check` (the offline log check, invariants)). The caller gives the
+//! machine's topology and the `/proc` root ([`StoreBuilder::topology`],
+//! [`StoreBuilder::proc_root`]).
 
 // A library reports through its return values; only the CLI prints.
 #![deny(clippy::print_stdout, clippy::print_stderr)]
@@ -33,11 +42,13 @@ mod admission;
 mod arena;
 mod collection;
 mod index;
+pub mod keys;
 pub mod log;
 mod store;
 #[cfg(feature = "test-util")]
 pub mod testing;
 
+pub use keys::{db_key, split_db_key, MAX_DATABASES};
 pub use log::ReadLatency;
 
 /// Object reads kept at the device at once by default. A deeper queue did not read faster on the
@@ -58,23 +69,6 @@ pub use collection::{
 };
 pub use store::{check_log, LogCheck, PoisonOutcome, RetiredMemory, Store};
 
-/// Databases a store can keep apart (Redis's `SELECT`): a key's identity in the store is its
-/// database and its bytes, kept as one byte of database number before the key's bytes
-/// ([`db_key`]). Every key has that byte, so any byte string is a key in every database and
-/// none can pass for another database's. Numbers stop below `0xff`: keys starting with it are
-/// the store's own (the parts of collections).
-pub const MAX_DATABASES: usize = 255;
-
-/// The store's key for `key` in database `db` (below [`MAX_DATABASES`]). A log written before
-/// databases existed holds keys without the byte; they are read back as keys of database 0.
-pub fn db_key(db: u8, key: &[u8]) -> Vec<u8> {
-    debug_assert!((db as usize) < MAX_DATABASES, "database {db}");
-    let mut k = Vec::with_capacity(key.len() + 1);
-    k.push(db);
-    k.extend_from_slice(key);
-    k
-}
-
 /// One database's keys as [`Store::keyspace`] counts them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct DbKeyspace {
@@ -84,15 +78,6 @@ pub struct DbKeyspace {
     pub expires: u64,
     /// The sum of their remaining times, in ms.
     pub ttl_ms_sum: u128,
-}
-
-/// The database and the user's key of a store key made by [`db_key`]; `None` for a key of the
-/// store's own (a collection's part) or an empty one.
-pub fn split_db_key(key: &[u8]) -> Option<(u8, &[u8])> {
-    match key.split_first() {
-        Some((&db, rest)) if (db as usize) < MAX_DATABASES => Some((db, rest)),
-        _ => None,
-    }
 }
 
 use std::path::PathBuf;

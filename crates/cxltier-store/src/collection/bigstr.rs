@@ -9,7 +9,7 @@
 
 use super::node::{Entry, Leaf, Node, Root};
 use super::tree::{Seek, Tx};
-use super::{parse_chunk_key, CHUNK_KEY_OVERHEAD};
+use crate::keys::{parse_chunk_key, CHUNK_KEY_OVERHEAD, MAX_PARTS_KEY};
 use crate::{Kind, ObjectRef, Result, Store, StoreError};
 
 /// The size of a big string's pieces (or half the longest value kept whole, when that is
@@ -87,7 +87,7 @@ impl Store {
         value: &[u8],
         exp: Option<u64>,
     ) -> Result<()> {
-        let max = crate::store::MAX_PARTS_KEY - CHUNK_KEY_OVERHEAD;
+        let max = MAX_PARTS_KEY - CHUNK_KEY_OVERHEAD;
         if key.len() > max {
             return Err(StoreError::Config(format!(
                 "a value longer than {WHOLE_MAX} bytes is kept in parts, and its key may be at most {max} bytes (its parts' keys add {CHUNK_KEY_OVERHEAD}), not {}",

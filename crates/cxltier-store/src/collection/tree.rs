@@ -378,7 +378,7 @@ fn concat(a: Node, b: Node) -> Node {
 
 impl Tx<'_> {
     fn chunk_key(&self, id: u64) -> Vec<u8> {
-        super::chunk_key(&self.key, self.generation, id)
+        crate::keys::chunk_key(&self.key, self.generation, id)
     }
 
     pub(crate) fn load(&mut self, id: u64) -> Result<Node> {

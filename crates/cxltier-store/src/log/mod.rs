@@ -84,7 +84,7 @@ const MAGIC: u64 = 0x4358_4c54_4c4f_4731; // "CXLTLOG1"
 const FORMAT: u32 = 1;
 const FLAG_TOMBSTONE: u8 = 1;
 const FLAG_FLUSH_ALL: u8 = 2;
-/// The key is the store's key with its database byte ([`crate::db_key`]). Records written before
+/// The key is the store's key with its database byte ([`crate::keys::db_key`]). Records written before
 /// databases existed lack the flag: their keys are database 0's, converted as they are read
 /// ([`Parsed::key`]), so an old log opens with every key in database 0 and the cleaner rewrites
 /// its records in the new form as it moves them.
@@ -341,7 +341,7 @@ impl<'a> Parsed<'a> {
         if self.flags & FLAG_DB_KEY != 0 || self.flags & FLAG_FLUSH_ALL != 0 {
             std::borrow::Cow::Borrowed(self.raw_key)
         } else {
-            std::borrow::Cow::Owned(crate::collection::first_format_key(self.raw_key))
+            std::borrow::Cow::Owned(crate::keys::first_format_key(self.raw_key))
         }
     }
 }
