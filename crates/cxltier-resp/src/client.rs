@@ -11,13 +11,12 @@ use crate::value::{parse_reply, reply_len, Reply};
 
 /// Append a command, an array of bulk strings, to `out`. Lengths are formatted on the stack,
 /// so a pipelining caller that reuses `out` allocates nothing per command.
-pub fn write_command<A: AsRef<[u8]>>(out: &mut Vec<u8>, args: &[A]) {
+pub fn write_command(out: &mut Vec<u8>, args: &[&[u8]]) {
     let mut n = itoa::Buffer::new();
     out.push(b'*');
     out.extend_from_slice(n.format(args.len()).as_bytes());
     out.extend_from_slice(b"\r\n");
     for a in args {
-        let a = a.as_ref();
         out.push(b'$');
         out.extend_from_slice(n.format(a.len()).as_bytes());
         out.extend_from_slice(b"\r\n");
@@ -101,7 +100,7 @@ impl Client {
     }
 
     /// Send a command without reading its reply (pipelining, or a command that blocks).
-    pub fn send<A: AsRef<[u8]>>(&mut self, args: &[A]) -> Result<(), RespError> {
+    pub fn send(&mut self, args: &[&[u8]]) -> Result<(), RespError> {
         let mut out = std::mem::take(&mut self.out);
         out.clear();
         write_command(&mut out, args);
@@ -118,7 +117,7 @@ impl Client {
     }
 
     /// Send a command and read its reply.
-    pub fn call<A: AsRef<[u8]>>(&mut self, args: &[A]) -> Result<Reply, RespError> {
+    pub fn call(&mut self, args: &[&[u8]]) -> Result<Reply, RespError> {
         self.send(args)?;
         self.read()
     }
@@ -171,6 +170,22 @@ impl Client {
         Ok(bytes)
     }
 
+    /// Everything left until the server closes the connection (what was received and not yet
+    /// read first): what a server says before it closes one.
+    pub fn read_to_close(&mut self) -> Result<Vec<u8>, RespError> {
+        loop {
+            match self.fill() {
+                Ok(()) => {}
+                Err(RespError::Closed) => break,
+                Err(RespError::Io(e)) if e.kind() == ErrorKind::ConnectionReset => break,
+                Err(e) => return Err(e),
+            }
+        }
+        let rest = self.input[self.start..].to_vec();
+        self.start = self.input.len();
+        Ok(rest)
+    }
+
     /// Bytes received and not yet read as a reply, a line or bytes.
     pub fn buffered(&self) -> &[u8] {
         &self.input[self.start..]
@@ -185,7 +200,7 @@ impl Client {
             self.input.drain(..self.start);
             self.start = 0;
         }
-        if self.input.len() - self.start >= self.max_reply {
+        if self.input.len() - self.start > self.max_reply {
             return Err(RespError::TooLarge {
                 limit: self.max_reply,
             });
@@ -242,7 +257,7 @@ mod tests {
         });
         let mut c = Client::connect(&addr).unwrap();
         assert_eq!(
-            c.call(&["GET", "hello world"]).unwrap(),
+            c.call(&[b"GET", b"hello world"]).unwrap(),
             Reply::Array(vec![Reply::bulk("hello"), Reply::Int(42)])
         );
         let mut raw = Vec::new();

@@ -16,8 +16,8 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use cxltier_ycsb::protocol::Reply;
-use cxltier_ycsb::{Phase, Protocol, RunConfig, ScanMethod, SimpleClient, Spec};
+use cxltier_resp::{Client, Reply};
+use cxltier_ycsb::{Phase, Protocol, RunConfig, ScanMethod, Spec};
 
 const BIN: &str = env!("CARGO_BIN_EXE_cxltier");
 
@@ -181,8 +181,8 @@ impl Server {
             std::thread::sleep(Duration::from_millis(20));
         }
     }
-    fn client(&self) -> SimpleClient {
-        SimpleClient::connect(&self.addr).unwrap()
+    fn client(&self) -> Client {
+        Client::connect(&self.addr).unwrap()
     }
     fn kill9(mut self) {
         self.child.kill().unwrap(); // SIGKILL
@@ -210,17 +210,17 @@ impl Drop for Server {
     }
 }
 
-fn call(c: &mut SimpleClient, args: &[&str]) -> Reply {
+fn call(c: &mut Client, args: &[&str]) -> Reply {
     let a: Vec<&[u8]> = args.iter().map(|s| s.as_bytes()).collect();
     c.call(&a).unwrap()
 }
 
 fn bulk(s: &str) -> Reply {
-    Reply::Bulk(Some(s.as_bytes().to_vec()))
+    Reply::Bulk(s.as_bytes().to_vec())
 }
 
 fn ok() -> Reply {
-    Reply::Simple(b"OK".to_vec())
+    Reply::Simple("OK".into())
 }
 
 #[test]
@@ -228,17 +228,17 @@ fn commands_behave_like_redis() {
     let ssd = temp("nvme");
     let s = Server::start(&["--dram", "32M", "--ssd", &format!("{}:64M", ssd.display())]);
     let mut c = s.client();
-    assert_eq!(call(&mut c, &["PING"]), Reply::Simple(b"PONG".to_vec()));
+    assert_eq!(call(&mut c, &["PING"]), Reply::Simple("PONG".into()));
     assert_eq!(call(&mut c, &["SET", "k", "v"]), ok());
     assert_eq!(call(&mut c, &["GET", "k"]), bulk("v"));
-    assert_eq!(call(&mut c, &["SET", "k", "w", "NX"]), Reply::Bulk(None));
+    assert_eq!(call(&mut c, &["SET", "k", "w", "NX"]), Reply::NullBulk);
     assert_eq!(call(&mut c, &["SET", "k", "w", "XX", "GET"]), bulk("v"));
-    assert_eq!(call(&mut c, &["SET", "n", "1", "XX"]), Reply::Bulk(None));
+    assert_eq!(call(&mut c, &["SET", "n", "1", "XX"]), Reply::NullBulk);
     assert_eq!(call(&mut c, &["SET", "t", "x", "PX", "100000"]), ok());
     assert!(matches!(call(&mut c, &["PTTL", "t"]), Reply::Int(n) if n > 90_000));
     assert_eq!(call(&mut c, &["SET", "gone", "x", "PX", "1"]), ok());
     std::thread::sleep(Duration::from_millis(5));
-    assert_eq!(call(&mut c, &["GET", "gone"]), Reply::Bulk(None));
+    assert_eq!(call(&mut c, &["GET", "gone"]), Reply::NullBulk);
     assert_eq!(call(&mut c, &["INCR", "n"]), Reply::Int(1));
     assert_eq!(call(&mut c, &["INCRBY", "n", "41"]), Reply::Int(42));
     assert!(
@@ -247,7 +247,7 @@ fn commands_behave_like_redis() {
     assert_eq!(call(&mut c, &["MSET", "a", "1", "b", "2"]), ok());
     assert_eq!(
         call(&mut c, &["MGET", "a", "b", "zz"]),
-        Reply::Array(Some(vec![bulk("1"), bulk("2"), Reply::Bulk(None)]))
+        Reply::Array(vec![bulk("1"), bulk("2"), Reply::NullBulk])
     );
     assert_eq!(call(&mut c, &["EXISTS", "a", "b", "zz"]), Reply::Int(2));
     assert_eq!(call(&mut c, &["DEL", "a", "zz"]), Reply::Int(1));
@@ -259,11 +259,11 @@ fn commands_behave_like_redis() {
     assert_eq!(call(&mut c, &["HGET", "h", "f1"]), bulk("x"));
     assert_eq!(
         call(&mut c, &["HMGET", "h", "f2", "nope"]),
-        Reply::Array(Some(vec![bulk("v2"), Reply::Bulk(None)]))
+        Reply::Array(vec![bulk("v2"), Reply::NullBulk])
     );
     assert_eq!(
         call(&mut c, &["HGETALL", "h"]),
-        Reply::Array(Some(vec![bulk("f1"), bulk("x"), bulk("f2"), bulk("v2")]))
+        Reply::Array(vec![bulk("f1"), bulk("x"), bulk("f2"), bulk("v2")])
     );
     assert_eq!(call(&mut c, &["HDEL", "h", "f1"]), Reply::Int(1));
     assert!(matches!(call(&mut c, &["GET", "h"]), Reply::Error(e) if e.starts_with("WRONGTYPE")));
@@ -276,10 +276,10 @@ fn commands_behave_like_redis() {
     }
     assert_eq!(
         call(&mut c, &["SCANRANGE", "r1", "2"]),
-        Reply::Array(Some(vec![
-            Reply::Array(Some(vec![bulk("r1"), bulk("r1")])),
-            Reply::Array(Some(vec![bulk("r2"), bulk("r2")])),
-        ]))
+        Reply::Array(vec![
+            Reply::Array(vec![bulk("r1"), bulk("r1")]),
+            Reply::Array(vec![bulk("r2"), bulk("r2")]),
+        ])
     );
     assert!(matches!(
         call(&mut c, &["SCANRANGE", "r1", "x"]),
@@ -293,9 +293,9 @@ fn commands_behave_like_redis() {
     );
     assert_eq!(
         call(&mut c, &["CONFIG", "GET", "appendonly"]),
-        Reply::Array(Some(vec![bulk("appendonly"), bulk("yes")]))
+        Reply::Array(vec![bulk("appendonly"), bulk("yes")])
     );
-    let Reply::Bulk(Some(info)) = call(&mut c, &["INFO"]) else {
+    let Reply::Bulk(info) = call(&mut c, &["INFO"]) else {
         panic!("INFO")
     };
     let info = String::from_utf8(info).unwrap();
@@ -341,8 +341,8 @@ fn a_cold_hash_update_reads_the_record_once() {
             call(&mut c, &["HGET", &format!("h{i}"), "f"]);
         }
     }
-    let stat = |c: &mut SimpleClient, name: &str| -> u64 {
-        let Reply::Bulk(Some(info)) = call(c, &["INFO", "tiers"]) else {
+    let stat = |c: &mut Client, name: &str| -> u64 {
+        let Reply::Bulk(info) = call(c, &["INFO", "tiers"]) else {
             panic!("INFO")
         };
         let info = String::from_utf8(info).unwrap();
@@ -393,8 +393,8 @@ fn a_cold_hash_update_reads_the_record_once() {
 }
 
 /// A number from `INFO section`.
-fn info_stat(c: &mut SimpleClient, section: &str, name: &str) -> u64 {
-    let Reply::Bulk(Some(info)) = call(c, &["INFO", section]) else {
+fn info_stat(c: &mut Client, section: &str, name: &str) -> u64 {
+    let Reply::Bulk(info) = call(c, &["INFO", section]) else {
         panic!("INFO {section}")
     };
     let info = String::from_utf8(info).unwrap();
@@ -526,7 +526,7 @@ fn malformed_requests_get_an_error_and_hurt_nobody_else() {
     let _ = raw2.write_all(&noise);
     drop((raw, raw2));
     assert_eq!(call(&mut good, &["GET", "keep"]), bulk("safe"));
-    assert_eq!(call(&mut good, &["PING"]), Reply::Simple(b"PONG".to_vec()));
+    assert_eq!(call(&mut good, &["PING"]), Reply::Simple("PONG".into()));
 }
 
 #[test]
@@ -627,13 +627,13 @@ fn kill_9_during_a_ycsb_load_loses_no_acknowledged_write() {
     let s = Server::start(&["--dram", "16M", "--ssd", &spec, "--durability", "always"]);
     let mut c = s.client();
     for (key, fields) in &acked {
-        let Reply::Array(Some(items)) = c.call(&[b"HGETALL", key.as_bytes()]).unwrap() else {
+        let Reply::Array(items) = c.call(&[b"HGETALL", key.as_bytes()]).unwrap() else {
             panic!("{key} is gone after kill -9 although its insert was acknowledged")
         };
         assert_eq!(items.len(), 20, "{key}");
         for (i, (f, v)) in fields.iter().enumerate() {
-            assert_eq!(items[2 * i], Reply::Bulk(Some(f.as_bytes().to_vec())));
-            assert_eq!(items[2 * i + 1], Reply::Bulk(Some(v.clone())), "{key} {f}");
+            assert_eq!(items[2 * i], Reply::Bulk(f.as_bytes().to_vec()));
+            assert_eq!(items[2 * i + 1], Reply::Bulk(v.clone()), "{key} {f}");
         }
     }
     eprintln!(
@@ -853,7 +853,7 @@ fn ycsb_runs_every_workload_against_the_store_redis_and_memcached() {
     drop(mc);
     // The store really tiered: objects on NVMe and reads from it.
     let mut c = s.client();
-    let Reply::Bulk(Some(info)) = call(&mut c, &["INFO", "tiers"]) else {
+    let Reply::Bulk(info) = call(&mut c, &["INFO", "tiers"]) else {
         panic!()
     };
     let info = String::from_utf8(info).unwrap();
@@ -983,10 +983,7 @@ fn big_values_round_trip_and_change_by_range_over_a_socket() {
     let mut c = s.client();
     let mut v: Vec<u8> = (0..4_000_000u32).map(|i| (i % 251) as u8).collect();
     assert_eq!(c.call(&[b"SET", b"big", &v]).unwrap(), ok());
-    assert_eq!(
-        c.call(&[b"GET", b"big"]).unwrap(),
-        Reply::Bulk(Some(v.clone()))
-    );
+    assert_eq!(c.call(&[b"GET", b"big"]).unwrap(), Reply::Bulk(v.clone()));
     assert_eq!(
         call(&mut c, &["APPEND", "big", "tail"]),
         Reply::Int(4_000_004)
@@ -994,7 +991,7 @@ fn big_values_round_trip_and_change_by_range_over_a_socket() {
     v.extend_from_slice(b"tail");
     assert_eq!(
         call(&mut c, &["GETRANGE", "big", "3999998", "-1"]),
-        Reply::Bulk(Some(v[3_999_998..].to_vec()))
+        Reply::Bulk(v[3_999_998..].to_vec())
     );
     assert_eq!(
         call(&mut c, &["SETRANGE", "big", "1000000", "hello"]),
@@ -1007,19 +1004,19 @@ fn big_values_round_trip_and_change_by_range_over_a_socket() {
     assert_eq!(call(&mut c, &["STRLEN", "big"]), Reply::Int(4_000_004));
     assert_eq!(
         call(&mut c, &["TYPE", "big"]),
-        Reply::Simple(b"string".to_vec())
+        Reply::Simple("string".into())
     );
     assert_eq!(
         call(&mut c, &["CONFIG", "GET", "proto-max-bulk-len"]),
-        Reply::Array(Some(vec![
+        Reply::Array(vec![
             bulk("proto-max-bulk-len"),
             bulk(&((512 << 20) + (64 << 10)).to_string()),
-        ]))
+        ])
     );
     s.kill9();
     let s = Server::start(&args);
     let mut c = s.client();
-    assert_eq!(c.call(&[b"GET", b"big"]).unwrap(), Reply::Bulk(Some(v)));
+    assert_eq!(c.call(&[b"GET", b"big"]).unwrap(), Reply::Bulk(v));
     drop(c);
     drop(s);
 
@@ -1030,7 +1027,7 @@ fn big_values_round_trip_and_change_by_range_over_a_socket() {
         panic!("a value over --max-object was stored")
     };
     assert!(e.contains("larger than the maximum object size"), "{e}");
-    assert_eq!(call(&mut c, &["PING"]), Reply::Simple(b"PONG".to_vec()));
+    assert_eq!(call(&mut c, &["PING"]), Reply::Simple("PONG".into()));
     assert_eq!(call(&mut c, &["EXISTS", "k"]), Reply::Int(0));
 }
 
@@ -1118,7 +1115,7 @@ fn config_set_proto_max_bulk_len_changes_the_largest_value() {
     assert_eq!(call(&mut c, &["EXISTS", "k2"]), Reply::Int(0));
     assert_eq!(
         call(&mut c, &["CONFIG", "GET", "proto-max-bulk-len"]),
-        Reply::Array(Some(vec![bulk("proto-max-bulk-len"), bulk("2097152")]))
+        Reply::Array(vec![bulk("proto-max-bulk-len"), bulk("2097152")])
     );
     assert_eq!(
         call(&mut c, &["APPEND", "small", &"x".repeat(1000)]),
@@ -1320,14 +1317,14 @@ fn apply(model: &mut HashMap<String, Model>, key: &str, cmd: &[Vec<u8>]) {
 }
 
 /// What the server holds under `key`, read as the model's type says.
-fn read_back(c: &mut SimpleClient, key: &str, like: Option<&Model>) -> Option<Model> {
+fn read_back(c: &mut Client, key: &str, like: Option<&Model>) -> Option<Model> {
     use std::collections::{BTreeMap, BTreeSet};
     let items = |r: Reply| -> Vec<Vec<u8>> {
         match r {
-            Reply::Array(Some(v)) => v
+            Reply::Array(v) => v
                 .into_iter()
                 .map(|x| match x {
-                    Reply::Bulk(Some(b)) => b,
+                    Reply::Bulk(b) => b,
                     other => panic!("{key}: {other:?}"),
                 })
                 .collect(),
@@ -1341,7 +1338,7 @@ fn read_back(c: &mut SimpleClient, key: &str, like: Option<&Model>) -> Option<Mo
             return None;
         }
         Some(Model::Str(_)) => match c.call(&[b"GET", k]).unwrap() {
-            Reply::Bulk(Some(v)) => Model::Str(v),
+            Reply::Bulk(v) => Model::Str(v),
             _ => return None,
         },
         Some(Model::List(_)) => {

@@ -13,8 +13,7 @@ use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use cxltier_ycsb::protocol::Reply;
-use cxltier_ycsb::SimpleClient;
+use cxltier_resp::{Client, Reply};
 
 const BIN: &str = env!("CARGO_BIN_EXE_cxltier");
 const GUARD: Duration = Duration::from_secs(30);
@@ -84,8 +83,8 @@ impl Server {
     fn start(args: &[&str]) -> Server {
         Server::start_with(None, args)
     }
-    fn client(&self) -> SimpleClient {
-        SimpleClient::connect(&self.addr).unwrap()
+    fn client(&self) -> Client {
+        Client::connect(&self.addr).unwrap()
     }
     fn raw(&self) -> TcpStream {
         let s = TcpStream::connect(&self.addr).unwrap();
@@ -99,7 +98,7 @@ impl Server {
         let t = Instant::now();
         while self.child.try_wait().unwrap().is_none() {
             assert!(t.elapsed() < GUARD, "the server did not stop");
-            if let Ok(mut c) = SimpleClient::connect(&self.addr) {
+            if let Ok(mut c) = Client::connect(&self.addr) {
                 let _ = c.call(&[b"SHUTDOWN"]);
             }
             std::thread::sleep(Duration::from_millis(20));
@@ -119,19 +118,19 @@ impl Drop for Server {
     }
 }
 
-fn call(c: &mut SimpleClient, args: &[&str]) -> Reply {
+fn call(c: &mut Client, args: &[&str]) -> Reply {
     let a: Vec<&[u8]> = args.iter().map(|s| s.as_bytes()).collect();
     c.call(&a).unwrap()
 }
 
-fn info(c: &mut SimpleClient, section: &str) -> String {
+fn info(c: &mut Client, section: &str) -> String {
     match c.call(&[b"INFO", section.as_bytes()]).unwrap() {
-        Reply::Bulk(Some(b)) => String::from_utf8(b).unwrap(),
+        Reply::Bulk(b) => String::from_utf8(b).unwrap(),
         other => panic!("INFO {section}: {other:?}"),
     }
 }
 
-fn info_field(c: &mut SimpleClient, section: &str, name: &str) -> u64 {
+fn info_field(c: &mut Client, section: &str, name: &str) -> u64 {
     let text = info(c, section);
     text.lines()
         .find_map(|l| l.strip_prefix(&format!("{name}:")))
@@ -173,23 +172,20 @@ fn config_get_patterns_built_to_explode_are_answered() {
     // 200,000 stars overflowed the recursive matcher's stack (the server died).
     let stars = "*".repeat(200_000);
     match call(&mut c, &["CONFIG", "GET", &stars]) {
-        Reply::Array(Some(a)) => assert!(a.len() >= 20, "{} items", a.len()),
+        Reply::Array(a) => assert!(a.len() >= 20, "{} items", a.len()),
         other => panic!("{other:?}"),
     }
     // Eighteen stars then a byte no name has: ~40 s of backtracking before.
     let p = format!("{}x", "*".repeat(18));
-    assert_eq!(
-        call(&mut c, &["CONFIG", "GET", &p]),
-        Reply::Array(Some(vec![]))
-    );
+    assert_eq!(call(&mut c, &["CONFIG", "GET", &p]), Reply::Array(vec![]));
     assert_eq!(
         call(&mut c, &["CONFIG", "GET", "MAXMEM*[-_]POL?CY"]),
-        Reply::Array(Some(vec![
-            Reply::Bulk(Some(b"maxmemory-policy".to_vec())),
-            Reply::Bulk(Some(b"noeviction".to_vec())),
-        ]))
+        Reply::Array(vec![
+            Reply::Bulk(b"maxmemory-policy".to_vec()),
+            Reply::Bulk(b"noeviction".to_vec()),
+        ])
     );
-    assert_eq!(call(&mut c, &["PING"]), Reply::Simple(b"PONG".to_vec()));
+    assert_eq!(call(&mut c, &["PING"]), Reply::Simple("PONG".into()));
 }
 
 /// Far more pipelined commands than the limits hold: every reply comes, in order, while the
@@ -204,7 +200,7 @@ fn a_pipelined_flood_gets_every_reply_in_order_within_bounded_buffers() {
         "64mb 1mb 0",
     ]);
     let mut c = s.client();
-    let Reply::Array(Some(cfg)) = call(&mut c, &["CONFIG", "GET", "client-*"]) else {
+    let Reply::Array(cfg) = call(&mut c, &["CONFIG", "GET", "client-*"]) else {
         panic!()
     };
     // The limit is kept as given: the bulk data of a command being received count on top of it
@@ -212,10 +208,10 @@ fn a_pipelined_flood_gets_every_reply_in_order_within_bounded_buffers() {
     assert_eq!(
         cfg,
         vec![
-            Reply::Bulk(Some(b"client-query-buffer-limit".to_vec())),
-            Reply::Bulk(Some(b"2097152".to_vec())),
-            Reply::Bulk(Some(b"client-output-buffer-limit".to_vec())),
-            Reply::Bulk(Some(b"normal 67108864 1048576 0".to_vec())),
+            Reply::Bulk(b"client-query-buffer-limit".to_vec()),
+            Reply::Bulk(b"2097152".to_vec()),
+            Reply::Bulk(b"client-output-buffer-limit".to_vec()),
+            Reply::Bulk(b"normal 67108864 1048576 0".to_vec()),
         ]
     );
     const N: usize = 150_000;
@@ -264,7 +260,7 @@ fn a_client_that_never_reads_is_held_then_closed_over_the_hard_limit() {
     let value = "v".repeat(900_000);
     assert_eq!(
         call(&mut good, &["SET", "big", &value]),
-        Reply::Simple(b"OK".to_vec())
+        Reply::Simple("OK".into())
     );
     // Held: 200 pipelined GETs of 900 KB (180 MB of replies) are never read.
     let mut held = s.raw();
@@ -286,7 +282,7 @@ fn a_client_that_never_reads_is_held_then_closed_over_the_hard_limit() {
             t.elapsed() < GUARD,
             "the client over the hard limit is still connected"
         );
-        assert_eq!(call(&mut good, &["GET", "nope"]), Reply::Bulk(None));
+        assert_eq!(call(&mut good, &["GET", "nope"]), Reply::NullBulk);
     }
     // The closed connection gets no reply at all, only the close.
     assert!(read_to_close(&mut over).is_empty());
@@ -294,7 +290,7 @@ fn a_client_that_never_reads_is_held_then_closed_over_the_hard_limit() {
     // The held one is still there, its memory bounded by the soft limit and one reply.
     let output = info_field(&mut good, "clients", "client_peak_output_buffer");
     assert!(output <= 32 << 20, "output buffer peaked at {output} bytes");
-    assert_eq!(call(&mut good, &["PING"]), Reply::Simple(b"PONG".to_vec()));
+    assert_eq!(call(&mut good, &["PING"]), Reply::Simple("PONG".into()));
     // Once it reads, it gets every reply.
     let mut r = BufReader::new(held);
     let mut line = String::new();
@@ -384,13 +380,13 @@ fn bulks_are_capped_before_they_are_buffered() {
     call(&mut c, &["AUTH", "pw"]);
     assert_eq!(
         call(&mut c, &["CONFIG", "GET", "proto-max-bulk-len"]),
-        Reply::Array(Some(vec![
-            Reply::Bulk(Some(b"proto-max-bulk-len".to_vec())),
-            Reply::Bulk(Some(b"327680".to_vec())),
-        ]))
+        Reply::Array(vec![
+            Reply::Bulk(b"proto-max-bulk-len".to_vec()),
+            Reply::Bulk(b"327680".to_vec()),
+        ])
     );
     match call(&mut c, &["GET", "k"]) {
-        Reply::Bulk(Some(v)) => assert_eq!(v, value),
+        Reply::Bulk(v) => assert_eq!(v, value),
         other => panic!("{other:?}"),
     }
 }
@@ -404,10 +400,10 @@ fn max_clients_fit_the_open_file_limit() {
     let mut c = s.client();
     assert_eq!(
         call(&mut c, &["CONFIG", "GET", "maxclients"]),
-        Reply::Array(Some(vec![
-            Reply::Bulk(Some(b"maxclients".to_vec())),
-            Reply::Bulk(Some(b"32".to_vec())),
-        ]))
+        Reply::Array(vec![
+            Reply::Bulk(b"maxclients".to_vec()),
+            Reply::Bulk(b"32".to_vec()),
+        ])
     );
     // Wait until this is the only client (the start-up check's may not be gone yet).
     let t = Instant::now();
@@ -439,7 +435,7 @@ fn max_clients_fit_the_open_file_limit() {
         std::thread::sleep(Duration::from_millis(10));
     }
     let mut last = s.client();
-    assert_eq!(call(&mut last, &["PING"]), Reply::Simple(b"PONG".to_vec()));
+    assert_eq!(call(&mut last, &["PING"]), Reply::Simple("PONG".into()));
     drop((served, last, c));
     let err = s.stop();
     assert!(err.contains("maxclients reduced to 32"), "{err}");
@@ -517,15 +513,15 @@ fn idle_connections_are_not_looked_at_by_each_turn() {
     let s = Server::start(&[]);
     let mut idle = Vec::new();
     for _ in 0..IDLE {
-        let mut c = SimpleClient::connect(&s.addr).unwrap();
-        assert_eq!(call(&mut c, &["PING"]), Reply::Simple(b"PONG".to_vec()));
+        let mut c = Client::connect(&s.addr).unwrap();
+        assert_eq!(call(&mut c, &["PING"]), Reply::Simple("PONG".into()));
         idle.push(c);
     }
-    let mut c = SimpleClient::connect(&s.addr).unwrap();
+    let mut c = Client::connect(&s.addr).unwrap();
     let cycles = info_field(&mut c, "stats", "eventloop_cycles");
     let visited = info_field(&mut c, "stats", "eventloop_connections_visited");
     for _ in 0..200 {
-        assert_eq!(call(&mut c, &["PING"]), Reply::Simple(b"PONG".to_vec()));
+        assert_eq!(call(&mut c, &["PING"]), Reply::Simple("PONG".into()));
     }
     let cycles = info_field(&mut c, "stats", "eventloop_cycles") - cycles;
     let visited = info_field(&mut c, "stats", "eventloop_connections_visited") - visited;
@@ -538,7 +534,7 @@ fn idle_connections_are_not_looked_at_by_each_turn() {
     );
     // They are still served.
     for c in idle.iter_mut().step_by(50) {
-        assert_eq!(call(c, &["PING"]), Reply::Simple(b"PONG".to_vec()));
+        assert_eq!(call(c, &["PING"]), Reply::Simple("PONG".into()));
     }
 }
 
@@ -571,7 +567,7 @@ fn a_client_without_the_password_holds_little_memory_whatever_it_sends() {
         }
     }
     let mut c = s.client();
-    assert_eq!(call(&mut c, &["AUTH", "pw"]), Reply::Simple(b"OK".to_vec()));
+    assert_eq!(call(&mut c, &["AUTH", "pw"]), Reply::Simple("OK".into()));
     let input = info_field(&mut c, "clients", "client_peak_input_buffer");
     assert!(
         input <= 256 << 10,

@@ -10,8 +10,7 @@ use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use cxltier_ycsb::protocol::Reply;
-use cxltier_ycsb::SimpleClient;
+use cxltier_resp::{Client, Reply};
 
 const BIN: &str = env!("CARGO_BIN_EXE_cxltier");
 const GUARD: Duration = Duration::from_secs(30);
@@ -115,7 +114,7 @@ fn the_exposition_counts_what_clients_did_and_passes_promtool() {
         "--durability",
         "always",
     ]);
-    let mut c = SimpleClient::connect(&s.addr).unwrap();
+    let mut c = Client::connect(&s.addr).unwrap();
     let value_bytes = vec![b'v'; 1000];
     for i in 0..200 {
         let key = format!("key:{i}");
@@ -128,10 +127,10 @@ fn the_exposition_counts_what_clients_did_and_passes_promtool() {
         let key = format!("key:{i}");
         assert!(matches!(
             c.call(&[b"GET", key.as_bytes()]).unwrap(),
-            Reply::Bulk(Some(_))
+            Reply::Bulk(_)
         ));
     }
-    assert_eq!(c.call(&[b"GET", b"absent"]).unwrap(), Reply::Bulk(None));
+    assert_eq!(c.call(&[b"GET", b"absent"]).unwrap(), Reply::NullBulk);
     // Twice the DRAM budget in big values: the first ones go down to NVMe, and reading one
     // back reads the device.
     let big = vec![b'b'; 512 << 10];
@@ -142,7 +141,7 @@ fn the_exposition_counts_what_clients_did_and_passes_promtool() {
             Reply::Simple("OK".into())
         );
     }
-    assert_eq!(c.call(&[b"GET", b"big:0"]).unwrap(), Reply::Bulk(Some(big)));
+    assert_eq!(c.call(&[b"GET", b"big:0"]).unwrap(), Reply::Bulk(big));
     // An error reply counts as a failed call.
     assert!(matches!(
         c.call(&[b"INCR", b"key:0"]).unwrap(),

@@ -11,6 +11,13 @@
 // Each test binary uses the part it needs.
 #![allow(dead_code)]
 
+// The server's own test harness: its clients, reply assertions and in-process servers, shared
+// so that the process-level tests here keep no copy of them.
+#[path = "../../../cxltier-server/tests/util/mod.rs"]
+mod server_util;
+#[allow(unused_imports)]
+pub use server_util::*;
+
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::time::Duration;
