@@ -6,150 +6,27 @@
 //! fails with that instruction.
 
 mod common;
-use common::free_port;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use common::{Conn, ServerChild};
 
 const BIN: &str = env!("CARGO_BIN_EXE_cxltier");
-/// Only a guard against a hang: nothing here is timed.
-const GUARD: Duration = Duration::from_secs(30);
 
-struct Client {
-    r: BufReader<TcpStream>,
-    w: TcpStream,
-}
-
-impl Client {
-    fn connect(port: u16) -> std::io::Result<Client> {
-        let s = TcpStream::connect(("127.0.0.1", port))?;
-        s.set_read_timeout(Some(GUARD))?;
-        Ok(Client {
-            r: BufReader::new(s.try_clone()?),
-            w: s,
-        })
-    }
-    /// One reply, whole, as the bytes the server sent.
-    fn reply(&mut self, out: &mut Vec<u8>) {
-        let mut l = Vec::new();
-        self.r.read_until(b'\n', &mut l).unwrap();
-        assert!(l.ends_with(b"\r\n"), "a reply line without CRLF: {l:?}");
-        out.extend_from_slice(&l);
-        let n: i64 = std::str::from_utf8(&l[1..l.len() - 2])
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(0);
-        match l[0] {
-            b'$' | b'=' if n >= 0 => {
-                let mut b = vec![0; n as usize + 2];
-                // read_exact goes on after a short read and retries on EINTR.
-                self.r.read_exact(&mut b).unwrap();
-                out.extend_from_slice(&b);
-            }
-            b'*' | b'~' | b'>' => (0..n.max(0)).for_each(|_| self.reply(out)),
-            b'%' => (0..2 * n.max(0)).for_each(|_| self.reply(out)),
-            _ => {}
-        }
-    }
-    /// A command given as space-separated words; its reply as text.
-    fn cmd(&mut self, line: &str) -> String {
-        let args: Vec<&str> = line.split(' ').collect();
-        let mut req = format!("*{}\r\n", args.len()).into_bytes();
-        for a in &args {
-            req.extend_from_slice(format!("${}\r\n{a}\r\n", a.len()).as_bytes());
-        }
-        self.w.write_all(&req).unwrap();
-        let mut out = Vec::new();
-        self.reply(&mut out);
-        String::from_utf8(out).unwrap()
-    }
-}
-
-/// A server child (cxltier serve or redis-server), killed when the test ends, passed or not.
-struct Server {
-    child: Child,
-    port: u16,
-}
-
-impl Server {
-    /// Start `command(port)` on a free port, again on another if the port was taken before the
-    /// child bound it (the child answering must be this one: INFO's process_id).
-    fn start(command: impl Fn(u16) -> Command) -> Server {
-        for _ in 0..5 {
-            let port = free_port();
-            let child = command(port)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap();
-            let mut s = Server { child, port };
-            let t = Instant::now();
-            while t.elapsed() < GUARD {
-                if s.child.try_wait().unwrap().is_some() {
-                    break;
-                }
-                match common::who_answers(&format!("127.0.0.1:{port}"), None, s.child.id(), GUARD) {
-                    common::Answer::Ours => return s,
-                    common::Answer::Other => break,
-                    common::Answer::Nothing => {}
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            let _ = s.child.kill();
-            let _ = s.child.wait();
-        }
-        panic!("no server came up on five free ports");
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn need_redis_server() {
-    let have = Command::new("sh")
-        .args(["-c", "command -v redis-server"])
-        .output()
-        .unwrap()
-        .status
-        .success();
-    assert!(
-        have,
-        "redis-server is not installed: run scripts/peers (scripts/test does) and test again"
-    );
-}
-
-fn cxltier() -> Server {
-    Server::start(|port| {
-        let none = std::env::temp_dir().join(format!("cxltier-geo-none-{port}.jsonl"));
-        let mut c = Command::new(BIN);
-        c.args(["serve", "--bind", &format!("127.0.0.1:{port}")])
-            .arg("--quarantine-file")
-            .arg(none);
-        c
+fn cxltier() -> ServerChild {
+    ServerChild::start("cxltier serve", None, |port| {
+        common::cxltier_serve(BIN, port, &[])
     })
 }
 
-fn redis() -> Server {
-    Server::start(|port| {
-        let mut c = Command::new("redis-server");
-        c.args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no"]);
-        c
-    })
+fn redis() -> ServerChild {
+    ServerChild::start("redis-server", None, common::redis_server)
 }
 
 /// Every command of `script` (one a line) against both servers; the mismatches, listed. A line
 /// starting with `~ ` is sent to both and its reply not compared (HELLO's client id differs).
 fn compare(script: &str) {
-    need_redis_server();
+    common::need("redis-server");
     let (ours, theirs) = (cxltier(), redis());
-    let mut a = Client::connect(ours.port).unwrap();
-    let mut b = Client::connect(theirs.port).unwrap();
+    let mut a = Conn::connect(&ours.addr);
+    let mut b = Conn::connect(&theirs.addr);
     let mut diffs = Vec::new();
     let mut n = 0;
     for line in script.lines().map(str::trim) {

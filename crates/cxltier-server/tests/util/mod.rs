@@ -258,6 +258,16 @@ impl Conn {
         self.send(args);
         self.read()
     }
+    /// [`Conn::call`] for arguments of mixed kinds (`&[b"SET", key.as_bytes(), &value]`), which
+    /// only a slice of byte slices takes as they are written.
+    pub fn call_bytes(&mut self, args: &[&[u8]]) -> Reply {
+        self.call(args)
+    }
+    /// The reply to a command given as space-separated words.
+    pub fn call_line(&mut self, line: &str) -> Reply {
+        let args: Vec<&str> = line.split(' ').collect();
+        self.call(&args)
+    }
     /// Send a command, not reading its reply.
     pub fn send<A: AsRef<[u8]>>(&mut self, args: &[A]) {
         let args: Vec<&[u8]> = args.iter().map(AsRef::as_ref).collect();
@@ -274,7 +284,13 @@ impl Conn {
     }
     /// The reply to a command given as space-separated words, as the text the server sent.
     pub fn cmd(&mut self, line: &str) -> String {
-        self.send_line(line);
+        let args: Vec<&str> = line.split(' ').collect();
+        self.call_text(&args)
+    }
+    /// The reply to a command given as its arguments (which may hold spaces), as the text the
+    /// server sent.
+    pub fn call_text<A: AsRef<[u8]>>(&mut self, args: &[A]) -> String {
+        self.send(args);
         self.read_text()
     }
     /// The next reply as the text the server sent.

@@ -104,6 +104,8 @@ const START_GUARD: Duration = Duration::from_secs(30);
 /// A server child (cxltier serve, redis-server) on a port of its own, killed when the test
 /// ends, passed or not.
 pub struct ServerChild {
+    /// What it is, for messages: `cxltier serve`, `redis-server`.
+    pub name: String,
     pub child: std::process::Child,
     pub port: u16,
     /// `127.0.0.1:PORT`.
@@ -128,6 +130,7 @@ impl ServerChild {
                 .spawn()
                 .unwrap_or_else(|e| panic!("cannot start {name}: {e}"));
             let mut s = ServerChild {
+                name: name.to_string(),
                 child,
                 port,
                 addr: format!("127.0.0.1:{port}"),
@@ -148,6 +151,13 @@ impl ServerChild {
             let _ = s.child.wait();
         }
         panic!("{name} did not come up on five free ports");
+    }
+}
+
+impl ServerChild {
+    /// A new connection (not authenticated).
+    pub fn client(&self) -> Conn {
+        Conn::connect(&self.addr)
     }
 }
 
