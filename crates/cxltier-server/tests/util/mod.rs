@@ -273,6 +273,10 @@ impl Conn {
         let args: Vec<&[u8]> = args.iter().map(AsRef::as_ref).collect();
         self.0.send(&args).unwrap_or_else(|e| panic!("{e}"))
     }
+    /// [`Conn::send`] for arguments of mixed kinds (see [`Conn::call_bytes`]).
+    pub fn send_bytes(&mut self, args: &[&[u8]]) {
+        self.send(args)
+    }
     /// Read one reply.
     pub fn read(&mut self) -> Reply {
         self.0.read().unwrap_or_else(|e| panic!("{e}"))
