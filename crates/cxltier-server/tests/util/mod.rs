@@ -76,6 +76,14 @@ impl ServerBuilder {
         });
         self
     }
+    /// `--ssd PATH`: the NVMe tier in a log file that exists, at its size.
+    pub fn ssd_file(mut self, path: &Path) -> Self {
+        self.ssd = Some(SsdSpec {
+            path: path.to_path_buf(),
+            capacity: None,
+        });
+        self
+    }
     /// `--durability none|everysec|always` (default: everysec with an NVMe tier, none without).
     pub fn durability(mut self, mode: &str) -> Self {
         self.durability = Some(mode.parse().expect("a durability mode"));
