@@ -208,6 +208,14 @@ impl Server {
         Conn::connect(&self.addr)
     }
 
+    /// A bare socket, for bytes no client would send, with [`GUARD`] as its read timeout.
+    pub fn raw(&self) -> std::net::TcpStream {
+        let s = std::net::TcpStream::connect(&self.addr).unwrap_or_else(|e| panic!("{e}"));
+        s.set_read_timeout(Some(GUARD))
+            .unwrap_or_else(|e| panic!("{e}"));
+        s
+    }
+
     /// The port, as redis-cli and redis-benchmark take it.
     pub fn port(&self) -> String {
         self.addr.rsplit(':').next().unwrap_or_default().to_string()
@@ -371,6 +379,20 @@ pub fn info_field(c: &mut Conn, section: &str, name: &str) -> String {
         .unwrap_or_else(|| panic!("INFO {section} has no {name}: {text}"))
         .trim()
         .to_string()
+}
+
+/// A number field of `INFO section`.
+pub fn info_number(c: &mut Conn, section: &str, name: &str) -> u64 {
+    let text = info_field(c, section, name);
+    text.parse()
+        .unwrap_or_else(|_| panic!("INFO {section} {name}: {text} is not a number"))
+}
+
+/// A command as a client sends it: an array of bulk strings.
+pub fn request(args: &[&[u8]]) -> Vec<u8> {
+    let mut out = Vec::new();
+    cxltier_resp::write_command(&mut out, args);
+    out
 }
 
 /// Wait until `done` (checked every few milliseconds), or fail saying `what` after the guard.
