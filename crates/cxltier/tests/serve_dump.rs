@@ -6,19 +6,7 @@
 //! fails with that instruction.
 
 mod common;
-use common::{Conn, Reply as V, ServerChild};
-
-const BIN: &str = env!("CARGO_BIN_EXE_cxltier");
-
-fn cxltier() -> ServerChild {
-    ServerChild::start("cxltier serve", None, |port| {
-        common::cxltier_serve(BIN, port, &[])
-    })
-}
-
-fn redis() -> ServerChild {
-    ServerChild::start("redis-server", None, common::redis_server)
-}
+use common::{redis, serve, Conn, Reply as V, ServerChild};
 
 fn client(server: &ServerChild) -> Conn {
     Conn::connect(&server.addr)
@@ -177,7 +165,7 @@ fn move_all(from: &mut Conn, to: &mut Conn, keys: &[String], way: &str) {
 
 #[test]
 fn values_move_between_redis_and_cxltier_both_ways() {
-    let (r, x) = (redis(), cxltier());
+    let (r, x) = (redis(), serve(&[]));
     let (mut rc, mut xc) = (client(&r), client(&x));
     // Default thresholds (large values as hashtables, skiplists, quicklists of many nodes),
     // then small ones (the same data as listpacks), LZF on.
@@ -226,7 +214,7 @@ fn values_move_between_redis_and_cxltier_both_ways() {
 
 #[test]
 fn migrate_from_redis_into_cxltier() {
-    let (r, x) = (redis(), cxltier());
+    let (r, x) = (redis(), serve(&[]));
     let (mut rc, mut xc) = (client(&r), client(&x));
     let keys = fill(&mut rc, "migrate");
     let want: Vec<_> = keys.iter().map(|k| value_of(&mut rc, k)).collect();

@@ -6,25 +6,12 @@
 //! fails with that instruction.
 
 mod common;
-use common::{Conn, ServerChild};
-
-const BIN: &str = env!("CARGO_BIN_EXE_cxltier");
-
-fn cxltier() -> ServerChild {
-    ServerChild::start("cxltier serve", None, |port| {
-        common::cxltier_serve(BIN, port, &[])
-    })
-}
-
-fn redis() -> ServerChild {
-    ServerChild::start("redis-server", None, common::redis_server)
-}
+use common::{redis, serve, Conn};
 
 /// Every command of `script` (one a line) against both servers; the mismatches, listed. A line
 /// starting with `~ ` is sent to both and its reply not compared (HELLO's client id differs).
 fn compare(script: &str) {
-    common::need("redis-server");
-    let (ours, theirs) = (cxltier(), redis());
+    let (ours, theirs) = (serve(&[]), redis());
     let mut a = Conn::connect(&ours.addr);
     let mut b = Conn::connect(&theirs.addr);
     let mut diffs = Vec::new();

@@ -6,23 +6,8 @@
 //! when it is not.
 
 mod common;
-use common::{wait_blocked, Conn, Reply as V, ServerChild as Server, GUARD};
+use common::{redis, serve, wait_blocked, Conn, Reply as V, ServerChild as Server, GUARD};
 use std::time::{Duration, Instant};
-
-const BIN: &str = env!("CARGO_BIN_EXE_cxltier");
-
-/// `cxltier serve` with `extra` flags.
-fn cxltier(extra: &[&str]) -> Server {
-    Server::start("cxltier serve", None, |port| {
-        common::cxltier_serve(BIN, port, extra)
-    })
-}
-
-/// redis-server, which these tests compare with.
-fn redis() -> Server {
-    common::need("redis-server");
-    Server::start("redis-server", None, common::redis_server)
-}
 
 /// A bulk string's text (what a message's parts are).
 fn bulk_text(r: &V) -> Option<String> {
@@ -283,7 +268,7 @@ fn first_difference(a: &[String], b: &[String]) -> Option<String> {
 #[test]
 fn keyspace_events_are_redis_servers_for_every_type() {
     let redis = redis();
-    let cxl = cxltier(&[]);
+    let cxl = serve(&[]);
     let fut = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
@@ -315,7 +300,7 @@ fn keyspace_events_are_redis_servers_for_every_type() {
 #[test]
 fn pubsub_pushes_survive_client_reply_off_as_on_redis_server() {
     let redis = redis();
-    let cxl = cxltier(&[]);
+    let cxl = serve(&[]);
     let run = |server: &Server, proto: &str| -> Vec<V> {
         let mut rd = server.client();
         let mut r = server.client();
@@ -392,7 +377,7 @@ fn info_field(c: &mut Conn, section: &str, name: &str) -> u64 {
 fn keys_on_nvme_expire_with_an_event_and_no_device_read() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("nvme.log");
-    let cxl = cxltier(&["--dram", "16M", "--ssd", &format!("{}:256M", log.display())]);
+    let cxl = serve(&["--dram", "16M", "--ssd", &format!("{}:256M", log.display())]);
     let mut c = cxl.client();
     let mut sub = cxl.client();
     c.call(&["CONFIG", "SET", "notify-keyspace-events", "Ex"]);
@@ -489,7 +474,7 @@ fn events_of_served_blocked_pops_and_transactions_are_redis_servers() {
         out
     };
     let want = run(&redis());
-    let got = run(&cxltier(&[]));
+    let got = run(&serve(&[]));
     assert!(want.len() > 10, "{want:?}");
     if let Some(d) = first_difference(&want, &got) {
         panic!("{d}");
@@ -565,7 +550,7 @@ fn shard_channels_and_pubsub_introspection_are_redis_servers() {
         seen
     };
     let want = run(&redis());
-    let got = run(&cxltier(&[]));
+    let got = run(&serve(&[]));
     for (i, (w, g)) in want.iter().zip(&got).enumerate() {
         assert_eq!(g, w, "value {i}");
     }

@@ -6,21 +6,11 @@
 //! fails with that instruction.
 
 mod common;
-use common::{Conn, ServerChild, GUARD};
+use common::{redis, serve, Conn, ServerChild, GUARD};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_cxltier");
-
 type Server = ServerChild;
-
-fn cxltier() -> Server {
-    cxltier_with(&[])
-}
-
-fn redis() -> Server {
-    Server::start("redis-server", None, common::redis_server)
-}
 
 /// redis-py's Lock release script.
 const UNLOCK: &str = "local token = redis.call('get', KEYS[1]) if not token or token ~= ARGV[1] then return 0 end redis.call('del', KEYS[1]) return 1";
@@ -29,7 +19,7 @@ const EXTEND: &str = "local token = redis.call('get', KEYS[1]) if not token or t
 
 #[test]
 fn lock_scripts_by_evalsha_answer_as_redis_server_does() {
-    let (ours, theirs) = (cxltier(), redis());
+    let (ours, theirs) = (serve(&[]), redis());
     let mut a = Conn::connect(&ours.addr);
     let mut b = Conn::connect(&theirs.addr);
     let unlock_sha = a.call_text(&["SCRIPT", "LOAD", UNLOCK]);
@@ -106,7 +96,7 @@ fn lock_scripts_by_evalsha_answer_as_redis_server_does() {
 
 #[test]
 fn a_busy_script_answers_busy_and_stops_at_script_kill() {
-    let ours = cxltier();
+    let ours = serve(&[]);
     let mut admin = Conn::connect(&ours.addr);
     let mut other = Conn::connect(&ours.addr);
     let mut runner = Conn::connect(&ours.addr);
@@ -158,17 +148,6 @@ fn a_busy_script_answers_busy_and_stops_at_script_kill() {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-}
-
-/// A server started with extra arguments (`--requirepass`, `--ssd`).
-fn cxltier_with(extra: &[&str]) -> Server {
-    let password = extra
-        .iter()
-        .position(|a| *a == "--requirepass")
-        .map(|i| extra[i + 1]);
-    Server::start("cxltier serve", password, |port| {
-        common::cxltier_serve(BIN, port, extra)
-    })
 }
 
 /// Send `signal` (a name `kill` knows: TERM, INT) to the server.
@@ -227,7 +206,7 @@ fn run_until_busy(addr: &str, admin: &mut Conn, script: &str) -> Conn {
 
 #[test]
 fn a_busy_script_accepts_new_connections_which_can_kill_it() {
-    let ours = cxltier();
+    let ours = serve(&[]);
     let mut admin = Conn::connect(&ours.addr);
     admin.call_text(&["SET", "k", "1"]);
     let mut runner = run_until_busy(&ours.addr, &mut admin, "while true do end");
@@ -259,7 +238,7 @@ fn a_busy_script_accepts_new_connections_which_can_kill_it() {
 
 #[test]
 fn a_busy_script_lets_a_new_client_authenticate_then_kill_it() {
-    let ours = cxltier_with(&["--requirepass", "s3cret"]);
+    let ours = serve(&["--requirepass", "s3cret"]);
     let mut admin = Conn::connect(&ours.addr);
     assert_eq!(admin.call_text(&["AUTH", "s3cret"]), "+OK\r\n");
     assert_eq!(
@@ -298,7 +277,7 @@ fn a_busy_script_lets_a_new_client_authenticate_then_kill_it() {
 
 #[test]
 fn a_script_in_a_transaction_is_busy_and_killable_too() {
-    let ours = cxltier();
+    let ours = serve(&[]);
     let mut admin = Conn::connect(&ours.addr);
     assert_eq!(
         admin.call_text(&["CONFIG", "SET", "busy-reply-threshold", "50"]),
@@ -325,7 +304,7 @@ fn a_script_in_a_transaction_is_busy_and_killable_too() {
 fn sigterm_stops_a_busy_script_that_has_not_written_and_the_server_keeps_its_data() {
     let dir = tempfile::tempdir().unwrap();
     let ssd = format!("{}:64M", dir.path().join("store.log").display());
-    let mut ours = cxltier_with(&["--ssd", &ssd, "--durability", "always"]);
+    let mut ours = serve(&["--ssd", &ssd, "--durability", "always"]);
     let mut admin = Conn::connect(&ours.addr);
     assert_eq!(admin.call_text(&["SET", "kept", "before"]), "+OK\r\n");
     let mut runner = run_until_busy(&ours.addr, &mut admin, "while true do end");
@@ -338,14 +317,14 @@ fn sigterm_stops_a_busy_script_that_has_not_written_and_the_server_keeps_its_dat
     let killed = String::from_utf8(killed).unwrap();
     assert!(killed.contains("stop signal"), "{killed}");
     drop(ours);
-    let again = cxltier_with(&["--ssd", &ssd]);
+    let again = serve(&["--ssd", &ssd]);
     let mut c = Conn::connect(&again.addr);
     assert_eq!(c.call_text(&["GET", "kept"]), "$6\r\nbefore\r\n");
 }
 
 #[test]
 fn sigterm_lets_a_script_that_has_written_finish_and_a_second_one_stops_it() {
-    let mut ours = cxltier();
+    let mut ours = serve(&[]);
     let mut admin = Conn::connect(&ours.addr);
     let _runner = run_until_busy(
         &ours.addr,
@@ -374,7 +353,7 @@ fn sigterm_lets_a_script_that_has_written_finish_and_a_second_one_stops_it() {
 /// in the background, then `redis-cli PING` and `redis-cli SCRIPT KILL` from new connections.
 #[test]
 fn redis_cli_reaches_a_server_running_a_busy_script() {
-    let ours = cxltier();
+    let ours = serve(&[]);
     let port = ours.port.to_string();
     let cli = |args: &[&str]| -> String {
         let out = Command::new("timeout")
@@ -421,7 +400,7 @@ fn redis_cli_reaches_a_server_running_a_busy_script() {
 /// so that every later script failed to compile) and the memory given back to the system.
 #[test]
 fn a_script_at_the_memory_cap_leaves_scripting_working_and_gives_its_memory_back() {
-    let ours = cxltier();
+    let ours = serve(&[]);
     let mut c = Conn::connect(&ours.addr);
     // A MiB more each turn: the cap is reached in a few hundred turns, however slow the build.
     let bomb = "local t = {} local s = string.rep('x', 1048576) \

@@ -234,6 +234,13 @@ pub fn try_serve(args: &[&str]) -> Result<ServerChild, String> {
     })
 }
 
+/// redis-server, which a test compares with: the test fails, saying how to install it, when it
+/// is missing.
+pub fn redis() -> ServerChild {
+    need("redis-server");
+    ServerChild::start("redis-server", None, redis_server)
+}
+
 /// [`try_serve`], failing the test when the server does not start.
 pub fn serve(args: &[&str]) -> ServerChild {
     try_serve(args).unwrap_or_else(|e| panic!("cxltier serve {args:?} did not start: {e}"))
