@@ -1,5 +1,6 @@
-//! What the socket tests share: finding out whether the process answering on a port is the
-//! server a test has just started.
+//! What the socket tests of the CLI share: server processes (`cxltier serve`, redis-server) on
+//! ports of their own ([`ServerChild`], [`serve`], [`redis`]), and, from the server crate's
+//! harness, the client and the reply assertions.
 //!
 //! A port picked free can be taken before the child binds it: by another test's server, or
 //! for a moment by a listener that is already closed in this process but still open in a child
