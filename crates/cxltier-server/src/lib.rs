@@ -50,7 +50,7 @@ pub mod quarantine;
 pub mod ratelog;
 pub mod rdb;
 pub mod replication;
-pub mod resp;
+pub use cxltier_resp as resp;
 pub mod scripting;
 pub mod server;
 pub mod set;

@@ -3,7 +3,8 @@
 //! - [`generator`]: YCSB's generators (FNV-64 key hashing, scrambled zipfian over 10^10 ranks,
 //!   skewed-latest, uniform, hotspot, discrete), same arithmetic as the Java classes;
 //! - [`workload`]: the A–F mixes and per-thread key, operation and value choice;
-//! - [`protocol`]: RESP2 and memcached text encodings;
+//! - [`protocol`]: memcached's text protocol (RESP is `cxltier_resp`'s: its encoder, decoder
+//!   and the setup connection's client);
 //! - [`oracle`]: the best hit ratio a cache of K objects can reach on a workload's key choices;
 //! - [`text`]: YCSB 0.17.0's text report and status line, byte for byte;
 //! - [`runner`]: threads × pipelined connections, open loop at a target rate with latency from
@@ -23,7 +24,7 @@ use std::sync::Arc;
 
 pub use runner::{
     run, AckHook, HdrLogSink, Interval, IntervalHook, OpReport, Phase, ProgressHook, Protocol,
-    Report, RunConfig, ScanMethod, SimpleClient,
+    Report, RunConfig, ScanMethod,
 };
 pub use workload::{Distribution, Op, Shared, Spec};
 

@@ -15,9 +15,10 @@ use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
 
 use crate::generator::java_string_hash;
-use crate::protocol::{command, parse_mc, parse_reply, McReply, Reply};
+use crate::protocol::{parse_mc, McReply};
 use crate::workload::{deterministic_value, Op, Shared, ThreadGen};
 use crate::YcsbError;
+use cxltier_resp::{parse_reply, write_command, Client, Reply, RespError};
 
 /// The wire protocol.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -251,60 +252,14 @@ fn resolve(addr: &str) -> Result<SocketAddr, YcsbError> {
         .ok_or_else(|| YcsbError::BadInput(format!("--addr {addr}: not a HOST:PORT that resolves")))
 }
 
-/// A blocking connection for setup (AUTH, INFO) and for tests.
-pub struct SimpleClient {
-    stream: std::net::TcpStream,
-    buf: Vec<u8>,
-}
-
-impl SimpleClient {
-    pub fn connect(addr: &str) -> Result<SimpleClient, YcsbError> {
-        let sa = resolve(addr)?;
-        let stream =
-            std::net::TcpStream::connect_timeout(&sa, Duration::from_secs(5)).map_err(|e| {
-                YcsbError::Connect {
-                    addr: addr.to_string(),
-                    source: e,
-                }
-            })?;
-        stream.set_read_timeout(Some(Duration::from_secs(30))).ok();
-        Ok(SimpleClient {
-            stream,
-            buf: Vec::new(),
-        })
-    }
-    /// Send one RESP command and read its reply.
-    pub fn call(&mut self, args: &[&[u8]]) -> io::Result<Reply> {
-        let mut out = Vec::new();
-        command(&mut out, args);
-        self.stream.write_all(&out)?;
-        self.read_reply()
-    }
-    fn read_reply(&mut self) -> io::Result<Reply> {
-        let mut chunk = [0u8; 65536];
-        loop {
-            match parse_reply(&self.buf) {
-                Ok(Some((r, n))) => {
-                    self.buf.drain(..n);
-                    return Ok(r);
-                }
-                Ok(None) => {}
-                Err(e) => return Err(io::Error::new(io::ErrorKind::InvalidData, e)),
-            }
-            // A signal landing mid-read (a profiler, a test harness's SIGCHLD) is not an error.
-            let n = match self.stream.read(&mut chunk) {
-                Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
-            };
-            if n == 0 {
-                return Err(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    "the server closed the connection",
-                ));
-            }
-            self.buf.extend_from_slice(&chunk[..n]);
+/// A failure of the setup connection, as the driver reports it.
+fn setup_error(e: RespError) -> YcsbError {
+    match e {
+        RespError::Resolve { addr } => {
+            YcsbError::BadInput(format!("--addr {addr}: not a HOST:PORT that resolves"))
         }
+        RespError::Connect { addr, source } => YcsbError::Connect { addr, source },
+        e => YcsbError::Server(e.to_string()),
     }
 }
 
@@ -320,20 +275,17 @@ pub fn probe_server(cfg: &RunConfig) -> Result<ScanMethod, YcsbError> {
         })?;
         return Ok(ScanMethod::Zset);
     }
-    let mut c = SimpleClient::connect(&cfg.addr)?;
+    let mut c = Client::connect_timeout(&cfg.addr, Duration::from_secs(5)).map_err(setup_error)?;
+    // Connecting waits 5 s; the replies, which may follow a server's start, 30.
+    c.set_timeout(Duration::from_secs(30))
+        .map_err(setup_error)?;
     if let Some(pw) = &cfg.password {
-        if let Reply::Error(e) = c
-            .call(&[b"AUTH", pw.as_bytes()])
-            .map_err(|e| YcsbError::Server(e.to_string()))?
-        {
+        if let Reply::Error(e) = c.call(&[b"AUTH", pw.as_bytes()]).map_err(setup_error)? {
             return Err(YcsbError::Server(format!("AUTH failed: {e}")));
         }
     }
-    let info = match c
-        .call(&[b"INFO", b"server"])
-        .map_err(|e| YcsbError::Server(e.to_string()))?
-    {
-        Reply::Bulk(Some(b)) => String::from_utf8_lossy(&b).into_owned(),
+    let info = match c.call(&[b"INFO", b"server"]).map_err(setup_error)? {
+        Reply::Bulk(b) => String::from_utf8_lossy(&b).into_owned(),
         Reply::Error(e) if e.starts_with("NOAUTH") => {
             return Err(YcsbError::Server(format!(
                 "{e}: give the password with --password"
@@ -693,7 +645,7 @@ fn connect(cfg: &RunConfig, poll: &Poll, token: usize) -> Result<Conn, YcsbError
         inflight: VecDeque::new(),
     };
     if let (Some(pw), Protocol::Resp) = (&cfg.password, cfg.protocol) {
-        command(&mut conn.out, &[b"AUTH", pw.as_bytes()]);
+        write_command(&mut conn.out, &[b"AUTH", pw.as_bytes()]);
         conn.inflight.push_back(InFlight {
             op: Op::Read,
             intended: Instant::now(),
@@ -731,10 +683,10 @@ fn insert_request(
                 args.push(f.as_bytes());
                 args.push(v);
             }
-            command(&mut conn.out, &args);
+            write_command(&mut conn.out, &args);
             if scan == ScanMethod::Zset {
                 let score = java_string_hash(key).to_string();
-                command(
+                write_command(
                     &mut conn.out,
                     &[b"ZADD", b"_indices", score.as_bytes(), key.as_bytes()],
                 );
@@ -800,7 +752,7 @@ fn issue(
             let key = gen.key(keynum);
             let key_for_verify = key.clone();
             match proto {
-                Protocol::Resp => command(&mut conn.out, &[b"HGETALL", key.as_bytes()]),
+                Protocol::Resp => write_command(&mut conn.out, &[b"HGETALL", key.as_bytes()]),
                 Protocol::Memcache => conn
                     .out
                     .extend_from_slice(format!("get {key}\r\n").as_bytes()),
@@ -837,7 +789,7 @@ fn issue(
             let step = match scan {
                 ScanMethod::Zset => {
                     let score = java_string_hash(&key).to_string();
-                    command(
+                    write_command(
                         &mut conn.out,
                         &[
                             b"ZRANGEBYSCORE",
@@ -852,7 +804,7 @@ fn issue(
                     Step::ScanIndex
                 }
                 _ => {
-                    command(
+                    write_command(
                         &mut conn.out,
                         &[b"SCANRANGE", key.as_bytes(), len.as_bytes()],
                     );
@@ -876,7 +828,7 @@ fn update_request(conn: &mut Conn, gen: &mut ThreadGen, key: &str, proto: Protoc
             let f = format!("field{}", gen.field());
             let mut v = Vec::new();
             gen.field_value(key, &f, &mut v);
-            command(&mut conn.out, &[b"HSET", key.as_bytes(), f.as_bytes(), &v]);
+            write_command(&mut conn.out, &[b"HSET", key.as_bytes(), f.as_bytes(), &v]);
         }
         Protocol::Memcache => {
             // memcached cannot change one field of a JSON value: the whole record is written
@@ -889,7 +841,7 @@ fn update_request(conn: &mut Conn, gen: &mut ThreadGen, key: &str, proto: Protoc
 
 fn bulk(r: &Reply) -> Option<&[u8]> {
     match r {
-        Reply::Bulk(Some(b)) => Some(b.as_slice()),
+        Reply::Bulk(b) => Some(b.as_slice()),
         _ => None,
     }
 }
@@ -1143,9 +1095,9 @@ fn handle_replies(
     let mut at = 0;
     loop {
         let parsed = match cfg.protocol {
-            Protocol::Resp => {
-                parse_reply(&c.input[at..]).map(|o| o.map(|(r, n)| (Parsed::Resp(r), n)))
-            }
+            Protocol::Resp => parse_reply(&c.input[at..])
+                .map(|o| o.map(|(r, n)| (Parsed::Resp(r), n)))
+                .map_err(|e| e.to_string()),
             Protocol::Memcache => {
                 parse_mc(&c.input[at..]).map(|o| o.map(|(r, n)| (Parsed::Mc(r), n)))
             }
@@ -1170,7 +1122,7 @@ fn handle_replies(
             Parsed::Resp(r) if f.verify.is_some() => {
                 let key = f.verify.as_deref().unwrap_or_default();
                 let good = match r {
-                    Reply::Array(Some(items)) if items.len() % 2 == 0 => {
+                    Reply::Array(items) if items.len() % 2 == 0 => {
                         let pairs: Option<Vec<(&[u8], &[u8])>> = items
                             .chunks(2)
                             .map(|p| Some((bulk(&p[0])?, bulk(&p[1])?)))
@@ -1230,10 +1182,10 @@ fn handle_replies(
             }
             Step::ScanIndex => {
                 let keys: Vec<Vec<u8>> = match &reply {
-                    Parsed::Resp(Reply::Array(Some(items))) => items
+                    Parsed::Resp(Reply::Array(items)) => items
                         .iter()
                         .filter_map(|k| match k {
-                            Reply::Bulk(Some(b)) => Some(b.clone()),
+                            Reply::Bulk(b) => Some(b.clone()),
                             _ => None,
                         })
                         .collect(),
@@ -1243,7 +1195,7 @@ fn handle_replies(
                     record(counters, f.op, f.intended, done);
                 } else {
                     for k in &keys {
-                        command(&mut c.out, &[b"HGETALL", k]);
+                        write_command(&mut c.out, &[b"HGETALL", k]);
                     }
                     c.inflight.push_back(InFlight {
                         op: f.op,
@@ -1264,7 +1216,6 @@ fn handle_replies(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::Reply;
 
     /// A server that dribbles its replies one byte per write: every read returns a fragment
     /// and the client must keep reading until a whole reply is there.
@@ -1285,14 +1236,14 @@ mod tests {
                 }
             }
         });
-        let mut c = SimpleClient::connect(&addr).unwrap();
+        let mut c = Client::connect(&addr).unwrap();
         assert_eq!(
             c.call(&[b"GET", b"k"]).unwrap(),
-            Reply::Bulk(Some(b"hello world".to_vec()))
+            Reply::Bulk(b"hello world".to_vec())
         );
         assert_eq!(
             c.call(&[b"X"]).unwrap(),
-            Reply::Array(Some(vec![Reply::Int(42), Reply::Simple(b"OK".to_vec())]))
+            Reply::Array(vec![Reply::Int(42), Reply::Simple("OK".into())])
         );
         server.join().unwrap();
     }

@@ -6,95 +6,15 @@
 //! fails with that instruction.
 
 mod common;
-use common::ServerChild;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
-use std::time::Duration;
+use common::{redis, serve, Conn, Reply as V, ServerChild};
 
-const BIN: &str = env!("CARGO_BIN_EXE_cxltier");
-/// Only a guard against a hang: nothing here is timed.
-const GUARD: Duration = Duration::from_secs(30);
-
-#[derive(Debug, Clone, PartialEq)]
-enum V {
-    Simple(String),
-    Err(String),
-    Int(i64),
-    Bulk(Vec<u8>),
-    Nil,
-    Array(Vec<V>),
-}
-
-struct Client {
-    r: BufReader<TcpStream>,
-    w: TcpStream,
-}
-
-impl Client {
-    fn connect(addr: &str) -> Client {
-        let s = TcpStream::connect(addr).unwrap();
-        s.set_read_timeout(Some(GUARD)).unwrap();
-        Client {
-            r: BufReader::new(s.try_clone().unwrap()),
-            w: s,
-        }
-    }
-    fn call(&mut self, args: &[&[u8]]) -> V {
-        let mut req = format!("*{}\r\n", args.len()).into_bytes();
-        for a in args {
-            req.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
-            req.extend_from_slice(a);
-            req.extend_from_slice(b"\r\n");
-        }
-        self.w.write_all(&req).unwrap();
-        self.read()
-    }
-    fn cmd(&mut self, line: &str) -> V {
-        let words: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();
-        self.call(&words)
-    }
-    fn read(&mut self) -> V {
-        let mut l = String::new();
-        self.r.read_line(&mut l).unwrap();
-        assert!(l.ends_with("\r\n"), "a reply line without CRLF: {l:?}");
-        l.truncate(l.len() - 2);
-        let (tag, rest) = l.split_at(1);
-        let n = || rest.parse::<i64>().unwrap();
-        match tag {
-            "+" => V::Simple(rest.into()),
-            "-" => V::Err(rest.into()),
-            ":" => V::Int(n()),
-            "$" if n() < 0 => V::Nil,
-            "$" => {
-                let mut b = vec![0; n() as usize + 2];
-                self.r.read_exact(&mut b).unwrap();
-                b.truncate(b.len() - 2);
-                V::Bulk(b)
-            }
-            "*" if n() < 0 => V::Nil,
-            "*" => V::Array((0..n()).map(|_| self.read()).collect()),
-            _ => panic!("unexpected reply {l:?}"),
-        }
-    }
-}
-
-fn cxltier() -> ServerChild {
-    ServerChild::start("cxltier serve", None, |port| {
-        common::cxltier_serve(BIN, port, &[])
-    })
-}
-
-fn redis() -> ServerChild {
-    ServerChild::start("redis-server", None, common::redis_server)
-}
-
-fn client(server: &ServerChild) -> Client {
-    Client::connect(&server.addr)
+fn client(server: &ServerChild) -> Conn {
+    Conn::connect(&server.addr)
 }
 
 /// A key's type and value as comparable text: members of sets and hashes sorted.
-fn value_of(c: &mut Client, key: &str) -> (String, Vec<Vec<u8>>) {
-    let t = match c.cmd(&format!("TYPE {key}")) {
+fn value_of(c: &mut Conn, key: &str) -> (String, Vec<Vec<u8>>) {
+    let t = match c.call_line(&format!("TYPE {key}")) {
         V::Simple(t) => t,
         other => panic!("TYPE {key}: {other:?}"),
     };
@@ -112,12 +32,12 @@ fn value_of(c: &mut Client, key: &str) -> (String, Vec<Vec<u8>>) {
         }
     };
     let mut items = match t.as_str() {
-        "string" => flat(c.cmd(&format!("GET {key}"))),
-        "list" => flat(c.cmd(&format!("LRANGE {key} 0 -1"))),
-        "set" => flat(c.cmd(&format!("SMEMBERS {key}"))),
-        "zset" => flat(c.cmd(&format!("ZRANGE {key} 0 -1 WITHSCORES"))),
+        "string" => flat(c.call_line(&format!("GET {key}"))),
+        "list" => flat(c.call_line(&format!("LRANGE {key} 0 -1"))),
+        "set" => flat(c.call_line(&format!("SMEMBERS {key}"))),
+        "zset" => flat(c.call_line(&format!("ZRANGE {key} 0 -1 WITHSCORES"))),
         "hash" => {
-            let f = flat(c.cmd(&format!("HGETALL {key}")));
+            let f = flat(c.call_line(&format!("HGETALL {key}")));
             f.chunks(2)
                 .map(|p| [&p[0][..], b"=", &p[1]].concat())
                 .collect()
@@ -132,15 +52,15 @@ fn value_of(c: &mut Client, key: &str) -> (String, Vec<Vec<u8>>) {
 
 /// Keys of every type, in the encodings redis-server picks under the current thresholds;
 /// `tag` keeps the names of two rounds apart.
-fn fill(c: &mut Client, tag: &str) -> Vec<String> {
+fn fill(c: &mut Conn, tag: &str) -> Vec<String> {
     let mut keys = Vec::new();
-    let mut add = |c: &mut Client, name: &str, cmds: Vec<Vec<Vec<u8>>>| {
+    let mut add = |c: &mut Conn, name: &str, cmds: Vec<Vec<Vec<u8>>>| {
         let key = format!("{tag}:{name}");
         for mut cmd in cmds {
             cmd.insert(1, key.clone().into_bytes());
             let words: Vec<&[u8]> = cmd.iter().map(Vec::as_slice).collect();
             let r = c.call(&words);
-            assert!(!matches!(r, V::Err(_)), "{key}: {r:?}");
+            assert!(!matches!(r, V::Error(_)), "{key}: {r:?}");
         }
         keys.push(key);
     };
@@ -218,26 +138,26 @@ fn fill(c: &mut Client, tag: &str) -> Vec<String> {
     keys
 }
 
-fn dump(c: &mut Client, key: &str) -> Vec<u8> {
-    match c.call(&[b"DUMP", key.as_bytes()]) {
+fn dump(c: &mut Conn, key: &str) -> Vec<u8> {
+    match c.call_bytes(&[b"DUMP", key.as_bytes()]) {
         V::Bulk(p) => p,
         other => panic!("DUMP {key}: {other:?}"),
     }
 }
 
 /// DUMP every key from `from`, RESTORE it into `to` under the same name with a TTL, compare.
-fn move_all(from: &mut Client, to: &mut Client, keys: &[String], way: &str) {
+fn move_all(from: &mut Conn, to: &mut Conn, keys: &[String], way: &str) {
     for key in keys {
         let p = dump(from, key);
-        let r = to.call(&[b"RESTORE", key.as_bytes(), b"100000", &p]);
+        let r = to.call_bytes(&[b"RESTORE", key.as_bytes(), b"100000", &p]);
         assert_eq!(r, V::Simple("OK".into()), "{way}: RESTORE {key}");
         assert_eq!(value_of(to, key), value_of(from, key), "{way}: {key}");
-        match to.cmd(&format!("PTTL {key}")) {
+        match to.call_line(&format!("PTTL {key}")) {
             V::Int(t) => assert!(t > 90_000 && t <= 100_000, "{way}: {key} PTTL {t}"),
             other => panic!("{other:?}"),
         }
         // REPLACE over the key, and the same value again.
-        let r = to.call(&[b"RESTORE", key.as_bytes(), b"0", &p, b"REPLACE"]);
+        let r = to.call_bytes(&[b"RESTORE", key.as_bytes(), b"0", &p, b"REPLACE"]);
         assert_eq!(r, V::Simple("OK".into()), "{way}: RESTORE {key} REPLACE");
         assert_eq!(value_of(to, key), value_of(from, key), "{way}: {key}");
     }
@@ -245,7 +165,7 @@ fn move_all(from: &mut Client, to: &mut Client, keys: &[String], way: &str) {
 
 #[test]
 fn values_move_between_redis_and_cxltier_both_ways() {
-    let (r, x) = (redis(), cxltier());
+    let (r, x) = (redis(), serve(&[]));
     let (mut rc, mut xc) = (client(&r), client(&x));
     // Default thresholds (large values as hashtables, skiplists, quicklists of many nodes),
     // then small ones (the same data as listpacks), LZF on.
@@ -260,7 +180,7 @@ fn values_move_between_redis_and_cxltier_both_ways() {
         ("list-compress-depth", "1"),
     ] {
         assert_eq!(
-            rc.cmd(&format!("CONFIG SET {knob} {v}")),
+            rc.call_line(&format!("CONFIG SET {knob} {v}")),
             V::Simple("OK".into())
         );
     }
@@ -270,7 +190,7 @@ fn values_move_between_redis_and_cxltier_both_ways() {
     let back: Vec<String> = keys.iter().map(|k| format!("back:{k}")).collect();
     for (key, new) in keys.iter().zip(&back) {
         let p = dump(&mut xc, key);
-        let r = rc.call(&[b"RESTORE", new.as_bytes(), b"0", &p]);
+        let r = rc.call_bytes(&[b"RESTORE", new.as_bytes(), b"0", &p]);
         assert_eq!(r, V::Simple("OK".into()), "cxltier -> redis: RESTORE {key}");
         assert_eq!(
             value_of(&mut rc, new),
@@ -285,8 +205,8 @@ fn values_move_between_redis_and_cxltier_both_ways() {
     let mut bad = dump(&mut rc, &keys[0]);
     bad[1] ^= 1;
     for c in [&mut rc, &mut xc] {
-        match c.call(&[b"RESTORE", b"nope", b"0", &bad]) {
-            V::Err(e) => assert_eq!(e, "ERR DUMP payload version or checksum are wrong"),
+        match c.call_bytes(&[b"RESTORE", b"nope", b"0", &bad]) {
+            V::Error(e) => assert_eq!(e, "ERR DUMP payload version or checksum are wrong"),
             other => panic!("{other:?}"),
         }
     }
@@ -294,12 +214,12 @@ fn values_move_between_redis_and_cxltier_both_ways() {
 
 #[test]
 fn migrate_from_redis_into_cxltier() {
-    let (r, x) = (redis(), cxltier());
+    let (r, x) = (redis(), serve(&[]));
     let (mut rc, mut xc) = (client(&r), client(&x));
     let keys = fill(&mut rc, "migrate");
     let want: Vec<_> = keys.iter().map(|k| value_of(&mut rc, k)).collect();
     for key in &keys {
-        let reply = rc.call(&[
+        let reply = rc.call_bytes(&[
             b"MIGRATE",
             b"127.0.0.1",
             x.port.to_string().as_bytes(),
@@ -309,7 +229,7 @@ fn migrate_from_redis_into_cxltier() {
         ]);
         assert_eq!(reply, V::Simple("OK".into()), "MIGRATE {key}");
         assert_eq!(
-            rc.cmd(&format!("EXISTS {key}")),
+            rc.call_line(&format!("EXISTS {key}")),
             V::Int(0),
             "{key} left redis"
         );

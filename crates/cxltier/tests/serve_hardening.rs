@@ -1,424 +1,55 @@
-//! `cxltier serve` against hostile and careless clients: patterns built to blow the matcher up,
-//! floods of pipelined commands, clients that never read, big bulks before AUTH, more
-//! connections than descriptors, many idle connections, and start-up failures that must say
-//! the right thing.
+//! `cxltier serve`'s limits as a process: more connections than descriptors (the CLI fits
+//! `--max-clients` to the open-file limit), and start-up failures that must say the right
+//! thing. (The server's own defences against hostile and careless clients are the server
+//! crate's tests.)
 //!
 //! Every test asserts behaviour and bounds on bytes or counts; waits have generous limits that
 //! only guard against a hang.
 
 mod common;
-use common::free_port;
-use std::io::{BufRead, BufReader, Read, Write};
+use common::{info_number, Reply, ServerChild, GUARD};
+use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use cxltier_ycsb::protocol::Reply;
-use cxltier_ycsb::SimpleClient;
-
 const BIN: &str = env!("CARGO_BIN_EXE_cxltier");
-const GUARD: Duration = Duration::from_secs(30);
-
-/// A server child, killed when the test ends.
-struct Server {
-    child: Child,
-    addr: String,
-}
-
-impl Server {
-    /// Start `cxltier serve ARGS` on a free port (again on another one if the port was taken
-    /// meanwhile), through `sh -c "PREFIX; exec ..."` when a shell prefix (a ulimit) is given.
-    fn start_with(prefix: Option<&str>, args: &[&str]) -> Server {
-        let password = args
-            .iter()
-            .position(|a| *a == "--requirepass")
-            .map(|i| args[i + 1]);
-        for _ in 0..5 {
-            let port = free_port();
-            let addr = format!("127.0.0.1:{port}");
-            let none = std::env::temp_dir().join(format!("cxltier-hardening-none-{port}.jsonl"));
-            let mut words: Vec<String> = vec![
-                "serve".into(),
-                "--bind".into(),
-                addr.clone(),
-                "--quarantine-file".into(),
-                none.display().to_string(),
-            ];
-            words.extend(args.iter().map(|a| a.to_string()));
-            let mut cmd = match prefix {
-                None => {
-                    let mut c = Command::new(BIN);
-                    c.args(&words);
-                    c
-                }
-                Some(p) => {
-                    let mut c = Command::new("sh");
-                    c.arg("-c")
-                        .arg(format!("{p}; exec \"$0\" \"$@\""))
-                        .arg(BIN)
-                        .args(&words);
-                    c
-                }
-            };
-            let child = cmd
-                .stdout(Stdio::null())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap();
-            let mut s = Server { child, addr };
-            let t = Instant::now();
-            while t.elapsed() < GUARD {
-                if s.child.try_wait().unwrap().is_some() {
-                    break;
-                }
-                match common::who_answers(&s.addr, password, s.child.id(), GUARD) {
-                    common::Answer::Ours => return s,
-                    common::Answer::Other => break,
-                    common::Answer::Nothing => {}
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        }
-        panic!("no server came up on five free ports");
-    }
-    fn start(args: &[&str]) -> Server {
-        Server::start_with(None, args)
-    }
-    fn client(&self) -> SimpleClient {
-        SimpleClient::connect(&self.addr).unwrap()
-    }
-    fn raw(&self) -> TcpStream {
-        let s = TcpStream::connect(&self.addr).unwrap();
-        s.set_read_timeout(Some(GUARD)).unwrap();
-        s
-    }
-    /// Stop it; its stderr.
-    fn stop(mut self) -> String {
-        // Again until it exits: a SHUTDOWN that arrives while the server is full (clients just
-        // closed, not yet seen) is refused like any other client.
-        let t = Instant::now();
-        while self.child.try_wait().unwrap().is_none() {
-            assert!(t.elapsed() < GUARD, "the server did not stop");
-            if let Ok(mut c) = SimpleClient::connect(&self.addr) {
-                let _ = c.call(&[b"SHUTDOWN"]);
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let mut err = String::new();
-        if let Some(mut e) = self.child.stderr.take() {
-            let _ = e.read_to_string(&mut err);
-        }
-        err
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn call(c: &mut SimpleClient, args: &[&str]) -> Reply {
-    let a: Vec<&[u8]> = args.iter().map(|s| s.as_bytes()).collect();
-    c.call(&a).unwrap()
-}
-
-fn info(c: &mut SimpleClient, section: &str) -> String {
-    match c.call(&[b"INFO", section.as_bytes()]).unwrap() {
-        Reply::Bulk(Some(b)) => String::from_utf8(b).unwrap(),
-        other => panic!("INFO {section}: {other:?}"),
-    }
-}
-
-fn info_field(c: &mut SimpleClient, section: &str, name: &str) -> u64 {
-    let text = info(c, section);
-    text.lines()
-        .find_map(|l| l.strip_prefix(&format!("{name}:")))
-        .unwrap_or_else(|| panic!("INFO {section} has no {name}:\n{text}"))
-        .trim()
-        .parse()
-        .unwrap()
-}
-
-fn command(args: &[&[u8]]) -> Vec<u8> {
-    let mut out = format!("*{}\r\n", args.len()).into_bytes();
-    for a in args {
-        out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
-        out.extend_from_slice(a);
-        out.extend_from_slice(b"\r\n");
-    }
-    out
-}
-
-/// Read from `s` until EOF or a reset; what came. Panics past the guard's read timeout.
-fn read_to_close(s: &mut TcpStream) -> Vec<u8> {
-    let mut got = Vec::new();
-    let mut buf = [0u8; 65536];
-    loop {
-        match s.read(&mut buf) {
-            Ok(0) => return got,
-            Ok(n) => got.extend_from_slice(&buf[..n]),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return got,
-            Err(e) => panic!("reading until the server closes: {e}"),
-        }
-    }
-}
-
-#[test]
-fn config_get_patterns_built_to_explode_are_answered() {
-    let s = Server::start(&[]);
-    let mut c = s.client();
-    // 200,000 stars overflowed the recursive matcher's stack (the server died).
-    let stars = "*".repeat(200_000);
-    match call(&mut c, &["CONFIG", "GET", &stars]) {
-        Reply::Array(Some(a)) => assert!(a.len() >= 20, "{} items", a.len()),
-        other => panic!("{other:?}"),
-    }
-    // Eighteen stars then a byte no name has: ~40 s of backtracking before.
-    let p = format!("{}x", "*".repeat(18));
-    assert_eq!(
-        call(&mut c, &["CONFIG", "GET", &p]),
-        Reply::Array(Some(vec![]))
-    );
-    assert_eq!(
-        call(&mut c, &["CONFIG", "GET", "MAXMEM*[-_]POL?CY"]),
-        Reply::Array(Some(vec![
-            Reply::Bulk(Some(b"maxmemory-policy".to_vec())),
-            Reply::Bulk(Some(b"noeviction".to_vec())),
-        ]))
-    );
-    assert_eq!(call(&mut c, &["PING"]), Reply::Simple(b"PONG".to_vec()));
-}
-
-/// Far more pipelined commands than the limits hold: every reply comes, in order, while the
-/// server's buffers for the connection stay within the limits (it stops reading the client
-/// instead). 64 MB of pipelined PING used to take the server to 2 GB.
-#[test]
-fn a_pipelined_flood_gets_every_reply_in_order_within_bounded_buffers() {
-    let s = Server::start(&[
-        "--client-query-buffer-limit",
-        "2mb",
-        "--client-output-buffer-limit",
-        "64mb 1mb 0",
-    ]);
-    let mut c = s.client();
-    let Reply::Array(Some(cfg)) = call(&mut c, &["CONFIG", "GET", "client-*"]) else {
-        panic!()
-    };
-    // The limit is kept as given: the bulk data of a command being received count on top of it
-    // (up to one bulk of proto-max-bulk-len, 512 MB by default), pipelined commands do not.
-    assert_eq!(
-        cfg,
-        vec![
-            Reply::Bulk(Some(b"client-query-buffer-limit".to_vec())),
-            Reply::Bulk(Some(b"2097152".to_vec())),
-            Reply::Bulk(Some(b"client-output-buffer-limit".to_vec())),
-            Reply::Bulk(Some(b"normal 67108864 1048576 0".to_vec())),
-        ]
-    );
-    const N: usize = 150_000;
-    let raw = s.raw();
-    let mut writer = raw.try_clone().unwrap();
-    let sender = std::thread::spawn(move || {
-        let mut batch = Vec::new();
-        for i in 0..N {
-            let payload = format!("{i:0>100}");
-            batch.extend_from_slice(&command(&[b"ECHO", payload.as_bytes()]));
-            if batch.len() > 256 << 10 {
-                writer.write_all(&batch).unwrap();
-                batch.clear();
-            }
-        }
-        writer.write_all(&batch).unwrap();
-    });
-    // Let the server fill its buffers and hold back before anything is read.
-    std::thread::sleep(Duration::from_millis(500));
-    let mut r = BufReader::with_capacity(1 << 16, raw);
-    let mut line = String::new();
-    for i in 0..N {
-        line.clear();
-        r.read_line(&mut line).unwrap();
-        assert_eq!(line, "$100\r\n", "reply {i}");
-        line.clear();
-        r.read_line(&mut line).unwrap();
-        assert_eq!(line, format!("{i:0>100}\r\n"), "reply {i} out of order");
-    }
-    sender.join().unwrap();
-    // Input: at most the limit and one read's chunk, in a buffer that doubles. Output: the soft
-    // limit and one reply.
-    let input = info_field(&mut c, "clients", "client_peak_input_buffer");
-    let output = info_field(&mut c, "clients", "client_peak_output_buffer");
-    assert!(input <= 6 << 20, "input buffer peaked at {input} bytes");
-    assert!(output <= 4 << 20, "output buffer peaked at {output} bytes");
-}
-
-/// A client that sends and never reads: its commands stop running at the soft limit; a reply
-/// that takes it over the hard limit closes it, with a line on stderr. Another client is
-/// served all along.
-#[test]
-fn a_client_that_never_reads_is_held_then_closed_over_the_hard_limit() {
-    let s = Server::start(&["--client-output-buffer-limit", "8mb 1mb 0"]);
-    let mut good = s.client();
-    let value = "v".repeat(900_000);
-    assert_eq!(
-        call(&mut good, &["SET", "big", &value]),
-        Reply::Simple(b"OK".to_vec())
-    );
-    // Held: 200 pipelined GETs of 900 KB (180 MB of replies) are never read.
-    let mut held = s.raw();
-    let get = command(&[b"GET", b"big"]);
-    held.write_all(&get.repeat(200)).unwrap();
-    // Closed: one MGET whose reply (10.8 MB) is over the hard limit.
-    let mut over = s.raw();
-    let mut mget: Vec<&[u8]> = vec![b"MGET"];
-    mget.extend(std::iter::repeat_n(&b"big"[..], 12));
-    over.write_all(&command(&mget)).unwrap();
-    let t = Instant::now();
-    while info_field(
-        &mut good,
-        "stats",
-        "client_output_buffer_limit_disconnections",
-    ) == 0
-    {
-        assert!(
-            t.elapsed() < GUARD,
-            "the client over the hard limit is still connected"
-        );
-        assert_eq!(call(&mut good, &["GET", "nope"]), Reply::Bulk(None));
-    }
-    // The closed connection gets no reply at all, only the close.
-    assert!(read_to_close(&mut over).is_empty());
-    assert_eq!(info_field(&mut good, "clients", "connected_clients"), 2);
-    // The held one is still there, its memory bounded by the soft limit and one reply.
-    let output = info_field(&mut good, "clients", "client_peak_output_buffer");
-    assert!(output <= 32 << 20, "output buffer peaked at {output} bytes");
-    assert_eq!(call(&mut good, &["PING"]), Reply::Simple(b"PONG".to_vec()));
-    // Once it reads, it gets every reply.
-    let mut r = BufReader::new(held);
-    let mut line = String::new();
-    for i in 0..200 {
-        line.clear();
-        r.read_line(&mut line).unwrap();
-        assert_eq!(line, "$900000\r\n", "reply {i}");
-        let mut v = vec![0u8; 900_002];
-        r.read_exact(&mut v).unwrap();
-    }
-    let err = s.stop();
-    assert!(
-        err.contains("over the client-output-buffer-limit hard limit of 8388608 bytes"),
-        "{err}"
-    );
-}
-
-/// A client over the soft limit for longer than allowed is closed.
-#[test]
-fn a_client_over_the_soft_limit_too_long_is_closed() {
-    let s = Server::start(&["--client-output-buffer-limit", "64mb 1mb 1"]);
-    let mut good = s.client();
-    let value = "v".repeat(900_000);
-    call(&mut good, &["SET", "big", &value]);
-    let mut held = s.raw();
-    held.write_all(&command(&[b"GET", b"big"]).repeat(100))
-        .unwrap();
-    let t = Instant::now();
-    while info_field(
-        &mut good,
-        "stats",
-        "client_output_buffer_limit_disconnections",
-    ) == 0
-    {
-        assert!(
-            t.elapsed() < GUARD,
-            "the client over the soft limit was kept"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    assert_eq!(info_field(&mut good, "clients", "connected_clients"), 1);
-    assert!(s
-        .stop()
-        .contains("for 1 s, over the client-output-buffer-limit soft limit"));
-}
-
-/// Before AUTH, Redis's limits (CVE-2021-32675): a bulk over 16 KiB or more than 10 arguments
-/// is a protocol error at once, before anything of it is buffered. After AUTH, a bulk over
-/// proto-max-bulk-len (the largest object and a margin) is refused from its header.
-#[test]
-fn bulks_are_capped_before_they_are_buffered() {
-    let s = Server::start(&["--requirepass", "pw", "--max-object", "256k"]);
-    // Only the header of a 100 MB bulk: the reply comes without the data (the server used to
-    // wait for and buffer up to 512 MB).
-    let mut c = s.raw();
-    c.write_all(b"*2\r\n$3\r\nGET\r\n$100000000\r\n").unwrap();
-    assert_eq!(
-        read_to_close(&mut c),
-        b"-ERR Protocol error: unauthenticated bulk length\r\n"
-    );
-    let mut c = s.raw();
-    c.write_all(b"*11\r\n").unwrap();
-    assert_eq!(
-        read_to_close(&mut c),
-        b"-ERR Protocol error: unauthenticated multibulk length\r\n"
-    );
-    // Pipelined after AUTH in the same write: parsed once AUTH has run, so the big SET passes.
-    let mut c = s.raw();
-    let value = vec![b'x'; 100_000];
-    let mut req = command(&[b"AUTH", b"pw"]);
-    req.extend_from_slice(&command(&[b"SET", b"k", &value]));
-    req.extend_from_slice(&command(&[b"STRLEN_IS_NOT_A_COMMAND"]));
-    req.extend_from_slice(b"*2\r\n$3\r\nSET\r\n$400000\r\n");
-    c.write_all(&req).unwrap();
-    let got = String::from_utf8(read_to_close(&mut c)).unwrap();
-    let lines: Vec<&str> = got.split("\r\n").collect();
-    assert_eq!(lines[0], "+OK");
-    assert_eq!(lines[1], "+OK");
-    assert!(lines[2].starts_with("-ERR unknown command"), "{got}");
-    assert!(
-        lines[3].starts_with(
-            "-ERR Protocol error: invalid bulk length 400000: above proto-max-bulk-len 327680"
-        ),
-        "{got}"
-    );
-    let mut c = s.client();
-    call(&mut c, &["AUTH", "pw"]);
-    assert_eq!(
-        call(&mut c, &["CONFIG", "GET", "proto-max-bulk-len"]),
-        Reply::Array(Some(vec![
-            Reply::Bulk(Some(b"proto-max-bulk-len".to_vec())),
-            Reply::Bulk(Some(b"327680".to_vec())),
-        ]))
-    );
-    match call(&mut c, &["GET", "k"]) {
-        Reply::Bulk(Some(v)) => assert_eq!(v, value),
-        other => panic!("{other:?}"),
-    }
-}
 
 /// With a low open-file limit, --max-clients is lowered to fit and says so; the connections
 /// past it get Redis's error at once instead of hanging in the backlog, and the server keeps
 /// serving.
 #[test]
 fn max_clients_fit_the_open_file_limit() {
-    let s = Server::start_with(Some("ulimit -n 64"), &["--max-clients", "1000"]);
+    // Through a shell that lowers the limit first.
+    let s = ServerChild::try_start_logged("cxltier serve", None, |port| {
+        let serve = common::cxltier_serve(BIN, port, &["--max-clients", "1000"]);
+        let mut c = Command::new("sh");
+        c.arg("-c")
+            .arg("ulimit -n 64; exec \"$0\" \"$@\"")
+            .arg(serve.get_program())
+            .args(serve.get_args());
+        c
+    })
+    .unwrap();
     let mut c = s.client();
     assert_eq!(
-        call(&mut c, &["CONFIG", "GET", "maxclients"]),
-        Reply::Array(Some(vec![
-            Reply::Bulk(Some(b"maxclients".to_vec())),
-            Reply::Bulk(Some(b"32".to_vec())),
-        ]))
+        c.call(&["CONFIG", "GET", "maxclients"]),
+        Reply::Array(vec![
+            Reply::Bulk(b"maxclients".to_vec()),
+            Reply::Bulk(b"32".to_vec()),
+        ])
     );
     // Wait until this is the only client (the start-up check's may not be gone yet).
     let t = Instant::now();
-    while info_field(&mut c, "clients", "connected_clients") != 1 {
+    while info_number(&mut c, "clients", "connected_clients") != 1 {
         assert!(t.elapsed() < GUARD);
         std::thread::sleep(Duration::from_millis(10));
     }
     let mut served = Vec::new();
     let mut refused = 0;
     for _ in 0..40 {
-        let mut raw = s.raw();
+        let mut raw = TcpStream::connect(&s.addr).unwrap();
+        raw.set_read_timeout(Some(GUARD)).unwrap();
         raw.write_all(b"PING\r\n").unwrap();
         let mut r = BufReader::new(raw.try_clone().unwrap());
         let mut line = String::new();
@@ -430,18 +61,18 @@ fn max_clients_fit_the_open_file_limit() {
         }
     }
     assert_eq!((served.len(), refused), (31, 9));
-    assert_eq!(info_field(&mut c, "stats", "rejected_connections"), 9);
+    assert_eq!(info_number(&mut c, "stats", "rejected_connections"), 9);
     // One leaves: a newcomer is served.
     served.pop();
     let t = Instant::now();
-    while info_field(&mut c, "clients", "connected_clients") != 31 {
+    while info_number(&mut c, "clients", "connected_clients") != 31 {
         assert!(t.elapsed() < GUARD);
         std::thread::sleep(Duration::from_millis(10));
     }
     let mut last = s.client();
-    assert_eq!(call(&mut last, &["PING"]), Reply::Simple(b"PONG".to_vec()));
+    assert_eq!(last.call(&["PING"]), Reply::Simple("PONG".into()));
     drop((served, last, c));
-    let err = s.stop();
+    let (_, err) = s.stop();
     assert!(err.contains("maxclients reduced to 32"), "{err}");
 }
 
@@ -479,106 +110,4 @@ fn a_port_in_use_exits_1_with_the_hint_and_no_listening_line() {
     let out = serve(&["--client-output-buffer-limit", "1mb 2mb 0"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("at most the hard limit"));
-}
-
-#[test]
-fn random_member_counts_never_hang_or_exhaust_the_server() {
-    let server = Server::start(&[]);
-    let mut c = server.client();
-    assert_eq!(call(&mut c, &["SADD", "myset", "a"]), Reply::Int(1));
-    // The 7.0 suite's "SRANDMEMBER count overflow": Redis answers out of range; this used to
-    // loop 2^63 times in the event loop, and every client waited.
-    match call(&mut c, &["SRANDMEMBER", "myset", "-9223372036854775808"]) {
-        Reply::Error(e) => assert!(e.contains("value is out of range"), "{e}"),
-        other => panic!("{other:?}"),
-    }
-    // 2^40 draws from a one-member set: a reply of terabytes, refused naming the limit.
-    match call(&mut c, &["SRANDMEMBER", "myset", "-1099511627776"]) {
-        Reply::Error(e) => assert!(e.contains("client-output-buffer-limit hard limit"), "{e}"),
-        other => panic!("{other:?}"),
-    }
-    // The connection and the server are fine afterwards.
-    assert_eq!(call(&mut c, &["SCARD", "myset"]), Reply::Int(1));
-    let mut other = server.client();
-    assert_eq!(
-        call(&mut other, &["SISMEMBER", "myset", "a"]),
-        Reply::Int(1)
-    );
-}
-
-/// Thousands of idle connections cost a busy client nothing: the loop's turn looks at the
-/// connections that have something to do, not at all of them. Accepting 3,000 connections took
-/// 2.7 times as long as redis-server, and a PING beside them 27 times, when every turn walked
-/// every connection (bench/connections-vs-peers); counted here, not timed: INFO's
-/// `eventloop_connections_visited` against `eventloop_cycles`.
-#[test]
-fn idle_connections_are_not_looked_at_by_each_turn() {
-    const IDLE: usize = 500;
-    let s = Server::start(&[]);
-    let mut idle = Vec::new();
-    for _ in 0..IDLE {
-        let mut c = SimpleClient::connect(&s.addr).unwrap();
-        assert_eq!(call(&mut c, &["PING"]), Reply::Simple(b"PONG".to_vec()));
-        idle.push(c);
-    }
-    let mut c = SimpleClient::connect(&s.addr).unwrap();
-    let cycles = info_field(&mut c, "stats", "eventloop_cycles");
-    let visited = info_field(&mut c, "stats", "eventloop_connections_visited");
-    for _ in 0..200 {
-        assert_eq!(call(&mut c, &["PING"]), Reply::Simple(b"PONG".to_vec()));
-    }
-    let cycles = info_field(&mut c, "stats", "eventloop_cycles") - cycles;
-    let visited = info_field(&mut c, "stats", "eventloop_connections_visited") - visited;
-    assert!(cycles >= 200, "{cycles} turns for 200 round trips");
-    // A turn looks at the client whose command came (twice: to run it, then to send the
-    // reply) and at a few others at most, never at the idle ones.
-    assert!(
-        visited <= 4 * cycles,
-        "{visited} connections looked at in {cycles} turns, with {IDLE} idle connections"
-    );
-    // They are still served.
-    for c in idle.iter_mut().step_by(50) {
-        assert_eq!(call(c, &["PING"]), Reply::Simple(b"PONG".to_vec()));
-    }
-}
-
-/// A client without the password cannot make the server hold more than a little of what it
-/// sends, nor of the NOAUTH replies it does not read: its input is held to 256 KiB (the query
-/// buffer limit, 64 MiB, once it has authenticated) and its commands stop running at 64 KiB of
-/// unread replies, so the server stops reading it and its writes wait in the socket buffers.
-#[test]
-fn a_client_without_the_password_holds_little_memory_whatever_it_sends() {
-    let s = Server::start(&["--requirepass", "pw"]);
-    let mut flood = s.raw();
-    // 16 MiB of pipelined commands, never reading a reply; the write gives up once the
-    // server has stopped reading for a while (the guard, not a measure).
-    flood
-        .set_write_timeout(Some(Duration::from_secs(2)))
-        .unwrap();
-    let one = command(&[b"GET", b"k"]);
-    let chunk: Vec<u8> = one
-        .iter()
-        .copied()
-        .cycle()
-        .take(one.len() * (1 << 16))
-        .collect();
-    let mut sent = 0usize;
-    while sent < 16 << 20 {
-        match flood.write(&chunk) {
-            Ok(n) => sent += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(_) => break,
-        }
-    }
-    let mut c = s.client();
-    assert_eq!(call(&mut c, &["AUTH", "pw"]), Reply::Simple(b"OK".to_vec()));
-    let input = info_field(&mut c, "clients", "client_peak_input_buffer");
-    assert!(
-        input <= 256 << 10,
-        "a client without the password made the server hold {input} bytes of its input ({sent} sent)"
-    );
-    assert!(
-        sent < 16 << 20,
-        "the server read all {sent} bytes of a client that never read its replies"
-    );
 }

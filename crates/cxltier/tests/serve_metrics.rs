@@ -4,70 +4,41 @@
 //! promtool a loud warning, or a failure under CXLTIER_REQUIRE_PROMTOOL=1).
 
 mod common;
-use common::free_port;
+use common::{free_port, ServerChild, GUARD};
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use cxltier_ycsb::protocol::Reply;
-use cxltier_ycsb::SimpleClient;
+use cxltier_resp::{Client, Reply};
 
 const BIN: &str = env!("CARGO_BIN_EXE_cxltier");
-const GUARD: Duration = Duration::from_secs(30);
 
 /// A server child with its metrics address, killed when the test ends.
 struct Server {
-    child: Child,
-    addr: String,
+    server: ServerChild,
     metrics: String,
     _dir: tempfile::TempDir,
 }
 
 impl Server {
+    /// `cxltier serve ARGS` with metrics on a port of their own (both ports again if either
+    /// was taken meanwhile), run in a directory of its own.
     fn start(args: &[&str]) -> Server {
-        for _ in 0..5 {
-            let dir = tempfile::tempdir().unwrap();
-            let (port, metrics_port) = (free_port(), free_port());
-            let addr = format!("127.0.0.1:{port}");
-            let metrics = format!("127.0.0.1:{metrics_port}");
-            let child = Command::new(BIN)
-                .args(["serve", "--bind", &addr, "--metrics-addr", &metrics])
-                .arg("--quarantine-file")
-                .arg(dir.path().join("none.jsonl"))
-                .args(args)
-                .current_dir(dir.path())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap();
-            let mut s = Server {
-                child,
-                addr,
-                metrics,
-                _dir: dir,
-            };
-            let t = Instant::now();
-            while t.elapsed() < GUARD {
-                if s.child.try_wait().unwrap().is_some() {
-                    break;
-                }
-                match common::who_answers(&s.addr, None, s.child.id(), GUARD) {
-                    common::Answer::Ours => return s,
-                    common::Answer::Other => break,
-                    common::Answer::Nothing => {}
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
+        let dir = tempfile::tempdir().unwrap();
+        let metrics = std::cell::RefCell::new(String::new());
+        let server = ServerChild::start("cxltier serve", None, |port| {
+            let addr = format!("127.0.0.1:{}", free_port());
+            let mut c = common::cxltier_serve(BIN, port, args);
+            c.args(["--metrics-addr", &addr]).current_dir(dir.path());
+            *metrics.borrow_mut() = addr;
+            c
+        });
+        Server {
+            server,
+            metrics: metrics.into_inner(),
+            _dir: dir,
         }
-        panic!("no server came up on five pairs of free ports");
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -115,7 +86,7 @@ fn the_exposition_counts_what_clients_did_and_passes_promtool() {
         "--durability",
         "always",
     ]);
-    let mut c = SimpleClient::connect(&s.addr).unwrap();
+    let mut c = Client::connect(&s.server.addr).unwrap();
     let value_bytes = vec![b'v'; 1000];
     for i in 0..200 {
         let key = format!("key:{i}");
@@ -128,10 +99,10 @@ fn the_exposition_counts_what_clients_did_and_passes_promtool() {
         let key = format!("key:{i}");
         assert!(matches!(
             c.call(&[b"GET", key.as_bytes()]).unwrap(),
-            Reply::Bulk(Some(_))
+            Reply::Bulk(_)
         ));
     }
-    assert_eq!(c.call(&[b"GET", b"absent"]).unwrap(), Reply::Bulk(None));
+    assert_eq!(c.call(&[b"GET", b"absent"]).unwrap(), Reply::NullBulk);
     // Twice the DRAM budget in big values: the first ones go down to NVMe, and reading one
     // back reads the device.
     let big = vec![b'b'; 512 << 10];
@@ -142,7 +113,7 @@ fn the_exposition_counts_what_clients_did_and_passes_promtool() {
             Reply::Simple("OK".into())
         );
     }
-    assert_eq!(c.call(&[b"GET", b"big:0"]).unwrap(), Reply::Bulk(Some(big)));
+    assert_eq!(c.call(&[b"GET", b"big:0"]).unwrap(), Reply::Bulk(big));
     // An error reply counts as a failed call.
     assert!(matches!(
         c.call(&[b"INCR", b"key:0"]).unwrap(),

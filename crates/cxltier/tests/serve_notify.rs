@@ -6,183 +6,14 @@
 //! when it is not.
 
 mod common;
-use common::free_port;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
+use common::{redis, serve, wait_blocked, Conn, Reply as V, ServerChild as Server, GUARD};
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_cxltier");
-/// Only a guard against a hang: nothing here is timed.
-const GUARD: Duration = Duration::from_secs(30);
-
-fn need_redis_server() {
-    let found = Command::new("sh")
-        .args(["-c", "command -v redis-server"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    assert!(
-        found,
-        "redis-server is not installed: these tests compare cxltier with it (run scripts/peers, which scripts/test does, and test again)"
-    );
-}
-
-/// A reply as the server sent it (RESP2 and RESP3).
-#[derive(Debug, Clone, PartialEq)]
-enum V {
-    Simple(String),
-    Err(String),
-    Int(i64),
-    Bulk(Vec<u8>),
-    Nil,
-    Array(Vec<V>),
-    Push(Vec<V>),
-    Other(String),
-}
-
-impl V {
-    fn bulk_text(&self) -> Option<String> {
-        match self {
-            V::Bulk(b) => Some(String::from_utf8_lossy(b).into_owned()),
-            _ => None,
-        }
-    }
-}
-
-struct Client {
-    r: BufReader<TcpStream>,
-    w: TcpStream,
-}
-
-impl Client {
-    fn connect(addr: &str) -> std::io::Result<Client> {
-        let s = TcpStream::connect(addr)?;
-        s.set_read_timeout(Some(GUARD))?;
-        Ok(Client {
-            r: BufReader::new(s.try_clone()?),
-            w: s,
-        })
-    }
-    fn send(&mut self, args: &[&str]) {
-        let mut req = format!("*{}\r\n", args.len()).into_bytes();
-        for a in args {
-            req.extend_from_slice(format!("${}\r\n{a}\r\n", a.len()).as_bytes());
-        }
-        // write_all goes on after a partial write and retries on EINTR.
-        self.w.write_all(&req).unwrap();
-    }
-    fn line(&mut self) -> String {
-        let mut l = String::new();
-        self.r.read_line(&mut l).unwrap();
-        assert!(l.ends_with("\r\n"), "a reply line without CRLF: {l:?}");
-        l.truncate(l.len() - 2);
-        l
-    }
-    fn read(&mut self) -> V {
-        let l = self.line();
-        let (tag, rest) = l.split_at(1);
-        let n = || rest.parse::<i64>().unwrap();
-        match tag {
-            "+" => V::Simple(rest.into()),
-            "-" => V::Err(rest.into()),
-            ":" => V::Int(n()),
-            "$" if n() < 0 => V::Nil,
-            "$" | "=" => {
-                let mut b = vec![0; n() as usize + 2];
-                self.r.read_exact(&mut b).unwrap();
-                b.truncate(b.len() - 2);
-                // A verbatim string (RESP3's INFO) starts with its format: `txt:`.
-                if tag == "=" {
-                    b.drain(..4.min(b.len()));
-                }
-                V::Bulk(b)
-            }
-            "*" if n() < 0 => V::Nil,
-            "*" | "~" => V::Array((0..n()).map(|_| self.read()).collect()),
-            "%" => V::Array((0..2 * n()).map(|_| self.read()).collect()),
-            ">" => V::Push((0..n()).map(|_| self.read()).collect()),
-            "_" => V::Nil,
-            "," | "#" | "(" => V::Other(l.clone()),
-            _ => panic!("unknown reply type {l:?}"),
-        }
-    }
-    fn call(&mut self, args: &[&str]) -> V {
-        self.send(args);
-        self.read()
-    }
-}
-
-/// A server child (cxltier serve or redis-server) on a free port, killed when the test ends.
-struct Server {
-    child: Child,
-    addr: String,
-    name: &'static str,
-}
-
-impl Server {
-    fn start(name: &'static str, command: impl Fn(u16) -> Command) -> Server {
-        for _ in 0..5 {
-            let port = free_port();
-            let child = command(port)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap_or_else(|e| panic!("cannot start {name}: {e}"));
-            let mut s = Server {
-                child,
-                addr: format!("127.0.0.1:{port}"),
-                name,
-            };
-            let t = Instant::now();
-            while t.elapsed() < GUARD {
-                if s.child.try_wait().unwrap().is_some() {
-                    break;
-                }
-                match common::who_answers(&s.addr, None, s.child.id(), GUARD) {
-                    common::Answer::Ours => return s,
-                    common::Answer::Other => break,
-                    common::Answer::Nothing => {}
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            let _ = s.child.kill();
-            let _ = s.child.wait();
-        }
-        panic!("{name} did not come up on five free ports");
-    }
-
-    fn cxltier(extra: &[&str]) -> Server {
-        let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
-        Server::start("cxltier serve", move |port| {
-            let none = std::env::temp_dir().join(format!("cxltier-notify-none-{port}.jsonl"));
-            let mut c = Command::new(BIN);
-            c.args(["serve", "--bind", &format!("127.0.0.1:{port}")])
-                .arg("--quarantine-file")
-                .arg(none)
-                .args(&extra);
-            c
-        })
-    }
-
-    fn redis() -> Server {
-        need_redis_server();
-        Server::start("redis-server", |port| {
-            let mut c = Command::new("redis-server");
-            c.args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-                .args(["--save", "", "--appendonly", "no"]);
-            c
-        })
-    }
-
-    fn client(&self) -> Client {
-        Client::connect(&self.addr).unwrap()
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+/// A bulk string's text (what a message's parts are).
+fn bulk_text(r: &V) -> Option<String> {
+    match r {
+        V::Bulk(b) => Some(String::from_utf8_lossy(b).into_owned()),
+        _ => None,
     }
 }
 
@@ -354,7 +185,7 @@ fn heard(server: &Server, flags: &str, proto: &str, fut: u64) -> Vec<String> {
     let script = SCRIPT.replace("{fut}", &fut.to_string());
     for line in script.lines() {
         let words: Vec<&str> = line.split(' ').collect();
-        if let V::Err(e) = c.call(&words) {
+        if let V::Error(e) = c.call(&words) {
             panic!("{}: {line}: -{e}", server.name);
         }
         c.call(&["PUBLISH", "marker", &format!("> {line}")]);
@@ -377,7 +208,7 @@ fn heard(server: &Server, flags: &str, proto: &str, fut: u64) -> Vec<String> {
             req.extend_from_slice(a);
             req.extend_from_slice(b"\r\n");
         }
-        c.w.write_all(&req).unwrap();
+        c.send_raw(&req).unwrap();
         assert_eq!(c.read(), V::Simple("OK".into()), "{}: RESTORE", server.name);
         c.call(&["PUBLISH", "marker", "> RESTORE"]);
     }
@@ -403,7 +234,7 @@ fn heard(server: &Server, flags: &str, proto: &str, fut: u64) -> Vec<String> {
         let (V::Push(m) | V::Array(m)) = sub.read() else {
             panic!("not a message")
         };
-        let text: Vec<String> = m.iter().filter_map(V::bulk_text).collect();
+        let text: Vec<String> = m.iter().filter_map(bulk_text).collect();
         let line = match text[0].as_str() {
             "pmessage" => format!("{} {}", text[2], text[3]),
             "message" if text[2] == "end" => break,
@@ -436,8 +267,8 @@ fn first_difference(a: &[String], b: &[String]) -> Option<String> {
 /// classes, and for key misses. The old server published nothing at all.
 #[test]
 fn keyspace_events_are_redis_servers_for_every_type() {
-    let redis = Server::redis();
-    let cxl = Server::cxltier(&[]);
+    let redis = redis();
+    let cxl = serve(&[]);
     let fut = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
@@ -468,8 +299,8 @@ fn keyspace_events_are_redis_servers_for_every_type() {
 /// says; what a client reads is compared with redis-server's, value by value.
 #[test]
 fn pubsub_pushes_survive_client_reply_off_as_on_redis_server() {
-    let redis = Server::redis();
-    let cxl = Server::cxltier(&[]);
+    let redis = redis();
+    let cxl = serve(&[]);
     let run = |server: &Server, proto: &str| -> Vec<V> {
         let mut rd = server.client();
         let mut r = server.client();
@@ -526,7 +357,7 @@ fn pubsub_pushes_survive_client_reply_off_as_on_redis_server() {
     assert_eq!(own(&cxl), own(&redis), "a client's own keyspace events");
 }
 
-fn info_field(c: &mut Client, section: &str, name: &str) -> u64 {
+fn info_field(c: &mut Conn, section: &str, name: &str) -> u64 {
     let V::Bulk(info) = c.call(&["INFO", section]) else {
         panic!("INFO {section}")
     };
@@ -546,7 +377,7 @@ fn info_field(c: &mut Client, section: &str, name: &str) -> u64 {
 fn keys_on_nvme_expire_with_an_event_and_no_device_read() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("nvme.log");
-    let cxl = Server::cxltier(&["--dram", "16M", "--ssd", &format!("{}:256M", log.display())]);
+    let cxl = serve(&["--dram", "16M", "--ssd", &format!("{}:256M", log.display())]);
     let mut c = cxl.client();
     let mut sub = cxl.client();
     c.call(&["CONFIG", "SET", "notify-keyspace-events", "Ex"]);
@@ -578,7 +409,7 @@ fn keys_on_nvme_expire_with_an_event_and_no_device_read() {
             panic!("not a message")
         };
         assert!(
-            named.insert(m[2].bulk_text().unwrap()),
+            named.insert(bulk_text(&m[2]).unwrap()),
             "a key announced twice"
         );
     }
@@ -588,15 +419,6 @@ fn keys_on_nvme_expire_with_an_event_and_no_device_read() {
         "expiry of {on_nvme} values on NVMe read the device"
     );
     assert_eq!(info_field(&mut c, "stats", "expired_keys"), KEYS as u64);
-}
-
-/// Until `n` clients are parked by a blocking command (INFO clients), bounded by the guard.
-fn wait_blocked(c: &mut Client, n: u64) {
-    let t = Instant::now();
-    while info_field(c, "clients", "blocked_clients") != n {
-        assert!(t.elapsed() < GUARD, "never {n} blocked clients");
-        std::thread::sleep(Duration::from_millis(10));
-    }
 }
 
 /// Events of pops served to parked clients (the push that wakes them, then their pop, and
@@ -641,7 +463,7 @@ fn events_of_served_blocked_pops_and_transactions_are_redis_servers() {
             let V::Array(m) = sub.read() else {
                 panic!("not a message")
             };
-            let text: Vec<String> = m.iter().filter_map(V::bulk_text).collect();
+            let text: Vec<String> = m.iter().filter_map(bulk_text).collect();
             match text[0].as_str() {
                 "pmessage" => out.push(format!("{} {}", text[2], text[3])),
                 "message" if text[2] == "end" => break,
@@ -651,8 +473,8 @@ fn events_of_served_blocked_pops_and_transactions_are_redis_servers() {
         }
         out
     };
-    let want = run(&Server::redis());
-    let got = run(&Server::cxltier(&[]));
+    let want = run(&redis());
+    let got = run(&serve(&[]));
     assert!(want.len() > 10, "{want:?}");
     if let Some(d) = first_difference(&want, &got) {
         panic!("{d}");
@@ -689,7 +511,7 @@ fn shard_channels_and_pubsub_introspection_are_redis_servers() {
                 let mut reply = p.call(cmd);
                 // Redis lists channels in its hash table's order: compared as sets.
                 if let (true, V::Array(items)) = (cmd[1].ends_with("CHANNELS"), &mut reply) {
-                    items.sort_by_key(|v| v.bulk_text());
+                    items.sort_by_key(bulk_text);
                 }
                 seen.push(reply);
             }
@@ -707,7 +529,8 @@ fn shard_channels_and_pubsub_introspection_are_redis_servers() {
             d.call(&["SSUBSCRIBE", "z"]);
             seen.push(d.call(&["RESET"]));
             seen.push(p.call(&["PUBSUB", "SHARDNUMSUB", "z", "chan1"]));
-            let V::Bulk(stats) = p.call(&["INFO", "stats"]) else {
+            // RESP3 sends INFO as a verbatim string, RESP2 as a bulk one.
+            let (V::Bulk(stats) | V::Verbatim(_, stats)) = p.call(&["INFO", "stats"]) else {
                 panic!("INFO stats")
             };
             let stats = String::from_utf8_lossy(&stats).into_owned();
@@ -726,8 +549,8 @@ fn shard_channels_and_pubsub_introspection_are_redis_servers() {
         }
         seen
     };
-    let want = run(&Server::redis());
-    let got = run(&Server::cxltier(&[]));
+    let want = run(&redis());
+    let got = run(&serve(&[]));
     for (i, (w, g)) in want.iter().zip(&got).enumerate() {
         assert_eq!(g, w, "value {i}");
     }

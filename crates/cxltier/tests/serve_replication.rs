@@ -4,150 +4,25 @@
 //! type, with values on NVMe.
 
 mod common;
-use common::free_port;
+use common::{free_port, wait_until, Conn, Reply as V, ReplyExt, ServerChild as Server, GUARD};
 use cxltier_store::testing::temp_file;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_cxltier");
-/// Only a guard against a hang: nothing here is timed.
-const GUARD: Duration = Duration::from_secs(30);
 
-/// A RESP2 value.
-#[derive(Debug, Clone, PartialEq)]
-enum V {
-    Simple(String),
-    Err(String),
-    Int(i64),
-    Bulk(Vec<u8>),
-    Null,
-    Array(Vec<V>),
+/// `cxltier serve ARGS`.
+fn start(args: &[&str]) -> Server {
+    Server::start("cxltier serve", None, |port| {
+        common::cxltier_serve(BIN, port, args)
+    })
 }
 
-impl V {
-    fn text(&self) -> String {
-        match self {
-            V::Simple(s) | V::Err(s) => s.clone(),
-            V::Bulk(b) => String::from_utf8_lossy(b).into_owned(),
-            V::Int(i) => i.to_string(),
-            other => panic!("{other:?} is not text"),
-        }
-    }
-}
-
-struct Client {
-    r: BufReader<TcpStream>,
-    w: TcpStream,
-}
-
-impl Client {
-    fn connect(addr: &str) -> std::io::Result<Client> {
-        let s = TcpStream::connect(addr)?;
-        s.set_read_timeout(Some(GUARD))?;
-        Ok(Client {
-            r: BufReader::new(s.try_clone()?),
-            w: s,
-        })
-    }
-    fn send(&mut self, args: &[&[u8]]) {
-        let mut req = format!("*{}\r\n", args.len()).into_bytes();
-        for a in args {
-            req.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
-            req.extend_from_slice(a);
-            req.extend_from_slice(b"\r\n");
-        }
-        self.w.write_all(&req).unwrap();
-    }
-    fn line(&mut self) -> String {
-        let mut l = String::new();
-        self.r.read_line(&mut l).unwrap();
-        assert!(l.ends_with("\r\n"), "a line without CRLF: {l:?}");
-        l.truncate(l.len() - 2);
-        l
-    }
-    fn read(&mut self) -> V {
-        let l = self.line();
-        let (tag, rest) = l.split_at(1);
-        let n = || rest.parse::<i64>().unwrap();
-        match tag {
-            "+" => V::Simple(rest.into()),
-            "-" => V::Err(rest.into()),
-            ":" => V::Int(n()),
-            "$" | "*" if n() < 0 => V::Null,
-            "$" => {
-                let mut b = vec![0; n() as usize + 2];
-                self.r.read_exact(&mut b).unwrap();
-                b.truncate(n() as usize);
-                V::Bulk(b)
-            }
-            "*" => V::Array((0..n()).map(|_| self.read()).collect()),
-            _ => panic!("unknown reply type {l:?}"),
-        }
-    }
-    fn call(&mut self, args: &[&str]) -> V {
-        let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
-        self.send(&args);
-        self.read()
-    }
-    /// One command of a replication stream, its words joined by spaces.
-    fn stream_command(&mut self) -> String {
-        match self.read() {
-            V::Array(words) => words.iter().map(V::text).collect::<Vec<_>>().join(" "),
-            other => panic!("the stream sent {other:?}, not a command"),
-        }
-    }
-}
-
-/// A server child, killed when the test ends.
-struct Server {
-    child: Child,
-    addr: String,
-    port: u16,
-}
-
-impl Server {
-    fn start(args: &[&str]) -> Server {
-        for _ in 0..5 {
-            let port = free_port();
-            let addr = format!("127.0.0.1:{port}");
-            let none = std::env::temp_dir().join(format!("cxltier-repl-none-{port}.jsonl"));
-            let child = Command::new(BIN)
-                .args(["serve", "--bind", &addr, "--quarantine-file"])
-                .arg(&none)
-                .args(args)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap();
-            let mut s = Server { child, addr, port };
-            let t = Instant::now();
-            while t.elapsed() < GUARD {
-                if s.child.try_wait().unwrap().is_some() {
-                    break;
-                }
-                match common::who_answers(&s.addr, None, s.child.id(), GUARD) {
-                    common::Answer::Ours => return s,
-                    common::Answer::Other => break,
-                    common::Answer::Nothing => {}
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            let _ = s.child.kill();
-            let _ = s.child.wait();
-        }
-        panic!("no server came up on five free ports");
-    }
-    fn client(&self) -> Client {
-        Client::connect(&self.addr).unwrap()
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+/// One command of a replication stream, its words joined by spaces.
+fn stream_command(c: &mut Conn) -> String {
+    match c.read() {
+        V::Array(words) => words.iter().map(V::text).collect::<Vec<_>>().join(" "),
+        other => panic!("the stream sent {other:?}, not a command"),
     }
 }
 
@@ -170,18 +45,17 @@ fn crc64(bytes: &[u8]) -> u64 {
 
 /// What Redis's `attach_to_replication_stream` does: SYNC inline, skip newlines, read
 /// `$<len>` and the payload (no CRLF after it).
-fn attach(s: &Server) -> (Client, Vec<u8>) {
+fn attach(s: &Server) -> (Conn, Vec<u8>) {
     let mut c = s.client();
-    c.w.write_all(b"SYNC\r\n").unwrap();
+    c.send_raw(b"SYNC\r\n").unwrap();
     let count = loop {
-        let l = c.line();
+        let l = String::from_utf8(c.read_line().unwrap()).unwrap();
         if !l.is_empty() {
             break l;
         }
     };
     assert!(count.starts_with('$'), "SYNC answered {count:?}");
-    let mut rdb = vec![0; count[1..].parse().unwrap()];
-    c.r.read_exact(&mut rdb).unwrap();
+    let rdb = c.read_bytes(count[1..].parse().unwrap()).unwrap();
     (c, rdb)
 }
 
@@ -204,7 +78,7 @@ fn sync_sends_a_valid_snapshot_then_the_stream_as_redis_propagates_it() {
         vec!["--dram", "8M", "--ssd", &format!("{}:64M", ssd.display())],
     ] {
         let args: Vec<&str> = args.iter().map(|a| a.as_ref()).collect();
-        let s = Server::start(&args);
+        let s = start(&args);
         let mut c = s.client();
         c.call(&["SET", "before", "x"]);
         let (mut repl, rdb) = attach(&s);
@@ -223,15 +97,15 @@ fn sync_sends_a_valid_snapshot_then_the_stream_as_redis_propagates_it() {
             V::Array(vec![V::Int(2), V::Bulk(b"a".to_vec())])
         );
         c.call(&["EXPIRE", "foo", "-1"]);
-        assert_eq!(repl.stream_command(), "select 0");
-        let set = repl.stream_command();
+        assert_eq!(stream_command(&mut repl), "select 0");
+        let set = stream_command(&mut repl);
         assert!(set.starts_with("set foo bar PXAT "), "{set}");
-        assert_eq!(repl.stream_command(), "set f 1.5 KEEPTTL");
-        assert_eq!(repl.stream_command(), "multi");
-        assert_eq!(repl.stream_command(), "LPUSH l a b");
-        assert_eq!(repl.stream_command(), "RPOP l");
-        assert_eq!(repl.stream_command(), "exec");
-        assert_eq!(repl.stream_command(), "del foo");
+        assert_eq!(stream_command(&mut repl), "set f 1.5 KEEPTTL");
+        assert_eq!(stream_command(&mut repl), "multi");
+        assert_eq!(stream_command(&mut repl), "LPUSH l a b");
+        assert_eq!(stream_command(&mut repl), "RPOP l");
+        assert_eq!(stream_command(&mut repl), "exec");
+        assert_eq!(stream_command(&mut repl), "del foo");
         // The replica acknowledges: INFO and ROLE show it, WAIT counts it.
         let info = c.call(&["INFO", "replication"]).text();
         assert!(info.contains("connected_slaves:1\r\n"), "{info}");
@@ -249,7 +123,7 @@ fn sync_sends_a_valid_snapshot_then_the_stream_as_redis_propagates_it() {
             .parse()
             .unwrap();
         assert!(offset > 0);
-        repl.send(&[b"REPLCONF", b"ACK", offset.to_string().as_bytes()]);
+        repl.send_bytes(&[b"REPLCONF", b"ACK", offset.to_string().as_bytes()]);
         assert_eq!(c.call(&["WAIT", "1", "5000"]), V::Int(1));
         match c.call(&["ROLE"]) {
             V::Array(r) => {
@@ -262,23 +136,23 @@ fn sync_sends_a_valid_snapshot_then_the_stream_as_redis_propagates_it() {
         // without holding up another client.
         c.call(&["SET", "k", "v"]);
         let t = Instant::now();
-        c.send(&[b"WAIT", b"1", b"300"]);
+        c.send_bytes(&[b"WAIT", b"1", b"300"]);
         let mut other = s.client();
         assert_eq!(other.call(&["PING"]), V::Simple("PONG".into()));
         assert_eq!(c.read(), V::Int(0));
         assert!(t.elapsed() >= Duration::from_millis(300));
         // The GETACK the parked WAIT asked for is in the stream.
-        assert_eq!(repl.stream_command(), "SET k v");
-        assert_eq!(repl.stream_command(), "REPLCONF GETACK *");
+        assert_eq!(stream_command(&mut repl), "SET k v");
+        assert_eq!(stream_command(&mut repl), "REPLCONF GETACK *");
         // The replicas' PING, every repl-ping-replica-period seconds.
         c.call(&["CONFIG", "SET", "repl-ping-replica-period", "1"]);
-        assert_eq!(repl.stream_command(), "PING");
+        assert_eq!(stream_command(&mut repl), "PING");
         c.call(&["CONFIG", "SET", "repl-ping-replica-period", "3600"]);
         // A key that nobody reads again is expired by the background sampling: a DEL alone.
         c.call(&["SET", "short", "v", "PX", "100"]);
-        let set = repl.stream_command();
+        let set = stream_command(&mut repl);
         assert!(set.starts_with("set short v PXAT "), "{set}");
-        assert_eq!(repl.stream_command(), "del short");
+        assert_eq!(stream_command(&mut repl), "del short");
     }
 }
 
@@ -297,7 +171,7 @@ fn redis_server() -> &'static str {
 
 /// Every key's type and value as a comparable text (members of sets sorted, hashes sorted by
 /// field), and whether it has a TTL.
-fn dump_all(c: &mut Client) -> Vec<String> {
+fn dump_all(c: &mut Conn) -> Vec<String> {
     let keys = match c.call(&["KEYS", "*"]) {
         V::Array(k) => k.iter().map(V::text).collect::<Vec<_>>(),
         other => panic!("KEYS answered {other:?}"),
@@ -341,7 +215,7 @@ fn dump_all(c: &mut Client) -> Vec<String> {
     out
 }
 
-fn fill(c: &mut Client, round: &str) {
+fn fill(c: &mut Conn, round: &str) {
     let big = "b".repeat(3 << 20);
     let cold = "c".repeat(3000);
     let cmds: Vec<Vec<String>> = vec![
@@ -390,31 +264,23 @@ fn fill(c: &mut Client, round: &str) {
     for cmd in cmds {
         let args: Vec<&str> = cmd.iter().map(String::as_str).collect();
         let r = c.call(&args);
-        assert!(!matches!(r, V::Err(_)), "{args:?}: {r:?}");
+        assert!(!matches!(r, V::Error(_)), "{args:?}: {r:?}");
     }
     // A list long enough to take many pages, and values pushed out to NVMe.
     for i in 0..1500 {
-        c.send(&[
+        c.send_bytes(&[
             b"RPUSH",
             format!("{round}:long").as_bytes(),
             format!("m{i}").as_bytes(),
         ]);
-        c.send(&[
+        c.send_bytes(&[
             b"SET",
             format!("{round}:cold:{i}").as_bytes(),
             cold.as_bytes(),
         ]);
     }
     for _ in 0..3000 {
-        assert!(!matches!(c.read(), V::Err(_)));
-    }
-}
-
-fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
-    let t = Instant::now();
-    while !done() {
-        assert!(t.elapsed() < GUARD, "timed out waiting until {what}");
-        std::thread::sleep(Duration::from_millis(50));
+        assert!(!matches!(c.read(), V::Error(_)));
     }
 }
 
@@ -422,7 +288,7 @@ fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
 fn a_redis_replica_loads_the_snapshot_and_follows_the_stream() {
     let redis = redis_server();
     let ssd = temp_file("cxltier-repl-", "nvme");
-    let s = Server::start(&["--dram", "8M", "--ssd", &format!("{}:128M", ssd.display())]);
+    let s = start(&["--dram", "8M", "--ssd", &format!("{}:128M", ssd.display())]);
     let mut c = s.client();
     fill(&mut c, "snap");
     // Keys in other databases: the snapshot selects each database that holds keys.
@@ -471,7 +337,7 @@ fn a_redis_replica_loads_the_snapshot_and_follows_the_stream() {
         assert!(t.elapsed() < GUARD, "the replica never answered on {raddr}");
         std::thread::sleep(Duration::from_millis(20));
     }
-    let mut r = Client::connect(&raddr).unwrap();
+    let mut r = Conn::connect(&raddr);
     wait_until("the replica's link is up", || {
         r.call(&["INFO", "replication"])
             .text()
@@ -543,13 +409,13 @@ fn a_redis_replica_loads_the_snapshot_and_follows_the_stream() {
 /// class's hard limit (256 MB), and the master goes on serving.
 #[test]
 fn a_replica_that_does_not_read_is_dropped_at_the_hard_limit() {
-    let s = Server::start(&["--dram", "32M"]);
+    let s = start(&["--dram", "32M"]);
     let (_stalled, _) = attach(&s);
     let mut c = s.client();
     let value = vec![b'v'; 1 << 20];
     // 300 MiB of stream: past 256 MB whatever the socket buffers took.
     for _ in 0..300 {
-        c.send(&[b"SET", b"k", &value]);
+        c.send_bytes(&[b"SET", b"k", &value]);
         assert_eq!(c.read(), V::Simple("OK".into()));
     }
     let t = Instant::now();

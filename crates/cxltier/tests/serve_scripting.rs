@@ -6,80 +6,11 @@
 //! fails with that instruction.
 
 mod common;
-use common::ServerChild;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
+use common::{redis, serve, Conn, ServerChild, GUARD};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_cxltier");
-/// Only a guard against a hang: nothing here is timed.
-const GUARD: Duration = Duration::from_secs(30);
-
-struct Client {
-    r: BufReader<TcpStream>,
-    w: TcpStream,
-}
-
-impl Client {
-    fn connect(port: u16) -> std::io::Result<Client> {
-        let s = TcpStream::connect(("127.0.0.1", port))?;
-        s.set_read_timeout(Some(GUARD))?;
-        Ok(Client {
-            r: BufReader::new(s.try_clone()?),
-            w: s,
-        })
-    }
-    /// One reply, whole, as the bytes the server sent.
-    fn reply(&mut self, out: &mut Vec<u8>) {
-        let mut l = Vec::new();
-        self.r.read_until(b'\n', &mut l).unwrap();
-        assert!(l.ends_with(b"\r\n"), "a reply line without CRLF: {l:?}");
-        out.extend_from_slice(&l);
-        let n: i64 = std::str::from_utf8(&l[1..l.len() - 2])
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(0);
-        match l[0] {
-            b'$' | b'=' if n >= 0 => {
-                let mut b = vec![0; n as usize + 2];
-                // read_exact goes on after a short read and retries on EINTR.
-                self.r.read_exact(&mut b).unwrap();
-                out.extend_from_slice(&b);
-            }
-            b'*' | b'~' | b'>' => (0..n.max(0)).for_each(|_| self.reply(out)),
-            b'%' => (0..2 * n.max(0)).for_each(|_| self.reply(out)),
-            _ => {}
-        }
-    }
-}
-
 type Server = ServerChild;
-
-fn cxltier() -> Server {
-    cxltier_with(&[])
-}
-
-fn redis() -> Server {
-    Server::start("redis-server", None, common::redis_server)
-}
-
-impl Client {
-    /// A command given as its arguments (scripts hold spaces); its reply as text.
-    fn args(&mut self, args: &[&str]) -> String {
-        self.send(args);
-        let mut out = Vec::new();
-        self.reply(&mut out);
-        String::from_utf8(out).unwrap()
-    }
-    fn send(&mut self, args: &[&str]) {
-        let mut req = format!("*{}\r\n", args.len()).into_bytes();
-        for a in args {
-            req.extend_from_slice(format!("${}\r\n{a}\r\n", a.len()).as_bytes());
-        }
-        self.w.write_all(&req).unwrap();
-    }
-}
 
 /// redis-py's Lock release script.
 const UNLOCK: &str = "local token = redis.call('get', KEYS[1]) if not token or token ~= ARGV[1] then return 0 end redis.call('del', KEYS[1]) return 1";
@@ -88,13 +19,13 @@ const EXTEND: &str = "local token = redis.call('get', KEYS[1]) if not token or t
 
 #[test]
 fn lock_scripts_by_evalsha_answer_as_redis_server_does() {
-    let (ours, theirs) = (cxltier(), redis());
-    let mut a = Client::connect(ours.port).unwrap();
-    let mut b = Client::connect(theirs.port).unwrap();
-    let unlock_sha = a.args(&["SCRIPT", "LOAD", UNLOCK]);
-    assert_eq!(unlock_sha, b.args(&["SCRIPT", "LOAD", UNLOCK]));
-    let extend_sha = a.args(&["SCRIPT", "LOAD", EXTEND]);
-    assert_eq!(extend_sha, b.args(&["SCRIPT", "LOAD", EXTEND]));
+    let (ours, theirs) = (serve(&[]), redis());
+    let mut a = Conn::connect(&ours.addr);
+    let mut b = Conn::connect(&theirs.addr);
+    let unlock_sha = a.call_text(&["SCRIPT", "LOAD", UNLOCK]);
+    assert_eq!(unlock_sha, b.call_text(&["SCRIPT", "LOAD", UNLOCK]));
+    let extend_sha = a.call_text(&["SCRIPT", "LOAD", EXTEND]);
+    assert_eq!(extend_sha, b.call_text(&["SCRIPT", "LOAD", EXTEND]));
     let sha = |r: &str| r.lines().nth(1).unwrap().to_string();
     let (unlock, extend) = (sha(&unlock_sha), sha(&extend_sha));
     let steps: Vec<Vec<&str>> = vec![
@@ -146,7 +77,7 @@ fn lock_scripts_by_evalsha_answer_as_redis_server_does() {
     ];
     let mut diffs = Vec::new();
     for s in &steps {
-        let (x, y) = (a.args(s), b.args(s));
+        let (x, y) = (a.call_text(s), b.call_text(s));
         if s[0] == "HELLO" {
             continue;
         }
@@ -165,45 +96,47 @@ fn lock_scripts_by_evalsha_answer_as_redis_server_does() {
 
 #[test]
 fn a_busy_script_answers_busy_and_stops_at_script_kill() {
-    let ours = cxltier();
-    let mut admin = Client::connect(ours.port).unwrap();
-    let mut other = Client::connect(ours.port).unwrap();
-    let mut runner = Client::connect(ours.port).unwrap();
+    let ours = serve(&[]);
+    let mut admin = Conn::connect(&ours.addr);
+    let mut other = Conn::connect(&ours.addr);
+    let mut runner = Conn::connect(&ours.addr);
     assert_eq!(
-        admin.args(&["CONFIG", "SET", "busy-reply-threshold", "50"]),
+        admin.call_text(&["CONFIG", "SET", "busy-reply-threshold", "50"]),
         "+OK\r\n"
     );
-    admin.args(&["SET", "k", "1"]);
+    admin.call_text(&["SET", "k", "1"]);
     // Not busy: nothing to kill.
-    assert!(admin.args(&["SCRIPT", "KILL"]).starts_with("-NOTBUSY"));
+    assert!(admin.call_text(&["SCRIPT", "KILL"]).starts_with("-NOTBUSY"));
     runner.send(&["EVAL", "while true do end", "0"]);
-    wait_busy(ours.port);
-    let busy = other.args(&["GET", "k"]);
+    wait_busy(&ours.addr);
+    let busy = other.call_text(&["GET", "k"]);
     assert!(
         busy.starts_with("-BUSY Redis is busy running a script."),
         "{busy}"
     );
-    assert_eq!(other.args(&["MULTI"]), "+OK\r\n");
-    assert!(other.args(&["INCR", "k"]).starts_with("-BUSY"));
-    assert_eq!(admin.args(&["SCRIPT", "KILL"]), "+OK\r\n");
+    assert_eq!(other.call_text(&["MULTI"]), "+OK\r\n");
+    assert!(other.call_text(&["INCR", "k"]).starts_with("-BUSY"));
+    assert_eq!(admin.call_text(&["SCRIPT", "KILL"]), "+OK\r\n");
     let mut killed = Vec::new();
-    runner.reply(&mut killed);
+    runner.read_raw(&mut killed).unwrap();
     let killed = String::from_utf8(killed).unwrap();
     assert!(
         killed.starts_with("-ERR Script killed by user with SCRIPT KILL..."),
         "{killed}"
     );
     // The transaction a BUSY reply touched aborts; the server serves again.
-    assert!(other.args(&["EXEC"]).starts_with("-EXECABORT"));
-    assert_eq!(other.args(&["GET", "k"]), "$1\r\n1\r\n");
+    assert!(other.call_text(&["EXEC"]).starts_with("-EXECABORT"));
+    assert_eq!(other.call_text(&["GET", "k"]), "$1\r\n1\r\n");
     // A script that wrote cannot be killed.
     runner.send(&[
         "EVAL",
         "redis.call('set', 'w', '1') local t = redis.call('time') while true do end",
         "0",
     ]);
-    wait_busy(ours.port);
-    assert!(admin.args(&["SCRIPT", "KILL"]).starts_with("-UNKILLABLE"));
+    wait_busy(&ours.addr);
+    assert!(admin
+        .call_text(&["SCRIPT", "KILL"])
+        .starts_with("-UNKILLABLE"));
     // SHUTDOWN NOSAVE stops it and the server.
     admin.send(&["SHUTDOWN", "NOSAVE"]);
     let mut server = ours;
@@ -215,17 +148,6 @@ fn a_busy_script_answers_busy_and_stops_at_script_kill() {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-}
-
-/// A server started with extra arguments (`--requirepass`, `--ssd`).
-fn cxltier_with(extra: &[&str]) -> Server {
-    let password = extra
-        .iter()
-        .position(|a| *a == "--requirepass")
-        .map(|i| extra[i + 1]);
-    Server::start("cxltier serve", password, |port| {
-        common::cxltier_serve(BIN, port, extra)
-    })
 }
 
 /// Send `signal` (a name `kill` knows: TERM, INT) to the server.
@@ -255,11 +177,11 @@ fn exit_of(server: &mut Server, what: &str) -> std::process::ExitStatus {
 /// the threshold. A connection made after the script began waits for the threshold, then is
 /// answered BUSY; one whose PING the server read before the script's EVAL (a loaded machine
 /// may take a while to read it) gets its PONG: then another one is made.
-fn wait_busy(port: u16) {
+fn wait_busy(addr: &str) {
     let t = Instant::now();
     loop {
-        let mut probe = Client::connect(port).unwrap();
-        let reply = probe.args(&["PING"]);
+        let mut probe = Conn::connect(addr);
+        let reply = probe.call_text(&["PING"]);
         if reply.starts_with("-BUSY Redis is busy running a script.") {
             return;
         }
@@ -271,72 +193,72 @@ fn wait_busy(port: u16) {
 
 /// Start `script` on a connection of its own and wait until the server answers another
 /// connection BUSY (the threshold is 50 ms).
-fn run_until_busy(port: u16, admin: &mut Client, script: &str) -> Client {
+fn run_until_busy(addr: &str, admin: &mut Conn, script: &str) -> Conn {
     assert_eq!(
-        admin.args(&["CONFIG", "SET", "busy-reply-threshold", "50"]),
+        admin.call_text(&["CONFIG", "SET", "busy-reply-threshold", "50"]),
         "+OK\r\n"
     );
-    let mut runner = Client::connect(port).unwrap();
+    let mut runner = Conn::connect(addr);
     runner.send(&["EVAL", script, "0"]);
-    wait_busy(port);
+    wait_busy(addr);
     runner
 }
 
 #[test]
 fn a_busy_script_accepts_new_connections_which_can_kill_it() {
-    let ours = cxltier();
-    let mut admin = Client::connect(ours.port).unwrap();
-    admin.args(&["SET", "k", "1"]);
-    let mut runner = run_until_busy(ours.port, &mut admin, "while true do end");
+    let ours = serve(&[]);
+    let mut admin = Conn::connect(&ours.addr);
+    admin.call_text(&["SET", "k", "1"]);
+    let mut runner = run_until_busy(&ours.addr, &mut admin, "while true do end");
     // Connections made while it is busy are accepted and answered: BUSY, and SCRIPT KILL.
     for _ in 0..20 {
-        let mut late = Client::connect(ours.port).unwrap();
-        assert!(late.args(&["GET", "k"]).starts_with("-BUSY"));
-        assert!(late.args(&["SHUTDOWN"]).starts_with("-BUSY"));
+        let mut late = Conn::connect(&ours.addr);
+        assert!(late.call_text(&["GET", "k"]).starts_with("-BUSY"));
+        assert!(late.call_text(&["SHUTDOWN"]).starts_with("-BUSY"));
     }
-    let mut late = Client::connect(ours.port).unwrap();
+    let mut late = Conn::connect(&ours.addr);
     assert!(late
-        .args(&["NOSUCHCOMMAND"])
+        .call_text(&["NOSUCHCOMMAND"])
         .starts_with("-ERR unknown command"));
-    assert_eq!(late.args(&["SCRIPT", "KILL"]), "+OK\r\n");
+    assert_eq!(late.call_text(&["SCRIPT", "KILL"]), "+OK\r\n");
     let mut killed = Vec::new();
-    runner.reply(&mut killed);
+    runner.read_raw(&mut killed).unwrap();
     assert!(String::from_utf8(killed)
         .unwrap()
         .starts_with("-ERR Script killed by user with SCRIPT KILL..."));
     // The connections accepted in busy mode are ordinary ones afterwards.
-    assert_eq!(late.args(&["GET", "k"]), "$1\r\n1\r\n");
-    let list = late.args(&["CLIENT", "LIST"]);
+    assert_eq!(late.call_text(&["GET", "k"]), "$1\r\n1\r\n");
+    let list = late.call_text(&["CLIENT", "LIST"]);
     assert!(
         list.lines().filter(|l| l.contains("id=")).count() >= 3,
         "{list}"
     );
-    assert_eq!(admin.args(&["INCR", "k"]), ":2\r\n");
+    assert_eq!(admin.call_text(&["INCR", "k"]), ":2\r\n");
 }
 
 #[test]
 fn a_busy_script_lets_a_new_client_authenticate_then_kill_it() {
-    let ours = cxltier_with(&["--requirepass", "s3cret"]);
-    let mut admin = Client::connect(ours.port).unwrap();
-    assert_eq!(admin.args(&["AUTH", "s3cret"]), "+OK\r\n");
+    let ours = serve(&["--requirepass", "s3cret"]);
+    let mut admin = Conn::connect(&ours.addr);
+    assert_eq!(admin.call_text(&["AUTH", "s3cret"]), "+OK\r\n");
     assert_eq!(
-        admin.args(&["CONFIG", "SET", "busy-reply-threshold", "50"]),
+        admin.call_text(&["CONFIG", "SET", "busy-reply-threshold", "50"]),
         "+OK\r\n"
     );
-    let mut runner = Client::connect(ours.port).unwrap();
-    assert_eq!(runner.args(&["AUTH", "s3cret"]), "+OK\r\n");
+    let mut runner = Conn::connect(&ours.addr);
+    assert_eq!(runner.call_text(&["AUTH", "s3cret"]), "+OK\r\n");
     runner.send(&["EVAL", "while true do end", "0"]);
-    let mut late = Client::connect(ours.port).unwrap();
+    let mut late = Conn::connect(&ours.addr);
     // Before AUTH: NOAUTH, as always; a wrong password is refused.
-    assert!(late.args(&["SCRIPT", "KILL"]).starts_with("-NOAUTH"));
-    assert!(late.args(&["AUTH", "wrong"]).starts_with("-WRONGPASS"));
+    assert!(late.call_text(&["SCRIPT", "KILL"]).starts_with("-NOAUTH"));
+    assert!(late.call_text(&["AUTH", "wrong"]).starts_with("-WRONGPASS"));
     assert!(late
-        .args(&["HELLO", "3", "AUTH", "default", "s3cret"])
+        .call_text(&["HELLO", "3", "AUTH", "default", "s3cret"])
         .starts_with("%7\r\n"));
     // GET answers (null, in RESP3) until the script has begun, then BUSY.
     let t = Instant::now();
     loop {
-        let reply = late.args(&["GET", "k"]);
+        let reply = late.call_text(&["GET", "k"]);
         if reply.starts_with("-BUSY") {
             break;
         }
@@ -344,36 +266,36 @@ fn a_busy_script_lets_a_new_client_authenticate_then_kill_it() {
         assert!(t.elapsed() < GUARD, "the script never made the server busy");
         std::thread::sleep(Duration::from_millis(20));
     }
-    assert_eq!(late.args(&["SCRIPT", "KILL"]), "+OK\r\n");
+    assert_eq!(late.call_text(&["SCRIPT", "KILL"]), "+OK\r\n");
     let mut killed = Vec::new();
-    runner.reply(&mut killed);
+    runner.read_raw(&mut killed).unwrap();
     assert!(String::from_utf8(killed)
         .unwrap()
         .starts_with("-ERR Script killed"));
-    assert_eq!(late.args(&["PING"]), "+PONG\r\n");
+    assert_eq!(late.call_text(&["PING"]), "+PONG\r\n");
 }
 
 #[test]
 fn a_script_in_a_transaction_is_busy_and_killable_too() {
-    let ours = cxltier();
-    let mut admin = Client::connect(ours.port).unwrap();
+    let ours = serve(&[]);
+    let mut admin = Conn::connect(&ours.addr);
     assert_eq!(
-        admin.args(&["CONFIG", "SET", "busy-reply-threshold", "50"]),
+        admin.call_text(&["CONFIG", "SET", "busy-reply-threshold", "50"]),
         "+OK\r\n"
     );
-    let mut runner = Client::connect(ours.port).unwrap();
-    assert_eq!(runner.args(&["MULTI"]), "+OK\r\n");
+    let mut runner = Conn::connect(&ours.addr);
+    assert_eq!(runner.call_text(&["MULTI"]), "+OK\r\n");
     assert_eq!(
-        runner.args(&["EVAL", "while true do end", "0"]),
+        runner.call_text(&["EVAL", "while true do end", "0"]),
         "+QUEUED\r\n"
     );
     runner.send(&["EXEC"]);
-    wait_busy(ours.port);
-    let mut late = Client::connect(ours.port).unwrap();
-    assert!(late.args(&["PING"]).starts_with("-BUSY"));
-    assert_eq!(late.args(&["SCRIPT", "KILL"]), "+OK\r\n");
+    wait_busy(&ours.addr);
+    let mut late = Conn::connect(&ours.addr);
+    assert!(late.call_text(&["PING"]).starts_with("-BUSY"));
+    assert_eq!(late.call_text(&["SCRIPT", "KILL"]), "+OK\r\n");
     let mut out = Vec::new();
-    runner.reply(&mut out);
+    runner.read_raw(&mut out).unwrap();
     let out = String::from_utf8(out).unwrap();
     assert!(out.starts_with("*1\r\n-ERR Script killed"), "{out}");
 }
@@ -382,30 +304,30 @@ fn a_script_in_a_transaction_is_busy_and_killable_too() {
 fn sigterm_stops_a_busy_script_that_has_not_written_and_the_server_keeps_its_data() {
     let dir = tempfile::tempdir().unwrap();
     let ssd = format!("{}:64M", dir.path().join("store.log").display());
-    let mut ours = cxltier_with(&["--ssd", &ssd, "--durability", "always"]);
-    let mut admin = Client::connect(ours.port).unwrap();
-    assert_eq!(admin.args(&["SET", "kept", "before"]), "+OK\r\n");
-    let mut runner = run_until_busy(ours.port, &mut admin, "while true do end");
+    let mut ours = serve(&["--ssd", &ssd, "--durability", "always"]);
+    let mut admin = Conn::connect(&ours.addr);
+    assert_eq!(admin.call_text(&["SET", "kept", "before"]), "+OK\r\n");
+    let mut runner = run_until_busy(&ours.addr, &mut admin, "while true do end");
     signal(&ours, "TERM");
     let status = exit_of(&mut ours, "SIGTERM during a busy script");
     assert!(status.success(), "{status:?}");
     // The script's caller was told why before the server closed.
     let mut killed = Vec::new();
-    runner.reply(&mut killed);
+    runner.read_raw(&mut killed).unwrap();
     let killed = String::from_utf8(killed).unwrap();
     assert!(killed.contains("stop signal"), "{killed}");
     drop(ours);
-    let again = cxltier_with(&["--ssd", &ssd]);
-    let mut c = Client::connect(again.port).unwrap();
-    assert_eq!(c.args(&["GET", "kept"]), "$6\r\nbefore\r\n");
+    let again = serve(&["--ssd", &ssd]);
+    let mut c = Conn::connect(&again.addr);
+    assert_eq!(c.call_text(&["GET", "kept"]), "$6\r\nbefore\r\n");
 }
 
 #[test]
 fn sigterm_lets_a_script_that_has_written_finish_and_a_second_one_stops_it() {
-    let mut ours = cxltier();
-    let mut admin = Client::connect(ours.port).unwrap();
+    let mut ours = serve(&[]);
+    let mut admin = Conn::connect(&ours.addr);
     let _runner = run_until_busy(
-        ours.port,
+        &ours.addr,
         &mut admin,
         "redis.call('set', 'w', '1') while true do end",
     );
@@ -416,9 +338,11 @@ fn sigterm_lets_a_script_that_has_written_finish_and_a_second_one_stops_it() {
         ours.child.try_wait().unwrap().is_none(),
         "one SIGTERM stopped a script that had written"
     );
-    let mut late = Client::connect(ours.port).unwrap();
-    assert!(late.args(&["PING"]).starts_with("-BUSY"));
-    assert!(late.args(&["SCRIPT", "KILL"]).starts_with("-UNKILLABLE"));
+    let mut late = Conn::connect(&ours.addr);
+    assert!(late.call_text(&["PING"]).starts_with("-BUSY"));
+    assert!(late
+        .call_text(&["SCRIPT", "KILL"])
+        .starts_with("-UNKILLABLE"));
     // ... or a second signal stops it.
     signal(&ours, "INT");
     let status = exit_of(&mut ours, "a second signal during a script that wrote");
@@ -429,7 +353,7 @@ fn sigterm_lets_a_script_that_has_written_finish_and_a_second_one_stops_it() {
 /// in the background, then `redis-cli PING` and `redis-cli SCRIPT KILL` from new connections.
 #[test]
 fn redis_cli_reaches_a_server_running_a_busy_script() {
-    let ours = cxltier();
+    let ours = serve(&[]);
     let port = ours.port.to_string();
     let cli = |args: &[&str]| -> String {
         let out = Command::new("timeout")
@@ -476,17 +400,17 @@ fn redis_cli_reaches_a_server_running_a_busy_script() {
 /// so that every later script failed to compile) and the memory given back to the system.
 #[test]
 fn a_script_at_the_memory_cap_leaves_scripting_working_and_gives_its_memory_back() {
-    let ours = cxltier();
-    let mut c = Client::connect(ours.port).unwrap();
+    let ours = serve(&[]);
+    let mut c = Conn::connect(&ours.addr);
     // A MiB more each turn: the cap is reached in a few hundred turns, however slow the build.
     let bomb = "local t = {} local s = string.rep('x', 1048576) \
                 for i = 1, 100000 do t[i] = s .. i end return #t";
-    let failed = c.args(&["EVAL", bomb, "0"]);
+    let failed = c.call_text(&["EVAL", bomb, "0"]);
     assert!(failed.starts_with("-ERR not enough memory"), "{failed}");
-    assert_eq!(c.args(&["EVAL", "return 1", "0"]), ":1\r\n");
-    assert_eq!(c.args(&["EVAL", bomb, "0"]), failed);
-    assert_eq!(c.args(&["EVAL", "return 2", "0"]), ":2\r\n");
-    let info = c.args(&["INFO", "memory"]);
+    assert_eq!(c.call_text(&["EVAL", "return 1", "0"]), ":1\r\n");
+    assert_eq!(c.call_text(&["EVAL", bomb, "0"]), failed);
+    assert_eq!(c.call_text(&["EVAL", "return 2", "0"]), ":2\r\n");
+    let info = c.call_text(&["INFO", "memory"]);
     let field = |name: &str| -> u64 {
         info.lines()
             .find_map(|l| l.strip_prefix(&format!("{name}:")))

@@ -1,5 +1,6 @@
-//! What the socket tests share: finding out whether the process answering on a port is the
-//! server a test has just started.
+//! What the socket tests of the CLI share: server processes (`cxltier serve`, redis-server) on
+//! ports of their own ([`ServerChild`], [`serve`], [`redis`]), and, from the server crate's
+//! harness, the client and the reply assertions.
 //!
 //! A port picked free can be taken before the child binds it: by another test's server, or
 //! for a moment by a listener that is already closed in this process but still open in a child
@@ -10,6 +11,13 @@
 
 // Each test binary uses the part it needs.
 #![allow(dead_code)]
+
+// The server's own test harness: its clients, reply assertions and in-process servers, shared
+// so that the process-level tests here keep no copy of them.
+#[path = "../../../cxltier-server/tests/util/mod.rs"]
+mod server_util;
+#[allow(unused_imports)]
+pub use server_util::*;
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -97,6 +105,8 @@ const START_GUARD: Duration = Duration::from_secs(30);
 /// A server child (cxltier serve, redis-server) on a port of its own, killed when the test
 /// ends, passed or not.
 pub struct ServerChild {
+    /// What it is, for messages: `cxltier serve`, `redis-server`.
+    pub name: String,
     pub child: std::process::Child,
     pub port: u16,
     /// `127.0.0.1:PORT`.
@@ -112,15 +122,40 @@ impl ServerChild {
         password: Option<&str>,
         command: impl Fn(u16) -> std::process::Command,
     ) -> ServerChild {
+        ServerChild::launch(name, password, command, false).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`ServerChild::start`] with the child's stderr kept (for [`ServerChild::stop`]): when
+    /// the child exits before it answers, for another reason than a port taken meanwhile,
+    /// `Err` with its stderr.
+    pub fn try_start_logged(
+        name: &str,
+        password: Option<&str>,
+        command: impl Fn(u16) -> std::process::Command,
+    ) -> Result<ServerChild, String> {
+        ServerChild::launch(name, password, command, true)
+    }
+
+    fn launch(
+        name: &str,
+        password: Option<&str>,
+        command: impl Fn(u16) -> std::process::Command,
+        keep_stderr: bool,
+    ) -> Result<ServerChild, String> {
         use std::process::Stdio;
         for _ in 0..5 {
             let port = free_port();
             let child = command(port)
                 .stdout(Stdio::null())
-                .stderr(Stdio::null())
+                .stderr(if keep_stderr {
+                    Stdio::piped()
+                } else {
+                    Stdio::null()
+                })
                 .spawn()
                 .unwrap_or_else(|e| panic!("cannot start {name}: {e}"));
             let mut s = ServerChild {
+                name: name.to_string(),
                 child,
                 port,
                 addr: format!("127.0.0.1:{port}"),
@@ -128,10 +163,16 @@ impl ServerChild {
             let t = std::time::Instant::now();
             while t.elapsed() < START_GUARD {
                 if s.child.try_wait().unwrap().is_some() {
+                    let err = s.stderr();
+                    // A port taken before the child bound it: another port. Anything else is
+                    // the child's own failure, for the test to see.
+                    if keep_stderr && !err.contains("cannot listen") {
+                        return Err(err);
+                    }
                     break;
                 }
                 match who_answers(&s.addr, password, s.child.id(), START_GUARD) {
-                    Answer::Ours => return s,
+                    Answer::Ours => return Ok(s),
                     Answer::Other => break,
                     Answer::Nothing => {}
                 }
@@ -140,8 +181,70 @@ impl ServerChild {
             let _ = s.child.kill();
             let _ = s.child.wait();
         }
-        panic!("{name} did not come up on five free ports");
+        Err(format!("{name} did not come up on five free ports"))
     }
+
+    /// A new connection (not authenticated).
+    pub fn client(&self) -> Conn {
+        Conn::connect(&self.addr)
+    }
+
+    /// What the child wrote on stderr, when it was kept, up to its end (call once it exited).
+    pub fn stderr(&mut self) -> String {
+        let mut err = String::new();
+        if let Some(mut e) = self.child.stderr.take() {
+            let _ = e.read_to_string(&mut err);
+        }
+        err
+    }
+
+    /// SHUTDOWN (sent again until the server exits: one that arrives while the server is full
+    /// is refused like any other client); its exit status and stderr.
+    pub fn stop(mut self) -> (std::process::ExitStatus, String) {
+        let t = std::time::Instant::now();
+        let status = loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                break status;
+            }
+            assert!(t.elapsed() < START_GUARD, "{} did not stop", self.name);
+            if let Ok(mut c) = cxltier_resp::Client::connect_timeout(&self.addr, START_GUARD) {
+                // SHUTDOWN closes the connection without a reply.
+                let _ = c.call(&[b"SHUTDOWN"]);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        (status, self.stderr())
+    }
+
+    /// SIGKILL, and wait for the process to be gone.
+    pub fn kill9(mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+}
+
+/// `cxltier serve ARGS` (the test binary's own build), with its stderr kept; the password of a
+/// `--requirepass` among them is used to ask who answers.
+pub fn try_serve(args: &[&str]) -> Result<ServerChild, String> {
+    let password = args
+        .iter()
+        .position(|a| *a == "--requirepass")
+        .map(|i| args[i + 1]);
+    ServerChild::try_start_logged("cxltier serve", password, |port| {
+        cxltier_serve(env!("CARGO_BIN_EXE_cxltier"), port, args)
+    })
+}
+
+/// redis-server, which a test compares with: the test fails, saying how to install it, when it
+/// is missing.
+pub fn redis() -> ServerChild {
+    need("redis-server");
+    ServerChild::start("redis-server", None, redis_server)
+}
+
+/// [`try_serve`], failing the test when the server does not start.
+pub fn serve(args: &[&str]) -> ServerChild {
+    try_serve(args).unwrap_or_else(|e| panic!("cxltier serve {args:?} did not start: {e}"))
 }
 
 impl Drop for ServerChild {
@@ -152,14 +255,15 @@ impl Drop for ServerChild {
 }
 
 /// `cxltier serve` (the binary `bin`) on `port` with `args`, following a quarantine file that
-/// does not exist: one the host may have must not reach a test.
+/// does not exist unless `args` name one: one the host may have must not reach a test.
 pub fn cxltier_serve(bin: &str, port: u16, args: &[&str]) -> std::process::Command {
-    let none = std::env::temp_dir().join(format!("cxltier-test-no-quarantine-{port}.jsonl"));
     let mut c = std::process::Command::new(bin);
-    c.args(["serve", "--bind", &format!("127.0.0.1:{port}")])
-        .arg("--quarantine-file")
-        .arg(none)
-        .args(args);
+    c.args(["serve", "--bind", &format!("127.0.0.1:{port}")]);
+    if !args.contains(&"--quarantine-file") {
+        let none = std::env::temp_dir().join(format!("cxltier-test-no-quarantine-{port}.jsonl"));
+        c.arg("--quarantine-file").arg(none);
+    }
+    c.args(args);
     c
 }
 

@@ -1,210 +1,27 @@
-//! `cxltier serve` answering the string and keyspace commands over a real socket as Redis 7.0
+//! The server answering the string and keyspace commands over a real socket as Redis 7.0
 //! does: the string commands in RESP2 and RESP3, SCAN's guarantee while another client inserts
 //! and deletes (with most values on NVMe), KEYS, RANDOMKEY, RENAME, COPY, the EXPIRE flags.
 //!
-//! The client here writes and reads raw RESP2/RESP3, so that every byte the server sends is
-//! checked.
+//! Replies are decoded by `cxltier_resp` into their exact RESP2/RESP3 types, so that every type
+//! the server sends is checked.
 
-mod common;
-use common::free_port;
-use cxltier_store::testing::{temp_file, TempFile};
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
-const BIN: &str = env!("CARGO_BIN_EXE_cxltier");
-/// Only a guard against a hang: nothing here is timed.
-const GUARD: Duration = Duration::from_secs(30);
-
-/// A RESP2 or RESP3 value as the server sent it.
-#[derive(Debug, Clone, PartialEq)]
-enum V {
-    Simple(String),
-    Err(String),
-    Int(i64),
-    Bulk(Vec<u8>),
-    NullBulk,
-    NullArray,
-    Array(Vec<V>),
-    Map(Vec<(V, V)>),
-    Set(Vec<V>),
-    Push(Vec<V>),
-    Double(String),
-    Null,
-    Bool(bool),
-    Big(String),
-    Verbatim(String, Vec<u8>),
-}
-
-impl V {
-    fn text(&self) -> String {
-        match self {
-            V::Simple(s) | V::Err(s) | V::Double(s) | V::Big(s) => s.clone(),
-            V::Bulk(b) | V::Verbatim(_, b) => String::from_utf8_lossy(b).into_owned(),
-            V::Int(i) => i.to_string(),
-            other => panic!("{other:?} is not text"),
-        }
-    }
-    fn items(&self) -> &[V] {
-        match self {
-            V::Array(v) | V::Set(v) | V::Push(v) => v,
-            other => panic!("{other:?} is not an array"),
-        }
-    }
-}
-
-fn bulk(s: &str) -> V {
-    V::Bulk(s.as_bytes().to_vec())
-}
-
-struct Client {
-    r: BufReader<TcpStream>,
-    w: TcpStream,
-}
-
-impl Client {
-    fn connect(addr: &str) -> std::io::Result<Client> {
-        let s = TcpStream::connect(addr)?;
-        s.set_read_timeout(Some(GUARD))?;
-        Ok(Client {
-            r: BufReader::new(s.try_clone()?),
-            w: s,
-        })
-    }
-    fn send(&mut self, args: &[&str]) {
-        let mut req = format!("*{}\r\n", args.len()).into_bytes();
-        for a in args {
-            req.extend_from_slice(format!("${}\r\n{a}\r\n", a.len()).as_bytes());
-        }
-        // write_all goes on after a partial write and retries on EINTR.
-        self.w.write_all(&req).unwrap();
-    }
-    fn line(&mut self) -> String {
-        let mut l = String::new();
-        self.r.read_line(&mut l).unwrap();
-        assert!(l.ends_with("\r\n"), "a reply line without CRLF: {l:?}");
-        l.truncate(l.len() - 2);
-        l
-    }
-    fn bytes(&mut self, n: usize) -> Vec<u8> {
-        let mut b = vec![0; n + 2];
-        self.r.read_exact(&mut b).unwrap();
-        assert_eq!(&b[n..], b"\r\n");
-        b.truncate(n);
-        b
-    }
-    fn read(&mut self) -> V {
-        let l = self.line();
-        let (tag, rest) = l.split_at(1);
-        let n = || rest.parse::<i64>().unwrap();
-        match tag {
-            "+" => V::Simple(rest.into()),
-            "-" => V::Err(rest.into()),
-            ":" => V::Int(n()),
-            "$" if n() < 0 => V::NullBulk,
-            "$" => V::Bulk(self.bytes(n() as usize)),
-            "*" if n() < 0 => V::NullArray,
-            "*" => V::Array((0..n()).map(|_| self.read()).collect()),
-            "~" => V::Set((0..n()).map(|_| self.read()).collect()),
-            ">" => V::Push((0..n()).map(|_| self.read()).collect()),
-            "%" => V::Map((0..n()).map(|_| (self.read(), self.read())).collect()),
-            "," => V::Double(rest.into()),
-            "_" => V::Null,
-            "#" => V::Bool(rest == "t"),
-            "(" => V::Big(rest.into()),
-            "=" => {
-                let b = self.bytes(n() as usize);
-                V::Verbatim(
-                    String::from_utf8_lossy(&b[..3]).into_owned(),
-                    b[4..].to_vec(),
-                )
-            }
-            _ => panic!("unknown reply type {l:?}"),
-        }
-    }
-    fn call(&mut self, args: &[&str]) -> V {
-        self.send(args);
-        self.read()
-    }
-}
-
-/// A server child, killed when the test ends.
-struct Server {
-    child: Child,
-    addr: String,
-}
-
-impl Server {
-    /// Start `cxltier serve ARGS` on a free port, again on another if the port was taken before
-    /// the server bound it (the child answering must be this one: INFO's process_id).
-    fn start(args: &[&str]) -> Server {
-        let password = args
-            .iter()
-            .position(|a| *a == "--requirepass")
-            .map(|i| args[i + 1]);
-        for _ in 0..5 {
-            let port = free_port();
-            let addr = format!("127.0.0.1:{port}");
-            let none = std::env::temp_dir().join(format!("cxltier-keyspace-none-{port}.jsonl"));
-            let child = Command::new(BIN)
-                .args(["serve", "--bind", &addr, "--quarantine-file"])
-                .arg(&none)
-                .args(args)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap();
-            let mut s = Server { child, addr };
-            let t = Instant::now();
-            while t.elapsed() < GUARD {
-                if s.child.try_wait().unwrap().is_some() {
-                    break;
-                }
-                match common::who_answers(&s.addr, password, s.child.id(), GUARD) {
-                    common::Answer::Ours => return s,
-                    common::Answer::Other => break,
-                    common::Answer::Nothing => {}
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            let _ = s.child.kill();
-            let _ = s.child.wait();
-        }
-        panic!("no server came up on five free ports");
-    }
-    fn client(&self) -> Client {
-        Client::connect(&self.addr).unwrap()
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// COMMAND and its subcommands describe the table the server dispatches from: every command it
-/// knows, with Redis's arity, flags and key positions.
-fn temp(name: &str) -> TempFile {
-    temp_file("cxltier-keyspace-", name)
-}
+mod util;
+use util::{bulk, temp, Conn, Reply as V, ReplyExt, Server};
 
 fn int(n: i64) -> V {
     V::Int(n)
 }
 
-fn err(c: &mut Client, args: &[&str]) -> String {
+fn err(c: &mut Conn, args: &[&str]) -> String {
     match c.call(args) {
-        V::Err(e) => e,
+        V::Error(e) => e,
         other => panic!("{args:?} answered {other:?}, not an error"),
     }
 }
 
 #[test]
 fn string_commands_in_resp2_and_resp3() {
-    let s = Server::start(&["--dram", "32M"]);
+    let s = Server::builder().dram("32M").start();
     let mut c = s.client();
     assert_eq!(c.call(&["APPEND", "s", "foo"]), int(3));
     assert_eq!(c.call(&["APPEND", "s", "bar"]), int(6));
@@ -253,7 +70,7 @@ fn string_commands_in_resp2_and_resp3() {
 
 #[test]
 fn values_over_max_object_name_the_limit() {
-    let s = Server::start(&["--dram", "32M", "--max-object", "1M"]);
+    let s = Server::builder().dram("32M").max_object("1M").start();
     let mut c = s.client();
     let e = err(&mut c, &["SETRANGE", "k", "2000000", "x"]);
     assert!(e.contains("--max-object"), "{e}");
@@ -265,7 +82,7 @@ fn values_over_max_object_name_the_limit() {
 }
 
 /// A whole SCAN, COUNT `count`, while `between` runs after each call; the keys returned.
-fn scan_all(c: &mut Client, count: &str, mut between: impl FnMut()) -> Vec<String> {
+fn scan_all(c: &mut Conn, count: &str, mut between: impl FnMut()) -> Vec<String> {
     let mut cursor = "0".to_string();
     let mut keys = Vec::new();
     loop {
@@ -287,7 +104,7 @@ fn scan_all(c: &mut Client, count: &str, mut between: impl FnMut()) -> Vec<Strin
 #[test]
 fn scan_returns_every_key_present_throughout_with_values_on_nvme() {
     let ssd = temp("nvme");
-    let s = Server::start(&["--dram", "8M", "--ssd", &format!("{}:64M", ssd.display())]);
+    let s = Server::builder().dram("8M").ssd(&ssd, "64M").start();
     let mut c = s.client();
     let mut other = s.client();
     let value = "v".repeat(4000);
@@ -333,7 +150,7 @@ fn scan_returns_every_key_present_throughout_with_values_on_nvme() {
 
 #[test]
 fn rename_copy_and_the_expire_family() {
-    let s = Server::start(&["--dram", "32M"]);
+    let s = Server::builder().dram("32M").start();
     let mut c = s.client();
     c.call(&["SET", "k", "v"]);
     assert_eq!(c.call(&["EXPIRE", "k", "100", "XX"]), int(0));

@@ -1,4 +1,4 @@
-//! RESP requests, and RESP2 and RESP3 replies.
+//! The server's side of RESP: requests parsed, and RESP2 and RESP3 replies written.
 //!
 //! A [`Parser`] reads one command from the front of a buffer: a multibulk array of bulk strings
 //! (what every client library sends) or an inline command (what a person types into telnet). It

@@ -1,125 +1,9 @@
-//! Lists, sets and sorted sets of `cxltier serve` over a real socket: raw RESP2/RESP3 replies
+//! Lists, sets and sorted sets of the server over a real socket: raw RESP2/RESP3 replies
 //! checked byte for byte, WRONGTYPE across types, and redis-benchmark's collection tests.
 
-mod common;
-use common::free_port;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
-const BIN: &str = env!("CARGO_BIN_EXE_cxltier");
-/// Only a guard against a hang: nothing here is timed.
-const GUARD: Duration = Duration::from_secs(30);
-
-struct Client {
-    r: BufReader<TcpStream>,
-    w: TcpStream,
-}
-
-impl Client {
-    fn connect(addr: &str) -> std::io::Result<Client> {
-        let s = TcpStream::connect(addr)?;
-        s.set_read_timeout(Some(GUARD))?;
-        Ok(Client {
-            r: BufReader::new(s.try_clone()?),
-            w: s,
-        })
-    }
-    /// One reply, whole, as the bytes the server sent.
-    fn reply(&mut self, out: &mut Vec<u8>) {
-        let mut l = Vec::new();
-        self.r.read_until(b'\n', &mut l).unwrap();
-        assert!(l.ends_with(b"\r\n"), "a reply line without CRLF: {l:?}");
-        out.extend_from_slice(&l);
-        let n: i64 = std::str::from_utf8(&l[1..l.len() - 2])
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(0);
-        match l[0] {
-            b'$' | b'=' if n >= 0 => {
-                let mut b = vec![0; n as usize + 2];
-                // read_exact goes on after a short read and retries on EINTR.
-                self.r.read_exact(&mut b).unwrap();
-                out.extend_from_slice(&b);
-            }
-            b'*' | b'~' | b'>' => (0..n.max(0)).for_each(|_| self.reply(out)),
-            b'%' => (0..2 * n.max(0)).for_each(|_| self.reply(out)),
-            _ => {}
-        }
-    }
-    /// A command given as space-separated words; its reply as text.
-    fn cmd(&mut self, line: &str) -> String {
-        self.send(line);
-        self.read()
-    }
-    /// Send a command without waiting for its reply.
-    fn send(&mut self, line: &str) {
-        let args: Vec<&str> = line.split(' ').collect();
-        let mut req = format!("*{}\r\n", args.len()).into_bytes();
-        for a in &args {
-            req.extend_from_slice(format!("${}\r\n{a}\r\n", a.len()).as_bytes());
-        }
-        self.w.write_all(&req).unwrap();
-    }
-    /// The next reply, as text.
-    fn read(&mut self) -> String {
-        let mut out = Vec::new();
-        self.reply(&mut out);
-        String::from_utf8(out).unwrap()
-    }
-}
-
-/// A server child, killed when the test ends.
-struct Server {
-    child: Child,
-    addr: String,
-}
-
-impl Server {
-    /// Start `cxltier serve` on a free port, again on another if the port was taken before the
-    /// server bound it (the child answering must be this one: INFO's process_id).
-    fn start() -> Server {
-        for _ in 0..5 {
-            let port = free_port();
-            let addr = format!("127.0.0.1:{port}");
-            let none = std::env::temp_dir().join(format!("cxltier-coll-none-{port}.jsonl"));
-            let child = Command::new(BIN)
-                .args(["serve", "--bind", &addr, "--quarantine-file"])
-                .arg(&none)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap();
-            let mut s = Server { child, addr };
-            let t = Instant::now();
-            while t.elapsed() < GUARD {
-                if s.child.try_wait().unwrap().is_some() {
-                    break;
-                }
-                match common::who_answers(&s.addr, None, s.child.id(), GUARD) {
-                    common::Answer::Ours => return s,
-                    common::Answer::Other => break,
-                    common::Answer::Nothing => {}
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            let _ = s.child.kill();
-            let _ = s.child.wait();
-        }
-        panic!("no server came up on five free ports");
-    }
-    fn client(&self) -> Client {
-        Client::connect(&self.addr).unwrap()
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+mod util;
+use std::process::Command;
+use util::{wait_blocked, Server};
 
 const WT: &str = "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n";
 
@@ -177,16 +61,7 @@ fn lists_sets_and_sorted_sets_over_the_wire() {
 
 #[test]
 fn redis_benchmark_collection_tests_complete() {
-    let have = Command::new("sh")
-        .args(["-c", "command -v redis-benchmark"])
-        .output()
-        .unwrap()
-        .status
-        .success();
-    if !have {
-        eprintln!("redis-benchmark is not installed (scripts/peers installs it): skipped");
-        return;
-    }
+    util::need("redis-benchmark");
     let s = Server::start();
     let port = s.addr.rsplit(':').next().unwrap().to_string();
     let out = Command::new("redis-benchmark")
@@ -224,42 +99,32 @@ fn redis_benchmark_collection_tests_complete() {
     assert!(c.cmd("LLEN mylist").starts_with(':'));
 }
 
-/// Wait (within the guard) until INFO says `n` clients are blocked.
-fn wait_blocked(c: &mut Client, n: usize) {
-    let t = Instant::now();
-    let want = format!("blocked_clients:{n}\r\n");
-    while !c.cmd("INFO clients").contains(&want) {
-        assert!(t.elapsed() < GUARD, "never {want:?}");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
 #[test]
 fn blocking_pops_wait_for_a_push_in_order_without_holding_up_others() {
     let server = Server::start();
     let (mut a, mut b, mut c) = (server.client(), server.client(), server.client());
     // A blocked client holds nobody else up; its pipelined commands wait behind it.
-    a.send("BLPOP q 0");
-    a.send("PING");
+    a.send_line("BLPOP q 0");
+    a.send_line("PING");
     wait_blocked(&mut b, 1);
     let list = b.cmd("CLIENT LIST");
     assert_eq!(list.matches(" flags=b ").count(), 1, "{list}");
     assert!(list.contains(" cmd=blpop "), "{list}");
     assert_eq!(b.cmd("LLEN q"), ":0\r\n");
     assert_eq!(b.cmd("RPUSH q x"), ":1\r\n");
-    assert_eq!(a.read(), "*2\r\n$1\r\nq\r\n$1\r\nx\r\n");
-    assert_eq!(a.read(), "+PONG\r\n");
+    assert_eq!(a.read_text(), "*2\r\n$1\r\nq\r\n$1\r\nx\r\n");
+    assert_eq!(a.read_text(), "+PONG\r\n");
     assert_eq!(b.cmd("EXISTS q"), ":0\r\n");
     // First blocked, first served.
-    a.send("BRPOP q 0");
+    a.send_line("BRPOP q 0");
     wait_blocked(&mut b, 1);
-    c.send("BLPOP q 0");
+    c.send_line("BLPOP q 0");
     wait_blocked(&mut b, 2);
     assert_eq!(b.cmd("RPUSH q 1 2"), ":2\r\n");
-    assert_eq!(a.read(), "*2\r\n$1\r\nq\r\n$1\r\n2\r\n");
-    assert_eq!(c.read(), "*2\r\n$1\r\nq\r\n$1\r\n1\r\n");
+    assert_eq!(a.read_text(), "*2\r\n$1\r\nq\r\n$1\r\n2\r\n");
+    assert_eq!(c.read_text(), "*2\r\n$1\r\nq\r\n$1\r\n1\r\n");
     // A push undone in the same transaction wakes nobody, nor does a key of another type.
-    a.send("BLPOP q 0");
+    a.send_line("BLPOP q 0");
     wait_blocked(&mut b, 1);
     for cmd in ["MULTI", "LPUSH q a", "DEL q", "SET q str", "EXEC"] {
         b.cmd(cmd);
@@ -267,15 +132,15 @@ fn blocking_pops_wait_for_a_push_in_order_without_holding_up_others() {
     assert_eq!(b.cmd("DEL q"), ":1\r\n");
     wait_blocked(&mut b, 1);
     b.cmd("RPUSH q z");
-    assert_eq!(a.read(), "*2\r\n$1\r\nq\r\n$1\r\nz\r\n");
+    assert_eq!(a.read_text(), "*2\r\n$1\r\nq\r\n$1\r\nz\r\n");
     // BRPOPLPUSH feeds a client blocked on its destination.
-    a.send("BRPOPLPUSH src dst 0");
+    a.send_line("BRPOPLPUSH src dst 0");
     wait_blocked(&mut b, 1);
-    c.send("BLMPOP 0 1 dst LEFT COUNT 5");
+    c.send_line("BLMPOP 0 1 dst LEFT COUNT 5");
     wait_blocked(&mut b, 2);
     b.cmd("RPUSH src v");
-    assert_eq!(a.read(), "$1\r\nv\r\n");
-    assert_eq!(c.read(), "*2\r\n$3\r\ndst\r\n*1\r\n$1\r\nv\r\n");
+    assert_eq!(a.read_text(), "$1\r\nv\r\n");
+    assert_eq!(c.read_text(), "*2\r\n$3\r\ndst\r\n*1\r\n$1\r\nv\r\n");
     wait_blocked(&mut b, 0);
     // Inside MULTI nothing blocks: the answer is the timeout's.
     b.cmd("MULTI");
@@ -295,20 +160,20 @@ fn blocking_pops_wait_for_a_push_in_order_without_holding_up_others() {
     // CLIENT UNBLOCK, as a timeout and as an error.
     let id = a.cmd("CLIENT ID");
     let id = id.trim_start_matches(':').trim();
-    a.send("BLPOP none 0");
+    a.send_line("BLPOP none 0");
     wait_blocked(&mut b, 1);
     assert_eq!(b.cmd(&format!("CLIENT UNBLOCK {id}")), ":1\r\n");
-    assert_eq!(a.read(), "*-1\r\n");
-    a.send("BLPOP none 0");
+    assert_eq!(a.read_text(), "*-1\r\n");
+    a.send_line("BLPOP none 0");
     wait_blocked(&mut b, 1);
     assert_eq!(b.cmd(&format!("CLIENT UNBLOCK {id} ERROR")), ":1\r\n");
     assert_eq!(
-        a.read(),
+        a.read_text(),
         "-UNBLOCKED client unblocked via CLIENT UNBLOCK\r\n"
     );
     assert_eq!(b.cmd(&format!("CLIENT UNBLOCK {id}")), ":0\r\n");
     // A blocked client that goes away is no longer counted.
-    c.send("BLPOP none 0");
+    c.send_line("BLPOP none 0");
     wait_blocked(&mut b, 1);
     drop(c);
     wait_blocked(&mut b, 0);
@@ -340,12 +205,12 @@ fn clients_sending_in_one_breath_are_served_in_the_order_they_sent() {
         let (mut a, mut b) = (server.client(), server.client());
         r.cmd("DEL blist target1 target2");
         r.cmd("SET target1 nolist");
-        a.send("BRPOPLPUSH blist target1 0");
-        b.send("BRPOPLPUSH blist target2 0");
-        r.send("LPUSH blist foo");
-        assert_eq!(r.read(), ":1\r\n");
-        assert_eq!(a.read(), WT);
-        assert_eq!(b.read(), "$3\r\nfoo\r\n");
+        a.send_line("BRPOPLPUSH blist target1 0");
+        b.send_line("BRPOPLPUSH blist target2 0");
+        r.send_line("LPUSH blist foo");
+        assert_eq!(r.read_text(), ":1\r\n");
+        assert_eq!(a.read_text(), WT);
+        assert_eq!(b.read_text(), "$3\r\nfoo\r\n");
         assert_eq!(r.cmd("LRANGE target2 0 -1"), "*1\r\n$3\r\nfoo\r\n");
     }
 }
@@ -396,9 +261,9 @@ fn commands_in_the_batch_of_a_push_see_it() {
             batch.extend_from_slice(format!("${}\r\n{a}\r\n", a.len()).as_bytes());
         }
     }
-    c.w.write_all(&batch).unwrap();
+    c.send_raw(&batch).unwrap();
     for (cmd, want) in &cmds {
-        assert_eq!(&c.read(), want, "{cmd}");
+        assert_eq!(&c.read_text(), want, "{cmd}");
     }
     // The batch's last push, then a MEMORY USAGE, a SCAN and a DUMP in one write: each sees
     // it (the key is there, the payload restores the whole list).
@@ -410,17 +275,17 @@ fn commands_in_the_batch_of_a_push_see_it() {
             batch.extend_from_slice(format!("${}\r\n{a}\r\n", a.len()).as_bytes());
         }
     }
-    c.w.write_all(&batch).unwrap();
-    assert_eq!(c.read(), ":1504\r\n");
-    let usage = c.read();
+    c.send_raw(&batch).unwrap();
+    assert_eq!(c.read_text(), ":1504\r\n");
+    let usage = c.read_text();
     assert!(usage.starts_with(':') && usage.len() > 4, "{usage}");
-    let scan = c.read();
+    let scan = c.read_text();
     assert!(
         scan.contains("$1\r\nc\r\n") && scan.contains("$1\r\nr\r\n"),
         "{scan}"
     );
     let mut dump = Vec::new();
-    c.reply(&mut dump);
+    c.read_raw(&mut dump).unwrap();
     // The payload back under a new key (RESTORE takes it as one binary argument).
     let payload_at = dump.iter().position(|&b| b == b'\n').unwrap() + 1;
     let payload = &dump[payload_at..dump.len() - 2];
@@ -428,8 +293,8 @@ fn commands_in_the_batch_of_a_push_see_it() {
     req.extend_from_slice(format!("${}\r\n", payload.len()).as_bytes());
     req.extend_from_slice(payload);
     req.extend_from_slice(b"\r\n");
-    c.w.write_all(&req).unwrap();
-    assert_eq!(c.read(), "+OK\r\n");
+    c.send_raw(&req).unwrap();
+    assert_eq!(c.read_text(), "+OK\r\n");
     assert_eq!(c.cmd("LLEN d"), ":1504\r\n");
     assert_eq!(c.cmd("LRANGE d 0 1"), "*2\r\n$2\r\np6\r\n$2\r\np5\r\n");
 }

@@ -1,29 +1,14 @@
-//! `cxltier serve` with DRAM alone at its memory limit: the space deletes free is taken by
+//! The server with DRAM alone at its memory limit: the space deletes free is taken by
 //! values of other sizes, as Redis (jemalloc) would take it.
 //!
 //! Every test asserts replies and counts; waits have generous limits that only guard against a
 //! hang.
 
-mod common;
-use common::ServerChild;
+mod util;
+use util::{Conn, Reply, Server};
 
-use cxltier_ycsb::protocol::Reply;
-use cxltier_ycsb::SimpleClient;
-
-const BIN: &str = env!("CARGO_BIN_EXE_cxltier");
-
-fn start(args: &[&str]) -> ServerChild {
-    ServerChild::start("cxltier serve", None, |port| {
-        common::cxltier_serve(BIN, port, args)
-    })
-}
-
-fn client(server: &ServerChild) -> SimpleClient {
-    SimpleClient::connect(&server.addr).unwrap()
-}
-
-fn call(c: &mut SimpleClient, args: &[&[u8]]) -> Reply {
-    c.call(args).unwrap()
+fn call(c: &mut Conn, args: &[&[u8]]) -> Reply {
+    c.call(args)
 }
 
 fn is_oom(r: &Reply) -> bool {
@@ -35,14 +20,14 @@ fn is_oom(r: &Reply) -> bool {
 /// value in the other freed slot; every other value still reads back.
 #[test]
 fn a_5_byte_set_fits_after_two_1k_keys_are_deleted_at_the_dram_limit() {
-    let server = start(&["--dram", "16M"]);
-    let mut c = client(&server);
+    let server = Server::builder().dram("16M").start();
+    let mut c = server.client();
     let v = vec![b'x'; 1024];
     let key = |i: u64| format!("key:{i}").into_bytes();
     let mut n = 0u64;
     loop {
         match call(&mut c, &[b"SET", &key(n), &v]) {
-            Reply::Simple(ok) if ok == b"OK" => n += 1,
+            Reply::Simple(ok) if ok == "OK" => n += 1,
             r if is_oom(&r) => break,
             other => panic!("SET key:{n}: {other:?}"),
         }
@@ -56,21 +41,21 @@ fn a_5_byte_set_fits_after_two_1k_keys_are_deleted_at_the_dram_limit() {
     assert_eq!(call(&mut c, &[b"DEL", &key(0), &key(1)]), Reply::Int(2));
     assert_eq!(
         call(&mut c, &[b"SET", b"k", b"abcde"]),
-        Reply::Simple(b"OK".to_vec())
+        Reply::Simple("OK".into())
     );
     assert_eq!(
         call(&mut c, &[b"GET", b"k"]),
-        Reply::Bulk(Some(b"abcde".to_vec()))
+        Reply::Bulk(b"abcde".to_vec())
     );
     // Two freed 1 KiB slots empty no page: the value took one of them, and INFO says so.
     let tiers = match call(&mut c, &[b"INFO", b"tiers"]) {
-        Reply::Bulk(Some(b)) => String::from_utf8(b).unwrap(),
+        Reply::Bulk(b) => String::from_utf8(b).unwrap(),
         other => panic!("INFO tiers: {other:?}"),
     };
     assert!(tiers.contains("\r\nspare_slot_writes:1\r\n"), "{tiers}");
     assert_eq!(
         call(&mut c, &[b"SET", &key(0), &v]),
-        Reply::Simple(b"OK".to_vec())
+        Reply::Simple("OK".into())
     );
     for i in 2..n {
         assert_eq!(

@@ -1,200 +1,18 @@
-//! `cxltier serve` speaking Redis's protocol over a real socket: the command table behind
+//! The server speaking Redis's protocol over a real socket: the command table behind
 //! `COMMAND`, arity errors and NOAUTH; RESP3 (`HELLO 3`) and the shapes of its replies; `CLIENT`.
 //!
-//! The client here writes and reads raw RESP2/RESP3, so that every byte the server sends is
-//! checked (no client library in between that would hide a wrong type).
+//! Replies are decoded by `cxltier_resp` into their exact RESP2/RESP3 types, so that every type
+//! the server sends is checked (no client library in between that would hide a wrong type).
 
-mod common;
-use common::free_port;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
-const BIN: &str = env!("CARGO_BIN_EXE_cxltier");
-/// Only a guard against a hang: nothing here is timed.
-const GUARD: Duration = Duration::from_secs(30);
-
-/// A RESP2 or RESP3 value as the server sent it.
-#[derive(Debug, Clone, PartialEq)]
-enum V {
-    Simple(String),
-    Err(String),
-    Int(i64),
-    Bulk(Vec<u8>),
-    NullBulk,
-    NullArray,
-    Array(Vec<V>),
-    Map(Vec<(V, V)>),
-    Set(Vec<V>),
-    Push(Vec<V>),
-    Double(String),
-    Null,
-    Bool(bool),
-    Big(String),
-    Verbatim(String, Vec<u8>),
-}
-
-impl V {
-    fn text(&self) -> String {
-        match self {
-            V::Simple(s) | V::Err(s) | V::Double(s) | V::Big(s) => s.clone(),
-            V::Bulk(b) | V::Verbatim(_, b) => String::from_utf8_lossy(b).into_owned(),
-            V::Int(i) => i.to_string(),
-            other => panic!("{other:?} is not text"),
-        }
-    }
-    /// A map's value for a key given as text.
-    fn get(&self, key: &str) -> Option<&V> {
-        match self {
-            V::Map(pairs) => pairs.iter().find(|(k, _)| k.text() == key).map(|(_, v)| v),
-            other => panic!("{other:?} is not a map"),
-        }
-    }
-    fn items(&self) -> &[V] {
-        match self {
-            V::Array(v) | V::Set(v) | V::Push(v) => v,
-            other => panic!("{other:?} is not an array"),
-        }
-    }
-}
-
-fn bulk(s: &str) -> V {
-    V::Bulk(s.as_bytes().to_vec())
-}
-
-struct Client {
-    r: BufReader<TcpStream>,
-    w: TcpStream,
-}
-
-impl Client {
-    fn connect(addr: &str) -> std::io::Result<Client> {
-        let s = TcpStream::connect(addr)?;
-        s.set_read_timeout(Some(GUARD))?;
-        Ok(Client {
-            r: BufReader::new(s.try_clone()?),
-            w: s,
-        })
-    }
-    fn send(&mut self, args: &[&str]) {
-        let mut req = format!("*{}\r\n", args.len()).into_bytes();
-        for a in args {
-            req.extend_from_slice(format!("${}\r\n{a}\r\n", a.len()).as_bytes());
-        }
-        // write_all goes on after a partial write and retries on EINTR.
-        self.w.write_all(&req).unwrap();
-    }
-    fn line(&mut self) -> String {
-        let mut l = String::new();
-        self.r.read_line(&mut l).unwrap();
-        assert!(l.ends_with("\r\n"), "a reply line without CRLF: {l:?}");
-        l.truncate(l.len() - 2);
-        l
-    }
-    fn bytes(&mut self, n: usize) -> Vec<u8> {
-        let mut b = vec![0; n + 2];
-        self.r.read_exact(&mut b).unwrap();
-        assert_eq!(&b[n..], b"\r\n");
-        b.truncate(n);
-        b
-    }
-    fn read(&mut self) -> V {
-        let l = self.line();
-        let (tag, rest) = l.split_at(1);
-        let n = || rest.parse::<i64>().unwrap();
-        match tag {
-            "+" => V::Simple(rest.into()),
-            "-" => V::Err(rest.into()),
-            ":" => V::Int(n()),
-            "$" if n() < 0 => V::NullBulk,
-            "$" => V::Bulk(self.bytes(n() as usize)),
-            "*" if n() < 0 => V::NullArray,
-            "*" => V::Array((0..n()).map(|_| self.read()).collect()),
-            "~" => V::Set((0..n()).map(|_| self.read()).collect()),
-            ">" => V::Push((0..n()).map(|_| self.read()).collect()),
-            "%" => V::Map((0..n()).map(|_| (self.read(), self.read())).collect()),
-            "," => V::Double(rest.into()),
-            "_" => V::Null,
-            "#" => V::Bool(rest == "t"),
-            "(" => V::Big(rest.into()),
-            "=" => {
-                let b = self.bytes(n() as usize);
-                V::Verbatim(
-                    String::from_utf8_lossy(&b[..3]).into_owned(),
-                    b[4..].to_vec(),
-                )
-            }
-            _ => panic!("unknown reply type {l:?}"),
-        }
-    }
-    fn call(&mut self, args: &[&str]) -> V {
-        self.send(args);
-        self.read()
-    }
-}
-
-/// A server child, killed when the test ends.
-struct Server {
-    child: Child,
-    addr: String,
-}
-
-impl Server {
-    /// Start `cxltier serve ARGS` on a free port, again on another if the port was taken before
-    /// the server bound it (the child answering must be this one: INFO's process_id).
-    fn start(args: &[&str]) -> Server {
-        let password = args
-            .iter()
-            .position(|a| *a == "--requirepass")
-            .map(|i| args[i + 1]);
-        for _ in 0..5 {
-            let port = free_port();
-            let addr = format!("127.0.0.1:{port}");
-            let none = std::env::temp_dir().join(format!("cxltier-protocol-none-{port}.jsonl"));
-            let child = Command::new(BIN)
-                .args(["serve", "--bind", &addr, "--quarantine-file"])
-                .arg(&none)
-                .args(args)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap();
-            let mut s = Server { child, addr };
-            let t = Instant::now();
-            while t.elapsed() < GUARD {
-                if s.child.try_wait().unwrap().is_some() {
-                    break;
-                }
-                match common::who_answers(&s.addr, password, s.child.id(), GUARD) {
-                    common::Answer::Ours => return s,
-                    common::Answer::Other => break,
-                    common::Answer::Nothing => {}
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            let _ = s.child.kill();
-            let _ = s.child.wait();
-        }
-        panic!("no server came up on five free ports");
-    }
-    fn client(&self) -> Client {
-        Client::connect(&self.addr).unwrap()
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+mod util;
+use std::process::Command;
+use util::{bulk, info_field, Reply as V, ReplyExt, Server};
 
 /// COMMAND and its subcommands describe the table the server dispatches from: every command it
 /// knows, with Redis's arity, flags and key positions.
 #[test]
 fn command_replies_come_from_the_command_table() {
-    let s = Server::start(&[]);
+    let s = Server::start();
     let mut c = s.client();
     let V::Int(count) = c.call(&["COMMAND", "COUNT"]) else {
         panic!("COMMAND COUNT")
@@ -234,7 +52,7 @@ fn command_replies_come_from_the_command_table() {
         let mut args: Vec<&str> = vec![&name];
         args.extend(["x"; 40]);
         let r = c.call(&args);
-        if let V::Err(e) = &r {
+        if let V::Error(e) = &r {
             assert!(!e.contains("unknown command"), "{name}: {e}");
         }
     }
@@ -258,7 +76,7 @@ fn command_replies_come_from_the_command_table() {
         c.call(&["COMMAND", "GETKEYS", "MSET", "a", "1", "b", "2"]),
         V::Array(vec![bulk("a"), bulk("b")])
     );
-    assert!(matches!(c.call(&["COMMAND", "GETKEYS", "PING"]), V::Err(e) if e.contains("no key")));
+    assert!(matches!(c.call(&["COMMAND", "GETKEYS", "PING"]), V::Error(e) if e.contains("no key")));
     let docs = c.call(&["COMMAND", "DOCS", "get"]);
     let V::Array(pairs) = docs else {
         panic!("COMMAND DOCS in RESP2 is a flat array: {docs:?}")
@@ -271,11 +89,11 @@ fn command_replies_come_from_the_command_table() {
     // Arity from the table, names in any case.
     assert_eq!(
         c.call(&["GET"]),
-        V::Err("ERR wrong number of arguments for 'get' command".into())
+        V::Error("ERR wrong number of arguments for 'get' command".into())
     );
     assert_eq!(
         c.call(&["hset", "h", "f"]),
-        V::Err("ERR wrong number of arguments for 'hset' command".into())
+        V::Error("ERR wrong number of arguments for 'hset' command".into())
     );
     assert_eq!(c.call(&["sEt", "k", "v"]), V::Simple("OK".into()));
     assert_eq!(c.call(&["get", "k"]), bulk("v"));
@@ -285,11 +103,11 @@ fn command_replies_come_from_the_command_table() {
 /// else; an unknown command is said to be unknown first, as Redis does.
 #[test]
 fn noauth_comes_from_the_table() {
-    let s = Server::start(&["--requirepass", "pw"]);
+    let s = Server::builder().requirepass("pw").start();
     let mut c = s.client();
-    assert!(matches!(c.call(&["GET", "k"]), V::Err(e) if e.starts_with("NOAUTH")));
-    assert!(matches!(c.call(&["COMMAND", "COUNT"]), V::Err(e) if e.starts_with("NOAUTH")));
-    assert!(matches!(c.call(&["NOPE"]), V::Err(e) if e.contains("unknown command")));
+    assert!(matches!(c.call(&["GET", "k"]), V::Error(e) if e.starts_with("NOAUTH")));
+    assert!(matches!(c.call(&["COMMAND", "COUNT"]), V::Error(e) if e.starts_with("NOAUTH")));
+    assert!(matches!(c.call(&["NOPE"]), V::Error(e) if e.contains("unknown command")));
     assert_eq!(c.call(&["AUTH", "pw"]), V::Simple("OK".into()));
     assert_eq!(c.call(&["GET", "k"]), V::NullBulk);
 }
@@ -298,7 +116,7 @@ fn noauth_comes_from_the_table() {
 /// every reply after it takes RESP3's shapes; `HELLO 2` goes back.
 #[test]
 fn hello_3_speaks_resp3() {
-    let s = Server::start(&[]);
+    let s = Server::start();
     let mut c = s.client();
     assert_eq!(c.call(&["HSET", "h", "f", "v"]), V::Int(1));
     let hello = c.call(&["HELLO", "3", "SETNAME", "py"]);
@@ -332,7 +150,7 @@ fn hello_3_speaks_resp3() {
     let info = c.call(&["COMMAND", "INFO", "get"]);
     let flags = &info.items()[0].items()[2];
     assert!(matches!(flags, V::Set(_)), "{flags:?}");
-    assert!(matches!(c.call(&["HELLO", "4"]), V::Err(e) if e.starts_with("NOPROTO")));
+    assert!(matches!(c.call(&["HELLO", "4"]), V::Error(e) if e.starts_with("NOPROTO")));
     assert!(matches!(c.call(&["HELLO", "2"]), V::Array(_)));
     assert_eq!(c.call(&["GET", "nothing"]), V::NullBulk);
 }
@@ -340,7 +158,7 @@ fn hello_3_speaks_resp3() {
 /// redis-cli's RESP3 mode (-3) reads the maps it is sent.
 #[test]
 fn redis_cli_in_resp3_mode() {
-    let s = Server::start(&[]);
+    let s = Server::start();
     let port = s.addr.rsplit(':').next().unwrap().to_string();
     let cli = |args: &[&str]| {
         let out = Command::new("redis-cli")
@@ -360,7 +178,7 @@ fn redis_cli_in_resp3_mode() {
 /// OFF/SKIP/ON drop exactly the replies Redis drops.
 #[test]
 fn client_list_kill_and_reply() {
-    let s = Server::start(&[]);
+    let s = Server::start();
     let mut a = s.client();
     let mut b = s.client();
     assert_eq!(
@@ -403,8 +221,7 @@ fn client_list_kill_and_reply() {
         a.call(&["CLIENT", "KILL", "ID", &b_id.to_string()]),
         V::Int(1)
     );
-    let mut rest = Vec::new();
-    assert_eq!(b.r.read_to_end(&mut rest).unwrap(), 0);
+    assert_eq!(b.read_to_close(), b"");
     let list = a.call(&["CLIENT", "LIST"]).text();
     assert_eq!(list.lines().count(), 1, "{list}");
     // SKIPME yes by default: a client's own filter does not kill it.
@@ -416,12 +233,12 @@ fn client_list_kill_and_reply() {
 /// (OBJECT ENCODING answers by them); the harness commands of Redis's test suite answer.
 #[test]
 fn config_set_object_and_server_commands() {
-    let s = Server::start(&[]);
+    let s = Server::start();
     let mut c = s.client();
     // What the test suite's setup sends.
     assert_eq!(c.call(&["FUNCTION", "FLUSH"]), V::Simple("OK".into()));
     assert_eq!(c.call(&["EVAL", "return 1", "0"]), V::Int(1));
-    assert!(matches!(c.call(&["DEBUG", "SLEEP", "0"]), V::Err(e) if e.contains("not supported")));
+    assert!(matches!(c.call(&["DEBUG", "SLEEP", "0"]), V::Error(e) if e.contains("not supported")));
     assert_eq!(c.call(&["WAIT", "0", "0"]), V::Int(0));
     assert_eq!(c.call(&["TIME"]).items().len(), 2);
     assert_eq!(c.call(&["HSET", "h", "f", "v"]), V::Int(1));
@@ -436,7 +253,7 @@ fn config_set_object_and_server_commands() {
         V::Array(vec![bulk("hash-max-listpack-entries"), bulk("0")])
     );
     assert!(
-        matches!(c.call(&["CONFIG", "SET", "nope", "1"]), V::Err(e) if e.contains("Unknown option"))
+        matches!(c.call(&["CONFIG", "SET", "nope", "1"]), V::Error(e) if e.contains("Unknown option"))
     );
     // maxclients: a connection past the new limit is told so and closed.
     assert_eq!(
@@ -444,19 +261,19 @@ fn config_set_object_and_server_commands() {
         V::Simple("OK".into())
     );
     let mut extra = s.client();
-    assert!(matches!(extra.read(), V::Err(e) if e.contains("max number of clients")));
+    assert!(matches!(extra.read(), V::Error(e) if e.contains("max number of clients")));
     assert_eq!(
         c.call(&["CONFIG", "SET", "maxclients", "100", "requirepass", "pw"]),
         V::Simple("OK".into())
     );
     // The password set holds for new connections; this one stays authenticated.
     let mut late = s.client();
-    assert!(matches!(late.call(&["GET", "k"]), V::Err(e) if e.starts_with("NOAUTH")));
+    assert!(matches!(late.call(&["GET", "k"]), V::Error(e) if e.starts_with("NOAUTH")));
     assert_eq!(late.call(&["AUTH", "pw"]), V::Simple("OK".into()));
     assert_eq!(c.call(&["PING"]), V::Simple("PONG".into()));
     // RESET logs the connection out again.
     assert_eq!(c.call(&["RESET"]), V::Simple("RESET".into()));
-    assert!(matches!(c.call(&["GET", "k"]), V::Err(e) if e.starts_with("NOAUTH")));
+    assert!(matches!(c.call(&["GET", "k"]), V::Error(e) if e.starts_with("NOAUTH")));
 }
 
 /// MULTI/EXEC over the wire as redis-py's default pipeline sends it (one write), WATCH across
@@ -466,7 +283,7 @@ fn config_set_object_and_server_commands() {
 fn transactions() {
     let tmp = tempfile::tempdir().unwrap();
     let ssd = tmp.path().join("store.log");
-    let s = Server::start(&["--dram", "8M", "--ssd", &format!("{}:64M", ssd.display())]);
+    let s = Server::builder().dram("8M").ssd(&ssd, "64M").start();
     let mut a = s.client();
     let mut b = s.client();
     // Pipelined in one go.
@@ -494,8 +311,8 @@ fn transactions() {
     assert_eq!(a.call(&["EXEC"]), V::NullArray);
     assert_eq!(a.call(&["GET", "x"]), bulk("9"));
     a.call(&["MULTI"]);
-    assert!(matches!(a.call(&["GET"]), V::Err(_)));
-    assert!(matches!(a.call(&["EXEC"]), V::Err(e) if e.starts_with("EXECABORT")));
+    assert!(matches!(a.call(&["GET"]), V::Error(_)));
+    assert!(matches!(a.call(&["EXEC"]), V::Error(e) if e.starts_with("EXECABORT")));
 
     // Enough 1 KB values that the first ones are only on NVMe.
     let value = |i: usize| format!("{i:0>1000}");
@@ -537,7 +354,7 @@ fn transactions() {
 /// messages dropped, and the server goes on.
 #[test]
 fn pubsub_across_connections_with_bounded_subscribers() {
-    let s = Server::start(&["--max-object", "1M"]);
+    let s = Server::builder().max_object("1M").start();
     let mut pubc = s.client();
     let mut sub2 = s.client();
     let mut sub3 = s.client();
@@ -545,7 +362,7 @@ fn pubsub_across_connections_with_bounded_subscribers() {
         sub2.call(&["SUBSCRIBE", "news"]),
         V::Array(vec![bulk("subscribe"), bulk("news"), V::Int(1)])
     );
-    assert!(matches!(sub2.call(&["GET", "k"]), V::Err(e) if e.contains("only (P|S)SUBSCRIBE")));
+    assert!(matches!(sub2.call(&["GET", "k"]), V::Error(e) if e.contains("only (P|S)SUBSCRIBE")));
     assert!(matches!(sub3.call(&["HELLO", "3"]), V::Map(_)));
     assert_eq!(
         sub3.call(&["PSUBSCRIBE", "n*"]),
@@ -606,7 +423,7 @@ fn pubsub_across_connections_with_bounded_subscribers() {
 /// test; the loop used to serve the clients of one turn in a hash map's order.)
 #[test]
 fn commands_of_different_clients_run_in_arrival_order() {
-    let s = Server::start(&["--max-object", "1M"]);
+    let s = Server::builder().max_object("1M").start();
     let mut pubc = s.client();
     for round in 0..50 {
         let mut sub = s.client();
@@ -624,20 +441,11 @@ fn commands_of_different_clients_run_in_arrival_order() {
     }
 }
 
-fn info_field(c: &mut Client, section: &str, name: &str) -> String {
-    let text = c.call(&["INFO", section]).text();
-    text.lines()
-        .find_map(|l| l.strip_prefix(&format!("{name}:")))
-        .unwrap_or_else(|| panic!("no {name} in INFO {section}:\n{text}"))
-        .trim()
-        .to_string()
-}
-
 /// INFO as tools read it: Redis's fields, hits and misses counted as Redis does, used_memory
 /// within maxmemory; and `redis-cli --stat`, which reads them, prints a sane row.
 #[test]
 fn info_fields_and_redis_cli_stat() {
-    let s = Server::start(&["--dram", "16M"]);
+    let s = Server::builder().dram("16M").start();
     let mut c = s.client();
     assert_eq!(info_field(&mut c, "server", "redis_version"), "7.0.15");
     assert_eq!(info_field(&mut c, "replication", "role"), "master");
