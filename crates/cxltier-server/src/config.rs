@@ -3,7 +3,7 @@
 
 use cxltier_store::{Store, StoreError};
 
-use crate::commands::{Ctx, Effect};
+use crate::context::{Ctx, Effect};
 use crate::resp::reply;
 use crate::server::BULK_MARGIN;
 
@@ -157,7 +157,7 @@ impl Knobs {
 fn settings(ctx: &Ctx<'_>) -> Vec<(String, String)> {
     let info = &*ctx.info;
     let st = ctx.store.stats();
-    let (_, memory) = crate::commands::memory_figures(&st);
+    let (_, memory) = crate::info::memory_figures(&st);
     let mut all: Vec<(String, String)> = vec![
         (
             "maxmemory".into(),
@@ -327,7 +327,7 @@ fn set(ctx: &mut Ctx<'_>, pairs: &[&[u8]]) -> Result<Effect, StoreError> {
             // 0, or at least the budget: the budget alone. Below it: a write limit (the budget
             // itself is chosen at start with --dram and --cxl).
             "maxmemory" => {
-                let (_, budget) = crate::commands::memory_figures(&ctx.store.stats());
+                let (_, budget) = crate::info::memory_figures(&ctx.store.stats());
                 ctx.info.maxmemory_limit = crate::parse_memory(&value)
                     .map(|n| n as u64)
                     .filter(|&n| n > 0 && n < budget);
@@ -403,7 +403,7 @@ pub(crate) fn config(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
     Ok(Effect::Read)
 }
 
-fn reset_stats(store: &mut Store, info: &mut crate::commands::ServerInfo) {
+fn reset_stats(store: &mut Store, info: &mut crate::context::ServerInfo) {
     store.reset_stats();
     info.total_commands = 0;
     info.total_connections = 0;
@@ -425,6 +425,9 @@ fn reset_stats(store: &mut Store, info: &mut crate::commands::ServerInfo) {
 
 #[cfg(test)]
 mod tests {
+
+    use crate::testdb::*;
+
     use super::*;
 
     #[test]
@@ -440,5 +443,54 @@ mod tests {
             2,
             "the alias reads the same knob"
         );
+    }
+
+    #[test]
+    fn config_set_stores_knobs_and_refuses_what_it_cannot_change() {
+        let mut db = Db::large();
+        assert_eq!(
+            db.cmd("CONFIG GET hash-max-listpack-entries"),
+            "*2\r\n$25\r\nhash-max-listpack-entries\r\n$3\r\n128\r\n"
+        );
+        // An alias and its listpack name are one setting.
+        assert_eq!(db.cmd("CONFIG SET hash-max-ziplist-entries 4"), "+OK\r\n");
+        assert!(db
+            .cmd("CONFIG GET hash-max-listpack-entries")
+            .ends_with("$1\r\n4\r\n"));
+        assert_eq!(
+            db.cmd("CONFIG SET set-max-intset-entries 10 zset-max-listpack-value 32"),
+            "+OK\r\n"
+        );
+        assert!(db
+            .cmd("CONFIG GET zset-max-ziplist-value")
+            .ends_with("$2\r\n32\r\n"));
+        assert!(db
+            .cmd("CONFIG SET hash-max-listpack-value big")
+            .starts_with(
+                "-ERR CONFIG SET failed (possibly related to argument 'hash-max-listpack-value')"
+            ));
+        assert_eq!(
+            db.cmd("CONFIG SET no-such-thing 1"),
+            "-ERR Unknown option or number of arguments for CONFIG SET - 'no-such-thing'\r\n"
+        );
+        assert!(db
+            .cmd("CONFIG SET maxmemory bla")
+            .contains("argument must be a memory value"));
+        // One bad pair and nothing is applied.
+        assert!(db
+            .cmd("CONFIG SET timeout 5 maxmemory bla")
+            .starts_with("-ERR"));
+        assert!(db.cmd("CONFIG GET timeout").ends_with("$1\r\n0\r\n"));
+        assert_eq!(db.cmd("CONFIG SET maxclients 7"), "+OK\r\n");
+        assert_eq!(db.info.max_clients, 7);
+        assert_eq!(db.cmd("CONFIG SET requirepass pw"), "+OK\r\n");
+        assert_eq!(db.info.requirepass.as_deref(), Some("pw"));
+        // An empty password clears it.
+        assert_eq!(db.cmd("CONFIG SET requirepass "), "+OK\r\n");
+        assert_eq!(db.info.requirepass, None);
+        assert!(db
+            .cmd("CONFIG REWRITE")
+            .starts_with("-ERR The server is running without a config file"));
+        assert_eq!(db.cmd("CONFIG RESETSTAT"), "+OK\r\n");
     }
 }

@@ -10,7 +10,7 @@ use std::cmp::Ordering;
 
 use cxltier_store::{ScoreBound, StoreError, ZAddFlags};
 
-use crate::commands::{Ctx, Effect};
+use crate::context::{Ctx, Effect};
 use crate::list::{err, int_arg, typed, NOT_INTEGER, SYNTAX};
 use crate::resp::reply;
 
@@ -1149,7 +1149,7 @@ pub(crate) fn georadiusbymember_keys(args: &[&[u8]]) -> Option<Vec<usize>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::list::testdb::Db;
+    use crate::testdb::Db;
 
     // Known values: Redis's documentation of GEOADD, GEOHASH, GEOPOS and GEODIST (Sicily).
     const PALERMO: (f64, f64) = (13.361389, 38.115556);

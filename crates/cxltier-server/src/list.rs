@@ -3,7 +3,7 @@
 
 use cxltier_store::{ListEnd, StoreError};
 
-use crate::commands::{Ctx, Effect};
+use crate::context::{Ctx, Effect};
 use crate::notify::class as nc;
 use crate::resp::reply;
 
@@ -438,7 +438,7 @@ pub(crate) fn wait(
             reply::null_array(ctx.out, ctx.session.proto);
         }
     } else {
-        ctx.session.block = Some(crate::commands::Block {
+        ctx.session.block = Some(crate::context::Block {
             keys: keys.iter().map(|k| k.to_vec()).collect(),
             deadline,
             wait: None,
@@ -645,50 +645,9 @@ pub(crate) fn blmpop(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
     })
 }
 
-/// A store and a connection to run commands against, for the collection commands' tests.
-#[cfg(test)]
-pub(crate) mod testdb {
-    use crate::commands::{execute, ServerInfo, Session};
-    use cxltier_store::{Store, StoreBuilder};
-
-    pub(crate) struct Db {
-        pub store: Store,
-        pub info: ServerInfo,
-        pub session: Session,
-    }
-
-    impl Db {
-        pub fn new() -> Db {
-            Db {
-                store: StoreBuilder::new()
-                    .dram(64 << 20)
-                    .max_object(1 << 20)
-                    .durability(cxltier_store::Durability::None)
-                    .build()
-                    .unwrap(),
-                info: ServerInfo::default(),
-                session: Session::new(0, true),
-            }
-        }
-        /// The reply to a command given as space-separated words, as text.
-        pub fn cmd(&mut self, line: &str) -> String {
-            let words: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();
-            let mut out = Vec::new();
-            execute(
-                &mut self.store,
-                &mut self.info,
-                &mut self.session,
-                &words,
-                &mut out,
-            );
-            String::from_utf8(out).unwrap()
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::testdb::Db;
+    use crate::testdb::Db;
 
     const WT: &str = "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n";
 

@@ -4,13 +4,13 @@
 //! `__keyevent@<db>__:<event>` (the key as the message, `E`).
 //!
 //! Handlers announce their events with [`Notifier::emit`] (one place per command family, in
-//! Redis's order); `commands::dispatch` adds the events that follow from the keyspace alone
+//! Redis's order); `crate::dispatch` adds the events that follow from the keyspace alone
 //! (`new` for a key the command created, `del` for a collection it emptied, `expired` for the
 //! keys the store found past their TTL) and publishes them all once the handler is done.
 
 use hashbrown::{HashMap, HashSet};
 
-use crate::commands::Ctx;
+use crate::context::Ctx;
 
 /// The classes, Redis's bits (server.h), with their letters.
 pub mod class {
@@ -226,13 +226,13 @@ pub(crate) fn channels(flags: u32, db: u32, name: &str, key: &[u8]) -> Vec<(Vec<
 }
 
 /// Announce the keys the store found past their TTL since it was last asked (`expired`), and
-/// replicate them (`crate::commands::drain_expired`); `in_command`: a command is running.
+/// replicate them (`crate::context::drain_expired`); `in_command`: a command is running.
 pub(crate) fn announce_expired(
     store: &mut cxltier_store::Store,
-    info: &mut crate::commands::ServerInfo,
+    info: &mut crate::context::ServerInfo,
     in_command: bool,
 ) {
-    crate::commands::drain_expired(store, info, in_command);
+    crate::context::drain_expired(store, info, in_command);
 }
 
 /// After a command's handler: the events that follow from the keyspace (`new` for a key it
@@ -298,7 +298,7 @@ pub(crate) fn finish_command(
 /// key is the store's (its physical database's byte first): the database named is the one
 /// clients select for it (after any SWAPDB), the key the user's.
 pub(crate) fn publish(
-    info: &mut crate::commands::ServerInfo,
+    info: &mut crate::context::ServerInfo,
     events: &[Event],
     me: Option<u64>,
     proto: u8,
@@ -324,6 +324,10 @@ pub(crate) fn publish(
 
 #[cfg(test)]
 mod tests {
+
+    use crate::context::*;
+    use crate::testdb::*;
+
     use super::*;
 
     #[test]
@@ -399,5 +403,175 @@ mod tests {
             n.take().iter().map(|e| e.name).collect::<Vec<_>>(),
             ["lpush", "new", "lpush"]
         );
+    }
+
+    /// A RESP3 client subscribed to its own keyspace events gets each before the reply of the
+    /// command that caused it, as from Redis 7.0, and under CLIENT REPLY OFF still gets it;
+    /// inside EXEC they go after the turn (not into EXEC's array).
+    #[test]
+    fn own_keyspace_events_come_before_the_reply_and_stay_out_of_exec() {
+        let mut db = Db::large();
+        db.session.id = 1;
+        assert_eq!(db.cmd("CONFIG SET notify-keyspace-events KEA"), "+OK\r\n");
+        served(&mut db, "HELLO 3");
+        served(&mut db, "SUBSCRIBE __keyspace@0__:k");
+        assert_eq!(
+            served(&mut db, "SET k v"),
+            ">3\r\n$7\r\nmessage\r\n$16\r\n__keyspace@0__:k\r\n$3\r\nset\r\n+OK\r\n"
+        );
+        served(&mut db, "CLIENT REPLY OFF");
+        assert_eq!(
+            served(&mut db, "DEL k"),
+            ">3\r\n$7\r\nmessage\r\n$16\r\n__keyspace@0__:k\r\n$3\r\ndel\r\n"
+        );
+        served(&mut db, "CLIENT REPLY ON");
+        served(&mut db, "MULTI");
+        served(&mut db, "SET k w");
+        assert_eq!(served(&mut db, "EXEC"), "*1\r\n+OK\r\n");
+        let out: Vec<_> = std::mem::take(&mut db.info.pubsub.outbox);
+        assert_eq!(out.len(), 1);
+        assert_eq!((out[0].to, &*out[0].payload), (1, &b"set"[..]));
+    }
+
+    /// CONFIG SET notify-keyspace-events takes Redis's letters and answers Redis's canonical
+    /// string; a wrong letter is refused with Redis's message, naming the letters.
+    #[test]
+    fn notify_keyspace_events_is_set_and_read_back_as_redis_does() {
+        let mut db = Db::large();
+        let get = |db: &mut Db| db.cmd("CONFIG GET notify-keyspace-events");
+        assert!(get(&mut db).ends_with("$0\r\n\r\n"), "{}", get(&mut db));
+        assert_eq!(db.cmd("CONFIG SET notify-keyspace-events KEA"), "+OK\r\n");
+        assert!(get(&mut db).ends_with("$3\r\nAKE\r\n"), "{}", get(&mut db));
+        assert_eq!(
+            db.cmd("CONFIG SET notify-keyspace-events Kq"),
+            "-ERR CONFIG SET failed (possibly related to argument 'notify-keyspace-events') - Invalid event class character. Use 'Ag$lshzxeKEtmdn'.\r\n"
+        );
+        assert!(get(&mut db).ends_with("$3\r\nAKE\r\n"));
+        // Without K or E nothing is published, whatever the classes.
+        assert_eq!(db.cmd("CONFIG SET notify-keyspace-events A"), "+OK\r\n");
+        db.cmd("PSUBSCRIBE *");
+        db.session = Session::new(2, true);
+        db.cmd("SET k v");
+        assert!(db.info.pubsub.outbox.is_empty());
+    }
+
+    /// Events name the database clients select and the user's key, also after a SWAPDB moved
+    /// the database's keys elsewhere in the store.
+    #[test]
+    fn events_name_the_selected_database_and_the_users_key() {
+        let mut db = Db::large();
+        db.session.id = 1;
+        db.cmd("PSUBSCRIBE __key*");
+        db.session = Session::new(2, true);
+        db.cmd("CONFIG SET notify-keyspace-events KEA");
+        let heard = |db: &mut Db| -> Vec<(String, String)> {
+            std::mem::take(&mut db.info.pubsub.outbox)
+                .iter()
+                .map(|d| {
+                    (
+                        String::from_utf8_lossy(&d.channel).into_owned(),
+                        String::from_utf8_lossy(&d.payload).into_owned(),
+                    )
+                })
+                .collect()
+        };
+        db.cmd("SELECT 3");
+        db.cmd("SET k v");
+        let ev = heard(&mut db);
+        assert!(
+            ev.contains(&("__keyspace@3__:k".into(), "set".into()))
+                && ev.contains(&("__keyevent@3__:set".into(), "k".into())),
+            "{ev:?}"
+        );
+        db.cmd("SWAPDB 3 5");
+        heard(&mut db);
+        db.cmd("SELECT 5");
+        db.cmd("DEL k");
+        let ev = heard(&mut db);
+        assert!(
+            ev.contains(&("__keyspace@5__:k".into(), "del".into())),
+            "{ev:?}"
+        );
+    }
+
+    /// Keys the store expires are announced as `expired` when `x` is on, lazily (a command
+    /// finds one) and actively (the store's tick), and not kept at all when it is off.
+    #[test]
+    fn expired_keys_are_announced_lazily_and_actively() {
+        let mut db = Db::large();
+        db.session.id = 1;
+        db.cmd("PSUBSCRIBE __keyevent@0__:*");
+        db.session = Session::new(2, true);
+        db.cmd("SET off v PX 1");
+        db.cmd("CONFIG SET notify-keyspace-events Ex");
+        db.cmd("SET lazy v PX 1");
+        db.cmd("SET active v PX 1");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        assert_eq!(db.cmd("GET lazy"), "$-1\r\n");
+        let events: Vec<(String, String)> = std::mem::take(&mut db.info.pubsub.outbox)
+            .iter()
+            .map(|d| {
+                (
+                    String::from_utf8_lossy(&d.channel).into_owned(),
+                    String::from_utf8_lossy(&d.payload).into_owned(),
+                )
+            })
+            .collect();
+        // "off" expired before anyone asked: it may be found by the GET's lookup (as here)
+        // only if it is one of the command's keys, and it is not.
+        assert_eq!(
+            events,
+            [("__keyevent@0__:expired".to_string(), "lazy".to_string())]
+        );
+        // The tick samples every key of a small store: "active" and "off" go, "active" told.
+        std::thread::sleep(std::time::Duration::from_millis(15));
+        db.store.tick().unwrap();
+        crate::notify::announce_expired(&mut db.store, &mut db.info, false);
+        // Events name the store's keys (the database's byte first); publishing names the user's.
+        let named: Vec<Vec<u8>> = db.info.notify.take().into_iter().map(|e| e.key).collect();
+        assert!(
+            named.contains(&cxltier_store::db_key(0, b"active")),
+            "{named:?}"
+        );
+    }
+
+    /// SET with an EXAT/PXAT already past: Redis adds the key (`new`, `set`, `expire`) and
+    /// finds it expired at the next lookup (`expired`); the store takes such a write as a delete,
+    /// which the server announced as `del` of an existing key and not at all for a new one.
+    #[test]
+    fn set_with_a_time_past_is_announced_as_set_then_expired() {
+        let mut db = Db::large();
+        db.session.id = 1;
+        db.cmd("PSUBSCRIBE __keyspace@0__:*");
+        db.session = Session::new(2, true);
+        db.cmd("CONFIG SET notify-keyspace-events AKEn");
+        db.cmd("SET old v");
+        db.info.pubsub.outbox.clear();
+        assert_eq!(db.cmd("SET fresh v PXAT 1"), "+OK\r\n");
+        assert_eq!(db.cmd("SET old v EXAT 1"), "+OK\r\n");
+        assert_eq!(db.cmd("EXISTS fresh old"), ":0\r\n");
+        let heard: Vec<String> = std::mem::take(&mut db.info.pubsub.outbox)
+            .iter()
+            .map(|d| {
+                format!(
+                    "{} {}",
+                    String::from_utf8_lossy(&d.channel),
+                    String::from_utf8_lossy(&d.payload)
+                )
+            })
+            .collect();
+        assert_eq!(
+            heard,
+            [
+                "__keyspace@0__:fresh new",
+                "__keyspace@0__:fresh set",
+                "__keyspace@0__:fresh expire",
+                "__keyspace@0__:fresh expired",
+                "__keyspace@0__:old set",
+                "__keyspace@0__:old expire",
+                "__keyspace@0__:old expired",
+            ]
+        );
+        assert_eq!(info_field(&mut db, "stats", "expired_keys"), "2");
     }
 }

@@ -12,7 +12,7 @@ use std::rc::Rc;
 use cxltier_store::StoreError;
 use hashbrown::HashMap;
 
-use crate::commands::{Ctx, Effect, Session};
+use crate::context::{Ctx, Effect, Session};
 use crate::resp::reply;
 use crate::server::OutputBufferLimit;
 
@@ -400,4 +400,153 @@ pub(crate) fn pubsub(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
         ),
     }
     Ok(Effect::Read)
+}
+
+#[cfg(test)]
+mod tests {
+
+    use crate::context::*;
+    use crate::testdb::*;
+
+    #[test]
+    fn pubsub_subscriptions_messages_and_subscribed_mode() {
+        let mut db = Db::large();
+        db.session.id = 1;
+        let mut other = Session::new(2, true);
+        assert_eq!(
+            db.cmd("SUBSCRIBE a b"),
+            "*3\r\n$9\r\nsubscribe\r\n$1\r\na\r\n:1\r\n*3\r\n$9\r\nsubscribe\r\n$1\r\nb\r\n:2\r\n"
+        );
+        assert_eq!(
+            db.cmd("PSUBSCRIBE n*"),
+            "*3\r\n$10\r\npsubscribe\r\n$2\r\nn*\r\n:3\r\n"
+        );
+        // RESP2 subscribed mode: only the pub/sub commands, PING, QUIT and RESET.
+        assert!(db
+            .cmd("GET k")
+            .starts_with("-ERR Can't execute 'get': only (P|S)SUBSCRIBE"));
+        assert!(db
+            .cmd("PUBLISH a x")
+            .starts_with("-ERR Can't execute 'publish'"));
+        assert_eq!(db.cmd("PING"), "*2\r\n$4\r\npong\r\n$0\r\n\r\n");
+        // Another connection publishes: one message for the channel, one for the pattern.
+        assert_eq!(run_as(&mut db, &mut other, "PUBLISH a hi"), ":1\r\n");
+        assert_eq!(run_as(&mut db, &mut other, "PUBLISH news hi"), ":1\r\n");
+        assert_eq!(run_as(&mut db, &mut other, "PUBLISH zzz hi"), ":0\r\n");
+        let mut msgs = Vec::new();
+        for d in std::mem::take(&mut db.info.pubsub.outbox) {
+            assert_eq!(d.to, 1);
+            crate::pubsub::write_message(&mut msgs, 2, &d);
+        }
+        assert_eq!(
+            String::from_utf8(msgs).unwrap(),
+            "*3\r\n$7\r\nmessage\r\n$1\r\na\r\n$2\r\nhi\r\n*4\r\n$8\r\npmessage\r\n$2\r\nn*\r\n$4\r\nnews\r\n$2\r\nhi\r\n"
+        );
+        assert_eq!(
+            run_as(&mut db, &mut other, "PUBSUB CHANNELS"),
+            "*2\r\n$1\r\na\r\n$1\r\nb\r\n"
+        );
+        assert_eq!(
+            run_as(&mut db, &mut other, "PUBSUB NUMSUB a zzz"),
+            "*4\r\n$1\r\na\r\n:1\r\n$3\r\nzzz\r\n:0\r\n"
+        );
+        assert_eq!(run_as(&mut db, &mut other, "PUBSUB NUMPAT"), ":1\r\n");
+        // UNSUBSCRIBE without names: all channels; then nothing left gives a null name.
+        assert_eq!(
+            db.cmd("UNSUBSCRIBE"),
+            "*3\r\n$11\r\nunsubscribe\r\n$1\r\na\r\n:2\r\n*3\r\n$11\r\nunsubscribe\r\n$1\r\nb\r\n:1\r\n"
+        );
+        assert_eq!(
+            db.cmd("PUNSUBSCRIBE"),
+            "*3\r\n$12\r\npunsubscribe\r\n$2\r\nn*\r\n:0\r\n"
+        );
+        assert_eq!(
+            db.cmd("UNSUBSCRIBE"),
+            "*3\r\n$11\r\nunsubscribe\r\n$-1\r\n:0\r\n"
+        );
+        assert_eq!(db.cmd("GET k"), "$-1\r\n");
+        assert!(db.info.pubsub.channels.is_empty() && db.info.pubsub.patterns.is_empty());
+        // RESP3: pushes, other commands allowed, a message to oneself before PUBLISH's reply.
+        db.cmd("HELLO 3");
+        assert_eq!(
+            db.cmd("SUBSCRIBE c"),
+            ">3\r\n$9\r\nsubscribe\r\n$1\r\nc\r\n:1\r\n"
+        );
+        assert_eq!(db.cmd("GET k"), "_\r\n");
+        assert_eq!(
+            db.cmd("PUBLISH c me"),
+            ">3\r\n$7\r\nmessage\r\n$1\r\nc\r\n$2\r\nme\r\n:1\r\n"
+        );
+        assert_eq!(db.cmd("RESET"), "+RESET\r\n");
+        assert!(db.info.pubsub.channels.is_empty());
+    }
+
+    /// Shard channels (SSUBSCRIBE, SUNSUBSCRIBE, SPUBLISH, PUBSUB SHARDCHANNELS|SHARDNUMSUB):
+    /// their own namespace and their own count in confirmations, as in Redis 7.0; NUMSUB and
+    /// SHARDNUMSUB answer a flat array in RESP3 too (NUMSUB used to answer a map there).
+    #[test]
+    fn shard_channels_are_a_namespace_of_their_own() {
+        let mut db = Db::large();
+        db.session.id = 1;
+        let mut other = Session::new(2, true);
+        assert_eq!(
+            db.cmd("SSUBSCRIBE c d"),
+            "*3\r\n$10\r\nssubscribe\r\n$1\r\nc\r\n:1\r\n*3\r\n$10\r\nssubscribe\r\n$1\r\nd\r\n:2\r\n"
+        );
+        // A channel of the same name counts apart, and both are in subscribed mode.
+        assert_eq!(
+            db.cmd("SUBSCRIBE c"),
+            "*3\r\n$9\r\nsubscribe\r\n$1\r\nc\r\n:1\r\n"
+        );
+        assert!(db.cmd("GET k").starts_with("-ERR Can't execute 'get'"));
+        assert_eq!(run_as(&mut db, &mut other, "SPUBLISH c m"), ":1\r\n");
+        assert_eq!(run_as(&mut db, &mut other, "PUBLISH c m"), ":1\r\n");
+        let kinds: Vec<&[u8]> = db
+            .info
+            .pubsub
+            .outbox
+            .iter()
+            .map(|d| {
+                if d.shard {
+                    &b"smessage"[..]
+                } else {
+                    &b"message"[..]
+                }
+            })
+            .collect();
+        assert_eq!(kinds, [&b"smessage"[..], &b"message"[..]]);
+        let mut msg = Vec::new();
+        crate::pubsub::write_message(&mut msg, 3, &db.info.pubsub.outbox[0]);
+        assert_eq!(msg, b">3\r\n$8\r\nsmessage\r\n$1\r\nc\r\n$1\r\nm\r\n");
+        db.info.pubsub.outbox.clear();
+        run_as(&mut db, &mut other, "HELLO 3");
+        assert_eq!(
+            run_as(&mut db, &mut other, "PUBSUB SHARDNUMSUB c zz"),
+            "*4\r\n$1\r\nc\r\n:1\r\n$2\r\nzz\r\n:0\r\n"
+        );
+        assert_eq!(
+            run_as(&mut db, &mut other, "PUBSUB NUMSUB c"),
+            "*2\r\n$1\r\nc\r\n:1\r\n"
+        );
+        assert_eq!(
+            run_as(&mut db, &mut other, "PUBSUB SHARDCHANNELS"),
+            "*2\r\n$1\r\nc\r\n$1\r\nd\r\n"
+        );
+        // UNSUBSCRIBE of all leaves the shard channels; SUNSUBSCRIBE of all takes them.
+        assert_eq!(
+            db.cmd("UNSUBSCRIBE"),
+            "*3\r\n$11\r\nunsubscribe\r\n$1\r\nc\r\n:0\r\n"
+        );
+        assert_eq!(run_as(&mut db, &mut other, "SPUBLISH d m"), ":1\r\n");
+        assert_eq!(
+            db.cmd("SUNSUBSCRIBE"),
+            "*3\r\n$12\r\nsunsubscribe\r\n$1\r\nc\r\n:1\r\n*3\r\n$12\r\nsunsubscribe\r\n$1\r\nd\r\n:0\r\n"
+        );
+        assert_eq!(
+            db.cmd("SUNSUBSCRIBE"),
+            "*3\r\n$12\r\nsunsubscribe\r\n$-1\r\n:0\r\n"
+        );
+        assert!(!db.session.subscribed());
+        assert_eq!(run_as(&mut db, &mut other, "SPUBLISH d m"), ":0\r\n");
+    }
 }

@@ -4,7 +4,7 @@
 //!
 //! What is propagated follows Redis's `call()`: a write command goes into the stream only if it
 //! changed the store ([`cxltier_store::Store::changes`] moved: Redis's `server.dirty`), as
-//! itself or as what its handler rewrote it to ([`crate::commands::Session::propagate`]: `SET
+//! itself or as what its handler rewrote it to ([`crate::context::Session::propagate`]: `SET
 //! k v PXAT ms` for `SET ... EX`, `pexpireat` for the `EXPIRE` family, `del` for `GETDEL`,
 //! ...). The operations of one execution unit (a command, or an `EXEC` with its queued
 //! commands, or a parked command when it is served) are collected and written together at its
@@ -14,7 +14,7 @@
 //! propagated as `del` (or `unlink` with `lazyfree-lazy-expire yes`) within the unit that found
 //! it; keys the store's background sampling expired each go alone. `select <db>` comes before
 //! the first command and whenever the database changes, from the session's database
-//! ([`crate::commands::Session::db`]).
+//! ([`crate::context::Session::db`]).
 //!
 //! The stream is built only once a replica attached (Redis creates its backlog then): with no
 //! replica ever, a write costs nothing more than before.
@@ -24,7 +24,7 @@ use std::time::Instant;
 
 use cxltier_store::StoreError;
 
-use crate::commands::{fail, Block, Ctx, Effect, Snapshot, SyncStart};
+use crate::context::{fail, Block, Ctx, Effect, Snapshot, SyncStart};
 use crate::resp::reply;
 
 /// Redis's `client-output-buffer-limit replica 256mb 64mb 60`: the stream held for a replica
@@ -262,7 +262,7 @@ fn make_snapshot(ctx: &mut Ctx<'_>, offset: u64) -> Result<Snapshot, crate::rdb:
     let info = crate::rdb::SnapshotInfo {
         replid: ctx.info.run_id.clone(),
         offset,
-        used_memory: crate::commands::memory_figures(&ctx.store.stats()).0,
+        used_memory: crate::info::memory_figures(&ctx.store.stats()).0,
     };
     // Every database clients can select, as the store keeps it now (SWAPDB moves the map).
     let dbs: Vec<(u32, u8)> = (0..ctx.info.dbs.count())
@@ -298,7 +298,7 @@ fn make_snapshot(ctx: &mut Ctx<'_>, offset: u64) -> Result<Snapshot, crate::rdb:
 /// `GETACK` (a master asking a replica) are answered with nothing, as Redis does.
 pub(crate) fn replconf(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
     if args.len() % 2 == 0 {
-        return fail(ctx, crate::commands::SYNTAX);
+        return fail(ctx, crate::context::SYNTAX);
     }
     for pair in args[1..].chunks(2) {
         let (opt, value) = (pair[0].to_ascii_lowercase(), pair[1]);
@@ -316,7 +316,7 @@ pub(crate) fn replconf(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, Stor
                 }
             }
             b"ack" => {
-                let Some(off) = crate::commands::parse_i64(value) else {
+                let Some(off) = crate::context::parse_i64(value) else {
                     return Ok(Effect::Read);
                 };
                 if let Some(r) = ctx.info.repl.replicas.get_mut(&ctx.session.id) {
@@ -376,10 +376,10 @@ pub(crate) fn replicaof(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, Sto
 /// once `numreplicas` did or `timeout` milliseconds passed (0: no limit). The connection is
 /// parked meanwhile (other clients go on) and the replicas are asked for an acknowledgement.
 pub(crate) fn wait(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
-    let Some(want) = crate::commands::parse_i64(args[1]) else {
-        return fail(ctx, crate::commands::NOT_INT);
+    let Some(want) = crate::context::parse_i64(args[1]) else {
+        return fail(ctx, crate::context::NOT_INT);
     };
-    let timeout = match crate::commands::parse_i64(args[2]) {
+    let timeout = match crate::context::parse_i64(args[2]) {
         None => return fail(ctx, "ERR timeout is not an integer or out of range"),
         Some(t) if t < 0 => return fail(ctx, "ERR timeout is negative"),
         Some(t) => t as u64,
@@ -398,6 +398,12 @@ pub(crate) fn wait(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErr
     });
     ctx.info.repl.want_acks = true;
     Ok(Effect::Read)
+}
+
+/// CLUSTER: cxltier serve is a standalone server, and Redis without cluster support answers
+/// every CLUSTER subcommand (HELP included) with this error, which clients test for.
+pub(crate) fn cluster(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> Result<Effect, StoreError> {
+    fail(ctx, "ERR This instance has cluster support disabled")
 }
 
 #[cfg(test)]
@@ -501,8 +507,8 @@ mod tests {
     }
 
     /// A database with replication on, as after a replica attached.
-    fn replicated() -> crate::list::testdb::Db {
-        let mut db = crate::list::testdb::Db::new();
+    fn replicated() -> crate::testdb::Db {
+        let mut db = crate::testdb::Db::new();
         db.info.repl.attach();
         db.store.track_expired(true);
         db
@@ -510,7 +516,7 @@ mod tests {
 
     /// Every command in `lines`, then the stream they made (the stars of numbers that depend
     /// on the clock replaced by `*`).
-    fn stream_of(db: &mut crate::list::testdb::Db, lines: &[&str]) -> Vec<String> {
+    fn stream_of(db: &mut crate::testdb::Db, lines: &[&str]) -> Vec<String> {
         for l in lines {
             db.cmd(l);
         }
@@ -534,7 +540,7 @@ mod tests {
 
     #[test]
     fn without_a_replica_no_rewrite_is_built_and_no_stream() {
-        let mut db = crate::list::testdb::Db::new();
+        let mut db = crate::testdb::Db::new();
         db.cmd("SET k v EX 100");
         db.cmd("SADD s a b");
         db.cmd("SPOP s 2");
@@ -543,7 +549,7 @@ mod tests {
         assert!(db.info.repl.pending.is_empty());
         assert_eq!(db.info.repl.offset, 0);
         // The rewrite is not even built.
-        let mut session = crate::commands::Session::new(1, true);
+        let mut session = crate::context::Session::new(1, true);
         session.propagate_as(|| panic!("a rewrite built with no stream"));
         session.replicating = true;
         session.propagate_as(|| vec![vec![b"x".to_vec()]]);
@@ -707,7 +713,7 @@ mod tests {
         let mut db = replicated();
         db.cmd("SET src v");
         let mut out = Vec::new();
-        crate::commands::execute(
+        crate::dispatch::execute(
             &mut db.store,
             &mut db.info,
             &mut db.session,
@@ -719,7 +725,7 @@ mod tests {
         let payload = out[at + 2..out.len() - 2].to_vec();
         db.info.repl.pending.clear();
         let mut out = Vec::new();
-        crate::commands::execute(
+        crate::dispatch::execute(
             &mut db.store,
             &mut db.info,
             &mut db.session,
@@ -730,7 +736,7 @@ mod tests {
         let s = commands(&db.info.repl.pending);
         let words: Vec<&str> = s[0].split(' ').collect();
         assert_eq!(words[0], "RESTORE");
-        assert!(words[2].parse::<u64>().unwrap() > crate::commands::now_ms());
+        assert!(words[2].parse::<u64>().unwrap() > crate::context::now_ms());
         assert_eq!(*words.last().unwrap(), "ABSTTL");
     }
 }

@@ -1,6 +1,6 @@
 //! Lua scripting as Redis 7.0 does it: EVAL, EVALSHA, EVAL_RO, EVALSHA_RO and SCRIPT, over a
 //! Lua 5.1 interpreter (`mlua`, built from source). A script's `redis.call` goes through
-//! [`crate::commands::execute`] like a client's command (the table's arity and flags, OOM),
+//! [`crate::dispatch::execute`] like a client's command (the table's arity and flags, OOM),
 //! after the checks Redis makes for scripts (`noscript` commands, writes from a read-only
 //! script). Scripts are atomic: the loop runs nothing else while one runs. A script that runs
 //! past `busy-reply-threshold` (`lua-time-limit`) ms lets the server answer the other
@@ -15,7 +15,7 @@ use cxltier_store::StoreError;
 use hashbrown::HashMap;
 use mlua::{HookTriggers, Lua, LuaOptions, StdLib, Table, Value, VmState};
 
-use crate::commands::{self, Ctx, Effect, Session};
+use crate::context::{self, Ctx, Effect, Session};
 use crate::resp::reply;
 use crate::table::{self, flag};
 
@@ -101,12 +101,12 @@ pub fn busy_command(
     };
     let upper = |i: usize| args.get(i).map(|a| a.to_ascii_uppercase());
     let Some(cmd) = table::lookup(name) else {
-        commands::unknown_command(out, args);
+        context::unknown_command(out, args);
         session.flag_transaction();
         return BusyOutcome::Answered;
     };
     if !cmd.arity_ok(args.len()) {
-        commands::arity(out, name);
+        context::arity(out, name);
         session.flag_transaction();
         return BusyOutcome::Answered;
     }
@@ -157,7 +157,7 @@ pub fn busy_command(
         }
         "AUTH" if args.len() <= 3 => {
             let n = args.len();
-            match commands::check_password(
+            match crate::connection::check_password(
                 requirepass,
                 session,
                 (n == 3).then(|| args[1]),
@@ -168,7 +168,7 @@ pub fn busy_command(
             }
         }
         "HELLO" => {
-            if let Err(msg) = commands::hello_in(session, requirepass, args, out) {
+            if let Err(msg) = crate::connection::hello_in(session, requirepass, args, out) {
                 reply::error(out, &msg);
             }
         }
@@ -374,7 +374,7 @@ impl Engine {
             })?,
         )?;
         let redis = lua.create_table()?;
-        redis.raw_set("REDIS_VERSION", commands::REDIS_VERSION)?;
+        redis.raw_set("REDIS_VERSION", context::REDIS_VERSION)?;
         redis.raw_set("REDIS_VERSION_NUM", 0x07_00_0f)?;
         for (name, level) in [
             ("LOG_DEBUG", 0),
@@ -1134,7 +1134,7 @@ pub(crate) fn lua_to_reply(
 
 /// The numkeys argument of EVAL and the like: Redis's errors for a bad one.
 fn numkeys(args: &[&[u8]]) -> Result<usize, &'static str> {
-    let n = commands::parse_i64(args[2]).ok_or(commands::NOT_INT)?;
+    let n = context::parse_i64(args[2]).ok_or(context::NOT_INT)?;
     if n < 0 {
         return Err("ERR Number of keys can't be negative");
     }
@@ -1159,7 +1159,7 @@ pub(crate) fn evalsha_ro(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, St
 
 /// FCALL, FCALL_RO: refused, naming EVAL/EVALSHA.
 pub(crate) fn no_functions(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> Result<Effect, StoreError> {
-    commands::fail(ctx, NO_FUNCTIONS)
+    context::fail(ctx, NO_FUNCTIONS)
 }
 
 /// FUNCTION: FLUSH, LIST and STATS of an empty library, KILL (no function runs); LOAD and the
@@ -1172,7 +1172,7 @@ pub(crate) fn function(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, Stor
             reply::array(ctx.out, 0);
             Ok(Effect::Read)
         }
-        b"KILL" if args.len() == 2 => commands::fail(ctx, NOTBUSY),
+        b"KILL" if args.len() == 2 => context::fail(ctx, NOTBUSY),
         b"STATS" if args.len() == 2 => {
             let proto = ctx.session.proto;
             reply::map(ctx.out, proto, 2);
@@ -1182,7 +1182,7 @@ pub(crate) fn function(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, Stor
             reply::map(ctx.out, proto, 0);
             Ok(Effect::Read)
         }
-        _ => commands::fail(ctx, NO_FUNCTIONS),
+        _ => context::fail(ctx, NO_FUNCTIONS),
     }
 }
 
@@ -1194,7 +1194,7 @@ fn flush_mode(
     match mode {
         [] => {}
         [m] if m.eq_ignore_ascii_case(b"ASYNC") || m.eq_ignore_ascii_case(b"SYNC") => {}
-        _ => return commands::fail(ctx, "ERR SCRIPT FLUSH only support SYNC|ASYNC option"),
+        _ => return context::fail(ctx, "ERR SCRIPT FLUSH only support SYNC|ASYNC option"),
     }
     then(ctx);
     reply::ok(ctx.out);
@@ -1248,7 +1248,7 @@ pub(crate) fn script(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
             Ok(Effect::Read)
         }
         // A script running now is killed from the busy mode (`busy_command`).
-        (b"KILL", 2) => commands::fail(ctx, NOTBUSY),
+        (b"KILL", 2) => context::fail(ctx, NOTBUSY),
         (b"HELP", 2) => {
             reply::array(ctx.out, SCRIPT_HELP.len());
             for line in SCRIPT_HELP {
@@ -1256,18 +1256,18 @@ pub(crate) fn script(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
             }
             Ok(Effect::Read)
         }
-        (b"DEBUG", 3) => commands::fail(
+        (b"DEBUG", 3) => context::fail(
             ctx,
             "ERR SCRIPT DEBUG (the Lua debugger) is not supported by cxltier serve: debug the script with redis.log-free prints of its values returned as the reply",
         ),
-        (b"FLUSH" | b"EXISTS" | b"LOAD" | b"KILL" | b"HELP" | b"DEBUG", _) => commands::fail(
+        (b"FLUSH" | b"EXISTS" | b"LOAD" | b"KILL" | b"HELP" | b"DEBUG", _) => context::fail(
             ctx,
             &format!(
                 "ERR wrong number of arguments for 'script|{}' command",
                 String::from_utf8_lossy(args[1]).to_ascii_lowercase()
             ),
         ),
-        _ => commands::fail(
+        _ => context::fail(
             ctx,
             &format!(
                 "ERR unknown subcommand '{}'. Try SCRIPT HELP.",
@@ -1319,7 +1319,7 @@ fn eval_generic(
 ) -> Result<Effect, StoreError> {
     let nkeys = match numkeys(args) {
         Ok(n) => n,
-        Err(e) => return commands::fail(ctx, e),
+        Err(e) => return context::fail(ctx, e),
     };
     let mut scripts = std::mem::take(&mut ctx.info.scripts);
     let peers = scripts.peers.clone();
@@ -1341,18 +1341,18 @@ fn run(
 ) -> Result<Effect, StoreError> {
     let engine = match engine(scripts) {
         Ok(e) => e,
-        Err(e) => return commands::fail(ctx, &e),
+        Err(e) => return context::fail(ctx, &e),
     };
     let sha = if by_sha {
         let sha = String::from_utf8_lossy(args[1]).to_ascii_lowercase();
         if !engine.cache.contains_key(&sha) {
-            return commands::fail(ctx, NOSCRIPT);
+            return context::fail(ctx, NOSCRIPT);
         }
         sha
     } else {
         match engine.load(args[1]) {
             Ok(sha) => sha,
-            Err(e) => return commands::fail(ctx, &e),
+            Err(e) => return context::fail(ctx, &e),
         }
     };
     let func = engine.cache[&sha].clone();
@@ -1465,8 +1465,13 @@ fn run(
                 }
                 script_session.proto = resp.get();
                 let mut out = Vec::new();
-                let e =
-                    commands::execute(ctx.store, ctx.info, &mut script_session, &argv, &mut out);
+                let e = crate::dispatch::execute(
+                    ctx.store,
+                    ctx.info,
+                    &mut script_session,
+                    &argv,
+                    &mut out,
+                );
                 if e == Effect::Wrote {
                     *effect = Effect::Wrote;
                     if let Some(st) = run_state.borrow_mut().as_mut() {
@@ -1570,4 +1575,190 @@ fn run(
         Err(e) => reply::error(ctx.out, &format!("ERR {}", rust_error_text(&e))),
     }
     Ok(effect)
+}
+
+#[cfg(test)]
+mod tests {
+
+    use crate::dispatch::execute;
+    use crate::testdb::*;
+
+    /// A script that allocates without bound (a client's bytes) stops at the interpreter's
+    /// memory limit with an error, and the server serves the next script.
+    #[test]
+    fn a_script_that_grows_without_bound_fails_at_the_memory_limit() {
+        let mut db = Db::large();
+        let script: &[u8] =
+            b"local t = {} local s = string.rep('x', 1048576) for i = 1, 100000 do t[i] = s .. i end return 1";
+        let mut out = Vec::new();
+        execute(
+            &mut db.store,
+            &mut db.info,
+            &mut db.session,
+            &[b"EVAL", script, b"0"],
+            &mut out,
+        );
+        let reply = String::from_utf8_lossy(&out).into_owned();
+        assert!(
+            reply.starts_with('-') && reply.contains("memory"),
+            "{reply}"
+        );
+        let mut out = Vec::new();
+        execute(
+            &mut db.store,
+            &mut db.info,
+            &mut db.session,
+            &[b"EVAL", b"return 7", b"0"],
+            &mut out,
+        );
+        assert_eq!(out, b":7\r\n");
+    }
+
+    #[test]
+    fn scripts_convert_replies_both_ways_as_redis_does() {
+        let mut db = Db::large();
+        let cases: &[(&[&str], &str)] = &[
+            // Lua to RESP2: numbers truncate, tables stop at the first nil, booleans.
+            (&["EVAL", "return {1,2,3.7,'x',nil,5}", "0"], "*4\r\n:1\r\n:2\r\n:3\r\n$1\r\nx\r\n"),
+            (&["EVAL", "return -3.99", "0"], ":-3\r\n"),
+            (&["EVAL", "return true", "0"], ":1\r\n"),
+            (&["EVAL", "return false", "0"], "$-1\r\n"),
+            (&["EVAL", "return nil", "0"], "$-1\r\n"),
+            (&["EVAL", "return {ok='fine'}", "0"], "+fine\r\n"),
+            (&["EVAL", "return {err='My Error'}", "0"], "-My Error\r\n"),
+            (&["EVAL", "return redis.error_reply('-E x')", "0"], "-E x\r\n"),
+            (&["EVAL", "return redis.status_reply('S')", "0"], "+S\r\n"),
+            (&["EVAL", "return {double=3.5}", "0"], "$3\r\n3.5\r\n"),
+            (&["EVAL", "return {KEYS[1],ARGV[1],#KEYS,#ARGV}", "1", "k", "a"], "*4\r\n$1\r\nk\r\n$1\r\na\r\n:1\r\n:1\r\n"),
+            // RESP to Lua: null bulk is false, status a table, integers numbers.
+            (&["EVAL", "return redis.call('get','nokey') == false", "0"], ":1\r\n"),
+            (&["EVAL", "return redis.call('set','k','v').ok", "0"], "$2\r\nOK\r\n"),
+            (&["EVAL", "return redis.call('incr','n') + 1", "0"], ":2\r\n"),
+            (&["EVAL", "return redis.pcall('incr','k').err", "0"], "$43\r\nERR value is not an integer or out of range\r\n"),
+            (&["EVAL", "redis.setresp(3) return redis.call('hgetall','none').map ~= nil", "0"], ":1\r\n"),
+            // Errors, as redis-server 7.0.15 words them.
+            (&["EVAL", "return redis.call('incr','k')", "0"], "-ERR value is not an integer or out of range\r\n"),
+            (&["EVAL", "local x = redis.call('nosuch') return x", "0"], "-ERR Unknown Redis command called from script script: 1f0f2a4b0b6f7bb4bd4a48b6c47e2b6e9ba84f0f, on @user_script:1.\r\n"),
+            (&["EVAL", "a = 1", "0"], "-ERR user_script:1: Attempt to modify a readonly table script: 86eda770a6060824b090dd4df091e3bd4121279c, on @user_script:1.\r\n"),
+            (&["EVAL", "return nosuch(", "0"], "-ERR Error compiling script (new function): user_script:1: unexpected symbol near '<eof>'\r\n"),
+            (&["EVAL_RO", "return redis.call('del','k')", "0"], "-ERR Write commands are not allowed from read-only scripts.\r\n"),
+            (&["EVAL", "return redis.call('client','list')", "0"], "-ERR This Redis command is not allowed from script\r\n"),
+            (&["EVAL", "return 1", "-1"], "-ERR Number of keys can't be negative\r\n"),
+            (&["EVAL", "return 1", "2", "a"], "-ERR Number of keys can't be greater than number of args\r\n"),
+            (&["EVAL", "local t = {} t[1] = t return t", "0"], "-ERR reached lua stack limit\r\n"),
+            (&["EVALSHA", "ffffffffffffffffffffffffffffffffffffffff", "0"], "-NOSCRIPT No matching script. Please use EVAL.\r\n"),
+            (&["SCRIPT", "KILL"], "-NOTBUSY No scripts in execution right now.\r\n"),
+            // Libraries.
+            (&["EVAL", "return cjson.encode({1,'a/b',{x=true}})", "0"], "$21\r\n[1,\"a\\/b\",{\"x\":true}]\r\n"),
+            (&["EVAL", "return cjson.decode('[1,{\"a\":[5]}]')[2].a[1]", "0"], ":5\r\n"),
+            (&["EVAL", "return {bit.band(0xff,0x0f), bit.tobit(0xffffffff), bit.tohex(-1,-4)}", "0"], "*3\r\n:15\r\n:-1\r\n$4\r\nFFFF\r\n"),
+            (&["EVAL", "return redis.sha1hex('')", "0"], "$40\r\nda39a3ee5e6b4b0d3255bfef95601890afd80709\r\n"),
+            (&["EVAL", "return {type(os), type(io), type(dofile)}", "0"], "-ERR user_script:1: Script attempted to access nonexistent global variable 'os' script: 0d4a2cb4e1b9b4f5cf3bb8d8e0e0b0ad1a8d53f4, on @user_script:1.\r\n"),
+        ];
+        let mut diffs = Vec::new();
+        for (args, want) in cases {
+            let got = eval(&mut db, args);
+            // The SHA1 in an error's suffix is the script's: computed, not copied.
+            let want = match want.find(" script: ") {
+                Some(at) => format!(
+                    "{} script: {}{}",
+                    &want[..at],
+                    crate::scripting::sha1hex(args[1].as_bytes()),
+                    &want[at + 49..]
+                ),
+                None => want.to_string(),
+            };
+            if got != want {
+                diffs.push(format!("{args:?}\n  got:  {got:?}\n  want: {want:?}"));
+            }
+        }
+        assert!(diffs.is_empty(), "{}", diffs.join("\n"));
+    }
+
+    /// A script's commands run in the caller's database (a SELECT inside stays inside), and
+    /// its writes reach the write stream under that database's `select`, with the user's keys,
+    /// in one `multi` ... `exec`.
+    #[test]
+    fn scripts_write_in_the_callers_database_and_replicate_their_effects() {
+        let mut db = Db::large();
+        db.info.repl.attach();
+        db.store.track_expired(true);
+        db.cmd("SELECT 2");
+        let script = "redis.call('set',KEYS[1],'v'); redis.call('incr',KEYS[2]); redis.call('select','5'); return redis.call('get',KEYS[1])";
+        let words: Vec<&[u8]> = vec![b"EVAL", script.as_bytes(), b"2", b"k", b"n"];
+        let mut out = Vec::new();
+        execute(
+            &mut db.store,
+            &mut db.info,
+            &mut db.session,
+            &words,
+            &mut out,
+        );
+        assert_eq!(out, b"$-1\r\n", "the script's own SELECT 5 holds inside it");
+        assert_eq!(db.cmd("GET k"), "$1\r\nv\r\n");
+        assert_eq!(db.session.db, 2, "the caller's database is unchanged");
+        db.cmd("SELECT 0");
+        assert_eq!(db.cmd("GET k"), "$-1\r\n");
+        let stream = String::from_utf8_lossy(&db.info.repl.pending).into_owned();
+        assert_eq!(
+            stream,
+            "*2\r\n$6\r\nselect\r\n$1\r\n2\r\n*1\r\n$5\r\nmulti\r\n*3\r\n$3\r\nset\r\n$1\r\nk\r\n$1\r\nv\r\n*2\r\n$4\r\nincr\r\n$1\r\nn\r\n*1\r\n$4\r\nexec\r\n"
+        );
+    }
+
+    #[test]
+    fn script_load_exists_flush_and_evalsha() {
+        let mut db = Db::large();
+        let sha = crate::scripting::sha1hex(b"return 'loaded'");
+        assert_eq!(
+            eval(&mut db, &["SCRIPT", "LOAD", "return 'loaded'"]),
+            format!("$40\r\n{sha}\r\n")
+        );
+        let upper = sha.to_ascii_uppercase();
+        assert_eq!(
+            eval(&mut db, &["SCRIPT", "EXISTS", &sha, &upper, "nope"]),
+            "*3\r\n:1\r\n:1\r\n:0\r\n"
+        );
+        assert_eq!(eval(&mut db, &["EVALSHA", &upper, "0"]), "$6\r\nloaded\r\n");
+        assert_eq!(
+            eval(&mut db, &["EVALSHA_RO", &sha, "0"]),
+            "$6\r\nloaded\r\n"
+        );
+        assert_eq!(db.cmd("SCRIPT FLUSH ASYNC"), "+OK\r\n");
+        assert_eq!(eval(&mut db, &["SCRIPT", "EXISTS", &sha]), "*1\r\n:0\r\n");
+        assert!(eval(&mut db, &["EVALSHA", &sha, "0"]).starts_with("-NOSCRIPT"));
+        assert_eq!(
+            db.cmd("SCRIPT FLUSH bogus"),
+            "-ERR SCRIPT FLUSH only support SYNC|ASYNC option\r\n"
+        );
+        assert_eq!(
+            db.cmd("SCRIPT NOPE"),
+            "-ERR unknown subcommand 'NOPE'. Try SCRIPT HELP.\r\n"
+        );
+        // EVAL caches what it ran; a write inside commits like the command's own.
+        let set = "return redis.call('set',KEYS[1],ARGV[1])";
+        assert_eq!(eval(&mut db, &["EVAL", set, "1", "k", "v"]), "+OK\r\n");
+        assert_eq!(db.cmd("GET k"), "$1\r\nv\r\n");
+        assert_eq!(
+            eval(
+                &mut db,
+                &[
+                    "SCRIPT",
+                    "EXISTS",
+                    &crate::scripting::sha1hex(set.as_bytes())
+                ]
+            ),
+            "*1\r\n:1\r\n"
+        );
+        // math.random follows Redis's rand48 from its initial state (redis-server 7.0.15
+        // answers 0.39646477363839 first after it starts).
+        assert_eq!(
+            eval(&mut db, &["EVAL", "return tostring(math.random())", "0"]),
+            "$16\r\n0.39646477363839\r\n"
+        );
+        // Inside MULTI a script is queued and runs in EXEC.
+        db.cmd("MULTI");
+        assert_eq!(eval(&mut db, &["EVAL", "return 7", "0"]), "+QUEUED\r\n");
+        assert_eq!(db.cmd("EXEC"), "*1\r\n:7\r\n");
+    }
 }

@@ -28,7 +28,7 @@ use mio::net::{TcpListener, TcpStream};
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
 
-use crate::commands::{self, ClientMeta, Effect, ServerInfo, Session};
+use crate::context::{self, ClientMeta, Effect, ServerInfo, Session};
 use crate::quarantine::QuarantineFollower;
 use crate::ratelog::RateLimitedLog;
 use crate::resp::{self, reply, Parser};
@@ -288,7 +288,7 @@ struct ReplicaLink {
 
 /// A snapshot going out through a socket in pieces: bounded memory whatever its size.
 struct SnapshotSend {
-    source: crate::commands::Snapshot,
+    source: crate::context::Snapshot,
     /// Bytes of the snapshot written to the socket.
     sent: u64,
     /// A piece read from the file, and how much of it is written.
@@ -310,8 +310,8 @@ impl SnapshotSend {
                 return Ok(true);
             }
             let bytes: &[u8] = match &mut self.source {
-                crate::commands::Snapshot::Memory(v) => &v[self.sent as usize..],
-                crate::commands::Snapshot::File(f, _) => {
+                crate::context::Snapshot::Memory(v) => &v[self.sent as usize..],
+                crate::context::Snapshot::File(f, _) => {
                     if self.piece_at == self.piece.len() {
                         self.piece.resize(READ_CHUNK, 0);
                         let want = (remaining as usize).min(READ_CHUNK);
@@ -338,7 +338,7 @@ impl SnapshotSend {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                 Ok(n) => {
                     self.sent += n as u64;
-                    if matches!(self.source, crate::commands::Snapshot::File(..)) {
+                    if matches!(self.source, crate::context::Snapshot::File(..)) {
                         self.piece_at += n;
                     }
                 }
@@ -1033,7 +1033,7 @@ fn replication_tick(store: &mut Store, info: &mut ServerInfo) {
     if !info.repl.active {
         return;
     }
-    commands::drain_expired(store, info, false);
+    context::drain_expired(store, info, false);
     let period = info.knobs.int("repl-ping-replica-period").max(1) as u64;
     // The first PING comes a period after replication began, as Redis's cron counts.
     let last = *info.repl.last_ping.get_or_insert_with(Instant::now);
@@ -1352,7 +1352,8 @@ fn run_ready(
             if let Some(b) = &busy {
                 info.scripts.peers = Some(b.clone());
             }
-            let effect = commands::execute(store, info, &mut c.session, &args, &mut c.output);
+            let effect =
+                crate::dispatch::execute(store, info, &mut c.session, &args, &mut c.output);
             if let Some(b) = busy {
                 info.scripts.peers = None;
                 let mut b = b.borrow_mut();
@@ -1432,7 +1433,7 @@ fn run_ready(
     ran += serve_parked(store, info, conns, roster, &mut wrote, &mut starts);
     // The turn's last command's time ends here (its end is the start of the next otherwise).
     if info.timed.is_some() {
-        info.close_command_time(commands::now_us());
+        info.close_command_time(context::now_us());
     }
     if ran == 0 {
         return 0;
@@ -1786,7 +1787,8 @@ fn serve_parked(
             let args: Vec<&[u8]> = p.args.iter().map(Vec::as_slice).collect();
             let start = c.output.len();
             c.session.block_retry = true;
-            let effect = commands::execute(store, info, &mut c.session, &args, &mut c.output);
+            let effect =
+                crate::dispatch::execute(store, info, &mut c.session, &args, &mut c.output);
             c.session.block_retry = false;
             if c.session.block.take().is_some() {
                 // Still nothing for it: it keeps its place and its deadline.

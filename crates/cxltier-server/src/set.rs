@@ -5,7 +5,7 @@
 use cxltier_store::{Kind, StoreError};
 use rand::Rng;
 
-use crate::commands::{Ctx, Effect};
+use crate::context::{Ctx, Effect};
 use crate::list::{err, int_arg, typed, NOT_INTEGER, SYNTAX};
 use crate::notify::class as nc;
 use crate::resp::reply;
@@ -646,7 +646,7 @@ pub(crate) fn sintercard(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, St
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::list::testdb::Db;
+    use crate::testdb::Db;
 
     const WT: &str = "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n";
 

@@ -3,7 +3,7 @@
 
 use cxltier_store::{LexBound, ScoreBound, StoreError, ZAddFlags};
 
-use crate::commands::{Ctx, Effect};
+use crate::context::{Ctx, Effect};
 use crate::list::{err, int_arg, typed, NOT_INTEGER, SYNTAX};
 use crate::notify::class as nc;
 use crate::resp::reply;
@@ -1118,7 +1118,7 @@ pub(crate) fn zscan(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreEr
 
 #[cfg(test)]
 mod tests {
-    use crate::list::testdb::Db;
+    use crate::testdb::Db;
 
     const WT: &str = "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n";
 

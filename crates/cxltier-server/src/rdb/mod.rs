@@ -241,7 +241,7 @@ pub fn write_snapshot<W: Write>(
     let ctime = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
-    w.aux("redis-ver", crate::commands::REDIS_VERSION)?;
+    w.aux("redis-ver", crate::context::REDIS_VERSION)?;
     w.aux("redis-bits", &(usize::BITS).to_string())?;
     w.aux("ctime", &ctime.to_string())?;
     w.aux("used-mem", &info.used_memory.to_string())?;
@@ -494,7 +494,7 @@ mod tests {
 
     #[test]
     fn a_snapshot_holds_every_type_with_its_ttl() {
-        let mut db = crate::list::testdb::Db::new();
+        let mut db = crate::testdb::Db::new();
         db.cmd("SET s hello");
         db.cmd("SET t 1 PX 100000");
         db.cmd("RPUSH l a b c");
