@@ -7,6 +7,7 @@
 use cxltier_store::{Store, StoreError};
 use hashbrown::HashMap;
 
+pub(crate) use crate::errors::{NOT_INT, SYNTAX, WRONGTYPE};
 use crate::resp::reply;
 
 /// What a command did beyond its reply.
@@ -68,7 +69,7 @@ pub struct ServerInfo {
     /// 40 hex digits, new at each start (INFO's run_id and master_replid).
     pub run_id: String,
     /// CONFIG SET's stored parameters.
-    pub knobs: crate::config::Knobs,
+    pub knobs: crate::knobs::Knobs,
     /// WATCHed keys and the connections watching each; the connections whose watched keys
     /// were written since (their EXEC fails).
     pub watchers: HashMap<Vec<u8>, Vec<u64>>,
@@ -76,7 +77,7 @@ pub struct ServerInfo {
     /// Subscriptions, and the messages for other connections PUBLISH left.
     pub pubsub: crate::pubsub::PubSub,
     /// The SCAN cursors handed out, each standing for the key its scan goes on from.
-    pub scan_cursors: crate::keyspace::Cursors,
+    pub scan_cursors: crate::cursors::Cursors,
     /// Keys removed because their TTL passed: found so by a command (lazy expiry) or by the
     /// store's background sampling (active expiry), INFO's `expired_keys`.
     pub expired_keys: u64,
@@ -481,13 +482,6 @@ impl ClientMeta {
         }
     }
 }
-
-pub(crate) const WRONGTYPE: &str =
-    "WRONGTYPE Operation against a key holding the wrong kind of value";
-
-pub(crate) const NOT_INT: &str = "ERR value is not an integer or out of range";
-
-pub(crate) const SYNTAX: &str = "ERR syntax error";
 
 /// The Redis version clients are told (HELLO, INFO's redis_version): the one whose commands and
 /// replies cxltier follows. Clients branch on it.

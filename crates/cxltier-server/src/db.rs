@@ -69,7 +69,10 @@ impl Databases {
     /// `db` parsed from a client's argument: a number below [`Databases::count`]. `Err` carries
     /// Redis's reply: not a number, or out of range.
     pub fn parse(&self, arg: &[u8]) -> Result<usize, &'static str> {
-        let n = crate::context::parse_i64(arg).ok_or(crate::context::NOT_INT)?;
+        let n = std::str::from_utf8(arg)
+            .ok()
+            .and_then(|s| s.parse::<i64>().ok())
+            .ok_or(crate::errors::NOT_INT)?;
         usize::try_from(n)
             .ok()
             .filter(|&n| n < self.count())
@@ -222,6 +225,6 @@ mod tests {
         assert_eq!(d.parse(b"15"), Ok(15));
         assert_eq!(d.parse(b"16"), Err(OUT_OF_RANGE));
         assert_eq!(d.parse(b"-1"), Err(OUT_OF_RANGE));
-        assert_eq!(d.parse(b"x"), Err(crate::context::NOT_INT));
+        assert_eq!(d.parse(b"x"), Err(crate::errors::NOT_INT));
     }
 }

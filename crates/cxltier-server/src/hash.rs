@@ -169,8 +169,9 @@ use cxltier_store::{Kind, Store, StoreError};
 
 use hashbrown::HashMap;
 
+use crate::args::int_arg;
 use crate::context::{arity, fail, Ctx, Effect, ServerInfo};
-use crate::list::{err, int_arg, NOT_INTEGER, SYNTAX, WRONGTYPE};
+use crate::errors::{NOT_INT, SYNTAX, WRONGTYPE};
 use crate::notify::class as nc;
 use crate::resp::reply;
 
@@ -240,12 +241,12 @@ fn update_field(
     answer: impl FnOnce(&mut Ctx<'_>, &[u8]),
 ) -> Result<Effect, StoreError> {
     let (mut fields, expires, was_flat) = match load(ctx, args[1], false)? {
-        Err(e) => return err(ctx, e),
+        Err(e) => return fail(ctx, e),
         Ok(Loaded::Chunked) => {
             let old = ctx.store.hget(args[1], args[2])?;
             let new = match change(old.as_deref()) {
                 Ok(v) => v,
-                Err(e) => return err(ctx, e),
+                Err(e) => return fail(ctx, e),
             };
             ctx.store.hset(args[1], &[(args[2], &new)])?;
             answer(ctx, &new);
@@ -257,7 +258,7 @@ fn update_field(
     let at = fields.iter().position(|(f, _)| f == args[2]);
     let new = match change(at.map(|i| fields[i].1.as_slice())) {
         Ok(v) => v,
-        Err(e) => return err(ctx, e),
+        Err(e) => return fail(ctx, e),
     };
     match at {
         Some(i) => fields[i].1 = new.clone(),
@@ -270,7 +271,7 @@ fn update_field(
 
 pub(crate) fn hsetnx(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
     let (mut fields, expires, was_flat) = match load(ctx, args[1], false)? {
-        Err(e) => return err(ctx, e),
+        Err(e) => return fail(ctx, e),
         Ok(Loaded::Chunked) => {
             let added = ctx.store.hget(args[1], args[2])?.is_none();
             if added {
@@ -296,7 +297,7 @@ pub(crate) fn hsetnx(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
 
 pub(crate) fn hincrby(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
     let Some(by) = int_arg(args[3]) else {
-        return err(ctx, NOT_INTEGER);
+        return fail(ctx, NOT_INT);
     };
     update_field(
         ctx,
@@ -333,10 +334,10 @@ fn float_arg(b: &[u8]) -> Option<f64> {
 
 pub(crate) fn hincrbyfloat(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
     let Some(by) = float_arg(args[3]) else {
-        return err(ctx, "ERR value is not a valid float");
+        return fail(ctx, "ERR value is not a valid float");
     };
     if by.is_infinite() {
-        return err(ctx, "ERR value is NaN or Infinity");
+        return fail(ctx, "ERR value is NaN or Infinity");
     }
     update_field(
         ctx,
@@ -350,7 +351,7 @@ pub(crate) fn hincrbyfloat(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, 
             if !next.is_finite() {
                 return Err("ERR increment would produce NaN or Infinity");
             }
-            Ok(crate::strings::format_f64(next).into_bytes())
+            Ok(crate::args::format_f64(next).into_bytes())
         },
         |ctx, new| {
             // Replicated as the value it made (Redis: `HSET key field value`), so that a
@@ -371,7 +372,7 @@ pub(crate) fn hincrbyfloat(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, 
 
 pub(crate) fn hstrlen(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
     match load(ctx, args[1], true)? {
-        Err(e) => err(ctx, e),
+        Err(e) => fail(ctx, e),
         Ok(h) => {
             let n = match h {
                 Loaded::Absent => 0,
@@ -392,14 +393,14 @@ pub(crate) fn hstrlen(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, Store
 /// COUNT fields, the cursor naming the last field returned (as SSCAN's), so every field present
 /// for the whole scan is returned once.
 pub(crate) fn hscan(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
-    let Some(after) = crate::set::cursor_from_wire(args[2]) else {
-        return err(ctx, "ERR invalid cursor");
+    let Some(after) = crate::cursors::cursor_from_wire(args[2]) else {
+        return fail(ctx, "ERR invalid cursor");
     };
-    let Ok((pattern, count)) = crate::set::scan_options(ctx, &args[3..]) else {
+    let Ok((pattern, count)) = crate::args::scan_options(ctx, &args[3..]) else {
         return Ok(Effect::Read);
     };
     let fields = match load(ctx, args[1], true)? {
-        Err(e) => return err(ctx, e),
+        Err(e) => return fail(ctx, e),
         Ok(Loaded::Absent) => Vec::new(),
         Ok(Loaded::Flat(f, _)) => f,
         Ok(Loaded::Chunked) => {
@@ -409,7 +410,7 @@ pub(crate) fn hscan(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreEr
                 .filter(|(f, _)| pattern.is_none_or(|p| crate::glob::matches(p, f, false)))
                 .collect();
             reply::array(ctx.out, 2);
-            reply::bulk(ctx.out, &crate::set::cursor_to_wire(next.as_deref()));
+            reply::bulk(ctx.out, &crate::cursors::cursor_to_wire(next.as_deref()));
             reply::array(ctx.out, 2 * page.len());
             for (f, v) in &page {
                 reply::bulk(ctx.out, f);
@@ -443,22 +444,22 @@ pub(crate) fn hrandfield(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, St
     let mut withvalues = false;
     if args.len() >= 3 {
         let c = match int_arg(args[2]) {
-            None => return err(ctx, NOT_INTEGER),
-            Some(i64::MIN) => return err(ctx, crate::set::RANDOM_COUNT_RANGE),
+            None => return fail(ctx, NOT_INT),
+            Some(i64::MIN) => return fail(ctx, crate::errors::RANDOM_COUNT_RANGE),
             Some(c) => c,
         };
         if args.len() > 4 || (args.len() == 4 && !args[3].eq_ignore_ascii_case(b"WITHVALUES")) {
-            return err(ctx, SYNTAX);
+            return fail(ctx, SYNTAX);
         }
         withvalues = args.len() == 4;
         if withvalues && !(-(i64::MAX / 2)..=i64::MAX / 2).contains(&c) {
-            return err(ctx, "ERR value is out of range");
+            return fail(ctx, "ERR value is out of range");
         }
         count = Some(c);
     }
     let proto = ctx.session.proto;
     let (fields, len) = match load(ctx, args[1], true)? {
-        Err(e) => return err(ctx, e),
+        Err(e) => return fail(ctx, e),
         Ok(Loaded::Absent) => (Fields::Flat(Vec::new()), 0),
         Ok(Loaded::Flat(f, _)) => {
             let n = f.len();
@@ -503,14 +504,14 @@ pub(crate) fn hrandfield(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, St
         return Ok(Effect::Read);
     }
     let n = c.unsigned_abs();
-    let limit = crate::set::reply_limit(ctx);
+    let limit = crate::args::reply_limit(ctx);
     let over = || {
         format!(
             "ERR the reply to {n} random draws would be over the client-output-buffer-limit hard limit of {limit} bytes: ask for fewer"
         )
     };
     if n.saturating_mul(6 * per as u64) > limit as u64 {
-        return err(ctx, &over());
+        return fail(ctx, &over());
     }
     let mut out = Vec::new();
     reply::array(&mut out, n as usize * per);
@@ -518,7 +519,7 @@ pub(crate) fn hrandfield(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, St
         let fv = fields.at(ctx, args[1], rand::random_range(0..len))?;
         write(&mut out, &fv);
         if out.len() > limit {
-            return err(ctx, &over());
+            return fail(ctx, &over());
         }
     }
     ctx.out.extend_from_slice(&out);
@@ -1214,7 +1215,7 @@ mod tests {
         assert_eq!(db.cmd("HRANDFIELD h 1 X"), "-ERR syntax error\r\n");
         assert_eq!(
             db.cmd("HRANDFIELD h -9223372036854775808"),
-            format!("-{}\r\n", crate::set::RANDOM_COUNT_RANGE)
+            format!("-{}\r\n", crate::errors::RANDOM_COUNT_RANGE)
         );
         assert_eq!(
             db.cmd("HRANDFIELD h -9223372036854775807 WITHVALUES"),

@@ -11,72 +11,23 @@
 //! The server keeps the last [`KEPT_CURSORS`] cursors; an older one starts the scan over, which
 //! may repeat keys but never skips one.
 
-use std::collections::VecDeque;
 use std::hash::{BuildHasher, Hasher};
 
 use cxltier_store::{Kind, StoreError};
-use hashbrown::HashMap;
 
 use crate::context::{
     expire_at_ms, expired_delete_op, fail, invalid_expire, now_ms, parse_i64, Ctx, Effect,
     ServerInfo, NOT_INT, SYNTAX,
 };
+use crate::cursors::successor;
 use crate::notify::class as nc;
 use crate::rdb::dump::PayloadError;
 use crate::rdb::load::{LoadError, Strings, Value};
 use crate::rdb::{RdbError, RdbWriter};
 use crate::resp::reply;
 
-/// How many SCAN cursors the server remembers (each holds one key).
-pub const KEPT_CURSORS: usize = 16_384;
 /// Keys fetched per store call by KEYS.
 const KEYS_BATCH: usize = 1024;
-
-/// The SCAN cursors handed out: number → the key the next call starts from.
-#[derive(Debug, Default)]
-pub struct Cursors {
-    next: u64,
-    starts: HashMap<u64, Vec<u8>>,
-    order: VecDeque<u64>,
-}
-
-impl Cursors {
-    /// A new cursor for a scan that goes on from `start`.
-    fn issue(&mut self, start: Vec<u8>) -> u64 {
-        // 0 means "begin" and "done": never issued.
-        self.next = self.next.wrapping_add(1).max(1);
-        let id = self.next;
-        self.starts.insert(id, start);
-        self.order.push_back(id);
-        while self.order.len() > KEPT_CURSORS {
-            if let Some(old) = self.order.pop_front() {
-                self.starts.remove(&old);
-            }
-        }
-        id
-    }
-
-    /// Where the scan of `cursor` goes on; a cursor not (or no longer) known starts over.
-    fn start(&self, cursor: u64) -> Vec<u8> {
-        self.starts.get(&cursor).cloned().unwrap_or_default()
-    }
-
-    pub fn len(&self) -> usize {
-        self.starts.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.starts.is_empty()
-    }
-}
-
-/// The smallest key after `key` in byte order.
-pub(crate) fn successor(key: &[u8]) -> Vec<u8> {
-    let mut k = Vec::with_capacity(key.len() + 1);
-    k.extend_from_slice(key);
-    k.push(0);
-    k
-}
 
 /// The name `TYPE` (and `SCAN ... TYPE`) gives a kind: a hash is a hash however it is kept.
 pub(crate) fn type_name(kind: Kind) -> &'static str {
@@ -111,7 +62,7 @@ pub(crate) fn scan(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErr
             b"COUNT" => match parse_i64(v) {
                 Some(c) if c >= 1 => count = c.min(100_000) as usize,
                 Some(_) => return fail(ctx, SYNTAX),
-                None => return fail(ctx, crate::context::NOT_INT),
+                None => return fail(ctx, crate::errors::NOT_INT),
             },
             b"TYPE" => kind = Some(v),
             _ => return fail(ctx, SYNTAX),
@@ -259,7 +210,7 @@ pub(crate) fn copy(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErr
             b"DB" if i + 1 < args.len() => {
                 // Redis's words: a number that does not parse, then one out of range.
                 if parse_i64(args[i + 1]).is_none() {
-                    return fail(ctx, crate::context::NOT_INT);
+                    return fail(ctx, crate::errors::NOT_INT);
                 }
                 match ctx.info.dbs.parse(args[i + 1]) {
                     Ok(d) => db = d,
@@ -422,7 +373,7 @@ pub(crate) fn sort(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErr
             b"ALPHA" => alpha = true,
             b"LIMIT" if left >= 2 => {
                 let (Some(st), Some(ct)) = (parse_i64(args[j + 1]), parse_i64(args[j + 2])) else {
-                    return fail(ctx, crate::context::NOT_INT);
+                    return fail(ctx, crate::errors::NOT_INT);
                 };
                 (limit_start, limit_count) = (st, ct);
                 j += 2;
@@ -468,7 +419,7 @@ pub(crate) fn sort(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErr
             .into_iter()
             .map(|(m, _)| m)
             .collect(),
-        Some(_) => return fail(ctx, crate::context::WRONGTYPE),
+        Some(_) => return fail(ctx, crate::errors::WRONGTYPE),
     };
     // A set stored unsorted would be in an arbitrary order: Redis sorts it ALPHA then.
     if dontsort && kind == Some(Kind::Set) && store.is_some() {
@@ -665,7 +616,7 @@ pub(crate) fn restore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, Store
             // Redis takes one of IDLETIME and FREQ, not both.
             b"IDLETIME" if more && !freq => {
                 match parse_i64(args[i + 1]) {
-                    None => return fail(ctx, crate::context::NOT_INT),
+                    None => return fail(ctx, crate::errors::NOT_INT),
                     Some(v) if v < 0 => {
                         return fail(ctx, "ERR Invalid IDLETIME value, must be >= 0")
                     }
@@ -675,7 +626,7 @@ pub(crate) fn restore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, Store
             }
             b"FREQ" if more && !idle => {
                 match parse_i64(args[i + 1]) {
-                    None => return fail(ctx, crate::context::NOT_INT),
+                    None => return fail(ctx, crate::errors::NOT_INT),
                     Some(v) if !(0..=255).contains(&v) => {
                         return fail(ctx, "ERR Invalid FREQ value, must be >= 0 and <= 255")
                     }
@@ -692,7 +643,7 @@ pub(crate) fn restore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, Store
         return fail(ctx, "BUSYKEY Target key name already exists.");
     }
     let ttl = match parse_i64(args[2]) {
-        None => return fail(ctx, crate::context::NOT_INT),
+        None => return fail(ctx, crate::errors::NOT_INT),
         Some(t) if t < 0 => return fail(ctx, "ERR Invalid TTL value, must be >= 0"),
         Some(t) => t as u64,
     };
@@ -1205,30 +1156,6 @@ mod tests {
 
     use crate::context::*;
     use crate::testdb::*;
-
-    use super::*;
-
-    #[test]
-    fn cursors_resume_and_forget_the_oldest() {
-        let mut c = Cursors::default();
-        let a = c.issue(b"a".to_vec());
-        assert_ne!(a, 0);
-        assert_eq!(c.start(a), b"a");
-        for i in 0..KEPT_CURSORS {
-            c.issue(i.to_string().into_bytes());
-        }
-        assert_eq!(c.len(), KEPT_CURSORS);
-        // Forgotten: the scan starts over (repeats, never skips).
-        assert_eq!(c.start(a), b"");
-        assert_eq!(c.start(12345678), b"");
-    }
-
-    #[test]
-    fn successor_is_the_next_key_in_byte_order() {
-        assert!(successor(b"ab").as_slice() > b"ab".as_slice());
-        assert!(successor(b"ab").as_slice() < b"ab\x00\x00".as_slice());
-        assert!(successor(b"ab").as_slice() < b"ac".as_slice());
-    }
 
     #[test]
     fn rename_and_copy_take_collections_whole() {

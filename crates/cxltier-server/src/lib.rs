@@ -7,9 +7,15 @@
 //! - [`context`]: the state every handler sees: `ServerInfo` (the server's settings and
 //!   counters), `Session` (one connection's), `Ctx` and `Effect`, and the helpers handlers
 //!   share (error replies, clocks, expiry times); it imports no handler;
+//! - [`errors`]: the error replies several kinds of command give, word for word;
+//! - [`cursors`]: the SCAN cursors the server keeps, and SSCAN/HSCAN/ZSCAN's cursors on the wire;
 //! - [`db`]: the databases (`SELECT`, `SWAPDB`): the logical → physical map kept in the store;
 //! - [`glob`]: Redis's glob patterns, matched in bounded time (CONFIG GET, KEYS, SCAN MATCH);
+//! - [`knobs`]: the parameters CONFIG SET stores, with their aliases and defaults;
+//! - [`limits`]: output buffer limits per kind of client, the bulk margin, byte counts;
 //! - [`ratelog`]: log lines of a repeating failure held back to one per interval, counted;
+//! - [`args`]: what handlers of several kinds parse and answer alike (integers, WRONGTYPE,
+//!   SCAN's options, random counts, blocking timeouts and parking, floats);
 //! - [`admin`]: DBSIZE, FLUSHALL/FLUSHDB, SWAPDB, COMMAND, MEMORY, TIME, SAVE, BGSAVE, DEBUG,
 //!   SHUTDOWN: the server group's commands without a module of their own;
 //! - [`client`]: the CLIENT family (LIST, INFO, KILL, REPLY, PAUSE, UNBLOCK, ...);
@@ -52,18 +58,23 @@
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 pub mod admin;
+pub mod args;
 pub mod client;
 pub mod commands;
 pub mod config;
 pub mod connection;
 pub mod context;
+pub mod cursors;
 pub mod db;
 pub mod dispatch;
+pub mod errors;
 pub mod geo;
 pub mod glob;
 pub mod hash;
 pub mod info;
 pub mod keyspace;
+pub mod knobs;
+pub mod limits;
 pub mod list;
 pub mod metrics;
 pub mod notify;
@@ -83,8 +94,6 @@ mod testdb;
 pub mod transaction;
 pub mod zset;
 
+pub use limits::{parse_memory, OutputBufferLimit};
 pub use ratelog::LogSink;
-pub use server::{
-    bind, parse_memory, serve, serve_on, OutputBufferLimit, ServerConfig, ServerError,
-    DEFAULT_QUERY_BUFFER_LIMIT,
-};
+pub use server::{bind, serve, serve_on, ServerConfig, ServerError, DEFAULT_QUERY_BUFFER_LIMIT};

@@ -5,7 +5,7 @@
 //! connection in [`PubSub::outbox`]; the server moves them into those connections' output
 //! buffers after the turn's commands, writing each in its subscriber's protocol (an array in
 //! RESP2, a push in RESP3). Subscribers' unread messages are bounded by Redis's pubsub class of
-//! the output buffer limits ([`PUBSUB_OUTPUT_LIMIT`]).
+//! the output buffer limits ([`crate::limits::PUBSUB_OUTPUT_LIMIT`]).
 
 use std::rc::Rc;
 
@@ -14,14 +14,6 @@ use hashbrown::HashMap;
 
 use crate::context::{Ctx, Effect, Session};
 use crate::resp::reply;
-use crate::server::OutputBufferLimit;
-
-/// Redis's `client-output-buffer-limit pubsub 32mb 8mb 60`.
-pub const PUBSUB_OUTPUT_LIMIT: OutputBufferLimit = OutputBufferLimit {
-    hard: 32 << 20,
-    soft: 8 << 20,
-    soft_seconds: 60,
-};
 
 /// What a subscription is to: a channel, a pattern of channels, or a shard channel (Redis 7's
 /// SSUBSCRIBE: a namespace of its own, which one server holds whole).

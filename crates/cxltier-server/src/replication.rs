@@ -27,16 +27,6 @@ use cxltier_store::StoreError;
 use crate::context::{fail, Block, Ctx, Effect, Snapshot, SyncStart};
 use crate::resp::reply;
 
-/// Redis's `client-output-buffer-limit replica 256mb 64mb 60`: the stream held for a replica
-/// (while its snapshot is sent, or while it does not read) may reach 64 MB for 60 s, never
-/// 256 MB; past either the replica is dropped, with a line in the log.
-pub const REPLICA_OUTPUT_LIMIT: crate::server::OutputBufferLimit =
-    crate::server::OutputBufferLimit {
-        hard: 256 << 20,
-        soft: 64 << 20,
-        soft_seconds: 60,
-    };
-
 /// One command of the stream: its arguments, name first.
 pub type Op = Vec<Vec<u8>>;
 
@@ -298,7 +288,7 @@ fn make_snapshot(ctx: &mut Ctx<'_>, offset: u64) -> Result<Snapshot, crate::rdb:
 /// `GETACK` (a master asking a replica) are answered with nothing, as Redis does.
 pub(crate) fn replconf(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
     if args.len() % 2 == 0 {
-        return fail(ctx, crate::context::SYNTAX);
+        return fail(ctx, crate::errors::SYNTAX);
     }
     for pair in args[1..].chunks(2) {
         let (opt, value) = (pair[0].to_ascii_lowercase(), pair[1]);
@@ -377,7 +367,7 @@ pub(crate) fn replicaof(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, Sto
 /// parked meanwhile (other clients go on) and the replicas are asked for an acknowledgement.
 pub(crate) fn wait(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
     let Some(want) = crate::context::parse_i64(args[1]) else {
-        return fail(ctx, crate::context::NOT_INT);
+        return fail(ctx, crate::errors::NOT_INT);
     };
     let timeout = match crate::context::parse_i64(args[2]) {
         None => return fail(ctx, "ERR timeout is not an integer or out of range"),

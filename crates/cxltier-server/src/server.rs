@@ -29,6 +29,7 @@ use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
 
 use crate::context::{self, ClientMeta, Effect, ServerInfo, Session};
+use crate::limits::{OutputBufferLimit, BULK_MARGIN};
 use crate::quarantine::QuarantineFollower;
 use crate::ratelog::RateLimitedLog;
 use crate::resp::{self, reply, Parser};
@@ -79,9 +80,6 @@ impl Lingering {
 /// enough for any pipeline a client benefits from, small enough that a flood of `PING` costs
 /// kilobytes, not gigabytes.
 const MAX_QUEUED: usize = 1024;
-/// proto-max-bulk-len is the largest object (`--max-object`) and this margin: a bulk that could
-/// never be stored is refused from its header, before any of it is buffered.
-pub const BULK_MARGIN: usize = 64 << 10;
 /// Buffers start this big, and are given back down to it when emptied after growing past
 /// [`BUFFER_KEEP`] (one big reply must not hold its memory for the connection's life).
 const BUFFER_INITIAL: usize = 16 << 10;
@@ -127,71 +125,6 @@ pub struct ServerConfig {
     /// Publish the Prometheus exposition here (`--metrics-addr`; served by
     /// `cxltier_metrics::serve`), about once a second; `None`: no metrics.
     pub metrics: Option<cxltier_metrics::Published>,
-}
-
-/// Redis's `client-output-buffer-limit normal`: at `soft` bytes of replies not yet read by the
-/// client, its commands stop running (and it is not read) until it reads; a client that stays
-/// above `soft` for `soft_seconds` (0: no time limit) or reaches `hard` is closed, with a
-/// line on stderr.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct OutputBufferLimit {
-    pub hard: usize,
-    pub soft: usize,
-    pub soft_seconds: u64,
-}
-
-impl Default for OutputBufferLimit {
-    fn default() -> Self {
-        OutputBufferLimit {
-            hard: 64 << 20,
-            soft: 4 << 20,
-            soft_seconds: 60,
-        }
-    }
-}
-
-impl std::str::FromStr for OutputBufferLimit {
-    type Err = String;
-    /// `HARD SOFT SECONDS` (bytes, with k/kb/m/mb/g/gb as Redis writes them).
-    fn from_str(text: &str) -> Result<Self, String> {
-        let words: Vec<&str> = text.split_whitespace().collect();
-        let bad = || {
-            format!(
-                "client-output-buffer-limit {text:?}: expected HARD SOFT SECONDS, e.g. \"64mb 4mb 60\" (0 SECONDS: no time limit)"
-            )
-        };
-        let [hard, soft, secs] = words[..] else {
-            return Err(bad());
-        };
-        let limit = OutputBufferLimit {
-            hard: parse_memory(hard).ok_or_else(bad)?,
-            soft: parse_memory(soft).ok_or_else(bad)?,
-            soft_seconds: secs.parse().map_err(|_| bad())?,
-        };
-        if limit.soft == 0 || limit.hard < limit.soft {
-            return Err(format!(
-                "client-output-buffer-limit {text:?}: the soft limit must be above 0 and at most the hard limit"
-            ));
-        }
-        Ok(limit)
-    }
-}
-
-/// A byte count as Redis's config writes it: `4194304`, `4mb`, `4m`, `64k`, `1gb`.
-pub fn parse_memory(text: &str) -> Option<usize> {
-    let t = text.to_ascii_lowercase();
-    let digits = t.trim_end_matches(|c: char| c.is_ascii_alphabetic());
-    let unit: usize = match &t[digits.len()..] {
-        "" | "b" => 1,
-        "k" => 1000,
-        "kb" => 1 << 10,
-        "m" => 1_000_000,
-        "mb" => 1 << 20,
-        "g" => 1_000_000_000,
-        "gb" => 1 << 30,
-        _ => return None,
-    };
-    digits.parse::<usize>().ok()?.checked_mul(unit)
 }
 
 /// Why the server could not start or stopped.
@@ -374,9 +307,9 @@ impl Conn {
                 soft_seconds: limits.output.soft_seconds,
             }
         } else if self.replica.is_some() {
-            crate::replication::REPLICA_OUTPUT_LIMIT
+            crate::limits::REPLICA_OUTPUT_LIMIT
         } else if self.session.subscribed() {
-            crate::pubsub::PUBSUB_OUTPUT_LIMIT
+            crate::limits::PUBSUB_OUTPUT_LIMIT
         } else {
             limits.output
         }
@@ -1009,7 +942,7 @@ fn feed_replicas(
             c.output.extend_from_slice(bytes);
         }
         link.fed = offset;
-        let hard = crate::replication::REPLICA_OUTPUT_LIMIT.hard;
+        let hard = crate::limits::REPLICA_OUTPUT_LIMIT.hard;
         if c.unsent() >= hard {
             let text = format!(
                 "dropped replica {}: {} bytes of the write stream unsent, over the client-output-buffer-limit replica hard limit of {hard} bytes (the replica must keep up; it can attach again with SYNC/PSYNC)",

@@ -4,6 +4,7 @@
 
 use cxltier_store::{Kind, StoreError};
 
+use crate::args::format_f64;
 use crate::context::{
     arity, expire_at_ms, fail, invalid_expire, now_ms, parse_i64, Ctx, Effect, NOT_INT, SYNTAX,
     WRONGTYPE,
@@ -313,15 +314,6 @@ fn parse_f64(b: &[u8]) -> Option<f64> {
         return None;
     }
     s.parse::<f64>().ok().filter(|f| !f.is_nan())
-}
-
-/// A float the way INCRBYFLOAT stores it: no exponent, no trailing zeros (Rust's shortest
-/// round-trip form prints `10.6`, not `10.5999999999999996`).
-pub(crate) fn format_f64(f: f64) -> String {
-    if f == 0.0 {
-        return "0".into();
-    }
-    format!("{f}")
 }
 
 pub(crate) fn incrbyfloat(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {

@@ -262,7 +262,7 @@ pub fn write_snapshot<W: Write>(
         loop {
             let items = store.scan_db(physical, &start, KEYS_PER_SCAN)?;
             let Some(last) = items.last() else { break };
-            start = crate::keyspace::successor(&last.key);
+            start = crate::cursors::successor(&last.key);
             for item in items {
                 let exp = item.expires_at_ms;
                 let store_key = cxltier_store::db_key(physical, &item.key);
