@@ -82,7 +82,7 @@ pub(crate) fn check_password(
 /// again only when no password is set).
 pub(crate) fn reset(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> Result<Effect, StoreError> {
     ctx.info.unwatch(ctx.session);
-    ctx.info.pubsub.drop_session(ctx.session);
+    ctx.info.drop_subscriptions(ctx.session);
     let s = &mut *ctx.session;
     *s = Session {
         last_cmd: s.last_cmd,

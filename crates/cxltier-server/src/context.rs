@@ -75,7 +75,7 @@ pub struct ServerInfo {
     pub watchers: HashMap<Vec<u8>, Vec<u64>>,
     pub dirty: hashbrown::HashSet<u64>,
     /// Subscriptions, and the messages for other connections PUBLISH left.
-    pub pubsub: crate::pubsub::PubSub,
+    pub pubsub: crate::subscriptions::PubSub,
     /// The SCAN cursors handed out, each standing for the key its scan goes on from.
     pub scan_cursors: crate::cursors::Cursors,
     /// Keys removed because their TTL passed: found so by a command (lazy expiry) or by the
@@ -104,7 +104,7 @@ pub struct ServerInfo {
     /// Like every registry of keys here, with their logical database byte ([`crate::db`]).
     pub ready: Vec<Vec<u8>>,
     /// Replicas, the write stream and its offset.
-    pub repl: crate::replication::Replication,
+    pub repl: crate::write_stream::Replication,
     /// Where the snapshot a replica loads is written before it is sent (the store's directory);
     /// `None`: in memory.
     pub snapshot_dir: Option<std::path::PathBuf>,
@@ -255,7 +255,7 @@ pub struct Session {
     /// What the command that ran is replicated as, if not as itself (set by its handler,
     /// taken after it): Redis's `rewriteClientCommandVector`/`alsoPropagate`. Empty: nothing
     /// (Redis's `preventCommandPropagation`).
-    pub propagate: Option<Vec<crate::replication::Op>>,
+    pub propagate: Option<Vec<crate::write_stream::Op>>,
     /// Replicate the command even if it changed nothing (FLUSHALL, FLUSHDB, PUBLISH).
     pub force_propagate: bool,
     /// SYNC/PSYNC ran: the connection becomes a replica (the server takes it).
@@ -346,6 +346,19 @@ impl ServerInfo {
         self.wrote(key);
     }
 
+    /// Forget all of `session`'s subscriptions (RESET, and when the connection closes).
+    pub fn drop_subscriptions(&mut self, session: &mut Session) {
+        for ch in session.channels.drain(..) {
+            crate::subscriptions::remove(&mut self.pubsub.channels, &ch, session.id);
+        }
+        for p in session.patterns.drain(..) {
+            crate::subscriptions::remove(&mut self.pubsub.patterns, &p, session.id);
+        }
+        for ch in session.shard_channels.drain(..) {
+            crate::subscriptions::remove(&mut self.pubsub.shard_channels, &ch, session.id);
+        }
+    }
+
     /// Forget `session`'s watched keys (UNWATCH, EXEC, DISCARD, RESET, and when it closes).
     pub fn unwatch(&mut self, session: &mut Session) {
         for (key, _) in session.watched.drain(..) {
@@ -372,7 +385,7 @@ impl Session {
     /// Replicate the command that is running as what `ops` builds instead of itself; built
     /// only while the write stream is (a replica attached once), so that a write costs nothing
     /// more before.
-    pub(crate) fn propagate_as(&mut self, ops: impl FnOnce() -> Vec<crate::replication::Op>) {
+    pub(crate) fn propagate_as(&mut self, ops: impl FnOnce() -> Vec<crate::write_stream::Op>) {
         if self.replicating {
             self.propagate = Some(ops());
         }
@@ -565,28 +578,6 @@ impl Ctx<'_> {
     }
 }
 
-/// The keys the store found past their TTL since it was last asked (by a lookup, or by its
-/// background sampling), taken in one place so that neither of their two users misses what
-/// the other took: each is replicated as a `del` (or `unlink` with `lazyfree-lazy-expire yes`)
-/// — into the running command's unit of the stream when `in_command`, else alone — and
-/// announced as `expired` (keyspace notifications; published with the command's events, or by
-/// the caller).
-pub(crate) fn drain_expired(store: &mut Store, info: &mut ServerInfo, in_command: bool) {
-    for k in store.take_expired() {
-        if info.repl.active {
-            let (db, key) = expired_in(info, &k);
-            let op = expired_delete_op(info, &key);
-            if in_command {
-                info.repl.also_propagate(db, op);
-            } else {
-                info.repl.emit(db, &op);
-            }
-        }
-        info.notify
-            .emit(crate::notify::class::EXPIRED, "expired", &k);
-    }
-}
-
 /// An expired key as the store names it (its physical database's byte first): the logical
 /// database the stream selects for its `del`, and the key with that database's byte (the
 /// stream drops it, as it does every key argument's).
@@ -597,7 +588,7 @@ pub(crate) fn expired_in(info: &ServerInfo, store_key: &[u8]) -> (u32, Vec<u8>) 
 
 /// The reply to an expiry that leaves the key deleted: Redis replicates it as `del` (or
 /// `unlink` with `lazyfree-lazy-expire yes`).
-pub(crate) fn expired_delete_op(info: &ServerInfo, key: &[u8]) -> crate::replication::Op {
+pub(crate) fn expired_delete_op(info: &ServerInfo, key: &[u8]) -> crate::write_stream::Op {
     let verb: &[u8] = if info.knobs.get("lazyfree-lazy-expire") == Some("yes") {
         b"unlink"
     } else {

@@ -7,8 +7,10 @@ use cxltier_store::{Store, StoreError};
 
 use crate::context::*;
 use crate::info::memory_figures;
+use crate::notify::{channels, class, Event};
 use crate::resp::reply;
 use crate::table::{self, flag};
+use crate::write_stream::Op;
 
 fn store_error(out: &mut Vec<u8>, e: &StoreError) {
     match e {
@@ -261,7 +263,7 @@ fn dispatch_keyed(ctx: &mut Ctx<'_>, cmd: &'static table::Command, args: &[&[u8]
     let notifying = ctx.info.notify.active();
     let mut existed: Vec<(&[u8], bool)> = Vec::new();
     if notifying {
-        crate::notify::announce_expired(ctx.store, ctx.info, true);
+        announce_expired(ctx.store, ctx.info, true);
         let mut seen = hashbrown::HashSet::new();
         for i in cmd.key_positions(args.len()) {
             if seen.insert(args[i]) {
@@ -309,7 +311,7 @@ fn dispatch_keyed(ctx: &mut Ctx<'_>, cmd: &'static table::Command, args: &[&[u8]
         // A read-only command's keys that were not there are key misses (Redis's lookupKeyRead;
         // OBJECT looks without announcing).
         let reads = cmd.has(flag::READONLY) && cmd.name != "OBJECT";
-        crate::notify::finish_command(ctx, &existed, reads, reply_at);
+        finish_command(ctx, &existed, reads, reply_at);
     }
     // The keys written (the table's key positions, unless the handler named some unchanged:
     // SMOVE of a member the destination holds already; and those the handler named written
@@ -352,13 +354,151 @@ fn propagate(ctx: &mut Ctx<'_>, cmd: &table::Command, args: &[&[u8]], changes_be
     match rewrite {
         Some(ops) => {
             for op in ops {
-                ctx.info.repl.also_propagate(db, op);
+                ctx.info.repl.also_propagate(db, user_keys(op));
             }
         }
         None => ctx
             .info
             .repl
-            .also_propagate(db, args.iter().map(|a| a.to_vec()).collect()),
+            .also_propagate(db, user_keys(args.iter().map(|a| a.to_vec()).collect())),
+    }
+}
+
+/// `op` as the stream carries it: the commands ran with each key argument carrying its
+/// database's byte (dispatch gives it, and rewrites and expiries are built from those keys);
+/// the stream, like Redis's, names the user's keys under a `select`. The key arguments are the
+/// command table's key positions of `op`'s command.
+pub(crate) fn user_keys(mut op: Op) -> Op {
+    let Some(cmd) = op.first().and_then(|name| table::lookup(name)) else {
+        return op;
+    };
+    let mut positions = Vec::new();
+    let args: Vec<&[u8]> = op.iter().map(Vec::as_slice).collect();
+    table::for_each_key_position(cmd, &args, |i| positions.push(i));
+    for i in positions {
+        if !op[i].is_empty() {
+            op[i].remove(0);
+        }
+    }
+    op
+}
+
+/// The keys the store found past their TTL since it was last asked (by a lookup, or by its
+/// background sampling), taken in one place so that neither of their two users misses what
+/// the other took: each is replicated as a `del` (or `unlink` with `lazyfree-lazy-expire yes`)
+/// — into the running command's unit of the stream when `in_command`, else alone — and
+/// announced as `expired` (keyspace notifications; published with the command's events, or by
+/// the caller).
+pub(crate) fn drain_expired(store: &mut Store, info: &mut ServerInfo, in_command: bool) {
+    for k in store.take_expired() {
+        if info.repl.active {
+            let (db, key) = expired_in(info, &k);
+            let op = user_keys(expired_delete_op(info, &key));
+            if in_command {
+                info.repl.also_propagate(db, op);
+            } else {
+                info.repl.emit(db, &op);
+            }
+        }
+        info.notify
+            .emit(crate::notify::class::EXPIRED, "expired", &k);
+    }
+}
+
+/// Announce the keys the store found past their TTL since it was last asked (`expired`), and
+/// replicate them (`drain_expired`); `in_command`: a command is running.
+pub(crate) fn announce_expired(
+    store: &mut cxltier_store::Store,
+    info: &mut crate::context::ServerInfo,
+    in_command: bool,
+) {
+    drain_expired(store, info, in_command);
+}
+
+/// After a command's handler: the events that follow from the keyspace (`new` for a key it
+/// created, `del` for one it removed without saying how, `expired` for keys found past their
+/// TTL on the way), then every event published. `existed` says which of the command's keys
+/// existed before it ran, and `reads` whether it is a read-only command (its keys that were
+/// missing are `keymiss` events, when its handler did not say so already); `reply_at` is where
+/// its reply starts in the output.
+pub(crate) fn finish_command(
+    ctx: &mut Ctx<'_>,
+    existed: &[(&[u8], bool)],
+    reads: bool,
+    reply_at: usize,
+) {
+    // Which keys exist now, before the expiries are announced: a key whose TTL ran out since
+    // the handler is then said `expired`, not `del`.
+    let now: Vec<bool> = existed.iter().map(|(k, _)| ctx.store.contains(k)).collect();
+    announce_expired(ctx.store, ctx.info, true);
+    if reads && ctx.info.notify.wants(class::KEY_MISS) {
+        for &(key, before) in existed {
+            if !before && !ctx.info.notify.emitted("keymiss", key) {
+                ctx.info.notify.emit(class::KEY_MISS, "keymiss", key);
+            }
+        }
+    }
+    for (&(key, before), now) in existed.iter().zip(now) {
+        let n = &mut ctx.info.notify;
+        match (before, now) {
+            (false, true) if !n.emitted("new", key) => n.insert_new(key),
+            (true, false)
+                if !["del", "rename_from", "move_from", "expired"]
+                    .iter()
+                    .any(|e| n.emitted(e, key)) =>
+            {
+                n.emit(class::GENERIC, "del", key)
+            }
+            _ => {}
+        }
+    }
+    let events = ctx.info.notify.take();
+    if events.is_empty() {
+        return;
+    }
+    // A connection subscribed to its own events (RESP3) gets them before the command's reply,
+    // as from Redis 7.0; inside EXEC they would land in EXEC's array: they go after the turn.
+    let me = (!ctx.session.in_exec).then_some(ctx.session.id);
+    let mut mine = Vec::new();
+    publish(ctx.info, &events, me, ctx.session.proto, &mut mine);
+    if !mine.is_empty() {
+        let len = mine.len();
+        ctx.out.splice(reply_at..reply_at, mine);
+        for r in &mut ctx.session.pushed {
+            if r.start >= reply_at {
+                *r = r.start + len..r.end + len;
+            }
+        }
+        ctx.session.pushed.push(reply_at..reply_at + len);
+    }
+}
+
+/// Publish `events` to their subscribers: the messages for connection `me` are written to
+/// `mine` in its protocol `proto`, the others left in the outbox for the server. Each event's
+/// key is the store's (its physical database's byte first): the database named is the one
+/// clients select for it (after any SWAPDB), the key the user's.
+pub(crate) fn publish(
+    info: &mut crate::context::ServerInfo,
+    events: &[Event],
+    me: Option<u64>,
+    proto: u8,
+    mine: &mut Vec<u8>,
+) {
+    let flags = info.notify.flags();
+    for e in events {
+        let logical = info.dbs.to_logical_key(&e.key);
+        let Some((&db, key)) = logical.split_first() else {
+            continue;
+        };
+        for (channel, payload) in channels(flags, u32::from(db), e.name, key) {
+            for d in crate::subscriptions::deliveries(&info.pubsub, &channel, &payload) {
+                if Some(d.to) == me {
+                    crate::subscriptions::write_message(mine, proto, &d);
+                } else {
+                    info.pubsub.outbox.push(d);
+                }
+            }
+        }
     }
 }
 

@@ -684,7 +684,7 @@ pub(crate) fn restore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, Store
     // A relative TTL is replicated as the time it stands for, with ABSTTL (Redis 7.0).
     if let (Some(at), false) = (expires, absttl) {
         ctx.session.propagate_as(|| {
-            let mut op: crate::replication::Op = args.iter().map(|a| a.to_vec()).collect();
+            let mut op: crate::write_stream::Op = args.iter().map(|a| a.to_vec()).collect();
             op[2] = at.to_string().into_bytes();
             op.push(b"ABSTTL".to_vec());
             vec![op]
@@ -908,7 +908,7 @@ fn expire_command(
         let ok = ctx.store.set_expiry(args[1], Some(at as u64))?;
         // As `PEXPIREAT key ms`, the options kept (Redis's expireGenericCommand).
         ctx.session.propagate_as(|| {
-            let mut op: crate::replication::Op = vec![
+            let mut op: crate::write_stream::Op = vec![
                 b"pexpireat".to_vec(),
                 args[1].to_vec(),
                 at.to_string().into_bytes(),

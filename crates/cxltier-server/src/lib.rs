@@ -9,6 +9,8 @@
 //!   share (error replies, clocks, expiry times); it imports no handler;
 //! - [`errors`]: the error replies several kinds of command give, word for word;
 //! - [`cursors`]: the SCAN cursors the server keeps, and SSCAN/HSCAN/ZSCAN's cursors on the wire;
+//! - [`subscriptions`]: who subscribes to what, and the messages left for other connections;
+//! - [`write_stream`]: the write stream replicas are fed, its offset and units;
 //! - [`db`]: the databases (`SELECT`, `SWAPDB`): the logical → physical map kept in the store;
 //! - [`glob`]: Redis's glob patterns, matched in bounded time (CONFIG GET, KEYS, SCAN MATCH);
 //! - [`knobs`]: the parameters CONFIG SET stores, with their aliases and defaults;
@@ -88,10 +90,12 @@ pub mod scripting;
 pub mod server;
 pub mod set;
 pub mod strings;
+pub mod subscriptions;
 pub mod table;
 #[cfg(test)]
 mod testdb;
 pub mod transaction;
+pub mod write_stream;
 pub mod zset;
 
 pub use limits::{parse_memory, OutputBufferLimit};

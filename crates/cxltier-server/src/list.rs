@@ -404,7 +404,7 @@ fn pop_first(
 
 /// How a pop is replicated: `LPOP key [count]` or `RPOP key [count]` (Redis replicates the
 /// blocking and multi-key pops so, the count being what was popped).
-fn pop_op(end: ListEnd, key: &[u8], count: Option<usize>) -> crate::replication::Op {
+fn pop_op(end: ListEnd, key: &[u8], count: Option<usize>) -> crate::write_stream::Op {
     let verb: &[u8] = match end {
         ListEnd::Left => b"lpop",
         ListEnd::Right => b"rpop",

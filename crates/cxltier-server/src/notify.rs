@@ -10,8 +10,6 @@
 
 use hashbrown::{HashMap, HashSet};
 
-use crate::context::Ctx;
-
 /// The classes, Redis's bits (server.h), with their letters.
 pub mod class {
     pub const KEYSPACE: u32 = 1 << 0;
@@ -225,103 +223,6 @@ pub(crate) fn channels(flags: u32, db: u32, name: &str, key: &[u8]) -> Vec<(Vec<
     out
 }
 
-/// Announce the keys the store found past their TTL since it was last asked (`expired`), and
-/// replicate them (`crate::context::drain_expired`); `in_command`: a command is running.
-pub(crate) fn announce_expired(
-    store: &mut cxltier_store::Store,
-    info: &mut crate::context::ServerInfo,
-    in_command: bool,
-) {
-    crate::context::drain_expired(store, info, in_command);
-}
-
-/// After a command's handler: the events that follow from the keyspace (`new` for a key it
-/// created, `del` for one it removed without saying how, `expired` for keys found past their
-/// TTL on the way), then every event published. `existed` says which of the command's keys
-/// existed before it ran, and `reads` whether it is a read-only command (its keys that were
-/// missing are `keymiss` events, when its handler did not say so already); `reply_at` is where
-/// its reply starts in the output.
-pub(crate) fn finish_command(
-    ctx: &mut Ctx<'_>,
-    existed: &[(&[u8], bool)],
-    reads: bool,
-    reply_at: usize,
-) {
-    // Which keys exist now, before the expiries are announced: a key whose TTL ran out since
-    // the handler is then said `expired`, not `del`.
-    let now: Vec<bool> = existed.iter().map(|(k, _)| ctx.store.contains(k)).collect();
-    announce_expired(ctx.store, ctx.info, true);
-    if reads && ctx.info.notify.wants(class::KEY_MISS) {
-        for &(key, before) in existed {
-            if !before && !ctx.info.notify.emitted("keymiss", key) {
-                ctx.info.notify.emit(class::KEY_MISS, "keymiss", key);
-            }
-        }
-    }
-    for (&(key, before), now) in existed.iter().zip(now) {
-        let n = &mut ctx.info.notify;
-        match (before, now) {
-            (false, true) if !n.emitted("new", key) => n.insert_new(key),
-            (true, false)
-                if !["del", "rename_from", "move_from", "expired"]
-                    .iter()
-                    .any(|e| n.emitted(e, key)) =>
-            {
-                n.emit(class::GENERIC, "del", key)
-            }
-            _ => {}
-        }
-    }
-    let events = ctx.info.notify.take();
-    if events.is_empty() {
-        return;
-    }
-    // A connection subscribed to its own events (RESP3) gets them before the command's reply,
-    // as from Redis 7.0; inside EXEC they would land in EXEC's array: they go after the turn.
-    let me = (!ctx.session.in_exec).then_some(ctx.session.id);
-    let mut mine = Vec::new();
-    publish(ctx.info, &events, me, ctx.session.proto, &mut mine);
-    if !mine.is_empty() {
-        let len = mine.len();
-        ctx.out.splice(reply_at..reply_at, mine);
-        for r in &mut ctx.session.pushed {
-            if r.start >= reply_at {
-                *r = r.start + len..r.end + len;
-            }
-        }
-        ctx.session.pushed.push(reply_at..reply_at + len);
-    }
-}
-
-/// Publish `events` to their subscribers: the messages for connection `me` are written to
-/// `mine` in its protocol `proto`, the others left in the outbox for the server. Each event's
-/// key is the store's (its physical database's byte first): the database named is the one
-/// clients select for it (after any SWAPDB), the key the user's.
-pub(crate) fn publish(
-    info: &mut crate::context::ServerInfo,
-    events: &[Event],
-    me: Option<u64>,
-    proto: u8,
-    mine: &mut Vec<u8>,
-) {
-    let flags = info.notify.flags();
-    for e in events {
-        let logical = info.dbs.to_logical_key(&e.key);
-        let Some((&db, key)) = logical.split_first() else {
-            continue;
-        };
-        for (channel, payload) in channels(flags, u32::from(db), e.name, key) {
-            for d in crate::pubsub::deliveries(&info.pubsub, &channel, &payload) {
-                if Some(d.to) == me {
-                    crate::pubsub::write_message(mine, proto, &d);
-                } else {
-                    info.pubsub.outbox.push(d);
-                }
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
 
@@ -526,7 +427,7 @@ mod tests {
         // The tick samples every key of a small store: "active" and "off" go, "active" told.
         std::thread::sleep(std::time::Duration::from_millis(15));
         db.store.tick().unwrap();
-        crate::notify::announce_expired(&mut db.store, &mut db.info, false);
+        crate::dispatch::announce_expired(&mut db.store, &mut db.info, false);
         // Events name the store's keys (the database's byte first); publishing names the user's.
         let named: Vec<Vec<u8>> = db.info.notify.take().into_iter().map(|e| e.key).collect();
         assert!(

@@ -10,108 +10,12 @@
 use std::rc::Rc;
 
 use cxltier_store::StoreError;
-use hashbrown::HashMap;
 
 use crate::context::{Ctx, Effect, Session};
 use crate::resp::reply;
-
-/// What a subscription is to: a channel, a pattern of channels, or a shard channel (Redis 7's
-/// SSUBSCRIBE: a namespace of its own, which one server holds whole).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    Channel,
-    Pattern,
-    Shard,
-}
-
-impl Kind {
-    fn command(self, subscribe: bool) -> &'static str {
-        match (self, subscribe) {
-            (Kind::Channel, true) => "SUBSCRIBE",
-            (Kind::Pattern, true) => "PSUBSCRIBE",
-            (Kind::Shard, true) => "SSUBSCRIBE",
-            (Kind::Channel, false) => "UNSUBSCRIBE",
-            (Kind::Pattern, false) => "PUNSUBSCRIBE",
-            (Kind::Shard, false) => "SUNSUBSCRIBE",
-        }
-    }
-}
-
-/// A message for another connection.
-#[derive(Debug)]
-pub struct Delivery {
-    pub to: u64,
-    /// The pattern it matched (a `pmessage`), or none (a `message`, or a shard channel's
-    /// `smessage`).
-    pub pattern: Option<Rc<[u8]>>,
-    pub shard: bool,
-    pub channel: Rc<[u8]>,
-    pub payload: Rc<[u8]>,
-}
-
-/// Who subscribes to what, server-wide.
-#[derive(Debug, Default)]
-pub struct PubSub {
-    pub channels: Subscribers,
-    pub patterns: Subscribers,
-    pub shard_channels: Subscribers,
-    pub outbox: Vec<Delivery>,
-}
-
-impl PubSub {
-    /// Connections with at least one subscription.
-    pub fn subscribers(&self) -> usize {
-        let ids: hashbrown::HashSet<u64> = self
-            .channels
-            .values()
-            .chain(self.patterns.values())
-            .chain(self.shard_channels.values())
-            .flatten()
-            .copied()
-            .collect();
-        ids.len()
-    }
-
-    /// Forget all of `session`'s subscriptions (RESET, and when the connection closes).
-    pub fn drop_session(&mut self, session: &mut Session) {
-        for ch in session.channels.drain(..) {
-            remove(&mut self.channels, &ch, session.id);
-        }
-        for p in session.patterns.drain(..) {
-            remove(&mut self.patterns, &p, session.id);
-        }
-        for ch in session.shard_channels.drain(..) {
-            remove(&mut self.shard_channels, &ch, session.id);
-        }
-    }
-}
-
-fn remove(map: &mut Subscribers, name: &[u8], id: u64) {
-    if let Some(ids) = map.get_mut(name) {
-        ids.retain(|&i| i != id);
-        if ids.is_empty() {
-            map.remove(name);
-        }
-    }
-}
-
-/// Write one message as `proto` frames it: `message channel payload`, `pmessage pattern
-/// channel payload` or `smessage channel payload`.
-pub fn write_message(out: &mut Vec<u8>, proto: u8, d: &Delivery) {
-    match &d.pattern {
-        Some(p) => {
-            reply::push(out, proto, 4);
-            reply::bulk(out, b"pmessage");
-            reply::bulk(out, p);
-        }
-        None => {
-            reply::push(out, proto, 3);
-            reply::bulk(out, if d.shard { b"smessage" } else { b"message" });
-        }
-    }
-    reply::bulk(out, &d.channel);
-    reply::bulk(out, &d.payload);
-}
+use crate::subscriptions::{
+    deliveries, remove, write_message, Delivery, Kind, PubSub, Subscribers,
+};
 
 /// The confirmation of one (un)subscription: kind, name (null for an UNSUBSCRIBE of nothing),
 /// and the connection's subscriptions after it (its channels and patterns; for a shard
@@ -145,9 +49,6 @@ fn refused_in_exec(ctx: &mut Ctx<'_>, name: &str) -> bool {
     }
     ctx.session.in_exec
 }
-
-/// The subscribers of each name, server-wide.
-type Subscribers = HashMap<Vec<u8>, Vec<u64>>;
 
 /// The session's subscriptions of `kind` and the server's.
 fn lists<'a>(
@@ -229,40 +130,6 @@ pub(crate) fn punsubscribe(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, 
 
 pub(crate) fn sunsubscribe(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
     unsubscribe_from(ctx, &args[1..], Kind::Shard)
-}
-
-/// The messages of one publication: one per subscription of the channel, then one per
-/// pattern subscription that matches it.
-pub(crate) fn deliveries(ps: &PubSub, channel: &[u8], payload: &[u8]) -> Vec<Delivery> {
-    let mut deliveries: Vec<Delivery> = Vec::new();
-    if ps.channels.is_empty() && ps.patterns.is_empty() {
-        return deliveries;
-    }
-    let channel_name = channel;
-    let channel: Rc<[u8]> = Rc::from(channel);
-    let payload: Rc<[u8]> = Rc::from(payload);
-    if let Some(ids) = ps.channels.get(channel_name) {
-        deliveries.extend(ids.iter().map(|&to| Delivery {
-            to,
-            pattern: None,
-            shard: false,
-            channel: channel.clone(),
-            payload: payload.clone(),
-        }));
-    }
-    for (pat, ids) in &ps.patterns {
-        if crate::glob::matches(pat, channel_name, false) {
-            let pat: Rc<[u8]> = Rc::from(&pat[..]);
-            deliveries.extend(ids.iter().map(|&to| Delivery {
-                to,
-                pattern: Some(pat.clone()),
-                shard: false,
-                channel: channel.clone(),
-                payload: payload.clone(),
-            }));
-        }
-    }
-    deliveries
 }
 
 /// Send `deliveries`, and reply with how many there were (PUBLISH, SPUBLISH). A RESP3 client
@@ -428,7 +295,7 @@ mod tests {
         let mut msgs = Vec::new();
         for d in std::mem::take(&mut db.info.pubsub.outbox) {
             assert_eq!(d.to, 1);
-            crate::pubsub::write_message(&mut msgs, 2, &d);
+            crate::subscriptions::write_message(&mut msgs, 2, &d);
         }
         assert_eq!(
             String::from_utf8(msgs).unwrap(),
@@ -508,7 +375,7 @@ mod tests {
             .collect();
         assert_eq!(kinds, [&b"smessage"[..], &b"message"[..]]);
         let mut msg = Vec::new();
-        crate::pubsub::write_message(&mut msg, 3, &db.info.pubsub.outbox[0]);
+        crate::subscriptions::write_message(&mut msg, 3, &db.info.pubsub.outbox[0]);
         assert_eq!(msg, b">3\r\n$8\r\nsmessage\r\n$1\r\nc\r\n$1\r\nm\r\n");
         db.info.pubsub.outbox.clear();
         run_as(&mut db, &mut other, "HELLO 3");

@@ -723,7 +723,7 @@ pub fn serve_on(
             info.clients.remove(&c.session.id);
             info.blocked.remove(&c.session.id);
             info.unwatch(&mut c.session);
-            info.pubsub.drop_session(&mut c.session);
+            info.drop_subscriptions(&mut c.session);
             info.repl.replicas.remove(&c.session.id);
             // Closed by the server with the peer still there: linger (its output is shut, so
             // the client sees the end of the replies at once).
@@ -768,10 +768,10 @@ pub fn serve_on(
             info.expired_keys += keys_before.saturating_sub(store.len());
             // Keys expired in the background are announced (`expired`) at once: a subscriber
             // need not wait for another client's command to hear of them.
-            crate::notify::announce_expired(&mut store, &mut info, false);
+            crate::dispatch::announce_expired(&mut store, &mut info, false);
             let events = info.notify.take();
             if !events.is_empty() {
-                crate::notify::publish(&mut info, &events, None, 2, &mut Vec::new());
+                crate::dispatch::publish(&mut info, &events, None, 2, &mut Vec::new());
                 deliver_messages(&mut info, &mut conns, &mut roster, &limits, &mut log);
             }
             if let Err(e) = ticked {
@@ -966,7 +966,7 @@ fn replication_tick(store: &mut Store, info: &mut ServerInfo) {
     if !info.repl.active {
         return;
     }
-    context::drain_expired(store, info, false);
+    crate::dispatch::drain_expired(store, info, false);
     let period = info.knobs.int("repl-ping-replica-period").max(1) as u64;
     // The first PING comes a period after replication began, as Redis's cron counts.
     let last = *info.repl.last_ping.get_or_insert_with(Instant::now);
@@ -1002,7 +1002,7 @@ fn deliver_messages(
             continue;
         }
         roster.touched.insert(t);
-        crate::pubsub::write_message(&mut c.output, c.session.proto, d);
+        crate::subscriptions::write_message(&mut c.output, c.session.proto, d);
         let hard = c.output_limit(limits).hard;
         if c.unsent() >= hard {
             let text = format!(

@@ -664,7 +664,7 @@ pub(crate) fn set(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErro
 }
 
 /// `SET key value PXAT ms`: how Redis 7.0 replicates a write of a value with an expiry.
-pub(crate) fn set_pxat_op(key: &[u8], value: &[u8], at_ms: u64) -> crate::replication::Op {
+pub(crate) fn set_pxat_op(key: &[u8], value: &[u8], at_ms: u64) -> crate::write_stream::Op {
     vec![
         b"set".to_vec(),
         key.to_vec(),

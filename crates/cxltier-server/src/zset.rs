@@ -981,7 +981,7 @@ fn zpop_first(
 
 /// How a blocking or multi-key pop is replicated: `ZPOPMIN|ZPOPMAX key [count]`, the count
 /// being what was popped (Redis 7.0).
-fn zpop_op(max: bool, key: &[u8], count: Option<usize>) -> crate::replication::Op {
+fn zpop_op(max: bool, key: &[u8], count: Option<usize>) -> crate::write_stream::Op {
     let verb: &[u8] = if max { b"zpopmax" } else { b"zpopmin" };
     let mut op = vec![verb.to_vec(), key.to_vec()];
     if let Some(n) = count {
