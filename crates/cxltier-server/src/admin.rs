@@ -1,12 +1,11 @@
 //! The server's administration commands that have no module of their own (Redis's `server`
-//! group): DBSIZE, FLUSHALL/FLUSHDB, SWAPDB, COMMAND, MEMORY, TIME, LASTSAVE, SAVE, BGSAVE,
+//! group): DBSIZE, FLUSHALL/FLUSHDB, SWAPDB, MEMORY, TIME, LASTSAVE, SAVE, BGSAVE,
 //! BGREWRITEAOF, DEBUG and SHUTDOWN.
 
 use cxltier_store::StoreError;
 
 use crate::context::*;
 use crate::resp::reply;
-use crate::table;
 
 pub(crate) fn dbsize(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> Result<Effect, StoreError> {
     let physical = ctx.info.dbs.physical(ctx.session.db);
@@ -83,11 +82,6 @@ pub(crate) fn swapdb(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
     }
     reply::ok(ctx.out);
     Ok(Effect::Wrote)
-}
-
-pub(crate) fn command(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
-    table::command_reply(ctx.out, ctx.session.proto, &args[1..]);
-    Ok(Effect::Read)
 }
 
 /// MEMORY USAGE key [SAMPLES n]: the bytes the key costs: its key and value bytes and its

@@ -4,7 +4,8 @@
 
 pub use crate::context::{
     now_us, Block, ClientMeta, CommandName, CommandStat, Ctx, Effect, ServerInfo, Session,
-    Snapshot, SyncStart, REDIS_VERSION,
+    Snapshot, SyncStart,
 };
 pub use crate::dispatch::execute;
 pub use crate::info::memory_figures;
+pub use crate::version::REDIS_VERSION;

@@ -4,6 +4,7 @@ use cxltier_store::StoreError;
 
 use crate::context::*;
 use crate::resp::reply;
+use crate::version::REDIS_VERSION;
 
 pub(crate) fn ping(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
     // Subscribed in RESP2: Redis answers a "pong" message, the argument or "" after it.

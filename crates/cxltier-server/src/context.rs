@@ -119,7 +119,7 @@ pub struct ServerInfo {
     /// `notify-keyspace-events` and the events the running command announced.
     pub notify: crate::notify::Notifier,
     /// The Lua interpreter and its cached scripts (EVAL, SCRIPT LOAD).
-    pub scripts: crate::scripting::Scripts,
+    pub scripts: crate::lua::Scripts,
     /// SHUTDOWN NOSAVE came while a script was busy: the server stops once it has ended.
     pub shutdown_after_script: bool,
     /// Turns of the event loop (INFO stats' `eventloop_cycles`, Redis 7.2's name), and the
@@ -496,10 +496,6 @@ impl ClientMeta {
     }
 }
 
-/// The Redis version clients are told (HELLO, INFO's redis_version): the one whose commands and
-/// replies cxltier follows. Clients branch on it.
-pub const REDIS_VERSION: &str = "7.0.15";
-
 /// Microseconds since the epoch.
 pub fn now_us() -> u64 {
     std::time::SystemTime::now()
@@ -568,7 +564,19 @@ pub struct Ctx<'a> {
     pub info: &'a mut ServerInfo,
     pub session: &'a mut Session,
     pub out: &'a mut Vec<u8>,
+    /// How a handler runs other commands: a script's `redis.call` as a client's command
+    /// ([`crate::dispatch::execute`]), EXEC's queued commands as checked when queued
+    /// ([`crate::dispatch::run_queued`]). Dispatch, which sits above the handlers, hands them
+    /// down, so that no handler imports it.
+    pub execute: Execute,
+    pub run_queued: RunQueued,
 }
+
+/// Run one command as a client's: the table's checks, then its handler.
+pub type Execute = fn(&mut Store, &mut ServerInfo, &mut Session, &[&[u8]], &mut Vec<u8>) -> Effect;
+
+/// Run one command EXEC queued (found in the table and checked when it was queued).
+pub type RunQueued = fn(&mut Ctx<'_>, &[&[u8]]) -> Effect;
 
 impl Ctx<'_> {
     /// Announce a keyspace event of `class` on `key` (published after the command when the

@@ -125,6 +125,8 @@ pub fn execute(
         info,
         session,
         out,
+        execute,
+        run_queued,
     };
     dispatch(&mut ctx, cmd, args)
 }
@@ -179,7 +181,7 @@ fn refusal(
 /// Run a command found in the table and checked: its handler, then what its write means for
 /// the clients watching its keys. Every key argument goes to the handler with the byte of the
 /// database it is kept in ([`crate::db`]), so handlers and the store see one database's keys.
-pub(crate) fn dispatch(ctx: &mut Ctx<'_>, cmd: &'static table::Command, args: &[&[u8]]) -> Effect {
+fn dispatch(ctx: &mut Ctx<'_>, cmd: &'static table::Command, args: &[&[u8]]) -> Effect {
     // The keys with their database byte, one after the other in a buffer the server keeps
     // (so a command costs one allocation here, its argument list), then the arguments with
     // each key replaced by its slice of it.
@@ -205,6 +207,14 @@ pub(crate) fn dispatch(ctx: &mut Ctx<'_>, cmd: &'static table::Command, args: &[
         ctx.info.keyed_scratch = keyed;
     }
     effect
+}
+
+/// Run a command EXEC queued: found in the table and checked when it was queued, it goes
+/// straight to [`dispatch`] (EXEC's handler calls it through [`Ctx::run_queued`]).
+pub(crate) fn run_queued(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Effect {
+    let cmd = table::lookup(args[0]).expect("checked when queued");
+    ctx.session.last_cmd = cmd.name;
+    dispatch(ctx, cmd, args)
 }
 
 /// The most bytes of keys dispatch's buffer keeps between commands.

@@ -5,6 +5,7 @@ use cxltier_store::{Store, StoreError};
 
 use crate::context::*;
 use crate::resp::reply;
+use crate::version::REDIS_VERSION;
 
 pub(crate) fn info(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
     let sections: Vec<String> = args[1..]

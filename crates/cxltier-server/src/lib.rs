@@ -11,6 +11,8 @@
 //! - [`cursors`]: the SCAN cursors the server keeps, and SSCAN/HSCAN/ZSCAN's cursors on the wire;
 //! - [`subscriptions`]: who subscribes to what, and the messages left for other connections;
 //! - [`write_stream`]: the write stream replicas are fed, its offset and units;
+//! - [`lua`]: the Lua interpreter scripts run in, its libraries, cache and running state;
+//! - [`version`]: the Redis version cxltier answers as;
 //! - [`db`]: the databases (`SELECT`, `SWAPDB`): the logical → physical map kept in the store;
 //! - [`glob`]: Redis's glob patterns, matched in bounded time (CONFIG GET, KEYS, SCAN MATCH);
 //! - [`knobs`]: the parameters CONFIG SET stores, with their aliases and defaults;
@@ -78,6 +80,7 @@ pub mod keyspace;
 pub mod knobs;
 pub mod limits;
 pub mod list;
+pub mod lua;
 pub mod metrics;
 pub mod notify;
 pub mod pubsub;
@@ -95,6 +98,7 @@ pub mod table;
 #[cfg(test)]
 mod testdb;
 pub mod transaction;
+pub mod version;
 pub mod write_stream;
 pub mod zset;
 

@@ -1457,7 +1457,7 @@ impl BusyServe {
     /// (nothing of it is lost) and the server shuts down as the signal asked. One that has
     /// written runs to its end, since scripts are atomic, and the server stops then; a second
     /// signal stops it at once, as SHUTDOWN NOSAVE does.
-    fn watch_signals(&mut self, run: &mut crate::scripting::RunState) {
+    fn watch_signals(&mut self, run: &mut crate::lua::RunState) {
         if run.kill || !self.stop.swap(false, Ordering::Relaxed) {
             return;
         }
@@ -1477,7 +1477,7 @@ impl BusyServe {
     }
 
     /// Accept, read and answer: one zero-timeout poll, then the connections it reported.
-    fn serve(&mut self, run: &mut crate::scripting::RunState) {
+    fn serve(&mut self, run: &mut crate::lua::RunState) {
         if !self.served {
             // The first tick looks at every connection: commands queued before the script,
             // input held back by limits, replies of commands that ran before it in its turn
@@ -1542,7 +1542,7 @@ impl BusyServe {
 
     /// Answer `t`'s queued commands and the complete ones in its input, one at a time (an AUTH
     /// changes the limits the next one is parsed with), until its replies reach the soft limit.
-    fn answer(&mut self, t: Token, run: &mut crate::scripting::RunState) {
+    fn answer(&mut self, t: Token, run: &mut crate::lua::RunState) {
         let Some(c) = self.conns.get_mut(&t) else {
             return;
         };
@@ -1610,8 +1610,8 @@ impl BusyServe {
     }
 }
 
-impl crate::scripting::BusyPeers for BusyServe {
-    fn tick(&mut self, run: &mut crate::scripting::RunState) {
+impl crate::lua::BusyPeers for BusyServe {
+    fn tick(&mut self, run: &mut crate::lua::RunState) {
         self.watch_signals(run);
         if run.busy && !run.kill {
             self.serve(run);

@@ -229,7 +229,7 @@ pub static TABLE: &[Command] = &[
     cmd("BZPOPMIN", -3, WRITE | NOSCRIPT | FAST | BLOCKING | VALUES, (1, -2, 1), crate::zset::bzpopmin, "sorted-set", "Removes and returns the member with the lowest score from one or more sorted sets. Blocks until a member is available otherwise. Deletes the sorted set if the last element was popped."),
     cmd("CLIENT", -2, NOSCRIPT | LOADING | STALE, NOKEYS, crate::client::client, "connection", "A container for client connection commands."),
     cmd("CLUSTER", -2, 0, NOKEYS, crate::replication::cluster, "cluster", "Answers as Redis without cluster support: cxltier serve is a standalone server."),
-    cmd("COMMAND", -1, LOADING | STALE, NOKEYS, crate::admin::command, "server", "Returns detailed information about all commands."),
+    cmd("COMMAND", -1, LOADING | STALE, NOKEYS, command, "server", "Returns detailed information about all commands."),
     cmd("CONFIG", -2, ADMIN | NOSCRIPT | LOADING | STALE, NOKEYS, crate::config::config, "server", "A container for server configuration commands."),
     cmd("COPY", -3, WRITE | DENYOOM | VALUES, (1, 2, 1), k::copy, "generic", "Copies the value of a key to a new key."),
     cmd("DBSIZE", 1, READONLY | FAST, NOKEYS, crate::admin::dbsize, "server", "Returns the number of keys in the database."),
@@ -800,6 +800,12 @@ pub fn command_reply(out: &mut Vec<u8>, proto: u8, sub: &[&[u8]]) {
             ),
         ),
     }
+}
+
+/// COMMAND and its subcommands: the table itself, as Redis describes its commands.
+pub(crate) fn command(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    command_reply(ctx.out, ctx.session.proto, &args[1..]);
+    Ok(Effect::Read)
 }
 
 #[cfg(test)]

@@ -4,9 +4,7 @@
 use cxltier_store::StoreError;
 
 use crate::context::*;
-use crate::dispatch::dispatch;
 use crate::resp::reply;
-use crate::table;
 
 pub(crate) fn multi(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> Result<Effect, StoreError> {
     if ctx.session.multi.is_some() {
@@ -61,9 +59,7 @@ pub(crate) fn exec(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> Result<Effect, StoreEr
     for args in &queued {
         let args: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
         ctx.info.total_commands += 1;
-        let cmd = table::lookup(args[0]).expect("checked when queued");
-        ctx.session.last_cmd = cmd.name;
-        if dispatch(ctx, cmd, &args) == Effect::Wrote {
+        if (ctx.run_queued)(ctx, &args) == Effect::Wrote {
             effect = Effect::Wrote;
         }
     }

@@ -241,7 +241,7 @@ pub fn write_snapshot<W: Write>(
     let ctime = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
-    w.aux("redis-ver", crate::context::REDIS_VERSION)?;
+    w.aux("redis-ver", crate::version::REDIS_VERSION)?;
     w.aux("redis-bits", &(usize::BITS).to_string())?;
     w.aux("ctime", &ctime.to_string())?;
     w.aux("used-mem", &info.used_memory.to_string())?;
