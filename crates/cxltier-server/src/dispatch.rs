@@ -59,21 +59,7 @@ pub fn execute(
         session.flag_transaction();
         return Effect::Read;
     }
-    if session.proto < 3
-        && session.subscribed()
-        && !matches!(
-            cmd.name,
-            "SUBSCRIBE"
-                | "PSUBSCRIBE"
-                | "SSUBSCRIBE"
-                | "UNSUBSCRIBE"
-                | "PUNSUBSCRIBE"
-                | "SUNSUBSCRIBE"
-                | "PING"
-                | "QUIT"
-                | "RESET"
-        )
-    {
+    if session.proto < 3 && session.subscribed() && !cmd.has(flag::ALLOWED_IN_RESP2_SUBSCRIBED) {
         reply::error(
             out,
             &format!(
@@ -88,7 +74,7 @@ pub fn execute(
             .entry(CommandName(cmd.name))
             .or_default()
             .rejected_calls += 1;
-        if cmd.name == "EXEC" && session.multi.is_some() {
+        if cmd.has(flag::TX_EXEC) && session.multi.is_some() {
             // Redis's execCommandAbort: the transaction goes, and says why.
             session.multi = None;
             session.multi_failed = false;
@@ -106,10 +92,7 @@ pub fn execute(
     session.last_cmd = cmd.name;
     if let Some(queued) = session.multi.as_mut() {
         // Inside MULTI everything but the transaction's own commands is queued for EXEC.
-        if !matches!(
-            cmd.name,
-            "EXEC" | "DISCARD" | "MULTI" | "WATCH" | "QUIT" | "RESET"
-        ) {
+        if !cmd.has(flag::TX_CONTROL) {
             if cmd.has(flag::NO_MULTI) {
                 reply::error(out, "ERR Command not allowed inside a transaction");
                 session.multi_failed = true;
@@ -153,7 +136,7 @@ fn refusal(
             .flatten()
             .filter_map(|args| table::lookup(args.first()?))
     };
-    let is_exec = cmd.name == "EXEC";
+    let is_exec = cmd.has(flag::TX_EXEC);
     let writes = cmd.has(flag::WRITE) || (is_exec && queued().any(|c| c.has(flag::WRITE)));
     // Redis's min-replicas-to-write: writes need that many replicas that acknowledged within
     // min-replicas-max-lag seconds.
@@ -171,7 +154,7 @@ fn refusal(
     let limit = info.maxmemory_limit?;
     let grows = cmd.has(flag::DENYOOM)
         || (is_exec && queued().any(|c| c.has(flag::DENYOOM)))
-        || (session.multi.is_some() && !matches!(cmd.name, "EXEC" | "DISCARD" | "QUIT" | "RESET"));
+        || (session.multi.is_some() && !cmd.has(flag::TX_END));
     if grows && memory_figures(&store.stats()).0 > limit {
         return Some(OOM);
     }
@@ -224,8 +207,8 @@ const KEYED_SCRATCH_KEPT: usize = 64 << 10;
 fn dispatch_keyed(ctx: &mut Ctx<'_>, cmd: &'static table::Command, args: &[&[u8]]) -> Effect {
     // FLUSHALL/FLUSHDB touch the watched keys that exist (Redis's rule), known only before;
     // FLUSHDB only those of its database.
-    if !ctx.info.watchers.is_empty() && cmd.name.starts_with("FLUSH") {
-        let only = (cmd.name == "FLUSHDB").then_some(ctx.session.db as u8);
+    if !ctx.info.watchers.is_empty() && cmd.has(flag::FLUSHES_ALL | flag::FLUSHES_DB) {
+        let only = cmd.has(flag::FLUSHES_DB).then_some(ctx.session.db as u8);
         let dbs = &ctx.info.dbs;
         let existing: Vec<Vec<u8>> = ctx
             .info
@@ -290,9 +273,7 @@ fn dispatch_keyed(ctx: &mut Ctx<'_>, cmd: &'static table::Command, args: &[&[u8]
         }
     };
     propagate(ctx, cmd, args, changes_before);
-    ctx.info
-        .repl
-        .leave(!crate::replication::touches_arbitrary_keys(cmd.name));
+    ctx.info.repl.leave(!cmd.has(flag::TOUCHES_ARBITRARY_KEYS));
     let stat = ctx
         .info
         .command_stats
@@ -320,7 +301,7 @@ fn dispatch_keyed(ctx: &mut Ctx<'_>, cmd: &'static table::Command, args: &[&[u8]
     if notifying {
         // A read-only command's keys that were not there are key misses (Redis's lookupKeyRead;
         // OBJECT looks without announcing).
-        let reads = cmd.has(flag::READONLY) && cmd.name != "OBJECT";
+        let reads = cmd.has(flag::READONLY) && !cmd.has(flag::NO_KEYMISS);
         finish_command(ctx, &existed, reads, reply_at);
     }
     // The keys written (the table's key positions, unless the handler named some unchanged:

@@ -27,12 +27,6 @@ use crate::context::{fail, Block, Ctx, Effect, Snapshot, SyncStart};
 use crate::resp::reply;
 use crate::write_stream::ReplicaInfo;
 
-/// Whether `name`'s unit is never wrapped in `multi`/`exec` (Redis's
-/// `CMD_TOUCHES_ARBITRARY_KEYS`: the keys such a command found expired are deleted one by one).
-pub fn touches_arbitrary_keys(name: &str) -> bool {
-    matches!(name, "SCAN" | "RANDOMKEY" | "KEYS")
-}
-
 /// SYNC: the connection becomes a replica; it is sent the snapshot, then the write stream.
 pub(crate) fn sync(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> Result<Effect, StoreError> {
     full_sync(ctx, false)

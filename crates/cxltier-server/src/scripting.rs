@@ -79,7 +79,7 @@ pub fn busy_command(
     if !allowed
         || (session.multi.is_some() && !matches!(cmd.name, "EXEC" | "DISCARD" | "MULTI" | "QUIT"))
     {
-        if cmd.name == "EXEC" && session.multi.is_some() {
+        if cmd.has(flag::TX_EXEC) && session.multi.is_some() {
             session.multi = None;
             session.multi_failed = false;
             reply::error(

@@ -1028,7 +1028,8 @@ fn read_keys(
 ) -> bool {
     let physical = dbs.physical(session.db);
     let mut keyed = |k: &[u8]| key(cxltier_store::db_key(physical, k));
-    let exec = args.len() == 1 && input[args[0].clone()].eq_ignore_ascii_case(b"EXEC");
+    let exec = args.len() == 1
+        && table::lookup(&input[args[0].clone()]).is_some_and(|c| c.has(table::flag::TX_EXEC));
     if exec {
         for queued in session.multi.iter().flatten() {
             table::for_each_read_key(queued.iter().map(Vec::as_slice), &mut keyed);

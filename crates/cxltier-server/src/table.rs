@@ -46,6 +46,33 @@ pub mod flag {
     /// SCRIPT KILL and stop signals. Not shown by `COMMAND INFO`.
     pub const SCRIPTS: u32 = 1 << 30;
 
+    /// cxltier's own, not shown by `COMMAND INFO`: what a command is, for the checks dispatch
+    /// and the loop make by kind of command (none is made by its name).
+    ///
+    /// May run while a RESP2 connection is subscribed: Redis allows only the (un)subscribe
+    /// commands, PING, QUIT and RESET then, since every reply in that mode is a message.
+    pub const ALLOWED_IN_RESP2_SUBSCRIBED: u32 = 1 << 14;
+    /// A transaction's own command (MULTI, EXEC, DISCARD, WATCH, QUIT, RESET): inside MULTI it
+    /// runs at once instead of being queued, since it is what ends or guards the transaction.
+    pub const TX_CONTROL: u32 = 1 << 15;
+    /// Ends the transaction being queued (EXEC, DISCARD, QUIT, RESET): it queues nothing, so it
+    /// is not refused OOM inside MULTI, where every other command takes memory to queue.
+    pub const TX_END: u32 = 1 << 16;
+    /// Runs the queued transaction (EXEC): it counts as the commands it would run (writes and
+    /// memory growth refused as theirs, their keys read before it runs), and a refusal discards
+    /// the transaction with EXECABORT.
+    pub const TX_EXEC: u32 = 1 << 17;
+    /// Removes every key of every database (FLUSHALL), or of the selected one (FLUSHDB): the
+    /// watched keys that exist are touched before they go (Redis's rule, known only before).
+    pub const FLUSHES_ALL: u32 = 1 << 18;
+    pub const FLUSHES_DB: u32 = 1 << 19;
+    /// Redis's CMD_TOUCHES_ARBITRARY_KEYS (SCAN, KEYS, RANDOMKEY): its unit of the write
+    /// stream is never wrapped in `multi`/`exec` (the keys it found expired go one by one).
+    pub const TOUCHES_ARBITRARY_KEYS: u32 = 1 << 20;
+    /// A read whose missing keys are no key misses (OBJECT: Redis looks its key up without
+    /// announcing anything).
+    pub const NO_KEYMISS: u32 = 1 << 21;
+
     /// Redis's names of the flags above, in `COMMAND INFO`'s order.
     pub const NAMES: &[(u32, &str)] = &[
         (WRITE, "write"),
@@ -237,22 +264,22 @@ pub static TABLE: &[Command] = &[
     cmd("DECR", 2, WRITE | DENYOOM | FAST | VALUES, KEY1, s::decr, "string", "Decrements the integer value of a key by one."),
     cmd("DECRBY", 3, WRITE | DENYOOM | FAST | VALUES, KEY1, s::decrby, "string", "Decrements a number from the integer value of a key."),
     cmd("DEL", -2, WRITE, ALLKEYS, k::del, "generic", "Deletes one or more keys."),
-    cmd("DISCARD", 1, NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY, NOKEYS, crate::transaction::discard, "transactions", "Discards a transaction."),
+    cmd("DISCARD", 1, NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY | TX_CONTROL | TX_END, NOKEYS, crate::transaction::discard, "transactions", "Discards a transaction."),
     cmd("DUMP", 2, READONLY | VALUES, KEY1, k::dump, "generic", "Returns a serialized representation of the value stored at a key."),
     cmd("ECHO", 2, FAST, NOKEYS, crate::connection::echo, "connection", "Returns the given string."),
     movable(cmd("EVAL", -3, SCRIPTS | NOSCRIPT | MOVABLEKEYS | VALUES, NOKEYS, crate::scripting::eval, "scripting", "Executes a server-side Lua script."), script_keys),
     movable(cmd("EVALSHA", -3, SCRIPTS | NOSCRIPT | MOVABLEKEYS | VALUES, NOKEYS, crate::scripting::evalsha, "scripting", "Executes a server-side Lua script by SHA1 digest."), script_keys),
     movable(cmd("EVALSHA_RO", -3, SCRIPTS | NOSCRIPT | READONLY | MOVABLEKEYS | VALUES, NOKEYS, crate::scripting::evalsha_ro, "scripting", "Executes a read-only server-side Lua script by SHA1 digest."), script_keys),
     movable(cmd("EVAL_RO", -3, SCRIPTS | NOSCRIPT | READONLY | MOVABLEKEYS | VALUES, NOKEYS, crate::scripting::eval_ro, "scripting", "Executes a read-only server-side Lua script."), script_keys),
-    cmd("EXEC", 1, SCRIPTS | NOSCRIPT | LOADING | STALE, NOKEYS, crate::transaction::exec, "transactions", "Executes all commands in a transaction."),
+    cmd("EXEC", 1, SCRIPTS | NOSCRIPT | LOADING | STALE | TX_CONTROL | TX_END | TX_EXEC, NOKEYS, crate::transaction::exec, "transactions", "Executes all commands in a transaction."),
     cmd("EXISTS", -2, READONLY | FAST, ALLKEYS, k::exists, "generic", "Determines whether one or more keys exist."),
     cmd("EXPIRE", -3, WRITE | FAST | VALUES, KEY1, k::expire, "generic", "Sets the expiration time of a key in seconds."),
     cmd("EXPIREAT", -3, WRITE | FAST | VALUES, KEY1, k::expireat, "generic", "Sets the expiration time of a key to a Unix timestamp."),
     cmd("EXPIRETIME", 2, READONLY | FAST, KEY1, k::expiretime, "generic", "Returns the expiration time of a key as a Unix timestamp."),
     movable(cmd("FCALL", -3, NOSCRIPT | MOVABLEKEYS, NOKEYS, crate::scripting::no_functions, "scripting", "Not supported: Redis 7.0 functions are not (says so; EVAL is)."), script_keys),
     movable(cmd("FCALL_RO", -3, NOSCRIPT | READONLY | MOVABLEKEYS, NOKEYS, crate::scripting::no_functions, "scripting", "Not supported: Redis 7.0 functions are not (says so; EVAL is)."), script_keys),
-    cmd("FLUSHALL", -1, WRITE, NOKEYS, crate::admin::flushall, "server", "Removes all keys from all databases."),
-    cmd("FLUSHDB", -1, WRITE, NOKEYS, crate::admin::flushall, "server", "Remove all keys from the current database."),
+    cmd("FLUSHALL", -1, WRITE | FLUSHES_ALL, NOKEYS, crate::admin::flushall, "server", "Removes all keys from all databases."),
+    cmd("FLUSHDB", -1, WRITE | FLUSHES_DB, NOKEYS, crate::admin::flushall, "server", "Remove all keys from the current database."),
     cmd("FUNCTION", -2, NOSCRIPT, NOKEYS, crate::scripting::function, "scripting", "FLUSH, LIST, STATS and KILL (there are no functions); LOAD and the rest say functions are not supported (EVAL is)."),
     cmd("GEOADD", -5, WRITE | DENYOOM | VALUES, KEY1, crate::geo::geoadd, "geo", "Adds one or more members to a geospatial index. The key is created if it doesn't exist."),
     cmd("GEODIST", -4, READONLY | VALUES, KEY1, crate::geo::geodist, "geo", "Returns the distance between two members of a geospatial index."),
@@ -291,7 +318,7 @@ pub static TABLE: &[Command] = &[
     cmd("INCRBY", 3, WRITE | DENYOOM | FAST | VALUES, KEY1, s::incrby, "string", "Increments the integer value of a key by a number."),
     cmd("INCRBYFLOAT", 3, WRITE | DENYOOM | FAST | VALUES, KEY1, s::incrbyfloat, "string", "Increment the floating point value of a key by a number."),
     cmd("INFO", -1, LOADING | STALE, NOKEYS, crate::info::info, "server", "Returns information and statistics about the server."),
-    cmd("KEYS", 2, READONLY, NOKEYS, k::keys, "generic", "Returns all key names that match a pattern."),
+    cmd("KEYS", 2, READONLY | TOUCHES_ARBITRARY_KEYS, NOKEYS, k::keys, "generic", "Returns all key names that match a pattern."),
     cmd("LASTSAVE", 1, LOADING | STALE | FAST, NOKEYS, crate::admin::lastsave, "server", "Returns the Unix timestamp of the last SAVE or BGSAVE (the start before any)."),
     cmd("LCS", -3, READONLY | VALUES, (1, 2, 1), s::lcs, "string", "Finds the longest common substring."),
     cmd("LINDEX", 3, READONLY | VALUES, KEY1, crate::list::lindex, "list", "Returns an element from a list by its index."),
@@ -312,27 +339,27 @@ pub static TABLE: &[Command] = &[
     cmd("MOVE", 3, WRITE | FAST, KEY1, k::move_key, "generic", "Moves a key to another database."),
     cmd("MSET", -3, WRITE | DENYOOM, (1, -1, 2), s::mset, "string", "Atomically creates or modifies the string values of one or more keys."),
     cmd("MSETNX", -3, WRITE | DENYOOM, (1, -1, 2), s::msetnx, "string", "Atomically modifies the string values of one or more keys only when all keys don't exist."),
-    cmd("MULTI", 1, NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY, NOKEYS, crate::transaction::multi, "transactions", "Starts a transaction."),
-    cmd("OBJECT", -2, READONLY, NOKEYS, k::object, "generic", "OBJECT ENCODING (the name Redis would use under the configured thresholds), FREQ, IDLETIME, REFCOUNT."),
+    cmd("MULTI", 1, NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY | TX_CONTROL, NOKEYS, crate::transaction::multi, "transactions", "Starts a transaction."),
+    cmd("OBJECT", -2, READONLY | NO_KEYMISS, NOKEYS, k::object, "generic", "OBJECT ENCODING (the name Redis would use under the configured thresholds), FREQ, IDLETIME, REFCOUNT."),
     cmd("PERSIST", 2, WRITE | FAST | VALUES, KEY1, k::persist, "generic", "Removes the expiration time of a key."),
     cmd("PEXPIRE", -3, WRITE | FAST | VALUES, KEY1, k::pexpire, "generic", "Sets the expiration time of a key in milliseconds."),
     cmd("PEXPIREAT", -3, WRITE | FAST | VALUES, KEY1, k::pexpireat, "generic", "Sets the expiration time of a key to a Unix milliseconds timestamp."),
     cmd("PEXPIRETIME", 2, READONLY | FAST, KEY1, k::pexpiretime, "generic", "Returns the expiration time of a key as a Unix milliseconds timestamp."),
-    cmd("PING", -1, FAST, NOKEYS, crate::connection::ping, "connection", "Returns the server's liveliness response."),
+    cmd("PING", -1, FAST | ALLOWED_IN_RESP2_SUBSCRIBED, NOKEYS, crate::connection::ping, "connection", "Returns the server's liveliness response."),
     cmd("PSETEX", 4, WRITE | DENYOOM, KEY1, s::psetex, "string", "Sets both string value and expiration time in milliseconds of a key."),
-    cmd("PSUBSCRIBE", -2, PUBSUB | NOSCRIPT | LOADING | STALE, NOKEYS, crate::pubsub::psubscribe, "pubsub", "Listens for messages published to channels that match one or more patterns."),
+    cmd("PSUBSCRIBE", -2, PUBSUB | NOSCRIPT | LOADING | STALE | ALLOWED_IN_RESP2_SUBSCRIBED, NOKEYS, crate::pubsub::psubscribe, "pubsub", "Listens for messages published to channels that match one or more patterns."),
     cmd("PSYNC", -3, ADMIN | NOSCRIPT | NO_MULTI, NOKEYS, crate::replication::psync, "server", "An internal command used in replication: answers FULLRESYNC, then the snapshot and the write stream."),
     cmd("PTTL", 2, READONLY | FAST, KEY1, k::pttl, "generic", "Returns the expiration time in milliseconds of a key."),
     cmd("PUBLISH", 3, PUBSUB | LOADING | STALE | FAST, NOKEYS, crate::pubsub::publish, "pubsub", "Posts a message to a channel."),
     cmd("PUBSUB", -2, LOADING | STALE, NOKEYS, crate::pubsub::pubsub, "pubsub", "CHANNELS, NUMSUB, NUMPAT, SHARDCHANNELS, SHARDNUMSUB."),
-    cmd("PUNSUBSCRIBE", -1, PUBSUB | NOSCRIPT | LOADING | STALE, NOKEYS, crate::pubsub::punsubscribe, "pubsub", "Stops listening to messages published to channels that match one or more patterns."),
-    cmd("QUIT", -1, NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY, NOKEYS, crate::connection::quit, "connection", "Closes the connection."),
-    cmd("RANDOMKEY", 1, READONLY, NOKEYS, k::randomkey, "generic", "Returns a random key name from the database."),
+    cmd("PUNSUBSCRIBE", -1, PUBSUB | NOSCRIPT | LOADING | STALE | ALLOWED_IN_RESP2_SUBSCRIBED, NOKEYS, crate::pubsub::punsubscribe, "pubsub", "Stops listening to messages published to channels that match one or more patterns."),
+    cmd("QUIT", -1, NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY | ALLOWED_IN_RESP2_SUBSCRIBED | TX_CONTROL | TX_END, NOKEYS, crate::connection::quit, "connection", "Closes the connection."),
+    cmd("RANDOMKEY", 1, READONLY | TOUCHES_ARBITRARY_KEYS, NOKEYS, k::randomkey, "generic", "Returns a random key name from the database."),
     cmd("RENAME", 3, WRITE | VALUES, (1, 2, 1), k::rename, "generic", "Renames a key and overwrites the destination."),
     cmd("RENAMENX", 3, WRITE | FAST | VALUES, (1, 2, 1), k::renamenx, "generic", "Renames a key only when the target key name doesn't exist."),
     cmd("REPLCONF", -1, ADMIN | NOSCRIPT | LOADING | STALE | ALLOW_BUSY, NOKEYS, crate::replication::replconf, "server", "An internal command for configuring the replication stream."),
     cmd("REPLICAOF", 3, ADMIN | NOSCRIPT | STALE, NOKEYS, crate::replication::replicaof, "server", "Configures a server as replica of another: refused, cxltier serve is a master only."),
-    cmd("RESET", 1, NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY, NOKEYS, crate::connection::reset, "connection", "Resets the connection."),
+    cmd("RESET", 1, NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY | ALLOWED_IN_RESP2_SUBSCRIBED | TX_CONTROL | TX_END, NOKEYS, crate::connection::reset, "connection", "Resets the connection."),
     cmd("RESTORE", -4, WRITE | DENYOOM, KEY1, k::restore, "generic", "Creates a key from the serialized representation of a value."),
     cmd("ROLE", 1, NOSCRIPT | LOADING | STALE | FAST, NOKEYS, crate::replication::role, "server", "Returns the replication role: master, its offset and its replicas."),
     cmd("RPOP", -2, WRITE | FAST | VALUES, KEY1, crate::list::rpop, "list", "Returns and removes the last elements of a list."),
@@ -341,7 +368,7 @@ pub static TABLE: &[Command] = &[
     cmd("RPUSHX", -3, WRITE | DENYOOM | FAST | VALUES, KEY1, crate::list::rpushx, "list", "Appends an element to a list only when the list exists."),
     cmd("SADD", -3, WRITE | DENYOOM | FAST | VALUES, KEY1, crate::set::sadd, "set", "Adds one or more members to a set. Creates the key if it doesn't exist."),
     cmd("SAVE", 1, ADMIN | NOSCRIPT | NO_MULTI, NOKEYS, crate::admin::save, "server", "Makes everything written durable now."),
-    cmd("SCAN", -2, READONLY, NOKEYS, k::scan, "generic", "Iterates over the key names in the database."),
+    cmd("SCAN", -2, READONLY | TOUCHES_ARBITRARY_KEYS, NOKEYS, k::scan, "generic", "Iterates over the key names in the database."),
     cmd("SCANRANGE", 3, READONLY, NOKEYS, k::scanrange, "generic", "Returns up to count keys in byte order from the first key >= start, with their values (cxltier's own)."),
     cmd("SCARD", 2, READONLY | FAST | VALUES, KEY1, crate::set::scard, "set", "Returns the number of members in a set."),
     cmd("SCRIPT", -2, NOSCRIPT, NOKEYS, crate::scripting::script, "scripting", "A container for Lua scripts management commands."),
@@ -369,12 +396,12 @@ pub static TABLE: &[Command] = &[
     cmd("SRANDMEMBER", -2, READONLY | VALUES, KEY1, crate::set::srandmember, "set", "Get one or multiple random members from a set."),
     cmd("SREM", -3, WRITE | FAST | VALUES, KEY1, crate::set::srem, "set", "Removes one or more members from a set."),
     cmd("SSCAN", -3, READONLY | VALUES, KEY1, crate::set::sscan, "set", "Iterates over members of a set."),
-    cmd("SSUBSCRIBE", -2, PUBSUB | NOSCRIPT | LOADING | STALE, NOKEYS, crate::pubsub::ssubscribe, "pubsub", "Listens for messages published to shard channels."),
+    cmd("SSUBSCRIBE", -2, PUBSUB | NOSCRIPT | LOADING | STALE | ALLOWED_IN_RESP2_SUBSCRIBED, NOKEYS, crate::pubsub::ssubscribe, "pubsub", "Listens for messages published to shard channels."),
     cmd("STRLEN", 2, READONLY | FAST | VALUES, KEY1, s::strlen, "string", "Returns the length of a string value."),
-    cmd("SUBSCRIBE", -2, PUBSUB | NOSCRIPT | LOADING | STALE, NOKEYS, crate::pubsub::subscribe, "pubsub", "Listens for messages published to channels."),
+    cmd("SUBSCRIBE", -2, PUBSUB | NOSCRIPT | LOADING | STALE | ALLOWED_IN_RESP2_SUBSCRIBED, NOKEYS, crate::pubsub::subscribe, "pubsub", "Listens for messages published to channels."),
     cmd("SUNION", -2, READONLY | VALUES, ALLKEYS, crate::set::sunion, "set", "Returns the union of multiple sets."),
     cmd("SUNIONSTORE", -3, WRITE | DENYOOM | VALUES, ALLKEYS, crate::set::sunionstore, "set", "Stores the union of multiple sets in a key."),
-    cmd("SUNSUBSCRIBE", -1, PUBSUB | NOSCRIPT | LOADING | STALE, NOKEYS, crate::pubsub::sunsubscribe, "pubsub", "Stops listening to messages posted to shard channels."),
+    cmd("SUNSUBSCRIBE", -1, PUBSUB | NOSCRIPT | LOADING | STALE | ALLOWED_IN_RESP2_SUBSCRIBED, NOKEYS, crate::pubsub::sunsubscribe, "pubsub", "Stops listening to messages posted to shard channels."),
     cmd("SWAPDB", 3, WRITE | FAST, NOKEYS, crate::admin::swapdb, "server", "Swaps two Redis databases."),
     cmd("SYNC", 1, ADMIN | NOSCRIPT | NO_MULTI, NOKEYS, crate::replication::sync, "server", "An internal command used in replication: the snapshot, then the write stream."),
     cmd("TIME", 1, LOADING | STALE | FAST, NOKEYS, crate::admin::time, "server", "Returns the server time."),
@@ -382,10 +409,10 @@ pub static TABLE: &[Command] = &[
     cmd("TTL", 2, READONLY | FAST, KEY1, k::ttl, "generic", "Returns the expiration time in seconds of a key."),
     cmd("TYPE", 2, READONLY | FAST | VALUES, KEY1, k::type_, "generic", "Determines the type of value stored at a key."),
     cmd("UNLINK", -2, WRITE | FAST, ALLKEYS, k::del, "generic", "Asynchronously deletes one or more keys."),
-    cmd("UNSUBSCRIBE", -1, PUBSUB | NOSCRIPT | LOADING | STALE, NOKEYS, crate::pubsub::unsubscribe, "pubsub", "Stops listening to messages posted to channels."),
+    cmd("UNSUBSCRIBE", -1, PUBSUB | NOSCRIPT | LOADING | STALE | ALLOWED_IN_RESP2_SUBSCRIBED, NOKEYS, crate::pubsub::unsubscribe, "pubsub", "Stops listening to messages posted to channels."),
     cmd("UNWATCH", 1, NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY, NOKEYS, crate::transaction::unwatch, "transactions", "Forgets about watched keys of a transaction."),
     cmd("WAIT", 3, NOSCRIPT, NOKEYS, crate::replication::wait, "generic", "Blocks until the asynchronous replication of all preceding write commands sent by the connection is completed."),
-    cmd("WATCH", -2, NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY | VALUES, ALLKEYS, crate::transaction::watch, "transactions", "Monitors changes to keys to determine the execution of a transaction."),
+    cmd("WATCH", -2, NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY | VALUES | TX_CONTROL, ALLKEYS, crate::transaction::watch, "transactions", "Monitors changes to keys to determine the execution of a transaction."),
     cmd("ZADD", -3, WRITE | DENYOOM | FAST | VALUES, KEY1, crate::zset::zadd, "sorted-set", "Adds one or more members to a sorted set, or updates their scores. Creates the key if it doesn't exist."),
     cmd("ZCARD", 2, READONLY | FAST | VALUES, KEY1, crate::zset::zcard, "sorted-set", "Returns the number of members in a sorted set."),
     cmd("ZCOUNT", 4, READONLY | FAST | VALUES, KEY1, crate::zset::zcount, "sorted-set", "Returns the count of members in a sorted set that have scores within a range."),
