@@ -73,12 +73,10 @@ pub fn busy_command(
         return BusyOutcome::Answered;
     }
     let allowed = cmd.has(flag::ALLOW_BUSY)
-        || (matches!(cmd.name, "SCRIPT" | "FUNCTION")
+        || (cmd.has(flag::KILLS_BUSY_SCRIPT)
             && args.len() == 2
             && upper(1).as_deref() == Some(b"KILL"));
-    if !allowed
-        || (session.multi.is_some() && !matches!(cmd.name, "EXEC" | "DISCARD" | "MULTI" | "QUIT"))
-    {
+    if !allowed || (session.multi.is_some() && !cmd.has(flag::TX_CONTROL_WHILE_BUSY)) {
         if cmd.has(flag::TX_EXEC) && session.multi.is_some() {
             session.multi = None;
             session.multi_failed = false;

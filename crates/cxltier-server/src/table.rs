@@ -73,6 +73,13 @@ pub mod flag {
     /// announcing anything).
     pub const NO_KEYMISS: u32 = 1 << 21;
 
+    /// Has a KILL subcommand for the running script (SCRIPT KILL; FUNCTION KILL, which answers
+    /// NOTBUSY): allowed while a script is busy, when everything else is refused BUSY.
+    pub const KILLS_BUSY_SCRIPT: u32 = 1 << 22;
+    /// Inside MULTI while a script is busy, runs instead of being refused BUSY (EXEC, DISCARD,
+    /// MULTI, QUIT): the busy mode's own answers end or refuse the transaction.
+    pub const TX_CONTROL_WHILE_BUSY: u32 = 1 << 23;
+
     /// Redis's names of the flags above, in `COMMAND INFO`'s order.
     pub const NAMES: &[(u32, &str)] = &[
         (WRITE, "write"),
@@ -264,14 +271,14 @@ pub static TABLE: &[Command] = &[
     cmd("DECR", 2, WRITE | DENYOOM | FAST | VALUES, KEY1, s::decr, "string", "Decrements the integer value of a key by one."),
     cmd("DECRBY", 3, WRITE | DENYOOM | FAST | VALUES, KEY1, s::decrby, "string", "Decrements a number from the integer value of a key."),
     cmd("DEL", -2, WRITE, ALLKEYS, k::del, "generic", "Deletes one or more keys."),
-    cmd("DISCARD", 1, NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY | TX_CONTROL | TX_END, NOKEYS, crate::transaction::discard, "transactions", "Discards a transaction."),
+    cmd("DISCARD", 1, NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY | TX_CONTROL | TX_END | TX_CONTROL_WHILE_BUSY, NOKEYS, crate::transaction::discard, "transactions", "Discards a transaction."),
     cmd("DUMP", 2, READONLY | VALUES, KEY1, k::dump, "generic", "Returns a serialized representation of the value stored at a key."),
     cmd("ECHO", 2, FAST, NOKEYS, crate::connection::echo, "connection", "Returns the given string."),
     movable(cmd("EVAL", -3, SCRIPTS | NOSCRIPT | MOVABLEKEYS | VALUES, NOKEYS, crate::scripting::eval, "scripting", "Executes a server-side Lua script."), script_keys),
     movable(cmd("EVALSHA", -3, SCRIPTS | NOSCRIPT | MOVABLEKEYS | VALUES, NOKEYS, crate::scripting::evalsha, "scripting", "Executes a server-side Lua script by SHA1 digest."), script_keys),
     movable(cmd("EVALSHA_RO", -3, SCRIPTS | NOSCRIPT | READONLY | MOVABLEKEYS | VALUES, NOKEYS, crate::scripting::evalsha_ro, "scripting", "Executes a read-only server-side Lua script by SHA1 digest."), script_keys),
     movable(cmd("EVAL_RO", -3, SCRIPTS | NOSCRIPT | READONLY | MOVABLEKEYS | VALUES, NOKEYS, crate::scripting::eval_ro, "scripting", "Executes a read-only server-side Lua script."), script_keys),
-    cmd("EXEC", 1, SCRIPTS | NOSCRIPT | LOADING | STALE | TX_CONTROL | TX_END | TX_EXEC, NOKEYS, crate::transaction::exec, "transactions", "Executes all commands in a transaction."),
+    cmd("EXEC", 1, SCRIPTS | NOSCRIPT | LOADING | STALE | TX_CONTROL | TX_END | TX_EXEC | TX_CONTROL_WHILE_BUSY, NOKEYS, crate::transaction::exec, "transactions", "Executes all commands in a transaction."),
     cmd("EXISTS", -2, READONLY | FAST, ALLKEYS, k::exists, "generic", "Determines whether one or more keys exist."),
     cmd("EXPIRE", -3, WRITE | FAST | VALUES, KEY1, k::expire, "generic", "Sets the expiration time of a key in seconds."),
     cmd("EXPIREAT", -3, WRITE | FAST | VALUES, KEY1, k::expireat, "generic", "Sets the expiration time of a key to a Unix timestamp."),
@@ -280,7 +287,7 @@ pub static TABLE: &[Command] = &[
     movable(cmd("FCALL_RO", -3, NOSCRIPT | READONLY | MOVABLEKEYS, NOKEYS, crate::scripting::no_functions, "scripting", "Not supported: Redis 7.0 functions are not (says so; EVAL is)."), script_keys),
     cmd("FLUSHALL", -1, WRITE | FLUSHES_ALL, NOKEYS, crate::admin::flushall, "server", "Removes all keys from all databases."),
     cmd("FLUSHDB", -1, WRITE | FLUSHES_DB, NOKEYS, crate::admin::flushall, "server", "Remove all keys from the current database."),
-    cmd("FUNCTION", -2, NOSCRIPT, NOKEYS, crate::scripting::function, "scripting", "FLUSH, LIST, STATS and KILL (there are no functions); LOAD and the rest say functions are not supported (EVAL is)."),
+    cmd("FUNCTION", -2, NOSCRIPT | KILLS_BUSY_SCRIPT, NOKEYS, crate::scripting::function, "scripting", "FLUSH, LIST, STATS and KILL (there are no functions); LOAD and the rest say functions are not supported (EVAL is)."),
     cmd("GEOADD", -5, WRITE | DENYOOM | VALUES, KEY1, crate::geo::geoadd, "geo", "Adds one or more members to a geospatial index. The key is created if it doesn't exist."),
     cmd("GEODIST", -4, READONLY | VALUES, KEY1, crate::geo::geodist, "geo", "Returns the distance between two members of a geospatial index."),
     cmd("GEOHASH", -2, READONLY | VALUES, KEY1, crate::geo::geohash, "geo", "Returns members from a geospatial index as geohash strings."),
@@ -339,7 +346,7 @@ pub static TABLE: &[Command] = &[
     cmd("MOVE", 3, WRITE | FAST, KEY1, k::move_key, "generic", "Moves a key to another database."),
     cmd("MSET", -3, WRITE | DENYOOM, (1, -1, 2), s::mset, "string", "Atomically creates or modifies the string values of one or more keys."),
     cmd("MSETNX", -3, WRITE | DENYOOM, (1, -1, 2), s::msetnx, "string", "Atomically modifies the string values of one or more keys only when all keys don't exist."),
-    cmd("MULTI", 1, NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY | TX_CONTROL, NOKEYS, crate::transaction::multi, "transactions", "Starts a transaction."),
+    cmd("MULTI", 1, NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY | TX_CONTROL | TX_CONTROL_WHILE_BUSY, NOKEYS, crate::transaction::multi, "transactions", "Starts a transaction."),
     cmd("OBJECT", -2, READONLY | NO_KEYMISS, NOKEYS, k::object, "generic", "OBJECT ENCODING (the name Redis would use under the configured thresholds), FREQ, IDLETIME, REFCOUNT."),
     cmd("PERSIST", 2, WRITE | FAST | VALUES, KEY1, k::persist, "generic", "Removes the expiration time of a key."),
     cmd("PEXPIRE", -3, WRITE | FAST | VALUES, KEY1, k::pexpire, "generic", "Sets the expiration time of a key in milliseconds."),
@@ -353,7 +360,7 @@ pub static TABLE: &[Command] = &[
     cmd("PUBLISH", 3, PUBSUB | LOADING | STALE | FAST, NOKEYS, crate::pubsub::publish, "pubsub", "Posts a message to a channel."),
     cmd("PUBSUB", -2, LOADING | STALE, NOKEYS, crate::pubsub::pubsub, "pubsub", "CHANNELS, NUMSUB, NUMPAT, SHARDCHANNELS, SHARDNUMSUB."),
     cmd("PUNSUBSCRIBE", -1, PUBSUB | NOSCRIPT | LOADING | STALE | ALLOWED_IN_RESP2_SUBSCRIBED, NOKEYS, crate::pubsub::punsubscribe, "pubsub", "Stops listening to messages published to channels that match one or more patterns."),
-    cmd("QUIT", -1, NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY | ALLOWED_IN_RESP2_SUBSCRIBED | TX_CONTROL | TX_END, NOKEYS, crate::connection::quit, "connection", "Closes the connection."),
+    cmd("QUIT", -1, NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY | ALLOWED_IN_RESP2_SUBSCRIBED | TX_CONTROL | TX_END | TX_CONTROL_WHILE_BUSY, NOKEYS, crate::connection::quit, "connection", "Closes the connection."),
     cmd("RANDOMKEY", 1, READONLY | TOUCHES_ARBITRARY_KEYS, NOKEYS, k::randomkey, "generic", "Returns a random key name from the database."),
     cmd("RENAME", 3, WRITE | VALUES, (1, 2, 1), k::rename, "generic", "Renames a key and overwrites the destination."),
     cmd("RENAMENX", 3, WRITE | FAST | VALUES, (1, 2, 1), k::renamenx, "generic", "Renames a key only when the target key name doesn't exist."),
@@ -371,7 +378,7 @@ pub static TABLE: &[Command] = &[
     cmd("SCAN", -2, READONLY | TOUCHES_ARBITRARY_KEYS, NOKEYS, k::scan, "generic", "Iterates over the key names in the database."),
     cmd("SCANRANGE", 3, READONLY, NOKEYS, k::scanrange, "generic", "Returns up to count keys in byte order from the first key >= start, with their values (cxltier's own)."),
     cmd("SCARD", 2, READONLY | FAST | VALUES, KEY1, crate::set::scard, "set", "Returns the number of members in a set."),
-    cmd("SCRIPT", -2, NOSCRIPT, NOKEYS, crate::scripting::script, "scripting", "A container for Lua scripts management commands."),
+    cmd("SCRIPT", -2, NOSCRIPT | KILLS_BUSY_SCRIPT, NOKEYS, crate::scripting::script, "scripting", "A container for Lua scripts management commands."),
     cmd("SDIFF", -2, READONLY | VALUES, ALLKEYS, crate::set::sdiff, "set", "Returns the difference of multiple sets."),
     cmd("SDIFFSTORE", -3, WRITE | DENYOOM | VALUES, ALLKEYS, crate::set::sdiffstore, "set", "Stores the difference of multiple sets in a key."),
     cmd("SELECT", 2, LOADING | STALE | FAST, NOKEYS, crate::connection::select, "connection", "Changes the selected database."),
