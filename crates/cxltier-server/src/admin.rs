@@ -62,8 +62,8 @@ pub(crate) fn swapdb(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
             })
             .filter(|k| {
                 let user = crate::db::user_key(k);
-                ctx.store.contains(&cxltier_store::db_key(pa, user))
-                    || ctx.store.contains(&cxltier_store::db_key(pb, user))
+                ctx.store.contains(&crate::db::store_key(pa, user))
+                    || ctx.store.contains(&crate::db::store_key(pb, user))
             })
             .cloned()
             .collect();

@@ -172,8 +172,7 @@ fn dispatch(ctx: &mut Ctx<'_>, cmd: &'static table::Command, args: &[&[u8]]) -> 
     let mut keyed = std::mem::take(&mut ctx.info.keyed_scratch);
     keyed.clear();
     table::for_each_key_position(cmd, args, |i| {
-        keyed.push(physical);
-        keyed.extend_from_slice(args[i]);
+        crate::db::append_store_key(&mut keyed, physical, args[i]);
     });
     // On the stack for the usual few arguments: an allocation per command showed in profiles.
     let mut with_db: smallvec::SmallVec<[&[u8]; 8]> = smallvec::SmallVec::from_slice(args);

@@ -994,7 +994,7 @@ mod tests {
         fill(&mut db, "big", 0..2000);
         assert_eq!(
             db.store
-                .peek(&cxltier_store::db_key(0, b"big"))
+                .peek(&crate::db::store_key(0, b"big"))
                 .unwrap()
                 .kind,
             Kind::ChunkedHash
@@ -1066,7 +1066,7 @@ mod tests {
         assert_eq!(run(&mut db, &[b"RESTORE", b"copy", b"0", body]), b"+OK\r\n");
         assert_eq!(
             db.store
-                .peek(&cxltier_store::db_key(0, b"copy"))
+                .peek(&crate::db::store_key(0, b"copy"))
                 .unwrap()
                 .kind,
             Kind::ChunkedHash
@@ -1083,7 +1083,7 @@ mod tests {
         assert_eq!(db.cmd(&c), ":2000\r\n");
         assert_eq!(db.cmd("EXISTS gone"), ":0\r\n");
         db.store
-            .check_collection(&cxltier_store::db_key(0, b"big"))
+            .check_collection(&crate::db::store_key(0, b"big"))
             .unwrap();
     }
 
@@ -1092,14 +1092,14 @@ mod tests {
         let mut db = Db::new();
         fill(&mut db, "h", 0..10);
         assert_eq!(
-            db.store.peek(&cxltier_store::db_key(0, b"h")).unwrap().kind,
+            db.store.peek(&crate::db::store_key(0, b"h")).unwrap().kind,
             Kind::Hash
         );
         assert_eq!(db.cmd("EXPIRE h 1000"), ":1\r\n");
         // Grown by each kind of write: HSET, then a value too long for one value by HSETNX.
         fill(&mut db, "h", 10..1500);
         assert_eq!(
-            db.store.peek(&cxltier_store::db_key(0, b"h")).unwrap().kind,
+            db.store.peek(&crate::db::store_key(0, b"h")).unwrap().kind,
             Kind::ChunkedHash
         );
         assert_eq!(db.cmd("HLEN h"), ":1500\r\n");
@@ -1110,7 +1110,7 @@ mod tests {
         assert_eq!(db.cmd(&format!("HSETNX small f {long}")), ":1\r\n");
         assert_eq!(
             db.store
-                .peek(&cxltier_store::db_key(0, b"small"))
+                .peek(&crate::db::store_key(0, b"small"))
                 .unwrap()
                 .kind,
             Kind::ChunkedHash
@@ -1123,10 +1123,7 @@ mod tests {
         db.cmd("CONFIG SET hash-max-listpack-value 1000000000");
         assert_eq!(db.cmd(&format!("HSET lp z 1 a {long} m 2")), ":3\r\n");
         assert_eq!(
-            db.store
-                .peek(&cxltier_store::db_key(0, b"lp"))
-                .unwrap()
-                .kind,
+            db.store.peek(&crate::db::store_key(0, b"lp")).unwrap().kind,
             Kind::Hash
         );
         assert!(db
@@ -1138,7 +1135,7 @@ mod tests {
         fill(&mut db, "rec", 0..10);
         assert_eq!(
             db.store
-                .peek(&cxltier_store::db_key(0, b"rec"))
+                .peek(&crate::db::store_key(0, b"rec"))
                 .unwrap()
                 .kind,
             Kind::Hash

@@ -223,7 +223,7 @@ pub(crate) fn copy(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErr
         i += 1;
     }
     // Dispatch gave the destination the selected database; DB names another.
-    let dst = cxltier_store::db_key(ctx.info.dbs.physical(db), crate::db::user_key(args[2]));
+    let dst = crate::db::store_key(ctx.info.dbs.physical(db), crate::db::user_key(args[2]));
     if args[1] == dst.as_slice() {
         return fail(ctx, "ERR source and destination objects are the same");
     }
@@ -256,7 +256,7 @@ pub(crate) fn move_key(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, Stor
     if db == ctx.session.db {
         return fail(ctx, "ERR source and destination objects are the same");
     }
-    let dst = cxltier_store::db_key(ctx.info.dbs.physical(db), crate::db::user_key(args[1]));
+    let dst = crate::db::store_key(ctx.info.dbs.physical(db), crate::db::user_key(args[1]));
     if !ctx.store.contains(args[1]) || ctx.store.contains(&dst) {
         reply::int(ctx.out, 0);
         return Ok(Effect::Read);
@@ -717,8 +717,8 @@ fn put_value(
     }
     let meta = crate::db::META_DB;
     let (new, old) = (
-        cxltier_store::db_key(meta, RESTORING),
-        cxltier_store::db_key(meta, REPLACED),
+        crate::db::store_key(meta, RESTORING),
+        crate::db::store_key(meta, REPLACED),
     );
     // Left behind only by a crash in the middle of an earlier RESTORE.
     ctx.store.delete(&new)?;
@@ -990,7 +990,7 @@ pub(crate) fn scanrange(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, Sto
         reply::array(ctx.out, 2);
         reply::bulk(ctx.out, &it.key);
         if it.kind == Kind::ChunkedHash {
-            let key = cxltier_store::db_key(physical, &it.key);
+            let key = crate::db::store_key(physical, &it.key);
             let fields = crate::hash::chunked_fields(ctx.store, &key)?;
             let out = &mut *ctx.out;
             reply::array(out, fields.len() * 2);
@@ -1609,7 +1609,7 @@ mod tests {
         // Let the 1 ms TTL pass (a wait for a state, not a timed assertion).
         while db
             .store
-            .peek(&cxltier_store::db_key(0, b"gone"))
+            .peek(&crate::db::store_key(0, b"gone"))
             .is_some_and(|o| o.expires_at_ms > Some(now_ms()))
         {
             std::thread::sleep(std::time::Duration::from_millis(2));

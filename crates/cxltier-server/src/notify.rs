@@ -431,7 +431,7 @@ mod tests {
         // Events name the store's keys (the database's byte first); publishing names the user's.
         let named: Vec<Vec<u8>> = db.info.notify.take().into_iter().map(|e| e.key).collect();
         assert!(
-            named.contains(&cxltier_store::db_key(0, b"active")),
+            named.contains(&crate::db::store_key(0, b"active")),
             "{named:?}"
         );
     }

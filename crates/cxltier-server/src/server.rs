@@ -1027,7 +1027,7 @@ fn read_keys(
     mut key: impl FnMut(Vec<u8>),
 ) -> bool {
     let physical = dbs.physical(session.db);
-    let mut keyed = |k: &[u8]| key(cxltier_store::db_key(physical, k));
+    let mut keyed = |k: &[u8]| key(crate::db::store_key(physical, k));
     let exec = args.len() == 1
         && table::lookup(&input[args[0].clone()]).is_some_and(|c| c.has(table::flag::TX_EXEC));
     if exec {
@@ -2069,7 +2069,7 @@ mod read_key_tests {
         let exec = read_keys(&input, &session, &dbs, &exec_args, |k| keys.push(k));
         assert!(exec);
         let in_db = |db: u8, ks: &[&[u8]]| -> Vec<Vec<u8>> {
-            ks.iter().map(|k| cxltier_store::db_key(db, k)).collect()
+            ks.iter().map(|k| crate::db::store_key(db, k)).collect()
         };
         assert_eq!(keys, in_db(0, &[b"a", b"b", b"c", b"d"]));
         // Any other command: its own keys, in the database selected (where it is kept).

@@ -169,7 +169,7 @@ mod tests {
 
     /// A key argument as a handler sees it: its database's byte first (`user_keys` drops it).
     fn key(db: u8, name: &str) -> Vec<u8> {
-        cxltier_store::db_key(db, name.as_bytes())
+        crate::db::store_key(db, name.as_bytes())
     }
 
     #[test]

@@ -267,10 +267,8 @@ fn large_collections_big_strings_and_chunked_hashes_round_trip() {
     let meta = crate::db::META_DB;
     assert!(!db
         .store
-        .holds(&cxltier_store::db_key(meta, super::RESTORING)));
-    assert!(!db
-        .store
-        .holds(&cxltier_store::db_key(meta, super::REPLACED)));
+        .holds(&crate::db::store_key(meta, super::RESTORING)));
+    assert!(!db.store.holds(&crate::db::store_key(meta, super::REPLACED)));
 }
 
 #[test]

@@ -265,7 +265,7 @@ pub fn write_snapshot<W: Write>(
             start = crate::cursors::successor(&last.key);
             for item in items {
                 let exp = item.expires_at_ms;
-                let store_key = cxltier_store::db_key(physical, &item.key);
+                let store_key = crate::db::store_key(physical, &item.key);
                 let value = (&item.kind, item.value.as_slice());
                 if write_key(store, &mut w, &store_key, &item.key, value, exp)? {
                     counts.keys += 1;
