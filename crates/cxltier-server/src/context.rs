@@ -1,8 +1,9 @@
 //! The state commands run against, at the bottom of the server: the server's settings and
 //! counters ([`ServerInfo`]), one connection's ([`Session`], [`ClientMeta`]), what a handler is
 //! given ([`Ctx`]) and what it did ([`Effect`]), with the small helpers every handler shares
-//! (error replies, clocks, expiry times, the keys expired outside a command). It imports no
-//! handler module.
+//! (error replies, clocks, expiry times, the delete an expiry is replicated as). It imports no
+//! handler module: the state it holds of other parts (knobs, cursors, subscriptions, the write
+//! stream, the Lua interpreter, notifications, databases) lives in modules below it.
 
 use cxltier_store::{Store, StoreError};
 use hashbrown::HashMap;

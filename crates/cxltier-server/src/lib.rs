@@ -20,7 +20,7 @@
 //! - [`ratelog`]: log lines of a repeating failure held back to one per interval, counted;
 //! - [`args`]: what handlers of several kinds parse and answer alike (integers, WRONGTYPE,
 //!   SCAN's options, random counts, blocking timeouts and parking, floats);
-//! - [`admin`]: DBSIZE, FLUSHALL/FLUSHDB, SWAPDB, COMMAND, MEMORY, TIME, SAVE, BGSAVE, DEBUG,
+//! - [`admin`]: DBSIZE, FLUSHALL/FLUSHDB, SWAPDB, MEMORY, TIME, LASTSAVE, SAVE, BGSAVE, DEBUG,
 //!   SHUTDOWN: the server group's commands without a module of their own;
 //! - [`client`]: the CLIENT family (LIST, INFO, KILL, REPLY, PAUSE, UNBLOCK, ...);
 //! - [`config`]: `CONFIG GET|SET|RESETSTAT|REWRITE`, and Redis's encoding knobs, stored;
@@ -33,25 +33,29 @@
 //!   TOUCH, EXPIRETIME, DUMP and RESTORE (atomic: a failed RESTORE leaves the keyspace as it
 //!   was);
 //! - [`list`], [`set`], [`zset`]: the list, set and sorted set commands;
-//! - [`notify`]: keyspace notifications (`notify-keyspace-events`): the events commands
-//!   announce, published on `__keyspace@<db>__:` and `__keyevent@<db>__:` channels;
+//! - [`notify`]: keyspace notifications (`notify-keyspace-events`): the classes and the events
+//!   commands announce (dispatch publishes them on `__keyspace@<db>__:` and
+//!   `__keyevent@<db>__:` channels);
 //! - [`pubsub`]: SUBSCRIBE, PSUBSCRIBE, PUBLISH, PUBSUB, and the messages for other connections;
 //! - [`quarantine`]: follows the quarantine file of `cxltier ras --watch --quarantine` and hands
 //!   new poisoned ranges to the store (`INFO poison`);
 //! - [`rdb`]: the RDB snapshot (version 10, Redis's CRC64) a replica loads at SYNC/PSYNC, the
 //!   decoder of RDB values (every encoding Redis 7.0 loads, validated) and DUMP/RESTORE payloads
 //!   in Redis's format;
-//! - [`replication`]: SYNC, PSYNC, REPLCONF, ROLE, WAIT, CLUSTER, and the write stream as Redis
-//!   7.0 propagates it (what changed, rewritten, in MULTI/EXEC units, after SELECT);
+//! - [`replication`]: SYNC, PSYNC, REPLCONF, ROLE, WAIT, CLUSTER: replicas attach, are sent
+//!   the snapshot, then the write stream as Redis 7.0 propagates it (what changed, rewritten,
+//!   in MULTI/EXEC units, after SELECT);
 //! - [`scripting`]: EVAL, EVALSHA, SCRIPT: Lua 5.1 scripts with Redis 7.0's `redis` library,
 //!   conversions and errors, `cjson` and `bit`, and the busy mode while a script runs long;
 //! - [`strings`]: GET, SET, INCR and the rest of the string commands, the bit operations;
 //! - [`transaction`]: MULTI, EXEC, DISCARD, WATCH, UNWATCH;
 //! - [`table`]: the command table (name, arity, flags, keys, handler) that dispatch, arity
-//!   checks, NOAUTH, the checks by kind of command, the NVMe reads begun before a command and
-//!   `COMMAND` all come from;
+//!   checks, NOAUTH, the checks by kind of command (flags, never names), the NVMe reads begun
+//!   before a command and `COMMAND` all come from;
 //! - [`dispatch`]: running one command: the checks before it, the database byte of its keys,
-//!   its handler, and what its writes mean for replication, watchers and blocked clients;
+//!   its handler, and what follows (the write stream, watchers and blocked clients, keyspace
+//!   events published); it hands handlers the runners for other commands (`Ctx::execute`,
+//!   `Ctx::run_queued`: a script's `redis.call`, EXEC's queue);
 //! - [`commands`]: the entry for callers outside the crate (`execute`, the state types);
 //! - [`metrics`]: the Prometheus exposition (`--metrics-addr`): tiers, hits and misses,
 //!   commands and their latency histogram, clients, NVMe I/O, memory; published by the loop at

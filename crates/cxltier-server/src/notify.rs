@@ -6,7 +6,8 @@
 //! Handlers announce their events with [`Notifier::emit`] (one place per command family, in
 //! Redis's order); `crate::dispatch` adds the events that follow from the keyspace alone
 //! (`new` for a key the command created, `del` for a collection it emptied, `expired` for the
-//! keys the store found past their TTL) and publishes them all once the handler is done.
+//! keys the store found past their TTL) and publishes them all once the handler is done. This
+//! module is the settings and the events; it imports nothing of the server.
 
 use hashbrown::{HashMap, HashSet};
 

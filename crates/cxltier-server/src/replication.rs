@@ -1,6 +1,7 @@
 //! Replication, the master's side, as Redis 7.0 does it: `SYNC`/`PSYNC` hand a replica an RDB
 //! snapshot of the store ([`crate::rdb`]) and then the write stream, the commands that changed
-//! something, as RESP arrays.
+//! something, as RESP arrays; REPLCONF, ROLE, WAIT and CLUSTER. The stream itself (its offset,
+//! units and replicas) is [`crate::write_stream`]; dispatch feeds it.
 //!
 //! What is propagated follows Redis's `call()`: a write command goes into the stream only if it
 //! changed the store ([`cxltier_store::Store::changes`] moved: Redis's `server.dirty`), as
@@ -9,8 +10,9 @@
 //! ...). The operations of one execution unit (a command, or an `EXEC` with its queued
 //! commands, or a parked command when it is served) are collected and written together at its
 //! end, wrapped in `multi` ... `exec` when there is more than one (Redis's
-//! `propagatePendingCommands`), unless the command touches arbitrary keys (`SCAN`,
-//! `RANDOMKEY`: the keys they found expired go as plain `del`s). A key found expired is
+//! `propagatePendingCommands`), unless the command touches arbitrary keys (the table's
+//! `TOUCHES_ARBITRARY_KEYS`: `SCAN`, `KEYS`, `RANDOMKEY`; the keys they found expired go as
+//! plain `del`s). A key found expired is
 //! propagated as `del` (or `unlink` with `lazyfree-lazy-expire yes`) within the unit that found
 //! it; keys the store's background sampling expired each go alone. `select <db>` comes before
 //! the first command and whenever the database changes, from the session's database
