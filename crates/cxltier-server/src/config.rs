@@ -3,161 +3,16 @@
 
 use cxltier_store::{Store, StoreError};
 
-use crate::commands::{Ctx, Effect};
+use crate::context::{Ctx, Effect};
+use crate::knobs::KNOBS;
+use crate::limits::BULK_MARGIN;
 use crate::resp::reply;
-use crate::server::BULK_MARGIN;
-
-/// A parameter that CONFIG SET stores: its name, the name it is an alias of (Redis 7 keeps the
-/// ziplist names of 6.2 as aliases of the listpack ones), its default, and whether it is an
-/// integer.
-struct Knob {
-    name: &'static str,
-    canonical: &'static str,
-    default: &'static str,
-    integer: bool,
-}
-
-const fn knob(name: &'static str, default: &'static str, integer: bool) -> Knob {
-    Knob {
-        name,
-        canonical: name,
-        default,
-        integer,
-    }
-}
-
-const fn alias(name: &'static str, canonical: &'static str, integer: bool) -> Knob {
-    Knob {
-        name,
-        canonical,
-        default: "",
-        integer,
-    }
-}
-
-/// Stored and reported; only the encoding thresholds are used (by OBJECT ENCODING). Redis 7.0's
-/// defaults.
-static KNOBS: &[Knob] = &[
-    knob("hash-max-listpack-entries", "128", true),
-    alias(
-        "hash-max-ziplist-entries",
-        "hash-max-listpack-entries",
-        true,
-    ),
-    knob("hash-max-listpack-value", "64", true),
-    alias("hash-max-ziplist-value", "hash-max-listpack-value", true),
-    knob("set-max-intset-entries", "512", true),
-    knob("set-max-listpack-entries", "128", true),
-    knob("set-max-listpack-value", "64", true),
-    knob("zset-max-listpack-entries", "128", true),
-    alias(
-        "zset-max-ziplist-entries",
-        "zset-max-listpack-entries",
-        true,
-    ),
-    knob("zset-max-listpack-value", "64", true),
-    alias("zset-max-ziplist-value", "zset-max-listpack-value", true),
-    knob("list-max-listpack-size", "-2", true),
-    alias("list-max-ziplist-size", "list-max-listpack-size", true),
-    knob("list-compress-depth", "0", true),
-    knob("stream-node-max-bytes", "4096", true),
-    knob("stream-node-max-entries", "100", true),
-    knob("timeout", "0", true),
-    knob("save", "", false),
-    knob("hz", "10", true),
-    knob("slowlog-log-slower-than", "10000", true),
-    knob("slowlog-max-len", "128", true),
-    knob("latency-monitor-threshold", "0", true),
-    knob("lua-time-limit", "5000", true),
-    alias("busy-reply-threshold", "lua-time-limit", true),
-    knob("activerehashing", "yes", false),
-    knob("lazyfree-lazy-user-del", "no", false),
-    knob("lazyfree-lazy-expire", "no", false),
-    knob("lazyfree-lazy-user-flush", "no", false),
-    knob("active-expire-effort", "1", true),
-    knob("maxmemory-samples", "5", true),
-    knob("lfu-log-factor", "10", true),
-    knob("lfu-decay-time", "1", true),
-    // Replication knobs: min-replicas-to-write and min-replicas-max-lag decide NOREPLICAS, and
-    // repl-ping-replica-period the replicas' PING; the rest (no backlog for partial resyncs,
-    // no RDB/AOF files) are accepted and reported so that tools and tests that set them go on.
-    knob("min-replicas-to-write", "0", true),
-    alias("min-slaves-to-write", "min-replicas-to-write", true),
-    knob("min-replicas-max-lag", "10", true),
-    alias("min-slaves-max-lag", "min-replicas-max-lag", true),
-    knob("repl-ping-replica-period", "10", true),
-    alias("repl-ping-slave-period", "repl-ping-replica-period", true),
-    knob("repl-timeout", "60", true),
-    knob("repl-backlog-size", "1048576", true),
-    knob("replica-serve-stale-data", "yes", false),
-    alias("slave-serve-stale-data", "replica-serve-stale-data", false),
-    knob("replica-read-only", "yes", false),
-    alias("slave-read-only", "replica-read-only", false),
-    knob("rdb-key-save-delay", "0", true),
-    knob("key-load-delay", "0", true),
-];
-
-/// The stored knobs' values (those set; the rest have their defaults).
-#[derive(Debug)]
-pub struct Knobs {
-    set: hashbrown::HashMap<&'static str, String>,
-    /// `min-replicas-to-write` and `min-replicas-max-lag`, parsed when set: every write asks
-    /// for them, and a search of the knob list by name per command showed in profiles.
-    min_replicas: (i64, i64),
-}
-
-impl Default for Knobs {
-    fn default() -> Self {
-        let mut k = Knobs {
-            set: hashbrown::HashMap::new(),
-            min_replicas: (0, 0),
-        };
-        k.min_replicas = (
-            k.int("min-replicas-to-write"),
-            k.int("min-replicas-max-lag"),
-        );
-        k
-    }
-}
-
-impl Knobs {
-    /// Store a knob's value under its canonical name.
-    fn store(&mut self, canonical: &'static str, value: String) {
-        self.set.insert(canonical, value);
-        self.min_replicas = (
-            self.int("min-replicas-to-write"),
-            self.int("min-replicas-max-lag"),
-        );
-    }
-
-    /// (`min-replicas-to-write`, `min-replicas-max-lag`).
-    pub fn min_replicas(&self) -> (i64, i64) {
-        self.min_replicas
-    }
-
-    /// The value of a knob by any of its names; `None` for a name that is not a knob.
-    pub fn get(&self, name: &str) -> Option<&str> {
-        let k = KNOBS.iter().find(|k| k.name == name)?;
-        let canonical = KNOBS.iter().find(|c| c.name == k.canonical)?;
-        Some(
-            self.set
-                .get(canonical.name)
-                .map(String::as_str)
-                .unwrap_or(canonical.default),
-        )
-    }
-
-    /// An integer knob (the encoding thresholds).
-    pub fn int(&self, name: &str) -> i64 {
-        self.get(name).and_then(|v| v.parse().ok()).unwrap_or(0)
-    }
-}
 
 /// Every parameter and its value, for CONFIG GET.
 fn settings(ctx: &Ctx<'_>) -> Vec<(String, String)> {
     let info = &*ctx.info;
     let st = ctx.store.stats();
-    let (_, memory) = crate::commands::memory_figures(&st);
+    let (_, memory) = crate::info::memory_figures(&st);
     let mut all: Vec<(String, String)> = vec![
         (
             "maxmemory".into(),
@@ -235,8 +90,8 @@ fn read_only(name: &str) -> Option<&'static str> {
 /// less the margin the parser keeps, between 1 MiB (Redis's least) and what the store accepts
 /// (512M).
 fn bulk_len(value: &str) -> Result<usize, String> {
-    let n =
-        crate::parse_memory(value).ok_or_else(|| "argument must be a memory value".to_string())?;
+    let n = crate::limits::parse_memory(value)
+        .ok_or_else(|| "argument must be a memory value".to_string())?;
     let max = cxltier_store::MAX_VALUE + BULK_MARGIN;
     if n < 1 << 20 || n > max {
         return Err(format!(
@@ -286,7 +141,7 @@ fn set(ctx: &mut Ctx<'_>, pairs: &[&[u8]]) -> Result<Effect, StoreError> {
             },
             "requirepass" => {}
             "maxmemory" => {
-                if crate::parse_memory(&value).is_none() {
+                if crate::limits::parse_memory(&value).is_none() {
                     return set_failed(ctx, &name, "argument must be a memory value");
                 }
             }
@@ -327,8 +182,8 @@ fn set(ctx: &mut Ctx<'_>, pairs: &[&[u8]]) -> Result<Effect, StoreError> {
             // 0, or at least the budget: the budget alone. Below it: a write limit (the budget
             // itself is chosen at start with --dram and --cxl).
             "maxmemory" => {
-                let (_, budget) = crate::commands::memory_figures(&ctx.store.stats());
-                ctx.info.maxmemory_limit = crate::parse_memory(&value)
+                let (_, budget) = crate::info::memory_figures(&ctx.store.stats());
+                ctx.info.maxmemory_limit = crate::limits::parse_memory(&value)
                     .map(|n| n as u64)
                     .filter(|&n| n > 0 && n < budget);
             }
@@ -403,7 +258,7 @@ pub(crate) fn config(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
     Ok(Effect::Read)
 }
 
-fn reset_stats(store: &mut Store, info: &mut crate::commands::ServerInfo) {
+fn reset_stats(store: &mut Store, info: &mut crate::context::ServerInfo) {
     store.reset_stats();
     info.total_commands = 0;
     info.total_connections = 0;
@@ -425,20 +280,55 @@ fn reset_stats(store: &mut Store, info: &mut crate::commands::ServerInfo) {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+
+    use crate::testdb::*;
 
     #[test]
-    fn the_replica_knobs_every_write_asks_for_follow_config_set() {
-        let mut k = Knobs::default();
-        assert_eq!(k.min_replicas(), (0, 10), "Redis 7.0's defaults");
-        k.store("min-replicas-to-write", "2".into());
-        assert_eq!(k.min_replicas(), (2, 10));
-        k.store("min-replicas-max-lag", "3".into());
-        assert_eq!(k.min_replicas(), (2, 3));
+    fn config_set_stores_knobs_and_refuses_what_it_cannot_change() {
+        let mut db = Db::large();
         assert_eq!(
-            k.int("min-slaves-to-write"),
-            2,
-            "the alias reads the same knob"
+            db.cmd("CONFIG GET hash-max-listpack-entries"),
+            "*2\r\n$25\r\nhash-max-listpack-entries\r\n$3\r\n128\r\n"
         );
+        // An alias and its listpack name are one setting.
+        assert_eq!(db.cmd("CONFIG SET hash-max-ziplist-entries 4"), "+OK\r\n");
+        assert!(db
+            .cmd("CONFIG GET hash-max-listpack-entries")
+            .ends_with("$1\r\n4\r\n"));
+        assert_eq!(
+            db.cmd("CONFIG SET set-max-intset-entries 10 zset-max-listpack-value 32"),
+            "+OK\r\n"
+        );
+        assert!(db
+            .cmd("CONFIG GET zset-max-ziplist-value")
+            .ends_with("$2\r\n32\r\n"));
+        assert!(db
+            .cmd("CONFIG SET hash-max-listpack-value big")
+            .starts_with(
+                "-ERR CONFIG SET failed (possibly related to argument 'hash-max-listpack-value')"
+            ));
+        assert_eq!(
+            db.cmd("CONFIG SET no-such-thing 1"),
+            "-ERR Unknown option or number of arguments for CONFIG SET - 'no-such-thing'\r\n"
+        );
+        assert!(db
+            .cmd("CONFIG SET maxmemory bla")
+            .contains("argument must be a memory value"));
+        // One bad pair and nothing is applied.
+        assert!(db
+            .cmd("CONFIG SET timeout 5 maxmemory bla")
+            .starts_with("-ERR"));
+        assert!(db.cmd("CONFIG GET timeout").ends_with("$1\r\n0\r\n"));
+        assert_eq!(db.cmd("CONFIG SET maxclients 7"), "+OK\r\n");
+        assert_eq!(db.info.max_clients, 7);
+        assert_eq!(db.cmd("CONFIG SET requirepass pw"), "+OK\r\n");
+        assert_eq!(db.info.requirepass.as_deref(), Some("pw"));
+        // An empty password clears it.
+        assert_eq!(db.cmd("CONFIG SET requirepass "), "+OK\r\n");
+        assert_eq!(db.info.requirepass, None);
+        assert!(db
+            .cmd("CONFIG REWRITE")
+            .starts_with("-ERR The server is running without a config file"));
+        assert_eq!(db.cmd("CONFIG RESETSTAT"), "+OK\r\n");
     }
 }

@@ -14,7 +14,7 @@
 //! is swapped in. Keys go to the store with their physical byte: dispatch puts it on every key
 //! argument of a command.
 
-use cxltier_store::{db_key, Kind, Store, StoreError, MAX_DATABASES};
+use cxltier_store::{db_key, split_db_key, Kind, Store, StoreError, MAX_DATABASES};
 
 /// Redis's default number of databases.
 pub const DEFAULT_DATABASES: usize = 16;
@@ -69,7 +69,10 @@ impl Databases {
     /// `db` parsed from a client's argument: a number below [`Databases::count`]. `Err` carries
     /// Redis's reply: not a number, or out of range.
     pub fn parse(&self, arg: &[u8]) -> Result<usize, &'static str> {
-        let n = crate::commands::parse_i64(arg).ok_or(crate::commands::NOT_INT)?;
+        let n = std::str::from_utf8(arg)
+            .ok()
+            .and_then(|s| s.parse::<i64>().ok())
+            .ok_or(crate::errors::NOT_INT)?;
         usize::try_from(n)
             .ok()
             .filter(|&n| n < self.count())
@@ -78,24 +81,24 @@ impl Databases {
 
     /// A store key (with its physical byte) as the registries keep it: with the logical byte.
     pub fn to_logical_key(&self, key: &[u8]) -> Vec<u8> {
-        let mut k = key.to_vec();
-        if let Some(first) = k.first_mut() {
-            if let Some(&l) = self.to_logical.get(*first as usize) {
-                *first = l;
-            }
+        match split_db_key(key) {
+            Some((physical, user)) => match self.to_logical.get(physical as usize) {
+                Some(&logical) => store_key(logical, user),
+                None => key.to_vec(),
+            },
+            None => key.to_vec(),
         }
-        k
     }
 
     /// A registry's key (logical byte) as the store keeps it (physical byte).
     pub fn to_physical_key(&self, key: &[u8]) -> Vec<u8> {
-        let mut k = key.to_vec();
-        if let Some(first) = k.first_mut() {
-            if let Some(&p) = self.to_physical.get(*first as usize) {
-                *first = p;
-            }
+        match split_db_key(key) {
+            Some((logical, user)) => match self.to_physical.get(logical as usize) {
+                Some(&physical) => store_key(physical, user),
+                None => key.to_vec(),
+            },
+            None => key.to_vec(),
         }
-        k
     }
 
     /// `SWAPDB a b`: the two logical databases trade where they are kept.
@@ -121,7 +124,7 @@ impl Databases {
     /// Write the map to the store (durable with the batch's commit); an identity map is kept as
     /// no key at all, so that a store never swapped holds nothing of the server's.
     pub fn save(&self, store: &mut Store) -> Result<(), StoreError> {
-        let key = db_key(META_DB, MAP_KEY);
+        let key = store_key(META_DB, MAP_KEY);
         if self.is_identity() {
             store.delete(&key)?;
             Ok(())
@@ -140,7 +143,7 @@ impl Databases {
                 "--databases {n}: the server keeps 1 to {MAX_SELECTABLE} databases"
             ));
         }
-        let key = db_key(META_DB, MAP_KEY);
+        let key = store_key(META_DB, MAP_KEY);
         let kept: Vec<u8> = store
             .get(&key)
             .map_err(|e| format!("reading the database map: {e}"))?
@@ -193,7 +196,22 @@ pub const OUT_OF_RANGE: &str = "ERR DB index is out of range";
 /// A key argument's user bytes: dispatch gave every key argument its database byte, which a
 /// reply naming the key (BLPOP, LMPOP, ...) leaves out.
 pub fn user_key(key: &[u8]) -> &[u8] {
-    key.get(1..).unwrap_or_default()
+    split_db_key(key).map_or(&[], |(_, user)| user)
+}
+
+/// The store's key for `key` in the database kept at `physical`: the one place the server
+/// gives a key its database byte, by the store's own layout ([`cxltier_store::db_key`]).
+pub fn store_key(physical: u8, key: &[u8]) -> Vec<u8> {
+    db_key(physical, key)
+}
+
+/// [`store_key`] appended to `buf`, for dispatch's buffer of a command's keys (one allocation
+/// per command, not per key). The same layout as the store's, which the debug build checks.
+pub fn append_store_key(buf: &mut Vec<u8>, physical: u8, key: &[u8]) {
+    let at = buf.len();
+    buf.push(physical);
+    buf.extend_from_slice(key);
+    debug_assert_eq!(split_db_key(&buf[at..]), Some((physical, key)));
 }
 
 #[cfg(test)]
@@ -222,6 +240,6 @@ mod tests {
         assert_eq!(d.parse(b"15"), Ok(15));
         assert_eq!(d.parse(b"16"), Err(OUT_OF_RANGE));
         assert_eq!(d.parse(b"-1"), Err(OUT_OF_RANGE));
-        assert_eq!(d.parse(b"x"), Err(crate::commands::NOT_INT));
+        assert_eq!(d.parse(b"x"), Err(crate::errors::NOT_INT));
     }
 }

@@ -10,8 +10,9 @@ use std::cmp::Ordering;
 
 use cxltier_store::{ScoreBound, StoreError, ZAddFlags};
 
-use crate::commands::{Ctx, Effect};
-use crate::list::{err, int_arg, typed, NOT_INTEGER, SYNTAX};
+use crate::args::{int_arg, typed};
+use crate::context::{fail, Ctx, Effect};
+use crate::errors::{NOT_INT, SYNTAX};
 use crate::resp::reply;
 
 /// Redis's limits: latitudes beyond these cannot be projected (EPSG:900913).
@@ -708,20 +709,20 @@ pub(crate) fn geoadd(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
     }
     let rest = &args[i..];
     if rest.len() % 3 != 0 || (flags.nx && flags.xx) {
-        return err(ctx, SYNTAX);
+        return fail(ctx, SYNTAX);
     }
     if rest.is_empty() {
         // ZADD with no pairs, which GEOADD becomes, is a syntax error.
-        return err(ctx, SYNTAX);
+        return fail(ctx, SYNTAX);
     }
     let mut pairs: Vec<(f64, &[u8])> = Vec::with_capacity(rest.len() / 3);
     for t in rest.chunks(3) {
         let (lon, lat) = match lon_lat_arg(t[0], t[1]) {
             Ok(p) => p,
-            Err(e) => return err(ctx, &e),
+            Err(e) => return fail(ctx, &e),
         };
         let Some(hash) = encode_wgs84(lon, lat, STEP_MAX) else {
-            return err(
+            return fail(
                 ctx,
                 &format!("ERR invalid longitude,latitude pair {lon:.6},{lat:.6}"),
             );
@@ -785,9 +786,9 @@ pub(crate) fn geodist(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, Store
         4 => 1.0,
         5 => match unit_arg(args[4]) {
             Some(u) => u,
-            None => return err(ctx, BAD_UNIT),
+            None => return fail(ctx, BAD_UNIT),
         },
-        _ => return err(ctx, SYNTAX),
+        _ => return fail(ctx, SYNTAX),
     };
     typed(ctx, |ctx| {
         let a = ctx.store.zscore(args[1], args[2])?.and_then(decode_score);
@@ -834,7 +835,7 @@ fn search_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], v: Variant) -> Result<Effec
         let exists = ctx.store.zcard(src)? > 0;
         match search_parsed(ctx, args, v, src, exists)? {
             Ok(effect) => Ok(effect),
-            Err(msg) => err(ctx, &msg),
+            Err(msg) => fail(ctx, &msg),
         }
     })
 }
@@ -906,7 +907,7 @@ fn search_parsed(
             b"desc" => order = Order::Desc,
             b"count" if has(1) => {
                 let Some(c) = int_arg(opts[i + 1]) else {
-                    return Ok(Err(NOT_INTEGER.into()));
+                    return Ok(Err(NOT_INT.into()));
                 };
                 if c <= 0 {
                     return Ok(Err("ERR COUNT must be > 0".into()));
@@ -1149,7 +1150,7 @@ pub(crate) fn georadiusbymember_keys(args: &[&[u8]]) -> Option<Vec<usize>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::list::testdb::Db;
+    use crate::testdb::Db;
 
     // Known values: Redis's documentation of GEOADD, GEOHASH, GEOPOS and GEODIST (Sicily).
     const PALERMO: (f64, f64) = (13.361389, 38.115556);

@@ -1,5 +1,7 @@
-//! The keyspace commands: SCAN, KEYS, RANDOMKEY, RENAME, RENAMENX, COPY, TOUCH, EXPIRETIME,
-//! PEXPIRETIME, SORT, DUMP and RESTORE (Redis's payload format: `crate::rdb::dump`).
+//! The keyspace commands: DEL, EXISTS, TYPE, the expiry commands (EXPIRE and its kin, PERSIST,
+//! TTL, PTTL, EXPIRETIME, PEXPIRETIME), OBJECT, SCANRANGE (the ordered range scan of YCSB
+//! workload E), SCAN, KEYS, RANDOMKEY, RENAME, RENAMENX, COPY, TOUCH, SORT, DUMP and RESTORE
+//! (Redis's payload format: `crate::rdb::dump`).
 //!
 //! SCAN walks the keys in the byte order the store's index keeps. A cursor stands for the
 //! smallest key the next call starts from: the server keeps that key under a number (the
@@ -9,69 +11,23 @@
 //! The server keeps the last [`KEPT_CURSORS`] cursors; an older one starts the scan over, which
 //! may repeat keys but never skips one.
 
-use std::collections::VecDeque;
 use std::hash::{BuildHasher, Hasher};
 
 use cxltier_store::{Kind, StoreError};
-use hashbrown::HashMap;
 
-use crate::commands::{fail, now_ms, parse_i64, Ctx, Effect, SYNTAX};
+use crate::context::{
+    expire_at_ms, expired_delete_op, fail, invalid_expire, now_ms, parse_i64, Ctx, Effect,
+    ServerInfo, NOT_INT, SYNTAX,
+};
+use crate::cursors::successor;
 use crate::notify::class as nc;
 use crate::rdb::dump::PayloadError;
 use crate::rdb::load::{LoadError, Strings, Value};
 use crate::rdb::{RdbError, RdbWriter};
 use crate::resp::reply;
 
-/// How many SCAN cursors the server remembers (each holds one key).
-pub const KEPT_CURSORS: usize = 16_384;
 /// Keys fetched per store call by KEYS.
 const KEYS_BATCH: usize = 1024;
-
-/// The SCAN cursors handed out: number → the key the next call starts from.
-#[derive(Debug, Default)]
-pub struct Cursors {
-    next: u64,
-    starts: HashMap<u64, Vec<u8>>,
-    order: VecDeque<u64>,
-}
-
-impl Cursors {
-    /// A new cursor for a scan that goes on from `start`.
-    fn issue(&mut self, start: Vec<u8>) -> u64 {
-        // 0 means "begin" and "done": never issued.
-        self.next = self.next.wrapping_add(1).max(1);
-        let id = self.next;
-        self.starts.insert(id, start);
-        self.order.push_back(id);
-        while self.order.len() > KEPT_CURSORS {
-            if let Some(old) = self.order.pop_front() {
-                self.starts.remove(&old);
-            }
-        }
-        id
-    }
-
-    /// Where the scan of `cursor` goes on; a cursor not (or no longer) known starts over.
-    fn start(&self, cursor: u64) -> Vec<u8> {
-        self.starts.get(&cursor).cloned().unwrap_or_default()
-    }
-
-    pub fn len(&self) -> usize {
-        self.starts.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.starts.is_empty()
-    }
-}
-
-/// The smallest key after `key` in byte order.
-pub(crate) fn successor(key: &[u8]) -> Vec<u8> {
-    let mut k = Vec::with_capacity(key.len() + 1);
-    k.extend_from_slice(key);
-    k.push(0);
-    k
-}
 
 /// The name `TYPE` (and `SCAN ... TYPE`) gives a kind: a hash is a hash however it is kept.
 pub(crate) fn type_name(kind: Kind) -> &'static str {
@@ -106,7 +62,7 @@ pub(crate) fn scan(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErr
             b"COUNT" => match parse_i64(v) {
                 Some(c) if c >= 1 => count = c.min(100_000) as usize,
                 Some(_) => return fail(ctx, SYNTAX),
-                None => return fail(ctx, crate::commands::NOT_INT),
+                None => return fail(ctx, crate::errors::NOT_INT),
             },
             b"TYPE" => kind = Some(v),
             _ => return fail(ctx, SYNTAX),
@@ -254,7 +210,7 @@ pub(crate) fn copy(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErr
             b"DB" if i + 1 < args.len() => {
                 // Redis's words: a number that does not parse, then one out of range.
                 if parse_i64(args[i + 1]).is_none() {
-                    return fail(ctx, crate::commands::NOT_INT);
+                    return fail(ctx, crate::errors::NOT_INT);
                 }
                 match ctx.info.dbs.parse(args[i + 1]) {
                     Ok(d) => db = d,
@@ -267,7 +223,7 @@ pub(crate) fn copy(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErr
         i += 1;
     }
     // Dispatch gave the destination the selected database; DB names another.
-    let dst = cxltier_store::db_key(ctx.info.dbs.physical(db), crate::db::user_key(args[2]));
+    let dst = crate::db::store_key(ctx.info.dbs.physical(db), crate::db::user_key(args[2]));
     if args[1] == dst.as_slice() {
         return fail(ctx, "ERR source and destination objects are the same");
     }
@@ -300,7 +256,7 @@ pub(crate) fn move_key(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, Stor
     if db == ctx.session.db {
         return fail(ctx, "ERR source and destination objects are the same");
     }
-    let dst = cxltier_store::db_key(ctx.info.dbs.physical(db), crate::db::user_key(args[1]));
+    let dst = crate::db::store_key(ctx.info.dbs.physical(db), crate::db::user_key(args[1]));
     if !ctx.store.contains(args[1]) || ctx.store.contains(&dst) {
         reply::int(ctx.out, 0);
         return Ok(Effect::Read);
@@ -417,7 +373,7 @@ pub(crate) fn sort(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErr
             b"ALPHA" => alpha = true,
             b"LIMIT" if left >= 2 => {
                 let (Some(st), Some(ct)) = (parse_i64(args[j + 1]), parse_i64(args[j + 2])) else {
-                    return fail(ctx, crate::commands::NOT_INT);
+                    return fail(ctx, crate::errors::NOT_INT);
                 };
                 (limit_start, limit_count) = (st, ct);
                 j += 2;
@@ -463,7 +419,7 @@ pub(crate) fn sort(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErr
             .into_iter()
             .map(|(m, _)| m)
             .collect(),
-        Some(_) => return fail(ctx, crate::commands::WRONGTYPE),
+        Some(_) => return fail(ctx, crate::errors::WRONGTYPE),
     };
     // A set stored unsorted would be in an arbitrary order: Redis sorts it ALPHA then.
     if dontsort && kind == Some(Kind::Set) && store.is_some() {
@@ -660,7 +616,7 @@ pub(crate) fn restore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, Store
             // Redis takes one of IDLETIME and FREQ, not both.
             b"IDLETIME" if more && !freq => {
                 match parse_i64(args[i + 1]) {
-                    None => return fail(ctx, crate::commands::NOT_INT),
+                    None => return fail(ctx, crate::errors::NOT_INT),
                     Some(v) if v < 0 => {
                         return fail(ctx, "ERR Invalid IDLETIME value, must be >= 0")
                     }
@@ -670,7 +626,7 @@ pub(crate) fn restore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, Store
             }
             b"FREQ" if more && !idle => {
                 match parse_i64(args[i + 1]) {
-                    None => return fail(ctx, crate::commands::NOT_INT),
+                    None => return fail(ctx, crate::errors::NOT_INT),
                     Some(v) if !(0..=255).contains(&v) => {
                         return fail(ctx, "ERR Invalid FREQ value, must be >= 0 and <= 255")
                     }
@@ -687,7 +643,7 @@ pub(crate) fn restore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, Store
         return fail(ctx, "BUSYKEY Target key name already exists.");
     }
     let ttl = match parse_i64(args[2]) {
-        None => return fail(ctx, crate::commands::NOT_INT),
+        None => return fail(ctx, crate::errors::NOT_INT),
         Some(t) if t < 0 => return fail(ctx, "ERR Invalid TTL value, must be >= 0"),
         Some(t) => t as u64,
     };
@@ -728,7 +684,7 @@ pub(crate) fn restore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, Store
     // A relative TTL is replicated as the time it stands for, with ABSTTL (Redis 7.0).
     if let (Some(at), false) = (expires, absttl) {
         ctx.session.propagate_as(|| {
-            let mut op: crate::replication::Op = args.iter().map(|a| a.to_vec()).collect();
+            let mut op: crate::write_stream::Op = args.iter().map(|a| a.to_vec()).collect();
             op[2] = at.to_string().into_bytes();
             op.push(b"ABSTTL".to_vec());
             vec![op]
@@ -761,8 +717,8 @@ fn put_value(
     }
     let meta = crate::db::META_DB;
     let (new, old) = (
-        cxltier_store::db_key(meta, RESTORING),
-        cxltier_store::db_key(meta, REPLACED),
+        crate::db::store_key(meta, RESTORING),
+        crate::db::store_key(meta, REPLACED),
     );
     // Left behind only by a crash in the middle of an earlier RESTORE.
     ctx.store.delete(&new)?;
@@ -850,35 +806,360 @@ fn build(
     Ok(())
 }
 
+/// DEL and UNLINK.
+pub(crate) fn del(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    let mut count = 0;
+    for k in &args[1..] {
+        count += ctx.store.delete(k)? as i64;
+    }
+    reply::int(ctx.out, count);
+    Ok(Effect::Wrote)
+}
+
+pub(crate) fn exists(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    let mut count = 0;
+    for k in &args[1..] {
+        let found = ctx.store.contains(k);
+        ctx.info.lookup(k, found);
+        count += usize::from(found);
+    }
+    reply::int(ctx.out, count as i64);
+    Ok(Effect::Read)
+}
+
+pub(crate) fn type_(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    // From the index, without counting an access (Redis's LOOKUP_NOTOUCH), except for a value
+    // kept in pieces, whose root says whether it is a string or a hash.
+    let kind = match ctx.store.key_info(args[1]) {
+        Some(i) if i.kind == Kind::BigString => ctx.store.get(args[1])?.map(|o| o.kind),
+        i => i.map(|i| i.kind),
+    };
+    ctx.info.lookup(args[1], kind.is_some());
+    let name = kind.map_or("none", crate::keyspace::type_name);
+    reply::simple(ctx.out, name);
+    Ok(Effect::Read)
+}
+
+/// EXPIRE, PEXPIRE, EXPIREAT, PEXPIREAT: `key time [NX | XX | GT | LT]`, Redis 7's rules (a
+/// key without a TTL counts as one that never expires: GT never applies to it, LT always).
+fn expire_command(
+    ctx: &mut Ctx<'_>,
+    args: &[&[u8]],
+    name: &str,
+    seconds: bool,
+    relative: bool,
+) -> Result<Effect, StoreError> {
+    let (mut nx, mut xx, mut gt, mut lt) = (false, false, false, false);
+    for opt in &args[3..] {
+        match opt.to_ascii_uppercase().as_slice() {
+            b"NX" => nx = true,
+            b"XX" => xx = true,
+            b"GT" => gt = true,
+            b"LT" => lt = true,
+            _ => {
+                return fail(
+                    ctx,
+                    &format!("ERR Unsupported option {}", String::from_utf8_lossy(opt)),
+                )
+            }
+        }
+    }
+    if nx && (xx || gt || lt) {
+        return fail(
+            ctx,
+            "ERR NX and XX, GT or LT options at the same time are not compatible",
+        );
+    }
+    if gt && lt {
+        return fail(
+            ctx,
+            "ERR GT and LT options at the same time are not compatible",
+        );
+    }
+    let Some(t) = parse_i64(args[2]) else {
+        return fail(ctx, NOT_INT);
+    };
+    let Some(at) = expire_at_ms(t, seconds, relative) else {
+        invalid_expire(ctx.out, name);
+        return Ok(Effect::Read);
+    };
+    let Some(current) = ctx.store.get(args[1])?.map(|o| o.expires_at_ms) else {
+        reply::int(ctx.out, 0);
+        return Ok(Effect::Read);
+    };
+    let applies = match current {
+        None => !(xx || gt),
+        Some(c) => {
+            let c = c as i64;
+            !(nx || (gt && at <= c) || (lt && at >= c))
+        }
+    };
+    if !applies {
+        reply::int(ctx.out, 0);
+        return Ok(Effect::Read);
+    }
+    if at <= now_ms() as i64 {
+        let existed = ctx.store.delete(args[1])?;
+        // Redis replicates an expiry already past as the delete it is.
+        ctx.session
+            .propagate_as(|| vec![expired_delete_op(ctx.info, args[1])]);
+        reply::int(ctx.out, existed as i64);
+    } else {
+        let ok = ctx.store.set_expiry(args[1], Some(at as u64))?;
+        // As `PEXPIREAT key ms`, the options kept (Redis's expireGenericCommand).
+        ctx.session.propagate_as(|| {
+            let mut op: crate::write_stream::Op = vec![
+                b"pexpireat".to_vec(),
+                args[1].to_vec(),
+                at.to_string().into_bytes(),
+            ];
+            op.extend(args[3..].iter().map(|a| a.to_vec()));
+            vec![op]
+        });
+        if ok {
+            ctx.notify(nc::GENERIC, "expire", args[1]);
+        }
+        reply::int(ctx.out, ok as i64);
+    }
+    Ok(Effect::Wrote)
+}
+
+pub(crate) fn expire(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    expire_command(ctx, args, "expire", true, true)
+}
+
+pub(crate) fn pexpire(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    expire_command(ctx, args, "pexpire", false, true)
+}
+
+pub(crate) fn expireat(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    expire_command(ctx, args, "expireat", true, false)
+}
+
+pub(crate) fn pexpireat(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    expire_command(ctx, args, "pexpireat", false, false)
+}
+
+pub(crate) fn persist(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    let had = ctx
+        .store
+        .get(args[1])?
+        .is_some_and(|o| o.expires_at_ms.is_some());
+    if had {
+        ctx.store.set_expiry(args[1], None)?;
+        ctx.notify(nc::GENERIC, "persist", args[1]);
+    }
+    reply::int(ctx.out, had as i64);
+    Ok(Effect::Wrote)
+}
+
+fn time_to_live(ctx: &mut Ctx<'_>, key: &[u8], seconds: bool) -> Result<Effect, StoreError> {
+    // From the index alone: TTL neither reads the value nor counts an access (Redis's
+    // LOOKUP_NOTOUCH: OBJECT IDLETIME goes on growing).
+    let o = ctx.store.key_info(key);
+    ctx.info.lookup(key, o.is_some());
+    match o {
+        None => reply::int(ctx.out, -2),
+        Some(o) => match o.expires_at_ms {
+            None => reply::int(ctx.out, -1),
+            Some(t) => {
+                let left = t.saturating_sub(now_ms()) as i64;
+                reply::int(ctx.out, if seconds { (left + 500) / 1000 } else { left });
+            }
+        },
+    }
+    Ok(Effect::Read)
+}
+
+pub(crate) fn ttl(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    time_to_live(ctx, args[1], true)
+}
+
+pub(crate) fn pttl(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    time_to_live(ctx, args[1], false)
+}
+
+pub(crate) fn scanrange(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    let Some(count) = parse_i64(args[2]).filter(|&c| (0..=100_000).contains(&c)) else {
+        return fail(ctx, "ERR count must be an integer from 0 to 100000");
+    };
+    let physical = ctx.info.dbs.physical(ctx.session.db);
+    let items = ctx.store.scan_db(physical, args[1], count as usize)?;
+    reply::array(ctx.out, items.len());
+    for it in items {
+        reply::array(ctx.out, 2);
+        reply::bulk(ctx.out, &it.key);
+        if it.kind == Kind::ChunkedHash {
+            let key = crate::db::store_key(physical, &it.key);
+            let fields = crate::hash::chunked_fields(ctx.store, &key)?;
+            let out = &mut *ctx.out;
+            reply::array(out, fields.len() * 2);
+            for (f, v) in &fields {
+                reply::bulk(out, f);
+                reply::bulk(out, v);
+            }
+            continue;
+        }
+        let out = &mut *ctx.out;
+        match (it.kind, crate::hash::decode(&it.value)) {
+            (Kind::Hash, Some(fields)) => {
+                reply::array(out, fields.len() * 2);
+                for (f, v) in fields {
+                    reply::bulk(out, f);
+                    reply::bulk(out, v);
+                }
+            }
+            _ => reply::bulk(out, &it.value),
+        }
+    }
+    Ok(Effect::Read)
+}
+
+/// OBJECT ENCODING of a chunked hash: what Redis would use for its fields under the configured
+/// thresholds (a chunked hash is over 32 KiB, so almost always "hashtable"; the fields are
+/// read only when there are few enough for a listpack).
+fn chunked_hash_encoding(ctx: &mut Ctx<'_>, key: &[u8]) -> Result<&'static str, StoreError> {
+    let entries = ctx.info.knobs.int("hash-max-listpack-entries");
+    let longest = ctx.info.knobs.int("hash-max-listpack-value");
+    if ctx.store.hlen(key)? as i64 > entries {
+        return Ok("hashtable");
+    }
+    let fields = crate::hash::chunked_fields(ctx.store, key)?;
+    let small = fields
+        .iter()
+        .all(|(f, v)| f.len() as i64 <= longest && v.len() as i64 <= longest);
+    Ok(if small { "listpack" } else { "hashtable" })
+}
+
+/// Redis's name for how it would encode a value under the configured thresholds (OBJECT
+/// ENCODING): tools and Redis's own tests branch on it. cxltier stores every value as bytes in
+/// one tier; the name says what Redis would do, not how cxltier lays the value out.
+fn redis_encoding(info: &ServerInfo, kind: Kind, value: &[u8]) -> &'static str {
+    match kind {
+        Kind::Hash => {
+            let fields = crate::hash::decode(value).unwrap_or_default();
+            if crate::hash::redis_keeps_listpack(info, &fields) {
+                "listpack"
+            } else {
+                "hashtable"
+            }
+        }
+        _ => {
+            // An integer without leading zeros or sign tricks that fits an i64 is "int";
+            // short strings are "embstr" (44 bytes fit one allocation with the object).
+            let int = value.len() <= 20
+                && parse_i64(value).is_some_and(|n| n.to_string().as_bytes() == value);
+            if int {
+                "int"
+            } else if value.len() <= 44 {
+                "embstr"
+            } else {
+                "raw"
+            }
+        }
+    }
+}
+
+pub(crate) fn object(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    let sub = args[1].to_ascii_uppercase();
+    let proto = ctx.session.proto;
+    if sub == b"HELP" && args.len() == 2 {
+        let lines = [
+            "OBJECT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            "ENCODING <key>",
+            "    Return the name Redis would use to encode the value stored at <key> under the",
+            "    configured thresholds (cxltier stores values as bytes in one tier).",
+            "FREQ <key>",
+            "    Return the access frequency index of the key (LFU policies only).",
+            "IDLETIME <key>",
+            "    Return the idle time of the key, that is the approximated number",
+            "    of seconds elapsed since the last access to the key.",
+            "TIER <key>",
+            "    Return where the value stored at <key> is: dram, cxl or nvme, or mixed for a",
+            "    collection whose parts are in more than one tier.",
+            "REFCOUNT <key>",
+            "    Return the reference count of the object stored at <key>.",
+        ];
+        reply::array(ctx.out, lines.len());
+        for l in lines {
+            reply::simple(ctx.out, l);
+        }
+        return Ok(Effect::Read);
+    }
+    if args.len() != 3 {
+        return fail(
+            ctx,
+            &format!(
+                "ERR unknown subcommand or wrong number of arguments for '{}'. Try OBJECT HELP.",
+                String::from_utf8_lossy(args[1])
+            ),
+        );
+    }
+    let key = args[2];
+    // Looked at without counting an access (Redis's OBJECT does not touch the key either); a
+    // value only on NVMe is read for ENCODING, which needs its bytes.
+    if !ctx.store.contains(key) {
+        reply::null(ctx.out, proto);
+        return Ok(Effect::Read);
+    }
+    match sub.as_slice() {
+        b"ENCODING" => {
+            let (kind, name) = match ctx.store.peek(key) {
+                Some(o) => (o.kind, redis_encoding(ctx.info, o.kind, o.value)),
+                None => match ctx.store.get(key)? {
+                    Some(o) => (o.kind, redis_encoding(ctx.info, o.kind, o.value)),
+                    None => {
+                        reply::null(ctx.out, proto);
+                        return Ok(Effect::Read);
+                    }
+                },
+            };
+            // Collections: the name follows their members, which the root alone does not
+            // tell. Redis 7.0 keeps every list in a quicklist.
+            let name = match kind {
+                Kind::List => "quicklist",
+                Kind::Set => crate::set::encoding(ctx, key)?,
+                Kind::ZSet => crate::zset::encoding(ctx, key)?,
+                Kind::ChunkedHash => chunked_hash_encoding(ctx, key)?,
+                _ => name,
+            };
+            reply::bulk(ctx.out, name.as_bytes());
+        }
+        // Where the value really is (ENCODING names what Redis would use).
+        b"TIER" => match ctx.store.tier_of(key) {
+            Some(t) => reply::bulk(ctx.out, t.as_bytes()),
+            None => reply::null(ctx.out, proto),
+        },
+        b"REFCOUNT" => reply::int(ctx.out, 1),
+        b"IDLETIME" => match ctx.store.key_info(key) {
+            Some(i) => reply::int(ctx.out, i.idle_seconds as i64),
+            None => reply::null(ctx.out, proto),
+        },
+        b"FREQ" => {
+            return fail(ctx, "ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.")
+        }
+        _ => {
+            return fail(
+                ctx,
+                &format!(
+                    "ERR unknown subcommand '{}'. Try OBJECT HELP.",
+                    String::from_utf8_lossy(args[1])
+                ),
+            )
+        }
+    }
+    Ok(Effect::Read)
+}
+
 #[cfg(test)]
 mod tests {
-    use super::*;
 
-    #[test]
-    fn cursors_resume_and_forget_the_oldest() {
-        let mut c = Cursors::default();
-        let a = c.issue(b"a".to_vec());
-        assert_ne!(a, 0);
-        assert_eq!(c.start(a), b"a");
-        for i in 0..KEPT_CURSORS {
-            c.issue(i.to_string().into_bytes());
-        }
-        assert_eq!(c.len(), KEPT_CURSORS);
-        // Forgotten: the scan starts over (repeats, never skips).
-        assert_eq!(c.start(a), b"");
-        assert_eq!(c.start(12345678), b"");
-    }
-
-    #[test]
-    fn successor_is_the_next_key_in_byte_order() {
-        assert!(successor(b"ab").as_slice() > b"ab".as_slice());
-        assert!(successor(b"ab").as_slice() < b"ab\x00\x00".as_slice());
-        assert!(successor(b"ab").as_slice() < b"ac".as_slice());
-    }
+    use crate::context::*;
+    use crate::testdb::*;
 
     #[test]
     fn rename_and_copy_take_collections_whole() {
-        let mut db = crate::list::testdb::Db::new();
+        let mut db = crate::testdb::Db::new();
         db.cmd("RPUSH bob a b c");
         assert_eq!(db.cmd("RENAME bob foo"), "+OK\r\n");
         assert_eq!(
@@ -898,7 +1179,7 @@ mod tests {
 
     #[test]
     fn sort_follows_redis() {
-        let mut db = crate::list::testdb::Db::new();
+        let mut db = crate::testdb::Db::new();
         db.cmd("RPUSH l 3 1 2");
         assert_eq!(db.cmd("SORT l"), "*3\r\n$1\r\n1\r\n$1\r\n2\r\n$1\r\n3\r\n");
         assert_eq!(
@@ -940,7 +1221,7 @@ mod tests {
 
     #[test]
     fn dump_and_restore_round_trip_every_type() {
-        let mut db = crate::list::testdb::Db::new();
+        let mut db = crate::testdb::Db::new();
         db.cmd("SET s hello");
         db.cmd("HSET h a 1 b 2");
         db.cmd("RPUSH l x y z");
@@ -963,7 +1244,7 @@ mod tests {
             let want = db.cmd(&q(k));
             let words: Vec<&[u8]> = vec![b"DUMP", k.as_bytes()];
             let mut out = Vec::new();
-            crate::commands::execute(
+            crate::dispatch::execute(
                 &mut db.store,
                 &mut db.info,
                 &mut db.session,
@@ -976,7 +1257,7 @@ mod tests {
             let new = format!("{k}2");
             let words: Vec<&[u8]> = vec![b"RESTORE", new.as_bytes(), b"0", &payload];
             let mut out = Vec::new();
-            crate::commands::execute(
+            crate::dispatch::execute(
                 &mut db.store,
                 &mut db.info,
                 &mut db.session,
@@ -986,7 +1267,7 @@ mod tests {
             assert_eq!(out, b"+OK\r\n", "{k}");
             assert_eq!(db.cmd(&q(&new)), want, "{k}");
             let mut out = Vec::new();
-            crate::commands::execute(
+            crate::dispatch::execute(
                 &mut db.store,
                 &mut db.info,
                 &mut db.session,
@@ -998,7 +1279,7 @@ mod tests {
             *bad.last_mut().unwrap() ^= 1;
             let words: Vec<&[u8]> = vec![b"RESTORE", b"x", b"0", &bad];
             let mut out = Vec::new();
-            crate::commands::execute(
+            crate::dispatch::execute(
                 &mut db.store,
                 &mut db.info,
                 &mut db.session,
@@ -1008,6 +1289,534 @@ mod tests {
             assert_eq!(out, b"-ERR DUMP payload version or checksum are wrong\r\n");
         }
         assert_eq!(db.cmd("DUMP nope"), "$-1\r\n");
+    }
+
+    /// COPY and RENAME take any type with all its members and its TTL (Redis's keyspace tests
+    /// COPY lists, sets, sorted sets and hashes; this answered "a list is written through the
+    /// store's collection calls").
+    #[test]
+    fn copy_and_rename_carry_collections_whole() {
+        let mut db = Db::large();
+        db.cmd("RPUSH l a b c");
+        db.cmd("SADD s 1 2 3");
+        db.cmd("ZADD z 1 a 2 b");
+        db.cmd("HSET h f v");
+        db.cmd("PEXPIRE l 100000");
+        for k in ["l", "s", "z", "h"] {
+            assert_eq!(db.cmd(&format!("COPY {k} {k}2")), ":1\r\n", "{k}");
+        }
+        assert_eq!(
+            db.cmd("LRANGE l2 0 -1"),
+            "*3\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n"
+        );
+        assert_eq!(db.cmd("SCARD s2"), ":3\r\n");
+        assert_eq!(db.cmd("ZSCORE z2 b"), "$1\r\n2\r\n");
+        assert_eq!(db.cmd("HGET h2 f"), "$1\r\nv\r\n");
+        assert!(db.cmd("PTTL l2").starts_with(':') && db.cmd("PTTL l2") != ":-1\r\n");
+        // The copy is its own: changing it leaves the source alone.
+        db.cmd("RPUSH l2 d");
+        assert_eq!(db.cmd("LLEN l"), ":3\r\n");
+        // COPY onto an existing key needs REPLACE.
+        assert_eq!(db.cmd("COPY s l2"), ":0\r\n");
+        assert_eq!(db.cmd("COPY s l2 REPLACE"), ":1\r\n");
+        assert_eq!(db.cmd("TYPE l2"), "+set\r\n");
+        assert_eq!(db.cmd("RENAME z zz"), "+OK\r\n");
+        assert_eq!(db.cmd("EXISTS z"), ":0\r\n");
+        assert_eq!(db.cmd("ZRANGE zz 0 -1"), "*2\r\n$1\r\na\r\n$1\r\nb\r\n");
+        assert_eq!(db.cmd("RENAMENX h zz"), ":0\r\n");
+        assert_eq!(db.cmd("RENAMENX h hh"), ":1\r\n");
+        assert_eq!(db.cmd("HGET hh f"), "$1\r\nv\r\n");
+        assert_eq!(db.cmd("RENAME nothing x"), "-ERR no such key\r\n");
+    }
+
+    #[test]
+    fn idle_time_counts_reads_and_writes_not_ttl_type_exists_or_object() {
+        let mut db = Db::large();
+        db.cmd("SET foo bar");
+        db.cmd("ZADD z 1 a");
+        db.cmd("SET bar x");
+        // More than a second: the clock of seconds has ticked at least once.
+        std::thread::sleep(std::time::Duration::from_millis(1100));
+        for c in [
+            "TTL foo",
+            "PTTL foo",
+            "TYPE foo",
+            "EXISTS foo",
+            "EXPIRETIME foo",
+            "OBJECT ENCODING foo",
+            "OBJECT IDLETIME foo",
+            "TYPE z",
+        ] {
+            db.cmd(c);
+        }
+        // At least 1 (more on a machine slow enough to oversleep).
+        for k in ["foo", "z"] {
+            let r = db.cmd(&format!("OBJECT IDLETIME {k}"));
+            let idle: i64 = r.trim_start_matches(':').trim_end().parse().unwrap();
+            assert!(idle >= 1, "{k}: {r}");
+        }
+        db.cmd("GET foo");
+        db.cmd("ZSCORE z a");
+        assert_eq!(db.cmd("TOUCH bar nope"), ":1\r\n");
+        assert_eq!(db.cmd("OBJECT IDLETIME foo"), ":0\r\n");
+        assert_eq!(db.cmd("OBJECT IDLETIME z"), ":0\r\n");
+        assert_eq!(db.cmd("OBJECT IDLETIME bar"), ":0\r\n");
+        assert_eq!(db.cmd("OBJECT IDLETIME nope"), "$-1\r\n");
+    }
+
+    #[test]
+    fn object_encoding_follows_the_thresholds() {
+        let mut db = Db::large();
+        let long = "x".repeat(45);
+        db.cmd("SET i 12345");
+        db.cmd("SET z 012");
+        db.cmd("SET e hello");
+        db.cmd(&format!("SET r {long}"));
+        db.cmd("HSET h a 1 b 2");
+        let enc = |db: &mut Db, k: &str| db.cmd(&format!("OBJECT ENCODING {k}"));
+        assert_eq!(enc(&mut db, "i"), "$3\r\nint\r\n");
+        assert_eq!(enc(&mut db, "z"), "$6\r\nembstr\r\n");
+        assert_eq!(enc(&mut db, "e"), "$6\r\nembstr\r\n");
+        assert_eq!(enc(&mut db, "r"), "$3\r\nraw\r\n");
+        assert_eq!(enc(&mut db, "h"), "$8\r\nlistpack\r\n");
+        assert_eq!(enc(&mut db, "missing"), "$-1\r\n");
+        db.cmd("CONFIG SET hash-max-listpack-entries 1");
+        assert_eq!(enc(&mut db, "h"), "$9\r\nhashtable\r\n");
+        db.cmd("CONFIG SET hash-max-listpack-entries 128");
+        db.cmd("CONFIG SET hash-max-ziplist-value 0");
+        assert_eq!(enc(&mut db, "h"), "$9\r\nhashtable\r\n");
+        assert_eq!(db.cmd("OBJECT TIER e"), "$4\r\ndram\r\n");
+        db.cmd("RPUSH l a b");
+        assert_eq!(db.cmd("OBJECT TIER l"), "$4\r\ndram\r\n");
+        assert_eq!(db.cmd("OBJECT TIER missing"), "$-1\r\n");
+        assert_eq!(db.cmd("OBJECT REFCOUNT e"), ":1\r\n");
+        assert_eq!(db.cmd("OBJECT IDLETIME e"), ":0\r\n");
+        assert!(db
+            .cmd("OBJECT FREQ e")
+            .starts_with("-ERR An LFU maxmemory policy is not selected"));
+        assert!(db.cmd("OBJECT HELP").starts_with('*'));
+        assert!(db
+            .cmd("OBJECT NOPE e")
+            .starts_with("-ERR unknown subcommand"));
+        assert_eq!(
+            db.cmd("MEMORY USAGE e"),
+            // The key as the store keeps it: its byte of database and its one byte.
+            format!(":{}\r\n", 2 + 5 + crate::admin::INDEX_ENTRY_BYTES)
+        );
+        assert_eq!(db.cmd("MEMORY USAGE missing"), "$-1\r\n");
+    }
+
+    #[test]
+    fn expire_times_out_of_range_are_refused_as_redis_does() {
+        let mut db = Db::large();
+        assert_eq!(db.cmd("SET k v"), "+OK\r\n");
+        // now + t*1000 overflows: refused, and the key is kept (it used to be deleted).
+        for (line, name) in [
+            ("EXPIRE k 9223372036854775", "expire"),
+            ("EXPIRE k 9223372036854776", "expire"),
+            ("EXPIREAT k 9223372036854776", "expireat"),
+            ("PEXPIRE k 9223372036854775807", "pexpire"),
+        ] {
+            assert_eq!(
+                db.cmd(line),
+                format!("-ERR invalid expire time in '{name}' command\r\n"),
+                "{line}"
+            );
+        }
+        assert_eq!(db.cmd("TTL k"), ":-1\r\n");
+        assert_eq!(db.cmd("GET k"), "$1\r\nv\r\n");
+        // The largest absolute time is accepted, and far in the future.
+        assert_eq!(db.cmd("PEXPIREAT k 9223372036854775807"), ":1\r\n");
+        assert_eq!(db.cmd("EXPIREAT k 9223372036854775"), ":1\r\n");
+        assert!(db.cmd("TTL k").starts_with(":92233"));
+        for (line, name) in [
+            ("SET k v EX 99999999999999999", "set"),
+            ("SET k v PX 9223372036854775807", "set"),
+            ("SET k v EXAT 9223372036854776", "set"),
+            ("SET k v EX 0", "set"),
+            ("SET k v PX -1", "set"),
+            ("SETEX k 99999999999999999 v", "setex"),
+            ("SETEX k 0 v", "setex"),
+            ("PSETEX k 9223372036854775807 v", "psetex"),
+        ] {
+            assert_eq!(
+                db.cmd(line),
+                format!("-ERR invalid expire time in '{name}' command\r\n"),
+                "{line}"
+            );
+        }
+        assert_eq!(db.cmd("SET k v EX 100"), "+OK\r\n");
+        let ttl = db.cmd("TTL k");
+        assert!(ttl == ":100\r\n" || ttl == ":99\r\n", "{ttl}");
+        assert_eq!(db.cmd("SET k v EXAT 9223372036854775"), "+OK\r\n");
+        assert!(db.cmd("TTL k").starts_with(":92233"));
+        // A time in the past still deletes, as in Redis.
+        assert_eq!(db.cmd("EXPIRE k -9223372036854775"), ":1\r\n");
+        assert_eq!(db.cmd("EXISTS k"), ":0\r\n");
+    }
+
+    #[test]
+    fn expire_flags_follow_redis_7() {
+        let mut db = Db::large();
+        replies(
+            &mut db,
+            &[
+                ("SET k v", "+OK\r\n"),
+                ("EXPIRE k 100 XX", ":0\r\n"),
+                ("EXPIRE k 100 GT", ":0\r\n"),
+                ("EXPIRE k 100 LT", ":1\r\n"),
+                ("EXPIRE k 200 NX", ":0\r\n"),
+                ("EXPIRE k 50 GT", ":0\r\n"),
+                ("EXPIRE k 200 GT", ":1\r\n"),
+                ("EXPIRE k 300 LT", ":0\r\n"),
+                ("EXPIRE k 150 XX LT", ":1\r\n"),
+                ("TTL k", ":150\r\n"),
+                ("PERSIST k", ":1\r\n"),
+                ("EXPIRE k 100 NX", ":1\r\n"),
+                (
+                    "EXPIRE k 100 NX XX",
+                    "-ERR NX and XX, GT or LT options at the same time are not compatible\r\n",
+                ),
+                (
+                    "EXPIRE k 100 GT LT",
+                    "-ERR GT and LT options at the same time are not compatible\r\n",
+                ),
+                ("EXPIRE k 100 FOO", "-ERR Unsupported option FOO\r\n"),
+                ("EXPIRE missing 100", ":0\r\n"),
+                ("EXPIRETIME missing", ":-2\r\n"),
+                ("SET p v", "+OK\r\n"),
+                ("EXPIRETIME p", ":-1\r\n"),
+                ("PEXPIRETIME p", ":-1\r\n"),
+                ("PEXPIREAT p 99999999999999", ":1\r\n"),
+                ("PEXPIRETIME p", ":99999999999999\r\n"),
+                ("EXPIRETIME p", ":99999999999\r\n"),
+            ],
+        );
+    }
+
+    #[test]
+    fn rename_copy_touch_and_randomkey() {
+        let mut db = Db::large();
+        replies(
+            &mut db,
+            &[
+                ("RANDOMKEY", "$-1\r\n"),
+                ("RENAME a b", "-ERR no such key\r\n"),
+                ("SET a 1", "+OK\r\n"),
+                ("EXPIRE a 100", ":1\r\n"),
+                ("RENAME a b", "+OK\r\n"),
+                ("EXISTS a", ":0\r\n"),
+                ("TTL b", ":100\r\n"),
+                ("RENAME b b", "+OK\r\n"),
+                ("SET c 2", "+OK\r\n"),
+                ("RENAMENX b c", ":0\r\n"),
+                ("RENAMENX b d", ":1\r\n"),
+                ("GET d", "$1\r\n1\r\n"),
+                (
+                    "COPY d d",
+                    "-ERR source and destination objects are the same\r\n",
+                ),
+                ("COPY d c", ":0\r\n"),
+                ("COPY d c REPLACE", ":1\r\n"),
+                ("GET c", "$1\r\n1\r\n"),
+                ("TTL c", ":100\r\n"),
+                ("COPY d e DB 0", ":1\r\n"),
+                ("COPY missing e", ":0\r\n"),
+                ("COPY d e DB 1 REPLACE", ":1\r\n"),
+                ("COPY d e DB 16", "-ERR DB index is out of range\r\n"),
+                ("TOUCH c d c missing", ":3\r\n"),
+            ],
+        );
+        let r = db.cmd("RANDOMKEY");
+        assert!(
+            ["$1\r\nc\r\n", "$1\r\nd\r\n", "$1\r\ne\r\n"].contains(&r.as_str()),
+            "{r}"
+        );
+        db.cmd("HSET h f v");
+        assert_eq!(db.cmd("RENAME h h2"), "+OK\r\n");
+        assert_eq!(db.cmd("HGET h2 f"), "$1\r\nv\r\n");
+    }
+
+    #[test]
+    fn scan_keys_match_count_type() {
+        let mut db = Db::large();
+        for i in 0..50 {
+            db.cmd(&format!("SET k{i:02} v"));
+        }
+        db.cmd("HSET h f v");
+        let mut all = scan_all(&mut db, " COUNT 7");
+        all.sort();
+        assert_eq!(all.len(), 51);
+        assert_eq!(scan_all(&mut db, " MATCH k1* COUNT 3").len(), 10);
+        assert_eq!(scan_all(&mut db, " TYPE hash"), ["h"]);
+        assert_eq!(scan_all(&mut db, " TYPE list").len(), 0);
+        assert_eq!(db.cmd("SCAN x"), "-ERR invalid cursor\r\n");
+        assert_eq!(db.cmd("SCAN 0 COUNT 0"), "-ERR syntax error\r\n");
+        assert_eq!(db.cmd("SCAN 0 MATCH"), "-ERR syntax error\r\n");
+        assert_eq!(db.cmd("KEYS k4*").matches("$3\r\nk4").count(), 10);
+        assert_eq!(db.cmd("KEYS nothing*"), "*0\r\n");
+        assert_eq!(db.cmd("DBSIZE"), ":51\r\n");
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+        /// Redis's guarantee under inserts and deletes between SCAN calls: every key present
+        /// for the whole scan is returned, and (cursors kept) none twice.
+        #[test]
+        fn scan_returns_every_key_present_throughout(
+            initial in proptest::collection::btree_set(0u16..300, 0..120),
+            ops in proptest::collection::vec((proptest::bool::ANY, 0u16..300), 0..200),
+            count in 1usize..20,
+        ) {
+            let mut db = Db::large();
+            for k in &initial {
+                db.cmd(&format!("SET {k} v"));
+            }
+            let mut present_throughout: std::collections::BTreeSet<String> =
+                initial.iter().map(|k| k.to_string()).collect();
+            let mut seen = Vec::new();
+            let mut cursor = "0".to_string();
+            let mut ops = ops.into_iter();
+            loop {
+                let (next, found) = parse_scan(&db.cmd(&format!("SCAN {cursor} COUNT {count}")));
+                seen.extend(found);
+                if next == "0" {
+                    break;
+                }
+                cursor = next;
+                for (insert, k) in ops.by_ref().take(3) {
+                    if insert {
+                        db.cmd(&format!("SET {k} v"));
+                    } else {
+                        db.cmd(&format!("DEL {k}"));
+                        present_throughout.remove(&k.to_string());
+                    }
+                }
+            }
+            let unique: std::collections::BTreeSet<String> = seen.iter().cloned().collect();
+            proptest::prop_assert_eq!(unique.len(), seen.len(), "a key returned twice");
+            for k in &present_throughout {
+                proptest::prop_assert!(unique.contains(k), "{} missed", k);
+            }
+        }
+    }
+
+    #[test]
+    fn expired_keys_counts_keys_a_command_found_expired() {
+        let mut db = Db::large();
+        db.cmd("SET gone v PX 1");
+        db.cmd("SET stays v");
+        // Let the 1 ms TTL pass (a wait for a state, not a timed assertion).
+        while db
+            .store
+            .peek(&crate::db::store_key(0, b"gone"))
+            .is_some_and(|o| o.expires_at_ms > Some(now_ms()))
+        {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        assert_eq!(db.cmd("GET gone"), "$-1\r\n");
+        assert_eq!(db.cmd("GET stays"), "$1\r\nv\r\n");
+        assert_eq!(db.cmd("DEL stays"), ":1\r\n");
+        assert_eq!(info_field(&mut db, "stats", "expired_keys"), "1");
+    }
+
+    #[test]
+    fn randomkey_reaches_every_key_of_a_small_database() {
+        let mut db = Db::large();
+        // Keys bunched in the byte space: a random point of it would almost never give "a00".
+        for k in ["a", "a0", "a00", "zzzz"] {
+            db.cmd(&format!("SET {k} v"));
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for _ in 0..200 {
+            seen.insert(db.cmd("RANDOMKEY"));
+        }
+        assert_eq!(seen.len(), 4, "{seen:?}");
+    }
+
+    /// Every type of key, one name in two databases: each database sees only its own (value,
+    /// type, TTL, counts, KEYS, SCAN, RANDOMKEY, DEL, RENAME), and SELECT's errors are Redis's.
+    #[test]
+    fn databases_keep_keys_of_every_type_apart() {
+        let mut db = Db::large();
+        let fill = |db: &mut Db, tag: &str| {
+            for line in [
+                format!("SET s {tag}"),
+                format!("HSET h f {tag}"),
+                format!("RPUSH l {tag} x"),
+                format!("SADD set {tag}"),
+                format!("ZADD z 1 {tag}"),
+                format!("SET only{tag} 1"),
+            ] {
+                assert!(!db.cmd(&line).starts_with('-'), "{line}");
+            }
+        };
+        fill(&mut db, "zero");
+        assert_eq!(db.cmd("SELECT 1"), "+OK\r\n");
+        assert_eq!(db.cmd("DBSIZE"), ":0\r\n");
+        assert_eq!(db.cmd("GET s"), "$-1\r\n");
+        assert_eq!(db.cmd("TYPE l"), "+none\r\n");
+        // The same names as other types: no WRONGTYPE from database 0's keys.
+        assert_eq!(db.cmd("LPUSH s one"), ":1\r\n");
+        assert_eq!(db.cmd("SET l one"), "+OK\r\n");
+        db.cmd("DEL s l");
+        fill(&mut db, "one");
+        db.cmd("EXPIRE s 100");
+        for (d, tag) in [(0, "zero"), (1, "one")] {
+            db.cmd(&format!("SELECT {d}"));
+            let n = tag.len();
+            assert_eq!(db.cmd("GET s"), format!("${n}\r\n{tag}\r\n"));
+            assert_eq!(db.cmd("HGET h f"), format!("${n}\r\n{tag}\r\n"));
+            assert_eq!(db.cmd("LINDEX l 0"), format!("${n}\r\n{tag}\r\n"));
+            assert_eq!(
+                db.cmd("SISMEMBER set zero"),
+                format!(":{}\r\n", u8::from(d == 0))
+            );
+            assert_eq!(
+                db.cmd("ZSCORE z one"),
+                if d == 1 { "$1\r\n1\r\n" } else { "$-1\r\n" }
+            );
+            assert_eq!(db.cmd("TTL s"), if d == 1 { ":100\r\n" } else { ":-1\r\n" });
+            assert_eq!(db.cmd("DBSIZE"), ":6\r\n");
+            assert_eq!(
+                db.cmd("KEYS only*"),
+                format!("*1\r\n${}\r\nonly{tag}\r\n", n + 4)
+            );
+            let scan = db.cmd("SCAN 0 COUNT 100");
+            assert!(scan.starts_with("*2\r\n$1\r\n0\r\n*6\r\n"), "{scan}");
+            let other = if d == 0 { "onlyone" } else { "onlyzero" };
+            assert!(
+                scan.contains(&format!("only{tag}")) && !scan.contains(other),
+                "{scan}"
+            );
+            for _ in 0..20 {
+                let r = db.cmd("RANDOMKEY");
+                assert!(
+                    !r.contains(if d == 0 { "onlyone" } else { "onlyzero" }),
+                    "{r}"
+                );
+            }
+        }
+        // DEL and RENAME stay in their database.
+        db.cmd("SELECT 0");
+        assert_eq!(db.cmd("RENAME s s2"), "+OK\r\n");
+        assert_eq!(db.cmd("DEL h"), ":1\r\n");
+        db.cmd("SELECT 1");
+        assert_eq!(db.cmd("EXISTS s h s2"), ":2\r\n");
+        // SELECT's errors, Redis's words.
+        assert_eq!(db.cmd("SELECT 16"), "-ERR DB index is out of range\r\n");
+        assert_eq!(db.cmd("SELECT -1"), "-ERR DB index is out of range\r\n");
+        assert_eq!(db.cmd("SELECT x"), format!("-{NOT_INT}\r\n"));
+        assert_eq!(db.session.db, 1, "a refused SELECT keeps the database");
+        // RESET goes back to database 0; HELLO keeps the database (as Redis 7.0 does).
+        db.cmd("HELLO 2");
+        assert_eq!(db.cmd("GET s"), "$3\r\none\r\n");
+        db.cmd("RESET");
+        assert_eq!(db.cmd("GET s2"), "$4\r\nzero\r\n");
+    }
+
+    /// MOVE, COPY ... DB, FLUSHDB, FLUSHALL and SWAPDB, with Redis's replies and errors.
+    #[test]
+    fn move_copy_flushdb_and_swapdb() {
+        let mut db = Db::large();
+        replies(
+            &mut db,
+            &[
+                ("RPUSH l a b", ":2\r\n"),
+                ("PEXPIRE l 100000", ":1\r\n"),
+                ("MOVE l 2", ":1\r\n"),
+                ("EXISTS l", ":0\r\n"),
+                ("MOVE l 2", ":0\r\n"),
+                (
+                    "MOVE l 0",
+                    "-ERR source and destination objects are the same\r\n",
+                ),
+                ("MOVE l 16", "-ERR DB index is out of range\r\n"),
+                (
+                    "MOVE l x",
+                    "-ERR value is not an integer or out of range\r\n",
+                ),
+                ("SELECT 2", "+OK\r\n"),
+                ("LRANGE l 0 -1", "*2\r\n$1\r\na\r\n$1\r\nb\r\n"),
+                // The TTL went with it.
+                ("EXPIRE l 100 NX", ":0\r\n"),
+                ("SET s v", "+OK\r\n"),
+                // MOVE onto a key the other database holds moves nothing.
+                ("SELECT 0", "+OK\r\n"),
+                ("SET s mine", "+OK\r\n"),
+                ("MOVE s 2", ":0\r\n"),
+                ("GET s", "$4\r\nmine\r\n"),
+                (
+                    "COPY s s DB 0",
+                    "-ERR source and destination objects are the same\r\n",
+                ),
+                ("COPY s s DB 2", ":0\r\n"),
+                ("COPY s s DB 2 REPLACE", ":1\r\n"),
+                ("COPY s s DB 3", ":1\r\n"),
+                (
+                    "COPY s t DB x",
+                    "-ERR value is not an integer or out of range\r\n",
+                ),
+                ("COPY s t DB 99", "-ERR DB index is out of range\r\n"),
+                ("SELECT 2", "+OK\r\n"),
+                ("GET s", "$4\r\nmine\r\n"),
+                ("DBSIZE", ":2\r\n"),
+                // FLUSHDB empties database 2 only.
+                ("FLUSHDB", "+OK\r\n"),
+                ("DBSIZE", ":0\r\n"),
+                ("SELECT 3", "+OK\r\n"),
+                ("GET s", "$4\r\nmine\r\n"),
+                // SWAPDB: database 3's keys are database 5's and back.
+                ("SWAPDB 3 5", "+OK\r\n"),
+                ("DBSIZE", ":0\r\n"),
+                ("SELECT 5", "+OK\r\n"),
+                ("GET s", "$4\r\nmine\r\n"),
+                ("SET n 1", "+OK\r\n"),
+                ("SWAPDB 5 3", "+OK\r\n"),
+                ("GET n", "$-1\r\n"),
+                ("SELECT 3", "+OK\r\n"),
+                ("MGET s n", "*2\r\n$4\r\nmine\r\n$1\r\n1\r\n"),
+                ("SWAPDB 0 0", "+OK\r\n"),
+                ("SWAPDB a 1", "-ERR invalid first DB index\r\n"),
+                ("SWAPDB 1 b", "-ERR invalid second DB index\r\n"),
+                ("SWAPDB 1 16", "-ERR DB index is out of range\r\n"),
+                ("SWAPDB 3 9", "+OK\r\n"),
+                ("FLUSHALL", "+OK\r\n"),
+                ("DBSIZE", ":0\r\n"),
+                ("SELECT 9", "+OK\r\n"),
+                ("DBSIZE", ":0\r\n"),
+                ("SELECT 0", "+OK\r\n"),
+                ("DBSIZE", ":0\r\n"),
+                (
+                    "CONFIG GET databases",
+                    "*2\r\n$9\r\ndatabases\r\n$2\r\n16\r\n",
+                ),
+            ],
+        );
+    }
+
+    /// SORT ... STORE writes a key that is no key position of the table's: its watchers (in the
+    /// database it is written in) hear of it when it was written, a result stored or an old key
+    /// deleted by an empty result (Redis's multi test "EXEC fail on WATCHed key modified by
+    /// SORT with STORE even if the result is empty").
+    #[test]
+    fn sort_store_touches_its_destination_in_its_database() {
+        let mut db = Db::large();
+        db.session.id = 1;
+        db.cmd("SELECT 1");
+        db.cmd("LPUSH foo bar");
+        db.cmd("WATCH foo");
+        assert_eq!(db.cmd("SORT emptylist STORE foo"), ":0\r\n");
+        db.cmd("MULTI");
+        db.cmd("PING");
+        assert_eq!(db.cmd("EXEC"), "*-1\r\n");
+        // Nothing stored and nothing deleted: no change.
+        db.cmd("WATCH foo");
+        db.cmd("SORT emptylist STORE foo");
+        db.cmd("MULTI");
+        db.cmd("PING");
+        assert_eq!(db.cmd("EXEC"), "*1\r\n+PONG\r\n");
     }
 }
 

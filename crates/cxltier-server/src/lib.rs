@@ -1,48 +1,90 @@
 //! A RESP2 (Redis protocol) server over the cxltier tiered object store.
 //!
+//! From the bottom up: the state commands run against, the handlers by kind, the table that
+//! names them, dispatch, and the event loop at the top.
+//!
 //! - [`resp`]: the request parser (multibulk and inline; never panics) and reply writers;
-//! - [`commands`]: Redis semantics of each command over [`cxltier_store::Store`], including
-//!   `SCANRANGE` (the ordered range scan of YCSB workload E) and `INFO tiers`;
+//! - [`context`]: the state every handler sees: `ServerInfo` (the server's settings and
+//!   counters), `Session` (one connection's), `Ctx` and `Effect`, and the helpers handlers
+//!   share (error replies, clocks, expiry times); it imports no handler;
+//! - [`errors`]: the error replies several kinds of command give, word for word;
+//! - [`cursors`]: the SCAN cursors the server keeps, and SSCAN/HSCAN/ZSCAN's cursors on the wire;
+//! - [`subscriptions`]: who subscribes to what, and the messages left for other connections;
+//! - [`write_stream`]: the write stream replicas are fed, its offset and units;
+//! - [`lua`]: the Lua interpreter scripts run in, its libraries, cache and running state;
+//! - [`version`]: the Redis version cxltier answers as;
 //! - [`db`]: the databases (`SELECT`, `SWAPDB`): the logical → physical map kept in the store;
+//! - [`glob`]: Redis's glob patterns, matched in bounded time (CONFIG GET, KEYS, SCAN MATCH);
+//! - [`knobs`]: the parameters CONFIG SET stores, with their aliases and defaults;
+//! - [`limits`]: output buffer limits per kind of client, the bulk margin, byte counts;
+//! - [`ratelog`]: log lines of a repeating failure held back to one per interval, counted;
+//! - [`args`]: what handlers of several kinds parse and answer alike (integers, WRONGTYPE,
+//!   SCAN's options, random counts, blocking timeouts and parking, floats);
+//! - [`admin`]: DBSIZE, FLUSHALL/FLUSHDB, SWAPDB, MEMORY, TIME, LASTSAVE, SAVE, BGSAVE, DEBUG,
+//!   SHUTDOWN: the server group's commands without a module of their own;
+//! - [`client`]: the CLIENT family (LIST, INFO, KILL, REPLY, PAUSE, UNBLOCK, ...);
 //! - [`config`]: `CONFIG GET|SET|RESETSTAT|REWRITE`, and Redis's encoding knobs, stored;
+//! - [`connection`]: PING, ECHO, SELECT, AUTH, HELLO, RESET, QUIT;
 //! - [`geo`]: the GEO commands over sorted sets whose scores are 52-bit geohashes;
-//! - [`glob`]: Redis's glob patterns, matched in bounded time (CONFIG GET);
-//! - [`hash`]: how a hash's fields are encoded in one stored value;
-//! - [`keyspace`]: SCAN (cursors kept by the server), KEYS, RANDOMKEY, RENAME, COPY, TOUCH,
-//!   EXPIRETIME, DUMP and RESTORE (atomic: a failed RESTORE leaves the keyspace as it was);
-//! - [`metrics`]: the Prometheus exposition (`--metrics-addr`): tiers, hits and misses,
-//!   commands and their latency histogram, clients, NVMe I/O, memory; published by the loop at
-//!   most once a second and within 1% of its time;
-//! - [`notify`]: keyspace notifications (`notify-keyspace-events`): the events commands
-//!   announce, published on `__keyspace@<db>__:` and `__keyevent@<db>__:` channels;
+//! - [`hash`]: the hash commands, and how a hash's fields are encoded in one stored value;
+//! - [`info`]: INFO's sections, and the memory figures INFO, CONFIG, OOM and the metrics share;
+//! - [`keyspace`]: DEL, EXISTS, TYPE, the expiry commands, OBJECT, SCANRANGE (the ordered range
+//!   scan of YCSB workload E), SCAN (cursors kept by the server), KEYS, RANDOMKEY, RENAME, COPY,
+//!   TOUCH, EXPIRETIME, DUMP and RESTORE (atomic: a failed RESTORE leaves the keyspace as it
+//!   was);
+//! - [`list`], [`set`], [`zset`]: the list, set and sorted set commands;
+//! - [`notify`]: keyspace notifications (`notify-keyspace-events`): the classes and the events
+//!   commands announce (dispatch publishes them on `__keyspace@<db>__:` and
+//!   `__keyevent@<db>__:` channels);
 //! - [`pubsub`]: SUBSCRIBE, PSUBSCRIBE, PUBLISH, PUBSUB, and the messages for other connections;
 //! - [`quarantine`]: follows the quarantine file of `cxltier ras --watch --quarantine` and hands
 //!   new poisoned ranges to the store (`INFO poison`);
-//! - [`ratelog`]: log lines of a repeating failure held back to one per interval, counted;
 //! - [`rdb`]: the RDB snapshot (version 10, Redis's CRC64) a replica loads at SYNC/PSYNC, the
 //!   decoder of RDB values (every encoding Redis 7.0 loads, validated) and DUMP/RESTORE payloads
 //!   in Redis's format;
-//! - [`replication`]: SYNC, PSYNC, REPLCONF, ROLE, WAIT, and the write stream as Redis 7.0
-//!   propagates it (what changed, rewritten, in MULTI/EXEC units, after SELECT);
-//! - [`table`]: the command table (name, arity, flags, keys, handler) that dispatch, arity
-//!   checks, NOAUTH, the NVMe reads begun before a command and `COMMAND` all come from;
-//! - [`strings`]: APPEND, GETRANGE, SETRANGE, GETEX, INCRBYFLOAT, the bit operations and the
-//!   rest of the string commands;
+//! - [`replication`]: SYNC, PSYNC, REPLCONF, ROLE, WAIT, CLUSTER: replicas attach, are sent
+//!   the snapshot, then the write stream as Redis 7.0 propagates it (what changed, rewritten,
+//!   in MULTI/EXEC units, after SELECT);
 //! - [`scripting`]: EVAL, EVALSHA, SCRIPT: Lua 5.1 scripts with Redis 7.0's `redis` library,
 //!   conversions and errors, `cjson` and `bit`, and the busy mode while a script runs long;
+//! - [`strings`]: GET, SET, INCR and the rest of the string commands, the bit operations;
+//! - [`transaction`]: MULTI, EXEC, DISCARD, WATCH, UNWATCH;
+//! - [`table`]: the command table (name, arity, flags, keys, handler) that dispatch, arity
+//!   checks, NOAUTH, the checks by kind of command (flags, never names), the NVMe reads begun
+//!   before a command and `COMMAND` all come from;
+//! - [`dispatch`]: running one command: the checks before it, the database byte of its keys,
+//!   its handler, and what follows (the write stream, watchers and blocked clients, keyspace
+//!   events published); it hands handlers the runners for other commands (`Ctx::execute`,
+//!   `Ctx::run_queued`: a script's `redis.call`, EXEC's queue);
+//! - [`commands`]: the entry for callers outside the crate (`execute`, the state types);
+//! - [`metrics`]: the Prometheus exposition (`--metrics-addr`): tiers, hits and misses,
+//!   commands and their latency histogram, clients, NVMe I/O, memory; published by the loop at
+//!   most once a second and within 1% of its time;
 //! - [`server`]: the single-threaded event loop with batching, NVMe prefetch and group commit.
 
 // A library reports through its return values; only the CLI prints.
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
+pub mod admin;
+pub mod args;
+pub mod client;
 pub mod commands;
 pub mod config;
+pub mod connection;
+pub mod context;
+pub mod cursors;
 pub mod db;
+pub mod dispatch;
+pub mod errors;
 pub mod geo;
 pub mod glob;
 pub mod hash;
+pub mod info;
 pub mod keyspace;
+pub mod knobs;
+pub mod limits;
 pub mod list;
+pub mod lua;
 pub mod metrics;
 pub mod notify;
 pub mod pubsub;
@@ -55,11 +97,15 @@ pub mod scripting;
 pub mod server;
 pub mod set;
 pub mod strings;
+pub mod subscriptions;
 pub mod table;
+#[cfg(test)]
+mod testdb;
+pub mod transaction;
+pub mod version;
+pub mod write_stream;
 pub mod zset;
 
+pub use limits::{parse_memory, OutputBufferLimit};
 pub use ratelog::LogSink;
-pub use server::{
-    bind, parse_memory, serve, serve_on, OutputBufferLimit, ServerConfig, ServerError,
-    DEFAULT_QUERY_BUFFER_LIMIT,
-};
+pub use server::{bind, serve, serve_on, ServerConfig, ServerError, DEFAULT_QUERY_BUFFER_LIMIT};

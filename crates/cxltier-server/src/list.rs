@@ -3,44 +3,11 @@
 
 use cxltier_store::{ListEnd, StoreError};
 
-use crate::commands::{Ctx, Effect};
+use crate::args::{int_arg, timeout_arg, typed, wait};
+use crate::context::{fail, Ctx, Effect};
+use crate::errors::{NOT_INT, SYNTAX, WRONGTYPE};
 use crate::notify::class as nc;
 use crate::resp::reply;
-
-/// Redis's reply to a command on a key of another type (without the store's own detail, which
-/// clients matching the exact text would not expect).
-pub(crate) const WRONGTYPE: &str =
-    "WRONGTYPE Operation against a key holding the wrong kind of value";
-pub(crate) const NOT_INTEGER: &str = "ERR value is not an integer or out of range";
-pub(crate) const SYNTAX: &str = "ERR syntax error";
-
-/// Run a handler body, answering WRONGTYPE as Redis does. Bodies write their reply only after
-/// the store calls that can fail, so an error never follows a partial reply.
-pub(crate) fn typed(
-    ctx: &mut Ctx<'_>,
-    body: impl FnOnce(&mut Ctx<'_>) -> Result<Effect, StoreError>,
-) -> Result<Effect, StoreError> {
-    match body(ctx) {
-        Err(StoreError::WrongType { .. }) => {
-            reply::error(ctx.out, WRONGTYPE);
-            Ok(Effect::Read)
-        }
-        r => r,
-    }
-}
-
-/// Redis's strict integer syntax (no sign `+`, no spaces).
-pub(crate) fn int_arg(b: &[u8]) -> Option<i64> {
-    if b.first() == Some(&b'+') {
-        return None;
-    }
-    std::str::from_utf8(b).ok()?.parse().ok()
-}
-
-pub(crate) fn err(ctx: &mut Ctx<'_>, msg: &str) -> Result<Effect, StoreError> {
-    reply::error(ctx.out, msg);
-    Ok(Effect::Read)
-}
 
 fn end_arg(b: &[u8]) -> Option<ListEnd> {
     if b.eq_ignore_ascii_case(b"LEFT") {
@@ -111,14 +78,14 @@ fn pop(ctx: &mut Ctx<'_>, args: &[&[u8]], end: ListEnd) -> Result<Effect, StoreE
     let count = match args.len() {
         2 => None,
         3 => match int_arg(args[2]) {
-            None => return err(ctx, NOT_INTEGER),
-            Some(c) if c < 0 => return err(ctx, "ERR value is out of range, must be positive"),
+            None => return fail(ctx, NOT_INT),
+            Some(c) if c < 0 => return fail(ctx, "ERR value is out of range, must be positive"),
             Some(c) => Some(c as u64),
         },
         _ => {
             // The command's name only for this error: no allocation on a pop's common path.
             let name = String::from_utf8_lossy(args[0]).to_lowercase();
-            return err(
+            return fail(
                 ctx,
                 &format!("ERR wrong number of arguments for '{name}' command"),
             );
@@ -174,7 +141,7 @@ pub(crate) fn llen(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErr
 
 pub(crate) fn lindex(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
     let Some(i) = int_arg(args[2]) else {
-        return err(ctx, NOT_INTEGER);
+        return fail(ctx, NOT_INT);
     };
     typed(ctx, |ctx| {
         match ctx.store.list_index(args[1], i)? {
@@ -187,12 +154,12 @@ pub(crate) fn lindex(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
 
 pub(crate) fn lset(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
     let Some(i) = int_arg(args[2]) else {
-        return err(ctx, NOT_INTEGER);
+        return fail(ctx, NOT_INT);
     };
     typed(ctx, |ctx| {
         match ctx.store.list_set(args[1], i, args[3])? {
-            None => err(ctx, "ERR no such key"),
-            Some(false) => err(ctx, "ERR index out of range"),
+            None => fail(ctx, "ERR no such key"),
+            Some(false) => fail(ctx, "ERR index out of range"),
             Some(true) => {
                 ctx.notify(nc::LIST, "lset", args[1]);
                 reply::ok(ctx.out);
@@ -204,7 +171,7 @@ pub(crate) fn lset(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErr
 
 pub(crate) fn lrange(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
     let (Some(a), Some(b)) = (int_arg(args[2]), int_arg(args[3])) else {
-        return err(ctx, NOT_INTEGER);
+        return fail(ctx, NOT_INT);
     };
     typed(ctx, |ctx| {
         // Straight from the chunks into the reply; a failed read takes back what it wrote, so
@@ -231,7 +198,7 @@ pub(crate) fn linsert(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, Store
     } else if args[2].eq_ignore_ascii_case(b"AFTER") {
         false
     } else {
-        return err(ctx, SYNTAX);
+        return fail(ctx, SYNTAX);
     };
     typed(ctx, |ctx| {
         let n = ctx.store.list_insert(args[1], before, args[3], args[4])?;
@@ -245,7 +212,7 @@ pub(crate) fn linsert(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, Store
 
 pub(crate) fn lrem(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
     let Some(count) = int_arg(args[2]) else {
-        return err(ctx, NOT_INTEGER);
+        return fail(ctx, NOT_INT);
     };
     typed(ctx, |ctx| {
         let n = ctx.store.list_remove(args[1], count, args[3])?;
@@ -259,7 +226,7 @@ pub(crate) fn lrem(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErr
 
 pub(crate) fn ltrim(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
     let (Some(a), Some(b)) = (int_arg(args[2]), int_arg(args[3])) else {
-        return err(ctx, NOT_INTEGER);
+        return fail(ctx, NOT_INT);
     };
     typed(ctx, |ctx| {
         // Redis announces `ltrim` for any LTRIM of an existing list (then `del` if emptied).
@@ -281,22 +248,22 @@ pub(crate) fn lpos(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErr
     let mut i = 3;
     while i < args.len() {
         let Some(v) = args.get(i + 1) else {
-            return err(ctx, SYNTAX);
+            return fail(ctx, SYNTAX);
         };
         let Some(n) = int_arg(v) else {
-            return err(ctx, NOT_INTEGER);
+            return fail(ctx, NOT_INT);
         };
         let opt = args[i].to_ascii_uppercase();
         match opt.as_slice() {
             b"RANK" if n == 0 || n == i64::MIN => {
-                return err(ctx, "ERR RANK can't be zero: use 1 to start from the first match, 2 from the second ... or use negative to start from the end of the list");
+                return fail(ctx, "ERR RANK can't be zero: use 1 to start from the first match, 2 from the second ... or use negative to start from the end of the list");
             }
             b"RANK" => rank = n,
-            b"COUNT" if n < 0 => return err(ctx, "ERR COUNT can't be negative"),
+            b"COUNT" if n < 0 => return fail(ctx, "ERR COUNT can't be negative"),
             b"COUNT" => count = Some(n),
-            b"MAXLEN" if n < 0 => return err(ctx, "ERR MAXLEN can't be negative"),
+            b"MAXLEN" if n < 0 => return fail(ctx, "ERR MAXLEN can't be negative"),
             b"MAXLEN" => maxlen = n,
-            _ => return err(ctx, SYNTAX),
+            _ => return fail(ctx, SYNTAX),
         }
         i += 2;
     }
@@ -391,60 +358,13 @@ fn move_one(
 
 pub(crate) fn lmove(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
     let (Some(from), Some(to)) = (end_arg(args[3]), end_arg(args[4])) else {
-        return err(ctx, SYNTAX);
+        return fail(ctx, SYNTAX);
     };
     move_one(ctx, args[1], args[2], from, to)
 }
 
 pub(crate) fn rpoplpush(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
     move_one(ctx, args[1], args[2], ListEnd::Right, ListEnd::Left)
-}
-
-/// A blocking command's timeout as Redis reads it: float seconds, rounded up to milliseconds,
-/// 0 for ever. `Err` is the error reply.
-pub(crate) fn timeout_arg(b: &[u8]) -> Result<Option<std::time::Instant>, &'static str> {
-    let f = std::str::from_utf8(b)
-        .ok()
-        .filter(|t| !t.is_empty() && !t.starts_with(char::is_whitespace))
-        .and_then(|t| t.parse::<f64>().ok())
-        .filter(|f| !f.is_nan())
-        .ok_or("ERR timeout is not a float or out of range")?;
-    let ms = (f * 1000.0).ceil();
-    if ms < 0.0 {
-        return Err("ERR timeout is negative");
-    }
-    // Past about 292 million years a deadline is no deadline: Instant cannot hold it.
-    if ms == 0.0 {
-        return Ok(None);
-    }
-    if ms.is_infinite() || ms >= 9.2e18 {
-        return Err("ERR timeout is out of range");
-    }
-    Ok(std::time::Instant::now().checked_add(std::time::Duration::from_millis(ms as u64)))
-}
-
-/// Nothing to pop: park the connection on `keys` (the server runs the command again when one
-/// is written), or, inside EXEC, where nothing may block, answer as a timeout.
-pub(crate) fn wait(
-    ctx: &mut Ctx<'_>,
-    keys: &[&[u8]],
-    deadline: Option<std::time::Instant>,
-    bulk: bool,
-) -> Effect {
-    if ctx.session.in_exec {
-        if bulk {
-            reply::null(ctx.out, ctx.session.proto);
-        } else {
-            reply::null_array(ctx.out, ctx.session.proto);
-        }
-    } else {
-        ctx.session.block = Some(crate::commands::Block {
-            keys: keys.iter().map(|k| k.to_vec()).collect(),
-            deadline,
-            wait: None,
-        });
-    }
-    Effect::Read
 }
 
 /// The length of the list at `key`; while the server runs a parked command again, a key of
@@ -484,7 +404,7 @@ fn pop_first(
 
 /// How a pop is replicated: `LPOP key [count]` or `RPOP key [count]` (Redis replicates the
 /// blocking and multi-key pops so, the count being what was popped).
-fn pop_op(end: ListEnd, key: &[u8], count: Option<usize>) -> crate::replication::Op {
+fn pop_op(end: ListEnd, key: &[u8], count: Option<usize>) -> crate::write_stream::Op {
     let verb: &[u8] = match end {
         ListEnd::Left => b"lpop",
         ListEnd::Right => b"rpop",
@@ -499,7 +419,7 @@ fn pop_op(end: ListEnd, key: &[u8], count: Option<usize>) -> crate::replication:
 fn bpop(ctx: &mut Ctx<'_>, args: &[&[u8]], end: ListEnd) -> Result<Effect, StoreError> {
     let deadline = match timeout_arg(args[args.len() - 1]) {
         Ok(d) => d,
-        Err(e) => return err(ctx, e),
+        Err(e) => return fail(ctx, e),
     };
     let keys = &args[1..args.len() - 1];
     typed(ctx, |ctx| match pop_first(ctx, keys, end, 1)? {
@@ -530,11 +450,11 @@ fn bmove(
 ) -> Result<Effect, StoreError> {
     let deadline = match timeout_arg(timeout) {
         Ok(d) => d,
-        Err(e) => return err(ctx, e),
+        Err(e) => return fail(ctx, e),
     };
     let src = args[1];
     let n = match ready_len(ctx, src) {
-        Err(StoreError::WrongType { .. }) => return err(ctx, WRONGTYPE),
+        Err(StoreError::WrongType { .. }) => return fail(ctx, WRONGTYPE),
         r => r?,
     };
     if n == 0 {
@@ -560,7 +480,7 @@ pub(crate) fn brpoplpush(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, St
 
 pub(crate) fn blmove(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
     let (Some(from), Some(to)) = (end_arg(args[3]), end_arg(args[4])) else {
-        return err(ctx, SYNTAX);
+        return fail(ctx, SYNTAX);
     };
     bmove(ctx, args, from, to, args[5])
 }
@@ -609,7 +529,7 @@ fn reply_mpop(ctx: &mut Ctx<'_>, key: &[u8], members: &[Vec<u8>]) {
 pub(crate) fn lmpop(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
     let (keys, end, count) = match mpop_args(args, 1) {
         Ok(a) => a,
-        Err(e) => return err(ctx, e),
+        Err(e) => return fail(ctx, e),
     };
     typed(ctx, |ctx| match pop_first(ctx, &keys, end, count)? {
         Some((k, v)) => {
@@ -628,11 +548,11 @@ pub(crate) fn lmpop(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreEr
 pub(crate) fn blmpop(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
     let (keys, end, count) = match mpop_args(args, 2) {
         Ok(a) => a,
-        Err(e) => return err(ctx, e),
+        Err(e) => return fail(ctx, e),
     };
     let deadline = match timeout_arg(args[1]) {
         Ok(d) => d,
-        Err(e) => return err(ctx, e),
+        Err(e) => return fail(ctx, e),
     };
     typed(ctx, |ctx| match pop_first(ctx, &keys, end, count)? {
         Some((k, v)) => {
@@ -645,50 +565,9 @@ pub(crate) fn blmpop(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
     })
 }
 
-/// A store and a connection to run commands against, for the collection commands' tests.
-#[cfg(test)]
-pub(crate) mod testdb {
-    use crate::commands::{execute, ServerInfo, Session};
-    use cxltier_store::{Store, StoreBuilder};
-
-    pub(crate) struct Db {
-        pub store: Store,
-        pub info: ServerInfo,
-        pub session: Session,
-    }
-
-    impl Db {
-        pub fn new() -> Db {
-            Db {
-                store: StoreBuilder::new()
-                    .dram(64 << 20)
-                    .max_object(1 << 20)
-                    .durability(cxltier_store::Durability::None)
-                    .build()
-                    .unwrap(),
-                info: ServerInfo::default(),
-                session: Session::new(0, true),
-            }
-        }
-        /// The reply to a command given as space-separated words, as text.
-        pub fn cmd(&mut self, line: &str) -> String {
-            let words: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();
-            let mut out = Vec::new();
-            execute(
-                &mut self.store,
-                &mut self.info,
-                &mut self.session,
-                &words,
-                &mut out,
-            );
-            String::from_utf8(out).unwrap()
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::testdb::Db;
+    use crate::testdb::Db;
 
     const WT: &str = "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n";
 

@@ -13,7 +13,8 @@ use std::time::{Duration, Instant};
 use cxltier_metrics::Writer;
 use cxltier_store::StoreStats;
 
-use crate::commands::{memory_figures, ServerInfo};
+use crate::context::ServerInfo;
+use crate::info::memory_figures;
 
 /// The most of the loop's time snapshots may take.
 pub const MAX_SHARE: f64 = 0.01;
@@ -274,7 +275,7 @@ fn commands(w: &mut Writer, info: &ServerInfo) {
         .iter()
         .map(|(n, _)| n.0.to_ascii_lowercase())
         .collect();
-    type Get = fn(&crate::commands::CommandStat) -> u64;
+    type Get = fn(&crate::context::CommandStat) -> u64;
     let counters: [(&str, &str, Get); 3] = [
         (
             "cxltier_serve_commands_total",

@@ -4,13 +4,12 @@
 //! `__keyevent@<db>__:<event>` (the key as the message, `E`).
 //!
 //! Handlers announce their events with [`Notifier::emit`] (one place per command family, in
-//! Redis's order); `commands::dispatch` adds the events that follow from the keyspace alone
+//! Redis's order); `crate::dispatch` adds the events that follow from the keyspace alone
 //! (`new` for a key the command created, `del` for a collection it emptied, `expired` for the
-//! keys the store found past their TTL) and publishes them all once the handler is done.
+//! keys the store found past their TTL) and publishes them all once the handler is done. This
+//! module is the settings and the events; it imports nothing of the server.
 
 use hashbrown::{HashMap, HashSet};
-
-use crate::commands::Ctx;
 
 /// The classes, Redis's bits (server.h), with their letters.
 pub mod class {
@@ -225,105 +224,12 @@ pub(crate) fn channels(flags: u32, db: u32, name: &str, key: &[u8]) -> Vec<(Vec<
     out
 }
 
-/// Announce the keys the store found past their TTL since it was last asked (`expired`), and
-/// replicate them (`crate::commands::drain_expired`); `in_command`: a command is running.
-pub(crate) fn announce_expired(
-    store: &mut cxltier_store::Store,
-    info: &mut crate::commands::ServerInfo,
-    in_command: bool,
-) {
-    crate::commands::drain_expired(store, info, in_command);
-}
-
-/// After a command's handler: the events that follow from the keyspace (`new` for a key it
-/// created, `del` for one it removed without saying how, `expired` for keys found past their
-/// TTL on the way), then every event published. `existed` says which of the command's keys
-/// existed before it ran, and `reads` whether it is a read-only command (its keys that were
-/// missing are `keymiss` events, when its handler did not say so already); `reply_at` is where
-/// its reply starts in the output.
-pub(crate) fn finish_command(
-    ctx: &mut Ctx<'_>,
-    existed: &[(&[u8], bool)],
-    reads: bool,
-    reply_at: usize,
-) {
-    // Which keys exist now, before the expiries are announced: a key whose TTL ran out since
-    // the handler is then said `expired`, not `del`.
-    let now: Vec<bool> = existed.iter().map(|(k, _)| ctx.store.contains(k)).collect();
-    announce_expired(ctx.store, ctx.info, true);
-    if reads && ctx.info.notify.wants(class::KEY_MISS) {
-        for &(key, before) in existed {
-            if !before && !ctx.info.notify.emitted("keymiss", key) {
-                ctx.info.notify.emit(class::KEY_MISS, "keymiss", key);
-            }
-        }
-    }
-    for (&(key, before), now) in existed.iter().zip(now) {
-        let n = &mut ctx.info.notify;
-        match (before, now) {
-            (false, true) if !n.emitted("new", key) => n.insert_new(key),
-            (true, false)
-                if !["del", "rename_from", "move_from", "expired"]
-                    .iter()
-                    .any(|e| n.emitted(e, key)) =>
-            {
-                n.emit(class::GENERIC, "del", key)
-            }
-            _ => {}
-        }
-    }
-    let events = ctx.info.notify.take();
-    if events.is_empty() {
-        return;
-    }
-    // A connection subscribed to its own events (RESP3) gets them before the command's reply,
-    // as from Redis 7.0; inside EXEC they would land in EXEC's array: they go after the turn.
-    let me = (!ctx.session.in_exec).then_some(ctx.session.id);
-    let mut mine = Vec::new();
-    publish(ctx.info, &events, me, ctx.session.proto, &mut mine);
-    if !mine.is_empty() {
-        let len = mine.len();
-        ctx.out.splice(reply_at..reply_at, mine);
-        for r in &mut ctx.session.pushed {
-            if r.start >= reply_at {
-                *r = r.start + len..r.end + len;
-            }
-        }
-        ctx.session.pushed.push(reply_at..reply_at + len);
-    }
-}
-
-/// Publish `events` to their subscribers: the messages for connection `me` are written to
-/// `mine` in its protocol `proto`, the others left in the outbox for the server. Each event's
-/// key is the store's (its physical database's byte first): the database named is the one
-/// clients select for it (after any SWAPDB), the key the user's.
-pub(crate) fn publish(
-    info: &mut crate::commands::ServerInfo,
-    events: &[Event],
-    me: Option<u64>,
-    proto: u8,
-    mine: &mut Vec<u8>,
-) {
-    let flags = info.notify.flags();
-    for e in events {
-        let logical = info.dbs.to_logical_key(&e.key);
-        let Some((&db, key)) = logical.split_first() else {
-            continue;
-        };
-        for (channel, payload) in channels(flags, u32::from(db), e.name, key) {
-            for d in crate::pubsub::deliveries(&info.pubsub, &channel, &payload) {
-                if Some(d.to) == me {
-                    crate::pubsub::write_message(mine, proto, &d);
-                } else {
-                    info.pubsub.outbox.push(d);
-                }
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
+
+    use crate::context::*;
+    use crate::testdb::*;
+
     use super::*;
 
     #[test]
@@ -399,5 +305,175 @@ mod tests {
             n.take().iter().map(|e| e.name).collect::<Vec<_>>(),
             ["lpush", "new", "lpush"]
         );
+    }
+
+    /// A RESP3 client subscribed to its own keyspace events gets each before the reply of the
+    /// command that caused it, as from Redis 7.0, and under CLIENT REPLY OFF still gets it;
+    /// inside EXEC they go after the turn (not into EXEC's array).
+    #[test]
+    fn own_keyspace_events_come_before_the_reply_and_stay_out_of_exec() {
+        let mut db = Db::large();
+        db.session.id = 1;
+        assert_eq!(db.cmd("CONFIG SET notify-keyspace-events KEA"), "+OK\r\n");
+        served(&mut db, "HELLO 3");
+        served(&mut db, "SUBSCRIBE __keyspace@0__:k");
+        assert_eq!(
+            served(&mut db, "SET k v"),
+            ">3\r\n$7\r\nmessage\r\n$16\r\n__keyspace@0__:k\r\n$3\r\nset\r\n+OK\r\n"
+        );
+        served(&mut db, "CLIENT REPLY OFF");
+        assert_eq!(
+            served(&mut db, "DEL k"),
+            ">3\r\n$7\r\nmessage\r\n$16\r\n__keyspace@0__:k\r\n$3\r\ndel\r\n"
+        );
+        served(&mut db, "CLIENT REPLY ON");
+        served(&mut db, "MULTI");
+        served(&mut db, "SET k w");
+        assert_eq!(served(&mut db, "EXEC"), "*1\r\n+OK\r\n");
+        let out: Vec<_> = std::mem::take(&mut db.info.pubsub.outbox);
+        assert_eq!(out.len(), 1);
+        assert_eq!((out[0].to, &*out[0].payload), (1, &b"set"[..]));
+    }
+
+    /// CONFIG SET notify-keyspace-events takes Redis's letters and answers Redis's canonical
+    /// string; a wrong letter is refused with Redis's message, naming the letters.
+    #[test]
+    fn notify_keyspace_events_is_set_and_read_back_as_redis_does() {
+        let mut db = Db::large();
+        let get = |db: &mut Db| db.cmd("CONFIG GET notify-keyspace-events");
+        assert!(get(&mut db).ends_with("$0\r\n\r\n"), "{}", get(&mut db));
+        assert_eq!(db.cmd("CONFIG SET notify-keyspace-events KEA"), "+OK\r\n");
+        assert!(get(&mut db).ends_with("$3\r\nAKE\r\n"), "{}", get(&mut db));
+        assert_eq!(
+            db.cmd("CONFIG SET notify-keyspace-events Kq"),
+            "-ERR CONFIG SET failed (possibly related to argument 'notify-keyspace-events') - Invalid event class character. Use 'Ag$lshzxeKEtmdn'.\r\n"
+        );
+        assert!(get(&mut db).ends_with("$3\r\nAKE\r\n"));
+        // Without K or E nothing is published, whatever the classes.
+        assert_eq!(db.cmd("CONFIG SET notify-keyspace-events A"), "+OK\r\n");
+        db.cmd("PSUBSCRIBE *");
+        db.session = Session::new(2, true);
+        db.cmd("SET k v");
+        assert!(db.info.pubsub.outbox.is_empty());
+    }
+
+    /// Events name the database clients select and the user's key, also after a SWAPDB moved
+    /// the database's keys elsewhere in the store.
+    #[test]
+    fn events_name_the_selected_database_and_the_users_key() {
+        let mut db = Db::large();
+        db.session.id = 1;
+        db.cmd("PSUBSCRIBE __key*");
+        db.session = Session::new(2, true);
+        db.cmd("CONFIG SET notify-keyspace-events KEA");
+        let heard = |db: &mut Db| -> Vec<(String, String)> {
+            std::mem::take(&mut db.info.pubsub.outbox)
+                .iter()
+                .map(|d| {
+                    (
+                        String::from_utf8_lossy(&d.channel).into_owned(),
+                        String::from_utf8_lossy(&d.payload).into_owned(),
+                    )
+                })
+                .collect()
+        };
+        db.cmd("SELECT 3");
+        db.cmd("SET k v");
+        let ev = heard(&mut db);
+        assert!(
+            ev.contains(&("__keyspace@3__:k".into(), "set".into()))
+                && ev.contains(&("__keyevent@3__:set".into(), "k".into())),
+            "{ev:?}"
+        );
+        db.cmd("SWAPDB 3 5");
+        heard(&mut db);
+        db.cmd("SELECT 5");
+        db.cmd("DEL k");
+        let ev = heard(&mut db);
+        assert!(
+            ev.contains(&("__keyspace@5__:k".into(), "del".into())),
+            "{ev:?}"
+        );
+    }
+
+    /// Keys the store expires are announced as `expired` when `x` is on, lazily (a command
+    /// finds one) and actively (the store's tick), and not kept at all when it is off.
+    #[test]
+    fn expired_keys_are_announced_lazily_and_actively() {
+        let mut db = Db::large();
+        db.session.id = 1;
+        db.cmd("PSUBSCRIBE __keyevent@0__:*");
+        db.session = Session::new(2, true);
+        db.cmd("SET off v PX 1");
+        db.cmd("CONFIG SET notify-keyspace-events Ex");
+        db.cmd("SET lazy v PX 1");
+        db.cmd("SET active v PX 1");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        assert_eq!(db.cmd("GET lazy"), "$-1\r\n");
+        let events: Vec<(String, String)> = std::mem::take(&mut db.info.pubsub.outbox)
+            .iter()
+            .map(|d| {
+                (
+                    String::from_utf8_lossy(&d.channel).into_owned(),
+                    String::from_utf8_lossy(&d.payload).into_owned(),
+                )
+            })
+            .collect();
+        // "off" expired before anyone asked: it may be found by the GET's lookup (as here)
+        // only if it is one of the command's keys, and it is not.
+        assert_eq!(
+            events,
+            [("__keyevent@0__:expired".to_string(), "lazy".to_string())]
+        );
+        // The tick samples every key of a small store: "active" and "off" go, "active" told.
+        std::thread::sleep(std::time::Duration::from_millis(15));
+        db.store.tick().unwrap();
+        crate::dispatch::announce_expired(&mut db.store, &mut db.info, false);
+        // Events name the store's keys (the database's byte first); publishing names the user's.
+        let named: Vec<Vec<u8>> = db.info.notify.take().into_iter().map(|e| e.key).collect();
+        assert!(
+            named.contains(&crate::db::store_key(0, b"active")),
+            "{named:?}"
+        );
+    }
+
+    /// SET with an EXAT/PXAT already past: Redis adds the key (`new`, `set`, `expire`) and
+    /// finds it expired at the next lookup (`expired`); the store takes such a write as a delete,
+    /// which the server announced as `del` of an existing key and not at all for a new one.
+    #[test]
+    fn set_with_a_time_past_is_announced_as_set_then_expired() {
+        let mut db = Db::large();
+        db.session.id = 1;
+        db.cmd("PSUBSCRIBE __keyspace@0__:*");
+        db.session = Session::new(2, true);
+        db.cmd("CONFIG SET notify-keyspace-events AKEn");
+        db.cmd("SET old v");
+        db.info.pubsub.outbox.clear();
+        assert_eq!(db.cmd("SET fresh v PXAT 1"), "+OK\r\n");
+        assert_eq!(db.cmd("SET old v EXAT 1"), "+OK\r\n");
+        assert_eq!(db.cmd("EXISTS fresh old"), ":0\r\n");
+        let heard: Vec<String> = std::mem::take(&mut db.info.pubsub.outbox)
+            .iter()
+            .map(|d| {
+                format!(
+                    "{} {}",
+                    String::from_utf8_lossy(&d.channel),
+                    String::from_utf8_lossy(&d.payload)
+                )
+            })
+            .collect();
+        assert_eq!(
+            heard,
+            [
+                "__keyspace@0__:fresh new",
+                "__keyspace@0__:fresh set",
+                "__keyspace@0__:fresh expire",
+                "__keyspace@0__:fresh expired",
+                "__keyspace@0__:old set",
+                "__keyspace@0__:old expire",
+                "__keyspace@0__:old expired",
+            ]
+        );
+        assert_eq!(info_field(&mut db, "stats", "expired_keys"), "2");
     }
 }

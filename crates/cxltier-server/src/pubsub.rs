@@ -5,121 +5,17 @@
 //! connection in [`PubSub::outbox`]; the server moves them into those connections' output
 //! buffers after the turn's commands, writing each in its subscriber's protocol (an array in
 //! RESP2, a push in RESP3). Subscribers' unread messages are bounded by Redis's pubsub class of
-//! the output buffer limits ([`PUBSUB_OUTPUT_LIMIT`]).
+//! the output buffer limits ([`crate::limits::PUBSUB_OUTPUT_LIMIT`]).
 
 use std::rc::Rc;
 
 use cxltier_store::StoreError;
-use hashbrown::HashMap;
 
-use crate::commands::{Ctx, Effect, Session};
+use crate::context::{Ctx, Effect, Session};
 use crate::resp::reply;
-use crate::server::OutputBufferLimit;
-
-/// Redis's `client-output-buffer-limit pubsub 32mb 8mb 60`.
-pub const PUBSUB_OUTPUT_LIMIT: OutputBufferLimit = OutputBufferLimit {
-    hard: 32 << 20,
-    soft: 8 << 20,
-    soft_seconds: 60,
+use crate::subscriptions::{
+    deliveries, remove, write_message, Delivery, Kind, PubSub, Subscribers,
 };
-
-/// What a subscription is to: a channel, a pattern of channels, or a shard channel (Redis 7's
-/// SSUBSCRIBE: a namespace of its own, which one server holds whole).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    Channel,
-    Pattern,
-    Shard,
-}
-
-impl Kind {
-    fn command(self, subscribe: bool) -> &'static str {
-        match (self, subscribe) {
-            (Kind::Channel, true) => "SUBSCRIBE",
-            (Kind::Pattern, true) => "PSUBSCRIBE",
-            (Kind::Shard, true) => "SSUBSCRIBE",
-            (Kind::Channel, false) => "UNSUBSCRIBE",
-            (Kind::Pattern, false) => "PUNSUBSCRIBE",
-            (Kind::Shard, false) => "SUNSUBSCRIBE",
-        }
-    }
-}
-
-/// A message for another connection.
-#[derive(Debug)]
-pub struct Delivery {
-    pub to: u64,
-    /// The pattern it matched (a `pmessage`), or none (a `message`, or a shard channel's
-    /// `smessage`).
-    pub pattern: Option<Rc<[u8]>>,
-    pub shard: bool,
-    pub channel: Rc<[u8]>,
-    pub payload: Rc<[u8]>,
-}
-
-/// Who subscribes to what, server-wide.
-#[derive(Debug, Default)]
-pub struct PubSub {
-    pub channels: Subscribers,
-    pub patterns: Subscribers,
-    pub shard_channels: Subscribers,
-    pub outbox: Vec<Delivery>,
-}
-
-impl PubSub {
-    /// Connections with at least one subscription.
-    pub fn subscribers(&self) -> usize {
-        let ids: hashbrown::HashSet<u64> = self
-            .channels
-            .values()
-            .chain(self.patterns.values())
-            .chain(self.shard_channels.values())
-            .flatten()
-            .copied()
-            .collect();
-        ids.len()
-    }
-
-    /// Forget all of `session`'s subscriptions (RESET, and when the connection closes).
-    pub fn drop_session(&mut self, session: &mut Session) {
-        for ch in session.channels.drain(..) {
-            remove(&mut self.channels, &ch, session.id);
-        }
-        for p in session.patterns.drain(..) {
-            remove(&mut self.patterns, &p, session.id);
-        }
-        for ch in session.shard_channels.drain(..) {
-            remove(&mut self.shard_channels, &ch, session.id);
-        }
-    }
-}
-
-fn remove(map: &mut Subscribers, name: &[u8], id: u64) {
-    if let Some(ids) = map.get_mut(name) {
-        ids.retain(|&i| i != id);
-        if ids.is_empty() {
-            map.remove(name);
-        }
-    }
-}
-
-/// Write one message as `proto` frames it: `message channel payload`, `pmessage pattern
-/// channel payload` or `smessage channel payload`.
-pub fn write_message(out: &mut Vec<u8>, proto: u8, d: &Delivery) {
-    match &d.pattern {
-        Some(p) => {
-            reply::push(out, proto, 4);
-            reply::bulk(out, b"pmessage");
-            reply::bulk(out, p);
-        }
-        None => {
-            reply::push(out, proto, 3);
-            reply::bulk(out, if d.shard { b"smessage" } else { b"message" });
-        }
-    }
-    reply::bulk(out, &d.channel);
-    reply::bulk(out, &d.payload);
-}
 
 /// The confirmation of one (un)subscription: kind, name (null for an UNSUBSCRIBE of nothing),
 /// and the connection's subscriptions after it (its channels and patterns; for a shard
@@ -153,9 +49,6 @@ fn refused_in_exec(ctx: &mut Ctx<'_>, name: &str) -> bool {
     }
     ctx.session.in_exec
 }
-
-/// The subscribers of each name, server-wide.
-type Subscribers = HashMap<Vec<u8>, Vec<u64>>;
 
 /// The session's subscriptions of `kind` and the server's.
 fn lists<'a>(
@@ -237,40 +130,6 @@ pub(crate) fn punsubscribe(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, 
 
 pub(crate) fn sunsubscribe(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
     unsubscribe_from(ctx, &args[1..], Kind::Shard)
-}
-
-/// The messages of one publication: one per subscription of the channel, then one per
-/// pattern subscription that matches it.
-pub(crate) fn deliveries(ps: &PubSub, channel: &[u8], payload: &[u8]) -> Vec<Delivery> {
-    let mut deliveries: Vec<Delivery> = Vec::new();
-    if ps.channels.is_empty() && ps.patterns.is_empty() {
-        return deliveries;
-    }
-    let channel_name = channel;
-    let channel: Rc<[u8]> = Rc::from(channel);
-    let payload: Rc<[u8]> = Rc::from(payload);
-    if let Some(ids) = ps.channels.get(channel_name) {
-        deliveries.extend(ids.iter().map(|&to| Delivery {
-            to,
-            pattern: None,
-            shard: false,
-            channel: channel.clone(),
-            payload: payload.clone(),
-        }));
-    }
-    for (pat, ids) in &ps.patterns {
-        if crate::glob::matches(pat, channel_name, false) {
-            let pat: Rc<[u8]> = Rc::from(&pat[..]);
-            deliveries.extend(ids.iter().map(|&to| Delivery {
-                to,
-                pattern: Some(pat.clone()),
-                shard: false,
-                channel: channel.clone(),
-                payload: payload.clone(),
-            }));
-        }
-    }
-    deliveries
 }
 
 /// Send `deliveries`, and reply with how many there were (PUBLISH, SPUBLISH). A RESP3 client
@@ -400,4 +259,153 @@ pub(crate) fn pubsub(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
         ),
     }
     Ok(Effect::Read)
+}
+
+#[cfg(test)]
+mod tests {
+
+    use crate::context::*;
+    use crate::testdb::*;
+
+    #[test]
+    fn pubsub_subscriptions_messages_and_subscribed_mode() {
+        let mut db = Db::large();
+        db.session.id = 1;
+        let mut other = Session::new(2, true);
+        assert_eq!(
+            db.cmd("SUBSCRIBE a b"),
+            "*3\r\n$9\r\nsubscribe\r\n$1\r\na\r\n:1\r\n*3\r\n$9\r\nsubscribe\r\n$1\r\nb\r\n:2\r\n"
+        );
+        assert_eq!(
+            db.cmd("PSUBSCRIBE n*"),
+            "*3\r\n$10\r\npsubscribe\r\n$2\r\nn*\r\n:3\r\n"
+        );
+        // RESP2 subscribed mode: only the pub/sub commands, PING, QUIT and RESET.
+        assert!(db
+            .cmd("GET k")
+            .starts_with("-ERR Can't execute 'get': only (P|S)SUBSCRIBE"));
+        assert!(db
+            .cmd("PUBLISH a x")
+            .starts_with("-ERR Can't execute 'publish'"));
+        assert_eq!(db.cmd("PING"), "*2\r\n$4\r\npong\r\n$0\r\n\r\n");
+        // Another connection publishes: one message for the channel, one for the pattern.
+        assert_eq!(run_as(&mut db, &mut other, "PUBLISH a hi"), ":1\r\n");
+        assert_eq!(run_as(&mut db, &mut other, "PUBLISH news hi"), ":1\r\n");
+        assert_eq!(run_as(&mut db, &mut other, "PUBLISH zzz hi"), ":0\r\n");
+        let mut msgs = Vec::new();
+        for d in std::mem::take(&mut db.info.pubsub.outbox) {
+            assert_eq!(d.to, 1);
+            crate::subscriptions::write_message(&mut msgs, 2, &d);
+        }
+        assert_eq!(
+            String::from_utf8(msgs).unwrap(),
+            "*3\r\n$7\r\nmessage\r\n$1\r\na\r\n$2\r\nhi\r\n*4\r\n$8\r\npmessage\r\n$2\r\nn*\r\n$4\r\nnews\r\n$2\r\nhi\r\n"
+        );
+        assert_eq!(
+            run_as(&mut db, &mut other, "PUBSUB CHANNELS"),
+            "*2\r\n$1\r\na\r\n$1\r\nb\r\n"
+        );
+        assert_eq!(
+            run_as(&mut db, &mut other, "PUBSUB NUMSUB a zzz"),
+            "*4\r\n$1\r\na\r\n:1\r\n$3\r\nzzz\r\n:0\r\n"
+        );
+        assert_eq!(run_as(&mut db, &mut other, "PUBSUB NUMPAT"), ":1\r\n");
+        // UNSUBSCRIBE without names: all channels; then nothing left gives a null name.
+        assert_eq!(
+            db.cmd("UNSUBSCRIBE"),
+            "*3\r\n$11\r\nunsubscribe\r\n$1\r\na\r\n:2\r\n*3\r\n$11\r\nunsubscribe\r\n$1\r\nb\r\n:1\r\n"
+        );
+        assert_eq!(
+            db.cmd("PUNSUBSCRIBE"),
+            "*3\r\n$12\r\npunsubscribe\r\n$2\r\nn*\r\n:0\r\n"
+        );
+        assert_eq!(
+            db.cmd("UNSUBSCRIBE"),
+            "*3\r\n$11\r\nunsubscribe\r\n$-1\r\n:0\r\n"
+        );
+        assert_eq!(db.cmd("GET k"), "$-1\r\n");
+        assert!(db.info.pubsub.channels.is_empty() && db.info.pubsub.patterns.is_empty());
+        // RESP3: pushes, other commands allowed, a message to oneself before PUBLISH's reply.
+        db.cmd("HELLO 3");
+        assert_eq!(
+            db.cmd("SUBSCRIBE c"),
+            ">3\r\n$9\r\nsubscribe\r\n$1\r\nc\r\n:1\r\n"
+        );
+        assert_eq!(db.cmd("GET k"), "_\r\n");
+        assert_eq!(
+            db.cmd("PUBLISH c me"),
+            ">3\r\n$7\r\nmessage\r\n$1\r\nc\r\n$2\r\nme\r\n:1\r\n"
+        );
+        assert_eq!(db.cmd("RESET"), "+RESET\r\n");
+        assert!(db.info.pubsub.channels.is_empty());
+    }
+
+    /// Shard channels (SSUBSCRIBE, SUNSUBSCRIBE, SPUBLISH, PUBSUB SHARDCHANNELS|SHARDNUMSUB):
+    /// their own namespace and their own count in confirmations, as in Redis 7.0; NUMSUB and
+    /// SHARDNUMSUB answer a flat array in RESP3 too (NUMSUB used to answer a map there).
+    #[test]
+    fn shard_channels_are_a_namespace_of_their_own() {
+        let mut db = Db::large();
+        db.session.id = 1;
+        let mut other = Session::new(2, true);
+        assert_eq!(
+            db.cmd("SSUBSCRIBE c d"),
+            "*3\r\n$10\r\nssubscribe\r\n$1\r\nc\r\n:1\r\n*3\r\n$10\r\nssubscribe\r\n$1\r\nd\r\n:2\r\n"
+        );
+        // A channel of the same name counts apart, and both are in subscribed mode.
+        assert_eq!(
+            db.cmd("SUBSCRIBE c"),
+            "*3\r\n$9\r\nsubscribe\r\n$1\r\nc\r\n:1\r\n"
+        );
+        assert!(db.cmd("GET k").starts_with("-ERR Can't execute 'get'"));
+        assert_eq!(run_as(&mut db, &mut other, "SPUBLISH c m"), ":1\r\n");
+        assert_eq!(run_as(&mut db, &mut other, "PUBLISH c m"), ":1\r\n");
+        let kinds: Vec<&[u8]> = db
+            .info
+            .pubsub
+            .outbox
+            .iter()
+            .map(|d| {
+                if d.shard {
+                    &b"smessage"[..]
+                } else {
+                    &b"message"[..]
+                }
+            })
+            .collect();
+        assert_eq!(kinds, [&b"smessage"[..], &b"message"[..]]);
+        let mut msg = Vec::new();
+        crate::subscriptions::write_message(&mut msg, 3, &db.info.pubsub.outbox[0]);
+        assert_eq!(msg, b">3\r\n$8\r\nsmessage\r\n$1\r\nc\r\n$1\r\nm\r\n");
+        db.info.pubsub.outbox.clear();
+        run_as(&mut db, &mut other, "HELLO 3");
+        assert_eq!(
+            run_as(&mut db, &mut other, "PUBSUB SHARDNUMSUB c zz"),
+            "*4\r\n$1\r\nc\r\n:1\r\n$2\r\nzz\r\n:0\r\n"
+        );
+        assert_eq!(
+            run_as(&mut db, &mut other, "PUBSUB NUMSUB c"),
+            "*2\r\n$1\r\nc\r\n:1\r\n"
+        );
+        assert_eq!(
+            run_as(&mut db, &mut other, "PUBSUB SHARDCHANNELS"),
+            "*2\r\n$1\r\nc\r\n$1\r\nd\r\n"
+        );
+        // UNSUBSCRIBE of all leaves the shard channels; SUNSUBSCRIBE of all takes them.
+        assert_eq!(
+            db.cmd("UNSUBSCRIBE"),
+            "*3\r\n$11\r\nunsubscribe\r\n$1\r\nc\r\n:0\r\n"
+        );
+        assert_eq!(run_as(&mut db, &mut other, "SPUBLISH d m"), ":1\r\n");
+        assert_eq!(
+            db.cmd("SUNSUBSCRIBE"),
+            "*3\r\n$12\r\nsunsubscribe\r\n$1\r\nc\r\n:1\r\n*3\r\n$12\r\nsunsubscribe\r\n$1\r\nd\r\n:0\r\n"
+        );
+        assert_eq!(
+            db.cmd("SUNSUBSCRIBE"),
+            "*3\r\n$12\r\nsunsubscribe\r\n$-1\r\n:0\r\n"
+        );
+        assert!(!db.session.subscribed());
+        assert_eq!(run_as(&mut db, &mut other, "SPUBLISH d m"), ":0\r\n");
+    }
 }

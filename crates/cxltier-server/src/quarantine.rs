@@ -211,9 +211,9 @@ mod tests {
     #[test]
     fn lost_keys_are_named_by_database_and_key() {
         let mut dbs = crate::db::Databases::default();
-        assert_eq!(key_name(&dbs, &cxltier_store::db_key(0, b"k")), "db0:k");
+        assert_eq!(key_name(&dbs, &crate::db::store_key(0, b"k")), "db0:k");
         dbs.swap(2, 7);
-        assert_eq!(key_name(&dbs, &cxltier_store::db_key(7, b"k")), "db2:k");
+        assert_eq!(key_name(&dbs, &crate::db::store_key(7, b"k")), "db2:k");
         // A key of no selectable database is shown as it is.
         assert_eq!(key_name(&dbs, b"\xffx"), "\u{fffd}x");
     }

@@ -1,202 +1,35 @@
 //! Replication, the master's side, as Redis 7.0 does it: `SYNC`/`PSYNC` hand a replica an RDB
 //! snapshot of the store ([`crate::rdb`]) and then the write stream, the commands that changed
-//! something, as RESP arrays.
+//! something, as RESP arrays; REPLCONF, ROLE, WAIT and CLUSTER. The stream itself (its offset,
+//! units and replicas) is [`crate::write_stream`]; dispatch feeds it.
 //!
 //! What is propagated follows Redis's `call()`: a write command goes into the stream only if it
 //! changed the store ([`cxltier_store::Store::changes`] moved: Redis's `server.dirty`), as
-//! itself or as what its handler rewrote it to ([`crate::commands::Session::propagate`]: `SET
+//! itself or as what its handler rewrote it to ([`crate::context::Session::propagate`]: `SET
 //! k v PXAT ms` for `SET ... EX`, `pexpireat` for the `EXPIRE` family, `del` for `GETDEL`,
 //! ...). The operations of one execution unit (a command, or an `EXEC` with its queued
 //! commands, or a parked command when it is served) are collected and written together at its
 //! end, wrapped in `multi` ... `exec` when there is more than one (Redis's
-//! `propagatePendingCommands`), unless the command touches arbitrary keys (`SCAN`,
-//! `RANDOMKEY`: the keys they found expired go as plain `del`s). A key found expired is
+//! `propagatePendingCommands`), unless the command touches arbitrary keys (the table's
+//! `TOUCHES_ARBITRARY_KEYS`: `SCAN`, `KEYS`, `RANDOMKEY`; the keys they found expired go as
+//! plain `del`s). A key found expired is
 //! propagated as `del` (or `unlink` with `lazyfree-lazy-expire yes`) within the unit that found
 //! it; keys the store's background sampling expired each go alone. `select <db>` comes before
 //! the first command and whenever the database changes, from the session's database
-//! ([`crate::commands::Session::db`]).
+//! ([`crate::context::Session::db`]).
 //!
 //! The stream is built only once a replica attached (Redis creates its backlog then): with no
 //! replica ever, a write costs nothing more than before.
 
-use std::collections::BTreeMap;
 use std::time::Instant;
 
 use cxltier_store::StoreError;
 
-use crate::commands::{fail, Block, Ctx, Effect, Snapshot, SyncStart};
+use crate::context::{fail, Block, Ctx, Effect, Snapshot, SyncStart};
 use crate::resp::reply;
-
-/// Redis's `client-output-buffer-limit replica 256mb 64mb 60`: the stream held for a replica
-/// (while its snapshot is sent, or while it does not read) may reach 64 MB for 60 s, never
-/// 256 MB; past either the replica is dropped, with a line in the log.
-pub const REPLICA_OUTPUT_LIMIT: crate::server::OutputBufferLimit =
-    crate::server::OutputBufferLimit {
-        hard: 256 << 20,
-        soft: 64 << 20,
-        soft_seconds: 60,
-    };
-
-/// One command of the stream: its arguments, name first.
-pub type Op = Vec<Vec<u8>>;
-
-/// What the master knows of one replica (INFO replication, ROLE, WAIT).
-#[derive(Debug, Clone)]
-pub struct ReplicaInfo {
-    pub ip: String,
-    /// The port it listens on (`REPLCONF listening-port`), 0 when not told.
-    pub port: u16,
-    /// The stream offset it last acknowledged (`REPLCONF ACK`).
-    pub ack_offset: u64,
-    /// When it last acknowledged (or attached).
-    pub ack_time: Instant,
-    /// Its snapshot has been sent whole: it follows the stream.
-    pub online: bool,
-}
-
-/// The master's replication state.
-#[derive(Debug, Default)]
-pub struct Replication {
-    /// A replica attached at least once: from then on the write stream is built (and counted in
-    /// the offset) whether or not a replica is attached now, as Redis keeps its backlog.
-    pub active: bool,
-    /// `master_repl_offset`: bytes of stream produced since the first replica attached.
-    pub offset: u64,
-    /// The stream bytes not yet handed to the replicas' connections (the last bytes before
-    /// `offset`); the server moves them after each turn.
-    pub pending: Vec<u8>,
-    /// The database the stream last selected; `None` makes the next command select again (a
-    /// new replica attached: its stream starts with a `select`).
-    seldb: Option<u32>,
-    /// The operations of the execution unit running, with their databases.
-    unit: Vec<(u32, Op)>,
-    /// How deep dispatch is nested (EXEC runs its commands through it): the unit ends at 0.
-    depth: u32,
-    /// The replicas attached, by connection id.
-    pub replicas: BTreeMap<u64, ReplicaInfo>,
-    /// A WAIT parked: ask the replicas for an acknowledgement (`REPLCONF GETACK *`) before
-    /// the loop sleeps, once.
-    pub want_acks: bool,
-    /// When the replicas were last sent a PING.
-    pub last_ping: Option<Instant>,
-}
-
-impl Replication {
-    /// Start building the stream (the first replica is attaching). A replica attaching makes
-    /// the next command select its database again, as Redis does.
-    pub fn attach(&mut self) {
-        self.active = true;
-        self.seldb = None;
-    }
-
-    /// A command begins; returns whether it is the outermost (its end ends the unit).
-    pub fn enter(&mut self) -> bool {
-        self.depth += 1;
-        self.depth == 1
-    }
-
-    /// Add `op` to the unit running (Redis's `alsoPropagate`).
-    pub fn also_propagate(&mut self, db: u32, op: Op) {
-        if self.active {
-            self.unit.push((db, op));
-        }
-    }
-
-    /// The command ends; at the outermost, the unit's operations go into the stream, in
-    /// `multi` ... `exec` when there are several and `wrap` allows.
-    pub fn leave(&mut self, wrap: bool) {
-        self.depth = self.depth.saturating_sub(1);
-        if self.depth > 0 || self.unit.is_empty() {
-            return;
-        }
-        let unit = std::mem::take(&mut self.unit);
-        let transaction = wrap && unit.len() > 1;
-        if transaction {
-            self.emit(unit[0].0, &[b"multi".to_vec()]);
-        }
-        let last_db = unit.last().map_or(0, |u| u.0);
-        for (db, op) in unit {
-            self.emit(db, &op);
-        }
-        if transaction {
-            self.emit(last_db, &[b"exec".to_vec()]);
-        }
-    }
-
-    /// Write `op` into the stream now, after a `select` when the database is not the one the
-    /// stream last selected.
-    pub fn emit(&mut self, db: u32, op: &[Vec<u8>]) {
-        if !self.active {
-            return;
-        }
-        if self.seldb != Some(db) {
-            let select = [b"select".to_vec(), db.to_string().into_bytes()];
-            self.write(&select);
-            self.seldb = Some(db);
-        }
-        self.write(&user_keys(op));
-    }
-
-    /// Bytes into the stream as they are: a PING to the replicas, which Redis sends without a
-    /// `select` (it is no command of a database).
-    pub fn emit_raw(&mut self, op: &[Vec<u8>]) {
-        if self.active {
-            self.write(op);
-        }
-    }
-
-    fn write(&mut self, op: &[Vec<u8>]) {
-        let before = self.pending.len();
-        reply::array(&mut self.pending, op.len());
-        for a in op {
-            reply::bulk(&mut self.pending, a);
-        }
-        self.offset += (self.pending.len() - before) as u64;
-    }
-
-    /// How many replicas acknowledged at least `offset`.
-    pub fn acked(&self, offset: u64) -> u64 {
-        self.replicas
-            .values()
-            .filter(|r| r.online && r.ack_offset >= offset)
-            .count() as u64
-    }
-
-    /// Replicas whose last acknowledgement is at most `max_lag` seconds old
-    /// (`min-replicas-to-write` counts these).
-    pub fn good_replicas(&self, max_lag: u64, now: Instant) -> u64 {
-        self.replicas
-            .values()
-            .filter(|r| r.online && now.saturating_duration_since(r.ack_time).as_secs() <= max_lag)
-            .count() as u64
-    }
-}
-
-/// Whether `name`'s unit is never wrapped in `multi`/`exec` (Redis's
-/// `CMD_TOUCHES_ARBITRARY_KEYS`: the keys such a command found expired are deleted one by one).
-pub fn touches_arbitrary_keys(name: &str) -> bool {
-    matches!(name, "SCAN" | "RANDOMKEY" | "KEYS")
-}
+use crate::write_stream::ReplicaInfo;
 
 /// SYNC: the connection becomes a replica; it is sent the snapshot, then the write stream.
-/// `op` as the stream carries it: the commands ran with each key argument carrying its
-/// database's byte (dispatch gives it, and rewrites and expiries are built from those keys);
-/// the stream, like Redis's, names the user's keys under a `select`. The key arguments are the
-/// command table's key positions of `op`'s command.
-fn user_keys(op: &[Vec<u8>]) -> Vec<Vec<u8>> {
-    let mut out = op.to_vec();
-    let Some(cmd) = op.first().and_then(|name| crate::table::lookup(name)) else {
-        return out;
-    };
-    let args: Vec<&[u8]> = op.iter().map(Vec::as_slice).collect();
-    crate::table::for_each_key_position(cmd, &args, |i| {
-        if !out[i].is_empty() {
-            out[i].remove(0);
-        }
-    });
-    out
-}
-
 pub(crate) fn sync(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> Result<Effect, StoreError> {
     full_sync(ctx, false)
 }
@@ -262,7 +95,7 @@ fn make_snapshot(ctx: &mut Ctx<'_>, offset: u64) -> Result<Snapshot, crate::rdb:
     let info = crate::rdb::SnapshotInfo {
         replid: ctx.info.run_id.clone(),
         offset,
-        used_memory: crate::commands::memory_figures(&ctx.store.stats()).0,
+        used_memory: crate::info::memory_figures(&ctx.store.stats()).0,
     };
     // Every database clients can select, as the store keeps it now (SWAPDB moves the map).
     let dbs: Vec<(u32, u8)> = (0..ctx.info.dbs.count())
@@ -298,7 +131,7 @@ fn make_snapshot(ctx: &mut Ctx<'_>, offset: u64) -> Result<Snapshot, crate::rdb:
 /// `GETACK` (a master asking a replica) are answered with nothing, as Redis does.
 pub(crate) fn replconf(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
     if args.len() % 2 == 0 {
-        return fail(ctx, crate::commands::SYNTAX);
+        return fail(ctx, crate::errors::SYNTAX);
     }
     for pair in args[1..].chunks(2) {
         let (opt, value) = (pair[0].to_ascii_lowercase(), pair[1]);
@@ -316,7 +149,7 @@ pub(crate) fn replconf(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, Stor
                 }
             }
             b"ack" => {
-                let Some(off) = crate::commands::parse_i64(value) else {
+                let Some(off) = crate::context::parse_i64(value) else {
                     return Ok(Effect::Read);
                 };
                 if let Some(r) = ctx.info.repl.replicas.get_mut(&ctx.session.id) {
@@ -376,10 +209,10 @@ pub(crate) fn replicaof(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, Sto
 /// once `numreplicas` did or `timeout` milliseconds passed (0: no limit). The connection is
 /// parked meanwhile (other clients go on) and the replicas are asked for an acknowledgement.
 pub(crate) fn wait(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
-    let Some(want) = crate::commands::parse_i64(args[1]) else {
-        return fail(ctx, crate::commands::NOT_INT);
+    let Some(want) = crate::context::parse_i64(args[1]) else {
+        return fail(ctx, crate::errors::NOT_INT);
     };
-    let timeout = match crate::commands::parse_i64(args[2]) {
+    let timeout = match crate::context::parse_i64(args[2]) {
         None => return fail(ctx, "ERR timeout is not an integer or out of range"),
         Some(t) if t < 0 => return fail(ctx, "ERR timeout is negative"),
         Some(t) => t as u64,
@@ -400,78 +233,14 @@ pub(crate) fn wait(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErr
     Ok(Effect::Read)
 }
 
+/// CLUSTER: cxltier serve is a standalone server, and Redis without cluster support answers
+/// every CLUSTER subcommand (HELP included) with this error, which clients test for.
+pub(crate) fn cluster(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> Result<Effect, StoreError> {
+    fail(ctx, "ERR This instance has cluster support disabled")
+}
+
 #[cfg(test)]
 mod tests {
-    use super::*;
-
-    fn text(r: &Replication) -> String {
-        String::from_utf8_lossy(&r.pending).into_owned()
-    }
-
-    #[test]
-    fn nothing_is_built_before_a_replica_attaches() {
-        let mut r = Replication::default();
-        r.enter();
-        r.also_propagate(0, vec![b"set".to_vec(), b"k".to_vec(), b"v".to_vec()]);
-        r.leave(true);
-        assert!(r.pending.is_empty());
-        assert_eq!(r.offset, 0);
-    }
-
-    /// A key argument as dispatch hands it on: its database's byte first (the stream drops it).
-    fn key(db: u8, name: &str) -> Vec<u8> {
-        cxltier_store::db_key(db, name.as_bytes())
-    }
-
-    #[test]
-    fn select_first_then_only_on_a_change_and_offset_counts_bytes() {
-        let mut r = Replication::default();
-        r.attach();
-        r.emit(0, &[b"del".to_vec(), key(0, "a")]);
-        r.emit(0, &[b"del".to_vec(), key(0, "b")]);
-        r.emit(3, &[b"del".to_vec(), key(3, "c")]);
-        assert_eq!(
-            text(&r),
-            "*2\r\n$6\r\nselect\r\n$1\r\n0\r\n*2\r\n$3\r\ndel\r\n$1\r\na\r\n*2\r\n$3\r\ndel\r\n$1\r\nb\r\n*2\r\n$6\r\nselect\r\n$1\r\n3\r\n*2\r\n$3\r\ndel\r\n$1\r\nc\r\n"
-        );
-        assert_eq!(r.offset, r.pending.len() as u64);
-        // A new replica: the next command selects again.
-        r.attach();
-        r.pending.clear();
-        r.emit(3, &[b"del".to_vec(), key(3, "d")]);
-        assert!(text(&r).starts_with("*2\r\n$6\r\nselect\r\n$1\r\n3\r\n"));
-    }
-
-    #[test]
-    fn a_unit_of_several_is_wrapped_unless_told_not_to() {
-        let mut r = Replication::default();
-        r.attach();
-        r.emit(0, &[b"ping".to_vec()]);
-        r.pending.clear();
-        assert!(r.enter());
-        assert!(!r.enter());
-        r.also_propagate(0, vec![b"incr".to_vec(), key(0, "a")]);
-        r.leave(true);
-        r.also_propagate(0, vec![b"incr".to_vec(), key(0, "b")]);
-        assert!(r.pending.is_empty(), "nothing goes before the unit ends");
-        r.leave(true);
-        assert_eq!(
-            text(&r),
-            "*1\r\n$5\r\nmulti\r\n*2\r\n$4\r\nincr\r\n$1\r\na\r\n*2\r\n$4\r\nincr\r\n$1\r\nb\r\n*1\r\n$4\r\nexec\r\n"
-        );
-        r.pending.clear();
-        r.enter();
-        r.also_propagate(0, vec![b"del".to_vec(), key(0, "x")]);
-        r.also_propagate(0, vec![b"del".to_vec(), key(0, "y")]);
-        r.leave(false);
-        assert!(!text(&r).contains("multi"));
-        // One operation alone is never wrapped.
-        r.pending.clear();
-        r.enter();
-        r.also_propagate(0, vec![b"del".to_vec(), key(0, "z")]);
-        r.leave(true);
-        assert!(!text(&r).contains("multi"));
-    }
 
     /// The stream as commands, each as its words joined by spaces.
     fn commands(bytes: &[u8]) -> Vec<String> {
@@ -501,8 +270,8 @@ mod tests {
     }
 
     /// A database with replication on, as after a replica attached.
-    fn replicated() -> crate::list::testdb::Db {
-        let mut db = crate::list::testdb::Db::new();
+    fn replicated() -> crate::testdb::Db {
+        let mut db = crate::testdb::Db::new();
         db.info.repl.attach();
         db.store.track_expired(true);
         db
@@ -510,7 +279,7 @@ mod tests {
 
     /// Every command in `lines`, then the stream they made (the stars of numbers that depend
     /// on the clock replaced by `*`).
-    fn stream_of(db: &mut crate::list::testdb::Db, lines: &[&str]) -> Vec<String> {
+    fn stream_of(db: &mut crate::testdb::Db, lines: &[&str]) -> Vec<String> {
         for l in lines {
             db.cmd(l);
         }
@@ -534,7 +303,7 @@ mod tests {
 
     #[test]
     fn without_a_replica_no_rewrite_is_built_and_no_stream() {
-        let mut db = crate::list::testdb::Db::new();
+        let mut db = crate::testdb::Db::new();
         db.cmd("SET k v EX 100");
         db.cmd("SADD s a b");
         db.cmd("SPOP s 2");
@@ -543,7 +312,7 @@ mod tests {
         assert!(db.info.repl.pending.is_empty());
         assert_eq!(db.info.repl.offset, 0);
         // The rewrite is not even built.
-        let mut session = crate::commands::Session::new(1, true);
+        let mut session = crate::context::Session::new(1, true);
         session.propagate_as(|| panic!("a rewrite built with no stream"));
         session.replicating = true;
         session.propagate_as(|| vec![vec![b"x".to_vec()]]);
@@ -707,7 +476,7 @@ mod tests {
         let mut db = replicated();
         db.cmd("SET src v");
         let mut out = Vec::new();
-        crate::commands::execute(
+        crate::dispatch::execute(
             &mut db.store,
             &mut db.info,
             &mut db.session,
@@ -719,7 +488,7 @@ mod tests {
         let payload = out[at + 2..out.len() - 2].to_vec();
         db.info.repl.pending.clear();
         let mut out = Vec::new();
-        crate::commands::execute(
+        crate::dispatch::execute(
             &mut db.store,
             &mut db.info,
             &mut db.session,
@@ -730,7 +499,7 @@ mod tests {
         let s = commands(&db.info.repl.pending);
         let words: Vec<&str> = s[0].split(' ').collect();
         assert_eq!(words[0], "RESTORE");
-        assert!(words[2].parse::<u64>().unwrap() > crate::commands::now_ms());
+        assert!(words[2].parse::<u64>().unwrap() > crate::context::now_ms());
         assert_eq!(*words.last().unwrap(), "ABSTTL");
     }
 }

@@ -28,7 +28,8 @@ use mio::net::{TcpListener, TcpStream};
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
 
-use crate::commands::{self, ClientMeta, Effect, ServerInfo, Session};
+use crate::context::{self, ClientMeta, Effect, ServerInfo, Session};
+use crate::limits::{OutputBufferLimit, BULK_MARGIN};
 use crate::quarantine::QuarantineFollower;
 use crate::ratelog::RateLimitedLog;
 use crate::resp::{self, reply, Parser};
@@ -79,9 +80,6 @@ impl Lingering {
 /// enough for any pipeline a client benefits from, small enough that a flood of `PING` costs
 /// kilobytes, not gigabytes.
 const MAX_QUEUED: usize = 1024;
-/// proto-max-bulk-len is the largest object (`--max-object`) and this margin: a bulk that could
-/// never be stored is refused from its header, before any of it is buffered.
-pub const BULK_MARGIN: usize = 64 << 10;
 /// Buffers start this big, and are given back down to it when emptied after growing past
 /// [`BUFFER_KEEP`] (one big reply must not hold its memory for the connection's life).
 const BUFFER_INITIAL: usize = 16 << 10;
@@ -127,71 +125,6 @@ pub struct ServerConfig {
     /// Publish the Prometheus exposition here (`--metrics-addr`; served by
     /// `cxltier_metrics::serve`), about once a second; `None`: no metrics.
     pub metrics: Option<cxltier_metrics::Published>,
-}
-
-/// Redis's `client-output-buffer-limit normal`: at `soft` bytes of replies not yet read by the
-/// client, its commands stop running (and it is not read) until it reads; a client that stays
-/// above `soft` for `soft_seconds` (0: no time limit) or reaches `hard` is closed, with a
-/// line on stderr.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct OutputBufferLimit {
-    pub hard: usize,
-    pub soft: usize,
-    pub soft_seconds: u64,
-}
-
-impl Default for OutputBufferLimit {
-    fn default() -> Self {
-        OutputBufferLimit {
-            hard: 64 << 20,
-            soft: 4 << 20,
-            soft_seconds: 60,
-        }
-    }
-}
-
-impl std::str::FromStr for OutputBufferLimit {
-    type Err = String;
-    /// `HARD SOFT SECONDS` (bytes, with k/kb/m/mb/g/gb as Redis writes them).
-    fn from_str(text: &str) -> Result<Self, String> {
-        let words: Vec<&str> = text.split_whitespace().collect();
-        let bad = || {
-            format!(
-                "client-output-buffer-limit {text:?}: expected HARD SOFT SECONDS, e.g. \"64mb 4mb 60\" (0 SECONDS: no time limit)"
-            )
-        };
-        let [hard, soft, secs] = words[..] else {
-            return Err(bad());
-        };
-        let limit = OutputBufferLimit {
-            hard: parse_memory(hard).ok_or_else(bad)?,
-            soft: parse_memory(soft).ok_or_else(bad)?,
-            soft_seconds: secs.parse().map_err(|_| bad())?,
-        };
-        if limit.soft == 0 || limit.hard < limit.soft {
-            return Err(format!(
-                "client-output-buffer-limit {text:?}: the soft limit must be above 0 and at most the hard limit"
-            ));
-        }
-        Ok(limit)
-    }
-}
-
-/// A byte count as Redis's config writes it: `4194304`, `4mb`, `4m`, `64k`, `1gb`.
-pub fn parse_memory(text: &str) -> Option<usize> {
-    let t = text.to_ascii_lowercase();
-    let digits = t.trim_end_matches(|c: char| c.is_ascii_alphabetic());
-    let unit: usize = match &t[digits.len()..] {
-        "" | "b" => 1,
-        "k" => 1000,
-        "kb" => 1 << 10,
-        "m" => 1_000_000,
-        "mb" => 1 << 20,
-        "g" => 1_000_000_000,
-        "gb" => 1 << 30,
-        _ => return None,
-    };
-    digits.parse::<usize>().ok()?.checked_mul(unit)
 }
 
 /// Why the server could not start or stopped.
@@ -288,7 +221,7 @@ struct ReplicaLink {
 
 /// A snapshot going out through a socket in pieces: bounded memory whatever its size.
 struct SnapshotSend {
-    source: crate::commands::Snapshot,
+    source: crate::context::Snapshot,
     /// Bytes of the snapshot written to the socket.
     sent: u64,
     /// A piece read from the file, and how much of it is written.
@@ -310,8 +243,8 @@ impl SnapshotSend {
                 return Ok(true);
             }
             let bytes: &[u8] = match &mut self.source {
-                crate::commands::Snapshot::Memory(v) => &v[self.sent as usize..],
-                crate::commands::Snapshot::File(f, _) => {
+                crate::context::Snapshot::Memory(v) => &v[self.sent as usize..],
+                crate::context::Snapshot::File(f, _) => {
                     if self.piece_at == self.piece.len() {
                         self.piece.resize(READ_CHUNK, 0);
                         let want = (remaining as usize).min(READ_CHUNK);
@@ -338,7 +271,7 @@ impl SnapshotSend {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                 Ok(n) => {
                     self.sent += n as u64;
-                    if matches!(self.source, crate::commands::Snapshot::File(..)) {
+                    if matches!(self.source, crate::context::Snapshot::File(..)) {
                         self.piece_at += n;
                     }
                 }
@@ -374,9 +307,9 @@ impl Conn {
                 soft_seconds: limits.output.soft_seconds,
             }
         } else if self.replica.is_some() {
-            crate::replication::REPLICA_OUTPUT_LIMIT
+            crate::limits::REPLICA_OUTPUT_LIMIT
         } else if self.session.subscribed() {
-            crate::pubsub::PUBSUB_OUTPUT_LIMIT
+            crate::limits::PUBSUB_OUTPUT_LIMIT
         } else {
             limits.output
         }
@@ -790,7 +723,7 @@ pub fn serve_on(
             info.clients.remove(&c.session.id);
             info.blocked.remove(&c.session.id);
             info.unwatch(&mut c.session);
-            info.pubsub.drop_session(&mut c.session);
+            info.drop_subscriptions(&mut c.session);
             info.repl.replicas.remove(&c.session.id);
             // Closed by the server with the peer still there: linger (its output is shut, so
             // the client sees the end of the replies at once).
@@ -835,10 +768,10 @@ pub fn serve_on(
             info.expired_keys += keys_before.saturating_sub(store.len());
             // Keys expired in the background are announced (`expired`) at once: a subscriber
             // need not wait for another client's command to hear of them.
-            crate::notify::announce_expired(&mut store, &mut info, false);
+            crate::dispatch::announce_expired(&mut store, &mut info, false);
             let events = info.notify.take();
             if !events.is_empty() {
-                crate::notify::publish(&mut info, &events, None, 2, &mut Vec::new());
+                crate::dispatch::publish(&mut info, &events, None, 2, &mut Vec::new());
                 deliver_messages(&mut info, &mut conns, &mut roster, &limits, &mut log);
             }
             if let Err(e) = ticked {
@@ -1009,7 +942,7 @@ fn feed_replicas(
             c.output.extend_from_slice(bytes);
         }
         link.fed = offset;
-        let hard = crate::replication::REPLICA_OUTPUT_LIMIT.hard;
+        let hard = crate::limits::REPLICA_OUTPUT_LIMIT.hard;
         if c.unsent() >= hard {
             let text = format!(
                 "dropped replica {}: {} bytes of the write stream unsent, over the client-output-buffer-limit replica hard limit of {hard} bytes (the replica must keep up; it can attach again with SYNC/PSYNC)",
@@ -1033,7 +966,7 @@ fn replication_tick(store: &mut Store, info: &mut ServerInfo) {
     if !info.repl.active {
         return;
     }
-    commands::drain_expired(store, info, false);
+    crate::dispatch::drain_expired(store, info, false);
     let period = info.knobs.int("repl-ping-replica-period").max(1) as u64;
     // The first PING comes a period after replication began, as Redis's cron counts.
     let last = *info.repl.last_ping.get_or_insert_with(Instant::now);
@@ -1069,7 +1002,7 @@ fn deliver_messages(
             continue;
         }
         roster.touched.insert(t);
-        crate::pubsub::write_message(&mut c.output, c.session.proto, d);
+        crate::subscriptions::write_message(&mut c.output, c.session.proto, d);
         let hard = c.output_limit(limits).hard;
         if c.unsent() >= hard {
             let text = format!(
@@ -1094,8 +1027,9 @@ fn read_keys(
     mut key: impl FnMut(Vec<u8>),
 ) -> bool {
     let physical = dbs.physical(session.db);
-    let mut keyed = |k: &[u8]| key(cxltier_store::db_key(physical, k));
-    let exec = args.len() == 1 && input[args[0].clone()].eq_ignore_ascii_case(b"EXEC");
+    let mut keyed = |k: &[u8]| key(crate::db::store_key(physical, k));
+    let exec = args.len() == 1
+        && table::lookup(&input[args[0].clone()]).is_some_and(|c| c.has(table::flag::TX_EXEC));
     if exec {
         for queued in session.multi.iter().flatten() {
             table::for_each_read_key(queued.iter().map(Vec::as_slice), &mut keyed);
@@ -1352,7 +1286,8 @@ fn run_ready(
             if let Some(b) = &busy {
                 info.scripts.peers = Some(b.clone());
             }
-            let effect = commands::execute(store, info, &mut c.session, &args, &mut c.output);
+            let effect =
+                crate::dispatch::execute(store, info, &mut c.session, &args, &mut c.output);
             if let Some(b) = busy {
                 info.scripts.peers = None;
                 let mut b = b.borrow_mut();
@@ -1432,7 +1367,7 @@ fn run_ready(
     ran += serve_parked(store, info, conns, roster, &mut wrote, &mut starts);
     // The turn's last command's time ends here (its end is the start of the next otherwise).
     if info.timed.is_some() {
-        info.close_command_time(commands::now_us());
+        info.close_command_time(context::now_us());
     }
     if ran == 0 {
         return 0;
@@ -1523,7 +1458,7 @@ impl BusyServe {
     /// (nothing of it is lost) and the server shuts down as the signal asked. One that has
     /// written runs to its end, since scripts are atomic, and the server stops then; a second
     /// signal stops it at once, as SHUTDOWN NOSAVE does.
-    fn watch_signals(&mut self, run: &mut crate::scripting::RunState) {
+    fn watch_signals(&mut self, run: &mut crate::lua::RunState) {
         if run.kill || !self.stop.swap(false, Ordering::Relaxed) {
             return;
         }
@@ -1543,7 +1478,7 @@ impl BusyServe {
     }
 
     /// Accept, read and answer: one zero-timeout poll, then the connections it reported.
-    fn serve(&mut self, run: &mut crate::scripting::RunState) {
+    fn serve(&mut self, run: &mut crate::lua::RunState) {
         if !self.served {
             // The first tick looks at every connection: commands queued before the script,
             // input held back by limits, replies of commands that ran before it in its turn
@@ -1608,7 +1543,7 @@ impl BusyServe {
 
     /// Answer `t`'s queued commands and the complete ones in its input, one at a time (an AUTH
     /// changes the limits the next one is parsed with), until its replies reach the soft limit.
-    fn answer(&mut self, t: Token, run: &mut crate::scripting::RunState) {
+    fn answer(&mut self, t: Token, run: &mut crate::lua::RunState) {
         let Some(c) = self.conns.get_mut(&t) else {
             return;
         };
@@ -1676,8 +1611,8 @@ impl BusyServe {
     }
 }
 
-impl crate::scripting::BusyPeers for BusyServe {
-    fn tick(&mut self, run: &mut crate::scripting::RunState) {
+impl crate::lua::BusyPeers for BusyServe {
+    fn tick(&mut self, run: &mut crate::lua::RunState) {
         self.watch_signals(run);
         if run.busy && !run.kill {
             self.serve(run);
@@ -1786,7 +1721,8 @@ fn serve_parked(
             let args: Vec<&[u8]> = p.args.iter().map(Vec::as_slice).collect();
             let start = c.output.len();
             c.session.block_retry = true;
-            let effect = commands::execute(store, info, &mut c.session, &args, &mut c.output);
+            let effect =
+                crate::dispatch::execute(store, info, &mut c.session, &args, &mut c.output);
             c.session.block_retry = false;
             if c.session.block.take().is_some() {
                 // Still nothing for it: it keeps its place and its deadline.
@@ -2133,7 +2069,7 @@ mod read_key_tests {
         let exec = read_keys(&input, &session, &dbs, &exec_args, |k| keys.push(k));
         assert!(exec);
         let in_db = |db: u8, ks: &[&[u8]]| -> Vec<Vec<u8>> {
-            ks.iter().map(|k| cxltier_store::db_key(db, k)).collect()
+            ks.iter().map(|k| crate::db::store_key(db, k)).collect()
         };
         assert_eq!(keys, in_db(0, &[b"a", b"b", b"c", b"d"]));
         // Any other command: its own keys, in the database selected (where it is kept).

@@ -5,48 +5,15 @@
 use cxltier_store::{Kind, StoreError};
 use rand::Rng;
 
-use crate::commands::{Ctx, Effect};
-use crate::list::{err, int_arg, typed, NOT_INTEGER, SYNTAX};
+use crate::args::{int_arg, reply_limit, scan_options, typed};
+use crate::context::{fail, Ctx, Effect};
+use crate::cursors::{cursor_from_wire, cursor_to_wire};
+use crate::errors::{NOT_INT, RANDOM_COUNT_RANGE, SYNTAX};
 use crate::notify::class as nc;
 use crate::resp::reply;
 
 /// Members read per `sscan` call when a command walks a whole set.
 const PAGE: usize = 1024;
-
-/// A SCAN-family cursor on the wire: Redis's are integers and clients parse them as such, while
-/// the store's is the last member returned. A member `m` is written as `1` followed by each
-/// byte as three decimal digits: an integer, lossless, linear in the member's length. `0` is
-/// the start and the end.
-pub(crate) fn cursor_to_wire(next: Option<&[u8]>) -> Vec<u8> {
-    let Some(m) = next else {
-        return b"0".to_vec();
-    };
-    let mut s = Vec::with_capacity(1 + 3 * m.len());
-    s.push(b'1');
-    for b in m {
-        s.extend_from_slice(&[b'0' + b / 100, b'0' + b / 10 % 10, b'0' + b % 10]);
-    }
-    s
-}
-
-/// The store's cursor from the wire's: `Some(None)` is the start, `None` an invalid cursor.
-pub(crate) fn cursor_from_wire(c: &[u8]) -> Option<Option<Vec<u8>>> {
-    if c == b"0" {
-        return Some(None);
-    }
-    let digits = c.strip_prefix(b"1")?;
-    if digits.len() % 3 != 0 || !digits.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    digits
-        .chunks(3)
-        .map(|d| {
-            let n = (d[0] - b'0') as u32 * 100 + (d[1] - b'0') as u32 * 10 + (d[2] - b'0') as u32;
-            u8::try_from(n).ok()
-        })
-        .collect::<Option<Vec<u8>>>()
-        .map(Some)
-}
 
 /// Every member of the set at `key` (empty when absent; WRONGTYPE as an error).
 fn members(ctx: &mut Ctx<'_>, key: &[u8]) -> Result<Vec<Vec<u8>>, StoreError> {
@@ -163,7 +130,7 @@ fn count_arg(ctx: &mut Ctx<'_>, args: &[&[u8]], negative_ok: bool) -> Result<Opt
         2 => Ok(None),
         3 => match int_arg(args[2]) {
             None => {
-                reply::error(ctx.out, NOT_INTEGER);
+                reply::error(ctx.out, NOT_INT);
                 Err(())
             }
             Some(c) if c < 0 && !negative_ok => {
@@ -233,81 +200,6 @@ pub(crate) fn spop(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErr
             Effect::Wrote
         })
     })
-}
-
-/// Redis's error for a random-member count outside -LONG_MAX..LONG_MAX (SRANDMEMBER,
-/// HRANDFIELD, ZRANDMEMBER).
-pub(crate) const RANDOM_COUNT_RANGE: &str =
-    "ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807";
-
-/// The fewest bytes one element of an array reply takes (`$0\r\n\r\n`).
-const MIN_ELEMENT_BYTES: u64 = 6;
-
-/// The most bytes one reply whose size a count decides (not the data) may take: the
-/// client-output-buffer-limit hard limit, past which the connection would be closed anyway.
-pub(crate) fn reply_limit(ctx: &Ctx<'_>) -> usize {
-    match ctx.info.client_output_buffer_limit.0 {
-        0 => crate::server::OutputBufferLimit::default().hard,
-        n => n,
-    }
-}
-
-/// The error for a count whose reply would pass [`reply_limit`].
-fn over_limit(ctx: &Ctx<'_>, count: u64) -> String {
-    format!(
-        "ERR the reply to {count} random draws would be over the client-output-buffer-limit hard limit of {} bytes: ask for fewer",
-        reply_limit(ctx)
-    )
-}
-
-/// `n` members drawn at random with repeats from the set, sorted set or hash at `key` (which
-/// holds `card` > 0 members), each written by `write` (member, its value or score) into an
-/// array reply; `Ok(Err(message))` when that reply would pass [`reply_limit`]. The work is
-/// bounded by the limit whatever `n` is: a count that cannot fit is refused before any
-/// draw, and the reply is built aside and dropped as soon as it grows past the limit.
-pub(crate) fn random_draws(
-    ctx: &mut Ctx<'_>,
-    key: &[u8],
-    card: u64,
-    n: u64,
-    mut write: impl FnMut(&mut Ctx<'_>, &[u8], &[u8], &mut Vec<u8>),
-) -> Result<Result<Vec<u8>, String>, StoreError> {
-    let limit = reply_limit(ctx);
-    if n.saturating_mul(MIN_ELEMENT_BYTES) > limit as u64 {
-        return Ok(Err(over_limit(ctx, n)));
-    }
-    let mut rng = rand::rng();
-    // A small collection (or one no larger than the count) is read once and drawn from in
-    // memory; a large one by index, O(log n) a draw.
-    let all = if card <= (PAGE as u64).max(n.min(1 << 16)) {
-        let mut all = Vec::new();
-        for i in 0..card {
-            if let Some(e) = ctx.store.member_at(key, i)? {
-                all.push(e);
-            }
-        }
-        Some(all)
-    } else {
-        None
-    };
-    let mut out = Vec::new();
-    reply::array(&mut out, n as usize);
-    for _ in 0..n {
-        let drawn = match &all {
-            Some(all) if !all.is_empty() => Some(all[rng.random_range(0..all.len())].clone()),
-            Some(_) => None,
-            None => ctx.store.member_at(key, rng.random_range(0..card))?,
-        };
-        match drawn {
-            Some((m, v)) => write(ctx, &m, &v, &mut out),
-            // Only a set changed under the draw could miss; the array keeps its length.
-            None => reply::null(&mut out, ctx.session.proto),
-        }
-        if out.len() > limit {
-            return Ok(Err(over_limit(ctx, n)));
-        }
-    }
-    Ok(Ok(out))
 }
 
 pub(crate) fn srandmember(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
@@ -398,7 +290,7 @@ fn is_canonical_int(m: &[u8]) -> bool {
 
 pub(crate) fn sscan(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
     let Some(after) = cursor_from_wire(args[2]) else {
-        return err(ctx, "ERR invalid cursor");
+        return fail(ctx, "ERR invalid cursor");
     };
     let Ok((pattern, count)) = scan_options(ctx, &args[3..]) else {
         return Ok(Effect::Read);
@@ -417,41 +309,6 @@ pub(crate) fn sscan(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreEr
         }
         Ok(Effect::Read)
     })
-}
-
-/// `[MATCH pattern] [COUNT count]` of the SCAN family: `Err` is the reply already given.
-pub(crate) fn scan_options<'a>(
-    ctx: &mut Ctx<'_>,
-    opts: &[&'a [u8]],
-) -> Result<(Option<&'a [u8]>, usize), ()> {
-    let (mut pattern, mut count) = (None, 10usize);
-    let mut i = 0;
-    while i < opts.len() {
-        let Some(v) = opts.get(i + 1) else {
-            reply::error(ctx.out, SYNTAX);
-            return Err(());
-        };
-        if opts[i].eq_ignore_ascii_case(b"MATCH") {
-            pattern = Some(*v);
-        } else if opts[i].eq_ignore_ascii_case(b"COUNT") {
-            match int_arg(v) {
-                None => {
-                    reply::error(ctx.out, NOT_INTEGER);
-                    return Err(());
-                }
-                Some(c) if c < 1 => {
-                    reply::error(ctx.out, SYNTAX);
-                    return Err(());
-                }
-                Some(c) => count = c.min(1 << 20) as usize,
-            }
-        } else {
-            reply::error(ctx.out, SYNTAX);
-            return Err(());
-        }
-        i += 2;
-    }
-    Ok((pattern, count))
 }
 
 pub(crate) fn smove(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
@@ -614,10 +471,10 @@ pub(crate) fn sdiffstore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, St
 pub(crate) fn sintercard(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
     let n = match int_arg(args[1]) {
         Some(n) if n > 0 => n as usize,
-        _ => return err(ctx, "ERR numkeys should be greater than 0"),
+        _ => return fail(ctx, "ERR numkeys should be greater than 0"),
     };
     if n > args.len() - 2 {
-        return err(
+        return fail(
             ctx,
             "ERR Number of keys can't be greater than number of args",
         );
@@ -629,12 +486,12 @@ pub(crate) fn sintercard(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, St
         [] => {}
         [l, v] if l.eq_ignore_ascii_case(b"LIMIT") => match int_arg(v) {
             // Redis gives one error for both (getPositiveLongFromObjectOrReply).
-            None => return err(ctx, "ERR LIMIT can't be negative"),
-            Some(x) if x < 0 => return err(ctx, "ERR LIMIT can't be negative"),
+            None => return fail(ctx, "ERR LIMIT can't be negative"),
+            Some(x) if x < 0 => return fail(ctx, "ERR LIMIT can't be negative"),
             Some(0) => {}
             Some(x) => limit = x as usize,
         },
-        _ => return err(ctx, SYNTAX),
+        _ => return fail(ctx, SYNTAX),
     }
     typed(ctx, |ctx| {
         let ms = combine(ctx, Op::Inter, keys, limit)?;
@@ -643,10 +500,71 @@ pub(crate) fn sintercard(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, St
     })
 }
 
+/// The fewest bytes one element of an array reply takes (`$0\r\n\r\n`).
+const MIN_ELEMENT_BYTES: u64 = 6;
+
+/// The error for a count whose reply would pass [`reply_limit`].
+fn over_limit(ctx: &Ctx<'_>, count: u64) -> String {
+    format!(
+        "ERR the reply to {count} random draws would be over the client-output-buffer-limit hard limit of {} bytes: ask for fewer",
+        reply_limit(ctx)
+    )
+}
+
+/// `n` members drawn at random with repeats from the set, sorted set or hash at `key` (which
+/// holds `card` > 0 members), each written by `write` (member, its value or score) into an
+/// array reply; `Ok(Err(message))` when that reply would pass [`reply_limit`]. The work is
+/// bounded by the limit whatever `n` is: a count that cannot fit is refused before any
+/// draw, and the reply is built aside and dropped as soon as it grows past the limit.
+pub(crate) fn random_draws(
+    ctx: &mut Ctx<'_>,
+    key: &[u8],
+    card: u64,
+    n: u64,
+    mut write: impl FnMut(&mut Ctx<'_>, &[u8], &[u8], &mut Vec<u8>),
+) -> Result<Result<Vec<u8>, String>, StoreError> {
+    let limit = reply_limit(ctx);
+    if n.saturating_mul(MIN_ELEMENT_BYTES) > limit as u64 {
+        return Ok(Err(over_limit(ctx, n)));
+    }
+    let mut rng = rand::rng();
+    // A small collection (or one no larger than the count) is read once and drawn from in
+    // memory; a large one by index, O(log n) a draw.
+    let all = if card <= (PAGE as u64).max(n.min(1 << 16)) {
+        let mut all = Vec::new();
+        for i in 0..card {
+            if let Some(e) = ctx.store.member_at(key, i)? {
+                all.push(e);
+            }
+        }
+        Some(all)
+    } else {
+        None
+    };
+    let mut out = Vec::new();
+    reply::array(&mut out, n as usize);
+    for _ in 0..n {
+        let drawn = match &all {
+            Some(all) if !all.is_empty() => Some(all[rng.random_range(0..all.len())].clone()),
+            Some(_) => None,
+            None => ctx.store.member_at(key, rng.random_range(0..card))?,
+        };
+        match drawn {
+            Some((m, v)) => write(ctx, &m, &v, &mut out),
+            // Only a set changed under the draw could miss; the array keeps its length.
+            None => reply::null(&mut out, ctx.session.proto),
+        }
+        if out.len() > limit {
+            return Ok(Err(over_limit(ctx, n)));
+        }
+    }
+    Ok(Ok(out))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::list::testdb::Db;
+    use crate::testdb::Db;
 
     const WT: &str = "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n";
 

@@ -1,11 +1,13 @@
-//! The string commands beyond GET/SET/INCR: APPEND, GETRANGE, SETRANGE, GETDEL, GETEX, GETSET,
-//! SETNX, MSETNX, STRLEN, INCRBYFLOAT, LCS and the bit operations, answered (errors included, word
-//! for word) as Redis 7.0 answers them.
+//! The string commands: GET, SET and its kin, MGET, MSET, INCR and DECR, APPEND, GETRANGE,
+//! SETRANGE, GETDEL, GETEX, GETSET, SETNX, MSETNX, STRLEN, INCRBYFLOAT, LCS and the bit
+//! operations, answered (errors included, word for word) as Redis 7.0 answers them.
 
 use cxltier_store::{Kind, StoreError};
 
-use crate::commands::{
-    expire_at_ms, fail, invalid_expire, now_ms, parse_i64, Ctx, Effect, NOT_INT, SYNTAX, WRONGTYPE,
+use crate::args::format_f64;
+use crate::context::{
+    arity, expire_at_ms, fail, invalid_expire, now_ms, parse_i64, Ctx, Effect, NOT_INT, SYNTAX,
+    WRONGTYPE,
 };
 use crate::notify::class as nc;
 use crate::resp::reply;
@@ -220,7 +222,7 @@ pub(crate) fn getex(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreEr
         Some(Some(at)) if at <= now_ms() as i64 => {
             ctx.store.delete(args[1])?;
             ctx.session
-                .propagate_as(|| vec![crate::commands::expired_delete_op(ctx.info, args[1])]);
+                .propagate_as(|| vec![crate::context::expired_delete_op(ctx.info, args[1])]);
             Effect::Wrote
         }
         // Replicated as `PEXPIREAT key ms` (Redis 7.0's getexCommand).
@@ -312,15 +314,6 @@ fn parse_f64(b: &[u8]) -> Option<f64> {
         return None;
     }
     s.parse::<f64>().ok().filter(|f| !f.is_nan())
-}
-
-/// A float the way INCRBYFLOAT stores it: no exponent, no trailing zeros (Rust's shortest
-/// round-trip form prints `10.6`, not `10.5999999999999996`).
-pub(crate) fn format_f64(f: f64) -> String {
-    if f == 0.0 {
-        return "0".into();
-    }
-    format!("{f}")
 }
 
 pub(crate) fn incrbyfloat(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
@@ -645,10 +638,247 @@ pub(crate) fn lcs(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErro
     Ok(Effect::Read)
 }
 
+pub(crate) fn get(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    let o = ctx.store.get(args[1])?;
+    ctx.info.lookup(args[1], o.is_some());
+    match o {
+        None => reply::null(ctx.out, ctx.session.proto),
+        Some(o) if o.kind != Kind::String => reply::error(ctx.out, WRONGTYPE),
+        Some(o) => reply::bulk(ctx.out, o.value),
+    }
+    Ok(Effect::Read)
+}
+
+pub(crate) fn set(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    let mut expiry_given = false;
+    let effect = set_command(ctx, args, &mut expiry_given)?;
+    // Redis 7.0 replicates a SET with EX/PX/EXAT/PXAT as `SET key value PXAT ms`.
+    if expiry_given && effect == Effect::Wrote {
+        // From the index: a value written straight to NVMe is not in memory to peek at.
+        if let Some(Some(at)) = ctx.store.expiry_of(args[1]) {
+            ctx.session
+                .propagate_as(|| vec![set_pxat_op(args[1], args[2], at)]);
+        }
+    }
+    Ok(effect)
+}
+
+/// `SET key value PXAT ms`: how Redis 7.0 replicates a write of a value with an expiry.
+pub(crate) fn set_pxat_op(key: &[u8], value: &[u8], at_ms: u64) -> crate::write_stream::Op {
+    vec![
+        b"set".to_vec(),
+        key.to_vec(),
+        value.to_vec(),
+        b"PXAT".to_vec(),
+        at_ms.to_string().into_bytes(),
+    ]
+}
+
+fn set_expiring(ctx: &mut Ctx<'_>, args: &[&[u8]], seconds: bool) -> Result<Effect, StoreError> {
+    let Some(t) = parse_i64(args[2]) else {
+        return fail(ctx, NOT_INT);
+    };
+    let at = (t > 0).then(|| expire_at_ms(t, seconds, true)).flatten();
+    let Some(at) = at else {
+        invalid_expire(ctx.out, if seconds { "setex" } else { "psetex" });
+        return Ok(Effect::Read);
+    };
+    ctx.store
+        .put(args[1], Kind::String, args[3], Some(at as u64))?;
+    ctx.session
+        .propagate_as(|| vec![set_pxat_op(args[1], args[3], at as u64)]);
+    ctx.notify(nc::STRING, "set", args[1]);
+    ctx.notify(nc::GENERIC, "expire", args[1]);
+    reply::ok(ctx.out);
+    Ok(Effect::Wrote)
+}
+
+pub(crate) fn setex(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    set_expiring(ctx, args, true)
+}
+
+pub(crate) fn psetex(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    set_expiring(ctx, args, false)
+}
+
+pub(crate) fn mget(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    reply::array(ctx.out, args.len() - 1);
+    for k in &args[1..] {
+        let o = ctx.store.get(k)?;
+        ctx.info.lookup(k, o.is_some());
+        match o {
+            Some(o) if o.kind == Kind::String => reply::bulk(ctx.out, o.value),
+            _ => reply::null(ctx.out, ctx.session.proto),
+        }
+    }
+    Ok(Effect::Read)
+}
+
+pub(crate) fn mset(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    if args.len() % 2 == 0 {
+        arity(ctx.out, args[0]);
+        return Ok(Effect::Read);
+    }
+    for kv in args[1..].chunks(2) {
+        ctx.store.put(kv[0], Kind::String, kv[1], None)?;
+        ctx.notify(nc::STRING, "set", kv[0]);
+    }
+    reply::ok(ctx.out);
+    Ok(Effect::Wrote)
+}
+
+pub(crate) fn incr(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    incr_by(ctx, args[1], 1)
+}
+
+pub(crate) fn decr(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    incr_by(ctx, args[1], -1)
+}
+
+pub(crate) fn incrby(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    match parse_i64(args[2]) {
+        Some(by) => incr_by(ctx, args[1], by),
+        None => fail(ctx, NOT_INT),
+    }
+}
+
+pub(crate) fn decrby(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    match parse_i64(args[2]) {
+        Some(by) => match by.checked_neg() {
+            Some(by) => incr_by(ctx, args[1], by),
+            None => fail(ctx, "ERR decrement would overflow"),
+        },
+        None => fail(ctx, NOT_INT),
+    }
+}
+
+fn incr_by(ctx: &mut Ctx<'_>, key: &[u8], by: i64) -> Result<Effect, StoreError> {
+    let (current, expires) = match ctx.store.get(key)? {
+        None => (0, None),
+        Some(o) if o.kind != Kind::String => return fail(ctx, WRONGTYPE),
+        Some(o) => match parse_i64(o.value) {
+            Some(v) => (v, o.expires_at_ms),
+            None => return fail(ctx, NOT_INT),
+        },
+    };
+    let Some(next) = current.checked_add(by) else {
+        return fail(ctx, "ERR increment or decrement would overflow");
+    };
+    let mut digits = itoa::Buffer::new();
+    ctx.store
+        .put(key, Kind::String, digits.format(next).as_bytes(), expires)?;
+    ctx.notify(nc::STRING, "incrby", key);
+    reply::int(ctx.out, next);
+    Ok(Effect::Wrote)
+}
+
+/// SET key value [NX|XX] [GET] [EX s|PX ms|EXAT s|PXAT ms|KEEPTTL]
+fn set_command(
+    ctx: &mut Ctx<'_>,
+    args: &[&[u8]],
+    expiry_given: &mut bool,
+) -> Result<Effect, StoreError> {
+    let (store, out, proto) = (&mut *ctx.store, &mut *ctx.out, ctx.session.proto);
+    let (mut nx, mut xx, mut get, mut keepttl) = (false, false, false, false);
+    let mut expires: Option<u64> = None;
+    let mut i = 3;
+    while i < args.len() {
+        let opt = args[i].to_ascii_uppercase();
+        match opt.as_slice() {
+            b"NX" if !xx => nx = true,
+            b"XX" if !nx => xx = true,
+            b"GET" => get = true,
+            b"KEEPTTL" if expires.is_none() => keepttl = true,
+            b"EX" | b"PX" | b"EXAT" | b"PXAT"
+                if expires.is_none() && !keepttl && i + 1 < args.len() =>
+            {
+                let Some(t) = parse_i64(args[i + 1]) else {
+                    reply::error(out, NOT_INT);
+                    return Ok(Effect::Read);
+                };
+                let at = (t > 0)
+                    .then(|| {
+                        let o = opt.as_slice();
+                        expire_at_ms(t, o == b"EX" || o == b"EXAT", o == b"EX" || o == b"PX")
+                    })
+                    .flatten();
+                let Some(at) = at else {
+                    invalid_expire(out, "SET");
+                    return Ok(Effect::Read);
+                };
+                expires = Some(at as u64);
+                i += 1;
+            }
+            _ => {
+                reply::error(out, SYNTAX);
+                return Ok(Effect::Read);
+            }
+        }
+        i += 1;
+    }
+    // A plain SET needs only whether the key exists (for its notifications), not its value:
+    // reading and copying the old value cost every SET an allocation.
+    let old = if get || nx || xx || keepttl {
+        store
+            .get(args[1])?
+            .map(|o| (o.kind, o.value.to_vec(), o.expires_at_ms))
+    } else {
+        None
+    };
+    // Whether it existed matters beyond NX/XX only for a TTL already past (its notifications).
+    let exists = old.is_some() || (expires.is_some() && store.contains(args[1]));
+    if get && old.as_ref().is_some_and(|o| o.0 != Kind::String) {
+        reply::error(out, WRONGTYPE);
+        return Ok(Effect::Read);
+    }
+    if (nx && exists) || (xx && !exists) {
+        match (get, old) {
+            (true, Some(o)) => reply::bulk(out, &o.1),
+            _ => reply::null(out, proto),
+        }
+        return Ok(Effect::Read);
+    }
+    *expiry_given = expires.is_some();
+    if keepttl {
+        expires = old.as_ref().and_then(|o| o.2);
+    }
+    store.put(args[1], Kind::String, args[2], expires)?;
+    // Redis's setGenericCommand: set, then expire when the command gave a TTL. Whether the
+    // time was already past is what the store did with the write (a delete), not a second
+    // reading of the clock, which may have ticked since.
+    let past = expires.is_some() && !store.holds(args[1]);
+    let notify = &mut ctx.info.notify;
+    if past && !exists {
+        // The store takes a time already past (EXAT/PXAT) as a delete, so the key is not seen
+        // created: Redis adds it, and it expires at the next lookup.
+        notify.emit(nc::NEW, "new", args[1]);
+    }
+    notify.emit(nc::STRING, "set", args[1]);
+    if expires.is_some() && !keepttl {
+        notify.emit(nc::GENERIC, "expire", args[1]);
+    }
+    if past {
+        // Redis's key would be found expired by the next command or its active expiry;
+        // here it is gone already, so both are said now (not `del`).
+        notify.emit(nc::EXPIRED, "expired", args[1]);
+        ctx.info.expired_keys += 1;
+    }
+    match (get, old) {
+        (true, Some(o)) => reply::bulk(out, &o.1),
+        (true, None) => reply::null(out, proto),
+        _ => reply::ok(out),
+    }
+    Ok(Effect::Wrote)
+}
+
 #[cfg(test)]
 mod tests {
+
+    use crate::context::*;
+    use crate::testdb::*;
+
     use super::*;
-    use crate::list::testdb::Db;
+    use crate::testdb::Db;
 
     #[test]
     fn lcs_answers_as_redis_server() {
@@ -715,11 +945,166 @@ mod tests {
         assert!(parse_f64(b"nan").is_none());
         assert_eq!(parse_f64(b"1e3"), Some(1000.0));
     }
+
+    #[test]
+    fn string_commands_answer_as_redis_does() {
+        let mut db = Db::large();
+        replies(
+            &mut db,
+            &[
+                ("APPEND s foo", ":3\r\n"),
+                ("APPEND s bar", ":6\r\n"),
+                ("STRLEN s", ":6\r\n"),
+                ("STRLEN missing", ":0\r\n"),
+                ("GETRANGE s 0 -1", "$6\r\nfoobar\r\n"),
+                ("GETRANGE s -3 -1", "$3\r\nbar\r\n"),
+                ("GETRANGE s 0 -100", "$1\r\nf\r\n"),
+                ("GETRANGE s -1 -3", "$0\r\n\r\n"),
+                ("GETRANGE s 4 100", "$2\r\nar\r\n"),
+                ("GETRANGE missing 0 -1", "$0\r\n\r\n"),
+                (
+                    "GETRANGE s a 1",
+                    "-ERR value is not an integer or out of range\r\n",
+                ),
+                // SETRANGE past the end pads with zero bytes.
+                ("SETRANGE r 3 ab", ":5\r\n"),
+                ("GET r", "$5\r\n\0\0\0ab\r\n"),
+                ("SETRANGE r 1 X", ":5\r\n"),
+                ("GET r", "$5\r\n\0X\0ab\r\n"),
+                ("SETRANGE none 0 ", ":0\r\n"),
+                ("EXISTS none", ":0\r\n"),
+                ("SETRANGE r -1 x", "-ERR offset is out of range\r\n"),
+                (
+                    "SETRANGE r 536870911 xx",
+                    "-ERR string exceeds maximum allowed size (proto-max-bulk-len)\r\n",
+                ),
+                ("SET g v", "+OK\r\n"),
+                ("GETSET g w", "$1\r\nv\r\n"),
+                ("GETSET new x", "$-1\r\n"),
+                ("GETDEL g", "$1\r\nw\r\n"),
+                ("GETDEL g", "$-1\r\n"),
+                ("SETNX n 1", ":1\r\n"),
+                ("SETNX n 2", ":0\r\n"),
+                ("GET n", "$1\r\n1\r\n"),
+                ("MSETNX a 1 b 2", ":1\r\n"),
+                ("MSETNX b 3 c 4", ":0\r\n"),
+                ("EXISTS c", ":0\r\n"),
+                (
+                    "MSETNX a",
+                    "-ERR wrong number of arguments for 'msetnx' command\r\n",
+                ),
+                ("SET f 10.5", "+OK\r\n"),
+                ("INCRBYFLOAT f 0.1", "$4\r\n10.6\r\n"),
+                ("INCRBYFLOAT f -5.6", "$1\r\n5\r\n"),
+                ("INCRBYFLOAT nf 5.0e3", "$4\r\n5000\r\n"),
+                ("INCRBYFLOAT f x", "-ERR value is not a valid float\r\n"),
+                ("INCRBYFLOAT s 1", "-ERR value is not a valid float\r\n"),
+            ],
+        );
+        // The sum overflows to infinity.
+        db.cmd("SET big 1.7e308");
+        assert_eq!(
+            db.cmd("INCRBYFLOAT big 1.7e308"),
+            "-ERR increment would produce NaN or Infinity\r\n"
+        );
+        db.cmd("HSET h f v");
+        for line in [
+            "APPEND h x",
+            "GETRANGE h 0 1",
+            "STRLEN h",
+            "GETDEL h",
+            "SETRANGE h 0 x",
+        ] {
+            assert_eq!(db.cmd(line), format!("-{WRONGTYPE}\r\n"), "{line}");
+        }
+    }
+
+    #[test]
+    fn getex_sets_and_clears_the_ttl() {
+        let mut db = Db::large();
+        replies(
+            &mut db,
+            &[
+                ("SET k v", "+OK\r\n"),
+                ("GETEX k EX 100", "$1\r\nv\r\n"),
+                ("TTL k", ":100\r\n"),
+                ("GETEX k PERSIST", "$1\r\nv\r\n"),
+                ("TTL k", ":-1\r\n"),
+                ("GETEX k", "$1\r\nv\r\n"),
+                (
+                    "GETEX k EX 0",
+                    "-ERR invalid expire time in 'getex' command\r\n",
+                ),
+                ("GETEX k EX 10 PX 100", "-ERR syntax error\r\n"),
+                ("GETEX k FOO", "-ERR syntax error\r\n"),
+                ("GETEX missing EX 10", "$-1\r\n"),
+                ("GETEX k PXAT 1", "$1\r\nv\r\n"),
+                ("EXISTS k", ":0\r\n"),
+            ],
+        );
+    }
+
+    #[test]
+    fn bit_commands_answer_as_redis_does() {
+        let mut db = Db::large();
+        replies(
+            &mut db,
+            &[
+                ("SETBIT b 7 1", ":0\r\n"),
+                ("SETBIT b 7 1", ":1\r\n"),
+                ("GET b", "$1\r\n\x01\r\n"),
+                ("GETBIT b 7", ":1\r\n"),
+                ("GETBIT b 6", ":0\r\n"),
+                ("GETBIT b 1000", ":0\r\n"),
+                (
+                    "SETBIT b -1 1",
+                    "-ERR bit offset is not an integer or out of range\r\n",
+                ),
+                (
+                    "SETBIT b 4294967296 1",
+                    "-ERR bit offset is not an integer or out of range\r\n",
+                ),
+                (
+                    "SETBIT b 1 2",
+                    "-ERR bit is not an integer or out of range\r\n",
+                ),
+                ("SET s foobar", "+OK\r\n"),
+                ("BITCOUNT s", ":26\r\n"),
+                ("BITCOUNT s 0 0", ":4\r\n"),
+                ("BITCOUNT s 1 1", ":6\r\n"),
+                ("BITCOUNT s -2 -1", ":7\r\n"),
+                ("BITCOUNT s -1 -2", ":0\r\n"),
+                ("BITCOUNT s 5 30 BIT", ":17\r\n"),
+                ("BITCOUNT s -8 -1 BIT", ":4\r\n"),
+                ("BITCOUNT s 0", "-ERR syntax error\r\n"),
+                ("BITCOUNT s 0 1 WORD", "-ERR syntax error\r\n"),
+                ("BITCOUNT missing", ":0\r\n"),
+            ],
+        );
+        db.run(&[b"SET", b"p", b"\xff\xf0\x00"]);
+        replies(
+            &mut db,
+            &[
+                ("BITPOS p 0", ":12\r\n"),
+                ("BITPOS p 1", ":0\r\n"),
+                ("BITPOS p 1 2", ":-1\r\n"),
+                ("BITPOS p 0 1 1", ":12\r\n"),
+                ("BITPOS p 1 7 15 BIT", ":7\r\n"),
+                ("BITPOS p 2", "-ERR The bit argument must be 1 or 0.\r\n"),
+                ("BITPOS missing 1", ":-1\r\n"),
+                ("BITPOS missing 0", ":0\r\n"),
+            ],
+        );
+        // All ones, no end given: the first clear bit is just past the string; with an end, none.
+        db.run(&[b"SET", b"ones", b"\xff\xff"]);
+        assert_eq!(db.cmd("BITPOS ones 0"), ":16\r\n");
+        assert_eq!(db.cmd("BITPOS ones 0 0 -1"), ":-1\r\n");
+    }
 }
 
 #[cfg(test)]
 mod lcs_tests {
-    use crate::list::testdb::Db;
+    use crate::testdb::Db;
 
     #[test]
     fn lcs_answers_as_redis() {

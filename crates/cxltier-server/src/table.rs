@@ -8,7 +8,7 @@
 
 use cxltier_store::StoreError;
 
-use crate::commands::{self as c, Ctx, Effect};
+use crate::context::{Ctx, Effect};
 use crate::keyspace as k;
 use crate::resp::reply;
 use crate::strings as s;
@@ -45,6 +45,40 @@ pub mod flag {
     /// runs, so that a script that runs long answers them BUSY, accepts new ones and heeds
     /// SCRIPT KILL and stop signals. Not shown by `COMMAND INFO`.
     pub const SCRIPTS: u32 = 1 << 30;
+
+    /// cxltier's own, not shown by `COMMAND INFO`: what a command is, for the checks dispatch
+    /// and the loop make by kind of command (none is made by its name).
+    ///
+    /// May run while a RESP2 connection is subscribed: Redis allows only the (un)subscribe
+    /// commands, PING, QUIT and RESET then, since every reply in that mode is a message.
+    pub const ALLOWED_IN_RESP2_SUBSCRIBED: u32 = 1 << 14;
+    /// A transaction's own command (MULTI, EXEC, DISCARD, WATCH, QUIT, RESET): inside MULTI it
+    /// runs at once instead of being queued, since it is what ends or guards the transaction.
+    pub const TX_CONTROL: u32 = 1 << 15;
+    /// Ends the transaction being queued (EXEC, DISCARD, QUIT, RESET): it queues nothing, so it
+    /// is not refused OOM inside MULTI, where every other command takes memory to queue.
+    pub const TX_END: u32 = 1 << 16;
+    /// Runs the queued transaction (EXEC): it counts as the commands it would run (writes and
+    /// memory growth refused as theirs, their keys read before it runs), and a refusal discards
+    /// the transaction with EXECABORT.
+    pub const TX_EXEC: u32 = 1 << 17;
+    /// Removes every key of every database (FLUSHALL), or of the selected one (FLUSHDB): the
+    /// watched keys that exist are touched before they go (Redis's rule, known only before).
+    pub const FLUSHES_ALL: u32 = 1 << 18;
+    pub const FLUSHES_DB: u32 = 1 << 19;
+    /// Redis's CMD_TOUCHES_ARBITRARY_KEYS (SCAN, KEYS, RANDOMKEY): its unit of the write
+    /// stream is never wrapped in `multi`/`exec` (the keys it found expired go one by one).
+    pub const TOUCHES_ARBITRARY_KEYS: u32 = 1 << 20;
+    /// A read whose missing keys are no key misses (OBJECT: Redis looks its key up without
+    /// announcing anything).
+    pub const NO_KEYMISS: u32 = 1 << 21;
+
+    /// Has a KILL subcommand for the running script (SCRIPT KILL; FUNCTION KILL, which answers
+    /// NOTBUSY): allowed while a script is busy, when everything else is refused BUSY.
+    pub const KILLS_BUSY_SCRIPT: u32 = 1 << 22;
+    /// Inside MULTI while a script is busy, runs instead of being refused BUSY (EXEC, DISCARD,
+    /// MULTI, QUIT): the busy mode's own answers end or refuse the transaction.
+    pub const TX_CONTROL_WHILE_BUSY: u32 = 1 << 23;
 
     /// Redis's names of the flags above, in `COMMAND INFO`'s order.
     pub const NAMES: &[(u32, &str)] = &[
@@ -214,9 +248,9 @@ fn memory_keys(args: &[&[u8]]) -> Option<Vec<usize>> {
 #[rustfmt::skip]
 pub static TABLE: &[Command] = &[
     cmd("APPEND", 3, WRITE | DENYOOM | FAST | VALUES, KEY1, s::append, "string", "Appends a string to the value of a key. Creates the key if it doesn't exist."),
-    cmd("AUTH", -2, NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY, NOKEYS, c::auth, "connection", "Authenticates the connection."),
-    cmd("BGREWRITEAOF", 1, ADMIN | NOSCRIPT | NO_MULTI, NOKEYS, c::bgrewriteaof, "server", "Asynchronously rewrites the append-only file to disk (the NVMe log is cleaned as it runs: nothing to do)."),
-    cmd("BGSAVE", -1, ADMIN | NOSCRIPT | NO_MULTI, NOKEYS, c::bgsave, "server", "Makes everything written durable now (as SAVE)."),
+    cmd("AUTH", -2, NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY, NOKEYS, crate::connection::auth, "connection", "Authenticates the connection."),
+    cmd("BGREWRITEAOF", 1, ADMIN | NOSCRIPT | NO_MULTI, NOKEYS, crate::admin::bgrewriteaof, "server", "Asynchronously rewrites the append-only file to disk (the NVMe log is cleaned as it runs: nothing to do)."),
+    cmd("BGSAVE", -1, ADMIN | NOSCRIPT | NO_MULTI, NOKEYS, crate::admin::bgsave, "server", "Makes everything written durable now (as SAVE)."),
     cmd("BITCOUNT", -2, READONLY | VALUES, KEY1, s::bitcount, "bitmap", "Counts the number of set bits (population counting) in a string."),
     cmd("BITPOS", -3, READONLY | VALUES, KEY1, s::bitpos, "bitmap", "Finds the first set (1) or clear (0) bit in a string."),
     cmd("BLMOVE", 6, WRITE | DENYOOM | NOSCRIPT | BLOCKING | VALUES, (1, 2, 1), crate::list::blmove, "list", "Pops an element from a list, pushes it to another list and returns it. Blocks until an element is available otherwise. Deletes the list if the last element was moved."),
@@ -227,33 +261,33 @@ pub static TABLE: &[Command] = &[
     movable(cmd("BZMPOP", -5, WRITE | BLOCKING | MOVABLEKEYS, NOKEYS, crate::zset::bzmpop, "sorted-set", "Removes and returns a member by score from one or more sorted sets. Blocks until a member is available otherwise. Deletes the sorted set if the last element was popped."), numkeys_at_2),
     cmd("BZPOPMAX", -3, WRITE | NOSCRIPT | FAST | BLOCKING | VALUES, (1, -2, 1), crate::zset::bzpopmax, "sorted-set", "Removes and returns the member with the highest score from one or more sorted sets. Blocks until a member available otherwise. Deletes the sorted set if the last element was popped."),
     cmd("BZPOPMIN", -3, WRITE | NOSCRIPT | FAST | BLOCKING | VALUES, (1, -2, 1), crate::zset::bzpopmin, "sorted-set", "Removes and returns the member with the lowest score from one or more sorted sets. Blocks until a member is available otherwise. Deletes the sorted set if the last element was popped."),
-    cmd("CLIENT", -2, NOSCRIPT | LOADING | STALE, NOKEYS, c::client, "connection", "A container for client connection commands."),
-    cmd("CLUSTER", -2, 0, NOKEYS, c::cluster, "cluster", "Answers as Redis without cluster support: cxltier serve is a standalone server."),
-    cmd("COMMAND", -1, LOADING | STALE, NOKEYS, c::command, "server", "Returns detailed information about all commands."),
+    cmd("CLIENT", -2, NOSCRIPT | LOADING | STALE, NOKEYS, crate::client::client, "connection", "A container for client connection commands."),
+    cmd("CLUSTER", -2, 0, NOKEYS, crate::replication::cluster, "cluster", "Answers as Redis without cluster support: cxltier serve is a standalone server."),
+    cmd("COMMAND", -1, LOADING | STALE, NOKEYS, command, "server", "Returns detailed information about all commands."),
     cmd("CONFIG", -2, ADMIN | NOSCRIPT | LOADING | STALE, NOKEYS, crate::config::config, "server", "A container for server configuration commands."),
     cmd("COPY", -3, WRITE | DENYOOM | VALUES, (1, 2, 1), k::copy, "generic", "Copies the value of a key to a new key."),
-    cmd("DBSIZE", 1, READONLY | FAST, NOKEYS, c::dbsize, "server", "Returns the number of keys in the database."),
-    cmd("DEBUG", -2, ADMIN | NOSCRIPT | LOADING | STALE, NOKEYS, c::debug, "server", "Not supported: says so."),
-    cmd("DECR", 2, WRITE | DENYOOM | FAST | VALUES, KEY1, c::decr, "string", "Decrements the integer value of a key by one."),
-    cmd("DECRBY", 3, WRITE | DENYOOM | FAST | VALUES, KEY1, c::decrby, "string", "Decrements a number from the integer value of a key."),
-    cmd("DEL", -2, WRITE, ALLKEYS, c::del, "generic", "Deletes one or more keys."),
-    cmd("DISCARD", 1, NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY, NOKEYS, c::discard, "transactions", "Discards a transaction."),
+    cmd("DBSIZE", 1, READONLY | FAST, NOKEYS, crate::admin::dbsize, "server", "Returns the number of keys in the database."),
+    cmd("DEBUG", -2, ADMIN | NOSCRIPT | LOADING | STALE, NOKEYS, crate::admin::debug, "server", "Not supported: says so."),
+    cmd("DECR", 2, WRITE | DENYOOM | FAST | VALUES, KEY1, s::decr, "string", "Decrements the integer value of a key by one."),
+    cmd("DECRBY", 3, WRITE | DENYOOM | FAST | VALUES, KEY1, s::decrby, "string", "Decrements a number from the integer value of a key."),
+    cmd("DEL", -2, WRITE, ALLKEYS, k::del, "generic", "Deletes one or more keys."),
+    cmd("DISCARD", 1, NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY | TX_CONTROL | TX_END | TX_CONTROL_WHILE_BUSY, NOKEYS, crate::transaction::discard, "transactions", "Discards a transaction."),
     cmd("DUMP", 2, READONLY | VALUES, KEY1, k::dump, "generic", "Returns a serialized representation of the value stored at a key."),
-    cmd("ECHO", 2, FAST, NOKEYS, c::echo, "connection", "Returns the given string."),
+    cmd("ECHO", 2, FAST, NOKEYS, crate::connection::echo, "connection", "Returns the given string."),
     movable(cmd("EVAL", -3, SCRIPTS | NOSCRIPT | MOVABLEKEYS | VALUES, NOKEYS, crate::scripting::eval, "scripting", "Executes a server-side Lua script."), script_keys),
     movable(cmd("EVALSHA", -3, SCRIPTS | NOSCRIPT | MOVABLEKEYS | VALUES, NOKEYS, crate::scripting::evalsha, "scripting", "Executes a server-side Lua script by SHA1 digest."), script_keys),
     movable(cmd("EVALSHA_RO", -3, SCRIPTS | NOSCRIPT | READONLY | MOVABLEKEYS | VALUES, NOKEYS, crate::scripting::evalsha_ro, "scripting", "Executes a read-only server-side Lua script by SHA1 digest."), script_keys),
     movable(cmd("EVAL_RO", -3, SCRIPTS | NOSCRIPT | READONLY | MOVABLEKEYS | VALUES, NOKEYS, crate::scripting::eval_ro, "scripting", "Executes a read-only server-side Lua script."), script_keys),
-    cmd("EXEC", 1, SCRIPTS | NOSCRIPT | LOADING | STALE, NOKEYS, c::exec, "transactions", "Executes all commands in a transaction."),
-    cmd("EXISTS", -2, READONLY | FAST, ALLKEYS, c::exists, "generic", "Determines whether one or more keys exist."),
-    cmd("EXPIRE", -3, WRITE | FAST | VALUES, KEY1, c::expire, "generic", "Sets the expiration time of a key in seconds."),
-    cmd("EXPIREAT", -3, WRITE | FAST | VALUES, KEY1, c::expireat, "generic", "Sets the expiration time of a key to a Unix timestamp."),
+    cmd("EXEC", 1, SCRIPTS | NOSCRIPT | LOADING | STALE | TX_CONTROL | TX_END | TX_EXEC | TX_CONTROL_WHILE_BUSY, NOKEYS, crate::transaction::exec, "transactions", "Executes all commands in a transaction."),
+    cmd("EXISTS", -2, READONLY | FAST, ALLKEYS, k::exists, "generic", "Determines whether one or more keys exist."),
+    cmd("EXPIRE", -3, WRITE | FAST | VALUES, KEY1, k::expire, "generic", "Sets the expiration time of a key in seconds."),
+    cmd("EXPIREAT", -3, WRITE | FAST | VALUES, KEY1, k::expireat, "generic", "Sets the expiration time of a key to a Unix timestamp."),
     cmd("EXPIRETIME", 2, READONLY | FAST, KEY1, k::expiretime, "generic", "Returns the expiration time of a key as a Unix timestamp."),
     movable(cmd("FCALL", -3, NOSCRIPT | MOVABLEKEYS, NOKEYS, crate::scripting::no_functions, "scripting", "Not supported: Redis 7.0 functions are not (says so; EVAL is)."), script_keys),
     movable(cmd("FCALL_RO", -3, NOSCRIPT | READONLY | MOVABLEKEYS, NOKEYS, crate::scripting::no_functions, "scripting", "Not supported: Redis 7.0 functions are not (says so; EVAL is)."), script_keys),
-    cmd("FLUSHALL", -1, WRITE, NOKEYS, c::flushall, "server", "Removes all keys from all databases."),
-    cmd("FLUSHDB", -1, WRITE, NOKEYS, c::flushall, "server", "Remove all keys from the current database."),
-    cmd("FUNCTION", -2, NOSCRIPT, NOKEYS, crate::scripting::function, "scripting", "FLUSH, LIST, STATS and KILL (there are no functions); LOAD and the rest say functions are not supported (EVAL is)."),
+    cmd("FLUSHALL", -1, WRITE | FLUSHES_ALL, NOKEYS, crate::admin::flushall, "server", "Removes all keys from all databases."),
+    cmd("FLUSHDB", -1, WRITE | FLUSHES_DB, NOKEYS, crate::admin::flushall, "server", "Remove all keys from the current database."),
+    cmd("FUNCTION", -2, NOSCRIPT | KILLS_BUSY_SCRIPT, NOKEYS, crate::scripting::function, "scripting", "FLUSH, LIST, STATS and KILL (there are no functions); LOAD and the rest say functions are not supported (EVAL is)."),
     cmd("GEOADD", -5, WRITE | DENYOOM | VALUES, KEY1, crate::geo::geoadd, "geo", "Adds one or more members to a geospatial index. The key is created if it doesn't exist."),
     cmd("GEODIST", -4, READONLY | VALUES, KEY1, crate::geo::geodist, "geo", "Returns the distance between two members of a geospatial index."),
     cmd("GEOHASH", -2, READONLY | VALUES, KEY1, crate::geo::geohash, "geo", "Returns members from a geospatial index as geohash strings."),
@@ -264,35 +298,35 @@ pub static TABLE: &[Command] = &[
     cmd("GEORADIUS_RO", -6, READONLY | VALUES, KEY1, crate::geo::georadius_ro, "geo", "Returns members from a geospatial index that are within a distance from a coordinate."),
     cmd("GEOSEARCH", -7, READONLY | VALUES, KEY1, crate::geo::geosearch, "geo", "Queries a geospatial index for members inside an area of a box or a circle."),
     cmd("GEOSEARCHSTORE", -8, WRITE | DENYOOM | VALUES, (1, 2, 1), crate::geo::geosearchstore, "geo", "Queries a geospatial index for members inside an area of a box or a circle, optionally stores the result."),
-    cmd("GET", 2, READONLY | FAST | VALUES, KEY1, c::get, "string", "Returns the string value of a key."),
+    cmd("GET", 2, READONLY | FAST | VALUES, KEY1, s::get, "string", "Returns the string value of a key."),
     cmd("GETBIT", 3, READONLY | FAST | VALUES, KEY1, s::getbit, "bitmap", "Returns a bit value by offset."),
     cmd("GETDEL", 2, WRITE | FAST | VALUES, KEY1, s::getdel, "string", "Returns the string value of a key after deleting the key."),
     cmd("GETEX", -2, WRITE | FAST | VALUES, KEY1, s::getex, "string", "Returns the string value of a key after setting its expiration time."),
     cmd("GETRANGE", 4, READONLY | VALUES, KEY1, s::getrange, "string", "Returns a substring of the string stored at a key."),
     cmd("GETSET", 3, WRITE | DENYOOM | FAST | VALUES, KEY1, s::getset, "string", "Returns the previous string value of a key after setting it to a new value."),
-    cmd("HDEL", -3, WRITE | FAST | VALUES, KEY1, c::hdel, "hash", "Deletes one or more fields and their values from a hash."),
-    cmd("HELLO", -1, NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY, NOKEYS, c::hello, "connection", "Handshakes with the Redis server."),
-    cmd("HEXISTS", 3, READONLY | FAST | VALUES, KEY1, c::hexists, "hash", "Determines whether a field exists in a hash."),
-    cmd("HGET", 3, READONLY | FAST | VALUES, KEY1, c::hget, "hash", "Returns the value of a field in a hash."),
-    cmd("HGETALL", 2, READONLY | VALUES, KEY1, c::hgetall, "hash", "Returns all fields and values in a hash."),
+    cmd("HDEL", -3, WRITE | FAST | VALUES, KEY1, crate::hash::hdel, "hash", "Deletes one or more fields and their values from a hash."),
+    cmd("HELLO", -1, NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY, NOKEYS, crate::connection::hello, "connection", "Handshakes with the Redis server."),
+    cmd("HEXISTS", 3, READONLY | FAST | VALUES, KEY1, crate::hash::hexists, "hash", "Determines whether a field exists in a hash."),
+    cmd("HGET", 3, READONLY | FAST | VALUES, KEY1, crate::hash::hget, "hash", "Returns the value of a field in a hash."),
+    cmd("HGETALL", 2, READONLY | VALUES, KEY1, crate::hash::hgetall, "hash", "Returns all fields and values in a hash."),
     cmd("HINCRBY", 4, WRITE | DENYOOM | FAST | VALUES, KEY1, crate::hash::hincrby, "hash", "Increments the integer value of a field in a hash by a number. Uses 0 as initial value if the field doesn't exist."),
     cmd("HINCRBYFLOAT", 4, WRITE | DENYOOM | FAST | VALUES, KEY1, crate::hash::hincrbyfloat, "hash", "Increments the floating point value of a field by a number. Uses 0 as initial value if the field doesn't exist."),
-    cmd("HKEYS", 2, READONLY | VALUES, KEY1, c::hkeys, "hash", "Returns all fields in a hash."),
-    cmd("HLEN", 2, READONLY | FAST | VALUES, KEY1, c::hlen, "hash", "Returns the number of fields in a hash."),
-    cmd("HMGET", -3, READONLY | FAST | VALUES, KEY1, c::hmget, "hash", "Returns the values of all fields in a hash."),
-    cmd("HMSET", -4, WRITE | DENYOOM | FAST | VALUES, KEY1, c::hmset, "hash", "Sets the values of multiple fields."),
+    cmd("HKEYS", 2, READONLY | VALUES, KEY1, crate::hash::hkeys, "hash", "Returns all fields in a hash."),
+    cmd("HLEN", 2, READONLY | FAST | VALUES, KEY1, crate::hash::hlen, "hash", "Returns the number of fields in a hash."),
+    cmd("HMGET", -3, READONLY | FAST | VALUES, KEY1, crate::hash::hmget, "hash", "Returns the values of all fields in a hash."),
+    cmd("HMSET", -4, WRITE | DENYOOM | FAST | VALUES, KEY1, crate::hash::hmset, "hash", "Sets the values of multiple fields."),
     cmd("HRANDFIELD", -2, READONLY | VALUES, KEY1, crate::hash::hrandfield, "hash", "Returns one or more random fields from a hash."),
     cmd("HSCAN", -3, READONLY | VALUES, KEY1, crate::hash::hscan, "hash", "Iterates over fields and values of a hash."),
-    cmd("HSET", -4, WRITE | DENYOOM | FAST | VALUES, KEY1, c::hset, "hash", "Creates or modifies the value of a field in a hash."),
+    cmd("HSET", -4, WRITE | DENYOOM | FAST | VALUES, KEY1, crate::hash::hset, "hash", "Creates or modifies the value of a field in a hash."),
     cmd("HSETNX", 4, WRITE | DENYOOM | FAST | VALUES, KEY1, crate::hash::hsetnx, "hash", "Sets the value of a field in a hash only when the field doesn't exist."),
     cmd("HSTRLEN", 3, READONLY | FAST | VALUES, KEY1, crate::hash::hstrlen, "hash", "Returns the length of the value of a field."),
-    cmd("HVALS", 2, READONLY | VALUES, KEY1, c::hvals, "hash", "Returns all values in a hash."),
-    cmd("INCR", 2, WRITE | DENYOOM | FAST | VALUES, KEY1, c::incr, "string", "Increments the integer value of a key by one."),
-    cmd("INCRBY", 3, WRITE | DENYOOM | FAST | VALUES, KEY1, c::incrby, "string", "Increments the integer value of a key by a number."),
+    cmd("HVALS", 2, READONLY | VALUES, KEY1, crate::hash::hvals, "hash", "Returns all values in a hash."),
+    cmd("INCR", 2, WRITE | DENYOOM | FAST | VALUES, KEY1, s::incr, "string", "Increments the integer value of a key by one."),
+    cmd("INCRBY", 3, WRITE | DENYOOM | FAST | VALUES, KEY1, s::incrby, "string", "Increments the integer value of a key by a number."),
     cmd("INCRBYFLOAT", 3, WRITE | DENYOOM | FAST | VALUES, KEY1, s::incrbyfloat, "string", "Increment the floating point value of a key by a number."),
-    cmd("INFO", -1, LOADING | STALE, NOKEYS, c::info, "server", "Returns information and statistics about the server."),
-    cmd("KEYS", 2, READONLY, NOKEYS, k::keys, "generic", "Returns all key names that match a pattern."),
-    cmd("LASTSAVE", 1, LOADING | STALE | FAST, NOKEYS, c::lastsave, "server", "Returns the Unix timestamp of the last SAVE or BGSAVE (the start before any)."),
+    cmd("INFO", -1, LOADING | STALE, NOKEYS, crate::info::info, "server", "Returns information and statistics about the server."),
+    cmd("KEYS", 2, READONLY | TOUCHES_ARBITRARY_KEYS, NOKEYS, k::keys, "generic", "Returns all key names that match a pattern."),
+    cmd("LASTSAVE", 1, LOADING | STALE | FAST, NOKEYS, crate::admin::lastsave, "server", "Returns the Unix timestamp of the last SAVE or BGSAVE (the start before any)."),
     cmd("LCS", -3, READONLY | VALUES, (1, 2, 1), s::lcs, "string", "Finds the longest common substring."),
     cmd("LINDEX", 3, READONLY | VALUES, KEY1, crate::list::lindex, "list", "Returns an element from a list by its index."),
     cmd("LINSERT", 5, WRITE | DENYOOM | VALUES, KEY1, crate::list::linsert, "list", "Inserts an element before or after another element in a list."),
@@ -307,32 +341,32 @@ pub static TABLE: &[Command] = &[
     cmd("LREM", 4, WRITE | VALUES, KEY1, crate::list::lrem, "list", "Removes elements from a list."),
     cmd("LSET", 4, WRITE | DENYOOM | VALUES, KEY1, crate::list::lset, "list", "Sets the value of an element in a list by its index."),
     cmd("LTRIM", 4, WRITE | VALUES, KEY1, crate::list::ltrim, "list", "Removes elements from both ends a list."),
-    movable(cmd("MEMORY", -2, READONLY, NOKEYS, c::memory, "server", "MEMORY USAGE: the bytes a key and its value cost."), memory_keys),
-    cmd("MGET", -2, READONLY | FAST | VALUES, ALLKEYS, c::mget, "string", "Atomically returns the string values of one or more keys."),
+    movable(cmd("MEMORY", -2, READONLY, NOKEYS, crate::admin::memory, "server", "MEMORY USAGE: the bytes a key and its value cost."), memory_keys),
+    cmd("MGET", -2, READONLY | FAST | VALUES, ALLKEYS, s::mget, "string", "Atomically returns the string values of one or more keys."),
     cmd("MOVE", 3, WRITE | FAST, KEY1, k::move_key, "generic", "Moves a key to another database."),
-    cmd("MSET", -3, WRITE | DENYOOM, (1, -1, 2), c::mset, "string", "Atomically creates or modifies the string values of one or more keys."),
+    cmd("MSET", -3, WRITE | DENYOOM, (1, -1, 2), s::mset, "string", "Atomically creates or modifies the string values of one or more keys."),
     cmd("MSETNX", -3, WRITE | DENYOOM, (1, -1, 2), s::msetnx, "string", "Atomically modifies the string values of one or more keys only when all keys don't exist."),
-    cmd("MULTI", 1, NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY, NOKEYS, c::multi, "transactions", "Starts a transaction."),
-    cmd("OBJECT", -2, READONLY, NOKEYS, c::object, "generic", "OBJECT ENCODING (the name Redis would use under the configured thresholds), FREQ, IDLETIME, REFCOUNT."),
-    cmd("PERSIST", 2, WRITE | FAST | VALUES, KEY1, c::persist, "generic", "Removes the expiration time of a key."),
-    cmd("PEXPIRE", -3, WRITE | FAST | VALUES, KEY1, c::pexpire, "generic", "Sets the expiration time of a key in milliseconds."),
-    cmd("PEXPIREAT", -3, WRITE | FAST | VALUES, KEY1, c::pexpireat, "generic", "Sets the expiration time of a key to a Unix milliseconds timestamp."),
+    cmd("MULTI", 1, NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY | TX_CONTROL | TX_CONTROL_WHILE_BUSY, NOKEYS, crate::transaction::multi, "transactions", "Starts a transaction."),
+    cmd("OBJECT", -2, READONLY | NO_KEYMISS, NOKEYS, k::object, "generic", "OBJECT ENCODING (the name Redis would use under the configured thresholds), FREQ, IDLETIME, REFCOUNT."),
+    cmd("PERSIST", 2, WRITE | FAST | VALUES, KEY1, k::persist, "generic", "Removes the expiration time of a key."),
+    cmd("PEXPIRE", -3, WRITE | FAST | VALUES, KEY1, k::pexpire, "generic", "Sets the expiration time of a key in milliseconds."),
+    cmd("PEXPIREAT", -3, WRITE | FAST | VALUES, KEY1, k::pexpireat, "generic", "Sets the expiration time of a key to a Unix milliseconds timestamp."),
     cmd("PEXPIRETIME", 2, READONLY | FAST, KEY1, k::pexpiretime, "generic", "Returns the expiration time of a key as a Unix milliseconds timestamp."),
-    cmd("PING", -1, FAST, NOKEYS, c::ping, "connection", "Returns the server's liveliness response."),
-    cmd("PSETEX", 4, WRITE | DENYOOM, KEY1, c::psetex, "string", "Sets both string value and expiration time in milliseconds of a key."),
-    cmd("PSUBSCRIBE", -2, PUBSUB | NOSCRIPT | LOADING | STALE, NOKEYS, crate::pubsub::psubscribe, "pubsub", "Listens for messages published to channels that match one or more patterns."),
+    cmd("PING", -1, FAST | ALLOWED_IN_RESP2_SUBSCRIBED, NOKEYS, crate::connection::ping, "connection", "Returns the server's liveliness response."),
+    cmd("PSETEX", 4, WRITE | DENYOOM, KEY1, s::psetex, "string", "Sets both string value and expiration time in milliseconds of a key."),
+    cmd("PSUBSCRIBE", -2, PUBSUB | NOSCRIPT | LOADING | STALE | ALLOWED_IN_RESP2_SUBSCRIBED, NOKEYS, crate::pubsub::psubscribe, "pubsub", "Listens for messages published to channels that match one or more patterns."),
     cmd("PSYNC", -3, ADMIN | NOSCRIPT | NO_MULTI, NOKEYS, crate::replication::psync, "server", "An internal command used in replication: answers FULLRESYNC, then the snapshot and the write stream."),
-    cmd("PTTL", 2, READONLY | FAST, KEY1, c::pttl, "generic", "Returns the expiration time in milliseconds of a key."),
+    cmd("PTTL", 2, READONLY | FAST, KEY1, k::pttl, "generic", "Returns the expiration time in milliseconds of a key."),
     cmd("PUBLISH", 3, PUBSUB | LOADING | STALE | FAST, NOKEYS, crate::pubsub::publish, "pubsub", "Posts a message to a channel."),
     cmd("PUBSUB", -2, LOADING | STALE, NOKEYS, crate::pubsub::pubsub, "pubsub", "CHANNELS, NUMSUB, NUMPAT, SHARDCHANNELS, SHARDNUMSUB."),
-    cmd("PUNSUBSCRIBE", -1, PUBSUB | NOSCRIPT | LOADING | STALE, NOKEYS, crate::pubsub::punsubscribe, "pubsub", "Stops listening to messages published to channels that match one or more patterns."),
-    cmd("QUIT", -1, NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY, NOKEYS, c::quit, "connection", "Closes the connection."),
-    cmd("RANDOMKEY", 1, READONLY, NOKEYS, k::randomkey, "generic", "Returns a random key name from the database."),
+    cmd("PUNSUBSCRIBE", -1, PUBSUB | NOSCRIPT | LOADING | STALE | ALLOWED_IN_RESP2_SUBSCRIBED, NOKEYS, crate::pubsub::punsubscribe, "pubsub", "Stops listening to messages published to channels that match one or more patterns."),
+    cmd("QUIT", -1, NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY | ALLOWED_IN_RESP2_SUBSCRIBED | TX_CONTROL | TX_END | TX_CONTROL_WHILE_BUSY, NOKEYS, crate::connection::quit, "connection", "Closes the connection."),
+    cmd("RANDOMKEY", 1, READONLY | TOUCHES_ARBITRARY_KEYS, NOKEYS, k::randomkey, "generic", "Returns a random key name from the database."),
     cmd("RENAME", 3, WRITE | VALUES, (1, 2, 1), k::rename, "generic", "Renames a key and overwrites the destination."),
     cmd("RENAMENX", 3, WRITE | FAST | VALUES, (1, 2, 1), k::renamenx, "generic", "Renames a key only when the target key name doesn't exist."),
     cmd("REPLCONF", -1, ADMIN | NOSCRIPT | LOADING | STALE | ALLOW_BUSY, NOKEYS, crate::replication::replconf, "server", "An internal command for configuring the replication stream."),
     cmd("REPLICAOF", 3, ADMIN | NOSCRIPT | STALE, NOKEYS, crate::replication::replicaof, "server", "Configures a server as replica of another: refused, cxltier serve is a master only."),
-    cmd("RESET", 1, NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY, NOKEYS, c::reset, "connection", "Resets the connection."),
+    cmd("RESET", 1, NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY | ALLOWED_IN_RESP2_SUBSCRIBED | TX_CONTROL | TX_END, NOKEYS, crate::connection::reset, "connection", "Resets the connection."),
     cmd("RESTORE", -4, WRITE | DENYOOM, KEY1, k::restore, "generic", "Creates a key from the serialized representation of a value."),
     cmd("ROLE", 1, NOSCRIPT | LOADING | STALE | FAST, NOKEYS, crate::replication::role, "server", "Returns the replication role: master, its offset and its replicas."),
     cmd("RPOP", -2, WRITE | FAST | VALUES, KEY1, crate::list::rpop, "list", "Returns and removes the last elements of a list."),
@@ -340,20 +374,20 @@ pub static TABLE: &[Command] = &[
     cmd("RPUSH", -3, WRITE | DENYOOM | FAST | VALUES, KEY1, crate::list::rpush, "list", "Appends one or more elements to a list."),
     cmd("RPUSHX", -3, WRITE | DENYOOM | FAST | VALUES, KEY1, crate::list::rpushx, "list", "Appends an element to a list only when the list exists."),
     cmd("SADD", -3, WRITE | DENYOOM | FAST | VALUES, KEY1, crate::set::sadd, "set", "Adds one or more members to a set. Creates the key if it doesn't exist."),
-    cmd("SAVE", 1, ADMIN | NOSCRIPT | NO_MULTI, NOKEYS, c::save, "server", "Makes everything written durable now."),
-    cmd("SCAN", -2, READONLY, NOKEYS, k::scan, "generic", "Iterates over the key names in the database."),
-    cmd("SCANRANGE", 3, READONLY, NOKEYS, c::scanrange, "generic", "Returns up to count keys in byte order from the first key >= start, with their values (cxltier's own)."),
+    cmd("SAVE", 1, ADMIN | NOSCRIPT | NO_MULTI, NOKEYS, crate::admin::save, "server", "Makes everything written durable now."),
+    cmd("SCAN", -2, READONLY | TOUCHES_ARBITRARY_KEYS, NOKEYS, k::scan, "generic", "Iterates over the key names in the database."),
+    cmd("SCANRANGE", 3, READONLY, NOKEYS, k::scanrange, "generic", "Returns up to count keys in byte order from the first key >= start, with their values (cxltier's own)."),
     cmd("SCARD", 2, READONLY | FAST | VALUES, KEY1, crate::set::scard, "set", "Returns the number of members in a set."),
-    cmd("SCRIPT", -2, NOSCRIPT, NOKEYS, crate::scripting::script, "scripting", "A container for Lua scripts management commands."),
+    cmd("SCRIPT", -2, NOSCRIPT | KILLS_BUSY_SCRIPT, NOKEYS, crate::scripting::script, "scripting", "A container for Lua scripts management commands."),
     cmd("SDIFF", -2, READONLY | VALUES, ALLKEYS, crate::set::sdiff, "set", "Returns the difference of multiple sets."),
     cmd("SDIFFSTORE", -3, WRITE | DENYOOM | VALUES, ALLKEYS, crate::set::sdiffstore, "set", "Stores the difference of multiple sets in a key."),
-    cmd("SELECT", 2, LOADING | STALE | FAST, NOKEYS, c::select, "connection", "Changes the selected database."),
-    cmd("SET", -3, WRITE | DENYOOM | VALUES, KEY1, c::set, "string", "Sets the string value of a key, ignoring its type."),
+    cmd("SELECT", 2, LOADING | STALE | FAST, NOKEYS, crate::connection::select, "connection", "Changes the selected database."),
+    cmd("SET", -3, WRITE | DENYOOM | VALUES, KEY1, s::set, "string", "Sets the string value of a key, ignoring its type."),
     cmd("SETBIT", 4, WRITE | DENYOOM | VALUES, KEY1, s::setbit, "bitmap", "Sets or clears the bit at offset of the string value. Creates the key if it doesn't exist."),
-    cmd("SETEX", 4, WRITE | DENYOOM, KEY1, c::setex, "string", "Sets the string value and expiration time of a key."),
+    cmd("SETEX", 4, WRITE | DENYOOM, KEY1, s::setex, "string", "Sets the string value and expiration time of a key."),
     cmd("SETNX", 3, WRITE | DENYOOM | FAST, KEY1, s::setnx, "string", "Set the string value of a key only when the key doesn't exist."),
     cmd("SETRANGE", 4, WRITE | DENYOOM | VALUES, KEY1, s::setrange, "string", "Overwrites a part of a string value with another by an offset. Creates the key if it doesn't exist."),
-    cmd("SHUTDOWN", -1, ADMIN | NOSCRIPT | LOADING | STALE | NO_MULTI | ALLOW_BUSY, NOKEYS, c::shutdown, "server", "Synchronously saves the database(s) to disk and shuts down the server."),
+    cmd("SHUTDOWN", -1, ADMIN | NOSCRIPT | LOADING | STALE | NO_MULTI | ALLOW_BUSY, NOKEYS, crate::admin::shutdown, "server", "Synchronously saves the database(s) to disk and shuts down the server."),
     cmd("SINTER", -2, READONLY | VALUES, ALLKEYS, crate::set::sinter, "set", "Returns the intersect of multiple sets."),
     movable(cmd("SINTERCARD", -3, READONLY | MOVABLEKEYS, NOKEYS, crate::set::sintercard, "set", "Returns the number of members of the intersect of multiple sets."), numkeys_at_1),
     cmd("SINTERSTORE", -3, WRITE | DENYOOM | VALUES, ALLKEYS, crate::set::sinterstore, "set", "Stores the intersect of multiple sets in a key."),
@@ -369,23 +403,23 @@ pub static TABLE: &[Command] = &[
     cmd("SRANDMEMBER", -2, READONLY | VALUES, KEY1, crate::set::srandmember, "set", "Get one or multiple random members from a set."),
     cmd("SREM", -3, WRITE | FAST | VALUES, KEY1, crate::set::srem, "set", "Removes one or more members from a set."),
     cmd("SSCAN", -3, READONLY | VALUES, KEY1, crate::set::sscan, "set", "Iterates over members of a set."),
-    cmd("SSUBSCRIBE", -2, PUBSUB | NOSCRIPT | LOADING | STALE, NOKEYS, crate::pubsub::ssubscribe, "pubsub", "Listens for messages published to shard channels."),
+    cmd("SSUBSCRIBE", -2, PUBSUB | NOSCRIPT | LOADING | STALE | ALLOWED_IN_RESP2_SUBSCRIBED, NOKEYS, crate::pubsub::ssubscribe, "pubsub", "Listens for messages published to shard channels."),
     cmd("STRLEN", 2, READONLY | FAST | VALUES, KEY1, s::strlen, "string", "Returns the length of a string value."),
-    cmd("SUBSCRIBE", -2, PUBSUB | NOSCRIPT | LOADING | STALE, NOKEYS, crate::pubsub::subscribe, "pubsub", "Listens for messages published to channels."),
+    cmd("SUBSCRIBE", -2, PUBSUB | NOSCRIPT | LOADING | STALE | ALLOWED_IN_RESP2_SUBSCRIBED, NOKEYS, crate::pubsub::subscribe, "pubsub", "Listens for messages published to channels."),
     cmd("SUNION", -2, READONLY | VALUES, ALLKEYS, crate::set::sunion, "set", "Returns the union of multiple sets."),
     cmd("SUNIONSTORE", -3, WRITE | DENYOOM | VALUES, ALLKEYS, crate::set::sunionstore, "set", "Stores the union of multiple sets in a key."),
-    cmd("SUNSUBSCRIBE", -1, PUBSUB | NOSCRIPT | LOADING | STALE, NOKEYS, crate::pubsub::sunsubscribe, "pubsub", "Stops listening to messages posted to shard channels."),
-    cmd("SWAPDB", 3, WRITE | FAST, NOKEYS, c::swapdb, "server", "Swaps two Redis databases."),
+    cmd("SUNSUBSCRIBE", -1, PUBSUB | NOSCRIPT | LOADING | STALE | ALLOWED_IN_RESP2_SUBSCRIBED, NOKEYS, crate::pubsub::sunsubscribe, "pubsub", "Stops listening to messages posted to shard channels."),
+    cmd("SWAPDB", 3, WRITE | FAST, NOKEYS, crate::admin::swapdb, "server", "Swaps two Redis databases."),
     cmd("SYNC", 1, ADMIN | NOSCRIPT | NO_MULTI, NOKEYS, crate::replication::sync, "server", "An internal command used in replication: the snapshot, then the write stream."),
-    cmd("TIME", 1, LOADING | STALE | FAST, NOKEYS, c::time, "server", "Returns the server time."),
+    cmd("TIME", 1, LOADING | STALE | FAST, NOKEYS, crate::admin::time, "server", "Returns the server time."),
     cmd("TOUCH", -2, READONLY | FAST, ALLKEYS, k::touch, "generic", "Returns the number of existing keys out of those specified after updating the time they were last accessed."),
-    cmd("TTL", 2, READONLY | FAST, KEY1, c::ttl, "generic", "Returns the expiration time in seconds of a key."),
-    cmd("TYPE", 2, READONLY | FAST | VALUES, KEY1, c::type_, "generic", "Determines the type of value stored at a key."),
-    cmd("UNLINK", -2, WRITE | FAST, ALLKEYS, c::del, "generic", "Asynchronously deletes one or more keys."),
-    cmd("UNSUBSCRIBE", -1, PUBSUB | NOSCRIPT | LOADING | STALE, NOKEYS, crate::pubsub::unsubscribe, "pubsub", "Stops listening to messages posted to channels."),
-    cmd("UNWATCH", 1, NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY, NOKEYS, c::unwatch, "transactions", "Forgets about watched keys of a transaction."),
+    cmd("TTL", 2, READONLY | FAST, KEY1, k::ttl, "generic", "Returns the expiration time in seconds of a key."),
+    cmd("TYPE", 2, READONLY | FAST | VALUES, KEY1, k::type_, "generic", "Determines the type of value stored at a key."),
+    cmd("UNLINK", -2, WRITE | FAST, ALLKEYS, k::del, "generic", "Asynchronously deletes one or more keys."),
+    cmd("UNSUBSCRIBE", -1, PUBSUB | NOSCRIPT | LOADING | STALE | ALLOWED_IN_RESP2_SUBSCRIBED, NOKEYS, crate::pubsub::unsubscribe, "pubsub", "Stops listening to messages posted to channels."),
+    cmd("UNWATCH", 1, NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY, NOKEYS, crate::transaction::unwatch, "transactions", "Forgets about watched keys of a transaction."),
     cmd("WAIT", 3, NOSCRIPT, NOKEYS, crate::replication::wait, "generic", "Blocks until the asynchronous replication of all preceding write commands sent by the connection is completed."),
-    cmd("WATCH", -2, NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY | VALUES, ALLKEYS, c::watch, "transactions", "Monitors changes to keys to determine the execution of a transaction."),
+    cmd("WATCH", -2, NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY | VALUES | TX_CONTROL, ALLKEYS, crate::transaction::watch, "transactions", "Monitors changes to keys to determine the execution of a transaction."),
     cmd("ZADD", -3, WRITE | DENYOOM | FAST | VALUES, KEY1, crate::zset::zadd, "sorted-set", "Adds one or more members to a sorted set, or updates their scores. Creates the key if it doesn't exist."),
     cmd("ZCARD", 2, READONLY | FAST | VALUES, KEY1, crate::zset::zcard, "sorted-set", "Returns the number of members in a sorted set."),
     cmd("ZCOUNT", 4, READONLY | FAST | VALUES, KEY1, crate::zset::zcount, "sorted-set", "Returns the count of members in a sorted set that have scores within a range."),
@@ -800,6 +834,12 @@ pub fn command_reply(out: &mut Vec<u8>, proto: u8, sub: &[&[u8]]) {
             ),
         ),
     }
+}
+
+/// COMMAND and its subcommands: the table itself, as Redis describes its commands.
+pub(crate) fn command(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    command_reply(ctx.out, ctx.session.proto, &args[1..]);
+    Ok(Effect::Read)
 }
 
 #[cfg(test)]

@@ -3,11 +3,12 @@
 
 use cxltier_store::{LexBound, ScoreBound, StoreError, ZAddFlags};
 
-use crate::commands::{Ctx, Effect};
-use crate::list::{err, int_arg, typed, NOT_INTEGER, SYNTAX};
+use crate::args::{int_arg, scan_options, typed};
+use crate::context::{fail, Ctx, Effect};
+use crate::cursors::{cursor_from_wire, cursor_to_wire};
+use crate::errors::{NOT_INT, SYNTAX};
 use crate::notify::class as nc;
 use crate::resp::reply;
-use crate::set::{cursor_from_wire, cursor_to_wire, scan_options};
 
 const NOT_FLOAT: &str = "ERR value is not a valid float";
 const BAD_SCORE_RANGE: &str = "ERR min or max is not a float";
@@ -102,22 +103,22 @@ pub(crate) fn zadd(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErr
     }
     let rest = &args[i..];
     if rest.is_empty() || rest.len() % 2 != 0 {
-        return err(ctx, SYNTAX);
+        return fail(ctx, SYNTAX);
     }
     if flags.nx && flags.xx {
-        return err(
+        return fail(
             ctx,
             "ERR XX and NX options at the same time are not compatible",
         );
     }
     if (flags.gt && flags.lt) || (flags.nx && (flags.gt || flags.lt)) {
-        return err(
+        return fail(
             ctx,
             "ERR GT, LT, and/or NX options at the same time are not compatible",
         );
     }
     if incr && rest.len() > 2 {
-        return err(
+        return fail(
             ctx,
             "ERR INCR option supports a single increment-element pair",
         );
@@ -125,7 +126,7 @@ pub(crate) fn zadd(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErr
     let mut pairs = Vec::with_capacity(rest.len() / 2);
     for p in rest.chunks(2) {
         let Some(s) = score_arg(p[0]) else {
-            return err(ctx, NOT_FLOAT);
+            return fail(ctx, NOT_FLOAT);
         };
         pairs.push((s, p[1]));
     }
@@ -142,7 +143,9 @@ pub(crate) fn zadd(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErr
                     reply::null(ctx.out, ctx.session.proto);
                     Ok(Effect::Read)
                 }
-                Err(StoreError::Config(_)) => err(ctx, "ERR resulting score is not a number (NaN)"),
+                Err(StoreError::Config(_)) => {
+                    fail(ctx, "ERR resulting score is not a number (NaN)")
+                }
                 Err(e) => Err(e),
             };
         }
@@ -161,7 +164,7 @@ pub(crate) fn zadd(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErr
 
 pub(crate) fn zincrby(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
     let Some(by) = score_arg(args[2]) else {
-        return err(ctx, NOT_FLOAT);
+        return fail(ctx, NOT_FLOAT);
     };
     typed(ctx, |ctx| {
         match ctx
@@ -178,7 +181,7 @@ pub(crate) fn zincrby(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, Store
                 reply::null(ctx.out, ctx.session.proto);
                 Ok(Effect::Read)
             }
-            Err(StoreError::Config(_)) => err(ctx, "ERR resulting score is not a number (NaN)"),
+            Err(StoreError::Config(_)) => fail(ctx, "ERR resulting score is not a number (NaN)"),
             Err(e) => Err(e),
         }
     })
@@ -232,7 +235,7 @@ pub(crate) fn zcard(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreEr
 
 pub(crate) fn zcount(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
     let (Some(min), Some(max)) = (score_bound(args[2]), score_bound(args[3])) else {
-        return err(ctx, BAD_SCORE_RANGE);
+        return fail(ctx, BAD_SCORE_RANGE);
     };
     typed(ctx, |ctx| {
         let n = ctx.store.zcount(args[1], min, max)?;
@@ -243,7 +246,7 @@ pub(crate) fn zcount(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
 
 pub(crate) fn zlexcount(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
     let (Some(min), Some(max)) = (lex_bound(args[2]), lex_bound(args[3])) else {
-        return err(ctx, BAD_LEX_RANGE);
+        return fail(ctx, BAD_LEX_RANGE);
     };
     typed(ctx, |ctx| {
         let n = ctx.store.zlexcount(args[1], min, max)?;
@@ -310,7 +313,7 @@ fn parse_range<'a>(a: &[&'a [u8]], store: bool) -> Result<Range<'a>, &'static st
             b"WITHSCORES" if !store => r.withscores = true,
             b"LIMIT" if i + 2 < a.len() => {
                 let (Some(o), Some(c)) = (int_arg(a[i + 1]), int_arg(a[i + 2])) else {
-                    return Err(NOT_INTEGER);
+                    return Err(NOT_INT);
                 };
                 r.offset = o;
                 r.count = (c >= 0).then_some(c as u64);
@@ -343,7 +346,7 @@ fn run_range(ctx: &mut Ctx<'_>, key: &[u8], r: &Range<'_>) -> Result<Ranged, Sto
     Ok(Ok(match r.by {
         By::Rank => {
             let (Some(a), Some(b)) = (int_arg(r.lo), int_arg(r.hi)) else {
-                return Ok(Err(NOT_INTEGER));
+                return Ok(Err(NOT_INT));
             };
             ctx.store.zrange_by_rank(key, a, b, r.rev)?
         }
@@ -372,7 +375,7 @@ fn run_range(ctx: &mut Ctx<'_>, key: &[u8], r: &Range<'_>) -> Result<Ranged, Sto
 
 fn range_reply(ctx: &mut Ctx<'_>, key: &[u8], r: Range<'_>) -> Result<Effect, StoreError> {
     typed(ctx, |ctx| match run_range(ctx, key, &r)? {
-        Err(m) => err(ctx, m),
+        Err(m) => fail(ctx, m),
         Ok(items) => {
             reply_scored(ctx, &items, r.withscores);
             Ok(Effect::Read)
@@ -382,7 +385,7 @@ fn range_reply(ctx: &mut Ctx<'_>, key: &[u8], r: Range<'_>) -> Result<Effect, St
 
 pub(crate) fn zrange(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
     match parse_range(&args[2..], false) {
-        Err(m) => err(ctx, m),
+        Err(m) => fail(ctx, m),
         Ok(r) => range_reply(ctx, args[1], r),
     }
 }
@@ -412,7 +415,7 @@ fn legacy_range(
     rev: bool,
 ) -> Result<Effect, StoreError> {
     if !legacy_options_ok(&args[4..], true, by != b"BYLEX") {
-        return err(ctx, SYNTAX);
+        return fail(ctx, SYNTAX);
     }
     let mut a: Vec<&[u8]> = args[2..].to_vec();
     a.insert(2, by);
@@ -420,7 +423,7 @@ fn legacy_range(
         a.insert(3, b"REV");
     }
     match parse_range(&a, false) {
-        Err(m) => err(ctx, m),
+        Err(m) => fail(ctx, m),
         Ok(r) => range_reply(ctx, args[1], r),
     }
 }
@@ -437,12 +440,12 @@ pub(crate) fn zrangebylex(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, S
 
 pub(crate) fn zrangestore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
     let r = match parse_range(&args[3..], true) {
-        Err(m) => return err(ctx, m),
+        Err(m) => return fail(ctx, m),
         Ok(r) => r,
     };
     typed(ctx, |ctx| {
         let items = match run_range(ctx, args[2], &r)? {
-            Err(m) => return err(ctx, m),
+            Err(m) => return fail(ctx, m),
             Ok(i) => i,
         };
         // The destination is replaced whatever it held; an empty result deletes it.
@@ -463,13 +466,13 @@ fn pop(ctx: &mut Ctx<'_>, args: &[&[u8]], max: bool) -> Result<Effect, StoreErro
     let count = match args.get(2) {
         None => None,
         Some(c) => match int_arg(c) {
-            None => return err(ctx, NOT_INTEGER),
-            Some(c) if c < 0 => return err(ctx, "ERR value is out of range, must be positive"),
+            None => return fail(ctx, NOT_INT),
+            Some(c) if c < 0 => return fail(ctx, "ERR value is out of range, must be positive"),
             Some(c) => Some(c as u64),
         },
     };
     if args.len() > 3 {
-        return err(ctx, SYNTAX);
+        return fail(ctx, SYNTAX);
     }
     typed(ctx, |ctx| {
         let got = ctx.store.zpop(args[1], max, count.unwrap_or(1))?;
@@ -504,12 +507,12 @@ pub(crate) fn zpopmax(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, Store
 
 pub(crate) fn zrevrange(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
     if !legacy_options_ok(&args[4..], false, true) {
-        return err(ctx, SYNTAX);
+        return fail(ctx, SYNTAX);
     }
     let mut a: Vec<&[u8]> = args[2..].to_vec();
     a.insert(2, b"REV");
     match parse_range(&a, false) {
-        Err(m) => err(ctx, m),
+        Err(m) => fail(ctx, m),
         Ok(r) => range_reply(ctx, args[1], r),
     }
 }
@@ -531,7 +534,7 @@ fn remrange(ctx: &mut Ctx<'_>, args: &[&[u8]], by: By) -> Result<Effect, StoreEr
     };
     typed(ctx, |ctx| {
         let items = match run_range(ctx, args[1], &r)? {
-            Err(m) => return err(ctx, m),
+            Err(m) => return fail(ctx, m),
             Ok(i) => i,
         };
         let ms: Vec<&[u8]> = items.iter().map(|(m, _)| m.as_slice()).collect();
@@ -568,16 +571,16 @@ pub(crate) fn zrandmember(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, S
     let mut withscores = false;
     if args.len() >= 3 {
         let c = match int_arg(args[2]) {
-            None => return err(ctx, NOT_INTEGER),
-            Some(i64::MIN) => return err(ctx, crate::set::RANDOM_COUNT_RANGE),
+            None => return fail(ctx, NOT_INT),
+            Some(i64::MIN) => return fail(ctx, crate::errors::RANDOM_COUNT_RANGE),
             Some(c) => c,
         };
         if args.len() > 4 || (args.len() == 4 && !args[3].eq_ignore_ascii_case(b"WITHSCORES")) {
-            return err(ctx, SYNTAX);
+            return fail(ctx, SYNTAX);
         }
         withscores = args.len() == 4;
         if withscores && !(-(i64::MAX / 2)..=i64::MAX / 2).contains(&c) {
-            return err(ctx, "ERR value is out of range");
+            return fail(ctx, "ERR value is out of range");
         }
         count = Some(c);
     }
@@ -770,7 +773,7 @@ fn combine_args<'a>(
     store: bool,
 ) -> Result<(Vec<&'a [u8]>, Vec<f64>, Aggregate, bool), String> {
     let name = String::from_utf8_lossy(args[0]).to_lowercase();
-    let n = int_arg(args[at]).ok_or(NOT_INTEGER.to_string())?;
+    let n = int_arg(args[at]).ok_or(NOT_INT.to_string())?;
     if n < 1 {
         return Err(format!(
             "ERR at least 1 input key is needed for '{name}' command"
@@ -811,7 +814,7 @@ fn combine_args<'a>(
 fn read_op(ctx: &mut Ctx<'_>, args: &[&[u8]], op: SetOp) -> Result<Effect, StoreError> {
     let (keys, weights, agg, withscores) = match combine_args(args, 1, op, false) {
         Ok(a) => a,
-        Err(e) => return err(ctx, &e),
+        Err(e) => return fail(ctx, &e),
     };
     typed(ctx, |ctx| {
         let items = combine(ctx, op, &keys, &weights, agg)?;
@@ -823,7 +826,7 @@ fn read_op(ctx: &mut Ctx<'_>, args: &[&[u8]], op: SetOp) -> Result<Effect, Store
 fn store_op(ctx: &mut Ctx<'_>, args: &[&[u8]], op: SetOp) -> Result<Effect, StoreError> {
     let (keys, weights, agg, _) = match combine_args(args, 2, op, true) {
         Ok(a) => a,
-        Err(e) => return err(ctx, &e),
+        Err(e) => return fail(ctx, &e),
     };
     typed(ctx, |ctx| {
         let items = combine(ctx, op, &keys, &weights, agg)?;
@@ -872,9 +875,9 @@ pub(crate) fn zdiffstore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, St
 pub(crate) fn zintercard(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
     // Redis shares ZUNION's parsing (and its errors) for ZINTERCARD.
     let n = match int_arg(args[1]) {
-        None => return err(ctx, NOT_INTEGER),
+        None => return fail(ctx, NOT_INT),
         Some(n) if n < 1 => {
-            return err(
+            return fail(
                 ctx,
                 "ERR at least 1 input key is needed for 'zintercard' command",
             )
@@ -882,7 +885,7 @@ pub(crate) fn zintercard(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, St
         Some(n) => n as u64,
     };
     if n > (args.len() - 2) as u64 {
-        return err(ctx, SYNTAX);
+        return fail(ctx, SYNTAX);
     }
     let n = n as usize;
     let keys = &args[2..2 + n];
@@ -891,9 +894,9 @@ pub(crate) fn zintercard(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, St
         [] => {}
         [l, v] if l.eq_ignore_ascii_case(b"LIMIT") => match int_arg(v) {
             Some(x) if x >= 0 => limit = if x == 0 { usize::MAX } else { x as usize },
-            _ => return err(ctx, "ERR LIMIT can't be negative"),
+            _ => return fail(ctx, "ERR LIMIT can't be negative"),
         },
-        _ => return err(ctx, SYNTAX),
+        _ => return fail(ctx, SYNTAX),
     }
     typed(ctx, |ctx| {
         let items = combine(ctx, SetOp::Inter, keys, &[], Aggregate::Sum)?;
@@ -978,7 +981,7 @@ fn zpop_first(
 
 /// How a blocking or multi-key pop is replicated: `ZPOPMIN|ZPOPMAX key [count]`, the count
 /// being what was popped (Redis 7.0).
-fn zpop_op(max: bool, key: &[u8], count: Option<usize>) -> crate::replication::Op {
+fn zpop_op(max: bool, key: &[u8], count: Option<usize>) -> crate::write_stream::Op {
     let verb: &[u8] = if max { b"zpopmax" } else { b"zpopmin" };
     let mut op = vec![verb.to_vec(), key.to_vec()];
     if let Some(n) = count {
@@ -1002,7 +1005,7 @@ fn reply_mpop(ctx: &mut Ctx<'_>, key: &[u8], got: &[(Vec<u8>, f64)]) {
 pub(crate) fn zmpop(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
     let (keys, max, count) = match zmpop_args(args, 1) {
         Ok(a) => a,
-        Err(e) => return err(ctx, e),
+        Err(e) => return fail(ctx, e),
     };
     typed(ctx, |ctx| {
         match zpop_first(ctx, &keys, max, count.unwrap_or(1))? {
@@ -1023,11 +1026,11 @@ pub(crate) fn zmpop(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreEr
 pub(crate) fn bzmpop(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
     let (keys, max, count) = match zmpop_args(args, 2) {
         Ok(a) => a,
-        Err(e) => return err(ctx, e),
+        Err(e) => return fail(ctx, e),
     };
-    let deadline = match crate::list::timeout_arg(args[1]) {
+    let deadline = match crate::args::timeout_arg(args[1]) {
         Ok(d) => d,
-        Err(e) => return err(ctx, e),
+        Err(e) => return fail(ctx, e),
     };
     typed(ctx, |ctx| {
         match zpop_first(ctx, &keys, max, count.unwrap_or(1))? {
@@ -1037,15 +1040,15 @@ pub(crate) fn bzmpop(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
                 reply_mpop(ctx, &k, &got);
                 Ok(Effect::Wrote)
             }
-            None => Ok(crate::list::wait(ctx, &keys, deadline, false)),
+            None => Ok(crate::args::wait(ctx, &keys, deadline, false)),
         }
     })
 }
 
 fn bzpop(ctx: &mut Ctx<'_>, args: &[&[u8]], max: bool) -> Result<Effect, StoreError> {
-    let deadline = match crate::list::timeout_arg(args[args.len() - 1]) {
+    let deadline = match crate::args::timeout_arg(args[args.len() - 1]) {
         Ok(d) => d,
-        Err(e) => return err(ctx, e),
+        Err(e) => return fail(ctx, e),
     };
     let keys = &args[1..args.len() - 1];
     typed(ctx, |ctx| match zpop_first(ctx, keys, max, 1)? {
@@ -1058,7 +1061,7 @@ fn bzpop(ctx: &mut Ctx<'_>, args: &[&[u8]], max: bool) -> Result<Effect, StoreEr
             reply::double(ctx.out, proto, got[0].1);
             Ok(Effect::Wrote)
         }
-        None => Ok(crate::list::wait(ctx, keys, deadline, false)),
+        None => Ok(crate::args::wait(ctx, keys, deadline, false)),
     })
 }
 
@@ -1093,7 +1096,7 @@ pub(crate) fn encoding(ctx: &mut Ctx<'_>, key: &[u8]) -> Result<&'static str, St
 
 pub(crate) fn zscan(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
     let Some(after) = cursor_from_wire(args[2]) else {
-        return err(ctx, "ERR invalid cursor");
+        return fail(ctx, "ERR invalid cursor");
     };
     let Ok((pattern, count)) = scan_options(ctx, &args[3..]) else {
         return Ok(Effect::Read);
@@ -1118,7 +1121,7 @@ pub(crate) fn zscan(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreEr
 
 #[cfg(test)]
 mod tests {
-    use crate::list::testdb::Db;
+    use crate::testdb::Db;
 
     const WT: &str = "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n";
 
@@ -1368,7 +1371,7 @@ mod tests {
             .starts_with("-ERR the reply to 1099511627776 random draws would be over"));
         assert_eq!(
             db.cmd("ZRANDMEMBER r -9223372036854775808"),
-            format!("-{}\r\n", crate::set::RANDOM_COUNT_RANGE)
+            format!("-{}\r\n", crate::errors::RANDOM_COUNT_RANGE)
         );
         assert_eq!(
             db.cmd("ZMPOP 2 nope r MAX COUNT 5"),

@@ -3,14 +3,14 @@
 
 use proptest::prelude::*;
 
-use crate::list::testdb::Db;
 use crate::rdb::dump;
 use crate::rdb::load::{Strings, Value};
 use crate::rdb::{TYPE_HASH, TYPE_LIST, TYPE_SET, TYPE_ZSET_2};
+use crate::testdb::Db;
 
 fn run(db: &mut Db, words: &[&[u8]]) -> Vec<u8> {
     let mut out = Vec::new();
-    crate::commands::execute(
+    crate::dispatch::execute(
         &mut db.store,
         &mut db.info,
         &mut db.session,
@@ -169,7 +169,7 @@ fn options_ttls_and_errors_follow_redis() {
     assert_eq!(run(&mut db, &words), b"+OK\r\n");
     let pttl: i64 = db.cmd("PTTL t1")[1..].trim().parse().unwrap();
     assert!(pttl > 90_000 && pttl <= 100_000, "{pttl}");
-    let at = (crate::commands::now_ms() + 50_000).to_string();
+    let at = (crate::context::now_ms() + 50_000).to_string();
     let words: Vec<&[u8]> = vec![b"RESTORE", b"t2", at.as_bytes(), &p, b"ABSTTL"];
     assert_eq!(run(&mut db, &words), b"+OK\r\n");
     assert_eq!(db.cmd("PEXPIRETIME t2"), format!(":{at}\r\n"));
@@ -267,10 +267,8 @@ fn large_collections_big_strings_and_chunked_hashes_round_trip() {
     let meta = crate::db::META_DB;
     assert!(!db
         .store
-        .holds(&cxltier_store::db_key(meta, super::RESTORING)));
-    assert!(!db
-        .store
-        .holds(&cxltier_store::db_key(meta, super::REPLACED)));
+        .holds(&crate::db::store_key(meta, super::RESTORING)));
+    assert!(!db.store.holds(&crate::db::store_key(meta, super::REPLACED)));
 }
 
 #[test]

@@ -241,7 +241,7 @@ pub fn write_snapshot<W: Write>(
     let ctime = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
-    w.aux("redis-ver", crate::commands::REDIS_VERSION)?;
+    w.aux("redis-ver", crate::version::REDIS_VERSION)?;
     w.aux("redis-bits", &(usize::BITS).to_string())?;
     w.aux("ctime", &ctime.to_string())?;
     w.aux("used-mem", &info.used_memory.to_string())?;
@@ -262,10 +262,10 @@ pub fn write_snapshot<W: Write>(
         loop {
             let items = store.scan_db(physical, &start, KEYS_PER_SCAN)?;
             let Some(last) = items.last() else { break };
-            start = crate::keyspace::successor(&last.key);
+            start = crate::cursors::successor(&last.key);
             for item in items {
                 let exp = item.expires_at_ms;
-                let store_key = cxltier_store::db_key(physical, &item.key);
+                let store_key = crate::db::store_key(physical, &item.key);
                 let value = (&item.kind, item.value.as_slice());
                 if write_key(store, &mut w, &store_key, &item.key, value, exp)? {
                     counts.keys += 1;
@@ -494,7 +494,7 @@ mod tests {
 
     #[test]
     fn a_snapshot_holds_every_type_with_its_ttl() {
-        let mut db = crate::list::testdb::Db::new();
+        let mut db = crate::testdb::Db::new();
         db.cmd("SET s hello");
         db.cmd("SET t 1 PX 100000");
         db.cmd("RPUSH l a b c");

@@ -1,0 +1,234 @@
+//! The server's administration commands that have no module of their own (Redis's `server`
+//! group): DBSIZE, FLUSHALL/FLUSHDB, SWAPDB, MEMORY, TIME, LASTSAVE, SAVE, BGSAVE,
+//! BGREWRITEAOF, DEBUG and SHUTDOWN.
+
+use cxltier_store::StoreError;
+
+use crate::context::*;
+use crate::resp::reply;
+
+pub(crate) fn dbsize(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> Result<Effect, StoreError> {
+    let physical = ctx.info.dbs.physical(ctx.session.db);
+    reply::int(ctx.out, ctx.store.db_len(physical) as i64);
+    Ok(Effect::Read)
+}
+
+/// FLUSHALL (every database) and FLUSHDB (the selected one).
+pub(crate) fn flushall(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    let mode_ok = |m: &&[u8]| m.eq_ignore_ascii_case(b"ASYNC") || m.eq_ignore_ascii_case(b"SYNC");
+    if args.len() > 2 || !args.get(1).is_none_or(mode_ok) {
+        return fail(ctx, SYNTAX);
+    }
+    if args[0].eq_ignore_ascii_case(b"FLUSHDB") {
+        let physical = ctx.info.dbs.physical(ctx.session.db);
+        ctx.store.flush_db(physical)?;
+    } else {
+        // Nothing is kept anywhere now: every database may as well be where its number says
+        // (the map kept in the store went with everything else).
+        ctx.store.flush_all()?;
+        ctx.info.dbs.reset();
+    }
+    // Replicated even when there was nothing to flush (Redis's forceCommandPropagation).
+    ctx.session.force_propagate = true;
+    reply::ok(ctx.out);
+    Ok(Effect::Wrote)
+}
+
+/// SWAPDB a b: the two databases trade contents, in O(1): the logical → physical map swaps
+/// two entries and is written to the store in the same batch ([`crate::db`]). Then, as Redis
+/// does, transactions watching a key that exists in either database fail, and clients blocked
+/// on keys of either are tried again.
+pub(crate) fn swapdb(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    let Some(a) = parse_i64(args[1]) else {
+        return fail(ctx, "ERR invalid first DB index");
+    };
+    let Some(b) = parse_i64(args[2]) else {
+        return fail(ctx, "ERR invalid second DB index");
+    };
+    let n = ctx.info.dbs.count() as i64;
+    if !(0..n).contains(&a) || !(0..n).contains(&b) {
+        return fail(ctx, crate::db::OUT_OF_RANGE);
+    }
+    let (a, b) = (a as usize, b as usize);
+    if a != b {
+        let (pa, pb) = (ctx.info.dbs.physical(a), ctx.info.dbs.physical(b));
+        let watched: Vec<Vec<u8>> = ctx
+            .info
+            .watchers
+            .keys()
+            .filter(|k| {
+                k.first()
+                    .is_some_and(|&d| d as usize == a || d as usize == b)
+            })
+            .filter(|k| {
+                let user = crate::db::user_key(k);
+                ctx.store.contains(&crate::db::store_key(pa, user))
+                    || ctx.store.contains(&crate::db::store_key(pb, user))
+            })
+            .cloned()
+            .collect();
+        // Kept in the store first: a write the store refuses (full) leaves the map as it was,
+        // and touches no transaction.
+        let mut swapped = ctx.info.dbs.clone();
+        swapped.swap(a, b);
+        swapped.save(ctx.store)?;
+        ctx.info.dbs = swapped;
+        for k in watched {
+            ctx.info.touch(&k);
+        }
+        if !ctx.info.blocked.is_empty() {
+            ctx.info.db_swaps.push((a, b));
+        }
+    }
+    reply::ok(ctx.out);
+    Ok(Effect::Wrote)
+}
+
+/// MEMORY USAGE key [SAMPLES n]: the bytes the key costs: its key and value bytes and its
+/// 32-byte index entry (the value's bytes in whichever tier holds it).
+pub(crate) fn memory(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    let sub = args[1].to_ascii_uppercase();
+    let proto = ctx.session.proto;
+    match sub.as_slice() {
+        b"USAGE"
+            if args.len() == 3 || (args.len() == 5 && args[3].eq_ignore_ascii_case(b"SAMPLES")) =>
+        {
+            if args.len() == 5 && parse_i64(args[4]).is_none() {
+                return fail(ctx, NOT_INT);
+            }
+            let key = args[2];
+            // A collection changed earlier in this batch is written back first: peek shows
+            // the stored root.
+            ctx.store.settle(key)?;
+            let len = match ctx.store.peek(key) {
+                Some(o) => Some(o.value.len()),
+                None => ctx.store.get(key)?.map(|o| o.value.len()),
+            };
+            match len {
+                Some(len) => reply::int(ctx.out, (key.len() + len + INDEX_ENTRY_BYTES) as i64),
+                None => reply::null(ctx.out, proto),
+            }
+            Ok(Effect::Read)
+        }
+        _ => fail(
+            ctx,
+            &format!(
+                "ERR unknown subcommand or wrong number of arguments for '{}'. Try MEMORY HELP.",
+                String::from_utf8_lossy(args[1])
+            ),
+        ),
+    }
+}
+
+/// A key's entry in the index (docs/server.md: 32-byte packed entries).
+pub(crate) const INDEX_ENTRY_BYTES: usize = 32;
+
+/// WAIT numreplicas timeout: there are no replicas, so none acknowledged.
+pub(crate) fn time(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> Result<Effect, StoreError> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    reply::array(ctx.out, 2);
+    reply::bulk(ctx.out, now.as_secs().to_string().as_bytes());
+    reply::bulk(ctx.out, now.subsec_micros().to_string().as_bytes());
+    Ok(Effect::Read)
+}
+
+pub(crate) fn lastsave(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> Result<Effect, StoreError> {
+    reply::int(ctx.out, ctx.info.last_save as i64);
+    Ok(Effect::Read)
+}
+
+/// SAVE: what is written goes to the log at the turn's group commit, which this command's
+/// `Wrote` effect asks for; LASTSAVE then says when.
+pub(crate) fn save(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> Result<Effect, StoreError> {
+    ctx.store.commit()?;
+    ctx.info.last_save = now_ms() / 1000;
+    reply::ok(ctx.out);
+    Ok(Effect::Wrote)
+}
+
+pub(crate) fn bgsave(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    if args.len() > 2
+        || args
+            .get(1)
+            .is_some_and(|a| !a.eq_ignore_ascii_case(b"SCHEDULE"))
+    {
+        return fail(ctx, SYNTAX);
+    }
+    ctx.store.commit()?;
+    ctx.info.last_save = now_ms() / 1000;
+    reply::simple(ctx.out, "Background saving started");
+    Ok(Effect::Wrote)
+}
+
+pub(crate) fn bgrewriteaof(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> Result<Effect, StoreError> {
+    // The NVMe log is cleaned segment by segment as it runs: nothing to rewrite.
+    reply::simple(ctx.out, "Background append only file rewriting started");
+    Ok(Effect::Read)
+}
+
+pub(crate) fn debug(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    fail(
+        ctx,
+        &format!(
+            "ERR DEBUG {} is not supported by cxltier serve (no DEBUG subcommand is)",
+            String::from_utf8_lossy(args[1]).to_ascii_uppercase()
+        ),
+    )
+}
+
+pub(crate) fn shutdown(_ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> Result<Effect, StoreError> {
+    Ok(Effect::Shutdown)
+}
+
+#[cfg(test)]
+mod tests {
+
+    use crate::testdb::*;
+
+    #[test]
+    fn server_commands_without_replicas_scripts_or_debug() {
+        let mut db = Db::large();
+        // No replica: WAIT 0 answers at once; WAIT 1 parks until its timeout (the server
+        // answers it then with the count).
+        assert_eq!(db.cmd("WAIT 0 0"), ":0\r\n");
+        assert_eq!(db.cmd("WAIT 1 10"), "");
+        let block = db.session.block.take().expect("parked");
+        assert_eq!(block.wait, Some((0, 1)));
+        assert!(block.deadline.is_some());
+        assert_eq!(db.cmd("WAIT 1 -1"), "-ERR timeout is negative\r\n");
+        let time = db.cmd("TIME");
+        assert!(time.starts_with("*2\r\n$10\r\n"), "{time}");
+        let before = db.cmd("LASTSAVE");
+        assert!(before.starts_with(':'));
+        assert_eq!(db.cmd("SAVE"), "+OK\r\n");
+        assert_eq!(db.cmd("BGSAVE"), "+Background saving started\r\n");
+        assert!(db.cmd("LASTSAVE") >= before);
+        assert!(db
+            .cmd("DEBUG SLEEP 0")
+            .starts_with("-ERR DEBUG SLEEP is not supported"));
+        assert_eq!(db.cmd("FUNCTION FLUSH"), "+OK\r\n");
+        assert_eq!(db.cmd("FUNCTION FLUSH async"), "+OK\r\n");
+        assert_eq!(db.cmd("FUNCTION LIST"), "*0\r\n");
+        assert_eq!(db.cmd("SCRIPT FLUSH"), "+OK\r\n");
+        // Functions are refused, naming what to use instead.
+        for line in ["FCALL f 0", "FCALL_RO f 0", "FUNCTION LOAD x"] {
+            let r = db.cmd(line);
+            assert!(r.starts_with("-ERR Redis 7.0 functions"), "{line}: {r}");
+            assert!(r.contains("EVAL"), "{line}: {r}");
+        }
+        db.cmd("SET k v");
+        assert_eq!(db.cmd("FLUSHALL bogus"), "-ERR syntax error\r\n");
+        assert_eq!(db.cmd("GET k"), "$1\r\nv\r\n");
+        assert_eq!(db.cmd("FLUSHDB ASYNC"), "+OK\r\n");
+        assert_eq!(db.cmd("DBSIZE"), ":0\r\n");
+        // RESET: back to RESP2, no name, replies on.
+        db.cmd("HELLO 3 SETNAME n");
+        db.cmd("CLIENT REPLY SKIP");
+        assert_eq!(db.cmd("RESET"), "+RESET\r\n");
+        assert_eq!(db.session.proto, 2);
+        assert_eq!(db.session.name, None);
+        assert!(!db.session.drop_reply());
+    }
+}

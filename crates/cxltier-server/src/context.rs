@@ -1,0 +1,631 @@
+//! The state commands run against, at the bottom of the server: the server's settings and
+//! counters ([`ServerInfo`]), one connection's ([`Session`], [`ClientMeta`]), what a handler is
+//! given ([`Ctx`]) and what it did ([`Effect`]), with the small helpers every handler shares
+//! (error replies, clocks, expiry times, the delete an expiry is replicated as). It imports no
+//! handler module: the state it holds of other parts (knobs, cursors, subscriptions, the write
+//! stream, the Lua interpreter, notifications, databases) lives in modules below it.
+
+use cxltier_store::{Store, StoreError};
+use hashbrown::HashMap;
+
+pub(crate) use crate::errors::{NOT_INT, SYNTAX, WRONGTYPE};
+use crate::resp::reply;
+
+/// What a command did beyond its reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Effect {
+    /// Read-only.
+    Read,
+    /// Changed the store: its reply must wait for the group commit.
+    Wrote,
+    /// Close this connection after the reply (QUIT).
+    Close,
+    /// Stop the server (SHUTDOWN).
+    Shutdown,
+}
+
+/// Server-wide settings and counters the commands see.
+#[derive(Debug, Default)]
+pub struct ServerInfo {
+    pub port: u16,
+    pub bind: String,
+    pub requirepass: Option<String>,
+    pub started: Option<std::time::Instant>,
+    pub connected_clients: usize,
+    pub total_connections: u64,
+    pub total_commands: u64,
+    pub max_object: usize,
+    /// The connection limits in force (CONFIG GET maxclients, proto-max-bulk-len,
+    /// client-query-buffer-limit, client-output-buffer-limit as hard, soft, seconds).
+    pub max_clients: usize,
+    pub proto_max_bulk_len: usize,
+    pub client_query_buffer_limit: usize,
+    pub client_output_buffer_limit: (usize, usize, u64),
+    /// The most memory one connection's input and output buffers have held (INFO clients).
+    pub client_peak_input_buffer: usize,
+    pub client_peak_output_buffer: usize,
+    /// Connections refused at --max-clients, and closed over their buffer limits (INFO stats).
+    pub rejected_connections: u64,
+    pub client_query_buffer_limit_disconnections: u64,
+    pub client_output_buffer_limit_disconnections: u64,
+    /// The quarantine file followed and what poison did to the store (`INFO poison`).
+    pub poison: crate::quarantine::PoisonInfo,
+    /// The connections, by id (CLIENT LIST, CLIENT KILL).
+    pub clients: HashMap<u64, ClientMeta>,
+    /// Connections CLIENT KILL asked to close: the server closes them after the command.
+    pub kill: Vec<u64>,
+    /// The id of the next connection (not reset by CONFIG RESETSTAT, unlike the count).
+    pub next_client_id: u64,
+    /// When the store was last made durable on request (SAVE, BGSAVE), in seconds since the
+    /// epoch; the start time before (LASTSAVE).
+    pub last_save: u64,
+    /// Redis's keyspace hits and misses: the keys read commands looked up (a write of a new
+    /// key is no miss).
+    pub keyspace_hits: u64,
+    pub keyspace_misses: u64,
+    /// The most `used_memory` INFO has reported since start or CONFIG RESETSTAT.
+    pub used_memory_peak: u64,
+    /// Commands processed, sampled at the loop's tick (instantaneous_ops_per_sec).
+    pub ops_samples: std::collections::VecDeque<(std::time::Instant, u64)>,
+    /// 40 hex digits, new at each start (INFO's run_id and master_replid).
+    pub run_id: String,
+    /// CONFIG SET's stored parameters.
+    pub knobs: crate::knobs::Knobs,
+    /// WATCHed keys and the connections watching each; the connections whose watched keys
+    /// were written since (their EXEC fails).
+    pub watchers: HashMap<Vec<u8>, Vec<u64>>,
+    pub dirty: hashbrown::HashSet<u64>,
+    /// Subscriptions, and the messages for other connections PUBLISH left.
+    pub pubsub: crate::subscriptions::PubSub,
+    /// The SCAN cursors handed out, each standing for the key its scan goes on from.
+    pub scan_cursors: crate::cursors::Cursors,
+    /// Keys removed because their TTL passed: found so by a command (lazy expiry) or by the
+    /// store's background sampling (active expiry), INFO's `expired_keys`.
+    pub expired_keys: u64,
+    /// `CONFIG SET maxmemory N` below the memory budget: once `used_memory` is over N,
+    /// commands that may grow memory answer OOM (Redis's noeviction policy). `None` (maxmemory
+    /// 0, the default): the budget alone bounds memory, and what does not fit goes to NVMe.
+    pub maxmemory_limit: Option<u64>,
+    /// Per command (the table's name): INFO commandstats.
+    pub command_stats: HashMap<CommandName, CommandStat>,
+    /// How long each command took to run, every command (the metrics' latency histogram).
+    pub command_latency: cxltier_metrics::Histogram,
+    /// The last command the server ran (not one inside EXEC or a script) and the time it began,
+    /// in µs: its time ends at the next reading of the clock ([`ServerInfo::close_command_time`]),
+    /// the next command's start or the end of the loop's turn. One reading per command instead
+    /// of two: on this kind of VM a reading costs 50–80 ns, 15% of a short command's time.
+    pub timed: Option<(&'static str, u64)>,
+    /// The connections parked by a blocking command (BLPOP, ...), kept by the server: INFO's
+    /// `blocked_clients` and what CLIENT UNBLOCK may wake.
+    pub blocked: hashbrown::HashSet<u64>,
+    /// CLIENT UNBLOCK's requests for the server: the connection, and whether it is answered
+    /// with an error (else as a timeout).
+    pub unblock: Vec<(u64, bool)>,
+    /// Keys written while connections were parked: the server tries those waiting on them.
+    /// Like every registry of keys here, with their logical database byte ([`crate::db`]).
+    pub ready: Vec<Vec<u8>>,
+    /// Replicas, the write stream and its offset.
+    pub repl: crate::write_stream::Replication,
+    /// Where the snapshot a replica loads is written before it is sent (the store's directory);
+    /// `None`: in memory.
+    pub snapshot_dir: Option<std::path::PathBuf>,
+    /// The databases and where each is kept (`SELECT`, `SWAPDB`).
+    pub dbs: crate::db::Databases,
+    /// Dispatch's buffer of key arguments with their database byte (kept to spare an allocation
+    /// per command; see `dispatch`).
+    pub keyed_scratch: Vec<u8>,
+    /// SWAPDBs run since the server last looked: the clients blocked on keys of those logical
+    /// databases are tried again (Redis's `scanDatabaseForReadyKeys`).
+    pub db_swaps: Vec<(usize, usize)>,
+    /// `notify-keyspace-events` and the events the running command announced.
+    pub notify: crate::notify::Notifier,
+    /// The Lua interpreter and its cached scripts (EVAL, SCRIPT LOAD).
+    pub scripts: crate::lua::Scripts,
+    /// SHUTDOWN NOSAVE came while a script was busy: the server stops once it has ended.
+    pub shutdown_after_script: bool,
+    /// Turns of the event loop (INFO stats' `eventloop_cycles`, Redis 7.2's name), and the
+    /// connections they looked at (`eventloop_connections_visited`, cxltier's own): a turn looks
+    /// at the connections with something to do, not at every one, and this shows it.
+    pub eventloop_cycles: u64,
+    pub eventloop_connections_visited: u64,
+}
+
+/// A command's name from the command table, as the key of its counters. Every name counted
+/// comes from the one static table, so two equal names are almost always the same pointer:
+/// equality tries that first, where comparing the bytes (two memcmp calls per command, one
+/// to count the call and one to add its time) was 2% of a short command's time.
+#[derive(Debug, Clone, Copy, PartialOrd, Ord)]
+pub struct CommandName(pub &'static str);
+
+impl PartialEq for CommandName {
+    fn eq(&self, other: &Self) -> bool {
+        std::ptr::eq(self.0, other.0) || self.0 == other.0
+    }
+}
+
+impl Eq for CommandName {}
+
+impl std::hash::Hash for CommandName {
+    // As `str` hashes, so that a map keyed by names can be read with a `&str`.
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.0.hash(state)
+    }
+}
+
+impl std::borrow::Borrow<str> for CommandName {
+    fn borrow(&self) -> &str {
+        self.0
+    }
+}
+
+/// One command's counters, as Redis's INFO commandstats shows them.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct CommandStat {
+    /// Runs of the handler.
+    pub calls: u64,
+    /// Microseconds its runs took.
+    pub usec: u64,
+    /// Refused before running (arity, NOAUTH, OOM, NOREPLICAS, inside MULTI).
+    pub rejected_calls: u64,
+    /// Ran and answered an error.
+    pub failed_calls: u64,
+}
+
+/// What a blocking command that found nothing asks of the server: park the connection until
+/// one of `keys` is written (then run the command again) or `deadline` passes (then answer
+/// the timeout); `None` waits for ever.
+#[derive(Debug, Clone)]
+pub struct Block {
+    pub keys: Vec<Vec<u8>>,
+    pub deadline: Option<std::time::Instant>,
+    /// WAIT: answered once this many replicas acknowledged this stream offset, or at the
+    /// deadline with how many did.
+    pub wait: Option<(u64, u64)>,
+}
+
+/// What SYNC/PSYNC hands the server: the snapshot to send, and the stream offset it stands
+/// for (the replica is fed the stream from there).
+#[derive(Debug)]
+pub struct SyncStart {
+    pub snapshot: Snapshot,
+    pub offset: u64,
+}
+
+/// A snapshot written for a replica: in an unlinked temporary file, or in memory.
+#[derive(Debug)]
+pub enum Snapshot {
+    File(std::fs::File, u64),
+    Memory(Vec<u8>),
+}
+
+impl Snapshot {
+    pub fn len(&self) -> u64 {
+        match self {
+            Snapshot::File(_, n) => *n,
+            Snapshot::Memory(v) => v.len() as u64,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// One connection's state.
+#[derive(Debug, Default)]
+pub struct Session {
+    pub id: u64,
+    /// The logical database selected (`SELECT`; 0 at connection, `HELLO`, `RESET`): what a
+    /// replication stream names in its `SELECT`. Keys go to the store under
+    /// `ServerInfo::dbs.physical(db)`.
+    pub db: usize,
+    pub authed: bool,
+    pub name: Option<Vec<u8>>,
+    /// The protocol spoken (HELLO): 2 or 3; 0 before any HELLO, which is RESP2.
+    pub proto: u8,
+    /// The last command run (CLIENT LIST's `cmd`), as the table names it.
+    pub last_cmd: &'static str,
+    /// CLIENT REPLY OFF: no replies until CLIENT REPLY ON.
+    pub reply_off: bool,
+    /// CLIENT REPLY SKIP: the replies of this many commands (it and the next) are dropped.
+    pub reply_skip: u8,
+    /// CLIENT NO-EVICT ON (Redis: exempt from client eviction; cxltier evicts no clients, so it
+    /// is only reported).
+    pub no_evict: bool,
+    /// Inside MULTI: the commands queued for EXEC.
+    pub multi: Option<Vec<Vec<Vec<u8>>>>,
+    /// A command could not be queued (unknown, wrong arity, not allowed): EXEC aborts.
+    pub multi_failed: bool,
+    /// The keys this connection WATCHes, with the expiry each had then (a watched key that
+    /// expires is a change, as in Redis).
+    pub watched: Vec<(Vec<u8>, Option<u64>)>,
+    /// EXEC is running its queued commands: each must write exactly one reply.
+    pub in_exec: bool,
+    /// The channels, patterns and shard channels it subscribes to (in the order subscribed).
+    pub channels: Vec<Vec<u8>>,
+    pub patterns: Vec<Vec<u8>>,
+    pub shard_channels: Vec<Vec<u8>>,
+    /// Set by a blocking command that must wait; the server takes it after the command.
+    pub block: Option<Block>,
+    /// Key arguments a writing command left unchanged (set by its handler, taken after it):
+    /// neither WATCH nor a blocked client sees them written.
+    pub unchanged_keys: Vec<Vec<u8>>,
+    /// The server is running a parked command again: a key of another type is not an error
+    /// then, only not ready (Redis leaves such a client blocked).
+    pub block_retry: bool,
+    /// What the command that ran is replicated as, if not as itself (set by its handler,
+    /// taken after it): Redis's `rewriteClientCommandVector`/`alsoPropagate`. Empty: nothing
+    /// (Redis's `preventCommandPropagation`).
+    pub propagate: Option<Vec<crate::write_stream::Op>>,
+    /// Replicate the command even if it changed nothing (FLUSHALL, FLUSHDB, PUBLISH).
+    pub force_propagate: bool,
+    /// SYNC/PSYNC ran: the connection becomes a replica (the server takes it).
+    pub sync: Option<SyncStart>,
+    /// `REPLCONF listening-port`: the port this connection's replica listens on.
+    pub replica_port: u16,
+    /// This connection is a replica (it attached with SYNC/PSYNC).
+    pub is_replica: bool,
+    /// The write stream is being built (set by dispatch for each command): rewrites are made.
+    pub replicating: bool,
+    /// Keys a writing command changed that are no key position of the table's (SORT's STORE
+    /// destination): set by its handler, taken after it, they touch their watchers and wake
+    /// blocked clients like the others.
+    pub written_keys: Vec<Vec<u8>>,
+    /// The spans of the output the running command wrote that are push messages (pub/sub
+    /// confirmations and messages, keyspace notifications to itself): CLIENT REPLY OFF and
+    /// SKIP drop the command's reply but not these, as in Redis.
+    pub pushed: Vec<std::ops::Range<usize>>,
+}
+
+impl ServerInfo {
+    /// End the time of the command in [`ServerInfo::timed`] at `now_us` (a reading of
+    /// [`now_us`]): INFO commandstats' `usec` and the latency histogram get it.
+    pub fn close_command_time(&mut self, now_us: u64) {
+        if let Some((name, started)) = self.timed.take() {
+            let took = now_us.saturating_sub(started);
+            self.command_stats
+                .entry(CommandName(name))
+                .or_default()
+                .usec += took;
+            self.command_latency.observe(took as f64 / 1e6);
+        }
+    }
+
+    /// Record the command count at this tick (Redis keeps 16 samples, one per 100 ms).
+    pub fn sample_ops(&mut self, now: std::time::Instant) {
+        self.ops_samples.push_back((now, self.total_commands));
+        while self.ops_samples.len() > 16 {
+            self.ops_samples.pop_front();
+        }
+    }
+
+    /// Commands per second over the samples kept.
+    pub fn ops_per_sec(&self) -> u64 {
+        match (self.ops_samples.front(), self.ops_samples.back()) {
+            (Some(&(t0, n0)), Some(&(t1, n1))) if t1 > t0 => {
+                (n1.saturating_sub(n0) as f64 / (t1 - t0).as_secs_f64()).round() as u64
+            }
+            _ => 0,
+        }
+    }
+
+    /// A key looked up by a read command (Redis's keyspace_hits / keyspace_misses; a miss is
+    /// the `keymiss` event of class `m`).
+    pub(crate) fn lookup(&mut self, key: &[u8], found: bool) {
+        if found {
+            self.keyspace_hits += 1;
+        } else {
+            self.keyspace_misses += 1;
+            self.notify
+                .emit(crate::notify::class::KEY_MISS, "keymiss", key);
+        }
+    }
+
+    /// A write to `key` (a store key: with its physical database byte) that dispatch does not
+    /// see among the command's key arguments (MOVE's and COPY ... DB's destination): its
+    /// watchers and the clients blocked on it hear of it.
+    pub(crate) fn wrote(&mut self, key: &[u8]) {
+        let logical = self.dbs.to_logical_key(key);
+        self.touch(&logical);
+        if !self.blocked.is_empty() {
+            self.ready.push(logical);
+        }
+    }
+
+    /// A write to `key` (with its logical database byte): the transactions watching it will
+    /// fail.
+    pub(crate) fn touch(&mut self, key: &[u8]) {
+        if let Some(ids) = self.watchers.get(key) {
+            self.dirty.extend(ids.iter().copied());
+        }
+    }
+
+    /// A write to a key outside the command's key positions in the table (GEORADIUS's STORE
+    /// key): as for those, its watchers' transactions fail and a client blocked on it looks
+    /// again once the command is done.
+    pub(crate) fn wrote_key(&mut self, key: &[u8]) {
+        self.wrote(key);
+    }
+
+    /// Forget all of `session`'s subscriptions (RESET, and when the connection closes).
+    pub fn drop_subscriptions(&mut self, session: &mut Session) {
+        for ch in session.channels.drain(..) {
+            crate::subscriptions::remove(&mut self.pubsub.channels, &ch, session.id);
+        }
+        for p in session.patterns.drain(..) {
+            crate::subscriptions::remove(&mut self.pubsub.patterns, &p, session.id);
+        }
+        for ch in session.shard_channels.drain(..) {
+            crate::subscriptions::remove(&mut self.pubsub.shard_channels, &ch, session.id);
+        }
+    }
+
+    /// Forget `session`'s watched keys (UNWATCH, EXEC, DISCARD, RESET, and when it closes).
+    pub fn unwatch(&mut self, session: &mut Session) {
+        for (key, _) in session.watched.drain(..) {
+            if let hashbrown::hash_map::EntryRef::Occupied(mut e) =
+                self.watchers.entry_ref(&key[..])
+            {
+                e.get_mut().retain(|&id| id != session.id);
+                if e.get().is_empty() {
+                    e.remove();
+                }
+            }
+        }
+        self.dirty.remove(&session.id);
+    }
+}
+
+impl Session {
+    /// The (logical) database this connection's commands act on: what the write stream
+    /// selects before them.
+    pub fn db(&self) -> u32 {
+        self.db as u32
+    }
+
+    /// Replicate the command that is running as what `ops` builds instead of itself; built
+    /// only while the write stream is (a replica attached once), so that a write costs nothing
+    /// more before.
+    pub(crate) fn propagate_as(&mut self, ops: impl FnOnce() -> Vec<crate::write_stream::Op>) {
+        if self.replicating {
+            self.propagate = Some(ops());
+        }
+    }
+
+    /// The session of a connection just accepted: RESP2, authenticated when no password is set.
+    pub fn new(id: u64, authed: bool) -> Session {
+        Session {
+            id,
+            authed,
+            proto: 2,
+            ..Session::default()
+        }
+    }
+
+    /// Subscribed to anything (in RESP2, only the pub/sub commands, PING, QUIT and RESET may
+    /// run then).
+    pub fn subscribed(&self) -> bool {
+        !self.channels.is_empty() || !self.patterns.is_empty() || !self.shard_channels.is_empty()
+    }
+
+    /// A command failed before it could be queued: the transaction, if any, will abort.
+    pub(crate) fn flag_transaction(&mut self) {
+        if self.multi.is_some() {
+            self.multi_failed = true;
+        }
+    }
+
+    /// Whether the reply of the command that just ran is dropped (CLIENT REPLY OFF or SKIP);
+    /// counts a skipped one. The server calls it after each command.
+    pub fn drop_reply(&mut self) -> bool {
+        if self.reply_skip > 0 {
+            self.reply_skip -= 1;
+            return true;
+        }
+        self.reply_off
+    }
+
+    /// Take back what the command that just ran wrote to `out` from `from` on (CLIENT REPLY OFF
+    /// or SKIP), but for its push messages: those are no replies, and Redis sends them anyway.
+    pub fn drop_output_from(&mut self, out: &mut Vec<u8>, from: usize) {
+        let mut kept = Vec::new();
+        for r in self.pushed.drain(..) {
+            if r.start >= from && r.end <= out.len() {
+                kept.extend_from_slice(&out[r]);
+            }
+        }
+        out.truncate(from);
+        out.extend_from_slice(&kept);
+    }
+}
+
+/// What `CLIENT LIST` shows of a connection other than the caller's: kept by the server in
+/// [`ServerInfo::clients`], refreshed after each turn in which the connection ran commands.
+#[derive(Debug, Clone)]
+pub struct ClientMeta {
+    pub addr: String,
+    pub laddr: String,
+    pub fd: i32,
+    pub created: std::time::Instant,
+    pub last_active: std::time::Instant,
+    pub name: Option<Vec<u8>>,
+    pub proto: u8,
+    pub last_cmd: &'static str,
+    pub no_evict: bool,
+    pub reply_off: bool,
+    /// Bytes of input not run yet, and of replies not sent yet.
+    pub qbuf: usize,
+    pub omem: usize,
+    /// Channels, patterns and shard channels subscribed; commands queued in MULTI (-1 outside).
+    pub sub: usize,
+    pub psub: usize,
+    pub ssub: usize,
+    pub multi: i64,
+    /// It attached as a replica (SYNC/PSYNC): flag `S`, type `replica`.
+    pub replica: bool,
+    /// The logical database selected.
+    pub db: usize,
+}
+
+impl ClientMeta {
+    /// Copy what a session says of its connection.
+    pub fn update_from(&mut self, s: &Session) {
+        if self.name != s.name {
+            self.name.clone_from(&s.name);
+        }
+        self.proto = s.proto;
+        self.db = s.db;
+        self.last_cmd = s.last_cmd;
+        self.no_evict = s.no_evict;
+        self.reply_off = s.reply_off;
+        self.sub = s.channels.len();
+        self.psub = s.patterns.len();
+        self.ssub = s.shard_channels.len();
+        self.multi = s.multi.as_ref().map_or(-1, |q| q.len() as i64);
+        self.replica = s.is_replica;
+    }
+
+    /// Redis's client type for LIST and KILL filters: pubsub once subscribed, else normal.
+    pub(crate) fn kind(&self) -> &'static str {
+        if self.replica {
+            "replica"
+        } else if self.sub + self.psub + self.ssub > 0 {
+            "pubsub"
+        } else {
+            "normal"
+        }
+    }
+}
+
+/// Microseconds since the epoch.
+pub fn now_us() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_micros() as u64)
+        .unwrap_or(0)
+}
+
+pub(crate) fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// When an expiry given as `t` falls, in ms since the epoch, by Redis 7's rule: `t` in ms (times
+/// 1000 for seconds) must fit an i64, and so must `now + ms` for a relative time; `None` is
+/// "invalid expire time". Saturating instead turned `EXPIRE k 9223372036854775` into a time in
+/// the past (the key was deleted) and `SET k v EX 99999999999999999` into a negative TTL.
+pub(crate) fn expire_at_ms(t: i64, seconds: bool, relative: bool) -> Option<i64> {
+    let ms = if seconds { t.checked_mul(1000)? } else { t };
+    if relative {
+        i64::try_from(now_ms()).ok()?.checked_add(ms)
+    } else {
+        Some(ms)
+    }
+}
+
+pub(crate) fn parse_i64(b: &[u8]) -> Option<i64> {
+    std::str::from_utf8(b).ok()?.parse().ok()
+}
+
+/// Redis's reply to an expiry time that is not positive or does not fit (`now + ms` overflows).
+pub(crate) fn invalid_expire(out: &mut Vec<u8>, cmd: &str) {
+    reply::error(
+        out,
+        &format!(
+            "ERR invalid expire time in '{}' command",
+            cmd.to_lowercase()
+        ),
+    );
+}
+
+pub(crate) fn arity(out: &mut Vec<u8>, name: &[u8]) {
+    reply::error(
+        out,
+        &format!(
+            "ERR wrong number of arguments for '{}' command",
+            String::from_utf8_lossy(name).to_lowercase()
+        ),
+    );
+}
+
+/// Redis's rule for client names: printable ASCII without spaces.
+pub(crate) fn valid_client_name(name: &[u8]) -> bool {
+    name.iter().all(|&b| (b'!'..=b'~').contains(&b))
+}
+
+pub(crate) const BAD_CLIENT_NAME: &str =
+    "ERR Client names cannot contain spaces, newlines or special characters.";
+
+/// What a handler works with: the store, the server's settings and counters, the connection's
+/// state, and where its reply goes.
+pub struct Ctx<'a> {
+    pub store: &'a mut Store,
+    pub info: &'a mut ServerInfo,
+    pub session: &'a mut Session,
+    pub out: &'a mut Vec<u8>,
+    /// How a handler runs other commands: a script's `redis.call` as a client's command
+    /// ([`crate::dispatch::execute`]), EXEC's queued commands as checked when queued
+    /// ([`crate::dispatch::run_queued`]). Dispatch, which sits above the handlers, hands them
+    /// down, so that no handler imports it.
+    pub execute: Execute,
+    pub run_queued: RunQueued,
+}
+
+/// Run one command as a client's: the table's checks, then its handler.
+pub type Execute = fn(&mut Store, &mut ServerInfo, &mut Session, &[&[u8]], &mut Vec<u8>) -> Effect;
+
+/// Run one command EXEC queued (found in the table and checked when it was queued).
+pub type RunQueued = fn(&mut Ctx<'_>, &[&[u8]]) -> Effect;
+
+impl Ctx<'_> {
+    /// Announce a keyspace event of `class` on `key` (published after the command when the
+    /// class is on: [`crate::notify`]).
+    pub(crate) fn notify(&mut self, class: u32, event: &'static str, key: &[u8]) {
+        self.info.notify.emit(class, event, key);
+    }
+}
+
+/// An expired key as the store names it (its physical database's byte first): the logical
+/// database the stream selects for its `del`, and the key with that database's byte (the
+/// stream drops it, as it does every key argument's).
+pub(crate) fn expired_in(info: &ServerInfo, store_key: &[u8]) -> (u32, Vec<u8>) {
+    let key = info.dbs.to_logical_key(store_key);
+    (key.first().map_or(0, |&d| u32::from(d)), key)
+}
+
+/// The reply to an expiry that leaves the key deleted: Redis replicates it as `del` (or
+/// `unlink` with `lazyfree-lazy-expire yes`).
+pub(crate) fn expired_delete_op(info: &ServerInfo, key: &[u8]) -> crate::write_stream::Op {
+    let verb: &[u8] = if info.knobs.get("lazyfree-lazy-expire") == Some("yes") {
+        b"unlink"
+    } else {
+        b"del"
+    };
+    vec![verb.to_vec(), key.to_vec()]
+}
+
+pub(crate) fn unknown_command(out: &mut Vec<u8>, args: &[&[u8]]) {
+    let mut shown = String::new();
+    for a in args[1..].iter().take(3) {
+        shown.push_str(&format!(
+            "'{}' ",
+            String::from_utf8_lossy(&a[..a.len().min(64)])
+        ));
+    }
+    reply::error(
+        out,
+        &format!(
+            "ERR unknown command '{}', with args beginning with: {}",
+            String::from_utf8_lossy(&args[0][..args[0].len().min(64)]),
+            shown
+        ),
+    );
+}
+
+/// Reply with `msg` as an error; the command changed nothing.
+pub(crate) fn fail(ctx: &mut Ctx<'_>, msg: &str) -> Result<Effect, StoreError> {
+    reply::error(ctx.out, msg);
+    Ok(Effect::Read)
+}

@@ -1,0 +1,590 @@
+//! Running one command: the checks before it (arity, NOAUTH, RESP2's subscribed mode, OOM and
+//! NOREPLICAS refusals, queuing inside MULTI), the database byte given to each key argument,
+//! its handler from the table, and what follows it (the write stream, watchers and blocked
+//! clients, keyspace notifications, counters).
+
+use cxltier_store::{Store, StoreError};
+
+use crate::context::*;
+use crate::info::memory_figures;
+use crate::notify::{channels, class, Event};
+use crate::resp::reply;
+use crate::table::{self, flag};
+use crate::write_stream::Op;
+
+fn store_error(out: &mut Vec<u8>, e: &StoreError) {
+    match e {
+        StoreError::Full { .. } => reply::error(out, &format!("OOM {e}")),
+        StoreError::TooLarge { .. } => reply::error(out, &format!("ERR {e}")),
+        _ => reply::error(out, &format!("ERR {e}")),
+    }
+}
+
+/// Run one command, writing its reply to `out`. The command is found in the table
+/// ([`crate::table`]), which gives its arity and whether it may run before AUTH.
+pub fn execute(
+    store: &mut Store,
+    info: &mut ServerInfo,
+    session: &mut Session,
+    args: &[&[u8]],
+    out: &mut Vec<u8>,
+) -> Effect {
+    let Some(&name) = args.first() else {
+        // An empty multibulk is ignored, like Redis.
+        return Effect::Read;
+    };
+    info.total_commands += 1;
+    session.pushed.clear();
+    let Some(cmd) = table::lookup(name) else {
+        unknown_command(out, args);
+        session.flag_transaction();
+        return Effect::Read;
+    };
+    // Redis's order: an unknown command and a wrong arity are said before NOAUTH.
+    if !cmd.arity_ok(args.len()) {
+        info.command_stats
+            .entry(CommandName(cmd.name))
+            .or_default()
+            .rejected_calls += 1;
+        arity(out, name);
+        session.flag_transaction();
+        return Effect::Read;
+    }
+    if info.requirepass.is_some() && !session.authed && !cmd.has(flag::NO_AUTH) {
+        info.command_stats
+            .entry(CommandName(cmd.name))
+            .or_default()
+            .rejected_calls += 1;
+        reply::error(out, "NOAUTH Authentication required.");
+        session.flag_transaction();
+        return Effect::Read;
+    }
+    if session.proto < 3 && session.subscribed() && !cmd.has(flag::ALLOWED_IN_RESP2_SUBSCRIBED) {
+        reply::error(
+            out,
+            &format!(
+                "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
+                cmd.name.to_ascii_lowercase()
+            ),
+        );
+        return Effect::Read;
+    }
+    if let Some(err) = refusal(store, info, session, cmd) {
+        info.command_stats
+            .entry(CommandName(cmd.name))
+            .or_default()
+            .rejected_calls += 1;
+        if cmd.has(flag::TX_EXEC) && session.multi.is_some() {
+            // Redis's execCommandAbort: the transaction goes, and says why.
+            session.multi = None;
+            session.multi_failed = false;
+            info.unwatch(session);
+            reply::error(
+                out,
+                &format!("EXECABORT Transaction discarded because of: {err}"),
+            );
+        } else {
+            reply::error(out, err);
+            session.flag_transaction();
+        }
+        return Effect::Read;
+    }
+    session.last_cmd = cmd.name;
+    if let Some(queued) = session.multi.as_mut() {
+        // Inside MULTI everything but the transaction's own commands is queued for EXEC.
+        if !cmd.has(flag::TX_CONTROL) {
+            if cmd.has(flag::NO_MULTI) {
+                reply::error(out, "ERR Command not allowed inside a transaction");
+                session.multi_failed = true;
+                return Effect::Read;
+            }
+            queued.push(args.iter().map(|a| a.to_vec()).collect());
+            reply::simple(out, "QUEUED");
+            return Effect::Read;
+        }
+    }
+    let mut ctx = Ctx {
+        store,
+        info,
+        session,
+        out,
+        execute,
+        run_queued,
+    };
+    dispatch(&mut ctx, cmd, args)
+}
+
+const OOM: &str = "OOM command not allowed when used memory > 'maxmemory'.";
+
+const NOREPLICAS: &str = "NOREPLICAS Not enough good replicas to write.";
+
+/// Why the server refuses `cmd` now, as Redis's processCommand does: writes while
+/// `min-replicas-to-write` asks for replicas (cxltier has none), and commands that may grow
+/// memory while `used_memory` is over a `CONFIG SET maxmemory` limit (inside MULTI, every
+/// command but EXEC, DISCARD, QUIT and RESET: queuing takes memory too). EXEC counts as the
+/// commands it would run.
+fn refusal(
+    store: &Store,
+    info: &ServerInfo,
+    session: &Session,
+    cmd: &table::Command,
+) -> Option<&'static str> {
+    let queued = || {
+        session
+            .multi
+            .iter()
+            .flatten()
+            .filter_map(|args| table::lookup(args.first()?))
+    };
+    let is_exec = cmd.has(flag::TX_EXEC);
+    let writes = cmd.has(flag::WRITE) || (is_exec && queued().any(|c| c.has(flag::WRITE)));
+    // Redis's min-replicas-to-write: writes need that many replicas that acknowledged within
+    // min-replicas-max-lag seconds.
+    let (min_replicas, max_lag) = info.knobs.min_replicas();
+    if writes
+        && min_replicas > 0
+        && max_lag > 0
+        && (info
+            .repl
+            .good_replicas(max_lag as u64, std::time::Instant::now()) as i64)
+            < min_replicas
+    {
+        return Some(NOREPLICAS);
+    }
+    let limit = info.maxmemory_limit?;
+    let grows = cmd.has(flag::DENYOOM)
+        || (is_exec && queued().any(|c| c.has(flag::DENYOOM)))
+        || (session.multi.is_some() && !cmd.has(flag::TX_END));
+    if grows && memory_figures(&store.stats()).0 > limit {
+        return Some(OOM);
+    }
+    None
+}
+
+/// Run a command found in the table and checked: its handler, then what its write means for
+/// the clients watching its keys. Every key argument goes to the handler with the byte of the
+/// database it is kept in ([`crate::db`]), so handlers and the store see one database's keys.
+fn dispatch(ctx: &mut Ctx<'_>, cmd: &'static table::Command, args: &[&[u8]]) -> Effect {
+    // The keys with their database byte, one after the other in a buffer the server keeps
+    // (so a command costs one allocation here, its argument list), then the arguments with
+    // each key replaced by its slice of it.
+    let physical = ctx.info.dbs.physical(ctx.session.db);
+    let mut keyed = std::mem::take(&mut ctx.info.keyed_scratch);
+    keyed.clear();
+    table::for_each_key_position(cmd, args, |i| {
+        crate::db::append_store_key(&mut keyed, physical, args[i]);
+    });
+    // On the stack for the usual few arguments: an allocation per command showed in profiles.
+    let mut with_db: smallvec::SmallVec<[&[u8]; 8]> = smallvec::SmallVec::from_slice(args);
+    let mut at = 0;
+    table::for_each_key_position(cmd, args, |i| {
+        let end = at + 1 + args[i].len();
+        with_db[i] = &keyed[at..end];
+        at = end;
+    });
+    let effect = dispatch_keyed(ctx, cmd, &with_db);
+    drop(with_db);
+    // A buffer grown by a command of many or long keys is not kept.
+    if keyed.capacity() <= KEYED_SCRATCH_KEPT {
+        ctx.info.keyed_scratch = keyed;
+    }
+    effect
+}
+
+/// Run a command EXEC queued: found in the table and checked when it was queued, it goes
+/// straight to [`dispatch`] (EXEC's handler calls it through [`Ctx::run_queued`]).
+pub(crate) fn run_queued(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Effect {
+    let cmd = table::lookup(args[0]).expect("checked when queued");
+    ctx.session.last_cmd = cmd.name;
+    dispatch(ctx, cmd, args)
+}
+
+/// The most bytes of keys dispatch's buffer keeps between commands.
+const KEYED_SCRATCH_KEPT: usize = 64 << 10;
+
+/// [`dispatch`], once every key argument has its database byte.
+fn dispatch_keyed(ctx: &mut Ctx<'_>, cmd: &'static table::Command, args: &[&[u8]]) -> Effect {
+    // FLUSHALL/FLUSHDB touch the watched keys that exist (Redis's rule), known only before;
+    // FLUSHDB only those of its database.
+    if !ctx.info.watchers.is_empty() && cmd.has(flag::FLUSHES_ALL | flag::FLUSHES_DB) {
+        let only = cmd.has(flag::FLUSHES_DB).then_some(ctx.session.db as u8);
+        let dbs = &ctx.info.dbs;
+        let existing: Vec<Vec<u8>> = ctx
+            .info
+            .watchers
+            .keys()
+            .filter(|k| only.is_none_or(|d| k.first() == Some(&d)))
+            .filter(|k| ctx.store.contains(&dbs.to_physical_key(k)))
+            .cloned()
+            .collect();
+        for k in existing {
+            ctx.info.touch(&k);
+        }
+    }
+    // The time the command sees (Redis's command time snapshot): read once, and frozen in the
+    // store for the command's lookups; the commands of an EXEC or a script see their
+    // caller's. The same reading starts the command's time in INFO commandstats.
+    let started_us = now_us();
+    let outermost = ctx.store.frozen_clock().is_none();
+    if outermost {
+        ctx.info.close_command_time(started_us);
+        ctx.store.freeze_clock(started_us / 1000);
+    }
+    // Replication: this command's unit of the write stream begins (EXEC's commands come back
+    // here nested), and what it changes is counted from here. Keys expired outside any
+    // command (the server's look-ups before it) go first, each alone.
+    if ctx.info.repl.enter() {
+        drain_expired(ctx.store, ctx.info, false);
+    }
+    let changes_before = ctx.store.changes();
+    ctx.session.replicating = ctx.info.repl.active;
+    ctx.session.propagate = None;
+    ctx.session.force_propagate = false;
+    // Lazy expiry, counted: a key of the command whose TTL has passed is removed here, by an
+    // index lookup that reads no value, so INFO's expired_keys counts it as Redis does.
+    if cmd.first_key > 0 && ctx.store.may_have_expiring_keys() {
+        let before = ctx.store.len();
+        for i in cmd.key_positions(args.len()) {
+            ctx.store.contains(args[i]);
+        }
+        ctx.info.expired_keys += before.saturating_sub(ctx.store.len());
+    }
+    // With notifications on: the expiries just found are announced first (Redis announces
+    // one at the lookup that finds it), and which keys exist is noted, for the `new` and
+    // `del` events that follow from the keyspace alone.
+    let notifying = ctx.info.notify.active();
+    let mut existed: Vec<(&[u8], bool)> = Vec::new();
+    if notifying {
+        announce_expired(ctx.store, ctx.info, true);
+        let mut seen = hashbrown::HashSet::new();
+        for i in cmd.key_positions(args.len()) {
+            if seen.insert(args[i]) {
+                existed.push((args[i], ctx.store.contains(args[i])));
+            }
+        }
+    }
+    let reply_at = ctx.out.len();
+    let effect = match (cmd.handler)(ctx, args) {
+        Ok(effect) => effect,
+        Err(e) => {
+            store_error(ctx.out, &e);
+            Effect::Read
+        }
+    };
+    propagate(ctx, cmd, args, changes_before);
+    ctx.info.repl.leave(!cmd.has(flag::TOUCHES_ARBITRARY_KEYS));
+    let stat = ctx
+        .info
+        .command_stats
+        .entry(CommandName(cmd.name))
+        .or_default();
+    stat.calls += 1;
+    if outermost {
+        // Its time ends at the next reading of the clock.
+        ctx.info.timed = Some((cmd.name, started_us));
+        ctx.store.thaw_clock();
+    } else {
+        let took_us = now_us().saturating_sub(started_us);
+        stat.usec += took_us;
+        ctx.info.command_latency.observe(took_us as f64 / 1e6);
+    }
+    if ctx.out.get(reply_at) == Some(&b'-') {
+        stat.failed_calls += 1;
+    }
+    // A blocked client's keys are kept as the registries keep keys: by logical database.
+    if let Some(block) = ctx.session.block.as_mut() {
+        for k in &mut block.keys {
+            *k = ctx.info.dbs.to_logical_key(k);
+        }
+    }
+    if notifying {
+        // A read-only command's keys that were not there are key misses (Redis's lookupKeyRead;
+        // OBJECT looks without announcing).
+        let reads = cmd.has(flag::READONLY) && !cmd.has(flag::NO_KEYMISS);
+        finish_command(ctx, &existed, reads, reply_at);
+    }
+    // The keys written (the table's key positions, unless the handler named some unchanged:
+    // SMOVE of a member the destination holds already; and those the handler named written
+    // beyond them: SORT's STORE) touch their watchers and may feed a connection parked by a
+    // blocking command, which the server looks at once the command (or the whole EXEC) is
+    // done. Looked at only when someone waits on keys.
+    let unchanged = std::mem::take(&mut ctx.session.unchanged_keys);
+    let written = std::mem::take(&mut ctx.session.written_keys);
+    if effect == Effect::Wrote && !(ctx.info.blocked.is_empty() && ctx.info.watchers.is_empty()) {
+        let positions = cmd.key_positions(args.len()).map(|i| args[i]);
+        for k in positions.chain(written.iter().map(Vec::as_slice)) {
+            if unchanged.iter().any(|u| u == k) {
+                continue;
+            }
+            let logical = ctx.info.dbs.to_logical_key(k);
+            ctx.info.touch(&logical);
+            if !ctx.info.blocked.is_empty() {
+                ctx.info.ready.push(logical);
+            }
+        }
+    }
+    effect
+}
+
+/// Add what the command just run means for the write stream to its unit: the keys it found
+/// expired as `del` (or `unlink`), then, if it changed the store (or must be replicated anyway),
+/// itself or what its handler rewrote it to.
+fn propagate(ctx: &mut Ctx<'_>, cmd: &table::Command, args: &[&[u8]], changes_before: u64) {
+    let rewrite = ctx.session.propagate.take();
+    let forced = std::mem::take(&mut ctx.session.force_propagate);
+    if !ctx.info.repl.active {
+        return;
+    }
+    let db = ctx.session.db();
+    drain_expired(ctx.store, ctx.info, true);
+    let dirty = ctx.store.changes() != changes_before;
+    if !(forced || (dirty && cmd.has(flag::WRITE))) {
+        return;
+    }
+    match rewrite {
+        Some(ops) => {
+            for op in ops {
+                ctx.info.repl.also_propagate(db, user_keys(op));
+            }
+        }
+        None => ctx
+            .info
+            .repl
+            .also_propagate(db, user_keys(args.iter().map(|a| a.to_vec()).collect())),
+    }
+}
+
+/// `op` as the stream carries it: the commands ran with each key argument carrying its
+/// database's byte (dispatch gives it, and rewrites and expiries are built from those keys);
+/// the stream, like Redis's, names the user's keys under a `select`. The key arguments are the
+/// command table's key positions of `op`'s command.
+pub(crate) fn user_keys(mut op: Op) -> Op {
+    let Some(cmd) = op.first().and_then(|name| table::lookup(name)) else {
+        return op;
+    };
+    let mut positions = Vec::new();
+    let args: Vec<&[u8]> = op.iter().map(Vec::as_slice).collect();
+    table::for_each_key_position(cmd, &args, |i| positions.push(i));
+    for i in positions {
+        if !op[i].is_empty() {
+            op[i].remove(0);
+        }
+    }
+    op
+}
+
+/// The keys the store found past their TTL since it was last asked (by a lookup, or by its
+/// background sampling), taken in one place so that neither of their two users misses what
+/// the other took: each is replicated as a `del` (or `unlink` with `lazyfree-lazy-expire yes`)
+/// — into the running command's unit of the stream when `in_command`, else alone — and
+/// announced as `expired` (keyspace notifications; published with the command's events, or by
+/// the caller).
+pub(crate) fn drain_expired(store: &mut Store, info: &mut ServerInfo, in_command: bool) {
+    for k in store.take_expired() {
+        if info.repl.active {
+            let (db, key) = expired_in(info, &k);
+            let op = user_keys(expired_delete_op(info, &key));
+            if in_command {
+                info.repl.also_propagate(db, op);
+            } else {
+                info.repl.emit(db, &op);
+            }
+        }
+        info.notify
+            .emit(crate::notify::class::EXPIRED, "expired", &k);
+    }
+}
+
+/// Announce the keys the store found past their TTL since it was last asked (`expired`), and
+/// replicate them (`drain_expired`); `in_command`: a command is running.
+pub(crate) fn announce_expired(
+    store: &mut cxltier_store::Store,
+    info: &mut crate::context::ServerInfo,
+    in_command: bool,
+) {
+    drain_expired(store, info, in_command);
+}
+
+/// After a command's handler: the events that follow from the keyspace (`new` for a key it
+/// created, `del` for one it removed without saying how, `expired` for keys found past their
+/// TTL on the way), then every event published. `existed` says which of the command's keys
+/// existed before it ran, and `reads` whether it is a read-only command (its keys that were
+/// missing are `keymiss` events, when its handler did not say so already); `reply_at` is where
+/// its reply starts in the output.
+pub(crate) fn finish_command(
+    ctx: &mut Ctx<'_>,
+    existed: &[(&[u8], bool)],
+    reads: bool,
+    reply_at: usize,
+) {
+    // Which keys exist now, before the expiries are announced: a key whose TTL ran out since
+    // the handler is then said `expired`, not `del`.
+    let now: Vec<bool> = existed.iter().map(|(k, _)| ctx.store.contains(k)).collect();
+    announce_expired(ctx.store, ctx.info, true);
+    if reads && ctx.info.notify.wants(class::KEY_MISS) {
+        for &(key, before) in existed {
+            if !before && !ctx.info.notify.emitted("keymiss", key) {
+                ctx.info.notify.emit(class::KEY_MISS, "keymiss", key);
+            }
+        }
+    }
+    for (&(key, before), now) in existed.iter().zip(now) {
+        let n = &mut ctx.info.notify;
+        match (before, now) {
+            (false, true) if !n.emitted("new", key) => n.insert_new(key),
+            (true, false)
+                if !["del", "rename_from", "move_from", "expired"]
+                    .iter()
+                    .any(|e| n.emitted(e, key)) =>
+            {
+                n.emit(class::GENERIC, "del", key)
+            }
+            _ => {}
+        }
+    }
+    let events = ctx.info.notify.take();
+    if events.is_empty() {
+        return;
+    }
+    // A connection subscribed to its own events (RESP3) gets them before the command's reply,
+    // as from Redis 7.0; inside EXEC they would land in EXEC's array: they go after the turn.
+    let me = (!ctx.session.in_exec).then_some(ctx.session.id);
+    let mut mine = Vec::new();
+    publish(ctx.info, &events, me, ctx.session.proto, &mut mine);
+    if !mine.is_empty() {
+        let len = mine.len();
+        ctx.out.splice(reply_at..reply_at, mine);
+        for r in &mut ctx.session.pushed {
+            if r.start >= reply_at {
+                *r = r.start + len..r.end + len;
+            }
+        }
+        ctx.session.pushed.push(reply_at..reply_at + len);
+    }
+}
+
+/// Publish `events` to their subscribers: the messages for connection `me` are written to
+/// `mine` in its protocol `proto`, the others left in the outbox for the server. Each event's
+/// key is the store's (its physical database's byte first): the database named is the one
+/// clients select for it (after any SWAPDB), the key the user's.
+pub(crate) fn publish(
+    info: &mut crate::context::ServerInfo,
+    events: &[Event],
+    me: Option<u64>,
+    proto: u8,
+    mine: &mut Vec<u8>,
+) {
+    let flags = info.notify.flags();
+    for e in events {
+        let logical = info.dbs.to_logical_key(&e.key);
+        let Some((&db, key)) = logical.split_first() else {
+            continue;
+        };
+        for (channel, payload) in channels(flags, u32::from(db), e.name, key) {
+            for d in crate::subscriptions::deliveries(&info.pubsub, &channel, &payload) {
+                if Some(d.to) == me {
+                    crate::subscriptions::write_message(mine, proto, &d);
+                } else {
+                    info.pubsub.outbox.push(d);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+
+    use super::*;
+
+    use crate::dispatch::execute;
+    use crate::testdb::*;
+
+    #[test]
+    fn a_commands_time_ends_at_the_next_reading_of_the_clock() {
+        let mut db = Db::large();
+        db.cmd("SET k v");
+        let set = |db: &Db| db.info.command_stats.get("SET").map(|s| (s.calls, s.usec));
+        assert_eq!(set(&db).map(|s| s.0), Some(1), "counted when it ran");
+        assert_eq!(db.info.command_latency.count(), 0, "its time is still open");
+        assert_eq!(db.info.timed.map(|t| t.0), Some("SET"));
+        db.cmd("GET k");
+        assert_eq!(db.info.command_latency.count(), 1, "closed by GET's start");
+        assert_eq!(db.info.timed.map(|t| t.0), Some("GET"));
+        // The commands of an EXEC are timed on their own (two readings) inside EXEC's time.
+        db.cmd("MULTI");
+        db.cmd("INCR n");
+        db.cmd("EXEC");
+        assert_eq!(db.info.command_stats["INCR"].calls, 1);
+        assert_eq!(
+            db.info.command_latency.count(),
+            4,
+            "SET, GET, MULTI, INCR inside EXEC (queuing runs nothing), and not EXEC yet"
+        );
+        assert_eq!(db.info.timed.map(|t| t.0), Some("EXEC"));
+        db.info.close_command_time(now_us());
+        assert_eq!(db.info.command_latency.count(), 5);
+        assert!(db.info.timed.is_none());
+        assert_eq!(set(&db).map(|s| s.0), Some(1));
+    }
+
+    /// CONFIG SET maxmemory below the budget: commands that may grow memory answer OOM (also
+    /// when queued in MULTI, and the transaction then aborts), reads and deletes go on;
+    /// maxmemory 0 lifts it. min-replicas-to-write > 0: writes answer NOREPLICAS, and an EXEC
+    /// holding a write aborts with that reason. (Redis's multi tests.)
+    #[test]
+    fn a_maxmemory_limit_refuses_growth_and_min_replicas_refuses_writes() {
+        let mut db = Db::large();
+        db.cmd("SET a 1");
+        assert_eq!(db.cmd("CONFIG SET maxmemory 1"), "+OK\r\n");
+        assert!(db.cmd("CONFIG GET maxmemory").ends_with("$1\r\n1\r\n"));
+        assert_eq!(db.cmd("SET b 2"), format!("-{OOM}\r\n"));
+        assert!(db.cmd("LPUSH l x").starts_with("-OOM"));
+        assert_eq!(db.cmd("GET a"), "$1\r\n1\r\n");
+        assert_eq!(db.cmd("DEL a"), ":1\r\n");
+        // Inside MULTI every queued command counts; DISCARD is never refused.
+        assert_eq!(db.cmd("MULTI"), "+OK\r\n");
+        assert!(db.cmd("GET a").starts_with("-OOM"));
+        assert_eq!(db.cmd("DISCARD"), "+OK\r\n");
+        assert_eq!(db.cmd("MULTI"), "+OK\r\n");
+        assert!(db.cmd("SET x 1").starts_with("-OOM"));
+        // Another connection lifts the limit (inside MULTI, CONFIG SET would be refused too).
+        let mut other = Session::new(1, true);
+        let mut out = Vec::new();
+        execute(
+            &mut db.store,
+            &mut db.info,
+            &mut other,
+            &[b"CONFIG", b"SET", b"maxmemory", b"0"],
+            &mut out,
+        );
+        assert_eq!(out, b"+OK\r\n");
+        assert!(db.cmd("EXEC").starts_with("-EXECABORT"));
+        assert_eq!(db.cmd("EXISTS x"), ":0\r\n");
+        assert_eq!(db.cmd("SET b 2"), "+OK\r\n");
+        // A maxmemory at or above the budget is the budget: nothing refused.
+        assert_eq!(db.cmd("CONFIG SET maxmemory 100gb"), "+OK\r\n");
+        assert_eq!(db.cmd("SET c 3"), "+OK\r\n");
+
+        assert_eq!(db.cmd("MULTI"), "+OK\r\n");
+        assert_eq!(db.cmd("INCR c"), "+QUEUED\r\n");
+        out.clear();
+        execute(
+            &mut db.store,
+            &mut db.info,
+            &mut other,
+            &[b"CONFIG", b"SET", b"min-replicas-to-write", b"2"],
+            &mut out,
+        );
+        assert_eq!(out, b"+OK\r\n");
+        let exec = db.cmd("EXEC");
+        assert!(
+            exec.starts_with("-EXECABORT") && exec.contains("NOREPLICAS"),
+            "{exec}"
+        );
+        assert_eq!(db.cmd("GET c"), "$1\r\n3\r\n");
+        assert!(db.cmd("SET d 4").starts_with("-NOREPLICAS"));
+        assert_eq!(db.cmd("CONFIG SET min-replicas-to-write 0"), "+OK\r\n");
+        assert_eq!(db.cmd("SET d 4"), "+OK\r\n");
+    }
+}

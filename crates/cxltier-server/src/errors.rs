@@ -1,0 +1,15 @@
+//! The error replies commands of several kinds give, word for word as Redis 7.0 gives them.
+
+/// Redis's reply to a command on a key of another type (without the store's own detail, which
+/// clients matching the exact text would not expect).
+pub(crate) const WRONGTYPE: &str =
+    "WRONGTYPE Operation against a key holding the wrong kind of value";
+
+pub(crate) const NOT_INT: &str = "ERR value is not an integer or out of range";
+
+pub(crate) const SYNTAX: &str = "ERR syntax error";
+
+/// Redis's error for a random-member count outside -LONG_MAX..LONG_MAX (SRANDMEMBER,
+/// HRANDFIELD, ZRANDMEMBER).
+pub(crate) const RANDOM_COUNT_RANGE: &str =
+    "ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807";
