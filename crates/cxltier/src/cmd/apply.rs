@@ -61,7 +61,7 @@ pub struct Args {
 /// the planned weights (on older kernels, the same values the kernel would derive).
 pub(crate) fn change_for_advice(
     table: &WeightTable,
-    advice: &crate::cmd::plan::PlannedWeights,
+    advice: &cxltier_advice::Advice,
 ) -> Result<WeightChange, CliError> {
     if advice.keep_auto && table.auto().is_some() {
         table.plan_auto().map_err(CliError::classified)
@@ -273,7 +273,7 @@ fn render(r: &Report) -> String {
 #[cfg(test)]
 mod advice_tests {
     use super::*;
-    use crate::cmd::plan::PlannedWeights;
+    use cxltier_advice::Advice;
     use cxltier_control::weights::WI_DIR;
 
     fn table(auto: Option<&str>) -> (tempfile::TempDir, WeightTable) {
@@ -291,7 +291,7 @@ mod advice_tests {
 
     #[test]
     fn keep_auto_switches_auto_on_where_the_kernel_has_it() {
-        let keep = PlannedWeights {
+        let keep = Advice {
             pairs: vec![(0, 23), (1, 8)],
             keep_auto: true,
         };
@@ -311,7 +311,7 @@ mod advice_tests {
             vec![(0, 23), (1, 8)]
         );
         // Advice to interleave writes the weights even where auto exists.
-        let set = PlannedWeights {
+        let set = Advice {
             pairs: vec![(0, 9), (1, 4)],
             keep_auto: false,
         };

@@ -67,7 +67,8 @@ fn start_tenths(args: &TuneArgs, err: &mut impl Write) -> Result<u32, CliError> 
     let weights: Vec<u32> = match &args.start {
         Some(w) => parse_tier_weights(w).map_err(CliError::classified)?,
         None => {
-            let (w, note) = crate::cmd::plan::planned_tier_weights(&args.mix)?;
+            let mix = crate::cmd::plan::parse_mix(&args.mix)?;
+            let (w, note) = cxltier_advice::tier_weights(mix).map_err(CliError::classified)?;
             let _ = writeln!(
                 err,
                 "cxltier tierd: starting split: the planner's weights for mix {} on the {note}",
