@@ -599,15 +599,11 @@ pub fn parse_node_weights(spec: &str) -> Result<Vec<(u32, u32)>, ControlError> {
     Ok(out)
 }
 
-/// Parse `3:1` (weights in tier order, fastest first).
+/// Parse `3:1` (weights in tier order, fastest first; [`cxltier_topo::Weights`]' rules).
 pub fn parse_tier_weights(spec: &str) -> Result<Vec<u32>, ControlError> {
-    if spec.trim().is_empty() {
-        return Err(bad(
-            spec,
-            "expected weights in tier order, fastest first, like 3:1",
-        ));
-    }
-    spec.split(':').map(|w| parse_weight(spec, w)).collect()
+    cxltier_topo::Weights::parse(spec)
+        .map(cxltier_topo::Weights::into_vec)
+        .map_err(|e| bad(spec, e.reason))
 }
 
 #[cfg(test)]
