@@ -592,6 +592,25 @@ pub fn parse_numa_maps(
     Ok(out)
 }
 
+/// The policy of a process's anonymous memory from `numa_maps`, e.g. `default` or
+/// `weighted-interleave`: the most common, by bytes, among its private anonymous mappings
+/// (hugetlb ones included: their pages follow a policy as well).
+pub fn anonymous_policy(mappings: &[MappingPlacement]) -> String {
+    let mut count: BTreeMap<String, u64> = BTreeMap::new();
+    for m in mappings {
+        if matches!(
+            m.kind,
+            MappingKind::Anon | MappingKind::Heap | MappingKind::Stack | MappingKind::Huge
+        ) {
+            *count.entry(m.policy.clone()).or_default() += m.bytes.max(1);
+        }
+    }
+    count
+        .into_iter()
+        .max_by_key(|(_, b)| *b)
+        .map_or_else(|| "default".to_string(), |(p, _)| p)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1010,5 +1029,27 @@ mod tests {
         assert_eq!(p.failures, BTreeMap::from([("ENOENT".to_string(), 1)]));
         assert_eq!(p.percent(0), 50.0);
         assert_eq!(p.policy, "default");
+    }
+}
+
+#[cfg(test)]
+mod anonymous_policy_tests {
+    use super::*;
+
+    #[test]
+    fn the_policy_holding_most_anonymous_memory_hugetlb_included() {
+        // One anonymous page under bind, 4 MiB of hugetlb under interleave, a large file under
+        // preferred: the file does not count, the hugetlb pages do.
+        let text = "7f00 bind:0 anon=1 dirty=1 N0=1 kernelpagesize_kB=4\n\
+                    7f01 interleave:0-1 file=/anon_hugepage\\040(deleted) huge anon=2 N0=1 N1=1 kernelpagesize_kB=2048\n\
+                    7f02 prefer:1 file=/data/big mapped=4096 N1=4096 kernelpagesize_kB=4\n";
+        let maps = parse_numa_maps(text, std::path::Path::new("numa_maps"), 4096).unwrap();
+        assert_eq!(anonymous_policy(&maps), "interleave");
+        assert_eq!(anonymous_policy(&maps[..1]), "bind");
+        assert_eq!(
+            anonymous_policy(&maps[2..]),
+            "default",
+            "no anonymous memory"
+        );
     }
 }

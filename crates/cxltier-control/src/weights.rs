@@ -241,6 +241,21 @@ impl WeightTable {
         Ok(WeightChange { nodes, auto })
     }
 
+    /// Plan the planner's advice: when it is to keep the kernel's own `auto` weights and the
+    /// kernel has the switch (Linux 6.16+), switch `auto` on, so that the kernel keeps deriving
+    /// them; otherwise write `pairs` (on older kernels the same values the kernel would derive).
+    pub fn plan_advice(
+        &self,
+        pairs: &[(u32, u32)],
+        keep_auto: bool,
+    ) -> Result<WeightChange, ControlError> {
+        if keep_auto && self.auto.is_some() {
+            self.plan_auto()
+        } else {
+            self.plan(pairs)
+        }
+    }
+
     /// Plan switching the kernel's automatic weights (back) on, Linux 6.16+: the kernel then derives
     /// every weight from the firmware's bandwidth figures. `nodes` lists every node at its current
     /// weight (the kernel decides the new ones).
@@ -599,15 +614,11 @@ pub fn parse_node_weights(spec: &str) -> Result<Vec<(u32, u32)>, ControlError> {
     Ok(out)
 }
 
-/// Parse `3:1` (weights in tier order, fastest first).
+/// Parse `3:1` (weights in tier order, fastest first; [`cxltier_topo::Weights`]' rules).
 pub fn parse_tier_weights(spec: &str) -> Result<Vec<u32>, ControlError> {
-    if spec.trim().is_empty() {
-        return Err(bad(
-            spec,
-            "expected weights in tier order, fastest first, like 3:1",
-        ));
-    }
-    spec.split(':').map(|w| parse_weight(spec, w)).collect()
+    cxltier_topo::Weights::parse(spec)
+        .map(cxltier_topo::Weights::into_vec)
+        .map_err(|e| bad(spec, e.reason))
 }
 
 #[cfg(test)]
@@ -680,6 +691,31 @@ mod tests {
             e.to_string().contains("node 0 is given more than once"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn advice_to_keep_auto_switches_auto_on_where_the_kernel_has_it() {
+        let keep = [(0, 23), (1, 8)];
+        let t = table(&[(0, 1), (1, 1)], Some(("auto", "false\n")));
+        let with_switch = WeightTable::read(t.path()).unwrap();
+        let change = with_switch.plan_advice(&keep, true).unwrap();
+        assert!(change.turns_auto_on());
+        // Without the switch (before Linux 6.16) the same values are written.
+        let t2 = table(&[(0, 1), (1, 1)], None);
+        let without = WeightTable::read(t2.path()).unwrap();
+        let change = without.plan_advice(&keep, true).unwrap();
+        assert!(!change.turns_auto_on());
+        assert_eq!(
+            change
+                .nodes
+                .iter()
+                .map(|n| (n.node, n.new))
+                .collect::<Vec<_>>(),
+            vec![(0, 23), (1, 8)]
+        );
+        // Advice to interleave writes the weights even where auto exists.
+        let change = with_switch.plan_advice(&[(0, 9), (1, 4)], false).unwrap();
+        assert!(!change.turns_auto_on());
     }
 
     #[test]

@@ -222,27 +222,16 @@ fn gcd(a: u32, b: u32) -> u32 {
     }
 }
 
-/// Parse a weight vector such as `3:1` or `5:2:1`.
+/// Parse a weight vector such as `3:1` or `5:2:1` ([`cxltier_topo::Weights`]' rules), one weight
+/// per tier.
 pub fn parse_weights(text: &str, tiers: usize) -> Result<Vec<u32>, PlanError> {
-    let bad = |why: &str| PlanError::BadRequest(format!("invalid weights {text:?}: {why}"));
-    let weights: Vec<u32> = text
-        .split(':')
-        .map(|p| {
-            p.trim()
-                .parse::<u32>()
-                .map_err(|_| bad(&format!("{p:?} is not a whole number")))
-        })
-        .collect::<Result<_, _>>()?;
+    let weights = cxltier_topo::Weights::parse(text)
+        .map_err(|e| PlanError::BadRequest(e.to_string()))?
+        .into_vec();
     if weights.len() != tiers {
-        return Err(bad(&format!(
-            "expected {tiers} weights, one per tier fastest first"
+        return Err(PlanError::BadRequest(format!(
+            "invalid weights {text:?}: expected {tiers} weights, one per tier fastest first"
         )));
-    }
-    if weights.iter().all(|&w| w == 0) {
-        return Err(bad("at least one weight must be positive"));
-    }
-    if weights.iter().any(|&w| w > 255) {
-        return Err(bad("the kernel accepts weights from 1 to 255"));
     }
     Ok(weights)
 }

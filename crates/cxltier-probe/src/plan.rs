@@ -149,20 +149,15 @@ pub fn parse_mixes(text: &str) -> Result<Vec<Mix>, ProbeError> {
     Ok(mixes)
 }
 
-/// Parse `3:1` weights for `nodes`.
+/// Parse `3:1` weights ([`cxltier_topo::Weights`]' rules) for `nodes`, one per node.
 pub fn parse_weights(text: &str, nodes: usize) -> Result<Vec<u32>, ProbeError> {
     let err = |reason: String| ProbeError::Weights {
         given: text.to_string(),
         reason,
     };
-    let weights: Vec<u32> = text
-        .split(':')
-        .map(|w| {
-            w.trim()
-                .parse::<u32>()
-                .map_err(|_| err(format!("{:?} is not a whole number", w.trim())))
-        })
-        .collect::<Result<_, _>>()?;
+    let weights = cxltier_topo::Weights::parse(text)
+        .map_err(|e| err(e.reason))?
+        .into_vec();
     if nodes < 2 {
         return Err(err(
             "weighted interleave needs two or more nodes in --nodes".to_string(),
@@ -173,11 +168,6 @@ pub fn parse_weights(text: &str, nodes: usize) -> Result<Vec<u32>, ProbeError> {
             "{} weights for {} nodes: give one weight per node, in --nodes order",
             weights.len(),
             nodes
-        )));
-    }
-    if let Some(w) = weights.iter().find(|w| !(1..=255).contains(*w)) {
-        return Err(err(format!(
-            "weight {w} is outside 1..=255, the range the kernel accepts"
         )));
     }
     Ok(weights)

@@ -340,7 +340,7 @@ impl Engine {
         proc_root: &Path,
     ) -> Result<Engine, TierdError> {
         policy.validate()?;
-        let budget = policy.dram_budget_bytes()?;
+        let budget = policy.dram_budget_bytes();
         let mut seen = HashSet::new();
         for &pid in pids {
             if !procfs::alive(proc_root, pid) {
@@ -1372,7 +1372,7 @@ mod tests {
         let mut policy = Policy::default();
         policy.tracking.soft_dirty = false;
         policy.tracking.sampled_above_mib = sampled_above_mib;
-        policy.limits.dram_budget = Some("8M".into());
+        policy.limits.dram_budget = Some("8M".parse().unwrap());
         let e = Engine::start(
             policy,
             Tiers {

@@ -30,7 +30,9 @@
 //!   `process_madvise(MADV_PAGEOUT)`), [`psi`] (memory pressure and the SLA controller that
 //!   sets the pageout allowance), [`readahead`] (`vm.page-cluster` tuned by swap readahead's
 //!   hit rate) and [`zswap`] (the compressed pool turned on for the run), both held by
-//!   [`setting`] and restored.
+//!   [`setting`] and restored; [`memory_session`] makes them all as one
+//!   [`memory_session::MemoryModeSession`] that records each change and undoes them in reverse
+//!   order (reported to a [`memory_session::MemoryModeSink`]).
 //! - [`workload`]: test workloads: a hot set that moves, a stream and a pointer chase (the
 //!   footprint sweep's), for the lab, benchmarks and demos.
 //!
@@ -48,6 +50,7 @@ mod error;
 pub mod hugepage;
 pub mod idle;
 pub mod memcg;
+pub mod memory_session;
 pub mod metrics;
 pub mod pageout;
 pub mod placement;
@@ -73,4 +76,5 @@ pub use access::{choose_source, AccessSource, Source, SourceKind};
 pub use daemon::{Daemon, DaemonSink, TargetSource};
 pub use engine::{Engine, IntervalReport, MemoryMode, MemoryReport, Tiers};
 pub use error::{Class, Classify, TierdError};
+pub use memory_session::{MemoryModePlan, MemoryModeSession, MemoryModeSink};
 pub use policy::Policy;

@@ -226,7 +226,12 @@ impl TierdMetrics {
         let p = &c.policy;
         let interval = p.limits.interval_ms as f64 / 1000.0;
         let rate = p.limits.max_migrate_mbps * 1e6;
-        let budget = p.limits.dram_budget.clone().unwrap_or_default();
+        let budget = p
+            .limits
+            .dram_budget
+            .as_ref()
+            .map(ToString::to_string)
+            .unwrap_or_default();
         w.info(
             "cxltier_tierd_config_info",
             "What tierd runs with: access source, dry run, fast and slow nodes, loop interval (seconds), migration rate limit (bytes per second), hot and cold thresholds (percent of samples), DRAM budget.",
@@ -370,7 +375,7 @@ mod tests {
         ConfigInfo {
             access_source: "damon",
             dry_run: false,
-            policy: Policy::default().with_dram_budget("64M"),
+            policy: Policy::default().with_dram_budget("64M".parse().unwrap()),
             tiers: Tiers {
                 fast: vec![0],
                 slow: vec![1, 2],

@@ -10,6 +10,7 @@ use std::time::Duration;
 use crate::access::AccessSource;
 use crate::idle::MAX_HISTORY;
 use crate::TierdError;
+use cxltier_topo::size::Size;
 
 /// The longest DAMON interval a policy may ask for (sampling, aggregation, update): an hour.
 pub const MAX_INTERVAL_MS: u64 = 3_600_000;
@@ -99,7 +100,7 @@ impl Default for PlacementRules {
 #[serde(deny_unknown_fields, default)]
 pub struct Limits {
     /// Most bytes of each target on the fastest tier ("64M", "2G"); none: as much as fits.
-    pub dram_budget: Option<String>,
+    pub dram_budget: Option<Size>,
     /// Most bytes moved per second, over all targets, in MB/s (10^6 bytes).
     pub max_migrate_mbps: f64,
     /// How often the placement loop runs.
@@ -147,8 +148,8 @@ impl Policy {
     }
 
     /// Set the DRAM budget.
-    pub fn with_dram_budget(mut self, budget: impl Into<String>) -> Self {
-        self.limits.dram_budget = Some(budget.into());
+    pub fn with_dram_budget(mut self, budget: Size) -> Self {
+        self.limits.dram_budget = Some(budget);
         self
     }
 
@@ -165,18 +166,8 @@ impl Policy {
     }
 
     /// The DRAM budget in bytes, if any.
-    pub fn dram_budget_bytes(&self) -> Result<Option<u64>, TierdError> {
-        match &self.limits.dram_budget {
-            None => Ok(None),
-            Some(text) => {
-                cxltier_topo::size::parse_size(text)
-                    .map(Some)
-                    .map_err(|e| TierdError::Setting {
-                        setting: "dram_budget",
-                        message: e.to_string(),
-                    })
-            }
-        }
+    pub fn dram_budget_bytes(&self) -> Option<u64> {
+        self.limits.dram_budget.as_ref().map(Size::bytes)
     }
 
     /// Set the access source.
@@ -302,7 +293,6 @@ impl Policy {
                 format!("{} ms: expected at least 10 ms", l.interval_ms),
             );
         }
-        self.dram_budget_bytes()?;
         Ok(())
     }
 }
@@ -328,7 +318,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(p.max_accesses(), 20);
-        assert_eq!(p.dram_budget_bytes().unwrap(), Some(2 << 20));
+        assert_eq!(p.dram_budget_bytes(), Some(2 << 20));
         assert_eq!(p.limits.max_migrate_mbps, 8.0);
         assert_eq!(p.placement, PlacementRules::default());
         assert_eq!(p.tracking.access_source, AccessSource::Auto);

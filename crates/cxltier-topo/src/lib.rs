@@ -14,6 +14,10 @@
 //! - the kernel's own tiering (`proc/sys/kernel/numa_balancing`, `sys/kernel/mm/numa/
 //!   demotion_enabled`, the promotion/demotion counters of `proc/vmstat`, see `ktier.rs`).
 //!
+//! Also what people write about memory, parsed once for every layer: [`size`] (sizes such as
+//! `64M`), [`nodelist`] (node lists such as `0-2,4`) and [`weights`] (weighted-interleave
+//! weights in order such as `3:1`: [`Weights`]).
+//!
 //! Each node is then classified ([`NodeKind`]) with the evidence for it, in words, so that a person
 //! can judge how strong it is (see `classify.rs` for the rules and why they are what they are).
 //!
@@ -34,6 +38,7 @@ pub mod nodelist;
 mod nvme;
 pub mod size;
 mod sysfs;
+pub mod weights;
 
 pub use classify::NodeKind;
 pub use cxl::{Cxl, CxlMemdev, CxlRegion, DaxDevice, DaxMode, DaxSource};
@@ -45,6 +50,7 @@ pub use ktier::{
 pub use node::{AccessClass, Hmat, MemoryTier, Node, Perf};
 pub use nodelist::NodeSet;
 pub use nvme::{NvmeController, NvmeNamespace};
+pub use weights::{Weights, WeightsError};
 
 use serde::Serialize;
 use std::io;

@@ -74,6 +74,56 @@ pub fn parse_size(text: &str) -> Result<u64, SizeError> {
     Ok(bytes)
 }
 
+/// A size as written and in bytes: parsed once where it is read (a flag, a policy file) and
+/// shown as the person wrote it (`64M`, not 67108864).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct Size {
+    bytes: u64,
+    text: String,
+}
+
+impl Size {
+    /// Parse a size ([`parse_size`]' rules), keeping the text.
+    pub fn parse(text: &str) -> Result<Size, SizeError> {
+        Ok(Size {
+            bytes: parse_size(text)?,
+            text: text.to_string(),
+        })
+    }
+
+    /// The size in bytes.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+}
+
+impl std::fmt::Display for Size {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+impl std::str::FromStr for Size {
+    type Err = SizeError;
+    fn from_str(text: &str) -> Result<Size, SizeError> {
+        Size::parse(text)
+    }
+}
+
+impl TryFrom<String> for Size {
+    type Error = SizeError;
+    fn try_from(text: String) -> Result<Size, SizeError> {
+        Size::parse(&text)
+    }
+}
+
+impl From<Size> for String {
+    fn from(size: Size) -> String {
+        size.text
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

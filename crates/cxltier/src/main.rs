@@ -6,7 +6,6 @@
 
 mod cmd;
 mod error;
-mod live;
 mod output;
 mod plot;
 

@@ -462,6 +462,267 @@ pub fn predict(
     })
 }
 
+/// What `--plan-cluster` does not say, from the rest of the command line and this machine.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClusterDefaults {
+    /// `--threads`, if given.
+    pub threads: Option<usize>,
+    /// `--memory-limit` in bytes, if given: each rank's DRAM unless `memory=` says.
+    pub memory_per_rank: Option<u64>,
+    /// `--exchange-message` in bytes.
+    pub message_bytes: u64,
+    /// This machine's cores: a node's unless `cores=` says.
+    pub cores_here: usize,
+    /// A sweep over rank counts is required (`--plot` draws one).
+    pub needs_sweep: bool,
+}
+
+/// `--plan-cluster SPEC` parsed: the cluster, and the sweep over rank counts if one was asked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClusterRequest {
+    /// The cluster (with a sweep, at its first rank count).
+    pub spec: ClusterSpec,
+    /// `ranks=A..B`: every power of two from A to B, a rank per node.
+    pub sweep: Option<(usize, usize)>,
+    /// Threads were given (`threads=` or `--threads`): a sweep keeps them per rank.
+    pub explicit_threads: bool,
+}
+
+impl ClusterRequest {
+    /// The clusters to predict: the one asked, or one per rank count of the sweep (a rank per
+    /// node, each using every core of its node unless threads were given).
+    pub fn points(&self) -> Vec<ClusterSpec> {
+        let Some((a, b)) = self.sweep else {
+            return vec![self.spec.clone()];
+        };
+        let mut points = Vec::new();
+        let mut r = a;
+        while r <= b {
+            points.push(ClusterSpec {
+                ranks: r,
+                nodes: r,
+                threads: if self.explicit_threads {
+                    self.spec.threads
+                } else {
+                    (self.spec.cores_per_node.ceil() as usize).max(1)
+                },
+                ..self.spec.clone()
+            });
+            r *= 2;
+        }
+        points
+    }
+}
+
+/// The keys `--plan-cluster` takes.
+const CLUSTER_KEYS: [&str; 11] = [
+    "ranks",
+    "nodes",
+    "cores",
+    "threads",
+    "memory",
+    "cxl",
+    "cxl-stream",
+    "network",
+    "latency",
+    "ssd",
+    "stream",
+];
+
+/// Parse `--plan-cluster`'s `key=value,...` (e.g. `ranks=16,nodes=4,network=12.5G`), each
+/// error naming the key and the form it takes.
+pub fn parse_cluster_spec(
+    text: &str,
+    defaults: &ClusterDefaults,
+) -> Result<ClusterRequest, QsimError> {
+    let bad = |message: String| QsimError::Config(message);
+    let mut fields: std::collections::BTreeMap<&str, &str> = Default::default();
+    for item in text.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+        let Some((key, value)) = item.split_once('=') else {
+            return Err(bad(format!(
+                "--plan-cluster {text}: {item:?} is not key=value; give e.g. \
+                 ranks=16,nodes=4,network=12.5G"
+            )));
+        };
+        if !CLUSTER_KEYS.contains(&key.trim()) {
+            return Err(bad(format!(
+                "--plan-cluster: unknown key {:?}; the keys are {}",
+                key.trim(),
+                CLUSTER_KEYS.join(", ")
+            )));
+        }
+        fields.insert(key.trim(), value.trim());
+    }
+    let count = |key: &str| -> Result<Option<usize>, QsimError> {
+        fields
+            .get(key)
+            .map(|v| match v.parse::<usize>() {
+                Ok(n) if n > 0 => Ok(n),
+                _ => Err(bad(format!(
+                    "--plan-cluster {key}={v}: give a whole number, 1 or more"
+                ))),
+            })
+            .transpose()
+    };
+    let size =
+        |v: &str| cxltier_topo::size::parse_size(v).map_err(|e| QsimError::Config(e.to_string()));
+    let Some(ranks_text) = fields.get("ranks").copied() else {
+        return Err(bad(
+            "--plan-cluster: give ranks=R (a power of two), e.g. ranks=16,nodes=4,network=12.5G, \
+             or a sweep ranks=A..B"
+                .into(),
+        ));
+    };
+    // ranks=A..B: every power of two from A to B, a rank per node.
+    let sweep = match ranks_text.split_once("..") {
+        None => None,
+        Some((a, b)) => {
+            let not_a_sweep = || {
+                bad(format!(
+                    "--plan-cluster ranks={ranks_text}: a sweep is ranks=A..B with A and B powers \
+                     of two, A at most B (e.g. ranks=1..64)"
+                ))
+            };
+            let (a, b) = (
+                a.trim().parse::<usize>().map_err(|_| not_a_sweep())?,
+                b.trim().parse::<usize>().map_err(|_| not_a_sweep())?,
+            );
+            if !a.is_power_of_two() || !b.is_power_of_two() || a > b {
+                return Err(not_a_sweep());
+            }
+            if fields.contains_key("nodes") {
+                return Err(bad(format!(
+                    "--plan-cluster ranks={ranks_text}: a sweep puts a rank on each node; drop \
+                     nodes=, or plan one rank count with ranks=R,nodes=N"
+                )));
+            }
+            Some((a, b))
+        }
+    };
+    if sweep.is_none() && defaults.needs_sweep {
+        return Err(bad(format!(
+            "--plot draws a sweep over rank counts: give ranks=A..B (e.g. ranks=1..64), not \
+             ranks={ranks_text}"
+        )));
+    }
+    let ranks = match sweep {
+        Some((a, _)) => a,
+        None => count("ranks")?.expect("given"),
+    };
+    let nodes = count("nodes")?.unwrap_or(ranks);
+    let cores = match fields.get("cores") {
+        Some(v) => match v.parse::<f64>() {
+            Ok(c) if c.is_finite() && c > 0.0 => c,
+            _ => {
+                return Err(bad(format!(
+                    "--plan-cluster cores={v}: give the cores of a node, e.g. 32"
+                )))
+            }
+        },
+        None => defaults.cores_here as f64,
+    };
+    let per_node = (ranks / nodes.max(1)).max(1);
+    let threads = match count("threads")? {
+        Some(t) => t,
+        None => defaults
+            .threads
+            .unwrap_or(((cores / per_node as f64).ceil() as usize).max(1)),
+    };
+    let memory = match fields.get("memory") {
+        Some(v) => Some(size(v)?),
+        None => defaults.memory_per_rank,
+    };
+    let network = fields
+        .get("network")
+        .map(|v| parse_rate("network", v))
+        .transpose()?;
+    let cxl = fields.get("cxl").map(|v| size(v)).transpose()?;
+    if cxl.is_some() && memory.is_none() {
+        return Err(bad(
+            "--plan-cluster: cxl=SIZE is what of a rank's part DRAM does not hold: give \
+             memory=SIZE (its DRAM) too"
+                .into(),
+        ));
+    }
+    let cxl_stream = fields
+        .get("cxl-stream")
+        .map(|v| parse_rate("cxl-stream", v))
+        .transpose()?;
+    let latency = fields
+        .get("latency")
+        .map(|v| parse_time("latency", v))
+        .transpose()?
+        .unwrap_or(0.0);
+    let ssd = fields
+        .get("ssd")
+        .map(|v| parse_rate("ssd", v))
+        .transpose()?;
+    let stream = fields
+        .get("stream")
+        .map(|v| parse_rate("stream", v))
+        .transpose()?;
+    Ok(ClusterRequest {
+        spec: ClusterSpec {
+            ranks,
+            nodes,
+            cores_per_node: cores,
+            threads,
+            memory_per_rank: memory,
+            cxl_per_rank: cxl,
+            cxl_stream_bytes_per_second: cxl_stream,
+            network_bytes_per_second: network,
+            latency_seconds: latency,
+            ssd_bytes_per_second: ssd,
+            stream_bytes_per_second: stream,
+            message_bytes: defaults.message_bytes,
+        },
+        sweep,
+        explicit_threads: fields.contains_key("threads") || defaults.threads.is_some(),
+    })
+}
+
+/// Bytes per second, `K/M/G/T` powers of 1000: `12.5G`, `800M`, `3e9`.
+fn parse_rate(key: &str, text: &str) -> Result<f64, QsimError> {
+    let t = text.trim();
+    let t = t
+        .strip_suffix("B/s")
+        .or_else(|| t.strip_suffix("/s"))
+        .unwrap_or(t);
+    let (number, scale) = match t.char_indices().last() {
+        Some((i, 'K' | 'k')) => (&t[..i], 1e3),
+        Some((i, 'M')) => (&t[..i], 1e6),
+        Some((i, 'G')) => (&t[..i], 1e9),
+        Some((i, 'T')) => (&t[..i], 1e12),
+        _ => (t, 1.0),
+    };
+    match number.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v * scale),
+        _ => Err(QsimError::Config(format!(
+            "--plan-cluster {key}={text}: give bytes per second, e.g. 12.5G (100 Gb/s), 800M"
+        ))),
+    }
+}
+
+/// Seconds from `2us`, `0.5ms`, `100ns`, `1s` (a bare number is seconds).
+fn parse_time(key: &str, text: &str) -> Result<f64, QsimError> {
+    let t = text.trim();
+    let (number, scale) = if let Some(n) = t.strip_suffix("ns") {
+        (n, 1e-9)
+    } else if let Some(n) = t.strip_suffix("us").or_else(|| t.strip_suffix("µs")) {
+        (n, 1e-6)
+    } else if let Some(n) = t.strip_suffix("ms") {
+        (n, 1e-3)
+    } else {
+        (t.strip_suffix('s').unwrap_or(t), 1.0)
+    };
+    match number.parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v * scale),
+        _ => Err(QsimError::Config(format!(
+            "--plan-cluster {key}={text}: give a time such as 2us, 0.5ms, 0"
+        ))),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

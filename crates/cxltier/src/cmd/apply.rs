@@ -56,20 +56,6 @@ pub struct Args {
     sysfs_root: Option<PathBuf>,
 }
 
-/// The change for the planner's advice: with `keep auto`, switch the kernel's own weights (back) on
-/// where the kernel has the switch, so they follow the firmware as the kernel intends; otherwise write
-/// the planned weights (on older kernels, the same values the kernel would derive).
-pub(crate) fn change_for_advice(
-    table: &WeightTable,
-    advice: &crate::cmd::plan::PlannedWeights,
-) -> Result<WeightChange, CliError> {
-    if advice.keep_auto && table.auto().is_some() {
-        table.plan_auto().map_err(CliError::classified)
-    } else {
-        table.plan(&advice.pairs).map_err(CliError::classified)
-    }
-}
-
 /// The (node, weight) pairs asked for with --weights.
 fn requested(args: &Args, root: &Path) -> Result<Vec<(u32, u32)>, CliError> {
     let spec: WeightsSpec = args
@@ -173,7 +159,10 @@ pub fn run(args: Args) -> CliResult {
     let change = if args.auto {
         table.plan_auto().map_err(CliError::classified)?
     } else if let Some(mix) = &args.plan {
-        change_for_advice(&table, &crate::cmd::plan::planned_advice(mix)?)?
+        let advice = crate::cmd::plan::planned_advice(mix)?;
+        table
+            .plan_advice(&advice.pairs, advice.keep_auto)
+            .map_err(CliError::classified)?
     } else {
         let pairs = requested(&args, &root)?;
         table.plan(&pairs).map_err(CliError::classified)?
@@ -268,54 +257,4 @@ fn render(r: &Report) -> String {
         out.push_str(&format!("undo: {undo}\n"));
     }
     out
-}
-
-#[cfg(test)]
-mod advice_tests {
-    use super::*;
-    use crate::cmd::plan::PlannedWeights;
-    use cxltier_control::weights::WI_DIR;
-
-    fn table(auto: Option<&str>) -> (tempfile::TempDir, WeightTable) {
-        let tmp = tempfile::tempdir().unwrap();
-        let dir = tmp.path().join(WI_DIR);
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join("node0"), "1\n").unwrap();
-        std::fs::write(dir.join("node1"), "1\n").unwrap();
-        if let Some(a) = auto {
-            std::fs::write(dir.join("auto"), a).unwrap();
-        }
-        let t = WeightTable::read(tmp.path()).unwrap();
-        (tmp, t)
-    }
-
-    #[test]
-    fn keep_auto_switches_auto_on_where_the_kernel_has_it() {
-        let keep = PlannedWeights {
-            pairs: vec![(0, 23), (1, 8)],
-            keep_auto: true,
-        };
-        let (_tmp, with_switch) = table(Some("false\n"));
-        let change = change_for_advice(&with_switch, &keep).unwrap();
-        assert!(change.turns_auto_on());
-        // Without the switch (before Linux 6.16) the same values are written.
-        let (_tmp2, without) = table(None);
-        let change = change_for_advice(&without, &keep).unwrap();
-        assert!(!change.turns_auto_on());
-        assert_eq!(
-            change
-                .nodes
-                .iter()
-                .map(|n| (n.node, n.new))
-                .collect::<Vec<_>>(),
-            vec![(0, 23), (1, 8)]
-        );
-        // Advice to interleave writes the weights even where auto exists.
-        let set = PlannedWeights {
-            pairs: vec![(0, 9), (1, 4)],
-            keep_auto: false,
-        };
-        let change = change_for_advice(&with_switch, &set).unwrap();
-        assert!(!change.turns_auto_on());
-    }
 }

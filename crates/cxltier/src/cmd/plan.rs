@@ -1,9 +1,9 @@
 //! `cxltier plan`: choose weighted-interleave weights for a mix and a goal.
 
-use crate::error::{Class, CliError, CliResult};
+use crate::error::{CliError, CliResult};
 use crate::output::{print_json, Table};
-use cxltier_model::{plan, Action, Candidate, Goal, PlanRequest, WeightPlan};
-use cxltier_profile::{Mix, Profile, DEFAULT_BUILTIN};
+use cxltier_model::{plan, Candidate, Goal, PlanRequest, WeightPlan};
+use cxltier_profile::{Mix, Profile};
 use serde::Serialize;
 use std::process::ExitCode;
 
@@ -64,21 +64,11 @@ fn load_profile(spec: Option<&str>) -> Result<Source, CliError> {
         let note = format!("profile {} ({})", profile.name, profile.origin);
         return Ok(Source { profile, note });
     }
-    match crate::live::live_profile() {
-        Ok(profile) => {
-            let note = format!("live machine ({})", profile.source);
-            Ok(Source { profile, note })
-        }
-        Err(why) => {
-            let profile = Profile::load(DEFAULT_BUILTIN).expect("built-in profile is valid");
-            Ok(Source {
-                note: format!(
-                    "built-in profile {DEFAULT_BUILTIN}, because {why}; pass --profile to choose"
-                ),
-                profile,
-            })
-        }
-    }
+    let choice = cxltier_advice::live_or_builtin();
+    Ok(Source {
+        profile: choice.profile,
+        note: choice.note,
+    })
 }
 
 fn parse_candidates(text: &str, tiers: usize) -> Result<Vec<Vec<u32>>, CliError> {
@@ -88,7 +78,7 @@ fn parse_candidates(text: &str, tiers: usize) -> Result<Vec<Vec<u32>>, CliError>
         .collect()
 }
 
-fn parse_mix(text: &str) -> Result<Mix, CliError> {
+pub(crate) fn parse_mix(text: &str) -> Result<Mix, CliError> {
     text.parse::<Mix>().map_err(CliError::classified)
 }
 
@@ -394,109 +384,8 @@ fn write_svg(
     crate::plot::line_plot(path, &title, &x, y, &series)
 }
 
-/// The planner's advice for one mix on one machine, as `apply --plan` and `run --plan` use it.
-pub struct PlannedWeights {
-    /// (NUMA node id, weight) pairs, fastest tier first; every node of a tier gets the tier's weight.
-    pub pairs: Vec<(u32, u32)>,
-    /// The advice is to keep the kernel's own `auto` weights (the pairs are those weights).
-    pub keep_auto: bool,
-}
-
-/// The planner's advice for `mix` (e.g. "R", "2:1", "W5") on the live machine. Fails with a bad-input
-/// error for an unparsable mix, and an unsupported error when the machine has fewer than two memory
-/// tiers with known performance or the advice is not to interleave.
-pub fn planned_advice(mix: &str) -> Result<PlannedWeights, CliError> {
-    let mix = parse_mix(mix)?;
-    let profile = crate::live::live_profile().map_err(|why| {
-        CliError::new(
-            Class::Unsupported,
-            format!("cannot plan for this machine: {why}"),
-        )
-        .with_hint("give weights yourself (--weights), e.g. from `cxltier plan --profile ...`")
-    })?;
-    advice_for(&profile, mix)
-}
-
-fn advice_for(profile: &Profile, mix: Mix) -> Result<PlannedWeights, CliError> {
-    let plan =
-        plan(profile, &PlanRequest::new(mix, Goal::Bandwidth)).map_err(CliError::classified)?;
-    refuse_do_not_interleave(&plan)?;
-    Ok(PlannedWeights {
-        pairs: profile
-            .tiers
-            .iter()
-            .zip(&plan.recommended.weights)
-            .flat_map(|(t, &w)| t.nodes.iter().map(move |&n| (n, w)))
-            .collect(),
-        keep_auto: plan.recommended.action == Action::KeepAuto,
-    })
-}
-
-/// The planner's recommended weights for `mix` on the live machine, as (NUMA node id, weight) pairs
-/// (see [`planned_advice`]). Used by `run --plan`, which sets a process policy and has no `auto` switch.
-pub fn planned_node_weights(mix: &str) -> Result<Vec<(u32, u32)>, CliError> {
-    Ok(planned_advice(mix)?.pairs)
-}
-
-/// Weighted interleave cannot express "leave everything on the fastest tier" (the kernel takes weights
-/// 1..=255): say so instead of writing a weight of 0.
-fn refuse_do_not_interleave(plan: &WeightPlan) -> Result<(), CliError> {
-    if plan.recommended.action != Action::DoNotInterleave {
-        return Ok(());
-    }
-    Err(CliError::new(
-        Class::Unsupported,
-        format!(
-            "the planner advises not interleaving for mix {}: {}",
-            plan.mix, plan.recommended.reason
-        ),
-    )
-    .with_hint("leave the default policy, or bind to the fastest tier's nodes (cxltier run --bind NODES -- CMD); give --weights to interleave anyway"))
-}
-
-/// The planner's weights for `mix` in tier order (fastest first), on the live machine or, when its
-/// firmware gives no figures, on the built-in profile; with a note saying which.
-pub fn planned_tier_weights(mix: &str) -> Result<(Vec<u32>, String), CliError> {
-    let mix = parse_mix(mix)?;
-    let source = load_profile(None)?;
-    let plan = plan(&source.profile, &PlanRequest::new(mix, Goal::Bandwidth))
-        .map_err(CliError::classified)?;
-    Ok((plan.recommended.weights.clone(), source.note))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn xeon6_plan(mix: Mix, goal: Goal) -> WeightPlan {
-        let profile = Profile::load(DEFAULT_BUILTIN).unwrap();
-        plan(&profile, &PlanRequest::new(mix, goal)).unwrap()
-    }
-
-    #[test]
-    fn do_not_interleave_is_refused_rather_than_written_as_weight_zero() {
-        let latency = xeon6_plan(Mix::READ_ONLY, Goal::Latency);
-        assert_eq!(latency.recommended.weights, vec![1, 0]);
-        let err = refuse_do_not_interleave(&latency).unwrap_err();
-        assert!(
-            err.to_string().contains("advises not interleaving"),
-            "{err}"
-        );
-        assert!(refuse_do_not_interleave(&xeon6_plan(Mix::READ_ONLY, Goal::Bandwidth)).is_ok());
-    }
-
-    #[test]
-    fn keep_auto_advice_is_flagged_for_apply() {
-        let mut profile = Profile::load(DEFAULT_BUILTIN).unwrap();
-        profile.tiers[0].nodes = vec![0, 1];
-        profile.tiers[1].nodes = vec![2];
-        // Mix R: the auto weights 23:8 are predicted as good as the best split.
-        let advice = advice_for(&profile, Mix::READ_ONLY).unwrap();
-        assert!(advice.keep_auto);
-        assert_eq!(advice.pairs, vec![(0, 23), (1, 23), (2, 8)]);
-        // Mix 1:1: 9:4 beats the auto weights by more than the model's error.
-        let advice = advice_for(&profile, "1:1".parse().unwrap()).unwrap();
-        assert!(!advice.keep_auto);
-        assert_eq!(advice.pairs, vec![(0, 9), (1, 9), (2, 4)]);
-    }
+/// The planner's advice for `mix` (e.g. "R", "2:1", "W5") on the live machine, as `apply --plan`
+/// and `run --plan` use it. Fails with a bad-input error for an unparsable mix.
+pub fn planned_advice(mix: &str) -> Result<cxltier_advice::Advice, CliError> {
+    cxltier_advice::advise_live(parse_mix(mix)?).map_err(CliError::classified)
 }

@@ -107,7 +107,7 @@ fn request(args: &Args) -> Result<PolicySpec, CliError> {
         return Ok(PolicySpec::WeightedInterleave { weights, nodes });
     }
     if let Some(mix) = &args.plan {
-        let pairs = crate::cmd::plan::planned_node_weights(mix)?;
+        let pairs = crate::cmd::plan::planned_advice(mix)?.pairs;
         return Ok(PolicySpec::WeightedInterleave {
             weights: WeightsSpec::PerNode(pairs),
             nodes: None,

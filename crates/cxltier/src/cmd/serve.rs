@@ -4,10 +4,10 @@ use std::net::SocketAddr;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-use cxltier_control::size::parse_size;
 use cxltier_server::{OutputBufferLimit, ServerConfig};
 use cxltier_store::{Durability, SsdSpec, StoreBuilder};
 use cxltier_topo::format_bytes;
+use cxltier_topo::size::{parse_size, SizeError};
 
 use crate::error::{CliError, CliResult};
 
@@ -52,11 +52,11 @@ pub struct Args {
     #[arg(long, default_value = "127.0.0.1:6379", value_name = "ADDR:PORT")]
     bind: String,
     /// DRAM budget, index included: 256M, 4G ...
-    #[arg(long, default_value = "256M", value_name = "SIZE")]
-    dram: String,
+    #[arg(long, default_value = "256M", value_name = "SIZE", value_parser = parse_size)]
+    dram: u64,
     /// CXL budget (0: no CXL tier)
-    #[arg(long, default_value = "0", value_name = "SIZE")]
-    cxl: String,
+    #[arg(long, default_value = "0", value_name = "SIZE", value_parser = cxl_budget)]
+    cxl: u64,
     /// The NVMe tier: a file or block device, PATH[:SIZE]
     #[arg(long, value_name = "PATH[:SIZE]")]
     ssd: Option<String>,
@@ -74,8 +74,8 @@ pub struct Args {
     cxl_node: Option<u32>,
     /// Largest value accepted, up to 512M (Redis's proto-max-bulk-len). Values over 1M are kept
     /// in pieces of 64K, so they need no larger slab pages or log records
-    #[arg(long, default_value = "512M", value_name = "SIZE")]
-    max_object: String,
+    #[arg(long, default_value = "512M", value_name = "SIZE", value_parser = parse_size)]
+    max_object: u64,
     /// Most object reads at the NVMe device at once (1-256); more wait in the server and begin as
     /// earlier ones finish. Raise it for a drive that reads faster with deeper queues
     #[arg(long, default_value_t = cxltier_store::DEFAULT_NVME_QUEUE_DEPTH, value_name = "N")]
@@ -122,6 +122,14 @@ pub struct Args {
 /// Descriptors kept for what is not a client: the store's files, the ring, epoll, the
 /// listener, the quarantine file (Redis keeps 32 too).
 const RESERVED_FDS: u64 = 32;
+
+/// `--cxl SIZE`, where 0 (or nothing) means no CXL tier.
+fn cxl_budget(text: &str) -> Result<u64, SizeError> {
+    match text.trim() {
+        "0" | "" => Ok(0),
+        text => parse_size(text),
+    }
+}
 
 /// `--max-clients` fitted to the open-file limit, as Redis does: the soft limit is raised as
 /// far as needed and the hard limit allows; if it is still too low, fewer clients are served
@@ -192,12 +200,8 @@ pub fn run(args: Args) -> CliResult {
     // The address said is the one bound: with port 0 the kernel picks it (scripts read it here).
     let bound = listener.local_addr().unwrap_or(bind);
     let metrics = crate::cmd::serve_metrics("serve", args.metrics_addr.as_deref())?;
-    let dram = parse_size(&args.dram).map_err(CliError::classified)?;
-    let cxl = match args.cxl.trim() {
-        "0" | "" => 0,
-        text => parse_size(text).map_err(CliError::classified)?,
-    };
-    let max_object = parse_size(&args.max_object).map_err(CliError::classified)? as usize;
+    let (dram, cxl) = (args.dram, args.cxl);
+    let max_object = args.max_object as usize;
     let ssd: Option<SsdSpec> = args
         .ssd
         .as_deref()

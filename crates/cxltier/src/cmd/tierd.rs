@@ -11,15 +11,15 @@ use cxltier_tierd::engine::{IntervalReport, Status, TargetChange};
 use cxltier_tierd::memcg::{MemcgLimits, MemcgPlan, Restored};
 use cxltier_tierd::psi::SlaGoal;
 use cxltier_tierd::quarantine::QuarantineReport;
-use cxltier_tierd::readahead::{ReadaheadPlan, SwapReadahead};
-use cxltier_tierd::setting::HeldSettings;
+use cxltier_tierd::readahead::{ReadaheadPlan, ReadaheadTuner, SwapReadahead};
 use cxltier_tierd::swap::{BackingKind, NvmeSpec, SwapArea, SwapPlan, Teardown};
 use cxltier_tierd::tune::ProgressSignal;
 use cxltier_tierd::zswap::ZswapPlan;
 use cxltier_tierd::{
-    choose_source, AccessSource, Daemon, DaemonSink, MemoryMode, Policy, SourceKind, TierdError,
-    Tiers,
+    choose_source, AccessSource, Daemon, DaemonSink, MemoryMode, MemoryModePlan, MemoryModeSession,
+    MemoryModeSink, Policy, SourceKind, TierdError, Tiers,
 };
+use cxltier_topo::size::Size;
 use cxltier_topo::{Placement, Topology};
 use std::ffi::OsString;
 use std::io::Write;
@@ -130,16 +130,16 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     policy: Option<PathBuf>,
     /// Most bytes of each target in the fastest tier: 64M, 2G ...
-    #[arg(long, value_name = "SIZE")]
-    dram_budget: Option<String>,
+    #[arg(long, value_name = "SIZE", value_parser = dram_budget_arg)]
+    dram_budget: Option<Size>,
     /// Memory mode: page what each target holds beyond --dram-budget + --cxl-budget out to a
     /// swap area on this block device, or a new swap file of SIZE bytes (created, and removed
     /// when tierd stops)
     #[arg(long, value_name = "PATH[:SIZE]", conflicts_with_all = ["tune", "sweep"])]
     nvme: Option<String>,
     /// With --nvme: most bytes of each target on the slower memory tiers (CXL) [default: 0]
-    #[arg(long, value_name = "SIZE", requires = "nvme")]
-    cxl_budget: Option<String>,
+    #[arg(long, value_name = "SIZE", requires = "nvme", value_parser = cxl_budget_arg)]
+    cxl_budget: Option<Size>,
     /// With --nvme: page out only as fast as the memory pressure (PSI `some` stall, percent of
     /// wall time) stays under this goal
     #[arg(long, value_name = "P", requires = "nvme")]
@@ -314,6 +314,16 @@ fn args_for_tune(args: &Args) -> Result<tune::TuneArgs, CliError> {
         measure: Duration::from_secs_f64(args.measure),
         json: args.json,
     })
+}
+
+/// `--dram-budget`, parsed when the arguments are; the error names the policy setting it sets.
+fn dram_budget_arg(text: &str) -> Result<Size, String> {
+    Size::parse(text).map_err(|e| format!("dram_budget: {e}"))
+}
+
+/// `--cxl-budget`, parsed when the arguments are.
+fn cxl_budget_arg(text: &str) -> Result<Size, String> {
+    Size::parse(text).map_err(|e| format!("--cxl-budget {text:?}: {e}"))
 }
 
 fn policy(args: &Args) -> Result<Policy, CliError> {
@@ -515,7 +525,11 @@ impl DaemonSink for Render {
             "cxltier tierd: fast tier node(s) {:?}, slower node(s) {:?}; budget {}, rate limit {} MB/s{}",
             s.tiers.fast,
             s.tiers.slow,
-            s.policy.limits.dram_budget.as_deref().unwrap_or("none"),
+            s.policy
+                .limits
+                .dram_budget
+                .as_ref()
+                .map_or_else(|| "none".to_string(), Size::to_string),
             s.policy.limits.max_migrate_mbps,
             if s.dry_run { "; --dry-run: nothing is moved" } else { "" }
         );
@@ -632,30 +646,6 @@ impl DaemonSink for Render {
     }
 }
 
-/// Memory mode's settings, checked; nothing written yet.
-struct MemoryModePlan {
-    dram: u64,
-    cxl: u64,
-    swap: SwapPlan,
-    /// The `--cgroup`'s memcg limits (memory.high, memory.swap.max).
-    memcg: Option<MemcgPlan>,
-    /// vm.page-cluster (`None`: --swap-readahead keep).
-    readahead: Option<ReadaheadPlan>,
-    /// zswap (`None`: no --zswap).
-    zswap: Option<ZswapPlan>,
-    /// The SLA loop's goal (`None`: the rate limit alone).
-    goal: Option<SlaGoal>,
-}
-
-/// Memory mode's system-wide changes in force, undone in reverse order when tierd stops. The
-/// fields drop in this order (on an error path): the limits before the swap area, as on stop.
-struct MemoryModeSetup {
-    memcg: Option<MemcgLimits>,
-    swap: Option<SwapArea>,
-    /// Handed to the daemon for the run, and back to be restored.
-    held: HeldSettings,
-}
-
 /// Check memory mode's settings against the machine before anything is written.
 fn check_memory_mode(
     args: &Args,
@@ -664,17 +654,10 @@ fn check_memory_mode(
     tiers: &Tiers,
     cgroup_dir: Option<&Path>,
 ) -> Result<MemoryModePlan, CliError> {
-    let dram = policy
-        .dram_budget_bytes()
-        .map_err(CliError::classified)?
-        .ok_or_else(|| {
-            CliError::bad_input("--nvme needs --dram-budget: the bytes each target keeps in DRAM")
-        })?;
-    let cxl = match &args.cxl_budget {
-        Some(text) => cxltier_topo::size::parse_size(text)
-            .map_err(|e| CliError::bad_input(format!("--cxl-budget {text:?}: {e}")))?,
-        None => 0,
-    };
+    let dram = policy.dram_budget_bytes().ok_or_else(|| {
+        CliError::bad_input("--nvme needs --dram-budget: the bytes each target keeps in DRAM")
+    })?;
+    let cxl = args.cxl_budget.as_ref().map_or(0, Size::bytes);
     if let Some(p) = args.max_stall_pct {
         if !(p.is_finite() && p > 0.0 && p < 100.0) {
             return Err(CliError::bad_input(format!(
@@ -709,7 +692,10 @@ fn check_memory_mode(
         eprintln!(
             "cxltier tierd: warning: --cxl-budget {}: this machine has no slower memory tier; \
              what is beyond the DRAM budget goes to NVMe",
-            args.cxl_budget.as_deref().unwrap_or_default()
+            args.cxl_budget
+                .as_ref()
+                .map(Size::to_string)
+                .unwrap_or_default()
         );
     }
     let spec = NvmeSpec::parse(spec).map_err(CliError::classified)?;
@@ -754,6 +740,7 @@ fn check_memory_mode(
         readahead,
         zswap,
         goal,
+        damos_pageout: args.pageout_with == "damos",
     })
 }
 
@@ -761,18 +748,8 @@ fn check_memory_mode(
 fn start_memory_mode(
     args: &Args,
     plan: MemoryModePlan,
-) -> Result<(MemoryMode, MemoryModeSetup), CliError> {
-    let memcg_changes = plan.memcg.iter().flat_map(MemcgPlan::changes);
-    let readahead_changes = plan.readahead.iter().flat_map(ReadaheadPlan::changes);
-    let zswap_changes = plan.zswap.iter().flat_map(ZswapPlan::changes);
-    for c in plan
-        .swap
-        .changes()
-        .into_iter()
-        .chain(memcg_changes)
-        .chain(readahead_changes)
-        .chain(zswap_changes)
-    {
+) -> Result<(MemoryMode, Option<MemoryModeSession>), CliError> {
+    for c in plan.changes() {
         if args.dry_run {
             eprintln!("cxltier tierd: would {c} (a system-wide change; not made: --dry-run)");
         } else {
@@ -781,12 +758,11 @@ fn start_memory_mode(
             );
         }
     }
-    let (dram, cxl) = (plan.dram, plan.cxl);
-    let keep = dram.saturating_add(cxl);
+    let (dram, cxl, keep) = (plan.dram, plan.cxl, plan.keep_bytes());
     eprintln!(
         "cxltier tierd: memory mode: each target keeps {dram} bytes in DRAM and {cxl} on slower \
          memory; the coldest pages beyond {keep} bytes are paged out ({}){}",
-        if args.pageout_with == "damos" {
+        if plan.damos_pageout {
             "a DAMOS pageout scheme in each target's kdamond, its size quota set each interval"
         } else {
             "process_madvise MADV_PAGEOUT"
@@ -801,58 +777,16 @@ fn start_memory_mode(
             None => String::new(),
         }
     );
-    let memcg_dir = plan.memcg.as_ref().map(|m| m.dir.clone());
     if args.dry_run {
         if let (Some(m), true) = (&plan.memcg, args.json) {
             println!("{}", memcg_limits_line(&m.dir, &m.limits, true)?);
         }
-        return Ok((
-            MemoryMode {
-                keep_bytes: keep,
-                swap_path: None,
-                memcg: memcg_dir,
-                damos_pageout: args.pageout_with == "damos",
-            },
-            MemoryModeSetup {
-                memcg: None,
-                swap: None,
-                held: HeldSettings::default(),
-            },
-        ));
+        return Ok((plan.dry_run(), None));
     }
-    // The swap area first: the cgroup's swap limit is about it. A failure below drops the area,
-    // which turns it off again.
-    let area = plan.swap.apply().map_err(CliError::classified)?;
-    let memcg = match plan.memcg {
-        Some(m) => {
-            let set = m.apply().map_err(CliError::classified)?;
-            if args.json {
-                println!("{}", memcg_limits_line(set.dir(), set.limits(), false)?);
-            }
-            Some(set)
-        }
-        None => None,
-    };
-    let mut held = HeldSettings::default();
-    if let Some(r) = plan.readahead {
-        held.readahead = Some(r.apply().map_err(CliError::classified)?);
-    }
-    if let Some(z) = plan.zswap {
-        held.zswap = Some(z.apply().map_err(CliError::classified)?);
-    }
-    Ok((
-        MemoryMode {
-            keep_bytes: keep,
-            swap_path: Some(area.path().to_path_buf()),
-            memcg: memcg_dir,
-            damos_pageout: args.pageout_with == "damos",
-        },
-        MemoryModeSetup {
-            memcg,
-            swap: Some(area),
-            held,
-        },
-    ))
+    // A failure part way undoes what was made (the session is dropped).
+    let (mode, session) = MemoryModeSession::start(plan, &mut UndoReport { json: args.json })
+        .map_err(CliError::classified)?;
+    Ok((mode, Some(session)))
 }
 
 /// The `--json` line announcing the memcg limits set (or, with --dry-run, that would be set).
@@ -882,71 +816,76 @@ fn memcg_restore_line(dir: &Path, r: &Restored) -> Result<String, serde_json::Er
     )
 }
 
-/// Write the cgroup's previous limits back and say so (stderr; with --json a `memcg_restore`
-/// line). Before swapoff: swapoff charges every page it reads back to the cgroup, which must not
-/// be held under memory.high then.
-fn restore_memcg(set: &mut MemcgLimits, json: bool) -> Result<(), CliError> {
-    let dir = set.dir().to_path_buf();
-    let pending: Vec<(String, String)> = set
-        .limits()
-        .iter()
-        .map(|l| (l.file.to_string(), l.previous.clone()))
-        .collect();
-    match set.restore() {
-        Ok(r) => {
-            if r.cgroup_gone {
-                eprintln!(
-                    "cxltier tierd: memory mode: cgroup {} was removed: no limits to restore",
-                    dir.display()
-                );
-            } else {
-                let what: Vec<String> =
-                    r.restored.iter().map(|(f, v)| format!("{f}={v}")).collect();
-                eprintln!(
-                    "cxltier tierd: memory mode undone: cgroup {} limits restored ({})",
-                    dir.display(),
-                    what.join(", ")
-                );
-            }
-            if json {
-                println!("{}", memcg_restore_line(&dir, &r)?);
-            }
-            Ok(())
-        }
-        Err(e) => {
-            let by_hand: Vec<String> = pending
-                .iter()
-                .map(|(f, v)| format!("echo {v} > {}", dir.join(f).display()))
-                .collect();
-            eprintln!(
-                "cxltier tierd: error: cgroup {} limits could NOT all be restored: {e}; run `{}`",
-                dir.display(),
-                by_hand.join("; ")
-            );
-            Err(CliError::classified(e))
-        }
-    }
+/// Says memory mode's steps: stderr, and with --json the `memcg_limits`, `memcg_restore` and
+/// `swap_teardown` lines.
+struct UndoReport {
+    json: bool,
 }
 
-/// Write vm.page-cluster and zswap's settings back and say so; the first failure is returned
-/// after every setting was tried.
-fn restore_held(mut held: HeldSettings) -> Result<(), CliError> {
-    let mut first_error = None;
-    if let Some(tuner) = held.readahead.as_mut() {
-        let setting = tuner.setting().display().to_string();
-        match tuner.restore() {
-            Ok(v) => eprintln!("cxltier tierd: memory mode undone: {setting} restored to {v}"),
-            Err(e) => {
-                eprintln!(
-                    "cxltier tierd: error: {setting} could NOT be restored: {e}; run `echo {} > {setting}`",
-                    tuner.previous()
-                );
-                first_error.get_or_insert(CliError::classified(e));
+impl MemoryModeSink for UndoReport {
+    fn memcg_limits_set(&mut self, set: &MemcgLimits) {
+        if self.json {
+            if let Ok(line) = memcg_limits_line(set.dir(), set.limits(), false) {
+                println!("{line}");
             }
         }
     }
-    if let Some(z) = held.zswap.as_mut() {
-        match z.restore() {
+
+    fn memcg_restored(
+        &mut self,
+        dir: &Path,
+        pending: &[(String, String)],
+        outcome: &Result<Restored, TierdError>,
+    ) {
+        match outcome {
+            Ok(r) => {
+                if r.cgroup_gone {
+                    eprintln!(
+                        "cxltier tierd: memory mode: cgroup {} was removed: no limits to restore",
+                        dir.display()
+                    );
+                } else {
+                    let what: Vec<String> =
+                        r.restored.iter().map(|(f, v)| format!("{f}={v}")).collect();
+                    eprintln!(
+                        "cxltier tierd: memory mode undone: cgroup {} limits restored ({})",
+                        dir.display(),
+                        what.join(", ")
+                    );
+                }
+                if self.json {
+                    if let Ok(line) = memcg_restore_line(dir, r) {
+                        println!("{line}");
+                    }
+                }
+            }
+            Err(e) => {
+                let by_hand: Vec<String> = pending
+                    .iter()
+                    .map(|(f, v)| format!("echo {v} > {}", dir.join(f).display()))
+                    .collect();
+                eprintln!(
+                    "cxltier tierd: error: cgroup {} limits could NOT all be restored: {e}; run `{}`",
+                    dir.display(),
+                    by_hand.join("; ")
+                );
+            }
+        }
+    }
+
+    fn readahead_restored(&mut self, tuner: &ReadaheadTuner, outcome: &Result<u32, TierdError>) {
+        let setting = tuner.setting().display();
+        match outcome {
+            Ok(v) => eprintln!("cxltier tierd: memory mode undone: {setting} restored to {v}"),
+            Err(e) => eprintln!(
+                "cxltier tierd: error: {setting} could NOT be restored: {e}; run `echo {} > {setting}`",
+                tuner.previous()
+            ),
+        }
+    }
+
+    fn zswap_restored(&mut self, outcome: &Result<Vec<(PathBuf, String)>, TierdError>) {
+        match outcome {
             Ok(back) => {
                 let what: Vec<String> = back
                     .iter()
@@ -957,40 +896,32 @@ fn restore_held(mut held: HeldSettings) -> Result<(), CliError> {
                     what.join(", ")
                 );
             }
-            Err(e) => {
-                eprintln!(
-                    "cxltier tierd: error: zswap's settings could NOT all be restored: {e}; check \
-                     /sys/module/zswap/parameters/enabled and max_pool_percent"
-                );
-                first_error.get_or_insert(CliError::classified(e));
-            }
+            Err(e) => eprintln!(
+                "cxltier tierd: error: zswap's settings could NOT all be restored: {e}; check \
+                 /sys/module/zswap/parameters/enabled and max_pool_percent"
+            ),
         }
     }
-    match first_error {
-        Some(e) => Err(e),
-        None => Ok(()),
-    }
-}
 
-/// Say what was undone (stderr; with --json also a `swap_teardown` line).
-fn report_teardown(area: &SwapArea, done: &Result<Teardown, TierdError>, json: bool) {
-    let path = area.path().display();
-    match done {
-        Ok(t) => {
-            eprintln!(
-                "cxltier tierd: memory mode undone: swapoff {path}{}",
-                if t.removed_file { "; swap file removed" } else { "" }
-            );
-            if json {
-                if let Ok(line) = teardown_line(area.path(), t) {
-                    println!("{line}");
+    fn swap_torn_down(&mut self, area: &SwapArea, outcome: &Result<Teardown, TierdError>) {
+        let path = area.path().display();
+        match outcome {
+            Ok(t) => {
+                eprintln!(
+                    "cxltier tierd: memory mode undone: swapoff {path}{}",
+                    if t.removed_file { "; swap file removed" } else { "" }
+                );
+                if self.json {
+                    if let Ok(line) = teardown_line(area.path(), t) {
+                        println!("{line}");
+                    }
                 }
             }
+            Err(e) => eprintln!(
+                "cxltier tierd: error: swap area {path} could NOT be turned off: {e}; run `swapoff {path}`{}",
+                if area.kind() == BackingKind::NewFile { format!(" and remove {path}") } else { String::new() }
+            ),
         }
-        Err(e) => eprintln!(
-            "cxltier tierd: error: swap area {path} could NOT be turned off: {e}; run `swapoff {path}`{}",
-            if area.kind() == BackingKind::NewFile { format!(" and remove {path}") } else { String::new() }
-        ),
     }
 }
 
@@ -1094,10 +1025,10 @@ pub fn run(args: Args) -> CliResult {
     // Memory mode's swap area is set up before CMD starts; dropping it (any error below) turns it
     // off again.
     let goal = memory_plan.as_ref().and_then(|p| p.goal.clone());
-    let (memory, mut setup) = match memory_plan {
+    let (memory, mut session) = match memory_plan {
         Some(plan) => {
-            let (mode, setup) = start_memory_mode(&args, plan)?;
-            (Some(mode), Some(setup))
+            let (mode, session) = start_memory_mode(&args, plan)?;
+            (Some(mode), session)
         }
         None => (None, None),
     };
@@ -1136,8 +1067,8 @@ pub fn run(args: Args) -> CliResult {
     if let Some(mode) = memory {
         daemon = daemon.memory_mode(mode, goal);
     }
-    if let Some(s) = setup.as_mut() {
-        daemon = daemon.held_settings(std::mem::take(&mut s.held));
+    if let Some(s) = session.as_mut() {
+        daemon = daemon.held_settings(s.lend_held());
     }
 
     let stop = Arc::new(AtomicBool::new(false));
@@ -1156,21 +1087,13 @@ pub fn run(args: Args) -> CliResult {
         TierdError::Output(e) => CliError::from(e),
         e => CliError::classified(e),
     });
-    // Undo memory mode's system-wide changes whatever the run's outcome: the cgroup's limits
-    // and swap readahead, then the swap area.
-    if let Some(setup) = setup.as_mut() {
-        let restored = match setup.memcg.as_mut() {
-            Some(set) => restore_memcg(set, args.json),
-            None => Ok(()),
-        };
-        let held = restore_held(daemon.take_held_settings());
-        if let Some(area) = setup.swap.as_mut() {
-            let done = area.teardown();
-            report_teardown(area, &done, args.json);
-            done.map_err(CliError::classified)?;
-        }
-        restored?;
-        held?;
+    // Undo memory mode's system-wide changes whatever the run's outcome, in reverse order:
+    // zswap, swap readahead, the cgroup's limits, then the swap area.
+    if let Some(session) = session.as_mut() {
+        session.take_back_held(daemon.take_held_settings());
+        session
+            .undo(&mut UndoReport { json: args.json })
+            .map_err(CliError::classified)?;
     }
     let outcome = outcome?;
     // CMD ended and so did tierd: CMD's own status is tierd's.

@@ -3,7 +3,7 @@
 use crate::error::{CliError, CliResult};
 use crate::output::{json_line, print_json, Table};
 use cxltier_control::placement::{self, PlacementReport};
-use cxltier_control::size::parse_size;
+use cxltier_topo::size::parse_size;
 use cxltier_topo::{format_bytes, nodelist};
 use serde::Serialize;
 use std::io::Write;
@@ -45,8 +45,8 @@ successor (exit status 1 if not).";
 #[command(after_long_help = LONG_HELP)]
 pub struct Args {
     /// How much memory to touch: 4096, 64K, 64M, 1G, 64MiB ...
-    #[arg(value_name = "SIZE")]
-    size: String,
+    #[arg(value_name = "SIZE", value_parser = parse_size)]
+    size: u64,
     /// Print JSON for scripts
     #[arg(long)]
     json: bool,
@@ -57,8 +57,8 @@ pub struct Args {
     #[arg(long)]
     huge: bool,
     /// Keep writing a window of this many bytes (a hot set that moves; see --help)
-    #[arg(long, value_name = "SIZE", conflicts_with = "hold")]
-    hot: Option<String>,
+    #[arg(long, value_name = "SIZE", conflicts_with = "hold", value_parser = parse_size)]
+    hot: Option<u64>,
     /// With --hot: move the hot window every SECONDS
     #[arg(long, value_name = "SECONDS", default_value_t = 10.0, requires = "hot")]
     shift_every: f64,
@@ -84,8 +84,8 @@ pub struct Args {
     progress_file: Option<std::path::PathBuf>,
     /// With --stream: allocate and write a fresh buffer of SIZE once --fresh-when's file exists,
     /// and print where its pages landed (where the process's new allocations go)
-    #[arg(long, value_name = "SIZE", requires_all = ["stream", "fresh_when"])]
-    fresh: Option<String>,
+    #[arg(long, value_name = "SIZE", requires_all = ["stream", "fresh_when"], value_parser = parse_size)]
+    fresh: Option<u64>,
     /// With --fresh: the file whose appearance triggers the fresh buffer
     #[arg(long, value_name = "FILE", requires = "fresh")]
     fresh_when: Option<std::path::PathBuf>,
@@ -155,13 +155,9 @@ fn stream(args: &Args, bytes: u64) -> CliResult {
         warmup: warmup(args)?,
         duration: seconds("--duration", args.duration)?,
         progress_file: args.progress_file.clone(),
-        fresh: match &args.fresh {
-            Some(size) => Some((
-                parse_size(size).map_err(CliError::classified)?,
-                args.fresh_when.clone().expect("clap requires it"),
-            )),
-            None => None,
-        },
+        fresh: args
+            .fresh
+            .map(|size| (size, args.fresh_when.clone().expect("clap requires it"))),
     };
     let stop = stop_on_signals()?;
     let json = args.json;
@@ -242,11 +238,11 @@ fn chase(args: &Args, bytes: u64) -> CliResult {
     )
 }
 
-fn moving_hot_set(args: &Args, bytes: u64, hot: &str) -> CliResult {
+fn moving_hot_set(args: &Args, bytes: u64, hot_bytes: u64) -> CliResult {
     use cxltier_tierd::workload::HotSet;
     let w = HotSet {
         bytes,
-        hot_bytes: parse_size(hot).map_err(CliError::classified)?,
+        hot_bytes,
         shift_every: seconds("--shift-every", args.shift_every)?,
         duration: seconds("--duration", args.duration)?,
         report_every: seconds("--report-every", args.report_every)?,
@@ -311,11 +307,11 @@ struct Report<'a> {
 }
 
 pub fn run(args: Args) -> CliResult {
-    let bytes = parse_size(&args.size).map_err(CliError::classified)?;
+    let bytes = args.size;
     if !args.huge {
         without_huge_pages()?;
     }
-    if let Some(hot) = &args.hot {
+    if let Some(hot) = args.hot {
         return moving_hot_set(&args, bytes, hot);
     }
     if args.stream {

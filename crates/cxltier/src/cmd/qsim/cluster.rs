@@ -5,13 +5,13 @@
 use super::{qsim_error, Args};
 use crate::error::{CliError, CliResult};
 use crate::output::{json_line, print_json, Table};
-use cxltier_control::size::parse_size;
-use cxltier_qsim::dist::model::{predict_circuit, ClusterPrediction, ClusterSpec};
+use cxltier_qsim::dist::model::{
+    parse_cluster_spec, predict_circuit, ClusterDefaults, ClusterPrediction,
+};
 use cxltier_qsim::fusion::Width;
 use cxltier_qsim::Precision;
 use cxltier_topo::format_bytes;
 use serde::Serialize;
-use std::collections::BTreeMap;
 use std::process::ExitCode;
 
 /// One prediction as `--json` prints it.
@@ -119,48 +119,6 @@ fn print_sweep(
     Ok(ExitCode::SUCCESS)
 }
 
-/// Bytes per second, `K/M/G/T` powers of 1000: `12.5G`, `800M`, `3e9`.
-fn parse_rate(key: &str, text: &str) -> Result<f64, CliError> {
-    let t = text.trim();
-    let t = t
-        .strip_suffix("B/s")
-        .or_else(|| t.strip_suffix("/s"))
-        .unwrap_or(t);
-    let (number, scale) = match t.char_indices().last() {
-        Some((i, 'K' | 'k')) => (&t[..i], 1e3),
-        Some((i, 'M')) => (&t[..i], 1e6),
-        Some((i, 'G')) => (&t[..i], 1e9),
-        Some((i, 'T')) => (&t[..i], 1e12),
-        _ => (t, 1.0),
-    };
-    match number.parse::<f64>() {
-        Ok(v) if v.is_finite() && v > 0.0 => Ok(v * scale),
-        _ => Err(CliError::bad_input(format!(
-            "--plan-cluster {key}={text}: give bytes per second, e.g. 12.5G (100 Gb/s), 800M"
-        ))),
-    }
-}
-
-/// Seconds from `2us`, `0.5ms`, `100ns`, `1s` (a bare number is seconds).
-fn parse_time(key: &str, text: &str) -> Result<f64, CliError> {
-    let t = text.trim();
-    let (number, scale) = if let Some(n) = t.strip_suffix("ns") {
-        (n, 1e-9)
-    } else if let Some(n) = t.strip_suffix("us").or_else(|| t.strip_suffix("µs")) {
-        (n, 1e-6)
-    } else if let Some(n) = t.strip_suffix("ms") {
-        (n, 1e-3)
-    } else {
-        (t.strip_suffix('s').unwrap_or(t), 1.0)
-    };
-    match number.parse::<f64>() {
-        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v * scale),
-        _ => Err(CliError::bad_input(format!(
-            "--plan-cluster {key}={text}: give a time such as 2us, 0.5ms, 0"
-        ))),
-    }
-}
-
 /// `--plan-cluster SPEC`: the model's prediction of a run over a cluster, not a run.
 pub(super) fn plan_cluster(
     args: &Args,
@@ -170,197 +128,41 @@ pub(super) fn plan_cluster(
     precision: Precision,
 ) -> CliResult {
     let width = super::fusion_width(args)?;
-    let mut fields: BTreeMap<&str, &str> = BTreeMap::new();
-    for item in text.split(',').map(str::trim).filter(|i| !i.is_empty()) {
-        let Some((key, value)) = item.split_once('=') else {
-            return Err(CliError::bad_input(format!(
-                "--plan-cluster {text}: {item:?} is not key=value; give e.g. \
-                 ranks=16,nodes=4,network=12.5G"
-            )));
-        };
-        const KEYS: [&str; 11] = [
-            "ranks",
-            "nodes",
-            "cores",
-            "threads",
-            "memory",
-            "cxl",
-            "cxl-stream",
-            "network",
-            "latency",
-            "ssd",
-            "stream",
-        ];
-        if !KEYS.contains(&key.trim()) {
-            return Err(CliError::bad_input(format!(
-                "--plan-cluster: unknown key {:?}; the keys are {}",
-                key.trim(),
-                KEYS.join(", ")
-            )));
-        }
-        fields.insert(key.trim(), value.trim());
-    }
-    let count = |key: &str| -> Result<Option<usize>, CliError> {
-        fields
-            .get(key)
-            .map(|v| match v.parse::<usize>() {
-                Ok(n) if n > 0 => Ok(n),
-                _ => Err(CliError::bad_input(format!(
-                    "--plan-cluster {key}={v}: give a whole number, 1 or more"
-                ))),
-            })
-            .transpose()
-    };
-    let Some(ranks_text) = fields.get("ranks").copied() else {
-        return Err(CliError::bad_input(
-            "--plan-cluster: give ranks=R (a power of two), e.g. ranks=16,nodes=4,network=12.5G, \
-             or a sweep ranks=A..B",
-        ));
-    };
-    // ranks=A..B: every power of two from A to B, a rank per node.
-    let sweep = match ranks_text.split_once("..") {
-        None => None,
-        Some((a, b)) => {
-            let bad = || {
-                CliError::bad_input(format!(
-                    "--plan-cluster ranks={ranks_text}: a sweep is ranks=A..B with A and B powers \
-                     of two, A at most B (e.g. ranks=1..64)"
-                ))
-            };
-            let (a, b) = (
-                a.trim().parse::<usize>().map_err(|_| bad())?,
-                b.trim().parse::<usize>().map_err(|_| bad())?,
-            );
-            if !a.is_power_of_two() || !b.is_power_of_two() || a > b {
-                return Err(bad());
-            }
-            if fields.contains_key("nodes") {
-                return Err(CliError::bad_input(format!(
-                    "--plan-cluster ranks={ranks_text}: a sweep puts a rank on each node; drop \
-                     nodes=, or plan one rank count with ranks=R,nodes=N"
-                )));
-            }
-            Some((a, b))
-        }
-    };
-    if sweep.is_none() && args.plot.is_some() {
-        return Err(CliError::bad_input(format!(
-            "--plot draws a sweep over rank counts: give ranks=A..B (e.g. ranks=1..64), not \
-             ranks={ranks_text}"
-        )));
-    }
-    let ranks = match sweep {
-        Some((a, _)) => a,
-        None => count("ranks")?.expect("given"),
-    };
-    let nodes = count("nodes")?.unwrap_or(ranks);
-    let here = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let cores = match fields.get("cores") {
-        Some(v) => match v.parse::<f64>() {
-            Ok(c) if c.is_finite() && c > 0.0 => c,
-            _ => {
-                return Err(CliError::bad_input(format!(
-                    "--plan-cluster cores={v}: give the cores of a node, e.g. 32"
-                )))
-            }
+    let request = parse_cluster_spec(
+        text,
+        &ClusterDefaults {
+            threads: args.threads,
+            memory_per_rank: args.memory_limit,
+            message_bytes: args.exchange_message,
+            cores_here: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            needs_sweep: args.plot.is_some(),
         },
-        None => here as f64,
-    };
-    let per_node = (ranks / nodes.max(1)).max(1);
-    let threads = match count("threads")? {
-        Some(t) => t,
-        None => args
-            .threads
-            .unwrap_or(((cores / per_node as f64).ceil() as usize).max(1)),
-    };
-    let memory = match fields.get("memory") {
-        Some(v) => Some(parse_size(v).map_err(CliError::classified)?),
-        None => args
-            .memory_limit
-            .as_deref()
-            .map(parse_size)
-            .transpose()
-            .map_err(CliError::classified)?,
-    };
-    let network = fields
-        .get("network")
-        .map(|v| parse_rate("network", v))
-        .transpose()?;
-    let cxl = fields
-        .get("cxl")
-        .map(|v| parse_size(v))
-        .transpose()
-        .map_err(CliError::classified)?;
-    if cxl.is_some() && memory.is_none() {
-        return Err(CliError::bad_input(
-            "--plan-cluster: cxl=SIZE is what of a rank's part DRAM does not hold: give \
-             memory=SIZE (its DRAM) too",
-        ));
-    }
-    let cxl_stream = fields
-        .get("cxl-stream")
-        .map(|v| parse_rate("cxl-stream", v))
-        .transpose()?;
-    let latency = fields
-        .get("latency")
-        .map(|v| parse_time("latency", v))
-        .transpose()?
-        .unwrap_or(0.0);
-    let ssd = fields
-        .get("ssd")
-        .map(|v| parse_rate("ssd", v))
-        .transpose()?;
-    let stream = fields
-        .get("stream")
-        .map(|v| parse_rate("stream", v))
-        .transpose()?;
-    let message = parse_size(&args.exchange_message).map_err(CliError::classified)?;
+    )
+    .map_err(CliError::classified)?;
+    let spec = &request.spec;
+    let (cores, stream, cxl_stream) = (
+        spec.cores_per_node,
+        spec.stream_bytes_per_second,
+        spec.cxl_stream_bytes_per_second,
+    );
     let amp_bytes = match precision {
         Precision::F64 => 16,
         Precision::F32 => 8,
-    };
-    let spec = ClusterSpec {
-        ranks,
-        nodes,
-        cores_per_node: cores,
-        threads,
-        memory_per_rank: memory,
-        cxl_per_rank: cxl,
-        cxl_stream_bytes_per_second: cxl_stream,
-        network_bytes_per_second: network,
-        latency_seconds: latency,
-        ssd_bytes_per_second: ssd,
-        stream_bytes_per_second: stream,
-        message_bytes: message,
     };
     let rates = match precision {
         Precision::F64 => cxltier_qsim::bench::machine_rates::<f64>(),
         Precision::F32 => cxltier_qsim::bench::machine_rates::<f32>(),
     };
-    if let Some((a, b)) = sweep {
-        let explicit_threads = fields.contains_key("threads") || args.threads.is_some();
-        let mut points = Vec::new();
-        let mut r = a;
-        while r <= b {
-            let point = ClusterSpec {
-                ranks: r,
-                nodes: r,
-                threads: if explicit_threads {
-                    threads
-                } else {
-                    (cores.ceil() as usize).max(1)
-                },
-                ..spec.clone()
-            };
-            points.push(
-                predict_circuit(circuit, amp_bytes, width, &point, &rates)
-                    .map_err(|e| qsim_error(path, e))?,
-            );
-            r *= 2;
-        }
+    if request.sweep.is_some() {
+        let points = request
+            .points()
+            .iter()
+            .map(|point| predict_circuit(circuit, amp_bytes, width, point, &rates))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| qsim_error(path, e))?;
         return print_sweep(args, path, precision, width, &points);
     }
-    let p = predict_circuit(circuit, amp_bytes, width, &spec, &rates)
+    let p = predict_circuit(circuit, amp_bytes, width, spec, &rates)
         .map_err(|e| qsim_error(path, e))?;
     if args.json {
         print_json(
@@ -503,7 +305,7 @@ pub(super) fn bench_network(args: &Args) -> CliResult {
             "--bench-network measures between MPI ranks: run it under mpirun -np 2 (or more)",
         ));
     }
-    let message = parse_size(&args.exchange_message).map_err(CliError::classified)?;
+    let message = args.exchange_message;
     let path = std::path::Path::new("--bench-network");
     let cluster = Cluster::init().map_err(|e| qsim_error(path, e))?;
     let bench = mpi::bench_network(&cluster, message, 1.0).map_err(|e| qsim_error(path, e))?;

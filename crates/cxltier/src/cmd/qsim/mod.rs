@@ -6,7 +6,6 @@ mod cluster;
 use crate::error::{CliError, CliResult};
 use crate::output::{print_json, Table};
 use cxltier_control::policy::assign_weights;
-use cxltier_control::size::parse_size;
 use cxltier_control::weights::WeightsSpec;
 use cxltier_control::ControlError;
 use cxltier_qsim::bench::KernelBench;
@@ -17,6 +16,7 @@ use cxltier_qsim::{
     parse_reader, AnySimulation, Options, ParseOptions, Precision, Progress, ProgressSnapshot,
     QsimError, RunReport,
 };
+use cxltier_topo::size::parse_size;
 use cxltier_topo::{format_bytes, nodelist, Topology};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -95,8 +95,8 @@ pub struct Args {
     )]
     circuit: Option<PathBuf>,
     /// Memory for the state and the out-of-core buffers, at least 4K (default: no limit)
-    #[arg(long, value_name = "SIZE")]
-    memory_limit: Option<String>,
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    memory_limit: Option<u64>,
     /// Refuse a circuit of more than N gates after user gates are expanded (measurements and
     /// resets count as gates); each takes about 800 bytes of memory while the circuit is read
     /// and prepared
@@ -104,8 +104,8 @@ pub struct Args {
     max_gates: String,
     /// A directory on an NVMe file system to spill the state to, DIR[:SIZE]; repeat for several
     /// (chunks are striped over them)
-    #[arg(long, value_name = "DIR[:SIZE]")]
-    ssd: Vec<String>,
+    #[arg(long, value_name = "DIR[:SIZE]", value_parser = ssd_arg)]
+    ssd: Vec<(PathBuf, Option<u64>)>,
     /// Place memory chunks over nodes by weight, fastest tier first (3:1), or per node (0=3,1=1)
     #[arg(long, value_name = "WEIGHTS")]
     interleave: Option<String>,
@@ -162,8 +162,8 @@ pub struct Args {
     bench_qubits: usize,
     /// Over MPI ranks: send exchanges in messages of at most SIZE, each in flight while the
     /// next is gathered (its chunk read) and the last scattered (its chunk written)
-    #[arg(long, value_name = "SIZE", default_value = "256K")]
-    exchange_message: String,
+    #[arg(long, value_name = "SIZE", default_value = "256K", value_parser = parse_size)]
+    exchange_message: u64,
     /// Instead of running: predict the run over a cluster of MPI ranks from the circuit's
     /// communication plan and this machine's measured kernel costs and memory bandwidth, e.g.
     /// ranks=16,nodes=4,network=12.5G (the other keys in --help)
@@ -261,7 +261,8 @@ fn max_gates(text: &str) -> Result<u64, CliError> {
     }
 }
 
-fn ssd_arg(text: &str) -> Result<(PathBuf, Option<u64>), CliError> {
+/// `--ssd DIR[:SIZE]`, parsed when the arguments are.
+fn ssd_arg(text: &str) -> Result<(PathBuf, Option<u64>), std::convert::Infallible> {
     // DIR:SIZE, where SIZE parses as a size; a path with a colon and no size stays a path.
     if let Some((dir, size)) = text.rsplit_once(':') {
         if let Ok(cap) = parse_size(size) {
@@ -319,16 +320,13 @@ pub fn run(args: Args) -> CliResult {
         }
         options = options.threads(t);
     }
-    if let Some(limit) = &args.memory_limit {
-        let bytes = parse_size(limit).map_err(CliError::classified)?;
+    if let Some(bytes) = args.memory_limit {
         cxltier_qsim::check_memory_limit(bytes).map_err(CliError::classified)?;
         options = options.memory_limit(bytes);
     }
-    let message = parse_size(&args.exchange_message).map_err(CliError::classified)?;
-    options = options.exchange_message(message);
-    for s in &args.ssd {
-        let (dir, cap) = ssd_arg(s)?;
-        options = options.ssd(dir, cap);
+    options = options.exchange_message(args.exchange_message);
+    for (dir, cap) in &args.ssd {
+        options = options.ssd(dir.clone(), *cap);
     }
     if let Some(spec) = &args.interleave {
         let spec: WeightsSpec = spec.parse().map_err(CliError::classified)?;

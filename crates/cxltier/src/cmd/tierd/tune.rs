@@ -5,7 +5,6 @@ use crate::cmd::apply::undo_command;
 use crate::error::{Class, CliError, CliResult};
 use crate::output::json_line;
 use cxltier_control::launch::spawn_with_policy;
-use cxltier_control::placement::MappingKind;
 use cxltier_control::weights::{parse_tier_weights, WeightChange};
 use cxltier_control::ControlError;
 use cxltier_sys::{get_mempolicy, kernel_supports, Mode, NodeMask, Policy};
@@ -16,7 +15,6 @@ use cxltier_tierd::tuning::{
 };
 use cxltier_tierd::{procfs, TierdError, Tiers};
 use serde::Serialize;
-use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::io::Write;
 use std::path::Path;
@@ -67,7 +65,8 @@ fn start_tenths(args: &TuneArgs, err: &mut impl Write) -> Result<u32, CliError> 
     let weights: Vec<u32> = match &args.start {
         Some(w) => parse_tier_weights(w).map_err(CliError::classified)?,
         None => {
-            let (w, note) = crate::cmd::plan::planned_tier_weights(&args.mix)?;
+            let mix = crate::cmd::plan::parse_mix(&args.mix)?;
+            let (w, note) = cxltier_advice::tier_weights(mix).map_err(CliError::classified)?;
             let _ = writeln!(
                 err,
                 "cxltier tierd: starting split: the planner's weights for mix {} on the {note}",
@@ -245,29 +244,13 @@ fn restore(weights: &mut AllocationWeights) -> bool {
     restored.complete()
 }
 
-/// The policy of the target's anonymous memory from `numa_maps`, e.g. `default` or
-/// `weighted-interleave`: the most common among its private anonymous mappings (hugetlb ones
-/// included: their pages follow a policy as well).
+/// The policy of the target's anonymous memory (see
+/// [`cxltier_control::placement::anonymous_policy`]).
 fn target_policy(pid: u32) -> Result<String, CliError> {
     let placement = cxltier_control::placement::show(pid).map_err(CliError::classified)?;
-    Ok(anonymous_policy(&placement.mappings))
-}
-
-/// [`target_policy`] of mappings already read.
-fn anonymous_policy(mappings: &[cxltier_control::placement::MappingPlacement]) -> String {
-    let mut count: BTreeMap<String, u64> = BTreeMap::new();
-    for m in mappings {
-        if matches!(
-            m.kind,
-            MappingKind::Anon | MappingKind::Heap | MappingKind::Stack | MappingKind::Huge
-        ) {
-            *count.entry(m.policy.clone()).or_default() += m.bytes.max(1);
-        }
-    }
-    count
-        .into_iter()
-        .max_by_key(|(_, b)| *b)
-        .map_or_else(|| "default".to_string(), |(p, _)| p)
+    Ok(cxltier_control::placement::anonymous_policy(
+        &placement.mappings,
+    ))
 }
 
 /// Start CMD under weighted interleave over the fast and slower node (when the kernel has it).
@@ -502,29 +485,6 @@ pub fn run(args: &TuneArgs, tiers: &Tiers) -> CliResult {
     Ok(status.map_or(ExitCode::SUCCESS, |s| {
         ExitCode::from(s.code().unwrap_or(1).clamp(0, 255) as u8)
     }))
-}
-
-#[cfg(test)]
-mod anonymous_policy_tests {
-    use super::*;
-    use cxltier_control::placement::parse_numa_maps;
-
-    #[test]
-    fn the_policy_holding_most_anonymous_memory_hugetlb_included() {
-        // One anonymous page under bind, 4 MiB of hugetlb under interleave, a large file under
-        // preferred: the file does not count, the hugetlb pages do.
-        let text = "7f00 bind:0 anon=1 dirty=1 N0=1 kernelpagesize_kB=4\n\
-                    7f01 interleave:0-1 file=/anon_hugepage\\040(deleted) huge anon=2 N0=1 N1=1 kernelpagesize_kB=2048\n\
-                    7f02 prefer:1 file=/data/big mapped=4096 N1=4096 kernelpagesize_kB=4\n";
-        let maps = parse_numa_maps(text, std::path::Path::new("numa_maps"), 4096).unwrap();
-        assert_eq!(anonymous_policy(&maps), "interleave");
-        assert_eq!(anonymous_policy(&maps[..1]), "bind");
-        assert_eq!(
-            anonymous_policy(&maps[2..]),
-            "default",
-            "no anonymous memory"
-        );
-    }
 }
 
 #[cfg(test)]

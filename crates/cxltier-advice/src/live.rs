@@ -6,14 +6,14 @@
 //! (time per byte adds up), and idle latency is the read latency. The probe replaces these estimates
 //! with measurements.
 
+use crate::AdviceError;
 use cxltier_profile::{Mix, MixBandwidth, Platform, Profile, Tier, TierKind};
 use cxltier_topo::Topology;
 use std::path::Path;
 
 /// The live machine (`/`) as a profile, or why it cannot be one.
-pub fn live_profile() -> Result<Profile, String> {
-    let topo = Topology::discover(Path::new("/"))
-        .map_err(|e| format!("the topology could not be read ({e})"))?;
+pub fn live_profile() -> Result<Profile, AdviceError> {
+    let topo = Topology::discover(Path::new("/")).map_err(AdviceError::TopologyUnreadable)?;
     profile_from_topology(&topo)
 }
 
@@ -26,7 +26,7 @@ fn mib_per_s_to_gbps(mib_per_s: u64) -> f64 {
 /// Build a profile from a discovered topology: one tier per group of the topology's tier order, with
 /// the nodes' firmware figures. Fails when there are fewer than two memory tiers or a tier's nodes lack
 /// firmware performance figures.
-pub fn profile_from_topology(topo: &Topology) -> Result<Profile, String> {
+pub fn profile_from_topology(topo: &Topology) -> Result<Profile, AdviceError> {
     let groups: Vec<Vec<u32>> = topo
         .tier_order()
         .groups
@@ -41,10 +41,9 @@ pub fn profile_from_topology(topo: &Topology) -> Result<Profile, String> {
         .collect();
     if groups.len() < 2 {
         let nodes: Vec<String> = topo.memory_nodes().map(|n| n.id.to_string()).collect();
-        return Err(format!(
-            "this machine has a single memory tier (node {})",
-            nodes.join(",")
-        ));
+        return Err(AdviceError::SingleTier {
+            nodes: nodes.join(","),
+        });
     }
     let mut tiers: Vec<Tier> = Vec::new();
     for group in &groups {
@@ -57,9 +56,7 @@ pub fn profile_from_topology(topo: &Topology) -> Result<Profile, String> {
                 .as_ref()
                 .map(|a| a.perf)
                 .filter(|p| p.read_bandwidth_mbps.is_some() && p.read_latency_ns.is_some())
-                .ok_or_else(|| {
-                    format!("node {id} has no firmware (HMAT/CDAT) bandwidth and latency figures")
-                })?;
+                .ok_or(AdviceError::NoFirmwareFigures { node: id })?;
             let read = mib_per_s_to_gbps(perf.read_bandwidth_mbps.unwrap_or_default());
             read_gbps += read;
             write_gbps += perf.write_bandwidth_mbps.map_or(read, mib_per_s_to_gbps);
@@ -114,7 +111,7 @@ pub fn profile_from_topology(topo: &Topology) -> Result<Profile, String> {
         },
         tiers,
     )
-    .map_err(|e| e.to_string())
+    .map_err(AdviceError::Profile)
 }
 
 #[cfg(test)]
@@ -150,9 +147,13 @@ mod tests {
 
     #[test]
     fn tiers_without_firmware_figures_are_refused() {
-        let e = profile_from_topology(&fixture("lab-cxl")).unwrap_err();
+        let e = profile_from_topology(&fixture("lab-cxl"))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("has no firmware (HMAT/CDAT)"), "{e}");
-        let e = profile_from_topology(&fixture("this-host")).unwrap_err();
+        let e = profile_from_topology(&fixture("this-host"))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("single memory tier"), "{e}");
     }
 }

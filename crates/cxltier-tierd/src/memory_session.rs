@@ -1,0 +1,211 @@
+//! Memory mode's system-wide changes as one session: the swap area, the cgroup's memcg limits,
+//! `vm.page-cluster` and zswap, made in that order, each recorded as it is made, and undone in
+//! reverse order by [`MemoryModeSession::undo`] (which reports each step to a
+//! [`MemoryModeSink`] and returns the first failure) or, quietly, when the session is dropped.
+
+use crate::engine::MemoryMode;
+use crate::memcg::{MemcgLimits, MemcgPlan, Restored};
+use crate::psi::SlaGoal;
+use crate::readahead::{ReadaheadPlan, ReadaheadTuner};
+use crate::setting::HeldSettings;
+use crate::swap::{SwapArea, SwapPlan, Teardown};
+use crate::zswap::ZswapPlan;
+use crate::TierdError;
+use std::path::{Path, PathBuf};
+
+/// Memory mode's settings, checked against the machine; nothing written yet.
+#[derive(Debug)]
+pub struct MemoryModePlan {
+    /// Bytes each target keeps in DRAM.
+    pub dram: u64,
+    /// Bytes each target keeps on slower memory (CXL) beyond the DRAM budget.
+    pub cxl: u64,
+    pub swap: SwapPlan,
+    /// The `--cgroup`'s memcg limits (memory.high, memory.swap.max).
+    pub memcg: Option<MemcgPlan>,
+    /// vm.page-cluster (`None`: --swap-readahead keep).
+    pub readahead: Option<ReadaheadPlan>,
+    /// zswap (`None`: no --zswap).
+    pub zswap: Option<ZswapPlan>,
+    /// The SLA loop's goal (`None`: the rate limit alone).
+    pub goal: Option<SlaGoal>,
+    /// Pages go out through a DAMOS pageout scheme instead of `process_madvise`.
+    pub damos_pageout: bool,
+}
+
+impl MemoryModePlan {
+    /// Every system-wide change the session makes, in the order it makes them, said before any.
+    pub fn changes(&self) -> Vec<String> {
+        let memcg = self.memcg.iter().flat_map(MemcgPlan::changes);
+        let readahead = self.readahead.iter().flat_map(ReadaheadPlan::changes);
+        let zswap = self.zswap.iter().flat_map(ZswapPlan::changes);
+        self.swap
+            .changes()
+            .into_iter()
+            .chain(memcg)
+            .chain(readahead)
+            .chain(zswap)
+            .collect()
+    }
+
+    /// Resident bytes kept per target (DRAM plus CXL budgets): the rest is paged out.
+    pub fn keep_bytes(&self) -> u64 {
+        self.dram.saturating_add(self.cxl)
+    }
+
+    /// The daemon's memory mode with nothing set up (`--dry-run`).
+    pub fn dry_run(&self) -> MemoryMode {
+        MemoryMode {
+            keep_bytes: self.keep_bytes(),
+            swap_path: None,
+            memcg: self.memcg.as_ref().map(|m| m.dir.clone()),
+            damos_pageout: self.damos_pageout,
+        }
+    }
+}
+
+/// Hears each step of a session's setup and undo, to say it (the CLI writes stderr and JSON).
+/// Every method does nothing by default: a dropped session undoes quietly.
+pub trait MemoryModeSink {
+    /// The cgroup's limits were written.
+    fn memcg_limits_set(&mut self, _limits: &MemcgLimits) {}
+    /// The cgroup's previous limits were written back, or not: `pending` holds the
+    /// `(file, previous value)` pairs that were to be restored, for the by-hand fix.
+    fn memcg_restored(
+        &mut self,
+        _dir: &Path,
+        _pending: &[(String, String)],
+        _outcome: &Result<Restored, TierdError>,
+    ) {
+    }
+    /// `vm.page-cluster` was written back (the value), or not.
+    fn readahead_restored(&mut self, _tuner: &ReadaheadTuner, _outcome: &Result<u32, TierdError>) {}
+    /// zswap's settings were written back (each file and its value), or not.
+    fn zswap_restored(&mut self, _outcome: &Result<Vec<(PathBuf, String)>, TierdError>) {}
+    /// The swap area was turned off (and its file removed), or not.
+    fn swap_torn_down(&mut self, _area: &SwapArea, _outcome: &Result<Teardown, TierdError>) {}
+}
+
+/// The sink of a dropped session: nobody to tell.
+struct Quiet;
+
+impl MemoryModeSink for Quiet {}
+
+/// One change in force, in the order made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Change {
+    Swap,
+    Memcg,
+    Readahead,
+    Zswap,
+}
+
+/// Memory mode's system-wide changes in force. The held settings (readahead, zswap) are lent
+/// to the daemon for the run ([`MemoryModeSession::lend_held`]) and handed back before undo
+/// ([`MemoryModeSession::take_back_held`]).
+#[derive(Debug)]
+pub struct MemoryModeSession {
+    made: Vec<Change>,
+    swap: Option<SwapArea>,
+    memcg: Option<MemcgLimits>,
+    held: HeldSettings,
+}
+
+impl MemoryModeSession {
+    /// Make every change of `plan`, recording each: the swap area first (the cgroup's swap limit
+    /// is about it), then the cgroup's limits, `vm.page-cluster` and zswap. A failure undoes
+    /// what was made (the session is dropped) and is returned.
+    pub fn start(
+        plan: MemoryModePlan,
+        sink: &mut dyn MemoryModeSink,
+    ) -> Result<(MemoryMode, MemoryModeSession), TierdError> {
+        let mut mode = plan.dry_run();
+        let mut session = MemoryModeSession {
+            made: Vec::new(),
+            swap: None,
+            memcg: None,
+            held: HeldSettings::default(),
+        };
+        let area = plan.swap.apply()?;
+        mode.swap_path = Some(area.path().to_path_buf());
+        session.swap = Some(area);
+        session.made.push(Change::Swap);
+        if let Some(m) = plan.memcg {
+            let set = m.apply()?;
+            sink.memcg_limits_set(&set);
+            session.memcg = Some(set);
+            session.made.push(Change::Memcg);
+        }
+        if let Some(r) = plan.readahead {
+            session.held.readahead = Some(r.apply()?);
+            session.made.push(Change::Readahead);
+        }
+        if let Some(z) = plan.zswap {
+            session.held.zswap = Some(z.apply()?);
+            session.made.push(Change::Zswap);
+        }
+        Ok((mode, session))
+    }
+
+    /// The held settings, for the daemon to step during the run.
+    pub fn lend_held(&mut self) -> HeldSettings {
+        std::mem::take(&mut self.held)
+    }
+
+    /// The held settings back from the daemon, to be restored with the rest.
+    pub fn take_back_held(&mut self, held: HeldSettings) {
+        self.held = held;
+    }
+
+    /// Undo every change in reverse order, telling `sink` each step. Every change is tried; the
+    /// first failure is returned. Runs once: later calls find nothing to undo.
+    pub fn undo(&mut self, sink: &mut dyn MemoryModeSink) -> Result<(), TierdError> {
+        let mut first_error = None;
+        while let Some(change) = self.made.pop() {
+            let done = match change {
+                Change::Zswap => self.held.zswap.take().map_or(Ok(()), |mut z| {
+                    let outcome = z.restore();
+                    sink.zswap_restored(&outcome);
+                    outcome.map(drop)
+                }),
+                Change::Readahead => self.held.readahead.take().map_or(Ok(()), |mut tuner| {
+                    let outcome = tuner.restore();
+                    sink.readahead_restored(&tuner, &outcome);
+                    outcome.map(drop)
+                }),
+                // Before swapoff: swapoff charges every page it reads back to the cgroup,
+                // which must not be held under memory.high then.
+                Change::Memcg => self.memcg.as_mut().map_or(Ok(()), |set| {
+                    let pending: Vec<(String, String)> = set
+                        .limits()
+                        .iter()
+                        .map(|l| (l.file.to_string(), l.previous.clone()))
+                        .collect();
+                    let outcome = set.restore();
+                    sink.memcg_restored(set.dir(), &pending, &outcome);
+                    outcome.map(drop)
+                }),
+                Change::Swap => self.swap.as_mut().map_or(Ok(()), |area| {
+                    let outcome = area.teardown();
+                    sink.swap_torn_down(area, &outcome);
+                    outcome.map(drop)
+                }),
+            };
+            if let Err(e) = done {
+                first_error.get_or_insert(e);
+            }
+        }
+        match first_error {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for MemoryModeSession {
+    /// An error path: undo quietly (each part would also restore itself when dropped, but in
+    /// field order; this keeps the reverse order of setup).
+    fn drop(&mut self) {
+        let _ = self.undo(&mut Quiet);
+    }
+}
