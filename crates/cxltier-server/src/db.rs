@@ -14,6 +14,7 @@
 //! is swapped in. Keys go to the store with their physical byte: dispatch puts it on every key
 //! argument of a command.
 
+use cxltier_store::keys::push_db_key;
 use cxltier_store::{db_key, split_db_key, Kind, Store, StoreError, MAX_DATABASES};
 
 /// Redis's default number of databases.
@@ -206,12 +207,9 @@ pub fn store_key(physical: u8, key: &[u8]) -> Vec<u8> {
 }
 
 /// [`store_key`] appended to `buf`, for dispatch's buffer of a command's keys (one allocation
-/// per command, not per key). The same layout as the store's, which the debug build checks.
+/// per command, not per key), by the store's own layout ([`cxltier_store::keys::push_db_key`]).
 pub fn append_store_key(buf: &mut Vec<u8>, physical: u8, key: &[u8]) {
-    let at = buf.len();
-    buf.push(physical);
-    buf.extend_from_slice(key);
-    debug_assert_eq!(split_db_key(&buf[at..]), Some((physical, key)));
+    push_db_key(buf, physical, key);
 }
 
 #[cfg(test)]

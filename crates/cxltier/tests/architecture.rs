@@ -1,6 +1,6 @@
 //! ARCHITECTURE.md stays true: the crate edges it lists are exactly the `[dependencies]` between the
-//! workspace's crates in their Cargo.toml files, and every crate has its row in the table and a
-//! place in the bird's-eye drawing. A dependency added or removed without updating the map fails
+//! workspace's crates in their Cargo.toml files, every crate has its row in the table, and the
+//! bird's-eye drawing puts each crate on a floor above every crate it uses. A dependency added or removed without updating the map fails
 //! here, with the line to write.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -118,34 +118,73 @@ fn crate_edges_in_the_map_are_the_manifests_edges() {
     );
 }
 
-#[test]
-fn every_crate_has_a_row_and_a_place_in_the_drawing() {
-    let doc = architecture();
+/// The bird's-eye drawing's floors: `floor N  crate ....` starts a floor, and each following
+/// line that begins with a crate name followed by dots puts that crate on the same floor.
+fn floors_in_drawing(doc: &str) -> BTreeMap<String, u32> {
     let drawing = doc
         .split("## Bird's-eye view")
         .nth(1)
         .and_then(|s| s.split("```").nth(1))
         .expect("a bird's-eye drawing in a code block");
+    let mut floors = BTreeMap::new();
+    let mut floor = None;
+    for line in drawing.lines() {
+        let mut rest = line.trim_start();
+        if let Some(after) = rest.strip_prefix("floor ") {
+            let (number, tail) = after.split_once(' ').expect("`floor N  crate ...`");
+            floor = Some(number.parse::<u32>().expect("a floor's number"));
+            rest = tail.trim_start();
+        }
+        let Some((name, tail)) = rest.split_once(' ') else {
+            continue;
+        };
+        if name.starts_with("cxltier") && tail.starts_with("..") {
+            let floor = floor.unwrap_or_else(|| panic!("{name} is drawn before any `floor N`"));
+            let previous = floors.insert(name.to_string(), floor);
+            assert!(previous.is_none(), "{name} is drawn twice");
+        }
+    }
+    floors
+}
+
+#[test]
+fn every_crate_has_a_row_and_a_floor_above_what_it_uses() {
+    let doc = architecture();
     let table = doc
         .split("\n## Crates\n")
         .nth(1)
         .and_then(|s| s.split("\n## ").next())
         .expect("a `## Crates` table");
+    let floors = floors_in_drawing(&doc);
     let mut problems = Vec::new();
-    for name in edges_in_manifests().keys() {
+    for (name, deps) in &edges_in_manifests() {
         let row = format!("| `crates/{name}` |");
         if !table.contains(&row) {
             problems.push(format!("{name} has no row `{row} ...` in `## Crates`"));
         }
-        // A crate's name in the drawing is a whole word (cxltier-probe must not count for
-        // cxltier-pro...).
-        let drawn = drawing.match_indices(name.as_str()).any(|(at, _)| {
-            let after = drawing[at + name.len()..].chars().next();
-            !matches!(after, Some(c) if c.is_ascii_alphanumeric() || c == '-')
-        });
-        if !drawn {
-            problems.push(format!("{name} is not in the bird's-eye drawing"));
+        let Some(&floor) = floors.get(name) else {
+            problems.push(format!(
+                "{name} is not on a floor of the bird's-eye drawing"
+            ));
+            continue;
+        };
+        for dep in deps {
+            match floors.get(dep) {
+                Some(&below) if below < floor => {}
+                Some(&other) => problems.push(format!(
+                    "{name} (floor {floor}) depends on {dep} (floor {other}): draw {dep} lower or {name} higher"
+                )),
+                None => {} // reported under its own name
+            }
         }
+    }
+    for name in floors
+        .keys()
+        .filter(|n| !edges_in_manifests().contains_key(*n))
+    {
+        problems.push(format!(
+            "{name} is drawn but no crate of crates/ has that name"
+        ));
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
