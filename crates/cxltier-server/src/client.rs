@@ -342,26 +342,7 @@ mod tests {
         for (id, addr) in [(7u64, "127.0.0.1:5000"), (8, "127.0.0.1:5001")] {
             db.info.clients.insert(
                 id,
-                ClientMeta {
-                    addr: addr.into(),
-                    laddr: "127.0.0.1:6379".into(),
-                    fd: 9,
-                    created: now,
-                    last_active: now,
-                    name: None,
-                    proto: 2,
-                    last_cmd: "NULL",
-                    no_evict: false,
-                    reply_off: false,
-                    qbuf: 0,
-                    omem: 0,
-                    sub: 0,
-                    psub: 0,
-                    ssub: 0,
-                    multi: -1,
-                    replica: false,
-                    db: 0,
-                },
+                ClientMeta::new(addr.into(), "127.0.0.1:6379".into(), 9, now),
             );
         }
         assert_eq!(db.cmd("CLIENT ID"), ":7\r\n");

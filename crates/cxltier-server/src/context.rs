@@ -468,6 +468,30 @@ pub struct ClientMeta {
 }
 
 impl ClientMeta {
+    /// A connection just accepted: RESP2, database 0, no command yet, nothing buffered.
+    pub fn new(addr: String, laddr: String, fd: i32, now: std::time::Instant) -> ClientMeta {
+        ClientMeta {
+            addr,
+            laddr,
+            fd,
+            created: now,
+            last_active: now,
+            name: None,
+            proto: 2,
+            last_cmd: "NULL",
+            no_evict: false,
+            reply_off: false,
+            qbuf: 0,
+            omem: 0,
+            sub: 0,
+            psub: 0,
+            ssub: 0,
+            multi: -1,
+            replica: false,
+            db: 0,
+        }
+    }
+
     /// Copy what a session says of its connection.
     pub fn update_from(&mut self, s: &Session) {
         if self.name != s.name {

@@ -796,7 +796,6 @@ fn run(
 #[cfg(test)]
 mod tests {
 
-    use crate::dispatch::execute;
     use crate::testdb::*;
 
     /// A script that allocates without bound (a client's bytes) stops at the interpreter's
@@ -806,27 +805,13 @@ mod tests {
         let mut db = Db::large();
         let script: &[u8] =
             b"local t = {} local s = string.rep('x', 1048576) for i = 1, 100000 do t[i] = s .. i end return 1";
-        let mut out = Vec::new();
-        execute(
-            &mut db.store,
-            &mut db.info,
-            &mut db.session,
-            &[b"EVAL", script, b"0"],
-            &mut out,
-        );
+        let out = db.run(&[b"EVAL", script, b"0"]);
         let reply = String::from_utf8_lossy(&out).into_owned();
         assert!(
             reply.starts_with('-') && reply.contains("memory"),
             "{reply}"
         );
-        let mut out = Vec::new();
-        execute(
-            &mut db.store,
-            &mut db.info,
-            &mut db.session,
-            &[b"EVAL", b"return 7", b"0"],
-            &mut out,
-        );
+        let out = db.run(&[b"EVAL", b"return 7", b"0"]);
         assert_eq!(out, b":7\r\n");
     }
 
@@ -902,14 +887,7 @@ mod tests {
         db.cmd("SELECT 2");
         let script = "redis.call('set',KEYS[1],'v'); redis.call('incr',KEYS[2]); redis.call('select','5'); return redis.call('get',KEYS[1])";
         let words: Vec<&[u8]> = vec![b"EVAL", script.as_bytes(), b"2", b"k", b"n"];
-        let mut out = Vec::new();
-        execute(
-            &mut db.store,
-            &mut db.info,
-            &mut db.session,
-            &words,
-            &mut out,
-        );
+        let out = db.run(&words);
         assert_eq!(out, b"$-1\r\n", "the script's own SELECT 5 holds inside it");
         assert_eq!(db.cmd("GET k"), "$1\r\nv\r\n");
         assert_eq!(db.session.db, 2, "the caller's database is unchanged");

@@ -1837,29 +1837,15 @@ fn accept(
                 adm.clients.push((
                     id,
                     t,
-                    ClientMeta {
-                        addr: peer.to_string(),
-                        laddr: stream
+                    ClientMeta::new(
+                        peer.to_string(),
+                        stream
                             .local_addr()
                             .map(|a| a.to_string())
                             .unwrap_or_default(),
-                        fd: stream.as_raw_fd(),
-                        created: now,
-                        last_active: now,
-                        name: None,
-                        proto: 2,
-                        last_cmd: "NULL",
-                        no_evict: false,
-                        reply_off: false,
-                        qbuf: 0,
-                        omem: 0,
-                        sub: 0,
-                        psub: 0,
-                        ssub: 0,
-                        multi: -1,
-                        replica: false,
-                        db: 0,
-                    },
+                        stream.as_raw_fd(),
+                        now,
+                    ),
                 ));
                 conns.insert(
                     t,

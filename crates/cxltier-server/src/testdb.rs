@@ -144,14 +144,7 @@ pub(crate) fn parse_scan(r: &str) -> (String, Vec<String>) {
 /// back but for its push messages.
 pub(crate) fn served(db: &mut Db, line: &str) -> String {
     let words: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();
-    let mut out = Vec::new();
-    execute(
-        &mut db.store,
-        &mut db.info,
-        &mut db.session,
-        &words,
-        &mut out,
-    );
+    let mut out = db.run(&words);
     if db.session.drop_reply() {
         db.session.drop_output_from(&mut out, 0);
     }

@@ -101,19 +101,7 @@ impl Store {
             )));
         }
         let mut root = Root::new(Kind::ChunkedHash, self.new_generation());
-        let chunk_bytes = self.chunk_bytes();
-        let mut tx = Tx {
-            store: self,
-            key: key.to_vec(),
-            generation: root.generation,
-            next_id: root.next_id,
-            freed: Vec::new(),
-            chunk_bytes,
-            first_new_id: root.next_id,
-            pending: Default::default(),
-            pending_bytes: 0,
-            changed: false,
-        };
+        let mut tx = Tx::begin(self, key, &root);
         for &(k, v) in pairs {
             tx.modify(
                 &mut root.tops[0],

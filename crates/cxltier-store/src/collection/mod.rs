@@ -205,19 +205,7 @@ impl Store {
         let Some((root, _)) = self.coll_root(key, kind)? else {
             return Ok(None);
         };
-        let chunk_bytes = self.chunk_bytes();
-        let mut tx = Tx {
-            store: self,
-            key: key.to_vec(),
-            generation: root.generation,
-            next_id: root.next_id,
-            freed: Vec::new(),
-            chunk_bytes,
-            first_new_id: root.next_id,
-            pending: Default::default(),
-            pending_bytes: 0,
-            changed: false,
-        };
+        let mut tx = Tx::begin(self, key, &root);
         f(&mut tx, &root).map(Some)
     }
 

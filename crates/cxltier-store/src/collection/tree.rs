@@ -6,7 +6,7 @@
 //! chunks replaced go on the transaction's `freed` list, deleted once the root is written.
 
 use super::node::{
-    inner_entry_size, leaf_entry_size, Child, ChildRef, Entry, Leaf, Node, NodeRef, Reader,
+    inner_entry_size, leaf_entry_size, Child, ChildRef, Entry, Leaf, Node, NodeRef, Reader, Root,
 };
 use crate::arena::SLOT_HEADER;
 use crate::{Kind, Result, Store, StoreError};
@@ -82,6 +82,26 @@ pub(crate) struct Tx<'s> {
     pub pending_bytes: usize,
     /// Whether a [`Tx::modify`] changed a leaf (a change that changed nothing writes nothing).
     pub changed: bool,
+}
+
+impl<'s> Tx<'s> {
+    /// A change to the collection at `key` whose root is `root`, handing out ids from the
+    /// root's next one.
+    pub(crate) fn begin(store: &'s mut Store, key: &[u8], root: &Root) -> Tx<'s> {
+        let chunk_bytes = store.chunk_bytes();
+        Tx {
+            store,
+            key: key.to_vec(),
+            generation: root.generation,
+            next_id: root.next_id,
+            freed: Vec::new(),
+            chunk_bytes,
+            first_new_id: root.next_id,
+            pending: Default::default(),
+            pending_bytes: 0,
+            changed: false,
+        }
+    }
 }
 
 /// What a walk calls with each entry (key, value) in turn; false stops it.
