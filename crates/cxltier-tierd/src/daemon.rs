@@ -7,10 +7,11 @@
 
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
+use std::ffi::OsString;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ExitStatus};
+use std::process::{Child, Command, ExitStatus};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -89,6 +90,35 @@ impl Cgroup {
         }
     }
 
+    /// The cgroup named on the command line (`--cgroup`): a path as given when it is absolute or
+    /// exists, else one under /sys/fs/cgroup. Reading it changes nothing; it must have processes.
+    pub fn resolve(path: &Path) -> Result<Cgroup, TierdError> {
+        let dir = if path.is_absolute() || path.exists() {
+            path.to_path_buf()
+        } else {
+            Path::new("/sys/fs/cgroup").join(path)
+        };
+        let procs = dir.join("cgroup.procs");
+        let pids = read_cgroup_procs(&dir).map_err(|e| {
+            TierdError::invalid_with_hint(
+                format!(
+                    "--cgroup {}: cannot read {}: {e}",
+                    path.display(),
+                    procs.display()
+                ),
+                "give a cgroup directory, e.g. /sys/fs/cgroup/system.slice/foo.service (cgroup v2) \
+                 or /sys/fs/cgroup/memory/foo (a cgroup v1 memory cgroup)",
+            )
+        })?;
+        if pids.is_empty() {
+            return Err(TierdError::invalid(format!(
+                "--cgroup {}: the cgroup has no processes",
+                path.display()
+            )));
+        }
+        Ok(Cgroup::new(dir, pids))
+    }
+
     /// The cgroup's directory.
     pub fn dir(&self) -> &Path {
         &self.dir
@@ -115,6 +145,37 @@ impl TargetSource for Cgroup {
 /// is what ended the run.
 #[derive(Debug)]
 pub struct Launched(pub Child);
+
+impl Launched {
+    /// Start `command` (the program, then its arguments) as the daemon's target.
+    pub fn spawn(command: &[OsString]) -> Result<Launched, TierdError> {
+        Command::new(&command[0])
+            .args(&command[1..])
+            .spawn()
+            .map(Launched)
+            .map_err(|source| TierdError::Spawn {
+                program: command[0].to_string_lossy().into_owned(),
+                source,
+            })
+    }
+}
+
+/// How long to run, from `--duration` in seconds (none: until stopped).
+pub fn run_duration(seconds: Option<f64>) -> Result<Option<Duration>, TierdError> {
+    match seconds {
+        Some(s) if !(s.is_finite() && s > 0.0) => Err(TierdError::invalid(format!(
+            "--duration {s}: expected a number of seconds above 0"
+        ))),
+        Some(s) => Ok(Some(Duration::from_secs_f64(s))),
+        None => Ok(None),
+    }
+}
+
+/// The warnings said before the run (the `warnings` JSON line of docs/tierd.md).
+#[derive(Debug, Clone, Serialize)]
+pub struct Warnings<'a> {
+    pub warnings: &'a [String],
+}
 
 impl TargetSource for Launched {
     fn initial(&self) -> Vec<u32> {

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use cxltier_sys::{errno_name, move_pages, query_pages, PageStatus};
-use cxltier_topo::Topology;
+use cxltier_topo::{Placement, Topology};
 
 use crate::access::{PageAccess, SourceKind, Tracker};
 use crate::placement::ProcessPages;
@@ -57,6 +57,13 @@ impl Tiers {
                 None => Err(e),
             }
         })
+    }
+
+    /// Warnings when the kernel's own tiering (NUMA balancing, demotion) can move the pages tierd
+    /// places on these nodes: the two would undo each other's moves.
+    pub fn kernel_tiering_warnings(&self, topo: &Topology) -> Vec<String> {
+        let nodes: Vec<u32> = self.fast.iter().chain(&self.slow).copied().collect();
+        topo.kernel_tiering_warnings(&nodes, Placement::Moved)
     }
 
     fn tier_name(&self, node: u32) -> &'static str {
@@ -1267,6 +1274,55 @@ fn annotate(
 mod tests {
     use super::*;
     use crate::testutil::TempDir;
+
+    /// node0 (CPUs) in memory tier 4, node1 (CPU-less) in tier 22, with the given settings.
+    fn tiered_topology(numa_balancing: &str, demotion: &str) -> (tempfile::TempDir, Topology) {
+        let tmp = tempfile::tempdir().unwrap();
+        let write = |rel: &str, text: &str| {
+            let p = tmp.path().join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        };
+        for (id, cpus, tier) in [(0, "0-1", 4), (1, "", 22)] {
+            let node = format!("sys/devices/system/node/node{id}");
+            write(&format!("{node}/cpulist"), &format!("{cpus}\n"));
+            write(
+                &format!("{node}/meminfo"),
+                &format!("Node {id} MemTotal: 1048576 kB\nNode {id} MemFree: 524288 kB\n"),
+            );
+            write(
+                &format!("sys/devices/virtual/memory_tiering/memory_tier{tier}/nodelist"),
+                &format!("{id}\n"),
+            );
+        }
+        write("proc/sys/kernel/numa_balancing", numa_balancing);
+        write("sys/kernel/mm/numa/demotion_enabled", demotion);
+        let topo = Topology::discover(tmp.path()).unwrap();
+        (tmp, topo)
+    }
+
+    #[test]
+    fn warns_when_the_kernel_moves_the_same_pages() {
+        let (_t, topo) = tiered_topology("0\n", "false\n");
+        let tiers = Tiers::from_topology(&topo).unwrap();
+        assert!(tiers.kernel_tiering_warnings(&topo).is_empty());
+
+        let (_t, topo) = tiered_topology("2\n", "true\n");
+        let tiers = Tiers::from_topology(&topo).unwrap();
+        let w = tiers.kernel_tiering_warnings(&topo);
+        assert_eq!(w.len(), 2, "{w:?}");
+        assert!(w[0].contains("promotes hot pages on node(s) 1"), "{}", w[0]);
+        assert!(w[0].contains("`sysctl kernel.numa_balancing=0`"));
+        assert!(w[1].contains("demotes cold pages on node(s) 0"), "{}", w[1]);
+        assert!(w[1].contains("`echo false > /sys/kernel/mm/numa/demotion_enabled`"));
+
+        // Normal NUMA balancing pulls pages toward the CPU's node: it undoes tierd's moves too.
+        let (_t, topo) = tiered_topology("1\n", "false\n");
+        let tiers = Tiers::from_topology(&topo).unwrap();
+        let w = tiers.kernel_tiering_warnings(&topo);
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(w[0].contains("toward the node of the CPU"), "{}", w[0]);
+    }
 
     #[test]
     fn handles_of_targets_no_longer_running_are_dropped_and_only_those() {

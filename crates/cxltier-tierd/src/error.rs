@@ -119,6 +119,29 @@ pub enum TierdError {
     /// The daemon's sink could not write its report (its output is gone).
     #[error("{0}")]
     Output(io::Error),
+
+    /// A value given on the command line is wrong; the message names the flag as written there.
+    #[error("{message}")]
+    Invalid {
+        message: String,
+        hint: Option<&'static str>,
+    },
+
+    /// A system-wide change was asked for without the privilege to make it.
+    #[error("{0}")]
+    NeedsRoot(String),
+
+    /// A command to run could not be started (bad input when there is no such program).
+    #[error("cannot start {program}: {source}")]
+    Spawn { program: String, source: io::Error },
+
+    /// A workload's memory did not hold what was written to it.
+    #[error("{0}")]
+    Corrupt(String),
+
+    /// The program could not execute itself again (with transparent huge pages disabled).
+    #[error("{0}")]
+    Exec(String),
 }
 
 fn permission_hint(err: &io::Error) -> &'static str {
@@ -146,7 +169,12 @@ impl Classify for TierdError {
             }
             TierdError::Policy { .. }
             | TierdError::Setting { .. }
-            | TierdError::NoSuchProcess { .. } => Class::BadInput,
+            | TierdError::NoSuchProcess { .. }
+            | TierdError::Invalid { .. } => Class::BadInput,
+            TierdError::NeedsRoot(_) => Class::Permission,
+            TierdError::Spawn { source, .. } if source.kind() == io::ErrorKind::NotFound => {
+                Class::BadInput
+            }
             TierdError::Sys(e) => match e.kind {
                 cxltier_sys::ErrorKind::PermissionDenied => Class::Permission,
                 cxltier_sys::ErrorKind::NoSuchProcess => Class::BadInput,
@@ -156,9 +184,32 @@ impl Classify for TierdError {
             _ => Class::Runtime,
         }
     }
+
+    fn hint(&self) -> Option<String> {
+        match self {
+            TierdError::Invalid { hint, .. } => hint.map(str::to_string),
+            _ => None,
+        }
+    }
 }
 
 impl TierdError {
+    /// A wrong command-line value, said as `message` (which names the flag).
+    pub fn invalid(message: impl Into<String>) -> Self {
+        TierdError::Invalid {
+            message: message.into(),
+            hint: None,
+        }
+    }
+
+    /// A wrong command-line value, with how to fix it.
+    pub fn invalid_with_hint(message: impl Into<String>, hint: &'static str) -> Self {
+        TierdError::Invalid {
+            message: message.into(),
+            hint: Some(hint),
+        }
+    }
+
     pub(crate) fn io(action: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Self {
         TierdError::Io {
             action,

@@ -24,7 +24,9 @@
 //!   targets' pages off poisoned frames and reports quarantined memory per node.
 //! - [`tuning`]: the `--tune`/`--sweep` session: [`tune`]'s search driven against a target
 //!   ([`tuning::Measurer`]), the weighted-interleave table held at the chosen split
-//!   ([`tuning::AllocationWeights`]), reported to a [`tuning::TuneSink`].
+//!   ([`tuning::AllocationWeights`]), reported to a [`tuning::TuneSink`]; [`tune_run`]: the
+//!   whole run around it (settings checked, the target found or started under weighted
+//!   interleave, the table put back), reported to a [`tune_run::TuneRunSink`].
 //! - memory mode (`--nvme`): [`swap`] (the swap area on NVMe: checked, created, turned on, and
 //!   undone), [`pageout`] (which resident pages go beyond the DRAM + CXL budgets, sent with
 //!   `process_madvise(MADV_PAGEOUT)`), [`psi`] (memory pressure and the SLA controller that
@@ -65,6 +67,7 @@ pub mod setting;
 pub mod softdirty;
 pub mod swap;
 pub mod tune;
+pub mod tune_run;
 pub mod tuning;
 pub mod workload;
 pub mod zswap;
@@ -76,5 +79,5 @@ pub use access::{choose_source, AccessSource, Source, SourceKind};
 pub use daemon::{Daemon, DaemonSink, TargetSource};
 pub use engine::{Engine, IntervalReport, MemoryMode, MemoryReport, Tiers};
 pub use error::{Class, Classify, TierdError};
-pub use memory_session::{MemoryModePlan, MemoryModeSession, MemoryModeSink};
+pub use memory_session::{MemoryModePlan, MemoryModeRequest, MemoryModeSession, MemoryModeSink};
 pub use policy::Policy;

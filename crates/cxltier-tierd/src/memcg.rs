@@ -46,6 +46,45 @@ pub struct Limit {
     pub previous: String,
 }
 
+/// The `memcg_limits` JSON line of docs/tierd.md: the limits set on a cgroup (or, with
+/// `dry_run`, that would be set). Fields in the order the line has always written them.
+#[derive(Debug, Clone, Serialize)]
+pub struct LimitsReport<'a> {
+    pub cgroup: &'a Path,
+    pub dry_run: bool,
+    pub limits: &'a [Limit],
+}
+
+/// The `memcg_restore` JSON line: which limits were written back when tierd stopped.
+#[derive(Debug, Clone, Serialize)]
+pub struct RestoreReport<'a> {
+    pub cgroup: &'a Path,
+    pub cgroup_gone: bool,
+    pub restored: Vec<RestoredFile<'a>>,
+}
+
+/// One limit file written back, and the value it holds again.
+#[derive(Debug, Clone, Serialize)]
+pub struct RestoredFile<'a> {
+    pub file: &'a str,
+    pub value: &'a str,
+}
+
+impl Restored {
+    /// The `memcg_restore` line for the cgroup `dir`.
+    pub fn report<'a>(&'a self, dir: &'a Path) -> RestoreReport<'a> {
+        RestoreReport {
+            cgroup: dir,
+            cgroup_gone: self.cgroup_gone,
+            restored: self
+                .restored
+                .iter()
+                .map(|(file, value)| RestoredFile { file, value })
+                .collect(),
+        }
+    }
+}
+
 /// The limits to set on one cgroup, checked against it; nothing written yet.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MemcgPlan {
@@ -61,6 +100,15 @@ fn read_value(dir: &Path, file: &str) -> Result<String, TierdError> {
 }
 
 impl MemcgPlan {
+    /// The `memcg_limits` line of a `--dry-run`: the limits that would be set.
+    pub fn report(&self) -> LimitsReport<'_> {
+        LimitsReport {
+            cgroup: &self.dir,
+            dry_run: true,
+            limits: &self.limits,
+        }
+    }
+
     /// Check the cgroup directory `dir` and plan `memory.high = keep_bytes` and
     /// `memory.swap.max = swap_bytes`. A cgroup without the memory controller (or the root
     /// cgroup, which has no limits) is refused, naming the fix; a kernel without swap accounting
@@ -252,6 +300,15 @@ pub struct Restored {
 impl MemcgLimits {
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// The `memcg_limits` line of the limits set.
+    pub fn report(&self) -> LimitsReport<'_> {
+        LimitsReport {
+            cgroup: &self.dir,
+            dry_run: false,
+            limits: &self.limits,
+        }
     }
 
     /// The limits in force (set by tierd and not yet restored).

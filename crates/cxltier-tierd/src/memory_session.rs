@@ -3,15 +3,20 @@
 //! reverse order by [`MemoryModeSession::undo`] (which reports each step to a
 //! [`MemoryModeSink`] and returns the first failure) or, quietly, when the session is dropped.
 
-use crate::engine::MemoryMode;
+use crate::daemon::{Daemon, DaemonSink, Outcome};
+use crate::engine::{MemoryMode, Tiers};
 use crate::memcg::{MemcgLimits, MemcgPlan, Restored};
+use crate::policy::Policy;
 use crate::psi::SlaGoal;
-use crate::readahead::{ReadaheadPlan, ReadaheadTuner};
+use crate::readahead::{ReadaheadPlan, ReadaheadTuner, SwapReadahead};
 use crate::setting::HeldSettings;
-use crate::swap::{SwapArea, SwapPlan, Teardown};
+use crate::swap::{NvmeSpec, SwapArea, SwapPlan, Teardown};
+use crate::tune::ProgressSignal;
 use crate::zswap::ZswapPlan;
 use crate::TierdError;
+use cxltier_topo::size::Size;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
 
 /// Memory mode's settings, checked against the machine; nothing written yet.
 #[derive(Debug)]
@@ -33,7 +38,133 @@ pub struct MemoryModePlan {
     pub damos_pageout: bool,
 }
 
+/// Memory mode as asked for on the command line (`--nvme` and the flags beside it), checked
+/// against the machine by [`MemoryModePlan::check`].
+#[derive(Debug, Clone, Default)]
+pub struct MemoryModeRequest {
+    /// `--nvme PATH[:SIZE]`: the block device or new swap file.
+    pub nvme: String,
+    /// `--cxl-budget`: bytes each target keeps on slower memory (none: 0).
+    pub cxl_budget: Option<Size>,
+    /// `--max-stall-pct`: the SLA loop's goal in memory pressure.
+    pub max_stall_pct: Option<f64>,
+    /// `--max-slowdown-pct`: the SLA loop's goal in the workload's own progress.
+    pub max_slowdown_pct: Option<f64>,
+    /// `--progress`: the workload's counter, read by a slowdown goal.
+    pub progress: Option<String>,
+    /// `--swap-readahead`: auto, keep or a page-cluster value.
+    pub swap_readahead: String,
+    /// `--zswap`: the pool's most percent of RAM (none: zswap left alone).
+    pub zswap_percent: Option<u32>,
+    /// `--pageout-with damos`.
+    pub damos_pageout: bool,
+    /// `--dry-run`: nothing is written, so root is not needed.
+    pub dry_run: bool,
+    /// The process runs as root (swapon needs it).
+    pub as_root: bool,
+}
+
+/// A percentage goal above 0 and below 100.
+fn percent_goal(p: f64) -> bool {
+    p.is_finite() && p > 0.0 && p < 100.0
+}
+
 impl MemoryModePlan {
+    /// Check `request` against the machine before anything is written: the DRAM budget (from
+    /// `policy`), the SLA goal, the swap area, the memcg limits of `cgroup`, swap readahead,
+    /// zswap and the privilege. `warn` hears what is accepted but likely not what was meant.
+    pub fn check(
+        request: &MemoryModeRequest,
+        policy: &Policy,
+        tiers: &Tiers,
+        cgroup: Option<&Path>,
+        warn: &mut dyn FnMut(&str),
+    ) -> Result<MemoryModePlan, TierdError> {
+        let dram = policy.dram_budget_bytes().ok_or_else(|| {
+            TierdError::invalid("--nvme needs --dram-budget: the bytes each target keeps in DRAM")
+        })?;
+        let cxl = request.cxl_budget.as_ref().map_or(0, Size::bytes);
+        if let Some(p) = request.max_stall_pct {
+            if !percent_goal(p) {
+                return Err(TierdError::invalid(format!(
+                    "--max-stall-pct {p}: expected a percentage of time stalled above 0 and below 100, e.g. 5"
+                )));
+            }
+        }
+        let goal = match (request.max_stall_pct, request.max_slowdown_pct) {
+            (Some(p), _) => Some(SlaGoal::Stall { max_pct: p }),
+            (None, Some(p)) => {
+                if !percent_goal(p) {
+                    return Err(TierdError::invalid(format!(
+                        "--max-slowdown-pct {p}: expected a percentage of the workload's best rate \
+                         above 0 and below 100, e.g. 10"
+                    )));
+                }
+                let spec = request.progress.as_deref().unwrap_or_default();
+                let progress = ProgressSignal::parse(spec)?;
+                // Read once now: a signal that cannot be read is said before anything is set up.
+                progress.read().map_err(|e| {
+                    TierdError::invalid_with_hint(
+                        format!("--progress {spec}: {e}"),
+                        "the workload must keep a growing counter there before tierd starts",
+                    )
+                })?;
+                Some(SlaGoal::Slowdown {
+                    max_pct: p,
+                    progress,
+                })
+            }
+            (None, None) => None,
+        };
+        if tiers.slow.is_empty() && cxl > 0 {
+            warn(&format!(
+                "--cxl-budget {}: this machine has no slower memory tier; what is beyond the DRAM \
+                 budget goes to NVMe",
+                request
+                    .cxl_budget
+                    .as_ref()
+                    .map(Size::to_string)
+                    .unwrap_or_default()
+            ));
+        }
+        let spec = NvmeSpec::parse(&request.nvme)?;
+        let proc_root = Path::new("/proc");
+        let swap = SwapPlan::prepare(&spec, proc_root)?;
+        let memcg = match cgroup {
+            Some(dir) => {
+                let (plan, note) =
+                    MemcgPlan::prepare(dir, dram.saturating_add(cxl), swap.size_bytes)?;
+                if let Some(note) = note {
+                    warn(&note);
+                }
+                Some(plan)
+            }
+            None => None,
+        };
+        let readahead =
+            ReadaheadPlan::prepare(SwapReadahead::parse(&request.swap_readahead)?, proc_root)?;
+        let zswap = match request.zswap_percent {
+            Some(pct) => Some(ZswapPlan::prepare(pct, Path::new("/sys"), proc_root)?),
+            None => None,
+        };
+        if !request.dry_run && !request.as_root {
+            return Err(TierdError::NeedsRoot(format!(
+                "--nvme {}: turning swap on needs root (CAP_SYS_ADMIN); run tierd with sudo",
+                spec.path.display()
+            )));
+        }
+        Ok(MemoryModePlan {
+            dram,
+            cxl,
+            swap,
+            memcg,
+            readahead,
+            zswap,
+            goal,
+            damos_pageout: request.damos_pageout,
+        })
+    }
+
     /// Every system-wide change the session makes, in the order it makes them, said before any.
     pub fn changes(&self) -> Vec<String> {
         let memcg = self.memcg.iter().flat_map(MemcgPlan::changes);
@@ -145,6 +276,23 @@ impl MemoryModeSession {
             session.made.push(Change::Zswap);
         }
         Ok((mode, session))
+    }
+
+    /// Run `daemon` with the held settings lent to it, then undo every change whatever the
+    /// run's outcome (in reverse order: zswap, swap readahead, the cgroup's limits, then the swap
+    /// area), telling `undo` each step. A failed undo is the error returned, else the run's.
+    pub fn run(
+        &mut self,
+        daemon: Daemon,
+        sink: &mut dyn DaemonSink,
+        undo: &mut dyn MemoryModeSink,
+        stop: &AtomicBool,
+    ) -> Result<Outcome, TierdError> {
+        let mut daemon = daemon.held_settings(self.lend_held());
+        let outcome = daemon.run(sink, stop);
+        self.take_back_held(daemon.take_held_settings());
+        self.undo(undo)?;
+        outcome
     }
 
     /// The held settings, for the daemon to step during the run.

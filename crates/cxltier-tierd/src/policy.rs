@@ -126,6 +126,16 @@ pub struct Policy {
     pub limits: Limits,
 }
 
+/// The command line's settings that take the place of the policy file's ([`Policy::resolve`]).
+#[derive(Debug, Clone, Default)]
+pub struct PolicyOverrides {
+    pub dram_budget: Option<Size>,
+    pub max_migrate_mbps: Option<f64>,
+    pub interval_ms: Option<u64>,
+    /// As written (`auto`, `damon`, `idle-page`), to be said back when it is none of them.
+    pub access_source: Option<String>,
+}
+
 impl Policy {
     /// Parse a policy from TOML text (`origin` names it in errors).
     pub fn parse(text: &str, origin: &Path) -> Result<Policy, TierdError> {
@@ -138,6 +148,39 @@ impl Policy {
             message: e.to_string(),
         })?;
         Ok(policy)
+    }
+
+    /// The policy file at `file` (the defaults without one) with the command line's `overrides`
+    /// over it, validated: what the daemon runs with.
+    pub fn resolve(file: Option<&Path>, overrides: PolicyOverrides) -> Result<Policy, TierdError> {
+        let mut p = match file {
+            Some(path) => Policy::load(path)?,
+            None => Policy::default(),
+        };
+        if let Some(b) = overrides.dram_budget {
+            p = p.with_dram_budget(b);
+        }
+        if let Some(r) = overrides.max_migrate_mbps {
+            p = p.with_max_migrate_mbps(r);
+        }
+        if let Some(ms) = overrides.interval_ms {
+            p = p.with_interval_ms(ms);
+        }
+        if let Some(src) = &overrides.access_source {
+            let source: AccessSource = src.parse().map_err(|_: TierdError| {
+                TierdError::invalid(format!(
+                    "--access-source {src:?}: expected auto, damon or idle-page"
+                ))
+            })?;
+            p = p.with_access_source(source);
+        }
+        p.validate().map_err(|e| {
+            TierdError::invalid_with_hint(
+                e.to_string(),
+                "see docs/tierd.md for the policy settings",
+            )
+        })?;
+        Ok(p)
     }
 
     /// Read and parse a policy file.

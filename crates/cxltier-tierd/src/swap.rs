@@ -11,6 +11,7 @@
 
 use crate::TierdError;
 use cxltier_topo::size::parse_size;
+use serde::Serialize;
 use std::fs;
 use std::io::{self, Seek, SeekFrom, Write};
 use std::os::unix::fs::FileTypeExt;
@@ -410,6 +411,25 @@ pub struct SwapArea {
 pub struct Teardown {
     pub swapped_off: bool,
     pub removed_file: bool,
+}
+
+/// The `swap_teardown` JSON line of docs/tierd.md: what memory mode's teardown did to its area.
+#[derive(Debug, Clone, Serialize)]
+pub struct TeardownReport<'a> {
+    pub path: &'a Path,
+    pub removed_file: bool,
+    pub swapped_off: bool,
+}
+
+impl Teardown {
+    /// The `swap_teardown` line for the area at `path`.
+    pub fn report<'a>(&self, path: &'a Path) -> TeardownReport<'a> {
+        TeardownReport {
+            path,
+            removed_file: self.removed_file,
+            swapped_off: self.swapped_off,
+        }
+    }
 }
 
 impl SwapArea {

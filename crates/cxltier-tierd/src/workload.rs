@@ -193,6 +193,101 @@ impl HotSet {
     }
 }
 
+impl HotSetSummary {
+    /// The end-of-run check: an error unless every page held what was last written to it.
+    pub fn check(&self) -> Result<(), TierdError> {
+        if self.intact {
+            return Ok(());
+        }
+        Err(TierdError::Corrupt(format!(
+            "{} of {} pages did not hold what was last written to them",
+            self.corrupt_pages, self.pages
+        )))
+    }
+}
+
+impl StreamSummary {
+    /// The end-of-run check: an error unless every whole pass summed to the pattern's sum.
+    pub fn check(&self) -> Result<(), TierdError> {
+        intact_or_error(self.intact, || {
+            format!("{} passes had a wrong sum", self.bad_passes)
+        })
+    }
+}
+
+impl ChaseSummary {
+    /// The end-of-run check: an error unless every line still holds its successor.
+    pub fn check(&self) -> Result<(), TierdError> {
+        intact_or_error(self.intact, || {
+            "a line of the chase no longer holds its successor".to_string()
+        })
+    }
+}
+
+fn intact_or_error(intact: bool, what: impl FnOnce() -> String) -> Result<(), TierdError> {
+    if intact {
+        return Ok(());
+    }
+    Err(TierdError::Corrupt(format!(
+        "the memory did not hold what was written to it: {}",
+        what()
+    )))
+}
+
+/// A run's length in seconds, from the flag `flag` (above 0).
+pub fn period(flag: &str, seconds: f64) -> Result<Duration, TierdError> {
+    if seconds.is_finite() && seconds > 0.0 {
+        Ok(Duration::from_secs_f64(seconds))
+    } else {
+        Err(TierdError::invalid(format!(
+            "{flag} {seconds}: expected a number of seconds above 0"
+        )))
+    }
+}
+
+/// `--warmup` in seconds (0 or more).
+pub fn warmup(seconds: f64) -> Result<Duration, TierdError> {
+    if seconds.is_finite() && seconds >= 0.0 {
+        Ok(Duration::from_secs_f64(seconds))
+    } else {
+        Err(TierdError::invalid(format!(
+            "--warmup {seconds}: expected a number of seconds, 0 or more"
+        )))
+    }
+}
+
+/// Make sure no page of this process is a transparent huge page, not only a workload's memory:
+/// an allocator whose arenas are 2 MiB aligned (as mimalloc's are) puts the process's own heap in
+/// huge pages, hot ones, and beside them a small DRAM budget under `cxltier tierd` cannot hold the
+/// hot window whose moves the workload is there to show. THP is disabled for the process
+/// (`PR_SET_THP_DISABLE`) and the program executed again, so that the new image never has a huge
+/// page; the pid, the memory policy, the environment and the arguments stay. Returns only when
+/// huge pages were already disabled (`Ok(None)`) or the kernel refuses the setting (`Ok(Some)`:
+/// the workload goes on with huge pages allowed in its heap, which the caller says).
+pub fn without_huge_pages() -> Result<Option<cxltier_sys::SysError>, TierdError> {
+    use std::os::unix::process::CommandExt;
+    match cxltier_sys::thp::disabled() {
+        Ok(true) => return Ok(None),
+        Ok(false) => {}
+        Err(e) => return Ok(Some(e)),
+    }
+    cxltier_sys::thp::disable().map_err(|e| TierdError::Exec(e.to_string()))?;
+    let mut argv = std::env::args_os();
+    let argv0 = argv.next().unwrap_or_else(|| "cxltier".into());
+    // The program's own path, not /proc/self/exe: the process's name (comm, what `ps` and
+    // `cxltier show` print) comes from the file name executed.
+    let exe = std::env::current_exe()
+        .map_err(|e| TierdError::Exec(format!("cannot find this program's path: {e}")))?;
+    let err = std::process::Command::new(&exe)
+        .arg0(argv0)
+        .args(argv)
+        .exec();
+    Err(TierdError::Exec(format!(
+        "cannot execute {} again with transparent huge pages disabled: {err}",
+        exe.display()
+    )))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,32 +2,32 @@
 
 mod tune;
 
-use crate::error::{Class, CliError, CliResult};
+use crate::error::{CliError, CliResult};
 use crate::output::json_line;
 use cxltier_tierd::daemon::{
-    Cgroup, Launched, Pids, Starting, StopReport, TargetSource, WrittenPages,
+    run_duration, Cgroup, Launched, Pids, Starting, StopReport, TargetSource, Warnings,
+    WrittenPages,
 };
 use cxltier_tierd::engine::{IntervalReport, Status, TargetChange};
-use cxltier_tierd::memcg::{MemcgLimits, MemcgPlan, Restored};
+use cxltier_tierd::memcg::{MemcgLimits, Restored};
+use cxltier_tierd::policy::PolicyOverrides;
 use cxltier_tierd::psi::SlaGoal;
 use cxltier_tierd::quarantine::QuarantineReport;
-use cxltier_tierd::readahead::{ReadaheadPlan, ReadaheadTuner, SwapReadahead};
-use cxltier_tierd::swap::{BackingKind, NvmeSpec, SwapArea, SwapPlan, Teardown};
-use cxltier_tierd::tune::ProgressSignal;
-use cxltier_tierd::zswap::ZswapPlan;
+use cxltier_tierd::readahead::ReadaheadTuner;
+use cxltier_tierd::swap::{BackingKind, SwapArea, Teardown};
+use cxltier_tierd::tune_run::TuneRun;
 use cxltier_tierd::{
-    choose_source, AccessSource, Daemon, DaemonSink, MemoryMode, MemoryModePlan, MemoryModeSession,
-    MemoryModeSink, Policy, SourceKind, TierdError, Tiers,
+    choose_source, Daemon, DaemonSink, MemoryMode, MemoryModePlan, MemoryModeRequest,
+    MemoryModeSession, MemoryModeSink, Policy, SourceKind, TierdError, Tiers,
 };
 use cxltier_topo::size::Size;
-use cxltier_topo::{Placement, Topology};
+use cxltier_topo::Topology;
 use std::ffi::OsString;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode};
+use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
-use std::time::Duration;
 
 /// The long help: what the command does, exactly.
 const LONG_HELP: &str = "\
@@ -239,80 +239,43 @@ pub struct Args {
 }
 
 fn args_for_tune(args: &Args) -> Result<tune::TuneArgs, CliError> {
-    let pid = match (args.pid.as_slice(), args.command.is_empty()) {
-        ([pid], true) => *pid,
-        ([], false) => 0,
-        _ => {
-            return Err(CliError::bad_input(
-                "--tune and --sweep manage one target: give one --pid, or -- CMD",
-            ))
-        }
-    };
-    if !(args.measure.is_finite() && args.measure >= 0.1) {
-        return Err(CliError::bad_input(format!(
-            "--measure {}: expected at least 0.1 seconds",
-            args.measure
-        )));
-    }
-    if !(args.retune_threshold.is_finite() && args.retune_threshold > 0.0) {
-        return Err(CliError::bad_input(format!(
-            "--retune-threshold {}: expected a percentage above 0, e.g. 10",
-            args.retune_threshold
-        )));
-    }
-    if args.retune_windows == 0 {
-        return Err(CliError::bad_input(
-            "--retune-windows 0: expected at least 1 window",
-        ));
-    }
-    let duration = match args.duration {
-        Some(s) if !(s.is_finite() && s > 0.0) => {
-            return Err(CliError::bad_input(format!(
-                "--duration {s}: expected a number of seconds above 0"
-            )))
-        }
-        Some(s) => Some(Duration::from_secs_f64(s)),
-        None => None,
-    };
-    if args.sweep && args.dry_run {
-        return Err(CliError::bad_input(
-            "--sweep --dry-run: the sweep moves the target's pages to measure them; it has nothing to dry-run",
-        ));
-    }
-    if args.rounds == 0 {
-        return Err(CliError::bad_input("--rounds 0: expected at least 1 round"));
-    }
-    let mut splits = Vec::new();
-    for &p in &args.splits {
-        if p > 100 || p % 10 != 0 {
-            return Err(CliError::bad_input(format!(
-                "--splits {p}: expected a percentage of pages on the fast tier in tenths: 0, 10, ... 100"
-            )));
-        }
-        if splits.contains(&(p / 10)) {
-            return Err(CliError::bad_input(format!("--splits: {p} is named twice")));
-        }
-        splits.push(p / 10);
-    }
-    if splits.is_empty() {
-        splits = (0..=10).rev().collect();
-    }
-    Ok(tune::TuneArgs {
-        splits,
-        rounds: args.rounds,
-        pid,
-        continuous: args.continuous,
-        retune_threshold: args.retune_threshold / 100.0,
-        retune_windows: args.retune_windows,
-        duration,
-        dry_run: args.dry_run,
+    let run = TuneRun {
+        pids: args.pid.clone(),
         command: args.command.clone(),
         sweep: args.sweep,
+        splits_percent: args.splits.clone(),
+        rounds: args.rounds,
         progress: args.progress.clone().expect("clap requires it"),
+        measure_s: args.measure,
+        continuous: args.continuous,
+        retune_threshold_pct: args.retune_threshold,
+        retune_windows: args.retune_windows,
+        duration_s: args.duration,
+        dry_run: args.dry_run,
+    };
+    run.check().map_err(CliError::classified)?;
+    Ok(tune::TuneArgs {
+        run,
         mix: args.mix.clone(),
         start: args.tune_start.clone(),
-        measure: Duration::from_secs_f64(args.measure),
         json: args.json,
+    })
+}
+
+/// A flag set by SIGINT or SIGTERM: the run stops at its next look, and undoes what it set.
+fn stop_flag() -> Result<Arc<AtomicBool>, CliError> {
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, Arc::clone(&stop))
+            .map_err(|e| CliError::runtime(format!("cannot install a signal handler: {e}")))?;
+    }
+    Ok(stop)
+}
+
+/// tierd's exit status: a launched CMD's own when its end ended the run, else 0.
+fn exit_status(cmd: Option<std::process::ExitStatus>) -> ExitCode {
+    cmd.map_or(ExitCode::SUCCESS, |s| {
+        ExitCode::from(s.code().unwrap_or(1).clamp(0, 255) as u8)
     })
 }
 
@@ -326,59 +289,15 @@ fn cxl_budget_arg(text: &str) -> Result<Size, String> {
     Size::parse(text).map_err(|e| format!("--cxl-budget {text:?}: {e}"))
 }
 
+/// The policy file (or the defaults) with the flags that override it.
 fn policy(args: &Args) -> Result<Policy, CliError> {
-    let mut p = match &args.policy {
-        Some(path) => Policy::load(path).map_err(CliError::classified)?,
-        None => Policy::default(),
+    let overrides = PolicyOverrides {
+        dram_budget: args.dram_budget.clone(),
+        max_migrate_mbps: args.max_migrate_rate,
+        interval_ms: args.interval,
+        access_source: args.access_source.clone(),
     };
-    if let Some(b) = &args.dram_budget {
-        p = p.with_dram_budget(b.clone());
-    }
-    if let Some(r) = args.max_migrate_rate {
-        p = p.with_max_migrate_mbps(r);
-    }
-    if let Some(ms) = args.interval {
-        p = p.with_interval_ms(ms);
-    }
-    if let Some(src) = &args.access_source {
-        let source: AccessSource = src.parse().map_err(|_: TierdError| {
-            CliError::bad_input(format!(
-                "--access-source {src:?}: expected auto, damon or idle-page"
-            ))
-        })?;
-        p = p.with_access_source(source);
-    }
-    p.validate().map_err(|e| {
-        CliError::bad_input(e.to_string()).with_hint("see docs/tierd.md for the policy settings")
-    })?;
-    Ok(p)
-}
-
-fn cgroup_pids(path: &Path) -> Result<(PathBuf, Vec<u32>), CliError> {
-    let dir = if path.is_absolute() || path.exists() {
-        path.to_path_buf()
-    } else {
-        Path::new("/sys/fs/cgroup").join(path)
-    };
-    let procs = dir.join("cgroup.procs");
-    let pids = cxltier_tierd::daemon::read_cgroup_procs(&dir).map_err(|e| {
-        CliError::bad_input(format!(
-            "--cgroup {}: cannot read {}: {e}",
-            path.display(),
-            procs.display()
-        ))
-        .with_hint(
-            "give a cgroup directory, e.g. /sys/fs/cgroup/system.slice/foo.service (cgroup v2) \
-             or /sys/fs/cgroup/memory/foo (a cgroup v1 memory cgroup)",
-        )
-    })?;
-    if pids.is_empty() {
-        return Err(CliError::bad_input(format!(
-            "--cgroup {}: the cgroup has no processes",
-            path.display()
-        )));
-    }
-    Ok((dir, pids))
+    Policy::resolve(args.policy.as_deref(), overrides).map_err(CliError::classified)
 }
 
 fn human(r: &IntervalReport) -> String {
@@ -649,99 +568,26 @@ impl DaemonSink for Render {
 /// Check memory mode's settings against the machine before anything is written.
 fn check_memory_mode(
     args: &Args,
-    spec: &str,
+    nvme: &str,
     policy: &Policy,
     tiers: &Tiers,
     cgroup_dir: Option<&Path>,
 ) -> Result<MemoryModePlan, CliError> {
-    let dram = policy.dram_budget_bytes().ok_or_else(|| {
-        CliError::bad_input("--nvme needs --dram-budget: the bytes each target keeps in DRAM")
-    })?;
-    let cxl = args.cxl_budget.as_ref().map_or(0, Size::bytes);
-    if let Some(p) = args.max_stall_pct {
-        if !(p.is_finite() && p > 0.0 && p < 100.0) {
-            return Err(CliError::bad_input(format!(
-                "--max-stall-pct {p}: expected a percentage of time stalled above 0 and below 100, e.g. 5"
-            )));
-        }
-    }
-    let goal = match (args.max_stall_pct, args.max_slowdown_pct) {
-        (Some(p), _) => Some(SlaGoal::Stall { max_pct: p }),
-        (None, Some(p)) => {
-            if !(p.is_finite() && p > 0.0 && p < 100.0) {
-                return Err(CliError::bad_input(format!(
-                    "--max-slowdown-pct {p}: expected a percentage of the workload's best rate \
-                     above 0 and below 100, e.g. 10"
-                )));
-            }
-            let spec = args.progress.as_deref().expect("clap requires --progress");
-            let progress = ProgressSignal::parse(spec).map_err(CliError::classified)?;
-            // Read once now: a signal that cannot be read is said before anything is set up.
-            progress.read().map_err(|e| {
-                CliError::bad_input(format!("--progress {spec}: {e}"))
-                    .with_hint("the workload must keep a growing counter there before tierd starts")
-            })?;
-            Some(SlaGoal::Slowdown {
-                max_pct: p,
-                progress,
-            })
-        }
-        (None, None) => None,
-    };
-    if tiers.slow.is_empty() && cxl > 0 {
-        eprintln!(
-            "cxltier tierd: warning: --cxl-budget {}: this machine has no slower memory tier; \
-             what is beyond the DRAM budget goes to NVMe",
-            args.cxl_budget
-                .as_ref()
-                .map(Size::to_string)
-                .unwrap_or_default()
-        );
-    }
-    let spec = NvmeSpec::parse(spec).map_err(CliError::classified)?;
-    let swap = SwapPlan::prepare(&spec, Path::new("/proc")).map_err(CliError::classified)?;
-    let memcg = match cgroup_dir {
-        Some(dir) => {
-            let (plan, note) = MemcgPlan::prepare(dir, dram.saturating_add(cxl), swap.size_bytes)
-                .map_err(CliError::classified)?;
-            if let Some(note) = note {
-                eprintln!("cxltier tierd: warning: {note}");
-            }
-            Some(plan)
-        }
-        None => None,
-    };
-    let readahead = ReadaheadPlan::prepare(
-        SwapReadahead::parse(&args.swap_readahead).map_err(CliError::classified)?,
-        Path::new("/proc"),
-    )
-    .map_err(CliError::classified)?;
-    let zswap = match args.zswap {
-        Some(pct) => Some(
-            ZswapPlan::prepare(pct, Path::new("/sys"), Path::new("/proc"))
-                .map_err(CliError::classified)?,
-        ),
-        None => None,
-    };
-    if !args.dry_run && !crate::cmd::running_as_root() {
-        return Err(CliError::new(
-            Class::Permission,
-            format!(
-                "--nvme {}: turning swap on needs root (CAP_SYS_ADMIN); run tierd with sudo",
-                spec.path.display()
-            ),
-        ));
-    }
-    Ok(MemoryModePlan {
-        dram,
-        cxl,
-        swap,
-        memcg,
-        readahead,
-        zswap,
-        goal,
+    let request = MemoryModeRequest {
+        nvme: nvme.to_string(),
+        cxl_budget: args.cxl_budget.clone(),
+        max_stall_pct: args.max_stall_pct,
+        max_slowdown_pct: args.max_slowdown_pct,
+        progress: args.progress.clone(),
+        swap_readahead: args.swap_readahead.clone(),
+        zswap_percent: args.zswap,
         damos_pageout: args.pageout_with == "damos",
-    })
+        dry_run: args.dry_run,
+        as_root: crate::cmd::running_as_root(),
+    };
+    let mut warn = |w: &str| eprintln!("cxltier tierd: warning: {w}");
+    MemoryModePlan::check(&request, policy, tiers, cgroup_dir, &mut warn)
+        .map_err(CliError::classified)
 }
 
 /// Say every system-wide change of memory mode, and (unless --dry-run) make them.
@@ -779,7 +625,7 @@ fn start_memory_mode(
     );
     if args.dry_run {
         if let (Some(m), true) = (&plan.memcg, args.json) {
-            println!("{}", memcg_limits_line(&m.dir, &m.limits, true)?);
+            println!("{}", json_line("tierd", "memcg_limits", &m.report())?);
         }
         return Ok((plan.dry_run(), None));
     }
@@ -787,33 +633,6 @@ fn start_memory_mode(
     let (mode, session) = MemoryModeSession::start(plan, &mut UndoReport { json: args.json })
         .map_err(CliError::classified)?;
     Ok((mode, Some(session)))
-}
-
-/// The `--json` line announcing the memcg limits set (or, with --dry-run, that would be set).
-fn memcg_limits_line(
-    dir: &Path,
-    limits: &[cxltier_tierd::memcg::Limit],
-    dry_run: bool,
-) -> Result<String, serde_json::Error> {
-    json_line(
-        "tierd",
-        "memcg_limits",
-        &serde_json::json!({ "cgroup": dir, "limits": limits, "dry_run": dry_run }),
-    )
-}
-
-/// The `--json` line saying which memcg limits were written back on stop.
-fn memcg_restore_line(dir: &Path, r: &Restored) -> Result<String, serde_json::Error> {
-    let restored: Vec<serde_json::Value> = r
-        .restored
-        .iter()
-        .map(|(file, value)| serde_json::json!({ "file": file, "value": value }))
-        .collect();
-    json_line(
-        "tierd",
-        "memcg_restore",
-        &serde_json::json!({ "cgroup": dir, "restored": restored, "cgroup_gone": r.cgroup_gone }),
-    )
 }
 
 /// Says memory mode's steps: stderr, and with --json the `memcg_limits`, `memcg_restore` and
@@ -825,7 +644,7 @@ struct UndoReport {
 impl MemoryModeSink for UndoReport {
     fn memcg_limits_set(&mut self, set: &MemcgLimits) {
         if self.json {
-            if let Ok(line) = memcg_limits_line(set.dir(), set.limits(), false) {
+            if let Ok(line) = json_line("tierd", "memcg_limits", &set.report()) {
                 println!("{line}");
             }
         }
@@ -854,7 +673,7 @@ impl MemoryModeSink for UndoReport {
                     );
                 }
                 if self.json {
-                    if let Ok(line) = memcg_restore_line(dir, r) {
+                    if let Ok(line) = json_line("tierd", "memcg_restore", &r.report(dir)) {
                         println!("{line}");
                     }
                 }
@@ -912,7 +731,7 @@ impl MemoryModeSink for UndoReport {
                     if t.removed_file { "; swap file removed" } else { "" }
                 );
                 if self.json {
-                    if let Ok(line) = teardown_line(area.path(), t) {
+                    if let Ok(line) = json_line("tierd", "swap_teardown", &t.report(area.path())) {
                         println!("{line}");
                     }
                 }
@@ -925,19 +744,6 @@ impl MemoryModeSink for UndoReport {
     }
 }
 
-/// The `--json` line saying what memory mode's teardown did.
-fn teardown_line(path: &Path, t: &Teardown) -> Result<String, serde_json::Error> {
-    json_line(
-        "tierd",
-        "swap_teardown",
-        &serde_json::json!({
-            "path": path,
-            "swapped_off": t.swapped_off,
-            "removed_file": t.removed_file,
-        }),
-    )
-}
-
 fn list(pids: &[u32]) -> String {
     pids.iter()
         .map(u32::to_string)
@@ -945,38 +751,17 @@ fn list(pids: &[u32]) -> String {
         .join(",")
 }
 
-/// Warnings when the kernel's own tiering (NUMA balancing, demotion) can move the pages tierd
-/// places on its nodes: the two would undo each other's moves.
-fn kernel_tiering_warnings(topo: &Topology, tiers: &Tiers) -> Vec<String> {
-    let nodes: Vec<u32> = tiers.fast.iter().chain(&tiers.slow).copied().collect();
-    topo.kernel_tiering_warnings(&nodes, Placement::Moved)
-}
-
 /// The `--json` line carrying the warnings (none when there are none).
 fn warnings_event(warnings: &[String]) -> Result<Option<String>, serde_json::Error> {
     (!warnings.is_empty())
-        .then(|| {
-            json_line(
-                "tierd",
-                "warnings",
-                &serde_json::json!({ "warnings": warnings }),
-            )
-        })
+        .then(|| json_line("tierd", "warnings", &Warnings { warnings }))
         .transpose()
 }
 
 pub fn run(args: Args) -> CliResult {
     let policy = policy(&args)?;
     crate::cmd::check_quarantine_file(&args.quarantine_file)?;
-    let duration = match args.duration {
-        Some(s) if !(s.is_finite() && s > 0.0) => {
-            return Err(CliError::bad_input(format!(
-                "--duration {s}: expected a number of seconds above 0"
-            )))
-        }
-        Some(s) => Some(Duration::from_secs_f64(s)),
-        None => None,
-    };
+    let duration = run_duration(args.duration).map_err(CliError::classified)?;
     // Listening before anything starts: a port in use is refused before a command is launched
     // or DAMON is touched.
     let metrics = crate::cmd::serve_metrics("tierd", args.metrics_addr.as_deref())?;
@@ -989,7 +774,7 @@ pub fn run(args: Args) -> CliResult {
         Tiers::from_topology(&topo)
     }
     .map_err(CliError::classified)?;
-    let warnings = kernel_tiering_warnings(&topo, &tiers);
+    let warnings = tiers.kernel_tiering_warnings(&topo);
     for w in &warnings {
         eprintln!("cxltier tierd: warning: {w}");
     }
@@ -1003,7 +788,7 @@ pub fn run(args: Args) -> CliResult {
     }
     // The cgroup is resolved first: memory mode sets its limits. Reading it changes nothing.
     let cgroup = match &args.cgroup {
-        Some(cg) => Some(cgroup_pids(cg)?),
+        Some(cg) => Some(Cgroup::resolve(cg).map_err(CliError::classified)?),
         None => None,
     };
     let memory_plan = match &args.nvme {
@@ -1012,7 +797,7 @@ pub fn run(args: Args) -> CliResult {
             spec,
             &policy,
             &tiers,
-            cgroup.as_ref().map(|(dir, _)| dir.as_path()),
+            cgroup.as_ref().map(Cgroup::dir),
         )?),
         None => None,
     };
@@ -1033,28 +818,13 @@ pub fn run(args: Args) -> CliResult {
         None => (None, None),
     };
 
-    let mut cgroup_dir = None;
+    let cgroup_dir = cgroup.as_ref().map(|c| c.dir().to_path_buf());
     let targets: Box<dyn TargetSource> = if !args.pid.is_empty() {
         Box::new(Pids(args.pid.clone()))
-    } else if let Some((dir, pids)) = cgroup {
-        cgroup_dir = Some(dir.clone());
-        Box::new(Cgroup::new(dir, pids))
+    } else if let Some(cgroup) = cgroup {
+        Box::new(cgroup)
     } else {
-        let c = Command::new(&args.command[0])
-            .args(&args.command[1..])
-            .spawn()
-            .map_err(|e| {
-                let code = if e.kind() == std::io::ErrorKind::NotFound {
-                    Class::BadInput
-                } else {
-                    Class::Runtime
-                };
-                CliError::new(
-                    code,
-                    format!("cannot start {}: {e}", args.command[0].to_string_lossy()),
-                )
-            })?;
-        Box::new(Launched(c))
+        Box::new(Launched::spawn(&args.command).map_err(CliError::classified)?)
     };
 
     let mut daemon = Daemon::new(policy, tiers, source, targets)
@@ -1067,100 +837,43 @@ pub fn run(args: Args) -> CliResult {
     if let Some(mode) = memory {
         daemon = daemon.memory_mode(mode, goal);
     }
-    if let Some(s) = session.as_mut() {
-        daemon = daemon.held_settings(s.lend_held());
-    }
 
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, Arc::clone(&stop))
-            .map_err(|e| CliError::runtime(format!("cannot install a signal handler: {e}")))?;
-    }
+    let stop = stop_flag()?;
     let mut render = Render {
         json: args.json,
         err: std::io::stderr(),
         out: std::io::stdout(),
         cgroup: cgroup_dir,
     };
-    let outcome = daemon.run(&mut render, &stop).map_err(|e| match e {
-        // The output is gone: said as any failed write is.
-        TierdError::Output(e) => CliError::from(e),
-        e => CliError::classified(e),
-    });
-    // Undo memory mode's system-wide changes whatever the run's outcome, in reverse order:
-    // zswap, swap readahead, the cgroup's limits, then the swap area.
-    if let Some(session) = session.as_mut() {
-        session.take_back_held(daemon.take_held_settings());
-        session
-            .undo(&mut UndoReport { json: args.json })
-            .map_err(CliError::classified)?;
+    // Memory mode's system-wide changes are undone whatever the run's outcome.
+    let outcome = match session.as_mut() {
+        Some(session) => session.run(
+            daemon,
+            &mut render,
+            &mut UndoReport { json: args.json },
+            &stop,
+        ),
+        None => daemon.run(&mut render, &stop),
     }
-    let outcome = outcome?;
+    .map_err(CliError::classified)?;
     // CMD ended and so did tierd: CMD's own status is tierd's.
-    Ok(match outcome.child_status {
-        Some(status) => ExitCode::from(status.code().unwrap_or(1).clamp(0, 255) as u8),
-        None => ExitCode::SUCCESS,
-    })
+    Ok(exit_status(outcome.child_status))
 }
 
 #[cfg(test)]
-mod kernel_tiering_tests {
+mod warnings_tests {
     use super::*;
 
-    /// node0 (CPUs) in memory tier 4, node1 (CPU-less) in tier 22, with the given settings.
-    fn topology(numa_balancing: &str, demotion: &str) -> (tempfile::TempDir, Topology) {
-        let tmp = tempfile::tempdir().unwrap();
-        let write = |rel: &str, text: &str| {
-            let p = tmp.path().join(rel);
-            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-            std::fs::write(p, text).unwrap();
-        };
-        for (id, cpus, tier) in [(0, "0-1", 4), (1, "", 22)] {
-            let node = format!("sys/devices/system/node/node{id}");
-            write(&format!("{node}/cpulist"), &format!("{cpus}\n"));
-            write(
-                &format!("{node}/meminfo"),
-                &format!("Node {id} MemTotal: 1048576 kB\nNode {id} MemFree: 524288 kB\n"),
-            );
-            write(
-                &format!("sys/devices/virtual/memory_tiering/memory_tier{tier}/nodelist"),
-                &format!("{id}\n"),
-            );
-        }
-        write("proc/sys/kernel/numa_balancing", numa_balancing);
-        write("sys/kernel/mm/numa/demotion_enabled", demotion);
-        let topo = Topology::discover(tmp.path()).unwrap();
-        (tmp, topo)
-    }
-
     #[test]
-    fn warns_when_the_kernel_moves_the_same_pages() {
-        let (_t, topo) = topology("0\n", "false\n");
-        let tiers = Tiers::from_topology(&topo).unwrap();
-        assert!(kernel_tiering_warnings(&topo, &tiers).is_empty());
+    fn the_warnings_line_is_there_only_with_warnings() {
         assert_eq!(warnings_event(&[]).unwrap(), None);
-
-        let (_t, topo) = topology("2\n", "true\n");
-        let tiers = Tiers::from_topology(&topo).unwrap();
-        let w = kernel_tiering_warnings(&topo, &tiers);
-        assert_eq!(w.len(), 2, "{w:?}");
-        assert!(w[0].contains("promotes hot pages on node(s) 1"), "{}", w[0]);
-        assert!(w[0].contains("`sysctl kernel.numa_balancing=0`"));
-        assert!(w[1].contains("demotes cold pages on node(s) 0"), "{}", w[1]);
-        assert!(w[1].contains("`echo false > /sys/kernel/mm/numa/demotion_enabled`"));
+        let w = ["one".to_string(), "two".to_string()];
         let line: serde_json::Value =
             serde_json::from_str(&warnings_event(&w).unwrap().unwrap()).unwrap();
         assert_eq!(line["event"], "warnings");
         assert_eq!(line["command"], "tierd");
         assert_eq!(line["schema_version"], crate::output::SCHEMA_VERSION);
         assert_eq!(line["warnings"].as_array().unwrap().len(), 2);
-
-        // Normal NUMA balancing pulls pages toward the CPU's node: it undoes tierd's moves too.
-        let (_t, topo) = topology("1\n", "false\n");
-        let tiers = Tiers::from_topology(&topo).unwrap();
-        let w = kernel_tiering_warnings(&topo, &tiers);
-        assert_eq!(w.len(), 1, "{w:?}");
-        assert!(w[0].contains("toward the node of the CPU"), "{}", w[0]);
     }
 }
 
@@ -1287,14 +1000,11 @@ mod json_lines_tests {
         );
         assert!(!human(&interval).contains("prefetch"));
         let area = tempfile::tempdir().unwrap();
-        let teardown = teardown_line(
-            area.path(),
-            &Teardown {
-                swapped_off: true,
-                removed_file: true,
-            },
-        )
-        .unwrap();
+        let teardown = Teardown {
+            swapped_off: true,
+            removed_file: true,
+        };
+        let teardown = json_line("tierd", "swap_teardown", &teardown.report(area.path())).unwrap();
         assert_conforms(schema, &teardown);
         // Memory mode's memcg limits: announced (also with --dry-run) and restored.
         let limits = [cxltier_tierd::memcg::Limit {
@@ -1303,7 +1013,12 @@ mod json_lines_tests {
             previous: "max".into(),
         }];
         for dry_run in [false, true] {
-            let line = memcg_limits_line(area.path(), &limits, dry_run).unwrap();
+            let report = cxltier_tierd::memcg::LimitsReport {
+                cgroup: area.path(),
+                dry_run,
+                limits: &limits,
+            };
+            let line = json_line("tierd", "memcg_limits", &report).unwrap();
             assert_conforms(schema, &line);
             let v: serde_json::Value = serde_json::from_str(&line).unwrap();
             assert_eq!(v["limits"][0]["file"], "memory.high");
@@ -1313,7 +1028,8 @@ mod json_lines_tests {
             restored: vec![(cxltier_tierd::memcg::HIGH, "max".into())],
             cgroup_gone: false,
         };
-        assert_conforms(schema, &memcg_restore_line(area.path(), &restored).unwrap());
+        let restored = json_line("tierd", "memcg_restore", &restored.report(area.path())).unwrap();
+        assert_conforms(schema, &restored);
 
         let quarantine = QuarantineReport {
             event: "quarantine",

@@ -3,6 +3,8 @@
 use crate::error::{CliError, CliResult};
 use crate::output::{json_line, print_json, Table};
 use cxltier_control::placement::{self, PlacementReport};
+use cxltier_tierd::workload::{self, ChaseSummary, HotSet, HotSetSummary, StreamSummary};
+use cxltier_tierd::TierdError;
 use cxltier_topo::size::parse_size;
 use cxltier_topo::{format_bytes, nodelist};
 use serde::Serialize;
@@ -92,13 +94,7 @@ pub struct Args {
 }
 
 fn seconds(flag: &str, s: f64) -> Result<Duration, CliError> {
-    if s.is_finite() && s > 0.0 {
-        Ok(Duration::from_secs_f64(s))
-    } else {
-        Err(CliError::bad_input(format!(
-            "{flag} {s}: expected a number of seconds above 0"
-        )))
-    }
+    workload::period(flag, s).map_err(CliError::classified)
 }
 
 /// A flag set by SIGINT or SIGTERM: the workloads end their run as at its end, with the final
@@ -113,18 +109,11 @@ fn stop_on_signals() -> Result<std::sync::Arc<std::sync::atomic::AtomicBool>, Cl
 }
 
 fn warmup(args: &Args) -> Result<Duration, CliError> {
-    if args.warmup.is_finite() && args.warmup >= 0.0 {
-        Ok(Duration::from_secs_f64(args.warmup))
-    } else {
-        Err(CliError::bad_input(format!(
-            "--warmup {}: expected a number of seconds, 0 or more",
-            args.warmup
-        )))
-    }
+    workload::warmup(args.warmup).map_err(CliError::classified)
 }
 
 /// Print the `ready` line (the workload's memory is written) at once: a script waits for it.
-fn print_ready(json: bool, r: &cxltier_tierd::workload::Ready) {
+fn print_ready(json: bool, r: &workload::Ready) {
     let line = if json {
         json_line("touch", "ready", r).unwrap_or_default()
     } else {
@@ -139,18 +128,27 @@ fn print_ready(json: bool, r: &cxltier_tierd::workload::Ready) {
     let _ = std::io::stdout().flush();
 }
 
-fn intact_or_error(intact: bool, what: &str) -> CliResult {
-    if intact {
-        Ok(ExitCode::SUCCESS)
+/// Print a workload's last line (JSON, or `text` for people), then its memory's check as the
+/// exit status.
+fn finish<S: Serialize>(
+    json: bool,
+    event: &str,
+    summary: Result<S, TierdError>,
+    text: impl FnOnce(&S) -> String,
+    check: impl FnOnce(&S) -> Result<(), TierdError>,
+) -> CliResult {
+    let summary = summary.map_err(CliError::classified)?;
+    if json {
+        println!("{}", json_line("touch", event, &summary)?);
     } else {
-        Err(CliError::runtime(format!(
-            "the memory did not hold what was written to it: {what}"
-        )))
+        println!("{}", text(&summary));
     }
+    check(&summary).map_err(CliError::classified)?;
+    Ok(ExitCode::SUCCESS)
 }
 
 fn stream(args: &Args, bytes: u64) -> CliResult {
-    let s = cxltier_tierd::workload::Stream {
+    let s = workload::Stream {
         bytes,
         warmup: warmup(args)?,
         duration: seconds("--duration", args.duration)?,
@@ -161,30 +159,26 @@ fn stream(args: &Args, bytes: u64) -> CliResult {
     };
     let stop = stop_on_signals()?;
     let json = args.json;
-    let summary = s
-        .run(
-            &stop,
-            |r| print_ready(json, r),
-            |f| {
-                if json {
-                    if let Ok(line) = json_line("touch", "fresh_buffer", f) {
-                        println!("{line}");
-                    }
-                } else {
-                    let nodes: Vec<String> = f
-                        .nodes
-                        .iter()
-                        .map(|(n, p)| format!("node{n} {p}"))
-                        .collect();
-                    println!("fresh buffer: {} pages: {}", f.pages, nodes.join(", "));
+    let summary = s.run(
+        &stop,
+        |r| print_ready(json, r),
+        |f| {
+            if json {
+                if let Ok(line) = json_line("touch", "fresh_buffer", f) {
+                    println!("{line}");
                 }
-            },
-        )
-        .map_err(CliError::classified)?;
-    if json {
-        println!("{}", json_line("touch", "stream_summary", &summary)?);
-    } else {
-        println!(
+            } else {
+                let nodes: Vec<String> = f
+                    .nodes
+                    .iter()
+                    .map(|(n, p)| format!("node{n} {p}"))
+                    .collect();
+                println!("fresh buffer: {} pages: {}", f.pages, nodes.join(", "));
+            }
+        },
+    );
+    let text = |summary: &StreamSummary| {
+        format!(
             "read {} bytes in {:.1} s; after the warmup {}/s over {:.1} s; {} passes, {}",
             summary.bytes_read,
             summary.seconds,
@@ -196,29 +190,22 @@ fn stream(args: &Args, bytes: u64) -> CliResult {
             } else {
                 format!("{} passes with a wrong sum", summary.bad_passes)
             }
-        );
-    }
-    intact_or_error(
-        summary.intact,
-        &format!("{} passes had a wrong sum", summary.bad_passes),
-    )
+        )
+    };
+    finish(json, "stream_summary", summary, text, StreamSummary::check)
 }
 
 fn chase(args: &Args, bytes: u64) -> CliResult {
-    let c = cxltier_tierd::workload::Chase {
+    let c = workload::Chase {
         bytes,
         warmup: warmup(args)?,
         duration: seconds("--duration", args.duration)?,
     };
     let stop = stop_on_signals()?;
     let json = args.json;
-    let summary = c
-        .run(&stop, |r| print_ready(json, r))
-        .map_err(CliError::classified)?;
-    if json {
-        println!("{}", json_line("touch", "chase_summary", &summary)?);
-    } else {
-        println!(
+    let summary = c.run(&stop, |r| print_ready(json, r));
+    let text = |summary: &ChaseSummary| {
+        format!(
             "{} steps through {} lines in {:.1} s; after the warmup {:.1} ns per step over {:.1} s; {}",
             summary.steps,
             summary.lines,
@@ -230,16 +217,12 @@ fn chase(args: &Args, bytes: u64) -> CliResult {
             } else {
                 "the chain is BROKEN"
             }
-        );
-    }
-    intact_or_error(
-        summary.intact,
-        "a line of the chase no longer holds its successor",
-    )
+        )
+    };
+    finish(json, "chase_summary", summary, text, ChaseSummary::check)
 }
 
 fn moving_hot_set(args: &Args, bytes: u64, hot_bytes: u64) -> CliResult {
-    use cxltier_tierd::workload::HotSet;
     let w = HotSet {
         bytes,
         hot_bytes,
@@ -252,33 +235,29 @@ fn moving_hot_set(args: &Args, bytes: u64, hot_bytes: u64) -> CliResult {
     w.validate().map_err(CliError::classified)?;
     let stop = stop_on_signals()?;
     let json = args.json;
-    let summary = w
-        .run(&stop, |r| {
-            let line = if json {
-                json_line("touch", "hot_set", r).unwrap_or_default()
-            } else {
-                let on: Vec<String> = r
-                    .hot_nodes
-                    .iter()
-                    .map(|(n, p)| format!("node{n} {p}"))
-                    .collect();
-                format!(
-                    "{:6.1}s window {} ({} pages at {:#x}): {}",
-                    r.t_s,
-                    r.window,
-                    r.hot_pages,
-                    r.hot_start,
-                    on.join(", ")
-                )
-            };
-            println!("{line}");
-            let _ = std::io::stdout().flush();
-        })
-        .map_err(CliError::classified)?;
-    if json {
-        println!("{}", json_line("touch", "hot_set_summary", &summary)?);
-    } else {
-        println!(
+    let summary = w.run(&stop, |r| {
+        let line = if json {
+            json_line("touch", "hot_set", r).unwrap_or_default()
+        } else {
+            let on: Vec<String> = r
+                .hot_nodes
+                .iter()
+                .map(|(n, p)| format!("node{n} {p}"))
+                .collect();
+            format!(
+                "{:6.1}s window {} ({} pages at {:#x}): {}",
+                r.t_s,
+                r.window,
+                r.hot_pages,
+                r.hot_start,
+                on.join(", ")
+            )
+        };
+        println!("{line}");
+        let _ = std::io::stdout().flush();
+    });
+    let text = |summary: &HotSetSummary| {
+        format!(
             "done: {} pages, {} passes, {}",
             summary.pages,
             summary.passes,
@@ -287,16 +266,9 @@ fn moving_hot_set(args: &Args, bytes: u64, hot_bytes: u64) -> CliResult {
             } else {
                 format!("{} pages CORRUPT", summary.corrupt_pages)
             }
-        );
-    }
-    if summary.intact {
-        Ok(ExitCode::SUCCESS)
-    } else {
-        Err(CliError::runtime(format!(
-            "{} of {} pages did not hold what was last written to them",
-            summary.corrupt_pages, summary.pages
-        )))
-    }
+        )
+    };
+    finish(json, "hot_set_summary", summary, text, HotSetSummary::check)
 }
 
 #[derive(Serialize)]
@@ -392,38 +364,13 @@ fn render(p: &PlacementReport) -> String {
     out
 }
 
-/// Make sure no page of this process is a transparent huge page, not only the touched memory's:
-/// an allocator whose arenas are 2 MiB aligned (as mimalloc's are) puts the process's own heap in
-/// huge pages, hot ones, and beside them a small DRAM budget under `cxltier tierd` cannot hold the
-/// hot window whose moves the workload is there to show. THP is disabled for the process
-/// (`PR_SET_THP_DISABLE`) and the program executed again, so that the new image never has a huge
-/// page; the pid, the memory policy, the environment and the arguments stay. A kernel that
-/// refuses the setting is reported and the workload goes on with huge pages allowed in its heap.
+/// Disable transparent huge pages for the whole process ([`workload::without_huge_pages`]: the
+/// program runs itself again), or say that the kernel refuses and go on.
 fn without_huge_pages() -> Result<(), CliError> {
-    use std::os::unix::process::CommandExt;
-    match cxltier_sys::thp::disabled() {
-        Ok(true) => return Ok(()),
-        Ok(false) => {}
-        Err(e) => {
-            crate::error::write_stderr(&format!(
-                "cxltier touch: warning: transparent huge pages stay allowed for this process's heap: {e}\n"
-            ));
-            return Ok(());
-        }
+    if let Some(e) = workload::without_huge_pages().map_err(CliError::classified)? {
+        crate::error::write_stderr(&format!(
+            "cxltier touch: warning: transparent huge pages stay allowed for this process's heap: {e}\n"
+        ));
     }
-    cxltier_sys::thp::disable().map_err(|e| CliError::runtime(e.to_string()))?;
-    let mut argv = std::env::args_os();
-    let argv0 = argv.next().unwrap_or_else(|| "cxltier".into());
-    // The program's own path, not /proc/self/exe: the process's name (comm, what `ps` and
-    // `cxltier show` print) comes from the file name executed.
-    let exe = std::env::current_exe()
-        .map_err(|e| CliError::runtime(format!("cannot find this program's path: {e}")))?;
-    let err = std::process::Command::new(&exe)
-        .arg0(argv0)
-        .args(argv)
-        .exec();
-    Err(CliError::runtime(format!(
-        "cannot execute {} again with transparent huge pages disabled: {err}",
-        exe.display()
-    )))
+    Ok(())
 }
