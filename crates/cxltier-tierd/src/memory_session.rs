@@ -5,7 +5,7 @@
 
 use crate::daemon::{Daemon, DaemonSink, Outcome};
 use crate::engine::{MemoryMode, Tiers};
-use crate::memcg::{MemcgLimits, MemcgPlan, Restored};
+use crate::memcg::{LimitsReport, MemcgLimits, MemcgPlan, Restored};
 use crate::policy::Policy;
 use crate::psi::SlaGoal;
 use crate::readahead::{ReadaheadPlan, ReadaheadTuner, SwapReadahead};
@@ -179,6 +179,24 @@ impl MemoryModePlan {
             .collect()
     }
 
+    /// Make every change of the plan ([`MemoryModeSession::start`]), or with `dry_run` none
+    /// (the sink still hears the memcg limits that would be set): the daemon's memory mode, and
+    /// the session that undoes the changes.
+    pub fn start(
+        self,
+        dry_run: bool,
+        sink: &mut dyn MemoryModeSink,
+    ) -> Result<(MemoryMode, Option<MemoryModeSession>), TierdError> {
+        if dry_run {
+            if let Some(m) = &self.memcg {
+                sink.memcg_limits_set(&m.report());
+            }
+            return Ok((self.dry_run(), None));
+        }
+        let (mode, session) = MemoryModeSession::start(self, sink)?;
+        Ok((mode, Some(session)))
+    }
+
     /// Resident bytes kept per target (DRAM plus CXL budgets): the rest is paged out.
     pub fn keep_bytes(&self) -> u64 {
         self.dram.saturating_add(self.cxl)
@@ -198,8 +216,8 @@ impl MemoryModePlan {
 /// Hears each step of a session's setup and undo, to say it (the CLI writes stderr and JSON).
 /// Every method does nothing by default: a dropped session undoes quietly.
 pub trait MemoryModeSink {
-    /// The cgroup's limits were written.
-    fn memcg_limits_set(&mut self, _limits: &MemcgLimits) {}
+    /// The cgroup's limits were written (with `--dry-run`: would be).
+    fn memcg_limits_set(&mut self, _limits: &LimitsReport<'_>) {}
     /// The cgroup's previous limits were written back, or not: `pending` holds the
     /// `(file, previous value)` pairs that were to be restored, for the by-hand fix.
     fn memcg_restored(
@@ -263,7 +281,7 @@ impl MemoryModeSession {
         session.made.push(Change::Swap);
         if let Some(m) = plan.memcg {
             let set = m.apply()?;
-            sink.memcg_limits_set(&set);
+            sink.memcg_limits_set(&set.report());
             session.memcg = Some(set);
             session.made.push(Change::Memcg);
         }

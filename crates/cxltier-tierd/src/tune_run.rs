@@ -64,18 +64,11 @@ struct Checked {
     duration: Option<Duration>,
 }
 
-/// Hears a run's steps beyond the session's own: what the CLI says on stderr.
+/// Hears a run's steps beyond the session's own.
 pub trait TuneRunSink: TuneSink {
-    /// The kernel has no weighted interleave: `program` starts under its default policy.
-    fn no_weighted_interleave(&mut self, _program: &str) {}
-    /// `program` started as `pid` under weighted interleave over the fast and slower node.
-    fn launched_weighted(&mut self, _program: &str, _pid: u32, _tiers: &Tiers) {}
-    /// A `--pid` target allocates by weighted interleave, but a one-shot tune leaves the table.
-    fn weights_left_alone(&mut self, _pid: u32) {}
-    /// A `--pid` target's memory policy (not weighted interleave), which tierd cannot change.
-    fn policy_kept(&mut self, _pid: u32, _policy: &str) {}
-    /// The session starts on `pid`; `follows_weights` when the table steers its new pages.
-    fn session_starting(&mut self, _pid: u32, _tiers: &Tiers, _follows_weights: bool) {}
+    /// What the run does and why, in a sentence: how the target was started, what its memory
+    /// policy lets tierd steer, what the session is about to do.
+    fn note(&mut self, _text: &str) {}
     /// The original weights were written back (some perhaps not: see the report).
     fn weights_restored(&mut self, _restored: &Restored) {}
 }
@@ -269,13 +262,36 @@ impl TuneRun {
                     follows_weights = true;
                     weights = Some(AllocationWeights::new(root, tiers, self.dry_run)?);
                 } else {
-                    sink.weights_left_alone(pid);
+                    sink.note(&format!(
+                        "pid {pid} allocates by weighted interleave, but a one-shot --tune ends \
+                         when it has converged and tierd only holds the kernel's weights while it \
+                         runs: the weights are left as they are (add --continuous to set them for \
+                         as long as tierd runs)"
+                    ));
                 }
             } else {
-                sink.policy_kept(pid, &policy);
+                sink.note(&format!(
+                    "pid {pid}'s memory policy is {policy}: its new allocations keep that policy. \
+                     Linux lets only a process set its own memory policy (set_mempolicy), so \
+                     tierd can move its pages but cannot steer where its future pages go; start \
+                     it under tierd (tierd --tune ... -- CMD) or under `cxltier run --weights` to \
+                     have them follow the tuned split"
+                ));
             }
         }
-        sink.session_starting(pid, tiers, follows_weights);
+        sink.note(&format!(
+            "{} pid {pid}'s split between fast node {} and slower node {} against {}; its pages \
+             move with move_pages{}",
+            if self.sweep { "sweeping" } else { "tuning" },
+            tiers.fast[0],
+            tiers.slow[0],
+            self.progress,
+            if follows_weights {
+                ", and the weights for its new allocations follow the chosen split"
+            } else {
+                ""
+            }
+        ));
         let session = Session {
             pid,
             continuous: self.continuous,
@@ -335,7 +351,11 @@ impl TuneRun {
                 NodeMask::from_nodes([tiers.fast[0], tiers.slow[0]]).map_err(ControlError::from)?;
             Policy::new(Mode::WeightedInterleave, nodes)
         } else {
-            sink.no_weighted_interleave(&self.program());
+            sink.note(&format!(
+                "this kernel has no weighted interleave (Linux 6.9+): {} starts under its \
+                 default policy, and its new allocations will not follow the tuned split",
+                self.program()
+            ));
             // Its own policy, as a plain spawn would give it.
             get_mempolicy().map_err(ControlError::from)?
         };
@@ -347,7 +367,14 @@ impl TuneRun {
             e => TuneError::Control(e),
         })?;
         if weighted {
-            sink.launched_weighted(&self.program(), child.id(), tiers);
+            sink.note(&format!(
+                "started {} (pid {}) under weighted interleave over node{} and node{}: its new \
+                 allocations follow the kernel's weights",
+                self.program(),
+                child.id(),
+                tiers.fast[0],
+                tiers.slow[0]
+            ));
         }
         Ok((child, weighted))
     }

@@ -9,7 +9,7 @@ use cxltier_tierd::daemon::{
     WrittenPages,
 };
 use cxltier_tierd::engine::{IntervalReport, Status, TargetChange};
-use cxltier_tierd::memcg::{MemcgLimits, Restored};
+use cxltier_tierd::memcg::{LimitsReport, Restored};
 use cxltier_tierd::policy::PolicyOverrides;
 use cxltier_tierd::psi::SlaGoal;
 use cxltier_tierd::quarantine::QuarantineReport;
@@ -623,16 +623,9 @@ fn start_memory_mode(
             None => String::new(),
         }
     );
-    if args.dry_run {
-        if let (Some(m), true) = (&plan.memcg, args.json) {
-            println!("{}", json_line("tierd", "memcg_limits", &m.report())?);
-        }
-        return Ok((plan.dry_run(), None));
-    }
     // A failure part way undoes what was made (the session is dropped).
-    let (mode, session) = MemoryModeSession::start(plan, &mut UndoReport { json: args.json })
-        .map_err(CliError::classified)?;
-    Ok((mode, Some(session)))
+    plan.start(args.dry_run, &mut UndoReport { json: args.json })
+        .map_err(CliError::classified)
 }
 
 /// Says memory mode's steps: stderr, and with --json the `memcg_limits`, `memcg_restore` and
@@ -641,13 +634,20 @@ struct UndoReport {
     json: bool,
 }
 
-impl MemoryModeSink for UndoReport {
-    fn memcg_limits_set(&mut self, set: &MemcgLimits) {
+impl UndoReport {
+    /// With --json, `value` as the line of `event`.
+    fn json_line(&self, event: &str, value: &impl serde::Serialize) {
         if self.json {
-            if let Ok(line) = json_line("tierd", "memcg_limits", &set.report()) {
+            if let Ok(line) = json_line("tierd", event, value) {
                 println!("{line}");
             }
         }
+    }
+}
+
+impl MemoryModeSink for UndoReport {
+    fn memcg_limits_set(&mut self, set: &LimitsReport<'_>) {
+        self.json_line("memcg_limits", set);
     }
 
     fn memcg_restored(
@@ -672,11 +672,7 @@ impl MemoryModeSink for UndoReport {
                         what.join(", ")
                     );
                 }
-                if self.json {
-                    if let Ok(line) = json_line("tierd", "memcg_restore", &r.report(dir)) {
-                        println!("{line}");
-                    }
-                }
+                self.json_line("memcg_restore", &r.report(dir));
             }
             Err(e) => {
                 let by_hand: Vec<String> = pending
@@ -730,11 +726,7 @@ impl MemoryModeSink for UndoReport {
                     "cxltier tierd: memory mode undone: swapoff {path}{}",
                     if t.removed_file { "; swap file removed" } else { "" }
                 );
-                if self.json {
-                    if let Ok(line) = json_line("tierd", "swap_teardown", &t.report(area.path())) {
-                        println!("{line}");
-                    }
-                }
+                self.json_line("swap_teardown", &t.report(area.path()));
             }
             Err(e) => eprintln!(
                 "cxltier tierd: error: swap area {path} could NOT be turned off: {e}; run `swapoff {path}`{}",

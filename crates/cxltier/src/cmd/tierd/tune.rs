@@ -125,53 +125,8 @@ impl TuneSink for Render<'_> {
 }
 
 impl TuneRunSink for Render<'_> {
-    fn no_weighted_interleave(&mut self, program: &str) {
-        eprintln!(
-            "cxltier tierd: this kernel has no weighted interleave (Linux 6.9+): {program} starts \
-             under its default policy, and its new allocations will not follow the tuned split"
-        );
-    }
-
-    fn launched_weighted(&mut self, program: &str, pid: u32, tiers: &Tiers) {
-        eprintln!(
-            "cxltier tierd: started {program} (pid {pid}) under weighted interleave over node{} \
-             and node{}: its new allocations follow the kernel's weights",
-            tiers.fast[0], tiers.slow[0]
-        );
-    }
-
-    fn weights_left_alone(&mut self, pid: u32) {
-        eprintln!(
-            "cxltier tierd: pid {pid} allocates by weighted interleave, but a one-shot --tune ends \
-             when it has converged and tierd only holds the kernel's weights while it runs: the \
-             weights are left as they are (add --continuous to set them for as long as tierd runs)"
-        );
-    }
-
-    fn policy_kept(&mut self, pid: u32, policy: &str) {
-        eprintln!(
-            "cxltier tierd: pid {pid}'s memory policy is {policy}: its new allocations keep that \
-             policy. Linux lets only a process set its own memory policy (set_mempolicy), so \
-             tierd can move its pages but cannot steer where its future pages go; start it under \
-             tierd (tierd --tune ... -- CMD) or under `cxltier run --weights` to have them follow \
-             the tuned split"
-        );
-    }
-
-    fn session_starting(&mut self, pid: u32, tiers: &Tiers, follows_weights: bool) {
-        eprintln!(
-            "cxltier tierd: {} pid {pid}'s split between fast node {} and slower node {} against \
-             {}; its pages move with move_pages{}",
-            if self.run.sweep { "sweeping" } else { "tuning" },
-            tiers.fast[0],
-            tiers.slow[0],
-            self.run.progress,
-            if follows_weights {
-                ", and the weights for its new allocations follow the chosen split"
-            } else {
-                ""
-            }
-        );
+    fn note(&mut self, text: &str) {
+        eprintln!("cxltier tierd: {text}");
     }
 
     fn weights_restored(&mut self, restored: &Restored) {
