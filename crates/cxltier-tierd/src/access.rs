@@ -77,6 +77,32 @@ pub struct Source {
     pub reason: String,
 }
 
+impl Source {
+    /// The system-wide setting this source writes to follow `pids`, in a sentence (said before
+    /// it is written).
+    pub fn system_wide_write(&self, pids: &[u32]) -> String {
+        let pid_list = pids
+            .iter()
+            .map(u32::to_string)
+            .collect::<Vec<_>>()
+            .join(",");
+        match self.kind {
+            SourceKind::Damon => format!(
+                "writing DAMON's sysfs interface (a system-wide setting): {} kdamond(s) under \
+                 /sys/kernel/mm/damon/admin/kdamonds monitoring pid {pid_list}; removed when \
+                 tierd stops",
+                pids.len()
+            ),
+            SourceKind::IdlePage => format!(
+                "writing /sys/kernel/mm/page_idle/bitmap (a system-wide setting): every interval \
+                 the resident pages of pid {pid_list} are marked idle, which any other user of \
+                 idle-page tracking sees too; nothing to remove when tierd stops (a page's idle \
+                 flag clears on its next access)"
+            ),
+        }
+    }
+}
+
 /// Pick the access source: the one `wanted` names if the kernel has it, or with
 /// [`AccessSource::Auto`] DAMON's sysfs interface (virtual-address monitoring) when the kernel
 /// has it and idle-page tracking otherwise. A kernel with neither, or without the one named, is

@@ -246,6 +246,25 @@ pub enum WrittenPages {
     Off,
 }
 
+impl WrittenPages {
+    /// How written pages are tracked, in words.
+    pub fn describe(self) -> &'static str {
+        match self {
+            WrittenPages::SoftDirty => {
+                "soft-dirty bits, page by page (a page written in the last interval counts as hot)"
+            }
+            WrittenPages::Unsupported => {
+                "not tracked: this kernel has no soft-dirty bits (CONFIG_MEM_SOFT_DIRTY); hot and \
+                 cold come from the access source alone"
+            }
+            WrittenPages::Off => {
+                "not tracked (soft_dirty = false in the policy); hot and cold come from the \
+                 access source alone"
+            }
+        }
+    }
+}
+
 /// The last report: the daemon stopped. Its JSON form is the `stopped` line of docs/tierd.md.
 #[derive(Debug, Clone, Serialize)]
 pub struct StopReport {

@@ -197,6 +197,30 @@ impl MemoryModePlan {
         Ok((mode, Some(session)))
     }
 
+    /// What memory mode does to each target, in a sentence: the budgets, how pages go out and
+    /// the SLA loop's goal.
+    pub fn describe(&self) -> String {
+        let (dram, cxl, keep) = (self.dram, self.cxl, self.keep_bytes());
+        format!(
+            "each target keeps {dram} bytes in DRAM and {cxl} on slower memory; the coldest pages \
+             beyond {keep} bytes are paged out ({}){}",
+            if self.damos_pageout {
+                "a DAMOS pageout scheme in each target's kdamond, its size quota set each interval"
+            } else {
+                "process_madvise MADV_PAGEOUT"
+            },
+            match &self.goal {
+                Some(SlaGoal::Stall { max_pct }) =>
+                    format!(", as fast as memory pressure stays under {max_pct}% stalled"),
+                Some(SlaGoal::Slowdown { max_pct, progress }) => format!(
+                    ", as fast as the workload's progress ({progress}) stays within {max_pct}% of \
+                     its best rate"
+                ),
+                None => String::new(),
+            }
+        )
+    }
+
     /// Resident bytes kept per target (DRAM plus CXL budgets): the rest is paged out.
     pub fn keep_bytes(&self) -> u64 {
         self.dram.saturating_add(self.cxl)

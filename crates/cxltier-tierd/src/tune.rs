@@ -34,6 +34,16 @@ pub enum ProgressSignal {
     Command(String),
 }
 
+/// As written: `file:PATH` or `cmd:COMMAND`.
+impl std::fmt::Display for ProgressSignal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ProgressSignal::File(path) => write!(f, "file:{}", path.display()),
+            ProgressSignal::Command(c) => write!(f, "cmd:{c}"),
+        }
+    }
+}
+
 impl ProgressSignal {
     /// `file:PATH` or `cmd:COMMAND`.
     pub fn parse(spec: &str) -> Result<ProgressSignal, TierdError> {
@@ -542,6 +552,13 @@ impl Continuous {
 mod tests {
     use super::*;
     use crate::testutil::TempDir;
+
+    #[test]
+    fn a_progress_signal_is_said_as_it_was_written() {
+        for spec in ["file:/run/progress", "cmd:  cat /run/ops"] {
+            assert_eq!(ProgressSignal::parse(spec).unwrap().to_string(), spec);
+        }
+    }
     #[test]
     fn sweep_rounds_alternate_and_medians_ignore_one_odd_window() {
         assert_eq!(

@@ -11,7 +11,6 @@ use cxltier_tierd::daemon::{
 use cxltier_tierd::engine::{IntervalReport, Status, TargetChange};
 use cxltier_tierd::memcg::{LimitsReport, Restored};
 use cxltier_tierd::policy::PolicyOverrides;
-use cxltier_tierd::psi::SlaGoal;
 use cxltier_tierd::quarantine::QuarantineReport;
 use cxltier_tierd::readahead::ReadaheadTuner;
 use cxltier_tierd::swap::{BackingKind, SwapArea, Teardown};
@@ -422,23 +421,7 @@ impl DaemonSink for Render {
             "cxltier tierd: access source: {} ({})",
             s.source.name, s.source.reason
         );
-        let pid_list = list(s.pids);
-        let _ = match s.source.kind {
-            SourceKind::Damon => writeln!(
-                err,
-                "cxltier tierd: writing DAMON's sysfs interface (a system-wide setting): {} kdamond(s) \
-                 under /sys/kernel/mm/damon/admin/kdamonds monitoring pid {pid_list}; removed when \
-                 tierd stops",
-                s.pids.len()
-            ),
-            SourceKind::IdlePage => writeln!(
-                err,
-                "cxltier tierd: writing /sys/kernel/mm/page_idle/bitmap (a system-wide setting): every \
-                 interval the resident pages of pid {pid_list} are marked idle, which any other user \
-                 of idle-page tracking sees too; nothing to remove when tierd stops (a page's idle \
-                 flag clears on its next access)"
-            ),
-        };
+        let _ = writeln!(err, "cxltier tierd: {}", s.source.system_wide_write(s.pids));
         let _ = writeln!(
             err,
             "cxltier tierd: fast tier node(s) {:?}, slower node(s) {:?}; budget {}, rate limit {} MB/s{}",
@@ -474,14 +457,7 @@ impl DaemonSink for Render {
         let _ = writeln!(
             self.err,
             "cxltier tierd: written pages: {}",
-            match written {
-                WrittenPages::SoftDirty =>
-                    "soft-dirty bits, page by page (a page written in the last interval counts as hot)",
-                WrittenPages::Unsupported =>
-                    "not tracked: this kernel has no soft-dirty bits (CONFIG_MEM_SOFT_DIRTY); hot and cold come from the access source alone",
-                WrittenPages::Off =>
-                    "not tracked (soft_dirty = false in the policy); hot and cold come from the access source alone",
-            }
+            written.describe()
         );
     }
 
@@ -604,25 +580,7 @@ fn start_memory_mode(
             );
         }
     }
-    let (dram, cxl, keep) = (plan.dram, plan.cxl, plan.keep_bytes());
-    eprintln!(
-        "cxltier tierd: memory mode: each target keeps {dram} bytes in DRAM and {cxl} on slower \
-         memory; the coldest pages beyond {keep} bytes are paged out ({}){}",
-        if plan.damos_pageout {
-            "a DAMOS pageout scheme in each target's kdamond, its size quota set each interval"
-        } else {
-            "process_madvise MADV_PAGEOUT"
-        },
-        match &plan.goal {
-            Some(SlaGoal::Stall { max_pct }) =>
-                format!(", as fast as memory pressure stays under {max_pct}% stalled"),
-            Some(SlaGoal::Slowdown { max_pct, .. }) => format!(
-                ", as fast as the workload's progress ({}) stays within {max_pct}% of its best rate",
-                args.progress.as_deref().unwrap_or_default()
-            ),
-            None => String::new(),
-        }
-    );
+    eprintln!("cxltier tierd: memory mode: {}", plan.describe());
     // A failure part way undoes what was made (the session is dropped).
     plan.start(args.dry_run, &mut UndoReport { json: args.json })
         .map_err(CliError::classified)
