@@ -1,5 +1,5 @@
 //! `cxltier tierd --tune` and `--sweep`: the DRAM:CXL split of a bandwidth-bound target, tuned
-//! against a progress signal (see `cxltier_tierd::tune`).
+//! against a progress signal (see `cxltier_tierd::tune` and, for the run, `cxltier_tierd::tune_run`).
 
 use crate::cmd::apply::undo_command;
 use crate::error::{CliError, CliResult};
@@ -126,7 +126,7 @@ impl TuneSink for Render<'_> {
 
 impl TuneRunSink for Render<'_> {
     fn note(&mut self, text: &str) {
-        eprintln!("cxltier tierd: {text}");
+        let _ = writeln!(std::io::stderr(), "cxltier tierd: {text}");
     }
 
     fn weights_restored(&mut self, restored: &Restored) {
