@@ -108,7 +108,9 @@ impl TuneSink for Render<'_> {
         eprintln!(
             "cxltier tierd: throughput at {fast_percent}% moved beyond {:.0}% of its baseline for {} \
              windows in a row: tuning again from there",
-            self.run.retune_threshold_pct, self.run.retune_windows
+            // The session's fraction, said in percent (rounded as it always was).
+            self.run.retune_threshold_pct / 100.0 * 100.0,
+            self.run.retune_windows
         );
     }
 
