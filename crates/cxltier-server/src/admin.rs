@@ -182,6 +182,20 @@ pub(crate) fn shutdown(_ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> Result<Effect, St
     Ok(Effect::Shutdown)
 }
 
+/// SHUTDOWN while a script is busy: NOSAVE stops the script and then the server; without it
+/// SHUTDOWN would save, which needs the store the script holds: it waits for the script's end.
+pub(crate) fn shutdown_while_busy(b: &mut BusyCtx<'_>, args: &[&[u8]]) -> BusyOutcome {
+    if !args
+        .get(1)
+        .is_some_and(|a| a.eq_ignore_ascii_case(b"NOSAVE"))
+    {
+        return b.refuse();
+    }
+    b.run.kill = true;
+    b.run.shutdown = true;
+    BusyOutcome::Answered
+}
+
 #[cfg(test)]
 mod tests {
 

@@ -1,8 +1,10 @@
 //! What handlers of several kinds parse and answer alike: integers as Redis reads them, the
 //! WRONGTYPE answer, SCAN's `MATCH`/`COUNT` options, the bound on a reply whose size a count
-//! decides, and floats as Redis prints them.
+//! decides, random draws from a collection (SRANDMEMBER, ZRANDMEMBER), and floats as Redis
+//! prints them.
 
 use cxltier_store::StoreError;
+use rand::Rng;
 
 use crate::context::{Ctx, Effect};
 use crate::errors::NOT_INT;
@@ -74,6 +76,70 @@ pub(crate) fn reply_limit(ctx: &Ctx<'_>) -> usize {
         0 => crate::limits::OutputBufferLimit::default().hard,
         n => n,
     }
+}
+
+/// The fewest bytes one element of an array reply takes (`$0\r\n\r\n`).
+const MIN_ELEMENT_BYTES: u64 = 6;
+
+/// A collection of at most this many members (or no more than the count) is read whole.
+const DRAW_PAGE: usize = 1024;
+
+/// The error for a count whose reply would pass [`reply_limit`].
+fn over_limit(ctx: &Ctx<'_>, count: u64) -> String {
+    format!(
+        "ERR the reply to {count} random draws would be over the client-output-buffer-limit hard limit of {} bytes: ask for fewer",
+        reply_limit(ctx)
+    )
+}
+
+/// `n` members drawn at random with repeats from the set, sorted set or hash at `key` (which
+/// holds `card` > 0 members), each written by `write` (member, its value or score) into an
+/// array reply; `Ok(Err(message))` when that reply would pass [`reply_limit`]. The work is
+/// bounded by the limit whatever `n` is: a count that cannot fit is refused before any
+/// draw, and the reply is built aside and dropped as soon as it grows past the limit.
+pub(crate) fn random_draws(
+    ctx: &mut Ctx<'_>,
+    key: &[u8],
+    card: u64,
+    n: u64,
+    mut write: impl FnMut(&mut Ctx<'_>, &[u8], &[u8], &mut Vec<u8>),
+) -> Result<Result<Vec<u8>, String>, StoreError> {
+    let limit = reply_limit(ctx);
+    if n.saturating_mul(MIN_ELEMENT_BYTES) > limit as u64 {
+        return Ok(Err(over_limit(ctx, n)));
+    }
+    let mut rng = rand::rng();
+    // A small collection (or one no larger than the count) is read once and drawn from in
+    // memory; a large one by index, O(log n) a draw.
+    let all = if card <= (DRAW_PAGE as u64).max(n.min(1 << 16)) {
+        let mut all = Vec::new();
+        for i in 0..card {
+            if let Some(e) = ctx.store.member_at(key, i)? {
+                all.push(e);
+            }
+        }
+        Some(all)
+    } else {
+        None
+    };
+    let mut out = Vec::new();
+    reply::array(&mut out, n as usize);
+    for _ in 0..n {
+        let drawn = match &all {
+            Some(all) if !all.is_empty() => Some(all[rng.random_range(0..all.len())].clone()),
+            Some(_) => None,
+            None => ctx.store.member_at(key, rng.random_range(0..card))?,
+        };
+        match drawn {
+            Some((m, v)) => write(ctx, &m, &v, &mut out),
+            // Only a set changed under the draw could miss; the array keeps its length.
+            None => reply::null(&mut out, ctx.session.proto),
+        }
+        if out.len() > limit {
+            return Ok(Err(over_limit(ctx, n)));
+        }
+    }
+    Ok(Ok(out))
 }
 
 /// A float the way INCRBYFLOAT stores it: no exponent, no trailing zeros (Rust's shortest

@@ -7,5 +7,5 @@ pub use crate::context::{
     Snapshot, SyncStart,
 };
 pub use crate::dispatch::execute;
-pub use crate::info::memory_figures;
+pub use crate::memory::memory_figures;
 pub use crate::version::REDIS_VERSION;

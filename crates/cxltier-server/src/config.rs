@@ -12,7 +12,7 @@ use crate::resp::reply;
 fn settings(ctx: &Ctx<'_>) -> Vec<(String, String)> {
     let info = &*ctx.info;
     let st = ctx.store.stats();
-    let (_, memory) = crate::info::memory_figures(&st);
+    let (_, memory) = crate::memory::memory_figures(&st);
     let mut all: Vec<(String, String)> = vec![
         (
             "maxmemory".into(),
@@ -182,7 +182,7 @@ fn set(ctx: &mut Ctx<'_>, pairs: &[&[u8]]) -> Result<Effect, StoreError> {
             // 0, or at least the budget: the budget alone. Below it: a write limit (the budget
             // itself is chosen at start with --dram and --cxl).
             "maxmemory" => {
-                let (_, budget) = crate::info::memory_figures(&ctx.store.stats());
+                let (_, budget) = crate::memory::memory_figures(&ctx.store.stats());
                 ctx.info.maxmemory_limit = crate::limits::parse_memory(&value)
                     .map(|n| n as u64)
                     .filter(|&n| n > 0 && n < budget);

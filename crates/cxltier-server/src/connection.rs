@@ -59,7 +59,7 @@ pub(crate) fn auth(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErr
 
 /// AUTH's check (also HELLO's AUTH option): the default user's password. Needs no more of the
 /// server than its password, so that a busy script's restricted mode runs it too.
-pub(crate) fn check_password(
+fn check_password(
     requirepass: Option<&str>,
     session: &mut Session,
     user: Option<&[u8]>,
@@ -112,7 +112,7 @@ pub(crate) fn hello(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreEr
 /// HELLO on a connection: its protocol, authentication and name; the reply, or the error to
 /// answer. Needs no more of the server than its password (a busy script's restricted mode
 /// runs it too).
-pub(crate) fn hello_in(
+fn hello_in(
     session: &mut Session,
     requirepass: Option<&str>,
     args: &[&[u8]],
@@ -177,6 +177,38 @@ pub(crate) fn hello_in(
     reply::bulk(out, b"modules");
     reply::array(out, 0);
     Ok(())
+}
+
+/// AUTH while a script is busy: it needs only the password, so it runs.
+pub(crate) fn auth_while_busy(b: &mut BusyCtx<'_>, args: &[&[u8]]) -> BusyOutcome {
+    let n = args.len();
+    if n > 3 {
+        return b.refuse();
+    }
+    match check_password(
+        b.requirepass,
+        b.session,
+        (n == 3).then(|| args[1]),
+        args[n - 1],
+    ) {
+        Ok(()) => reply::ok(b.out),
+        Err(msg) => reply::error(b.out, msg),
+    }
+    BusyOutcome::Answered
+}
+
+/// HELLO while a script is busy: the connection's own state and the password, so it runs.
+pub(crate) fn hello_while_busy(b: &mut BusyCtx<'_>, args: &[&[u8]]) -> BusyOutcome {
+    if let Err(msg) = hello_in(b.session, b.requirepass, args, b.out) {
+        reply::error(b.out, &msg);
+    }
+    BusyOutcome::Answered
+}
+
+/// QUIT while a script is busy: answered, then the connection closes.
+pub(crate) fn quit_while_busy(b: &mut BusyCtx<'_>, _args: &[&[u8]]) -> BusyOutcome {
+    reply::ok(b.out);
+    BusyOutcome::Close
 }
 
 #[cfg(test)]

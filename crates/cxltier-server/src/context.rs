@@ -24,6 +24,41 @@ pub enum Effect {
     Shutdown,
 }
 
+/// What a command of another connection is given while a script holds the server (the busy
+/// mode: the loop answers other connections from inside the script's hook, and nothing may
+/// touch the store or the server's state, which the script holds): the running script's
+/// state, the connection, the server's password and the reply.
+pub struct BusyCtx<'a> {
+    pub run: &'a mut crate::lua::RunState,
+    pub session: &'a mut Session,
+    pub requirepass: Option<&'a str>,
+    pub out: &'a mut Vec<u8>,
+}
+
+/// What a command of another connection got while a script is busy.
+#[derive(Debug, PartialEq, Eq)]
+pub enum BusyOutcome {
+    /// Answered; the connection goes on.
+    Answered,
+    /// QUIT: close it after the reply.
+    Close,
+}
+
+/// A command's answer in the busy mode (the table's `while_busy`).
+pub type BusyHandler = fn(&mut BusyCtx<'_>, &[&[u8]]) -> BusyOutcome;
+
+impl BusyCtx<'_> {
+    /// BUSY: the command waits for the script's end. Inside MULTI that aborts the transaction
+    /// at EXEC, as Redis's `flagTransaction` does.
+    pub fn refuse(&mut self) -> BusyOutcome {
+        if self.session.multi.is_some() {
+            self.session.multi_failed = true;
+        }
+        reply::error(self.out, crate::errors::BUSY);
+        BusyOutcome::Answered
+    }
+}
+
 /// Server-wide settings and counters the commands see.
 #[derive(Debug, Default)]
 pub struct ServerInfo {

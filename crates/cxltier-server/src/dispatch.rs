@@ -6,7 +6,7 @@
 use cxltier_store::{Store, StoreError};
 
 use crate::context::*;
-use crate::info::memory_figures;
+use crate::memory::memory_figures;
 use crate::notify::{channels, class, Event};
 use crate::resp::reply;
 use crate::table::{self, flag};
@@ -489,6 +489,52 @@ pub(crate) fn publish(
                 }
             }
         }
+    }
+}
+
+/// Answer `args` of another connection while a script is busy, as Redis does then: a command
+/// the table gives an answer for the busy mode (`while_busy`) runs it — `SCRIPT KILL` stops a
+/// script that has not written, `SHUTDOWN NOSAVE` stops it and the server, `AUTH` and `HELLO`
+/// authenticate (so that a new client of a server with a password can reach SCRIPT KILL), the
+/// transaction's bookkeeping and QUIT go on, a replica's `REPLCONF ACK` is taken silently —
+/// and everything else is refused with BUSY (inside MULTI that aborts the transaction at EXEC;
+/// an EXEC now discards it with EXECABORT). Before AUTH, a server with a password answers
+/// NOAUTH first, as always.
+pub fn busy_command(b: &mut BusyCtx<'_>, args: &[&[u8]]) -> BusyOutcome {
+    let Some(&name) = args.first() else {
+        return BusyOutcome::Answered;
+    };
+    let Some(cmd) = table::lookup(name) else {
+        unknown_command(b.out, args);
+        b.session.flag_transaction();
+        return BusyOutcome::Answered;
+    };
+    if !cmd.arity_ok(args.len()) {
+        arity(b.out, name);
+        b.session.flag_transaction();
+        return BusyOutcome::Answered;
+    }
+    if b.requirepass.is_some() && !b.session.authed && !cmd.has(flag::NO_AUTH) {
+        reply::error(b.out, "NOAUTH Authentication required.");
+        b.session.flag_transaction();
+        return BusyOutcome::Answered;
+    }
+    let in_multi = b.session.multi.is_some();
+    match cmd.while_busy {
+        Some(answer) if !in_multi || cmd.has(flag::TX_CONTROL_WHILE_BUSY) => answer(b, args),
+        _ if in_multi && cmd.has(flag::TX_EXEC) => {
+            b.session.multi = None;
+            b.session.multi_failed = false;
+            reply::error(
+                b.out,
+                &format!(
+                    "EXECABORT Transaction discarded because of: {}",
+                    crate::errors::BUSY
+                ),
+            );
+            BusyOutcome::Answered
+        }
+        _ => b.refuse(),
     }
 }
 

@@ -13,3 +13,8 @@ pub(crate) const SYNTAX: &str = "ERR syntax error";
 /// HRANDFIELD, ZRANDMEMBER).
 pub(crate) const RANDOM_COUNT_RANGE: &str =
     "ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807";
+
+/// What a command of another connection gets while a script is busy, unless the busy mode
+/// answers it.
+pub(crate) const BUSY: &str =
+    "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.";

@@ -16,8 +16,8 @@ use std::hash::{BuildHasher, Hasher};
 use cxltier_store::{Kind, StoreError};
 
 use crate::context::{
-    expire_at_ms, expired_delete_op, fail, invalid_expire, now_ms, parse_i64, Ctx, Effect,
-    ServerInfo, NOT_INT, SYNTAX,
+    expire_at_ms, expired_delete_op, fail, invalid_expire, now_ms, parse_i64, Ctx, Effect, NOT_INT,
+    SYNTAX,
 };
 use crate::cursors::successor;
 use crate::notify::class as nc;
@@ -334,7 +334,7 @@ fn by_pattern(
     }
     Ok(match field {
         None => (o.kind == Kind::String).then(|| o.value.to_vec()),
-        Some(f) if o.kind == Kind::Hash => crate::hash::decode(o.value).and_then(|fields| {
+        Some(f) if o.kind == Kind::Hash => crate::hash_layout::decode(o.value).and_then(|fields| {
             fields
                 .into_iter()
                 .find(|(k, _)| *k == f)
@@ -775,9 +775,9 @@ fn build(
         Value::String(s) => return ctx.store.put(key, Kind::String, s, expires),
         Value::Hash(_) => {
             let pairs = value.pairs();
-            let listpack = crate::hash::redis_keeps_listpack(ctx.info, &pairs);
-            let encoded = crate::hash::encode(pairs.iter().copied());
-            return crate::hash::store_fields(
+            let listpack = crate::encoding::redis_keeps_listpack(ctx.info, &pairs);
+            let encoded = crate::hash_layout::encode(pairs.iter().copied());
+            return crate::hash_layout::store_fields(
                 ctx.store, key, &pairs, listpack, &encoded, expires, false,
             );
         }
@@ -991,7 +991,7 @@ pub(crate) fn scanrange(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, Sto
         reply::bulk(ctx.out, &it.key);
         if it.kind == Kind::ChunkedHash {
             let key = crate::db::store_key(physical, &it.key);
-            let fields = crate::hash::chunked_fields(ctx.store, &key)?;
+            let fields = crate::hash_layout::chunked_fields(ctx.store, &key)?;
             let out = &mut *ctx.out;
             reply::array(out, fields.len() * 2);
             for (f, v) in &fields {
@@ -1001,7 +1001,7 @@ pub(crate) fn scanrange(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, Sto
             continue;
         }
         let out = &mut *ctx.out;
-        match (it.kind, crate::hash::decode(&it.value)) {
+        match (it.kind, crate::hash_layout::decode(&it.value)) {
             (Kind::Hash, Some(fields)) => {
                 reply::array(out, fields.len() * 2);
                 for (f, v) in fields {
@@ -1013,51 +1013,6 @@ pub(crate) fn scanrange(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, Sto
         }
     }
     Ok(Effect::Read)
-}
-
-/// OBJECT ENCODING of a chunked hash: what Redis would use for its fields under the configured
-/// thresholds (a chunked hash is over 32 KiB, so almost always "hashtable"; the fields are
-/// read only when there are few enough for a listpack).
-fn chunked_hash_encoding(ctx: &mut Ctx<'_>, key: &[u8]) -> Result<&'static str, StoreError> {
-    let entries = ctx.info.knobs.int("hash-max-listpack-entries");
-    let longest = ctx.info.knobs.int("hash-max-listpack-value");
-    if ctx.store.hlen(key)? as i64 > entries {
-        return Ok("hashtable");
-    }
-    let fields = crate::hash::chunked_fields(ctx.store, key)?;
-    let small = fields
-        .iter()
-        .all(|(f, v)| f.len() as i64 <= longest && v.len() as i64 <= longest);
-    Ok(if small { "listpack" } else { "hashtable" })
-}
-
-/// Redis's name for how it would encode a value under the configured thresholds (OBJECT
-/// ENCODING): tools and Redis's own tests branch on it. cxltier stores every value as bytes in
-/// one tier; the name says what Redis would do, not how cxltier lays the value out.
-fn redis_encoding(info: &ServerInfo, kind: Kind, value: &[u8]) -> &'static str {
-    match kind {
-        Kind::Hash => {
-            let fields = crate::hash::decode(value).unwrap_or_default();
-            if crate::hash::redis_keeps_listpack(info, &fields) {
-                "listpack"
-            } else {
-                "hashtable"
-            }
-        }
-        _ => {
-            // An integer without leading zeros or sign tricks that fits an i64 is "int";
-            // short strings are "embstr" (44 bytes fit one allocation with the object).
-            let int = value.len() <= 20
-                && parse_i64(value).is_some_and(|n| n.to_string().as_bytes() == value);
-            if int {
-                "int"
-            } else if value.len() <= 44 {
-                "embstr"
-            } else {
-                "raw"
-            }
-        }
-    }
 }
 
 pub(crate) fn object(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
@@ -1104,26 +1059,10 @@ pub(crate) fn object(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
     }
     match sub.as_slice() {
         b"ENCODING" => {
-            let (kind, name) = match ctx.store.peek(key) {
-                Some(o) => (o.kind, redis_encoding(ctx.info, o.kind, o.value)),
-                None => match ctx.store.get(key)? {
-                    Some(o) => (o.kind, redis_encoding(ctx.info, o.kind, o.value)),
-                    None => {
-                        reply::null(ctx.out, proto);
-                        return Ok(Effect::Read);
-                    }
-                },
-            };
-            // Collections: the name follows their members, which the root alone does not
-            // tell. Redis 7.0 keeps every list in a quicklist.
-            let name = match kind {
-                Kind::List => "quicklist",
-                Kind::Set => crate::set::encoding(ctx, key)?,
-                Kind::ZSet => crate::zset::encoding(ctx, key)?,
-                Kind::ChunkedHash => chunked_hash_encoding(ctx, key)?,
-                _ => name,
-            };
-            reply::bulk(ctx.out, name.as_bytes());
+            match crate::encoding::object_encoding(ctx, key)? {
+                Some(name) => reply::bulk(ctx.out, name.as_bytes()),
+                None => reply::null(ctx.out, proto),
+            }
         }
         // Where the value really is (ENCODING names what Redis would use).
         b"TIER" => match ctx.store.tier_of(key) {

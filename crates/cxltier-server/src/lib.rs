@@ -19,15 +19,20 @@
 //! - [`limits`]: output buffer limits per kind of client, the bulk margin, byte counts;
 //! - [`ratelog`]: log lines of a repeating failure held back to one per interval, counted;
 //! - [`args`]: what handlers of several kinds parse and answer alike (integers, WRONGTYPE,
-//!   SCAN's options, random counts, blocking timeouts and parking, floats);
+//!   SCAN's options, random counts and draws, blocking timeouts and parking, floats);
 //! - [`admin`]: DBSIZE, FLUSHALL/FLUSHDB, SWAPDB, MEMORY, TIME, LASTSAVE, SAVE, BGSAVE, DEBUG,
 //!   SHUTDOWN: the server group's commands without a module of their own;
 //! - [`client`]: the CLIENT family (LIST, INFO, KILL, REPLY, PAUSE, UNBLOCK, ...);
 //! - [`config`]: `CONFIG GET|SET|RESETSTAT|REWRITE`, and Redis's encoding knobs, stored;
 //! - [`connection`]: PING, ECHO, SELECT, AUTH, HELLO, RESET, QUIT;
 //! - [`geo`]: the GEO commands over sorted sets whose scores are 52-bit geohashes;
-//! - [`hash`]: the hash commands, and how a hash's fields are encoded in one stored value;
-//! - [`info`]: INFO's sections, and the memory figures INFO, CONFIG, OOM and the metrics share;
+//! - [`hash_layout`]: a hash's two layouts: its fields encoded in one stored value, or a
+//!   chunked collection, and the move from one to the other;
+//! - [`encoding`]: OBJECT ENCODING, Redis's name for how it would encode a value under the
+//!   configured thresholds (the hash and set commands ask it too);
+//! - [`memory`]: the memory figures INFO, CONFIG, OOM, ROLE and the metrics share;
+//! - [`hash`]: the hash commands over both layouts;
+//! - [`info`]: INFO's sections;
 //! - [`keyspace`]: DEL, EXISTS, TYPE, the expiry commands, OBJECT, SCANRANGE (the ordered range
 //!   scan of YCSB workload E), SCAN (cursors kept by the server), KEYS, RANDOMKEY, RENAME, COPY,
 //!   TOUCH, EXPIRETIME, DUMP and RESTORE (atomic: a failed RESTORE leaves the keyspace as it
@@ -75,16 +80,19 @@ pub mod context;
 pub mod cursors;
 pub mod db;
 pub mod dispatch;
+pub mod encoding;
 pub mod errors;
 pub mod geo;
 pub mod glob;
 pub mod hash;
+pub mod hash_layout;
 pub mod info;
 pub mod keyspace;
 pub mod knobs;
 pub mod limits;
 pub mod list;
 pub mod lua;
+pub mod memory;
 pub mod metrics;
 pub mod notify;
 pub mod pubsub;

@@ -54,7 +54,7 @@ impl RunState {
 /// What serves the other connections while a script runs. The server sets one before it runs
 /// a command that may run a script; the script's instruction hook calls [`BusyPeers::tick`]
 /// every 100000 instructions, which looks for a stop signal and, once the script is busy, reads
-/// the other connections' commands and answers each with [`busy_command`].
+/// the other connections' commands and answers each with [`crate::dispatch::busy_command`].
 pub trait BusyPeers {
     fn tick(&mut self, run: &mut RunState);
 }

@@ -14,7 +14,7 @@ use cxltier_metrics::Writer;
 use cxltier_store::StoreStats;
 
 use crate::context::ServerInfo;
-use crate::info::memory_figures;
+use crate::memory::memory_figures;
 
 /// The most of the loop's time snapshots may take.
 pub const MAX_SHARE: f64 = 0.01;

@@ -25,7 +25,7 @@ use std::time::Instant;
 
 use cxltier_store::StoreError;
 
-use crate::context::{fail, Block, Ctx, Effect, Snapshot, SyncStart};
+use crate::context::{fail, Block, BusyCtx, BusyOutcome, Ctx, Effect, Snapshot, SyncStart};
 use crate::resp::reply;
 use crate::write_stream::ReplicaInfo;
 
@@ -95,7 +95,7 @@ fn make_snapshot(ctx: &mut Ctx<'_>, offset: u64) -> Result<Snapshot, crate::rdb:
     let info = crate::rdb::SnapshotInfo {
         replid: ctx.info.run_id.clone(),
         offset,
-        used_memory: crate::info::memory_figures(&ctx.store.stats()).0,
+        used_memory: crate::memory::memory_figures(&ctx.store.stats()).0,
     };
     // Every database clients can select, as the store keeps it now (SWAPDB moves the map).
     let dbs: Vec<(u32, u8)> = (0..ctx.info.dbs.count())
@@ -237,6 +237,17 @@ pub(crate) fn wait(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErr
 /// every CLUSTER subcommand (HELP included) with this error, which clients test for.
 pub(crate) fn cluster(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> Result<Effect, StoreError> {
     fail(ctx, "ERR This instance has cluster support disabled")
+}
+
+/// REPLCONF while a script is busy: a replica's ACK has no reply and is taken silently (the
+/// loop reads the next ones after the script: an ACK is only a position, the latest one
+/// counts); the rest waits for the script's end.
+pub(crate) fn replconf_while_busy(b: &mut BusyCtx<'_>, args: &[&[u8]]) -> BusyOutcome {
+    if args.get(1).is_some_and(|a| a.eq_ignore_ascii_case(b"ACK")) {
+        BusyOutcome::Answered
+    } else {
+        b.refuse()
+    }
 }
 
 #[cfg(test)]

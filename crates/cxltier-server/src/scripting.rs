@@ -14,7 +14,7 @@ use std::time::Instant;
 use cxltier_store::StoreError;
 use mlua::{HookTriggers, Lua, Value, VmState};
 
-use crate::context::{self, Ctx, Effect, Session};
+use crate::context::{self, BusyCtx, BusyOutcome, Ctx, Effect, Session};
 use crate::lua::{
     collect_if_grown, engine, is_lib_error, lib_error, BusyPeers, RunState, Scripts,
     HOOK_INSTRUCTIONS, KILLED, MAX_NESTING, SCRIPT_MEMORY_LIMIT,
@@ -22,139 +22,37 @@ use crate::lua::{
 use crate::resp::reply;
 use crate::table::{self, flag};
 
-pub(crate) const BUSY: &str =
-    "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.";
 const NOTBUSY: &str = "NOTBUSY No scripts in execution right now.";
 const UNKILLABLE: &str = "UNKILLABLE Sorry the script already executed write commands against the dataset. You can either wait the script termination or kill the server in a hard way using the SHUTDOWN NOSAVE command.";
 const NOSCRIPT: &str = "NOSCRIPT No matching script. Please use EVAL.";
 const NO_FUNCTIONS: &str = "ERR Redis 7.0 functions (FUNCTION LOAD, FCALL, FCALL_RO) are not supported by cxltier serve: load the code with SCRIPT LOAD and run it with EVALSHA, or send it with EVAL";
 
-/// What a command of another connection gets while a script is busy.
-#[derive(Debug, PartialEq, Eq)]
-pub enum BusyOutcome {
-    /// Answered; the connection goes on.
-    Answered,
-    /// QUIT: close it after the reply.
-    Close,
-}
-
-/// Answer `args` of another connection while the script is busy, as Redis does then: only the
-/// commands the table flags `ALLOW_BUSY` run — `SCRIPT KILL` stops a script that has not
-/// written, `SHUTDOWN NOSAVE` stops it and the server, `AUTH` and `HELLO` authenticate (so that
-/// a new client of a server with a password can reach SCRIPT KILL), the transaction's
-/// bookkeeping and QUIT go on, a replica's `REPLCONF ACK` is taken silently — and everything
-/// else is refused with BUSY (inside MULTI that aborts the transaction at EXEC, as Redis's
-/// `flagTransaction` does; an EXEC now discards it with EXECABORT). Before AUTH, a server with
-/// a password answers NOAUTH first, as always.
-pub fn busy_command(
-    run: &mut RunState,
-    session: &mut Session,
-    requirepass: Option<&str>,
-    args: &[&[u8]],
-    out: &mut Vec<u8>,
-) -> BusyOutcome {
-    let Some(&name) = args.first() else {
-        return BusyOutcome::Answered;
-    };
-    let upper = |i: usize| args.get(i).map(|a| a.to_ascii_uppercase());
-    let Some(cmd) = table::lookup(name) else {
-        context::unknown_command(out, args);
-        session.flag_transaction();
-        return BusyOutcome::Answered;
-    };
-    if !cmd.arity_ok(args.len()) {
-        context::arity(out, name);
-        session.flag_transaction();
-        return BusyOutcome::Answered;
+/// SCRIPT while a script is busy: KILL stops it unless it has written (then UNKILLABLE: only
+/// `SHUTDOWN NOSAVE` can stop it); the other subcommands wait for its end.
+pub(crate) fn script_while_busy(b: &mut BusyCtx<'_>, args: &[&[u8]]) -> BusyOutcome {
+    if !is_kill(args) {
+        return b.refuse();
     }
-    if requirepass.is_some() && !session.authed && !cmd.has(flag::NO_AUTH) {
-        reply::error(out, "NOAUTH Authentication required.");
-        session.flag_transaction();
-        return BusyOutcome::Answered;
-    }
-    let allowed = cmd.has(flag::ALLOW_BUSY)
-        || (cmd.has(flag::KILLS_BUSY_SCRIPT)
-            && args.len() == 2
-            && upper(1).as_deref() == Some(b"KILL"));
-    if !allowed || (session.multi.is_some() && !cmd.has(flag::TX_CONTROL_WHILE_BUSY)) {
-        if cmd.has(flag::TX_EXEC) && session.multi.is_some() {
-            session.multi = None;
-            session.multi_failed = false;
-            reply::error(
-                out,
-                &format!("EXECABORT Transaction discarded because of: {BUSY}"),
-            );
-            return BusyOutcome::Answered;
-        }
-        if session.multi.is_some() {
-            session.multi_failed = true;
-        }
-        reply::error(out, BUSY);
-        return BusyOutcome::Answered;
-    }
-    match cmd.name {
-        "SCRIPT" => {
-            if run.wrote {
-                reply::error(out, UNKILLABLE);
-            } else {
-                run.kill = true;
-                reply::ok(out);
-            }
-        }
-        "FUNCTION" => reply::error(out, NOTBUSY),
-        "SHUTDOWN" if upper(1).as_deref() == Some(b"NOSAVE") => {
-            run.kill = true;
-            run.shutdown = true;
-        }
-        "QUIT" => {
-            reply::ok(out);
-            return BusyOutcome::Close;
-        }
-        "AUTH" if args.len() <= 3 => {
-            let n = args.len();
-            match crate::connection::check_password(
-                requirepass,
-                session,
-                (n == 3).then(|| args[1]),
-                args[n - 1],
-            ) {
-                Ok(()) => reply::ok(out),
-                Err(msg) => reply::error(out, msg),
-            }
-        }
-        "HELLO" => {
-            if let Err(msg) = crate::connection::hello_in(session, requirepass, args, out) {
-                reply::error(out, &msg);
-            }
-        }
-        // A replica's acknowledgement has no reply; the loop reads the next ones after the
-        // script (an ACK is only a position, the latest one counts).
-        "REPLCONF" if upper(1).as_deref() == Some(b"ACK") => {}
-        "MULTI" if session.multi.is_none() => {
-            session.multi = Some(Vec::new());
-            session.multi_failed = false;
-            reply::ok(out);
-        }
-        "MULTI" => reply::error(out, "ERR MULTI calls can not be nested"),
-        "DISCARD" | "EXEC" if session.multi.is_none() => {
-            reply::error(out, &format!("ERR {} without MULTI", cmd.name))
-        }
-        "DISCARD" => {
-            session.multi = None;
-            session.multi_failed = false;
-            reply::ok(out);
-        }
-        // EXEC is no ALLOW_BUSY command: refused above while the transaction is open.
-        // SHUTDOWN without NOSAVE, WATCH, UNWATCH, RESET and the rest of the ALLOW_BUSY
-        // commands touch the server's state, which the script holds: they wait for its end.
-        _ => {
-            if session.multi.is_some() {
-                session.multi_failed = true;
-            }
-            reply::error(out, BUSY);
-        }
+    if b.run.wrote {
+        reply::error(b.out, UNKILLABLE);
+    } else {
+        b.run.kill = true;
+        reply::ok(b.out);
     }
     BusyOutcome::Answered
+}
+
+/// FUNCTION while a script is busy: KILL answers NOTBUSY (no function runs, a script does).
+pub(crate) fn function_while_busy(b: &mut BusyCtx<'_>, args: &[&[u8]]) -> BusyOutcome {
+    if !is_kill(args) {
+        return b.refuse();
+    }
+    reply::error(b.out, NOTBUSY);
+    BusyOutcome::Answered
+}
+
+fn is_kill(args: &[&[u8]]) -> bool {
+    args.len() == 2 && args[1].eq_ignore_ascii_case(b"KILL")
 }
 
 /// A command's reply (as this server wrote it) as the Lua value Redis gives a script:

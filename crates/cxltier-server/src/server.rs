@@ -1406,7 +1406,7 @@ struct BusyMode {
 /// instructions: a signal that asks the server to stop is looked at each time, and once the
 /// script is busy (past busy-reply-threshold) the sockets are polled: new connections are
 /// accepted, and what the connections send is read and answered as Redis does then
-/// ([`crate::scripting::busy_command`]: BUSY to most commands; AUTH, HELLO, SCRIPT KILL,
+/// ([`crate::dispatch::busy_command`]: BUSY to most commands; AUTH, HELLO, SCRIPT KILL,
 /// SHUTDOWN NOSAVE, QUIT and the transaction's bookkeeping run). Bounded: each connection is
 /// read up to its query buffer limit and not while its replies are unread past the soft limit;
 /// nothing runs against the store. Each tick costs the connections that had an event, not all.
@@ -1593,14 +1593,14 @@ impl BusyServe {
                 continue;
             }
             let args: Vec<&[u8]> = p.args.iter().map(|r| &c.input[r.clone()]).collect();
-            let outcome = crate::scripting::busy_command(
+            let mut busy = crate::context::BusyCtx {
                 run,
-                &mut c.session,
-                self.requirepass.as_deref(),
-                &args,
-                &mut c.output,
-            );
-            if outcome == crate::scripting::BusyOutcome::Close {
+                session: &mut c.session,
+                requirepass: self.requirepass.as_deref(),
+                out: &mut c.output,
+            };
+            let outcome = crate::dispatch::busy_command(&mut busy, &args);
+            if outcome == crate::context::BusyOutcome::Close {
                 c.quit = true;
                 c.closing = true;
                 c.queue.clear();

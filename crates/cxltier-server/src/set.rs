@@ -5,9 +5,10 @@
 use cxltier_store::{Kind, StoreError};
 use rand::Rng;
 
-use crate::args::{int_arg, reply_limit, scan_options, typed};
+use crate::args::{int_arg, random_draws, scan_options, typed};
 use crate::context::{fail, Ctx, Effect};
 use crate::cursors::{cursor_from_wire, cursor_to_wire};
+use crate::encoding::{is_canonical_int, SET_HASHTABLE as HASHTABLE};
 use crate::errors::{NOT_INT, RANDOM_COUNT_RANGE, SYNTAX};
 use crate::notify::class as nc;
 use crate::resp::reply;
@@ -46,10 +47,6 @@ pub(crate) fn sadd(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErr
         Ok(if n > 0 { Effect::Wrote } else { Effect::Read })
     })
 }
-
-/// The root flag of a set Redis would have converted to a hashtable: it never converts one
-/// back, so neither does `OBJECT ENCODING`.
-const HASHTABLE: u8 = 1;
 
 /// Before `leaving` (members of it) leave the set at `key`: when Redis holds it as a
 /// hashtable now (more than set-max-intset-entries members, or a non-integer among those
@@ -257,35 +254,6 @@ pub(crate) fn srandmember(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, S
         }
         Ok(Effect::Read)
     })
-}
-
-/// The encoding Redis 7.0 would give the set at `key` (OBJECT ENCODING): `intset` while it
-/// holds at most `set-max-intset-entries` members, all integers as Redis writes them, else
-/// `hashtable`. Costs at most that many members read.
-pub(crate) fn encoding(ctx: &mut Ctx<'_>, key: &[u8]) -> Result<&'static str, StoreError> {
-    let most = ctx.info.knobs.int("set-max-intset-entries");
-    if ctx.store.scard(key)? as i64 > most
-        || ctx.store.collection_flags(key, Kind::Set)? & HASHTABLE != 0
-    {
-        return Ok("hashtable");
-    }
-    let mut after: Option<Vec<u8>> = None;
-    loop {
-        let (page, next) = ctx.store.sscan(key, after.as_deref(), PAGE)?;
-        if !page.iter().all(|m| is_canonical_int(m)) {
-            return Ok("hashtable");
-        }
-        match next {
-            Some(n) => after = Some(n),
-            None => return Ok("intset"),
-        }
-    }
-}
-
-/// Whether Redis would take `m` for a 64-bit integer (`string2ll`: no sign `+`, no leading
-/// zeros, no `-0`).
-fn is_canonical_int(m: &[u8]) -> bool {
-    m.len() <= 20 && int_arg(m).is_some_and(|n| n.to_string().as_bytes() == m)
 }
 
 pub(crate) fn sscan(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
@@ -498,67 +466,6 @@ pub(crate) fn sintercard(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, St
         reply::int(ctx.out, ms.len() as i64);
         Ok(Effect::Read)
     })
-}
-
-/// The fewest bytes one element of an array reply takes (`$0\r\n\r\n`).
-const MIN_ELEMENT_BYTES: u64 = 6;
-
-/// The error for a count whose reply would pass [`reply_limit`].
-fn over_limit(ctx: &Ctx<'_>, count: u64) -> String {
-    format!(
-        "ERR the reply to {count} random draws would be over the client-output-buffer-limit hard limit of {} bytes: ask for fewer",
-        reply_limit(ctx)
-    )
-}
-
-/// `n` members drawn at random with repeats from the set, sorted set or hash at `key` (which
-/// holds `card` > 0 members), each written by `write` (member, its value or score) into an
-/// array reply; `Ok(Err(message))` when that reply would pass [`reply_limit`]. The work is
-/// bounded by the limit whatever `n` is: a count that cannot fit is refused before any
-/// draw, and the reply is built aside and dropped as soon as it grows past the limit.
-pub(crate) fn random_draws(
-    ctx: &mut Ctx<'_>,
-    key: &[u8],
-    card: u64,
-    n: u64,
-    mut write: impl FnMut(&mut Ctx<'_>, &[u8], &[u8], &mut Vec<u8>),
-) -> Result<Result<Vec<u8>, String>, StoreError> {
-    let limit = reply_limit(ctx);
-    if n.saturating_mul(MIN_ELEMENT_BYTES) > limit as u64 {
-        return Ok(Err(over_limit(ctx, n)));
-    }
-    let mut rng = rand::rng();
-    // A small collection (or one no larger than the count) is read once and drawn from in
-    // memory; a large one by index, O(log n) a draw.
-    let all = if card <= (PAGE as u64).max(n.min(1 << 16)) {
-        let mut all = Vec::new();
-        for i in 0..card {
-            if let Some(e) = ctx.store.member_at(key, i)? {
-                all.push(e);
-            }
-        }
-        Some(all)
-    } else {
-        None
-    };
-    let mut out = Vec::new();
-    reply::array(&mut out, n as usize);
-    for _ in 0..n {
-        let drawn = match &all {
-            Some(all) if !all.is_empty() => Some(all[rng.random_range(0..all.len())].clone()),
-            Some(_) => None,
-            None => ctx.store.member_at(key, rng.random_range(0..card))?,
-        };
-        match drawn {
-            Some((m, v)) => write(ctx, &m, &v, &mut out),
-            // Only a set changed under the draw could miss; the array keeps its length.
-            None => reply::null(&mut out, ctx.session.proto),
-        }
-        if out.len() > limit {
-            return Ok(Err(over_limit(ctx, n)));
-        }
-    }
-    Ok(Ok(out))
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@
 
 use cxltier_store::StoreError;
 
-use crate::context::{Ctx, Effect};
+use crate::context::{BusyHandler, Ctx, Effect};
 use crate::keyspace as k;
 use crate::resp::reply;
 use crate::strings as s;
@@ -73,9 +73,6 @@ pub mod flag {
     /// announcing anything).
     pub const NO_KEYMISS: u32 = 1 << 21;
 
-    /// Has a KILL subcommand for the running script (SCRIPT KILL; FUNCTION KILL, which answers
-    /// NOTBUSY): allowed while a script is busy, when everything else is refused BUSY.
-    pub const KILLS_BUSY_SCRIPT: u32 = 1 << 22;
     /// Inside MULTI while a script is busy, runs instead of being refused BUSY (EXEC, DISCARD,
     /// MULTI, QUIT): the busy mode's own answers end or refuse the transaction.
     pub const TX_CONTROL_WHILE_BUSY: u32 = 1 << 23;
@@ -118,6 +115,9 @@ pub struct Command {
     /// Where the keys are for a command whose keys move (`COMMAND GETKEYS`); the triple above
     /// is then Redis's legacy first/last/step, which names only the fixed ones.
     pub keys_fn: Option<KeysFn>,
+    /// Its answer while a script is busy, when it has one (every other command is refused
+    /// BUSY then): see [`crate::dispatch::busy_command`].
+    pub while_busy: Option<BusyHandler>,
     /// `COMMAND DOCS`: Redis's group and a one-line summary.
     pub group: &'static str,
     pub summary: &'static str,
@@ -175,6 +175,7 @@ const fn cmd(
         step: keys.2,
         handler,
         keys_fn: None,
+        while_busy: None,
         group,
         summary,
     }
@@ -184,6 +185,14 @@ const fn cmd(
 const fn movable(c: Command, f: KeysFn) -> Command {
     Command {
         keys_fn: Some(f),
+        ..c
+    }
+}
+
+/// `c` answered by `f` while a script is busy.
+const fn busy(c: Command, f: BusyHandler) -> Command {
+    Command {
+        while_busy: Some(f),
         ..c
     }
 }
@@ -248,7 +257,7 @@ fn memory_keys(args: &[&[u8]]) -> Option<Vec<usize>> {
 #[rustfmt::skip]
 pub static TABLE: &[Command] = &[
     cmd("APPEND", 3, WRITE | DENYOOM | FAST | VALUES, KEY1, s::append, "string", "Appends a string to the value of a key. Creates the key if it doesn't exist."),
-    cmd("AUTH", -2, NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY, NOKEYS, crate::connection::auth, "connection", "Authenticates the connection."),
+    busy(cmd("AUTH", -2, NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY, NOKEYS, crate::connection::auth, "connection", "Authenticates the connection."), crate::connection::auth_while_busy),
     cmd("BGREWRITEAOF", 1, ADMIN | NOSCRIPT | NO_MULTI, NOKEYS, crate::admin::bgrewriteaof, "server", "Asynchronously rewrites the append-only file to disk (the NVMe log is cleaned as it runs: nothing to do)."),
     cmd("BGSAVE", -1, ADMIN | NOSCRIPT | NO_MULTI, NOKEYS, crate::admin::bgsave, "server", "Makes everything written durable now (as SAVE)."),
     cmd("BITCOUNT", -2, READONLY | VALUES, KEY1, s::bitcount, "bitmap", "Counts the number of set bits (population counting) in a string."),
@@ -271,7 +280,7 @@ pub static TABLE: &[Command] = &[
     cmd("DECR", 2, WRITE | DENYOOM | FAST | VALUES, KEY1, s::decr, "string", "Decrements the integer value of a key by one."),
     cmd("DECRBY", 3, WRITE | DENYOOM | FAST | VALUES, KEY1, s::decrby, "string", "Decrements a number from the integer value of a key."),
     cmd("DEL", -2, WRITE, ALLKEYS, k::del, "generic", "Deletes one or more keys."),
-    cmd("DISCARD", 1, NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY | TX_CONTROL | TX_END | TX_CONTROL_WHILE_BUSY, NOKEYS, crate::transaction::discard, "transactions", "Discards a transaction."),
+    busy(cmd("DISCARD", 1, NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY | TX_CONTROL | TX_END | TX_CONTROL_WHILE_BUSY, NOKEYS, crate::transaction::discard, "transactions", "Discards a transaction."), crate::transaction::discard_while_busy),
     cmd("DUMP", 2, READONLY | VALUES, KEY1, k::dump, "generic", "Returns a serialized representation of the value stored at a key."),
     cmd("ECHO", 2, FAST, NOKEYS, crate::connection::echo, "connection", "Returns the given string."),
     movable(cmd("EVAL", -3, SCRIPTS | NOSCRIPT | MOVABLEKEYS | VALUES, NOKEYS, crate::scripting::eval, "scripting", "Executes a server-side Lua script."), script_keys),
@@ -287,7 +296,7 @@ pub static TABLE: &[Command] = &[
     movable(cmd("FCALL_RO", -3, NOSCRIPT | READONLY | MOVABLEKEYS, NOKEYS, crate::scripting::no_functions, "scripting", "Not supported: Redis 7.0 functions are not (says so; EVAL is)."), script_keys),
     cmd("FLUSHALL", -1, WRITE | FLUSHES_ALL, NOKEYS, crate::admin::flushall, "server", "Removes all keys from all databases."),
     cmd("FLUSHDB", -1, WRITE | FLUSHES_DB, NOKEYS, crate::admin::flushall, "server", "Remove all keys from the current database."),
-    cmd("FUNCTION", -2, NOSCRIPT | KILLS_BUSY_SCRIPT, NOKEYS, crate::scripting::function, "scripting", "FLUSH, LIST, STATS and KILL (there are no functions); LOAD and the rest say functions are not supported (EVAL is)."),
+    busy(cmd("FUNCTION", -2, NOSCRIPT, NOKEYS, crate::scripting::function, "scripting", "FLUSH, LIST, STATS and KILL (there are no functions); LOAD and the rest say functions are not supported (EVAL is)."), crate::scripting::function_while_busy),
     cmd("GEOADD", -5, WRITE | DENYOOM | VALUES, KEY1, crate::geo::geoadd, "geo", "Adds one or more members to a geospatial index. The key is created if it doesn't exist."),
     cmd("GEODIST", -4, READONLY | VALUES, KEY1, crate::geo::geodist, "geo", "Returns the distance between two members of a geospatial index."),
     cmd("GEOHASH", -2, READONLY | VALUES, KEY1, crate::geo::geohash, "geo", "Returns members from a geospatial index as geohash strings."),
@@ -305,7 +314,7 @@ pub static TABLE: &[Command] = &[
     cmd("GETRANGE", 4, READONLY | VALUES, KEY1, s::getrange, "string", "Returns a substring of the string stored at a key."),
     cmd("GETSET", 3, WRITE | DENYOOM | FAST | VALUES, KEY1, s::getset, "string", "Returns the previous string value of a key after setting it to a new value."),
     cmd("HDEL", -3, WRITE | FAST | VALUES, KEY1, crate::hash::hdel, "hash", "Deletes one or more fields and their values from a hash."),
-    cmd("HELLO", -1, NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY, NOKEYS, crate::connection::hello, "connection", "Handshakes with the Redis server."),
+    busy(cmd("HELLO", -1, NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY, NOKEYS, crate::connection::hello, "connection", "Handshakes with the Redis server."), crate::connection::hello_while_busy),
     cmd("HEXISTS", 3, READONLY | FAST | VALUES, KEY1, crate::hash::hexists, "hash", "Determines whether a field exists in a hash."),
     cmd("HGET", 3, READONLY | FAST | VALUES, KEY1, crate::hash::hget, "hash", "Returns the value of a field in a hash."),
     cmd("HGETALL", 2, READONLY | VALUES, KEY1, crate::hash::hgetall, "hash", "Returns all fields and values in a hash."),
@@ -346,7 +355,7 @@ pub static TABLE: &[Command] = &[
     cmd("MOVE", 3, WRITE | FAST, KEY1, k::move_key, "generic", "Moves a key to another database."),
     cmd("MSET", -3, WRITE | DENYOOM, (1, -1, 2), s::mset, "string", "Atomically creates or modifies the string values of one or more keys."),
     cmd("MSETNX", -3, WRITE | DENYOOM, (1, -1, 2), s::msetnx, "string", "Atomically modifies the string values of one or more keys only when all keys don't exist."),
-    cmd("MULTI", 1, NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY | TX_CONTROL | TX_CONTROL_WHILE_BUSY, NOKEYS, crate::transaction::multi, "transactions", "Starts a transaction."),
+    busy(cmd("MULTI", 1, NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY | TX_CONTROL | TX_CONTROL_WHILE_BUSY, NOKEYS, crate::transaction::multi, "transactions", "Starts a transaction."), crate::transaction::multi_while_busy),
     cmd("OBJECT", -2, READONLY | NO_KEYMISS, NOKEYS, k::object, "generic", "OBJECT ENCODING (the name Redis would use under the configured thresholds), FREQ, IDLETIME, REFCOUNT."),
     cmd("PERSIST", 2, WRITE | FAST | VALUES, KEY1, k::persist, "generic", "Removes the expiration time of a key."),
     cmd("PEXPIRE", -3, WRITE | FAST | VALUES, KEY1, k::pexpire, "generic", "Sets the expiration time of a key in milliseconds."),
@@ -360,11 +369,11 @@ pub static TABLE: &[Command] = &[
     cmd("PUBLISH", 3, PUBSUB | LOADING | STALE | FAST, NOKEYS, crate::pubsub::publish, "pubsub", "Posts a message to a channel."),
     cmd("PUBSUB", -2, LOADING | STALE, NOKEYS, crate::pubsub::pubsub, "pubsub", "CHANNELS, NUMSUB, NUMPAT, SHARDCHANNELS, SHARDNUMSUB."),
     cmd("PUNSUBSCRIBE", -1, PUBSUB | NOSCRIPT | LOADING | STALE | ALLOWED_IN_RESP2_SUBSCRIBED, NOKEYS, crate::pubsub::punsubscribe, "pubsub", "Stops listening to messages published to channels that match one or more patterns."),
-    cmd("QUIT", -1, NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY | ALLOWED_IN_RESP2_SUBSCRIBED | TX_CONTROL | TX_END | TX_CONTROL_WHILE_BUSY, NOKEYS, crate::connection::quit, "connection", "Closes the connection."),
+    busy(cmd("QUIT", -1, NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY | ALLOWED_IN_RESP2_SUBSCRIBED | TX_CONTROL | TX_END | TX_CONTROL_WHILE_BUSY, NOKEYS, crate::connection::quit, "connection", "Closes the connection."), crate::connection::quit_while_busy),
     cmd("RANDOMKEY", 1, READONLY | TOUCHES_ARBITRARY_KEYS, NOKEYS, k::randomkey, "generic", "Returns a random key name from the database."),
     cmd("RENAME", 3, WRITE | VALUES, (1, 2, 1), k::rename, "generic", "Renames a key and overwrites the destination."),
     cmd("RENAMENX", 3, WRITE | FAST | VALUES, (1, 2, 1), k::renamenx, "generic", "Renames a key only when the target key name doesn't exist."),
-    cmd("REPLCONF", -1, ADMIN | NOSCRIPT | LOADING | STALE | ALLOW_BUSY, NOKEYS, crate::replication::replconf, "server", "An internal command for configuring the replication stream."),
+    busy(cmd("REPLCONF", -1, ADMIN | NOSCRIPT | LOADING | STALE | ALLOW_BUSY, NOKEYS, crate::replication::replconf, "server", "An internal command for configuring the replication stream."), crate::replication::replconf_while_busy),
     cmd("REPLICAOF", 3, ADMIN | NOSCRIPT | STALE, NOKEYS, crate::replication::replicaof, "server", "Configures a server as replica of another: refused, cxltier serve is a master only."),
     cmd("RESET", 1, NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY | ALLOWED_IN_RESP2_SUBSCRIBED | TX_CONTROL | TX_END, NOKEYS, crate::connection::reset, "connection", "Resets the connection."),
     cmd("RESTORE", -4, WRITE | DENYOOM, KEY1, k::restore, "generic", "Creates a key from the serialized representation of a value."),
@@ -378,7 +387,7 @@ pub static TABLE: &[Command] = &[
     cmd("SCAN", -2, READONLY | TOUCHES_ARBITRARY_KEYS, NOKEYS, k::scan, "generic", "Iterates over the key names in the database."),
     cmd("SCANRANGE", 3, READONLY, NOKEYS, k::scanrange, "generic", "Returns up to count keys in byte order from the first key >= start, with their values (cxltier's own)."),
     cmd("SCARD", 2, READONLY | FAST | VALUES, KEY1, crate::set::scard, "set", "Returns the number of members in a set."),
-    cmd("SCRIPT", -2, NOSCRIPT | KILLS_BUSY_SCRIPT, NOKEYS, crate::scripting::script, "scripting", "A container for Lua scripts management commands."),
+    busy(cmd("SCRIPT", -2, NOSCRIPT, NOKEYS, crate::scripting::script, "scripting", "A container for Lua scripts management commands."), crate::scripting::script_while_busy),
     cmd("SDIFF", -2, READONLY | VALUES, ALLKEYS, crate::set::sdiff, "set", "Returns the difference of multiple sets."),
     cmd("SDIFFSTORE", -3, WRITE | DENYOOM | VALUES, ALLKEYS, crate::set::sdiffstore, "set", "Stores the difference of multiple sets in a key."),
     cmd("SELECT", 2, LOADING | STALE | FAST, NOKEYS, crate::connection::select, "connection", "Changes the selected database."),
@@ -387,7 +396,7 @@ pub static TABLE: &[Command] = &[
     cmd("SETEX", 4, WRITE | DENYOOM, KEY1, s::setex, "string", "Sets the string value and expiration time of a key."),
     cmd("SETNX", 3, WRITE | DENYOOM | FAST, KEY1, s::setnx, "string", "Set the string value of a key only when the key doesn't exist."),
     cmd("SETRANGE", 4, WRITE | DENYOOM | VALUES, KEY1, s::setrange, "string", "Overwrites a part of a string value with another by an offset. Creates the key if it doesn't exist."),
-    cmd("SHUTDOWN", -1, ADMIN | NOSCRIPT | LOADING | STALE | NO_MULTI | ALLOW_BUSY, NOKEYS, crate::admin::shutdown, "server", "Synchronously saves the database(s) to disk and shuts down the server."),
+    busy(cmd("SHUTDOWN", -1, ADMIN | NOSCRIPT | LOADING | STALE | NO_MULTI | ALLOW_BUSY, NOKEYS, crate::admin::shutdown, "server", "Synchronously saves the database(s) to disk and shuts down the server."), crate::admin::shutdown_while_busy),
     cmd("SINTER", -2, READONLY | VALUES, ALLKEYS, crate::set::sinter, "set", "Returns the intersect of multiple sets."),
     movable(cmd("SINTERCARD", -3, READONLY | MOVABLEKEYS, NOKEYS, crate::set::sintercard, "set", "Returns the number of members of the intersect of multiple sets."), numkeys_at_1),
     cmd("SINTERSTORE", -3, WRITE | DENYOOM | VALUES, ALLKEYS, crate::set::sinterstore, "set", "Stores the intersect of multiple sets in a key."),
@@ -857,6 +866,28 @@ mod tests {
             // Redis's invariants: read or write, never both; keys given as a whole triple.
             assert!(!(c.has(WRITE) && c.has(READONLY)), "{}", c.name);
             assert_eq!(c.first_key == 0, c.step == 0, "{}", c.name);
+        }
+    }
+
+    /// The busy mode answers what Redis allows while a script runs (`allow_busy`, or a KILL
+    /// subcommand of a container); a transaction's own commands run inside MULTI then.
+    #[test]
+    fn the_busy_mode_answers_only_allow_busy_commands() {
+        for c in TABLE {
+            if c.while_busy.is_some() {
+                assert!(
+                    c.has(ALLOW_BUSY) || matches!(c.name, "SCRIPT" | "FUNCTION"),
+                    "{} answers while busy without allow_busy",
+                    c.name
+                );
+            }
+            if c.has(TX_CONTROL_WHILE_BUSY) {
+                assert!(
+                    c.while_busy.is_some() || c.has(TX_EXEC),
+                    "{} is a transaction command of the busy mode without an answer",
+                    c.name
+                );
+            }
         }
     }
 

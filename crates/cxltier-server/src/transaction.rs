@@ -98,6 +98,31 @@ pub(crate) fn unwatch(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> Result<Effect, Stor
     Ok(Effect::Read)
 }
 
+/// MULTI while a script is busy: the transaction is the connection's own, so it opens (its
+/// commands are then refused BUSY, which aborts it at EXEC).
+pub(crate) fn multi_while_busy(b: &mut BusyCtx<'_>, _args: &[&[u8]]) -> BusyOutcome {
+    if b.session.multi.is_some() {
+        reply::error(b.out, "ERR MULTI calls can not be nested");
+    } else {
+        b.session.multi = Some(Vec::new());
+        b.session.multi_failed = false;
+        reply::ok(b.out);
+    }
+    BusyOutcome::Answered
+}
+
+/// DISCARD while a script is busy: drops the connection's own transaction.
+pub(crate) fn discard_while_busy(b: &mut BusyCtx<'_>, _args: &[&[u8]]) -> BusyOutcome {
+    if b.session.multi.is_none() {
+        reply::error(b.out, "ERR DISCARD without MULTI");
+    } else {
+        b.session.multi = None;
+        b.session.multi_failed = false;
+        reply::ok(b.out);
+    }
+    BusyOutcome::Answered
+}
+
 #[cfg(test)]
 mod tests {
 

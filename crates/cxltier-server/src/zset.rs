@@ -644,7 +644,7 @@ pub(crate) fn zrandmember(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, S
         // Repeats: the draws' reply is bounded by the output-buffer hard limit. With scores in
         // RESP2 each draw is two elements, so the count is doubled for the bound.
         let n = c.unsigned_abs();
-        match crate::set::random_draws(ctx, args[1], card, n, |_, m, v, out| write(out, m, v))? {
+        match crate::args::random_draws(ctx, args[1], card, n, |_, m, v, out| write(out, m, v))? {
             Ok(mut r) => {
                 if per == 2 {
                     // The array header counted draws; RESP2 pairs are two elements each.
@@ -1070,28 +1070,6 @@ pub(crate) fn bzpopmin(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, Stor
 }
 pub(crate) fn bzpopmax(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
     bzpop(ctx, args, true)
-}
-
-/// The encoding Redis 7.0 would give the sorted set at `key` (OBJECT ENCODING): `listpack`
-/// while it holds at most `zset-max-listpack-entries` members, none longer than
-/// `zset-max-listpack-value` bytes, else `skiplist`. Costs at most that many members read.
-pub(crate) fn encoding(ctx: &mut Ctx<'_>, key: &[u8]) -> Result<&'static str, StoreError> {
-    let most = ctx.info.knobs.int("zset-max-listpack-entries");
-    let longest = ctx.info.knobs.int("zset-max-listpack-value");
-    if ctx.store.zcard(key)? as i64 > most {
-        return Ok("skiplist");
-    }
-    let mut after: Option<Vec<u8>> = None;
-    loop {
-        let (page, next) = ctx.store.zscan(key, after.as_deref(), 1024)?;
-        if page.iter().any(|(m, _)| m.len() as i64 > longest) {
-            return Ok("skiplist");
-        }
-        match next {
-            Some(n) => after = Some(n),
-            None => return Ok("listpack"),
-        }
-    }
 }
 
 pub(crate) fn zscan(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {

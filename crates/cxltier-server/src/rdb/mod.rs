@@ -311,7 +311,7 @@ pub(crate) fn write_value<W: Write>(
             w.string(value)?;
         }
         Kind::Hash => {
-            let Some(fields) = crate::hash::decode(value) else {
+            let Some(fields) = crate::hash_layout::decode(value) else {
                 return Err(RdbError::Store(StoreError::Config(format!(
                     "the hash under {:?} is corrupt (DEL the key)",
                     String::from_utf8_lossy(name)
