@@ -204,6 +204,75 @@ fn kernel_seconds<T: Real>(
     best
 }
 
+/// A benchmark of every gate width's kernel (1 to [`kernel::MAX_GATE_QUBITS`] qubits, by
+/// [`bench_kernels`]) on a state of `qubits` qubits, refused before it starts where the state
+/// would not fit in the memory available.
+#[derive(Debug, Clone)]
+pub struct KernelBenchConfig {
+    qubits: usize,
+    precision: crate::Precision,
+    threads: Option<usize>,
+}
+
+impl KernelBenchConfig {
+    /// The fewest and the most qubits of the benchmark's state: past the caches at the low end,
+    /// 256 GiB of f64 amplitudes at the top.
+    pub const QUBITS: std::ops::RangeInclusive<usize> = 10..=34;
+    /// Each kernel's time is the best of this many runs.
+    pub const ROUNDS: usize = 5;
+
+    /// A benchmark on `qubits` qubits, in f64, on every CPU.
+    pub fn new(qubits: usize) -> KernelBenchConfig {
+        KernelBenchConfig {
+            qubits,
+            precision: crate::Precision::F64,
+            threads: None,
+        }
+    }
+
+    /// The amplitudes' precision.
+    pub fn precision(mut self, precision: crate::Precision) -> Self {
+        self.precision = precision;
+        self
+    }
+
+    /// Threads of the pool (checked by [`crate::check_threads`] when the benchmark runs).
+    pub fn threads(mut self, threads: usize) -> Self {
+        self.threads = Some(threads);
+        self
+    }
+
+    /// Check the state's size and the threads, then measure.
+    pub fn run(&self) -> Result<KernelBench, crate::QsimError> {
+        let n = self.qubits;
+        let amp_bytes = self.precision.amplitude_bytes() as u64;
+        if !Self::QUBITS.contains(&n) {
+            return Err(crate::QsimError::Config(format!(
+                "--bench-qubits {n}: give 10 to 34 (the state takes 2^N amplitudes of {amp_bytes} \
+                 bytes; 24 is 2^24, past the caches)"
+            )));
+        }
+        let state_bytes = (1u64 << n) * amp_bytes;
+        if let Some(available) = crate::memory::available(std::path::Path::new("/")) {
+            if state_bytes > available {
+                return Err(crate::QsimError::Config(format!(
+                    "--bench-qubits {n}: the state needs {state_bytes} bytes, more than the \
+                     {available} available: give fewer qubits"
+                )));
+            }
+        }
+        let threads = match self.threads {
+            Some(t) => crate::check_threads(t)?,
+            None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        };
+        let ks: Vec<usize> = (1..=kernel::MAX_GATE_QUBITS).collect();
+        match self.precision {
+            crate::Precision::F64 => bench_kernels::<f64>(n, &ks, Self::ROUNDS, threads),
+            crate::Precision::F32 => bench_kernels::<f32>(n, &ks, Self::ROUNDS, threads),
+        }
+    }
+}
+
 /// Measure the FMA rate, the state's streaming bandwidth and every k-qubit kernel (k in
 /// `ks`, both target layouts) on an `n`-qubit state, on a pool of `threads` threads, each
 /// the best of `rounds`.

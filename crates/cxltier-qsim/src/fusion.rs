@@ -9,6 +9,7 @@
 //! `low` always-local qubits plus at most `extra` others, which are gathered into the buffer.
 
 use crate::gates::Matrix;
+use crate::QsimError;
 
 /// A gate as the planner sees it: qubits (bit `i` of the matrix is `qubits[i]`) and matrix.
 #[derive(Debug, Clone)]
@@ -89,6 +90,34 @@ impl Width {
         match self {
             Width::Fixed(_) => "greedy",
             Width::Measured(_) | Width::Auto(_) => "cost",
+        }
+    }
+
+    /// The width `--fuse` (`1` to [`MAX_FUSE`] qubits, or `auto`: [`MAX_FUSE`]) and
+    /// `--fuse-rule` (`auto`, `cost` or `greedy`) ask for.
+    pub fn parse(fuse: &str, rule: &str) -> Result<Width, QsimError> {
+        let max = match fuse.trim() {
+            "auto" => MAX_FUSE,
+            text => match text.parse::<usize>() {
+                Ok(width) if (1..=MAX_FUSE).contains(&width) => width,
+                _ => {
+                    return Err(QsimError::Config(format!(
+                        "--fuse {text}: give 1 (no fusion) to {MAX_FUSE} qubits, or auto (up to \
+                         {MAX_FUSE}, merged where it pays by the kernels' cost measured on this \
+                         machine)"
+                    )))
+                }
+            },
+        };
+        match rule.trim() {
+            "auto" => Ok(Width::Auto(max)),
+            "cost" => Ok(Width::Measured(max)),
+            "greedy" => Ok(Width::Fixed(max)),
+            other => Err(QsimError::Config(format!(
+                "--fuse-rule {other}: give auto (cost for long runs, greedy up to 2 qubits for \
+                 short ones), cost (merge where the wider gate is cheaper, by measured kernel \
+                 costs) or greedy (merge every gate that fits in --fuse qubits)"
+            ))),
         }
     }
 }

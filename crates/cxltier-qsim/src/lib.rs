@@ -17,6 +17,9 @@
 //! Circuits with mid-circuit measurements, resets and conditions run shot by shot
 //! ([`dynamic::run_shots`]: branches per outcome, or trajectories).
 //!
+//! [`run::Run`] takes a parsed circuit from its simulation to what is read out of it (amplitudes,
+//! counts keyed as Qiskit keys them, the norm, the timings): the report a command prints.
+//!
 //! Basis states are numbered as in Qiskit: qubit 0 is the least significant bit.
 
 // A library reports through its return values; only the CLI prints.
@@ -31,19 +34,20 @@ pub mod kernel;
 pub mod memory;
 pub mod progress;
 pub mod qasm;
+pub mod run;
 mod sim;
 pub mod sweep;
 
 pub use dynamic::{DynamicReport, Method};
 pub use kernel::Real;
-pub use progress::{Progress, ProgressSnapshot};
+pub use progress::{Progress, ProgressSink, ProgressSnapshot, ProgressWatcher, StreamRate};
 pub use qasm::{
     parse, parse_reader, Circuit, ClassicalRegister, Condition, Instruction, Operation,
     ParseOptions,
 };
 pub use sim::{
-    check_memory_limit, AnySimulation, Options, PassInfo, Precision, RunReport, Simulation,
-    MIN_MEMORY_LIMIT, SAMPLE_BYTES_PER_SHOT,
+    check_memory_limit, check_threads, AnySimulation, Options, PassInfo, Precision, RunReport,
+    Simulation, MAX_THREADS, MIN_MEMORY_LIMIT, SAMPLE_BYTES_PER_SHOT,
 };
 
 /// What can go wrong in the simulator; each message says what to do.
@@ -65,6 +69,15 @@ pub enum QsimError {
         /// What the reader reported.
         source: std::io::Error,
     },
+    /// A dynamic circuit asked for what only a single final state has (amplitudes, or counts
+    /// without shots), with the line that makes it dynamic.
+    #[error("line {line}: {message}")]
+    NoSingleState {
+        /// 1-based line of the program.
+        line: usize,
+        /// What cannot be had and what to do.
+        message: String,
+    },
     /// Options or a circuit that cannot run as asked.
     #[error("{0}")]
     Config(String),
@@ -73,10 +86,76 @@ pub enum QsimError {
     Array(#[from] cxltier_array::ArrayError),
 }
 
+impl QsimError {
+    /// The program's line an error is at and what it says there, for a caller to place it in
+    /// the file it read (`FILE:LINE: message`).
+    pub fn at_line(&self) -> Option<(usize, &str)> {
+        match self {
+            QsimError::Parse { line, message } | QsimError::NoSingleState { line, message } => {
+                Some((*line, message))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// An error of reading or running the circuit of a file, told as the file's: an error at a
+/// line placed in the file (`FILE:LINE: message`), and the file's own read error (a directory,
+/// say) as the user's to fix. Made by [`QsimError::in_file`].
+#[derive(Debug)]
+pub struct CircuitFileError {
+    path: std::path::PathBuf,
+    error: QsimError,
+}
+
+impl std::fmt::Display for CircuitFileError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let path = self.path.display();
+        if let QsimError::Read { line, source } = &self.error {
+            return write!(f, "cannot read circuit {path} (at line {line}): {source}");
+        }
+        match self.error.at_line() {
+            Some((line, message)) => write!(f, "{path}:{line}: {message}"),
+            None => write!(f, "{}", self.error),
+        }
+    }
+}
+
+impl std::error::Error for CircuitFileError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.error)
+    }
+}
+
+impl cxltier_error::Classify for CircuitFileError {
+    fn class(&self) -> cxltier_error::Class {
+        match &self.error {
+            QsimError::Read { .. } => cxltier_error::Class::BadInput,
+            other => cxltier_error::Classify::class(other),
+        }
+    }
+
+    fn hint(&self) -> Option<String> {
+        cxltier_error::Classify::hint(&self.error)
+    }
+}
+
+impl QsimError {
+    /// This error as the error of the circuit in `path` ([`CircuitFileError`]).
+    pub fn in_file(self, path: &std::path::Path) -> CircuitFileError {
+        CircuitFileError {
+            path: path.to_path_buf(),
+            error: self,
+        }
+    }
+}
+
 impl cxltier_error::Classify for QsimError {
     fn class(&self) -> cxltier_error::Class {
         match self {
-            QsimError::Parse { .. } | QsimError::Config(_) => cxltier_error::Class::BadInput,
+            QsimError::Parse { .. } | QsimError::NoSingleState { .. } | QsimError::Config(_) => {
+                cxltier_error::Class::BadInput
+            }
             QsimError::Read { .. } => cxltier_error::Class::Runtime,
             QsimError::Array(e) => cxltier_error::Classify::class(e),
         }

@@ -2,9 +2,12 @@
 //!
 //! A run advances the counters of the [`Progress`] given with [`crate::Options::progress`] as it
 //! goes; another thread reads them with [`Progress::snapshot`]. Relaxed atomics: the figures are
-//! for people, read a few times a second, and each only grows.
+//! for people, read a few times a second, and each only grows. A [`ProgressWatcher`] does the
+//! reading from a thread of its own and tells a [`ProgressSink`].
 
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// Counters a run advances.
 #[derive(Debug, Default)]
@@ -92,6 +95,96 @@ impl Progress {
     }
 }
 
+/// The rate a run streams its state at (out of core), over each interval between two looks at
+/// its [`Progress`]: from what had streamed at the last look to what has now.
+#[derive(Debug, Clone, Copy)]
+pub struct StreamRate {
+    since: Instant,
+    streamed_bytes: u64,
+}
+
+impl StreamRate {
+    /// Start measuring from `now`.
+    pub fn new(now: &ProgressSnapshot) -> StreamRate {
+        StreamRate {
+            since: Instant::now(),
+            streamed_bytes: now.streamed_bytes,
+        }
+    }
+
+    /// Bytes per second since the last look (0 if no time has passed), and start the next
+    /// interval.
+    pub fn update(&mut self, now: &ProgressSnapshot) -> f64 {
+        let seconds = self.since.elapsed().as_secs_f64();
+        let bytes = now.streamed_bytes.saturating_sub(self.streamed_bytes);
+        *self = StreamRate::new(now);
+        if seconds > 0.0 {
+            bytes as f64 / seconds
+        } else {
+            0.0
+        }
+    }
+}
+
+/// Told a run's progress while it runs, from a [`ProgressWatcher`]'s thread.
+pub trait ProgressSink: Send + 'static {
+    /// The counters now, and the state's streaming rate since the last call ([`StreamRate`]).
+    fn show(&mut self, now: &ProgressSnapshot, streamed_per_second: f64);
+    /// The run is over (told only if [`ProgressSink::show`] was).
+    fn finish(&mut self);
+}
+
+/// Watches a run's [`Progress`] from a thread of its own: a run shorter than
+/// [`ProgressWatcher::QUIET`] tells its sink nothing; a longer one is shown every
+/// [`ProgressWatcher::EVERY`] until the watcher is dropped, which finishes the sink (so that
+/// what it draws is gone before results are printed).
+pub struct ProgressWatcher {
+    done: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl ProgressWatcher {
+    /// A run shorter than this shows nothing.
+    pub const QUIET: Duration = Duration::from_secs(2);
+    pub const EVERY: Duration = Duration::from_millis(200);
+
+    /// Start watching `progress` for `sink`.
+    pub fn start(progress: Arc<Progress>, mut sink: impl ProgressSink) -> ProgressWatcher {
+        let done = Arc::new(AtomicBool::new(false));
+        let stop = Arc::clone(&done);
+        let thread = std::thread::spawn(move || {
+            let started = Instant::now();
+            while started.elapsed() < Self::QUIET {
+                if stop.load(Relaxed) {
+                    return;
+                }
+                std::thread::sleep(Self::EVERY);
+            }
+            // The rate is over each interval, from what had streamed when it began.
+            let mut rate = StreamRate::new(&progress.snapshot());
+            while !stop.load(Relaxed) {
+                let now = progress.snapshot();
+                sink.show(&now, rate.update(&now));
+                std::thread::sleep(Self::EVERY);
+            }
+            sink.finish();
+        });
+        ProgressWatcher {
+            done,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for ProgressWatcher {
+    fn drop(&mut self) {
+        self.done.store(true, Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -121,5 +214,41 @@ mod tests {
                 shots_done: 40,
             }
         );
+    }
+
+    #[test]
+    fn the_stream_rate_counts_what_streamed_since_the_last_look() {
+        let mut now = ProgressSnapshot {
+            streamed_bytes: 1 << 20,
+            ..ProgressSnapshot::default()
+        };
+        let mut rate = StreamRate::new(&now);
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        now.streamed_bytes += 1 << 20;
+        let first = rate.update(&now);
+        assert!(
+            first > 0.0 && first <= (1u64 << 20) as f64 / 0.01,
+            "{first}"
+        );
+        // Nothing streamed since: the next interval's rate is 0.
+        assert_eq!(rate.update(&now), 0.0);
+    }
+
+    struct Shown(std::sync::mpsc::Sender<&'static str>);
+
+    impl ProgressSink for Shown {
+        fn show(&mut self, _now: &ProgressSnapshot, _streamed_per_second: f64) {
+            let _ = self.0.send("show");
+        }
+        fn finish(&mut self) {
+            let _ = self.0.send("finish");
+        }
+    }
+
+    #[test]
+    fn a_short_run_shows_nothing() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        drop(ProgressWatcher::start(Arc::new(Progress::new()), Shown(tx)));
+        assert_eq!(rx.try_iter().count(), 0);
     }
 }

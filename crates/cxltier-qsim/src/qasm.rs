@@ -130,6 +130,19 @@ pub const MAX_GATE_DEPTH: usize = 256;
 /// whose definitions double at each level is refused at the call, not after filling memory.
 pub const MAX_GATES: u64 = 1_000_000;
 
+/// `--max-gates N`: a whole number of gates, at least 1 (the bound of
+/// [`ParseOptions::max_gates`]).
+pub fn parse_max_gates(text: &str) -> Result<u64, QsimError> {
+    match text.parse::<u64>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(QsimError::Config(format!(
+            "--max-gates {text}: give the most gates a circuit may have after its gate \
+             definitions are expanded, a whole number of at least 1 such as 5000000 (the default \
+             is {MAX_GATES})"
+        ))),
+    }
+}
+
 /// At most this many bytes of tokens in one statement (spaces and comments not counted; a `gate`
 /// definition is one statement, its body included), and in one line of an OpenQASM 3 program
 /// (rewritten a line at a time). A statement is held whole while it is read (its expressions and

@@ -33,6 +33,19 @@ pub fn check_memory_limit(bytes: u64) -> Result<(), QsimError> {
     Ok(())
 }
 
+/// The most worker threads a run (or a benchmark) may ask for.
+pub const MAX_THREADS: usize = 1024;
+
+/// Refuse a thread count no pool should have: 0, or more than [`MAX_THREADS`].
+pub fn check_threads(threads: usize) -> Result<usize, QsimError> {
+    if threads == 0 || threads > MAX_THREADS {
+        return Err(QsimError::Config(format!(
+            "--threads {threads}: give 1 to {MAX_THREADS}"
+        )));
+    }
+    Ok(threads)
+}
+
 /// How to run a circuit.
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -120,6 +133,15 @@ impl Options {
     pub fn fuse_auto(mut self, qubits: usize) -> Self {
         self.fuse = fusion::Width::Auto(qubits.clamp(1, fusion::MAX_FUSE));
         self
+    }
+    /// Fuse as `width` says (as [`Options::fuse`], [`Options::fuse_up_to`] or
+    /// [`Options::fuse_auto`]), for a width parsed by [`fusion::Width::parse`].
+    pub fn fusion(self, width: fusion::Width) -> Self {
+        match width {
+            fusion::Width::Fixed(w) => self.fuse(w),
+            fusion::Width::Measured(w) => self.fuse_up_to(w),
+            fusion::Width::Auto(w) => self.fuse_auto(w),
+        }
     }
 
     /// These options for a run of `gates` gates on `n` qubits: an automatic fusion rule
@@ -1164,6 +1186,45 @@ pub enum Precision {
     F64,
     /// Single precision: 8 bytes per amplitude.
     F32,
+}
+
+impl Precision {
+    /// `f64` or `f32`, as reports and `--precision` name it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Precision::F64 => "f64",
+            Precision::F32 => "f32",
+        }
+    }
+
+    /// Bytes of one amplitude (a complex number).
+    pub fn amplitude_bytes(self) -> usize {
+        match self {
+            Precision::F64 => 16,
+            Precision::F32 => 8,
+        }
+    }
+}
+
+impl std::fmt::Display for Precision {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Precision {
+    type Err = QsimError;
+
+    /// `f64` or `f32`; anything else is refused, naming `--precision`.
+    fn from_str(text: &str) -> Result<Precision, QsimError> {
+        match text {
+            "f64" => Ok(Precision::F64),
+            "f32" => Ok(Precision::F32),
+            other => Err(QsimError::Config(format!(
+                "--precision {other}: give f64 or f32"
+            ))),
+        }
+    }
 }
 
 /// A simulation in either precision. Its methods are compiled (and optimised) in this crate, so

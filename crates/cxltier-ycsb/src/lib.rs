@@ -5,7 +5,8 @@
 //! - [`workload`]: the A–F mixes and per-thread key, operation and value choice;
 //! - [`protocol`]: memcached's text protocol (RESP is `cxltier_resp`'s: its encoder, decoder
 //!   and the setup connection's client);
-//! - [`oracle`]: the best hit ratio a cache of K objects can reach on a workload's key choices;
+//! - [`oracle`]: the best hit ratio a cache of K objects can reach on a workload's key choices,
+//!   and the fewest page faults of a page-level tier, as reports ([`oracle::BoundDraws`]);
 //! - [`text`]: YCSB 0.17.0's text report and status line, byte for byte;
 //! - [`runner`]: threads × pipelined connections, open loop at a target rate with latency from
 //!   the intended start (coordinated omission corrected), HDR histograms per operation.
@@ -23,8 +24,8 @@ pub mod workload;
 use std::sync::Arc;
 
 pub use runner::{
-    run, AckHook, HdrLogSink, Interval, IntervalHook, OpReport, Phase, ProgressHook, Protocol,
-    Report, RunConfig, ScanMethod,
+    check_load_generation, hdr_log_file, run, AckHook, HdrLogSink, Interval, IntervalHook,
+    OpReport, Phase, ProgressHook, Protocol, Report, RunConfig, ScanMethod,
 };
 pub use workload::{Distribution, Op, Shared, Spec};
 
@@ -33,6 +34,9 @@ pub use workload::{Distribution, Op, Shared, Spec};
 pub enum YcsbError {
     #[error("{0}")]
     BadInput(String),
+    /// Bad input with a hint of what to give instead.
+    #[error("{message}")]
+    Usage { message: String, hint: String },
     #[error("cannot connect to {addr}: {source}")]
     Connect {
         addr: String,
@@ -46,7 +50,7 @@ pub enum YcsbError {
 impl cxltier_error::Classify for YcsbError {
     fn class(&self) -> cxltier_error::Class {
         match self {
-            YcsbError::BadInput(_) => cxltier_error::Class::BadInput,
+            YcsbError::BadInput(_) | YcsbError::Usage { .. } => cxltier_error::Class::BadInput,
             YcsbError::Connect { .. } | YcsbError::Server(_) => cxltier_error::Class::Runtime,
         }
     }
@@ -56,9 +60,29 @@ impl cxltier_error::Classify for YcsbError {
             YcsbError::Connect { addr, .. } => Some(format!(
                 "is a server listening on {addr}? start one with `cxltier serve --bind {addr}` (or redis-server / memcached)"
             )),
+            YcsbError::Usage { hint, .. } => Some(hint.clone()),
             _ => None,
         }
     }
+}
+
+/// YCSB's core workload `a` to `f`, named by its letter (as `--workload` gives it).
+pub fn core_workload(text: &str) -> Result<Spec, YcsbError> {
+    let name = text.trim();
+    let letter = name.chars().next().filter(|_| name.len() == 1);
+    letter.and_then(Spec::core).ok_or_else(|| YcsbError::Usage {
+        message: format!("unknown workload {text:?}"),
+        hint: "use one of YCSB's core workloads: a, b, c, d, e, f".into(),
+    })
+}
+
+/// A seed for a run that was given none (YCSB draws a new one each run): the clock's
+/// nanoseconds mixed with the process id.
+pub fn fresh_seed() -> u64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    (nanos ^ (u64::from(std::process::id()) << 32)).wrapping_mul(0x9E37_79B9_7F4A_7C15)
 }
 
 /// The records a load writes and a run reads: YCSB's recordcount, insertstart, fieldcount,

@@ -13,8 +13,8 @@
 
 use std::sync::Arc;
 
-use crate::workload::{Op, Shared, ThreadGen};
-use crate::YcsbError;
+use crate::workload::{Op, Shared, Spec, ThreadGen};
+use crate::{DataSet, Phase, YcsbError};
 
 /// The bound for each cache size in `cache_objects`: the share of the key choices of `draws`
 /// operations (reads, updates, read-modify-writes; scans and inserts excluded) that fall on the
@@ -271,6 +271,177 @@ fn lru_misses(trace: &[u32], pages: usize, counted_from: usize, cache_pages: &[u
         .collect()
 }
 
+/// What the bounds draw from: a workload's key choices in its run phase over its records (no
+/// server; values are never built, so data integrity plays no part), `draws` of them from
+/// `seed`.
+#[derive(Debug, Clone)]
+pub struct BoundDraws {
+    spec: Spec,
+    data: DataSet,
+    operations: u64,
+    draws: u64,
+    seed: u64,
+}
+
+impl BoundDraws {
+    /// The default number of key choices drawn.
+    pub const DRAWS: u64 = 4_000_000;
+
+    /// Draws of `spec` over `data`: [`BoundDraws::DRAWS`] of them from seed 1 (so that a bound
+    /// is the same each time), the run planning as many operations as records.
+    pub fn new(spec: Spec, data: DataSet) -> BoundDraws {
+        BoundDraws {
+            spec,
+            operations: data.records,
+            data: DataSet {
+                data_integrity: false,
+                ..data
+            },
+            draws: Self::DRAWS,
+            seed: 1,
+        }
+    }
+
+    /// The run's operationcount (the latest distribution's inserts are planned by it).
+    pub fn operations(mut self, operations: u64) -> Self {
+        self.operations = operations;
+        self
+    }
+
+    /// Key choices to draw.
+    pub fn draws(mut self, draws: u64) -> Self {
+        self.draws = draws;
+        self
+    }
+
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+
+    fn shared(&self) -> Result<Arc<Shared>, YcsbError> {
+        crate::shared(self.spec.clone(), Phase::Run, self.data, self.operations)
+    }
+
+    /// The best hit ratio of a cache of each of `cache_objects` sizes ([`best_hit_ratios`]).
+    pub fn hit_bounds(&self, cache_objects: &[u64]) -> Result<HitBounds, YcsbError> {
+        if cache_objects.is_empty() {
+            return Err(YcsbError::Usage {
+                message: "hit-bound needs --cache-objects N[,N...]".into(),
+                hint: "e.g. --cache-objects 30000,60000 for caches of 30,000 and 60,000 records"
+                    .into(),
+            });
+        }
+        let records = self.data.records;
+        let ratios = best_hit_ratios(self.shared()?, cache_objects, self.draws, self.seed)?;
+        Ok(HitBounds {
+            workload: self.spec.name,
+            records,
+            draws: self.draws,
+            seed: self.seed.to_string(),
+            bounds: cache_objects
+                .iter()
+                .zip(ratios)
+                .map(|(&k, r)| HitBound {
+                    cache_objects: k,
+                    cache_share: k.min(records) as f64 / records as f64,
+                    best_hit_ratio: r,
+                })
+                .collect(),
+        })
+    }
+
+    /// The fewest page faults per operation, and LRU's, for each of `cache_pages` resident
+    /// sizes with the records laid out as `layout` says ([`page_fault_bounds`]).
+    pub fn page_bounds(
+        &self,
+        layout: &PageLayout,
+        cache_pages: &[u64],
+    ) -> Result<PageBoundReport, YcsbError> {
+        if cache_pages.is_empty() || layout.bytes_per_record.is_empty() {
+            return Err(YcsbError::Usage {
+                message:
+                    "page-bound needs --cache-pages N[,N...] and --page-layout BYTES[,BYTES...]"
+                        .into(),
+                hint: "e.g. --page-layout 80,450,140,1120,129 --cache-pages 4096,6144: the bytes \
+                       each record has in each allocator size class (Redis: MEMORY MALLOC-STATS), \
+                       and resident sizes in 4 KiB pages"
+                    .into(),
+            });
+        }
+        let bounds = page_fault_bounds(self.shared()?, layout, cache_pages, self.draws, self.seed)?;
+        Ok(PageBoundReport {
+            workload: self.spec.name,
+            records: self.data.records,
+            draws: self.draws,
+            seed: self.seed.to_string(),
+            page_bytes: layout.page_bytes,
+            page_layout: layout.bytes_per_record.clone(),
+            pages: bounds.pages,
+            pages_per_op: bounds.pages_per_op,
+            bounds: bounds
+                .rows
+                .iter()
+                .map(|r| PageBoundRow {
+                    cache_pages: r.cache_pages,
+                    cache_share: r.cache_pages.min(bounds.pages) as f64
+                        / bounds.pages.max(1) as f64,
+                    best_faults_per_op: r.best_faults_per_op,
+                    lru_faults_per_op: r.lru_faults_per_op,
+                })
+                .collect(),
+        })
+    }
+}
+
+/// `ycsb hit-bound`'s report: the draws' settings once, and a bound per cache size.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct HitBounds {
+    pub workload: char,
+    pub records: u64,
+    pub draws: u64,
+    /// A decimal string, as every 64-bit seed in the JSON contract.
+    pub seed: String,
+    pub bounds: Vec<HitBound>,
+}
+
+/// The best hit ratio of one cache size.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct HitBound {
+    pub cache_objects: u64,
+    /// The cache's objects over the records (at most 1).
+    pub cache_share: f64,
+    pub best_hit_ratio: f64,
+}
+
+/// `ycsb page-bound`'s report: the draws' settings and the layout once, and a row per cache
+/// size.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct PageBoundReport {
+    pub workload: char,
+    pub records: u64,
+    pub draws: u64,
+    /// A decimal string, as every 64-bit seed in the JSON contract.
+    pub seed: String,
+    pub page_bytes: u64,
+    pub page_layout: Vec<u64>,
+    /// Pages the records take.
+    pub pages: u64,
+    /// Pages an operation touches, on average.
+    pub pages_per_op: f64,
+    pub bounds: Vec<PageBoundRow>,
+}
+
+/// The page faults of one resident size.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct PageBoundRow {
+    pub cache_pages: u64,
+    /// The resident pages over the records' pages (at most 1).
+    pub cache_share: f64,
+    pub best_faults_per_op: f64,
+    pub lru_faults_per_op: f64,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -296,6 +467,36 @@ mod tests {
         // Scrambled zipfian over 10^10 ranks: a heavy head, but about half of the draws land on
         // ranks past the key count and spread evenly, so 10% of the keys get well under 90%.
         assert!(r[2] > 0.35 && r[2] < 0.75, "{r:?}");
+    }
+
+    #[test]
+    fn bound_reports_give_each_size_its_share_and_refuse_no_sizes() {
+        let draws = BoundDraws::new(Spec::core('c').unwrap(), data(1_000))
+            .draws(20_000)
+            .seed(7);
+        let hits = draws.hit_bounds(&[100, 2_000]).unwrap();
+        assert_eq!(
+            (hits.workload, hits.records, hits.seed.as_str()),
+            ('c', 1_000, "7")
+        );
+        let shares: Vec<f64> = hits.bounds.iter().map(|b| b.cache_share).collect();
+        assert_eq!(shares, vec![0.1, 1.0]);
+        assert_eq!(hits.bounds[1].best_hit_ratio, 1.0);
+        let err = draws.hit_bounds(&[]).unwrap_err();
+        assert!(cxltier_error::Classify::hint(&err).is_some(), "{err}");
+
+        let layout = PageLayout {
+            bytes_per_record: vec![1024],
+            page_bytes: 4096,
+        };
+        let pages = draws.page_bounds(&layout, &[125, 500]).unwrap();
+        assert_eq!((pages.pages, pages.page_layout.clone()), (250, vec![1024]));
+        assert_eq!(pages.bounds[0].cache_share, 0.5);
+        assert_eq!(pages.bounds[1].cache_share, 1.0);
+        assert!(matches!(
+            draws.page_bounds(&layout, &[]),
+            Err(YcsbError::Usage { .. })
+        ));
     }
 
     #[test]

@@ -30,6 +30,47 @@ pub enum Protocol {
     Memcache,
 }
 
+impl Protocol {
+    /// Where its servers listen unless told otherwise: Redis's port, or memcached's.
+    pub fn default_addr(self) -> &'static str {
+        match self {
+            Protocol::Resp => "127.0.0.1:6379",
+            Protocol::Memcache => "127.0.0.1:11211",
+        }
+    }
+}
+
+/// Refuse a load generator that cannot run: no thread, connection or request in flight, a
+/// target rate that is not a positive number, or a status interval that is not a positive
+/// number of seconds.
+pub fn check_load_generation(
+    threads: usize,
+    connections: usize,
+    pipeline: usize,
+    target: Option<f64>,
+    status_interval_seconds: f64,
+) -> Result<(), YcsbError> {
+    if threads == 0 || connections == 0 || pipeline == 0 {
+        return Err(YcsbError::BadInput(
+            "--threads, --connections and --pipeline must be at least 1".into(),
+        ));
+    }
+    if target.is_some_and(|t| !(t > 0.0 && t.is_finite())) {
+        return Err(YcsbError::BadInput(
+            "--target must be a positive number of operations per second".into(),
+        ));
+    }
+    if !(status_interval_seconds > 0.0 && status_interval_seconds.is_finite()) {
+        return Err(YcsbError::Usage {
+            message: format!(
+                "--status-interval {status_interval_seconds}: must be a positive number of seconds"
+            ),
+            hint: "YCSB's default is 10".into(),
+        });
+    }
+    Ok(())
+}
+
 /// How to scan over RESP.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -66,6 +107,15 @@ pub type IntervalHook = Arc<dyn Fn(&Interval) + Send + Sync>;
 
 /// Where [`run`] writes an HdrHistogram interval log (shared so that [`RunConfig`] stays `Clone`).
 pub type HdrLogSink = Arc<Mutex<dyn Write + Send>>;
+
+/// An interval log written to a new file at `path` (`--hdr-log`), buffered.
+pub fn hdr_log_file(path: &std::path::Path) -> Result<HdrLogSink, YcsbError> {
+    let file = std::fs::File::create(path).map_err(|e| YcsbError::Usage {
+        message: format!("--hdr-log {}: {e}", path.display()),
+        hint: "give a path in a directory that exists and can be written".into(),
+    })?;
+    Ok(Arc::new(Mutex::new(io::BufWriter::new(file))))
+}
 
 /// One interval of a run: what a status line and an interval log are made of.
 #[derive(Debug, Clone)]

@@ -53,3 +53,10 @@ pub struct DistReport {
 
 #[cfg(feature = "mpi")]
 pub mod mpi;
+
+/// The number of ranks `mpirun` (Open MPI) started this process among, from
+/// `OMPI_COMM_WORLD_SIZE`; `None` when it was not started by `mpirun`, so that a plain run never
+/// initialises MPI.
+pub fn launched_ranks() -> Option<usize> {
+    std::env::var("OMPI_COMM_WORLD_SIZE").ok()?.parse().ok()
+}

@@ -514,6 +514,59 @@ impl ClusterRequest {
     }
 }
 
+impl ClusterRequest {
+    /// Predict `circuit`'s run (named `name` in the report) on each cluster of
+    /// [`ClusterRequest::points`], by the kernel costs and the memory bandwidth measured on this
+    /// machine at `precision`, fused as `fuse` says.
+    pub fn predict(
+        &self,
+        circuit: &crate::qasm::Circuit,
+        name: &str,
+        precision: crate::Precision,
+        fuse: fusion::Width,
+    ) -> Result<Vec<CircuitPrediction>, QsimError> {
+        let rates = match precision {
+            crate::Precision::F64 => crate::bench::machine_rates::<f64>(),
+            crate::Precision::F32 => crate::bench::machine_rates::<f32>(),
+        };
+        self.points()
+            .iter()
+            .map(|point| {
+                Ok(CircuitPrediction {
+                    circuit: name.to_string(),
+                    precision: precision.name(),
+                    fuse: fuse.max(),
+                    fuse_rule: fuse.rule(),
+                    prediction: predict_circuit(
+                        circuit,
+                        precision.amplitude_bytes(),
+                        fuse,
+                        point,
+                        &rates,
+                    )?,
+                })
+            })
+            .collect()
+    }
+}
+
+/// One prediction as `--plan-cluster` reports it: the circuit, how its gates are fused, and the
+/// model's figures.
+#[derive(Debug, Clone, Serialize)]
+pub struct CircuitPrediction {
+    /// The circuit's file, as named.
+    pub circuit: String,
+    /// `f64` or `f32`.
+    pub precision: &'static str,
+    /// The widest fused gate.
+    pub fuse: usize,
+    /// The rule the ranks fuse by: `cost` or `greedy` (a distributed run prices its fusion
+    /// whatever its length, so `--fuse-rule auto` is `cost` there).
+    pub fuse_rule: &'static str,
+    #[serde(flatten)]
+    pub prediction: ClusterPrediction,
+}
+
 /// The keys `--plan-cluster` takes.
 const CLUSTER_KEYS: [&str; 11] = [
     "ranks",

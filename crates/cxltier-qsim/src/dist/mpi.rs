@@ -36,13 +36,6 @@ use crate::qasm::Circuit;
 use crate::sim::{ops_of, ChunkGates, Options, Precision, RunReport, SavedState, Simulation};
 use crate::QsimError;
 
-/// The number of ranks `mpirun` (Open MPI) started this process among, from
-/// `OMPI_COMM_WORLD_SIZE`; `None` when it was not started by `mpirun`, so that a plain run never
-/// initialises MPI.
-pub fn launched_ranks() -> Option<usize> {
-    std::env::var("OMPI_COMM_WORLD_SIZE").ok()?.parse().ok()
-}
-
 /// The ranks of this run (MPI's world), initialised once.
 pub struct Cluster {
     _universe: Universe,

@@ -5,8 +5,10 @@ use std::time::Duration;
 
 use std::sync::Arc;
 
+use cxltier_ycsb::oracle::{BoundDraws, PageLayout};
 use cxltier_ycsb::{
-    Distribution, Phase, ProgressHook, Protocol, RunConfig, ScanMethod, Shared, Spec,
+    check_load_generation, DataSet, Distribution, Phase, ProgressHook, Protocol, RunConfig,
+    ScanMethod,
 };
 
 use crate::error::{Class, CliError, CliResult};
@@ -224,55 +226,49 @@ pub struct Args {
     status_interval: f64,
 }
 
-/// A seed for a run that was given none: the clock's nanoseconds mixed with the process id.
-fn fresh_seed() -> u64 {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64);
-    (nanos ^ (u64::from(std::process::id()) << 32)).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+/// The records, as `--records`, `--insert-start`, `--field-count`, `--field-length` and
+/// `--data-integrity` give them.
+fn data_set(args: &Args) -> DataSet {
+    DataSet {
+        records: args.records,
+        insert_start: args.insert_start,
+        field_count: args.field_count,
+        field_length: args.field_length,
+        data_integrity: args.data_integrity,
+    }
 }
 
 pub fn run(args: Args) -> CliResult {
-    let letter = args
-        .workload
-        .trim()
-        .chars()
-        .next()
-        .filter(|_| args.workload.trim().len() == 1);
-    let mut spec = letter.and_then(Spec::core).ok_or_else(|| {
-        CliError::bad_input(format!("unknown workload {:?}", args.workload))
-            .with_hint("use one of YCSB's core workloads: a, b, c, d, e, f")
-    })?;
+    let mut spec = cxltier_ycsb::core_workload(&args.workload).map_err(CliError::classified)?;
     if let Some(d) = args.request_distribution {
         spec.distribution = d.into();
     }
-    if args.threads == 0 || args.connections == 0 || args.pipeline == 0 {
-        return Err(CliError::bad_input(
-            "--threads, --connections and --pipeline must be at least 1",
-        ));
-    }
-    if args.target.is_some_and(|t| !(t > 0.0 && t.is_finite())) {
-        return Err(CliError::bad_input(
-            "--target must be a positive number of operations per second",
-        ));
-    }
-    if !(args.status_interval > 0.0 && args.status_interval.is_finite()) {
-        return Err(CliError::bad_input(format!(
-            "--status-interval {}: must be a positive number of seconds",
-            args.status_interval
-        ))
-        .with_hint("YCSB's default is 10"));
-    }
+    check_load_generation(
+        args.threads,
+        args.connections,
+        args.pipeline,
+        args.target,
+        args.status_interval,
+    )
+    .map_err(CliError::classified)?;
     let protocol = Protocol::from(args.protocol);
-    let addr = args.addr.clone().unwrap_or_else(|| match protocol {
-        Protocol::Resp => "127.0.0.1:6379".into(),
-        Protocol::Memcache => "127.0.0.1:11211".into(),
-    });
+    let addr = args
+        .addr
+        .clone()
+        .unwrap_or_else(|| protocol.default_addr().into());
+    // The bounds draw the run phase's key choices (no server), from seed 1 unless given, so
+    // that a bound is the same each time.
+    let bounds = || {
+        BoundDraws::new(spec.clone(), data_set(&args))
+            .operations(args.ops.unwrap_or(args.records))
+            .draws(args.draws)
+            .seed(args.seed.unwrap_or(1))
+    };
     let phase = match args.phase {
         PhaseArg::Load => Phase::Load,
         PhaseArg::Run => Phase::Run,
-        PhaseArg::HitBound => return hit_bound(&args, spec),
-        PhaseArg::PageBound => return page_bound(&args, spec),
+        PhaseArg::HitBound => return hit_bound(&args, &bounds()),
+        PhaseArg::PageBound => return page_bound(&args, &bounds()),
     };
     if !args.cache_objects.is_empty() {
         return Err(CliError::bad_input("--cache-objects is for `hit-bound`"));
@@ -286,15 +282,8 @@ pub fn run(args: Args) -> CliResult {
         Phase::Load => args.records,
         Phase::Run => args.ops.unwrap_or(args.records),
     };
-    let data = cxltier_ycsb::DataSet {
-        records: args.records,
-        insert_start: args.insert_start,
-        field_count: args.field_count,
-        field_length: args.field_length,
-        data_integrity: args.data_integrity,
-    };
-    let shared =
-        cxltier_ycsb::shared(spec, phase, data, operations).map_err(CliError::classified)?;
+    let shared = cxltier_ycsb::shared(spec, phase, data_set(&args), operations)
+        .map_err(CliError::classified)?;
     // A bar for people watching a long run; YCSB's status lines when the output goes to a file
     // or a pipe (a log of the run, as YCSB's -s writes).
     let on_terminal = std::io::stdout().is_terminal();
@@ -312,18 +301,12 @@ pub fn run(args: Args) -> CliResult {
                 b.set_prefix(if phase == Phase::Load { "load" } else { "run" });
                 b
             });
-    let hdr_log = match &args.hdr_log {
-        Some(path) => {
-            let file = std::fs::File::create(path).map_err(|e| {
-                CliError::bad_input(format!("--hdr-log {}: {e}", path.display()))
-                    .with_hint("give a path in a directory that exists and can be written")
-            })?;
-            let sink: cxltier_ycsb::HdrLogSink =
-                Arc::new(std::sync::Mutex::new(std::io::BufWriter::new(file)));
-            Some(sink)
-        }
-        None => None,
-    };
+    let hdr_log = args
+        .hdr_log
+        .as_deref()
+        .map(cxltier_ycsb::hdr_log_file)
+        .transpose()
+        .map_err(CliError::classified)?;
     let on_interval = (!on_terminal).then(|| -> cxltier_ycsb::IntervalHook {
         Arc::new(|iv: &cxltier_ycsb::Interval| {
             eprintln!(
@@ -344,7 +327,7 @@ pub fn run(args: Args) -> CliResult {
         operations,
         max_time: args.duration.map(Duration::from_secs_f64),
         password: args.password.clone(),
-        seed: args.seed.unwrap_or_else(fresh_seed),
+        seed: args.seed.unwrap_or_else(cxltier_ycsb::fresh_seed),
         on_ack: None,
         on_progress: bar
             .clone()
@@ -385,20 +368,8 @@ pub fn run(args: Args) -> CliResult {
             report.latency_from,
             report.seed
         );
-        let mut t = Table::new([
-            "operation",
-            "count",
-            "errors",
-            "ops/s",
-            "avg µs",
-            "min",
-            "p50",
-            "p90",
-            "p95",
-            "p99",
-            "p99.9",
-            "max",
-        ]);
+        let mut t =
+            Table::from_header("operation|count|errors|ops/s|avg µs|min|p50|p90|p95|p99|p99.9|max");
         for o in &report.per_operation {
             t.row([
                 o.operation.to_string(),
@@ -438,191 +409,70 @@ pub fn run(args: Args) -> CliResult {
     Ok(std::process::ExitCode::SUCCESS)
 }
 
-/// `ycsb hit-bound --json`: the run's settings once, and a bound per cache size.
-#[derive(serde::Serialize)]
-struct HitBounds {
-    workload: char,
-    records: u64,
-    draws: u64,
-    /// A decimal string, as every 64-bit seed in the JSON contract.
-    seed: String,
-    bounds: Vec<HitBound>,
-}
-
-#[derive(serde::Serialize)]
-struct HitBound {
-    cache_objects: u64,
-    cache_share: f64,
-    best_hit_ratio: f64,
-}
-
-/// What the bounds draw from: the run phase's key choices over `--records` (no server), and
-/// the seed (1 unless given, so that a bound is the same each time).
-fn bound_draws(args: &Args, spec: Spec) -> Result<(Arc<Shared>, u64), CliError> {
-    let data = cxltier_ycsb::DataSet {
-        records: args.records,
-        insert_start: args.insert_start,
-        field_count: args.field_count,
-        field_length: args.field_length,
-        data_integrity: false,
-    };
-    let shared = cxltier_ycsb::shared(spec, Phase::Run, data, args.ops.unwrap_or(args.records))
-        .map_err(CliError::classified)?;
-    Ok((shared, args.seed.unwrap_or(1)))
-}
-
-/// `ycsb page-bound --json`: the run's settings once, and a row per cache size.
-#[derive(serde::Serialize)]
-struct PageBoundReport {
-    workload: char,
-    records: u64,
-    draws: u64,
-    /// A decimal string, as every 64-bit seed in the JSON contract.
-    seed: String,
-    page_bytes: u64,
-    page_layout: Vec<u64>,
-    pages: u64,
-    pages_per_op: f64,
-    bounds: Vec<PageBoundRow>,
-}
-
-#[derive(serde::Serialize)]
-struct PageBoundRow {
-    cache_pages: u64,
-    cache_share: f64,
-    best_faults_per_op: f64,
-    lru_faults_per_op: f64,
-}
-
-fn page_bound(args: &Args, spec: Spec) -> CliResult {
-    if args.cache_pages.is_empty() || args.page_layout.is_empty() {
-        return Err(CliError::bad_input(
-            "page-bound needs --cache-pages N[,N...] and --page-layout BYTES[,BYTES...]",
-        )
-        .with_hint(
-            "e.g. --page-layout 80,450,140,1120,129 --cache-pages 4096,6144: the bytes each \
-             record has in each allocator size class (Redis: MEMORY MALLOC-STATS), and \
-             resident sizes in 4 KiB pages",
-        ));
-    }
-    let workload = spec.name;
-    let (shared, seed) = bound_draws(args, spec)?;
-    let layout = cxltier_ycsb::oracle::PageLayout {
+/// `ycsb page-bound`: a table of the fewest page faults per operation by resident size, and
+/// LRU's, or the report as JSON.
+fn page_bound(args: &Args, draws: &BoundDraws) -> CliResult {
+    let layout = PageLayout {
         bytes_per_record: args.page_layout.clone(),
         page_bytes: args.page_bytes,
     };
-    let bounds = cxltier_ycsb::oracle::page_fault_bounds(
-        shared,
-        &layout,
-        &args.cache_pages,
-        args.draws,
-        seed,
-    )
-    .map_err(CliError::classified)?;
-    let rows: Vec<PageBoundRow> = bounds
-        .rows
-        .iter()
-        .map(|r| PageBoundRow {
-            cache_pages: r.cache_pages,
-            cache_share: r.cache_pages.min(bounds.pages) as f64 / bounds.pages.max(1) as f64,
-            best_faults_per_op: r.best_faults_per_op,
-            lru_faults_per_op: r.lru_faults_per_op,
-        })
-        .collect();
+    let report = draws
+        .page_bounds(&layout, &args.cache_pages)
+        .map_err(CliError::classified)?;
     if args.json {
-        print_json(
-            "ycsb page-bound",
-            &PageBoundReport {
-                workload,
-                records: args.records,
-                draws: args.draws,
-                seed: seed.to_string(),
-                page_bytes: args.page_bytes,
-                page_layout: args.page_layout.clone(),
-                pages: bounds.pages,
-                pages_per_op: bounds.pages_per_op,
-                bounds: rows,
-            },
-        )?;
-    } else {
-        let mut t = Table::new([
-            "cache pages",
-            "of the pages",
-            "best faults/op",
-            "LRU faults/op",
-            "LRU / best",
-        ]);
-        for r in &rows {
-            t.row([
-                r.cache_pages.to_string(),
-                format!("{:.1}%", 100.0 * r.cache_share),
-                format!("{:.3}", r.best_faults_per_op),
-                format!("{:.3}", r.lru_faults_per_op),
-                if r.best_faults_per_op > 0.0 {
-                    format!("{:.2}", r.lru_faults_per_op / r.best_faults_per_op)
-                } else {
-                    "-".into()
-                },
-            ]);
-        }
-        println!(
-            "workload {workload}, {} records on {} pages of {} bytes, {:.2} pages per operation, \
-             {} key choices drawn:",
-            args.records, bounds.pages, args.page_bytes, bounds.pages_per_op, args.draws
-        );
-        print!("{}", t.render());
+        print_json("ycsb page-bound", &report)?;
+        return Ok(std::process::ExitCode::SUCCESS);
     }
+    let mut t =
+        Table::from_header("cache pages|of the pages|best faults/op|LRU faults/op|LRU / best");
+    for r in &report.bounds {
+        t.row([
+            r.cache_pages.to_string(),
+            format!("{:.1}%", 100.0 * r.cache_share),
+            format!("{:.3}", r.best_faults_per_op),
+            format!("{:.3}", r.lru_faults_per_op),
+            if r.best_faults_per_op > 0.0 {
+                format!("{:.2}", r.lru_faults_per_op / r.best_faults_per_op)
+            } else {
+                "-".into()
+            },
+        ]);
+    }
+    println!(
+        "workload {}, {} records on {} pages of {} bytes, {:.2} pages per operation, {} key \
+         choices drawn:",
+        report.workload,
+        report.records,
+        report.pages,
+        report.page_bytes,
+        report.pages_per_op,
+        report.draws
+    );
+    print!("{}", t.render());
     Ok(std::process::ExitCode::SUCCESS)
 }
 
-fn hit_bound(args: &Args, spec: Spec) -> CliResult {
-    if args.cache_objects.is_empty() {
-        return Err(
-            CliError::bad_input("hit-bound needs --cache-objects N[,N...]").with_hint(
-                "e.g. --cache-objects 30000,60000 for caches of 30,000 and 60,000 records",
-            ),
-        );
-    }
-    let workload = spec.name;
-    let (shared, seed) = bound_draws(args, spec)?;
-    let ratios =
-        cxltier_ycsb::oracle::best_hit_ratios(shared, &args.cache_objects, args.draws, seed)
-            .map_err(CliError::classified)?;
-    let rows: Vec<HitBound> = args
-        .cache_objects
-        .iter()
-        .zip(ratios)
-        .map(|(&k, r)| HitBound {
-            cache_objects: k,
-            cache_share: k.min(args.records) as f64 / args.records as f64,
-            best_hit_ratio: r,
-        })
-        .collect();
+/// `ycsb hit-bound`: a table of the best hit ratio by cache size, or the report as JSON.
+fn hit_bound(args: &Args, draws: &BoundDraws) -> CliResult {
+    let report = draws
+        .hit_bounds(&args.cache_objects)
+        .map_err(CliError::classified)?;
     if args.json {
-        print_json(
-            "ycsb hit-bound",
-            &HitBounds {
-                workload,
-                records: args.records,
-                draws: args.draws,
-                seed: seed.to_string(),
-                bounds: rows,
-            },
-        )?;
-    } else {
-        let mut t = Table::new(["cache objects", "of the records", "best hit ratio"]);
-        for r in &rows {
-            t.row([
-                r.cache_objects.to_string(),
-                format!("{:.1}%", 100.0 * r.cache_share),
-                format!("{:.1}%", 100.0 * r.best_hit_ratio),
-            ]);
-        }
-        println!(
-            "workload {workload}, {} records, {} key choices drawn:",
-            args.records, args.draws
-        );
-        print!("{}", t.render());
+        print_json("ycsb hit-bound", &report)?;
+        return Ok(std::process::ExitCode::SUCCESS);
     }
+    let mut t = Table::new(["cache objects", "of the records", "best hit ratio"]);
+    for r in &report.bounds {
+        t.row([
+            r.cache_objects.to_string(),
+            format!("{:.1}%", 100.0 * r.cache_share),
+            format!("{:.1}%", 100.0 * r.best_hit_ratio),
+        ]);
+    }
+    println!(
+        "workload {}, {} records, {} key choices drawn:",
+        report.workload, report.records, report.draws
+    );
+    print!("{}", t.render());
     Ok(std::process::ExitCode::SUCCESS)
 }

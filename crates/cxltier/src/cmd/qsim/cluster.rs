@@ -6,70 +6,26 @@ use super::{qsim_error, Args};
 use crate::error::{CliError, CliResult};
 use crate::output::{json_line, print_json, Table};
 use cxltier_qsim::dist::model::{
-    parse_cluster_spec, predict_circuit, ClusterDefaults, ClusterPrediction,
+    parse_cluster_spec, CircuitPrediction, ClusterDefaults, ClusterPrediction,
 };
 use cxltier_qsim::fusion::Width;
 use cxltier_qsim::Precision;
 use cxltier_topo::format_bytes;
-use serde::Serialize;
 use std::process::ExitCode;
-
-/// One prediction as `--json` prints it.
-#[derive(Serialize)]
-struct PlanOutput<'a> {
-    circuit: String,
-    precision: &'static str,
-    fuse: usize,
-    fuse_rule: &'static str,
-    #[serde(flatten)]
-    prediction: &'a ClusterPrediction,
-}
-
-/// The rule the ranks fuse by: `cost` or `greedy` (a distributed run prices its fusion
-/// whatever its length, so `--fuse-rule auto` is `cost` there).
-fn rule_name(width: Width) -> &'static str {
-    width.rule()
-}
 
 /// A sweep over rank counts: a table with a row per count (its speed-up over the first), one
 /// JSON line per count with `--json`, and the curve as SVG with `--plot`.
-fn print_sweep(
-    args: &Args,
-    path: &std::path::Path,
-    precision: Precision,
-    width: Width,
-    points: &[ClusterPrediction],
-) -> CliResult {
+fn print_sweep(args: &Args, path: &std::path::Path, points: &[CircuitPrediction]) -> CliResult {
     if args.json {
         for p in points {
-            let line = json_line(
-                "qsim --plan-cluster",
-                "prediction",
-                &PlanOutput {
-                    circuit: path.display().to_string(),
-                    precision: precision_name(precision),
-                    fuse: width.max(),
-                    fuse_rule: rule_name(width),
-                    prediction: p,
-                },
-            )?;
-            println!("{line}");
+            println!("{}", json_line("qsim --plan-cluster", "prediction", p)?);
         }
     } else {
-        let mut t = Table::new([
-            "ranks",
-            "part",
-            "mode",
-            "exchanges",
-            "sent a rank",
-            "gates s",
-            "exchanges s",
-            "NVMe s",
-            "total s",
-            "speed-up",
-        ]);
-        let first = points.first().map_or(1.0, |p| p.total_seconds);
-        for p in points {
+        let mut t = Table::from_header(
+            "ranks|part|mode|exchanges|sent a rank|gates s|exchanges s|NVMe s|total s|speed-up",
+        );
+        let first = points.first().map_or(1.0, |p| p.prediction.total_seconds);
+        for p in points.iter().map(|p| &p.prediction) {
             t.row([
                 p.ranks.to_string(),
                 format_bytes(p.part_bytes),
@@ -90,7 +46,12 @@ fn print_sweep(
             name: name.into(),
             points: points
                 .iter()
-                .map(|p| (f64::from(p.ranks.trailing_zeros()), y(p)))
+                .map(|p| {
+                    (
+                        f64::from(p.prediction.ranks.trailing_zeros()),
+                        y(&p.prediction),
+                    )
+                })
                 .collect(),
             marked: None,
             labels: Vec::new(),
@@ -127,7 +88,7 @@ pub(super) fn plan_cluster(
     text: &str,
     precision: Precision,
 ) -> CliResult {
-    let width = super::fusion_width(args)?;
+    let width = Width::parse(&args.fuse, &args.fuse_rule).map_err(CliError::classified)?;
     let request = parse_cluster_spec(
         text,
         &ClusterDefaults {
@@ -139,44 +100,26 @@ pub(super) fn plan_cluster(
         },
     )
     .map_err(CliError::classified)?;
+    let points = request
+        .predict(circuit, &path.display().to_string(), precision, width)
+        .map_err(|e| qsim_error(path, e))?;
+    if request.sweep.is_some() {
+        return print_sweep(args, path, &points);
+    }
+    let [prediction] = &points[..] else {
+        unreachable!("a cluster without a sweep is one point")
+    };
+    if args.json {
+        print_json("qsim --plan-cluster", prediction)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let p = &prediction.prediction;
     let spec = &request.spec;
     let (cores, stream, cxl_stream) = (
         spec.cores_per_node,
         spec.stream_bytes_per_second,
         spec.cxl_stream_bytes_per_second,
     );
-    let amp_bytes = match precision {
-        Precision::F64 => 16,
-        Precision::F32 => 8,
-    };
-    let rates = match precision {
-        Precision::F64 => cxltier_qsim::bench::machine_rates::<f64>(),
-        Precision::F32 => cxltier_qsim::bench::machine_rates::<f32>(),
-    };
-    if request.sweep.is_some() {
-        let points = request
-            .points()
-            .iter()
-            .map(|point| predict_circuit(circuit, amp_bytes, width, point, &rates))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| qsim_error(path, e))?;
-        return print_sweep(args, path, precision, width, &points);
-    }
-    let p = predict_circuit(circuit, amp_bytes, width, spec, &rates)
-        .map_err(|e| qsim_error(path, e))?;
-    if args.json {
-        print_json(
-            "qsim --plan-cluster",
-            &PlanOutput {
-                circuit: path.display().to_string(),
-                precision: precision_name(precision),
-                fuse: width.max(),
-                fuse_rule: rule_name(width),
-                prediction: &p,
-            },
-        )?;
-        return Ok(ExitCode::SUCCESS);
-    }
     let rate = |r: Option<f64>| r.map_or_else(|| "-".into(), |r| format!("{:.2} GB/s", r / 1e9));
     let mut t = Table::new(["", "per rank"]);
     t.row([
@@ -192,7 +135,7 @@ pub(super) fn plan_cluster(
             "{} of {} qubits ({}), {}{}",
             format_bytes(p.part_bytes),
             p.qubits,
-            precision_name(precision),
+            precision,
             p.mode.replace('_', " "),
             if p.cxl_bytes_per_rank > 0 {
                 format!(
@@ -280,13 +223,6 @@ pub(super) fn plan_cluster(
     Ok(ExitCode::SUCCESS)
 }
 
-fn precision_name(p: Precision) -> &'static str {
-    match p {
-        Precision::F64 => "f64",
-        Precision::F32 => "f32",
-    }
-}
-
 #[cfg(not(feature = "mpi"))]
 pub(super) fn bench_network(_args: &Args) -> CliResult {
     Err(CliError::bad_input(
@@ -300,7 +236,7 @@ pub(super) fn bench_network(_args: &Args) -> CliResult {
 #[cfg(feature = "mpi")]
 pub(super) fn bench_network(args: &Args) -> CliResult {
     use cxltier_qsim::dist::mpi::{self, Cluster};
-    if mpi::launched_ranks().unwrap_or(1) < 2 {
+    if cxltier_qsim::dist::launched_ranks().unwrap_or(1) < 2 {
         return Err(CliError::bad_input(
             "--bench-network measures between MPI ranks: run it under mpirun -np 2 (or more)",
         ));

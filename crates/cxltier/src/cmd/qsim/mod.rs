@@ -8,24 +8,21 @@ use crate::output::{print_json, Table};
 use cxltier_control::policy::assign_weights;
 use cxltier_control::weights::WeightsSpec;
 use cxltier_control::ControlError;
-use cxltier_qsim::bench::KernelBench;
-use cxltier_qsim::dist::DistReport;
-use cxltier_qsim::fusion::{Width, MAX_FUSE};
-use cxltier_qsim::kernel::MAX_GATE_QUBITS;
+use cxltier_qsim::bench::KernelBenchConfig;
+use cxltier_qsim::fusion::Width;
+use cxltier_qsim::qasm::parse_max_gates;
+use cxltier_qsim::run::{check_sampling_memory, parse_amplitude_indices, Run, RunOutput};
 use cxltier_qsim::{
-    parse_reader, AnySimulation, Options, ParseOptions, Precision, Progress, ProgressSnapshot,
-    QsimError, RunReport,
+    check_threads, parse_reader, Options, ParseOptions, Precision, Progress, ProgressSink,
+    ProgressSnapshot, ProgressWatcher, QsimError,
 };
 use cxltier_topo::size::parse_size;
 use cxltier_topo::{format_bytes, nodelist, Topology};
-use serde::Serialize;
-use std::collections::BTreeMap;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 const LONG_HELP: &str = "\
 Reads an OpenQASM 2.0 program (or the OpenQASM 3 subset qiskit.qasm3.dumps writes; Qiskit's
@@ -184,81 +181,9 @@ impl Args {
     }
 }
 
-#[derive(Serialize)]
-struct Timings {
-    parse_seconds: f64,
-    setup_seconds: f64,
-    simulate_seconds: f64,
-    readout_seconds: f64,
-}
-
-#[derive(Serialize)]
-struct Output<'a> {
-    circuit: String,
-    #[serde(flatten)]
-    run: &'a RunReport,
-    norm: f64,
-    amplitudes: BTreeMap<String, [f64; 2]>,
-    probabilities: BTreeMap<String, f64>,
-    counts: BTreeMap<String, u64>,
-    gates_per_second: f64,
-    timings: Timings,
-    /// Over MPI ranks only: how many, and what splitting the state cost.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    ranks: Option<usize>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    distribution: Option<&'a DistReport>,
-}
-
-/// The simulator's error as it classifies it, with a parse error placed in the circuit file.
+/// The simulator's error as the circuit file's ([`QsimError::in_file`]).
 fn qsim_error(path: &std::path::Path, err: QsimError) -> CliError {
-    let located = match &err {
-        QsimError::Parse { line, message } => Some(format!("{}:{line}: {message}", path.display())),
-        // The file named on the command line (a directory, say): the user's to fix.
-        QsimError::Read { line, source } => {
-            return CliError::bad_input(format!(
-                "cannot read circuit {} (at line {line}): {source}",
-                path.display()
-            ))
-        }
-        _ => None,
-    };
-    let mut e = CliError::classified(err);
-    if let Some(message) = located {
-        e.message = message;
-    }
-    e
-}
-
-fn parse_indices(text: &str) -> Result<Vec<u64>, CliError> {
-    text.split(',')
-        .map(|s| s.trim())
-        .filter(|s| !s.is_empty())
-        .map(|s| {
-            let parsed = match s.strip_prefix("0b") {
-                Some(bits) => u64::from_str_radix(bits, 2),
-                None => s.parse(),
-            };
-            parsed.map_err(|_| {
-                CliError::bad_input(format!(
-                    "--amplitudes: {s:?} is not an index (give decimal like 5 or binary like 0b101)"
-                ))
-            })
-        })
-        .collect()
-}
-
-/// `--max-gates N`: a whole number of gates, at least 1.
-fn max_gates(text: &str) -> Result<u64, CliError> {
-    match text.parse::<u64>() {
-        Ok(n) if n >= 1 => Ok(n),
-        _ => Err(CliError::bad_input(format!(
-            "--max-gates {text}: give the most gates a circuit may have after its gate \
-             definitions are expanded, a whole number of at least 1 such as 5000000 (the default \
-             is {})",
-            cxltier_qsim::qasm::MAX_GATES
-        ))),
-    }
+    CliError::classified(err.in_file(path))
 }
 
 /// `--ssd DIR[:SIZE]`, parsed when the arguments are.
@@ -279,7 +204,7 @@ pub fn run(args: Args) -> CliResult {
     let Some(path) = args.circuit.clone() else {
         return bench_kernels(&args);
     };
-    let max_gates = max_gates(&args.max_gates)?;
+    let max_gates = parse_max_gates(&args.max_gates).map_err(CliError::classified)?;
     let started = Instant::now();
     // Read as it is parsed: a file far past the gate limit is refused there, in the memory the
     // gates up to the limit take, not after it is all read.
@@ -293,32 +218,14 @@ pub fn run(args: Args) -> CliResult {
     }
     let parse_seconds = started.elapsed().as_secs_f64();
     // Sampling's buffers are checked before the simulation runs, not after it.
-    let sampling = (args.shots as u64).saturating_mul(cxltier_qsim::SAMPLE_BYTES_PER_SHOT);
-    if let Some(available) = cxltier_qsim::memory::available(std::path::Path::new("/")) {
-        if sampling > available {
-            return Err(CliError::bad_input(format!(
-                "--shots {}: sampling needs {sampling} bytes of memory ({} per shot), but {available} are available: ask for fewer shots, or take them in several runs with other --seed values",
-                args.shots,
-                cxltier_qsim::SAMPLE_BYTES_PER_SHOT
-            )));
-        }
-    }
+    check_sampling_memory(args.shots).map_err(CliError::classified)?;
     let method: cxltier_qsim::Method = args.dynamic_method.parse().map_err(|e: String| {
         CliError::bad_input(format!("--dynamic-method {}: {e}", args.dynamic_method))
     })?;
-    let mut options = Options::new().dynamic_method(method);
-    options = match fusion_width(&args)? {
-        Width::Fixed(w) => options.fuse(w),
-        Width::Measured(w) => options.fuse_up_to(w),
-        Width::Auto(w) => options.fuse_auto(w),
-    };
+    let width = Width::parse(&args.fuse, &args.fuse_rule).map_err(CliError::classified)?;
+    let mut options = Options::new().dynamic_method(method).fusion(width);
     if let Some(t) = args.threads {
-        if t == 0 || t > 1024 {
-            return Err(CliError::bad_input(format!(
-                "--threads {t}: give 1 to 1024"
-            )));
-        }
-        options = options.threads(t);
+        options = options.threads(check_threads(t).map_err(CliError::classified)?);
     }
     if let Some(bytes) = args.memory_limit {
         cxltier_qsim::check_memory_limit(bytes).map_err(CliError::classified)?;
@@ -346,65 +253,58 @@ pub fn run(args: Args) -> CliResult {
     let indices = args
         .amplitudes
         .as_deref()
-        .map(parse_indices)
-        .transpose()?
+        .map(parse_amplitude_indices)
+        .transpose()
+        .map_err(CliError::classified)?
         .unwrap_or_default();
-    let precision = match args.precision.as_str() {
-        "f64" => Precision::F64,
-        "f32" => Precision::F32,
-        other => {
-            return Err(CliError::bad_input(format!(
-                "--precision {other}: give f64 or f32"
-            )))
-        }
-    };
+    let precision: Precision = args.precision.parse().map_err(CliError::classified)?;
     // A bar on a terminal for a run that lasts (not with --json: then stderr is for errors).
     let drawer = (!args.json && std::io::stderr().is_terminal()).then(|| {
         let progress = Arc::new(Progress::new());
         options = options.clone().progress(Arc::clone(&progress));
-        ProgressDrawer::start(progress)
+        let bar = ProgressBar {
+            started: Instant::now(),
+            bar: None,
+        };
+        ProgressWatcher::start(progress, bar)
     });
     // Under `mpirun -np R` with R > 1, the state is split over the ranks; one rank (or no
     // mpirun) runs exactly as without MPI, which is then never initialised.
-    let ranks = std::env::var("OMPI_COMM_WORLD_SIZE")
-        .ok()
-        .and_then(|r| r.parse::<usize>().ok())
-        .unwrap_or(1);
+    let ranks = cxltier_qsim::dist::launched_ranks().unwrap_or(1);
     if let Some(spec) = &args.plan_cluster {
         drop(drawer);
         return cluster::plan_cluster(&args, &path, &circuit, spec, precision);
     }
-    if ranks > 1 {
+    let run = Run::new(&circuit, path.display().to_string())
+        .options(options)
+        .precision(precision)
+        .shots(args.shots)
+        .seed(args.seed)
+        .amplitudes(indices)
+        .parse_seconds(parse_seconds);
+    let output = if ranks > 1 {
         drop(drawer);
-        return simulate_ranks(
-            &args,
-            &circuit,
-            &options,
-            precision,
-            &indices,
-            parse_seconds,
-        );
+        match simulate_ranks(&path, &run)? {
+            Some(output) => output,
+            // Another rank than 0: it took part, rank 0 prints.
+            None => return Ok(ExitCode::SUCCESS),
+        }
+    } else {
+        let simulated = run.simulate().map_err(|e| qsim_error(&path, e))?;
+        // The bar goes before anything else is printed.
+        drop(drawer);
+        simulated.read_out().map_err(|e| qsim_error(&path, e))?
+    };
+    if args.json {
+        print_json("qsim", &output)?;
+    } else {
+        print!("{}", render(&output));
     }
-    simulate(
-        &args,
-        &circuit,
-        &options,
-        precision,
-        &indices,
-        parse_seconds,
-        drawer,
-    )
+    Ok(ExitCode::SUCCESS)
 }
 
 #[cfg(not(feature = "mpi"))]
-fn simulate_ranks(
-    _args: &Args,
-    _circuit: &cxltier_qsim::Circuit,
-    _options: &Options,
-    _precision: Precision,
-    _indices: &[u64],
-    _parse_seconds: f64,
-) -> CliResult {
+fn simulate_ranks(_path: &std::path::Path, _run: &Run<'_>) -> Result<Option<RunOutput>, CliError> {
     Err(CliError::bad_input(
         "started by mpirun over several ranks, but this cxltier was built without MPI: build it \
          with `cargo build --release -p cxltier --features mpi` (needs Open MPI), or run it \
@@ -413,144 +313,37 @@ fn simulate_ranks(
 }
 
 /// The run over MPI ranks: every rank runs its part and takes part in the read-out; rank 0
-/// prints. A rank that fails says so with its number and ends every rank (`MPI_Abort`), since
-/// the others would wait for it forever.
+/// has the output to print. A rank that fails says so with its number and ends every rank
+/// (`MPI_Abort`), since the others would wait for it forever.
 #[cfg(feature = "mpi")]
-fn simulate_ranks(
-    args: &Args,
-    circuit: &cxltier_qsim::Circuit,
-    options: &Options,
-    precision: Precision,
-    indices: &[u64],
-    parse_seconds: f64,
-) -> CliResult {
-    use cxltier_qsim::dist::mpi::{AnyDistSimulation, Cluster};
-    let path = args
-        .circuit
-        .as_deref()
-        .expect("run() returned for --bench-kernels, which has no circuit");
+fn simulate_ranks(path: &std::path::Path, run: &Run<'_>) -> Result<Option<RunOutput>, CliError> {
+    use cxltier_qsim::dist::mpi::Cluster;
     let cluster = Cluster::init().map_err(|e| qsim_error(path, e))?;
     let (rank, size) = (cluster.rank(), cluster.size());
-    let fail = |e: CliError| -> ! {
+    let output = run.simulate_ranks(&cluster).unwrap_or_else(|e| {
+        let e = qsim_error(path, e);
         let mut text = format!("cxltier qsim: rank {rank} of {size}: {}\n", e.message);
         if let Some(hint) = &e.hint {
             text.push_str(&format!("hint: {hint}\n"));
         }
         crate::error::write_stderr(&text);
         cluster.abort(i32::from(e.kind.exit_code()))
-    };
-    // A dynamic circuit's counts come from its shots; a unitary one's from its final state.
-    let (mut sim, shot_counts) = if circuit.dynamic.is_some() {
-        if let Err(e) = refuse_state_of_dynamic(args, path, circuit, indices) {
-            fail(e);
-        }
-        let (sim, counts) = AnyDistSimulation::run_shots(
-            &cluster,
-            circuit,
-            options,
-            precision,
-            args.shots as u64,
-            args.seed,
-        )
-        .unwrap_or_else(|e| fail(qsim_error(path, e)));
-        (sim, Some(counts))
-    } else {
-        let sim = AnyDistSimulation::run(&cluster, circuit, options, precision)
-            .unwrap_or_else(|e| fail(qsim_error(path, e)));
-        (sim, None)
-    };
-    let readout = Instant::now();
-    let norm = sim.norm().unwrap_or_else(|e| fail(qsim_error(path, e)));
-    let values = sim
-        .amplitudes(indices)
-        .unwrap_or_else(|e| fail(qsim_error(path, e)));
-    let counts = match shot_counts {
-        Some(counts) => counts,
-        None if args.shots == 0 => BTreeMap::new(),
-        None => {
-            let (qubits, by_clbit) = measured_qubits(circuit);
-            let raw = sim
-                .sample(args.shots, &qubits, args.seed)
-                .unwrap_or_else(|e| fail(qsim_error(path, e)));
-            keyed_counts(circuit, raw, by_clbit.as_deref())
-        }
-    };
-    if rank != 0 {
-        return Ok(ExitCode::SUCCESS);
-    }
-    finish(
-        args,
-        path,
-        sim.report(),
-        Some((size, sim.dist_report())),
-        norm,
-        indices,
-        &values,
-        counts,
-        parse_seconds,
-        readout,
-    )
+    });
+    Ok((rank == 0).then_some(output))
 }
 
-/// The qubits sampled for counts: every qubit when nothing is measured, else the measured ones
-/// by classical bit, with the classical bit of each (for [`keyed_counts`]).
-fn measured_qubits(circuit: &cxltier_qsim::Circuit) -> (Vec<usize>, Option<Vec<Option<usize>>>) {
-    if circuit.measurements.is_empty() {
-        return ((0..circuit.num_qubits).collect(), None);
-    }
-    let mut by_clbit = vec![None; circuit.num_clbits];
-    for &(q, c) in &circuit.measurements {
-        by_clbit[c] = Some(q);
-    }
-    (by_clbit.iter().flatten().copied().collect(), Some(by_clbit))
+/// Draws a run's progress on stderr as a [`ProgressWatcher`] tells it: the bar appears with the
+/// first report (once the run has lasted [`ProgressWatcher::QUIET`]) and is cleared when the
+/// watcher is dropped, before results print.
+struct ProgressBar {
+    started: Instant,
+    bar: Option<indicatif::ProgressBar>,
 }
 
-/// Counts keyed as Qiskit's get_counts(): each classical register with its bit 0 rightmost, the
-/// last declared register first, registers separated by a space; unmeasured bits read 0.
-fn keyed_counts(
-    circuit: &cxltier_qsim::Circuit,
-    raw: BTreeMap<String, u64>,
-    by_clbit: Option<&[Option<usize>]>,
-) -> BTreeMap<String, u64> {
-    let Some(by_clbit) = by_clbit else {
-        return raw;
-    };
-    let mut counts = BTreeMap::new();
-    let mut bits = vec![false; circuit.num_clbits];
-    for (key, n) in raw {
-        // The sample's key has the first measured qubit as its last character.
-        let mut sampled = key.chars().rev();
-        for (bit, qubit) in bits.iter_mut().zip(by_clbit) {
-            *bit = qubit.is_some() && sampled.next() == Some('1');
-        }
-        *counts.entry(circuit.counts_key(&bits)).or_insert(0) += n;
-    }
-    counts
-}
-
-/// Draws a run's [`Progress`] on stderr, from a thread of its own, once the run has lasted
-/// [`ProgressDrawer::QUIET`]; stops and clears the bar when dropped (before results print).
-struct ProgressDrawer {
-    done: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl ProgressDrawer {
-    /// A run shorter than this shows nothing.
-    const QUIET: Duration = Duration::from_secs(2);
-    const EVERY: Duration = Duration::from_millis(200);
-
-    fn start(progress: Arc<Progress>) -> ProgressDrawer {
-        let done = Arc::new(AtomicBool::new(false));
-        let stop = Arc::clone(&done);
-        let thread = std::thread::spawn(move || {
-            let started = Instant::now();
-            while started.elapsed() < Self::QUIET {
-                if stop.load(Ordering::Relaxed) {
-                    return;
-                }
-                std::thread::sleep(Self::EVERY);
-            }
+impl ProgressSink for ProgressBar {
+    fn show(&mut self, now: &ProgressSnapshot, streamed_per_second: f64) {
+        let started = self.started;
+        let bar = self.bar.get_or_insert_with(|| {
             let bar = indicatif::ProgressBar::with_draw_target(
                 None,
                 indicatif::ProgressDrawTarget::stderr(),
@@ -560,65 +353,15 @@ impl ProgressDrawer {
                 indicatif::ProgressStyle::with_template("qsim {elapsed_precise} {msg}")
                     .expect("valid template"),
             );
-            // The rate is over each redraw's interval, from what had streamed when it began.
-            let mut last = (Instant::now(), progress.snapshot().streamed_bytes);
-            while !stop.load(Ordering::Relaxed) {
-                let now = progress.snapshot();
-                let rate = {
-                    let dt = last.0.elapsed().as_secs_f64();
-                    let bytes = now.streamed_bytes.saturating_sub(last.1);
-                    last = (Instant::now(), now.streamed_bytes);
-                    if dt > 0.0 {
-                        bytes as f64 / dt
-                    } else {
-                        0.0
-                    }
-                };
-                bar.set_message(progress_line(&now, rate));
-                std::thread::sleep(Self::EVERY);
-            }
-            bar.finish_and_clear();
+            bar
         });
-        ProgressDrawer {
-            done,
-            thread: Some(thread),
-        }
+        bar.set_message(progress_line(now, streamed_per_second));
     }
-}
 
-impl Drop for ProgressDrawer {
-    fn drop(&mut self) {
-        self.done.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
+    fn finish(&mut self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
         }
-    }
-}
-
-/// `--fuse` and `--fuse-rule`: the widest fused gate and the rule that merges gates.
-fn fusion_width(args: &Args) -> Result<Width, CliError> {
-    let max = match args.fuse.trim() {
-        "auto" => MAX_FUSE,
-        text => match text.parse::<usize>() {
-            Ok(fuse) if (1..=MAX_FUSE).contains(&fuse) => fuse,
-            _ => {
-                return Err(CliError::bad_input(format!(
-                    "--fuse {text}: give 1 (no fusion) to {MAX_FUSE} qubits, or auto (up to \
-                     {MAX_FUSE}, merged where it pays by the kernels' cost measured on this \
-                     machine)"
-                )))
-            }
-        },
-    };
-    match args.fuse_rule.trim() {
-        "auto" => Ok(Width::Auto(max)),
-        "cost" => Ok(Width::Measured(max)),
-        "greedy" => Ok(Width::Fixed(max)),
-        other => Err(CliError::bad_input(format!(
-            "--fuse-rule {other}: give auto (cost for long runs, greedy up to 2 qubits for short \
-             ones), cost (merge where the wider gate is cheaper, by measured kernel costs) or \
-             greedy (merge every gate that fits in --fuse qubits)"
-        ))),
     }
 }
 
@@ -646,152 +389,8 @@ fn progress_line(p: &ProgressSnapshot, streamed_per_second: f64) -> String {
     }
 }
 
-fn simulate(
-    args: &Args,
-    circuit: &cxltier_qsim::Circuit,
-    options: &Options,
-    precision: Precision,
-    indices: &[u64],
-    parse_seconds: f64,
-    drawer: Option<ProgressDrawer>,
-) -> CliResult {
-    let path = args
-        .circuit
-        .as_deref()
-        .expect("run() returned for --bench-kernels, which has no circuit");
-    if circuit.dynamic.is_some() {
-        refuse_state_of_dynamic(args, path, circuit, indices)?;
-        let (sim, counts) =
-            AnySimulation::run_shots(circuit, options, precision, args.shots as u64, args.seed)
-                .map_err(|e| qsim_error(path, e))?;
-        // The bar goes before anything else is printed.
-        drop(drawer);
-        let readout = Instant::now();
-        let mut sim = sim;
-        let norm = sim.norm().map_err(|e| qsim_error(path, e))?;
-        return finish(
-            args,
-            path,
-            sim.report(),
-            None,
-            norm,
-            indices,
-            &[],
-            counts,
-            parse_seconds,
-            readout,
-        );
-    }
-    let mut sim =
-        AnySimulation::run(circuit, options, precision).map_err(|e| qsim_error(path, e))?;
-    drop(drawer);
-    let readout = Instant::now();
-    let norm = sim.norm().map_err(|e| qsim_error(path, e))?;
-    let values = sim.amplitudes(indices).map_err(|e| qsim_error(path, e))?;
-    let counts = if args.shots == 0 {
-        BTreeMap::new()
-    } else {
-        let (qubits, by_clbit) = measured_qubits(circuit);
-        let raw = sim
-            .sample(args.shots, &qubits, args.seed)
-            .map_err(|e| qsim_error(path, e))?;
-        keyed_counts(circuit, raw, by_clbit.as_deref())
-    };
-    finish(
-        args,
-        path,
-        sim.report(),
-        None,
-        norm,
-        indices,
-        &values,
-        counts,
-        parse_seconds,
-        readout,
-    )
-}
-
-/// A dynamic circuit has no single state vector to read amplitudes from: it needs `--shots`
-/// and no `--amplitudes`.
-fn refuse_state_of_dynamic(
-    args: &Args,
-    path: &std::path::Path,
-    circuit: &cxltier_qsim::Circuit,
-    indices: &[u64],
-) -> Result<(), CliError> {
-    let Some(line) = circuit.dynamic else {
-        return Ok(());
-    };
-    if args.shots > 0 && indices.is_empty() {
-        return Ok(());
-    }
-    Err(CliError::bad_input(format!(
-        "{}:{line}: this line makes the circuit dynamic (a reset, an `if`, or an operation on a \
-         qubit after it was measured): each shot ends in a state of its own, so there is no \
-         single state vector{}; give --shots N to sample its counts",
-        path.display(),
-        if indices.is_empty() {
-            ""
-        } else {
-            " to read --amplitudes from (drop --amplitudes)"
-        }
-    )))
-}
-
-#[allow(clippy::too_many_arguments)]
-fn finish(
-    args: &Args,
-    path: &std::path::Path,
-    run: &RunReport,
-    dist: Option<(usize, &DistReport)>,
-    norm: f64,
-    indices: &[u64],
-    values: &[[f64; 2]],
-    counts: BTreeMap<String, u64>,
-    parse_seconds: f64,
-    readout: Instant,
-) -> CliResult {
-    let amplitudes: BTreeMap<String, [f64; 2]> = indices
-        .iter()
-        .zip(values)
-        .map(|(i, v)| (i.to_string(), *v))
-        .collect();
-    let probabilities: BTreeMap<String, f64> = indices
-        .iter()
-        .zip(values)
-        .map(|(i, v)| (i.to_string(), v[0] * v[0] + v[1] * v[1]))
-        .collect();
-    let out = Output {
-        circuit: path.display().to_string(),
-        run,
-        norm,
-        amplitudes,
-        probabilities,
-        counts,
-        gates_per_second: if run.simulate_seconds > 0.0 {
-            run.gates as f64 / run.simulate_seconds
-        } else {
-            0.0
-        },
-        timings: Timings {
-            parse_seconds,
-            setup_seconds: run.setup_seconds,
-            simulate_seconds: run.simulate_seconds,
-            readout_seconds: readout.elapsed().as_secs_f64(),
-        },
-        ranks: dist.map(|(ranks, _)| ranks),
-        distribution: dist.map(|(_, d)| d),
-    };
-    if args.json {
-        print_json("qsim", &out)?;
-    } else {
-        print!("{}", render(&out, indices, values));
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-fn render(out: &Output<'_>, indices: &[u64], values: &[[f64; 2]]) -> String {
-    let r = out.run;
+fn render(out: &RunOutput) -> String {
+    let r = &out.run;
     let mut s = format!(
         "{} qubits, {} gates ({} after fusion up to {} qubits, {} rule), {}, {} ({} bytes), {} \
          threads\n",
@@ -831,16 +430,8 @@ fn render(out: &Output<'_>, indices: &[u64], values: &[[f64; 2]]) -> String {
             r.passes_without_relabelling.unwrap_or(0),
             r.local_qubits.unwrap_or(0)
         );
-        let mut t = Table::new([
-            "pass",
-            "gates",
-            "fused",
-            "read MB",
-            "written MB",
-            "seconds",
-            "compute s",
-            "io wait s",
-        ]);
+        let mut t =
+            Table::from_header("pass|gates|fused|read MB|written MB|seconds|compute s|io wait s");
         for (i, pr) in r.pass_reports.iter().enumerate() {
             t.row([
                 i.to_string(),
@@ -876,9 +467,9 @@ fn render(out: &Output<'_>, indices: &[u64], values: &[[f64; 2]]) -> String {
             d.open_copies_max
         );
     }
-    if !indices.is_empty() {
+    if !out.indices.is_empty() {
         let mut t = Table::new(["index", "re", "im", "probability"]);
-        for (i, v) in indices.iter().zip(values) {
+        for (i, v) in out.indices.iter().zip(&out.values) {
             t.row([
                 i.to_string(),
                 format!("{:+.12}", v[0]),
@@ -908,44 +499,12 @@ fn render(out: &Output<'_>, indices: &[u64], values: &[[f64; 2]]) -> String {
 
 /// `--bench-kernels`: every gate width's kernel against the machine's bounds.
 fn bench_kernels(args: &Args) -> CliResult {
-    let n = args.bench_qubits;
-    let amp_bytes = if args.precision == "f32" { 8 } else { 16 };
-    if !(10..=34).contains(&n) {
-        return Err(CliError::bad_input(format!(
-            "--bench-qubits {n}: give 10 to 34 (the state takes 2^N amplitudes of {amp_bytes} \
-             bytes; 24 is 2^24, past the caches)"
-        )));
+    let precision: Precision = args.precision.parse().map_err(CliError::classified)?;
+    let mut config = KernelBenchConfig::new(args.bench_qubits).precision(precision);
+    if let Some(t) = args.threads {
+        config = config.threads(t);
     }
-    let state_bytes = (1u64 << n) * amp_bytes;
-    if let Some(available) = cxltier_qsim::memory::available(std::path::Path::new("/")) {
-        if state_bytes > available {
-            return Err(CliError::bad_input(format!(
-                "--bench-qubits {n}: the state needs {state_bytes} bytes, more than the \
-                 {available} available: give fewer qubits"
-            )));
-        }
-    }
-    let threads = match args.threads {
-        Some(t) if t == 0 || t > 1024 => {
-            return Err(CliError::bad_input(format!(
-                "--threads {t}: give 1 to 1024"
-            )))
-        }
-        Some(t) => t,
-        None => std::thread::available_parallelism().map_or(1, |n| n.get()),
-    };
-    let ks: Vec<usize> = (1..=MAX_GATE_QUBITS).collect();
-    let rounds = 5;
-    let bench: KernelBench = match args.precision.as_str() {
-        "f64" => cxltier_qsim::bench::bench_kernels::<f64>(n, &ks, rounds, threads),
-        "f32" => cxltier_qsim::bench::bench_kernels::<f32>(n, &ks, rounds, threads),
-        other => {
-            return Err(CliError::bad_input(format!(
-                "--precision {other}: give f64 or f32"
-            )))
-        }
-    }
-    .map_err(CliError::classified)?;
+    let bench = config.run().map_err(CliError::classified)?;
     if args.json {
         print_json("qsim --bench-kernels", &bench)?;
         return Ok(ExitCode::SUCCESS);
@@ -959,14 +518,7 @@ fn bench_kernels(args: &Args) -> CliResult {
         bench.fma_per_second / 1e9,
         bench.stream_bytes_per_second / 1e9
     );
-    let mut t = Table::new([
-        "k",
-        "targets",
-        "ns/amplitude",
-        "FMA bound",
-        "memory bound",
-        "of bound",
-    ]);
+    let mut t = Table::from_header("k|targets|ns/amplitude|FMA bound|memory bound|of bound");
     for k in &bench.kernels {
         t.row([
             k.k.to_string(),
