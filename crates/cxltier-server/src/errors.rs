@@ -13,3 +13,12 @@ pub(crate) const SYNTAX: &str = "ERR syntax error";
 /// HRANDFIELD, ZRANDMEMBER).
 pub(crate) const RANDOM_COUNT_RANGE: &str =
     "ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807";
+
+/// Redis's error for a subcommand `command` does not have, or one given the wrong number of
+/// arguments: `sub` as the client wrote it, `command` as its HELP is named (`CONFIG`).
+pub(crate) fn unknown_subcommand(command: &str, sub: &[u8]) -> String {
+    format!(
+        "ERR unknown subcommand or wrong number of arguments for '{}'. Try {command} HELP.",
+        String::from_utf8_lossy(sub)
+    )
+}
