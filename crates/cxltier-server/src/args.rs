@@ -3,7 +3,7 @@
 //! decides, floats as Redis reads and prints them, the replies that look up each member or
 //! give a count, and the multi-key pops of lists and sorted sets.
 
-use cxltier_store::{Store, StoreError};
+use cxltier_store::{ScanPage, Store, StoreError};
 
 use crate::context::{fail, Ctx, Effect};
 use crate::errors::NOT_INT;
@@ -81,26 +81,65 @@ pub(crate) fn scan_args<'a>(ctx: &mut Ctx<'_>, args: &[&'a [u8]]) -> Result<Scan
     Ok((after, pattern, count))
 }
 
-/// A page of SSCAN, HSCAN or ZSCAN: the cursor to continue from (`next`), then the items of
-/// `page` whose member (`member` of each) `pattern` matches, each as `per` reply items that
-/// `write` writes.
-pub(crate) fn reply_scan_page<T>(
+/// A member of a set, a hash (with its value) or a sorted set (with its score) as the SCAN
+/// family answers it.
+pub(crate) trait ScanItem {
+    /// Reply items a member takes.
+    const ITEMS: usize;
+    /// What `MATCH` is matched against.
+    fn member(&self) -> &[u8];
+    fn reply(&self, out: &mut Vec<u8>);
+}
+
+impl ScanItem for Vec<u8> {
+    const ITEMS: usize = 1;
+    fn member(&self) -> &[u8] {
+        self
+    }
+    fn reply(&self, out: &mut Vec<u8>) {
+        reply::bulk(out, self);
+    }
+}
+
+impl ScanItem for (Vec<u8>, Vec<u8>) {
+    const ITEMS: usize = 2;
+    fn member(&self) -> &[u8] {
+        &self.0
+    }
+    fn reply(&self, out: &mut Vec<u8>) {
+        reply::bulk(out, &self.0);
+        reply::bulk(out, &self.1);
+    }
+}
+
+impl ScanItem for (Vec<u8>, f64) {
+    const ITEMS: usize = 2;
+    fn member(&self) -> &[u8] {
+        &self.0
+    }
+    fn reply(&self, out: &mut Vec<u8>) {
+        reply::bulk(out, &self.0);
+        // The SCAN family answers scores as strings in either protocol.
+        reply::double(out, 2, self.1);
+    }
+}
+
+/// A page of SSCAN, HSCAN or ZSCAN: the cursor to continue from, then the members of the page
+/// that `pattern` matches.
+pub(crate) fn reply_scan_page<T: ScanItem>(
     out: &mut Vec<u8>,
-    next: Option<&[u8]>,
-    page: Vec<T>,
+    (page, next): ScanPage<T>,
     pattern: Option<&[u8]>,
-    (member, per): (fn(&T) -> &[u8], usize),
-    write: impl Fn(&mut Vec<u8>, &T),
 ) {
     let page: Vec<T> = page
         .into_iter()
-        .filter(|t| pattern.is_none_or(|p| crate::glob::matches(p, member(t), false)))
+        .filter(|t| pattern.is_none_or(|p| crate::glob::matches(p, t.member(), false)))
         .collect();
     reply::array(out, 2);
-    reply::bulk(out, &crate::cursors::cursor_to_wire(next));
-    reply::array(out, per * page.len());
+    reply::bulk(out, &crate::cursors::cursor_to_wire(next.as_deref()));
+    reply::array(out, T::ITEMS * page.len());
     for t in &page {
-        write(out, t);
+        t.reply(out);
     }
 }
 

@@ -387,7 +387,7 @@ pub(crate) fn hscan(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreEr
     let Ok((after, pattern, count)) = crate::args::scan_args(ctx, args) else {
         return Ok(Effect::Read);
     };
-    let (page, next) = match load(ctx, args[1], true)? {
+    let page = match load(ctx, args[1], true)? {
         Err(e) => return fail(ctx, e),
         // A hash kept whole is one page: all of it at cursor 0, nothing after.
         Ok(Loaded::Absent) => (Vec::new(), None),
@@ -395,17 +395,7 @@ pub(crate) fn hscan(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreEr
         Ok(Loaded::Flat(..)) => (Vec::new(), None),
         Ok(Loaded::Chunked) => ctx.store.hscan(args[1], after.as_deref(), count)?,
     };
-    crate::args::reply_scan_page(
-        ctx.out,
-        next.as_deref(),
-        page,
-        pattern,
-        (|(f, _)| f.as_slice(), 2),
-        |out, (f, v)| {
-            reply::bulk(out, f);
-            reply::bulk(out, v);
-        },
-    );
+    crate::args::reply_scan_page(ctx.out, page, pattern);
     Ok(Effect::Read)
 }
 

@@ -285,15 +285,8 @@ pub(crate) fn sscan(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreEr
         return Ok(Effect::Read);
     };
     typed(ctx, |ctx| {
-        let (page, next) = ctx.store.sscan(args[1], after.as_deref(), count)?;
-        reply_scan_page(
-            ctx.out,
-            next.as_deref(),
-            page,
-            pattern,
-            (|m| m.as_slice(), 1),
-            |out, m| reply::bulk(out, m),
-        );
+        let page = ctx.store.sscan(args[1], after.as_deref(), count)?;
+        reply_scan_page(ctx.out, page, pattern);
         Ok(Effect::Read)
     })
 }

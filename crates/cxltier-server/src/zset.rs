@@ -1012,19 +1012,8 @@ pub(crate) fn zscan(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreEr
         return Ok(Effect::Read);
     };
     typed(ctx, |ctx| {
-        let (page, next) = ctx.store.zscan(args[1], after.as_deref(), count)?;
-        reply_scan_page(
-            ctx.out,
-            next.as_deref(),
-            page,
-            pattern,
-            (|(m, _)| m.as_slice(), 2),
-            |out, (m, s)| {
-                reply::bulk(out, m);
-                // The SCAN family answers scores as strings in either protocol.
-                reply::double(out, 2, *s);
-            },
-        );
+        let page = ctx.store.zscan(args[1], after.as_deref(), count)?;
+        reply_scan_page(ctx.out, page, pattern);
         Ok(Effect::Read)
     })
 }
