@@ -338,9 +338,14 @@ pub mod reply {
         out.extend_from_slice(b"+OK\r\n");
     }
     pub fn simple(out: &mut Vec<u8>, s: &str) {
-        out.push(b'+');
-        out.extend_from_slice(s.as_bytes());
-        out.extend_from_slice(b"\r\n");
+        line(out, b'+', s.as_bytes());
+    }
+    /// An array of simple strings: the lines of a HELP reply.
+    pub fn simple_lines(out: &mut Vec<u8>, lines: &[&str]) {
+        array(out, lines.len());
+        for l in lines {
+            simple(out, l);
+        }
     }
     /// An error reply; `msg` starts with its code (ERR, WRONGTYPE, NOAUTH, OOM, ...).
     pub fn error(out: &mut Vec<u8>, msg: &str) {
@@ -353,9 +358,7 @@ pub mod reply {
         out.extend_from_slice(b"\r\n");
     }
     pub fn int(out: &mut Vec<u8>, n: i64) {
-        out.push(b':');
-        out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
-        out.extend_from_slice(b"\r\n");
+        line(out, b':', itoa::Buffer::new().format(n).as_bytes());
     }
     /// A bulk string. Lengths are formatted on the stack: an HGETALL of ten fields writes
     /// twenty of these, and a `to_string` each was a tenth of the server's time in allocation.
@@ -377,8 +380,13 @@ pub mod reply {
     }
 
     fn header(out: &mut Vec<u8>, tag: u8, n: usize) {
+        line(out, tag, itoa::Buffer::new().format(n).as_bytes());
+    }
+
+    /// A line of its own: the type's `tag`, then `text`.
+    fn line(out: &mut Vec<u8>, tag: u8, text: &[u8]) {
         out.push(tag);
-        out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
+        out.extend_from_slice(text);
         out.extend_from_slice(b"\r\n");
     }
 
@@ -429,9 +437,7 @@ pub mod reply {
             g17(d)
         };
         if proto >= 3 {
-            out.push(b',');
-            out.extend_from_slice(text.as_bytes());
-            out.extend_from_slice(b"\r\n");
+            line(out, b',', text.as_bytes());
         } else {
             bulk(out, text.as_bytes());
         }
@@ -463,9 +469,7 @@ pub mod reply {
     /// A big number given as its decimal digits; RESP2: a bulk string of them.
     pub fn big_number(out: &mut Vec<u8>, proto: u8, digits: &str) {
         if proto >= 3 {
-            out.push(b'(');
-            out.extend_from_slice(digits.as_bytes());
-            out.extend_from_slice(b"\r\n");
+            line(out, b'(', digits.as_bytes());
         } else {
             bulk(out, digits.as_bytes());
         }

@@ -110,13 +110,7 @@ pub(crate) fn memory(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
             }
             Ok(Effect::Read)
         }
-        _ => fail(
-            ctx,
-            &format!(
-                "ERR unknown subcommand or wrong number of arguments for '{}'. Try MEMORY HELP.",
-                String::from_utf8_lossy(args[1])
-            ),
-        ),
+        _ => fail(ctx, &crate::errors::unknown_subcommand("MEMORY", args[1])),
     }
 }
 

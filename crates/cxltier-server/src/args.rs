@@ -1,12 +1,13 @@
 //! What handlers of several kinds parse and answer alike: integers as Redis reads them, the
 //! WRONGTYPE answer, SCAN's `MATCH`/`COUNT` options, the bound on a reply whose size a count
-//! decides, random draws from a collection (SRANDMEMBER, ZRANDMEMBER), and floats as Redis
-//! prints them.
+//! decides, random draws from a collection (SRANDMEMBER, ZRANDMEMBER), floats as Redis
+//! reads and prints them, the replies that look up each member or give a count, and the
+//! multi-key pops of lists and sorted sets.
 
-use cxltier_store::StoreError;
+use cxltier_store::{ScanPage, Store, StoreError};
 use rand::Rng;
 
-use crate::context::{Ctx, Effect};
+use crate::context::{fail, Ctx, Effect};
 use crate::errors::NOT_INT;
 use crate::errors::{SYNTAX, WRONGTYPE};
 use crate::resp::reply;
@@ -26,6 +27,39 @@ pub(crate) fn typed(
     }
 }
 
+/// A read whose answer is a count the store gives (SCARD, LLEN, ZCARD, ZCOUNT, ...).
+pub(crate) fn count_reply(
+    ctx: &mut Ctx<'_>,
+    count: impl FnOnce(&mut Store) -> Result<u64, StoreError>,
+) -> Result<Effect, StoreError> {
+    typed(ctx, |ctx| {
+        let n = count(ctx.store)?;
+        reply::int(ctx.out, n as i64);
+        Ok(Effect::Read)
+    })
+}
+
+/// SMISMEMBER, ZMSCORE, GEOPOS, GEOHASH: what `look` finds for each member after the key
+/// (all looked up before the reply begins), answered as an array, each by `answer`.
+pub(crate) fn reply_each_member<T>(
+    ctx: &mut Ctx<'_>,
+    args: &[&[u8]],
+    mut look: impl FnMut(&mut Store, &[u8], &[u8]) -> Result<T, StoreError>,
+    answer: impl Fn(&mut Ctx<'_>, T),
+) -> Result<Effect, StoreError> {
+    typed(ctx, |ctx| {
+        let mut got = Vec::with_capacity(args.len() - 2);
+        for m in &args[2..] {
+            got.push(look(ctx.store, args[1], m)?);
+        }
+        reply::array(ctx.out, got.len());
+        for g in got {
+            answer(ctx, g);
+        }
+        Ok(Effect::Read)
+    })
+}
+
 /// Redis's strict integer syntax (no sign `+`, no spaces).
 pub(crate) fn int_arg(b: &[u8]) -> Option<i64> {
     if b.first() == Some(&b'+') {
@@ -34,11 +68,85 @@ pub(crate) fn int_arg(b: &[u8]) -> Option<i64> {
     std::str::from_utf8(b).ok()?.parse().ok()
 }
 
+/// What SSCAN, HSCAN and ZSCAN were asked: the member to continue after (`None`: from the
+/// start), the `MATCH` pattern and the `COUNT`.
+pub(crate) type ScanArgs<'a> = (Option<Vec<u8>>, Option<&'a [u8]>, usize);
+
+/// `key cursor [MATCH pattern] [COUNT count]` of SSCAN, HSCAN and ZSCAN: `Err` is the reply
+/// already given.
+pub(crate) fn scan_args<'a>(ctx: &mut Ctx<'_>, args: &[&'a [u8]]) -> Result<ScanArgs<'a>, ()> {
+    let Some(after) = crate::cursors::cursor_from_wire(args[2]) else {
+        reply::error(ctx.out, "ERR invalid cursor");
+        return Err(());
+    };
+    let (pattern, count) = scan_options(ctx, &args[3..])?;
+    Ok((after, pattern, count))
+}
+
+/// A member of a set, a hash (with its value) or a sorted set (with its score) as the SCAN
+/// family answers it.
+pub(crate) trait ScanItem {
+    /// Reply items a member takes.
+    const ITEMS: usize;
+    /// What `MATCH` is matched against.
+    fn member(&self) -> &[u8];
+    fn reply(&self, out: &mut Vec<u8>);
+}
+
+impl ScanItem for Vec<u8> {
+    const ITEMS: usize = 1;
+    fn member(&self) -> &[u8] {
+        self
+    }
+    fn reply(&self, out: &mut Vec<u8>) {
+        reply::bulk(out, self);
+    }
+}
+
+impl ScanItem for (Vec<u8>, Vec<u8>) {
+    const ITEMS: usize = 2;
+    fn member(&self) -> &[u8] {
+        &self.0
+    }
+    fn reply(&self, out: &mut Vec<u8>) {
+        reply::bulk(out, &self.0);
+        reply::bulk(out, &self.1);
+    }
+}
+
+impl ScanItem for (Vec<u8>, f64) {
+    const ITEMS: usize = 2;
+    fn member(&self) -> &[u8] {
+        &self.0
+    }
+    fn reply(&self, out: &mut Vec<u8>) {
+        reply::bulk(out, &self.0);
+        // The SCAN family answers scores as strings in either protocol.
+        reply::double(out, 2, self.1);
+    }
+}
+
+/// A page of SSCAN, HSCAN or ZSCAN: the cursor to continue from, then the members of the page
+/// that `pattern` matches.
+pub(crate) fn reply_scan_page<T: ScanItem>(
+    out: &mut Vec<u8>,
+    (page, next): ScanPage<T>,
+    pattern: Option<&[u8]>,
+) {
+    let page: Vec<T> = page
+        .into_iter()
+        .filter(|t| pattern.is_none_or(|p| crate::glob::matches(p, t.member(), false)))
+        .collect();
+    reply::array(out, 2);
+    reply::bulk(out, &crate::cursors::cursor_to_wire(next.as_deref()));
+    reply::array(out, T::ITEMS * page.len());
+    for t in &page {
+        t.reply(out);
+    }
+}
+
 /// `[MATCH pattern] [COUNT count]` of the SCAN family: `Err` is the reply already given.
-pub(crate) fn scan_options<'a>(
-    ctx: &mut Ctx<'_>,
-    opts: &[&'a [u8]],
-) -> Result<(Option<&'a [u8]>, usize), ()> {
+fn scan_options<'a>(ctx: &mut Ctx<'_>, opts: &[&'a [u8]]) -> Result<(Option<&'a [u8]>, usize), ()> {
     let (mut pattern, mut count) = (None, 10usize);
     let mut i = 0;
     while i < opts.len() {
@@ -142,6 +250,42 @@ pub(crate) fn random_draws(
     Ok(Ok(out))
 }
 
+/// `key [count [WITH...]]` of HRANDFIELD (`with`: WITHVALUES) and ZRANDMEMBER (WITHSCORES):
+/// the count, and whether `with` was given; `Err` is the error reply.
+pub(crate) fn random_count_args(
+    args: &[&[u8]],
+    with: &[u8],
+) -> Result<(Option<i64>, bool), &'static str> {
+    if args.len() < 3 {
+        return Ok((None, false));
+    }
+    let c = match int_arg(args[2]) {
+        None => return Err(NOT_INT),
+        // Redis's range (-LONG_MAX..LONG_MAX): -2^63 has no positive counterpart.
+        Some(i64::MIN) => return Err(crate::errors::RANDOM_COUNT_RANGE),
+        Some(c) => c,
+    };
+    if args.len() > 4 || (args.len() == 4 && !args[3].eq_ignore_ascii_case(with)) {
+        return Err(SYNTAX);
+    }
+    let with = args.len() == 4;
+    // Twice as many reply items: the count must stay within range when doubled.
+    if with && !(-(i64::MAX / 2)..=i64::MAX / 2).contains(&c) {
+        return Err("ERR value is out of range");
+    }
+    Ok((Some(c), with))
+}
+
+/// A float as INCRBYFLOAT and HINCRBYFLOAT read one (`strtold` on the whole string): no
+/// spaces, no NaN.
+pub(crate) fn parse_f64(b: &[u8]) -> Option<f64> {
+    let s = std::str::from_utf8(b).ok()?;
+    if s.is_empty() || s.bytes().any(|c| c.is_ascii_whitespace()) {
+        return None;
+    }
+    s.parse::<f64>().ok().filter(|f| !f.is_nan())
+}
+
 /// A float the way INCRBYFLOAT stores it: no exponent, no trailing zeros (Rust's shortest
 /// round-trip form prints `10.6`, not `10.5999999999999996`).
 pub(crate) fn format_f64(f: f64) -> String {
@@ -196,4 +340,127 @@ pub(crate) fn wait(
         });
     }
     Effect::Read
+}
+
+/// `numkeys key... WHERE [COUNT count]` of LMPOP, BLMPOP, ZMPOP and BZMPOP, from `args[at]`:
+/// the keys, where to pop from (`where_word` reads the word: LEFT|RIGHT, MIN|MAX) and the count
+/// (1 when not given), or the error reply.
+fn mpop_args<'a, E>(
+    args: &[&'a [u8]],
+    at: usize,
+    where_word: impl Fn(&[u8]) -> Option<E>,
+) -> Result<(Vec<&'a [u8]>, E, u64), &'static str> {
+    let n = match int_arg(args[at]) {
+        Some(n) if n > 0 => n as u64,
+        _ => return Err("ERR numkeys should be greater than 0"),
+    };
+    let end_at = (at as u64 + 1).saturating_add(n);
+    if end_at >= args.len() as u64 {
+        return Err(SYNTAX);
+    }
+    let end_at = end_at as usize;
+    let end = where_word(args[end_at]).ok_or(SYNTAX)?;
+    let mut count = None;
+    let mut i = end_at + 1;
+    while i < args.len() {
+        if count.is_none() && args[i].eq_ignore_ascii_case(b"COUNT") && i + 1 < args.len() {
+            match int_arg(args[i + 1]) {
+                Some(c) if c > 0 => count = Some(c as u64),
+                _ => return Err("ERR count should be greater than 0"),
+            }
+            i += 2;
+        } else {
+            return Err(SYNTAX);
+        }
+    }
+    Ok((args[at + 1..end_at].to_vec(), end, count.unwrap_or(1)))
+}
+
+/// How a blocking or multi-key pop is replicated: `verb key [count]` (LPOP, RPOP, ZPOPMIN,
+/// ZPOPMAX), the count being what was popped (Redis 7.0).
+pub(crate) fn pop_op(verb: &[u8], key: &[u8], count: Option<usize>) -> crate::write_stream::Op {
+    let mut op = vec![verb.to_vec(), key.to_vec()];
+    if let Some(n) = count {
+        op.push(n.to_string().into_bytes());
+    }
+    op
+}
+
+/// BLPOP, BRPOP, BZPOPMIN and BZPOPMAX: `key... timeout`, one member popped by `pop_first`
+/// from the first of the keys that has one, replicated as `pop_op` says and answered as the key
+/// then the member's `items` reply items, written by `reply_member`; nothing to pop: the
+/// connection parked.
+pub(crate) fn bpop<T>(
+    ctx: &mut Ctx<'_>,
+    args: &[&[u8]],
+    pop_first: impl FnOnce(&mut Ctx<'_>, &[&[u8]]) -> Result<Option<Popped<T>>, StoreError>,
+    pop_op: impl FnOnce(&[u8]) -> crate::write_stream::Op,
+    items: usize,
+    reply_member: impl FnOnce(&mut Ctx<'_>, &T),
+) -> Result<Effect, StoreError> {
+    let deadline = match timeout_arg(args[args.len() - 1]) {
+        Ok(d) => d,
+        Err(e) => return fail(ctx, e),
+    };
+    let keys = &args[1..args.len() - 1];
+    typed(ctx, |ctx| match pop_first(ctx, keys)? {
+        Some((k, popped)) => {
+            ctx.session.propagate_as(|| vec![pop_op(&k)]);
+            reply::array(ctx.out, 1 + items);
+            reply::bulk(ctx.out, crate::db::user_key(&k));
+            reply_member(ctx, &popped[0]);
+            Ok(Effect::Wrote)
+        }
+        None => Ok(wait(ctx, keys, deadline, false)),
+    })
+}
+
+/// A key and the members popped from it.
+pub(crate) type Popped<T> = (Vec<u8>, Vec<T>);
+
+/// LMPOP and ZMPOP (`blocking` false: `numkeys ...`), BLMPOP and BZMPOP (true: `timeout
+/// numkeys ...`): `where_word` reads LEFT|RIGHT or MIN|MAX, `pop_first` pops from the first
+/// key that has members, `pop_op` is how the pop is replicated, and `reply_member` answers one
+/// member popped. Nothing popped: a null array, or the connection parked when blocking.
+pub(crate) fn mpop<E: Copy, T>(
+    ctx: &mut Ctx<'_>,
+    args: &[&[u8]],
+    blocking: bool,
+    where_word: impl Fn(&[u8]) -> Option<E>,
+    pop_first: impl FnOnce(&mut Ctx<'_>, &[&[u8]], E, u64) -> Result<Option<Popped<T>>, StoreError>,
+    pop_op: impl FnOnce(E, &[u8], Option<usize>) -> crate::write_stream::Op,
+    reply_member: impl Fn(&mut Ctx<'_>, &T),
+) -> Result<Effect, StoreError> {
+    let (keys, end, count) = match mpop_args(args, if blocking { 2 } else { 1 }, where_word) {
+        Ok(a) => a,
+        Err(e) => return fail(ctx, e),
+    };
+    let deadline = if blocking {
+        match timeout_arg(args[1]) {
+            Ok(d) => Some(d),
+            Err(e) => return fail(ctx, e),
+        }
+    } else {
+        None
+    };
+    typed(ctx, |ctx| match pop_first(ctx, &keys, end, count)? {
+        Some((k, popped)) => {
+            ctx.session
+                .propagate_as(|| vec![pop_op(end, &k, Some(popped.len()))]);
+            reply::array(ctx.out, 2);
+            reply::bulk(ctx.out, crate::db::user_key(&k));
+            reply::array(ctx.out, popped.len());
+            for m in &popped {
+                reply_member(ctx, m);
+            }
+            Ok(Effect::Wrote)
+        }
+        None => match deadline {
+            Some(deadline) => Ok(wait(ctx, &keys, deadline, false)),
+            None => {
+                reply::null_array(ctx.out, ctx.session.proto);
+                Ok(Effect::Read)
+            }
+        },
+    })
 }

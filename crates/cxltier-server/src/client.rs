@@ -118,15 +118,8 @@ pub(crate) fn client(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
     let n = args.len();
     let sub = args[1].to_ascii_uppercase();
     let proto = ctx.session.proto;
-    let wrong = |ctx: &mut Ctx<'_>| {
-        fail(
-            ctx,
-            &format!(
-                "ERR unknown subcommand or wrong number of arguments for '{}'. Try CLIENT HELP.",
-                String::from_utf8_lossy(args[1])
-            ),
-        )
-    };
+    let wrong =
+        |ctx: &mut Ctx<'_>| fail(ctx, &crate::errors::unknown_subcommand("CLIENT", args[1]));
     match (sub.as_slice(), n) {
         (b"ID", 2) => reply::int(ctx.out, ctx.session.id as i64),
         (b"SETNAME", 3) => {
@@ -317,10 +310,7 @@ pub(crate) fn client(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
                 "REPLY (ON|OFF|SKIP)",
                 "    Control the replies sent to the current connection.",
             ];
-            reply::array(ctx.out, lines.len());
-            for l in lines {
-                reply::simple(ctx.out, l);
-            }
+            reply::simple_lines(ctx.out, &lines);
         }
         _ => return wrong(ctx),
     }

@@ -249,10 +249,7 @@ pub(crate) fn config(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
         ),
         _ => reply::error(
             ctx.out,
-            &format!(
-                "ERR unknown subcommand or wrong number of arguments for '{}'. Try CONFIG HELP.",
-                String::from_utf8_lossy(args[1])
-            ),
+            &crate::errors::unknown_subcommand("CONFIG", args[1]),
         ),
     }
     Ok(Effect::Read)

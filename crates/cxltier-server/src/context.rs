@@ -644,6 +644,16 @@ impl Ctx<'_> {
     pub(crate) fn notify(&mut self, class: u32, event: &'static str, key: &[u8]) {
         self.info.notify.emit(class, event, key);
     }
+
+    /// A pop's event, then `del` when it emptied `key` (the store deleted it): also for the
+    /// commands whose keys are no key positions of the table's (LMPOP, ZMPOP and their blocking
+    /// forms), which dispatch cannot see.
+    pub(crate) fn notify_pop(&mut self, class: u32, event: &'static str, key: &[u8]) {
+        self.notify(class, event, key);
+        if self.info.notify.active() && !self.store.contains(key) {
+            self.notify(crate::notify::class::GENERIC, "del", key);
+        }
+    }
 }
 
 /// An expired key as the store names it (its physical database's byte first): the logical

@@ -82,24 +82,12 @@ impl Databases {
 
     /// A store key (with its physical byte) as the registries keep it: with the logical byte.
     pub fn to_logical_key(&self, key: &[u8]) -> Vec<u8> {
-        match split_db_key(key) {
-            Some((physical, user)) => match self.to_logical.get(physical as usize) {
-                Some(&logical) => store_key(logical, user),
-                None => key.to_vec(),
-            },
-            None => key.to_vec(),
-        }
+        remap_db_byte(&self.to_logical, key)
     }
 
     /// A registry's key (logical byte) as the store keeps it (physical byte).
     pub fn to_physical_key(&self, key: &[u8]) -> Vec<u8> {
-        match split_db_key(key) {
-            Some((logical, user)) => match self.to_physical.get(logical as usize) {
-                Some(&physical) => store_key(physical, user),
-                None => key.to_vec(),
-            },
-            None => key.to_vec(),
-        }
+        remap_db_byte(&self.to_physical, key)
     }
 
     /// `SWAPDB a b`: the two logical databases trade where they are kept.
@@ -188,6 +176,18 @@ impl Databases {
             dbs.to_logical[physical as usize] = logical as u8;
         }
         Ok(dbs)
+    }
+}
+
+/// `key` with its database byte mapped through `map` (physical to logical or back); as it is
+/// when it has no such byte or the byte is past the map.
+fn remap_db_byte(map: &[u8], key: &[u8]) -> Vec<u8> {
+    match split_db_key(key) {
+        Some((from, user)) => match map.get(from as usize) {
+            Some(&to) => store_key(to, user),
+            None => key.to_vec(),
+        },
+        None => key.to_vec(),
     }
 }
 

@@ -18,3 +18,12 @@ pub(crate) const RANDOM_COUNT_RANGE: &str =
 /// answers it.
 pub(crate) const BUSY: &str =
     "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.";
+
+/// Redis's error for a subcommand `command` does not have, or one given the wrong number of
+/// arguments: `sub` as the client wrote it, `command` as its HELP is named (`CONFIG`).
+pub(crate) fn unknown_subcommand(command: &str, sub: &[u8]) -> String {
+    format!(
+        "ERR unknown subcommand or wrong number of arguments for '{}'. Try {command} HELP.",
+        String::from_utf8_lossy(sub)
+    )
+}

@@ -10,7 +10,7 @@ use std::cmp::Ordering;
 
 use cxltier_store::{ScoreBound, StoreError, ZAddFlags};
 
-use crate::args::{int_arg, typed};
+use crate::args::{int_arg, reply_each_member, typed};
 use crate::context::{fail, Ctx, Effect};
 use crate::errors::{NOT_INT, SYNTAX};
 use crate::resp::reply;
@@ -168,47 +168,37 @@ fn align52(hash: HashBits) -> u64 {
     hash.bits << (52 - hash.step as u32 * 2)
 }
 
-fn move_x(hash: &mut HashBits, d: i8) {
-    if d == 0 {
-        return;
-    }
-    let shift = 64 - hash.step as u32 * 2;
-    let mut x = hash.bits & 0xaaaaaaaaaaaaaaaa;
-    let y = hash.bits & 0x5555555555555555;
-    let zz = 0x5555555555555555u64 >> shift;
-    if d > 0 {
-        x = x.wrapping_add(zz + 1);
-    } else {
-        x |= zz;
-        x = x.wrapping_sub(zz + 1);
-    }
-    x &= 0xaaaaaaaaaaaaaaaau64 >> shift;
-    hash.bits = x | y;
-}
+/// The bits of an interleaved hash that carry the longitude (x); the others carry the latitude.
+const X_BITS: u64 = 0xaaaaaaaaaaaaaaaa;
+const Y_BITS: u64 = 0x5555555555555555;
 
-fn move_y(hash: &mut HashBits, d: i8) {
+/// The box moved by one along the axis whose bits are `axis` ([`X_BITS`] or [`Y_BITS`]), east
+/// or north when `d` is positive, west or south when negative: that axis's bits count as one
+/// number, the other axis's bits filled in so that the carry (or borrow) runs across them.
+fn move_along(hash: &mut HashBits, d: i8, axis: u64) {
     if d == 0 {
         return;
     }
     let shift = 64 - hash.step as u32 * 2;
-    let x = hash.bits & 0xaaaaaaaaaaaaaaaa;
-    let mut y = hash.bits & 0x5555555555555555;
-    let zz = 0xaaaaaaaaaaaaaaaau64 >> shift;
+    let other = !axis;
+    let mut moved = hash.bits & axis;
+    let kept = hash.bits & other;
+    let zz = other >> shift;
     if d > 0 {
-        y = y.wrapping_add(zz + 1);
+        moved = moved.wrapping_add(zz + 1);
     } else {
-        y |= zz;
-        y = y.wrapping_sub(zz + 1);
+        moved |= zz;
+        moved = moved.wrapping_sub(zz + 1);
     }
-    y &= 0x5555555555555555u64 >> shift;
-    hash.bits = x | y;
+    moved &= axis >> shift;
+    hash.bits = moved | kept;
 }
 
 /// The box moved `dx` east/west and `dy` north/south.
 fn neighbour(hash: HashBits, dx: i8, dy: i8) -> HashBits {
     let mut h = hash;
-    move_x(&mut h, dx);
-    move_y(&mut h, dy);
+    move_along(&mut h, dx, X_BITS);
+    move_along(&mut h, dy, Y_BITS);
     h
 }
 
@@ -731,53 +721,38 @@ pub(crate) fn geoadd(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
     }
     typed(ctx, |ctx| {
         let o = ctx.store.zadd(args[1], flags, &pairs)?;
-        reply::int(ctx.out, (o.added + if ch { o.changed } else { 0 }) as i64);
-        Ok(if o.added + o.changed > 0 {
-            Effect::Wrote
-        } else {
-            Effect::Read
-        })
+        Ok(crate::zset::reply_added(ctx, &o, ch))
     })
 }
 
 /// `GEOPOS key member [...]`: each member's position, or a null array.
 pub(crate) fn geopos(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
-    typed(ctx, |ctx| {
-        let mut got = Vec::with_capacity(args.len() - 2);
-        for m in &args[2..] {
-            got.push(ctx.store.zscore(args[1], m)?.and_then(decode_score));
-        }
-        reply::array(ctx.out, got.len());
-        for p in got {
-            match p {
-                Some((lon, lat)) => {
-                    reply::array(ctx.out, 2);
-                    reply_human(ctx, lon);
-                    reply_human(ctx, lat);
-                }
-                None => reply::null_array(ctx.out, ctx.session.proto),
+    reply_each_member(
+        ctx,
+        args,
+        |store, key, m| Ok(store.zscore(key, m)?.and_then(decode_score)),
+        |ctx, position| match position {
+            Some((lon, lat)) => {
+                reply::array(ctx.out, 2);
+                reply_human(ctx, lon);
+                reply_human(ctx, lat);
             }
-        }
-        Ok(Effect::Read)
-    })
+            None => reply::null_array(ctx.out, ctx.session.proto),
+        },
+    )
 }
 
 /// `GEOHASH key member [...]`: each member's standard 11-character geohash, or null.
 pub(crate) fn geohash(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
-    typed(ctx, |ctx| {
-        let mut got = Vec::with_capacity(args.len() - 2);
-        for m in &args[2..] {
-            got.push(ctx.store.zscore(args[1], m)?.and_then(standard_geohash));
-        }
-        reply::array(ctx.out, got.len());
-        for h in got {
-            match h {
-                Some(h) => reply::bulk(ctx.out, h.as_bytes()),
-                None => reply::null(ctx.out, ctx.session.proto),
-            }
-        }
-        Ok(Effect::Read)
-    })
+    reply_each_member(
+        ctx,
+        args,
+        |store, key, m| Ok(store.zscore(key, m)?.and_then(standard_geohash)),
+        |ctx, hash| match hash {
+            Some(h) => reply::bulk(ctx.out, h.as_bytes()),
+            None => reply::null(ctx.out, ctx.session.proto),
+        },
+    )
 }
 
 /// `GEODIST key member1 member2 [M|KM|FT|MI]`.

@@ -24,10 +24,10 @@ use cxltier_store::{Kind, Store, StoreError};
 
 use hashbrown::HashMap;
 
-use crate::args::int_arg;
+use crate::args::{int_arg, parse_f64};
 use crate::context::{arity, fail, Ctx, Effect};
 use crate::encoding::redis_keeps_listpack;
-use crate::errors::{NOT_INT, SYNTAX, WRONGTYPE};
+use crate::errors::{NOT_INT, WRONGTYPE};
 use crate::hash_layout::{
     chunked_fields, decode, encode, store_fields, value_span, FLAT_MAX_BYTES,
 };
@@ -182,17 +182,8 @@ pub(crate) fn hincrby(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, Store
     )
 }
 
-/// A float as Redis reads one (`strtold` on the whole string): no spaces, no NaN.
-fn float_arg(b: &[u8]) -> Option<f64> {
-    let s = std::str::from_utf8(b).ok()?;
-    if s.is_empty() || s.bytes().any(|c| c.is_ascii_whitespace()) {
-        return None;
-    }
-    s.parse::<f64>().ok().filter(|f| !f.is_nan())
-}
-
 pub(crate) fn hincrbyfloat(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
-    let Some(by) = float_arg(args[3]) else {
+    let Some(by) = parse_f64(args[3]) else {
         return fail(ctx, "ERR value is not a valid float");
     };
     if by.is_infinite() {
@@ -204,7 +195,7 @@ pub(crate) fn hincrbyfloat(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, 
         |old| {
             let old = match old {
                 None => 0.0,
-                Some(v) => float_arg(v).ok_or("ERR hash value is not a float")?,
+                Some(v) => parse_f64(v).ok_or("ERR hash value is not a float")?,
             };
             let next = old + by;
             if !next.is_finite() {
@@ -252,70 +243,28 @@ pub(crate) fn hstrlen(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, Store
 /// COUNT fields, the cursor naming the last field returned (as SSCAN's), so every field present
 /// for the whole scan is returned once.
 pub(crate) fn hscan(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
-    let Some(after) = crate::cursors::cursor_from_wire(args[2]) else {
-        return fail(ctx, "ERR invalid cursor");
-    };
-    let Ok((pattern, count)) = crate::args::scan_options(ctx, &args[3..]) else {
+    let Ok((after, pattern, count)) = crate::args::scan_args(ctx, args) else {
         return Ok(Effect::Read);
     };
-    let fields = match load(ctx, args[1], true)? {
+    let page = match load(ctx, args[1], true)? {
         Err(e) => return fail(ctx, e),
-        Ok(Loaded::Absent) => Vec::new(),
-        Ok(Loaded::Flat(f, _)) => f,
-        Ok(Loaded::Chunked) => {
-            let (page, next) = ctx.store.hscan(args[1], after.as_deref(), count)?;
-            let page: Vec<_> = page
-                .into_iter()
-                .filter(|(f, _)| pattern.is_none_or(|p| crate::glob::matches(p, f, false)))
-                .collect();
-            reply::array(ctx.out, 2);
-            reply::bulk(ctx.out, &crate::cursors::cursor_to_wire(next.as_deref()));
-            reply::array(ctx.out, 2 * page.len());
-            for (f, v) in &page {
-                reply::bulk(ctx.out, f);
-                reply::bulk(ctx.out, v);
-            }
-            return Ok(Effect::Read);
-        }
+        // A hash kept whole is one page: all of it at cursor 0, nothing after.
+        Ok(Loaded::Absent) => (Vec::new(), None),
+        Ok(Loaded::Flat(f, _)) if args[2] == b"0" => (f, None),
+        Ok(Loaded::Flat(..)) => (Vec::new(), None),
+        Ok(Loaded::Chunked) => ctx.store.hscan(args[1], after.as_deref(), count)?,
     };
-    let fields: Vec<_> = if args[2] == b"0" {
-        fields
-            .into_iter()
-            .filter(|(f, _)| pattern.is_none_or(|p| crate::glob::matches(p, f, false)))
-            .collect()
-    } else {
-        Vec::new()
-    };
-    reply::array(ctx.out, 2);
-    reply::bulk(ctx.out, b"0");
-    reply::array(ctx.out, 2 * fields.len());
-    for (f, v) in &fields {
-        reply::bulk(ctx.out, f);
-        reply::bulk(ctx.out, v);
-    }
+    crate::args::reply_scan_page(ctx.out, page, pattern);
     Ok(Effect::Read)
 }
 
 /// HRANDFIELD key [count [WITHVALUES]], Redis 7.0's semantics: a positive count gives distinct
 /// fields, a negative one allows repeats (bounded by the client-output-buffer-limit).
 pub(crate) fn hrandfield(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
-    let mut count = None;
-    let mut withvalues = false;
-    if args.len() >= 3 {
-        let c = match int_arg(args[2]) {
-            None => return fail(ctx, NOT_INT),
-            Some(i64::MIN) => return fail(ctx, crate::errors::RANDOM_COUNT_RANGE),
-            Some(c) => c,
-        };
-        if args.len() > 4 || (args.len() == 4 && !args[3].eq_ignore_ascii_case(b"WITHVALUES")) {
-            return fail(ctx, SYNTAX);
-        }
-        withvalues = args.len() == 4;
-        if withvalues && !(-(i64::MAX / 2)..=i64::MAX / 2).contains(&c) {
-            return fail(ctx, "ERR value is out of range");
-        }
-        count = Some(c);
-    }
+    let (count, withvalues) = match crate::args::random_count_args(args, b"WITHVALUES") {
+        Ok(a) => a,
+        Err(e) => return fail(ctx, e),
+    };
     let proto = ctx.session.proto;
     let (fields, len) = match load(ctx, args[1], true)? {
         Err(e) => return fail(ctx, e),

@@ -58,6 +58,16 @@ fn human_bytes(n: u64) -> String {
     format!("{n}B")
 }
 
+/// A section of INFO: its title line (`# title`), then a `name:value` line a field. The blank
+/// line that ends it is the caller's, after any lines of its own.
+fn section(t: &mut String, title: &str, fields: &[(&str, &dyn std::fmt::Display)]) {
+    use std::fmt::Write;
+    let _ = write!(t, "# {title}\r\n");
+    for (name, value) in fields {
+        let _ = write!(t, "{name}:{value}\r\n");
+    }
+}
+
 fn info_text(store: &Store, info: &mut ServerInfo, sections: &[String]) -> String {
     use std::fmt::Write;
     let st = store.stats();
@@ -73,34 +83,69 @@ fn info_text(store: &Store, info: &mut ServerInfo, sections: &[String]) -> Strin
         let now_us = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_micros());
-        let _ = write!(
-            t,
-            "# Server\r\nredis_version:{REDIS_VERSION}\r\ncxltier_version:{}\r\nredis_git_sha1:00000000\r\nredis_git_dirty:0\r\nredis_build_id:0\r\nredis_mode:standalone\r\nos:Linux {} {}\r\narch_bits:{}\r\nmultiplexing_api:epoll\r\nprocess_id:{}\r\nprocess_supervised:no\r\nrun_id:{}\r\ntcp_port:{}\r\nserver_time_usec:{now_us}\r\nuptime_in_seconds:{uptime}\r\nuptime_in_days:{}\r\nhz:10\r\nconfigured_hz:10\r\nexecutable:{}\r\nconfig_file:\r\n\r\n",
-            env!("CARGO_PKG_VERSION"),
-            release.trim(),
-            std::env::consts::ARCH,
-            usize::BITS,
-            std::process::id(),
-            info.run_id,
-            info.port,
-            uptime / 86_400,
-            std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_default(),
+        let executable = std::env::current_exe().map(|p| p.display().to_string());
+        section(
+            &mut t,
+            "Server",
+            &[
+                ("redis_version", &REDIS_VERSION),
+                ("cxltier_version", &env!("CARGO_PKG_VERSION")),
+                ("redis_git_sha1", &"00000000"),
+                ("redis_git_dirty", &0),
+                ("redis_build_id", &0),
+                ("redis_mode", &"standalone"),
+                (
+                    "os",
+                    &format_args!("Linux {} {}", release.trim(), std::env::consts::ARCH),
+                ),
+                ("arch_bits", &usize::BITS),
+                ("multiplexing_api", &"epoll"),
+                ("process_id", &std::process::id()),
+                ("process_supervised", &"no"),
+                ("run_id", &info.run_id),
+                ("tcp_port", &info.port),
+                ("server_time_usec", &now_us),
+                ("uptime_in_seconds", &uptime),
+                ("uptime_in_days", &(uptime / 86_400)),
+                ("hz", &10),
+                ("configured_hz", &10),
+                ("executable", &executable.unwrap_or_default()),
+                ("config_file", &""),
+            ],
         );
+        t.push_str("\r\n");
     }
     if want("clients") {
-        let _ = write!(
-            t,
-            "# Clients\r\nconnected_clients:{}\r\ncluster_connections:0\r\nmaxclients:{}\r\nclient_recent_max_input_buffer:{}\r\nclient_recent_max_output_buffer:{}\r\nclient_peak_input_buffer:{}\r\nclient_peak_output_buffer:{}\r\nblocked_clients:{}\r\ntracking_clients:0\r\nclients_in_timeout_table:0\r\npubsub_clients:{}\r\nwatching_clients:{}\r\n\r\n",
-            info.connected_clients,
-            info.max_clients,
-            info.client_peak_input_buffer,
-            info.client_peak_output_buffer,
-            info.client_peak_input_buffer,
-            info.client_peak_output_buffer,
-            info.blocked.len(),
-            info.pubsub.subscribers(),
-            info.watchers.values().flatten().collect::<hashbrown::HashSet<_>>().len(),
+        let watching = info
+            .watchers
+            .values()
+            .flatten()
+            .collect::<hashbrown::HashSet<_>>();
+        section(
+            &mut t,
+            "Clients",
+            &[
+                ("connected_clients", &info.connected_clients),
+                ("cluster_connections", &0),
+                ("maxclients", &info.max_clients),
+                (
+                    "client_recent_max_input_buffer",
+                    &info.client_peak_input_buffer,
+                ),
+                (
+                    "client_recent_max_output_buffer",
+                    &info.client_peak_output_buffer,
+                ),
+                ("client_peak_input_buffer", &info.client_peak_input_buffer),
+                ("client_peak_output_buffer", &info.client_peak_output_buffer),
+                ("blocked_clients", &info.blocked.len()),
+                ("tracking_clients", &0),
+                ("clients_in_timeout_table", &0),
+                ("pubsub_clients", &info.pubsub.subscribers()),
+                ("watching_clients", &watching.len()),
+            ],
         );
+        t.push_str("\r\n");
     }
     if want("memory") {
         let (used, max) = memory_figures(&st);
@@ -108,40 +153,59 @@ fn info_text(store: &Store, info: &mut ServerInfo, sections: &[String]) -> Strin
         let peak = info.used_memory_peak;
         let rss = resident_bytes();
         let lua = info.scripts.used_memory() as u64;
-        let _ = write!(
-            t,
-            "# Memory\r\nused_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\nused_memory_peak:{peak}\r\nused_memory_peak_human:{}\r\nused_memory_lua:{lua}\r\nused_memory_vm_eval:{lua}\r\nused_memory_lua_human:{}\r\nnumber_of_cached_scripts:{}\r\nmaxmemory:{max}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:noeviction\r\nindex_bytes:{}\r\n\r\n",
-            human_bytes(used),
-            human_bytes(rss),
-            human_bytes(peak),
-            human_bytes(lua),
-            info.scripts.cached(),
-            human_bytes(max),
-            st.index_bytes
+        section(
+            &mut t,
+            "Memory",
+            &[
+                ("used_memory", &used),
+                ("used_memory_human", &human_bytes(used)),
+                ("used_memory_rss", &rss),
+                ("used_memory_rss_human", &human_bytes(rss)),
+                ("used_memory_peak", &peak),
+                ("used_memory_peak_human", &human_bytes(peak)),
+                ("used_memory_lua", &lua),
+                ("used_memory_vm_eval", &lua),
+                ("used_memory_lua_human", &human_bytes(lua)),
+                ("number_of_cached_scripts", &info.scripts.cached()),
+                ("maxmemory", &max),
+                ("maxmemory_human", &human_bytes(max)),
+                ("maxmemory_policy", &"noeviction"),
+                ("index_bytes", &st.index_bytes),
+            ],
         );
+        t.push_str("\r\n");
     }
     if want("persistence") {
-        let _ = write!(
-            t,
-            "# Persistence\r\nloading:0\r\naof_enabled:{}\r\ndurability:{}\r\n\r\n",
-            (st.durability != "none") as u8,
-            st.durability
+        section(
+            &mut t,
+            "Persistence",
+            &[
+                ("loading", &0),
+                ("aof_enabled", &((st.durability != "none") as u8)),
+                ("durability", &st.durability),
+            ],
         );
+        t.push_str("\r\n");
     }
     if want("recovery") {
         // What the store's recovery could not read at start (non-zero only with
         // --recover-anyway) and the keys it served although they may be stale.
         let r = store.recovery();
-        let _ = write!(
-            t,
-            "# Recovery\r\nrecovery_keys_recovered:{}\r\nrecovery_records:{}\r\nrecovery_damaged_ranges:{}\r\nrecovery_damaged_bytes:{}\r\nrecovery_keys_possibly_stale:{}\r\nrecovery_torn_tail_bytes:{}\r\nrecovery_headers_repaired:{}\r\n",
-            r.keys_recovered,
-            r.records,
-            r.damaged_ranges.len(),
-            r.damaged_bytes,
-            r.keys_possibly_stale,
-            r.torn_tail.as_ref().map_or(0, |d| d.bytes),
-            r.headers_repaired
+        section(
+            &mut t,
+            "Recovery",
+            &[
+                ("recovery_keys_recovered", &r.keys_recovered),
+                ("recovery_records", &r.records),
+                ("recovery_damaged_ranges", &r.damaged_ranges.len()),
+                ("recovery_damaged_bytes", &r.damaged_bytes),
+                ("recovery_keys_possibly_stale", &r.keys_possibly_stale),
+                (
+                    "recovery_torn_tail_bytes",
+                    &r.torn_tail.as_ref().map_or(0, |d| d.bytes),
+                ),
+                ("recovery_headers_repaired", &r.headers_repaired),
+            ],
         );
         for (i, d) in r.damaged_ranges.iter().enumerate() {
             let _ = write!(
@@ -153,24 +217,37 @@ fn info_text(store: &Store, info: &mut ServerInfo, sections: &[String]) -> Strin
         t.push_str("\r\n");
     }
     if want("stats") {
-        let _ = write!(
-            t,
-            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:{}\r\nrejected_connections:{}\r\nexpired_keys:{}\r\nevicted_keys:0\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\npubsubshard_channels:{}\r\nclient_query_buffer_limit_disconnections:{}\r\nclient_output_buffer_limit_disconnections:{}\r\neventloop_cycles:{}\r\neventloop_connections_visited:{}\r\n\r\n",
-            info.total_connections,
-            info.total_commands,
-            info.ops_per_sec(),
-            info.rejected_connections,
-            info.expired_keys,
-            info.keyspace_hits,
-            info.keyspace_misses,
-            info.pubsub.channels.len(),
-            info.pubsub.patterns.len(),
-            info.pubsub.shard_channels.len(),
-            info.client_query_buffer_limit_disconnections,
-            info.client_output_buffer_limit_disconnections,
-            info.eventloop_cycles,
-            info.eventloop_connections_visited
+        section(
+            &mut t,
+            "Stats",
+            &[
+                ("total_connections_received", &info.total_connections),
+                ("total_commands_processed", &info.total_commands),
+                ("instantaneous_ops_per_sec", &info.ops_per_sec()),
+                ("rejected_connections", &info.rejected_connections),
+                ("expired_keys", &info.expired_keys),
+                ("evicted_keys", &0),
+                ("keyspace_hits", &info.keyspace_hits),
+                ("keyspace_misses", &info.keyspace_misses),
+                ("pubsub_channels", &info.pubsub.channels.len()),
+                ("pubsub_patterns", &info.pubsub.patterns.len()),
+                ("pubsubshard_channels", &info.pubsub.shard_channels.len()),
+                (
+                    "client_query_buffer_limit_disconnections",
+                    &info.client_query_buffer_limit_disconnections,
+                ),
+                (
+                    "client_output_buffer_limit_disconnections",
+                    &info.client_output_buffer_limit_disconnections,
+                ),
+                ("eventloop_cycles", &info.eventloop_cycles),
+                (
+                    "eventloop_connections_visited",
+                    &info.eventloop_connections_visited,
+                ),
+            ],
         );
+        t.push_str("\r\n");
     }
     if want("replication") {
         let r = &info.repl;
@@ -240,21 +317,26 @@ fn info_text(store: &Store, info: &mut ServerInfo, sections: &[String]) -> Strin
         t.push_str("\r\n");
     }
     if want("tiers") {
-        let _ = write!(
-            t,
-            "# Tiers\r\nkeys:{}\r\nindex_bytes:{}\r\nmisses:{}\r\nevictions_to_nvme:{}\r\nadmissions_rejected:{}\r\nslab_pages_moved:{}\r\nslab_objects_moved:{}\r\nslab_pages_compacted:{}\r\nspare_slot_writes:{}\r\nwrite_amplification:{:.3}\r\nsegments_cleaned:{}\r\ncxl_emulated_on_dram:{}\r\n",
-            st.keys,
-            st.index_bytes,
-            st.misses,
-            st.evictions_to_nvme,
-            st.admissions_rejected,
-            st.slab_pages_moved,
-            st.slab_objects_moved,
-            st.slab_pages_compacted,
-            st.spare_slot_writes,
-            st.write_amplification,
-            st.segments_cleaned,
-            st.cxl_emulated_on_dram as u8
+        section(
+            &mut t,
+            "Tiers",
+            &[
+                ("keys", &st.keys),
+                ("index_bytes", &st.index_bytes),
+                ("misses", &st.misses),
+                ("evictions_to_nvme", &st.evictions_to_nvme),
+                ("admissions_rejected", &st.admissions_rejected),
+                ("slab_pages_moved", &st.slab_pages_moved),
+                ("slab_objects_moved", &st.slab_objects_moved),
+                ("slab_pages_compacted", &st.slab_pages_compacted),
+                ("spare_slot_writes", &st.spare_slot_writes),
+                (
+                    "write_amplification",
+                    &format_args!("{:.3}", st.write_amplification),
+                ),
+                ("segments_cleaned", &st.segments_cleaned),
+                ("cxl_emulated_on_dram", &(st.cxl_emulated_on_dram as u8)),
+            ],
         );
         for tier in &st.tiers {
             let p = format!("tier_{}_", tier.tier);

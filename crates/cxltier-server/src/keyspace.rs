@@ -29,19 +29,6 @@ use crate::resp::reply;
 /// Keys fetched per store call by KEYS.
 const KEYS_BATCH: usize = 1024;
 
-/// The name `TYPE` (and `SCAN ... TYPE`) gives a kind: a hash is a hash however it is kept.
-pub(crate) fn type_name(kind: Kind) -> &'static str {
-    match kind {
-        Kind::String | Kind::BigString => "string",
-        Kind::Hash | Kind::ChunkedHash => "hash",
-        Kind::List => "list",
-        Kind::Set => "set",
-        Kind::ZSet => "zset",
-        // Never reaches a user: the store hides collection parts.
-        Kind::Chunk => "none",
-    }
-}
-
 /// SCAN cursor [MATCH pattern] [COUNT count] [TYPE type]
 pub(crate) fn scan(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
     let Some(cursor) = std::str::from_utf8(args[1])
@@ -82,7 +69,7 @@ pub(crate) fn scan(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErr
     };
     let keep = |(key, k): &(Vec<u8>, Kind)| {
         pattern.is_none_or(|p| crate::glob::matches(p, key, false))
-            && kind.is_none_or(|t| t.eq_ignore_ascii_case(type_name(*k).as_bytes()))
+            && kind.is_none_or(|t| t.eq_ignore_ascii_case(k.type_name().as_bytes()))
     };
     let keys: Vec<&(Vec<u8>, Kind)> = items.iter().filter(|it| keep(it)).collect();
     reply::array(ctx.out, 2);
@@ -835,7 +822,7 @@ pub(crate) fn type_(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreEr
         i => i.map(|i| i.kind),
     };
     ctx.info.lookup(args[1], kind.is_some());
-    let name = kind.map_or("none", crate::keyspace::type_name);
+    let name = kind.map_or("none", Kind::type_name);
     reply::simple(ctx.out, name);
     Ok(Effect::Read)
 }
@@ -1035,20 +1022,11 @@ pub(crate) fn object(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
             "REFCOUNT <key>",
             "    Return the reference count of the object stored at <key>.",
         ];
-        reply::array(ctx.out, lines.len());
-        for l in lines {
-            reply::simple(ctx.out, l);
-        }
+        reply::simple_lines(ctx.out, &lines);
         return Ok(Effect::Read);
     }
     if args.len() != 3 {
-        return fail(
-            ctx,
-            &format!(
-                "ERR unknown subcommand or wrong number of arguments for '{}'. Try OBJECT HELP.",
-                String::from_utf8_lossy(args[1])
-            ),
-        );
+        return fail(ctx, &crate::errors::unknown_subcommand("OBJECT", args[1]));
     }
     let key = args[2];
     // Looked at without counting an access (Redis's OBJECT does not touch the key either); a

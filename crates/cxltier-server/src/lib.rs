@@ -19,7 +19,8 @@
 //! - [`limits`]: output buffer limits per kind of client, the bulk margin, byte counts;
 //! - [`ratelog`]: log lines of a repeating failure held back to one per interval, counted;
 //! - [`args`]: what handlers of several kinds parse and answer alike (integers, WRONGTYPE,
-//!   SCAN's options, random counts and draws, blocking timeouts and parking, floats);
+//!   the SCAN family's arguments and pages, random counts and draws, blocking timeouts and
+//!   parking, floats, counts, per-member lookups, and the multi-key and blocking pops);
 //! - [`admin`]: DBSIZE, FLUSHALL/FLUSHDB, SWAPDB, MEMORY, TIME, LASTSAVE, SAVE, BGSAVE, DEBUG,
 //!   SHUTDOWN: the server group's commands without a module of their own;
 //! - [`client`]: the CLIENT family (LIST, INFO, KILL, REPLY, PAUSE, UNBLOCK, ...);

@@ -3,7 +3,7 @@
 
 use cxltier_store::{ListEnd, StoreError};
 
-use crate::args::{int_arg, timeout_arg, typed, wait};
+use crate::args::{count_reply, int_arg, mpop, timeout_arg, typed, wait, Popped};
 use crate::context::{fail, Ctx, Effect};
 use crate::errors::{NOT_INT, SYNTAX, WRONGTYPE};
 use crate::notify::class as nc;
@@ -28,17 +28,13 @@ fn announce_push(ctx: &mut Ctx<'_>, key: &[u8], end: ListEnd) {
     ctx.notify(nc::LIST, event, key);
 }
 
-/// A pop, then `del` when it emptied the list (the store deleted it): also for the commands
-/// whose keys are no key positions of the table's (LMPOP, BLMPOP), which dispatch cannot see.
+/// A pop's event (`lpop`/`rpop`), then `del` when it emptied the list.
 fn announce_pop(ctx: &mut Ctx<'_>, key: &[u8], end: ListEnd) {
     let event = match end {
         ListEnd::Left => "lpop",
         ListEnd::Right => "rpop",
     };
-    ctx.notify(nc::LIST, event, key);
-    if ctx.info.notify.active() && !ctx.store.contains(key) {
-        ctx.notify(nc::GENERIC, "del", key);
-    }
+    ctx.notify_pop(nc::LIST, event, key);
 }
 
 fn push(
@@ -132,11 +128,7 @@ pub(crate) fn rpop(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErr
 }
 
 pub(crate) fn llen(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
-    typed(ctx, |ctx| {
-        let n = ctx.store.list_len(args[1])?;
-        reply::int(ctx.out, n as i64);
-        Ok(Effect::Read)
-    })
+    count_reply(ctx, |store| store.list_len(args[1]))
 }
 
 pub(crate) fn lindex(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
@@ -376,9 +368,6 @@ pub(crate) fn ready_len(ctx: &mut Ctx<'_>, key: &[u8]) -> Result<u64, StoreError
     }
 }
 
-/// A key and the members popped from it.
-type Popped = (Vec<u8>, Vec<Vec<u8>>);
-
 /// The first of `keys` holding a non-empty list, up to `count` members popped from it at
 /// `end`; `None` when every list is empty or absent (WRONGTYPE for a key of another type
 /// before it, in Redis's order).
@@ -387,7 +376,7 @@ fn pop_first(
     keys: &[&[u8]],
     end: ListEnd,
     count: u64,
-) -> Result<Option<Popped>, StoreError> {
+) -> Result<Option<Popped<Vec<u8>>>, StoreError> {
     for k in keys {
         if ready_len(ctx, k)? == 0 {
             continue;
@@ -409,29 +398,18 @@ fn pop_op(end: ListEnd, key: &[u8], count: Option<usize>) -> crate::write_stream
         ListEnd::Left => b"lpop",
         ListEnd::Right => b"rpop",
     };
-    let mut op = vec![verb.to_vec(), key.to_vec()];
-    if let Some(n) = count {
-        op.push(n.to_string().into_bytes());
-    }
-    op
+    crate::args::pop_op(verb, key, count)
 }
 
 fn bpop(ctx: &mut Ctx<'_>, args: &[&[u8]], end: ListEnd) -> Result<Effect, StoreError> {
-    let deadline = match timeout_arg(args[args.len() - 1]) {
-        Ok(d) => d,
-        Err(e) => return fail(ctx, e),
-    };
-    let keys = &args[1..args.len() - 1];
-    typed(ctx, |ctx| match pop_first(ctx, keys, end, 1)? {
-        Some((k, v)) => {
-            ctx.session.propagate_as(|| vec![pop_op(end, &k, None)]);
-            reply::array(ctx.out, 2);
-            reply::bulk(ctx.out, crate::db::user_key(&k));
-            reply::bulk(ctx.out, &v[0]);
-            Ok(Effect::Wrote)
-        }
-        None => Ok(wait(ctx, keys, deadline, false)),
-    })
+    crate::args::bpop(
+        ctx,
+        args,
+        |ctx, keys| pop_first(ctx, keys, end, 1),
+        |k| pop_op(end, k, None),
+        1,
+        |ctx, m| reply::bulk(ctx.out, m),
+    )
 }
 
 pub(crate) fn blpop(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
@@ -485,83 +463,17 @@ pub(crate) fn blmove(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
     bmove(ctx, args, from, to, args[5])
 }
 
-/// `numkeys key... LEFT|RIGHT [COUNT count]` of LMPOP and BLMPOP, from `args[at]`: the keys,
-/// the end and the count, or the error reply.
-fn mpop_args<'a>(
-    args: &[&'a [u8]],
-    at: usize,
-) -> Result<(Vec<&'a [u8]>, ListEnd, u64), &'static str> {
-    let n = match int_arg(args[at]) {
-        Some(n) if n > 0 => n as u64,
-        _ => return Err("ERR numkeys should be greater than 0"),
-    };
-    let end_at = (at as u64 + 1).saturating_add(n);
-    if end_at >= args.len() as u64 {
-        return Err(SYNTAX);
-    }
-    let end_at = end_at as usize;
-    let end = end_arg(args[end_at]).ok_or(SYNTAX)?;
-    let mut count = None;
-    let mut i = end_at + 1;
-    while i < args.len() {
-        if count.is_none() && args[i].eq_ignore_ascii_case(b"COUNT") && i + 1 < args.len() {
-            match int_arg(args[i + 1]) {
-                Some(c) if c > 0 => count = Some(c as u64),
-                _ => return Err("ERR count should be greater than 0"),
-            }
-            i += 2;
-        } else {
-            return Err(SYNTAX);
-        }
-    }
-    Ok((args[at + 1..end_at].to_vec(), end, count.unwrap_or(1)))
-}
-
-fn reply_mpop(ctx: &mut Ctx<'_>, key: &[u8], members: &[Vec<u8>]) {
-    reply::array(ctx.out, 2);
-    reply::bulk(ctx.out, crate::db::user_key(key));
-    reply::array(ctx.out, members.len());
-    for m in members {
-        reply::bulk(ctx.out, m);
-    }
-}
-
 pub(crate) fn lmpop(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
-    let (keys, end, count) = match mpop_args(args, 1) {
-        Ok(a) => a,
-        Err(e) => return fail(ctx, e),
-    };
-    typed(ctx, |ctx| match pop_first(ctx, &keys, end, count)? {
-        Some((k, v)) => {
-            ctx.session
-                .propagate_as(|| vec![pop_op(end, &k, Some(v.len()))]);
-            reply_mpop(ctx, &k, &v);
-            Ok(Effect::Wrote)
-        }
-        None => {
-            reply::null_array(ctx.out, ctx.session.proto);
-            Ok(Effect::Read)
-        }
-    })
+    lists_mpop(ctx, args, false)
 }
 
 pub(crate) fn blmpop(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
-    let (keys, end, count) = match mpop_args(args, 2) {
-        Ok(a) => a,
-        Err(e) => return fail(ctx, e),
-    };
-    let deadline = match timeout_arg(args[1]) {
-        Ok(d) => d,
-        Err(e) => return fail(ctx, e),
-    };
-    typed(ctx, |ctx| match pop_first(ctx, &keys, end, count)? {
-        Some((k, v)) => {
-            ctx.session
-                .propagate_as(|| vec![pop_op(end, &k, Some(v.len()))]);
-            reply_mpop(ctx, &k, &v);
-            Ok(Effect::Wrote)
-        }
-        None => Ok(wait(ctx, &keys, deadline, false)),
+    lists_mpop(ctx, args, true)
+}
+
+fn lists_mpop(ctx: &mut Ctx<'_>, args: &[&[u8]], blocking: bool) -> Result<Effect, StoreError> {
+    mpop(ctx, args, blocking, end_arg, pop_first, pop_op, |ctx, m| {
+        reply::bulk(ctx.out, m)
     })
 }
 

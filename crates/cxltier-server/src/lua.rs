@@ -640,6 +640,24 @@ impl JsonParser<'_> {
             self.at += 1;
         }
     }
+    /// Whether `byte` is next, skipped if so.
+    fn eat(&mut self, byte: u8) -> bool {
+        let next = self.b.get(self.at) == Some(&byte);
+        self.at += usize::from(next);
+        next
+    }
+    /// After an array's element or an object's member: a comma, more to come (false), or
+    /// `close`, the end (true); else the error expecting `what`.
+    fn comma_or_close(&mut self, close: u8, what: &str) -> mlua::Result<bool> {
+        self.ws();
+        if self.eat(b',') {
+            Ok(false)
+        } else if self.eat(close) {
+            Ok(true)
+        } else {
+            Err(self.err(what))
+        }
+    }
     fn lit(&mut self, word: &[u8], v: Value) -> mlua::Result<Value> {
         if self.b[self.at..].starts_with(word) {
             self.at += word.len();
@@ -667,8 +685,7 @@ impl JsonParser<'_> {
                 self.at += 1;
                 let t = lua.create_table()?;
                 self.ws();
-                if self.b.get(self.at) == Some(&b']') {
-                    self.at += 1;
+                if self.eat(b']') {
                     return Ok(Value::Table(t));
                 }
                 let mut i = 1;
@@ -677,14 +694,8 @@ impl JsonParser<'_> {
                     let v = self.value(lua, depth + 1)?;
                     t.raw_set(i, v)?;
                     i += 1;
-                    self.ws();
-                    match self.b.get(self.at) {
-                        Some(b',') => self.at += 1,
-                        Some(b']') => {
-                            self.at += 1;
-                            return Ok(Value::Table(t));
-                        }
-                        _ => return Err(self.err("comma or array end")),
+                    if self.comma_or_close(b']', "comma or array end")? {
+                        return Ok(Value::Table(t));
                     }
                 }
             }
@@ -692,8 +703,7 @@ impl JsonParser<'_> {
                 self.at += 1;
                 let t = lua.create_table()?;
                 self.ws();
-                if self.b.get(self.at) == Some(&b'}') {
-                    self.at += 1;
+                if self.eat(b'}') {
                     return Ok(Value::Table(t));
                 }
                 loop {
@@ -703,21 +713,14 @@ impl JsonParser<'_> {
                     }
                     let k = self.string()?;
                     self.ws();
-                    if self.b.get(self.at) != Some(&b':') {
+                    if !self.eat(b':') {
                         return Err(self.err("colon"));
                     }
-                    self.at += 1;
                     self.ws();
                     let v = self.value(lua, depth + 1)?;
                     t.raw_set(lua.create_string(k)?, v)?;
-                    self.ws();
-                    match self.b.get(self.at) {
-                        Some(b',') => self.at += 1,
-                        Some(b'}') => {
-                            self.at += 1;
-                            return Ok(Value::Table(t));
-                        }
-                        _ => return Err(self.err("comma or object end")),
+                    if self.comma_or_close(b'}', "comma or object end")? {
+                        return Ok(Value::Table(t));
                     }
                 }
             }

@@ -162,66 +162,82 @@ pub fn render(stats: &StoreStats, info: &ServerInfo, snapshot_cost: Duration) ->
 }
 
 fn tiers(w: &mut Writer, stats: &StoreStats) {
-    type TierGauge = (
+    /// How a per-tier family is written.
+    enum Type {
+        Gauge,
+        Counter,
+    }
+    /// A per-tier family: its type, name and help, whether only the memory tiers (those on a
+    /// node) have it, and its value.
+    type TierFamily = (
+        Type,
         &'static str,
         &'static str,
+        bool,
         fn(&cxltier_store::TierStats) -> u64,
     );
-    let gauges: [TierGauge; 3] = [
+    let families: [TierFamily; 7] = [
         (
+            Type::Gauge,
             "cxltier_serve_tier_capacity_bytes",
             "The tier's capacity: its budget (DRAM: after the index), or the NVMe log's size.",
+            false,
             |t| t.capacity_bytes,
         ),
         (
+            Type::Gauge,
             "cxltier_serve_tier_resident_bytes",
             "Bytes of the memory tier's slab pages in use (resident).",
+            true,
             |t| t.resident_bytes,
         ),
         (
+            Type::Gauge,
             "cxltier_serve_tier_objects",
             "Objects in the memory tier (collection chunks included); nvme: objects only on NVMe.",
+            false,
             |t| t.objects,
         ),
-    ];
-    for (name, help, get) in gauges {
-        let mut f = w.gauge(name, help);
-        for t in &stats.tiers {
-            if name == "cxltier_serve_tier_resident_bytes" && t.node.is_none() {
-                continue;
-            }
-            f.sample(&[("tier", &t.tier)], get(t));
-        }
-    }
-    let counters: [TierGauge; 3] = [
         (
+            Type::Counter,
             "cxltier_serve_tier_hits_total",
             "Object reads served from the tier.",
+            false,
             |t| t.hits,
         ),
         (
+            Type::Counter,
             "cxltier_serve_tier_promotions_total",
             "Objects moved up out of the tier (nvme: admitted to memory after a read).",
+            false,
             |t| t.promotions,
         ),
         (
+            Type::Counter,
             "cxltier_serve_tier_demotions_total",
             "Objects moved down out of the tier.",
+            false,
             |t| t.demotions,
         ),
+        (
+            Type::Gauge,
+            "cxltier_serve_tier_used_bytes",
+            "Bytes of the memory tier's slots in use (each object's slot: key, value and header, rounded up to its size class).",
+            true,
+            |t| t.bytes,
+        ),
     ];
-    for (name, help, get) in counters {
-        let mut f = w.counter(name, help);
+    for (kind, name, help, memory_only, value) in families {
+        let mut f = match kind {
+            Type::Gauge => w.gauge(name, help),
+            Type::Counter => w.counter(name, help),
+        };
         for t in &stats.tiers {
-            f.sample(&[("tier", &t.tier)], get(t));
+            if memory_only && t.node.is_none() {
+                continue;
+            }
+            f.sample(&[("tier", &t.tier)], value(t));
         }
-    }
-    let mut f = w.gauge(
-        "cxltier_serve_tier_used_bytes",
-        "Bytes of the memory tier's slots in use (each object's slot: key, value and header, rounded up to its size class).",
-    );
-    for t in stats.tiers.iter().filter(|t| t.node.is_some()) {
-        f.sample(&[("tier", &t.tier)], t.bytes);
     }
     let Some(nvme) = stats.tiers.iter().find(|t| t.tier == "nvme") else {
         return;

@@ -245,17 +245,11 @@ pub(crate) fn pubsub(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
                 "HELP",
                 "    Prints this help.",
             ];
-            reply::array(ctx.out, lines.len());
-            for l in lines {
-                reply::simple(ctx.out, l);
-            }
+            reply::simple_lines(ctx.out, &lines);
         }
         _ => reply::error(
             ctx.out,
-            &format!(
-                "ERR unknown subcommand or wrong number of arguments for '{}'. Try PUBSUB HELP.",
-                String::from_utf8_lossy(args[1])
-            ),
+            &crate::errors::unknown_subcommand("PUBSUB", args[1]),
         ),
     }
     Ok(Effect::Read)

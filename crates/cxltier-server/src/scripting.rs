@@ -370,10 +370,7 @@ pub(crate) fn script(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
         // A script running now is killed from the busy mode (`busy_command`).
         (b"KILL", 2) => context::fail(ctx, NOTBUSY),
         (b"HELP", 2) => {
-            reply::array(ctx.out, SCRIPT_HELP.len());
-            for line in SCRIPT_HELP {
-                reply::simple(ctx.out, line);
-            }
+            reply::simple_lines(ctx.out, SCRIPT_HELP);
             Ok(Effect::Read)
         }
         (b"DEBUG", 3) => context::fail(

@@ -1088,30 +1088,9 @@ fn parse_into_queue(
             c.more = true;
             break;
         }
-        match c.parser.parse(&c.input[at..], parse_limits) {
-            Ok(Some(p)) => {
-                let args = p
-                    .args
-                    .into_iter()
-                    .map(|r| r.start + at..r.end + at)
-                    .collect();
-                at += p.consumed;
-                *parsed += 1;
-                c.queue.push_back(Pending {
-                    args,
-                    error: None,
-                    end: at,
-                    reads_begun: false,
-                    seq: *parsed,
-                });
-            }
-            Ok(None) => break,
-            Err(e) => {
-                // Commands before the garbage still run; then the error, then close: the stream
-                // cannot be framed any more.
-                protocol_error(c, at, *parsed, format!("ERR Protocol error: {}", e.0));
-                break;
-            }
+        match parse_next(c, at, parse_limits, parsed, false) {
+            Next::Queued(end) => at = end,
+            Next::Partial | Next::Garbage => break,
         }
     }
     c.parsed = at;
@@ -1135,6 +1114,54 @@ fn parse_into_queue(
                 limits.query
             ),
         );
+    }
+}
+
+/// What [`parse_next`] found at a point of a connection's input.
+enum Next {
+    /// A whole command, queued; the input position after it.
+    Queued(usize),
+    /// Not a whole command yet.
+    Partial,
+    /// Bytes that are no command: the protocol error is queued and the connection closes.
+    Garbage,
+}
+
+/// Parse the command at `at` of `c`'s input onto its queue, numbered by `parsed` (which it
+/// counts); `reads_begun` true where no device reads are begun ahead for it (a busy script's
+/// answers).
+fn parse_next(
+    c: &mut Conn,
+    at: usize,
+    limits: resp::Limits,
+    parsed: &mut u64,
+    reads_begun: bool,
+) -> Next {
+    match c.parser.parse(&c.input[at..], limits) {
+        Ok(Some(p)) => {
+            let args = p
+                .args
+                .into_iter()
+                .map(|r| r.start + at..r.end + at)
+                .collect();
+            let end = at + p.consumed;
+            *parsed += 1;
+            c.queue.push_back(Pending {
+                args,
+                error: None,
+                end,
+                reads_begun,
+                seq: *parsed,
+            });
+            Next::Queued(end)
+        }
+        Ok(None) => Next::Partial,
+        Err(e) => {
+            // Commands before the garbage still run; then the error, then close: the stream
+            // cannot be framed any more.
+            protocol_error(c, at, *parsed, format!("ERR Protocol error: {}", e.0));
+            Next::Garbage
+        }
     }
 }
 
@@ -1561,27 +1588,11 @@ impl BusyServe {
                     unauthenticated: self.requirepass.is_some() && !c.session.authed,
                 };
                 let at = c.parsed;
-                match c.parser.parse(&c.input[at..], parse_limits) {
-                    Ok(Some(p)) => {
-                        let args = p
-                            .args
-                            .into_iter()
-                            .map(|r| r.start + at..r.end + at)
-                            .collect();
-                        c.parsed = at + p.consumed;
-                        self.parsed += 1;
-                        c.queue.push_back(Pending {
-                            args,
-                            error: None,
-                            end: c.parsed,
-                            reads_begun: true,
-                            seq: self.parsed,
-                        });
-                    }
-                    Ok(None) => break,
-                    Err(e) => {
-                        protocol_error(c, at, self.parsed, format!("ERR Protocol error: {}", e.0))
-                    }
+                match parse_next(c, at, parse_limits, &mut self.parsed, true) {
+                    Next::Queued(end) => c.parsed = end,
+                    Next::Partial => break,
+                    // The error is queued: it is answered next, and the connection closes.
+                    Next::Garbage => {}
                 }
             }
             let Some(p) = c.queue.pop_front() else {

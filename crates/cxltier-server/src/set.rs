@@ -5,9 +5,10 @@
 use cxltier_store::{Kind, StoreError};
 use rand::Rng;
 
-use crate::args::{int_arg, random_draws, scan_options, typed};
+use crate::args::{
+    count_reply, int_arg, random_draws, reply_each_member, reply_scan_page, scan_args, typed,
+};
 use crate::context::{fail, Ctx, Effect};
-use crate::cursors::{cursor_from_wire, cursor_to_wire};
 use crate::encoding::{is_canonical_int, SET_HASHTABLE as HASHTABLE};
 use crate::errors::{NOT_INT, RANDOM_COUNT_RANGE, SYNTAX};
 use crate::notify::class as nc;
@@ -92,25 +93,16 @@ pub(crate) fn sismember(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, Sto
 }
 
 pub(crate) fn smismember(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
-    typed(ctx, |ctx| {
-        let mut found = Vec::with_capacity(args.len() - 2);
-        for m in &args[2..] {
-            found.push(ctx.store.sismember(args[1], m)?);
-        }
-        reply::array(ctx.out, found.len());
-        for b in found {
-            reply::int(ctx.out, b as i64);
-        }
-        Ok(Effect::Read)
-    })
+    reply_each_member(
+        ctx,
+        args,
+        |store, key, m| store.sismember(key, m),
+        |ctx, found| reply::int(ctx.out, found as i64),
+    )
 }
 
 pub(crate) fn scard(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
-    typed(ctx, |ctx| {
-        let n = ctx.store.scard(args[1])?;
-        reply::int(ctx.out, n as i64);
-        Ok(Effect::Read)
-    })
+    count_reply(ctx, |store| store.scard(args[1]))
 }
 
 pub(crate) fn smembers(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
@@ -257,24 +249,12 @@ pub(crate) fn srandmember(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, S
 }
 
 pub(crate) fn sscan(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
-    let Some(after) = cursor_from_wire(args[2]) else {
-        return fail(ctx, "ERR invalid cursor");
-    };
-    let Ok((pattern, count)) = scan_options(ctx, &args[3..]) else {
+    let Ok((after, pattern, count)) = scan_args(ctx, args) else {
         return Ok(Effect::Read);
     };
     typed(ctx, |ctx| {
-        let (page, next) = ctx.store.sscan(args[1], after.as_deref(), count)?;
-        let page: Vec<Vec<u8>> = page
-            .into_iter()
-            .filter(|m| pattern.is_none_or(|p| crate::glob::matches(p, m, false)))
-            .collect();
-        reply::array(ctx.out, 2);
-        reply::bulk(ctx.out, &cursor_to_wire(next.as_deref()));
-        reply::array(ctx.out, page.len());
-        for m in &page {
-            reply::bulk(ctx.out, m);
-        }
+        let page = ctx.store.sscan(args[1], after.as_deref(), count)?;
+        reply_scan_page(ctx.out, page, pattern);
         Ok(Effect::Read)
     })
 }
@@ -471,6 +451,7 @@ pub(crate) fn sintercard(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, St
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cursors::{cursor_from_wire, cursor_to_wire};
     use crate::testdb::Db;
 
     const WT: &str = "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n";

@@ -4,7 +4,7 @@
 
 use cxltier_store::{Kind, StoreError};
 
-use crate::args::format_f64;
+use crate::args::{format_f64, parse_f64};
 use crate::context::{
     arity, expire_at_ms, fail, invalid_expire, now_ms, parse_i64, Ctx, Effect, NOT_INT, SYNTAX,
     WRONGTYPE,
@@ -305,15 +305,6 @@ pub(crate) fn strlen(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
     };
     reply::int(ctx.out, len as i64);
     Ok(Effect::Read)
-}
-
-/// A float as Redis reads one: no spaces, no NaN.
-fn parse_f64(b: &[u8]) -> Option<f64> {
-    let s = std::str::from_utf8(b).ok()?;
-    if s.is_empty() || s.bytes().any(|c| c.is_ascii_whitespace()) {
-        return None;
-    }
-    s.parse::<f64>().ok().filter(|f| !f.is_nan())
 }
 
 pub(crate) fn incrbyfloat(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {

@@ -835,13 +835,7 @@ pub fn command_reply(out: &mut Vec<u8>, proto: u8, sub: &[&[u8]]) {
                 reply::bulk(out, rest[i]);
             }
         }
-        _ => reply::error(
-            out,
-            &format!(
-                "ERR unknown subcommand or wrong number of arguments for '{}'. Try COMMAND HELP.",
-                String::from_utf8_lossy(which)
-            ),
-        ),
+        _ => reply::error(out, &crate::errors::unknown_subcommand("COMMAND", which)),
     }
 }
 

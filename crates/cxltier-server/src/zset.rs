@@ -1,11 +1,12 @@
 //! The sorted set commands over the store's chunked sorted sets (`cxltier_store::Store::z*`):
 //! two counted trees (by member, by score), so ranks, ranges and counts read only their paths.
 
-use cxltier_store::{LexBound, ScoreBound, StoreError, ZAddFlags};
+use cxltier_store::{LexBound, ScoreBound, StoreError, ZAddFlags, ZAddOutcome};
 
-use crate::args::{int_arg, scan_options, typed};
+use crate::args::{
+    count_reply, int_arg, mpop, reply_each_member, reply_scan_page, scan_args, typed, Popped,
+};
 use crate::context::{fail, Ctx, Effect};
-use crate::cursors::{cursor_from_wire, cursor_to_wire};
 use crate::errors::{NOT_INT, SYNTAX};
 use crate::notify::class as nc;
 use crate::resp::reply;
@@ -49,6 +50,25 @@ fn lex_bound(b: &[u8]) -> Option<LexBound<'_>> {
             (b'(', rest) => Some(LexBound::Exclusive(rest)),
             _ => None,
         },
+    }
+}
+
+/// A score range's two bounds, or the error reply.
+fn score_range(min: &[u8], max: &[u8]) -> Result<(ScoreBound, ScoreBound), &'static str> {
+    match (score_bound(min), score_bound(max)) {
+        (Some(min), Some(max)) => Ok((min, max)),
+        _ => Err(BAD_SCORE_RANGE),
+    }
+}
+
+/// A lexicographic range's two bounds, or the error reply.
+fn lex_range<'a>(
+    min: &'a [u8],
+    max: &'a [u8],
+) -> Result<(LexBound<'a>, LexBound<'a>), &'static str> {
+    match (lex_bound(min), lex_bound(max)) {
+        (Some(min), Some(max)) => Ok((min, max)),
+        _ => Err(BAD_LEX_RANGE),
     }
 }
 
@@ -133,33 +153,47 @@ pub(crate) fn zadd(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErr
     typed(ctx, |ctx| {
         if incr {
             let (by, m) = pairs[0];
-            return match ctx.store.zincrby(args[1], flags, by, m) {
-                Ok(Some(s)) => {
-                    ctx.notify(nc::ZSET, "zincr", args[1]);
-                    reply::double(ctx.out, ctx.session.proto, s);
-                    Ok(Effect::Wrote)
-                }
-                Ok(None) => {
-                    reply::null(ctx.out, ctx.session.proto);
-                    Ok(Effect::Read)
-                }
-                Err(StoreError::Config(_)) => {
-                    fail(ctx, "ERR resulting score is not a number (NaN)")
-                }
-                Err(e) => Err(e),
-            };
+            let incremented = ctx.store.zincrby(args[1], flags, by, m);
+            return reply_incremented(ctx, args[1], incremented);
         }
         let o = ctx.store.zadd(args[1], flags, &pairs)?;
         if o.added + o.changed > 0 {
             ctx.notify(nc::ZSET, "zadd", args[1]);
         }
-        reply::int(ctx.out, (o.added + if ch { o.changed } else { 0 }) as i64);
-        Ok(if o.added + o.changed > 0 {
-            Effect::Wrote
-        } else {
-            Effect::Read
-        })
+        Ok(reply_added(ctx, &o, ch))
     })
+}
+
+/// ZADD INCR's and ZINCRBY's answer: the new score (the event is `zincr` for both, as Redis runs
+/// ZINCRBY as ZADD INCR), or null when a flag left the member as it was.
+fn reply_incremented(
+    ctx: &mut Ctx<'_>,
+    key: &[u8],
+    incremented: Result<Option<f64>, StoreError>,
+) -> Result<Effect, StoreError> {
+    match incremented {
+        Ok(Some(s)) => {
+            ctx.notify(nc::ZSET, "zincr", key);
+            reply::double(ctx.out, ctx.session.proto, s);
+            Ok(Effect::Wrote)
+        }
+        Ok(None) => {
+            reply::null(ctx.out, ctx.session.proto);
+            Ok(Effect::Read)
+        }
+        Err(StoreError::Config(_)) => fail(ctx, "ERR resulting score is not a number (NaN)"),
+        Err(e) => Err(e),
+    }
+}
+
+/// ZADD's and GEOADD's answer: the members added (and changed, with CH).
+pub(crate) fn reply_added(ctx: &mut Ctx<'_>, o: &ZAddOutcome, ch: bool) -> Effect {
+    reply::int(ctx.out, (o.added + if ch { o.changed } else { 0 }) as i64);
+    if o.added + o.changed > 0 {
+        Effect::Wrote
+    } else {
+        Effect::Read
+    }
 }
 
 pub(crate) fn zincrby(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
@@ -167,23 +201,10 @@ pub(crate) fn zincrby(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, Store
         return fail(ctx, NOT_FLOAT);
     };
     typed(ctx, |ctx| {
-        match ctx
+        let incremented = ctx
             .store
-            .zincrby(args[1], ZAddFlags::default(), by, args[3])
-        {
-            Ok(Some(s)) => {
-                // Redis runs ZINCRBY as ZADD INCR: `zincr`.
-                ctx.notify(nc::ZSET, "zincr", args[1]);
-                reply::double(ctx.out, ctx.session.proto, s);
-                Ok(Effect::Wrote)
-            }
-            Ok(None) => {
-                reply::null(ctx.out, ctx.session.proto);
-                Ok(Effect::Read)
-            }
-            Err(StoreError::Config(_)) => fail(ctx, "ERR resulting score is not a number (NaN)"),
-            Err(e) => Err(e),
-        }
+            .zincrby(args[1], ZAddFlags::default(), by, args[3]);
+        reply_incremented(ctx, args[1], incremented)
     })
 }
 
@@ -198,61 +219,42 @@ pub(crate) fn zrem(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErr
     })
 }
 
+/// A member's score, or null when it is absent.
+fn reply_score(ctx: &mut Ctx<'_>, score: Option<f64>) {
+    match score {
+        Some(s) => reply::double(ctx.out, ctx.session.proto, s),
+        None => reply::null(ctx.out, ctx.session.proto),
+    }
+}
+
 pub(crate) fn zscore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
     typed(ctx, |ctx| {
-        match ctx.store.zscore(args[1], args[2])? {
-            Some(s) => reply::double(ctx.out, ctx.session.proto, s),
-            None => reply::null(ctx.out, ctx.session.proto),
-        }
+        let score = ctx.store.zscore(args[1], args[2])?;
+        reply_score(ctx, score);
         Ok(Effect::Read)
     })
 }
 
 pub(crate) fn zmscore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
-    typed(ctx, |ctx| {
-        let mut got = Vec::with_capacity(args.len() - 2);
-        for m in &args[2..] {
-            got.push(ctx.store.zscore(args[1], m)?);
-        }
-        reply::array(ctx.out, got.len());
-        for s in got {
-            match s {
-                Some(s) => reply::double(ctx.out, ctx.session.proto, s),
-                None => reply::null(ctx.out, ctx.session.proto),
-            }
-        }
-        Ok(Effect::Read)
-    })
+    reply_each_member(ctx, args, |store, key, m| store.zscore(key, m), reply_score)
 }
 
 pub(crate) fn zcard(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
-    typed(ctx, |ctx| {
-        let n = ctx.store.zcard(args[1])?;
-        reply::int(ctx.out, n as i64);
-        Ok(Effect::Read)
-    })
+    count_reply(ctx, |store| store.zcard(args[1]))
 }
 
 pub(crate) fn zcount(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
-    let (Some(min), Some(max)) = (score_bound(args[2]), score_bound(args[3])) else {
-        return fail(ctx, BAD_SCORE_RANGE);
-    };
-    typed(ctx, |ctx| {
-        let n = ctx.store.zcount(args[1], min, max)?;
-        reply::int(ctx.out, n as i64);
-        Ok(Effect::Read)
-    })
+    match score_range(args[2], args[3]) {
+        Ok((min, max)) => count_reply(ctx, |store| store.zcount(args[1], min, max)),
+        Err(e) => fail(ctx, e),
+    }
 }
 
 pub(crate) fn zlexcount(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
-    let (Some(min), Some(max)) = (lex_bound(args[2]), lex_bound(args[3])) else {
-        return fail(ctx, BAD_LEX_RANGE);
-    };
-    typed(ctx, |ctx| {
-        let n = ctx.store.zlexcount(args[1], min, max)?;
-        reply::int(ctx.out, n as i64);
-        Ok(Effect::Read)
-    })
+    match lex_range(args[2], args[3]) {
+        Ok((min, max)) => count_reply(ctx, |store| store.zlexcount(args[1], min, max)),
+        Err(e) => fail(ctx, e),
+    }
 }
 
 fn rank(ctx: &mut Ctx<'_>, args: &[&[u8]], rev: bool) -> Result<Effect, StoreError> {
@@ -343,34 +345,39 @@ type Ranged = Result<Vec<(Vec<u8>, f64)>, &'static str>;
 
 /// The members a range names, with their scores.
 fn run_range(ctx: &mut Ctx<'_>, key: &[u8], r: &Range<'_>) -> Result<Ranged, StoreError> {
-    Ok(Ok(match r.by {
+    match r.by {
         By::Rank => {
             let (Some(a), Some(b)) = (int_arg(r.lo), int_arg(r.hi)) else {
                 return Ok(Err(NOT_INT));
             };
-            ctx.store.zrange_by_rank(key, a, b, r.rev)?
+            Ok(Ok(ctx.store.zrange_by_rank(key, a, b, r.rev)?))
         }
-        By::Score => {
-            let (Some(min), Some(max)) = (score_bound(r.lo), score_bound(r.hi)) else {
-                return Ok(Err(BAD_SCORE_RANGE));
-            };
-            if r.offset < 0 {
-                return Ok(Ok(Vec::new()));
-            }
+        By::Score => by_bounds(score_range(r.lo, r.hi), r.offset, |min, max, offset| {
             ctx.store
-                .zrange_by_score(key, min, max, r.rev, r.offset as u64, r.count)?
-        }
-        By::Lex => {
-            let (Some(min), Some(max)) = (lex_bound(r.lo), lex_bound(r.hi)) else {
-                return Ok(Err(BAD_LEX_RANGE));
-            };
-            if r.offset < 0 {
-                return Ok(Ok(Vec::new()));
-            }
+                .zrange_by_score(key, min, max, r.rev, offset, r.count)
+        }),
+        By::Lex => by_bounds(lex_range(r.lo, r.hi), r.offset, |min, max, offset| {
             ctx.store
-                .zrange_by_lex(key, min, max, r.rev, r.offset as u64, r.count)?
-        }
-    }))
+                .zrange_by_lex(key, min, max, r.rev, offset, r.count)
+        }),
+    }
+}
+
+/// A range by score or by lex: the error of its `bounds`, nothing for a negative LIMIT
+/// `offset`, else what `read` gives for the bounds and the offset.
+fn by_bounds<B>(
+    bounds: Result<(B, B), &'static str>,
+    offset: i64,
+    read: impl FnOnce(B, B, u64) -> Result<Vec<(Vec<u8>, f64)>, StoreError>,
+) -> Result<Ranged, StoreError> {
+    let (min, max) = match bounds {
+        Ok(b) => b,
+        Err(e) => return Ok(Err(e)),
+    };
+    if offset < 0 {
+        return Ok(Ok(Vec::new()));
+    }
+    Ok(Ok(read(min, max, offset as u64)?))
 }
 
 fn range_reply(ctx: &mut Ctx<'_>, key: &[u8], r: Range<'_>) -> Result<Effect, StoreError> {
@@ -407,21 +414,23 @@ fn legacy_options_ok(opts: &[&[u8]], limit: bool, withscores: bool) -> bool {
     true
 }
 
-/// ZRANGEBYSCORE, ZREVRANGEBYSCORE and ZRANGEBYLEX as the ZRANGE they are.
+/// ZRANGEBYSCORE, ZREVRANGEBYSCORE, ZRANGEBYLEX, ZREVRANGEBYLEX and ZREVRANGE as the ZRANGE
+/// they are: `by` (BYSCORE or BYLEX; `None`, by rank, takes no LIMIT) and REV after the bounds.
 fn legacy_range(
     ctx: &mut Ctx<'_>,
     args: &[&[u8]],
-    by: &[u8],
+    by: Option<&'static [u8]>,
     rev: bool,
 ) -> Result<Effect, StoreError> {
-    if !legacy_options_ok(&args[4..], true, by != b"BYLEX") {
+    if !legacy_options_ok(&args[4..], by.is_some(), by != Some(b"BYLEX")) {
         return fail(ctx, SYNTAX);
     }
-    let mut a: Vec<&[u8]> = args[2..].to_vec();
-    a.insert(2, by);
+    let mut a: Vec<&[u8]> = args[2..4].to_vec();
+    a.extend(by);
     if rev {
-        a.insert(3, b"REV");
+        a.push(b"REV");
     }
+    a.extend_from_slice(&args[4..]);
     match parse_range(&a, false) {
         Err(m) => fail(ctx, m),
         Ok(r) => range_reply(ctx, args[1], r),
@@ -429,13 +438,13 @@ fn legacy_range(
 }
 
 pub(crate) fn zrangebyscore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
-    legacy_range(ctx, args, b"BYSCORE", false)
+    legacy_range(ctx, args, Some(b"BYSCORE"), false)
 }
 pub(crate) fn zrevrangebyscore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
-    legacy_range(ctx, args, b"BYSCORE", true)
+    legacy_range(ctx, args, Some(b"BYSCORE"), true)
 }
 pub(crate) fn zrangebylex(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
-    legacy_range(ctx, args, b"BYLEX", false)
+    legacy_range(ctx, args, Some(b"BYLEX"), false)
 }
 
 pub(crate) fn zrangestore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
@@ -506,18 +515,10 @@ pub(crate) fn zpopmax(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, Store
 }
 
 pub(crate) fn zrevrange(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
-    if !legacy_options_ok(&args[4..], false, true) {
-        return fail(ctx, SYNTAX);
-    }
-    let mut a: Vec<&[u8]> = args[2..].to_vec();
-    a.insert(2, b"REV");
-    match parse_range(&a, false) {
-        Err(m) => fail(ctx, m),
-        Ok(r) => range_reply(ctx, args[1], r),
-    }
+    legacy_range(ctx, args, None, true)
 }
 pub(crate) fn zrevrangebylex(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
-    legacy_range(ctx, args, b"BYLEX", true)
+    legacy_range(ctx, args, Some(b"BYLEX"), true)
 }
 
 /// ZREMRANGEBYRANK, ZREMRANGEBYSCORE, ZREMRANGEBYLEX: the members of the range, removed (a
@@ -567,23 +568,10 @@ pub(crate) fn zremrangebylex(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect
 /// ZRANDMEMBER key [count [WITHSCORES]], Redis 7.0's semantics: a positive count gives
 /// distinct members, a negative one allows repeats (bounded by the client-output-buffer-limit).
 pub(crate) fn zrandmember(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
-    let mut count = None;
-    let mut withscores = false;
-    if args.len() >= 3 {
-        let c = match int_arg(args[2]) {
-            None => return fail(ctx, NOT_INT),
-            Some(i64::MIN) => return fail(ctx, crate::errors::RANDOM_COUNT_RANGE),
-            Some(c) => c,
-        };
-        if args.len() > 4 || (args.len() == 4 && !args[3].eq_ignore_ascii_case(b"WITHSCORES")) {
-            return fail(ctx, SYNTAX);
-        }
-        withscores = args.len() == 4;
-        if withscores && !(-(i64::MAX / 2)..=i64::MAX / 2).contains(&c) {
-            return fail(ctx, "ERR value is out of range");
-        }
-        count = Some(c);
-    }
+    let (count, withscores) = match crate::args::random_count_args(args, b"WITHSCORES") {
+        Ok(a) => a,
+        Err(e) => return fail(ctx, e),
+    };
     let proto = ctx.session.proto;
     typed(ctx, |ctx| {
         let card = ctx.store.zcard(args[1])?;
@@ -905,57 +893,18 @@ pub(crate) fn zintercard(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, St
     })
 }
 
-/// ZMPOP's keys, whether it pops the highest, and its count.
-type MpopArgs<'a> = (Vec<&'a [u8]>, bool, Option<u64>);
-
-/// `numkeys key... MIN|MAX [COUNT count]` of ZMPOP and BZMPOP, from `args[at]`.
-fn zmpop_args<'a>(args: &[&'a [u8]], at: usize) -> Result<MpopArgs<'a>, &'static str> {
-    let n = match int_arg(args[at]) {
-        Some(n) if n > 0 => n as u64,
-        _ => return Err("ERR numkeys should be greater than 0"),
-    };
-    let end_at = (at as u64 + 1).saturating_add(n);
-    if end_at >= args.len() as u64 {
-        return Err(SYNTAX);
-    }
-    let end_at = end_at as usize;
-    let max = match args[end_at].to_ascii_uppercase().as_slice() {
-        b"MIN" => false,
-        b"MAX" => true,
-        _ => return Err(SYNTAX),
-    };
-    let mut count = None;
-    let mut i = end_at + 1;
-    while i < args.len() {
-        if count.is_none() && args[i].eq_ignore_ascii_case(b"COUNT") && i + 1 < args.len() {
-            match int_arg(args[i + 1]) {
-                Some(c) if c > 0 => count = Some(c as u64),
-                _ => return Err("ERR count should be greater than 0"),
-            }
-            i += 2;
-        } else {
-            return Err(SYNTAX);
-        }
-    }
-    Ok((args[at + 1..end_at].to_vec(), max, count))
-}
-
 /// A key and the members (with scores) popped from it.
-type ZPopped = (Vec<u8>, Vec<(Vec<u8>, f64)>);
+type ZPopped = Popped<(Vec<u8>, f64)>;
+
+/// A pop's event (`zpopmin`/`zpopmax`, also for BZPOP*, ZMPOP, BZMPOP), then `del` when it
+/// emptied the sorted set.
+fn announce_pop(ctx: &mut Ctx<'_>, key: &[u8], max: bool) {
+    ctx.notify_pop(nc::ZSET, if max { "zpopmax" } else { "zpopmin" }, key);
+}
 
 /// The first of `keys` holding a non-empty sorted set, up to `count` of its lowest (or
 /// highest) members popped; a key of another type is WRONGTYPE, or only not ready while the
 /// server runs a parked command again.
-/// A pop's event (`zpopmin`/`zpopmax`, also for BZPOP*, ZMPOP, BZMPOP), then `del` when it
-/// emptied the sorted set: ZMPOP's keys are no key positions of the table's, so it is said
-/// here rather than left to dispatch.
-fn announce_pop(ctx: &mut Ctx<'_>, key: &[u8], max: bool) {
-    ctx.notify(nc::ZSET, if max { "zpopmax" } else { "zpopmin" }, key);
-    if ctx.info.notify.active() && !ctx.store.contains(key) {
-        ctx.notify(nc::GENERIC, "del", key);
-    }
-}
-
 fn zpop_first(
     ctx: &mut Ctx<'_>,
     keys: &[&[u8]],
@@ -983,86 +932,50 @@ fn zpop_first(
 /// being what was popped (Redis 7.0).
 fn zpop_op(max: bool, key: &[u8], count: Option<usize>) -> crate::write_stream::Op {
     let verb: &[u8] = if max { b"zpopmax" } else { b"zpopmin" };
-    let mut op = vec![verb.to_vec(), key.to_vec()];
-    if let Some(n) = count {
-        op.push(n.to_string().into_bytes());
-    }
-    op
-}
-
-fn reply_mpop(ctx: &mut Ctx<'_>, key: &[u8], got: &[(Vec<u8>, f64)]) {
-    reply::array(ctx.out, 2);
-    reply::bulk(ctx.out, crate::db::user_key(key));
-    let proto = ctx.session.proto;
-    reply::array(ctx.out, got.len());
-    for (m, s) in got {
-        reply::array(ctx.out, 2);
-        reply::bulk(ctx.out, m);
-        reply::double(ctx.out, proto, *s);
-    }
+    crate::args::pop_op(verb, key, count)
 }
 
 pub(crate) fn zmpop(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
-    let (keys, max, count) = match zmpop_args(args, 1) {
-        Ok(a) => a,
-        Err(e) => return fail(ctx, e),
-    };
-    typed(ctx, |ctx| {
-        match zpop_first(ctx, &keys, max, count.unwrap_or(1))? {
-            Some((k, got)) => {
-                ctx.session
-                    .propagate_as(|| vec![zpop_op(max, &k, Some(got.len()))]);
-                reply_mpop(ctx, &k, &got);
-                Ok(Effect::Wrote)
-            }
-            None => {
-                reply::null_array(ctx.out, ctx.session.proto);
-                Ok(Effect::Read)
-            }
-        }
-    })
+    zsets_mpop(ctx, args, false)
 }
 
 pub(crate) fn bzmpop(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
-    let (keys, max, count) = match zmpop_args(args, 2) {
-        Ok(a) => a,
-        Err(e) => return fail(ctx, e),
+    zsets_mpop(ctx, args, true)
+}
+
+fn zsets_mpop(ctx: &mut Ctx<'_>, args: &[&[u8]], blocking: bool) -> Result<Effect, StoreError> {
+    let min_or_max = |w: &[u8]| match w.to_ascii_uppercase().as_slice() {
+        b"MIN" => Some(false),
+        b"MAX" => Some(true),
+        _ => None,
     };
-    let deadline = match crate::args::timeout_arg(args[1]) {
-        Ok(d) => d,
-        Err(e) => return fail(ctx, e),
-    };
-    typed(ctx, |ctx| {
-        match zpop_first(ctx, &keys, max, count.unwrap_or(1))? {
-            Some((k, got)) => {
-                ctx.session
-                    .propagate_as(|| vec![zpop_op(max, &k, Some(got.len()))]);
-                reply_mpop(ctx, &k, &got);
-                Ok(Effect::Wrote)
-            }
-            None => Ok(crate::args::wait(ctx, &keys, deadline, false)),
-        }
-    })
+    mpop(
+        ctx,
+        args,
+        blocking,
+        min_or_max,
+        zpop_first,
+        zpop_op,
+        |ctx, (m, s)| {
+            reply::array(ctx.out, 2);
+            reply::bulk(ctx.out, m);
+            reply::double(ctx.out, ctx.session.proto, *s);
+        },
+    )
 }
 
 fn bzpop(ctx: &mut Ctx<'_>, args: &[&[u8]], max: bool) -> Result<Effect, StoreError> {
-    let deadline = match crate::args::timeout_arg(args[args.len() - 1]) {
-        Ok(d) => d,
-        Err(e) => return fail(ctx, e),
-    };
-    let keys = &args[1..args.len() - 1];
-    typed(ctx, |ctx| match zpop_first(ctx, keys, max, 1)? {
-        Some((k, got)) => {
-            ctx.session.propagate_as(|| vec![zpop_op(max, &k, None)]);
-            let proto = ctx.session.proto;
-            reply::array(ctx.out, 3);
-            reply::bulk(ctx.out, crate::db::user_key(&k));
-            reply::bulk(ctx.out, &got[0].0);
-            reply::double(ctx.out, proto, got[0].1);
-            Ok(Effect::Wrote)
-        }
-        None => Ok(crate::args::wait(ctx, keys, deadline, false)),
-    })
+    crate::args::bpop(
+        ctx,
+        args,
+        |ctx, keys| zpop_first(ctx, keys, max, 1),
+        |k| zpop_op(max, k, None),
+        2,
+        |ctx, (m, s)| {
+            reply::bulk(ctx.out, m);
+            reply::double(ctx.out, ctx.session.proto, *s);
+        },
+    )
 }
 
 pub(crate) fn bzpopmin(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
@@ -1073,26 +986,12 @@ pub(crate) fn bzpopmax(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, Stor
 }
 
 pub(crate) fn zscan(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
-    let Some(after) = cursor_from_wire(args[2]) else {
-        return fail(ctx, "ERR invalid cursor");
-    };
-    let Ok((pattern, count)) = scan_options(ctx, &args[3..]) else {
+    let Ok((after, pattern, count)) = scan_args(ctx, args) else {
         return Ok(Effect::Read);
     };
     typed(ctx, |ctx| {
-        let (page, next) = ctx.store.zscan(args[1], after.as_deref(), count)?;
-        let page: Vec<(Vec<u8>, f64)> = page
-            .into_iter()
-            .filter(|(m, _)| pattern.is_none_or(|p| crate::glob::matches(p, m, false)))
-            .collect();
-        reply::array(ctx.out, 2);
-        reply::bulk(ctx.out, &cursor_to_wire(next.as_deref()));
-        // The SCAN family answers scores as strings in either protocol.
-        reply::array(ctx.out, 2 * page.len());
-        for (m, s) in &page {
-            reply::bulk(ctx.out, m);
-            reply::double(ctx.out, 2, *s);
-        }
+        let page = ctx.store.zscan(args[1], after.as_deref(), count)?;
+        reply_scan_page(ctx.out, page, pattern);
         Ok(Effect::Read)
     })
 }

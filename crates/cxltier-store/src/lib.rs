@@ -139,7 +139,7 @@ impl Kind {
         )
     }
 
-    /// Redis's name for the type (`TYPE`).
+    /// Redis's name for the type (`TYPE`, `SCAN ... TYPE`): a hash is a hash however it is kept.
     pub fn type_name(self) -> &'static str {
         match self {
             Kind::String | Kind::BigString => "string",
@@ -147,6 +147,7 @@ impl Kind {
             Kind::List => "list",
             Kind::Set => "set",
             Kind::ZSet => "zset",
+            // Never reaches a user: the store hides collection parts.
             Kind::Chunk => "none",
         }
     }

@@ -284,6 +284,15 @@ impl<'a> Input<'a> {
         Ok(n)
     }
 
+    /// `n` strings one after the other (`n` checked by [`Input::count`]).
+    fn strings(&mut self, n: u64) -> Result<Strings> {
+        let mut strings = Strings::with_capacity(n as usize, 0);
+        for _ in 0..n {
+            strings.push_with(|out| self.string_into(out))?;
+        }
+        Ok(strings)
+    }
+
     fn check_len(&self, len: u64) -> Result<()> {
         if len > self.max_string as u64 {
             return Err(LoadError::TooLarge {
@@ -369,19 +378,11 @@ pub fn read_value(rdb_type: u8, input: &mut Input<'_>) -> Result<Value> {
         TYPE_STRING => Value::String(input.string()?),
         TYPE_LIST => {
             let n = input.count(1)?;
-            let mut list = Strings::with_capacity(n as usize, 0);
-            for _ in 0..n {
-                list.push_with(|out| input.string_into(out))?;
-            }
-            Value::List(list)
+            Value::List(input.strings(n)?)
         }
         TYPE_SET => {
             let n = input.count(1)?;
-            let mut set = Strings::with_capacity(n as usize, 0);
-            for _ in 0..n {
-                set.push_with(|out| input.string_into(out))?;
-            }
-            Value::Set(set)
+            Value::Set(input.strings(n)?)
         }
         TYPE_ZSET | TYPE_ZSET_2 => {
             // A member takes a byte at least, a score one (text) or eight (binary).
@@ -400,12 +401,9 @@ pub fn read_value(rdb_type: u8, input: &mut Input<'_>) -> Result<Value> {
             Value::ZSet { members, scores }
         }
         TYPE_HASH => {
+            // Fields and values, alternating.
             let n = input.count(2)?;
-            let mut fields = Strings::with_capacity(2 * n as usize, 0);
-            for _ in 0..2 * n {
-                fields.push_with(|out| input.string_into(out))?;
-            }
-            Value::Hash(fields)
+            Value::Hash(input.strings(2 * n)?)
         }
         TYPE_LIST_QUICKLIST | TYPE_LIST_QUICKLIST_2 => quicklist(rdb_type, input)?,
         TYPE_HASH_ZIPMAP => Value::Hash(zipmap(&input.blob()?)?),
@@ -660,11 +658,7 @@ fn listpack(lp: &[u8], mut entry: impl FnMut(Entry<'_>) -> Result<()>) -> Result
             0x00..=0x7f => Entry::Int(i64::from(b)),
             0x80..=0xbf | 0xe0..=0xf0 => Entry::Str(&body[head..]),
             0xc0..=0xdf => Entry::Int(signed(u64::from(b & 0x1f) << 8 | u64::from(body[0]), 13)),
-            _ => {
-                let mut le = [0u8; 8];
-                le[..head].copy_from_slice(body);
-                Entry::Int(signed(u64::from_le_bytes(le), 8 * head as u32))
-            }
+            _ => Entry::Int(signed_le(body)),
         };
         entry(e)?;
         count += 1;
@@ -679,6 +673,13 @@ fn listpack(lp: &[u8], mut entry: impl FnMut(Entry<'_>) -> Result<()>) -> Result
         )));
     }
     Ok(())
+}
+
+/// The two's complement value of a little-endian integer of `bytes.len()` (at most 8) bytes.
+fn signed_le(bytes: &[u8]) -> i64 {
+    let mut le = [0u8; 8];
+    le[..bytes.len()].copy_from_slice(bytes);
+    signed(u64::from_le_bytes(le), 8 * bytes.len() as u32)
 }
 
 /// The two's complement value of the low `bits` bits of `u`.
@@ -759,11 +760,7 @@ fn ziplist(zl: &[u8], mut entry: impl FnMut(Entry<'_>) -> Result<()>) -> Result<
         let e = match enc {
             0..=0xbf => Entry::Str(body),
             0xf1..=0xfd => Entry::Int(i64::from(enc & 0x0f) - 1),
-            _ => {
-                let mut le = [0u8; 8];
-                le[..data].copy_from_slice(body);
-                Entry::Int(signed(u64::from_le_bytes(le), 8 * data as u32))
-            }
+            _ => Entry::Int(signed_le(body)),
         };
         entry(e)?;
         count += 1;
@@ -805,9 +802,7 @@ fn intset(is: &[u8]) -> Result<Strings> {
     let mut set = Strings::with_capacity(count, count * 4);
     let mut prev = None;
     for raw in is[8..].chunks_exact(width) {
-        let mut le = [0u8; 8];
-        le[..width].copy_from_slice(raw);
-        let v = signed(u64::from_le_bytes(le), 8 * width as u32);
+        let v = signed_le(raw);
         if prev.is_some_and(|p| v <= p) {
             return Err(bad("out of order or with a repeat"));
         }

@@ -23,7 +23,7 @@ pub mod lzf;
 
 use std::io::{self, Write};
 
-use cxltier_store::{Kind, Store, StoreError};
+use cxltier_store::{Kind, ScanPage, Store, StoreError};
 
 const RDB_VERSION: &[u8] = b"REDIS0010";
 /// The RDB version written, and the newest read: Redis 7.0's.
@@ -353,23 +353,14 @@ pub(crate) fn write_value<W: Write>(
                 return Ok(false);
             }
             header(w, TYPE_SET)?;
-            w.len(n)?;
-            let mut after: Option<Vec<u8>> = None;
-            let mut written = 0u64;
-            loop {
-                let (page, next) = store.sscan(key, after.as_deref(), PAGE)?;
-                for m in &page {
-                    w.string(m)?;
-                }
-                written += page.len() as u64;
-                match next {
-                    Some(n) => after = Some(n),
-                    None => break,
-                }
-            }
-            if written != n {
-                return Err(short_collection(name));
-            }
+            write_pages(
+                store,
+                w,
+                name,
+                n,
+                |store, after| store.sscan(key, after, PAGE),
+                |w, m| w.string(m),
+            )?;
         }
         Kind::ZSet => {
             let n = store.zcard(key)?;
@@ -377,24 +368,17 @@ pub(crate) fn write_value<W: Write>(
                 return Ok(false);
             }
             header(w, TYPE_ZSET_2)?;
-            w.len(n)?;
-            let mut after: Option<Vec<u8>> = None;
-            let mut written = 0u64;
-            loop {
-                let (page, next) = store.zscan(key, after.as_deref(), PAGE)?;
-                for (m, score) in &page {
+            write_pages(
+                store,
+                w,
+                name,
+                n,
+                |store, after| store.zscan(key, after, PAGE),
+                |w, (m, score)| {
                     w.string(m)?;
-                    w.binary_double(*score)?;
-                }
-                written += page.len() as u64;
-                match next {
-                    Some(n) => after = Some(n),
-                    None => break,
-                }
-            }
-            if written != n {
-                return Err(short_collection(name));
-            }
+                    w.binary_double(*score)
+                },
+            )?;
         }
         Kind::ChunkedHash => {
             let n = store.hlen(key)?;
@@ -402,29 +386,53 @@ pub(crate) fn write_value<W: Write>(
                 return Ok(false);
             }
             header(w, TYPE_HASH)?;
-            w.len(n)?;
-            let mut after: Option<Vec<u8>> = None;
-            let mut written = 0u64;
-            loop {
-                let (page, next) = store.hscan(key, after.as_deref(), PAGE)?;
-                for (f, v) in &page {
+            write_pages(
+                store,
+                w,
+                name,
+                n,
+                |store, after| store.hscan(key, after, PAGE),
+                |w, (f, v)| {
                     w.string(f)?;
-                    w.string(v)?;
-                }
-                written += page.len() as u64;
-                match next {
-                    Some(n) => after = Some(n),
-                    None => break,
-                }
-            }
-            if written != n {
-                return Err(short_collection(name));
-            }
+                    w.string(v)
+                },
+            )?;
         }
         // Not user values: the scan never returns them.
         Kind::Chunk | Kind::BigString => return Ok(false),
     }
     Ok(true)
+}
+
+/// A collection's length `count`, then its members page by page from `scan` (given the cursor
+/// to continue after), each written by `member`: the members written must add up to `count`,
+/// the length already written, or the file would not load.
+fn write_pages<W: Write, T>(
+    store: &mut Store,
+    w: &mut RdbWriter<W>,
+    name: &[u8],
+    count: u64,
+    mut scan: impl FnMut(&mut Store, Option<&[u8]>) -> Result<ScanPage<T>, StoreError>,
+    mut member: impl FnMut(&mut RdbWriter<W>, &T) -> io::Result<()>,
+) -> Result<(), RdbError> {
+    w.len(count)?;
+    let mut after: Option<Vec<u8>> = None;
+    let mut written = 0u64;
+    loop {
+        let (page, next) = scan(store, after.as_deref())?;
+        for m in &page {
+            member(w, m)?;
+        }
+        written += page.len() as u64;
+        match next {
+            Some(n) => after = Some(n),
+            None => break,
+        }
+    }
+    if written != count {
+        return Err(short_collection(name));
+    }
+    Ok(())
 }
 
 /// A collection whose members did not add up to its count: the file would not load.

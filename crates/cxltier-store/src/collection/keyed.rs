@@ -28,9 +28,7 @@ impl Store {
 
     /// `SCARD` (0 when absent).
     pub fn scard(&mut self, key: &[u8]) -> Result<u64> {
-        Ok(self
-            .coll_read(key, Kind::Set, |_, r| Ok(r.tops[0].count()))?
-            .unwrap_or(0))
+        self.coll_len(key, Kind::Set)
     }
 
     /// `SSCAN` / `SMEMBERS` in pieces: up to `count` members after `after`, and the cursor to
@@ -64,9 +62,7 @@ impl Store {
 
     /// `HLEN` (0 when absent).
     pub fn hlen(&mut self, key: &[u8]) -> Result<u64> {
-        Ok(self
-            .coll_read(key, Kind::ChunkedHash, |_, r| Ok(r.tops[0].count()))?
-            .unwrap_or(0))
+        self.coll_len(key, Kind::ChunkedHash)
     }
 
     /// `HSCAN` / `HGETALL` in pieces: up to `count` fields after `after` with their values, and

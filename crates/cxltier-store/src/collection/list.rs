@@ -137,9 +137,7 @@ impl Store {
 
     /// `LLEN` (0 when absent).
     pub fn list_len(&mut self, key: &[u8]) -> Result<u64> {
-        Ok(self
-            .coll_read(key, Kind::List, |_, r| Ok(r.tops[0].count()))?
-            .unwrap_or(0))
+        self.coll_len(key, Kind::List)
     }
 
     /// `LINDEX` (negative from the end).

@@ -184,6 +184,13 @@ impl Store {
         Ok(Some((root, exp)))
     }
 
+    /// The members (fields, elements) of the collection of `kind` under `key`; 0 when absent.
+    fn coll_len(&mut self, key: &[u8], kind: Kind) -> Result<u64> {
+        Ok(self
+            .coll_read(key, kind, |_, r| Ok(r.tops[0].count()))?
+            .unwrap_or(0))
+    }
+
     /// Run a read-only `f` over the collection; `None` when the key is absent. An open
     /// collection is read as it is now, its unwritten nodes included.
     fn coll_read<R>(

@@ -408,15 +408,27 @@ impl Tx<'_> {
         self.decode_chunk(id).map(|(n, _)| n)
     }
 
-    /// The stored chunk `id` decoded, and its size.
-    fn decode_chunk(&mut self, id: u64) -> Result<(Node, usize)> {
+    /// The stored chunk `id` read in place, and the collection's key its checks name.
+    fn stored_chunk(&mut self, id: u64) -> Result<(&[u8], &[u8])> {
         let ck = self.chunk_key(id);
         let bytes = self
             .store
             .chunk_ref(&ck)?
             .ok_or_else(|| missing_chunk(&self.key, id))?;
+        Ok((bytes, &self.key))
+    }
+
+    /// The stored node of chunk `id`, parsed in place.
+    fn stored_node(&mut self, id: u64) -> Result<NodeRef<'_>> {
+        let (bytes, key) = self.stored_chunk(id)?;
+        NodeRef::parse(bytes, key)
+    }
+
+    /// The stored chunk `id` decoded, and its size.
+    fn decode_chunk(&mut self, id: u64) -> Result<(Node, usize)> {
+        let (bytes, key) = self.stored_chunk(id)?;
         let size = bytes.len();
-        let mut r = Reader::new(bytes, &self.key);
+        let mut r = Reader::new(bytes, key);
         let node = Node::decode(&mut r)?;
         if !r.done() {
             return Err(r.corrupt("bytes after the node"));
@@ -527,12 +539,7 @@ impl Tx<'_> {
                     }
                 }
             }
-            let ck = self.chunk_key(id);
-            let bytes = self
-                .store
-                .chunk_ref(&ck)?
-                .ok_or_else(|| missing_chunk(&self.key, id))?;
-            match NodeRef::parse(bytes, &self.key)? {
+            match self.stored_node(id)? {
                 NodeRef::Leaf(e) => {
                     return Ok(leaf_pos(&e, seek)
                         .ok()
@@ -568,12 +575,7 @@ impl Tx<'_> {
                     }
                 }
             }
-            let ck = self.chunk_key(id);
-            let bytes = self
-                .store
-                .chunk_ref(&ck)?
-                .ok_or_else(|| missing_chunk(&self.key, id))?;
-            match NodeRef::parse(bytes, &self.key)? {
+            match self.stored_node(id)? {
                 NodeRef::Leaf(e) => return Ok(n + e.partition_point(|e| below(e.0)) as u64),
                 NodeRef::Inner(c) => {
                     let j = c.partition_point(|c| below(c.first)).saturating_sub(1);
@@ -664,18 +666,14 @@ impl Tx<'_> {
             self.pending.insert(id, (node, size));
             return r;
         }
-        let ck = self.chunk_key(id);
         let kids: Vec<(u64, u64)> = {
-            let bytes = self
-                .store
-                .chunk_ref(&ck)?
-                .ok_or_else(|| missing_chunk(&self.key, id))?;
+            let (bytes, key) = self.stored_chunk(id)?;
             if !rev && bytes.first() == Some(&super::node::LEAF) {
                 // A forward walk reads the leaf's entries as it goes (no slot list for a
                 // range that takes a few of them).
-                return super::node::walk_leaf_bytes(bytes, &self.key, from, f);
+                return super::node::walk_leaf_bytes(bytes, key, from, f);
             }
-            match NodeRef::parse(bytes, &self.key)? {
+            match NodeRef::parse(bytes, key)? {
                 NodeRef::Leaf(e) => return Ok(walk_leaf(&e, from, rev, f)),
                 NodeRef::Inner(c) => c.iter().map(|c| (c.id, c.count)).collect(),
             }

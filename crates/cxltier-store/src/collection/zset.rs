@@ -102,37 +102,40 @@ impl Store {
             .unwrap_or(0))
     }
 
+    /// A read of the sorted set under `key`: `read`'s answer, or the empty one (0, none, no
+    /// members) when the key is absent.
+    fn zread<R: Default>(
+        &mut self,
+        key: &[u8],
+        read: impl FnOnce(&mut Tx<'_>, &Root) -> Result<R>,
+    ) -> Result<R> {
+        Ok(self.coll_read(key, Kind::ZSet, read)?.unwrap_or_default())
+    }
+
     /// `ZSCORE`.
     pub fn zscore(&mut self, key: &[u8], member: &[u8]) -> Result<Option<f64>> {
-        Ok(self
-            .coll_read(key, Kind::ZSet, |tx, r| {
-                Ok(tx
-                    .find(&r.tops[0], Seek::Key(member))?
-                    .map(|e| value_score(&e.1)))
-            })?
-            .flatten())
+        self.zread(key, |tx, r| {
+            Ok(tx
+                .find(&r.tops[0], Seek::Key(member))?
+                .map(|e| value_score(&e.1)))
+        })
     }
 
     /// `ZCARD` (0 when absent).
     pub fn zcard(&mut self, key: &[u8]) -> Result<u64> {
-        Ok(self
-            .coll_read(key, Kind::ZSet, |_, r| Ok(r.tops[0].count()))?
-            .unwrap_or(0))
+        self.coll_len(key, Kind::ZSet)
     }
 
     /// `ZRANK` / `ZREVRANK`.
     pub fn zrank(&mut self, key: &[u8], member: &[u8], rev: bool) -> Result<Option<u64>> {
-        Ok(self
-            .coll_read(key, Kind::ZSet, |tx, r| {
-                let Some(e) = tx.find(&r.tops[0], Seek::Key(member))? else {
-                    return Ok(None);
-                };
-                let below =
-                    tx.count_below(&r.tops[1], &score_key(value_score(&e.1), member), false)?;
-                let len = r.tops[1].count();
-                Ok(Some(if rev { len - 1 - below } else { below }))
-            })?
-            .flatten())
+        self.zread(key, |tx, r| {
+            let Some(e) = tx.find(&r.tops[0], Seek::Key(member))? else {
+                return Ok(None);
+            };
+            let below = tx.count_below(&r.tops[1], &score_key(value_score(&e.1), member), false)?;
+            let len = r.tops[1].count();
+            Ok(Some(if rev { len - 1 - below } else { below }))
+        })
     }
 
     /// `ZRANGE start stop [REV]` by rank: members with their scores.
@@ -143,17 +146,15 @@ impl Store {
         stop: i64,
         rev: bool,
     ) -> Result<Vec<(Vec<u8>, f64)>> {
-        Ok(self
-            .coll_read(key, Kind::ZSet, |tx, r| {
-                let len = r.tops[1].count();
-                let Some((a, b)) = norm_range(start, stop, len) else {
-                    return Ok(Vec::new());
-                };
-                let n = b - a + 1;
-                let from = if rev { len - 1 - a } else { a };
-                zwalk(tx, &r.tops[1], from, rev, n)
-            })?
-            .unwrap_or_default())
+        self.zread(key, |tx, r| {
+            let len = r.tops[1].count();
+            let Some((a, b)) = norm_range(start, stop, len) else {
+                return Ok(Vec::new());
+            };
+            let n = b - a + 1;
+            let from = if rev { len - 1 - a } else { a };
+            zwalk(tx, &r.tops[1], from, rev, n)
+        })
     }
 
     /// Positions `[lo, hi)` of the score tree that lie within `min..max`.
@@ -181,18 +182,13 @@ impl Store {
         offset: u64,
         limit: Option<u64>,
     ) -> Result<Vec<(Vec<u8>, f64)>> {
-        Ok(self
-            .coll_read(key, Kind::ZSet, |tx, r| {
-                let (lo, hi) = Self::zspan(tx, &r.tops[1], min, max)?;
-                let avail = (hi - lo).saturating_sub(offset);
-                let n = limit.map_or(avail, |l| l.min(avail));
-                if n == 0 {
-                    return Ok(Vec::new());
-                }
-                let from = if rev { hi - 1 - offset } else { lo + offset };
-                zwalk(tx, &r.tops[1], from, rev, n)
-            })?
-            .unwrap_or_default())
+        self.zread(key, |tx, r| {
+            let (lo, hi) = Self::zspan(tx, &r.tops[1], min, max)?;
+            let Some((from, n)) = window(lo, hi, rev, offset, limit) else {
+                return Ok(Vec::new());
+            };
+            zwalk(tx, &r.tops[1], from, rev, n)
+        })
     }
 
     /// Positions `[lo, hi)` of the member tree within `min..max`.
@@ -227,44 +223,35 @@ impl Store {
         offset: u64,
         limit: Option<u64>,
     ) -> Result<Vec<(Vec<u8>, f64)>> {
-        Ok(self
-            .coll_read(key, Kind::ZSet, |tx, r| {
-                let (lo, hi) = Self::lexspan(tx, &r.tops[0], min, max)?;
-                let avail = (hi - lo).saturating_sub(offset);
-                let n = limit.map_or(avail, |l| l.min(avail));
-                if n == 0 {
-                    return Ok(Vec::new());
-                }
-                let from = if rev { hi - 1 - offset } else { lo + offset };
-                let mut out = Vec::with_capacity(n.min(1024) as usize);
-                tx.walk(&r.tops[0], from, rev, &mut |k, v| {
-                    let e = (k, v);
-                    out.push((e.0.to_vec(), value_score(e.1)));
-                    (out.len() as u64) < n
-                })?;
-                Ok(out)
-            })?
-            .unwrap_or_default())
+        self.zread(key, |tx, r| {
+            let (lo, hi) = Self::lexspan(tx, &r.tops[0], min, max)?;
+            let Some((from, n)) = window(lo, hi, rev, offset, limit) else {
+                return Ok(Vec::new());
+            };
+            let mut out = Vec::with_capacity(n.min(1024) as usize);
+            tx.walk(&r.tops[0], from, rev, &mut |k, v| {
+                let e = (k, v);
+                out.push((e.0.to_vec(), value_score(e.1)));
+                (out.len() as u64) < n
+            })?;
+            Ok(out)
+        })
     }
 
     /// `ZLEXCOUNT`.
     pub fn zlexcount(&mut self, key: &[u8], min: LexBound<'_>, max: LexBound<'_>) -> Result<u64> {
-        Ok(self
-            .coll_read(key, Kind::ZSet, |tx, r| {
-                let (lo, hi) = Self::lexspan(tx, &r.tops[0], min, max)?;
-                Ok(hi - lo)
-            })?
-            .unwrap_or(0))
+        self.zread(key, |tx, r| {
+            let (lo, hi) = Self::lexspan(tx, &r.tops[0], min, max)?;
+            Ok(hi - lo)
+        })
     }
 
     /// `ZCOUNT`: members with scores within `min..max`, from two paths (no member is read).
     pub fn zcount(&mut self, key: &[u8], min: ScoreBound, max: ScoreBound) -> Result<u64> {
-        Ok(self
-            .coll_read(key, Kind::ZSet, |tx, r| {
-                let (lo, hi) = Self::zspan(tx, &r.tops[1], min, max)?;
-                Ok(hi - lo)
-            })?
-            .unwrap_or(0))
+        self.zread(key, |tx, r| {
+            let (lo, hi) = Self::zspan(tx, &r.tops[1], min, max)?;
+            Ok(hi - lo)
+        })
     }
 
     /// `ZPOPMIN` / `ZPOPMAX` (`max`): up to `count` members with their scores.
@@ -419,6 +406,18 @@ fn zadd_one(
 }
 
 /// `n` entries of a score tree from position `from`, as (member, score).
+/// Where a ranged read of positions `[lo, hi)` starts and how many it reads: `offset` skipped
+/// from the low end (the high end with `rev`), at most `limit`; `None` when that leaves none.
+fn window(lo: u64, hi: u64, rev: bool, offset: u64, limit: Option<u64>) -> Option<(u64, u64)> {
+    let avail = (hi - lo).saturating_sub(offset);
+    let n = limit.map_or(avail, |l| l.min(avail));
+    if n == 0 {
+        return None;
+    }
+    let from = if rev { hi - 1 - offset } else { lo + offset };
+    Some((from, n))
+}
+
 fn zwalk(tx: &mut Tx<'_>, top: &Node, from: u64, rev: bool, n: u64) -> Result<Vec<(Vec<u8>, f64)>> {
     let mut out = Vec::with_capacity(n.min(1024) as usize);
     tx.walk(top, from, rev, &mut |k, v| {

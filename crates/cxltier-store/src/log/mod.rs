@@ -1423,13 +1423,14 @@ impl Log {
     /// Zero the counters of [`Log::stats`] (reads, writes, bytes, segments cleaned; not the
     /// space figures) and the read latencies.
     pub fn reset_stats(&mut self) {
-        let s = &mut self.stats;
-        s.reads = 0;
-        s.read_bytes = 0;
-        s.writes = 0;
-        s.write_bytes = 0;
-        s.appended_bytes = 0;
-        s.segments_cleaned = 0;
+        let s = &self.stats;
+        self.stats = LogStats {
+            segments: s.segments,
+            free_segments: s.free_segments,
+            live_bytes: s.live_bytes,
+            capacity: s.capacity,
+            ..LogStats::default()
+        };
         self.read_latency.reset();
     }
 
