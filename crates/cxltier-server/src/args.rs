@@ -4,7 +4,7 @@
 //! reads and prints them, the replies that look up each member or give a count, and the
 //! multi-key pops of lists and sorted sets.
 
-use cxltier_store::{ScanPage, Store, StoreError};
+use cxltier_store::{ScanPage, Store, StoreError, ZAddOutcome};
 use rand::Rng;
 
 use crate::context::{fail, Ctx, Effect};
@@ -463,4 +463,14 @@ pub(crate) fn mpop<E: Copy, T>(
             }
         },
     })
+}
+
+/// ZADD's and GEOADD's answer: the members added (and changed, with CH).
+pub(crate) fn reply_added(ctx: &mut Ctx<'_>, o: &ZAddOutcome, ch: bool) -> Effect {
+    reply::int(ctx.out, (o.added + if ch { o.changed } else { 0 }) as i64);
+    if o.added + o.changed > 0 {
+        Effect::Wrote
+    } else {
+        Effect::Read
+    }
 }

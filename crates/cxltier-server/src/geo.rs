@@ -721,7 +721,7 @@ pub(crate) fn geoadd(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
     }
     typed(ctx, |ctx| {
         let o = ctx.store.zadd(args[1], flags, &pairs)?;
-        Ok(crate::zset::reply_added(ctx, &o, ch))
+        Ok(crate::args::reply_added(ctx, &o, ch))
     })
 }
 

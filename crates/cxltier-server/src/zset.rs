@@ -1,10 +1,11 @@
 //! The sorted set commands over the store's chunked sorted sets (`cxltier_store::Store::z*`):
 //! two counted trees (by member, by score), so ranks, ranges and counts read only their paths.
 
-use cxltier_store::{LexBound, ScoreBound, StoreError, ZAddFlags, ZAddOutcome};
+use cxltier_store::{LexBound, ScoreBound, StoreError, ZAddFlags};
 
 use crate::args::{
-    count_reply, int_arg, mpop, reply_each_member, reply_scan_page, scan_args, typed, Popped,
+    count_reply, int_arg, mpop, reply_added, reply_each_member, reply_scan_page, scan_args, typed,
+    Popped,
 };
 use crate::context::{fail, Ctx, Effect};
 use crate::errors::{NOT_INT, SYNTAX};
@@ -183,16 +184,6 @@ fn reply_incremented(
         }
         Err(StoreError::Config(_)) => fail(ctx, "ERR resulting score is not a number (NaN)"),
         Err(e) => Err(e),
-    }
-}
-
-/// ZADD's and GEOADD's answer: the members added (and changed, with CH).
-pub(crate) fn reply_added(ctx: &mut Ctx<'_>, o: &ZAddOutcome, ch: bool) -> Effect {
-    reply::int(ctx.out, (o.added + if ch { o.changed } else { 0 }) as i64);
-    if o.added + o.changed > 0 {
-        Effect::Wrote
-    } else {
-        Effect::Read
     }
 }
 

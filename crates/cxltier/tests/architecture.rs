@@ -188,3 +188,67 @@ fn every_crate_has_a_row_and_a_floor_above_what_it_uses() {
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
+
+/// The server's handlers (one module a kind of command) import the context and the parts below
+/// it, never another handler, the table, dispatch or the loop: what several handlers share lives
+/// below them. The one exception the map names: `scripting` reads the table's flags for a
+/// script's `redis.call`. Test modules (after `#[cfg(test)]`) may use anything.
+#[test]
+fn no_server_handler_imports_another_handler() {
+    const HANDLERS: &[&str] = &[
+        "strings",
+        "hash",
+        "list",
+        "set",
+        "zset",
+        "geo",
+        "keyspace",
+        "connection",
+        "client",
+        "admin",
+        "info",
+        "config",
+        "transaction",
+        "pubsub",
+        "scripting",
+        "replication",
+    ];
+    const ABOVE: &[&str] = &["table", "dispatch", "server", "commands"];
+    let src = root().join("crates/cxltier-server/src");
+    let mut found = Vec::new();
+    for handler in HANDLERS {
+        let path = src.join(format!("{handler}.rs"));
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+            panic!(
+                "{}: {e} (a handler moved: update this list and the map)",
+                path.display()
+            )
+        });
+        let code = text.split("\n#[cfg(test)]").next().unwrap_or_default();
+        for (n, line) in code.lines().enumerate() {
+            if line.trim_start().starts_with("//") {
+                continue;
+            }
+            for other in HANDLERS.iter().chain(ABOVE) {
+                if other == handler || (*handler == "scripting" && *other == "table") {
+                    continue;
+                }
+                let named = [
+                    format!("crate::{other}::"),
+                    format!("crate::{other};"),
+                    format!("crate::{other}}}"),
+                    format!("crate::{other},"),
+                ];
+                if named.iter().any(|p| line.contains(p.as_str())) {
+                    found.push(format!("{handler}.rs:{}: {}", n + 1, line.trim()));
+                }
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "server handlers import other handlers or the layers above them (move what they share \
+         below the handlers, as `args`, `encoding`, `hash_layout` and `memory` hold it):\n{}",
+        found.join("\n")
+    );
+}
