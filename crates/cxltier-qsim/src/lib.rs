@@ -42,7 +42,7 @@ pub use qasm::{
     ParseOptions,
 };
 pub use sim::{
-    check_memory_limit, AnySimulation, Options, PassInfo, Precision, RunReport, Simulation,
+    check_memory_limit, AnySimulation, Counts, Options, PassInfo, Precision, RunReport, Simulation,
     MIN_MEMORY_LIMIT, SAMPLE_BYTES_PER_SHOT,
 };
 
