@@ -37,6 +37,26 @@ pub(crate) struct SpillFile {
     pub(crate) file: DirectFile,
 }
 
+/// Run one chunk's direct read or write (`op`) in `ring`: its failure is chunk `chunk`'s, at
+/// `offset` of `file`.
+fn run_one(
+    ring: &mut IoBatchRing,
+    request: IoRequest<'_>,
+    op: &'static str,
+    chunk: usize,
+    file: &SpillFile,
+    offset: u64,
+) -> Result<(), ArrayError> {
+    let result = ring.run(&mut [request]).pop().expect("one result");
+    result.map(|_| ()).map_err(|source| ArrayError::Io {
+        op,
+        chunk,
+        path: file.path.clone(),
+        offset,
+        source,
+    })
+}
+
 /// Where the array's chunks are, as counted after creation.
 #[derive(Debug, Clone, Serialize)]
 pub struct ChunkPlacement {
@@ -346,19 +366,12 @@ impl TieredArray {
             }
             &Chunk::Spilled { file, offset } => {
                 let f = &self.files[file];
-                let mut req = [IoRequest::Read {
+                let read = IoRequest::Read {
                     file: &f.file,
                     offset,
                     buf: &mut out[..chunk],
-                }];
-                let r = self.ring.run(&mut req).pop().expect("one result");
-                r.map(|_| ()).map_err(|source| ArrayError::Io {
-                    op: "read",
-                    chunk: i,
-                    path: f.path.clone(),
-                    offset,
-                    source,
-                })
+                };
+                run_one(&mut self.ring, read, "read", i, f, offset)
             }
         }
     }
@@ -373,19 +386,12 @@ impl TieredArray {
             }
             &mut Chunk::Spilled { file, offset } => {
                 let f = &self.files[file];
-                let mut req = [IoRequest::Write {
+                let write = IoRequest::Write {
                     file: &f.file,
                     offset,
                     buf: &data[..chunk],
-                }];
-                let r = self.ring.run(&mut req).pop().expect("one result");
-                r.map(|_| ()).map_err(|source| ArrayError::Io {
-                    op: "write",
-                    chunk: i,
-                    path: f.path.clone(),
-                    offset,
-                    source,
-                })
+                };
+                run_one(&mut self.ring, write, "write", i, f, offset)
             }
         }
     }

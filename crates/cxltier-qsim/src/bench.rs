@@ -6,12 +6,11 @@
 
 use std::time::Instant;
 
-use multiversion::multiversion;
 use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::gates::{self, Matrix};
-use crate::kernel::{self, Amp, Prepared, Real};
+use crate::kernel::{self, multiversioned, Amp, Prepared, Real};
 
 /// Independent FMA chains in the throughput loop: two FMA units with a latency of four cycles
 /// need eight in flight; twelve leave room.
@@ -19,27 +18,17 @@ const CHAINS: usize = 12;
 /// Reals per chain: one 512-bit vector of f32 (two 256-bit ones).
 const CHAIN_WIDTH: usize = 16;
 
-/// `iterations` rounds of [`CHAINS`] x [`CHAIN_WIDTH`] fused multiply-adds at f32; returns a
-/// value that depends on all of them (so none is optimised away).
-#[multiversion(targets(
-    "x86_64+avx512f+avx512vl+avx2+fma+avx+sse4.2",
-    "x86_64+avx2+fma+avx+sse4.2",
-    "x86_64+sse4.2",
-    "aarch64+neon"
-))]
-fn fma_loop_f32(iterations: usize, scale: f32, add: f32) -> f32 {
-    fma_loop::<f32>(iterations, scale, add)
-}
+multiversioned! {
+    /// `iterations` rounds of [`CHAINS`] x [`CHAIN_WIDTH`] fused multiply-adds at f32; returns a
+    /// value that depends on all of them (so none is optimised away).
+    fn fma_loop_f32(iterations: usize, scale: f32, add: f32) -> f32 {
+        fma_loop::<f32>(iterations, scale, add)
+    }
 
-/// As [`fma_loop_f32`], at f64.
-#[multiversion(targets(
-    "x86_64+avx512f+avx512vl+avx2+fma+avx+sse4.2",
-    "x86_64+avx2+fma+avx+sse4.2",
-    "x86_64+sse4.2",
-    "aarch64+neon"
-))]
-fn fma_loop_f64(iterations: usize, scale: f64, add: f64) -> f64 {
-    fma_loop::<f64>(iterations, scale, add)
+    /// As [`fma_loop_f32`], at f64.
+    fn fma_loop_f64(iterations: usize, scale: f64, add: f64) -> f64 {
+        fma_loop::<f64>(iterations, scale, add)
+    }
 }
 
 #[inline(always)]

@@ -31,7 +31,7 @@ use crate::gates::{Complex, Matrix};
 use crate::kernel::Real;
 use crate::progress::Progress;
 use crate::qasm::{Circuit, Instruction, Operation};
-use crate::sim::{Options, SavedState, Simulation};
+use crate::sim::{Counts, Options, SavedState, Simulation};
 use crate::QsimError;
 
 /// What running shots needs of a state: a [`Simulation`] in one process, or one rank's part of
@@ -49,12 +49,7 @@ pub(crate) trait ShotState {
     /// Make `saved` the state again.
     fn restore(&mut self, saved: &mut Self::Saved) -> Result<(), QsimError>;
     /// Sample `shots` measurements of `qubits` as [`Simulation::sample`] does.
-    fn sample(
-        &mut self,
-        shots: usize,
-        qubits: &[usize],
-        seed: u64,
-    ) -> Result<BTreeMap<String, u64>, QsimError>;
+    fn sample(&mut self, shots: usize, qubits: &[usize], seed: u64) -> Result<Counts, QsimError>;
     /// Where progress is reported, if anywhere.
     fn progress(&self) -> Option<&Progress>;
 }
@@ -73,12 +68,7 @@ impl<T: Real> ShotState for Simulation<T> {
     fn restore(&mut self, saved: &mut SavedState) -> Result<(), QsimError> {
         Simulation::restore(self, saved)
     }
-    fn sample(
-        &mut self,
-        shots: usize,
-        qubits: &[usize],
-        seed: u64,
-    ) -> Result<BTreeMap<String, u64>, QsimError> {
+    fn sample(&mut self, shots: usize, qubits: &[usize], seed: u64) -> Result<Counts, QsimError> {
         Simulation::sample(self, shots, qubits, seed)
     }
     fn progress(&self) -> Option<&Progress> {
@@ -277,7 +267,7 @@ impl<'c> ShotPlan<'c> {
         allowed: u64,
         shots: u64,
         seed: u64,
-    ) -> Result<(DynamicReport, BTreeMap<String, u64>), QsimError> {
+    ) -> Result<(DynamicReport, Counts), QsimError> {
         let needed = copies_needed(self.measurements, shots);
         let branches = match method {
             Method::Auto => needed as u64 <= allowed,
@@ -344,7 +334,7 @@ pub fn run_shots<T: Real>(
     options: &Options,
     shots: u64,
     seed: u64,
-) -> Result<(Simulation<T>, BTreeMap<String, u64>), QsimError> {
+) -> Result<(Simulation<T>, Counts), QsimError> {
     let plan = ShotPlan::new(circuit);
     // The automatic fusion rule judged by the circuit's gates run once (a trajectory's shots
     // run parts of them again, each part fused on its own).

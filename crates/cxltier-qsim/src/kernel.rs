@@ -2,7 +2,6 @@
 //! slices of one buffer), in parallel over groups of pieces that no other group touches.
 
 use bytemuck::Pod;
-use multiversion::multiversion;
 use multiversion::target::selected_target;
 use rayon::prelude::*;
 
@@ -10,6 +9,24 @@ use crate::gates::Matrix;
 
 #[cfg(target_arch = "x86_64")]
 mod avx512;
+
+/// `fn`s compiled for several vector extensions, the widest the CPU has running: the one list
+/// of targets the kernels' dispatchers (and the FMA benchmark, [`crate::bench`]) are built for.
+macro_rules! multiversioned {
+    ($($(#[$attr:meta])* fn $name:ident($($arg:ident: $ty:ty),* $(,)?) $(-> $ret:ty)? $body:block)*) => {
+        $(
+            $(#[$attr])*
+            #[::multiversion::multiversion(targets(
+                "x86_64+avx512f+avx512vl+avx2+fma+avx+sse4.2",
+                "x86_64+avx2+fma+avx+sse4.2",
+                "x86_64+sse4.2",
+                "aarch64+neon"
+            ))]
+            fn $name($($arg: $ty),*) $(-> $ret)? $body
+        )*
+    };
+}
+pub(crate) use multiversioned;
 
 /// The amplitude type: `f64` or `f32`.
 pub trait Real:
@@ -415,24 +432,7 @@ impl<T: Real> BlockPlan<T> {
         let l = gate.positions.iter().filter(|&&p| p < block_bits).count();
         let low_mask: usize = gate.positions[..l].iter().map(|&p| 1 << p).sum();
         let lanes = 1usize << (k - l);
-        let nl = 1usize << l;
-        let dim = 1usize << k;
-        let low_of = |e: usize| low_value(e, &gate.positions[..l]);
-        let flat = 2 * block;
-        let mut coef_a = Vec::with_capacity(lanes * lanes * nl * flat);
-        let mut coef_b = Vec::with_capacity(lanes * lanes * nl * flat);
-        for h in 0..lanes {
-            for h2 in 0..lanes {
-                for lp in 0..nl {
-                    let col = lp | (h2 << l);
-                    for i in 0..flat {
-                        let entry = gate.matrix[((low_of(i / 2) | (h << l)) * dim) + col];
-                        coef_a.push(entry[0]);
-                        coef_b.push(if i % 2 == 0 { -entry[1] } else { entry[1] });
-                    }
-                }
-            }
-        }
+        let (coef_a, coef_b) = block_coefficients(gate, l, 2 * block, false);
         BlockPlan {
             block,
             lanes,
@@ -452,6 +452,42 @@ impl<T: Real> BlockPlan<T> {
     }
 }
 
+/// The block kernels' coefficients `A` and `B` of each (output lane `h`, input lane `h2`, low
+/// value `lp`) of a gate whose `l` lowest targets lie inside a block of `reals` reals,
+/// row-major: for every real `i` of the block, the entry of the row of its amplitude `i / 2`.
+/// `A` holds the entry's real part, `B` its imaginary part with alternating signs, `-` on the
+/// real lanes, or `+` there where `swapped` (`B` with its re and im lanes exchanged, for
+/// kernels that exchange the sum's lanes once instead of every input's).
+fn block_coefficients<T: Real>(
+    gate: &Prepared<T>,
+    l: usize,
+    reals: usize,
+    swapped: bool,
+) -> (Vec<T>, Vec<T>) {
+    let k = gate.positions.len();
+    let (lanes, nl, dim) = (1usize << (k - l), 1usize << l, 1usize << k);
+    let low_of = |e: usize| low_value(e, &gate.positions[..l]);
+    let mut coef_a = Vec::with_capacity(lanes * lanes * nl * reals);
+    let mut coef_b = Vec::with_capacity(lanes * lanes * nl * reals);
+    for h in 0..lanes {
+        for h2 in 0..lanes {
+            for lp in 0..nl {
+                let col = lp | (h2 << l);
+                for i in 0..reals {
+                    let entry = gate.matrix[((low_of(i / 2) | (h << l)) * dim) + col];
+                    coef_a.push(entry[0]);
+                    coef_b.push(if (i % 2 == 0) != swapped {
+                        -entry[1]
+                    } else {
+                        entry[1]
+                    });
+                }
+            }
+        }
+    }
+    (coef_a, coef_b)
+}
+
 mod sealed {
     use super::{Amp, BlockPlan, WidePlan};
 
@@ -468,35 +504,28 @@ mod sealed {
     }
 }
 
-impl sealed::BlockKernels for f32 {
-    #[allow(private_interfaces)]
-    fn run_blocks(group: &mut [&mut [Amp<f32>]], plan: &BlockPlan<f32>) {
-        if !run_blocks_avx512(group, plan) {
-            run_blocks_f32(group, plan)
+/// [`sealed::BlockKernels`] for one precision: the 512-bit kernels where they apply, else that
+/// precision's multiversioned dispatchers.
+macro_rules! block_kernels {
+    ($real:ty, $run_blocks:ident, $run_wide:ident) => {
+        impl sealed::BlockKernels for $real {
+            #[allow(private_interfaces)]
+            fn run_blocks(group: &mut [&mut [Amp<$real>]], plan: &BlockPlan<$real>) {
+                if !run_blocks_avx512(group, plan) {
+                    $run_blocks(group, plan)
+                }
+            }
+            #[allow(private_interfaces)]
+            fn run_wide(group: &mut [&mut [Amp<$real>]], plan: &WidePlan<$real>) {
+                if !run_wide_avx512(group, plan) {
+                    $run_wide(group, plan)
+                }
+            }
         }
-    }
-    #[allow(private_interfaces)]
-    fn run_wide(group: &mut [&mut [Amp<f32>]], plan: &WidePlan<f32>) {
-        if !run_wide_avx512(group, plan) {
-            run_wide_f32(group, plan)
-        }
-    }
+    };
 }
-
-impl sealed::BlockKernels for f64 {
-    #[allow(private_interfaces)]
-    fn run_blocks(group: &mut [&mut [Amp<f64>]], plan: &BlockPlan<f64>) {
-        if !run_blocks_avx512(group, plan) {
-            run_blocks_f64(group, plan)
-        }
-    }
-    #[allow(private_interfaces)]
-    fn run_wide(group: &mut [&mut [Amp<f64>]], plan: &WidePlan<f64>) {
-        if !run_wide_avx512(group, plan) {
-            run_wide_f64(group, plan)
-        }
-    }
-}
+block_kernels!(f32, run_blocks_f32, run_wide_f32);
+block_kernels!(f64, run_blocks_f64, run_wide_f64);
 
 /// Run a block plan in the 512-bit block kernels if it has a plan for them (only where the CPU
 /// has AVX-512); whether it ran.
@@ -524,11 +553,7 @@ fn run_wide_avx512<T: avx512::Zmm>(group: &mut [&mut [Amp<T>]], plan: &WidePlan<
     let Some(simd) = pulp::x86::V4::try_new() else {
         return false;
     };
-    if plan.by_rows {
-        simd.vectorize(avx512::Rows { simd, group, plan });
-    } else {
-        simd.vectorize(avx512::WideBlocks { simd, group, plan });
-    }
+    simd.vectorize(avx512::Wide { simd, group, plan });
     true
 }
 
@@ -537,52 +562,42 @@ fn run_wide_avx512<T>(_: &mut [&mut [Amp<T>]], _: &WidePlan<T>) -> bool {
     false
 }
 
-/// Dispatch an f32 block plan (blocks of 4 amplitudes) to the kernel specialised for its lane
-/// count and low targets. Compiled for several vector extensions; the widest the CPU has runs.
-#[multiversion(targets(
-    "x86_64+avx512f+avx512vl+avx2+fma+avx+sse4.2",
-    "x86_64+avx2+fma+avx+sse4.2",
-    "x86_64+sse4.2",
-    "aarch64+neon"
-))]
-fn run_blocks_f32(group: &mut [&mut [Amp<f32>]], plan: &BlockPlan<f32>) {
-    type T = f32;
-    match (plan.block, plan.lanes, plan.low_mask) {
-        (4, 2, 0) => blocks::<T, 2, 0, 1, 4, 8>(group, plan),
-        (4, 4, 0) => blocks::<T, 4, 0, 1, 4, 8>(group, plan),
-        (4, 8, 0) => blocks::<T, 8, 0, 1, 4, 8>(group, plan),
-        (4, 1, 1) => blocks::<T, 1, 1, 2, 4, 8>(group, plan),
-        (4, 1, 2) => blocks::<T, 1, 2, 2, 4, 8>(group, plan),
-        (4, 2, 1) => blocks::<T, 2, 1, 2, 4, 8>(group, plan),
-        (4, 2, 2) => blocks::<T, 2, 2, 2, 4, 8>(group, plan),
-        (4, 4, 1) => blocks::<T, 4, 1, 2, 4, 8>(group, plan),
-        (4, 4, 2) => blocks::<T, 4, 2, 2, 4, 8>(group, plan),
-        (4, 1, 3) => blocks::<T, 1, 3, 4, 4, 8>(group, plan),
-        (4, 2, 3) => blocks::<T, 2, 3, 4, 4, 8>(group, plan),
-        other => {
-            unreachable!("f32 block plans have blocks of 4 and at most three qubits, not {other:?}")
+multiversioned! {
+    /// Dispatch an f32 block plan (blocks of 4 amplitudes) to the kernel specialised for its lane
+    /// count and low targets. Compiled for several vector extensions; the widest the CPU has runs.
+    fn run_blocks_f32(group: &mut [&mut [Amp<f32>]], plan: &BlockPlan<f32>) {
+        type T = f32;
+        match (plan.block, plan.lanes, plan.low_mask) {
+            (4, 2, 0) => blocks::<T, 2, 0, 1, 4, 8>(group, plan),
+            (4, 4, 0) => blocks::<T, 4, 0, 1, 4, 8>(group, plan),
+            (4, 8, 0) => blocks::<T, 8, 0, 1, 4, 8>(group, plan),
+            (4, 1, 1) => blocks::<T, 1, 1, 2, 4, 8>(group, plan),
+            (4, 1, 2) => blocks::<T, 1, 2, 2, 4, 8>(group, plan),
+            (4, 2, 1) => blocks::<T, 2, 1, 2, 4, 8>(group, plan),
+            (4, 2, 2) => blocks::<T, 2, 2, 2, 4, 8>(group, plan),
+            (4, 4, 1) => blocks::<T, 4, 1, 2, 4, 8>(group, plan),
+            (4, 4, 2) => blocks::<T, 4, 2, 2, 4, 8>(group, plan),
+            (4, 1, 3) => blocks::<T, 1, 3, 4, 4, 8>(group, plan),
+            (4, 2, 3) => blocks::<T, 2, 3, 4, 4, 8>(group, plan),
+            other => {
+                unreachable!("f32 block plans have blocks of 4 and at most three qubits, not {other:?}")
+            }
         }
     }
-}
 
-/// Dispatch an f64 block plan (blocks of 2 amplitudes); as [`run_blocks_f32`].
-#[multiversion(targets(
-    "x86_64+avx512f+avx512vl+avx2+fma+avx+sse4.2",
-    "x86_64+avx2+fma+avx+sse4.2",
-    "x86_64+sse4.2",
-    "aarch64+neon"
-))]
-fn run_blocks_f64(group: &mut [&mut [Amp<f64>]], plan: &BlockPlan<f64>) {
-    type T = f64;
-    match (plan.block, plan.lanes, plan.low_mask) {
-        (2, 2, 0) => blocks::<T, 2, 0, 1, 2, 4>(group, plan),
-        (2, 4, 0) => blocks::<T, 4, 0, 1, 2, 4>(group, plan),
-        (2, 8, 0) => blocks::<T, 8, 0, 1, 2, 4>(group, plan),
-        (2, 1, 1) => blocks::<T, 1, 1, 2, 2, 4>(group, plan),
-        (2, 2, 1) => blocks::<T, 2, 1, 2, 2, 4>(group, plan),
-        (2, 4, 1) => blocks::<T, 4, 1, 2, 2, 4>(group, plan),
-        other => {
-            unreachable!("f64 block plans have blocks of 2 and at most three qubits, not {other:?}")
+    /// Dispatch an f64 block plan (blocks of 2 amplitudes); as [`run_blocks_f32`].
+    fn run_blocks_f64(group: &mut [&mut [Amp<f64>]], plan: &BlockPlan<f64>) {
+        type T = f64;
+        match (plan.block, plan.lanes, plan.low_mask) {
+            (2, 2, 0) => blocks::<T, 2, 0, 1, 2, 4>(group, plan),
+            (2, 4, 0) => blocks::<T, 4, 0, 1, 2, 4>(group, plan),
+            (2, 8, 0) => blocks::<T, 8, 0, 1, 2, 4>(group, plan),
+            (2, 1, 1) => blocks::<T, 1, 1, 2, 2, 4>(group, plan),
+            (2, 2, 1) => blocks::<T, 2, 1, 2, 2, 4>(group, plan),
+            (2, 4, 1) => blocks::<T, 4, 1, 2, 2, 4>(group, plan),
+            other => {
+                unreachable!("f64 block plans have blocks of 2 and at most three qubits, not {other:?}")
+            }
         }
     }
 }
@@ -1021,75 +1036,53 @@ fn contiguous_run(sub: &[usize]) -> usize {
     run
 }
 
-/// Dispatch an f32 wide plan to the kernel for its dimension, compiled for several vector
-/// extensions (the widest the CPU has runs).
-#[multiversion(targets(
-    "x86_64+avx512f+avx512vl+avx2+fma+avx+sse4.2",
-    "x86_64+avx2+fma+avx+sse4.2",
-    "x86_64+sse4.2",
-    "aarch64+neon"
-))]
-fn run_wide_f32(group: &mut [&mut [Amp<f32>]], plan: &WidePlan<f32>) {
-    type T = f32;
-    let c = plan.run;
-    // Accumulators: 2 x rows x batch reals. AVX-512's 32 registers hold 8 vectors of them
-    // and room for the lanes and broadcasts; AVX2's 16 hold 8 half-size ones.
-    const WIDE_ROWS: usize = if selected_target!().supports_feature_str("avx512f") {
-        4
-    } else {
-        2
-    };
-    match (plan.dim, plan.batch) {
-        (2, 16) => wide::<T, 2, { rows(2, WIDE_ROWS) }, 16>(group, plan, c),
-        (4, 16) => wide::<T, 4, { rows(4, WIDE_ROWS) }, 16>(group, plan, c),
-        (8, 16) => wide::<T, 8, { rows(8, WIDE_ROWS) }, 16>(group, plan, c),
-        (16, 16) => wide::<T, 16, { rows(16, WIDE_ROWS) }, 16>(group, plan, c),
-        (32, 16) => wide::<T, 32, { rows(32, WIDE_ROWS) }, 16>(group, plan, c),
-        (64, 16) => wide::<T, 64, { rows(64, WIDE_ROWS) }, 16>(group, plan, c),
-        (2, 1) => wide::<T, 2, { rows(2, 4) }, 1>(group, plan, c),
-        (4, 1) => wide::<T, 4, { rows(4, 4) }, 1>(group, plan, c),
-        (8, 1) => wide::<T, 8, { rows(8, 4) }, 1>(group, plan, c),
-        (16, 1) => wide::<T, 16, { rows(16, 4) }, 1>(group, plan, c),
-        (32, 1) => wide::<T, 32, { rows(32, 4) }, 1>(group, plan, c),
-        (64, 1) => wide::<T, 64, { rows(64, 4) }, 1>(group, plan, c),
-        other => {
-            unreachable!("wide plans have 2 to 64 lanes and batches of 1 or 16, not {other:?}")
+/// A precision's wide-plan dispatcher: the kernel for the plan's dimension, in batches of
+/// `$batch` groups (a vector of reals) or of one.
+macro_rules! run_wide {
+    ($(#[$attr:meta])* fn $name:ident: $real:ty, batch $batch:literal) => {
+        multiversioned! {
+            $(#[$attr])*
+            fn $name(group: &mut [&mut [Amp<$real>]], plan: &WidePlan<$real>) {
+                type T = $real;
+                let c = plan.run;
+                // Accumulators: 2 x rows x batch reals. AVX-512's 32 registers hold 8 vectors of
+                // them and room for the lanes and broadcasts; AVX2's 16 hold 8 half-size ones.
+                const WIDE_ROWS: usize = if selected_target!().supports_feature_str("avx512f") {
+                    4
+                } else {
+                    2
+                };
+                match (plan.dim, plan.batch) {
+                    (2, $batch) => wide::<T, 2, { rows(2, WIDE_ROWS) }, $batch>(group, plan, c),
+                    (4, $batch) => wide::<T, 4, { rows(4, WIDE_ROWS) }, $batch>(group, plan, c),
+                    (8, $batch) => wide::<T, 8, { rows(8, WIDE_ROWS) }, $batch>(group, plan, c),
+                    (16, $batch) => wide::<T, 16, { rows(16, WIDE_ROWS) }, $batch>(group, plan, c),
+                    (32, $batch) => wide::<T, 32, { rows(32, WIDE_ROWS) }, $batch>(group, plan, c),
+                    (64, $batch) => wide::<T, 64, { rows(64, WIDE_ROWS) }, $batch>(group, plan, c),
+                    (2, 1) => wide::<T, 2, { rows(2, 4) }, 1>(group, plan, c),
+                    (4, 1) => wide::<T, 4, { rows(4, 4) }, 1>(group, plan, c),
+                    (8, 1) => wide::<T, 8, { rows(8, 4) }, 1>(group, plan, c),
+                    (16, 1) => wide::<T, 16, { rows(16, 4) }, 1>(group, plan, c),
+                    (32, 1) => wide::<T, 32, { rows(32, 4) }, 1>(group, plan, c),
+                    (64, 1) => wide::<T, 64, { rows(64, 4) }, 1>(group, plan, c),
+                    other => unreachable!(
+                        "wide plans have 2 to 64 lanes and batches of 1 or {}, not {other:?}",
+                        $batch
+                    ),
+                }
+            }
         }
-    }
+    };
 }
 
-/// Dispatch an f64 wide plan; as [`run_wide_f32`].
-#[multiversion(targets(
-    "x86_64+avx512f+avx512vl+avx2+fma+avx+sse4.2",
-    "x86_64+avx2+fma+avx+sse4.2",
-    "x86_64+sse4.2",
-    "aarch64+neon"
-))]
-fn run_wide_f64(group: &mut [&mut [Amp<f64>]], plan: &WidePlan<f64>) {
-    type T = f64;
-    let c = plan.run;
-    // Accumulators: 2 x rows x batch reals. AVX-512's 32 registers hold 8 vectors of them
-    // and room for the lanes and broadcasts; AVX2's 16 hold 8 half-size ones.
-    const WIDE_ROWS: usize = if selected_target!().supports_feature_str("avx512f") {
-        4
-    } else {
-        2
-    };
-    match (plan.dim, plan.batch) {
-        (2, 8) => wide::<T, 2, { rows(2, WIDE_ROWS) }, 8>(group, plan, c),
-        (4, 8) => wide::<T, 4, { rows(4, WIDE_ROWS) }, 8>(group, plan, c),
-        (8, 8) => wide::<T, 8, { rows(8, WIDE_ROWS) }, 8>(group, plan, c),
-        (16, 8) => wide::<T, 16, { rows(16, WIDE_ROWS) }, 8>(group, plan, c),
-        (32, 8) => wide::<T, 32, { rows(32, WIDE_ROWS) }, 8>(group, plan, c),
-        (64, 8) => wide::<T, 64, { rows(64, WIDE_ROWS) }, 8>(group, plan, c),
-        (2, 1) => wide::<T, 2, { rows(2, 4) }, 1>(group, plan, c),
-        (4, 1) => wide::<T, 4, { rows(4, 4) }, 1>(group, plan, c),
-        (8, 1) => wide::<T, 8, { rows(8, 4) }, 1>(group, plan, c),
-        (16, 1) => wide::<T, 16, { rows(16, 4) }, 1>(group, plan, c),
-        (32, 1) => wide::<T, 32, { rows(32, 4) }, 1>(group, plan, c),
-        (64, 1) => wide::<T, 64, { rows(64, 4) }, 1>(group, plan, c),
-        other => unreachable!("wide plans have 2 to 64 lanes and batches of 1 or 8, not {other:?}"),
-    }
+run_wide! {
+    /// Dispatch an f32 wide plan to the kernel for its dimension, compiled for several vector
+    /// extensions (the widest the CPU has runs).
+    fn run_wide_f32: f32, batch 16
+}
+run_wide! {
+    /// Dispatch an f64 wide plan; as [`run_wide_f32`].
+    fn run_wide_f64: f64, batch 8
 }
 
 /// The wide kernel: `D` lanes, `R` output rows computed at once, batches of `V` groups.

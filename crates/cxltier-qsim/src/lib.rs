@@ -46,8 +46,8 @@ pub use qasm::{
     ParseOptions,
 };
 pub use sim::{
-    check_memory_limit, check_threads, AnySimulation, Options, PassInfo, Precision, RunReport,
-    Simulation, MAX_THREADS, MIN_MEMORY_LIMIT, SAMPLE_BYTES_PER_SHOT,
+    check_memory_limit, check_threads, AnySimulation, Counts, Options, PassInfo, Precision,
+    RunReport, Simulation, MAX_THREADS, MIN_MEMORY_LIMIT, SAMPLE_BYTES_PER_SHOT,
 };
 
 /// What can go wrong in the simulator; each message says what to do.

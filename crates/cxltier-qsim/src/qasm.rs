@@ -1958,25 +1958,34 @@ impl<R: Read> Parser<R> {
     }
 
     fn sum(&mut self, out: &mut Vec<Code>) -> Result<(), QsimError> {
-        self.term(out)?;
-        while self.is_sym("+")? || self.is_sym("-")? {
-            let op = if self.is_sym("+")? { '+' } else { '-' };
-            self.bump();
-            self.term(out)?;
-            out.push(Code::Bin(op));
-        }
-        Ok(())
+        self.left_associative(out, ['+', '-'], Self::term)
     }
 
     fn term(&mut self, out: &mut Vec<Code>) -> Result<(), QsimError> {
-        self.factor(out)?;
-        while self.is_sym("*")? || self.is_sym("/")? {
-            let op = if self.is_sym("*")? { '*' } else { '/' };
+        self.left_associative(out, ['*', '/'], Self::factor)
+    }
+
+    /// One level of left-associative binary operators `ops` between operands of the next level
+    /// up (`operand`): `a op b op c` is `(a op b) op c`.
+    fn left_associative(
+        &mut self,
+        out: &mut Vec<Code>,
+        ops: [char; 2],
+        operand: fn(&mut Self, &mut Vec<Code>) -> Result<(), QsimError>,
+    ) -> Result<(), QsimError> {
+        operand(self, out)?;
+        loop {
+            let op = if self.is_sym(ops[0].encode_utf8(&mut [0; 4]))? {
+                ops[0]
+            } else if self.is_sym(ops[1].encode_utf8(&mut [0; 4]))? {
+                ops[1]
+            } else {
+                return Ok(());
+            };
             self.bump();
-            self.factor(out)?;
+            operand(self, out)?;
             out.push(Code::Bin(op));
         }
-        Ok(())
     }
 
     fn factor(&mut self, out: &mut Vec<Code>) -> Result<(), QsimError> {

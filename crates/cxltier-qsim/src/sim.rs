@@ -46,6 +46,10 @@ pub fn check_threads(threads: usize) -> Result<usize, QsimError> {
     Ok(threads)
 }
 
+/// Sampled counts: the shots that gave each key, a string of the measured qubits' values (the
+/// first qubit its rightmost character, as in Qiskit's counts).
+pub type Counts = BTreeMap<String, u64>;
+
 /// How to run a circuit.
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -1032,7 +1036,7 @@ impl<T: Real> Simulation<T> {
         shots: usize,
         qubits: &[usize],
         seed: u64,
-    ) -> Result<BTreeMap<String, u64>, QsimError> {
+    ) -> Result<Counts, QsimError> {
         self.bring_home()?;
         let norm = self.norm()?;
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
@@ -1256,7 +1260,7 @@ impl AnySimulation {
         precision: Precision,
         shots: u64,
         seed: u64,
-    ) -> Result<(AnySimulation, BTreeMap<String, u64>), QsimError> {
+    ) -> Result<(AnySimulation, Counts), QsimError> {
         Ok(match precision {
             Precision::F64 => {
                 let (s, c) = crate::dynamic::run_shots(circuit, options, shots, seed)?;
@@ -1295,7 +1299,7 @@ impl AnySimulation {
         shots: usize,
         qubits: &[usize],
         seed: u64,
-    ) -> Result<BTreeMap<String, u64>, QsimError> {
+    ) -> Result<Counts, QsimError> {
         match self {
             AnySimulation::F64(s) => s.sample(shots, qubits, seed),
             AnySimulation::F32(s) => s.sample(shots, qubits, seed),

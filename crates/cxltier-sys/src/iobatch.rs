@@ -60,18 +60,11 @@ impl IoBatchRing {
     /// A ring with room for `entries` requests in flight at once (larger batches go in rounds).
     pub fn new(entries: u32) -> io::Result<IoBatchRing> {
         let ring = IoUring::new(entries.max(1)).map_err(|e| {
-            let why = match e.raw_os_error() {
-                Some(libc::EPERM) => {
-                    "the kernel refuses io_uring to this process (sysctl kernel.io_uring_disabled, \
-                     or a seccomp filter of the container)"
-                }
-                Some(libc::ENOSYS) => "this kernel has no io_uring (Linux 5.1 or later is needed)",
-                Some(libc::ENOMEM) => {
-                    "not enough locked memory for the ring (raise RLIMIT_MEMLOCK)"
-                }
-                _ => "io_uring_setup failed",
-            };
-            io::Error::new(e.kind(), format!("{why}: {e}"))
+            crate::uring::setup_error(
+                e,
+                "the kernel refuses io_uring to this process (sysctl kernel.io_uring_disabled, \
+                 or a seccomp filter of the container)",
+            )
         })?;
         Ok(IoBatchRing {
             ring,

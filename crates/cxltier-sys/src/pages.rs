@@ -125,6 +125,47 @@ fn explain(err: SysError, pid: Option<u32>, moving: bool) -> SysError {
     }
 }
 
+/// `move_pages(2)` on the pages at `addrs` of process `pid` (`pid_raw` as the kernel takes it,
+/// [`pid_arg`]): only where each lives for `nodes` `None` (a NULL node list), else moved to
+/// `nodes[i]` with `flags`. Each page's raw status and how many pages were not moved; a failed
+/// call's error, explained.
+fn move_pages_call(
+    pid: Option<u32>,
+    pid_raw: c_int,
+    addrs: &[usize],
+    nodes: Option<&[c_int]>,
+    flags: c_int,
+) -> Result<(Vec<c_int>, usize), SysError> {
+    assert!(
+        nodes.is_none_or(|n| n.len() == addrs.len()),
+        "one node per address"
+    );
+    let mut status: Vec<c_int> = vec![0; addrs.len()];
+    // SAFETY: move_pages(pid, count, void **pages, const int *nodes, int *status, flags) reads
+    // `count` pointer-sized addresses from `addrs` (a live slice of exactly `count` usizes, which
+    // have the size of pointers, asserted above), `count` ints from `nodes` when it is given (a
+    // live slice of exactly `count` ints, asserted above), and writes `count` ints to `status` (a
+    // Vec of exactly `count` ints). With nodes = NULL it only queries: the addresses are only
+    // looked up in the target's page tables, never dereferenced by us, and nothing is moved.
+    // Migration copies each page's contents to the new node before remapping it, so memory seen
+    // by Rust code is unchanged.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_move_pages,
+            pid_raw as c_long,
+            addrs.len() as c_ulong,
+            addrs.as_ptr().cast::<*const c_void>(),
+            nodes.map_or(std::ptr::null(), <[c_int]>::as_ptr),
+            status.as_mut_ptr(),
+            flags as c_long,
+        )
+    };
+    if ret < 0 {
+        return Err(explain(SysError::last("move_pages"), pid, nodes.is_some()));
+    }
+    Ok((status, ret as usize))
+}
+
 /// Where each page at `addrs` lives, in process `pid` (`None`: this process) — `move_pages(2)` in
 /// query mode (NULL node list). Addresses need not be page-aligned. Does not fault pages in: an
 /// untouched page reports `Error(ENOENT)`.
@@ -134,26 +175,7 @@ pub fn query_pages(pid: Option<u32>, addrs: &[usize]) -> Result<Vec<PageStatus>,
     if addrs.is_empty() {
         return Ok(Vec::new());
     }
-    let mut status: Vec<c_int> = vec![0; addrs.len()];
-    // SAFETY: move_pages(pid, count, void **pages, const int *nodes, int *status, flags) with
-    // nodes = NULL only queries: it reads `count` pointer-sized addresses from `addrs` (a live slice
-    // of exactly `count` usizes, which have the size of pointers, asserted above) and writes `count`
-    // ints to `status` (a Vec of exactly `count` ints). The addresses are only looked up in the
-    // target's page tables, never dereferenced by us, and nothing is moved.
-    let ret = unsafe {
-        libc::syscall(
-            libc::SYS_move_pages,
-            pid_raw as c_long,
-            addrs.len() as c_ulong,
-            addrs.as_ptr().cast::<*const c_void>(),
-            std::ptr::null::<c_int>(),
-            status.as_mut_ptr(),
-            0 as c_long,
-        )
-    };
-    if ret < 0 {
-        return Err(explain(SysError::last(CALL), pid, false));
-    }
+    let (status, _) = move_pages_call(pid, pid_raw, addrs, None, 0)?;
     Ok(status.into_iter().map(PageStatus::from_raw).collect())
 }
 
@@ -199,33 +221,15 @@ pub fn move_pages(
             })
         })
         .collect::<Result<_, _>>()?;
-    let mut status: Vec<c_int> = vec![0; addrs.len()];
     let flags = if move_all {
         MPOL_MF_MOVE_ALL
     } else {
         MPOL_MF_MOVE
     };
-    // SAFETY: the kernel reads `count` addresses from `addrs` and `count` ints from `targets`, and
-    // writes `count` ints to `status`; all three are live buffers of exactly `count` elements
-    // (pointer-sized usizes, see the assertion above). Migration copies each page's contents to the
-    // new node before remapping it, so memory seen by Rust code is unchanged.
-    let ret = unsafe {
-        libc::syscall(
-            libc::SYS_move_pages,
-            pid_raw as c_long,
-            addrs.len() as c_ulong,
-            addrs.as_ptr().cast::<*const c_void>(),
-            targets.as_ptr(),
-            status.as_mut_ptr(),
-            flags as c_long,
-        )
-    };
-    if ret < 0 {
-        return Err(explain(SysError::last(CALL), pid, true));
-    }
+    let (status, not_moved) = move_pages_call(pid, pid_raw, addrs, Some(&targets), flags)?;
     Ok(Moved {
         status: status.into_iter().map(PageStatus::from_raw).collect(),
-        not_moved: ret as usize,
+        not_moved,
     })
 }
 

@@ -220,108 +220,72 @@ fn aligned_line(dst: &[u64; 8]) -> bool {
     dst.as_ptr() as usize % 64 == 0
 }
 
-impl LineStore for NtAvx512 {
-    #[inline(always)]
-    fn store(self, dst: &mut [u64; 8], v: &[u64; 8]) {
-        if !aligned_line(dst) {
-            *dst = *v;
-            return;
-        }
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: a value of this type exists only when runtime detection found AVX-512F
-        // (line_stores/nt_isa). `v` is a readable 64-byte array (vmovdqu64 needs no alignment);
-        // `dst` is an exclusively borrowed 64-byte array, 64-byte aligned (checked above) as
-        // vmovntdq zmm requires. Only zmm0 is written, declared as xmm0: a clobber of xmm0 marks the
-        // whole register, every width, as clobbered. No stack use; flags are untouched.
-        unsafe {
-            std::arch::asm!(
-                "vmovdqu64 zmm0, zmmword ptr [{v}]",
-                "vmovntdq zmmword ptr [{d}], zmm0",
-                v = in(reg) v.as_ptr(),
-                d = in(reg) dst.as_mut_ptr(),
-                out("xmm0") _,
-                options(nostack, preserves_flags),
-            );
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        {
-            *dst = *v;
-        }
-    }
-    fn non_temporal(self) -> bool {
-        true
-    }
+/// The three non-temporal line stores, one `asm!` each: `$asm` copies the 64 bytes at `{v}`
+/// (unaligned loads) to the line at `{d}` through register 0 (xmm0, ymm0 or zmm0) alone, by
+/// non-temporal stores. A `dst` that is not a whole aligned line, and every `dst` off x86-64,
+/// takes a regular store.
+macro_rules! non_temporal_line_store {
+    ($($store:ty: $($asm:literal),+;)+) => {
+        $(
+            impl LineStore for $store {
+                #[inline(always)]
+                fn store(self, dst: &mut [u64; 8], v: &[u64; 8]) {
+                    if !aligned_line(dst) {
+                        *dst = *v;
+                        return;
+                    }
+                    #[cfg(target_arch = "x86_64")]
+                    // SAFETY: a value of this type exists only when runtime detection found its
+                    // instructions (line_stores/nt_isa; SSE2 is baseline on x86-64). The loads
+                    // read the 64 bytes of `v`, a readable array, unaligned. The stores write
+                    // `dst`, an exclusively borrowed 64-byte array, 64-byte aligned (checked
+                    // above), so each 16-, 32- or 64-byte part is aligned to its size as
+                    // (v)movntdq requires. Only register 0 is written, declared as xmm0: a clobber
+                    // of xmm0 marks the whole register, every width, as clobbered. No stack use;
+                    // flags are untouched.
+                    unsafe {
+                        std::arch::asm!(
+                            $($asm,)+
+                            v = in(reg) v.as_ptr(),
+                            d = in(reg) dst.as_mut_ptr(),
+                            out("xmm0") _,
+                            options(nostack, preserves_flags),
+                        );
+                    }
+                    #[cfg(not(target_arch = "x86_64"))]
+                    {
+                        *dst = *v;
+                    }
+                }
+                fn non_temporal(self) -> bool {
+                    true
+                }
+            }
+        )+
+    };
 }
 
-impl LineStore for NtAvx {
-    #[inline(always)]
-    fn store(self, dst: &mut [u64; 8], v: &[u64; 8]) {
-        if !aligned_line(dst) {
-            *dst = *v;
-            return;
-        }
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: a value of this type exists only when runtime detection found AVX. Reads the 64
-        // bytes of `v` unaligned; writes the two 32-byte halves of `dst`, exclusively borrowed and
-        // 64-byte aligned (checked above), so each half is 32-byte aligned as vmovntdq ymm
-        // requires. Only ymm0 is written (declared as xmm0, which covers the whole register).
-        unsafe {
-            std::arch::asm!(
-                "vmovdqu ymm0, ymmword ptr [{v}]",
-                "vmovntdq ymmword ptr [{d}], ymm0",
-                "vmovdqu ymm0, ymmword ptr [{v} + 32]",
-                "vmovntdq ymmword ptr [{d} + 32], ymm0",
-                v = in(reg) v.as_ptr(),
-                d = in(reg) dst.as_mut_ptr(),
-                out("xmm0") _,
-                options(nostack, preserves_flags),
-            );
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        {
-            *dst = *v;
-        }
-    }
-    fn non_temporal(self) -> bool {
-        true
-    }
-}
-
-impl LineStore for NtSse2 {
-    #[inline(always)]
-    fn store(self, dst: &mut [u64; 8], v: &[u64; 8]) {
-        if !aligned_line(dst) {
-            *dst = *v;
-            return;
-        }
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: SSE2 is baseline on x86-64. Reads `v` unaligned; writes the four 16-byte
-        // quarters of `dst`, exclusively borrowed and 64-byte aligned (checked above), so each is
-        // 16-byte aligned as movntdq requires. Only xmm0 is written.
-        unsafe {
-            std::arch::asm!(
-                "movdqu xmm0, xmmword ptr [{v}]",
-                "movntdq xmmword ptr [{d}], xmm0",
-                "movdqu xmm0, xmmword ptr [{v} + 16]",
-                "movntdq xmmword ptr [{d} + 16], xmm0",
-                "movdqu xmm0, xmmword ptr [{v} + 32]",
-                "movntdq xmmword ptr [{d} + 32], xmm0",
-                "movdqu xmm0, xmmword ptr [{v} + 48]",
-                "movntdq xmmword ptr [{d} + 48], xmm0",
-                v = in(reg) v.as_ptr(),
-                d = in(reg) dst.as_mut_ptr(),
-                out("xmm0") _,
-                options(nostack, preserves_flags),
-            );
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        {
-            *dst = *v;
-        }
-    }
-    fn non_temporal(self) -> bool {
-        true
-    }
+non_temporal_line_store! {
+    // One 64-byte store (AVX-512F).
+    NtAvx512:
+        "vmovdqu64 zmm0, zmmword ptr [{v}]",
+        "vmovntdq zmmword ptr [{d}], zmm0";
+    // The two 32-byte halves (AVX).
+    NtAvx:
+        "vmovdqu ymm0, ymmword ptr [{v}]",
+        "vmovntdq ymmword ptr [{d}], ymm0",
+        "vmovdqu ymm0, ymmword ptr [{v} + 32]",
+        "vmovntdq ymmword ptr [{d} + 32], ymm0";
+    // The four 16-byte quarters (SSE2).
+    NtSse2:
+        "movdqu xmm0, xmmword ptr [{v}]",
+        "movntdq xmmword ptr [{d}], xmm0",
+        "movdqu xmm0, xmmword ptr [{v} + 16]",
+        "movntdq xmmword ptr [{d} + 16], xmm0",
+        "movdqu xmm0, xmmword ptr [{v} + 32]",
+        "movntdq xmmword ptr [{d} + 32], xmm0",
+        "movdqu xmm0, xmmword ptr [{v} + 48]",
+        "movntdq xmmword ptr [{d} + 48], xmm0";
 }
 
 /// Make earlier non-temporal stores globally visible before any later store (`sfence`). A no-op

@@ -167,6 +167,19 @@ impl DirectFile {
     }
 }
 
+/// `io_uring_setup`'s failure `e`, saying its likely cause: `refused` for EPERM (the kernel
+/// refusing io_uring to this process), an old kernel for ENOSYS, the locked-memory limit for
+/// ENOMEM.
+pub(crate) fn setup_error(e: io::Error, refused: &str) -> io::Error {
+    let why = match e.raw_os_error() {
+        Some(libc::EPERM) => refused,
+        Some(libc::ENOSYS) => "this kernel has no io_uring (Linux 5.1 or later is needed)",
+        Some(libc::ENOMEM) => "not enough locked memory for the ring (raise RLIMIT_MEMLOCK)",
+        _ => "io_uring_setup failed",
+    };
+    io::Error::new(e.kind(), format!("{why}: {e}"))
+}
+
 /// An io_uring instance for batches of direct reads and writes.
 pub struct Uring {
     ring: IoUring,
@@ -184,17 +197,12 @@ impl Uring {
     /// when the kernel refuses io_uring (disabled by sysctl, seccomp, or too old).
     pub fn new(entries: u32) -> io::Result<Uring> {
         let ring = IoUring::new(entries).map_err(|e| {
-            let why = match e.raw_os_error() {
-                Some(libc::EPERM) => {
-                    "the kernel refuses io_uring to this process (sysctl kernel.io_uring_disabled=2, \
-                     or 1 without CAP_SYS_ADMIN; set it to 0 with `sysctl kernel.io_uring_disabled=0`, \
-                     or a seccomp filter of the container blocks it)"
-                }
-                Some(libc::ENOSYS) => "this kernel has no io_uring (Linux 5.1 or later is needed)",
-                Some(libc::ENOMEM) => "not enough locked memory for the ring (raise RLIMIT_MEMLOCK)",
-                _ => "io_uring_setup failed",
-            };
-            io::Error::new(e.kind(), format!("{why}: {e}"))
+            setup_error(
+                e,
+                "the kernel refuses io_uring to this process (sysctl kernel.io_uring_disabled=2, \
+                 or 1 without CAP_SYS_ADMIN; set it to 0 with `sysctl kernel.io_uring_disabled=0`, \
+                 or a seccomp filter of the container blocks it)",
+            )
         })?;
         Ok(Uring { ring, entries })
     }

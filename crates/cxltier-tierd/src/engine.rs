@@ -303,6 +303,27 @@ struct Target {
     prefetch_limit: u64,
 }
 
+impl Target {
+    /// A process just followed, in `slot` of the access source, with nothing known of it yet.
+    fn new(pid: u32, slot: usize) -> Target {
+        Target {
+            pid,
+            slot,
+            status: Status::Running,
+            last_moved: HashMap::new(),
+            retry: HashSet::new(),
+            totals: Totals::default(),
+            moved_in: BTreeMap::new(),
+            pageout_total: 0,
+            damos_applied: 0,
+            prefetch_total: 0,
+            prefetched: Vec::new(),
+            prefetch_hits_total: 0,
+            prefetch_limit: crate::pageout::PREFETCH_START_PAGES,
+        }
+    }
+}
+
 /// Memory mode's running state.
 struct MemoryState {
     mode: MemoryMode,
@@ -383,21 +404,7 @@ impl Engine {
             targets: pids
                 .iter()
                 .enumerate()
-                .map(|(slot, &pid)| Target {
-                    pid,
-                    slot,
-                    status: Status::Running,
-                    last_moved: HashMap::new(),
-                    retry: HashSet::new(),
-                    totals: Totals::default(),
-                    moved_in: BTreeMap::new(),
-                    pageout_total: 0,
-                    damos_applied: 0,
-                    prefetch_total: 0,
-                    prefetched: Vec::new(),
-                    prefetch_hits_total: 0,
-                    prefetch_limit: crate::pageout::PREFETCH_START_PAGES,
-                })
+                .map(|(slot, &pid)| Target::new(pid, slot))
                 .collect(),
             policy,
             tiers,
@@ -536,21 +543,7 @@ impl Engine {
             match self.targets.iter_mut().find(|t| t.pid == pid) {
                 // A process that left and came back keeps what tierd knew of it.
                 Some(t) => t.status = Status::Running,
-                None => self.targets.push(Target {
-                    pid,
-                    slot: 0,
-                    status: Status::Running,
-                    last_moved: HashMap::new(),
-                    retry: HashSet::new(),
-                    totals: Totals::default(),
-                    moved_in: BTreeMap::new(),
-                    pageout_total: 0,
-                    damos_applied: 0,
-                    prefetch_total: 0,
-                    prefetched: Vec::new(),
-                    prefetch_hits_total: 0,
-                    prefetch_limit: crate::pageout::PREFETCH_START_PAGES,
-                }),
+                None => self.targets.push(Target::new(pid, 0)),
             }
         }
         let mut watched = Vec::new();

@@ -217,4 +217,19 @@ impl TierdError {
             source,
         }
     }
+
+    /// An I/O error on a file of process `pid` under `/proc` while doing `action`: the file not
+    /// being there means the process is gone ([`TierdError::NoSuchProcess`]).
+    pub(crate) fn process_io(
+        pid: u32,
+        action: &'static str,
+        path: impl Into<PathBuf>,
+        source: io::Error,
+    ) -> Self {
+        if source.kind() == io::ErrorKind::NotFound {
+            TierdError::NoSuchProcess { pid }
+        } else {
+            TierdError::io(action, path, source)
+        }
+    }
 }

@@ -142,10 +142,8 @@ impl IdlePages {
     /// idle for the next.
     pub fn scan(&mut self, pid: u32, ranges: &[Range], page: usize) -> Result<Scan, TierdError> {
         let pagemap_path = self.proc_root.join(pid.to_string()).join("pagemap");
-        let pagemap = Pagemap::open(&pagemap_path).map_err(|e| match e.kind() {
-            io::ErrorKind::NotFound => TierdError::NoSuchProcess { pid },
-            _ => TierdError::io("cannot open", &pagemap_path, e),
-        })?;
+        let pagemap = Pagemap::open(&pagemap_path)
+            .map_err(|e| TierdError::process_io(pid, "cannot open", &pagemap_path, e))?;
         // (index among the ranges' pages, address, frame) of every resident page.
         let mut resident: Vec<(usize, usize, u64)> = Vec::new();
         let mut index = 0;

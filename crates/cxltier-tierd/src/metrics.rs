@@ -9,6 +9,7 @@
 
 use std::collections::BTreeMap;
 
+use cxltier_metrics::text::Family;
 use cxltier_metrics::Writer;
 
 use crate::engine::{IntervalReport, MemoryReport, NodeStats, Status, Tiers};
@@ -42,6 +43,14 @@ pub struct TierdMetrics {
 type NodeGauge = (&'static str, &'static str, fn(&NodeStats) -> u64);
 /// A per-target counter: the same, from the target's report.
 type TargetCounter = (&'static str, &'static str, fn(&IntervalReport) -> u64);
+/// A per-target series of memory mode: how to begin its family (a gauge or a counter), its
+/// name, help text, and how to read it from the target's report and memory figures.
+type MemorySeries = (
+    for<'w> fn(&'w mut Writer, &str, &str) -> Family<'w>,
+    &'static str,
+    &'static str,
+    fn(&IntervalReport, &MemoryReport) -> u64,
+);
 
 impl TierdMetrics {
     pub fn new(config: ConfigInfo) -> TierdMetrics {
@@ -267,40 +276,43 @@ impl TierdMetrics {
                 f.sample(&[("pid", &r.pid), ("tier", tier)], *b);
             }
         }
-        let mut f = w.gauge(
-            "cxltier_tierd_memory_keep_bytes",
-            "The most bytes of the target kept in memory (DRAM + CXL budgets); beyond it, the coldest pages are paged out.",
-        );
-        for (r, m) in &with {
-            f.sample(&[("pid", &r.pid)], m.keep_bytes);
-        }
-        let mut f = w.counter(
-            "cxltier_tierd_pageout_bytes_total",
-            "Bytes of the target advised out to NVMe (process_madvise MADV_PAGEOUT).",
-        );
-        for (r, m) in &with {
-            f.sample(&[("pid", &r.pid)], m.pageout_pages_total * r.page_size);
-        }
-        let mut f = w.counter(
-            "cxltier_tierd_prefetch_bytes_total",
-            "Bytes of the target read back from NVMe ahead of their fault (MADV_WILLNEED: their region is hot again).",
-        );
-        for (r, m) in &with {
-            f.sample(&[("pid", &r.pid)], m.prefetch_pages_total * r.page_size);
-        }
-        let mut f = w.counter(
-            "cxltier_tierd_prefetch_hits_total",
-            "Pages read back ahead of their fault that were resident and hot at the next interval (wanted, not paged out again).",
-        );
-        for (r, m) in &with {
-            f.sample(&[("pid", &r.pid)], m.prefetch_hits_total);
-        }
-        let mut f = w.gauge(
-            "cxltier_tierd_pageout_allowance_bytes",
-            "The most bytes a target may page out in one interval: the rate limit's, or the SLA controller's figure.",
-        );
-        for (r, m) in &with {
-            f.sample(&[("pid", &r.pid)], m.allowance_pages * r.page_size);
+        let per_target: [MemorySeries; 5] = [
+            (
+                Writer::gauge,
+                "cxltier_tierd_memory_keep_bytes",
+                "The most bytes of the target kept in memory (DRAM + CXL budgets); beyond it, the coldest pages are paged out.",
+                |_, m| m.keep_bytes,
+            ),
+            (
+                Writer::counter,
+                "cxltier_tierd_pageout_bytes_total",
+                "Bytes of the target advised out to NVMe (process_madvise MADV_PAGEOUT).",
+                |r, m| m.pageout_pages_total * r.page_size,
+            ),
+            (
+                Writer::counter,
+                "cxltier_tierd_prefetch_bytes_total",
+                "Bytes of the target read back from NVMe ahead of their fault (MADV_WILLNEED: their region is hot again).",
+                |r, m| m.prefetch_pages_total * r.page_size,
+            ),
+            (
+                Writer::counter,
+                "cxltier_tierd_prefetch_hits_total",
+                "Pages read back ahead of their fault that were resident and hot at the next interval (wanted, not paged out again).",
+                |_, m| m.prefetch_hits_total,
+            ),
+            (
+                Writer::gauge,
+                "cxltier_tierd_pageout_allowance_bytes",
+                "The most bytes a target may page out in one interval: the rate limit's, or the SLA controller's figure.",
+                |r, m| m.allowance_pages * r.page_size,
+            ),
+        ];
+        for (family, name, help, get) in per_target {
+            let mut f = family(w, name, help);
+            for (r, m) in &with {
+                f.sample(&[("pid", &r.pid)], get(r, m));
+            }
         }
         if let Some(free) = first.nvme_free_bytes {
             w.gauge(

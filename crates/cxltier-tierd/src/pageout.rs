@@ -197,13 +197,8 @@ pub fn swapped_in(
 /// The target's bytes in swap (`VmSwap` of `/proc/PID/status`).
 pub fn swapped_bytes(proc_root: &Path, pid: u32) -> Result<u64, TierdError> {
     let path = proc_root.join(format!("{pid}/status"));
-    let text = fs::read_to_string(&path).map_err(|e| {
-        if e.kind() == std::io::ErrorKind::NotFound {
-            TierdError::NoSuchProcess { pid }
-        } else {
-            TierdError::io("reading", &path, e)
-        }
-    })?;
+    let text =
+        fs::read_to_string(&path).map_err(|e| TierdError::process_io(pid, "reading", &path, e))?;
     parse_vm_swap(&text).ok_or_else(|| TierdError::Parse {
         path,
         content: String::new(),

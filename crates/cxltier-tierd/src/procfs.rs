@@ -18,13 +18,8 @@ pub struct Range {
 /// memory are left where they are.
 pub fn movable_ranges(proc_root: &Path, pid: u32) -> Result<Vec<Range>, TierdError> {
     let path = proc_root.join(pid.to_string()).join("maps");
-    let text = match fs::read_to_string(&path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(TierdError::NoSuchProcess { pid })
-        }
-        Err(e) => return Err(TierdError::io("cannot read", path, e)),
-    };
+    let text = fs::read_to_string(&path)
+        .map_err(|e| TierdError::process_io(pid, "cannot read", &path, e))?;
     Ok(parse_maps(&text))
 }
 

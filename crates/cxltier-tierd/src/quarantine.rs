@@ -179,13 +179,8 @@ pub fn pages_on(
     let page = cxltier_sys::page_size() as u64;
     let maps = procfs::movable_ranges(proc_root, pid)?;
     let path = proc_root.join(pid.to_string()).join("pagemap");
-    let pagemap = Pagemap::open(&path).map_err(|e| {
-        if e.kind() == std::io::ErrorKind::NotFound {
-            TierdError::NoSuchProcess { pid }
-        } else {
-            TierdError::io("cannot read", &path, e)
-        }
-    })?;
+    let pagemap =
+        Pagemap::open(&path).map_err(|e| TierdError::process_io(pid, "cannot read", &path, e))?;
     let mut hits = Vec::new();
     let mut present = 0u64;
     let mut with_frame = 0u64;

@@ -42,10 +42,8 @@ pub fn supported() -> bool {
 /// Clear the soft-dirty bits of every page of `pid`.
 pub fn clear(proc_root: &Path, pid: u32) -> Result<(), TierdError> {
     let path = proc_root.join(pid.to_string()).join("clear_refs");
-    crate::damon::write_existing(&path, "4").map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => TierdError::NoSuchProcess { pid },
-        _ => TierdError::io("cannot write", path, e),
-    })
+    crate::damon::write_existing(&path, "4")
+        .map_err(|e| TierdError::process_io(pid, "cannot write", path, e))
 }
 
 /// For each page of `ranges` (in order, `page` bytes apart): whether it is present and was
@@ -57,10 +55,8 @@ pub fn written(
     page: usize,
 ) -> Result<Vec<bool>, TierdError> {
     let path = proc_root.join(pid.to_string()).join("pagemap");
-    let file = File::open(&path).map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => TierdError::NoSuchProcess { pid },
-        _ => TierdError::io("cannot open", &path, e),
-    })?;
+    let file =
+        File::open(&path).map_err(|e| TierdError::process_io(pid, "cannot open", &path, e))?;
     let mut out = Vec::new();
     for r in ranges {
         let pages = (r.end - r.start) / page;

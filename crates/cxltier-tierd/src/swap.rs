@@ -236,15 +236,13 @@ impl SwapPlan {
                     Some(s) => s,
                     None => device_bytes,
                 };
-                let plan = SwapPlan {
-                    path: spec.path.clone(),
-                    kind: BackingKind::BlockDevice,
-                    size_bytes: size / page_size as u64 * page_size as u64,
+                SwapPlan::checked(
+                    spec.path.clone(),
+                    BackingKind::BlockDevice,
+                    size,
                     priority,
                     page_size,
-                };
-                swap_header(page_size, plan.pages())?;
-                Ok(plan)
+                )
             }
             Ok(meta) if meta.is_file() => Err(setting(format!(
                 "{} exists: tierd creates its swap file itself and removes it when it stops, and \
@@ -286,18 +284,36 @@ impl SwapPlan {
                         SWAP_FILE_FS.join(", ")
                     )));
                 }
-                let plan = SwapPlan {
-                    path: dir.join(spec.path.file_name().unwrap_or_default()),
-                    kind: BackingKind::NewFile,
-                    size_bytes: size / page_size as u64 * page_size as u64,
+                SwapPlan::checked(
+                    dir.join(spec.path.file_name().unwrap_or_default()),
+                    BackingKind::NewFile,
+                    size,
                     priority,
                     page_size,
-                };
-                swap_header(page_size, plan.pages())?;
-                Ok(plan)
+                )
             }
             Err(e) => Err(TierdError::io("examining", &spec.path, e)),
         }
+    }
+
+    /// The plan for `size` bytes of `path` rounded down to whole pages, refused where a swap
+    /// header cannot describe that many pages ([`swap_header`]).
+    fn checked(
+        path: PathBuf,
+        kind: BackingKind,
+        size: u64,
+        priority: u16,
+        page_size: usize,
+    ) -> Result<SwapPlan, TierdError> {
+        let plan = SwapPlan {
+            path,
+            kind,
+            size_bytes: size / page_size as u64 * page_size as u64,
+            priority,
+            page_size,
+        };
+        swap_header(page_size, plan.pages())?;
+        Ok(plan)
     }
 
     fn pages(&self) -> u64 {

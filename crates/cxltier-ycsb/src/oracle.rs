@@ -25,15 +25,7 @@ pub fn best_hit_ratios(
     draws: u64,
     seed: u64,
 ) -> Result<Vec<f64>, YcsbError> {
-    if shared.spec.insert > 0.0 || shared.spec.scan > 0.0 {
-        return Err(YcsbError::BadInput(
-            "the hit-ratio bound is for workloads that only read and update existing keys (a, b, c, f)"
-                .into(),
-        ));
-    }
-    if draws == 0 {
-        return Err(YcsbError::BadInput("--draws must be at least 1".into()));
-    }
+    check_bound(&shared, "hit-ratio", draws)?;
     let records = shared.record_count as usize;
     let start = shared.insert_start as i64;
     let mut counts = vec![0u32; records];
@@ -61,6 +53,20 @@ pub fn best_hit_ratios(
         .iter()
         .map(|&k| prefix[(k as usize).min(records)] as f64 / drawn.max(1) as f64)
         .collect())
+}
+
+/// Refuse what the `bound` (`hit-ratio`, `page-level`) cannot answer: a workload that inserts or
+/// scans (it is over the existing keys' choices), or no draws.
+fn check_bound(shared: &Shared, bound: &str, draws: u64) -> Result<(), YcsbError> {
+    if shared.spec.insert > 0.0 || shared.spec.scan > 0.0 {
+        return Err(YcsbError::BadInput(format!(
+            "the {bound} bound is for workloads that only read and update existing keys (a, b, c, f)"
+        )));
+    }
+    if draws == 0 {
+        return Err(YcsbError::BadInput("--draws must be at least 1".into()));
+    }
+    Ok(())
 }
 
 /// Where the records' bytes lie in memory. An allocator that keeps each size class in a region
@@ -125,15 +131,7 @@ pub fn page_fault_bounds(
     draws: u64,
     seed: u64,
 ) -> Result<PageBounds, YcsbError> {
-    if shared.spec.insert > 0.0 || shared.spec.scan > 0.0 {
-        return Err(YcsbError::BadInput(
-            "the page-level bound is for workloads that only read and update existing keys (a, b, c, f)"
-                .into(),
-        ));
-    }
-    if draws == 0 {
-        return Err(YcsbError::BadInput("--draws must be at least 1".into()));
-    }
+    check_bound(&shared, "page-level", draws)?;
     if layout.page_bytes == 0 || !layout.page_bytes.is_power_of_two() {
         return Err(YcsbError::BadInput(format!(
             "a page of {} bytes: give a power of two, such as 4096",

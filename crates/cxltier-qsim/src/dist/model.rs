@@ -252,6 +252,14 @@ pub fn predict(
         Some(_) => 2.0 * part_bytes as f64 / stream,
     };
     let io_part = 2.0 * part_bytes as f64 / ssd;
+    // Reading and writing `bytes` of the rank's part once: its seconds, those of them that are
+    // I/O, and the bytes of I/O (streamed through memory, or through the SSDs out of core).
+    let read_write = |bytes: f64| -> (f64, f64, u64) {
+        match ooc {
+            None => (stream_part * bytes / part_bytes as f64, 0.0, 0),
+            Some(_) => (2.0 * bytes / ssd, 2.0 * bytes / ssd, 2 * bytes as u64),
+        }
+    };
     let arithmetic = |widths: &[usize]| -> f64 {
         widths.iter().map(|&k| rates.gate_seconds[k]).sum::<f64>() * (1u64 << m) as f64 / threads
     };
@@ -383,15 +391,10 @@ pub fn predict(
                 // inside a chunk, half of them for each position above.
                 let above = pairs.iter().filter(|&&(_, pl)| pl >= chunk_bits).count();
                 let touched = ((1u64 << k) - 1) as f64 * part_bytes as f64 / (1u64 << above) as f64;
-                match ooc {
-                    None => t += stream_part * touched / part_bytes as f64,
-                    Some(_) => {
-                        let chunk_io = 2.0 * touched / ssd;
-                        t += chunk_io;
-                        io += chunk_io;
-                        io_bytes += 2 * touched as u64;
-                    }
-                }
+                let (seconds, chunk_io, chunk_io_bytes) = read_write(touched);
+                t += seconds;
+                io += chunk_io;
+                io_bytes += chunk_io_bytes;
                 // The hoisted gates: their arithmetic on every chunk, and the chunks no
                 // partner's set falls in (a 2^-k share, when every pair is above a chunk) read
                 // and written for them alone. That work runs while messages are in flight.
@@ -402,15 +405,10 @@ pub fn predict(
                     hoisted_work += arithmetic(&widths);
                     if above == k {
                         let untouched = part_bytes as f64 / (1u64 << k) as f64;
-                        match ooc {
-                            None => hoisted_work += stream_part * untouched / part_bytes as f64,
-                            Some(_) => {
-                                let filler_io = 2.0 * untouched / ssd;
-                                hoisted_work += filler_io;
-                                io += filler_io;
-                                io_bytes += 2 * untouched as u64;
-                            }
-                        }
+                        let (seconds, filler_io, filler_io_bytes) = read_write(untouched);
+                        hoisted_work += seconds;
+                        io += filler_io;
+                        io_bytes += filler_io_bytes;
                     }
                 }
                 overlapped_gates += hoisted.len();

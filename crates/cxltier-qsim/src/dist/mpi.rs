@@ -33,7 +33,9 @@ use crate::fusion::Op;
 use crate::kernel::{Amp, Real};
 use crate::progress::Progress;
 use crate::qasm::Circuit;
-use crate::sim::{ops_of, ChunkGates, Options, Precision, RunReport, SavedState, Simulation};
+use crate::sim::{
+    ops_of, ChunkGates, Counts, Options, Precision, RunReport, SavedState, Simulation,
+};
 use crate::QsimError;
 
 /// The ranks of this run (MPI's world), initialised once.
@@ -213,7 +215,7 @@ impl<'c, T: Real> DistSimulation<'c, T> {
         options: &Options,
         shots: u64,
         seed: u64,
-    ) -> Result<(DistSimulation<'c, T>, BTreeMap<String, u64>), QsimError> {
+    ) -> Result<(DistSimulation<'c, T>, Counts), QsimError> {
         let plan = ShotPlan::new(circuit);
         let mut sim = Self::start(cluster, circuit.num_qubits, plan.widest(), options)?;
         let started = Instant::now();
@@ -575,7 +577,7 @@ impl<'c, T: Real> DistSimulation<'c, T> {
         shots: usize,
         qubits: &[usize],
         seed: u64,
-    ) -> Result<BTreeMap<String, u64>, QsimError> {
+    ) -> Result<Counts, QsimError> {
         self.bring_home()?;
         let (rank, size) = (self.cluster.rank(), self.cluster.size());
         let m = self.m();
@@ -696,12 +698,7 @@ impl<T: Real> ShotState for DistSimulation<'_, T> {
         self.position.clone_from(&saved.position);
         Ok(())
     }
-    fn sample(
-        &mut self,
-        shots: usize,
-        qubits: &[usize],
-        seed: u64,
-    ) -> Result<BTreeMap<String, u64>, QsimError> {
+    fn sample(&mut self, shots: usize, qubits: &[usize], seed: u64) -> Result<Counts, QsimError> {
         DistSimulation::sample(self, shots, qubits, seed)
     }
     fn progress(&self) -> Option<&Progress> {
@@ -986,7 +983,7 @@ impl<'c> AnyDistSimulation<'c> {
         precision: Precision,
         shots: u64,
         seed: u64,
-    ) -> Result<(AnyDistSimulation<'c>, BTreeMap<String, u64>), QsimError> {
+    ) -> Result<(AnyDistSimulation<'c>, Counts), QsimError> {
         Ok(match precision {
             Precision::F64 => {
                 let (s, c) = DistSimulation::run_shots(cluster, circuit, options, shots, seed)?;
@@ -1020,7 +1017,7 @@ impl<'c> AnyDistSimulation<'c> {
         shots: usize,
         qubits: &[usize],
         seed: u64,
-    ) -> Result<BTreeMap<String, u64>, QsimError> {
+    ) -> Result<Counts, QsimError> {
         each!(self, s => s.sample(shots, qubits, seed))
     }
 }

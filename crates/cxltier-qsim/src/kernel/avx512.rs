@@ -57,51 +57,80 @@ pub(super) trait Zmm: Real {
     fn permute(f: Avx512f, index: &Self::Index, v: Self::V) -> Self::V;
 }
 
-impl Zmm for f32 {
-    type V = __m512;
-    type Block = [f32; 16];
-    const REALS: usize = 16;
-    #[inline(always)]
-    fn zero(f: Avx512f) -> __m512 {
-        f._mm512_setzero_ps()
-    }
-    #[inline(always)]
-    fn splat(f: Avx512f, x: f32) -> __m512 {
-        f._mm512_set1_ps(x)
-    }
-    #[inline(always)]
-    fn load(reals: &[f32]) -> __m512 {
-        let reals: &[f32; 16] = reals[..16].try_into().expect("16 reals");
-        bytemuck::cast(*reals)
-    }
-    #[inline(always)]
-    fn store(v: __m512, out: &mut [f32]) {
-        out[..16].copy_from_slice(&bytemuck::cast::<__m512, [f32; 16]>(v));
-    }
-    #[inline(always)]
-    fn load_block(block: &[f32; 16]) -> __m512 {
-        bytemuck::cast(*block)
-    }
-    #[inline(always)]
-    fn store_block(v: __m512, out: &mut [f32; 16]) {
-        *out = bytemuck::cast(v);
-    }
-    #[inline(always)]
-    fn vadd(f: Avx512f, a: __m512, b: __m512) -> __m512 {
-        f._mm512_add_ps(a, b)
-    }
-    #[inline(always)]
-    fn vmul(f: Avx512f, a: __m512, b: __m512) -> __m512 {
-        f._mm512_mul_ps(a, b)
-    }
-    #[inline(always)]
-    fn fmadd(f: Avx512f, a: __m512, b: __m512, c: __m512) -> __m512 {
-        f._mm512_fmadd_ps(a, b, c)
-    }
-    #[inline(always)]
-    fn fnmadd(f: Avx512f, a: __m512, b: __m512, c: __m512) -> __m512 {
-        f._mm512_fnmadd_ps(a, b, c)
-    }
+/// [`Zmm`] for one precision: its vector and block types, and the intrinsics that are the same
+/// operation under each precision's name (`_ps` at f32, `_pd` at f64). What differs in more
+/// than a name (the lane exchange's immediate, the interleaving permutations' indices) is
+/// written out in each invocation, after the intrinsics.
+macro_rules! impl_zmm {
+    (
+        $real:ident: $v:ty, $reals:literal reals, index $index:ty;
+        $setzero:ident, $set1:ident, $add:ident, $mul:ident, $fmadd:ident, $fnmadd:ident,
+        $permutexvar:ident;
+        $($own:tt)*
+    ) => {
+        impl Zmm for $real {
+            type V = $v;
+            type Block = [$real; $reals];
+            const REALS: usize = $reals;
+            #[inline(always)]
+            fn zero(f: Avx512f) -> $v {
+                f.$setzero()
+            }
+            #[inline(always)]
+            fn splat(f: Avx512f, x: $real) -> $v {
+                f.$set1(x)
+            }
+            #[inline(always)]
+            fn load(reals: &[$real]) -> $v {
+                let reals: &[$real; $reals] =
+                    reals[..$reals].try_into().expect(concat!($reals, " reals"));
+                bytemuck::cast(*reals)
+            }
+            #[inline(always)]
+            fn store(v: $v, out: &mut [$real]) {
+                out[..$reals].copy_from_slice(&bytemuck::cast::<$v, [$real; $reals]>(v));
+            }
+            #[inline(always)]
+            fn load_block(block: &[$real; $reals]) -> $v {
+                bytemuck::cast(*block)
+            }
+            #[inline(always)]
+            fn store_block(v: $v, out: &mut [$real; $reals]) {
+                *out = bytemuck::cast(v);
+            }
+            #[inline(always)]
+            fn vadd(f: Avx512f, a: $v, b: $v) -> $v {
+                f.$add(a, b)
+            }
+            #[inline(always)]
+            fn vmul(f: Avx512f, a: $v, b: $v) -> $v {
+                f.$mul(a, b)
+            }
+            #[inline(always)]
+            fn fmadd(f: Avx512f, a: $v, b: $v, c: $v) -> $v {
+                f.$fmadd(a, b, c)
+            }
+            #[inline(always)]
+            fn fnmadd(f: Avx512f, a: $v, b: $v, c: $v) -> $v {
+                f.$fnmadd(a, b, c)
+            }
+            type Index = $index;
+            fn index(source: &[usize]) -> $index {
+                std::array::from_fn(|i| (2 * source[i / 2] + i % 2) as _)
+            }
+            #[inline(always)]
+            fn permute(f: Avx512f, index: &$index, v: $v) -> $v {
+                f.$permutexvar(bytemuck::cast(*index), v)
+            }
+            $($own)*
+        }
+    };
+}
+
+impl_zmm! {
+    f32: __m512, 16 reals, index [i32; 16];
+    _mm512_setzero_ps, _mm512_set1_ps, _mm512_add_ps, _mm512_mul_ps, _mm512_fmadd_ps,
+    _mm512_fnmadd_ps, _mm512_permutexvar_ps;
     #[inline(always)]
     fn swap(f: Avx512f, v: __m512) -> __m512 {
         f._mm512_permute_ps::<0b1011_0001>(v)
@@ -113,61 +142,12 @@ impl Zmm for f32 {
         Self::store(f._mm512_permutex2var_ps(re, low, im), &mut out[..16]);
         Self::store(f._mm512_permutex2var_ps(re, high, im), &mut out[16..32]);
     }
-    type Index = [i32; 16];
-    fn index(source: &[usize]) -> [i32; 16] {
-        std::array::from_fn(|i| (2 * source[i / 2] + i % 2) as i32)
-    }
-    #[inline(always)]
-    fn permute(f: Avx512f, index: &[i32; 16], v: __m512) -> __m512 {
-        f._mm512_permutexvar_ps(bytemuck::cast(*index), v)
-    }
 }
 
-impl Zmm for f64 {
-    type V = __m512d;
-    type Block = [f64; 8];
-    const REALS: usize = 8;
-    #[inline(always)]
-    fn zero(f: Avx512f) -> __m512d {
-        f._mm512_setzero_pd()
-    }
-    #[inline(always)]
-    fn splat(f: Avx512f, x: f64) -> __m512d {
-        f._mm512_set1_pd(x)
-    }
-    #[inline(always)]
-    fn load(reals: &[f64]) -> __m512d {
-        let reals: &[f64; 8] = reals[..8].try_into().expect("8 reals");
-        bytemuck::cast(*reals)
-    }
-    #[inline(always)]
-    fn store(v: __m512d, out: &mut [f64]) {
-        out[..8].copy_from_slice(&bytemuck::cast::<__m512d, [f64; 8]>(v));
-    }
-    #[inline(always)]
-    fn load_block(block: &[f64; 8]) -> __m512d {
-        bytemuck::cast(*block)
-    }
-    #[inline(always)]
-    fn store_block(v: __m512d, out: &mut [f64; 8]) {
-        *out = bytemuck::cast(v);
-    }
-    #[inline(always)]
-    fn vadd(f: Avx512f, a: __m512d, b: __m512d) -> __m512d {
-        f._mm512_add_pd(a, b)
-    }
-    #[inline(always)]
-    fn vmul(f: Avx512f, a: __m512d, b: __m512d) -> __m512d {
-        f._mm512_mul_pd(a, b)
-    }
-    #[inline(always)]
-    fn fmadd(f: Avx512f, a: __m512d, b: __m512d, c: __m512d) -> __m512d {
-        f._mm512_fmadd_pd(a, b, c)
-    }
-    #[inline(always)]
-    fn fnmadd(f: Avx512f, a: __m512d, b: __m512d, c: __m512d) -> __m512d {
-        f._mm512_fnmadd_pd(a, b, c)
-    }
+impl_zmm! {
+    f64: __m512d, 8 reals, index [i64; 8];
+    _mm512_setzero_pd, _mm512_set1_pd, _mm512_add_pd, _mm512_mul_pd, _mm512_fmadd_pd,
+    _mm512_fnmadd_pd, _mm512_permutexvar_pd;
     #[inline(always)]
     fn swap(f: Avx512f, v: __m512d) -> __m512d {
         f._mm512_permute_pd::<0b0101_0101>(v)
@@ -179,58 +159,67 @@ impl Zmm for f64 {
         Self::store(f._mm512_permutex2var_pd(re, low, im), &mut out[..8]);
         Self::store(f._mm512_permutex2var_pd(re, high, im), &mut out[8..16]);
     }
-    type Index = [i64; 8];
-    fn index(source: &[usize]) -> [i64; 8] {
-        std::array::from_fn(|i| (2 * source[i / 2] + i % 2) as i64)
-    }
-    #[inline(always)]
-    fn permute(f: Avx512f, index: &[i64; 8], v: __m512d) -> __m512d {
-        f._mm512_permutexvar_pd(bytemuck::cast(*index), v)
-    }
 }
 
-/// A row plan's run, for `simd.vectorize`: a type whose `call` is inlined into pulp's function
-/// that enables the features (a closure there was compiled apart, without them, and every
-/// intrinsic became a call: 50 times slower).
-pub(super) struct Rows<'a, 'g, T> {
+/// A wide plan's run, for `simd.vectorize`, by rows ([`rows`]) or by 512-bit blocks
+/// ([`wide_blocks`]) as the plan asks: a type whose `call` is inlined into pulp's function that
+/// enables the features (a closure there was compiled apart, without them, and every intrinsic
+/// became a call: 50 times slower).
+pub(super) struct Wide<'a, 'g, T> {
     pub simd: V4,
     pub group: &'a mut [&'g mut [Amp<T>]],
     pub plan: &'a WidePlan<T>,
 }
 
-impl<T: Zmm> pulp::NullaryFnOnce for Rows<'_, '_, T> {
+impl<T: Zmm> pulp::NullaryFnOnce for Wide<'_, '_, T> {
     type Output = ();
 
-    /// `G` groups and row blocks of `RB` vectors such that `2 G RB = 16` accumulators.
     #[inline(always)]
     fn call(self) {
-        let Rows { simd, group, plan } = self;
-        // Groups made of one, two or four runs of at least 4 consecutive amplitudes are read
-        // in place (`RUN`), others copied first (`RUN` 0).
-        macro_rules! run {
-            ($d:literal, $g:literal, $rv:literal, $rb:literal) => {
-                match plan.row_run {
-                    $d => rows::<T, $d, $g, $rv, $rb, $d>(simd, group, plan),
-                    r if r * 2 == $d && r >= 4 => {
-                        rows::<T, $d, $g, $rv, $rb, { $d / 2 }>(simd, group, plan)
-                    }
-                    r if r * 4 == $d && r >= 4 => {
-                        rows::<T, $d, $g, $rv, $rb, { $d / 4 }>(simd, group, plan)
-                    }
-                    _ => rows::<T, $d, $g, $rv, $rb, 0>(simd, group, plan),
+        let Wide { simd, group, plan } = self;
+        if plan.by_rows {
+            rows_of(simd, group, plan)
+        } else {
+            match plan.dim {
+                8 => wide_blocks::<T, 8>(simd, group, plan),
+                16 => wide_blocks::<T, 16>(simd, group, plan),
+                32 => wide_blocks::<T, 32>(simd, group, plan),
+                64 => wide_blocks::<T, 64>(simd, group, plan),
+                other => unreachable!("wide block plans have 8 to 64 lanes, not {other}"),
+            }
+        }
+    }
+}
+
+/// [`rows`] for the plan's dimension: `G` groups and row blocks of `RB` vectors such that
+/// `2 G RB = 16` accumulators.
+#[inline(always)]
+fn rows_of<T: Zmm>(simd: V4, group: &mut [&mut [Amp<T>]], plan: &WidePlan<T>) {
+    // Groups made of one, two or four runs of at least 4 consecutive amplitudes are read
+    // in place (`RUN`), others copied first (`RUN` 0).
+    macro_rules! run {
+        ($d:literal, $g:literal, $rv:literal, $rb:literal) => {
+            match plan.row_run {
+                $d => rows::<T, $d, $g, $rv, $rb, $d>(simd, group, plan),
+                r if r * 2 == $d && r >= 4 => {
+                    rows::<T, $d, $g, $rv, $rb, { $d / 2 }>(simd, group, plan)
                 }
-            };
-        }
-        match (T::REALS, plan.dim) {
-            (8, 8) => run!(8, 8, 1, 1),
-            (8, 16) => run!(16, 4, 2, 2),
-            (8, 32) => run!(32, 2, 4, 4),
-            (8, 64) => run!(64, 1, 8, 8),
-            (16, 16) => run!(16, 8, 1, 1),
-            (16, 32) => run!(32, 4, 2, 2),
-            (16, 64) => run!(64, 2, 4, 4),
-            other => unreachable!("row plans have rows of one vector or more, not {other:?}"),
-        }
+                r if r * 4 == $d && r >= 4 => {
+                    rows::<T, $d, $g, $rv, $rb, { $d / 4 }>(simd, group, plan)
+                }
+                _ => rows::<T, $d, $g, $rv, $rb, 0>(simd, group, plan),
+            }
+        };
+    }
+    match (T::REALS, plan.dim) {
+        (8, 8) => run!(8, 8, 1, 1),
+        (8, 16) => run!(16, 4, 2, 2),
+        (8, 32) => run!(32, 2, 4, 4),
+        (8, 64) => run!(64, 1, 8, 8),
+        (16, 16) => run!(16, 8, 1, 1),
+        (16, 32) => run!(32, 4, 2, 2),
+        (16, 64) => run!(64, 2, 4, 4),
+        other => unreachable!("row plans have rows of one vector or more, not {other:?}"),
     }
 }
 
@@ -456,23 +445,9 @@ impl<T: super::Real> ZmmPlan<T> {
             return None;
         }
         let simd = V4::try_new()?;
-        let low_of = |e: usize| super::low_value(e, &gate.positions[..l]);
-        let mut coef_a = Vec::with_capacity(lanes * lanes * nl * reals);
-        let mut coef_b = Vec::with_capacity(lanes * lanes * nl * reals);
-        for h in 0..lanes {
-            for h2 in 0..lanes {
-                for lp in 0..nl {
-                    let col = lp | (h2 << l);
-                    for i in 0..reals {
-                        let entry = gate.matrix[(low_of(i / 2) | (h << l)) * dim + col];
-                        coef_a.push(entry[0]);
-                        // `B` with its re and im lanes exchanged: the kernel sums `B' x` and
-                        // exchanges the lanes of the sum once per output, not of every input.
-                        coef_b.push(if i % 2 == 0 { entry[1] } else { -entry[1] });
-                    }
-                }
-            }
-        }
+        // `B` with its re and im lanes exchanged: the kernel sums `B' x` and exchanges the
+        // lanes of the sum once per output, not of every input.
+        let (coef_a, coef_b) = super::block_coefficients(gate, l, reals, true);
         Some(ZmmPlan {
             simd,
             lanes,
@@ -515,7 +490,7 @@ impl<T: super::Real> ZmmPlan<T> {
     }
 }
 
-/// A 512-bit block plan's run, for `simd.vectorize` (as [`Rows`]).
+/// A 512-bit block plan's run, for `simd.vectorize` (as [`Wide`]).
 pub(super) struct Blocks<'a, 'g, T> {
     pub group: &'a mut [&'g mut [Amp<T>]],
     pub plan: &'a ZmmPlan<T>,
@@ -913,29 +888,6 @@ fn blocks_low<T: Zmm, const D: usize, const NL: usize, const U: usize, S: LaneSt
                     group.block_mut::<D>(h, member[h], bases[u] + offset[h]),
                 );
             }
-        }
-    }
-}
-
-/// A wide plan's run by 512-bit blocks, for `simd.vectorize` (as [`Rows`]).
-pub(super) struct WideBlocks<'a, 'g, T> {
-    pub simd: V4,
-    pub group: &'a mut [&'g mut [Amp<T>]],
-    pub plan: &'a WidePlan<T>,
-}
-
-impl<T: Zmm> pulp::NullaryFnOnce for WideBlocks<'_, '_, T> {
-    type Output = ();
-
-    #[inline(always)]
-    fn call(self) {
-        let WideBlocks { simd, group, plan } = self;
-        match plan.dim {
-            8 => wide_blocks::<T, 8>(simd, group, plan),
-            16 => wide_blocks::<T, 16>(simd, group, plan),
-            32 => wide_blocks::<T, 32>(simd, group, plan),
-            64 => wide_blocks::<T, 64>(simd, group, plan),
-            other => unreachable!("wide block plans have 8 to 64 lanes, not {other}"),
         }
     }
 }
