@@ -1,9 +1,25 @@
-//! Databases of the server over a real socket: blocking pops per database (and woken by
-//! SWAPDB), CLIENT LIST's `db=`, and a store of the format before databases opened as
-//! database 0.
+//! Databases of the server over a real socket: SWAPDB kept across a restart, blocking pops per
+//! database (and woken by SWAPDB), CLIENT LIST's `db=`, and a store of the format before
+//! databases opened as database 0.
 
 mod util;
-use util::{temp, wait_blocked, Server};
+use util::{swapdb_survives, temp, wait_blocked, Server};
+
+#[test]
+fn swapdb_survives_a_restart() {
+    let ssd = temp("swap.log");
+    let start = || {
+        Server::builder()
+            .dram("32M")
+            .ssd(&ssd, "64M")
+            .durability("always")
+            .start()
+    };
+    swapdb_survives(start(), Server::client, |s| {
+        s.stop();
+        start()
+    });
+}
 
 /// A blocked pop waits on its own database's key: a push of the same name in another database
 /// does not wake it; a push in its database does; and a SWAPDB that brings it a database

@@ -1,10 +1,10 @@
-//! Databases of `cxltier serve` as a process: SWAPDB kept across a restart and a kill -9,
-//! redis-cli -n and `--databases`, and a store that holds more databases than asked for.
-//! (Blocking pops per database and a store of the format before databases are the server
-//! crate's tests.)
+//! Databases of `cxltier serve` as a process: SWAPDB kept across a kill -9, redis-cli -n and
+//! `--databases`, and a store that holds more databases than asked for. (SWAPDB kept across a
+//! restart, blocking pops per database and a store of the format before databases are the
+//! server crate's tests.)
 
 mod common;
-use common::{serve, try_serve, Conn, ServerChild as Server};
+use common::{serve, swapdb_survives, try_serve, ServerChild as Server};
 use std::path::Path;
 use std::process::Command;
 
@@ -27,85 +27,16 @@ fn start_on(ssd: &TempFile, durability: &str) -> Server {
     serve(&args)
 }
 
-/// Write a key of every type in databases 1 and 2, SWAPDB them, and read back what each
-/// database holds: after SWAPDB at once, and after a restart (SHUTDOWN, or kill -9).
-fn swapdb_survives(kill_9: bool) {
-    let ssd = temp_file("cxltier-db-", "swap.log");
-    let restart = |s: Server| {
-        if kill_9 {
-            s.kill9();
-        } else {
-            s.stop();
-        }
-        start_on(&ssd, "always")
-    };
-    let s = start_on(&ssd, "always");
-    let mut c = s.client();
-    for (db, tag) in [(1, "one"), (2, "two")] {
-        assert_eq!(c.cmd(&format!("SELECT {db}")), "+OK\r\n");
-        for line in [
-            format!("SET s {tag}"),
-            format!("HSET h f {tag}"),
-            format!("RPUSH l {tag}"),
-            format!("SADD set {tag}"),
-            format!("ZADD z 1 {tag}"),
-        ] {
-            assert!(!c.cmd(&line).starts_with('-'), "{line}");
-        }
-    }
-    assert_eq!(c.cmd("SWAPDB 1 2"), "+OK\r\n");
-    let check = |c: &mut Conn| {
-        for (db, tag) in [(1, "two"), (2, "one")] {
-            c.cmd(&format!("SELECT {db}"));
-            let b = format!("$3\r\n{tag}\r\n");
-            assert_eq!(c.cmd("GET s"), b, "db {db}");
-            assert_eq!(c.cmd("HGET h f"), b);
-            assert_eq!(c.cmd("LINDEX l 0"), b);
-            assert_eq!(c.cmd("SRANDMEMBER set"), b);
-            assert_eq!(c.cmd("ZRANGE z 0 0"), format!("*1\r\n{b}"));
-            assert_eq!(c.cmd("DBSIZE"), ":5\r\n");
-        }
-        c.cmd("SELECT 0");
-        assert_eq!(c.cmd("DBSIZE"), ":0\r\n");
-    };
-    check(&mut c);
-    drop(c);
-    let s = restart(s);
-    check(&mut s.client());
-    // Swapped back, and kept so too.
-    let mut c = s.client();
-    assert_eq!(c.cmd("SWAPDB 2 1"), "+OK\r\n");
-    c.cmd("SELECT 1");
-    assert_eq!(c.cmd("GET s"), "$3\r\none\r\n");
-    drop(c);
-    let s = restart(s);
-    let mut c = s.client();
-    c.cmd("SELECT 1");
-    assert_eq!(c.cmd("GET s"), "$3\r\none\r\n");
-    c.cmd("SELECT 2");
-    assert_eq!(c.cmd("GET s"), "$3\r\ntwo\r\n");
-    let info = c.cmd("INFO keyspace");
-    assert!(
-        info.contains("db1:keys=5,expires=0,avg_ttl=0\r\n"),
-        "{info}"
-    );
-    assert!(
-        info.contains("db2:keys=5,expires=0,avg_ttl=0\r\n"),
-        "{info}"
-    );
-    assert!(!info.contains("db0:"), "{info}");
-}
-
-#[test]
-fn swapdb_survives_a_restart() {
-    swapdb_survives(false);
-}
-
 /// With `--durability always` the SWAPDB's reply leaves only once the map is on disk: a kill
 /// -9 right after it keeps the swap.
 #[test]
 fn swapdb_survives_kill_9_with_durability_always() {
-    swapdb_survives(true);
+    let ssd = temp_file("cxltier-db-", "swap.log");
+    let restart = |s: Server| {
+        s.kill9();
+        start_on(&ssd, "always")
+    };
+    swapdb_survives(start_on(&ssd, "always"), Server::client, restart);
 }
 
 /// redis-cli -n picks a database as it does with redis-server; --databases and CONFIG GET

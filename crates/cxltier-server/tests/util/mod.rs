@@ -7,11 +7,17 @@
 //! Dropping the [`Server`] sets its stop flag and joins the thread (the store is closed then),
 //! so a test may open the same files again to check what a restart finds.
 //!
-//! The process-level tests of the CLI (signals, kill -9, flags, exit codes, stderr) use this
-//! module too, for its clients and reply assertions, beside their own process launcher.
+//! Server processes ([`process`]: redis-server, which tests compare with, on a port of its own)
+//! live here too. The process-level tests of the CLI (signals, kill -9, flags, exit codes,
+//! stderr) use this module as well, for its clients, reply assertions and process launcher,
+//! beside their own start of `cxltier serve`.
 
 // Each test binary uses the part it needs.
 #![allow(dead_code)]
+
+mod process;
+#[allow(unused_imports)]
+pub use process::*;
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -408,6 +414,99 @@ pub fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
 pub fn wait_blocked(c: &mut Conn, n: usize) {
     let want = format!("blocked_clients:{n}\r\n");
     wait_until(&want, || c.cmd("INFO clients").contains(&want));
+}
+
+/// Wait until the server answers a new connection BUSY: a script sent before is running past
+/// the threshold. A connection made after the script began waits for the threshold, then is
+/// answered BUSY; one whose PING the server read before the script's EVAL (a loaded machine
+/// may take a while to read it) gets its PONG: then another one is made.
+pub fn wait_busy(addr: &str) {
+    let t = Instant::now();
+    loop {
+        let mut probe = Conn::connect(addr);
+        let reply = probe.call_text(&["PING"]);
+        if reply.starts_with("-BUSY Redis is busy running a script.") {
+            return;
+        }
+        assert_eq!(reply, "+PONG\r\n");
+        assert!(t.elapsed() < GUARD, "the script never made the server busy");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Start `script` on a connection of its own and wait until the server answers another
+/// connection BUSY (the threshold is 50 ms).
+pub fn run_until_busy(addr: &str, admin: &mut Conn, script: &str) -> Conn {
+    assert_eq!(
+        admin.call_text(&["CONFIG", "SET", "busy-reply-threshold", "50"]),
+        "+OK\r\n"
+    );
+    let mut runner = Conn::connect(addr);
+    runner.send(&["EVAL", script, "0"]);
+    wait_busy(addr);
+    runner
+}
+
+/// Write a key of every type in databases 1 and 2 of the server `first`, SWAPDB them, and read
+/// back what each database holds: after SWAPDB at once, and after each `restart` (a stop, or a
+/// kill -9, and a start on the same NVMe log), through connections `client` makes. Both the
+/// in-process server and the `cxltier serve` process run it.
+pub fn swapdb_survives<S>(first: S, client: impl Fn(&S) -> Conn, restart: impl Fn(S) -> S) {
+    let s = first;
+    let mut c = client(&s);
+    for (db, tag) in [(1, "one"), (2, "two")] {
+        assert_eq!(c.cmd(&format!("SELECT {db}")), "+OK\r\n");
+        for line in [
+            format!("SET s {tag}"),
+            format!("HSET h f {tag}"),
+            format!("RPUSH l {tag}"),
+            format!("SADD set {tag}"),
+            format!("ZADD z 1 {tag}"),
+        ] {
+            assert!(!c.cmd(&line).starts_with('-'), "{line}");
+        }
+    }
+    assert_eq!(c.cmd("SWAPDB 1 2"), "+OK\r\n");
+    let check = |c: &mut Conn| {
+        for (db, tag) in [(1, "two"), (2, "one")] {
+            c.cmd(&format!("SELECT {db}"));
+            let b = format!("$3\r\n{tag}\r\n");
+            assert_eq!(c.cmd("GET s"), b, "db {db}");
+            assert_eq!(c.cmd("HGET h f"), b);
+            assert_eq!(c.cmd("LINDEX l 0"), b);
+            assert_eq!(c.cmd("SRANDMEMBER set"), b);
+            assert_eq!(c.cmd("ZRANGE z 0 0"), format!("*1\r\n{b}"));
+            assert_eq!(c.cmd("DBSIZE"), ":5\r\n");
+        }
+        c.cmd("SELECT 0");
+        assert_eq!(c.cmd("DBSIZE"), ":0\r\n");
+    };
+    check(&mut c);
+    drop(c);
+    let s = restart(s);
+    check(&mut client(&s));
+    // Swapped back, and kept so too.
+    let mut c = client(&s);
+    assert_eq!(c.cmd("SWAPDB 2 1"), "+OK\r\n");
+    c.cmd("SELECT 1");
+    assert_eq!(c.cmd("GET s"), "$3\r\none\r\n");
+    drop(c);
+    let s = restart(s);
+    let mut c = client(&s);
+    c.cmd("SELECT 1");
+    assert_eq!(c.cmd("GET s"), "$3\r\none\r\n");
+    c.cmd("SELECT 2");
+    assert_eq!(c.cmd("GET s"), "$3\r\ntwo\r\n");
+    let info = c.cmd("INFO keyspace");
+    assert!(
+        info.contains("db1:keys=5,expires=0,avg_ttl=0\r\n"),
+        "{info}"
+    );
+    assert!(
+        info.contains("db2:keys=5,expires=0,avg_ttl=0\r\n"),
+        "{info}"
+    );
+    assert!(!info.contains("db0:"), "{info}");
 }
 
 /// A tool the test needs (redis-cli, redis-benchmark, redis-server): the test fails, saying

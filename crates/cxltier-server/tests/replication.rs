@@ -1,22 +1,13 @@
-//! `cxltier serve` as a replication master: SYNC as Redis's test harness sends it (a valid RDB
+//! The server as a replication master: SYNC as Redis's test harness sends it (a valid RDB
 //! then the write stream, as Redis 7.0 propagates it), and a real `redis-server --replicaof`
 //! that loads the snapshot and follows the stream until its data equal the master's, for every
 //! type, with values on NVMe.
 
-mod common;
-use common::{free_port, wait_until, Conn, Reply as V, ReplyExt, ServerChild as Server, GUARD};
+mod util;
 use cxltier_store::testing::temp_file;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-
-const BIN: &str = env!("CARGO_BIN_EXE_cxltier");
-
-/// `cxltier serve ARGS`.
-fn start(args: &[&str]) -> Server {
-    Server::start("cxltier serve", None, |port| {
-        common::cxltier_serve(BIN, port, args)
-    })
-}
+use util::{free_port, need, wait_until, Answer, Conn, Reply as V, ReplyExt, Server, GUARD};
 
 /// One command of a replication stream, its words joined by spaces.
 fn stream_command(c: &mut Conn) -> String {
@@ -73,12 +64,11 @@ fn check_rdb(rdb: &[u8]) {
 #[test]
 fn sync_sends_a_valid_snapshot_then_the_stream_as_redis_propagates_it() {
     let ssd = temp_file("cxltier-repl-", "nvme");
-    for args in [
-        vec!["--dram", "32M"],
-        vec!["--dram", "8M", "--ssd", &format!("{}:64M", ssd.display())],
+    for server in [
+        Server::builder().dram("32M"),
+        Server::builder().dram("8M").ssd(&ssd, "64M"),
     ] {
-        let args: Vec<&str> = args.iter().map(|a| a.as_ref()).collect();
-        let s = start(&args);
+        let s = server.start();
         let mut c = s.client();
         c.call(&["SET", "before", "x"]);
         let (mut repl, rdb) = attach(&s);
@@ -154,19 +144,6 @@ fn sync_sends_a_valid_snapshot_then_the_stream_as_redis_propagates_it() {
         assert!(set.starts_with("set short v PXAT "), "{set}");
         assert_eq!(stream_command(&mut repl), "del short");
     }
-}
-
-/// The redis-server to replicate with: CI installs it with scripts/peers.
-fn redis_server() -> &'static str {
-    let found = Command::new("redis-server")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    assert!(
-        found,
-        "redis-server is not installed: this test replicates cxltier into a real Redis (install it with scripts/peers)"
-    );
-    "redis-server"
 }
 
 /// Every key's type and value as a comparable text (members of sets sorted, hashes sorted by
@@ -286,9 +263,10 @@ fn fill(c: &mut Conn, round: &str) {
 
 #[test]
 fn a_redis_replica_loads_the_snapshot_and_follows_the_stream() {
-    let redis = redis_server();
+    // The replica is a real Redis: CI installs it with scripts/peers.
+    need("redis-server");
     let ssd = temp_file("cxltier-repl-", "nvme");
-    let s = start(&["--dram", "8M", "--ssd", &format!("{}:128M", ssd.display())]);
+    let s = Server::builder().dram("8M").ssd(&ssd, "128M").start();
     let mut c = s.client();
     fill(&mut c, "snap");
     // Keys in other databases: the snapshot selects each database that holds keys.
@@ -301,7 +279,7 @@ fn a_redis_replica_loads_the_snapshot_and_follows_the_stream() {
     let port = free_port();
     let dir = temp_file("cxltier-repl-", "redis");
     std::fs::create_dir_all(&*dir).unwrap();
-    let mut replica = Command::new(redis)
+    let mut replica = Command::new("redis-server")
         .args([
             "--port",
             &port.to_string(),
@@ -310,7 +288,7 @@ fn a_redis_replica_loads_the_snapshot_and_follows_the_stream() {
             "--appendonly",
             "no",
         ])
-        .args(["--replicaof", "127.0.0.1", &s.port.to_string()])
+        .args(["--replicaof", "127.0.0.1", &s.port()])
         .arg("--dir")
         .arg(&*dir)
         .stdout(Stdio::null())
@@ -329,10 +307,10 @@ fn a_redis_replica_loads_the_snapshot_and_follows_the_stream() {
     let pid = _kill.0.id();
     let t = Instant::now();
     loop {
-        match common::who_answers(&raddr, None, pid, GUARD) {
-            common::Answer::Ours => break,
-            common::Answer::Other => panic!("another process took port {port} first"),
-            common::Answer::Nothing => {}
+        match util::who_answers(&raddr, None, pid, GUARD) {
+            Answer::Ours => break,
+            Answer::Other => panic!("another process took port {port} first"),
+            Answer::Nothing => {}
         }
         assert!(t.elapsed() < GUARD, "the replica never answered on {raddr}");
         std::thread::sleep(Duration::from_millis(20));
@@ -409,7 +387,7 @@ fn a_redis_replica_loads_the_snapshot_and_follows_the_stream() {
 /// class's hard limit (256 MB), and the master goes on serving.
 #[test]
 fn a_replica_that_does_not_read_is_dropped_at_the_hard_limit() {
-    let s = start(&["--dram", "32M"]);
+    let s = Server::builder().dram("32M").start();
     let (_stalled, _) = attach(&s);
     let mut c = s.client();
     let value = vec![b'v'; 1 << 20];

@@ -1,15 +1,15 @@
-//! DUMP and RESTORE between `cxltier serve` and a real redis-server 7.0, both ways: every type
+//! DUMP and RESTORE between the server and a real redis-server 7.0, both ways: every type
 //! (and each encoding redis-server chooses under small and default thresholds) DUMPed by one
 //! and RESTOREd into the other, values compared; MIGRATE from redis-server into cxltier.
 //!
 //! redis-server is installed by scripts/peers (scripts/test runs it first); without it the test
 //! fails with that instruction.
 
-mod common;
-use common::{redis, serve, Conn, Reply as V, ServerChild};
+mod util;
+use util::{redis, Conn, Reply as V, Server};
 
-fn client(server: &ServerChild) -> Conn {
-    Conn::connect(&server.addr)
+fn client(addr: &str) -> Conn {
+    Conn::connect(addr)
 }
 
 /// A key's type and value as comparable text: members of sets and hashes sorted.
@@ -165,8 +165,8 @@ fn move_all(from: &mut Conn, to: &mut Conn, keys: &[String], way: &str) {
 
 #[test]
 fn values_move_between_redis_and_cxltier_both_ways() {
-    let (r, x) = (redis(), serve(&[]));
-    let (mut rc, mut xc) = (client(&r), client(&x));
+    let (r, x) = (redis(), Server::start());
+    let (mut rc, mut xc) = (client(&r.addr), client(&x.addr));
     // Default thresholds (large values as hashtables, skiplists, quicklists of many nodes),
     // then small ones (the same data as listpacks), LZF on.
     let mut keys = fill(&mut rc, "default");
@@ -214,15 +214,15 @@ fn values_move_between_redis_and_cxltier_both_ways() {
 
 #[test]
 fn migrate_from_redis_into_cxltier() {
-    let (r, x) = (redis(), serve(&[]));
-    let (mut rc, mut xc) = (client(&r), client(&x));
+    let (r, x) = (redis(), Server::start());
+    let (mut rc, mut xc) = (client(&r.addr), client(&x.addr));
     let keys = fill(&mut rc, "migrate");
     let want: Vec<_> = keys.iter().map(|k| value_of(&mut rc, k)).collect();
     for key in &keys {
         let reply = rc.call_bytes(&[
             b"MIGRATE",
             b"127.0.0.1",
-            x.port.to_string().as_bytes(),
+            x.port().as_bytes(),
             key.as_bytes(),
             b"0",
             b"5000",

@@ -1,13 +1,13 @@
-//! Keyspace notifications and pub/sub pushes of `cxltier serve`, compared with redis-server
+//! Keyspace notifications and pub/sub pushes of the server, compared with redis-server
 //! 7.0 side by side: the same commands sent to both, and what a real subscriber connection
 //! receives from each compared message by message.
 //!
 //! redis-server must be installed (scripts/peers installs it): these tests fail, saying so,
 //! when it is not.
 
-mod common;
-use common::{redis, serve, wait_blocked, Conn, Reply as V, ServerChild as Server, GUARD};
+mod util;
 use std::time::{Duration, Instant};
+use util::{info_number, redis, wait_blocked, Conn, Reply as V, Server, GUARD};
 
 /// A bulk string's text (what a message's parts are).
 fn bulk_text(r: &V) -> Option<String> {
@@ -168,17 +168,16 @@ LPUSHX nk5 a";
 /// What a subscriber to every keyspace channel, speaking RESP `proto`, hears while `SCRIPT`
 /// runs with `notify-keyspace-events` = `flags`, then while a key expires when a command finds it and
 /// one expires in the background; each command followed by a marker message, so that a
-/// difference names the command.
-fn heard(server: &Server, flags: &str, proto: &str, fut: u64) -> Vec<String> {
-    let mut c = server.client();
-    let mut sub = server.client();
+/// difference names the command. `name` says which server listens on `addr`, for messages.
+fn heard(name: &str, addr: &str, flags: &str, proto: &str, fut: u64) -> Vec<String> {
+    let mut c = Conn::connect(addr);
+    let mut sub = Conn::connect(addr);
     sub.call(&["HELLO", proto]);
     assert_eq!(c.call(&["FLUSHALL"]), V::Simple("OK".into()));
     assert_eq!(
         c.call(&["CONFIG", "SET", "notify-keyspace-events", flags]),
         V::Simple("OK".into()),
-        "{}",
-        server.name
+        "{name}"
     );
     sub.call(&["PSUBSCRIBE", "__key*__:*"]);
     sub.call(&["SUBSCRIBE", "marker"]);
@@ -186,7 +185,7 @@ fn heard(server: &Server, flags: &str, proto: &str, fut: u64) -> Vec<String> {
     for line in script.lines() {
         let words: Vec<&str> = line.split(' ').collect();
         if let V::Error(e) = c.call(&words) {
-            panic!("{}: {line}: -{e}", server.name);
+            panic!("{name}: {line}: -{e}");
         }
         c.call(&["PUBLISH", "marker", &format!("> {line}")]);
     }
@@ -194,7 +193,7 @@ fn heard(server: &Server, flags: &str, proto: &str, fut: u64) -> Vec<String> {
     c.call(&["RPUSH", "rl", "a"]);
     // (A payload is binary: sent back through a request of bytes.)
     let V::Bulk(raw) = c.call(&["DUMP", "rl"]) else {
-        panic!("{}: DUMP rl", server.name)
+        panic!("{name}: DUMP rl")
     };
     for replace in [false, true] {
         let mut req = Vec::new();
@@ -209,7 +208,7 @@ fn heard(server: &Server, flags: &str, proto: &str, fut: u64) -> Vec<String> {
             req.extend_from_slice(b"\r\n");
         }
         c.send_raw(&req).unwrap();
-        assert_eq!(c.read(), V::Simple("OK".into()), "{}: RESTORE", server.name);
+        assert_eq!(c.read(), V::Simple("OK".into()), "{name}: RESTORE");
         c.call(&["PUBLISH", "marker", "> RESTORE"]);
     }
     // Expiry found by a command (lazy), then by the server's own sampling (active).
@@ -225,7 +224,7 @@ fn heard(server: &Server, flags: &str, proto: &str, fut: u64) -> Vec<String> {
     c.call(&["SET", "e2", "v", "PX", "20"]);
     let t = Instant::now();
     while c.call(&["DBSIZE"]) != V::Int(before) {
-        assert!(t.elapsed() < GUARD, "{}: e2 never expired", server.name);
+        assert!(t.elapsed() < GUARD, "{name}: e2 never expired");
         std::thread::sleep(Duration::from_millis(20));
     }
     c.call(&["PUBLISH", "marker", "end"]);
@@ -268,7 +267,7 @@ fn first_difference(a: &[String], b: &[String]) -> Option<String> {
 #[test]
 fn keyspace_events_are_redis_servers_for_every_type() {
     let redis = redis();
-    let cxl = serve(&[]);
+    let cxl = Server::start();
     let fut = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
@@ -284,8 +283,8 @@ fn keyspace_events_are_redis_servers_for_every_type() {
         ("Khx", "2"),
         ("KEm", "2"),
     ] {
-        let want = heard(&redis, flags, proto, fut);
-        let got = heard(&cxl, flags, proto, fut);
+        let want = heard(&redis.name, &redis.addr, flags, proto, fut);
+        let got = heard("cxltier", &cxl.addr, flags, proto, fut);
         let events = want.iter().filter(|l| l.starts_with("__")).count();
         assert!(events > 0, "{flags}: redis-server announced nothing");
         if let Some(d) = first_difference(&want, &got) {
@@ -300,10 +299,10 @@ fn keyspace_events_are_redis_servers_for_every_type() {
 #[test]
 fn pubsub_pushes_survive_client_reply_off_as_on_redis_server() {
     let redis = redis();
-    let cxl = serve(&[]);
-    let run = |server: &Server, proto: &str| -> Vec<V> {
-        let mut rd = server.client();
-        let mut r = server.client();
+    let cxl = Server::start();
+    let run = |addr: &str, proto: &str| -> Vec<V> {
+        let mut rd = Conn::connect(addr);
+        let mut r = Conn::connect(addr);
         rd.call(&["HELLO", proto]);
         let mut seen = Vec::new();
         rd.send(&["CLIENT", "REPLY", "OFF"]);
@@ -332,14 +331,14 @@ fn pubsub_pushes_survive_client_reply_off_as_on_redis_server() {
         seen
     };
     for proto in ["3", "2"] {
-        let want = run(&redis, proto);
-        let got = run(&cxl, proto);
+        let want = run(&redis.addr, proto);
+        let got = run(&cxl.addr, proto);
         assert_eq!(got, want, "RESP{proto}");
     }
     // A RESP3 client told of its own writes: each event before the reply of the command that
     // caused it, and still sent under CLIENT REPLY OFF.
-    let own = |server: &Server| -> Vec<V> {
-        let mut c = server.client();
+    let own = |addr: &str| -> Vec<V> {
+        let mut c = Conn::connect(addr);
         c.call(&["CONFIG", "SET", "notify-keyspace-events", "KEA"]);
         c.call(&["HELLO", "3"]);
         let mut seen = vec![c.call(&["SUBSCRIBE", "__keyspace@0__:k"])];
@@ -354,20 +353,11 @@ fn pubsub_pushes_survive_client_reply_off_as_on_redis_server() {
         seen.push(c.read());
         seen
     };
-    assert_eq!(own(&cxl), own(&redis), "a client's own keyspace events");
-}
-
-fn info_field(c: &mut Conn, section: &str, name: &str) -> u64 {
-    let V::Bulk(info) = c.call(&["INFO", section]) else {
-        panic!("INFO {section}")
-    };
-    let info = String::from_utf8_lossy(&info).into_owned();
-    info.lines()
-        .find_map(|l| l.strip_prefix(&format!("{name}:")))
-        .unwrap_or_else(|| panic!("no {name} in INFO {section}"))
-        .trim()
-        .parse()
-        .unwrap()
+    assert_eq!(
+        own(&cxl.addr),
+        own(&redis.addr),
+        "a client's own keyspace events"
+    );
 }
 
 /// Values only on NVMe expire with an `expired` event each, and no device read: expiry is
@@ -377,7 +367,7 @@ fn info_field(c: &mut Conn, section: &str, name: &str) -> u64 {
 fn keys_on_nvme_expire_with_an_event_and_no_device_read() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("nvme.log");
-    let cxl = serve(&["--dram", "16M", "--ssd", &format!("{}:256M", log.display())]);
+    let cxl = Server::builder().dram("16M").ssd(&log, "256M").start();
     let mut c = cxl.client();
     let mut sub = cxl.client();
     c.call(&["CONFIG", "SET", "notify-keyspace-events", "Ex"]);
@@ -392,12 +382,12 @@ fn keys_on_nvme_expire_with_an_event_and_no_device_read() {
     }
     // 25 MiB written to a 16 MiB DRAM tier: most of it went to NVMe.
     let t = Instant::now();
-    while info_field(&mut c, "tiers", "tier_nvme_objects") == 0 {
+    while info_number(&mut c, "tiers", "tier_nvme_objects") == 0 {
         assert!(t.elapsed() < GUARD, "nothing was demoted to NVMe");
         std::thread::sleep(Duration::from_millis(20));
     }
-    let on_nvme = info_field(&mut c, "tiers", "tier_nvme_objects");
-    let reads = info_field(&mut c, "tiers", "tier_nvme_reads");
+    let on_nvme = info_number(&mut c, "tiers", "tier_nvme_objects");
+    let reads = info_number(&mut c, "tiers", "tier_nvme_reads");
     std::thread::sleep(Duration::from_millis(1600));
     // EXISTS looks at the index only: each key still there is found expired.
     for i in 0..KEYS {
@@ -414,11 +404,11 @@ fn keys_on_nvme_expire_with_an_event_and_no_device_read() {
         );
     }
     assert_eq!(
-        info_field(&mut c, "tiers", "tier_nvme_reads"),
+        info_number(&mut c, "tiers", "tier_nvme_reads"),
         reads,
         "expiry of {on_nvme} values on NVMe read the device"
     );
-    assert_eq!(info_field(&mut c, "stats", "expired_keys"), KEYS as u64);
+    assert_eq!(info_number(&mut c, "stats", "expired_keys"), KEYS as u64);
 }
 
 /// Events of pops served to parked clients (the push that wakes them, then their pop, and
@@ -426,11 +416,11 @@ fn keys_on_nvme_expire_with_an_event_and_no_device_read() {
 /// subscriber hears from each server is compared.
 #[test]
 fn events_of_served_blocked_pops_and_transactions_are_redis_servers() {
-    let run = |server: &Server| -> Vec<String> {
-        let mut c = server.client();
-        let mut sub = server.client();
-        let mut blpop = server.client();
-        let mut blmove = server.client();
+    let run = |addr: &str| -> Vec<String> {
+        let mut c = Conn::connect(addr);
+        let mut sub = Conn::connect(addr);
+        let mut blpop = Conn::connect(addr);
+        let mut blmove = Conn::connect(addr);
         c.call(&["CONFIG", "SET", "notify-keyspace-events", "AKEn"]);
         sub.call(&["PSUBSCRIBE", "__keyspace@0__:*"]);
         sub.call(&["SUBSCRIBE", "marker"]);
@@ -473,8 +463,8 @@ fn events_of_served_blocked_pops_and_transactions_are_redis_servers() {
         }
         out
     };
-    let want = run(&redis());
-    let got = run(&serve(&[]));
+    let want = run(&redis().addr);
+    let got = run(&Server::start().addr);
     assert!(want.len() > 10, "{want:?}");
     if let Some(d) = first_difference(&want, &got) {
         panic!("{d}");
@@ -488,10 +478,10 @@ fn events_of_served_blocked_pops_and_transactions_are_redis_servers() {
 /// confirmation and message under CLIENT REPLY OFF.
 #[test]
 fn shard_channels_and_pubsub_introspection_are_redis_servers() {
-    let run = |server: &Server| -> Vec<V> {
+    let run = |addr: &str| -> Vec<V> {
         let mut seen = Vec::new();
         for proto in ["2", "3"] {
-            let [mut a, mut b, mut p, mut d] = [(); 4].map(|_| server.client());
+            let [mut a, mut b, mut p, mut d] = [(); 4].map(|_| Conn::connect(addr));
             for c in [&mut a, &mut b, &mut p, &mut d] {
                 c.call(&["HELLO", proto]);
             }
@@ -549,8 +539,8 @@ fn shard_channels_and_pubsub_introspection_are_redis_servers() {
         }
         seen
     };
-    let want = run(&redis());
-    let got = run(&serve(&[]));
+    let want = run(&redis().addr);
+    let got = run(&Server::start().addr);
     for (i, (w, g)) in want.iter().zip(&got).enumerate() {
         assert_eq!(g, w, "value {i}");
     }

@@ -1,17 +1,17 @@
-//! The GEO commands of `cxltier serve` side by side with redis-server 7.0: the same commands
+//! The GEO commands of the server side by side with redis-server 7.0: the same commands
 //! sent to both, every reply compared byte for byte (positions, hashes and distances print
 //! Redis's digits; searches return Redis's members in Redis's order).
 //!
 //! redis-server is installed by scripts/peers (scripts/test runs it first); without it the test
 //! fails with that instruction.
 
-mod common;
-use common::{redis, serve, Conn};
+mod util;
+use util::{redis, Conn, Server};
 
 /// Every command of `script` (one a line) against both servers; the mismatches, listed. A line
 /// starting with `~ ` is sent to both and its reply not compared (HELLO's client id differs).
 fn compare(script: &str) {
-    let (ours, theirs) = (serve(&[]), redis());
+    let (ours, theirs) = (Server::start(), redis());
     let mut a = Conn::connect(&ours.addr);
     let mut b = Conn::connect(&theirs.addr);
     let mut diffs = Vec::new();
