@@ -1,7 +1,8 @@
 //! Lua scripting in `cxltier serve` where the process is what is looked at: a busy script
-//! stopped by SHUTDOWN NOSAVE, by SIGTERM, and reached by redis-cli. What a socket alone shows
-//! (the lock scripts compared with redis-server's, SCRIPT KILL from a new connection, the
-//! interpreter's memory cap) is tested in the server crate's `tests/scripting.rs`.
+//! stopped by SHUTDOWN NOSAVE, by SIGTERM, reached by redis-cli, and the memory a script at the
+//! interpreter's cap gives back to the system (the process's RSS). What a socket alone shows
+//! (the lock scripts compared with redis-server's, SCRIPT KILL from a new connection) is tested
+//! in the server crate's `tests/scripting.rs`.
 
 mod common;
 use common::{run_until_busy, serve, wait_busy, Conn, ServerChild, GUARD};
@@ -182,4 +183,34 @@ fn redis_cli_reaches_a_server_running_a_busy_script() {
     let out = script.wait_with_output().unwrap();
     assert!(String::from_utf8_lossy(&out.stdout).contains("Script killed by user"));
     assert_eq!(cli(&["PING"]), "PONG\n");
+}
+
+/// A script that allocates until it reaches the interpreter's cap fails, and leaves scripting
+/// working (Lua 5.1 collects nothing when an allocation fails: its garbage used to fill the heap
+/// so that every later script failed to compile) and the memory given back to the system: the server process's own RSS, so it runs as a process.
+#[test]
+fn a_script_at_the_memory_cap_leaves_scripting_working_and_gives_its_memory_back() {
+    let ours = serve(&[]);
+    let mut c = Conn::connect(&ours.addr);
+    // A MiB more each turn: the cap is reached in a few hundred turns, however slow the build.
+    let bomb = "local t = {} local s = string.rep('x', 1048576) \
+                for i = 1, 100000 do t[i] = s .. i end return #t";
+    let failed = c.call_text(&["EVAL", bomb, "0"]);
+    assert!(failed.starts_with("-ERR not enough memory"), "{failed}");
+    assert_eq!(c.call_text(&["EVAL", "return 1", "0"]), ":1\r\n");
+    assert_eq!(c.call_text(&["EVAL", bomb, "0"]), failed);
+    assert_eq!(c.call_text(&["EVAL", "return 2", "0"]), ":2\r\n");
+    let info = c.call_text(&["INFO", "memory"]);
+    let field = |name: &str| -> u64 {
+        info.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name}:")))
+            .unwrap_or_else(|| panic!("no {name} in {info}"))
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    // The scripts held 256 MiB at the cap; after them the interpreter and the process are back
+    // to their size before (tens of MiB at most), far from it.
+    assert!(field("used_memory_vm_eval") < 16 << 20, "{info}");
+    assert!(field("used_memory_rss") < 128 << 20, "{info}");
 }
