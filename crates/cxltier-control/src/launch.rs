@@ -31,6 +31,15 @@ fn spawn_error(cmd: &Command, source: std::io::Error) -> ControlError {
     }
 }
 
+/// Fails unless the running kernel has the weighted-interleave policy (Linux 6.9+).
+pub fn require_weighted_interleave() -> Result<(), ControlError> {
+    if cxltier_sys::kernel_supports(cxltier_sys::Mode::WeightedInterleave)? {
+        Ok(())
+    } else {
+        Err(ControlError::NoWeightedInterleavePolicy)
+    }
+}
+
 /// Set `policy` on the calling thread and `exec` `cmd`. Returns only if something failed; the
 /// thread's previous policy is then back in place.
 pub fn exec_under(policy: &Policy, cmd: &mut Command) -> ControlError {

@@ -1,12 +1,11 @@
 //! `cxltier run`: run a command under a memory policy.
 
-use crate::cmd::apply::{auto_words, undo_command};
-use crate::error::{Class, CliError, CliResult};
-use cxltier_control::launch::{exec_under, spawn_under};
+use crate::error::{CliError, CliResult};
+use cxltier_control::launch::{exec_under, require_weighted_interleave, spawn_under};
 use cxltier_control::policy::{resolve, PolicySpec, ResolvedPolicy};
 use cxltier_control::weights::{Restored, TemporaryWeights, WeightsSpec};
 use cxltier_control::ControlError;
-use cxltier_sys::{kernel_supports, Mode};
+use cxltier_sys::Mode;
 use cxltier_topo::{nodelist, Topology};
 use std::ffi::OsString;
 use std::os::unix::process::ExitStatusExt;
@@ -128,10 +127,8 @@ fn request(args: &Args) -> Result<PolicySpec, CliError> {
 
 /// The exit code for a command that could not be started, as shells and env(1) use them.
 fn exec_failure(err: ControlError) -> CliResult {
-    let code = match &err {
-        ControlError::Spawn { source, .. } if source.kind() == std::io::ErrorKind::NotFound => 127,
-        ControlError::Spawn { .. } => 126,
-        _ => return Err(CliError::classified(err)),
+    let Some(code) = err.exec_status() else {
+        return Err(CliError::classified(err));
     };
     let _ = CliError::runtime(err.to_string()).report();
     Ok(ExitCode::from(code))
@@ -158,15 +155,7 @@ pub fn run(args: Args) -> CliResult {
     let change = weights
         .plan(&resolved.weights)
         .map_err(CliError::classified)?;
-    if !kernel_supports(Mode::WeightedInterleave)
-        .map_err(|e| CliError::classified(cxltier_control::ControlError::from(e)))?
-    {
-        return Err(CliError::new(
-            Class::Unsupported,
-            "the kernel lacks weighted interleave (MPOL_WEIGHTED_INTERLEAVE needs Linux 6.9+)",
-        )
-        .with_hint("use --interleave for plain interleave"));
-    }
+    require_weighted_interleave().map_err(CliError::classified)?;
     if change.is_noop() {
         return exec_failure(exec_under(&policy, &mut cmd));
     }
@@ -195,11 +184,11 @@ fn run_with_table_change(
         applied.dir.display(),
     );
     if let Some(auto) = applied.change.auto.filter(|a| a.old != a.new) {
-        eprintln!("cxltier: {}", auto_words(auto));
+        eprintln!("cxltier: {}", auto.describe());
     }
     eprintln!(
         "cxltier: the previous weights are restored when the command exits (by hand: {})",
-        undo_command(&applied.change, root)
+        applied.change.undo_command(root)
     );
 
     let mut child = match spawn_under(&policy, cmd) {
@@ -239,7 +228,7 @@ fn report_restore(restored: Option<Restored>, root: Option<&Path>) {
         eprintln!(
             "cxltier: error: could not restore {}: {err}; restore by hand: {}",
             path.display(),
-            undo_command(&restored.change, root)
+            restored.change.undo_command(root)
         );
     }
 }
