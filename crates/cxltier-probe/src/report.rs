@@ -106,6 +106,16 @@ impl Report {
     }
 }
 
+impl TargetReport {
+    /// The share of the chase buffer that lies on huge pages, in percent; `None` when no chase
+    /// ran.
+    pub fn huge_page_percent(&self) -> Option<f64> {
+        let len = self.idle_latency.chase_lines * 64;
+        (len > 0)
+            .then(|| (self.chase_placement.huge_page_bytes as f64 / len as f64 * 100.0).min(100.0))
+    }
+}
+
 /// How the probe ran.
 #[derive(Debug, Clone, Serialize)]
 pub struct Settings {

@@ -180,18 +180,6 @@ fn placement_cell(t: &TargetReport) -> String {
     }
 }
 
-fn huge_cell(t: &TargetReport) -> String {
-    let c = &t.chase_placement;
-    let len = t.idle_latency.chase_lines * 64;
-    if len == 0 {
-        return "-".into();
-    }
-    format!(
-        "{:.0}%",
-        (c.huge_page_bytes as f64 / len as f64 * 100.0).min(100.0)
-    )
-}
-
 /// The tables for people.
 fn render(r: &Report) -> String {
     let mut out = String::new();
@@ -234,7 +222,8 @@ fn render(r: &Report) -> String {
                 .unwrap_or_else(|| "interleave".into()),
             cxltier_topo::nodelist::format(&x.cpus),
             placement_cell(x),
-            huge_cell(x),
+            x.huge_page_percent()
+                .map_or_else(|| "-".into(), |p| format!("{p:.0}%")),
             format!("{:.1}", x.idle_latency.ns),
             format!("{:.1}", x.idle_latency.min_ns),
             format!("{:.1}", x.idle_latency.max_ns),
@@ -304,20 +293,7 @@ fn render(r: &Report) -> String {
         }
     }
     if !r.weight_changes.is_empty() {
-        let ch: Vec<String> = r
-            .weight_changes
-            .iter()
-            .map(|c| {
-                format!(
-                    "node{} {}->{}",
-                    c.node,
-                    c.before
-                        .map(|b| b.to_string())
-                        .unwrap_or_else(|| "?".into()),
-                    c.during
-                )
-            })
-            .collect();
+        let ch: Vec<String> = r.weight_changes.iter().map(|c| c.to_string()).collect();
         out.push_str(&format!(
             "\nweighted-interleave table set for the interleaved buffer's allocation ({}) and restored\n",
             ch.join(", ")

@@ -270,8 +270,8 @@ struct Render {
 impl WatchSink for Render {
     fn masks_changed(&mut self, memdev: &str, c: &MaskChange) {
         eprintln!(
-            "cxltier: changed the AER masks of {memdev} ({}): uncorrectable {:#010x} -> {:#010x}, correctable {:#010x} -> {:#010x}; restored on exit",
-            c.config.display(), c.old_uncor_mask, c.new_uncor_mask, c.old_cor_mask, c.new_cor_mask
+            "cxltier: changed the AER masks of {memdev} ({}): {c}; restored on exit",
+            c.config.display()
         );
     }
 
@@ -381,8 +381,8 @@ fn watch(args: &Args) -> CliResult {
             for (memdev, dir) in &watcher.pci_dirs() {
                 let c = aer::unmask_internal(dir, false).map_err(|e| ras_error(e, false))?;
                 eprintln!(
-                    "cxltier: dry run: would set the AER masks of {memdev} ({}): uncorrectable {:#010x} -> {:#010x}, correctable {:#010x} -> {:#010x}",
-                    c.config.display(), c.old_uncor_mask, c.new_uncor_mask, c.old_cor_mask, c.new_cor_mask
+                    "cxltier: dry run: would set the AER masks of {memdev} ({}): {c}",
+                    c.config.display()
                 );
             }
         }

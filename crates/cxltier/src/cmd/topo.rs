@@ -287,32 +287,10 @@ fn render(t: &Topology, root: Option<&Path>) -> String {
         out.push_str(&d.render());
     }
 
-    let wi = &t.weighted_interleave;
-    out.push('\n');
-    if wi.supported {
-        let weights: Vec<String> = wi
-            .weights
-            .iter()
-            .map(|(n, w)| format!("node{n}={w}"))
-            .collect();
-        let auto = match wi.auto {
-            Some(true) => "auto (the kernel sets weights from firmware bandwidth)",
-            Some(false) => "manual",
-            None => "manual (this kernel has no auto mode)",
-        };
-        out.push_str(&format!(
-            "weighted interleave: supported, {auto}; weights: {}\n",
-            if weights.is_empty() {
-                "none".to_string()
-            } else {
-                weights.join(" ")
-            }
-        ));
-    } else {
-        out.push_str(
-            "weighted interleave: not supported by this kernel (needs Linux 6.9 or later)\n",
-        );
-    }
+    out.push_str(&format!(
+        "\nweighted interleave: {}\n",
+        t.weighted_interleave.summary()
+    ));
 
     out.push_str(&render_kernel_tiering(t));
 
@@ -331,14 +309,7 @@ fn render(t: &Topology, root: Option<&Path>) -> String {
             "namespaces",
         ]);
         for c in &t.nvme {
-            let ns: Vec<String> = c
-                .namespaces
-                .iter()
-                .map(|n| match n.logical_block_size {
-                    Some(b) => format!("{} ({}, {b} B blocks)", n.name, format_bytes(n.size_bytes)),
-                    None => format!("{} ({})", n.name, format_bytes(n.size_bytes)),
-                })
-                .collect();
+            let ns: Vec<String> = c.namespaces.iter().map(|n| n.to_string()).collect();
             v.row([
                 c.name.clone(),
                 dash(c.model.clone()),
