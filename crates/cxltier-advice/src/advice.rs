@@ -56,6 +56,19 @@ pub struct ProfileChoice {
     pub note: String,
 }
 
+impl ProfileChoice {
+    /// The profile `spec` names (a built-in name or a path to a profile file), or without one
+    /// the live machine's or the built-in profile ([`live_or_builtin`]).
+    pub fn load(spec: Option<&str>) -> Result<ProfileChoice, AdviceError> {
+        let Some(spec) = spec else {
+            return Ok(live_or_builtin());
+        };
+        let profile = Profile::load(spec).map_err(AdviceError::ProfileFile)?;
+        let note = format!("profile {} ({})", profile.name, profile.origin);
+        Ok(ProfileChoice { profile, note })
+    }
+}
+
 /// The live machine's profile when its firmware describes two or more tiers, otherwise the
 /// built-in profile, with a note saying which and why.
 pub fn live_or_builtin() -> ProfileChoice {

@@ -39,6 +39,9 @@ pub enum AdviceError {
     /// The profile built from the firmware figures is not a valid profile.
     #[error("{0}")]
     Profile(ProfileError),
+    /// A profile named by the user (a built-in name or a file) does not load.
+    #[error("{0}")]
+    ProfileFile(ProfileError),
     /// The live machine cannot be planned for (the reason inside).
     #[error("cannot plan for this machine: {0}")]
     NoLiveProfile(Box<AdviceError>),
@@ -58,6 +61,7 @@ impl Classify for AdviceError {
         match self {
             AdviceError::Plan(e) => e.class(),
             AdviceError::TopologyUnreadable(e) => e.class(),
+            AdviceError::ProfileFile(e) => e.class(),
             _ => Class::Unsupported,
         }
     }
@@ -65,6 +69,9 @@ impl Classify for AdviceError {
     fn hint(&self) -> Option<String> {
         match self {
             AdviceError::Plan(e) => e.hint(),
+            AdviceError::ProfileFile(_) => Some(
+                "fix the profile (format in docs/profiles.md) or name a built-in one, e.g. --profile xeon6-6900p-8xcz122".into(),
+            ),
             AdviceError::NoLiveProfile(_) => Some(
                 "give weights yourself (--weights), e.g. from `cxltier plan --profile ...`".into(),
             ),

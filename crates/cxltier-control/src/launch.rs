@@ -19,6 +19,8 @@ use std::time::Duration;
 use cxltier_sys::signal::{self, BlockedSignals, SIGCHLD, SIGHUP, SIGINT, SIGQUIT, SIGTERM};
 use cxltier_sys::{get_mempolicy, set_mempolicy, Policy};
 
+use crate::policy::ResolvedPolicy;
+use crate::weights::{Applied, Restored, TemporaryWeights};
 use crate::ControlError;
 
 /// Signals forwarded to a supervised child.
@@ -28,6 +30,50 @@ fn spawn_error(cmd: &Command, source: std::io::Error) -> ControlError {
     ControlError::Spawn {
         program: cmd.get_program().to_string_lossy().into_owned(),
         source,
+    }
+}
+
+/// What happens to the weighted-interleave table around [`run_with_weights`], for the caller to
+/// report (the table is system-wide: changing it is said).
+pub trait WeightsRunSink {
+    /// The requested weights were written.
+    fn weights_set(&mut self, applied: &Applied);
+    /// The weights were put back (`None`: there was nothing to put back).
+    fn weights_restored(&mut self, restored: Option<Restored>);
+}
+
+/// Writes the weights `resolved` asks for, runs `cmd` as a child under its policy (forwarding
+/// the signals cxltier receives), waits for it, and puts the previous weights back, also when
+/// the child could not be started (the error is then [`ControlError::Spawn`]).
+pub fn run_with_weights(
+    weights: &mut TemporaryWeights,
+    resolved: &ResolvedPolicy,
+    cmd: &mut Command,
+    sink: &mut impl WeightsRunSink,
+) -> Result<ExitStatus, ControlError> {
+    let policy = resolved.policy()?;
+    let applied = weights.set(&resolved.weights)?;
+    sink.weights_set(&applied);
+    let mut child = match spawn_under(&policy, cmd) {
+        Ok(c) => c,
+        Err(e) => {
+            sink.weights_restored(weights.restore());
+            return Err(e);
+        }
+    };
+    let status = child.wait();
+    let restored = weights.restore();
+    drop(child);
+    sink.weights_restored(restored);
+    status
+}
+
+/// Fails unless the running kernel has the weighted-interleave policy (Linux 6.9+).
+pub fn require_weighted_interleave() -> Result<(), ControlError> {
+    if cxltier_sys::kernel_supports(cxltier_sys::Mode::WeightedInterleave)? {
+        Ok(())
+    } else {
+        Err(ControlError::NoWeightedInterleavePolicy)
     }
 }
 

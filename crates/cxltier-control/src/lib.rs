@@ -194,6 +194,24 @@ pub enum ControlError {
         #[source]
         source: io::Error,
     },
+
+    /// The running kernel has no `MPOL_WEIGHTED_INTERLEAVE` policy.
+    #[error("the kernel lacks weighted interleave (MPOL_WEIGHTED_INTERLEAVE needs Linux 6.9+)")]
+    NoWeightedInterleavePolicy,
+}
+
+impl ControlError {
+    /// The exit status for a program that could not be started, as shells and env(1) give it:
+    /// 127 when it is not found, 126 when it cannot be executed; `None` for other failures.
+    pub fn exec_status(&self) -> Option<u8> {
+        match self {
+            ControlError::Spawn { source, .. } if source.kind() == io::ErrorKind::NotFound => {
+                Some(127)
+            }
+            ControlError::Spawn { .. } => Some(126),
+            _ => None,
+        }
+    }
 }
 
 impl Classify for ControlError {
@@ -213,9 +231,10 @@ impl Classify for ControlError {
             | NodeList(_)
             | BadSize { .. }
             | NoProcess { .. } => Class::BadInput,
-            NoWeightedInterleave { .. } | NoAutoSwitch { .. } | NoNumaMaps { .. } => {
-                Class::Unsupported
-            }
+            NoWeightedInterleave { .. }
+            | NoAutoSwitch { .. }
+            | NoNumaMaps { .. }
+            | NoWeightedInterleavePolicy => Class::Unsupported,
             NeedsRoot { .. } | ProcessPermission { .. } => Class::Permission,
             Read { source, .. } if source.kind() == io::ErrorKind::PermissionDenied => {
                 Class::Permission
@@ -240,6 +259,9 @@ impl Classify for ControlError {
             ),
             ControlError::UnknownNode { .. } | ControlError::NoSuchNode { .. } => {
                 Some("see the machine's nodes with `cxltier topo`".into())
+            }
+            ControlError::NoWeightedInterleavePolicy => {
+                Some("use --interleave for plain interleave".into())
             }
             _ => None,
         }

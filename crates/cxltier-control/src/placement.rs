@@ -137,6 +137,28 @@ pub enum MappingKind {
     Other,
 }
 
+/// A memory policy as `numa_maps` writes it: the mode, each flag after `=`, the nodes after
+/// `:` (`bind:0-1`, `interleave=static-nodes:0,2`).
+pub fn policy_text(mode: &str, flags: &[String], nodes: &[u32]) -> String {
+    let mut text = mode.to_string();
+    for f in flags {
+        text.push('=');
+        text.push_str(f);
+    }
+    if !nodes.is_empty() {
+        text.push(':');
+        text.push_str(&cxltier_topo::nodelist::format(nodes));
+    }
+    text
+}
+
+impl MappingPlacement {
+    /// The mapping's policy as `numa_maps` writes it ([`policy_text`]).
+    pub fn policy_text(&self) -> String {
+        policy_text(&self.policy, &self.policy_flags, &self.policy_nodes)
+    }
+}
+
 impl MappingKind {
     /// Every kind, in summary order.
     pub const ALL: [MappingKind; 6] = [
@@ -147,6 +169,18 @@ impl MappingKind {
         MappingKind::Huge,
         MappingKind::Other,
     ];
+
+    /// The name `numastat -p` gives the kind's summary row, capitalised.
+    pub fn label(self) -> &'static str {
+        match self {
+            MappingKind::Heap => "Heap",
+            MappingKind::Stack => "Stack",
+            MappingKind::Anon => "Anon",
+            MappingKind::File => "File",
+            MappingKind::Huge => "Huge",
+            MappingKind::Other => "Other",
+        }
+    }
 
     /// A short lowercase name (the JSON's).
     pub fn as_str(self) -> &'static str {
@@ -310,6 +344,20 @@ impl ProcessPlacement {
             transparent_huge_bytes,
             mappings,
         }
+    }
+
+    /// The nodes to show the process's memory on: every node of this machine that holds memory,
+    /// as `numastat -p` lists them (so that a CXL node with nothing of the process on it shows
+    /// as 0), and any other node the process has memory on. Without a readable topology, the
+    /// process's nodes alone.
+    pub fn node_columns(&self) -> Vec<u32> {
+        let mut nodes: Vec<u32> = cxltier_topo::Topology::live()
+            .map(|t| t.memory_nodes().map(|n| n.id).collect())
+            .unwrap_or_default();
+        nodes.extend(self.nodes.keys().copied());
+        nodes.sort_unstable();
+        nodes.dedup();
+        nodes
     }
 
     /// The `n` mappings with the most resident bytes, largest first (ties in address order);

@@ -105,6 +105,130 @@ impl WeightChange {
     }
 }
 
+impl WeightChange {
+    /// The command that puts the table back by hand: `cxltier apply --auto` when the change
+    /// switches the kernel's automatic weights off, else `cxltier apply --weights` with the old
+    /// weights ([`WeightChange::undo_spec`]); with `--sysfs-root` for a table below another root.
+    pub fn undo_command(&self, root: Option<&Path>) -> String {
+        let mut cmd = match self.auto {
+            Some(AutoChange {
+                old: true,
+                new: false,
+            }) => "cxltier apply --auto".to_string(),
+            _ => format!("cxltier apply --weights {}", self.undo_spec()),
+        };
+        if let Some(r) = root {
+            cmd.push_str(&format!(" --sysfs-root {}", r.display()));
+        }
+        cmd
+    }
+}
+
+impl AutoChange {
+    /// The switch's change in words.
+    pub fn describe(&self) -> String {
+        let on = |b: bool| if b { "on" } else { "off" };
+        if self.old == self.new {
+            format!("auto: {} (unchanged)", on(self.old))
+        } else {
+            format!(
+                "auto: {} -> {}{}",
+                on(self.old),
+                on(self.new),
+                if self.new {
+                    ""
+                } else {
+                    " (a manual weight switches the kernel's automatic weights off)"
+                }
+            )
+        }
+    }
+}
+
+/// A change of the table as `cxltier apply --json` prints it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ChangeReport {
+    /// The table's directory.
+    pub table: String,
+    pub dry_run: bool,
+    /// Whether anything was (or, in a dry run, would be) written.
+    pub changed: bool,
+    /// Each node's weights, by node: `{"<node>": {...}}` as every per-node figure.
+    pub nodes: BTreeMap<u32, NodeReport>,
+    pub auto: Option<AutoChange>,
+    /// The command that undoes the change, when there is one.
+    pub undo: Option<String>,
+    /// The kernel's own tiering moving pages of the interleaved nodes, with the setting to change.
+    pub warnings: Vec<String>,
+    /// The change as the table shows it (after `auto` was switched on, the kernel's weights).
+    #[serde(skip)]
+    pub shown: WeightChange,
+}
+
+/// One node of a [`ChangeReport`].
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct NodeReport {
+    pub old: u8,
+    pub new: u8,
+    pub changed: bool,
+}
+
+impl ChangeReport {
+    /// The report of `change` to `table` (written unless `dry_run`), with the undo command for a
+    /// table below `root` (`None`: `/`). After `auto` was switched on, the kernel chose the new
+    /// weights: the table is read again to show them.
+    pub fn new(
+        table: &WeightTable,
+        change: &WeightChange,
+        dry_run: bool,
+        root: Option<&Path>,
+        warnings: Vec<String>,
+    ) -> ChangeReport {
+        let mut shown = change.clone();
+        if change.turns_auto_on() && !dry_run {
+            if let Ok(now) = WeightTable::read(&table.root) {
+                for n in &mut shown.nodes {
+                    n.new = now.weight(n.node).unwrap_or(n.new);
+                }
+            }
+        }
+        let writes = !change.is_noop();
+        ChangeReport {
+            table: table.dir().display().to_string(),
+            dry_run,
+            changed: writes,
+            nodes: shown
+                .nodes
+                .iter()
+                .map(|n| {
+                    let report = NodeReport {
+                        old: n.old,
+                        new: n.new,
+                        changed: n.changed(),
+                    };
+                    (n.node, report)
+                })
+                .collect(),
+            auto: change.auto,
+            undo: writes.then(|| change.undo_command(root)),
+            warnings,
+            shown,
+        }
+    }
+}
+
+/// Warnings when the kernel's own tiering can move pages that weighted interleave places on
+/// `nodes` of the machine below `root`. A tree that cannot be discovered (a scratch tree holding
+/// only the weight table) gives none: there is nothing to judge by.
+pub fn kernel_tiering_warnings(root: &Path, nodes: &[u32]) -> Vec<String> {
+    match cxltier_topo::Topology::discover(root) {
+        Ok(topo) => {
+            topo.kernel_tiering_warnings(nodes, cxltier_topo::Placement::WeightedInterleave)
+        }
+        Err(_) => Vec::new(),
+    }
+}
+
 /// What [`WeightTable::restore`] did.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct RestoreReport {
@@ -546,6 +670,21 @@ pub enum WeightsSpec {
     PerNode(Vec<(u32, u32)>),
     /// `3:1`: weights in tier order, fastest first.
     InTierOrder(Vec<u32>),
+}
+
+impl WeightsSpec {
+    /// The (node, weight) pairs of the spec on the machine below `root`: weights in tier order
+    /// go to every memory node by its tier ([`crate::policy::assign_weights`]).
+    pub fn node_pairs(&self, root: &Path) -> Result<Vec<(u32, u32)>, ControlError> {
+        match self {
+            WeightsSpec::PerNode(pairs) => Ok(pairs.clone()),
+            WeightsSpec::InTierOrder(_) => {
+                let topo =
+                    cxltier_topo::Topology::discover(root).map_err(ControlError::Topology)?;
+                crate::policy::assign_weights(self, None, &topo)
+            }
+        }
+    }
 }
 
 impl std::str::FromStr for WeightsSpec {

@@ -15,6 +15,6 @@ pub mod published;
 
 pub use model::{Model, ModelParams, Prediction, Split};
 pub use plan::{
-    kernel_auto_weights, parse_weights, plan, Action, Candidate, Goal, ModelError, PlanError,
-    PlanRequest, Recommendation, WeightPlan,
+    kernel_auto_weights, parse_candidates, parse_weights, plan, Action, Candidate, Goal,
+    ModelError, PlanError, PlanReport, PlanRequest, Recommendation, TierSummary, WeightPlan,
 };

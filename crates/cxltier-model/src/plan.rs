@@ -65,6 +65,43 @@ impl PlanRequest {
             tolerance: None,
         }
     }
+
+    /// The total demand in GB/s (`None`: the goal's default).
+    pub fn with_demand(mut self, gbps: Option<f64>) -> Self {
+        self.demand_gbps = gbps;
+        self
+    }
+
+    /// Without candidates, search every ratio with weights 1..=`max_weight` per tier.
+    pub fn with_max_weight(mut self, max_weight: u32) -> Self {
+        self.max_weight = max_weight;
+        self
+    }
+
+    /// Predictions closer than `percent` percent count as equal (`None`: the model's stated
+    /// error). Refuses a negative or non-finite percentage.
+    pub fn with_tolerance_percent(mut self, percent: Option<f64>) -> Result<Self, PlanError> {
+        if let Some(t) = percent {
+            if !(t.is_finite() && t >= 0.0) {
+                return Err(PlanError::BadTolerance(t));
+            }
+            self.tolerance = Some(t / 100.0);
+        }
+        Ok(self)
+    }
+
+    /// Only consider these weight vectors, written as `1:1,2:1,5:2` (see [`parse_candidates`])
+    /// for a profile of `tiers` tiers.
+    pub fn with_candidates_text(
+        mut self,
+        text: Option<&str>,
+        tiers: usize,
+    ) -> Result<Self, PlanError> {
+        if let Some(text) = text {
+            self.candidates = Some(parse_candidates(text, tiers)?);
+        }
+        Ok(self)
+    }
 }
 
 /// One evaluated weight vector.
@@ -80,6 +117,48 @@ pub struct Candidate {
     /// given.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub latency_at_demand_ns: Option<f64>,
+}
+
+impl Candidate {
+    /// The figure `goal` compares: peak bandwidth (GB/s), or latency at the demand (ns; `None`
+    /// when the split cannot carry it).
+    pub fn figure(&self, goal: Goal) -> Option<f64> {
+        match goal {
+            Goal::Bandwidth => Some(self.bandwidth_gbps),
+            Goal::Latency => self.latency_at_demand_ns,
+        }
+    }
+
+    /// The fastest tier's share of the pages of a two-tier split, in percent.
+    pub fn first_tier_share(&self) -> f64 {
+        100.0 * f64::from(self.weights[0]) / f64::from(self.weights[0] + self.weights[1])
+    }
+
+    /// The candidate's (fastest tier's page share, figure) point on a two-tier sweep's curve.
+    pub fn curve_point(&self, goal: Goal) -> Option<(f64, f64)> {
+        self.figure(goal).map(|v| (self.first_tier_share(), v))
+    }
+
+    /// The weights as written: `3:1`.
+    pub fn weights_text(&self) -> String {
+        Split(self.weights.clone()).to_string()
+    }
+}
+
+impl WeightPlan {
+    /// The two-tier sweep with the DRAM-only and kernel-auto splits as a curve: (fastest tier's
+    /// page share in percent, the goal's figure), by rising share, one point per share.
+    pub fn sweep_curve(&self) -> Vec<(f64, f64)> {
+        let mut points: Vec<(f64, f64)> = self
+            .sweep
+            .iter()
+            .chain([&self.dram_only, &self.kernel_auto])
+            .filter_map(|c| c.curve_point(self.goal))
+            .collect();
+        points.sort_by(|a, b| a.0.total_cmp(&b.0));
+        points.dedup_by(|a, b| a.0 == b.0);
+        points
+    }
 }
 
 /// What the planner advises doing.
@@ -163,6 +242,8 @@ pub struct WeightPlan {
 pub enum PlanError {
     #[error("{0}")]
     BadRequest(String),
+    #[error("--tolerance must be a non-negative percentage, got {0}")]
+    BadTolerance(f64),
     #[error("profile {0:?} has a single memory tier: there is nothing to interleave")]
     SingleTier(String),
     #[error("no candidate can carry a demand of {demand} GB/s for mix {mix} (the best reaches {best:.1} GB/s)")]
@@ -188,6 +269,9 @@ impl cxltier_error::Classify for PlanError {
             PlanError::SingleTier(_) => Some(
                 "plan needs two or more tiers; pass --profile with a multi-tier profile".into(),
             ),
+            PlanError::BadTolerance(_) => {
+                Some("e.g. --tolerance 2 treats predictions within 2% as equal".into())
+            }
             _ => None,
         }
     }
@@ -234,6 +318,57 @@ pub fn parse_weights(text: &str, tiers: usize) -> Result<Vec<u32>, PlanError> {
         )));
     }
     Ok(weights)
+}
+
+/// Weight vectors as written in a list: `1:1,2:1,5:2` (empty items skipped), each with one weight
+/// per tier of a profile of `tiers` tiers.
+pub fn parse_candidates(text: &str, tiers: usize) -> Result<Vec<Vec<u32>>, PlanError> {
+    text.split(',')
+        .filter(|s| !s.trim().is_empty())
+        .map(|c| parse_weights(c.trim(), tiers))
+        .collect()
+}
+
+/// The plans for one profile, as `cxltier plan --json` prints them: the profile, where it came
+/// from, its tiers, and one plan per mix.
+#[derive(Debug, Clone, Serialize)]
+pub struct PlanReport {
+    pub profile: String,
+    pub source: String,
+    pub tiers: Vec<TierSummary>,
+    pub plans: Vec<WeightPlan>,
+}
+
+/// A tier of the profile planned on, in a [`PlanReport`].
+#[derive(Debug, Clone, Serialize)]
+pub struct TierSummary {
+    pub name: String,
+    pub kind: &'static str,
+    pub nodes: Vec<u32>,
+    pub capacity_bytes: u64,
+    pub idle_latency_ns: f64,
+}
+
+impl PlanReport {
+    /// The report of `plans` made on `profile`, which came from `source` (a note for people).
+    pub fn new(profile: &Profile, source: &str, plans: Vec<WeightPlan>) -> PlanReport {
+        PlanReport {
+            profile: profile.name.clone(),
+            source: source.to_string(),
+            tiers: profile
+                .tiers
+                .iter()
+                .map(|t| TierSummary {
+                    name: t.name.clone(),
+                    kind: t.kind.as_str(),
+                    nodes: t.nodes.clone(),
+                    capacity_bytes: t.capacity_bytes,
+                    idle_latency_ns: t.idle_latency_ns,
+                })
+                .collect(),
+            plans,
+        }
+    }
 }
 
 /// Every weight vector with each weight in 1..=max, in lowest terms.

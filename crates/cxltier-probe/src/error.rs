@@ -128,6 +128,22 @@ pub enum ProbeError {
 
     #[error("a measurement thread failed: {0}")]
     Thread(String),
+
+    #[error("--out {}: directory {} does not exist", out.display(), dir.display())]
+    OutDir {
+        out: std::path::PathBuf,
+        dir: std::path::PathBuf,
+    },
+
+    #[error("the measured profile does not validate: {0}")]
+    ProfileInvalid(cxltier_profile::ProfileError),
+
+    #[error("cannot write {}: {source}", path.display())]
+    WriteProfile {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 impl Classify for ProbeError {
@@ -149,6 +165,7 @@ impl Classify for ProbeError {
             | ProfileNeedsReadOnly
             | Weights { .. }
             | BufferTooSmall { .. }
+            | OutDir { .. }
             | Chase(_) => Class::BadInput,
             WeightsPermission { .. } => Class::Permission,
             NoWeightedInterleave | NoNodes => Class::Unsupported,
@@ -161,7 +178,12 @@ impl Classify for ProbeError {
                 }
             }
             Topology(e) if e.is_permission_denied() => Class::Permission,
-            Topology(_) | WeightsWrite { .. } | Placement { .. } | Thread(_) => Class::Runtime,
+            Topology(_)
+            | WeightsWrite { .. }
+            | Placement { .. }
+            | Thread(_)
+            | ProfileInvalid(_)
+            | WriteProfile { .. } => Class::Runtime,
         }
     }
 

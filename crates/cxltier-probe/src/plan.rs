@@ -4,9 +4,10 @@
 //! fit, an unparsable mix, bad weights) is found here, before any measurement starts.
 
 use crate::host::Host;
-use crate::size::{parse_size, round_down, round_up, short};
+use crate::size::{round_down, round_up, short};
 use crate::ProbeError;
 use cxltier_profile::{Mix, TierKind};
+use cxltier_topo::size::Size;
 use cxltier_topo::{format_bytes, nodelist, Node, Topology};
 use std::time::Duration;
 
@@ -19,8 +20,8 @@ pub struct Config {
     pub mixes: String,
     /// Threads per node; `None`: every CPU near the node.
     pub threads: Option<usize>,
-    /// Bytes of each buffer; `None`: chosen from the last-level cache size.
-    pub buffer: Option<String>,
+    /// Size of each buffer; `None`: chosen from the last-level cache size.
+    pub buffer: Option<Size>,
     /// Seconds per bandwidth measurement (and for the idle-latency runs together).
     pub duration_s: f64,
     pub loaded_latency: bool,
@@ -266,11 +267,11 @@ pub fn plan(config: &Config, topo: &Topology, host: Host) -> Result<ProbePlan, P
     };
 
     let explicit = match &config.buffer {
-        Some(text) => {
-            let b = parse_size(text)?;
+        Some(size) => {
+            let b = size.bytes();
             if b < MIN_BUFFER {
                 return Err(ProbeError::Size {
-                    given: text.clone(),
+                    given: size.to_string(),
                     reason: format!(
                         "buffers smaller than {} measure caches, not memory",
                         short(MIN_BUFFER)
@@ -532,7 +533,7 @@ mod tests {
     fn config(nodes: &str, buffer: &str) -> Config {
         Config {
             nodes: Some(nodes.into()),
-            buffer: Some(buffer.into()),
+            buffer: Some(buffer.parse().unwrap()),
             ..Config::default()
         }
     }
@@ -615,7 +616,8 @@ Node 0 SReclaimable:     400000 kB
         let e = plan(&c, &t, host()).unwrap_err();
         assert!(e.to_string().contains("invalid mix \"3:x\""), "{e}");
         assert_eq!(crate::Classify::class(&e), crate::Class::BadInput);
-        let e = plan(&config("0", "12Q"), &t, host()).unwrap_err();
+        // The size parses where it is read (the CLI's flag); plan refuses one that measures caches.
+        let e = plan(&config("0", "1M"), &t, host()).unwrap_err();
         assert!(matches!(e, ProbeError::Size { .. }));
         let e = plan(&config("0-", "64M"), &t, host()).unwrap_err();
         assert!(matches!(e, ProbeError::NodeList(_)), "{e}");

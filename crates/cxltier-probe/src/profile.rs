@@ -9,8 +9,10 @@
 //! ([`crate::loaded::clean`]).
 
 use crate::report::{Report, TargetReport};
+use crate::ProbeError;
 use cxltier_profile::{LoadedLatency, Mix, MixBandwidth, Profile, ProfileError, Tier, TierKind};
 use std::fmt::Write as _;
+use std::path::Path;
 
 /// The tier a node target becomes (`None` for an interleaved target).
 pub fn tier(t: &TargetReport, name: &str) -> Option<Tier> {
@@ -134,6 +136,35 @@ pub fn to_toml(report: &Report, name: &str) -> String {
         }
     }
     s
+}
+
+/// Checks, before measuring, that the directory `out` is to be written in exists (a typo does
+/// not cost a whole probe).
+pub fn check_destination(out: &Path) -> Result<(), ProbeError> {
+    let dir = out
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    if dir.is_dir() {
+        Ok(())
+    } else {
+        Err(ProbeError::OutDir {
+            out: out.to_path_buf(),
+            dir: dir.to_path_buf(),
+        })
+    }
+}
+
+/// Writes `report` to `out` as a profile named `name` (default `probe-HOSTNAME`), once its text
+/// parses back as a valid profile.
+pub fn write(report: &Report, name: Option<&str>, out: &Path) -> Result<(), ProbeError> {
+    let name = name.map_or_else(|| format!("probe-{}", report.host.hostname), str::to_string);
+    let text = to_toml(report, &name);
+    check(&text, &out.display().to_string()).map_err(ProbeError::ProfileInvalid)?;
+    std::fs::write(out, &text).map_err(|source| ProbeError::WriteProfile {
+        path: out.to_path_buf(),
+        source,
+    })
 }
 
 /// Parse the written text back, as `cxltier plan --profile` will.

@@ -26,6 +26,96 @@ pub struct Report {
     pub warnings: Vec<String>,
 }
 
+/// The JSON document of `cxltier probe`: the report, and where its profile and plots went.
+#[derive(Debug, Serialize)]
+pub struct Written<'a> {
+    #[serde(flatten)]
+    pub report: &'a Report,
+    pub profile: Option<String>,
+    pub svg: Vec<String>,
+}
+
+/// A named curve of (x, y) points, in the order to draw them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Curve {
+    pub name: String,
+    pub points: Vec<(f64, f64)>,
+}
+
+impl Report {
+    /// The targets' thread counts, each once, in the targets' order.
+    pub fn thread_counts(&self) -> Vec<usize> {
+        let mut counts = Vec::new();
+        for t in &self.targets {
+            if !counts.contains(&t.threads) {
+                counts.push(t.threads);
+            }
+        }
+        counts
+    }
+
+    /// How many targets are tiers of the profile written from the report (an interleaved
+    /// target is not).
+    pub fn profile_tiers(&self) -> usize {
+        self.targets.iter().filter(|t| t.kind.is_some()).count()
+    }
+
+    /// Memory traffic (GB/s) by read share (% of requests) of each target: a curve for regular
+    /// stores, and one for non-temporal stores, where measured.
+    pub fn bandwidth_curves(&self) -> Vec<Curve> {
+        let mut curves = Vec::new();
+        for t in &self.targets {
+            for nt in [false, true] {
+                let points: Vec<(f64, f64)> = t
+                    .bandwidth
+                    .iter()
+                    .filter(|b| b.mix.is_non_temporal() == nt)
+                    .map(|b| (b.mix.read_fraction() * 100.0, b.traffic_gbps))
+                    .collect();
+                if !points.is_empty() {
+                    let suffix = if nt { " (non-temporal stores)" } else { "" };
+                    curves.push(Curve {
+                        name: format!("{}{suffix}", t.name),
+                        points,
+                    });
+                }
+            }
+        }
+        curves
+    }
+
+    /// Each target's loaded-latency curve for `mix`: latency (ns) by memory traffic (GB/s),
+    /// by rising bandwidth, the way a loaded-latency curve is read.
+    pub fn loaded_latency_curves(&self, mix: Mix) -> Vec<Curve> {
+        self.targets
+            .iter()
+            .filter_map(|t| {
+                let c = t.loaded_latency.iter().find(|c| c.mix == mix)?;
+                let mut points: Vec<(f64, f64)> = c
+                    .points
+                    .iter()
+                    .map(|p| (p.traffic_gbps, p.latency_ns))
+                    .collect();
+                points.sort_by(|a, b| a.0.total_cmp(&b.0));
+                Some(Curve {
+                    name: t.name.clone(),
+                    points,
+                })
+            })
+            .collect()
+    }
+}
+
+impl TargetReport {
+    /// The share of the chase buffer that lies on huge pages, in percent; `None` when no chase
+    /// ran.
+    pub fn huge_page_percent(&self) -> Option<f64> {
+        let len = self.idle_latency.chase_lines * 64;
+        (len > 0)
+            .then(|| (self.chase_placement.huge_page_bytes as f64 / len as f64 * 100.0).min(100.0))
+    }
+}
+
 /// How the probe ran.
 #[derive(Debug, Clone, Serialize)]
 pub struct Settings {

@@ -26,6 +26,16 @@ pub struct WeightSetting {
     pub during: u8,
 }
 
+/// `node1 2->5` (`?` for a weight that was not known before).
+impl std::fmt::Display for WeightSetting {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.before {
+            Some(b) => write!(f, "node{} {b}->{}", self.node, self.during),
+            None => write!(f, "node{} ?->{}", self.node, self.during),
+        }
+    }
+}
+
 /// The table as changed for the probe; dropping it restores the table. A thin wrapper over
 /// [`TemporaryWeights`] (reading, validating, writing with rollback and restoring all happen
 /// there) that speaks the probe's errors and report fields.

@@ -183,6 +183,25 @@ fn interpolate(points: &[&MixBandwidth], read_fraction: f64) -> f64 {
 }
 
 impl Profile {
+    /// Every mix any tier lists a bandwidth for, once each: read-only first, then by falling read
+    /// share, regular stores before non-temporal ones.
+    pub fn bandwidth_mixes(&self) -> Vec<Mix> {
+        let mut mixes: Vec<Mix> = Vec::new();
+        for t in &self.tiers {
+            for b in &t.bandwidth {
+                if !mixes.contains(&b.mix) {
+                    mixes.push(b.mix);
+                }
+            }
+        }
+        mixes.sort_by(|a, b| {
+            b.read_fraction()
+                .total_cmp(&a.read_fraction())
+                .then(a.is_non_temporal().cmp(&b.is_non_temporal()))
+        });
+        mixes
+    }
+
     /// Load a profile by built-in name or by path. A spec that names a built-in profile wins over a
     /// file of the same name only when no such file exists.
     pub fn load(spec: &str) -> Result<Profile, ProfileError> {

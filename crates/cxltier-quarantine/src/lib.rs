@@ -54,6 +54,9 @@ pub enum QuarantineError {
         #[source]
         source: io::Error,
     },
+    /// The path given for the file is a directory.
+    #[error("--quarantine-file {} is a directory", path.display())]
+    IsDirectory { path: PathBuf },
 }
 
 impl cxltier_error::Classify for QuarantineError {
@@ -61,8 +64,29 @@ impl cxltier_error::Classify for QuarantineError {
         match self {
             QuarantineError::Permission { .. } => cxltier_error::Class::Permission,
             QuarantineError::Io { .. } => cxltier_error::Class::Runtime,
+            QuarantineError::IsDirectory { .. } => cxltier_error::Class::BadInput,
         }
     }
+
+    fn hint(&self) -> Option<String> {
+        match self {
+            QuarantineError::IsDirectory { .. } => {
+                Some(format!("give a file, e.g. the default {DEFAULT_PATH}"))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Checks a path given for the quarantine file before anything runs: it must be a file (it may
+/// not exist yet), not a directory.
+pub fn check_path(path: &Path) -> Result<(), QuarantineError> {
+    if path.is_dir() {
+        return Err(QuarantineError::IsDirectory {
+            path: path.to_path_buf(),
+        });
+    }
+    Ok(())
 }
 
 impl QuarantineError {

@@ -49,6 +49,17 @@ pub struct MaskChange {
     pub new_cor_mask: u32,
 }
 
+/// `uncorrectable 0x... -> 0x..., correctable 0x... -> 0x...`
+impl std::fmt::Display for MaskChange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "uncorrectable {:#010x} -> {:#010x}, correctable {:#010x} -> {:#010x}",
+            self.old_uncor_mask, self.new_uncor_mask, self.old_cor_mask, self.new_cor_mask
+        )
+    }
+}
+
 impl MaskChange {
     /// Whether anything changes.
     pub fn changes(&self) -> bool {

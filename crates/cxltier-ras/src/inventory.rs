@@ -8,7 +8,7 @@
 //! `aer_dev_nonfatal`), the security state (`memN/security/state`) and whether the device takes
 //! `trigger_poison_list`.
 
-use crate::event::PhysRange;
+use crate::event::{PhysRange, RasEvent};
 use crate::RasError;
 use cxltier_topo::Topology;
 use serde::Serialize;
@@ -150,6 +150,15 @@ impl Inventory {
             .join(", ")
     }
 
+    /// The devices that support Get Poison List.
+    pub fn poison_list_devices(&self) -> Vec<&str> {
+        self.devices
+            .iter()
+            .filter(|d| d.health.poison_list_supported)
+            .map(|d| d.memdev.as_str())
+            .collect()
+    }
+
     /// Keeps only the named devices; fails naming the first unknown one.
     pub fn select(&mut self, names: &[String]) -> Result<(), RasError> {
         if names.is_empty() {
@@ -165,6 +174,71 @@ impl Inventory {
         }
         self.devices.retain(|d| names.contains(&d.memdev));
         Ok(())
+    }
+}
+
+/// Checks that every name is spelled as the kernel names memory devices (`memN`), before
+/// anything is read.
+pub fn check_memdev_names(names: &[String]) -> Result<(), RasError> {
+    for name in names {
+        let ok = name
+            .strip_prefix("mem")
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|c| c.is_ascii_digit()));
+        if !ok {
+            return Err(RasError::NotADeviceName { name: name.clone() });
+        }
+    }
+    Ok(())
+}
+
+/// The inventory with each device's poison list, as `cxltier ras --json` prints it.
+#[derive(Debug, Clone, Serialize)]
+pub struct InventoryReport {
+    pub devices: Vec<DeviceReport>,
+    pub poison_list_read: bool,
+    pub warnings: Vec<String>,
+}
+
+/// One device of an [`InventoryReport`].
+#[derive(Debug, Clone, Serialize)]
+pub struct DeviceReport {
+    #[serde(flatten)]
+    pub device: Device,
+    /// The poison list; `null` when it was not read.
+    pub poison: Option<Vec<RasEvent>>,
+}
+
+impl InventoryReport {
+    /// The devices of `inventory`, each with its entries of `poison` (`None`: the lists were not
+    /// read).
+    pub fn new(inventory: Inventory, poison: Option<Vec<RasEvent>>) -> InventoryReport {
+        InventoryReport {
+            poison_list_read: poison.is_some(),
+            devices: inventory
+                .devices
+                .into_iter()
+                .map(|device| DeviceReport {
+                    poison: poison.as_ref().map(|p| {
+                        p.iter()
+                            .filter(|e| e.memdev.as_deref() == Some(&device.memdev))
+                            .cloned()
+                            .collect()
+                    }),
+                    device,
+                })
+                .collect(),
+            warnings: inventory.warnings,
+        }
+    }
+
+    /// A machine without devices, for a script: an empty inventory, with why as its warning (as
+    /// `cxl list` prints `[]`, an answer rather than a failure).
+    pub fn without_devices(why: &RasError) -> InventoryReport {
+        InventoryReport {
+            devices: Vec::new(),
+            poison_list_read: false,
+            warnings: vec![why.to_string()],
+        }
     }
 }
 

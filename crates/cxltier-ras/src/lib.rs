@@ -33,9 +33,9 @@ pub mod watcher;
 
 pub use cxltier_error::{Class, Classify};
 pub use event::{EventType, PhysRange, RasEvent};
-pub use inventory::{Device, Health, Inventory};
+pub use inventory::{Device, DeviceReport, Health, Inventory, InventoryReport};
 pub use tracefs::{Tracefs, Watch};
-pub use watcher::{WatchError, WatchSink, Watcher};
+pub use watcher::{WatchError, WatchRecord, WatchSink, Watcher};
 
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -79,12 +79,19 @@ pub enum RasError {
     /// A device named on the command line does not exist.
     #[error("no CXL memory device {name}: the devices are {known}")]
     UnknownDevice { name: String, known: String },
+    /// A name given for a device is not spelled as the kernel names them (`memN`).
+    #[error("--memdev {name:?} is not a memory device name")]
+    NotADeviceName { name: String },
     /// Reading or writing needs privileges the caller lacks.
     #[error("{action} needs root: permission denied on {}", path.display())]
     Permission { action: String, path: PathBuf },
     /// Topology discovery failed.
     #[error(transparent)]
     Topo(#[from] cxltier_topo::TopoError),
+    /// A failure below a root the user named (a recorded tree without CXL devices or NUMA
+    /// nodes): their mistake, not the machine's.
+    #[error(transparent)]
+    NamedRoot(Box<RasError>),
     /// Any other I/O failure.
     #[error("{action} ({}): {source}", path.display())]
     Io {
@@ -105,10 +112,11 @@ impl cxltier_error::Classify for RasError {
             RasError::NoTracefs { .. }
             | RasError::NoCxlEvents { .. }
             | RasError::NoDevices { .. } => Class::Unsupported,
-            RasError::UnknownDevice { .. } => Class::BadInput,
+            RasError::UnknownDevice { .. } | RasError::NotADeviceName { .. } => Class::BadInput,
             RasError::Permission { .. } => Class::Permission,
             RasError::Topo(t) if t.is_permission_denied() => Class::Permission,
             RasError::Topo(_) | RasError::Io { .. } => Class::Runtime,
+            RasError::NamedRoot(_) => Class::BadInput,
         }
     }
 
@@ -117,12 +125,35 @@ impl cxltier_error::Classify for RasError {
             RasError::Permission { .. } => Some(
                 "run as root; without root, `cxltier ras --no-poison` shows the inventory".into(),
             ),
+            RasError::NamedRoot(e) => match **e {
+                RasError::NoDevices { .. } => Some(
+                    "pass a tree recorded on a machine with CXL devices (lab/record-sysfs cxl DIR)"
+                        .into(),
+                ),
+                ref e => e.hint(),
+            },
+            RasError::NotADeviceName { .. } => Some(
+                "name devices as the kernel does: mem0,mem1 (see `cxltier ras --no-poison`)".into(),
+            ),
             _ => None,
         }
     }
 }
 
 impl RasError {
+    /// The error as it reads for a root the user named (`--sysfs-root`): a tree without CXL
+    /// devices or NUMA nodes is the user's mistake, not the machine's.
+    pub fn below_named_root(self) -> RasError {
+        use cxltier_topo::TopoError;
+        match self {
+            e @ (RasError::NoDevices { .. }
+            | RasError::Topo(TopoError::NoNodes { .. } | TopoError::NoNodeEntries { .. })) => {
+                RasError::NamedRoot(Box::new(e))
+            }
+            e => e,
+        }
+    }
+
     /// An I/O error on PATH while doing ACTION; permission errors become [`RasError::Permission`].
     pub fn io(action: impl Into<String>, path: impl Into<PathBuf>, source: io::Error) -> RasError {
         let action = action.into();

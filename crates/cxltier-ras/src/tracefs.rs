@@ -70,6 +70,12 @@ impl Tracefs {
         Ok(out)
     }
 
+    /// The name of this process's private instance (one per process: a second run beside it
+    /// gets its own).
+    pub fn private_instance_name() -> String {
+        format!("cxltier-ras-{}", std::process::id())
+    }
+
     /// The instance directory a [`Watch`] named NAME would use.
     pub fn instance_dir(&self, name: &str) -> PathBuf {
         self.dir.join("instances").join(name)

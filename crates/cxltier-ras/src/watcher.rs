@@ -50,6 +50,17 @@ impl cxltier_error::Classify for WatchError {
     }
 }
 
+/// One streamed record as `cxltier ras --watch --json` prints it: the event's fields, and the
+/// pages soft-offlined for it.
+#[derive(Debug, serde::Serialize)]
+pub struct WatchRecord<'a> {
+    #[serde(flatten)]
+    pub event: &'a RasEvent,
+    /// Pages soft-offlined for this record (with --quarantine).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub quarantine: Option<&'a [OfflinedPage]>,
+}
+
 /// What the watch is about to do, once the trace instance exists.
 #[derive(Debug)]
 pub struct Watching<'a> {
@@ -115,7 +126,7 @@ impl Watcher {
             tracefs,
             inventory,
             events,
-            instance: format!("cxltier-ras-{}", std::process::id()),
+            instance: Tracefs::private_instance_name(),
             duration: None,
             count: None,
             poison_interval: None,

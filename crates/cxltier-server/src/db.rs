@@ -26,6 +26,17 @@ pub const MAX_SELECTABLE: usize = MAX_DATABASES - 1;
 /// The key (in [`META_DB`]) that holds the logical → physical map, one byte per database.
 const MAP_KEY: &[u8] = b"database-map";
 
+/// Refuses a number of databases the server cannot keep (1 to [`MAX_SELECTABLE`]), before
+/// anything is opened.
+pub fn check_count(n: usize) -> Result<(), String> {
+    if n == 0 || n > MAX_SELECTABLE {
+        return Err(format!(
+            "--databases {n}: the server keeps 1 to {MAX_SELECTABLE} databases"
+        ));
+    }
+    Ok(())
+}
+
 /// The logical → physical map of the databases.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Databases {
@@ -127,11 +138,7 @@ impl Databases {
     /// holds keys (a smaller `--databases` than the store was written with), or the map kept
     /// is not one.
     pub fn load(store: &mut Store, n: usize) -> Result<Databases, String> {
-        if n == 0 || n > MAX_SELECTABLE {
-            return Err(format!(
-                "--databases {n}: the server keeps 1 to {MAX_SELECTABLE} databases"
-            ));
-        }
+        check_count(n)?;
         let key = store_key(META_DB, MAP_KEY);
         let kept: Vec<u8> = store
             .get(&key)

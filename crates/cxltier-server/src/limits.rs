@@ -86,3 +86,60 @@ pub const REPLICA_OUTPUT_LIMIT: OutputBufferLimit = OutputBufferLimit {
     soft: 64 << 20,
     soft_seconds: 60,
 };
+
+/// Descriptors kept for what is not a client: the store's files, the ring, epoll, the
+/// listener, the quarantine file (Redis keeps 32 too).
+pub const RESERVED_FDS: u64 = 32;
+
+/// How many clients the open-file limit lets the server take ([`fit_max_clients`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClientsFit {
+    /// The most connections at once.
+    pub max_clients: usize,
+    /// Set when that is fewer than were asked for: the limits that made it so.
+    pub reduced: Option<OpenFilesLimit>,
+}
+
+/// The open-file limit that holds clients back, and what the clients asked for would need.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OpenFilesLimit {
+    pub soft: u64,
+    pub hard: u64,
+    pub needed: u64,
+}
+
+/// `wanted` clients fitted to the open-file limit, as Redis does: the soft limit is raised as
+/// far as needed and the hard limit allows; if it is still too low, fewer clients are served
+/// (and [`ClientsFit::reduced`] says why). A limit that leaves no descriptor for any client is
+/// an error.
+pub fn fit_max_clients(wanted: usize) -> Result<ClientsFit, crate::ServerError> {
+    let need = wanted as u64 + RESERVED_FDS;
+    let (soft, hard) = cxltier_sys::rlimit::open_files_limit()
+        .map_err(|e| crate::ServerError::OpenFilesLimit(e.to_string()))?;
+    let enough = ClientsFit {
+        max_clients: wanted,
+        reduced: None,
+    };
+    if soft >= need {
+        return Ok(enough);
+    }
+    let raised = need.min(hard);
+    let soft = match cxltier_sys::rlimit::set_open_files_limit(raised) {
+        Ok(()) => raised,
+        Err(_) => soft,
+    };
+    if soft >= need {
+        return Ok(enough);
+    }
+    if soft <= RESERVED_FDS {
+        return Err(crate::ServerError::TooFewOpenFiles { soft });
+    }
+    Ok(ClientsFit {
+        max_clients: (soft - RESERVED_FDS) as usize,
+        reduced: Some(OpenFilesLimit {
+            soft,
+            hard,
+            needed: need,
+        }),
+    })
+}

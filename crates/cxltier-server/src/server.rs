@@ -145,6 +145,15 @@ pub enum ServerError {
     /// the store was written with): what to do is in the message.
     #[error("{0}")]
     Databases(String),
+    /// The open-file limit could not be read.
+    #[error("reading the open-file limit: {0}")]
+    OpenFilesLimit(String),
+    /// The open-file limit leaves no descriptor for a client.
+    #[error(
+        "the open-file limit is {soft}: too low to serve any client ({} descriptors are kept for the store and the listener)",
+        crate::limits::RESERVED_FDS
+    )]
+    TooFewOpenFiles { soft: u64 },
 }
 
 impl cxltier_error::Classify for ServerError {
@@ -161,6 +170,15 @@ impl cxltier_error::Classify for ServerError {
             },
             ServerError::Databases(_) => Class::BadInput,
             _ => Class::Runtime,
+        }
+    }
+
+    fn hint(&self) -> Option<String> {
+        match self {
+            ServerError::TooFewOpenFiles { .. } => {
+                Some("raise it: ulimit -n 65536 (or LimitNOFILE= in a systemd unit)".into())
+            }
+            _ => None,
         }
     }
 }

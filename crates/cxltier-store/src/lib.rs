@@ -182,6 +182,22 @@ pub struct SsdSpec {
     pub capacity: Option<u64>,
 }
 
+impl SsdSpec {
+    /// The directory of a log that is a file (where files beside it, such as a replica's
+    /// snapshot, may go); `None` for a block device, whose directory is /dev.
+    pub fn file_dir(&self) -> Option<PathBuf> {
+        if !std::fs::metadata(&self.path).is_ok_and(|m| m.is_file()) {
+            return None;
+        }
+        let dir = self.path.parent()?;
+        Some(if dir.as_os_str().is_empty() {
+            PathBuf::from(".")
+        } else {
+            dir.to_path_buf()
+        })
+    }
+}
+
 /// One object returned by [`Store::scan`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ScanItem {
@@ -311,6 +327,36 @@ pub struct Recovery {
     /// Collection chunks a crash left unreferenced (written for a change whose root never made
     /// it, or replaced by one whose deletes never did), deleted at start.
     pub chunks_dropped: u64,
+}
+
+impl Recovery {
+    /// What recovery could not read (with the override) and what a crash tore, one sentence
+    /// each, for the operator; none after a clean start.
+    pub fn notes(&self) -> Vec<String> {
+        let mut notes: Vec<String> = self
+            .damaged_ranges
+            .iter()
+            .map(|d| format!("damaged: {d}"))
+            .collect();
+        if !self.damaged_ranges.is_empty() {
+            notes.push(format!(
+                "{} range(s), {} bytes could not be read; {} key(s) are served although a newer version or a delete of theirs may be lost (--recover-anyway)",
+                self.damaged_ranges.len(),
+                self.damaged_bytes,
+                self.keys_possibly_stale
+            ));
+        }
+        if let Some(t) = &self.torn_tail {
+            notes.push(format!("left as it is: {t}"));
+        }
+        if self.headers_repaired > 0 {
+            notes.push(format!(
+                "{} segment header(s) were damaged; their records told their place, and they are not written to again",
+                self.headers_repaired
+            ));
+        }
+        notes
+    }
 }
 
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;

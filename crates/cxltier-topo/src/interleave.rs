@@ -33,6 +33,29 @@ pub struct WeightedInterleave {
 }
 
 impl WeightedInterleave {
+    /// The state in words: supported or not, automatic or manual weights, and the weights.
+    pub fn summary(&self) -> String {
+        if !self.supported {
+            return "not supported by this kernel (needs Linux 6.9 or later)".to_string();
+        }
+        let auto = match self.auto {
+            Some(true) => "auto (the kernel sets weights from firmware bandwidth)",
+            Some(false) => "manual",
+            None => "manual (this kernel has no auto mode)",
+        };
+        let weights: Vec<String> = self
+            .weights
+            .iter()
+            .map(|(n, w)| format!("node{n}={w}"))
+            .collect();
+        let weights = if weights.is_empty() {
+            "none".to_string()
+        } else {
+            weights.join(" ")
+        };
+        format!("supported, {auto}; weights: {weights}")
+    }
+
     /// The weight of `node`, if the kernel has one for it.
     pub fn weight(&self, node: u32) -> Option<u8> {
         self.weights.get(&node).copied()

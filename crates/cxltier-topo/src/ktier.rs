@@ -155,6 +155,15 @@ pub(crate) fn read_counters(fs: &Sysfs) -> Result<Option<BTreeMap<String, u64>>,
     Ok(Some(counters))
 }
 
+/// `node(s) 0-1`, or `none`.
+pub fn nodes_in_words(nodes: &[u32]) -> String {
+    if nodes.is_empty() {
+        "none".to_string()
+    } else {
+        format!("node(s) {}", nodelist::format(nodes))
+    }
+}
+
 /// Per-second rates of the counters between two samples `seconds` apart. A counter missing from
 /// either sample has no rate; one that went down (the kernel never does that; a replaced
 /// recording may) counts as 0.
@@ -285,6 +294,46 @@ impl Topology {
             demotion_from: sorted(demotion_from),
             tiers_known,
         }
+    }
+
+    /// What NUMA balancing does on this machine, in words: its mode and setting, and which nodes
+    /// it moves pages from; `None` when the kernel has no NUMA balancing.
+    pub fn numa_balancing_summary(&self) -> Option<String> {
+        let b = self.kernel_tiering.numa_balancing?;
+        let moves = self.kernel_moves();
+        let mut out = format!("{} (kernel.numa_balancing = {})", b.mode, b.value);
+        if b.normal {
+            out.push_str(&match moves.balancing_from.as_slice() {
+                [] => "; nothing to move between (one memory node)".to_string(),
+                from => format!(
+                    "; moves pages toward the CPU that touches them on {}",
+                    nodes_in_words(from)
+                ),
+            });
+        }
+        if b.memory_tiering {
+            out.push_str(&match moves.promotion_from.as_slice() {
+                [] => "; nothing to promote (no memory below the top tier)".to_string(),
+                from => format!("; promotes hot pages from {}", nodes_in_words(from)),
+            });
+        }
+        Some(out)
+    }
+
+    /// What demotion does on this machine, in words; `None` when the kernel has no demotion
+    /// switch.
+    pub fn demotion_summary(&self) -> Option<String> {
+        Some(match self.kernel_tiering.demotion_enabled? {
+            false => "off (demotion_enabled = false)".to_string(),
+            true => match self.kernel_moves().demotion_from.as_slice() {
+                [] => "on (demotion_enabled = true); nothing to demote to (one memory tier)"
+                    .to_string(),
+                from => format!(
+                    "on (demotion_enabled = true); reclaim demotes cold pages from {}",
+                    nodes_in_words(from)
+                ),
+            },
+        })
     }
 
     /// Warnings, one sentence each, when the kernel's own tiering can move pages that a command

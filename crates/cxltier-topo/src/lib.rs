@@ -38,18 +38,20 @@ pub mod nodelist;
 mod nvme;
 pub mod size;
 mod sysfs;
+mod watch;
 pub mod weights;
 
 pub use classify::NodeKind;
 pub use cxl::{Cxl, CxlMemdev, CxlRegion, DaxDevice, DaxMode, DaxSource};
 pub use interleave::WeightedInterleave;
 pub use ktier::{
-    counter_rates, KernelMoves, KernelTiering, NumaBalancing, Placement, DEMOTION_ENABLED,
-    NUMA_BALANCING, VMSTAT,
+    counter_rates, nodes_in_words, KernelMoves, KernelTiering, NumaBalancing, Placement,
+    DEMOTION_ENABLED, NUMA_BALANCING, VMSTAT,
 };
 pub use node::{AccessClass, Hmat, MemoryTier, Node, Perf};
 pub use nodelist::NodeSet;
 pub use nvme::{NvmeController, NvmeNamespace};
+pub use watch::{CounterSample, CounterSamples};
 pub use weights::{Weights, WeightsError};
 
 use serde::Serialize;
@@ -92,9 +94,40 @@ pub enum TopoError {
         content: String,
         reason: String,
     },
+    /// A root the user named (`--sysfs-root`) has no NUMA node directory: it is not a recorded
+    /// sysfs tree.
+    #[error(
+        "{} does not exist: the --sysfs-root directory is not a recorded sysfs tree",
+        path.display()
+    )]
+    NotARecordedTree { path: PathBuf },
+    /// A failure below a root the user named: their mistake, not the machine's.
+    #[error(transparent)]
+    NamedRoot(Box<TopoError>),
+    /// `/proc/vmstat` is missing below the root: there are no counters to sample.
+    #[error(
+        "--watch: {} does not exist, so there are no counters to sample",
+        path.display()
+    )]
+    NoCounters { path: PathBuf },
+    /// `/proc/vmstat` could not be read, or holds a line that is not `name number`.
+    #[error("{0}")]
+    Counters(String),
 }
 
 impl TopoError {
+    /// The error as it reads for a root the user named (`--sysfs-root`): a tree that is not one
+    /// (no node directory, no nodes, garbled files) is the user's mistake, not the machine's.
+    pub fn below_named_root(self) -> TopoError {
+        match self {
+            TopoError::NoNodes { path } => TopoError::NotARecordedTree { path },
+            e @ (TopoError::NoNodeEntries { .. } | TopoError::Garbled { .. }) => {
+                TopoError::NamedRoot(Box::new(e))
+            }
+            e => e,
+        }
+    }
+
     /// Whether the failure is a permission problem (the caller may suggest running as root).
     pub fn is_permission_denied(&self) -> bool {
         matches!(self, TopoError::Read { source, .. } if source.kind() == io::ErrorKind::PermissionDenied)
@@ -107,15 +140,29 @@ impl cxltier_error::Classify for TopoError {
     fn class(&self) -> cxltier_error::Class {
         use cxltier_error::Class;
         match self {
-            TopoError::NoNodes { .. } | TopoError::NoNodeEntries { .. } => Class::Unsupported,
+            TopoError::NoNodes { .. }
+            | TopoError::NoNodeEntries { .. }
+            | TopoError::NoCounters { .. } => Class::Unsupported,
+            TopoError::NotARecordedTree { .. } | TopoError::NamedRoot(_) => Class::BadInput,
             e if e.is_permission_denied() => Class::Permission,
             _ => Class::Runtime,
         }
     }
 
     fn hint(&self) -> Option<String> {
-        self.is_permission_denied()
-            .then(|| "run as root, or record the tree as root and pass --sysfs-root".into())
+        match self {
+            TopoError::NoCounters { .. } => {
+                Some("mount /proc (or record proc/vmstat into the --sysfs-root tree)".into())
+            }
+            TopoError::NotARecordedTree { .. } => Some(
+                "pass the directory that contains sys/ (record one with crates/cxltier-topo/tests/fixtures/record.sh), or omit --sysfs-root for this machine".into(),
+            ),
+            TopoError::NamedRoot(e) => e.hint(),
+            e if e.is_permission_denied() => {
+                Some("run as root, or record the tree as root and pass --sysfs-root".into())
+            }
+            _ => None,
+        }
     }
 }
 

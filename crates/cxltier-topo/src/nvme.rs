@@ -31,6 +31,17 @@ pub struct NvmeNamespace {
     pub logical_block_size: Option<u64>,
 }
 
+/// `nvme0n1 (1.8T, 512 B blocks)`, as people read a namespace.
+impl std::fmt::Display for NvmeNamespace {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let size = crate::format_bytes(self.size_bytes);
+        match self.logical_block_size {
+            Some(b) => write!(f, "{} ({size}, {b} B blocks)", self.name),
+            None => write!(f, "{} ({size})", self.name),
+        }
+    }
+}
+
 fn is_ctrl_name(name: &str) -> bool {
     name.strip_prefix("nvme")
         .is_some_and(|r| !r.is_empty() && r.bytes().all(|c| c.is_ascii_digit()))

@@ -2,11 +2,9 @@
 
 use crate::error::{CliError, CliResult};
 use crate::output::{print_json, Table};
-use cxltier_control::policy::assign_weights;
-use cxltier_control::weights::{AutoChange, NodeWeight, WeightChange, WeightTable, WeightsSpec};
-use cxltier_control::ControlError;
-use cxltier_topo::{Placement, Topology};
-use serde::Serialize;
+use cxltier_control::weights::{
+    kernel_tiering_warnings, ChangeReport, WeightChange, WeightTable, WeightsSpec,
+};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -56,98 +54,9 @@ pub struct Args {
     sysfs_root: Option<PathBuf>,
 }
 
-/// The (node, weight) pairs asked for with --weights.
-fn requested(args: &Args, root: &Path) -> Result<Vec<(u32, u32)>, CliError> {
-    let spec: WeightsSpec = args
-        .weights
-        .as_deref()
-        .unwrap_or_default()
-        .parse()
-        .map_err(CliError::classified)?;
-    match &spec {
-        WeightsSpec::PerNode(pairs) => Ok(pairs.clone()),
-        WeightsSpec::InTierOrder(_) => {
-            let topo = Topology::discover(root)
-                .map_err(|e| CliError::classified(ControlError::Topology(e)))?;
-            assign_weights(&spec, None, &topo).map_err(CliError::classified)
-        }
-    }
-}
-
-#[derive(Serialize)]
-struct Report<'a> {
-    table: String,
-    dry_run: bool,
-    changed: bool,
-    /// Each node's weights, by node: `{"<node>": {...}}` as every per-node figure.
-    nodes: std::collections::BTreeMap<u32, NodeJson>,
-    auto: Option<AutoChange>,
-    undo: Option<String>,
-    /// The kernel's own tiering moving pages of the interleaved nodes, with the setting to change.
-    warnings: Vec<String>,
-    #[serde(skip)]
-    change: &'a WeightChange,
-}
-
-#[derive(Serialize)]
-struct NodeJson {
-    old: u8,
-    new: u8,
-    changed: bool,
-}
-
-impl From<&NodeWeight> for NodeJson {
-    fn from(n: &NodeWeight) -> Self {
-        NodeJson {
-            old: n.old,
-            new: n.new,
-            changed: n.changed(),
-        }
-    }
-}
-
-/// How to write a spec back on the command line.
+/// How to undo a change on the command line (tierd's tuning says it too).
 pub(crate) fn undo_command(change: &WeightChange, root: Option<&Path>) -> String {
-    let mut cmd = match change.auto {
-        Some(AutoChange {
-            old: true,
-            new: false,
-        }) => "cxltier apply --auto".to_string(),
-        _ => format!("cxltier apply --weights {}", change.undo_spec()),
-    };
-    if let Some(r) = root {
-        cmd.push_str(&format!(" --sysfs-root {}", r.display()));
-    }
-    cmd
-}
-
-/// Describe the auto switch's change in words.
-pub(crate) fn auto_words(auto: AutoChange) -> String {
-    let on = |b: bool| if b { "on" } else { "off" };
-    if auto.old == auto.new {
-        format!("auto: {} (unchanged)", on(auto.old))
-    } else {
-        format!(
-            "auto: {} -> {}{}",
-            on(auto.old),
-            on(auto.new),
-            if auto.new {
-                ""
-            } else {
-                " (a manual weight switches the kernel's automatic weights off)"
-            }
-        )
-    }
-}
-
-/// Warnings when the kernel's own tiering can move pages that weighted interleave places on
-/// `nodes`. A tree that cannot be discovered (a scratch tree holding only the weight table) gives
-/// none: there is nothing to judge by.
-pub(crate) fn kernel_tiering_warnings(root: &Path, nodes: &[u32]) -> Vec<String> {
-    match Topology::discover(root) {
-        Ok(topo) => topo.kernel_tiering_warnings(nodes, Placement::WeightedInterleave),
-        Err(_) => Vec::new(),
-    }
+    change.undo_command(root)
 }
 
 pub fn run(args: Args) -> CliResult {
@@ -164,7 +73,13 @@ pub fn run(args: Args) -> CliResult {
             .plan_advice(&advice.pairs, advice.keep_auto)
             .map_err(CliError::classified)?
     } else {
-        let pairs = requested(&args, &root)?;
+        let spec: WeightsSpec = args
+            .weights
+            .as_deref()
+            .unwrap_or_default()
+            .parse()
+            .map_err(CliError::classified)?;
+        let pairs = spec.node_pairs(&root).map_err(CliError::classified)?;
         table.plan(&pairs).map_err(CliError::classified)?
     };
     let writes = !change.is_noop();
@@ -182,33 +97,16 @@ pub fn run(args: Args) -> CliResult {
              applies to every process using weighted interleave, until changed again or reboot \
              (undo: {})",
             table.dir().display(),
-            undo_command(&change, args.sysfs_root.as_deref())
+            change.undo_command(args.sysfs_root.as_deref())
         );
     }
-    // With auto switched on, the kernel chose the new weights: show them.
-    let mut shown = change.clone();
-    if change.turns_auto_on() && !args.dry_run {
-        if let Ok(now) = WeightTable::read(&root) {
-            for n in &mut shown.nodes {
-                n.new = now.weight(n.node).unwrap_or(n.new);
-            }
-        }
-    }
-
-    let report = Report {
-        table: table.dir().display().to_string(),
-        dry_run: args.dry_run,
-        changed: writes,
-        nodes: shown
-            .nodes
-            .iter()
-            .map(|n| (n.node, NodeJson::from(n)))
-            .collect(),
-        auto: change.auto,
-        undo: writes.then(|| undo_command(&change, args.sysfs_root.as_deref())),
+    let report = ChangeReport::new(
+        &table,
+        &change,
+        args.dry_run,
+        args.sysfs_root.as_deref(),
         warnings,
-        change: &shown,
-    };
+    );
     if args.json {
         print_json("apply", &report)?;
     } else {
@@ -217,7 +115,7 @@ pub fn run(args: Args) -> CliResult {
     Ok(ExitCode::SUCCESS)
 }
 
-fn render(r: &Report) -> String {
+fn render(r: &ChangeReport) -> String {
     let mut out = String::new();
     let status = match (r.changed, r.dry_run) {
         (false, _) => "nothing to change",
@@ -229,7 +127,7 @@ fn render(r: &Report) -> String {
         r.table
     ));
     let mut t = Table::new(["node", "old", "new", ""]);
-    for n in &r.change.nodes {
+    for n in &r.shown.nodes {
         t.row([
             n.node.to_string(),
             n.old.to_string(),
@@ -247,7 +145,7 @@ fn render(r: &Report) -> String {
     }
     out.push_str(&t.render());
     if let Some(auto) = r.auto {
-        out.push_str(&auto_words(auto));
+        out.push_str(&auto.describe());
         out.push('\n');
         if auto.new && !auto.old && r.dry_run {
             out.push_str("(the kernel recomputes every weight from firmware bandwidth figures)\n");

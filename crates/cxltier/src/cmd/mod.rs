@@ -19,17 +19,7 @@ pub mod ycsb;
 /// A `--quarantine-file` must be a file (it may not exist yet); a directory is refused before
 /// anything runs. The one argument check `ras`, `serve` and `tierd` share.
 pub(crate) fn check_quarantine_file(path: &std::path::Path) -> Result<(), crate::error::CliError> {
-    if path.is_dir() {
-        return Err(crate::error::CliError::bad_input(format!(
-            "--quarantine-file {} is a directory",
-            path.display()
-        ))
-        .with_hint(format!(
-            "give a file, e.g. the default {}",
-            cxltier_quarantine::DEFAULT_PATH
-        )));
-    }
-    Ok(())
+    cxltier_quarantine::check_path(path).map_err(crate::error::CliError::classified)
 }
 
 /// `--metrics-addr ADDR:PORT` of `cxltier COMMAND`: checked, bound (a warning on stderr when

@@ -2,9 +2,9 @@
 
 use crate::error::{CliError, CliResult};
 use crate::output::{print_json, Table};
-use cxltier_model::{plan, Candidate, Goal, PlanRequest, WeightPlan};
+use cxltier_advice::ProfileChoice;
+use cxltier_model::{plan, Candidate, Goal, PlanReport, PlanRequest, WeightPlan};
 use cxltier_profile::{Mix, Profile};
-use serde::Serialize;
 use std::process::ExitCode;
 
 /// Choose weighted-interleave weights for a read:write mix and a goal.
@@ -49,79 +49,8 @@ pub struct Args {
     svg: Option<std::path::PathBuf>,
 }
 
-/// Where the profile came from, for the header line.
-struct Source {
-    profile: Profile,
-    note: String,
-}
-
-fn load_profile(spec: Option<&str>) -> Result<Source, CliError> {
-    if let Some(spec) = spec {
-        let profile = Profile::load(spec).map_err(|e| {
-            CliError::classified(e)
-                .with_hint("fix the profile (format in docs/profiles.md) or name a built-in one, e.g. --profile xeon6-6900p-8xcz122")
-        })?;
-        let note = format!("profile {} ({})", profile.name, profile.origin);
-        return Ok(Source { profile, note });
-    }
-    let choice = cxltier_advice::live_or_builtin();
-    Ok(Source {
-        profile: choice.profile,
-        note: choice.note,
-    })
-}
-
-fn parse_candidates(text: &str, tiers: usize) -> Result<Vec<Vec<u32>>, CliError> {
-    text.split(',')
-        .filter(|s| !s.trim().is_empty())
-        .map(|c| cxltier_model::parse_weights(c.trim(), tiers).map_err(CliError::classified))
-        .collect()
-}
-
 pub(crate) fn parse_mix(text: &str) -> Result<Mix, CliError> {
     text.parse::<Mix>().map_err(CliError::classified)
-}
-
-fn build_request(args: &Args, mix: Mix, tiers: usize) -> Result<PlanRequest, CliError> {
-    let goal: Goal = args.goal.parse().map_err(CliError::classified)?;
-    let mut req = PlanRequest::new(mix, goal);
-    req.demand_gbps = args.demand;
-    req.max_weight = args.max_weight;
-    if let Some(t) = args.tolerance {
-        if !(t.is_finite() && t >= 0.0) {
-            return Err(CliError::bad_input(format!(
-                "--tolerance must be a non-negative percentage, got {t}"
-            ))
-            .with_hint("e.g. --tolerance 2 treats predictions within 2% as equal"));
-        }
-        req.tolerance = Some(t / 100.0);
-    }
-    if let Some(c) = &args.candidates {
-        req.candidates = Some(parse_candidates(c, tiers)?);
-    }
-    Ok(req)
-}
-
-#[derive(Serialize)]
-struct AllMixes<'a> {
-    profile: &'a str,
-    source: &'a str,
-    tiers: Vec<TierJson<'a>>,
-    plans: Vec<WeightPlan>,
-}
-
-#[derive(Serialize)]
-struct TierJson<'a> {
-    name: &'a str,
-    kind: &'a str,
-    nodes: &'a [u32],
-    capacity_bytes: u64,
-    idle_latency_ns: f64,
-}
-
-fn weights(c: &Candidate) -> String {
-    let w: Vec<String> = c.weights.iter().map(u32::to_string).collect();
-    w.join(":")
 }
 
 fn pct(ratio: f64) -> String {
@@ -129,7 +58,7 @@ fn pct(ratio: f64) -> String {
 }
 
 pub fn run(args: Args) -> CliResult {
-    let source = load_profile(args.profile.as_deref())?;
+    let source = ProfileChoice::load(args.profile.as_deref()).map_err(CliError::classified)?;
     let profile = &source.profile;
     let mixes: Vec<Mix> = match &args.mix {
         Some(m) => vec![parse_mix(m)?],
@@ -137,7 +66,13 @@ pub fn run(args: Args) -> CliResult {
     };
     let mut plans = Vec::new();
     for mix in &mixes {
-        let req = build_request(&args, *mix, profile.tiers.len())?;
+        let goal: Goal = args.goal.parse().map_err(CliError::classified)?;
+        let req = PlanRequest::new(*mix, goal)
+            .with_demand(args.demand)
+            .with_max_weight(args.max_weight)
+            .with_tolerance_percent(args.tolerance)
+            .and_then(|r| r.with_candidates_text(args.candidates.as_deref(), profile.tiers.len()))
+            .map_err(CliError::classified)?;
         plans.push(plan(profile, &req).map_err(CliError::classified)?);
     }
 
@@ -150,26 +85,7 @@ pub fn run(args: Args) -> CliResult {
 
     // One shape with or without --mix: the plans are a list, of one mix or of the common ones.
     if args.json {
-        let tiers = profile
-            .tiers
-            .iter()
-            .map(|t| TierJson {
-                name: &t.name,
-                kind: t.kind.as_str(),
-                nodes: &t.nodes,
-                capacity_bytes: t.capacity_bytes,
-                idle_latency_ns: t.idle_latency_ns,
-            })
-            .collect();
-        print_json(
-            "plan",
-            &AllMixes {
-                profile: &profile.name,
-                source: &source.note,
-                tiers,
-                plans,
-            },
-        )?;
+        print_json("plan", &PlanReport::new(profile, &source.note, plans))?;
         return Ok(ExitCode::SUCCESS);
     }
 
@@ -242,11 +158,11 @@ pub fn run(args: Args) -> CliResult {
         table.row([
             p.mix.to_string(),
             p.recommended.action.to_string(),
-            weights(&p.recommended),
+            p.recommended.weights_text(),
             format!("{:.1}", p.recommended.bandwidth_gbps),
             format!("{:.0}", p.recommended.latency_ns),
             pct(p.recommended.gain_vs_dram_only),
-            weights(&p.kernel_auto),
+            p.kernel_auto.weights_text(),
             format!("{:.1}", p.kernel_auto.bandwidth_gbps),
             match p.goal {
                 Goal::Bandwidth => pct(p.recommended.bandwidth_gbps / p.kernel_auto.bandwidth_gbps),
@@ -294,7 +210,7 @@ pub fn run(args: Args) -> CliResult {
             let mut t = Table::new(["weights", "GB/s", "latency ns", "vs DRAM only"]);
             for c in &p.sweep {
                 t.row([
-                    weights(c),
+                    c.weights_text(),
                     format!("{:.1}", c.bandwidth_gbps),
                     format!("{:.0}", c.latency_ns),
                     pct(c.gain_vs_dram_only),
@@ -324,45 +240,33 @@ fn write_svg(
             "--svg plots two-tier sweeps; this profile has a different number of tiers",
         ));
     }
-    let share = |w: &[u32]| 100.0 * f64::from(w[0]) / f64::from(w[0] + w[1]);
     let goal = plans[0].goal;
-    let value = |c: &Candidate| match goal {
-        Goal::Bandwidth => Some(c.bandwidth_gbps),
-        Goal::Latency => c.latency_at_demand_ns,
-    };
     let series: Vec<crate::plot::Series> = plans
         .iter()
         .map(|p| {
-            let mut points: Vec<(f64, f64)> = p
-                .sweep
-                .iter()
-                .chain([&p.dram_only, &p.kernel_auto])
-                .filter_map(|c| value(c).map(|v| (share(&c.weights), v)))
-                .collect();
-            points.sort_by(|a, b| a.0.total_cmp(&b.0));
-            points.dedup_by(|a, b| a.0 == b.0);
             let label = |name: String, c: &Candidate| {
-                value(c).map(|v| crate::plot::Label {
-                    text: name,
-                    at: (share(&c.weights), v),
-                })
+                c.curve_point(goal)
+                    .map(|at| crate::plot::Label { text: name, at })
             };
             crate::plot::Series {
                 name: format!(
                     "mix {} ({} {})",
                     p.mix,
                     p.recommended.action,
-                    weights(&p.recommended)
+                    p.recommended.weights_text()
                 ),
-                marked: value(&p.recommended).map(|v| (share(&p.recommended.weights), v)),
+                marked: p.recommended.curve_point(goal),
                 labels: [
                     label("DRAM only".into(), &p.dram_only),
-                    label(format!("auto {}", weights(&p.kernel_auto)), &p.kernel_auto),
+                    label(
+                        format!("auto {}", p.kernel_auto.weights_text()),
+                        &p.kernel_auto,
+                    ),
                 ]
                 .into_iter()
                 .flatten()
                 .collect(),
-                points,
+                points: p.sweep_curve(),
             }
         })
         .collect();

@@ -4,11 +4,10 @@ use crate::error::{CliError, CliResult};
 use crate::output::{print_json, Table};
 use crate::plot::{line_plot, Series};
 use cxltier_probe::host::Host;
-use cxltier_probe::report::{Report, TargetReport};
+use cxltier_probe::report::{Curve, Report, TargetReport, Written};
 use cxltier_probe::{plan, profile, Config, ProbeError};
-use cxltier_profile::Mix;
+use cxltier_topo::size::Size;
 use cxltier_topo::{format_bytes, Topology};
-use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -43,8 +42,8 @@ pub struct Args {
     #[arg(long, value_name = "N")]
     threads: Option<usize>,
     /// Size of each of the two buffers per node, e.g. 2G (default: 4x the last-level cache, at least 256M)
-    #[arg(long, value_name = "SIZE")]
-    buffer: Option<String>,
+    #[arg(long, value_name = "SIZE", value_parser = Size::parse)]
+    buffer: Option<Size>,
     /// Seconds per bandwidth measurement, and for the idle-latency runs together
     #[arg(long, value_name = "SECONDS", default_value_t = 2.0)]
     duration: f64,
@@ -74,15 +73,6 @@ pub struct Args {
     svg: Option<PathBuf>,
 }
 
-/// The JSON document: the report, plus where the profile went.
-#[derive(Serialize)]
-struct Output<'a> {
-    #[serde(flatten)]
-    report: &'a Report,
-    profile: Option<String>,
-    svg: Vec<String>,
-}
-
 pub fn run(args: Args) -> CliResult {
     let root = Path::new("/");
     let topo =
@@ -103,17 +93,7 @@ pub fn run(args: Args) -> CliResult {
     let plan = plan(&config, &topo, host).map_err(CliError::classified)?;
     // Output paths are checked before measuring, so a typo does not cost a whole probe.
     if let Some(out) = &args.out {
-        let dir = out
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        if !dir.is_dir() {
-            return Err(CliError::bad_input(format!(
-                "--out {}: directory {} does not exist",
-                out.display(),
-                dir.display()
-            )));
-        }
+        profile::check_destination(out).map_err(CliError::classified)?;
     }
     if let Some(dir) = &args.svg {
         std::fs::create_dir_all(dir).map_err(|e| {
@@ -136,16 +116,7 @@ pub fn run(args: Args) -> CliResult {
 
     let mut profile_path = None;
     if let Some(out) = &args.out {
-        let name = args
-            .name
-            .clone()
-            .unwrap_or_else(|| format!("probe-{}", report.host.hostname));
-        let text = profile::to_toml(&report, &name);
-        profile::check(&text, &out.display().to_string()).map_err(|e| {
-            CliError::runtime(format!("the measured profile does not validate: {e}"))
-        })?;
-        std::fs::write(out, &text)
-            .map_err(|e| CliError::runtime(format!("cannot write {}: {e}", out.display())))?;
+        profile::write(&report, args.name.as_deref(), out).map_err(CliError::classified)?;
         profile_path = Some(out.display().to_string());
     }
     let svg = match &args.svg {
@@ -156,7 +127,7 @@ pub fn run(args: Args) -> CliResult {
     if args.json {
         print_json(
             "probe",
-            &Output {
+            &Written {
                 report: &report,
                 profile: profile_path,
                 svg,
@@ -165,7 +136,7 @@ pub fn run(args: Args) -> CliResult {
     } else {
         print!("{}", render(&report));
         if let Some(p) = profile_path {
-            let n = report.targets.iter().filter(|t| t.kind.is_some()).count();
+            let n = report.profile_tiers();
             if n >= 2 {
                 println!("\nprofile written to {p} ({n} tiers); use it with `cxltier plan --profile {p}`");
             } else {
@@ -209,22 +180,10 @@ fn placement_cell(t: &TargetReport) -> String {
     }
 }
 
-fn huge_cell(t: &TargetReport) -> String {
-    let c = &t.chase_placement;
-    let len = t.idle_latency.chase_lines * 64;
-    if len == 0 {
-        return "-".into();
-    }
-    format!(
-        "{:.0}%",
-        (c.huge_page_bytes as f64 / len as f64 * 100.0).min(100.0)
-    )
-}
-
 /// The tables for people.
 fn render(r: &Report) -> String {
     let mut out = String::new();
-    let threads: Vec<String> = r.targets.iter().map(|t| t.threads.to_string()).collect();
+    let threads: Vec<String> = r.thread_counts().iter().map(usize::to_string).collect();
     out.push_str(&format!(
         "cxltier probe on {} ({}), Linux {}\n",
         r.host.hostname, r.host.cpu_model, r.host.kernel
@@ -235,7 +194,7 @@ fn render(r: &Report) -> String {
         if r.settings.huge_pages_requested { format!(" (THP {})", r.host.thp_mode) } else { " (base pages)".into() },
         format_bytes(r.host.llc_bytes),
         r.settings.duration_s,
-        dedup(&threads).join("/"),
+        threads.join("/"),
         r.host.vector_isa,
         r.host.nt_store_isa,
     ));
@@ -263,7 +222,8 @@ fn render(r: &Report) -> String {
                 .unwrap_or_else(|| "interleave".into()),
             cxltier_topo::nodelist::format(&x.cpus),
             placement_cell(x),
-            huge_cell(x),
+            x.huge_page_percent()
+                .map_or_else(|| "-".into(), |p| format!("{p:.0}%")),
             format!("{:.1}", x.idle_latency.ns),
             format!("{:.1}", x.idle_latency.min_ns),
             format!("{:.1}", x.idle_latency.max_ns),
@@ -333,20 +293,7 @@ fn render(r: &Report) -> String {
         }
     }
     if !r.weight_changes.is_empty() {
-        let ch: Vec<String> = r
-            .weight_changes
-            .iter()
-            .map(|c| {
-                format!(
-                    "node{} {}->{}",
-                    c.node,
-                    c.before
-                        .map(|b| b.to_string())
-                        .unwrap_or_else(|| "?".into()),
-                    c.during
-                )
-            })
-            .collect();
+        let ch: Vec<String> = r.weight_changes.iter().map(|c| c.to_string()).collect();
         out.push_str(&format!(
             "\nweighted-interleave table set for the interleaved buffer's allocation ({}) and restored\n",
             ch.join(", ")
@@ -356,89 +303,46 @@ fn render(r: &Report) -> String {
     out
 }
 
-fn dedup(xs: &[String]) -> Vec<String> {
-    let mut v: Vec<String> = Vec::new();
-    for x in xs {
-        if !v.contains(x) {
-            v.push(x.clone());
-        }
-    }
-    v
-}
-
-fn mix_file(mix: Mix) -> String {
-    mix.to_string().replace(':', "-")
-}
-
 /// Plots: bandwidth per mix for every target, and one loaded-latency plot per mix with every target's
 /// curve (so DRAM alone and DRAM+CXL interleaved share the axes).
 fn write_svgs(dir: &Path, r: &Report) -> Result<Vec<String>, CliError> {
+    let series = |curves: Vec<Curve>| -> Vec<Series> {
+        curves
+            .into_iter()
+            .map(|c| Series {
+                name: c.name,
+                points: c.points,
+                marked: None,
+                labels: Vec::new(),
+            })
+            .collect()
+    };
     let mut written = Vec::new();
-    let mut series = Vec::new();
-    for t in &r.targets {
-        for nt in [false, true] {
-            let pts: Vec<(f64, f64)> = t
-                .bandwidth
-                .iter()
-                .filter(|b| b.mix.is_non_temporal() == nt)
-                .map(|b| (b.mix.read_fraction() * 100.0, b.traffic_gbps))
-                .collect();
-            if !pts.is_empty() {
-                series.push(Series {
-                    name: format!(
-                        "{}{}",
-                        t.name,
-                        if nt { " (non-temporal stores)" } else { "" }
-                    ),
-                    points: pts,
-                    marked: None,
-                    labels: Vec::new(),
-                });
-            }
-        }
-    }
-    if !series.is_empty() {
+    let bandwidth = series(r.bandwidth_curves());
+    if !bandwidth.is_empty() {
         let path = dir.join("bandwidth.svg");
         line_plot(
             &path,
             &format!("Memory traffic by read share ({})", r.host.hostname),
             "reads, % of requests",
             "GB/s (memory traffic)",
-            &series,
+            &bandwidth,
         )?;
         written.push(path.display().to_string());
     }
     for &mix in &r.settings.mixes {
-        let series: Vec<Series> = r
-            .targets
-            .iter()
-            .filter_map(|t| {
-                let c = t.loaded_latency.iter().find(|c| c.mix == mix)?;
-                // Drawn by rising bandwidth, the way a loaded-latency curve is read.
-                let mut points: Vec<(f64, f64)> = c
-                    .points
-                    .iter()
-                    .map(|p| (p.traffic_gbps, p.latency_ns))
-                    .collect();
-                points.sort_by(|a, b| a.0.total_cmp(&b.0));
-                Some(Series {
-                    name: t.name.clone(),
-                    points,
-                    marked: None,
-                    labels: Vec::new(),
-                })
-            })
-            .collect();
-        if series.is_empty() {
+        let loaded = series(r.loaded_latency_curves(mix));
+        if loaded.is_empty() {
             continue;
         }
-        let path = dir.join(format!("loaded-latency-{}.svg", mix_file(mix)));
+        let file = mix.to_string().replace(':', "-");
+        let path = dir.join(format!("loaded-latency-{file}.svg"));
         line_plot(
             &path,
             &format!("Loaded latency, mix {mix} ({})", r.host.hostname),
             "GB/s (memory traffic)",
             "latency, ns",
-            &series,
+            &loaded,
         )?;
         written.push(path.display().to_string());
     }

@@ -1,15 +1,17 @@
 //! `cxltier ras`: CXL memory devices, their health and poison, and (with `--watch`) their error
 //! events as they happen, each tied to region, NUMA node and tier.
 
-use crate::error::{Class, CliError, CliResult};
+use crate::error::{CliError, CliResult};
 use crate::output::{print_json, Table};
 use cxltier_ras::aer::{self, MaskChange};
+use cxltier_ras::inventory::check_memdev_names;
 use cxltier_ras::poison::{self, OfflinedPage};
 use cxltier_ras::quarantine;
 use cxltier_ras::watcher::Watching;
-use cxltier_ras::{Device, Inventory, RasError, RasEvent, Tracefs, WatchSink, Watcher};
+use cxltier_ras::{
+    Inventory, InventoryReport, RasError, RasEvent, Tracefs, WatchRecord, WatchSink, Watcher,
+};
 use cxltier_topo::format_bytes;
-use serde::Serialize;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -103,57 +105,21 @@ fn validate(args: &Args) -> Result<(), CliError> {
         return Err(CliError::bad_input("--count must be at least 1")
             .with_hint("omit it to watch until stopped"));
     }
-    for m in &args.memdev {
-        let ok = m
-            .strip_prefix("mem")
-            .is_some_and(|n| !n.is_empty() && n.bytes().all(|c| c.is_ascii_digit()));
-        if !ok {
-            return Err(
-                CliError::bad_input(format!("--memdev {m:?} is not a memory device name"))
-                    .with_hint(
-                    "name devices as the kernel does: mem0,mem1 (see `cxltier ras --no-poison`)",
-                ),
-            );
-        }
-    }
+    check_memdev_names(&args.memdev).map_err(CliError::classified)?;
     if args.quarantine {
         super::check_quarantine_file(&args.quarantine_file)?;
     }
     Ok(())
 }
 
-/// The library's classification, except that a tree named with `--sysfs-root` without CXL
-/// devices or NUMA nodes is the user's mistake, not the machine's.
+/// The library's error as a CLI error; for a tree named with `--sysfs-root` (`explicit_root`),
+/// one without CXL devices or NUMA nodes is the user's mistake, not the machine's.
 fn ras_error(err: RasError, explicit_root: bool) -> CliError {
-    match &err {
-        RasError::NoDevices { .. } if explicit_root => CliError::classified(err)
-            .with_class(Class::BadInput)
-            .with_hint(
-                "pass a tree recorded on a machine with CXL devices (lab/record-sysfs cxl DIR)",
-            ),
-        RasError::Topo(cxltier_topo::TopoError::NoNodes { .. })
-        | RasError::Topo(cxltier_topo::TopoError::NoNodeEntries { .. })
-            if explicit_root =>
-        {
-            CliError::classified(err).with_class(Class::BadInput)
-        }
-        _ => CliError::classified(err),
-    }
-}
-
-#[derive(Serialize)]
-struct DeviceReport<'a> {
-    #[serde(flatten)]
-    device: &'a Device,
-    /// The poison list; `null` when it was not read.
-    poison: Option<Vec<&'a RasEvent>>,
-}
-
-#[derive(Serialize)]
-struct InventoryReport<'a> {
-    devices: Vec<DeviceReport<'a>>,
-    poison_list_read: bool,
-    warnings: &'a [String],
+    CliError::classified(if explicit_root {
+        err.below_named_root()
+    } else {
+        err
+    })
 }
 
 fn inventory(args: &Args) -> CliResult {
@@ -167,14 +133,7 @@ fn inventory(args: &Args) -> CliResult {
         // prints `[]`: that is an answer, not a failure. (A tree named with --sysfs-root without
         // devices stays a mistake, and people still get the error that says why there are none.)
         Err(e @ RasError::NoDevices { .. }) if args.json && !explicit => {
-            print_json(
-                "ras",
-                &InventoryReport {
-                    devices: Vec::new(),
-                    poison_list_read: false,
-                    warnings: &[e.to_string()],
-                },
-            )?;
+            print_json("ras", &InventoryReport::without_devices(&e))?;
             return Ok(ExitCode::SUCCESS);
         }
         read => read.map_err(|e| ras_error(e, explicit))?,
@@ -182,16 +141,11 @@ fn inventory(args: &Args) -> CliResult {
     inv.select(&args.memdev)
         .map_err(|e| ras_error(e, explicit))?;
     let read_poison = !args.no_poison && !explicit;
-    let mut poison = Vec::new();
+    let mut poison = None;
     if read_poison {
         let tracefs = Tracefs::locate(&root).map_err(|e| ras_error(e, false))?;
-        let name = instance_name();
-        let supported: Vec<&str> = inv
-            .devices
-            .iter()
-            .filter(|d| d.health.poison_list_supported)
-            .map(|d| d.memdev.as_str())
-            .collect();
+        let name = Tracefs::private_instance_name();
+        let supported = inv.poison_list_devices();
         if args.dry_run {
             eprintln!(
                 "cxltier: dry run: would create tracefs instance {} with cxl/cxl_poison enabled and write 1 to trigger_poison_list of {}; nothing changed",
@@ -207,27 +161,11 @@ fn inventory(args: &Args) -> CliResult {
             let mut w = tracefs
                 .watch(&name, &["cxl_poison".to_string()])
                 .map_err(|e| ras_error(e, false))?;
-            poison = poison::read_lists(&root, &inv, &mut w).map_err(|e| ras_error(e, false))?;
+            poison =
+                Some(poison::read_lists(&root, &inv, &mut w).map_err(|e| ras_error(e, false))?);
         }
     }
-    let read = read_poison && !args.dry_run;
-    let report = InventoryReport {
-        devices: inv
-            .devices
-            .iter()
-            .map(|d| DeviceReport {
-                device: d,
-                poison: read.then(|| {
-                    poison
-                        .iter()
-                        .filter(|p| p.memdev.as_deref() == Some(&d.memdev))
-                        .collect()
-                }),
-            })
-            .collect(),
-        poison_list_read: read,
-        warnings: &inv.warnings,
-    };
+    let report = InventoryReport::new(inv, poison);
     if args.json {
         print_json("ras", &report)?;
     } else {
@@ -300,7 +238,7 @@ fn render_inventory(r: &InventoryReport) -> String {
     let entries: Vec<&RasEvent> = r
         .devices
         .iter()
-        .flat_map(|d| d.poison.iter().flatten().copied())
+        .flat_map(|d| d.poison.iter().flatten())
         .collect();
     if !entries.is_empty() {
         out.push_str("\npoison\n");
@@ -318,24 +256,10 @@ fn render_inventory(r: &InventoryReport) -> String {
         }
         out.push_str(&p.render());
     }
-    for w in r.warnings {
+    for w in &r.warnings {
         out.push_str(&format!("warning: {w}\n"));
     }
     out
-}
-
-fn instance_name() -> String {
-    format!("cxltier-ras-{}", std::process::id())
-}
-
-/// One streamed record.
-#[derive(Serialize)]
-struct WatchRecord<'a> {
-    #[serde(flatten)]
-    event: &'a RasEvent,
-    /// Pages soft-offlined for this record (with --quarantine).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    quarantine: Option<&'a [OfflinedPage]>,
 }
 
 /// Renders a watch: messages on stderr, records on stdout (a table, or one JSON object per line).
@@ -346,8 +270,8 @@ struct Render {
 impl WatchSink for Render {
     fn masks_changed(&mut self, memdev: &str, c: &MaskChange) {
         eprintln!(
-            "cxltier: changed the AER masks of {memdev} ({}): uncorrectable {:#010x} -> {:#010x}, correctable {:#010x} -> {:#010x}; restored on exit",
-            c.config.display(), c.old_uncor_mask, c.new_uncor_mask, c.old_cor_mask, c.new_cor_mask
+            "cxltier: changed the AER masks of {memdev} ({}): {c}; restored on exit",
+            c.config.display()
         );
     }
 
@@ -457,8 +381,8 @@ fn watch(args: &Args) -> CliResult {
             for (memdev, dir) in &watcher.pci_dirs() {
                 let c = aer::unmask_internal(dir, false).map_err(|e| ras_error(e, false))?;
                 eprintln!(
-                    "cxltier: dry run: would set the AER masks of {memdev} ({}): uncorrectable {:#010x} -> {:#010x}, correctable {:#010x} -> {:#010x}",
-                    c.config.display(), c.old_uncor_mask, c.new_uncor_mask, c.old_cor_mask, c.new_cor_mask
+                    "cxltier: dry run: would set the AER masks of {memdev} ({}): {c}",
+                    c.config.display()
                 );
             }
         }
@@ -548,23 +472,8 @@ mod json_tests {
     fn an_inventory_with_poison_lists_conforms_to_its_schema() {
         let inventory = Inventory::read(&fixtures().join("lab-cxl")).unwrap();
         let events = recorded_events();
-        let report = InventoryReport {
-            devices: inventory
-                .devices
-                .iter()
-                .map(|d| DeviceReport {
-                    device: d,
-                    poison: Some(
-                        events
-                            .iter()
-                            .filter(|p| p.memdev.as_deref() == Some(&d.memdev))
-                            .collect(),
-                    ),
-                })
-                .collect(),
-            poison_list_read: true,
-            warnings: &[],
-        };
+        let report = InventoryReport::new(inventory, Some(events));
+        assert!(report.poison_list_read);
         let doc = serde_json::json!({"schema_version": 1, "command": "ras"});
         let mut doc = doc.as_object().unwrap().clone();
         if let serde_json::Value::Object(body) = serde_json::to_value(&report).unwrap() {

@@ -1,12 +1,13 @@
 //! `cxltier run`: run a command under a memory policy.
 
-use crate::cmd::apply::{auto_words, undo_command};
-use crate::error::{Class, CliError, CliResult};
-use cxltier_control::launch::{exec_under, spawn_under};
-use cxltier_control::policy::{resolve, PolicySpec, ResolvedPolicy};
-use cxltier_control::weights::{Restored, TemporaryWeights, WeightsSpec};
+use crate::error::{CliError, CliResult};
+use cxltier_control::launch::{
+    exec_under, require_weighted_interleave, run_with_weights, WeightsRunSink,
+};
+use cxltier_control::policy::{resolve, PolicySpec};
+use cxltier_control::weights::{Applied, Restored, TemporaryWeights, WeightsSpec};
 use cxltier_control::ControlError;
-use cxltier_sys::{kernel_supports, Mode};
+use cxltier_sys::Mode;
 use cxltier_topo::{nodelist, Topology};
 use std::ffi::OsString;
 use std::os::unix::process::ExitStatusExt;
@@ -128,10 +129,8 @@ fn request(args: &Args) -> Result<PolicySpec, CliError> {
 
 /// The exit code for a command that could not be started, as shells and env(1) use them.
 fn exec_failure(err: ControlError) -> CliResult {
-    let code = match &err {
-        ControlError::Spawn { source, .. } if source.kind() == std::io::ErrorKind::NotFound => 127,
-        ControlError::Spawn { .. } => 126,
-        _ => return Err(CliError::classified(err)),
+    let Some(code) = err.exec_status() else {
+        return Err(CliError::classified(err));
     };
     let _ = CliError::runtime(err.to_string()).report();
     Ok(ExitCode::from(code))
@@ -158,62 +157,21 @@ pub fn run(args: Args) -> CliResult {
     let change = weights
         .plan(&resolved.weights)
         .map_err(CliError::classified)?;
-    if !kernel_supports(Mode::WeightedInterleave)
-        .map_err(|e| CliError::classified(cxltier_control::ControlError::from(e)))?
-    {
-        return Err(CliError::new(
-            Class::Unsupported,
-            "the kernel lacks weighted interleave (MPOL_WEIGHTED_INTERLEAVE needs Linux 6.9+)",
-        )
-        .with_hint("use --interleave for plain interleave"));
-    }
+    require_weighted_interleave().map_err(CliError::classified)?;
     if change.is_noop() {
         return exec_failure(exec_under(&policy, &mut cmd));
     }
-    run_with_table_change(
-        &mut weights,
-        &resolved,
-        &mut cmd,
-        args.sysfs_root.as_deref(),
-    )
+    let mut said = TableChange {
+        root: args.sysfs_root.as_deref(),
+    };
+    match run_with_weights(&mut weights, &resolved, &mut cmd, &mut said) {
+        Ok(status) => exit_as(status),
+        Err(e) => exec_failure(e),
+    }
 }
 
-/// Write the weights, run CMD as a child, put the weights back, and exit as CMD did.
-fn run_with_table_change(
-    weights: &mut TemporaryWeights,
-    resolved: &ResolvedPolicy,
-    cmd: &mut Command,
-    root: Option<&Path>,
-) -> CliResult {
-    let policy = resolved.policy().map_err(CliError::classified)?;
-    let applied = weights
-        .set(&resolved.weights)
-        .map_err(CliError::classified)?;
-    eprintln!(
-        "cxltier: changed a system-wide setting for this run: the kernel's weighted-interleave \
-         table ({}), used by every process with weighted interleave: {applied}",
-        applied.dir.display(),
-    );
-    if let Some(auto) = applied.change.auto.filter(|a| a.old != a.new) {
-        eprintln!("cxltier: {}", auto_words(auto));
-    }
-    eprintln!(
-        "cxltier: the previous weights are restored when the command exits (by hand: {})",
-        undo_command(&applied.change, root)
-    );
-
-    let mut child = match spawn_under(&policy, cmd) {
-        Ok(c) => c,
-        Err(e) => {
-            report_restore(weights.restore(), root);
-            return exec_failure(e);
-        }
-    };
-    let status = child.wait();
-    let restored = weights.restore();
-    drop(child);
-    report_restore(restored, root);
-    let status = status.map_err(CliError::classified)?;
+/// Exit as CMD did: with its exit status, or by the signal that killed it.
+fn exit_as(status: std::process::ExitStatus) -> CliResult {
     if let Some(code) = status.code() {
         return Ok(ExitCode::from(code as u8));
     }
@@ -223,23 +181,46 @@ fn run_with_table_change(
     }
 }
 
-fn report_restore(restored: Option<Restored>, root: Option<&Path>) {
-    let Some(restored) = restored else { return };
-    let report = &restored.report;
-    if !report.restored.is_empty() {
-        eprintln!("cxltier: restored the weighted-interleave table: {restored}");
-    }
-    for (node, found) in &report.left_alone {
+/// Says on stderr what a run does to the weighted-interleave table, with the command that undoes
+/// it for a table below `root`.
+struct TableChange<'a> {
+    root: Option<&'a Path>,
+}
+
+impl WeightsRunSink for TableChange<'_> {
+    fn weights_set(&mut self, applied: &Applied) {
         eprintln!(
-            "cxltier: warning: node{node}'s weight was changed to {found} by someone else during \
-             the run; left as found"
+            "cxltier: changed a system-wide setting for this run: the kernel's weighted-interleave \
+             table ({}), used by every process with weighted interleave: {applied}",
+            applied.dir.display(),
+        );
+        if let Some(auto) = applied.change.auto.filter(|a| a.old != a.new) {
+            eprintln!("cxltier: {}", auto.describe());
+        }
+        eprintln!(
+            "cxltier: the previous weights are restored when the command exits (by hand: {})",
+            applied.change.undo_command(self.root)
         );
     }
-    for (path, err) in &report.failed {
-        eprintln!(
-            "cxltier: error: could not restore {}: {err}; restore by hand: {}",
-            path.display(),
-            undo_command(&restored.change, root)
-        );
+
+    fn weights_restored(&mut self, restored: Option<Restored>) {
+        let Some(restored) = restored else { return };
+        let report = &restored.report;
+        if !report.restored.is_empty() {
+            eprintln!("cxltier: restored the weighted-interleave table: {restored}");
+        }
+        for (node, found) in &report.left_alone {
+            eprintln!(
+                "cxltier: warning: node{node}'s weight was changed to {found} by someone else during \
+                 the run; left as found"
+            );
+        }
+        for (path, err) in &report.failed {
+            eprintln!(
+                "cxltier: error: could not restore {}: {err}; restore by hand: {}",
+                path.display(),
+                restored.change.undo_command(self.root)
+            );
+        }
     }
 }

@@ -4,6 +4,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
+use cxltier_server::limits::OpenFilesLimit;
 use cxltier_server::{OutputBufferLimit, ServerConfig};
 use cxltier_store::{Durability, SsdSpec, StoreBuilder};
 use cxltier_topo::format_bytes;
@@ -119,10 +120,6 @@ pub struct Args {
     metrics_addr: Option<String>,
 }
 
-/// Descriptors kept for what is not a client: the store's files, the ring, epoll, the
-/// listener, the quarantine file (Redis keeps 32 too).
-const RESERVED_FDS: u64 = 32;
-
 /// `--cxl SIZE`, where 0 (or nothing) means no CXL tier.
 fn cxl_budget(text: &str) -> Result<u64, SizeError> {
     match text.trim() {
@@ -131,35 +128,17 @@ fn cxl_budget(text: &str) -> Result<u64, SizeError> {
     }
 }
 
-/// `--max-clients` fitted to the open-file limit, as Redis does: the soft limit is raised as
-/// far as needed and the hard limit allows; if it is still too low, fewer clients are served
-/// and stderr says so.
+/// `--max-clients` fitted to the open-file limit (raised as far as the hard limit lets it);
+/// stderr says when fewer clients are served.
 fn fit_max_clients(wanted: usize) -> Result<usize, CliError> {
-    let need = wanted as u64 + RESERVED_FDS;
-    let (soft, hard) = cxltier_sys::rlimit::open_files_limit()
-        .map_err(|e| CliError::runtime(format!("reading the open-file limit: {e}")))?;
-    if soft >= need {
-        return Ok(wanted);
+    let fit = cxltier_server::limits::fit_max_clients(wanted).map_err(CliError::classified)?;
+    if let Some(OpenFilesLimit { soft, hard, needed }) = fit.reduced {
+        eprintln!(
+            "cxltier serve: maxclients reduced to {}: the open-file limit is {soft} (hard limit {hard}) and {wanted} clients need {needed}; raise it with ulimit -n (or LimitNOFILE= in a systemd unit) to serve more",
+            fit.max_clients
+        );
     }
-    let raised = need.min(hard);
-    let soft = match cxltier_sys::rlimit::set_open_files_limit(raised) {
-        Ok(()) => raised,
-        Err(_) => soft,
-    };
-    if soft >= need {
-        return Ok(wanted);
-    }
-    if soft <= RESERVED_FDS {
-        return Err(CliError::runtime(format!(
-            "the open-file limit is {soft}: too low to serve any client ({RESERVED_FDS} descriptors are kept for the store and the listener)"
-        ))
-        .with_hint("raise it: ulimit -n 65536 (or LimitNOFILE= in a systemd unit)"));
-    }
-    let fit = (soft - RESERVED_FDS) as usize;
-    eprintln!(
-        "cxltier serve: maxclients reduced to {fit}: the open-file limit is {soft} (hard limit {hard}) and {wanted} clients need {need}; raise it with ulimit -n (or LimitNOFILE= in a systemd unit) to serve more"
-    );
-    Ok(fit)
+    Ok(fit.max_clients)
 }
 
 pub fn run(args: Args) -> CliResult {
@@ -186,14 +165,8 @@ pub fn run(args: Args) -> CliResult {
         .parse()
         .map_err(|e: String| CliError::bad_input(format!("--{e}")))?;
     let max_clients = fit_max_clients(args.max_clients.max(1))?;
-    if !(1..=cxltier_server::db::MAX_SELECTABLE).contains(&args.databases) {
-        return Err(CliError::bad_input(format!(
-            "--databases {}: the server keeps 1 to {} databases",
-            args.databases,
-            cxltier_server::db::MAX_SELECTABLE
-        ))
-        .with_hint("Redis's default is 16"));
-    }
+    cxltier_server::db::check_count(args.databases)
+        .map_err(|e| CliError::bad_input(e).with_hint("Redis's default is 16"))?;
     // Listen before the store is opened (a port in use need not wait for a recovery) and say
     // so only once it is done.
     let listener = cxltier_server::bind(bind).map_err(CliError::classified)?;
@@ -297,18 +270,7 @@ pub fn run(args: Args) -> CliResult {
         log: cxltier_server::LogSink::new(|line| eprintln!("cxltier serve: {line}")),
         // A replica's snapshot is written next to a --ssd file (not on a block device's
         // directory, /dev); without one it is kept in memory.
-        snapshot_dir: ssd
-            .as_ref()
-            .filter(|s| std::fs::metadata(&s.path).is_ok_and(|m| m.is_file()))
-            .and_then(|s| s.path.parent())
-            .map(|d| {
-                if d.as_os_str().is_empty() {
-                    std::path::Path::new(".")
-                } else {
-                    d
-                }
-            })
-            .map(std::path::Path::to_path_buf),
+        snapshot_dir: ssd.as_ref().and_then(SsdSpec::file_dir),
         metrics,
     };
     cxltier_server::serve_on(listener, cfg, store, stop).map_err(CliError::classified)?;
@@ -318,25 +280,7 @@ pub fn run(args: Args) -> CliResult {
 
 /// Say on stderr what recovery could not read (with --recover-anyway) and what a crash tore.
 fn report_recovery(store: &cxltier_store::Store) {
-    let r = store.recovery();
-    for d in &r.damaged_ranges {
-        eprintln!("cxltier serve: recovery: damaged: {d}");
-    }
-    if !r.damaged_ranges.is_empty() {
-        eprintln!(
-            "cxltier serve: recovery: {} range(s), {} bytes could not be read; {} key(s) are served although a newer version or a delete of theirs may be lost (--recover-anyway)",
-            r.damaged_ranges.len(),
-            r.damaged_bytes,
-            r.keys_possibly_stale
-        );
-    }
-    if let Some(t) = &r.torn_tail {
-        eprintln!("cxltier serve: recovery: left as it is: {t}");
-    }
-    if r.headers_repaired > 0 {
-        eprintln!(
-            "cxltier serve: recovery: {} segment header(s) were damaged; their records told their place, and they are not written to again",
-            r.headers_repaired
-        );
+    for note in store.recovery().notes() {
+        eprintln!("cxltier serve: recovery: {note}");
     }
 }

@@ -2,8 +2,8 @@
 
 use crate::error::{CliError, CliResult};
 use crate::output::{print_json, Table};
-use cxltier_control::placement::{self, MappingKind, MappingPlacement, ProcessPlacement};
-use cxltier_topo::{format_bytes, nodelist};
+use cxltier_control::placement::{self, MappingPlacement, ProcessPlacement};
+use cxltier_topo::format_bytes;
 use std::process::ExitCode;
 
 /// The long help: what the command does, exactly.
@@ -63,22 +63,9 @@ pub fn run(args: Args) -> CliResult {
         } else {
             Listing::Top(args.top)
         };
-        print!("{}", render(&p, listing, &columns(&p)));
+        print!("{}", render(&p, listing, &p.node_columns()));
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// The node columns: every node of this machine that holds memory, as `numastat -p` lists them
-/// (so that a CXL node with nothing of the process on it shows as 0.00), and any other node the
-/// process has memory on. Without a readable topology, the process's nodes alone.
-fn columns(p: &ProcessPlacement) -> Vec<u32> {
-    let mut nodes: Vec<u32> = cxltier_topo::Topology::live()
-        .map(|t| t.memory_nodes().map(|n| n.id).collect())
-        .unwrap_or_default();
-    nodes.extend(p.nodes.keys().copied());
-    nodes.sort_unstable();
-    nodes.dedup();
-    nodes
 }
 
 /// Which mappings follow the summary.
@@ -92,31 +79,6 @@ enum Listing {
 
 fn mib(bytes: u64) -> String {
     format!("{:.2}", bytes as f64 / (1u64 << 20) as f64)
-}
-
-fn policy(m: &MappingPlacement) -> String {
-    let mut s = m.policy.clone();
-    for f in &m.policy_flags {
-        s.push('=');
-        s.push_str(f);
-    }
-    if !m.policy_nodes.is_empty() {
-        s.push(':');
-        s.push_str(&nodelist::format(&m.policy_nodes));
-    }
-    s
-}
-
-/// A summary row's label, capitalised as `numastat -p` labels its rows.
-fn label(kind: MappingKind) -> &'static str {
-    match kind {
-        MappingKind::Heap => "Heap",
-        MappingKind::Stack => "Stack",
-        MappingKind::Anon => "Anon",
-        MappingKind::File => "File",
-        MappingKind::Huge => "Huge",
-        MappingKind::Other => "Other",
-    }
 }
 
 /// `numastat -p`'s layout: a label column of 16 (18 with its gap), then one column of 15 per node
@@ -148,7 +110,7 @@ fn summary(p: &ProcessPlacement, nodes: &[u32]) -> String {
             .map(|n| mib(total.bytes_per_node.get(n).copied().unwrap_or(0)))
             .collect();
         cells.push(mib(total.bytes));
-        line(label(*kind), cells);
+        line(kind.label(), cells);
     }
     line(&"-".repeat(LABEL), rule);
     let mut cells: Vec<String> = nodes
@@ -208,7 +170,7 @@ fn render(p: &ProcessPlacement, listing: Listing, nodes: &[u32]) -> String {
             Some(end) => format!("{:x}-{end:x}", m.start),
             None => format!("{:x}", m.start),
         };
-        let mut row = vec![range, m.kind.as_str().to_string(), policy(m)];
+        let mut row = vec![range, m.kind.as_str().to_string(), m.policy_text()];
         row.extend(
             nodes
                 .iter()

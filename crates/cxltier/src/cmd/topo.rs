@@ -1,16 +1,16 @@
 //! `cxltier topo`: show the memory tiers of this machine (or of a recorded sysfs tree, or of a
 //! platform profile).
 
-use crate::error::{Class, CliError, CliResult};
+use crate::error::{CliError, CliResult};
 use crate::output::{json_line, print_json, Table};
-use cxltier_profile::{Mix, Profile};
-use cxltier_topo::{counter_rates, format_bytes, nodelist, NodeKind, TopoError, Topology};
-use serde::Serialize;
+use cxltier_advice::ProfileChoice;
+use cxltier_profile::Profile;
+use cxltier_topo::{format_bytes, nodelist, nodes_in_words, CounterSamples, NodeKind, Topology};
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::Duration;
 
 /// Show the memory tiers: NUMA nodes, HMAT figures, kernel memory tiers, CXL devices, NVMe, and
 /// the kernel's own tiering (NUMA balancing, demotion, their counters).
@@ -57,7 +57,13 @@ pub fn run(args: Args) -> CliResult {
         Some(s) => Some(Duration::from_secs_f64(s)),
         None => None,
     };
-    let topo = Topology::discover(&root).map_err(|e| topo_error(e, args.sysfs_root.is_some()))?;
+    // A tree named with --sysfs-root that is not one is the user's mistake, not the machine's.
+    let topo = Topology::discover(&root)
+        .map_err(|e| match args.sysfs_root {
+            Some(_) => e.below_named_root(),
+            None => e,
+        })
+        .map_err(CliError::classified)?;
     match interval {
         // With --json, --watch prints samples only: one JSON object per line.
         Some(_) if args.json => {}
@@ -70,40 +76,6 @@ pub fn run(args: Args) -> CliResult {
     Ok(ExitCode::SUCCESS)
 }
 
-/// One sample of the kernel's tiering counters under `--watch --json`.
-#[derive(Serialize)]
-struct Sample<'a> {
-    /// Seconds since the Unix epoch when the sample was taken.
-    time_unix_s: f64,
-    /// Seconds since the previous sample (`null` on the first).
-    interval_s: Option<f64>,
-    counters: &'a BTreeMap<String, u64>,
-    /// Counters' increase per second since the previous sample (`null` on the first).
-    rates_per_s: Option<BTreeMap<String, f64>>,
-}
-
-fn unix_now() -> f64 {
-    SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0)
-}
-
-fn read_counters(root: &Path) -> Result<BTreeMap<String, u64>, CliError> {
-    match Topology::read_kernel_counters(root) {
-        Ok(Some(c)) => Ok(c),
-        Ok(None) => Err(CliError::new(
-            Class::Unsupported,
-            format!(
-                "--watch: {} does not exist, so there are no counters to sample",
-                root.join(cxltier_topo::VMSTAT).display()
-            ),
-        )
-        .with_hint("mount /proc (or record proc/vmstat into the --sysfs-root tree)")),
-        Err(e) => Err(CliError::runtime(e)),
-    }
-}
-
 /// `--watch`: sample the counters every `interval`, printing rates per second between samples.
 fn watch(
     root: &Path,
@@ -112,50 +84,26 @@ fn watch(
     count: Option<u64>,
     json: bool,
 ) -> Result<(), CliError> {
-    let mut before = match &topo.kernel_tiering.counters {
-        Some(c) => c.clone(),
-        None => read_counters(root)?,
-    };
-    let mut at = Instant::now();
+    let samples = CounterSamples::new(root, interval)
+        .count(count)
+        .starting_from(topo.kernel_tiering.counters.clone());
     let mut out = std::io::stdout().lock();
-    if json {
-        let first = Sample {
-            time_unix_s: unix_now(),
-            interval_s: None,
-            counters: &before,
-            rates_per_s: None,
-        };
-        writeln!(out, "{}", json_line("topo", "sample", &first)?)?;
-    } else {
-        writeln!(
-            out,
-            "\nwatching the kernel's tiering counters every {:.1} s (Ctrl-C stops)",
-            interval.as_secs_f64()
-        )?;
-    }
-    out.flush()?;
-    let mut taken = 0u64;
-    while count.is_none_or(|n| taken < n) {
-        // Sleep to the next tick; rates use the time that really passed.
-        std::thread::sleep(interval.saturating_sub(at.elapsed()));
-        let now = read_counters(root)?;
-        let seconds = at.elapsed().as_secs_f64();
-        at = Instant::now();
-        let rates = counter_rates(&before, &now, seconds);
-        if json {
-            let s = Sample {
-                time_unix_s: unix_now(),
-                interval_s: Some(seconds),
-                counters: &now,
-                rates_per_s: Some(rates),
-            };
-            writeln!(out, "{}", json_line("topo", "sample", &s)?)?;
-        } else {
-            write!(out, "{}", render_rates(&before, &now, &rates, seconds))?;
+    for sample in samples {
+        let sample = sample.map_err(CliError::classified)?;
+        match (&sample.previous, &sample.rates_per_s, sample.interval_s) {
+            _ if json => writeln!(out, "{}", json_line("topo", "sample", &sample)?)?,
+            (Some(before), Some(rates), Some(seconds)) => write!(
+                out,
+                "{}",
+                render_rates(before, &sample.counters, rates, seconds)
+            )?,
+            _ => writeln!(
+                out,
+                "\nwatching the kernel's tiering counters every {:.1} s (Ctrl-C stops)",
+                interval.as_secs_f64()
+            )?,
         }
         out.flush()?;
-        before = now;
-        taken += 1;
     }
     Ok(())
 }
@@ -188,26 +136,13 @@ fn render_rates(
     out
 }
 
-/// The library's classification, except that a tree named with `--sysfs-root` that is not one
-/// (no node directory, no nodes, garbled files) is the user's mistake, not the machine's.
-fn topo_error(err: TopoError, explicit_root: bool) -> CliError {
-    match err {
-        TopoError::NoNodes { path } if explicit_root => CliError::bad_input(format!(
-            "{} does not exist: the --sysfs-root directory is not a recorded sysfs tree",
-            path.display()
-        ))
-        .with_hint(
-            "pass the directory that contains sys/ (record one with crates/cxltier-topo/tests/fixtures/record.sh), or omit --sysfs-root for this machine",
-        ),
-        TopoError::NoNodeEntries { .. } | TopoError::Garbled { .. } if explicit_root => {
-            CliError::classified(err).with_class(Class::BadInput)
-        }
-        _ => CliError::classified(err),
-    }
-}
-
 fn dash(v: Option<String>) -> String {
     v.unwrap_or_else(|| "-".to_string())
+}
+
+/// Names separated by commas, or `-` for none.
+fn joined(names: &[String]) -> String {
+    dash((!names.is_empty()).then(|| names.join(",")))
 }
 
 /// The human report, in the manner of `numactl -H` and `cxl list`.
@@ -311,11 +246,7 @@ fn render(t: &Topology, root: Option<&Path>) -> String {
                 format_bytes(d.pmem_bytes),
                 dash(d.pci_address.clone()),
                 dash(d.numa_node.map(|n| n.to_string())),
-                if d.regions.is_empty() {
-                    "-".to_string()
-                } else {
-                    d.regions.join(",")
-                },
+                joined(&d.regions),
                 dash(d.node.map(|n| n.to_string())),
             ]);
         }
@@ -329,16 +260,8 @@ fn render(t: &Topology, root: Option<&Path>) -> String {
                     g.mode.clone(),
                     format_bytes(g.size_bytes),
                     dash(g.interleave_ways.map(|w| w.to_string())),
-                    if g.memdevs.is_empty() {
-                        "-".to_string()
-                    } else {
-                        g.memdevs.join(",")
-                    },
-                    if g.dax.is_empty() {
-                        "-".to_string()
-                    } else {
-                        g.dax.join(",")
-                    },
+                    joined(&g.memdevs),
+                    joined(&g.dax),
                     dash(g.node.map(|n| n.to_string())),
                 ]);
             }
@@ -364,32 +287,10 @@ fn render(t: &Topology, root: Option<&Path>) -> String {
         out.push_str(&d.render());
     }
 
-    let wi = &t.weighted_interleave;
-    out.push('\n');
-    if wi.supported {
-        let weights: Vec<String> = wi
-            .weights
-            .iter()
-            .map(|(n, w)| format!("node{n}={w}"))
-            .collect();
-        let auto = match wi.auto {
-            Some(true) => "auto (the kernel sets weights from firmware bandwidth)",
-            Some(false) => "manual",
-            None => "manual (this kernel has no auto mode)",
-        };
-        out.push_str(&format!(
-            "weighted interleave: supported, {auto}; weights: {}\n",
-            if weights.is_empty() {
-                "none".to_string()
-            } else {
-                weights.join(" ")
-            }
-        ));
-    } else {
-        out.push_str(
-            "weighted interleave: not supported by this kernel (needs Linux 6.9 or later)\n",
-        );
-    }
+    out.push_str(&format!(
+        "\nweighted interleave: {}\n",
+        t.weighted_interleave.summary()
+    ));
 
     out.push_str(&render_kernel_tiering(t));
 
@@ -408,14 +309,7 @@ fn render(t: &Topology, root: Option<&Path>) -> String {
             "namespaces",
         ]);
         for c in &t.nvme {
-            let ns: Vec<String> = c
-                .namespaces
-                .iter()
-                .map(|n| match n.logical_block_size {
-                    Some(b) => format!("{} ({}, {b} B blocks)", n.name, format_bytes(n.size_bytes)),
-                    None => format!("{} ({})", n.name, format_bytes(n.size_bytes)),
-                })
-                .collect();
+            let ns: Vec<String> = c.namespaces.iter().map(|n| n.to_string()).collect();
             v.row([
                 c.name.clone(),
                 dash(c.model.clone()),
@@ -448,51 +342,11 @@ fn render(t: &Topology, root: Option<&Path>) -> String {
 fn render_kernel_tiering(t: &Topology) -> String {
     const UNSUPPORTED: &str = "not supported by this kernel (or not in the recorded tree)";
     let k = &t.kernel_tiering;
-    let moves = t.kernel_moves();
-    let nodes = |v: &[u32]| {
-        if v.is_empty() {
-            "none".to_string()
-        } else {
-            format!("node(s) {}", nodelist::format(v))
-        }
-    };
     let mut out = String::from("\nkernel tiering:\n");
     out.push_str("  NUMA balancing: ");
-    match k.numa_balancing {
-        None => out.push_str(UNSUPPORTED),
-        Some(b) => {
-            out.push_str(&format!("{} (kernel.numa_balancing = {})", b.mode, b.value));
-            if b.normal {
-                out.push_str(&match moves.balancing_from.as_slice() {
-                    [] => "; nothing to move between (one memory node)".to_string(),
-                    from => format!(
-                        "; moves pages toward the CPU that touches them on {}",
-                        nodes(from)
-                    ),
-                });
-            }
-            if b.memory_tiering {
-                out.push_str(&match moves.promotion_from.as_slice() {
-                    [] => "; nothing to promote (no memory below the top tier)".to_string(),
-                    from => format!("; promotes hot pages from {}", nodes(from)),
-                });
-            }
-        }
-    }
+    out.push_str(&t.numa_balancing_summary().unwrap_or(UNSUPPORTED.into()));
     out.push_str("\n  demotion: ");
-    match k.demotion_enabled {
-        None => out.push_str(UNSUPPORTED),
-        Some(false) => out.push_str("off (demotion_enabled = false)"),
-        Some(true) => out.push_str(&match moves.demotion_from.as_slice() {
-            [] => {
-                "on (demotion_enabled = true); nothing to demote to (one memory tier)".to_string()
-            }
-            from => format!(
-                "on (demotion_enabled = true); reclaim demotes cold pages from {}",
-                nodes(from)
-            ),
-        }),
-    }
+    out.push_str(&t.demotion_summary().unwrap_or(UNSUPPORTED.into()));
     out.push_str("\n  memory tiers: ");
     if t.memory_tiers.is_empty() {
         out.push_str("none shown (Linux 6.1 or later shows them)");
@@ -501,7 +355,7 @@ fn render_kernel_tiering(t: &Topology) -> String {
             .memory_tiers
             .iter()
             .map(|m| {
-                let mut s = format!("memory_tier{} = {}", m.id, nodes(&m.nodes));
+                let mut s = format!("memory_tier{} = {}", m.id, nodes_in_words(&m.nodes));
                 if let Some(d) = m.abstract_distance {
                     s.push_str(&format!(" (abstract distance {d})"));
                 }
@@ -534,10 +388,9 @@ fn render_kernel_tiering(t: &Topology) -> String {
 }
 
 fn show_profile(spec: &str, json: bool) -> CliResult {
-    let profile = Profile::load(spec).map_err(|e| {
-        CliError::classified(e)
-            .with_hint("fix the profile (format in docs/profiles.md) or name a built-in one, e.g. --profile xeon6-6900p-8xcz122")
-    })?;
+    let profile = ProfileChoice::load(Some(spec))
+        .map_err(CliError::classified)?
+        .profile;
     if json {
         print_json("topo", &profile)?;
     } else {
@@ -551,21 +404,8 @@ fn render_profile(p: &Profile) -> String {
     if !p.source.is_empty() {
         out.push_str(&format!("source: {}\n", p.source));
     }
-    // One column per mix any tier lists, in the profile's order.
-    let mut mixes: Vec<Mix> = Vec::new();
-    for t in &p.tiers {
-        for b in &t.bandwidth {
-            if !mixes.contains(&b.mix) {
-                mixes.push(b.mix);
-            }
-        }
-    }
-    // Read-only first, then by falling read share; regular stores before non-temporal ones.
-    mixes.sort_by(|a, b| {
-        b.read_fraction()
-            .total_cmp(&a.read_fraction())
-            .then(a.is_non_temporal().cmp(&b.is_non_temporal()))
-    });
+    // One column per mix any tier lists.
+    let mixes = p.bandwidth_mixes();
     let mut header = vec![
         "tier".to_string(),
         "kind".into(),
