@@ -81,6 +81,23 @@ pub fn check_memory_nodes(topo: &Topology, nodes: &[u32]) -> Result<(), ControlE
     Ok(())
 }
 
+/// Pair weights written as `--interleave` takes them (`spec`, [`WeightsSpec`]) with the nodes
+/// of `--nodes` (`nodes`, a node list, or every memory node) on the machine below `root`
+/// ([`assign_weights`]).
+pub fn machine_weights(
+    spec: &str,
+    nodes: Option<&str>,
+    root: &std::path::Path,
+) -> Result<Vec<(u32, u32)>, ControlError> {
+    let spec: WeightsSpec = spec.parse()?;
+    let nodes = nodes
+        .map(cxltier_topo::nodelist::parse)
+        .transpose()
+        .map_err(ControlError::NodeList)?;
+    let topo = Topology::discover(root).map_err(ControlError::Topology)?;
+    assign_weights(&spec, nodes.as_deref(), &topo)
+}
+
 /// Pair weights with nodes.
 ///
 /// `PerNode` weights name their nodes (`nodes` must then be `None`). `InTierOrder` weights go to

@@ -42,6 +42,9 @@ impl Published {
 /// The metrics listener could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum MetricsError {
+    /// `--metrics-addr` is not an address and port.
+    #[error("--metrics-addr {0}: expected ADDRESS:PORT")]
+    BadAddress(String),
     #[error("cannot listen for metrics on {addr}: {source}")]
     Listen {
         addr: String,
@@ -54,8 +57,22 @@ impl Classify for MetricsError {
         Class::BadInput
     }
     fn hint(&self) -> Option<String> {
-        Some("pick a free loopback port, e.g. --metrics-addr 127.0.0.1:9464".into())
+        Some(match self {
+            MetricsError::BadAddress(_) => {
+                "e.g. --metrics-addr 127.0.0.1:9464 (an IPv6 address in brackets: [::1]:9464)"
+                    .into()
+            }
+            MetricsError::Listen { .. } => {
+                "pick a free loopback port, e.g. --metrics-addr 127.0.0.1:9464".into()
+            }
+        })
     }
+}
+
+/// `--metrics-addr ADDRESS:PORT` (an IPv6 address in brackets).
+pub fn parse_addr(text: &str) -> Result<SocketAddr, MetricsError> {
+    text.parse()
+        .map_err(|_| MetricsError::BadAddress(text.to_string()))
 }
 
 /// Whether an address is loopback (the listeners bind there unless told otherwise).

@@ -16,7 +16,7 @@ pub mod http;
 pub mod promtool;
 pub mod text;
 
-pub use http::{is_loopback, serve, MetricsError, Published};
+pub use http::{is_loopback, parse_addr, serve, MetricsError, Published};
 pub use text::{Histogram, Writer};
 
 /// `cxltier_build_info`'s family, the same in every exposition: the version and the target

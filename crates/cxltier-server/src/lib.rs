@@ -63,6 +63,7 @@
 //!   events published); it hands handlers the runners for other commands (`Ctx::execute`,
 //!   `Ctx::run_queued`: a script's `redis.call`, EXEC's queue);
 //! - [`commands`]: the entry for callers outside the crate (`execute`, the state types);
+//! - [`store_options`]: the store as the server serves it, from `cxltier serve`'s store flags;
 //! - [`metrics`]: the Prometheus exposition (`--metrics-addr`): tiers, hits and misses,
 //!   commands and their latency histogram, clients, NVMe I/O, memory; published by the loop at
 //!   most once a second and within 1% of its time;
@@ -105,6 +106,7 @@ pub use cxltier_resp as resp;
 pub mod scripting;
 pub mod server;
 pub mod set;
+pub mod store_options;
 pub mod strings;
 pub mod subscriptions;
 pub mod table;
@@ -117,4 +119,8 @@ pub mod zset;
 
 pub use limits::{parse_memory, OutputBufferLimit};
 pub use ratelog::LogSink;
-pub use server::{bind, serve, serve_on, ServerConfig, ServerError, DEFAULT_QUERY_BUFFER_LIMIT};
+pub use server::{
+    bind, parse_bind, parse_query_buffer_limit, serve, serve_on, ServerConfig, ServerError,
+    DEFAULT_QUERY_BUFFER_LIMIT,
+};
+pub use store_options::StoreOptions;

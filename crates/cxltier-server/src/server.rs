@@ -145,6 +145,12 @@ pub enum ServerError {
     /// the store was written with): what to do is in the message.
     #[error("{0}")]
     Databases(String),
+    /// `--bind` is not an address and port.
+    #[error("--bind {0}: not an ADDRESS:PORT")]
+    BadBind(String),
+    /// `--client-query-buffer-limit` is not a size in bytes.
+    #[error("--client-query-buffer-limit {0}: not a size in bytes")]
+    BadQueryBufferLimit(String),
     /// The open-file limit could not be read.
     #[error("reading the open-file limit: {0}")]
     OpenFilesLimit(String),
@@ -154,6 +160,19 @@ pub enum ServerError {
         crate::limits::RESERVED_FDS
     )]
     TooFewOpenFiles { soft: u64 },
+}
+
+/// `--bind ADDRESS:PORT` (an IPv6 address in brackets).
+pub fn parse_bind(text: &str) -> Result<SocketAddr, ServerError> {
+    text.parse()
+        .map_err(|_| ServerError::BadBind(text.to_string()))
+}
+
+/// `--client-query-buffer-limit`: a positive size in Redis's syntax (`64mb`, `1gb`).
+pub fn parse_query_buffer_limit(text: &str) -> Result<usize, ServerError> {
+    crate::limits::parse_memory(text)
+        .filter(|&n| n > 0)
+        .ok_or_else(|| ServerError::BadQueryBufferLimit(text.to_string()))
 }
 
 impl cxltier_error::Classify for ServerError {
@@ -168,7 +187,9 @@ impl cxltier_error::Classify for ServerError {
                 // In use and the rest: the address is fine, the host's state is not.
                 _ => Class::Runtime,
             },
-            ServerError::Databases(_) => Class::BadInput,
+            ServerError::Databases(_)
+            | ServerError::BadBind(_)
+            | ServerError::BadQueryBufferLimit(_) => Class::BadInput,
             _ => Class::Runtime,
         }
     }
@@ -178,6 +199,15 @@ impl cxltier_error::Classify for ServerError {
             ServerError::TooFewOpenFiles { .. } => {
                 Some("raise it: ulimit -n 65536 (or LimitNOFILE= in a systemd unit)".into())
             }
+            ServerError::BadBind(text) => Some(
+                if text.matches(':').count() > 1 && !text.starts_with('[') {
+                    "an IPv6 address goes in brackets: --bind [::1]:6379"
+                } else {
+                    "for example --bind 127.0.0.1:6379, or --bind [::1]:6379 for IPv6"
+                }
+                .into(),
+            ),
+            ServerError::BadQueryBufferLimit(_) => Some("for example 64mb, 512mb or 1gb".into()),
             _ => None,
         }
     }

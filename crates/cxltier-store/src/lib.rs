@@ -441,6 +441,30 @@ pub struct StoreStats {
     pub nvme_read_latency: Option<ReadLatency>,
 }
 
+impl StoreStats {
+    /// One phrase a tier, as the server announces the store it opened: a memory tier's capacity
+    /// and node (a CXL tier emulated on DRAM says so), the NVMe tier's capacity, its file or
+    /// device (`ssd`) and how many reads it keeps in flight (`queue_depth`).
+    pub fn tier_lines(&self, ssd: Option<&std::path::Path>, queue_depth: u32) -> Vec<String> {
+        use cxltier_topo::format_bytes;
+        self.tiers
+            .iter()
+            .map(|t| match (t.tier, t.node) {
+                ("cxl", Some(n)) if self.cxl_emulated_on_dram => format!(
+                    "cxl {} on node{n} (no CPU-less node: emulated on DRAM)",
+                    format_bytes(t.capacity_bytes)
+                ),
+                (name, Some(n)) => format!("{name} {} on node{n}", format_bytes(t.capacity_bytes)),
+                (name, None) => format!(
+                    "{name} {} at {} (up to {queue_depth} reads at once)",
+                    format_bytes(t.capacity_bytes),
+                    ssd.map(|p| p.display().to_string()).unwrap_or_default(),
+                ),
+            })
+            .collect()
+    }
+}
+
 /// A memory arena and where its pages are meant to be (for `move_pages` checks).
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct ArenaInfo {

@@ -26,8 +26,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 pub use cxltier_resp::{Client, Reply};
-use cxltier_server::{OutputBufferLimit, ServerConfig, ServerError};
-use cxltier_store::{Durability, SsdSpec, StoreBuilder};
+use cxltier_server::{OutputBufferLimit, ServerConfig, ServerError, StoreOptions};
+use cxltier_store::{Durability, SsdSpec};
 
 /// Only a guard against a hang: nothing is timed by it.
 pub const GUARD: Duration = Duration::from_secs(30);
@@ -135,26 +135,18 @@ impl ServerBuilder {
 
     /// Open the store and serve it, or say why the store did not open.
     pub fn try_start(self) -> Result<Server, String> {
-        let durability = self.durability.unwrap_or(if self.ssd.is_some() {
-            Durability::EverySec
-        } else {
-            Durability::None
-        });
-        let mut store = StoreBuilder::new()
-            .dram(self.dram)
-            .durability(durability)
-            .max_object(self.max_object)
-            // As the server runs under the CLI: a collection changed by a batch is written once.
-            .collection_write_back(true)
-            .proc_root("/proc");
-        let snapshot_dir = self
-            .ssd
-            .as_ref()
-            .and_then(|s| s.path.parent().map(Path::to_path_buf));
-        if let Some(ssd) = self.ssd {
-            store = store.ssd(ssd);
+        // As `cxltier serve` opens it; the nodes are the store's defaults (node 0).
+        let store = StoreOptions {
+            dram: self.dram,
+            ssd: self.ssd.clone(),
+            durability: self.durability,
+            max_object: self.max_object,
+            ..StoreOptions::default()
         }
-        let store = store.build().map_err(|e| e.to_string())?;
+        .open()
+        .map_err(|e| e.to_string())?;
+        // Where `cxltier serve` keeps a replica's snapshot: beside the log file, now that it exists.
+        let snapshot_dir = self.ssd.as_ref().and_then(SsdSpec::file_dir);
         let listener = cxltier_server::bind("127.0.0.1:0".parse().expect("an address"))
             .map_err(|e| e.to_string())?;
         let bind = listener.local_addr().map_err(|e| e.to_string())?;

@@ -2,10 +2,8 @@
 
 use crate::error::{CliError, CliResult};
 use crate::output::{print_json, Table};
-use cxltier_control::weights::{
-    kernel_tiering_warnings, ChangeReport, WeightChange, WeightTable, WeightsSpec,
-};
-use std::path::{Path, PathBuf};
+use cxltier_control::weights::{kernel_tiering_warnings, ChangeReport, WeightTable, WeightsSpec};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 /// The long help: what the command does, exactly.
@@ -52,11 +50,6 @@ pub struct Args {
     /// Read and write the table below DIR instead of / (a recorded or scratch sysfs tree)
     #[arg(long, value_name = "DIR")]
     sysfs_root: Option<PathBuf>,
-}
-
-/// How to undo a change on the command line (tierd's tuning says it too).
-pub(crate) fn undo_command(change: &WeightChange, root: Option<&Path>) -> String {
-    change.undo_command(root)
 }
 
 pub fn run(args: Args) -> CliResult {

@@ -30,12 +30,7 @@ pub(crate) fn serve_metrics(
     addr: Option<&str>,
 ) -> Result<Option<cxltier_metrics::Published>, crate::error::CliError> {
     let Some(text) = addr else { return Ok(None) };
-    let addr: std::net::SocketAddr = text.parse().map_err(|_| {
-        crate::error::CliError::bad_input(format!("--metrics-addr {text}: expected ADDRESS:PORT"))
-            .with_hint(
-                "e.g. --metrics-addr 127.0.0.1:9464 (an IPv6 address in brackets: [::1]:9464)",
-            )
-    })?;
+    let addr = cxltier_metrics::parse_addr(text).map_err(crate::error::CliError::classified)?;
     if !cxltier_metrics::is_loopback(&addr) {
         eprintln!("cxltier {command}: warning: metrics are served on {addr}, which is not loopback: anyone who can reach it can read them");
     }
@@ -44,6 +39,19 @@ pub(crate) fn serve_metrics(
         .map_err(crate::error::CliError::classified)?;
     eprintln!("cxltier {command}: Prometheus metrics on http://{bound}/metrics");
     Ok(Some(published))
+}
+
+/// A flag set by SIGINT or SIGTERM: a long-running command (serve, tierd, touch) stops at its
+/// next look, as at its end (undoing what it set, closing its store, with its final check).
+pub(crate) fn stop_flag(
+) -> Result<std::sync::Arc<std::sync::atomic::AtomicBool>, crate::error::CliError> {
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, std::sync::Arc::clone(&stop)).map_err(|e| {
+            crate::error::CliError::runtime(format!("cannot install a signal handler: {e}"))
+        })?;
+    }
+    Ok(stop)
 }
 
 /// Whether this process runs with effective uid 0 (the `Uid:` line of /proc/self/status: real,

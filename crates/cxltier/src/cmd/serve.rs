@@ -1,13 +1,8 @@
 //! `cxltier serve`: the tiered object store over the Redis protocol.
 
-use std::net::SocketAddr;
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
-
 use cxltier_server::limits::OpenFilesLimit;
-use cxltier_server::{OutputBufferLimit, ServerConfig};
-use cxltier_store::{Durability, SsdSpec, StoreBuilder};
-use cxltier_topo::format_bytes;
+use cxltier_server::{OutputBufferLimit, ServerConfig, StoreOptions};
+use cxltier_store::{Durability, SsdSpec};
 use cxltier_topo::size::{parse_size, SizeError};
 
 use crate::error::{CliError, CliResult};
@@ -143,23 +138,9 @@ fn fit_max_clients(wanted: usize) -> Result<usize, CliError> {
 
 pub fn run(args: Args) -> CliResult {
     crate::cmd::check_quarantine_file(&args.quarantine_file)?;
-    let bind: SocketAddr = args.bind.parse().map_err(|_| {
-        let hint = if args.bind.matches(':').count() > 1 && !args.bind.starts_with('[') {
-            "an IPv6 address goes in brackets: --bind [::1]:6379"
-        } else {
-            "for example --bind 127.0.0.1:6379, or --bind [::1]:6379 for IPv6"
-        };
-        CliError::bad_input(format!("--bind {}: not an ADDRESS:PORT", args.bind)).with_hint(hint)
-    })?;
-    let query_limit = cxltier_server::parse_memory(&args.client_query_buffer_limit)
-        .filter(|&n| n > 0)
-        .ok_or_else(|| {
-            CliError::bad_input(format!(
-                "--client-query-buffer-limit {}: not a size in bytes",
-                args.client_query_buffer_limit
-            ))
-            .with_hint("for example 64mb, 512mb or 1gb")
-        })?;
+    let bind = cxltier_server::parse_bind(&args.bind).map_err(CliError::classified)?;
+    let query_limit = cxltier_server::parse_query_buffer_limit(&args.client_query_buffer_limit)
+        .map_err(CliError::classified)?;
     let output_limit: OutputBufferLimit = args
         .client_output_buffer_limit
         .parse()
@@ -181,38 +162,28 @@ pub fn run(args: Args) -> CliResult {
         .map(str::parse)
         .transpose()
         .map_err(CliError::bad_input)?;
-    let durability: Durability = match &args.durability {
-        Some(d) => d.parse().map_err(CliError::bad_input)?,
-        None if ssd.is_some() => Durability::EverySec,
-        None => Durability::None,
-    };
-    let mut builder = StoreBuilder::new()
-        .dram(dram)
-        .cxl(cxl)
-        .durability(durability)
-        .max_object(max_object)
-        .nvme_queue_depth(args.nvme_queue_depth)
-        .recover_anyway(args.recover_anyway)
-        // The server ends every batch (and commits it): a collection changed by many commands
-        // of one batch is written once.
-        .collection_write_back(true)
-        .proc_root("/proc");
-    // The store checks --dram-node/--cxl-node against the machine's nodes and picks its defaults
-    // from them. Without a node directory the kernel has no NUMA: the store's default, node 0
-    // alone, is then the truth.
-    if let Ok(topo) = cxltier_topo::Topology::discover(std::path::Path::new("/")) {
-        builder = builder.topology(topo);
+    let durability: Option<Durability> = args
+        .durability
+        .as_deref()
+        .map(str::parse)
+        .transpose()
+        .map_err(CliError::bad_input)?;
+    let store = StoreOptions {
+        dram,
+        cxl,
+        ssd: ssd.clone(),
+        durability,
+        max_object,
+        nvme_queue_depth: Some(args.nvme_queue_depth),
+        recover_anyway: args.recover_anyway,
+        dram_node: args.dram_node,
+        cxl_node: args.cxl_node,
+        // Without a node directory the kernel has no NUMA: the store's default, node 0 alone,
+        // is then the truth.
+        topology: cxltier_topo::Topology::discover(std::path::Path::new("/")).ok(),
     }
-    if let Some(s) = ssd.clone() {
-        builder = builder.ssd(s);
-    }
-    if let Some(n) = args.dram_node {
-        builder = builder.dram_node(n);
-    }
-    if let Some(n) = args.cxl_node {
-        builder = builder.cxl_node(n);
-    }
-    let store = builder.build().map_err(CliError::classified)?;
+    .open()
+    .map_err(CliError::classified)?;
     if !bind.ip().is_loopback() {
         eprintln!(
             "cxltier serve: warning: listening on {bound}, reachable from the network{}",
@@ -225,25 +196,10 @@ pub fn run(args: Args) -> CliResult {
     }
     report_recovery(&store);
     let stats = store.stats();
-    let tiers: Vec<String> = stats
-        .tiers
-        .iter()
-        .map(|t| match (t.tier, t.node) {
-            ("cxl", Some(n)) if stats.cxl_emulated_on_dram => format!(
-                "cxl {} on node{n} (no CPU-less node: emulated on DRAM)",
-                format_bytes(t.capacity_bytes)
-            ),
-            (name, Some(n)) => format!("{name} {} on node{n}", format_bytes(t.capacity_bytes)),
-            (name, None) => format!(
-                "{name} {} at {} (up to {} reads at once)",
-                format_bytes(t.capacity_bytes),
-                ssd.as_ref()
-                    .map(|s| s.path.display().to_string())
-                    .unwrap_or_default(),
-                args.nvme_queue_depth
-            ),
-        })
-        .collect();
+    let tiers = stats.tier_lines(
+        ssd.as_ref().map(|s| s.path.as_path()),
+        args.nvme_queue_depth,
+    );
     eprintln!(
         "cxltier serve: listening on {bound}; {}; durability {}; {} keys recovered",
         tiers.join(", "),
@@ -254,11 +210,7 @@ pub fn run(args: Args) -> CliResult {
         "cxltier serve: following the quarantine file {} (poisoned ranges; missing: none)",
         args.quarantine_file.display()
     );
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, Arc::clone(&stop))
-            .map_err(|e| CliError::runtime(format!("cannot handle signal {sig}: {e}")))?;
-    }
+    let stop = crate::cmd::stop_flag()?;
     let cfg = ServerConfig {
         bind,
         requirepass: args.requirepass,

@@ -25,8 +25,6 @@ use std::ffi::OsString;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
 
 /// The long help: what the command does, exactly.
 const LONG_HELP: &str = "\
@@ -259,16 +257,6 @@ fn args_for_tune(args: &Args) -> Result<tune::TuneArgs, CliError> {
         start: args.tune_start.clone(),
         json: args.json,
     })
-}
-
-/// A flag set by SIGINT or SIGTERM: the run stops at its next look, and undoes what it set.
-fn stop_flag() -> Result<Arc<AtomicBool>, CliError> {
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, Arc::clone(&stop))
-            .map_err(|e| CliError::runtime(format!("cannot install a signal handler: {e}")))?;
-    }
-    Ok(stop)
 }
 
 /// tierd's exit status: a launched CMD's own when its end ended the run, else 0.
@@ -788,7 +776,7 @@ pub fn run(args: Args) -> CliResult {
         daemon = daemon.memory_mode(mode, goal);
     }
 
-    let stop = stop_flag()?;
+    let stop = crate::cmd::stop_flag()?;
     let mut render = Render {
         json: args.json,
         err: std::io::stderr(),

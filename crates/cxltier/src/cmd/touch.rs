@@ -5,8 +5,8 @@ use crate::output::{json_line, print_json, Table};
 use cxltier_control::placement::{self, PlacementReport};
 use cxltier_tierd::workload::{self, ChaseSummary, HotSet, HotSetSummary, StreamSummary};
 use cxltier_tierd::TierdError;
+use cxltier_topo::format_bytes;
 use cxltier_topo::size::parse_size;
-use cxltier_topo::{format_bytes, nodelist};
 use serde::Serialize;
 use std::io::Write;
 use std::process::ExitCode;
@@ -97,17 +97,6 @@ fn seconds(flag: &str, s: f64) -> Result<Duration, CliError> {
     workload::period(flag, s).map_err(CliError::classified)
 }
 
-/// A flag set by SIGINT or SIGTERM: the workloads end their run as at its end, with the final
-/// check and its line (a test or a benchmark stops the workload once it has what it needs).
-fn stop_on_signals() -> Result<std::sync::Arc<std::sync::atomic::AtomicBool>, CliError> {
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, std::sync::Arc::clone(&stop))
-            .map_err(|e| CliError::runtime(format!("installing a signal handler: {e}")))?;
-    }
-    Ok(stop)
-}
-
 fn warmup(args: &Args) -> Result<Duration, CliError> {
     workload::warmup(args.warmup).map_err(CliError::classified)
 }
@@ -157,7 +146,7 @@ fn stream(args: &Args, bytes: u64) -> CliResult {
             .fresh
             .map(|size| (size, args.fresh_when.clone().expect("clap requires it"))),
     };
-    let stop = stop_on_signals()?;
+    let stop = crate::cmd::stop_flag()?;
     let json = args.json;
     let summary = s.run(
         &stop,
@@ -201,7 +190,7 @@ fn chase(args: &Args, bytes: u64) -> CliResult {
         warmup: warmup(args)?,
         duration: seconds("--duration", args.duration)?,
     };
-    let stop = stop_on_signals()?;
+    let stop = crate::cmd::stop_flag()?;
     let json = args.json;
     let summary = c.run(&stop, |r| print_ready(json, r));
     let text = |summary: &ChaseSummary| {
@@ -233,7 +222,7 @@ fn moving_hot_set(args: &Args, bytes: u64, hot_bytes: u64) -> CliResult {
         huge: args.huge,
     };
     w.validate().map_err(CliError::classified)?;
-    let stop = stop_on_signals()?;
+    let stop = crate::cmd::stop_flag()?;
     let json = args.json;
     let summary = w.run(&stop, |r| {
         let line = if json {
@@ -323,15 +312,8 @@ pub fn run(args: Args) -> CliResult {
 }
 
 fn render(p: &PlacementReport) -> String {
-    let mut policy = p.policy.clone();
-    for f in &p.policy_flags {
-        policy.push('=');
-        policy.push_str(f);
-    }
-    if !p.policy_nodes.is_empty() {
-        policy.push(':');
-        policy.push_str(&nodelist::format(&p.policy_nodes));
-    }
+    let policy =
+        cxltier_control::placement::policy_text(&p.policy, &p.policy_flags, &p.policy_nodes);
     let mut out = format!(
         "touched {} ({} pages of {}) under policy {policy}{}\n",
         format_bytes(p.bytes),

@@ -5,9 +5,7 @@ mod cluster;
 
 use crate::error::{CliError, CliResult};
 use crate::output::{print_json, Table};
-use cxltier_control::policy::assign_weights;
-use cxltier_control::weights::WeightsSpec;
-use cxltier_control::ControlError;
+use cxltier_control::policy::machine_weights;
 use cxltier_qsim::bench::KernelBenchConfig;
 use cxltier_qsim::fusion::Width;
 use cxltier_qsim::qasm::parse_max_gates;
@@ -16,8 +14,8 @@ use cxltier_qsim::{
     check_threads, parse_reader, Options, ParseOptions, Precision, Progress, ProgressSink,
     ProgressSnapshot, ProgressWatcher, QsimError,
 };
+use cxltier_topo::format_bytes;
 use cxltier_topo::size::parse_size;
-use cxltier_topo::{format_bytes, nodelist, Topology};
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -236,18 +234,9 @@ pub fn run(args: Args) -> CliResult {
         options = options.ssd(dir.clone(), *cap);
     }
     if let Some(spec) = &args.interleave {
-        let spec: WeightsSpec = spec.parse().map_err(CliError::classified)?;
-        let nodes = args
-            .nodes
-            .as_deref()
-            .map(|n| {
-                nodelist::parse(n).map_err(|e| CliError::classified(ControlError::NodeList(e)))
-            })
-            .transpose()?;
-        let topo = Topology::discover(std::path::Path::new("/"))
-            .map_err(|e| CliError::classified(ControlError::Topology(e)))?;
+        let root = std::path::Path::new("/");
         let weights =
-            assign_weights(&spec, nodes.as_deref(), &topo).map_err(CliError::classified)?;
+            machine_weights(spec, args.nodes.as_deref(), root).map_err(CliError::classified)?;
         options = options.weights(weights);
     }
     let indices = args

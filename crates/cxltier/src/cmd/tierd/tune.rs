@@ -1,7 +1,6 @@
 //! `cxltier tierd --tune` and `--sweep`: the DRAM:CXL split of a bandwidth-bound target, tuned
 //! against a progress signal (see `cxltier_tierd::tune` and, for the run, `cxltier_tierd::tune_run`).
 
-use crate::cmd::apply::undo_command;
 use crate::error::{CliError, CliResult};
 use crate::output::json_line;
 use cxltier_control::weights::{parse_tier_weights, Restored, WeightChange};
@@ -143,7 +142,7 @@ impl TuneRunSink for Render<'_> {
             eprintln!(
                 "cxltier tierd: could NOT restore {}: {e}; put it back with: {}",
                 path.display(),
-                undo_command(&restored.change, None)
+                restored.change.undo_command(None)
             );
         }
         if !r.restored.is_empty() {
@@ -194,7 +193,7 @@ fn say_weights(set: &WeightsSet) {
             applied.dir.display(),
             tenths * 10,
             diff(&applied.change),
-            undo_command(&applied.against_original, None)
+            applied.against_original.undo_command(None)
         ),
         WeightsSet::Unchanged => {}
     }
@@ -207,7 +206,7 @@ pub fn run(args: &TuneArgs, tiers: &Tiers) -> CliResult {
     } else {
         Some(start_tenths(args, &mut std::io::stderr())?)
     };
-    let stop = super::stop_flag()?;
+    let stop = crate::cmd::stop_flag()?;
     let mut render = Render {
         json: args.json,
         run: &args.run,
