@@ -81,6 +81,23 @@ pub fn check_memory_nodes(topo: &Topology, nodes: &[u32]) -> Result<(), ControlE
     Ok(())
 }
 
+// Here rather than in `weights`: the pairing needs the machine's memory nodes, which this
+// module knows.
+impl WeightsSpec {
+    /// The (node, weight) pairs of the spec on the machine below `root`: weights in tier order
+    /// go to every memory node by its tier ([`assign_weights`]).
+    pub fn node_pairs(&self, root: &std::path::Path) -> Result<Vec<(u32, u32)>, ControlError> {
+        match self {
+            WeightsSpec::PerNode(pairs) => Ok(pairs.clone()),
+            WeightsSpec::InTierOrder(_) => {
+                let topo =
+                    cxltier_topo::Topology::discover(root).map_err(ControlError::Topology)?;
+                assign_weights(self, None, &topo)
+            }
+        }
+    }
+}
+
 /// Pair weights written as `--interleave` takes them (`spec`, [`WeightsSpec`]) with the nodes
 /// of `--nodes` (`nodes`, a node list, or every memory node) on the machine below `root`
 /// ([`assign_weights`]).

@@ -672,21 +672,6 @@ pub enum WeightsSpec {
     InTierOrder(Vec<u32>),
 }
 
-impl WeightsSpec {
-    /// The (node, weight) pairs of the spec on the machine below `root`: weights in tier order
-    /// go to every memory node by its tier ([`crate::policy::assign_weights`]).
-    pub fn node_pairs(&self, root: &Path) -> Result<Vec<(u32, u32)>, ControlError> {
-        match self {
-            WeightsSpec::PerNode(pairs) => Ok(pairs.clone()),
-            WeightsSpec::InTierOrder(_) => {
-                let topo =
-                    cxltier_topo::Topology::discover(root).map_err(ControlError::Topology)?;
-                crate::policy::assign_weights(self, None, &topo)
-            }
-        }
-    }
-}
-
 impl std::str::FromStr for WeightsSpec {
     type Err = ControlError;
     /// `node0=3,node1=1` or `0=3,1=1` gives per-node weights; `3:1` (or a single `3`) weights in tier
