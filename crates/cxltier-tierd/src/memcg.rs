@@ -41,8 +41,10 @@ const V1_USAGE: &str = "memory.usage_in_bytes";
 /// for `memory.oom_control`, its `oom_kill_disable`), to be written back.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Limit {
-    pub file: &'static str,
+    // Fields in the order the `memcg_limits` line has always written them (scripts and the lab
+    // read `"bytes":N,"file":"memory.swap.max"`).
     pub bytes: u64,
+    pub file: &'static str,
     pub previous: String,
 }
 
@@ -372,6 +374,26 @@ pub fn parse_headroom(high: &str, current: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The `memcg_limits` line's text is read by scripts (and the lab) field by field, in the
+    /// order it has always had.
+    #[test]
+    fn the_limits_line_keeps_its_field_order() {
+        let limits = [Limit {
+            bytes: 268435456,
+            file: "memory.swap.max",
+            previous: "max".into(),
+        }];
+        let report = LimitsReport {
+            cgroup: Path::new("/sys/fs/cgroup/app"),
+            dry_run: false,
+            limits: &limits,
+        };
+        assert_eq!(
+            serde_json::to_string(&report).unwrap(),
+            r#"{"cgroup":"/sys/fs/cgroup/app","dry_run":false,"limits":[{"bytes":268435456,"file":"memory.swap.max","previous":"max"}]}"#
+        );
+    }
 
     fn cgroup(high: &str, swap_max: Option<&str>) -> tempfile::TempDir {
         let d = tempfile::tempdir().unwrap();
