@@ -261,6 +261,16 @@ mod tests {
         asked: u64,
     }
 
+    /// Pages from `node1_from` on node 1 (before it, node 0), from `absent_from` not present.
+    fn layout_with(node1_from: usize, absent_from: usize) -> Layout {
+        Layout {
+            base: BASE,
+            node1_from,
+            absent_from,
+            asked: 0,
+        }
+    }
+
     impl NodeQuery for Layout {
         fn query(&mut self, addrs: &[usize]) -> Result<Vec<PageStatus>, TierdError> {
             self.asked += addrs.len() as u64;
@@ -314,12 +324,7 @@ mod tests {
                 start: BASE,
                 end: BASE + pages * PAGE,
             }];
-            let mut layout = Layout {
-                base: BASE,
-                node1_from: pages / 4,
-                absent_from: pages / 2,
-                asked: 0,
-            };
+            let mut layout = layout_with(pages / 4, pages / 2);
             let v = view(&ranges, &[], settings(4096), &TH, 7, &mut layout).unwrap();
             assert!(v.chunks <= 4096, "{} chunks", v.chunks);
             assert_eq!(layout.asked, v.sampled_pages);
@@ -357,12 +362,7 @@ mod tests {
                 age: 9,
             },
         ];
-        let mut layout = Layout {
-            base: BASE,
-            node1_from: 2 * 512,
-            absent_from: 6 * 512,
-            asked: 0,
-        };
+        let mut layout = layout_with(2 * 512, 6 * 512);
         let v = view(&ranges, &regions, settings(64), &TH, 1, &mut layout).unwrap();
         assert_eq!(v.chunks, 8);
         assert_eq!(v.units.len(), 6);
@@ -375,12 +375,7 @@ mod tests {
         }
         // Absent chunks of a cold region are not wanted back.
         assert!(v.absent_hot.is_empty());
-        let mut layout = Layout {
-            base: BASE,
-            node1_from: 8 * 512,
-            absent_from: 3 * 512,
-            asked: 0,
-        };
+        let mut layout = layout_with(8 * 512, 3 * 512);
         let v = view(&ranges, &regions, settings(64), &TH, 1, &mut layout).unwrap();
         assert_eq!(v.absent_hot, vec![(BASE + 3 * chunk, chunk)]);
     }
@@ -426,12 +421,7 @@ mod tests {
             ]
         );
         // Every page asked (sample >= span): half of the middle chunk resident.
-        let mut layout = Layout {
-            base: BASE,
-            node1_from: usize::MAX,
-            absent_from: 512 + 256,
-            asked: 0,
-        };
+        let mut layout = layout_with(usize::MAX, 512 + 256);
         let v = view(&ranges, &[], settings(1 << 20), &TH, 3, &mut layout).unwrap();
         let pages: Vec<u32> = v.units.iter().map(|u| u.pages).collect();
         assert_eq!(pages, vec![256, 256]);
@@ -440,12 +430,7 @@ mod tests {
 
     #[test]
     fn pages_to_move_are_the_resident_ones_elsewhere() {
-        let mut layout = Layout {
-            base: BASE,
-            node1_from: 4,
-            absent_from: 6,
-            asked: 0,
-        };
+        let mut layout = layout_with(4, 6);
         let got = pages_to_move(BASE, 8 * PAGE, 0, PAGE, &mut layout).unwrap();
         assert_eq!(got, vec![BASE + 4 * PAGE, BASE + 5 * PAGE]);
         assert_eq!(layout.asked, 8);
@@ -453,12 +438,7 @@ mod tests {
 
     #[test]
     fn a_zero_sample_is_refused_with_the_fix() {
-        let mut layout = Layout {
-            base: BASE,
-            node1_from: 0,
-            absent_from: 0,
-            asked: 0,
-        };
+        let mut layout = layout_with(0, 0);
         let e = view(&[], &[], settings(0), &TH, 0, &mut layout).unwrap_err();
         assert!(e.to_string().contains("4096"), "{e}");
     }

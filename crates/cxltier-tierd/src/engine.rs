@@ -1671,23 +1671,24 @@ mod tests {
             retry: &none,
             demote_idle: true,
         });
-        let mut promoted: Vec<usize> = decision
-            .moves
-            .iter()
-            .filter(|m| m.reason == Reason::Promote)
-            .map(|m| m.addr / 4096)
-            .collect();
-        let mut demoted: Vec<usize> = decision
-            .moves
-            .iter()
-            .filter(|m| m.reason == Reason::Demote)
-            .map(|m| m.addr / 4096)
-            .collect();
-        promoted.sort_unstable();
-        demoted.sort_unstable();
-        assert_eq!(promoted, vec![2, 3], "the hot pages on the slow node go up");
+        // The pages moved for `reason`, in order.
+        let moved = |reason: Reason| {
+            let mut pages: Vec<usize> = decision
+                .moves
+                .iter()
+                .filter(|m| m.reason == reason)
+                .map(|m| m.addr / 4096)
+                .collect();
+            pages.sort_unstable();
+            pages
+        };
         assert_eq!(
-            demoted,
+            moved(Reason::Promote),
+            vec![2, 3],
+            "the hot pages on the slow node go up"
+        );
+        assert_eq!(
+            moved(Reason::Demote),
             vec![8, 10, 11, 12, 13, 14, 15],
             "every idle page on the fast node goes down; the hot one stays"
         );

@@ -226,14 +226,7 @@ mod tests {
     };
 
     fn page(i: usize, node: u32, accesses: u32, age: u32) -> PageInfo {
-        PageInfo {
-            addr: i * 4096,
-            pages: 1,
-            node,
-            accesses,
-            age,
-            written: false,
-        }
+        crate::testutil::page_at(i * 4096, node, accesses, age)
     }
 
     #[test]

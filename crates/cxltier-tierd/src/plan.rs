@@ -314,14 +314,16 @@ mod tests {
     };
 
     fn page(i: usize, node: u32, accesses: u32, age: u32) -> PageInfo {
-        PageInfo {
-            addr: 0x1000 * (i + 1),
-            pages: 1,
-            node,
-            accesses,
-            age,
-            written: false,
-        }
+        crate::testutil::page_at(0x1000 * (i + 1), node, accesses, age)
+    }
+
+    /// Page `i` of the list at `page(i, ..)`, from its (node, accesses, age).
+    fn numbered(pages: &[(u32, u32, u32)]) -> Vec<PageInfo> {
+        pages
+            .iter()
+            .enumerate()
+            .map(|(i, &(node, accesses, age))| page(i, node, accesses, age))
+            .collect()
     }
 
     fn input<'a>(
@@ -374,12 +376,7 @@ mod tests {
         let none = HashSet::new();
         // Budget 3 pages; two cold pages and one hot page on the fast tier, one hot page on the
         // slow tier.
-        let pages = [
-            page(0, 0, 0, 9),
-            page(1, 0, 0, 9),
-            page(2, 0, 10, 0),
-            page(3, 1, 10, 0),
-        ];
+        let pages = numbered(&[(0, 0, 9), (0, 0, 9), (0, 10, 0), (1, 10, 0)]);
         let filled = Input {
             demote_idle: false,
             ..input(&pages, Some(3), 100, &none)
@@ -404,12 +401,7 @@ mod tests {
     #[test]
     fn hot_up_cold_down_warm_stays() {
         let none = HashSet::new();
-        let pages = [
-            page(0, 1, 10, 0),
-            page(1, 0, 0, 9),
-            page(2, 0, 2, 9),
-            page(3, 1, 0, 9),
-        ];
+        let pages = numbered(&[(1, 10, 0), (0, 0, 9), (0, 2, 9), (1, 0, 9)]);
         let p = plan(&input(&pages, None, 100, &none));
         assert_eq!(
             p.moves,
@@ -436,13 +428,7 @@ mod tests {
     fn the_budget_is_kept_by_swapping_colder_pages_out() {
         let none = HashSet::new();
         // Budget 2 pages; fast tier holds 3 warm/cold pages; 2 hot pages on the slow tier.
-        let pages = [
-            page(0, 0, 1, 0),
-            page(1, 0, 2, 0),
-            page(2, 0, 0, 5),
-            page(3, 1, 9, 0),
-            page(4, 1, 8, 0),
-        ];
+        let pages = numbered(&[(0, 1, 0), (0, 2, 0), (0, 0, 5), (1, 9, 0), (1, 8, 0)]);
         let p = plan(&input(&pages, Some(2), 100, &none));
         assert_eq!(count(&p, Reason::Promote), 2);
         let fast_after = pages.iter().filter(|q| q.node == 0).count() + count(&p, Reason::Promote)

@@ -52,3 +52,16 @@ impl Drop for TempDir {
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
+
+/// One base page at `addr` on `node`, seen accessed `accesses` times and last `age` scans ago,
+/// never written.
+pub fn page_at(addr: usize, node: u32, accesses: u32, age: u32) -> crate::plan::PageInfo {
+    crate::plan::PageInfo {
+        addr,
+        pages: 1,
+        node,
+        accesses,
+        age,
+        written: false,
+    }
+}
