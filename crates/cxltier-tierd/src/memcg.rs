@@ -375,6 +375,13 @@ pub fn parse_headroom(high: &str, current: &str) -> Option<u64> {
 mod tests {
     use super::*;
 
+    /// Why keeping 1 MiB in memory with 16 MiB of swap is refused for `cg`.
+    fn refusal(cg: &Path) -> String {
+        MemcgPlan::prepare(cg, 1 << 20, 1 << 24)
+            .unwrap_err()
+            .to_string()
+    }
+
     /// The `memcg_limits` line's text is read by scripts (and the lab) field by field, in the
     /// order it has always had.
     #[test]
@@ -476,9 +483,7 @@ mod tests {
         let d = cgroup("max", None);
         let cg = d.path().join("app");
         fs::remove_file(cg.join(HIGH)).unwrap();
-        let e = MemcgPlan::prepare(&cg, 1 << 20, 1 << 24)
-            .unwrap_err()
-            .to_string();
+        let e = refusal(&cg);
         assert!(
             e.contains("+memory") && e.contains("cgroup.subtree_control"),
             "{e}"
@@ -629,9 +634,7 @@ mod tests {
         assert!(note.unwrap().contains("swapaccount=1"));
         // An oom_control the kernel did not write as v1 does is refused, not guessed at.
         fs::write(cg.join(V1_OOM_CONTROL), "under_oom 0\n").unwrap();
-        let e = MemcgPlan::prepare(&cg, 1 << 20, 1 << 24)
-            .unwrap_err()
-            .to_string();
+        let e = refusal(&cg);
         assert!(
             e.contains("oom_kill_disable") && e.contains("cgroup v2"),
             "{e}"

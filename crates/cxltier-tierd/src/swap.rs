@@ -586,23 +586,19 @@ mod tests {
                     30 22 0:25 / /tmp rw shared:5 - tmpfs tmpfs rw\n\
                     31 22 259:1 / /mnt/nvme rw - xfs /dev/nvme0n1p1 rw\n\
                     32 22 0:26 / /mnt/tmpx rw - tmpfs tmpfs rw\n";
-        assert_eq!(
-            fs_type_of(info, Path::new("/tmp/x")).as_deref(),
-            Some("tmpfs")
-        );
-        assert_eq!(
-            fs_type_of(info, Path::new("/mnt/nvme/a")).as_deref(),
-            Some("xfs")
-        );
-        assert_eq!(
-            fs_type_of(info, Path::new("/var/lib")).as_deref(),
-            Some("ext4")
-        );
-        // /mnt/tmpx is not a parent of /mnt/tmp.
-        assert_eq!(
-            fs_type_of(info, Path::new("/mnt/tmp")).as_deref(),
-            Some("ext4")
-        );
+        for (path, fs) in [
+            ("/tmp/x", "tmpfs"),
+            ("/mnt/nvme/a", "xfs"),
+            ("/var/lib", "ext4"),
+            // /mnt/tmpx is not a parent of /mnt/tmp.
+            ("/mnt/tmp", "ext4"),
+        ] {
+            assert_eq!(
+                fs_type_of(info, Path::new(path)).as_deref(),
+                Some(fs),
+                "{path}"
+            );
+        }
     }
 
     /// A scratch /proc with the given swaps and a mountinfo naming `fstype` at `/`.

@@ -410,48 +410,43 @@ mod tests {
         assert!(run().check().is_ok());
         let checked = run().checked().unwrap();
         assert_eq!(checked.splits, (0..=10).rev().collect::<Vec<_>>());
-        let two = TuneRun {
-            pids: vec![1, 2],
-            ..run()
+        let with = |change: fn(&mut TuneRun)| {
+            let mut r = run();
+            change(&mut r);
+            r
         };
-        assert!(two
-            .check()
-            .unwrap_err()
-            .to_string()
-            .contains("manage one target"));
-        let short = TuneRun {
-            measure_s: 0.05,
-            ..run()
-        };
-        assert_eq!(
-            short.check().unwrap_err().to_string(),
-            "--measure 0.05: expected at least 0.1 seconds"
-        );
-        let twice = TuneRun {
-            sweep: true,
-            splits_percent: vec![70, 100, 70],
-            ..run()
-        };
-        assert_eq!(
-            twice.check().unwrap_err().to_string(),
-            "--splits: 70 is named twice"
-        );
-        let odd = TuneRun {
-            sweep: true,
-            splits_percent: vec![75],
-            ..run()
-        };
-        assert!(odd.check().unwrap_err().to_string().contains("in tenths"));
-        let dry_sweep = TuneRun {
-            sweep: true,
-            dry_run: true,
-            ..run()
-        };
-        assert!(dry_sweep
-            .check()
-            .unwrap_err()
-            .to_string()
-            .contains("nothing to dry-run"));
+        // Each refusal: the settings, and the error's whole text (or with `false`, a part).
+        let refusals = [
+            (with(|r| r.pids = vec![1, 2]), "manage one target", false),
+            (
+                with(|r| r.measure_s = 0.05),
+                "--measure 0.05: expected at least 0.1 seconds",
+                true,
+            ),
+            (
+                with(|r| (r.sweep, r.splits_percent) = (true, vec![70, 100, 70])),
+                "--splits: 70 is named twice",
+                true,
+            ),
+            (
+                with(|r| (r.sweep, r.splits_percent) = (true, vec![75])),
+                "in tenths",
+                false,
+            ),
+            (
+                with(|r| (r.sweep, r.dry_run) = (true, true)),
+                "nothing to dry-run",
+                false,
+            ),
+        ];
+        for (r, want, whole) in refusals {
+            let e = r.check().expect_err(want).to_string();
+            if whole {
+                assert_eq!(e, want);
+            } else {
+                assert!(e.contains(want), "{e:?} does not say {want:?}");
+            }
+        }
         let chosen = TuneRun {
             sweep: true,
             splits_percent: vec![70, 100],
