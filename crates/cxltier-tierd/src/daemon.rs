@@ -905,16 +905,23 @@ mod tests {
         assert_eq!(nr_kdamonds(root.path()), "0");
     }
 
+    /// A cgroup `cg` below `root` whose `cgroup.procs` lists `procs`, followed from what it
+    /// lists now: the targets and the path of its `cgroup.procs`.
+    fn cgroup_in(root: &Path, procs: &str) -> (Box<Cgroup>, PathBuf) {
+        let cg = root.join("cg");
+        fs::create_dir(&cg).unwrap();
+        let file = cg.join("cgroup.procs");
+        fs::write(&file, procs).unwrap();
+        let members = read_cgroup_procs(&cg).unwrap();
+        (Box::new(Cgroup::new(&cg, members)), file)
+    }
+
     #[test]
     fn cgroup_members_that_join_and_leave_are_reported_once() {
         let root = scratch(2, &[41, 42]);
-        let cg = root.path().join("cg");
-        fs::create_dir(&cg).unwrap();
-        let procs = cg.join("cgroup.procs");
-        fs::write(&procs, "41\n").unwrap();
-        let members = read_cgroup_procs(&cg).unwrap();
+        let (cgroup, procs) = cgroup_in(root.path(), "41\n");
         let kdamonds_seen = Cell::new(Vec::new());
-        let mut d = daemon(root.path(), Box::new(Cgroup::new(&cg, members)), 10);
+        let mut d = daemon(root.path(), cgroup, 10);
         let mut sink = Recorder::new(|round| {
             let mut seen = kdamonds_seen.take();
             seen.push(nr_kdamonds(root.path()));
@@ -964,14 +971,9 @@ mod tests {
     #[test]
     fn the_published_metrics_drop_a_target_once_it_left_the_cgroup() {
         let root = scratch(2, &[41, 42]);
-        let cg = root.path().join("cg");
-        fs::create_dir(&cg).unwrap();
-        let procs = cg.join("cgroup.procs");
-        fs::write(&procs, "41\n42\n").unwrap();
-        let members = read_cgroup_procs(&cg).unwrap();
+        let (cgroup, procs) = cgroup_in(root.path(), "41\n42\n");
         let published = cxltier_metrics::Published::new();
-        let mut d =
-            daemon(root.path(), Box::new(Cgroup::new(&cg, members)), 10).metrics(published.clone());
+        let mut d = daemon(root.path(), cgroup, 10).metrics(published.clone());
         let texts = Cell::new(Vec::new());
         let mut sink = Recorder::new(|round| {
             let mut seen = texts.take();

@@ -405,14 +405,24 @@ mod tests {
         assert_eq!(parse_refaults("nr_free_pages 1\n"), None);
     }
 
-    #[test]
-    fn the_pressure_file_is_the_cgroups_when_it_has_one() {
+    /// A scratch root whose `proc` holds `files` (path below `proc`, text): the root and `proc`.
+    fn proc_with(files: &[(&str, &str)]) -> (tempfile::TempDir, PathBuf) {
         let d = tempfile::tempdir().unwrap();
         let proc = d.path().join("proc");
-        fs::create_dir_all(proc.join("7")).unwrap();
-        fs::create_dir_all(proc.join("pressure")).unwrap();
-        fs::write(proc.join("pressure/memory"), "some total=1\n").unwrap();
-        fs::write(proc.join("7/cgroup"), "0::/app.slice/x\n").unwrap();
+        for (path, text) in files {
+            let path = proc.join(path);
+            fs::create_dir_all(path.parent().unwrap()).unwrap();
+            fs::write(path, text).unwrap();
+        }
+        (d, proc)
+    }
+
+    #[test]
+    fn the_pressure_file_is_the_cgroups_when_it_has_one() {
+        let (d, proc) = proc_with(&[
+            ("pressure/memory", "some total=1\n"),
+            ("7/cgroup", "0::/app.slice/x\n"),
+        ]);
         // No such cgroup v2 directory (a v1 host): the system file.
         assert_eq!(
             pressure_file(d.path(), &proc, 7, None).unwrap(),
@@ -441,13 +451,11 @@ mod tests {
 
     #[test]
     fn refaults_are_the_cgroups_and_each_file_is_read_once_per_interval() {
-        let d = tempfile::tempdir().unwrap();
-        let proc = d.path().join("proc");
-        fs::create_dir_all(proc.join("7")).unwrap();
-        fs::create_dir_all(proc.join("8")).unwrap();
-        fs::write(proc.join("vmstat"), "workingset_refault_anon 1000\n").unwrap();
-        fs::write(proc.join("7/cgroup"), "0::/app\n").unwrap();
-        fs::write(proc.join("8/cgroup"), "0::/other\n").unwrap();
+        let (d, proc) = proc_with(&[
+            ("vmstat", "workingset_refault_anon 1000\n"),
+            ("7/cgroup", "0::/app\n"),
+            ("8/cgroup", "0::/other\n"),
+        ]);
         let app = d.path().join("sys/fs/cgroup/app");
         fs::create_dir_all(&app).unwrap();
         fs::write(

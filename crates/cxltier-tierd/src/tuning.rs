@@ -692,18 +692,36 @@ mod tests {
         }
     }
 
-    #[test]
-    fn the_tuner_converges_on_the_measured_split_and_the_weights_go_back() {
+    /// A one-shot tuning from 50% of a target whose throughput peaks at `peak` tenths, with
+    /// weights (written, or with `dry_run` only said) in a fresh table: the table, the outcome,
+    /// the split the target was left at, the weights and what was reported.
+    fn tune_weights(
+        peak: f64,
+        dry_run: bool,
+    ) -> (
+        tempfile::TempDir,
+        TuneOutcome,
+        u32,
+        AllocationWeights,
+        Recorder,
+    ) {
         let root = table();
         let stop = AtomicBool::new(false);
-        let mut sim = Sim::new(0, &stop, |_, k| 100.0 - 4.0 * (k as f64 - 7.0).powi(2));
-        let mut w = AllocationWeights::new(root.path(), &tiers(), false).unwrap();
+        let mut sim = Sim::new(0, &stop, |_, k| 100.0 - 4.0 * (k as f64 - peak).powi(2));
+        let mut w = AllocationWeights::new(root.path(), &tiers(), dry_run).unwrap();
         let mut sink = Recorder::default();
         let out = session(false)
             .tune(5, &mut sim, Some(&mut w), &mut sink, &stop)
             .unwrap();
+        let at = sim.at;
+        (root, out, at, w, sink)
+    }
+
+    #[test]
+    fn the_tuner_converges_on_the_measured_split_and_the_weights_go_back() {
+        let (root, out, at, mut w, sink) = tune_weights(7.0, false);
         assert_eq!((out.reason, out.split), ("tuned", 7));
-        assert_eq!(sim.at, 7, "the target is left at the chosen split");
+        assert_eq!(at, 7, "the target is left at the chosen split");
         assert_eq!(sink.done.len(), 1);
         let done = &sink.done[0];
         assert_eq!((done.start_fast_percent, done.fast_percent), (Some(50), 70));
@@ -726,14 +744,7 @@ mod tests {
 
     #[test]
     fn a_dry_run_says_what_it_would_write_and_writes_nothing() {
-        let root = table();
-        let stop = AtomicBool::new(false);
-        let mut sim = Sim::new(0, &stop, |_, k| 100.0 - 4.0 * (k as f64 - 3.0).powi(2));
-        let mut w = AllocationWeights::new(root.path(), &tiers(), true).unwrap();
-        let mut sink = Recorder::default();
-        let out = session(false)
-            .tune(5, &mut sim, Some(&mut w), &mut sink, &stop)
-            .unwrap();
+        let (root, out, _, mut w, sink) = tune_weights(3.0, true);
         assert_eq!(out.split, 3);
         assert_eq!(sink.weights, ["would 3"]);
         assert_eq!(

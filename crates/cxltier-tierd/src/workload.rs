@@ -292,18 +292,24 @@ pub fn without_huge_pages() -> Result<Option<cxltier_sys::SysError>, TierdError>
 mod tests {
     use super::*;
 
-    #[test]
-    fn the_window_moves_and_memory_checks_out() {
+    /// Sixteen pages whose hot window of four moves every 40 ms, for `duration`.
+    fn sixteen_pages(duration: Duration) -> HotSet {
         let page = cxltier_sys::page_size() as u64;
-        let w = HotSet {
+        HotSet {
             bytes: 16 * page,
             hot_bytes: 4 * page,
             shift_every: Duration::from_millis(40),
-            duration: Duration::from_millis(200),
+            duration,
             report_every: Duration::from_millis(10),
             pause: Duration::from_millis(1),
             huge: false,
-        };
+        }
+    }
+
+    #[test]
+    fn the_window_moves_and_memory_checks_out() {
+        let page = cxltier_sys::page_size() as u64;
+        let w = sixteen_pages(Duration::from_millis(200));
         let mut windows = Vec::new();
         let s = w
             .run(&AtomicBool::new(false), |r| {
@@ -325,17 +331,8 @@ mod tests {
 
     #[test]
     fn a_stop_request_ends_the_run_with_the_final_check() {
-        let page = cxltier_sys::page_size() as u64;
-        let w = HotSet {
-            bytes: 16 * page,
-            hot_bytes: 4 * page,
-            shift_every: Duration::from_millis(40),
-            // Far longer than any test may take: only the stop request can end this run.
-            duration: Duration::from_secs(3600),
-            report_every: Duration::from_millis(10),
-            pause: Duration::from_millis(1),
-            huge: false,
-        };
+        // Far longer than any test may take: only the stop request can end this run.
+        let w = sixteen_pages(Duration::from_secs(3600));
         let stop = AtomicBool::new(false);
         let mut reports = 0;
         let s = w

@@ -248,15 +248,13 @@ mod tests {
             "{said}"
         );
         assert!(said.contains("lzo"), "{said}");
+        // The parameters' (enabled, max_pool_percent) as the kernel shows them.
+        let params_now = || {
+            ["enabled", "max_pool_percent"]
+                .map(|name| std::fs::read_to_string(params.join(name)).unwrap())
+        };
         let mut z = plan.apply().unwrap();
-        assert_eq!(
-            std::fs::read_to_string(params.join("enabled")).unwrap(),
-            "Y\n"
-        );
-        assert_eq!(
-            std::fs::read_to_string(params.join("max_pool_percent")).unwrap(),
-            "30\n"
-        );
+        assert_eq!(params_now(), ["Y\n", "30\n"]);
         let first = z.step().unwrap();
         assert_eq!(
             (first.pool_bytes, first.stored_bytes, first.stored_pages),
@@ -274,14 +272,7 @@ mod tests {
         );
         let back = z.restore().unwrap();
         assert_eq!(back[0].1, "N");
-        assert_eq!(
-            std::fs::read_to_string(params.join("enabled")).unwrap(),
-            "N\n"
-        );
-        assert_eq!(
-            std::fs::read_to_string(params.join("max_pool_percent")).unwrap(),
-            "20\n"
-        );
+        assert_eq!(params_now(), ["N\n", "20\n"]);
     }
 
     #[test]
