@@ -157,16 +157,14 @@ impl IoBatchRing {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::uring::tests::direct_file;
     use crate::uring::{AlignedBuf, ALIGN};
 
     #[test]
     fn mixed_batch_reads_what_an_earlier_batch_wrote() {
         let tmp = tempfile::tempdir().unwrap();
-        let dir = tmp.path();
-        let a = DirectFile::open(&dir.join("a"), true).unwrap();
-        let b = DirectFile::open(&dir.join("b"), true).unwrap();
-        a.preallocate(2 * ALIGN as u64).unwrap();
-        b.preallocate(2 * ALIGN as u64).unwrap();
+        let a = direct_file(tmp.path(), "a", 2);
+        let b = direct_file(tmp.path(), "b", 2);
         let mut ring = IoBatchRing::new(2).unwrap();
         let mut w0 = AlignedBuf::new(ALIGN);
         let mut w1 = AlignedBuf::new(ALIGN);

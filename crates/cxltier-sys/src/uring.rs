@@ -300,23 +300,34 @@ impl Uring {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// A file `name` in `dir` opened for direct I/O, with room for `blocks` blocks.
+    pub(crate) fn direct_file(dir: &Path, name: &str, blocks: u64) -> DirectFile {
+        let file = DirectFile::open(&dir.join(name), true).unwrap();
+        file.preallocate(blocks * ALIGN as u64).unwrap();
+        file
+    }
+
+    /// A file in a scratch directory whose `blocks` blocks are written, block `i` with bytes
+    /// `i + 1`, each write whole.
+    fn numbered_blocks(blocks: u8) -> (tempfile::TempDir, DirectFile) {
+        let tmp = tempfile::tempdir().unwrap();
+        let file = direct_file(tmp.path(), "f", blocks.into());
+        let mut ring = Uring::new(4).unwrap();
+        for block in 0..blocks {
+            let mut b = AlignedBuf::new(ALIGN);
+            b.fill(block + 1);
+            let written = ring.write_at(&file, block as u64 * ALIGN as u64, &b);
+            assert_eq!(written.unwrap(), ALIGN, "block {block}");
+        }
+        (tmp, file)
+    }
 
     #[test]
     fn queued_reads_complete_into_owned_buffers() {
-        let tmp = tempfile::tempdir().unwrap();
-        let dir = tmp.path();
-        let path = dir.join("f");
-        let file = DirectFile::open(&path, true).unwrap();
-        file.preallocate(8 * ALIGN as u64).unwrap();
-        let mut ring = Uring::new(1).unwrap();
-        for block in 0..8u8 {
-            let mut b = AlignedBuf::new(ALIGN);
-            b.fill(block + 1);
-            ring.write_at(&file, block as u64 * ALIGN as u64, &b)
-                .unwrap();
-        }
+        let (_tmp, file) = numbered_blocks(8);
         let mut q = ReadQueue::new(4).unwrap();
         let mut want = std::collections::HashMap::new();
         let mut got = std::collections::HashMap::new();
@@ -396,21 +407,8 @@ mod tests {
 
     #[test]
     fn direct_write_then_batched_read() {
-        let tmp = tempfile::tempdir().unwrap();
-        let dir = tmp.path();
-        let path = dir.join("f");
-        let file = DirectFile::open(&path, true).unwrap();
-        file.preallocate(4 * ALIGN as u64).unwrap();
+        let (_tmp, file) = numbered_blocks(4);
         let mut ring = Uring::new(4).unwrap();
-        for block in 0..4u8 {
-            let mut b = AlignedBuf::new(ALIGN);
-            b.fill(block + 1);
-            assert_eq!(
-                ring.write_at(&file, block as u64 * ALIGN as u64, &b)
-                    .unwrap(),
-                ALIGN
-            );
-        }
         let mut bufs: Vec<AlignedBuf> = (0..6).map(|_| AlignedBuf::new(ALIGN)).collect();
         let mut reqs: Vec<(u64, &mut AlignedBuf)> = bufs
             .iter_mut()
