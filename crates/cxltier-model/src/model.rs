@@ -281,11 +281,12 @@ fn fit_kappa(idle_ns: f64, capacity_gbps: f64, points: &[(f64, f64)]) -> Option<
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn xeon6() -> Profile {
-        Profile::load("xeon6-6900p-8xcz122").unwrap()
+    /// The built-in profile of the published Xeon 6 machine.
+    pub(crate) fn xeon6() -> Profile {
+        Profile::load(crate::published::XEON6_PROFILE).unwrap()
     }
 
     #[test]

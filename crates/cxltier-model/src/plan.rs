@@ -659,10 +659,7 @@ fn recommend(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn xeon6() -> Profile {
-        Profile::load("xeon6-6900p-8xcz122").unwrap()
-    }
+    use crate::model::tests::xeon6;
 
     #[test]
     fn latency_goal_for_read_only_says_do_not_interleave() {
@@ -733,13 +730,9 @@ mod tests {
         // 1:1 mix among the published ratios: 5:2 and 2:1 are under 1% apart, the auto weights and
         // DRAM only well below.
         let mut req = PlanRequest::new("1:1".parse().unwrap(), Goal::Bandwidth);
-        req.candidates = Some(vec![
-            vec![1, 1],
-            vec![2, 1],
-            vec![5, 2],
-            vec![3, 1],
-            vec![4, 1],
-        ]);
+        req.candidates = Some(Vec::from(
+            [[1, 1], [2, 1], [5, 2], [3, 1], [4, 1]].map(Vec::from),
+        ));
         let plan = plan(&xeon6(), &req).unwrap();
         assert_eq!(plan.recommended.action, Action::Interleave);
         assert_eq!(plan.recommended.weights, vec![5, 2]);
