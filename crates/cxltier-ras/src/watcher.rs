@@ -422,6 +422,20 @@ mod tests {
         }
     }
 
+    /// `w` run over the trace instance `instance` (with the stop flag set if `stopped`): what
+    /// it returned, and what it reported.
+    fn watch_over(w: &mut Watcher, instance: PathBuf, stopped: bool) -> (u64, Recorder) {
+        let mut sink = Recorder::default();
+        let n = w
+            .watch(
+                &mut Watch::over(instance).unwrap(),
+                &mut sink,
+                &AtomicBool::new(stopped),
+            )
+            .unwrap();
+        (n, sink)
+    }
+
     fn poison_line(text: &str) -> String {
         text.lines()
             .find(|l| l.contains("cxl_poison:") && l.contains("region=region0"))
@@ -433,14 +447,7 @@ mod tests {
     fn recorded_events_are_mapped_and_the_count_stops_the_watch() {
         let (root, instance) = scratch("");
         let mut w = Watcher::new(root.path(), &[]).unwrap().count(Some(4));
-        let mut sink = Recorder::default();
-        let n = w
-            .watch(
-                &mut Watch::over(instance.clone()).unwrap(),
-                &mut sink,
-                &AtomicBool::new(false),
-            )
-            .unwrap();
+        let (n, sink) = watch_over(&mut w, instance.clone(), false);
         assert_eq!((n, sink.watching), (4, 1));
         let types: Vec<EventType> = sink.records.iter().map(|r| r.0).collect();
         assert_eq!(
@@ -462,25 +469,12 @@ mod tests {
         let mut w = Watcher::new(root.path(), &[])
             .unwrap()
             .duration(Some(Duration::from_millis(150)));
-        let mut sink = Recorder::default();
-        let n = w
-            .watch(
-                &mut Watch::over(instance).unwrap(),
-                &mut sink,
-                &AtomicBool::new(false),
-            )
-            .unwrap();
+        let (n, sink) = watch_over(&mut w, instance, false);
         assert_eq!((n, sink.records.len()), (0, 0));
 
         let (root, instance) = scratch("");
         let mut w = Watcher::new(root.path(), &[]).unwrap();
-        let n = w
-            .watch(
-                &mut Watch::over(instance).unwrap(),
-                &mut Recorder::default(),
-                &AtomicBool::new(true),
-            )
-            .unwrap();
+        let (n, _) = watch_over(&mut w, instance, true);
         assert_eq!(n, 0, "stopped before the first read");
     }
 
@@ -495,14 +489,7 @@ mod tests {
             .unwrap()
             .duration(Some(Duration::from_millis(300)))
             .quarantine_file(Some(file.clone()));
-        let mut sink = Recorder::default();
-        let n = w
-            .watch(
-                &mut Watch::over(instance).unwrap(),
-                &mut sink,
-                &AtomicBool::new(false),
-            )
-            .unwrap();
+        let (n, sink) = watch_over(&mut w, instance, false);
         assert_eq!(
             n, 10,
             "the ten recorded lines, the repeated poison entry left out"
