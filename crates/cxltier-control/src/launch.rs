@@ -178,29 +178,39 @@ mod tests {
     use cxltier_sys::{mems_allowed, Mode};
     use std::os::unix::process::ExitStatusExt;
 
+    /// Runs `f` in a thread of its own: policy and signal mask are per thread, so the test
+    /// harness's are unaffected.
+    fn in_own_thread(f: impl FnOnce() + Send + 'static) {
+        std::thread::spawn(f).join().unwrap();
+    }
+
+    /// A bind to every node this process may use.
+    fn bind_all() -> Policy {
+        Policy::new(Mode::Bind, mems_allowed().unwrap())
+    }
+
+    /// `sh -c "exit CODE"`.
+    fn sh_exit(code: i32) -> Command {
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", &format!("exit {code}")]);
+        cmd
+    }
+
     #[test]
     fn exit_status_comes_back_and_own_policy_is_kept() {
-        // In a thread of its own: policy and signal mask are per thread.
-        std::thread::spawn(|| {
-            let policy = Policy::new(Mode::Bind, mems_allowed().unwrap());
-            let mut cmd = Command::new("sh");
-            cmd.args(["-c", "exit 7"]);
-            let mut child = spawn_under(&policy, &mut cmd).unwrap();
+        in_own_thread(|| {
+            let mut child = spawn_under(&bind_all(), &mut sh_exit(7)).unwrap();
             assert_eq!(child.wait().unwrap().code(), Some(7));
             drop(child);
             assert_eq!(get_mempolicy().unwrap().mode, Mode::Default);
-        })
-        .join()
-        .unwrap();
+        });
     }
 
     #[test]
     fn a_child_spawned_with_a_policy_runs_under_it_and_ours_is_kept() {
-        std::thread::spawn(|| {
-            let policy = Policy::new(Mode::Bind, mems_allowed().unwrap());
-            let mut cmd = Command::new("sh");
-            cmd.args(["-c", "exit 3"]);
-            let mut child = spawn_with_policy(&policy, &mut cmd).unwrap();
+        in_own_thread(|| {
+            let policy = bind_all();
+            let mut child = spawn_with_policy(&policy, &mut sh_exit(3)).unwrap();
             assert_eq!(child.wait().unwrap().code(), Some(3));
             assert_eq!(get_mempolicy().unwrap().mode, Mode::Default);
             let err = spawn_with_policy(&policy, &mut Command::new("/nonexistent/cxltier-x"))
@@ -210,35 +220,29 @@ mod tests {
                 "{err}"
             );
             assert_eq!(get_mempolicy().unwrap().mode, Mode::Default);
-        })
-        .join()
-        .unwrap();
+        });
     }
 
     #[test]
     fn death_by_signal_is_reported() {
-        std::thread::spawn(|| {
+        in_own_thread(|| {
             let mut cmd = Command::new("sleep");
             cmd.arg("30");
             let mut child = spawn_under(&Policy::default_policy(), &mut cmd).unwrap();
             signal::kill(child.id(), SIGTERM).unwrap();
             assert_eq!(child.wait().unwrap().signal(), Some(SIGTERM));
-        })
-        .join()
-        .unwrap();
+        });
     }
 
     #[test]
     fn missing_program_is_named() {
-        std::thread::spawn(|| {
+        in_own_thread(|| {
             let mut cmd = Command::new("/nonexistent/cxltier-test-program");
             let e = spawn_under(&Policy::default_policy(), &mut cmd)
                 .err()
                 .unwrap();
             assert!(e.to_string().contains("cxltier-test-program"), "{e}");
             assert_eq!(get_mempolicy().unwrap().mode, Mode::Default);
-        })
-        .join()
-        .unwrap();
+        });
     }
 }
