@@ -267,6 +267,14 @@ mod tests {
         (t, topo)
     }
 
+    /// Weighted interleave over the nodes of `weights`, in these weights.
+    fn per_node(weights: Vec<(u32, u32)>) -> PolicySpec {
+        PolicySpec::WeightedInterleave {
+            weights: WeightsSpec::PerNode(weights),
+            nodes: None,
+        }
+    }
+
     #[test]
     fn tier_weights_per_tier_and_per_node() {
         let (_t, topo) = four_nodes();
@@ -304,14 +312,7 @@ mod tests {
         );
         let e = resolve(&PolicySpec::Preferred { nodes: vec![4] }, &topo).unwrap_err();
         assert!(e.to_string().contains("node 4 has no memory"), "{e}");
-        let e = resolve(
-            &PolicySpec::WeightedInterleave {
-                weights: WeightsSpec::PerNode(vec![(0, 3), (7, 1)]),
-                nodes: None,
-            },
-            &topo,
-        )
-        .unwrap_err();
+        let e = resolve(&per_node(vec![(0, 3), (7, 1)]), &topo).unwrap_err();
         assert!(e.to_string().contains("node 7"), "{e}");
         assert!(resolve(&PolicySpec::Bind { nodes: vec![] }, &topo).is_err());
     }
@@ -337,14 +338,7 @@ mod tests {
         .unwrap();
         assert_eq!(r.nodes, vec![1, 3]);
         assert_eq!(r.policy().unwrap().to_string(), "bind:1,3");
-        let r = resolve(
-            &PolicySpec::WeightedInterleave {
-                weights: WeightsSpec::PerNode(vec![(2, 1), (0, 5)]),
-                nodes: None,
-            },
-            &topo,
-        )
-        .unwrap();
+        let r = resolve(&per_node(vec![(2, 1), (0, 5)]), &topo).unwrap();
         assert_eq!(r.mode, Mode::WeightedInterleave);
         assert_eq!(r.nodes, vec![0, 2]);
         assert_eq!(r.weights, vec![(2, 1), (0, 5)]);

@@ -751,6 +751,18 @@ mod tests {
     use crate::testdir::TempDir;
     use crate::{Class, Classify};
 
+    /// The table of `weights` (with `auto` beside it), read, and its change to `requested`.
+    fn planned(
+        weights: &[(u32, u8)],
+        auto: Option<(&str, &str)>,
+        requested: &[(u32, u32)],
+    ) -> (TempDir, WeightTable, WeightChange) {
+        let t = table(weights, auto);
+        let wt = WeightTable::read(t.path()).unwrap();
+        let change = wt.plan(requested).unwrap();
+        (t, wt, change)
+    }
+
     /// A sysfs-like tree with weights for the given nodes and, optionally, an auto switch.
     fn table(weights: &[(u32, u8)], auto: Option<(&str, &str)>) -> TempDir {
         let dir = TempDir::new("wi");
@@ -888,9 +900,11 @@ mod tests {
 
     #[test]
     fn plan_validates_and_diffs() {
-        let t = table(&[(0, 1), (1, 1)], Some(("auto", "true\n")));
-        let wt = WeightTable::read(t.path()).unwrap();
-        let change = wt.plan(&[(0, 3), (1, 1)]).unwrap();
+        let (_t, wt, change) = planned(
+            &[(0, 1), (1, 1)],
+            Some(("auto", "true\n")),
+            &[(0, 3), (1, 1)],
+        );
         assert_eq!(
             change.nodes,
             vec![
@@ -944,9 +958,11 @@ mod tests {
 
     #[test]
     fn apply_writes_only_changes_and_restore_puts_them_back() {
-        let t = table(&[(0, 1), (1, 1), (2, 4)], Some(("auto", "true\n")));
-        let wt = WeightTable::read(t.path()).unwrap();
-        let change = wt.plan(&[(0, 3), (1, 1)]).unwrap();
+        let (t, wt, change) = planned(
+            &[(0, 1), (1, 1), (2, 4)],
+            Some(("auto", "true\n")),
+            &[(0, 3), (1, 1)],
+        );
         wt.apply(&change).unwrap();
         assert_eq!(weight_in(&t, 0), "3");
         assert_eq!(weight_in(&t, 1), "1");
@@ -971,9 +987,7 @@ mod tests {
 
     #[test]
     fn restore_leaves_alone_what_someone_else_changed() {
-        let t = table(&[(0, 1), (1, 1)], None);
-        let wt = WeightTable::read(t.path()).unwrap();
-        let change = wt.plan(&[(0, 3), (1, 2)]).unwrap();
+        let (t, wt, change) = planned(&[(0, 1), (1, 1)], None, &[(0, 3), (1, 2)]);
         wt.apply(&change).unwrap();
         t.write(&format!("{WI_DIR}/node1"), "9\n");
         let report = wt.restore(&change);
@@ -985,9 +999,11 @@ mod tests {
 
     #[test]
     fn failed_write_rolls_back_what_was_written() {
-        let t = table(&[(0, 1), (1, 1), (2, 1)], Some(("auto", "true\n")));
-        let wt = WeightTable::read(t.path()).unwrap();
-        let change = wt.plan(&[(0, 3), (1, 2), (2, 5)]).unwrap();
+        let (t, wt, change) = planned(
+            &[(0, 1), (1, 1), (2, 1)],
+            Some(("auto", "true\n")),
+            &[(0, 3), (1, 2), (2, 5)],
+        );
         // node2 becomes a directory: its write fails after node0 and node1 were written.
         let node2 = t.path().join(WI_DIR).join("node2");
         std::fs::remove_file(&node2).unwrap();
@@ -1004,9 +1020,7 @@ mod tests {
 
     #[test]
     fn failed_first_write_changes_nothing() {
-        let t = table(&[(0, 1), (1, 1)], None);
-        let wt = WeightTable::read(t.path()).unwrap();
-        let change = wt.plan(&[(0, 3), (1, 2)]).unwrap();
+        let (t, wt, change) = planned(&[(0, 1), (1, 1)], None, &[(0, 3), (1, 2)]);
         let node0 = t.path().join(WI_DIR).join("node0");
         std::fs::remove_file(&node0).unwrap();
         std::fs::create_dir(&node0).unwrap();
