@@ -367,16 +367,44 @@ mod tests {
         tempfile::tempdir().unwrap()
     }
 
+    /// An array of `chunks` chunks of 4 KiB, none in memory, spilled to a new directory `name`
+    /// in `tmp`: the directory and the array.
+    fn all_spilled(
+        tmp: &tempfile::TempDir,
+        name: &str,
+        chunks: u64,
+    ) -> (std::path::PathBuf, TieredArray) {
+        let dir = tmp.path().join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        let a = array(chunks, 0, &[&dir]);
+        (dir, a)
+    }
+
+    /// Asserts that every byte of chunk `i` of the first `chunks` of `a` (of 4 KiB) is `want(i)`.
+    fn assert_chunks(a: &mut TieredArray, chunks: usize, want: impl Fn(usize) -> usize) {
+        let mut buf = AlignedBuf::new(4096);
+        for i in 0..chunks {
+            a.read_chunk(i, &mut buf).unwrap();
+            assert!(buf.iter().all(|&x| x as usize == want(i)), "chunk {i}");
+        }
+    }
+
+    /// An array of `chunks` chunks of 4 KiB, `in_memory` of them in memory and the rest spilled
+    /// over `spill_dirs` (a directory named twice holds two spill files).
+    fn array(chunks: u64, in_memory: u64, spill_dirs: &[&std::path::Path]) -> TieredArray {
+        let mut cfg = ArrayConfig::new(chunks * 4096, 4096).memory_limit(in_memory * 4096);
+        for d in spill_dirs {
+            cfg = cfg.spill_dir(d.to_path_buf(), None);
+        }
+        TieredArray::create(&cfg).unwrap()
+    }
+
     #[test]
     fn passes_see_and_keep_every_chunk_in_memory_and_spilled() {
         let tmp = dir();
         let chunk = 4096;
         // 16 chunks, 5 in memory, 11 striped over two spill files.
-        let cfg = ArrayConfig::new(16 * chunk as u64, chunk)
-            .memory_limit(5 * chunk as u64)
-            .spill_dir(tmp.path().to_path_buf(), None)
-            .spill_dir(tmp.path().to_path_buf(), None);
-        let mut a = TieredArray::create(&cfg).unwrap();
+        let mut a = array(16, 5, &[tmp.path(), tmp.path()]);
         assert_eq!(a.placement().memory_chunks, 5);
         assert_eq!(a.placement().spilled_chunks, 11);
         assert!(a.memory_chunks_mut().is_none());
@@ -405,11 +433,7 @@ mod tests {
             Ok(())
         })
         .unwrap();
-        let mut buf = AlignedBuf::new(chunk);
-        for i in 0..16 {
-            a.read_chunk(i, &mut buf).unwrap();
-            assert!(buf.iter().all(|&x| x as usize == i + 100), "chunk {i}");
-        }
+        assert_chunks(&mut a, 16, |i| i + 100);
         // A failing computation stops the pass with the block named.
         let err = a.pass(
             &blocks,
@@ -429,13 +453,7 @@ mod tests {
     #[test]
     fn spill_files_have_no_name_while_the_array_uses_them() {
         let tmp = dir();
-        let dir = tmp.path().join("unnamed");
-        std::fs::create_dir_all(&dir).unwrap();
-        let chunk = 4096;
-        let cfg = ArrayConfig::new(8 * chunk as u64, chunk)
-            .memory_limit(0)
-            .spill_dir(dir.clone(), None);
-        let mut a = TieredArray::create(&cfg).unwrap();
+        let (dir, mut a) = all_spilled(&tmp, "unnamed", 8);
         // Nothing to leave behind, however the process ends: the directory is already empty.
         assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
         assert!(!a.placement().spill_files[0].exists());
@@ -446,11 +464,7 @@ mod tests {
             Ok(())
         })
         .unwrap();
-        let mut buf = AlignedBuf::new(chunk);
-        for i in 0..8 {
-            a.read_chunk(i, &mut buf).unwrap();
-            assert!(buf.iter().all(|&x| x as usize == i + 1), "chunk {i}");
-        }
+        assert_chunks(&mut a, 8, |i| i + 1);
         drop(a);
         std::fs::remove_dir(&dir).unwrap();
     }
@@ -458,13 +472,8 @@ mod tests {
     #[test]
     fn a_short_read_of_a_spilled_chunk_is_an_error_not_a_whole_chunk() {
         let tmp = dir();
-        let dir = tmp.path().join("short");
-        std::fs::create_dir_all(&dir).unwrap();
+        let (dir, mut a) = all_spilled(&tmp, "short", 4);
         let chunk = 4096;
-        let cfg = ArrayConfig::new(4 * chunk as u64, chunk)
-            .memory_limit(0)
-            .spill_dir(dir.clone(), None);
-        let mut a = TieredArray::create(&cfg).unwrap();
         // Cut the unlinked file (reached through this process's descriptor) to one and a half
         // chunks: chunk 1 now reads short, chunks 2 and 3 read nothing.
         let fd = std::fs::read_dir("/proc/self/fd")
@@ -530,12 +539,9 @@ mod tests {
     #[test]
     fn chained_passes_see_the_newest_contents_of_chunks_their_neighbouring_blocks_share() {
         let tmp = dir();
-        let chunk = 4096;
         // 8 chunks: 2 in memory, 6 spilled, so that shared chunks cross both kinds.
-        let cfg = ArrayConfig::new(8 * chunk as u64, chunk)
-            .memory_limit(2 * chunk as u64)
-            .spill_dir(tmp.path().to_path_buf(), None);
-        let mut a = TieredArray::create(&cfg).unwrap();
+        let mut a = array(8, 2, &[tmp.path()]);
+        let chunk = 4096;
         // Pass 0 ends with the block {6, 7}; pass 1 is one block {7, 6} (both chunks being
         // computed when it is read, in another order: carried over); pass 2 starts with {2, 3}
         // and ends with {6, 0}; pass 3 is one block {3, 2}; pass 4 starts with {0, 6}, read
