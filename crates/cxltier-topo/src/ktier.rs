@@ -446,6 +446,23 @@ mod tests {
         Topology::discover(root).unwrap()
     }
 
+    /// What the topology warns of kernel tiering for memory on `nodes` placed by `placement`.
+    fn warnings(t: &Topology, nodes: &[u32], placement: Placement) -> Vec<String> {
+        t.kernel_tiering_warnings(nodes, placement)
+    }
+
+    /// [`tree`] with `kernel.numa_balancing` and `demotion_enabled` set, and its topology.
+    fn with_settings(
+        tiers: bool,
+        numa_balancing: &str,
+        demotion: &str,
+    ) -> (tempfile::TempDir, Topology) {
+        let tmp = tree(tiers);
+        set(tmp.path(), Some(numa_balancing), Some(demotion));
+        let t = discover(tmp.path());
+        (tmp, t)
+    }
+
     #[test]
     fn absent_files_are_unsupported_not_errors() {
         let tmp = tree(true);
@@ -453,9 +470,7 @@ mod tests {
         assert_eq!(t.kernel_tiering, KernelTiering::default());
         assert!(t.warnings.is_empty(), "{:?}", t.warnings);
         assert!(!t.kernel_moves().any());
-        assert!(t
-            .kernel_tiering_warnings(&[0, 1, 2], Placement::Moved)
-            .is_empty());
+        assert!(warnings(&t, &[0, 1, 2], Placement::Moved).is_empty());
     }
 
     #[test]
@@ -486,7 +501,7 @@ mod tests {
                 if tiering { vec![1, 2] } else { vec![] }
             );
             assert!(moves.demotion_from.is_empty());
-            let w = t.kernel_tiering_warnings(&[0, 1], Placement::Moved);
+            let w = warnings(&t, &[0, 1], Placement::Moved);
             if value == "0" {
                 assert!(w.is_empty(), "{w:?}");
             } else {
@@ -500,20 +515,16 @@ mod tests {
                 assert_eq!(w[0].contains("promotes hot pages on node(s) 1"), tiering);
             }
             // Interleaved pages are not NUMA balancing's to move.
-            assert!(t
-                .kernel_tiering_warnings(&[0, 1], Placement::WeightedInterleave)
-                .is_empty());
+            assert!(warnings(&t, &[0, 1], Placement::WeightedInterleave).is_empty());
         }
     }
 
     #[test]
     fn demotion_from_every_tier_but_the_slowest() {
-        let tmp = tree(true);
-        set(tmp.path(), Some("0"), Some("true"));
-        let t = discover(tmp.path());
+        let (_tmp, t) = with_settings(true, "0", "true");
         assert_eq!(t.kernel_tiering.demotion_enabled, Some(true));
         assert_eq!(t.kernel_moves().demotion_from, vec![0]);
-        let w = t.kernel_tiering_warnings(&[0, 1], Placement::WeightedInterleave);
+        let w = warnings(&t, &[0, 1], Placement::WeightedInterleave);
         assert_eq!(w.len(), 1, "{w:?}");
         assert!(w[0].contains("node(s) 0 "), "{}", w[0]);
         assert!(
@@ -522,21 +533,17 @@ mod tests {
             w[0]
         );
         // Nodes of the slowest tier are never demoted from: no overlap, no warning.
-        assert!(t
-            .kernel_tiering_warnings(&[1, 2], Placement::Moved)
-            .is_empty());
+        assert!(warnings(&t, &[1, 2], Placement::Moved).is_empty());
     }
 
     #[test]
     fn without_memory_tiers_every_memory_node_is_assumed() {
-        let tmp = tree(false);
-        set(tmp.path(), Some("2"), Some("1"));
-        let t = discover(tmp.path());
+        let (_tmp, t) = with_settings(false, "2", "1");
         let moves = t.kernel_moves();
         assert!(!moves.tiers_known);
         assert_eq!(moves.promotion_from, vec![1, 2]);
         assert_eq!(moves.demotion_from, vec![0, 1, 2]);
-        let w = t.kernel_tiering_warnings(&[0, 2], Placement::Moved);
+        let w = warnings(&t, &[0, 2], Placement::Moved);
         assert_eq!(w.len(), 2, "{w:?}");
         assert!(w.iter().all(|w| w.contains("assumed to take part")));
     }
@@ -560,9 +567,7 @@ mod tests {
 
     #[test]
     fn garbled_settings_are_warnings() {
-        let tmp = tree(true);
-        set(tmp.path(), Some("7"), Some("maybe"));
-        let t = discover(tmp.path());
+        let (_tmp, t) = with_settings(true, "7", "maybe");
         assert_eq!(t.kernel_tiering.numa_balancing, None);
         assert_eq!(t.kernel_tiering.demotion_enabled, None);
         assert_eq!(t.warnings.len(), 2, "{:?}", t.warnings);
