@@ -5,7 +5,7 @@
 //! Every fixture's full JSON is also compared with `tests/fixtures/expected/NAME.json`; after an
 //! intended change, regenerate them with `CXLTIER_UPDATE_EXPECTED=1 cargo test -p cxltier-topo`.
 
-use cxltier_topo::{nodelist, DaxMode, DaxSource, NodeKind, TierBasis, TopoError, Topology};
+use cxltier_topo::{nodelist, DaxMode, DaxSource, Node, NodeKind, TierBasis, TopoError, Topology};
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -24,6 +24,18 @@ fn ids<'a>(nodes: impl IntoIterator<Item = &'a cxltier_topo::Node>) -> Vec<u32> 
 
 fn has(evidence: &[String], needle: &str) -> bool {
     evidence.iter().any(|e| e.contains(needle))
+}
+
+/// Node `id` of `t`, asserted to be of `kind`.
+fn node_is(t: &Topology, id: u32, kind: NodeKind) -> &Node {
+    let n = t.node(id).unwrap();
+    assert_eq!(n.kind, kind, "node {id}: {:?}", n.evidence);
+    n
+}
+
+/// Asserts that a line of `evidence` says `needle`.
+fn assert_evidence(evidence: &[String], needle: &str) {
+    assert!(has(evidence, needle), "{needle:?} is not in {evidence:#?}");
 }
 
 /// JSON with the fixture's absolute path replaced, so it does not depend on the checkout location.
@@ -159,17 +171,16 @@ fn two_socket_hmat_and_nvme() {
 #[test]
 fn cxl_region_onlined_as_node() {
     let t = discover("cxl-ram");
-    let n1 = t.node(1).unwrap();
-    assert_eq!(n1.kind, NodeKind::Cxl);
+    let n1 = node_is(&t, 1, NodeKind::Cxl);
     assert!(n1.cpus.is_empty());
     assert_eq!(n1.mem_total_bytes, 256 << 20);
     assert_eq!(n1.memory_tier, Some(22));
-    assert!(has(&n1.evidence, "no CPUs"));
-    assert!(has(
+    assert_evidence(&n1.evidence, "no CPUs");
+    assert_evidence(
         &n1.evidence,
-        "CXL region0 (ram, 256 MiB on mem0): onlined into this node by dax0.0 (kmem)"
-    ));
-    assert!(has(&n1.evidence, "tier 22"));
+        "CXL region0 (ram, 256 MiB on mem0): onlined into this node by dax0.0 (kmem)",
+    );
+    assert_evidence(&n1.evidence, "tier 22");
     assert_eq!(t.node(0).unwrap().kind, NodeKind::Dram);
     assert_eq!(ids(t.cxl_nodes()), vec![1]);
     assert_eq!(ids(t.dram_nodes()), vec![0]);
@@ -227,8 +238,7 @@ fn cxl_region_onlined_as_node() {
 fn cxl_region_found_by_memory_blocks_without_dax() {
     // Firmware-onlined CXL memory: the region exists but no dax device; its address range lies in
     // node 1's memory blocks.
-    let tmp = TempDir::new();
-    copy_tree(&fixtures().join("cxl-ram"), tmp.path());
+    let tmp = copy_of("cxl-ram");
     fs::remove_file(tmp.path().join("sys/bus/dax/devices/dax0.0")).unwrap();
     fs::remove_dir_all(
         tmp.path()
@@ -241,22 +251,19 @@ fn cxl_region_found_by_memory_blocks_without_dax() {
         (r.node, r.node_source.as_deref()),
         (Some(1), Some("memory-blocks"))
     );
-    let n1 = t.node(1).unwrap();
-    assert_eq!(n1.kind, NodeKind::Cxl);
-    assert!(has(&n1.evidence, "address range 0x290000000-0x29fffffff lies in this node's memory (2 of 2 memory blocks)"), "{:?}", n1.evidence);
+    let n1 = node_is(&t, 1, NodeKind::Cxl);
+    assert_evidence(
+        &n1.evidence,
+        "address range 0x290000000-0x29fffffff lies in this node's memory (2 of 2 memory blocks)",
+    );
 }
 
 #[test]
 fn hbm_flat_mode() {
     let t = discover("hbm-flat");
-    let n1 = t.node(1).unwrap();
-    assert_eq!(n1.kind, NodeKind::Hbm);
-    assert!(
-        has(&n1.evidence, "read bandwidth 819200 MB/s (3.1x node 0)"),
-        "{:?}",
-        n1.evidence
-    );
-    assert!(has(&n1.evidence, "read latency 140 ns (1.2x node 0)"));
+    let n1 = node_is(&t, 1, NodeKind::Hbm);
+    assert_evidence(&n1.evidence, "read bandwidth 819200 MB/s (3.1x node 0)");
+    assert_evidence(&n1.evidence, "read latency 140 ns (1.2x node 0)");
     assert_eq!(
         t.tier_order().groups,
         vec![vec![1], vec![0]],
@@ -273,8 +280,7 @@ fn old_kernel_without_tiers_or_weighted_interleave() {
     let wi = t.weighted_interleave();
     assert!(!wi.supported);
     assert_eq!((wi.auto, wi.weights.len()), (None, 0));
-    let n1 = t.node(1).unwrap();
-    assert_eq!(n1.kind, NodeKind::MemoryOnly);
+    let n1 = node_is(&t, 1, NodeKind::MemoryOnly);
     assert_eq!(n1.memory_tier, None);
     let a = n1.hmat.access0.as_ref().unwrap();
     assert_eq!(
@@ -283,12 +289,8 @@ fn old_kernel_without_tiers_or_weighted_interleave() {
     );
     assert_eq!(a.initiators, vec![0]);
     assert!(n1.hmat.access1.is_none());
-    assert!(
-        has(&n1.evidence, "read latency 250 ns (2.5x node 0)"),
-        "{:?}",
-        n1.evidence
-    );
-    assert!(has(&n1.evidence, "technology unknown"));
+    assert_evidence(&n1.evidence, "read latency 250 ns (2.5x node 0)");
+    assert_evidence(&n1.evidence, "technology unknown");
     assert_eq!(t.tier_order().basis, TierBasis::HmatLatency);
     assert_eq!(t.tier_order().groups, vec![vec![0], vec![1]]);
 }
@@ -296,10 +298,9 @@ fn old_kernel_without_tiers_or_weighted_interleave() {
 #[test]
 fn cpu_less_node_in_dram_tier_is_weak_dram() {
     let t = discover("kernel-6.6-no-hmat");
-    let n1 = t.node(1).unwrap();
-    assert_eq!(n1.kind, NodeKind::Dram);
-    assert!(has(&n1.evidence, "no CPUs"));
-    assert!(has(&n1.evidence, "weak"), "{:?}", n1.evidence);
+    let n1 = node_is(&t, 1, NodeKind::Dram);
+    assert_evidence(&n1.evidence, "no CPUs");
+    assert_evidence(&n1.evidence, "weak");
     assert!(!t.weighted_interleave().supported);
     assert_eq!(t.tier_order().groups, vec![vec![0, 1]]);
     assert_eq!(t.tier_order().basis, TierBasis::MemoryTiers);
@@ -308,34 +309,27 @@ fn cpu_less_node_in_dram_tier_is_weak_dram() {
 #[test]
 fn hmat_splits_a_kernel_tier() {
     // Kernels before 6.10 tier boot-time memory-only nodes as DRAM whatever HMAT says.
-    let tmp = TempDir::new();
-    copy_tree(&fixtures().join("old-kernel-hmat"), tmp.path());
-    let tier = tmp
-        .path()
-        .join("sys/devices/virtual/memory_tiering/memory_tier4");
-    fs::create_dir_all(&tier).unwrap();
-    fs::write(tier.join("nodelist"), "0-1\n").unwrap();
+    let tmp = copy_of("old-kernel-hmat");
+    write_file(
+        tmp.path(),
+        "sys/devices/virtual/memory_tiering/memory_tier4/nodelist",
+        "0-1\n",
+    );
     let t = Topology::discover(tmp.path()).unwrap();
     assert_eq!(t.tier_order().basis, TierBasis::MemoryTiersAndHmat);
     assert_eq!(t.tier_order().groups, vec![vec![0], vec![1]]);
-    let n1 = t.node(1).unwrap();
-    assert_eq!(n1.kind, NodeKind::MemoryOnly);
-    assert!(
-        has(&n1.evidence, "HMAT says it is slower"),
-        "{:?}",
-        n1.evidence
-    );
+    let n1 = node_is(&t, 1, NodeKind::MemoryOnly);
+    assert_evidence(&n1.evidence, "HMAT says it is slower");
 }
 
 #[test]
 fn pmem_through_kmem() {
     let t = discover("pmem-kmem");
-    let n2 = t.node(2).unwrap();
-    assert_eq!(n2.kind, NodeKind::Pmem);
-    assert!(has(
+    let n2 = node_is(&t, 2, NodeKind::Pmem);
+    assert_evidence(
         &n2.evidence,
-        "dax0.0 on NVDIMM region0 (persistent memory) is onlined into this node by kmem"
-    ));
+        "dax0.0 on NVDIMM region0 (persistent memory) is onlined into this node by kmem",
+    );
     assert_eq!(ids(t.dram_nodes()), vec![0, 1]);
     assert_eq!(t.tier_order().groups, vec![vec![0, 1], vec![2]]);
     let d1 = t.dax.iter().find(|d| d.name == "dax1.0").unwrap();
@@ -426,13 +420,8 @@ fn node_dir_without_nodes() {
 
 #[test]
 fn garbled_cpulist_is_an_error_naming_file_and_content() {
-    let tmp = TempDir::new();
-    copy_tree(&fixtures().join("cxl-ram"), tmp.path());
-    fs::write(
-        tmp.path().join("sys/devices/system/node/node0/cpulist"),
-        "0-a\n",
-    )
-    .unwrap();
+    let tmp = copy_of("cxl-ram");
+    write_file(tmp.path(), "sys/devices/system/node/node0/cpulist", "0-a\n");
     let err = Topology::discover(tmp.path()).unwrap_err();
     let msg = err.to_string();
     assert!(matches!(err, TopoError::Garbled { .. }));
@@ -444,8 +433,7 @@ fn garbled_cpulist_is_an_error_naming_file_and_content() {
 
 #[test]
 fn garbled_meminfo_is_an_error() {
-    let tmp = TempDir::new();
-    copy_tree(&fixtures().join("cxl-ram"), tmp.path());
+    let tmp = copy_of("cxl-ram");
     let path = tmp.path().join("sys/devices/system/node/node1/meminfo");
     fs::write(&path, "Node 1 MemTotal: lots kB\nNode 1 MemFree: 1 kB\n").unwrap();
     let msg = Topology::discover(tmp.path()).unwrap_err().to_string();
@@ -468,15 +456,12 @@ fn garbled_meminfo_is_an_error() {
 #[test]
 fn symlinks_cannot_escape_the_root() {
     // An absolute link in a recording resolves inside the recording, never on the host.
-    let tmp = TempDir::new();
-    copy_tree(&fixtures().join("cxl-ram"), tmp.path());
+    let tmp = copy_of("cxl-ram");
     let wi = tmp
         .path()
         .join("sys/kernel/mm/mempolicy/weighted_interleave");
     fs::remove_dir_all(&wi).unwrap();
-    let elsewhere = tmp.path().join("elsewhere/wi");
-    fs::create_dir_all(&elsewhere).unwrap();
-    fs::write(elsewhere.join("node0"), "7\n").unwrap();
+    write_file(tmp.path(), "elsewhere/wi/node0", "7\n");
     std::os::unix::fs::symlink("/elsewhere/wi", &wi).unwrap();
     let t = Topology::discover(tmp.path()).unwrap();
     assert_eq!(
@@ -579,11 +564,7 @@ fn lab_hmat_memory_only_node() {
     // Linux 6.12 tiers the CPU-less node by its HMAT figures: 576 x 2.5 x 2.5 = 3600, tier 28.
     assert_eq!((n0.memory_tier, n1.memory_tier), (Some(4), Some(28)));
     assert_eq!(n1.kind, NodeKind::MemoryOnly, "{:?}", n1.evidence);
-    assert!(
-        has(&n1.evidence, "read latency 250 ns (2.5x node 0)"),
-        "{:?}",
-        n1.evidence
-    );
+    assert_evidence(&n1.evidence, "read latency 250 ns (2.5x node 0)");
     assert_eq!(t.tier_order().basis, TierBasis::MemoryTiers);
     assert_eq!(t.tier_order().groups, vec![vec![0], vec![1]]);
     let wi = t.weighted_interleave();
@@ -601,10 +582,10 @@ fn lab_cxl_region_node() {
     assert_eq!(n1.kind, NodeKind::Cxl, "{:?}", n1.evidence);
     assert_eq!(n1.memory_tier, Some(22));
     assert_eq!(n1.mem_total_bytes, 256 << 20);
-    assert!(has(
+    assert_evidence(
         &n1.evidence,
-        "CXL region0 (ram, 256 MiB on mem0): onlined into this node by dax0.0 (kmem)"
-    ));
+        "CXL region0 (ram, 256 MiB on mem0): onlined into this node by dax0.0 (kmem)",
+    );
     assert_eq!(ids(t.cxl_nodes()), vec![1]);
     assert_eq!(ids(t.dram_nodes()), vec![0]);
     assert_eq!(t.tier_order().groups, vec![vec![0], vec![1]]);
@@ -658,6 +639,20 @@ impl TempDir {
     fn path(&self) -> &Path {
         self.0.path()
     }
+}
+
+/// A copy of the recorded fixture `name` in a fresh temporary directory.
+fn copy_of(name: &str) -> TempDir {
+    let tmp = TempDir::new();
+    copy_tree(&fixtures().join(name), tmp.path());
+    tmp
+}
+
+/// Writes `text` to the file `rel` below `root`, making its directories.
+fn write_file(root: &Path, rel: &str, text: &str) {
+    let path = root.join(rel);
+    fs::create_dir_all(path.parent().unwrap()).unwrap();
+    fs::write(path, text).unwrap();
 }
 
 /// Copy a tree, keeping symlinks as symlinks.
