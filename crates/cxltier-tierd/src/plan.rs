@@ -307,15 +307,16 @@ pub fn plan(input: &Input) -> MovePlan {
 mod tests {
     use super::*;
 
+    /// Page `i` (from 0) at `0x1000 * (i + 1)`.
+    fn page(i: usize, node: u32, accesses: u32, age: u32) -> PageInfo {
+        crate::testutil::page_at(0x1000 * (i + 1), node, accesses, age)
+    }
+
     const TH: Thresholds = Thresholds {
         hot_min: 4,
         cold_max: 0,
         cold_min_age: 3,
     };
-
-    fn page(i: usize, node: u32, accesses: u32, age: u32) -> PageInfo {
-        crate::testutil::page_at(0x1000 * (i + 1), node, accesses, age)
-    }
 
     /// Page `i` of the list at `page(i, ..)`, from its (node, accesses, age).
     fn numbered(pages: &[(u32, u32, u32)]) -> Vec<PageInfo> {
@@ -377,20 +378,16 @@ mod tests {
         // Budget 3 pages; two cold pages and one hot page on the fast tier, one hot page on the
         // slow tier.
         let pages = numbered(&[(0, 0, 9), (0, 0, 9), (0, 10, 0), (1, 10, 0)]);
-        let filled = Input {
+        let keep_idle = |budget| Input {
             demote_idle: false,
-            ..input(&pages, Some(3), 100, &none)
+            ..input(&pages, Some(budget), 100, &none)
         };
-        let p = plan(&filled);
+        let p = plan(&keep_idle(3));
         // The hot page comes up by swapping with one cold page; the other cold page stays.
         assert_eq!(count(&p, Reason::Promote), 1, "{p:?}");
         assert_eq!(count(&p, Reason::Demote), 1, "{p:?}");
         // With room for all, nothing cold leaves.
-        let roomy = Input {
-            demote_idle: false,
-            ..input(&pages, Some(8), 100, &none)
-        };
-        let p = plan(&roomy);
+        let p = plan(&keep_idle(8));
         assert_eq!(count(&p, Reason::Demote), 0, "{p:?}");
         assert_eq!(count(&p, Reason::Promote), 1, "{p:?}");
         // memtierd's way: the cold pages go down regardless.
