@@ -15,6 +15,24 @@ fn cfg(path: &Path, segments: u64) -> LogConfig {
     }
 }
 
+/// A new log of `segments` segments: its file, its configuration and the log.
+fn fresh(segments: u64) -> (TempFile, LogConfig, Log) {
+    let p = temp_path("log");
+    let c = cfg(&p, segments);
+    let (log, _) = Log::open(&c, &mut |_| {}).unwrap();
+    (p, c, log)
+}
+
+/// Appends `value` under `key`, marking the record it replaces (`last`) dead: the new record's
+/// location, kept in `last` too.
+fn rewrite(log: &mut Log, key: &[u8], value: &[u8], last: &mut Option<NvLoc>) -> NvLoc {
+    let l = log.append(key, Kind::String, value, None).unwrap();
+    if let Some(o) = last.replace(l) {
+        log.mark_dead(o);
+    }
+    l
+}
+
 /// Replay into a key → location model the way the store does.
 fn open_model(c: &LogConfig) -> (Log, BTreeMap<Vec<u8>, NvLoc>) {
     // key → (seq, its value's location, or its tombstone's location and what it shields)
@@ -133,9 +151,7 @@ fn a_torn_tail_is_dropped_and_earlier_records_survive() {
 
 #[test]
 fn cleaning_frees_segments_and_keeps_values() {
-    let p = temp_path("log");
-    let c = cfg(&p, 12);
-    let (mut log, _) = Log::open(&c, &mut |_| {}).unwrap();
+    let (_p, c, mut log) = fresh(12);
     let mut live: BTreeMap<Vec<u8>, NvLoc> = BTreeMap::new();
     // Overwrite 20 keys many times: most of the log becomes dead.
     for round in 0..60u32 {
@@ -178,19 +194,12 @@ fn cleaning_frees_segments_and_keeps_values() {
 
 #[test]
 fn deleted_keys_stay_deleted_through_cleaning_and_reopen() {
-    let p = temp_path("log");
-    let c = cfg(&p, 12);
-    let (mut log, _) = Log::open(&c, &mut |_| {}).unwrap();
+    let (_p, c, mut log) = fresh(12);
     let old = log.append(b"gone", Kind::String, b"v", None).unwrap();
     // Fill some segments with a key that is rewritten, so there is something to clean.
     let mut live: Option<NvLoc> = None;
     for i in 0..150u32 {
-        let l = log
-            .append(b"churn", Kind::String, &[i as u8; 1000], None)
-            .unwrap();
-        if let Some(o) = live.replace(l) {
-            log.mark_dead(o);
-        }
+        rewrite(&mut log, b"churn", &[i as u8; 1000], &mut live);
         if i == 10 {
             log.mark_dead(old);
             log.append_tombstone(b"gone").unwrap();
@@ -216,9 +225,7 @@ fn deleted_keys_stay_deleted_through_cleaning_and_reopen() {
 
 #[test]
 fn a_full_log_refuses_writes_and_keeps_reads() {
-    let p = temp_path("log");
-    let c = cfg(&p, 6);
-    let (mut log, _) = Log::open(&c, &mut |_| {}).unwrap();
+    let (_p, c, mut log) = fresh(6);
     let mut locs = Vec::new();
     let err = loop {
         match log.append(
@@ -244,9 +251,7 @@ fn a_full_log_refuses_writes_and_keeps_reads() {
 
 #[test]
 fn flush_all_forgets_everything_before_it() {
-    let p = temp_path("log");
-    let c = cfg(&p, 8);
-    let (mut log, _) = Log::open(&c, &mut |_| {}).unwrap();
+    let (_p, c, mut log) = fresh(8);
     for i in 0..100u32 {
         log.append(format!("a{i}").as_bytes(), Kind::String, &[0u8; 800], None)
             .unwrap();
@@ -324,6 +329,25 @@ fn fill(c: &LogConfig, n: u32) -> Vec<NvLoc> {
     locs
 }
 
+/// A fresh log of 16 segments [`fill`]ed with `n` keys: its file, its configuration and the
+/// keys' locations.
+fn filled(n: u32) -> (TempFile, LogConfig, Vec<NvLoc>) {
+    let p = temp_path("log");
+    let c = cfg(&p, 16);
+    let locs = fill(&c, n);
+    (p, c, locs)
+}
+
+/// The damage a plain open of `c` is refused for, and the refusal's text.
+fn refused(c: &LogConfig) -> (Box<crate::Damage>, String) {
+    let err = Log::open(c, &mut |_| {}).unwrap_err();
+    let text = err.to_string();
+    match err {
+        StoreError::Damaged(d) => (d, text),
+        other => panic!("{other}"),
+    }
+}
+
 fn flip(path: &Path, at: usize, len: usize) {
     let mut bytes = std::fs::read(path).unwrap();
     for b in &mut bytes[at..at + len] {
@@ -359,19 +383,14 @@ fn open_anyway(c: &LogConfig) -> (Log, OpenReport, BTreeMap<Vec<u8>, NvLoc>) {
 
 #[test]
 fn flipped_bytes_in_a_sealed_segment_refuse_the_open_and_the_override_keeps_every_other_record() {
-    let p = temp_path("log");
-    let c = cfg(&p, 16);
-    let locs = fill(&c, 300);
+    let (p, c, locs) = filled(300);
     // A record in the middle of the first (sealed) segment, with records after it there.
     let victim = locs[40];
     assert_eq!(victim.segment, locs[0].segment);
     assert_eq!(locs[41].segment, victim.segment);
     flip(&p, file_at(victim) + 200, 16);
     let before = std::fs::read(&p).unwrap();
-    let err = Log::open(&c, &mut |_| {}).unwrap_err();
-    let StoreError::Damaged(d) = &err else {
-        panic!("{err}")
-    };
+    let (d, err) = refused(&c);
     assert_eq!(d.report.damaged.len(), 1, "{err}");
     let r = &d.report.damaged[0];
     assert_eq!(r.kind, DamageKind::Records);
@@ -400,9 +419,7 @@ fn flipped_bytes_in_a_sealed_segment_refuse_the_open_and_the_override_keeps_ever
 
 #[test]
 fn a_damaged_tail_of_an_older_segment_is_damage() {
-    let p = temp_path("log");
-    let c = cfg(&p, 16);
-    let locs = fill(&c, 300);
+    let (p, c, locs) = filled(300);
     let last_of_first = locs
         .iter()
         .rev()
@@ -410,19 +427,14 @@ fn a_damaged_tail_of_an_older_segment_is_damage() {
         .copied()
         .unwrap();
     flip(&p, file_at(last_of_first) + 40, 16);
-    let err = Log::open(&c, &mut |_| {}).unwrap_err();
-    let StoreError::Damaged(d) = &err else {
-        panic!("{err}")
-    };
+    let (d, err) = refused(&c);
     assert_eq!(d.report.damaged[0].kind, DamageKind::Tail, "{err}");
     assert_eq!(d.report.damaged[0].offset, last_of_first.offset as u64);
 }
 
 #[test]
 fn a_damaged_header_of_the_newest_segment_is_identified_from_its_records() {
-    let p = temp_path("log");
-    let c = cfg(&p, 16);
-    let locs = fill(&c, 300);
+    let (p, c, locs) = filled(300);
     let newest = locs.last().unwrap().segment;
     flip(&p, newest as usize * SEG + 8, 16);
     let (mut log, report, map) = open_anyway(&c);
@@ -440,9 +452,7 @@ fn a_damaged_header_of_the_newest_segment_is_identified_from_its_records() {
 
 #[test]
 fn a_segment_whose_header_and_records_are_gone_is_damage() {
-    let p = temp_path("log");
-    let c = cfg(&p, 16);
-    let locs = fill(&c, 300);
+    let (p, c, locs) = filled(300);
     let seg0 = locs[0].segment as usize;
     // Header and every record start of the first block: no record tells the segment's seq.
     let mut bytes = std::fs::read(&p).unwrap();
@@ -450,19 +460,14 @@ fn a_segment_whose_header_and_records_are_gone_is_damage() {
         *b = !*b;
     }
     std::fs::write(&p, &bytes).unwrap();
-    let err = Log::open(&c, &mut |_| {}).unwrap_err();
-    let StoreError::Damaged(d) = &err else {
-        panic!("{err}")
-    };
+    let (d, err) = refused(&c);
     assert_eq!(d.report.damaged[0].kind, DamageKind::Segment, "{err}");
     assert_eq!(d.report.damaged[0].bytes, SEG as u64);
 }
 
 #[test]
 fn a_truncated_file_is_refused_and_names_the_missing_bytes() {
-    let p = temp_path("log");
-    let c = cfg(&p, 16);
-    fill(&c, 300);
+    let (p, c, _) = filled(300);
     let f = std::fs::OpenOptions::new().write(true).open(&p).unwrap();
     f.set_len(3 * SEG as u64 + 1000).unwrap();
     drop(f);
@@ -473,10 +478,7 @@ fn a_truncated_file_is_refused_and_names_the_missing_bytes() {
             ..c.clone()
         },
     ] {
-        let err = Log::open(&c, &mut |_| {}).unwrap_err();
-        let StoreError::Damaged(d) = &err else {
-            panic!("{err}")
-        };
+        let (d, err) = refused(&c);
         let m = d
             .report
             .damaged
@@ -494,9 +496,7 @@ fn a_truncated_file_is_refused_and_names_the_missing_bytes() {
 
 #[test]
 fn a_damaged_open_segment_is_not_zeroed_and_repairing_it_brings_everything_back() {
-    let p = temp_path("log");
-    let c = cfg(&p, 16);
-    let locs = fill(&c, 300);
+    let (p, c, locs) = filled(300);
     let newest = locs.last().unwrap().segment;
     let in_newest: Vec<NvLoc> = locs
         .iter()
@@ -513,13 +513,9 @@ fn a_damaged_open_segment_is_not_zeroed_and_repairing_it_brings_everything_back(
         assert_eq!(report.damaged.len(), 1);
         // Writes go on elsewhere and reach the disk.
         for i in 300..400u32 {
-            log.append(
-                format!("k{i}").as_bytes(),
-                Kind::String,
-                &[i as u8; 700],
-                None,
-            )
-            .unwrap();
+            let key = format!("k{i}");
+            log.append(key.as_bytes(), Kind::String, &[i as u8; 700], None)
+                .unwrap();
         }
         log.sync(true).unwrap();
     }
@@ -541,9 +537,7 @@ fn a_damaged_open_segment_is_not_zeroed_and_repairing_it_brings_everything_back(
 
 #[test]
 fn a_torn_write_at_the_end_of_the_newest_segment_is_not_damage_and_stays_on_disk() {
-    let p = temp_path("log");
-    let c = cfg(&p, 16);
-    let locs = fill(&c, 300);
+    let (p, c, locs) = filled(300);
     let last = *locs.last().unwrap();
     flip(&p, file_at(last) + 300, 16);
     let torn = std::fs::read(&p).unwrap();
@@ -564,9 +558,7 @@ fn a_torn_write_at_the_end_of_the_newest_segment_is_not_damage_and_stays_on_disk
 
 #[test]
 fn the_image_scan_steps_over_a_bad_record() {
-    let p = temp_path("log");
-    let c = cfg(&p, 16);
-    let locs = fill(&c, 60);
+    let (p, _, locs) = filled(60);
     let bytes = std::fs::read(&p).unwrap();
     let seg = locs[0].segment as usize;
     let mut image = bytes[seg * SEG..(seg + 1) * SEG].to_vec();
@@ -590,18 +582,11 @@ fn the_image_scan_steps_over_a_bad_record() {
 /// silently dropped with it.
 #[test]
 fn a_short_read_is_an_error_not_a_shorter_segment() {
-    let p = temp_path("log");
-    let c = cfg(&p, 16);
-    let (mut log, _) = Log::open(&c, &mut |_| {}).unwrap();
+    let (p, _, mut log) = fresh(16);
     let mut churn: Option<NvLoc> = None;
     let mut live = None;
     for i in 0..400u32 {
-        let l = log
-            .append(b"churn", Kind::String, &[i as u8; 700], None)
-            .unwrap();
-        if let Some(o) = churn.replace(l) {
-            log.mark_dead(o);
-        }
+        let l = rewrite(&mut log, b"churn", &[i as u8; 700], &mut churn);
         if l.segment == 2 && live.is_none() && l.offset > 32 * 1024 {
             live = Some(
                 log.append(b"live", Kind::String, &[9u8; 700], None)
@@ -640,9 +625,7 @@ mod image_scan_properties {
     /// One real segment image (records of several sizes, some moved to the next block) and its
     /// records' (offset, length).
     fn image() -> (Vec<u8>, u64, Vec<(usize, usize)>) {
-        let p = temp_path("log");
-        let c = cfg(&p, 8);
-        let (mut log, _) = Log::open(&c, &mut |_| {}).unwrap();
+        let (p, _, mut log) = fresh(8);
         let mut locs = Vec::new();
         for i in 0..60u32 {
             let l = log
@@ -699,9 +682,7 @@ mod image_scan_properties {
 
 #[test]
 fn a_zeroed_header_is_not_taken_for_a_free_segment() {
-    let p = temp_path("log");
-    let c = cfg(&p, 16);
-    let locs = fill(&c, 300);
+    let (p, c, locs) = filled(300);
     let seg0 = locs[0].segment as usize;
     let mut bytes = std::fs::read(&p).unwrap();
     bytes[seg0 * SEG..seg0 * SEG + SEGMENT_HEADER].fill(0);
@@ -730,9 +711,7 @@ fn overwrite(path: &Path, at: usize, with: &[u8]) {
 /// number handed out overflowed (found by the `log_recovery` fuzzer).
 #[test]
 fn sequence_numbers_beyond_any_real_count_are_damage_not_an_overflow() {
-    let p = temp_path("log");
-    let c = cfg(&p, 16);
-    let locs = fill(&c, 300);
+    let (p, c, locs) = filled(300);
     let first = locs[0].segment as usize;
     overwrite(&p, first * SEG, &header_bytes(u64::MAX, 16 * SEG as u64));
     // The header is identified again from its records, so nothing is lost.
@@ -743,9 +722,7 @@ fn sequence_numbers_beyond_any_real_count_are_damage_not_an_overflow() {
     drop(log);
 
     // A record rewritten with the highest sequence number and its checksum made to match.
-    let p = temp_path("log");
-    let c = cfg(&p, 16);
-    let locs = fill(&c, 300);
+    let (p, c, locs) = filled(300);
     let victim = locs[10];
     let at = file_at(victim);
     let mut rec = std::fs::read(&*p).unwrap()[at..at + victim.len as usize].to_vec();
@@ -779,9 +756,7 @@ fn a_delete_stays_deleted_when_an_older_dead_version_outlives_the_shadowed_one()
     // (superseding P0) in a segment that churn empties. Its delete's tombstone shadows P1 only.
     // Cleaning frees P1's segment, then the tombstone's own: the tombstone must survive as long
     // as P0's segment does, or recovery brings P0 back.
-    let p = temp_path("log");
-    let c = cfg(&p, 16);
-    let (mut log, _) = Log::open(&c, &mut |_| {}).unwrap();
+    let (_p, c, mut log) = fresh(16);
     let p0 = log.append(b"gone", Kind::String, b"v0", None).unwrap();
     let mut keep: Vec<(Vec<u8>, NvLoc)> = Vec::new();
     for i in 0..70u32 {
@@ -794,12 +769,7 @@ fn a_delete_stays_deleted_when_an_older_dead_version_outlives_the_shadowed_one()
     let mut churn: Option<NvLoc> = None;
     let write_churn = |log: &mut Log, n: u32, churn: &mut Option<NvLoc>| {
         for i in 0..n {
-            let l = log
-                .append(b"churn", Kind::String, &[i as u8; 1000], None)
-                .unwrap();
-            if let Some(o) = churn.replace(l) {
-                log.mark_dead(o);
-            }
+            rewrite(log, b"churn", &[i as u8; 1000], churn);
         }
     };
     write_churn(&mut log, 100, &mut churn);
