@@ -161,12 +161,18 @@ impl Sketch {
 mod tests {
     use super::*;
 
+    /// A sketch of `width` counters in which `key` was touched `times` times.
+    fn touched(width: usize, key: &[u8], times: u32) -> Sketch {
+        let mut s = Sketch::new(width);
+        for _ in 0..times {
+            s.touch(key);
+        }
+        s
+    }
+
     #[test]
     fn frequent_keys_beat_a_scan() {
-        let mut s = Sketch::new(4096);
-        for _ in 0..20 {
-            s.touch(b"hot");
-        }
+        let mut s = touched(4096, b"hot", 20);
         for i in 0..2000u32 {
             s.touch(format!("scan{i}").as_bytes());
         }
@@ -261,10 +267,7 @@ mod tests {
 
     #[test]
     fn counts_fade() {
-        let mut s = Sketch::new(1024);
-        for _ in 0..100 {
-            s.touch(b"old");
-        }
+        let mut s = touched(1024, b"old", 100);
         for i in 0..20_000u32 {
             s.touch(&i.to_le_bytes());
         }

@@ -326,17 +326,23 @@ mod tests {
     use super::super::{node, tree};
     use super::*;
 
-    /// A store with collection write-back and 512-byte chunks, holding list `l` of `n` members
-    /// (`m0000`, `m0001`, ...) pushed and written back in one batch.
-    fn write_back_store_with_list(n: usize) -> (Store, Vec<Vec<u8>>) {
-        let mut s = crate::StoreBuilder::new()
+    /// A store of 64 MiB of DRAM whose collections split at 512 bytes, with or without
+    /// collection write-back.
+    fn store_of_small_chunks(write_back: bool) -> Store {
+        crate::StoreBuilder::new()
             .dram(64 << 20)
             .max_object(64 << 10)
             .durability(crate::Durability::None)
             .collection_chunk_bytes(512)
-            .collection_write_back(true)
+            .collection_write_back(write_back)
             .build()
-            .unwrap();
+            .unwrap()
+    }
+
+    /// A store with collection write-back and 512-byte chunks, holding list `l` of `n` members
+    /// (`m0000`, `m0001`, ...) pushed and written back in one batch.
+    fn write_back_store_with_list(n: usize) -> (Store, Vec<Vec<u8>>) {
+        let mut s = store_of_small_chunks(true);
         let members: Vec<Vec<u8>> = (0..n).map(|i| format!("m{i:04}").into_bytes()).collect();
         let refs: Vec<&[u8]> = members.iter().map(|m| m.as_slice()).collect();
         s.list_push(b"l", ListEnd::Right, &refs).unwrap();
@@ -455,14 +461,7 @@ mod tests {
     fn a_list_pushed_at_one_end_fills_its_leaves() {
         for end in [ListEnd::Left, ListEnd::Right] {
             for write_back in [false, true] {
-                let mut s = crate::StoreBuilder::new()
-                    .dram(64 << 20)
-                    .max_object(64 << 10)
-                    .durability(crate::Durability::None)
-                    .collection_chunk_bytes(512)
-                    .collection_write_back(write_back)
-                    .build()
-                    .unwrap();
+                let mut s = store_of_small_chunks(write_back);
                 let n = 5_000;
                 for i in 0..n {
                     let m = format!("m{i:04}");

@@ -168,11 +168,10 @@ mod tests {
         crate::testing::temp_file("cxltier-store-poison-", name)
     }
 
-    #[test]
-    fn clean_objects_come_back_from_nvme_and_dirty_ones_are_reported_lost() {
-        let p = temp("clean-dirty");
-        let _ = std::fs::remove_file(&p);
-        let mut s = StoreBuilder::new()
+    /// A store of 16 MiB of DRAM over a fresh log of 64 MiB at `p`, committing every second.
+    fn over_a_log(p: &std::path::Path) -> super::Store {
+        let _ = std::fs::remove_file(p);
+        StoreBuilder::new()
             .dram(16 << 20)
             .ssd(SsdSpec {
                 path: p.to_path_buf(),
@@ -180,22 +179,37 @@ mod tests {
             })
             .durability(Durability::EverySec)
             .build()
-            .unwrap();
+            .unwrap()
+    }
+
+    /// The address of `k`'s slot in memory.
+    fn slot(s: &super::Store, k: &str) -> usize {
+        match s.index[k.as_bytes()].place() {
+            super::Place::Mem(t, off) => s.arenas[t as usize].addr() + off as usize,
+            super::Place::Nvme => panic!("{k} not in memory"),
+        }
+    }
+
+    /// A store of 16 MiB of DRAM and nothing else.
+    fn dram_only() -> super::Store {
+        StoreBuilder::new()
+            .dram(16 << 20)
+            .durability(Durability::None)
+            .build()
+            .unwrap()
+    }
+
+    #[test]
+    fn clean_objects_come_back_from_nvme_and_dirty_ones_are_reported_lost() {
+        let p = temp("clean-dirty");
+        let mut s = over_a_log(&p);
         for i in 0..100u32 {
-            s.put(
-                format!("k{i:03}").as_bytes(),
-                Kind::String,
-                &[i as u8; 200],
-                None,
-            )
-            .unwrap();
+            let key = format!("k{i:03}");
+            s.put(key.as_bytes(), Kind::String, &[i as u8; 200], None)
+                .unwrap();
         }
         s.commit().unwrap();
         // Poison the slots of k010 and k020.
-        let slot = |s: &super::Store, k: &str| match s.index[k.as_bytes()].place() {
-            super::Place::Mem(t, off) => s.arenas[t as usize].addr() + off as usize,
-            super::Place::Nvme => panic!("{k} not in memory"),
-        };
         let (a, b) = (slot(&s, "k010"), slot(&s, "k020"));
         // k020 is made dirty: its newest value is only in memory.
         s.index.get_mut(b"k020".as_slice()).unwrap().set_dirty(true);
@@ -213,16 +227,7 @@ mod tests {
     #[test]
     fn physical_ranges_are_found_through_pagemap_or_refused() {
         let p = temp("physical");
-        let _ = std::fs::remove_file(&p);
-        let mut s = StoreBuilder::new()
-            .dram(16 << 20)
-            .ssd(SsdSpec {
-                path: p.to_path_buf(),
-                capacity: Some(64 << 20),
-            })
-            .durability(Durability::EverySec)
-            .build()
-            .unwrap();
+        let mut s = over_a_log(&p);
         s.put(b"victim", Kind::String, &[9u8; 300], None).unwrap();
         s.put(b"bystander", Kind::String, &[8u8; 300], None)
             .unwrap();
@@ -258,11 +263,7 @@ mod tests {
 
     #[test]
     fn without_nvme_every_hit_object_is_lost() {
-        let mut s = StoreBuilder::new()
-            .dram(16 << 20)
-            .durability(Durability::None)
-            .build()
-            .unwrap();
+        let mut s = dram_only();
         s.put(b"only", Kind::String, b"in memory", None).unwrap();
         let a = s.arenas().iter().map(|a| a.addr).min().unwrap();
         let len: usize = s.arenas().iter().map(|a| a.len).max().unwrap();
@@ -275,19 +276,11 @@ mod tests {
 
     #[test]
     fn poisoned_pages_are_retired_for_good() {
-        let mut s = StoreBuilder::new()
-            .dram(16 << 20)
-            .durability(Durability::None)
-            .build()
-            .unwrap();
+        let mut s = dram_only();
         for i in 0..100u32 {
             s.put(format!("k{i:03}").as_bytes(), Kind::String, &[1; 200], None)
                 .unwrap();
         }
-        let slot = |s: &super::Store, k: &str| match s.index[k.as_bytes()].place() {
-            super::Place::Mem(t, off) => s.arenas[t as usize].addr() + off as usize,
-            super::Place::Nvme => panic!("{k} not in memory"),
-        };
         let a = slot(&s, "k010");
         let out = s.poisoned(&[(a + 20, a + 21)]);
         assert_eq!(out.lost, vec![b"k010".to_vec()]);
