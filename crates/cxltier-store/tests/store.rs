@@ -1,38 +1,20 @@
 //! The store against a model, across tiers, restarts and a full NVMe tier. Files go under the
 //! system temp dir (a disk file system here; O_DIRECT also works on tmpfs since Linux 6.6).
 
-use cxltier_store::testing::{temp_file, TempFile};
+mod util;
+
 use std::collections::BTreeMap;
 
-use cxltier_store::{Durability, Kind, SsdSpec, Store, StoreBuilder, StoreError};
+use cxltier_store::{Durability, Kind, Store, StoreBuilder, StoreError};
 use proptest::prelude::*;
-
-fn temp(name: &str) -> TempFile {
-    temp_file("cxltier-store-", name)
-}
-
-fn ssd(path: &std::path::Path, size: u64) -> SsdSpec {
-    SsdSpec {
-        path: path.to_path_buf(),
-        capacity: Some(size),
-    }
-}
-
-fn value(i: u64, len: usize) -> Vec<u8> {
-    (0..len).map(|j| (i as usize * 31 + j) as u8).collect()
-}
-
-fn get(s: &mut Store, k: &[u8]) -> Option<Vec<u8>> {
-    s.get(k).unwrap().map(|o| o.value.to_vec())
-}
+use util::{
+    assert_values, get, in_dram_and_cxl, in_memory, now_ms, nvme_reads, nvme_tier, open, open_with,
+    over_log, put_values, temp, value,
+};
 
 #[test]
 fn put_get_delete_and_expiry() {
-    let mut s = StoreBuilder::new()
-        .dram(16 << 20)
-        .durability(Durability::None)
-        .build()
-        .unwrap();
+    let mut s = in_memory(16 << 20);
     s.put(b"a", Kind::String, b"1", None).unwrap();
     s.put(b"h", Kind::Hash, b"xyz", None).unwrap();
     assert_eq!(get(&mut s, b"a"), Some(b"1".to_vec()));
@@ -55,15 +37,7 @@ fn put_get_delete_and_expiry() {
 #[test]
 fn keys_that_may_expire_are_known() {
     let p = temp("may-expire");
-    let open = |p: &std::path::Path| {
-        StoreBuilder::new()
-            .dram(16 << 20)
-            .ssd(ssd(p, 64 << 20))
-            .durability(Durability::Always)
-            .build()
-            .unwrap()
-    };
-    let mut s = open(&p);
+    let mut s = open(&p, 16 << 20, 64 << 20, Durability::Always);
     assert!(!s.may_have_expiring_keys());
     s.put(b"a", Kind::String, b"1", None).unwrap();
     assert!(!s.may_have_expiring_keys());
@@ -83,7 +57,7 @@ fn keys_that_may_expire_are_known() {
     s.put(b"c", Kind::String, b"1", None).unwrap();
     s.commit().unwrap();
     drop(s);
-    let s = open(&p);
+    let s = open(&p, 16 << 20, 64 << 20, Durability::Always);
     assert!(
         s.may_have_expiring_keys(),
         "recovered keys count as having one"
@@ -92,15 +66,8 @@ fn keys_that_may_expire_are_known() {
 
 #[test]
 fn a_frozen_clock_judges_expiry_until_it_thaws() {
-    let mut s = StoreBuilder::new()
-        .dram(16 << 20)
-        .durability(Durability::None)
-        .build()
-        .unwrap();
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64;
+    let mut s = in_memory(16 << 20);
+    let now = now_ms();
     // Expires an hour from now by the clock; the frozen time decides, both ways.
     let at = now + 3_600_000;
     s.put(b"k", Kind::String, b"v", Some(at)).unwrap();
@@ -125,22 +92,14 @@ fn a_frozen_clock_judges_expiry_until_it_thaws() {
 #[test]
 fn data_five_times_memory_is_all_readable_and_moves_between_tiers() {
     let p = temp("nvme");
-    let mut s = StoreBuilder::new()
-        .dram(12 << 20)
+    let mut s = over_log(&p, 12 << 20, 256 << 20)
         .cxl(4 << 20)
-        .ssd(ssd(&p, 256 << 20))
         .durability(Durability::EverySec)
         .build()
         .unwrap();
     let n = 60_000u64; // 60 MB of values: 7× the memory left beside the index
     for i in 0..n {
-        s.put(
-            format!("user{i:08}").as_bytes(),
-            Kind::String,
-            &value(i, 1000),
-            None,
-        )
-        .unwrap();
+        put_values(&mut s, [i], |i| format!("user{i:08}"), 1000);
         if i % 1000 == 0 {
             s.commit().unwrap();
             s.tick().unwrap();
@@ -157,17 +116,11 @@ fn data_five_times_memory_is_all_readable_and_moves_between_tiers() {
             );
         }
     }
-    for i in 0..n {
-        assert_eq!(
-            get(&mut s, format!("user{i:08}").as_bytes()),
-            Some(value(i, 1000)),
-            "key {i}"
-        );
-    }
+    assert_values(&mut s, 0..n, |i| format!("user{i:08}"), 1000);
     s.check_invariants().unwrap();
     let st = s.stats();
     let dram = &st.tiers[0];
-    let nvme = st.tiers.iter().find(|t| t.tier == "nvme").unwrap();
+    let nvme = &nvme_tier(&s);
     assert!(
         dram.demotions > 0 && nvme.reads > 0 && nvme.objects > 0,
         "{st:?}"
@@ -211,15 +164,6 @@ fn data_five_times_memory_is_all_readable_and_moves_between_tiers() {
     assert!(hot_in_memory >= 500, "{hot_in_memory}");
 }
 
-fn nvme_reads(s: &Store) -> u64 {
-    s.stats()
-        .tiers
-        .iter()
-        .find(|t| t.tier == "nvme")
-        .unwrap()
-        .reads
-}
-
 fn hot_key(i: u64) -> Vec<u8> {
     format!("k{i:06}").into_bytes()
 }
@@ -228,16 +172,8 @@ fn hot_key(i: u64) -> Vec<u8> {
 /// keys were read 8 times (the hot set); and the NVMe reads one more pass over the hot set takes
 /// (what is not in DRAM even when warm).
 fn store_with_a_hot_set(p: &std::path::Path) -> (Store, u64) {
-    let mut s = StoreBuilder::new()
-        .dram(10 << 20)
-        .ssd(ssd(p, 128 << 20))
-        .durability(Durability::None)
-        .build()
-        .unwrap();
-    for i in 0..30_000u64 {
-        s.put(&hot_key(i), Kind::String, &value(i, 1000), None)
-            .unwrap();
-    }
+    let mut s = open(p, 10 << 20, 128 << 20, Durability::None);
+    put_values(&mut s, 0..30_000, hot_key, 1000);
     for _ in 0..8 {
         for i in 0..1000u64 {
             get(&mut s, &hot_key(i)).unwrap();
@@ -254,9 +190,7 @@ fn store_with_a_hot_set(p: &std::path::Path) -> (Store, u64) {
 /// NVMe reads one pass over the hot set takes now, its values checked.
 fn hot_set_misses(s: &mut Store) -> u64 {
     let before = nvme_reads(s);
-    for i in 0..1000u64 {
-        assert_eq!(get(s, &hot_key(i)), Some(value(i, 1000)));
-    }
+    assert_values(s, 0..1000, hot_key, 1000);
     nvme_reads(s) - before
 }
 
@@ -280,20 +214,10 @@ fn a_scan_does_not_evict_the_hot_set() {
 /// (`k022000`..) read five times: after that DRAM holds warm keys only, which a key read once or
 /// twice cannot displace.
 fn store_full_of_warm_keys(p: &std::path::Path) -> Store {
-    let mut s = StoreBuilder::new()
-        .dram(10 << 20)
-        .ssd(ssd(p, 128 << 20))
-        .durability(Durability::None)
-        .build()
-        .unwrap();
-    for i in 0..30_000u64 {
-        s.put(&hot_key(i), Kind::String, &value(i, 1000), None)
-            .unwrap();
-    }
+    let mut s = open(p, 10 << 20, 128 << 20, Durability::None);
+    put_values(&mut s, 0..30_000, hot_key, 1000);
     for _ in 0..5 {
-        for i in 22_000..30_000u64 {
-            assert_eq!(get(&mut s, &hot_key(i)), Some(value(i, 1000)));
-        }
+        assert_values(&mut s, 22_000..30_000, hot_key, 1000);
     }
     s
 }
@@ -307,14 +231,7 @@ fn store_full_of_warm_keys(p: &std::path::Path) -> Store {
 fn a_scan_does_not_take_the_watermark_headroom() {
     let p = temp("nvme");
     let mut s = store_full_of_warm_keys(&p);
-    let admitted = |s: &Store| {
-        s.stats()
-            .tiers
-            .iter()
-            .find(|t| t.tier == "nvme")
-            .unwrap()
-            .promotions
-    };
+    let admitted = |s: &Store| nvme_tier(s).promotions;
     let before = admitted(&s);
     for i in 0..22_000u64 {
         get(&mut s, &hot_key(i)).unwrap();
@@ -406,12 +323,7 @@ fn updates_of_cold_keys_do_not_evict_the_hot_set() {
     s.check_invariants().unwrap();
     // And they survive a restart (the written-around values are the log's newest).
     s.close().unwrap();
-    let mut s = StoreBuilder::new()
-        .dram(10 << 20)
-        .ssd(ssd(&p, 128 << 20))
-        .durability(Durability::None)
-        .build()
-        .unwrap();
+    let mut s = open(&p, 10 << 20, 128 << 20, Durability::None);
     for i in (1000..30_000u64).step_by(11) {
         assert_eq!(
             get(&mut s, &hot_key(i)),
@@ -425,20 +337,9 @@ fn updates_of_cold_keys_do_not_evict_the_hot_set() {
 fn recovery_after_close_and_after_a_crash_with_always() {
     let p = temp("nvme");
     {
-        let mut s = StoreBuilder::new()
-            .dram(8 << 20)
-            .ssd(ssd(&p, 64 << 20))
-            .durability(Durability::Always)
-            .build()
-            .unwrap();
+        let mut s = open(&p, 8 << 20, 64 << 20, Durability::Always);
         for i in 0..3000u64 {
-            s.put(
-                format!("k{i}").as_bytes(),
-                Kind::String,
-                &value(i, 500),
-                None,
-            )
-            .unwrap();
+            put_values(&mut s, [i], |i| format!("k{i}"), 500);
             s.commit().unwrap();
         }
         s.delete(b"k7").unwrap();
@@ -455,12 +356,7 @@ fn recovery_after_close_and_after_a_crash_with_always() {
         // Dropped without close: a crash after the last commit.
     }
     {
-        let mut s = StoreBuilder::new()
-            .dram(8 << 20)
-            .ssd(ssd(&p, 64 << 20))
-            .durability(Durability::Always)
-            .build()
-            .unwrap();
+        let mut s = open(&p, 8 << 20, 64 << 20, Durability::Always);
         assert_eq!(s.recovered_keys(), 2999);
         assert_eq!(get(&mut s, b"k7"), None);
         let o = s.get(b"k8").unwrap().unwrap();
@@ -471,18 +367,13 @@ fn recovery_after_close_and_after_a_crash_with_always() {
         let mut k9 = value(9, 500);
         k9[10..17].copy_from_slice(b"PATCHED");
         assert_eq!(get(&mut s, b"k9"), Some(k9));
-        for i in (0..3000u64).filter(|&i| !(7..=9).contains(&i)) {
-            assert_eq!(get(&mut s, format!("k{i}").as_bytes()), Some(value(i, 500)));
-        }
+        let untouched = (0..3000u64).filter(|&i| !(7..=9).contains(&i));
+        assert_values(&mut s, untouched, |i| format!("k{i}"), 500);
         s.flush_all().unwrap();
         s.put(b"only", Kind::String, b"1", None).unwrap();
         s.close().unwrap();
     }
-    let mut s = StoreBuilder::new()
-        .dram(8 << 20)
-        .ssd(ssd(&p, 64 << 20))
-        .build()
-        .unwrap();
+    let mut s = over_log(&p, 8 << 20, 64 << 20).build().unwrap();
     assert_eq!(s.len(), 1);
     assert_eq!(get(&mut s, b"only"), Some(b"1".to_vec()));
 }
@@ -491,33 +382,13 @@ fn recovery_after_close_and_after_a_crash_with_always() {
 fn write_back_with_durability_none_keeps_everything_on_close() {
     let p = temp("nvme");
     {
-        let mut s = StoreBuilder::new()
-            .dram(8 << 20)
-            .ssd(ssd(&p, 64 << 20))
-            .durability(Durability::None)
-            .build()
-            .unwrap();
-        for i in 0..20_000u64 {
-            s.put(
-                format!("k{i}").as_bytes(),
-                Kind::String,
-                &value(i, 700),
-                None,
-            )
-            .unwrap();
-        }
+        let mut s = open(&p, 8 << 20, 64 << 20, Durability::None);
+        put_values(&mut s, 0..20_000, |i| format!("k{i}"), 700);
         s.close().unwrap();
     }
-    let mut s = StoreBuilder::new()
-        .dram(8 << 20)
-        .ssd(ssd(&p, 64 << 20))
-        .durability(Durability::None)
-        .build()
-        .unwrap();
+    let mut s = open(&p, 8 << 20, 64 << 20, Durability::None);
     assert_eq!(s.len(), 20_000);
-    for i in (0..20_000u64).step_by(97) {
-        assert_eq!(get(&mut s, format!("k{i}").as_bytes()), Some(value(i, 700)));
-    }
+    assert_values(&mut s, (0..20_000).step_by(97), |i| format!("k{i}"), 700);
 }
 
 #[test]
@@ -525,12 +396,7 @@ fn a_full_nvme_tier_refuses_writes_and_keeps_reads_and_data() {
     let p = temp("nvme");
     let mut written = Vec::new();
     {
-        let mut s = StoreBuilder::new()
-            .dram(8 << 20)
-            .ssd(ssd(&p, 24 << 20))
-            .durability(Durability::Always)
-            .build()
-            .unwrap();
+        let mut s = open(&p, 8 << 20, 24 << 20, Durability::Always);
         let err = loop {
             let i = written.len() as u64;
             match s.put(
@@ -554,12 +420,7 @@ fn a_full_nvme_tier_refuses_writes_and_keeps_reads_and_data() {
             .unwrap_err();
         assert!(matches!(e, StoreError::Full { .. }), "{e}");
         s.check_invariants().unwrap();
-        for &i in &written {
-            assert_eq!(
-                get(&mut s, format!("k{i}").as_bytes()),
-                Some(value(i, 4000))
-            );
-        }
+        assert_values(&mut s, written.iter().copied(), |i| format!("k{i}"), 4000);
         // Deleting makes room again.
         for &i in written.iter().take(2000) {
             s.delete(format!("k{i}").as_bytes()).unwrap();
@@ -567,27 +428,15 @@ fn a_full_nvme_tier_refuses_writes_and_keeps_reads_and_data() {
         s.put(b"again", Kind::String, b"ok", None).unwrap();
         s.commit().unwrap();
     }
-    let mut s = StoreBuilder::new()
-        .dram(8 << 20)
-        .ssd(ssd(&p, 24 << 20))
-        .build()
-        .unwrap();
+    let mut s = over_log(&p, 8 << 20, 24 << 20).build().unwrap();
     assert_eq!(get(&mut s, b"again"), Some(b"ok".to_vec()));
-    for &i in written.iter().skip(2000) {
-        assert_eq!(
-            get(&mut s, format!("k{i}").as_bytes()),
-            Some(value(i, 4000))
-        );
-    }
+    let kept = written.iter().skip(2000).copied();
+    assert_values(&mut s, kept, |i| format!("k{i}"), 4000);
 }
 
 #[test]
 fn memory_only_store_says_how_to_grow() {
-    let mut s = StoreBuilder::new()
-        .dram(8 << 20)
-        .durability(Durability::None)
-        .build()
-        .unwrap();
+    let mut s = in_memory(8 << 20);
     let mut i = 0u64;
     let err = loop {
         if let Err(e) = s.put(
@@ -694,23 +543,10 @@ fn bad_configuration_is_explained() {
 
 #[test]
 fn arenas_are_on_their_nodes() {
-    let mut s = StoreBuilder::new()
-        .dram(16 << 20)
-        .cxl(8 << 20)
-        .durability(Durability::None)
-        .build()
-        .unwrap();
+    let mut s = in_dram_and_cxl(16 << 20, 8 << 20);
     // ~15 MB of objects: more than DRAM's share of its budget (the index takes ~2 MB of it, and
     // slab pages are whole MiB), so both arenas are touched; less than both together.
-    for i in 0..15_000u64 {
-        s.put(
-            format!("k{i}").as_bytes(),
-            Kind::String,
-            &value(i, 1000),
-            None,
-        )
-        .unwrap();
-    }
+    put_values(&mut s, 0..15_000, |i| format!("k{i}"), 1000);
     let st = s.stats();
     for p in s.placement().unwrap() {
         assert!(
@@ -728,6 +564,11 @@ fn arenas_are_on_their_nodes() {
     if !std::path::Path::new("/sys/devices/system/node/node1").exists() {
         assert!(st.cxl_emulated_on_dram);
     }
+}
+
+/// 8 MiB of DRAM and 1 MiB of CXL memory over 32 MiB of NVMe in `log`.
+fn small_tiers(log: &std::path::Path, durability: Durability) -> Store {
+    open_with(log, 8 << 20, 32 << 20, durability, |b| b.cxl(1 << 20))
 }
 
 #[derive(Debug, Clone)]
@@ -749,12 +590,41 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
+#[derive(Debug, Clone)]
+enum WbOp {
+    Put(u8, u16),
+    PutExpired(u8),
+    Patch(u8, u16, u8),
+    Del(u8),
+    Get(u8),
+    Prefetch(Vec<u8>),
+    Scan(u8, u8),
+    Tick,
+    FlushAll,
+    CloseReopen,
+}
+
+fn wb_op() -> impl Strategy<Value = WbOp> {
+    prop_oneof![
+        6 => (any::<u8>(), 0u16..3000).prop_map(|(k, l)| WbOp::Put(k, l)),
+        1 => any::<u8>().prop_map(WbOp::PutExpired),
+        3 => (any::<u8>(), any::<u16>(), any::<u8>()).prop_map(|(k, at, b)| WbOp::Patch(k, at, b)),
+        2 => any::<u8>().prop_map(WbOp::Del),
+        5 => any::<u8>().prop_map(WbOp::Get),
+        1 => proptest::collection::vec(any::<u8>(), 0..8).prop_map(WbOp::Prefetch),
+        1 => (any::<u8>(), 1u8..20).prop_map(|(k, n)| WbOp::Scan(k, n)),
+        1 => Just(WbOp::Tick),
+        1 => prop::bool::weighted(0.05).prop_map(|f| if f { WbOp::FlushAll } else { WbOp::Tick }),
+        1 => Just(WbOp::CloseReopen),
+    ]
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
     #[test]
     fn behaves_like_a_map_across_tiers_and_restarts(ops in proptest::collection::vec(op(), 1..400)) {
         let p = temp("nvme");
-        let open = || StoreBuilder::new().dram(8 << 20).cxl(1 << 20).ssd(ssd(&p, 32 << 20)).durability(Durability::Always).build().unwrap();
+        let open = || small_tiers(&p, Durability::Always);
         let mut s = open();
         let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
         for (n, op) in ops.into_iter().enumerate() {
@@ -788,91 +658,16 @@ proptest! {
         let scanned: Vec<Vec<u8>> = s.scan(b"", 1000).unwrap().into_iter().map(|r| r.key).collect();
         prop_assert_eq!(scanned, model.keys().cloned().collect::<Vec<_>>());
     }
-}
 
-#[test]
-fn the_index_is_counted_in_the_dram_budget() {
-    let p = temp("nvme");
-    let mut s = StoreBuilder::new()
-        .dram(8 << 20)
-        .ssd(ssd(&p, 64 << 20))
-        .durability(Durability::EverySec)
-        .build()
-        .unwrap();
-    let dram_at_start = s.stats().tiers[0].capacity_bytes;
-    let mut i = 0u64;
-    let err = loop {
-        if let Err(e) = s.put(format!("key{i:010}").as_bytes(), Kind::String, b"v", None) {
-            break e;
-        }
-        i += 1;
-        if i % 4096 == 0 {
-            s.tick().unwrap();
-        }
-        assert!(i < 1_000_000, "the index never filled the DRAM budget");
-    };
-    assert!(matches!(err, StoreError::Full { .. }), "{err}");
-    assert!(err.to_string().contains("--dram"), "{err}");
-    let st = s.stats();
-    assert!(st.index_bytes <= 8 << 20, "{st:?}");
-    assert!(st.tiers[0].capacity_bytes < dram_at_start / 8, "{st:?}");
-    s.check_invariants().unwrap();
-    // Existing keys still take writes and reads.
-    s.put(b"key0000000000", Kind::String, b"new", None).unwrap();
-    assert_eq!(get(&mut s, b"key0000000000"), Some(b"new".to_vec()));
-    assert_eq!(
-        get(&mut s, format!("key{:010}", i - 1).as_bytes()),
-        Some(b"v".to_vec())
-    );
-    // Deleting keys gives the index room back: once a quarter of them are gone it compacts
-    // (its hash table may need up to that many deletions before growing stops being due).
-    for k in (1..i).step_by(3) {
-        assert!(s.delete(format!("key{k:010}").as_bytes()).unwrap());
-    }
-    s.put(b"another", Kind::String, b"x", None).unwrap();
-    s.check_invariants().unwrap();
-}
-
-#[derive(Debug, Clone)]
-enum WbOp {
-    Put(u8, u16),
-    PutExpired(u8),
-    Patch(u8, u16, u8),
-    Del(u8),
-    Get(u8),
-    Prefetch(Vec<u8>),
-    Scan(u8, u8),
-    Tick,
-    FlushAll,
-    CloseReopen,
-}
-
-fn wb_op() -> impl Strategy<Value = WbOp> {
-    prop_oneof![
-        6 => (any::<u8>(), 0u16..3000).prop_map(|(k, l)| WbOp::Put(k, l)),
-        1 => any::<u8>().prop_map(WbOp::PutExpired),
-        3 => (any::<u8>(), any::<u16>(), any::<u8>()).prop_map(|(k, at, b)| WbOp::Patch(k, at, b)),
-        2 => any::<u8>().prop_map(WbOp::Del),
-        5 => any::<u8>().prop_map(WbOp::Get),
-        1 => proptest::collection::vec(any::<u8>(), 0..8).prop_map(WbOp::Prefetch),
-        1 => (any::<u8>(), 1u8..20).prop_map(|(k, n)| WbOp::Scan(k, n)),
-        1 => Just(WbOp::Tick),
-        1 => prop::bool::weighted(0.05).prop_map(|f| if f { WbOp::FlushAll } else { WbOp::Tick }),
-        1 => Just(WbOp::CloseReopen),
-    ]
-}
-
-proptest! {
-    #![proptest_config(ProptestConfig { cases: 16, ..ProptestConfig::default() })]
     /// Write-back (durability none): dirty objects reach NVMe only when demoted or on close, so a
     /// clean close and reopen must keep everything; prefetch and scan stage NVMe reads.
     #[test]
     fn write_back_behaves_like_a_map(ops in proptest::collection::vec(wb_op(), 1..400)) {
         let p = temp("nvme");
-        let open = || StoreBuilder::new().dram(8 << 20).cxl(1 << 20).ssd(ssd(&p, 32 << 20)).durability(Durability::None).build().unwrap();
+        let key = |k: u8| format!("key{k:03}").into_bytes();
+        let open = || small_tiers(&p, Durability::None);
         let mut s = open();
         let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
-        let key = |k: u8| format!("key{k:03}").into_bytes();
         for (n, op) in ops.into_iter().enumerate() {
             match op {
                 WbOp::Put(k, len) => {
@@ -947,22 +742,49 @@ proptest! {
 }
 
 #[test]
+fn the_index_is_counted_in_the_dram_budget() {
+    let p = temp("nvme");
+    let mut s = open(&p, 8 << 20, 64 << 20, Durability::EverySec);
+    let dram_at_start = s.stats().tiers[0].capacity_bytes;
+    let mut i = 0u64;
+    let err = loop {
+        if let Err(e) = s.put(format!("key{i:010}").as_bytes(), Kind::String, b"v", None) {
+            break e;
+        }
+        i += 1;
+        if i % 4096 == 0 {
+            s.tick().unwrap();
+        }
+        assert!(i < 1_000_000, "the index never filled the DRAM budget");
+    };
+    assert!(matches!(err, StoreError::Full { .. }), "{err}");
+    assert!(err.to_string().contains("--dram"), "{err}");
+    let st = s.stats();
+    assert!(st.index_bytes <= 8 << 20, "{st:?}");
+    assert!(st.tiers[0].capacity_bytes < dram_at_start / 8, "{st:?}");
+    s.check_invariants().unwrap();
+    // Existing keys still take writes and reads.
+    s.put(b"key0000000000", Kind::String, b"new", None).unwrap();
+    assert_eq!(get(&mut s, b"key0000000000"), Some(b"new".to_vec()));
+    assert_eq!(
+        get(&mut s, format!("key{:010}", i - 1).as_bytes()),
+        Some(b"v".to_vec())
+    );
+    // Deleting keys gives the index room back: once a quarter of them are gone it compacts
+    // (its hash table may need up to that many deletions before growing stops being due).
+    for k in (1..i).step_by(3) {
+        assert!(s.delete(format!("key{k:010}").as_bytes()).unwrap());
+    }
+    s.put(b"another", Kind::String, b"x", None).unwrap();
+    s.check_invariants().unwrap();
+}
+
+#[test]
 fn hot_cxl_objects_are_promoted_to_dram() {
-    let mut s = StoreBuilder::new()
-        .dram(8 << 20)
-        .cxl(8 << 20)
-        .durability(Durability::None)
-        .build()
-        .unwrap();
+    let mut s = in_dram_and_cxl(8 << 20, 8 << 20);
     // 11 MB of 1 KB values: the first ones are pushed down to CXL by the later ones.
     for i in 0..11_000u64 {
-        s.put(
-            format!("k{i:05}").as_bytes(),
-            Kind::String,
-            &value(i, 1000),
-            None,
-        )
-        .unwrap();
+        put_values(&mut s, [i], |i| format!("k{i:05}"), 1000);
         if i % 500 == 0 {
             s.tick().unwrap();
         }
@@ -974,40 +796,22 @@ fn hot_cxl_objects_are_promoted_to_dram() {
     );
     assert!(st.cxl_emulated_on_dram || st.tiers[1].node != st.tiers[0].node);
     for _ in 0..6 {
-        for i in 0..50u64 {
-            assert_eq!(
-                get(&mut s, format!("k{i:05}").as_bytes()),
-                Some(value(i, 1000))
-            );
-        }
+        assert_values(&mut s, 0..50, |i| format!("k{i:05}"), 1000);
     }
     let st = s.stats();
     assert!(st.tiers[1].hits > 0, "{st:?}");
     assert!(st.tiers[1].promotions >= 40, "{st:?}");
     s.check_invariants().unwrap();
     // Everything is still there, in exactly one tier.
-    for i in 0..11_000u64 {
-        assert_eq!(
-            get(&mut s, format!("k{i:05}").as_bytes()),
-            Some(value(i, 1000))
-        );
-    }
+    assert_values(&mut s, 0..11_000, |i| format!("k{i:05}"), 1000);
     s.check_invariants().unwrap();
 }
 
 #[test]
 fn expiry_is_lazy_and_sampled_by_tick_and_set_expiry_changes_it() {
     let p = temp("nvme");
-    let mut s = StoreBuilder::new()
-        .dram(8 << 20)
-        .ssd(ssd(&p, 16 << 20))
-        .durability(Durability::Always)
-        .build()
-        .unwrap();
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64;
+    let mut s = open(&p, 8 << 20, 16 << 20, Durability::Always);
+    let now = now_ms();
     for i in 0..10u64 {
         s.put(
             format!("t{i}").as_bytes(),
@@ -1035,12 +839,7 @@ fn expiry_is_lazy_and_sampled_by_tick_and_set_expiry_changes_it() {
     assert_eq!(get(&mut s, b"keep"), Some(b"k".to_vec()));
     s.check_invariants().unwrap();
     drop(s);
-    let mut s = StoreBuilder::new()
-        .dram(8 << 20)
-        .ssd(ssd(&p, 16 << 20))
-        .durability(Durability::Always)
-        .build()
-        .unwrap();
+    let mut s = open(&p, 8 << 20, 16 << 20, Durability::Always);
     assert_eq!(s.len(), 1, "recovery skips expired and deleted records");
     assert_eq!(get(&mut s, b"keep"), Some(b"k".to_vec()));
 }
@@ -1055,12 +854,7 @@ fn dram_budget_bounds_resident_memory_as_the_index_grows() {
     // Enough keys for the index to take most of the budget, leaving DRAM at least one 2 MiB
     // slab page for objects.
     const KEYS: u64 = 70_000;
-    let mut s = StoreBuilder::new()
-        .dram(budget)
-        .ssd(ssd(&p, 512 << 20))
-        .durability(Durability::None)
-        .build()
-        .unwrap();
+    let mut s = open(&p, budget, 512 << 20, Durability::None);
     let mut peak_resident = 0;
     for i in 0..KEYS {
         s.put(
@@ -1103,22 +897,9 @@ fn dram_budget_bounds_resident_memory_as_the_index_grows() {
 #[test]
 fn overlapping_reads_stage_current_values_only() {
     let p = temp("overlap.log");
-    let mut s = StoreBuilder::new()
-        .dram(8 << 20)
-        .ssd(ssd(&p, 256 << 20))
-        .durability(Durability::None)
-        .build()
-        .unwrap();
+    let mut s = open(&p, 8 << 20, 256 << 20, Durability::None);
     let n = 20_000u64;
-    for i in 0..n {
-        s.put(
-            format!("k{i:06}").as_bytes(),
-            Kind::String,
-            &value(i, 1000),
-            None,
-        )
-        .unwrap();
-    }
+    put_values(&mut s, 0..n, |i| format!("k{i:06}"), 1000);
     let keys: Vec<Vec<u8>> = (0..n)
         .step_by(37)
         .map(|i| format!("k{i:06}").into_bytes())
@@ -1157,23 +938,12 @@ fn overlapping_reads_stage_current_values_only() {
 fn reads_beyond_the_queue_depth_wait_their_turn() {
     let p = temp("depth.log");
     let depth = 4;
-    let mut s = StoreBuilder::new()
-        .dram(8 << 20)
-        .ssd(ssd(&p, 256 << 20))
+    let mut s = over_log(&p, 8 << 20, 256 << 20)
         .durability(Durability::None)
         .nvme_queue_depth(depth)
         .build()
         .unwrap();
-    let n = 20_000u64;
-    for i in 0..n {
-        s.put(
-            format!("k{i:06}").as_bytes(),
-            Kind::String,
-            &value(i, 1000),
-            None,
-        )
-        .unwrap();
-    }
+    put_values(&mut s, 0..20_000, |i| format!("k{i:06}"), 1000);
     // Keys written first: demoted to NVMe long ago, out of the open segment.
     let keys: Vec<Vec<u8>> = (0..4000)
         .step_by(37)
@@ -1228,15 +998,7 @@ fn reads_beyond_the_queue_depth_wait_their_turn() {
 /// use holds its own slab pages, so the pages a class no longer needs must go back to the others
 /// (a DRAM-only store of 64 MiB answered "the store is full" after about 50 writes of one key).
 fn overwrite_with_changing_sizes(s: &mut Store, others: u64) {
-    for i in 0..others {
-        s.put(
-            format!("other{i}").as_bytes(),
-            Kind::String,
-            &value(i, 100),
-            None,
-        )
-        .unwrap();
-    }
+    put_values(s, 0..others, |i| format!("other{i}"), 100);
     let mut len = 1usize;
     for i in 0..2000u64 {
         len = (len * 37 + 11) % 4096 + 1;
@@ -1248,31 +1010,14 @@ fn overwrite_with_changing_sizes(s: &mut Store, others: u64) {
         s.tick().unwrap();
     }
     s.check_invariants().unwrap();
-    for i in 0..others {
-        assert_eq!(
-            get(s, format!("other{i}").as_bytes()),
-            Some(value(i, 100)),
-            "other{i}"
-        );
-    }
+    assert_values(s, 0..others, |i| format!("other{i}"), 100);
 }
 
 #[test]
 fn values_that_change_size_reuse_emptied_slab_pages() {
     for others in [0, 300] {
-        let mut s = StoreBuilder::new()
-            .dram(64 << 20)
-            .durability(Durability::None)
-            .build()
-            .unwrap();
-        overwrite_with_changing_sizes(&mut s, others);
-        let mut s = StoreBuilder::new()
-            .dram(64 << 20)
-            .cxl(64 << 20)
-            .durability(Durability::None)
-            .build()
-            .unwrap();
-        overwrite_with_changing_sizes(&mut s, others);
+        overwrite_with_changing_sizes(&mut in_memory(64 << 20), others);
+        overwrite_with_changing_sizes(&mut in_dram_and_cxl(64 << 20, 64 << 20), others);
     }
 }
 
@@ -1282,16 +1027,13 @@ fn values_that_change_size_reuse_emptied_slab_pages() {
 #[test]
 fn listing_keys_reads_nothing_from_nvme() {
     let p = temp("nvme");
-    let mut s = StoreBuilder::new()
-        .dram(8 << 20)
-        .ssd(ssd(&p, 128 << 20))
-        .durability(Durability::None)
-        .build()
-        .unwrap();
-    for i in 0..20_000u64 {
-        let key = cxltier_store::db_key(2, &hot_key(i));
-        s.put(&key, Kind::String, &value(i, 1000), None).unwrap();
-    }
+    let mut s = open(&p, 8 << 20, 128 << 20, Durability::None);
+    put_values(
+        &mut s,
+        0..20_000,
+        |i| cxltier_store::db_key(2, &hot_key(i)),
+        1000,
+    );
     s.put(
         &cxltier_store::db_key(3, b"other"),
         Kind::String,
@@ -1299,13 +1041,7 @@ fn listing_keys_reads_nothing_from_nvme() {
         None,
     )
     .unwrap();
-    let on_nvme = s
-        .stats()
-        .tiers
-        .iter()
-        .find(|t| t.tier == "nvme")
-        .unwrap()
-        .objects;
+    let on_nvme = nvme_tier(&s).objects;
     assert!(
         on_nvme > 10_000,
         "the case needs most values on NVMe: {on_nvme}"
