@@ -2,30 +2,13 @@
 //! of another size that are hotter take pages from it, on reads and on writes, and everything
 //! stays readable and accounted for.
 
+mod util;
+
 use std::collections::BTreeMap;
 
-use cxltier_store::testing::{temp_file, TempFile};
-use cxltier_store::{Durability, Kind, SsdSpec, Store, StoreBuilder};
+use cxltier_store::{Durability, Kind, Store};
 use proptest::prelude::*;
-
-fn temp(name: &str) -> TempFile {
-    temp_file("cxltier-rebalance-", name)
-}
-
-fn ssd(path: &std::path::Path, size: u64) -> SsdSpec {
-    SsdSpec {
-        path: path.to_path_buf(),
-        capacity: Some(size),
-    }
-}
-
-fn value(i: u64, len: usize) -> Vec<u8> {
-    (0..len).map(|j| (i as usize * 31 + j * 7) as u8).collect()
-}
-
-fn get(s: &mut Store, k: &[u8]) -> Option<Vec<u8>> {
-    s.get(k).unwrap().map(|o| o.value.to_vec())
-}
+use util::{get, nvme_tier, over_log, put_values, temp, value};
 
 fn filler_key(i: u64) -> Vec<u8> {
     format!("filler:{i:06}").into_bytes()
@@ -40,10 +23,34 @@ const HOT_LEN: usize = 500;
 
 /// A filler of 4,000-byte strings written first, three times the DRAM budget.
 fn fill(s: &mut Store, n: u64) {
+    put_values(s, 0..n, filler_key, FILLER_LEN);
+}
+
+/// Asserts the first `n` filler values read back, each read in a batch of its own.
+fn assert_filler(s: &mut Store, n: u64) {
     for i in 0..n {
-        s.put(&filler_key(i), Kind::String, &value(i, FILLER_LEN), None)
-            .unwrap();
+        assert_eq!(
+            get(s, &filler_key(i)),
+            Some(value(i, FILLER_LEN)),
+            "filler {i}"
+        );
+        s.end_batch();
     }
+}
+
+/// A store of objects of at most 8 KiB: `dram` bytes of DRAM, `cxl` bytes of CXL memory if any,
+/// over 128 MiB of NVMe in `log`.
+fn small_objects(
+    log: &std::path::Path,
+    dram: u64,
+    cxl: Option<u64>,
+    durability: Durability,
+) -> Store {
+    let mut b = over_log(log, dram, 128 << 20).max_object(8 << 10);
+    if let Some(cxl) = cxl {
+        b = b.cxl(cxl);
+    }
+    b.durability(durability).build().unwrap()
 }
 
 fn in_dram(s: &Store, keys: impl Iterator<Item = Vec<u8>>) -> usize {
@@ -57,13 +64,7 @@ fn in_dram(s: &Store, keys: impl Iterator<Item = Vec<u8>>) -> usize {
 #[test]
 fn a_hot_set_of_another_size_takes_dram_from_a_cold_filler() {
     let p = temp("nvme");
-    let mut s = StoreBuilder::new()
-        .dram(12 << 20)
-        .max_object(8 << 10)
-        .ssd(ssd(&p, 128 << 20))
-        .durability(Durability::None)
-        .build()
-        .unwrap();
+    let mut s = small_objects(&p, 12 << 20, None, Durability::None);
     let fillers = 9_000;
     fill(&mut s, fillers);
     // The filler's share of DRAM before the hot set is written: the hot set takes its pages on
@@ -99,7 +100,7 @@ fn a_hot_set_of_another_size_takes_dram_from_a_cold_filler() {
     let st = s.stats();
     assert!(st.slab_pages_moved >= 1, "{st:?}");
     assert!(st.slab_objects_moved >= 1, "{st:?}");
-    let nvme = st.tiers.iter().find(|t| t.tier == "nvme").unwrap();
+    let nvme = nvme_tier(&s);
     assert!(
         nvme.promotions as usize >= hot as usize - hot_written_to_dram,
         "the {} hot objects written to NVMe were promoted by reads: {st:?}",
@@ -116,18 +117,9 @@ fn a_hot_set_of_another_size_takes_dram_from_a_cold_filler() {
     for i in 0..hot {
         assert!(get(&mut s, &hot_key(i)).is_some());
     }
-    let st = s.stats();
-    let nvme = st.tiers.iter().find(|t| t.tier == "nvme").unwrap();
-    assert_eq!(nvme.reads, reads, "the hot set is read from DRAM");
+    assert_eq!(nvme_tier(&s).reads, reads, "the hot set is read from DRAM");
     // Every value intact, the filler's included.
-    for i in 0..fillers {
-        assert_eq!(
-            get(&mut s, &filler_key(i)),
-            Some(value(i, FILLER_LEN)),
-            "filler {i}"
-        );
-        s.end_batch();
-    }
+    assert_filler(&mut s, fillers);
     for i in 0..hot {
         assert_eq!(
             get(&mut s, &hot_key(i)),
@@ -146,14 +138,7 @@ fn page_moves_with_a_cxl_tier_keep_values_across_a_restart() {
     let fillers = 9_000;
     let hot = 600;
     {
-        let mut s = StoreBuilder::new()
-            .dram(10 << 20)
-            .cxl(4 << 20)
-            .max_object(8 << 10)
-            .ssd(ssd(&p, 128 << 20))
-            .durability(Durability::EverySec)
-            .build()
-            .unwrap();
+        let mut s = small_objects(&p, 10 << 20, Some(4 << 20), Durability::EverySec);
         fill(&mut s, fillers);
         for i in 0..hot {
             s.put(&hot_key(i), Kind::String, &value(i + 7, HOT_LEN), None)
@@ -174,18 +159,8 @@ fn page_moves_with_a_cxl_tier_keep_values_across_a_restart() {
         assert_eq!(in_memory, hot as usize);
         s.close().unwrap();
     }
-    let mut s = StoreBuilder::new()
-        .dram(10 << 20)
-        .cxl(4 << 20)
-        .max_object(8 << 10)
-        .ssd(ssd(&p, 128 << 20))
-        .durability(Durability::EverySec)
-        .build()
-        .unwrap();
-    for i in 0..fillers {
-        assert_eq!(get(&mut s, &filler_key(i)), Some(value(i, FILLER_LEN)));
-        s.end_batch();
-    }
+    let mut s = small_objects(&p, 10 << 20, Some(4 << 20), Durability::EverySec);
+    assert_filler(&mut s, fillers);
     for i in 0..hot {
         assert_eq!(get(&mut s, &hot_key(i)), Some(value(i + 7, HOT_LEN)));
     }
@@ -198,13 +173,7 @@ fn page_moves_with_a_cxl_tier_keep_values_across_a_restart() {
 #[test]
 fn a_cold_write_of_a_new_size_moves_no_page() {
     let p = temp("nvme");
-    let mut s = StoreBuilder::new()
-        .dram(12 << 20)
-        .max_object(8 << 10)
-        .ssd(ssd(&p, 128 << 20))
-        .durability(Durability::None)
-        .build()
-        .unwrap();
+    let mut s = small_objects(&p, 12 << 20, None, Durability::None);
     fill(&mut s, 9_000);
     for i in 0..50 {
         s.put(&hot_key(i), Kind::String, &value(i, HOT_LEN), None)
@@ -280,10 +249,8 @@ proptest! {
     #[test]
     fn mixed_sizes_keep_the_invariants(ops in prop::collection::vec(op(), 3000..4000), cxl in any::<bool>()) {
         let p = temp("nvme");
-        let mut b = StoreBuilder::new()
-            .dram(8 << 20)
+        let mut b = over_log(&p, 8 << 20, 256 << 20)
             .max_object(8 << 10)
-            .ssd(ssd(&p, 256 << 20))
             .durability(Durability::None);
         if cxl {
             b = b.cxl(2 << 20);

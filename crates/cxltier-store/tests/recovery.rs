@@ -1,37 +1,23 @@
 //! Recovery of a damaged NVMe tier through the store: nothing acknowledged is lost or reverted
 //! silently, a refused start writes nothing, and `check_log` reads what a start would.
 
+mod util;
+
 use cxltier_store::log::{DamageKind, DEFAULT_SEGMENT_SIZE};
-use cxltier_store::testing::{temp_file, TempFile};
 use cxltier_store::{check_log, Durability, Kind, SsdSpec, Store, StoreBuilder, StoreError};
+use util::{get, in_memory, now_ms, over_log, temp};
 
-fn temp(name: &str) -> TempFile {
-    temp_file("cxltier-recovery-", name)
-}
-
+/// 16 MiB of DRAM over 32 MiB of NVMe in `path`, committing every second.
 fn builder(path: &std::path::Path) -> StoreBuilder {
-    StoreBuilder::new()
-        .dram(16 << 20)
-        .ssd(SsdSpec {
-            path: path.to_path_buf(),
-            capacity: Some(32 << 20),
-        })
-        .durability(Durability::EverySec)
+    over_log(path, 16 << 20, 32 << 20).durability(Durability::EverySec)
 }
 
-fn get(s: &mut Store, k: &[u8]) -> Option<Vec<u8>> {
-    s.get(k).unwrap().map(|o| o.value.to_vec())
-}
-
+/// Keys `fill{i}` for each `i` of `range`, of 600 bytes `i`, each committed.
 fn filler(s: &mut Store, range: std::ops::Range<u32>) {
     for i in range {
-        s.put(
-            format!("fill{i}").as_bytes(),
-            Kind::String,
-            &[i as u8; 600],
-            None,
-        )
-        .unwrap();
+        let key = format!("fill{i}");
+        s.put(key.as_bytes(), Kind::String, &[i as u8; 600], None)
+            .unwrap();
         s.commit().unwrap();
     }
 }
@@ -300,15 +286,8 @@ fn flush_db_removes_one_database_only() {
 #[test]
 fn background_expiry_reaches_every_database() {
     use cxltier_store::db_key;
-    let mut s = StoreBuilder::new()
-        .dram(16 << 20)
-        .durability(Durability::None)
-        .build()
-        .unwrap();
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64;
+    let mut s = in_memory(16 << 20);
+    let now = now_ms();
     for db in [0u8, 5, 13] {
         for i in 0..40 {
             let key = db_key(db, format!("k{i}").as_bytes());
