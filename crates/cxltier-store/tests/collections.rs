@@ -4,25 +4,16 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-use cxltier_store::testing::{temp_file, TempFile};
+mod util;
+
 use cxltier_store::{
-    Durability, Kind, ListEnd, ScoreBound, SsdSpec, Store, StoreBuilder, StoreError, ZAddFlags,
+    Durability, Kind, ListEnd, ScoreBound, Store, StoreBuilder, StoreError, ZAddFlags,
 };
 use proptest::prelude::*;
+use util::{in_memory, now_ms, open_with, over_log, temp};
 
-fn temp(name: &str) -> TempFile {
-    temp_file("cxltier-coll-", name)
-}
-
-fn ssd(path: &std::path::Path, size: u64) -> SsdSpec {
-    SsdSpec {
-        path: path.to_path_buf(),
-        capacity: Some(size),
-    }
-}
-
-/// A store in DRAM whose collection chunks split at `chunk` bytes.
-fn small_chunks(chunk: usize) -> Store {
+/// A builder for a store in DRAM whose collection chunks split at `chunk` bytes.
+fn in_dram(chunk: usize) -> StoreBuilder {
     // Chunks of many sizes take slab pages (1 MiB each with objects of at most 64 KiB) of many
     // size classes.
     StoreBuilder::new()
@@ -30,8 +21,32 @@ fn small_chunks(chunk: usize) -> Store {
         .max_object(64 << 10)
         .durability(Durability::None)
         .collection_chunk_bytes(chunk)
-        .build()
-        .unwrap()
+}
+
+/// A store in DRAM whose collection chunks split at `chunk` bytes.
+fn small_chunks(chunk: usize) -> Store {
+    in_dram(chunk).build().unwrap()
+}
+
+/// [`small_chunks`] with changed collections kept open across calls, as the server runs.
+fn write_back_store(chunk: usize) -> Store {
+    in_dram(chunk).collection_write_back(true).build().unwrap()
+}
+
+/// A builder for 32 MiB of DRAM over 128 MiB of NVMe in `p`, every write synced, collection
+/// chunks splitting at `chunk` bytes.
+fn durable_builder(p: &std::path::Path, chunk: usize) -> StoreBuilder {
+    over_log(p, 32 << 20, 128 << 20)
+        .max_object(64 << 10)
+        .durability(Durability::Always)
+        .collection_chunk_bytes(chunk)
+}
+
+/// 16 MiB of DRAM over 256 MiB of NVMe in `p`, objects of at most 64 KiB.
+fn over_nvme(p: &std::path::Path, durability: Durability) -> Store {
+    open_with(p, 16 << 20, 256 << 20, durability, |b| {
+        b.max_object(64 << 10)
+    })
 }
 
 /// Members from a small alphabet (so that they collide), now and then a long one (bigger than
@@ -120,6 +135,28 @@ fn run_list(s: &mut Store, ops: &[ListOp]) {
     s.check_invariants().unwrap();
 }
 
+/// The model of a range's LIMIT: `v` (reversed with `rev`) from `off`, at most `lim` of it.
+fn window<T>(mut v: Vec<T>, rev: bool, off: u8, lim: Option<u8>) -> Vec<T> {
+    if rev {
+        v.reverse();
+    }
+    v.into_iter()
+        .skip(off as usize)
+        .take(lim.map_or(usize::MAX, usize::from))
+        .collect()
+}
+
+/// The model of LPUSH (`left`) or RPUSH of `v`.
+fn push(m: &mut VecDeque<Vec<u8>>, left: bool, v: &[Vec<u8>]) {
+    for x in v {
+        if left {
+            m.push_front(x.clone())
+        } else {
+            m.push_back(x.clone())
+        }
+    }
+}
+
 /// `ops` on the list `list` and on the model `m`, every answer compared. With `check_each`
 /// the list's chunks are checked after each (which writes a changed list back, ending its
 /// batch); without, the ops go on changing the list as one batch, read as it is in memory.
@@ -129,25 +166,13 @@ fn run_list_ops(s: &mut Store, ops: &[ListOp], m: &mut VecDeque<Vec<u8>>, check_
         match op {
             ListOp::Push(left, v) => {
                 let n = s.list_push(k, end(*left), &refs(v)).unwrap();
-                for x in v {
-                    if *left {
-                        m.push_front(x.clone())
-                    } else {
-                        m.push_back(x.clone())
-                    }
-                }
+                push(m, *left, v);
                 assert_eq!(n, m.len() as u64);
             }
             ListOp::PushX(left, v) => {
                 let n = s.list_push_existing(k, end(*left), &refs(v)).unwrap();
                 if !m.is_empty() {
-                    for x in v {
-                        if *left {
-                            m.push_front(x.clone())
-                        } else {
-                            m.push_back(x.clone())
-                        }
-                    }
+                    push(m, *left, v);
                 }
                 assert_eq!(n, m.len() as u64);
             }
@@ -432,17 +457,10 @@ fn run_zset(s: &mut Store, ops: &[ZOp]) {
                     (if *ax { sc > score(*a) } else { sc >= score(*a) })
                         && (if *bx { sc < score(*b) } else { sc <= score(*b) })
                 };
-                let mut v: Vec<(Vec<u8>, f64)> =
+                let v: Vec<(Vec<u8>, f64)> =
                     sorted(&m).into_iter().filter(|x| inside(x.1)).collect();
                 assert_eq!(s.zcount(k, min, max).unwrap(), v.len() as u64);
-                if *rev {
-                    v.reverse();
-                }
-                let want: Vec<_> = v
-                    .into_iter()
-                    .skip(*off as usize)
-                    .take(lim.map_or(usize::MAX, usize::from))
-                    .collect();
+                let want = window(v, *rev, *off, *lim);
                 let got = s
                     .zrange_by_score(k, min, max, *rev, u64::from(*off), lim.map(u64::from))
                     .unwrap();
@@ -463,7 +481,7 @@ fn run_zset(s: &mut Store, ops: &[ZOp]) {
                     };
                     lo && hi
                 };
-                let mut v: Vec<(Vec<u8>, f64)> = m
+                let v: Vec<(Vec<u8>, f64)> = m
                     .iter()
                     .filter(|x| inside(x.0))
                     .map(|(x, y)| (x.clone(), *y))
@@ -472,14 +490,7 @@ fn run_zset(s: &mut Store, ops: &[ZOp]) {
                     s.zlexcount(k, bound(a, true), bound(b, false)).unwrap(),
                     v.len() as u64
                 );
-                if *rev {
-                    v.reverse();
-                }
-                let want: Vec<_> = v
-                    .into_iter()
-                    .skip(*off as usize)
-                    .take(lim.map_or(usize::MAX, usize::from))
-                    .collect();
+                let want = window(v, *rev, *off, *lim);
                 let got = s
                     .zrange_by_lex(
                         k,
@@ -643,19 +654,25 @@ fn run_keyed(s: &mut Store, ops: &[KOp], hash: bool) {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 
+    // Each run of lists, sorted sets and sets twice: each call written back as it returns, then
+    // with write-back, every call inside one long batch (reads see the changes not yet written,
+    // and the check at the end, which writes back, finds the chunks exact).
     #[test]
     fn lists_match_a_deque(ops in prop::collection::vec(list_op(), 1..80)) {
         run_list(&mut small_chunks(64), &ops);
+        run_list(&mut write_back_store(64), &ops);
     }
 
     #[test]
     fn sorted_sets_match_a_map(ops in prop::collection::vec(z_op(), 1..80)) {
         run_zset(&mut small_chunks(64), &ops);
+        run_zset(&mut write_back_store(64), &ops);
     }
 
     #[test]
     fn sets_match_a_set(ops in prop::collection::vec(k_op(), 1..60)) {
         run_keyed(&mut small_chunks(64), &ops, false);
+        run_keyed(&mut write_back_store(64), &ops, false);
     }
 
     #[test]
@@ -728,13 +745,7 @@ fn expiry_of_the_root_removes_the_whole_collection() {
 #[test]
 fn collections_larger_than_dram_keep_their_cold_chunks_on_nvme_and_stay_correct() {
     let p = temp("nvme");
-    let mut s = StoreBuilder::new()
-        .dram(16 << 20)
-        .max_object(64 << 10)
-        .ssd(ssd(&p, 256 << 20))
-        .durability(Durability::None)
-        .build()
-        .unwrap();
+    let mut s = over_nvme(&p, Durability::None);
     // A sorted set first, then a list twice the DRAM budget that pushes it down.
     let mut z = BTreeMap::new();
     for batch in 0..6u32 {
@@ -802,14 +813,7 @@ fn collections_larger_than_dram_keep_their_cold_chunks_on_nvme_and_stay_correct(
 // ---------------------------------------------------------------- recovery
 
 fn durable(p: &std::path::Path, chunk: usize) -> Store {
-    StoreBuilder::new()
-        .dram(32 << 20)
-        .max_object(64 << 10)
-        .ssd(ssd(p, 128 << 20))
-        .durability(Durability::Always)
-        .collection_chunk_bytes(chunk)
-        .build()
-        .unwrap()
+    durable_builder(p, chunk).build().unwrap()
 }
 
 /// What the test keeps of each collection, to compare after a restart.
@@ -903,15 +907,24 @@ fn read_back(s: &mut Store) -> Model {
     m
 }
 
+/// A [`durable`] store in `p` (256-byte chunks) after the [`change`]s of `rounds`, each
+/// committed with `commit_each`; and the model of them.
+fn changed(p: &std::path::Path, rounds: std::ops::Range<u32>, commit_each: bool) -> (Store, Model) {
+    let mut m = Model::default();
+    let mut s = durable(p, 256);
+    for round in rounds {
+        change(&mut s, &mut m, round);
+        if commit_each {
+            s.commit().unwrap();
+        }
+    }
+    (s, m)
+}
+
 #[test]
 fn collections_recover_exactly_after_close_and_after_a_crash() {
     let p = temp("nvme");
-    let mut m = Model::default();
-    let mut s = durable(&p, 256);
-    for round in 0..10 {
-        change(&mut s, &mut m, round);
-        s.commit().unwrap();
-    }
+    let (s, mut m) = changed(&p, 0..10, true);
     s.close().unwrap();
     let mut s = durable(&p, 256);
     assert_eq!(s.recovery().chunks_dropped, 0);
@@ -940,11 +953,7 @@ fn collections_recover_exactly_after_close_and_after_a_crash() {
 #[test]
 fn a_crash_in_the_middle_of_a_split_leaves_the_old_or_the_new_collection_whole() {
     let p = temp("nvme");
-    let mut m = Model::default();
-    let mut s = durable(&p, 256);
-    for round in 0..5 {
-        change(&mut s, &mut m, round);
-    }
+    let (mut s, mut m) = changed(&p, 0..5, false);
     s.commit().unwrap();
     let chunks_before = s.collection_chunk_writes();
     // The second chunk write of the next change fails: the first is on the log, its root is not.
@@ -1010,13 +1019,7 @@ fn a_damaged_chunk_refuses_the_start_like_any_record() {
     let mut bytes = bytes;
     bytes[at] ^= 0xa5;
     std::fs::write(&*p, &bytes).unwrap();
-    let refused = StoreBuilder::new()
-        .dram(32 << 20)
-        .max_object(64 << 10)
-        .ssd(ssd(&p, 128 << 20))
-        .durability(Durability::Always)
-        .collection_chunk_bytes(256)
-        .build();
+    let refused = durable_builder(&p, 256).build();
     assert!(
         matches!(refused, Err(StoreError::Damaged(_))),
         "{refused:?}"
@@ -1034,11 +1037,7 @@ fn writes(s: &mut Store, op: impl FnOnce(&mut Store)) -> u64 {
 
 #[test]
 fn a_point_change_to_a_hundred_thousand_members_writes_a_few_chunks_not_the_collection() {
-    let mut s = StoreBuilder::new()
-        .dram(256 << 20)
-        .durability(Durability::None)
-        .build()
-        .unwrap();
+    let mut s = in_memory(256 << 20);
     let n = 100_000u32;
     for batch in 0..(n / 1000) {
         let members: Vec<Vec<u8>> = (0..1000)
@@ -1121,13 +1120,7 @@ fn a_point_change_to_a_hundred_thousand_members_writes_a_few_chunks_not_the_coll
 #[test]
 fn the_reads_an_operation_needs_can_be_started_ahead() {
     let p = temp("nvme");
-    let mut s = StoreBuilder::new()
-        .dram(16 << 20)
-        .max_object(64 << 10)
-        .ssd(ssd(&p, 256 << 20))
-        .durability(Durability::EverySec)
-        .build()
-        .unwrap();
+    let mut s = over_nvme(&p, Durability::EverySec);
     let members: Vec<Vec<u8>> = (0..20_000)
         .map(|i| format!("{i:08}{}", "m".repeat(200)).into_bytes())
         .collect();
@@ -1137,13 +1130,7 @@ fn the_reads_an_operation_needs_can_be_started_ahead() {
     }
     s.close().unwrap();
     // After a restart everything is on NVMe: the root first, then one level at a time.
-    let mut s = StoreBuilder::new()
-        .dram(16 << 20)
-        .max_object(64 << 10)
-        .ssd(ssd(&p, 256 << 20))
-        .durability(Durability::EverySec)
-        .build()
-        .unwrap();
+    let mut s = over_nvme(&p, Durability::EverySec);
     let probe = cxltier_store::CollectionProbe::Index(12_345);
     let mut rounds = 0;
     loop {
@@ -1231,10 +1218,13 @@ fn a_collection_copied_or_renamed_takes_its_parts_along() {
 /// not fit is still refused.
 #[test]
 fn small_objects_shrink_the_default_chunk_and_collections_still_work() {
-    let mut s = StoreBuilder::new()
-        .dram(16 << 20)
-        .max_object(4096)
-        .durability(Durability::None)
+    let small_objects = || {
+        StoreBuilder::new()
+            .dram(16 << 20)
+            .max_object(4096)
+            .durability(Durability::None)
+    };
+    let mut s = small_objects()
         .build()
         .expect("a store of 4 KiB objects builds");
     let members: Vec<Vec<u8>> = (0..500u32)
@@ -1243,23 +1233,14 @@ fn small_objects_shrink_the_default_chunk_and_collections_still_work() {
     let refs: Vec<&[u8]> = members.iter().map(Vec::as_slice).collect();
     assert_eq!(s.list_push(b"l", ListEnd::Right, &refs).unwrap(), 500);
     assert_eq!(s.list_range(b"l", 0, -1).unwrap(), members);
-    let refused = StoreBuilder::new()
-        .dram(16 << 20)
-        .max_object(4096)
-        .durability(Durability::None)
-        .collection_chunk_bytes(4096)
-        .build();
+    let refused = small_objects().collection_chunk_bytes(4096).build();
     assert!(refused.is_err());
 }
 
 #[test]
 fn a_one_value_hash_made_chunked_keeps_its_fields_and_expiry_across_a_restart() {
     let p = temp("nvme");
-    let far = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64
-        + 3_600_000;
+    let far = now_ms() + 3_600_000;
     let fields: Vec<(Vec<u8>, Vec<u8>)> = (0..300)
         .map(|i| {
             (
@@ -1327,11 +1308,7 @@ fn changes_count_real_changes_and_expired_keys_are_handed_over_once() {
         "adding a member present, removing one absent"
     );
     // Expiry is not a change, and is reported only when tracked.
-    let soon = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64
-        + 40;
+    let soon = now_ms() + 40;
     s.put(b"e1", Kind::String, b"v", Some(soon)).unwrap();
     s.track_expired(true);
     s.put(b"e2", Kind::String, b"v", Some(soon)).unwrap();
@@ -1358,47 +1335,9 @@ fn changes_count_real_changes_and_expired_keys_are_handed_over_once() {
 
 // ---------------------------------------------------------------- write-back across a batch
 
-/// [`small_chunks`] with changed collections kept open across calls, as the server runs.
-fn write_back_store(chunk: usize) -> Store {
-    StoreBuilder::new()
-        .dram(64 << 20)
-        .max_object(64 << 10)
-        .durability(Durability::None)
-        .collection_chunk_bytes(chunk)
-        .collection_write_back(true)
-        .build()
-        .unwrap()
-}
-
-proptest! {
-    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
-
-    // The same models, every call of a run inside one long batch: reads see the changes not
-    // yet written, and the check at the end (which writes back) finds the chunks exact.
-    #[test]
-    fn with_write_back_lists_match_a_deque(ops in prop::collection::vec(list_op(), 1..80)) {
-        run_list(&mut write_back_store(64), &ops);
-    }
-
-    #[test]
-    fn with_write_back_sorted_sets_match_a_map(ops in prop::collection::vec(z_op(), 1..80)) {
-        run_zset(&mut write_back_store(64), &ops);
-    }
-
-    #[test]
-    fn with_write_back_sets_match_a_set(ops in prop::collection::vec(k_op(), 1..60)) {
-        run_keyed(&mut write_back_store(64), &ops, false);
-    }
-}
-
 /// [`durable`] with changed collections kept open across calls, as the server runs.
 fn durable_write_back(p: &std::path::Path, chunk: usize) -> Store {
-    StoreBuilder::new()
-        .dram(32 << 20)
-        .max_object(64 << 10)
-        .ssd(ssd(p, 128 << 20))
-        .durability(Durability::Always)
-        .collection_chunk_bytes(chunk)
+    durable_builder(p, chunk)
         .collection_write_back(true)
         .build()
         .unwrap()
@@ -1453,13 +1392,6 @@ proptest! {
         }
         s.check_invariants().unwrap();
     }
-}
-
-fn wall_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64
 }
 
 fn members(prefix: &str, n: usize) -> Vec<Vec<u8>> {
@@ -1553,13 +1485,13 @@ fn every_other_path_sees_the_changes_a_batch_has_not_written() {
     // and an expired list does not come back at the batch's end.
     let mut s = write_back_store(256);
     let want = list_with_open_pushes(&mut s);
-    let at = wall_ms() + 60_000;
+    let at = now_ms() + 60_000;
     assert!(s.set_expiry(b"l", Some(at)).unwrap());
     s.list_push(b"l", ListEnd::Right, &[b"z"]).unwrap();
     s.end_batch();
     assert_eq!(s.key_info(b"l").unwrap().expires_at_ms, Some(at));
     assert_eq!(s.list_len(b"l").unwrap(), want.len() as u64 + 1);
-    assert!(s.set_expiry(b"l", Some(wall_ms() + 30)).unwrap());
+    assert!(s.set_expiry(b"l", Some(now_ms() + 30)).unwrap());
     s.list_push(b"l", ListEnd::Right, &[b"y"]).unwrap();
     std::thread::sleep(std::time::Duration::from_millis(60));
     s.list_push(b"l", ListEnd::Right, &[b"after"]).unwrap();
@@ -1598,17 +1530,7 @@ fn every_other_path_sees_the_changes_a_batch_has_not_written() {
 #[test]
 fn a_commit_writes_the_batch_and_a_crash_after_it_loses_no_push() {
     let p = temp("nvme");
-    let durable_wb = |p: &std::path::Path| {
-        StoreBuilder::new()
-            .dram(32 << 20)
-            .max_object(64 << 10)
-            .ssd(ssd(p, 128 << 20))
-            .durability(Durability::Always)
-            .collection_chunk_bytes(256)
-            .collection_write_back(true)
-            .build()
-            .unwrap()
-    };
+    let durable_wb = |p: &std::path::Path| durable_write_back(p, 256);
     let mut m = Model::default();
     let mut s = durable_wb(&p);
     for round in 0..6 {
