@@ -955,6 +955,16 @@ fn a_crash_in_the_middle_of_a_split_leaves_the_old_or_the_new_collection_whole()
     let p = temp("nvme");
     let (mut s, mut m) = changed(&p, 0..5, false);
     s.commit().unwrap();
+    // `s` committed, dropped without close (a crash after the commit) and opened again: some
+    // chunk (`dropped`) is dropped, and the collections are `m` (`whole`).
+    let crash = |mut s: Store, m: &Model, dropped: &str, whole: &str| {
+        s.commit().unwrap();
+        drop(s);
+        let mut s = durable(&p, 256);
+        assert!(s.recovery().chunks_dropped >= 1, "{dropped}");
+        assert_eq!(read_back(&mut s), *m, "{whole}");
+        s
+    };
     let chunks_before = s.collection_chunk_writes();
     // The second chunk write of the next change fails: the first is on the log, its root is not.
     s.fail_chunk_io_after(Some(1), None);
@@ -964,14 +974,12 @@ fn a_crash_in_the_middle_of_a_split_leaves_the_old_or_the_new_collection_whole()
     let list: Vec<(f64, &[u8])> = many.iter().map(|(a, b)| (*a, b.as_slice())).collect();
     s.zadd(b"zset", ZAddFlags::default(), &list).unwrap_err();
     assert_eq!(s.collection_chunk_writes(), chunks_before + 1);
-    s.commit().unwrap();
-    drop(s);
-    let mut s = durable(&p, 256);
-    assert!(
-        s.recovery().chunks_dropped >= 1,
-        "the chunk written for the lost root is dropped"
+    let mut s = crash(
+        s,
+        &m,
+        "the chunk written for the lost root is dropped",
+        "the old collection, whole",
     );
-    assert_eq!(read_back(&mut s), m, "the old collection, whole");
 
     // Now the root is written and the replaced chunks' deletes are lost.
     s.fail_chunk_io_after(None, Some(0));
@@ -979,14 +987,12 @@ fn a_crash_in_the_middle_of_a_split_leaves_the_old_or_the_new_collection_whole()
     for (sc, x) in &many {
         m.zset.insert(x.clone(), *sc);
     }
-    s.commit().unwrap();
-    drop(s);
-    let mut s = durable(&p, 256);
-    assert!(
-        s.recovery().chunks_dropped >= 1,
-        "the replaced chunks are dropped"
+    crash(
+        s,
+        &m,
+        "the replaced chunks are dropped",
+        "the new collection, whole",
     );
-    assert_eq!(read_back(&mut s), m, "the new collection, whole");
 }
 
 /// Where `needle` occurs in the file.
