@@ -10,7 +10,7 @@ use cxltier_store::{
     Durability, Kind, ListEnd, ScoreBound, Store, StoreBuilder, StoreError, ZAddFlags,
 };
 use proptest::prelude::*;
-use util::{in_memory, now_ms, open_with, over_log, temp};
+use util::{in_memory, now_ms, nvme_reads, nvme_tier, open_with, over_log, temp};
 
 /// A builder for a store in DRAM whose collection chunks split at `chunk` bytes.
 fn in_dram(chunk: usize) -> StoreBuilder {
@@ -781,22 +781,10 @@ fn collections_larger_than_dram_keep_their_cold_chunks_on_nvme_and_stay_correct(
     assert_eq!(s.tier_of(b"l"), Some("mixed"));
     assert_eq!(s.tier_of(b"nope"), None);
     s.check_invariants().unwrap();
-    let hits_before = s
-        .stats()
-        .tiers
-        .iter()
-        .find(|t| t.tier == "nvme")
-        .unwrap()
-        .hits;
+    let hits_before = nvme_tier(&s).hits;
     assert_eq!(s.zrange_by_rank(b"z", 0, -1, false).unwrap(), sorted(&z));
     assert_eq!(s.list_range(b"l", 0, -1).unwrap(), l);
-    let hits_after = s
-        .stats()
-        .tiers
-        .iter()
-        .find(|t| t.tier == "nvme")
-        .unwrap()
-        .hits;
+    let hits_after = nvme_tier(&s).hits;
     assert!(hits_after > hits_before, "the reads went to NVMe");
     // Point operations deep in the list and set, with chunks coming back from NVMe.
     for i in (0..l.len()).step_by(4999) {
@@ -1160,24 +1148,12 @@ fn the_reads_an_operation_needs_can_be_started_ahead() {
         rounds >= 2,
         "the root and at least one chunk were on NVMe: {rounds}"
     );
-    let misses = s
-        .stats()
-        .tiers
-        .iter()
-        .find(|t| t.tier == "nvme")
-        .unwrap()
-        .reads;
+    let misses = nvme_reads(&s);
     assert_eq!(
         s.list_index(b"l", 12_345).unwrap().as_ref(),
         Some(&members[12_345])
     );
-    let after = s
-        .stats()
-        .tiers
-        .iter()
-        .find(|t| t.tier == "nvme")
-        .unwrap()
-        .reads;
+    let after = nvme_reads(&s);
     assert_eq!(
         after, misses,
         "the operation read nothing more from the device"
