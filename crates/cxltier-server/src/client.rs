@@ -335,8 +335,10 @@ mod tests {
                 ClientMeta::new(addr.into(), "127.0.0.1:6379".into(), 9, now),
             );
         }
-        assert_eq!(db.cmd("CLIENT ID"), ":7\r\n");
-        assert_eq!(db.cmd("CLIENT SETNAME worker"), "+OK\r\n");
+        db.replies(&[
+            ("CLIENT ID", ":7\r\n"),
+            ("CLIENT SETNAME worker", "+OK\r\n"),
+        ]);
         assert!(db
             .cmd("CLIENT SETNAME a b")
             .contains("wrong number of arguments"));
@@ -353,11 +355,13 @@ mod tests {
         assert_eq!(db.cmd("CLIENT NO-EVICT on"), "+OK\r\n");
         assert!(db.cmd("CLIENT INFO").contains(" flags=e "));
         // KILL: the old form by address, and filters (SKIPME yes by default).
-        assert_eq!(db.cmd("CLIENT KILL 127.0.0.1:9"), "-ERR No such client\r\n");
-        assert_eq!(db.cmd("CLIENT KILL ID 7"), ":0\r\n");
-        assert_eq!(db.cmd("CLIENT KILL ID 7 SKIPME no"), ":1\r\n");
-        assert_eq!(db.cmd("CLIENT KILL LADDR 127.0.0.1:6379"), ":1\r\n");
-        assert_eq!(db.cmd("CLIENT KILL 127.0.0.1:5001"), "+OK\r\n");
+        db.replies(&[
+            ("CLIENT KILL 127.0.0.1:9", "-ERR No such client\r\n"),
+            ("CLIENT KILL ID 7", ":0\r\n"),
+            ("CLIENT KILL ID 7 SKIPME no", ":1\r\n"),
+            ("CLIENT KILL LADDR 127.0.0.1:6379", ":1\r\n"),
+            ("CLIENT KILL 127.0.0.1:5001", "+OK\r\n"),
+        ]);
         assert_eq!(db.info.kill, [7, 8, 8]);
         assert!(db
             .cmd("CLIENT KILL ID 0")

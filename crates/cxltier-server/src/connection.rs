@@ -222,8 +222,10 @@ mod tests {
     fn hello_chooses_resp3_and_replies_take_its_shapes() {
         let mut db = Db::large();
         db.cmd("HSET h f v");
-        assert_eq!(db.cmd("HGETALL h"), "*2\r\n$1\r\nf\r\n$1\r\nv\r\n");
-        assert_eq!(db.cmd("GET missing"), "$-1\r\n");
+        db.replies(&[
+            ("HGETALL h", "*2\r\n$1\r\nf\r\n$1\r\nv\r\n"),
+            ("GET missing", "$-1\r\n"),
+        ]);
         let hello = db.cmd("HELLO 3");
         assert!(
             hello.starts_with("%7\r\n$6\r\nserver\r\n$5\r\nredis\r\n"),
@@ -234,22 +236,26 @@ mod tests {
             hello.contains("$7\r\nversion\r\n$6\r\n7.0.15\r\n"),
             "{hello}"
         );
-        assert_eq!(db.cmd("HGETALL h"), "%1\r\n$1\r\nf\r\n$1\r\nv\r\n");
-        assert_eq!(db.cmd("GET missing"), "_\r\n");
-        assert_eq!(db.cmd("HGET h nope"), "_\r\n");
-        assert_eq!(db.cmd("MGET missing"), "*1\r\n_\r\n");
-        assert_eq!(db.cmd("CLIENT GETNAME"), "_\r\n");
+        db.replies(&[
+            ("HGETALL h", "%1\r\n$1\r\nf\r\n$1\r\nv\r\n"),
+            ("GET missing", "_\r\n"),
+            ("HGET h nope", "_\r\n"),
+            ("MGET missing", "*1\r\n_\r\n"),
+            ("CLIENT GETNAME", "_\r\n"),
+        ]);
         assert!(db.cmd("INFO server").starts_with('='));
         assert!(db.cmd("CONFIG GET maxclients").starts_with("%1\r\n"));
         assert!(db.cmd("COMMAND INFO get").contains("~"));
         // HELLO with no version answers in the protocol in force.
         assert!(db.cmd("HELLO").contains(":3\r\n"));
         assert!(db.cmd("HELLO 2").starts_with("*14\r\n"));
-        assert_eq!(db.cmd("GET missing"), "$-1\r\n");
-        assert_eq!(
-            db.cmd("HELLO 4"),
-            "-NOPROTO sorry, this protocol version is not supported.\r\n"
-        );
+        db.replies(&[
+            ("GET missing", "$-1\r\n"),
+            (
+                "HELLO 4",
+                "-NOPROTO sorry, this protocol version is not supported.\r\n",
+            ),
+        ]);
         assert!(db.cmd("HELLO x").starts_with("-ERR Protocol version"));
         assert!(db
             .cmd("HELLO 3 BOGUS")

@@ -586,13 +586,14 @@ mod tests {
         assert!(db.cmd("CONFIG GET maxmemory").ends_with("$1\r\n1\r\n"));
         assert_eq!(db.cmd("SET b 2"), format!("-{OOM}\r\n"));
         assert!(db.cmd("LPUSH l x").starts_with("-OOM"));
-        assert_eq!(db.cmd("GET a"), "$1\r\n1\r\n");
-        assert_eq!(db.cmd("DEL a"), ":1\r\n");
-        // Inside MULTI every queued command counts; DISCARD is never refused.
-        assert_eq!(db.cmd("MULTI"), "+OK\r\n");
+        db.replies(&[
+            ("GET a", "$1\r\n1\r\n"),
+            ("DEL a", ":1\r\n"),
+            // Inside MULTI every queued command counts; DISCARD is never refused.
+            ("MULTI", "+OK\r\n"),
+        ]);
         assert!(db.cmd("GET a").starts_with("-OOM"));
-        assert_eq!(db.cmd("DISCARD"), "+OK\r\n");
-        assert_eq!(db.cmd("MULTI"), "+OK\r\n");
+        db.replies(&[("DISCARD", "+OK\r\n"), ("MULTI", "+OK\r\n")]);
         assert!(db.cmd("SET x 1").starts_with("-OOM"));
         // Another connection lifts the limit (inside MULTI, CONFIG SET would be refused too).
         let mut other = Session::new(1, true);
@@ -606,14 +607,15 @@ mod tests {
         );
         assert_eq!(out, b"+OK\r\n");
         assert!(db.cmd("EXEC").starts_with("-EXECABORT"));
-        assert_eq!(db.cmd("EXISTS x"), ":0\r\n");
-        assert_eq!(db.cmd("SET b 2"), "+OK\r\n");
-        // A maxmemory at or above the budget is the budget: nothing refused.
-        assert_eq!(db.cmd("CONFIG SET maxmemory 100gb"), "+OK\r\n");
-        assert_eq!(db.cmd("SET c 3"), "+OK\r\n");
-
-        assert_eq!(db.cmd("MULTI"), "+OK\r\n");
-        assert_eq!(db.cmd("INCR c"), "+QUEUED\r\n");
+        db.replies(&[
+            ("EXISTS x", ":0\r\n"),
+            ("SET b 2", "+OK\r\n"),
+            // A maxmemory at or above the budget is the budget: nothing refused.
+            ("CONFIG SET maxmemory 100gb", "+OK\r\n"),
+            ("SET c 3", "+OK\r\n"),
+            ("MULTI", "+OK\r\n"),
+            ("INCR c", "+QUEUED\r\n"),
+        ]);
         out.clear();
         execute(
             &mut db.store,
@@ -630,7 +632,9 @@ mod tests {
         );
         assert_eq!(db.cmd("GET c"), "$1\r\n3\r\n");
         assert!(db.cmd("SET d 4").starts_with("-NOREPLICAS"));
-        assert_eq!(db.cmd("CONFIG SET min-replicas-to-write 0"), "+OK\r\n");
-        assert_eq!(db.cmd("SET d 4"), "+OK\r\n");
+        db.replies(&[
+            ("CONFIG SET min-replicas-to-write 0", "+OK\r\n"),
+            ("SET d 4", "+OK\r\n"),
+        ]);
     }
 }

@@ -449,9 +449,11 @@ mod tests {
         db.cmd("CONFIG SET notify-keyspace-events AKEn");
         db.cmd("SET old v");
         db.info.pubsub.outbox.clear();
-        assert_eq!(db.cmd("SET fresh v PXAT 1"), "+OK\r\n");
-        assert_eq!(db.cmd("SET old v EXAT 1"), "+OK\r\n");
-        assert_eq!(db.cmd("EXISTS fresh old"), ":0\r\n");
+        db.replies(&[
+            ("SET fresh v PXAT 1", "+OK\r\n"),
+            ("SET old v EXAT 1", "+OK\r\n"),
+            ("EXISTS fresh old", ":0\r\n"),
+        ]);
         let heard: Vec<String> = std::mem::take(&mut db.info.pubsub.outbox)
             .iter()
             .map(|d| {

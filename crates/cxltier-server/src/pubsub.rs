@@ -266,14 +266,10 @@ mod tests {
         let mut db = Db::large();
         db.session.id = 1;
         let mut other = Session::new(2, true);
-        assert_eq!(
-            db.cmd("SUBSCRIBE a b"),
-            "*3\r\n$9\r\nsubscribe\r\n$1\r\na\r\n:1\r\n*3\r\n$9\r\nsubscribe\r\n$1\r\nb\r\n:2\r\n"
-        );
-        assert_eq!(
-            db.cmd("PSUBSCRIBE n*"),
-            "*3\r\n$10\r\npsubscribe\r\n$2\r\nn*\r\n:3\r\n"
-        );
+        db.replies(&[
+            ("SUBSCRIBE a b", "*3\r\n$9\r\nsubscribe\r\n$1\r\na\r\n:1\r\n*3\r\n$9\r\nsubscribe\r\n$1\r\nb\r\n:2\r\n"),
+            ("PSUBSCRIBE n*", "*3\r\n$10\r\npsubscribe\r\n$2\r\nn*\r\n:3\r\n"),
+        ]);
         // RESP2 subscribed mode: only the pub/sub commands, PING, QUIT and RESET.
         assert!(db
             .cmd("GET k")
@@ -305,32 +301,24 @@ mod tests {
         );
         assert_eq!(run_as(&mut db, &mut other, "PUBSUB NUMPAT"), ":1\r\n");
         // UNSUBSCRIBE without names: all channels; then nothing left gives a null name.
-        assert_eq!(
-            db.cmd("UNSUBSCRIBE"),
-            "*3\r\n$11\r\nunsubscribe\r\n$1\r\na\r\n:2\r\n*3\r\n$11\r\nunsubscribe\r\n$1\r\nb\r\n:1\r\n"
-        );
-        assert_eq!(
-            db.cmd("PUNSUBSCRIBE"),
-            "*3\r\n$12\r\npunsubscribe\r\n$2\r\nn*\r\n:0\r\n"
-        );
-        assert_eq!(
-            db.cmd("UNSUBSCRIBE"),
-            "*3\r\n$11\r\nunsubscribe\r\n$-1\r\n:0\r\n"
-        );
-        assert_eq!(db.cmd("GET k"), "$-1\r\n");
+        db.replies(&[
+            ("UNSUBSCRIBE", "*3\r\n$11\r\nunsubscribe\r\n$1\r\na\r\n:2\r\n*3\r\n$11\r\nunsubscribe\r\n$1\r\nb\r\n:1\r\n"),
+            ("PUNSUBSCRIBE", "*3\r\n$12\r\npunsubscribe\r\n$2\r\nn*\r\n:0\r\n"),
+            ("UNSUBSCRIBE", "*3\r\n$11\r\nunsubscribe\r\n$-1\r\n:0\r\n"),
+            ("GET k", "$-1\r\n"),
+        ]);
         assert!(db.info.pubsub.channels.is_empty() && db.info.pubsub.patterns.is_empty());
         // RESP3: pushes, other commands allowed, a message to oneself before PUBLISH's reply.
         db.cmd("HELLO 3");
-        assert_eq!(
-            db.cmd("SUBSCRIBE c"),
-            ">3\r\n$9\r\nsubscribe\r\n$1\r\nc\r\n:1\r\n"
-        );
-        assert_eq!(db.cmd("GET k"), "_\r\n");
-        assert_eq!(
-            db.cmd("PUBLISH c me"),
-            ">3\r\n$7\r\nmessage\r\n$1\r\nc\r\n$2\r\nme\r\n:1\r\n"
-        );
-        assert_eq!(db.cmd("RESET"), "+RESET\r\n");
+        db.replies(&[
+            ("SUBSCRIBE c", ">3\r\n$9\r\nsubscribe\r\n$1\r\nc\r\n:1\r\n"),
+            ("GET k", "_\r\n"),
+            (
+                "PUBLISH c me",
+                ">3\r\n$7\r\nmessage\r\n$1\r\nc\r\n$2\r\nme\r\n:1\r\n",
+            ),
+            ("RESET", "+RESET\r\n"),
+        ]);
         assert!(db.info.pubsub.channels.is_empty());
     }
 
@@ -342,15 +330,11 @@ mod tests {
         let mut db = Db::large();
         db.session.id = 1;
         let mut other = Session::new(2, true);
-        assert_eq!(
-            db.cmd("SSUBSCRIBE c d"),
-            "*3\r\n$10\r\nssubscribe\r\n$1\r\nc\r\n:1\r\n*3\r\n$10\r\nssubscribe\r\n$1\r\nd\r\n:2\r\n"
-        );
-        // A channel of the same name counts apart, and both are in subscribed mode.
-        assert_eq!(
-            db.cmd("SUBSCRIBE c"),
-            "*3\r\n$9\r\nsubscribe\r\n$1\r\nc\r\n:1\r\n"
-        );
+        db.replies(&[
+            ("SSUBSCRIBE c d", "*3\r\n$10\r\nssubscribe\r\n$1\r\nc\r\n:1\r\n*3\r\n$10\r\nssubscribe\r\n$1\r\nd\r\n:2\r\n"),
+            // A channel of the same name counts apart, and both are in subscribed mode.
+            ("SUBSCRIBE c", "*3\r\n$9\r\nsubscribe\r\n$1\r\nc\r\n:1\r\n"),
+        ]);
         assert!(db.cmd("GET k").starts_with("-ERR Can't execute 'get'"));
         assert_eq!(run_as(&mut db, &mut other, "SPUBLISH c m"), ":1\r\n");
         assert_eq!(run_as(&mut db, &mut other, "PUBLISH c m"), ":1\r\n");
@@ -391,14 +375,10 @@ mod tests {
             "*3\r\n$11\r\nunsubscribe\r\n$1\r\nc\r\n:0\r\n"
         );
         assert_eq!(run_as(&mut db, &mut other, "SPUBLISH d m"), ":1\r\n");
-        assert_eq!(
-            db.cmd("SUNSUBSCRIBE"),
-            "*3\r\n$12\r\nsunsubscribe\r\n$1\r\nc\r\n:1\r\n*3\r\n$12\r\nsunsubscribe\r\n$1\r\nd\r\n:0\r\n"
-        );
-        assert_eq!(
-            db.cmd("SUNSUBSCRIBE"),
-            "*3\r\n$12\r\nsunsubscribe\r\n$-1\r\n:0\r\n"
-        );
+        db.replies(&[
+            ("SUNSUBSCRIBE", "*3\r\n$12\r\nsunsubscribe\r\n$1\r\nc\r\n:1\r\n*3\r\n$12\r\nsunsubscribe\r\n$1\r\nd\r\n:0\r\n"),
+            ("SUNSUBSCRIBE", "*3\r\n$12\r\nsunsubscribe\r\n$-1\r\n:0\r\n"),
+        ]);
         assert!(!db.session.subscribed());
         assert_eq!(run_as(&mut db, &mut other, "SPUBLISH d m"), ":0\r\n");
     }

@@ -452,9 +452,7 @@ pub(crate) fn sintercard(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, St
 mod tests {
     use super::*;
     use crate::cursors::{cursor_from_wire, cursor_to_wire};
-    use crate::testdb::Db;
-
-    const WT: &str = "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n";
+    use crate::testdb::{Db, WT};
 
     #[test]
     fn cursors_are_integers_and_round_trip() {
@@ -472,40 +470,41 @@ mod tests {
     #[test]
     fn add_rem_members_and_shapes() {
         let mut db = Db::new();
-        assert_eq!(db.cmd("SADD s b a c a"), ":3\r\n");
-        assert_eq!(db.cmd("SADD s a"), ":0\r\n");
-        assert_eq!(db.cmd("SCARD s"), ":3\r\n");
-        assert_eq!(db.cmd("SISMEMBER s a"), ":1\r\n");
-        assert_eq!(db.cmd("SMISMEMBER s a z c"), "*3\r\n:1\r\n:0\r\n:1\r\n");
-        assert_eq!(
-            db.cmd("SMEMBERS s"),
-            "*3\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n"
-        );
+        db.replies(&[
+            ("SADD s b a c a", ":3\r\n"),
+            ("SADD s a", ":0\r\n"),
+            ("SCARD s", ":3\r\n"),
+            ("SISMEMBER s a", ":1\r\n"),
+            ("SMISMEMBER s a z c", "*3\r\n:1\r\n:0\r\n:1\r\n"),
+            ("SMEMBERS s", "*3\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n"),
+        ]);
         db.cmd("HELLO 3");
-        assert_eq!(
-            db.cmd("SMEMBERS s"),
-            "~3\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n"
-        );
-        assert_eq!(db.cmd("SMEMBERS nope"), "~0\r\n");
-        assert_eq!(db.cmd("SREM s a z"), ":1\r\n");
-        assert_eq!(db.cmd("SMOVE s t b"), ":1\r\n");
-        assert_eq!(db.cmd("SMOVE s t zz"), ":0\r\n");
-        assert_eq!(db.cmd("SMEMBERS t"), "~1\r\n$1\r\nb\r\n");
+        db.replies(&[
+            ("SMEMBERS s", "~3\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n"),
+            ("SMEMBERS nope", "~0\r\n"),
+            ("SREM s a z", ":1\r\n"),
+            ("SMOVE s t b", ":1\r\n"),
+            ("SMOVE s t zz", ":0\r\n"),
+            ("SMEMBERS t", "~1\r\n$1\r\nb\r\n"),
+        ]);
         db.cmd("SET str v");
-        assert_eq!(db.cmd("SMOVE s str c"), WT);
-        assert_eq!(db.cmd("SISMEMBER s c"), ":1\r\n");
-        assert_eq!(db.cmd("SMOVE nope str c"), ":0\r\n");
-        for c in [
-            "SADD str a",
-            "SCARD str",
-            "SMEMBERS str",
-            "SPOP str",
-            "SINTER s str",
-            "SUNION s str",
-            "SSCAN str 0",
-        ] {
-            assert_eq!(db.cmd(c), WT, "{c}");
-        }
+        db.replies(&[
+            ("SMOVE s str c", WT),
+            ("SISMEMBER s c", ":1\r\n"),
+            ("SMOVE nope str c", ":0\r\n"),
+        ]);
+        db.each_replies(
+            &[
+                "SADD str a",
+                "SCARD str",
+                "SMEMBERS str",
+                "SPOP str",
+                "SINTER s str",
+                "SUNION s str",
+                "SSCAN str 0",
+            ],
+            WT,
+        );
         db.cmd("RPUSH l x");
         assert_eq!(db.cmd("SRANDMEMBER l"), WT);
     }
@@ -521,19 +520,23 @@ mod tests {
         ms.dedup();
         assert_eq!(ms.iter().filter(|m| !m.is_empty()).count(), 3, "{r}");
         assert_eq!(db.cmd("SRANDMEMBER s -8").matches('$').count(), 8);
-        assert_eq!(db.cmd("SRANDMEMBER nope"), "$-1\r\n");
-        assert_eq!(db.cmd("SRANDMEMBER nope 3"), "*0\r\n");
-        assert_eq!(
-            db.cmd("SPOP s -1"),
-            "-ERR value is out of range, must be positive\r\n"
-        );
+        db.replies(&[
+            ("SRANDMEMBER nope", "$-1\r\n"),
+            ("SRANDMEMBER nope 3", "*0\r\n"),
+            (
+                "SPOP s -1",
+                "-ERR value is out of range, must be positive\r\n",
+            ),
+        ]);
         assert!(db.cmd("SPOP s").starts_with("$1\r\n"));
         assert_eq!(db.cmd("SPOP s 2").matches('$').count(), 2);
         assert_eq!(db.cmd("SCARD s"), ":2\r\n");
         assert_eq!(db.cmd("SPOP s 9").matches('$').count(), 2);
-        assert_eq!(db.cmd("EXISTS s"), ":0\r\n");
-        assert_eq!(db.cmd("SPOP s"), "$-1\r\n");
-        assert_eq!(db.cmd("SPOP s 1"), "*0\r\n");
+        db.replies(&[
+            ("EXISTS s", ":0\r\n"),
+            ("SPOP s", "$-1\r\n"),
+            ("SPOP s 1", "*0\r\n"),
+        ]);
     }
 
     #[test]
@@ -686,8 +689,10 @@ mod tests {
                 .replace("*2\r\n$3", "*11\r\n$3")
                 .replace("m49\r\n$4\r\nm499", &nines)
         );
-        assert_eq!(db.cmd("SSCAN s x"), "-ERR invalid cursor\r\n");
-        assert_eq!(db.cmd("SSCAN s 0 COUNT 0"), "-ERR syntax error\r\n");
+        db.replies(&[
+            ("SSCAN s x", "-ERR invalid cursor\r\n"),
+            ("SSCAN s 0 COUNT 0", "-ERR syntax error\r\n"),
+        ]);
     }
 
     #[test]
@@ -696,33 +701,39 @@ mod tests {
         db.cmd("SADD a 1 2 3 4");
         db.cmd("SADD b 3 4 5");
         db.cmd("SADD c 4 5 6");
-        assert_eq!(db.cmd("SINTER a b c"), "*1\r\n$1\r\n4\r\n");
-        assert_eq!(db.cmd("SINTER a nope"), "*0\r\n");
-        assert_eq!(db.cmd("SDIFF a b"), "*2\r\n$1\r\n1\r\n$1\r\n2\r\n");
+        db.replies(&[
+            ("SINTER a b c", "*1\r\n$1\r\n4\r\n"),
+            ("SINTER a nope", "*0\r\n"),
+            ("SDIFF a b", "*2\r\n$1\r\n1\r\n$1\r\n2\r\n"),
+        ]);
         assert_eq!(db.cmd("SUNION b c").matches('$').count(), 4);
-        assert_eq!(db.cmd("SINTERCARD 2 a b"), ":2\r\n");
-        assert_eq!(db.cmd("SINTERCARD 2 a b LIMIT 1"), ":1\r\n");
-        assert_eq!(
-            db.cmd("SINTERCARD 0 a"),
-            "-ERR numkeys should be greater than 0\r\n"
-        );
-        assert_eq!(
-            db.cmd("SINTERCARD 3 a b"),
-            "-ERR Number of keys can't be greater than number of args\r\n"
-        );
-        assert_eq!(
-            db.cmd("SINTERCARD 2 a b LIMIT -1"),
-            "-ERR LIMIT can't be negative\r\n"
-        );
-        assert_eq!(
-            db.cmd("SINTERCARD 2 a b LIMIT x"),
-            "-ERR LIMIT can't be negative\r\n"
-        );
+        db.replies(&[
+            ("SINTERCARD 2 a b", ":2\r\n"),
+            ("SINTERCARD 2 a b LIMIT 1", ":1\r\n"),
+            (
+                "SINTERCARD 0 a",
+                "-ERR numkeys should be greater than 0\r\n",
+            ),
+            (
+                "SINTERCARD 3 a b",
+                "-ERR Number of keys can't be greater than number of args\r\n",
+            ),
+            (
+                "SINTERCARD 2 a b LIMIT -1",
+                "-ERR LIMIT can't be negative\r\n",
+            ),
+            (
+                "SINTERCARD 2 a b LIMIT x",
+                "-ERR LIMIT can't be negative\r\n",
+            ),
+        ]);
         db.cmd("SET d str");
-        assert_eq!(db.cmd("SUNIONSTORE d a b"), ":5\r\n");
-        assert_eq!(db.cmd("SCARD d"), ":5\r\n");
-        assert_eq!(db.cmd("SINTERSTORE d a b"), ":2\r\n");
-        assert_eq!(db.cmd("SDIFFSTORE d a a"), ":0\r\n");
-        assert_eq!(db.cmd("EXISTS d"), ":0\r\n");
+        db.replies(&[
+            ("SUNIONSTORE d a b", ":5\r\n"),
+            ("SCARD d", ":5\r\n"),
+            ("SINTERSTORE d a b", ":2\r\n"),
+            ("SDIFFSTORE d a a", ":0\r\n"),
+            ("EXISTS d", ":0\r\n"),
+        ]);
     }
 }

@@ -54,7 +54,26 @@ impl Db {
         let words: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();
         String::from_utf8(self.run(&words)).unwrap()
     }
+
+    /// Run a script of lines, each with the reply it must get (Redis 7.0's answers, from its
+    /// tests and redis-server), in order; a wrong reply fails naming its line.
+    pub fn replies(&mut self, script: &[(&str, &str)]) {
+        for (i, (line, want)) in script.iter().enumerate() {
+            assert_eq!(self.cmd(line), *want, "line {i} of the script: {line}");
+        }
+    }
+
+    /// Run each line, every one of which must get the same reply `want`.
+    pub fn each_replies(&mut self, lines: &[&str], want: &str) {
+        for line in lines {
+            assert_eq!(self.cmd(line), want, "{line}");
+        }
+    }
 }
+
+/// The reply to a command on a key holding another type.
+pub(crate) const WT: &str =
+    "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n";
 
 pub(crate) fn eval(db: &mut Db, args: &[&str]) -> String {
     let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
@@ -106,13 +125,6 @@ pub(crate) fn frame_len(b: &[u8]) -> Result<usize, String> {
             c => Err(format!("aggregate of {c}")),
         },
         t => Err(format!("type {:?}", t as char)),
-    }
-}
-
-/// Each line's reply, Redis 7.0's answers (from its tests and redis-server), in order.
-pub(crate) fn replies(db: &mut Db, script: &[(&str, &str)]) {
-    for (line, want) in script {
-        assert_eq!(db.cmd(line), *want, "{line}");
     }
 }
 

@@ -134,16 +134,18 @@ mod tests {
     #[test]
     fn multi_exec_queues_and_runs_in_order() {
         let mut db = Db::large();
-        assert_eq!(db.cmd("EXEC"), "-ERR EXEC without MULTI\r\n");
-        assert_eq!(db.cmd("DISCARD"), "-ERR DISCARD without MULTI\r\n");
-        assert_eq!(db.cmd("MULTI"), "+OK\r\n");
-        assert_eq!(db.cmd("MULTI"), "-ERR MULTI calls can not be nested\r\n");
-        assert_eq!(db.cmd("SET a 1"), "+QUEUED\r\n");
-        assert_eq!(db.cmd("INCR a"), "+QUEUED\r\n");
-        assert_eq!(db.cmd("SET s x"), "+QUEUED\r\n");
-        // A runtime error does not stop the others.
-        assert_eq!(db.cmd("INCR s"), "+QUEUED\r\n");
-        assert_eq!(db.cmd("GET a"), "+QUEUED\r\n");
+        db.replies(&[
+            ("EXEC", "-ERR EXEC without MULTI\r\n"),
+            ("DISCARD", "-ERR DISCARD without MULTI\r\n"),
+            ("MULTI", "+OK\r\n"),
+            ("MULTI", "-ERR MULTI calls can not be nested\r\n"),
+            ("SET a 1", "+QUEUED\r\n"),
+            ("INCR a", "+QUEUED\r\n"),
+            ("SET s x", "+QUEUED\r\n"),
+            // A runtime error does not stop the others.
+            ("INCR s", "+QUEUED\r\n"),
+            ("GET a", "+QUEUED\r\n"),
+        ]);
         assert_eq!(
             db.cmd("EXEC"),
             format!("*5\r\n+OK\r\n:2\r\n+OK\r\n-{}\r\n$1\r\n2\r\n", NOT_INT)
@@ -153,15 +155,14 @@ mod tests {
         assert_eq!(db.cmd("SET a 5"), "+QUEUED\r\n");
         assert!(db.cmd("SET a").starts_with("-ERR wrong number"));
         assert!(db.cmd("NOSUCH x").starts_with("-ERR unknown command"));
-        assert_eq!(
-            db.cmd("WATCH a"),
-            "-ERR WATCH inside MULTI is not allowed\r\n"
-        );
-        assert_eq!(
-            db.cmd("EXEC"),
-            "-EXECABORT Transaction discarded because of previous errors.\r\n"
-        );
-        assert_eq!(db.cmd("GET a"), "$1\r\n2\r\n");
+        db.replies(&[
+            ("WATCH a", "-ERR WATCH inside MULTI is not allowed\r\n"),
+            (
+                "EXEC",
+                "-EXECABORT Transaction discarded because of previous errors.\r\n",
+            ),
+            ("GET a", "$1\r\n2\r\n"),
+        ]);
         db.cmd("MULTI");
         assert_eq!(
             db.cmd("SHUTDOWN"),
@@ -170,10 +171,12 @@ mod tests {
         assert!(db.cmd("EXEC").starts_with("-EXECABORT"));
         db.cmd("MULTI");
         db.cmd("SET a 9");
-        assert_eq!(db.cmd("DISCARD"), "+OK\r\n");
-        assert_eq!(db.cmd("GET a"), "$1\r\n2\r\n");
-        assert_eq!(db.cmd("MULTI"), "+OK\r\n");
-        assert_eq!(db.cmd("EXEC"), "*0\r\n");
+        db.replies(&[
+            ("DISCARD", "+OK\r\n"),
+            ("GET a", "$1\r\n2\r\n"),
+            ("MULTI", "+OK\r\n"),
+            ("EXEC", "*0\r\n"),
+        ]);
         // Commands that would write other than one reply each are refused inside EXEC.
         db.cmd("MULTI");
         for line in ["CLIENT REPLY OFF", "SUBSCRIBE a b", "UNSUBSCRIBE", "PING"] {
@@ -217,8 +220,7 @@ mod tests {
         assert_eq!(run_as(&mut db, &mut other, "SET k 2"), "+OK\r\n");
         db.cmd("MULTI");
         db.cmd("SET k 3");
-        assert_eq!(db.cmd("EXEC"), "*-1\r\n");
-        assert_eq!(db.cmd("GET k"), "$1\r\n2\r\n");
+        db.replies(&[("EXEC", "*-1\r\n"), ("GET k", "$1\r\n2\r\n")]);
         // The watch ended with EXEC: the next transaction runs.
         db.cmd("MULTI");
         db.cmd("SET k 3");
@@ -375,9 +377,11 @@ mod tests {
         assert_eq!(out, b":0\r\n");
         db.cmd("MULTI");
         db.cmd("PING");
-        assert_eq!(db.cmd("EXEC"), "*-1\r\n");
-        // Watching the source: a SORT STORE elsewhere reads it, writes nothing of it.
-        assert_eq!(db.cmd("WATCH src"), "+OK\r\n");
+        db.replies(&[
+            ("EXEC", "*-1\r\n"),
+            // Watching the source: a SORT STORE elsewhere reads it, writes nothing of it.
+            ("WATCH src", "+OK\r\n"),
+        ]);
         out.clear();
         execute(
             &mut db.store,
