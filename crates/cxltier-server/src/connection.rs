@@ -214,7 +214,6 @@ pub(crate) fn quit_while_busy(b: &mut BusyCtx<'_>, _args: &[&[u8]]) -> BusyOutco
 #[cfg(test)]
 mod tests {
 
-    use crate::dispatch::execute;
     use crate::testdb::*;
 
     /// HELLO 3 switches the connection to RESP3: maps, nulls, verbatim strings; HELLO 2 back.
@@ -318,8 +317,7 @@ mod tests {
             for p in picks {
                 let line = LINES[p];
                 let words: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();
-                let mut out = Vec::new();
-                execute(&mut db.store, &mut db.info, &mut db.session, &words, &mut out);
+                let out = db.run(&words);
                 let dropped = db.session.drop_reply();
                 let mut at = 0;
                 let mut frames = 0;

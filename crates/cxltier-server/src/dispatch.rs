@@ -543,7 +543,6 @@ mod tests {
 
     use super::*;
 
-    use crate::dispatch::execute;
     use crate::testdb::*;
 
     #[test]
@@ -597,15 +596,10 @@ mod tests {
         assert!(db.cmd("SET x 1").starts_with("-OOM"));
         // Another connection lifts the limit (inside MULTI, CONFIG SET would be refused too).
         let mut other = Session::new(1, true);
-        let mut out = Vec::new();
-        execute(
-            &mut db.store,
-            &mut db.info,
-            &mut other,
-            &[b"CONFIG", b"SET", b"maxmemory", b"0"],
-            &mut out,
+        assert_eq!(
+            run_as(&mut db, &mut other, "CONFIG SET maxmemory 0"),
+            "+OK\r\n"
         );
-        assert_eq!(out, b"+OK\r\n");
         assert!(db.cmd("EXEC").starts_with("-EXECABORT"));
         db.replies(&[
             ("EXISTS x", ":0\r\n"),
@@ -616,15 +610,10 @@ mod tests {
             ("MULTI", "+OK\r\n"),
             ("INCR c", "+QUEUED\r\n"),
         ]);
-        out.clear();
-        execute(
-            &mut db.store,
-            &mut db.info,
-            &mut other,
-            &[b"CONFIG", b"SET", b"min-replicas-to-write", b"2"],
-            &mut out,
+        assert_eq!(
+            run_as(&mut db, &mut other, "CONFIG SET min-replicas-to-write 2"),
+            "+OK\r\n"
         );
-        assert_eq!(out, b"+OK\r\n");
         let exec = db.cmd("EXEC");
         assert!(
             exec.starts_with("-EXECABORT") && exec.contains("NOREPLICAS"),

@@ -753,13 +753,6 @@ mod tests {
 
     use crate::testdb::{Db, WT};
 
-    /// A command with binary arguments (a DUMP payload), through the same path as the wire's.
-    fn run(db: &mut Db, args: &[&[u8]]) -> Vec<u8> {
-        let mut out = Vec::new();
-        crate::dispatch::execute(&mut db.store, &mut db.info, &mut db.session, args, &mut out);
-        out
-    }
-
     /// `HSET key` of fields `field:N` = `value:N` for N in `range`, 100 a command.
     fn fill(db: &mut Db, key: &str, range: std::ops::Range<u32>) {
         let all: Vec<u32> = range.collect();
@@ -851,10 +844,10 @@ mod tests {
             "*1\r\n$12\r\nvalue:000005\r\n"
         );
         // DUMP and RESTORE round trip, chunked again on the way in.
-        let payload = run(&mut db, &[b"DUMP", b"big"]);
+        let payload = db.run(&[b"DUMP", b"big"]);
         let start = payload.iter().position(|&b| b == b'\n').unwrap() + 1;
         let body = &payload[start..payload.len() - 2];
-        assert_eq!(run(&mut db, &[b"RESTORE", b"copy", b"0", body]), b"+OK\r\n");
+        assert_eq!(db.run(&[b"RESTORE", b"copy", b"0", body]), b"+OK\r\n");
         assert_eq!(
             db.store
                 .peek(&crate::db::store_key(0, b"copy"))

@@ -1162,49 +1162,21 @@ mod tests {
             };
             let want = db.cmd(&q(k));
             let words: Vec<&[u8]> = vec![b"DUMP", k.as_bytes()];
-            let mut out = Vec::new();
-            crate::dispatch::execute(
-                &mut db.store,
-                &mut db.info,
-                &mut db.session,
-                &words,
-                &mut out,
-            );
+            let out = db.run(&words);
             // The bulk's bytes, whatever they hold.
             let nl = out.iter().position(|&b| b == b'\n').unwrap();
             let payload = out[nl + 1..out.len() - 2].to_vec();
             let new = format!("{k}2");
             let words: Vec<&[u8]> = vec![b"RESTORE", new.as_bytes(), b"0", &payload];
-            let mut out = Vec::new();
-            crate::dispatch::execute(
-                &mut db.store,
-                &mut db.info,
-                &mut db.session,
-                &words,
-                &mut out,
-            );
+            let out = db.run(&words);
             assert_eq!(out, b"+OK\r\n", "{k}");
             assert_eq!(db.cmd(&q(&new)), want, "{k}");
-            let mut out = Vec::new();
-            crate::dispatch::execute(
-                &mut db.store,
-                &mut db.info,
-                &mut db.session,
-                &words,
-                &mut out,
-            );
+            let out = db.run(&words);
             assert_eq!(out, b"-BUSYKEY Target key name already exists.\r\n");
             let mut bad = payload.clone();
             *bad.last_mut().unwrap() ^= 1;
             let words: Vec<&[u8]> = vec![b"RESTORE", b"x", b"0", &bad];
-            let mut out = Vec::new();
-            crate::dispatch::execute(
-                &mut db.store,
-                &mut db.info,
-                &mut db.session,
-                &words,
-                &mut out,
-            );
+            let out = db.run(&words);
             assert_eq!(out, b"-ERR DUMP payload version or checksum are wrong\r\n");
         }
         assert_eq!(db.cmd("DUMP nope"), "$-1\r\n");

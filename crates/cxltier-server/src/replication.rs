@@ -486,26 +486,12 @@ mod tests {
     fn restore_with_a_relative_ttl_is_replicated_with_the_absolute_time() {
         let mut db = replicated();
         db.cmd("SET src v");
-        let mut out = Vec::new();
-        crate::dispatch::execute(
-            &mut db.store,
-            &mut db.info,
-            &mut db.session,
-            &[b"DUMP", b"src"],
-            &mut out,
-        );
+        let out = db.run(&[b"DUMP", b"src"]);
         // The bulk's payload.
         let at = at_crlf(&out, 0);
         let payload = out[at + 2..out.len() - 2].to_vec();
         db.info.repl.pending.clear();
-        let mut out = Vec::new();
-        crate::dispatch::execute(
-            &mut db.store,
-            &mut db.info,
-            &mut db.session,
-            &[b"RESTORE", b"dst", b"100000", &payload],
-            &mut out,
-        );
+        let out = db.run(&[b"RESTORE", b"dst", b"100000", &payload]);
         assert_eq!(out, b"+OK\r\n");
         let s = commands(&db.info.repl.pending);
         let words: Vec<&str> = s[0].split(' ').collect();

@@ -128,7 +128,6 @@ mod tests {
 
     use super::*;
 
-    use crate::dispatch::execute;
     use crate::testdb::*;
 
     #[test]
@@ -280,14 +279,7 @@ mod tests {
         let mut last = Vec::new();
         for line in ["HELLO 3", "SUBSCRIBE a b", "MULTI", "PUBLISH a m", "EXEC"] {
             let words: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();
-            last.clear();
-            execute(
-                &mut db.store,
-                &mut db.info,
-                &mut db.session,
-                &words,
-                &mut last,
-            );
+            last = db.run(&words);
         }
         assert_eq!(
             frame_len(&last),
@@ -366,15 +358,10 @@ mod tests {
         db.cmd("LPUSH foo bar");
         db.cmd("LPUSH src 1");
         assert_eq!(db.cmd("WATCH foo"), "+OK\r\n");
-        let mut out = Vec::new();
-        execute(
-            &mut db.store,
-            &mut db.info,
-            &mut other,
-            &[b"SORT", b"emptylist", b"STORE", b"foo"],
-            &mut out,
+        assert_eq!(
+            run_as(&mut db, &mut other, "SORT emptylist STORE foo"),
+            ":0\r\n"
         );
-        assert_eq!(out, b":0\r\n");
         db.cmd("MULTI");
         db.cmd("PING");
         db.replies(&[
@@ -382,15 +369,7 @@ mod tests {
             // Watching the source: a SORT STORE elsewhere reads it, writes nothing of it.
             ("WATCH src", "+OK\r\n"),
         ]);
-        out.clear();
-        execute(
-            &mut db.store,
-            &mut db.info,
-            &mut other,
-            &[b"SORT", b"src", b"STORE", b"dst"],
-            &mut out,
-        );
-        assert_eq!(out, b":1\r\n");
+        assert_eq!(run_as(&mut db, &mut other, "SORT src STORE dst"), ":1\r\n");
         db.cmd("MULTI");
         db.cmd("PING");
         assert_eq!(db.cmd("EXEC"), "*1\r\n+PONG\r\n");
