@@ -255,10 +255,10 @@ mod tests {
                 "-NOPROTO sorry, this protocol version is not supported.\r\n",
             ),
         ]);
-        assert!(db.cmd("HELLO x").starts_with("-ERR Protocol version"));
-        assert!(db
-            .cmd("HELLO 3 BOGUS")
-            .starts_with("-ERR Syntax error in HELLO option"));
+        db.replies_starting(&[
+            ("HELLO x", "-ERR Protocol version"),
+            ("HELLO 3 BOGUS", "-ERR Syntax error in HELLO option"),
+        ]);
         assert_eq!(db.session.proto, 2, "a failed HELLO changes nothing");
         assert!(db.cmd("HELLO 3 SETNAME me").starts_with('%'));
         assert_eq!(db.cmd("CLIENT GETNAME"), "$2\r\nme\r\n");
@@ -271,11 +271,11 @@ mod tests {
     fn auth_with_a_user_and_no_password_configured() {
         let mut db = Db::large();
         assert_eq!(db.cmd("AUTH default anything"), "+OK\r\n");
-        assert!(db.cmd("HELLO 3 AUTH default anything").starts_with("%7"));
-        assert!(db.cmd("AUTH someone x").starts_with("-WRONGPASS"));
-        assert!(db
-            .cmd("AUTH x")
-            .starts_with("-ERR AUTH <password> called without any password"));
+        db.replies_starting(&[
+            ("HELLO 3 AUTH default anything", "%7"),
+            ("AUTH someone x", "-WRONGPASS"),
+            ("AUTH x", "-ERR AUTH <password> called without any password"),
+        ]);
     }
 
     #[test]
@@ -283,13 +283,11 @@ mod tests {
         let mut db = Db::large();
         db.info.requirepass = Some("pw".into());
         db.session.authed = false;
-        assert!(db
-            .cmd("HELLO 3")
-            .starts_with("-NOAUTH HELLO must be called"));
-        assert!(db
-            .cmd("HELLO 3 AUTH default wrong")
-            .starts_with("-WRONGPASS"));
-        assert!(db.cmd("HELLO 3 AUTH someone pw").starts_with("-WRONGPASS"));
+        db.replies_starting(&[
+            ("HELLO 3", "-NOAUTH HELLO must be called"),
+            ("HELLO 3 AUTH default wrong", "-WRONGPASS"),
+            ("HELLO 3 AUTH someone pw", "-WRONGPASS"),
+        ]);
         assert_eq!(db.session.proto, 2);
         assert!(db
             .cmd("HELLO 3 AUTH default pw SETNAME app")

@@ -271,17 +271,20 @@ mod tests {
             ("PSUBSCRIBE n*", "*3\r\n$10\r\npsubscribe\r\n$2\r\nn*\r\n:3\r\n"),
         ]);
         // RESP2 subscribed mode: only the pub/sub commands, PING, QUIT and RESET.
-        assert!(db
-            .cmd("GET k")
-            .starts_with("-ERR Can't execute 'get': only (P|S)SUBSCRIBE"));
-        assert!(db
-            .cmd("PUBLISH a x")
-            .starts_with("-ERR Can't execute 'publish'"));
+        db.replies_starting(&[
+            ("GET k", "-ERR Can't execute 'get': only (P|S)SUBSCRIBE"),
+            ("PUBLISH a x", "-ERR Can't execute 'publish'"),
+        ]);
         assert_eq!(db.cmd("PING"), "*2\r\n$4\r\npong\r\n$0\r\n\r\n");
         // Another connection publishes: one message for the channel, one for the pattern.
-        assert_eq!(run_as(&mut db, &mut other, "PUBLISH a hi"), ":1\r\n");
-        assert_eq!(run_as(&mut db, &mut other, "PUBLISH news hi"), ":1\r\n");
-        assert_eq!(run_as(&mut db, &mut other, "PUBLISH zzz hi"), ":0\r\n");
+        db.replies_as(
+            &mut other,
+            &[
+                ("PUBLISH a hi", ":1\r\n"),
+                ("PUBLISH news hi", ":1\r\n"),
+                ("PUBLISH zzz hi", ":0\r\n"),
+            ],
+        );
         let mut msgs = Vec::new();
         for d in std::mem::take(&mut db.info.pubsub.outbox) {
             assert_eq!(d.to, 1);
@@ -291,15 +294,17 @@ mod tests {
             String::from_utf8(msgs).unwrap(),
             "*3\r\n$7\r\nmessage\r\n$1\r\na\r\n$2\r\nhi\r\n*4\r\n$8\r\npmessage\r\n$2\r\nn*\r\n$4\r\nnews\r\n$2\r\nhi\r\n"
         );
-        assert_eq!(
-            run_as(&mut db, &mut other, "PUBSUB CHANNELS"),
-            "*2\r\n$1\r\na\r\n$1\r\nb\r\n"
+        db.replies_as(
+            &mut other,
+            &[
+                ("PUBSUB CHANNELS", "*2\r\n$1\r\na\r\n$1\r\nb\r\n"),
+                (
+                    "PUBSUB NUMSUB a zzz",
+                    "*4\r\n$1\r\na\r\n:1\r\n$3\r\nzzz\r\n:0\r\n",
+                ),
+                ("PUBSUB NUMPAT", ":1\r\n"),
+            ],
         );
-        assert_eq!(
-            run_as(&mut db, &mut other, "PUBSUB NUMSUB a zzz"),
-            "*4\r\n$1\r\na\r\n:1\r\n$3\r\nzzz\r\n:0\r\n"
-        );
-        assert_eq!(run_as(&mut db, &mut other, "PUBSUB NUMPAT"), ":1\r\n");
         // UNSUBSCRIBE without names: all channels; then nothing left gives a null name.
         db.replies(&[
             ("UNSUBSCRIBE", "*3\r\n$11\r\nunsubscribe\r\n$1\r\na\r\n:2\r\n*3\r\n$11\r\nunsubscribe\r\n$1\r\nb\r\n:1\r\n"),
@@ -336,8 +341,10 @@ mod tests {
             ("SUBSCRIBE c", "*3\r\n$9\r\nsubscribe\r\n$1\r\nc\r\n:1\r\n"),
         ]);
         assert!(db.cmd("GET k").starts_with("-ERR Can't execute 'get'"));
-        assert_eq!(run_as(&mut db, &mut other, "SPUBLISH c m"), ":1\r\n");
-        assert_eq!(run_as(&mut db, &mut other, "PUBLISH c m"), ":1\r\n");
+        db.replies_as(
+            &mut other,
+            &[("SPUBLISH c m", ":1\r\n"), ("PUBLISH c m", ":1\r\n")],
+        );
         let kinds: Vec<&[u8]> = db
             .info
             .pubsub
@@ -357,17 +364,16 @@ mod tests {
         assert_eq!(msg, b">3\r\n$8\r\nsmessage\r\n$1\r\nc\r\n$1\r\nm\r\n");
         db.info.pubsub.outbox.clear();
         run_as(&mut db, &mut other, "HELLO 3");
-        assert_eq!(
-            run_as(&mut db, &mut other, "PUBSUB SHARDNUMSUB c zz"),
-            "*4\r\n$1\r\nc\r\n:1\r\n$2\r\nzz\r\n:0\r\n"
-        );
-        assert_eq!(
-            run_as(&mut db, &mut other, "PUBSUB NUMSUB c"),
-            "*2\r\n$1\r\nc\r\n:1\r\n"
-        );
-        assert_eq!(
-            run_as(&mut db, &mut other, "PUBSUB SHARDCHANNELS"),
-            "*2\r\n$1\r\nc\r\n$1\r\nd\r\n"
+        db.replies_as(
+            &mut other,
+            &[
+                (
+                    "PUBSUB SHARDNUMSUB c zz",
+                    "*4\r\n$1\r\nc\r\n:1\r\n$2\r\nzz\r\n:0\r\n",
+                ),
+                ("PUBSUB NUMSUB c", "*2\r\n$1\r\nc\r\n:1\r\n"),
+                ("PUBSUB SHARDCHANNELS", "*2\r\n$1\r\nc\r\n$1\r\nd\r\n"),
+            ],
         );
         // UNSUBSCRIBE of all leaves the shard channels; SUNSUBSCRIBE of all takes them.
         assert_eq!(

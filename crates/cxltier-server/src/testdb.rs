@@ -55,11 +55,56 @@ impl Db {
         String::from_utf8(self.run(&words)).unwrap()
     }
 
+    /// A larger store whose connection 1 is subscribed to `pattern` (PSUBSCRIBE); what follows
+    /// runs as connection 2, so that its messages wait in the outbox.
+    pub fn listening(pattern: &str) -> Db {
+        let mut db = Db::large();
+        db.session.id = 1;
+        db.cmd(&format!("PSUBSCRIBE {pattern}"));
+        db.session = Session::new(2, true);
+        db
+    }
+
+    /// The messages published since the last call, as (channel, payload) text.
+    pub fn heard(&mut self) -> Vec<(String, String)> {
+        std::mem::take(&mut self.info.pubsub.outbox)
+            .iter()
+            .map(|d| {
+                (
+                    String::from_utf8_lossy(&d.channel).into_owned(),
+                    String::from_utf8_lossy(&d.payload).into_owned(),
+                )
+            })
+            .collect()
+    }
+
     /// Run a script of lines, each with the reply it must get (Redis 7.0's answers, from its
     /// tests and redis-server), in order; a wrong reply fails naming its line.
     pub fn replies(&mut self, script: &[(&str, &str)]) {
         for (i, (line, want)) in script.iter().enumerate() {
             assert_eq!(self.cmd(line), *want, "line {i} of the script: {line}");
+        }
+    }
+
+    /// Run a script of lines, each with the start its reply must have.
+    pub fn replies_starting(&mut self, script: &[(&str, &str)]) {
+        for (i, (line, start)) in script.iter().enumerate() {
+            let got = self.cmd(line);
+            assert!(
+                got.starts_with(start),
+                "line {i} of the script: {line}: {got:?} does not start with {start:?}"
+            );
+        }
+    }
+
+    /// Run a script of lines as another connection (`session`), each with the reply it must get.
+    pub fn replies_as(&mut self, session: &mut Session, script: &[(&str, &str)]) {
+        for (i, (line, want)) in script.iter().enumerate() {
+            assert_eq!(
+                run_as(self, session, line),
+                *want,
+                "line {i} of the script: {line}"
+            );
         }
     }
 
