@@ -7,7 +7,7 @@
 
 mod util;
 use std::time::{Duration, Instant};
-use util::{info_number, redis, wait_blocked, Conn, Reply as V, Server, GUARD};
+use util::{info_number, redis, temp, wait_blocked, Conn, Reply as V, Server, GUARD};
 
 /// A bulk string's text (what a message's parts are).
 fn bulk_text(r: &V) -> Option<String> {
@@ -365,8 +365,7 @@ fn pubsub_pushes_survive_client_reply_off_as_on_redis_server() {
 /// sampling), never from the value.
 #[test]
 fn keys_on_nvme_expire_with_an_event_and_no_device_read() {
-    let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("nvme.log");
+    let log = temp("nvme");
     let cxl = Server::builder().dram("16M").ssd(&log, "256M").start();
     let mut c = cxl.client();
     let mut sub = cxl.client();
