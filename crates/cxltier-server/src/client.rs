@@ -408,32 +408,39 @@ mod tests {
             db.session.id = 1;
             served(&mut db, &format!("HELLO {proto}"));
             let push = if proto == "3" { ">" } else { "*" };
-            assert_eq!(served(&mut db, "CLIENT REPLY OFF"), "");
-            assert_eq!(
-                served(&mut db, "SUBSCRIBE ch"),
-                format!("{push}3\r\n$9\r\nsubscribe\r\n$2\r\nch\r\n:1\r\n")
-            );
-            assert_eq!(
-                served(&mut db, "PSUBSCRIBE c*"),
-                format!("{push}3\r\n$10\r\npsubscribe\r\n$2\r\nc*\r\n:2\r\n")
-            );
-            // PING's answer is a reply, not a push: dropped.
-            assert_eq!(served(&mut db, "PING"), "");
-            assert_eq!(
-                served(&mut db, "UNSUBSCRIBE ch"),
-                format!("{push}3\r\n$11\r\nunsubscribe\r\n$2\r\nch\r\n:1\r\n")
-            );
-            assert_eq!(
-                served(&mut db, "PUNSUBSCRIBE"),
-                format!("{push}3\r\n$12\r\npunsubscribe\r\n$2\r\nc*\r\n:0\r\n")
-            );
-            assert_eq!(served(&mut db, "CLIENT REPLY ON"), "+OK\r\n");
-            // SKIP: the next command's reply goes, its pushes stay.
-            assert_eq!(served(&mut db, "CLIENT REPLY SKIP"), "");
-            assert_eq!(
-                served(&mut db, "SUBSCRIBE x"),
-                format!("{push}3\r\n$9\r\nsubscribe\r\n$1\r\nx\r\n:1\r\n")
-            );
+            // Each line and what the server sends for it, a push's type written `{push}`.
+            let script: &[(&str, &str)] = &[
+                ("CLIENT REPLY OFF", ""),
+                (
+                    "SUBSCRIBE ch",
+                    "{push}3\r\n$9\r\nsubscribe\r\n$2\r\nch\r\n:1\r\n",
+                ),
+                (
+                    "PSUBSCRIBE c*",
+                    "{push}3\r\n$10\r\npsubscribe\r\n$2\r\nc*\r\n:2\r\n",
+                ),
+                // PING's answer is a reply, not a push: dropped.
+                ("PING", ""),
+                (
+                    "UNSUBSCRIBE ch",
+                    "{push}3\r\n$11\r\nunsubscribe\r\n$2\r\nch\r\n:1\r\n",
+                ),
+                (
+                    "PUNSUBSCRIBE",
+                    "{push}3\r\n$12\r\npunsubscribe\r\n$2\r\nc*\r\n:0\r\n",
+                ),
+                ("CLIENT REPLY ON", "+OK\r\n"),
+                // SKIP: the next command's reply goes, its pushes stay.
+                ("CLIENT REPLY SKIP", ""),
+                (
+                    "SUBSCRIBE x",
+                    "{push}3\r\n$9\r\nsubscribe\r\n$1\r\nx\r\n:1\r\n",
+                ),
+            ];
+            for (line, want) in script {
+                let want = want.replace("{push}", push);
+                assert_eq!(served(&mut db, line), want, "RESP{proto}: {line}");
+            }
             assert!(!served(&mut db, "PING").is_empty());
         }
         // RESP3: a message to itself survives OFF, PUBLISH's count does not.

@@ -230,10 +230,9 @@ mod tests {
             hello.starts_with("%7\r\n$6\r\nserver\r\n$5\r\nredis\r\n"),
             "{hello}"
         );
-        assert!(hello.contains("$5\r\nproto\r\n:3\r\n"), "{hello}");
-        assert!(
-            hello.contains("$7\r\nversion\r\n$6\r\n7.0.15\r\n"),
-            "{hello}"
+        assert_has(
+            &hello,
+            &["$5\r\nproto\r\n:3\r\n", "$7\r\nversion\r\n$6\r\n7.0.15\r\n"],
         );
         db.replies(&[
             ("HGETALL h", "%1\r\n$1\r\nf\r\n$1\r\nv\r\n"),

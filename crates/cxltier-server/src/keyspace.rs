@@ -1267,18 +1267,19 @@ mod tests {
         db.cmd("SET e hello");
         db.cmd(&format!("SET r {long}"));
         db.cmd("HSET h a 1 b 2");
-        let enc = |db: &mut Db, k: &str| db.cmd(&format!("OBJECT ENCODING {k}"));
-        assert_eq!(enc(&mut db, "i"), "$3\r\nint\r\n");
-        assert_eq!(enc(&mut db, "z"), "$6\r\nembstr\r\n");
-        assert_eq!(enc(&mut db, "e"), "$6\r\nembstr\r\n");
-        assert_eq!(enc(&mut db, "r"), "$3\r\nraw\r\n");
-        assert_eq!(enc(&mut db, "h"), "$8\r\nlistpack\r\n");
-        assert_eq!(enc(&mut db, "missing"), "$-1\r\n");
+        db.replies(&[
+            ("OBJECT ENCODING i", "$3\r\nint\r\n"),
+            ("OBJECT ENCODING z", "$6\r\nembstr\r\n"),
+            ("OBJECT ENCODING e", "$6\r\nembstr\r\n"),
+            ("OBJECT ENCODING r", "$3\r\nraw\r\n"),
+            ("OBJECT ENCODING h", "$8\r\nlistpack\r\n"),
+            ("OBJECT ENCODING missing", "$-1\r\n"),
+        ]);
         db.cmd("CONFIG SET hash-max-listpack-entries 1");
-        assert_eq!(enc(&mut db, "h"), "$9\r\nhashtable\r\n");
+        assert_eq!(db.cmd("OBJECT ENCODING h"), "$9\r\nhashtable\r\n");
         db.cmd("CONFIG SET hash-max-listpack-entries 128");
         db.cmd("CONFIG SET hash-max-ziplist-value 0");
-        assert_eq!(enc(&mut db, "h"), "$9\r\nhashtable\r\n");
+        assert_eq!(db.cmd("OBJECT ENCODING h"), "$9\r\nhashtable\r\n");
         assert_eq!(db.cmd("OBJECT TIER e"), "$4\r\ndram\r\n");
         db.cmd("RPUSH l a b");
         db.replies(&[

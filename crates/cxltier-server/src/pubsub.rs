@@ -258,16 +258,16 @@ pub(crate) fn pubsub(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
 #[cfg(test)]
 mod tests {
 
-    use crate::context::*;
     use crate::testdb::*;
 
     #[test]
     fn pubsub_subscriptions_messages_and_subscribed_mode() {
-        let mut db = Db::large();
-        db.session.id = 1;
-        let mut other = Session::new(2, true);
+        let (mut db, mut other) = Db::two_connections();
         db.replies(&[
-            ("SUBSCRIBE a b", "*3\r\n$9\r\nsubscribe\r\n$1\r\na\r\n:1\r\n*3\r\n$9\r\nsubscribe\r\n$1\r\nb\r\n:2\r\n"),
+            (
+                "SUBSCRIBE a b",
+                "*3\r\n$9\r\nsubscribe\r\n$1\r\na\r\n:1\r\n*3\r\n$9\r\nsubscribe\r\n$1\r\nb\r\n:2\r\n",
+            ),
             ("PSUBSCRIBE n*", "*3\r\n$10\r\npsubscribe\r\n$2\r\nn*\r\n:3\r\n"),
         ]);
         // RESP2 subscribed mode: only the pub/sub commands, PING, QUIT and RESET.
@@ -307,7 +307,10 @@ mod tests {
         );
         // UNSUBSCRIBE without names: all channels; then nothing left gives a null name.
         db.replies(&[
-            ("UNSUBSCRIBE", "*3\r\n$11\r\nunsubscribe\r\n$1\r\na\r\n:2\r\n*3\r\n$11\r\nunsubscribe\r\n$1\r\nb\r\n:1\r\n"),
+            (
+                "UNSUBSCRIBE",
+                "*3\r\n$11\r\nunsubscribe\r\n$1\r\na\r\n:2\r\n*3\r\n$11\r\nunsubscribe\r\n$1\r\nb\r\n:1\r\n",
+            ),
             ("PUNSUBSCRIBE", "*3\r\n$12\r\npunsubscribe\r\n$2\r\nn*\r\n:0\r\n"),
             ("UNSUBSCRIBE", "*3\r\n$11\r\nunsubscribe\r\n$-1\r\n:0\r\n"),
             ("GET k", "$-1\r\n"),
@@ -332,11 +335,12 @@ mod tests {
     /// SHARDNUMSUB answer a flat array in RESP3 too (NUMSUB used to answer a map there).
     #[test]
     fn shard_channels_are_a_namespace_of_their_own() {
-        let mut db = Db::large();
-        db.session.id = 1;
-        let mut other = Session::new(2, true);
+        let (mut db, mut other) = Db::two_connections();
         db.replies(&[
-            ("SSUBSCRIBE c d", "*3\r\n$10\r\nssubscribe\r\n$1\r\nc\r\n:1\r\n*3\r\n$10\r\nssubscribe\r\n$1\r\nd\r\n:2\r\n"),
+            (
+                "SSUBSCRIBE c d",
+                "*3\r\n$10\r\nssubscribe\r\n$1\r\nc\r\n:1\r\n*3\r\n$10\r\nssubscribe\r\n$1\r\nd\r\n:2\r\n",
+            ),
             // A channel of the same name counts apart, and both are in subscribed mode.
             ("SUBSCRIBE c", "*3\r\n$9\r\nsubscribe\r\n$1\r\nc\r\n:1\r\n"),
         ]);
@@ -382,7 +386,10 @@ mod tests {
         );
         assert_eq!(run_as(&mut db, &mut other, "SPUBLISH d m"), ":1\r\n");
         db.replies(&[
-            ("SUNSUBSCRIBE", "*3\r\n$12\r\nsunsubscribe\r\n$1\r\nc\r\n:1\r\n*3\r\n$12\r\nsunsubscribe\r\n$1\r\nd\r\n:0\r\n"),
+            (
+                "SUNSUBSCRIBE",
+                "*3\r\n$12\r\nsunsubscribe\r\n$1\r\nc\r\n:1\r\n*3\r\n$12\r\nsunsubscribe\r\n$1\r\nd\r\n:0\r\n",
+            ),
             ("SUNSUBSCRIBE", "*3\r\n$12\r\nsunsubscribe\r\n$-1\r\n:0\r\n"),
         ]);
         assert!(!db.session.subscribed());

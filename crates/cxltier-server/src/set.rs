@@ -613,49 +613,42 @@ mod tests {
     #[test]
     fn object_encoding_names_what_redis_would_use_for_collections() {
         let mut db = Db::new();
-        let enc = |db: &mut Db, k: &str| db.cmd(&format!("OBJECT ENCODING {k}"));
-        db.cmd("SADD s 1 2 -3");
-        assert_eq!(enc(&mut db, "s"), "$6\r\nintset\r\n");
-        db.cmd("SADD s a");
-        assert_eq!(enc(&mut db, "s"), "$9\r\nhashtable\r\n");
-        for m in ["-0", "01", "+1", "9223372036854775808"] {
-            db.cmd(&format!("SADD t{m} {m}"));
-            assert_eq!(enc(&mut db, &format!("t{m}")), "$9\r\nhashtable\r\n", "{m}");
-        }
         let many: Vec<String> = (0..513).map(|i| i.to_string()).collect();
-        db.cmd(&format!("SADD big {}", many.join(" ")));
-        assert_eq!(enc(&mut db, "big"), "$9\r\nhashtable\r\n");
-        db.cmd("CONFIG SET set-max-intset-entries 513");
-        assert_eq!(enc(&mut db, "big"), "$6\r\nintset\r\n");
-        // Redis never converts a hashtable back: neither after SREM, SPOP or SMOVE of the
-        // non-integers, nor after the set shrinks below the threshold.
-        db.cmd("SADD back 1 2 3 a");
-        db.cmd("SREM back a");
-        assert_eq!(enc(&mut db, "back"), "$9\r\nhashtable\r\n");
-        db.cmd("SADD mv 1 b");
-        db.cmd("SMOVE mv other b");
-        assert_eq!(enc(&mut db, "mv"), "$9\r\nhashtable\r\n");
-        db.cmd("SADD ints 1 2");
-        db.cmd("SREM ints 1 zz");
-        assert_eq!(enc(&mut db, "ints"), "$6\r\nintset\r\n");
-        db.cmd("CONFIG SET set-max-intset-entries 512");
-        db.cmd("SPOP big 2");
+        let big = format!("SADD big {}", many.join(" "));
+        let long = format!("ZADD z 3 {}", "m".repeat(65));
+        db.encodings(&[
+            (&["SADD s 1 2 -3"], "s", "intset"),
+            (&["SADD s a"], "s", "hashtable"),
+            (&["SADD t-0 -0"], "t-0", "hashtable"),
+            (&["SADD t01 01"], "t01", "hashtable"),
+            (&["SADD t+1 +1"], "t+1", "hashtable"),
+            (
+                &["SADD t9223372036854775808 9223372036854775808"],
+                "t9223372036854775808",
+                "hashtable",
+            ),
+            (&[big.as_str()], "big", "hashtable"),
+            (&["CONFIG SET set-max-intset-entries 513"], "big", "intset"),
+            // Redis never converts a hashtable back: neither after SREM, SPOP or SMOVE of the
+            // non-integers, nor after the set shrinks below the threshold.
+            (&["SADD back 1 2 3 a", "SREM back a"], "back", "hashtable"),
+            (&["SADD mv 1 b", "SMOVE mv other b"], "mv", "hashtable"),
+            (&["SADD ints 1 2", "SREM ints 1 zz"], "ints", "intset"),
+            (
+                &["CONFIG SET set-max-intset-entries 512", "SPOP big 2"],
+                "big",
+                "hashtable",
+            ),
+            // A new set under the key starts afresh.
+            (&["DEL back", "SADD back 1"], "back", "intset"),
+            (&["RPUSH l a"], "l", "quicklist"),
+            (&["ZADD z 1 a 2 b"], "z", "listpack"),
+            (&[long.as_str()], "z", "skiplist"),
+            (&["CONFIG SET zset-max-ziplist-value 100"], "z", "listpack"),
+            (&["CONFIG SET zset-max-listpack-entries 2"], "z", "skiplist"),
+        ]);
+        // SPOP took two, and no later step touched the set.
         assert_eq!(db.cmd("SCARD big"), ":511\r\n");
-        assert_eq!(enc(&mut db, "big"), "$9\r\nhashtable\r\n");
-        // A new set under the key starts afresh.
-        db.cmd("DEL back");
-        db.cmd("SADD back 1");
-        assert_eq!(enc(&mut db, "back"), "$6\r\nintset\r\n");
-        db.cmd("RPUSH l a");
-        assert_eq!(enc(&mut db, "l"), "$9\r\nquicklist\r\n");
-        db.cmd("ZADD z 1 a 2 b");
-        assert_eq!(enc(&mut db, "z"), "$8\r\nlistpack\r\n");
-        db.cmd(&format!("ZADD z 3 {}", "m".repeat(65)));
-        assert_eq!(enc(&mut db, "z"), "$8\r\nskiplist\r\n");
-        db.cmd("CONFIG SET zset-max-ziplist-value 100");
-        assert_eq!(enc(&mut db, "z"), "$8\r\nlistpack\r\n");
-        db.cmd("CONFIG SET zset-max-listpack-entries 2");
-        assert_eq!(enc(&mut db, "z"), "$8\r\nskiplist\r\n");
     }
 
     #[test]

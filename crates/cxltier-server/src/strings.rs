@@ -879,12 +879,24 @@ mod tests {
         db.replies(&[
             ("LCS key1 key2", "$6\r\nmytext\r\n"),
             ("LCS key1 key2 LEN", ":6\r\n"),
-            ("LCS key1 key2 IDX MINMATCHLEN 4 WITHMATCHLEN", "*4\r\n$7\r\nmatches\r\n*1\r\n*3\r\n*2\r\n:4\r\n:7\r\n*2\r\n:5\r\n:8\r\n:4\r\n$3\r\nlen\r\n:6\r\n"),
-            ("LCS key1 key2 IDX", "*4\r\n$7\r\nmatches\r\n*2\r\n*2\r\n*2\r\n:4\r\n:7\r\n*2\r\n:5\r\n:8\r\n*2\r\n*2\r\n:2\r\n:3\r\n*2\r\n:0\r\n:1\r\n$3\r\nlen\r\n:6\r\n"),
+            (
+                "LCS key1 key2 IDX MINMATCHLEN 4 WITHMATCHLEN",
+                "*4\r\n$7\r\nmatches\r\n*1\r\n*3\r\n*2\r\n:4\r\n:7\r\n*2\r\n:5\r\n:8\r\n:4\r\n$3\r\nlen\r\n:6\r\n",
+            ),
+            (
+                "LCS key1 key2 IDX",
+                "*4\r\n$7\r\nmatches\r\n*2\r\n*2\r\n*2\r\n:4\r\n:7\r\n*2\r\n:5\r\n:8\r\n*2\r\n*2\r\n:2\r\n:3\r\n*2\r\n:0\r\n:1\r\n$3\r\nlen\r\n:6\r\n",
+            ),
             ("LCS key1 nokey", "$0\r\n\r\n"),
             ("LCS key1 l", "-ERR The specified keys must contain string values\r\n"),
-            ("LCS key1 key2 IDX LEN", "-ERR If you want both the length and indexes, please just use IDX.\r\n"),
-            ("LCS key1 key2 LEN IDX", "-ERR If you want both the length and indexes, please just use IDX.\r\n"),
+            (
+                "LCS key1 key2 IDX LEN",
+                "-ERR If you want both the length and indexes, please just use IDX.\r\n",
+            ),
+            (
+                "LCS key1 key2 LEN IDX",
+                "-ERR If you want both the length and indexes, please just use IDX.\r\n",
+            ),
             ("LCS key1 key2 BOGUS", "-ERR syntax error\r\n"),
         ]);
         db.info.proto_max_bulk_len = 64;

@@ -55,13 +55,20 @@ impl Db {
         String::from_utf8(self.run(&words)).unwrap()
     }
 
+    /// A larger store as connection 1 sees it, and the session of a second connection (2) to
+    /// run commands beside it ([`run_as`], [`Db::replies_as`]).
+    pub fn two_connections() -> (Db, Session) {
+        let mut db = Db::large();
+        db.session.id = 1;
+        (db, Session::new(2, true))
+    }
+
     /// A larger store whose connection 1 is subscribed to `pattern` (PSUBSCRIBE); what follows
     /// runs as connection 2, so that its messages wait in the outbox.
     pub fn listening(pattern: &str) -> Db {
-        let mut db = Db::large();
-        db.session.id = 1;
+        let (mut db, other) = Db::two_connections();
         db.cmd(&format!("PSUBSCRIBE {pattern}"));
-        db.session = Session::new(2, true);
+        db.session = other;
         db
     }
 
@@ -108,6 +115,19 @@ impl Db {
         }
     }
 
+    /// Run each step's commands, after which OBJECT ENCODING of its key must name its
+    /// encoding; a failure names the step.
+    pub fn encodings(&mut self, steps: &[(&[&str], &str, &str)]) {
+        for (i, (lines, key, encoding)) in steps.iter().enumerate() {
+            for line in *lines {
+                self.cmd(line);
+            }
+            let want = format!("${}\r\n{encoding}\r\n", encoding.len());
+            let got = self.cmd(&format!("OBJECT ENCODING {key}"));
+            assert_eq!(got, want, "step {i}: {lines:?}, then {key}");
+        }
+    }
+
     /// Run each line, every one of which must get the same reply `want`.
     pub fn each_replies(&mut self, lines: &[&str], want: &str) {
         for line in lines {
@@ -119,6 +139,13 @@ impl Db {
 /// The reply to a command on a key holding another type.
 pub(crate) const WT: &str =
     "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n";
+
+/// `text` holds every one of `parts`.
+pub(crate) fn assert_has(text: &str, parts: &[&str]) {
+    for part in parts {
+        assert!(text.contains(part), "{part:?} is not in {text:?}");
+    }
+}
 
 pub(crate) fn eval(db: &mut Db, args: &[&str]) -> String {
     let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();

@@ -192,9 +192,7 @@ mod tests {
 
     #[test]
     fn smove_of_a_member_the_destination_holds_leaves_its_watchers_alone() {
-        let mut db = Db::large();
-        db.session.id = 1;
-        let mut other = Session::new(2, true);
+        let (mut db, mut other) = Db::two_connections();
         db.cmd("SADD src a b");
         db.cmd("SADD dst a");
         db.cmd("WATCH dst");
@@ -212,9 +210,7 @@ mod tests {
 
     #[test]
     fn watch_fails_exec_when_a_watched_key_changes() {
-        let mut db = Db::large();
-        db.session.id = 1;
-        let mut other = Session::new(2, true);
+        let (mut db, mut other) = Db::two_connections();
         db.cmd("SET k 1");
         // Written by another connection: EXEC answers null and runs nothing.
         assert_eq!(db.cmd("WATCH k"), "+OK\r\n");
@@ -299,9 +295,7 @@ mod tests {
     /// SWAPDB touches the watched keys that exist in either database (Redis's rules).
     #[test]
     fn watched_keys_belong_to_their_database() {
-        let mut db = Db::large();
-        db.session.id = 1;
-        let mut other = Session::new(2, true);
+        let (mut db, mut other) = Db::two_connections();
         let exec_after = |db: &mut Db, other: &mut Session, lines: &[&str]| -> String {
             db.cmd("WATCH k");
             for l in lines {
@@ -339,9 +333,7 @@ mod tests {
     /// old server touched the source (the table's key) instead and this EXEC ran.
     #[test]
     fn sort_store_touches_the_watchers_of_its_destination_not_its_source() {
-        let mut db = Db::large();
-        db.session.id = 1;
-        let mut other = Session::new(2, true);
+        let (mut db, mut other) = Db::two_connections();
         db.cmd("LPUSH foo bar");
         db.cmd("LPUSH src 1");
         assert_eq!(db.cmd("WATCH foo"), "+OK\r\n");

@@ -1081,9 +1081,18 @@ mod tests {
             ("ZRANGE z 0 0 REV WITHSCORES", "*2\r\n$1\r\nd\r\n$1\r\n4\r\n"),
             ("ZRANGE z (4 2 BYSCORE REV LIMIT 0 1", "*1\r\n$1\r\nc\r\n"),
             ("ZRANGEBYSCORE z 2 +inf LIMIT 1 5", "*2\r\n$1\r\nc\r\n$1\r\nd\r\n"),
-            ("ZREVRANGEBYSCORE z 2 1 WITHSCORES", "*4\r\n$1\r\nb\r\n$1\r\n2\r\n$1\r\na\r\n$1\r\n1\r\n"),
-            ("ZRANGE z 0 1 LIMIT 0 1", "-ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX\r\n"),
-            ("ZRANGE z - + BYLEX WITHSCORES", "-ERR syntax error, WITHSCORES not supported in combination with BYLEX\r\n"),
+            (
+                "ZREVRANGEBYSCORE z 2 1 WITHSCORES",
+                "*4\r\n$1\r\nb\r\n$1\r\n2\r\n$1\r\na\r\n$1\r\n1\r\n",
+            ),
+            (
+                "ZRANGE z 0 1 LIMIT 0 1",
+                "-ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX\r\n",
+            ),
+            (
+                "ZRANGE z - + BYLEX WITHSCORES",
+                "-ERR syntax error, WITHSCORES not supported in combination with BYLEX\r\n",
+            ),
             ("ZRANGE z x 1 BYSCORE", "-ERR min or max is not a float\r\n"),
         ]);
         db.cmd("ZADD l 0 a 0 b 0 c 0 d");
@@ -1158,7 +1167,10 @@ mod tests {
         db.cmd("ZADD b 10 y 20 z 30 w");
         db.cmd("SADD s z");
         db.replies(&[
-            ("ZUNION 2 a b WITHSCORES", "*8\r\n$1\r\nx\r\n$1\r\n1\r\n$1\r\ny\r\n$2\r\n12\r\n$1\r\nz\r\n$2\r\n23\r\n$1\r\nw\r\n$2\r\n30\r\n"),
+            (
+                "ZUNION 2 a b WITHSCORES",
+                "*8\r\n$1\r\nx\r\n$1\r\n1\r\n$1\r\ny\r\n$2\r\n12\r\n$1\r\nz\r\n$2\r\n23\r\n$1\r\nw\r\n$2\r\n30\r\n",
+            ),
             ("ZINTER 3 a b s AGGREGATE MIN WITHSCORES", "*2\r\n$1\r\nz\r\n$1\r\n1\r\n"),
             ("ZINTER 2 a b WEIGHTS 2 0", "*2\r\n$1\r\ny\r\n$1\r\nz\r\n"),
             ("ZDIFF 2 a b", "*1\r\n$1\r\nx\r\n"),
