@@ -6,7 +6,7 @@
 
 mod util;
 use std::process::Command;
-use util::{bulk, info_field, info_number, temp, Reply as V, ReplyExt, Server};
+use util::{bulk, info_field, info_number, over_nvme, Reply as V, ReplyExt, Server};
 
 /// COMMAND and its subcommands describe the table the server dispatches from: every command it
 /// knows, with Redis's arity, flags and key positions.
@@ -288,8 +288,7 @@ fn config_set_object_and_server_commands() {
 /// at hand, with the right values, while another client is served.
 #[test]
 fn transactions() {
-    let ssd = temp("store");
-    let s = Server::builder().dram("8M").ssd(&ssd, "64M").start();
+    let (_ssd, s) = over_nvme("8M", "64M");
     let mut a = s.client();
     let mut b = s.client();
     // Pipelined in one go.

@@ -5,7 +5,7 @@
 mod util;
 use cxltier_store::testing::TempFile;
 use std::time::Duration;
-use util::{bulk, info_number, temp, Conn, Reply, Server};
+use util::{bulk, info_number, over_nvme, Conn, Reply, Server};
 
 fn ok() -> Reply {
     Reply::Simple("OK".into())
@@ -13,8 +13,7 @@ fn ok() -> Reply {
 
 #[test]
 fn commands_behave_like_redis() {
-    let ssd = temp("nvme");
-    let s = Server::builder().dram("32M").ssd(&ssd, "64M").start();
+    let (_ssd, s) = over_nvme("32M", "64M");
     let mut c = s.client();
     assert_eq!(c.call(&["PING"]), Reply::Simple("PONG".into()));
     assert_eq!(c.call(&["SET", "k", "v"]), ok());
@@ -105,8 +104,7 @@ const FILLED: usize = 12_000;
 /// and a client that has written [`FILLED`] values, value `i` by `write(client, i)`: the first
 /// ones written were demoted long since.
 fn filled_over_nvme(write: impl Fn(&mut Conn, usize)) -> (TempFile, Server, Conn) {
-    let ssd = temp("nvme");
-    let s = Server::builder().dram("8M").ssd(&ssd, "64M").start();
+    let (ssd, s) = over_nvme("8M", "64M");
     let mut c = s.client();
     for i in 0..FILLED {
         write(&mut c, i);

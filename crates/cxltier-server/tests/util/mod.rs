@@ -29,6 +29,14 @@ pub use cxltier_resp::{Client, Reply};
 use cxltier_server::{OutputBufferLimit, ServerConfig, ServerError, StoreOptions};
 use cxltier_store::{Durability, SsdSpec};
 
+/// A server of `dram` over an NVMe log of `nvme`, in a file of its own: the file is returned
+/// with the server, to be kept while it runs.
+pub fn over_nvme(dram: &str, nvme: &str) -> (cxltier_store::testing::TempFile, Server) {
+    let log = temp("nvme");
+    let s = Server::builder().dram(dram).ssd(&log, nvme).start();
+    (log, s)
+}
+
 /// Only a guard against a hang: nothing is timed by it.
 pub const GUARD: Duration = Duration::from_secs(30);
 
