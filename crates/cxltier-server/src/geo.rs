@@ -1309,19 +1309,16 @@ mod tests {
         );
         // A STORE key is a write: it fails a transaction watching it and feeds a client
         // blocked on it, as any written key does.
-        db.cmd("WATCH dst");
-        assert_eq!(db.cmd("GEORADIUS Sicily 15 37 200 km STORE dst"), ":2\r\n");
-        db.cmd("MULTI");
-        db.cmd("PING");
-        assert_eq!(db.cmd("EXEC"), "*-1\r\n");
-        db.cmd("WATCH dst");
-        assert_eq!(
-            db.cmd("GEORADIUSBYMEMBER Sicily Palermo 1 m STOREDIST dst"),
-            ":1\r\n"
-        );
-        db.cmd("MULTI");
-        db.cmd("PING");
-        assert_eq!(db.cmd("EXEC"), "*-1\r\n");
+        for (write, reply) in [
+            ("GEORADIUS Sicily 15 37 200 km STORE dst", ":2\r\n"),
+            (
+                "GEORADIUSBYMEMBER Sicily Palermo 1 m STOREDIST dst",
+                ":1\r\n",
+            ),
+        ] {
+            let (r, exec) = db.watched_exec("dst", write);
+            assert_eq!((r.as_str(), exec.as_str()), (reply, "*-1\r\n"), "{write}");
+        }
         assert_eq!(
             radius_keys(
                 &[b"GEORADIUS", b"k", b"1", b"1", b"1", b"km", b"STORE", b"d"],

@@ -770,13 +770,7 @@ mod tests {
         let mut db = Db::new();
         // 2,000 fields: about 60 KiB as one value, over FLAT_MAX_BYTES.
         fill(&mut db, "big", 0..2000);
-        assert_eq!(
-            db.store
-                .peek(&crate::db::store_key(0, b"big"))
-                .unwrap()
-                .kind,
-            Kind::ChunkedHash
-        );
+        assert_eq!(db.kind_of("big"), Kind::ChunkedHash);
         db.replies(&[
             ("HLEN big", ":2000\r\n"),
             ("OBJECT ENCODING big", "$9\r\nhashtable\r\n"),
@@ -848,13 +842,7 @@ mod tests {
         let start = payload.iter().position(|&b| b == b'\n').unwrap() + 1;
         let body = &payload[start..payload.len() - 2];
         assert_eq!(db.run(&[b"RESTORE", b"copy", b"0", body]), b"+OK\r\n");
-        assert_eq!(
-            db.store
-                .peek(&crate::db::store_key(0, b"copy"))
-                .unwrap()
-                .kind,
-            Kind::ChunkedHash
-        );
+        assert_eq!(db.kind_of("copy"), Kind::ChunkedHash);
         db.replies(&[
             ("HLEN copy", ":2001\r\n"),
             ("HGET copy field:001000", "$7\r\nchanged\r\n"),
@@ -877,17 +865,11 @@ mod tests {
     fn a_hash_that_grows_past_the_flat_size_keeps_its_ttl_and_fields() {
         let mut db = Db::new();
         fill(&mut db, "h", 0..10);
-        assert_eq!(
-            db.store.peek(&crate::db::store_key(0, b"h")).unwrap().kind,
-            Kind::Hash
-        );
+        assert_eq!(db.kind_of("h"), Kind::Hash);
         assert_eq!(db.cmd("EXPIRE h 1000"), ":1\r\n");
         // Grown by each kind of write: HSET, then a value too long for one value by HSETNX.
         fill(&mut db, "h", 10..1500);
-        assert_eq!(
-            db.store.peek(&crate::db::store_key(0, b"h")).unwrap().kind,
-            Kind::ChunkedHash
-        );
+        assert_eq!(db.kind_of("h"), Kind::ChunkedHash);
         db.replies(&[
             ("HLEN h", ":1500\r\n"),
             ("HGET h field:000003", "$12\r\nvalue:000003\r\n"),
@@ -896,13 +878,7 @@ mod tests {
         assert!(ttl.starts_with(":9") || ttl == ":1000\r\n", "{ttl}");
         let long = "x".repeat(40 * 1024);
         assert_eq!(db.cmd(&format!("HSETNX small f {long}")), ":1\r\n");
-        assert_eq!(
-            db.store
-                .peek(&crate::db::store_key(0, b"small"))
-                .unwrap()
-                .kind,
-            Kind::ChunkedHash
-        );
+        assert_eq!(db.kind_of("small"), Kind::ChunkedHash);
         assert_eq!(db.cmd("HSTRLEN small f"), format!(":{}\r\n", long.len()));
         assert_eq!(db.cmd("HINCRBY small n 2"), ":2\r\n");
         // With thresholds raised so that Redis keeps a listpack (insertion order, which
@@ -910,10 +886,7 @@ mod tests {
         db.cmd("CONFIG SET hash-max-listpack-entries 1000000000");
         db.cmd("CONFIG SET hash-max-listpack-value 1000000000");
         assert_eq!(db.cmd(&format!("HSET lp z 1 a {long} m 2")), ":3\r\n");
-        assert_eq!(
-            db.store.peek(&crate::db::store_key(0, b"lp")).unwrap().kind,
-            Kind::Hash
-        );
+        assert_eq!(db.kind_of("lp"), Kind::Hash);
         assert!(db
             .cmd("HKEYS lp")
             .starts_with("*3\r\n$1\r\nz\r\n$1\r\na\r\n$1\r\nm\r\n"));
@@ -921,13 +894,7 @@ mod tests {
         db.cmd("CONFIG SET hash-max-listpack-value 64");
         // A small hash stays one value: YCSB's records are updated in place.
         fill(&mut db, "rec", 0..10);
-        assert_eq!(
-            db.store
-                .peek(&crate::db::store_key(0, b"rec"))
-                .unwrap()
-                .kind,
-            Kind::Hash
-        );
+        assert_eq!(db.kind_of("rec"), Kind::Hash);
         assert_eq!(db.cmd("OBJECT ENCODING rec"), "$8\r\nlistpack\r\n");
     }
 

@@ -1126,12 +1126,11 @@ mod tests {
         ]);
         // An empty result that deletes a watched destination fails the transaction.
         db.cmd("RPUSH watched x");
-        db.cmd("WATCH watched");
-        assert_eq!(db.cmd("SORT nope STORE watched"), ":0\r\n");
-        db.cmd("MULTI");
-        db.cmd("PING");
+        assert_eq!(
+            db.watched_exec("watched", "SORT nope STORE watched"),
+            (":0\r\n".into(), "*-1\r\n".into())
+        );
         db.replies(&[
-            ("EXEC", "*-1\r\n"),
             ("EXISTS d", ":0\r\n"),
             ("SORT_RO l STORE d", "-ERR syntax error\r\n"),
         ]);
@@ -1703,17 +1702,13 @@ mod tests {
         db.session.id = 1;
         db.cmd("SELECT 1");
         db.cmd("LPUSH foo bar");
-        db.cmd("WATCH foo");
-        assert_eq!(db.cmd("SORT emptylist STORE foo"), ":0\r\n");
-        db.cmd("MULTI");
-        db.cmd("PING");
-        assert_eq!(db.cmd("EXEC"), "*-1\r\n");
+        assert_eq!(
+            db.watched_exec("foo", "SORT emptylist STORE foo"),
+            (":0\r\n".into(), "*-1\r\n".into())
+        );
         // Nothing stored and nothing deleted: no change.
-        db.cmd("WATCH foo");
-        db.cmd("SORT emptylist STORE foo");
-        db.cmd("MULTI");
-        db.cmd("PING");
-        assert_eq!(db.cmd("EXEC"), "*1\r\n+PONG\r\n");
+        let (_, exec) = db.watched_exec("foo", "SORT emptylist STORE foo");
+        assert_eq!(exec, "*1\r\n+PONG\r\n");
     }
 }
 

@@ -85,6 +85,22 @@ impl Db {
             .collect()
     }
 
+    /// The kind of value the store holds under `key` of database 0 (which must be there).
+    pub fn kind_of(&self, key: &str) -> cxltier_store::Kind {
+        let stored = crate::db::store_key(0, key.as_bytes());
+        self.store.peek(&stored).unwrap().kind
+    }
+
+    /// WATCH `key`, run `write`, then a transaction of one PING: `write`'s reply and EXEC's
+    /// (`*-1` when the write was a change of the key).
+    pub fn watched_exec(&mut self, key: &str, write: &str) -> (String, String) {
+        self.cmd(&format!("WATCH {key}"));
+        let reply = self.cmd(write);
+        self.cmd("MULTI");
+        self.cmd("PING");
+        (reply, self.cmd("EXEC"))
+    }
+
     /// Run a script of lines, each with the reply it must get (Redis 7.0's answers, from its
     /// tests and redis-server), in order; a wrong reply fails naming its line.
     pub fn replies(&mut self, script: &[(&str, &str)]) {
