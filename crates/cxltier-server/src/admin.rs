@@ -200,8 +200,7 @@ mod tests {
         let mut db = Db::large();
         // No replica: WAIT 0 answers at once; WAIT 1 parks until its timeout (the server
         // answers it then with the count).
-        assert_eq!(db.cmd("WAIT 0 0"), ":0\r\n");
-        assert_eq!(db.cmd("WAIT 1 10"), "");
+        db.replies(&[("WAIT 0 0", ":0\r\n"), ("WAIT 1 10", "")]);
         let block = db.session.block.take().expect("parked");
         assert_eq!(block.wait, Some((0, 1)));
         assert!(block.deadline.is_some());
@@ -210,16 +209,20 @@ mod tests {
         assert!(time.starts_with("*2\r\n$10\r\n"), "{time}");
         let before = db.cmd("LASTSAVE");
         assert!(before.starts_with(':'));
-        assert_eq!(db.cmd("SAVE"), "+OK\r\n");
-        assert_eq!(db.cmd("BGSAVE"), "+Background saving started\r\n");
+        db.replies(&[
+            ("SAVE", "+OK\r\n"),
+            ("BGSAVE", "+Background saving started\r\n"),
+        ]);
         assert!(db.cmd("LASTSAVE") >= before);
         assert!(db
             .cmd("DEBUG SLEEP 0")
             .starts_with("-ERR DEBUG SLEEP is not supported"));
-        assert_eq!(db.cmd("FUNCTION FLUSH"), "+OK\r\n");
-        assert_eq!(db.cmd("FUNCTION FLUSH async"), "+OK\r\n");
-        assert_eq!(db.cmd("FUNCTION LIST"), "*0\r\n");
-        assert_eq!(db.cmd("SCRIPT FLUSH"), "+OK\r\n");
+        db.replies(&[
+            ("FUNCTION FLUSH", "+OK\r\n"),
+            ("FUNCTION FLUSH async", "+OK\r\n"),
+            ("FUNCTION LIST", "*0\r\n"),
+            ("SCRIPT FLUSH", "+OK\r\n"),
+        ]);
         // Functions are refused, naming what to use instead.
         for line in ["FCALL f 0", "FCALL_RO f 0", "FUNCTION LOAD x"] {
             let r = db.cmd(line);
@@ -227,10 +230,12 @@ mod tests {
             assert!(r.contains("EVAL"), "{line}: {r}");
         }
         db.cmd("SET k v");
-        assert_eq!(db.cmd("FLUSHALL bogus"), "-ERR syntax error\r\n");
-        assert_eq!(db.cmd("GET k"), "$1\r\nv\r\n");
-        assert_eq!(db.cmd("FLUSHDB ASYNC"), "+OK\r\n");
-        assert_eq!(db.cmd("DBSIZE"), ":0\r\n");
+        db.replies(&[
+            ("FLUSHALL bogus", "-ERR syntax error\r\n"),
+            ("GET k", "$1\r\nv\r\n"),
+            ("FLUSHDB ASYNC", "+OK\r\n"),
+            ("DBSIZE", ":0\r\n"),
+        ]);
         // RESET: back to RESP2, no name, replies on.
         db.cmd("HELLO 3 SETNAME n");
         db.cmd("CLIENT REPLY SKIP");

@@ -335,8 +335,10 @@ mod tests {
                 ClientMeta::new(addr.into(), "127.0.0.1:6379".into(), 9, now),
             );
         }
-        assert_eq!(db.cmd("CLIENT ID"), ":7\r\n");
-        assert_eq!(db.cmd("CLIENT SETNAME worker"), "+OK\r\n");
+        db.replies(&[
+            ("CLIENT ID", ":7\r\n"),
+            ("CLIENT SETNAME worker", "+OK\r\n"),
+        ]);
         assert!(db
             .cmd("CLIENT SETNAME a b")
             .contains("wrong number of arguments"));
@@ -353,17 +355,22 @@ mod tests {
         assert_eq!(db.cmd("CLIENT NO-EVICT on"), "+OK\r\n");
         assert!(db.cmd("CLIENT INFO").contains(" flags=e "));
         // KILL: the old form by address, and filters (SKIPME yes by default).
-        assert_eq!(db.cmd("CLIENT KILL 127.0.0.1:9"), "-ERR No such client\r\n");
-        assert_eq!(db.cmd("CLIENT KILL ID 7"), ":0\r\n");
-        assert_eq!(db.cmd("CLIENT KILL ID 7 SKIPME no"), ":1\r\n");
-        assert_eq!(db.cmd("CLIENT KILL LADDR 127.0.0.1:6379"), ":1\r\n");
-        assert_eq!(db.cmd("CLIENT KILL 127.0.0.1:5001"), "+OK\r\n");
+        db.replies(&[
+            ("CLIENT KILL 127.0.0.1:9", "-ERR No such client\r\n"),
+            ("CLIENT KILL ID 7", ":0\r\n"),
+            ("CLIENT KILL ID 7 SKIPME no", ":1\r\n"),
+            ("CLIENT KILL LADDR 127.0.0.1:6379", ":1\r\n"),
+            ("CLIENT KILL 127.0.0.1:5001", "+OK\r\n"),
+        ]);
         assert_eq!(db.info.kill, [7, 8, 8]);
-        assert!(db
-            .cmd("CLIENT KILL ID 0")
-            .starts_with("-ERR client-id should be greater than 0"));
-        assert!(db.cmd("CLIENT KILL ID").starts_with("-ERR"));
-        assert!(db.cmd("CLIENT NOPE").starts_with("-ERR unknown subcommand"));
+        db.replies_starting(&[
+            (
+                "CLIENT KILL ID 0",
+                "-ERR client-id should be greater than 0",
+            ),
+            ("CLIENT KILL ID", "-ERR"),
+            ("CLIENT NOPE", "-ERR unknown subcommand"),
+        ]);
         // REPLY: OFF and SKIP write nothing and mark what the server drops.
         assert_eq!(db.cmd("CLIENT REPLY SKIP"), "");
         assert!(db.session.drop_reply() && db.session.drop_reply());
@@ -401,32 +408,39 @@ mod tests {
             db.session.id = 1;
             served(&mut db, &format!("HELLO {proto}"));
             let push = if proto == "3" { ">" } else { "*" };
-            assert_eq!(served(&mut db, "CLIENT REPLY OFF"), "");
-            assert_eq!(
-                served(&mut db, "SUBSCRIBE ch"),
-                format!("{push}3\r\n$9\r\nsubscribe\r\n$2\r\nch\r\n:1\r\n")
-            );
-            assert_eq!(
-                served(&mut db, "PSUBSCRIBE c*"),
-                format!("{push}3\r\n$10\r\npsubscribe\r\n$2\r\nc*\r\n:2\r\n")
-            );
-            // PING's answer is a reply, not a push: dropped.
-            assert_eq!(served(&mut db, "PING"), "");
-            assert_eq!(
-                served(&mut db, "UNSUBSCRIBE ch"),
-                format!("{push}3\r\n$11\r\nunsubscribe\r\n$2\r\nch\r\n:1\r\n")
-            );
-            assert_eq!(
-                served(&mut db, "PUNSUBSCRIBE"),
-                format!("{push}3\r\n$12\r\npunsubscribe\r\n$2\r\nc*\r\n:0\r\n")
-            );
-            assert_eq!(served(&mut db, "CLIENT REPLY ON"), "+OK\r\n");
-            // SKIP: the next command's reply goes, its pushes stay.
-            assert_eq!(served(&mut db, "CLIENT REPLY SKIP"), "");
-            assert_eq!(
-                served(&mut db, "SUBSCRIBE x"),
-                format!("{push}3\r\n$9\r\nsubscribe\r\n$1\r\nx\r\n:1\r\n")
-            );
+            // Each line and what the server sends for it, a push's type written `{push}`.
+            let script: &[(&str, &str)] = &[
+                ("CLIENT REPLY OFF", ""),
+                (
+                    "SUBSCRIBE ch",
+                    "{push}3\r\n$9\r\nsubscribe\r\n$2\r\nch\r\n:1\r\n",
+                ),
+                (
+                    "PSUBSCRIBE c*",
+                    "{push}3\r\n$10\r\npsubscribe\r\n$2\r\nc*\r\n:2\r\n",
+                ),
+                // PING's answer is a reply, not a push: dropped.
+                ("PING", ""),
+                (
+                    "UNSUBSCRIBE ch",
+                    "{push}3\r\n$11\r\nunsubscribe\r\n$2\r\nch\r\n:1\r\n",
+                ),
+                (
+                    "PUNSUBSCRIBE",
+                    "{push}3\r\n$12\r\npunsubscribe\r\n$2\r\nc*\r\n:0\r\n",
+                ),
+                ("CLIENT REPLY ON", "+OK\r\n"),
+                // SKIP: the next command's reply goes, its pushes stay.
+                ("CLIENT REPLY SKIP", ""),
+                (
+                    "SUBSCRIBE x",
+                    "{push}3\r\n$9\r\nsubscribe\r\n$1\r\nx\r\n:1\r\n",
+                ),
+            ];
+            for (line, want) in script {
+                let want = want.replace("{push}", push);
+                assert_eq!(served(&mut db, line), want, "RESP{proto}: {line}");
+            }
             assert!(!served(&mut db, "PING").is_empty());
         }
         // RESP3: a message to itself survives OFF, PUBLISH's count does not.

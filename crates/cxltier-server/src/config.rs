@@ -283,12 +283,14 @@ mod tests {
     #[test]
     fn config_set_stores_knobs_and_refuses_what_it_cannot_change() {
         let mut db = Db::large();
-        assert_eq!(
-            db.cmd("CONFIG GET hash-max-listpack-entries"),
-            "*2\r\n$25\r\nhash-max-listpack-entries\r\n$3\r\n128\r\n"
-        );
-        // An alias and its listpack name are one setting.
-        assert_eq!(db.cmd("CONFIG SET hash-max-ziplist-entries 4"), "+OK\r\n");
+        db.replies(&[
+            (
+                "CONFIG GET hash-max-listpack-entries",
+                "*2\r\n$25\r\nhash-max-listpack-entries\r\n$3\r\n128\r\n",
+            ),
+            // An alias and its listpack name are one setting.
+            ("CONFIG SET hash-max-ziplist-entries 4", "+OK\r\n"),
+        ]);
         assert!(db
             .cmd("CONFIG GET hash-max-listpack-entries")
             .ends_with("$1\r\n4\r\n"));

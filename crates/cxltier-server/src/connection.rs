@@ -214,7 +214,6 @@ pub(crate) fn quit_while_busy(b: &mut BusyCtx<'_>, _args: &[&[u8]]) -> BusyOutco
 #[cfg(test)]
 mod tests {
 
-    use crate::dispatch::execute;
     use crate::testdb::*;
 
     /// HELLO 3 switches the connection to RESP3: maps, nulls, verbatim strings; HELLO 2 back.
@@ -222,38 +221,43 @@ mod tests {
     fn hello_chooses_resp3_and_replies_take_its_shapes() {
         let mut db = Db::large();
         db.cmd("HSET h f v");
-        assert_eq!(db.cmd("HGETALL h"), "*2\r\n$1\r\nf\r\n$1\r\nv\r\n");
-        assert_eq!(db.cmd("GET missing"), "$-1\r\n");
+        db.replies(&[
+            ("HGETALL h", "*2\r\n$1\r\nf\r\n$1\r\nv\r\n"),
+            ("GET missing", "$-1\r\n"),
+        ]);
         let hello = db.cmd("HELLO 3");
         assert!(
             hello.starts_with("%7\r\n$6\r\nserver\r\n$5\r\nredis\r\n"),
             "{hello}"
         );
-        assert!(hello.contains("$5\r\nproto\r\n:3\r\n"), "{hello}");
-        assert!(
-            hello.contains("$7\r\nversion\r\n$6\r\n7.0.15\r\n"),
-            "{hello}"
+        assert_has(
+            &hello,
+            &["$5\r\nproto\r\n:3\r\n", "$7\r\nversion\r\n$6\r\n7.0.15\r\n"],
         );
-        assert_eq!(db.cmd("HGETALL h"), "%1\r\n$1\r\nf\r\n$1\r\nv\r\n");
-        assert_eq!(db.cmd("GET missing"), "_\r\n");
-        assert_eq!(db.cmd("HGET h nope"), "_\r\n");
-        assert_eq!(db.cmd("MGET missing"), "*1\r\n_\r\n");
-        assert_eq!(db.cmd("CLIENT GETNAME"), "_\r\n");
+        db.replies(&[
+            ("HGETALL h", "%1\r\n$1\r\nf\r\n$1\r\nv\r\n"),
+            ("GET missing", "_\r\n"),
+            ("HGET h nope", "_\r\n"),
+            ("MGET missing", "*1\r\n_\r\n"),
+            ("CLIENT GETNAME", "_\r\n"),
+        ]);
         assert!(db.cmd("INFO server").starts_with('='));
         assert!(db.cmd("CONFIG GET maxclients").starts_with("%1\r\n"));
         assert!(db.cmd("COMMAND INFO get").contains("~"));
         // HELLO with no version answers in the protocol in force.
         assert!(db.cmd("HELLO").contains(":3\r\n"));
         assert!(db.cmd("HELLO 2").starts_with("*14\r\n"));
-        assert_eq!(db.cmd("GET missing"), "$-1\r\n");
-        assert_eq!(
-            db.cmd("HELLO 4"),
-            "-NOPROTO sorry, this protocol version is not supported.\r\n"
-        );
-        assert!(db.cmd("HELLO x").starts_with("-ERR Protocol version"));
-        assert!(db
-            .cmd("HELLO 3 BOGUS")
-            .starts_with("-ERR Syntax error in HELLO option"));
+        db.replies(&[
+            ("GET missing", "$-1\r\n"),
+            (
+                "HELLO 4",
+                "-NOPROTO sorry, this protocol version is not supported.\r\n",
+            ),
+        ]);
+        db.replies_starting(&[
+            ("HELLO x", "-ERR Protocol version"),
+            ("HELLO 3 BOGUS", "-ERR Syntax error in HELLO option"),
+        ]);
         assert_eq!(db.session.proto, 2, "a failed HELLO changes nothing");
         assert!(db.cmd("HELLO 3 SETNAME me").starts_with('%'));
         assert_eq!(db.cmd("CLIENT GETNAME"), "$2\r\nme\r\n");
@@ -266,11 +270,11 @@ mod tests {
     fn auth_with_a_user_and_no_password_configured() {
         let mut db = Db::large();
         assert_eq!(db.cmd("AUTH default anything"), "+OK\r\n");
-        assert!(db.cmd("HELLO 3 AUTH default anything").starts_with("%7"));
-        assert!(db.cmd("AUTH someone x").starts_with("-WRONGPASS"));
-        assert!(db
-            .cmd("AUTH x")
-            .starts_with("-ERR AUTH <password> called without any password"));
+        db.replies_starting(&[
+            ("HELLO 3 AUTH default anything", "%7"),
+            ("AUTH someone x", "-WRONGPASS"),
+            ("AUTH x", "-ERR AUTH <password> called without any password"),
+        ]);
     }
 
     #[test]
@@ -278,13 +282,11 @@ mod tests {
         let mut db = Db::large();
         db.info.requirepass = Some("pw".into());
         db.session.authed = false;
-        assert!(db
-            .cmd("HELLO 3")
-            .starts_with("-NOAUTH HELLO must be called"));
-        assert!(db
-            .cmd("HELLO 3 AUTH default wrong")
-            .starts_with("-WRONGPASS"));
-        assert!(db.cmd("HELLO 3 AUTH someone pw").starts_with("-WRONGPASS"));
+        db.replies_starting(&[
+            ("HELLO 3", "-NOAUTH HELLO must be called"),
+            ("HELLO 3 AUTH default wrong", "-WRONGPASS"),
+            ("HELLO 3 AUTH someone pw", "-WRONGPASS"),
+        ]);
         assert_eq!(db.session.proto, 2);
         assert!(db
             .cmd("HELLO 3 AUTH default pw SETNAME app")
@@ -312,8 +314,7 @@ mod tests {
             for p in picks {
                 let line = LINES[p];
                 let words: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();
-                let mut out = Vec::new();
-                execute(&mut db.store, &mut db.info, &mut db.session, &words, &mut out);
+                let out = db.run(&words);
                 let dropped = db.session.drop_reply();
                 let mut at = 0;
                 let mut frames = 0;

@@ -543,7 +543,6 @@ mod tests {
 
     use super::*;
 
-    use crate::dispatch::execute;
     use crate::testdb::*;
 
     #[test]
@@ -586,43 +585,35 @@ mod tests {
         assert!(db.cmd("CONFIG GET maxmemory").ends_with("$1\r\n1\r\n"));
         assert_eq!(db.cmd("SET b 2"), format!("-{OOM}\r\n"));
         assert!(db.cmd("LPUSH l x").starts_with("-OOM"));
-        assert_eq!(db.cmd("GET a"), "$1\r\n1\r\n");
-        assert_eq!(db.cmd("DEL a"), ":1\r\n");
-        // Inside MULTI every queued command counts; DISCARD is never refused.
-        assert_eq!(db.cmd("MULTI"), "+OK\r\n");
+        db.replies(&[
+            ("GET a", "$1\r\n1\r\n"),
+            ("DEL a", ":1\r\n"),
+            // Inside MULTI every queued command counts; DISCARD is never refused.
+            ("MULTI", "+OK\r\n"),
+        ]);
         assert!(db.cmd("GET a").starts_with("-OOM"));
-        assert_eq!(db.cmd("DISCARD"), "+OK\r\n");
-        assert_eq!(db.cmd("MULTI"), "+OK\r\n");
+        db.replies(&[("DISCARD", "+OK\r\n"), ("MULTI", "+OK\r\n")]);
         assert!(db.cmd("SET x 1").starts_with("-OOM"));
         // Another connection lifts the limit (inside MULTI, CONFIG SET would be refused too).
         let mut other = Session::new(1, true);
-        let mut out = Vec::new();
-        execute(
-            &mut db.store,
-            &mut db.info,
-            &mut other,
-            &[b"CONFIG", b"SET", b"maxmemory", b"0"],
-            &mut out,
+        assert_eq!(
+            run_as(&mut db, &mut other, "CONFIG SET maxmemory 0"),
+            "+OK\r\n"
         );
-        assert_eq!(out, b"+OK\r\n");
         assert!(db.cmd("EXEC").starts_with("-EXECABORT"));
-        assert_eq!(db.cmd("EXISTS x"), ":0\r\n");
-        assert_eq!(db.cmd("SET b 2"), "+OK\r\n");
-        // A maxmemory at or above the budget is the budget: nothing refused.
-        assert_eq!(db.cmd("CONFIG SET maxmemory 100gb"), "+OK\r\n");
-        assert_eq!(db.cmd("SET c 3"), "+OK\r\n");
-
-        assert_eq!(db.cmd("MULTI"), "+OK\r\n");
-        assert_eq!(db.cmd("INCR c"), "+QUEUED\r\n");
-        out.clear();
-        execute(
-            &mut db.store,
-            &mut db.info,
-            &mut other,
-            &[b"CONFIG", b"SET", b"min-replicas-to-write", b"2"],
-            &mut out,
+        db.replies(&[
+            ("EXISTS x", ":0\r\n"),
+            ("SET b 2", "+OK\r\n"),
+            // A maxmemory at or above the budget is the budget: nothing refused.
+            ("CONFIG SET maxmemory 100gb", "+OK\r\n"),
+            ("SET c 3", "+OK\r\n"),
+            ("MULTI", "+OK\r\n"),
+            ("INCR c", "+QUEUED\r\n"),
+        ]);
+        assert_eq!(
+            run_as(&mut db, &mut other, "CONFIG SET min-replicas-to-write 2"),
+            "+OK\r\n"
         );
-        assert_eq!(out, b"+OK\r\n");
         let exec = db.cmd("EXEC");
         assert!(
             exec.starts_with("-EXECABORT") && exec.contains("NOREPLICAS"),
@@ -630,7 +621,9 @@ mod tests {
         );
         assert_eq!(db.cmd("GET c"), "$1\r\n3\r\n");
         assert!(db.cmd("SET d 4").starts_with("-NOREPLICAS"));
-        assert_eq!(db.cmd("CONFIG SET min-replicas-to-write 0"), "+OK\r\n");
-        assert_eq!(db.cmd("SET d 4"), "+OK\r\n");
+        db.replies(&[
+            ("CONFIG SET min-replicas-to-write 0", "+OK\r\n"),
+            ("SET d 4", "+OK\r\n"),
+        ]);
     }
 }

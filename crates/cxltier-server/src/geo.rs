@@ -1272,40 +1272,36 @@ mod tests {
     #[test]
     fn commands_over_the_sorted_set() {
         let mut db = Db::new();
-        assert_eq!(
-            db.cmd("GEOADD Sicily 13.361389 38.115556 Palermo 15.087269 37.502669 Catania"),
-            ":2\r\n"
-        );
-        assert_eq!(db.cmd("TYPE Sicily"), "+zset\r\n");
-        assert_eq!(
-            db.cmd("ZSCORE Sicily Palermo"),
-            "$16\r\n3479099956230698\r\n"
-        );
-        assert_eq!(
-            db.cmd("GEODIST Sicily Palermo Catania km"),
-            "$8\r\n166.2742\r\n"
-        );
-        assert_eq!(
-            db.cmd("GEOSEARCH Sicily FROMLONLAT 15 37 BYRADIUS 100 km"),
-            "*1\r\n$7\r\nCatania\r\n"
-        );
-        assert_eq!(
-            db.cmd("GEOSEARCH Sicily FROMLONLAT 15 37 BYRADIUS 200 km DESC"),
-            "*2\r\n$7\r\nPalermo\r\n$7\r\nCatania\r\n"
-        );
-        assert_eq!(
-            db.cmd("GEOSEARCHSTORE d Sicily FROMMEMBER Palermo BYRADIUS 200 km STOREDIST"),
-            ":2\r\n"
-        );
-        assert_eq!(db.cmd("ZSCORE d Palermo"), "$1\r\n0\r\n");
-        assert_eq!(
-            db.cmd("GEOADD Sicily 200 1 x"),
-            "-ERR invalid longitude,latitude pair 200.000000,1.000000\r\n"
-        );
-        assert_eq!(
-            db.cmd("GEOSEARCH Sicily BYRADIUS 1 km ASC WITHDIST"),
-            "-ERR exactly one of FROMMEMBER or FROMLONLAT can be specified for GEOSEARCH\r\n"
-        );
+        db.replies(&[
+            (
+                "GEOADD Sicily 13.361389 38.115556 Palermo 15.087269 37.502669 Catania",
+                ":2\r\n",
+            ),
+            ("TYPE Sicily", "+zset\r\n"),
+            ("ZSCORE Sicily Palermo", "$16\r\n3479099956230698\r\n"),
+            ("GEODIST Sicily Palermo Catania km", "$8\r\n166.2742\r\n"),
+            (
+                "GEOSEARCH Sicily FROMLONLAT 15 37 BYRADIUS 100 km",
+                "*1\r\n$7\r\nCatania\r\n",
+            ),
+            (
+                "GEOSEARCH Sicily FROMLONLAT 15 37 BYRADIUS 200 km DESC",
+                "*2\r\n$7\r\nPalermo\r\n$7\r\nCatania\r\n",
+            ),
+            (
+                "GEOSEARCHSTORE d Sicily FROMMEMBER Palermo BYRADIUS 200 km STOREDIST",
+                ":2\r\n",
+            ),
+            ("ZSCORE d Palermo", "$1\r\n0\r\n"),
+            (
+                "GEOADD Sicily 200 1 x",
+                "-ERR invalid longitude,latitude pair 200.000000,1.000000\r\n",
+            ),
+            (
+                "GEOSEARCH Sicily BYRADIUS 1 km ASC WITHDIST",
+                "-ERR exactly one of FROMMEMBER or FROMLONLAT can be specified for GEOSEARCH\r\n",
+            ),
+        ]);
         db.cmd("SET s v");
         assert_eq!(
             db.cmd("GEOADD s 1 1 a"),
@@ -1313,19 +1309,16 @@ mod tests {
         );
         // A STORE key is a write: it fails a transaction watching it and feeds a client
         // blocked on it, as any written key does.
-        db.cmd("WATCH dst");
-        assert_eq!(db.cmd("GEORADIUS Sicily 15 37 200 km STORE dst"), ":2\r\n");
-        db.cmd("MULTI");
-        db.cmd("PING");
-        assert_eq!(db.cmd("EXEC"), "*-1\r\n");
-        db.cmd("WATCH dst");
-        assert_eq!(
-            db.cmd("GEORADIUSBYMEMBER Sicily Palermo 1 m STOREDIST dst"),
-            ":1\r\n"
-        );
-        db.cmd("MULTI");
-        db.cmd("PING");
-        assert_eq!(db.cmd("EXEC"), "*-1\r\n");
+        for (write, reply) in [
+            ("GEORADIUS Sicily 15 37 200 km STORE dst", ":2\r\n"),
+            (
+                "GEORADIUSBYMEMBER Sicily Palermo 1 m STOREDIST dst",
+                ":1\r\n",
+            ),
+        ] {
+            let (r, exec) = db.watched_exec("dst", write);
+            assert_eq!((r.as_str(), exec.as_str()), (reply, "*-1\r\n"), "{write}");
+        }
         assert_eq!(
             radius_keys(
                 &[b"GEORADIUS", b"k", b"1", b"1", b"1", b"km", b"STORE", b"d"],

@@ -751,14 +751,7 @@ mod tests {
 
     use super::*;
 
-    use crate::testdb::Db;
-
-    /// A command with binary arguments (a DUMP payload), through the same path as the wire's.
-    fn run(db: &mut Db, args: &[&[u8]]) -> Vec<u8> {
-        let mut out = Vec::new();
-        crate::dispatch::execute(&mut db.store, &mut db.info, &mut db.session, args, &mut out);
-        out
-    }
+    use crate::testdb::{Db, WT};
 
     /// `HSET key` of fields `field:N` = `value:N` for N in `range`, 100 a command.
     fn fill(db: &mut Db, key: &str, range: std::ops::Range<u32>) {
@@ -777,38 +770,38 @@ mod tests {
         let mut db = Db::new();
         // 2,000 fields: about 60 KiB as one value, over FLAT_MAX_BYTES.
         fill(&mut db, "big", 0..2000);
-        assert_eq!(
-            db.store
-                .peek(&crate::db::store_key(0, b"big"))
-                .unwrap()
-                .kind,
-            Kind::ChunkedHash
-        );
-        assert_eq!(db.cmd("HLEN big"), ":2000\r\n");
-        assert_eq!(db.cmd("OBJECT ENCODING big"), "$9\r\nhashtable\r\n");
-        assert_eq!(db.cmd("TYPE big"), "+hash\r\n");
+        assert_eq!(db.kind_of("big"), Kind::ChunkedHash);
+        db.replies(&[
+            ("HLEN big", ":2000\r\n"),
+            ("OBJECT ENCODING big", "$9\r\nhashtable\r\n"),
+            ("TYPE big", "+hash\r\n"),
+        ]);
         // A one-field change writes the path to one leaf: a few chunks, not the ~15 a
         // rewrite of the whole hash would be.
         let before = db.store.collection_chunk_writes();
-        assert_eq!(db.cmd("HSET big field:001000 changed"), ":0\r\n");
-        assert_eq!(db.cmd("HSET big new 1 new 2"), ":1\r\n");
+        db.replies(&[
+            ("HSET big field:001000 changed", ":0\r\n"),
+            ("HSET big new 1 new 2", ":1\r\n"),
+        ]);
         let writes = db.store.collection_chunk_writes() - before;
         assert!(writes <= 6, "two field changes wrote {writes} chunks");
-        assert_eq!(db.cmd("HGET big field:001000"), "$7\r\nchanged\r\n");
-        assert_eq!(db.cmd("HGET big new"), "$1\r\n2\r\n");
-        assert_eq!(db.cmd("HGET big nope"), "$-1\r\n");
-        assert_eq!(
-            db.cmd("HMGET big field:000001 nope"),
-            "*2\r\n$12\r\nvalue:000001\r\n$-1\r\n"
-        );
-        assert_eq!(db.cmd("HEXISTS big field:000002"), ":1\r\n");
-        assert_eq!(db.cmd("HSTRLEN big field:000002"), ":12\r\n");
-        assert_eq!(db.cmd("HSETNX big field:000002 x"), ":0\r\n");
-        assert_eq!(db.cmd("HSETNX big n2 x"), ":1\r\n");
-        assert_eq!(db.cmd("HINCRBY big counter 5"), ":5\r\n");
-        assert_eq!(db.cmd("HINCRBYFLOAT big counter 0.5"), "$3\r\n5.5\r\n");
-        assert_eq!(db.cmd("HDEL big n2 counter nope n2"), ":2\r\n");
-        assert_eq!(db.cmd("HLEN big"), ":2001\r\n");
+        db.replies(&[
+            ("HGET big field:001000", "$7\r\nchanged\r\n"),
+            ("HGET big new", "$1\r\n2\r\n"),
+            ("HGET big nope", "$-1\r\n"),
+            (
+                "HMGET big field:000001 nope",
+                "*2\r\n$12\r\nvalue:000001\r\n$-1\r\n",
+            ),
+            ("HEXISTS big field:000002", ":1\r\n"),
+            ("HSTRLEN big field:000002", ":12\r\n"),
+            ("HSETNX big field:000002 x", ":0\r\n"),
+            ("HSETNX big n2 x", ":1\r\n"),
+            ("HINCRBY big counter 5", ":5\r\n"),
+            ("HINCRBYFLOAT big counter 0.5", "$3\r\n5.5\r\n"),
+            ("HDEL big n2 counter nope n2", ":2\r\n"),
+            ("HLEN big", ":2001\r\n"),
+        ]);
         assert_eq!(db.cmd("HKEYS big").matches("\r\n$").count(), 2001);
         assert_eq!(db.cmd("HVALS big").matches("\r\n$").count(), 2001);
         assert!(db.cmd("HGETALL big").starts_with("*4002\r\n"));
@@ -845,19 +838,15 @@ mod tests {
             "*1\r\n$12\r\nvalue:000005\r\n"
         );
         // DUMP and RESTORE round trip, chunked again on the way in.
-        let payload = run(&mut db, &[b"DUMP", b"big"]);
+        let payload = db.run(&[b"DUMP", b"big"]);
         let start = payload.iter().position(|&b| b == b'\n').unwrap() + 1;
         let body = &payload[start..payload.len() - 2];
-        assert_eq!(run(&mut db, &[b"RESTORE", b"copy", b"0", body]), b"+OK\r\n");
-        assert_eq!(
-            db.store
-                .peek(&crate::db::store_key(0, b"copy"))
-                .unwrap()
-                .kind,
-            Kind::ChunkedHash
-        );
-        assert_eq!(db.cmd("HLEN copy"), ":2001\r\n");
-        assert_eq!(db.cmd("HGET copy field:001000"), "$7\r\nchanged\r\n");
+        assert_eq!(db.run(&[b"RESTORE", b"copy", b"0", body]), b"+OK\r\n");
+        assert_eq!(db.kind_of("copy"), Kind::ChunkedHash);
+        db.replies(&[
+            ("HLEN copy", ":2001\r\n"),
+            ("HGET copy field:001000", "$7\r\nchanged\r\n"),
+        ]);
         // Removing every field removes the key.
         db.cmd("DEL copy");
         fill(&mut db, "gone", 0..2000);
@@ -876,30 +865,20 @@ mod tests {
     fn a_hash_that_grows_past_the_flat_size_keeps_its_ttl_and_fields() {
         let mut db = Db::new();
         fill(&mut db, "h", 0..10);
-        assert_eq!(
-            db.store.peek(&crate::db::store_key(0, b"h")).unwrap().kind,
-            Kind::Hash
-        );
+        assert_eq!(db.kind_of("h"), Kind::Hash);
         assert_eq!(db.cmd("EXPIRE h 1000"), ":1\r\n");
         // Grown by each kind of write: HSET, then a value too long for one value by HSETNX.
         fill(&mut db, "h", 10..1500);
-        assert_eq!(
-            db.store.peek(&crate::db::store_key(0, b"h")).unwrap().kind,
-            Kind::ChunkedHash
-        );
-        assert_eq!(db.cmd("HLEN h"), ":1500\r\n");
-        assert_eq!(db.cmd("HGET h field:000003"), "$12\r\nvalue:000003\r\n");
+        assert_eq!(db.kind_of("h"), Kind::ChunkedHash);
+        db.replies(&[
+            ("HLEN h", ":1500\r\n"),
+            ("HGET h field:000003", "$12\r\nvalue:000003\r\n"),
+        ]);
         let ttl = db.cmd("TTL h");
         assert!(ttl.starts_with(":9") || ttl == ":1000\r\n", "{ttl}");
         let long = "x".repeat(40 * 1024);
         assert_eq!(db.cmd(&format!("HSETNX small f {long}")), ":1\r\n");
-        assert_eq!(
-            db.store
-                .peek(&crate::db::store_key(0, b"small"))
-                .unwrap()
-                .kind,
-            Kind::ChunkedHash
-        );
+        assert_eq!(db.kind_of("small"), Kind::ChunkedHash);
         assert_eq!(db.cmd("HSTRLEN small f"), format!(":{}\r\n", long.len()));
         assert_eq!(db.cmd("HINCRBY small n 2"), ":2\r\n");
         // With thresholds raised so that Redis keeps a listpack (insertion order, which
@@ -907,10 +886,7 @@ mod tests {
         db.cmd("CONFIG SET hash-max-listpack-entries 1000000000");
         db.cmd("CONFIG SET hash-max-listpack-value 1000000000");
         assert_eq!(db.cmd(&format!("HSET lp z 1 a {long} m 2")), ":3\r\n");
-        assert_eq!(
-            db.store.peek(&crate::db::store_key(0, b"lp")).unwrap().kind,
-            Kind::Hash
-        );
+        assert_eq!(db.kind_of("lp"), Kind::Hash);
         assert!(db
             .cmd("HKEYS lp")
             .starts_with("*3\r\n$1\r\nz\r\n$1\r\na\r\n$1\r\nm\r\n"));
@@ -918,81 +894,72 @@ mod tests {
         db.cmd("CONFIG SET hash-max-listpack-value 64");
         // A small hash stays one value: YCSB's records are updated in place.
         fill(&mut db, "rec", 0..10);
-        assert_eq!(
-            db.store
-                .peek(&crate::db::store_key(0, b"rec"))
-                .unwrap()
-                .kind,
-            Kind::Hash
-        );
+        assert_eq!(db.kind_of("rec"), Kind::Hash);
         assert_eq!(db.cmd("OBJECT ENCODING rec"), "$8\r\nlistpack\r\n");
     }
 
     #[test]
     fn field_commands_follow_redis() {
         let mut db = Db::new();
-        assert_eq!(db.cmd("HSETNX h a 1"), ":1\r\n");
-        assert_eq!(db.cmd("HSETNX h a 2"), ":0\r\n");
-        assert_eq!(db.cmd("HGET h a"), "$1\r\n1\r\n");
-        assert_eq!(db.cmd("HINCRBY h a 41"), ":42\r\n");
-        assert_eq!(db.cmd("HINCRBY h n -5"), ":-5\r\n");
-        assert_eq!(
-            db.cmd("HINCRBY h a 9223372036854775807"),
-            "-ERR increment or decrement would overflow\r\n"
-        );
-        assert_eq!(
-            db.cmd("HINCRBY h a x"),
-            "-ERR value is not an integer or out of range\r\n"
-        );
+        db.replies(&[
+            ("HSETNX h a 1", ":1\r\n"),
+            ("HSETNX h a 2", ":0\r\n"),
+            ("HGET h a", "$1\r\n1\r\n"),
+            ("HINCRBY h a 41", ":42\r\n"),
+            ("HINCRBY h n -5", ":-5\r\n"),
+            (
+                "HINCRBY h a 9223372036854775807",
+                "-ERR increment or decrement would overflow\r\n",
+            ),
+            (
+                "HINCRBY h a x",
+                "-ERR value is not an integer or out of range\r\n",
+            ),
+        ]);
         db.cmd("HSET h s hello f 1.5");
-        assert_eq!(
-            db.cmd("HINCRBY h s 1"),
-            "-ERR hash value is not an integer\r\n"
-        );
-        assert_eq!(db.cmd("HINCRBYFLOAT h f 0.25"), "$4\r\n1.75\r\n");
-        assert_eq!(db.cmd("HINCRBYFLOAT h new 3"), "$1\r\n3\r\n");
-        assert_eq!(
-            db.cmd("HINCRBYFLOAT h s 1"),
-            "-ERR hash value is not a float\r\n"
-        );
-        assert_eq!(
-            db.cmd("HINCRBYFLOAT h f x"),
-            "-ERR value is not a valid float\r\n"
-        );
-        assert_eq!(
-            db.cmd("HINCRBYFLOAT h f inf"),
-            "-ERR value is NaN or Infinity\r\n"
-        );
-        assert_eq!(db.cmd("HSTRLEN h s"), ":5\r\n");
-        assert_eq!(db.cmd("HSTRLEN h nope"), ":0\r\n");
-        assert_eq!(db.cmd("HSTRLEN nope s"), ":0\r\n");
+        db.replies(&[
+            ("HINCRBY h s 1", "-ERR hash value is not an integer\r\n"),
+            ("HINCRBYFLOAT h f 0.25", "$4\r\n1.75\r\n"),
+            ("HINCRBYFLOAT h new 3", "$1\r\n3\r\n"),
+            ("HINCRBYFLOAT h s 1", "-ERR hash value is not a float\r\n"),
+            ("HINCRBYFLOAT h f x", "-ERR value is not a valid float\r\n"),
+            ("HINCRBYFLOAT h f inf", "-ERR value is NaN or Infinity\r\n"),
+            ("HSTRLEN h s", ":5\r\n"),
+            ("HSTRLEN h nope", ":0\r\n"),
+            ("HSTRLEN nope s", ":0\r\n"),
+        ]);
         db.cmd("SET str v");
-        for c in [
-            "HSETNX str a 1",
-            "HINCRBY str a 1",
-            "HSTRLEN str a",
-            "HRANDFIELD str",
-            "HSCAN str 0",
-        ] {
-            assert!(db.cmd(c).starts_with("-WRONGTYPE"), "{c}");
-        }
+        db.each_replies(
+            &[
+                "HSETNX str a 1",
+                "HINCRBY str a 1",
+                "HSTRLEN str a",
+                "HRANDFIELD str",
+                "HSCAN str 0",
+            ],
+            WT,
+        );
     }
 
     #[test]
     fn hscan_and_hrandfield() {
         let mut db = Db::new();
         db.cmd("HSET h a 1 b 2 c 3 ab 4");
-        assert_eq!(
-            db.cmd("HSCAN h 0 MATCH a*"),
-            "*2\r\n$1\r\n0\r\n*4\r\n$1\r\na\r\n$1\r\n1\r\n$2\r\nab\r\n$1\r\n4\r\n"
-        );
-        assert_eq!(db.cmd("HSCAN h x"), "-ERR invalid cursor\r\n");
+        db.replies(&[
+            (
+                "HSCAN h 0 MATCH a*",
+                "*2\r\n$1\r\n0\r\n*4\r\n$1\r\na\r\n$1\r\n1\r\n$2\r\nab\r\n$1\r\n4\r\n",
+            ),
+            ("HSCAN h x", "-ERR invalid cursor\r\n"),
+        ]);
         assert_eq!(db.cmd("HRANDFIELD h 10").matches('$').count(), 4);
         assert_eq!(db.cmd("HRANDFIELD h 10 WITHVALUES").matches('$').count(), 8);
         assert_eq!(db.cmd("HRANDFIELD h -10").matches('$').count(), 10);
-        assert_eq!(db.cmd("HRANDFIELD h 0"), "*0\r\n");
-        assert_eq!(db.cmd("HRANDFIELD nope 3"), "*0\r\n");
-        assert_eq!(db.cmd("HRANDFIELD nope"), "$-1\r\n");
+        db.replies(&[
+            ("HRANDFIELD h 0", "*0\r\n"),
+            ("HRANDFIELD nope 3", "*0\r\n"),
+            ("HRANDFIELD nope", "$-1\r\n"),
+        ]);
         assert!(db.cmd("HRANDFIELD h").starts_with('$'));
         assert_eq!(db.cmd("HRANDFIELD h 1 X"), "-ERR syntax error\r\n");
         assert_eq!(

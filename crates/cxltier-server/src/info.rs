@@ -441,15 +441,14 @@ mod tests {
         }
         let stats = db.cmd("INFO commandSTATS");
         assert!(!stats.contains("used_memory"));
-        assert!(stats.contains("cmdstat_get:calls=2,usec="), "{stats}");
-        assert!(
-            stats.contains(",rejected_calls=1,failed_calls=0\r\n"),
-            "{stats}"
-        );
-        assert!(stats.contains("cmdstat_incr:calls=2,"), "{stats}");
-        assert!(
-            stats.contains(",rejected_calls=0,failed_calls=1\r\n"),
-            "{stats}"
+        assert_has(
+            &stats,
+            &[
+                "cmdstat_get:calls=2,usec=",
+                ",rejected_calls=1,failed_calls=0\r\n",
+                "cmdstat_incr:calls=2,",
+                ",rejected_calls=0,failed_calls=1\r\n",
+            ],
         );
         db.cmd("CONFIG RESETSTAT");
         assert!(!db.cmd("INFO commandstats").contains("cmdstat_get"));

@@ -1078,61 +1078,62 @@ mod tests {
     fn rename_and_copy_take_collections_whole() {
         let mut db = crate::testdb::Db::new();
         db.cmd("RPUSH bob a b c");
-        assert_eq!(db.cmd("RENAME bob foo"), "+OK\r\n");
-        assert_eq!(
-            db.cmd("LRANGE foo 0 -1"),
-            "*3\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n"
-        );
-        assert_eq!(db.cmd("EXISTS bob"), ":0\r\n");
+        db.replies(&[
+            ("RENAME bob foo", "+OK\r\n"),
+            ("LRANGE foo 0 -1", "*3\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n"),
+            ("EXISTS bob", ":0\r\n"),
+        ]);
         db.cmd("ZADD z 1 a");
-        assert_eq!(db.cmd("COPY z z2"), ":1\r\n");
-        assert_eq!(db.cmd("ZSCORE z2 a"), "$1\r\n1\r\n");
-        assert_eq!(db.cmd("RENAMENX z foo"), ":0\r\n");
-        assert_eq!(db.cmd("RENAME nope x"), "-ERR no such key\r\n");
+        db.replies(&[
+            ("COPY z z2", ":1\r\n"),
+            ("ZSCORE z2 a", "$1\r\n1\r\n"),
+            ("RENAMENX z foo", ":0\r\n"),
+            ("RENAME nope x", "-ERR no such key\r\n"),
+        ]);
         db.cmd("SET s v");
-        assert_eq!(db.cmd("RENAME s foo"), "+OK\r\n");
-        assert_eq!(db.cmd("GET foo"), "$1\r\nv\r\n");
+        db.replies(&[("RENAME s foo", "+OK\r\n"), ("GET foo", "$1\r\nv\r\n")]);
     }
 
     #[test]
     fn sort_follows_redis() {
         let mut db = crate::testdb::Db::new();
         db.cmd("RPUSH l 3 1 2");
-        assert_eq!(db.cmd("SORT l"), "*3\r\n$1\r\n1\r\n$1\r\n2\r\n$1\r\n3\r\n");
-        assert_eq!(
-            db.cmd("SORT l DESC LIMIT 0 2"),
-            "*2\r\n$1\r\n3\r\n$1\r\n2\r\n"
-        );
+        db.replies(&[
+            ("SORT l", "*3\r\n$1\r\n1\r\n$1\r\n2\r\n$1\r\n3\r\n"),
+            ("SORT l DESC LIMIT 0 2", "*2\r\n$1\r\n3\r\n$1\r\n2\r\n"),
+        ]);
         db.cmd("MSET w_1 30 w_2 10 w_3 20");
         db.cmd("HSET h_1 f a");
-        assert_eq!(
-            db.cmd("SORT l BY w_* GET # GET h_*->f"),
-            "*6\r\n$1\r\n2\r\n$-1\r\n$1\r\n3\r\n$-1\r\n$1\r\n1\r\n$1\r\na\r\n"
-        );
-        assert_eq!(
-            db.cmd("SORT l BY nosort"),
-            "*3\r\n$1\r\n3\r\n$1\r\n1\r\n$1\r\n2\r\n"
-        );
+        db.replies(&[
+            (
+                "SORT l BY w_* GET # GET h_*->f",
+                "*6\r\n$1\r\n2\r\n$-1\r\n$1\r\n3\r\n$-1\r\n$1\r\n1\r\n$1\r\na\r\n",
+            ),
+            (
+                "SORT l BY nosort",
+                "*3\r\n$1\r\n3\r\n$1\r\n1\r\n$1\r\n2\r\n",
+            ),
+        ]);
         db.cmd("SADD s b a c");
-        assert_eq!(db.cmd("SORT s ALPHA STORE d"), ":3\r\n");
-        assert_eq!(
-            db.cmd("LRANGE d 0 -1"),
-            "*3\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n"
-        );
-        assert_eq!(
-            db.cmd("SORT s"),
-            "-ERR One or more scores can't be converted into double\r\n"
-        );
-        assert_eq!(db.cmd("SORT nope STORE d"), ":0\r\n");
+        db.replies(&[
+            ("SORT s ALPHA STORE d", ":3\r\n"),
+            ("LRANGE d 0 -1", "*3\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n"),
+            (
+                "SORT s",
+                "-ERR One or more scores can't be converted into double\r\n",
+            ),
+            ("SORT nope STORE d", ":0\r\n"),
+        ]);
         // An empty result that deletes a watched destination fails the transaction.
         db.cmd("RPUSH watched x");
-        db.cmd("WATCH watched");
-        assert_eq!(db.cmd("SORT nope STORE watched"), ":0\r\n");
-        db.cmd("MULTI");
-        db.cmd("PING");
-        assert_eq!(db.cmd("EXEC"), "*-1\r\n");
-        assert_eq!(db.cmd("EXISTS d"), ":0\r\n");
-        assert_eq!(db.cmd("SORT_RO l STORE d"), "-ERR syntax error\r\n");
+        assert_eq!(
+            db.watched_exec("watched", "SORT nope STORE watched"),
+            (":0\r\n".into(), "*-1\r\n".into())
+        );
+        db.replies(&[
+            ("EXISTS d", ":0\r\n"),
+            ("SORT_RO l STORE d", "-ERR syntax error\r\n"),
+        ]);
         assert!(db.cmd("SORT w_1").starts_with("-WRONGTYPE"));
     }
 
@@ -1160,49 +1161,21 @@ mod tests {
             };
             let want = db.cmd(&q(k));
             let words: Vec<&[u8]> = vec![b"DUMP", k.as_bytes()];
-            let mut out = Vec::new();
-            crate::dispatch::execute(
-                &mut db.store,
-                &mut db.info,
-                &mut db.session,
-                &words,
-                &mut out,
-            );
+            let out = db.run(&words);
             // The bulk's bytes, whatever they hold.
             let nl = out.iter().position(|&b| b == b'\n').unwrap();
             let payload = out[nl + 1..out.len() - 2].to_vec();
             let new = format!("{k}2");
             let words: Vec<&[u8]> = vec![b"RESTORE", new.as_bytes(), b"0", &payload];
-            let mut out = Vec::new();
-            crate::dispatch::execute(
-                &mut db.store,
-                &mut db.info,
-                &mut db.session,
-                &words,
-                &mut out,
-            );
+            let out = db.run(&words);
             assert_eq!(out, b"+OK\r\n", "{k}");
             assert_eq!(db.cmd(&q(&new)), want, "{k}");
-            let mut out = Vec::new();
-            crate::dispatch::execute(
-                &mut db.store,
-                &mut db.info,
-                &mut db.session,
-                &words,
-                &mut out,
-            );
+            let out = db.run(&words);
             assert_eq!(out, b"-BUSYKEY Target key name already exists.\r\n");
             let mut bad = payload.clone();
             *bad.last_mut().unwrap() ^= 1;
             let words: Vec<&[u8]> = vec![b"RESTORE", b"x", b"0", &bad];
-            let mut out = Vec::new();
-            crate::dispatch::execute(
-                &mut db.store,
-                &mut db.info,
-                &mut db.session,
-                &words,
-                &mut out,
-            );
+            let out = db.run(&words);
             assert_eq!(out, b"-ERR DUMP payload version or checksum are wrong\r\n");
         }
         assert_eq!(db.cmd("DUMP nope"), "$-1\r\n");
@@ -1222,28 +1195,29 @@ mod tests {
         for k in ["l", "s", "z", "h"] {
             assert_eq!(db.cmd(&format!("COPY {k} {k}2")), ":1\r\n", "{k}");
         }
-        assert_eq!(
-            db.cmd("LRANGE l2 0 -1"),
-            "*3\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n"
-        );
-        assert_eq!(db.cmd("SCARD s2"), ":3\r\n");
-        assert_eq!(db.cmd("ZSCORE z2 b"), "$1\r\n2\r\n");
-        assert_eq!(db.cmd("HGET h2 f"), "$1\r\nv\r\n");
+        db.replies(&[
+            ("LRANGE l2 0 -1", "*3\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n"),
+            ("SCARD s2", ":3\r\n"),
+            ("ZSCORE z2 b", "$1\r\n2\r\n"),
+            ("HGET h2 f", "$1\r\nv\r\n"),
+        ]);
         assert!(db.cmd("PTTL l2").starts_with(':') && db.cmd("PTTL l2") != ":-1\r\n");
         // The copy is its own: changing it leaves the source alone.
         db.cmd("RPUSH l2 d");
-        assert_eq!(db.cmd("LLEN l"), ":3\r\n");
-        // COPY onto an existing key needs REPLACE.
-        assert_eq!(db.cmd("COPY s l2"), ":0\r\n");
-        assert_eq!(db.cmd("COPY s l2 REPLACE"), ":1\r\n");
-        assert_eq!(db.cmd("TYPE l2"), "+set\r\n");
-        assert_eq!(db.cmd("RENAME z zz"), "+OK\r\n");
-        assert_eq!(db.cmd("EXISTS z"), ":0\r\n");
-        assert_eq!(db.cmd("ZRANGE zz 0 -1"), "*2\r\n$1\r\na\r\n$1\r\nb\r\n");
-        assert_eq!(db.cmd("RENAMENX h zz"), ":0\r\n");
-        assert_eq!(db.cmd("RENAMENX h hh"), ":1\r\n");
-        assert_eq!(db.cmd("HGET hh f"), "$1\r\nv\r\n");
-        assert_eq!(db.cmd("RENAME nothing x"), "-ERR no such key\r\n");
+        db.replies(&[
+            ("LLEN l", ":3\r\n"),
+            // COPY onto an existing key needs REPLACE.
+            ("COPY s l2", ":0\r\n"),
+            ("COPY s l2 REPLACE", ":1\r\n"),
+            ("TYPE l2", "+set\r\n"),
+            ("RENAME z zz", "+OK\r\n"),
+            ("EXISTS z", ":0\r\n"),
+            ("ZRANGE zz 0 -1", "*2\r\n$1\r\na\r\n$1\r\nb\r\n"),
+            ("RENAMENX h zz", ":0\r\n"),
+            ("RENAMENX h hh", ":1\r\n"),
+            ("HGET hh f", "$1\r\nv\r\n"),
+            ("RENAME nothing x", "-ERR no such key\r\n"),
+        ]);
     }
 
     #[test]
@@ -1274,11 +1248,13 @@ mod tests {
         }
         db.cmd("GET foo");
         db.cmd("ZSCORE z a");
-        assert_eq!(db.cmd("TOUCH bar nope"), ":1\r\n");
-        assert_eq!(db.cmd("OBJECT IDLETIME foo"), ":0\r\n");
-        assert_eq!(db.cmd("OBJECT IDLETIME z"), ":0\r\n");
-        assert_eq!(db.cmd("OBJECT IDLETIME bar"), ":0\r\n");
-        assert_eq!(db.cmd("OBJECT IDLETIME nope"), "$-1\r\n");
+        db.replies(&[
+            ("TOUCH bar nope", ":1\r\n"),
+            ("OBJECT IDLETIME foo", ":0\r\n"),
+            ("OBJECT IDLETIME z", ":0\r\n"),
+            ("OBJECT IDLETIME bar", ":0\r\n"),
+            ("OBJECT IDLETIME nope", "$-1\r\n"),
+        ]);
     }
 
     #[test]
@@ -1290,24 +1266,27 @@ mod tests {
         db.cmd("SET e hello");
         db.cmd(&format!("SET r {long}"));
         db.cmd("HSET h a 1 b 2");
-        let enc = |db: &mut Db, k: &str| db.cmd(&format!("OBJECT ENCODING {k}"));
-        assert_eq!(enc(&mut db, "i"), "$3\r\nint\r\n");
-        assert_eq!(enc(&mut db, "z"), "$6\r\nembstr\r\n");
-        assert_eq!(enc(&mut db, "e"), "$6\r\nembstr\r\n");
-        assert_eq!(enc(&mut db, "r"), "$3\r\nraw\r\n");
-        assert_eq!(enc(&mut db, "h"), "$8\r\nlistpack\r\n");
-        assert_eq!(enc(&mut db, "missing"), "$-1\r\n");
+        db.replies(&[
+            ("OBJECT ENCODING i", "$3\r\nint\r\n"),
+            ("OBJECT ENCODING z", "$6\r\nembstr\r\n"),
+            ("OBJECT ENCODING e", "$6\r\nembstr\r\n"),
+            ("OBJECT ENCODING r", "$3\r\nraw\r\n"),
+            ("OBJECT ENCODING h", "$8\r\nlistpack\r\n"),
+            ("OBJECT ENCODING missing", "$-1\r\n"),
+        ]);
         db.cmd("CONFIG SET hash-max-listpack-entries 1");
-        assert_eq!(enc(&mut db, "h"), "$9\r\nhashtable\r\n");
+        assert_eq!(db.cmd("OBJECT ENCODING h"), "$9\r\nhashtable\r\n");
         db.cmd("CONFIG SET hash-max-listpack-entries 128");
         db.cmd("CONFIG SET hash-max-ziplist-value 0");
-        assert_eq!(enc(&mut db, "h"), "$9\r\nhashtable\r\n");
+        assert_eq!(db.cmd("OBJECT ENCODING h"), "$9\r\nhashtable\r\n");
         assert_eq!(db.cmd("OBJECT TIER e"), "$4\r\ndram\r\n");
         db.cmd("RPUSH l a b");
-        assert_eq!(db.cmd("OBJECT TIER l"), "$4\r\ndram\r\n");
-        assert_eq!(db.cmd("OBJECT TIER missing"), "$-1\r\n");
-        assert_eq!(db.cmd("OBJECT REFCOUNT e"), ":1\r\n");
-        assert_eq!(db.cmd("OBJECT IDLETIME e"), ":0\r\n");
+        db.replies(&[
+            ("OBJECT TIER l", "$4\r\ndram\r\n"),
+            ("OBJECT TIER missing", "$-1\r\n"),
+            ("OBJECT REFCOUNT e", ":1\r\n"),
+            ("OBJECT IDLETIME e", ":0\r\n"),
+        ]);
         assert!(db
             .cmd("OBJECT FREQ e")
             .starts_with("-ERR An LFU maxmemory policy is not selected"));
@@ -1340,11 +1319,13 @@ mod tests {
                 "{line}"
             );
         }
-        assert_eq!(db.cmd("TTL k"), ":-1\r\n");
-        assert_eq!(db.cmd("GET k"), "$1\r\nv\r\n");
-        // The largest absolute time is accepted, and far in the future.
-        assert_eq!(db.cmd("PEXPIREAT k 9223372036854775807"), ":1\r\n");
-        assert_eq!(db.cmd("EXPIREAT k 9223372036854775"), ":1\r\n");
+        db.replies(&[
+            ("TTL k", ":-1\r\n"),
+            ("GET k", "$1\r\nv\r\n"),
+            // The largest absolute time is accepted, and far in the future.
+            ("PEXPIREAT k 9223372036854775807", ":1\r\n"),
+            ("EXPIREAT k 9223372036854775", ":1\r\n"),
+        ]);
         assert!(db.cmd("TTL k").starts_with(":92233"));
         for (line, name) in [
             ("SET k v EX 99999999999999999", "set"),
@@ -1368,90 +1349,85 @@ mod tests {
         assert_eq!(db.cmd("SET k v EXAT 9223372036854775"), "+OK\r\n");
         assert!(db.cmd("TTL k").starts_with(":92233"));
         // A time in the past still deletes, as in Redis.
-        assert_eq!(db.cmd("EXPIRE k -9223372036854775"), ":1\r\n");
-        assert_eq!(db.cmd("EXISTS k"), ":0\r\n");
+        db.replies(&[
+            ("EXPIRE k -9223372036854775", ":1\r\n"),
+            ("EXISTS k", ":0\r\n"),
+        ]);
     }
 
     #[test]
     fn expire_flags_follow_redis_7() {
         let mut db = Db::large();
-        replies(
-            &mut db,
-            &[
-                ("SET k v", "+OK\r\n"),
-                ("EXPIRE k 100 XX", ":0\r\n"),
-                ("EXPIRE k 100 GT", ":0\r\n"),
-                ("EXPIRE k 100 LT", ":1\r\n"),
-                ("EXPIRE k 200 NX", ":0\r\n"),
-                ("EXPIRE k 50 GT", ":0\r\n"),
-                ("EXPIRE k 200 GT", ":1\r\n"),
-                ("EXPIRE k 300 LT", ":0\r\n"),
-                ("EXPIRE k 150 XX LT", ":1\r\n"),
-                ("TTL k", ":150\r\n"),
-                ("PERSIST k", ":1\r\n"),
-                ("EXPIRE k 100 NX", ":1\r\n"),
-                (
-                    "EXPIRE k 100 NX XX",
-                    "-ERR NX and XX, GT or LT options at the same time are not compatible\r\n",
-                ),
-                (
-                    "EXPIRE k 100 GT LT",
-                    "-ERR GT and LT options at the same time are not compatible\r\n",
-                ),
-                ("EXPIRE k 100 FOO", "-ERR Unsupported option FOO\r\n"),
-                ("EXPIRE missing 100", ":0\r\n"),
-                ("EXPIRETIME missing", ":-2\r\n"),
-                ("SET p v", "+OK\r\n"),
-                ("EXPIRETIME p", ":-1\r\n"),
-                ("PEXPIRETIME p", ":-1\r\n"),
-                ("PEXPIREAT p 99999999999999", ":1\r\n"),
-                ("PEXPIRETIME p", ":99999999999999\r\n"),
-                ("EXPIRETIME p", ":99999999999\r\n"),
-            ],
-        );
+        db.replies(&[
+            ("SET k v", "+OK\r\n"),
+            ("EXPIRE k 100 XX", ":0\r\n"),
+            ("EXPIRE k 100 GT", ":0\r\n"),
+            ("EXPIRE k 100 LT", ":1\r\n"),
+            ("EXPIRE k 200 NX", ":0\r\n"),
+            ("EXPIRE k 50 GT", ":0\r\n"),
+            ("EXPIRE k 200 GT", ":1\r\n"),
+            ("EXPIRE k 300 LT", ":0\r\n"),
+            ("EXPIRE k 150 XX LT", ":1\r\n"),
+            ("TTL k", ":150\r\n"),
+            ("PERSIST k", ":1\r\n"),
+            ("EXPIRE k 100 NX", ":1\r\n"),
+            (
+                "EXPIRE k 100 NX XX",
+                "-ERR NX and XX, GT or LT options at the same time are not compatible\r\n",
+            ),
+            (
+                "EXPIRE k 100 GT LT",
+                "-ERR GT and LT options at the same time are not compatible\r\n",
+            ),
+            ("EXPIRE k 100 FOO", "-ERR Unsupported option FOO\r\n"),
+            ("EXPIRE missing 100", ":0\r\n"),
+            ("EXPIRETIME missing", ":-2\r\n"),
+            ("SET p v", "+OK\r\n"),
+            ("EXPIRETIME p", ":-1\r\n"),
+            ("PEXPIRETIME p", ":-1\r\n"),
+            ("PEXPIREAT p 99999999999999", ":1\r\n"),
+            ("PEXPIRETIME p", ":99999999999999\r\n"),
+            ("EXPIRETIME p", ":99999999999\r\n"),
+        ]);
     }
 
     #[test]
     fn rename_copy_touch_and_randomkey() {
         let mut db = Db::large();
-        replies(
-            &mut db,
-            &[
-                ("RANDOMKEY", "$-1\r\n"),
-                ("RENAME a b", "-ERR no such key\r\n"),
-                ("SET a 1", "+OK\r\n"),
-                ("EXPIRE a 100", ":1\r\n"),
-                ("RENAME a b", "+OK\r\n"),
-                ("EXISTS a", ":0\r\n"),
-                ("TTL b", ":100\r\n"),
-                ("RENAME b b", "+OK\r\n"),
-                ("SET c 2", "+OK\r\n"),
-                ("RENAMENX b c", ":0\r\n"),
-                ("RENAMENX b d", ":1\r\n"),
-                ("GET d", "$1\r\n1\r\n"),
-                (
-                    "COPY d d",
-                    "-ERR source and destination objects are the same\r\n",
-                ),
-                ("COPY d c", ":0\r\n"),
-                ("COPY d c REPLACE", ":1\r\n"),
-                ("GET c", "$1\r\n1\r\n"),
-                ("TTL c", ":100\r\n"),
-                ("COPY d e DB 0", ":1\r\n"),
-                ("COPY missing e", ":0\r\n"),
-                ("COPY d e DB 1 REPLACE", ":1\r\n"),
-                ("COPY d e DB 16", "-ERR DB index is out of range\r\n"),
-                ("TOUCH c d c missing", ":3\r\n"),
-            ],
-        );
+        db.replies(&[
+            ("RANDOMKEY", "$-1\r\n"),
+            ("RENAME a b", "-ERR no such key\r\n"),
+            ("SET a 1", "+OK\r\n"),
+            ("EXPIRE a 100", ":1\r\n"),
+            ("RENAME a b", "+OK\r\n"),
+            ("EXISTS a", ":0\r\n"),
+            ("TTL b", ":100\r\n"),
+            ("RENAME b b", "+OK\r\n"),
+            ("SET c 2", "+OK\r\n"),
+            ("RENAMENX b c", ":0\r\n"),
+            ("RENAMENX b d", ":1\r\n"),
+            ("GET d", "$1\r\n1\r\n"),
+            (
+                "COPY d d",
+                "-ERR source and destination objects are the same\r\n",
+            ),
+            ("COPY d c", ":0\r\n"),
+            ("COPY d c REPLACE", ":1\r\n"),
+            ("GET c", "$1\r\n1\r\n"),
+            ("TTL c", ":100\r\n"),
+            ("COPY d e DB 0", ":1\r\n"),
+            ("COPY missing e", ":0\r\n"),
+            ("COPY d e DB 1 REPLACE", ":1\r\n"),
+            ("COPY d e DB 16", "-ERR DB index is out of range\r\n"),
+            ("TOUCH c d c missing", ":3\r\n"),
+        ]);
         let r = db.cmd("RANDOMKEY");
         assert!(
             ["$1\r\nc\r\n", "$1\r\nd\r\n", "$1\r\ne\r\n"].contains(&r.as_str()),
             "{r}"
         );
         db.cmd("HSET h f v");
-        assert_eq!(db.cmd("RENAME h h2"), "+OK\r\n");
-        assert_eq!(db.cmd("HGET h2 f"), "$1\r\nv\r\n");
+        db.replies(&[("RENAME h h2", "+OK\r\n"), ("HGET h2 f", "$1\r\nv\r\n")]);
     }
 
     #[test]
@@ -1467,12 +1443,13 @@ mod tests {
         assert_eq!(scan_all(&mut db, " MATCH k1* COUNT 3").len(), 10);
         assert_eq!(scan_all(&mut db, " TYPE hash"), ["h"]);
         assert_eq!(scan_all(&mut db, " TYPE list").len(), 0);
-        assert_eq!(db.cmd("SCAN x"), "-ERR invalid cursor\r\n");
-        assert_eq!(db.cmd("SCAN 0 COUNT 0"), "-ERR syntax error\r\n");
-        assert_eq!(db.cmd("SCAN 0 MATCH"), "-ERR syntax error\r\n");
+        db.replies(&[
+            ("SCAN x", "-ERR invalid cursor\r\n"),
+            ("SCAN 0 COUNT 0", "-ERR syntax error\r\n"),
+            ("SCAN 0 MATCH", "-ERR syntax error\r\n"),
+        ]);
         assert_eq!(db.cmd("KEYS k4*").matches("$3\r\nk4").count(), 10);
-        assert_eq!(db.cmd("KEYS nothing*"), "*0\r\n");
-        assert_eq!(db.cmd("DBSIZE"), ":51\r\n");
+        db.replies(&[("KEYS nothing*", "*0\r\n"), ("DBSIZE", ":51\r\n")]);
     }
 
     proptest::proptest! {
@@ -1532,9 +1509,11 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(2));
         }
         std::thread::sleep(std::time::Duration::from_millis(2));
-        assert_eq!(db.cmd("GET gone"), "$-1\r\n");
-        assert_eq!(db.cmd("GET stays"), "$1\r\nv\r\n");
-        assert_eq!(db.cmd("DEL stays"), ":1\r\n");
+        db.replies(&[
+            ("GET gone", "$-1\r\n"),
+            ("GET stays", "$1\r\nv\r\n"),
+            ("DEL stays", ":1\r\n"),
+        ]);
         assert_eq!(info_field(&mut db, "stats", "expired_keys"), "1");
     }
 
@@ -1570,13 +1549,15 @@ mod tests {
             }
         };
         fill(&mut db, "zero");
-        assert_eq!(db.cmd("SELECT 1"), "+OK\r\n");
-        assert_eq!(db.cmd("DBSIZE"), ":0\r\n");
-        assert_eq!(db.cmd("GET s"), "$-1\r\n");
-        assert_eq!(db.cmd("TYPE l"), "+none\r\n");
-        // The same names as other types: no WRONGTYPE from database 0's keys.
-        assert_eq!(db.cmd("LPUSH s one"), ":1\r\n");
-        assert_eq!(db.cmd("SET l one"), "+OK\r\n");
+        db.replies(&[
+            ("SELECT 1", "+OK\r\n"),
+            ("DBSIZE", ":0\r\n"),
+            ("GET s", "$-1\r\n"),
+            ("TYPE l", "+none\r\n"),
+            // The same names as other types: no WRONGTYPE from database 0's keys.
+            ("LPUSH s one", ":1\r\n"),
+            ("SET l one", "+OK\r\n"),
+        ]);
         db.cmd("DEL s l");
         fill(&mut db, "one");
         db.cmd("EXPIRE s 100");
@@ -1617,13 +1598,14 @@ mod tests {
         }
         // DEL and RENAME stay in their database.
         db.cmd("SELECT 0");
-        assert_eq!(db.cmd("RENAME s s2"), "+OK\r\n");
-        assert_eq!(db.cmd("DEL h"), ":1\r\n");
+        db.replies(&[("RENAME s s2", "+OK\r\n"), ("DEL h", ":1\r\n")]);
         db.cmd("SELECT 1");
-        assert_eq!(db.cmd("EXISTS s h s2"), ":2\r\n");
-        // SELECT's errors, Redis's words.
-        assert_eq!(db.cmd("SELECT 16"), "-ERR DB index is out of range\r\n");
-        assert_eq!(db.cmd("SELECT -1"), "-ERR DB index is out of range\r\n");
+        db.replies(&[
+            ("EXISTS s h s2", ":2\r\n"),
+            // SELECT's errors, Redis's words.
+            ("SELECT 16", "-ERR DB index is out of range\r\n"),
+            ("SELECT -1", "-ERR DB index is out of range\r\n"),
+        ]);
         assert_eq!(db.cmd("SELECT x"), format!("-{NOT_INT}\r\n"));
         assert_eq!(db.session.db, 1, "a refused SELECT keeps the database");
         // RESET goes back to database 0; HELLO keeps the database (as Redis 7.0 does).
@@ -1637,80 +1619,77 @@ mod tests {
     #[test]
     fn move_copy_flushdb_and_swapdb() {
         let mut db = Db::large();
-        replies(
-            &mut db,
-            &[
-                ("RPUSH l a b", ":2\r\n"),
-                ("PEXPIRE l 100000", ":1\r\n"),
-                ("MOVE l 2", ":1\r\n"),
-                ("EXISTS l", ":0\r\n"),
-                ("MOVE l 2", ":0\r\n"),
-                (
-                    "MOVE l 0",
-                    "-ERR source and destination objects are the same\r\n",
-                ),
-                ("MOVE l 16", "-ERR DB index is out of range\r\n"),
-                (
-                    "MOVE l x",
-                    "-ERR value is not an integer or out of range\r\n",
-                ),
-                ("SELECT 2", "+OK\r\n"),
-                ("LRANGE l 0 -1", "*2\r\n$1\r\na\r\n$1\r\nb\r\n"),
-                // The TTL went with it.
-                ("EXPIRE l 100 NX", ":0\r\n"),
-                ("SET s v", "+OK\r\n"),
-                // MOVE onto a key the other database holds moves nothing.
-                ("SELECT 0", "+OK\r\n"),
-                ("SET s mine", "+OK\r\n"),
-                ("MOVE s 2", ":0\r\n"),
-                ("GET s", "$4\r\nmine\r\n"),
-                (
-                    "COPY s s DB 0",
-                    "-ERR source and destination objects are the same\r\n",
-                ),
-                ("COPY s s DB 2", ":0\r\n"),
-                ("COPY s s DB 2 REPLACE", ":1\r\n"),
-                ("COPY s s DB 3", ":1\r\n"),
-                (
-                    "COPY s t DB x",
-                    "-ERR value is not an integer or out of range\r\n",
-                ),
-                ("COPY s t DB 99", "-ERR DB index is out of range\r\n"),
-                ("SELECT 2", "+OK\r\n"),
-                ("GET s", "$4\r\nmine\r\n"),
-                ("DBSIZE", ":2\r\n"),
-                // FLUSHDB empties database 2 only.
-                ("FLUSHDB", "+OK\r\n"),
-                ("DBSIZE", ":0\r\n"),
-                ("SELECT 3", "+OK\r\n"),
-                ("GET s", "$4\r\nmine\r\n"),
-                // SWAPDB: database 3's keys are database 5's and back.
-                ("SWAPDB 3 5", "+OK\r\n"),
-                ("DBSIZE", ":0\r\n"),
-                ("SELECT 5", "+OK\r\n"),
-                ("GET s", "$4\r\nmine\r\n"),
-                ("SET n 1", "+OK\r\n"),
-                ("SWAPDB 5 3", "+OK\r\n"),
-                ("GET n", "$-1\r\n"),
-                ("SELECT 3", "+OK\r\n"),
-                ("MGET s n", "*2\r\n$4\r\nmine\r\n$1\r\n1\r\n"),
-                ("SWAPDB 0 0", "+OK\r\n"),
-                ("SWAPDB a 1", "-ERR invalid first DB index\r\n"),
-                ("SWAPDB 1 b", "-ERR invalid second DB index\r\n"),
-                ("SWAPDB 1 16", "-ERR DB index is out of range\r\n"),
-                ("SWAPDB 3 9", "+OK\r\n"),
-                ("FLUSHALL", "+OK\r\n"),
-                ("DBSIZE", ":0\r\n"),
-                ("SELECT 9", "+OK\r\n"),
-                ("DBSIZE", ":0\r\n"),
-                ("SELECT 0", "+OK\r\n"),
-                ("DBSIZE", ":0\r\n"),
-                (
-                    "CONFIG GET databases",
-                    "*2\r\n$9\r\ndatabases\r\n$2\r\n16\r\n",
-                ),
-            ],
-        );
+        db.replies(&[
+            ("RPUSH l a b", ":2\r\n"),
+            ("PEXPIRE l 100000", ":1\r\n"),
+            ("MOVE l 2", ":1\r\n"),
+            ("EXISTS l", ":0\r\n"),
+            ("MOVE l 2", ":0\r\n"),
+            (
+                "MOVE l 0",
+                "-ERR source and destination objects are the same\r\n",
+            ),
+            ("MOVE l 16", "-ERR DB index is out of range\r\n"),
+            (
+                "MOVE l x",
+                "-ERR value is not an integer or out of range\r\n",
+            ),
+            ("SELECT 2", "+OK\r\n"),
+            ("LRANGE l 0 -1", "*2\r\n$1\r\na\r\n$1\r\nb\r\n"),
+            // The TTL went with it.
+            ("EXPIRE l 100 NX", ":0\r\n"),
+            ("SET s v", "+OK\r\n"),
+            // MOVE onto a key the other database holds moves nothing.
+            ("SELECT 0", "+OK\r\n"),
+            ("SET s mine", "+OK\r\n"),
+            ("MOVE s 2", ":0\r\n"),
+            ("GET s", "$4\r\nmine\r\n"),
+            (
+                "COPY s s DB 0",
+                "-ERR source and destination objects are the same\r\n",
+            ),
+            ("COPY s s DB 2", ":0\r\n"),
+            ("COPY s s DB 2 REPLACE", ":1\r\n"),
+            ("COPY s s DB 3", ":1\r\n"),
+            (
+                "COPY s t DB x",
+                "-ERR value is not an integer or out of range\r\n",
+            ),
+            ("COPY s t DB 99", "-ERR DB index is out of range\r\n"),
+            ("SELECT 2", "+OK\r\n"),
+            ("GET s", "$4\r\nmine\r\n"),
+            ("DBSIZE", ":2\r\n"),
+            // FLUSHDB empties database 2 only.
+            ("FLUSHDB", "+OK\r\n"),
+            ("DBSIZE", ":0\r\n"),
+            ("SELECT 3", "+OK\r\n"),
+            ("GET s", "$4\r\nmine\r\n"),
+            // SWAPDB: database 3's keys are database 5's and back.
+            ("SWAPDB 3 5", "+OK\r\n"),
+            ("DBSIZE", ":0\r\n"),
+            ("SELECT 5", "+OK\r\n"),
+            ("GET s", "$4\r\nmine\r\n"),
+            ("SET n 1", "+OK\r\n"),
+            ("SWAPDB 5 3", "+OK\r\n"),
+            ("GET n", "$-1\r\n"),
+            ("SELECT 3", "+OK\r\n"),
+            ("MGET s n", "*2\r\n$4\r\nmine\r\n$1\r\n1\r\n"),
+            ("SWAPDB 0 0", "+OK\r\n"),
+            ("SWAPDB a 1", "-ERR invalid first DB index\r\n"),
+            ("SWAPDB 1 b", "-ERR invalid second DB index\r\n"),
+            ("SWAPDB 1 16", "-ERR DB index is out of range\r\n"),
+            ("SWAPDB 3 9", "+OK\r\n"),
+            ("FLUSHALL", "+OK\r\n"),
+            ("DBSIZE", ":0\r\n"),
+            ("SELECT 9", "+OK\r\n"),
+            ("DBSIZE", ":0\r\n"),
+            ("SELECT 0", "+OK\r\n"),
+            ("DBSIZE", ":0\r\n"),
+            (
+                "CONFIG GET databases",
+                "*2\r\n$9\r\ndatabases\r\n$2\r\n16\r\n",
+            ),
+        ]);
     }
 
     /// SORT ... STORE writes a key that is no key position of the table's: its watchers (in the
@@ -1723,17 +1702,13 @@ mod tests {
         db.session.id = 1;
         db.cmd("SELECT 1");
         db.cmd("LPUSH foo bar");
-        db.cmd("WATCH foo");
-        assert_eq!(db.cmd("SORT emptylist STORE foo"), ":0\r\n");
-        db.cmd("MULTI");
-        db.cmd("PING");
-        assert_eq!(db.cmd("EXEC"), "*-1\r\n");
+        assert_eq!(
+            db.watched_exec("foo", "SORT emptylist STORE foo"),
+            (":0\r\n".into(), "*-1\r\n".into())
+        );
         // Nothing stored and nothing deleted: no change.
-        db.cmd("WATCH foo");
-        db.cmd("SORT emptylist STORE foo");
-        db.cmd("MULTI");
-        db.cmd("PING");
-        assert_eq!(db.cmd("EXEC"), "*1\r\n+PONG\r\n");
+        let (_, exec) = db.watched_exec("foo", "SORT emptylist STORE foo");
+        assert_eq!(exec, "*1\r\n+PONG\r\n");
     }
 }
 

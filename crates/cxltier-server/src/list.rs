@@ -479,92 +479,89 @@ fn lists_mpop(ctx: &mut Ctx<'_>, args: &[&[u8]], blocking: bool) -> Result<Effec
 
 #[cfg(test)]
 mod tests {
-    use crate::testdb::Db;
-
-    const WT: &str = "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n";
+    use crate::testdb::{Db, WT};
 
     #[test]
     fn push_pop_len_index_range() {
         let mut db = Db::new();
-        assert_eq!(db.cmd("LPUSH l a b c"), ":3\r\n");
-        assert_eq!(db.cmd("RPUSH l d"), ":4\r\n");
-        assert_eq!(
-            db.cmd("LRANGE l 0 -1"),
-            "*4\r\n$1\r\nc\r\n$1\r\nb\r\n$1\r\na\r\n$1\r\nd\r\n"
-        );
-        assert_eq!(db.cmd("LRANGE l 5 10"), "*0\r\n");
-        assert_eq!(db.cmd("LLEN l"), ":4\r\n");
-        assert_eq!(db.cmd("LLEN nope"), ":0\r\n");
-        assert_eq!(db.cmd("LINDEX l -1"), "$1\r\nd\r\n");
-        assert_eq!(db.cmd("LINDEX l 9"), "$-1\r\n");
-        assert_eq!(
-            db.cmd("LINDEX l x"),
-            "-ERR value is not an integer or out of range\r\n"
-        );
-        assert_eq!(db.cmd("LPUSHX nope a"), ":0\r\n");
-        assert_eq!(db.cmd("RPUSHX l e"), ":5\r\n");
-        assert_eq!(db.cmd("LPOP l"), "$1\r\nc\r\n");
-        assert_eq!(db.cmd("RPOP l 2"), "*2\r\n$1\r\ne\r\n$1\r\nd\r\n");
-        assert_eq!(db.cmd("LPOP l 0"), "*0\r\n");
-        assert_eq!(
-            db.cmd("LPOP l -1"),
-            "-ERR value is out of range, must be positive\r\n"
-        );
-        assert_eq!(db.cmd("LPOP nope"), "$-1\r\n");
-        assert_eq!(db.cmd("LPOP nope 2"), "*-1\r\n");
-        assert_eq!(
-            db.cmd("LPOP l 1 2"),
-            "-ERR wrong number of arguments for 'lpop' command\r\n"
-        );
-        assert_eq!(db.cmd("RPOP l 10"), "*2\r\n$1\r\na\r\n$1\r\nb\r\n");
-        // The last member gone, the key is.
-        assert_eq!(db.cmd("EXISTS l"), ":0\r\n");
+        db.replies(&[
+            ("LPUSH l a b c", ":3\r\n"),
+            ("RPUSH l d", ":4\r\n"),
+            (
+                "LRANGE l 0 -1",
+                "*4\r\n$1\r\nc\r\n$1\r\nb\r\n$1\r\na\r\n$1\r\nd\r\n",
+            ),
+            ("LRANGE l 5 10", "*0\r\n"),
+            ("LLEN l", ":4\r\n"),
+            ("LLEN nope", ":0\r\n"),
+            ("LINDEX l -1", "$1\r\nd\r\n"),
+            ("LINDEX l 9", "$-1\r\n"),
+            (
+                "LINDEX l x",
+                "-ERR value is not an integer or out of range\r\n",
+            ),
+            ("LPUSHX nope a", ":0\r\n"),
+            ("RPUSHX l e", ":5\r\n"),
+            ("LPOP l", "$1\r\nc\r\n"),
+            ("RPOP l 2", "*2\r\n$1\r\ne\r\n$1\r\nd\r\n"),
+            ("LPOP l 0", "*0\r\n"),
+            (
+                "LPOP l -1",
+                "-ERR value is out of range, must be positive\r\n",
+            ),
+            ("LPOP nope", "$-1\r\n"),
+            ("LPOP nope 2", "*-1\r\n"),
+            (
+                "LPOP l 1 2",
+                "-ERR wrong number of arguments for 'lpop' command\r\n",
+            ),
+            ("RPOP l 10", "*2\r\n$1\r\na\r\n$1\r\nb\r\n"),
+            // The last member gone, the key is.
+            ("EXISTS l", ":0\r\n"),
+        ]);
         db.cmd("HELLO 3");
-        assert_eq!(db.cmd("LPOP nope"), "_\r\n");
-        assert_eq!(db.cmd("LPOP nope 1"), "_\r\n");
+        db.replies(&[("LPOP nope", "_\r\n"), ("LPOP nope 1", "_\r\n")]);
     }
 
     #[test]
     fn set_insert_rem_trim_pos() {
         let mut db = Db::new();
         db.cmd("RPUSH l a b a c a");
-        assert_eq!(db.cmd("LSET l 1 B"), "+OK\r\n");
-        assert_eq!(db.cmd("LSET l 9 B"), "-ERR index out of range\r\n");
-        assert_eq!(db.cmd("LSET nope 0 B"), "-ERR no such key\r\n");
-        assert_eq!(db.cmd("LPOS l a"), ":0\r\n");
-        assert_eq!(db.cmd("LPOS l a RANK 2"), ":2\r\n");
-        assert_eq!(db.cmd("LPOS l a RANK -1"), ":4\r\n");
-        assert_eq!(db.cmd("LPOS l a COUNT 0"), "*3\r\n:0\r\n:2\r\n:4\r\n");
-        assert_eq!(db.cmd("LPOS l a RANK -1 COUNT 2"), "*2\r\n:4\r\n:2\r\n");
-        assert_eq!(db.cmd("LPOS l a COUNT 0 MAXLEN 3"), "*2\r\n:0\r\n:2\r\n");
-        assert_eq!(db.cmd("LPOS l z"), "$-1\r\n");
-        assert_eq!(db.cmd("LPOS nope z COUNT 1"), "*0\r\n");
+        db.replies(&[
+            ("LSET l 1 B", "+OK\r\n"),
+            ("LSET l 9 B", "-ERR index out of range\r\n"),
+            ("LSET nope 0 B", "-ERR no such key\r\n"),
+            ("LPOS l a", ":0\r\n"),
+            ("LPOS l a RANK 2", ":2\r\n"),
+            ("LPOS l a RANK -1", ":4\r\n"),
+            ("LPOS l a COUNT 0", "*3\r\n:0\r\n:2\r\n:4\r\n"),
+            ("LPOS l a RANK -1 COUNT 2", "*2\r\n:4\r\n:2\r\n"),
+            ("LPOS l a COUNT 0 MAXLEN 3", "*2\r\n:0\r\n:2\r\n"),
+            ("LPOS l z", "$-1\r\n"),
+            ("LPOS nope z COUNT 1", "*0\r\n"),
+        ]);
         assert!(db
             .cmd("LPOS l a RANK 0")
             .starts_with("-ERR RANK can't be zero"));
-        assert_eq!(
-            db.cmd("LPOS l a COUNT -1"),
-            "-ERR COUNT can't be negative\r\n"
-        );
-        assert_eq!(
-            db.cmd("LPOS l a MAXLEN -1"),
-            "-ERR MAXLEN can't be negative\r\n"
-        );
-        assert_eq!(db.cmd("LPOS l a FOO 1"), "-ERR syntax error\r\n");
-        assert_eq!(db.cmd("LINSERT l BEFORE c x"), ":6\r\n");
-        assert_eq!(db.cmd("LINSERT l AFTER zz x"), ":-1\r\n");
-        assert_eq!(db.cmd("LINSERT nope AFTER a x"), ":0\r\n");
-        assert_eq!(db.cmd("LINSERT l UNDER a x"), "-ERR syntax error\r\n");
-        assert_eq!(db.cmd("LREM l -1 a"), ":1\r\n");
-        assert_eq!(
-            db.cmd("LRANGE l 0 -1"),
-            "*5\r\n$1\r\na\r\n$1\r\nB\r\n$1\r\na\r\n$1\r\nx\r\n$1\r\nc\r\n"
-        );
-        assert_eq!(db.cmd("LREM l 0 a"), ":2\r\n");
-        assert_eq!(db.cmd("LTRIM l 1 -1"), "+OK\r\n");
-        assert_eq!(db.cmd("LRANGE l 0 -1"), "*2\r\n$1\r\nx\r\n$1\r\nc\r\n");
-        assert_eq!(db.cmd("LTRIM l 5 1"), "+OK\r\n");
-        assert_eq!(db.cmd("EXISTS l"), ":0\r\n");
+        db.replies(&[
+            ("LPOS l a COUNT -1", "-ERR COUNT can't be negative\r\n"),
+            ("LPOS l a MAXLEN -1", "-ERR MAXLEN can't be negative\r\n"),
+            ("LPOS l a FOO 1", "-ERR syntax error\r\n"),
+            ("LINSERT l BEFORE c x", ":6\r\n"),
+            ("LINSERT l AFTER zz x", ":-1\r\n"),
+            ("LINSERT nope AFTER a x", ":0\r\n"),
+            ("LINSERT l UNDER a x", "-ERR syntax error\r\n"),
+            ("LREM l -1 a", ":1\r\n"),
+            (
+                "LRANGE l 0 -1",
+                "*5\r\n$1\r\na\r\n$1\r\nB\r\n$1\r\na\r\n$1\r\nx\r\n$1\r\nc\r\n",
+            ),
+            ("LREM l 0 a", ":2\r\n"),
+            ("LTRIM l 1 -1", "+OK\r\n"),
+            ("LRANGE l 0 -1", "*2\r\n$1\r\nx\r\n$1\r\nc\r\n"),
+            ("LTRIM l 5 1", "+OK\r\n"),
+            ("EXISTS l", ":0\r\n"),
+        ]);
     }
 
     #[test]
@@ -573,39 +570,43 @@ mod tests {
         let mut args: Vec<String> = vec!["RPUSH".into(), "l".into()];
         args.extend((0..2000).map(|i| (i % 700).to_string()));
         db.cmd(&args.join(" "));
-        assert_eq!(db.cmd("LPOS l 5 COUNT 0"), "*3\r\n:5\r\n:705\r\n:1405\r\n");
-        assert_eq!(db.cmd("LPOS l 5 RANK -1"), ":1405\r\n");
-        assert_eq!(db.cmd("LPOS l 5 RANK -3"), ":5\r\n");
-        assert_eq!(db.cmd("LPOS l 5 RANK 4"), "$-1\r\n");
+        db.replies(&[
+            ("LPOS l 5 COUNT 0", "*3\r\n:5\r\n:705\r\n:1405\r\n"),
+            ("LPOS l 5 RANK -1", ":1405\r\n"),
+            ("LPOS l 5 RANK -3", ":5\r\n"),
+            ("LPOS l 5 RANK 4", "$-1\r\n"),
+        ]);
     }
 
     #[test]
     fn lmove_rpoplpush_and_wrong_types() {
         let mut db = Db::new();
         db.cmd("RPUSH a 1 2 3");
-        assert_eq!(db.cmd("LMOVE a b LEFT RIGHT"), "$1\r\n1\r\n");
-        assert_eq!(db.cmd("RPOPLPUSH a b"), "$1\r\n3\r\n");
-        assert_eq!(db.cmd("LRANGE b 0 -1"), "*2\r\n$1\r\n3\r\n$1\r\n1\r\n");
-        // Rotation of one list.
-        assert_eq!(db.cmd("LMOVE b b LEFT RIGHT"), "$1\r\n3\r\n");
-        assert_eq!(db.cmd("LRANGE b 0 -1"), "*2\r\n$1\r\n1\r\n$1\r\n3\r\n");
-        assert_eq!(db.cmd("LMOVE nope b LEFT RIGHT"), "$-1\r\n");
-        assert_eq!(db.cmd("LMOVE a b UP RIGHT"), "-ERR syntax error\r\n");
+        db.replies(&[
+            ("LMOVE a b LEFT RIGHT", "$1\r\n1\r\n"),
+            ("RPOPLPUSH a b", "$1\r\n3\r\n"),
+            ("LRANGE b 0 -1", "*2\r\n$1\r\n3\r\n$1\r\n1\r\n"),
+            // Rotation of one list.
+            ("LMOVE b b LEFT RIGHT", "$1\r\n3\r\n"),
+            ("LRANGE b 0 -1", "*2\r\n$1\r\n1\r\n$1\r\n3\r\n"),
+            ("LMOVE nope b LEFT RIGHT", "$-1\r\n"),
+            ("LMOVE a b UP RIGHT", "-ERR syntax error\r\n"),
+        ]);
         db.cmd("SET s v");
-        assert_eq!(db.cmd("LMOVE a s LEFT LEFT"), WT);
-        assert_eq!(db.cmd("LLEN a"), ":1\r\n");
-        for c in [
-            "LPUSH s x",
-            "LLEN s",
-            "LRANGE s 0 1",
-            "LPOP s",
-            "LINDEX s 0",
-            "LSET s 0 x",
-            "LPOS s x",
-            "RPOPLPUSH s a",
-        ] {
-            assert_eq!(db.cmd(c), WT, "{c}");
-        }
+        db.replies(&[("LMOVE a s LEFT LEFT", WT), ("LLEN a", ":1\r\n")]);
+        db.each_replies(
+            &[
+                "LPUSH s x",
+                "LLEN s",
+                "LRANGE s 0 1",
+                "LPOP s",
+                "LINDEX s 0",
+                "LSET s 0 x",
+                "LPOS s x",
+                "RPOPLPUSH s a",
+            ],
+            WT,
+        );
         assert_eq!(db.cmd("GET s"), "$1\r\nv\r\n");
     }
 }

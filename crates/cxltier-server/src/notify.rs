@@ -361,35 +361,21 @@ mod tests {
     /// the database's keys elsewhere in the store.
     #[test]
     fn events_name_the_selected_database_and_the_users_key() {
-        let mut db = Db::large();
-        db.session.id = 1;
-        db.cmd("PSUBSCRIBE __key*");
-        db.session = Session::new(2, true);
+        let mut db = Db::listening("__key*");
         db.cmd("CONFIG SET notify-keyspace-events KEA");
-        let heard = |db: &mut Db| -> Vec<(String, String)> {
-            std::mem::take(&mut db.info.pubsub.outbox)
-                .iter()
-                .map(|d| {
-                    (
-                        String::from_utf8_lossy(&d.channel).into_owned(),
-                        String::from_utf8_lossy(&d.payload).into_owned(),
-                    )
-                })
-                .collect()
-        };
         db.cmd("SELECT 3");
         db.cmd("SET k v");
-        let ev = heard(&mut db);
+        let ev = db.heard();
         assert!(
             ev.contains(&("__keyspace@3__:k".into(), "set".into()))
                 && ev.contains(&("__keyevent@3__:set".into(), "k".into())),
             "{ev:?}"
         );
         db.cmd("SWAPDB 3 5");
-        heard(&mut db);
+        db.heard();
         db.cmd("SELECT 5");
         db.cmd("DEL k");
-        let ev = heard(&mut db);
+        let ev = db.heard();
         assert!(
             ev.contains(&("__keyspace@5__:k".into(), "del".into())),
             "{ev:?}"
@@ -400,25 +386,14 @@ mod tests {
     /// finds one) and actively (the store's tick), and not kept at all when it is off.
     #[test]
     fn expired_keys_are_announced_lazily_and_actively() {
-        let mut db = Db::large();
-        db.session.id = 1;
-        db.cmd("PSUBSCRIBE __keyevent@0__:*");
-        db.session = Session::new(2, true);
+        let mut db = Db::listening("__keyevent@0__:*");
         db.cmd("SET off v PX 1");
         db.cmd("CONFIG SET notify-keyspace-events Ex");
         db.cmd("SET lazy v PX 1");
         db.cmd("SET active v PX 1");
         std::thread::sleep(std::time::Duration::from_millis(5));
         assert_eq!(db.cmd("GET lazy"), "$-1\r\n");
-        let events: Vec<(String, String)> = std::mem::take(&mut db.info.pubsub.outbox)
-            .iter()
-            .map(|d| {
-                (
-                    String::from_utf8_lossy(&d.channel).into_owned(),
-                    String::from_utf8_lossy(&d.payload).into_owned(),
-                )
-            })
-            .collect();
+        let events = db.heard();
         // "off" expired before anyone asked: it may be found by the GET's lookup (as here)
         // only if it is one of the command's keys, and it is not.
         assert_eq!(
@@ -442,26 +417,16 @@ mod tests {
     /// which the server announced as `del` of an existing key and not at all for a new one.
     #[test]
     fn set_with_a_time_past_is_announced_as_set_then_expired() {
-        let mut db = Db::large();
-        db.session.id = 1;
-        db.cmd("PSUBSCRIBE __keyspace@0__:*");
-        db.session = Session::new(2, true);
+        let mut db = Db::listening("__keyspace@0__:*");
         db.cmd("CONFIG SET notify-keyspace-events AKEn");
         db.cmd("SET old v");
         db.info.pubsub.outbox.clear();
-        assert_eq!(db.cmd("SET fresh v PXAT 1"), "+OK\r\n");
-        assert_eq!(db.cmd("SET old v EXAT 1"), "+OK\r\n");
-        assert_eq!(db.cmd("EXISTS fresh old"), ":0\r\n");
-        let heard: Vec<String> = std::mem::take(&mut db.info.pubsub.outbox)
-            .iter()
-            .map(|d| {
-                format!(
-                    "{} {}",
-                    String::from_utf8_lossy(&d.channel),
-                    String::from_utf8_lossy(&d.payload)
-                )
-            })
-            .collect();
+        db.replies(&[
+            ("SET fresh v PXAT 1", "+OK\r\n"),
+            ("SET old v EXAT 1", "+OK\r\n"),
+            ("EXISTS fresh old", ":0\r\n"),
+        ]);
+        let heard: Vec<String> = db.heard().iter().map(|(c, p)| format!("{c} {p}")).collect();
         assert_eq!(
             heard,
             [

@@ -258,34 +258,33 @@ pub(crate) fn pubsub(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
 #[cfg(test)]
 mod tests {
 
-    use crate::context::*;
     use crate::testdb::*;
 
     #[test]
     fn pubsub_subscriptions_messages_and_subscribed_mode() {
-        let mut db = Db::large();
-        db.session.id = 1;
-        let mut other = Session::new(2, true);
-        assert_eq!(
-            db.cmd("SUBSCRIBE a b"),
-            "*3\r\n$9\r\nsubscribe\r\n$1\r\na\r\n:1\r\n*3\r\n$9\r\nsubscribe\r\n$1\r\nb\r\n:2\r\n"
-        );
-        assert_eq!(
-            db.cmd("PSUBSCRIBE n*"),
-            "*3\r\n$10\r\npsubscribe\r\n$2\r\nn*\r\n:3\r\n"
-        );
+        let (mut db, mut other) = Db::two_connections();
+        db.replies(&[
+            (
+                "SUBSCRIBE a b",
+                "*3\r\n$9\r\nsubscribe\r\n$1\r\na\r\n:1\r\n*3\r\n$9\r\nsubscribe\r\n$1\r\nb\r\n:2\r\n",
+            ),
+            ("PSUBSCRIBE n*", "*3\r\n$10\r\npsubscribe\r\n$2\r\nn*\r\n:3\r\n"),
+        ]);
         // RESP2 subscribed mode: only the pub/sub commands, PING, QUIT and RESET.
-        assert!(db
-            .cmd("GET k")
-            .starts_with("-ERR Can't execute 'get': only (P|S)SUBSCRIBE"));
-        assert!(db
-            .cmd("PUBLISH a x")
-            .starts_with("-ERR Can't execute 'publish'"));
+        db.replies_starting(&[
+            ("GET k", "-ERR Can't execute 'get': only (P|S)SUBSCRIBE"),
+            ("PUBLISH a x", "-ERR Can't execute 'publish'"),
+        ]);
         assert_eq!(db.cmd("PING"), "*2\r\n$4\r\npong\r\n$0\r\n\r\n");
         // Another connection publishes: one message for the channel, one for the pattern.
-        assert_eq!(run_as(&mut db, &mut other, "PUBLISH a hi"), ":1\r\n");
-        assert_eq!(run_as(&mut db, &mut other, "PUBLISH news hi"), ":1\r\n");
-        assert_eq!(run_as(&mut db, &mut other, "PUBLISH zzz hi"), ":0\r\n");
+        db.replies_as(
+            &mut other,
+            &[
+                ("PUBLISH a hi", ":1\r\n"),
+                ("PUBLISH news hi", ":1\r\n"),
+                ("PUBLISH zzz hi", ":0\r\n"),
+            ],
+        );
         let mut msgs = Vec::new();
         for d in std::mem::take(&mut db.info.pubsub.outbox) {
             assert_eq!(d.to, 1);
@@ -295,42 +294,39 @@ mod tests {
             String::from_utf8(msgs).unwrap(),
             "*3\r\n$7\r\nmessage\r\n$1\r\na\r\n$2\r\nhi\r\n*4\r\n$8\r\npmessage\r\n$2\r\nn*\r\n$4\r\nnews\r\n$2\r\nhi\r\n"
         );
-        assert_eq!(
-            run_as(&mut db, &mut other, "PUBSUB CHANNELS"),
-            "*2\r\n$1\r\na\r\n$1\r\nb\r\n"
+        db.replies_as(
+            &mut other,
+            &[
+                ("PUBSUB CHANNELS", "*2\r\n$1\r\na\r\n$1\r\nb\r\n"),
+                (
+                    "PUBSUB NUMSUB a zzz",
+                    "*4\r\n$1\r\na\r\n:1\r\n$3\r\nzzz\r\n:0\r\n",
+                ),
+                ("PUBSUB NUMPAT", ":1\r\n"),
+            ],
         );
-        assert_eq!(
-            run_as(&mut db, &mut other, "PUBSUB NUMSUB a zzz"),
-            "*4\r\n$1\r\na\r\n:1\r\n$3\r\nzzz\r\n:0\r\n"
-        );
-        assert_eq!(run_as(&mut db, &mut other, "PUBSUB NUMPAT"), ":1\r\n");
         // UNSUBSCRIBE without names: all channels; then nothing left gives a null name.
-        assert_eq!(
-            db.cmd("UNSUBSCRIBE"),
-            "*3\r\n$11\r\nunsubscribe\r\n$1\r\na\r\n:2\r\n*3\r\n$11\r\nunsubscribe\r\n$1\r\nb\r\n:1\r\n"
-        );
-        assert_eq!(
-            db.cmd("PUNSUBSCRIBE"),
-            "*3\r\n$12\r\npunsubscribe\r\n$2\r\nn*\r\n:0\r\n"
-        );
-        assert_eq!(
-            db.cmd("UNSUBSCRIBE"),
-            "*3\r\n$11\r\nunsubscribe\r\n$-1\r\n:0\r\n"
-        );
-        assert_eq!(db.cmd("GET k"), "$-1\r\n");
+        db.replies(&[
+            (
+                "UNSUBSCRIBE",
+                "*3\r\n$11\r\nunsubscribe\r\n$1\r\na\r\n:2\r\n*3\r\n$11\r\nunsubscribe\r\n$1\r\nb\r\n:1\r\n",
+            ),
+            ("PUNSUBSCRIBE", "*3\r\n$12\r\npunsubscribe\r\n$2\r\nn*\r\n:0\r\n"),
+            ("UNSUBSCRIBE", "*3\r\n$11\r\nunsubscribe\r\n$-1\r\n:0\r\n"),
+            ("GET k", "$-1\r\n"),
+        ]);
         assert!(db.info.pubsub.channels.is_empty() && db.info.pubsub.patterns.is_empty());
         // RESP3: pushes, other commands allowed, a message to oneself before PUBLISH's reply.
         db.cmd("HELLO 3");
-        assert_eq!(
-            db.cmd("SUBSCRIBE c"),
-            ">3\r\n$9\r\nsubscribe\r\n$1\r\nc\r\n:1\r\n"
-        );
-        assert_eq!(db.cmd("GET k"), "_\r\n");
-        assert_eq!(
-            db.cmd("PUBLISH c me"),
-            ">3\r\n$7\r\nmessage\r\n$1\r\nc\r\n$2\r\nme\r\n:1\r\n"
-        );
-        assert_eq!(db.cmd("RESET"), "+RESET\r\n");
+        db.replies(&[
+            ("SUBSCRIBE c", ">3\r\n$9\r\nsubscribe\r\n$1\r\nc\r\n:1\r\n"),
+            ("GET k", "_\r\n"),
+            (
+                "PUBLISH c me",
+                ">3\r\n$7\r\nmessage\r\n$1\r\nc\r\n$2\r\nme\r\n:1\r\n",
+            ),
+            ("RESET", "+RESET\r\n"),
+        ]);
         assert!(db.info.pubsub.channels.is_empty());
     }
 
@@ -339,21 +335,20 @@ mod tests {
     /// SHARDNUMSUB answer a flat array in RESP3 too (NUMSUB used to answer a map there).
     #[test]
     fn shard_channels_are_a_namespace_of_their_own() {
-        let mut db = Db::large();
-        db.session.id = 1;
-        let mut other = Session::new(2, true);
-        assert_eq!(
-            db.cmd("SSUBSCRIBE c d"),
-            "*3\r\n$10\r\nssubscribe\r\n$1\r\nc\r\n:1\r\n*3\r\n$10\r\nssubscribe\r\n$1\r\nd\r\n:2\r\n"
-        );
-        // A channel of the same name counts apart, and both are in subscribed mode.
-        assert_eq!(
-            db.cmd("SUBSCRIBE c"),
-            "*3\r\n$9\r\nsubscribe\r\n$1\r\nc\r\n:1\r\n"
-        );
+        let (mut db, mut other) = Db::two_connections();
+        db.replies(&[
+            (
+                "SSUBSCRIBE c d",
+                "*3\r\n$10\r\nssubscribe\r\n$1\r\nc\r\n:1\r\n*3\r\n$10\r\nssubscribe\r\n$1\r\nd\r\n:2\r\n",
+            ),
+            // A channel of the same name counts apart, and both are in subscribed mode.
+            ("SUBSCRIBE c", "*3\r\n$9\r\nsubscribe\r\n$1\r\nc\r\n:1\r\n"),
+        ]);
         assert!(db.cmd("GET k").starts_with("-ERR Can't execute 'get'"));
-        assert_eq!(run_as(&mut db, &mut other, "SPUBLISH c m"), ":1\r\n");
-        assert_eq!(run_as(&mut db, &mut other, "PUBLISH c m"), ":1\r\n");
+        db.replies_as(
+            &mut other,
+            &[("SPUBLISH c m", ":1\r\n"), ("PUBLISH c m", ":1\r\n")],
+        );
         let kinds: Vec<&[u8]> = db
             .info
             .pubsub
@@ -373,17 +368,16 @@ mod tests {
         assert_eq!(msg, b">3\r\n$8\r\nsmessage\r\n$1\r\nc\r\n$1\r\nm\r\n");
         db.info.pubsub.outbox.clear();
         run_as(&mut db, &mut other, "HELLO 3");
-        assert_eq!(
-            run_as(&mut db, &mut other, "PUBSUB SHARDNUMSUB c zz"),
-            "*4\r\n$1\r\nc\r\n:1\r\n$2\r\nzz\r\n:0\r\n"
-        );
-        assert_eq!(
-            run_as(&mut db, &mut other, "PUBSUB NUMSUB c"),
-            "*2\r\n$1\r\nc\r\n:1\r\n"
-        );
-        assert_eq!(
-            run_as(&mut db, &mut other, "PUBSUB SHARDCHANNELS"),
-            "*2\r\n$1\r\nc\r\n$1\r\nd\r\n"
+        db.replies_as(
+            &mut other,
+            &[
+                (
+                    "PUBSUB SHARDNUMSUB c zz",
+                    "*4\r\n$1\r\nc\r\n:1\r\n$2\r\nzz\r\n:0\r\n",
+                ),
+                ("PUBSUB NUMSUB c", "*2\r\n$1\r\nc\r\n:1\r\n"),
+                ("PUBSUB SHARDCHANNELS", "*2\r\n$1\r\nc\r\n$1\r\nd\r\n"),
+            ],
         );
         // UNSUBSCRIBE of all leaves the shard channels; SUNSUBSCRIBE of all takes them.
         assert_eq!(
@@ -391,14 +385,13 @@ mod tests {
             "*3\r\n$11\r\nunsubscribe\r\n$1\r\nc\r\n:0\r\n"
         );
         assert_eq!(run_as(&mut db, &mut other, "SPUBLISH d m"), ":1\r\n");
-        assert_eq!(
-            db.cmd("SUNSUBSCRIBE"),
-            "*3\r\n$12\r\nsunsubscribe\r\n$1\r\nc\r\n:1\r\n*3\r\n$12\r\nsunsubscribe\r\n$1\r\nd\r\n:0\r\n"
-        );
-        assert_eq!(
-            db.cmd("SUNSUBSCRIBE"),
-            "*3\r\n$12\r\nsunsubscribe\r\n$-1\r\n:0\r\n"
-        );
+        db.replies(&[
+            (
+                "SUNSUBSCRIBE",
+                "*3\r\n$12\r\nsunsubscribe\r\n$1\r\nc\r\n:1\r\n*3\r\n$12\r\nsunsubscribe\r\n$1\r\nd\r\n:0\r\n",
+            ),
+            ("SUNSUBSCRIBE", "*3\r\n$12\r\nsunsubscribe\r\n$-1\r\n:0\r\n"),
+        ]);
         assert!(!db.session.subscribed());
         assert_eq!(run_as(&mut db, &mut other, "SPUBLISH d m"), ":0\r\n");
     }

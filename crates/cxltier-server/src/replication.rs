@@ -312,6 +312,12 @@ mod tests {
             .collect()
     }
 
+    /// `lines` run on a fresh replicated database make the stream `want`.
+    fn replicates(lines: &[&str], want: &[&str]) {
+        let mut db = replicated();
+        assert_eq!(stream_of(&mut db, lines), want, "the stream of {lines:?}");
+    }
+
     #[test]
     fn without_a_replica_no_rewrite_is_built_and_no_stream() {
         let mut db = crate::testdb::Db::new();
@@ -332,9 +338,7 @@ mod tests {
 
     #[test]
     fn writes_that_change_nothing_are_not_replicated() {
-        let mut db = replicated();
-        let s = stream_of(
-            &mut db,
+        replicates(
             &[
                 "SET k v",
                 "GET k",
@@ -344,15 +348,13 @@ mod tests {
                 "LPOP nolist",
                 "SET k v",
             ],
+            &["select 0", "SET k v", "SET k v"],
         );
-        assert_eq!(s, ["select 0", "SET k v", "SET k v"]);
     }
 
     #[test]
     fn expiry_commands_are_replicated_as_absolute_times() {
-        let mut db = replicated();
-        let s = stream_of(
-            &mut db,
+        replicates(
             &[
                 "SET foo bar EX 200",
                 "SET foo bar PX 100000",
@@ -367,10 +369,7 @@ mod tests {
                 "GETEX foo PERSIST",
                 "GETEX foo PXAT 100",
             ],
-        );
-        assert_eq!(
-            s,
-            [
+            &[
                 "select 0",
                 "set foo bar PXAT *",
                 "set foo bar PXAT *",
@@ -383,15 +382,13 @@ mod tests {
                 "pexpireat foo *",
                 "persist foo",
                 "del foo",
-            ]
+            ],
         );
     }
 
     #[test]
     fn computed_and_random_writes_are_replicated_as_their_results() {
-        let mut db = replicated();
-        let s = stream_of(
-            &mut db,
+        replicates(
             &[
                 "SET n 1.5",
                 "INCRBYFLOAT n 1",
@@ -413,10 +410,7 @@ mod tests {
                 "BLMOVE l m LEFT RIGHT 0",
                 "BRPOPLPUSH m l 0",
             ],
-        );
-        assert_eq!(
-            s,
-            [
+            &[
                 "select 0",
                 "SET n 1.5",
                 "set n 2.5 KEEPTTL",
@@ -437,23 +431,18 @@ mod tests {
                 "RPUSH l x",
                 "lmove l m LEFT RIGHT",
                 "rpoplpush m l",
-            ]
+            ],
         );
     }
 
     #[test]
     fn a_transaction_of_several_writes_is_wrapped_and_one_is_not() {
-        let mut db = replicated();
-        let s = stream_of(
-            &mut db,
+        replicates(
             &[
                 "MULTI", "SET a 1", "GET a", "INCR a", "EXEC", "MULTI", "SET b 1", "GET b", "EXEC",
                 "MULTI", "GET a", "EXEC",
             ],
-        );
-        assert_eq!(
-            s,
-            ["select 0", "multi", "SET a 1", "INCR a", "exec", "SET b 1"]
+            &["select 0", "multi", "SET a 1", "INCR a", "exec", "SET b 1"],
         );
     }
 
@@ -477,35 +466,22 @@ mod tests {
 
     #[test]
     fn flushall_and_publish_are_replicated_even_when_they_change_nothing() {
-        let mut db = replicated();
-        let s = stream_of(&mut db, &["FLUSHALL", "PUBLISH ch hi"]);
-        assert_eq!(s, ["select 0", "FLUSHALL", "PUBLISH ch hi"]);
+        replicates(
+            &["FLUSHALL", "PUBLISH ch hi"],
+            &["select 0", "FLUSHALL", "PUBLISH ch hi"],
+        );
     }
 
     #[test]
     fn restore_with_a_relative_ttl_is_replicated_with_the_absolute_time() {
         let mut db = replicated();
         db.cmd("SET src v");
-        let mut out = Vec::new();
-        crate::dispatch::execute(
-            &mut db.store,
-            &mut db.info,
-            &mut db.session,
-            &[b"DUMP", b"src"],
-            &mut out,
-        );
+        let out = db.run(&[b"DUMP", b"src"]);
         // The bulk's payload.
         let at = at_crlf(&out, 0);
         let payload = out[at + 2..out.len() - 2].to_vec();
         db.info.repl.pending.clear();
-        let mut out = Vec::new();
-        crate::dispatch::execute(
-            &mut db.store,
-            &mut db.info,
-            &mut db.session,
-            &[b"RESTORE", b"dst", b"100000", &payload],
-            &mut out,
-        );
+        let out = db.run(&[b"RESTORE", b"dst", b"100000", &payload]);
         assert_eq!(out, b"+OK\r\n");
         let s = commands(&db.info.repl.pending);
         let words: Vec<&str> = s[0].split(' ').collect();

@@ -816,14 +816,16 @@ mod tests {
         assert_eq!(db.cmd("SCRIPT FLUSH ASYNC"), "+OK\r\n");
         assert_eq!(eval(&mut db, &["SCRIPT", "EXISTS", &sha]), "*1\r\n:0\r\n");
         assert!(eval(&mut db, &["EVALSHA", &sha, "0"]).starts_with("-NOSCRIPT"));
-        assert_eq!(
-            db.cmd("SCRIPT FLUSH bogus"),
-            "-ERR SCRIPT FLUSH only support SYNC|ASYNC option\r\n"
-        );
-        assert_eq!(
-            db.cmd("SCRIPT NOPE"),
-            "-ERR unknown subcommand 'NOPE'. Try SCRIPT HELP.\r\n"
-        );
+        db.replies(&[
+            (
+                "SCRIPT FLUSH bogus",
+                "-ERR SCRIPT FLUSH only support SYNC|ASYNC option\r\n",
+            ),
+            (
+                "SCRIPT NOPE",
+                "-ERR unknown subcommand 'NOPE'. Try SCRIPT HELP.\r\n",
+            ),
+        ]);
         // EVAL caches what it ran; a write inside commits like the command's own.
         let set = "return redis.call('set',KEYS[1],ARGV[1])";
         assert_eq!(eval(&mut db, &["EVAL", set, "1", "k", "v"]), "+OK\r\n");

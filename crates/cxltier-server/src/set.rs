@@ -452,9 +452,7 @@ pub(crate) fn sintercard(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, St
 mod tests {
     use super::*;
     use crate::cursors::{cursor_from_wire, cursor_to_wire};
-    use crate::testdb::Db;
-
-    const WT: &str = "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n";
+    use crate::testdb::{Db, WT};
 
     #[test]
     fn cursors_are_integers_and_round_trip() {
@@ -472,40 +470,41 @@ mod tests {
     #[test]
     fn add_rem_members_and_shapes() {
         let mut db = Db::new();
-        assert_eq!(db.cmd("SADD s b a c a"), ":3\r\n");
-        assert_eq!(db.cmd("SADD s a"), ":0\r\n");
-        assert_eq!(db.cmd("SCARD s"), ":3\r\n");
-        assert_eq!(db.cmd("SISMEMBER s a"), ":1\r\n");
-        assert_eq!(db.cmd("SMISMEMBER s a z c"), "*3\r\n:1\r\n:0\r\n:1\r\n");
-        assert_eq!(
-            db.cmd("SMEMBERS s"),
-            "*3\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n"
-        );
+        db.replies(&[
+            ("SADD s b a c a", ":3\r\n"),
+            ("SADD s a", ":0\r\n"),
+            ("SCARD s", ":3\r\n"),
+            ("SISMEMBER s a", ":1\r\n"),
+            ("SMISMEMBER s a z c", "*3\r\n:1\r\n:0\r\n:1\r\n"),
+            ("SMEMBERS s", "*3\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n"),
+        ]);
         db.cmd("HELLO 3");
-        assert_eq!(
-            db.cmd("SMEMBERS s"),
-            "~3\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n"
-        );
-        assert_eq!(db.cmd("SMEMBERS nope"), "~0\r\n");
-        assert_eq!(db.cmd("SREM s a z"), ":1\r\n");
-        assert_eq!(db.cmd("SMOVE s t b"), ":1\r\n");
-        assert_eq!(db.cmd("SMOVE s t zz"), ":0\r\n");
-        assert_eq!(db.cmd("SMEMBERS t"), "~1\r\n$1\r\nb\r\n");
+        db.replies(&[
+            ("SMEMBERS s", "~3\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n"),
+            ("SMEMBERS nope", "~0\r\n"),
+            ("SREM s a z", ":1\r\n"),
+            ("SMOVE s t b", ":1\r\n"),
+            ("SMOVE s t zz", ":0\r\n"),
+            ("SMEMBERS t", "~1\r\n$1\r\nb\r\n"),
+        ]);
         db.cmd("SET str v");
-        assert_eq!(db.cmd("SMOVE s str c"), WT);
-        assert_eq!(db.cmd("SISMEMBER s c"), ":1\r\n");
-        assert_eq!(db.cmd("SMOVE nope str c"), ":0\r\n");
-        for c in [
-            "SADD str a",
-            "SCARD str",
-            "SMEMBERS str",
-            "SPOP str",
-            "SINTER s str",
-            "SUNION s str",
-            "SSCAN str 0",
-        ] {
-            assert_eq!(db.cmd(c), WT, "{c}");
-        }
+        db.replies(&[
+            ("SMOVE s str c", WT),
+            ("SISMEMBER s c", ":1\r\n"),
+            ("SMOVE nope str c", ":0\r\n"),
+        ]);
+        db.each_replies(
+            &[
+                "SADD str a",
+                "SCARD str",
+                "SMEMBERS str",
+                "SPOP str",
+                "SINTER s str",
+                "SUNION s str",
+                "SSCAN str 0",
+            ],
+            WT,
+        );
         db.cmd("RPUSH l x");
         assert_eq!(db.cmd("SRANDMEMBER l"), WT);
     }
@@ -521,19 +520,23 @@ mod tests {
         ms.dedup();
         assert_eq!(ms.iter().filter(|m| !m.is_empty()).count(), 3, "{r}");
         assert_eq!(db.cmd("SRANDMEMBER s -8").matches('$').count(), 8);
-        assert_eq!(db.cmd("SRANDMEMBER nope"), "$-1\r\n");
-        assert_eq!(db.cmd("SRANDMEMBER nope 3"), "*0\r\n");
-        assert_eq!(
-            db.cmd("SPOP s -1"),
-            "-ERR value is out of range, must be positive\r\n"
-        );
+        db.replies(&[
+            ("SRANDMEMBER nope", "$-1\r\n"),
+            ("SRANDMEMBER nope 3", "*0\r\n"),
+            (
+                "SPOP s -1",
+                "-ERR value is out of range, must be positive\r\n",
+            ),
+        ]);
         assert!(db.cmd("SPOP s").starts_with("$1\r\n"));
         assert_eq!(db.cmd("SPOP s 2").matches('$').count(), 2);
         assert_eq!(db.cmd("SCARD s"), ":2\r\n");
         assert_eq!(db.cmd("SPOP s 9").matches('$').count(), 2);
-        assert_eq!(db.cmd("EXISTS s"), ":0\r\n");
-        assert_eq!(db.cmd("SPOP s"), "$-1\r\n");
-        assert_eq!(db.cmd("SPOP s 1"), "*0\r\n");
+        db.replies(&[
+            ("EXISTS s", ":0\r\n"),
+            ("SPOP s", "$-1\r\n"),
+            ("SPOP s 1", "*0\r\n"),
+        ]);
     }
 
     #[test]
@@ -610,49 +613,42 @@ mod tests {
     #[test]
     fn object_encoding_names_what_redis_would_use_for_collections() {
         let mut db = Db::new();
-        let enc = |db: &mut Db, k: &str| db.cmd(&format!("OBJECT ENCODING {k}"));
-        db.cmd("SADD s 1 2 -3");
-        assert_eq!(enc(&mut db, "s"), "$6\r\nintset\r\n");
-        db.cmd("SADD s a");
-        assert_eq!(enc(&mut db, "s"), "$9\r\nhashtable\r\n");
-        for m in ["-0", "01", "+1", "9223372036854775808"] {
-            db.cmd(&format!("SADD t{m} {m}"));
-            assert_eq!(enc(&mut db, &format!("t{m}")), "$9\r\nhashtable\r\n", "{m}");
-        }
         let many: Vec<String> = (0..513).map(|i| i.to_string()).collect();
-        db.cmd(&format!("SADD big {}", many.join(" ")));
-        assert_eq!(enc(&mut db, "big"), "$9\r\nhashtable\r\n");
-        db.cmd("CONFIG SET set-max-intset-entries 513");
-        assert_eq!(enc(&mut db, "big"), "$6\r\nintset\r\n");
-        // Redis never converts a hashtable back: neither after SREM, SPOP or SMOVE of the
-        // non-integers, nor after the set shrinks below the threshold.
-        db.cmd("SADD back 1 2 3 a");
-        db.cmd("SREM back a");
-        assert_eq!(enc(&mut db, "back"), "$9\r\nhashtable\r\n");
-        db.cmd("SADD mv 1 b");
-        db.cmd("SMOVE mv other b");
-        assert_eq!(enc(&mut db, "mv"), "$9\r\nhashtable\r\n");
-        db.cmd("SADD ints 1 2");
-        db.cmd("SREM ints 1 zz");
-        assert_eq!(enc(&mut db, "ints"), "$6\r\nintset\r\n");
-        db.cmd("CONFIG SET set-max-intset-entries 512");
-        db.cmd("SPOP big 2");
+        let big = format!("SADD big {}", many.join(" "));
+        let long = format!("ZADD z 3 {}", "m".repeat(65));
+        db.encodings(&[
+            (&["SADD s 1 2 -3"], "s", "intset"),
+            (&["SADD s a"], "s", "hashtable"),
+            (&["SADD t-0 -0"], "t-0", "hashtable"),
+            (&["SADD t01 01"], "t01", "hashtable"),
+            (&["SADD t+1 +1"], "t+1", "hashtable"),
+            (
+                &["SADD t9223372036854775808 9223372036854775808"],
+                "t9223372036854775808",
+                "hashtable",
+            ),
+            (&[big.as_str()], "big", "hashtable"),
+            (&["CONFIG SET set-max-intset-entries 513"], "big", "intset"),
+            // Redis never converts a hashtable back: neither after SREM, SPOP or SMOVE of the
+            // non-integers, nor after the set shrinks below the threshold.
+            (&["SADD back 1 2 3 a", "SREM back a"], "back", "hashtable"),
+            (&["SADD mv 1 b", "SMOVE mv other b"], "mv", "hashtable"),
+            (&["SADD ints 1 2", "SREM ints 1 zz"], "ints", "intset"),
+            (
+                &["CONFIG SET set-max-intset-entries 512", "SPOP big 2"],
+                "big",
+                "hashtable",
+            ),
+            // A new set under the key starts afresh.
+            (&["DEL back", "SADD back 1"], "back", "intset"),
+            (&["RPUSH l a"], "l", "quicklist"),
+            (&["ZADD z 1 a 2 b"], "z", "listpack"),
+            (&[long.as_str()], "z", "skiplist"),
+            (&["CONFIG SET zset-max-ziplist-value 100"], "z", "listpack"),
+            (&["CONFIG SET zset-max-listpack-entries 2"], "z", "skiplist"),
+        ]);
+        // SPOP took two, and no later step touched the set.
         assert_eq!(db.cmd("SCARD big"), ":511\r\n");
-        assert_eq!(enc(&mut db, "big"), "$9\r\nhashtable\r\n");
-        // A new set under the key starts afresh.
-        db.cmd("DEL back");
-        db.cmd("SADD back 1");
-        assert_eq!(enc(&mut db, "back"), "$6\r\nintset\r\n");
-        db.cmd("RPUSH l a");
-        assert_eq!(enc(&mut db, "l"), "$9\r\nquicklist\r\n");
-        db.cmd("ZADD z 1 a 2 b");
-        assert_eq!(enc(&mut db, "z"), "$8\r\nlistpack\r\n");
-        db.cmd(&format!("ZADD z 3 {}", "m".repeat(65)));
-        assert_eq!(enc(&mut db, "z"), "$8\r\nskiplist\r\n");
-        db.cmd("CONFIG SET zset-max-ziplist-value 100");
-        assert_eq!(enc(&mut db, "z"), "$8\r\nlistpack\r\n");
-        db.cmd("CONFIG SET zset-max-listpack-entries 2");
-        assert_eq!(enc(&mut db, "z"), "$8\r\nskiplist\r\n");
     }
 
     #[test]
@@ -686,8 +682,10 @@ mod tests {
                 .replace("*2\r\n$3", "*11\r\n$3")
                 .replace("m49\r\n$4\r\nm499", &nines)
         );
-        assert_eq!(db.cmd("SSCAN s x"), "-ERR invalid cursor\r\n");
-        assert_eq!(db.cmd("SSCAN s 0 COUNT 0"), "-ERR syntax error\r\n");
+        db.replies(&[
+            ("SSCAN s x", "-ERR invalid cursor\r\n"),
+            ("SSCAN s 0 COUNT 0", "-ERR syntax error\r\n"),
+        ]);
     }
 
     #[test]
@@ -696,33 +694,39 @@ mod tests {
         db.cmd("SADD a 1 2 3 4");
         db.cmd("SADD b 3 4 5");
         db.cmd("SADD c 4 5 6");
-        assert_eq!(db.cmd("SINTER a b c"), "*1\r\n$1\r\n4\r\n");
-        assert_eq!(db.cmd("SINTER a nope"), "*0\r\n");
-        assert_eq!(db.cmd("SDIFF a b"), "*2\r\n$1\r\n1\r\n$1\r\n2\r\n");
+        db.replies(&[
+            ("SINTER a b c", "*1\r\n$1\r\n4\r\n"),
+            ("SINTER a nope", "*0\r\n"),
+            ("SDIFF a b", "*2\r\n$1\r\n1\r\n$1\r\n2\r\n"),
+        ]);
         assert_eq!(db.cmd("SUNION b c").matches('$').count(), 4);
-        assert_eq!(db.cmd("SINTERCARD 2 a b"), ":2\r\n");
-        assert_eq!(db.cmd("SINTERCARD 2 a b LIMIT 1"), ":1\r\n");
-        assert_eq!(
-            db.cmd("SINTERCARD 0 a"),
-            "-ERR numkeys should be greater than 0\r\n"
-        );
-        assert_eq!(
-            db.cmd("SINTERCARD 3 a b"),
-            "-ERR Number of keys can't be greater than number of args\r\n"
-        );
-        assert_eq!(
-            db.cmd("SINTERCARD 2 a b LIMIT -1"),
-            "-ERR LIMIT can't be negative\r\n"
-        );
-        assert_eq!(
-            db.cmd("SINTERCARD 2 a b LIMIT x"),
-            "-ERR LIMIT can't be negative\r\n"
-        );
+        db.replies(&[
+            ("SINTERCARD 2 a b", ":2\r\n"),
+            ("SINTERCARD 2 a b LIMIT 1", ":1\r\n"),
+            (
+                "SINTERCARD 0 a",
+                "-ERR numkeys should be greater than 0\r\n",
+            ),
+            (
+                "SINTERCARD 3 a b",
+                "-ERR Number of keys can't be greater than number of args\r\n",
+            ),
+            (
+                "SINTERCARD 2 a b LIMIT -1",
+                "-ERR LIMIT can't be negative\r\n",
+            ),
+            (
+                "SINTERCARD 2 a b LIMIT x",
+                "-ERR LIMIT can't be negative\r\n",
+            ),
+        ]);
         db.cmd("SET d str");
-        assert_eq!(db.cmd("SUNIONSTORE d a b"), ":5\r\n");
-        assert_eq!(db.cmd("SCARD d"), ":5\r\n");
-        assert_eq!(db.cmd("SINTERSTORE d a b"), ":2\r\n");
-        assert_eq!(db.cmd("SDIFFSTORE d a a"), ":0\r\n");
-        assert_eq!(db.cmd("EXISTS d"), ":0\r\n");
+        db.replies(&[
+            ("SUNIONSTORE d a b", ":5\r\n"),
+            ("SCARD d", ":5\r\n"),
+            ("SINTERSTORE d a b", ":2\r\n"),
+            ("SDIFFSTORE d a a", ":0\r\n"),
+            ("EXISTS d", ":0\r\n"),
+        ]);
     }
 }

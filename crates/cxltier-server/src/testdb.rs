@@ -54,6 +54,113 @@ impl Db {
         let words: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();
         String::from_utf8(self.run(&words)).unwrap()
     }
+
+    /// A larger store as connection 1 sees it, and the session of a second connection (2) to
+    /// run commands beside it ([`run_as`], [`Db::replies_as`]).
+    pub fn two_connections() -> (Db, Session) {
+        let mut db = Db::large();
+        db.session.id = 1;
+        (db, Session::new(2, true))
+    }
+
+    /// A larger store whose connection 1 is subscribed to `pattern` (PSUBSCRIBE); what follows
+    /// runs as connection 2, so that its messages wait in the outbox.
+    pub fn listening(pattern: &str) -> Db {
+        let (mut db, other) = Db::two_connections();
+        db.cmd(&format!("PSUBSCRIBE {pattern}"));
+        db.session = other;
+        db
+    }
+
+    /// The messages published since the last call, as (channel, payload) text.
+    pub fn heard(&mut self) -> Vec<(String, String)> {
+        std::mem::take(&mut self.info.pubsub.outbox)
+            .iter()
+            .map(|d| {
+                (
+                    String::from_utf8_lossy(&d.channel).into_owned(),
+                    String::from_utf8_lossy(&d.payload).into_owned(),
+                )
+            })
+            .collect()
+    }
+
+    /// The kind of value the store holds under `key` of database 0 (which must be there).
+    pub fn kind_of(&self, key: &str) -> cxltier_store::Kind {
+        let stored = crate::db::store_key(0, key.as_bytes());
+        self.store.peek(&stored).unwrap().kind
+    }
+
+    /// WATCH `key`, run `write`, then a transaction of one PING: `write`'s reply and EXEC's
+    /// (`*-1` when the write was a change of the key).
+    pub fn watched_exec(&mut self, key: &str, write: &str) -> (String, String) {
+        self.cmd(&format!("WATCH {key}"));
+        let reply = self.cmd(write);
+        self.cmd("MULTI");
+        self.cmd("PING");
+        (reply, self.cmd("EXEC"))
+    }
+
+    /// Run a script of lines, each with the reply it must get (Redis 7.0's answers, from its
+    /// tests and redis-server), in order; a wrong reply fails naming its line.
+    pub fn replies(&mut self, script: &[(&str, &str)]) {
+        for (i, (line, want)) in script.iter().enumerate() {
+            assert_eq!(self.cmd(line), *want, "line {i} of the script: {line}");
+        }
+    }
+
+    /// Run a script of lines, each with the start its reply must have.
+    pub fn replies_starting(&mut self, script: &[(&str, &str)]) {
+        for (i, (line, start)) in script.iter().enumerate() {
+            let got = self.cmd(line);
+            assert!(
+                got.starts_with(start),
+                "line {i} of the script: {line}: {got:?} does not start with {start:?}"
+            );
+        }
+    }
+
+    /// Run a script of lines as another connection (`session`), each with the reply it must get.
+    pub fn replies_as(&mut self, session: &mut Session, script: &[(&str, &str)]) {
+        for (i, (line, want)) in script.iter().enumerate() {
+            assert_eq!(
+                run_as(self, session, line),
+                *want,
+                "line {i} of the script: {line}"
+            );
+        }
+    }
+
+    /// Run each step's commands, after which OBJECT ENCODING of its key must name its
+    /// encoding; a failure names the step.
+    pub fn encodings(&mut self, steps: &[(&[&str], &str, &str)]) {
+        for (i, (lines, key, encoding)) in steps.iter().enumerate() {
+            for line in *lines {
+                self.cmd(line);
+            }
+            let want = format!("${}\r\n{encoding}\r\n", encoding.len());
+            let got = self.cmd(&format!("OBJECT ENCODING {key}"));
+            assert_eq!(got, want, "step {i}: {lines:?}, then {key}");
+        }
+    }
+
+    /// Run each line, every one of which must get the same reply `want`.
+    pub fn each_replies(&mut self, lines: &[&str], want: &str) {
+        for line in lines {
+            assert_eq!(self.cmd(line), want, "{line}");
+        }
+    }
+}
+
+/// The reply to a command on a key holding another type.
+pub(crate) const WT: &str =
+    "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n";
+
+/// `text` holds every one of `parts`.
+pub(crate) fn assert_has(text: &str, parts: &[&str]) {
+    for part in parts {
+        assert!(text.contains(part), "{part:?} is not in {text:?}");
+    }
 }
 
 pub(crate) fn eval(db: &mut Db, args: &[&str]) -> String {
@@ -106,13 +213,6 @@ pub(crate) fn frame_len(b: &[u8]) -> Result<usize, String> {
             c => Err(format!("aggregate of {c}")),
         },
         t => Err(format!("type {:?}", t as char)),
-    }
-}
-
-/// Each line's reply, Redis 7.0's answers (from its tests and redis-server), in order.
-pub(crate) fn replies(db: &mut Db, script: &[(&str, &str)]) {
-    for (line, want) in script {
-        assert_eq!(db.cmd(line), *want, "{line}");
     }
 }
 

@@ -128,22 +128,23 @@ mod tests {
 
     use super::*;
 
-    use crate::dispatch::execute;
     use crate::testdb::*;
 
     #[test]
     fn multi_exec_queues_and_runs_in_order() {
         let mut db = Db::large();
-        assert_eq!(db.cmd("EXEC"), "-ERR EXEC without MULTI\r\n");
-        assert_eq!(db.cmd("DISCARD"), "-ERR DISCARD without MULTI\r\n");
-        assert_eq!(db.cmd("MULTI"), "+OK\r\n");
-        assert_eq!(db.cmd("MULTI"), "-ERR MULTI calls can not be nested\r\n");
-        assert_eq!(db.cmd("SET a 1"), "+QUEUED\r\n");
-        assert_eq!(db.cmd("INCR a"), "+QUEUED\r\n");
-        assert_eq!(db.cmd("SET s x"), "+QUEUED\r\n");
-        // A runtime error does not stop the others.
-        assert_eq!(db.cmd("INCR s"), "+QUEUED\r\n");
-        assert_eq!(db.cmd("GET a"), "+QUEUED\r\n");
+        db.replies(&[
+            ("EXEC", "-ERR EXEC without MULTI\r\n"),
+            ("DISCARD", "-ERR DISCARD without MULTI\r\n"),
+            ("MULTI", "+OK\r\n"),
+            ("MULTI", "-ERR MULTI calls can not be nested\r\n"),
+            ("SET a 1", "+QUEUED\r\n"),
+            ("INCR a", "+QUEUED\r\n"),
+            ("SET s x", "+QUEUED\r\n"),
+            // A runtime error does not stop the others.
+            ("INCR s", "+QUEUED\r\n"),
+            ("GET a", "+QUEUED\r\n"),
+        ]);
         assert_eq!(
             db.cmd("EXEC"),
             format!("*5\r\n+OK\r\n:2\r\n+OK\r\n-{}\r\n$1\r\n2\r\n", NOT_INT)
@@ -151,17 +152,18 @@ mod tests {
         // A queueing error aborts the whole transaction.
         db.cmd("MULTI");
         assert_eq!(db.cmd("SET a 5"), "+QUEUED\r\n");
-        assert!(db.cmd("SET a").starts_with("-ERR wrong number"));
-        assert!(db.cmd("NOSUCH x").starts_with("-ERR unknown command"));
-        assert_eq!(
-            db.cmd("WATCH a"),
-            "-ERR WATCH inside MULTI is not allowed\r\n"
-        );
-        assert_eq!(
-            db.cmd("EXEC"),
-            "-EXECABORT Transaction discarded because of previous errors.\r\n"
-        );
-        assert_eq!(db.cmd("GET a"), "$1\r\n2\r\n");
+        db.replies_starting(&[
+            ("SET a", "-ERR wrong number"),
+            ("NOSUCH x", "-ERR unknown command"),
+        ]);
+        db.replies(&[
+            ("WATCH a", "-ERR WATCH inside MULTI is not allowed\r\n"),
+            (
+                "EXEC",
+                "-EXECABORT Transaction discarded because of previous errors.\r\n",
+            ),
+            ("GET a", "$1\r\n2\r\n"),
+        ]);
         db.cmd("MULTI");
         assert_eq!(
             db.cmd("SHUTDOWN"),
@@ -170,10 +172,12 @@ mod tests {
         assert!(db.cmd("EXEC").starts_with("-EXECABORT"));
         db.cmd("MULTI");
         db.cmd("SET a 9");
-        assert_eq!(db.cmd("DISCARD"), "+OK\r\n");
-        assert_eq!(db.cmd("GET a"), "$1\r\n2\r\n");
-        assert_eq!(db.cmd("MULTI"), "+OK\r\n");
-        assert_eq!(db.cmd("EXEC"), "*0\r\n");
+        db.replies(&[
+            ("DISCARD", "+OK\r\n"),
+            ("GET a", "$1\r\n2\r\n"),
+            ("MULTI", "+OK\r\n"),
+            ("EXEC", "*0\r\n"),
+        ]);
         // Commands that would write other than one reply each are refused inside EXEC.
         db.cmd("MULTI");
         for line in ["CLIENT REPLY OFF", "SUBSCRIBE a b", "UNSUBSCRIBE", "PING"] {
@@ -188,9 +192,7 @@ mod tests {
 
     #[test]
     fn smove_of_a_member_the_destination_holds_leaves_its_watchers_alone() {
-        let mut db = Db::large();
-        db.session.id = 1;
-        let mut other = Session::new(2, true);
+        let (mut db, mut other) = Db::two_connections();
         db.cmd("SADD src a b");
         db.cmd("SADD dst a");
         db.cmd("WATCH dst");
@@ -208,17 +210,14 @@ mod tests {
 
     #[test]
     fn watch_fails_exec_when_a_watched_key_changes() {
-        let mut db = Db::large();
-        db.session.id = 1;
-        let mut other = Session::new(2, true);
+        let (mut db, mut other) = Db::two_connections();
         db.cmd("SET k 1");
         // Written by another connection: EXEC answers null and runs nothing.
         assert_eq!(db.cmd("WATCH k"), "+OK\r\n");
         assert_eq!(run_as(&mut db, &mut other, "SET k 2"), "+OK\r\n");
         db.cmd("MULTI");
         db.cmd("SET k 3");
-        assert_eq!(db.cmd("EXEC"), "*-1\r\n");
-        assert_eq!(db.cmd("GET k"), "$1\r\n2\r\n");
+        db.replies(&[("EXEC", "*-1\r\n"), ("GET k", "$1\r\n2\r\n")]);
         // The watch ended with EXEC: the next transaction runs.
         db.cmd("MULTI");
         db.cmd("SET k 3");
@@ -278,14 +277,7 @@ mod tests {
         let mut last = Vec::new();
         for line in ["HELLO 3", "SUBSCRIBE a b", "MULTI", "PUBLISH a m", "EXEC"] {
             let words: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();
-            last.clear();
-            execute(
-                &mut db.store,
-                &mut db.info,
-                &mut db.session,
-                &words,
-                &mut last,
-            );
+            last = db.run(&words);
         }
         assert_eq!(
             frame_len(&last),
@@ -303,9 +295,7 @@ mod tests {
     /// SWAPDB touches the watched keys that exist in either database (Redis's rules).
     #[test]
     fn watched_keys_belong_to_their_database() {
-        let mut db = Db::large();
-        db.session.id = 1;
-        let mut other = Session::new(2, true);
+        let (mut db, mut other) = Db::two_connections();
         let exec_after = |db: &mut Db, other: &mut Session, lines: &[&str]| -> String {
             db.cmd("WATCH k");
             for l in lines {
@@ -316,40 +306,25 @@ mod tests {
             db.cmd("EXEC")
         };
         db.cmd("SELECT 1");
-        // Written in database 0 (the other connection's): not a change of database 1's k.
-        assert_eq!(
-            exec_after(&mut db, &mut other, &["SET k 1"]),
-            "*1\r\n+PONG\r\n"
-        );
-        assert_eq!(
-            exec_after(&mut db, &mut other, &["SELECT 1", "SET k 1", "SELECT 0"]),
-            "*-1\r\n"
-        );
-        // FLUSHDB of database 0 does not touch database 1's k; FLUSHDB of 1 does.
-        assert_eq!(
-            exec_after(&mut db, &mut other, &["FLUSHDB"]),
-            "*1\r\n+PONG\r\n"
-        );
-        assert_eq!(
-            exec_after(&mut db, &mut other, &["SELECT 1", "FLUSHDB", "SELECT 0"]),
-            "*-1\r\n"
-        );
-        // SWAPDB of two databases without k touches nothing; with k in either, it does.
-        assert_eq!(
-            exec_after(&mut db, &mut other, &["SWAPDB 1 2"]),
-            "*1\r\n+PONG\r\n"
-        );
-        assert_eq!(
-            exec_after(&mut db, &mut other, &["SET k 0", "SWAPDB 1 3"]),
-            "*1\r\n+PONG\r\n"
-        );
-        assert_eq!(exec_after(&mut db, &mut other, &["SWAPDB 0 1"]), "*-1\r\n");
-        // And the watch follows the logical database: k is now database 1's, and a write of
-        // it there is seen.
-        assert_eq!(
-            exec_after(&mut db, &mut other, &["SELECT 1", "SET k 2", "SELECT 0"]),
-            "*-1\r\n"
-        );
+        // What the other connection does between WATCH and EXEC, and EXEC's answer, in order.
+        let cases: &[(&[&str], &str)] = &[
+            // Written in database 0 (the other connection's): not a change of database 1's k.
+            (&["SET k 1"], "*1\r\n+PONG\r\n"),
+            (&["SELECT 1", "SET k 1", "SELECT 0"], "*-1\r\n"),
+            // FLUSHDB of database 0 does not touch database 1's k; FLUSHDB of 1 does.
+            (&["FLUSHDB"], "*1\r\n+PONG\r\n"),
+            (&["SELECT 1", "FLUSHDB", "SELECT 0"], "*-1\r\n"),
+            // SWAPDB of two databases without k touches nothing; with k in either, it does.
+            (&["SWAPDB 1 2"], "*1\r\n+PONG\r\n"),
+            (&["SET k 0", "SWAPDB 1 3"], "*1\r\n+PONG\r\n"),
+            (&["SWAPDB 0 1"], "*-1\r\n"),
+            // And the watch follows the logical database: k is now database 1's, and a write
+            // of it there is seen.
+            (&["SELECT 1", "SET k 2", "SELECT 0"], "*-1\r\n"),
+        ];
+        for (lines, want) in cases {
+            assert_eq!(exec_after(&mut db, &mut other, lines), *want, "{lines:?}");
+        }
         assert!(db.info.watchers.is_empty());
     }
 
@@ -358,35 +333,22 @@ mod tests {
     /// old server touched the source (the table's key) instead and this EXEC ran.
     #[test]
     fn sort_store_touches_the_watchers_of_its_destination_not_its_source() {
-        let mut db = Db::large();
-        db.session.id = 1;
-        let mut other = Session::new(2, true);
+        let (mut db, mut other) = Db::two_connections();
         db.cmd("LPUSH foo bar");
         db.cmd("LPUSH src 1");
         assert_eq!(db.cmd("WATCH foo"), "+OK\r\n");
-        let mut out = Vec::new();
-        execute(
-            &mut db.store,
-            &mut db.info,
-            &mut other,
-            &[b"SORT", b"emptylist", b"STORE", b"foo"],
-            &mut out,
+        assert_eq!(
+            run_as(&mut db, &mut other, "SORT emptylist STORE foo"),
+            ":0\r\n"
         );
-        assert_eq!(out, b":0\r\n");
         db.cmd("MULTI");
         db.cmd("PING");
-        assert_eq!(db.cmd("EXEC"), "*-1\r\n");
-        // Watching the source: a SORT STORE elsewhere reads it, writes nothing of it.
-        assert_eq!(db.cmd("WATCH src"), "+OK\r\n");
-        out.clear();
-        execute(
-            &mut db.store,
-            &mut db.info,
-            &mut other,
-            &[b"SORT", b"src", b"STORE", b"dst"],
-            &mut out,
-        );
-        assert_eq!(out, b":1\r\n");
+        db.replies(&[
+            ("EXEC", "*-1\r\n"),
+            // Watching the source: a SORT STORE elsewhere reads it, writes nothing of it.
+            ("WATCH src", "+OK\r\n"),
+        ]);
+        assert_eq!(run_as(&mut db, &mut other, "SORT src STORE dst"), ":1\r\n");
         db.cmd("MULTI");
         db.cmd("PING");
         assert_eq!(db.cmd("EXEC"), "*1\r\n+PONG\r\n");

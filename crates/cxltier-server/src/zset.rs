@@ -989,9 +989,7 @@ pub(crate) fn zscan(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreEr
 
 #[cfg(test)]
 mod tests {
-    use crate::testdb::Db;
-
-    const WT: &str = "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n";
+    use crate::testdb::{Db, WT};
 
     #[test]
     fn scores_are_read_as_redis_reads_them() {
@@ -1022,110 +1020,101 @@ mod tests {
     #[test]
     fn zadd_flags_scores_and_errors() {
         let mut db = Db::new();
-        assert_eq!(db.cmd("ZADD z 1 a 2 b 3 c"), ":3\r\n");
-        assert_eq!(db.cmd("ZADD z CH 5 a 2 b 9 d"), ":2\r\n");
-        assert_eq!(db.cmd("ZADD z NX 0 a"), ":0\r\n");
-        assert_eq!(db.cmd("ZSCORE z a"), "$1\r\n5\r\n");
-        assert_eq!(db.cmd("ZADD z XX CH 7 a 1 new"), ":1\r\n");
-        assert_eq!(db.cmd("ZADD z GT CH 6 a"), ":0\r\n");
-        assert_eq!(db.cmd("ZADD z LT CH 6 a"), ":1\r\n");
-        assert_eq!(db.cmd("ZADD z INCR 1.5 a"), "$3\r\n7.5\r\n");
-        assert_eq!(db.cmd("ZADD z NX INCR 1 a"), "$-1\r\n");
-        assert_eq!(db.cmd("ZINCRBY z -0.5 a"), "$1\r\n7\r\n");
-        assert_eq!(db.cmd("ZADD z x a"), "-ERR value is not a valid float\r\n");
-        assert_eq!(
-            db.cmd("ZADD z nan a"),
-            "-ERR value is not a valid float\r\n"
-        );
-        assert_eq!(db.cmd("ZADD z 1"), "-ERR syntax error\r\n");
-        assert_eq!(
-            db.cmd("ZADD z NX XX 1 a"),
-            "-ERR XX and NX options at the same time are not compatible\r\n"
-        );
-        assert_eq!(
-            db.cmd("ZADD z GT LT 1 a"),
-            "-ERR GT, LT, and/or NX options at the same time are not compatible\r\n"
-        );
-        assert_eq!(
-            db.cmd("ZADD z INCR 1 a 2 b"),
-            "-ERR INCR option supports a single increment-element pair\r\n"
-        );
-        assert_eq!(db.cmd("ZCARD z"), ":4\r\n");
-        assert_eq!(db.cmd("ZMSCORE z a nope"), "*2\r\n$1\r\n7\r\n$-1\r\n");
-        assert_eq!(db.cmd("ZREM z d nope"), ":1\r\n");
+        db.replies(&[
+            ("ZADD z 1 a 2 b 3 c", ":3\r\n"),
+            ("ZADD z CH 5 a 2 b 9 d", ":2\r\n"),
+            ("ZADD z NX 0 a", ":0\r\n"),
+            ("ZSCORE z a", "$1\r\n5\r\n"),
+            ("ZADD z XX CH 7 a 1 new", ":1\r\n"),
+            ("ZADD z GT CH 6 a", ":0\r\n"),
+            ("ZADD z LT CH 6 a", ":1\r\n"),
+            ("ZADD z INCR 1.5 a", "$3\r\n7.5\r\n"),
+            ("ZADD z NX INCR 1 a", "$-1\r\n"),
+            ("ZINCRBY z -0.5 a", "$1\r\n7\r\n"),
+            ("ZADD z x a", "-ERR value is not a valid float\r\n"),
+            ("ZADD z nan a", "-ERR value is not a valid float\r\n"),
+            ("ZADD z 1", "-ERR syntax error\r\n"),
+            (
+                "ZADD z NX XX 1 a",
+                "-ERR XX and NX options at the same time are not compatible\r\n",
+            ),
+            (
+                "ZADD z GT LT 1 a",
+                "-ERR GT, LT, and/or NX options at the same time are not compatible\r\n",
+            ),
+            (
+                "ZADD z INCR 1 a 2 b",
+                "-ERR INCR option supports a single increment-element pair\r\n",
+            ),
+            ("ZCARD z", ":4\r\n"),
+            ("ZMSCORE z a nope", "*2\r\n$1\r\n7\r\n$-1\r\n"),
+            ("ZREM z d nope", ":1\r\n"),
+        ]);
         db.cmd("HELLO 3");
-        assert_eq!(db.cmd("ZSCORE z a"), ",7\r\n");
-        assert_eq!(db.cmd("ZSCORE z nope"), "_\r\n");
+        db.replies(&[("ZSCORE z a", ",7\r\n"), ("ZSCORE z nope", "_\r\n")]);
         db.cmd("SET s v");
-        for c in [
-            "ZADD s 1 a",
-            "ZSCORE s a",
-            "ZCARD s",
-            "ZRANGE s 0 -1",
-            "ZPOPMIN s",
-            "ZRANK s a",
-        ] {
-            assert_eq!(db.cmd(c), WT, "{c}");
-        }
+        db.each_replies(
+            &[
+                "ZADD s 1 a",
+                "ZSCORE s a",
+                "ZCARD s",
+                "ZRANGE s 0 -1",
+                "ZPOPMIN s",
+                "ZRANK s a",
+            ],
+            WT,
+        );
     }
 
     #[test]
     fn ranks_counts_and_ranges() {
         let mut db = Db::new();
         db.cmd("ZADD z 1 a 2 b 3 c 4 d");
-        assert_eq!(db.cmd("ZRANK z c"), ":2\r\n");
-        assert_eq!(db.cmd("ZREVRANK z c"), ":1\r\n");
-        assert_eq!(db.cmd("ZRANK z nope"), "$-1\r\n");
-        assert_eq!(db.cmd("ZCOUNT z (1 3"), ":2\r\n");
-        assert_eq!(db.cmd("ZCOUNT z -inf +inf"), ":4\r\n");
-        assert_eq!(db.cmd("ZCOUNT z x 3"), "-ERR min or max is not a float\r\n");
-        assert_eq!(db.cmd("ZRANGE z 0 1"), "*2\r\n$1\r\na\r\n$1\r\nb\r\n");
-        assert_eq!(
-            db.cmd("ZRANGE z 0 0 REV WITHSCORES"),
-            "*2\r\n$1\r\nd\r\n$1\r\n4\r\n"
-        );
-        assert_eq!(
-            db.cmd("ZRANGE z (4 2 BYSCORE REV LIMIT 0 1"),
-            "*1\r\n$1\r\nc\r\n"
-        );
-        assert_eq!(
-            db.cmd("ZRANGEBYSCORE z 2 +inf LIMIT 1 5"),
-            "*2\r\n$1\r\nc\r\n$1\r\nd\r\n"
-        );
-        assert_eq!(
-            db.cmd("ZREVRANGEBYSCORE z 2 1 WITHSCORES"),
-            "*4\r\n$1\r\nb\r\n$1\r\n2\r\n$1\r\na\r\n$1\r\n1\r\n"
-        );
-        assert_eq!(db.cmd("ZRANGE z 0 1 LIMIT 0 1"), "-ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX\r\n");
-        assert_eq!(
-            db.cmd("ZRANGE z - + BYLEX WITHSCORES"),
-            "-ERR syntax error, WITHSCORES not supported in combination with BYLEX\r\n"
-        );
-        assert_eq!(
-            db.cmd("ZRANGE z x 1 BYSCORE"),
-            "-ERR min or max is not a float\r\n"
-        );
+        db.replies(&[
+            ("ZRANK z c", ":2\r\n"),
+            ("ZREVRANK z c", ":1\r\n"),
+            ("ZRANK z nope", "$-1\r\n"),
+            ("ZCOUNT z (1 3", ":2\r\n"),
+            ("ZCOUNT z -inf +inf", ":4\r\n"),
+            ("ZCOUNT z x 3", "-ERR min or max is not a float\r\n"),
+            ("ZRANGE z 0 1", "*2\r\n$1\r\na\r\n$1\r\nb\r\n"),
+            ("ZRANGE z 0 0 REV WITHSCORES", "*2\r\n$1\r\nd\r\n$1\r\n4\r\n"),
+            ("ZRANGE z (4 2 BYSCORE REV LIMIT 0 1", "*1\r\n$1\r\nc\r\n"),
+            ("ZRANGEBYSCORE z 2 +inf LIMIT 1 5", "*2\r\n$1\r\nc\r\n$1\r\nd\r\n"),
+            (
+                "ZREVRANGEBYSCORE z 2 1 WITHSCORES",
+                "*4\r\n$1\r\nb\r\n$1\r\n2\r\n$1\r\na\r\n$1\r\n1\r\n",
+            ),
+            (
+                "ZRANGE z 0 1 LIMIT 0 1",
+                "-ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX\r\n",
+            ),
+            (
+                "ZRANGE z - + BYLEX WITHSCORES",
+                "-ERR syntax error, WITHSCORES not supported in combination with BYLEX\r\n",
+            ),
+            ("ZRANGE z x 1 BYSCORE", "-ERR min or max is not a float\r\n"),
+        ]);
         db.cmd("ZADD l 0 a 0 b 0 c 0 d");
-        assert_eq!(db.cmd("ZLEXCOUNT l [b +"), ":3\r\n");
-        assert_eq!(
-            db.cmd("ZLEXCOUNT l b +"),
-            "-ERR min or max not valid string range item\r\n"
-        );
-        assert_eq!(
-            db.cmd("ZRANGEBYLEX l (a [c"),
-            "*2\r\n$1\r\nb\r\n$1\r\nc\r\n"
-        );
-        assert_eq!(
-            db.cmd("ZRANGE l [c - BYLEX REV"),
-            "*3\r\n$1\r\nc\r\n$1\r\nb\r\n$1\r\na\r\n"
-        );
-        assert_eq!(db.cmd("ZRANGESTORE dst z 1 2"), ":2\r\n");
-        assert_eq!(
-            db.cmd("ZRANGE dst 0 -1 WITHSCORES"),
-            "*4\r\n$1\r\nb\r\n$1\r\n2\r\n$1\r\nc\r\n$1\r\n3\r\n"
-        );
-        assert_eq!(db.cmd("ZRANGESTORE dst z 5 9"), ":0\r\n");
-        assert_eq!(db.cmd("EXISTS dst"), ":0\r\n");
+        db.replies(&[
+            ("ZLEXCOUNT l [b +", ":3\r\n"),
+            (
+                "ZLEXCOUNT l b +",
+                "-ERR min or max not valid string range item\r\n",
+            ),
+            ("ZRANGEBYLEX l (a [c", "*2\r\n$1\r\nb\r\n$1\r\nc\r\n"),
+            (
+                "ZRANGE l [c - BYLEX REV",
+                "*3\r\n$1\r\nc\r\n$1\r\nb\r\n$1\r\na\r\n",
+            ),
+            ("ZRANGESTORE dst z 1 2", ":2\r\n"),
+            (
+                "ZRANGE dst 0 -1 WITHSCORES",
+                "*4\r\n$1\r\nb\r\n$1\r\n2\r\n$1\r\nc\r\n$1\r\n3\r\n",
+            ),
+            ("ZRANGESTORE dst z 5 9", ":0\r\n"),
+            ("EXISTS dst", ":0\r\n"),
+        ]);
         db.cmd("HELLO 3");
         assert_eq!(
             db.cmd("ZRANGE z 0 0 WITHSCORES"),
@@ -1137,29 +1126,35 @@ mod tests {
     fn pops_and_scan() {
         let mut db = Db::new();
         db.cmd("ZADD z 1 a 2 b 3 c");
-        assert_eq!(db.cmd("ZPOPMIN z"), "*2\r\n$1\r\na\r\n$1\r\n1\r\n");
-        assert_eq!(
-            db.cmd("ZPOPMAX z 5"),
-            "*4\r\n$1\r\nc\r\n$1\r\n3\r\n$1\r\nb\r\n$1\r\n2\r\n"
-        );
-        assert_eq!(db.cmd("ZPOPMIN z"), "*0\r\n");
-        assert_eq!(
-            db.cmd("ZPOPMIN z -1"),
-            "-ERR value is out of range, must be positive\r\n"
-        );
+        db.replies(&[
+            ("ZPOPMIN z", "*2\r\n$1\r\na\r\n$1\r\n1\r\n"),
+            (
+                "ZPOPMAX z 5",
+                "*4\r\n$1\r\nc\r\n$1\r\n3\r\n$1\r\nb\r\n$1\r\n2\r\n",
+            ),
+            ("ZPOPMIN z", "*0\r\n"),
+            (
+                "ZPOPMIN z -1",
+                "-ERR value is out of range, must be positive\r\n",
+            ),
+        ]);
         db.cmd("ZADD z 1 a 2 b");
         db.cmd("HELLO 3");
-        assert_eq!(db.cmd("ZPOPMIN z 1"), "*1\r\n*2\r\n$1\r\na\r\n,1\r\n");
-        assert_eq!(db.cmd("ZPOPMIN z"), "*2\r\n$1\r\nb\r\n,2\r\n");
+        db.replies(&[
+            ("ZPOPMIN z 1", "*1\r\n*2\r\n$1\r\na\r\n,1\r\n"),
+            ("ZPOPMIN z", "*2\r\n$1\r\nb\r\n,2\r\n"),
+        ]);
         db.cmd("ZADD z 1.5 x 2 y");
-        assert_eq!(
-            db.cmd("ZSCAN z 0"),
-            "*2\r\n$1\r\n0\r\n*4\r\n$1\r\nx\r\n$3\r\n1.5\r\n$1\r\ny\r\n$1\r\n2\r\n"
-        );
-        assert_eq!(
-            db.cmd("ZSCAN z 0 MATCH y"),
-            "*2\r\n$1\r\n0\r\n*2\r\n$1\r\ny\r\n$1\r\n2\r\n"
-        );
+        db.replies(&[
+            (
+                "ZSCAN z 0",
+                "*2\r\n$1\r\n0\r\n*4\r\n$1\r\nx\r\n$3\r\n1.5\r\n$1\r\ny\r\n$1\r\n2\r\n",
+            ),
+            (
+                "ZSCAN z 0 MATCH y",
+                "*2\r\n$1\r\n0\r\n*2\r\n$1\r\ny\r\n$1\r\n2\r\n",
+            ),
+        ]);
         let r = db.cmd("ZSCAN z 0 COUNT 1");
         assert!(r.starts_with("*2\r\n$4\r\n1120\r\n"), "{r}");
         assert!(db.cmd("ZSCAN z 1120").contains("$1\r\ny\r\n"));
@@ -1171,60 +1166,52 @@ mod tests {
         db.cmd("ZADD a 1 x 2 y 3 z");
         db.cmd("ZADD b 10 y 20 z 30 w");
         db.cmd("SADD s z");
-        assert_eq!(
-            db.cmd("ZUNION 2 a b WITHSCORES"),
-            "*8\r\n$1\r\nx\r\n$1\r\n1\r\n$1\r\ny\r\n$2\r\n12\r\n$1\r\nz\r\n$2\r\n23\r\n$1\r\nw\r\n$2\r\n30\r\n"
-        );
-        assert_eq!(
-            db.cmd("ZINTER 3 a b s AGGREGATE MIN WITHSCORES"),
-            "*2\r\n$1\r\nz\r\n$1\r\n1\r\n"
-        );
-        assert_eq!(
-            db.cmd("ZINTER 2 a b WEIGHTS 2 0"),
-            "*2\r\n$1\r\ny\r\n$1\r\nz\r\n"
-        );
-        assert_eq!(db.cmd("ZDIFF 2 a b"), "*1\r\n$1\r\nx\r\n");
-        assert_eq!(db.cmd("ZDIFFSTORE d 2 a b"), ":1\r\n");
-        assert_eq!(db.cmd("ZUNIONSTORE d 2 a b"), ":4\r\n");
-        assert_eq!(db.cmd("ZINTERSTORE d 2 a b"), ":2\r\n");
-        assert_eq!(db.cmd("ZINTERCARD 2 a b LIMIT 1"), ":1\r\n");
-        assert_eq!(
-            db.cmd("ZINTERCARD 0 a"),
-            "-ERR at least 1 input key is needed for 'zintercard' command\r\n"
-        );
-        assert_eq!(db.cmd("ZINTERCARD 3 a b"), "-ERR syntax error\r\n");
-        // The legacy range commands take only their own options.
-        assert_eq!(db.cmd("ZREVRANGE a 0 -1 BYSCORE"), "-ERR syntax error\r\n");
-        assert_eq!(db.cmd("ZRANGEBYSCORE a 0 -1 REV"), "-ERR syntax error\r\n");
-        assert_eq!(
-            db.cmd("ZREVRANGEBYSCORE a +inf -inf LIMIT 0 1"),
-            "*1\r\n$1\r\nz\r\n"
-        );
+        db.replies(&[
+            (
+                "ZUNION 2 a b WITHSCORES",
+                "*8\r\n$1\r\nx\r\n$1\r\n1\r\n$1\r\ny\r\n$2\r\n12\r\n$1\r\nz\r\n$2\r\n23\r\n$1\r\nw\r\n$2\r\n30\r\n",
+            ),
+            ("ZINTER 3 a b s AGGREGATE MIN WITHSCORES", "*2\r\n$1\r\nz\r\n$1\r\n1\r\n"),
+            ("ZINTER 2 a b WEIGHTS 2 0", "*2\r\n$1\r\ny\r\n$1\r\nz\r\n"),
+            ("ZDIFF 2 a b", "*1\r\n$1\r\nx\r\n"),
+            ("ZDIFFSTORE d 2 a b", ":1\r\n"),
+            ("ZUNIONSTORE d 2 a b", ":4\r\n"),
+            ("ZINTERSTORE d 2 a b", ":2\r\n"),
+            ("ZINTERCARD 2 a b LIMIT 1", ":1\r\n"),
+            ("ZINTERCARD 0 a", "-ERR at least 1 input key is needed for 'zintercard' command\r\n"),
+            ("ZINTERCARD 3 a b", "-ERR syntax error\r\n"),
+            // The legacy range commands take only their own options.
+            ("ZREVRANGE a 0 -1 BYSCORE", "-ERR syntax error\r\n"),
+            ("ZRANGEBYSCORE a 0 -1 REV", "-ERR syntax error\r\n"),
+            ("ZREVRANGEBYSCORE a +inf -inf LIMIT 0 1", "*1\r\n$1\r\nz\r\n"),
+        ]);
         // Scores as Redis 7.0 prints them (%.17g).
         db.cmd("ZADD g 0.1 m 1e20 n");
-        assert_eq!(
-            db.cmd("ZRANGE g 0 -1 WITHSCORES"),
-            "*4\r\n$1\r\nm\r\n$19\r\n0.10000000000000001\r\n$1\r\nn\r\n$5\r\n1e+20\r\n"
-        );
-        assert_eq!(
-            db.cmd("ZUNION 0 a"),
-            "-ERR at least 1 input key is needed for 'zunion' command\r\n"
-        );
-        assert_eq!(db.cmd("ZUNION 3 a b"), "-ERR syntax error\r\n");
-        assert_eq!(db.cmd("ZDIFF 1 a WEIGHTS 1"), "-ERR syntax error\r\n");
-        assert_eq!(
-            db.cmd("ZUNION 1 a WEIGHTS x"),
-            "-ERR weight value is not a float\r\n"
-        );
-        assert_eq!(db.cmd("ZREVRANGE a 0 0"), "*1\r\n$1\r\nz\r\n");
-        assert_eq!(
-            db.cmd("ZREVRANGEBYLEX b + -"),
-            "*3\r\n$1\r\nz\r\n$1\r\ny\r\n$1\r\nw\r\n"
-        );
-        assert_eq!(db.cmd("ZREMRANGEBYSCORE b 15 +inf"), ":2\r\n");
-        assert_eq!(db.cmd("ZREMRANGEBYRANK a 0 0"), ":1\r\n");
-        assert_eq!(db.cmd("ZREMRANGEBYLEX a [z [z"), ":1\r\n");
-        assert_eq!(db.cmd("ZRANGE a 0 -1"), "*1\r\n$1\r\ny\r\n");
+        db.replies(&[
+            (
+                "ZRANGE g 0 -1 WITHSCORES",
+                "*4\r\n$1\r\nm\r\n$19\r\n0.10000000000000001\r\n$1\r\nn\r\n$5\r\n1e+20\r\n",
+            ),
+            (
+                "ZUNION 0 a",
+                "-ERR at least 1 input key is needed for 'zunion' command\r\n",
+            ),
+            ("ZUNION 3 a b", "-ERR syntax error\r\n"),
+            ("ZDIFF 1 a WEIGHTS 1", "-ERR syntax error\r\n"),
+            (
+                "ZUNION 1 a WEIGHTS x",
+                "-ERR weight value is not a float\r\n",
+            ),
+            ("ZREVRANGE a 0 0", "*1\r\n$1\r\nz\r\n"),
+            (
+                "ZREVRANGEBYLEX b + -",
+                "*3\r\n$1\r\nz\r\n$1\r\ny\r\n$1\r\nw\r\n",
+            ),
+            ("ZREMRANGEBYSCORE b 15 +inf", ":2\r\n"),
+            ("ZREMRANGEBYRANK a 0 0", ":1\r\n"),
+            ("ZREMRANGEBYLEX a [z [z", ":1\r\n"),
+            ("ZRANGE a 0 -1", "*1\r\n$1\r\ny\r\n"),
+        ]);
         db.cmd("ZADD r 1 m 2 n");
         assert_eq!(db.cmd("ZRANDMEMBER r 5 WITHSCORES").matches('$').count(), 4);
         assert_eq!(
@@ -1241,11 +1228,13 @@ mod tests {
             db.cmd("ZRANDMEMBER r -9223372036854775808"),
             format!("-{}\r\n", crate::errors::RANDOM_COUNT_RANGE)
         );
-        assert_eq!(
-            db.cmd("ZMPOP 2 nope r MAX COUNT 5"),
-            "*2\r\n$1\r\nr\r\n*2\r\n*2\r\n$1\r\nn\r\n$1\r\n2\r\n*2\r\n$1\r\nm\r\n$1\r\n1\r\n"
-        );
-        assert_eq!(db.cmd("ZMPOP 1 r MIN"), "*-1\r\n");
+        db.replies(&[
+            (
+                "ZMPOP 2 nope r MAX COUNT 5",
+                "*2\r\n$1\r\nr\r\n*2\r\n*2\r\n$1\r\nn\r\n$1\r\n2\r\n*2\r\n$1\r\nm\r\n$1\r\n1\r\n",
+            ),
+            ("ZMPOP 1 r MIN", "*-1\r\n"),
+        ]);
         db.cmd("ZADD q 5 e");
         assert_eq!(
             db.cmd("BZPOPMIN nope q 0"),

@@ -12,30 +12,29 @@ fn lists_sets_and_sorted_sets_over_the_wire() {
     let s = Server::start();
     let mut c = s.client();
     // Lists.
-    assert_eq!(c.cmd("RPUSH l a b c"), ":3\r\n");
-    assert_eq!(c.cmd("LPUSH l z"), ":4\r\n");
-    assert_eq!(
-        c.cmd("LRANGE l 0 -1"),
-        "*4\r\n$1\r\nz\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n"
-    );
-    assert_eq!(c.cmd("LPOS l b"), ":2\r\n");
-    assert_eq!(c.cmd("LMOVE l m RIGHT LEFT"), "$1\r\nc\r\n");
-    assert_eq!(c.cmd("RPOP l 2"), "*2\r\n$1\r\nb\r\n$1\r\na\r\n");
-    // Sets.
-    assert_eq!(c.cmd("SADD s x y z"), ":3\r\n");
-    assert_eq!(c.cmd("SINTERCARD 2 s s"), ":3\r\n");
-    assert_eq!(
-        c.cmd("SMEMBERS s"),
-        "*3\r\n$1\r\nx\r\n$1\r\ny\r\n$1\r\nz\r\n"
-    );
-    // Sorted sets.
-    assert_eq!(c.cmd("ZADD q 1 a 2.5 b"), ":2\r\n");
-    assert_eq!(c.cmd("ZSCORE q b"), "$3\r\n2.5\r\n");
-    assert_eq!(
-        c.cmd("ZRANGE q +inf -inf BYSCORE REV WITHSCORES"),
-        "*4\r\n$1\r\nb\r\n$3\r\n2.5\r\n$1\r\na\r\n$1\r\n1\r\n"
-    );
-    assert_eq!(c.cmd("ZCOUNT q x 1"), "-ERR min or max is not a float\r\n");
+    c.replies(&[
+        ("RPUSH l a b c", ":3\r\n"),
+        ("LPUSH l z", ":4\r\n"),
+        (
+            "LRANGE l 0 -1",
+            "*4\r\n$1\r\nz\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n",
+        ),
+        ("LPOS l b", ":2\r\n"),
+        ("LMOVE l m RIGHT LEFT", "$1\r\nc\r\n"),
+        ("RPOP l 2", "*2\r\n$1\r\nb\r\n$1\r\na\r\n"),
+        // Sets.
+        ("SADD s x y z", ":3\r\n"),
+        ("SINTERCARD 2 s s", ":3\r\n"),
+        ("SMEMBERS s", "*3\r\n$1\r\nx\r\n$1\r\ny\r\n$1\r\nz\r\n"),
+        // Sorted sets.
+        ("ZADD q 1 a 2.5 b", ":2\r\n"),
+        ("ZSCORE q b", "$3\r\n2.5\r\n"),
+        (
+            "ZRANGE q +inf -inf BYSCORE REV WITHSCORES",
+            "*4\r\n$1\r\nb\r\n$3\r\n2.5\r\n$1\r\na\r\n$1\r\n1\r\n",
+        ),
+        ("ZCOUNT q x 1", "-ERR min or max is not a float\r\n"),
+    ]);
     // TYPE names each kind (it answered "string" for every collection).
     for (key, kind) in [("l", "list"), ("s", "set"), ("q", "zset"), ("nope", "none")] {
         assert_eq!(
@@ -51,12 +50,11 @@ fn lists_sets_and_sorted_sets_over_the_wire() {
     // RESP3 shapes: a set, a double, score pairs.
     c.cmd("HELLO 3");
     assert!(c.cmd("SMEMBERS s").starts_with("~3\r\n"));
-    assert_eq!(c.cmd("ZSCORE q b"), ",2.5\r\n");
-    assert_eq!(
-        c.cmd("ZRANGE q 0 0 WITHSCORES"),
-        "*1\r\n*2\r\n$1\r\na\r\n,1\r\n"
-    );
-    assert_eq!(c.cmd("LPOP nope"), "_\r\n");
+    c.replies(&[
+        ("ZSCORE q b", ",2.5\r\n"),
+        ("ZRANGE q 0 0 WITHSCORES", "*1\r\n*2\r\n$1\r\na\r\n,1\r\n"),
+        ("LPOP nope", "_\r\n"),
+    ]);
 }
 
 #[test]
@@ -110,8 +108,7 @@ fn blocking_pops_wait_for_a_push_in_order_without_holding_up_others() {
     let list = b.cmd("CLIENT LIST");
     assert_eq!(list.matches(" flags=b ").count(), 1, "{list}");
     assert!(list.contains(" cmd=blpop "), "{list}");
-    assert_eq!(b.cmd("LLEN q"), ":0\r\n");
-    assert_eq!(b.cmd("RPUSH q x"), ":1\r\n");
+    b.replies(&[("LLEN q", ":0\r\n"), ("RPUSH q x", ":1\r\n")]);
     assert_eq!(a.read_text(), "*2\r\n$1\r\nq\r\n$1\r\nx\r\n");
     assert_eq!(a.read_text(), "+PONG\r\n");
     assert_eq!(b.cmd("EXISTS q"), ":0\r\n");
@@ -148,12 +145,14 @@ fn blocking_pops_wait_for_a_push_in_order_without_holding_up_others() {
     b.cmd("BLMOVE none dst LEFT LEFT 0");
     assert_eq!(b.cmd("EXEC"), "*2\r\n*-1\r\n$-1\r\n");
     // Timeouts, and their errors.
-    assert_eq!(a.cmd("BLPOP none 0.01"), "*-1\r\n");
-    assert_eq!(a.cmd("BLPOP none -1"), "-ERR timeout is negative\r\n");
-    assert_eq!(
-        a.cmd("BLPOP none x"),
-        "-ERR timeout is not a float or out of range\r\n"
-    );
+    a.replies(&[
+        ("BLPOP none 0.01", "*-1\r\n"),
+        ("BLPOP none -1", "-ERR timeout is negative\r\n"),
+        (
+            "BLPOP none x",
+            "-ERR timeout is not a float or out of range\r\n",
+        ),
+    ]);
     a.cmd("HELLO 3");
     assert_eq!(a.cmd("BRPOP none 0.01"), "_\r\n");
     a.cmd("HELLO 2");
@@ -179,20 +178,22 @@ fn blocking_pops_wait_for_a_push_in_order_without_holding_up_others() {
     wait_blocked(&mut b, 0);
     // LMPOP, which never blocks.
     b.cmd("RPUSH l1 a b c");
-    assert_eq!(
-        b.cmd("LMPOP 2 l0 l1 RIGHT COUNT 2"),
-        "*2\r\n$2\r\nl1\r\n*2\r\n$1\r\nc\r\n$1\r\nb\r\n"
-    );
-    assert_eq!(b.cmd("LMPOP 1 l0 LEFT"), "*-1\r\n");
-    assert_eq!(
-        b.cmd("LMPOP 0 l0 LEFT"),
-        "-ERR numkeys should be greater than 0\r\n"
-    );
-    assert_eq!(
-        b.cmd("LMPOP 1 l1 LEFT COUNT 0"),
-        "-ERR count should be greater than 0\r\n"
-    );
-    assert_eq!(b.cmd("LMPOP 5 l1 LEFT"), "-ERR syntax error\r\n");
+    b.replies(&[
+        (
+            "LMPOP 2 l0 l1 RIGHT COUNT 2",
+            "*2\r\n$2\r\nl1\r\n*2\r\n$1\r\nc\r\n$1\r\nb\r\n",
+        ),
+        ("LMPOP 1 l0 LEFT", "*-1\r\n"),
+        (
+            "LMPOP 0 l0 LEFT",
+            "-ERR numkeys should be greater than 0\r\n",
+        ),
+        (
+            "LMPOP 1 l1 LEFT COUNT 0",
+            "-ERR count should be greater than 0\r\n",
+        ),
+        ("LMPOP 5 l1 LEFT", "-ERR syntax error\r\n"),
+    ]);
 }
 
 #[test]
@@ -295,6 +296,8 @@ fn commands_in_the_batch_of_a_push_see_it() {
     req.extend_from_slice(b"\r\n");
     c.send_raw(&req).unwrap();
     assert_eq!(c.read_text(), "+OK\r\n");
-    assert_eq!(c.cmd("LLEN d"), ":1504\r\n");
-    assert_eq!(c.cmd("LRANGE d 0 1"), "*2\r\n$2\r\np6\r\n$2\r\np5\r\n");
+    c.replies(&[
+        ("LLEN d", ":1504\r\n"),
+        ("LRANGE d 0 1", "*2\r\n$2\r\np6\r\n$2\r\np5\r\n"),
+    ]);
 }

@@ -56,12 +56,16 @@ fn blocking_pops_wait_in_their_database_and_swapdb_wakes_them() {
     // (In database 0 it creates another database's key: the client waits on.)
     a.send_line("BLPOP sorted 0");
     wait_blocked(&mut b, 1);
-    assert_eq!(b.cmd("RPUSH src 3 1 2"), ":3\r\n");
-    assert_eq!(b.cmd("SORT src STORE sorted"), ":3\r\n");
+    b.replies(&[
+        ("RPUSH src 3 1 2", ":3\r\n"),
+        ("SORT src STORE sorted", ":3\r\n"),
+    ]);
     wait_blocked(&mut b, 1);
     b.cmd("SELECT 1");
-    assert_eq!(b.cmd("RPUSH src 6 4 5"), ":3\r\n");
-    assert_eq!(b.cmd("SORT src STORE sorted"), ":3\r\n");
+    b.replies(&[
+        ("RPUSH src 6 4 5", ":3\r\n"),
+        ("SORT src STORE sorted", ":3\r\n"),
+    ]);
     assert_eq!(a.read_text(), "*2\r\n$6\r\nsorted\r\n$1\r\n4\r\n");
     b.cmd("SELECT 0");
     // BLMPOP names its key without the database.
@@ -87,15 +91,14 @@ fn a_store_of_the_format_before_databases_serves_its_keys_in_database_0() {
         .durability("always")
         .start();
     let mut c = s.client();
-    assert_eq!(c.cmd("DBSIZE"), ":6\r\n");
-    assert_eq!(c.cmd("GET str"), "$5\r\nhello\r\n");
-    assert_eq!(
-        c.cmd("LRANGE l 0 -1"),
-        "*3\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n"
-    );
-    assert_eq!(c.cmd("ZSCORE z m2"), "$1\r\n2\r\n");
-    assert_eq!(c.cmd("HGET h f2"), "$2\r\nv2\r\n");
-    assert_eq!(c.cmd("SISMEMBER s x"), ":1\r\n");
+    c.replies(&[
+        ("DBSIZE", ":6\r\n"),
+        ("GET str", "$5\r\nhello\r\n"),
+        ("LRANGE l 0 -1", "*3\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n"),
+        ("ZSCORE z m2", "$1\r\n2\r\n"),
+        ("HGET h f2", "$2\r\nv2\r\n"),
+        ("SISMEMBER s x", ":1\r\n"),
+    ]);
     let info = c.cmd("INFO keyspace");
     assert!(info.contains("db0:keys=6,expires=1,avg_ttl="), "{info}");
     c.cmd("SELECT 1");

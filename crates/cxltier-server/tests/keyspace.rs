@@ -6,7 +6,7 @@
 //! the server sends is checked.
 
 mod util;
-use util::{bulk, temp, Conn, Reply as V, ReplyExt, Server};
+use util::{bulk, over_nvme, Conn, Reply as V, ReplyExt, Server};
 
 fn int(n: i64) -> V {
     V::Int(n)
@@ -103,8 +103,7 @@ fn scan_all(c: &mut Conn, count: &str, mut between: impl FnMut()) -> Vec<String>
 /// between calls: every key present for the whole scan is returned, and none twice.
 #[test]
 fn scan_returns_every_key_present_throughout_with_values_on_nvme() {
-    let ssd = temp("nvme");
-    let s = Server::builder().dram("8M").ssd(&ssd, "64M").start();
+    let (_ssd, s) = over_nvme("8M", "64M");
     let mut c = s.client();
     let mut other = s.client();
     let value = "v".repeat(4000);

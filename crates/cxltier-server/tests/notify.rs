@@ -7,7 +7,7 @@
 
 mod util;
 use std::time::{Duration, Instant};
-use util::{info_number, redis, wait_blocked, Conn, Reply as V, Server, GUARD};
+use util::{info_number, over_nvme, redis, wait_blocked, Conn, Reply as V, Server, GUARD};
 
 /// A bulk string's text (what a message's parts are).
 fn bulk_text(r: &V) -> Option<String> {
@@ -305,29 +305,45 @@ fn pubsub_pushes_survive_client_reply_off_as_on_redis_server() {
         let mut r = Conn::connect(addr);
         rd.call(&["HELLO", proto]);
         let mut seen = Vec::new();
-        rd.send(&["CLIENT", "REPLY", "OFF"]);
-        rd.send(&["SUBSCRIBE", "channel"]);
-        seen.push(rd.read());
-        rd.send(&["PSUBSCRIBE", "ch*"]);
-        seen.push(rd.read());
-        rd.send(&["CLIENT", "REPLY", "OFF"]);
-        // PING's answer is a reply: dropped; the next thing read is the message.
-        rd.send(&["PING"]);
+        // Lines `rd` sends, each with how many replies it reads after it.
+        let steps = |rd: &mut Conn, seen: &mut Vec<V>, lines: &[(&str, usize)]| {
+            for (line, reads) in lines {
+                rd.send_line(line);
+                for _ in 0..*reads {
+                    seen.push(rd.read());
+                }
+            }
+        };
+        steps(
+            &mut rd,
+            &mut seen,
+            &[
+                ("CLIENT REPLY OFF", 0),
+                ("SUBSCRIBE channel", 1),
+                ("PSUBSCRIBE ch*", 1),
+                ("CLIENT REPLY OFF", 0),
+                // PING's answer is a reply: dropped; the next thing read is the message.
+                ("PING", 0),
+            ],
+        );
         seen.push(r.call(&["PUBLISH", "channel", "hello"]));
         seen.push(rd.read());
         seen.push(rd.read());
-        rd.send(&["CLIENT", "REPLY", "OFF"]);
-        rd.send(&["UNSUBSCRIBE", "channel"]);
-        seen.push(rd.read());
-        rd.send(&["PUNSUBSCRIBE", "ch*"]);
-        seen.push(rd.read());
-        rd.send(&["CLIENT", "REPLY", "ON"]);
-        seen.push(rd.read());
-        // SKIP: the next command's reply goes, its confirmation stays.
-        rd.send(&["CLIENT", "REPLY", "SKIP"]);
-        rd.send(&["SUBSCRIBE", "x"]);
-        seen.push(rd.read());
-        seen.push(rd.call(&["PING"]));
+        steps(
+            &mut rd,
+            &mut seen,
+            &[
+                ("CLIENT REPLY OFF", 0),
+                ("UNSUBSCRIBE channel", 1),
+                ("PUNSUBSCRIBE ch*", 1),
+                ("CLIENT REPLY ON", 1),
+                // SKIP: the next command's reply goes, its confirmation stays.
+                ("CLIENT REPLY SKIP", 0),
+                ("SUBSCRIBE x", 1),
+                ("PING", 1),
+                ("PING", 1),
+            ],
+        );
         seen
     };
     for proto in ["3", "2"] {
@@ -365,9 +381,7 @@ fn pubsub_pushes_survive_client_reply_off_as_on_redis_server() {
 /// sampling), never from the value.
 #[test]
 fn keys_on_nvme_expire_with_an_event_and_no_device_read() {
-    let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("nvme.log");
-    let cxl = Server::builder().dram("16M").ssd(&log, "256M").start();
+    let (_log, cxl) = over_nvme("16M", "256M");
     let mut c = cxl.client();
     let mut sub = cxl.client();
     c.call(&["CONFIG", "SET", "notify-keyspace-events", "Ex"]);

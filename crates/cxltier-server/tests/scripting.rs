@@ -7,7 +7,7 @@
 
 mod util;
 use std::time::{Duration, Instant};
-use util::{redis, run_until_busy, wait_busy, Conn, Server, GUARD};
+use util::{kill_script, redis, run_until_busy, wait_busy, Conn, Server, GUARD};
 
 /// redis-py's Lock release script.
 const UNLOCK: &str = "local token = redis.call('get', KEYS[1]) if not token or token ~= ARGV[1] then return 0 end redis.call('del', KEYS[1]) return 1";
@@ -107,12 +107,7 @@ fn a_busy_script_accepts_new_connections_which_can_kill_it() {
     assert!(late
         .call_text(&["NOSUCHCOMMAND"])
         .starts_with("-ERR unknown command"));
-    assert_eq!(late.call_text(&["SCRIPT", "KILL"]), "+OK\r\n");
-    let mut killed = Vec::new();
-    runner.read_raw(&mut killed).unwrap();
-    assert!(String::from_utf8(killed)
-        .unwrap()
-        .starts_with("-ERR Script killed by user with SCRIPT KILL..."));
+    kill_script(&mut late, &mut runner);
     // The connections accepted in busy mode are ordinary ones afterwards.
     assert_eq!(late.call_text(&["GET", "k"]), "$1\r\n1\r\n");
     let list = late.call_text(&["CLIENT", "LIST"]);
@@ -137,11 +132,11 @@ fn a_busy_script_lets_a_new_client_authenticate_then_kill_it() {
     runner.send(&["EVAL", "while true do end", "0"]);
     let mut late = Conn::connect(&ours.addr);
     // Before AUTH: NOAUTH, as always; a wrong password is refused.
-    assert!(late.call_text(&["SCRIPT", "KILL"]).starts_with("-NOAUTH"));
-    assert!(late.call_text(&["AUTH", "wrong"]).starts_with("-WRONGPASS"));
-    assert!(late
-        .call_text(&["HELLO", "3", "AUTH", "default", "s3cret"])
-        .starts_with("%7\r\n"));
+    late.replies_starting(&[
+        ("SCRIPT KILL", "-NOAUTH"),
+        ("AUTH wrong", "-WRONGPASS"),
+        ("HELLO 3 AUTH default s3cret", "%7\r\n"),
+    ]);
     // GET answers (null, in RESP3) until the script has begun, then BUSY.
     let t = Instant::now();
     loop {
@@ -153,12 +148,7 @@ fn a_busy_script_lets_a_new_client_authenticate_then_kill_it() {
         assert!(t.elapsed() < GUARD, "the script never made the server busy");
         std::thread::sleep(Duration::from_millis(20));
     }
-    assert_eq!(late.call_text(&["SCRIPT", "KILL"]), "+OK\r\n");
-    let mut killed = Vec::new();
-    runner.read_raw(&mut killed).unwrap();
-    assert!(String::from_utf8(killed)
-        .unwrap()
-        .starts_with("-ERR Script killed"));
+    kill_script(&mut late, &mut runner);
     assert_eq!(late.call_text(&["PING"]), "+PONG\r\n");
 }
 

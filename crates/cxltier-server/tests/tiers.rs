@@ -3,8 +3,9 @@
 //! NVMe reads timed in INFO and CONFIG RESETSTAT zeroing the counters.
 
 mod util;
+use cxltier_store::testing::TempFile;
 use std::time::Duration;
-use util::{bulk, info_number, temp, Conn, Reply, Server};
+use util::{bulk, info_number, over_nvme, Conn, Reply, Server};
 
 fn ok() -> Reply {
     Reply::Simple("OK".into())
@@ -12,8 +13,7 @@ fn ok() -> Reply {
 
 #[test]
 fn commands_behave_like_redis() {
-    let ssd = temp("nvme");
-    let s = Server::builder().dram("32M").ssd(&ssd, "64M").start();
+    let (_ssd, s) = over_nvme("32M", "64M");
     let mut c = s.client();
     assert_eq!(c.call(&["PING"]), Reply::Simple("PONG".into()));
     assert_eq!(c.call(&["SET", "k", "v"]), ok());
@@ -96,19 +96,32 @@ fn commands_behave_like_redis() {
     s.stop();
 }
 
+/// How many values of 1,000 bytes [`filled_over_nvme`] writes: about 12 MB, more than its
+/// DRAM holds.
+const FILLED: usize = 12_000;
+
+/// A server of 8 MiB of DRAM over an NVMe log of 64 MiB (the log's file, kept while it runs),
+/// and a client that has written [`FILLED`] values, value `i` by `write(client, i)`: the first
+/// ones written were demoted long since.
+fn filled_over_nvme(write: impl Fn(&mut Conn, usize)) -> (TempFile, Server, Conn) {
+    let (ssd, s) = over_nvme("8M", "64M");
+    let mut c = s.client();
+    for i in 0..FILLED {
+        write(&mut c, i);
+    }
+    (ssd, s, c)
+}
+
 /// An update of a hash that lives only on NVMe and is colder than what DRAM holds: one read of
 /// the record (one NVMe hit, one access for admission), the new value written to the log, and it
 /// reads back.
 #[test]
 fn a_cold_hash_update_reads_the_record_once() {
-    let ssd = temp("nvme");
-    let s = Server::builder().dram("8M").ssd(&ssd, "64M").start();
-    let mut c = s.client();
     let field = "x".repeat(1000);
-    let n = 12_000;
-    for i in 0..n {
+    let (_ssd, s, mut c) = filled_over_nvme(|c, i| {
         c.call(&["HSET", &format!("h{i}"), "f", &field]);
-    }
+    });
+    let n = FILLED;
     // Whatever DRAM holds (the last written) becomes hot.
     for _ in 0..4 {
         for i in n - 8000..n {
@@ -155,14 +168,10 @@ fn a_cold_hash_update_reads_the_record_once() {
 /// counters again from zero without touching the data.
 #[test]
 fn nvme_reads_are_timed_and_resetstat_zeroes_the_counters() {
-    let ssd = temp("nvme");
-    let s = Server::builder().dram("8M").ssd(&ssd, "64M").start();
-    let mut c = s.client();
     let value = "v".repeat(1000);
-    let n = 12_000;
-    for i in 0..n {
+    let (_ssd, s, mut c) = filled_over_nvme(|c, i| {
         c.call(&["SET", &format!("k{i}"), &value]);
-    }
+    });
     assert_eq!(
         info_number(&mut c, "tiers", "tier_nvme_read_latency_reads"),
         0
@@ -205,11 +214,11 @@ fn nvme_reads_are_timed_and_resetstat_zeroes_the_counters() {
     }
     assert_eq!(
         info_number(&mut c, "tiers", "keys"),
-        n,
+        FILLED as u64,
         "RESETSTAT touched the data"
     );
     assert_eq!(c.call(&["GET", "k1"]), bulk(&value));
-    assert_eq!(c.call(&["GET", &format!("k{}", n - 1)]), bulk(&value));
+    assert_eq!(c.call(&["GET", &format!("k{}", FILLED - 1)]), bulk(&value));
     // The server stops cleanly: stop() fails the test otherwise.
     s.stop();
 }

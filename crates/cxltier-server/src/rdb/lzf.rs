@@ -185,40 +185,57 @@ mod tests {
 
     #[test]
     fn corrupt_streams_are_errors() {
-        let mut out = Vec::new();
-        // A literal of 3 bytes with 2 present.
-        assert_eq!(
-            decompress_into(&[2, b'a', b'b'], 3, &mut out),
-            Err(LzfError::TruncatedInput)
-        );
-        // A reference before any output.
-        out.clear();
-        assert_eq!(
-            decompress_into(&[0x20, 0], 3, &mut out),
-            Err(LzfError::BadReference)
-        );
-        // A reference into bytes that were in `out` before this string: still refused.
-        let mut out = b"xyz".to_vec();
-        assert_eq!(
-            decompress_into(&[0x20, 0], 3, &mut out),
-            Err(LzfError::BadReference)
-        );
-        // More output than declared, and less.
-        let mut out = Vec::new();
-        assert_eq!(
-            decompress_into(&[1, b'a', b'b'], 1, &mut out),
-            Err(LzfError::OutputOverrun)
-        );
-        out.clear();
-        assert_eq!(
-            decompress_into(&[0, b'a'], 2, &mut out),
-            Err(LzfError::ShortOutput)
-        );
-        // A length no stream of this size can reach is refused before any allocation.
-        assert_eq!(
-            decompress_into(&[0, b'a'], usize::MAX / 2, &mut out),
-            Err(LzfError::Claims)
-        );
+        // (what, the stream, the length it declares, what `out` held before, the error)
+        type Case = (&'static str, &'static [u8], usize, &'static [u8], LzfError);
+        let cases: &[Case] = &[
+            (
+                "a literal of 3 bytes with 2 present",
+                &[2, b'a', b'b'],
+                3,
+                b"",
+                LzfError::TruncatedInput,
+            ),
+            (
+                "a reference before any output",
+                &[0x20, 0],
+                3,
+                b"",
+                LzfError::BadReference,
+            ),
+            (
+                "a reference into bytes that were in `out` before this string",
+                &[0x20, 0],
+                3,
+                b"xyz",
+                LzfError::BadReference,
+            ),
+            (
+                "more output than declared",
+                &[1, b'a', b'b'],
+                1,
+                b"",
+                LzfError::OutputOverrun,
+            ),
+            (
+                "less output than declared",
+                &[0, b'a'],
+                2,
+                b"",
+                LzfError::ShortOutput,
+            ),
+            // Refused before any allocation.
+            (
+                "a length no stream of this size can reach",
+                &[0, b'a'],
+                usize::MAX / 2,
+                b"",
+                LzfError::Claims,
+            ),
+        ];
+        for (what, stream, len, before, err) in cases {
+            let mut out = before.to_vec();
+            assert_eq!(decompress_into(stream, *len, &mut out), Err(*err), "{what}");
+        }
         // An overlapping reference repeats a pattern.
         let mut out = Vec::new();
         decompress_into(&[1, b'a', b'b', 0x40, 1], 6, &mut out).unwrap();

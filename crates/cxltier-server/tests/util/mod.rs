@@ -29,6 +29,14 @@ pub use cxltier_resp::{Client, Reply};
 use cxltier_server::{OutputBufferLimit, ServerConfig, ServerError, StoreOptions};
 use cxltier_store::{Durability, SsdSpec};
 
+/// A server of `dram` over an NVMe log of `nvme`, in a file of its own: the file is returned
+/// with the server, to be kept while it runs.
+pub fn over_nvme(dram: &str, nvme: &str) -> (cxltier_store::testing::TempFile, Server) {
+    let log = temp("nvme");
+    let s = Server::builder().dram(dram).ssd(&log, nvme).start();
+    (log, s)
+}
+
 /// Only a guard against a hang: nothing is timed by it.
 pub const GUARD: Duration = Duration::from_secs(30);
 
@@ -305,6 +313,24 @@ impl Conn {
         let args: Vec<&str> = line.split(' ').collect();
         self.call_text(&args)
     }
+    /// Run a script of lines, each with the reply it must get (as the text the server sent), in
+    /// order; a wrong reply fails naming its line and its place.
+    pub fn replies(&mut self, script: &[(&str, &str)]) {
+        for (i, (line, want)) in script.iter().enumerate() {
+            assert_eq!(self.cmd(line), *want, "line {i} of the script: {line}");
+        }
+    }
+    /// Run a script of lines, each with the start its reply must have (as the text the server
+    /// sent: `-NOAUTH` is an error whose message starts with NOAUTH).
+    pub fn replies_starting(&mut self, script: &[(&str, &str)]) {
+        for (i, (line, start)) in script.iter().enumerate() {
+            let got = self.cmd(line);
+            assert!(
+                got.starts_with(start),
+                "line {i} of the script: {line}: {got:?} does not start with {start:?}"
+            );
+        }
+    }
     /// The reply to a command given as its arguments (which may hold spaces), as the text the
     /// server sent.
     pub fn call_text<A: AsRef<[u8]>>(&mut self, args: &[A]) -> String {
@@ -406,6 +432,16 @@ pub fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
 pub fn wait_blocked(c: &mut Conn, n: usize) {
     let want = format!("blocked_clients:{n}\r\n");
     wait_until(&want, || c.cmd("INFO clients").contains(&want));
+}
+
+/// SCRIPT KILL from `killer` is answered OK, and `runner`, whose script it was, is told so.
+pub fn kill_script(killer: &mut Conn, runner: &mut Conn) {
+    assert_eq!(killer.call_text(&["SCRIPT", "KILL"]), "+OK\r\n");
+    let killed = runner.read_text();
+    assert!(
+        killed.starts_with("-ERR Script killed by user with SCRIPT KILL..."),
+        "{killed}"
+    );
 }
 
 /// Wait until the server answers a new connection BUSY: a script sent before is running past

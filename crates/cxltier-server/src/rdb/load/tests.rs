@@ -479,55 +479,48 @@ fn nan_scores_are_refused() {
     assert!(refused(&sealed(TYPE_ZSET_LISTPACK, &blob(&lp))).contains("NaN"));
 }
 
+/// A change of an encoded structure, by its name.
+type Edit = (&'static str, fn(&mut [u8]));
+
+/// `base` changed by each edit in turn (each time from `base`), with the edit's name.
+fn edited(base: &[u8], edits: &[Edit]) -> Vec<(&'static str, Vec<u8>)> {
+    edits
+        .iter()
+        .map(|(what, edit)| {
+            let mut c = base.to_vec();
+            edit(&mut c);
+            (*what, c)
+        })
+        .collect()
+}
+
 #[test]
 fn damaged_structures_are_refused() {
     let zl = hand_ziplist();
     let list = |zl: &[u8]| sealed(TYPE_LIST_ZIPLIST, &blob(zl));
-    let mut cases: Vec<(&str, Vec<u8>)> = Vec::new();
-    let mut c = zl.clone();
-    c[0] += 1;
-    cases.push(("header size", c));
-    let mut c = zl.clone();
-    c[4] = 20;
-    cases.push(("tail offset", c));
-    let mut c = zl.clone();
-    c[8] = 4;
-    cases.push(("count", c));
-    let mut c = zl.clone();
-    c[14] = 3;
-    cases.push(("previous length", c));
-    let mut c = zl.clone();
-    c[15] = 0xc1;
-    cases.push(("encoding", c));
-    let mut c = zl.clone();
-    c[24] = 0x7f;
-    cases.push(("string past the end", c));
-    let mut c = zl.clone();
-    *c.last_mut().unwrap() = 0;
-    cases.push(("end byte", c));
-    for (what, c) in cases {
+    let cases: &[Edit] = &[
+        ("header size", |c| c[0] += 1),
+        ("tail offset", |c| c[4] = 20),
+        ("count", |c| c[8] = 4),
+        ("previous length", |c| c[14] = 3),
+        ("encoding", |c| c[15] = 0xc1),
+        ("string past the end", |c| c[24] = 0x7f),
+        ("end byte", |c| *c.last_mut().unwrap() = 0),
+    ];
+    for (what, c) in edited(&zl, cases) {
         assert!(refused(&list(&c)).contains("ziplist"), "{what}");
     }
     let lp = encode::listpack(&[Entry::Str(b"abc"), Entry::Int(1000)]);
     let node = |lp: &[u8]| sealed(TYPE_LIST_QUICKLIST_2, &[&[1u8, 2][..], &blob(lp)].concat());
     assert!(parse(&node(&lp)).is_ok());
-    let mut cases: Vec<(&str, Vec<u8>)> = Vec::new();
-    let mut c = lp.clone();
-    c[4] = 3;
-    cases.push(("count", c));
-    let mut c = lp.clone();
-    c[10] = 9;
-    cases.push(("back length", c));
-    let mut c = lp.clone();
-    c[6] = 0xf5;
-    cases.push(("encoding", c));
-    let mut c = lp.clone();
-    c[6] = 0x8f;
-    cases.push(("string past the end", c));
-    let mut c = lp.clone();
-    c[0] -= 1;
-    cases.push(("header size", c));
-    for (what, c) in cases {
+    let cases: &[Edit] = &[
+        ("count", |c| c[4] = 3),
+        ("back length", |c| c[10] = 9),
+        ("encoding", |c| c[6] = 0xf5),
+        ("string past the end", |c| c[6] = 0x8f),
+        ("header size", |c| c[0] -= 1),
+    ];
+    for (what, c) in edited(&lp, cases) {
         assert!(refused(&node(&c)).contains("listpack"), "{what}");
     }
     // A quicklist node of an unknown container kind.
