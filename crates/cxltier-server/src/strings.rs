@@ -12,8 +12,7 @@ use crate::context::{
 use crate::notify::class as nc;
 use crate::resp::reply;
 
-/// Redis's `proto-max-bulk-len` default: no string may grow past it (SETRANGE, APPEND, SETBIT).
-pub(crate) const MAX_STRING: u64 = 512 * 1024 * 1024;
+use crate::limits::MAX_STRING;
 const TOO_BIG: &str = "ERR string exceeds maximum allowed size (proto-max-bulk-len)";
 const BAD_BIT_OFFSET: &str = "ERR bit offset is not an integer or out of range";
 
