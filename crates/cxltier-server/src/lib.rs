@@ -56,6 +56,8 @@
 //! - [`strings`]: GET, SET, INCR and the rest of the string commands, SETBIT, GETBIT, BITCOUNT
 //!   and BITPOS;
 //! - [`bitops`]: BITOP, BITFIELD and BITFIELD_RO;
+//! - [`hyperloglog`]: PFADD, PFCOUNT, PFMERGE, PFDEBUG, PFSELFTEST over Redis 7.0's HLL strings,
+//!   byte for byte;
 //! - [`transaction`]: MULTI, EXEC, DISCARD, WATCH, UNWATCH;
 //! - [`table`]: the command table (name, arity, flags, keys, handler) that dispatch, arity
 //!   checks, NOAUTH, the checks by kind of command (flags, never names), the NVMe reads begun
@@ -91,6 +93,7 @@ pub mod geo;
 pub mod glob;
 pub mod hash;
 pub mod hash_layout;
+pub mod hyperloglog;
 pub mod info;
 pub mod keyspace;
 pub mod knobs;

@@ -198,6 +198,7 @@ fn no_server_handler_imports_another_handler() {
     const HANDLERS: &[&str] = &[
         "strings",
         "bitops",
+        "hyperloglog",
         "hash",
         "list",
         "set",
