@@ -334,7 +334,7 @@ fn bitfield_generic(
         .filter(|f| f.op != FieldOp::Get)
         .map(|f| f.offset + u64::from(f.bits) - 1)
         .max();
-    let mut grown = false;
+    let mut grow_to = None;
     match highest {
         None => {
             let len = match ctx.store.strlen(key) {
@@ -361,12 +361,14 @@ fn bitfield_generic(
                 if let Some(e) = too_long(ctx, need) {
                     return fail(ctx, &e);
                 }
-                // One zero byte at the end pads the gap (and creates the key).
-                ctx.store.set_range(key, need - 1, &[0])?;
-                grown = true;
+                // Each field's write pads the gap before it with zeros; the string reaches
+                // `need` bytes by the farthest one, or at the end if that one wrote nothing.
+                grow_to = Some(need);
             }
         }
     }
+    // Redis's `dirty`: the key is new or longer, so every field written counts as a change.
+    let grown = grow_to.is_some();
     reply::array(ctx.out, fields.len());
     let mut changes = 0;
     for f in &fields {
@@ -413,10 +415,20 @@ fn bitfield_generic(
             continue;
         }
         reply::int(ctx.out, answer);
+        let before = buf.clone();
         set_unsigned(&mut buf, rel, f.bits, new);
-        ctx.store.set_range(key, first, &buf)?;
+        // A field that keeps its bytes is not written (Redis counts no change for it).
+        if buf != before {
+            ctx.store.set_range(key, first, &buf)?;
+        }
         if grown || old != new {
             changes += 1;
+        }
+    }
+    if let Some(need) = grow_to {
+        if ctx.store.strlen(key)?.is_none_or(|l| l < need) {
+            // One zero byte at the end pads the gap (and creates the key).
+            ctx.store.set_range(key, need - 1, &[0])?;
         }
     }
     if changes > 0 {
@@ -510,6 +522,43 @@ mod tests {
         let r = db.cmd("BITFIELD far set u8 4294967000 1");
         assert!(r.starts_with("-ERR string of"), "{r}");
         assert_eq!(db.cmd("EXISTS far"), ":0\r\n");
+    }
+
+    /// Redis 7.0.15's `rdb_changes_since_last_save` after SETBIT and BITFIELD: a change, a new
+    /// key or a longer string counts, a write that leaves the bytes as they were does not.
+    #[test]
+    fn only_changes_count_as_changes() {
+        let mut db = Db::new();
+        let changes = |db: &mut Db| db.store.changes();
+        let start = changes(&mut db);
+        db.cmd("SETBIT foo 0 0");
+        db.cmd("BITFIELD foo2 SET i5 0 0");
+        assert_eq!(changes(&mut db), start + 2, "new keys");
+        db.cmd("SETBIT foo 0 0");
+        db.cmd("BITFIELD foo2 SET i5 0 0");
+        assert_eq!(changes(&mut db), start + 2, "no change");
+        for line in [
+            "SETBIT foo 0 1",
+            "SETBIT foo 0 1",
+            "SETBIT foo 0 0",
+            "SETBIT foo 0 0",
+            "BITFIELD foo2 SET i5 0 1",
+            "BITFIELD foo2 SET i5 0 1",
+            "BITFIELD foo2 SET i5 0 0",
+            "BITFIELD foo2 SET i5 0 0",
+        ] {
+            db.cmd(line);
+        }
+        assert_eq!(changes(&mut db), start + 6, "two changes each");
+        db.cmd("BITFIELD foo3 INCRBY i5 0 1");
+        db.cmd("BITFIELD foo3 INCRBY i5 0 1");
+        assert_eq!(changes(&mut db), start + 8);
+        db.cmd("SETBIT foo 90 0");
+        db.cmd("BITFIELD foo2 SET i5 90 0");
+        assert_eq!(changes(&mut db), start + 10, "longer strings");
+        assert!(db
+            .cmd("INFO persistence")
+            .contains("rdb_changes_since_last_save:"));
     }
 
     #[test]
