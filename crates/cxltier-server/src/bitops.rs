@@ -65,17 +65,38 @@ pub(crate) fn bitop(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreEr
             "ERR BITOP NOT must be called with a single source key.",
         );
     }
-    let mut sources: Vec<Vec<u8>> = Vec::with_capacity(args.len() - 3);
-    for key in &args[3..] {
+    // Each source is folded into the result as it is read: the memory held is the result and
+    // one source, however many keys are named. Past its end a source (or the result) is zeros.
+    let mut res: Vec<u8> = Vec::new();
+    for (j, key) in args[3..].iter().enumerate() {
         let o = ctx.store.get(key)?;
         ctx.info.lookup(key, o.is_some());
-        match o {
-            None => sources.push(Vec::new()),
+        let src: &[u8] = match &o {
+            None => &[],
             Some(o) if o.kind != Kind::String => return fail(ctx, WRONGTYPE),
-            Some(o) => sources.push(o.value.to_vec()),
+            Some(o) => o.value,
+        };
+        if j == 0 {
+            res = src.to_vec();
+            if op == Op::Not {
+                res.iter_mut().for_each(|b| *b = !*b);
+            }
+            continue;
+        }
+        if res.len() < src.len() {
+            res.resize(src.len(), 0);
+        }
+        match op {
+            Op::And => res
+                .iter_mut()
+                .enumerate()
+                .for_each(|(i, b)| *b &= src.get(i).copied().unwrap_or(0)),
+            Op::Or => res.iter_mut().zip(src).for_each(|(b, s)| *b |= s),
+            Op::Xor => res.iter_mut().zip(src).for_each(|(b, s)| *b ^= s),
+            Op::Not => {}
         }
     }
-    let maxlen = sources.iter().map(Vec::len).max().unwrap_or(0);
+    let maxlen = res.len();
     let dest = args[2];
     if maxlen == 0 {
         if ctx.store.delete(dest)? {
@@ -83,24 +104,6 @@ pub(crate) fn bitop(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreEr
         }
         reply::int(ctx.out, 0);
         return Ok(Effect::Wrote);
-    }
-    let mut res = std::mem::take(&mut sources[0]);
-    res.resize(maxlen, 0);
-    if op == Op::Not {
-        res.iter_mut().for_each(|b| *b = !*b);
-    }
-    for src in &sources[1..] {
-        // Past its end a source is zeros.
-        match op {
-            Op::And => {
-                res.iter_mut()
-                    .enumerate()
-                    .for_each(|(i, b)| *b &= src.get(i).copied().unwrap_or(0));
-            }
-            Op::Or => res.iter_mut().zip(src).for_each(|(b, s)| *b |= s),
-            Op::Xor => res.iter_mut().zip(src).for_each(|(b, s)| *b ^= s),
-            Op::Not => {}
-        }
     }
     // Redis's setKey: the destination's TTL goes.
     ctx.store.put(dest, Kind::String, &res, None)?;
@@ -457,6 +460,8 @@ mod tests {
                 ("BITOP AND d a b", ":3\r\n"),
                 ("GET d", "$3\r\n\x0f\0\0\r\n"),
                 ("BITOP OR d a b", ":3\r\n"),
+                ("BITOP AND d b a", ":3\r\n"),
+                ("GET d", "$3\r\n\x0f\0\0\r\n"),
                 ("BITOP XOR d a b missing", ":3\r\n"),
                 ("BITOP NOT d b", ":1\r\n"),
                 ("GET d", "$1\r\n\0\r\n"),
@@ -471,6 +476,11 @@ mod tests {
                 ("BITOP OR d a l", &format!("-{WRONGTYPE}\r\n")),
             ],
         );
+        // Shorter sources read as zeros, whichever comes first.
+        assert_eq!(db.cmd("BITOP OR d missing b a"), ":3\r\n");
+        assert_eq!(db.run(&[b"GET", b"d"]), b"$3\r\n\xff\xf0\xaa\r\n");
+        assert_eq!(db.cmd("BITOP XOR d b a"), ":3\r\n");
+        assert_eq!(db.run(&[b"GET", b"d"]), b"$3\r\n\xf0\xf0\xaa\r\n");
     }
 
     #[test]
