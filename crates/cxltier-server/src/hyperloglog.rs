@@ -46,6 +46,8 @@ const SPARSE_VAL_MAX_VALUE: u8 = 32;
 const SPARSE_VAL_MAX_LEN: usize = 4;
 const SPARSE_ZERO_MAX_LEN: usize = 64;
 const SPARSE_XZERO_MAX_LEN: usize = 16384;
+/// The longest sparse HLL that can be valid: its header and two bytes a register.
+const SPARSE_MAX_LEN: usize = HDR_SIZE + 2 * REGISTERS;
 
 pub(crate) const INVALID_OBJ: &str = "INVALIDOBJ Corrupted HLL object detected";
 pub(crate) const NOT_HLL: &str = "WRONGTYPE Key is not a valid HyperLogLog string value.";
@@ -355,6 +357,11 @@ fn promote(v: &mut Vec<u8>, index: usize, count: u8) -> Result<bool, ()> {
 
 /// Add an element to the HLL `v`: whether a register changed; `Err` when `v` is corrupt.
 pub(crate) fn add(v: &mut Vec<u8>, ele: &[u8], max_bytes: usize) -> Result<bool, ()> {
+    // Every opcode covers a register at least, so a sparse HLL longer than two bytes a register
+    // is corrupt: refused before each element would walk it (Redis walks it, and may not notice).
+    if v[4] == SPARSE && v.len() > SPARSE_MAX_LEN {
+        return Err(());
+    }
     let (index, count) = pat_len(ele);
     match v[4] {
         DENSE => Ok(dense_set(&mut v[HDR_SIZE..], index, count)),
@@ -915,6 +922,11 @@ mod tests {
         assert_eq!(db.cmd("PFCOUNT c c"), format!("-{INVALID_OBJ}\r\n"));
         assert_eq!(db.cmd("PFDEBUG GETREG c"), format!("-{INVALID_OBJ}\r\n"));
         assert_eq!(db.cmd("PFADD c x y z"), format!("-{INVALID_OBJ}\r\n"));
+        // Longer than any valid sparse HLL: refused before an element walks it.
+        let mut long = b"HYLL\x01\0\0\0\0\0\0\0\0\0\0\x80".to_vec();
+        long.resize(HDR_SIZE + 2 * REGISTERS + 1, 0x80);
+        db.run(&[b"SET", b"long", &long]);
+        assert_eq!(db.cmd("PFADD long a"), format!("-{INVALID_OBJ}\r\n"));
         // A truncated XZERO at the end, and an empty body.
         db.run(&[b"SET", b"t", b"HYLL\x01\0\0\0\0\0\0\0\0\0\0\x80\x7f"]);
         assert_eq!(db.cmd("PFCOUNT t"), format!("-{INVALID_OBJ}\r\n"));
