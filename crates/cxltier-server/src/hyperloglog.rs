@@ -902,6 +902,36 @@ mod tests {
         assert_eq!(sparse[4], DENSE, "promoted past 3000 bytes");
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+        /// Any bytes after a sparse or dense header: counting, merging, making dense and adding
+        /// answer or refuse, never panic, and an add that succeeds leaves a valid HLL.
+        #[test]
+        fn any_body_is_answered_or_refused(
+            dense in proptest::bool::ANY,
+            body in proptest::collection::vec(proptest::num::u8::ANY, 0..600),
+            elements in proptest::collection::vec(proptest::num::u32::ANY, 0..20),
+        ) {
+            let mut v = b"HYLL".to_vec();
+            v.extend_from_slice(&[if dense { DENSE } else { SPARSE }, 0, 0, 0]);
+            v.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, 0x80]);
+            v.extend_from_slice(&body);
+            if dense {
+                v.resize(DENSE_SIZE, 0);
+            }
+            let mut max = vec![0u8; REGISTERS];
+            let merged = merge(&mut max, &v).is_ok();
+            proptest::prop_assert_eq!(count(&v).is_some(), merged);
+            proptest::prop_assert_eq!(to_dense(&v).is_some(), merged);
+            for e in elements {
+                if add(&mut v, &e.to_le_bytes(), 3000).is_err() {
+                    break;
+                }
+                proptest::prop_assert!(is_hll(&v));
+            }
+        }
+    }
+
     #[test]
     fn corrupt_values_are_refused() {
         let mut db = Db::new();
