@@ -138,6 +138,7 @@ pub(crate) fn lastsave(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> Result<Effect, Sto
 pub(crate) fn save(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> Result<Effect, StoreError> {
     ctx.store.commit()?;
     ctx.info.last_save = now_ms() / 1000;
+    ctx.info.changes_at_save = ctx.store.changes();
     reply::ok(ctx.out);
     Ok(Effect::Wrote)
 }
@@ -152,6 +153,7 @@ pub(crate) fn bgsave(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
     }
     ctx.store.commit()?;
     ctx.info.last_save = now_ms() / 1000;
+    ctx.info.changes_at_save = ctx.store.changes();
     reply::simple(ctx.out, "Background saving started");
     Ok(Effect::Wrote)
 }

@@ -98,6 +98,9 @@ pub struct ServerInfo {
     /// key is no miss).
     pub keyspace_hits: u64,
     pub keyspace_misses: u64,
+    /// The store's count of changes ([`Store::changes`]) at the last SAVE or BGSAVE: INFO's
+    /// `rdb_changes_since_last_save` counts from it (Redis's `server.dirty`).
+    pub changes_at_save: u64,
     /// The most `used_memory` INFO has reported since start or CONFIG RESETSTAT.
     pub used_memory_peak: u64,
     /// Commands processed, sampled at the loop's tick (instantaneous_ops_per_sec).

@@ -140,8 +140,12 @@ fn redis_encoding(info: &ServerInfo, kind: Kind, value: &[u8]) -> &'static str {
             // short strings are "embstr" (44 bytes fit one allocation with the object).
             let int = value.len() <= 20
                 && parse_i64(value).is_some_and(|n| n.to_string().as_bytes() == value);
+            // An HLL is always raw in Redis (PFADD unshares it into a raw string).
+            let hll = value.len() >= 16 && value.starts_with(b"HYLL");
             if int {
                 "int"
+            } else if hll {
+                "raw"
             } else if value.len() <= 44 {
                 "embstr"
             } else {

@@ -181,6 +181,10 @@ fn info_text(store: &Store, info: &mut ServerInfo, sections: &[String]) -> Strin
             "Persistence",
             &[
                 ("loading", &0),
+                (
+                    "rdb_changes_since_last_save",
+                    &store.changes().saturating_sub(info.changes_at_save),
+                ),
                 ("aof_enabled", &((st.durability != "none") as u8)),
                 ("durability", &st.durability),
             ],

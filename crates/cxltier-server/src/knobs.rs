@@ -54,6 +54,7 @@ pub(crate) static KNOBS: &[Knob] = &[
     knob("list-max-listpack-size", "-2", true),
     alias("list-max-ziplist-size", "list-max-listpack-size", true),
     knob("list-compress-depth", "0", true),
+    knob("hll-sparse-max-bytes", "3000", true),
     knob("stream-node-max-bytes", "4096", true),
     knob("stream-node-max-entries", "100", true),
     knob("timeout", "0", true),

@@ -53,7 +53,11 @@
 //!   in MULTI/EXEC units, after SELECT);
 //! - [`scripting`]: EVAL, EVALSHA, SCRIPT: Lua 5.1 scripts with Redis 7.0's `redis` library,
 //!   conversions and errors, `cjson` and `bit`, and the busy mode while a script runs long;
-//! - [`strings`]: GET, SET, INCR and the rest of the string commands, the bit operations;
+//! - [`strings`]: GET, SET, INCR and the rest of the string commands, SETBIT, GETBIT, BITCOUNT
+//!   and BITPOS;
+//! - [`bitops`]: BITOP, BITFIELD and BITFIELD_RO;
+//! - [`hyperloglog`]: PFADD, PFCOUNT, PFMERGE, PFDEBUG, PFSELFTEST over Redis 7.0's HLL strings,
+//!   byte for byte;
 //! - [`transaction`]: MULTI, EXEC, DISCARD, WATCH, UNWATCH;
 //! - [`table`]: the command table (name, arity, flags, keys, handler) that dispatch, arity
 //!   checks, NOAUTH, the checks by kind of command (flags, never names), the NVMe reads begun
@@ -74,6 +78,7 @@
 
 pub mod admin;
 pub mod args;
+pub mod bitops;
 pub mod client;
 pub mod commands;
 pub mod config;
@@ -88,6 +93,7 @@ pub mod geo;
 pub mod glob;
 pub mod hash;
 pub mod hash_layout;
+pub mod hyperloglog;
 pub mod info;
 pub mod keyspace;
 pub mod knobs;

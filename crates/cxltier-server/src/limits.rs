@@ -2,6 +2,10 @@
 //! them: output buffer limits per kind of client (normal, pub/sub, replica), the margin of
 //! proto-max-bulk-len over the largest object, and byte counts as Redis's config writes them.
 
+/// Redis's `proto-max-bulk-len` default: no string may grow past it (SETRANGE, APPEND, SETBIT,
+/// BITFIELD).
+pub(crate) const MAX_STRING: u64 = 512 * 1024 * 1024;
+
 /// proto-max-bulk-len is the largest object (`--max-object`) and this margin: a bulk that could
 /// never be stored is refused from its header, before any of it is buffered.
 pub const BULK_MARGIN: usize = 64 << 10;

@@ -12,8 +12,7 @@ use crate::context::{
 use crate::notify::class as nc;
 use crate::resp::reply;
 
-/// Redis's `proto-max-bulk-len` default: no string may grow past it (SETRANGE, APPEND, SETBIT).
-pub(crate) const MAX_STRING: u64 = 512 * 1024 * 1024;
+use crate::limits::MAX_STRING;
 const TOO_BIG: &str = "ERR string exceeds maximum allowed size (proto-max-bulk-len)";
 const BAD_BIT_OFFSET: &str = "ERR bit offset is not an integer or out of range";
 
@@ -364,13 +363,16 @@ pub(crate) fn setbit(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
     if let Some(e) = too_long(ctx, byte + 1) {
         return e;
     }
-    let old = ctx
-        .store
-        .get_range(args[1], byte, 1)?
-        .and_then(|b| b.first().copied())
-        .unwrap_or(0);
+    let held = ctx.store.get_range(args[1], byte, 1)?;
+    let old = held.as_ref().and_then(|b| b.first().copied()).unwrap_or(0);
     let mask = 0x80u8 >> (offset % 8);
     let new = if on { old | mask } else { old & !mask };
+    // Redis 7.0 changes nothing (and counts no change) when the bit holds the value already
+    // and the string need not grow.
+    if new == old && held.is_some_and(|b| !b.is_empty()) {
+        reply::int(ctx.out, (old & mask != 0) as i64);
+        return Ok(Effect::Read);
+    }
     ctx.store.set_range(args[1], byte, &[new])?;
     ctx.notify(nc::STRING, "setbit", args[1]);
     reply::int(ctx.out, (old & mask != 0) as i64);
