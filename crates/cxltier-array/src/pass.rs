@@ -297,19 +297,22 @@ fn transfer(
 ) -> Result<(u64, u64), ArrayError> {
     let mut requests: Vec<IoRequest<'_>> = Vec::new();
     let mut what: Vec<(&'static str, usize, usize, u64)> = Vec::new();
-    let (mut bytes_read, mut bytes_written) = (0, 0);
+    // Each request with the chunk, file and offset it is for, for an error naming them.
+    let mut queue = |request, op, c, file, offset| {
+        requests.push(request);
+        what.push((op, c, file, offset));
+    };
     if let Some((ids, buf)) = write {
         for (&c, data) in ids.iter().zip(buf.chunks(chunk)) {
             match &mut chunks[c] {
                 Chunk::Memory(m) => m.as_mut_slice().copy_from_slice(data),
                 &mut Chunk::Spilled { file, offset } => {
-                    requests.push(IoRequest::Write {
+                    let request = IoRequest::Write {
                         file: &files[file].file,
                         offset,
                         buf: data,
-                    });
-                    what.push(("write", c, file, offset));
-                    bytes_written += chunk as u64;
+                    };
+                    queue(request, "write", c, file, offset);
                 }
             }
         }
@@ -331,17 +334,18 @@ fn transfer(
             match &chunks[c] {
                 Chunk::Memory(m) => data.copy_from_slice(m.as_slice()),
                 &Chunk::Spilled { file, offset } => {
-                    requests.push(IoRequest::Read {
+                    let request = IoRequest::Read {
                         file: &files[file].file,
                         offset,
                         buf: data,
-                    });
-                    what.push(("read", c, file, offset));
-                    bytes_read += chunk as u64;
+                    };
+                    queue(request, "read", c, file, offset);
                 }
             }
         }
     }
+    let queued = |op| chunk as u64 * what.iter().filter(|w| w.0 == op).count() as u64;
+    let (bytes_read, bytes_written) = (queued("read"), queued("write"));
     let results = ring.run(&mut requests);
     for (r, (op, c, file, offset)) in results.into_iter().zip(what) {
         if let Err(source) = r {

@@ -44,6 +44,38 @@ pub trait Classify: std::error::Error {
     }
 }
 
+/// Gives an error enum with the variants `Permission { action: String, path: PathBuf }` and
+/// `Io { action: String, path: PathBuf, source: std::io::Error }` the constructor
+/// `io(action, path, source)`, which sorts a failed I/O call by whether privilege was missing:
+/// the two are classified apart (exit 3 against 1), and every library that reads or writes
+/// system files reports them with the same pair of variants.
+#[macro_export]
+macro_rules! impl_path_io {
+    ($error:ident) => {
+        impl $error {
+            /// An I/O error on PATH while doing ACTION; permission errors become
+            #[doc = concat!("[`", stringify!($error), "::Permission`].")]
+            pub fn io(
+                action: impl Into<String>,
+                path: impl Into<std::path::PathBuf>,
+                source: std::io::Error,
+            ) -> $error {
+                let action = action.into();
+                let path = path.into();
+                if source.kind() == std::io::ErrorKind::PermissionDenied {
+                    $error::Permission { action, path }
+                } else {
+                    $error::Io {
+                        action,
+                        path,
+                        source,
+                    }
+                }
+            }
+        }
+    };
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

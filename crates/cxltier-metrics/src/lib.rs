@@ -1,8 +1,9 @@
 //! Prometheus exposition shared by `cxltier tierd` and `cxltier serve`.
 //!
 //! - [`text`]: the text format 0.0.4 writer ([`Writer`]: HELP and TYPE once per family, label
-//!   values and help escaped, `_total` counters, `_info` gauges, histograms) and [`Histogram`],
-//!   fixed buckets cheap enough to observe on a request path.
+//!   values and help escaped, `_total` counters, `_info` gauges, histograms, tables of
+//!   [`Figure`]s read alike from each item of a list) and [`Histogram`], fixed buckets cheap
+//!   enough to observe on a request path.
 //! - [`http`]: [`Published`] (the latest text, replaced whole by its owner) and [`serve`], a
 //!   listener on its own thread that answers `GET /metrics` with it and 404 for other paths.
 //!
@@ -17,7 +18,7 @@ pub mod promtool;
 pub mod text;
 
 pub use http::{is_loopback, parse_addr, serve, MetricsError, Published};
-pub use text::{Histogram, Writer};
+pub use text::{Figure, Histogram, Writer};
 
 /// `cxltier_build_info`'s family, the same in every exposition: the version and the target
 /// the binary was built for, as labels of a constant 1.

@@ -180,6 +180,59 @@ impl Family<'_> {
     }
 }
 
+/// One family of a table whose figures are all read alike from each item of a list (the
+/// commands a server ran, the targets tierd follows): its type, name and help text, and how to
+/// read its figure from an item. [`Writer::figures`] writes such a table.
+pub struct Figure<T, V = u64> {
+    counter: bool,
+    name: &'static str,
+    help: &'static str,
+    value: fn(&T) -> V,
+}
+
+impl<T, V: SampleValue> Figure<T, V> {
+    /// A gauge ([`Writer::gauge`]) of `value` of each item.
+    pub fn gauge(name: &'static str, help: &'static str, value: fn(&T) -> V) -> Figure<T, V> {
+        Figure {
+            counter: false,
+            name,
+            help,
+            value,
+        }
+    }
+
+    /// A counter ([`Writer::counter`]) of `value` of each item.
+    pub fn counter(name: &'static str, help: &'static str, value: fn(&T) -> V) -> Figure<T, V> {
+        Figure {
+            counter: true,
+            name,
+            help,
+            value,
+        }
+    }
+}
+
+impl Writer {
+    /// A family for each figure of `table`, in order, each with a sample for every item of
+    /// `items` in order: the item's labels, and the figure read from it.
+    pub fn figures<'l, T, V: SampleValue, L: AsRef<[Label<'l>]>>(
+        &mut self,
+        table: &[Figure<T, V>],
+        items: &[(L, T)],
+    ) {
+        for figure in table {
+            let mut family = if figure.counter {
+                self.counter(figure.name, figure.help)
+            } else {
+                self.gauge(figure.name, figure.help)
+            };
+            for (labels, item) in items {
+                family.sample(labels.as_ref(), (figure.value)(item));
+            }
+        }
+    }
+}
+
 /// A label value as the text format quotes it: backslash, double quote and newline escaped.
 pub fn escape_label_value(value: &str, out: &mut String) {
     for c in value.chars() {

@@ -596,37 +596,38 @@ fn recommend(
     .into_iter()
     .filter(|(c, _, _)| within(c))
     .min_by(|a, b| advantage(goal, best, a.0).total_cmp(&advantage(goal, best, b.0)));
+    // The best split with its prediction, and another candidate's prediction with how far
+    // behind the best it is.
+    let best_text = format!("{} ({})", Split(best.weights.clone()), describe(goal, best));
+    let behind = |c: &Candidate| {
+        format!(
+            "({}) by {}",
+            describe(goal, c),
+            pct(advantage(goal, best, c))
+        )
+    };
     let (candidate, action, reason) = match default {
-        Some((c, action, name)) if same_ratio(&c.weights, &best.weights) => (
-            c.clone(),
-            action,
-            format!(
-                "{name} is predicted best ({}); no split does better",
-                describe(goal, c)
-            ),
-        ),
-        Some((c, action, name)) => (
-            c.clone(),
-            action,
-            format!(
-                "the best prediction, {} ({}), beats {name} ({}) by {}, within {margin}: not worth changing",
-                Split(best.weights.clone()),
-                describe(goal, best),
-                describe(goal, c),
-                pct(advantage(goal, best, c)),
-            ),
-        ),
+        Some((c, action, name)) => {
+            let reason = if same_ratio(&c.weights, &best.weights) {
+                format!(
+                    "{name} is predicted best ({}); no split does better",
+                    describe(goal, c)
+                )
+            } else {
+                format!(
+                    "the best prediction, {best_text}, beats {name} {}, within {margin}: not worth changing",
+                    behind(c)
+                )
+            };
+            (c.clone(), action, reason)
+        }
         None => (
             best.clone(),
             Action::Interleave,
             format!(
-                "{} ({}) beats {auto_name} ({}) by {} and DRAM only ({}) by {}, more than {margin}",
-                Split(best.weights.clone()),
-                describe(goal, best),
-                describe(goal, kernel_auto),
-                pct(advantage(goal, best, kernel_auto)),
-                describe(goal, dram_only),
-                pct(advantage(goal, best, dram_only)),
+                "{best_text} beats {auto_name} {} and DRAM only {}, more than {margin}",
+                behind(kernel_auto),
+                behind(dram_only),
             ),
         ),
     };

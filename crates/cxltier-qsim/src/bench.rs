@@ -11,6 +11,7 @@ use serde::Serialize;
 
 use crate::gates::{self, Matrix};
 use crate::kernel::{self, multiversioned, Amp, Prepared, Real};
+use crate::Result;
 
 /// Independent FMA chains in the throughput loop: two FMA units with a latency of four cycles
 /// need eight in flight; twelve leave room.
@@ -232,7 +233,7 @@ impl KernelBenchConfig {
     }
 
     /// Check the state's size and the threads, then measure.
-    pub fn run(&self) -> Result<KernelBench, crate::QsimError> {
+    pub fn run(&self) -> Result<KernelBench> {
         let n = self.qubits;
         let amp_bytes = self.precision.amplitude_bytes() as u64;
         if !Self::QUBITS.contains(&n) {
@@ -270,7 +271,7 @@ pub fn bench_kernels<T: Real>(
     ks: &[usize],
     rounds: usize,
     threads: usize,
-) -> Result<KernelBench, crate::QsimError> {
+) -> Result<KernelBench> {
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(threads)
         .build()

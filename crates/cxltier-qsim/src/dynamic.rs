@@ -32,7 +32,7 @@ use crate::kernel::Real;
 use crate::progress::Progress;
 use crate::qasm::{Circuit, Instruction, Operation};
 use crate::sim::{Counts, Options, SavedState, Simulation};
-use crate::QsimError;
+use crate::Result;
 
 /// What running shots needs of a state: a [`Simulation`] in one process, or one rank's part of
 /// a state split over MPI ranks, where every rank runs the same shots in step (every value the
@@ -41,34 +41,34 @@ pub(crate) trait ShotState {
     /// A copy of the state to resume a branch from.
     type Saved;
     /// Apply `ops` (on logical qubits).
-    fn apply(&mut self, ops: &[Op]) -> Result<(), QsimError>;
+    fn apply(&mut self, ops: &[Op]) -> Result<()>;
     /// The squared norms of the state's part with logical qubit `q` at 0 and at 1.
-    fn weights_of(&mut self, q: usize) -> Result<[f64; 2], QsimError>;
+    fn weights_of(&mut self, q: usize) -> Result<[f64; 2]>;
     /// A copy of the state and its layout.
-    fn save(&mut self) -> Result<Self::Saved, QsimError>;
+    fn save(&mut self) -> Result<Self::Saved>;
     /// Make `saved` the state again.
-    fn restore(&mut self, saved: &mut Self::Saved) -> Result<(), QsimError>;
+    fn restore(&mut self, saved: &mut Self::Saved) -> Result<()>;
     /// Sample `shots` measurements of `qubits` as [`Simulation::sample`] does.
-    fn sample(&mut self, shots: usize, qubits: &[usize], seed: u64) -> Result<Counts, QsimError>;
+    fn sample(&mut self, shots: usize, qubits: &[usize], seed: u64) -> Result<Counts>;
     /// Where progress is reported, if anywhere.
     fn progress(&self) -> Option<&Progress>;
 }
 
 impl<T: Real> ShotState for Simulation<T> {
     type Saved = SavedState;
-    fn apply(&mut self, ops: &[Op]) -> Result<(), QsimError> {
+    fn apply(&mut self, ops: &[Op]) -> Result<()> {
         Simulation::apply(self, ops)
     }
-    fn weights_of(&mut self, q: usize) -> Result<[f64; 2], QsimError> {
+    fn weights_of(&mut self, q: usize) -> Result<[f64; 2]> {
         Simulation::weights_of(self, q)
     }
-    fn save(&mut self) -> Result<SavedState, QsimError> {
+    fn save(&mut self) -> Result<SavedState> {
         Simulation::save(self)
     }
-    fn restore(&mut self, saved: &mut SavedState) -> Result<(), QsimError> {
+    fn restore(&mut self, saved: &mut SavedState) -> Result<()> {
         Simulation::restore(self, saved)
     }
-    fn sample(&mut self, shots: usize, qubits: &[usize], seed: u64) -> Result<Counts, QsimError> {
+    fn sample(&mut self, shots: usize, qubits: &[usize], seed: u64) -> Result<Counts> {
         Simulation::sample(self, shots, qubits, seed)
     }
     fn progress(&self) -> Option<&Progress> {
@@ -267,7 +267,7 @@ impl<'c> ShotPlan<'c> {
         allowed: u64,
         shots: u64,
         seed: u64,
-    ) -> Result<(DynamicReport, Counts), QsimError> {
+    ) -> Result<(DynamicReport, Counts)> {
         let needed = copies_needed(self.measurements, shots);
         let branches = match method {
             Method::Auto => needed as u64 <= allowed,
@@ -334,7 +334,7 @@ pub fn run_shots<T: Real>(
     options: &Options,
     shots: u64,
     seed: u64,
-) -> Result<(Simulation<T>, Counts), QsimError> {
+) -> Result<(Simulation<T>, Counts)> {
     let plan = ShotPlan::new(circuit);
     // The automatic fusion rule judged by the circuit's gates run once (a trajectory's shots
     // run parts of them again, each part fused on its own).
@@ -383,7 +383,7 @@ impl<R: Rng> Runner<'_, R> {
         sim: &mut S,
         pending: &mut Vec<Op>,
         qubit: usize,
-    ) -> Result<[f64; 2], QsimError> {
+    ) -> Result<[f64; 2]> {
         sim.apply(pending)?;
         pending.clear();
         self.report.probability_scans += 1;
@@ -420,7 +420,7 @@ impl<R: Rng> Runner<'_, R> {
         pending: &mut Vec<Op>,
         shots: u64,
         clbits: &mut [bool],
-    ) -> Result<(), QsimError> {
+    ) -> Result<()> {
         self.report.branches += 1;
         if let Some(p) = sim.progress() {
             p.shots_counted(shots);
@@ -463,7 +463,7 @@ impl<R: Rng> Runner<'_, R> {
         clbits: &mut [bool],
         pending: &mut Vec<Op>,
         waiting: Option<&mut Vec<Waiting<S::Saved>>>,
-    ) -> Result<(), QsimError> {
+    ) -> Result<()> {
         let mut waiting = waiting;
         while at < self.body.len() {
             let instruction = self.body[at];
@@ -510,7 +510,7 @@ impl<R: Rng> Runner<'_, R> {
     }
 
     /// All shots as one tree of branches, depth first.
-    fn branches<S: ShotState>(&mut self, sim: &mut S, shots: u64) -> Result<(), QsimError> {
+    fn branches<S: ShotState>(&mut self, sim: &mut S, shots: u64) -> Result<()> {
         if shots == 0 {
             return Ok(());
         }
@@ -549,7 +549,7 @@ impl<R: Rng> Runner<'_, R> {
     }
 
     /// One shot from the state as it is.
-    fn trajectory<S: ShotState>(&mut self, sim: &mut S) -> Result<(), QsimError> {
+    fn trajectory<S: ShotState>(&mut self, sim: &mut S) -> Result<()> {
         let mut pending = Vec::new();
         let mut clbits = vec![false; self.circuit.num_clbits];
         let mut shots = 1;

@@ -10,6 +10,7 @@
 
 use crate::gates::Matrix;
 use crate::QsimError;
+use crate::Result;
 
 /// A gate as the planner sees it: qubits (bit `i` of the matrix is `qubits[i]`) and matrix.
 #[derive(Debug, Clone)]
@@ -95,7 +96,7 @@ impl Width {
 
     /// The width `--fuse` (`1` to [`MAX_FUSE`] qubits, or `auto`: [`MAX_FUSE`]) and
     /// `--fuse-rule` (`auto`, `cost` or `greedy`) ask for.
-    pub fn parse(fuse: &str, rule: &str) -> Result<Width, QsimError> {
+    pub fn parse(fuse: &str, rule: &str) -> Result<Width> {
         let max = match fuse.trim() {
             "auto" => MAX_FUSE,
             text => match text.parse::<usize>() {

@@ -534,7 +534,11 @@ fn run_blocks_avx512<T: avx512::Zmm>(group: &mut [&mut [Amp<T>]], plan: &BlockPl
     let Some(zmm) = &plan.zmm else {
         return false;
     };
-    zmm.simd.vectorize(avx512::Blocks { group, plan: zmm });
+    zmm.simd.vectorize(avx512::Run {
+        simd: zmm.simd,
+        group,
+        plan: zmm,
+    });
     true
 }
 
@@ -553,7 +557,7 @@ fn run_wide_avx512<T: avx512::Zmm>(group: &mut [&mut [Amp<T>]], plan: &WidePlan<
     let Some(simd) = pulp::x86::V4::try_new() else {
         return false;
     };
-    simd.vectorize(avx512::Wide { simd, group, plan });
+    simd.vectorize(avx512::Run { simd, group, plan });
     true
 }
 

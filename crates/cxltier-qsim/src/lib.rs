@@ -50,6 +50,9 @@ pub use sim::{
     RunReport, Simulation, MAX_THREADS, MIN_MEMORY_LIMIT, SAMPLE_BYTES_PER_SHOT,
 };
 
+/// The simulator's results: a [`QsimError`] unless said otherwise.
+pub type Result<T, E = QsimError> = std::result::Result<T, E>;
+
 /// What can go wrong in the simulator; each message says what to do.
 #[derive(Debug, thiserror::Error)]
 pub enum QsimError {

@@ -22,6 +22,7 @@ use std::rc::Rc;
 
 use crate::gates::{self, Matrix};
 use crate::QsimError;
+use crate::Result;
 
 /// The gates of Qiskit's `qelib1.inc` and the others its reader (`QuantumCircuit.from_qasm_str`,
 /// with `qasm2.LEGACY_CUSTOM_INSTRUCTIONS`) has built in, with their parameter and qubit counts.
@@ -132,7 +133,7 @@ pub const MAX_GATES: u64 = 1_000_000;
 
 /// `--max-gates N`: a whole number of gates, at least 1 (the bound of
 /// [`ParseOptions::max_gates`]).
-pub fn parse_max_gates(text: &str) -> Result<u64, QsimError> {
+pub fn parse_max_gates(text: &str) -> Result<u64> {
     match text.parse::<u64>() {
         Ok(n) if n >= 1 => Ok(n),
         _ => Err(QsimError::Config(format!(
@@ -340,7 +341,7 @@ impl Circuit {
     }
 
     /// Append a standard gate by name, e.g. `push("cx", &[], &[0, 1])`.
-    pub fn push(&mut self, name: &str, params: &[f64], qubits: &[usize]) -> Result<(), QsimError> {
+    pub fn push(&mut self, name: &str, params: &[f64], qubits: &[usize]) -> Result<()> {
         if let Some(p) = params.iter().find(|p| !p.is_finite()) {
             return Err(QsimError::Parse {
                 line: 0,
@@ -512,7 +513,7 @@ impl<R: Read> Input<R> {
 
     /// The byte `k` places after the next one (`k` far below a block), `None` past the end.
     #[inline]
-    fn peek(&mut self, k: usize) -> Result<Option<u8>, QsimError> {
+    fn peek(&mut self, k: usize) -> Result<Option<u8>> {
         if self.at + k < self.end {
             return Ok(Some(self.buf[self.at + k]));
         }
@@ -521,7 +522,7 @@ impl<R: Read> Input<R> {
     }
 
     #[cold]
-    fn fill(&mut self, k: usize) -> Result<(), QsimError> {
+    fn fill(&mut self, k: usize) -> Result<()> {
         while self.at + k >= self.end && !self.eof {
             if self.end == self.buf.len() {
                 self.buf.copy_within(self.at..self.end, 0);
@@ -571,7 +572,7 @@ struct Qasm3Lines {
 }
 
 impl<R: Read> Source<R> {
-    fn new(reader: R) -> Result<Self, QsimError> {
+    fn new(reader: R) -> Result<Self> {
         let mut input = Input::new(reader);
         // Blank lines and comments, then the header (if any) says which language follows.
         loop {
@@ -600,7 +601,7 @@ impl<R: Read> Source<R> {
 
     /// The byte `k` places after the next one, `None` past the end.
     #[inline]
-    fn peek(&mut self, k: usize) -> Result<Option<u8>, QsimError> {
+    fn peek(&mut self, k: usize) -> Result<Option<u8>> {
         let Some(q) = &mut self.qasm3 else {
             return self.input.peek(k);
         };
@@ -633,7 +634,7 @@ impl<R: Read> Source<R> {
 }
 
 /// Whether the program, from its first word on, starts with `OPENQASM 3` (on one line).
-fn header_is_openqasm3<R: Read>(input: &mut Input<R>) -> Result<bool, QsimError> {
+fn header_is_openqasm3<R: Read>(input: &mut Input<R>) -> Result<bool> {
     for (k, &b) in b"OPENQASM".iter().enumerate() {
         if input.peek(k)? != Some(b) {
             return Ok(false);
@@ -654,7 +655,7 @@ impl Qasm3Lines {
     /// Read the next line and append it, rewritten, to `text`; false at the end of the program.
     /// A line is held whole to be rewritten (its comment is skipped, not held), so it is bounded
     /// as a statement is.
-    fn next_line<R: Read>(&mut self, input: &mut Input<R>) -> Result<bool, QsimError> {
+    fn next_line<R: Read>(&mut self, input: &mut Input<R>) -> Result<bool> {
         if input.peek(0)?.is_none() {
             return Ok(false);
         }
@@ -717,7 +718,7 @@ struct Lexer<R> {
 impl<R: Read> Lexer<R> {
     /// Count one more byte of a token of the statement being read, refused past its bound.
     #[inline]
-    fn take(&mut self, line: usize) -> Result<(), QsimError> {
+    fn take(&mut self, line: usize) -> Result<()> {
         self.statement_bytes += 1;
         if self.statement_bytes > MAX_STATEMENT_BYTES {
             return Err(QsimError::Parse {
@@ -734,7 +735,7 @@ impl<R: Read> Lexer<R> {
 
     /// Take the next byte, `b`, into `text`.
     #[inline]
-    fn take_one(&mut self, text: &mut String, b: u8, line: usize) -> Result<(), QsimError> {
+    fn take_one(&mut self, text: &mut String, b: u8, line: usize) -> Result<()> {
         self.take(line)?;
         text.push(b as char);
         self.src.bump();
@@ -747,7 +748,7 @@ impl<R: Read> Lexer<R> {
         text: &mut String,
         line: usize,
         keep: impl Fn(u8) -> bool,
-    ) -> Result<(), QsimError> {
+    ) -> Result<()> {
         while let Some(b) = self.src.peek(0)? {
             if !keep(b) {
                 break;
@@ -758,7 +759,7 @@ impl<R: Read> Lexer<R> {
     }
 
     /// The next token, `None` at the end of the program.
-    fn token(&mut self) -> Result<Option<Lexed>, QsimError> {
+    fn token(&mut self) -> Result<Option<Lexed>> {
         loop {
             match self.src.peek(0)? {
                 None => return Ok(None),
@@ -906,7 +907,7 @@ struct Expr(Vec<Code>);
 impl Expr {
     /// The value, with `names[i]` bound to `values[i]`. Every intermediate value must be finite:
     /// a NaN or infinite angle would turn the whole state into NaN.
-    fn eval(&self, names: &[String], values: &[f64], line: usize) -> Result<f64, QsimError> {
+    fn eval(&self, names: &[String], values: &[f64], line: usize) -> Result<f64> {
         let bad = |message: String| Err(QsimError::Parse { line, message });
         let mut stack: Vec<f64> = Vec::with_capacity(8);
         for code in &self.0 {
@@ -1027,7 +1028,7 @@ struct Parser<R> {
 
 /// Parse an OpenQASM 2.0 program (or the OpenQASM 3 that Qiskit writes) under the default
 /// bounds.
-pub fn parse(src: &str) -> Result<Circuit, QsimError> {
+pub fn parse(src: &str) -> Result<Circuit> {
     parse_reader(src.as_bytes(), &ParseOptions::default())
 }
 
@@ -1035,7 +1036,7 @@ pub fn parse(src: &str) -> Result<Circuit, QsimError> {
 /// checked and expanded before the next is read, so that what parsing holds is what it keeps
 /// (bounded by `options`), whatever the program's size, and a program past a bound is refused
 /// there, without reading the rest.
-pub fn parse_reader<R: Read>(reader: R, options: &ParseOptions) -> Result<Circuit, QsimError> {
+pub fn parse_reader<R: Read>(reader: R, options: &ParseOptions) -> Result<Circuit> {
     let mut p = Parser {
         lexer: Lexer {
             src: Source::new(reader)?,
@@ -1079,7 +1080,7 @@ struct Qasm3Rewriter {
 
 impl Qasm3Rewriter {
     /// Line `line` of the program (`text`: without its comment, trimmed) as OpenQASM 2.
-    fn line(&mut self, text: &str, line: usize) -> Result<String, QsimError> {
+    fn line(&mut self, text: &str, line: usize) -> Result<String> {
         let bad = |message: String| Err(QsimError::Parse { line, message });
         let blocks = &mut self.blocks;
         let condition: String = blocks
@@ -1285,7 +1286,7 @@ impl<R: Read> Parser<R> {
         }
     }
 
-    fn err<T>(&mut self, message: impl Into<String>) -> Result<T, QsimError> {
+    fn err<T>(&mut self, message: impl Into<String>) -> Result<T> {
         Err(QsimError::Parse {
             line: self.line(),
             message: message.into(),
@@ -1293,7 +1294,7 @@ impl<R: Read> Parser<R> {
     }
 
     /// The next token, `None` at the end of the program.
-    fn peek(&mut self) -> Result<Option<&Tok>, QsimError> {
+    fn peek(&mut self) -> Result<Option<&Tok>> {
         self.fill(1);
         if self.ahead.is_empty() {
             if let Some(e) = self.failed.take() {
@@ -1303,7 +1304,7 @@ impl<R: Read> Parser<R> {
         Ok(self.ahead.front().map(|t| &t.tok))
     }
 
-    fn next(&mut self) -> Result<Tok, QsimError> {
+    fn next(&mut self) -> Result<Tok> {
         self.fill(1);
         match self.ahead.pop_front() {
             Some(t) => Ok(t.tok),
@@ -1319,11 +1320,11 @@ impl<R: Read> Parser<R> {
         self.ahead.pop_front();
     }
 
-    fn is_sym(&mut self, s: &str) -> Result<bool, QsimError> {
+    fn is_sym(&mut self, s: &str) -> Result<bool> {
         Ok(matches!(self.peek()?, Some(Tok::Sym(x)) if *x == s))
     }
 
-    fn expect_sym(&mut self, s: &str) -> Result<(), QsimError> {
+    fn expect_sym(&mut self, s: &str) -> Result<()> {
         let line = self.line();
         match self.next()? {
             Tok::Sym(x) if x == s => Ok(()),
@@ -1334,7 +1335,7 @@ impl<R: Read> Parser<R> {
         }
     }
 
-    fn ident(&mut self) -> Result<String, QsimError> {
+    fn ident(&mut self) -> Result<String> {
         let line = self.line();
         match self.next()? {
             Tok::Ident(s) => Ok(s),
@@ -1345,7 +1346,7 @@ impl<R: Read> Parser<R> {
         }
     }
 
-    fn integer(&mut self) -> Result<Integer, QsimError> {
+    fn integer(&mut self) -> Result<Integer> {
         let line = self.line();
         match self.next()? {
             Tok::Number(n, text) if n >= 0.0 && n.fract() == 0.0 => {
@@ -1372,7 +1373,7 @@ impl<R: Read> Parser<R> {
 
     /// Charge the statement just read (a register or a definition, kept to the end of the
     /// program) against what such declarations may take.
-    fn keep_statement(&mut self, line: usize) -> Result<(), QsimError> {
+    fn keep_statement(&mut self, line: usize) -> Result<()> {
         let charge = self.lexer.statement_tokens as u64 * KEPT_BYTES_PER_TOKEN
             + self.lexer.statement_bytes as u64;
         self.kept = self.kept.saturating_add(charge);
@@ -1393,7 +1394,7 @@ impl<R: Read> Parser<R> {
     }
 
     /// Count `n` measurements or resets (`what`) against the gate limit before they are kept.
-    fn reserve(&mut self, n: usize, what: &str, line: usize) -> Result<(), QsimError> {
+    fn reserve(&mut self, n: usize, what: &str, line: usize) -> Result<()> {
         let max = self.options.max_gates;
         if n as u64 > max - self.expanded {
             return Err(QsimError::Parse {
@@ -1410,7 +1411,7 @@ impl<R: Read> Parser<R> {
         Ok(())
     }
 
-    fn program(&mut self) -> Result<(), QsimError> {
+    fn program(&mut self) -> Result<()> {
         self.fill(2);
         let version = match (self.ahead.front(), self.ahead.get(1)) {
             (Some(kw), Some(v)) if kw.tok == Tok::Ident("OPENQASM".into()) => match &v.tok {
@@ -1449,7 +1450,7 @@ impl<R: Read> Parser<R> {
         }
     }
 
-    fn statement(&mut self) -> Result<(), QsimError> {
+    fn statement(&mut self) -> Result<()> {
         let line = self.line();
         let word = self.ident()?;
         match word.as_str() {
@@ -1568,7 +1569,7 @@ impl<R: Read> Parser<R> {
     /// register reads `n` (bit 0 least significant), as in OpenQASM 2.0. Also read, for what
     /// OpenQASM 3 writes (`if (c[0])`, `if (c != 2)`, `else`): one bit of a register
     /// (`if(c[i]==b)`) and `!=`.
-    fn if_statement(&mut self, line: usize) -> Result<(), QsimError> {
+    fn if_statement(&mut self, line: usize) -> Result<()> {
         self.expect_sym("(")?;
         let name = self.ident()?;
         let bit = if self.is_sym("[")? {
@@ -1690,7 +1691,7 @@ impl<R: Read> Parser<R> {
     /// `opaque NAME(params) args;`: accepted for a gate Qiskit's reader has built in (as it
     /// does, taking its own gate; `qasm2.dumps` declares `delay` so), refused otherwise, since
     /// an opaque gate has no definition to simulate.
-    fn opaque_declaration(&mut self, line: usize) -> Result<(), QsimError> {
+    fn opaque_declaration(&mut self, line: usize) -> Result<()> {
         let name = self.ident()?;
         let mut params = 0;
         if self.is_sym("(")? {
@@ -1732,7 +1733,7 @@ impl<R: Read> Parser<R> {
         }
     }
 
-    fn gate_definition(&mut self) -> Result<(), QsimError> {
+    fn gate_definition(&mut self) -> Result<()> {
         let line = self.line();
         let name = self.ident()?;
         let mut params = Vec::new();
@@ -1858,7 +1859,7 @@ impl<R: Read> Parser<R> {
         name: &str,
         def: &Rc<GateDef>,
         line: usize,
-    ) -> Result<Option<Matrix>, QsimError> {
+    ) -> Result<Option<Matrix>> {
         if def.cost > 64 || !def.params.is_empty() {
             return Ok(None);
         }
@@ -1884,13 +1885,7 @@ impl<R: Read> Parser<R> {
         Ok(Some(gates::compose(k, &ops)))
     }
 
-    fn check_known(
-        &self,
-        gate: &str,
-        nparams: usize,
-        nargs: usize,
-        line: usize,
-    ) -> Result<(), QsimError> {
+    fn check_known(&self, gate: &str, nparams: usize, nargs: usize, line: usize) -> Result<()> {
         // A definition in the program comes first: built-ins of the same name are only those
         // that a program cannot redefine (see gate_definition) or EXTRA_GATES, which it can.
         let (p, q) = if let Some(def) = self.defs.get(gate) {
@@ -1923,7 +1918,7 @@ impl<R: Read> Parser<R> {
         Ok(())
     }
 
-    fn param_list(&mut self) -> Result<Vec<Expr>, QsimError> {
+    fn param_list(&mut self) -> Result<Vec<Expr>> {
         let mut exprs = Vec::new();
         if self.is_sym("(")? {
             self.bump();
@@ -1938,7 +1933,7 @@ impl<R: Read> Parser<R> {
         Ok(exprs)
     }
 
-    fn expr(&mut self) -> Result<Expr, QsimError> {
+    fn expr(&mut self) -> Result<Expr> {
         let mut code = Vec::new();
         self.sum(&mut code)?;
         Ok(Expr(code))
@@ -1946,7 +1941,7 @@ impl<R: Read> Parser<R> {
 
     /// One more level of nesting in an expression; refused past [`MAX_EXPR_DEPTH`] so that a
     /// program of nested parentheses or signs cannot overflow the parser's stack.
-    fn enter(&mut self) -> Result<(), QsimError> {
+    fn enter(&mut self) -> Result<()> {
         self.depth += 1;
         if self.depth > MAX_EXPR_DEPTH {
             return self.err(format!(
@@ -1957,11 +1952,11 @@ impl<R: Read> Parser<R> {
         Ok(())
     }
 
-    fn sum(&mut self, out: &mut Vec<Code>) -> Result<(), QsimError> {
+    fn sum(&mut self, out: &mut Vec<Code>) -> Result<()> {
         self.left_associative(out, ['+', '-'], Self::term)
     }
 
-    fn term(&mut self, out: &mut Vec<Code>) -> Result<(), QsimError> {
+    fn term(&mut self, out: &mut Vec<Code>) -> Result<()> {
         self.left_associative(out, ['*', '/'], Self::factor)
     }
 
@@ -1971,8 +1966,8 @@ impl<R: Read> Parser<R> {
         &mut self,
         out: &mut Vec<Code>,
         ops: [char; 2],
-        operand: fn(&mut Self, &mut Vec<Code>) -> Result<(), QsimError>,
-    ) -> Result<(), QsimError> {
+        operand: fn(&mut Self, &mut Vec<Code>) -> Result<()>,
+    ) -> Result<()> {
         operand(self, out)?;
         loop {
             let op = if self.is_sym(ops[0].encode_utf8(&mut [0; 4]))? {
@@ -1988,7 +1983,7 @@ impl<R: Read> Parser<R> {
         }
     }
 
-    fn factor(&mut self, out: &mut Vec<Code>) -> Result<(), QsimError> {
+    fn factor(&mut self, out: &mut Vec<Code>) -> Result<()> {
         self.unary(out)?;
         if self.is_sym("^")? {
             self.bump();
@@ -2001,7 +1996,7 @@ impl<R: Read> Parser<R> {
         Ok(())
     }
 
-    fn unary(&mut self, out: &mut Vec<Code>) -> Result<(), QsimError> {
+    fn unary(&mut self, out: &mut Vec<Code>) -> Result<()> {
         let line = self.line();
         match self.next()? {
             Tok::Sym("-") => {
@@ -2044,7 +2039,7 @@ impl<R: Read> Parser<R> {
         Ok(())
     }
 
-    fn arg(&mut self) -> Result<Arg, QsimError> {
+    fn arg(&mut self) -> Result<Arg> {
         let name = self.ident()?;
         if self.is_sym("[")? {
             self.bump();
@@ -2060,7 +2055,7 @@ impl<R: Read> Parser<R> {
         kind: &str,
         arg: &Arg,
         line: usize,
-    ) -> Result<Vec<usize>, QsimError> {
+    ) -> Result<Vec<usize>> {
         let (name, index) = match arg {
             Arg::Register(n) => (n, None),
             Arg::Bit(n, i) => (n, Some(i)),
@@ -2081,15 +2076,15 @@ impl<R: Read> Parser<R> {
         }
     }
 
-    fn qubits_of(&self, arg: &Arg, line: usize) -> Result<Vec<usize>, QsimError> {
+    fn qubits_of(&self, arg: &Arg, line: usize) -> Result<Vec<usize>> {
         Self::resolve(&self.qregs, "quantum", arg, line)
     }
 
-    fn clbits_of(&self, arg: &Arg, line: usize) -> Result<Vec<usize>, QsimError> {
+    fn clbits_of(&self, arg: &Arg, line: usize) -> Result<Vec<usize>> {
         Self::resolve(&self.cregs, "classical", arg, line)
     }
 
-    fn gate_call(&mut self, name: String, line: usize) -> Result<(), QsimError> {
+    fn gate_call(&mut self, name: String, line: usize) -> Result<()> {
         let exprs = self.param_list()?;
         let mut args = vec![self.arg()?];
         while self.is_sym(",")? {
@@ -2154,7 +2149,7 @@ impl<R: Read> Parser<R> {
         params: &[f64],
         qubits: &[usize],
         line: usize,
-    ) -> Result<(), QsimError> {
+    ) -> Result<()> {
         for (i, q) in qubits.iter().enumerate() {
             if qubits[..i].contains(q) {
                 return Err(QsimError::Parse {

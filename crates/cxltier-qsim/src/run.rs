@@ -16,6 +16,7 @@ use std::time::Instant;
 use serde::Serialize;
 
 use crate::dist::DistReport;
+use crate::Result;
 use crate::{AnySimulation, Circuit, Options, Precision, QsimError, RunReport};
 
 /// Where the time went, in seconds.
@@ -62,7 +63,7 @@ pub struct RunOutput {
 }
 
 /// `--amplitudes`: basis states in decimal or `0b` binary, comma-separated.
-pub fn parse_amplitude_indices(text: &str) -> Result<Vec<u64>, QsimError> {
+pub fn parse_amplitude_indices(text: &str) -> Result<Vec<u64>> {
     text.split(',')
         .map(|s| s.trim())
         .filter(|s| !s.is_empty())
@@ -82,7 +83,7 @@ pub fn parse_amplitude_indices(text: &str) -> Result<Vec<u64>, QsimError> {
 
 /// Refuse `shots` whose sampling buffers ([`crate::SAMPLE_BYTES_PER_SHOT`] each) exceed the
 /// memory available, before the simulation runs rather than after it.
-pub fn check_sampling_memory(shots: usize) -> Result<(), QsimError> {
+pub fn check_sampling_memory(shots: usize) -> Result<()> {
     let per_shot = crate::SAMPLE_BYTES_PER_SHOT;
     let sampling = (shots as u64).saturating_mul(per_shot);
     match crate::memory::available(std::path::Path::new("/")) {
@@ -159,7 +160,7 @@ impl<'c> Run<'c> {
 
     /// A dynamic circuit has no single state vector to read amplitudes from: it needs shots and
     /// no amplitudes.
-    pub fn check_dynamic(&self) -> Result<(), QsimError> {
+    pub fn check_dynamic(&self) -> Result<()> {
         let Some(line) = self.circuit.dynamic else {
             return Ok(());
         };
@@ -183,7 +184,7 @@ impl<'c> Run<'c> {
 
     /// Simulate in this process: a dynamic circuit shot by shot (its counts then come from its
     /// shots), any other once to its final state.
-    pub fn simulate(&self) -> Result<Simulated<'_, 'c>, QsimError> {
+    pub fn simulate(&self) -> Result<Simulated<'_, 'c>> {
         let (sim, shot_counts) = self.shots_or_once(
             |shots, seed| {
                 AnySimulation::run_shots(self.circuit, &self.options, self.precision, shots, seed)
@@ -200,10 +201,7 @@ impl<'c> Run<'c> {
     /// Simulate over the ranks of `cluster` and read out, every rank taking part (the read-out
     /// is collective); every rank returns the output, which one of them prints.
     #[cfg(feature = "mpi")]
-    pub fn simulate_ranks(
-        &self,
-        cluster: &crate::dist::mpi::Cluster,
-    ) -> Result<RunOutput, QsimError> {
+    pub fn simulate_ranks(&self, cluster: &crate::dist::mpi::Cluster) -> Result<RunOutput> {
         use crate::dist::mpi::AnyDistSimulation;
         let (circuit, options, precision) = (self.circuit, &self.options, self.precision);
         let (mut sim, shot_counts) = self.shots_or_once(
@@ -227,9 +225,9 @@ impl<'c> Run<'c> {
     /// counts of its shots; any other run once, its counts left to the read-out.
     fn shots_or_once<S>(
         &self,
-        shots: impl FnOnce(u64, u64) -> Result<(S, BTreeMap<String, u64>), QsimError>,
-        once: impl FnOnce() -> Result<S, QsimError>,
-    ) -> Result<(S, Option<BTreeMap<String, u64>>), QsimError> {
+        shots: impl FnOnce(u64, u64) -> Result<(S, BTreeMap<String, u64>)>,
+        once: impl FnOnce() -> Result<S>,
+    ) -> Result<(S, Option<BTreeMap<String, u64>>)> {
         if self.circuit.dynamic.is_none() {
             return Ok((once()?, None));
         }
@@ -242,8 +240,8 @@ impl<'c> Run<'c> {
     /// measures none), keyed by classical register; none without shots.
     fn sampled_counts(
         &self,
-        sample: impl FnOnce(usize, &[usize], u64) -> Result<BTreeMap<String, u64>, QsimError>,
-    ) -> Result<BTreeMap<String, u64>, QsimError> {
+        sample: impl FnOnce(usize, &[usize], u64) -> Result<BTreeMap<String, u64>>,
+    ) -> Result<BTreeMap<String, u64>> {
         if self.shots == 0 {
             return Ok(BTreeMap::new());
         }
@@ -304,7 +302,7 @@ pub struct Simulated<'r, 'c> {
 impl Simulated<'_, '_> {
     /// The norm, the amplitudes asked for and the counts (a dynamic circuit's from its shots,
     /// with no amplitudes: it has no single state).
-    pub fn read_out(mut self) -> Result<RunOutput, QsimError> {
+    pub fn read_out(mut self) -> Result<RunOutput> {
         let run = self.run;
         let readout = Instant::now();
         let norm = self.sim.norm()?;

@@ -15,6 +15,7 @@ use crate::fusion::{self, Op};
 use crate::kernel::{Amp, Real};
 use crate::progress::Progress;
 use crate::qasm::Circuit;
+use crate::Result;
 use crate::{sweep, QsimError};
 
 /// The least memory limit a run can keep to: one chunk of the state's array, the smallest unit
@@ -23,7 +24,7 @@ use crate::{sweep, QsimError};
 pub const MIN_MEMORY_LIMIT: u64 = cxltier_sys::uring::ALIGN as u64;
 
 /// Refuse a memory limit that no run can keep to: below [`MIN_MEMORY_LIMIT`].
-pub fn check_memory_limit(bytes: u64) -> Result<(), QsimError> {
+pub fn check_memory_limit(bytes: u64) -> Result<()> {
     if bytes < MIN_MEMORY_LIMIT {
         return Err(QsimError::Config(format!(
             "--memory-limit {bytes} is less than one chunk of the state's array, the least that \
@@ -37,7 +38,7 @@ pub fn check_memory_limit(bytes: u64) -> Result<(), QsimError> {
 pub const MAX_THREADS: usize = 1024;
 
 /// Refuse a thread count no pool should have: 0, or more than [`MAX_THREADS`].
-pub fn check_threads(threads: usize) -> Result<usize, QsimError> {
+pub fn check_threads(threads: usize) -> Result<usize> {
     if threads == 0 || threads > MAX_THREADS {
         return Err(QsimError::Config(format!(
             "--threads {threads}: give 1 to {MAX_THREADS}"
@@ -262,7 +263,7 @@ fn squared_norm<T: Real>(amps: &[Amp<T>]) -> f64 {
 }
 
 /// Copy every chunk of `from` into `to` (arrays of the same length and chunk size).
-fn copy_chunks(from: &mut TieredArray, to: &mut TieredArray) -> Result<(), QsimError> {
+fn copy_chunks(from: &mut TieredArray, to: &mut TieredArray) -> Result<()> {
     let chunk = from.chunk_bytes();
     let mut buf = AlignedBuf::new(chunk);
     for i in 0..from.chunks() {
@@ -330,7 +331,7 @@ pub(crate) fn ops_of(circuit: &Circuit) -> Vec<Op> {
 
 impl<T: Real> Simulation<T> {
     /// Run `circuit` (its unitary gates, `circuit.gates`) from |0...0>.
-    pub fn run(circuit: &Circuit, options: &Options) -> Result<Simulation<T>, QsimError> {
+    pub fn run(circuit: &Circuit, options: &Options) -> Result<Simulation<T>> {
         let ops = ops_of(circuit);
         let widest = ops.iter().map(|o| o.qubits.len()).max().unwrap_or(1);
         let options = &options.for_run(ops.len(), circuit.num_qubits);
@@ -343,11 +344,7 @@ impl<T: Real> Simulation<T> {
     }
 
     /// Lay out |0...0> on `n` qubits for gates of up to `widest` qubits.
-    pub(crate) fn start(
-        n: usize,
-        widest: usize,
-        options: &Options,
-    ) -> Result<Simulation<T>, QsimError> {
+    pub(crate) fn start(n: usize, widest: usize, options: &Options) -> Result<Simulation<T>> {
         let a = amp_bytes::<T>();
         if let Some(limit) = options.memory_limit {
             check_memory_limit(limit)?;
@@ -529,7 +526,7 @@ impl<T: Real> Simulation<T> {
         widest: usize,
         options: &Options,
         origin: bool,
-    ) -> Result<Simulation<T>, QsimError> {
+    ) -> Result<Simulation<T>> {
         let mut sim = Self::start(m, widest, options)?;
         sim.fresh = false;
         if !origin {
@@ -623,7 +620,7 @@ impl<T: Real> Simulation<T> {
         gates: &ChunkGates,
         c: usize,
         scratch: &mut AlignedBuf,
-    ) -> Result<(), QsimError> {
+    ) -> Result<()> {
         if let Some(mut chunks) = self.array.memory_chunks_mut() {
             apply_in_chunk::<T>(&self.pool, self.blocking, self.per_chunk, gates, chunks[c]);
             return Ok(());
@@ -636,7 +633,7 @@ impl<T: Real> Simulation<T> {
 
     /// Apply `ops` (on logical qubits) to the state, adding what was done to the report. While
     /// the state is |0...0>, the qubits are first relabelled to make the passes few.
-    pub(crate) fn apply(&mut self, ops: &[Op]) -> Result<(), QsimError> {
+    pub(crate) fn apply(&mut self, ops: &[Op]) -> Result<()> {
         if ops.is_empty() {
             return Ok(());
         }
@@ -653,7 +650,7 @@ impl<T: Real> Simulation<T> {
         Ok(())
     }
 
-    fn apply_ops(&mut self, ops: &[Op]) -> Result<Applied, QsimError> {
+    fn apply_ops(&mut self, ops: &[Op]) -> Result<Applied> {
         let n = self.n;
         let (fuse, blocking) = (self.fuse, self.blocking);
         let progress = self.progress.clone();
@@ -831,7 +828,7 @@ impl<T: Real> Simulation<T> {
 
     /// A copy of the state and its layout (in memory, or on the `--ssd` directories out of
     /// core).
-    pub(crate) fn save(&mut self) -> Result<SavedState, QsimError> {
+    pub(crate) fn save(&mut self) -> Result<SavedState> {
         let mut copy = TieredArray::create(&self.copy_config)?;
         copy_chunks(&mut self.array, &mut copy)?;
         Ok(SavedState {
@@ -841,7 +838,7 @@ impl<T: Real> Simulation<T> {
     }
 
     /// Make `saved` (from [`Simulation::save`]) the state again, in the layout it had.
-    pub(crate) fn restore(&mut self, saved: &mut SavedState) -> Result<(), QsimError> {
+    pub(crate) fn restore(&mut self, saved: &mut SavedState) -> Result<()> {
         copy_chunks(&mut saved.array, &mut self.array)?;
         self.perm.clone_from(&saved.perm);
         Ok(())
@@ -852,7 +849,7 @@ impl<T: Real> Simulation<T> {
     /// that order, so that it draws the same shots from a seed whatever layout the run chose
     /// (in memory, out of core, or over ranks). One batch of swap gates, run as any other (a
     /// sweep in memory, the passes it needs out of core); nothing when the layout is home.
-    pub(crate) fn bring_home(&mut self) -> Result<(), QsimError> {
+    pub(crate) fn bring_home(&mut self) -> Result<()> {
         let mut logical_at = vec![0; self.n];
         for (q, &p) in self.perm.iter().enumerate() {
             logical_at[p] = q;
@@ -876,7 +873,7 @@ impl<T: Real> Simulation<T> {
     }
 
     /// The squared norms of the state's part with logical qubit `q` at 0 and at 1.
-    pub(crate) fn weights_of(&mut self, q: usize) -> Result<[f64; 2], QsimError> {
+    pub(crate) fn weights_of(&mut self, q: usize) -> Result<[f64; 2]> {
         let bit = 1u64 << self.perm[q];
         let mut sums = [0.0f64; 2];
         self.scan(|first, amps| {
@@ -931,7 +928,7 @@ impl<T: Real> Simulation<T> {
     }
 
     /// Visit every chunk's amplitudes in physical order: `f(first_physical_index, amplitudes)`.
-    pub(crate) fn scan(&mut self, mut f: impl FnMut(u64, &[Amp<T>])) -> Result<(), QsimError> {
+    pub(crate) fn scan(&mut self, mut f: impl FnMut(u64, &[Amp<T>])) -> Result<()> {
         let chunk = self.array.chunk_bytes();
         let mut buf = AlignedBuf::new(chunk);
         let per = self.per_chunk;
@@ -944,7 +941,7 @@ impl<T: Real> Simulation<T> {
     }
 
     /// The amplitude of basis state `index` (qubit 0 is the least significant bit, as in Qiskit).
-    pub fn amplitudes(&mut self, indices: &[u64]) -> Result<Vec<[f64; 2]>, QsimError> {
+    pub fn amplitudes(&mut self, indices: &[u64]) -> Result<Vec<[f64; 2]>> {
         if let Some(&bad) = indices.iter().find(|&&i| i >> self.n != 0) {
             return Err(QsimError::Config(format!(
                 "amplitude index {bad} is out of range: {} qubits have indices 0 to {}",
@@ -969,7 +966,7 @@ impl<T: Real> Simulation<T> {
     }
 
     /// The whole state in logical order (for tests and small circuits).
-    pub fn statevector(&mut self) -> Result<Vec<[f64; 2]>, QsimError> {
+    pub fn statevector(&mut self) -> Result<Vec<[f64; 2]>> {
         let mut out = vec![[0.0; 2]; 1 << self.n];
         let n = self.n;
         let perm = self.perm.clone();
@@ -984,7 +981,7 @@ impl<T: Real> Simulation<T> {
     }
 
     /// The squared norm of the state (1 for a correct run, up to rounding).
-    pub fn norm(&mut self) -> Result<f64, QsimError> {
+    pub fn norm(&mut self) -> Result<f64> {
         let mut sum = 0.0;
         self.scan(|_, amps| {
             sum += amps
@@ -999,11 +996,7 @@ impl<T: Real> Simulation<T> {
     /// the running sum of probabilities passes it, appended to `hits` (reserved by the caller):
     /// one pass over the state, in memory or out of core. Rounding can leave the last targets
     /// just above the sum: they take the last amplitude with any probability.
-    pub(crate) fn resolve_targets(
-        &mut self,
-        targets: &[f64],
-        hits: &mut Vec<u64>,
-    ) -> Result<(), QsimError> {
+    pub(crate) fn resolve_targets(&mut self, targets: &[f64], hits: &mut Vec<u64>) -> Result<()> {
         let wanted = hits.len() + targets.len();
         let (mut acc, mut next, mut last) = (0.0, 0, 0u64);
         self.scan(|first, amps| {
@@ -1031,12 +1024,7 @@ impl<T: Real> Simulation<T> {
     /// seed gives the same counts in memory, out of core and over any number of ranks (up to
     /// the rounding of amplitudes that lie on a draw's boundary). The qubits are brought home
     /// first ([`Simulation::bring_home`]).
-    pub fn sample(
-        &mut self,
-        shots: usize,
-        qubits: &[usize],
-        seed: u64,
-    ) -> Result<Counts, QsimError> {
+    pub fn sample(&mut self, shots: usize, qubits: &[usize], seed: u64) -> Result<Counts> {
         self.bring_home()?;
         let norm = self.norm()?;
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
@@ -1097,7 +1085,7 @@ pub(crate) fn out_of_core_shape(
     limit: u64,
     a: usize,
     max_extra: usize,
-) -> Result<(usize, usize, usize), QsimError> {
+) -> Result<(usize, usize, usize)> {
     let min_bits = min_bits(a);
     // Three block buffers of 2^c amplitudes must fit under the limit.
     let c = ((limit / (3 * a as u64)).max(1).ilog2() as usize).min(n - 1);
@@ -1220,7 +1208,7 @@ impl std::str::FromStr for Precision {
     type Err = QsimError;
 
     /// `f64` or `f32`; anything else is refused, naming `--precision`.
-    fn from_str(text: &str) -> Result<Precision, QsimError> {
+    fn from_str(text: &str) -> Result<Precision> {
         match text {
             "f64" => Ok(Precision::F64),
             "f32" => Ok(Precision::F32),
@@ -1246,7 +1234,7 @@ impl AnySimulation {
         circuit: &Circuit,
         options: &Options,
         precision: Precision,
-    ) -> Result<AnySimulation, QsimError> {
+    ) -> Result<AnySimulation> {
         Ok(match precision {
             Precision::F64 => AnySimulation::F64(Simulation::run(circuit, options)?),
             Precision::F32 => AnySimulation::F32(Simulation::run(circuit, options)?),
@@ -1260,7 +1248,7 @@ impl AnySimulation {
         precision: Precision,
         shots: u64,
         seed: u64,
-    ) -> Result<(AnySimulation, Counts), QsimError> {
+    ) -> Result<(AnySimulation, Counts)> {
         Ok(match precision {
             Precision::F64 => {
                 let (s, c) = crate::dynamic::run_shots(circuit, options, shots, seed)?;
@@ -1280,33 +1268,28 @@ impl AnySimulation {
         }
     }
     /// See [`Simulation::norm`].
-    pub fn norm(&mut self) -> Result<f64, QsimError> {
+    pub fn norm(&mut self) -> Result<f64> {
         match self {
             AnySimulation::F64(s) => s.norm(),
             AnySimulation::F32(s) => s.norm(),
         }
     }
     /// See [`Simulation::amplitudes`].
-    pub fn amplitudes(&mut self, indices: &[u64]) -> Result<Vec<[f64; 2]>, QsimError> {
+    pub fn amplitudes(&mut self, indices: &[u64]) -> Result<Vec<[f64; 2]>> {
         match self {
             AnySimulation::F64(s) => s.amplitudes(indices),
             AnySimulation::F32(s) => s.amplitudes(indices),
         }
     }
     /// See [`Simulation::sample`].
-    pub fn sample(
-        &mut self,
-        shots: usize,
-        qubits: &[usize],
-        seed: u64,
-    ) -> Result<Counts, QsimError> {
+    pub fn sample(&mut self, shots: usize, qubits: &[usize], seed: u64) -> Result<Counts> {
         match self {
             AnySimulation::F64(s) => s.sample(shots, qubits, seed),
             AnySimulation::F32(s) => s.sample(shots, qubits, seed),
         }
     }
     /// See [`Simulation::statevector`].
-    pub fn statevector(&mut self) -> Result<Vec<[f64; 2]>, QsimError> {
+    pub fn statevector(&mut self) -> Result<Vec<[f64; 2]>> {
         match self {
             AnySimulation::F64(s) => s.statevector(),
             AnySimulation::F32(s) => s.statevector(),

@@ -89,27 +89,7 @@ pub fn check_path(path: &Path) -> Result<(), QuarantineError> {
     Ok(())
 }
 
-impl QuarantineError {
-    /// An I/O error on PATH while doing ACTION; permission errors become
-    /// [`QuarantineError::Permission`].
-    pub fn io(
-        action: impl Into<String>,
-        path: impl Into<PathBuf>,
-        source: io::Error,
-    ) -> QuarantineError {
-        let action = action.into();
-        let path = path.into();
-        if source.kind() == io::ErrorKind::PermissionDenied {
-            QuarantineError::Permission { action, path }
-        } else {
-            QuarantineError::Io {
-                action,
-                path,
-                source,
-            }
-        }
-    }
-}
+cxltier_error::impl_path_io!(QuarantineError);
 
 /// One quarantined range.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -153,19 +153,6 @@ impl RasError {
             e => e,
         }
     }
-
-    /// An I/O error on PATH while doing ACTION; permission errors become [`RasError::Permission`].
-    pub fn io(action: impl Into<String>, path: impl Into<PathBuf>, source: io::Error) -> RasError {
-        let action = action.into();
-        let path = path.into();
-        if source.kind() == io::ErrorKind::PermissionDenied {
-            RasError::Permission { action, path }
-        } else {
-            RasError::Io {
-                action,
-                path,
-                source,
-            }
-        }
-    }
 }
+
+cxltier_error::impl_path_io!(RasError);

@@ -334,43 +334,27 @@ impl Search {
             steps -= 1;
             (hash, area) = at(steps);
         }
-        let mut n = [
-            hash,
-            neighbour(hash, 0, 1),
-            neighbour(hash, 0, -1),
-            neighbour(hash, 1, 0),
-            neighbour(hash, -1, 0),
-            neighbour(hash, 1, 1),
-            neighbour(hash, -1, 1),
-            neighbour(hash, 1, -1),
-            neighbour(hash, -1, -1),
+        // Redis's order after the centre: N, S, E, W, NE, NW, SE, SW, as (east, north) steps.
+        const AROUND: [(i8, i8); 8] = [
+            (0, 1),
+            (0, -1),
+            (1, 0),
+            (-1, 0),
+            (1, 1),
+            (-1, 1),
+            (1, -1),
+            (-1, -1),
         ];
-        const N: usize = 1;
-        const S: usize = 2;
-        const E: usize = 3;
-        const W: usize = 4;
-        const NE: usize = 5;
-        const NW: usize = 6;
-        const SE: usize = 7;
-        const SW: usize = 8;
-        // Boxes wholly outside the bounding box are not read.
-        if steps >= 2 {
-            let mut drop = |ids: [usize; 3]| {
-                for i in ids {
-                    n[i] = HashBits::NONE;
-                }
-            };
-            if area.lat.0 < min_lat {
-                drop([S, SW, SE]);
-            }
-            if area.lat.1 > max_lat {
-                drop([N, NE, NW]);
-            }
-            if area.lon.0 < min_lon {
-                drop([W, SW, NW]);
-            }
-            if area.lon.1 > max_lon {
-                drop([E, SE, NE]);
+        let mut n = [hash; 9];
+        for (b, &(dx, dy)) in n[1..].iter_mut().zip(&AROUND) {
+            *b = neighbour(hash, dx, dy);
+            // Boxes wholly outside the bounding box are not read.
+            let outside = (dy < 0 && area.lat.0 < min_lat)
+                || (dy > 0 && area.lat.1 > max_lat)
+                || (dx < 0 && area.lon.0 < min_lon)
+                || (dx > 0 && area.lon.1 > max_lon);
+            if steps >= 2 && outside {
+                *b = HashBits::NONE;
             }
         }
         n

@@ -8,12 +8,14 @@
 //! the index), at most once a second; should a snapshot ever take long, the next waits until
 //! snapshots have taken no more than [`MAX_SHARE`] of the loop's time.
 
+use std::fmt::Display;
 use std::time::{Duration, Instant};
 
-use cxltier_metrics::Writer;
+use cxltier_metrics::text::Label;
+use cxltier_metrics::{Figure, Writer};
 use cxltier_store::StoreStats;
 
-use crate::context::ServerInfo;
+use crate::context::{CommandStat, ServerInfo};
 use crate::memory::memory_figures;
 
 /// The most of the loop's time snapshots may take.
@@ -291,37 +293,35 @@ fn commands(w: &mut Writer, info: &ServerInfo) {
         .iter()
         .map(|(n, _)| n.0.to_ascii_lowercase())
         .collect();
-    type Get = fn(&crate::context::CommandStat) -> u64;
-    let counters: [(&str, &str, Get); 3] = [
-        (
+    let by_command: Vec<([Label<'_>; 1], &CommandStat)> = stats
+        .iter()
+        .zip(&lower)
+        .map(|((_, s), cmd)| ([("cmd", cmd as &dyn Display)], *s))
+        .collect();
+    let counters: [Figure<&CommandStat>; 3] = [
+        Figure::counter(
             "cxltier_serve_commands_total",
             "Commands run, by the command table's name (INFO commandstats calls).",
             |s| s.calls,
         ),
-        (
+        Figure::counter(
             "cxltier_serve_commands_failed_total",
             "Commands that ran and answered an error.",
             |s| s.failed_calls,
         ),
-        (
+        Figure::counter(
             "cxltier_serve_commands_rejected_total",
             "Commands refused before running (arity, NOAUTH, OOM, NOREPLICAS, inside MULTI).",
             |s| s.rejected_calls,
         ),
     ];
-    for (name, help, get) in counters {
-        let mut f = w.counter(name, help);
-        for ((_, s), cmd) in stats.iter().zip(&lower) {
-            f.sample(&[("cmd", cmd)], get(s));
-        }
-    }
-    let mut f = w.counter(
+    w.figures(&counters, &by_command);
+    let seconds: [Figure<&CommandStat, f64>; 1] = [Figure::counter(
         "cxltier_serve_command_seconds_total",
         "Time commands took to run, by command (INFO commandstats usec).",
-    );
-    for ((_, s), cmd) in stats.iter().zip(&lower) {
-        f.sample(&[("cmd", cmd)], s.usec as f64 / 1e6);
-    }
+        |s| s.usec as f64 / 1e6,
+    )];
+    w.figures(&seconds, &by_command);
     w.histogram(
         "cxltier_serve_command_duration_seconds",
         "Time one command took to run, every command.",

@@ -13,26 +13,15 @@ use libc::{c_int, c_long, c_ulong, c_void};
 use crate::error::{ErrorKind, SysError};
 use crate::mapping::{Mapping, MbindFlags};
 
-// Modes and flags from include/uapi/linux/mempolicy.h. `libc` has the first five only.
-const MPOL_DEFAULT: c_int = 0;
-const MPOL_PREFERRED: c_int = 1;
-const MPOL_BIND: c_int = 2;
-const MPOL_INTERLEAVE: c_int = 3;
-const MPOL_LOCAL: c_int = 4;
-const MPOL_PREFERRED_MANY: c_int = 5;
-const MPOL_WEIGHTED_INTERLEAVE: c_int = 6;
-
+// Mode flags from include/uapi/linux/mempolicy.h (the modes are [`Mode`]'s discriminants).
 const MPOL_F_NUMA_BALANCING: c_int = 1 << 13;
 const MPOL_F_RELATIVE_NODES: c_int = 1 << 14;
 const MPOL_F_STATIC_NODES: c_int = 1 << 15;
 const MPOL_MODE_FLAGS: c_int = MPOL_F_NUMA_BALANCING | MPOL_F_RELATIVE_NODES | MPOL_F_STATIC_NODES;
 
-// get_mempolicy(2) flags.
-const MPOL_F_NODE: c_ulong = 1 << 0;
-const MPOL_F_ADDR: c_ulong = 1 << 1;
-const MPOL_F_MEMS_ALLOWED: c_ulong = 1 << 2;
-
-/// A memory-policy mode.
+/// A memory-policy mode. The variants stand in the kernel's numbering order (`MPOL_*` in
+/// include/uapi/linux/mempolicy.h; `libc` has the first five only), so that a mode's
+/// discriminant is its number.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Mode {
     /// Fall back to the process policy, or allocate on the local node.
@@ -66,15 +55,7 @@ impl Mode {
 
     /// The kernel's number for the mode (`MPOL_*`).
     pub fn raw(self) -> i32 {
-        match self {
-            Mode::Default => MPOL_DEFAULT,
-            Mode::Preferred => MPOL_PREFERRED,
-            Mode::Bind => MPOL_BIND,
-            Mode::Interleave => MPOL_INTERLEAVE,
-            Mode::Local => MPOL_LOCAL,
-            Mode::PreferredMany => MPOL_PREFERRED_MANY,
-            Mode::WeightedInterleave => MPOL_WEIGHTED_INTERLEAVE,
-        }
+        self as i32
     }
 
     /// The mode with kernel number `raw` (mode flags must already be masked off).
@@ -487,6 +468,8 @@ pub fn get_mempolicy() -> Result<Policy, SysError> {
 /// anonymous page maps the shared zero page, so the answer for it says little).
 pub fn node_of_address(addr: usize) -> Result<u32, SysError> {
     const CALL: &str = "get_mempolicy";
+    const MPOL_F_NODE: c_ulong = 1 << 0;
+    const MPOL_F_ADDR: c_ulong = 1 << 1;
     let mut node: c_int = -1;
     // SAFETY: with MPOL_F_NODE | MPOL_F_ADDR and a NULL nodemask, the kernel writes one int (the node
     // id) to `node`, a live local. `addr` is only looked up in this process's page tables (the kernel
@@ -518,6 +501,7 @@ pub fn node_of_address(addr: usize) -> Result<u32, SysError> {
 /// `MPOL_F_MEMS_ALLOWED`, Linux 2.6.24+).
 pub fn mems_allowed() -> Result<NodeMask, SysError> {
     const CALL: &str = "get_mempolicy";
+    const MPOL_F_MEMS_ALLOWED: c_ulong = 1 << 2;
     let mut nodes = NodeMask::new();
     // SAFETY: with MPOL_F_MEMS_ALLOWED the kernel writes at most ALIGN(maxnode - 1, 64) / 8 = 128
     // bytes (see MAXNODE) to `nmask`, exactly the NodeMask's storage, a live local; `mode` may be

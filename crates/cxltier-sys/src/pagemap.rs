@@ -96,13 +96,10 @@ impl Pagemap {
     /// Calls `f(virtual address, entry)` for every page of `[start, end)` (page-aligned, pages
     /// of `page` bytes), reading the entries in batches. A failed read (the mapping changed
     /// under us) ends the walk with its error; the pages before it were seen.
-    pub fn walk(
-        &self,
-        start: u64,
-        end: u64,
-        page: u64,
-        mut f: impl FnMut(u64, PageEntry),
-    ) -> io::Result<()> {
+    pub fn walk<F>(&self, start: u64, end: u64, page: u64, mut f: F) -> io::Result<()>
+    where
+        F: FnMut(u64, PageEntry),
+    {
         let mut buf = vec![0u8; 8 * BATCH];
         let (first, pages) = (start / page, end.saturating_sub(start).div_ceil(page));
         let mut done = 0;
@@ -194,13 +191,10 @@ impl Pagemap {
 
     /// [`Pagemap::walk`] over the present pages of `[start, end)` only, in order (with
     /// [`Pagemap::present_ranges`]); every page when the kernel cannot say which are present.
-    pub fn walk_present(
-        &self,
-        start: u64,
-        end: u64,
-        page: u64,
-        mut f: impl FnMut(u64, PageEntry),
-    ) -> io::Result<()> {
+    pub fn walk_present<F>(&self, start: u64, end: u64, page: u64, mut f: F) -> io::Result<()>
+    where
+        F: FnMut(u64, PageEntry),
+    {
         match self.present_ranges(start, end)? {
             Some(ranges) => {
                 for (from, to) in ranges {

@@ -8,9 +8,10 @@
 //! counted in `cxltier_tierd_targets_departed_total{reason}`.
 
 use std::collections::BTreeMap;
+use std::fmt::Display;
 
-use cxltier_metrics::text::Family;
-use cxltier_metrics::Writer;
+use cxltier_metrics::text::Label;
+use cxltier_metrics::{Figure, Writer};
 
 use crate::engine::{IntervalReport, MemoryReport, NodeStats, Status, Tiers};
 use crate::policy::Policy;
@@ -38,19 +39,6 @@ pub struct TierdMetrics {
     /// The base page size, which the quarantine's page counts are in.
     page_size: u64,
 }
-
-/// A per-node gauge: its name, help text, and how to read it from a node's figures.
-type NodeGauge = (&'static str, &'static str, fn(&NodeStats) -> u64);
-/// A per-target counter: the same, from the target's report.
-type TargetCounter = (&'static str, &'static str, fn(&IntervalReport) -> u64);
-/// A per-target series of memory mode: how to begin its family (a gauge or a counter), its
-/// name, help text, and how to read it from the target's report and memory figures.
-type MemorySeries = (
-    for<'w> fn(&'w mut Writer, &str, &str) -> Family<'w>,
-    &'static str,
-    &'static str,
-    fn(&IntervalReport, &MemoryReport) -> u64,
-);
 
 impl TierdMetrics {
     pub fn new(config: ConfigInfo) -> TierdMetrics {
@@ -113,39 +101,38 @@ impl TierdMetrics {
             );
         }
         let reports: Vec<&IntervalReport> = self.targets.values().collect();
-        let per_node: [NodeGauge; 4] = [
-            (
+        let by_node: Vec<([Label<'_>; 3], &NodeStats)> = reports
+            .iter()
+            .flat_map(|r| {
+                r.nodes.iter().map(|(node, n)| {
+                    let pid: &dyn Display = &r.pid;
+                    ([("pid", pid), ("node", node), ("tier", &n.tier)], n)
+                })
+            })
+            .collect();
+        let per_node: [Figure<&NodeStats>; 4] = [
+            Figure::gauge(
                 "cxltier_tierd_resident_bytes",
                 "Resident private anonymous bytes of the target on the node.",
                 |n| n.resident_bytes,
             ),
-            (
+            Figure::gauge(
                 "cxltier_tierd_hot_bytes",
                 "Bytes of the target on the node that the policy counts as hot.",
                 |n| n.hot_bytes,
             ),
-            (
+            Figure::gauge(
                 "cxltier_tierd_warm_bytes",
                 "Bytes of the target on the node that are neither hot nor cold.",
                 |n| n.warm_bytes,
             ),
-            (
+            Figure::gauge(
                 "cxltier_tierd_cold_bytes",
                 "Bytes of the target on the node that the policy counts as cold.",
                 |n| n.cold_bytes,
             ),
         ];
-        for (name, help, get) in per_node {
-            let mut f = w.gauge(name, help);
-            for r in &reports {
-                for (node, n) in &r.nodes {
-                    f.sample(
-                        &[("pid", &r.pid), ("node", node), ("tier", &n.tier)],
-                        get(n),
-                    );
-                }
-            }
-        }
+        w.figures(&per_node, &by_node);
         let mut f = w.gauge(
             "cxltier_tierd_access_bytes",
             "Bytes by access frequency: the percentage of the access source's samples that saw the page accessed (DAMON: its region; idle-page: its last intervals), in buckets of 10.",
@@ -173,29 +160,28 @@ impl TierdMetrics {
                 );
             }
         }
-        let per_target: [TargetCounter; 3] = [
-            (
+        let by_target: Vec<([Label<'_>; 1], &IntervalReport)> = reports
+            .iter()
+            .map(|r| ([("pid", &r.pid as &dyn Display)], *r))
+            .collect();
+        let per_target: [Figure<&IntervalReport>; 3] = [
+            Figure::counter(
                 "cxltier_tierd_promoted_bytes_total",
                 "Bytes of the target moved to the fast tier.",
                 |r| r.total.promoted_pages * r.page_size,
             ),
-            (
+            Figure::counter(
                 "cxltier_tierd_demoted_bytes_total",
                 "Bytes of the target moved off the fast tier.",
                 |r| r.total.demoted_pages * r.page_size,
             ),
-            (
+            Figure::counter(
                 "cxltier_tierd_migrated_bytes_total",
                 "Bytes of the target moved, either way.",
                 |r| r.total.migrated_bytes,
             ),
         ];
-        for (name, help, get) in per_target {
-            let mut f = w.counter(name, help);
-            for r in &reports {
-                f.sample(&[("pid", &r.pid)], get(r));
-            }
-        }
+        w.figures(&per_target, &by_target);
         let mut f = w.counter(
             "cxltier_tierd_failed_move_bytes_total",
             "Bytes of the target the kernel did not move (tried again later), by its per-page error.",
@@ -276,44 +262,38 @@ impl TierdMetrics {
                 f.sample(&[("pid", &r.pid), ("tier", tier)], *b);
             }
         }
-        let per_target: [MemorySeries; 5] = [
-            (
-                Writer::gauge,
+        let by_target: Vec<([Label<'_>; 1], (&IntervalReport, &MemoryReport))> = with
+            .iter()
+            .map(|&(r, m)| ([("pid", &r.pid as &dyn Display)], (r, m)))
+            .collect();
+        let per_target: [Figure<(&IntervalReport, &MemoryReport)>; 5] = [
+            Figure::gauge(
                 "cxltier_tierd_memory_keep_bytes",
                 "The most bytes of the target kept in memory (DRAM + CXL budgets); beyond it, the coldest pages are paged out.",
-                |_, m| m.keep_bytes,
+                |(_, m)| m.keep_bytes,
             ),
-            (
-                Writer::counter,
+            Figure::counter(
                 "cxltier_tierd_pageout_bytes_total",
                 "Bytes of the target advised out to NVMe (process_madvise MADV_PAGEOUT).",
-                |r, m| m.pageout_pages_total * r.page_size,
+                |(r, m)| m.pageout_pages_total * r.page_size,
             ),
-            (
-                Writer::counter,
+            Figure::counter(
                 "cxltier_tierd_prefetch_bytes_total",
                 "Bytes of the target read back from NVMe ahead of their fault (MADV_WILLNEED: their region is hot again).",
-                |r, m| m.prefetch_pages_total * r.page_size,
+                |(r, m)| m.prefetch_pages_total * r.page_size,
             ),
-            (
-                Writer::counter,
+            Figure::counter(
                 "cxltier_tierd_prefetch_hits_total",
                 "Pages read back ahead of their fault that were resident and hot at the next interval (wanted, not paged out again).",
-                |_, m| m.prefetch_hits_total,
+                |(_, m)| m.prefetch_hits_total,
             ),
-            (
-                Writer::gauge,
+            Figure::gauge(
                 "cxltier_tierd_pageout_allowance_bytes",
                 "The most bytes a target may page out in one interval: the rate limit's, or the SLA controller's figure.",
-                |r, m| m.allowance_pages * r.page_size,
+                |(r, m)| m.allowance_pages * r.page_size,
             ),
         ];
-        for (family, name, help, get) in per_target {
-            let mut f = family(w, name, help);
-            for (r, m) in &with {
-                f.sample(&[("pid", &r.pid)], get(r, m));
-            }
-        }
+        w.figures(&per_target, &by_target);
         if let Some(free) = first.nvme_free_bytes {
             w.gauge(
                 "cxltier_tierd_nvme_free_bytes",

@@ -33,6 +33,7 @@ use serde::Serialize;
 
 use crate::fusion::{self, Op};
 use crate::QsimError;
+use crate::Result;
 
 /// The cluster a run is planned for.
 #[derive(Debug, Clone, PartialEq)]
@@ -139,7 +140,7 @@ pub fn predict_circuit(
     fuse: fusion::Width,
     spec: &ClusterSpec,
     rates: &MachineRates,
-) -> Result<ClusterPrediction, QsimError> {
+) -> Result<ClusterPrediction> {
     if let Some(line) = circuit.dynamic {
         return Err(QsimError::Config(format!(
             "line {line} makes the circuit dynamic: the model prices a circuit's gates, and a \
@@ -172,7 +173,7 @@ pub fn predict(
     max_extra: usize,
     spec: &ClusterSpec,
     rates: &MachineRates,
-) -> Result<ClusterPrediction, QsimError> {
+) -> Result<ClusterPrediction> {
     if !spec.ranks.is_power_of_two() {
         return Err(QsimError::Config(format!(
             "ranks={}: the state splits into equal parts over a power of two of ranks only",
@@ -522,7 +523,7 @@ impl ClusterRequest {
         name: &str,
         precision: crate::Precision,
         fuse: fusion::Width,
-    ) -> Result<Vec<CircuitPrediction>, QsimError> {
+    ) -> Result<Vec<CircuitPrediction>> {
         let rates = match precision {
             crate::Precision::F64 => crate::bench::machine_rates::<f64>(),
             crate::Precision::F32 => crate::bench::machine_rates::<f32>(),
@@ -582,10 +583,7 @@ const CLUSTER_KEYS: [&str; 11] = [
 
 /// Parse `--plan-cluster`'s `key=value,...` (e.g. `ranks=16,nodes=4,network=12.5G`), each
 /// error naming the key and the form it takes.
-pub fn parse_cluster_spec(
-    text: &str,
-    defaults: &ClusterDefaults,
-) -> Result<ClusterRequest, QsimError> {
+pub fn parse_cluster_spec(text: &str, defaults: &ClusterDefaults) -> Result<ClusterRequest> {
     let bad = |message: String| QsimError::Config(message);
     let mut fields: std::collections::BTreeMap<&str, &str> = Default::default();
     for item in text.split(',').map(str::trim).filter(|i| !i.is_empty()) {
@@ -604,7 +602,7 @@ pub fn parse_cluster_spec(
         }
         fields.insert(key.trim(), value.trim());
     }
-    let count = |key: &str| -> Result<Option<usize>, QsimError> {
+    let count = |key: &str| -> Result<Option<usize>> {
         fields
             .get(key)
             .map(|v| match v.parse::<usize>() {
@@ -733,7 +731,7 @@ pub fn parse_cluster_spec(
 }
 
 /// Bytes per second, `K/M/G/T` powers of 1000: `12.5G`, `800M`, `3e9`.
-fn parse_rate(key: &str, text: &str) -> Result<f64, QsimError> {
+fn parse_rate(key: &str, text: &str) -> Result<f64> {
     let t = text.trim();
     let t = t
         .strip_suffix("B/s")
@@ -755,7 +753,7 @@ fn parse_rate(key: &str, text: &str) -> Result<f64, QsimError> {
 }
 
 /// Seconds from `2us`, `0.5ms`, `100ns`, `1s` (a bare number is seconds).
-fn parse_time(key: &str, text: &str) -> Result<f64, QsimError> {
+fn parse_time(key: &str, text: &str) -> Result<f64> {
     let t = text.trim();
     let (number, scale) = if let Some(n) = t.strip_suffix("ns") {
         (n, 1e-9)

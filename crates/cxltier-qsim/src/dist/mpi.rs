@@ -37,6 +37,7 @@ use crate::sim::{
     ops_of, ChunkGates, Counts, Options, Precision, RunReport, SavedState, Simulation,
 };
 use crate::QsimError;
+use crate::Result;
 
 /// The ranks of this run (MPI's world), initialised once.
 pub struct Cluster {
@@ -46,7 +47,7 @@ pub struct Cluster {
 
 impl Cluster {
     /// Initialise MPI. Every rank refuses a number of ranks that is not a power of two.
-    pub fn init() -> Result<Cluster, QsimError> {
+    pub fn init() -> Result<Cluster> {
         let universe = mpi::initialize()
             .ok_or_else(|| QsimError::Config("MPI is initialised already".into()))?;
         let world = universe.world();
@@ -96,11 +97,7 @@ pub struct NetworkBench {
 /// Measure the network as exchanges use it: every rank swaps messages of `message_bytes` with
 /// rank xor 1 (non-blocking send and receive, as an exchange's pipeline does) for about
 /// `seconds`, then times 8-byte round trips. Collective; needs an even number of ranks.
-pub fn bench_network(
-    cluster: &Cluster,
-    message_bytes: u64,
-    seconds: f64,
-) -> Result<NetworkBench, QsimError> {
+pub fn bench_network(cluster: &Cluster, message_bytes: u64, seconds: f64) -> Result<NetworkBench> {
     let (rank, size) = (cluster.rank(), cluster.size());
     if size < 2 {
         return Err(QsimError::Config(
@@ -193,7 +190,7 @@ impl<'c, T: Real> DistSimulation<'c, T> {
         cluster: &'c Cluster,
         circuit: &Circuit,
         options: &Options,
-    ) -> Result<DistSimulation<'c, T>, QsimError> {
+    ) -> Result<DistSimulation<'c, T>> {
         let ops = ops_of(circuit);
         let widest = ops.iter().map(|o| o.qubits.len()).max().unwrap_or(1);
         let mut sim = Self::start(cluster, circuit.num_qubits, widest, options)?;
@@ -215,7 +212,7 @@ impl<'c, T: Real> DistSimulation<'c, T> {
         options: &Options,
         shots: u64,
         seed: u64,
-    ) -> Result<(DistSimulation<'c, T>, Counts), QsimError> {
+    ) -> Result<(DistSimulation<'c, T>, Counts)> {
         let plan = ShotPlan::new(circuit);
         let mut sim = Self::start(cluster, circuit.num_qubits, plan.widest(), options)?;
         let started = Instant::now();
@@ -240,7 +237,7 @@ impl<'c, T: Real> DistSimulation<'c, T> {
         n: usize,
         widest: usize,
         options: &Options,
-    ) -> Result<DistSimulation<'c, T>, QsimError> {
+    ) -> Result<DistSimulation<'c, T>> {
         let (rank, size) = (cluster.rank(), cluster.size());
         let g = size.trailing_zeros() as usize;
         if g > n {
@@ -318,7 +315,7 @@ impl<'c, T: Real> DistSimulation<'c, T> {
     /// ([`plan::overlap_batch`]): its gates inside one chunk that can go first are applied by
     /// the exchange to each chunk as it is written back for the last time, and to the chunks it
     /// does not touch while messages are in flight; the rest of the batch runs after it.
-    fn apply(&mut self, ops: &[Op]) -> Result<(), QsimError> {
+    fn apply(&mut self, ops: &[Op]) -> Result<()> {
         let plan = plan::plan_from(ops, self.n, self.g, &self.position)?;
         let mut steps = plan.steps.iter().peekable();
         while let Some(step) = steps.next() {
@@ -352,7 +349,7 @@ impl<'c, T: Real> DistSimulation<'c, T> {
     }
 
     /// Run a local batch on this rank's part, timed.
-    fn compute(&mut self, batch: &[Op]) -> Result<(), QsimError> {
+    fn compute(&mut self, batch: &[Op]) -> Result<()> {
         if batch.is_empty() {
             return Ok(());
         }
@@ -364,11 +361,7 @@ impl<'c, T: Real> DistSimulation<'c, T> {
 
     /// Swap the (global position, local position) `pairs` with the partner ranks, timed,
     /// applying `hoisted` to every chunk of the part on the way.
-    fn exchange(
-        &mut self,
-        pairs: &[(usize, usize)],
-        hoisted: Option<&ChunkGates>,
-    ) -> Result<(), QsimError> {
+    fn exchange(&mut self, pairs: &[(usize, usize)], hoisted: Option<&ChunkGates>) -> Result<()> {
         let t = Instant::now();
         let m = self.m();
         let times = exchange(
@@ -470,7 +463,7 @@ impl<'c, T: Real> DistSimulation<'c, T> {
 
     /// The squared norm of the whole state, on every rank (summed in rank order, so that every
     /// rank has the same value).
-    pub fn norm(&mut self) -> Result<f64, QsimError> {
+    pub fn norm(&mut self) -> Result<f64> {
         let mine = self.local.norm()?;
         Ok(self.gather(mine).iter().sum())
     }
@@ -478,7 +471,7 @@ impl<'c, T: Real> DistSimulation<'c, T> {
     /// The squared norms of the state's part with logical qubit `q` at 0 and at 1, the same on
     /// every rank (each rank's sums gathered and added in rank order: a reduction may round
     /// differently on different ranks, which would send them different ways).
-    fn weights_of(&mut self, q: usize) -> Result<[f64; 2], QsimError> {
+    fn weights_of(&mut self, q: usize) -> Result<[f64; 2]> {
         let m = self.m();
         let p = self.position[q];
         let rank = self.cluster.rank();
@@ -500,7 +493,7 @@ impl<'c, T: Real> DistSimulation<'c, T> {
     /// exchange for the qubits whose home is local but that sit at a global position (and as
     /// many the other way), then one local batch of swaps. The global qubits may stay in
     /// another order among themselves: that only renumbers the ranks, which sampling reads.
-    fn bring_home(&mut self) -> Result<(), QsimError> {
+    fn bring_home(&mut self) -> Result<()> {
         let m = self.m();
         let mut logical_at = vec![0; self.n];
         for (q, &p) in self.position.iter().enumerate() {
@@ -541,7 +534,7 @@ impl<'c, T: Real> DistSimulation<'c, T> {
 
     /// The amplitudes of logical basis states `indices`, on every rank (each from the rank
     /// that holds it).
-    pub fn amplitudes(&mut self, indices: &[u64]) -> Result<Vec<[f64; 2]>, QsimError> {
+    pub fn amplitudes(&mut self, indices: &[u64]) -> Result<Vec<[f64; 2]>> {
         let n = self.n;
         if let Some(&bad) = indices.iter().find(|&&i| i >> n != 0) {
             return Err(QsimError::Config(format!(
@@ -572,12 +565,7 @@ impl<'c, T: Real> DistSimulation<'c, T> {
     /// seeded targets over the whole state's running sum in Qiskit's order (the parts in the
     /// order of the logical qubits at the global positions), and each resolves those that fall
     /// in its part. The same draw as a one-process run's from the same seed.
-    pub fn sample(
-        &mut self,
-        shots: usize,
-        qubits: &[usize],
-        seed: u64,
-    ) -> Result<Counts, QsimError> {
+    pub fn sample(&mut self, shots: usize, qubits: &[usize], seed: u64) -> Result<Counts> {
         self.bring_home()?;
         let (rank, size) = (self.cluster.rank(), self.cluster.size());
         let m = self.m();
@@ -681,24 +669,24 @@ pub struct DistSaved {
 
 impl<T: Real> ShotState for DistSimulation<'_, T> {
     type Saved = DistSaved;
-    fn apply(&mut self, ops: &[Op]) -> Result<(), QsimError> {
+    fn apply(&mut self, ops: &[Op]) -> Result<()> {
         DistSimulation::apply(self, ops)
     }
-    fn weights_of(&mut self, q: usize) -> Result<[f64; 2], QsimError> {
+    fn weights_of(&mut self, q: usize) -> Result<[f64; 2]> {
         DistSimulation::weights_of(self, q)
     }
-    fn save(&mut self) -> Result<DistSaved, QsimError> {
+    fn save(&mut self) -> Result<DistSaved> {
         Ok(DistSaved {
             part: self.local.save()?,
             position: self.position.clone(),
         })
     }
-    fn restore(&mut self, saved: &mut DistSaved) -> Result<(), QsimError> {
+    fn restore(&mut self, saved: &mut DistSaved) -> Result<()> {
         self.local.restore(&mut saved.part)?;
         self.position.clone_from(&saved.position);
         Ok(())
     }
-    fn sample(&mut self, shots: usize, qubits: &[usize], seed: u64) -> Result<Counts, QsimError> {
+    fn sample(&mut self, shots: usize, qubits: &[usize], seed: u64) -> Result<Counts> {
         DistSimulation::sample(self, shots, qubits, seed)
     }
     fn progress(&self) -> Option<&Progress> {
@@ -748,7 +736,7 @@ fn exchange<T: Real>(
     pairs: &[(usize, usize)],
     max_message: u64,
     hoisted: Option<&ChunkGates>,
-) -> Result<ExchangeTimes, QsimError> {
+) -> Result<ExchangeTimes> {
     let rank = world.rank() as usize;
     let a = std::mem::size_of::<Amp<T>>();
     if max_message < a as u64 {
@@ -808,7 +796,7 @@ fn exchange<T: Real>(
                 spare: &mut Option<AlignedBuf>,
                 filled: &mut usize,
                 upto: usize|
-     -> Result<(), QsimError> {
+     -> Result<()> {
         let (Some(gates), Some(spare)) = (hoisted, spare.as_mut()) else {
             return Ok(());
         };
@@ -839,7 +827,7 @@ fn exchange<T: Real>(
                       free: &mut Vec<AlignedBuf>,
                       out: &mut [u8],
                       i: usize|
-         -> Result<(), QsimError> {
+         -> Result<()> {
             let c = chunk_of(i);
             if !held.iter().any(|h| h.chunk == c) {
                 let mut data = free.pop().expect("the pipeline holds at most three chunks");
@@ -859,7 +847,7 @@ fn exchange<T: Real>(
                        free: &mut Vec<AlignedBuf>,
                        got: &[u8],
                        i: usize|
-         -> Result<(), QsimError> {
+         -> Result<()> {
             let c = chunk_of(i);
             let at = held
                 .iter()
@@ -904,7 +892,7 @@ fn exchange<T: Real>(
             };
             // Untouched chunks' gates done by the end of this message, in proportion.
             let due = (times.messages as usize + 1) * untouched.len() / all_messages.max(1);
-            let overlapped = mpi::request::scope(|scope| -> Result<(), QsimError> {
+            let overlapped = mpi::request::scope(|scope| -> Result<()> {
                 let incoming = process.immediate_receive_into(scope, &mut receiving[..]);
                 let outgoing = process.immediate_send(scope, &sending[..]);
                 // Work while message i is in flight; an error waits for the requests first,
@@ -964,7 +952,7 @@ impl<'c> AnyDistSimulation<'c> {
         circuit: &Circuit,
         options: &Options,
         precision: Precision,
-    ) -> Result<AnyDistSimulation<'c>, QsimError> {
+    ) -> Result<AnyDistSimulation<'c>> {
         Ok(match precision {
             Precision::F64 => {
                 AnyDistSimulation::F64(DistSimulation::run(cluster, circuit, options)?)
@@ -983,7 +971,7 @@ impl<'c> AnyDistSimulation<'c> {
         precision: Precision,
         shots: u64,
         seed: u64,
-    ) -> Result<(AnyDistSimulation<'c>, Counts), QsimError> {
+    ) -> Result<(AnyDistSimulation<'c>, Counts)> {
         Ok(match precision {
             Precision::F64 => {
                 let (s, c) = DistSimulation::run_shots(cluster, circuit, options, shots, seed)?;
@@ -1004,20 +992,15 @@ impl<'c> AnyDistSimulation<'c> {
         each!(self, s => s.dist_report())
     }
     /// See [`DistSimulation::norm`].
-    pub fn norm(&mut self) -> Result<f64, QsimError> {
+    pub fn norm(&mut self) -> Result<f64> {
         each!(self, s => s.norm())
     }
     /// See [`DistSimulation::amplitudes`].
-    pub fn amplitudes(&mut self, indices: &[u64]) -> Result<Vec<[f64; 2]>, QsimError> {
+    pub fn amplitudes(&mut self, indices: &[u64]) -> Result<Vec<[f64; 2]>> {
         each!(self, s => s.amplitudes(indices))
     }
     /// See [`DistSimulation::sample`].
-    pub fn sample(
-        &mut self,
-        shots: usize,
-        qubits: &[usize],
-        seed: u64,
-    ) -> Result<Counts, QsimError> {
+    pub fn sample(&mut self, shots: usize, qubits: &[usize], seed: u64) -> Result<Counts> {
         each!(self, s => s.sample(shots, qubits, seed))
     }
 }

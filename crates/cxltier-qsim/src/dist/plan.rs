@@ -22,6 +22,7 @@
 
 use crate::fusion::Op;
 use crate::QsimError;
+use crate::Result;
 
 /// One step of a distributed run.
 #[derive(Debug, Clone)]
@@ -73,13 +74,13 @@ fn sent_share(k: usize) -> f64 {
 }
 
 /// Plan `ops` (on logical qubits `0..n`) over `2^g` ranks, from the identity layout.
-pub fn plan(ops: &[Op], n: usize, g: usize) -> Result<Plan, QsimError> {
+pub fn plan(ops: &[Op], n: usize, g: usize) -> Result<Plan> {
     plan_from(ops, n, g, &(0..n).collect::<Vec<_>>())
 }
 
 /// Plan `ops` over `2^g` ranks from the layout `start` (the physical position of each logical
 /// qubit, as a [`Plan::final_position`] left it).
-pub fn plan_from(ops: &[Op], n: usize, g: usize, start: &[usize]) -> Result<Plan, QsimError> {
+pub fn plan_from(ops: &[Op], n: usize, g: usize, start: &[usize]) -> Result<Plan> {
     if g > n {
         return Err(QsimError::Config(format!(
             "{} ranks for {n} qubits: each rank needs at least one amplitude; use at most 2^{n} ranks",

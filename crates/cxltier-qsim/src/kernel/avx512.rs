@@ -59,14 +59,16 @@ pub(super) trait Zmm: Real {
 
 /// [`Zmm`] for one precision: its vector and block types, and the intrinsics that are the same
 /// operation under each precision's name (`_ps` at f32, `_pd` at f64). What differs in more
-/// than a name (the lane exchange's immediate, the interleaving permutations' indices) is
-/// written out in each invocation, after the intrinsics.
+/// than a name is given in each invocation after the intrinsics: the lane exchange's immediate,
+/// and the indices of the permutations that interleave real and imaginary parts (the first
+/// vector's amplitudes, then the second's).
 macro_rules! impl_zmm {
     (
         $real:ident: $v:ty, $reals:literal reals, index $index:ty;
         $setzero:ident, $set1:ident, $add:ident, $mul:ident, $fmadd:ident, $fnmadd:ident,
         $permutexvar:ident;
-        $($own:tt)*
+        swap $permute:ident::<$exchange:literal>;
+        interleave $permutex2var:ident by $set:ident([$($low:literal),*], [$($high:literal),*]);
     ) => {
         impl Zmm for $real {
             type V = $v;
@@ -122,7 +124,17 @@ macro_rules! impl_zmm {
             fn permute(f: Avx512f, index: &$index, v: $v) -> $v {
                 f.$permutexvar(bytemuck::cast(*index), v)
             }
-            $($own)*
+            #[inline(always)]
+            fn swap(f: Avx512f, v: $v) -> $v {
+                f.$permute::<$exchange>(v)
+            }
+            #[inline(always)]
+            fn interleave(f: Avx512f, re: $v, im: $v, out: &mut [$real]) {
+                let low = f.$set($($low),*);
+                let high = f.$set($($high),*);
+                Self::store(f.$permutex2var(re, low, im), &mut out[..$reals]);
+                Self::store(f.$permutex2var(re, high, im), &mut out[$reals..2 * $reals]);
+            }
         }
     };
 }
@@ -131,52 +143,40 @@ impl_zmm! {
     f32: __m512, 16 reals, index [i32; 16];
     _mm512_setzero_ps, _mm512_set1_ps, _mm512_add_ps, _mm512_mul_ps, _mm512_fmadd_ps,
     _mm512_fnmadd_ps, _mm512_permutexvar_ps;
-    #[inline(always)]
-    fn swap(f: Avx512f, v: __m512) -> __m512 {
-        f._mm512_permute_ps::<0b1011_0001>(v)
-    }
-    #[inline(always)]
-    fn interleave(f: Avx512f, re: __m512, im: __m512, out: &mut [f32]) {
-        let low = f._mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
-        let high = f._mm512_set_epi32(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8);
-        Self::store(f._mm512_permutex2var_ps(re, low, im), &mut out[..16]);
-        Self::store(f._mm512_permutex2var_ps(re, high, im), &mut out[16..32]);
-    }
+    swap _mm512_permute_ps::<0b1011_0001>;
+    interleave _mm512_permutex2var_ps by _mm512_set_epi32(
+        [23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0],
+        [31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8]
+    );
 }
 
 impl_zmm! {
     f64: __m512d, 8 reals, index [i64; 8];
     _mm512_setzero_pd, _mm512_set1_pd, _mm512_add_pd, _mm512_mul_pd, _mm512_fmadd_pd,
     _mm512_fnmadd_pd, _mm512_permutexvar_pd;
-    #[inline(always)]
-    fn swap(f: Avx512f, v: __m512d) -> __m512d {
-        f._mm512_permute_pd::<0b0101_0101>(v)
-    }
-    #[inline(always)]
-    fn interleave(f: Avx512f, re: __m512d, im: __m512d, out: &mut [f64]) {
-        let low = f._mm512_set_epi64(11, 3, 10, 2, 9, 1, 8, 0);
-        let high = f._mm512_set_epi64(15, 7, 14, 6, 13, 5, 12, 4);
-        Self::store(f._mm512_permutex2var_pd(re, low, im), &mut out[..8]);
-        Self::store(f._mm512_permutex2var_pd(re, high, im), &mut out[8..16]);
-    }
+    swap _mm512_permute_pd::<0b0101_0101>;
+    interleave _mm512_permutex2var_pd by _mm512_set_epi64(
+        [11, 3, 10, 2, 9, 1, 8, 0], [15, 7, 14, 6, 13, 5, 12, 4]
+    );
 }
 
-/// A wide plan's run, for `simd.vectorize`, by rows ([`rows`]) or by 512-bit blocks
-/// ([`wide_blocks`]) as the plan asks: a type whose `call` is inlined into pulp's function that
+/// A plan's run on a group, for `simd.vectorize`: a [`WidePlan`] by rows ([`rows`]) or by
+/// 512-bit blocks ([`wide_blocks`]) as it asks, a [`ZmmPlan`] by 512-bit blocks
+/// ([`zmm_unroll`] bases at a time). A type whose `call` is inlined into pulp's function that
 /// enables the features (a closure there was compiled apart, without them, and every intrinsic
 /// became a call: 50 times slower).
-pub(super) struct Wide<'a, 'g, T> {
+pub(super) struct Run<'a, 'g, T, P> {
     pub simd: V4,
     pub group: &'a mut [&'g mut [Amp<T>]],
-    pub plan: &'a WidePlan<T>,
+    pub plan: &'a P,
 }
 
-impl<T: Zmm> pulp::NullaryFnOnce for Wide<'_, '_, T> {
+impl<T: Zmm> pulp::NullaryFnOnce for Run<'_, '_, T, WidePlan<T>> {
     type Output = ();
 
     #[inline(always)]
     fn call(self) {
-        let Wide { simd, group, plan } = self;
+        let Run { simd, group, plan } = self;
         if plan.by_rows {
             rows_of(simd, group, plan)
         } else {
@@ -258,11 +258,7 @@ fn rows<
     let zero = T::zero(f);
     let mut base = 0usize;
     while base < piece_len {
-        let mut bases = [0usize; G];
-        for b in bases.iter_mut() {
-            *b = base;
-            base = ((base | taken) + 1) & !taken;
-        }
+        let bases: [usize; G] = next_bases(&mut base, taken);
         // Every input read before any output is written (the gate works in place).
         let mut x = [[[T::default(); 2]; D]; G];
         if RUN == 0 {
@@ -490,20 +486,12 @@ impl<T: super::Real> ZmmPlan<T> {
     }
 }
 
-/// A 512-bit block plan's run, for `simd.vectorize` (as [`Wide`]).
-pub(super) struct Blocks<'a, 'g, T> {
-    pub group: &'a mut [&'g mut [Amp<T>]],
-    pub plan: &'a ZmmPlan<T>,
-}
-
-impl<T: Zmm> pulp::NullaryFnOnce for Blocks<'_, '_, T> {
+impl<T: Zmm> pulp::NullaryFnOnce for Run<'_, '_, T, ZmmPlan<T>> {
     type Output = ();
 
-    /// [`zmm_unroll`] bases at a time.
     #[inline(always)]
     fn call(self) {
-        let Blocks { group, plan } = self;
-        let simd = plan.simd;
+        let Run { simd, group, plan } = self;
         // Lane `h` in piece `h / (lanes / pieces)`, as [`Pieces`] takes it.
         let per_piece = plan.lanes / group.len();
         assert!(
@@ -532,27 +520,28 @@ impl<T: Zmm> pulp::NullaryFnOnce for Blocks<'_, '_, T> {
             return;
         }
         match group.len() {
-            2 => blocks_of(
-                simd,
-                &mut Pieces::<T, 2>::new(group, vectors),
-                vectors,
-                plan,
-            ),
-            4 => blocks_of(
-                simd,
-                &mut Pieces::<T, 4>::new(group, vectors),
-                vectors,
-                plan,
-            ),
-            8 => blocks_of(
-                simd,
-                &mut Pieces::<T, 8>::new(group, vectors),
-                vectors,
-                plan,
-            ),
+            2 => blocks_in_pieces::<T, 2>(simd, group, vectors, plan),
+            4 => blocks_in_pieces::<T, 4>(simd, group, vectors, plan),
+            8 => blocks_in_pieces::<T, 8>(simd, group, vectors, plan),
             n => unreachable!("a gate of up to three qubits spans 2, 4 or 8 pieces, not {n}"),
         }
     }
+}
+
+/// [`blocks_of`] over the group's `P` pieces as [`Pieces`].
+#[inline(always)]
+fn blocks_in_pieces<T: Zmm, const P: usize>(
+    simd: V4,
+    group: &mut [&mut [Amp<T>]],
+    vectors: usize,
+    plan: &ZmmPlan<T>,
+) {
+    blocks_of(
+        simd,
+        &mut Pieces::<T, P>::new(group, vectors),
+        vectors,
+        plan,
+    );
 }
 
 /// [`blocks`] (or [`blocks_low`], for targets inside the block) for the plan's lanes and loop
@@ -609,14 +598,14 @@ trait LaneStore<T: Zmm> {
     fn block_mut<const D: usize>(&mut self, h: usize, member: usize, at: usize) -> &mut T::Block;
 }
 
-/// The group's `P` pieces, as vectors, lane `h` of `D` in piece `h / (D / P)` (the gate's
-/// targets above the pieces are its highest, hence a lane's highest bits: [`Blocks`] checks
+/// The group's `P` pieces, as vectors, lane `h` of `D` in piece `h / (D / P)` (the gate's targets
+/// above the pieces are its highest, hence a lane's highest bits: a [`ZmmPlan`]'s [`Run`] checks
 /// it). The piece of each lane is then a constant of the unrolled kernel and the pieces a local
-/// array, whose addresses LLVM keeps in registers; looked up in a `Vec` by a lane's member
-/// index, they were reloaded after every store (which might have changed them, as far as LLVM
-/// could tell). Measured on one thread (2026-12-02, AMD EPYC, 2-qubit gates at f32 over 64
-/// runs of 32 KiB, ns per amplitude): gates on two qubits above the runs 0.26 that way, against
-/// 0.16 for the same gates inside one piece.
+/// array, whose addresses LLVM keeps in registers; looked up in a `Vec` by a lane's member index,
+/// they were reloaded after every store (which might have changed them, as far as LLVM could tell).
+/// Measured on one thread (2026-12-02, AMD EPYC, 2-qubit gates at f32 over 64 runs of 32 KiB, ns
+/// per amplitude): gates on two qubits above the runs 0.26 that way, against 0.16 for the same
+/// gates inside one piece.
 struct Pieces<'a, T: Zmm, const P: usize> {
     pieces: [&'a mut [T::Block]; P],
     mask: usize,
@@ -750,11 +739,7 @@ fn blocks<T: Zmm, const D: usize, const U: usize, const STREAMED: bool, S: LaneS
     let zero = T::zero(f);
     let mut base = 0usize;
     while base < vectors {
-        let mut bases = [0usize; U];
-        for b in bases.iter_mut() {
-            *b = base;
-            base = ((base | taken) + 1) & !taken;
-        }
+        let bases: [usize; U] = next_bases(&mut base, taken);
         // Every input read before any output is written (the gate works in place). Plain
         // loops, not `array::from_fn`: with a fallible closure that was compiled as a call
         // per element.
@@ -814,13 +799,42 @@ fn blocks<T: Zmm, const D: usize, const U: usize, const STREAMED: bool, S: LaneS
                     b[u] = T::fmadd(f, cb, x[u][h2], b[u]);
                 }
             }
-            for u in 0..U {
-                T::store_block(
-                    T::vadd(f, a[u], T::swap(f, b[u])),
-                    group.block_mut::<D>(h, member[h], bases[u] + offset[h]),
-                );
-            }
+            store_sums::<T, D, U, S>(f, group, h, member[h], offset[h], &bases, &a, &b);
         }
+    }
+}
+
+/// The next `N` bases from `base` on, counting up in the bits outside `taken` only; `base`
+/// moves past them. (A plain loop, not `array::from_fn`, as the kernels read their inputs.)
+#[inline(always)]
+fn next_bases<const N: usize>(base: &mut usize, taken: usize) -> [usize; N] {
+    let mut bases = [0usize; N];
+    for b in bases.iter_mut() {
+        *b = *base;
+        *base = ((*base | taken) + 1) & !taken;
+    }
+    bases
+}
+
+/// Stores output lane `h` (in the group's piece `member`, `offset` vectors in) of each of the
+/// `U` bases: `a + swap(b)`, the products with `A` plus the exchanged products with `B'`.
+#[allow(clippy::too_many_arguments, clippy::needless_range_loop)]
+#[inline(always)]
+fn store_sums<T: Zmm, const D: usize, const U: usize, S: LaneStore<T>>(
+    f: Avx512f,
+    group: &mut S,
+    h: usize,
+    member: usize,
+    offset: usize,
+    bases: &[usize; U],
+    a: &[T::V; U],
+    b: &[T::V; U],
+) {
+    for u in 0..U {
+        T::store_block(
+            T::vadd(f, a[u], T::swap(f, b[u])),
+            group.block_mut::<D>(h, member, bases[u] + offset),
+        );
     }
 }
 
@@ -853,11 +867,7 @@ fn blocks_low<T: Zmm, const D: usize, const NL: usize, const U: usize, S: LaneSt
     let zero = T::zero(f);
     let mut base = 0usize;
     while base < vectors {
-        let mut bases = [0usize; U];
-        for b in bases.iter_mut() {
-            *b = base;
-            base = ((base | taken) + 1) & !taken;
-        }
+        let bases: [usize; U] = next_bases(&mut base, taken);
         // Every input read (and permuted) before any output is written: the gate works in
         // place.
         let mut p = [[[zero; NL]; D]; U];
@@ -882,12 +892,7 @@ fn blocks_low<T: Zmm, const D: usize, const NL: usize, const U: usize, S: LaneSt
                     }
                 }
             }
-            for u in 0..U {
-                T::store_block(
-                    T::vadd(f, a[u], T::swap(f, b[u])),
-                    group.block_mut::<D>(h, member[h], bases[u] + offset[h]),
-                );
-            }
+            store_sums::<T, D, U, S>(f, group, h, member[h], offset[h], &bases, &a, &b);
         }
     }
 }

@@ -361,10 +361,6 @@ const ENC_INT16: u8 = 1;
 const ENC_INT32: u8 = 2;
 const ENC_LZF: u8 = 3;
 
-/// Quicklist node containers (`LIST_QUICKLIST_2`).
-const CONTAINER_PLAIN: u64 = 1;
-const CONTAINER_PACKED: u64 = 2;
-
 /// One entry of a ziplist or listpack: a string, or an integer kept as one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Entry<'a> {
@@ -550,6 +546,9 @@ fn entry_score(e: Entry<'_>) -> Result<f64> {
 /// `LIST_QUICKLIST` (ziplist nodes) and `LIST_QUICKLIST_2` (a container kind per node: a
 /// listpack, or one member plain).
 fn quicklist(rdb_type: u8, input: &mut Input<'_>) -> Result<Value> {
+    // A node's container kind (`LIST_QUICKLIST_2`).
+    const CONTAINER_PLAIN: u64 = 1;
+    const CONTAINER_PACKED: u64 = 2;
     let nodes = input.count(2)?;
     let mut list = Strings::new();
     for _ in 0..nodes {

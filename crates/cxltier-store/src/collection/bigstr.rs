@@ -105,7 +105,7 @@ impl Store {
         let written = self.big_build(key, &mut root, value, piece);
         let written = written.and_then(|()| {
             let bytes = root.encode();
-            self.put_raw(key, Kind::BigString, &bytes, exp)
+            self.put_raw(key, Kind::BigString, &bytes, exp, 0)
         });
         if let Err(e) = written {
             // Best effort: a part left behind has no root and recovery drops it.

@@ -119,7 +119,7 @@ impl Store {
         root.next_id = tx.next_id;
         root.freed = std::mem::take(&mut tx.freed);
         let bytes = root.encode();
-        self.put_raw(key, Kind::ChunkedHash, &bytes, exp)?;
+        self.put_raw(key, Kind::ChunkedHash, &bytes, exp, 0)?;
         for &id in &root.freed {
             self.chunk_delete_replaced(&chunk_key(key, root.generation, id))?;
         }

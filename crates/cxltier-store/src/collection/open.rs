@@ -235,7 +235,7 @@ impl Store {
         if root.freed.is_empty() && oc.stored_root.as_deref() == Some(bytes.as_slice()) {
             return Ok(());
         }
-        self.put_raw(key, oc.kind, &bytes, oc.exp)?;
+        self.put_raw(key, oc.kind, &bytes, oc.exp, 0)?;
         for &id in &root.freed {
             self.chunk_delete_replaced(&chunk_key(key, root.generation, id))?;
         }

@@ -798,24 +798,14 @@ impl Store {
             self.delete_collection(key)?;
             slot = self.index.slot_of(key);
         }
-        self.put_raw_at(key, kind, value, expires_at_ms, 0, slot)
+        self.put_raw_at(slot, 0, key, kind, value, expires_at_ms)
     }
 
     /// [`Store::put`] for any key and kind, leaving an existing collection's parts alone (the
-    /// collection code writes its roots and chunks with it).
+    /// collection code writes its roots and chunks with it), into a memory slot with `room`
+    /// bytes to spare beyond the value where a tier has one (with 0, or else, the value's own
+    /// size class).
     pub(crate) fn put_raw(
-        &mut self,
-        key: &[u8],
-        kind: Kind,
-        value: &[u8],
-        expires_at_ms: Option<u64>,
-    ) -> Result<()> {
-        self.put_raw_with_room(key, kind, value, expires_at_ms, 0)
-    }
-
-    /// [`Store::put_raw`] into a memory slot with `room` bytes to spare beyond the value where
-    /// a tier has one (else the value's own size class).
-    pub(crate) fn put_raw_with_room(
         &mut self,
         key: &[u8],
         kind: Kind,
@@ -826,19 +816,20 @@ impl Store {
         // Whatever replaces a collection changed in this batch comes after its write-back.
         self.settle_collection(key)?;
         let slot = self.index.slot_of(key);
-        self.put_raw_at(key, kind, value, expires_at_ms, room, slot)
+        self.put_raw_at(slot, room, key, kind, value, expires_at_ms)
     }
 
-    /// [`Store::put_raw_with_room`] once `key`'s collection is settled and its slot looked up
-    /// (`slot`: where the key's entry is now, `None` for a new key).
+    /// [`Store::put_raw`] once `key`'s collection is settled and its slot looked up: where the
+    /// write goes first (`slot`: where the key's entry is now, `None` for a new key; `room` as
+    /// for [`Store::put_raw`]), then what is written.
     fn put_raw_at(
         &mut self,
+        slot: Option<SlotId>,
+        room: usize,
         key: &[u8],
         kind: Kind,
         value: &[u8],
         expires_at_ms: Option<u64>,
-        room: usize,
-        slot: Option<SlotId>,
     ) -> Result<()> {
         if value.len() > self.whole_max {
             return Err(StoreError::TooLarge {
@@ -1112,7 +1103,7 @@ impl Store {
         };
         // A collection's root keeps its parts: rewriting the root changes only its expiry.
         let (kind, value) = (obj.kind, obj.value.to_vec());
-        self.put_raw(key, kind, &value, expires_at_ms)?;
+        self.put_raw(key, kind, &value, expires_at_ms, 0)?;
         Ok(true)
     }
 
@@ -1142,7 +1133,7 @@ impl Store {
             if self.index.get(to).is_some_and(|e| e.kind().is_collection()) {
                 self.delete_collection(to)?;
             }
-            self.put_raw(to, kind, &value, exp)?;
+            self.put_raw(to, kind, &value, exp, 0)?;
             return Ok(true);
         }
         let (generation, _, _) = crate::collection::root_header(&value, from)?;
@@ -1160,9 +1151,9 @@ impl Store {
                 continue;
             };
             let nk = chunk_key(to, generation, id);
-            self.put_raw(&nk, Kind::Chunk, &bytes, None)?;
+            self.put_raw(&nk, Kind::Chunk, &bytes, None, 0)?;
         }
-        self.put_raw(to, kind, &value, exp)?;
+        self.put_raw(to, kind, &value, exp, 0)?;
         Ok(true)
     }
 

@@ -98,7 +98,7 @@ impl Store {
     }
 
     /// Write a chunk (a collection's node), into a slot with `room` bytes to spare where a
-    /// tier has one (see [`Store::put_raw_with_room`]).
+    /// tier has one (see [`Store::put_raw`]).
     pub(crate) fn chunk_write_with_room(
         &mut self,
         key: &[u8],
@@ -107,7 +107,7 @@ impl Store {
     ) -> Result<()> {
         Self::injected(&mut self.chunk_faults.0, "chunk write")?;
         self.chunk_writes += 1;
-        self.put_raw_with_room(key, Kind::Chunk, value, None, room)
+        self.put_raw(key, Kind::Chunk, value, None, room)
     }
 
     pub(crate) fn chunk_delete(&mut self, key: &[u8]) -> Result<bool> {

@@ -31,12 +31,7 @@ pub struct Args {
     #[arg(value_name = "PID", required_unless_present = "pid_option")]
     pid: Option<u32>,
     /// The process to inspect (the same as the PID argument)
-    #[arg(
-        long = "pid",
-        id = "pid_option",
-        value_name = "PID",
-        conflicts_with = "pid"
-    )]
+    #[arg(long = "pid", value_name = "PID", conflicts_with = "pid")]
     pid_option: Option<u32>,
     /// How many of the largest mappings to list after the summary (0: none)
     #[arg(long, value_name = "N", default_value_t = 10, conflicts_with = "all")]

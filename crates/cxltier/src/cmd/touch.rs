@@ -167,18 +167,18 @@ fn stream(args: &Args, bytes: u64) -> CliResult {
         },
     );
     let text = |summary: &StreamSummary| {
+        let verdict = if summary.intact {
+            "every pass intact".to_string()
+        } else {
+            format!("{} passes with a wrong sum", summary.bad_passes)
+        };
         format!(
-            "read {} bytes in {:.1} s; after the warmup {}/s over {:.1} s; {} passes, {}",
+            "read {} bytes in {:.1} s; after the warmup {}/s over {:.1} s; {} passes, {verdict}",
             summary.bytes_read,
             summary.seconds,
             format_bytes(summary.bytes_per_second as u64),
             summary.measured_seconds,
             summary.passes,
-            if summary.intact {
-                "every pass intact".to_string()
-            } else {
-                format!("{} passes with a wrong sum", summary.bad_passes)
-            }
         )
     };
     finish(json, "stream_summary", summary, text, StreamSummary::check)
@@ -246,15 +246,14 @@ fn moving_hot_set(args: &Args, bytes: u64, hot_bytes: u64) -> CliResult {
         let _ = std::io::stdout().flush();
     });
     let text = |summary: &HotSetSummary| {
+        let verdict = if summary.intact {
+            "every page intact".to_string()
+        } else {
+            format!("{} pages CORRUPT", summary.corrupt_pages)
+        };
         format!(
-            "done: {} pages, {} passes, {}",
-            summary.pages,
-            summary.passes,
-            if summary.intact {
-                "every page intact".to_string()
-            } else {
-                format!("{} pages CORRUPT", summary.corrupt_pages)
-            }
+            "done: {} pages, {} passes, {verdict}",
+            summary.pages, summary.passes
         )
     };
     finish(json, "hot_set_summary", summary, text, HotSetSummary::check)
