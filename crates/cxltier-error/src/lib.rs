@@ -12,6 +12,10 @@
 // A library reports through its return values; only the CLI prints.
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
+use std::fmt;
+use std::io;
+use std::path::PathBuf;
+
 /// What kind of failure happened. The discriminant is the CLI's exit code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Class {
@@ -44,36 +48,82 @@ pub trait Classify: std::error::Error {
     }
 }
 
-/// Gives an error enum with the variants `Permission { action: String, path: PathBuf }` and
-/// `Io { action: String, path: PathBuf, source: std::io::Error }` the constructor
-/// `io(action, path, source)`, which sorts a failed I/O call by whether privilege was missing:
-/// the two are classified apart (exit 3 against 1), and every library that reads or writes
-/// system files reports them with the same pair of variants.
-#[macro_export]
-macro_rules! impl_path_io {
-    ($error:ident) => {
-        impl $error {
-            /// An I/O error on PATH while doing ACTION; permission errors become
-            #[doc = concat!("[`", stringify!($error), "::Permission`].")]
-            pub fn io(
-                action: impl Into<String>,
-                path: impl Into<std::path::PathBuf>,
-                source: std::io::Error,
-            ) -> $error {
-                let action = action.into();
-                let path = path.into();
-                if source.kind() == std::io::ErrorKind::PermissionDenied {
-                    $error::Permission { action, path }
-                } else {
-                    $error::Io {
-                        action,
-                        path,
-                        source,
-                    }
-                }
+/// An I/O call on a named file failed, sorted by whether privilege was missing: the two are
+/// classified apart (exit 3 against 1), so every library that reads or writes system files
+/// reports them with this one type rather than a pair of variants of its own.
+#[derive(Debug)]
+pub enum PathError {
+    /// Reading or writing needs privileges the caller lacks.
+    Permission {
+        /// What was being done ("reading the quarantine file").
+        action: String,
+        /// The file.
+        path: PathBuf,
+    },
+    /// Any other I/O failure.
+    Io {
+        /// What was being done.
+        action: String,
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        source: io::Error,
+    },
+}
+
+impl PathError {
+    /// An I/O error on PATH while doing ACTION; permission errors become
+    /// [`PathError::Permission`].
+    pub fn io(action: impl Into<String>, path: impl Into<PathBuf>, source: io::Error) -> PathError {
+        let action = action.into();
+        let path = path.into();
+        if source.kind() == io::ErrorKind::PermissionDenied {
+            PathError::Permission { action, path }
+        } else {
+            PathError::Io {
+                action,
+                path,
+                source,
             }
         }
-    };
+    }
+}
+
+impl fmt::Display for PathError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PathError::Permission { action, path } => {
+                write!(
+                    f,
+                    "{action} needs root: permission denied on {}",
+                    path.display()
+                )
+            }
+            PathError::Io {
+                action,
+                path,
+                source,
+            } => write!(f, "{action} ({}): {source}", path.display()),
+        }
+    }
+}
+
+impl std::error::Error for PathError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            PathError::Permission { .. } => None,
+            PathError::Io { source, .. } => Some(source),
+        }
+    }
+}
+
+impl Classify for PathError {
+    fn class(&self) -> Class {
+        match self {
+            PathError::Permission { .. } => Class::Permission,
+            PathError::Io { .. } => Class::Runtime,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -86,5 +136,23 @@ mod tests {
         assert_eq!(Class::BadInput.exit_code(), 2);
         assert_eq!(Class::Permission.exit_code(), 3);
         assert_eq!(Class::Unsupported.exit_code(), 4);
+    }
+
+    #[test]
+    fn a_path_error_is_sorted_by_missing_privilege() {
+        let denied = PathError::io(
+            "reading x",
+            "/x",
+            io::Error::from(io::ErrorKind::PermissionDenied),
+        );
+        assert_eq!(denied.class(), Class::Permission);
+        assert_eq!(
+            denied.to_string(),
+            "reading x needs root: permission denied on /x"
+        );
+        let missing = PathError::io("reading x", "/x", io::Error::from(io::ErrorKind::NotFound));
+        assert_eq!(missing.class(), Class::Runtime);
+        assert!(missing.to_string().starts_with("reading x (/x): "));
+        assert!(std::error::Error::source(&missing).is_some());
     }
 }

@@ -19,9 +19,8 @@ use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
+use cxltier_error::PathError;
 use serde::{Deserialize, Serialize};
-
-use std::io;
 
 const PAGE: u64 = 4096;
 
@@ -43,17 +42,9 @@ pub struct Mapper {
 /// gave for the same failures before the format had a crate of its own.
 #[derive(Debug, thiserror::Error)]
 pub enum QuarantineError {
-    /// Reading or writing needs privileges the caller lacks.
-    #[error("{action} needs root: permission denied on {}", path.display())]
-    Permission { action: String, path: PathBuf },
-    /// Any other I/O failure.
-    #[error("{action} ({}): {source}", path.display())]
-    Io {
-        action: String,
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
+    /// Reading or writing the file failed (for want of privilege or otherwise).
+    #[error(transparent)]
+    Path(#[from] PathError),
     /// The path given for the file is a directory.
     #[error("--quarantine-file {} is a directory", path.display())]
     IsDirectory { path: PathBuf },
@@ -62,8 +53,7 @@ pub enum QuarantineError {
 impl cxltier_error::Classify for QuarantineError {
     fn class(&self) -> cxltier_error::Class {
         match self {
-            QuarantineError::Permission { .. } => cxltier_error::Class::Permission,
-            QuarantineError::Io { .. } => cxltier_error::Class::Runtime,
+            QuarantineError::Path(e) => e.class(),
             QuarantineError::IsDirectory { .. } => cxltier_error::Class::BadInput,
         }
     }
@@ -88,8 +78,6 @@ pub fn check_path(path: &Path) -> Result<(), QuarantineError> {
     }
     Ok(())
 }
-
-cxltier_error::impl_path_io!(QuarantineError);
 
 /// One quarantined range.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -134,7 +122,7 @@ impl QuarantinedRange {
 pub fn append(path: &Path, range: &QuarantinedRange) -> Result<(), QuarantineError> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)
-            .map_err(|e| QuarantineError::io("creating the quarantine file's directory", dir, e))?;
+            .map_err(|e| PathError::io("creating the quarantine file's directory", dir, e))?;
     }
     let mut line = serde_json::to_string(range).expect("a range serializes");
     line.push('\n');
@@ -145,7 +133,7 @@ pub fn append(path: &Path, range: &QuarantinedRange) -> Result<(), QuarantineErr
         .append(true)
         .open(path)
         .and_then(|mut f| f.write_all(line.as_bytes()))
-        .map_err(|e| QuarantineError::io("appending to the quarantine file", path, e))
+        .map_err(|e| PathError::io("appending to the quarantine file", path, e).into())
 }
 
 /// What a poll found.
@@ -204,11 +192,7 @@ impl QuarantineFile {
                 return Ok(Update::default());
             }
             Err(e) => {
-                return Err(QuarantineError::io(
-                    "reading the quarantine file",
-                    &self.path,
-                    e,
-                ))
+                return Err(PathError::io("reading the quarantine file", &self.path, e).into())
             }
         };
         let now = (meta.dev(), meta.ino(), meta.len());
@@ -224,11 +208,11 @@ impl QuarantineFile {
             self.line = 0;
         }
         let mut f = File::open(&self.path)
-            .map_err(|e| QuarantineError::io("reading the quarantine file", &self.path, e))?;
+            .map_err(|e| PathError::io("reading the quarantine file", &self.path, e))?;
         let mut text = Vec::new();
         f.seek(SeekFrom::Start(self.offset))
             .and_then(|_| f.read_to_end(&mut text))
-            .map_err(|e| QuarantineError::io("reading the quarantine file", &self.path, e))?;
+            .map_err(|e| PathError::io("reading the quarantine file", &self.path, e))?;
         // Only whole lines: a writer may be in the middle of one.
         let whole = text.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
         self.seen = Some((now.0, now.1, self.offset + whole as u64));

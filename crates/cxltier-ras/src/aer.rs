@@ -11,6 +11,7 @@
 //! written back or the device is reset; [`MaskChange::restore`] writes the old masks back.
 
 use crate::RasError;
+use cxltier_error::PathError;
 use std::fs::{self, OpenOptions};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -82,17 +83,18 @@ impl MaskChange {
 pub fn unmask_internal(pci_dir: &Path, apply: bool) -> Result<MaskChange, RasError> {
     let config = pci_dir.join("config");
     let bytes = fs::read(&config)
-        .map_err(|e| RasError::io("reading the device's PCI config space", &config, e))?;
+        .map_err(|e| PathError::io("reading the device's PCI config space", &config, e))?;
     if bytes.len() <= 0x100 {
         // Unprivileged readers see only the first 64 bytes; without extended config space there
         // is no AER capability to find.
-        return Err(RasError::Permission {
+        return Err(PathError::Permission {
             action: "reading the device's extended PCI config space (AER capability)".to_string(),
             path: config,
-        });
+        }
+        .into());
     }
     let aer_offset = find_aer(&bytes).ok_or_else(|| {
-        RasError::io(
+        PathError::io(
             "finding the AER capability (the device has none: its errors cannot be reported through AER)",
             &config,
             std::io::Error::from(std::io::ErrorKind::NotFound),
@@ -127,10 +129,10 @@ fn write_masks(config: &Path, aer: u64, uncor: u32, cor: u32) -> Result<(), RasE
     let f = OpenOptions::new()
         .write(true)
         .open(config)
-        .map_err(|e| RasError::io("writing the device's AER masks", config, e))?;
+        .map_err(|e| PathError::io("writing the device's AER masks", config, e))?;
     f.write_all_at(&uncor.to_le_bytes(), aer + UNCOR_MASK)
         .and_then(|()| f.write_all_at(&cor.to_le_bytes(), aer + COR_MASK))
-        .map_err(|e| RasError::io("writing the device's AER masks", config, e))
+        .map_err(|e| PathError::io("writing the device's AER masks", config, e).into())
 }
 
 #[cfg(test)]

@@ -37,6 +37,7 @@ pub use inventory::{Device, DeviceReport, Health, Inventory, InventoryReport};
 pub use tracefs::{Tracefs, Watch};
 pub use watcher::{WatchError, WatchRecord, WatchSink, Watcher};
 
+use cxltier_error::PathError;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
@@ -82,9 +83,9 @@ pub enum RasError {
     /// A name given for a device is not spelled as the kernel names them (`memN`).
     #[error("--memdev {name:?} is not a memory device name")]
     NotADeviceName { name: String },
-    /// Reading or writing needs privileges the caller lacks.
-    #[error("{action} needs root: permission denied on {}", path.display())]
-    Permission { action: String, path: PathBuf },
+    /// Reading or writing a file failed (for want of privilege or otherwise).
+    #[error(transparent)]
+    Path(#[from] PathError),
     /// Topology discovery failed.
     #[error(transparent)]
     Topo(#[from] cxltier_topo::TopoError),
@@ -92,14 +93,6 @@ pub enum RasError {
     /// nodes): their mistake, not the machine's.
     #[error(transparent)]
     NamedRoot(Box<RasError>),
-    /// Any other I/O failure.
-    #[error("{action} ({}): {source}", path.display())]
-    Io {
-        action: String,
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
 }
 
 /// Without CXL tracing or devices the platform lacks the feature; a device that is not there was
@@ -113,16 +106,16 @@ impl cxltier_error::Classify for RasError {
             | RasError::NoCxlEvents { .. }
             | RasError::NoDevices { .. } => Class::Unsupported,
             RasError::UnknownDevice { .. } | RasError::NotADeviceName { .. } => Class::BadInput,
-            RasError::Permission { .. } => Class::Permission,
+            RasError::Path(e) => e.class(),
             RasError::Topo(t) if t.is_permission_denied() => Class::Permission,
-            RasError::Topo(_) | RasError::Io { .. } => Class::Runtime,
+            RasError::Topo(_) => Class::Runtime,
             RasError::NamedRoot(_) => Class::BadInput,
         }
     }
 
     fn hint(&self) -> Option<String> {
         match self {
-            RasError::Permission { .. } => Some(
+            RasError::Path(PathError::Permission { .. }) => Some(
                 "run as root; without root, `cxltier ras --no-poison` shows the inventory".into(),
             ),
             RasError::NamedRoot(e) => match **e {
@@ -154,5 +147,3 @@ impl RasError {
         }
     }
 }
-
-cxltier_error::impl_path_io!(RasError);

@@ -13,6 +13,7 @@ use crate::event::{EventType, PhysRange, RasEvent};
 use crate::inventory::{Inventory, CXL_DIR};
 use crate::tracefs::Watch;
 use crate::RasError;
+use cxltier_error::PathError;
 use serde::Serialize;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -33,11 +34,12 @@ pub fn trigger_path(root: &Path, memdev: &str) -> PathBuf {
 pub fn trigger(root: &Path, memdev: &str) -> Result<(), RasError> {
     let path = trigger_path(root, memdev);
     crate::write_attr(&path, "1").map_err(|e| {
-        RasError::io(
+        PathError::io(
             format!("reading the poison list of {memdev} (trigger_poison_list)"),
             &path,
             e,
         )
+        .into()
     })
 }
 
@@ -112,11 +114,12 @@ pub fn soft_offline(
 ) -> Result<Vec<OfflinedPage>, RasError> {
     let path = root.join(SOFT_OFFLINE);
     if !path.exists() {
-        return Err(RasError::io(
+        return Err(PathError::io(
             "soft-offlining poisoned pages (the kernel needs CONFIG_MEMORY_FAILURE)",
             &path,
             std::io::Error::from(std::io::ErrorKind::NotFound),
-        ));
+        )
+        .into());
     }
     let mut out = Vec::new();
     for address in pages(range) {
@@ -135,7 +138,7 @@ pub fn soft_offline(
                 error: None,
             }),
             Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
-                return Err(RasError::io("soft-offlining poisoned pages", &path, e))
+                return Err(PathError::io("soft-offlining poisoned pages", &path, e).into())
             }
             Err(e) => out.push(OfflinedPage {
                 address,
@@ -177,7 +180,7 @@ mod tests {
         let root = tmp.path();
         let err = trigger(root, "mem0").unwrap_err();
         assert!(
-            matches!(&err, RasError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound),
+            matches!(&err, RasError::Path(PathError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound),
             "{err:?}"
         );
         assert!(

@@ -8,6 +8,7 @@
 
 use crate::trace::{parse_line, TraceLine};
 use crate::RasError;
+use cxltier_error::PathError;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read};
 use std::os::unix::fs::OpenOptionsExt;
@@ -31,10 +32,11 @@ impl Tracefs {
         for d in &tried {
             if let Err(e) = fs::metadata(d.join("events")) {
                 if e.kind() == io::ErrorKind::PermissionDenied {
-                    return Err(RasError::Permission {
+                    return Err(PathError::Permission {
                         action: "reading CXL trace events from tracefs".to_string(),
                         path: d.clone(),
-                    });
+                    }
+                    .into());
                 }
             }
         }
@@ -61,7 +63,7 @@ impl Tracefs {
     pub fn cxl_events(&self) -> Result<Vec<String>, RasError> {
         let dir = self.dir.join("events/cxl");
         let mut out: Vec<String> = fs::read_dir(&dir)
-            .map_err(|e| RasError::io("listing the cxl trace events", &dir, e))?
+            .map_err(|e| PathError::io("listing the cxl trace events", &dir, e))?
             .filter_map(|e| e.ok())
             .filter(|e| e.path().is_dir())
             .filter_map(|e| e.file_name().to_str().map(str::to_string))
@@ -84,8 +86,9 @@ impl Tracefs {
     /// Creates instance NAME and enables EVENTS of the `cxl` group in it (all of them when empty).
     pub fn watch(&self, name: &str, events: &[String]) -> Result<Watch, RasError> {
         let dir = self.instance_dir(name);
-        fs::create_dir(&dir)
-            .map_err(|e| RasError::io("creating a tracefs instance for the CXL events", &dir, e))?;
+        fs::create_dir(&dir).map_err(|e| {
+            PathError::io("creating a tracefs instance for the CXL events", &dir, e)
+        })?;
         // From here on, Drop removes the instance.
         let mut watch = Watch {
             dir,
@@ -102,7 +105,7 @@ impl Tracefs {
         };
         for s in switches {
             crate::write_attr(&s, "1")
-                .map_err(|e| RasError::io("enabling a CXL trace event", &s, e))?;
+                .map_err(|e| PathError::io("enabling a CXL trace event", &s, e))?;
         }
         watch.open_pipe()?;
         Ok(watch)
@@ -125,7 +128,7 @@ impl Watch {
             .read(true)
             .custom_flags(libc::O_NONBLOCK)
             .open(&pipe_path)
-            .map_err(|e| RasError::io("opening the trace pipe", &pipe_path, e))?;
+            .map_err(|e| PathError::io("opening the trace pipe", &pipe_path, e))?;
         self.pipe = Some(pipe);
         Ok(())
     }
@@ -162,11 +165,12 @@ impl Watch {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => {
-                    return Err(RasError::io(
+                    return Err(PathError::io(
                         "reading the trace pipe",
                         self.dir.join("trace_pipe"),
                         e,
-                    ))
+                    )
+                    .into())
                 }
             }
         }

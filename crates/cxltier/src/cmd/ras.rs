@@ -186,7 +186,7 @@ fn list_or_none(names: &[&str]) -> String {
 /// privileges: the kernel refused it this time.
 fn refused(e: &RasError) -> String {
     match e {
-        RasError::Permission { action, path } => format!(
+        RasError::Path(cxltier_error::PathError::Permission { action, path }) => format!(
             "{action} was refused this time (permission denied on {})",
             path.display()
         ),
