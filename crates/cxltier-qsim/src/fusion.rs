@@ -555,25 +555,22 @@ mod tests {
     #[test]
     fn in_cache_the_least_arithmetic_wins() {
         let ops = layered_ops();
+        let cheapest = |costs: &CostModel| {
+            fuse_cheapest(
+                &ops,
+                MAX_FUSE,
+                costs,
+                Pricing::SweepPerGate,
+                one_gate_per_sweep,
+            )
+        };
         let flat = model([0.0, 1e-9, 1e-9, 1e-9, 1e-9, 1e-9], 0.0);
-        let (width, fused) = fuse_cheapest(
-            &ops,
-            MAX_FUSE,
-            &flat,
-            Pricing::SweepPerGate,
-            one_gate_per_sweep,
-        );
+        let (width, fused) = cheapest(&flat);
         let fewest = (1..=MAX_FUSE).map(|w| fuse(&ops, w).len()).min().unwrap();
         assert_eq!(fused.len(), fewest, "width {width}");
         assert!(width >= 4, "flat costs chose width {width}");
         let steep = model([0.0, 1e-9, 2e-9, 16e-9, 128e-9, 1024e-9], 0.0);
-        let (width, fused) = fuse_cheapest(
-            &ops,
-            MAX_FUSE,
-            &steep,
-            Pricing::SweepPerGate,
-            one_gate_per_sweep,
-        );
+        let (width, fused) = cheapest(&steep);
         assert!(width <= 2, "steep costs chose width {width}");
         // Priced merge by merge, the one-qubit gates join the two-qubit blocks (no wider, so
         // free) and pairs of one-qubit gates become two-qubit ones: fewer gates than any fixed
