@@ -410,12 +410,7 @@ fn show_sees_the_memory_of_a_holding_touch() {
     assert_eq!(v["process_name"], "cxltier");
     let total = v["total_bytes"].as_u64().unwrap();
     assert!(total >= 16 << 20, "{total}");
-    let by_node: u64 = v["bytes_per_node"]
-        .as_object()
-        .unwrap()
-        .values()
-        .map(|b| b.as_u64().unwrap())
-        .sum();
+    let by_node: u64 = util::sum_values(&v["bytes_per_node"]);
     assert_eq!(by_node, total);
     let mappings = v["mappings"].as_array().unwrap();
     let touched_map = mappings

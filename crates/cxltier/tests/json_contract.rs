@@ -287,23 +287,13 @@ fn apply_on_a_scratch_table() {
 #[test]
 fn touch_and_show_say_pages_and_bytes_per_node() {
     let doc = check_document("touch.schema.json", &["touch", "1M", "--json"]);
-    let pages: u64 = doc["pages_per_node"]
-        .as_object()
-        .unwrap()
-        .values()
-        .map(|v| v.as_u64().unwrap())
-        .sum();
+    let pages: u64 = util::sum_values(&doc["pages_per_node"]);
     assert_eq!(pages, doc["pages"].as_u64().unwrap());
 
     // This test process: `show` reads its numa_maps.
     let pid = std::process::id().to_string();
     let doc = check_document("show.schema.json", &["show", "--pid", &pid, "--json"]);
-    let bytes: u64 = doc["bytes_per_node"]
-        .as_object()
-        .unwrap()
-        .values()
-        .map(|v| v.as_u64().unwrap())
-        .sum();
+    let bytes: u64 = util::sum_values(&doc["bytes_per_node"]);
     assert_eq!(bytes, doc["total_bytes"].as_u64().unwrap());
 }
 

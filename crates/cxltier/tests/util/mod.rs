@@ -30,10 +30,11 @@ pub fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
-/// Asserts that the run `what` succeeded (failing with its stderr); its stdout.
+/// Asserts that the run `what` succeeded (failing with its stderr) and printed UTF-8; its stdout.
 pub fn assert_ok(what: impl Debug, out: &Output) -> String {
     assert!(out.status.success(), "{what:?}: {}", stderr(out));
-    stdout(out)
+    String::from_utf8(out.stdout.clone())
+        .unwrap_or_else(|e| panic!("{what:?}: stdout is not UTF-8: {e}"))
 }
 
 /// `cxltier ARGS`, which must succeed: its stdout.
@@ -67,6 +68,15 @@ pub fn assert_refused(what: impl Debug, out: &Output, code: i32, needles: &[&str
 /// `cxltier ARGS`, which must end with exit `code` and a message containing `needle`: its stderr.
 pub fn fails(args: &[&str], code: i32, needle: &str) -> String {
     assert_refused(args, &cxltier(args), code, &[needle])
+}
+
+/// The sum of the object `v`'s values (counts or bytes per node, counts per outcome).
+pub fn sum_values(v: &Value) -> u64 {
+    v.as_object()
+        .unwrap_or_else(|| panic!("not an object: {v}"))
+        .values()
+        .map(|n| n.as_u64().unwrap())
+        .sum()
 }
 
 /// The repository's root.
