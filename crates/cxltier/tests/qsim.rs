@@ -7,13 +7,38 @@ use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 use util::{assert_refused, cxltier, fails, repo, BIN};
 
-fn scratch(name: &str) -> PathBuf {
+/// A scratch directory of one test, removed when the test passes.
+struct Scratch(PathBuf);
+
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<Path> for Scratch {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        // A failed test leaves its files to look at.
+        if !std::thread::panicking() {
+            std::fs::remove_dir_all(&self.0).unwrap();
+        }
+    }
+}
+
+fn scratch(name: &str) -> Scratch {
     // Under target/ on the root file system, where O_DIRECT works (not tmpfs).
     let d = repo()
         .join("target")
         .join(format!("cli-qsim-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&d).unwrap();
-    d
+    Scratch(d)
 }
 
 fn write(dir: &Path, name: &str, text: &str) -> String {
@@ -132,7 +157,6 @@ fn json_amplitudes_counts_and_out_of_core_agree() {
         .file_name()
         .to_string_lossy()
         .ends_with(".spill")));
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -146,7 +170,6 @@ fn counts_are_keyed_by_the_classical_register() {
     );
     let out = json(&cxltier(&["qsim", &file, "--shots", "10", "--json"]));
     assert_eq!(out["counts"], serde_json::json!({"10000": 10}));
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 fn qiskit_python() -> PathBuf {
@@ -194,7 +217,6 @@ fn counts_with_several_registers_are_keyed_as_qiskits_get_counts() {
     // The table shows the same keys.
     let text = cxltier(&["qsim", &file, "--shots", "64"]);
     assert!(String::from_utf8_lossy(&text.stdout).contains("101 0 10"));
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -216,7 +238,6 @@ fn a_missing_header_is_read_with_a_warning_on_stderr() {
             && err.contains("add `OPENQASM 2.0;`"),
         "{err}"
     );
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -270,7 +291,6 @@ fn bad_input_names_the_problem() {
     ] {
         fails(&[&["qsim"][..], args].concat(), 2, needle);
     }
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -313,7 +333,6 @@ fn a_failed_write_stops_the_run_with_an_error() {
     );
     drop(spill);
     assert_eq!(std::fs::read_dir(&ssd).unwrap().count(), 0);
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// The spill file `child` has open in `ssd` once it is at least `len` bytes (it is unlinked as
@@ -393,7 +412,6 @@ fn sigint_and_sigterm_leave_no_spill_file_behind() {
         let left: Vec<_> = std::fs::read_dir(&ssd).unwrap().collect();
         assert!(left.is_empty(), "SIG{name} left {left:?}");
     }
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -469,7 +487,6 @@ fn hostile_circuits_and_states_beyond_memory_are_refused_with_exit_2() {
         2,
         "--memory-limit 16492674416640 is more than",
     );
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -515,7 +532,6 @@ fn a_dynamic_circuit_needs_shots_and_reports_its_method() {
     let out = json(&cxltier(&["qsim", &file, "--shots", "20", "--json"]));
     assert_eq!(out["dynamic"]["method"], "branches");
     assert_eq!(out["dynamic"]["branches"], 1);
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// `--bench-kernels` reports the machine's FMA rate and streaming bandwidth and, for every gate
@@ -617,7 +633,6 @@ fn kernel_benchmark_and_measured_fusion_width() {
             &format!("--fuse {wrong}: give 1 (no fusion) to 5 qubits, or auto"),
         );
     }
-    std::fs::remove_dir_all(&dir).ok();
 }
 
 /// `--plan-cluster` prices a run over ranks without running it: the plan's figures, time
@@ -769,7 +784,6 @@ fn the_cluster_model_prices_a_run_and_refuses_bad_specs() {
     );
     // Without MPI ranks, --bench-network says how to run it.
     fails(&["qsim", "--bench-network"], 2, "mpirun -np 2");
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -808,7 +822,6 @@ fn the_gate_cap_is_an_option_and_limits_below_what_runs_are_refused() {
     }
     let out = cxltier(&["qsim", &eleven, "--memory-limit", "4K", "--json"]);
     assert_eq!(json(&out)["mode"], "memory");
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
