@@ -2312,24 +2312,18 @@ mod tests {
         assert!(!not_five.holds(&[true, false, true]) && not_five.holds(&[true, true, true]));
         // What is not supported says so, on its line, with the form that is.
         let head = "OPENQASM 3.0;\nqubit[1] q;\nbit[2] c;\n";
-        let (line, msg) = line_of(&format!("{head}if (c) {{\n"));
-        assert_eq!(line, 4);
-        assert!(msg.contains("a bit alone"), "{msg}");
-        let (line, msg) = line_of(&format!("{head}if (c[0] && c[1]) {{\n"));
-        assert_eq!(line, 4);
-        assert!(msg.contains("compared with"), "{msg}");
-        let (line, msg) = line_of(&format!("{head}if (c[0]) {{\nif (c[1]) {{\n"));
-        assert_eq!(line, 5);
-        assert!(msg.contains("nested"), "{msg}");
-        let (line, msg) = line_of(&format!("{head}x q[0];\n}} else {{\n"));
-        assert_eq!(line, 5);
-        assert!(msg.contains("`else` without"), "{msg}");
-        let (line, msg) = line_of(&format!("{head}if (c[2]) x q[0];\n"));
-        assert_eq!(line, 4);
-        assert!(msg.contains("numbered 0 to 1"), "{msg}");
-        let (line, msg) = line_of(&format!("{head}if (c[0] == 2) x q[0];\n"));
-        assert_eq!(line, 4);
-        assert!(msg.contains("never match"), "{msg}");
+        for (body, line, says) in [
+            ("if (c) {\n", 4, "a bit alone"),
+            ("if (c[0] && c[1]) {\n", 4, "compared with"),
+            ("if (c[0]) {\nif (c[1]) {\n", 5, "nested"),
+            ("x q[0];\n} else {\n", 5, "`else` without"),
+            ("if (c[2]) x q[0];\n", 4, "numbered 0 to 1"),
+            ("if (c[0] == 2) x q[0];\n", 4, "never match"),
+        ] {
+            let (at, msg) = line_of(&format!("{head}{body}"));
+            assert_eq!(at, line, "{body:?}: {msg}");
+            assert!(msg.contains(says), "{body:?}: {msg}");
+        }
     }
 
     #[test]
