@@ -206,17 +206,12 @@ fn counts_with_several_registers_are_keyed_as_qiskits_get_counts() {
         ])
         .output()
         .unwrap();
-    assert!(
-        aer.status.success(),
-        "{}",
-        String::from_utf8_lossy(&aer.stderr)
-    );
-    let aer: Value = serde_json::from_slice(&aer.stdout).unwrap();
+    let aer: Value = serde_json::from_str(&util::assert_ok("Aer", &aer)).unwrap();
     assert_eq!(aer, serde_json::json!({"101 0 10": 64}), "Aer's own keys");
     assert_eq!(ours["counts"], aer);
     // The table shows the same keys.
-    let text = cxltier(&["qsim", &file, "--shots", "64"]);
-    assert!(String::from_utf8_lossy(&text.stdout).contains("101 0 10"));
+    let text = util::stdout(&cxltier(&["qsim", &file, "--shots", "64"]));
+    assert!(text.contains("101 0 10"), "{text}");
 }
 
 #[test]
