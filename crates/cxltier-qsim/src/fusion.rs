@@ -516,6 +516,17 @@ mod tests {
         ops
     }
 
+    /// [`fuse_cheapest`] up to the cap, each fused gate in a sweep of its own.
+    fn cheapest_per_gate(ops: &[Op], costs: &CostModel) -> (usize, Vec<Op>) {
+        fuse_cheapest(
+            ops,
+            MAX_FUSE,
+            costs,
+            Pricing::SweepPerGate,
+            one_gate_per_sweep,
+        )
+    }
+
     fn model(gate_seconds: [f64; 6], stream_seconds: f64) -> CostModel {
         CostModel {
             gate_seconds: gate_seconds.to_vec(),
@@ -557,24 +568,12 @@ mod tests {
     fn in_cache_the_least_arithmetic_wins() {
         let ops = layered_ops();
         let flat = model([0.0, 1e-9, 1e-9, 1e-9, 1e-9, 1e-9], 0.0);
-        let (width, fused) = fuse_cheapest(
-            &ops,
-            MAX_FUSE,
-            &flat,
-            Pricing::SweepPerGate,
-            one_gate_per_sweep,
-        );
+        let (width, fused) = cheapest_per_gate(&ops, &flat);
         let fewest = (1..=MAX_FUSE).map(|w| fuse(&ops, w).len()).min().unwrap();
         assert_eq!(fused.len(), fewest, "width {width}");
         assert!(width >= 4, "flat costs chose width {width}");
         let steep = model([0.0, 1e-9, 2e-9, 16e-9, 128e-9, 1024e-9], 0.0);
-        let (width, fused) = fuse_cheapest(
-            &ops,
-            MAX_FUSE,
-            &steep,
-            Pricing::SweepPerGate,
-            one_gate_per_sweep,
-        );
+        let (width, fused) = cheapest_per_gate(&ops, &steep);
         assert!(width <= 2, "steep costs chose width {width}");
         // Priced merge by merge, the one-qubit gates join the two-qubit blocks (no wider, so
         // free) and pairs of one-qubit gates become two-qubit ones: fewer gates than any fixed
@@ -684,23 +683,11 @@ mod tests {
         // narrow gates win); 2^20 amplitudes over 2 threads.
         let costs = [0.0, 1e-9, 2e-9, 16e-9, 128e-9, 1024e-9];
         let in_cache = model(costs, 0.0);
-        let (narrow, _) = fuse_cheapest(
-            &ops,
-            MAX_FUSE,
-            &in_cache,
-            Pricing::SweepPerGate,
-            one_gate_per_sweep,
-        );
+        let (narrow, _) = cheapest_per_gate(&ops, &in_cache);
         // A stream of 1 s outweighs any one gate's arithmetic (at most 1024e-9 * 2^19 = 0.54 s):
         // every sweep costs the stream, and the width with fewest gates wins.
         let memory_bound = model(costs, 1.0);
-        let (wide, fused) = fuse_cheapest(
-            &ops,
-            MAX_FUSE,
-            &memory_bound,
-            Pricing::SweepPerGate,
-            one_gate_per_sweep,
-        );
+        let (wide, fused) = cheapest_per_gate(&ops, &memory_bound);
         let fewest = (1..=MAX_FUSE).map(|w| fuse(&ops, w).len()).min().unwrap();
         assert_eq!(fused.len(), fewest);
         assert!(

@@ -2307,24 +2307,18 @@ mod tests {
         assert!(!not_five.holds(&[true, false, true]) && not_five.holds(&[true, true, true]));
         // What is not supported says so, on its line, with the form that is.
         let head = "OPENQASM 3.0;\nqubit[1] q;\nbit[2] c;\n";
-        let (line, msg) = line_of(&format!("{head}if (c) {{\n"));
-        assert_eq!(line, 4);
-        assert!(msg.contains("a bit alone"), "{msg}");
-        let (line, msg) = line_of(&format!("{head}if (c[0] && c[1]) {{\n"));
-        assert_eq!(line, 4);
-        assert!(msg.contains("compared with"), "{msg}");
-        let (line, msg) = line_of(&format!("{head}if (c[0]) {{\nif (c[1]) {{\n"));
-        assert_eq!(line, 5);
-        assert!(msg.contains("nested"), "{msg}");
-        let (line, msg) = line_of(&format!("{head}x q[0];\n}} else {{\n"));
-        assert_eq!(line, 5);
-        assert!(msg.contains("`else` without"), "{msg}");
-        let (line, msg) = line_of(&format!("{head}if (c[2]) x q[0];\n"));
-        assert_eq!(line, 4);
-        assert!(msg.contains("numbered 0 to 1"), "{msg}");
-        let (line, msg) = line_of(&format!("{head}if (c[0] == 2) x q[0];\n"));
-        assert_eq!(line, 4);
-        assert!(msg.contains("never match"), "{msg}");
+        for (body, line, says) in [
+            ("if (c) {\n", 4, "a bit alone"),
+            ("if (c[0] && c[1]) {\n", 4, "compared with"),
+            ("if (c[0]) {\nif (c[1]) {\n", 5, "nested"),
+            ("x q[0];\n} else {\n", 5, "`else` without"),
+            ("if (c[2]) x q[0];\n", 4, "numbered 0 to 1"),
+            ("if (c[0] == 2) x q[0];\n", 4, "never match"),
+        ] {
+            let (at, msg) = line_of(&format!("{head}{body}"));
+            assert_eq!(at, line, "{body:?}: {msg}");
+            assert!(msg.contains(says), "{body:?}: {msg}");
+        }
     }
 
     #[test]
@@ -2476,34 +2470,49 @@ mod tests {
 
     #[test]
     fn errors_name_the_line() {
-        let (line, msg) = line_of("OPENQASM 2.0;\nqreg q[2];\nh q[0];\nfoo q[1];\n");
-        assert_eq!(line, 4);
-        assert!(msg.contains("unsupported gate \"foo\""), "{msg}");
-        let (line, _) = line_of("OPENQASM 2.0;\nqreg q[2];\n\ncx q[0] q[1];\n");
-        assert_eq!(line, 4);
-        let (line, msg) = line_of("OPENQASM 2.0;\nqreg q[2];\nh q[2];\n");
-        assert_eq!(line, 3);
-        assert!(msg.contains("out of range"), "{msg}");
-        let (line, msg) = line_of("OPENQASM 2.0;\nqreg q[2];\nrx q[0];\n");
-        assert_eq!(line, 3);
-        assert!(msg.contains("takes 1 parameters"), "{msg}");
-        let (line, msg) = line_of("OPENQASM 2.0;\nqreg q[1];\nreset r[0];\n");
-        assert_eq!(line, 3);
-        assert!(msg.contains("no quantum register named \"r\""), "{msg}");
-        let (line, msg) = line_of("OPENQASM 2.0;\nqreg q[1];\nreset q[1];\n");
-        assert_eq!(line, 3);
-        assert!(msg.contains("out of range"), "{msg}");
-        let (line, msg) = line_of("OPENQASM 2.0;\nqreg q[1];\ncreg c[2];\n\nif(d==1) x q[0];\n");
-        assert_eq!(line, 5);
-        assert!(msg.contains("no classical register named \"d\""), "{msg}");
-        let (line, msg) = line_of("OPENQASM 2.0;\nqreg q[1];\ncreg c[2];\nif(c==4) x q[0];\n");
-        assert_eq!(line, 4);
-        assert!(msg.contains("c has 2 bits, so it holds 0 to 3"), "{msg}");
-        let (line, msg) = line_of("OPENQASM 2.0;\nqreg q[1];\ncreg c[2];\nif(c==1) creg d[1];\n");
-        assert_eq!(line, 4);
-        assert!(msg.contains("only a gate"), "{msg}");
-        let (line, msg) = line_of("OPENQASM 2.0;\nqreg q[1];\nh q[0]\n");
-        assert_eq!(line, 3);
-        assert!(msg.contains("end of program"), "{msg}");
+        for (text, line, says) in [
+            (
+                "OPENQASM 2.0;\nqreg q[2];\nh q[0];\nfoo q[1];\n",
+                4,
+                "unsupported gate \"foo\"",
+            ),
+            ("OPENQASM 2.0;\nqreg q[2];\n\ncx q[0] q[1];\n", 4, ""),
+            ("OPENQASM 2.0;\nqreg q[2];\nh q[2];\n", 3, "out of range"),
+            (
+                "OPENQASM 2.0;\nqreg q[2];\nrx q[0];\n",
+                3,
+                "takes 1 parameters",
+            ),
+            (
+                "OPENQASM 2.0;\nqreg q[1];\nreset r[0];\n",
+                3,
+                "no quantum register named \"r\"",
+            ),
+            (
+                "OPENQASM 2.0;\nqreg q[1];\nreset q[1];\n",
+                3,
+                "out of range",
+            ),
+            (
+                "OPENQASM 2.0;\nqreg q[1];\ncreg c[2];\n\nif(d==1) x q[0];\n",
+                5,
+                "no classical register named \"d\"",
+            ),
+            (
+                "OPENQASM 2.0;\nqreg q[1];\ncreg c[2];\nif(c==4) x q[0];\n",
+                4,
+                "c has 2 bits, so it holds 0 to 3",
+            ),
+            (
+                "OPENQASM 2.0;\nqreg q[1];\ncreg c[2];\nif(c==1) creg d[1];\n",
+                4,
+                "only a gate",
+            ),
+            ("OPENQASM 2.0;\nqreg q[1];\nh q[0]\n", 3, "end of program"),
+        ] {
+            let (at, msg) = line_of(text);
+            assert_eq!(at, line, "{text:?}: {msg}");
+            assert!(msg.contains(says), "{text:?}: {msg}");
+        }
     }
 }

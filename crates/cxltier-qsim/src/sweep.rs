@@ -369,6 +369,48 @@ mod tests {
         ops
     }
 
+    /// `ops` on `n` qubits from |0...0>, swept at `width` (relabelling qubits or not) over pieces
+    /// of 64 amplitudes in groups of 16 KiB, copied from `copy_groups_from` bytes of state on:
+    /// the state and the report.
+    fn swept(
+        n: usize,
+        ops: &[Op],
+        width: fusion::Width,
+        relabel: bool,
+        copy_groups_from: usize,
+    ) -> (Vec<Amp<f64>>, SweepReport) {
+        let mut state = vec![[0.0f64; 2]; 1 << n];
+        state[0] = [1.0, 0.0];
+        let piece_bits = 6;
+        let mut pieces: Vec<&mut [Amp<f64>]> = state.chunks_mut(1 << piece_bits).collect();
+        let blocking = Blocking {
+            group_bytes: 16 << 10,
+            copy_groups_from,
+        };
+        let report = run(
+            &mut pieces,
+            piece_bits,
+            n,
+            ops,
+            width,
+            relabel,
+            blocking,
+            None,
+        );
+        (state, report)
+    }
+
+    /// Asserts that the states `a` and `b` (named `an` and `bn` in a message) agree within 1e-12.
+    fn assert_same_state(a: &[Amp<f64>], b: &[Amp<f64>], an: &str, bn: &str) {
+        assert_eq!(a.len(), b.len());
+        for (i, (x, y)) in a.iter().zip(b).enumerate() {
+            assert!(
+                (x[0] - y[0]).abs() < 1e-12 && (x[1] - y[1]).abs() < 1e-12,
+                "amplitude {i}: {an} {x:?}, {bn} {y:?}"
+            );
+        }
+    }
+
     /// A measured fusion width (which streams the state twice to time it, and prices every
     /// width's sweeps) leaves the same state as a fixed width: the timing changes nothing.
     #[test]
@@ -377,33 +419,11 @@ mod tests {
         let ops = layered_ops(n, 4, |_| (0..n - 1).map(|q| [q, q + 1]).collect());
         let mut states = Vec::new();
         for width in [fusion::Width::Fixed(2), fusion::Width::Measured(5)] {
-            let mut state = vec![[0.0f64; 2]; 1 << n];
-            state[0] = [1.0, 0.0];
-            let piece_bits = 6;
-            let mut pieces: Vec<&mut [Amp<f64>]> = state.chunks_mut(1 << piece_bits).collect();
-            let blocking = Blocking {
-                group_bytes: 16 << 10,
-                copy_groups_from: usize::MAX,
-            };
-            let report = run(
-                &mut pieces,
-                piece_bits,
-                n,
-                &ops,
-                width,
-                false,
-                blocking,
-                None,
-            );
+            let (state, report) = swept(n, &ops, width, false, usize::MAX);
             assert!((1..=fusion::MAX_FUSE).contains(&report.fuse_width));
             states.push(state);
         }
-        for (i, (a, b)) in states[0].iter().zip(&states[1]).enumerate() {
-            assert!(
-                (a[0] - b[0]).abs() < 1e-12 && (a[1] - b[1]).abs() < 1e-12,
-                "amplitude {i}: fixed {a:?}, measured {b:?}"
-            );
-        }
+        assert_same_state(&states[0], &states[1], "fixed", "measured");
     }
 
     /// Sweeping in place and through the per-thread group copies gives the same state, with
@@ -418,35 +438,13 @@ mod tests {
                 .collect()
         });
         let mut states = Vec::new();
-        for copy in [false, true] {
-            let mut state = vec![[0.0f64; 2]; 1 << n];
-            state[0] = [1.0, 0.0];
-            let piece_bits = 6;
-            let mut pieces: Vec<&mut [Amp<f64>]> = state.chunks_mut(1 << piece_bits).collect();
-            let blocking = Blocking {
-                group_bytes: 16 << 10,
-                copy_groups_from: if copy { 0 } else { usize::MAX },
-            };
-            let report = run(
-                &mut pieces,
-                piece_bits,
-                n,
-                &ops,
-                fusion::Width::Fixed(2),
-                true,
-                blocking,
-                None,
-            );
+        for copy_groups_from in [usize::MAX, 0] {
+            let (state, report) = swept(n, &ops, fusion::Width::Fixed(2), true, copy_groups_from);
             assert!(report.sweeps > 3, "only {} sweeps", report.sweeps);
             states.push(state);
         }
         let norm: f64 = states[1].iter().map(|a| a[0] * a[0] + a[1] * a[1]).sum();
         assert!((norm - 1.0).abs() < 1e-9, "norm {norm}");
-        for (i, (a, b)) in states[0].iter().zip(&states[1]).enumerate() {
-            assert!(
-                (a[0] - b[0]).abs() < 1e-12 && (a[1] - b[1]).abs() < 1e-12,
-                "amplitude {i}: in place {a:?}, copied {b:?}"
-            );
-        }
+        assert_same_state(&states[0], &states[1], "in place", "copied");
     }
 }

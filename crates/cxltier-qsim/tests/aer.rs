@@ -5,10 +5,9 @@
 //! Aer comes from PyPI into bench/cache/venv (`scripts/qsim-peers`, which `scripts/test` runs).
 
 mod common;
-use common::{python, scratch, HEADER};
+use common::{complex_file, ghz, max_diff, qft, run_script, scratch, HEADER};
 use std::fmt::Write as _;
 use std::path::Path;
-use std::process::Command;
 
 use cxltier_qsim::{parse, Options, Simulation};
 use rand::{Rng, SeedableRng};
@@ -66,32 +65,6 @@ fn random_circuit(n: usize, gates: usize, seed: u64) -> String {
     s
 }
 
-fn qft(n: usize) -> String {
-    let mut s = format!("{HEADER}qreg q[{n}];\n");
-    // A non-trivial input: x on a few qubits, then the textbook QFT with the final swaps.
-    for q in (0..n).step_by(3) {
-        writeln!(s, "x q[{q}];").unwrap();
-    }
-    for j in (0..n).rev() {
-        writeln!(s, "h q[{j}];").unwrap();
-        for k in (0..j).rev() {
-            writeln!(s, "cp(pi/{}) q[{k}],q[{j}];", 1u64 << (j - k)).unwrap();
-        }
-    }
-    for q in 0..n / 2 {
-        writeln!(s, "swap q[{q}],q[{}];", n - 1 - q).unwrap();
-    }
-    s
-}
-
-fn ghz(n: usize) -> String {
-    let mut s = format!("{HEADER}qreg q[{n}];\nh q[0];\n");
-    for q in 1..n {
-        writeln!(s, "cx q[{}],q[{q}];", q - 1).unwrap();
-    }
-    s
-}
-
 /// Grover search over `d` data qubits for `marked`, with a Toffoli V-chain on `d - 2` ancillas
 /// for the multi-controlled Z.
 fn grover(d: usize, marked: usize, iterations: usize) -> String {
@@ -137,41 +110,25 @@ fn aer(dir: &Path, circuits: &[(String, String)]) -> Vec<Vec<[f64; 2]>> {
         std::fs::write(&p, text).unwrap();
         paths.push(p);
     }
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/aer_statevector.py");
-    let out = Command::new(python())
-        .arg(&script)
-        .arg(dir)
-        .args(&paths)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "Aer failed: {}",
-        String::from_utf8_lossy(&out.stderr)
+    run_script(
+        "aer_statevector.py",
+        [dir.as_os_str()]
+            .into_iter()
+            .chain(paths.iter().map(|p| p.as_os_str())),
     );
     circuits
         .iter()
-        .map(|(name, _)| {
-            let bytes = std::fs::read(dir.join(format!("{name}.bin"))).unwrap();
-            bytes
-                .chunks(16)
-                .map(|c| {
-                    [
-                        f64::from_le_bytes(c[..8].try_into().unwrap()),
-                        f64::from_le_bytes(c[8..].try_into().unwrap()),
-                    ]
-                })
-                .collect()
-        })
+        .map(|(name, _)| complex_file(&dir.join(format!("{name}.bin"))))
         .collect()
 }
 
-fn max_diff(a: &[[f64; 2]], b: &[[f64; 2]]) -> f64 {
-    assert_eq!(a.len(), b.len());
-    a.iter()
-        .zip(b)
-        .map(|(x, y)| (x[0] - y[0]).abs().max((x[1] - y[1]).abs()))
-        .fold(0.0, f64::max)
+/// `circuit` run at f64 on two threads under a memory limit of `limit` bytes, spilled to `dir`.
+fn run_spilled(circuit: &cxltier_qsim::Circuit, limit: u64, dir: &Path) -> Simulation<f64> {
+    let options = Options::new()
+        .threads(2)
+        .memory_limit(limit)
+        .ssd(dir.to_path_buf(), None);
+    Simulation::<f64>::run(circuit, &options).unwrap()
 }
 
 #[test]
@@ -261,14 +218,7 @@ fn three_more_qubits_than_fit_run_out_of_core_and_match_the_in_memory_run() {
     let n = 19;
     let circuit = parse(&random_circuit(n, 120, 7)).unwrap();
     assert!((16u64 << n) > 4 * limit);
-    let mut spilled = Simulation::<f64>::run(
-        &circuit,
-        &Options::new()
-            .threads(2)
-            .memory_limit(limit)
-            .ssd(dir.clone(), None),
-    )
-    .unwrap();
+    let mut spilled = run_spilled(&circuit, limit, &dir);
     let report = spilled.report().clone();
     assert_eq!(report.mode, "out_of_core");
     assert!(report.passes >= 1 && report.passes <= report.gates);
@@ -293,14 +243,7 @@ fn three_more_qubits_than_fit_run_out_of_core_and_match_the_in_memory_run() {
     assert!(left.is_empty(), "spill files are removed");
     // Sampling out of core: a GHZ state gives only all-zeros and all-ones, about half each.
     let circuit = parse(&ghz(n)).unwrap();
-    let mut spilled = Simulation::<f64>::run(
-        &circuit,
-        &Options::new()
-            .threads(2)
-            .memory_limit(limit)
-            .ssd(dir.clone(), None),
-    )
-    .unwrap();
+    let mut spilled = run_spilled(&circuit, limit, &dir);
     let q: Vec<usize> = (0..n).collect();
     let counts = spilled.sample(1000, &q, 3).unwrap();
     let zeros = counts.get(&"0".repeat(n)).copied().unwrap_or(0);

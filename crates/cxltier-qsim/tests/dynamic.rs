@@ -7,11 +7,10 @@
 //! Aer comes from PyPI into bench/cache/venv (`scripts/qsim-peers`, which `scripts/test` runs).
 
 mod common;
-use common::{python, scratch, HEADER};
+use common::{run_script, scratch, HEADER};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use cxltier_qsim::{parse, AnySimulation, Method, Options, Precision};
 use rand::{Rng, SeedableRng};
@@ -130,20 +129,12 @@ fn compare_with_aer(dir: &Path, shots: u64, cases: &[(String, String, BTreeMap<S
         .unwrap();
         paths.push(path);
     }
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/aer_counts.py");
-    let out = Command::new(python())
-        .arg(&script)
-        .arg(shots.to_string())
-        .arg(AER_SEED.to_string())
-        .args(&paths)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "aer_counts.py failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let results: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (shots, seed) = (shots.to_string(), AER_SEED.to_string());
+    let args = [shots.as_ref(), seed.as_ref()]
+        .into_iter()
+        .chain(paths.iter().map(|p| p.as_os_str()));
+    let results: serde_json::Value =
+        serde_json::from_slice(&run_script("aer_counts.py", args)).unwrap();
     for (name, text, counts) in cases {
         assert_above_significance(&results, name, &format!("ours {counts:?}\n{text}"));
     }
@@ -292,17 +283,7 @@ fn openqasm3_from_qiskit_gives_the_same_shots() {
             path
         })
         .collect();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/qasm3_dumps.py");
-    let out = Command::new(python())
-        .arg(&script)
-        .args(&paths)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "qasm3_dumps.py failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    run_script("qasm3_dumps.py", &paths);
     let options = Options::new().dynamic_method(Method::Branches);
     for ((name, text), path) in circuits.iter().zip(&paths) {
         let text3 = std::fs::read_to_string(path.with_extension("qasm3")).unwrap();
@@ -322,20 +303,14 @@ fn openqasm3_from_qiskit_gives_the_same_shots() {
 fn qiskit_if_test_on_bits_with_else_matches_aer() {
     let dir = scratch("ifelse");
     let shots = 4000u64;
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/qiskit_if_else.py");
-    let built = Command::new(python())
-        .arg(&script)
-        .arg("build")
-        .arg(&dir)
-        .arg(shots.to_string())
-        .arg(AER_SEED.to_string())
-        .output()
-        .unwrap();
-    assert!(
-        built.status.success(),
-        "qiskit_if_else.py build failed: {}",
-        String::from_utf8_lossy(&built.stderr)
-    );
+    let (shots_arg, seed) = (shots.to_string(), AER_SEED.to_string());
+    let build = [
+        "build".as_ref(),
+        dir.as_os_str(),
+        shots_arg.as_ref(),
+        seed.as_ref(),
+    ];
+    run_script("qiskit_if_else.py", build);
     let mut names: Vec<String> = std::fs::read_dir(&dir)
         .unwrap()
         .filter_map(|e| {
@@ -361,18 +336,9 @@ fn qiskit_if_test_on_bits_with_else_matches_aer() {
             )
             .unwrap();
         }
-        let out = Command::new(python())
-            .arg(&script)
-            .arg("compare")
-            .arg(&dir)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "qiskit_if_else.py compare failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let results: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let compare = ["compare".as_ref(), dir.as_os_str()];
+        let results: serde_json::Value =
+            serde_json::from_slice(&run_script("qiskit_if_else.py", compare)).unwrap();
         for name in &names {
             assert_above_significance(&results, name, method_name);
         }

@@ -6,49 +6,15 @@
 //! `scripts/test` runs).
 
 mod common;
-use common::{python, scratch};
+use common::{complex_file, max_diff, run_script, scratch};
 use std::collections::BTreeSet;
-use std::path::Path;
-use std::process::Command;
 
 use cxltier_qsim::qasm::{standard_matrix, EXTRA_GATES, STANDARD_GATES};
 use cxltier_qsim::{parse, Options, Simulation};
 
 /// Run tests/qiskit_reference.py with `args`.
 fn reference(args: &[String]) {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/qiskit_reference.py");
-    let out = Command::new(python())
-        .arg(&script)
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "Qiskit failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// Little-endian complex128 values.
-fn complex_file(path: &Path) -> Vec<[f64; 2]> {
-    std::fs::read(path)
-        .unwrap()
-        .chunks(16)
-        .map(|c| {
-            [
-                f64::from_le_bytes(c[..8].try_into().unwrap()),
-                f64::from_le_bytes(c[8..].try_into().unwrap()),
-            ]
-        })
-        .collect()
-}
-
-fn max_diff(a: &[[f64; 2]], b: &[[f64; 2]]) -> f64 {
-    assert_eq!(a.len(), b.len());
-    a.iter()
-        .zip(b)
-        .map(|(x, y)| (x[0] - y[0]).abs().max((x[1] - y[1]).abs()))
-        .fold(0.0, f64::max)
+    run_script("qiskit_reference.py", args);
 }
 
 #[test]

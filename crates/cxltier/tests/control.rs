@@ -4,29 +4,16 @@
 //! weighted-interleave table go to a scratch sysfs tree (`--sysfs-root`), never to this machine's
 //! `/sys`: the lab suite checks real table writes inside a throwaway kernel.
 
+mod util;
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
+use util::{assert_ok, assert_refused, cxltier, fails, json_of, json_ok, stderr, stdout_ok, BIN};
 
-const BIN: &str = env!("CARGO_BIN_EXE_cxltier");
 const WI: &str = "sys/kernel/mm/mempolicy/weighted_interleave";
-
-fn cxltier(args: &[&str]) -> Output {
-    Command::new(BIN).args(args).output().expect("run cxltier")
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-fn json_ok(args: &[&str]) -> Value {
-    let out = cxltier(args);
-    assert!(out.status.success(), "{args:?}: {}", stderr(&out));
-    serde_json::from_slice(&out.stdout).expect("valid JSON")
-}
 
 /// The live kernel's weighted-interleave weight of node 0, if it has the table.
 fn live_weight0() -> Option<u32> {
@@ -118,9 +105,7 @@ fn touch_16m_lands_every_page_on_this_machines_nodes() {
 
 #[test]
 fn touch_prints_a_table_for_people() {
-    let out = cxltier(&["touch", "4M"]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let text = String::from_utf8(out.stdout).unwrap();
+    let text = stdout_ok(&["touch", "4M"]);
     assert!(text.starts_with("touched 4 MiB ("), "{text}");
     assert!(text.contains("node  pages"), "{text}");
     assert!(text.contains('%'), "{text}");
@@ -137,18 +122,11 @@ fn touch_accepts_size_forms() {
 #[test]
 fn touch_rejects_nonsense_sizes() {
     for bad in ["64Q", "lots", "0", "1.2.3G", "64 megabytes"] {
-        let out = cxltier(&["touch", bad]);
-        assert_eq!(out.status.code(), Some(2), "{bad}: {}", stderr(&out));
-        assert!(
-            stderr(&out).contains("invalid size"),
-            "{bad}: {}",
-            stderr(&out)
-        );
+        fails(&["touch", bad], 2, "invalid size");
     }
     // A leading '-' reads as an option: still bad input.
-    assert_eq!(cxltier(&["touch", "-1M"]).status.code(), Some(2));
-    let out = cxltier(&["touch", "4K", "--hold", "-1"]);
-    assert_eq!(out.status.code(), Some(2));
+    fails(&["touch", "-1M"], 2, "");
+    fails(&["touch", "4K", "--hold", "-1"], 2, "");
 }
 
 // ---- run ----
@@ -192,35 +170,25 @@ fn run_without_dashes_passes_the_commands_own_flags() {
 fn run_weights_matching_the_table_needs_no_write() {
     let Some(w) = live_weight0() else {
         // A kernel without weighted interleave: a clear "unsupported".
-        let out = cxltier(&["run", "--weights", "1", "--", "true"]);
-        assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
-        assert!(
-            stderr(&out).contains("weighted interleave"),
-            "{}",
-            stderr(&out)
+        fails(
+            &["run", "--weights", "1", "--", "true"],
+            4,
+            "weighted interleave",
         );
         return;
     };
     if live_nodes() != [0] {
         return; // the lab suite covers multi-node machines
     }
-    let out = cxltier(&[
-        "run",
-        "--weights",
-        &w.to_string(),
-        "--",
-        BIN,
-        "touch",
-        "8M",
-        "--json",
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
+    let w = w.to_string();
+    let args = ["run", "--weights", &w, "--", BIN, "touch", "8M", "--json"];
+    let out = cxltier(&args);
+    let v = json_of(args, &out);
     assert!(
         !stderr(&out).contains("system-wide"),
         "no table change: {}",
         stderr(&out)
     );
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["policy"], "weighted-interleave");
     assert_eq!(v["policy_nodes"], serde_json::json!([0]));
     assert_eq!(v["pages_per_node"]["0"], v["pages"]);
@@ -228,26 +196,25 @@ fn run_weights_matching_the_table_needs_no_write() {
 
 #[test]
 fn run_bind_to_missing_node_exits_2_naming_it() {
-    let out = cxltier(&["run", "--bind", "5", "--", "true"]);
-    assert_eq!(out.status.code(), Some(2));
-    let err = stderr(&out);
-    assert!(err.contains("node 5 does not exist"), "{err}");
-    assert!(err.contains("memory nodes"), "{err}");
+    let args = ["run", "--bind", "5", "--", "true"];
+    assert_refused(
+        args,
+        &cxltier(&args),
+        2,
+        &["node 5 does not exist", "memory nodes"],
+    );
 }
 
 #[test]
 fn run_rejects_bad_node_lists_and_weight_counts() {
-    let out = cxltier(&["run", "--bind", "0-x", "--", "true"]);
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    fails(&["run", "--bind", "0-x", "--", "true"], 2, "");
     let n = live_nodes().len();
     let weights = vec!["1"; n + 1].join(":");
-    let out = cxltier(&["run", "--weights", &weights, "--", "true"]);
     // Without weighted interleave the count is still checked first (it is bad input anyway).
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("weight(s) for nodes"),
-        "{}",
-        stderr(&out)
+    fails(
+        &["run", "--weights", &weights, "--", "true"],
+        2,
+        "weight(s) for nodes",
     );
     let out = cxltier(&["run", "--weights", "0", "--", "true"]);
     assert!(
@@ -259,10 +226,13 @@ fn run_rejects_bad_node_lists_and_weight_counts() {
 
 #[test]
 fn run_needs_a_policy_and_a_command() {
-    assert_eq!(cxltier(&["run", "--", "true"]).status.code(), Some(2));
-    assert_eq!(cxltier(&["run", "--bind", "0"]).status.code(), Some(2));
-    let out = cxltier(&["run", "--bind", "0", "--preferred", "0", "--", "true"]);
-    assert_eq!(out.status.code(), Some(2));
+    for args in [
+        &["run", "--", "true"][..],
+        &["run", "--bind", "0"],
+        &["run", "--bind", "0", "--preferred", "0", "--", "true"],
+    ] {
+        fails(args, 2, "");
+    }
 }
 
 #[test]
@@ -440,12 +410,7 @@ fn show_sees_the_memory_of_a_holding_touch() {
     assert_eq!(v["process_name"], "cxltier");
     let total = v["total_bytes"].as_u64().unwrap();
     assert!(total >= 16 << 20, "{total}");
-    let by_node: u64 = v["bytes_per_node"]
-        .as_object()
-        .unwrap()
-        .values()
-        .map(|b| b.as_u64().unwrap())
-        .sum();
+    let by_node: u64 = util::sum_values(&v["bytes_per_node"]);
     assert_eq!(by_node, total);
     let mappings = v["mappings"].as_array().unwrap();
     let touched_map = mappings
@@ -563,20 +528,16 @@ fn show_arguments_are_checked() {
         ),
         (vec!["show", "self"], "invalid value 'self'"),
     ] {
-        let out = cxltier(&args);
-        assert_eq!(out.status.code(), Some(2), "{args:?}");
-        assert!(stderr(&out).contains(why), "{args:?}: {}", stderr(&out));
+        fails(&args, 2, why);
     }
 }
 
 #[test]
 fn show_of_a_missing_process_exits_2() {
-    let out = cxltier(&["show", "--pid", "2147483646"]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(
-        stderr(&out).contains("no process with pid 2147483646"),
-        "{}",
-        stderr(&out)
+    fails(
+        &["show", "--pid", "2147483646"],
+        2,
+        "no process with pid 2147483646",
     );
 }
 
@@ -584,17 +545,12 @@ fn show_of_a_missing_process_exits_2() {
 
 #[test]
 fn apply_zero_weight_dry_run_exits_2() {
-    let out = cxltier(&["apply", "--weights", "node0=0", "--dry-run"]);
+    let args = ["apply", "--weights", "node0=0", "--dry-run"];
     if live_weight0().is_none() {
-        assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+        fails(&args, 4, "");
         return;
     }
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("weight 0 for node 0"),
-        "{}",
-        stderr(&out)
-    );
+    fails(&args, 2, "weight 0 for node 0");
 }
 
 #[test]
@@ -618,17 +574,17 @@ fn apply_dry_run_on_the_live_table_changes_nothing() {
 #[test]
 fn apply_writes_shows_old_and_new_and_warns() {
     let tree = Tree::new("apply", &[(0, 1), (1, 1)], Some("true\n"));
-    let out = cxltier(&[
+    let args = [
         "apply",
         "--sysfs-root",
         tree.root(),
         "--weights",
         "node0=3,node1=1",
         "--json",
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
+    ];
+    let out = cxltier(&args);
+    let v = json_of(args, &out);
     assert!(stderr(&out).contains("system-wide"), "{}", stderr(&out));
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["dry_run"], false);
     assert_eq!(v["changed"], true);
     assert_eq!(
@@ -657,7 +613,7 @@ fn apply_writes_shows_old_and_new_and_warns() {
 #[test]
 fn apply_dry_run_on_a_tree_writes_nothing() {
     let tree = Tree::new("apply-dry", &[(0, 1)], None);
-    let out = cxltier(&[
+    let text = stdout_ok(&[
         "apply",
         "--sysfs-root",
         tree.root(),
@@ -665,8 +621,6 @@ fn apply_dry_run_on_a_tree_writes_nothing() {
         "node0=5",
         "--dry-run",
     ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("dry run: nothing written"), "{text}");
     assert!(text.contains("would change"), "{text}");
     assert_eq!(tree.weight(0), "1");
@@ -682,9 +636,11 @@ fn apply_bad_input_changes_nothing() {
         ("node0=3,node0=2", 2, "more than once"),
         ("node0:3", 2, "invalid weights"),
     ] {
-        let out = cxltier(&["apply", "--sysfs-root", tree.root(), "--weights", spec]);
-        assert_eq!(out.status.code(), Some(code), "{spec}: {}", stderr(&out));
-        assert!(stderr(&out).contains(needle), "{spec}: {}", stderr(&out));
+        fails(
+            &["apply", "--sysfs-root", tree.root(), "--weights", spec],
+            code,
+            needle,
+        );
         assert_eq!((tree.weight(0), tree.weight(1)), ("1".into(), "1".into()));
     }
     let out = cxltier(&[
@@ -705,20 +661,17 @@ fn apply_bad_input_changes_nothing() {
 fn apply_on_a_kernel_without_weighted_interleave_exits_4() {
     let tree = Tree::new("apply-nowi", &[], None);
     std::fs::remove_dir(tree.0.path().join(WI)).unwrap();
-    let out = cxltier(&[
-        "apply",
-        "--sysfs-root",
-        tree.root(),
-        "--weights",
-        "node0=3",
-        "--dry-run",
-    ]);
-    assert_eq!(out.status.code(), Some(4));
-    assert!(
-        stderr(&out)
-            .contains("this kernel has no weighted interleave (Linux 6.9+ with CONFIG_NUMA;"),
-        "{}",
-        stderr(&out)
+    fails(
+        &[
+            "apply",
+            "--sysfs-root",
+            tree.root(),
+            "--weights",
+            "node0=3",
+            "--dry-run",
+        ],
+        4,
+        "this kernel has no weighted interleave (Linux 6.9+ with CONFIG_NUMA;",
     );
 }
 
@@ -736,35 +689,34 @@ fn apply_rolls_back_a_partial_write() {
     let tree = Tree::new("apply-rollback", &[(0, 1), (1, 1)], None);
     std::os::unix::fs::symlink(readonly, tree.file("node2")).unwrap();
     let spec = format!("node0=3,node1=2,node2={}", w2 + 1);
-    let out = cxltier(&["apply", "--sysfs-root", tree.root(), "--weights", &spec]);
-    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    let err = stderr(&out);
-    assert!(err.contains("node2"), "{err}");
-    assert!(err.contains("rolled back node1=1,node0=1"), "{err}");
+    let args = ["apply", "--sysfs-root", tree.root(), "--weights", &spec];
+    assert_refused(
+        args,
+        &cxltier(&args),
+        1,
+        &["node2", "rolled back node1=1,node0=1"],
+    );
     assert_eq!((tree.weight(0), tree.weight(1)), ("1".into(), "1".into()));
 }
 
 #[test]
 fn apply_weights_and_plan_are_exclusive() {
-    let out = cxltier(&["apply", "--weights", "node0=1", "--plan", "R"]);
-    assert_eq!(out.status.code(), Some(2));
-    let out = cxltier(&["apply"]);
-    assert_eq!(out.status.code(), Some(2));
+    fails(&["apply", "--weights", "node0=1", "--plan", "R"], 2, "");
+    fails(&["apply"], 2, "");
 }
 
 #[test]
 fn apply_auto_switches_the_kernel_weights_back_on() {
     let tree = Tree::new("apply-auto", &[(0, 3)], Some("false\n"));
-    let out = cxltier(&["apply", "--sysfs-root", tree.root(), "--auto"]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    assert!(String::from_utf8_lossy(&out.stdout).contains("auto: off -> on"));
+    assert!(
+        stdout_ok(&["apply", "--sysfs-root", tree.root(), "--auto"]).contains("auto: off -> on")
+    );
     assert_eq!(
         std::fs::read_to_string(tree.file("auto")).unwrap().trim(),
         "1"
     );
     let tree = Tree::new("apply-noauto", &[(0, 3)], None);
-    let out = cxltier(&["apply", "--sysfs-root", tree.root(), "--auto"]);
-    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    fails(&["apply", "--sysfs-root", tree.root(), "--auto"], 4, "");
 }
 
 // ---- without privilege ----
@@ -798,8 +750,7 @@ fn show_of_another_users_process_exits_3() {
     let Some(out) = as_nobody(&["show", "--pid", "1"]) else {
         return;
     };
-    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
-    assert!(stderr(&out).contains("try sudo"), "{}", stderr(&out));
+    assert_refused("show --pid 1 as nobody", &out, 3, &["try sudo"]);
 }
 
 #[test]
@@ -809,12 +760,7 @@ fn writing_the_live_table_without_root_exits_3_and_changes_nothing() {
     let Some(out) = as_nobody(&["apply", "--weights", &other]) else {
         return;
     };
-    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("needs root (try sudo)"),
-        "{}",
-        stderr(&out)
-    );
+    assert_refused("apply as nobody", &out, 3, &["needs root (try sudo)"]);
     assert!(
         !stderr(&out).contains("changed a system-wide"),
         "{}",
@@ -825,7 +771,7 @@ fn writing_the_live_table_without_root_exits_3_and_changes_nothing() {
     assert_eq!(live_weight0(), Some(w));
     // The dry run needs no root.
     let out = as_nobody(&["apply", "--weights", &other, "--dry-run"]).unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
+    assert_ok("apply --dry-run as nobody", &out);
 }
 
 /// `touch --hot` is stopped by a signal the way --duration stops it: with its final integrity check
@@ -864,47 +810,36 @@ fn touch_hot_stops_at_sigterm_with_its_final_check() {
 /// A scratch tree after the `cxl-ram` fixture (node0: DRAM with CPUs in memory tier 4, node1: CXL
 /// in tier 22) with a weight table and the kernel's tiering settings.
 fn kernel_tiering_tree(numa_balancing: &str, demotion: &str) -> tempfile::TempDir {
-    let tmp = tempfile::tempdir().unwrap();
-    let fixture =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../cxltier-topo/tests/fixtures/cxl-ram/sys");
-    let status = std::process::Command::new("cp")
-        .arg("-a")
-        .arg(fixture)
-        .arg(tmp.path())
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let write = |rel: &str, text: &str| {
-        let p = tmp.path().join(rel);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, text).unwrap();
-    };
-    write(&format!("{WI}/node0"), "1\n");
-    write(&format!("{WI}/node1"), "1\n");
-    write("proc/sys/kernel/numa_balancing", numa_balancing);
-    write("sys/kernel/mm/numa/demotion_enabled", demotion);
-    tmp
+    let (w0, w1) = (format!("{WI}/node0"), format!("{WI}/node1"));
+    util::sysfs_copy(
+        "cxl-ram",
+        &[
+            (&w0, "1\n"),
+            (&w1, "1\n"),
+            ("proc/sys/kernel/numa_balancing", numa_balancing),
+            ("sys/kernel/mm/numa/demotion_enabled", demotion),
+        ],
+    )
 }
 
 #[test]
 fn apply_warns_when_the_kernel_demotes_interleaved_pages() {
     let tmp = kernel_tiering_tree("2\n", "true\n");
     let root = tmp.path().to_str().unwrap();
-    let out = cxltier(&[
-        "apply",
-        "--sysfs-root",
-        root,
-        "--weights",
-        "node0=3,node1=1",
-        "--dry-run",
-        "--json",
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let err = String::from_utf8_lossy(&out.stderr);
+    let apply = |root: &str| {
+        let args = [
+            "apply",
+            "--sysfs-root",
+            root,
+            "--weights",
+            "node0=3,node1=1",
+            "--dry-run",
+            "--json",
+        ];
+        let out = cxltier(&args);
+        (json_of(args, &out), stderr(&out))
+    };
+    let (v, err) = apply(root);
     assert!(
         err.contains("cxltier apply: warning: the kernel demotes cold pages on node(s) 0")
             && err.contains("`echo false > /sys/kernel/mm/numa/demotion_enabled`"),
@@ -912,25 +847,13 @@ fn apply_warns_when_the_kernel_demotes_interleaved_pages() {
     );
     // NUMA balancing leaves interleaved pages alone (no MPOL_F_MOF): no warning about it.
     assert!(!err.contains("numa_balancing"), "{err}");
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let w = v["warnings"].as_array().unwrap();
     assert_eq!(w.len(), 1, "{v}");
     assert!(w[0].as_str().unwrap().contains("demotion_enabled"));
 
     // Demotion off: no warnings, an empty list.
     let tmp = kernel_tiering_tree("2\n", "false\n");
-    let root = tmp.path().to_str().unwrap();
-    let out = cxltier(&[
-        "apply",
-        "--sysfs-root",
-        root,
-        "--weights",
-        "node0=3,node1=1",
-        "--dry-run",
-        "--json",
-    ]);
-    assert!(out.status.success());
-    assert!(!String::from_utf8_lossy(&out.stderr).contains("warning"));
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (v, err) = apply(tmp.path().to_str().unwrap());
+    assert!(!err.contains("warning"), "{err}");
     assert_eq!(v["warnings"], serde_json::json!([]));
 }

@@ -8,73 +8,32 @@
 //! binary's unit tests (`cmd/tierd.rs`, `cmd/ras.rs`) from the structures they print.
 
 mod common;
+mod util;
 use cxltier_store::testing::temp_file;
-use cxltier_store::{Durability, Kind, SsdSpec, StoreBuilder};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-const BIN: &str = env!("CARGO_BIN_EXE_cxltier");
-
-fn cxltier(args: &[&str]) -> Output {
-    Command::new(BIN).args(args).output().unwrap()
-}
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+use util::{
+    assert_conforms, assert_ok, build_no_mbind, cxltier, damage, json_of, repo, schema, stderr,
+    topo_fixture, violations, without_mbind, write_marked_log, BIN,
+};
 
 fn fixture(name: &str) -> String {
-    repo()
-        .join("crates/cxltier-topo/tests/fixtures")
-        .join(name)
-        .display()
-        .to_string()
-}
-
-fn schema(name: &str) -> Value {
-    let path = repo().join("docs/json").join(name);
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
-
-/// The ways `doc` breaks the schema `name`, one line each (empty when it conforms).
-fn violations(name: &str, doc: &Value) -> Vec<String> {
-    let validator = jsonschema::validator_for(&schema(name))
-        .unwrap_or_else(|e| panic!("docs/json/{name} is not a usable schema: {e}"));
-    validator
-        .iter_errors(doc)
-        .map(|e| format!("{} at {}", e, e.instance_path()))
-        .collect()
-}
-
-fn assert_conforms(name: &str, doc: &Value) {
-    let errors = violations(name, doc);
-    assert!(
-        errors.is_empty(),
-        "output does not conform to docs/json/{name}:\n  {}\n{doc:#}",
-        errors.join("\n  ")
-    );
+    topo_fixture(name).display().to_string()
 }
 
 /// Runs `args`, expects success, and checks stdout (one JSON document) against `name`.
 fn check_document(name: &str, args: &[&str]) -> Value {
-    let out = cxltier(args);
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let doc: Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{args:?}: not one JSON document ({e})"));
+    let doc = json_of(args, &cxltier(args));
     assert_conforms(name, &doc);
     doc
 }
 
-/// Checks every line of a JSON-lines stream against `name`; returns the lines.
-fn check_lines(name: &str, stdout: &[u8]) -> Vec<Value> {
-    let text = String::from_utf8_lossy(stdout);
+/// Runs `args`, expects success, and checks every line of its JSON-lines stream against `name`;
+/// returns the lines.
+fn check_lines(name: &str, args: &[&str]) -> Vec<Value> {
+    let text = assert_ok(args, &cxltier(args));
     let lines: Vec<Value> = text
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
@@ -253,13 +212,10 @@ fn topo_on_every_recorded_tree_and_profile() {
 
 #[test]
 fn topo_watch_lines() {
-    let out = cxltier(&["topo", "--watch", "0.05", "--count", "2", "--json"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let lines = check_lines(
+        "topo-watch.schema.json",
+        &["topo", "--watch", "0.05", "--count", "2", "--json"],
     );
-    let lines = check_lines("topo-watch.schema.json", &out.stdout);
     assert_eq!(lines.len(), 3);
     assert!(lines.iter().all(|l| l["event"] == "sample"));
     assert!(lines[0]["rates_per_s"].is_null() && lines[1]["rates_per_s"].is_object());
@@ -331,47 +287,34 @@ fn apply_on_a_scratch_table() {
 #[test]
 fn touch_and_show_say_pages_and_bytes_per_node() {
     let doc = check_document("touch.schema.json", &["touch", "1M", "--json"]);
-    let pages: u64 = doc["pages_per_node"]
-        .as_object()
-        .unwrap()
-        .values()
-        .map(|v| v.as_u64().unwrap())
-        .sum();
+    let pages: u64 = util::sum_values(&doc["pages_per_node"]);
     assert_eq!(pages, doc["pages"].as_u64().unwrap());
 
     // This test process: `show` reads its numa_maps.
     let pid = std::process::id().to_string();
     let doc = check_document("show.schema.json", &["show", "--pid", &pid, "--json"]);
-    let bytes: u64 = doc["bytes_per_node"]
-        .as_object()
-        .unwrap()
-        .values()
-        .map(|v| v.as_u64().unwrap())
-        .sum();
+    let bytes: u64 = util::sum_values(&doc["bytes_per_node"]);
     assert_eq!(bytes, doc["total_bytes"].as_u64().unwrap());
 }
 
 #[test]
 fn touch_streams() {
-    let out = cxltier(&[
-        "touch",
-        "1M",
-        "--hot",
-        "256K",
-        "--shift-every",
-        "0.1",
-        "--report-every",
-        "0.1",
-        "--duration",
-        "0.3",
-        "--json",
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let lines = check_lines(
+        "touch-lines.schema.json",
+        &[
+            "touch",
+            "1M",
+            "--hot",
+            "256K",
+            "--shift-every",
+            "0.1",
+            "--report-every",
+            "0.1",
+            "--duration",
+            "0.3",
+            "--json",
+        ],
     );
-    let lines = check_lines("touch-lines.schema.json", &out.stdout);
     assert_eq!(lines.last().unwrap()["event"], "hot_set_summary");
     assert!(lines[..lines.len() - 1]
         .iter()
@@ -381,26 +324,23 @@ fn touch_streams() {
     let progress = dir.path().join("progress");
     let go = dir.path().join("go");
     std::fs::write(&go, "").unwrap();
-    let out = cxltier(&[
-        "touch",
-        "1M",
-        "--stream",
-        "--progress-file",
-        progress.to_str().unwrap(),
-        "--duration",
-        "0.2",
-        "--fresh",
-        "64K",
-        "--fresh-when",
-        go.to_str().unwrap(),
-        "--json",
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let lines = check_lines(
+        "touch-lines.schema.json",
+        &[
+            "touch",
+            "1M",
+            "--stream",
+            "--progress-file",
+            progress.to_str().unwrap(),
+            "--duration",
+            "0.2",
+            "--fresh",
+            "64K",
+            "--fresh-when",
+            go.to_str().unwrap(),
+            "--json",
+        ],
     );
-    let lines = check_lines("touch-lines.schema.json", &out.stdout);
     let events: Vec<&str> = lines.iter().map(|l| l["event"].as_str().unwrap()).collect();
     assert_eq!(events, ["ready", "fresh_buffer", "stream_summary"]);
     assert_eq!(lines[2]["intact"], true);
@@ -408,22 +348,19 @@ fn touch_streams() {
 
 #[test]
 fn touch_chase_lines() {
-    let out = cxltier(&[
-        "touch",
-        "1M",
-        "--chase",
-        "--warmup",
-        "0.05",
-        "--duration",
-        "0.1",
-        "--json",
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let lines = check_lines(
+        "touch-lines.schema.json",
+        &[
+            "touch",
+            "1M",
+            "--chase",
+            "--warmup",
+            "0.05",
+            "--duration",
+            "0.1",
+            "--json",
+        ],
     );
-    let lines = check_lines("touch-lines.schema.json", &out.stdout);
     let events: Vec<&str> = lines.iter().map(|l| l["event"].as_str().unwrap()).collect();
     assert_eq!(events, ["ready", "chase_summary"]);
     assert_eq!(lines[1]["lines"], (1 << 20) / 64);
@@ -534,15 +471,16 @@ fn qsim_in_memory_and_out_of_core() {
     );
     assert_eq!(planned["mode"], "out_of_core");
     // A sweep over rank counts: one line per count, each a prediction.
-    let out = cxltier(&[
-        "qsim",
-        file,
-        "--plan-cluster",
-        "ranks=1..4,network=12.5G",
-        "--json",
-    ]);
-    assert!(out.status.success(), "{out:?}");
-    let lines = check_lines("qsim-plan-cluster.schema.json", &out.stdout);
+    let lines = check_lines(
+        "qsim-plan-cluster.schema.json",
+        &[
+            "qsim",
+            file,
+            "--plan-cluster",
+            "ranks=1..4,network=12.5G",
+            "--json",
+        ],
+    );
     let ranks: Vec<u64> = lines.iter().map(|l| l["ranks"].as_u64().unwrap()).collect();
     assert_eq!(ranks, [1, 2, 4]);
     assert_eq!(lines[0]["exchanges"], 0);
@@ -573,40 +511,14 @@ fn ras_inventory_and_an_empty_machine() {
 #[test]
 fn store_check_clean_and_damaged() {
     let log = temp_file("cxltier-json-store-", "log");
-    let mut s = StoreBuilder::new()
-        .dram(16 << 20)
-        .ssd(SsdSpec {
-            path: log.as_ref().to_path_buf(),
-            capacity: Some(16 << 20),
-        })
-        .durability(Durability::EverySec)
-        .build()
-        .unwrap();
-    for i in 0..500u32 {
-        let v = if i == 250 {
-            b"MARKED-VALUE-0123456789".to_vec()
-        } else {
-            vec![i as u8; 500]
-        };
-        let key = cxltier_store::db_key(0, format!("k{i}").as_bytes());
-        s.put(&key, Kind::String, &v, None).unwrap();
-    }
-    s.close().unwrap();
+    write_marked_log(log.as_ref(), 500, 250);
     let path = log.as_ref().to_str().unwrap();
     let clean = check_document(
         "store-check.schema.json",
         &["store", "check", path, "--json"],
     );
     assert_eq!(clean["command"], "store check");
-    let mut bytes = std::fs::read(path).unwrap();
-    let at = bytes
-        .windows(12)
-        .position(|w| w == b"MARKED-VALUE")
-        .unwrap();
-    for b in &mut bytes[at..at + 16] {
-        *b ^= 0xff;
-    }
-    std::fs::write(path, &bytes).unwrap();
+    damage(log.as_ref());
     // A damaged log exits 1 (a start would be refused) with the same document.
     let out = cxltier(&["store", "check", path, "--json"]);
     assert_eq!(out.status.code(), Some(1));
@@ -774,12 +686,7 @@ fn probe_report() {
         }
         panic!("{err}");
     }
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let doc = json_of(args, &out);
     assert_conforms("probe.schema.json", &doc);
     assert_eq!(doc["command"], "probe");
 }
@@ -850,71 +757,29 @@ fn errors_under_json_are_one_object_on_stderr() {
     assert!(String::from_utf8_lossy(&out.stderr).starts_with("cxltier: error: "));
 }
 
-/// A launcher that makes `mbind` fail with EPERM (a seccomp filter, as a restrictive container
-/// runtime installs), then runs its arguments: the missing privilege, whoever runs the test.
-const NO_MBIND_C: &str = r#"
-#include <errno.h>
-#include <linux/filter.h>
-#include <linux/seccomp.h>
-#include <stddef.h>
-#include <stdio.h>
-#include <sys/prctl.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-
-int main(int argc, char **argv) {
-    struct sock_filter filter[] = {
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_mbind, 0, 1),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-    };
-    struct sock_fprog prog = { sizeof filter / sizeof filter[0], filter };
-    if (argc < 2) return 125;
-    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog)) {
-        perror("seccomp");
-        return 125;
-    }
-    execv(argv[1], argv + 1);
-    perror("execv");
-    return 126;
-}
-"#;
-
 #[test]
 fn a_missing_privilege_under_json_is_the_error_object_with_exit_3() {
     let dir = tempfile::tempdir().unwrap();
-    let src = dir.path().join("no-mbind.c");
-    let launcher = dir.path().join("no-mbind");
-    std::fs::write(&src, NO_MBIND_C).unwrap();
-    let built = Command::new("cc")
-        .arg("-O1")
-        .arg("-o")
-        .arg(&launcher)
-        .arg(&src)
-        .status()
-        .is_ok_and(|s| s.success());
-    if !built {
-        eprintln!("skipped: no C compiler to build the seccomp launcher");
+    let Some(launcher) = build_no_mbind(dir.path()) else {
         return;
-    }
+    };
     let circuit = dir.path().join("h.qasm");
     std::fs::write(
         &circuit,
         "OPENQASM 2.0;\ninclude \"qelib1.inc\";\nqreg q[4];\nh q[0];\n",
     )
     .unwrap();
-    let out = Command::new(&launcher)
-        .arg(BIN)
-        .args(["qsim", circuit.to_str().unwrap(), "--interleave", "0=1"])
-        .arg("--json")
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stderr);
-    if out.status.code() == Some(125) {
-        eprintln!("skipped: seccomp filters are not available here: {text}");
+    let args = [
+        "qsim",
+        circuit.to_str().unwrap(),
+        "--interleave",
+        "0=1",
+        "--json",
+    ];
+    let Some(out) = without_mbind(&launcher, &args) else {
         return;
-    }
+    };
+    let text = stderr(&out);
     assert_eq!(out.status.code(), Some(3), "{text}");
     assert!(out.stdout.is_empty());
     let err: Value = serde_json::from_str(text.trim_end())

@@ -1,22 +1,19 @@
 //! `cxltier plan` as scripts use it: the JSON contract, choices, and bad input.
 
-use std::process::{Command, Output};
+mod util;
+use std::process::Command;
+use util::{cxltier, fails, json_ok, stdout_ok};
 
-fn cxltier(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_cxltier"))
-        .args(args)
-        .output()
-        .expect("run cxltier")
+/// The built-in profile the plans are made for.
+const PROFILE: &str = "xeon6-6900p-8xcz122";
+
+/// `plan --profile PROFILE` with `extra`.
+fn plan<'a>(extra: &[&'a str]) -> Vec<&'a str> {
+    [&["plan", "--profile", PROFILE][..], extra].concat()
 }
 
 fn json(args: &[&str]) -> serde_json::Value {
-    let out = cxltier(args);
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
+    let v = json_ok(args);
     assert_eq!(v["command"], "plan");
     // With --mix the document has the one shape of every plan: a list of plans, here of one.
     if args.contains(&"--mix") {
@@ -31,16 +28,7 @@ const CANDIDATES: &str = "1:1,2:1,5:2,3:1,4:1";
 
 #[test]
 fn json_contract_for_one_mix() {
-    let v = json(&[
-        "plan",
-        "--profile",
-        "xeon6-6900p-8xcz122",
-        "--mix",
-        "R",
-        "--candidates",
-        CANDIDATES,
-        "--json",
-    ]);
+    let v = json(&plan(&["--mix", "R", "--candidates", CANDIDATES, "--json"]));
     assert_eq!(v["mix"], "R");
     assert_eq!(v["goal"], "bandwidth");
     // 3:1 is the best of the named ratios but the kernel's auto weights are predicted as good: keep them.
@@ -94,29 +82,15 @@ fn json_contract_for_one_mix() {
 
 #[test]
 fn mix_aliases_mean_the_same_mix() {
-    let a = json(&[
-        "plan",
-        "--profile",
-        "xeon6-6900p-8xcz122",
-        "--mix",
-        "W10",
-        "--json",
-    ]);
-    let b = json(&[
-        "plan",
-        "--profile",
-        "xeon6-6900p-8xcz122",
-        "--mix",
-        "2:1nt",
-        "--json",
-    ]);
+    let a = json(&plan(&["--mix", "W10", "--json"]));
+    let b = json(&plan(&["--mix", "2:1nt", "--json"]));
     assert_eq!(a["mix"], "2:1nt");
     assert_eq!(a["recommended"], b["recommended"]);
 }
 
 #[test]
 fn default_plan_covers_each_common_mix() {
-    let v = json(&["plan", "--profile", "xeon6-6900p-8xcz122", "--json"]);
+    let v = json(&plan(&["--json"]));
     let mixes: Vec<&str> = v["plans"]
         .as_array()
         .unwrap()
@@ -125,9 +99,7 @@ fn default_plan_covers_each_common_mix() {
         .collect();
     assert_eq!(mixes, ["R", "3:1", "2:1", "1:1", "2:1nt"]);
     // Human output of the main job works without arguments on any machine.
-    let out = cxltier(&["plan"]);
-    assert!(out.status.success());
-    let text = String::from_utf8(out.stdout).unwrap();
+    let text = stdout_ok(&["plan"]);
     assert!(
         text.contains("kernel auto") && text.contains("2:1nt"),
         "{text}"
@@ -136,16 +108,7 @@ fn default_plan_covers_each_common_mix() {
 
 #[test]
 fn full_search_respects_max_weight() {
-    let v = json(&[
-        "plan",
-        "--profile",
-        "xeon6-6900p-8xcz122",
-        "--mix",
-        "1:1",
-        "--max-weight",
-        "4",
-        "--json",
-    ]);
+    let v = json(&plan(&["--mix", "1:1", "--max-weight", "4", "--json"]));
     let defaults = [serde_json::json!([1, 0]), serde_json::json!([23, 8])];
     for c in v["sweep"].as_array().unwrap() {
         if defaults.contains(&c["weights"]) {
@@ -162,10 +125,7 @@ fn full_search_respects_max_weight() {
 
 #[test]
 fn latency_goal_prefers_dram_heavy_splits_at_low_load() {
-    let v = json(&[
-        "plan",
-        "--profile",
-        "xeon6-6900p-8xcz122",
+    let v = json(&plan(&[
         "--mix",
         "R",
         "--goal",
@@ -175,7 +135,7 @@ fn latency_goal_prefers_dram_heavy_splits_at_low_load() {
         "--candidates",
         "1:1,2:1,3:1,9:1",
         "--json",
-    ]);
+    ]));
     // DRAM only is always a candidate, and at low load nothing beats it.
     assert_eq!(v["recommended"]["weights"], serde_json::json!([1, 0]));
     assert_eq!(v["recommended"]["action"], "do not interleave");
@@ -195,16 +155,8 @@ fn latency_goal_prefers_dram_heavy_splits_at_low_load() {
 #[test]
 fn latency_goal_for_read_only_never_recommends_worse_than_dram_only() {
     // Full search at the default demand (half of DRAM's peak): every interleave ratio is slower.
-    let v = json(&[
-        "plan",
-        "--profile",
-        "xeon6-6900p-8xcz122",
-        "--mix",
-        "R",
-        "--goal",
-        "latency",
-        "--json",
-    ]);
+    let latency = plan(&["--mix", "R", "--goal", "latency"]);
+    let v = json(&[&latency[..], &["--json"]].concat());
     assert_eq!(v["recommended"]["action"], "do not interleave");
     assert_eq!(v["recommended"]["weights"], serde_json::json!([1, 0]));
     let dram = v["dram_only"]["latency_ns"].as_f64().unwrap();
@@ -217,19 +169,7 @@ fn latency_goal_for_read_only_never_recommends_worse_than_dram_only() {
             );
         }
     }
-    let text = String::from_utf8(
-        cxltier(&[
-            "plan",
-            "--profile",
-            "xeon6-6900p-8xcz122",
-            "--mix",
-            "R",
-            "--goal",
-            "latency",
-        ])
-        .stdout,
-    )
-    .unwrap();
+    let text = String::from_utf8(cxltier(&latency).stdout).unwrap();
     assert!(text.contains("do not interleave"), "{text}");
 }
 
@@ -237,16 +177,7 @@ fn latency_goal_for_read_only_never_recommends_worse_than_dram_only() {
 fn equivalents_and_tolerance() {
     // 1:1 mix among the published ratios: 5:2 and 2:1 are under 1% apart, well inside the error.
     let args = |tolerance: &'static str| {
-        let mut a = vec![
-            "plan",
-            "--profile",
-            "xeon6-6900p-8xcz122",
-            "--mix",
-            "1:1",
-            "--candidates",
-            CANDIDATES,
-            "--json",
-        ];
+        let mut a = plan(&["--mix", "1:1", "--candidates", CANDIDATES, "--json"]);
         if !tolerance.is_empty() {
             a.extend(["--tolerance", tolerance]);
         }
@@ -270,65 +201,21 @@ fn equivalents_and_tolerance() {
     );
 }
 
-fn fails(args: &[&str], code: i32, needle: &str) {
-    let out = cxltier(args);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
-    assert!(err.contains(needle), "{args:?}: want {needle:?} in {err}");
-}
-
 #[test]
 fn bad_input_is_named() {
-    fails(&["plan", "--mix", "3:x"], 2, "invalid mix \"3:x\"");
-    fails(
-        &[
-            "plan",
-            "--profile",
-            "xeon6-6900p-8xcz122",
-            "--goal",
-            "speed",
-        ],
-        2,
-        "unknown goal",
-    );
-    fails(
-        &[
-            "plan",
-            "--profile",
-            "xeon6-6900p-8xcz122",
-            "--candidates",
-            "3:1,7",
-        ],
-        2,
-        "expected 2 weights",
-    );
-    fails(
-        &[
-            "plan",
-            "--profile",
-            "xeon6-6900p-8xcz122",
-            "--max-weight",
-            "0",
-        ],
-        2,
-        "--max-weight",
-    );
-    fails(
-        &[
-            "plan",
-            "--profile",
-            "xeon6-6900p-8xcz122",
-            "--mix",
-            "R",
-            "--goal",
-            "latency",
-            "--demand",
-            "5000",
-        ],
-        2,
-        "no candidate can carry",
-    );
-    fails(&["plan", "--profile", "no-such"], 2, "no such profile");
+    for (args, needle) in [
+        (vec!["plan", "--mix", "3:x"], "invalid mix \"3:x\""),
+        (plan(&["--goal", "speed"]), "unknown goal"),
+        (plan(&["--candidates", "3:1,7"]), "expected 2 weights"),
+        (plan(&["--max-weight", "0"]), "--max-weight"),
+        (
+            plan(&["--mix", "R", "--goal", "latency", "--demand", "5000"]),
+            "no candidate can carry",
+        ),
+        (vec!["plan", "--profile", "no-such"], "no such profile"),
+    ] {
+        fails(&args, 2, needle);
+    }
 }
 
 #[test]
@@ -355,18 +242,7 @@ fn malformed_and_single_tier_profiles() {
 fn svg_sweep_is_written() {
     let tmp = tempfile::tempdir().unwrap();
     let path = tmp.path().join("sweep.svg");
-    let out = cxltier(&[
-        "plan",
-        "--profile",
-        "xeon6-6900p-8xcz122",
-        "--svg",
-        path.to_str().unwrap(),
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    stdout_ok(&plan(&["--svg", path.to_str().unwrap()]));
     let svg = std::fs::read_to_string(&path).unwrap();
     assert!(
         svg.starts_with("<svg")
@@ -391,7 +267,7 @@ fn a_report_whose_reader_left_ends_by_sigpipe_without_a_panic() {
         // The read end is closed before the command starts: its first write finds no reader.
         let (reader, writer) = std::io::pipe().unwrap();
         drop(reader);
-        let out = Command::new(env!("CARGO_BIN_EXE_cxltier"))
+        let out = Command::new(util::BIN)
             .args(args)
             .stdout(writer)
             .output()

@@ -1,19 +1,9 @@
 //! `cxltier probe` on this machine, briefly: the JSON contract, the profile it writes (read back by
 //! `topo` and `plan`), plots, and bad input refused before any measurement.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn cxltier(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_cxltier"))
-        .args(args)
-        .output()
-        .expect("run cxltier")
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
+mod util;
+use std::path::PathBuf;
+use util::{assert_refused, build_no_mbind, cxltier, json_ok, stdout_ok, without_mbind};
 
 /// A fresh directory for one test.
 fn scratch(name: &str) -> PathBuf {
@@ -26,10 +16,7 @@ fn scratch(name: &str) -> PathBuf {
 
 /// The first node with memory on this machine.
 fn memory_node() -> String {
-    let out = cxltier(&["topo", "--json"]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    v["nodes"]
+    json_ok(&["topo", "--json"])["nodes"]
         .as_array()
         .unwrap()
         .iter()
@@ -49,9 +36,7 @@ fn json_contract_and_profile_accepted_by_topo_and_plan() {
     let out_str = out_path.to_str().unwrap();
     args.push(out_str);
     args.extend(QUICK);
-    let out = cxltier(&args);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
+    let v = json_ok(&args);
 
     assert_eq!(v["settings"]["buffer_bytes"], 64u64 << 20);
     assert_eq!(
@@ -100,13 +85,10 @@ fn json_contract_and_profile_accepted_by_topo_and_plan() {
         text.contains("format = 1") && text.contains("[tier.bandwidth_gbps]"),
         "{text}"
     );
-    let topo = cxltier(&["topo", "--profile", out_str]);
-    assert!(topo.status.success(), "{}", stderr(&topo));
-    assert!(String::from_utf8_lossy(&topo.stdout).contains("dram"));
-    let plan = cxltier(&["plan", "--profile", out_str, "--mix", "R"]);
-    assert_eq!(plan.status.code(), Some(4), "{}", stderr(&plan));
-    let msg = stderr(&plan);
-    assert!(msg.contains("tier") && !msg.contains("panicked"), "{msg}");
+    assert!(stdout_ok(&["topo", "--profile", out_str]).contains("dram"));
+    let plan = ["plan", "--profile", out_str, "--mix", "R"];
+    let msg = assert_refused(plan, &cxltier(&plan), 4, &["tier"]);
+    assert!(!msg.contains("panicked"), "{msg}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -129,9 +111,7 @@ fn loaded_latency_curve_and_plots() {
         svg.to_str().unwrap(),
     ];
     args.extend(QUICK);
-    let out = cxltier(&args);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = json_ok(&args);
     let curve = &v["targets"][0]["loaded_latency"][0];
     assert_eq!(curve["mix"], "R");
     let points = curve["points"].as_array().unwrap();
@@ -170,11 +150,7 @@ fn loaded_latency_curve_and_plots() {
 /// A clean refusal: the exit code, a message containing every `words`, no measurement output.
 fn refused(args: &[&str], code: i32, words: &[&str]) {
     let out = cxltier(args);
-    let msg = stderr(&out);
-    assert_eq!(out.status.code(), Some(code), "{args:?}: {msg}");
-    for w in words {
-        assert!(msg.contains(w), "{args:?}: message lacks {w:?}: {msg}");
-    }
+    let msg = assert_refused(args, &out, code, words);
     assert!(!msg.contains("panicked"), "{msg}");
     assert!(
         out.stdout.is_empty(),
@@ -186,136 +162,56 @@ fn refused(args: &[&str], code: i32, words: &[&str]) {
 #[test]
 fn bad_input_is_refused_before_measuring() {
     let node = memory_node();
-    refused(
-        &["probe", "--nodes", &node, "--buffer", "100T"],
-        2,
-        &["free", "--buffer"],
-    );
-    refused(
-        &["probe", "--nodes", "999"],
-        2,
-        &["node 999 does not exist"],
-    );
-    refused(&["probe", "--nodes", "0-"], 2, &["--nodes"]);
-    refused(
-        &["probe", "--nodes", &node, "--mixes", "R,3:x"],
-        2,
-        &["invalid mix \"3:x\""],
-    );
-    refused(
-        &["probe", "--nodes", &node, "--buffer", "lots"],
-        2,
-        &["invalid size"],
-    );
-    refused(
-        &["probe", "--nodes", &node, "--duration", "0"],
-        2,
-        &["--duration"],
-    );
-    refused(
-        &["probe", "--nodes", &node, "--weights", "3:1"],
-        2,
-        &["two or more nodes"],
-    );
-    refused(
-        &[
-            "probe",
-            "--nodes",
-            &node,
-            "--mixes",
-            "3:1",
-            "--out",
-            "/tmp/x.toml",
-        ],
-        2,
-        &["R"],
-    );
-    refused(
-        &[
-            "probe",
-            "--nodes",
-            &node,
-            "--out",
-            "/nonexistent-dir/p.toml",
-            "--buffer",
-            "64M",
-        ],
-        2,
-        &["does not exist"],
-    );
-}
-
-/// A launcher that makes `mbind` fail with EPERM (a seccomp filter, as a restrictive container
-/// runtime would install), then runs its arguments.
-const NO_MBIND_C: &str = r#"
-#include <errno.h>
-#include <linux/filter.h>
-#include <linux/seccomp.h>
-#include <stddef.h>
-#include <stdio.h>
-#include <sys/prctl.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-
-int main(int argc, char **argv) {
-    struct sock_filter filter[] = {
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_mbind, 0, 1),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-    };
-    struct sock_fprog prog = { sizeof filter / sizeof filter[0], filter };
-    if (argc < 2) return 125;
-    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog)) {
-        perror("seccomp");
-        return 125;
+    let node = node.as_str();
+    for (args, words) in [
+        (
+            &["--nodes", node, "--buffer", "100T"][..],
+            &["free", "--buffer"][..],
+        ),
+        (&["--nodes", "999"], &["node 999 does not exist"]),
+        (&["--nodes", "0-"], &["--nodes"]),
+        (
+            &["--nodes", node, "--mixes", "R,3:x"],
+            &["invalid mix \"3:x\""],
+        ),
+        (&["--nodes", node, "--buffer", "lots"], &["invalid size"]),
+        (&["--nodes", node, "--duration", "0"], &["--duration"]),
+        (
+            &["--nodes", node, "--weights", "3:1"],
+            &["two or more nodes"],
+        ),
+        (
+            &["--nodes", node, "--mixes", "3:1", "--out", "/tmp/x.toml"],
+            &["R"],
+        ),
+        (
+            &[
+                "--nodes",
+                node,
+                "--out",
+                "/nonexistent-dir/p.toml",
+                "--buffer",
+                "64M",
+            ],
+            &["does not exist"],
+        ),
+    ] {
+        refused(&[&["probe"][..], args].concat(), 2, words);
     }
-    execv(argv[1], argv + 1);
-    perror("execv");
-    return 126;
-}
-"#;
-
-fn build_no_mbind(dir: &Path) -> Option<PathBuf> {
-    let src = dir.join("no-mbind.c");
-    let bin = dir.join("no-mbind");
-    std::fs::write(&src, NO_MBIND_C).ok()?;
-    let ok = Command::new("cc")
-        .arg("-O1")
-        .arg("-o")
-        .arg(&bin)
-        .arg(&src)
-        .status()
-        .ok()?
-        .success();
-    ok.then_some(bin)
 }
 
 #[test]
 fn no_permission_to_bind_is_refused_before_measuring() {
     let dir = scratch("eperm");
     let Some(launcher) = build_no_mbind(&dir) else {
-        eprintln!("skipped: no C compiler to build the seccomp launcher");
         return;
     };
     let node = memory_node();
-    let out = Command::new(&launcher)
-        .arg(env!("CARGO_BIN_EXE_cxltier"))
-        .args(["probe", "--nodes", &node])
-        .args(QUICK)
-        .output()
-        .unwrap();
-    let msg = stderr(&out);
-    if out.status.code() == Some(125) {
-        eprintln!("skipped: seccomp filters are not available here: {msg}");
+    let args = [&["probe", "--nodes", &node][..], &QUICK].concat();
+    let Some(out) = without_mbind(&launcher, &args) else {
         return;
-    }
-    assert_eq!(out.status.code(), Some(3), "{msg}");
-    assert!(
-        msg.contains("mbind") && msg.contains("not permitted"),
-        "{msg}"
-    );
-    assert!(msg.contains("hint:"), "{msg}");
+    };
+    assert_refused(&args, &out, 3, &["mbind", "not permitted", "hint:"]);
     assert!(out.stdout.is_empty());
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -12,12 +12,16 @@
 
 #![cfg(feature = "mpi")]
 
+// The library's tests against Aer: the circuits they share.
+#[path = "../../cxltier-qsim/tests/common/mod.rs"]
+mod qsim_common;
+mod util;
+use qsim_common::{qft, HEADER};
 use serde_json::Value;
 use std::fmt::Write as _;
 use std::path::Path;
 use std::process::{Command, Output};
-
-const HEADER: &str = "OPENQASM 2.0;\ninclude \"qelib1.inc\";\n";
+use util::{assert_conforms as assert_conforms_to, json_of, stderr, BIN};
 
 fn have_mpirun() -> bool {
     let found = Command::new("mpirun").arg("--version").output().is_ok();
@@ -34,13 +38,12 @@ fn qsim(ranks: usize, args: &[&str]) -> Output {
 
 /// The command [`qsim`] runs.
 fn qsim_command(ranks: usize, args: &[&str]) -> Command {
-    let bin = env!("CARGO_BIN_EXE_cxltier");
     let mut cmd = if ranks == 1 {
-        Command::new(bin)
+        Command::new(BIN)
     } else {
         let mut c = Command::new("mpirun");
         // Two cores on the test machine: oversubscribe; root in CI containers.
-        c.args(["--oversubscribe", "-np", &ranks.to_string(), bin])
+        c.args(["--oversubscribe", "-np", &ranks.to_string(), BIN])
             .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
             .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
             // Shared memory without cross-memory attach: a container that forbids
@@ -57,39 +60,35 @@ fn qsim_command(ranks: usize, args: &[&str]) -> Command {
 fn refused(ranks: usize, args: &[&str]) -> String {
     let out = qsim(ranks, args);
     assert!(!out.status.success(), "{ranks} ranks, {args:?} ran");
-    String::from_utf8_lossy(&out.stderr).into_owned()
+    stderr(&out)
 }
 
 fn json_run(ranks: usize, args: &[&str]) -> Value {
-    let out = qsim(ranks, args);
-    assert!(
-        out.status.success(),
-        "{ranks} ranks, {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "{ranks} ranks: not one JSON document ({e}): {}",
-            String::from_utf8_lossy(&out.stdout)
-        )
-    })
+    json_of(format!("{ranks} ranks, {args:?}"), &qsim(ranks, args))
 }
 
-fn qft(n: usize) -> String {
-    let mut s = format!("{HEADER}qreg q[{n}];\n");
-    for q in (0..n).step_by(3) {
-        writeln!(s, "x q[{q}];").unwrap();
+/// The circuit `text` written to `dir`/`name`: its path.
+fn circuit_file(dir: &Path, name: &str, text: &str) -> String {
+    let file = dir.join(name);
+    std::fs::write(&file, text).unwrap();
+    file.to_str().unwrap().to_string()
+}
+
+/// The amplitudes at `indices` of the single-process run of `file`.
+fn single_amplitudes(file: &str, indices: &str) -> Vec<(String, f64, f64)> {
+    amplitudes(&json_run(1, &[file, "--amplitudes", indices, "--json"]))
+}
+
+/// Asserts that the amplitudes of the run `doc` (`what`, in a message) are `expected`, index for
+/// index, within 1e-12.
+fn assert_amplitudes(what: &str, doc: &Value, expected: &[(String, f64, f64)]) {
+    for ((k, re, im), (k1, re1, im1)) in amplitudes(doc).iter().zip(expected) {
+        assert_eq!(k, k1, "{what}");
+        assert!(
+            (re - re1).abs() < 1e-12 && (im - im1).abs() < 1e-12,
+            "{what}, amplitude {k}: ({re}, {im}) against ({re1}, {im1})"
+        );
     }
-    for j in (0..n).rev() {
-        writeln!(s, "h q[{j}];").unwrap();
-        for k in (0..j).rev() {
-            writeln!(s, "cp(pi/{}) q[{k}],q[{j}];", 1u64 << (j - k)).unwrap();
-        }
-    }
-    for q in 0..n / 2 {
-        writeln!(s, "swap q[{q}],q[{}];", n - 1 - q).unwrap();
-    }
-    s
 }
 
 fn ising(n: usize, steps: usize) -> String {
@@ -199,10 +198,9 @@ fn assert_conforms(doc: &Value) {
 
 #[test]
 fn ranks_give_the_single_process_amplitudes() {
-    if !have_mpirun() {
+    let Some((dir, _)) = mpi_scratch() else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
+    };
     let circuits = [
         ("qft", 14, qft(14)),
         ("qft", 16, qft(16)),
@@ -211,9 +209,8 @@ fn ranks_give_the_single_process_amplitudes() {
         ("random", 13, random(13, 200, 2)),
     ];
     for (name, n, text) in &circuits {
-        let file = dir.path().join(format!("{name}{n}.qasm"));
-        std::fs::write(&file, text).unwrap();
-        let file = file.to_str().unwrap();
+        let file = circuit_file(dir.path(), &format!("{name}{n}.qasm"), text);
+        let file = file.as_str();
         let indices = spread_indices(*n);
         let base = [file, "--amplitudes", &indices, "--json"];
         let single = json_run(1, &base);
@@ -241,30 +238,21 @@ fn ranks_give_the_single_process_amplitudes() {
                 (norm - 1.0).abs() < 1e-12,
                 "{name}{n} on {ranks}: norm {norm}"
             );
-            for ((k, re, im), (k1, re1, im1)) in amplitudes(&doc).iter().zip(&expected) {
-                assert_eq!(k, k1);
-                assert!(
-                    (re - re1).abs() < 1e-12 && (im - im1).abs() < 1e-12,
-                    "{name}{n} on {ranks} ranks, amplitude {k}: ({re}, {im}) against ({re1}, {im1})"
-                );
-            }
+            assert_amplitudes(&format!("{name}{n} on {ranks} ranks"), &doc, &expected);
         }
     }
 }
 
 #[test]
 fn out_of_core_ranks_give_the_single_process_amplitudes() {
-    if !have_mpirun() {
+    let Some((dir, spill)) = mpi_scratch() else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("qft15.qasm");
-    std::fs::write(&file, qft(15)).unwrap();
-    let file = file.to_str().unwrap();
-    let spill = spill_dir(&dir);
+    };
     let spill = spill.as_str();
+    let file = circuit_file(dir.path(), "qft15.qasm", &qft(15));
+    let file = file.as_str();
     let indices = spread_indices(15);
-    let expected = amplitudes(&json_run(1, &[file, "--amplitudes", &indices, "--json"]));
+    let expected = single_amplitudes(file, &indices);
     // Parts of 256 KiB (2 ranks) and 128 KiB (4 ranks), each under a limit of half its size:
     // the limit applies per rank, and every rank spills to its own file.
     for (ranks, limit) in [(2, "128K"), (4, "64K")] {
@@ -283,12 +271,7 @@ fn out_of_core_ranks_give_the_single_process_amplitudes() {
         );
         assert_conforms(&doc);
         assert_eq!(doc["mode"], "out_of_core", "{ranks} ranks under {limit}");
-        for ((k, re, im), (_, re1, im1)) in amplitudes(&doc).iter().zip(&expected) {
-            assert!(
-                (re - re1).abs() < 1e-12 && (im - im1).abs() < 1e-12,
-                "{ranks} ranks out of core, amplitude {k}: ({re}, {im}) against ({re1}, {im1})"
-            );
-        }
+        assert_amplitudes(&format!("{ranks} ranks out of core"), &doc, &expected);
     }
     // Spill files are unlinked when opened: nothing is left in the directory.
     assert_eq!(std::fs::read_dir(spill).unwrap().count(), 0);
@@ -322,11 +305,9 @@ fn dynamic(n: usize, seed: u64) -> String {
 
 #[test]
 fn sampled_counts_over_ranks_are_the_single_process_draw() {
-    if !have_mpirun() {
+    let Some((dir, spill)) = mpi_scratch() else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let spill = spill_dir(&dir);
+    };
     let spill = spill.as_str();
     let n = 14;
     let mut measured = random(n, 220, 9);
@@ -336,9 +317,8 @@ fn sampled_counts_over_ranks_are_the_single_process_draw() {
         1,
     );
     measured.push_str("measure q -> c;\n");
-    let file = dir.path().join("random14.qasm");
-    std::fs::write(&file, measured).unwrap();
-    let file = file.to_str().unwrap();
+    let file = circuit_file(dir.path(), "random14.qasm", &measured);
+    let file = file.as_str();
     let base = [file, "--shots", "3000", "--seed", "11", "--json"];
     let single = json_run(1, &base);
     let expected = counts(&single);
@@ -382,16 +362,13 @@ fn sampled_counts_over_ranks_are_the_single_process_draw() {
 
 #[test]
 fn dynamic_circuits_over_ranks_give_the_single_process_counts() {
-    if !have_mpirun() {
+    let Some((dir, spill)) = mpi_scratch() else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let spill = spill_dir(&dir);
+    };
     let spill = spill.as_str();
     let n = 14;
-    let file = dir.path().join("dynamic14.qasm");
-    std::fs::write(&file, dynamic(n, 4)).unwrap();
-    let file = file.to_str().unwrap();
+    let file = circuit_file(dir.path(), "dynamic14.qasm", &dynamic(n, 4));
+    let file = file.as_str();
     for method in ["branches", "trajectories"] {
         let shots = if method == "branches" { "2000" } else { "200" };
         let base = [
@@ -441,13 +418,11 @@ fn dynamic_circuits_over_ranks_give_the_single_process_counts() {
 
 #[test]
 fn bad_rank_counts_and_failed_ranks_end_every_rank_with_the_cause() {
-    if !have_mpirun() {
+    let Some((dir, _)) = mpi_scratch() else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("qft12.qasm");
-    std::fs::write(&file, qft(12)).unwrap();
-    let file = file.to_str().unwrap();
+    };
+    let file = circuit_file(dir.path(), "qft12.qasm", &qft(12));
+    let file = file.as_str();
     let stderr = refused(3, &[file]);
     assert!(stderr.contains("mpirun -np 3"), "{stderr}");
     assert!(stderr.contains("power of two"), "{stderr}");
@@ -475,18 +450,14 @@ fn bad_rank_counts_and_failed_ranks_end_every_rank_with_the_cause() {
 
 #[test]
 fn exchanges_cut_into_many_small_messages_give_the_single_process_amplitudes() {
-    if !have_mpirun() {
+    let Some((dir, spill)) = mpi_scratch() else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let random13 = dir.path().join("random13.qasm");
-    std::fs::write(&random13, random(13, 200, 5)).unwrap();
-    let random13 = random13.to_str().unwrap();
-    let qft15 = dir.path().join("qft15.qasm");
-    std::fs::write(&qft15, qft(15)).unwrap();
-    let qft15 = qft15.to_str().unwrap();
-    let spill = spill_dir(&dir);
+    };
     let spill = spill.as_str();
+    let random13 = circuit_file(dir.path(), "random13.qasm", &random(13, 200, 5));
+    let random13 = random13.as_str();
+    let qft15 = circuit_file(dir.path(), "qft15.qasm", &qft(15));
+    let qft15 = qft15.as_str();
     // Messages of 64 bytes (4 amplitudes): an exchange is hundreds of messages, most chunks
     // several, so the pipeline's every stage (a chunk read, held over messages, written back)
     // runs, in memory and out of core (parts of 256 KiB under 128K).
@@ -501,7 +472,7 @@ fn exchanges_cut_into_many_small_messages_give_the_single_process_amplitudes() {
         ),
     ] {
         let indices = spread_indices(n);
-        let expected = amplitudes(&json_run(1, &[file, "--amplitudes", &indices, "--json"]));
+        let expected = single_amplitudes(file, &indices);
         let mut args = vec![
             file,
             "--amplitudes",
@@ -519,12 +490,7 @@ fn exchanges_cut_into_many_small_messages_give_the_single_process_amplitudes() {
         for timing in dist["rank_timings"].as_array().unwrap() {
             assert_eq!(timing["messages"].as_u64().unwrap(), bytes / 64, "{dist}");
         }
-        for ((k, re, im), (_, re1, im1)) in amplitudes(&doc).iter().zip(&expected) {
-            assert!(
-                (re - re1).abs() < 1e-12 && (im - im1).abs() < 1e-12,
-                "{ranks} ranks {extra:?}, amplitude {k}: ({re}, {im}) against ({re1}, {im1})"
-            );
-        }
+        assert_amplitudes(&format!("{ranks} ranks {extra:?}"), &doc, &expected);
     }
     // Smaller than one amplitude: refused, naming the option and the least size.
     let stderr = refused(2, &[random13, "--exchange-message", "8"]);
@@ -542,11 +508,9 @@ fn exchanges_cut_into_many_small_messages_give_the_single_process_amplitudes() {
 /// chunks), over 2 and 4 ranks.
 #[test]
 fn exchanges_overlap_the_next_batch_s_in_chunk_gates() {
-    if !have_mpirun() {
+    let Some((dir, spill)) = mpi_scratch() else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let spill = spill_dir(&dir);
+    };
     let spill = spill.as_str();
     let out_of_core = ["--memory-limit", "128K", "--ssd", spill];
     // In memory a part of 14 qubits is one chunk, of 18 two and of 19 four (of 17 qubits, of
@@ -561,13 +525,11 @@ fn exchanges_overlap_the_next_batch_s_in_chunk_gates() {
         ("overlap", 16, 2, overlap(16, 2, 3), &out_of_core[..]),
         ("overlap", 21, 2, overlap(21, 2, 16), &[][..]),
     ] {
-        let file = dir
-            .path()
-            .join(format!("{name}{n}-{g}-{}.qasm", extra.len()));
-        std::fs::write(&file, text).unwrap();
-        let file = file.to_str().unwrap();
+        let path = format!("{name}{n}-{g}-{}.qasm", extra.len());
+        let file = circuit_file(dir.path(), &path, &text);
+        let file = file.as_str();
         let indices = spread_indices(n);
-        let expected = amplitudes(&json_run(1, &[file, "--amplitudes", &indices, "--json"]));
+        let expected = single_amplitudes(file, &indices);
         let mut args = vec![file, "--amplitudes", &indices, "--json"];
         args.extend_from_slice(extra);
         let ranks = 1 << g;
@@ -588,31 +550,21 @@ fn exchanges_overlap_the_next_batch_s_in_chunk_gates() {
                 "{what}: {dist}"
             );
         }
-        for ((k, re, im), (_, re1, im1)) in amplitudes(&doc).iter().zip(&expected) {
-            assert!(
-                (re - re1).abs() < 1e-12 && (im - im1).abs() < 1e-12,
-                "{what}, amplitude {k}: ({re}, {im}) against ({re1}, {im1})"
-            );
-        }
+        assert_amplitudes(&what, &doc, &expected);
     }
     assert_eq!(std::fs::read_dir(spill).unwrap().count(), 0);
 }
 
-/// A fresh spill directory `spill` inside `dir`, as a path string for `--ssd`.
-fn spill_dir(dir: &tempfile::TempDir) -> String {
+/// A scratch directory and a fresh spill directory `spill` inside it (as a path string for
+/// `--ssd`); `None` without mpirun (the test says so and passes).
+fn mpi_scratch() -> Option<(tempfile::TempDir, String)> {
+    if !have_mpirun() {
+        return None;
+    }
+    let dir = tempfile::tempdir().unwrap();
     let spill = dir.path().join("spill");
     std::fs::create_dir(&spill).unwrap();
-    spill.to_str().unwrap().to_string()
-}
-
-fn assert_conforms_to(schema: &str, doc: &Value) {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../docs/json")
-        .join(schema);
-    let schema: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    let validator = jsonschema::validator_for(&schema).unwrap();
-    let errors: Vec<String> = validator.iter_errors(doc).map(|e| e.to_string()).collect();
-    assert!(errors.is_empty(), "{errors:?}\n{doc:#}");
+    Some((dir, spill.to_str().unwrap().to_string()))
 }
 
 /// The cluster model's plan is the run's: the exchanges, the bytes each rank sends, the gates
@@ -621,11 +573,9 @@ fn assert_conforms_to(schema: &str, doc: &Value) {
 /// benchmark's business, bench/qsim-cluster-model). `--bench-network` measures what it is given.
 #[test]
 fn the_cluster_model_plans_what_the_run_does() {
-    if !have_mpirun() {
+    let Some((dir, spill)) = mpi_scratch() else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let spill = spill_dir(&dir);
+    };
     let spill = spill.as_str();
     for (name, n, text) in [
         ("qft", 15, qft(15)),
@@ -633,9 +583,8 @@ fn the_cluster_model_plans_what_the_run_does() {
         ("overlap", 15, overlap(15, 1, 3)),
         ("overlap", 16, overlap(16, 2, 3)),
     ] {
-        let file = dir.path().join(format!("{name}{n}.qasm"));
-        std::fs::write(&file, text).unwrap();
-        let file = file.to_str().unwrap();
+        let file = circuit_file(dir.path(), &format!("{name}{n}.qasm"), &text);
+        let file = file.as_str();
         for (ranks, limit) in [(2, None), (4, None), (2, Some("96K"))] {
             let mut args = vec![file, "--json"];
             let mut spec = format!("ranks={ranks},nodes=1,cores=2,threads=1,network=1G");
@@ -697,30 +646,17 @@ fn ranks_running(needle: &str, rank: usize) -> Vec<u32> {
 /// the rank and the signal; the spill files, unlinked when opened, are gone with the processes.
 #[test]
 fn a_rank_killed_mid_run_ends_every_rank_naming_it() {
-    if !have_mpirun() {
+    let Some((dir, spill)) = mpi_scratch() else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let spill = dir.path().join("spill");
-    std::fs::create_dir(&spill).unwrap();
+    };
     // Minutes of work: the test kills rank 1 long before it could end.
-    let file = dir.path().join("endless17.qasm");
-    std::fs::write(&file, random(17, 400_000, 11)).unwrap();
-    let file = file.to_str().unwrap();
-    let mut child = qsim_command(
-        2,
-        &[
-            file,
-            "--memory-limit",
-            "512K",
-            "--ssd",
-            spill.to_str().unwrap(),
-        ],
-    )
-    .stdout(std::process::Stdio::piped())
-    .stderr(std::process::Stdio::piped())
-    .spawn()
-    .expect("start mpirun");
+    let file = circuit_file(dir.path(), "endless17.qasm", &random(17, 400_000, 11));
+    let file = file.as_str();
+    let mut child = qsim_command(2, &[file, "--memory-limit", "512K", "--ssd", &spill])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start mpirun");
     let started = std::time::Instant::now();
     let victim = loop {
         if let Some(&pid) = ranks_running(file, 1).first() {

@@ -1,36 +1,21 @@
 //! `cxltier ras` end to end over sysfs recorded in the lab (the live paths, tracefs and injection,
 //! are exercised in the lab suite: lab/checks/ras.sh).
 
-use serde_json::Value;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../")
-        .join(name)
-        .canonicalize()
-        .unwrap()
-}
-
-fn cxltier(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_cxltier"))
-        .args(args)
-        .output()
-        .expect("run cxltier")
-}
+mod util;
+use util::{assert_refused, cxltier, json_ok, repo, stdout_ok};
 
 fn lab_cxl() -> String {
-    fixture("cxltier-ras/tests/fixtures/lab-cxl")
+    repo()
+        .join("crates/cxltier-ras/tests/fixtures/lab-cxl")
+        .canonicalize()
+        .unwrap()
         .to_string_lossy()
         .into_owned()
 }
 
 #[test]
 fn inventory_json_from_the_recorded_lab() {
-    let out = cxltier(&["ras", "--sysfs-root", &lab_cxl(), "--json"]);
-    assert!(out.status.success(), "{out:?}");
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = json_ok(&["ras", "--sysfs-root", &lab_cxl(), "--json"]);
     assert_eq!(v["poison_list_read"], false);
     let devices = v["devices"].as_array().unwrap();
     assert_eq!(devices.len(), 2);
@@ -48,9 +33,7 @@ fn inventory_json_from_the_recorded_lab() {
 
 #[test]
 fn table_for_people() {
-    let out = cxltier(&["ras", "--sysfs-root", &lab_cxl()]);
-    assert!(out.status.success(), "{out:?}");
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = stdout_ok(&["ras", "--sysfs-root", &lab_cxl()]);
     assert!(
         text.contains("0xc0de0000") && text.contains("region0"),
         "{text}"
@@ -60,42 +43,31 @@ fn table_for_people() {
 
 #[test]
 fn bad_input_exits_2_naming_the_problem() {
-    let out = cxltier(&["ras", "--sysfs-root", &lab_cxl(), "--memdev", "mem7"]);
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("mem7") && err.contains("mem0, mem1"), "{err}");
-
-    let out = cxltier(&["ras", "--memdev", "banana"]);
-    assert_eq!(out.status.code(), Some(2));
-
-    let out = cxltier(&["ras", "--watch", "--count", "0"]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--count"));
-
+    let lab = lab_cxl();
     let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path();
-    let out = cxltier(&[
-        "ras",
-        "--watch",
-        "--quarantine",
-        "--quarantine-file",
-        dir.to_str().unwrap(),
-    ]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("is a directory"));
-    let out = cxltier(&[
-        "tierd",
-        "--pid",
-        "1",
-        "--quarantine-file",
-        dir.to_str().unwrap(),
-    ]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("is a directory"));
-
+    let dir = tmp.path().to_str().unwrap();
     // A recorded tree without CXL devices is bad input when named explicitly.
-    let hmat = fixture("cxltier-topo/tests/fixtures/lab-hmat");
-    let out = cxltier(&["ras", "--sysfs-root", hmat.to_str().unwrap()]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("no CXL memory devices"));
+    let hmat = util::topo_fixture("lab-hmat");
+    for (args, needles) in [
+        (
+            &["ras", "--sysfs-root", &lab, "--memdev", "mem7"][..],
+            &["mem7", "mem0, mem1"][..],
+        ),
+        (&["ras", "--memdev", "banana"], &[]),
+        (&["ras", "--watch", "--count", "0"], &["--count"]),
+        (
+            &["ras", "--watch", "--quarantine", "--quarantine-file", dir],
+            &["is a directory"],
+        ),
+        (
+            &["tierd", "--pid", "1", "--quarantine-file", dir],
+            &["is a directory"],
+        ),
+        (
+            &["ras", "--sysfs-root", hmat.to_str().unwrap()],
+            &["no CXL memory devices"],
+        ),
+    ] {
+        assert_refused(args, &cxltier(args), 2, needles);
+    }
 }

@@ -4,10 +4,10 @@
 //! promtool a loud warning, or a failure under CXLTIER_REQUIRE_PROMTOOL=1).
 
 mod common;
+mod util;
 use common::{free_port, ServerChild, GUARD};
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use cxltier_resp::{Client, Reply};
@@ -240,37 +240,16 @@ fn only_metrics_is_served_and_a_bad_address_is_refused() {
     let (status, _) = http(&s.metrics, "DELETE", "/metrics");
     assert_eq!(status, "HTTP/1.0 405 Method Not Allowed");
 
-    let out = Command::new(BIN)
-        .args([
-            "serve",
-            "--bind",
-            "127.0.0.1:0",
-            "--metrics-addr",
-            "localhost",
-        ])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(
-        err.contains("--metrics-addr localhost: expected ADDRESS:PORT"),
-        "{err}"
+    let serve = |metrics| ["serve", "--bind", "127.0.0.1:0", "--metrics-addr", metrics];
+    util::fails(
+        &serve("localhost"),
+        2,
+        "--metrics-addr localhost: expected ADDRESS:PORT",
     );
     // The metrics port taken (by the running server's): refused before the store opens.
-    let out = Command::new(BIN)
-        .args([
-            "serve",
-            "--bind",
-            "127.0.0.1:0",
-            "--metrics-addr",
-            &s.metrics,
-        ])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(
-        err.contains(&format!("cannot listen for metrics on {}", s.metrics)),
-        "{err}"
+    util::fails(
+        &serve(&s.metrics),
+        2,
+        &format!("cannot listen for metrics on {}", s.metrics),
     );
 }

@@ -1,24 +1,10 @@
 //! `cxltier completions` and `cxltier man`: generated from the command line's own definition, so
 //! every subcommand `--help` lists has its completion and its page.
 
+mod util;
 use std::path::Path;
-use std::process::{Command, Output};
-
-const BIN: &str = env!("CARGO_BIN_EXE_cxltier");
-
-fn cxltier(args: &[&str]) -> Output {
-    Command::new(BIN).args(args).output().expect("run cxltier")
-}
-
-fn stdout_ok(args: &[&str]) -> String {
-    let out = cxltier(args);
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
+use std::process::Command;
+use util::{assert_refused, cxltier, stdout_ok, BIN};
 
 /// The subcommands `--help` lists under `Commands:` (without clap's `help`).
 fn subcommands_in_help(help: &str) -> Vec<String> {
@@ -111,12 +97,7 @@ fn bash_completes_subcommands_and_options() {
             .args(["-c", &program])
             .output()
             .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
+        util::assert_ok(&program, &out)
     };
     assert_eq!(complete(&["cxltier", "sh"]).trim(), "show");
     let all = complete(&["cxltier", "''"]);
@@ -134,11 +115,16 @@ fn bash_completes_subcommands_and_options() {
 
 #[test]
 fn an_unknown_shell_is_refused_with_the_known_ones() {
-    let out = cxltier(&["completions", "tcsh"]);
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("invalid value 'tcsh'"), "{err}");
-    assert!(err.contains("bash, elvish, fish, powershell, zsh"), "{err}");
+    let args = ["completions", "tcsh"];
+    assert_refused(
+        args,
+        &cxltier(&args),
+        2,
+        &[
+            "invalid value 'tcsh'",
+            "bash, elvish, fish, powershell, zsh",
+        ],
+    );
 }
 
 /// The page's `.TH` line: title and section.
@@ -249,11 +235,8 @@ fn man_dir_must_be_a_directory() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("a-file");
     std::fs::write(&file, "x").unwrap();
-    let out = cxltier(&["man", "--dir", file.to_str().unwrap()]);
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("is not a directory"), "{err}");
-    assert!(err.contains("hint:"), "{err}");
+    let args = ["man", "--dir", file.to_str().unwrap()];
+    assert_refused(args, &cxltier(&args), 2, &["is not a directory", "hint:"]);
 }
 
 /// The README's setup (`scripts/plan` runs `scripts/install-shell-files`) installs the bash
@@ -280,38 +263,27 @@ fn the_setup_script_installs_for_the_user_idempotently() {
     };
     let data = home.path().join(".local/share");
     let completion = data.join("bash-completion/completions/cxltier");
+    let says = |said: &str, what: String| assert!(said.contains(&what), "{what:?} in {said}");
     let first = run();
-    assert!(
-        first.contains(&format!(
-            "bash completion: installed {}",
-            completion.display()
-        )),
-        "{first}"
+    says(
+        &first,
+        format!("bash completion: installed {}", completion.display()),
     );
     assert_eq!(
         std::fs::read_to_string(&completion).unwrap(),
         stdout_ok(&["completions", "bash"])
     );
     let man1 = data.join("man/man1");
-    assert!(
-        first.contains(&format!("man page(s) in {}: ", man1.display())),
-        "{first}"
-    );
+    says(&first, format!("man page(s) in {}: ", man1.display()));
     assert!(man1.join("cxltier.1").is_file() && man1.join("cxltier-show.1").is_file());
     let pages = std::fs::read_dir(&man1).unwrap().count();
 
     let second = run();
-    assert!(
-        second.contains(&format!(
-            "bash completion: {} (up to date)",
-            completion.display()
-        )),
-        "{second}"
+    says(
+        &second,
+        format!("bash completion: {} (up to date)", completion.display()),
     );
-    assert!(
-        second.contains(&format!(": 0 written, {pages} already up to date")),
-        "{second}"
-    );
+    says(&second, format!(": 0 written, {pages} already up to date"));
     // No temporary files left beside the completion.
     let beside = std::fs::read_dir(completion.parent().unwrap())
         .unwrap()

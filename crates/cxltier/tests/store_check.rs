@@ -1,14 +1,13 @@
 //! `cxltier store check` and the start-up checks of `cxltier serve` on a damaged log: exit codes,
 //! what is printed, and that nothing is written.
 
+mod util;
 use cxltier_store::testing::{temp_file, TempFile};
-use cxltier_store::{Durability, Kind, SsdSpec, StoreBuilder};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
-
-const BIN: &str = env!("CARGO_BIN_EXE_cxltier");
+use util::{cxltier, damage, BIN};
 
 fn temp(name: &str) -> TempFile {
     temp_file("cxltier-store-check-", name)
@@ -16,42 +15,7 @@ fn temp(name: &str) -> TempFile {
 
 /// A log of 2,000 keys with a marked value in the middle of its first segment.
 fn write_log(path: &std::path::Path) {
-    let mut s = StoreBuilder::new()
-        .dram(16 << 20)
-        .ssd(SsdSpec {
-            path: path.to_path_buf(),
-            capacity: Some(16 << 20),
-        })
-        .durability(Durability::EverySec)
-        .build()
-        .unwrap();
-    for i in 0..2000u32 {
-        let v = if i == 1000 {
-            b"MARKED-VALUE-0123456789".to_vec()
-        } else {
-            vec![i as u8; 500]
-        };
-        // Database 0's keys, as the server keeps them.
-        let key = cxltier_store::db_key(0, format!("k{i}").as_bytes());
-        s.put(&key, Kind::String, &v, None).unwrap();
-    }
-    s.close().unwrap();
-}
-
-fn damage(path: &std::path::Path) {
-    let mut bytes = std::fs::read(path).unwrap();
-    let at = bytes
-        .windows(12)
-        .position(|w| w == b"MARKED-VALUE")
-        .unwrap();
-    for b in &mut bytes[at..at + 16] {
-        *b ^= 0xff;
-    }
-    std::fs::write(path, &bytes).unwrap();
-}
-
-fn cxltier(args: &[&str]) -> Output {
-    Command::new(BIN).args(args).output().unwrap()
+    util::write_marked_log(path, 2000, 1000);
 }
 
 fn text(b: &[u8]) -> String {

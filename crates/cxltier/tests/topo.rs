@@ -1,35 +1,22 @@
 //! `cxltier topo` end to end: the built binary run over the recorded sysfs trees of cxltier-topo.
 
-use std::path::{Path, PathBuf};
+mod util;
+use std::path::PathBuf;
 use std::process::{Command, Output};
-
-fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../cxltier-topo/tests/fixtures")
-        .canonicalize()
-        .unwrap()
-}
-
-fn cxltier(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_cxltier"))
-        .args(args)
-        .output()
-        .expect("run cxltier")
-}
+use util::{assert_refused, cxltier, json_ok, stderr, stdout, stdout_ok, sysfs_copy, topo_fixture};
 
 fn topo(fixture: &str, extra: &[&str]) -> (Output, PathBuf) {
-    let root = fixtures().join(fixture);
+    let root = topo_fixture(fixture);
     let mut args = vec!["topo", "--sysfs-root", root.to_str().unwrap()];
     args.extend_from_slice(extra);
     (cxltier(&args), root)
 }
 
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
+/// Asserts that `v` (`what`, in a message) has every one of `keys`.
+fn assert_has(v: &serde_json::Value, what: &str, keys: &[&str]) {
+    for key in keys {
+        assert!(v.get(key).is_some(), "{what}.{key}");
+    }
 }
 
 #[test]
@@ -51,7 +38,7 @@ fn json_is_stable() {
         let actual = stdout(&out).replace(&root.display().to_string(), "<root>");
         // The library's JSON inside the CLI's envelope (docs/json.md).
         let expected =
-            std::fs::read_to_string(fixtures().join("expected").join(format!("{name}.json")))
+            std::fs::read_to_string(topo_fixture("expected").join(format!("{name}.json")))
                 .unwrap()
                 .replacen(
                     "{\n",
@@ -68,38 +55,42 @@ fn json_field_names() {
     let (out, _) = topo("cxl-ram", &["--json"]);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let node = &v["nodes"][1];
-    for key in [
-        "id",
-        "cpus",
-        "online",
-        "kind",
-        "evidence",
-        "memory_tier",
-        "mem_total_bytes",
-        "mem_free_bytes",
-        "hmat",
-    ] {
-        assert!(node.get(key).is_some(), "nodes[].{key}");
-    }
+    assert_has(
+        node,
+        "nodes[]",
+        &[
+            "id",
+            "cpus",
+            "online",
+            "kind",
+            "evidence",
+            "memory_tier",
+            "mem_total_bytes",
+            "mem_free_bytes",
+            "hmat",
+        ],
+    );
     assert_eq!(node["kind"], "cxl");
     assert_eq!(node["memory_tier"], 22);
     assert!(node["hmat"]["access0"].is_null() && node["hmat"]["access1"].is_null());
     assert_eq!(v["memory_tiers"][1]["id"], 22);
     assert_eq!(v["memory_tiers"][1]["nodes"][0], 1);
     let m = &v["cxl"]["memdevs"][0];
-    for key in [
-        "name",
-        "serial",
-        "firmware_version",
-        "ram_bytes",
-        "pmem_bytes",
-        "pci_address",
-        "numa_node",
-        "region",
-        "node",
-    ] {
-        assert!(m.get(key).is_some(), "cxl.memdevs[].{key}");
-    }
+    assert_has(
+        m,
+        "cxl.memdevs[]",
+        &[
+            "name",
+            "serial",
+            "firmware_version",
+            "ram_bytes",
+            "pmem_bytes",
+            "pci_address",
+            "numa_node",
+            "region",
+            "node",
+        ],
+    );
     assert_eq!(m["pci_address"], "0000:0e:00.0");
     assert_eq!(m["region"], "region0");
     assert_eq!(m["node"], 1);
@@ -169,29 +160,25 @@ fn human_output_like_numactl_and_cxl_list() {
 #[test]
 fn not_a_sysfs_tree_is_bad_input() {
     let tmp = tempfile::tempdir().unwrap();
-    let out = cxltier(&["topo", "--sysfs-root", tmp.path().to_str().unwrap()]);
-    assert_eq!(out.status.code(), Some(2));
-    let err = stderr(&out);
-    assert!(
-        err.contains("sys/devices/system/node does not exist"),
-        "{err}"
-    );
-    assert!(
-        err.contains("hint: pass the directory that contains sys/"),
-        "{err}"
+    let args = ["topo", "--sysfs-root", tmp.path().to_str().unwrap()];
+    assert_refused(
+        args,
+        &cxltier(&args),
+        2,
+        &[
+            "sys/devices/system/node does not exist",
+            "hint: pass the directory that contains sys/",
+        ],
     );
 }
 
 #[test]
 fn profile_instead_of_the_machine() {
-    let out = cxltier(&["topo", "--profile", "xeon6-6900p-8xcz122"]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let text = stdout(&out);
+    let text = stdout_ok(&["topo", "--profile", "xeon6-6900p-8xcz122"]);
     assert!(text.contains("profile xeon6-6900p-8xcz122"), "{text}");
     assert!(text.contains("R GB/s"), "{text}");
 
-    let out = cxltier(&["topo", "--profile", "xeon6-6900p-8xcz122", "--json"]);
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = json_ok(&["topo", "--profile", "xeon6-6900p-8xcz122", "--json"]);
     assert_eq!(v["name"], "xeon6-6900p-8xcz122");
     assert!(v["tiers"].as_array().unwrap().len() >= 2);
 
@@ -222,23 +209,14 @@ fn tree_with_kernel_tiering(
     demotion: &str,
     vmstat: &str,
 ) -> tempfile::TempDir {
-    let tmp = tempfile::tempdir().unwrap();
-    let status = Command::new("cp")
-        .arg("-a")
-        .arg(fixtures().join(fixture).join("sys"))
-        .arg(tmp.path())
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let write = |rel: &str, text: &str| {
-        let p = tmp.path().join(rel);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, text).unwrap();
-    };
-    write("proc/sys/kernel/numa_balancing", numa_balancing);
-    write("sys/kernel/mm/numa/demotion_enabled", demotion);
-    write("proc/vmstat", vmstat);
-    tmp
+    sysfs_copy(
+        fixture,
+        &[
+            ("proc/sys/kernel/numa_balancing", numa_balancing),
+            ("sys/kernel/mm/numa/demotion_enabled", demotion),
+            ("proc/vmstat", vmstat),
+        ],
+    )
 }
 
 const VMSTAT: &str = "nr_free_pages 100\npgpromote_success 12\npgpromote_candidate 30\n\
@@ -247,9 +225,7 @@ const VMSTAT: &str = "nr_free_pages 100\npgpromote_success 12\npgpromote_candida
 #[test]
 fn kernel_tiering_in_human_output() {
     let tmp = kernel_tiering_tree("2\n", "true\n", VMSTAT);
-    let out = cxltier(&["topo", "--sysfs-root", tmp.path().to_str().unwrap()]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let text = stdout(&out);
+    let text = stdout_ok(&["topo", "--sysfs-root", tmp.path().to_str().unwrap()]);
     for needle in [
         "kernel tiering:",
         "NUMA balancing: memory-tiering (kernel.numa_balancing = 2); promotes hot pages from node(s) 1",
@@ -289,14 +265,12 @@ fn kernel_tiering_in_human_output() {
 #[test]
 fn kernel_tiering_in_json() {
     let tmp = kernel_tiering_tree("3\n", "false\n", VMSTAT);
-    let out = cxltier(&[
+    let v = json_ok(&[
         "topo",
         "--json",
         "--sysfs-root",
         tmp.path().to_str().unwrap(),
     ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let k = &v["kernel_tiering"];
     assert_eq!(k["numa_balancing"]["value"], 3);
     assert_eq!(k["numa_balancing"]["mode"], "normal+memory-tiering");
@@ -311,7 +285,7 @@ fn kernel_tiering_in_json() {
 fn watch_prints_rates_per_second() {
     let tmp = kernel_tiering_tree("2\n", "true\n", VMSTAT);
     let root = tmp.path().to_str().unwrap();
-    let out = cxltier(&[
+    let lines: Vec<serde_json::Value> = stdout_ok(&[
         "topo",
         "--sysfs-root",
         root,
@@ -320,12 +294,10 @@ fn watch_prints_rates_per_second() {
         "--count",
         "2",
         "--json",
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let lines: Vec<serde_json::Value> = stdout(&out)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    ])
+    .lines()
+    .map(|l| serde_json::from_str(l).unwrap())
+    .collect();
     assert_eq!(lines.len(), 3, "a first sample and two with rates");
     assert!(lines[0]["rates_per_s"].is_null());
     assert_eq!(lines[0]["counters"]["pgdemote_kswapd"], 7);
@@ -337,7 +309,7 @@ fn watch_prints_rates_per_second() {
     // The counters moving between samples: bumped once the first sample is taken (the line
     // announcing the watch comes after it).
     let vmstat = tmp.path().join("proc/vmstat");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_cxltier"))
+    let mut child = Command::new(util::BIN)
         .args([
             "topo",
             "--sysfs-root",
@@ -389,14 +361,8 @@ fn watch_prints_rates_per_second() {
 
     // Without /proc/vmstat there is nothing to watch: exit 4, naming the file.
     std::fs::remove_file(&vmstat).unwrap();
-    let out = cxltier(&["topo", "--sysfs-root", root, "--watch", "1", "--count", "1"]);
-    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("proc/vmstat does not exist"),
-        "{}",
-        stderr(&out)
-    );
-    let out = cxltier(&["topo", "--sysfs-root", root, "--watch", "0"]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains("--watch 0"), "{}", stderr(&out));
+    let args = ["topo", "--sysfs-root", root, "--watch", "1", "--count", "1"];
+    assert_refused(args, &cxltier(&args), 4, &["proc/vmstat does not exist"]);
+    let args = ["topo", "--sysfs-root", root, "--watch", "0"];
+    assert_refused(args, &cxltier(&args), 2, &["--watch 0"]);
 }

@@ -956,51 +956,34 @@ mod tests {
 
     #[test]
     fn bad_cluster_shapes_are_refused_with_the_fix() {
-        let ops = qft(10);
-        let e = predict(&ops, 10, 16, GREEDY_2, 6, &spec(3), &rates()).unwrap_err();
-        assert!(e.to_string().contains("power of two"), "{e}");
-        let e = predict(
-            &ops,
-            10,
-            16,
-            GREEDY_2,
-            6,
-            &ClusterSpec {
-                nodes: 3,
-                ..spec(4)
-            },
-            &rates(),
-        )
-        .unwrap_err();
-        assert!(e.to_string().contains("dividing"), "{e}");
-        let e = predict(
-            &ops,
-            10,
-            16,
-            GREEDY_2,
-            6,
-            &ClusterSpec {
-                network_bytes_per_second: None,
-                ..spec(2)
-            },
-            &rates(),
-        )
-        .unwrap_err();
-        assert!(e.to_string().contains("network=RATE"), "{e}");
-        let e = predict(
-            &qft(14),
-            14,
-            16,
-            GREEDY_2,
-            6,
-            &ClusterSpec {
-                memory_per_rank: Some(64 << 10),
-                ssd_bytes_per_second: None,
-                ..spec(1)
-            },
-            &rates(),
-        )
-        .unwrap_err();
-        assert!(e.to_string().contains("ssd=RATE"), "{e}");
+        let (qft10, qft14) = (qft(10), qft(14));
+        // `spec(ranks)` changed by `change`.
+        let with = |ranks: usize, change: fn(&mut ClusterSpec)| {
+            let mut s = spec(ranks);
+            change(&mut s);
+            s
+        };
+        for (ops, n, cluster, fix) in [
+            (&qft10, 10, spec(3), "power of two"),
+            (&qft10, 10, with(4, |s| s.nodes = 3), "dividing"),
+            (
+                &qft10,
+                10,
+                with(2, |s| s.network_bytes_per_second = None),
+                "network=RATE",
+            ),
+            (
+                &qft14,
+                14,
+                with(1, |s| {
+                    s.memory_per_rank = Some(64 << 10);
+                    s.ssd_bytes_per_second = None;
+                }),
+                "ssd=RATE",
+            ),
+        ] {
+            let e = predict(ops, n, 16, GREEDY_2, 6, &cluster, &rates()).unwrap_err();
+            assert!(e.to_string().contains(fix), "{fix}: {e}");
+        }
     }
 }
