@@ -41,6 +41,7 @@
 mod admission;
 mod arena;
 mod collection;
+mod eviction;
 mod index;
 pub mod keys;
 pub mod log;
@@ -48,6 +49,7 @@ mod store;
 #[cfg(feature = "test-util")]
 pub mod testing;
 
+pub use eviction::EvictionPolicy;
 pub use keys::{db_key, split_db_key, MAX_DATABASES};
 pub use log::ReadLatency;
 
@@ -171,6 +173,10 @@ pub struct KeyInfo {
     /// Seconds since the key was last read or written (`OBJECT IDLETIME`), on Redis's 24-bit
     /// clock of seconds (an idle time past 194 days wraps, as in Redis).
     pub idle_seconds: u64,
+    /// The key's LFU counter, decayed to now (`OBJECT FREQ`): meaningful only while an LFU
+    /// eviction policy is set ([`EvictionPolicy::is_lfu`]), as the same bits hold the access
+    /// clock otherwise.
+    pub lfu_frequency: u8,
 }
 
 /// Where the NVMe tier lives: `PATH[:SIZE]` (a file, created if missing, or a block device).
@@ -417,6 +423,9 @@ pub struct TierStats {
 pub struct StoreStats {
     pub keys: u64,
     pub index_bytes: u64,
+    /// The memory tiers' slots in use plus the index ([`Store::memory_used`]): Redis's
+    /// `used_memory`, which falls as keys are deleted.
+    pub memory_used_bytes: u64,
     pub misses: u64,
     pub evictions_to_nvme: u64,
     pub admissions_rejected: u64,
