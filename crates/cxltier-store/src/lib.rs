@@ -17,7 +17,8 @@
 //!
 //! Modules, from the bottom up: [`keys`] (how keys are spelled: the database byte before a
 //! user's key, the keys of collections' parts, key length limits; imports nothing of the crate),
-//! `admission` (a TinyLFU sketch with a doorkeeper), `arena` (one `mbind`-bound mapping per
+//! `admission` (a TinyLFU sketch with a doorkeeper), `eviction` (Redis's `maxmemory-policy`
+//! values and the LRU clock or LFU counter each key's index entry keeps), `arena` (one `mbind`-bound mapping per
 //! memory tier, slab size classes, CLOCK eviction, pages emptied into their class's other pages
 //! for another class), [`log`] (the NVMe tier: CRC32C records in segments, group commit,
 //! cleaning, recovery; `log::scan` is shared by recovery, the cleaner and `cxltier store check`),
@@ -28,7 +29,8 @@
 //! collections a batch keeps open until its end), `store` (the `Store` type, open/close and the get/put/delete entry
 //! points, expiry, recovery; its concerns in child modules: `store::tiering` (exclusive
 //! placement, promotion on access, admission, demotion by watermarks with write-back, slab page
-//! moves and compaction), `store::reads` (NVMe reads started, prefetched and reaped),
+//! moves and compaction), `store::evict` (keys evicted by the policy, and how full the store is),
+//! `store::reads` (NVMe reads started, prefetched and reaped),
 //! `store::scan`, `store::stats`, `store::parts` (collections' parts as objects),
 //! `store::poison` (objects on poisoned memory restored from NVMe or reported lost, the pages
 //! retired) and `store::check` (the offline log check, invariants)). The caller gives the

@@ -68,14 +68,18 @@ impl Store {
 
     /// How full the store is over all its tiers, by the bound that is nearest: the DRAM budget
     /// against the key index; without an NVMe tier, the memory tiers (slots in use and the
-    /// index against DRAM and CXL); with one, the log's live bytes against its capacity less
+    /// index against DRAM and CXL, in whole slab pages); with one, the log's live bytes against its capacity less
     /// two segments kept for cleaning (plus, when memory is written back without durability,
     /// the memory tiers, whose objects may be on no log).
     pub fn fill(&self) -> Fill {
+        // A tier grows by whole slab pages: what is left of its limit below a page is no room.
         let memory = Fill {
             used: self.memory_used(),
             capacity: (0..self.arenas.len())
-                .map(|t| self.tier_limit(t))
+                .map(|t| {
+                    let page = (self.arenas[t].page_size() as u64).max(1);
+                    self.tier_limit(t) / page * page
+                })
                 .sum::<u64>()
                 + self.index_bytes(),
         };
