@@ -1048,13 +1048,21 @@ pub(crate) fn object(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
             None => reply::null(ctx.out, proto),
         },
         b"REFCOUNT" => reply::int(ctx.out, 1),
+        // The access bits hold an LRU clock or an LFU counter, by the policy (as in Redis).
+        b"IDLETIME" if ctx.store.eviction_policy().is_lfu() => {
+            return fail(ctx, "ERR An LFU maxmemory policy is selected, idle time not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.")
+        }
         b"IDLETIME" => match ctx.store.key_info(key) {
             Some(i) => reply::int(ctx.out, i.idle_seconds as i64),
             None => reply::null(ctx.out, proto),
         },
-        b"FREQ" => {
+        b"FREQ" if !ctx.store.eviction_policy().is_lfu() => {
             return fail(ctx, "ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.")
         }
+        b"FREQ" => match ctx.store.key_info(key) {
+            Some(i) => reply::int(ctx.out, i64::from(i.lfu_frequency)),
+            None => reply::null(ctx.out, proto),
+        },
         _ => {
             return fail(
                 ctx,

@@ -67,9 +67,11 @@ pub(crate) static KNOBS: &[Knob] = &[
     knob("activerehashing", "yes", false),
     knob("lazyfree-lazy-user-del", "no", false),
     knob("lazyfree-lazy-expire", "no", false),
+    knob("lazyfree-lazy-eviction", "no", false),
     knob("lazyfree-lazy-user-flush", "no", false),
     knob("active-expire-effort", "1", true),
     knob("maxmemory-samples", "5", true),
+    knob("maxmemory-eviction-tenacity", "10", true),
     knob("lfu-log-factor", "10", true),
     knob("lfu-decay-time", "1", true),
     // Replication knobs: min-replicas-to-write and min-replicas-max-lag decide NOREPLICAS, and
