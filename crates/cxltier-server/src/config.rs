@@ -248,8 +248,12 @@ fn set(ctx: &mut Ctx<'_>, pairs: &[&[u8]]) -> Result<Effect, StoreError> {
     let knob = |name| u32::try_from(ctx.info.knobs.int(name)).unwrap_or(0);
     let (factor, decay) = (knob("lfu-log-factor"), knob("lfu-decay-time"));
     ctx.store.set_eviction_policy(policy, factor, decay);
-    // A lower limit or a policy that evicts takes effect at once, as Redis's updateMaxmemory.
-    crate::memory::perform_evictions(ctx.store, ctx.info);
+    // A lower limit or a policy that evicts takes effect at once, as Redis's updateMaxmemory;
+    // inside EXEC at the next command, so that the deletes follow the transaction in the
+    // write stream, as Redis's do.
+    if !ctx.session.in_exec {
+        crate::memory::perform_evictions(ctx.store, ctx.info);
+    }
     reply::ok(ctx.out);
     Ok(Effect::Read)
 }

@@ -62,6 +62,7 @@ pub(crate) static KNOBS: &[Knob] = &[
     knob("slowlog-log-slower-than", "10000", true),
     knob("slowlog-max-len", "128", true),
     knob("latency-monitor-threshold", "0", true),
+    knob("latency-tracking", "yes", false),
     knob("lua-time-limit", "5000", true),
     alias("busy-reply-threshold", "lua-time-limit", true),
     knob("activerehashing", "yes", false),

@@ -302,6 +302,32 @@ mod tests {
         assert_eq!(db.cmd("DBSIZE"), format!(":{}\r\n", 100 - evicted));
     }
 
+    /// A lower limit evicts at once (Redis's updateMaxmemory), but inside EXEC only at the next
+    /// command, so that the deletes follow the transaction in the write stream.
+    #[test]
+    fn config_set_maxmemory_evicts_at_once_but_after_a_transaction() {
+        let mut db = limited("allkeys-lru", 1 << 20);
+        db.info.repl.attach();
+        for i in 0..3 {
+            db.cmd(&format!("SET k{i} v"));
+        }
+        assert_eq!(db.cmd("CONFIG SET maxmemory 1"), "+OK\r\n");
+        assert_eq!(db.cmd("DBSIZE"), ":0\r\n");
+        assert_eq!(info_field(&mut db, "stats", "evicted_keys"), "3");
+        assert_eq!(db.cmd("CONFIG SET maxmemory 0"), "+OK\r\n");
+        db.info.repl.pending.clear();
+        db.cmd("MULTI");
+        db.cmd("INCR x");
+        db.cmd("CONFIG SET maxmemory 1");
+        db.cmd("INCR x");
+        assert_eq!(db.cmd("EXEC"), "*3\r\n:1\r\n+OK\r\n:2\r\n");
+        assert_eq!(db.cmd("DBSIZE"), ":0\r\n");
+        let stream = String::from_utf8_lossy(&db.info.repl.pending).into_owned();
+        let exec = stream.find("exec").expect(&stream);
+        let del = stream.find("$3\r\ndel\r\n$1\r\nx").expect(&stream);
+        assert!(exec < del, "{stream}");
+    }
+
     #[test]
     fn object_freq_and_idletime_follow_the_policy() {
         let mut db = limited("allkeys-lru", 1 << 20);
