@@ -328,6 +328,26 @@ mod tests {
         assert!(exec < del, "{stream}");
     }
 
+    /// RESTORE's IDLETIME sets the access clock under an LRU policy, FREQ the counter under
+    /// an LFU one (Redis's objectSetLRUOrLFU).
+    #[test]
+    fn restore_sets_idle_time_or_frequency_by_the_policy() {
+        let mut db = limited("allkeys-lru", 1 << 20);
+        db.cmd("SET k v");
+        let dump = db.run(&[b"DUMP", b"k"]);
+        let payload = &dump[dump.iter().position(|&b| b == b'\n').unwrap() + 1..dump.len() - 2];
+        let restore = |db: &mut Db, opt: &[u8], n: &[u8]| {
+            let r = db.run(&[b"RESTORE", b"r", b"0", payload, b"REPLACE", opt, n]);
+            assert_eq!(r, b"+OK\r\n");
+        };
+        restore(&mut db, b"IDLETIME", b"1000");
+        let idle: u64 = db.cmd("OBJECT IDLETIME r")[1..].trim().parse().unwrap();
+        assert!((1000..1003).contains(&idle), "{idle}");
+        assert_eq!(db.cmd("CONFIG SET maxmemory-policy allkeys-lfu"), "+OK\r\n");
+        restore(&mut db, b"FREQ", b"100");
+        assert_eq!(db.cmd("OBJECT FREQ r"), ":100\r\n");
+    }
+
     #[test]
     fn object_freq_and_idletime_follow_the_policy() {
         let mut db = limited("allkeys-lru", 1 << 20);

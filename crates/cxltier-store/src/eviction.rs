@@ -6,7 +6,7 @@
 //! ("LRU and LFU data will take some time to adjust"). Imports nothing of the crate but the
 //! index's clock.
 
-use crate::index::{access_clock, idle_seconds};
+use crate::index::{access_clock, idle_seconds, CLOCK_MAX};
 
 /// Redis's `maxmemory-policy`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -138,6 +138,23 @@ impl AccessTracker {
         } else {
             access_clock(now_ms)
         }
+    }
+
+    /// The access bits RESTORE's IDLETIME or FREQ give a key at `now_ms` (Redis's
+    /// `objectSetLRUOrLFU`): under LFU the counter `freq` now, else the clock `idle_seconds`
+    /// back; `None` when the policy's statistic is not given.
+    pub(crate) fn restored(
+        &self,
+        idle_seconds: Option<u64>,
+        freq: Option<u8>,
+        now_ms: u64,
+    ) -> Option<u32> {
+        if self.lfu {
+            return freq.map(|f| lfu_minutes(now_ms) << 8 | u32::from(f));
+        }
+        let idle = idle_seconds? % (u64::from(CLOCK_MAX) + 1);
+        let now = u64::from(access_clock(now_ms));
+        Some(((now + u64::from(CLOCK_MAX) + 1 - idle) % (u64::from(CLOCK_MAX) + 1)) as u32)
     }
 
     /// The access bits after an access at `now_ms` to a key whose bits were `bits` (Redis's

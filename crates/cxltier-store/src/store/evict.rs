@@ -55,6 +55,28 @@ impl Store {
         self.eviction.policy
     }
 
+    /// Set `key`'s access statistics as RESTORE's `IDLETIME` or `FREQ` give them (Redis's
+    /// `objectSetLRUOrLFU`): under an LFU policy the counter, else the access clock so many
+    /// seconds back; the one the policy does not keep is ignored. False when the key is absent.
+    pub fn set_access_stats(
+        &mut self,
+        key: &[u8],
+        idle_seconds: Option<u64>,
+        freq: Option<u8>,
+    ) -> bool {
+        let now = self.now_ms();
+        let Some(bits) = self.access.restored(idle_seconds, freq, now) else {
+            return self.index.contains_key(key);
+        };
+        match self.index.get_mut(key) {
+            Some(e) => {
+                e.set_access(bits);
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Seed the random draws of eviction sampling and LFU increments (tests).
     pub fn seed_eviction(&mut self, seed: u64) {
         self.access.seed(seed);
