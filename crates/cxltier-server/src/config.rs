@@ -1,7 +1,7 @@
 //! `CONFIG GET|SET|RESETSTAT|REWRITE`: the parameters that mean something here, and Redis's
 //! encoding knobs, which are accepted, stored and reported (OBJECT ENCODING answers by them).
 
-use cxltier_store::{Store, StoreError};
+use cxltier_store::{EvictionPolicy, Store, StoreError};
 
 use crate::context::{Ctx, Effect};
 use crate::knobs::KNOBS;
@@ -18,7 +18,10 @@ fn settings(ctx: &Ctx<'_>) -> Vec<(String, String)> {
             "maxmemory".into(),
             info.maxmemory_limit.unwrap_or(memory).to_string(),
         ),
-        ("maxmemory-policy".into(), "noeviction".into()),
+        (
+            "maxmemory-policy".into(),
+            ctx.store.eviction_policy().name().into(),
+        ),
         (
             "appendonly".into(),
             if st.durability == "none" { "no" } else { "yes" }.into(),
@@ -71,9 +74,6 @@ fn settings(ctx: &Ctx<'_>) -> Vec<(String, String)> {
 /// Why a parameter cannot change while the server runs, and how to change it.
 fn read_only(name: &str) -> Option<&'static str> {
     Some(match name {
-        "maxmemory-policy" => {
-            "cxltier never evicts keys: what does not fit in memory goes to NVMe (--ssd)"
-        }
         "appendonly" | "appendfsync" => {
             "durability is chosen at start: restart with --durability always|everysec|none"
         }
@@ -145,6 +145,38 @@ fn set(ctx: &mut Ctx<'_>, pairs: &[&[u8]]) -> Result<Effect, StoreError> {
                     return set_failed(ctx, &name, "argument must be a memory value");
                 }
             }
+            "maxmemory-policy" => {
+                if EvictionPolicy::parse(&value).is_none() {
+                    let names: Vec<&str> = EvictionPolicy::ALL.iter().map(|p| p.name()).collect();
+                    return set_failed(
+                        ctx,
+                        &name,
+                        &format!(
+                            "argument(s) must be one of the following: {}",
+                            names.join(", ")
+                        ),
+                    );
+                }
+            }
+            "maxmemory-samples" => {
+                if !matches!(value.parse::<i64>(), Ok(1..=64)) {
+                    return set_failed(ctx, &name, "argument must be between 1 and 64 inclusive");
+                }
+            }
+            "maxmemory-eviction-tenacity" => {
+                if !matches!(value.parse::<i64>(), Ok(0..=100)) {
+                    return set_failed(ctx, &name, "argument must be between 0 and 100 inclusive");
+                }
+            }
+            "lfu-log-factor" | "lfu-decay-time" => {
+                if !matches!(value.parse::<i64>(), Ok(0..=2147483647)) {
+                    return set_failed(
+                        ctx,
+                        &name,
+                        "argument must be between 0 and 2147483647 inclusive",
+                    );
+                }
+            }
             "proto-max-bulk-len" => {
                 if let Err(why) = bulk_len(&value) {
                     return set_failed(ctx, &name, &why);
@@ -173,8 +205,10 @@ fn set(ctx: &mut Ctx<'_>, pairs: &[&[u8]]) -> Result<Effect, StoreError> {
         }
         changes.push((name, value));
     }
+    let mut policy = ctx.store.eviction_policy();
     for (name, value) in changes {
         match name.as_str() {
+            "maxmemory-policy" => policy = EvictionPolicy::parse(&value).unwrap_or(policy),
             // Connections beyond the new limit are refused from now on; those open stay.
             "maxclients" => ctx.info.max_clients = value.parse().unwrap_or(ctx.info.max_clients),
             // Connections already authenticated stay so, as in Redis.
@@ -209,6 +243,16 @@ fn set(ctx: &mut Ctx<'_>, pairs: &[&[u8]]) -> Result<Effect, StoreError> {
                 ctx.info.knobs.store(k.canonical, value);
             }
         }
+    }
+    // The policy, and how accesses are counted for it (lfu-log-factor, lfu-decay-time).
+    let knob = |name| u32::try_from(ctx.info.knobs.int(name)).unwrap_or(0);
+    let (factor, decay) = (knob("lfu-log-factor"), knob("lfu-decay-time"));
+    ctx.store.set_eviction_policy(policy, factor, decay);
+    // A lower limit or a policy that evicts takes effect at once, as Redis's updateMaxmemory;
+    // inside EXEC at the next command, so that the deletes follow the transaction in the
+    // write stream, as Redis's do.
+    if !ctx.session.in_exec {
+        crate::memory::perform_evictions(ctx.store, ctx.info);
     }
     reply::ok(ctx.out);
     Ok(Effect::Read)
@@ -268,6 +312,7 @@ fn reset_stats(store: &mut Store, info: &mut crate::context::ServerInfo) {
     info.client_peak_output_buffer = 0;
     info.keyspace_hits = 0;
     info.expired_keys = 0;
+    info.evicted_keys = 0;
     info.keyspace_misses = 0;
     info.used_memory_peak = 0;
     info.ops_samples.clear();

@@ -120,9 +120,15 @@ pub struct ServerInfo {
     /// Keys removed because their TTL passed: found so by a command (lazy expiry) or by the
     /// store's background sampling (active expiry), INFO's `expired_keys`.
     pub expired_keys: u64,
-    /// `CONFIG SET maxmemory N` below the memory budget: once `used_memory` is over N,
-    /// commands that may grow memory answer OOM (Redis's noeviction policy). `None` (maxmemory
-    /// 0, the default): the budget alone bounds memory, and what does not fit goes to NVMe.
+    /// Keys evicted under a `maxmemory-policy` (INFO's `evicted_keys`).
+    pub evicted_keys: u64,
+    /// How full the store was (`Store::fill`'s bytes used) when a write last found it full
+    /// under a policy that evicts: eviction keeps the store below it from then on.
+    pub store_full_at: Option<u64>,
+    /// `CONFIG SET maxmemory N` below the memory budget: once `used_memory` is over N, keys are
+    /// evicted by the `maxmemory-policy` (the store's), or with `noeviction` commands that may
+    /// grow memory answer OOM. `None` (maxmemory 0, the default): the budget alone bounds
+    /// memory, and what does not fit goes to NVMe (and, under a policy, a full store evicts).
     pub maxmemory_limit: Option<u64>,
     /// Per command (the table's name): INFO commandstats.
     pub command_stats: HashMap<CommandName, CommandStat>,

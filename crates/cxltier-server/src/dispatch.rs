@@ -6,7 +6,6 @@
 use cxltier_store::{Store, StoreError};
 
 use crate::context::*;
-use crate::memory::memory_figures;
 use crate::notify::{channels, class, Event};
 use crate::resp::reply;
 use crate::table::{self, flag};
@@ -121,11 +120,13 @@ const NOREPLICAS: &str = "NOREPLICAS Not enough good replicas to write.";
 /// Why the server refuses `cmd` now, as Redis's processCommand does: writes while
 /// `min-replicas-to-write` asks for replicas (cxltier has none), and commands that may grow
 /// memory while `used_memory` is over a `CONFIG SET maxmemory` limit (inside MULTI, every
-/// command but EXEC, DISCARD, QUIT and RESET: queuing takes memory too). EXEC counts as the
-/// commands it would run.
+/// command but EXEC, DISCARD, QUIT and RESET: queuing takes memory too), or, under a
+/// `maxmemory-policy` that evicts, while the store is full and nothing can be evicted. EXEC
+/// counts as the commands it would run. Eviction runs here, before any command the server runs
+/// (not one of an EXEC or a script, which their caller's eviction covered), as Redis's does.
 fn refusal(
-    store: &Store,
-    info: &ServerInfo,
+    store: &mut Store,
+    info: &mut ServerInfo,
     session: &Session,
     cmd: &table::Command,
 ) -> Option<&'static str> {
@@ -151,11 +152,18 @@ fn refusal(
     {
         return Some(NOREPLICAS);
     }
-    let limit = info.maxmemory_limit?;
     let grows = cmd.has(flag::DENYOOM)
         || (is_exec && queued().any(|c| c.has(flag::DENYOOM)))
         || (session.multi.is_some() && !cmd.has(flag::TX_END));
-    if grows && memory_figures(&store.stats()).0 > limit {
+    if store.eviction_policy() != cxltier_store::EvictionPolicy::NoEviction {
+        let outermost = store.frozen_clock().is_none();
+        if outermost && !crate::memory::perform_evictions(store, info) && grows {
+            return Some(OOM);
+        }
+        return None;
+    }
+    let limit = info.maxmemory_limit?;
+    if grows && store.memory_used() > limit {
         return Some(OOM);
     }
     None
@@ -266,6 +274,22 @@ fn dispatch_keyed(ctx: &mut Ctx<'_>, cmd: &'static table::Command, args: &[&[u8]
     let reply_at = ctx.out.len();
     let effect = match (cmd.handler)(ctx, args) {
         Ok(effect) => effect,
+        // A write that found the store full, under a policy that evicts: keys are evicted and
+        // it runs once more, when it changed nothing but the count of its failed write.
+        Err(StoreError::Full { .. })
+            if outermost
+                && ctx.store.changes() <= changes_before + 1
+                && crate::memory::evict_for_full(ctx.store, ctx.info) =>
+        {
+            ctx.out.truncate(reply_at);
+            match (cmd.handler)(ctx, args) {
+                Ok(effect) => effect,
+                Err(e) => {
+                    store_error(ctx.out, &e);
+                    Effect::Read
+                }
+            }
+        }
         Err(e) => {
             store_error(ctx.out, &e);
             Effect::Read

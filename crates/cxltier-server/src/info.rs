@@ -169,7 +169,7 @@ fn info_text(store: &Store, info: &mut ServerInfo, sections: &[String]) -> Strin
                 ("number_of_cached_scripts", &info.scripts.cached()),
                 ("maxmemory", &max),
                 ("maxmemory_human", &human_bytes(max)),
-                ("maxmemory_policy", &"noeviction"),
+                ("maxmemory_policy", &store.eviction_policy().name()),
                 ("index_bytes", &st.index_bytes),
             ],
         );
@@ -230,7 +230,7 @@ fn info_text(store: &Store, info: &mut ServerInfo, sections: &[String]) -> Strin
                 ("instantaneous_ops_per_sec", &info.ops_per_sec()),
                 ("rejected_connections", &info.rejected_connections),
                 ("expired_keys", &info.expired_keys),
-                ("evicted_keys", &0),
+                ("evicted_keys", &info.evicted_keys),
                 ("keyspace_hits", &info.keyspace_hits),
                 ("keyspace_misses", &info.keyspace_misses),
                 ("pubsub_channels", &info.pubsub.channels.len()),

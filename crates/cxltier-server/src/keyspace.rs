@@ -587,13 +587,15 @@ pub(crate) fn dump(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErr
 
 /// RESTORE key ttl payload [REPLACE] [ABSTTL] [IDLETIME s] [FREQ f]: a DUMP payload of Redis's
 /// format (redis-server's or cxltier's) under `key`, as Redis 7.0's restoreCommand (IDLETIME
-/// and FREQ are checked and ignored: no access times are kept). The whole payload is decoded
+/// sets the key's access clock under a non-LFU policy, FREQ its counter under an LFU one;
+/// the other is checked and ignored). The whole payload is decoded
 /// and validated before the keyspace is touched, and the value is built under a key of the
 /// server's own database, then renamed over `key`: a RESTORE that fails, on a bad payload or on
 /// a store error midway (full, I/O), leaves the keyspace as it was.
 pub(crate) fn restore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
     let (key, payload) = (args[1], args[3]);
-    let (mut replace, mut absttl, mut idle, mut freq) = (false, false, false, false);
+    let (mut replace, mut absttl) = (false, false);
+    let (mut idle, mut freq): (Option<u64>, Option<u8>) = (None, None);
     let mut i = 4;
     while i < args.len() {
         let more = i + 1 < args.len();
@@ -601,23 +603,23 @@ pub(crate) fn restore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, Store
             b"REPLACE" => replace = true,
             b"ABSTTL" => absttl = true,
             // Redis takes one of IDLETIME and FREQ, not both.
-            b"IDLETIME" if more && !freq => {
+            b"IDLETIME" if more && freq.is_none() => {
                 match parse_i64(args[i + 1]) {
                     None => return fail(ctx, crate::errors::NOT_INT),
                     Some(v) if v < 0 => {
                         return fail(ctx, "ERR Invalid IDLETIME value, must be >= 0")
                     }
-                    Some(_) => idle = true,
+                    Some(v) => idle = Some(v as u64),
                 }
                 i += 1;
             }
-            b"FREQ" if more && !idle => {
+            b"FREQ" if more && idle.is_none() => {
                 match parse_i64(args[i + 1]) {
                     None => return fail(ctx, crate::errors::NOT_INT),
                     Some(v) if !(0..=255).contains(&v) => {
                         return fail(ctx, "ERR Invalid FREQ value, must be >= 0 and <= 255")
                     }
-                    Some(_) => freq = true,
+                    Some(v) => freq = Some(v as u8),
                 }
                 i += 1;
             }
@@ -677,6 +679,7 @@ pub(crate) fn restore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, Store
             vec![op]
         });
     }
+    ctx.store.set_access_stats(key, idle, freq);
     // Redis's restoreCommand: a replaced key goes without an event, the value is added anew
     // (`new`) and announced as restore.
     ctx.notify(nc::NEW, "new", key);
@@ -1048,13 +1051,21 @@ pub(crate) fn object(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
             None => reply::null(ctx.out, proto),
         },
         b"REFCOUNT" => reply::int(ctx.out, 1),
+        // The access bits hold an LRU clock or an LFU counter, by the policy (as in Redis).
+        b"IDLETIME" if ctx.store.eviction_policy().is_lfu() => {
+            return fail(ctx, "ERR An LFU maxmemory policy is selected, idle time not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.")
+        }
         b"IDLETIME" => match ctx.store.key_info(key) {
             Some(i) => reply::int(ctx.out, i.idle_seconds as i64),
             None => reply::null(ctx.out, proto),
         },
-        b"FREQ" => {
+        b"FREQ" if !ctx.store.eviction_policy().is_lfu() => {
             return fail(ctx, "ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.")
         }
+        b"FREQ" => match ctx.store.key_info(key) {
+            Some(i) => reply::int(ctx.out, i64::from(i.lfu_frequency)),
+            None => reply::null(ctx.out, proto),
+        },
         _ => {
             return fail(
                 ctx,

@@ -31,7 +31,8 @@
 //!   chunked collection, and the move from one to the other;
 //! - [`encoding`]: OBJECT ENCODING, Redis's name for how it would encode a value under the
 //!   configured thresholds (the hash and set commands ask it too);
-//! - [`memory`]: the memory figures INFO, CONFIG, OOM, ROLE and the metrics share;
+//! - [`memory`]: the memory figures INFO, CONFIG, OOM, ROLE and the metrics share, and
+//!   eviction under a `maxmemory-policy` (keys evicted, announced, replicated and counted);
 //! - [`hash`]: the hash commands over both layouts;
 //! - [`info`]: INFO's sections;
 //! - [`keyspace`]: DEL, EXISTS, TYPE, the expiry commands, OBJECT, SCANRANGE (the ordered range

@@ -613,6 +613,21 @@ impl Index {
         .copied()
     }
 
+    /// Slot ids handed out so far: a random sample of keys is drawn below it
+    /// ([`Index::pair_at`]), as Redis samples its dictionary's buckets.
+    pub(crate) fn slot_span(&self) -> usize {
+        self.slab.high
+    }
+
+    /// The key and entry at slot `id`, unless the slot is free (or beyond the span).
+    pub(crate) fn pair_at(&self, id: SlotId) -> Option<(&[u8], &Entry)> {
+        if id as usize >= self.slab.high {
+            return None;
+        }
+        let pair = self.slab.get(id);
+        (!Slab::is_vacant(pair)).then(|| (pair.0.as_slice(), &pair.1))
+    }
+
     pub(crate) fn get(&self, key: &[u8]) -> Option<&Entry> {
         self.find(key).map(|id| &self.slab.get(id).1)
     }

@@ -17,7 +17,8 @@
 //!
 //! Modules, from the bottom up: [`keys`] (how keys are spelled: the database byte before a
 //! user's key, the keys of collections' parts, key length limits; imports nothing of the crate),
-//! `admission` (a TinyLFU sketch with a doorkeeper), `arena` (one `mbind`-bound mapping per
+//! `admission` (a TinyLFU sketch with a doorkeeper), `eviction` (Redis's `maxmemory-policy`
+//! values and the LRU clock or LFU counter each key's index entry keeps), `arena` (one `mbind`-bound mapping per
 //! memory tier, slab size classes, CLOCK eviction, pages emptied into their class's other pages
 //! for another class), [`log`] (the NVMe tier: CRC32C records in segments, group commit,
 //! cleaning, recovery; `log::scan` is shared by recovery, the cleaner and `cxltier store check`),
@@ -28,7 +29,8 @@
 //! collections a batch keeps open until its end), `store` (the `Store` type, open/close and the get/put/delete entry
 //! points, expiry, recovery; its concerns in child modules: `store::tiering` (exclusive
 //! placement, promotion on access, admission, demotion by watermarks with write-back, slab page
-//! moves and compaction), `store::reads` (NVMe reads started, prefetched and reaped),
+//! moves and compaction), `store::evict` (keys evicted by the policy, and how full the store is),
+//! `store::reads` (NVMe reads started, prefetched and reaped),
 //! `store::scan`, `store::stats`, `store::parts` (collections' parts as objects),
 //! `store::poison` (objects on poisoned memory restored from NVMe or reported lost, the pages
 //! retired) and `store::check` (the offline log check, invariants)). The caller gives the
@@ -41,6 +43,7 @@
 mod admission;
 mod arena;
 mod collection;
+mod eviction;
 mod index;
 pub mod keys;
 pub mod log;
@@ -48,6 +51,7 @@ mod store;
 #[cfg(feature = "test-util")]
 pub mod testing;
 
+pub use eviction::EvictionPolicy;
 pub use keys::{db_key, split_db_key, MAX_DATABASES};
 pub use log::ReadLatency;
 
@@ -171,6 +175,10 @@ pub struct KeyInfo {
     /// Seconds since the key was last read or written (`OBJECT IDLETIME`), on Redis's 24-bit
     /// clock of seconds (an idle time past 194 days wraps, as in Redis).
     pub idle_seconds: u64,
+    /// The key's LFU counter, decayed to now (`OBJECT FREQ`): meaningful only while an LFU
+    /// eviction policy is set ([`EvictionPolicy::is_lfu`]), as the same bits hold the access
+    /// clock otherwise.
+    pub lfu_frequency: u8,
 }
 
 /// Where the NVMe tier lives: `PATH[:SIZE]` (a file, created if missing, or a block device).
@@ -417,6 +425,9 @@ pub struct TierStats {
 pub struct StoreStats {
     pub keys: u64,
     pub index_bytes: u64,
+    /// The memory tiers' slots in use plus the index ([`Store::memory_used`]): Redis's
+    /// `used_memory`, which falls as keys are deleted.
+    pub memory_used_bytes: u64,
     pub misses: u64,
     pub evictions_to_nvme: u64,
     pub admissions_rejected: u64,

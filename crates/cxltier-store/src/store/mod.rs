@@ -28,6 +28,7 @@ use crate::{Durability, KeyInfo, Kind, ObjectRef, Result, StoreBuilder, StoreErr
 
 // Child modules see the store's private fields: each concern keeps its own `impl Store`.
 mod check;
+mod evict;
 mod parts;
 mod poison;
 mod reads;
@@ -150,6 +151,10 @@ pub struct Store {
     pub(crate) collection_write_back: bool,
     /// A write-back that failed at [`Store::end_batch`], returned by the next commit.
     write_back_failed: Option<StoreError>,
+    /// How keys' accesses are recorded in their entries (LRU clock or LFU counter), and the
+    /// eviction policy and pool that choose by them (`evict`).
+    pub(crate) access: crate::eviction::AccessTracker,
+    pub(crate) eviction: evict::Eviction,
 }
 
 impl std::fmt::Debug for Store {
@@ -407,6 +412,8 @@ impl Store {
             recovery: crate::Recovery::default(),
             reserved: 0,
             victim_class: 0,
+            access: crate::eviction::AccessTracker::default(),
+            eviction: evict::Eviction::default(),
             chunk_bytes: b.chunk_bytes,
             // Generations only need to differ between the lives of one key; starting from the
             // clock keeps them growing across restarts without a stored counter.
@@ -680,7 +687,8 @@ impl Store {
             self.misses += 1;
             return Ok(None);
         }
-        e.set_access(access_clock(now));
+        let bits = self.access.accessed(e.access(), now);
+        e.set_access(bits);
         let e = *e;
         if whole && e.kind() == Kind::BigString {
             return self.get_big(key);
@@ -907,6 +915,7 @@ impl Store {
         let Place::Mem(t, off) = self.index.entry_at(slot).place() else {
             return Ok(false);
         };
+        let now = self.now_ms();
         if !self.arenas[t as usize].fits_in_place(off, key.len(), value.len()) {
             return Ok(false);
         }
@@ -938,6 +947,9 @@ impl Store {
         e.set_len(value.len() as u32);
         e.set_kind(kind);
         e.set_expires(expires_at_ms.unwrap_or(0));
+        // A write is an access (Redis's lookup for writing).
+        let bits = self.access.accessed(e.access(), now);
+        e.set_access(bits);
         self.may_expire |= expires_at_ms.is_some();
         self.sketch.touch(key);
         Ok(true)
@@ -1067,7 +1079,9 @@ impl Store {
         };
         // Read the old entry only now: making room may have moved it.
         let mut kept_nv = None;
+        let mut old_access = None;
         if let Some(old) = self.index.get(key).cloned() {
+            old_access = Some(old.access());
             self.free_place(old.place());
             if let (Some(onv), Some(log)) = (old.nv(), self.log.as_mut()) {
                 if nv.is_some() {
@@ -1089,8 +1103,13 @@ impl Store {
             kind,
             expires_at_ms.unwrap_or(0),
         );
-        // A write is an access (Redis's new object, or its lookup for writing).
-        entry.set_access(access_clock(self.now_ms()));
+        // A write is an access (Redis's new object, or its lookup for writing: an overwrite
+        // keeps the key's LFU counter, as Redis's `dbSetValue` does).
+        let now = self.now_ms();
+        entry.set_access(match old_access {
+            Some(bits) => self.access.accessed(bits, now),
+            None => self.access.fresh(now),
+        });
         self.index.insert(key, entry);
         self.sketch.touch(key);
         Ok(())
@@ -1237,6 +1256,7 @@ impl Store {
             kind: e.kind(),
             expires_at_ms: (e.expires() != 0).then_some(e.expires()),
             idle_seconds: crate::index::idle_seconds(e.access(), access_clock(self.now_ms())),
+            lfu_frequency: self.access.decayed(e.access(), self.now_ms()),
         })
     }
 
@@ -1247,7 +1267,8 @@ impl Store {
         }
         let now = self.now_ms();
         if let Some(e) = self.index.get_mut(key) {
-            e.set_access(access_clock(now));
+            let bits = self.access.accessed(e.access(), now);
+            e.set_access(bits);
         }
         self.sketch.touch(key);
         true

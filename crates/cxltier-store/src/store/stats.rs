@@ -93,6 +93,7 @@ impl Store {
         StoreStats {
             keys: self.index.user_len() as u64,
             index_bytes: self.index_bytes(),
+            memory_used_bytes: self.memory_used(),
             misses: self.misses,
             evictions_to_nvme: self.evictions_to_nvme,
             admissions_rejected: self.admissions_rejected,
