@@ -172,6 +172,93 @@ pub(crate) fn debug(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreEr
     )
 }
 
+/// SLOWLOG GET [count] | LEN | RESET | HELP, as Redis 7.0's `slowlogCommand` answers them.
+pub(crate) fn slowlog(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    let sub = args[1].to_ascii_uppercase();
+    let n = args.len();
+    // The subcommands' own arities (Redis checks them as `slowlog|len`'s).
+    let arity_ok = match sub.as_slice() {
+        b"GET" => Some(n >= 2),
+        b"LEN" | b"RESET" | b"HELP" => Some(n == 2),
+        _ => None,
+    };
+    match arity_ok {
+        None => {
+            return fail(
+                ctx,
+                &format!(
+                    "ERR unknown subcommand '{}'. Try SLOWLOG HELP.",
+                    String::from_utf8_lossy(args[1])
+                ),
+            )
+        }
+        Some(false) => {
+            return fail(
+                ctx,
+                &format!(
+                    "ERR wrong number of arguments for 'slowlog|{}' command",
+                    String::from_utf8_lossy(args[1]).to_ascii_lowercase()
+                ),
+            )
+        }
+        Some(true) => {}
+    }
+    match (sub.as_slice(), n) {
+        (b"HELP", _) => {
+            let head = format!(
+                "{} <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                String::from_utf8_lossy(args[0]).to_ascii_uppercase()
+            );
+            let lines = [
+                head.as_str(),
+                "GET [<count>]",
+                "    Return top <count> entries from the slowlog (default: 10, -1 mean all).",
+                "    Entries are made of:",
+                "    id, timestamp, time in microseconds, arguments array, client IP and port,",
+                "    client name",
+                "LEN",
+                "    Return the length of the slowlog.",
+                "RESET",
+                "    Reset the slowlog.",
+                "HELP",
+                "    Print this help.",
+            ];
+            reply::simple_lines(ctx.out, &lines);
+        }
+        (b"RESET", _) => {
+            ctx.info.slowlog.reset();
+            reply::ok(ctx.out);
+        }
+        (b"LEN", _) => reply::int(ctx.out, ctx.info.slowlog.len() as i64),
+        (b"GET", 2 | 3) => {
+            let count = match args.get(2) {
+                None => 10,
+                Some(a) => match crate::args::int_arg(a) {
+                    Some(-1) => ctx.info.slowlog.len(),
+                    Some(c) if c >= 0 => usize::try_from(c).unwrap_or(usize::MAX),
+                    _ => return fail(ctx, "ERR count should be greater than or equal to -1"),
+                },
+            };
+            let entries: Vec<_> = ctx.info.slowlog.entries().take(count).collect();
+            reply::array(ctx.out, entries.len());
+            for e in entries {
+                reply::array(ctx.out, 6);
+                reply::int(ctx.out, e.id as i64);
+                reply::int(ctx.out, e.time as i64);
+                reply::int(ctx.out, e.duration_us as i64);
+                reply::array(ctx.out, e.args.len());
+                for a in &e.args {
+                    reply::bulk(ctx.out, a);
+                }
+                reply::bulk(ctx.out, e.addr.as_bytes());
+                reply::bulk(ctx.out, &e.name);
+            }
+        }
+        _ => return fail(ctx, &crate::errors::unknown_subcommand("SLOWLOG", args[1])),
+    }
+    Ok(Effect::Read)
+}
+
 pub(crate) fn shutdown(_ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> Result<Effect, StoreError> {
     Ok(Effect::Shutdown)
 }

@@ -150,6 +150,29 @@ fn set(ctx: &mut Ctx<'_>, pairs: &[&[u8]]) -> Result<Effect, StoreError> {
                     return set_failed(ctx, &name, &why);
                 }
             }
+            // Redis 7.0's bounds: -1 (off) and 0 (empty) up.
+            "slowlog-log-slower-than" | "slowlog-max-len" => {
+                let least = if name == "slowlog-max-len" { 0 } else { -1 };
+                match value.parse::<i64>() {
+                    Err(_) => {
+                        return set_failed(
+                            ctx,
+                            &name,
+                            "argument couldn't be parsed into an integer",
+                        )
+                    }
+                    Ok(n) if n < least => {
+                        return set_failed(
+                            ctx,
+                            &name,
+                            &format!(
+                                "argument must be between {least} and 9223372036854775807 inclusive"
+                            ),
+                        )
+                    }
+                    Ok(_) => {}
+                }
+            }
             "notify-keyspace-events" => {
                 if crate::notify::parse_flags(pair[1]).is_none() {
                     return set_failed(ctx, &name, crate::notify::INVALID_FLAGS);

@@ -130,6 +130,8 @@ pub struct ServerInfo {
     /// the next command's start or the end of the loop's turn. One reading per command instead
     /// of two: on this kind of VM a reading costs 50–80 ns, 15% of a short command's time.
     pub timed: Option<(&'static str, u64)>,
+    /// SLOWLOG's entries (`slowlog-log-slower-than`, `slowlog-max-len`).
+    pub slowlog: crate::slowlog::SlowLog,
     /// The connections parked by a blocking command (BLPOP, ...), kept by the server: INFO's
     /// `blocked_clients` and what CLIENT UNBLOCK may wake.
     pub blocked: hashbrown::HashSet<u64>,
@@ -314,10 +316,16 @@ pub struct Session {
 
 impl ServerInfo {
     /// End the time of the command in [`ServerInfo::timed`] at `now_us` (a reading of
-    /// [`now_us`]): INFO commandstats' `usec` and the latency histogram get it.
+    /// [`now_us`]): INFO commandstats' `usec` and the latency histogram get it, and the slow
+    /// log, which held the command until then.
     pub fn close_command_time(&mut self, now_us: u64) {
         if let Some((name, started)) = self.timed.take() {
             let took = now_us.saturating_sub(started);
+            if let Some(client) = self.slowlog.held_client() {
+                let (slower_than, max_len) = self.knobs.slowlog();
+                let addr = self.clients.get(&client).map_or("", |m| m.addr.as_str());
+                self.slowlog.release(slower_than, max_len, took, addr);
+            }
             self.command_stats
                 .entry(CommandName(name))
                 .or_default()

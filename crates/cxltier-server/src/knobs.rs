@@ -98,6 +98,8 @@ pub struct Knobs {
     /// `min-replicas-to-write` and `min-replicas-max-lag`, parsed when set: every write asks
     /// for them, and a search of the knob list by name per command showed in profiles.
     min_replicas: (i64, i64),
+    /// `slowlog-log-slower-than` and `slowlog-max-len`, parsed when set: every command asks.
+    slowlog: (i64, u64),
 }
 
 impl Default for Knobs {
@@ -105,11 +107,9 @@ impl Default for Knobs {
         let mut k = Knobs {
             set: hashbrown::HashMap::new(),
             min_replicas: (0, 0),
+            slowlog: (0, 0),
         };
-        k.min_replicas = (
-            k.int("min-replicas-to-write"),
-            k.int("min-replicas-max-lag"),
-        );
+        k.parse_cached();
         k
     }
 }
@@ -118,10 +118,23 @@ impl Knobs {
     /// Store a knob's value under its canonical name.
     pub(crate) fn store(&mut self, canonical: &'static str, value: String) {
         self.set.insert(canonical, value);
+        self.parse_cached();
+    }
+
+    fn parse_cached(&mut self) {
         self.min_replicas = (
             self.int("min-replicas-to-write"),
             self.int("min-replicas-max-lag"),
         );
+        self.slowlog = (
+            self.int("slowlog-log-slower-than"),
+            self.int("slowlog-max-len").max(0) as u64,
+        );
+    }
+
+    /// (`slowlog-log-slower-than` in µs, negative: off; `slowlog-max-len`).
+    pub fn slowlog(&self) -> (i64, u64) {
+        self.slowlog
     }
 
     /// (`min-replicas-to-write`, `min-replicas-max-lag`).
