@@ -296,6 +296,7 @@ fn reset_stats(store: &mut Store, info: &mut crate::context::ServerInfo) {
     info.ops_samples.clear();
     info.command_stats.clear();
     info.command_latency.reset();
+    info.latency.reset_histograms();
 }
 
 #[cfg(test)]

@@ -288,17 +288,25 @@ fn dispatch_keyed(
     let mut took = None;
     if outermost {
         // Its time ends at the next reading of the clock.
-        ctx.info.timed = Some((cmd.name, started_us));
+        let sub = table::subcommand(cmd, original);
+        ctx.info.timed = Some((cmd.name, started_us, sub, cmd.has(flag::FAST)));
         ctx.store.thaw_clock();
     } else {
-        let took_us = now_us().saturating_sub(started_us);
+        let end = now_us();
+        let took_us = end.saturating_sub(started_us);
         stat.usec += took_us;
         ctx.info.command_latency.observe(took_us as f64 / 1e6);
-        took = Some(took_us);
+        took = Some((took_us, end));
     }
     if ctx.out.get(reply_at) == Some(&b'-') {
         stat.failed_calls += 1;
     }
+    if let Some((took_us, end)) = took {
+        let key = (cmd.name, table::subcommand(cmd, original));
+        ctx.info
+            .observe_latency(key, cmd.has(flag::FAST), took_us, end);
+    }
+    let took = took.map(|t| t.0);
     slow_log(ctx, cmd, original, started_us, took);
     // A blocked client's keys are kept as the registries keep keys: by logical database.
     if let Some(block) = ctx.session.block.as_mut() {

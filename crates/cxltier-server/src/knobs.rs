@@ -62,6 +62,8 @@ pub(crate) static KNOBS: &[Knob] = &[
     knob("slowlog-log-slower-than", "10000", true),
     knob("slowlog-max-len", "128", true),
     knob("latency-monitor-threshold", "0", true),
+    knob("latency-tracking", "yes", false),
+    knob("latency-tracking-info-percentiles", "50 99 99.9", false),
     knob("lua-time-limit", "5000", true),
     alias("busy-reply-threshold", "lua-time-limit", true),
     knob("activerehashing", "yes", false),
@@ -100,6 +102,8 @@ pub struct Knobs {
     min_replicas: (i64, i64),
     /// `slowlog-log-slower-than` and `slowlog-max-len`, parsed when set: every command asks.
     slowlog: (i64, u64),
+    /// `latency-monitor-threshold` (ms; 0: off) and `latency-tracking`, parsed when set.
+    latency: (i64, bool),
 }
 
 impl Default for Knobs {
@@ -108,6 +112,7 @@ impl Default for Knobs {
             set: hashbrown::HashMap::new(),
             min_replicas: (0, 0),
             slowlog: (0, 0),
+            latency: (0, true),
         };
         k.parse_cached();
         k
@@ -130,6 +135,15 @@ impl Knobs {
             self.int("slowlog-log-slower-than"),
             self.int("slowlog-max-len").max(0) as u64,
         );
+        self.latency = (
+            self.int("latency-monitor-threshold"),
+            self.get("latency-tracking") != Some("no"),
+        );
+    }
+
+    /// (`latency-monitor-threshold` in ms, 0: off; `latency-tracking`).
+    pub fn latency(&self) -> (i64, bool) {
+        self.latency
     }
 
     /// (`slowlog-log-slower-than` in µs, negative: off; `slowlog-max-len`).

@@ -17,6 +17,8 @@
 //! - [`glob`]: Redis's glob patterns, matched in bounded time (CONFIG GET, KEYS, SCAN MATCH);
 //! - [`knobs`]: the parameters CONFIG SET stores, with their aliases and defaults;
 //! - [`limits`]: output buffer limits per kind of client, the bulk margin, byte counts;
+//! - [`latency`]: LATENCY's events ("command", "fast-command" at `latency-monitor-threshold`)
+//!   and the commands' latency histograms (`latency-tracking`), DOCTOR's and GRAPH's text;
 //! - [`slowlog`]: the slow log's entries (trimmed, sensitive arguments redacted), capped at
 //!   `slowlog-max-len`, and the redaction rules the table gives AUTH, HELLO and CONFIG;
 //! - [`ratelog`]: log lines of a repeating failure held back to one per interval, counted;
@@ -24,7 +26,7 @@
 //!   the SCAN family's arguments and pages, random counts and draws, blocking timeouts and
 //!   parking, floats, counts, per-member lookups, and the multi-key and blocking pops);
 //! - [`admin`]: DBSIZE, FLUSHALL/FLUSHDB, SWAPDB, MEMORY, TIME, LASTSAVE, SAVE, BGSAVE, DEBUG,
-//!   SHUTDOWN, SLOWLOG: the server group's commands without a module of their own;
+//!   SHUTDOWN, SLOWLOG, LATENCY: the server group's commands without a module of their own;
 //! - [`client`]: the CLIENT family (LIST, INFO, KILL, REPLY, PAUSE, UNBLOCK, ...);
 //! - [`config`]: `CONFIG GET|SET|RESETSTAT|REWRITE`, and Redis's encoding knobs, stored;
 //! - [`connection`]: PING, ECHO, SELECT, AUTH, HELLO, RESET, QUIT;
@@ -93,6 +95,7 @@ pub mod hash_layout;
 pub mod info;
 pub mod keyspace;
 pub mod knobs;
+pub mod latency;
 pub mod limits;
 pub mod list;
 pub mod lua;

@@ -350,6 +350,7 @@ pub static TABLE: &[Command] = &[
     cmd("INFO", -1, LOADING | STALE, NOKEYS, crate::info::info, "server", "Returns information and statistics about the server."),
     cmd("KEYS", 2, READONLY | TOUCHES_ARBITRARY_KEYS, NOKEYS, k::keys, "generic", "Returns all key names that match a pattern."),
     cmd("LASTSAVE", 1, LOADING | STALE | FAST, NOKEYS, crate::admin::lastsave, "server", "Returns the Unix timestamp of the last SAVE or BGSAVE (the start before any)."),
+    cmd("LATENCY", -2, ADMIN | NOSCRIPT | LOADING | STALE, NOKEYS, crate::admin::latency, "server", "A container for latency diagnostics commands."),
     cmd("LCS", -3, READONLY | VALUES, (1, 2, 1), s::lcs, "string", "Finds the longest common substring."),
     cmd("LINDEX", 3, READONLY | VALUES, KEY1, crate::list::lindex, "list", "Returns an element from a list by its index."),
     cmd("LINSERT", 5, WRITE | DENYOOM | VALUES, KEY1, crate::list::linsert, "list", "Inserts an element before or after another element in a list."),
@@ -530,6 +531,18 @@ pub static SUBCOMMANDS: &[(&str, &[&str])] = &[
             "delete", "dump", "flush", "help", "kill", "list", "load", "restore", "stats",
         ],
     ),
+    (
+        "LATENCY",
+        &[
+            "doctor",
+            "graph",
+            "help",
+            "histogram",
+            "history",
+            "latest",
+            "reset",
+        ],
+    ),
     ("MEMORY", &["usage"]),
     (
         "OBJECT",
@@ -542,6 +555,16 @@ pub static SUBCOMMANDS: &[(&str, &[&str])] = &[
     ),
     ("SLOWLOG", &["get", "help", "len", "reset"]),
 ];
+
+/// The subcommand `args` run of a container command (`CLIENT ID`: `id`), as [`SUBCOMMANDS`]
+/// spells it; `None` for another command or a subcommand it does not have.
+pub fn subcommand(cmd: &Command, args: &[&[u8]]) -> Option<&'static str> {
+    let sub = args.get(1)?;
+    let (_, subs) = SUBCOMMANDS.iter().find(|(name, _)| *name == cmd.name)?;
+    subs.iter()
+        .copied()
+        .find(|s| s.as_bytes().eq_ignore_ascii_case(sub))
+}
 
 /// The names `COMMAND LIST` gives a command: its own, then `name|sub` for each subcommand.
 fn list_names(c: &Command) -> Vec<String> {
