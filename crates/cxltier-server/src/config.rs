@@ -150,6 +150,25 @@ fn set(ctx: &mut Ctx<'_>, pairs: &[&[u8]]) -> Result<Effect, StoreError> {
                     return set_failed(ctx, &name, &why);
                 }
             }
+            "latency-tracking-info-percentiles" => {
+                if value
+                    .split_ascii_whitespace()
+                    .any(|p| p.parse::<f64>().is_err())
+                {
+                    return set_failed(
+                        ctx,
+                        &name,
+                        "Invalid latency-tracking-info-percentiles parameters",
+                    );
+                }
+                if crate::latency::parse_percentiles(&value).is_none() {
+                    return set_failed(
+                        ctx,
+                        &name,
+                        "latency-tracking-info-percentiles parameters should sit between [0.0,100.0]",
+                    );
+                }
+            }
             // Redis 7.0's bounds: -1 (off) and 0 (empty) up.
             "slowlog-log-slower-than" | "slowlog-max-len" => {
                 let least = if name == "slowlog-max-len" { 0 } else { -1 };

@@ -60,6 +60,43 @@ impl Histogram {
     }
 }
 
+impl Histogram {
+    /// The run time, in µs, that `pct` percent of the runs took at most: the upper bound of the
+    /// bucket that reaches it (0 without runs).
+    pub fn percentile_us(&self, pct: f64) -> f64 {
+        let wanted = ((pct / 100.0) * self.calls as f64).ceil().max(1.0) as u64;
+        let mut total = 0;
+        for (k, &n) in self.buckets.iter().enumerate() {
+            total += n;
+            if total >= wanted {
+                return (1024u64 << k) as f64 / 1000.0;
+            }
+        }
+        0.0
+    }
+}
+
+/// `latency-tracking-info-percentiles`' value as numbers; `None` unless each is a number from 0
+/// to 100.
+pub fn parse_percentiles(text: &str) -> Option<Vec<f64>> {
+    text.split_ascii_whitespace()
+        .map(|p| p.parse::<f64>().ok().filter(|p| (0.0..=100.0).contains(p)))
+        .collect()
+}
+
+/// INFO latencystats' line of one command: `latency_percentiles_usec_set:p50=1.024,p99=...`.
+pub fn info_line(key: CommandKey, h: &Histogram, percentiles: &[f64]) -> String {
+    let figures: Vec<String> = percentiles
+        .iter()
+        .map(|&p| format!("p{p}={:.3}", h.percentile_us(p)))
+        .collect();
+    format!(
+        "latency_percentiles_usec_{}:{}\r\n",
+        full_name(key),
+        figures.join(",")
+    )
+}
+
 /// A command's histogram key: its table name and subcommand (as `SUBCOMMANDS` spells it).
 pub type CommandKey = (&'static str, Option<&'static str>);
 
@@ -255,6 +292,21 @@ mod tests {
         assert_eq!(cdf[1], (2, 4), "up to 2048 ns");
         assert_eq!(cdf[2], (8, 5), "5000 ns: up to 8192");
         assert_eq!(cdf.last().unwrap().1, 7);
+        assert_eq!(h.percentile_us(50.0), 2.048);
+        assert_eq!(
+            info_line(("CLIENT", Some("id")), &h, &[50.0, 99.9]),
+            format!(
+                "latency_percentiles_usec_client|id:p50=2.048,p99.9={:.3}\r\n",
+                h.percentile_us(99.9)
+            )
+        );
+        assert_eq!(
+            parse_percentiles("50 99 99.9"),
+            Some(vec![50.0, 99.0, 99.9])
+        );
+        assert_eq!(parse_percentiles(""), Some(vec![]));
+        assert_eq!(parse_percentiles("50 101"), None);
+        assert_eq!(parse_percentiles("x"), None);
     }
 
     mod command {
@@ -343,6 +395,45 @@ mod tests {
             assert!(db
                 .cmd("CONFIG GET latency-tracking*")
                 .contains("50 99 99.9"));
+        }
+
+        #[test]
+        fn info_latencystats_gives_each_commands_percentiles() {
+            let mut db = Db::new();
+            db.cmd("CONFIG RESETSTAT");
+            db.cmd("SET a b");
+            let text = db.cmd("INFO latencystats");
+            assert!(text.contains("# Latencystats\r\n"), "{text}");
+            let line = text
+                .split("\r\n")
+                .find(|l| l.starts_with("latency_percentiles_usec_set:"))
+                .unwrap_or_else(|| panic!("{text}"));
+            let fields: Vec<&str> = line.split(':').nth(1).unwrap().split(',').collect();
+            assert_eq!(fields.len(), 3);
+            assert!(
+                fields[0].starts_with("p50=") && fields[2].starts_with("p99.9="),
+                "{line}"
+            );
+            assert!(text.contains("latency_percentiles_usec_config|resetstat:"));
+            assert!(
+                !db.cmd("INFO").contains("Latencystats"),
+                "not a default section"
+            );
+            let set = |db: &mut Db, v: &str| {
+                let out = db.run(&[
+                    b"CONFIG",
+                    b"SET",
+                    b"latency-tracking-info-percentiles",
+                    v.as_bytes(),
+                ]);
+                String::from_utf8(out).unwrap()
+            };
+            assert!(set(&mut db, "50 x").contains("Invalid"));
+            assert!(set(&mut db, "101").contains("[0.0,100.0]"));
+            assert_eq!(set(&mut db, "90"), "+OK\r\n");
+            assert!(db
+                .cmd("INFO latencystats")
+                .contains("latency_percentiles_usec_set:p90="));
         }
     }
 }
