@@ -415,6 +415,21 @@ pub(crate) fn latency(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, Store
     Ok(Effect::Read)
 }
 
+/// MONITOR: the connection is sent every command the server runs from now on (the loop
+/// appends the lines, [`crate::monitor`]); refused inside EXEC, as Redis refuses a client that
+/// must get one reply per command; a second MONITOR answers nothing, as in Redis.
+pub(crate) fn monitor(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> Result<Effect, StoreError> {
+    if ctx.session.in_exec {
+        return fail(ctx, "ERR MONITOR isn't allowed for DENY BLOCKING client");
+    }
+    if ctx.session.is_replica || ctx.info.monitors.ids().contains(&ctx.session.id) {
+        return Ok(Effect::Read);
+    }
+    ctx.info.monitors.add(ctx.session.id);
+    reply::ok(ctx.out);
+    Ok(Effect::Read)
+}
+
 pub(crate) fn shutdown(_ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> Result<Effect, StoreError> {
     Ok(Effect::Shutdown)
 }

@@ -134,6 +134,8 @@ pub struct ServerInfo {
     pub timed: Option<(&'static str, u64, Option<&'static str>, bool)>,
     /// LATENCY's events and the commands' latency histograms.
     pub latency: crate::latency::Latency,
+    /// The MONITOR connections and the lines for them.
+    pub monitors: crate::monitor::Monitors,
     /// SLOWLOG's entries (`slowlog-log-slower-than`, `slowlog-max-len`).
     pub slowlog: crate::slowlog::SlowLog,
     /// The connections parked by a blocking command (BLPOP, ...), kept by the server: INFO's

@@ -269,6 +269,12 @@ fn dispatch_keyed(
             }
         }
     }
+    // MONITOR: a script's command is shown before the commands it runs (Redis's evalCommand);
+    // any other after it ran, unless it is an admin command or a parked one run again.
+    let scripted = cmd.has(flag::SCRIPTS) && !cmd.has(flag::TX_EXEC);
+    if scripted && !ctx.info.monitors.is_empty() {
+        feed_monitors(ctx, cmd, original, started_us, outermost);
+    }
     let reply_at = ctx.out.len();
     let effect = match (cmd.handler)(ctx, args) {
         Ok(effect) => effect,
@@ -308,6 +314,13 @@ fn dispatch_keyed(
     }
     let took = took.map(|t| t.0);
     slow_log(ctx, cmd, original, started_us, took);
+    if !ctx.info.monitors.is_empty()
+        && !scripted
+        && !cmd.has(flag::ADMIN)
+        && !ctx.session.block_retry
+    {
+        feed_monitors(ctx, cmd, original, started_us, outermost);
+    }
     // A blocked client's keys are kept as the registries keep keys: by logical database.
     if let Some(block) = ctx.session.block.as_mut() {
         for k in &mut block.keys {
@@ -341,6 +354,33 @@ fn dispatch_keyed(
         }
     }
     effect
+}
+
+/// Show `args` to the MONITOR connections: from a script when the command is nested outside
+/// EXEC (`redis.call`), else from the client; with the secrets redacted as in the slow log.
+/// Its time is the command's start (the clock is read once per command).
+fn feed_monitors(
+    ctx: &mut Ctx<'_>,
+    cmd: &table::Command,
+    args: &[&[u8]],
+    started_us: u64,
+    outermost: bool,
+) {
+    use crate::monitor::Source;
+    let redacted = cmd.redact.map(|f| f(args)).unwrap_or_default();
+    let source = if !outermost && !ctx.session.in_exec {
+        Source::Lua
+    } else {
+        Source::Client(
+            ctx.info
+                .clients
+                .get(&ctx.session.id)
+                .map_or("", |m| m.addr.as_str()),
+        )
+    };
+    ctx.info
+        .monitors
+        .feed(started_us, ctx.session.db, source, args, &redacted);
 }
 
 /// The slow log's part of a command just run: one run inside EXEC or a script, whose time

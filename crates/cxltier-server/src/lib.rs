@@ -19,6 +19,7 @@
 //! - [`limits`]: output buffer limits per kind of client, the bulk margin, byte counts;
 //! - [`latency`]: LATENCY's events ("command", "fast-command" at `latency-monitor-threshold`)
 //!   and the commands' latency histograms (`latency-tracking`), DOCTOR's and GRAPH's text;
+//! - [`monitor`]: the MONITOR connections and the lines (Redis's format) a turn leaves them;
 //! - [`slowlog`]: the slow log's entries (trimmed, sensitive arguments redacted), capped at
 //!   `slowlog-max-len`, and the redaction rules the table gives AUTH, HELLO and CONFIG;
 //! - [`ratelog`]: log lines of a repeating failure held back to one per interval, counted;
@@ -26,7 +27,7 @@
 //!   the SCAN family's arguments and pages, random counts and draws, blocking timeouts and
 //!   parking, floats, counts, per-member lookups, and the multi-key and blocking pops);
 //! - [`admin`]: DBSIZE, FLUSHALL/FLUSHDB, SWAPDB, MEMORY, TIME, LASTSAVE, SAVE, BGSAVE, DEBUG,
-//!   SHUTDOWN, SLOWLOG, LATENCY: the server group's commands without a module of their own;
+//!   SHUTDOWN, SLOWLOG, LATENCY, MONITOR: the server group's commands without a module of their own;
 //! - [`client`]: the CLIENT family (LIST, INFO, KILL, REPLY, PAUSE, UNBLOCK, ...);
 //! - [`config`]: `CONFIG GET|SET|RESETSTAT|REWRITE`, and Redis's encoding knobs, stored;
 //! - [`connection`]: PING, ECHO, SELECT, AUTH, HELLO, RESET, QUIT;
@@ -101,6 +102,7 @@ pub mod list;
 pub mod lua;
 pub mod memory;
 pub mod metrics;
+pub mod monitor;
 pub mod notify;
 pub mod pubsub;
 pub mod quarantine;

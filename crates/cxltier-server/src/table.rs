@@ -367,6 +367,7 @@ pub static TABLE: &[Command] = &[
     cmd("LTRIM", 4, WRITE | VALUES, KEY1, crate::list::ltrim, "list", "Removes elements from both ends a list."),
     movable(cmd("MEMORY", -2, READONLY, NOKEYS, crate::admin::memory, "server", "MEMORY USAGE: the bytes a key and its value cost."), memory_keys),
     cmd("MGET", -2, READONLY | FAST | VALUES, ALLKEYS, s::mget, "string", "Atomically returns the string values of one or more keys."),
+    cmd("MONITOR", 1, ADMIN | NOSCRIPT | LOADING | STALE, NOKEYS, crate::admin::monitor, "server", "Listens for all requests received by the server in real-time."),
     cmd("MOVE", 3, WRITE | FAST, KEY1, k::move_key, "generic", "Moves a key to another database."),
     cmd("MSET", -3, WRITE | DENYOOM, (1, -1, 2), s::mset, "string", "Atomically creates or modifies the string values of one or more keys."),
     cmd("MSETNX", -3, WRITE | DENYOOM, (1, -1, 2), s::msetnx, "string", "Atomically modifies the string values of one or more keys only when all keys don't exist."),

@@ -95,3 +95,56 @@ fn slowlog_entries_name_the_client_and_pipelined_commands_are_each_logged() {
     other.call(&["PING"]);
     assert_eq!(c.call(&["SLOWLOG", "LEN"]), before);
 }
+
+#[test]
+fn monitor_receives_other_clients_commands_in_redis_line_format() {
+    let s = Server::start();
+    let mut m = s.client();
+    assert_eq!(m.call(&["MONITOR"]), V::Simple("OK".into()));
+    let mut c = s.client();
+    let addr = c.stream().local_addr().unwrap().to_string();
+    c.call(&["SET", "k", "a b\n\"c\""]);
+    c.call(&["CONFIG", "GET", "maxclients"]);
+    c.call(&["KEYS", "*"]);
+    for want in [
+        format!(r#"[0 {addr}] "SET" "k" "a b\n\"c\"""#),
+        format!(r#"[0 {addr}] "KEYS" "*""#),
+    ] {
+        let V::Simple(line) = m.read() else {
+            panic!("a MONITOR line is a status reply");
+        };
+        let (time, rest) = line.split_once(' ').unwrap();
+        let (secs, micros) = time.split_once('.').unwrap();
+        assert!(secs.parse::<u64>().is_ok() && micros.len() == 6, "{line}");
+        assert_eq!(rest, want, "CONFIG (admin) is not shown");
+    }
+    // After RESET the connection is an ordinary one again.
+    assert_eq!(m.call(&["RESET"]), V::Simple("RESET".into()));
+    c.call(&["PING"]);
+    assert_eq!(m.call(&["PING"]), V::Simple("PONG".into()));
+}
+
+#[test]
+fn a_monitor_that_does_not_read_is_closed_at_its_output_limit() {
+    let s = Server::builder()
+        .client_output_buffer_limit("1mb 512kb 60")
+        .start();
+    let mut m = s.client();
+    assert_eq!(m.call(&["MONITOR"]), V::Simple("OK".into()));
+    let mut c = s.client();
+    let value = "x".repeat(64 << 10);
+    // The monitor reads nothing: its lines pile up until the server closes it.
+    let mut closed = false;
+    for _ in 0..400 {
+        c.call(&["SET", "k", value.as_str()]);
+        if info_clients(&mut c) < 2 {
+            closed = true;
+            break;
+        }
+    }
+    assert!(closed, "the monitor was closed at its hard limit");
+}
+
+fn info_clients(c: &mut util::Conn) -> u64 {
+    util::info_number(c, "clients", "connected_clients")
+}
