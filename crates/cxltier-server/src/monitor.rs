@@ -190,6 +190,11 @@ mod tests {
                     r#"[0 lua] "GET" "x""#,
                 ]
             );
+            // A transaction that failed to queue is shown as its MULTI and its EXEC.
+            run_as(&mut db, &mut other, "MULTI");
+            run_as(&mut db, &mut other, "syntax error");
+            assert!(run_as(&mut db, &mut other, "EXEC").starts_with("-EXECABORT"));
+            assert_eq!(lines(&mut db), [r#"[2 ] "MULTI""#, r#"[2 ] "EXEC""#]);
             db.cmd("MULTI");
             db.cmd("MONITOR");
             assert_eq!(
