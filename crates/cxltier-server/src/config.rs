@@ -150,6 +150,11 @@ fn set(ctx: &mut Ctx<'_>, pairs: &[&[u8]]) -> Result<Effect, StoreError> {
                     return set_failed(ctx, &name, &why);
                 }
             }
+            "latency-tracking" => {
+                if !["yes", "no"].iter().any(|b| value.eq_ignore_ascii_case(b)) {
+                    return set_failed(ctx, &name, "argument must be 'yes' or 'no'");
+                }
+            }
             "latency-tracking-info-percentiles" => {
                 if value
                     .split_ascii_whitespace()

@@ -137,7 +137,9 @@ impl Knobs {
         );
         self.latency = (
             self.int("latency-monitor-threshold"),
-            self.get("latency-tracking") != Some("no"),
+            !self
+                .get("latency-tracking")
+                .is_some_and(|v| v.eq_ignore_ascii_case("no")),
         );
     }
 

@@ -429,6 +429,9 @@ mod tests {
                 String::from_utf8(out).unwrap()
             };
             assert!(set(&mut db, "50 x").contains("Invalid"));
+            assert!(db
+                .cmd("CONFIG SET latency-tracking maybe")
+                .contains("argument must be 'yes' or 'no'"));
             assert!(set(&mut db, "101").contains("[0.0,100.0]"));
             assert_eq!(set(&mut db, "90"), "+OK\r\n");
             assert!(db
