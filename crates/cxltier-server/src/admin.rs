@@ -174,6 +174,264 @@ pub(crate) fn debug(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreEr
     )
 }
 
+/// SLOWLOG GET [count] | LEN | RESET | HELP, as Redis 7.0's `slowlogCommand` answers them.
+pub(crate) fn slowlog(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    let sub = args[1].to_ascii_uppercase();
+    let n = args.len();
+    // The subcommands' own arities (Redis checks them as `slowlog|len`'s).
+    let arity_ok = match sub.as_slice() {
+        b"GET" => Some(n >= 2),
+        b"LEN" | b"RESET" | b"HELP" => Some(n == 2),
+        _ => None,
+    };
+    match arity_ok {
+        None => {
+            return fail(
+                ctx,
+                &format!(
+                    "ERR unknown subcommand '{}'. Try SLOWLOG HELP.",
+                    String::from_utf8_lossy(args[1])
+                ),
+            )
+        }
+        Some(false) => {
+            return fail(
+                ctx,
+                &format!(
+                    "ERR wrong number of arguments for 'slowlog|{}' command",
+                    String::from_utf8_lossy(args[1]).to_ascii_lowercase()
+                ),
+            )
+        }
+        Some(true) => {}
+    }
+    match (sub.as_slice(), n) {
+        (b"HELP", _) => {
+            let head = format!(
+                "{} <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                String::from_utf8_lossy(args[0]).to_ascii_uppercase()
+            );
+            let lines = [
+                head.as_str(),
+                "GET [<count>]",
+                "    Return top <count> entries from the slowlog (default: 10, -1 mean all).",
+                "    Entries are made of:",
+                "    id, timestamp, time in microseconds, arguments array, client IP and port,",
+                "    client name",
+                "LEN",
+                "    Return the length of the slowlog.",
+                "RESET",
+                "    Reset the slowlog.",
+                "HELP",
+                "    Print this help.",
+            ];
+            reply::simple_lines(ctx.out, &lines);
+        }
+        (b"RESET", _) => {
+            ctx.info.slowlog.reset();
+            reply::ok(ctx.out);
+        }
+        (b"LEN", _) => reply::int(ctx.out, ctx.info.slowlog.len() as i64),
+        (b"GET", 2 | 3) => {
+            let count = match args.get(2) {
+                None => 10,
+                Some(a) => match crate::args::int_arg(a) {
+                    Some(-1) => ctx.info.slowlog.len(),
+                    Some(c) if c >= 0 => usize::try_from(c).unwrap_or(usize::MAX),
+                    _ => return fail(ctx, "ERR count should be greater than or equal to -1"),
+                },
+            };
+            let entries: Vec<_> = ctx.info.slowlog.entries().take(count).collect();
+            reply::array(ctx.out, entries.len());
+            for e in entries {
+                reply::array(ctx.out, 6);
+                reply::int(ctx.out, e.id as i64);
+                reply::int(ctx.out, e.time as i64);
+                reply::int(ctx.out, e.duration_us as i64);
+                reply::array(ctx.out, e.args.len());
+                for a in &e.args {
+                    reply::bulk(ctx.out, a);
+                }
+                reply::bulk(ctx.out, e.addr.as_bytes());
+                reply::bulk(ctx.out, &e.name);
+            }
+        }
+        _ => return fail(ctx, &crate::errors::unknown_subcommand("SLOWLOG", args[1])),
+    }
+    Ok(Effect::Read)
+}
+
+/// LATENCY LATEST | HISTORY event | RESET [event ...] | DOCTOR | GRAPH event | HISTOGRAM
+/// [command ...] | HELP, as Redis 7.0's `latencyCommand` answers them.
+pub(crate) fn latency(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    let sub = args[1].to_ascii_uppercase();
+    let n = args.len();
+    let arity_ok = match sub.as_slice() {
+        b"HISTORY" | b"GRAPH" => Some(n == 3),
+        b"LATEST" | b"DOCTOR" | b"HELP" => Some(n == 2),
+        b"RESET" | b"HISTOGRAM" => Some(true),
+        _ => None,
+    };
+    match arity_ok {
+        None => {
+            return fail(
+                ctx,
+                &format!(
+                    "ERR unknown subcommand '{}'. Try LATENCY HELP.",
+                    String::from_utf8_lossy(args[1])
+                ),
+            )
+        }
+        Some(false) => {
+            return fail(
+                ctx,
+                &format!(
+                    "ERR wrong number of arguments for 'latency|{}' command",
+                    String::from_utf8_lossy(args[1]).to_ascii_lowercase()
+                ),
+            )
+        }
+        Some(true) => {}
+    }
+    let proto = ctx.session.proto;
+    let now = now_us() / 1_000_000;
+    match sub.as_slice() {
+        b"HISTORY" => match ctx.info.latency.series(args[2]) {
+            None => reply::array(ctx.out, 0),
+            Some(s) => {
+                reply::array(ctx.out, s.samples.len());
+                for &(time, ms) in &s.samples {
+                    reply::array(ctx.out, 2);
+                    reply::int(ctx.out, time as i64);
+                    reply::int(ctx.out, ms as i64);
+                }
+            }
+        },
+        b"GRAPH" => match ctx.info.latency.series(args[2]) {
+            None => {
+                return fail(
+                    ctx,
+                    &format!(
+                        "ERR No samples available for event '{}'",
+                        String::from_utf8_lossy(args[2])
+                    ),
+                )
+            }
+            Some(s) => {
+                let event = String::from_utf8_lossy(args[2]);
+                let text = crate::latency::graph(&event, s, now);
+                reply::verbatim(ctx.out, proto, "txt", text.as_bytes());
+            }
+        },
+        b"LATEST" => {
+            let events: Vec<_> = ctx.info.latency.events().collect();
+            reply::array(ctx.out, events.len());
+            for (event, s) in events {
+                let (time, ms) = s.samples.back().copied().unwrap_or((0, 0));
+                reply::array(ctx.out, 4);
+                reply::bulk(ctx.out, event.as_bytes());
+                reply::int(ctx.out, time as i64);
+                reply::int(ctx.out, ms as i64);
+                reply::int(ctx.out, s.max as i64);
+            }
+        }
+        b"DOCTOR" => {
+            let (threshold, _) = ctx.info.knobs.latency();
+            let text = crate::latency::doctor(&ctx.info.latency, threshold);
+            reply::verbatim(ctx.out, proto, "txt", text.as_bytes());
+        }
+        b"RESET" => {
+            let n = ctx.info.latency.reset(&args[2..]);
+            reply::int(ctx.out, n as i64);
+        }
+        b"HISTOGRAM" => {
+            let all = ctx.info.latency.histograms();
+            let chosen: Vec<_> = if n == 2 {
+                all
+            } else {
+                // Each name in turn (repeats repeat, unknown names are skipped): a command, a
+                // container's every subcommand, or `container|sub`.
+                let mut chosen = Vec::new();
+                for name in &args[2..] {
+                    let name = String::from_utf8_lossy(name).to_ascii_lowercase();
+                    let (cmd, sub) = match name.split_once('|') {
+                        Some((c, s)) => (c.to_string(), Some(s.to_string())),
+                        None => (name, None),
+                    };
+                    for &((c, s), h) in &all {
+                        let same_cmd = c.eq_ignore_ascii_case(&cmd);
+                        let same_sub = match (&sub, s) {
+                            (None, _) => true,
+                            (Some(want), Some(s)) => s == want,
+                            (Some(_), None) => false,
+                        };
+                        if same_cmd && same_sub {
+                            chosen.push(((c, s), h));
+                        }
+                    }
+                }
+                chosen
+            };
+            reply::map(ctx.out, proto, chosen.len());
+            for (key, h) in chosen {
+                reply::bulk(ctx.out, crate::latency::full_name(key).as_bytes());
+                reply::map(ctx.out, proto, 2);
+                reply::bulk(ctx.out, b"calls");
+                reply::int(ctx.out, h.calls as i64);
+                reply::bulk(ctx.out, b"histogram_usec");
+                let cdf = h.cdf();
+                reply::map(ctx.out, proto, cdf.len());
+                for (us, count) in cdf {
+                    reply::int(ctx.out, us as i64);
+                    reply::int(ctx.out, count as i64);
+                }
+            }
+        }
+        _ => {
+            let head = format!(
+                "{} <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                String::from_utf8_lossy(args[0]).to_ascii_uppercase()
+            );
+            let lines = [
+                head.as_str(),
+                "DOCTOR",
+                "    Return a human readable latency analysis report.",
+                "GRAPH <event>",
+                "    Return an ASCII latency graph for the <event> class.",
+                "HISTORY <event>",
+                "    Return time-latency samples for the <event> class.",
+                "LATEST",
+                "    Return the latest latency samples for all events.",
+                "RESET [<event> ...]",
+                "    Reset latency data of one or more <event> classes.",
+                "    (default: reset all data for all event classes)",
+                "HISTOGRAM [COMMAND ...]",
+                "    Return a cumulative distribution of latencies in the format of a histogram for the specified command names.",
+                "    If no commands are specified then all histograms are replied.",
+                "HELP",
+                "    Print this help.",
+            ];
+            reply::simple_lines(ctx.out, &lines);
+        }
+    }
+    Ok(Effect::Read)
+}
+
+/// MONITOR: the connection is sent every command the server runs from now on (the loop
+/// appends the lines, [`crate::monitor`]); refused inside EXEC, as Redis refuses a client that
+/// must get one reply per command; a second MONITOR answers nothing, as in Redis.
+pub(crate) fn monitor(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> Result<Effect, StoreError> {
+    if ctx.session.in_exec {
+        return fail(ctx, "ERR MONITOR isn't allowed for DENY BLOCKING client");
+    }
+    if ctx.session.is_replica || ctx.info.monitors.ids().contains(&ctx.session.id) {
+        return Ok(Effect::Read);
+    }
+    ctx.info.monitors.add(ctx.session.id);
+    reply::ok(ctx.out);
+    Ok(Effect::Read)
+}
+
 pub(crate) fn shutdown(_ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> Result<Effect, StoreError> {
     Ok(Effect::Shutdown)
 }

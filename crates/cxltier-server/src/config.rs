@@ -182,6 +182,53 @@ fn set(ctx: &mut Ctx<'_>, pairs: &[&[u8]]) -> Result<Effect, StoreError> {
                     return set_failed(ctx, &name, &why);
                 }
             }
+            "latency-tracking" => {
+                if !["yes", "no"].iter().any(|b| value.eq_ignore_ascii_case(b)) {
+                    return set_failed(ctx, &name, "argument must be 'yes' or 'no'");
+                }
+            }
+            "latency-tracking-info-percentiles" => {
+                if value
+                    .split_ascii_whitespace()
+                    .any(|p| p.parse::<f64>().is_err())
+                {
+                    return set_failed(
+                        ctx,
+                        &name,
+                        "Invalid latency-tracking-info-percentiles parameters",
+                    );
+                }
+                if crate::latency::parse_percentiles(&value).is_none() {
+                    return set_failed(
+                        ctx,
+                        &name,
+                        "latency-tracking-info-percentiles parameters should sit between [0.0,100.0]",
+                    );
+                }
+            }
+            // Redis 7.0's bounds: -1 (off) and 0 (empty) up.
+            "slowlog-log-slower-than" | "slowlog-max-len" => {
+                let least = if name == "slowlog-max-len" { 0 } else { -1 };
+                match value.parse::<i64>() {
+                    Err(_) => {
+                        return set_failed(
+                            ctx,
+                            &name,
+                            "argument couldn't be parsed into an integer",
+                        )
+                    }
+                    Ok(n) if n < least => {
+                        return set_failed(
+                            ctx,
+                            &name,
+                            &format!(
+                                "argument must be between {least} and 9223372036854775807 inclusive"
+                            ),
+                        )
+                    }
+                    Ok(_) => {}
+                }
+            }
             "notify-keyspace-events" => {
                 if crate::notify::parse_flags(pair[1]).is_none() {
                     return set_failed(ctx, &name, crate::notify::INVALID_FLAGS);
@@ -318,6 +365,7 @@ fn reset_stats(store: &mut Store, info: &mut crate::context::ServerInfo) {
     info.ops_samples.clear();
     info.command_stats.clear();
     info.command_latency.reset();
+    info.latency.reset_histograms();
 }
 
 #[cfg(test)]

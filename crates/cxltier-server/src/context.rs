@@ -138,7 +138,15 @@ pub struct ServerInfo {
     /// in µs: its time ends at the next reading of the clock ([`ServerInfo::close_command_time`]),
     /// the next command's start or the end of the loop's turn. One reading per command instead
     /// of two: on this kind of VM a reading costs 50–80 ns, 15% of a short command's time.
-    pub timed: Option<(&'static str, u64)>,
+    /// Also its subcommand (for its latency histogram, `client|id`) and whether it is `fast`
+    /// (its latency event is then "fast-command").
+    pub timed: Option<(&'static str, u64, Option<&'static str>, bool)>,
+    /// LATENCY's events and the commands' latency histograms.
+    pub latency: crate::latency::Latency,
+    /// The MONITOR connections and the lines for them.
+    pub monitors: crate::monitor::Monitors,
+    /// SLOWLOG's entries (`slowlog-log-slower-than`, `slowlog-max-len`).
+    pub slowlog: crate::slowlog::SlowLog,
     /// The connections parked by a blocking command (BLPOP, ...), kept by the server: INFO's
     /// `blocked_clients` and what CLIENT UNBLOCK may wake.
     pub blocked: hashbrown::HashSet<u64>,
@@ -323,15 +331,43 @@ pub struct Session {
 
 impl ServerInfo {
     /// End the time of the command in [`ServerInfo::timed`] at `now_us` (a reading of
-    /// [`now_us`]): INFO commandstats' `usec` and the latency histogram get it.
+    /// [`now_us`]): INFO commandstats' `usec` and the latency histogram get it, and the slow
+    /// log, which held the command until then.
     pub fn close_command_time(&mut self, now_us: u64) {
-        if let Some((name, started)) = self.timed.take() {
+        if let Some((name, started, sub, fast)) = self.timed.take() {
             let took = now_us.saturating_sub(started);
+            self.observe_latency((name, sub), fast, took, now_us);
+            if let Some(client) = self.slowlog.held_client() {
+                let (slower_than, max_len) = self.knobs.slowlog();
+                let addr = self.clients.get(&client).map_or("", |m| m.addr.as_str());
+                self.slowlog.release(slower_than, max_len, took, addr);
+            }
             self.command_stats
                 .entry(CommandName(name))
                 .or_default()
                 .usec += took;
             self.command_latency.observe(took as f64 / 1e6);
+        }
+    }
+
+    /// A command's run of `took_us` ended at `now_us`: its latency histogram (with
+    /// `latency-tracking yes`) and, at `latency-monitor-threshold` ms or more, a sample of the
+    /// "command" event ("fast-command" for a `fast` one).
+    pub fn observe_latency(
+        &mut self,
+        key: crate::latency::CommandKey,
+        fast: bool,
+        took_us: u64,
+        now_us: u64,
+    ) {
+        let (threshold_ms, tracking) = self.knobs.latency();
+        if tracking {
+            self.latency.record(key, took_us.saturating_mul(1000));
+        }
+        let ms = took_us / 1000;
+        if threshold_ms > 0 && ms >= threshold_ms as u64 {
+            let event = if fast { "fast-command" } else { "command" };
+            self.latency.add_sample(event, now_us / 1_000_000, ms);
         }
     }
 

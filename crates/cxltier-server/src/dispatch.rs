@@ -190,7 +190,7 @@ fn dispatch(ctx: &mut Ctx<'_>, cmd: &'static table::Command, args: &[&[u8]]) -> 
         with_db[i] = &keyed[at..end];
         at = end;
     });
-    let effect = dispatch_keyed(ctx, cmd, &with_db);
+    let effect = dispatch_keyed(ctx, cmd, &with_db, args);
     drop(with_db);
     // A buffer grown by a command of many or long keys is not kept.
     if keyed.capacity() <= KEYED_SCRATCH_KEPT {
@@ -210,8 +210,14 @@ pub(crate) fn run_queued(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Effect {
 /// The most bytes of keys dispatch's buffer keeps between commands.
 const KEYED_SCRATCH_KEPT: usize = 64 << 10;
 
-/// [`dispatch`], once every key argument has its database byte.
-fn dispatch_keyed(ctx: &mut Ctx<'_>, cmd: &'static table::Command, args: &[&[u8]]) -> Effect {
+/// [`dispatch`], once every key argument has its database byte; `original` are the arguments
+/// as the client sent them (the slow log's).
+fn dispatch_keyed(
+    ctx: &mut Ctx<'_>,
+    cmd: &'static table::Command,
+    args: &[&[u8]],
+    original: &[&[u8]],
+) -> Effect {
     // FLUSHALL/FLUSHDB touch the watched keys that exist (Redis's rule), known only before;
     // FLUSHDB only those of its database.
     if !ctx.info.watchers.is_empty() && cmd.has(flag::FLUSHES_ALL | flag::FLUSHES_DB) {
@@ -271,6 +277,12 @@ fn dispatch_keyed(ctx: &mut Ctx<'_>, cmd: &'static table::Command, args: &[&[u8]
             }
         }
     }
+    // MONITOR: a script's command is shown before the commands it runs (Redis's evalCommand);
+    // any other after it ran, unless it is an admin command or a parked one run again.
+    let scripted = cmd.has(flag::SCRIPTS) && !cmd.has(flag::TX_EXEC);
+    if scripted && !ctx.info.monitors.is_empty() {
+        feed_monitors(ctx, cmd, original, started_us, outermost);
+    }
     let reply_at = ctx.out.len();
     let effect = match (cmd.handler)(ctx, args) {
         Ok(effect) => effect,
@@ -303,17 +315,35 @@ fn dispatch_keyed(ctx: &mut Ctx<'_>, cmd: &'static table::Command, args: &[&[u8]
         .entry(CommandName(cmd.name))
         .or_default();
     stat.calls += 1;
+    let mut took = None;
     if outermost {
         // Its time ends at the next reading of the clock.
-        ctx.info.timed = Some((cmd.name, started_us));
+        let sub = table::subcommand(cmd, original);
+        ctx.info.timed = Some((cmd.name, started_us, sub, cmd.has(flag::FAST)));
         ctx.store.thaw_clock();
     } else {
-        let took_us = now_us().saturating_sub(started_us);
+        let end = now_us();
+        let took_us = end.saturating_sub(started_us);
         stat.usec += took_us;
         ctx.info.command_latency.observe(took_us as f64 / 1e6);
+        took = Some((took_us, end));
     }
     if ctx.out.get(reply_at) == Some(&b'-') {
         stat.failed_calls += 1;
+    }
+    if let Some((took_us, end)) = took {
+        let key = (cmd.name, table::subcommand(cmd, original));
+        ctx.info
+            .observe_latency(key, cmd.has(flag::FAST), took_us, end);
+    }
+    let took = took.map(|t| t.0);
+    slow_log(ctx, cmd, original, started_us, took);
+    if !ctx.info.monitors.is_empty()
+        && !scripted
+        && !cmd.has(flag::ADMIN)
+        && !ctx.session.block_retry
+    {
+        feed_monitors(ctx, cmd, original, started_us, outermost);
     }
     // A blocked client's keys are kept as the registries keep keys: by logical database.
     if let Some(block) = ctx.session.block.as_mut() {
@@ -348,6 +378,73 @@ fn dispatch_keyed(ctx: &mut Ctx<'_>, cmd: &'static table::Command, args: &[&[u8]
         }
     }
     effect
+}
+
+/// Show `args` to the MONITOR connections: from a script when the command is nested outside
+/// EXEC (`redis.call`), else from the client; with the secrets redacted as in the slow log.
+/// Its time is the command's start (the clock is read once per command).
+fn feed_monitors(
+    ctx: &mut Ctx<'_>,
+    cmd: &table::Command,
+    args: &[&[u8]],
+    started_us: u64,
+    outermost: bool,
+) {
+    use crate::monitor::Source;
+    let redacted = cmd.redact.map(|f| f(args)).unwrap_or_default();
+    let source = if !outermost && !ctx.session.in_exec {
+        Source::Lua
+    } else {
+        Source::Client(
+            ctx.info
+                .clients
+                .get(&ctx.session.id)
+                .map_or("", |m| m.addr.as_str()),
+        )
+    };
+    ctx.info
+        .monitors
+        .feed(started_us, ctx.session.db, source, args, &redacted);
+}
+
+/// The slow log's part of a command just run: one run inside EXEC or a script, whose time
+/// `took` is known, is logged now if it took `slowlog-log-slower-than` µs or more; the
+/// outermost command is held until its time ends (the next reading of the clock,
+/// [`ServerInfo::close_command_time`]). Not logged: EXEC (its commands are), and a command that
+/// parked its connection (it runs again when woken, and is logged then).
+fn slow_log(
+    ctx: &mut Ctx<'_>,
+    cmd: &table::Command,
+    args: &[&[u8]],
+    started_us: u64,
+    took: Option<u64>,
+) {
+    let (slower_than, max_len) = ctx.info.knobs.slowlog();
+    if slower_than < 0 || cmd.has(flag::SKIP_SLOWLOG) || ctx.session.block.is_some() {
+        if took.is_none() {
+            ctx.info.slowlog.forget();
+        }
+        return;
+    }
+    let redacted = cmd.redact.map(|f| f(args)).unwrap_or_default();
+    let mut run = crate::slowlog::Run {
+        args,
+        redacted: &redacted,
+        started_us,
+        duration_us: 0,
+        addr: "",
+        name: ctx.session.name.as_deref().unwrap_or_default(),
+    };
+    match took {
+        None => ctx.info.slowlog.hold(&run, ctx.session.id),
+        Some(duration_us) => {
+            run.duration_us = duration_us;
+            if let Some(m) = ctx.info.clients.get(&ctx.session.id) {
+                run.addr = &m.addr;
+            }
+            ctx.info.slowlog.push_if_needed(slower_than, max_len, &run);
+        }
+    }
 }
 
 /// Add what the command just run means for the write stream to its unit: the keys it found

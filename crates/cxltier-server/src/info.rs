@@ -320,6 +320,21 @@ fn info_text(store: &Store, info: &mut ServerInfo, sections: &[String]) -> Strin
         }
         t.push_str("\r\n");
     }
+    // Not in the default set either: INFO latencystats, all or everything.
+    if everything || sections.iter().any(|x| x == "latencystats") {
+        t.push_str("# Latencystats\r\n");
+        if info.knobs.latency().1 {
+            let pcts = info
+                .knobs
+                .get("latency-tracking-info-percentiles")
+                .and_then(crate::latency::parse_percentiles)
+                .unwrap_or_default();
+            for (key, h) in info.latency.histograms() {
+                t.push_str(&crate::latency::info_line(key, h, &pcts));
+            }
+        }
+        t.push_str("\r\n");
+    }
     if want("tiers") {
         section(
             &mut t,

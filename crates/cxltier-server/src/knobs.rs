@@ -64,6 +64,7 @@ pub(crate) static KNOBS: &[Knob] = &[
     knob("slowlog-max-len", "128", true),
     knob("latency-monitor-threshold", "0", true),
     knob("latency-tracking", "yes", false),
+    knob("latency-tracking-info-percentiles", "50 99 99.9", false),
     knob("lua-time-limit", "5000", true),
     alias("busy-reply-threshold", "lua-time-limit", true),
     knob("activerehashing", "yes", false),
@@ -102,6 +103,10 @@ pub struct Knobs {
     /// `min-replicas-to-write` and `min-replicas-max-lag`, parsed when set: every write asks
     /// for them, and a search of the knob list by name per command showed in profiles.
     min_replicas: (i64, i64),
+    /// `slowlog-log-slower-than` and `slowlog-max-len`, parsed when set: every command asks.
+    slowlog: (i64, u64),
+    /// `latency-monitor-threshold` (ms; 0: off) and `latency-tracking`, parsed when set.
+    latency: (i64, bool),
 }
 
 impl Default for Knobs {
@@ -109,11 +114,10 @@ impl Default for Knobs {
         let mut k = Knobs {
             set: hashbrown::HashMap::new(),
             min_replicas: (0, 0),
+            slowlog: (0, 0),
+            latency: (0, true),
         };
-        k.min_replicas = (
-            k.int("min-replicas-to-write"),
-            k.int("min-replicas-max-lag"),
-        );
+        k.parse_cached();
         k
     }
 }
@@ -122,10 +126,34 @@ impl Knobs {
     /// Store a knob's value under its canonical name.
     pub(crate) fn store(&mut self, canonical: &'static str, value: String) {
         self.set.insert(canonical, value);
+        self.parse_cached();
+    }
+
+    fn parse_cached(&mut self) {
         self.min_replicas = (
             self.int("min-replicas-to-write"),
             self.int("min-replicas-max-lag"),
         );
+        self.slowlog = (
+            self.int("slowlog-log-slower-than"),
+            self.int("slowlog-max-len").max(0) as u64,
+        );
+        self.latency = (
+            self.int("latency-monitor-threshold"),
+            !self
+                .get("latency-tracking")
+                .is_some_and(|v| v.eq_ignore_ascii_case("no")),
+        );
+    }
+
+    /// (`latency-monitor-threshold` in ms, 0: off; `latency-tracking`).
+    pub fn latency(&self) -> (i64, bool) {
+        self.latency
+    }
+
+    /// (`slowlog-log-slower-than` in µs, negative: off; `slowlog-max-len`).
+    pub fn slowlog(&self) -> (i64, u64) {
+        self.slowlog
     }
 
     /// (`min-replicas-to-write`, `min-replicas-max-lag`).

@@ -17,12 +17,17 @@
 //! - [`glob`]: Redis's glob patterns, matched in bounded time (CONFIG GET, KEYS, SCAN MATCH);
 //! - [`knobs`]: the parameters CONFIG SET stores, with their aliases and defaults;
 //! - [`limits`]: output buffer limits per kind of client, the bulk margin, byte counts;
+//! - [`latency`]: LATENCY's events ("command", "fast-command" at `latency-monitor-threshold`)
+//!   and the commands' latency histograms (`latency-tracking`), DOCTOR's and GRAPH's text;
+//! - [`monitor`]: the MONITOR connections and the lines (Redis's format) a turn leaves them;
+//! - [`slowlog`]: the slow log's entries (trimmed, sensitive arguments redacted), capped at
+//!   `slowlog-max-len`, and the redaction rules the table gives AUTH, HELLO and CONFIG;
 //! - [`ratelog`]: log lines of a repeating failure held back to one per interval, counted;
 //! - [`args`]: what handlers of several kinds parse and answer alike (integers, WRONGTYPE,
 //!   the SCAN family's arguments and pages, random counts and draws, blocking timeouts and
 //!   parking, floats, counts, per-member lookups, and the multi-key and blocking pops);
 //! - [`admin`]: DBSIZE, FLUSHALL/FLUSHDB, SWAPDB, MEMORY, TIME, LASTSAVE, SAVE, BGSAVE, DEBUG,
-//!   SHUTDOWN: the server group's commands without a module of their own;
+//!   SHUTDOWN, SLOWLOG, LATENCY, MONITOR: the server group's commands without a module of their own;
 //! - [`client`]: the CLIENT family (LIST, INFO, KILL, REPLY, PAUSE, UNBLOCK, ...);
 //! - [`config`]: `CONFIG GET|SET|RESETSTAT|REWRITE`, and Redis's encoding knobs, stored;
 //! - [`connection`]: PING, ECHO, SELECT, AUTH, HELLO, RESET, QUIT;
@@ -98,11 +103,13 @@ pub mod hyperloglog;
 pub mod info;
 pub mod keyspace;
 pub mod knobs;
+pub mod latency;
 pub mod limits;
 pub mod list;
 pub mod lua;
 pub mod memory;
 pub mod metrics;
+pub mod monitor;
 pub mod notify;
 pub mod pubsub;
 pub mod quarantine;
@@ -113,6 +120,7 @@ pub use cxltier_resp as resp;
 pub mod scripting;
 pub mod server;
 pub mod set;
+pub mod slowlog;
 pub mod store_options;
 pub mod strings;
 pub mod subscriptions;

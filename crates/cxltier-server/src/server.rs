@@ -694,6 +694,7 @@ pub fn serve_on(
         );
         store.end_batch();
         deliver_messages(&mut info, &mut conns, &mut roster, &limits, &mut log);
+        deliver_monitor_lines(&mut info, &mut conns, &mut roster, &limits, &mut log);
         feed_replicas(&mut info, &mut conns, &mut roster, &mut log);
         // CLIENT KILL: the connections named close once what they were sent is written.
         for id in std::mem::take(&mut info.kill) {
@@ -773,6 +774,7 @@ pub fn serve_on(
             info.unwatch(&mut c.session);
             info.drop_subscriptions(&mut c.session);
             info.repl.replicas.remove(&c.session.id);
+            info.monitors.remove(c.session.id);
             // Closed by the server with the peer still there: linger (its output is shut, so
             // the client sees the end of the replies at once).
             if !c.dead
@@ -1055,6 +1057,46 @@ fn deliver_messages(
         if c.unsent() >= hard {
             let text = format!(
                 "closed client {}: {} bytes of pub/sub messages unread, over the pubsub client-output-buffer-limit hard limit of {hard} bytes (the subscriber must read its messages)",
+                peer(c),
+                c.unsent(),
+            );
+            close_over_limit(c, info, log, &text);
+        }
+    }
+}
+
+/// Append the lines of the commands this turn ran to each MONITOR connection's output; one
+/// whose unread output reaches its hard limit is closed, as any client is.
+fn deliver_monitor_lines(
+    info: &mut ServerInfo,
+    conns: &mut HashMap<Token, Conn>,
+    roster: &mut Roster,
+    limits: &Limits,
+    log: &mut RateLimitedLog,
+) {
+    if info.monitors.is_empty() {
+        return;
+    }
+    let lines = info.monitors.take();
+    if lines.is_empty() {
+        return;
+    }
+    for id in info.monitors.ids().to_vec() {
+        let Some(&t) = roster.by_id.get(&id) else {
+            continue;
+        };
+        let Some(c) = conns.get_mut(&t) else {
+            continue;
+        };
+        if c.dead {
+            continue;
+        }
+        roster.touched.insert(t);
+        c.output.extend_from_slice(&lines);
+        let hard = c.output_limit(limits).hard;
+        if c.unsent() >= hard {
+            let text = format!(
+                "closed client {}: {} bytes of MONITOR lines unread, over the client-output-buffer-limit hard limit of {hard} bytes (the monitor must read them)",
                 peer(c),
                 c.unsent(),
             );

@@ -77,6 +77,9 @@ pub mod flag {
     /// MULTI, QUIT): the busy mode's own answers end or refuse the transaction.
     pub const TX_CONTROL_WHILE_BUSY: u32 = 1 << 23;
 
+    /// Redis's CMD_SKIP_SLOWLOG (EXEC): not logged itself; the commands it runs are.
+    pub const SKIP_SLOWLOG: u32 = 1 << 24;
+
     /// Redis's names of the flags above, in `COMMAND INFO`'s order.
     pub const NAMES: &[(u32, &str)] = &[
         (WRITE, "write"),
@@ -121,6 +124,8 @@ pub struct Command {
     /// `COMMAND DOCS`: Redis's group and a one-line summary.
     pub group: &'static str,
     pub summary: &'static str,
+    /// The arguments its run hides from the slow log, when it carries secrets (AUTH).
+    pub redact: Option<crate::slowlog::RedactFn>,
 }
 
 impl Command {
@@ -178,6 +183,7 @@ const fn cmd(
         while_busy: None,
         group,
         summary,
+        redact: None,
     }
 }
 
@@ -185,6 +191,14 @@ const fn cmd(
 const fn movable(c: Command, f: KeysFn) -> Command {
     Command {
         keys_fn: Some(f),
+        ..c
+    }
+}
+
+/// `c` with the arguments `f` names hidden from the slow log.
+const fn redacted(c: Command, f: crate::slowlog::RedactFn) -> Command {
+    Command {
+        redact: Some(f),
         ..c
     }
 }
@@ -257,7 +271,7 @@ fn memory_keys(args: &[&[u8]]) -> Option<Vec<usize>> {
 #[rustfmt::skip]
 pub static TABLE: &[Command] = &[
     cmd("APPEND", 3, WRITE | DENYOOM | FAST | VALUES, KEY1, s::append, "string", "Appends a string to the value of a key. Creates the key if it doesn't exist."),
-    busy(cmd("AUTH", -2, NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY, NOKEYS, crate::connection::auth, "connection", "Authenticates the connection."), crate::connection::auth_while_busy),
+    redacted(busy(cmd("AUTH", -2, NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY, NOKEYS, crate::connection::auth, "connection", "Authenticates the connection."), crate::connection::auth_while_busy), crate::slowlog::redact_auth),
     cmd("BGREWRITEAOF", 1, ADMIN | NOSCRIPT | NO_MULTI, NOKEYS, crate::admin::bgrewriteaof, "server", "Asynchronously rewrites the append-only file to disk (the NVMe log is cleaned as it runs: nothing to do)."),
     cmd("BGSAVE", -1, ADMIN | NOSCRIPT | NO_MULTI, NOKEYS, crate::admin::bgsave, "server", "Makes everything written durable now (as SAVE)."),
     cmd("BITCOUNT", -2, READONLY | VALUES, KEY1, s::bitcount, "bitmap", "Counts the number of set bits (population counting) in a string."),
@@ -276,7 +290,7 @@ pub static TABLE: &[Command] = &[
     cmd("CLIENT", -2, NOSCRIPT | LOADING | STALE, NOKEYS, crate::client::client, "connection", "A container for client connection commands."),
     cmd("CLUSTER", -2, 0, NOKEYS, crate::replication::cluster, "cluster", "Answers as Redis without cluster support: cxltier serve is a standalone server."),
     cmd("COMMAND", -1, LOADING | STALE, NOKEYS, command, "server", "Returns detailed information about all commands."),
-    cmd("CONFIG", -2, ADMIN | NOSCRIPT | LOADING | STALE, NOKEYS, crate::config::config, "server", "A container for server configuration commands."),
+    redacted(cmd("CONFIG", -2, ADMIN | NOSCRIPT | LOADING | STALE, NOKEYS, crate::config::config, "server", "A container for server configuration commands."), crate::slowlog::redact_config),
     cmd("COPY", -3, WRITE | DENYOOM | VALUES, (1, 2, 1), k::copy, "generic", "Copies the value of a key to a new key."),
     cmd("DBSIZE", 1, READONLY | FAST, NOKEYS, crate::admin::dbsize, "server", "Returns the number of keys in the database."),
     cmd("DEBUG", -2, ADMIN | NOSCRIPT | LOADING | STALE, NOKEYS, crate::admin::debug, "server", "Not supported: says so."),
@@ -290,7 +304,7 @@ pub static TABLE: &[Command] = &[
     movable(cmd("EVALSHA", -3, SCRIPTS | NOSCRIPT | MOVABLEKEYS | VALUES, NOKEYS, crate::scripting::evalsha, "scripting", "Executes a server-side Lua script by SHA1 digest."), script_keys),
     movable(cmd("EVALSHA_RO", -3, SCRIPTS | NOSCRIPT | READONLY | MOVABLEKEYS | VALUES, NOKEYS, crate::scripting::evalsha_ro, "scripting", "Executes a read-only server-side Lua script by SHA1 digest."), script_keys),
     movable(cmd("EVAL_RO", -3, SCRIPTS | NOSCRIPT | READONLY | MOVABLEKEYS | VALUES, NOKEYS, crate::scripting::eval_ro, "scripting", "Executes a read-only server-side Lua script."), script_keys),
-    cmd("EXEC", 1, SCRIPTS | NOSCRIPT | LOADING | STALE | TX_CONTROL | TX_END | TX_EXEC | TX_CONTROL_WHILE_BUSY, NOKEYS, crate::transaction::exec, "transactions", "Executes all commands in a transaction."),
+    cmd("EXEC", 1, SCRIPTS | NOSCRIPT | LOADING | STALE | TX_CONTROL | TX_END | TX_EXEC | TX_CONTROL_WHILE_BUSY | SKIP_SLOWLOG, NOKEYS, crate::transaction::exec, "transactions", "Executes all commands in a transaction."),
     cmd("EXISTS", -2, READONLY | FAST, ALLKEYS, k::exists, "generic", "Determines whether one or more keys exist."),
     cmd("EXPIRE", -3, WRITE | FAST | VALUES, KEY1, k::expire, "generic", "Sets the expiration time of a key in seconds."),
     cmd("EXPIREAT", -3, WRITE | FAST | VALUES, KEY1, k::expireat, "generic", "Sets the expiration time of a key to a Unix timestamp."),
@@ -317,7 +331,7 @@ pub static TABLE: &[Command] = &[
     cmd("GETRANGE", 4, READONLY | VALUES, KEY1, s::getrange, "string", "Returns a substring of the string stored at a key."),
     cmd("GETSET", 3, WRITE | DENYOOM | FAST | VALUES, KEY1, s::getset, "string", "Returns the previous string value of a key after setting it to a new value."),
     cmd("HDEL", -3, WRITE | FAST | VALUES, KEY1, crate::hash::hdel, "hash", "Deletes one or more fields and their values from a hash."),
-    busy(cmd("HELLO", -1, NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY, NOKEYS, crate::connection::hello, "connection", "Handshakes with the Redis server."), crate::connection::hello_while_busy),
+    redacted(busy(cmd("HELLO", -1, NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY, NOKEYS, crate::connection::hello, "connection", "Handshakes with the Redis server."), crate::connection::hello_while_busy), crate::slowlog::redact_hello),
     cmd("HEXISTS", 3, READONLY | FAST | VALUES, KEY1, crate::hash::hexists, "hash", "Determines whether a field exists in a hash."),
     cmd("HGET", 3, READONLY | FAST | VALUES, KEY1, crate::hash::hget, "hash", "Returns the value of a field in a hash."),
     cmd("HGETALL", 2, READONLY | VALUES, KEY1, crate::hash::hgetall, "hash", "Returns all fields and values in a hash."),
@@ -339,6 +353,7 @@ pub static TABLE: &[Command] = &[
     cmd("INFO", -1, LOADING | STALE, NOKEYS, crate::info::info, "server", "Returns information and statistics about the server."),
     cmd("KEYS", 2, READONLY | TOUCHES_ARBITRARY_KEYS, NOKEYS, k::keys, "generic", "Returns all key names that match a pattern."),
     cmd("LASTSAVE", 1, LOADING | STALE | FAST, NOKEYS, crate::admin::lastsave, "server", "Returns the Unix timestamp of the last SAVE or BGSAVE (the start before any)."),
+    cmd("LATENCY", -2, ADMIN | NOSCRIPT | LOADING | STALE, NOKEYS, crate::admin::latency, "server", "A container for latency diagnostics commands."),
     cmd("LCS", -3, READONLY | VALUES, (1, 2, 1), s::lcs, "string", "Finds the longest common substring."),
     cmd("LINDEX", 3, READONLY | VALUES, KEY1, crate::list::lindex, "list", "Returns an element from a list by its index."),
     cmd("LINSERT", 5, WRITE | DENYOOM | VALUES, KEY1, crate::list::linsert, "list", "Inserts an element before or after another element in a list."),
@@ -355,6 +370,7 @@ pub static TABLE: &[Command] = &[
     cmd("LTRIM", 4, WRITE | VALUES, KEY1, crate::list::ltrim, "list", "Removes elements from both ends a list."),
     movable(cmd("MEMORY", -2, READONLY, NOKEYS, crate::admin::memory, "server", "MEMORY USAGE: the bytes a key and its value cost."), memory_keys),
     cmd("MGET", -2, READONLY | FAST | VALUES, ALLKEYS, s::mget, "string", "Atomically returns the string values of one or more keys."),
+    cmd("MONITOR", 1, ADMIN | NOSCRIPT | LOADING | STALE, NOKEYS, crate::admin::monitor, "server", "Listens for all requests received by the server in real-time."),
     cmd("MOVE", 3, WRITE | FAST, KEY1, k::move_key, "generic", "Moves a key to another database."),
     cmd("MSET", -3, WRITE | DENYOOM, (1, -1, 2), s::mset, "string", "Atomically creates or modifies the string values of one or more keys."),
     cmd("MSETNX", -3, WRITE | DENYOOM, (1, -1, 2), s::msetnx, "string", "Atomically modifies the string values of one or more keys only when all keys don't exist."),
@@ -410,6 +426,7 @@ pub static TABLE: &[Command] = &[
     cmd("SINTERSTORE", -3, WRITE | DENYOOM | VALUES, ALLKEYS, crate::set::sinterstore, "set", "Stores the intersect of multiple sets in a key."),
     cmd("SISMEMBER", 3, READONLY | FAST | VALUES, KEY1, crate::set::sismember, "set", "Determines whether a member belongs to a set."),
     cmd("SLAVEOF", 3, ADMIN | NOSCRIPT | STALE, NOKEYS, crate::replication::replicaof, "server", "Sets a Redis server as a replica of another, or promotes it to being a master: refused, cxltier serve is a master only."),
+    cmd("SLOWLOG", -2, ADMIN | LOADING | STALE, NOKEYS, crate::admin::slowlog, "server", "A container for slow log commands."),
     cmd("SMEMBERS", 2, READONLY | VALUES, KEY1, crate::set::smembers, "set", "Returns all members of a set."),
     cmd("SMISMEMBER", -3, READONLY | FAST | VALUES, KEY1, crate::set::smismember, "set", "Determines whether multiple members belong to a set."),
     cmd("SMOVE", 4, WRITE | FAST | VALUES, (1, 2, 1), crate::set::smove, "set", "Moves a member from one set to another."),
@@ -523,6 +540,18 @@ pub static SUBCOMMANDS: &[(&str, &[&str])] = &[
             "delete", "dump", "flush", "help", "kill", "list", "load", "restore", "stats",
         ],
     ),
+    (
+        "LATENCY",
+        &[
+            "doctor",
+            "graph",
+            "help",
+            "histogram",
+            "history",
+            "latest",
+            "reset",
+        ],
+    ),
     ("MEMORY", &["usage"]),
     (
         "OBJECT",
@@ -533,7 +562,18 @@ pub static SUBCOMMANDS: &[(&str, &[&str])] = &[
         "SCRIPT",
         &["debug", "exists", "flush", "help", "kill", "load"],
     ),
+    ("SLOWLOG", &["get", "help", "len", "reset"]),
 ];
+
+/// The subcommand `args` run of a container command (`CLIENT ID`: `id`), as [`SUBCOMMANDS`]
+/// spells it; `None` for another command or a subcommand it does not have.
+pub fn subcommand(cmd: &Command, args: &[&[u8]]) -> Option<&'static str> {
+    let sub = args.get(1)?;
+    let (_, subs) = SUBCOMMANDS.iter().find(|(name, _)| *name == cmd.name)?;
+    subs.iter()
+        .copied()
+        .find(|s| s.as_bytes().eq_ignore_ascii_case(sub))
+}
 
 /// The names `COMMAND LIST` gives a command: its own, then `name|sub` for each subcommand.
 fn list_names(c: &Command) -> Vec<String> {

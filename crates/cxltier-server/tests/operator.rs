@@ -1,0 +1,150 @@
+//! The operator's commands over a socket: SLOWLOG's entries name the client as the server sees
+//! it (its address and name), commands pipelined in one turn of the loop are each logged with
+//! their own time, and secrets never reach the log.
+
+mod util;
+use util::{bulk, Reply as V, Server};
+
+/// SLOWLOG GET -1's entries as (id, time, duration, args, addr, name).
+type Entry = (i64, i64, i64, Vec<String>, String, String);
+
+fn slowlog(c: &mut util::Conn) -> Vec<Entry> {
+    let V::Array(entries) = c.call(&["SLOWLOG", "GET", "-1"]) else {
+        panic!("SLOWLOG GET answers an array");
+    };
+    let text = |r: &V| match r {
+        V::Bulk(b) => String::from_utf8(b.clone()).unwrap(),
+        other => panic!("a bulk string, not {other:?}"),
+    };
+    entries
+        .iter()
+        .map(|e| match e {
+            V::Array(f) if f.len() == 6 => match (&f[0], &f[1], &f[2], &f[3]) {
+                (V::Int(id), V::Int(time), V::Int(us), V::Array(args)) => (
+                    *id,
+                    *time,
+                    *us,
+                    args.iter().map(text).collect(),
+                    text(&f[4]),
+                    text(&f[5]),
+                ),
+                _ => panic!("an entry's fields: {f:?}"),
+            },
+            other => panic!("an entry of 6 fields, not {other:?}"),
+        })
+        .collect()
+}
+
+#[test]
+fn slowlog_entries_name_the_client_and_pipelined_commands_are_each_logged() {
+    let s = Server::builder().requirepass("sesame").start();
+    let mut c = s.client();
+    assert_eq!(c.call(&["AUTH", "sesame"]), V::Simple("OK".into()));
+    let addr = c.stream().local_addr().unwrap().to_string();
+    assert_eq!(
+        c.call(&["CONFIG", "SET", "slowlog-log-slower-than", "0"]),
+        V::Simple("OK".into())
+    );
+    assert_eq!(
+        c.call(&["CLIENT", "SETNAME", "ops"]),
+        V::Simple("OK".into())
+    );
+    assert_eq!(c.call(&["SLOWLOG", "RESET"]), V::Simple("OK".into()));
+    // Three commands in one write: one turn of the loop, the last closed at its end.
+    c.0.send_raw(b"SET k v\r\nGET k\r\nAUTH sesame\r\n")
+        .unwrap();
+    assert_eq!(c.read(), V::Simple("OK".into()));
+    assert_eq!(c.read(), bulk("v"));
+    assert_eq!(c.read(), V::Simple("OK".into()));
+    let log = slowlog(&mut c);
+    let args: Vec<Vec<String>> = log.iter().map(|e| e.3.clone()).collect();
+    let words = |w: &[&str]| w.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    assert_eq!(
+        args,
+        [
+            words(&["AUTH", "(redacted)"]),
+            words(&["GET", "k"]),
+            words(&["SET", "k", "v"]),
+            words(&["SLOWLOG", "RESET"]),
+        ]
+    );
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    for (i, (id, time, us, _, a, name)) in log.iter().enumerate() {
+        assert_eq!(*id, log[0].0 - i as i64, "ids count down, newest first");
+        assert!(
+            (now - 5..=now).contains(time),
+            "{time} is the start's Unix time"
+        );
+        assert!(*us >= 0);
+        assert_eq!(a, &addr, "the client's address as the server sees it");
+        assert_eq!(name, "ops");
+    }
+    // Another client's commands carry its own address and no name; off, nothing is logged.
+    let mut other = s.client();
+    other.call(&["AUTH", "sesame"]);
+    other.call(&["PING"]);
+    let log = slowlog(&mut c);
+    let ping = log.iter().find(|e| e.3 == ["PING"]).expect("PING logged");
+    assert_eq!(ping.4, other.stream().local_addr().unwrap().to_string());
+    assert_eq!(ping.5, "");
+    c.call(&["CONFIG", "SET", "slowlog-log-slower-than", "-1"]);
+    let before = c.call(&["SLOWLOG", "LEN"]);
+    other.call(&["PING"]);
+    assert_eq!(c.call(&["SLOWLOG", "LEN"]), before);
+}
+
+#[test]
+fn monitor_receives_other_clients_commands_in_redis_line_format() {
+    let s = Server::start();
+    let mut m = s.client();
+    assert_eq!(m.call(&["MONITOR"]), V::Simple("OK".into()));
+    let mut c = s.client();
+    let addr = c.stream().local_addr().unwrap().to_string();
+    c.call(&["SET", "k", "a b\n\"c\""]);
+    c.call(&["CONFIG", "GET", "maxclients"]);
+    c.call(&["KEYS", "*"]);
+    for want in [
+        format!(r#"[0 {addr}] "SET" "k" "a b\n\"c\"""#),
+        format!(r#"[0 {addr}] "KEYS" "*""#),
+    ] {
+        let V::Simple(line) = m.read() else {
+            panic!("a MONITOR line is a status reply");
+        };
+        let (time, rest) = line.split_once(' ').unwrap();
+        let (secs, micros) = time.split_once('.').unwrap();
+        assert!(secs.parse::<u64>().is_ok() && micros.len() == 6, "{line}");
+        assert_eq!(rest, want, "CONFIG (admin) is not shown");
+    }
+    // After RESET the connection is an ordinary one again.
+    assert_eq!(m.call(&["RESET"]), V::Simple("RESET".into()));
+    c.call(&["PING"]);
+    assert_eq!(m.call(&["PING"]), V::Simple("PONG".into()));
+}
+
+#[test]
+fn a_monitor_that_does_not_read_is_closed_at_its_output_limit() {
+    let s = Server::builder()
+        .client_output_buffer_limit("1mb 512kb 60")
+        .start();
+    let mut m = s.client();
+    assert_eq!(m.call(&["MONITOR"]), V::Simple("OK".into()));
+    let mut c = s.client();
+    let value = "x".repeat(64 << 10);
+    // The monitor reads nothing: its lines pile up until the server closes it.
+    let mut closed = false;
+    for _ in 0..400 {
+        c.call(&["SET", "k", value.as_str()]);
+        if info_clients(&mut c) < 2 {
+            closed = true;
+            break;
+        }
+    }
+    assert!(closed, "the monitor was closed at its hard limit");
+}
+
+fn info_clients(c: &mut util::Conn) -> u64 {
+    util::info_number(c, "clients", "connected_clients")
+}
