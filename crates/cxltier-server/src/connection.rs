@@ -84,6 +84,7 @@ fn check_password(
 pub(crate) fn reset(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> Result<Effect, StoreError> {
     ctx.info.unwatch(ctx.session);
     ctx.info.drop_subscriptions(ctx.session);
+    ctx.info.tracking.disable(ctx.session.id);
     let s = &mut *ctx.session;
     *s = Session {
         last_cmd: s.last_cmd,

@@ -76,6 +76,9 @@ pub mod flag {
     /// Inside MULTI while a script is busy, runs instead of being refused BUSY (EXEC, DISCARD,
     /// MULTI, QUIT): the busy mode's own answers end or refuse the transaction.
     pub const TX_CONTROL_WHILE_BUSY: u32 = 1 << 23;
+    /// Leaves a connection's `CLIENT CACHING yes|no` in force for its next command (CLIENT's
+    /// own subcommands, as Redis's `resetClient` spares them).
+    pub const KEEPS_CACHING: u32 = 1 << 24;
 
     /// Redis's names of the flags above, in `COMMAND INFO`'s order.
     pub const NAMES: &[(u32, &str)] = &[
@@ -270,7 +273,7 @@ pub static TABLE: &[Command] = &[
     movable(cmd("BZMPOP", -5, WRITE | BLOCKING | MOVABLEKEYS, NOKEYS, crate::zset::bzmpop, "sorted-set", "Removes and returns a member by score from one or more sorted sets. Blocks until a member is available otherwise. Deletes the sorted set if the last element was popped."), numkeys_at_2),
     cmd("BZPOPMAX", -3, WRITE | NOSCRIPT | FAST | BLOCKING | VALUES, (1, -2, 1), crate::zset::bzpopmax, "sorted-set", "Removes and returns the member with the highest score from one or more sorted sets. Blocks until a member available otherwise. Deletes the sorted set if the last element was popped."),
     cmd("BZPOPMIN", -3, WRITE | NOSCRIPT | FAST | BLOCKING | VALUES, (1, -2, 1), crate::zset::bzpopmin, "sorted-set", "Removes and returns the member with the lowest score from one or more sorted sets. Blocks until a member is available otherwise. Deletes the sorted set if the last element was popped."),
-    cmd("CLIENT", -2, NOSCRIPT | LOADING | STALE, NOKEYS, crate::client::client, "connection", "A container for client connection commands."),
+    cmd("CLIENT", -2, NOSCRIPT | LOADING | STALE | KEEPS_CACHING, NOKEYS, crate::client::client, "connection", "A container for client connection commands."),
     cmd("CLUSTER", -2, 0, NOKEYS, crate::replication::cluster, "cluster", "Answers as Redis without cluster support: cxltier serve is a standalone server."),
     cmd("COMMAND", -1, LOADING | STALE, NOKEYS, command, "server", "Returns detailed information about all commands."),
     cmd("CONFIG", -2, ADMIN | NOSCRIPT | LOADING | STALE, NOKEYS, crate::config::config, "server", "A container for server configuration commands."),
@@ -470,8 +473,21 @@ pub static SUBCOMMANDS: &[(&str, &[&str])] = &[
     (
         "CLIENT",
         &[
-            "getname", "help", "id", "info", "kill", "list", "no-evict", "reply", "setinfo",
-            "setname", "unblock",
+            "caching",
+            "getname",
+            "getredir",
+            "help",
+            "id",
+            "info",
+            "kill",
+            "list",
+            "no-evict",
+            "reply",
+            "setinfo",
+            "setname",
+            "tracking",
+            "trackinginfo",
+            "unblock",
         ],
     ),
     // A standalone server: each answers that cluster support is disabled, as Redis's does.
