@@ -672,8 +672,13 @@ mod tests {
         );
         assert_eq!(db.info.tracking.totals(), (0, 0, 0));
         assert_eq!(info_field(&mut db, "clients", "tracking_clients"), "1");
+        db.cmd("GET k");
         db.cmd("CLIENT TRACKING off");
         assert_eq!(info_field(&mut db, "clients", "tracking_clients"), "0");
+        // The keys read stay until changed, and a flush empties the table with nobody tracking.
+        assert_eq!(db.info.tracking.totals(), (1, 1, 0));
+        db.cmd("FLUSHALL");
+        assert_eq!(db.info.tracking.totals(), (0, 0, 0));
     }
 
     /// RESP2 connections redirect to a connection subscribed to `__redis__:invalidate`: the

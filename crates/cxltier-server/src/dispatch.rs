@@ -31,8 +31,7 @@ pub fn execute(
     args: &[&[u8]],
     out: &mut Vec<u8>,
 ) -> Effect {
-    let tracking = (!info.tracking.clients.is_empty() || info.tracking.active())
-        && store.frozen_clock().is_none();
+    let tracking = !info.tracking.clients.is_empty() && store.frozen_clock().is_none();
     if !tracking {
         return execute_command(store, info, session, args, out);
     }
@@ -412,26 +411,30 @@ fn dispatch_keyed(ctx: &mut Ctx<'_>, cmd: &'static table::Command, args: &[&[u8]
 /// Client-side caching after a command: a read-only command's keys are remembered for the
 /// connection running it (a script's caller), and a flush that succeeded invalidates everything.
 fn track(ctx: &mut Ctx<'_>, cmd: &table::Command, args: &[&[u8]], reply_at: usize) {
+    let tracking = &ctx.info.tracking;
+    // The table outlives its readers' tracking (and a flush empties it all the same).
+    let flushed =
+        cmd.has(flag::FLUSHES_ALL | flag::FLUSHES_DB) && ctx.out.get(reply_at) != Some(&b'-');
+    if flushed && (tracking.active() || !tracking.clients.is_empty()) {
+        ctx.info.tracking.flush();
+        return;
+    }
     if ctx.info.tracking.clients.is_empty() {
         return;
     }
     if cmd.has(flag::SCRIPTS) {
         // A script tracks through the read-only commands it runs, if any.
-    } else if let (true, Some(keys)) = (
-        cmd.has(flag::READONLY),
-        ctx.info.tracking.script_keys.take(),
-    ) {
+    } else if !cmd.has(flag::READONLY) {
+        // Writes track nothing.
+    } else if let Some(keys) = ctx.info.tracking.script_keys.take() {
         ctx.info.tracking.remember(keys.iter().map(Vec::as_slice));
         ctx.info.tracking.script_keys = Some(keys);
-    } else if cmd.has(flag::READONLY) {
+    } else {
         let mut keys: smallvec::SmallVec<[&[u8]; 4]> = smallvec::SmallVec::new();
         table::for_each_key_position(cmd, args, |i| {
             keys.push(args[i].get(1..).unwrap_or_default())
         });
         ctx.info.tracking.remember(keys.into_iter());
-    } else if cmd.has(flag::FLUSHES_ALL | flag::FLUSHES_DB) && ctx.out.get(reply_at) != Some(&b'-')
-    {
-        ctx.info.tracking.flush();
     }
 }
 
