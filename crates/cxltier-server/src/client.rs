@@ -665,10 +665,15 @@ mod tests {
         run_as(&mut db, &mut other, "DEL k");
         assert_eq!(delivered(&mut db, &peers), [(1, INV_K.to_string())]);
         // FLUSHALL: every tracking connection hears null, the table is emptied.
+        db.cmd("CLIENT TRACKING off");
+        db.cmd("CLIENT TRACKING on");
+        db.cmd("SET k 7");
         db.cmd("GET k");
+        run_as(&mut db, &mut other, "WATCH k");
         assert_eq!(
             db.cmd("FLUSHALL"),
-            "+OK\r\n>2\r\n$10\r\ninvalidate\r\n_\r\n"
+            "+OK\r\n>2\r\n$10\r\ninvalidate\r\n_\r\n",
+            "a null only, though k is watched"
         );
         assert_eq!(db.info.tracking.totals(), (0, 0, 0));
         assert_eq!(info_field(&mut db, "clients", "tracking_clients"), "1");

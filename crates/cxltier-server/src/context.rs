@@ -372,13 +372,19 @@ impl ServerInfo {
     /// A write to `key` (with its logical database byte): the transactions watching it will
     /// fail.
     pub(crate) fn touch(&mut self, key: &[u8]) {
-        if let Some(ids) = self.watchers.get(key) {
-            self.dirty.extend(ids.iter().copied());
-        }
+        self.touch_watchers(key);
         // Its readers' cached copies are invalid (tracking knows no databases).
         if self.tracking.active() {
             self.tracking
                 .invalidate(key.get(1..).unwrap_or_default(), true);
+        }
+    }
+
+    /// The transactions watching `key` (with its logical database byte) will fail. A flush
+    /// touches only those: its readers hear of it once, as a null invalidation.
+    pub(crate) fn touch_watchers(&mut self, key: &[u8]) {
+        if let Some(ids) = self.watchers.get(key) {
+            self.dirty.extend(ids.iter().copied());
         }
     }
 

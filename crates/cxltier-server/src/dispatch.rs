@@ -275,7 +275,7 @@ fn dispatch_keyed(ctx: &mut Ctx<'_>, cmd: &'static table::Command, args: &[&[u8]
             .cloned()
             .collect();
         for k in existing {
-            ctx.info.touch(&k);
+            ctx.info.touch_watchers(&k);
         }
     }
     // The time the command sees (Redis's command time snapshot): read once, and frozen in the
