@@ -5,9 +5,17 @@ use cxltier_store::StoreError;
 
 use crate::context::*;
 use crate::resp::reply;
+use crate::tracking::Mode;
 
 /// One line of CLIENT LIST / CLIENT INFO, in Redis 7's fields.
-fn client_line(t: &mut String, id: u64, m: &ClientMeta, now: std::time::Instant, blocked: bool) {
+fn client_line(
+    t: &mut String,
+    id: u64,
+    m: &ClientMeta,
+    now: std::time::Instant,
+    blocked: bool,
+    tracking: Option<&Mode>,
+) {
     use std::fmt::Write;
     let mut flags = String::new();
     // Parked by a blocking command (Redis's `b`).
@@ -24,6 +32,16 @@ fn client_line(t: &mut String, id: u64, m: &ClientMeta, now: std::time::Instant,
     if m.multi >= 0 {
         flags.push('x');
     }
+    // Tracking (`t`), its redirection gone (`R`), in BCAST mode (`B`).
+    if let Some(mode) = tracking {
+        flags.push('t');
+        if mode.broken {
+            flags.push('R');
+        }
+        if mode.bcast {
+            flags.push('B');
+        }
+    }
     if m.no_evict {
         flags.push('e');
     }
@@ -32,7 +50,7 @@ fn client_line(t: &mut String, id: u64, m: &ClientMeta, now: std::time::Instant,
     }
     let _ = writeln!(
         t,
-        "id={id} addr={} laddr={} fd={} name={} age={} idle={} flags={flags} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user=default redir=-1 resp={}",
+        "id={id} addr={} laddr={} fd={} name={} age={} idle={} flags={flags} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user=default redir={} resp={}",
         m.addr,
         m.laddr,
         m.fd,
@@ -48,6 +66,7 @@ fn client_line(t: &mut String, id: u64, m: &ClientMeta, now: std::time::Instant,
         m.omem,
         m.qbuf + m.omem,
         m.last_cmd.to_ascii_lowercase(),
+        tracking.map_or(-1, |mode| mode.redirect as i64),
         m.proto.max(2),
     );
 }
@@ -138,7 +157,15 @@ pub(crate) fn client(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
         (b"INFO", 2) => {
             let mut t = String::new();
             if let Some(m) = client_meta(ctx, ctx.session.id) {
-                client_line(&mut t, ctx.session.id, &m, std::time::Instant::now(), false);
+                let mode = ctx.info.tracking.clients.get(&ctx.session.id);
+                client_line(
+                    &mut t,
+                    ctx.session.id,
+                    &m,
+                    std::time::Instant::now(),
+                    false,
+                    mode,
+                );
             }
             reply::verbatim(ctx.out, proto, "txt", t.as_bytes());
         }
@@ -184,7 +211,9 @@ pub(crate) fn client(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
             for id in ids {
                 if let Some(m) = client_meta(ctx, id) {
                     if want_kind.is_none_or(|k| k == m.kind()) {
-                        client_line(&mut t, id, &m, now, ctx.info.blocked.contains(&id));
+                        let blocked = ctx.info.blocked.contains(&id);
+                        let mode = ctx.info.tracking.clients.get(&id);
+                        client_line(&mut t, id, &m, now, blocked, mode);
                     }
                 }
             }
@@ -261,6 +290,62 @@ pub(crate) fn client(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
             }
             reply::int(ctx.out, blocked as i64);
         }
+        (b"TRACKING", _) if n >= 3 => return tracking(ctx, args),
+        (b"CACHING", 3) => {
+            let Some(mode) = ctx.info.tracking.clients.get_mut(&ctx.session.id) else {
+                return fail(ctx, "ERR CLIENT CACHING can be called only when the client is in tracking mode with OPTIN or OPTOUT mode enabled");
+            };
+            match args[2].to_ascii_lowercase().as_slice() {
+                b"yes" if mode.optin => mode.caching = true,
+                b"yes" => return fail(
+                    ctx,
+                    "ERR CLIENT CACHING YES is only valid when tracking is enabled in OPTIN mode.",
+                ),
+                b"no" if mode.optout => mode.caching = true,
+                b"no" => return fail(
+                    ctx,
+                    "ERR CLIENT CACHING NO is only valid when tracking is enabled in OPTOUT mode.",
+                ),
+                _ => return fail(ctx, SYNTAX),
+            }
+            reply::ok(ctx.out);
+        }
+        (b"GETREDIR", 2) => {
+            let redirect = ctx.info.tracking.clients.get(&ctx.session.id);
+            reply::int(ctx.out, redirect.map_or(-1, |m| m.redirect as i64));
+        }
+        (b"TRACKINGINFO", 2) => {
+            let mode = ctx.info.tracking.clients.get(&ctx.session.id);
+            let mut flags = vec![if mode.is_some() { "on" } else { "off" }];
+            if let Some(m) = mode {
+                let pairs = [
+                    (m.bcast, "bcast"),
+                    (m.optin, "optin"),
+                    (m.optin && m.caching, "caching-yes"),
+                    (m.optout, "optout"),
+                    (m.optout && m.caching, "caching-no"),
+                    (m.noloop, "noloop"),
+                    (m.broken, "broken_redirect"),
+                ];
+                flags.extend(pairs.iter().filter(|p| p.0).map(|p| p.1));
+            }
+            reply::map(ctx.out, proto, 3);
+            reply::bulk(ctx.out, b"flags");
+            reply::set(ctx.out, proto, flags.len());
+            for f in flags {
+                reply::bulk(ctx.out, f.as_bytes());
+            }
+            reply::bulk(ctx.out, b"redirect");
+            reply::int(ctx.out, mode.map_or(-1, |m| m.redirect as i64));
+            reply::bulk(ctx.out, b"prefixes");
+            let prefixes = mode.map(|m| m.prefixes.as_slice()).unwrap_or_default();
+            let mut sorted: Vec<&Vec<u8>> = prefixes.iter().collect();
+            sorted.sort();
+            reply::array(ctx.out, sorted.len());
+            for p in sorted {
+                reply::bulk(ctx.out, p);
+            }
+        }
         (b"NO-EVICT", 3) => match args[2].to_ascii_lowercase().as_slice() {
             b"on" => {
                 ctx.session.no_evict = true;
@@ -309,11 +394,76 @@ pub(crate) fn client(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
                 "    Protect the current client connection from eviction.",
                 "REPLY (ON|OFF|SKIP)",
                 "    Control the replies sent to the current connection.",
+                "TRACKING (ON|OFF) [REDIRECT <id>] [BCAST] [PREFIX <prefix> [...]]",
+                "         [OPTIN] [OPTOUT] [NOLOOP]",
+                "    Control server assisted client side caching.",
+                "CACHING (YES|NO)",
+                "    Enable/disable tracking of the keys for next command in OPTIN/OPTOUT modes.",
+                "GETREDIR",
+                "    Return the client ID we are redirecting to when tracking is enabled.",
+                "TRACKINGINFO",
+                "    Report tracking status for the current connection.",
             ];
             reply::simple_lines(ctx.out, &lines);
         }
         _ => return wrong(ctx),
     }
+    Ok(Effect::Read)
+}
+
+/// CLIENT TRACKING on|off [REDIRECT id] [BCAST] [PREFIX p ...] [OPTIN] [OPTOUT] [NOLOOP], with
+/// Redis 7.0's checks in its order (options first, then the mode's rules).
+fn tracking(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    let mut mode = Mode::default();
+    let mut j = 3;
+    while j < args.len() {
+        let more = j + 1 < args.len();
+        match args[j].to_ascii_lowercase().as_slice() {
+            b"redirect" if more => {
+                j += 1;
+                if mode.redirect != 0 {
+                    return fail(
+                        ctx,
+                        "ERR A client can only redirect to a single other client",
+                    );
+                }
+                let Some(id) = parse_i64(args[j]) else {
+                    return fail(ctx, NOT_INT);
+                };
+                let exists = id == ctx.session.id as i64
+                    || (id > 0 && ctx.info.clients.contains_key(&(id as u64)));
+                if !exists {
+                    return fail(ctx, "ERR The client ID you want redirect to does not exist");
+                }
+                mode.redirect = id as u64;
+            }
+            b"bcast" => mode.bcast = true,
+            b"optin" => mode.optin = true,
+            b"optout" => mode.optout = true,
+            b"noloop" => mode.noloop = true,
+            b"prefix" if more => {
+                j += 1;
+                mode.prefixes.push(args[j].to_vec());
+            }
+            _ => return fail(ctx, SYNTAX),
+        }
+        j += 1;
+    }
+    match args[2].to_ascii_lowercase().as_slice() {
+        b"on" => {
+            if let Err(e) = ctx.info.tracking.enable(ctx.session.id, mode) {
+                return fail(ctx, &e);
+            }
+        }
+        b"off" => ctx.info.tracking.disable(ctx.session.id),
+        _ => return fail(ctx, SYNTAX),
+    }
+    // The store keeps the keys it expires while someone is told of them: their readers are.
+    let wanted = ctx.info.notify.wants(crate::notify::class::EXPIRED)
+        || ctx.info.repl.active
+        || !ctx.info.tracking.clients.is_empty();
+    ctx.store.track_expired(wanted);
+    reply::ok(ctx.out);
     Ok(Effect::Read)
 }
 
@@ -452,5 +602,284 @@ mod tests {
             served(&mut db, "PUBLISH ch hi"),
             ">3\r\n$7\r\nmessage\r\n$2\r\nch\r\n$2\r\nhi\r\n"
         );
+    }
+
+    /// The invalidations waiting for the server, routed as it routes them: each connection of
+    /// `peers` (id, protocol, subscribed) gets the bytes shown.
+    fn delivered(db: &mut Db, peers: &[(u64, u8, bool)]) -> Vec<(u64, String)> {
+        db.info.tracking.broadcast();
+        let outbox = std::mem::take(&mut db.info.tracking.outbox);
+        let peer = |id| {
+            peers
+                .iter()
+                .find(|p| p.0 == id)
+                .map(|&(_, proto, subscribed)| crate::tracking::Peer { proto, subscribed })
+        };
+        outbox
+            .iter()
+            .filter_map(|inv| match db.info.tracking.route(inv, peer) {
+                crate::tracking::Route::Send { to, bytes } => {
+                    Some((to, String::from_utf8(bytes).unwrap()))
+                }
+                crate::tracking::Route::Drop => None,
+            })
+            .collect()
+    }
+
+    const INV_K: &str = ">2\r\n$10\r\ninvalidate\r\n*1\r\n$1\r\nk\r\n";
+
+    /// Default mode in RESP3: a key read is invalidated once when another connection writes
+    /// it (delivered by the server), and after the reply of the tracking connection's own
+    /// write (not with NOLOOP); a key not read again is not invalidated again.
+    #[test]
+    fn default_tracking_invalidates_each_key_read_once() {
+        let (mut db, mut other) = Db::two_connections();
+        db.replies_starting(&[("HELLO 3", "%7")]);
+        db.replies(&[
+            ("CLIENT TRACKING on", "+OK\r\n"),
+            ("SET k 1", "+OK\r\n"),
+            ("GET k", "$1\r\n1\r\n"),
+        ]);
+        assert_eq!(db.info.tracking.totals(), (1, 1, 0));
+        run_as(&mut db, &mut other, "SET k 2");
+        let peers = [(1, 3, false), (2, 2, false)];
+        assert_eq!(delivered(&mut db, &peers), [(1, INV_K.to_string())]);
+        run_as(&mut db, &mut other, "SET k 3");
+        assert!(delivered(&mut db, &peers).is_empty(), "told once");
+        db.cmd("GET k");
+        assert_eq!(db.cmd("SET k 4"), format!("+OK\r\n{INV_K}"));
+        // Inside MULTI: after EXEC's whole reply.
+        db.cmd("GET k");
+        db.cmd("MULTI");
+        db.cmd("INCR k");
+        assert_eq!(
+            db.cmd("EXEC"),
+            format!("*1\r\n:5\r\n{INV_K}"),
+            "after the transaction's reply"
+        );
+        // NOLOOP: its own writes say nothing; another's do.
+        db.cmd("CLIENT TRACKING on NOLOOP");
+        db.cmd("GET k");
+        assert_eq!(db.cmd("SET k 6"), "+OK\r\n");
+        db.cmd("GET k");
+        run_as(&mut db, &mut other, "DEL k");
+        assert_eq!(delivered(&mut db, &peers), [(1, INV_K.to_string())]);
+        // FLUSHALL: every tracking connection hears null, the table is emptied.
+        db.cmd("CLIENT TRACKING off");
+        db.cmd("CLIENT TRACKING on");
+        db.cmd("SET k 7");
+        db.cmd("GET k");
+        run_as(&mut db, &mut other, "WATCH k");
+        assert_eq!(
+            db.cmd("FLUSHALL"),
+            "+OK\r\n>2\r\n$10\r\ninvalidate\r\n_\r\n",
+            "a null only, though k is watched"
+        );
+        assert_eq!(db.info.tracking.totals(), (0, 0, 0));
+        assert_eq!(info_field(&mut db, "clients", "tracking_clients"), "1");
+        db.cmd("GET k");
+        db.cmd("CLIENT TRACKING off");
+        assert_eq!(info_field(&mut db, "clients", "tracking_clients"), "0");
+        // The keys read stay until changed, and a flush empties the table with nobody tracking.
+        assert_eq!(db.info.tracking.totals(), (1, 1, 0));
+        db.cmd("FLUSHALL");
+        assert_eq!(db.info.tracking.totals(), (0, 0, 0));
+    }
+
+    /// RESP2 connections redirect to a connection subscribed to `__redis__:invalidate`: the
+    /// message is an array of keys, `$-1` for a flush; a redirection that went away is said
+    /// (`tracking-redir-broken`) to a RESP3 tracking connection, and shown as flag `R`.
+    #[test]
+    fn resp2_tracking_redirects_to_the_invalidate_channel() {
+        let (mut db, mut other) = Db::two_connections();
+        let now = std::time::Instant::now();
+        for id in [1, 2] {
+            let meta = ClientMeta::new("a:1".into(), "a:2".into(), 9, now);
+            db.info.clients.insert(id, meta);
+        }
+        assert_eq!(
+            db.cmd("CLIENT TRACKING on REDIRECT 99"),
+            "-ERR The client ID you want redirect to does not exist\r\n"
+        );
+        db.replies(&[
+            ("CLIENT TRACKING on REDIRECT 2", "+OK\r\n"),
+            ("CLIENT GETREDIR", ":2\r\n"),
+            ("SET k 1", "+OK\r\n"),
+            ("GET k", "$1\r\n1\r\n"),
+        ]);
+        assert!(db.cmd("CLIENT INFO").contains(" flags=t db=0 "));
+        assert!(db.cmd("CLIENT INFO").contains(" redir=2 "));
+        assert_eq!(db.cmd("SET k 2"), "+OK\r\n", "nothing in its own replies");
+        let msg = "*3\r\n$7\r\nmessage\r\n$20\r\n__redis__:invalidate\r\n*1\r\n$1\r\nk\r\n";
+        let subscribed = [(1, 2, false), (2, 2, true)];
+        assert_eq!(delivered(&mut db, &subscribed), [(2, msg.to_string())]);
+        db.cmd("GET k");
+        run_as(&mut db, &mut other, "FLUSHDB");
+        let null = "*3\r\n$7\r\nmessage\r\n$20\r\n__redis__:invalidate\r\n$-1\r\n";
+        assert_eq!(delivered(&mut db, &subscribed), [(2, null.to_string())]);
+        // Not subscribed: nothing can be said in RESP2.
+        db.cmd("GET k");
+        db.cmd("SET k 3");
+        assert!(delivered(&mut db, &[(1, 2, false), (2, 2, false)]).is_empty());
+        // The redirection gone: a RESP3 tracking connection is told so.
+        db.cmd("HELLO 3");
+        db.cmd("GET k");
+        db.cmd("SET k 4");
+        assert_eq!(
+            delivered(&mut db, &[(1, 3, false)]),
+            [(
+                1,
+                ">2\r\n$21\r\ntracking-redir-broken\r\n:2\r\n".to_string()
+            )]
+        );
+        assert!(db.cmd("CLIENT INFO").contains(" flags=tR db=0 "));
+    }
+
+    /// BCAST: every write under a prefix is announced once per turn, the keys in order, to each
+    /// connection of the prefix (NOLOOP leaves its own out); prefixes must not overlap.
+    #[test]
+    fn bcast_announces_writes_under_its_prefixes() {
+        let (mut db, mut other) = Db::two_connections();
+        let now = std::time::Instant::now();
+        let meta = ClientMeta::new("a:1".into(), "a:2".into(), 9, now);
+        db.info.clients.insert(1, meta);
+        db.cmd("HELLO 3");
+        db.replies(&[
+            ("CLIENT TRACKING on BCAST PREFIX a: PREFIX b:", "+OK\r\n"),
+            (
+                "CLIENT TRACKING on BCAST PREFIX a:x",
+                "-ERR Prefix 'a:x' overlaps with an existing prefix 'a:'. Prefixes for a single client must not overlap.\r\n",
+            ),
+            (
+                "CLIENT TRACKING on",
+                "-ERR You can't switch BCAST mode on/off before disabling tracking for this client, and then re-enabling it with a different mode.\r\n",
+            ),
+            (
+                "CLIENT TRACKING on BCAST OPTIN",
+                "-ERR OPTIN and OPTOUT are not compatible with BCAST\r\n",
+            ),
+        ]);
+        run_as(&mut db, &mut other, "MSET a:2 1 a:1 1 c 1 b:1 1");
+        let peers = [(1, 3, false)];
+        assert_eq!(
+            delivered(&mut db, &peers),
+            [
+                (
+                    1,
+                    ">2\r\n$10\r\ninvalidate\r\n*2\r\n$3\r\na:1\r\n$3\r\na:2\r\n".to_string()
+                ),
+                (
+                    1,
+                    ">2\r\n$10\r\ninvalidate\r\n*1\r\n$3\r\nb:1\r\n".to_string()
+                ),
+            ]
+        );
+        assert_eq!(info_field(&mut db, "stats", "tracking_total_prefixes"), "2");
+        assert!(db.cmd("CLIENT INFO").contains(" flags=tB db=0 "));
+        let info = db.cmd("CLIENT TRACKINGINFO");
+        assert_eq!(
+            info,
+            "%3\r\n$5\r\nflags\r\n~2\r\n$2\r\non\r\n$5\r\nbcast\r\n$8\r\nredirect\r\n:0\r\n$8\r\nprefixes\r\n*2\r\n$2\r\na:\r\n$2\r\nb:\r\n"
+        );
+        db.cmd("CLIENT TRACKING off");
+        db.cmd("CLIENT TRACKING on BCAST NOLOOP");
+        db.cmd("SET mine 1");
+        run_as(&mut db, &mut other, "SET theirs 1");
+        assert_eq!(
+            delivered(&mut db, &peers),
+            [(
+                1,
+                ">2\r\n$10\r\ninvalidate\r\n*1\r\n$6\r\ntheirs\r\n".to_string()
+            )]
+        );
+    }
+
+    /// OPTIN tracks only the command after CLIENT CACHING yes; OPTOUT all but the one after
+    /// CLIENT CACHING no; the errors of CACHING are Redis's.
+    #[test]
+    fn optin_and_optout_follow_client_caching() {
+        let (mut db, mut other) = Db::two_connections();
+        db.replies(&[
+            (
+                "CLIENT CACHING yes",
+                "-ERR CLIENT CACHING can be called only when the client is in tracking mode with OPTIN or OPTOUT mode enabled\r\n",
+            ),
+            ("CLIENT TRACKING on OPTIN", "+OK\r\n"),
+            (
+                "CLIENT CACHING no",
+                "-ERR CLIENT CACHING NO is only valid when tracking is enabled in OPTOUT mode.\r\n",
+            ),
+            (
+                "CLIENT TRACKING on OPTOUT",
+                "-ERR You can't switch OPTIN/OPTOUT mode before disabling tracking for this client, and then re-enabling it with a different mode.\r\n",
+            ),
+            ("GET a", "$-1\r\n"),
+            ("CLIENT CACHING yes", "+OK\r\n"),
+            ("GET b", "$-1\r\n"),
+            ("GET c", "$-1\r\n"),
+        ]);
+        assert_eq!(db.info.tracking.totals().0, 1, "b only");
+        db.cmd("CLIENT TRACKING off");
+        db.replies(&[
+            ("CLIENT TRACKING on OPTOUT", "+OK\r\n"),
+            ("CLIENT CACHING no", "+OK\r\n"),
+            ("GET d", "$-1\r\n"),
+            ("GET e", "$-1\r\n"),
+        ]);
+        run_as(&mut db, &mut other, "MSET a 1 b 1 c 1 d 1 e 1");
+        let told: Vec<String> = db
+            .info
+            .tracking
+            .outbox
+            .iter()
+            .flat_map(|i| i.keys.clone().unwrap_or_default())
+            .map(|k| String::from_utf8(k).unwrap())
+            .collect();
+        assert_eq!(told, ["b", "e"]);
+    }
+
+    /// The table keeps `tracking-table-max-keys` keys: those over it are invalidated; keys
+    /// that expire are invalidated too.
+    #[test]
+    fn the_table_is_capped_and_expiries_invalidate() {
+        let (mut db, _) = Db::two_connections();
+        db.cmd("CLIENT TRACKING on");
+        db.cmd("MSET k1 1 k2 2 k3 3");
+        db.cmd("MGET k1 k2 k3");
+        assert_eq!(info_field(&mut db, "stats", "tracking_total_keys"), "3");
+        db.cmd("CONFIG SET tracking-table-max-keys 1");
+        assert_eq!(info_field(&mut db, "stats", "tracking_total_keys"), "1");
+        assert_eq!(db.info.tracking.take_pending().len(), 0);
+        assert_eq!(db.info.tracking.outbox.len(), 2, "two keys invalidated");
+        db.cmd("CONFIG SET tracking-table-max-keys 0");
+        db.cmd("FLUSHALL");
+        db.info.tracking.outbox.clear();
+        db.cmd("SET e 1 PX 1");
+        db.cmd("GET e");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        let mut other = Session::new(2, true);
+        assert_eq!(run_as(&mut db, &mut other, "GET e"), "$-1\r\n");
+        let told: Vec<_> = db.info.tracking.outbox.drain(..).map(|i| i.keys).collect();
+        assert_eq!(told, [Some(vec![b"e".to_vec()])]);
+    }
+
+    /// A script's read-only commands make its caller remember the script's keys (not theirs);
+    /// a script that reads nothing tracks nothing.
+    #[test]
+    fn scripts_track_their_keys_when_they_read() {
+        let (mut db, _) = Db::two_connections();
+        db.cmd("CLIENT TRACKING on");
+        eval(
+            &mut db,
+            &["EVAL", "redis.call('set', 'k3', 'bar')", "2", "k1", "k2"],
+        );
+        assert_eq!(db.info.tracking.totals().0, 0);
+        eval(
+            &mut db,
+            &["EVAL", "redis.call('get', 'k3')", "2", "k1", "k2"],
+        );
+        assert_eq!(db.info.tracking.totals().0, 2);
+        eval(&mut db, &["EVAL_RO", "redis.call('ping')", "1", "k4"]);
+        assert_eq!(db.info.tracking.totals().0, 2);
     }
 }

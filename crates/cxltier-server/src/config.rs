@@ -274,7 +274,9 @@ fn set(ctx: &mut Ctx<'_>, pairs: &[&[u8]]) -> Result<Effect, StoreError> {
                 ctx.info.notify.set_flags(flags);
                 // Replication takes them too: kept while either does.
                 let wanted = ctx.info.notify.wants(crate::notify::class::EXPIRED);
-                ctx.store.track_expired(wanted || ctx.info.repl.active);
+                ctx.store.track_expired(
+                    wanted || ctx.info.repl.active || !ctx.info.tracking.clients.is_empty(),
+                );
             }
             "proto-max-bulk-len" => {
                 let n = bulk_len(&value).expect("checked above");

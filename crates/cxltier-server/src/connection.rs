@@ -85,6 +85,7 @@ pub(crate) fn reset(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> Result<Effect, StoreE
     ctx.info.unwatch(ctx.session);
     ctx.info.drop_subscriptions(ctx.session);
     ctx.info.monitors.remove(ctx.session.id);
+    ctx.info.tracking.disable(ctx.session.id);
     let s = &mut *ctx.session;
     *s = Session {
         last_cmd: s.last_cmd,

@@ -115,6 +115,8 @@ pub struct ServerInfo {
     pub dirty: hashbrown::HashSet<u64>,
     /// Subscriptions, and the messages for other connections PUBLISH left.
     pub pubsub: crate::subscriptions::PubSub,
+    /// Client-side caching: who tracks, the keys they read, the invalidations to send.
+    pub tracking: crate::tracking::Tracking,
     /// The SCAN cursors handed out, each standing for the key its scan goes on from.
     pub scan_cursors: crate::cursors::Cursors,
     /// Keys removed because their TTL passed: found so by a command (lazy expiry) or by the
@@ -415,6 +417,17 @@ impl ServerInfo {
     /// A write to `key` (with its logical database byte): the transactions watching it will
     /// fail.
     pub(crate) fn touch(&mut self, key: &[u8]) {
+        self.touch_watchers(key);
+        // Its readers' cached copies are invalid (tracking knows no databases).
+        if self.tracking.active() {
+            self.tracking
+                .invalidate(key.get(1..).unwrap_or_default(), true);
+        }
+    }
+
+    /// The transactions watching `key` (with its logical database byte) will fail. A flush
+    /// touches only those: its readers hear of it once, as a null invalidation.
+    pub(crate) fn touch_watchers(&mut self, key: &[u8]) {
         if let Some(ids) = self.watchers.get(key) {
             self.dirty.extend(ids.iter().copied());
         }

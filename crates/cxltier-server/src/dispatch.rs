@@ -20,8 +20,65 @@ fn store_error(out: &mut Vec<u8>, e: &StoreError) {
 }
 
 /// Run one command, writing its reply to `out`. The command is found in the table
-/// ([`crate::table`]), which gives its arity and whether it may run before AUTH.
+/// ([`crate::table`]), which gives its arity and whether it may run before AUTH. While
+/// connections track keys (client-side caching), the outermost command (not one of a script's)
+/// is followed by the invalidations it caused for its own connection, after its reply.
 pub fn execute(
+    store: &mut Store,
+    info: &mut ServerInfo,
+    session: &mut Session,
+    args: &[&[u8]],
+    out: &mut Vec<u8>,
+) -> Effect {
+    let tracking = !info.tracking.clients.is_empty() && store.frozen_clock().is_none();
+    if !tracking {
+        return execute_command(store, info, session, args, out);
+    }
+    info.tracking.current = Some(session.id);
+    let effect = execute_command(store, info, session, args, out);
+    let keeps_caching = args
+        .first()
+        .and_then(|name| table::lookup(name))
+        .is_some_and(|c| c.has(flag::KEEPS_CACHING));
+    if session.multi.is_none() && !keeps_caching {
+        info.tracking.command_done(session.id);
+    }
+    limit_tracking(info);
+    for inv in info.tracking.take_pending() {
+        let own = info
+            .tracking
+            .clients
+            .get(&session.id)
+            .is_some_and(|m| m.redirect == 0);
+        if !own {
+            info.tracking.outbox.push(inv);
+            continue;
+        }
+        let me = crate::tracking::Peer {
+            proto: session.proto,
+            subscribed: session.subscribed(),
+        };
+        if let crate::tracking::Route::Send { bytes, .. } = info
+            .tracking
+            .route(&inv, |id| (id == session.id).then_some(me))
+        {
+            session.pushed.push(out.len()..out.len() + bytes.len());
+            out.extend_from_slice(&bytes);
+        }
+    }
+    info.tracking.current = None;
+    effect
+}
+
+/// Keep the client-side caching table within `tracking-table-max-keys`.
+pub(crate) fn limit_tracking(info: &mut ServerInfo) {
+    if info.tracking.active() {
+        let max = info.knobs.int("tracking-table-max-keys").max(0) as usize;
+        info.tracking.limit(max);
+    }
+}
+
+fn execute_command(
     store: &mut Store,
     info: &mut ServerInfo,
     session: &mut Session,
@@ -232,7 +289,7 @@ fn dispatch_keyed(
             .cloned()
             .collect();
         for k in existing {
-            ctx.info.touch(&k);
+            ctx.info.touch_watchers(&k);
         }
     }
     // The time the command sees (Redis's command time snapshot): read once, and frozen in the
@@ -262,6 +319,10 @@ fn dispatch_keyed(
             ctx.store.contains(args[i]);
         }
         ctx.info.expired_keys += before.saturating_sub(ctx.store.len());
+        // Their readers are told before the command's own reads are remembered.
+        if ctx.info.tracking.active() {
+            drain_expired(ctx.store, ctx.info, true);
+        }
     }
     // With notifications on: the expiries just found are announced first (Redis announces
     // one at the lookup that finds it), and which keys exist is noted, for the `new` and
@@ -284,6 +345,19 @@ fn dispatch_keyed(
         feed_monitors(ctx, cmd, original, started_us, outermost);
     }
     let reply_at = ctx.out.len();
+    // A script's read-only commands make its caller remember the script's keys.
+    let script_keys = (cmd.has(flag::SCRIPTS)
+        && !cmd.has(flag::TX_EXEC)
+        && !ctx.info.tracking.clients.is_empty())
+    .then(|| {
+        // A script's keys are given to it as the user wrote them (no database byte).
+        let positions = cmd.keys_fn.and_then(|f| f(args)).unwrap_or_default();
+        let keys = positions
+            .iter()
+            .filter_map(|&i| args.get(i))
+            .map(|k| k.to_vec());
+        ctx.info.tracking.script_keys.replace(keys.collect())
+    });
     let effect = match (cmd.handler)(ctx, args) {
         Ok(effect) => effect,
         // A write that found the store full, under a policy that evicts: keys are evicted and
@@ -308,6 +382,10 @@ fn dispatch_keyed(
         }
     };
     propagate(ctx, cmd, args, changes_before);
+    if let Some(outer) = script_keys {
+        ctx.info.tracking.script_keys = outer;
+    }
+    track(ctx, cmd, args, reply_at);
     ctx.info.repl.leave(!cmd.has(flag::TOUCHES_ARBITRARY_KEYS));
     let stat = ctx
         .info
@@ -364,7 +442,11 @@ fn dispatch_keyed(
     // done. Looked at only when someone waits on keys.
     let unchanged = std::mem::take(&mut ctx.session.unchanged_keys);
     let written = std::mem::take(&mut ctx.session.written_keys);
-    if effect == Effect::Wrote && !(ctx.info.blocked.is_empty() && ctx.info.watchers.is_empty()) {
+    if effect == Effect::Wrote
+        && !(ctx.info.blocked.is_empty()
+            && ctx.info.watchers.is_empty()
+            && !ctx.info.tracking.active())
+    {
         let positions = cmd.key_positions(args.len()).map(|i| args[i]);
         for k in positions.chain(written.iter().map(Vec::as_slice)) {
             if unchanged.iter().any(|u| u == k) {
@@ -447,6 +529,36 @@ fn slow_log(
     }
 }
 
+/// Client-side caching after a command: a read-only command's keys are remembered for the
+/// connection running it (a script's caller), and a flush that succeeded invalidates everything.
+fn track(ctx: &mut Ctx<'_>, cmd: &table::Command, args: &[&[u8]], reply_at: usize) {
+    let tracking = &ctx.info.tracking;
+    // The table outlives its readers' tracking (and a flush empties it all the same).
+    let flushed =
+        cmd.has(flag::FLUSHES_ALL | flag::FLUSHES_DB) && ctx.out.get(reply_at) != Some(&b'-');
+    if flushed && (tracking.active() || !tracking.clients.is_empty()) {
+        ctx.info.tracking.flush();
+        return;
+    }
+    if ctx.info.tracking.clients.is_empty() {
+        return;
+    }
+    if cmd.has(flag::SCRIPTS) {
+        // A script tracks through the read-only commands it runs, if any.
+    } else if !cmd.has(flag::READONLY) {
+        // Writes track nothing.
+    } else if let Some(keys) = ctx.info.tracking.script_keys.take() {
+        ctx.info.tracking.remember(keys.iter().map(Vec::as_slice));
+        ctx.info.tracking.script_keys = Some(keys);
+    } else {
+        let mut keys: smallvec::SmallVec<[&[u8]; 4]> = smallvec::SmallVec::new();
+        table::for_each_key_position(cmd, args, |i| {
+            keys.push(args[i].get(1..).unwrap_or_default())
+        });
+        ctx.info.tracking.remember(keys.into_iter());
+    }
+}
+
 /// Add what the command just run means for the write stream to its unit: the keys it found
 /// expired as `del` (or `unlink`), then, if it changed the store (or must be replicated anyway),
 /// itself or what its handler rewrote it to.
@@ -510,6 +622,11 @@ pub(crate) fn drain_expired(store: &mut Store, info: &mut ServerInfo, in_command
             } else {
                 info.repl.emit(db, &op);
             }
+        }
+        if info.tracking.active() {
+            let key = info.dbs.to_logical_key(&k);
+            info.tracking
+                .invalidate(key.get(1..).unwrap_or_default(), false);
         }
         info.notify
             .emit(crate::notify::class::EXPIRED, "expired", &k);

@@ -139,7 +139,7 @@ fn info_text(store: &Store, info: &mut ServerInfo, sections: &[String]) -> Strin
                 ("client_peak_input_buffer", &info.client_peak_input_buffer),
                 ("client_peak_output_buffer", &info.client_peak_output_buffer),
                 ("blocked_clients", &info.blocked.len()),
-                ("tracking_clients", &0),
+                ("tracking_clients", &info.tracking.clients.len()),
                 ("clients_in_timeout_table", &0),
                 ("pubsub_clients", &info.pubsub.subscribers()),
                 ("watching_clients", &watching.len()),
@@ -236,6 +236,9 @@ fn info_text(store: &Store, info: &mut ServerInfo, sections: &[String]) -> Strin
                 ("pubsub_channels", &info.pubsub.channels.len()),
                 ("pubsub_patterns", &info.pubsub.patterns.len()),
                 ("pubsubshard_channels", &info.pubsub.shard_channels.len()),
+                ("tracking_total_keys", &info.tracking.totals().0),
+                ("tracking_total_items", &info.tracking.totals().1),
+                ("tracking_total_prefixes", &info.tracking.totals().2),
                 (
                     "client_query_buffer_limit_disconnections",
                     &info.client_query_buffer_limit_disconnections,

@@ -58,6 +58,8 @@ pub(crate) static KNOBS: &[Knob] = &[
     knob("stream-node-max-bytes", "4096", true),
     knob("stream-node-max-entries", "100", true),
     knob("timeout", "0", true),
+    // Used: the most keys the client-side caching table keeps (0: no cap).
+    knob("tracking-table-max-keys", "1000000", true),
     knob("save", "", false),
     knob("hz", "10", true),
     knob("slowlog-log-slower-than", "10000", true),

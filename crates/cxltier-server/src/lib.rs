@@ -10,6 +10,8 @@
 //! - [`errors`]: the error replies several kinds of command give, word for word;
 //! - [`cursors`]: the SCAN cursors the server keeps, and SSCAN/HSCAN/ZSCAN's cursors on the wire;
 //! - [`subscriptions`]: who subscribes to what, and the messages left for other connections;
+//! - [`tracking`]: client-side caching (CLIENT TRACKING): the keys each tracking connection
+//!   read, BCAST prefixes, and the invalidation messages writes, expiries and flushes leave;
 //! - [`write_stream`]: the write stream replicas are fed, its offset and units;
 //! - [`lua`]: the Lua interpreter scripts run in, its libraries, cache and running state;
 //! - [`version`]: the Redis version cxltier answers as;
@@ -127,6 +129,7 @@ pub mod subscriptions;
 pub mod table;
 #[cfg(test)]
 mod testdb;
+pub mod tracking;
 pub mod transaction;
 pub mod version;
 pub mod write_stream;

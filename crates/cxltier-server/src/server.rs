@@ -773,6 +773,7 @@ pub fn serve_on(
             info.blocked.remove(&c.session.id);
             info.unwatch(&mut c.session);
             info.drop_subscriptions(&mut c.session);
+            info.tracking.disable(c.session.id);
             info.repl.replicas.remove(&c.session.id);
             info.monitors.remove(c.session.id);
             // Closed by the server with the peer still there: linger (its output is shut, so
@@ -822,6 +823,9 @@ pub fn serve_on(
             let events = info.notify.take();
             if !events.is_empty() {
                 crate::dispatch::publish(&mut info, &events, None, 2, &mut Vec::new());
+            }
+            if !events.is_empty() || !info.tracking.clients.is_empty() {
+                crate::dispatch::limit_tracking(&mut info);
                 deliver_messages(&mut info, &mut conns, &mut roster, &limits, &mut log);
             }
             if let Err(e) = ticked {
@@ -1037,6 +1041,7 @@ fn deliver_messages(
     limits: &Limits,
     log: &mut RateLimitedLog,
 ) {
+    deliver_invalidations(info, conns, roster, limits, log);
     if info.pubsub.outbox.is_empty() {
         return;
     }
@@ -1097,6 +1102,56 @@ fn deliver_monitor_lines(
         if c.unsent() >= hard {
             let text = format!(
                 "closed client {}: {} bytes of MONITOR lines unread, over the client-output-buffer-limit hard limit of {hard} bytes (the monitor must read them)",
+                peer(c),
+                c.unsent(),
+            );
+            close_over_limit(c, info, log, &text);
+        }
+    }
+}
+
+/// Move the client-side caching invalidations of the turn (BCAST's prefixes gathered first)
+/// into the output buffers of the connections they go to (the tracking connection or its
+/// redirection); they count toward its output buffer limit as pub/sub messages do.
+fn deliver_invalidations(
+    info: &mut ServerInfo,
+    conns: &mut HashMap<Token, Conn>,
+    roster: &mut Roster,
+    limits: &Limits,
+    log: &mut RateLimitedLog,
+) {
+    if info.tracking.clients.is_empty() {
+        info.tracking.outbox.clear();
+        return;
+    }
+    info.tracking.broadcast();
+    if info.tracking.outbox.is_empty() {
+        return;
+    }
+    let outbox = std::mem::take(&mut info.tracking.outbox);
+    for inv in &outbox {
+        let route = info.tracking.route(inv, |id| {
+            let c = conns.get(roster.by_id.get(&id)?)?;
+            (!c.dead).then_some(crate::tracking::Peer {
+                proto: c.session.proto,
+                subscribed: c.session.subscribed(),
+            })
+        });
+        let crate::tracking::Route::Send { to, bytes } = route else {
+            continue;
+        };
+        let Some(&t) = roster.by_id.get(&to) else {
+            continue;
+        };
+        let Some(c) = conns.get_mut(&t) else {
+            continue;
+        };
+        roster.touched.insert(t);
+        c.output.extend_from_slice(&bytes);
+        let hard = c.output_limit(limits).hard;
+        if c.unsent() >= hard {
+            let text = format!(
+                "closed client {}: {} bytes of invalidation messages unread, over the client-output-buffer-limit hard limit of {hard} bytes",
                 peer(c),
                 c.unsent(),
             );

@@ -76,9 +76,12 @@ pub mod flag {
     /// Inside MULTI while a script is busy, runs instead of being refused BUSY (EXEC, DISCARD,
     /// MULTI, QUIT): the busy mode's own answers end or refuse the transaction.
     pub const TX_CONTROL_WHILE_BUSY: u32 = 1 << 23;
+    /// Leaves a connection's `CLIENT CACHING yes|no` in force for its next command (CLIENT's
+    /// own subcommands, as Redis's `resetClient` spares them).
+    pub const KEEPS_CACHING: u32 = 1 << 24;
 
     /// Redis's CMD_SKIP_SLOWLOG (EXEC): not logged itself; the commands it runs are.
-    pub const SKIP_SLOWLOG: u32 = 1 << 24;
+    pub const SKIP_SLOWLOG: u32 = 1 << 25;
 
     /// Redis's names of the flags above, in `COMMAND INFO`'s order.
     pub const NAMES: &[(u32, &str)] = &[
@@ -287,7 +290,7 @@ pub static TABLE: &[Command] = &[
     movable(cmd("BZMPOP", -5, WRITE | BLOCKING | MOVABLEKEYS, NOKEYS, crate::zset::bzmpop, "sorted-set", "Removes and returns a member by score from one or more sorted sets. Blocks until a member is available otherwise. Deletes the sorted set if the last element was popped."), numkeys_at_2),
     cmd("BZPOPMAX", -3, WRITE | NOSCRIPT | FAST | BLOCKING | VALUES, (1, -2, 1), crate::zset::bzpopmax, "sorted-set", "Removes and returns the member with the highest score from one or more sorted sets. Blocks until a member available otherwise. Deletes the sorted set if the last element was popped."),
     cmd("BZPOPMIN", -3, WRITE | NOSCRIPT | FAST | BLOCKING | VALUES, (1, -2, 1), crate::zset::bzpopmin, "sorted-set", "Removes and returns the member with the lowest score from one or more sorted sets. Blocks until a member is available otherwise. Deletes the sorted set if the last element was popped."),
-    cmd("CLIENT", -2, NOSCRIPT | LOADING | STALE, NOKEYS, crate::client::client, "connection", "A container for client connection commands."),
+    cmd("CLIENT", -2, NOSCRIPT | LOADING | STALE | KEEPS_CACHING, NOKEYS, crate::client::client, "connection", "A container for client connection commands."),
     cmd("CLUSTER", -2, 0, NOKEYS, crate::replication::cluster, "cluster", "Answers as Redis without cluster support: cxltier serve is a standalone server."),
     cmd("COMMAND", -1, LOADING | STALE, NOKEYS, command, "server", "Returns detailed information about all commands."),
     redacted(cmd("CONFIG", -2, ADMIN | NOSCRIPT | LOADING | STALE, NOKEYS, crate::config::config, "server", "A container for server configuration commands."), crate::slowlog::redact_config),
@@ -495,8 +498,21 @@ pub static SUBCOMMANDS: &[(&str, &[&str])] = &[
     (
         "CLIENT",
         &[
-            "getname", "help", "id", "info", "kill", "list", "no-evict", "reply", "setinfo",
-            "setname", "unblock",
+            "caching",
+            "getname",
+            "getredir",
+            "help",
+            "id",
+            "info",
+            "kill",
+            "list",
+            "no-evict",
+            "reply",
+            "setinfo",
+            "setname",
+            "tracking",
+            "trackinginfo",
+            "unblock",
         ],
     ),
     // A standalone server: each answers that cluster support is disabled, as Redis's does.
@@ -910,6 +926,28 @@ mod tests {
             assert!(!(c.has(WRITE) && c.has(READONLY)), "{}", c.name);
             assert_eq!(c.first_key == 0, c.step == 0, "{}", c.name);
         }
+    }
+
+    /// Every flag is a bit of its own: two flags sharing a bit would make each command that has
+    /// one behave as if it had both. Read from this file's text, so a flag added later is
+    /// checked without being listed here.
+    #[test]
+    fn every_flag_has_a_bit_of_its_own() {
+        let text = include_str!("table.rs");
+        let mut bits = std::collections::BTreeMap::new();
+        for line in text.lines() {
+            let Some(rest) = line.trim().strip_prefix("pub const ") else {
+                continue;
+            };
+            let Some((name, shift)) = rest.split_once(": u32 = 1 << ") else {
+                continue;
+            };
+            let shift: u32 = shift.trim_end_matches(';').parse().expect(name);
+            if let Some(other) = bits.insert(shift, name) {
+                panic!("{name} and {other} share bit {shift}");
+            }
+        }
+        assert!(bits.len() > 20, "the flags were not found: {bits:?}");
     }
 
     /// The busy mode answers what Redis allows while a script runs (`allow_busy`, or a KILL
