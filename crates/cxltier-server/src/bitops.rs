@@ -447,35 +447,32 @@ fn bitfield_generic(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testdb::{replies, Db};
+    use crate::testdb::Db;
 
     #[test]
     fn bitop_answers_as_redis_does() {
         let mut db = Db::new();
         db.run(&[b"SET", b"a", b"\x0f\xf0\xaa"]);
         db.run(&[b"SET", b"b", b"\xff"]);
-        replies(
-            &mut db,
-            &[
-                ("BITOP AND d a b", ":3\r\n"),
-                ("GET d", "$3\r\n\x0f\0\0\r\n"),
-                ("BITOP OR d a b", ":3\r\n"),
-                ("BITOP AND d b a", ":3\r\n"),
-                ("GET d", "$3\r\n\x0f\0\0\r\n"),
-                ("BITOP XOR d a b missing", ":3\r\n"),
-                ("BITOP NOT d b", ":1\r\n"),
-                ("GET d", "$1\r\n\0\r\n"),
-                (
-                    "BITOP NOT d a b",
-                    "-ERR BITOP NOT must be called with a single source key.\r\n",
-                ),
-                ("BITOP NAND d a", "-ERR syntax error\r\n"),
-                ("BITOP AND d missing", ":0\r\n"),
-                ("EXISTS d", ":0\r\n"),
-                ("RPUSH l x", ":1\r\n"),
-                ("BITOP OR d a l", &format!("-{WRONGTYPE}\r\n")),
-            ],
-        );
+        db.replies(&[
+            ("BITOP AND d a b", ":3\r\n"),
+            ("GET d", "$3\r\n\x0f\0\0\r\n"),
+            ("BITOP OR d a b", ":3\r\n"),
+            ("BITOP AND d b a", ":3\r\n"),
+            ("GET d", "$3\r\n\x0f\0\0\r\n"),
+            ("BITOP XOR d a b missing", ":3\r\n"),
+            ("BITOP NOT d b", ":1\r\n"),
+            ("GET d", "$1\r\n\0\r\n"),
+            (
+                "BITOP NOT d a b",
+                "-ERR BITOP NOT must be called with a single source key.\r\n",
+            ),
+            ("BITOP NAND d a", "-ERR syntax error\r\n"),
+            ("BITOP AND d missing", ":0\r\n"),
+            ("EXISTS d", ":0\r\n"),
+            ("RPUSH l x", ":1\r\n"),
+            ("BITOP OR d a l", &format!("-{WRONGTYPE}\r\n")),
+        ]);
         // Shorter sources read as zeros, whichever comes first.
         assert_eq!(db.cmd("BITOP OR d missing b a"), ":3\r\n");
         assert_eq!(db.run(&[b"GET", b"d"]), b"$3\r\n\xff\xf0\xaa\r\n");
@@ -486,8 +483,7 @@ mod tests {
     #[test]
     fn bitfield_answers_as_redis_does() {
         let mut db = Db::new();
-        replies(
-            &mut db,
+        db.replies(
             &[
                 ("BITFIELD bits set i8 0 -100", "*1\r\n:0\r\n"),
                 ("BITFIELD bits set i8 0 101", "*1\r\n:-100\r\n"),
