@@ -184,26 +184,8 @@ pub(crate) fn slowlog(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, Store
         b"LEN" | b"RESET" | b"HELP" => Some(n == 2),
         _ => None,
     };
-    match arity_ok {
-        None => {
-            return fail(
-                ctx,
-                &format!(
-                    "ERR unknown subcommand '{}'. Try SLOWLOG HELP.",
-                    String::from_utf8_lossy(args[1])
-                ),
-            )
-        }
-        Some(false) => {
-            return fail(
-                ctx,
-                &format!(
-                    "ERR wrong number of arguments for 'slowlog|{}' command",
-                    String::from_utf8_lossy(args[1]).to_ascii_lowercase()
-                ),
-            )
-        }
-        Some(true) => {}
+    if let Some(e) = crate::errors::subcommand_arity("SLOWLOG", args[1], arity_ok) {
+        return fail(ctx, &e);
     }
     match (sub.as_slice(), n) {
         (b"HELP", _) => {
@@ -272,26 +254,8 @@ pub(crate) fn latency(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, Store
         b"RESET" | b"HISTOGRAM" => Some(true),
         _ => None,
     };
-    match arity_ok {
-        None => {
-            return fail(
-                ctx,
-                &format!(
-                    "ERR unknown subcommand '{}'. Try LATENCY HELP.",
-                    String::from_utf8_lossy(args[1])
-                ),
-            )
-        }
-        Some(false) => {
-            return fail(
-                ctx,
-                &format!(
-                    "ERR wrong number of arguments for 'latency|{}' command",
-                    String::from_utf8_lossy(args[1]).to_ascii_lowercase()
-                ),
-            )
-        }
-        Some(true) => {}
+    if let Some(e) = crate::errors::subcommand_arity("LATENCY", args[1], arity_ok) {
+        return fail(ctx, &e);
     }
     let proto = ctx.session.proto;
     let now = now_us() / 1_000_000;

@@ -21,6 +21,28 @@ pub(crate) const BUSY: &str =
 
 /// Redis's error for a subcommand `command` does not have, or one given the wrong number of
 /// arguments: `sub` as the client wrote it, `command` as its HELP is named (`CONFIG`).
+/// The error for a subcommand that is not known (`arity_ok` is `None`) or was given the wrong
+/// number of arguments (`Some(false)`), worded as Redis 7.0 words it for containers whose
+/// subcommands have arities of their own (`slowlog|get`): `None` when the arity is right.
+pub(crate) fn subcommand_arity(
+    command: &str,
+    sub: &[u8],
+    arity_ok: Option<bool>,
+) -> Option<String> {
+    let sub = String::from_utf8_lossy(sub);
+    match arity_ok {
+        None => Some(format!(
+            "ERR unknown subcommand '{sub}'. Try {command} HELP."
+        )),
+        Some(false) => Some(format!(
+            "ERR wrong number of arguments for '{}|{}' command",
+            command.to_ascii_lowercase(),
+            sub.to_ascii_lowercase()
+        )),
+        Some(true) => None,
+    }
+}
+
 pub(crate) fn unknown_subcommand(command: &str, sub: &[u8]) -> String {
     format!(
         "ERR unknown subcommand or wrong number of arguments for '{}'. Try {command} HELP.",

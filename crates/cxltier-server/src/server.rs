@@ -1047,26 +1047,60 @@ fn deliver_messages(
     }
     let outbox = std::mem::take(&mut info.pubsub.outbox);
     for d in &outbox {
-        let Some(&t) = roster.by_id.get(&d.to) else {
-            continue;
+        let unread = Unread {
+            what: "pub/sub messages",
+            limit: "pubsub client-output-buffer-limit",
+            hint: " (the subscriber must read its messages)",
         };
-        let Some(c) = conns.get_mut(&t) else {
-            continue;
-        };
-        if c.dead {
-            continue;
-        }
-        roster.touched.insert(t);
-        crate::subscriptions::write_message(&mut c.output, c.session.proto, d);
-        let hard = c.output_limit(limits).hard;
-        if c.unsent() >= hard {
-            let text = format!(
-                "closed client {}: {} bytes of pub/sub messages unread, over the pubsub client-output-buffer-limit hard limit of {hard} bytes (the subscriber must read its messages)",
-                peer(c),
-                c.unsent(),
-            );
-            close_over_limit(c, info, log, &text);
-        }
+        push_to_client(d.to, conns, roster, limits, info, log, unread, |c| {
+            crate::subscriptions::write_message(&mut c.output, c.session.proto, d)
+        });
+    }
+}
+
+/// What a connection closed for unread output had left unread, for the log line.
+struct Unread {
+    what: &'static str,
+    limit: &'static str,
+    hint: &'static str,
+}
+
+/// Append what `write` puts into the output of the live connection whose client id is `id`, and
+/// mark it for the turn's writes; one whose unread output then reaches its class's hard limit is
+/// closed, as Redis closes it, with a line in the log naming what it left unread.
+#[allow(clippy::too_many_arguments)]
+fn push_to_client(
+    id: u64,
+    conns: &mut HashMap<Token, Conn>,
+    roster: &mut Roster,
+    limits: &Limits,
+    info: &mut ServerInfo,
+    log: &mut RateLimitedLog,
+    unread: Unread,
+    write: impl FnOnce(&mut Conn),
+) {
+    let Some(&t) = roster.by_id.get(&id) else {
+        return;
+    };
+    let Some(c) = conns.get_mut(&t) else {
+        return;
+    };
+    if c.dead {
+        return;
+    }
+    roster.touched.insert(t);
+    write(c);
+    let hard = c.output_limit(limits).hard;
+    if c.unsent() >= hard {
+        let text = format!(
+            "closed client {}: {} bytes of {} unread, over the {} hard limit of {hard} bytes{}",
+            peer(c),
+            c.unsent(),
+            unread.what,
+            unread.limit,
+            unread.hint,
+        );
+        close_over_limit(c, info, log, &text);
     }
 }
 
@@ -1087,26 +1121,14 @@ fn deliver_monitor_lines(
         return;
     }
     for id in info.monitors.ids().to_vec() {
-        let Some(&t) = roster.by_id.get(&id) else {
-            continue;
+        let unread = Unread {
+            what: "MONITOR lines",
+            limit: "client-output-buffer-limit",
+            hint: " (the monitor must read them)",
         };
-        let Some(c) = conns.get_mut(&t) else {
-            continue;
-        };
-        if c.dead {
-            continue;
-        }
-        roster.touched.insert(t);
-        c.output.extend_from_slice(&lines);
-        let hard = c.output_limit(limits).hard;
-        if c.unsent() >= hard {
-            let text = format!(
-                "closed client {}: {} bytes of MONITOR lines unread, over the client-output-buffer-limit hard limit of {hard} bytes (the monitor must read them)",
-                peer(c),
-                c.unsent(),
-            );
-            close_over_limit(c, info, log, &text);
-        }
+        push_to_client(id, conns, roster, limits, info, log, unread, |c| {
+            c.output.extend_from_slice(&lines)
+        });
     }
 }
 
@@ -1140,23 +1162,14 @@ fn deliver_invalidations(
         let crate::tracking::Route::Send { to, bytes } = route else {
             continue;
         };
-        let Some(&t) = roster.by_id.get(&to) else {
-            continue;
+        let unread = Unread {
+            what: "invalidation messages",
+            limit: "client-output-buffer-limit",
+            hint: "",
         };
-        let Some(c) = conns.get_mut(&t) else {
-            continue;
-        };
-        roster.touched.insert(t);
-        c.output.extend_from_slice(&bytes);
-        let hard = c.output_limit(limits).hard;
-        if c.unsent() >= hard {
-            let text = format!(
-                "closed client {}: {} bytes of invalidation messages unread, over the client-output-buffer-limit hard limit of {hard} bytes",
-                peer(c),
-                c.unsent(),
-            );
-            close_over_limit(c, info, log, &text);
-        }
+        push_to_client(to, conns, roster, limits, info, log, unread, |c| {
+            c.output.extend_from_slice(&bytes)
+        });
     }
 }
 
