@@ -290,6 +290,26 @@ pub(crate) fn client(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
             }
             reply::int(ctx.out, blocked as i64);
         }
+        (b"PAUSE", 3 | 4) => {
+            // Redis's order: the mode is checked before the timeout.
+            let all = match args.get(3).map(|a| a.to_ascii_uppercase()) {
+                None => true,
+                Some(m) if m == b"ALL" => true,
+                Some(m) if m == b"WRITE" => false,
+                Some(_) => return fail(ctx, "ERR CLIENT PAUSE mode must be WRITE or ALL"),
+            };
+            let until = match pause_deadline(args[2]) {
+                Ok(t) => t,
+                Err(e) => return fail(ctx, e),
+            };
+            ctx.info.pause_clients(until, all);
+            reply::ok(ctx.out);
+        }
+        (b"UNPAUSE", 2) => {
+            // The held connections run again at the server's next look (`server::wake_paused`).
+            ctx.info.pause = None;
+            reply::ok(ctx.out);
+        }
         (b"TRACKING", _) if n >= 3 => return tracking(ctx, args),
         (b"CACHING", 3) => {
             let Some(mode) = ctx.info.tracking.clients.get_mut(&ctx.session.id) else {
@@ -392,6 +412,8 @@ pub(crate) fn client(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
                 "    Kill connections. Options are: ID, ADDR, LADDR, USER, TYPE, SKIPME, MAXAGE.",
                 "NO-EVICT (ON|OFF)",
                 "    Protect the current client connection from eviction.",
+                "PAUSE <timeout> [WRITE|ALL]",
+                "    Suspend all, or just write, clients for <timeout> milliseconds.",
                 "REPLY (ON|OFF|SKIP)",
                 "    Control the replies sent to the current connection.",
                 "TRACKING (ON|OFF) [REDIRECT <id>] [BCAST] [PREFIX <prefix> [...]]",
@@ -403,12 +425,27 @@ pub(crate) fn client(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
                 "    Return the client ID we are redirecting to when tracking is enabled.",
                 "TRACKINGINFO",
                 "    Report tracking status for the current connection.",
+                "UNBLOCK <clientid> [TIMEOUT|ERROR]",
+                "    Unblock the specified blocked client.",
+                "UNPAUSE",
+                "    Stop the current client pause, resuming traffic.",
             ];
             reply::simple_lines(ctx.out, &lines);
         }
         _ => return wrong(ctx),
     }
     Ok(Effect::Read)
+}
+
+/// When a CLIENT PAUSE of `arg` milliseconds ends (Redis's `getTimeoutFromObjectOrReply` in
+/// milliseconds: a whole number, not negative; 0 ends it at once). A pause longer than a
+/// century is held for a century: the clock cannot hold every deadline Redis accepts.
+fn pause_deadline(arg: &[u8]) -> Result<std::time::Instant, &'static str> {
+    let ms = parse_i64(arg).ok_or("ERR timeout is not an integer or out of range")?;
+    let ms = u64::try_from(ms).map_err(|_| "ERR timeout is negative")?;
+    const CENTURY_MS: u64 = 100 * 365 * 24 * 3600 * 1000;
+    let now = std::time::Instant::now();
+    Ok(now + std::time::Duration::from_millis(ms.min(CENTURY_MS)))
 }
 
 /// CLIENT TRACKING on|off [REDIRECT id] [BCAST] [PREFIX p ...] [OPTIN] [OPTOUT] [NOLOOP], with
@@ -473,6 +510,70 @@ mod tests {
     use super::*;
 
     use crate::testdb::*;
+
+    /// CLIENT PAUSE as Redis 7.0 holds commands: a held command is answered nothing here (the
+    /// server keeps it queued and runs it again when the pause ends).
+    #[test]
+    fn client_pause_holds_writes_or_everything() {
+        let (mut db, mut other) = Db::two_connections();
+        db.replies(&[
+            ("PFADD h a", ":1\r\n"),
+            (
+                "CLIENT PAUSE 1 NOPE",
+                "-ERR CLIENT PAUSE mode must be WRITE or ALL\r\n",
+            ),
+            ("CLIENT PAUSE -1 WRITE", "-ERR timeout is negative\r\n"),
+            (
+                "CLIENT PAUSE x",
+                "-ERR timeout is not an integer or out of range\r\n",
+            ),
+            ("CLIENT PAUSE 100000 WRITE", "+OK\r\n"),
+        ]);
+        db.replies_as(
+            &mut other,
+            &[
+                ("GET k", "$-1\r\n"),
+                ("SET k v", ""),
+                // Not writes, but they may replicate.
+                ("PUBLISH c m", ""),
+                ("PFCOUNT h", ""),
+                ("EVAL return 0", ""),
+                // Refused at once: the checks before the pause's answer.
+                (
+                    "SET k",
+                    "-ERR wrong number of arguments for 'set' command\r\n",
+                ),
+                ("MULTI", "+OK\r\n"),
+                ("GET k", "+QUEUED\r\n"),
+                ("EXEC", "*1\r\n$-1\r\n"),
+            ],
+        );
+        // A transaction that writes is held at EXEC.
+        db.info.pause = None;
+        db.replies_as(
+            &mut other,
+            &[("MULTI", "+OK\r\n"), ("SET k v", "+QUEUED\r\n")],
+        );
+        db.cmd("CLIENT PAUSE 100000 WRITE");
+        db.replies_as(&mut other, &[("EXEC", "")]);
+        // A pause already in force keeps the stricter mode and the later end: ALL holds reads.
+        db.cmd("CLIENT PAUSE 1 ALL");
+        let pause = db.info.pause.expect("paused");
+        assert!(pause.all);
+        assert!(pause.until > std::time::Instant::now() + std::time::Duration::from_secs(60));
+        db.replies_as(&mut other, &[("GET k", "")]);
+        // UNPAUSE ends it (here from a replica's connection, which no pause holds).
+        let mut replica = Session::new(3, true);
+        replica.is_replica = true;
+        db.replies_as(&mut replica, &[("CLIENT UNPAUSE", "+OK\r\n")]);
+        assert!(db.info.pause.is_none());
+        db.replies_as(
+            &mut other,
+            &[("EXEC", "*1\r\n+OK\r\n"), ("GET k", "$1\r\nv\r\n")],
+        );
+        // A pause of 0 ms is over at once.
+        db.replies(&[("CLIENT PAUSE 0 ALL", "+OK\r\n"), ("GET k", "$1\r\nv\r\n")]);
+    }
 
     #[test]
     fn client_subcommands() {

@@ -22,6 +22,18 @@ pub enum Effect {
     Close,
     /// Stop the server (SHUTDOWN).
     Shutdown,
+    /// Held by CLIENT PAUSE: nothing ran and nothing was answered; the server runs it again
+    /// when the pause ends (Redis's BLOCKED_POSTPONE).
+    Postponed,
+}
+
+/// CLIENT PAUSE in force.
+#[derive(Debug, Clone, Copy)]
+pub struct ClientPause {
+    /// When it ends by itself (CLIENT UNPAUSE ends it sooner).
+    pub until: std::time::Instant,
+    /// ALL holds every command of every client; WRITE only those that may write or replicate.
+    pub all: bool,
 }
 
 /// What a command of another connection is given while a script holds the server (the busy
@@ -155,6 +167,10 @@ pub struct ServerInfo {
     /// CLIENT UNBLOCK's requests for the server: the connection, and whether it is answered
     /// with an error (else as a timeout).
     pub unblock: Vec<(u64, bool)>,
+    /// CLIENT PAUSE in force, if any ([`ServerInfo::pause_in_force`]).
+    pub pause: Option<ClientPause>,
+    /// The connections a pause holds: counted in `blocked_clients`, run again when it ends.
+    pub paused: hashbrown::HashSet<u64>,
     /// Keys written while connections were parked: the server tries those waiting on them.
     /// Like every registry of keys here, with their logical database byte ([`crate::db`]).
     pub ready: Vec<Vec<u8>>,
@@ -332,6 +348,28 @@ pub struct Session {
 }
 
 impl ServerInfo {
+    /// The pause in force now, if any: one whose time is up is ended here (Redis's
+    /// `checkClientPauseTimeoutAndReturnIfPaused`).
+    pub fn pause_in_force(&mut self, now: std::time::Instant) -> Option<ClientPause> {
+        if self.pause.is_some_and(|p| p.until <= now) {
+            self.pause = None;
+        }
+        self.pause
+    }
+
+    /// CLIENT PAUSE: a pause already in force keeps the later end and the stricter mode
+    /// (Redis's `pauseClients`).
+    pub fn pause_clients(&mut self, until: std::time::Instant, all: bool) {
+        let now = std::time::Instant::now();
+        self.pause = Some(match self.pause_in_force(now) {
+            Some(p) => ClientPause {
+                until: p.until.max(until),
+                all: p.all || all,
+            },
+            None => ClientPause { until, all },
+        });
+    }
+
     /// End the time of the command in [`ServerInfo::timed`] at `now_us` (a reading of
     /// [`now_us`]): INFO commandstats' `usec` and the latency histogram get it, and the slow
     /// log, which held the command until then.

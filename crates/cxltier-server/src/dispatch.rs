@@ -145,6 +145,11 @@ fn execute_command(
         }
         return Effect::Read;
     }
+    if held_by_pause(store, info, session, cmd) {
+        // Not counted: it runs again, from the start, when the pause ends.
+        info.total_commands -= 1;
+        return Effect::Postponed;
+    }
     session.last_cmd = cmd.name;
     if let Some(queued) = session.multi.as_mut() {
         // Inside MULTI everything but the transaction's own commands is queued for EXEC.
@@ -171,6 +176,37 @@ fn execute_command(
 }
 
 const OOM: &str = "OOM command not allowed when used memory > 'maxmemory'.";
+
+/// Whether CLIENT PAUSE holds `cmd` now, as Redis's processCommand decides, after every check
+/// that answers at once (arity, auth, OOM): ALL holds every command of every client; WRITE
+/// those that may write or replicate, EXEC among them when its transaction holds one. Only a
+/// command a client sent, never one of a script or an EXEC already running; replicas are never
+/// held (their acknowledgements keep WAIT and the failover's offsets moving).
+fn held_by_pause(
+    store: &Store,
+    info: &mut ServerInfo,
+    session: &Session,
+    cmd: &table::Command,
+) -> bool {
+    if info.pause.is_none() || session.is_replica || store.frozen_clock().is_some() {
+        return false;
+    }
+    let Some(pause) = info.pause_in_force(std::time::Instant::now()) else {
+        return false;
+    };
+    if pause.all {
+        return true;
+    }
+    let may_replicate = |c: &table::Command| c.has(flag::WRITE | flag::MAY_REPLICATE);
+    may_replicate(cmd)
+        || (cmd.has(flag::TX_EXEC)
+            && session
+                .multi
+                .iter()
+                .flatten()
+                .filter_map(|args| table::lookup(args.first()?))
+                .any(may_replicate))
+}
 
 const NOREPLICAS: &str = "NOREPLICAS Not enough good replicas to write.";
 

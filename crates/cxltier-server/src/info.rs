@@ -138,7 +138,8 @@ fn info_text(store: &Store, info: &mut ServerInfo, sections: &[String]) -> Strin
                 ),
                 ("client_peak_input_buffer", &info.client_peak_input_buffer),
                 ("client_peak_output_buffer", &info.client_peak_output_buffer),
-                ("blocked_clients", &info.blocked.len()),
+                // Those CLIENT PAUSE holds count too, as in Redis (BLOCKED_POSTPONE).
+                ("blocked_clients", &(info.blocked.len() + info.paused.len())),
                 ("tracking_clients", &info.tracking.clients.len()),
                 ("clients_in_timeout_table", &0),
                 ("pubsub_clients", &info.pubsub.subscribers()),

@@ -142,9 +142,9 @@ pub fn render(stats: &StoreStats, info: &ServerInfo, snapshot_cost: Duration) ->
     .sample(&[], info.connected_clients);
     w.gauge(
         "cxltier_serve_blocked_clients",
-        "Clients waiting in a blocking command (BLPOP ...).",
+        "Clients waiting in a blocking command (BLPOP ...) or held by CLIENT PAUSE.",
     )
-    .sample(&[], info.blocked.len());
+    .sample(&[], info.blocked.len() + info.paused.len());
     w.counter(
         "cxltier_serve_connections_total",
         "Client connections accepted.",

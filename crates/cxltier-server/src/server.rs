@@ -251,6 +251,8 @@ struct Conn {
     parsed: usize,
     /// Parked by a blocking command that found nothing: its commands behind wait.
     parked: Option<Parked>,
+    /// Held by CLIENT PAUSE: its next command runs again when the pause ends.
+    paused: bool,
     /// The connection is a replica (SYNC/PSYNC): its snapshot, then the write stream.
     replica: Option<ReplicaLink>,
 }
@@ -549,10 +551,16 @@ pub fn serve_on(
         let timeout = if busy {
             Duration::ZERO
         } else {
+            // A pause's end is a deadline too: the clients it holds run then.
+            let pause_end = info
+                .pause
+                .filter(|_| !info.paused.is_empty())
+                .map(|p| p.until);
             let nearest = info
                 .blocked
                 .iter()
                 .filter_map(|id| conns.get(roster.by_id.get(id)?)?.parked.as_ref()?.deadline)
+                .chain(pause_end)
                 .min()
                 .map_or(TICK, |d| d.saturating_duration_since(Instant::now()));
             TICK.saturating_sub(last_tick.elapsed())
@@ -592,6 +600,7 @@ pub fn serve_on(
             adm.finish(&mut info, &mut roster);
             !events.is_empty()
         };
+        wake_paused(&mut info, &mut conns, &mut roster);
         // Read all that is there, from each connection within its limits; parse every complete
         // command onto its connection's queue, up to the queue's limit.
         // In the order epoll reported them (Redis's order), after the connections with
@@ -693,6 +702,8 @@ pub fn serve_on(
             &busy_mode,
         );
         store.end_batch();
+        // CLIENT UNPAUSE may have run: the clients it held run in the next turn.
+        wake_paused(&mut info, &mut conns, &mut roster);
         deliver_messages(&mut info, &mut conns, &mut roster, &limits, &mut log);
         deliver_monitor_lines(&mut info, &mut conns, &mut roster, &limits, &mut log);
         feed_replicas(&mut info, &mut conns, &mut roster, &mut log);
@@ -771,6 +782,7 @@ pub fn serve_on(
             roster.forget(t, c.session.id);
             info.clients.remove(&c.session.id);
             info.blocked.remove(&c.session.id);
+            info.paused.remove(&c.session.id);
             info.unwatch(&mut c.session);
             info.drop_subscriptions(&mut c.session);
             info.tracking.disable(c.session.id);
@@ -888,6 +900,7 @@ fn watch_writable(c: &mut Conn, t: Token, registry: &mio::Registry) {
 fn needs_turn(c: &Conn, limits: &Limits) -> bool {
     !c.dead
         && ((c.parked.is_none()
+            && !c.paused
             && (!c.queue.is_empty() || c.more)
             && c.unsent() < c.output_limit(limits).soft)
             || (c.readable && has_room(c, limits)))
@@ -1440,6 +1453,7 @@ fn run_ready(
             }
             let p = c.queue.pop_front().expect("front exists");
             starts.entry(t).or_insert(c.output.len());
+            let executed_before = executed;
             executed = p.end;
             ran += 1;
             let e = wrote.entry(t).or_insert((false, 0));
@@ -1484,6 +1498,19 @@ fn run_ready(
             if std::mem::take(&mut info.shutdown_after_script) {
                 *shutdown = true;
             }
+            if effect == Effect::Postponed {
+                // CLIENT PAUSE holds it: back at the head of its queue, with what follows it,
+                // until the pause ends (`wake_paused`).
+                drop(args);
+                c.input = input;
+                c.queue.push_front(p);
+                executed = executed_before;
+                ran -= 1;
+                e.1 -= 1;
+                c.paused = true;
+                info.paused.insert(c.session.id);
+                break;
+            }
             if let Some(b) = c.session.block.take() {
                 c.parked = Some(Parked {
                     args: args.iter().map(|a| a.to_vec()).collect(),
@@ -1524,7 +1551,7 @@ fn run_ready(
                     c.quit = true;
                 }
                 Effect::Shutdown => *shutdown = true,
-                Effect::Read => {}
+                Effect::Read | Effect::Postponed => {}
             }
             if c.unsent() >= c.output_limit(limits).hard {
                 let text = format!(
@@ -1789,6 +1816,23 @@ impl crate::lua::BusyPeers for BusyServe {
     }
 }
 
+/// Once no pause holds them, give the connections CLIENT PAUSE held back their turns: their
+/// commands run again from the start, in the order they came in.
+fn wake_paused(info: &mut ServerInfo, conns: &mut HashMap<Token, Conn>, roster: &mut Roster) {
+    if info.paused.is_empty() || info.pause_in_force(Instant::now()).is_some() {
+        return;
+    }
+    for id in info.paused.drain() {
+        let Some(&t) = roster.by_id.get(&id) else {
+            continue;
+        };
+        if let Some(c) = conns.get_mut(&t) {
+            c.paused = false;
+            roster.active.insert(t);
+        }
+    }
+}
+
 /// Answer the parked connections that can be: those whose keys were written (in the order
 /// they blocked: the command runs again and either answers or parks again), those whose
 /// timeout passed (a null array) and those CLIENT UNBLOCK named. A connection served this way
@@ -1893,7 +1937,7 @@ fn serve_parked(
             let effect =
                 crate::dispatch::execute(store, info, &mut c.session, &args, &mut c.output);
             c.session.block_retry = false;
-            if c.session.block.take().is_some() {
+            if c.session.block.take().is_some() || effect == Effect::Postponed {
                 // Still nothing for it: it keeps its place and its deadline.
                 c.output.truncate(start);
                 c.parked = Some(p);
@@ -2037,6 +2081,7 @@ fn accept(
                         queue: VecDeque::new(),
                         parsed: 0,
                         parked: None,
+                        paused: false,
                         replica: None,
                     },
                 );

@@ -83,6 +83,10 @@ pub mod flag {
     /// Redis's CMD_SKIP_SLOWLOG (EXEC): not logged itself; the commands it runs are.
     pub const SKIP_SLOWLOG: u32 = 1 << 25;
 
+    /// Redis's CMD_MAY_REPLICATE: not a write, but it may put something in the write stream
+    /// (EVAL, PUBLISH, PFCOUNT's cache update): CLIENT PAUSE WRITE holds it as a write.
+    pub const MAY_REPLICATE: u32 = 1 << 26;
+
     /// Redis's names of the flags above, in `COMMAND INFO`'s order.
     pub const NAMES: &[(u32, &str)] = &[
         (WRITE, "write"),
@@ -99,6 +103,7 @@ pub mod flag {
         (NO_MULTI, "no_multi"),
         (MOVABLEKEYS, "movablekeys"),
         (ALLOW_BUSY, "allow_busy"),
+        (MAY_REPLICATE, "may_replicate"),
     ];
 }
 
@@ -303,8 +308,8 @@ pub static TABLE: &[Command] = &[
     busy(cmd("DISCARD", 1, NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY | TX_CONTROL | TX_END | TX_CONTROL_WHILE_BUSY, NOKEYS, crate::transaction::discard, "transactions", "Discards a transaction."), crate::transaction::discard_while_busy),
     cmd("DUMP", 2, READONLY | VALUES, KEY1, k::dump, "generic", "Returns a serialized representation of the value stored at a key."),
     cmd("ECHO", 2, FAST, NOKEYS, crate::connection::echo, "connection", "Returns the given string."),
-    movable(cmd("EVAL", -3, SCRIPTS | NOSCRIPT | MOVABLEKEYS | VALUES, NOKEYS, crate::scripting::eval, "scripting", "Executes a server-side Lua script."), script_keys),
-    movable(cmd("EVALSHA", -3, SCRIPTS | NOSCRIPT | MOVABLEKEYS | VALUES, NOKEYS, crate::scripting::evalsha, "scripting", "Executes a server-side Lua script by SHA1 digest."), script_keys),
+    movable(cmd("EVAL", -3, SCRIPTS | NOSCRIPT | MOVABLEKEYS | VALUES | MAY_REPLICATE, NOKEYS, crate::scripting::eval, "scripting", "Executes a server-side Lua script."), script_keys),
+    movable(cmd("EVALSHA", -3, SCRIPTS | NOSCRIPT | MOVABLEKEYS | VALUES | MAY_REPLICATE, NOKEYS, crate::scripting::evalsha, "scripting", "Executes a server-side Lua script by SHA1 digest."), script_keys),
     movable(cmd("EVALSHA_RO", -3, SCRIPTS | NOSCRIPT | READONLY | MOVABLEKEYS | VALUES, NOKEYS, crate::scripting::evalsha_ro, "scripting", "Executes a read-only server-side Lua script by SHA1 digest."), script_keys),
     movable(cmd("EVAL_RO", -3, SCRIPTS | NOSCRIPT | READONLY | MOVABLEKEYS | VALUES, NOKEYS, crate::scripting::eval_ro, "scripting", "Executes a read-only server-side Lua script."), script_keys),
     cmd("EXEC", 1, SCRIPTS | NOSCRIPT | LOADING | STALE | TX_CONTROL | TX_END | TX_EXEC | TX_CONTROL_WHILE_BUSY | SKIP_SLOWLOG, NOKEYS, crate::transaction::exec, "transactions", "Executes all commands in a transaction."),
@@ -312,7 +317,7 @@ pub static TABLE: &[Command] = &[
     cmd("EXPIRE", -3, WRITE | FAST | VALUES, KEY1, k::expire, "generic", "Sets the expiration time of a key in seconds."),
     cmd("EXPIREAT", -3, WRITE | FAST | VALUES, KEY1, k::expireat, "generic", "Sets the expiration time of a key to a Unix timestamp."),
     cmd("EXPIRETIME", 2, READONLY | FAST, KEY1, k::expiretime, "generic", "Returns the expiration time of a key as a Unix timestamp."),
-    movable(cmd("FCALL", -3, NOSCRIPT | MOVABLEKEYS, NOKEYS, crate::scripting::no_functions, "scripting", "Not supported: Redis 7.0 functions are not (says so; EVAL is)."), script_keys),
+    movable(cmd("FCALL", -3, NOSCRIPT | MOVABLEKEYS | MAY_REPLICATE, NOKEYS, crate::scripting::no_functions, "scripting", "Not supported: Redis 7.0 functions are not (says so; EVAL is)."), script_keys),
     movable(cmd("FCALL_RO", -3, NOSCRIPT | READONLY | MOVABLEKEYS, NOKEYS, crate::scripting::no_functions, "scripting", "Not supported: Redis 7.0 functions are not (says so; EVAL is)."), script_keys),
     cmd("FLUSHALL", -1, WRITE | FLUSHES_ALL, NOKEYS, crate::admin::flushall, "server", "Removes all keys from all databases."),
     cmd("FLUSHDB", -1, WRITE | FLUSHES_DB, NOKEYS, crate::admin::flushall, "server", "Remove all keys from the current database."),
@@ -384,7 +389,7 @@ pub static TABLE: &[Command] = &[
     cmd("PEXPIREAT", -3, WRITE | FAST | VALUES, KEY1, k::pexpireat, "generic", "Sets the expiration time of a key to a Unix milliseconds timestamp."),
     cmd("PEXPIRETIME", 2, READONLY | FAST, KEY1, k::pexpiretime, "generic", "Returns the expiration time of a key as a Unix milliseconds timestamp."),
     cmd("PFADD", -2, WRITE | DENYOOM | FAST | VALUES, KEY1, crate::hyperloglog::pfadd, "hyperloglog", "Adds the specified elements to the specified HyperLogLog."),
-    cmd("PFCOUNT", -2, READONLY | VALUES, ALLKEYS, crate::hyperloglog::pfcount, "hyperloglog", "Return the approximated cardinality of the set(s) observed by the HyperLogLog at key(s)."),
+    cmd("PFCOUNT", -2, READONLY | VALUES | MAY_REPLICATE, ALLKEYS, crate::hyperloglog::pfcount, "hyperloglog", "Return the approximated cardinality of the set(s) observed by the HyperLogLog at key(s)."),
     cmd("PFDEBUG", 3, WRITE | DENYOOM | ADMIN | VALUES, (2, 2, 1), crate::hyperloglog::pfdebug, "hyperloglog", "Internal commands for debugging HyperLogLog values"),
     cmd("PFMERGE", -2, WRITE | DENYOOM | VALUES, ALLKEYS, crate::hyperloglog::pfmerge, "hyperloglog", "Merge N different HyperLogLogs into a single one."),
     cmd("PFSELFTEST", 1, ADMIN, NOKEYS, crate::hyperloglog::pfselftest, "hyperloglog", "An internal command for testing HyperLogLog values"),
@@ -393,7 +398,7 @@ pub static TABLE: &[Command] = &[
     cmd("PSUBSCRIBE", -2, PUBSUB | NOSCRIPT | LOADING | STALE | ALLOWED_IN_RESP2_SUBSCRIBED, NOKEYS, crate::pubsub::psubscribe, "pubsub", "Listens for messages published to channels that match one or more patterns."),
     cmd("PSYNC", -3, ADMIN | NOSCRIPT | NO_MULTI, NOKEYS, crate::replication::psync, "server", "An internal command used in replication: answers FULLRESYNC, then the snapshot and the write stream."),
     cmd("PTTL", 2, READONLY | FAST, KEY1, k::pttl, "generic", "Returns the expiration time in milliseconds of a key."),
-    cmd("PUBLISH", 3, PUBSUB | LOADING | STALE | FAST, NOKEYS, crate::pubsub::publish, "pubsub", "Posts a message to a channel."),
+    cmd("PUBLISH", 3, PUBSUB | LOADING | STALE | FAST | MAY_REPLICATE, NOKEYS, crate::pubsub::publish, "pubsub", "Posts a message to a channel."),
     cmd("PUBSUB", -2, LOADING | STALE, NOKEYS, crate::pubsub::pubsub, "pubsub", "CHANNELS, NUMSUB, NUMPAT, SHARDCHANNELS, SHARDNUMSUB."),
     cmd("PUNSUBSCRIBE", -1, PUBSUB | NOSCRIPT | LOADING | STALE | ALLOWED_IN_RESP2_SUBSCRIBED, NOKEYS, crate::pubsub::punsubscribe, "pubsub", "Stops listening to messages published to channels that match one or more patterns."),
     busy(cmd("QUIT", -1, NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY | ALLOWED_IN_RESP2_SUBSCRIBED | TX_CONTROL | TX_END | TX_CONTROL_WHILE_BUSY, NOKEYS, crate::connection::quit, "connection", "Closes the connection."), crate::connection::quit_while_busy),
@@ -436,7 +441,7 @@ pub static TABLE: &[Command] = &[
     movable(cmd("SORT", -2, WRITE | DENYOOM | MOVABLEKEYS | VALUES, KEY1, k::sort, "generic", "Sorts the elements in a list, a set, or a sorted set, optionally storing the result."), sort_keys),
     movable(cmd("SORT_RO", -2, READONLY | MOVABLEKEYS | VALUES, KEY1, k::sort, "generic", "Returns the sorted elements of a list, a set, or a sorted set."), sort_keys),
     cmd("SPOP", -2, WRITE | FAST | VALUES, KEY1, crate::set::spop, "set", "Returns one or more random members from a set after removing them."),
-    cmd("SPUBLISH", 3, PUBSUB | LOADING | STALE | FAST, NOKEYS, crate::pubsub::spublish, "pubsub", "Post a message to a shard channel (one server: the shard channels are its own namespace)."),
+    cmd("SPUBLISH", 3, PUBSUB | LOADING | STALE | FAST | MAY_REPLICATE, NOKEYS, crate::pubsub::spublish, "pubsub", "Post a message to a shard channel (one server: the shard channels are its own namespace)."),
     cmd("SRANDMEMBER", -2, READONLY | VALUES, KEY1, crate::set::srandmember, "set", "Get one or multiple random members from a set."),
     cmd("SREM", -3, WRITE | FAST | VALUES, KEY1, crate::set::srem, "set", "Removes one or more members from a set."),
     cmd("SSCAN", -3, READONLY | VALUES, KEY1, crate::set::sscan, "set", "Iterates over members of a set."),

@@ -148,3 +148,25 @@ fn a_monitor_that_does_not_read_is_closed_at_its_output_limit() {
 fn info_clients(c: &mut util::Conn) -> u64 {
     util::info_number(c, "clients", "connected_clients")
 }
+
+/// CLIENT PAUSE WRITE holds another client's write (counted in `blocked_clients`) and the
+/// commands it pipelined behind it, while reads go on; CLIENT UNPAUSE runs them, in order.
+#[test]
+fn client_pause_write_holds_writes_until_unpaused() {
+    let server = Server::start();
+    let mut admin = server.client();
+    let mut writer = server.client();
+    let mut reader = server.client();
+    assert_eq!(admin.cmd("CLIENT PAUSE 600000 WRITE"), "+OK\r\n");
+    writer.send_line("SET k v");
+    writer.send_line("GET k");
+    util::wait_blocked(&mut admin, 1);
+    assert_eq!(reader.cmd("GET k"), "$-1\r\n");
+    assert_eq!(admin.cmd("CLIENT UNPAUSE"), "+OK\r\n");
+    assert_eq!(writer.read_text(), "+OK\r\n");
+    assert_eq!(writer.read_text(), "$1\r\nv\r\n");
+    util::wait_blocked(&mut admin, 0);
+    // A pause that ends by itself lets them go too.
+    assert_eq!(admin.cmd("CLIENT PAUSE 50 ALL"), "+OK\r\n");
+    assert_eq!(writer.cmd("INCR n"), ":1\r\n");
+}
