@@ -235,6 +235,9 @@ pub struct Block {
     /// WAIT: answered once this many replicas acknowledged this stream offset, or at the
     /// deadline with how many did.
     pub wait: Option<(u64, u64)>,
+    /// The arguments to run again, when not the command's own: XREAD's `$` is the stream's
+    /// last id when it blocked, not when it is run again.
+    pub args: Option<Vec<Vec<u8>>>,
 }
 
 /// What SYNC/PSYNC hands the server: the snapshot to send, and the stream offset it stands
@@ -295,6 +298,8 @@ pub struct Session {
     pub watched: Vec<(Vec<u8>, Option<u64>)>,
     /// EXEC is running its queued commands: each must write exactly one reply.
     pub in_exec: bool,
+    /// A script's `redis.call` runs the command (XREAD refuses BLOCK there, as Redis does).
+    pub in_script: bool,
     /// The channels, patterns and shard channels it subscribes to (in the order subscribed).
     pub channels: Vec<Vec<u8>>,
     pub patterns: Vec<Vec<u8>>,

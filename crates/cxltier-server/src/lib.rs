@@ -124,6 +124,7 @@ pub mod server;
 pub mod set;
 pub mod slowlog;
 pub mod store_options;
+pub mod stream;
 pub mod strings;
 pub mod subscriptions;
 pub mod table;
