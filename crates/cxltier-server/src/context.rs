@@ -168,8 +168,9 @@ pub struct ServerInfo {
     /// Dispatch's buffer of key arguments with their database byte (kept to spare an allocation
     /// per command; see `dispatch`).
     pub keyed_scratch: Vec<u8>,
-    /// SWAPDBs run since the server last looked: the clients blocked on keys of those logical
-    /// databases are tried again (Redis's `scanDatabaseForReadyKeys`).
+    /// SWAPDBs (and FLUSHDB/FLUSHALL, as a database paired with itself) run since the server
+    /// last looked: the clients blocked on keys of those logical databases are tried again
+    /// (Redis's `scanDatabaseForReadyKeys`, `signalFlushedDb`).
     pub db_swaps: Vec<(usize, usize)>,
     /// `notify-keyspace-events` and the events the running command announced.
     pub notify: crate::notify::Notifier,

@@ -256,7 +256,9 @@ fn corrupt(key: &[u8], what: &str) -> StoreError {
 /// The stream's record; `None` when there is no stream (WRONGTYPE for another type).
 fn meta(store: &mut Store, key: &[u8]) -> Result<Option<Meta>, StoreError> {
     match store.stream_get(key, T::Meta, META_KEY)? {
-        Some(b) => Meta::decode(&b).map(Some).ok_or_else(|| corrupt(key, "record")),
+        Some(b) => Meta::decode(&b)
+            .map(Some)
+            .ok_or_else(|| corrupt(key, "record")),
         None => {
             if store.stream_exists(key)? {
                 Err(corrupt(key, "record"))
@@ -389,7 +391,10 @@ fn put_nack(edits: &mut Vec<StreamEdit>, group: &[u8], id: Id, n: &Nack, old_own
     edits.push(StreamEdit::Put(T::Pending, pel_key(group, id), n.encode()));
     if old_owner != Some(n.consumer.as_slice()) {
         if let Some(o) = old_owner {
-            edits.push(StreamEdit::Delete(T::ConsumerPending, cpel_key(group, o, id)));
+            edits.push(StreamEdit::Delete(
+                T::ConsumerPending,
+                cpel_key(group, o, id),
+            ));
         }
         edits.push(StreamEdit::Put(
             T::ConsumerPending,
@@ -401,13 +406,24 @@ fn put_nack(edits: &mut Vec<StreamEdit>, group: &[u8], id: Id, n: &Nack, old_own
 
 fn del_nack(edits: &mut Vec<StreamEdit>, group: &[u8], id: Id, owner: &[u8]) {
     edits.push(StreamEdit::Delete(T::Pending, pel_key(group, id)));
-    edits.push(StreamEdit::Delete(T::ConsumerPending, cpel_key(group, owner, id)));
+    edits.push(StreamEdit::Delete(
+        T::ConsumerPending,
+        cpel_key(group, owner, id),
+    ));
 }
 
-fn consumer_seen(store: &mut Store, key: &[u8], group: &[u8], c: &[u8]) -> Result<Option<u64>, StoreError> {
+fn consumer_seen(
+    store: &mut Store,
+    key: &[u8],
+    group: &[u8],
+    c: &[u8],
+) -> Result<Option<u64>, StoreError> {
     Ok(store
         .stream_get(key, T::Consumers, &consumer_key(group, c))?
-        .and_then(|b| b.get(..8).map(|s| u64::from_le_bytes(s.try_into().expect("8")))))
+        .and_then(|b| {
+            b.get(..8)
+                .map(|s| u64::from_le_bytes(s.try_into().expect("8")))
+        }))
 }
 
 fn put_consumer(edits: &mut Vec<StreamEdit>, group: &[u8], c: &[u8], seen: u64) {
@@ -785,7 +801,11 @@ fn trim(store: &mut Store, key: &[u8], m: &mut Meta, t: &TrimArgs) -> Result<u64
                     edit(
                         store,
                         key,
-                        &[StreamEdit::Put(T::Entries, id.key().to_vec(), with_flags(&v, v[0] | NODE_START))],
+                        &[StreamEdit::Put(
+                            T::Entries,
+                            id.key().to_vec(),
+                            with_flags(&v, v[0] | NODE_START),
+                        )],
                     )?;
                 }
             }
@@ -877,12 +897,10 @@ pub(crate) fn xadd(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErr
         };
         let id = match id {
             Some(id) if id > m.last => id,
-            _ => {
-                return fail(
-                    ctx,
-                    "ERR The ID specified in XADD is equal or smaller than the target stream top item",
-                )
-            }
+            _ => return fail(
+                ctx,
+                "ERR The ID specified in XADD is equal or smaller than the target stream top item",
+            ),
         };
         let items = &args[field_at..];
         let bytes = entry_bytes(items);
@@ -942,7 +960,11 @@ pub(crate) fn xadd(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErr
 }
 
 fn xrange_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], rev: bool) -> Result<Effect, StoreError> {
-    let (start_arg, end_arg) = if rev { (args[3], args[2]) } else { (args[2], args[3]) };
+    let (start_arg, end_arg) = if rev {
+        (args[3], args[2])
+    } else {
+        (args[2], args[3])
+    };
     let Some((mut start, sx)) = parse_interval(start_arg, 0) else {
         return fail(ctx, BAD_ID);
     };
@@ -1057,7 +1079,11 @@ pub(crate) fn xdel(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErr
             ctx.notify(nc::STREAM, "xdel", key);
         }
         reply::int(ctx.out, deleted);
-        Ok(if deleted > 0 { Effect::Wrote } else { Effect::Read })
+        Ok(if deleted > 0 {
+            Effect::Wrote
+        } else {
+            Effect::Read
+        })
     })
 }
 
@@ -1082,7 +1108,11 @@ pub(crate) fn xtrim(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreEr
             }
         }
         reply::int(ctx.out, deleted as i64);
-        Ok(if deleted > 0 { Effect::Wrote } else { Effect::Read })
+        Ok(if deleted > 0 {
+            Effect::Wrote
+        } else {
+            Effect::Read
+        })
     })
 }
 
@@ -1177,7 +1207,10 @@ fn setid_op(key: &[u8], group: &[u8], g: &Group) -> Op {
         group.to_vec(),
         g.last.text().into_bytes(),
         b"ENTRIESREAD".to_vec(),
-        g.entries_read.map_or(-1, |n| n as i64).to_string().into_bytes(),
+        g.entries_read
+            .map_or(-1, |n| n as i64)
+            .to_string()
+            .into_bytes(),
     ]
 }
 
@@ -1226,7 +1259,11 @@ struct Want {
     after: Option<Id>,
 }
 
-fn xread_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], group_read: bool) -> Result<Effect, StoreError> {
+fn xread_generic(
+    ctx: &mut Ctx<'_>,
+    args: &[&[u8]],
+    group_read: bool,
+) -> Result<Effect, StoreError> {
     let mut block: Option<&[u8]> = None;
     let mut count = 0u64;
     let mut streams_at = 0;
@@ -1238,7 +1275,10 @@ fn xread_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], group_read: bool) -> Result<
         let o = args[i];
         if o.eq_ignore_ascii_case(b"BLOCK") && more > 0 {
             if ctx.session.in_script {
-                return fail(ctx, &format!("ERR {} {BLOCK_IN_SCRIPT}", String::from_utf8_lossy(args[0])));
+                return fail(
+                    ctx,
+                    &format!("ERR {} {BLOCK_IN_SCRIPT}", String::from_utf8_lossy(args[0])),
+                );
             }
             i += 1;
             match timeout_ms(args[i]) {
@@ -1360,7 +1400,14 @@ fn xread_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], group_read: bool) -> Result<
                     let top = edge(ctx.store, k, true)?;
                     if top.is_some_and(|t| t.0 > after) {
                         let got = match after.incr() {
-                            Some(s) => range(ctx.store, k, s, MAX_ID, false, if count == 0 { u64::MAX } else { count })?,
+                            Some(s) => range(
+                                ctx.store,
+                                k,
+                                s,
+                                MAX_ID,
+                                false,
+                                if count == 0 { u64::MAX } else { count },
+                            )?,
                             None => Vec::new(),
                         };
                         reply::array(&mut out, got.len());
@@ -1375,8 +1422,8 @@ fn xread_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], group_read: bool) -> Result<
                 Some((g, consumer)) => {
                     let gr = group(ctx.store, k, g)?.expect("checked above");
                     let history = w.after.is_some();
-                    let fresh = !history
-                        && edge(ctx.store, k, true)?.is_some_and(|t| t.0 > gr.last);
+                    let fresh =
+                        !history && edge(ctx.store, k, true)?.is_some_and(|t| t.0 > gr.last);
                     if history || fresh {
                         wrote = true;
                         let now = clock(ctx.store);
@@ -1386,7 +1433,9 @@ fn xread_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], group_read: bool) -> Result<
                         if let Some(after) = w.after {
                             serve_history(ctx, k, g, consumer, after, count, now, &mut out)?;
                         } else {
-                            serve_new(ctx, k, g, consumer, gr, m, count, noack, now, &mut out, &mut ops)?;
+                            serve_new(
+                                ctx, k, g, consumer, gr, m, count, noack, now, &mut out, &mut ops,
+                            )?;
                         }
                         true
                     } else {
@@ -1421,20 +1470,25 @@ fn xread_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], group_read: bool) -> Result<
         if wrote {
             ctx.session.propagate_as(|| ops);
         }
-        if block.is_some() {
+        if let Some(block) = block {
             if ctx.session.in_exec {
                 reply::null_array(ctx.out, ctx.session.proto);
                 return Ok(Effect::Read);
             }
             // Parked with `$` read now: written entries are those after the last id of this
             // moment, whatever is added before the client is served.
+            // The server runs the parked command as a client's, whose keys get their database
+            // byte again: the keys go back as the client wrote them.
             let mut parked: Vec<Vec<u8>> = args.iter().map(|a| a.to_vec()).collect();
+            for (j, k) in keys.iter().enumerate() {
+                parked[streams_at + j] = crate::db::user_key(k).to_vec();
+            }
             for (j, w) in wants.iter().enumerate() {
                 if ids[j] == b"$" {
                     parked[streams_at + n + j] = w.after.unwrap_or(ZERO_ID).text().into_bytes();
                 }
             }
-            let deadline = timeout_arg_ms(block.expect("given"));
+            let deadline = timeout_arg_ms(block);
             let effect = wait(ctx, keys, deadline, false);
             if let Some(b) = ctx.session.block.as_mut() {
                 b.args = Some(parked);
@@ -1486,7 +1540,14 @@ fn serve_new(
             return Ok(());
         }
     };
-    let got = range(ctx.store, key, start, MAX_ID, false, if count == 0 { u64::MAX } else { count })?;
+    let got = range(
+        ctx.store,
+        key,
+        start,
+        MAX_ID,
+        false,
+        if count == 0 { u64::MAX } else { count },
+    )?;
     let sh = shape(ctx.store, key, m)?;
     reply::array(out, got.len());
     let mut moved = false;
@@ -1509,7 +1570,13 @@ fn serve_new(
                 count: 1,
                 consumer: consumer.to_vec(),
             };
-            put_nack(&mut edits, gname, *id, &n, old.as_ref().map(|o| o.consumer.as_slice()));
+            put_nack(
+                &mut edits,
+                gname,
+                *id,
+                &n,
+                old.as_ref().map(|o| o.consumer.as_slice()),
+            );
             ops.push(xclaim_op(key, gname, *id, &n, g.last));
         }
         edit(ctx.store, key, &edits)?;
@@ -1543,7 +1610,14 @@ fn serve_history(
     let hi = after_prefix(&prefix);
     let ids: Vec<Id> = ctx
         .store
-        .stream_range(key, T::ConsumerPending, &lo, hi.as_deref(), false, if count == 0 { u64::MAX } else { count })?
+        .stream_range(
+            key,
+            T::ConsumerPending,
+            &lo,
+            hi.as_deref(),
+            false,
+            if count == 0 { u64::MAX } else { count },
+        )?
         .into_iter()
         .filter_map(|(k, _)| Id::from_key(&k))
         .collect();
@@ -1748,6 +1822,12 @@ pub(crate) fn xgroup(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
             ctx.store.stream_edit(key, true, &edits)?;
             reply::ok(ctx.out);
             ctx.notify(nc::STREAM, "xgroup-create", key);
+            if m.is_none() {
+                // The key is no key position of the table's (XGROUP's moves with its
+                // subcommand): named written, it touches its watchers as Redis's
+                // signalModifiedKey does.
+                ctx.session.written_keys.push(key.to_vec());
+            }
             Ok(Effect::Wrote)
         } else if is(b"SETID") && (args.len() == 5 || args.len() == 7) {
             let Some(m) = m else {
@@ -1782,9 +1862,16 @@ pub(crate) fn xgroup(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
             for t in [T::Pending, T::ConsumerPending, T::Consumers] {
                 ctx.store.stream_delete_prefix(key, t, &prefix, u64::MAX)?;
             }
-            edit(ctx.store, key, &[StreamEdit::Delete(T::Meta, group_key(gname))])?;
+            edit(
+                ctx.store,
+                key,
+                &[StreamEdit::Delete(T::Meta, group_key(gname))],
+            )?;
             reply::int(ctx.out, 1);
             ctx.notify(nc::STREAM, "xgroup-destroy", key);
+            // Clients parked on the group are run again and told it is gone (Redis's
+            // signalKeyAsReady).
+            ctx.session.written_keys.push(key.to_vec());
             Ok(Effect::Wrote)
         } else if is(b"CREATECONSUMER") && args.len() == 5 {
             if g.is_none() {
@@ -1816,9 +1903,14 @@ pub(crate) fn xgroup(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
             // page, not by the consumer's list).
             let hi = after_prefix(&prefix);
             loop {
-                let page = ctx
-                    .store
-                    .stream_range(key, T::ConsumerPending, &prefix, hi.as_deref(), false, 1024)?;
+                let page = ctx.store.stream_range(
+                    key,
+                    T::ConsumerPending,
+                    &prefix,
+                    hi.as_deref(),
+                    false,
+                    1024,
+                )?;
                 if page.is_empty() {
                     break;
                 }
@@ -1871,7 +1963,11 @@ pub(crate) fn xack(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErr
             }
         }
         reply::int(ctx.out, acked);
-        Ok(if acked > 0 { Effect::Wrote } else { Effect::Read })
+        Ok(if acked > 0 {
+            Effect::Wrote
+        } else {
+            Effect::Read
+        })
     })
 }
 
@@ -1951,7 +2047,10 @@ pub(crate) fn xpending(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, Stor
                 let e = ctx
                     .store
                     .stream_range(key, T::Pending, &prefix, hi.as_deref(), rev, 1)?;
-                let id = e.first().and_then(|e| Id::from_key(&e.0)).unwrap_or(ZERO_ID);
+                let id = e
+                    .first()
+                    .and_then(|e| Id::from_key(&e.0))
+                    .unwrap_or(ZERO_ID);
                 reply::bulk(ctx.out, id.text().as_bytes());
             }
             let mut owners = Vec::new();
@@ -2061,6 +2160,7 @@ fn for_each_consumer(
 }
 
 /// XCLAIM and XAUTOCLAIM's move of `id` to `consumer`: its new pending record.
+#[allow(clippy::too_many_arguments)]
 fn claim_one(
     store: &mut Store,
     key: &[u8],
@@ -2077,7 +2177,13 @@ fn claim_one(
         consumer: consumer.to_vec(),
     };
     let mut edits = Vec::new();
-    put_nack(&mut edits, gname, id, &n, old.as_ref().map(|o| o.consumer.as_slice()));
+    put_nack(
+        &mut edits,
+        gname,
+        id,
+        &n,
+        old.as_ref().map(|o| o.consumer.as_slice()),
+    );
     edit(store, key, &edits)?;
     Ok(n)
 }
@@ -2144,7 +2250,10 @@ pub(crate) fn xclaim(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
             } else {
                 return fail(
                     ctx,
-                    &format!("ERR Unrecognized XCLAIM option '{}'", String::from_utf8_lossy(o)),
+                    &format!(
+                        "ERR Unrecognized XCLAIM option '{}'",
+                        String::from_utf8_lossy(o)
+                    ),
                 );
             }
             j += 1;
@@ -2456,7 +2565,12 @@ fn opt_int(out: &mut Vec<u8>, proto: u8, n: Option<u64>) {
     }
 }
 
-fn xinfo_stream(ctx: &mut Ctx<'_>, args: &[&[u8]], key: &[u8], m: Meta) -> Result<Effect, StoreError> {
+fn xinfo_stream(
+    ctx: &mut Ctx<'_>,
+    args: &[&[u8]],
+    key: &[u8],
+    m: Meta,
+) -> Result<Effect, StoreError> {
     let opts = &args[3..];
     let mut count: u64 = 10;
     let full = !opts.is_empty();
@@ -2528,11 +2642,14 @@ fn xinfo_stream(ctx: &mut Ctx<'_>, args: &[&[u8]], key: &[u8], m: Meta) -> Resul
             reply::bulk(out, b"lag");
             opt_int(out, proto, sh.lag(g));
             reply::bulk(out, b"pel-count");
-            reply::int(out, count_prefix(ctx.store, key, T::Pending, &prefix)? as i64);
+            reply::int(
+                out,
+                count_prefix(ctx.store, key, T::Pending, &prefix)? as i64,
+            );
             reply::bulk(out, b"pending");
-            let pel = ctx
-                .store
-                .stream_range(key, T::Pending, &prefix, hi.as_deref(), false, limit)?;
+            let pel =
+                ctx.store
+                    .stream_range(key, T::Pending, &prefix, hi.as_deref(), false, limit)?;
             reply::array(out, pel.len());
             for (k, v) in &pel {
                 let id = Id::from_key(k).ok_or_else(|| corrupt(key, "pending entry"))?;
@@ -2559,11 +2676,19 @@ fn xinfo_stream(ctx: &mut Ctx<'_>, args: &[&[u8]], key: &[u8], m: Meta) -> Resul
                 reply::bulk(out, b"seen-time");
                 reply::int(out, seen as i64);
                 reply::bulk(out, b"pel-count");
-                reply::int(out, count_prefix(ctx.store, key, T::ConsumerPending, &cp)? as i64);
+                reply::int(
+                    out,
+                    count_prefix(ctx.store, key, T::ConsumerPending, &cp)? as i64,
+                );
                 reply::bulk(out, b"pending");
-                let ids = ctx
-                    .store
-                    .stream_range(key, T::ConsumerPending, &cp, chi.as_deref(), false, limit)?;
+                let ids = ctx.store.stream_range(
+                    key,
+                    T::ConsumerPending,
+                    &cp,
+                    chi.as_deref(),
+                    false,
+                    limit,
+                )?;
                 reply::array(out, ids.len());
                 for (k, _) in &ids {
                     let id = Id::from_key(k).ok_or_else(|| corrupt(key, "pending entry"))?;
@@ -2686,7 +2811,10 @@ mod tests {
         let mut db = Db::new();
         db.cmd("CONFIG SET stream-node-max-entries 10");
         for i in 1..=100 {
-            assert_eq!(db.cmd(&format!("XADD t {i} f v")), format!("${}\r\n{i}-0\r\n", format!("{i}-0").len()));
+            assert_eq!(
+                db.cmd(&format!("XADD t {i} f v")),
+                format!("${}\r\n{i}-0\r\n", format!("{i}-0").len())
+            );
         }
         db.replies(&[
             ("CONFIG SET stream-node-max-entries 10", "+OK\r\n"),
@@ -2698,12 +2826,21 @@ mod tests {
             ("XDEL t 52", ":1\r\n"),
             ("XTRIM t MAXLEN ~ 40", ":9\r\n"),
             ("XLEN t", ":42\r\n"),
-            ("XRANGE t - + COUNT 1", "*1\r\n*2\r\n$4\r\n61-0\r\n*2\r\n$1\r\nf\r\n$1\r\nv\r\n"),
+            (
+                "XRANGE t - + COUNT 1",
+                "*1\r\n*2\r\n$4\r\n61-0\r\n*2\r\n$1\r\nf\r\n$1\r\nv\r\n",
+            ),
             ("XTRIM t MINID ~ 75", ":10\r\n"),
             ("XLEN t", ":32\r\n"),
-            ("XRANGE t - + COUNT 1", "*1\r\n*2\r\n$4\r\n71-0\r\n*2\r\n$1\r\nf\r\n$1\r\nv\r\n"),
+            (
+                "XRANGE t - + COUNT 1",
+                "*1\r\n*2\r\n$4\r\n71-0\r\n*2\r\n$1\r\nf\r\n$1\r\nv\r\n",
+            ),
             ("XTRIM t MINID 75", ":4\r\n"),
-            ("XRANGE t - + COUNT 1", "*1\r\n*2\r\n$4\r\n75-0\r\n*2\r\n$1\r\nf\r\n$1\r\nv\r\n"),
+            (
+                "XRANGE t - + COUNT 1",
+                "*1\r\n*2\r\n$4\r\n75-0\r\n*2\r\n$1\r\nf\r\n$1\r\nv\r\n",
+            ),
             ("XTRIM t MAXLEN ~ 20", ":6\r\n"),
             ("XLEN t", ":22\r\n"),
             ("XTRIM t MAXLEN = 5", ":17\r\n"),
@@ -2731,13 +2868,28 @@ mod tests {
         assert_eq!(parse_id(b"-", 0), Some(ZERO_ID));
         assert_eq!(parse_id(b"+", 0), Some(MAX_ID));
         assert_eq!(parse_strict_id(b"+"), None);
-        assert_eq!(parse_id(b"18446744073709551615-18446744073709551615", 0), Some(MAX_ID));
+        assert_eq!(
+            parse_id(b"18446744073709551615-18446744073709551615", 0),
+            Some(MAX_ID)
+        );
         assert_eq!(parse_id(b"18446744073709551616", 0), None);
         assert_eq!(parse_id(b"-1", 0), None);
         assert_eq!(parse_id(b"1-x", 0), None);
-        assert_eq!(parse_id_full(b"3-*", 0, true, true), Some((Id { ms: 3, seq: 0 }, false)));
+        assert_eq!(
+            parse_id_full(b"3-*", 0, true, true),
+            Some((Id { ms: 3, seq: 0 }, false))
+        );
         assert_eq!(parse_id(&[b'1'; 200], 0), None);
-        let ids = [ZERO_ID, Id { ms: 0, seq: 1 }, Id { ms: 1, seq: 0 }, Id { ms: 1, seq: u64::MAX }, MAX_ID];
+        let ids = [
+            ZERO_ID,
+            Id { ms: 0, seq: 1 },
+            Id { ms: 1, seq: 0 },
+            Id {
+                ms: 1,
+                seq: u64::MAX,
+            },
+            MAX_ID,
+        ];
         for w in ids.windows(2) {
             assert!(w[0].key() < w[1].key());
             assert_eq!(w[0].incr().map(|i| i <= w[1]), Some(true));
@@ -2752,7 +2904,10 @@ mod tests {
     #[test]
     fn entry_values_decode_and_damage_is_refused() {
         let v = encode_entry(NODE_START, &[b"f", b"value", b""]);
-        assert_eq!(decode_entry(&v), Some((NODE_START, vec![&b"f"[..], b"value", b""])));
+        assert_eq!(
+            decode_entry(&v),
+            Some((NODE_START, vec![&b"f"[..], b"value", b""]))
+        );
         for cut in 0..v.len() {
             assert_eq!(decode_entry(&v[..cut]), None, "cut at {cut}");
         }
@@ -2762,10 +2917,19 @@ mod tests {
         let mut long = v.clone();
         long.push(0);
         assert_eq!(decode_entry(&long), None);
-        let m = Meta { last: Id { ms: 3, seq: 4 }, added: 9, nodes: 2, ..Meta::default() };
+        let m = Meta {
+            last: Id { ms: 3, seq: 4 },
+            added: 9,
+            nodes: 2,
+            ..Meta::default()
+        };
         assert_eq!(Meta::decode(&m.encode()), Some(m));
         assert_eq!(Meta::decode(&m.encode()[..79]), None);
-        let n = Nack { time: 5, count: 2, consumer: b"c".to_vec() };
+        let n = Nack {
+            time: 5,
+            count: 2,
+            consumer: b"c".to_vec(),
+        };
         assert_eq!(Nack::decode(&n.encode()), Some(n));
         assert_eq!(Nack::decode(&[0; 15]), None);
     }
@@ -2800,11 +2964,17 @@ mod tests {
         db.replies(&[
             ("XADD s 1-0 a 1", "$3\r\n1-0\r\n"),
             ("XGROUP CREATE s g 0", "+OK\r\n"),
-            ("XREADGROUP GROUP g c STREAMS s >", "*1\r\n*2\r\n$1\r\ns\r\n*1\r\n*2\r\n$3\r\n1-0\r\n*2\r\n$1\r\na\r\n$1\r\n1\r\n"),
+            (
+                "XREADGROUP GROUP g c STREAMS s >",
+                "*1\r\n*2\r\n$1\r\ns\r\n*1\r\n*2\r\n$3\r\n1-0\r\n*2\r\n$1\r\na\r\n$1\r\n1\r\n",
+            ),
             ("DEL s", ":1\r\n"),
             ("XADD s 1-0 a 1", "$3\r\n1-0\r\n"),
             ("XINFO GROUPS s", "*0\r\n"),
-            ("XPENDING s g", "-NOGROUP No such key 's' or consumer group 'g'\r\n"),
+            (
+                "XPENDING s g",
+                "-NOGROUP No such key 's' or consumer group 'g'\r\n",
+            ),
         ]);
         assert_eq!(db.store.check_collection(b"\0s"), Ok(()));
     }

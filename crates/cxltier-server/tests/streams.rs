@@ -130,24 +130,37 @@ fn blocked_reads_end_as_on_redis_server() {
             "*1\r\n*2\r\n$1\r\ns\r\n*1\r\n*2\r\n$3\r\n7-0\r\n*2\r\n$1\r\nc\r\n$1\r\n3\r\n",
             "{addr}"
         );
-        assert_eq!(c.cmd("XPENDING s g"), "*4\r\n:1\r\n$3\r\n7-0\r\n$3\r\n7-0\r\n*1\r\n*2\r\n$5\r\nalice\r\n$1\r\n1\r\n");
+        assert_eq!(
+            c.cmd("XPENDING s g"),
+            "*4\r\n:1\r\n$3\r\n7-0\r\n$3\r\n7-0\r\n*1\r\n*2\r\n$5\r\nalice\r\n$1\r\n1\r\n"
+        );
     }
 }
 
-/// A stream many times the DRAM budget: its entries go to NVMe as chunks and every one reads
+/// A stream several times the DRAM budget (30 MB of entries over 8 MiB): its entries go to NVMe as chunks and every one reads
 /// back, in order, and its group's pending entries with them.
 #[test]
 fn a_stream_larger_than_dram_reads_back_whole() {
-    let (_log, s) = over_nvme("4M", "256M");
+    let (_log, s) = over_nvme("8M", "256M");
     let mut c = s.client();
     let value = "x".repeat(1000);
-    let n = 20_000u64;
+    let n = 30_000u64;
     for i in 1..=n {
         let r = c.call(&["XADD", "big", &format!("{i}-0"), "v", &value]);
         assert_eq!(r, V::Bulk(format!("{i}-0").into_bytes()));
     }
     c.replies(&[("XGROUP CREATE big g 0", "+OK\r\n")]);
-    c.call(&["XREADGROUP", "GROUP", "g", "c", "COUNT", "5000", "STREAMS", "big", ">"]);
+    c.call(&[
+        "XREADGROUP",
+        "GROUP",
+        "g",
+        "c",
+        "COUNT",
+        "5000",
+        "STREAMS",
+        "big",
+        ">",
+    ]);
     assert_eq!(c.cmd("XLEN big"), format!(":{n}\r\n"));
     let mut next = 1u64;
     let mut from = "-".to_string();

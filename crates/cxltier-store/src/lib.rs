@@ -69,8 +69,7 @@ pub const DEFAULT_NVME_QUEUE_DEPTH: u32 = 32;
 pub const MAX_VALUE: usize = 512 << 20;
 pub use collection::{
     CollectionProbe, LexBound, ListEnd, ScanPage, ScoreBound, StreamEdit, StreamTree, ZAddFlags,
-    ZAddOutcome,
-    OPEN_BYTES_MAX, OPEN_COLLECTIONS_MAX,
+    ZAddOutcome, OPEN_BYTES_MAX, OPEN_COLLECTIONS_MAX,
 };
 pub use store::{check_log, LogCheck, PoisonOutcome, RetiredMemory, Store};
 

@@ -1145,10 +1145,14 @@ fn kill_9_keeps_a_stream_and_its_group() {
     assert_eq!(before[0], Reply::Int(2999));
     // The pending entries' ids and owners are kept (their idle times have grown).
     let ids = |r: &Reply| -> Vec<Reply> {
-        let Reply::Array(rows) = r else { panic!("{r:?}") };
+        let Reply::Array(rows) = r else {
+            panic!("{r:?}")
+        };
         rows.iter()
             .map(|row| {
-                let Reply::Array(f) = row else { panic!("{row:?}") };
+                let Reply::Array(f) = row else {
+                    panic!("{row:?}")
+                };
                 Reply::Array(vec![f[0].clone(), f[1].clone(), f[3].clone()])
             })
             .collect()

@@ -78,7 +78,12 @@ impl Store {
     }
 
     /// The value of `k` in `tree` (`None` when absent, or when there is no stream).
-    pub fn stream_get(&mut self, key: &[u8], tree: StreamTree, k: &[u8]) -> Result<Option<Vec<u8>>> {
+    pub fn stream_get(
+        &mut self,
+        key: &[u8],
+        tree: StreamTree,
+        k: &[u8],
+    ) -> Result<Option<Vec<u8>>> {
         Ok(self
             .coll_read(key, Kind::Stream, |tx, r| {
                 Ok(tx.find(&r.tops[tree as usize], Seek::Key(k))?.map(|e| e.1))
@@ -144,7 +149,12 @@ impl Store {
     }
 
     /// The entry at position `at` of `tree` (negative from the end).
-    pub fn stream_at(&mut self, key: &[u8], tree: StreamTree, at: i64) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+    pub fn stream_at(
+        &mut self,
+        key: &[u8],
+        tree: StreamTree,
+        at: i64,
+    ) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
         Ok(self
             .coll_read(key, Kind::Stream, |tx, r| {
                 let top = &r.tops[tree as usize];
