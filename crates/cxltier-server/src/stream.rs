@@ -1319,6 +1319,11 @@ fn xread_generic(
     if group_read && group_name.is_none() {
         return fail(ctx, "ERR Missing GROUP option for XREADGROUP");
     }
+    // A parked client run again reads at most 1000 entries when it gave no COUNT (Redis's
+    // XREAD_BLOCKED_DEFAULT_COUNT).
+    if count == 0 && ctx.session.block_retry {
+        count = 1000;
+    }
     let n = (args.len() - streams_at) / 2;
     let keys = &args[streams_at..streams_at + n];
     let ids = &args[streams_at + n..];
