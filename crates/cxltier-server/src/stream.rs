@@ -2983,4 +2983,80 @@ mod tests {
         ]);
         assert_eq!(db.store.check_collection(b"\0s"), Ok(()));
     }
+    /// The write stream's commands (Redis's propagation of the stream commands), as text.
+    fn propagated(db: &mut Db, lines: &[&str]) -> Vec<String> {
+        for l in lines {
+            db.cmd(l);
+        }
+        let bytes = std::mem::take(&mut db.info.repl.pending);
+        let text = String::from_utf8_lossy(&bytes).into_owned();
+        let mut words = text.split("\r\n").filter(|w| !w.is_empty());
+        let mut out = Vec::new();
+        while let Some(head) = words.next() {
+            let n: usize = head[1..].parse().unwrap();
+            let cmd: Vec<&str> = (0..n)
+                .map(|_| {
+                    words.next();
+                    words.next().unwrap()
+                })
+                .collect();
+            out.push(cmd.join(" "));
+        }
+        out
+    }
+
+    /// XADD's generated id and exact trims, XREADGROUP's XCLAIMs and SETID, and XCLAIM's own
+    /// are what the write stream carries, as t_stream.c propagates them.
+    #[test]
+    fn writes_are_propagated_as_redis_propagates_them() {
+        let mut db = Db::new();
+        db.info.repl.attach();
+        db.cmd("CONFIG SET stream-node-max-entries 2");
+        let got = propagated(
+            &mut db,
+            &[
+                "XADD s 1-* a 1",
+                "XADD s 2-0 a 2",
+                "XADD s MAXLEN ~ 1 3-0 a 3",
+                "XGROUP CREATE s g 0",
+                "XREADGROUP GROUP g c STREAMS s >",
+                "XREADGROUP GROUP g c STREAMS s 0",
+                "XADD s 4-0 a 4",
+                "XREADGROUP GROUP g d NOACK STREAMS s >",
+                "XCLAIM s g e 0 3-0 TIME 7 RETRYCOUNT 2",
+                "XCLAIM s g e 0 9-9 LASTID 9-9",
+            ],
+        );
+        let now = |s: &str| -> String {
+            s.split(' ')
+                .map(|w| {
+                    if w.len() >= 12 && w.bytes().all(|b| b.is_ascii_digit()) {
+                        "*"
+                    } else {
+                        w
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        let got: Vec<String> = got.iter().map(|s| now(s)).collect();
+        assert_eq!(
+            got,
+            [
+                "select 0",
+                "XADD s 1-0 a 1",
+                "XADD s 2-0 a 2",
+                "XADD s MAXLEN = 1 3-0 a 3",
+                "XGROUP CREATE s g 0",
+                "XCLAIM s g c 0 3-0 TIME * RETRYCOUNT 1 FORCE JUSTID LASTID 3-0",
+                "XADD s 4-0 a 4",
+                "multi",
+                "XGROUP CREATECONSUMER s g d",
+                "XGROUP SETID s g 4-0 ENTRIESREAD 4",
+                "exec",
+                "XCLAIM s g e 0 3-0 TIME 7 RETRYCOUNT 2 FORCE JUSTID LASTID 4-0",
+                "XGROUP SETID s g 9-9 ENTRIESREAD 4",
+            ]
+        );
+    }
 }
