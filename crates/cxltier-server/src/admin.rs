@@ -28,6 +28,18 @@ pub(crate) fn flushall(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, Stor
         ctx.store.flush_all()?;
         ctx.info.dbs.reset();
     }
+    // Clients parked on keys of the flushed databases are tried again, as Redis's
+    // `signalFlushedDb` does (an XREADGROUP whose stream went answers so).
+    if !ctx.info.blocked.is_empty() {
+        let flushed: Vec<usize> = if args[0].eq_ignore_ascii_case(b"FLUSHDB") {
+            vec![ctx.session.db]
+        } else {
+            (0..ctx.info.dbs.count()).collect()
+        };
+        ctx.info
+            .db_swaps
+            .extend(flushed.into_iter().map(|d| (d, d)));
+    }
     // Replicated even when there was nothing to flush (Redis's forceCommandPropagation).
     ctx.session.force_propagate = true;
     reply::ok(ctx.out);

@@ -337,6 +337,7 @@ pub(crate) fn wait(
             keys: keys.iter().map(|k| k.to_vec()).collect(),
             deadline,
             wait: None,
+            args: None,
         });
     }
     Effect::Read

@@ -184,8 +184,9 @@ pub struct ServerInfo {
     /// Dispatch's buffer of key arguments with their database byte (kept to spare an allocation
     /// per command; see `dispatch`).
     pub keyed_scratch: Vec<u8>,
-    /// SWAPDBs run since the server last looked: the clients blocked on keys of those logical
-    /// databases are tried again (Redis's `scanDatabaseForReadyKeys`).
+    /// SWAPDBs (and FLUSHDB/FLUSHALL, as a database paired with itself) run since the server
+    /// last looked: the clients blocked on keys of those logical databases are tried again
+    /// (Redis's `scanDatabaseForReadyKeys`, `signalFlushedDb`).
     pub db_swaps: Vec<(usize, usize)>,
     /// `notify-keyspace-events` and the events the running command announced.
     pub notify: crate::notify::Notifier,
@@ -251,6 +252,9 @@ pub struct Block {
     /// WAIT: answered once this many replicas acknowledged this stream offset, or at the
     /// deadline with how many did.
     pub wait: Option<(u64, u64)>,
+    /// The arguments to run again, when not the command's own: XREAD's `$` is the stream's
+    /// last id when it blocked, not when it is run again.
+    pub args: Option<Vec<Vec<u8>>>,
 }
 
 /// What SYNC/PSYNC hands the server: the snapshot to send, and the stream offset it stands
@@ -311,6 +315,8 @@ pub struct Session {
     pub watched: Vec<(Vec<u8>, Option<u64>)>,
     /// EXEC is running its queued commands: each must write exactly one reply.
     pub in_exec: bool,
+    /// A script's `redis.call` runs the command (XREAD refuses BLOCK there, as Redis does).
+    pub in_script: bool,
     /// The channels, patterns and shard channels it subscribes to (in the order subscribed).
     pub channels: Vec<Vec<u8>>,
     pub patterns: Vec<Vec<u8>>,

@@ -34,6 +34,7 @@ pub(crate) fn object_encoding(
         Kind::Set => set_encoding(ctx, key)?,
         Kind::ZSet => zset_encoding(ctx, key)?,
         Kind::ChunkedHash => chunked_hash_encoding(ctx, key)?,
+        Kind::Stream => "stream",
         _ => name,
     }))
 }

@@ -47,6 +47,7 @@
 //!   TOUCH, EXPIRETIME, DUMP and RESTORE (atomic: a failed RESTORE leaves the keyspace as it
 //!   was);
 //! - [`list`], [`set`], [`zset`]: the list, set and sorted set commands;
+//! - [`stream`]: the stream commands (XADD ... XINFO) over the store's stream trees;
 //! - [`notify`]: keyspace notifications (`notify-keyspace-events`): the classes and the events
 //!   commands announce (dispatch publishes them on `__keyspace@<db>__:` and
 //!   `__keyevent@<db>__:` channels);
@@ -124,6 +125,7 @@ pub mod server;
 pub mod set;
 pub mod slowlog;
 pub mod store_options;
+pub mod stream;
 pub mod strings;
 pub mod subscriptions;
 pub mod table;

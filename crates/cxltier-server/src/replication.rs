@@ -228,6 +228,7 @@ pub(crate) fn wait(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErr
         keys: Vec::new(),
         deadline: (timeout > 0).then(|| Instant::now() + std::time::Duration::from_millis(timeout)),
         wait: Some((offset, want.max(0) as u64)),
+        args: None,
     });
     ctx.info.repl.want_acks = true;
     Ok(Effect::Read)

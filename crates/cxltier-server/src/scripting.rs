@@ -534,6 +534,7 @@ fn run(
         // The script's commands run in the caller's database (a SELECT inside it stays
         // inside it, as in Redis 7).
         script_session.db = caller_db;
+        script_session.in_script = true;
         let effect = &mut effect;
         lua.scope(|scope| {
             let runner = scope.create_function_mut(|lua, call_args: mlua::Variadic<Value>| {

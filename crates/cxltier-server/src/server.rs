@@ -1513,7 +1513,9 @@ fn run_ready(
             }
             if let Some(b) = c.session.block.take() {
                 c.parked = Some(Parked {
-                    args: args.iter().map(|a| a.to_vec()).collect(),
+                    args: b
+                        .args
+                        .unwrap_or_else(|| args.iter().map(|a| a.to_vec()).collect()),
                     keys: b.keys,
                     deadline: b.deadline,
                     seq: p.seq,

@@ -275,6 +275,56 @@ fn memory_keys(args: &[&[u8]]) -> Option<Vec<usize>> {
     (args.len() >= 3 && args[1].eq_ignore_ascii_case(b"USAGE")).then(|| vec![2])
 }
 
+/// XGROUP's key: the one its subcommands that take a key name (all but HELP).
+fn xgroup_keys(args: &[&[u8]]) -> Option<Vec<usize>> {
+    let takes_key = [
+        &b"CREATE"[..],
+        b"SETID",
+        b"DESTROY",
+        b"CREATECONSUMER",
+        b"DELCONSUMER",
+    ]
+    .iter()
+    .any(|s| args.get(1).is_some_and(|a| a.eq_ignore_ascii_case(s)));
+    (takes_key && args.len() >= 3).then(|| vec![2])
+}
+
+/// XINFO's key: the one of CONSUMERS, GROUPS and STREAM.
+fn xinfo_keys(args: &[&[u8]]) -> Option<Vec<usize>> {
+    let takes_key = [&b"CONSUMERS"[..], b"GROUPS", b"STREAM"]
+        .iter()
+        .any(|s| args.get(1).is_some_and(|a| a.eq_ignore_ascii_case(s)));
+    (takes_key && args.len() >= 3).then(|| vec![2])
+}
+
+/// XREAD and XREADGROUP's keys, as Redis's `xreadGetKeys` finds them: the first half of what
+/// follows STREAMS, past the options before it; none when that is no even number.
+fn xread_keys(args: &[&[u8]]) -> Option<Vec<usize>> {
+    let mut i = 1;
+    let mut streams = None;
+    while i < args.len() {
+        let a = args[i];
+        if a.eq_ignore_ascii_case(b"BLOCK") || a.eq_ignore_ascii_case(b"COUNT") {
+            i += 1;
+        } else if a.eq_ignore_ascii_case(b"GROUP") {
+            i += 2;
+        } else if a.eq_ignore_ascii_case(b"NOACK") {
+        } else if a.eq_ignore_ascii_case(b"STREAMS") {
+            streams = Some(i);
+            break;
+        } else {
+            break;
+        }
+        i += 1;
+    }
+    let at = streams?;
+    let n = args.len() - at - 1;
+    if n == 0 || n % 2 != 0 {
+        return None;
+    }
+    Some((at + 1..at + 1 + n / 2).collect())
+}
+
 /// Every command served, sorted by name (a test checks).
 #[rustfmt::skip]
 pub static TABLE: &[Command] = &[
@@ -462,6 +512,21 @@ pub static TABLE: &[Command] = &[
     cmd("UNWATCH", 1, NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY, NOKEYS, crate::transaction::unwatch, "transactions", "Forgets about watched keys of a transaction."),
     cmd("WAIT", 3, NOSCRIPT, NOKEYS, crate::replication::wait, "generic", "Blocks until the asynchronous replication of all preceding write commands sent by the connection is completed."),
     cmd("WATCH", -2, NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY | VALUES | TX_CONTROL, ALLKEYS, crate::transaction::watch, "transactions", "Monitors changes to keys to determine the execution of a transaction."),
+    cmd("XACK", -4, WRITE | FAST | VALUES, KEY1, crate::stream::xack, "stream", "Returns the number of messages that were successfully acknowledged by the consumer group member of a stream."),
+    cmd("XADD", -5, WRITE | DENYOOM | FAST | VALUES, KEY1, crate::stream::xadd, "stream", "Appends a new message to a stream. Creates the key if it doesn't exist."),
+    cmd("XAUTOCLAIM", -6, WRITE | FAST | VALUES, KEY1, crate::stream::xautoclaim, "stream", "Changes, or acquires, ownership of messages in a consumer group, as if the messages were delivered to as consumer group member."),
+    cmd("XCLAIM", -6, WRITE | FAST | VALUES, KEY1, crate::stream::xclaim, "stream", "Changes, or acquires, ownership of a message in a consumer group, as if the message was delivered a consumer group member."),
+    cmd("XDEL", -3, WRITE | FAST | VALUES, KEY1, crate::stream::xdel, "stream", "Returns the number of messages after removing them from a stream."),
+    movable(cmd("XGROUP", -2, WRITE | DENYOOM | VALUES, NOKEYS, crate::stream::xgroup, "stream", "A container for consumer groups commands."), xgroup_keys),
+    movable(cmd("XINFO", -2, READONLY | VALUES, NOKEYS, crate::stream::xinfo, "stream", "A container for stream introspection commands."), xinfo_keys),
+    cmd("XLEN", 2, READONLY | FAST | VALUES, KEY1, crate::stream::xlen, "stream", "Return the number of messages in a stream."),
+    cmd("XPENDING", -3, READONLY | VALUES, KEY1, crate::stream::xpending, "stream", "Returns the information and entries from a stream consumer group's pending entries list."),
+    cmd("XRANGE", -4, READONLY | VALUES, KEY1, crate::stream::xrange, "stream", "Returns the messages from a stream within a range of IDs."),
+    movable(cmd("XREAD", -4, READONLY | BLOCKING | MOVABLEKEYS | VALUES, NOKEYS, crate::stream::xread, "stream", "Returns messages from multiple streams with IDs greater than the ones requested. Blocks until a message is available otherwise."), xread_keys),
+    movable(cmd("XREADGROUP", -7, WRITE | BLOCKING | MOVABLEKEYS | VALUES, NOKEYS, crate::stream::xreadgroup, "stream", "Returns new or historical messages from a stream for a consumer in a group. Blocks until a message is available otherwise."), xread_keys),
+    cmd("XREVRANGE", -4, READONLY | VALUES, KEY1, crate::stream::xrevrange, "stream", "Returns the messages from a stream within a range of IDs in reverse order."),
+    cmd("XSETID", -3, WRITE | DENYOOM | FAST | VALUES, KEY1, crate::stream::xsetid, "stream", "An internal command for replicating stream values."),
+    cmd("XTRIM", -4, WRITE | VALUES, KEY1, crate::stream::xtrim, "stream", "Deletes messages from the beginning of a stream."),
     cmd("ZADD", -3, WRITE | DENYOOM | FAST | VALUES, KEY1, crate::zset::zadd, "sorted-set", "Adds one or more members to a sorted set, or updates their scores. Creates the key if it doesn't exist."),
     cmd("ZCARD", 2, READONLY | FAST | VALUES, KEY1, crate::zset::zcard, "sorted-set", "Returns the number of members in a sorted set."),
     cmd("ZCOUNT", 4, READONLY | FAST | VALUES, KEY1, crate::zset::zcount, "sorted-set", "Returns the count of members in a sorted set that have scores within a range."),
@@ -584,6 +649,18 @@ pub static SUBCOMMANDS: &[(&str, &[&str])] = &[
         &["debug", "exists", "flush", "help", "kill", "load"],
     ),
     ("SLOWLOG", &["get", "help", "len", "reset"]),
+    (
+        "XGROUP",
+        &[
+            "create",
+            "createconsumer",
+            "delconsumer",
+            "destroy",
+            "help",
+            "setid",
+        ],
+    ),
+    ("XINFO", &["consumers", "groups", "help", "stream"]),
 ];
 
 /// The subcommand `args` run of a container command (`CLIENT ID`: `id`), as [`SUBCOMMANDS`]

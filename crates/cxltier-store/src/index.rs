@@ -209,9 +209,9 @@ pub(crate) fn idle_seconds(then: u32, now: u32) -> u64 {
 }
 /// The memory copy is newer than the log copy (write-back, durability none).
 const DIRTY: u32 = 1 << 31;
-/// The object's [`Kind`] in three bits below [`DIRTY`] (values are at most 64 MiB, 2^26).
+/// The object's [`Kind`] in four bits below [`DIRTY`] (values are at most 64 MiB, 2^26).
 const KIND_SHIFT: u32 = 27;
-const KIND_MASK: u32 = 0b111 << KIND_SHIFT;
+const KIND_MASK: u32 = 0b1111 << KIND_SHIFT;
 const LEN_MASK: u32 = (1 << KIND_SHIFT) - 1;
 
 impl Entry {

@@ -68,8 +68,8 @@ pub const DEFAULT_NVME_QUEUE_DEPTH: u32 = 32;
 /// the slot size are kept in pieces, so the memory tiers and the log never hold one whole.
 pub const MAX_VALUE: usize = 512 << 20;
 pub use collection::{
-    CollectionProbe, LexBound, ListEnd, ScanPage, ScoreBound, ZAddFlags, ZAddOutcome,
-    OPEN_BYTES_MAX, OPEN_COLLECTIONS_MAX,
+    CollectionProbe, LexBound, ListEnd, ScanPage, ScoreBound, StreamEdit, StreamTree, ZAddFlags,
+    ZAddOutcome, OPEN_BYTES_MAX, OPEN_COLLECTIONS_MAX,
 };
 pub use store::{check_log, LogCheck, PoisonOutcome, RetiredMemory, Store};
 
@@ -117,6 +117,9 @@ pub enum Kind {
     /// as one value), kept as a tree of pieces (see [`Store::get_range`]): [`Store::get`]
     /// returns it whole, as the [`Kind::String`] or [`Kind::Hash`] it was written as.
     BigString = 7,
+    /// A stream: its entries by id, and its metadata, consumer groups, pending entries and
+    /// consumers, each a tree of the same root (`stream_*`).
+    Stream = 8,
 }
 
 impl Kind {
@@ -131,6 +134,7 @@ impl Kind {
             5 => Kind::ChunkedHash,
             6 => Kind::Chunk,
             7 => Kind::BigString,
+            8 => Kind::Stream,
             _ => return None,
         })
     }
@@ -139,7 +143,12 @@ impl Kind {
     pub fn is_collection(self) -> bool {
         matches!(
             self,
-            Kind::List | Kind::Set | Kind::ZSet | Kind::ChunkedHash | Kind::BigString
+            Kind::List
+                | Kind::Set
+                | Kind::ZSet
+                | Kind::ChunkedHash
+                | Kind::BigString
+                | Kind::Stream
         )
     }
 
@@ -151,6 +160,7 @@ impl Kind {
             Kind::List => "list",
             Kind::Set => "set",
             Kind::ZSet => "zset",
+            Kind::Stream => "stream",
             // Never reaches a user: the store hides collection parts.
             Kind::Chunk => "none",
         }

@@ -203,6 +203,7 @@ fn no_server_handler_imports_another_handler() {
         "list",
         "set",
         "zset",
+        "stream",
         "geo",
         "keyspace",
         "connection",

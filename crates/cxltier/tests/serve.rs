@@ -1084,3 +1084,79 @@ fn ycsb_format_report_status_lines_and_hdr_log_read_back() {
     }
     s.stop();
 }
+
+/// A stream with a consumer group under `--durability always`, cut by kill -9: after the
+/// restart it holds every acknowledged entry, its last id and counters, and its group's
+/// delivered id, pending entries and consumers as acknowledged.
+#[test]
+fn kill_9_keeps_a_stream_and_its_group() {
+    let ssd = temp("stream");
+    let spec = format!("{}:256M", ssd.display());
+    let args = ["--dram", "16M", "--ssd", &spec, "--durability", "always"];
+    let s = serve(&args);
+    let mut c = client(&s);
+    let call = |c: &mut Client, line: &str| -> Reply {
+        let a: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();
+        let r = c.call(&a).unwrap();
+        assert!(!matches!(r, Reply::Error(_)), "{line}: {r:?}");
+        r
+    };
+    let value = "v".repeat(200);
+    for i in 1..=3000 {
+        call(&mut c, &format!("XADD s {i}-0 n {i} pad {value}"));
+        if i == 10 {
+            call(&mut c, "XGROUP CREATE s g 0");
+        }
+        if i % 100 == 0 {
+            // 100 delivered to alice, then the first half of them acknowledged.
+            call(&mut c, "XREADGROUP GROUP g alice COUNT 100 STREAMS s >");
+            let ids: Vec<String> = (i - 99..=i - 50).map(|n| format!("{n}-0")).collect();
+            call(&mut c, &format!("XACK s g {}", ids.join(" ")));
+        }
+    }
+    call(&mut c, "XDEL s 7-0");
+    call(&mut c, "XGROUP CREATECONSUMER s g bob");
+    let before: Vec<Reply> = [
+        "XLEN s",
+        "XINFO GROUPS s",
+        "XPENDING s g",
+        "XRANGE s - + COUNT 3",
+        "XREVRANGE s + - COUNT 3",
+        "XPENDING s g - + 5 alice",
+    ]
+    .iter()
+    .map(|l| call(&mut c, l))
+    .collect();
+    s.kill9();
+    let s = serve(&args);
+    let mut c = client(&s);
+    let after: Vec<Reply> = [
+        "XLEN s",
+        "XINFO GROUPS s",
+        "XPENDING s g",
+        "XRANGE s - + COUNT 3",
+        "XREVRANGE s + - COUNT 3",
+        "XPENDING s g - + 5 alice",
+    ]
+    .iter()
+    .map(|l| call(&mut c, l))
+    .collect();
+    assert_eq!(before[..5], after[..5]);
+    assert_eq!(before[0], Reply::Int(2999));
+    // The pending entries' ids and owners are kept (their idle times have grown).
+    let ids = |r: &Reply| -> Vec<Reply> {
+        let Reply::Array(rows) = r else {
+            panic!("{r:?}")
+        };
+        rows.iter()
+            .map(|row| {
+                let Reply::Array(f) = row else {
+                    panic!("{row:?}")
+                };
+                Reply::Array(vec![f[0].clone(), f[1].clone(), f[3].clone()])
+            })
+            .collect()
+    };
+    assert_eq!(ids(&before[5]), ids(&after[5]));
+    assert_eq!(ids(&after[5]).len(), 5);
+}

@@ -14,6 +14,8 @@ pub(crate) use bigstr::WHOLE_MAX;
 mod keyed;
 mod list;
 mod node;
+mod stream;
+pub use stream::{StreamEdit, StreamTree};
 pub(crate) mod open;
 mod tree;
 mod zset;
@@ -288,7 +290,9 @@ impl Store {
             // the store by this count.
             self.count_change();
         }
-        if oc.root.tops[0].count() == 0 {
+        // A stream stays when its entries are gone (Redis keeps an empty stream with its id
+        // and groups); only DEL removes it.
+        if oc.root.tops[0].count() == 0 && kind != Kind::Stream {
             // Redis has no empty collections; deleting the root deletes any chunks left (the
             // ones never written just go).
             self.delete_collection(key)?;

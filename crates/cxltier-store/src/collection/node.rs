@@ -292,10 +292,11 @@ impl<'a> Reader<'a> {
 }
 
 /// How many trees a root of `kind` has: a sorted set's members and scores; a big string's pieces
-/// and a leaf of its piece size and length; one for the others.
+/// and a leaf of its piece size and length; a stream's five (`StreamTree`); one for the others.
 fn trees_of(kind: Kind) -> usize {
     match kind {
         Kind::ZSet | Kind::BigString => 2,
+        Kind::Stream => super::stream::STREAM_TREES,
         _ => 1,
     }
 }
