@@ -180,15 +180,21 @@ const OOM: &str = "OOM command not allowed when used memory > 'maxmemory'.";
 /// Whether CLIENT PAUSE holds `cmd` now, as Redis's processCommand decides, after every check
 /// that answers at once (arity, auth, OOM): ALL holds every command of every client; WRITE
 /// those that may write or replicate, EXEC among them when its transaction holds one. Only a
-/// command a client sent, never one of a script or an EXEC already running; replicas are never
-/// held (their acknowledgements keep WAIT and the failover's offsets moving).
+/// command a client sent, never one of a script or an EXEC already running, nor a parked
+/// blocking command run again because its key was written (Redis serves those outside
+/// processCommand); replicas are never held (their acknowledgements keep WAIT and the
+/// failover's offsets moving).
 fn held_by_pause(
     store: &Store,
     info: &mut ServerInfo,
     session: &Session,
     cmd: &table::Command,
 ) -> bool {
-    if info.pause.is_none() || session.is_replica || store.frozen_clock().is_some() {
+    if info.pause.is_none()
+        || session.is_replica
+        || session.block_retry
+        || store.frozen_clock().is_some()
+    {
         return false;
     }
     let Some(pause) = info.pause_in_force(std::time::Instant::now()) else {

@@ -1939,7 +1939,7 @@ fn serve_parked(
             let effect =
                 crate::dispatch::execute(store, info, &mut c.session, &args, &mut c.output);
             c.session.block_retry = false;
-            if c.session.block.take().is_some() || effect == Effect::Postponed {
+            if c.session.block.take().is_some() {
                 // Still nothing for it: it keeps its place and its deadline.
                 c.output.truncate(start);
                 c.parked = Some(p);
