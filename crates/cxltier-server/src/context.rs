@@ -91,6 +91,10 @@ pub struct ServerInfo {
     pub kill: Vec<u64>,
     /// The id of the next connection (not reset by CONFIG RESETSTAT, unlike the count).
     pub next_client_id: u64,
+    /// DEBUG QUICKLIST-PACKED-THRESHOLD: the element size from which Redis keeps a list
+    /// element in a quicklist node of its own (DEBUG OBJECT's `ql_*` fields); 0: Redis's
+    /// default, 1 GB.
+    pub quicklist_packed_threshold: u64,
     /// When the store was last made durable on request (SAVE, BGSAVE), in seconds since the
     /// epoch; the start time before (LASTSAVE).
     pub last_save: u64,

@@ -208,6 +208,7 @@ fn no_server_handler_imports_another_handler() {
         "connection",
         "client",
         "admin",
+        "debug",
         "info",
         "config",
         "transaction",
