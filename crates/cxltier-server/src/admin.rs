@@ -651,6 +651,52 @@ mod tests {
     use crate::testdb::*;
 
     #[test]
+    fn memory_subcommands_answer_as_redis() {
+        let mut db = Db::new();
+        db.cmd("SET k v");
+        let stats = db.cmd("MEMORY STATS");
+        for field in [
+            "peak.allocated",
+            "total.allocated",
+            "db.0",
+            "overhead.hashtable.main",
+            "keys.count",
+            "dataset.percentage",
+            "fragmentation.bytes",
+            "tier.dram.capacity",
+        ] {
+            assert!(
+                stats.contains(&format!("\r\n{field}\r\n")),
+                "{field}: {stats}"
+            );
+        }
+        assert!(stats.starts_with("*"), "a flat map in RESP2");
+        assert!(db
+            .cmd("MEMORY DOCTOR")
+            .contains("Hi Sam, this instance is empty"));
+        db.replies(&[
+            (
+                "MEMORY MALLOC-STATS",
+                "$45\r\nStats not supported for the current allocator\r\n",
+            ),
+            ("MEMORY PURGE", "+OK\r\n"),
+            ("MEMORY USAGE k SAMPLES", "-ERR syntax error\r\n"),
+            ("MEMORY USAGE k SAMPLES -1", "-ERR syntax error\r\n"),
+            (
+                "MEMORY USAGE k SAMPLES x",
+                "-ERR value is not an integer or out of range\r\n",
+            ),
+            ("MEMORY USAGE missing SAMPLES 0", "$-1\r\n"),
+            (
+                "MEMORY NOPE",
+                "-ERR unknown subcommand or wrong number of arguments for 'NOPE'. Try MEMORY HELP.\r\n",
+            ),
+        ]);
+        assert!(db.cmd("MEMORY USAGE k SAMPLES 0").starts_with(':'));
+        assert!(db.cmd("MEMORY HELP").starts_with("*"));
+    }
+
+    #[test]
     fn server_commands_without_replicas_scripts_or_debug() {
         let mut db = Db::large();
         // No replica: WAIT 0 answers at once; WAIT 1 parks until its timeout (the server

@@ -65,7 +65,10 @@ fn client_line(
         m.qbuf,
         m.omem,
         m.qbuf + m.omem,
-        m.last_cmd.to_ascii_lowercase(),
+        match m.last_sub {
+            Some(sub) => format!("{}|{sub}", m.last_cmd.to_ascii_lowercase()),
+            None => m.last_cmd.to_ascii_lowercase(),
+        },
         tracking.map_or(-1, |mode| mode.redirect as i64),
         m.proto.max(2),
     );
@@ -218,6 +221,13 @@ pub(crate) fn client(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
                 }
             }
             reply::verbatim(ctx.out, proto, "txt", t.as_bytes());
+        }
+        // Redis checks the subcommand's arity (`client|kill`: -3) before it runs.
+        (b"KILL", 2) => {
+            return fail(
+                ctx,
+                "ERR wrong number of arguments for 'client|kill' command",
+            )
         }
         (b"KILL", 3) => {
             // The old form: CLIENT KILL addr:port.
@@ -497,7 +507,7 @@ mod tests {
             list.contains("id=7 addr=127.0.0.1:5000 laddr=127.0.0.1:6379 fd=9 name=worker "),
             "{list}"
         );
-        assert!(list.contains("cmd=client "), "{list}");
+        assert!(list.contains("cmd=client|list "), "{list}");
         assert!(list.contains("id=8 addr=127.0.0.1:5001 "), "{list}");
         assert!(!db.cmd("CLIENT LIST ID 8").contains("id=7"));
         assert!(db.cmd("CLIENT LIST TYPE pubsub").starts_with("$0\r\n"));
@@ -506,6 +516,10 @@ mod tests {
         assert!(db.cmd("CLIENT INFO").contains(" flags=e "));
         // KILL: the old form by address, and filters (SKIPME yes by default).
         db.replies(&[
+            (
+                "CLIENT KILL",
+                "-ERR wrong number of arguments for 'client|kill' command\r\n",
+            ),
             ("CLIENT KILL 127.0.0.1:9", "-ERR No such client\r\n"),
             ("CLIENT KILL ID 7", ":0\r\n"),
             ("CLIENT KILL ID 7 SKIPME no", ":1\r\n"),

@@ -281,8 +281,10 @@ pub struct Session {
     pub name: Option<Vec<u8>>,
     /// The protocol spoken (HELLO): 2 or 3; 0 before any HELLO, which is RESP2.
     pub proto: u8,
-    /// The last command run (CLIENT LIST's `cmd`), as the table names it.
+    /// The last command run (CLIENT LIST's `cmd`), as the table names it, and its
+    /// subcommand when it is a container's (`cmd=client|list`).
     pub last_cmd: &'static str,
+    pub last_sub: Option<&'static str>,
     /// CLIENT REPLY OFF: no replies until CLIENT REPLY ON.
     pub reply_off: bool,
     /// CLIENT REPLY SKIP: the replies of this many commands (it and the next) are dropped.
@@ -548,6 +550,7 @@ pub struct ClientMeta {
     pub name: Option<Vec<u8>>,
     pub proto: u8,
     pub last_cmd: &'static str,
+    pub last_sub: Option<&'static str>,
     pub no_evict: bool,
     pub reply_off: bool,
     /// Bytes of input not run yet, and of replies not sent yet.
@@ -576,6 +579,7 @@ impl ClientMeta {
             name: None,
             proto: 2,
             last_cmd: "NULL",
+            last_sub: None,
             no_evict: false,
             reply_off: false,
             qbuf: 0,
@@ -597,6 +601,7 @@ impl ClientMeta {
         self.proto = s.proto;
         self.db = s.db;
         self.last_cmd = s.last_cmd;
+        self.last_sub = s.last_sub;
         self.no_evict = s.no_evict;
         self.reply_off = s.reply_off;
         self.sub = s.channels.len();
