@@ -97,40 +97,44 @@ struct KillFilter {
     skipme: bool,
 }
 
-fn parse_kill_filter(args: &[&[u8]]) -> Result<KillFilter, &'static str> {
+fn parse_kill_filter(args: &[&[u8]]) -> Result<KillFilter, String> {
     let mut f = KillFilter {
         skipme: true,
         ..KillFilter::default()
     };
     if args.len() % 2 != 0 {
-        return Err(SYNTAX);
+        return Err(SYNTAX.into());
     }
     for pair in args.chunks(2) {
         let v = pair[1];
         match pair[0].to_ascii_uppercase().as_slice() {
             b"ID" => match parse_i64(v) {
                 Some(id) if id > 0 => f.id = Some(id as u64),
-                _ => return Err("ERR client-id should be greater than 0"),
+                _ => return Err("ERR client-id should be greater than 0".into()),
             },
             b"ADDR" => f.addr = Some(v.to_vec()),
             b"LADDR" => f.laddr = Some(v.to_vec()),
+            // The only user is `default` (no ACL): any other name is no user, as in Redis.
+            b"USER" if v != b"default" => {
+                return Err(format!("ERR No such user '{}'", String::from_utf8_lossy(v)))
+            }
             b"USER" => f.user = Some(v.to_vec()),
             b"SKIPME" => match v.to_ascii_lowercase().as_slice() {
                 b"yes" => f.skipme = true,
                 b"no" => f.skipme = false,
-                _ => return Err(SYNTAX),
+                _ => return Err(SYNTAX.into()),
             },
             b"TYPE" => match v.to_ascii_lowercase().as_slice() {
                 b"normal" => f.kind = Some("normal"),
                 b"pubsub" => f.kind = Some("pubsub"),
                 b"master" | b"slave" | b"replica" => f.kind = Some("replica"),
-                _ => return Err("ERR Unknown client type"),
+                _ => return Err("ERR Unknown client type".into()),
             },
             b"MAXAGE" => match parse_i64(v) {
                 Some(_) => {}
-                None => return Err(NOT_INT),
+                None => return Err(NOT_INT.into()),
             },
-            _ => return Err(SYNTAX),
+            _ => return Err(SYNTAX.into()),
         }
     }
     Ok(f)
@@ -248,7 +252,7 @@ pub(crate) fn client(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
         (b"KILL", _) if n >= 4 => {
             let f = match parse_kill_filter(&args[2..]) {
                 Ok(f) => f,
-                Err(e) => return fail(ctx, e),
+                Err(e) => return fail(ctx, &e),
             };
             let me = ctx.session.id;
             // The caller's own type from its session, which is current.
@@ -521,6 +525,7 @@ mod tests {
                 "-ERR wrong number of arguments for 'client|kill' command\r\n",
             ),
             ("CLIENT KILL 127.0.0.1:9", "-ERR No such client\r\n"),
+            ("CLIENT KILL USER nobody", "-ERR No such user 'nobody'\r\n"),
             ("CLIENT KILL ID 7", ":0\r\n"),
             ("CLIENT KILL ID 7 SKIPME no", ":1\r\n"),
             ("CLIENT KILL LADDR 127.0.0.1:6379", ":1\r\n"),

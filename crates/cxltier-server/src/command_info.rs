@@ -591,7 +591,11 @@ pub fn keys_by_specs(specs: &[KeySpec], args: &[&[u8]]) -> Option<Vec<(usize, u1
                 }
                 let numkeys: i64 = crate::args::int_arg(args[at as usize]).filter(|&n| n >= 0)?;
                 first += i64::from(firstkey);
-                (first + numkeys - 1, i64::from(keystep))
+                // A count as large as the client likes: past the arguments, not an overflow.
+                (
+                    first.saturating_add(numkeys).saturating_sub(1),
+                    i64::from(keystep),
+                )
             }
         };
         if last >= argc || last < first || first >= argc {
@@ -1008,6 +1012,10 @@ mod tests {
         assert_eq!(run("GETKEYS object encoding k"), "*1\r\n$1\r\nk\r\n");
         assert_eq!(run("GETKEYS lcs a b"), "*2\r\n$1\r\na\r\n$1\r\nb\r\n");
         assert_eq!(run("GETKEYS eval s 0"), "*0\r\n");
+        assert_eq!(
+            run("GETKEYS zunionstore d 9223372036854775807 a"),
+            "-ERR Invalid arguments specified for command\r\n"
+        );
         assert_eq!(run("GETKEYS eval s x"), "*0\r\n");
         assert_eq!(
             run("GETKEYS zunionstore d 3 a b"),

@@ -37,8 +37,10 @@ const HELP: &[&str] = &[
 ];
 
 /// C's `strtod` of what Redis's DEBUG SLEEP takes: the longest prefix that is a number (0
-/// when none).
+/// when none), looked for in the first 64 bytes (no number is longer; a huge argument costs
+/// no more).
 fn strtod_prefix(b: &[u8]) -> f64 {
+    let b = &b[..b.len().min(64)];
     let s = std::str::from_utf8(b).unwrap_or("").trim_start();
     (1..=s.len())
         .rev()
@@ -404,6 +406,11 @@ mod tests {
         );
         assert_eq!(db.cmd("DEBUG OBJECT nope"), "-ERR no such key\r\n");
         assert_eq!(db.cmd("DEBUG SLEEP 0"), "+OK\r\n");
+        assert_eq!(db.cmd("DEBUG SLEEP 0.001x"), "+OK\r\n");
+        assert_eq!(super::strtod_prefix(b" 1.5s"), 1.5);
+        // Only the first 64 digits are read: 10^64, nearly.
+        let huge = super::strtod_prefix(&[b'9'; 100_000]);
+        assert!(huge.is_finite() && huge > 9e63, "{huge}");
         assert_eq!(db.cmd("DEBUG SET-ACTIVE-EXPIRE 0"), "+OK\r\n");
         assert_eq!(db.cmd("DEBUG QUICKLIST-PACKED-THRESHOLD 100"), "+OK\r\n");
         assert!(db
