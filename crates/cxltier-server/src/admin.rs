@@ -1,6 +1,6 @@
 //! The server's administration commands that have no module of their own (Redis's `server`
 //! group): DBSIZE, FLUSHALL/FLUSHDB, SWAPDB, MEMORY, TIME, LASTSAVE, SAVE, BGSAVE,
-//! BGREWRITEAOF, DEBUG and SHUTDOWN.
+//! BGREWRITEAOF and SHUTDOWN.
 
 use cxltier_store::StoreError;
 
@@ -96,21 +96,50 @@ pub(crate) fn swapdb(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
     Ok(Effect::Wrote)
 }
 
-/// MEMORY USAGE key [SAMPLES n]: the bytes the key costs: its key and value bytes and its
-/// 32-byte index entry (the value's bytes in whichever tier holds it).
+/// MEMORY USAGE | STATS | DOCTOR | MALLOC-STATS | PURGE | HELP, as Redis 7.0's
+/// `memoryCommand` answers them, with the store's figures (see [`memory_stats`]).
 pub(crate) fn memory(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
     let sub = args[1].to_ascii_uppercase();
     let proto = ctx.session.proto;
-    match sub.as_slice() {
-        b"USAGE"
-            if args.len() == 3 || (args.len() == 5 && args[3].eq_ignore_ascii_case(b"SAMPLES")) =>
-        {
-            if args.len() == 5 && parse_i64(args[4]).is_none() {
-                return fail(ctx, NOT_INT);
+    match (sub.as_slice(), args.len()) {
+        (b"HELP", 2) => reply::simple_lines(
+            ctx.out,
+            &[
+                "MEMORY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                "DOCTOR",
+                "    Return memory problems reports.",
+                "MALLOC-STATS",
+                "    Return internal statistics report from the memory allocator.",
+                "PURGE",
+                "    Attempt to purge dirty pages for reclamation by the allocator.",
+                "STATS",
+                "    Return information about the memory usage of the server.",
+                "USAGE <key> [SAMPLES <count>]",
+                "    Return memory in bytes used by <key> and its value. Nested values are",
+                "    sampled up to <count> times (default: 5, 0 means sample all).",
+                "HELP",
+                "    Print this help.",
+            ],
+        ),
+        (b"USAGE", 3..) => {
+            // The options as Redis reads them: SAMPLES n, n a whole number of at least 0.
+            let mut j = 3;
+            while j < args.len() {
+                if args[j].eq_ignore_ascii_case(b"SAMPLES") && j + 1 < args.len() {
+                    match parse_i64(args[j + 1]) {
+                        None => return fail(ctx, NOT_INT),
+                        Some(n) if n < 0 => return fail(ctx, SYNTAX),
+                        Some(_) => {}
+                    }
+                    j += 2;
+                } else {
+                    return fail(ctx, SYNTAX);
+                }
             }
             let key = args[2];
             // A collection changed earlier in this batch is written back first: peek shows
-            // the stored root.
+            // the stored root. Every member is counted (the store knows the sizes): the
+            // samples Redis takes to estimate a collection are not needed.
             ctx.store.settle(key)?;
             let len = match ctx.store.peek(key) {
                 Some(o) => Some(o.value.len()),
@@ -120,10 +149,186 @@ pub(crate) fn memory(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
                 Some(len) => reply::int(ctx.out, (key.len() + len + INDEX_ENTRY_BYTES) as i64),
                 None => reply::null(ctx.out, proto),
             }
-            Ok(Effect::Read)
         }
-        _ => fail(ctx, &crate::errors::unknown_subcommand("MEMORY", args[1])),
+        (b"STATS", 2) => {
+            let fields = memory_stats(ctx);
+            reply::map(ctx.out, proto, fields.len());
+            for (name, value) in fields {
+                reply::bulk(ctx.out, name.as_bytes());
+                match value {
+                    Stat::Int(n) => reply::int(ctx.out, n as i64),
+                    Stat::Ratio(r) => reply::double(ctx.out, proto, r),
+                    Stat::Db(main) => {
+                        reply::map(ctx.out, proto, 3);
+                        for (k, v) in [
+                            ("overhead.hashtable.main", main),
+                            ("overhead.hashtable.expires", 0),
+                            ("overhead.hashtable.slot-to-keys", 0),
+                        ] {
+                            reply::bulk(ctx.out, k.as_bytes());
+                            reply::int(ctx.out, v as i64);
+                        }
+                    }
+                }
+            }
+        }
+        (b"DOCTOR", 2) => {
+            let report = memory_doctor(ctx);
+            reply::verbatim(ctx.out, proto, "txt", report.as_bytes());
+        }
+        // Redis's answer when its allocator is not jemalloc: the store's memory is its own
+        // slab arenas, whose figures MEMORY STATS gives.
+        (b"MALLOC-STATS", 2) => {
+            reply::bulk(ctx.out, b"Stats not supported for the current allocator")
+        }
+        // The allocator's free pages go back to the system; the arenas keep their slabs.
+        (b"PURGE", 2) => {
+            cxltier_sys::heap::release_free_memory();
+            reply::ok(ctx.out);
+        }
+        _ => return fail(ctx, &crate::errors::unknown_subcommand("MEMORY", args[1])),
     }
+    Ok(Effect::Read)
+}
+
+enum Stat {
+    Int(u64),
+    Ratio(f64),
+    /// A database's map: its index entries' bytes (the hashtable Redis would have).
+    Db(u64),
+}
+
+/// MEMORY STATS: Redis's fields, from the store: `total.allocated` is INFO's `used_memory`
+/// (the memory tiers' slots in use and the index), the overhead is the index, the dataset
+/// the rest; the allocator's figures are the memory tiers' resident slab pages and the
+/// process's RSS. What cxltier does not keep apart (client buffers, the replication
+/// backlog, which it has none of, cluster links, the AOF buffer) is 0. Then the tiers' own
+/// figures under `tier.<name>.*`.
+fn memory_stats(ctx: &mut Ctx<'_>) -> Vec<(String, Stat)> {
+    let st = ctx.store.stats();
+    let (used, _) = crate::memory::memory_figures(&st);
+    ctx.info.used_memory_peak = ctx.info.used_memory_peak.max(used);
+    let peak = ctx.info.used_memory_peak;
+    let rss = crate::memory::resident_bytes();
+    let overhead = st.index_bytes;
+    let dataset = used.saturating_sub(overhead);
+    let keys = st.keys;
+    let resident: u64 = st
+        .tiers
+        .iter()
+        .filter(|t| t.tier != "nvme")
+        .map(|t| t.resident_bytes)
+        .sum::<u64>()
+        + st.index_bytes;
+    let ratio = |a: u64, b: u64| if b == 0 { 0.0 } else { a as f64 / b as f64 };
+    let pct = |a: u64, b: u64| {
+        if b == 0 {
+            0.0
+        } else {
+            a as f64 * 100.0 / b as f64
+        }
+    };
+    let mut f: Vec<(String, Stat)> = vec![
+        ("peak.allocated".into(), Stat::Int(peak)),
+        ("total.allocated".into(), Stat::Int(used)),
+        ("startup.allocated".into(), Stat::Int(0)),
+        ("replication.backlog".into(), Stat::Int(0)),
+        ("clients.slaves".into(), Stat::Int(0)),
+        ("clients.normal".into(), Stat::Int(0)),
+        ("cluster.links".into(), Stat::Int(0)),
+        ("aof.buffer".into(), Stat::Int(0)),
+        (
+            "lua.caches".into(),
+            Stat::Int(ctx.info.scripts.used_memory() as u64),
+        ),
+        ("functions.caches".into(), Stat::Int(0)),
+    ];
+    for j in 0..ctx.info.dbs.count() {
+        let n = ctx.store.db_len(ctx.info.dbs.physical(j));
+        if n > 0 {
+            f.push((format!("db.{j}"), Stat::Db(n * INDEX_ENTRY_BYTES as u64)));
+        }
+    }
+    f.extend([
+        ("overhead.total".into(), Stat::Int(overhead)),
+        ("keys.count".into(), Stat::Int(keys)),
+        (
+            "keys.bytes-per-key".into(),
+            Stat::Int(used.checked_div(keys).unwrap_or(0)),
+        ),
+        ("dataset.bytes".into(), Stat::Int(dataset)),
+        ("dataset.percentage".into(), Stat::Ratio(pct(dataset, used))),
+        ("peak.percentage".into(), Stat::Ratio(pct(used, peak))),
+        ("allocator.allocated".into(), Stat::Int(used)),
+        ("allocator.active".into(), Stat::Int(resident)),
+        ("allocator.resident".into(), Stat::Int(resident)),
+        (
+            "allocator-fragmentation.ratio".into(),
+            Stat::Ratio(ratio(resident, used)),
+        ),
+        (
+            "allocator-fragmentation.bytes".into(),
+            Stat::Int(resident.saturating_sub(used)),
+        ),
+        ("allocator-rss.ratio".into(), Stat::Ratio(1.0)),
+        ("allocator-rss.bytes".into(), Stat::Int(0)),
+        (
+            "rss-overhead.ratio".into(),
+            Stat::Ratio(ratio(rss, resident)),
+        ),
+        (
+            "rss-overhead.bytes".into(),
+            Stat::Int(rss.saturating_sub(resident)),
+        ),
+        ("fragmentation".into(), Stat::Ratio(ratio(rss, used))),
+        (
+            "fragmentation.bytes".into(),
+            Stat::Int(rss.saturating_sub(used)),
+        ),
+    ]);
+    for t in &st.tiers {
+        let name = t.tier;
+        f.extend([
+            (format!("tier.{name}.capacity"), Stat::Int(t.capacity_bytes)),
+            (format!("tier.{name}.resident"), Stat::Int(t.resident_bytes)),
+            (format!("tier.{name}.objects"), Stat::Int(t.objects)),
+            (format!("tier.{name}.bytes"), Stat::Int(t.bytes)),
+        ]);
+    }
+    f
+}
+
+/// MEMORY DOCTOR: Redis's report over the checks that have a meaning here (an almost empty
+/// instance, a peak well above the memory in use, RSS far above it, many cached scripts).
+fn memory_doctor(ctx: &mut Ctx<'_>) -> String {
+    let st = ctx.store.stats();
+    let (used, _) = crate::memory::memory_figures(&st);
+    ctx.info.used_memory_peak = ctx.info.used_memory_peak.max(used);
+    let peak = ctx.info.used_memory_peak;
+    if used < 5 << 20 {
+        return "Hi Sam, this instance is empty or is using very little memory, my issues detector can't be used in these conditions. Please, leave for your mission on Earth and fill it with some data. The new Sam and I will be back to our programming as soon as I finished rebooting.\n".into();
+    }
+    let rss = crate::memory::resident_bytes();
+    let mut issues = Vec::new();
+    if peak as f64 / used as f64 > 1.5 {
+        issues.push(" * Peak memory: In the past this instance used more than 150% the memory that is currently using. The allocator is normally not able to release memory after a peak, so you can expect to see a big fragmentation ratio, however this is actually harmless and is only due to the memory peak, and if the Redis instance Resident Set Size (RSS) is currently bigger than expected, the memory will be used as soon as you fill the Redis instance with more data. If the memory peak was only occasional and you want to try to reclaim memory, please try the MEMORY PURGE command, otherwise the only other option is to shutdown and restart the instance.\n\n".to_string());
+    }
+    if rss as f64 / used as f64 > 1.4 && rss.saturating_sub(used) > 10 << 20 {
+        issues.push(" * High total RSS: This instance has a memory fragmentation and RSS overhead greater than 1.4 (this means that the Resident Set Size of the Redis process is much larger than the sum of the logical allocations Redis performed). This problem is usually due either to a large peak memory (check if there is a peak memory entry above in the report) or may result from a workload that causes the allocator to fragment memory a lot. If the problem is a large peak memory, then there is no issue. Otherwise, make sure you are using the Jemalloc allocator and not the default libc malloc. Note: The currently used allocator is \"cxltier slab arenas\".\n\n".to_string());
+    }
+    if ctx.info.scripts.cached() > 1000 {
+        issues.push(" * Many scripts: There seem to be many cached scripts in this instance (more than 1000). This may be because scripts are generated and `EVAL`ed, instead of being parameterized (with KEYS and ARGV), `SCRIPT LOAD`ed and `EVALSHA`ed. Unless `SCRIPT FLUSH` is called periodically, the scripts' caches may end up consuming most of your memory.\n\n".to_string());
+    }
+    if issues.is_empty() {
+        return "Hi Sam, I can't find any memory issue in your instance. I can only account for what occurs on this base.\n".into();
+    }
+    let mut s =
+        String::from("Sam, I detected a few issues in this Redis instance memory implants:\n\n");
+    for i in issues {
+        s.push_str(&i);
+    }
+    s.push_str("I'm here to keep you safe, Sam. I want to help you.\n");
+    s
 }
 
 /// A key's entry in the index (docs/server.md: 32-byte packed entries).
@@ -174,16 +379,6 @@ pub(crate) fn bgrewriteaof(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> Result<Effect,
     // The NVMe log is cleaned segment by segment as it runs: nothing to rewrite.
     reply::simple(ctx.out, "Background append only file rewriting started");
     Ok(Effect::Read)
-}
-
-pub(crate) fn debug(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
-    fail(
-        ctx,
-        &format!(
-            "ERR DEBUG {} is not supported by cxltier serve (no DEBUG subcommand is)",
-            String::from_utf8_lossy(args[1]).to_ascii_uppercase()
-        ),
-    )
 }
 
 /// SLOWLOG GET [count] | LEN | RESET | HELP, as Redis 7.0's `slowlogCommand` answers them.
@@ -432,6 +627,52 @@ mod tests {
     use crate::testdb::*;
 
     #[test]
+    fn memory_subcommands_answer_as_redis() {
+        let mut db = Db::new();
+        db.cmd("SET k v");
+        let stats = db.cmd("MEMORY STATS");
+        for field in [
+            "peak.allocated",
+            "total.allocated",
+            "db.0",
+            "overhead.hashtable.main",
+            "keys.count",
+            "dataset.percentage",
+            "fragmentation.bytes",
+            "tier.dram.capacity",
+        ] {
+            assert!(
+                stats.contains(&format!("\r\n{field}\r\n")),
+                "{field}: {stats}"
+            );
+        }
+        assert!(stats.starts_with("*"), "a flat map in RESP2");
+        assert!(db
+            .cmd("MEMORY DOCTOR")
+            .contains("Hi Sam, this instance is empty"));
+        db.replies(&[
+            (
+                "MEMORY MALLOC-STATS",
+                "$45\r\nStats not supported for the current allocator\r\n",
+            ),
+            ("MEMORY PURGE", "+OK\r\n"),
+            ("MEMORY USAGE k SAMPLES", "-ERR syntax error\r\n"),
+            ("MEMORY USAGE k SAMPLES -1", "-ERR syntax error\r\n"),
+            (
+                "MEMORY USAGE k SAMPLES x",
+                "-ERR value is not an integer or out of range\r\n",
+            ),
+            ("MEMORY USAGE missing SAMPLES 0", "$-1\r\n"),
+            (
+                "MEMORY NOPE",
+                "-ERR unknown subcommand or wrong number of arguments for 'NOPE'. Try MEMORY HELP.\r\n",
+            ),
+        ]);
+        assert!(db.cmd("MEMORY USAGE k SAMPLES 0").starts_with(':'));
+        assert!(db.cmd("MEMORY HELP").starts_with("*"));
+    }
+
+    #[test]
     fn server_commands_without_replicas_scripts_or_debug() {
         let mut db = Db::large();
         // No replica: WAIT 0 answers at once; WAIT 1 parks until its timeout (the server
@@ -450,9 +691,6 @@ mod tests {
             ("BGSAVE", "+Background saving started\r\n"),
         ]);
         assert!(db.cmd("LASTSAVE") >= before);
-        assert!(db
-            .cmd("DEBUG SLEEP 0")
-            .starts_with("-ERR DEBUG SLEEP is not supported"));
         db.replies(&[
             ("FUNCTION FLUSH", "+OK\r\n"),
             ("FUNCTION FLUSH async", "+OK\r\n"),

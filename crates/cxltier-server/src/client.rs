@@ -65,7 +65,10 @@ fn client_line(
         m.qbuf,
         m.omem,
         m.qbuf + m.omem,
-        m.last_cmd.to_ascii_lowercase(),
+        match m.last_sub {
+            Some(sub) => format!("{}|{sub}", m.last_cmd.to_ascii_lowercase()),
+            None => m.last_cmd.to_ascii_lowercase(),
+        },
         tracking.map_or(-1, |mode| mode.redirect as i64),
         m.proto.max(2),
     );
@@ -94,40 +97,44 @@ struct KillFilter {
     skipme: bool,
 }
 
-fn parse_kill_filter(args: &[&[u8]]) -> Result<KillFilter, &'static str> {
+fn parse_kill_filter(args: &[&[u8]]) -> Result<KillFilter, String> {
     let mut f = KillFilter {
         skipme: true,
         ..KillFilter::default()
     };
     if args.len() % 2 != 0 {
-        return Err(SYNTAX);
+        return Err(SYNTAX.into());
     }
     for pair in args.chunks(2) {
         let v = pair[1];
         match pair[0].to_ascii_uppercase().as_slice() {
             b"ID" => match parse_i64(v) {
                 Some(id) if id > 0 => f.id = Some(id as u64),
-                _ => return Err("ERR client-id should be greater than 0"),
+                _ => return Err("ERR client-id should be greater than 0".into()),
             },
             b"ADDR" => f.addr = Some(v.to_vec()),
             b"LADDR" => f.laddr = Some(v.to_vec()),
+            // The only user is `default` (no ACL): any other name is no user, as in Redis.
+            b"USER" if v != b"default" => {
+                return Err(format!("ERR No such user '{}'", String::from_utf8_lossy(v)))
+            }
             b"USER" => f.user = Some(v.to_vec()),
             b"SKIPME" => match v.to_ascii_lowercase().as_slice() {
                 b"yes" => f.skipme = true,
                 b"no" => f.skipme = false,
-                _ => return Err(SYNTAX),
+                _ => return Err(SYNTAX.into()),
             },
             b"TYPE" => match v.to_ascii_lowercase().as_slice() {
                 b"normal" => f.kind = Some("normal"),
                 b"pubsub" => f.kind = Some("pubsub"),
                 b"master" | b"slave" | b"replica" => f.kind = Some("replica"),
-                _ => return Err("ERR Unknown client type"),
+                _ => return Err("ERR Unknown client type".into()),
             },
             b"MAXAGE" => match parse_i64(v) {
                 Some(_) => {}
-                None => return Err(NOT_INT),
+                None => return Err(NOT_INT.into()),
             },
-            _ => return Err(SYNTAX),
+            _ => return Err(SYNTAX.into()),
         }
     }
     Ok(f)
@@ -219,6 +226,13 @@ pub(crate) fn client(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
             }
             reply::verbatim(ctx.out, proto, "txt", t.as_bytes());
         }
+        // Redis checks the subcommand's arity (`client|kill`: -3) before it runs.
+        (b"KILL", 2) => {
+            return fail(
+                ctx,
+                "ERR wrong number of arguments for 'client|kill' command",
+            )
+        }
         (b"KILL", 3) => {
             // The old form: CLIENT KILL addr:port.
             let found = ctx
@@ -238,7 +252,7 @@ pub(crate) fn client(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
         (b"KILL", _) if n >= 4 => {
             let f = match parse_kill_filter(&args[2..]) {
                 Ok(f) => f,
-                Err(e) => return fail(ctx, e),
+                Err(e) => return fail(ctx, &e),
             };
             let me = ctx.session.id;
             // The caller's own type from its session, which is current.
@@ -598,7 +612,7 @@ mod tests {
             list.contains("id=7 addr=127.0.0.1:5000 laddr=127.0.0.1:6379 fd=9 name=worker "),
             "{list}"
         );
-        assert!(list.contains("cmd=client "), "{list}");
+        assert!(list.contains("cmd=client|list "), "{list}");
         assert!(list.contains("id=8 addr=127.0.0.1:5001 "), "{list}");
         assert!(!db.cmd("CLIENT LIST ID 8").contains("id=7"));
         assert!(db.cmd("CLIENT LIST TYPE pubsub").starts_with("$0\r\n"));
@@ -607,7 +621,12 @@ mod tests {
         assert!(db.cmd("CLIENT INFO").contains(" flags=e "));
         // KILL: the old form by address, and filters (SKIPME yes by default).
         db.replies(&[
+            (
+                "CLIENT KILL",
+                "-ERR wrong number of arguments for 'client|kill' command\r\n",
+            ),
             ("CLIENT KILL 127.0.0.1:9", "-ERR No such client\r\n"),
+            ("CLIENT KILL USER nobody", "-ERR No such user 'nobody'\r\n"),
             ("CLIENT KILL ID 7", ":0\r\n"),
             ("CLIENT KILL ID 7 SKIPME no", ":1\r\n"),
             ("CLIENT KILL LADDR 127.0.0.1:6379", ":1\r\n"),

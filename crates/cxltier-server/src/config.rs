@@ -3,17 +3,18 @@
 
 use cxltier_store::{EvictionPolicy, Store, StoreError};
 
-use crate::context::{Ctx, Effect};
-use crate::knobs::KNOBS;
+use crate::config_specs::PARAMS;
+use crate::context::{fail, Ctx, Effect};
+use crate::knobs::{param, pf, Kind, Param, KNOBS};
 use crate::limits::BULK_MARGIN;
 use crate::resp::reply;
 
-/// Every parameter and its value, for CONFIG GET.
-fn settings(ctx: &Ctx<'_>) -> Vec<(String, String)> {
+/// The parameters whose value is the server's own setting (the rest are knobs or stored).
+fn live_settings(ctx: &Ctx<'_>) -> Vec<(String, String)> {
     let info = &*ctx.info;
     let st = ctx.store.stats();
     let (_, memory) = crate::memory::memory_figures(&st);
-    let mut all: Vec<(String, String)> = vec![
+    vec![
         (
             "maxmemory".into(),
             info.maxmemory_limit.unwrap_or(memory).to_string(),
@@ -58,26 +59,83 @@ fn settings(ctx: &Ctx<'_>) -> Vec<(String, String)> {
         (
             "client-output-buffer-limit".into(),
             format!(
-                "normal {} {} {}",
+                "normal {} {} {} slave {} {} {} pubsub {} {} {}",
                 info.client_output_buffer_limit.0,
                 info.client_output_buffer_limit.1,
-                info.client_output_buffer_limit.2
+                info.client_output_buffer_limit.2,
+                crate::limits::REPLICA_OUTPUT_LIMIT.hard,
+                crate::limits::REPLICA_OUTPUT_LIMIT.soft,
+                crate::limits::REPLICA_OUTPUT_LIMIT.soft_seconds,
+                crate::limits::PUBSUB_OUTPUT_LIMIT.hard,
+                crate::limits::PUBSUB_OUTPUT_LIMIT.soft,
+                crate::limits::PUBSUB_OUTPUT_LIMIT.soft_seconds,
             ),
         ),
-    ];
-    for k in KNOBS {
-        all.push((k.name.into(), info.knobs.get(k.name).unwrap_or("").into()));
-    }
-    all
+    ]
 }
 
-/// Why a parameter cannot change while the server runs, and how to change it.
+/// What CONFIG GET answers for Redis's parameter `p`: the server's own setting, a knob's
+/// value, or what CONFIG SET stored (its default until then).
+fn value_of(ctx: &Ctx<'_>, live: &[(String, String)], p: &'static Param) -> String {
+    if let Some((_, v)) = live.iter().find(|(k, _)| k == p.name) {
+        return v.clone();
+    }
+    if let Some(v) = ctx.info.knobs.get(p.name) {
+        return v.to_string();
+    }
+    match (&p.kind, p.name) {
+        // Where Redis writes its files: this process's directory (it writes none).
+        (Kind::Special, "dir") => std::env::current_dir()
+            .map(|d| d.display().to_string())
+            .unwrap_or_default(),
+        (Kind::Special, "oom-score-adj-values") if ctx.info.knobs.is_unset(p.name) => {
+            "0 200 800".into()
+        }
+        _ => ctx.info.knobs.param_value(p),
+    }
+}
+
+/// CONFIG GET pattern...: a name without glob characters is looked up as given (hidden
+/// parameters too, and answered under the name asked); a pattern matches every name and alias
+/// of the parameters that are not hidden.
+fn get(ctx: &mut Ctx<'_>, patterns: &[&[u8]]) {
+    let live = live_settings(ctx);
+    let mut matched: Vec<(String, &'static Param)> = Vec::new();
+    for pat in patterns {
+        if !pat.iter().any(|b| matches!(b, b'[' | b'*' | b'?')) {
+            let name = String::from_utf8_lossy(pat).into_owned();
+            if let Some(p) = param(&name) {
+                if !matched.iter().any(|(n, _)| *n == name) {
+                    matched.push((name, p));
+                }
+            }
+            continue;
+        }
+        for p in PARAMS.iter().filter(|p| !p.has(pf::HIDDEN)) {
+            for name in std::iter::once(p.name).chain(p.alias) {
+                if crate::glob::matches(pat, name.as_bytes(), true)
+                    && !matched.iter().any(|(n, _)| n == name)
+                {
+                    matched.push((name.to_string(), p));
+                }
+            }
+        }
+    }
+    reply::map(ctx.out, ctx.session.proto, matched.len());
+    for (name, p) in matched {
+        let value = value_of(ctx, &live, p);
+        reply::bulk(ctx.out, name.as_bytes());
+        reply::bulk(ctx.out, value.as_bytes());
+    }
+}
+
+/// Why a parameter Redis can change while it runs cannot change here, and how to change it
+/// (CONFIG SET of its current value is accepted: nothing changes).
 fn read_only(name: &str) -> Option<&'static str> {
     Some(match name {
         "appendonly" | "appendfsync" => {
             "durability is chosen at start: restart with --durability always|everysec|none"
         }
-        "databases" => "restart cxltier serve with --databases N",
         "bind" | "port" => "restart cxltier serve with the new option",
         "client-query-buffer-limit" | "client-output-buffer-limit" => {
             "restart cxltier serve with --client-query-buffer-limit / --client-output-buffer-limit"
@@ -101,6 +159,21 @@ fn bulk_len(value: &str) -> Result<usize, String> {
     Ok(n)
 }
 
+/// `save`'s value checked as Redis does (pairs of seconds and changes, none negative) and
+/// written as CONFIG GET shows it; `None` when it is not.
+fn save_params(value: &str) -> Option<String> {
+    let words: Vec<&str> = value.split_ascii_whitespace().collect();
+    if words.len() % 2 != 0 {
+        return None;
+    }
+    let mut out = Vec::with_capacity(words.len());
+    for w in words {
+        let n: i64 = w.parse().ok().filter(|&n| n >= 0)?;
+        out.push(n.to_string());
+    }
+    Some(out.join(" "))
+}
+
 fn set_failed(ctx: &mut Ctx<'_>, name: &str, why: &str) -> Result<Effect, StoreError> {
     reply::error(
         ctx.out,
@@ -111,30 +184,63 @@ fn set_failed(ctx: &mut Ctx<'_>, name: &str, why: &str) -> Result<Effect, StoreE
 
 /// CONFIG SET name value [name value ...]: all checked before any is applied, as Redis 7 does.
 fn set(ctx: &mut Ctx<'_>, pairs: &[&[u8]]) -> Result<Effect, StoreError> {
-    if pairs.is_empty() || pairs.len() % 2 != 0 {
+    if pairs.len() < 2 {
         reply::error(
             ctx.out,
             "ERR wrong number of arguments for 'config|set' command",
         );
         return Ok(Effect::Read);
     }
-    let mut changes: Vec<(String, String)> = Vec::new();
+    if pairs.len() % 2 != 0 {
+        return fail(ctx, crate::errors::SYNTAX);
+    }
+    // First the names, as Redis: an unknown, immutable, protected or repeated one refuses the
+    // whole command before any value is looked at.
+    let mut chosen: Vec<(&'static Param, String, String)> = Vec::new();
     for pair in pairs.chunks(2) {
-        let name = String::from_utf8_lossy(pair[0]).to_ascii_lowercase();
+        let name = String::from_utf8_lossy(pair[0]).into_owned();
         let value = String::from_utf8_lossy(pair[1]).into_owned();
-        if changes.iter().any(|(n, _)| *n == name) {
+        let Some(p) = param(&name) else {
+            reply::error(
+                ctx.out,
+                &format!("ERR Unknown option or number of arguments for CONFIG SET - '{name}'"),
+            );
+            return Ok(Effect::Read);
+        };
+        if p.has(pf::IMMUTABLE) {
+            return set_failed(ctx, &name, "can't set immutable config");
+        }
+        // `enable-protected-configs` is "no" (and immutable), as Redis's default.
+        if p.has(pf::PROTECTED) {
+            return set_failed(ctx, &name, "can't set protected config");
+        }
+        if chosen.iter().any(|(q, _, _)| std::ptr::eq(*q, p)) {
             return set_failed(ctx, &name, "duplicate parameter");
         }
-        if let Some(why) = read_only(&name) {
+        chosen.push((p, name, value));
+    }
+    // Then the values, all checked before any is applied.
+    let live = live_settings(ctx);
+    let mut changes: Vec<(&'static str, String)> = Vec::new();
+    for (p, name, value) in chosen {
+        if let Some(why) = read_only(p.name) {
+            let same = match p.parse(&value) {
+                Some(Ok(v)) => v == value_of(ctx, &live, p),
+                _ => value == value_of(ctx, &live, p),
+            };
+            if same {
+                continue;
+            }
             return set_failed(ctx, &name, why);
         }
-        match name.as_str() {
+        let name = name.as_str();
+        match p.name {
             "maxclients" => match value.parse::<usize>() {
                 Ok(n) if n >= 1 => {}
                 _ => {
                     return set_failed(
                         ctx,
-                        &name,
+                        name,
                         "argument must be between 1 and 4294967295 inclusive",
                     )
                 }
@@ -142,7 +248,7 @@ fn set(ctx: &mut Ctx<'_>, pairs: &[&[u8]]) -> Result<Effect, StoreError> {
             "requirepass" => {}
             "maxmemory" => {
                 if crate::limits::parse_memory(&value).is_none() {
-                    return set_failed(ctx, &name, "argument must be a memory value");
+                    return set_failed(ctx, name, "argument must be a memory value");
                 }
             }
             "maxmemory-policy" => {
@@ -150,7 +256,7 @@ fn set(ctx: &mut Ctx<'_>, pairs: &[&[u8]]) -> Result<Effect, StoreError> {
                     let names: Vec<&str> = EvictionPolicy::ALL.iter().map(|p| p.name()).collect();
                     return set_failed(
                         ctx,
-                        &name,
+                        name,
                         &format!(
                             "argument(s) must be one of the following: {}",
                             names.join(", ")
@@ -160,31 +266,31 @@ fn set(ctx: &mut Ctx<'_>, pairs: &[&[u8]]) -> Result<Effect, StoreError> {
             }
             "maxmemory-samples" => {
                 if !matches!(value.parse::<i64>(), Ok(1..=64)) {
-                    return set_failed(ctx, &name, "argument must be between 1 and 64 inclusive");
+                    return set_failed(ctx, name, "argument must be between 1 and 64 inclusive");
                 }
             }
             "maxmemory-eviction-tenacity" => {
                 if !matches!(value.parse::<i64>(), Ok(0..=100)) {
-                    return set_failed(ctx, &name, "argument must be between 0 and 100 inclusive");
+                    return set_failed(ctx, name, "argument must be between 0 and 100 inclusive");
                 }
             }
             "lfu-log-factor" | "lfu-decay-time" => {
                 if !matches!(value.parse::<i64>(), Ok(0..=2147483647)) {
                     return set_failed(
                         ctx,
-                        &name,
+                        name,
                         "argument must be between 0 and 2147483647 inclusive",
                     );
                 }
             }
             "proto-max-bulk-len" => {
                 if let Err(why) = bulk_len(&value) {
-                    return set_failed(ctx, &name, &why);
+                    return set_failed(ctx, name, &why);
                 }
             }
             "latency-tracking" => {
                 if !["yes", "no"].iter().any(|b| value.eq_ignore_ascii_case(b)) {
-                    return set_failed(ctx, &name, "argument must be 'yes' or 'no'");
+                    return set_failed(ctx, name, "argument must be 'yes' or 'no'");
                 }
             }
             "latency-tracking-info-percentiles" => {
@@ -194,33 +300,29 @@ fn set(ctx: &mut Ctx<'_>, pairs: &[&[u8]]) -> Result<Effect, StoreError> {
                 {
                     return set_failed(
                         ctx,
-                        &name,
+                        name,
                         "Invalid latency-tracking-info-percentiles parameters",
                     );
                 }
                 if crate::latency::parse_percentiles(&value).is_none() {
                     return set_failed(
                         ctx,
-                        &name,
+                        name,
                         "latency-tracking-info-percentiles parameters should sit between [0.0,100.0]",
                     );
                 }
             }
             // Redis 7.0's bounds: -1 (off) and 0 (empty) up.
             "slowlog-log-slower-than" | "slowlog-max-len" => {
-                let least = if name == "slowlog-max-len" { 0 } else { -1 };
+                let least = if p.name == "slowlog-max-len" { 0 } else { -1 };
                 match value.parse::<i64>() {
                     Err(_) => {
-                        return set_failed(
-                            ctx,
-                            &name,
-                            "argument couldn't be parsed into an integer",
-                        )
+                        return set_failed(ctx, name, "argument couldn't be parsed into an integer")
                     }
                     Ok(n) if n < least => {
                         return set_failed(
                             ctx,
-                            &name,
+                            name,
                             &format!(
                                 "argument must be between {least} and 9223372036854775807 inclusive"
                             ),
@@ -230,31 +332,57 @@ fn set(ctx: &mut Ctx<'_>, pairs: &[&[u8]]) -> Result<Effect, StoreError> {
                 }
             }
             "notify-keyspace-events" => {
-                if crate::notify::parse_flags(pair[1]).is_none() {
-                    return set_failed(ctx, &name, crate::notify::INVALID_FLAGS);
+                if crate::notify::parse_flags(value.as_bytes()).is_none() {
+                    return set_failed(ctx, name, crate::notify::INVALID_FLAGS);
                 }
             }
-            _ => match KNOBS.iter().find(|k| k.name == name) {
-                Some(k) if k.integer && value.parse::<i64>().is_err() => {
-                    return set_failed(ctx, &name, "argument couldn't be parsed into an integer")
+            "save" => match save_params(&value) {
+                Some(v) => {
+                    changes.push((p.name, v));
+                    continue;
                 }
-                Some(_) => {}
-                None => {
-                    reply::error(
-                        ctx.out,
-                        &format!(
-                            "ERR Unknown option or number of arguments for CONFIG SET - '{name}'"
-                        ),
+                None => return set_failed(ctx, name, "Invalid save parameters"),
+            },
+            "oom-score-adj-values" => {
+                let values: Vec<i64> = value
+                    .split_ascii_whitespace()
+                    .filter_map(|v| crate::args::int_arg(v.as_bytes()))
+                    .filter(|v| (-2000..=2000).contains(v))
+                    .collect();
+                if value.split_ascii_whitespace().count() != 3 {
+                    return set_failed(ctx, name, "wrong number of arguments");
+                }
+                if values.len() != 3 {
+                    return set_failed(
+                        ctx,
+                        name,
+                        "Invalid oom-score-adj-values, elements must be between -2000 and 2000.",
                     );
-                    return Ok(Effect::Read);
+                }
+                let text: Vec<String> = values.iter().map(i64::to_string).collect();
+                changes.push((p.name, text.join(" ")));
+                continue;
+            }
+            _ => match p.parse(&value) {
+                Some(Ok(v)) => {
+                    changes.push((p.name, v));
+                    continue;
+                }
+                Some(Err(why)) => return set_failed(ctx, name, &why),
+                None => {
+                    return set_failed(
+                        ctx,
+                        name,
+                        "this parameter cannot be changed in cxltier serve",
+                    )
                 }
             },
         }
-        changes.push((name, value));
+        changes.push((p.name, value));
     }
     let mut policy = ctx.store.eviction_policy();
     for (name, value) in changes {
-        match name.as_str() {
+        match name {
             "maxmemory-policy" => policy = EvictionPolicy::parse(&value).unwrap_or(policy),
             // Connections beyond the new limit are refused from now on; those open stay.
             "maxclients" => ctx.info.max_clients = value.parse().unwrap_or(ctx.info.max_clients),
@@ -284,13 +412,12 @@ fn set(ctx: &mut Ctx<'_>, pairs: &[&[u8]]) -> Result<Effect, StoreError> {
                 ctx.info.proto_max_bulk_len = n;
                 ctx.info.max_object = n - BULK_MARGIN;
             }
-            _ => {
-                let k = KNOBS
-                    .iter()
-                    .find(|k| k.name == name)
-                    .expect("checked above");
-                ctx.info.knobs.store(k.canonical, value);
-            }
+            // A knob under its canonical name; any other of Redis's parameters stored and
+            // reported (docs/server.md says which mean nothing here).
+            _ => match KNOBS.iter().find(|k| k.name == name) {
+                Some(k) => ctx.info.knobs.store(k.canonical, value),
+                None => ctx.info.knobs.store(name, value),
+            },
         }
     }
     // The policy, and how accesses are counted for it (lfu-log-factor, lfu-decay-time).
@@ -311,24 +438,7 @@ pub(crate) fn config(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
     let n = args.len();
     let sub = args[1].to_ascii_uppercase();
     match (sub.as_slice(), n) {
-        (b"GET", 3..) => {
-            let settings = settings(ctx);
-            let mut matched: Vec<&(String, String)> = Vec::new();
-            for pat in &args[2..] {
-                for kv in &settings {
-                    if crate::glob::matches(pat, kv.0.as_bytes(), true)
-                        && !matched.iter().any(|m| m.0 == kv.0)
-                    {
-                        matched.push(kv);
-                    }
-                }
-            }
-            reply::map(ctx.out, ctx.session.proto, matched.len());
-            for (k, v) in matched {
-                reply::bulk(ctx.out, k.as_bytes());
-                reply::bulk(ctx.out, v.as_bytes());
-            }
-        }
+        (b"GET", 3..) => get(ctx, &args[2..]),
         (b"SET", _) => return set(ctx, &args[2..]),
         (b"RESETSTAT", 2) => {
             // As Redis: the activity counters start again from zero (the store's and the

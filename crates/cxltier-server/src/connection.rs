@@ -89,6 +89,7 @@ pub(crate) fn reset(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> Result<Effect, StoreE
     let s = &mut *ctx.session;
     *s = Session {
         last_cmd: s.last_cmd,
+        last_sub: s.last_sub,
         ..Session::new(s.id, ctx.info.requirepass.is_none())
     };
     reply::simple(ctx.out, "RESET");

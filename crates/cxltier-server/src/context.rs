@@ -103,6 +103,10 @@ pub struct ServerInfo {
     pub kill: Vec<u64>,
     /// The id of the next connection (not reset by CONFIG RESETSTAT, unlike the count).
     pub next_client_id: u64,
+    /// DEBUG QUICKLIST-PACKED-THRESHOLD: the element size from which Redis keeps a list
+    /// element in a quicklist node of its own (DEBUG OBJECT's `ql_*` fields); 0: Redis's
+    /// default, 1 GB.
+    pub quicklist_packed_threshold: u64,
     /// When the store was last made durable on request (SAVE, BGSAVE), in seconds since the
     /// epoch; the start time before (LASTSAVE).
     pub last_save: u64,
@@ -297,8 +301,10 @@ pub struct Session {
     pub name: Option<Vec<u8>>,
     /// The protocol spoken (HELLO): 2 or 3; 0 before any HELLO, which is RESP2.
     pub proto: u8,
-    /// The last command run (CLIENT LIST's `cmd`), as the table names it.
+    /// The last command run (CLIENT LIST's `cmd`), as the table names it, and its
+    /// subcommand when it is a container's (`cmd=client|list`).
     pub last_cmd: &'static str,
+    pub last_sub: Option<&'static str>,
     /// CLIENT REPLY OFF: no replies until CLIENT REPLY ON.
     pub reply_off: bool,
     /// CLIENT REPLY SKIP: the replies of this many commands (it and the next) are dropped.
@@ -588,6 +594,7 @@ pub struct ClientMeta {
     pub name: Option<Vec<u8>>,
     pub proto: u8,
     pub last_cmd: &'static str,
+    pub last_sub: Option<&'static str>,
     pub no_evict: bool,
     pub reply_off: bool,
     /// Bytes of input not run yet, and of replies not sent yet.
@@ -616,6 +623,7 @@ impl ClientMeta {
             name: None,
             proto: 2,
             last_cmd: "NULL",
+            last_sub: None,
             no_evict: false,
             reply_off: false,
             qbuf: 0,
@@ -637,6 +645,7 @@ impl ClientMeta {
         self.proto = s.proto;
         self.db = s.db;
         self.last_cmd = s.last_cmd;
+        self.last_sub = s.last_sub;
         self.no_evict = s.no_evict;
         self.reply_off = s.reply_off;
         self.sub = s.channels.len();

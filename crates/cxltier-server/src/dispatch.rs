@@ -151,6 +151,7 @@ fn execute_command(
         return Effect::Postponed;
     }
     session.last_cmd = cmd.name;
+    session.last_sub = table::subcommand(cmd, args);
     if let Some(queued) = session.multi.as_mut() {
         // Inside MULTI everything but the transaction's own commands is queued for EXEC.
         if !cmd.has(flag::TX_CONTROL) {
@@ -303,6 +304,7 @@ fn dispatch(ctx: &mut Ctx<'_>, cmd: &'static table::Command, args: &[&[u8]]) -> 
 pub(crate) fn run_queued(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Effect {
     let cmd = table::lookup(args[0]).expect("checked when queued");
     ctx.session.last_cmd = cmd.name;
+    ctx.session.last_sub = table::subcommand(cmd, args);
     dispatch(ctx, cmd, args)
 }
 

@@ -114,6 +114,27 @@ fn token(pattern: &[u8], mut p: usize, c: u8, nocase: bool, steps: &mut u64) -> 
     }
 }
 
+/// DEBUG STRINGMATCH-TEST: Redis's fuzz run of its matcher (random patterns and strings of
+/// up to 31 bytes below 128), here `cycles` of them; returns how many matched. A pattern that
+/// broke the matcher's bounds would panic, which is what the run looks for.
+pub fn fuzz_check(cycles: u32) -> u32 {
+    // A fixed linear congruential sequence: the run is the same every time.
+    let mut state: u64 = 0x2545_F491_4F6C_DD1D;
+    let mut next = move || {
+        state = state
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (state >> 33) as u8
+    };
+    let mut matched = 0;
+    for _ in 0..cycles {
+        let s: Vec<u8> = (0..next() % 32).map(|_| next() % 128).collect();
+        let p: Vec<u8> = (0..next() % 32).map(|_| next() % 128).collect();
+        matched += u32::from(matches(&p, &s, false));
+    }
+    matched
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -33,15 +33,6 @@ const DEFAULT_SECTIONS: &[&str] = &[
     "keyspace",
 ];
 
-/// The process's resident memory in bytes (INFO's `used_memory_rss`, as Redis reads it): the
-/// second field of `/proc/self/statm`, in pages; 0 where it cannot be read.
-fn resident_bytes() -> u64 {
-    std::fs::read_to_string("/proc/self/statm")
-        .ok()
-        .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
-        .map_or(0, |pages| pages * cxltier_sys::page_size() as u64)
-}
-
 /// Bytes as Redis's `*_human` fields write them: `1.50M`.
 fn human_bytes(n: u64) -> String {
     const UNITS: [(&str, u64); 4] = [
@@ -152,7 +143,7 @@ fn info_text(store: &Store, info: &mut ServerInfo, sections: &[String]) -> Strin
         let (used, max) = memory_figures(&st);
         info.used_memory_peak = info.used_memory_peak.max(used);
         let peak = info.used_memory_peak;
-        let rss = resident_bytes();
+        let rss = crate::memory::resident_bytes();
         let lua = info.scripts.used_memory() as u64;
         section(
             &mut t,

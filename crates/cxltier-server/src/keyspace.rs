@@ -1012,18 +1012,22 @@ pub(crate) fn object(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
         let lines = [
             "OBJECT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
             "ENCODING <key>",
-            "    Return the name Redis would use to encode the value stored at <key> under the",
-            "    configured thresholds (cxltier stores values as bytes in one tier).",
+            "    Return the kind of internal representation used in order to store the value",
+            "    associated with a <key>.",
             "FREQ <key>",
-            "    Return the access frequency index of the key (LFU policies only).",
+            "    Return the access frequency index of the <key>. The returned integer is",
+            "    proportional to the logarithm of the recent access frequency of the key.",
             "IDLETIME <key>",
-            "    Return the idle time of the key, that is the approximated number",
-            "    of seconds elapsed since the last access to the key.",
+            "    Return the idle time of the <key>, that is the approximated number of",
+            "    seconds elapsed since the last access to the key.",
+            "REFCOUNT <key>",
+            "    Return the number of references of the value associated with the specified",
+            "    <key>.",
             "TIER <key>",
             "    Return where the value stored at <key> is: dram, cxl or nvme, or mixed for a",
-            "    collection whose parts are in more than one tier.",
-            "REFCOUNT <key>",
-            "    Return the reference count of the object stored at <key>.",
+            "    collection whose parts are in more than one tier (cxltier's own).",
+            "HELP",
+            "    Print this help.",
         ];
         reply::simple_lines(ctx.out, &lines);
         return Ok(Effect::Read);
@@ -1050,7 +1054,21 @@ pub(crate) fn object(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
             Some(t) => reply::bulk(ctx.out, t.as_bytes()),
             None => reply::null(ctx.out, proto),
         },
-        b"REFCOUNT" => reply::int(ctx.out, 1),
+        // Redis shares the objects of the integers 0 to 9999 (their count is INT_MAX) unless
+        // an LRU or LFU policy needs each key's own access bits.
+        b"REFCOUNT" => {
+            let policy = ctx.store.eviction_policy();
+            let shared = !policy.is_lfu()
+                && !policy.name().contains("lru")
+                && crate::encoding::object_encoding(ctx, key)? == Some("int")
+                && match ctx.store.peek(key) {
+                    // Looked at without counting an access; a value only on NVMe is read.
+                    Some(o) => parse_i64(o.value),
+                    None => ctx.store.get(key)?.and_then(|o| parse_i64(o.value)),
+                }
+                .is_some_and(|n| (0..10_000).contains(&n));
+            reply::int(ctx.out, if shared { 2_147_483_647 } else { 1 })
+        }
         // The access bits hold an LRU clock or an LFU counter, by the policy (as in Redis).
         b"IDLETIME" if ctx.store.eviction_policy().is_lfu() => {
             return fail(ctx, "ERR An LFU maxmemory policy is selected, idle time not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.")

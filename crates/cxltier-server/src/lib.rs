@@ -17,7 +17,9 @@
 //! - [`version`]: the Redis version cxltier answers as;
 //! - [`db`]: the databases (`SELECT`, `SWAPDB`): the logical → physical map kept in the store;
 //! - [`glob`]: Redis's glob patterns, matched in bounded time (CONFIG GET, KEYS, SCAN MATCH);
-//! - [`knobs`]: the parameters CONFIG SET stores, with their aliases and defaults;
+//! - [`knobs`]: the parameters CONFIG SET stores, with their aliases and defaults, and the
+//!   types of Redis's parameters ([`config_specs`]: all of Redis 7.0.15's, generated from its
+//!   `src/config.c` by `scripts/gen-redis-specs`);
 //! - [`limits`]: output buffer limits per kind of client, the bulk margin, byte counts;
 //! - [`latency`]: LATENCY's events ("command", "fast-command" at `latency-monitor-threshold`)
 //!   and the commands' latency histograms (`latency-tracking`), DOCTOR's and GRAPH's text;
@@ -28,8 +30,10 @@
 //! - [`args`]: what handlers of several kinds parse and answer alike (integers, WRONGTYPE,
 //!   the SCAN family's arguments and pages, random counts and draws, blocking timeouts and
 //!   parking, floats, counts, per-member lookups, and the multi-key and blocking pops);
-//! - [`admin`]: DBSIZE, FLUSHALL/FLUSHDB, SWAPDB, MEMORY, TIME, LASTSAVE, SAVE, BGSAVE, DEBUG,
+//! - [`admin`]: DBSIZE, FLUSHALL/FLUSHDB, SWAPDB, MEMORY, TIME, LASTSAVE, SAVE, BGSAVE,
 //!   SHUTDOWN, SLOWLOG, LATENCY, MONITOR: the server group's commands without a module of their own;
+//! - [`debug`]: DEBUG's subcommands that mean something here (OBJECT, DIGEST, SLEEP, PROTOCOL,
+//!   ...); [`digest`]: Redis's SHA1 digests of the dataset and of values, byte for byte;
 //! - [`client`]: the CLIENT family (LIST, INFO, KILL, REPLY, PAUSE, UNBLOCK, ...);
 //! - [`config`]: `CONFIG GET|SET|RESETSTAT|REWRITE`, and Redis's encoding knobs, stored;
 //! - [`connection`]: PING, ECHO, SELECT, AUTH, HELLO, RESET, QUIT;
@@ -71,6 +75,9 @@
 //! - [`table`]: the command table (name, arity, flags, keys, handler) that dispatch, arity
 //!   checks, NOAUTH, the checks by kind of command (flags, never names), the NVMe reads begun
 //!   before a command and `COMMAND` all come from;
+//! - [`command_info`]: COMMAND's replies (INFO, DOCS, LIST, GETKEYS, GETKEYSANDFLAGS) and the
+//!   key specs followed as Redis follows them; [`command_specs`]: Redis 7.0.15's description of
+//!   every command, generated from its `src/commands/*.json` by `scripts/gen-command-specs`;
 //! - [`dispatch`]: running one command: the checks before it, the database byte of its keys,
 //!   its handler, and what follows (the write stream, watchers and blocked clients, keyspace
 //!   events published); it hands handlers the runners for other commands (`Ctx::execute`,
@@ -89,12 +96,17 @@ pub mod admin;
 pub mod args;
 pub mod bitops;
 pub mod client;
+pub mod command_info;
+pub mod command_specs;
 pub mod commands;
 pub mod config;
+pub mod config_specs;
 pub mod connection;
 pub mod context;
 pub mod cursors;
 pub mod db;
+pub mod debug;
+pub mod digest;
 pub mod dispatch;
 pub mod encoding;
 pub mod errors;

@@ -19,6 +19,15 @@ pub fn memory_figures(st: &cxltier_store::StoreStats) -> (u64, u64) {
     (st.memory_used_bytes.min(max), max)
 }
 
+/// The process's resident memory in bytes (INFO's `used_memory_rss`, as Redis reads it): the
+/// second field of `/proc/self/statm`, in pages; 0 where it cannot be read.
+pub fn resident_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .map_or(0, |pages| pages * cxltier_sys::page_size() as u64)
+}
+
 /// The fraction of the store's capacity (over all its tiers, [`Store::fill`]) past which a
 /// policy other than `noeviction` evicts before a command: room for the command's writes,
 /// in slab pages of the size classes they need.

@@ -10,7 +10,6 @@ use cxltier_store::StoreError;
 
 use crate::context::{BusyHandler, Ctx, Effect};
 use crate::keyspace as k;
-use crate::resp::reply;
 use crate::strings as s;
 
 /// A command's handler: its arguments, name first, already checked against the arity.
@@ -351,7 +350,7 @@ pub static TABLE: &[Command] = &[
     redacted(cmd("CONFIG", -2, ADMIN | NOSCRIPT | LOADING | STALE, NOKEYS, crate::config::config, "server", "A container for server configuration commands."), crate::slowlog::redact_config),
     cmd("COPY", -3, WRITE | DENYOOM | VALUES, (1, 2, 1), k::copy, "generic", "Copies the value of a key to a new key."),
     cmd("DBSIZE", 1, READONLY | FAST, NOKEYS, crate::admin::dbsize, "server", "Returns the number of keys in the database."),
-    cmd("DEBUG", -2, ADMIN | NOSCRIPT | LOADING | STALE, NOKEYS, crate::admin::debug, "server", "Not supported: says so."),
+    cmd("DEBUG", -2, ADMIN | NOSCRIPT | LOADING | STALE, NOKEYS, crate::debug::debug, "server", "A container for debugging commands."),
     cmd("DECR", 2, WRITE | DENYOOM | FAST | VALUES, KEY1, s::decr, "string", "Decrements the integer value of a key by one."),
     cmd("DECRBY", 3, WRITE | DENYOOM | FAST | VALUES, KEY1, s::decrby, "string", "Decrements a number from the integer value of a key."),
     cmd("DEL", -2, WRITE, ALLKEYS, k::del, "generic", "Deletes one or more keys."),
@@ -426,14 +425,14 @@ pub static TABLE: &[Command] = &[
     cmd("LREM", 4, WRITE | VALUES, KEY1, crate::list::lrem, "list", "Removes elements from a list."),
     cmd("LSET", 4, WRITE | DENYOOM | VALUES, KEY1, crate::list::lset, "list", "Sets the value of an element in a list by its index."),
     cmd("LTRIM", 4, WRITE | VALUES, KEY1, crate::list::ltrim, "list", "Removes elements from both ends a list."),
-    movable(cmd("MEMORY", -2, READONLY, NOKEYS, crate::admin::memory, "server", "MEMORY USAGE: the bytes a key and its value cost."), memory_keys),
+    movable(cmd("MEMORY", -2, READONLY, NOKEYS, crate::admin::memory, "server", "A container for memory diagnostics commands."), memory_keys),
     cmd("MGET", -2, READONLY | FAST | VALUES, ALLKEYS, s::mget, "string", "Atomically returns the string values of one or more keys."),
     cmd("MONITOR", 1, ADMIN | NOSCRIPT | LOADING | STALE, NOKEYS, crate::admin::monitor, "server", "Listens for all requests received by the server in real-time."),
     cmd("MOVE", 3, WRITE | FAST, KEY1, k::move_key, "generic", "Moves a key to another database."),
     cmd("MSET", -3, WRITE | DENYOOM, (1, -1, 2), s::mset, "string", "Atomically creates or modifies the string values of one or more keys."),
     cmd("MSETNX", -3, WRITE | DENYOOM, (1, -1, 2), s::msetnx, "string", "Atomically modifies the string values of one or more keys only when all keys don't exist."),
     busy(cmd("MULTI", 1, NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY | TX_CONTROL | TX_CONTROL_WHILE_BUSY, NOKEYS, crate::transaction::multi, "transactions", "Starts a transaction."), crate::transaction::multi_while_busy),
-    cmd("OBJECT", -2, READONLY | NO_KEYMISS, NOKEYS, k::object, "generic", "OBJECT ENCODING (the name Redis would use under the configured thresholds), FREQ, IDLETIME, REFCOUNT."),
+    cmd("OBJECT", -2, READONLY | NO_KEYMISS, NOKEYS, k::object, "generic", "A container for object introspection commands."),
     cmd("PERSIST", 2, WRITE | FAST | VALUES, KEY1, k::persist, "generic", "Removes the expiration time of a key."),
     cmd("PEXPIRE", -3, WRITE | FAST | VALUES, KEY1, k::pexpire, "generic", "Sets the expiration time of a key in milliseconds."),
     cmd("PEXPIREAT", -3, WRITE | FAST | VALUES, KEY1, k::pexpireat, "generic", "Sets the expiration time of a key to a Unix milliseconds timestamp."),
@@ -527,7 +526,7 @@ pub static TABLE: &[Command] = &[
     cmd("XREVRANGE", -4, READONLY | VALUES, KEY1, crate::stream::xrevrange, "stream", "Returns the messages from a stream within a range of IDs in reverse order."),
     cmd("XSETID", -3, WRITE | DENYOOM | FAST | VALUES, KEY1, crate::stream::xsetid, "stream", "An internal command for replicating stream values."),
     cmd("XTRIM", -4, WRITE | VALUES, KEY1, crate::stream::xtrim, "stream", "Deletes messages from the beginning of a stream."),
-    cmd("ZADD", -3, WRITE | DENYOOM | FAST | VALUES, KEY1, crate::zset::zadd, "sorted-set", "Adds one or more members to a sorted set, or updates their scores. Creates the key if it doesn't exist."),
+    cmd("ZADD", -4, WRITE | DENYOOM | FAST | VALUES, KEY1, crate::zset::zadd, "sorted-set", "Adds one or more members to a sorted set, or updates their scores. Creates the key if it doesn't exist."),
     cmd("ZCARD", 2, READONLY | FAST | VALUES, KEY1, crate::zset::zcard, "sorted-set", "Returns the number of members in a sorted set."),
     cmd("ZCOUNT", 4, READONLY | FAST | VALUES, KEY1, crate::zset::zcount, "sorted-set", "Returns the count of members in a sorted set that have scores within a range."),
     movable(cmd("ZDIFF", -3, READONLY | MOVABLEKEYS, NOKEYS, crate::zset::zdiff, "sorted-set", "Returns the difference between multiple sorted sets."), numkeys_at_1),
@@ -618,7 +617,18 @@ pub static SUBCOMMANDS: &[(&str, &[&str])] = &[
             "slots",
         ],
     ),
-    ("COMMAND", &["count", "docs", "getkeys", "info", "list"]),
+    (
+        "COMMAND",
+        &[
+            "count",
+            "docs",
+            "getkeys",
+            "getkeysandflags",
+            "help",
+            "info",
+            "list",
+        ],
+    ),
     ("CONFIG", &["get", "resetstat", "rewrite", "set"]),
     (
         "FUNCTION",
@@ -638,7 +648,10 @@ pub static SUBCOMMANDS: &[(&str, &[&str])] = &[
             "reset",
         ],
     ),
-    ("MEMORY", &["usage"]),
+    (
+        "MEMORY",
+        &["doctor", "help", "malloc-stats", "purge", "stats", "usage"],
+    ),
     (
         "OBJECT",
         &["encoding", "freq", "help", "idletime", "refcount", "tier"],
@@ -671,18 +684,6 @@ pub fn subcommand(cmd: &Command, args: &[&[u8]]) -> Option<&'static str> {
     subs.iter()
         .copied()
         .find(|s| s.as_bytes().eq_ignore_ascii_case(sub))
-}
-
-/// The names `COMMAND LIST` gives a command: its own, then `name|sub` for each subcommand.
-fn list_names(c: &Command) -> Vec<String> {
-    let name = c.name.to_ascii_lowercase();
-    let subs = SUBCOMMANDS
-        .iter()
-        .find(|(parent, _)| *parent == c.name)
-        .map_or(&[][..], |(_, subs)| *subs);
-    let mut names = vec![name.clone()];
-    names.extend(subs.iter().map(|s| format!("{name}|{s}")));
-    names
 }
 
 /// Every argument of a command that is a key: the table's key positions, then those the table
@@ -774,8 +775,9 @@ pub fn for_each_read_key<'a>(
     }
 }
 
-/// Redis's ACL categories of a command, from its flags and group (`COMMAND INFO`).
-fn categories(c: &Command) -> Vec<&'static str> {
+/// Redis's ACL categories of a command, from its flags and group: those of cxltier's own
+/// commands, which Redis does not describe (`COMMAND INFO`).
+pub(crate) fn categories(c: &Command) -> Vec<&'static str> {
     let mut cats = Vec::new();
     if c.has(WRITE) {
         cats.push("@write");
@@ -840,155 +842,9 @@ fn categories(c: &Command) -> Vec<&'static str> {
     cats
 }
 
-/// One command's `COMMAND INFO` entry: name, arity, flags, first key, last key, step, ACL
-/// categories, tips, key specs, subcommands (Redis 7's ten fields).
-fn write_info(out: &mut Vec<u8>, proto: u8, c: &Command) {
-    reply::array(out, 10);
-    reply::bulk(out, c.name.to_ascii_lowercase().as_bytes());
-    reply::int(out, c.arity as i64);
-    let names: Vec<&str> = NAMES
-        .iter()
-        .filter(|(f, _)| c.has(*f))
-        .map(|(_, n)| *n)
-        .collect();
-    reply::set(out, proto, names.len());
-    for n in names {
-        reply::simple(out, n);
-    }
-    reply::int(out, c.first_key as i64);
-    reply::int(out, c.last_key as i64);
-    reply::int(out, c.step as i64);
-    let cats = categories(c);
-    reply::set(out, proto, cats.len());
-    for cat in cats {
-        reply::simple(out, cat);
-    }
-    reply::array(out, 0);
-    reply::array(out, 0);
-    reply::array(out, 0);
-}
-
-/// `COMMAND DOCS` of one command: a map of its summary and group.
-fn write_docs(out: &mut Vec<u8>, proto: u8, c: &Command) {
-    reply::bulk(out, c.name.to_ascii_lowercase().as_bytes());
-    reply::map(out, proto, 2);
-    reply::bulk(out, b"summary");
-    reply::bulk(out, c.summary.as_bytes());
-    reply::bulk(out, b"group");
-    reply::bulk(out, c.group.as_bytes());
-}
-
-/// The reply to `COMMAND [COUNT | INFO name... | DOCS name... | LIST [FILTERBY PATTERN p] |
-/// GETKEYS command args...]`, `sub` being the arguments after COMMAND.
-pub fn command_reply(out: &mut Vec<u8>, proto: u8, sub: &[&[u8]]) {
-    let Some(&which) = sub.first() else {
-        reply::array(out, TABLE.len());
-        for c in TABLE {
-            write_info(out, proto, c);
-        }
-        return;
-    };
-    let rest = &sub[1..];
-    match which.to_ascii_uppercase().as_slice() {
-        b"COUNT" if rest.is_empty() => reply::int(out, TABLE.len() as i64),
-        b"INFO" if rest.is_empty() => command_reply(out, proto, &[]),
-        b"INFO" => {
-            reply::array(out, rest.len());
-            for name in rest {
-                match lookup(name) {
-                    Some(c) => write_info(out, proto, c),
-                    None => reply::null_array(out, proto),
-                }
-            }
-        }
-        b"DOCS" => {
-            let found: Vec<&Command> = if rest.is_empty() {
-                TABLE.iter().collect()
-            } else {
-                rest.iter().filter_map(|n| lookup(n)).collect()
-            };
-            reply::map(out, proto, found.len());
-            for c in found {
-                write_docs(out, proto, c);
-            }
-        }
-        b"LIST" => {
-            let pattern = match rest {
-                [] => None,
-                [f, by, p] if f.eq_ignore_ascii_case(b"FILTERBY") => {
-                    match by.to_ascii_uppercase().as_slice() {
-                        b"PATTERN" => Some(Ok(*p)),
-                        b"ACLCAT" => Some(Err(*p)),
-                        // No modules are loaded: nothing comes from one.
-                        b"MODULE" => {
-                            reply::array(out, 0);
-                            return;
-                        }
-                        _ => {
-                            reply::error(out, "ERR syntax error");
-                            return;
-                        }
-                    }
-                }
-                _ => {
-                    reply::error(out, "ERR syntax error");
-                    return;
-                }
-            };
-            // A subcommand is in its parent's categories.
-            let names: Vec<String> = TABLE
-                .iter()
-                .flat_map(|c| list_names(c).into_iter().map(move |n| (c, n)))
-                .filter(|(c, n)| match pattern {
-                    None => true,
-                    Some(Ok(p)) => crate::glob::matches(p, n.as_bytes(), true),
-                    Some(Err(cat)) => categories(c)
-                        .iter()
-                        .any(|k| k.as_bytes()[1..].eq_ignore_ascii_case(cat)),
-                })
-                .map(|(_, n)| n)
-                .collect();
-            reply::array(out, names.len());
-            for n in names {
-                reply::bulk(out, n.as_bytes());
-            }
-        }
-        b"GETKEYS" if !rest.is_empty() => {
-            let Some(c) = lookup(rest[0]) else {
-                reply::error(out, "ERR Invalid command specified");
-                return;
-            };
-            if !c.arity_ok(rest.len()) {
-                reply::error(out, "ERR Invalid number of arguments specified for command");
-                return;
-            }
-            let keys: Vec<usize> = match c.keys_fn {
-                None => c.key_positions(rest.len()).collect(),
-                Some(f) => match f(rest) {
-                    // Scripts may name no keys: Redis answers an empty list for them.
-                    Some(k) => k,
-                    None => {
-                        reply::error(out, "ERR Invalid arguments specified for command");
-                        return;
-                    }
-                },
-            };
-            if keys.is_empty() && c.keys_fn.is_none() {
-                reply::error(out, "ERR The command has no key arguments");
-                return;
-            }
-            reply::array(out, keys.len());
-            for i in keys {
-                reply::bulk(out, rest[i]);
-            }
-        }
-        _ => reply::error(out, &crate::errors::unknown_subcommand("COMMAND", which)),
-    }
-}
-
 /// COMMAND and its subcommands: the table itself, as Redis describes its commands.
 pub(crate) fn command(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
-    command_reply(ctx.out, ctx.session.proto, &args[1..]);
+    crate::command_info::command_reply(ctx.out, ctx.session.proto, &args[1..]);
     Ok(Effect::Read)
 }
 
@@ -1074,7 +930,7 @@ mod tests {
     fn getkeys(line: &str) -> String {
         let args: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();
         let mut out = Vec::new();
-        command_reply(&mut out, 2, &args);
+        crate::command_info::command_reply(&mut out, 2, &args);
         String::from_utf8(out).unwrap()
     }
 

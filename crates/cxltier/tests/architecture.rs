@@ -209,6 +209,7 @@ fn no_server_handler_imports_another_handler() {
         "connection",
         "client",
         "admin",
+        "debug",
         "info",
         "config",
         "transaction",

@@ -112,6 +112,9 @@ pub struct Store {
     restage_window: Duration,
     /// Where the last scan ended, for the sequential-scan prefetch hook.
     expiry_cursor: Vec<u8>,
+    /// Whether `tick` samples keys to expire (Redis's active expiry; DEBUG SET-ACTIVE-EXPIRE
+    /// turns it off so that tests see keys expire only when looked up).
+    active_expire: bool,
     recovered_keys: u64,
     recovery: crate::Recovery,
     /// Index bytes a new key's entry will take, held while its `put` makes room.
@@ -408,6 +411,7 @@ impl Store {
             restaged: std::collections::VecDeque::new(),
             restage_window: RESTAGED_FOR,
             expiry_cursor: Vec::new(),
+            active_expire: true,
             recovered_keys: 0,
             recovery: crate::Recovery::default(),
             reserved: 0,
@@ -1438,6 +1442,9 @@ impl Store {
             }
         }
         // Expiry sampling from a rotating cursor.
+        if !self.active_expire {
+            return self.clean_if_needed();
+        }
         let now = now_ms();
         let sample: Vec<(Vec<u8>, bool)> = self
             .index
@@ -1451,10 +1458,20 @@ impl Store {
                 self.expire(&k);
             }
         }
+        self.clean_if_needed()
+    }
+
+    fn clean_if_needed(&mut self) -> Result<()> {
         if self.log.as_ref().is_some_and(|l| l.needs_cleaning()) {
             self.clean(2)?;
         }
         Ok(())
+    }
+
+    /// Turns the expiry sampling of [`Store::tick`] off or on (on by default): while off, a
+    /// key past its TTL goes only when something looks it up.
+    pub fn set_active_expire(&mut self, on: bool) {
+        self.active_expire = on;
     }
 
     /// Write everything out and sync (clean shutdown): dirty objects are written back.
