@@ -35,8 +35,16 @@ fn redis_type(kind: Kind) -> u32 {
         Kind::Set => 2,
         Kind::ZSet => 3,
         Kind::Hash | Kind::ChunkedHash => 4,
+        Kind::Stream => 6,
         _ => 0,
     }
+}
+
+/// The least key above `k` (for paging through a tree from just after it).
+fn next_key(k: &[u8]) -> Vec<u8> {
+    let mut n = k.to_vec();
+    n.push(0);
+    n
 }
 
 /// One sorted set member's digest: its member then its score as `%.17g`.
@@ -127,6 +135,39 @@ pub fn value_digest(
                 match next {
                     Some(n) => after = Some(n),
                     None => break,
+                }
+            }
+        }
+        Kind::Stream => {
+            // Redis mixes each entry's id as "ms.seq", then its fields and values, in order;
+            // consumer groups are not part of the digest.
+            let mut from = vec![0u8; 16];
+            loop {
+                let page = store.stream_range(
+                    key,
+                    cxltier_store::StreamTree::Entries,
+                    &from,
+                    None,
+                    false,
+                    PAGE as u64,
+                )?;
+                let Some((last, _)) = page.last() else {
+                    break;
+                };
+                from = next_key(last);
+                for (k, v) in &page {
+                    let damaged = || {
+                        StoreError::Corrupt(format!(
+                            "stream entry of {}",
+                            String::from_utf8_lossy(key)
+                        ))
+                    };
+                    let (ms, seq) = crate::stream_layout::entry_id(k).ok_or_else(damaged)?;
+                    let (_, items) = crate::stream_layout::decode_entry(v).ok_or_else(damaged)?;
+                    mix(digest, format!("{ms}.{seq}").as_bytes());
+                    for item in items {
+                        mix(digest, item);
+                    }
                 }
             }
         }

@@ -40,6 +40,8 @@
 //! - [`geo`]: the GEO commands over sorted sets whose scores are 52-bit geohashes;
 //! - [`hash_layout`]: a hash's two layouts: its fields encoded in one stored value, or a
 //!   chunked collection, and the move from one to the other;
+//! - [`stream_layout`]: how a stream entry is kept in the store (its id as the key, its fields
+//!   and values in the value);
 //! - [`encoding`]: OBJECT ENCODING, Redis's name for how it would encode a value under the
 //!   configured thresholds (the hash and set commands ask it too);
 //! - [`memory`]: the memory figures INFO, CONFIG, OOM, ROLE and the metrics share, and
@@ -131,6 +133,7 @@ pub mod quarantine;
 pub mod ratelog;
 pub mod rdb;
 pub mod replication;
+pub(crate) mod stream_layout;
 pub use cxltier_resp as resp;
 pub mod scripting;
 pub mod server;

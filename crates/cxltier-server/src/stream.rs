@@ -17,6 +17,7 @@ use crate::context::{fail, now_ms, Ctx, Effect};
 use crate::errors::{NOT_INT, SYNTAX};
 use crate::notify::class as nc;
 use crate::resp::reply;
+use crate::stream_layout::{decode_entry, encode_entry, NODE_START};
 use crate::write_stream::Op;
 
 /// A stream entry's id.
@@ -447,41 +448,6 @@ fn edit(store: &mut Store, key: &[u8], edits: &[StreamEdit]) -> Result<(), Store
 }
 
 // ---- entries ----
-
-/// The flag of an entry that opened a node.
-const NODE_START: u8 = 1;
-
-/// An entry's value: its flags, then its fields and values (a count, then each with its
-/// length).
-fn encode_entry(flags: u8, items: &[&[u8]]) -> Vec<u8> {
-    let mut v = Vec::with_capacity(5 + items.iter().map(|i| 4 + i.len()).sum::<usize>());
-    v.push(flags);
-    v.extend_from_slice(&(items.len() as u32).to_le_bytes());
-    for i in items {
-        v.extend_from_slice(&(i.len() as u32).to_le_bytes());
-        v.extend_from_slice(i);
-    }
-    v
-}
-
-/// The fields and values of an entry's value (`None`: damaged).
-fn decode_entry(v: &[u8]) -> Option<(u8, Vec<&[u8]>)> {
-    let flags = *v.first()?;
-    let n = u32::from_le_bytes(v.get(1..5)?.try_into().ok()?) as usize;
-    // Each item takes at least its 4-byte length: a larger count is damage, not an allocation.
-    if n > v.len() / 4 {
-        return None;
-    }
-    let mut items = Vec::with_capacity(n);
-    let mut at = 5;
-    for _ in 0..n {
-        let len = u32::from_le_bytes(v.get(at..at + 4)?.try_into().ok()?) as usize;
-        at += 4;
-        items.push(v.get(at..at.checked_add(len)?)?);
-        at += len;
-    }
-    (at == v.len()).then_some((flags, items))
-}
 
 fn with_flags(v: &[u8], flags: u8) -> Vec<u8> {
     let mut v = v.to_vec();
