@@ -27,6 +27,9 @@ pub(crate) fn flushall(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, Stor
         // (the map kept in the store went with everything else).
         ctx.store.flush_all()?;
         ctx.info.dbs.reset();
+        // FLUSHALL leaves the functions' libraries, as Redis's does; the store's copy of them
+        // went with everything else.
+        crate::functions::persist(ctx.store, &ctx.info.scripts.functions)?;
     }
     // Replicated even when there was nothing to flush (Redis's forceCommandPropagation).
     ctx.session.force_propagate = true;

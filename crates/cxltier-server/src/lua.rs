@@ -41,6 +41,18 @@ pub struct RunState {
     pub(crate) kill_message: &'static str,
     /// The script's line of its last redis.call (for the error's "on @user_script:N").
     pub(crate) call_line: Option<usize>,
+    /// The function running, when FCALL runs one (FUNCTION KILL stops it, SCRIPT KILL does not).
+    pub function: Option<FunctionRun>,
+}
+
+/// What FUNCTION STATS tells of the function running: its name, the command that runs it, and
+/// the libraries and functions there are (which cannot change while it runs).
+#[derive(Debug, Clone)]
+pub struct FunctionRun {
+    pub name: String,
+    pub command: Vec<Vec<u8>>,
+    pub libraries: usize,
+    pub functions: usize,
 }
 
 impl RunState {
@@ -67,6 +79,8 @@ pub struct Scripts {
     pub(crate) rand: Rc<Cell<u64>>,
     /// Set by the server while it can serve other connections during a script.
     pub peers: Option<Rc<RefCell<dyn BusyPeers>>>,
+    /// Redis 7.0 functions: the libraries FUNCTION LOAD loaded and their interpreter.
+    pub functions: crate::functions::Functions,
 }
 
 impl Default for Scripts {
@@ -75,6 +89,7 @@ impl Default for Scripts {
             engine: None,
             rand: Rc::new(Cell::new(0x1234_ABCD_330E)),
             peers: None,
+            functions: crate::functions::Functions::default(),
         }
     }
 }
@@ -175,7 +190,7 @@ pub(crate) fn collect_if_grown(lua: &Lua) {
 }
 
 impl Engine {
-    fn new(rand: Rc<Cell<u64>>) -> mlua::Result<Engine> {
+    pub(crate) fn new(rand: Rc<Cell<u64>>) -> mlua::Result<Engine> {
         // Redis loads base, table, string, math (and debug for its own use); no io, os,
         // package or coroutine.
         let lua = Lua::new_with(
