@@ -273,6 +273,7 @@ impl Vm {
         env_meta.raw_set("__index", globals.clone())?;
         env_meta.raw_set("__newindex", protect.raw_get::<Value>("__newindex")?)?;
         env.set_metatable(Some(env_meta.clone()))?;
+        engine.lock.call::<()>((env.clone(), env_meta.clone()))?;
         Ok(Vm {
             engine,
             env,

@@ -275,6 +275,37 @@ pub(crate) fn lua_to_reply(
     Ok(())
 }
 
+/// C's `printf("%.17g", x)`: how Redis turns a Lua number given to `redis.call` into the
+/// command's argument (every digit a double holds, unlike Lua's own "%.14g").
+fn format_g17(x: f64) -> String {
+    const PRECISION: i32 = 17;
+    if x.is_nan() {
+        return if x.is_sign_negative() { "-nan" } else { "nan" }.into();
+    }
+    if x.is_infinite() {
+        return if x < 0.0 { "-inf" } else { "inf" }.into();
+    }
+    if x == 0.0 {
+        return if x.is_sign_negative() { "-0" } else { "0" }.into();
+    }
+    let strip = |t: &str| -> String {
+        if t.contains('.') {
+            t.trim_end_matches('0').trim_end_matches('.').to_string()
+        } else {
+            t.to_string()
+        }
+    };
+    let sci = format!("{:.*e}", (PRECISION - 1) as usize, x);
+    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    if !(-4..PRECISION).contains(&exp) {
+        let sign = if exp < 0 { '-' } else { '+' };
+        format!("{}e{sign}{:02}", strip(mantissa), exp.abs())
+    } else {
+        strip(&format!("{:.*}", (PRECISION - 1 - exp) as usize, x))
+    }
+}
+
 /// The numkeys argument of EVAL and the like: Redis's errors for a bad one.
 fn numkeys(args: &[&[u8]]) -> Result<usize, &'static str> {
     let n = context::parse_i64(args[2]).ok_or(context::NOT_INT)?;
@@ -905,7 +936,7 @@ fn run(
     let hook_peers = peers.clone();
     let hooked = lua.set_hook(
         HookTriggers::new().every_nth_instruction(HOOK_INSTRUCTIONS),
-        move |_, _| {
+        move |lua, _| {
             let mut guard = hook_run.borrow_mut();
             let Some(st) = guard.as_mut() else {
                 return Ok(VmState::Continue);
@@ -921,7 +952,14 @@ fn run(
                 p.borrow_mut().tick(st);
             }
             if st.kill {
-                return Err(lib_error(st.kill_message));
+                // From now on every instruction raises it, as Redis's hook does every line
+                // once killed: a script that catches the error with pcall gets it again at
+                // its next instruction, outside the pcall too, and so ends.
+                let message = st.kill_message;
+                lua.set_hook(HookTriggers::new().every_nth_instruction(1), move |_, _| {
+                    Err(lib_error(message))
+                })?;
+                return Err(lib_error(message));
             }
             Ok(VmState::Continue)
         },
@@ -959,62 +997,69 @@ fn run(
         script_session.function_call = is_function;
         let effect = &mut effect;
         lua.scope(|scope| {
-            let runner = scope.create_function_mut(|lua, call_args: mlua::Variadic<Value>| {
-                // Where in the script the call is (a Lua frame above redis.call's wrapper),
-                // for the error's "on @user_script:N"; lost when the script tail-calls it.
-                let line = script_line(lua, 2, source);
-                if let Some(st) = run_state.borrow_mut().as_mut() {
-                    st.call_line = line;
-                }
-                let err = |msg: &str| -> mlua::Result<Value> {
-                    let t = lua.create_table()?;
-                    t.raw_set("err", msg)?;
-                    Ok(Value::Table(t))
-                };
-                if call_args.is_empty() {
-                    return err("ERR Please specify at least one argument for this redis lib call");
-                }
-                let mut owned: Vec<Vec<u8>> = Vec::with_capacity(call_args.len());
-                for a in call_args.iter() {
-                    match a {
-                        Value::String(s) => owned.push(s.as_bytes().to_vec()),
-                        Value::Integer(_) | Value::Number(_) => owned.push(
-                            lua.coerce_string(a.clone())?
-                                .map(|s| s.as_bytes().to_vec())
-                                .unwrap_or_default(),
-                        ),
-                        _ => {
-                            return err(
-                                "ERR Lua redis lib command arguments must be strings or integers",
-                            )
+            let runner =
+                scope.create_function_mut(|lua, (count, packed): (usize, mlua::Table)| {
+                    // Where in the script the call is (a Lua frame above redis.call's wrapper),
+                    // for the error's "on @user_script:N"; lost when the script tail-calls it.
+                    let line = script_line(lua, 2, source);
+                    if let Some(st) = run_state.borrow_mut().as_mut() {
+                        st.call_line = line;
+                        // Killed: no more commands. A script that catches the kill's error with
+                        // pcall around its redis.call loop would otherwise spend nearly all its
+                        // time inside the pcall, where the hook's next error is caught again.
+                        if st.kill {
+                            return Err(lib_error(st.kill_message));
                         }
                     }
-                }
-                let argv: Vec<&[u8]> = owned.iter().map(Vec::as_slice).collect();
-                let Some(cmd) = table::lookup(argv[0]) else {
-                    return err("ERR Unknown Redis command called from script");
-                };
-                if !cmd.arity_ok(argv.len()) {
-                    return err("ERR Wrong number of args calling Redis command from script");
-                }
-                if cmd.has(flag::NOSCRIPT) {
-                    return err("ERR This Redis command is not allowed from script");
-                }
-                if read_only && cmd.has(flag::WRITE) {
-                    return err("ERR Write commands are not allowed from read-only scripts.");
-                }
-                script_session.proto = resp.get();
-                let mut out = Vec::new();
-                let e = (ctx.execute)(ctx.store, ctx.info, &mut script_session, &argv, &mut out);
-                if e == Effect::Wrote {
-                    *effect = Effect::Wrote;
-                    if let Some(st) = run_state.borrow_mut().as_mut() {
-                        st.wrote = true;
+                    let err = |msg: &str| -> mlua::Result<Value> {
+                        let t = lua.create_table()?;
+                        t.raw_set("err", msg)?;
+                        Ok(Value::Table(t))
+                    };
+                    if count == 0 {
+                        return err(
+                            "ERR Please specify at least one argument for this redis lib call",
+                        );
                     }
-                }
-                let mut at = 0;
-                reply_to_lua(lua, &out, &mut at)
-            })?;
+                    let mut owned: Vec<Vec<u8>> = Vec::with_capacity(count);
+                    for i in 1..=count {
+                        let a: Value = packed.raw_get(i)?;
+                        match &a {
+                            Value::String(s) => owned.push(s.as_bytes().to_vec()),
+                            // As Redis 7.0 writes a number argument: "%.17g", all its digits.
+                            Value::Integer(i) => owned.push(i.to_string().into_bytes()),
+                            Value::Number(n) => owned.push(format_g17(*n).into_bytes()),
+                            _ => return err(
+                                "ERR Lua redis lib command arguments must be strings or integers",
+                            ),
+                        }
+                    }
+                    let argv: Vec<&[u8]> = owned.iter().map(Vec::as_slice).collect();
+                    let Some(cmd) = table::lookup(argv[0]) else {
+                        return err("ERR Unknown Redis command called from script");
+                    };
+                    if !cmd.arity_ok(argv.len()) {
+                        return err("ERR Wrong number of args calling Redis command from script");
+                    }
+                    if cmd.has(flag::NOSCRIPT) {
+                        return err("ERR This Redis command is not allowed from script");
+                    }
+                    if read_only && cmd.has(flag::WRITE) {
+                        return err("ERR Write commands are not allowed from read-only scripts.");
+                    }
+                    script_session.proto = resp.get();
+                    let mut out = Vec::new();
+                    let e =
+                        (ctx.execute)(ctx.store, ctx.info, &mut script_session, &argv, &mut out);
+                    if e == Effect::Wrote {
+                        *effect = Effect::Wrote;
+                        if let Some(st) = run_state.borrow_mut().as_mut() {
+                            st.wrote = true;
+                        }
+                    }
+                    let mut at = 0;
+                    reply_to_lua(lua, &out, &mut at)
+                })?;
             dispatch.raw_set("run", runner)?;
             let setresp = scope.create_function(|_, v: i64| {
                 if v != 2 && v != 3 {
@@ -1529,5 +1574,58 @@ mod tests {
             .parse()
             .unwrap();
         assert!(vm > 0);
+    }
+
+    /// What redis-server 7.0.15 answers to these (checked against it): numbers given to
+    /// redis.call in all their digits, redis.sha1hex's argument count, thousands of arguments
+    /// through redis.call, cjson's settings, LuaBitOp's -2^31 width.
+    #[test]
+    fn script_arguments_libraries_and_settings_as_redis_has_them() {
+        let mut db = Db::large();
+        let cases: &[(&str, &str)] = &[
+            ("redis.call('set','n',9007199254740991) redis.call('set','m',0.1) redis.call('set','o',1e20) redis.call('set','p',-1.5e-7) return {redis.call('get','n'), redis.call('get','m'), redis.call('get','o'), redis.call('get','p')}",
+             "*4\r\n$16\r\n9007199254740991\r\n$19\r\n0.10000000000000001\r\n$5\r\n1e+20\r\n$23\r\n-1.4999999999999999e-07\r\n"),
+            ("return redis.sha1hex(12)", "$40\r\n7b52009b64fd0a2a49e6d8a939753077792b0554\r\n"),
+            ("local a = {} for i=1,7999 do a[i] = 1 end return redis.call('lpush', 'l', unpack(a))", ":7999\r\n"),
+            ("cjson.encode_max_depth(1) local ok = pcall(cjson.encode, {a={1}}) cjson.encode_max_depth(1000) cjson.decode_max_depth(1) local ok2 = pcall(cjson.decode, '{\"o\":{\"a\":1}}') local ok3 = pcall(cjson.decode, '{\"o\":1}') cjson.decode_max_depth(1000) cjson.encode_invalid_numbers(true) local s = cjson.encode({0/0, 1/0}) cjson.encode_invalid_numbers(false) return {tostring(ok), tostring(ok2), tostring(ok3), s, tostring(cjson.encode_keep_buffer(false))}",
+             "*5\r\n$5\r\nfalse\r\n$5\r\nfalse\r\n$4\r\ntrue\r\n$9\r\n[nan,inf]\r\n$5\r\nfalse\r\n"),
+            ("return bit.tohex(65535, -2147483648)", "$8\r\n0000FFFF\r\n"),
+            ("return bit.tohex(65535, 0)", "$0\r\n\r\n"),
+        ];
+        let mut diffs = Vec::new();
+        for (script, want) in cases {
+            let got = eval(&mut db, &["EVAL", script, "0"]);
+            if got != *want {
+                diffs.push(format!("{script}\n  got:  {got:?}\n  want: {want:?}"));
+            }
+        }
+        assert!(diffs.is_empty(), "{}", diffs.join("\n"));
+        let sha = eval(&mut db, &["EVAL", "return redis.sha1hex()", "0"]);
+        assert!(
+            sha.starts_with("-ERR wrong number of arguments script: "),
+            "{sha}"
+        );
+        // The globals cannot be unprotected: their metatable is not theirs to change, in
+        // scripts and in functions.
+        for script in [
+            "setmetatable(_G, {})",
+            "local g = getmetatable(_G) g.__index = {}",
+        ] {
+            let got = eval(&mut db, &["EVAL", script, "0"]);
+            assert!(got.contains("Attempt to modify a readonly table"), "{got}");
+            let code =
+                format!("#!lua name=g\nredis.register_function('g', function() {script} end)");
+            assert_eq!(
+                eval(&mut db, &["FUNCTION", "LOAD", "REPLACE", &code]),
+                "$1\r\ng\r\n"
+            );
+            let got = eval(&mut db, &["FCALL", "g", "0"]);
+            assert!(got.contains("Attempt to modify a readonly table"), "{got}");
+        }
+        let got = eval(&mut db, &["EVAL", "return loadfile", "0"]);
+        assert!(
+            got.contains("nonexistent global variable 'loadfile'"),
+            "{got}"
+        );
     }
 }
