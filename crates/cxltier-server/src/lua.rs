@@ -125,6 +125,8 @@ pub(crate) struct Engine {
     /// `lock(t, mt)`: setmetatable refuses `t` from now on, and getmetatable shows `mt` (the
     /// metatable `t` was given) only as a read-only view.
     pub(crate) lock: mlua::Function,
+    /// The globals EVAL's scripts see (read-only, over the interpreter's).
+    env: Table,
 }
 
 /// An error raised by a function of the `redis` table: Redis raises those without the
@@ -416,14 +418,23 @@ impl Engine {
                 g.get::<Value>("setmetatable")?,
             ))?;
         g.raw_set("setmetatable", guarded_setmetatable)?;
-        g.set_metatable(Some(protect))?;
+        g.set_metatable(Some(protect.clone()))?;
         lock.call::<()>((g.clone(), Value::Nil))?;
+        // What a script's code sees as its globals: an empty table over the globals, so that
+        // assigning a global that exists (`redis = ...`, `_G = {}`) is refused too.
+        let env = lua.create_table()?;
+        let env_meta = lua.create_table()?;
+        env_meta.raw_set("__index", g.clone())?;
+        env_meta.raw_set("__newindex", protect.raw_get::<Value>("__newindex")?)?;
+        env.set_metatable(Some(env_meta.clone()))?;
+        lock.call::<()>((env.clone(), env_meta))?;
         Ok(Engine {
             lua,
             cache: HashMap::new(),
             dispatch,
             run: Rc::new(RefCell::new(None)),
             lock,
+            env,
         })
     }
 
@@ -438,6 +449,7 @@ impl Engine {
             .load(body)
             .set_name("@user_script")
             .set_mode(mlua::ChunkMode::Text)
+            .set_environment(self.env.clone())
             .into_function()
             .map_err(|e| {
                 let text = match &e {

@@ -1610,6 +1610,8 @@ mod tests {
         for script in [
             "setmetatable(_G, {})",
             "local g = getmetatable(_G) g.__index = {}",
+            "redis = function() return 1 end",
+            "_G = {}",
         ] {
             let got = eval(&mut db, &["EVAL", script, "0"]);
             assert!(got.contains("Attempt to modify a readonly table"), "{got}");
