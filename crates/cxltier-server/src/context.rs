@@ -66,7 +66,12 @@ impl BusyCtx<'_> {
         if self.session.multi.is_some() {
             self.session.multi_failed = true;
         }
-        reply::error(self.out, crate::errors::BUSY);
+        let busy = if self.run.function.is_some() {
+            crate::errors::BUSY_FUNCTION
+        } else {
+            crate::errors::BUSY
+        };
+        reply::error(self.out, busy);
         BusyOutcome::Answered
     }
 }
@@ -341,6 +346,9 @@ pub struct Session {
     pub propagate: Option<Vec<crate::write_stream::Op>>,
     /// Replicate the command even if it changed nothing (FLUSHALL, FLUSHDB, PUBLISH).
     pub force_propagate: bool,
+    /// The session a function's `redis.call` runs in: its commands are never refused OOM
+    /// (FCALL refused the function up front unless its flags allow it, as Redis does).
+    pub function_call: bool,
     /// SYNC/PSYNC ran: the connection becomes a replica (the server takes it).
     pub sync: Option<SyncStart>,
     /// `REPLCONF listening-port`: the port this connection's replica listens on.

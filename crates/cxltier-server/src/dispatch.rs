@@ -263,7 +263,7 @@ fn refusal(
         return None;
     }
     let limit = info.maxmemory_limit?;
-    if grows && store.memory_used() > limit {
+    if grows && !session.function_call && store.memory_used() > limit {
         return Some(OOM);
     }
     None

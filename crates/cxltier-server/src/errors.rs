@@ -19,6 +19,10 @@ pub(crate) const RANDOM_COUNT_RANGE: &str =
 pub(crate) const BUSY: &str =
     "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.";
 
+/// The same while a function (FCALL) is busy.
+pub(crate) const BUSY_FUNCTION: &str =
+    "BUSY Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN NOSAVE.";
+
 /// Redis's error for a subcommand `command` does not have, or one given the wrong number of
 /// arguments: `sub` as the client wrote it, `command` as its HELP is named (`CONFIG`).
 /// The error for a subcommand that is not known (`arity_ok` is `None`) or was given the wrong

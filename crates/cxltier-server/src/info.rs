@@ -145,6 +145,13 @@ fn info_text(store: &Store, info: &mut ServerInfo, sections: &[String]) -> Strin
         let peak = info.used_memory_peak;
         let rss = crate::memory::resident_bytes();
         let lua = info.scripts.used_memory() as u64;
+        let functions = &info.scripts.functions;
+        let vm_functions = functions.used_memory() as u64;
+        let (function_count, library_count, functions_overhead) = (
+            functions.function_count(),
+            functions.library_count(),
+            functions.overhead(),
+        );
         section(
             &mut t,
             "Memory",
@@ -159,6 +166,15 @@ fn info_text(store: &Store, info: &mut ServerInfo, sections: &[String]) -> Strin
                 ("used_memory_vm_eval", &lua),
                 ("used_memory_lua_human", &human_bytes(lua)),
                 ("number_of_cached_scripts", &info.scripts.cached()),
+                ("number_of_functions", &function_count),
+                ("number_of_libraries", &library_count),
+                ("used_memory_vm_functions", &vm_functions),
+                ("used_memory_vm_total", &(lua + vm_functions)),
+                (
+                    "used_memory_vm_total_human",
+                    &human_bytes(lua + vm_functions),
+                ),
+                ("used_memory_functions", &functions_overhead),
                 ("maxmemory", &max),
                 ("maxmemory_human", &human_bytes(max)),
                 ("maxmemory_policy", &store.eviction_policy().name()),

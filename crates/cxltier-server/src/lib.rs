@@ -14,6 +14,8 @@
 //!   read, BCAST prefixes, and the invalidation messages writes, expiries and flushes leave;
 //! - [`write_stream`]: the write stream replicas are fed, its offset and units;
 //! - [`lua`]: the Lua interpreter scripts run in, its libraries, cache and running state;
+//! - [`functions`]: Redis 7.0 functions' libraries: FUNCTION LOAD's sandbox and checks, the
+//!   libraries by name and their functions, DUMP/RESTORE payloads, the copy the store keeps;
 //! - [`version`]: the Redis version cxltier answers as;
 //! - [`db`]: the databases (`SELECT`, `SWAPDB`): the logical → physical map kept in the store;
 //! - [`glob`]: Redis's glob patterns, matched in bounded time (CONFIG GET, KEYS, SCAN MATCH);
@@ -66,8 +68,9 @@
 //! - [`replication`]: SYNC, PSYNC, REPLCONF, ROLE, WAIT, CLUSTER: replicas attach, are sent
 //!   the snapshot, then the write stream as Redis 7.0 propagates it (what changed, rewritten,
 //!   in MULTI/EXEC units, after SELECT);
-//! - [`scripting`]: EVAL, EVALSHA, SCRIPT: Lua 5.1 scripts with Redis 7.0's `redis` library,
-//!   conversions and errors, `cjson` and `bit`, and the busy mode while a script runs long;
+//! - [`scripting`]: EVAL, EVALSHA, SCRIPT, FCALL, FUNCTION: Lua 5.1 scripts and Redis 7.0's
+//!   functions with the `redis` library, conversions and errors, `cjson` and `bit`, and the busy
+//!   mode while a script or function runs long;
 //! - [`strings`]: GET, SET, INCR and the rest of the string commands, SETBIT, GETBIT, BITCOUNT
 //!   and BITPOS;
 //! - [`bitops`]: BITOP, BITFIELD and BITFIELD_RO;
@@ -112,6 +115,7 @@ pub mod digest;
 pub mod dispatch;
 pub mod encoding;
 pub mod errors;
+pub mod functions;
 pub mod geo;
 pub mod glob;
 pub mod hash;

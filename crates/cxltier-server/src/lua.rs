@@ -41,6 +41,18 @@ pub struct RunState {
     pub(crate) kill_message: &'static str,
     /// The script's line of its last redis.call (for the error's "on @user_script:N").
     pub(crate) call_line: Option<usize>,
+    /// The function running, when FCALL runs one (FUNCTION KILL stops it, SCRIPT KILL does not).
+    pub function: Option<FunctionRun>,
+}
+
+/// What FUNCTION STATS tells of the function running: its name, the command that runs it, and
+/// the libraries and functions there are (which cannot change while it runs).
+#[derive(Debug, Clone)]
+pub struct FunctionRun {
+    pub name: String,
+    pub command: Vec<Vec<u8>>,
+    pub libraries: usize,
+    pub functions: usize,
 }
 
 impl RunState {
@@ -67,6 +79,8 @@ pub struct Scripts {
     pub(crate) rand: Rc<Cell<u64>>,
     /// Set by the server while it can serve other connections during a script.
     pub peers: Option<Rc<RefCell<dyn BusyPeers>>>,
+    /// Redis 7.0 functions: the libraries FUNCTION LOAD loaded and their interpreter.
+    pub functions: crate::functions::Functions,
 }
 
 impl Default for Scripts {
@@ -75,6 +89,7 @@ impl Default for Scripts {
             engine: None,
             rand: Rc::new(Cell::new(0x1234_ABCD_330E)),
             peers: None,
+            functions: crate::functions::Functions::default(),
         }
     }
 }
@@ -107,6 +122,11 @@ pub(crate) struct Engine {
     /// Where the running script's `redis.call` finds the command runner (set per run).
     pub(crate) dispatch: Table,
     pub(crate) run: Rc<RefCell<Option<RunState>>>,
+    /// `lock(t, mt)`: setmetatable refuses `t` from now on, and getmetatable shows `mt` (the
+    /// metatable `t` was given) only as a read-only view.
+    pub(crate) lock: mlua::Function,
+    /// The globals EVAL's scripts see (read-only, over the interpreter's).
+    env: Table,
 }
 
 /// An error raised by a function of the `redis` table: Redis raises those without the
@@ -175,7 +195,7 @@ pub(crate) fn collect_if_grown(lua: &Lua) {
 }
 
 impl Engine {
-    fn new(rand: Rc<Cell<u64>>) -> mlua::Result<Engine> {
+    pub(crate) fn new(rand: Rc<Cell<u64>>) -> mlua::Result<Engine> {
         // Redis loads base, table, string, math (and debug for its own use); no io, os,
         // package or coroutine.
         let lua = Lua::new_with(
@@ -252,7 +272,22 @@ impl Engine {
         }
         redis.raw_set(
             "sha1hex",
-            lua.create_function(|_, s: mlua::String| Ok(sha1hex(&s.as_bytes())))?,
+            lua.create_function(|lua, args: mlua::Variadic<Value>| {
+                if args.len() != 1 {
+                    return Err(lib_error("wrong number of arguments"));
+                }
+                // lua_tolstring: a string, or a number in its text; anything else hashes as
+                // nothing (Redis hashes the NULL it gets as no bytes).
+                let text = match &args[0] {
+                    Value::String(s) => s.as_bytes().to_vec(),
+                    v @ (Value::Integer(_) | Value::Number(_)) => lua
+                        .coerce_string(v.clone())?
+                        .map(|s| s.as_bytes().to_vec())
+                        .unwrap_or_default(),
+                    _ => Vec::new(),
+                };
+                Ok(sha1hex(&text))
+            })?,
         )?;
         redis.raw_set(
             "error_reply",
@@ -313,8 +348,11 @@ impl Engine {
             .load(
                 r#"
                 local dispatch, error, type = ...
+                local select = select
+                -- The arguments go to the runner in one table: a C function given thousands
+                -- of them (unpack of a large table) would have no stack left to work in.
                 local function call(...)
-                  local r = dispatch.run(...)
+                  local r = dispatch.run(select('#', ...), {...})
                   if type(r) == 'table' and r.err ~= nil then
                     dispatch.raised = r.err
                     error(r.err, 0)
@@ -322,7 +360,7 @@ impl Engine {
                   return r
                 end
                 local function pcall_(...)
-                  return dispatch.run(...)
+                  return dispatch.run(select('#', ...), {...})
                 end
                 local function setresp(v) return dispatch.setresp(v) end
                 return {call = call, pcall = pcall_, setresp = setresp}
@@ -341,27 +379,62 @@ impl Engine {
         g.raw_set("bit", bit_library(&lua)?)?;
         g.raw_set("cjson", cjson_library(&lua)?)?;
         // Redis 7.0's global protection: reading a global that does not exist and writing
-        // any global are errors.
-        let protect: Table = lua
+        // any global are errors. Redis's Lua has read-only tables; here the globals' metatable
+        // shows itself to getmetatable as a read-only view, and setmetatable refuses the
+        // tables locked (the globals, and the functions' environment).
+        let (protect, guarded_setmetatable, lock): (Table, mlua::Function, mlua::Function) = lua
             .load(
                 r#"
-                local error, tostring = ...
-                return {
-                  __newindex = function() error('Attempt to modify a readonly table', 2) end,
+                local error, tostring, setmetatable = ...
+                local function readonly() error('Attempt to modify a readonly table', 2) end
+                local protect = {
+                  __newindex = readonly,
                   __index = function(_, k)
                     error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
                   end,
                 }
+                local locked = setmetatable({}, {__mode = 'k'})
+                local function lock(t) locked[t] = true end
+                local function view_of(mt)
+                  local view = setmetatable({}, {__index = mt, __newindex = readonly})
+                  lock(view)
+                  return view
+                end
+                protect.__metatable = view_of(protect)
+                local function guarded(t, mt)
+                  if locked[t] then error('Attempt to modify a readonly table', 2) end
+                  return setmetatable(t, mt)
+                end
+                return protect, guarded, function(t, mt)
+                  lock(t)
+                  if mt ~= nil then mt.__metatable = view_of(mt) end
+                end
                 "#,
             )
             .set_name("=protect")
-            .call((g.get::<Value>("error")?, g.get::<Value>("tostring")?))?;
-        g.set_metatable(Some(protect))?;
+            .call((
+                g.get::<Value>("error")?,
+                g.get::<Value>("tostring")?,
+                g.get::<Value>("setmetatable")?,
+            ))?;
+        g.raw_set("setmetatable", guarded_setmetatable)?;
+        g.set_metatable(Some(protect.clone()))?;
+        lock.call::<()>((g.clone(), Value::Nil))?;
+        // What a script's code sees as its globals: an empty table over the globals, so that
+        // assigning a global that exists (`redis = ...`, `_G = {}`) is refused too.
+        let env = lua.create_table()?;
+        let env_meta = lua.create_table()?;
+        env_meta.raw_set("__index", g.clone())?;
+        env_meta.raw_set("__newindex", protect.raw_get::<Value>("__newindex")?)?;
+        env.set_metatable(Some(env_meta.clone()))?;
+        lock.call::<()>((env.clone(), env_meta))?;
         Ok(Engine {
             lua,
             cache: HashMap::new(),
             dispatch,
             run: Rc::new(RefCell::new(None)),
+            lock,
+            env,
         })
     }
 
@@ -376,6 +449,7 @@ impl Engine {
             .load(body)
             .set_name("@user_script")
             .set_mode(mlua::ChunkMode::Text)
+            .set_environment(self.env.clone())
             .into_function()
             .map_err(|e| {
                 let text = match &e {
@@ -448,12 +522,14 @@ pub(crate) fn bit_library(lua: &Lua) -> mlua::Result<Table> {
     t.raw_set(
         "tohex",
         lua.create_function(|_, (x, n): (f64, Option<f64>)| {
-            let mut n = n.map_or(8, tobit);
+            // In 64 bits: the negation of -2^31 (upper case, all eight digits) cannot overflow,
+            // as Redis 7.0.15's fix of LuaBitOp has it.
+            let mut n = n.map_or(8, |v| i64::from(tobit(v)));
             let upper = n < 0;
             if upper {
                 n = -n;
             }
-            let n = n.clamp(1, 8) as usize;
+            let n = n.min(8) as usize;
             let v = tobit(x) as u32;
             let s = if upper {
                 format!("{v:08X}")
@@ -466,20 +542,58 @@ pub(crate) fn bit_library(lua: &Lua) -> mlua::Result<Table> {
     Ok(t)
 }
 
+/// lua-cjson's settings a script may change (`cjson.encode_max_depth` and its kin); they hold
+/// for the interpreter's life, as lua-cjson's one configuration does in Redis.
+struct JsonConfig {
+    encode_max_depth: Cell<usize>,
+    decode_max_depth: Cell<usize>,
+    /// lua-cjson's `encode_invalid_numbers`: 0 refuses NaN and Inf, 1 writes them (`nan`,
+    /// `inf`), 2 writes them as `null`.
+    invalid_numbers: Cell<u8>,
+    keep_buffer: Cell<bool>,
+}
+
+/// A depth setting as lua-cjson's `json_integer_option` takes it (1 up), held to
+/// [`MAX_NESTING`] here: encoding and decoding recurse once per level.
+fn depth_option(v: Option<Value>, setting: &Cell<usize>) -> mlua::Result<usize> {
+    match v {
+        None | Some(Value::Nil) => {}
+        Some(Value::Integer(n)) if n >= 1 => setting.set((n as usize).min(MAX_NESTING)),
+        Some(Value::Number(n)) if n >= 1.0 => setting.set((n as usize).min(MAX_NESTING)),
+        Some(_) => {
+            return Err(mlua::Error::runtime(
+                "bad argument #1 (expected integer between 1 and 2147483647)",
+            ))
+        }
+    }
+    Ok(setting.get())
+}
+
 /// `cjson.encode` / `cjson.decode` as lua-cjson does them (numbers as `%.14g`, `/` escaped,
-/// a table with keys 1..n an array, `cjson.null` for JSON's null), nesting up to 1000.
+/// a table with keys 1..n an array, `cjson.null` for JSON's null), nesting up to 1000 (or the
+/// depth a script set lower with `encode_max_depth` / `decode_max_depth`), and the settings
+/// `encode_invalid_numbers` and `encode_keep_buffer` (which changes nothing here: no buffer is
+/// kept between calls).
 pub(crate) fn cjson_library(lua: &Lua) -> mlua::Result<Table> {
     let t = lua.create_table()?;
+    let cfg = Rc::new(JsonConfig {
+        encode_max_depth: Cell::new(MAX_NESTING),
+        decode_max_depth: Cell::new(MAX_NESTING),
+        invalid_numbers: Cell::new(0),
+        keep_buffer: Cell::new(true),
+    });
     let null = Value::LightUserData(mlua::LightUserData(std::ptr::null_mut()));
     t.raw_set("null", null.clone())?;
+    let c = cfg.clone();
     t.raw_set(
         "encode",
-        lua.create_function(|lua, v: Value| {
+        lua.create_function(move |lua, v: Value| {
             let mut out = Vec::new();
-            json_encode(lua, &v, 0, &mut out)?;
+            json_encode(lua, &v, 0, &c, &mut out)?;
             lua.create_string(&out)
         })?,
     )?;
+    let c = cfg.clone();
     t.raw_set(
         "decode",
         lua.create_function(move |lua, s: mlua::String| {
@@ -488,6 +602,7 @@ pub(crate) fn cjson_library(lua: &Lua) -> mlua::Result<Table> {
                 b: &b,
                 at: 0,
                 null: null.clone(),
+                max_depth: c.decode_max_depth.get(),
             };
             p.ws();
             let v = p.value(lua, 0)?;
@@ -496,6 +611,47 @@ pub(crate) fn cjson_library(lua: &Lua) -> mlua::Result<Table> {
                 return Err(p.err("the end of the JSON text"));
             }
             Ok(v)
+        })?,
+    )?;
+    let c = cfg.clone();
+    t.raw_set(
+        "encode_max_depth",
+        lua.create_function(move |_, v: Option<Value>| depth_option(v, &c.encode_max_depth))?,
+    )?;
+    let c = cfg.clone();
+    t.raw_set(
+        "decode_max_depth",
+        lua.create_function(move |_, v: Option<Value>| depth_option(v, &c.decode_max_depth))?,
+    )?;
+    let c = cfg.clone();
+    t.raw_set(
+        "encode_invalid_numbers",
+        lua.create_function(move |lua, v: Option<Value>| {
+            match v {
+                None | Some(Value::Nil) => {}
+                Some(Value::Boolean(b)) => c.invalid_numbers.set(b as u8),
+                Some(Value::String(s)) => match s.as_bytes().as_ref() {
+                    b"off" => c.invalid_numbers.set(0),
+                    b"on" => c.invalid_numbers.set(1),
+                    b"null" => c.invalid_numbers.set(2),
+                    _ => return Err(mlua::Error::runtime("bad argument #1 (invalid option)")),
+                },
+                Some(_) => return Err(mlua::Error::runtime("bad argument #1 (invalid option)")),
+            }
+            Ok(match c.invalid_numbers.get() {
+                2 => Value::String(lua.create_string("null")?),
+                n => Value::Boolean(n == 1),
+            })
+        })?,
+    )?;
+    let c = cfg;
+    t.raw_set(
+        "encode_keep_buffer",
+        lua.create_function(move |_, v: Option<bool>| {
+            if let Some(b) = v {
+                c.keep_buffer.set(b);
+            }
+            Ok(c.keep_buffer.get())
         })?,
     )?;
     Ok(t)
@@ -508,10 +664,11 @@ pub(crate) fn lua_number_text(lua: &Lua, n: f64) -> mlua::Result<String> {
         .unwrap_or_default())
 }
 
-pub(crate) fn json_encode(
+fn json_encode(
     lua: &Lua,
     v: &Value,
     depth: usize,
+    cfg: &JsonConfig,
     out: &mut Vec<u8>,
 ) -> mlua::Result<()> {
     match v {
@@ -519,17 +676,19 @@ pub(crate) fn json_encode(
         Value::LightUserData(u) if u.0.is_null() => out.extend_from_slice(b"null"),
         Value::Boolean(b) => out.extend_from_slice(if *b { b"true" } else { b"false" }),
         Value::Integer(i) => out.extend_from_slice(i.to_string().as_bytes()),
-        Value::Number(n) => {
-            if !n.is_finite() {
+        Value::Number(n) => match (n.is_finite(), cfg.invalid_numbers.get()) {
+            (false, 0) => {
                 return Err(mlua::Error::runtime(
                     "Cannot serialise number: must not be NaN or Inf",
-                ));
+                ))
             }
-            out.extend_from_slice(lua_number_text(lua, *n)?.as_bytes());
-        }
+            (false, 2) => out.extend_from_slice(b"null"),
+            (false, _) if n.is_nan() => out.extend_from_slice(b"nan"),
+            _ => out.extend_from_slice(lua_number_text(lua, *n)?.as_bytes()),
+        },
         Value::String(s) => json_string(&s.as_bytes(), out),
         Value::Table(t) => {
-            if depth >= MAX_NESTING {
+            if depth + 1 > cfg.encode_max_depth.get() {
                 return Err(mlua::Error::runtime(format!(
                     "Cannot serialise, excessive nesting ({})",
                     depth + 1
@@ -555,7 +714,7 @@ pub(crate) fn json_encode(
                     if i > 1 {
                         out.push(b',');
                     }
-                    json_encode(lua, &t.raw_get::<Value>(i)?, depth + 1, out)?;
+                    json_encode(lua, &t.raw_get::<Value>(i)?, depth + 1, cfg, out)?;
                 }
                 out.push(b']');
             } else if array && count > 0 {
@@ -583,7 +742,7 @@ pub(crate) fn json_encode(
                     first = false;
                     json_string(&key, out);
                     out.push(b':');
-                    json_encode(lua, &v, depth + 1, out)?;
+                    json_encode(lua, &v, depth + 1, cfg, out)?;
                 }
                 out.push(b'}');
             }
@@ -621,6 +780,8 @@ pub(crate) struct JsonParser<'a> {
     b: &'a [u8],
     at: usize,
     null: Value,
+    /// Arrays and objects may nest this deep (at most [`MAX_NESTING`]).
+    max_depth: usize,
 }
 
 impl JsonParser<'_> {
@@ -668,7 +829,8 @@ impl JsonParser<'_> {
     }
     /// One value; `depth` is bounded by [`MAX_NESTING`], so the recursion is too.
     fn value(&mut self, lua: &Lua, depth: usize) -> mlua::Result<Value> {
-        if depth >= MAX_NESTING {
+        let opens = matches!(self.b.get(self.at), Some(b'[' | b'{'));
+        if opens && depth + 1 > self.max_depth.min(MAX_NESTING) {
             return Err(mlua::Error::runtime(format!(
                 "Found too many nested data structures ({}) at character {}",
                 depth + 1,

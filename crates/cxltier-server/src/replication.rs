@@ -96,6 +96,13 @@ fn make_snapshot(ctx: &mut Ctx<'_>, offset: u64) -> Result<Snapshot, crate::rdb:
         replid: ctx.info.run_id.clone(),
         offset,
         used_memory: crate::memory::memory_figures(&ctx.store.stats()).0,
+        functions: ctx
+            .info
+            .scripts
+            .functions
+            .libraries()
+            .map(|l| l.code.clone())
+            .collect(),
     };
     // Every database clients can select, as the store keeps it now (SWAPDB moves the map).
     let dbs: Vec<(u32, u8)> = (0..ctx.info.dbs.count())

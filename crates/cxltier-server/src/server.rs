@@ -145,6 +145,9 @@ pub enum ServerError {
     /// the store was written with): what to do is in the message.
     #[error("{0}")]
     Databases(String),
+    /// The libraries kept in the store (FUNCTION LOAD) did not load again.
+    #[error("loading the functions' libraries kept in the store: {0}")]
+    Functions(String),
     /// `--bind` is not an address and port.
     #[error("--bind {0}: not an ADDRESS:PORT")]
     BadBind(String),
@@ -463,7 +466,10 @@ pub fn serve_on(
         .register(&mut listener, LISTENER, Interest::READABLE)?;
     let dbs =
         crate::db::Databases::load(&mut store, cfg.databases).map_err(ServerError::Databases)?;
+    let mut scripts = crate::lua::Scripts::default();
+    crate::functions::recover(&mut store, &mut scripts).map_err(ServerError::Functions)?;
     let mut info = ServerInfo {
+        scripts,
         dbs,
         port: listener.local_addr()?.port(),
         bind: cfg.bind.ip().to_string(),

@@ -366,11 +366,11 @@ pub static TABLE: &[Command] = &[
     cmd("EXPIRE", -3, WRITE | FAST | VALUES, KEY1, k::expire, "generic", "Sets the expiration time of a key in seconds."),
     cmd("EXPIREAT", -3, WRITE | FAST | VALUES, KEY1, k::expireat, "generic", "Sets the expiration time of a key to a Unix timestamp."),
     cmd("EXPIRETIME", 2, READONLY | FAST, KEY1, k::expiretime, "generic", "Returns the expiration time of a key as a Unix timestamp."),
-    movable(cmd("FCALL", -3, NOSCRIPT | MOVABLEKEYS | MAY_REPLICATE, NOKEYS, crate::scripting::no_functions, "scripting", "Not supported: Redis 7.0 functions are not (says so; EVAL is)."), script_keys),
-    movable(cmd("FCALL_RO", -3, NOSCRIPT | READONLY | MOVABLEKEYS, NOKEYS, crate::scripting::no_functions, "scripting", "Not supported: Redis 7.0 functions are not (says so; EVAL is)."), script_keys),
+    movable(cmd("FCALL", -3, SCRIPTS | NOSCRIPT | MOVABLEKEYS | VALUES | MAY_REPLICATE, NOKEYS, crate::scripting::fcall, "scripting", "Invokes a function."), script_keys),
+    movable(cmd("FCALL_RO", -3, SCRIPTS | NOSCRIPT | READONLY | MOVABLEKEYS | VALUES, NOKEYS, crate::scripting::fcall_ro, "scripting", "Invokes a read-only function."), script_keys),
     cmd("FLUSHALL", -1, WRITE | FLUSHES_ALL, NOKEYS, crate::admin::flushall, "server", "Removes all keys from all databases."),
     cmd("FLUSHDB", -1, WRITE | FLUSHES_DB, NOKEYS, crate::admin::flushall, "server", "Remove all keys from the current database."),
-    busy(cmd("FUNCTION", -2, NOSCRIPT, NOKEYS, crate::scripting::function, "scripting", "FLUSH, LIST, STATS and KILL (there are no functions); LOAD and the rest say functions are not supported (EVAL is)."), crate::scripting::function_while_busy),
+    busy(cmd("FUNCTION", -2, NOSCRIPT, NOKEYS, crate::scripting::function, "scripting", "A container for function commands."), crate::scripting::function_while_busy),
     cmd("GEOADD", -5, WRITE | DENYOOM | VALUES, KEY1, crate::geo::geoadd, "geo", "Adds one or more members to a geospatial index. The key is created if it doesn't exist."),
     cmd("GEODIST", -4, READONLY | VALUES, KEY1, crate::geo::geodist, "geo", "Returns the distance between two members of a geospatial index."),
     cmd("GEOHASH", -2, READONLY | VALUES, KEY1, crate::geo::geohash, "geo", "Returns members from a geospatial index as geohash strings."),
@@ -561,8 +561,7 @@ pub static TABLE: &[Command] = &[
 ];
 
 /// The subcommands of the container commands, as `COMMAND LIST` names them (`config|get`):
-/// those each handler serves (SCRIPT's and FUNCTION's, like EVAL, answer that scripting is not
-/// supported).
+/// those each handler serves.
 pub static SUBCOMMANDS: &[(&str, &[&str])] = &[
     (
         "CLIENT",

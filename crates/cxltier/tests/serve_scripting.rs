@@ -214,3 +214,22 @@ fn a_script_at_the_memory_cap_leaves_scripting_working_and_gives_its_memory_back
     assert!(field("used_memory_vm_eval") < 16 << 20, "{info}");
     assert!(field("used_memory_rss") < 128 << 20, "{info}");
 }
+
+/// A library FUNCTION LOAD acknowledged is on the store's log (`--durability always`): a kill
+/// -9 right after the reply keeps it, and the restarted server runs its functions.
+#[test]
+fn function_libraries_survive_kill_9() {
+    let ssd = cxltier_store::testing::temp_file("cxltier-fn-", "functions.log");
+    let ssd_arg = format!("{}:64M", ssd.display());
+    let args = ["--dram", "32M", "--ssd", &ssd_arg, "--durability", "always"];
+    let first = serve(&args);
+    let mut c = first.client();
+    let code =
+        "#!lua name=kept\nredis.register_function('echo', function(keys, args) return args[1] end)";
+    assert_eq!(c.call_text(&["FUNCTION", "LOAD", code]), "$4\r\nkept\r\n");
+    first.kill9();
+    let second = serve(&args);
+    let mut c = second.client();
+    assert_eq!(c.call_text(&["FCALL", "echo", "0", "x"]), "$1\r\nx\r\n");
+    assert_eq!(c.call_text(&["DBSIZE"]), ":0\r\n");
+}

@@ -215,6 +215,9 @@ pub struct SnapshotInfo {
     pub replid: String,
     pub offset: u64,
     pub used_memory: u64,
+    /// The code of each functions' library (FUNCTION LOAD), written before the databases as
+    /// Redis does (`RDB_OPCODE_FUNCTION2`).
+    pub functions: Vec<Vec<u8>>,
 }
 
 /// Counts of what a snapshot holds.
@@ -249,6 +252,10 @@ pub fn write_snapshot<W: Write>(
     w.aux("repl-id", &info.replid)?;
     w.aux("repl-offset", &info.offset.to_string())?;
     w.aux("aof-base", "0")?;
+    for code in &info.functions {
+        w.value_type(crate::functions::OPCODE_FUNCTION2)?;
+        w.string(code)?;
+    }
     let mut counts = SnapshotCounts::default();
     for &(logical, physical) in dbs {
         let keys = store.db_len(physical);
@@ -522,6 +529,7 @@ mod tests {
             replid: "0".repeat(40),
             offset: 0,
             used_memory: 0,
+            functions: Vec::new(),
         };
         let dbs = [(0, db.info.dbs.physical(0))];
         let (bytes, counts) = write_snapshot(&mut db.store, &info, &dbs, Vec::new()).unwrap();
