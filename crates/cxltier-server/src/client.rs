@@ -585,6 +585,21 @@ mod tests {
             &mut other,
             &[("EXEC", "*1\r\n+OK\r\n"), ("GET k", "$1\r\nv\r\n")],
         );
+        // A function declared no-writes runs through a WRITE pause; one that may write waits.
+        let code = "#!lua name=lib\n\
+            redis.register_function{function_name='ro', callback=function() return 1 end, flags={'no-writes'}}\n\
+            redis.register_function('rw', function() return 2 end)";
+        assert_eq!(eval(&mut db, &["FUNCTION", "LOAD", code]), "$3\r\nlib\r\n");
+        db.cmd("CLIENT PAUSE 100000 WRITE");
+        db.replies_as(
+            &mut other,
+            &[
+                ("FCALL ro 0", ":1\r\n"),
+                ("FCALL_RO ro 0", ":1\r\n"),
+                ("FCALL rw 0", ""),
+            ],
+        );
+        db.info.pause = None;
         // A pause of 0 ms is over at once.
         db.replies(&[("CLIENT PAUSE 0 ALL", "+OK\r\n"), ("GET k", "$1\r\nv\r\n")]);
     }

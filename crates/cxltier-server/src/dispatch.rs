@@ -145,7 +145,7 @@ fn execute_command(
         }
         return Effect::Read;
     }
-    if held_by_pause(store, info, session, cmd) {
+    if held_by_pause(store, info, session, cmd, args) {
         // Not counted: it runs again, from the start, when the pause ends.
         info.total_commands -= 1;
         return Effect::Postponed;
@@ -190,6 +190,7 @@ fn held_by_pause(
     info: &mut ServerInfo,
     session: &Session,
     cmd: &table::Command,
+    args: &[&[u8]],
 ) -> bool {
     if info.pause.is_none()
         || session.is_replica
@@ -205,6 +206,14 @@ fn held_by_pause(
         return true;
     }
     let may_replicate = |c: &table::Command| c.has(flag::WRITE | flag::MAY_REPLICATE);
+    if cmd.has(flag::CALLS_FUNCTION) {
+        // A function declared `no-writes` is a read; an unknown one counts as the command.
+        let no_writes = args
+            .get(1)
+            .and_then(|name| info.scripts.functions.find(name))
+            .is_some_and(|f| f.flags & crate::functions::flags::NO_WRITES != 0);
+        return !no_writes && may_replicate(cmd);
+    }
     may_replicate(cmd)
         || (cmd.has(flag::TX_EXEC)
             && session

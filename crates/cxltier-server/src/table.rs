@@ -86,6 +86,11 @@ pub mod flag {
     /// (EVAL, PUBLISH, PFCOUNT's cache update): CLIENT PAUSE WRITE holds it as a write.
     pub const MAY_REPLICATE: u32 = 1 << 26;
 
+    /// cxltier's own: runs the function its first argument names (FCALL, FCALL_RO), whose
+    /// flags then decide what the command is (a `no-writes` function neither writes nor may
+    /// replicate: Redis's `fcallGetCommandFlags`).
+    pub const CALLS_FUNCTION: u32 = 1 << 27;
+
     /// Redis's names of the flags above, in `COMMAND INFO`'s order.
     pub const NAMES: &[(u32, &str)] = &[
         (WRITE, "write"),
@@ -366,8 +371,8 @@ pub static TABLE: &[Command] = &[
     cmd("EXPIRE", -3, WRITE | FAST | VALUES, KEY1, k::expire, "generic", "Sets the expiration time of a key in seconds."),
     cmd("EXPIREAT", -3, WRITE | FAST | VALUES, KEY1, k::expireat, "generic", "Sets the expiration time of a key to a Unix timestamp."),
     cmd("EXPIRETIME", 2, READONLY | FAST, KEY1, k::expiretime, "generic", "Returns the expiration time of a key as a Unix timestamp."),
-    movable(cmd("FCALL", -3, SCRIPTS | NOSCRIPT | MOVABLEKEYS | VALUES | MAY_REPLICATE, NOKEYS, crate::scripting::fcall, "scripting", "Invokes a function."), script_keys),
-    movable(cmd("FCALL_RO", -3, SCRIPTS | NOSCRIPT | READONLY | MOVABLEKEYS | VALUES, NOKEYS, crate::scripting::fcall_ro, "scripting", "Invokes a read-only function."), script_keys),
+    movable(cmd("FCALL", -3, SCRIPTS | NOSCRIPT | MOVABLEKEYS | VALUES | MAY_REPLICATE | CALLS_FUNCTION, NOKEYS, crate::scripting::fcall, "scripting", "Invokes a function."), script_keys),
+    movable(cmd("FCALL_RO", -3, SCRIPTS | NOSCRIPT | READONLY | MOVABLEKEYS | VALUES | CALLS_FUNCTION, NOKEYS, crate::scripting::fcall_ro, "scripting", "Invokes a read-only function."), script_keys),
     cmd("FLUSHALL", -1, WRITE | FLUSHES_ALL, NOKEYS, crate::admin::flushall, "server", "Removes all keys from all databases."),
     cmd("FLUSHDB", -1, WRITE | FLUSHES_DB, NOKEYS, crate::admin::flushall, "server", "Remove all keys from the current database."),
     busy(cmd("FUNCTION", -2, NOSCRIPT, NOKEYS, crate::scripting::function, "scripting", "A container for function commands."), crate::scripting::function_while_busy),
