@@ -9,9 +9,7 @@
 
 mod util;
 use cxltier_store::testing::temp_file;
-use std::process::{Child, Command, Stdio};
-use std::time::Instant;
-use util::{free_port, need, redis, wait_until, Answer, Conn, Reply as V, ReplyExt, Server, GUARD};
+use util::{need, redis, wait_until, Conn, Reply as V, ReplyExt, Server};
 
 const LIB1: &str = "#!lua name=lib1\n\
     local function add1(a) return a + 1 end\n\
@@ -190,51 +188,9 @@ fn a_redis_replica_gets_the_libraries_and_their_changes() {
         c.call(&["FUNCTION", "LOAD", LIB1]),
         V::Bulk(b"lib1".to_vec())
     );
-    let port = free_port();
     let dir = temp_file("cxltier-fn-", "redis");
     std::fs::create_dir_all(&*dir).unwrap();
-    let mut replica = Command::new("redis-server")
-        .args([
-            "--port",
-            &port.to_string(),
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-        ])
-        .args(["--replicaof", "127.0.0.1", &s.port()])
-        .arg("--dir")
-        .arg(&*dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    struct Kill<'a>(&'a mut Child);
-    impl Drop for Kill<'_> {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-    let kill = Kill(&mut replica);
-    let raddr = format!("127.0.0.1:{port}");
-    let pid = kill.0.id();
-    let t = Instant::now();
-    loop {
-        match util::who_answers(&raddr, None, pid, GUARD) {
-            Answer::Ours => break,
-            Answer::Other => panic!("another process took port {port} first"),
-            Answer::Nothing => {}
-        }
-        assert!(t.elapsed() < GUARD, "the replica never answered on {raddr}");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    let mut r = Conn::connect(&raddr);
-    wait_until("the replica's link is up", || {
-        r.call(&["INFO", "replication"])
-            .text()
-            .contains("master_link_status:up")
-    });
+    let (_replica, mut r) = util::redis_replica(&s.port(), &dir);
     assert_eq!(listing(&mut r), listing(&mut c), "after the snapshot");
     assert_eq!(r.call(&["FCALL_RO", "get", "1", "k"]), V::NullBulk);
     // The stream: each change to the libraries, and a function's writes.

@@ -5,9 +5,8 @@
 
 mod util;
 use cxltier_store::testing::temp_file;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-use util::{free_port, need, wait_until, Answer, Conn, Reply as V, ReplyExt, Server, GUARD};
+use util::{need, wait_until, Conn, Reply as V, ReplyExt, Server, GUARD};
 
 /// One command of a replication stream, its words joined by spaces.
 fn stream_command(c: &mut Conn) -> String {
@@ -276,51 +275,10 @@ fn a_redis_replica_loads_the_snapshot_and_follows_the_stream() {
     c.call(&["SELECT", "7"]);
     c.call(&["SADD", "db7:set", "a", "b"]);
     c.call(&["SELECT", "0"]);
-    let port = free_port();
     let dir = temp_file("cxltier-repl-", "redis");
     std::fs::create_dir_all(&*dir).unwrap();
-    let mut replica = Command::new("redis-server")
-        .args([
-            "--port",
-            &port.to_string(),
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-        ])
-        .args(["--replicaof", "127.0.0.1", &s.port()])
-        .arg("--dir")
-        .arg(&*dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    struct Kill<'a>(&'a mut Child);
-    impl Drop for Kill<'_> {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-    let _kill = Kill(&mut replica);
-    let raddr = format!("127.0.0.1:{port}");
-    let pid = _kill.0.id();
-    let t = Instant::now();
-    loop {
-        match util::who_answers(&raddr, None, pid, GUARD) {
-            Answer::Ours => break,
-            Answer::Other => panic!("another process took port {port} first"),
-            Answer::Nothing => {}
-        }
-        assert!(t.elapsed() < GUARD, "the replica never answered on {raddr}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let mut r = Conn::connect(&raddr);
-    wait_until("the replica's link is up", || {
-        r.call(&["INFO", "replication"])
-            .text()
-            .contains("master_link_status:up")
-    });
+    let (replica, mut r) = util::redis_replica(&s.port(), &dir);
+    let port = replica.port;
     let snapshot = dump_all(&mut c);
     // 1,500 values pushed out to NVMe and the rest: the comparison is of a real data set.
     assert!(snapshot.len() > 1500, "{}", snapshot.len());

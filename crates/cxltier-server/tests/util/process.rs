@@ -237,3 +237,23 @@ pub fn redis_server(port: u16) -> std::process::Command {
         .args(["--save", "", "--appendonly", "no"]);
     c
 }
+
+/// A redis-server replica of the server listening on `primary_port`, its files in `dir`, once
+/// its link is up: the child (killed when dropped) and a connection to it.
+pub fn redis_replica(primary_port: &str, dir: &std::path::Path) -> (ServerChild, Conn) {
+    let replica = ServerChild::start("redis-server replica", None, |port| {
+        let mut c = redis_server(port);
+        c.args(["--replicaof", "127.0.0.1", primary_port])
+            .arg("--dir")
+            .arg(dir);
+        c
+    });
+    use super::ReplyExt;
+    let mut r = replica.client();
+    super::wait_until("the replica's link is up", || {
+        r.call(&["INFO", "replication"])
+            .text()
+            .contains("master_link_status:up")
+    });
+    (replica, r)
+}
