@@ -288,19 +288,8 @@ impl Vm {
     /// it registers, within `timeout_ms` (0: none).
     fn load(&mut self, code: &[u8], timeout_ms: u64) -> Result<Vec<Function>, String> {
         let lua = self.engine.lua.clone();
-        let chunk = lua
-            .load(code)
-            .set_name("@user_function")
-            .set_mode(mlua::ChunkMode::Text)
-            .set_environment(self.env.clone())
-            .into_function()
-            .map_err(|e| {
-                let text = match &e {
-                    mlua::Error::SyntaxError { message, .. } => message.clone(),
-                    other => other.to_string(),
-                };
-                format!("ERR Error compiling function: {text}")
-            })?;
+        let chunk = crate::lua::compile_text(&lua, code, "@user_function", &self.env)
+            .map_err(|text| format!("ERR Error compiling function: {text}"))?;
         let pcall: mlua::Function = self
             .globals
             .raw_get("pcall")

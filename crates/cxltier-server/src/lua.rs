@@ -194,6 +194,25 @@ pub(crate) fn collect_if_grown(lua: &Lua) {
     cxltier_sys::heap::release_free_memory();
 }
 
+/// Compile `code` as a text chunk named `name` (Redis refuses precompiled chunks) that sees
+/// `env` as its globals; the error is the compiler's message alone, for the caller to word.
+pub(crate) fn compile_text(
+    lua: &Lua,
+    code: &[u8],
+    name: &str,
+    env: &Table,
+) -> Result<mlua::Function, String> {
+    lua.load(code)
+        .set_name(name)
+        .set_mode(mlua::ChunkMode::Text)
+        .set_environment(env.clone())
+        .into_function()
+        .map_err(|e| match e {
+            mlua::Error::SyntaxError { message, .. } => message,
+            other => other.to_string(),
+        })
+}
+
 impl Engine {
     pub(crate) fn new(rand: Rc<Cell<u64>>) -> mlua::Result<Engine> {
         // Redis loads base, table, string, math (and debug for its own use); no io, os,
@@ -444,20 +463,8 @@ impl Engine {
         if self.cache.contains_key(&sha) {
             return Ok(sha);
         }
-        let f = self
-            .lua
-            .load(body)
-            .set_name("@user_script")
-            .set_mode(mlua::ChunkMode::Text)
-            .set_environment(self.env.clone())
-            .into_function()
-            .map_err(|e| {
-                let text = match &e {
-                    mlua::Error::SyntaxError { message, .. } => message.clone(),
-                    other => other.to_string(),
-                };
-                format!("ERR Error compiling script (new function): {text}")
-            })?;
+        let f = compile_text(&self.lua, body, "@user_script", &self.env)
+            .map_err(|text| format!("ERR Error compiling script (new function): {text}"))?;
         self.cache.insert(sha.clone(), f);
         Ok(sha)
     }

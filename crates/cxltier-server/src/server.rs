@@ -1066,14 +1066,16 @@ fn deliver_messages(
     }
     let outbox = std::mem::take(&mut info.pubsub.outbox);
     for d in &outbox {
-        let unread = Unread {
-            what: "pub/sub messages",
-            limit: "pubsub client-output-buffer-limit",
-            hint: " (the subscriber must read its messages)",
-        };
-        push_to_client(d.to, conns, roster, limits, info, log, unread, |c| {
-            crate::subscriptions::write_message(&mut c.output, c.session.proto, d)
-        });
+        push_to_client(
+            d.to,
+            conns,
+            roster,
+            limits,
+            info,
+            log,
+            &PUBSUB_UNREAD,
+            |c| crate::subscriptions::write_message(&mut c.output, c.session.proto, d),
+        );
     }
 }
 
@@ -1083,6 +1085,22 @@ struct Unread {
     limit: &'static str,
     hint: &'static str,
 }
+
+const PUBSUB_UNREAD: Unread = Unread {
+    what: "pub/sub messages",
+    limit: "pubsub client-output-buffer-limit",
+    hint: " (the subscriber must read its messages)",
+};
+const MONITOR_UNREAD: Unread = Unread {
+    what: "MONITOR lines",
+    limit: "client-output-buffer-limit",
+    hint: " (the monitor must read them)",
+};
+const INVALIDATIONS_UNREAD: Unread = Unread {
+    what: "invalidation messages",
+    limit: "client-output-buffer-limit",
+    hint: "",
+};
 
 /// Append what `write` puts into the output of the live connection whose client id is `id`, and
 /// mark it for the turn's writes; one whose unread output then reaches its class's hard limit is
@@ -1095,7 +1113,7 @@ fn push_to_client(
     limits: &Limits,
     info: &mut ServerInfo,
     log: &mut RateLimitedLog,
-    unread: Unread,
+    unread: &Unread,
     write: impl FnOnce(&mut Conn),
 ) {
     let Some(&t) = roster.by_id.get(&id) else {
@@ -1140,12 +1158,7 @@ fn deliver_monitor_lines(
         return;
     }
     for id in info.monitors.ids().to_vec() {
-        let unread = Unread {
-            what: "MONITOR lines",
-            limit: "client-output-buffer-limit",
-            hint: " (the monitor must read them)",
-        };
-        push_to_client(id, conns, roster, limits, info, log, unread, |c| {
+        push_to_client(id, conns, roster, limits, info, log, &MONITOR_UNREAD, |c| {
             c.output.extend_from_slice(&lines)
         });
     }
@@ -1181,14 +1194,16 @@ fn deliver_invalidations(
         let crate::tracking::Route::Send { to, bytes } = route else {
             continue;
         };
-        let unread = Unread {
-            what: "invalidation messages",
-            limit: "client-output-buffer-limit",
-            hint: "",
-        };
-        push_to_client(to, conns, roster, limits, info, log, unread, |c| {
-            c.output.extend_from_slice(&bytes)
-        });
+        push_to_client(
+            to,
+            conns,
+            roster,
+            limits,
+            info,
+            log,
+            &INVALIDATIONS_UNREAD,
+            |c| c.output.extend_from_slice(&bytes),
+        );
     }
 }
 

@@ -169,6 +169,11 @@ fn parse_id(b: &[u8], missing_seq: u64) -> Option<Id> {
     parse_id_full(b, missing_seq, false, false).map(|x| x.0)
 }
 
+/// Every argument as a whole id ([`parse_strict_id`]); `None` when one is not.
+fn strict_ids(args: &[&[u8]]) -> Option<Vec<Id>> {
+    args.iter().map(|a| parse_strict_id(a)).collect()
+}
+
 fn parse_strict_id(b: &[u8]) -> Option<Id> {
     parse_id_full(b, 0, true, false).map(|x| x.0)
 }
@@ -1004,13 +1009,9 @@ pub(crate) fn xdel(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErr
             reply::int(ctx.out, 0);
             return Ok(Effect::Read);
         };
-        let mut ids = Vec::with_capacity(args.len() - 2);
-        for a in &args[2..] {
-            match parse_strict_id(a) {
-                Some(id) => ids.push(id),
-                None => return fail(ctx, BAD_ID),
-            }
-        }
+        let Some(ids) = strict_ids(&args[2..]) else {
+            return fail(ctx, BAD_ID);
+        };
         let mut deleted = 0;
         for id in ids {
             let Some(v) = entry(ctx.store, key, id)? else {
@@ -1917,13 +1918,9 @@ pub(crate) fn xack(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErr
             reply::int(ctx.out, 0);
             return Ok(Effect::Read);
         }
-        let mut ids = Vec::with_capacity(args.len() - 3);
-        for a in &args[3..] {
-            match parse_strict_id(a) {
-                Some(id) => ids.push(id),
-                None => return fail(ctx, BAD_ID),
-            }
-        }
+        let Some(ids) = strict_ids(&args[3..]) else {
+            return fail(ctx, BAD_ID);
+        };
         let mut acked = 0;
         for id in ids {
             if let Some(n) = nack(ctx.store, key, gname, id)? {
