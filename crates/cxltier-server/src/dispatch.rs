@@ -44,6 +44,14 @@ pub fn execute(
         info.tracking.command_done(session.id);
     }
     limit_tracking(info);
+    send_invalidations(info, session, out);
+    info.tracking.current = None;
+    effect
+}
+
+/// Write the invalidations pending for `session`'s own connection to `out` (as pushes); those
+/// for other connections or a redirection go to the outbox the loop delivers.
+fn send_invalidations(info: &mut ServerInfo, session: &mut Session, out: &mut Vec<u8>) {
     for inv in info.tracking.take_pending() {
         let own = info
             .tracking
@@ -66,8 +74,6 @@ pub fn execute(
             out.extend_from_slice(&bytes);
         }
     }
-    info.tracking.current = None;
-    effect
 }
 
 /// Keep the client-side caching table within `tracking-table-max-keys`.
@@ -144,6 +150,11 @@ fn execute_command(
             session.flag_transaction();
         }
         return Effect::Read;
+    }
+    // Keys evicted to make room for this command (Redis's order): their readers hear of it
+    // before its reply.
+    if info.tracking.current == Some(session.id) && info.tracking.active() {
+        send_invalidations(info, session, out);
     }
     if held_by_pause(store, info, session, cmd, args) {
         // Not counted: it runs again, from the start, when the pause ends.

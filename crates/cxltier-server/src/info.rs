@@ -178,6 +178,14 @@ fn info_text(store: &Store, info: &mut ServerInfo, sections: &[String]) -> Strin
                 ("maxmemory", &max),
                 ("maxmemory_human", &human_bytes(max)),
                 ("maxmemory_policy", &store.eviction_policy().name()),
+                // UNLINK, FLUSHDB ASYNC and the lazyfree-lazy-* settings do what DEL and FLUSHDB
+                // do, before the command answers: nothing is ever pending, and nothing was
+                // freed in the background.
+                // used_memory holds no client or replication buffers at all (it is the
+                // store's slots and index), so none of it is left out of eviction's count.
+                ("mem_not_counted_for_evict", &0),
+                ("lazyfree_pending_objects", &0),
+                ("lazyfreed_objects", &0),
                 ("index_bytes", &st.index_bytes),
             ],
         );
@@ -604,6 +612,14 @@ mod tests {
             "used_memory {used} of {max}: the store is full"
         );
         assert_eq!(max, 8 << 20, "maxmemory is the budget");
+        // Emptied at once, as DEL would: nothing left for a background free.
+        db.cmd("FLUSHDB ASYNC");
+        assert_eq!(
+            info_field(&mut db, "memory", "lazyfree_pending_objects"),
+            "0"
+        );
+        assert_eq!(info_field(&mut db, "memory", "lazyfreed_objects"), "0");
+        assert_eq!(db.cmd("DBSIZE"), ":0\r\n");
         let cfg = db.cmd("CONFIG GET maxmemory");
         assert!(
             cfg.ends_with(&format!("${}\r\n{max}\r\n", max.to_string().len())),
