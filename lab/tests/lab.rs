@@ -328,24 +328,13 @@ fn ras_injection_cxl() {
     let _guard = SECOND_LANE
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
-    let (mut report, mut injections) = ras::boot_and_inject(BOOT_TIMEOUT);
-    // QEMU 10.0.2 (TCG) sometimes aborts on its own assertion while the kernel recovers from the
-    // injected fatal error (docs/ras.md): an emulator crash, not a result. The boot is made again,
-    // said out loud, up to EMULATOR_ABORT_REBOOTS times (at the one abort in three boots seen
-    // here, a single reboot would still fail about one run in nine); an abort on the last boot
-    // fails the test.
-    const EMULATOR_ABORT_REBOOTS: usize = 2;
-    for reboot in 1..=EMULATOR_ABORT_REBOOTS {
-        if !report.stderr.contains("iotlb_to_section") {
-            break;
-        }
-        println!(
-            "QEMU aborted in iotlb_to_section (its own assertion, during the fatal error's \
-             recovery); booting the injection run again ({reboot} of at most \
-             {EMULATOR_ABORT_REBOOTS})"
-        );
-        (report, injections) = ras::boot_and_inject(BOOT_TIMEOUT);
-    }
+    // QEMU sometimes aborts on its own assertion while the kernel recovers from the injected
+    // fatal error (docs/ras.md): the run is made again, said out loud.
+    let (mut report, injections) = cxltier_lab::boot_again_on_emulator_abort(
+        "the injection run",
+        || ras::boot_and_inject(BOOT_TIMEOUT),
+        |(report, _)| &report.stderr,
+    );
     let table = ras::host_checks(&mut report, &injections);
     println!("{}", report.summary());
     println!("injected -> reported by `cxltier ras --watch --json`:");
