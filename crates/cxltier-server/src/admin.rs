@@ -427,7 +427,7 @@ pub(crate) fn slowlog(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, Store
         (b"GET", 2 | 3) => {
             let count = match args.get(2) {
                 None => 10,
-                Some(a) => match crate::args::int_arg(a) {
+                Some(a) => match crate::numbers::int_arg(a) {
                     Some(-1) => ctx.info.slowlog.len(),
                     Some(c) if c >= 0 => usize::try_from(c).unwrap_or(usize::MAX),
                     _ => return fail(ctx, "ERR count should be greater than or equal to -1"),

@@ -1,7 +1,5 @@
-//! What handlers of several kinds parse and answer alike: integers as Redis reads them, the
-//! WRONGTYPE answer, SCAN's `MATCH`/`COUNT` options, the bound on a reply whose size a count
-//! decides, random draws from a collection (SRANDMEMBER, ZRANDMEMBER), floats as Redis
-//! reads and prints them, the replies that look up each member or give a count, and the
+//! What handlers of several kinds parse and answer alike: the WRONGTYPE answer, SCAN's `MATCH`/`COUNT` options, the bound on a reply whose size a count
+//! decides, random draws from a collection (SRANDMEMBER, ZRANDMEMBER), the replies that look up each member or give a count, and the
 //! multi-key pops of lists and sorted sets.
 
 use cxltier_store::{ScanPage, Store, StoreError, ZAddOutcome};
@@ -10,6 +8,7 @@ use rand::Rng;
 use crate::context::{fail, Ctx, Effect};
 use crate::errors::NOT_INT;
 use crate::errors::{SYNTAX, WRONGTYPE};
+use crate::numbers::int_arg;
 use crate::resp::reply;
 
 /// Run a handler body, answering WRONGTYPE as Redis does. Bodies write their reply only after
@@ -58,14 +57,6 @@ pub(crate) fn reply_each_member<T>(
         }
         Ok(Effect::Read)
     })
-}
-
-/// Redis's strict integer syntax (no sign `+`, no spaces).
-pub(crate) fn int_arg(b: &[u8]) -> Option<i64> {
-    if b.first() == Some(&b'+') {
-        return None;
-    }
-    std::str::from_utf8(b).ok()?.parse().ok()
 }
 
 /// What SSCAN, HSCAN and ZSCAN were asked: the member to continue after (`None`: from the
@@ -274,25 +265,6 @@ pub(crate) fn random_count_args(
         return Err("ERR value is out of range");
     }
     Ok((Some(c), with))
-}
-
-/// A float as INCRBYFLOAT and HINCRBYFLOAT read one (`strtold` on the whole string): no
-/// spaces, no NaN.
-pub(crate) fn parse_f64(b: &[u8]) -> Option<f64> {
-    let s = std::str::from_utf8(b).ok()?;
-    if s.is_empty() || s.bytes().any(|c| c.is_ascii_whitespace()) {
-        return None;
-    }
-    s.parse::<f64>().ok().filter(|f| !f.is_nan())
-}
-
-/// A float the way INCRBYFLOAT stores it: no exponent, no trailing zeros (Rust's shortest
-/// round-trip form prints `10.6`, not `10.5999999999999996`).
-pub(crate) fn format_f64(f: f64) -> String {
-    if f == 0.0 {
-        return "0".into();
-    }
-    format!("{f}")
 }
 
 /// A blocking command's timeout as Redis reads it: float seconds, rounded up to milliseconds,

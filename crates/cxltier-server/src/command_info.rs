@@ -1,6 +1,6 @@
 //! COMMAND and its subcommands (COUNT, LIST, INFO, DOCS, GETKEYS, GETKEYSANDFLAGS, HELP), as
 //! Redis 7.0 answers them: the commands are the table's (and the subcommands its containers
-//! serve, [`crate::table::SUBCOMMANDS`]); what Redis says of each (flags, key specs, ACL
+//! serve, [`Commands::subcommands`]); what Redis says of each (flags, key specs, ACL
 //! categories, tips, docs) comes from [`crate::command_specs`], generated from Redis's own
 //! command descriptions. A command of cxltier's own (no Redis description) is described from
 //! the table.
@@ -9,121 +9,12 @@
 //! they are complete and their flags fixed, otherwise by the command's own key function (Redis's
 //! `getkeys_proc`s, ported below for the table's commands that have one).
 
+use crate::command::{Command, Commands};
+use crate::command_spec::{ks, Arg, Begin, Find, KeySpec, Spec};
 use crate::command_specs::SPECS;
+use crate::context::{Ctx, Effect};
 use crate::resp::reply;
-use crate::table::{self, Command, SUBCOMMANDS, TABLE};
-
-/// Key-spec flags (Redis's `CMD_KEY_*`), in `COMMAND INFO`'s order.
-pub mod ks {
-    pub const RO: u16 = 1 << 0;
-    pub const RW: u16 = 1 << 1;
-    pub const OW: u16 = 1 << 2;
-    pub const RM: u16 = 1 << 3;
-    pub const ACCESS: u16 = 1 << 4;
-    pub const UPDATE: u16 = 1 << 5;
-    pub const INSERT: u16 = 1 << 6;
-    pub const DELETE: u16 = 1 << 7;
-    pub const NOT_KEY: u16 = 1 << 8;
-    pub const INCOMPLETE: u16 = 1 << 9;
-    pub const VARIABLE_FLAGS: u16 = 1 << 10;
-
-    pub const NAMES: &[(u16, &str)] = &[
-        (RO, "RO"),
-        (RW, "RW"),
-        (OW, "OW"),
-        (RM, "RM"),
-        (ACCESS, "access"),
-        (UPDATE, "update"),
-        (INSERT, "insert"),
-        (DELETE, "delete"),
-        (NOT_KEY, "not_key"),
-        (INCOMPLETE, "incomplete"),
-        (VARIABLE_FLAGS, "variable_flags"),
-    ];
-}
-
-/// Where a key spec's search begins.
-#[derive(Debug, Clone, Copy)]
-pub enum Begin {
-    Unknown,
-    /// At this argument.
-    Index(i32),
-    /// After this keyword, searched from `startfrom` (from the end when negative).
-    Keyword {
-        keyword: &'static str,
-        startfrom: i32,
-    },
-}
-
-/// How a key spec finds its keys from where the search began.
-#[derive(Debug, Clone, Copy)]
-pub enum Find {
-    Unknown,
-    Range {
-        lastkey: i32,
-        keystep: i32,
-        limit: i32,
-    },
-    Keynum {
-        keynumidx: i32,
-        firstkey: i32,
-        keystep: i32,
-    },
-}
-
-#[derive(Debug)]
-pub struct KeySpec {
-    pub notes: Option<&'static str>,
-    pub flags: u16,
-    pub begin: Begin,
-    pub find: Find,
-}
-
-/// One argument of a command, as `COMMAND DOCS` describes it.
-#[derive(Debug)]
-pub struct Arg {
-    pub name: &'static str,
-    pub kind: &'static str,
-    pub key_spec_index: i32,
-    pub token: Option<&'static str>,
-    pub summary: Option<&'static str>,
-    pub since: Option<&'static str>,
-    pub deprecated_since: Option<&'static str>,
-    pub flags: &'static [&'static str],
-    pub args: &'static [Arg],
-}
-
-/// Redis's description of one command or subcommand.
-#[derive(Debug)]
-pub struct Spec {
-    /// Lower case; a subcommand's is `container|sub`.
-    pub name: &'static str,
-    pub arity: i32,
-    /// As `COMMAND INFO` names them, `movablekeys` included.
-    pub flags: &'static [&'static str],
-    /// Redis's legacy first key, last key and step (`COMMAND INFO`'s 4th to 6th fields).
-    pub legacy_keys: (i32, i32, i32),
-    pub categories: &'static [&'static str],
-    pub tips: &'static [&'static str],
-    pub key_specs: &'static [KeySpec],
-    /// Redis has a key function for it (its key specs alone may not tell).
-    pub getkeys_function: bool,
-    pub summary: Option<&'static str>,
-    pub since: Option<&'static str>,
-    pub group: &'static str,
-    pub complexity: Option<&'static str>,
-    pub doc_flags: &'static [&'static str],
-    pub deprecated_since: Option<&'static str>,
-    pub replaced_by: Option<&'static str>,
-    pub history: &'static [(&'static str, &'static str)],
-    pub args: &'static [Arg],
-}
-
-impl Spec {
-    fn has_flag(&self, name: &str) -> bool {
-        self.flags.contains(&name)
-    }
-}
+use cxltier_store::StoreError;
 
 /// Redis's description of the command or subcommand named `full` (lower case, `a|b`).
 pub fn spec(full: &str) -> Option<&'static Spec> {
@@ -137,11 +28,29 @@ pub fn spec(full: &str) -> Option<&'static Spec> {
 #[derive(Clone, Copy)]
 struct Found {
     cmd: &'static Command,
-    /// The subcommand, as `SUBCOMMANDS` spells it.
+    /// The subcommand, as [`Commands::subcommands`] spells it.
     sub: Option<&'static str>,
+    /// The subcommands the command serves when it is a container (none for a subcommand).
+    subs: &'static [&'static str],
 }
 
 impl Found {
+    fn command(commands: &Commands, cmd: &'static Command) -> Found {
+        Found {
+            cmd,
+            sub: None,
+            subs: commands.subcommands_of(cmd),
+        }
+    }
+
+    fn subcommand(&self, sub: &'static str) -> Found {
+        Found {
+            cmd: self.cmd,
+            sub: Some(sub),
+            subs: &[],
+        }
+    }
+
     fn full_name(&self) -> String {
         let name = self.cmd.name.to_ascii_lowercase();
         match self.sub {
@@ -154,48 +63,36 @@ impl Found {
     }
 }
 
-fn subcommands_of(c: &Command) -> &'static [&'static str] {
-    SUBCOMMANDS
-        .iter()
-        .find(|(parent, _)| *parent == c.name)
-        .map_or(&[][..], |(_, subs)| *subs)
-}
-
 /// Redis's `lookupCommandBySds`: `name` or `container|sub`, any case.
-fn by_full_name(name: &[u8]) -> Option<Found> {
+fn by_full_name(commands: &Commands, name: &[u8]) -> Option<Found> {
     let mut parts = name.split(|&b| b == b'|');
-    let cmd = table::lookup(parts.next()?)?;
+    let found = Found::command(commands, commands.lookup(parts.next()?)?);
     let Some(sub) = parts.next() else {
-        return Some(Found { cmd, sub: None });
+        return Some(found);
     };
     if parts.next().is_some() {
         return None;
     }
-    let sub = subcommands_of(cmd)
+    let sub = found
+        .subs
         .iter()
         .copied()
         .find(|s| s.as_bytes().eq_ignore_ascii_case(sub))?;
-    Some(Found {
-        cmd,
-        sub: Some(sub),
-    })
+    Some(found.subcommand(sub))
 }
 
 /// Redis's `lookupCommand` of a command line: a container's subcommand when it has them.
-fn by_args(args: &[&[u8]]) -> Option<Found> {
-    let cmd = table::lookup(args.first()?)?;
-    let subs = subcommands_of(cmd);
-    if subs.is_empty() || args.len() < 2 {
-        return Some(Found { cmd, sub: None });
+fn by_args(commands: &Commands, args: &[&[u8]]) -> Option<Found> {
+    let found = Found::command(commands, commands.lookup(args.first()?)?);
+    if found.subs.is_empty() || args.len() < 2 {
+        return Some(found);
     }
-    let sub = subs
+    let sub = found
+        .subs
         .iter()
         .copied()
         .find(|s| s.as_bytes().eq_ignore_ascii_case(args[1]))?;
-    Some(Found {
-        cmd,
-        sub: Some(sub),
-    })
+    Some(found.subcommand(sub))
 }
 
 fn write_set_of_simple(out: &mut Vec<u8>, proto: u8, items: &[&str]) {
@@ -297,11 +194,7 @@ fn write_key_specs(out: &mut Vec<u8>, proto: u8, specs: &[KeySpec]) {
 fn write_info(out: &mut Vec<u8>, proto: u8, f: Found) {
     reply::array(out, 10);
     reply::bulk(out, f.full_name().as_bytes());
-    let subs: &[&str] = if f.sub.is_none() {
-        subcommands_of(f.cmd)
-    } else {
-        &[]
-    };
+    let subs = f.subs;
     match f.spec() {
         Some(s) => {
             reply::int(out, s.arity.into());
@@ -322,7 +215,7 @@ fn write_info(out: &mut Vec<u8>, proto: u8, f: Found) {
             let c = f.cmd;
             let arity = if f.sub.is_some() { -2 } else { c.arity };
             reply::int(out, arity.into());
-            let names: Vec<&str> = table::flag::NAMES
+            let names: Vec<&str> = crate::command::flag::NAMES
                 .iter()
                 .filter(|(fl, _)| f.sub.is_none() && c.has(*fl))
                 .map(|(_, n)| *n)
@@ -346,14 +239,7 @@ fn write_info(out: &mut Vec<u8>, proto: u8, f: Found) {
     } else {
         reply::array(out, subs.len());
         for s in subs {
-            write_info(
-                out,
-                proto,
-                Found {
-                    cmd: f.cmd,
-                    sub: Some(*s),
-                },
-            );
+            write_info(out, proto, f.subcommand(s));
         }
     }
 }
@@ -403,11 +289,7 @@ fn write_args(out: &mut Vec<u8>, proto: u8, args: &[Arg]) {
 
 /// `COMMAND DOCS`' map for a command or subcommand (its name written by the caller).
 fn write_docs(out: &mut Vec<u8>, proto: u8, f: Found) {
-    let subs: &[&str] = if f.sub.is_none() {
-        subcommands_of(f.cmd)
-    } else {
-        &[]
-    };
+    let subs = f.subs;
     let Some(s) = f.spec() else {
         // cxltier's own: the table's summary and group.
         reply::map(out, proto, 2 + usize::from(!subs.is_empty()));
@@ -477,10 +359,7 @@ fn write_sub_docs(out: &mut Vec<u8>, proto: u8, f: Found, subs: &[&'static str])
     reply::bulk(out, b"subcommands");
     reply::map(out, proto, subs.len());
     for s in subs {
-        let sub = Found {
-            cmd: f.cmd,
-            sub: Some(*s),
-        };
+        let sub = f.subcommand(s);
         reply::bulk(out, sub.full_name().as_bytes());
         write_docs(out, proto, sub);
     }
@@ -492,17 +371,14 @@ fn categories(f: Found) -> Vec<&'static str> {
     if let Some(s) = f.spec() {
         return s.categories.to_vec();
     }
-    table::categories(f.cmd)
+    f.cmd.categories()
 }
 
 /// The names `COMMAND LIST` gives: each command, then `name|sub` for each subcommand served.
-fn all_found() -> impl Iterator<Item = Found> {
-    TABLE.iter().flat_map(|cmd| {
-        std::iter::once(Found { cmd, sub: None }).chain(
-            subcommands_of(cmd)
-                .iter()
-                .map(move |s| Found { cmd, sub: Some(*s) }),
-        )
+fn all_found(commands: &Commands) -> impl Iterator<Item = Found> + '_ {
+    commands.all().iter().flat_map(|cmd| {
+        let found = Found::command(commands, cmd);
+        std::iter::once(found).chain(found.subs.iter().map(move |s| found.subcommand(s)))
     })
 }
 
@@ -589,7 +465,8 @@ pub fn keys_by_specs(specs: &[KeySpec], args: &[&[u8]]) -> Option<Vec<(usize, u1
                 if i64::from(keynumidx) >= argc || at >= argc {
                     return None;
                 }
-                let numkeys: i64 = crate::args::int_arg(args[at as usize]).filter(|&n| n >= 0)?;
+                let numkeys: i64 =
+                    crate::numbers::int_arg(args[at as usize]).filter(|&n| n >= 0)?;
                 first += i64::from(firstkey);
                 // A count as large as the client likes: past the arguments, not an overflow.
                 (
@@ -744,8 +621,8 @@ fn keys_by_function(f: Found, args: &[&[u8]]) -> Vec<(usize, u16)> {
     }
 }
 
-fn getkeys(out: &mut Vec<u8>, proto: u8, line: &[&[u8]], with_flags: bool) {
-    let Some(f) = by_args(line) else {
+fn getkeys(commands: &Commands, out: &mut Vec<u8>, proto: u8, line: &[&[u8]], with_flags: bool) {
+    let Some(f) = by_args(commands, line) else {
         reply::error(out, "ERR Invalid command specified");
         return;
     };
@@ -787,7 +664,7 @@ fn getkeys(out: &mut Vec<u8>, proto: u8, line: &[&[u8]], with_flags: bool) {
     }
 }
 
-/// COMMAND's subcommands (those [`SUBCOMMANDS`] lists for it).
+/// COMMAND's subcommands (those [`Commands::subcommands`] lists for it).
 const SUBCOMMANDS_OF_COMMAND: &[&str] = &[
     "count",
     "docs",
@@ -822,12 +699,18 @@ const HELP: &[&str] = &[
     "    Print this help.",
 ];
 
-/// The reply to `COMMAND ...`, `sub` being the arguments after COMMAND.
-pub fn command_reply(out: &mut Vec<u8>, proto: u8, sub: &[&[u8]]) {
+/// COMMAND and its subcommands: the table itself, as Redis describes its commands.
+pub(crate) fn command(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
+    command_reply(ctx.commands, ctx.out, ctx.session.proto, &args[1..]);
+    Ok(Effect::Read)
+}
+
+/// The reply to `COMMAND ...` about `commands`, `sub` being the arguments after COMMAND.
+pub fn command_reply(commands: &Commands, out: &mut Vec<u8>, proto: u8, sub: &[&[u8]]) {
     let Some(&which) = sub.first() else {
-        reply::array(out, TABLE.len());
-        for cmd in TABLE {
-            write_info(out, proto, Found { cmd, sub: None });
+        reply::array(out, commands.all().len());
+        for cmd in commands.all() {
+            write_info(out, proto, Found::command(commands, cmd));
         }
         return;
     };
@@ -851,12 +734,12 @@ pub fn command_reply(out: &mut Vec<u8>, proto: u8, sub: &[&[u8]]) {
     }
     match (upper.as_slice(), rest.len()) {
         (b"HELP", 0) => reply::simple_lines(out, HELP),
-        (b"COUNT", 0) => reply::int(out, TABLE.len() as i64),
-        (b"INFO", 0) => command_reply(out, proto, &[]),
+        (b"COUNT", 0) => reply::int(out, commands.all().len() as i64),
+        (b"INFO", 0) => command_reply(commands, out, proto, &[]),
         (b"INFO", _) => {
             reply::array(out, rest.len());
             for name in rest {
-                match by_full_name(name) {
+                match by_full_name(commands, name) {
                     Some(f) => write_info(out, proto, f),
                     None => reply::null(out, proto),
                 }
@@ -864,9 +747,15 @@ pub fn command_reply(out: &mut Vec<u8>, proto: u8, sub: &[&[u8]]) {
         }
         (b"DOCS", _) => {
             let found: Vec<Found> = if rest.is_empty() {
-                TABLE.iter().map(|cmd| Found { cmd, sub: None }).collect()
+                commands
+                    .all()
+                    .iter()
+                    .map(|cmd| Found::command(commands, cmd))
+                    .collect()
             } else {
-                rest.iter().filter_map(|n| by_full_name(n)).collect()
+                rest.iter()
+                    .filter_map(|n| by_full_name(commands, n))
+                    .collect()
             };
             reply::map(out, proto, found.len());
             for f in found {
@@ -874,9 +763,9 @@ pub fn command_reply(out: &mut Vec<u8>, proto: u8, sub: &[&[u8]]) {
                 write_docs(out, proto, f);
             }
         }
-        (b"LIST", _) => list(out, rest),
-        (b"GETKEYS", 1..) => getkeys(out, proto, rest, false),
-        (b"GETKEYSANDFLAGS", 1..) => getkeys(out, proto, rest, true),
+        (b"LIST", _) => list(commands, out, rest),
+        (b"GETKEYS", 1..) => getkeys(commands, out, proto, rest, false),
+        (b"GETKEYSANDFLAGS", 1..) => getkeys(commands, out, proto, rest, true),
         _ => reply::error(out, &crate::errors::unknown_subcommand("COMMAND", which)),
     }
 }
@@ -889,7 +778,7 @@ enum Filter<'a> {
 }
 
 /// `COMMAND LIST [FILTERBY MODULE name | ACLCAT category | PATTERN pattern]`.
-fn list(out: &mut Vec<u8>, rest: &[&[u8]]) {
+fn list(commands: &Commands, out: &mut Vec<u8>, rest: &[&[u8]]) {
     let filter = match rest {
         [] => Filter::All,
         [f, by, arg] if f.eq_ignore_ascii_case(b"FILTERBY") => {
@@ -903,7 +792,7 @@ fn list(out: &mut Vec<u8>, rest: &[&[u8]]) {
         }
         _ => return reply::error(out, crate::errors::SYNTAX),
     };
-    let names: Vec<String> = all_found()
+    let names: Vec<String> = all_found(commands)
         .filter(|f| match filter {
             Filter::All => true,
             Filter::Module => false,
@@ -923,11 +812,12 @@ fn list(out: &mut Vec<u8>, rest: &[&[u8]]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::table::TABLE;
 
     fn run(line: &str) -> String {
         let args: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();
         let mut out = Vec::new();
-        command_reply(&mut out, 2, &args);
+        command_reply(&crate::table::COMMANDS, &mut out, 2, &args);
         String::from_utf8(out).unwrap()
     }
 

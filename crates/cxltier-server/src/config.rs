@@ -3,9 +3,10 @@
 
 use cxltier_store::{EvictionPolicy, Store, StoreError};
 
+use crate::config_param::{pf, Kind, Param};
 use crate::config_specs::PARAMS;
 use crate::context::{fail, Ctx, Effect};
-use crate::knobs::{param, pf, Kind, Param, KNOBS};
+use crate::knobs::{param, KNOBS};
 use crate::limits::BULK_MARGIN;
 use crate::resp::reply;
 
@@ -346,7 +347,7 @@ fn set(ctx: &mut Ctx<'_>, pairs: &[&[u8]]) -> Result<Effect, StoreError> {
             "oom-score-adj-values" => {
                 let values: Vec<i64> = value
                     .split_ascii_whitespace()
-                    .filter_map(|v| crate::args::int_arg(v.as_bytes()))
+                    .filter_map(|v| crate::numbers::int_arg(v.as_bytes()))
                     .filter(|v| (-2000..=2000).contains(v))
                     .collect();
                 if value.split_ascii_whitespace().count() != 3 {

@@ -749,6 +749,9 @@ pub struct Ctx<'a> {
     /// down, so that no handler imports it.
     pub execute: Execute,
     pub run_queued: RunQueued,
+    /// The command table, for the handlers that look commands up (a script's `redis.call`,
+    /// COMMAND): handed down by dispatch, as `execute` is, since the table names the handlers.
+    pub commands: &'static crate::command::Commands,
 }
 
 /// Run one command as a client's: the table's checks, then its handler.

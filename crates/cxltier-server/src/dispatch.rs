@@ -5,10 +5,11 @@
 
 use cxltier_store::{Store, StoreError};
 
+use crate::command::{flag, Command};
 use crate::context::*;
 use crate::notify::{channels, class, Event};
 use crate::resp::reply;
-use crate::table::{self, flag};
+use crate::table;
 use crate::write_stream::Op;
 
 fn store_error(out: &mut Vec<u8>, e: &StoreError) {
@@ -38,7 +39,7 @@ pub fn execute(
     let effect = execute_command(store, info, session, args, out);
     let keeps_caching = args
         .first()
-        .and_then(|name| table::lookup(name))
+        .and_then(|name| table::COMMANDS.lookup(name))
         .is_some_and(|c| c.has(flag::KEEPS_CACHING));
     if session.multi.is_none() && !keeps_caching {
         info.tracking.command_done(session.id);
@@ -97,7 +98,7 @@ fn execute_command(
     };
     info.total_commands += 1;
     session.pushed.clear();
-    let Some(cmd) = table::lookup(name) else {
+    let Some(cmd) = table::COMMANDS.lookup(name) else {
         unknown_command(out, args);
         session.flag_transaction();
         return Effect::Read;
@@ -162,7 +163,7 @@ fn execute_command(
         return Effect::Postponed;
     }
     session.last_cmd = cmd.name;
-    session.last_sub = table::subcommand(cmd, args);
+    session.last_sub = table::COMMANDS.subcommand(cmd, args);
     if let Some(queued) = session.multi.as_mut() {
         // Inside MULTI everything but the transaction's own commands is queued for EXEC.
         if !cmd.has(flag::TX_CONTROL) {
@@ -183,6 +184,7 @@ fn execute_command(
         out,
         execute,
         run_queued,
+        commands: &table::COMMANDS,
     };
     dispatch(&mut ctx, cmd, args)
 }
@@ -200,7 +202,7 @@ fn held_by_pause(
     store: &Store,
     info: &mut ServerInfo,
     session: &Session,
-    cmd: &table::Command,
+    cmd: &Command,
     args: &[&[u8]],
 ) -> bool {
     if info.pause.is_none()
@@ -216,7 +218,7 @@ fn held_by_pause(
     if pause.all {
         return true;
     }
-    let may_replicate = |c: &table::Command| c.has(flag::WRITE | flag::MAY_REPLICATE);
+    let may_replicate = |c: &Command| c.has(flag::WRITE | flag::MAY_REPLICATE);
     if cmd.has(flag::CALLS_FUNCTION) {
         // A function declared `no-writes` is a read; an unknown one counts as the command.
         let no_writes = args
@@ -231,7 +233,7 @@ fn held_by_pause(
                 .multi
                 .iter()
                 .flatten()
-                .filter_map(|args| table::lookup(args.first()?))
+                .filter_map(|args| table::COMMANDS.lookup(args.first()?))
                 .any(may_replicate))
 }
 
@@ -248,14 +250,14 @@ fn refusal(
     store: &mut Store,
     info: &mut ServerInfo,
     session: &Session,
-    cmd: &table::Command,
+    cmd: &Command,
 ) -> Option<&'static str> {
     let queued = || {
         session
             .multi
             .iter()
             .flatten()
-            .filter_map(|args| table::lookup(args.first()?))
+            .filter_map(|args| table::COMMANDS.lookup(args.first()?))
     };
     let is_exec = cmd.has(flag::TX_EXEC);
     let writes = cmd.has(flag::WRITE) || (is_exec && queued().any(|c| c.has(flag::WRITE)));
@@ -292,20 +294,20 @@ fn refusal(
 /// Run a command found in the table and checked: its handler, then what its write means for
 /// the clients watching its keys. Every key argument goes to the handler with the byte of the
 /// database it is kept in ([`crate::db`]), so handlers and the store see one database's keys.
-fn dispatch(ctx: &mut Ctx<'_>, cmd: &'static table::Command, args: &[&[u8]]) -> Effect {
+fn dispatch(ctx: &mut Ctx<'_>, cmd: &'static Command, args: &[&[u8]]) -> Effect {
     // The keys with their database byte, one after the other in a buffer the server keeps
     // (so a command costs one allocation here, its argument list), then the arguments with
     // each key replaced by its slice of it.
     let physical = ctx.info.dbs.physical(ctx.session.db);
     let mut keyed = std::mem::take(&mut ctx.info.keyed_scratch);
     keyed.clear();
-    table::for_each_key_position(cmd, args, |i| {
+    cmd.for_each_key_position(args, |i| {
         crate::db::append_store_key(&mut keyed, physical, args[i]);
     });
     // On the stack for the usual few arguments: an allocation per command showed in profiles.
     let mut with_db: smallvec::SmallVec<[&[u8]; 8]> = smallvec::SmallVec::from_slice(args);
     let mut at = 0;
-    table::for_each_key_position(cmd, args, |i| {
+    cmd.for_each_key_position(args, |i| {
         let end = at + 1 + args[i].len();
         with_db[i] = &keyed[at..end];
         at = end;
@@ -322,9 +324,11 @@ fn dispatch(ctx: &mut Ctx<'_>, cmd: &'static table::Command, args: &[&[u8]]) -> 
 /// Run a command EXEC queued: found in the table and checked when it was queued, it goes
 /// straight to [`dispatch`] (EXEC's handler calls it through [`Ctx::run_queued`]).
 pub(crate) fn run_queued(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Effect {
-    let cmd = table::lookup(args[0]).expect("checked when queued");
+    let cmd = table::COMMANDS
+        .lookup(args[0])
+        .expect("checked when queued");
     ctx.session.last_cmd = cmd.name;
-    ctx.session.last_sub = table::subcommand(cmd, args);
+    ctx.session.last_sub = table::COMMANDS.subcommand(cmd, args);
     dispatch(ctx, cmd, args)
 }
 
@@ -335,7 +339,7 @@ const KEYED_SCRATCH_KEPT: usize = 64 << 10;
 /// as the client sent them (the slow log's).
 fn dispatch_keyed(
     ctx: &mut Ctx<'_>,
-    cmd: &'static table::Command,
+    cmd: &'static Command,
     args: &[&[u8]],
     original: &[&[u8]],
 ) -> Effect {
@@ -460,7 +464,7 @@ fn dispatch_keyed(
     let mut took = None;
     if outermost {
         // Its time ends at the next reading of the clock.
-        let sub = table::subcommand(cmd, original);
+        let sub = table::COMMANDS.subcommand(cmd, original);
         ctx.info.timed = Some((cmd.name, started_us, sub, cmd.has(flag::FAST)));
         ctx.store.thaw_clock();
     } else {
@@ -474,7 +478,7 @@ fn dispatch_keyed(
         stat.failed_calls += 1;
     }
     if let Some((took_us, end)) = took {
-        let key = (cmd.name, table::subcommand(cmd, original));
+        let key = (cmd.name, table::COMMANDS.subcommand(cmd, original));
         ctx.info
             .observe_latency(key, cmd.has(flag::FAST), took_us, end);
     }
@@ -531,7 +535,7 @@ fn dispatch_keyed(
 /// Its time is the command's start (the clock is read once per command).
 fn feed_monitors(
     ctx: &mut Ctx<'_>,
-    cmd: &table::Command,
+    cmd: &Command,
     args: &[&[u8]],
     started_us: u64,
     outermost: bool,
@@ -558,13 +562,7 @@ fn feed_monitors(
 /// outermost command is held until its time ends (the next reading of the clock,
 /// [`ServerInfo::close_command_time`]). Not logged: EXEC (its commands are), and a command that
 /// parked its connection (it runs again when woken, and is logged then).
-fn slow_log(
-    ctx: &mut Ctx<'_>,
-    cmd: &table::Command,
-    args: &[&[u8]],
-    started_us: u64,
-    took: Option<u64>,
-) {
+fn slow_log(ctx: &mut Ctx<'_>, cmd: &Command, args: &[&[u8]], started_us: u64, took: Option<u64>) {
     let (slower_than, max_len) = ctx.info.knobs.slowlog();
     if slower_than < 0 || cmd.has(flag::SKIP_SLOWLOG) || ctx.session.block.is_some() {
         if took.is_none() {
@@ -595,7 +593,7 @@ fn slow_log(
 
 /// Client-side caching after a command: a read-only command's keys are remembered for the
 /// connection running it (a script's caller), and a flush that succeeded invalidates everything.
-fn track(ctx: &mut Ctx<'_>, cmd: &table::Command, args: &[&[u8]], reply_at: usize) {
+fn track(ctx: &mut Ctx<'_>, cmd: &Command, args: &[&[u8]], reply_at: usize) {
     let tracking = &ctx.info.tracking;
     // The table outlives its readers' tracking (and a flush empties it all the same).
     let flushed =
@@ -616,9 +614,7 @@ fn track(ctx: &mut Ctx<'_>, cmd: &table::Command, args: &[&[u8]], reply_at: usiz
         ctx.info.tracking.script_keys = Some(keys);
     } else {
         let mut keys: smallvec::SmallVec<[&[u8]; 4]> = smallvec::SmallVec::new();
-        table::for_each_key_position(cmd, args, |i| {
-            keys.push(args[i].get(1..).unwrap_or_default())
-        });
+        cmd.for_each_key_position(args, |i| keys.push(args[i].get(1..).unwrap_or_default()));
         ctx.info.tracking.remember(keys.into_iter());
     }
 }
@@ -626,7 +622,7 @@ fn track(ctx: &mut Ctx<'_>, cmd: &table::Command, args: &[&[u8]], reply_at: usiz
 /// Add what the command just run means for the write stream to its unit: the keys it found
 /// expired as `del` (or `unlink`), then, if it changed the store (or must be replicated anyway),
 /// itself or what its handler rewrote it to.
-fn propagate(ctx: &mut Ctx<'_>, cmd: &table::Command, args: &[&[u8]], changes_before: u64) {
+fn propagate(ctx: &mut Ctx<'_>, cmd: &Command, args: &[&[u8]], changes_before: u64) {
     let rewrite = ctx.session.propagate.take();
     let forced = std::mem::take(&mut ctx.session.force_propagate);
     if !ctx.info.repl.active {
@@ -656,12 +652,12 @@ fn propagate(ctx: &mut Ctx<'_>, cmd: &table::Command, args: &[&[u8]], changes_be
 /// the stream, like Redis's, names the user's keys under a `select`. The key arguments are the
 /// command table's key positions of `op`'s command.
 pub(crate) fn user_keys(mut op: Op) -> Op {
-    let Some(cmd) = op.first().and_then(|name| table::lookup(name)) else {
+    let Some(cmd) = op.first().and_then(|name| table::COMMANDS.lookup(name)) else {
         return op;
     };
     let mut positions = Vec::new();
     let args: Vec<&[u8]> = op.iter().map(Vec::as_slice).collect();
-    table::for_each_key_position(cmd, &args, |i| positions.push(i));
+    cmd.for_each_key_position(&args, |i| positions.push(i));
     for i in positions {
         if !op[i].is_empty() {
             op[i].remove(0);
@@ -806,7 +802,7 @@ pub fn busy_command(b: &mut BusyCtx<'_>, args: &[&[u8]]) -> BusyOutcome {
     let Some(&name) = args.first() else {
         return BusyOutcome::Answered;
     };
-    let Some(cmd) = table::lookup(name) else {
+    let Some(cmd) = table::COMMANDS.lookup(name) else {
         unknown_command(b.out, args);
         b.session.flag_transaction();
         return BusyOutcome::Answered;

@@ -7,9 +7,9 @@
 
 use cxltier_store::{Kind, StoreError};
 
-use crate::args::int_arg;
 use crate::context::{parse_i64, Ctx, ServerInfo};
 use crate::hash_layout::{chunked_fields, decode};
+use crate::numbers::int_arg;
 
 /// Members read a page at a time while a collection's name is decided.
 const PAGE: usize = 1024;

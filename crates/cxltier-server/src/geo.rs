@@ -10,9 +10,10 @@ use std::cmp::Ordering;
 
 use cxltier_store::{ScoreBound, StoreError, ZAddFlags};
 
-use crate::args::{int_arg, reply_each_member, typed};
+use crate::args::{reply_each_member, typed};
 use crate::context::{fail, Ctx, Effect};
 use crate::errors::{NOT_INT, SYNTAX};
+use crate::numbers::int_arg;
 use crate::resp::reply;
 
 /// Redis's limits: latitudes beyond these cannot be projected (EPSG:900913).

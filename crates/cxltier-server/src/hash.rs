@@ -24,7 +24,6 @@ use cxltier_store::{Kind, Store, StoreError};
 
 use hashbrown::HashMap;
 
-use crate::args::{int_arg, parse_f64};
 use crate::context::{arity, fail, Ctx, Effect};
 use crate::encoding::redis_keeps_listpack;
 use crate::errors::{NOT_INT, WRONGTYPE};
@@ -32,6 +31,7 @@ use crate::hash_layout::{
     chunked_fields, decode, encode, store_fields, value_span, FLAT_MAX_BYTES,
 };
 use crate::notify::class as nc;
+use crate::numbers::{int_arg, parse_f64};
 use crate::resp::reply;
 
 const CORRUPT: &str = "ERR the stored hash is corrupt; DEL the key";
@@ -201,7 +201,7 @@ pub(crate) fn hincrbyfloat(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, 
             if !next.is_finite() {
                 return Err("ERR increment would produce NaN or Infinity");
             }
-            Ok(crate::args::format_f64(next).into_bytes())
+            Ok(crate::numbers::format_f64(next).into_bytes())
         },
         |ctx, new| {
             // Replicated as the value it made (Redis: `HSET key field value`), so that a

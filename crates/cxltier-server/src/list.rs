@@ -3,10 +3,11 @@
 
 use cxltier_store::{ListEnd, StoreError};
 
-use crate::args::{count_reply, int_arg, mpop, timeout_arg, typed, wait, Popped};
+use crate::args::{count_reply, mpop, timeout_arg, typed, wait, Popped};
 use crate::context::{fail, Ctx, Effect};
 use crate::errors::{NOT_INT, SYNTAX, WRONGTYPE};
 use crate::notify::class as nc;
+use crate::numbers::int_arg;
 use crate::resp::reply;
 
 fn end_arg(b: &[u8]) -> Option<ListEnd> {

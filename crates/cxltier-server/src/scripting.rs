@@ -17,6 +17,7 @@ use std::time::Instant;
 use cxltier_store::StoreError;
 use mlua::{HookTriggers, Lua, Value, VmState};
 
+use crate::command::flag;
 use crate::context::{self, BusyCtx, BusyOutcome, Ctx, Effect, Session};
 use crate::functions::{flags as fflags, RestorePolicy};
 use crate::lua::{
@@ -24,7 +25,6 @@ use crate::lua::{
     HOOK_INSTRUCTIONS, KILLED, MAX_NESTING, SCRIPT_MEMORY_LIMIT,
 };
 use crate::resp::reply;
-use crate::table::{self, flag};
 
 const NOTBUSY: &str = "NOTBUSY No scripts in execution right now.";
 const UNKILLABLE: &str = "UNKILLABLE Sorry the script already executed write commands against the dataset. You can either wait the script termination or kill the server in a hard way using the SHUTDOWN NOSAVE command.";
@@ -1036,7 +1036,7 @@ fn run(
                         }
                     }
                     let argv: Vec<&[u8]> = owned.iter().map(Vec::as_slice).collect();
-                    let Some(cmd) = table::lookup(argv[0]) else {
+                    let Some(cmd) = ctx.commands.lookup(argv[0]) else {
                         return err("ERR Unknown Redis command called from script");
                     };
                     if !cmd.arity_ok(argv.len()) {

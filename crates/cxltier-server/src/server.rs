@@ -1221,13 +1221,15 @@ fn read_keys(
     let physical = dbs.physical(session.db);
     let mut keyed = |k: &[u8]| key(crate::db::store_key(physical, k));
     let exec = args.len() == 1
-        && table::lookup(&input[args[0].clone()]).is_some_and(|c| c.has(table::flag::TX_EXEC));
+        && table::COMMANDS
+            .lookup(&input[args[0].clone()])
+            .is_some_and(|c| c.has(crate::command::flag::TX_EXEC));
     if exec {
         for queued in session.multi.iter().flatten() {
-            table::for_each_read_key(queued.iter().map(Vec::as_slice), &mut keyed);
+            table::COMMANDS.for_each_read_key(queued.iter().map(Vec::as_slice), &mut keyed);
         }
     } else {
-        table::for_each_read_key(args.iter().map(|r| &input[r.clone()]), keyed);
+        table::COMMANDS.for_each_read_key(args.iter().map(|r| &input[r.clone()]), keyed);
     }
     exec
 }
@@ -1492,8 +1494,8 @@ fn run_ready(
             // (An empty command, `*0`, is ignored by `execute`.)
             let busy = args
                 .first()
-                .and_then(|name| table::lookup(name))
-                .is_some_and(|c| c.has(table::flag::SCRIPTS))
+                .and_then(|name| table::COMMANDS.lookup(name))
+                .is_some_and(|c| c.has(crate::command::flag::SCRIPTS))
                 .then(|| {
                     Rc::new(RefCell::new(BusyServe::new(
                         busy_mode,

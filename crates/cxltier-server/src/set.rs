@@ -6,12 +6,13 @@ use cxltier_store::{Kind, StoreError};
 use rand::Rng;
 
 use crate::args::{
-    count_reply, int_arg, random_draws, reply_each_member, reply_scan_page, scan_args, typed,
+    count_reply, random_draws, reply_each_member, reply_scan_page, scan_args, typed,
 };
 use crate::context::{fail, Ctx, Effect};
 use crate::encoding::{is_canonical_int, SET_HASHTABLE as HASHTABLE};
 use crate::errors::{NOT_INT, RANDOM_COUNT_RANGE, SYNTAX};
 use crate::notify::class as nc;
+use crate::numbers::int_arg;
 use crate::resp::reply;
 
 /// Members read per `sscan` call when a command walks a whole set.

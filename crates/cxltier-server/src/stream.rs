@@ -189,7 +189,7 @@ fn parse_interval(b: &[u8], missing_seq: u64) -> Option<(Id, bool)> {
 
 /// Redis's `getLongLongFromObject`: a whole decimal i64.
 fn ll(b: &[u8]) -> Option<i64> {
-    crate::args::int_arg(b)
+    crate::numbers::int_arg(b)
 }
 
 /// The command's time (frozen by dispatch for its length), in ms.

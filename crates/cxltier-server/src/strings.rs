@@ -4,12 +4,12 @@
 
 use cxltier_store::{Kind, StoreError};
 
-use crate::args::{format_f64, parse_f64};
 use crate::context::{
     arity, expire_at_ms, fail, invalid_expire, now_ms, parse_i64, Ctx, Effect, NOT_INT, SYNTAX,
     WRONGTYPE,
 };
 use crate::notify::class as nc;
+use crate::numbers::{format_f64, parse_f64};
 use crate::resp::reply;
 
 use crate::limits::MAX_STRING;

@@ -1,227 +1,16 @@
 //! The command table, Redis's design: one entry per command with its name, arity, flags, key
-//! positions and handler. Dispatch, arity checks, NOAUTH, the keys whose NVMe reads begin before
-//! a command runs, and the `COMMAND` replies all come from it; there is no other list.
+//! positions and handler ([`crate::command::Command`]). Dispatch, arity checks, NOAUTH, the keys
+//! whose NVMe reads begin before a command runs, and the `COMMAND` replies all come from it;
+//! there is no other list. It names every handler, so it sits above them: the handlers that look
+//! commands up are handed it as [`crate::context::Ctx::commands`].
 //!
-//! The table is sorted by name, so a command is found by a binary search that compares ASCII
-//! case-insensitively in place: no allocation per command (the old dispatch upper-cased every
-//! command name into a new `String`).
+//! The table is sorted by name; [`COMMANDS`] finds a command by one hash of its name in upper
+//! case, with no allocation per command.
 
-use cxltier_store::StoreError;
-
-use crate::context::{BusyHandler, Ctx, Effect};
+use crate::command::flag::*;
+use crate::command::{busy, cmd, movable, redacted, Command, Commands};
 use crate::keyspace as k;
 use crate::strings as s;
-
-/// A command's handler: its arguments, name first, already checked against the arity.
-pub type Handler = fn(&mut Ctx<'_>, &[&[u8]]) -> Result<Effect, StoreError>;
-
-/// The key positions of a command whose keys move with its arguments (MOVABLEKEYS: a STORE
-/// option, a key count), given its arguments, name first; `None` when they name no valid keys.
-pub type KeysFn = fn(&[&[u8]]) -> Option<Vec<usize>>;
-
-/// Redis's command flags (`COMMAND INFO` names them), and ours.
-pub mod flag {
-    pub const WRITE: u32 = 1 << 0;
-    pub const READONLY: u32 = 1 << 1;
-    pub const DENYOOM: u32 = 1 << 2;
-    pub const ADMIN: u32 = 1 << 3;
-    pub const PUBSUB: u32 = 1 << 4;
-    pub const NOSCRIPT: u32 = 1 << 5;
-    pub const BLOCKING: u32 = 1 << 6;
-    pub const LOADING: u32 = 1 << 7;
-    pub const STALE: u32 = 1 << 8;
-    pub const FAST: u32 = 1 << 9;
-    pub const NO_AUTH: u32 = 1 << 10;
-    pub const NO_MULTI: u32 = 1 << 11;
-    pub const MOVABLEKEYS: u32 = 1 << 12;
-    pub const ALLOW_BUSY: u32 = 1 << 13;
-    /// cxltier's own: the handler reads the values of its keys, so their NVMe reads begin
-    /// before it runs and it waits (without blocking the loop) until they are at hand. Commands
-    /// that only look at the index (EXISTS, DEL) go without. Not shown by `COMMAND INFO`.
-    pub const VALUES: u32 = 1 << 31;
-    /// cxltier's own: it may run a Lua script (EVAL and its kin, and EXEC, whose transaction
-    /// may hold one): the loop lends the other connections to the script's busy mode while it
-    /// runs, so that a script that runs long answers them BUSY, accepts new ones and heeds
-    /// SCRIPT KILL and stop signals. Not shown by `COMMAND INFO`.
-    pub const SCRIPTS: u32 = 1 << 30;
-
-    /// cxltier's own, not shown by `COMMAND INFO`: what a command is, for the checks dispatch
-    /// and the loop make by kind of command (none is made by its name).
-    ///
-    /// May run while a RESP2 connection is subscribed: Redis allows only the (un)subscribe
-    /// commands, PING, QUIT and RESET then, since every reply in that mode is a message.
-    pub const ALLOWED_IN_RESP2_SUBSCRIBED: u32 = 1 << 14;
-    /// A transaction's own command (MULTI, EXEC, DISCARD, WATCH, QUIT, RESET): inside MULTI it
-    /// runs at once instead of being queued, since it is what ends or guards the transaction.
-    pub const TX_CONTROL: u32 = 1 << 15;
-    /// Ends the transaction being queued (EXEC, DISCARD, QUIT, RESET): it queues nothing, so it
-    /// is not refused OOM inside MULTI, where every other command takes memory to queue.
-    pub const TX_END: u32 = 1 << 16;
-    /// Runs the queued transaction (EXEC): it counts as the commands it would run (writes and
-    /// memory growth refused as theirs, their keys read before it runs), and a refusal discards
-    /// the transaction with EXECABORT.
-    pub const TX_EXEC: u32 = 1 << 17;
-    /// Removes every key of every database (FLUSHALL), or of the selected one (FLUSHDB): the
-    /// watched keys that exist are touched before they go (Redis's rule, known only before).
-    pub const FLUSHES_ALL: u32 = 1 << 18;
-    pub const FLUSHES_DB: u32 = 1 << 19;
-    /// Redis's CMD_TOUCHES_ARBITRARY_KEYS (SCAN, KEYS, RANDOMKEY): its unit of the write
-    /// stream is never wrapped in `multi`/`exec` (the keys it found expired go one by one).
-    pub const TOUCHES_ARBITRARY_KEYS: u32 = 1 << 20;
-    /// A read whose missing keys are no key misses (OBJECT: Redis looks its key up without
-    /// announcing anything).
-    pub const NO_KEYMISS: u32 = 1 << 21;
-
-    /// Inside MULTI while a script is busy, runs instead of being refused BUSY (EXEC, DISCARD,
-    /// MULTI, QUIT): the busy mode's own answers end or refuse the transaction.
-    pub const TX_CONTROL_WHILE_BUSY: u32 = 1 << 23;
-    /// Leaves a connection's `CLIENT CACHING yes|no` in force for its next command (CLIENT's
-    /// own subcommands, as Redis's `resetClient` spares them).
-    pub const KEEPS_CACHING: u32 = 1 << 24;
-
-    /// Redis's CMD_SKIP_SLOWLOG (EXEC): not logged itself; the commands it runs are.
-    pub const SKIP_SLOWLOG: u32 = 1 << 25;
-
-    /// Redis's CMD_MAY_REPLICATE: not a write, but it may put something in the write stream
-    /// (EVAL, PUBLISH, PFCOUNT's cache update): CLIENT PAUSE WRITE holds it as a write.
-    pub const MAY_REPLICATE: u32 = 1 << 26;
-
-    /// cxltier's own: runs the function its first argument names (FCALL, FCALL_RO), whose
-    /// flags then decide what the command is (a `no-writes` function neither writes nor may
-    /// replicate: Redis's `fcallGetCommandFlags`).
-    pub const CALLS_FUNCTION: u32 = 1 << 27;
-
-    /// Redis's names of the flags above, in `COMMAND INFO`'s order.
-    pub const NAMES: &[(u32, &str)] = &[
-        (WRITE, "write"),
-        (READONLY, "readonly"),
-        (DENYOOM, "denyoom"),
-        (ADMIN, "admin"),
-        (PUBSUB, "pubsub"),
-        (NOSCRIPT, "noscript"),
-        (BLOCKING, "blocking"),
-        (LOADING, "loading"),
-        (STALE, "stale"),
-        (FAST, "fast"),
-        (NO_AUTH, "no_auth"),
-        (NO_MULTI, "no_multi"),
-        (MOVABLEKEYS, "movablekeys"),
-        (ALLOW_BUSY, "allow_busy"),
-        (MAY_REPLICATE, "may_replicate"),
-    ];
-}
-
-use flag::*;
-
-/// One command.
-#[derive(Debug)]
-pub struct Command {
-    /// Upper case; the table is sorted by it.
-    pub name: &'static str,
-    /// Redis's convention: `n` exactly n arguments (the name included), `-n` at least n.
-    pub arity: i32,
-    pub flags: u32,
-    /// Where the keys are: the first and last argument that is a key (a negative last counts
-    /// from the end: -1 the last argument) and the step between keys; 0 0 0 for no keys.
-    pub first_key: i32,
-    pub last_key: i32,
-    pub step: i32,
-    pub handler: Handler,
-    /// Where the keys are for a command whose keys move (`COMMAND GETKEYS`); the triple above
-    /// is then Redis's legacy first/last/step, which names only the fixed ones.
-    pub keys_fn: Option<KeysFn>,
-    /// Its answer while a script is busy, when it has one (every other command is refused
-    /// BUSY then): see [`crate::dispatch::busy_command`].
-    pub while_busy: Option<BusyHandler>,
-    /// `COMMAND DOCS`: Redis's group and a one-line summary.
-    pub group: &'static str,
-    pub summary: &'static str,
-    /// The arguments its run hides from the slow log, when it carries secrets (AUTH).
-    pub redact: Option<crate::slowlog::RedactFn>,
-}
-
-impl Command {
-    pub fn has(&self, f: u32) -> bool {
-        self.flags & f != 0
-    }
-
-    /// Whether `n` arguments (the name included) fit the arity.
-    pub fn arity_ok(&self, n: usize) -> bool {
-        if self.arity >= 0 {
-            n == self.arity as usize
-        } else {
-            n >= self.arity.unsigned_abs() as usize
-        }
-    }
-
-    /// The positions of the key arguments of a command of `n` arguments, from the table.
-    pub fn key_positions(&self, n: usize) -> impl Iterator<Item = usize> {
-        let first = self.first_key.max(0) as usize;
-        let last = if self.last_key < 0 {
-            n as i64 + self.last_key as i64
-        } else {
-            self.last_key as i64
-        };
-        let last = if first == 0 {
-            0
-        } else {
-            last.min(n as i64 - 1).max(0) as usize
-        };
-        let step = self.step.max(1) as usize;
-        (first..=last)
-            .step_by(step)
-            .filter(move |&i| i > 0 && i < n)
-    }
-}
-
-const fn cmd(
-    name: &'static str,
-    arity: i32,
-    flags: u32,
-    keys: (i32, i32, i32),
-    handler: Handler,
-    group: &'static str,
-    summary: &'static str,
-) -> Command {
-    Command {
-        name,
-        arity,
-        flags,
-        first_key: keys.0,
-        last_key: keys.1,
-        step: keys.2,
-        handler,
-        keys_fn: None,
-        while_busy: None,
-        group,
-        summary,
-        redact: None,
-    }
-}
-
-/// `c` with its keys found by `f` (a command with movable keys).
-const fn movable(c: Command, f: KeysFn) -> Command {
-    Command {
-        keys_fn: Some(f),
-        ..c
-    }
-}
-
-/// `c` with the arguments `f` names hidden from the slow log.
-const fn redacted(c: Command, f: crate::slowlog::RedactFn) -> Command {
-    Command {
-        redact: Some(f),
-        ..c
-    }
-}
-
-/// `c` answered by `f` while a script is busy.
-const fn busy(c: Command, f: BusyHandler) -> Command {
-    Command {
-        while_busy: Some(f),
-        ..c
-    }
-}
 
 const NOKEYS: (i32, i32, i32) = (0, 0, 0);
 const KEY1: (i32, i32, i32) = (1, 1, 1);
@@ -351,7 +140,7 @@ pub static TABLE: &[Command] = &[
     cmd("BZPOPMIN", -3, WRITE | NOSCRIPT | FAST | BLOCKING | VALUES, (1, -2, 1), crate::zset::bzpopmin, "sorted-set", "Removes and returns the member with the lowest score from one or more sorted sets. Blocks until a member is available otherwise. Deletes the sorted set if the last element was popped."),
     cmd("CLIENT", -2, NOSCRIPT | LOADING | STALE | KEEPS_CACHING, NOKEYS, crate::client::client, "connection", "A container for client connection commands."),
     cmd("CLUSTER", -2, 0, NOKEYS, crate::replication::cluster, "cluster", "Answers as Redis without cluster support: cxltier serve is a standalone server."),
-    cmd("COMMAND", -1, LOADING | STALE, NOKEYS, command, "server", "Returns detailed information about all commands."),
+    cmd("COMMAND", -1, LOADING | STALE, NOKEYS, crate::command_info::command, "server", "Returns detailed information about all commands."),
     redacted(cmd("CONFIG", -2, ADMIN | NOSCRIPT | LOADING | STALE, NOKEYS, crate::config::config, "server", "A container for server configuration commands."), crate::slowlog::redact_config),
     cmd("COPY", -3, WRITE | DENYOOM | VALUES, (1, 2, 1), k::copy, "generic", "Copies the value of a key to a new key."),
     cmd("DBSIZE", 1, READONLY | FAST, NOKEYS, crate::admin::dbsize, "server", "Returns the number of keys in the database."),
@@ -565,6 +354,11 @@ pub static TABLE: &[Command] = &[
     movable(cmd("ZUNIONSTORE", -4, WRITE | DENYOOM | MOVABLEKEYS, KEY1, crate::zset::zunionstore, "sorted-set", "Stores the union of multiple sorted sets in a key."), store_and_numkeys),
 ];
 
+/// The table, found by name: what dispatch, the loop and the handlers (through
+/// [`crate::context::Ctx::commands`]) look commands up in.
+pub static COMMANDS: std::sync::LazyLock<Commands> =
+    std::sync::LazyLock::new(|| Commands::new(TABLE, SUBCOMMANDS));
+
 /// The subcommands of the container commands, as `COMMAND LIST` names them (`config|get`):
 /// those each handler serves.
 pub static SUBCOMMANDS: &[(&str, &[&str])] = &[
@@ -680,181 +474,13 @@ pub static SUBCOMMANDS: &[(&str, &[&str])] = &[
     ("XINFO", &["consumers", "groups", "help", "stream"]),
 ];
 
-/// The subcommand `args` run of a container command (`CLIENT ID`: `id`), as [`SUBCOMMANDS`]
-/// spells it; `None` for another command or a subcommand it does not have.
-pub fn subcommand(cmd: &Command, args: &[&[u8]]) -> Option<&'static str> {
-    let sub = args.get(1)?;
-    let (_, subs) = SUBCOMMANDS.iter().find(|(name, _)| *name == cmd.name)?;
-    subs.iter()
-        .copied()
-        .find(|s| s.as_bytes().eq_ignore_ascii_case(sub))
-}
-
-/// Every argument of a command that is a key: the table's key positions, then those the table
-/// cannot say (Redis's movable keys: the command's key function — a `numkeys` argument then
-/// that many keys, SORT's `STORE` destination, GEORADIUS's `STORE`, `MEMORY USAGE`'s key — and
-/// `OBJECT`'s key); `key` is called with each position, once. Dispatch gives each its database.
-/// A `numkeys` that is no number or names more keys than are given marks none (the handler
-/// answers the error). A script's keys are not marked: they reach the script as the client gave
-/// them, and the commands it runs get their database as any command does. Allocates only for
-/// a movable-keys command (dispatch runs this on every command).
-pub fn for_each_key_position(cmd: &Command, args: &[&[u8]], mut key: impl FnMut(usize)) {
-    let n = args.len();
-    cmd.key_positions(n).for_each(&mut key);
-    match cmd.name {
-        "EVAL" | "EVALSHA" | "EVAL_RO" | "EVALSHA_RO" | "FCALL" | "FCALL_RO" => {}
-        "OBJECT" => {
-            if n == 3 && !args[1].eq_ignore_ascii_case(b"HELP") {
-                key(2)
-            }
-        }
-        _ => {
-            let Some(extra) = cmd.keys_fn.and_then(|f| f(args)) else {
-                return;
-            };
-            for i in extra {
-                if i < n && !cmd.key_positions(n).any(|p| p == i) {
-                    key(i);
-                }
-            }
-        }
-    }
-}
-
-/// The command named `name`, in any case.
-pub fn lookup(name: &[u8]) -> Option<&'static Command> {
-    // Every command is looked up several times on its way (its reads, its arity, its keys), so
-    // by one hash of its name in upper case rather than a binary search of case-folding
-    // comparisons, which showed in profiles of short commands.
-    let mut upper = [0u8; LONGEST_NAME];
-    let upper = upper.get_mut(..name.len())?;
-    for (u, b) in upper.iter_mut().zip(name) {
-        *u = b.to_ascii_uppercase();
-    }
-    BY_NAME.get(&*upper).copied()
-}
-
-/// Longer than any command's name.
-const LONGEST_NAME: usize = 32;
-
-static BY_NAME: std::sync::LazyLock<hashbrown::HashMap<&'static [u8], &'static Command>> =
-    std::sync::LazyLock::new(|| {
-        TABLE
-            .iter()
-            .inspect(|c| assert!(c.name.len() <= LONGEST_NAME, "{}", c.name))
-            .map(|c| (c.name.as_bytes(), c))
-            .collect()
-    });
-
-/// The key arguments of a command (given as its arguments, name first) whose handler reads their
-/// values, for the NVMe reads begun before it runs: `key` is called with each. Takes an
-/// iterator so that the server need not collect a command's arguments into a vector to ask.
-pub fn for_each_read_key<'a>(
-    mut args: impl ExactSizeIterator<Item = &'a [u8]>,
-    mut key: impl FnMut(&'a [u8]),
-) {
-    let n = args.len();
-    let Some(name) = args.next() else { return };
-    let Some(cmd) = lookup(name) else { return };
-    if !cmd.has(VALUES) || !cmd.arity_ok(n) {
-        return;
-    }
-    // Keys that are all where the arguments say (EVAL's numkeys): found by the command's key
-    // function. Commands with a fixed key and a movable destination (SORT's STORE) read only
-    // the fixed one.
-    if let (Some(f), 0) = (cmd.keys_fn, cmd.first_key) {
-        let all: Vec<&'a [u8]> = std::iter::once(name).chain(args).collect();
-        for i in f(&all).unwrap_or_default() {
-            key(all[i]);
-        }
-        return;
-    }
-    let mut positions = cmd.key_positions(n).peekable();
-    for (i, a) in args.enumerate() {
-        let Some(&p) = positions.peek() else { return };
-        if i + 1 == p {
-            key(a);
-            positions.next();
-        }
-    }
-}
-
-/// Redis's ACL categories of a command, from its flags and group: those of cxltier's own
-/// commands, which Redis does not describe (`COMMAND INFO`).
-pub(crate) fn categories(c: &Command) -> Vec<&'static str> {
-    let mut cats = Vec::new();
-    if c.has(WRITE) {
-        cats.push("@write");
-    }
-    if c.has(READONLY) {
-        cats.push("@read");
-    }
-    if c.has(ADMIN) {
-        cats.extend(["@admin", "@dangerous"]);
-    }
-    if c.has(PUBSUB) {
-        cats.push("@pubsub");
-    }
-    if c.has(BLOCKING) {
-        cats.push("@blocking");
-    }
-    cats.push(if c.has(FAST) { "@fast" } else { "@slow" });
-    cats.push(match c.group {
-        // Redis puts CLUSTER in no group category.
-        "cluster" => "@slow",
-        "generic" => "@keyspace",
-        "string" => "@string",
-        "hash" => "@hash",
-        "list" => "@list",
-        "set" => "@set",
-        "sorted-set" => "@sortedset",
-        "bitmap" => "@bitmap",
-        "hyperloglog" => "@hyperloglog",
-        "geo" => "@geo",
-        "pubsub" => "@pubsub",
-        "transactions" => "@transaction",
-        "scripting" => "@scripting",
-        "connection" => "@connection",
-        _ => "@admin",
-    });
-    // Redis lists them in the order of its category table (ACLCommandCategories).
-    const ORDER: &[&str] = &[
-        "@keyspace",
-        "@read",
-        "@write",
-        "@set",
-        "@sortedset",
-        "@list",
-        "@hash",
-        "@string",
-        "@bitmap",
-        "@hyperloglog",
-        "@geo",
-        "@stream",
-        "@pubsub",
-        "@admin",
-        "@fast",
-        "@slow",
-        "@blocking",
-        "@dangerous",
-        "@connection",
-        "@transaction",
-        "@scripting",
-    ];
-    cats.sort_by_key(|c| ORDER.iter().position(|o| o == c));
-    cats.dedup();
-    cats
-}
-
-/// COMMAND and its subcommands: the table itself, as Redis describes its commands.
-pub(crate) fn command(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
-    crate::command_info::command_reply(ctx.out, ctx.session.proto, &args[1..]);
-    Ok(Effect::Read)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn lookup(name: &[u8]) -> Option<&'static Command> {
+        COMMANDS.lookup(name)
+    }
 
     #[test]
     fn the_table_is_sorted_upper_case_and_unique() {
@@ -875,7 +501,7 @@ mod tests {
     /// checked without being listed here.
     #[test]
     fn every_flag_has_a_bit_of_its_own() {
-        let text = include_str!("table.rs");
+        let text = include_str!("command.rs");
         let mut bits = std::collections::BTreeMap::new();
         for line in text.lines() {
             let Some(rest) = line.trim().strip_prefix("pub const ") else {
@@ -934,7 +560,7 @@ mod tests {
     fn getkeys(line: &str) -> String {
         let args: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();
         let mut out = Vec::new();
-        crate::command_info::command_reply(&mut out, 2, &args);
+        crate::command_info::command_reply(&COMMANDS, &mut out, 2, &args);
         String::from_utf8(out).unwrap()
     }
 
@@ -979,19 +605,19 @@ mod tests {
     #[test]
     fn categories_come_in_redis_s_order() {
         assert_eq!(
-            categories(lookup(b"GET").unwrap()),
+            lookup(b"GET").unwrap().categories(),
             ["@read", "@string", "@fast"]
         );
         assert_eq!(
-            categories(lookup(b"GEORADIUS").unwrap()),
+            lookup(b"GEORADIUS").unwrap().categories(),
             ["@write", "@geo", "@slow"]
         );
         assert_eq!(
-            categories(lookup(b"BLPOP").unwrap()),
+            lookup(b"BLPOP").unwrap().categories(),
             ["@write", "@list", "@slow", "@blocking"]
         );
         assert_eq!(
-            categories(lookup(b"CONFIG").unwrap()),
+            lookup(b"CONFIG").unwrap().categories(),
             ["@admin", "@slow", "@dangerous"]
         );
     }
@@ -1022,7 +648,7 @@ mod tests {
 
     fn read_keys(args: &[&str]) -> Vec<String> {
         let mut keys = Vec::new();
-        for_each_read_key(args.iter().map(|a| a.as_bytes()), |k| {
+        COMMANDS.for_each_read_key(args.iter().map(|a| a.as_bytes()), |k| {
             keys.push(String::from_utf8(k.to_vec()).unwrap())
         });
         keys
@@ -1033,7 +659,9 @@ mod tests {
         let positions = |line: &str| -> Vec<usize> {
             let args: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();
             let mut p = Vec::new();
-            for_each_key_position(lookup(args[0]).unwrap(), &args, |i| p.push(i));
+            lookup(args[0])
+                .unwrap()
+                .for_each_key_position(&args, |i| p.push(i));
             p
         };
         assert_eq!(positions("GET k"), [1]);

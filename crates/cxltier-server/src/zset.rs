@@ -4,12 +4,12 @@
 use cxltier_store::{LexBound, ScoreBound, StoreError, ZAddFlags};
 
 use crate::args::{
-    count_reply, int_arg, mpop, reply_added, reply_each_member, reply_scan_page, scan_args, typed,
-    Popped,
+    count_reply, mpop, reply_added, reply_each_member, reply_scan_page, scan_args, typed, Popped,
 };
 use crate::context::{fail, Ctx, Effect};
 use crate::errors::{NOT_INT, SYNTAX};
 use crate::notify::class as nc;
+use crate::numbers::int_arg;
 use crate::resp::reply;
 
 const NOT_FLOAT: &str = "ERR value is not a valid float";
