@@ -183,8 +183,37 @@ fn set_failed(ctx: &mut Ctx<'_>, name: &str, why: &str) -> Result<Effect, StoreE
     Ok(Effect::Read)
 }
 
+/// A parameter of the configuration file, before the first client is served: CONFIG SET's
+/// checks and effects, immutable and protected parameters included, as Redis applies its file.
+/// `Err` is why it was refused (CONFIG SET's error, without `ERR `).
+pub(crate) fn set_at_start(ctx: &mut Ctx<'_>, name: &str, value: &str) -> Result<(), String> {
+    let before = ctx.out.len();
+    set(ctx, &[name.as_bytes(), value.as_bytes()], true).map_err(|e| e.to_string())?;
+    let reply = String::from_utf8_lossy(&ctx.out[before..]).into_owned();
+    ctx.out.truncate(before);
+    match reply.strip_prefix('-') {
+        Some(err) => {
+            let err = err.trim_end();
+            let err = err.strip_prefix("ERR ").unwrap_or(err);
+            // "CONFIG SET failed (possibly related to argument 'x') - why": the why.
+            Err(err
+                .rsplit_once(") - ")
+                .map_or(err, |(_, why)| why)
+                .to_string())
+        }
+        None => Ok(()),
+    }
+}
+
+/// Whether CONFIG SET may change the protected parameters (`enable-protected-configs yes`,
+/// which only a configuration file can set).
+fn protected_enabled(ctx: &Ctx<'_>) -> bool {
+    param("enable-protected-configs").is_some_and(|p| ctx.info.knobs.param_value(p) == "yes")
+}
+
 /// CONFIG SET name value [name value ...]: all checked before any is applied, as Redis 7 does.
-fn set(ctx: &mut Ctx<'_>, pairs: &[&[u8]]) -> Result<Effect, StoreError> {
+/// `at_start`: from the configuration file, where immutable parameters may be set too.
+fn set(ctx: &mut Ctx<'_>, pairs: &[&[u8]], at_start: bool) -> Result<Effect, StoreError> {
     if pairs.len() < 2 {
         reply::error(
             ctx.out,
@@ -208,11 +237,11 @@ fn set(ctx: &mut Ctx<'_>, pairs: &[&[u8]]) -> Result<Effect, StoreError> {
             );
             return Ok(Effect::Read);
         };
-        if p.has(pf::IMMUTABLE) {
+        if p.has(pf::IMMUTABLE) && !at_start {
             return set_failed(ctx, &name, "can't set immutable config");
         }
-        // `enable-protected-configs` is "no" (and immutable), as Redis's default.
-        if p.has(pf::PROTECTED) {
+        // `enable-protected-configs` is "no" unless the configuration file says otherwise.
+        if p.has(pf::PROTECTED) && !at_start && !protected_enabled(ctx) {
             return set_failed(ctx, &name, "can't set protected config");
         }
         if chosen.iter().any(|(q, _, _)| std::ptr::eq(*q, p)) {
@@ -229,7 +258,8 @@ fn set(ctx: &mut Ctx<'_>, pairs: &[&[u8]]) -> Result<Effect, StoreError> {
                 Some(Ok(v)) => v == value_of(ctx, &live, p),
                 _ => value == value_of(ctx, &live, p),
             };
-            if same {
+            // appendfsync means something only with appendonly yes, which is refused.
+            if same || (at_start && p.name == "appendfsync") {
                 continue;
             }
             return set_failed(ctx, &name, why);
@@ -305,13 +335,23 @@ fn set(ctx: &mut Ctx<'_>, pairs: &[&[u8]]) -> Result<Effect, StoreError> {
                         "Invalid latency-tracking-info-percentiles parameters",
                     );
                 }
-                if crate::latency::parse_percentiles(&value).is_none() {
+                let Some(percentiles) = crate::latency::parse_percentiles(&value) else {
                     return set_failed(
                         ctx,
                         name,
                         "latency-tracking-info-percentiles parameters should sit between [0.0,100.0]",
                     );
-                }
+                };
+                // As Redis shows them: "%f" without its trailing zeros (`0.0` is `0`).
+                let shown: Vec<String> = percentiles
+                    .iter()
+                    .map(|p| {
+                        let f = format!("{p:.6}");
+                        f.trim_end_matches('0').trim_end_matches('.').to_string()
+                    })
+                    .collect();
+                changes.push((p.name, shown.join(" ")));
+                continue;
             }
             // Redis 7.0's bounds: -1 (off) and 0 (empty) up.
             "slowlog-log-slower-than" | "slowlog-max-len" => {
@@ -440,7 +480,7 @@ pub(crate) fn config(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
     let sub = args[1].to_ascii_uppercase();
     match (sub.as_slice(), n) {
         (b"GET", 3..) => get(ctx, &args[2..]),
-        (b"SET", _) => return set(ctx, &args[2..]),
+        (b"SET", _) => return set(ctx, &args[2..], false),
         (b"RESETSTAT", 2) => {
             // As Redis: the activity counters start again from zero (the store's and the
             // server's); what is stored is untouched.
@@ -477,6 +517,7 @@ fn reset_stats(store: &mut Store, info: &mut crate::context::ServerInfo) {
     info.used_memory_peak = 0;
     info.ops_samples.clear();
     info.command_stats.clear();
+    info.errors.reset();
     info.command_latency.reset();
     info.latency.reset_histograms();
 }

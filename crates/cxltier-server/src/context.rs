@@ -155,6 +155,13 @@ pub struct ServerInfo {
     pub maxmemory_limit: Option<u64>,
     /// Per command (the table's name): INFO commandstats.
     pub command_stats: HashMap<CommandName, CommandStat>,
+    /// Error replies by code: INFO errorstats and `total_error_replies`.
+    pub errors: crate::error_stats::ErrorStats,
+    /// The errors of the commands a script or EXEC ran during the outermost command (first
+    /// lines, `-` dropped), counted already: a script's error that passes one on is not
+    /// counted again. Bounded by the commands a script may run; emptied by each outermost
+    /// command.
+    pub nested_errors: Vec<Vec<u8>>,
     /// How long each command took to run, every command (the metrics' latency histogram).
     pub command_latency: cxltier_metrics::Histogram,
     /// The last command the server ran (not one inside EXEC or a script) and the time it began,
@@ -210,31 +217,42 @@ pub struct ServerInfo {
     pub eventloop_connections_visited: u64,
 }
 
-/// A command's name from the command table, as the key of its counters. Every name counted
+/// A command's name from the command table, and the subcommand run of a container command
+/// (Redis 7 counts `config|set`, not `config`), as the key of its counters. Every name counted
 /// comes from the one static table, so two equal names are almost always the same pointer:
 /// equality tries that first, where comparing the bytes (two memcmp calls per command, one
 /// to count the call and one to add its time) was 2% of a short command's time.
 #[derive(Debug, Clone, Copy, PartialOrd, Ord)]
-pub struct CommandName(pub &'static str);
+pub struct CommandName(pub &'static str, pub Option<&'static str>);
+
+impl CommandName {
+    /// As INFO commandstats names it: `get`, `config|set`.
+    pub fn stat_name(&self) -> String {
+        match self.1 {
+            Some(sub) => format!("{}|{sub}", self.0.to_ascii_lowercase()),
+            None => self.0.to_ascii_lowercase(),
+        }
+    }
+}
 
 impl PartialEq for CommandName {
     fn eq(&self, other: &Self) -> bool {
-        std::ptr::eq(self.0, other.0) || self.0 == other.0
+        let same = |a: &'static str, b: &'static str| std::ptr::eq(a, b) || a == b;
+        same(self.0, other.0)
+            && match (self.1, other.1) {
+                (None, None) => true,
+                (Some(a), Some(b)) => same(a, b),
+                _ => false,
+            }
     }
 }
 
 impl Eq for CommandName {}
 
 impl std::hash::Hash for CommandName {
-    // As `str` hashes, so that a map keyed by names can be read with a `&str`.
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        self.0.hash(state)
-    }
-}
-
-impl std::borrow::Borrow<str> for CommandName {
-    fn borrow(&self) -> &str {
-        self.0
+        self.0.hash(state);
+        self.1.hash(state);
     }
 }
 
@@ -403,7 +421,7 @@ impl ServerInfo {
                 self.slowlog.release(slower_than, max_len, took, addr);
             }
             self.command_stats
-                .entry(CommandName(name))
+                .entry(CommandName(name, sub))
                 .or_default()
                 .usec += took;
             self.command_latency.observe(took as f64 / 1e6);

@@ -92,35 +92,84 @@ fn execute_command(
     args: &[&[u8]],
     out: &mut Vec<u8>,
 ) -> Effect {
+    let at = out.len();
+    let nested = store.frozen_clock().is_some();
+    match admit(store, info, session, args, out) {
+        Ok(cmd) => {
+            let mut ctx = Ctx {
+                store,
+                info,
+                session,
+                out,
+                execute,
+                run_queued,
+                commands: &table::COMMANDS,
+            };
+            dispatch(&mut ctx, cmd, args)
+        }
+        // Refused before it ran (unknown, arity, NOAUTH, OOM, EXECABORT ...), or queued.
+        Err(effect) => {
+            count_error_reply(info, &out[at..], nested, false);
+            effect
+        }
+    }
+}
+
+/// Counts an error reply in INFO errorstats where it was made: `nested` (a command a script or
+/// EXEC ran) notes it, so that a script's error passing it on (`passes_on`: the command runs
+/// scripts) is not counted again.
+fn count_error_reply(info: &mut ServerInfo, reply: &[u8], nested: bool, passes_on: bool) {
+    if reply.first() != Some(&b'-') {
+        return;
+    }
+    let text = &crate::error_stats::error_text_with_dash(reply)[1..];
+    if passes_on && info.nested_errors.iter().any(|e| text.starts_with(e)) {
+        return;
+    }
+    info.errors.count(reply);
+    if nested {
+        info.nested_errors.push(text.to_vec());
+    }
+}
+
+/// The checks before a command runs: `Ok` with the command to run, or `Err` once its answer
+/// (a refusal, or QUEUED inside MULTI) is written.
+fn admit(
+    store: &mut Store,
+    info: &mut ServerInfo,
+    session: &mut Session,
+    args: &[&[u8]],
+    out: &mut Vec<u8>,
+) -> Result<&'static Command, Effect> {
     let Some(&name) = args.first() else {
         // An empty multibulk is ignored, like Redis.
-        return Effect::Read;
+        return Err(Effect::Read);
     };
     info.total_commands += 1;
     session.pushed.clear();
     let Some(cmd) = table::COMMANDS.lookup(name) else {
         unknown_command(out, args);
         session.flag_transaction();
-        return Effect::Read;
+        return Err(Effect::Read);
     };
     // Redis's order: an unknown command and a wrong arity are said before NOAUTH.
     if !cmd.arity_ok(args.len()) {
         info.command_stats
-            .entry(CommandName(cmd.name))
+            .entry(CommandName(cmd.name, table::COMMANDS.subcommand(cmd, args)))
             .or_default()
             .rejected_calls += 1;
         arity(out, name);
         session.flag_transaction();
-        return Effect::Read;
+        return Err(Effect::Read);
     }
     if info.requirepass.is_some() && !session.authed && !cmd.has(flag::NO_AUTH) {
         info.command_stats
-            .entry(CommandName(cmd.name))
+            .entry(CommandName(cmd.name, table::COMMANDS.subcommand(cmd, args)))
             .or_default()
             .rejected_calls += 1;
         reply::error(out, "NOAUTH Authentication required.");
         session.flag_transaction();
-        return Effect::Read;
+        return Err(Effect::Read);
     }
     if session.proto < 3 && session.subscribed() && !cmd.has(flag::ALLOWED_IN_RESP2_SUBSCRIBED) {
         reply::error(
@@ -130,11 +179,11 @@ fn execute_command(
                 cmd.name.to_ascii_lowercase()
             ),
         );
-        return Effect::Read;
+        return Err(Effect::Read);
     }
     if let Some(err) = refusal(store, info, session, cmd) {
         info.command_stats
-            .entry(CommandName(cmd.name))
+            .entry(CommandName(cmd.name, table::COMMANDS.subcommand(cmd, args)))
             .or_default()
             .rejected_calls += 1;
         if cmd.has(flag::TX_EXEC) && session.multi.is_some() {
@@ -150,7 +199,7 @@ fn execute_command(
             reply::error(out, err);
             session.flag_transaction();
         }
-        return Effect::Read;
+        return Err(Effect::Read);
     }
     // Keys evicted to make room for this command (Redis's order): their readers hear of it
     // before its reply.
@@ -160,7 +209,7 @@ fn execute_command(
     if held_by_pause(store, info, session, cmd, args) {
         // Not counted: it runs again, from the start, when the pause ends.
         info.total_commands -= 1;
-        return Effect::Postponed;
+        return Err(Effect::Postponed);
     }
     session.last_cmd = cmd.name;
     session.last_sub = table::COMMANDS.subcommand(cmd, args);
@@ -170,23 +219,36 @@ fn execute_command(
             if cmd.has(flag::NO_MULTI) {
                 reply::error(out, "ERR Command not allowed inside a transaction");
                 session.multi_failed = true;
-                return Effect::Read;
+                return Err(Effect::Read);
             }
             queued.push(args.iter().map(|a| a.to_vec()).collect());
             reply::simple(out, "QUEUED");
-            return Effect::Read;
+            return Err(Effect::Read);
         }
     }
+    Ok(cmd)
+}
+
+/// One parameter of the configuration file, applied before the first client is served
+/// ([`crate::config::set_at_start`]); `Err` is why it was refused.
+pub fn apply_setting_at_start(
+    store: &mut Store,
+    info: &mut ServerInfo,
+    name: &str,
+    value: &str,
+) -> Result<(), String> {
+    let mut session = Session::new(0, true);
+    let mut out = Vec::new();
     let mut ctx = Ctx {
         store,
         info,
-        session,
-        out,
+        session: &mut session,
+        out: &mut out,
         execute,
         run_queued,
         commands: &table::COMMANDS,
     };
-    dispatch(&mut ctx, cmd, args)
+    crate::config::set_at_start(&mut ctx, name, value)
 }
 
 const OOM: &str = "OOM command not allowed when used memory > 'maxmemory'.";
@@ -366,6 +428,7 @@ fn dispatch_keyed(
     let started_us = now_us();
     let outermost = ctx.store.frozen_clock().is_none();
     if outermost {
+        ctx.info.nested_errors.clear();
         ctx.info.close_command_time(started_us);
         ctx.store.freeze_clock(started_us / 1000);
     }
@@ -458,7 +521,10 @@ fn dispatch_keyed(
     let stat = ctx
         .info
         .command_stats
-        .entry(CommandName(cmd.name))
+        .entry(CommandName(
+            cmd.name,
+            table::COMMANDS.subcommand(cmd, original),
+        ))
         .or_default();
     stat.calls += 1;
     let mut took = None;
@@ -476,6 +542,12 @@ fn dispatch_keyed(
     }
     if ctx.out.get(reply_at) == Some(&b'-') {
         stat.failed_calls += 1;
+        count_error_reply(
+            ctx.info,
+            &ctx.out[reply_at..],
+            !outermost,
+            cmd.has(flag::SCRIPTS) || cmd.has(flag::CALLS_FUNCTION),
+        );
     }
     if let Some((took_us, end)) = took {
         let key = (cmd.name, table::COMMANDS.subcommand(cmd, original));
@@ -847,7 +919,12 @@ mod tests {
     fn a_commands_time_ends_at_the_next_reading_of_the_clock() {
         let mut db = Db::large();
         db.cmd("SET k v");
-        let set = |db: &Db| db.info.command_stats.get("SET").map(|s| (s.calls, s.usec));
+        let set = |db: &Db| {
+            db.info
+                .command_stats
+                .get(&CommandName("SET", None))
+                .map(|s| (s.calls, s.usec))
+        };
         assert_eq!(set(&db).map(|s| s.0), Some(1), "counted when it ran");
         assert_eq!(db.info.command_latency.count(), 0, "its time is still open");
         assert_eq!(db.info.timed.map(|t| t.0), Some("SET"));
@@ -858,7 +935,7 @@ mod tests {
         db.cmd("MULTI");
         db.cmd("INCR n");
         db.cmd("EXEC");
-        assert_eq!(db.info.command_stats["INCR"].calls, 1);
+        assert_eq!(db.info.command_stats[&CommandName("INCR", None)].calls, 1);
         assert_eq!(
             db.info.command_latency.count(),
             4,

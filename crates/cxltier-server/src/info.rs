@@ -28,6 +28,7 @@ const DEFAULT_SECTIONS: &[&str] = &[
     "stats",
     "replication",
     "cpu",
+    "errorstats",
     "tiers",
     "poison",
     "keyspace",
@@ -263,6 +264,7 @@ fn info_text(store: &Store, info: &mut ServerInfo, sections: &[String]) -> Strin
                     "client_output_buffer_limit_disconnections",
                     &info.client_output_buffer_limit_disconnections,
                 ),
+                ("total_error_replies", &info.errors.total()),
                 ("eventloop_cycles", &info.eventloop_cycles),
                 (
                     "eventloop_connections_visited",
@@ -318,8 +320,12 @@ fn info_text(store: &Store, info: &mut ServerInfo, sections: &[String]) -> Strin
     }
     // Not in the default set (Redis's rule): INFO commandstats, all or everything.
     if everything || sections.iter().any(|x| x == "commandstats") {
-        let mut names: Vec<_> = info.command_stats.iter().collect();
-        names.sort_by_key(|(n, _)| n.0);
+        let mut names: Vec<_> = info
+            .command_stats
+            .iter()
+            .map(|(n, s)| (n.stat_name(), s))
+            .collect();
+        names.sort_by(|a, b| a.0.cmp(&b.0));
         t.push_str("# Commandstats\r\n");
         for (name, s) in names {
             let per_call = if s.calls == 0 {
@@ -330,12 +336,19 @@ fn info_text(store: &Store, info: &mut ServerInfo, sections: &[String]) -> Strin
             let _ = write!(
                 t,
                 "cmdstat_{}:calls={},usec={},usec_per_call={per_call:.2},rejected_calls={},failed_calls={}\r\n",
-                name.0.to_ascii_lowercase(),
+                name,
                 s.calls,
                 s.usec,
                 s.rejected_calls,
                 s.failed_calls
             );
+        }
+        t.push_str("\r\n");
+    }
+    if want("errorstats") {
+        t.push_str("# Errorstats\r\n");
+        for (code, count) in info.errors.codes() {
+            let _ = write!(t, "errorstat_{code}:count={count}\r\n");
         }
         t.push_str("\r\n");
     }
@@ -490,6 +503,96 @@ mod tests {
         );
         db.cmd("CONFIG RESETSTAT");
         assert!(!db.cmd("INFO commandstats").contains("cmdstat_get"));
+    }
+
+    /// INFO errorstats and total_error_replies as Redis's info tests count them: each error
+    /// once, where it was made (a queued command's inside EXEC, a script's `redis.pcall`), the
+    /// refusals before a command runs included, and EXECABORT under its own code.
+    #[test]
+    fn error_replies_are_counted_once_by_code() {
+        let mut db = Db::large();
+        let errorstats = |db: &mut Db| {
+            let info = db.cmd("INFO errorstats");
+            let total = db.cmd("INFO stats");
+            let total = total
+                .lines()
+                .find_map(|l| l.strip_prefix("total_error_replies:"))
+                .unwrap()
+                .to_string();
+            let codes: Vec<String> = info
+                .lines()
+                .filter(|l| l.starts_with("errorstat_"))
+                .map(String::from)
+                .collect();
+            (total, codes)
+        };
+        assert_eq!(errorstats(&mut db), ("0".into(), vec![]));
+        db.cmd("NOSUCHCOMMAND");
+        db.cmd("SET k");
+        db.cmd("SET s v");
+        db.cmd("LPUSH s x");
+        assert_eq!(
+            errorstats(&mut db),
+            (
+                "3".into(),
+                vec![
+                    "errorstat_ERR:count=2".into(),
+                    "errorstat_WRONGTYPE:count=1".into()
+                ]
+            )
+        );
+        db.cmd("CONFIG RESETSTAT");
+        // A queued command's error inside EXEC is the command's; EXEC's array is no error.
+        db.cmd("MULTI");
+        db.cmd("SET a b");
+        db.cmd("LPUSH s x");
+        assert!(db.cmd("EXEC").starts_with("*2\r\n+OK\r\n-WRONGTYPE"));
+        assert_eq!(
+            errorstats(&mut db),
+            ("1".into(), vec!["errorstat_WRONGTYPE:count=1".into()])
+        );
+        // A command refused while queued, then EXECABORT.
+        db.cmd("CONFIG RESETSTAT");
+        db.cmd("MULTI");
+        db.cmd("SET");
+        assert!(db.cmd("EXEC").starts_with("-EXECABORT"));
+        assert_eq!(
+            errorstats(&mut db),
+            (
+                "2".into(),
+                vec![
+                    "errorstat_ERR:count=1".into(),
+                    "errorstat_EXECABORT:count=1".into()
+                ]
+            )
+        );
+        // A script: the error of the command it ran counts; the script's error passing it on
+        // does not count again; an error the script makes up counts under its code.
+        db.cmd("CONFIG RESETSTAT");
+        let pcall = db.run(&[b"EVAL", b"redis.pcall('LPUSH', 's', 'x') return 1", b"0"]);
+        assert_eq!(pcall, b":1\r\n");
+        let call = db.run(&[b"EVAL", b"return redis.call('LPUSH', 's', 'x')", b"0"]);
+        assert!(
+            call.starts_with(b"-WRONGTYPE"),
+            "{}",
+            String::from_utf8_lossy(&call)
+        );
+        let own = db.run(&[
+            b"EVAL",
+            b"return redis.error_reply('MY_CODE made up')",
+            b"0",
+        ]);
+        assert_eq!(own, b"-MY_CODE made up\r\n");
+        assert_eq!(
+            errorstats(&mut db),
+            (
+                "3".into(),
+                vec![
+                    "errorstat_MY_CODE:count=1".into(),
+                    "errorstat_WRONGTYPE:count=2".into()
+                ]
+            )
+        );
     }
 
     /// Hits and misses as Redis counts them: the keys read commands look up. A write is

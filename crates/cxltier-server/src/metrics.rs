@@ -288,11 +288,8 @@ fn tiers(w: &mut Writer, stats: &StoreStats) {
 fn commands(w: &mut Writer, info: &ServerInfo) {
     // By name, so that a scrape's series come in a stable order.
     let mut stats: Vec<_> = info.command_stats.iter().collect();
-    stats.sort_unstable_by_key(|(name, _)| name.0);
-    let lower: Vec<String> = stats
-        .iter()
-        .map(|(n, _)| n.0.to_ascii_lowercase())
-        .collect();
+    stats.sort_unstable_by_key(|(name, _)| **name);
+    let lower: Vec<String> = stats.iter().map(|(n, _)| n.stat_name()).collect();
     let by_command: Vec<([Label<'_>; 1], &CommandStat)> = stats
         .iter()
         .zip(&lower)

@@ -125,6 +125,10 @@ pub struct ServerConfig {
     /// Publish the Prometheus exposition here (`--metrics-addr`; served by
     /// `cxltier_metrics::serve`), about once a second; `None`: no metrics.
     pub metrics: Option<cxltier_metrics::Published>,
+    /// Redis's parameters from a configuration file (`cxltier serve --config`), applied in
+    /// order with CONFIG SET's checks before the first client is served; a refused one stops
+    /// the start ([`ServerError::Setting`]).
+    pub settings: Vec<crate::config_file::Setting>,
 }
 
 /// Why the server could not start or stopped.
@@ -145,6 +149,14 @@ pub enum ServerError {
     /// the store was written with): what to do is in the message.
     #[error("{0}")]
     Databases(String),
+    /// A parameter of the configuration file was refused.
+    #[error("{origin}: {name} {value:?}: {why}")]
+    Setting {
+        origin: crate::config_file::Origin,
+        name: String,
+        value: String,
+        why: String,
+    },
     /// The libraries kept in the store (FUNCTION LOAD) did not load again.
     #[error("loading the functions' libraries kept in the store: {0}")]
     Functions(String),
@@ -191,6 +203,7 @@ impl cxltier_error::Classify for ServerError {
                 _ => Class::Runtime,
             },
             ServerError::Databases(_)
+            | ServerError::Setting { .. }
             | ServerError::BadBind(_)
             | ServerError::BadQueryBufferLimit(_) => Class::BadInput,
             _ => Class::Runtime,
@@ -501,6 +514,18 @@ pub fn serve_on(
         limits.output.soft,
         limits.output.soft_seconds,
     );
+    for s in &cfg.settings {
+        crate::dispatch::apply_setting_at_start(&mut store, &mut info, &s.name, &s.value).map_err(
+            |why| ServerError::Setting {
+                origin: s.origin.clone(),
+                name: s.name.clone(),
+                value: s.value.clone(),
+                why,
+            },
+        )?;
+    }
+    // Redis's words, which scripts and test harnesses written for redis-server wait for.
+    cfg.log.write("Ready to accept connections");
     let mut log = RateLimitedLog::default().with_sink(cfg.log.clone());
     let mut quarantine = cfg
         .quarantine_file

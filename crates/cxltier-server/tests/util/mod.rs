@@ -173,6 +173,7 @@ impl ServerBuilder {
             }),
             snapshot_dir,
             metrics: None,
+            settings: Vec::new(),
         };
         let stop = Arc::new(AtomicBool::new(false));
         let flag = Arc::clone(&stop);
