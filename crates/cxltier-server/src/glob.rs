@@ -10,7 +10,31 @@
 
 /// Whether `s` matches `pattern`; `nocase` folds ASCII case as Redis does.
 pub fn matches(pattern: &[u8], s: &[u8], nocase: bool) -> bool {
-    matches_counting(pattern, s, nocase, &mut 0)
+    nested_stars(pattern) <= MAX_NESTED_STARS && matches_counting(pattern, s, nocase, &mut 0)
+}
+
+/// Redis's guard against abusive patterns (`stringmatchlen`'s nesting limit): its matcher
+/// recurses once for each `*` (a run of them counting once) that more pattern follows, and past
+/// 1,000 of them answers no match. Such a pattern matches nothing here either, as clients of
+/// Redis see it (the suite's "Regression for pattern matching very long nested loops"), though
+/// this matcher has no recursion to guard.
+const MAX_NESTED_STARS: usize = 1000;
+
+/// The runs of `*` in `pattern` that more pattern follows (a `*` escaped or inside `[...]` is
+/// none). Linear in the pattern's length.
+fn nested_stars(pattern: &[u8]) -> usize {
+    let (mut p, mut runs) = (0, 0);
+    while p < pattern.len() {
+        if pattern[p] == b'*' {
+            while p < pattern.len() && pattern[p] == b'*' {
+                p += 1;
+            }
+            runs += usize::from(p < pattern.len());
+        } else {
+            p = token(pattern, p, 0, false, &mut 0).1;
+        }
+    }
+    runs
 }
 
 /// [`matches`], adding the pattern bytes examined to `steps` (for tests of the work bound).
@@ -138,6 +162,28 @@ pub fn fuzz_check(cycles: u32) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Past 1,000 nested stars nothing matches, as in Redis; up to it, the match is the glob's.
+    #[test]
+    fn more_than_a_thousand_nested_stars_match_nothing() {
+        let key = vec![b'a'; 50_000];
+        assert!(!matches(&b"*?".repeat(50_000), &key, false));
+        assert!(!matches(&b"*a".repeat(1001), &key, false));
+        assert!(matches(&b"*a".repeat(1000), &key, false));
+        // A run of stars counts once, a final run not at all, escaped or classed stars never.
+        assert!(matches(
+            &[b"*".repeat(5000), b"a".to_vec()].concat(),
+            b"ba",
+            false
+        ));
+        assert!(matches(
+            &[b"a".to_vec(), b"*".repeat(5000)].concat(),
+            b"ab",
+            false
+        ));
+        assert!(matches(&b"[*]\\*".repeat(2000), &b"**".repeat(2000), false));
+        assert_eq!(nested_stars(b"a*b**c*"), 2);
+    }
 
     /// Cases checked against Redis 7's `stringmatchlen` (util.c) and its test suite.
     #[test]
