@@ -155,6 +155,8 @@ pub struct ServerInfo {
     pub maxmemory_limit: Option<u64>,
     /// Per command (the table's name): INFO commandstats.
     pub command_stats: HashMap<CommandName, CommandStat>,
+    /// MIGRATE's connections kept for the next MIGRATE to the same target.
+    pub migrate_sockets: crate::migrate::MigrateSockets,
     /// Error replies by code: INFO errorstats and `total_error_replies`.
     pub errors: crate::error_stats::ErrorStats,
     /// The errors of the commands a script or EXEC ran during the outermost command (first

@@ -265,6 +265,7 @@ fn info_text(store: &Store, info: &mut ServerInfo, sections: &[String]) -> Strin
                     &info.client_output_buffer_limit_disconnections,
                 ),
                 ("total_error_replies", &info.errors.total()),
+                ("migrate_cached_sockets", &info.migrate_sockets.len()),
                 ("eventloop_cycles", &info.eventloop_cycles),
                 (
                     "eventloop_connections_visited",

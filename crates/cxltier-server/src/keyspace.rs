@@ -23,7 +23,7 @@ use crate::cursors::successor;
 use crate::notify::class as nc;
 use crate::rdb::dump::PayloadError;
 use crate::rdb::load::{LoadError, Strings, Value};
-use crate::rdb::{RdbError, RdbWriter};
+use crate::rdb::RdbError;
 use crate::resp::reply;
 
 /// Keys fetched per store call by KEYS.
@@ -558,29 +558,11 @@ const DIRECT_STRING_MAX: usize = 64 << 10;
 /// DUMP key: the value in Redis's serialized form (its RDB type and serialization, RDB version
 /// 10, CRC64), which redis-server's RESTORE takes.
 pub(crate) fn dump(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
-    let key = args[1];
-    let Some((kind, value)) = ctx.store.get(key)?.map(|o| (o.kind, o.value.to_vec())) else {
-        reply::null(ctx.out, ctx.session.proto);
-        return Ok(Effect::Read);
-    };
-    let mut w = RdbWriter::bare(Vec::new());
-    let name = crate::db::user_key(key);
-    let written = crate::rdb::write_value(ctx.store, &mut w, key, name, (&kind, &value), |w, t| {
-        w.value_type(t)
-    });
-    match written {
-        Ok(true) => {}
-        // Nothing a user can name (an emptied collection is deleted).
-        Ok(false) => {
-            reply::null(ctx.out, ctx.session.proto);
-            return Ok(Effect::Read);
-        }
+    match crate::rdb::dump::key_payload(ctx.store, args[1]) {
+        Ok(Some(payload)) => reply::bulk(ctx.out, &payload),
+        Ok(None) => reply::null(ctx.out, ctx.session.proto),
         Err(RdbError::Store(e)) => return Err(e),
         Err(RdbError::Io(e)) => return fail(ctx, &format!("ERR {e}")),
-    }
-    match w.finish_dump() {
-        Ok(payload) => reply::bulk(ctx.out, &payload),
-        Err(e) => return fail(ctx, &format!("ERR {e}")),
     }
     Ok(Effect::Read)
 }

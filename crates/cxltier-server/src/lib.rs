@@ -135,6 +135,7 @@ pub mod list;
 pub mod lua;
 pub mod memory;
 pub mod metrics;
+pub mod migrate;
 pub mod monitor;
 pub mod notify;
 pub mod numbers;

@@ -884,6 +884,9 @@ pub fn serve_on(
                 q.tick(&mut store, &mut info.poison, &info.dbs);
             }
             replication_tick(&mut store, &mut info);
+            if !info.migrate_sockets.is_empty() {
+                crate::migrate::close_idle(&mut info.migrate_sockets, Instant::now());
+            }
             feed_replicas(&mut info, &mut conns, &mut roster, &mut log);
             // What this gave the subscribers and replicas goes out now; the next turn looks
             // at them again (limits, closing).

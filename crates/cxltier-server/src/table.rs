@@ -25,6 +25,26 @@ fn counted_keys(args: &[&[u8]], at: usize, least: i64) -> Option<Vec<usize>> {
     Some((at + 1..at + 1 + n as usize).collect())
 }
 
+/// MIGRATE's keys: the key argument (the empty key when KEYS is given), then those after KEYS.
+fn migrate_keys(args: &[&[u8]]) -> Option<Vec<usize>> {
+    let mut keys = vec![3];
+    // KEYS may only follow the options; an AUTH password or AUTH2 name named KEYS is a value.
+    let mut j = 6;
+    while j < args.len() {
+        match args[j].to_ascii_uppercase().as_slice() {
+            b"AUTH" => j += 1,
+            b"AUTH2" => j += 2,
+            b"KEYS" => {
+                keys.extend(j + 1..args.len());
+                break;
+            }
+            _ => {}
+        }
+        j += 1;
+    }
+    Some(keys)
+}
+
 /// `CMD numkeys key ...` (ZUNION, ZINTER, ZDIFF, ZINTERCARD, SINTERCARD, LMPOP, ZMPOP).
 fn numkeys_at_1(args: &[&[u8]]) -> Option<Vec<usize>> {
     counted_keys(args, 1, 1)
@@ -221,6 +241,7 @@ pub static TABLE: &[Command] = &[
     cmd("LTRIM", 4, WRITE | VALUES, KEY1, crate::list::ltrim, "list", "Removes elements from both ends a list."),
     movable(cmd("MEMORY", -2, READONLY, NOKEYS, crate::admin::memory, "server", "A container for memory diagnostics commands."), memory_keys),
     cmd("MGET", -2, READONLY | FAST | VALUES, ALLKEYS, s::mget, "string", "Atomically returns the string values of one or more keys."),
+    redacted(movable(cmd("MIGRATE", -6, WRITE | MOVABLEKEYS, NOKEYS, crate::migrate::migrate, "generic", "Atomically transfers a key from one Redis instance to another."), migrate_keys), crate::migrate::redact),
     cmd("MONITOR", 1, ADMIN | NOSCRIPT | LOADING | STALE, NOKEYS, crate::admin::monitor, "server", "Listens for all requests received by the server in real-time."),
     cmd("MOVE", 3, WRITE | FAST, KEY1, k::move_key, "generic", "Moves a key to another database."),
     cmd("MSET", -3, WRITE | DENYOOM, (1, -1, 2), s::mset, "string", "Atomically creates or modifies the string values of one or more keys."),

@@ -238,3 +238,112 @@ fn migrate_from_redis_into_cxltier() {
         assert_eq!(value_of(&mut xc, key), want, "{key}");
     }
 }
+
+/// MIGRATE from cxltier into redis-server, as `redis-cli --cluster reshard` drives it: every
+/// type moved with its TTL (the keys leave cxltier), KEYS several at once into another
+/// database, COPY and REPLACE, AUTH, NOKEY, the target's own error passed on, and the
+/// connection kept for the next MIGRATE (INFO `migrate_cached_sockets`).
+#[test]
+fn migrate_from_cxltier_into_redis() {
+    let (r, x) = (redis(), Server::start());
+    let (mut rc, mut xc) = (client(&r.addr), client(&x.addr));
+    let port = r.port.to_string();
+    let migrate = |xc: &mut Conn, rest: &[&str]| -> V {
+        let mut args: Vec<&[u8]> = vec![b"MIGRATE", b"127.0.0.1", port.as_bytes()];
+        args.extend(rest.iter().map(|a| a.as_bytes()));
+        xc.call_bytes(&args)
+    };
+    let keys = fill(&mut xc, "out");
+    let want: Vec<_> = keys.iter().map(|k| value_of(&mut xc, k)).collect();
+    assert_eq!(
+        xc.call_line(&format!("PEXPIRE {} 100000", keys[0])),
+        V::Int(1)
+    );
+    for key in &keys {
+        assert_eq!(
+            migrate(&mut xc, &[key, "0", "5000"]),
+            V::Simple("OK".into()),
+            "{key}"
+        );
+        assert_eq!(
+            xc.call_line(&format!("EXISTS {key}")),
+            V::Int(0),
+            "{key} left"
+        );
+    }
+    for (key, want) in keys.iter().zip(want) {
+        assert_eq!(value_of(&mut rc, key), want, "{key}");
+    }
+    match rc.call_line(&format!("PTTL {}", keys[0])) {
+        V::Int(ms) => assert!(ms > 90_000 && ms <= 100_000, "the TTL went with it: {ms}"),
+        other => panic!("{other:?}"),
+    }
+    // Several keys at once into database 3; a missing one is skipped; COPY leaves them here.
+    for k in ["m1", "m2"] {
+        xc.call_line(&format!("SET {k} v-{k}"));
+    }
+    assert_eq!(
+        migrate(
+            &mut xc,
+            &["", "3", "5000", "COPY", "KEYS", "m1", "nosuch", "m2"]
+        ),
+        V::Simple("OK".into())
+    );
+    assert_eq!(xc.call_line("EXISTS m1 m2"), V::Int(2), "COPY keeps them");
+    rc.call_line("SELECT 3");
+    assert_eq!(rc.call_line("GET m2"), V::Bulk(b"v-m2".to_vec()));
+    // Already there: the target's BUSYKEY is passed on and the key stays; REPLACE moves it.
+    match migrate(&mut xc, &["m1", "3", "5000"]) {
+        V::Error(e) => assert!(
+            e.starts_with("ERR Target instance replied with error: BUSYKEY"),
+            "{e}"
+        ),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(xc.call_line("EXISTS m1"), V::Int(1));
+    assert_eq!(
+        migrate(&mut xc, &["m1", "3", "5000", "REPLACE"]),
+        V::Simple("OK".into())
+    );
+    assert_eq!(xc.call_line("EXISTS m1"), V::Int(0));
+    assert_eq!(
+        migrate(&mut xc, &["nosuch", "0", "5000"]),
+        V::Simple("NOKEY".into())
+    );
+    assert_eq!(
+        migrate(&mut xc, &["m2", "0", "5000", "KEYS", "m2"]),
+        V::Error(
+            "ERR When using MIGRATE KEYS option, the key argument must be set to the empty string"
+                .into()
+        )
+    );
+    // A password the target does not have: its error, and the key stays.
+    match migrate(&mut xc, &["m2", "0", "5000", "AUTH", "wrong"]) {
+        V::Error(e) => assert!(
+            e.starts_with("ERR Target instance replied with error: ERR AUTH"),
+            "{e}"
+        ),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(xc.call_line("EXISTS m2"), V::Int(1));
+    let info = match xc.call_line("INFO stats") {
+        V::Bulk(b) => String::from_utf8(b).unwrap(),
+        other => panic!("{other:?}"),
+    };
+    assert!(info.contains("migrate_cached_sockets:1\r\n"), "{info}");
+    // Nothing listens there: Redis's IOERR.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let dead = closed.local_addr().unwrap().port().to_string();
+    drop(closed);
+    match xc.call_bytes(&[
+        b"MIGRATE",
+        b"127.0.0.1",
+        dead.as_bytes(),
+        b"m2",
+        b"0",
+        b"500",
+    ]) {
+        V::Error(e) => assert_eq!(e, "IOERR error or timeout connecting to the client"),
+        other => panic!("{other:?}"),
+    }
+}

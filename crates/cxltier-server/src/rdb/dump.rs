@@ -14,8 +14,27 @@
 //! not). Then the value is decoded and validated ([`super::load`]); bytes left after it are an
 //! error too (Redis ignores them; it never writes any).
 
+use cxltier_store::Store;
+
 use super::load::{read_object, Input, LoadError, Strings, Value};
-use super::{crc64, RdbWriter, VERSION};
+use super::{crc64, RdbError, RdbWriter, VERSION};
+
+/// DUMP's payload of the value under `key` (a key with its database byte), `None` when there is
+/// none a user can name: what DUMP answers and MIGRATE sends to RESTORE.
+pub fn key_payload(store: &mut Store, key: &[u8]) -> Result<Option<Vec<u8>>, RdbError> {
+    let Some((kind, value)) = store.get(key)?.map(|o| (o.kind, o.value.to_vec())) else {
+        return Ok(None);
+    };
+    let mut w = RdbWriter::bare(Vec::new());
+    let name = crate::db::user_key(key);
+    // Nothing a user can name when it writes nothing (an emptied collection is deleted).
+    if !super::write_value(store, &mut w, key, name, (&kind, &value), |w, t| {
+        w.value_type(t)
+    })? {
+        return Ok(None);
+    }
+    Ok(Some(w.finish_dump()?))
+}
 
 /// The footer: the RDB version and the CRC64.
 pub const FOOTER_LEN: usize = 10;
