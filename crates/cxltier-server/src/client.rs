@@ -81,6 +81,10 @@ fn client_meta(ctx: &Ctx<'_>, id: u64) -> Option<ClientMeta> {
     if id == ctx.session.id {
         m.update_from(ctx.session);
         m.last_active = std::time::Instant::now();
+        // The caller's own buffers as they are while its command runs (Redis's view): the
+        // input from this command on, and the replies not yet sent before it.
+        m.qbuf = ctx.session.input_pending;
+        m.omem = ctx.session.output_pending;
     }
     Some(m)
 }

@@ -381,6 +381,10 @@ pub struct Session {
     /// destination): set by its handler, taken after it, they touch their watchers and wake
     /// blocked clients like the others.
     pub written_keys: Vec<Vec<u8>>,
+    /// While a command of the connection runs: the bytes of its input from this command on,
+    /// and of its replies not yet sent (CLIENT LIST/INFO of the connection itself).
+    pub input_pending: usize,
+    pub output_pending: usize,
     /// The spans of the output the running command wrote that are push messages (pub/sub
     /// confirmations and messages, keyspace notifications to itself): CLIENT REPLY OFF and
     /// SKIP drop the command's reply but not these, as in Redis.

@@ -1517,6 +1517,8 @@ fn run_ready(
             let args: smallvec::SmallVec<[&[u8]; 8]> =
                 p.args.iter().map(|r| &input[r.clone()]).collect();
             let before = c.output.len();
+            c.session.input_pending = input.len() - executed_before;
+            c.session.output_pending = c.unsent();
             // A script may run long: the other connections are then served in busy mode
             // from its instruction hook, so they leave the map for its run.
             // (An empty command, `*0`, is ignored by `execute`.)
