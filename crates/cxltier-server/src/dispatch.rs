@@ -115,6 +115,24 @@ fn execute_command(
     }
 }
 
+/// A parked command the loop answered itself (its timeout, CLIENT UNBLOCK, WAIT's count)
+/// rather than running it again: one call of it, failed when `reply` is an error, which
+/// errorstats counts.
+pub fn count_answered_parked(info: &mut ServerInfo, args: &[&[u8]], reply: &[u8]) {
+    let Some(cmd) = args.first().and_then(|name| table::COMMANDS.lookup(name)) else {
+        return;
+    };
+    let stat = info
+        .command_stats
+        .entry(CommandName(cmd.name, table::COMMANDS.subcommand(cmd, args)))
+        .or_default();
+    stat.calls += 1;
+    if reply.first() == Some(&b'-') {
+        stat.failed_calls += 1;
+    }
+    count_error_reply(info, reply, false, false);
+}
+
 /// Counts an error reply in INFO errorstats where it was made: `nested` (a command a script or
 /// EXEC ran) notes it, so that a script's error passing it on (`passes_on`: the command runs
 /// scripts) is not counted again.
@@ -526,7 +544,12 @@ fn dispatch_keyed(
             table::COMMANDS.subcommand(cmd, original),
         ))
         .or_default();
-    stat.calls += 1;
+    // A command that parked is counted when it is answered (run again, or answered by the
+    // loop: `count_answered_parked`), once, as Redis counts a blocked command.
+    let parked = ctx.session.block.is_some();
+    if !parked {
+        stat.calls += 1;
+    }
     let mut took = None;
     if outermost {
         // Its time ends at the next reading of the clock.

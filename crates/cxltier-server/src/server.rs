@@ -1932,7 +1932,8 @@ fn serve_parked(
         if asked.is_none() && p.deadline.is_none_or(|d| d > now) && !acked.is_some_and(|a| a.1) {
             continue;
         }
-        starts.entry(t).or_insert(c.output.len());
+        let start = c.output.len();
+        starts.entry(t).or_insert(start);
         wrote.entry(t).or_insert((false, 0)).1 += 1;
         if asked.is_some_and(|u| u.1) {
             reply::error(
@@ -1944,6 +1945,8 @@ fn serve_parked(
         } else {
             reply::null_array(&mut c.output, c.session.proto);
         }
+        let args: Vec<&[u8]> = p.args.iter().map(Vec::as_slice).collect();
+        crate::dispatch::count_answered_parked(info, &args, &c.output[start..]);
         c.parked = None;
         info.blocked.remove(&c.session.id);
         roster.touched.insert(t);

@@ -170,3 +170,51 @@ fn client_pause_write_holds_writes_until_unpaused() {
     assert_eq!(admin.cmd("CLIENT PAUSE 50 ALL"), "+OK\r\n");
     assert_eq!(writer.cmd("INCR n"), ":1\r\n");
 }
+
+/// A blocking command is one call however long it waits (Redis counts it when it is answered):
+/// answered by a write, or by CLIENT UNBLOCK ... ERROR, whose UNBLOCKED error errorstats counts.
+#[test]
+fn a_parked_command_is_counted_once_when_it_is_answered() {
+    let s = Server::start();
+    let mut c = s.client();
+    let mut waiter = s.client();
+    let id = match waiter.call(&["CLIENT", "ID"]) {
+        V::Int(id) => id,
+        other => panic!("{other:?}"),
+    };
+    c.call(&["CONFIG", "RESETSTAT"]);
+    waiter.send(&["BLPOP", "list1", "0"]);
+    util::wait_until("the BLPOP parks", || {
+        util::info_number(&mut c, "clients", "blocked_clients") == 1
+    });
+    assert_eq!(
+        c.call(&["CLIENT", "UNBLOCK", &id.to_string(), "ERROR"]),
+        V::Int(1)
+    );
+    match waiter.read() {
+        V::Error(e) => assert!(e.starts_with("UNBLOCKED"), "{e}"),
+        other => panic!("{other:?}"),
+    }
+    // Parked again, then answered by a write: one more call, not failed.
+    waiter.send(&["BLPOP", "list1", "0"]);
+    util::wait_until("the BLPOP parks", || {
+        util::info_number(&mut c, "clients", "blocked_clients") == 1
+    });
+    c.call(&["RPUSH", "list1", "a"]);
+    assert_eq!(waiter.read(), V::Array(vec![bulk("list1"), bulk("a")]));
+    let V::Bulk(stats) = c.call(&["INFO", "commandstats"]) else {
+        panic!("INFO answers a bulk string");
+    };
+    let stats = String::from_utf8(stats).unwrap();
+    assert!(
+        stats.contains("cmdstat_blpop:calls=2,")
+            && stats.contains(",rejected_calls=0,failed_calls=1\r\n"),
+        "{stats}"
+    );
+    assert!(stats.contains("cmdstat_client|unblock:calls=1,"), "{stats}");
+    assert_eq!(
+        util::info_field(&mut c, "errorstats", "errorstat_UNBLOCKED"),
+        "count=1"
+    );
+    assert_eq!(util::info_number(&mut c, "stats", "total_error_replies"), 1);
+}
