@@ -180,6 +180,57 @@ def _():
         ps.close()
 
 
+
+@check("RQ (enqueue, a worker runs the jobs, results read back from the stream)")
+def _():
+    try:
+        import rq
+    except ImportError:
+        raise AssertionError("rq is not installed in the venv (scripts/client-checks installs it)")
+    import logging
+
+    from rq import Queue, SimpleWorker
+
+    # The worker's per-job lines are RQ's business; a failure is reported here.
+    logging.getLogger("rq.worker").setLevel(logging.WARNING)
+
+    from client_checks_jobs import square
+
+    # RQ's own connection, with redis-py's defaults (RQ works over RESP2 or RESP3).
+    conn = redis.Redis(host=host, port=port, **({"protocol": 2} if resp2 else {}))
+    queue = Queue(k("rq"), connection=conn)
+    jobs, worker = [], None
+    try:
+        jobs = [queue.enqueue(square, n, result_ttl=600) for n in range(1, 6)]
+        expect("queued", queue.count, 5)
+        worker = SimpleWorker([queue], connection=conn, name=k("rq-worker").replace(":", "-"))
+        # burst: work until the queue is empty, then return (in this process: no fork).
+        worker.work(burst=True, with_scheduler=False)
+        for n, job in zip(range(1, 6), jobs):
+            job.refresh()
+            expect(f"job {n} status", job.get_status(), "finished")
+            expect(f"job {n} return value", job.return_value(), n * n)
+            # RQ 2 keeps each run's result in a stream (XADD ... MAXLEN ~, XREVRANGE).
+            results = job.results()
+            expect(f"job {n} results kept", len(results), 1)
+            expect(f"job {n} result's value", results[0].return_value, n * n)
+        expect("queue left", queue.count, 0)
+    finally:
+        # This run's RQ keys go with it (its jobs and their results, its queue and registries,
+        # its worker); the server's other keys, RQ's included, are left alone.
+        try:
+            for job in jobs:
+                conn.delete(f"rq:results:{job.id}")
+                job.delete()
+            queue.delete(delete_jobs=True)
+            for pattern in (f"rq:*{queue.name}*", f"rq:worker:{worker.name}*"):
+                for key in conn.scan_iter(match=pattern):
+                    conn.delete(key)
+            conn.srem("rq:workers", f"rq:worker:{worker.name}")
+        except Exception:
+            pass
+        conn.close()
+
 try:
     leftover = [key for key in r.scan_iter(match=prefix + "*")]
     if leftover:
