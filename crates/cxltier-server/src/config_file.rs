@@ -135,12 +135,16 @@ fn read_into(path: &Path, depth: usize, out: &mut ConfigFile) -> Result<(), Conf
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
-        let words = split_args(line).ok_or_else(|| {
+        let words = crate::arg_line::split_args(line.as_bytes()).ok_or_else(|| {
             refuse(
                 &origin,
                 "unbalanced quotes in configuration line: close the quote or escape it",
             )
         })?;
+        let words: Vec<String> = words
+            .iter()
+            .map(|w| String::from_utf8_lossy(w).into_owned())
+            .collect();
         let Some((name, args)) = words.split_first() else {
             continue;
         };
@@ -358,86 +362,6 @@ fn directive(
     Ok(())
 }
 
-/// Redis's `sdssplitargs`: words separated by blanks; `"..."` with C escapes (`\n`, `\t`,
-/// `\xHH`, ...), `'...'` with only `\'`; a closing quote must be followed by a blank or the
-/// end. `None` when quotes do not balance. Linear in the line's length.
-pub fn split_args(line: &str) -> Option<Vec<String>> {
-    let b = line.as_bytes();
-    let mut words = Vec::new();
-    let mut i = 0;
-    loop {
-        while i < b.len() && b[i].is_ascii_whitespace() {
-            i += 1;
-        }
-        if i >= b.len() {
-            return Some(words);
-        }
-        let mut word: Vec<u8> = Vec::new();
-        let (mut in_dq, mut in_sq) = (false, false);
-        loop {
-            if in_dq {
-                let c = *b.get(i)?;
-                if c == b'\\' && i + 3 < b.len() && b[i + 1] == b'x' {
-                    let hex = std::str::from_utf8(&b[i + 2..i + 4]).ok();
-                    if let Some(v) = hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
-                        word.push(v);
-                        i += 4;
-                        continue;
-                    }
-                }
-                if c == b'\\' && i + 1 < b.len() {
-                    word.push(match b[i + 1] {
-                        b'n' => b'\n',
-                        b'r' => b'\r',
-                        b't' => b'\t',
-                        b'b' => 8,
-                        b'a' => 7,
-                        other => other,
-                    });
-                    i += 2;
-                    continue;
-                }
-                if c == b'"' {
-                    // The closing quote must be followed by a blank or the end.
-                    if b.get(i + 1).is_some_and(|n| !n.is_ascii_whitespace()) {
-                        return None;
-                    }
-                    i += 1;
-                    break;
-                }
-                word.push(c);
-                i += 1;
-            } else if in_sq {
-                let c = *b.get(i)?;
-                if c == b'\\' && b.get(i + 1) == Some(&b'\'') {
-                    word.push(b'\'');
-                    i += 2;
-                    continue;
-                }
-                if c == b'\'' {
-                    if b.get(i + 1).is_some_and(|n| !n.is_ascii_whitespace()) {
-                        return None;
-                    }
-                    i += 1;
-                    break;
-                }
-                word.push(c);
-                i += 1;
-            } else {
-                match b.get(i) {
-                    None => break,
-                    Some(c) if c.is_ascii_whitespace() => break,
-                    Some(b'"') => in_dq = true,
-                    Some(b'\'') => in_sq = true,
-                    Some(&c) => word.push(c),
-                }
-                i += 1;
-            }
-        }
-        words.push(String::from_utf8_lossy(&word).into_owned());
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -451,20 +375,28 @@ mod tests {
 
     #[test]
     fn splits_arguments_as_redis_does() {
-        assert_eq!(split_args("save 900 1").unwrap(), ["save", "900", "1"]);
-        assert_eq!(split_args("logfile ''").unwrap(), ["logfile", ""]);
+        let split = |line: &str| {
+            crate::arg_line::split_args(line.as_bytes()).map(|words| {
+                words
+                    .into_iter()
+                    .map(|w| String::from_utf8(w).unwrap())
+                    .collect::<Vec<_>>()
+            })
+        };
+        assert_eq!(split("save 900 1").unwrap(), ["save", "900", "1"]);
+        assert_eq!(split("logfile ''").unwrap(), ["logfile", ""]);
         assert_eq!(
-            split_args(r#"requirepass "a b\x41\n""#).unwrap(),
+            split(r#"requirepass "a b\x41\n""#).unwrap(),
             ["requirepass", "a bA\n"]
         );
-        assert_eq!(split_args(r"x 'it\'s'").unwrap(), ["x", "it's"]);
-        assert_eq!(split_args("  ").unwrap(), Vec::<String>::new());
-        assert!(split_args(r#"x "open"#).is_none());
+        assert_eq!(split(r"x 'it\'s'").unwrap(), ["x", "it's"]);
+        assert_eq!(split("  ").unwrap(), Vec::<String>::new());
+        assert!(split(r#"x "open"#).is_none());
         assert!(
-            split_args(r#"x "a"b"#).is_none(),
+            split(r#"x "a"b"#).is_none(),
             "a closing quote needs a blank after it"
         );
-        assert!(split_args("x 'open").is_none());
+        assert!(split("x 'open").is_none());
     }
 
     /// The suite's own default.conf, as its non-external mode writes it.

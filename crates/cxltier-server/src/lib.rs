@@ -98,6 +98,7 @@
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 pub mod admin;
+pub mod arg_line;
 pub mod args;
 pub mod bitops;
 pub mod client;
