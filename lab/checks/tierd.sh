@@ -180,11 +180,20 @@ check_tierd() {
     hrc=$?
     verdict tierd-huge-workload-intact "exit $hrc: $(brief "$T/tierd-huge-target.err")" [ "$hrc" = 0 ]
 
-    # A target that exits: tierd reports it and ends by itself.
-    cxltier touch 1M --json --hold 3 >"$T/tierd-short.out" 2>&1 &
+    # A target that exits: tierd reports it and ends by itself. The target ends once tierd has
+    # reported an interval (a target that ended on its own clock could be gone before tierd
+    # looked, on a loaded host: then there is nothing to follow, and no exit to report).
+    cxltier touch 1M --json --hold 600 >"$T/tierd-short.out" 2>&1 &
     short=$!
     # --duration is a hang guard: tierd must end by itself when the target does.
-    capture tierd-exit cxltier tierd --pid "$short" --interval 300 --duration 600 --json
+    cxltier tierd --pid "$short" --interval 300 --duration 600 --json \
+        >"$T/tierd-exit.out" 2>"$T/tierd-exit.err" &
+    tierd=$!
+    wait_for_text "$T/tierd-exit.out" '"status":"running"' 1200
+    kill -TERM "$short" 2>/dev/null
+    wait "$short"
+    wait "$tierd"
+    rc=$?
     if [ "$rc" = 0 ] && grep -q '"status":"exited"' "$T/tierd-exit.out" &&
         grep -q '"reason":"targets_exited"' "$T/tierd-exit.out"; then
         pass tierd-target-exit-handled "exit 0, target reported exited: $(brief "$T/tierd-exit.err")"
