@@ -1,5 +1,5 @@
 //! The Lua interpreter scripts run in, below the handlers: Lua 5.1 with Redis 7.0's libraries
-//! (`cjson`, `bit`, `math.random` as Redis's rand48), the bound on what a script may allocate,
+//! (`cjson`, `cmsgpack`, `bit`, `math.random` as Redis's rand48), the bound on what a script may allocate,
 //! the script cache, and the state of the script running that its hook, its `redis.call` and
 //! the busy mode share ([`RunState`], [`BusyPeers`]).
 
@@ -397,6 +397,24 @@ impl Engine {
         g.raw_set("redis", redis)?;
         g.raw_set("bit", bit_library(&lua)?)?;
         g.raw_set("cjson", cjson_library(&lua)?)?;
+        g.raw_set("cmsgpack", cmsgpack_library(&lua)?)?;
+        // pcall hands the script an error raised by Rust code as its message, a string, as
+        // Redis's C functions raise theirs (mlua would hand over a userdata).
+        let as_string = lua.create_function(error_value_as_string)?;
+        let pcall: mlua::Function = lua
+            .load(
+                r#"
+                local pcall, as_string = ...
+                local function fix(ok, ...)
+                  if ok then return ok, ... end
+                  return false, as_string((...))
+                end
+                return function(f, ...) return fix(pcall(f, ...)) end
+                "#,
+            )
+            .set_name("=pcall")
+            .call((g.get::<Value>("pcall")?, as_string))?;
+        g.raw_set("pcall", pcall)?;
         // Redis 7.0's global protection: reading a global that does not exist and writing
         // any global are errors. Redis's Lua has read-only tables; here the globals' metatable
         // shows itself to getmetatable as a read-only view, and setmetatable refuses the
@@ -966,5 +984,701 @@ impl JsonParser<'_> {
                 c => s.push(c),
             }
         }
+    }
+}
+
+/// lua_cmsgpack's nesting limit when packing: a table this deep is packed as nil, so that a
+/// table that holds itself ends.
+pub(crate) const MSGPACK_PACK_NESTING: usize = 16;
+
+/// Lua 5.1's `LUAI_MAXCSTACK`: the slots a C function may hold on its stack. lua_cmsgpack
+/// holds its results there and two slots per array or map it is inside of, so this bounds both
+/// what `cmsgpack.unpack` returns at once and how deep its input may nest (about 4000).
+const LUA_MAX_C_STACK: usize = 8000;
+
+/// The most values one `cmsgpack.unpack` returns here: a few fewer than lua_cmsgpack's 7999,
+/// the slots mlua keeps for itself when it hands a callback's results back.
+const MSGPACK_MAX_RESULTS: usize = LUA_MAX_C_STACK - 3;
+
+const MSGPACK_TOO_MANY: &str =
+    "stack overflow (too many return values at once; use unpack_one or unpack_limit instead.)";
+const MSGPACK_TOO_DEEP: &str = "stack overflow (in function mp_decode_to_lua_array)";
+
+/// `cmsgpack`: lua_cmsgpack 0.4.0 as Redis 7.0 loads it. `pack(...)` packs each value and
+/// concatenates them (numbers that are whole and fit in 64 bits as integers, others as float32
+/// when that is exact and float64 otherwise; a table whose keys are exactly 1..n as an array,
+/// any other as a map; tables [`MSGPACK_PACK_NESTING`] deep, functions and other values as
+/// nil); `unpack(s)` returns every value of `s`, `unpack_one(s [, offset])` and
+/// `unpack_limit(s, limit [, offset])` return the offset to go on from (-1 at the end) and then
+/// the values.
+pub(crate) fn cmsgpack_library(lua: &Lua) -> mlua::Result<Table> {
+    let t = lua.create_table()?;
+    t.raw_set(
+        "pack",
+        c_function(lua, |lua, args| {
+            if args.is_empty() {
+                return Err(mlua::Error::runtime(
+                    "bad argument #0 to 'pack' (MessagePack pack needs input.)",
+                ));
+            }
+            let mut out = Vec::new();
+            for v in args.iter() {
+                msgpack_encode(v, 0, &mut out)?;
+            }
+            Ok(mlua::MultiValue::from_iter([Value::String(
+                lua.create_string(&out)?,
+            )]))
+        })?,
+    )?;
+    t.raw_set(
+        "unpack",
+        c_function(lua, |lua, args| {
+            let s = msgpack_input(lua, &args, "unpack")?;
+            msgpack_unpack(lua, &s.as_bytes(), 0, 0, args.len())
+        })?,
+    )?;
+    t.raw_set(
+        "unpack_one",
+        c_function(lua, |lua, args| {
+            let offset = lua_opt_integer(lua, args.get(1), 2, "unpack_one")?.unwrap_or(0);
+            let s = msgpack_input(lua, &args, "unpack_one")?;
+            msgpack_unpack(lua, &s.as_bytes(), 1, offset, 1)
+        })?,
+    )?;
+    t.raw_set(
+        "unpack_limit",
+        c_function(lua, |lua, args| {
+            let limit = lua_opt_integer(lua, args.get(1), 2, "unpack_limit")?.ok_or_else(|| {
+                mlua::Error::runtime(
+                    "bad argument #2 to 'unpack_limit' (number expected, got no value)",
+                )
+            })?;
+            let offset = lua_opt_integer(lua, args.get(2), 3, "unpack_limit")?.unwrap_or(0);
+            let s = msgpack_input(lua, &args, "unpack_limit")?;
+            msgpack_unpack(lua, &s.as_bytes(), limit, offset, 1)
+        })?,
+    )?;
+    t.raw_set("_NAME", "cmsgpack")?;
+    t.raw_set("_VERSION", "lua-cmsgpack 0.4.0")?;
+    t.raw_set("_COPYRIGHT", "Copyright (C) 2012, Salvatore Sanfilippo")?;
+    t.raw_set("_DESCRIPTION", "MessagePack C implementation for Lua")?;
+    Ok(t)
+}
+
+/// A library function that fails as a C function of Redis's Lua does with `luaL_error`: its
+/// message starts with where its caller is (`user_script:N: `; nothing when the caller is not
+/// Lua code, `pcall` itself), and the message handler adds no other position. A [`lib_error`]
+/// is left as it is, unpositioned, as Lua's own runtime errors (`table index is nil`) are.
+fn c_function<F>(lua: &Lua, f: F) -> mlua::Result<mlua::Function>
+where
+    F: Fn(&Lua, mlua::MultiValue) -> mlua::Result<mlua::MultiValue> + 'static,
+{
+    lua.create_function(move |lua, args: mlua::MultiValue| {
+        f(lua, args).map_err(|e| {
+            if is_lib_error(&e) {
+                return e;
+            }
+            let text = match &e {
+                mlua::Error::RuntimeError(m) => m.clone(),
+                other => other.to_string(),
+            };
+            let at = lua
+                .inspect_stack(1, |d| {
+                    let src = d.source().short_src.map(|s| s.to_string());
+                    match (src, d.current_line()) {
+                        (Some(src), Some(line)) if line > 0 => format!("{src}:{line}: "),
+                        _ => String::new(),
+                    }
+                })
+                .unwrap_or_default();
+            lib_error(&format!("{at}{text}"))
+        })
+    })
+}
+
+/// What `pcall` gives a script for an error raised by Rust code (a library function, the
+/// instruction hook): its message as a string, as Redis's C functions raise them, where mlua
+/// would give a userdata.
+pub(crate) fn error_value_as_string(lua: &Lua, v: Value) -> mlua::Result<Value> {
+    fn innermost(e: &mlua::Error) -> String {
+        match e {
+            mlua::Error::CallbackError { cause, .. } => innermost(cause),
+            mlua::Error::RuntimeError(m) => m.clone(),
+            mlua::Error::ExternalError(inner) => inner.to_string(),
+            other => other.to_string(),
+        }
+    }
+    Ok(match v {
+        Value::Error(e) => Value::String(lua.create_string(innermost(&e))?),
+        other => other,
+    })
+}
+
+/// The type name Lua's argument errors use for `v` ("no value" when absent).
+fn lua_arg_type(v: Option<&Value>) -> &'static str {
+    match v {
+        None => "no value",
+        Some(Value::Nil) => "nil",
+        Some(Value::Boolean(_)) => "boolean",
+        Some(Value::Integer(_) | Value::Number(_)) => "number",
+        Some(Value::String(_)) => "string",
+        Some(Value::Table(_)) => "table",
+        Some(Value::Function(_)) => "function",
+        Some(Value::Thread(_)) => "thread",
+        Some(Value::LightUserData(_) | Value::UserData(_)) => "userdata",
+        Some(_) => "userdata",
+    }
+}
+
+/// `luaL_checklstring` of the first argument: a string, or a number in its text.
+fn msgpack_input(lua: &Lua, args: &mlua::MultiValue, func: &str) -> mlua::Result<mlua::String> {
+    match args.front() {
+        Some(Value::String(s)) => Ok(s.clone()),
+        Some(v @ (Value::Integer(_) | Value::Number(_))) => lua
+            .coerce_string(v.clone())?
+            .ok_or_else(|| mlua::Error::runtime("number has no text")),
+        other => Err(mlua::Error::runtime(format!(
+            "bad argument #1 to '{func}' (string expected, got {})",
+            lua_arg_type(other)
+        ))),
+    }
+}
+
+/// `luaL_optinteger`: absent or nil is `None`, a number (or a numeric string) truncated.
+fn lua_opt_integer(
+    lua: &Lua,
+    v: Option<&Value>,
+    n: usize,
+    func: &str,
+) -> mlua::Result<Option<i64>> {
+    match v {
+        None | Some(Value::Nil) => Ok(None),
+        Some(Value::Integer(i)) => Ok(Some(*i)),
+        Some(Value::Number(x)) => Ok(Some(*x as i64)),
+        Some(s @ Value::String(_)) => match lua.coerce_number(s.clone())? {
+            Some(x) => Ok(Some(x as i64)),
+            None => Err(mlua::Error::runtime(format!(
+                "bad argument #{n} to '{func}' (number expected, got string)"
+            ))),
+        },
+        other => Err(mlua::Error::runtime(format!(
+            "bad argument #{n} to '{func}' (number expected, got {})",
+            lua_arg_type(other)
+        ))),
+    }
+}
+
+fn msgpack_int(n: i64, out: &mut Vec<u8>) {
+    if n >= 0 {
+        match n {
+            0..=127 => out.push(n as u8),
+            128..=0xff => out.extend_from_slice(&[0xcc, n as u8]),
+            0x100..=0xffff => {
+                out.push(0xcd);
+                out.extend_from_slice(&(n as u16).to_be_bytes());
+            }
+            0x1_0000..=0xffff_ffff => {
+                out.push(0xce);
+                out.extend_from_slice(&(n as u32).to_be_bytes());
+            }
+            _ => {
+                out.push(0xcf);
+                out.extend_from_slice(&(n as u64).to_be_bytes());
+            }
+        }
+    } else if n >= -32 {
+        out.push(n as i8 as u8);
+    } else if n >= -128 {
+        out.extend_from_slice(&[0xd0, n as i8 as u8]);
+    } else if n >= -32768 {
+        out.push(0xd1);
+        out.extend_from_slice(&(n as i16).to_be_bytes());
+    } else if n >= -2_147_483_648 {
+        out.push(0xd2);
+        out.extend_from_slice(&(n as i32).to_be_bytes());
+    } else {
+        out.push(0xd3);
+        out.extend_from_slice(&n.to_be_bytes());
+    }
+}
+
+/// A header of a string, array or map: the fixed form below `fix`, then 8 (strings only), 16
+/// and 32 bits.
+fn msgpack_header(len: usize, fix: (u8, usize), wide: [u8; 3], out: &mut Vec<u8>) {
+    if len < fix.1 {
+        out.push(fix.0 | len as u8);
+    } else if len <= 0xff && wide[0] != 0 {
+        out.extend_from_slice(&[wide[0], len as u8]);
+    } else if len <= 0xffff {
+        out.push(wide[1]);
+        out.extend_from_slice(&(len as u16).to_be_bytes());
+    } else {
+        out.push(wide[2]);
+        out.extend_from_slice(&(len as u32).to_be_bytes());
+    }
+}
+
+fn msgpack_number(n: f64, out: &mut Vec<u8>) {
+    // A whole number in int64's range is an integer (C's `(int64_t)n == n`).
+    if n.is_finite()
+        && n.trunc() == n
+        && (-9.223_372_036_854_776e18..9.223_372_036_854_776e18).contains(&n)
+    {
+        msgpack_int(n as i64, out);
+    } else if (n as f32) as f64 == n {
+        out.push(0xca);
+        out.extend_from_slice(&(n as f32).to_be_bytes());
+    } else {
+        out.push(0xcb);
+        out.extend_from_slice(&n.to_be_bytes());
+    }
+}
+
+/// Pack `v` at nesting `level` (a table at [`MSGPACK_PACK_NESTING`] is nil). The output is
+/// bounded by the interpreter's memory limit: a table that holds itself many times over would
+/// otherwise take the server's time and memory.
+fn msgpack_encode(v: &Value, level: usize, out: &mut Vec<u8>) -> mlua::Result<()> {
+    if out.len() > SCRIPT_MEMORY_LIMIT {
+        return Err(mlua::Error::runtime("not enough memory"));
+    }
+    match v {
+        Value::String(s) => {
+            let b = s.as_bytes();
+            msgpack_header(b.len(), (0xa0, 32), [0xd9, 0xda, 0xdb], out);
+            out.extend_from_slice(&b);
+        }
+        Value::Boolean(b) => out.push(if *b { 0xc3 } else { 0xc2 }),
+        Value::Integer(i) => msgpack_int(*i, out),
+        Value::Number(n) => msgpack_number(*n, out),
+        Value::Table(t) if level < MSGPACK_PACK_NESTING => {
+            // An array when the keys are exactly 1..n (positive whole numbers that fit in an
+            // int, as many as the largest).
+            let (mut count, mut max, mut array) = (0i64, 0i64, true);
+            for pair in t.pairs::<Value, Value>() {
+                let (k, _) = pair?;
+                let n = match k {
+                    Value::Integer(i) if i > 0 && i <= i64::from(i32::MAX) => i,
+                    Value::Number(n) if n > 0.0 && f64::from(n as i32) == n => n as i64,
+                    _ => {
+                        array = false;
+                        break;
+                    }
+                };
+                max = max.max(n);
+                count += 1;
+            }
+            if array && max == count {
+                let len = t.raw_len();
+                msgpack_header(len, (0x90, 16), [0, 0xdc, 0xdd], out);
+                for i in 1..=len {
+                    msgpack_encode(&t.raw_get::<Value>(i)?, level + 1, out)?;
+                }
+            } else {
+                let len = t.pairs::<Value, Value>().count();
+                msgpack_header(len, (0x80, 16), [0, 0xde, 0xdf], out);
+                for pair in t.pairs::<Value, Value>() {
+                    let (k, v) = pair?;
+                    msgpack_encode(&k, level + 1, out)?;
+                    msgpack_encode(&v, level + 1, out)?;
+                }
+            }
+        }
+        _ => out.push(0xc0),
+    }
+    Ok(())
+}
+
+/// Why a value could not be read: lua_cmsgpack's two cursor errors, or a Lua error (a table
+/// index that is nil or NaN, the stack's limit, memory).
+enum MsgpackError {
+    Eof,
+    BadFormat,
+    Lua(mlua::Error),
+}
+
+impl From<mlua::Error> for MsgpackError {
+    fn from(e: mlua::Error) -> Self {
+        MsgpackError::Lua(e)
+    }
+}
+
+/// An array or map being filled: its table, the values it still expects, and for a map the
+/// key read whose value comes next.
+struct MsgpackFrame {
+    table: Table,
+    left: u64,
+    next_index: u64,
+    map: bool,
+    key: Option<Value>,
+}
+
+impl MsgpackFrame {
+    /// The Lua stack slots lua_cmsgpack holds for this level while it reads the next value:
+    /// the table, and the array's index or the map's key once read.
+    fn slots(&self) -> usize {
+        if self.map && self.key.is_none() {
+            1
+        } else {
+            2
+        }
+    }
+}
+
+struct MsgpackReader<'a> {
+    b: &'a [u8],
+    at: usize,
+}
+
+impl MsgpackReader<'_> {
+    /// Fail with `Eof` unless `n` more bytes are there (lua_cmsgpack checks a value's whole
+    /// fixed size before it reads any of it).
+    fn need(&self, n: usize) -> Result<(), MsgpackError> {
+        if self.b.len() - self.at < n {
+            Err(MsgpackError::Eof)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// The big-endian unsigned integer of the `n` bytes after the tag, the tag and them read.
+    fn header(&mut self, n: usize) -> Result<u64, MsgpackError> {
+        self.need(1 + n)?;
+        let v = self.b[self.at + 1..self.at + 1 + n]
+            .iter()
+            .fold(0u64, |acc, &b| (acc << 8) | u64::from(b));
+        self.at += 1 + n;
+        Ok(v)
+    }
+
+    fn bytes(&mut self, lua: &Lua, len: usize) -> Result<Value, MsgpackError> {
+        self.need(len)?;
+        let s = lua.create_string(&self.b[self.at..self.at + len])?;
+        self.at += len;
+        Ok(Value::String(s))
+    }
+
+    /// One top-level value, with `held` Lua stack slots in use outside it (the arguments and
+    /// the values read before). Iterative: how deep the input nests is bounded by the Lua
+    /// stack's limit as in lua_cmsgpack, not by this thread's stack. Every value takes at least
+    /// one byte, so the work is bounded by the input's length whatever lengths it claims.
+    fn value(&mut self, lua: &Lua, held: usize) -> Result<Value, MsgpackError> {
+        let mut frames: Vec<MsgpackFrame> = Vec::new();
+        let mut slots = held;
+        loop {
+            let &tag = self.b.get(self.at).ok_or(MsgpackError::Eof)?;
+            if slots + 1 > LUA_MAX_C_STACK {
+                return Err(mlua::Error::runtime(MSGPACK_TOO_MANY).into());
+            }
+            let num = |x: f64| Some(Value::Number(x));
+            // A container opens a frame (None); anything else is a value.
+            let mut done = match tag {
+                // lua_pushunsigned is lua_pushinteger on 64 bits: past int64 it wraps.
+                0xcc..=0xcf => num(self.header(1 << (tag - 0xcc))? as i64 as f64),
+                0xd0 => num(f64::from(self.header(1)? as u8 as i8)),
+                0xd1 => num(f64::from(self.header(2)? as u16 as i16)),
+                0xd2 => num(f64::from(self.header(4)? as u32 as i32)),
+                0xd3 => num(self.header(8)? as i64 as f64),
+                0xca => num(f64::from(f32::from_bits(self.header(4)? as u32))),
+                0xcb => num(f64::from_bits(self.header(8)?)),
+                0xc0 | 0xc2 | 0xc3 => {
+                    self.at += 1;
+                    Some(match tag {
+                        0xc0 => Value::Nil,
+                        t => Value::Boolean(t == 0xc3),
+                    })
+                }
+                0xd9..=0xdb => {
+                    let len = self.header(1 << (tag - 0xd9))? as usize;
+                    Some(self.bytes(lua, len)?)
+                }
+                t if t & 0x80 == 0 => {
+                    self.at += 1;
+                    num(f64::from(t))
+                }
+                t if t & 0xe0 == 0xe0 => {
+                    self.at += 1;
+                    num(f64::from(t as i8))
+                }
+                t if t & 0xe0 == 0xa0 => {
+                    let len = usize::from(t & 0x1f);
+                    self.need(1 + len)?;
+                    self.at += 1;
+                    Some(self.bytes(lua, len)?)
+                }
+                _ => {
+                    let (len, map) = match tag {
+                        0xdc => (self.header(2)?, false),
+                        0xdd => (self.header(4)?, false),
+                        0xde => (self.header(2)?, true),
+                        0xdf => (self.header(4)?, true),
+                        t if t & 0xf0 == 0x90 || t & 0xf0 == 0x80 => {
+                            self.at += 1;
+                            (u64::from(t & 0xf), t & 0xf0 == 0x80)
+                        }
+                        _ => return Err(MsgpackError::BadFormat),
+                    };
+                    let table = lua.create_table()?;
+                    // lua_cmsgpack makes room for an array's index once its table is pushed.
+                    if !map && slots + 2 > LUA_MAX_C_STACK {
+                        return Err(mlua::Error::runtime(MSGPACK_TOO_DEEP).into());
+                    }
+                    if len == 0 {
+                        Some(Value::Table(table))
+                    } else {
+                        let frame = MsgpackFrame {
+                            table,
+                            left: len,
+                            next_index: 1,
+                            map,
+                            key: None,
+                        };
+                        slots += frame.slots();
+                        frames.push(frame);
+                        None
+                    }
+                }
+            };
+            // Hand each finished value to the array or map around it, closing those it fills.
+            while let Some(v) = done.take() {
+                let Some(top) = frames.last_mut() else {
+                    return Ok(v);
+                };
+                slots -= top.slots();
+                if top.map && top.key.is_none() {
+                    top.key = Some(v);
+                    slots += top.slots();
+                    break;
+                }
+                let key = match top.key.take() {
+                    Some(Value::Nil) => return Err(lib_error("table index is nil").into()),
+                    Some(Value::Number(n)) if n.is_nan() => {
+                        return Err(lib_error("table index is NaN").into())
+                    }
+                    Some(k) => k,
+                    None => {
+                        top.next_index += 1;
+                        Value::Number((top.next_index - 1) as f64)
+                    }
+                };
+                top.table.raw_set(key, v)?;
+                top.left -= 1;
+                if top.left > 0 {
+                    slots += top.slots();
+                    break;
+                }
+                let closed = frames.pop().expect("the frame just filled");
+                done = Some(Value::Table(closed.table));
+            }
+        }
+    }
+}
+
+/// lua_cmsgpack's `mp_unpack_full`: with `limit` and `offset` both 0 every value and nothing
+/// else; otherwise at most `limit` values from `offset` on, after the offset to go on from
+/// (-1 when the input is all read). `args` is how many arguments the function holds on the
+/// Lua stack while it reads.
+fn msgpack_unpack(
+    lua: &Lua,
+    b: &[u8],
+    limit: i64,
+    offset: i64,
+    args: usize,
+) -> mlua::Result<mlua::MultiValue> {
+    if offset < 0 || limit < 0 {
+        // lua_cmsgpack prints the input's length where it means the limit.
+        return Err(mlua::Error::runtime(format!(
+            "Invalid request to unpack with offset of {} and limit of {}.",
+            offset as i32,
+            b.len() as i32
+        )));
+    }
+    if offset as u64 > b.len() as u64 {
+        return Err(mlua::Error::runtime(format!(
+            "Start offset {} greater than input length {}.",
+            offset as i32,
+            b.len() as i32
+        )));
+    }
+    let all = limit == 0 && offset == 0;
+    let limit = if all { i64::from(i32::MAX) } else { limit };
+    let mut r = MsgpackReader {
+        b,
+        at: offset as usize,
+    };
+    let mut values = mlua::MultiValue::new();
+    while r.at < b.len() && (values.len() as i64) < limit {
+        if values.len() >= MSGPACK_MAX_RESULTS {
+            return Err(mlua::Error::runtime(MSGPACK_TOO_MANY));
+        }
+        match r.value(lua, args + values.len()) {
+            Ok(v) => values.push_back(v),
+            Err(MsgpackError::Eof) => return Err(mlua::Error::runtime("Missing bytes in input.")),
+            Err(MsgpackError::BadFormat) => {
+                return Err(mlua::Error::runtime("Bad data format in input."))
+            }
+            Err(MsgpackError::Lua(e)) => return Err(e),
+        }
+    }
+    if !all {
+        let next = if r.at == b.len() { -1 } else { r.at as i64 };
+        values.push_front(Value::Number(next as f64));
+    }
+    Ok(values)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::testdb::*;
+
+    /// Run each script with EVAL and compare its reply with redis-server 7.0.15's (`SHA` in an
+    /// expected reply stands for the script's SHA1).
+    fn replies_as_redis(cases: &[(&str, &str)]) {
+        let mut db = Db::large();
+        let mut diffs = Vec::new();
+        for (script, want) in cases {
+            let got = eval(&mut db, &["EVAL", script, "0"]);
+            let want = want.replace("SHA", &super::sha1hex(script.as_bytes()));
+            if got != want {
+                diffs.push(format!("{script}\n  got:  {got:?}\n  want: {want:?}"));
+            }
+        }
+        assert!(diffs.is_empty(), "{}", diffs.join("\n"));
+    }
+
+    const HEX: &str = "local function hex(s) local h = '' for i = 1, #s do h = h .. string.format('%02x', string.byte(s, i)) end return h end ";
+
+    /// What redis-server 7.0.15 packs (checked against it): integers in their smallest form,
+    /// float32 when exact, strings, booleans, nil, arrays and maps, values it cannot pack as
+    /// nil, and a table holding itself cut at 16 levels.
+    #[test]
+    fn cmsgpack_packs_as_redis_does() {
+        let cases = [
+            (
+                "return {hex(cmsgpack.pack(0.1)), hex(cmsgpack.pack(-1099511627776)), hex(cmsgpack.pack(1.5, 'ab', true, false, nil, {}, {1,2}, {a=1})), hex(cmsgpack.pack(-1, -32, -33, -128, -129, -32768, -32769, -2147483648, -2147483649, 127, 128, 255, 256, 65535, 65536, 4294967295, 4294967296)), hex(cmsgpack.pack(0/0, 1/0, -1/0, 2^63, -2^63, 2^64, 3.4e38, 1e300, -0.0)), hex(cmsgpack.pack(string.rep('x', 31), string.rep('y', 32))), hex(cmsgpack.pack({[1]=1,[3]=3}, {[1.5]=1}, {[0]=1}, {type}, cjson.null, {[2^31]=1}, {[2147483647]=1}))}",
+                "*7\r\n$18\r\ncb3fb999999999999a\r\n$18\r\nd3ffffff0000000000\r\n$38\r\nca3fc00000a26162c3c2c09092010281a16101\r\n$122\r\nffe0d0dfd080d1ff7fd18000d2ffff7fffd280000000d3ffffffff7fffffff7fcc80ccffcd0100cdffffce00010000ceffffffffcf0000000100000000\r\n$114\r\ncbfff8000000000000ca7f800000caff800000ca5f000000d38000000000000000ca5f800000cb47eff933c78cdfadcb7e37e43c8800759c00\r\n$132\r\nbf78787878787878787878787878787878787878787878787878787878787878d9207979797979797979797979797979797979797979797979797979797979797979\r\n$64\r\n820101030381ca3fc000000181000191c0c081ce800000000181ce7fffffff01\r\n",
+            ),
+            (
+                "local t = {} for i = 1, 16 do t[i] = i end local m = {} for i = 1, 16 do m['k' .. i] = 1 end return {hex(cmsgpack.pack(t)):sub(1, 8), hex(cmsgpack.pack(m)):sub(1, 8), #cmsgpack.pack(string.rep('z', 256)), hex(cmsgpack.pack(string.rep('z', 256)):sub(1, 4)), hex(cmsgpack.pack(string.rep('z', 65536)):sub(1,5))}",
+                "*5\r\n$8\r\ndc001001\r\n$8\r\nde0010a3\r\n:259\r\n$8\r\nda01007a\r\n$10\r\ndb00010000\r\n",
+            ),
+            (
+                "local t = {} t[1] = t return hex(cmsgpack.pack(t))",
+                "$34\r\n91919191919191919191919191919191c0\r\n",
+            ),
+            // scripting.tcl's "cmsgpack can pack and unpack circular references?".
+            (
+                "local a = {x=nil,y=5} local b = {x=a} a['x'] = b local re = cmsgpack.unpack(cmsgpack.pack(a)) assert(re.x.x.x.x.x.x.x.x.x.x.x.x.x.x.y == re.y) assert(re.x.x.x.x.x.x.x.x.x.x.x.x.x.x.x) assert(re.x.x.x.x.x.x.x.x.x.x.x.x.x.x.x.x == nil) return hex(cmsgpack.pack(a))",
+                "$146\r\n82a17905a17881a17882a17905a17881a17882a17905a17881a17882a17905a17881a17882a17905a17881a17882a17905a17881a17882a17905a17881a17882a17905a17881a178c0\r\n",
+            ),
+            (
+                "return cmsgpack.pack()",
+                "-ERR user_script:1: bad argument #0 to 'pack' (MessagePack pack needs input.) script: SHA, on @user_script:1.\r\n",
+            ),
+        ];
+        let cases: Vec<(String, &str)> = cases
+            .iter()
+            .map(|(s, w)| (format!("{HEX}{s}"), *w))
+            .collect();
+        let cases: Vec<(&str, &str)> = cases.iter().map(|(s, w)| (s.as_str(), *w)).collect();
+        replies_as_redis(&cases);
+    }
+
+    /// What redis-server 7.0.15 unpacks and how it fails (checked against it), hostile input
+    /// included: claimed lengths past the end, unknown types, nil and NaN keys, more values
+    /// or deeper nesting than the Lua stack holds.
+    #[test]
+    fn cmsgpack_unpacks_as_redis_does() {
+        replies_as_redis(&[
+            ("return {cmsgpack.unpack(cmsgpack.pack(1, 'a', {1, 2, {x = 'y'}}, -5.5, 2^40))}",
+             "*5\r\n:1\r\n$1\r\na\r\n*3\r\n:1\r\n:2\r\n*0\r\n:-5\r\n:1099511627776\r\n"),
+            ("return {tostring(cmsgpack.unpack('\\207\\255\\255\\255\\255\\255\\255\\255\\255')), tostring(cmsgpack.unpack('\\211\\128\\0\\0\\0\\0\\0\\0\\0')), tostring(cmsgpack.unpack('\\202\\62\\32\\0\\0')), tostring(cmsgpack.unpack('\\203\\63\\185\\153\\153\\153\\153\\153\\154')), cmsgpack.unpack('\\208\\128'), cmsgpack.unpack('\\209\\128\\1'), cmsgpack.unpack('\\210\\128\\0\\0\\1'), cmsgpack.unpack('\\206\\255\\255\\255\\255'), cmsgpack.unpack('\\224'), cmsgpack.unpack('\\205\\1\\0'), cmsgpack.unpack('\\204\\200')}",
+             "*11\r\n$2\r\n-1\r\n$20\r\n-9.2233720368548e+18\r\n$7\r\n0.15625\r\n$3\r\n0.1\r\n:-128\r\n:-32767\r\n:-2147483647\r\n:4294967295\r\n:-32\r\n:256\r\n:200\r\n"),
+            ("local t = cmsgpack.unpack('\\130\\161a\\1\\161b\\146\\192\\195') return {t.a, t.b[1] == nil, t.b[2]}", "*3\r\n:1\r\n:1\r\n:1\r\n"),
+            ("local t = cmsgpack.unpack('\\220\\0\\2\\1\\2') local m = cmsgpack.unpack('\\222\\0\\1\\1\\2') return {#t, m[1]}", "*2\r\n:2\r\n:2\r\n"),
+            ("return {cmsgpack.unpack('\\217\\3abc', '\\218\\0\\2de', '\\219\\0\\0\\0\\1f')}", "*1\r\n$3\r\nabc\r\n"),
+            ("return {cmsgpack.unpack('\\217\\3abc\\218\\0\\2de\\219\\0\\0\\0\\1f')}", "*3\r\n$3\r\nabc\r\n$2\r\nde\r\n$1\r\nf\r\n"),
+            ("return cmsgpack.unpack(123)", ":49\r\n"),
+            ("return cmsgpack.unpack('')", "$-1\r\n"),
+            ("return {cmsgpack.unpack_one(cmsgpack.pack(1, 2, 3))}", "*2\r\n:1\r\n:1\r\n"),
+            ("return {cmsgpack.unpack_one(cmsgpack.pack(1, 2, 3), 2)}", "*2\r\n:-1\r\n:3\r\n"),
+            ("return {cmsgpack.unpack_limit(cmsgpack.pack(1, 2, 3), 2)}", "*3\r\n:2\r\n:1\r\n:2\r\n"),
+            ("return {cmsgpack.unpack_limit(cmsgpack.pack(1, 2, 3), 0, 0)}", "*3\r\n:1\r\n:2\r\n:3\r\n"),
+            ("return {cmsgpack.unpack_limit(cmsgpack.pack(1, 2, 3), 0, 1)}", "*1\r\n:1\r\n"),
+            ("return {cmsgpack.unpack_limit(cmsgpack.pack(1, 2, 3), 0, 3)}", "*1\r\n:-1\r\n"),
+            ("return {cmsgpack.unpack_limit(cmsgpack.pack(1, 2, 3), 5, 1.9)}", "*3\r\n:-1\r\n:2\r\n:3\r\n"),
+            ("return {cmsgpack.unpack_one('')}", "*1\r\n:-1\r\n"),
+            ("return cmsgpack.unpack_one('\\1\\2', '1')", ":-1\r\n"),
+            ("return {cmsgpack._NAME, cmsgpack._VERSION}", "*2\r\n$8\r\ncmsgpack\r\n$18\r\nlua-cmsgpack 0.4.0\r\n"),
+            ("return cmsgpack.unpack_one('abc', 4)", "-ERR user_script:1: Start offset 4 greater than input length 3. script: SHA, on @user_script:1.\r\n"),
+            ("return cmsgpack.unpack_one('abc', -1)", "-ERR user_script:1: Invalid request to unpack with offset of -1 and limit of 3. script: SHA, on @user_script:1.\r\n"),
+            ("return cmsgpack.unpack_limit('abc', -1)", "-ERR user_script:1: Invalid request to unpack with offset of 0 and limit of 3. script: SHA, on @user_script:1.\r\n"),
+            ("return cmsgpack.unpack()", "-ERR user_script:1: bad argument #1 to 'unpack' (string expected, got no value) script: SHA, on @user_script:1.\r\n"),
+            ("return cmsgpack.unpack_one({})", "-ERR user_script:1: bad argument #1 to 'unpack_one' (string expected, got table) script: SHA, on @user_script:1.\r\n"),
+            ("return cmsgpack.unpack_limit('a')", "-ERR user_script:1: bad argument #2 to 'unpack_limit' (number expected, got no value) script: SHA, on @user_script:1.\r\n"),
+            ("return cmsgpack.unpack_limit('a', 'x')", "-ERR user_script:1: bad argument #2 to 'unpack_limit' (number expected, got string) script: SHA, on @user_script:1.\r\n"),
+            ("return cmsgpack.unpack_one('a', {})", "-ERR user_script:1: bad argument #2 to 'unpack_one' (number expected, got table) script: SHA, on @user_script:1.\r\n"),
+            // Truncated and malformed input.
+            ("return cmsgpack.unpack('\\205')", "-ERR user_script:1: Missing bytes in input. script: SHA, on @user_script:1.\r\n"),
+            ("return cmsgpack.unpack('\\218\\0')", "-ERR user_script:1: Missing bytes in input. script: SHA, on @user_script:1.\r\n"),
+            ("return cmsgpack.unpack('\\217\\3ab')", "-ERR user_script:1: Missing bytes in input. script: SHA, on @user_script:1.\r\n"),
+            ("return cmsgpack.unpack('\\146\\1')", "-ERR user_script:1: Missing bytes in input. script: SHA, on @user_script:1.\r\n"),
+            ("return cmsgpack.unpack('\\129\\1')", "-ERR user_script:1: Missing bytes in input. script: SHA, on @user_script:1.\r\n"),
+            ("return cmsgpack.unpack('\\202\\0\\0')", "-ERR user_script:1: Missing bytes in input. script: SHA, on @user_script:1.\r\n"),
+            ("return cmsgpack.unpack('\\219\\255\\255\\255\\255ab')", "-ERR user_script:1: Missing bytes in input. script: SHA, on @user_script:1.\r\n"),
+            ("return cmsgpack.unpack('\\221\\255\\255\\255\\255')", "-ERR user_script:1: Missing bytes in input. script: SHA, on @user_script:1.\r\n"),
+            ("return cmsgpack.unpack('\\193')", "-ERR user_script:1: Bad data format in input. script: SHA, on @user_script:1.\r\n"),
+            ("return cmsgpack.unpack('\\196\\1a')", "-ERR user_script:1: Bad data format in input. script: SHA, on @user_script:1.\r\n"),
+            ("return cmsgpack.unpack('\\129\\192\\1')", "-ERR table index is nil script: SHA, on @user_script:1.\r\n"),
+            ("return cmsgpack.unpack('\\129\\202\\127\\192\\0\\0\\1')", "-ERR table index is NaN script: SHA, on @user_script:1.\r\n"),
+            // The Lua stack's limit: values returned at once, and nesting.
+            // (Redis returns up to 7999 values at once; this server two fewer.)
+            ("return select('#', cmsgpack.unpack(string.rep('\\1', 7997)))", ":7997\r\n"),
+            ("return select('#', cmsgpack.unpack(string.rep('\\1', 7997), 'x'))", ":7997\r\n"),
+            ("return select('#', cmsgpack.unpack(string.rep('\\1', 7998)))", "-ERR user_script:1: stack overflow (too many return values at once; use unpack_one or unpack_limit instead.) script: SHA, on @user_script:1.\r\n"),
+            ("local ok, e = pcall(cmsgpack.unpack, string.rep('\\145', 3999) .. '\\1') return {tostring(ok), type(e)}", "*2\r\n$4\r\ntrue\r\n$5\r\ntable\r\n"),
+            ("local ok, e = pcall(cmsgpack.unpack, string.rep('\\145', 4000) .. '\\1') return {tostring(ok), tostring(e)}", "*2\r\n$5\r\nfalse\r\n$51\r\nstack overflow (in function mp_decode_to_lua_array)\r\n"),
+            ("local ok, e = pcall(cmsgpack.unpack, string.rep('\\145', 100000) .. '\\1') return {tostring(ok), tostring(e)}", "*2\r\n$5\r\nfalse\r\n$51\r\nstack overflow (in function mp_decode_to_lua_array)\r\n"),
+            ("local ok, e = pcall(cmsgpack.unpack, string.rep('\\129\\1', 4000) .. '\\1') return {tostring(ok), type(e)}", "*2\r\n$5\r\nfalse\r\n$6\r\nstring\r\n"),
+            ("local ok, e = pcall(cmsgpack.unpack, string.rep('\\129\\1', 7998) .. '\\1') return {tostring(ok), tostring(e)}", "*2\r\n$5\r\nfalse\r\n$88\r\nstack overflow (too many return values at once; use unpack_one or unpack_limit instead.)\r\n"),
+            ("local ok, e = pcall(cmsgpack.unpack, string.rep('\\129\\145', 2666) .. '\\1') return {tostring(ok), tostring(e)}", "*2\r\n$5\r\nfalse\r\n$23\r\nMissing bytes in input.\r\n"),
+            ("local ok, e = pcall(cmsgpack.unpack, string.rep('\\129\\145', 2667) .. '\\1') return {tostring(ok), tostring(e)}", "*2\r\n$5\r\nfalse\r\n$88\r\nstack overflow (too many return values at once; use unpack_one or unpack_limit instead.)\r\n"),
+            ("local ok, e = pcall(cmsgpack.unpack, string.rep('\\145', 3998) .. '\\144') return {tostring(ok), type(e)}", "*2\r\n$4\r\ntrue\r\n$5\r\ntable\r\n"),
+            ("local ok, e = pcall(cmsgpack.unpack, string.rep('\\145', 3999) .. '\\144') return {tostring(ok), tostring(e)}", "*2\r\n$5\r\nfalse\r\n$51\r\nstack overflow (in function mp_decode_to_lua_array)\r\n"),
+        ]);
+    }
+
+    /// scripting.tcl's "cmsgpack pack/unpack smoke test": every size of string, array and
+    /// map, and a stream of values read one by one.
+    #[test]
+    fn cmsgpack_round_trips_redis_smoke_test() {
+        let script = r#"
+            local str_lt_32 = string.rep("x", 30)
+            local str_lt_255 = string.rep("x", 250)
+            local str_lt_65535 = string.rep("x", 65530)
+            local str_long = string.rep("x", 100000)
+            local array_big = {}
+            for i=1, 100000 do array_big[i] = i end
+            local map_big = {}
+            for i=1, 100000 do map_big[tostring(i)] = i end
+            local some_map = {s1=str_lt_32, s2=str_lt_255, s3=str_lt_65535, s4=str_long, d1=0.1,
+                i5=2^40, i10=-3147483648, a1={1, 2, 3}, a3=array_big, m2=map_big, b1=false}
+            local decoded = cmsgpack.unpack(cmsgpack.pack(some_map))
+            assert(decoded.s4 == str_long and decoded.d1 == 0.1 and decoded.i10 == -3147483648)
+            assert(#decoded.a3 == 100000 and decoded.m2['99999'] == 99999 and decoded.b1 == false)
+            local offset, decoded_one = cmsgpack.unpack_one(cmsgpack.pack(some_map), 0)
+            assert(offset == -1 and decoded_one.s3 == str_lt_65535)
+            local encoded_multiple = cmsgpack.pack(str_lt_32, str_lt_255, str_lt_65535, str_long)
+            local offset, obj = cmsgpack.unpack_limit(encoded_multiple, 1, 0)
+            assert(obj == str_lt_32)
+            offset, obj = cmsgpack.unpack_limit(encoded_multiple, 1, offset)
+            assert(obj == str_lt_255)
+            offset, obj = cmsgpack.unpack_limit(encoded_multiple, 1, offset)
+            assert(obj == str_lt_65535)
+            offset, obj = cmsgpack.unpack_limit(encoded_multiple, 1, offset)
+            assert(obj == str_long)
+            assert(offset == -1)
+            return 'ok'
+        "#;
+        replies_as_redis(&[(script, "$2\r\nok\r\n")]);
     }
 }
