@@ -10,6 +10,11 @@ use std::time::Instant;
 use hashbrown::HashMap;
 use mlua::{Lua, LuaOptions, StdLib, Table, Value};
 
+/// The library tables a script sees read-only, as Redis protects every table its globals reach.
+const LIBRARIES: &[&str] = &[
+    "redis", "cjson", "cmsgpack", "bit", "string", "math", "table",
+];
+
 /// Instructions between two looks at the clock (Redis's hook runs every 100000 too).
 pub(crate) const HOOK_INSTRUCTIONS: u32 = 100_000;
 
@@ -419,10 +424,15 @@ impl Engine {
         // any global are errors. Redis's Lua has read-only tables; here the globals' metatable
         // shows itself to getmetatable as a read-only view, and setmetatable refuses the
         // tables locked (the globals, and the functions' environment).
-        let (protect, guarded_setmetatable, lock): (Table, mlua::Function, mlua::Function) = lua
+        let (protect, guarded_setmetatable, lock, guarded_rawset): (
+            Table,
+            mlua::Function,
+            mlua::Function,
+            mlua::Function,
+        ) = lua
             .load(
                 r#"
-                local error, tostring, setmetatable = ...
+                local error, tostring, setmetatable, rawset = ...
                 local function readonly() error('Attempt to modify a readonly table', 2) end
                 local protect = {
                   __newindex = readonly,
@@ -442,10 +452,15 @@ impl Engine {
                   if locked[t] then error('Attempt to modify a readonly table', 2) end
                   return setmetatable(t, mt)
                 end
+                local function guarded_rawset(t, k, v)
+                  -- Raised by the C function in Redis: no position.
+                  if locked[t] then error('Attempt to modify a readonly table', 0) end
+                  return rawset(t, k, v)
+                end
                 return protect, guarded, function(t, mt)
                   lock(t)
                   if mt ~= nil then mt.__metatable = view_of(mt) end
-                end
+                end, guarded_rawset
                 "#,
             )
             .set_name("=protect")
@@ -453,8 +468,30 @@ impl Engine {
                 g.get::<Value>("error")?,
                 g.get::<Value>("tostring")?,
                 g.get::<Value>("setmetatable")?,
+                g.get::<Value>("rawset")?,
             ))?;
         g.raw_set("setmetatable", guarded_setmetatable)?;
+        g.raw_set("rawset", guarded_rawset)?;
+        // Redis makes every table the globals reach read-only, the libraries' included
+        // (`cjson.encode = f` is refused). Here each library is an empty table over the
+        // library, whose assignments are refused and whose metatable is locked; the strings'
+        // metatable looks functions up through the read-only `string`, and shows itself only
+        // as a read-only view.
+        for name in LIBRARIES {
+            let library: Table = g.raw_get(*name)?;
+            let proxy = lua.create_table()?;
+            let meta = lua.create_table()?;
+            meta.raw_set("__index", library)?;
+            meta.raw_set("__newindex", protect.raw_get::<Value>("__newindex")?)?;
+            proxy.set_metatable(Some(meta.clone()))?;
+            lock.call::<()>((proxy.clone(), meta))?;
+            g.raw_set(*name, proxy)?;
+        }
+        lua.load(
+            "local string, lock = ... local mt = getmetatable('') mt.__index = string lock(mt, mt)",
+        )
+        .set_name("=protect")
+        .call::<()>((g.raw_get::<Value>("string")?, lock.clone()))?;
         g.set_metatable(Some(protect.clone()))?;
         lock.call::<()>((g.clone(), Value::Nil))?;
         // What a script's code sees as its globals: an empty table over the globals, so that
@@ -1645,6 +1682,50 @@ mod tests {
             ("local ok, e = pcall(cmsgpack.unpack, string.rep('\\145', 3998) .. '\\144') return {tostring(ok), type(e)}", "*2\r\n$4\r\ntrue\r\n$5\r\ntable\r\n"),
             ("local ok, e = pcall(cmsgpack.unpack, string.rep('\\145', 3999) .. '\\144') return {tostring(ok), tostring(e)}", "*2\r\n$5\r\nfalse\r\n$51\r\nstack overflow (in function mp_decode_to_lua_array)\r\n"),
         ]);
+    }
+
+    /// The libraries' tables are read-only as Redis makes them (scripting.tcl's "Try trick
+    /// readonly table on ..." tests), in scripts and in functions, and still work through.
+    #[test]
+    fn library_tables_are_read_only_as_in_redis() {
+        replies_as_redis(&[
+            ("cmsgpack.pack = function() return 1 end", "-ERR user_script:1: Attempt to modify a readonly table script: SHA, on @user_script:1.\r\n"),
+            ("rawset(cjson, 'x', 1)", "-ERR Attempt to modify a readonly table script: SHA, on @user_script:1.\r\n"),
+            ("getmetatable('').__index.upper = 1", "-ERR user_script:1: Attempt to modify a readonly table script: SHA, on @user_script:1.\r\n"),
+            ("getmetatable('').__index = 1", "-ERR user_script:1: Attempt to modify a readonly table script: SHA, on @user_script:1.\r\n"),
+            ("local ok, e = pcall(function() bit.lshift = 1 end) return e", "$49\r\nuser_script:1: Attempt to modify a readonly table\r\n"),
+            ("return {string.format('%d', 5), ('ab'):upper(), math.floor(2.5), table.concat({1,2}, ','), #getmetatable('').__index.rep('x', 3)}", "*5\r\n$1\r\n5\r\n$2\r\nAB\r\n:2\r\n$3\r\n1,2\r\n:3\r\n"),
+        ]);
+        let mut db = Db::large();
+        for script in [
+            "redis.call = function() return 1 end",
+            "cjson.encode = function() return 1 end",
+            "cmsgpack.pack = function() return 1 end",
+            "bit.lshift = function() return 1 end",
+            "string.x = 1",
+            "math.random = nil",
+            "table.insert = nil",
+            "setmetatable(cjson, {})",
+            "getmetatable(cjson).__newindex = nil",
+            "rawset(_G, 'x', 1)",
+        ] {
+            let got = eval(&mut db, &["EVAL", script, "0"]);
+            assert!(
+                got.contains("Attempt to modify a readonly table"),
+                "{script}: {got}"
+            );
+            let code =
+                format!("#!lua name=g\nredis.register_function('g', function() {script} end)");
+            assert_eq!(
+                eval(&mut db, &["FUNCTION", "LOAD", "REPLACE", &code]),
+                "$1\r\ng\r\n"
+            );
+            let got = eval(&mut db, &["FCALL", "g", "0"]);
+            assert!(
+                got.contains("Attempt to modify a readonly table"),
+                "{script}: {got}"
+            );
+        }
     }
 
     /// scripting.tcl's "cmsgpack pack/unpack smoke test": every size of string, array and
