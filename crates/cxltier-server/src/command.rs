@@ -85,6 +85,11 @@ pub mod flag {
     /// flags then decide what the command is (a `no-writes` function neither writes nor may
     /// replicate: Redis's `fcallGetCommandFlags`).
     pub const CALLS_FUNCTION: u32 = 1 << 27;
+    /// cxltier's own: runs the script its first argument is (EVAL, EVAL_RO), or the cached
+    /// script its first argument names by SHA1 (EVALSHA, EVALSHA_RO); a script whose shebang
+    /// declared flags is then what they say, as a function is (Redis's `evalGetCommandFlags`).
+    pub const RUNS_SCRIPT: u32 = 1 << 28;
+    pub const RUNS_CACHED_SCRIPT: u32 = 1 << 29;
 
     /// Redis's names of the flags above, in `COMMAND INFO`'s order.
     pub const NAMES: &[(u32, &str)] = &[

@@ -116,7 +116,7 @@ struct Metadata<'a> {
 
 /// Redis's `sdssplitargs` of one line: words apart by whitespace, `"..."` with C escapes and
 /// `'...'` grouping; `None` for unbalanced quotes.
-fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
+pub(crate) fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
     let mut words = Vec::new();
     let mut i = 0;
     let hex = |c: u8| (c as char).to_digit(16).map(|d| d as u8);

@@ -106,6 +106,28 @@ impl Scripts {
         self.engine.as_ref().map_or(0, |e| e.lua.used_memory())
     }
 
+    /// The flags a script declared, for EVAL (`body` its text) or EVALSHA (`body` its SHA1):
+    /// the cached script's, else those of the text's shebang (Redis's `evalGetCommandFlags`).
+    /// `None`: no shebang (or an unknown SHA1, or a shebang in error), so the command is as
+    /// the table has it.
+    pub fn eval_flags(&self, body: &[u8], by_sha: bool) -> Option<u8> {
+        if by_sha && body.len() != 40 || !by_sha && !body.starts_with(b"#!") {
+            return None;
+        }
+        let sha = if by_sha {
+            String::from_utf8_lossy(body).to_ascii_lowercase()
+        } else {
+            sha1hex(body)
+        };
+        if let Some(cached) = self.engine.as_ref().and_then(|e| e.cache.get(&sha)) {
+            return cached.flags;
+        }
+        if by_sha {
+            return None;
+        }
+        shebang_flags(body).ok().and_then(|(flags, _)| flags)
+    }
+
     /// Scripts compiled and cached (INFO's `number_of_cached_scripts`).
     pub fn cached(&self) -> usize {
         self.engine.as_ref().map_or(0, |e| e.cache.len())
@@ -123,7 +145,7 @@ impl std::fmt::Debug for Scripts {
 /// One Lua interpreter with Redis's libraries and the `redis` table.
 pub(crate) struct Engine {
     pub(crate) lua: Lua,
-    pub(crate) cache: HashMap<String, mlua::Function>,
+    pub(crate) cache: HashMap<String, CachedScript>,
     /// Where the running script's `redis.call` finds the command runner (set per run).
     pub(crate) dispatch: Table,
     pub(crate) run: Rc<RefCell<Option<RunState>>>,
@@ -512,17 +534,74 @@ impl Engine {
         })
     }
 
-    /// Compile `body` (text only: Redis refuses precompiled chunks) and cache it.
+    /// Read `body`'s shebang, compile the rest (text only: Redis refuses precompiled chunks;
+    /// the shebang's newline is kept, so that line numbers are the text's) and cache it.
     pub(crate) fn load(&mut self, body: &[u8]) -> Result<String, String> {
         let sha = sha1hex(body);
         if self.cache.contains_key(&sha) {
             return Ok(sha);
         }
-        let f = compile_text(&self.lua, body, "@user_script", &self.env)
+        let (flags, skip) = shebang_flags(body).map_err(|e| format!("ERR {e}"))?;
+        let func = compile_text(&self.lua, &body[skip..], "@user_script", &self.env)
             .map_err(|text| format!("ERR Error compiling script (new function): {text}"))?;
-        self.cache.insert(sha.clone(), f);
+        self.cache.insert(sha.clone(), CachedScript { func, flags });
         Ok(sha)
     }
+}
+
+/// A script of the cache: compiled, and the flags its shebang declared (`None`: it has no
+/// shebang, and runs in Redis's compatibility mode, as before Redis 7).
+pub(crate) struct CachedScript {
+    pub(crate) func: mlua::Function,
+    pub(crate) flags: Option<u8>,
+}
+
+/// Redis's `evalExtractShebangFlags`: a script that starts `#!lua` may declare
+/// `flags=a,b,...` (the functions' flags, [`crate::functions::flags`]); it returns the flags
+/// declared (`None` without a shebang) and the shebang's length. Any other engine or option,
+/// `name=` included, is an error, worded as Redis words it.
+pub(crate) fn shebang_flags(body: &[u8]) -> Result<(Option<u8>, usize), String> {
+    if !body.starts_with(b"#!") {
+        return Ok((None, 0));
+    }
+    let Some(len) = body.iter().position(|&c| c == b'\n') else {
+        return Err("Invalid script shebang".into());
+    };
+    let parts = match crate::functions::split_args(&body[..len]) {
+        Some(parts) if !parts.is_empty() => parts,
+        _ => return Err("Invalid engine in script shebang".into()),
+    };
+    if parts[0] != b"#!lua" {
+        return Err(format!(
+            "Unexpected engine in script shebang: {}",
+            String::from_utf8_lossy(&parts[0])
+        ));
+    }
+    let mut flags = 0;
+    for part in &parts[1..] {
+        let Some(list) = part.strip_prefix(b"flags=") else {
+            return Err(format!(
+                "Unknown lua shebang option: {}",
+                String::from_utf8_lossy(part)
+            ));
+        };
+        if list.is_empty() {
+            continue;
+        }
+        for name in list.split(|&c| c == b',') {
+            let Some((bit, _)) = crate::functions::flags::NAMES
+                .iter()
+                .find(|(_, n)| n.as_bytes() == name)
+            else {
+                return Err(format!(
+                    "Unexpected flag in script shebang: {}",
+                    String::from_utf8_lossy(name)
+                ));
+            };
+            flags |= bit;
+        }
+    }
+    Ok((Some(flags), len))
 }
 
 pub(crate) fn engine(scripts: &mut Scripts) -> Result<&mut Engine, String> {
