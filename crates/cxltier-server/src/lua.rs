@@ -442,6 +442,38 @@ impl Engine {
             .set_name("=pcall")
             .call((g.get::<Value>("pcall")?, as_string))?;
         g.raw_set("pcall", pcall)?;
+        // Redis's Lua parses every chunk as text, so `loadstring` of a precompiled chunk is
+        // the parser's error (its message as Lua 5.1 words it), never a function.
+        let loadstring: mlua::Function = lua
+            .load(
+                r#"
+                local loadstring, type, byte, find, sub = ...
+                local function chunkid(src)
+                  src = sub(src, 1, (find(src, '\0', 1, true) or 0) - 1)
+                  if byte(src, 1) == 61 then return sub(src, 2, 60) end
+                  local len = (find(src, '[\n\r]') or #src + 1) - 1
+                  if len > 43 then len = 43 end
+                  if len < #src then return '[string "' .. sub(src, 1, len) .. '..."]' end
+                  return '[string "' .. src .. '"]'
+                end
+                return function(s, name)
+                  if type(s) == 'string' and byte(s, 1) == 27 then
+                    local src = name
+                    if type(src) ~= 'string' then src = s end
+                    return nil, chunkid(src) .. ":1: unexpected symbol near 'char(27)'"
+                  end
+                  return loadstring(s, name)
+                end
+                "#,
+            )
+            .set_name("=loadstring")
+            .call((
+                g.get::<Value>("loadstring")?,
+                g.get::<Value>("type")?,
+                lua.load("return string.byte, string.find, string.sub")
+                    .eval::<(Value, Value, Value)>()?,
+            ))?;
+        g.raw_set("loadstring", loadstring)?;
         // Redis 7.0's global protection: reading a global that does not exist and writing
         // any global are errors. Redis's Lua has read-only tables; here the globals' metatable
         // shows itself to getmetatable as a read-only view, and setmetatable refuses the
@@ -1773,6 +1805,12 @@ mod tests {
             ("getmetatable('').__index.upper = 1", "-ERR user_script:1: Attempt to modify a readonly table script: SHA, on @user_script:1.\r\n"),
             ("getmetatable('').__index = 1", "-ERR user_script:1: Attempt to modify a readonly table script: SHA, on @user_script:1.\r\n"),
             ("local ok, e = pcall(function() bit.lshift = 1 end) return e", "$49\r\nuser_script:1: Attempt to modify a readonly table\r\n"),
+            // Precompiled chunks are refused by loadstring too (scripting.tcl's "Binary code
+            // loading failed").
+            ("return loadstring(string.dump(function() return 1 end))()", "-ERR user_script:1: attempt to call a nil value script: SHA, on @user_script:1.\r\n"),
+            ("return {select(2, loadstring('\\27Lua', 'nm'))}", "*1\r\n$50\r\n[string \"nm\"]:1: unexpected symbol near 'char(27)'\r\n"),
+            ("return {select(2, loadstring('\\27Lua'))}", "*1\r\n$52\r\n[string \"\x1bLua\"]:1: unexpected symbol near 'char(27)'\r\n"),
+            ("return loadstring('return 7')()", ":7\r\n"),
             ("return {string.format('%d', 5), ('ab'):upper(), math.floor(2.5), table.concat({1,2}, ','), #getmetatable('').__index.rep('x', 3)}", "*5\r\n$1\r\n5\r\n$2\r\nAB\r\n:2\r\n$3\r\n1,2\r\n:3\r\n"),
         ]);
         let mut db = Db::large();
