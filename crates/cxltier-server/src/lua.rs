@@ -182,6 +182,28 @@ pub(crate) fn is_lib_error(e: &mlua::Error) -> bool {
     }
 }
 
+/// `redis.error_reply`'s error, as Redis 7.0's `luaPushErrorBuff` words it: the text up to
+/// its first NUL, its first word (after a `-`, added when missing) the error code, or `ERR`
+/// when it has one word only, then the rest without its leading and trailing CR and LF.
+pub(crate) fn error_reply_text(s: &[u8]) -> Vec<u8> {
+    let s = &s[..s.iter().position(|&c| c == 0).unwrap_or(s.len())];
+    let s = s.strip_prefix(b"-").unwrap_or(s);
+    let (code, msg): (&[u8], &[u8]) = match s.iter().position(|&c| c == b' ') {
+        Some(at) => (&s[..at], &s[at + 1..]),
+        None => (b"ERR", s),
+    };
+    let newline = |c: &u8| *c == b'\r' || *c == b'\n';
+    let start = msg.iter().position(|c| !newline(c)).unwrap_or(msg.len());
+    let end = msg
+        .iter()
+        .rposition(|c| !newline(c))
+        .map_or(start, |e| e + 1);
+    let mut text = code.to_vec();
+    text.push(b' ');
+    text.extend_from_slice(&msg[start..end.max(start)]);
+    text
+}
+
 /// The lowercase hex SHA1 of `body` (a script's name).
 pub fn sha1hex(body: &[u8]) -> String {
     sha1_smol::Sha1::from(body).digest().to_string()
@@ -337,12 +359,13 @@ impl Engine {
         )?;
         redis.raw_set(
             "error_reply",
-            lua.create_function(|lua, s: mlua::String| {
+            lua.create_function(|lua, args: mlua::Variadic<Value>| {
                 let t = lua.create_table()?;
-                let b = s.as_bytes();
-                // Redis 7.0 adds the leading '-' when missing and strips it in the reply.
-                let b = b.strip_prefix(b"-").unwrap_or(&b);
-                t.raw_set("err", lua.create_string(b)?)?;
+                let text = match (args.len(), args.first()) {
+                    (1, Some(Value::String(s))) => error_reply_text(&s.as_bytes()),
+                    _ => b"ERR wrong number or type of arguments".to_vec(),
+                };
+                t.raw_set("err", lua.create_string(&text)?)?;
                 Ok(t)
             })?,
         )?;
@@ -1811,6 +1834,21 @@ mod tests {
             ("return {select(2, loadstring('\\27Lua', 'nm'))}", "*1\r\n$50\r\n[string \"nm\"]:1: unexpected symbol near 'char(27)'\r\n"),
             ("return {select(2, loadstring('\\27Lua'))}", "*1\r\n$52\r\n[string \"\x1bLua\"]:1: unexpected symbol near 'char(27)'\r\n"),
             ("return loadstring('return 7')()", ":7\r\n"),
+        ]);
+    }
+
+    /// `redis.error_reply` words its error as Redis 7.0.15 does (checked against it).
+    #[test]
+    fn error_reply_as_redis_words_it() {
+        replies_as_redis(&[
+            ("return redis.error_reply('')", "-ERR \r\n"),
+            ("error(redis.error_reply('X\\r\\n+INJECTED'))", "-ERR X  +INJECTED script: SHA, on @user_script:1.\r\n"),
+            ("return redis.error_reply('X\\r\\n+INJECTED')", "-ERR X  +INJECTED\r\n"),
+            ("error(redis.error_reply('MY_ERR x'))", "-MY_ERR x script: SHA, on @user_script:1.\r\n"),
+            ("return redis.error_reply('-E x')", "-E x\r\n"),
+            ("return redis.error_reply('-E x\\r\\n')", "-E x\r\n"),
+            ("return redis.error_reply(5)", "-ERR wrong number or type of arguments\r\n"),
+            ("return redis.error_reply('a', 'b')", "-ERR wrong number or type of arguments\r\n"),
             ("return {string.format('%d', 5), ('ab'):upper(), math.floor(2.5), table.concat({1,2}, ','), #getmetatable('').__index.rep('x', 3)}", "*5\r\n$1\r\n5\r\n$2\r\nAB\r\n:2\r\n$3\r\n1,2\r\n:3\r\n"),
         ]);
         let mut db = Db::large();
