@@ -1,5 +1,5 @@
 //! The Lua interpreter scripts run in, below the handlers: Lua 5.1 with Redis 7.0's libraries
-//! (`cjson`, `cmsgpack`, `bit`, `math.random` as Redis's rand48), the bound on what a script may allocate,
+//! (`cjson`, `cmsgpack`, `struct`, `bit`, `math.random` as Redis's rand48), the bound on what a script may allocate,
 //! the script cache, and the state of the script running that its hook, its `redis.call` and
 //! the busy mode share ([`RunState`], [`BusyPeers`]).
 
@@ -12,7 +12,7 @@ use mlua::{Lua, LuaOptions, StdLib, Table, Value};
 
 /// The library tables a script sees read-only, as Redis protects every table its globals reach.
 const LIBRARIES: &[&str] = &[
-    "redis", "cjson", "cmsgpack", "bit", "string", "math", "table",
+    "redis", "cjson", "cmsgpack", "struct", "bit", "string", "math", "table",
 ];
 
 /// Instructions between two looks at the clock (Redis's hook runs every 100000 too).
@@ -448,6 +448,7 @@ impl Engine {
         g.raw_set("bit", bit_library(&lua)?)?;
         g.raw_set("cjson", cjson_library(&lua)?)?;
         g.raw_set("cmsgpack", cmsgpack_library(&lua)?)?;
+        g.raw_set("struct", struct_library(&lua)?)?;
         // pcall hands the script an error raised by Rust code as its message, a string, as
         // Redis's C functions raise theirs (mlua would hand over a userdata).
         let as_string = lua.create_function(error_value_as_string)?;
@@ -1158,6 +1159,342 @@ impl JsonParser<'_> {
     }
 }
 
+/// lua_struct's largest integer, in bytes (`MAXINTSIZE`).
+const STRUCT_MAX_INT_SIZE: usize = 32;
+/// lua_struct's default and largest alignment on x86-64 (`MAXALIGN`: a double's).
+const STRUCT_MAX_ALIGN: usize = 8;
+
+/// A format's byte order and alignment as lua_struct's `Header` keeps them.
+struct StructHeader {
+    little: bool,
+    align: usize,
+}
+
+/// A format being read, option by option.
+struct StructFormat<'a> {
+    fmt: &'a [u8],
+    at: usize,
+    func: &'static str,
+}
+
+impl StructFormat<'_> {
+    /// lua_struct's `getnum`: the digits that follow, or `default` without any.
+    fn number(&mut self, default: usize) -> mlua::Result<usize> {
+        if !self.fmt.get(self.at).is_some_and(u8::is_ascii_digit) {
+            return Ok(default);
+        }
+        let mut a: i64 = 0;
+        while let Some(&d) = self.fmt.get(self.at).filter(|d| d.is_ascii_digit()) {
+            let d = i64::from(d - b'0');
+            if a > i64::from(i32::MAX) / 10 || a * 10 > i64::from(i32::MAX) - d {
+                return Err(mlua::Error::runtime("integral size overflow"));
+            }
+            a = a * 10 + d;
+            self.at += 1;
+        }
+        Ok(a as usize)
+    }
+
+    /// lua_struct's `optsize`: the size of option `opt` (its digits read), 0 for the options
+    /// that take no room.
+    fn size(&mut self, opt: u8) -> mlua::Result<usize> {
+        Ok(match opt {
+            b'B' | b'b' | b'x' => 1,
+            b'H' | b'h' => 2,
+            b'L' | b'l' | b'T' | b'd' => 8,
+            b'f' => 4,
+            b'c' => self.number(1)?,
+            b'i' | b'I' => {
+                let size = self.number(4)?;
+                if size > STRUCT_MAX_INT_SIZE {
+                    return Err(mlua::Error::runtime(format!(
+                        "integral size {size} is larger than limit of {STRUCT_MAX_INT_SIZE}"
+                    )));
+                }
+                size
+            }
+            _ => 0,
+        })
+    }
+
+    /// lua_struct's `controloptions`: byte order, alignment, spaces; anything else is an
+    /// invalid option.
+    fn control(&mut self, opt: u8, h: &mut StructHeader) -> mlua::Result<()> {
+        match opt {
+            b' ' => {}
+            b'>' => h.little = false,
+            b'<' => h.little = true,
+            b'!' => {
+                let a = self.number(STRUCT_MAX_ALIGN)?;
+                if !a.is_power_of_two() {
+                    return Err(mlua::Error::runtime(format!(
+                        "alignment {a} is not a power of 2"
+                    )));
+                }
+                h.align = a;
+            }
+            _ => {
+                return Err(mlua::Error::runtime(format!(
+                    "bad argument #1 to '{}' (invalid format option '{}')",
+                    self.func, opt as char
+                )))
+            }
+        }
+        Ok(())
+    }
+}
+
+/// lua_struct's `gettoalign`: the padding before an option of `size` at `len`.
+fn struct_padding(len: usize, h: &StructHeader, opt: u8, size: usize) -> usize {
+    if size == 0 || opt == b'c' {
+        return 0;
+    }
+    let size = size.min(h.align);
+    (size.wrapping_sub(len & (size - 1))) & (size - 1)
+}
+
+/// `struct`: lua_struct as Redis 7.0 loads it (x86-64's sizes: `l`, `L` and `T` of 8 bytes,
+/// `i` of 4, native order little-endian, alignment 1 unless `!`). `pack(fmt, ...)`,
+/// `unpack(fmt, data [, pos])` (the values, then the position after them) and `size(fmt)`,
+/// with its error texts.
+pub(crate) fn struct_library(lua: &Lua) -> mlua::Result<Table> {
+    let t = lua.create_table()?;
+    t.raw_set(
+        "pack",
+        c_function(lua, |lua, args| {
+            let fmt = lua_check_string(lua, args.front(), 1, "pack")?;
+            let fmt = fmt.as_bytes();
+            let mut f = StructFormat {
+                fmt: &fmt,
+                at: 0,
+                func: "pack",
+            };
+            let mut h = StructHeader {
+                little: true,
+                align: 1,
+            };
+            let mut out: Vec<u8> = Vec::new();
+            let mut arg = 1;
+            // lua_struct pushes a nil after its arguments: one argument too few is that nil.
+            let mut args: Vec<Value> = args.into_iter().collect();
+            args.push(Value::Nil);
+            while let Some(&opt) = f.fmt.get(f.at) {
+                f.at += 1;
+                let mut size = f.size(opt)?;
+                let pad = struct_padding(out.len(), &h, opt, size);
+                out.resize(out.len() + pad, 0);
+                match opt {
+                    b'b' | b'B' | b'h' | b'H' | b'l' | b'L' | b'T' | b'i' | b'I' => {
+                        let n = lua_check_number(lua, args.get(arg), arg + 1, "pack")?;
+                        arg += 1;
+                        let mut value = if n < 0.0 { n as i64 as u64 } else { n as u64 };
+                        let mut bytes = vec![0u8; size];
+                        for i in 0..size {
+                            let at = if h.little { i } else { size - 1 - i };
+                            bytes[at] = value as u8;
+                            value >>= 8;
+                        }
+                        out.extend_from_slice(&bytes);
+                    }
+                    b'x' => out.push(0),
+                    b'f' => {
+                        let n = lua_check_number(lua, args.get(arg), arg + 1, "pack")? as f32;
+                        arg += 1;
+                        out.extend_from_slice(&if h.little {
+                            n.to_le_bytes()
+                        } else {
+                            n.to_be_bytes()
+                        });
+                    }
+                    b'd' => {
+                        let n = lua_check_number(lua, args.get(arg), arg + 1, "pack")?;
+                        arg += 1;
+                        out.extend_from_slice(&if h.little {
+                            n.to_le_bytes()
+                        } else {
+                            n.to_be_bytes()
+                        });
+                    }
+                    b'c' | b's' => {
+                        let s = lua_check_string(lua, args.get(arg), arg + 1, "pack")?;
+                        arg += 1;
+                        let s = s.as_bytes();
+                        if size == 0 {
+                            size = s.len();
+                        }
+                        if s.len() < size {
+                            // lua_struct names the argument after the string's.
+                            return Err(mlua::Error::runtime(format!(
+                                "bad argument #{} to 'pack' (string too short)",
+                                arg + 1
+                            )));
+                        }
+                        out.extend_from_slice(&s[..size]);
+                        if opt == b's' {
+                            out.push(0);
+                        }
+                    }
+                    _ => f.control(opt, &mut h)?,
+                }
+                if out.len() > SCRIPT_MEMORY_LIMIT {
+                    return Err(mlua::Error::runtime("not enough memory"));
+                }
+            }
+            Ok(mlua::MultiValue::from_iter([Value::String(
+                lua.create_string(&out)?,
+            )]))
+        })?,
+    )?;
+    t.raw_set(
+        "unpack",
+        c_function(lua, |lua, args| {
+            let fmt = lua_check_string(lua, args.front(), 1, "unpack")?;
+            let fmt = fmt.as_bytes();
+            let data = lua_check_string(lua, args.get(1), 2, "unpack")?;
+            let data = data.as_bytes();
+            let pos = lua_opt_integer(lua, args.get(2), 3, "unpack")?.unwrap_or(1);
+            if pos <= 0 {
+                return Err(mlua::Error::runtime(
+                    "bad argument #3 to 'unpack' (offset must be 1 or greater)",
+                ));
+            }
+            let mut pos = (pos - 1) as usize;
+            let ld = data.len();
+            let too_short =
+                || mlua::Error::runtime("bad argument #2 to 'unpack' (data string too short)");
+            let mut f = StructFormat {
+                fmt: &fmt,
+                at: 0,
+                func: "unpack",
+            };
+            let mut h = StructHeader {
+                little: true,
+                align: 1,
+            };
+            let mut values = mlua::MultiValue::new();
+            while let Some(&opt) = f.fmt.get(f.at) {
+                f.at += 1;
+                let mut size = f.size(opt)?;
+                pos = pos.saturating_add(struct_padding(pos, &h, opt, size));
+                if size > ld || pos > ld - size {
+                    return Err(too_short());
+                }
+                if values.len() + 2 > MSGPACK_MAX_RESULTS {
+                    return Err(mlua::Error::runtime("stack overflow (too many results)"));
+                }
+                let bytes = |size: usize| -> Vec<u8> {
+                    let mut b = data[pos..pos + size].to_vec();
+                    if !h.little {
+                        b.reverse();
+                    }
+                    b
+                };
+                match opt {
+                    b'b' | b'B' | b'h' | b'H' | b'l' | b'L' | b'T' | b'i' | b'I' => {
+                        // Read as lua_struct does: into 64 bits, the first bytes shifted out
+                        // past eight.
+                        let l = bytes(size)
+                            .iter()
+                            .rev()
+                            .fold(0u64, |acc, &b| (acc << 8) | u64::from(b));
+                        let v = if opt.is_ascii_lowercase() {
+                            let shift = ((size as i64 * 8 - 1) & 63) as u32;
+                            let mask = u64::MAX << shift;
+                            let l = if l & mask != 0 { l | mask } else { l };
+                            l as i64 as f64
+                        } else {
+                            l as f64
+                        };
+                        values.push_back(Value::Number(v));
+                    }
+                    b'x' => {}
+                    b'f' => {
+                        let b = bytes(4);
+                        let v = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+                        values.push_back(Value::Number(f64::from(v)));
+                    }
+                    b'd' => {
+                        let b = bytes(8);
+                        let mut a = [0u8; 8];
+                        a.copy_from_slice(&b);
+                        values.push_back(Value::Number(f64::from_le_bytes(a)));
+                    }
+                    b'c' => {
+                        if size == 0 {
+                            let previous = match values.back() {
+                                Some(
+                                    v @ (Value::Number(_) | Value::Integer(_) | Value::String(_)),
+                                ) => lua.coerce_number(v.clone())?,
+                                _ => None,
+                            };
+                            let Some(n) = previous else {
+                                return Err(mlua::Error::runtime(
+                                    "format 'c0' needs a previous size",
+                                ));
+                            };
+                            values.pop_back();
+                            size = n as usize;
+                            if size > ld || pos > ld - size {
+                                return Err(too_short());
+                            }
+                        }
+                        values.push_back(Value::String(lua.create_string(&data[pos..pos + size])?));
+                    }
+                    b's' => {
+                        let Some(len) = data[pos..].iter().position(|&c| c == 0) else {
+                            return Err(mlua::Error::runtime("unfinished string in data"));
+                        };
+                        size = len + 1;
+                        values.push_back(Value::String(lua.create_string(&data[pos..pos + len])?));
+                    }
+                    _ => f.control(opt, &mut h)?,
+                }
+                pos += size;
+            }
+            values.push_back(Value::Integer(pos as i64 + 1));
+            Ok(values)
+        })?,
+    )?;
+    t.raw_set(
+        "size",
+        c_function(lua, |lua, args| {
+            let fmt = lua_check_string(lua, args.front(), 1, "size")?;
+            let fmt = fmt.as_bytes();
+            let mut f = StructFormat {
+                fmt: &fmt,
+                at: 0,
+                func: "size",
+            };
+            let mut h = StructHeader {
+                little: true,
+                align: 1,
+            };
+            let mut pos: usize = 0;
+            while let Some(&opt) = f.fmt.get(f.at) {
+                f.at += 1;
+                let size = f.size(opt)?;
+                pos = pos.saturating_add(struct_padding(pos, &h, opt, size));
+                if opt == b's' {
+                    return Err(mlua::Error::runtime(
+                        "bad argument #1 to 'size' (option 's' has no fixed size)",
+                    ));
+                }
+                if opt == b'c' && size == 0 {
+                    return Err(mlua::Error::runtime(
+                        "bad argument #1 to 'size' (option 'c0' has no fixed size)",
+                    ));
+                }
+                if !opt.is_ascii_alphanumeric() {
+                    f.control(opt, &mut h)?;
+                }
+                pos = pos.saturating_add(size);
+            }
+            Ok(mlua::MultiValue::from_iter([Value::Integer(pos as i64)]))
+        })?,
+    )?;
+    Ok(t)
+}
+
 /// lua_cmsgpack's nesting limit when packing: a table this deep is packed as nil, so that a
 /// table that holds itself ends.
 pub(crate) const MSGPACK_PACK_NESTING: usize = 16;
@@ -1303,16 +1640,42 @@ fn lua_arg_type(v: Option<&Value>) -> &'static str {
 
 /// `luaL_checklstring` of the first argument: a string, or a number in its text.
 fn msgpack_input(lua: &Lua, args: &mlua::MultiValue, func: &str) -> mlua::Result<mlua::String> {
-    match args.front() {
+    lua_check_string(lua, args.front(), 1, func)
+}
+
+/// `luaL_checklstring` of argument `n`: a string, or a number in its text.
+fn lua_check_string(
+    lua: &Lua,
+    v: Option<&Value>,
+    n: usize,
+    func: &str,
+) -> mlua::Result<mlua::String> {
+    match v {
         Some(Value::String(s)) => Ok(s.clone()),
         Some(v @ (Value::Integer(_) | Value::Number(_))) => lua
             .coerce_string(v.clone())?
             .ok_or_else(|| mlua::Error::runtime("number has no text")),
         other => Err(mlua::Error::runtime(format!(
-            "bad argument #1 to '{func}' (string expected, got {})",
+            "bad argument #{n} to '{func}' (string expected, got {})",
             lua_arg_type(other)
         ))),
     }
+}
+
+/// `luaL_checknumber` of argument `n`: a number, or a string that reads as one.
+fn lua_check_number(lua: &Lua, v: Option<&Value>, n: usize, func: &str) -> mlua::Result<f64> {
+    let number = match v {
+        Some(Value::Integer(i)) => Some(*i as f64),
+        Some(Value::Number(x)) => Some(*x),
+        Some(s @ Value::String(_)) => lua.coerce_number(s.clone())?,
+        _ => None,
+    };
+    number.ok_or_else(|| {
+        mlua::Error::runtime(format!(
+            "bad argument #{n} to '{func}' (number expected, got {})",
+            lua_arg_type(v)
+        ))
+    })
 }
 
 /// `luaL_optinteger`: absent or nil is `None`, a number (or a numeric string) truncated.
@@ -1881,6 +2244,46 @@ mod tests {
                 "{script}: {got}"
             );
         }
+    }
+
+    /// `struct` packs, unpacks and sizes as redis-server 7.0.15's lua_struct does (checked
+    /// against it), its errors included.
+    #[test]
+    fn struct_as_redis_has_it() {
+        replies_as_redis(&[
+            ("local function hex(s) local h = '' for i = 1, #s do h = h .. string.format('%02x', string.byte(s, i)) end return h end return {hex(struct.pack('>I2<i4bBhHlLTfd', 258, -2, -1, 255, -300, 65535, -5, 7, 9, 1.5, 0.1)), hex(struct.pack('!4bi', 1, 2)), hex(struct.pack('c3sxc0', 'abcdef', 'zz', 'end')), hex(struct.pack('>i16', -1)), hex(struct.pack('<i3', -2)), hex(struct.pack('! b d', 1, 2))}", "*6\r\n$96\r\n0102feffffffffffd4fefffffbffffffffffffff070000000000000009000000000000000000c03f9a9999999999b93f\r\n$16\r\n0100000002000000\r\n$20\r\n6162637a7a0000656e64\r\n$32\r\n0000000000000000ffffffffffffffff\r\n$6\r\nfeffff\r\n$32\r\n01000000000000000000000000000040\r\n"),
+            ("return {struct.unpack('>I2<i4bBhH', struct.pack('>I2<i4bBhH', 258, -2, -1, 255, -300, 65535))}", "*7\r\n:258\r\n:-2\r\n:-1\r\n:255\r\n:-300\r\n:65535\r\n:13\r\n"),
+            ("return {struct.unpack('lLTfd', struct.pack('lLTfd', -5, 7, 9, 1.5, 0.25))}", "*6\r\n:-5\r\n:7\r\n:9\r\n:1\r\n:0\r\n:37\r\n"),
+            ("return {struct.unpack('c3sxc0', struct.pack('c3sxc0', 'abcdef', 'zz', 'end'))}", "-ERR user_script:1: format 'c0' needs a previous size script: SHA, on @user_script:1.\r\n"),
+            ("return {struct.unpack('bc0', struct.pack('bc3', 3, 'xyz'))}", "*2\r\n$3\r\nxyz\r\n:5\r\n"),
+            ("return {struct.unpack('c1c0', '3abcd')}", "*2\r\n$3\r\nabc\r\n:5\r\n"),
+            ("return {struct.unpack('>i16', struct.pack('>i16', -1))}", "*2\r\n:-1\r\n:17\r\n"),
+            ("return {struct.unpack('>I9', '\\1\\2\\3\\4\\5\\6\\7\\8\\9')}", "*2\r\n:144964032628459520\r\n:10\r\n"),
+            ("return {struct.unpack('>i9', '\\255\\2\\3\\4\\5\\6\\7\\8\\9')}", "*2\r\n:-119\r\n:10\r\n"),
+            ("return {struct.unpack('B', 'ab', 2)}", "*2\r\n:98\r\n:3\r\n"),
+            ("return {struct.size('!4bi'), struct.size('>i16d'), struct.size('zq'), struct.size('!8bd'), struct.size('c5')}", "*5\r\n:8\r\n:24\r\n:0\r\n:16\r\n:5\r\n"),
+            ("return struct.size('s')", "-ERR user_script:1: bad argument #1 to 'size' (option 's' has no fixed size) script: SHA, on @user_script:1.\r\n"),
+            ("return struct.size('c0')", "-ERR user_script:1: bad argument #1 to 'size' (option 'c0' has no fixed size) script: SHA, on @user_script:1.\r\n"),
+            ("return struct.size('?')", "-ERR user_script:1: bad argument #1 to 'size' (invalid format option '?') script: SHA, on @user_script:1.\r\n"),
+            ("return struct.pack('q', 1)", "-ERR user_script:1: bad argument #1 to 'pack' (invalid format option 'q') script: SHA, on @user_script:1.\r\n"),
+            ("return struct.pack('i33', 1)", "-ERR user_script:1: integral size 33 is larger than limit of 32 script: SHA, on @user_script:1.\r\n"),
+            ("return struct.pack('!3b', 1)", "-ERR user_script:1: alignment 3 is not a power of 2 script: SHA, on @user_script:1.\r\n"),
+            ("return struct.pack('i99999999999', 1)", "-ERR user_script:1: integral size overflow script: SHA, on @user_script:1.\r\n"),
+            ("return struct.pack('c5', 'ab')", "-ERR user_script:1: bad argument #3 to 'pack' (string too short) script: SHA, on @user_script:1.\r\n"),
+            ("return struct.pack('bb', 1)", "-ERR user_script:1: bad argument #3 to 'pack' (number expected, got nil) script: SHA, on @user_script:1.\r\n"),
+            ("return struct.pack('b', 'x')", "-ERR user_script:1: bad argument #2 to 'pack' (number expected, got string) script: SHA, on @user_script:1.\r\n"),
+            ("return struct.pack('b', '12')", "$1\r\n\x0c\r\n"),
+            ("return struct.pack()", "-ERR user_script:1: bad argument #1 to 'pack' (string expected, got no value) script: SHA, on @user_script:1.\r\n"),
+            ("return struct.unpack('i', 'ab')", "-ERR user_script:1: bad argument #2 to 'unpack' (data string too short) script: SHA, on @user_script:1.\r\n"),
+            ("return struct.unpack('b', 'ab', 0)", "-ERR user_script:1: bad argument #3 to 'unpack' (offset must be 1 or greater) script: SHA, on @user_script:1.\r\n"),
+            ("return struct.unpack('s', 'ab')", "-ERR user_script:1: unfinished string in data script: SHA, on @user_script:1.\r\n"),
+            ("return struct.unpack('c0', 'ab')", "-ERR user_script:1: format 'c0' needs a previous size script: SHA, on @user_script:1.\r\n"),
+            ("return struct.unpack('xc0', 'ab')", "-ERR user_script:1: format 'c0' needs a previous size script: SHA, on @user_script:1.\r\n"),
+            ("return struct.unpack('b', 'ab', 'x')", "-ERR user_script:1: bad argument #3 to 'unpack' (number expected, got string) script: SHA, on @user_script:1.\r\n"),
+            ("return {struct.unpack('', 'ab', 5)}", "*1\r\n:5\r\n"),
+            ("return struct.unpack('b')", "-ERR user_script:1: bad argument #2 to 'unpack' (string expected, got no value) script: SHA, on @user_script:1.\r\n"),
+            ("struct.pack = nil", "-ERR user_script:1: Attempt to modify a readonly table script: SHA, on @user_script:1.\r\n"),
+        ]);
     }
 
     /// scripting.tcl's "cmsgpack pack/unpack smoke test": every size of string, array and
