@@ -1529,9 +1529,11 @@ pub(crate) fn cmsgpack_library(lua: &Lua) -> mlua::Result<Table> {
                     "bad argument #0 to 'pack' (MessagePack pack needs input.)",
                 ));
             }
+            // What the packed string may take: the room the interpreter has left for it.
+            let room = SCRIPT_MEMORY_LIMIT.saturating_sub(lua.used_memory());
             let mut out = Vec::new();
             for v in args.iter() {
-                msgpack_encode(v, 0, &mut out)?;
+                msgpack_encode(v, 0, room, &mut out)?;
             }
             Ok(mlua::MultiValue::from_iter([Value::String(
                 lua.create_string(&out)?,
@@ -1769,10 +1771,10 @@ fn msgpack_number(n: f64, out: &mut Vec<u8>) {
 }
 
 /// Pack `v` at nesting `level` (a table at [`MSGPACK_PACK_NESTING`] is nil). The output is
-/// bounded by the interpreter's memory limit: a table that holds itself many times over would
-/// otherwise take the server's time and memory.
-fn msgpack_encode(v: &Value, level: usize, out: &mut Vec<u8>) -> mlua::Result<()> {
-    if out.len() > SCRIPT_MEMORY_LIMIT {
+/// bounded by `room` (what the interpreter could still hold of it): a table that holds itself
+/// many times over would otherwise take the server's time and memory.
+fn msgpack_encode(v: &Value, level: usize, room: usize, out: &mut Vec<u8>) -> mlua::Result<()> {
+    if out.len() > room {
         return Err(mlua::Error::runtime("not enough memory"));
     }
     match v {
@@ -1805,15 +1807,15 @@ fn msgpack_encode(v: &Value, level: usize, out: &mut Vec<u8>) -> mlua::Result<()
                 let len = t.raw_len();
                 msgpack_header(len, (0x90, 16), [0, 0xdc, 0xdd], out);
                 for i in 1..=len {
-                    msgpack_encode(&t.raw_get::<Value>(i)?, level + 1, out)?;
+                    msgpack_encode(&t.raw_get::<Value>(i)?, level + 1, room, out)?;
                 }
             } else {
                 let len = t.pairs::<Value, Value>().count();
                 msgpack_header(len, (0x80, 16), [0, 0xde, 0xdf], out);
                 for pair in t.pairs::<Value, Value>() {
                     let (k, v) = pair?;
-                    msgpack_encode(&k, level + 1, out)?;
-                    msgpack_encode(&v, level + 1, out)?;
+                    msgpack_encode(&k, level + 1, room, out)?;
+                    msgpack_encode(&v, level + 1, room, out)?;
                 }
             }
         }
@@ -2115,6 +2117,21 @@ mod tests {
             .collect();
         let cases: Vec<(&str, &str)> = cases.iter().map(|(s, w)| (s.as_str(), *w)).collect();
         replies_as_redis(&cases);
+    }
+
+    /// A table that holds itself many times over would pack to 10^16 copies: packing stops at
+    /// the room the interpreter has left (here a small one) with Lua's "not enough memory".
+    #[test]
+    fn cmsgpack_pack_stops_at_the_room_left() {
+        let lua = mlua::Lua::new();
+        let t: mlua::Table = lua
+            .load("local t = {} for i = 1, 10 do t[i] = t end return t")
+            .eval()
+            .unwrap();
+        let mut out = Vec::new();
+        let e = super::msgpack_encode(&mlua::Value::Table(t), 0, 64 << 10, &mut out).unwrap_err();
+        assert!(e.to_string().contains("not enough memory"), "{e}");
+        assert!(out.len() <= (64 << 10) + 16, "{}", out.len());
     }
 
     /// What redis-server 7.0.15 unpacks and how it fails (checked against it), hostile input
