@@ -395,6 +395,20 @@ impl Commands {
             .find(|s| s.as_bytes().eq_ignore_ascii_case(sub))
     }
 
+    /// Whether Redis's description flags the subcommand `args` run `noscript` where the table
+    /// flags its container as a whole otherwise (CLUSTER RESET: a script may run the other
+    /// CLUSTER subcommands).
+    pub fn noscript_subcommand(&self, cmd: &Command, args: &[&[u8]]) -> bool {
+        let Some(sub) = self.subcommand(cmd, args) else {
+            return false;
+        };
+        let full = format!("{}|{}", cmd.name, sub).to_ascii_lowercase();
+        let specs = crate::command_specs::SPECS;
+        specs
+            .binary_search_by(|s| s.name.cmp(full.as_str()))
+            .is_ok_and(|i| specs[i].flags.contains(&"noscript"))
+    }
+
     /// The key arguments of a command (given as its arguments, name first) whose handler reads their
     /// values, for the NVMe reads begun before it runs: `key` is called with each. Takes an
     /// iterator so that the server need not collect a command's arguments into a vector to ask.

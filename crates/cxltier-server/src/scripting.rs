@@ -1069,7 +1069,7 @@ fn run(
                     if !cmd.arity_ok(argv.len()) {
                         return err("ERR Wrong number of args calling Redis command from script");
                     }
-                    if cmd.has(flag::NOSCRIPT) {
+                    if cmd.has(flag::NOSCRIPT) || ctx.commands.noscript_subcommand(cmd, &argv) {
                         return err("ERR This Redis command is not allowed from script");
                     }
                     if read_only && cmd.has(flag::WRITE) {
@@ -1234,6 +1234,9 @@ mod tests {
             (&["EVAL", "return nosuch(", "0"], "-ERR Error compiling script (new function): user_script:1: unexpected symbol near '<eof>'\r\n"),
             (&["EVAL_RO", "return redis.call('del','k')", "0"], "-ERR Write commands are not allowed from read-only scripts.\r\n"),
             (&["EVAL", "return redis.call('client','list')", "0"], "-ERR This Redis command is not allowed from script\r\n"),
+            // Redis flags this one subcommand noscript; the other CLUSTER subcommands run.
+            (&["EVAL", "return redis.call('cluster','reset','hard')", "0"], "-ERR This Redis command is not allowed from script\r\n"),
+            (&["EVAL", "return redis.call('cluster','info')", "0"], "-ERR This instance has cluster support disabled\r\n"),
             (&["EVAL", "return 1", "-1"], "-ERR Number of keys can't be negative\r\n"),
             (&["EVAL", "return 1", "2", "a"], "-ERR Number of keys can't be greater than number of args\r\n"),
             (&["EVAL", "local t = {} t[1] = t return t", "0"], "-ERR reached lua stack limit\r\n"),
