@@ -1072,7 +1072,9 @@ fn run(
                     if cmd.has(flag::NOSCRIPT) || ctx.commands.noscript_subcommand(cmd, &argv) {
                         return err("ERR This Redis command is not allowed from script");
                     }
-                    if read_only && cmd.has(flag::WRITE) {
+                    // Redis counts the commands that may replicate (PUBLISH, PFCOUNT) as writes
+                    // here, so that a read-only script may run through CLIENT PAUSE WRITE.
+                    if read_only && cmd.has(flag::WRITE | flag::MAY_REPLICATE) {
                         return err("ERR Write commands are not allowed from read-only scripts.");
                     }
                     script_session.proto = resp.get();
@@ -1233,6 +1235,9 @@ mod tests {
             (&["EVAL", "a = 1", "0"], "-ERR user_script:1: Attempt to modify a readonly table script: 86eda770a6060824b090dd4df091e3bd4121279c, on @user_script:1.\r\n"),
             (&["EVAL", "return nosuch(", "0"], "-ERR Error compiling script (new function): user_script:1: unexpected symbol near '<eof>'\r\n"),
             (&["EVAL_RO", "return redis.call('del','k')", "0"], "-ERR Write commands are not allowed from read-only scripts.\r\n"),
+            (&["EVAL_RO", "local r = redis.call('publish','ch','msg') return r", "0"], "-ERR Write commands are not allowed from read-only scripts. script: 5d4d0c9e4e1d0ec5a7a2ef0b8d1e39ad8f7bde0e, on @user_script:1.\r\n"),
+            (&["EVAL", "#!lua flags=no-writes\nlocal r = redis.call('pfcount','h') return r", "0"], "-ERR Write commands are not allowed from read-only scripts. script: 5d4d0c9e4e1d0ec5a7a2ef0b8d1e39ad8f7bde0e, on @user_script:2.\r\n"),
+            (&["EVAL", "return redis.call('publish','ch','msg')", "0"], ":0\r\n"),
             (&["EVAL", "return redis.call('client','list')", "0"], "-ERR This Redis command is not allowed from script\r\n"),
             // Redis flags this one subcommand noscript; the other CLUSTER subcommands run.
             (&["EVAL", "return redis.call('cluster','reset','hard')", "0"], "-ERR This Redis command is not allowed from script\r\n"),
