@@ -861,10 +861,10 @@ fn eval_generic(
         }) => refusal_by_flags(ctx, *flags, read_only),
         _ => None,
     };
-    let result = match job {
-        _ if refused.is_some() => context::fail(ctx, refused.unwrap_or_default()),
-        Ok(job) => run(ctx, job, peers, args, nkeys),
-        Err(e) => context::fail(ctx, &e),
+    let result = match (job, refused) {
+        (_, Some(err)) => context::fail(ctx, err),
+        (Ok(job), None) => run(ctx, job, peers, args, nkeys),
+        (Err(e), None) => context::fail(ctx, &e),
     };
     // SCRIPT FLUSH cannot run inside a script (noscript), so nothing replaced the cache.
     ctx.info.scripts = scripts;
