@@ -85,6 +85,11 @@ pub mod flag {
     /// flags then decide what the command is (a `no-writes` function neither writes nor may
     /// replicate: Redis's `fcallGetCommandFlags`).
     pub const CALLS_FUNCTION: u32 = 1 << 27;
+    /// cxltier's own: runs the script its first argument is (EVAL, EVAL_RO), or the cached
+    /// script its first argument names by SHA1 (EVALSHA, EVALSHA_RO); a script whose shebang
+    /// declared flags is then what they say, as a function is (Redis's `evalGetCommandFlags`).
+    pub const RUNS_SCRIPT: u32 = 1 << 28;
+    pub const RUNS_CACHED_SCRIPT: u32 = 1 << 29;
 
     /// Redis's names of the flags above, in `COMMAND INFO`'s order.
     pub const NAMES: &[(u32, &str)] = &[
@@ -388,6 +393,20 @@ impl Commands {
             .iter()
             .copied()
             .find(|s| s.as_bytes().eq_ignore_ascii_case(sub))
+    }
+
+    /// Whether Redis's description flags the subcommand `args` run `noscript` where the table
+    /// flags its container as a whole otherwise (CLUSTER RESET: a script may run the other
+    /// CLUSTER subcommands).
+    pub fn noscript_subcommand(&self, cmd: &Command, args: &[&[u8]]) -> bool {
+        let Some(sub) = self.subcommand(cmd, args) else {
+            return false;
+        };
+        let full = format!("{}|{}", cmd.name, sub).to_ascii_lowercase();
+        let specs = crate::command_specs::SPECS;
+        specs
+            .binary_search_by(|s| s.name.cmp(full.as_str()))
+            .is_ok_and(|i| specs[i].flags.contains(&"noscript"))
     }
 
     /// The key arguments of a command (given as its arguments, name first) whose handler reads their

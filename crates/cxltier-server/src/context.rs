@@ -366,8 +366,9 @@ pub struct Session {
     pub propagate: Option<Vec<crate::write_stream::Op>>,
     /// Replicate the command even if it changed nothing (FLUSHALL, FLUSHDB, PUBLISH).
     pub force_propagate: bool,
-    /// The session a function's `redis.call` runs in: its commands are never refused OOM
-    /// (FCALL refused the function up front unless its flags allow it, as Redis does).
+    /// The session a function's or a flagged script's `redis.call` runs in: its commands are
+    /// never refused OOM (FCALL or EVAL refused it up front unless its flags allow it, as Redis
+    /// does).
     pub function_call: bool,
     /// SYNC/PSYNC ran: the connection becomes a replica (the server takes it).
     pub sync: Option<SyncStart>,
@@ -392,6 +393,18 @@ pub struct Session {
 }
 
 impl ServerInfo {
+    /// Redis's `min-replicas-to-write`: fewer replicas acknowledged within
+    /// `min-replicas-max-lag` seconds than writes need now.
+    pub fn too_few_good_replicas(&self) -> bool {
+        let (min_replicas, max_lag) = self.knobs.min_replicas();
+        min_replicas > 0
+            && max_lag > 0
+            && (self
+                .repl
+                .good_replicas(max_lag as u64, std::time::Instant::now()) as i64)
+                < min_replicas
+    }
+
     /// The pause in force now, if any: one whose time is up is ended here (Redis's
     /// `checkClientPauseTimeoutAndReturnIfPaused`).
     pub fn pause_in_force(&mut self, now: std::time::Instant) -> Option<ClientPause> {

@@ -199,7 +199,7 @@ fn admit(
         );
         return Err(Effect::Read);
     }
-    if let Some(err) = refusal(store, info, session, cmd) {
+    if let Some(err) = refusal(store, info, session, cmd, args) {
         info.command_stats
             .entry(CommandName(cmd.name, table::COMMANDS.subcommand(cmd, args)))
             .or_default()
@@ -298,23 +298,51 @@ fn held_by_pause(
     if pause.all {
         return true;
     }
-    let may_replicate = |c: &Command| c.has(flag::WRITE | flag::MAY_REPLICATE);
-    if cmd.has(flag::CALLS_FUNCTION) {
-        // A function declared `no-writes` is a read; an unknown one counts as the command.
-        let no_writes = args
-            .get(1)
-            .and_then(|name| info.scripts.functions.find(name))
-            .is_some_and(|f| f.flags & crate::functions::flags::NO_WRITES != 0);
-        return !no_writes && may_replicate(cmd);
+    // A function or script declared `no-writes` is a read; an unknown one counts as the
+    // command.
+    let may_replicate = |flags: u32| flags & (flag::WRITE | flag::MAY_REPLICATE) != 0;
+    may_replicate(command_flags(info, cmd, args))
+        || (cmd.has(flag::TX_EXEC) && queued_flags(info, session).any(may_replicate))
+}
+
+/// Redis's `getCommandFlags`: the table's flags, but for a command that runs a function or a
+/// script that declared its flags (FCALL; EVAL of a text with a shebang or of a cached
+/// script that had one, EVALSHA of a cached one), whose flags then say what it is: a write
+/// unless `no-writes`, one that grows memory unless `no-writes` or `allow-oom`, served stale
+/// with `allow-stale`, and no longer a command that may replicate without writing.
+fn command_flags(info: &ServerInfo, cmd: &Command, args: &[&[u8]]) -> u32 {
+    use crate::functions::flags as script;
+    let declared = match args.get(1) {
+        Some(name) if cmd.has(flag::CALLS_FUNCTION) => {
+            info.scripts.functions.find(name).map(|f| f.flags)
+        }
+        Some(body) if cmd.has(flag::RUNS_SCRIPT) => info.scripts.eval_flags(body, false),
+        Some(sha) if cmd.has(flag::RUNS_CACHED_SCRIPT) => info.scripts.eval_flags(sha, true),
+        _ => None,
+    };
+    let Some(declared) = declared else {
+        return cmd.flags;
+    };
+    let mut flags = cmd.flags & !(flag::STALE | flag::DENYOOM | flag::WRITE | flag::MAY_REPLICATE);
+    if declared & (script::ALLOW_OOM | script::NO_WRITES) == 0 {
+        flags |= flag::DENYOOM;
     }
-    may_replicate(cmd)
-        || (cmd.has(flag::TX_EXEC)
-            && session
-                .multi
-                .iter()
-                .flatten()
-                .filter_map(|args| table::COMMANDS.lookup(args.first()?))
-                .any(may_replicate))
+    if declared & script::NO_WRITES == 0 {
+        flags |= flag::WRITE;
+    }
+    if declared & script::ALLOW_STALE != 0 {
+        flags |= flag::STALE;
+    }
+    flags
+}
+
+/// The flags of each command the connection's transaction queued, as [`command_flags`] says.
+fn queued_flags<'a>(info: &'a ServerInfo, session: &'a Session) -> impl Iterator<Item = u32> + 'a {
+    session.multi.iter().flatten().filter_map(|args| {
+        let cmd = table::COMMANDS.lookup(args.first()?)?;
+        let words: smallvec::SmallVec<[&[u8]; 8]> = args.iter().map(Vec::as_slice).collect();
+        Some(command_flags(info, cmd, &words))
+    })
 }
 
 const NOREPLICAS: &str = "NOREPLICAS Not enough good replicas to write.";
@@ -331,31 +359,19 @@ fn refusal(
     info: &mut ServerInfo,
     session: &Session,
     cmd: &Command,
+    args: &[&[u8]],
 ) -> Option<&'static str> {
-    let queued = || {
-        session
-            .multi
-            .iter()
-            .flatten()
-            .filter_map(|args| table::COMMANDS.lookup(args.first()?))
-    };
+    let flags = command_flags(info, cmd, args);
     let is_exec = cmd.has(flag::TX_EXEC);
-    let writes = cmd.has(flag::WRITE) || (is_exec && queued().any(|c| c.has(flag::WRITE)));
+    let queued_has = |f: u32| is_exec && queued_flags(info, session).any(|q| q & f != 0);
+    let writes = flags & flag::WRITE != 0 || queued_has(flag::WRITE);
     // Redis's min-replicas-to-write: writes need that many replicas that acknowledged within
     // min-replicas-max-lag seconds.
-    let (min_replicas, max_lag) = info.knobs.min_replicas();
-    if writes
-        && min_replicas > 0
-        && max_lag > 0
-        && (info
-            .repl
-            .good_replicas(max_lag as u64, std::time::Instant::now()) as i64)
-            < min_replicas
-    {
+    if writes && info.too_few_good_replicas() {
         return Some(NOREPLICAS);
     }
-    let grows = cmd.has(flag::DENYOOM)
-        || (is_exec && queued().any(|c| c.has(flag::DENYOOM)))
+    let grows = flags & flag::DENYOOM != 0
+        || queued_has(flag::DENYOOM)
         || (session.multi.is_some() && !cmd.has(flag::TX_END));
     if store.eviction_policy() != cxltier_store::EvictionPolicy::NoEviction {
         let outermost = store.frozen_clock().is_none();

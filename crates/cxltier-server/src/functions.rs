@@ -167,6 +167,7 @@ impl Vm {
         let registering: Rc<RefCell<Option<Vec<Function>>>> = Rc::new(RefCell::new(None));
         // The load's `redis`: register_function, log and the constants, nothing else; like
         // the globals, it errs on a name it lacks and refuses assignments.
+        // The globals' `redis` is a read-only view over the library: read through it.
         let redis: Table = globals.raw_get("redis")?;
         let load_redis = lua.create_table()?;
         for name in [
@@ -178,7 +179,7 @@ impl Vm {
             "REDIS_VERSION",
             "REDIS_VERSION_NUM",
         ] {
-            load_redis.raw_set(name, redis.raw_get::<Value>(name)?)?;
+            load_redis.raw_set(name, redis.get::<Value>(name)?)?;
         }
         let reg = registering.clone();
         load_redis.raw_set(

@@ -360,21 +360,8 @@ fn fcall_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], ro: bool) -> Result<Effect, 
     if n < 0 {
         return context::fail(ctx, "ERR Number of keys can't be negative");
     }
-    if f.flags & fflags::NO_WRITES == 0 && ro {
-        return context::fail(
-            ctx,
-            "ERR Can not execute a script with write flag using *_ro command.",
-        );
-    }
-    let over_limit = ctx
-        .info
-        .maxmemory_limit
-        .is_some_and(|limit| ctx.store.memory_used() > limit);
-    if over_limit && f.flags & (fflags::ALLOW_OOM | fflags::NO_WRITES) == 0 {
-        return context::fail(
-            ctx,
-            "OOM allow-oom flag is not set on the script, can not run it when used memory > 'maxmemory'",
-        );
+    if let Some(err) = refusal_by_flags(ctx, f.flags, ro) {
+        return context::fail(ctx, err);
     }
     let mut scripts = std::mem::take(&mut ctx.info.scripts);
     let peers = scripts.peers.clone();
@@ -393,6 +380,7 @@ fn fcall_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], ro: bool) -> Result<Effect, 
                 name: f.name.clone(),
                 source: "user_function",
                 read_only: f.flags & fflags::NO_WRITES != 0,
+                flags: Some(f.flags),
                 function: Some(FunctionRun {
                     name: f.name.clone(),
                     command: args.iter().map(|a| a.to_vec()).collect(),
@@ -844,8 +832,11 @@ struct Job {
     name: String,
     /// The chunk's name: `user_script` or `user_function`.
     source: &'static str,
-    /// Its commands may not write (EVAL_RO, a `no-writes` function).
+    /// Its commands may not write (EVAL_RO, a `no-writes` function or script).
     read_only: bool,
+    /// The flags it declared (a function's, a script's shebang); `None` for a script without
+    /// a shebang, whose commands are each refused OOM as a client's would be.
+    flags: Option<u8>,
     /// A function: its keys and arguments are its parameters (a script's are the globals
     /// KEYS and ARGV), and FUNCTION KILL and STATS see it.
     function: Option<FunctionRun>,
@@ -864,9 +855,16 @@ fn eval_generic(
     let mut scripts = std::mem::take(&mut ctx.info.scripts);
     let peers = scripts.peers.clone();
     let job = eval_job(&mut scripts, args, by_sha, read_only);
-    let result = match job {
-        Ok(job) => run(ctx, job, peers, args, nkeys),
-        Err(e) => context::fail(ctx, &e),
+    let refused = match &job {
+        Ok(Job {
+            flags: Some(flags), ..
+        }) => refusal_by_flags(ctx, *flags, read_only),
+        _ => None,
+    };
+    let result = match (job, refused) {
+        (_, Some(err)) => context::fail(ctx, err),
+        (Ok(job), None) => run(ctx, job, peers, args, nkeys),
+        (Err(e), None) => context::fail(ctx, &e),
     };
     // SCRIPT FLUSH cannot run inside a script (noscript), so nothing replaced the cache.
     ctx.info.scripts = scripts;
@@ -890,16 +888,44 @@ fn eval_job(
     } else {
         engine.load(args[1])?
     };
+    let script = &engine.cache[&sha];
     Ok(Job {
         lua: engine.lua.clone(),
-        func: engine.cache[&sha].clone(),
+        func: script.func.clone(),
         run: engine.run.clone(),
         dispatch: engine.dispatch.clone(),
         name: sha,
         source: "user_script",
-        read_only,
+        // A script that declared `no-writes` runs read-only, as EVAL_RO's scripts do.
+        read_only: read_only || script.flags.is_some_and(|f| f & fflags::NO_WRITES != 0),
+        flags: script.flags,
         function: None,
     })
+}
+
+/// Redis's `scriptPrepareForRun` for a script or function that declared its flags: why it may
+/// not run now, if so. One that may write is refused from a `_RO` command and while
+/// `min-replicas-to-write` asks for more replicas than acknowledge; one that neither declared
+/// `allow-oom` nor `no-writes` is refused while `used_memory` is over `maxmemory`.
+fn refusal_by_flags(ctx: &Ctx<'_>, flags: u8, ro: bool) -> Option<&'static str> {
+    if flags & fflags::NO_WRITES == 0 {
+        if ro {
+            return Some("ERR Can not execute a script with write flag using *_ro command.");
+        }
+        if ctx.info.too_few_good_replicas() {
+            return Some("NOREPLICAS Not enough good replicas to write.");
+        }
+    }
+    let over_limit = ctx
+        .info
+        .maxmemory_limit
+        .is_some_and(|limit| ctx.store.memory_used() > limit);
+    if over_limit && flags & (fflags::ALLOW_OOM | fflags::NO_WRITES) == 0 {
+        return Some(
+            "OOM allow-oom flag is not set on the script, can not run it when used memory > 'maxmemory'",
+        );
+    }
+    None
 }
 
 fn run(
@@ -917,6 +943,7 @@ fn run(
         name,
         source,
         read_only,
+        flags,
         function,
     } = job;
     let is_function = function.is_some();
@@ -993,9 +1020,9 @@ fn run(
         // inside it, as in Redis 7).
         script_session.db = caller_db;
         script_session.in_script = true;
-        // FCALL refused a function up front unless its flags allow it past maxmemory, and
-        // Redis refuses none of its commands then.
-        script_session.function_call = is_function;
+        // A function, or a script that declared its flags, was refused up front unless its
+        // flags allow it past maxmemory, and Redis refuses none of its commands then.
+        script_session.function_call = flags.is_some();
         let effect = &mut effect;
         lua.scope(|scope| {
             let runner =
@@ -1042,10 +1069,12 @@ fn run(
                     if !cmd.arity_ok(argv.len()) {
                         return err("ERR Wrong number of args calling Redis command from script");
                     }
-                    if cmd.has(flag::NOSCRIPT) {
+                    if cmd.has(flag::NOSCRIPT) || ctx.commands.noscript_subcommand(cmd, &argv) {
                         return err("ERR This Redis command is not allowed from script");
                     }
-                    if read_only && cmd.has(flag::WRITE) {
+                    // Redis counts the commands that may replicate (PUBLISH, PFCOUNT) as writes
+                    // here, so that a read-only script may run through CLIENT PAUSE WRITE.
+                    if read_only && cmd.has(flag::WRITE | flag::MAY_REPLICATE) {
                         return err("ERR Write commands are not allowed from read-only scripts.");
                     }
                     script_session.proto = resp.get();
@@ -1206,7 +1235,13 @@ mod tests {
             (&["EVAL", "a = 1", "0"], "-ERR user_script:1: Attempt to modify a readonly table script: 86eda770a6060824b090dd4df091e3bd4121279c, on @user_script:1.\r\n"),
             (&["EVAL", "return nosuch(", "0"], "-ERR Error compiling script (new function): user_script:1: unexpected symbol near '<eof>'\r\n"),
             (&["EVAL_RO", "return redis.call('del','k')", "0"], "-ERR Write commands are not allowed from read-only scripts.\r\n"),
+            (&["EVAL_RO", "local r = redis.call('publish','ch','msg') return r", "0"], "-ERR Write commands are not allowed from read-only scripts. script: 5d4d0c9e4e1d0ec5a7a2ef0b8d1e39ad8f7bde0e, on @user_script:1.\r\n"),
+            (&["EVAL", "#!lua flags=no-writes\nlocal r = redis.call('pfcount','h') return r", "0"], "-ERR Write commands are not allowed from read-only scripts. script: 5d4d0c9e4e1d0ec5a7a2ef0b8d1e39ad8f7bde0e, on @user_script:2.\r\n"),
+            (&["EVAL", "return redis.call('publish','ch','msg')", "0"], ":0\r\n"),
             (&["EVAL", "return redis.call('client','list')", "0"], "-ERR This Redis command is not allowed from script\r\n"),
+            // Redis flags this one subcommand noscript; the other CLUSTER subcommands run.
+            (&["EVAL", "return redis.call('cluster','reset','hard')", "0"], "-ERR This Redis command is not allowed from script\r\n"),
+            (&["EVAL", "return redis.call('cluster','info')", "0"], "-ERR This instance has cluster support disabled\r\n"),
             (&["EVAL", "return 1", "-1"], "-ERR Number of keys can't be negative\r\n"),
             (&["EVAL", "return 1", "2", "a"], "-ERR Number of keys can't be greater than number of args\r\n"),
             (&["EVAL", "local t = {} t[1] = t return t", "0"], "-ERR reached lua stack limit\r\n"),
@@ -1467,7 +1502,8 @@ mod tests {
             ("FCALL plain 0", "+OK\r\n"),
             ("FCALL_RO get 0", "$1\r\n3\r\n"),
             ("CONFIG SET maxmemory 1", "+OK\r\n"),
-            ("FCALL plain 0", "-OOM allow-oom flag is not set on the script, can not run it when used memory > 'maxmemory'\r\n"),
+            // Refused as Redis's processCommand does: the function's flags make FCALL deny-oom.
+            ("FCALL plain 0", "-OOM command not allowed when used memory > 'maxmemory'.\r\n"),
             ("FCALL oom 0", "+OK\r\n"),
             ("FCALL_RO get 0", "$1\r\n2\r\n"),
             ("FUNCTION LOAD REPLACE x", "-OOM command not allowed when used memory > 'maxmemory'.\r\n"),
@@ -1475,6 +1511,150 @@ mod tests {
         ]);
         let list = eval(&mut db, &["FUNCTION", "LIST"]);
         assert!(list.contains("$3\r\nget\r\n$11\r\ndescription\r\n$-1\r\n$5\r\nflags\r\n*2\r\n+no-writes\r\n+allow-stale\r\n"), "{list}");
+    }
+
+    /// EVAL's shebang as redis-server 7.0.15 reads it (checked against it): `#!lua` and its
+    /// `flags=`, every other engine or option refused with Redis's words, by EVAL and SCRIPT
+    /// LOAD alike, and the line numbers kept.
+    #[test]
+    fn eval_shebangs_are_read_as_redis_reads_them() {
+        let mut db = Db::large();
+        let errors: &[(&str, &str)] = &[
+            (
+                "#!lua name=x\nreturn 1",
+                "-ERR Unknown lua shebang option: name=x\r\n",
+            ),
+            (
+                "#!lua badger=data\nreturn 1",
+                "-ERR Unknown lua shebang option: badger=data\r\n",
+            ),
+            (
+                "#!lua flags=no-writes,bogus\nreturn 1",
+                "-ERR Unexpected flag in script shebang: bogus\r\n",
+            ),
+            (
+                "#!lua flags=allow-oom,what?\nreturn 1",
+                "-ERR Unexpected flag in script shebang: what?\r\n",
+            ),
+            ("#!lua", "-ERR Invalid script shebang\r\n"),
+            (
+                "#!luax\nreturn 1",
+                "-ERR Unexpected engine in script shebang: #!luax\r\n",
+            ),
+            (
+                "#! lua\nreturn 1",
+                "-ERR Unexpected engine in script shebang: #!\r\n",
+            ),
+            (
+                "#!not-lua\nreturn 1",
+                "-ERR Unexpected engine in script shebang: #!not-lua\r\n",
+            ),
+            (
+                "#!lua \"flags\nreturn 1",
+                "-ERR Invalid engine in script shebang\r\n",
+            ),
+        ];
+        for (script, want) in errors {
+            assert_eq!(eval(&mut db, &["EVAL", script, "0"]), *want, "{script}");
+            assert_eq!(
+                eval(&mut db, &["SCRIPT", "LOAD", script]),
+                *want,
+                "{script}"
+            );
+        }
+        let ok: &[(&str, &str)] = &[
+            ("#!lua\nreturn 1", ":1\r\n"),
+            ("#!lua flags=\nreturn 2", ":2\r\n"),
+            ("#!lua flags=no-writes,allow-oom,allow-stale,no-cluster,allow-cross-slot-keys\nreturn 3", ":3\r\n"),
+            ("#!lua \"flags=no-writes\"\nlocal r = redis.call('set','a','b') return r", "-ERR Write commands are not allowed from read-only scripts. script: SHA, on @user_script:2.\r\n"),
+            ("#!lua\nreturn redis.call('set','a','b')", "+OK\r\n"),
+        ];
+        for (script, want) in ok {
+            let want = want.replace("SHA", &crate::lua::sha1hex(script.as_bytes()));
+            assert_eq!(eval(&mut db, &["EVAL", script, "0"]), want, "{script}");
+        }
+        // A script with a shebang may write unless it says no-writes: not from a _RO command.
+        let sha = crate::lua::sha1hex(b"#!lua\nreturn 1");
+        let refused = "-ERR Can not execute a script with write flag using *_ro command.\r\n";
+        assert_eq!(eval(&mut db, &["EVAL_RO", "#!lua\nreturn 1", "0"]), refused);
+        assert_eq!(eval(&mut db, &["EVALSHA_RO", &sha, "0"]), refused);
+        assert_eq!(
+            eval(
+                &mut db,
+                &[
+                    "EVAL_RO",
+                    "#!lua flags=no-writes\nreturn redis.call('get','a')",
+                    "0"
+                ]
+            ),
+            "$1\r\nb\r\n"
+        );
+    }
+
+    /// scripting.tcl's "allow-oom shebang flag": past maxmemory a script with a shebang is
+    /// refused as a deny-oom write unless it declared `allow-oom` (then its writes go through)
+    /// or `no-writes` (which implies it); a script without one is as before, each of its
+    /// commands refused OOM as a client's would be.
+    #[test]
+    fn eval_shebang_flags_decide_oom_as_in_redis() {
+        let mut db = Db::large();
+        db.cmd("SET x 123");
+        let sha = crate::lua::sha1hex(b"#!lua\nreturn 1");
+        assert_eq!(
+            eval(&mut db, &["SCRIPT", "LOAD", "#!lua\nreturn 1"]),
+            format!("$40\r\n{sha}\r\n")
+        );
+        db.cmd("CONFIG SET maxmemory 1");
+        let oom = "-OOM command not allowed when used memory > 'maxmemory'.\r\n";
+        let cases: &[(&str, &str, &str)] = &[
+            ("EVAL", "redis.call('set','x',1) return 1", "-OOM command not allowed when used memory > 'maxmemory'. script: SHA, on @user_script:1.\r\n"),
+            ("EVAL", "return redis.call('get','x')", "$3\r\n123\r\n"),
+            ("EVAL", "#!lua flags=\nreturn 1", oom),
+            ("EVAL", "#!lua\nreturn 1", oom),
+            ("EVAL", "#!lua flags=allow-oom\nredis.call('set','x',1) return 1", ":1\r\n"),
+            ("EVAL", "#!lua flags=no-writes\nredis.call('get','x') return 1", ":1\r\n"),
+            ("EVAL_RO", "#!lua flags=no-writes\nredis.call('get','x') return 1", ":1\r\n"),
+            ("EVAL_RO", "redis.call('get','x') return 1", ":1\r\n"),
+        ];
+        for (cmd, script, want) in cases {
+            let want = want.replace("SHA", &crate::lua::sha1hex(script.as_bytes()));
+            assert_eq!(eval(&mut db, &[cmd, script, "0"]), want, "{script}");
+        }
+        // EVALSHA of a cached script with a shebang is refused the same way.
+        assert_eq!(eval(&mut db, &["EVALSHA", &sha, "0"]), oom);
+        db.cmd("CONFIG SET maxmemory 0");
+        assert_eq!(eval(&mut db, &["EVALSHA", &sha, "0"]), ":1\r\n");
+    }
+
+    /// CLIENT PAUSE WRITE holds a script that may write, as Redis's `evalGetCommandFlags`
+    /// makes it: one with a shebang without `no-writes`, and one without a shebang (EVAL may
+    /// replicate); a script that declared `no-writes` runs through it, by EVAL or EVALSHA.
+    #[test]
+    fn a_write_pause_holds_scripts_by_their_flags() {
+        let (mut db, mut other) = Db::two_connections();
+        let ro = "#!lua flags=no-writes\nreturn 1";
+        let rw = "#!lua\nreturn 2";
+        let ro_sha = crate::lua::sha1hex(ro.as_bytes());
+        let rw_sha = crate::lua::sha1hex(rw.as_bytes());
+        eval(&mut db, &["SCRIPT", "LOAD", ro]);
+        eval(&mut db, &["SCRIPT", "LOAD", rw]);
+        db.cmd("CLIENT PAUSE 100000 WRITE");
+        let mut as_other = |args: &[&str]| {
+            let words: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+            let mut out = Vec::new();
+            crate::dispatch::execute(&mut db.store, &mut db.info, &mut other, &words, &mut out);
+            String::from_utf8(out).unwrap()
+        };
+        assert_eq!(as_other(&["EVAL", ro, "0"]), ":1\r\n");
+        assert_eq!(as_other(&["EVALSHA", &ro_sha, "0"]), ":1\r\n");
+        assert_eq!(
+            as_other(&["EVAL", "#!lua flags=no-writes\nreturn 3", "0"]),
+            ":3\r\n"
+        );
+        assert_eq!(as_other(&["EVAL", rw, "0"]), "");
+        assert_eq!(as_other(&["EVALSHA", &rw_sha, "0"]), "");
+        assert_eq!(as_other(&["EVAL", "return 4", "0"]), "");
+        assert_eq!(as_other(&["EVAL_RO", "return 5", "0"]), ":5\r\n");
     }
 
     /// DUMP and RESTORE with each policy: nothing changes unless the whole payload joins.
