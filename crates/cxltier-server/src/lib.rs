@@ -97,6 +97,7 @@
 // A library reports through its return values; only the CLI prints.
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
+pub mod acl;
 pub mod admin;
 pub mod args;
 pub mod bitops;
