@@ -98,6 +98,7 @@
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 pub mod acl;
+pub mod acl_command;
 pub mod admin;
 pub mod args;
 pub mod bitops;

@@ -483,9 +483,14 @@ pub fn serve_on(
         snapshot_dir: cfg.snapshot_dir.clone(),
         ..ServerInfo::default()
     };
+    // `requirepass` is the default user's password, as in Redis.
+    let pass = cfg.requirepass.as_deref().map(str::as_bytes);
+    info.acl
+        .users_mut()
+        .set_default_password(table::COMMANDS.acl(), pass);
     let max_bulk = store.max_object().saturating_add(BULK_MARGIN);
     let mut limits = Limits {
-        password: info.requirepass.is_some(),
+        password: info.acl.users.auth_required(),
         max_bulk,
         // The bulk data of the command being received come on top (see `input_limit`): a
         // 512 MB SET arrives under the default limit, and a pipeline is held to it.
@@ -547,7 +552,7 @@ pub fn serve_on(
     while !shutdown && !stop.load(Ordering::Relaxed) {
         // CONFIG SET proto-max-bulk-len and requirepass may have changed them.
         limits.max_bulk = info.proto_max_bulk_len;
-        limits.password = info.requirepass.is_some();
+        limits.password = info.acl.users.auth_required();
         // With device reads in flight or commands queued, only look at the sockets (the reads
         // are collected and the commands run below) unless the last turn found nothing to do:
         // waking from a sleep costs more than a turn on this path, so the loop keeps its CPU
@@ -1271,7 +1276,7 @@ fn parse_into_queue(
         return;
     }
     // CONFIG SET requirepass may set or clear the password while the server runs.
-    let unauthenticated = info.requirepass.is_some() && !c.session.authed;
+    let unauthenticated = info.acl.users.auth_required() && !c.session.authed;
     let parse_limits = resp::Limits {
         max_bulk: limits.max_bulk,
         unauthenticated,
@@ -1502,7 +1507,7 @@ fn run_ready(
                         std::mem::take(conns),
                         Admissions::start(info),
                         *limits,
-                        info.requirepass.clone(),
+                        info.acl.users.clone(),
                     )))
                 });
             if let Some(b) = &busy {
@@ -1653,7 +1658,8 @@ struct BusyServe {
     events: Events,
     adm: Admissions,
     limits: Limits,
-    requirepass: Option<String>,
+    /// The ACL's users as the script found them (AUTH and HELLO are answered from them).
+    users: Arc<crate::acl::Users>,
     stop: Arc<AtomicBool>,
     log: RateLimitedLog,
     /// A signal came while the script had written: the server stops when it ends; a second
@@ -1673,7 +1679,7 @@ impl BusyServe {
         conns: HashMap<Token, Conn>,
         adm: Admissions,
         limits: Limits,
-        requirepass: Option<String>,
+        users: Arc<crate::acl::Users>,
     ) -> BusyServe {
         BusyServe {
             conns,
@@ -1681,7 +1687,7 @@ impl BusyServe {
             events: Events::with_capacity(256),
             adm,
             limits,
-            requirepass,
+            users,
             stop: mode.stop.clone(),
             log: RateLimitedLog::default().with_sink(mode.log.clone()),
             stop_deferred: false,
@@ -1795,7 +1801,7 @@ impl BusyServe {
                 }
                 let parse_limits = resp::Limits {
                     max_bulk: self.limits.max_bulk,
-                    unauthenticated: self.requirepass.is_some() && !c.session.authed,
+                    unauthenticated: self.users.auth_required() && !c.session.authed,
                 };
                 let at = c.parsed;
                 match parse_next(c, at, parse_limits, &mut self.parsed, true) {
@@ -1817,7 +1823,7 @@ impl BusyServe {
             let mut busy = crate::context::BusyCtx {
                 run,
                 session: &mut c.session,
-                requirepass: self.requirepass.as_deref(),
+                users: &self.users,
                 out: &mut c.output,
             };
             let outcome = crate::dispatch::busy_command(&mut busy, &args);
@@ -2011,7 +2017,7 @@ impl Admissions {
     fn start(info: &ServerInfo) -> Admissions {
         Admissions {
             max_clients: info.max_clients,
-            requirepass: info.requirepass.is_some(),
+            requirepass: info.acl.users.auth_required(),
             next_client_id: info.next_client_id,
             accepted: 0,
             rejected: 0,
