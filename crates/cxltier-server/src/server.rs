@@ -125,6 +125,9 @@ pub struct ServerConfig {
     /// Publish the Prometheus exposition here (`--metrics-addr`; served by
     /// `cxltier_metrics::serve`), about once a second; `None`: no metrics.
     pub metrics: Option<cxltier_metrics::Published>,
+    /// The ACL file (`--acl-file`, Redis's `aclfile`): its users are loaded at start (a file
+    /// that does not load stops the start) and ACL LOAD and ACL SAVE read and write it.
+    pub acl_file: Option<std::path::PathBuf>,
 }
 
 /// Why the server could not start or stopped.
@@ -145,6 +148,9 @@ pub enum ServerError {
     /// the store was written with): what to do is in the message.
     #[error("{0}")]
     Databases(String),
+    /// The ACL file did not load: every line's error is in the message.
+    #[error("{0}")]
+    AclFile(String),
     /// The libraries kept in the store (FUNCTION LOAD) did not load again.
     #[error("loading the functions' libraries kept in the store: {0}")]
     Functions(String),
@@ -191,6 +197,7 @@ impl cxltier_error::Classify for ServerError {
                 _ => Class::Runtime,
             },
             ServerError::Databases(_)
+            | ServerError::AclFile(_)
             | ServerError::BadBind(_)
             | ServerError::BadQueryBufferLimit(_) => Class::BadInput,
             _ => Class::Runtime,
@@ -488,6 +495,17 @@ pub fn serve_on(
     info.acl
         .users_mut()
         .set_default_password(table::COMMANDS.acl(), pass);
+    // The ACL file's users, the default one included when it names it (Redis loads it after
+    // `requirepass`).
+    if let Some(path) = &cfg.acl_file {
+        let all_channels = info.config_value("acl-pubsub-default") == "allchannels";
+        let next = info.acl.users.next_id();
+        let users = crate::acl::load_file(path, table::COMMANDS.acl(), all_channels, next)
+            .map_err(ServerError::AclFile)?;
+        info.acl.users = Arc::new(users);
+        info.knobs
+            .store("aclfile", path.to_string_lossy().into_owned());
+    }
     let max_bulk = store.max_object().saturating_add(BULK_MARGIN);
     let mut limits = Limits {
         password: info.acl.users.auth_required(),

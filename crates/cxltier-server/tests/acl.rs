@@ -384,3 +384,73 @@ fn client_kill_by_user() {
     admin.replies(&[("CLIENT KILL USER k", ":1\r\n")]);
     assert!(k.read_to_close().is_empty());
 }
+
+#[test]
+fn the_acl_file_is_loaded_at_start_saved_and_loaded_again_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("users.acl");
+    std::fs::write(&path, "user app on >s3cret ~app:* +@all\n").unwrap();
+    let server = Server::builder().acl_file(&path).start();
+    let mut admin = server.client();
+    admin.replies(&[
+        (
+            "ACL USERS",
+            &format!("*2\r\n{}{}", bulk("app"), bulk("default")),
+        ),
+        (
+            "CONFIG GET aclfile",
+            &format!("*2\r\n{}{}", bulk("aclfile"), bulk(&path.to_string_lossy())),
+        ),
+    ]);
+    let mut app = login(&server, "app", "s3cret");
+    app.replies(&[("SET app:1 v", "+OK\r\n"), ("SET x v", NOPERM_KEYS)]);
+    admin.replies(&[
+        ("ACL SETUSER ops on >o +@admin", "+OK\r\n"),
+        ("ACL SAVE", "+OK\r\n"),
+    ]);
+    let mut hash = |p: &str| {
+        let c = admin.call(&["ACL", "GETUSER", p]);
+        c.items()[3].items()[0].text()
+    };
+    let (app_hash, ops_hash) = (hash("app"), hash("ops"));
+    let saved = std::fs::read_to_string(&path).unwrap();
+    let lines: Vec<&str> = saved.lines().collect();
+    assert_eq!(lines.len(), 3, "{saved}");
+    assert_eq!(
+        lines[0],
+        format!("user app on #{app_hash} ~app:* resetchannels +@all")
+    );
+    assert_eq!(lines[1], "user default on nopass ~* &* +@all");
+    assert!(lines[2].starts_with(&format!(
+        "user ops on #{ops_hash} resetchannels -@all +@admin"
+    )));
+    // A malformed file is refused whole: nothing changes.
+    std::fs::write(
+        &path,
+        "user ops off\nuser bad on +nosuchcommand\nnonsense\n",
+    )
+    .unwrap();
+    let p = path.to_string_lossy();
+    admin.replies(&[
+        (
+            "ACL LOAD",
+            &format!("-ERR {p}:2: Error in applying operation '+nosuchcommand': Unknown command or category name in ACL. {p}:3 should start with user keyword followed by the username.\r\n"),
+        ),
+        (
+            "ACL USERS",
+            &format!("*3\r\n{}{}{}", bulk("app"), bulk("default"), bulk("ops")),
+        ),
+    ]);
+    app.replies(&[("PING", "+PONG\r\n")]);
+    // A good one replaces every user: connections of users other than the default close.
+    std::fs::write(&path, "user ops off\n").unwrap();
+    admin.replies(&[
+        ("ACL LOAD", "+OK\r\n"),
+        (
+            "ACL USERS",
+            &format!("*2\r\n{}{}", bulk("default"), bulk("ops")),
+        ),
+        ("PING", "+PONG\r\n"),
+    ]);
+    assert!(app.read_to_close().is_empty());
+}

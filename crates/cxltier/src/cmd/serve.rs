@@ -62,6 +62,10 @@ pub struct Args {
     /// Require AUTH with this password
     #[arg(long, value_name = "PASSWORD")]
     requirepass: Option<String>,
+    /// The ACL file (Redis's aclfile: a `user NAME RULES...` line each): its users are
+    /// loaded at start, and ACL LOAD and ACL SAVE read and write it
+    #[arg(long, value_name = "PATH")]
+    acl_file: Option<std::path::PathBuf>,
     /// NUMA node of the DRAM arena (default 0)
     #[arg(long, value_name = "NODE")]
     dram_node: Option<u32>,
@@ -224,6 +228,7 @@ pub fn run(args: Args) -> CliResult {
         // directory, /dev); without one it is kept in memory.
         snapshot_dir: ssd.as_ref().and_then(SsdSpec::file_dir),
         metrics,
+        acl_file: args.acl_file,
     };
     cxltier_server::serve_on(listener, cfg, store, stop).map_err(CliError::classified)?;
     eprintln!("cxltier serve: stopped; the store is closed");
