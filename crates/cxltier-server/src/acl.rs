@@ -69,6 +69,8 @@ pub struct Entry {
 pub struct Catalog {
     entries: Vec<Entry>,
     by_name: HashMap<String, u32>,
+    /// The ids in each category, so that a `+@category` rule costs its commands alone.
+    by_category: Vec<Vec<u32>>,
 }
 
 impl Catalog {
@@ -82,6 +84,12 @@ impl Catalog {
             .fold(0, |a, b| a | b);
         let name = name.to_ascii_lowercase();
         self.by_name.insert(name.clone(), id);
+        self.by_category.resize(CATEGORIES.len(), Vec::new());
+        for (j, ids) in self.by_category.iter_mut().enumerate() {
+            if cats & (1 << j) != 0 {
+                ids.push(id);
+            }
+        }
         self.entries.push(Entry {
             name,
             parent,
@@ -339,10 +347,9 @@ impl Perms {
     }
 
     fn change_category(&mut self, catalog: &Catalog, cat: u32, allow: bool) {
-        for id in catalog.in_order() {
-            if catalog.entry(id).categories & cat != 0 {
-                self.change(catalog, id, allow);
-            }
+        let j = cat.trailing_zeros() as usize;
+        for &id in catalog.by_category.get(j).map_or(&[][..], Vec::as_slice) {
+            self.change(catalog, id, allow);
         }
     }
 
@@ -521,13 +528,11 @@ impl Perms {
                     continue;
                 }
                 let (mut on, mut off) = (0u64, 0u64);
-                for e in 0..catalog.entries().len() as u32 {
-                    if catalog.entry(e).categories & (1 << j) != 0 {
-                        if temp.bits.get(e) {
-                            on += 1;
-                        } else {
-                            off += 1;
-                        }
+                for &e in catalog.by_category.get(j).map_or(&[][..], Vec::as_slice) {
+                    if temp.bits.get(e) {
+                        on += 1;
+                    } else {
+                        off += 1;
                     }
                 }
                 let (diff, same) = if additive { (off, on) } else { (on, off) };
