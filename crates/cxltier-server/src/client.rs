@@ -7,73 +7,6 @@ use crate::context::*;
 use crate::resp::reply;
 use crate::tracking::Mode;
 
-/// One line of CLIENT LIST / CLIENT INFO, in Redis 7's fields.
-fn client_line(
-    t: &mut String,
-    id: u64,
-    m: &ClientMeta,
-    now: std::time::Instant,
-    blocked: bool,
-    tracking: Option<&Mode>,
-) {
-    use std::fmt::Write;
-    let mut flags = String::new();
-    // Parked by a blocking command (Redis's `b`).
-    if blocked {
-        flags.push('b');
-    }
-    // A replica (Redis's `S`).
-    if m.replica {
-        flags.push('S');
-    }
-    if m.sub + m.psub + m.ssub > 0 {
-        flags.push('P');
-    }
-    if m.multi >= 0 {
-        flags.push('x');
-    }
-    // Tracking (`t`), its redirection gone (`R`), in BCAST mode (`B`).
-    if let Some(mode) = tracking {
-        flags.push('t');
-        if mode.broken {
-            flags.push('R');
-        }
-        if mode.bcast {
-            flags.push('B');
-        }
-    }
-    if m.no_evict {
-        flags.push('e');
-    }
-    if flags.is_empty() {
-        flags.push('N');
-    }
-    let _ = writeln!(
-        t,
-        "id={id} addr={} laddr={} fd={} name={} age={} idle={} flags={flags} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user=default redir={} resp={}",
-        m.addr,
-        m.laddr,
-        m.fd,
-        String::from_utf8_lossy(m.name.as_deref().unwrap_or_default()),
-        now.saturating_duration_since(m.created).as_secs(),
-        now.saturating_duration_since(m.last_active).as_secs(),
-        m.db,
-        m.sub,
-        m.psub,
-        m.ssub,
-        m.multi,
-        m.qbuf,
-        m.omem,
-        m.qbuf + m.omem,
-        match m.last_sub {
-            Some(sub) => format!("{}|{sub}", m.last_cmd.to_ascii_lowercase()),
-            None => m.last_cmd.to_ascii_lowercase(),
-        },
-        tracking.map_or(-1, |mode| mode.redirect as i64),
-        m.proto.max(2),
-    );
-}
-
 /// The caller's own line is built from its session, which is current; the others' from what
 /// the server last recorded of them.
 fn client_meta(ctx: &Ctx<'_>, id: u64) -> Option<ClientMeta> {
@@ -118,10 +51,6 @@ fn parse_kill_filter(args: &[&[u8]]) -> Result<KillFilter, String> {
             },
             b"ADDR" => f.addr = Some(v.to_vec()),
             b"LADDR" => f.laddr = Some(v.to_vec()),
-            // The only user is `default` (no ACL): any other name is no user, as in Redis.
-            b"USER" if v != b"default" => {
-                return Err(format!("ERR No such user '{}'", String::from_utf8_lossy(v)))
-            }
             b"USER" => f.user = Some(v.to_vec()),
             b"SKIPME" => match v.to_ascii_lowercase().as_slice() {
                 b"yes" => f.skipme = true,
@@ -171,6 +100,7 @@ pub(crate) fn client(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
                 let mode = ctx.info.tracking.clients.get(&ctx.session.id);
                 client_line(
                     &mut t,
+                    ctx.info.user_name(ctx.session.user),
                     ctx.session.id,
                     &m,
                     std::time::Instant::now(),
@@ -224,7 +154,8 @@ pub(crate) fn client(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
                     if want_kind.is_none_or(|k| k == m.kind()) {
                         let blocked = ctx.info.blocked.contains(&id);
                         let mode = ctx.info.tracking.clients.get(&id);
-                        client_line(&mut t, id, &m, now, blocked, mode);
+                        let user = ctx.info.user_name(m.user);
+                        client_line(&mut t, user, id, &m, now, blocked, mode);
                     }
                 }
             }
@@ -258,6 +189,17 @@ pub(crate) fn client(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
                 Ok(f) => f,
                 Err(e) => return fail(ctx, &e),
             };
+            let user = match f.user.as_deref() {
+                Some(name) => match ctx.info.acl.users.id_of(name) {
+                    Some(id) => Some(id),
+                    None => {
+                        let msg = format!("ERR No such user '{}'", String::from_utf8_lossy(name));
+                        return fail(ctx, &msg);
+                    }
+                },
+                None => None,
+            };
+            let my_user = ctx.session.user;
             let me = ctx.session.id;
             // The caller's own type from its session, which is current.
             let my_kind = if ctx.session.is_replica {
@@ -277,7 +219,7 @@ pub(crate) fn client(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreE
                         && f.id.is_none_or(|want| want == id)
                         && f.addr.as_deref().is_none_or(|a| a == m.addr.as_bytes())
                         && f.laddr.as_deref().is_none_or(|a| a == m.laddr.as_bytes())
-                        && f.user.as_deref().is_none_or(|u| u == b"default")
+                        && user.is_none_or(|u| u == if id == me { my_user } else { m.user })
                         && !(f.skipme && id == me)
                 })
                 .map(|(&id, _)| id)

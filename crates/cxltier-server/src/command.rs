@@ -91,6 +91,13 @@ pub mod flag {
     pub const RUNS_SCRIPT: u32 = 1 << 28;
     pub const RUNS_CACHED_SCRIPT: u32 = 1 << 29;
 
+    /// cxltier's own, for the ACL's channel checks (Redis's key specs of channels): its first
+    /// argument is a channel it publishes to (PUBLISH, SPUBLISH); every argument is a channel
+    /// it subscribes to (SUBSCRIBE, SSUBSCRIBE); every argument is a pattern (PSUBSCRIBE).
+    pub const CHANNEL_PUBLISH: u32 = 1 << 22;
+    pub const CHANNELS_SUBSCRIBE: u32 = 1 << 28;
+    pub const CHANNEL_PATTERNS: u32 = 1 << 29;
+
     /// Redis's names of the flags above, in `COMMAND INFO`'s order.
     pub const NAMES: &[(u32, &str)] = &[
         (WRITE, "write"),
@@ -331,7 +338,15 @@ pub struct Commands {
     table: &'static [Command],
     subcommands: &'static [(&'static str, &'static [&'static str])],
     by_name: hashbrown::HashMap<&'static [u8], &'static Command>,
+    /// The commands as ACL rules name them: a command's id is its place in the table, its
+    /// subcommands' ids follow the table's.
+    acl: crate::acl::Catalog,
 }
+
+/// The ACL categories of a command or one of its subcommands (`config|get`): Redis's, or
+/// for cxltier's own [`Command::categories`]. Given by the table, which may read Redis's
+/// descriptions.
+pub type CategoriesFn = fn(&Command, Option<&str>) -> Vec<&'static str>;
 
 /// Longer than any command's name.
 const LONGEST_NAME: usize = 32;
@@ -351,6 +366,40 @@ impl Commands {
             table,
             subcommands,
             by_name,
+            acl: crate::acl::Catalog::default(),
+        }
+    }
+
+    /// The table with its ACL catalog, each command's categories given by `categories`.
+    pub fn with_acl(mut self, categories: CategoriesFn) -> Commands {
+        let mut catalog = crate::acl::Catalog::default();
+        for cmd in self.table {
+            catalog.add(&cmd.name.to_ascii_lowercase(), None, &categories(cmd, None));
+        }
+        for (i, cmd) in self.table.iter().enumerate() {
+            for sub in self.subcommands_of(cmd) {
+                let full = format!("{}|{sub}", cmd.name.to_ascii_lowercase());
+                catalog.add(&full, Some(i as u32), &categories(cmd, Some(sub)));
+            }
+        }
+        self.acl = catalog;
+        self
+    }
+
+    /// The commands as ACL rules name them.
+    pub fn acl(&self) -> &crate::acl::Catalog {
+        &self.acl
+    }
+
+    /// The ACL id of `cmd` (a command of this table) run with `args`: its subcommand's when it
+    /// runs one.
+    pub fn acl_id(&self, cmd: &Command, args: &[&[u8]]) -> u32 {
+        let at = (cmd as *const Command as usize).wrapping_sub(self.table.as_ptr() as usize)
+            / std::mem::size_of::<Command>();
+        let id = at as u32;
+        match self.subcommand(cmd, args) {
+            Some(sub) => self.acl.sub_id(id, sub).unwrap_or(id),
+            None => id,
         }
     }
 

@@ -382,6 +382,19 @@ fn all_found(commands: &Commands) -> impl Iterator<Item = Found> + '_ {
     })
 }
 
+/// The keys of a command line (name first, a command of `commands`) and their key-spec flags
+/// ([`ks`]), as Redis's `getKeysFromCommandWithSpecs` finds them: the ACL's key checks read
+/// and write by them. Empty for cxltier's own commands (no description).
+pub fn keys_with_flags(commands: &Commands, args: &[&[u8]]) -> Vec<(usize, u16)> {
+    let Some(f) = by_args(commands, args) else {
+        return Vec::new();
+    };
+    match f.spec() {
+        Some(spec) => keys_and_flags(f, spec, args),
+        None => Vec::new(),
+    }
+}
+
 /// The keys of a command line and their flags, as Redis's `getKeysFromCommandWithSpecs` finds
 /// them: `None` when its arguments name no valid keys.
 fn keys_and_flags(f: Found, spec: &Spec, args: &[&[u8]]) -> Vec<(usize, u16)> {

@@ -428,7 +428,14 @@ fn set(ctx: &mut Ctx<'_>, pairs: &[&[u8]], at_start: bool) -> Result<Effect, Sto
             // Connections beyond the new limit are refused from now on; those open stay.
             "maxclients" => ctx.info.max_clients = value.parse().unwrap_or(ctx.info.max_clients),
             // Connections already authenticated stay so, as in Redis.
-            "requirepass" => ctx.info.requirepass = (!value.is_empty()).then_some(value),
+            "requirepass" => {
+                let pass = (!value.is_empty()).then_some(value);
+                let catalog = ctx.commands.acl();
+                let users = ctx.info.acl.users_mut();
+                users.set_default_password(catalog, pass.as_deref().map(str::as_bytes));
+                ctx.info.requirepass = pass;
+            }
+            "acllog-max-len" => ctx.info.acl.trim_log(value.parse().unwrap_or(usize::MAX)),
             // 0, or at least the budget: the budget alone. Below it: a write limit (the budget
             // itself is chosen at start with --dram and --cxl).
             "maxmemory" => {

@@ -44,38 +44,45 @@ pub(crate) fn auth(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreErr
     if n > 3 {
         return fail(ctx, SYNTAX);
     }
-    let requirepass = ctx.info.requirepass.as_deref();
-    match check_password(
-        requirepass,
-        ctx.session,
-        (n == 3).then(|| args[1]),
-        args[n - 1],
-    ) {
+    let user = (n == 3).then(|| args[1]);
+    match check_password(&ctx.info.acl.users, ctx.session, user, args[n - 1]) {
         Ok(()) => reply::ok(ctx.out),
-        Err(msg) => reply::error(ctx.out, msg),
+        Err(msg) => {
+            if msg.starts_with("WRONGPASS") {
+                let name = user.unwrap_or(b"default");
+                let session = &*ctx.session;
+                ctx.info
+                    .acl_deny(session, crate::acl::Reason::Auth, args[0], Some(name));
+            }
+            reply::error(ctx.out, msg)
+        }
     }
     Ok(Effect::Read)
 }
 
-/// AUTH's check (also HELLO's AUTH option): the default user's password. Needs no more of the
-/// server than its password, so that a busy script's restricted mode runs it too.
+const WRONGPASS: &str = "WRONGPASS invalid username-password pair or user is disabled.";
+
+/// AUTH's check (also HELLO's AUTH option): `user` (the default one when `None`) opened by
+/// `given`, the connection then runs as it. Needs no more of the server than its users, so
+/// that a busy script's restricted mode runs it too.
 fn check_password(
-    requirepass: Option<&str>,
+    users: &crate::acl::Users,
     session: &mut Session,
     user: Option<&[u8]>,
     given: &[u8],
 ) -> Result<(), &'static str> {
-    match requirepass {
-        // Redis's default user without a password takes any password given with its name
-        // (clients configured with credentials send them), but a lone password is a mistake.
-        None if user == Some(b"default") => Ok(()),
-        None if user.is_some() => Err("WRONGPASS invalid username-password pair or user is disabled."),
-        None => Err("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?"),
-        Some(pw) if pw.as_bytes() == given && user.is_none_or(|u| u == b"default") => {
+    // A lone password with no password set is a mistake (clients configured with credentials
+    // send a user too, which the default user without a password takes).
+    if user.is_none() && users.default_nopass() {
+        return Err("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?");
+    }
+    match users.authenticate(user.unwrap_or(b"default"), given) {
+        Some(id) => {
             session.authed = true;
+            session.user = id;
             Ok(())
         }
-        Some(_) => Err("WRONGPASS invalid username-password pair or user is disabled."),
+        None => Err(WRONGPASS),
     }
 }
 
@@ -90,7 +97,7 @@ pub(crate) fn reset(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> Result<Effect, StoreE
     *s = Session {
         last_cmd: s.last_cmd,
         last_sub: s.last_sub,
-        ..Session::new(s.id, ctx.info.requirepass.is_none())
+        ..Session::new(s.id, !ctx.info.acl.users.auth_required())
     };
     reply::simple(ctx.out, "RESET");
     Ok(Effect::Read)
@@ -105,8 +112,19 @@ pub(crate) fn quit(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> Result<Effect, StoreEr
 /// authenticate and name the connection in one step; the reply is Redis's map (in the protocol
 /// just chosen).
 pub(crate) fn hello(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreError> {
-    let requirepass = ctx.info.requirepass.as_deref();
-    if let Err(msg) = hello_in(ctx.session, requirepass, args, ctx.out) {
+    if let Err(msg) = hello_in(ctx.session, &ctx.info.acl.users, args, ctx.out) {
+        if msg.starts_with("WRONGPASS") {
+            // The user HELLO named: the argument after AUTH.
+            let name = args
+                .iter()
+                .position(|a| a.eq_ignore_ascii_case(b"AUTH"))
+                .and_then(|i| args.get(i + 1))
+                .copied()
+                .unwrap_or_default();
+            let session = &*ctx.session;
+            ctx.info
+                .acl_deny(session, crate::acl::Reason::Auth, args[0], Some(name));
+        }
         return fail(ctx, &msg);
     }
     Ok(Effect::Read)
@@ -117,7 +135,7 @@ pub(crate) fn hello(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<Effect, StoreEr
 /// runs it too).
 fn hello_in(
     session: &mut Session,
-    requirepass: Option<&str>,
+    users: &crate::acl::Users,
     args: &[&[u8]],
     out: &mut Vec<u8>,
 ) -> Result<(), String> {
@@ -152,9 +170,9 @@ fn hello_in(
         }
     }
     if let Some((user, pass)) = auth {
-        check_password(requirepass, session, Some(user), pass)?;
+        check_password(users, session, Some(user), pass)?;
     }
-    if requirepass.is_some() && !session.authed {
+    if users.auth_required() && !session.authed {
         return Err("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time".into());
     }
     if let Some(n) = name {
@@ -188,12 +206,7 @@ pub(crate) fn auth_while_busy(b: &mut BusyCtx<'_>, args: &[&[u8]]) -> BusyOutcom
     if n > 3 {
         return b.refuse();
     }
-    match check_password(
-        b.requirepass,
-        b.session,
-        (n == 3).then(|| args[1]),
-        args[n - 1],
-    ) {
+    match check_password(b.users, b.session, (n == 3).then(|| args[1]), args[n - 1]) {
         Ok(()) => reply::ok(b.out),
         Err(msg) => reply::error(b.out, msg),
     }
@@ -202,7 +215,7 @@ pub(crate) fn auth_while_busy(b: &mut BusyCtx<'_>, args: &[&[u8]]) -> BusyOutcom
 
 /// HELLO while a script is busy: the connection's own state and the password, so it runs.
 pub(crate) fn hello_while_busy(b: &mut BusyCtx<'_>, args: &[&[u8]]) -> BusyOutcome {
-    if let Err(msg) = hello_in(b.session, b.requirepass, args, b.out) {
+    if let Err(msg) = hello_in(b.session, b.users, args, b.out) {
         reply::error(b.out, &msg);
     }
     BusyOutcome::Answered
@@ -218,6 +231,10 @@ pub(crate) fn quit_while_busy(b: &mut BusyCtx<'_>, _args: &[&[u8]]) -> BusyOutco
 mod tests {
 
     use crate::testdb::*;
+
+    fn db_catalog() -> &'static crate::acl::Catalog {
+        crate::table::COMMANDS.acl()
+    }
 
     /// HELLO 3 switches the connection to RESP3: maps, nulls, verbatim strings; HELLO 2 back.
     #[test]
@@ -283,7 +300,11 @@ mod tests {
     #[test]
     fn hello_authenticates_with_requirepass() {
         let mut db = Db::large();
-        db.info.requirepass = Some("pw".into());
+        let catalog = db_catalog();
+        db.info
+            .acl
+            .users_mut()
+            .set_default_password(catalog, Some(b"pw"));
         db.session.authed = false;
         db.replies_starting(&[
             ("HELLO 3", "-NOAUTH HELLO must be called"),

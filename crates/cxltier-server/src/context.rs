@@ -39,11 +39,11 @@ pub struct ClientPause {
 /// What a command of another connection is given while a script holds the server (the busy
 /// mode: the loop answers other connections from inside the script's hook, and nothing may
 /// touch the store or the server's state, which the script holds): the running script's
-/// state, the connection, the server's password and the reply.
+/// state, the connection, the ACL's users and the reply.
 pub struct BusyCtx<'a> {
     pub run: &'a mut crate::lua::RunState,
     pub session: &'a mut Session,
-    pub requirepass: Option<&'a str>,
+    pub users: &'a crate::acl::Users,
     pub out: &'a mut Vec<u8>,
 }
 
@@ -81,7 +81,10 @@ impl BusyCtx<'_> {
 pub struct ServerInfo {
     pub port: u16,
     pub bind: String,
+    /// `requirepass` as configured (CONFIG GET); the default user's password is the ACL's.
     pub requirepass: Option<String>,
+    /// The ACL's users and log.
+    pub acl: crate::acl::Acl,
     pub started: Option<std::time::Instant>,
     pub connected_clients: usize,
     pub total_connections: u64,
@@ -323,6 +326,8 @@ pub struct Session {
     /// `ServerInfo::dbs.physical(db)`.
     pub db: usize,
     pub authed: bool,
+    /// The ACL user its commands run as (the default user until AUTH or HELLO says another).
+    pub user: crate::acl::UserId,
     pub name: Option<Vec<u8>>,
     /// The protocol spoken (HELLO): 2 or 3; 0 before any HELLO, which is RESP2.
     pub proto: u8,
@@ -403,6 +408,78 @@ impl ServerInfo {
                 .repl
                 .good_replicas(max_lag as u64, std::time::Instant::now()) as i64)
                 < min_replicas
+    }
+
+    /// A configuration parameter of Redis's as CONFIG GET shows it (its default until CONFIG
+    /// SET): `acllog-max-len`, `acl-pubsub-default`, `aclfile`.
+    pub fn config_value(&self, name: &str) -> String {
+        match crate::knobs::param(name) {
+            Some(p) => self.knobs.param_value(p),
+            None => String::new(),
+        }
+    }
+
+    /// The name of ACL user `id` (`default` for one deleted since).
+    pub fn user_name(&self, id: crate::acl::UserId) -> &[u8] {
+        self.acl.users.get(id).map_or(b"default", |u| &u.name[..])
+    }
+
+    /// Record in ACL LOG that `session` was refused for `reason` on `object` (the command, key,
+    /// channel, or AUTH's name), as user `username` (the session's when `None`).
+    pub fn acl_deny(
+        &mut self,
+        session: &Session,
+        reason: crate::acl::Reason,
+        object: &[u8],
+        username: Option<&[u8]>,
+    ) {
+        use crate::acl::LogContext;
+        let context = if session.in_script {
+            LogContext::Lua
+        } else if session.multi.is_some() || session.in_exec {
+            LogContext::Multi
+        } else {
+            LogContext::Toplevel
+        };
+        let entry = crate::acl::LogEntry {
+            count: 1,
+            reason,
+            context,
+            object: object.to_vec(),
+            username: username.unwrap_or(self.user_name(session.user)).to_vec(),
+            ctime_ms: now_ms(),
+            client_info: self.client_info(session),
+        };
+        let max = self.config_value("acllog-max-len").parse().unwrap_or(128);
+        self.acl.log(entry, max);
+    }
+
+    /// `session`'s line of CLIENT INFO (without its newline): what ACL LOG records of the
+    /// client refused.
+    pub fn client_info(&self, session: &Session) -> String {
+        let now = std::time::Instant::now();
+        let mut m = self
+            .clients
+            .get(&session.id)
+            .cloned()
+            .unwrap_or_else(|| ClientMeta::new(String::new(), String::new(), -1, now));
+        if !session.in_script {
+            m.update_from(session);
+        }
+        m.last_active = now;
+        let mut t = String::new();
+        let mode = self.tracking.clients.get(&session.id);
+        client_line(
+            &mut t,
+            self.user_name(session.user),
+            session.id,
+            &m,
+            now,
+            false,
+            mode,
+        );
+        t.pop();
+        t
     }
 
     /// The pause in force now, if any: one whose time is up is ended here (Redis's
@@ -627,6 +704,75 @@ impl Session {
     }
 }
 
+/// One line of CLIENT LIST / CLIENT INFO, in Redis 7's fields.
+pub(crate) fn client_line(
+    t: &mut String,
+    user: &[u8],
+    id: u64,
+    m: &ClientMeta,
+    now: std::time::Instant,
+    blocked: bool,
+    tracking: Option<&crate::tracking::Mode>,
+) {
+    use std::fmt::Write;
+    let mut flags = String::new();
+    // Parked by a blocking command (Redis's `b`).
+    if blocked {
+        flags.push('b');
+    }
+    // A replica (Redis's `S`).
+    if m.replica {
+        flags.push('S');
+    }
+    if m.sub + m.psub + m.ssub > 0 {
+        flags.push('P');
+    }
+    if m.multi >= 0 {
+        flags.push('x');
+    }
+    // Tracking (`t`), its redirection gone (`R`), in BCAST mode (`B`).
+    if let Some(mode) = tracking {
+        flags.push('t');
+        if mode.broken {
+            flags.push('R');
+        }
+        if mode.bcast {
+            flags.push('B');
+        }
+    }
+    if m.no_evict {
+        flags.push('e');
+    }
+    if flags.is_empty() {
+        flags.push('N');
+    }
+    let _ = writeln!(
+        t,
+        "id={id} addr={} laddr={} fd={} name={} age={} idle={} flags={flags} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user={} redir={} resp={}",
+        m.addr,
+        m.laddr,
+        m.fd,
+        String::from_utf8_lossy(m.name.as_deref().unwrap_or_default()),
+        now.saturating_duration_since(m.created).as_secs(),
+        now.saturating_duration_since(m.last_active).as_secs(),
+        m.db,
+        m.sub,
+        m.psub,
+        m.ssub,
+        m.multi,
+        m.qbuf,
+        m.omem,
+        m.qbuf + m.omem,
+        match m.last_sub {
+            Some(sub) => format!("{}|{sub}", m.last_cmd.to_ascii_lowercase()),
+            None => m.last_cmd.to_ascii_lowercase(),
+        },
+        String::from_utf8_lossy(user),
+        tracking.map_or(-1, |mode| mode.redirect as i64),
+        m.proto.max(2),
+    );
+}
+
 /// What `CLIENT LIST` shows of a connection other than the caller's: kept by the server in
 /// [`ServerInfo::clients`], refreshed after each turn in which the connection ran commands.
 #[derive(Debug, Clone)]
@@ -654,6 +800,8 @@ pub struct ClientMeta {
     pub replica: bool,
     /// The logical database selected.
     pub db: usize,
+    /// The ACL user it runs as.
+    pub user: crate::acl::UserId,
 }
 
 impl ClientMeta {
@@ -679,6 +827,7 @@ impl ClientMeta {
             multi: -1,
             replica: false,
             db: 0,
+            user: crate::acl::DEFAULT_USER,
         }
     }
 
@@ -698,6 +847,7 @@ impl ClientMeta {
         self.ssub = s.shard_channels.len();
         self.multi = s.multi.as_ref().map_or(-1, |q| q.len() as i64);
         self.replica = s.is_replica;
+        self.user = s.user;
     }
 
     /// Redis's client type for LIST and KILL filters: pubsub once subscribed, else normal.
@@ -786,6 +936,9 @@ pub struct Ctx<'a> {
     /// down, so that no handler imports it.
     pub execute: Execute,
     pub run_queued: RunQueued,
+    /// The ACL's check of a command for a user, without running it (ACL DRYRUN): `None` when
+    /// allowed, else why not ([`crate::dispatch`]'s, handed down as `execute` is).
+    pub dry_run: DryRun,
     /// The command table, for the handlers that look commands up (a script's `redis.call`,
     /// COMMAND): handed down by dispatch, as `execute` is, since the table names the handlers.
     pub commands: &'static crate::command::Commands,
@@ -793,6 +946,14 @@ pub struct Ctx<'a> {
 
 /// Run one command as a client's: the table's checks, then its handler.
 pub type Execute = fn(&mut Store, &mut ServerInfo, &mut Session, &[&[u8]], &mut Vec<u8>) -> Effect;
+
+/// The ACL's check of a command line for a user (ACL DRYRUN's answer).
+pub type DryRun = fn(
+    &crate::acl::Users,
+    crate::acl::UserId,
+    &'static crate::command::Command,
+    &[&[u8]],
+) -> Option<String>;
 
 /// Run one command EXEC queued (found in the table and checked when it was queued).
 pub type RunQueued = fn(&mut Ctx<'_>, &[&[u8]]) -> Effect;

@@ -103,6 +103,7 @@ fn execute_command(
                 out,
                 execute,
                 run_queued,
+                dry_run: acl_dry_run,
                 commands: &table::COMMANDS,
             };
             dispatch(&mut ctx, cmd, args)
@@ -180,7 +181,7 @@ fn admit(
         session.flag_transaction();
         return Err(Effect::Read);
     }
-    if info.requirepass.is_some() && !session.authed && !cmd.has(flag::NO_AUTH) {
+    if info.acl.users.auth_required() && !session.authed && !cmd.has(flag::NO_AUTH) {
         info.command_stats
             .entry(CommandName(cmd.name, table::COMMANDS.subcommand(cmd, args)))
             .or_default()
@@ -197,6 +198,25 @@ fn admit(
                 cmd.name.to_ascii_lowercase()
             ),
         );
+        return Err(Effect::Read);
+    }
+    if let Err(denied) = acl_check(&info.acl.users, session.user, cmd, args) {
+        info.command_stats
+            .entry(CommandName(cmd.name, table::COMMANDS.subcommand(cmd, args)))
+            .or_default()
+            .rejected_calls += 1;
+        acl_log(info, session, cmd, args, denied);
+        let msg = if session.in_script {
+            // A script's `redis.call` raises it (Redis's scriptVerifyACL).
+            format!(
+                "ERR The user executing the script {}",
+                denied.0.script_message()
+            )
+        } else {
+            denied.0.error(cmd, table::COMMANDS.subcommand(cmd, args))
+        };
+        reply::error(out, &msg);
+        session.flag_transaction();
         return Err(Effect::Read);
     }
     if let Some(err) = refusal(store, info, session, cmd, args) {
@@ -264,9 +284,192 @@ pub fn apply_setting_at_start(
         out: &mut out,
         execute,
         run_queued,
+        dry_run: acl_dry_run,
         commands: &table::COMMANDS,
     };
     crate::config::set_at_start(&mut ctx, name, value)
+}
+
+/// What the ACL refused, and the argument (key or channel) that made it refuse.
+#[derive(Debug, Clone, Copy)]
+struct Denied(Refused, usize);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Refused {
+    Command,
+    Key,
+    Channel,
+}
+
+impl Refused {
+    /// The error a client gets (Redis's processCommand).
+    fn error(self, cmd: &Command, sub: Option<&str>) -> String {
+        match self {
+            Refused::Command => {
+                let name = cmd.name.to_ascii_lowercase();
+                match sub {
+                    Some(sub) => format!(
+                        "NOPERM this user has no permissions to run the '{name}|{sub}' command"
+                    ),
+                    None => format!("NOPERM this user has no permissions to run the '{name}' command"),
+                }
+            }
+            Refused::Key => {
+                "NOPERM this user has no permissions to access one of the keys used as arguments"
+                    .into()
+            }
+            Refused::Channel => {
+                "NOPERM this user has no permissions to access one of the channels used as arguments"
+                    .into()
+            }
+        }
+    }
+
+    /// The end of a script's error (Redis's getAclErrorMessage).
+    fn script_message(self) -> &'static str {
+        match self {
+            Refused::Command => "can't run this command or subcommand",
+            Refused::Key => {
+                "can't access at least one of the keys mentioned in the command arguments"
+            }
+            Refused::Channel => "can't publish to the channel mentioned in the command",
+        }
+    }
+
+    /// EXEC's reason when the rules changed since the command was queued.
+    fn exec_reason(self) -> &'static str {
+        match self {
+            Refused::Command => "no permission to execute the command or subcommand",
+            Refused::Key => "no permission to touch the specified keys",
+            Refused::Channel => "no permission to access one of the channels used as arguments",
+        }
+    }
+
+    fn reason(self) -> crate::acl::Reason {
+        match self {
+            Refused::Command => crate::acl::Reason::Command,
+            Refused::Key => crate::acl::Reason::Key,
+            Refused::Channel => crate::acl::Reason::Channel,
+        }
+    }
+}
+
+/// Record an ACL refusal in ACL LOG: the command's full name, or the key or channel.
+fn acl_log(info: &mut ServerInfo, session: &Session, cmd: &Command, args: &[&[u8]], d: Denied) {
+    let object = match d.0 {
+        Refused::Command => {
+            let name = cmd.name.to_ascii_lowercase();
+            match table::COMMANDS.subcommand(cmd, args) {
+                Some(sub) => format!("{name}|{sub}").into_bytes(),
+                None => name.into_bytes(),
+            }
+        }
+        _ => args.get(d.1).map(|a| a.to_vec()).unwrap_or_default(),
+    };
+    info.acl_deny(session, d.0.reason(), &object, None);
+}
+
+/// The ACL's check of `cmd` run with `args` by user `user` (Redis's ACLCheckAllUserCommandPerm):
+/// the command or subcommand (or an allowed first argument), then each key for what the
+/// command does with it (its key-spec flags: read, write), then each channel it publishes or
+/// subscribes to. A user deleted since finds nothing allowed.
+fn acl_check(
+    users: &crate::acl::Users,
+    user: crate::acl::UserId,
+    cmd: &'static Command,
+    args: &[&[u8]],
+) -> Result<(), Denied> {
+    let Some(u) = users.get(user) else {
+        return Err(Denied(Refused::Command, 0));
+    };
+    let p = &u.perms;
+    if p.unrestricted() {
+        return Ok(());
+    }
+    let commands = &*table::COMMANDS;
+    let catalog = commands.acl();
+    if !cmd.has(flag::NO_AUTH) && !p.allows_command(catalog, commands.acl_id(cmd, args), args) {
+        return Err(Denied(Refused::Command, 0));
+    }
+    if !p.all_keys() {
+        use crate::command_spec::ks;
+        let described = crate::command_info::keys_with_flags(commands, args);
+        let need = |i: usize| {
+            let f = described
+                .iter()
+                .find(|&&(at, _)| at == i)
+                .map_or(ks::ACCESS | ks::UPDATE, |&(_, f)| f);
+            let mut need = 0;
+            if f & ks::ACCESS != 0 {
+                need |= crate::acl::READ;
+            }
+            if f & (ks::INSERT | ks::DELETE | ks::UPDATE) != 0 {
+                need |= crate::acl::WRITE;
+            }
+            need
+        };
+        let mut denied = None;
+        cmd.for_each_key_position(args, |i| {
+            if denied.is_none() && !p.allows_key(args[i], need(i)) {
+                denied = Some(i);
+            }
+        });
+        // Keys Redis finds that the table does not mark (a script's KEYS).
+        for &(i, _) in &described {
+            if denied.is_none() && i < args.len() && !p.allows_key(args[i], need(i)) {
+                denied = Some(i);
+            }
+        }
+        if let Some(i) = denied {
+            return Err(Denied(Refused::Key, i));
+        }
+    }
+    if !p.all_channels() {
+        let (from, pattern) = if cmd.has(flag::CHANNEL_PUBLISH) {
+            (1..2.min(args.len()), false)
+        } else if cmd.has(flag::CHANNELS_SUBSCRIBE) {
+            (1..args.len(), false)
+        } else if cmd.has(flag::CHANNEL_PATTERNS) {
+            (1..args.len(), true)
+        } else {
+            (0..0, false)
+        };
+        for i in from {
+            if !p.allows_channel(args[i], pattern) {
+                return Err(Denied(Refused::Channel, i));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `ACL DRYRUN`'s answer for user `user` running `args`: `None` when allowed, else the reason
+/// as Redis words it.
+pub(crate) fn acl_dry_run(
+    users: &crate::acl::Users,
+    user: crate::acl::UserId,
+    cmd: &'static Command,
+    args: &[&[u8]],
+) -> Option<String> {
+    let Denied(why, at) = acl_check(users, user, cmd, args).err()?;
+    let arg = || String::from_utf8_lossy(args.get(at).copied().unwrap_or_default()).into_owned();
+    Some(match why {
+        Refused::Command => {
+            let name = cmd.name.to_ascii_lowercase();
+            let full = match table::COMMANDS.subcommand(cmd, args) {
+                Some(sub) => format!("{name}|{sub}"),
+                None => name,
+            };
+            format!("This user has no permissions to run the '{full}' command")
+        }
+        Refused::Key => format!("This user has no permissions to access the '{}' key", arg()),
+        Refused::Channel => {
+            format!(
+                "This user has no permissions to access the '{}' channel",
+                arg()
+            )
+        }
+    })
 }
 
 const OOM: &str = "OOM command not allowed when used memory > 'maxmemory'.";
@@ -423,6 +626,18 @@ pub(crate) fn run_queued(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Effect {
     let cmd = table::COMMANDS
         .lookup(args[0])
         .expect("checked when queued");
+    // The user's rules may have changed since it was queued (Redis's execCommand).
+    if let Err(denied) = acl_check(&ctx.info.acl.users, ctx.session.user, cmd, args) {
+        acl_log(ctx.info, ctx.session, cmd, args, denied);
+        reply::error(
+            ctx.out,
+            &format!(
+                "NOPERM ACLs rules changed between the moment the transaction was accumulated and the EXEC call. This command is no longer allowed for the following reason: {}",
+                denied.0.exec_reason()
+            ),
+        );
+        return Effect::Read;
+    }
     ctx.session.last_cmd = cmd.name;
     ctx.session.last_sub = table::COMMANDS.subcommand(cmd, args);
     dispatch(ctx, cmd, args)
@@ -923,7 +1138,7 @@ pub fn busy_command(b: &mut BusyCtx<'_>, args: &[&[u8]]) -> BusyOutcome {
         b.session.flag_transaction();
         return BusyOutcome::Answered;
     }
-    if b.requirepass.is_some() && !b.session.authed && !cmd.has(flag::NO_AUTH) {
+    if b.users.auth_required() && !b.session.authed && !cmd.has(flag::NO_AUTH) {
         reply::error(b.out, "NOAUTH Authentication required.");
         b.session.flag_transaction();
         return BusyOutcome::Answered;

@@ -36,6 +36,8 @@
 //!   SHUTDOWN, SLOWLOG, LATENCY, MONITOR: the server group's commands without a module of their own;
 //! - [`debug`]: DEBUG's subcommands that mean something here (OBJECT, DIGEST, SLEEP, PROTOCOL,
 //!   ...); [`digest`]: Redis's SHA1 digests of the dataset and of values, byte for byte;
+//! - [`acl`]: Redis 7.0's ACL: users, their rules, ACL LOG's entries, the ACL file;
+//!   [`acl_command`]: the ACL command over them;
 //! - [`client`]: the CLIENT family (LIST, INFO, KILL, REPLY, PAUSE, UNBLOCK, ...);
 //! - [`config`]: `CONFIG GET|SET|RESETSTAT|REWRITE`, and Redis's encoding knobs, stored;
 //! - [`connection`]: PING, ECHO, SELECT, AUTH, HELLO, RESET, QUIT;
@@ -97,6 +99,8 @@
 // A library reports through its return values; only the CLI prints.
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
+pub mod acl;
+pub mod acl_command;
 pub mod admin;
 pub mod arg_line;
 pub mod args;

@@ -994,6 +994,7 @@ fn run(
     let session_id = ctx.session.id;
     let caller_proto = ctx.session.proto;
     let caller_db = ctx.session.db;
+    let caller_user = ctx.session.user;
     let mut effect = Effect::Read;
     let outcome: mlua::Result<Result<Value, String>> = (|| {
         hooked?;
@@ -1019,6 +1020,8 @@ fn run(
         // The script's commands run in the caller's database (a SELECT inside it stays
         // inside it, as in Redis 7).
         script_session.db = caller_db;
+        // And as the caller's ACL user.
+        script_session.user = caller_user;
         script_session.in_script = true;
         // A function, or a script that declared its flags, was refused up front unless its
         // flags allow it past maxmemory, and Redis refuses none of its commands then.

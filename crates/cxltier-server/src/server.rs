@@ -129,6 +129,12 @@ pub struct ServerConfig {
     /// order with CONFIG SET's checks before the first client is served; a refused one stops
     /// the start ([`ServerError::Setting`]).
     pub settings: Vec<crate::config_file::Setting>,
+    /// The ACL file (`--acl-file`, Redis's `aclfile`): its users are loaded at start (a file
+    /// that does not load stops the start) and ACL LOAD and ACL SAVE read and write it.
+    pub acl_file: Option<std::path::PathBuf>,
+    /// The configuration file's `user` lines (each the user's name, then its rules), applied
+    /// as ACL SETUSER at start.
+    pub users: Vec<(Vec<String>, crate::config_file::Origin)>,
 }
 
 /// Why the server could not start or stopped.
@@ -157,6 +163,9 @@ pub enum ServerError {
         value: String,
         why: String,
     },
+    /// The ACL file did not load: every line's error is in the message.
+    #[error("{0}")]
+    AclFile(String),
     /// The libraries kept in the store (FUNCTION LOAD) did not load again.
     #[error("loading the functions' libraries kept in the store: {0}")]
     Functions(String),
@@ -204,6 +213,7 @@ impl cxltier_error::Classify for ServerError {
             },
             ServerError::Databases(_)
             | ServerError::Setting { .. }
+            | ServerError::AclFile(_)
             | ServerError::BadBind(_)
             | ServerError::BadQueryBufferLimit(_) => Class::BadInput,
             _ => Class::Runtime,
@@ -496,9 +506,58 @@ pub fn serve_on(
         snapshot_dir: cfg.snapshot_dir.clone(),
         ..ServerInfo::default()
     };
+    // The configuration file's parameters first (`acl-pubsub-default` decides how the users
+    // below start), as Redis reads its whole file before it loads users.
+    for s in &cfg.settings {
+        crate::dispatch::apply_setting_at_start(&mut store, &mut info, &s.name, &s.value).map_err(
+            |why| ServerError::Setting {
+                origin: s.origin.clone(),
+                name: s.name.clone(),
+                value: s.value.clone(),
+                why,
+            },
+        )?;
+    }
+    // Redis's words, which scripts and test harnesses written for redis-server wait for.
+    cfg.log.write("Ready to accept connections");
+    // `requirepass` is the default user's password, as in Redis.
+    let pass = cfg.requirepass.as_deref().map(str::as_bytes);
+    info.acl
+        .users_mut()
+        .set_default_password(table::COMMANDS.acl(), pass);
+    // The ACL file's users, the default one included when it names it (Redis loads it after
+    // `requirepass`).
+    if let Some(path) = &cfg.acl_file {
+        let all_channels = info.config_value("acl-pubsub-default") == "allchannels";
+        let next = info.acl.users.next_id();
+        let users = crate::acl::load_file(path, table::COMMANDS.acl(), all_channels, next)
+            .map_err(ServerError::AclFile)?;
+        info.acl.users = Arc::new(users);
+        info.knobs
+            .store("aclfile", path.to_string_lossy().into_owned());
+    }
+    // The configuration file's `user` lines (Redis refuses them beside an ACL file).
+    if !cfg.users.is_empty() {
+        if let Some(path) = &cfg.acl_file {
+            return Err(ServerError::AclFile(format!(
+                "{}: user lines in the configuration file and an ACL file ({}) at once: Redis refuses this too; keep the users in one of them",
+                cfg.users[0].1,
+                path.display()
+            )));
+        }
+        let all_channels = info.config_value("acl-pubsub-default") == "allchannels";
+        for (words, origin) in &cfg.users {
+            let (name, rules) = words.split_first().expect("a user line names its user");
+            let rules: Vec<&[u8]> = rules.iter().map(|r| r.as_bytes()).collect();
+            info.acl
+                .users_mut()
+                .set_user(table::COMMANDS.acl(), name.as_bytes(), &rules, all_channels)
+                .map_err(|e| ServerError::AclFile(format!("{origin}: user {name}: {e}")))?;
+        }
+    }
     let max_bulk = store.max_object().saturating_add(BULK_MARGIN);
     let mut limits = Limits {
-        password: info.requirepass.is_some(),
+        password: info.acl.users.auth_required(),
         max_bulk,
         // The bulk data of the command being received come on top (see `input_limit`): a
         // 512 MB SET arrives under the default limit, and a pipeline is held to it.
@@ -514,18 +573,6 @@ pub fn serve_on(
         limits.output.soft,
         limits.output.soft_seconds,
     );
-    for s in &cfg.settings {
-        crate::dispatch::apply_setting_at_start(&mut store, &mut info, &s.name, &s.value).map_err(
-            |why| ServerError::Setting {
-                origin: s.origin.clone(),
-                name: s.name.clone(),
-                value: s.value.clone(),
-                why,
-            },
-        )?;
-    }
-    // Redis's words, which scripts and test harnesses written for redis-server wait for.
-    cfg.log.write("Ready to accept connections");
     let mut log = RateLimitedLog::default().with_sink(cfg.log.clone());
     let mut quarantine = cfg
         .quarantine_file
@@ -572,7 +619,7 @@ pub fn serve_on(
     while !shutdown && !stop.load(Ordering::Relaxed) {
         // CONFIG SET proto-max-bulk-len and requirepass may have changed them.
         limits.max_bulk = info.proto_max_bulk_len;
-        limits.password = info.requirepass.is_some();
+        limits.password = info.acl.users.auth_required();
         // With device reads in flight or commands queued, only look at the sockets (the reads
         // are collected and the commands run below) unless the last turn found nothing to do:
         // waking from a sleep costs more than a turn on this path, so the loop keeps its CPU
@@ -1299,7 +1346,7 @@ fn parse_into_queue(
         return;
     }
     // CONFIG SET requirepass may set or clear the password while the server runs.
-    let unauthenticated = info.requirepass.is_some() && !c.session.authed;
+    let unauthenticated = info.acl.users.auth_required() && !c.session.authed;
     let parse_limits = resp::Limits {
         max_bulk: limits.max_bulk,
         unauthenticated,
@@ -1532,7 +1579,7 @@ fn run_ready(
                         std::mem::take(conns),
                         Admissions::start(info),
                         *limits,
-                        info.requirepass.clone(),
+                        info.acl.users.clone(),
                     )))
                 });
             if let Some(b) = &busy {
@@ -1683,7 +1730,8 @@ struct BusyServe {
     events: Events,
     adm: Admissions,
     limits: Limits,
-    requirepass: Option<String>,
+    /// The ACL's users as the script found them (AUTH and HELLO are answered from them).
+    users: Arc<crate::acl::Users>,
     stop: Arc<AtomicBool>,
     log: RateLimitedLog,
     /// A signal came while the script had written: the server stops when it ends; a second
@@ -1703,7 +1751,7 @@ impl BusyServe {
         conns: HashMap<Token, Conn>,
         adm: Admissions,
         limits: Limits,
-        requirepass: Option<String>,
+        users: Arc<crate::acl::Users>,
     ) -> BusyServe {
         BusyServe {
             conns,
@@ -1711,7 +1759,7 @@ impl BusyServe {
             events: Events::with_capacity(256),
             adm,
             limits,
-            requirepass,
+            users,
             stop: mode.stop.clone(),
             log: RateLimitedLog::default().with_sink(mode.log.clone()),
             stop_deferred: false,
@@ -1825,7 +1873,7 @@ impl BusyServe {
                 }
                 let parse_limits = resp::Limits {
                     max_bulk: self.limits.max_bulk,
-                    unauthenticated: self.requirepass.is_some() && !c.session.authed,
+                    unauthenticated: self.users.auth_required() && !c.session.authed,
                 };
                 let at = c.parsed;
                 match parse_next(c, at, parse_limits, &mut self.parsed, true) {
@@ -1847,7 +1895,7 @@ impl BusyServe {
             let mut busy = crate::context::BusyCtx {
                 run,
                 session: &mut c.session,
-                requirepass: self.requirepass.as_deref(),
+                users: &self.users,
                 out: &mut c.output,
             };
             let outcome = crate::dispatch::busy_command(&mut busy, &args);
@@ -2044,7 +2092,7 @@ impl Admissions {
     fn start(info: &ServerInfo) -> Admissions {
         Admissions {
             max_clients: info.max_clients,
-            requirepass: info.requirepass.is_some(),
+            requirepass: info.acl.users.auth_required(),
             next_client_id: info.next_client_id,
             accepted: 0,
             rejected: 0,

@@ -232,6 +232,16 @@ pub fn redact_auth(args: &[&[u8]]) -> Vec<usize> {
     }
 }
 
+/// ACL SETUSER name rules...: the name and every rule (they hold passwords), as Redis's
+/// `aclCommand` hides them.
+pub fn redact_acl(args: &[&[u8]]) -> Vec<usize> {
+    if args.len() >= 3 && args[1].eq_ignore_ascii_case(b"setuser") {
+        (2..args.len()).collect()
+    } else {
+        Vec::new()
+    }
+}
+
 /// HELLO [protover [AUTH username password] [SETNAME name]]: AUTH's username and password, as
 /// Redis 7.0's `helloCommand` (which hides nothing when the protocol version is refused).
 pub fn redact_hello(args: &[&[u8]]) -> Vec<usize> {

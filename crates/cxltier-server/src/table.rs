@@ -141,6 +141,7 @@ fn xread_keys(args: &[&[u8]]) -> Option<Vec<usize>> {
 /// Every command served, sorted by name (a test checks).
 #[rustfmt::skip]
 pub static TABLE: &[Command] = &[
+    redacted(cmd("ACL", -2, NOSCRIPT | LOADING | STALE, NOKEYS, crate::acl_command::acl, "server", "A container for Access List Control commands."), crate::slowlog::redact_acl),
     cmd("APPEND", 3, WRITE | DENYOOM | FAST | VALUES, KEY1, s::append, "string", "Appends a string to the value of a key. Creates the key if it doesn't exist."),
     redacted(busy(cmd("AUTH", -2, NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY, NOKEYS, crate::connection::auth, "connection", "Authenticates the connection."), crate::connection::auth_while_busy), crate::slowlog::redact_auth),
     cmd("BGREWRITEAOF", 1, ADMIN | NOSCRIPT | NO_MULTI, NOKEYS, crate::admin::bgrewriteaof, "server", "Asynchronously rewrites the append-only file to disk (the NVMe log is cleaned as it runs: nothing to do)."),
@@ -259,10 +260,10 @@ pub static TABLE: &[Command] = &[
     cmd("PFSELFTEST", 1, ADMIN, NOKEYS, crate::hyperloglog::pfselftest, "hyperloglog", "An internal command for testing HyperLogLog values"),
     cmd("PING", -1, FAST | ALLOWED_IN_RESP2_SUBSCRIBED, NOKEYS, crate::connection::ping, "connection", "Returns the server's liveliness response."),
     cmd("PSETEX", 4, WRITE | DENYOOM, KEY1, s::psetex, "string", "Sets both string value and expiration time in milliseconds of a key."),
-    cmd("PSUBSCRIBE", -2, PUBSUB | NOSCRIPT | LOADING | STALE | ALLOWED_IN_RESP2_SUBSCRIBED, NOKEYS, crate::pubsub::psubscribe, "pubsub", "Listens for messages published to channels that match one or more patterns."),
+    cmd("PSUBSCRIBE", -2, PUBSUB | CHANNEL_PATTERNS | NOSCRIPT | LOADING | STALE | ALLOWED_IN_RESP2_SUBSCRIBED, NOKEYS, crate::pubsub::psubscribe, "pubsub", "Listens for messages published to channels that match one or more patterns."),
     cmd("PSYNC", -3, ADMIN | NOSCRIPT | NO_MULTI, NOKEYS, crate::replication::psync, "server", "An internal command used in replication: answers FULLRESYNC, then the snapshot and the write stream."),
     cmd("PTTL", 2, READONLY | FAST, KEY1, k::pttl, "generic", "Returns the expiration time in milliseconds of a key."),
-    cmd("PUBLISH", 3, PUBSUB | LOADING | STALE | FAST | MAY_REPLICATE, NOKEYS, crate::pubsub::publish, "pubsub", "Posts a message to a channel."),
+    cmd("PUBLISH", 3, PUBSUB | CHANNEL_PUBLISH | LOADING | STALE | FAST | MAY_REPLICATE, NOKEYS, crate::pubsub::publish, "pubsub", "Posts a message to a channel."),
     cmd("PUBSUB", -2, LOADING | STALE, NOKEYS, crate::pubsub::pubsub, "pubsub", "CHANNELS, NUMSUB, NUMPAT, SHARDCHANNELS, SHARDNUMSUB."),
     cmd("PUNSUBSCRIBE", -1, PUBSUB | NOSCRIPT | LOADING | STALE | ALLOWED_IN_RESP2_SUBSCRIBED, NOKEYS, crate::pubsub::punsubscribe, "pubsub", "Stops listening to messages published to channels that match one or more patterns."),
     busy(cmd("QUIT", -1, NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY | ALLOWED_IN_RESP2_SUBSCRIBED | TX_CONTROL | TX_END | TX_CONTROL_WHILE_BUSY, NOKEYS, crate::connection::quit, "connection", "Closes the connection."), crate::connection::quit_while_busy),
@@ -305,13 +306,13 @@ pub static TABLE: &[Command] = &[
     movable(cmd("SORT", -2, WRITE | DENYOOM | MOVABLEKEYS | VALUES, KEY1, k::sort, "generic", "Sorts the elements in a list, a set, or a sorted set, optionally storing the result."), sort_keys),
     movable(cmd("SORT_RO", -2, READONLY | MOVABLEKEYS | VALUES, KEY1, k::sort, "generic", "Returns the sorted elements of a list, a set, or a sorted set."), sort_keys),
     cmd("SPOP", -2, WRITE | FAST | VALUES, KEY1, crate::set::spop, "set", "Returns one or more random members from a set after removing them."),
-    cmd("SPUBLISH", 3, PUBSUB | LOADING | STALE | FAST | MAY_REPLICATE, NOKEYS, crate::pubsub::spublish, "pubsub", "Post a message to a shard channel (one server: the shard channels are its own namespace)."),
+    cmd("SPUBLISH", 3, PUBSUB | CHANNEL_PUBLISH | LOADING | STALE | FAST | MAY_REPLICATE, NOKEYS, crate::pubsub::spublish, "pubsub", "Post a message to a shard channel (one server: the shard channels are its own namespace)."),
     cmd("SRANDMEMBER", -2, READONLY | VALUES, KEY1, crate::set::srandmember, "set", "Get one or multiple random members from a set."),
     cmd("SREM", -3, WRITE | FAST | VALUES, KEY1, crate::set::srem, "set", "Removes one or more members from a set."),
     cmd("SSCAN", -3, READONLY | VALUES, KEY1, crate::set::sscan, "set", "Iterates over members of a set."),
-    cmd("SSUBSCRIBE", -2, PUBSUB | NOSCRIPT | LOADING | STALE | ALLOWED_IN_RESP2_SUBSCRIBED, NOKEYS, crate::pubsub::ssubscribe, "pubsub", "Listens for messages published to shard channels."),
+    cmd("SSUBSCRIBE", -2, PUBSUB | CHANNELS_SUBSCRIBE | NOSCRIPT | LOADING | STALE | ALLOWED_IN_RESP2_SUBSCRIBED, NOKEYS, crate::pubsub::ssubscribe, "pubsub", "Listens for messages published to shard channels."),
     cmd("STRLEN", 2, READONLY | FAST | VALUES, KEY1, s::strlen, "string", "Returns the length of a string value."),
-    cmd("SUBSCRIBE", -2, PUBSUB | NOSCRIPT | LOADING | STALE | ALLOWED_IN_RESP2_SUBSCRIBED, NOKEYS, crate::pubsub::subscribe, "pubsub", "Listens for messages published to channels."),
+    cmd("SUBSCRIBE", -2, PUBSUB | CHANNELS_SUBSCRIBE | NOSCRIPT | LOADING | STALE | ALLOWED_IN_RESP2_SUBSCRIBED, NOKEYS, crate::pubsub::subscribe, "pubsub", "Listens for messages published to channels."),
     cmd("SUNION", -2, READONLY | VALUES, ALLKEYS, crate::set::sunion, "set", "Returns the union of multiple sets."),
     cmd("SUNIONSTORE", -3, WRITE | DENYOOM | VALUES, ALLKEYS, crate::set::sunionstore, "set", "Stores the union of multiple sets in a key."),
     cmd("SUNSUBSCRIBE", -1, PUBSUB | NOSCRIPT | LOADING | STALE | ALLOWED_IN_RESP2_SUBSCRIBED, NOKEYS, crate::pubsub::sunsubscribe, "pubsub", "Stops listening to messages posted to shard channels."),
@@ -378,11 +379,31 @@ pub static TABLE: &[Command] = &[
 /// The table, found by name: what dispatch, the loop and the handlers (through
 /// [`crate::context::Ctx::commands`]) look commands up in.
 pub static COMMANDS: std::sync::LazyLock<Commands> =
-    std::sync::LazyLock::new(|| Commands::new(TABLE, SUBCOMMANDS));
+    std::sync::LazyLock::new(|| Commands::new(TABLE, SUBCOMMANDS).with_acl(acl_categories));
+
+/// A command's or subcommand's ACL categories: Redis's description's, or for cxltier's own
+/// the table's ([`Command::categories`]).
+fn acl_categories(cmd: &Command, sub: Option<&str>) -> Vec<&'static str> {
+    let name = match sub {
+        Some(s) => format!("{}|{s}", cmd.name.to_ascii_lowercase()),
+        None => cmd.name.to_ascii_lowercase(),
+    };
+    match crate::command_info::spec(&name) {
+        Some(s) => s.categories.to_vec(),
+        None => cmd.categories(),
+    }
+}
 
 /// The subcommands of the container commands, as `COMMAND LIST` names them (`config|get`):
 /// those each handler serves.
 pub static SUBCOMMANDS: &[(&str, &[&str])] = &[
+    (
+        "ACL",
+        &[
+            "cat", "deluser", "dryrun", "genpass", "getuser", "help", "list", "load", "log",
+            "save", "setuser", "users", "whoami",
+        ],
+    ),
     (
         "CLIENT",
         &[

@@ -216,6 +216,7 @@ fn no_server_handler_imports_another_handler() {
         "pubsub",
         "scripting",
         "replication",
+        "acl_command",
     ];
     const ABOVE: &[&str] = &["table", "dispatch", "server", "commands"];
     let src = root().join("crates/cxltier-server/src");

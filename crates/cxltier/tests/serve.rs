@@ -125,6 +125,16 @@ fn bad_options_are_explained() {
     let out = run(&["--quarantine-file", dir.path().to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("is a directory"));
+    // An ACL file that does not load: every line's error, and no start.
+    let acl = dir.path().join("users.acl");
+    std::fs::write(&acl, "user a on +nosuch\n").unwrap();
+    let out = run(&["--acl-file", acl.to_str().unwrap(), "--bind", "127.0.0.1:0"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("users.acl:1: Error in applying operation '+nosuch'"),
+        "{err}"
+    );
     let busy = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = busy.local_addr().unwrap().to_string();
     let out = run(&["--bind", &addr]);

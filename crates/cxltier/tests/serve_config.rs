@@ -26,7 +26,7 @@ fn a_redis_configuration_file_is_in_force_before_the_first_client() {
     let conf = write_config(
         dir.path(),
         &format!(
-            "# a comment\nport 6390\nbind 127.0.0.1\ndatabases 4\nrequirepass \"s3cret pass\"\nnotify-keyspace-events KEA\ndbfilename kept.rdb\nmaxmemory-policy allkeys-lru\nsave 900 1\nsave 300 10\nlogfile {}\npidfile {}\ndir {}\ndaemonize no\n",
+            "# a comment\nport 6390\nbind 127.0.0.1\ndatabases 4\nrequirepass \"s3cret pass\"\nnotify-keyspace-events KEA\ndbfilename kept.rdb\nmaxmemory-policy allkeys-lru\nsave 900 1\nsave 300 10\nuser alice on >alicepw ~a:* +get +set\nlogfile {}\npidfile {}\ndir {}\ndaemonize no\n",
             log.display(),
             pid.display(),
             dir.path().display()
@@ -51,6 +51,13 @@ fn a_redis_configuration_file_is_in_force_before_the_first_client() {
             "{name}: {got}"
         );
     }
+    // The file's ACL user, with its commands and keys.
+    let mut alice = s.client();
+    assert_eq!(alice.call_text(&["AUTH", "alice", "alicepw"]), "+OK\r\n");
+    assert_eq!(alice.call_text(&["SET", "a:1", "x"]), "+OK\r\n");
+    assert!(alice.call_text(&["GET", "b:1"]).starts_with("-NOPERM"));
+    assert!(alice.call_text(&["DEL", "a:1"]).starts_with("-NOPERM"));
+    drop(alice);
     assert_eq!(c.call_text(&["SELECT", "3"]), "+OK\r\n");
     assert!(c
         .call_text(&["SELECT", "4"])

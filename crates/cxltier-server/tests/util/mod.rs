@@ -48,6 +48,7 @@ pub struct ServerBuilder {
     ssd: Option<SsdSpec>,
     durability: Option<Durability>,
     requirepass: Option<String>,
+    acl_file: Option<std::path::PathBuf>,
     databases: usize,
     max_object: usize,
     max_clients: usize,
@@ -62,6 +63,7 @@ impl Default for ServerBuilder {
             ssd: None,
             durability: None,
             requirepass: None,
+            acl_file: None,
             databases: cxltier_server::db::DEFAULT_DATABASES,
             max_object: 512 << 20,
             max_clients: 10_000,
@@ -101,6 +103,11 @@ impl ServerBuilder {
     /// `--durability none|everysec|always` (default: everysec with an NVMe tier, none without).
     pub fn durability(mut self, mode: &str) -> Self {
         self.durability = Some(mode.parse().expect("a durability mode"));
+        self
+    }
+    /// `--acl-file PATH`.
+    pub fn acl_file(mut self, path: &Path) -> Self {
+        self.acl_file = Some(path.to_path_buf());
         self
     }
     /// `--requirepass PASSWORD`.
@@ -174,6 +181,8 @@ impl ServerBuilder {
             snapshot_dir,
             metrics: None,
             settings: Vec::new(),
+            acl_file: self.acl_file,
+            users: Vec::new(),
         };
         let stop = Arc::new(AtomicBool::new(false));
         let flag = Arc::clone(&stop);

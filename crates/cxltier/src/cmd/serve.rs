@@ -71,6 +71,10 @@ pub struct Args {
     /// Require AUTH with this password
     #[arg(long, value_name = "PASSWORD")]
     requirepass: Option<String>,
+    /// The ACL file (Redis's aclfile: a `user NAME RULES...` line each): its users are
+    /// loaded at start, and ACL LOAD and ACL SAVE read and write it
+    #[arg(long, value_name = "PATH")]
+    acl_file: Option<std::path::PathBuf>,
     /// NUMA node of the DRAM arena (default 0)
     #[arg(long, value_name = "NODE")]
     dram_node: Option<u32>,
@@ -215,12 +219,6 @@ pub fn run(args: Args) -> CliResult {
     for warning in &file.warnings {
         log.say(&format!("warning: {warning}"));
     }
-    if let Some((_, origin)) = file.users.first() {
-        return Err(CliError::bad_input(format!(
-            "{origin}: user: ACL users are not supported by cxltier serve yet"
-        ))
-        .with_hint("remove the user lines and use requirepass (or --requirepass)"));
-    }
     // Redis enters `dir` as it reads the file: relative paths (--ssd, pidfile) are then in it.
     if let Some(dir) = &file.dir {
         std::env::set_current_dir(dir).map_err(|e| {
@@ -336,6 +334,13 @@ pub fn run(args: Args) -> CliResult {
         args.quarantine_file.display()
     ));
     let stop = crate::cmd::stop_flag()?;
+    // --acl-file, or the configuration file's `aclfile` (Redis's name for it).
+    let acl_file = args.acl_file.or_else(|| {
+        file.settings
+            .iter()
+            .find(|s| s.name == "aclfile" && !s.value.is_empty())
+            .map(|s| std::path::PathBuf::from(&s.value))
+    });
     let cfg = ServerConfig {
         bind,
         requirepass,
@@ -353,6 +358,8 @@ pub fn run(args: Args) -> CliResult {
         snapshot_dir: ssd.as_ref().and_then(SsdSpec::file_dir),
         metrics,
         settings: file.settings,
+        acl_file,
+        users: file.users,
     };
     let pid_file = file.pid_file.map(|path| PidFile::write(path, &log));
     let served = cxltier_server::serve_on(listener, cfg, store, stop);
