@@ -16,90 +16,90 @@ pub type KeysFn = fn(&[&[u8]]) -> Option<Vec<usize>>;
 
 /// Redis's command flags (`COMMAND INFO` names them), and ours.
 pub mod flag {
-    pub const WRITE: u32 = 1 << 0;
-    pub const READONLY: u32 = 1 << 1;
-    pub const DENYOOM: u32 = 1 << 2;
-    pub const ADMIN: u32 = 1 << 3;
-    pub const PUBSUB: u32 = 1 << 4;
-    pub const NOSCRIPT: u32 = 1 << 5;
-    pub const BLOCKING: u32 = 1 << 6;
-    pub const LOADING: u32 = 1 << 7;
-    pub const STALE: u32 = 1 << 8;
-    pub const FAST: u32 = 1 << 9;
-    pub const NO_AUTH: u32 = 1 << 10;
-    pub const NO_MULTI: u32 = 1 << 11;
-    pub const MOVABLEKEYS: u32 = 1 << 12;
-    pub const ALLOW_BUSY: u32 = 1 << 13;
+    pub const WRITE: u64 = 1 << 0;
+    pub const READONLY: u64 = 1 << 1;
+    pub const DENYOOM: u64 = 1 << 2;
+    pub const ADMIN: u64 = 1 << 3;
+    pub const PUBSUB: u64 = 1 << 4;
+    pub const NOSCRIPT: u64 = 1 << 5;
+    pub const BLOCKING: u64 = 1 << 6;
+    pub const LOADING: u64 = 1 << 7;
+    pub const STALE: u64 = 1 << 8;
+    pub const FAST: u64 = 1 << 9;
+    pub const NO_AUTH: u64 = 1 << 10;
+    pub const NO_MULTI: u64 = 1 << 11;
+    pub const MOVABLEKEYS: u64 = 1 << 12;
+    pub const ALLOW_BUSY: u64 = 1 << 13;
     /// cxltier's own: the handler reads the values of its keys, so their NVMe reads begin
     /// before it runs and it waits (without blocking the loop) until they are at hand. Commands
     /// that only look at the index (EXISTS, DEL) go without. Not shown by `COMMAND INFO`.
-    pub const VALUES: u32 = 1 << 31;
+    pub const VALUES: u64 = 1 << 31;
     /// cxltier's own: it may run a Lua script (EVAL and its kin, and EXEC, whose transaction
     /// may hold one): the loop lends the other connections to the script's busy mode while it
     /// runs, so that a script that runs long answers them BUSY, accepts new ones and heeds
     /// SCRIPT KILL and stop signals. Not shown by `COMMAND INFO`.
-    pub const SCRIPTS: u32 = 1 << 30;
+    pub const SCRIPTS: u64 = 1 << 30;
 
     /// cxltier's own, not shown by `COMMAND INFO`: what a command is, for the checks dispatch
     /// and the loop make by kind of command (none is made by its name).
     ///
     /// May run while a RESP2 connection is subscribed: Redis allows only the (un)subscribe
     /// commands, PING, QUIT and RESET then, since every reply in that mode is a message.
-    pub const ALLOWED_IN_RESP2_SUBSCRIBED: u32 = 1 << 14;
+    pub const ALLOWED_IN_RESP2_SUBSCRIBED: u64 = 1 << 14;
     /// A transaction's own command (MULTI, EXEC, DISCARD, WATCH, QUIT, RESET): inside MULTI it
     /// runs at once instead of being queued, since it is what ends or guards the transaction.
-    pub const TX_CONTROL: u32 = 1 << 15;
+    pub const TX_CONTROL: u64 = 1 << 15;
     /// Ends the transaction being queued (EXEC, DISCARD, QUIT, RESET): it queues nothing, so it
     /// is not refused OOM inside MULTI, where every other command takes memory to queue.
-    pub const TX_END: u32 = 1 << 16;
+    pub const TX_END: u64 = 1 << 16;
     /// Runs the queued transaction (EXEC): it counts as the commands it would run (writes and
     /// memory growth refused as theirs, their keys read before it runs), and a refusal discards
     /// the transaction with EXECABORT.
-    pub const TX_EXEC: u32 = 1 << 17;
+    pub const TX_EXEC: u64 = 1 << 17;
     /// Removes every key of every database (FLUSHALL), or of the selected one (FLUSHDB): the
     /// watched keys that exist are touched before they go (Redis's rule, known only before).
-    pub const FLUSHES_ALL: u32 = 1 << 18;
-    pub const FLUSHES_DB: u32 = 1 << 19;
+    pub const FLUSHES_ALL: u64 = 1 << 18;
+    pub const FLUSHES_DB: u64 = 1 << 19;
     /// Redis's CMD_TOUCHES_ARBITRARY_KEYS (SCAN, KEYS, RANDOMKEY): its unit of the write
     /// stream is never wrapped in `multi`/`exec` (the keys it found expired go one by one).
-    pub const TOUCHES_ARBITRARY_KEYS: u32 = 1 << 20;
+    pub const TOUCHES_ARBITRARY_KEYS: u64 = 1 << 20;
     /// A read whose missing keys are no key misses (OBJECT: Redis looks its key up without
     /// announcing anything).
-    pub const NO_KEYMISS: u32 = 1 << 21;
+    pub const NO_KEYMISS: u64 = 1 << 21;
 
     /// Inside MULTI while a script is busy, runs instead of being refused BUSY (EXEC, DISCARD,
     /// MULTI, QUIT): the busy mode's own answers end or refuse the transaction.
-    pub const TX_CONTROL_WHILE_BUSY: u32 = 1 << 23;
+    pub const TX_CONTROL_WHILE_BUSY: u64 = 1 << 23;
     /// Leaves a connection's `CLIENT CACHING yes|no` in force for its next command (CLIENT's
     /// own subcommands, as Redis's `resetClient` spares them).
-    pub const KEEPS_CACHING: u32 = 1 << 24;
+    pub const KEEPS_CACHING: u64 = 1 << 24;
 
     /// Redis's CMD_SKIP_SLOWLOG (EXEC): not logged itself; the commands it runs are.
-    pub const SKIP_SLOWLOG: u32 = 1 << 25;
+    pub const SKIP_SLOWLOG: u64 = 1 << 25;
 
     /// Redis's CMD_MAY_REPLICATE: not a write, but it may put something in the write stream
     /// (EVAL, PUBLISH, PFCOUNT's cache update): CLIENT PAUSE WRITE holds it as a write.
-    pub const MAY_REPLICATE: u32 = 1 << 26;
+    pub const MAY_REPLICATE: u64 = 1 << 26;
 
     /// cxltier's own: runs the function its first argument names (FCALL, FCALL_RO), whose
     /// flags then decide what the command is (a `no-writes` function neither writes nor may
     /// replicate: Redis's `fcallGetCommandFlags`).
-    pub const CALLS_FUNCTION: u32 = 1 << 27;
+    pub const CALLS_FUNCTION: u64 = 1 << 27;
     /// cxltier's own: runs the script its first argument is (EVAL, EVAL_RO), or the cached
     /// script its first argument names by SHA1 (EVALSHA, EVALSHA_RO); a script whose shebang
     /// declared flags is then what they say, as a function is (Redis's `evalGetCommandFlags`).
-    pub const RUNS_SCRIPT: u32 = 1 << 28;
-    pub const RUNS_CACHED_SCRIPT: u32 = 1 << 29;
+    pub const RUNS_SCRIPT: u64 = 1 << 28;
+    pub const RUNS_CACHED_SCRIPT: u64 = 1 << 29;
 
     /// cxltier's own, for the ACL's channel checks (Redis's key specs of channels): its first
     /// argument is a channel it publishes to (PUBLISH, SPUBLISH); every argument is a channel
     /// it subscribes to (SUBSCRIBE, SSUBSCRIBE); every argument is a pattern (PSUBSCRIBE).
-    pub const CHANNEL_PUBLISH: u32 = 1 << 22;
-    pub const CHANNELS_SUBSCRIBE: u32 = 1 << 28;
-    pub const CHANNEL_PATTERNS: u32 = 1 << 29;
+    pub const CHANNEL_PUBLISH: u64 = 1 << 22;
+    pub const CHANNELS_SUBSCRIBE: u64 = 1 << 32;
+    pub const CHANNEL_PATTERNS: u64 = 1 << 33;
 
     /// Redis's names of the flags above, in `COMMAND INFO`'s order.
-    pub const NAMES: &[(u32, &str)] = &[
+    pub const NAMES: &[(u64, &str)] = &[
         (WRITE, "write"),
         (READONLY, "readonly"),
         (DENYOOM, "denyoom"),
@@ -127,7 +127,7 @@ pub struct Command {
     pub name: &'static str,
     /// Redis's convention: `n` exactly n arguments (the name included), `-n` at least n.
     pub arity: i32,
-    pub flags: u32,
+    pub flags: u64,
     /// Where the keys are: the first and last argument that is a key (a negative last counts
     /// from the end: -1 the last argument) and the step between keys; 0 0 0 for no keys.
     pub first_key: i32,
@@ -148,7 +148,7 @@ pub struct Command {
 }
 
 impl Command {
-    pub fn has(&self, f: u32) -> bool {
+    pub fn has(&self, f: u64) -> bool {
         self.flags & f != 0
     }
 
@@ -284,7 +284,7 @@ impl Command {
 pub(crate) const fn cmd(
     name: &'static str,
     arity: i32,
-    flags: u32,
+    flags: u64,
     keys: (i32, i32, i32),
     handler: Handler,
     group: &'static str,

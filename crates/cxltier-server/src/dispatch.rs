@@ -503,7 +503,7 @@ fn held_by_pause(
     }
     // A function or script declared `no-writes` is a read; an unknown one counts as the
     // command.
-    let may_replicate = |flags: u32| flags & (flag::WRITE | flag::MAY_REPLICATE) != 0;
+    let may_replicate = |flags: u64| flags & (flag::WRITE | flag::MAY_REPLICATE) != 0;
     may_replicate(command_flags(info, cmd, args))
         || (cmd.has(flag::TX_EXEC) && queued_flags(info, session).any(may_replicate))
 }
@@ -513,7 +513,7 @@ fn held_by_pause(
 /// script that had one, EVALSHA of a cached one), whose flags then say what it is: a write
 /// unless `no-writes`, one that grows memory unless `no-writes` or `allow-oom`, served stale
 /// with `allow-stale`, and no longer a command that may replicate without writing.
-fn command_flags(info: &ServerInfo, cmd: &Command, args: &[&[u8]]) -> u32 {
+fn command_flags(info: &ServerInfo, cmd: &Command, args: &[&[u8]]) -> u64 {
     use crate::functions::flags as script;
     let declared = match args.get(1) {
         Some(name) if cmd.has(flag::CALLS_FUNCTION) => {
@@ -540,7 +540,7 @@ fn command_flags(info: &ServerInfo, cmd: &Command, args: &[&[u8]]) -> u32 {
 }
 
 /// The flags of each command the connection's transaction queued, as [`command_flags`] says.
-fn queued_flags<'a>(info: &'a ServerInfo, session: &'a Session) -> impl Iterator<Item = u32> + 'a {
+fn queued_flags<'a>(info: &'a ServerInfo, session: &'a Session) -> impl Iterator<Item = u64> + 'a {
     session.multi.iter().flatten().filter_map(|args| {
         let cmd = table::COMMANDS.lookup(args.first()?)?;
         let words: smallvec::SmallVec<[&[u8]; 8]> = args.iter().map(Vec::as_slice).collect();
@@ -566,7 +566,7 @@ fn refusal(
 ) -> Option<&'static str> {
     let flags = command_flags(info, cmd, args);
     let is_exec = cmd.has(flag::TX_EXEC);
-    let queued_has = |f: u32| is_exec && queued_flags(info, session).any(|q| q & f != 0);
+    let queued_has = |f: u64| is_exec && queued_flags(info, session).any(|q| q & f != 0);
     let writes = flags & flag::WRITE != 0 || queued_has(flag::WRITE);
     // Redis's min-replicas-to-write: writes need that many replicas that acknowledged within
     // min-replicas-max-lag seconds.

@@ -549,7 +549,7 @@ mod tests {
             let Some(rest) = line.trim().strip_prefix("pub const ") else {
                 continue;
             };
-            let Some((name, shift)) = rest.split_once(": u32 = 1 << ") else {
+            let Some((name, shift)) = rest.split_once(": u64 = 1 << ") else {
                 continue;
             };
             let shift: u32 = shift.trim_end_matches(';').parse().expect(name);
