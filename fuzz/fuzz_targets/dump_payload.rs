@@ -5,7 +5,8 @@
 //!   again sealed with a valid footer (RDB version 10, its CRC64), so that its body is reached;
 //! - structured (odd first byte): `arbitrary` draws an RDB type and the members of a value of
 //!   that type, the value is written in that type's encoding (plain strings, integers and LZF
-//!   in RDB strings; ziplists, listpacks, intsets and zipmaps through `rdb::encode`), a few
+//!   in RDB strings; ziplists, listpacks, intsets and zipmaps through `rdb::encode`; streams
+//!   with groups, pending entries and consumers as DUMP writes them), a few
 //!   bytes of the body are then changed, cut or inserted, and the footer is sealed with a valid
 //!   CRC64 (and an RDB version drawn near 10).
 //!
@@ -21,7 +22,9 @@ use std::alloc::System;
 use cap::Cap;
 use cxltier_server::rdb::dump;
 use cxltier_server::rdb::encode::{self, Entry};
+use cxltier_server::rdb::load::Value;
 use cxltier_server::rdb::lzf;
+use cxltier_server::rdb::stream::{Consumer, Pending, Stream, StreamEntry, StreamGroup};
 use libfuzzer_sys::arbitrary::{Result, Unstructured};
 use libfuzzer_sys::fuzz_target;
 
@@ -207,12 +210,75 @@ fn body(u: &mut Unstructured<'_>) -> Result<Vec<u8>> {
             }
             rdb_string(u, &encode::listpack(&entries(&items)), &mut b)?;
         }
+        15 | 19 => {
+            // A stream written as DUMP writes it (type 19's fields; a type 15 body reads them
+            // as what follows), then damaged like the rest.
+            let s = stream(u, &members)?;
+            let p = dump::payload(&Value::Stream(Box::new(s)));
+            b.extend_from_slice(&p[1..p.len() - dump::FOOTER_LEN]);
+        }
         _ => {
             let n = u.int_in_range(0..=16)?;
             b.extend_from_slice(u.bytes(n)?);
         }
     }
     Ok(b)
+}
+
+/// A stream of entries made of `members` (one or two pairs each, ids increasing, nodes opened
+/// at random), and up to two groups with consumers owning some of its ids.
+fn stream(u: &mut Unstructured<'_>, members: &[Vec<u8>]) -> Result<Stream> {
+    let mut s = Stream::default();
+    let mut id = (u64::from(u.arbitrary::<u16>()?), 0u64);
+    for pair in members.chunks(2) {
+        id = (id.0 + u64::from(u.int_in_range(0..=3u8)?), id.1 + 1);
+        let fields = s.items.len();
+        let pairs = pair.len().min(if u.arbitrary::<bool>()? { 1 } else { 2 });
+        for m in &pair[..pairs] {
+            s.items.push(m);
+        }
+        for m in &pair[..pairs] {
+            s.items.push(m);
+        }
+        let node_start = s.entries.is_empty() || u.ratio(1, 4)?;
+        s.entries.push(StreamEntry {
+            id,
+            fields,
+            values: fields + pairs,
+            pairs,
+            node_start,
+        });
+    }
+    s.last_id = id;
+    s.first_id = s.entries.first().map_or((0, 0), |e| e.id);
+    s.entries_added = s.entries.len() as u64 + u64::from(u.arbitrary::<u8>()?);
+    for g in 0..u.int_in_range(0..=2)? {
+        let mut group = StreamGroup {
+            name: vec![b'g', g],
+            last: id,
+            entries_read: u.arbitrary()?,
+            ..StreamGroup::default()
+        };
+        let consumers = u.int_in_range(1..=3u8)?;
+        group.consumers = (0..consumers)
+            .map(|c| Consumer {
+                name: vec![b'c', c],
+                seen_ms: 1,
+            })
+            .collect();
+        for e in &s.entries {
+            if u.arbitrary::<bool>()? {
+                group.pending.push(Pending {
+                    id: e.id,
+                    delivered_ms: u.arbitrary()?,
+                    deliveries: u64::from(u.arbitrary::<u8>()?),
+                    consumer: usize::from(u.int_in_range(0..=consumers - 1)?),
+                });
+            }
+        }
+        s.groups.push(group);
+    }
+    Ok(s)
 }
 
 /// A few changes to the body: a byte set, a range cut, bytes inserted, the end cut.

@@ -764,6 +764,7 @@ fn build(
                 ctx.store.sadd(key, batch)?;
             }
         }
+        Value::Stream(s) => crate::rdb::stream::build(ctx.store, key, s)?,
         Value::ZSet { members, scores } => {
             let all: Vec<(f64, &[u8])> = scores.iter().copied().zip(members.iter()).collect();
             for batch in all.chunks(BUILD_BATCH) {

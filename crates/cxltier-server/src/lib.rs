@@ -44,8 +44,8 @@
 //! - [`geo`]: the GEO commands over sorted sets whose scores are 52-bit geohashes;
 //! - [`hash_layout`]: a hash's two layouts: its fields encoded in one stored value, or a
 //!   chunked collection, and the move from one to the other;
-//! - [`stream_layout`]: how a stream entry is kept in the store (its id as the key, its fields
-//!   and values in the value);
+//! - [`stream_layout`]: how a stream is kept in the store (an entry's id as the key, its fields
+//!   and values in the value; the stream's record, its groups, pending entries and consumers);
 //! - [`encoding`]: OBJECT ENCODING, Redis's name for how it would encode a value under the
 //!   configured thresholds (the hash and set commands ask it too);
 //! - [`memory`]: the memory figures INFO, CONFIG, OOM, ROLE and the metrics share, and
@@ -65,8 +65,8 @@
 //! - [`quarantine`]: follows the quarantine file of `cxltier ras --watch --quarantine` and hands
 //!   new poisoned ranges to the store (`INFO poison`);
 //! - [`rdb`]: the RDB snapshot (version 10, Redis's CRC64) a replica loads at SYNC/PSYNC, the
-//!   decoder of RDB values (every encoding Redis 7.0 loads, validated) and DUMP/RESTORE payloads
-//!   in Redis's format;
+//!   decoder of RDB values (every encoding Redis 7.0 loads, streams with their groups included,
+//!   validated) and DUMP/RESTORE payloads in Redis's format;
 //! - [`replication`]: SYNC, PSYNC, REPLCONF, ROLE, WAIT, CLUSTER: replicas attach, are sent
 //!   the snapshot, then the write stream as Redis 7.0 propagates it (what changed, rewritten,
 //!   in MULTI/EXEC units, after SELECT);

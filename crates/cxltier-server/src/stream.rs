@@ -17,38 +17,18 @@ use crate::context::{fail, now_ms, Ctx, Effect};
 use crate::errors::{NOT_INT, SYNTAX};
 use crate::notify::class as nc;
 use crate::resp::reply;
-use crate::stream_layout::{decode_entry, encode_entry, NODE_START};
+use crate::stream_layout::{
+    consumer_key, cpel_key, cpel_prefix, decode_entry, encode_entry, entry_bytes, gp, group_key,
+    pel_key, Group, Id, Meta, Nack, GROUP_TAG, META_KEY, NODE_START, ZERO_ID,
+};
 use crate::write_stream::Op;
-
-/// A stream entry's id.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
-pub(crate) struct Id {
-    pub ms: u64,
-    pub seq: u64,
-}
 
 const MAX_ID: Id = Id {
     ms: u64::MAX,
     seq: u64::MAX,
 };
-const ZERO_ID: Id = Id { ms: 0, seq: 0 };
 
 impl Id {
-    fn key(self) -> [u8; 16] {
-        let mut k = [0u8; 16];
-        k[..8].copy_from_slice(&self.ms.to_be_bytes());
-        k[8..].copy_from_slice(&self.seq.to_be_bytes());
-        k
-    }
-
-    fn from_key(k: &[u8]) -> Option<Id> {
-        let k: &[u8; 16] = k.get(k.len().checked_sub(16)?..)?.try_into().ok()?;
-        Some(Id {
-            ms: u64::from_be_bytes(k[..8].try_into().ok()?),
-            seq: u64::from_be_bytes(k[8..].try_into().ok()?),
-        })
-    }
-
     fn incr(self) -> Option<Id> {
         if self.seq == u64::MAX {
             if self.ms == u64::MAX {
@@ -199,59 +179,6 @@ fn clock(store: &Store) -> u64 {
 
 // ---- the stream's record, its groups and entries, as the trees hold them ----
 
-const META_KEY: &[u8] = b"s";
-const GROUP_TAG: u8 = b'g';
-
-/// The stream's own record (Redis's `stream` struct, and the newest node's fill).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-struct Meta {
-    last: Id,
-    added: u64,
-    max_deleted: Id,
-    /// The id that opened the newest node; the node exists while entries at or above it do.
-    tail_start: Id,
-    /// The newest node's entries, live and deleted (Redis counts both).
-    tail_count: u64,
-    /// The newest node's estimated bytes.
-    tail_bytes: u64,
-    /// Nodes (XINFO's `radix-tree-keys`).
-    nodes: u64,
-}
-
-impl Meta {
-    fn encode(&self) -> Vec<u8> {
-        let mut v = Vec::with_capacity(80);
-        v.extend_from_slice(&self.last.key());
-        v.extend_from_slice(&self.added.to_le_bytes());
-        v.extend_from_slice(&self.max_deleted.key());
-        v.extend_from_slice(&self.tail_start.key());
-        v.extend_from_slice(&self.tail_count.to_le_bytes());
-        v.extend_from_slice(&self.tail_bytes.to_le_bytes());
-        v.extend_from_slice(&self.nodes.to_le_bytes());
-        v
-    }
-
-    fn decode(b: &[u8]) -> Option<Meta> {
-        if b.len() != 80 {
-            return None;
-        }
-        let u = |at: usize| u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"));
-        Some(Meta {
-            last: Id::from_key(&b[0..16])?,
-            added: u(16),
-            max_deleted: Id::from_key(&b[24..40])?,
-            tail_start: Id::from_key(&b[40..56])?,
-            tail_count: u(56),
-            tail_bytes: u(64),
-            nodes: u(72),
-        })
-    }
-
-    fn put(&self) -> StreamEdit {
-        StreamEdit::Put(T::Meta, META_KEY.to_vec(), self.encode())
-    }
-}
-
 fn corrupt(key: &[u8], what: &str) -> StoreError {
     StoreError::Corrupt(format!(
         "the stream {:?} has an unreadable {what}",
@@ -275,111 +202,12 @@ fn meta(store: &mut Store, key: &[u8]) -> Result<Option<Meta>, StoreError> {
     }
 }
 
-/// A consumer group: the last id delivered and its read counter (`None`: Redis's invalid -1).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Group {
-    last: Id,
-    entries_read: Option<u64>,
-}
-
-fn group_key(name: &[u8]) -> Vec<u8> {
-    let mut k = Vec::with_capacity(1 + name.len());
-    k.push(GROUP_TAG);
-    k.extend_from_slice(name);
-    k
-}
-
-impl Group {
-    fn encode(&self) -> Vec<u8> {
-        let mut v = self.last.key().to_vec();
-        v.extend_from_slice(&self.entries_read.map_or(-1i64, |n| n as i64).to_le_bytes());
-        v
-    }
-
-    fn decode(b: &[u8]) -> Option<Group> {
-        if b.len() != 24 {
-            return None;
-        }
-        let n = i64::from_le_bytes(b[16..24].try_into().ok()?);
-        Some(Group {
-            last: Id::from_key(&b[..16])?,
-            entries_read: (n >= 0).then_some(n as u64),
-        })
-    }
-
-    fn put(&self, name: &[u8]) -> StreamEdit {
-        StreamEdit::Put(T::Meta, group_key(name), self.encode())
-    }
-}
-
 fn group(store: &mut Store, key: &[u8], name: &[u8]) -> Result<Option<Group>, StoreError> {
     match store.stream_get(key, T::Meta, &group_key(name))? {
         Some(b) => Group::decode(&b)
             .map(Some)
             .ok_or_else(|| corrupt(key, "group")),
         None => Ok(None),
-    }
-}
-
-/// The prefix of a group's keys in the pending, consumer and consumer-pending trees.
-fn gp(group: &[u8]) -> Vec<u8> {
-    let mut k = Vec::with_capacity(4 + group.len() + 16);
-    k.extend_from_slice(&(group.len() as u32).to_be_bytes());
-    k.extend_from_slice(group);
-    k
-}
-
-fn pel_key(group: &[u8], id: Id) -> Vec<u8> {
-    let mut k = gp(group);
-    k.extend_from_slice(&id.key());
-    k
-}
-
-fn consumer_key(group: &[u8], consumer: &[u8]) -> Vec<u8> {
-    let mut k = gp(group);
-    k.extend_from_slice(consumer);
-    k
-}
-
-fn cpel_prefix(group: &[u8], consumer: &[u8]) -> Vec<u8> {
-    let mut k = gp(group);
-    k.extend_from_slice(&(consumer.len() as u32).to_be_bytes());
-    k.extend_from_slice(consumer);
-    k
-}
-
-fn cpel_key(group: &[u8], consumer: &[u8], id: Id) -> Vec<u8> {
-    let mut k = cpel_prefix(group, consumer);
-    k.extend_from_slice(&id.key());
-    k
-}
-
-/// A pending entry: when it was last delivered, how often, and to whom.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Nack {
-    time: u64,
-    count: u64,
-    consumer: Vec<u8>,
-}
-
-impl Nack {
-    fn encode(&self) -> Vec<u8> {
-        let mut v = Vec::with_capacity(16 + self.consumer.len());
-        v.extend_from_slice(&self.time.to_le_bytes());
-        v.extend_from_slice(&self.count.to_le_bytes());
-        v.extend_from_slice(&self.consumer);
-        v
-    }
-
-    fn decode(b: &[u8]) -> Option<Nack> {
-        if b.len() < 16 {
-            return None;
-        }
-        Some(Nack {
-            time: u64::from_le_bytes(b[..8].try_into().ok()?),
-            count: u64::from_le_bytes(b[8..16].try_into().ok()?),
-            consumer: b[16..].to_vec(),
-        })
     }
 }
 
@@ -460,12 +288,6 @@ fn with_flags(v: &[u8], flags: u8) -> Vec<u8> {
         *f = flags;
     }
     v
-}
-
-/// A node's estimated bytes for an entry of `items` (Redis's listpack spends a few bytes of
-/// header per element and per entry).
-fn entry_bytes(items: &[&[u8]]) -> u64 {
-    items.iter().map(|i| i.len() as u64 + 2).sum::<u64>() + 8
 }
 
 fn reply_entry(out: &mut Vec<u8>, id: Id, v: &[u8], key: &[u8]) -> Result<(), StoreError> {

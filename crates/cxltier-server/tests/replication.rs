@@ -1,7 +1,7 @@
 //! The server as a replication master: SYNC as Redis's test harness sends it (a valid RDB
 //! then the write stream, as Redis 7.0 propagates it), and a real `redis-server --replicaof`
 //! that loads the snapshot and follows the stream until its data equal the master's, for every
-//! type, with values on NVMe.
+//! type (a stream with a group and pending entries included), with values on NVMe.
 
 mod util;
 use cxltier_store::testing::temp_file;
@@ -178,6 +178,12 @@ fn dump_all(c: &mut Conn) -> Vec<String> {
                 pairs.sort();
                 format!("{pairs:?}")
             }
+            "stream" => format!(
+                "{:?} {:?} {:?}",
+                c.call(&["XRANGE", &k, "-", "+"]),
+                c.call(&["XINFO", "GROUPS", &k]),
+                c.call(&["XPENDING", &k, "g"]),
+            ),
             other => panic!("{k} has type {other}"),
         };
         let ttl = match c.call(&["PTTL", &k]) {
@@ -268,6 +274,22 @@ fn a_redis_replica_loads_the_snapshot_and_follows_the_stream() {
     let s = Server::builder().dram("8M").ssd(&ssd, "128M").start();
     let mut c = s.client();
     fill(&mut c, "snap");
+    // A stream of several nodes, with a deleted entry, a group and pending entries.
+    for i in 1..=450 {
+        c.send_line(&format!("XADD snap:stream {i}-1 f {i} g v"));
+    }
+    for _ in 0..450 {
+        assert!(matches!(c.read(), V::Bulk(_)));
+    }
+    for cmd in [
+        "XDEL snap:stream 5-1",
+        "XGROUP CREATE snap:stream g 0",
+        "XREADGROUP GROUP g alice COUNT 3 STREAMS snap:stream >",
+        "XREADGROUP GROUP g bob COUNT 2 STREAMS snap:stream >",
+    ] {
+        let r = c.call_line(cmd);
+        assert!(!matches!(r, V::Error(_)), "{cmd}: {r:?}");
+    }
     // Keys in other databases: the snapshot selects each database that holds keys.
     assert_eq!(c.call(&["SELECT", "3"]), V::Simple("OK".into()));
     c.call(&["SET", "db3:s", "three"]);

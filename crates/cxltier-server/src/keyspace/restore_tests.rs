@@ -360,6 +360,7 @@ fn canon(v: &Value) -> Vec<Vec<u8>> {
             .iter()
             .map(|(f, x)| [*f, b"=", *x].concat())
             .collect(),
+        Value::Stream(s) => vec![format!("{s:?}").into_bytes()],
     };
     if !matches!(v, Value::List(_)) {
         items.sort();

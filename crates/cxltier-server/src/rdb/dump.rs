@@ -114,6 +114,10 @@ fn write(w: &mut RdbWriter<Vec<u8>>, value: &Value) -> std::io::Result<()> {
         Value::List(s) => strings(w, super::TYPE_LIST, s, false),
         Value::Set(s) => strings(w, super::TYPE_SET, s, false),
         Value::Hash(s) => strings(w, super::TYPE_HASH, s, true),
+        Value::Stream(s) => {
+            w.value_type(super::TYPE_STREAM_LISTPACKS_2)?;
+            super::stream::write(w, s)
+        }
         Value::ZSet { members, scores } => {
             w.value_type(super::TYPE_ZSET_2)?;
             w.len(members.len() as u64)?;

@@ -8,8 +8,9 @@
 //! `LIST_QUICKLIST` (ziplist nodes) and `LIST_QUICKLIST_2` (listpack and plain nodes); sets as
 //! `SET` and `SET_INTSET`; sorted sets as `ZSET` (scores as text), `ZSET_2` (binary doubles),
 //! `ZSET_ZIPLIST` and `ZSET_LISTPACK`; hashes as `HASH`, `HASH_ZIPMAP`, `HASH_ZIPLIST` and
-//! `HASH_LISTPACK`. Streams and module values are refused (cxltier stores neither), and so are
-//! the types of RDB versions after 10 (Redis 7.2's `SET_LISTPACK`).
+//! `HASH_LISTPACK`; streams as `STREAM_LISTPACKS` and `STREAM_LISTPACKS_2` (their own checks in
+//! [`super::stream`]). Module values are refused (cxltier runs no modules), and so are the types
+//! of RDB versions after 10 (Redis 7.2's `SET_LISTPACK`).
 //!
 //! The checks are those of Redis 7.0 with `sanitize-dump-payload yes`: every length within the
 //! bytes left, the structure of ziplists, listpacks, intsets and zipmaps (headers, entry
@@ -37,7 +38,7 @@ pub enum LoadError {
     /// The bytes are not a valid value of their type: what is wrong, in words.
     #[error("{0}")]
     Corrupt(String),
-    /// A valid value of a type cxltier does not keep (a stream, a module's value) or does not
+    /// A valid value of a type cxltier does not keep (a module's value) or does not
     /// read (a newer RDB version's type).
     #[error("{0}")]
     Unsupported(String),
@@ -163,6 +164,8 @@ pub enum Value {
     /// Fields and values alternating: `get(2i)` is a field, `get(2i + 1)` its value. Fields
     /// are distinct.
     Hash(Strings),
+    /// A stream with its consumer groups.
+    Stream(Box<super::stream::Stream>),
 }
 
 impl Value {
@@ -174,6 +177,7 @@ impl Value {
             Value::Set(_) => "set",
             Value::ZSet { .. } => "zset",
             Value::Hash(_) => "hash",
+            Value::Stream(_) => "stream",
         }
     }
 
@@ -273,7 +277,7 @@ impl<'a> Input<'a> {
 
     /// A count of items that each take at least `min_bytes` bytes: refused when the bytes left
     /// cannot hold them, so that no loop or allocation follows a count the input cannot back.
-    fn count(&mut self, min_bytes: u64) -> Result<u64> {
+    pub(crate) fn count(&mut self, min_bytes: u64) -> Result<u64> {
         let n = self.length()?;
         if n.saturating_mul(min_bytes) > self.remaining() as u64 {
             return Err(corrupt(format!(
@@ -340,7 +344,7 @@ impl<'a> Input<'a> {
 
     /// A string holding an encoded collection (ziplist, listpack, intset, zipmap, a quicklist
     /// node): borrowed from the input unless it was compressed.
-    fn blob(&mut self) -> Result<Cow<'a, [u8]>> {
+    pub(crate) fn blob(&mut self) -> Result<Cow<'a, [u8]>> {
         let save = self.at;
         if let Length::Len(n) = self.length_or_encoding()? {
             self.check_len(n)?;
@@ -457,9 +461,7 @@ pub fn read_value(rdb_type: u8, input: &mut Input<'_>) -> Result<Value> {
             )))
         }
         TYPE_STREAM_LISTPACKS | TYPE_STREAM_LISTPACKS_2 => {
-            return Err(LoadError::Unsupported(format!(
-                "a stream (RDB type {rdb_type}): cxltier does not store streams yet"
-            )))
+            Value::Stream(Box::new(super::stream::read(rdb_type, input)?))
         }
         TYPE_SET_LISTPACK => {
             return Err(LoadError::Unsupported(format!(
@@ -486,7 +488,8 @@ pub fn read_object(input: &mut Input<'_>) -> Result<Value> {
 /// NaN.
 fn validate(value: Value) -> Result<Value> {
     let (strings, step) = match &value {
-        Value::String(_) => return Ok(value),
+        // A stream may be empty (Redis keeps one with its last id and groups).
+        Value::String(_) | Value::Stream(_) => return Ok(value),
         Value::List(s) => (s, 0),
         Value::Set(s) => (s, 1),
         Value::ZSet { members, scores } => {
@@ -597,7 +600,10 @@ pub(crate) fn listpack_backlen(len: usize, out: &mut [u8; 5]) -> usize {
 }
 
 /// Walk a listpack (`lpValidateIntegrity` with `deep`), handing each entry to `entry`.
-fn listpack(lp: &[u8], mut entry: impl FnMut(Entry<'_>) -> Result<()>) -> Result<()> {
+pub(crate) fn listpack<'a>(
+    lp: &'a [u8],
+    mut entry: impl FnMut(Entry<'a>) -> Result<()>,
+) -> Result<()> {
     let bad = |what: &str| corrupt(format!("a listpack {what}"));
     if lp.len() < 7 {
         return Err(bad("shorter than its header"));

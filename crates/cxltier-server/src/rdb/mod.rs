@@ -4,7 +4,8 @@
 //! Plain encodings only, each of which Redis 7.0 loads: strings as length-prefixed bytes
 //! (`RDB_TYPE_STRING`), lists as `RDB_TYPE_LIST` (a count, then the members), sets as
 //! `RDB_TYPE_SET`, sorted sets as `RDB_TYPE_ZSET_2` (member, then the score as a binary
-//! double), hashes as `RDB_TYPE_HASH`. A collection is written a page of members at a time,
+//! double), hashes as `RDB_TYPE_HASH`, streams as `RDB_TYPE_STREAM_LISTPACKS_2` ([`stream`]:
+//! listpack nodes, groups, pending entries, consumers; a stream is read whole). A collection is written a page of members at a time,
 //! read from the store as it goes (values on NVMe are read), so memory stays bounded by a page
 //! whatever the data set. The file ends with `EOF` and the CRC64 (Jones polynomial, reflected,
 //! as Redis's `crc64.c`) of every byte before it.
@@ -14,12 +15,15 @@
 //! - [`dump`]: DUMP/RESTORE payloads, Redis's format (a value's RDB type and serialization,
 //!   the RDB version, the CRC64);
 //! - [`lzf`]: the LZF decompressor of RDB's compressed strings;
+//! - [`stream`]: streams in RDB (types 15 and 19 read and validated, 19 written), and a
+//!   stream read from the store or built into it;
 //! - [`encode`]: ziplists, listpacks, intsets and zipmaps written (for tests and fuzzing).
 
 pub mod dump;
 pub mod encode;
 pub mod load;
 pub mod lzf;
+pub mod stream;
 
 use std::io::{self, Write};
 
@@ -405,14 +409,12 @@ pub(crate) fn write_value<W: Write>(
                 },
             )?;
         }
-        // Redis's stream encoding (RDB_TYPE_STREAM_LISTPACKS_2) is not written yet: a snapshot
-        // (SAVE, BGSAVE, a replica's full sync) or DUMP that meets a stream fails whole rather
-        // than leave the key out.
+        // Read whole, then written as RDB_TYPE_STREAM_LISTPACKS_2 (an empty stream too: Redis
+        // keeps one).
         Kind::Stream => {
-            return Err(RdbError::Store(StoreError::Config(format!(
-                "the stream under {:?} cannot be written: cxltier does not write streams in RDB snapshots or DUMP payloads yet",
-                String::from_utf8_lossy(name)
-            ))))
+            let s = stream::from_store(store, key, name)?;
+            header(w, TYPE_STREAM_LISTPACKS_2)?;
+            stream::write(w, &s)?;
         }
         // Not user values: the scan never returns them.
         Kind::Chunk | Kind::BigString => return Ok(false),
